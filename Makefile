@@ -1,0 +1,48 @@
+# The README's two commands are `make demo` and `make test`; the rest are for developers.
+BUILD_TYPE ?= Release
+CMAKE_FLAGS ?=
+CTEST_FLAGS ?= --output-on-failure --timeout 600
+
+.PHONY: all deps build demo test test-slow asan tsan perf install clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+	cmake --build build
+
+# The main job: an N:M shuffle of 100 M tuples, 4 processes x 2 threads, verified exactly-once.
+demo: build
+	build/bin/sluice run -n 4 -- build/bin/sluice-shuffle-demo --threads 2 --tuples 100000000
+
+# Every test but the long soaks (label `slow`).
+test: build
+	cd build && ctest $(CTEST_FLAGS) -LE slow
+
+test-slow: build
+	cd build && ctest $(CTEST_FLAGS) -L slow
+
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+asan: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=address $(CMAKE_FLAGS)
+	cmake --build build-asan
+	cd build-asan && ctest $(CTEST_FLAGS) -LE slow
+
+# The concurrent tests under ThreadSanitizer.
+tsan: deps
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread $(CMAKE_FLAGS)
+	cmake --build build-tsan
+	cd build-tsan && ctest $(CTEST_FLAGS) -L concurrent
+
+# The first version of the project's perftest (see docs/benchmarks.md).
+perf: build
+	build/bin/sluice perf
+
+install: build
+	cmake --install build --prefix $(or $(PREFIX),/usr/local)
+
+clean:
+	rm -rf build build-asan build-tsan

@@ -1,0 +1,140 @@
+// sluice/cluster.h: joining a job, declaring flows, opening their endpoints.
+//
+// A Cluster is this process's membership in one sluice job. Cluster::join()
+// reads the bootstrap environment that `sluice run`, Slurm, mpirun or torchrun
+// set (see README "Environment"), connects to the job's registry and
+// authenticates with the job secret. From then on the process can declare
+// flows, open sources and targets for its own endpoints, and meet the other
+// ranks at barriers.
+//
+// Failure: setup calls throw sluice::Error (see errors.h). A peer that dies,
+// leaves, or stops heart-beating (ClusterOptions::peer_timeout) is reported to
+// every flow that waits on it as Status::kPeerLost naming the rank.
+//
+// Thread safety: every Cluster method may be called from any thread
+// concurrently. Several Clusters may live in one process (each joins with its
+// own options). The Sources and Targets it hands out are single-owner; see
+// flow.h.
+//
+// Ownership: the Cluster owns the registry connection, one control thread
+// (heart-beats and peer events; never on the data path), and the shared
+// memory of every flow declared through it. Destroy every Source and Target
+// before the Cluster. Destroying the Cluster leaves the job cleanly (peers see
+// "left", not "died").
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/errors.h"
+#include "sluice/flow.h"
+
+namespace sluice {
+
+namespace detail {
+class ClusterImpl;
+}
+
+// Settings of one Cluster. Fields default as commented; from_env() applies
+// the SLUICE_* overrides named beside each.
+struct ClusterOptions {
+  // Rank, world size, registry address and secret. Empty/unset: read from the
+  // environment (SLUICE_RANK, SLUICE_WORLD_SIZE, SLUICE_REGISTRY,
+  // SLUICE_SECRET, or Slurm / Open MPI / torchrun variables).
+  int64_t rank = -1;
+  int64_t world_size = -1;
+  std::string registry;  // "host:port"
+  std::string secret;
+  // A peer silent for this long is reported lost. SLUICE_PEER_TIMEOUT_MS. Default 5000 ms.
+  std::chrono::milliseconds peer_timeout{5000};
+  // How long join() keeps retrying the registry, and how long setup calls
+  // (declare, barrier) wait for the other ranks. SLUICE_SETUP_TIMEOUT_MS. Default 60000 ms.
+  std::chrono::milliseconds setup_timeout{60000};
+  // Busy-wait iterations before a blocked push/consume yields and then parks
+  // on a futex. SLUICE_SPIN. Default 4000 (a few microseconds).
+  uint32_t spin_iterations = 4000;
+
+  // Defaults with every SLUICE_* override applied; throws Error(kInvalidArgument)
+  // naming the variable on a malformed value and warns about unknown SLUICE_* names.
+  static ClusterOptions from_env();
+  // One "name = value" line per setting, for logs and `--print-options`.
+  std::string describe() const;
+};
+
+class Cluster {
+ public:
+  // Joins the job described by the environment (see ClusterOptions).
+  // Throws Error(kBootstrap) if the environment does not name a job,
+  // Error(kAuth) on a wrong secret, Error(kTimeout) if the registry does not
+  // answer within setup_timeout.
+  static Cluster join();
+  static Cluster join(const ClusterOptions& options);
+
+  Cluster(Cluster&&) noexcept;
+  Cluster& operator=(Cluster&&) noexcept;
+  ~Cluster();
+
+  uint32_t rank() const;
+  uint32_t world_size() const;
+  const ClusterOptions& options() const;
+
+  // Endpoints (r, 0..slots-1) for every rank r, in rank-major order.
+  std::vector<Endpoint> all_ranks(uint32_t slots = 1) const;
+  // Endpoints (rank, 0..slots-1) for one rank.
+  std::vector<Endpoint> ranks(std::vector<uint32_t> ranks, uint32_t slots = 1) const;
+
+  // Declares a flow. Every rank that appears in its sources or targets must
+  // declare it with an identical spec; the call returns once all have, and
+  // throws Error(kSpecMismatch) naming both ranks and the differing fields if
+  // one disagrees, Error(kTimeout) naming the missing ranks, or
+  // PeerLostError. Declaring the same name twice in one process is an error.
+  void declare(const FlowSpec& spec);
+  template <class T>
+  void declare(const ShuffleSpec<T>& spec) { declare(spec.spec()); }
+  void declare(const BytesShuffleSpec& spec) { declare(spec.spec()); }
+
+  // The source for endpoint (rank(), slot) of a declared flow. REQUIRES: the
+  // endpoint is one of the flow's sources, opened at most once.
+  template <class T>
+  Source<T> source(const ShuffleSpec<T>& spec, uint32_t slot) {
+    check_record(spec.spec(), sizeof(T));
+    return Source<T>(open_source(spec.spec().name, slot));
+  }
+  template <class T>
+  Target<T> target(const ShuffleSpec<T>& spec, uint32_t slot) {
+    check_record(spec.spec(), sizeof(T));
+    return Target<T>(open_target(spec.spec().name, slot));
+  }
+  BytesSource source(const BytesShuffleSpec& spec, uint32_t slot) {
+    check_record(spec.spec(), 0);
+    return BytesSource(open_source(spec.spec().name, slot));
+  }
+  BytesTarget target(const BytesShuffleSpec& spec, uint32_t slot) {
+    check_record(spec.spec(), 0);
+    return BytesTarget(open_target(spec.spec().name, slot));
+  }
+
+  // Waits until every rank of the job has called barrier with the same name
+  // (reusable: the n-th call meets the others' n-th call). Throws on timeout
+  // (naming the missing ranks) or PeerLostError.
+  void barrier(std::string_view name, Deadline deadline = kForever);
+
+  // Every rank contributes `value`; returns all contributions indexed by rank.
+  // Setup-time only (goes through the registry). Same failure rules as barrier.
+  std::vector<std::string> allgather(std::string_view name, std::string_view value,
+                                     Deadline deadline = kForever);
+
+ private:
+  explicit Cluster(std::unique_ptr<detail::ClusterImpl> impl);
+  void check_record(const FlowSpec& spec, size_t record_size) const;
+  std::unique_ptr<detail::SourceCore> open_source(const std::string& flow, uint32_t slot);
+  std::unique_ptr<detail::TargetCore> open_target(const std::string& flow, uint32_t slot);
+
+  std::unique_ptr<detail::ClusterImpl> impl_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,76 @@
+// sluice/errors.h: the two ways sluice reports failure.
+//
+// Setup and the control plane (joining a cluster, declaring flows, opening
+// sources and targets, barriers) throw exceptions derived from sluice::Error.
+// Each carries an ErrorCode and a message that says what happened, to what,
+// and what to do about it.
+//
+// The data plane (push, flush, close, consume) never throws. It returns a
+// Status, and on kPeerLost or kTimeout the handle's error() says which peer or
+// which endpoints it was waiting for.
+//
+// Thread safety: all types here are values; share them freely.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace sluice {
+
+// What went wrong, for callers that branch on the kind of failure.
+enum class ErrorCode : uint8_t {
+  kInvalidArgument,  // a bad option, spec, endpoint or record
+  kSpecMismatch,     // participants declared the same flow differently
+  kPeerLost,         // a peer process died, left or stopped heart-beating
+  kTimeout,          // a deadline passed before the operation could complete
+  kBootstrap,        // the environment does not say how to join the job
+  kRegistry,         // the registry refused or failed a request
+  kProtocol,         // a malformed or incompatible control message
+  kAuth,             // the job secret was missing or wrong
+  kResource,         // the OS refused memory, a file descriptor or a mapping
+  kInternal,         // a bug in sluice; please report it
+};
+
+// A short stable name for `code`, e.g. "PeerLost".
+const char* to_string(ErrorCode code);
+
+// Base of every exception sluice throws.
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message);
+  ErrorCode code() const { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+// Thrown by setup calls when a peer is gone; the data plane returns
+// Status::kPeerLost instead.
+class PeerLostError : public Error {
+ public:
+  PeerLostError(uint32_t rank, const std::string& message)
+      : Error(ErrorCode::kPeerLost, message), rank_(rank) {}
+  uint32_t rank() const { return rank_; }
+
+ private:
+  uint32_t rank_;
+};
+
+// Result of a data-plane call. Never ignore it: kPeerLost means the flow
+// cannot deliver everything it promised.
+enum class Status : uint8_t {
+  kOk = 0,
+  kBackPressured,  // try_push only: the target's ring is full; nothing was written
+  kEndOfFlow,      // consume: every source has closed and every record was consumed
+  kTimeout,        // the deadline passed first (try_consume: nothing was ready)
+  kPeerLost,       // a peer this call depends on is gone; see error()
+  kClosed,         // push after close()
+  kInvalid,        // a bad argument, e.g. an explicit target out of range or a
+                   // record larger than a segment; see error()
+};
+
+// A short stable name for `status`, e.g. "BackPressured".
+const char* to_string(Status status);
+
+}  // namespace sluice

@@ -1,0 +1,498 @@
+// sluice/flow.h: flows, and the sources and targets that feed and drain them.
+//
+// A flow moves records from a set of source endpoints to a set of target
+// endpoints. It is declared once, by name, with the same spec on every
+// participating rank (Cluster::declare checks that they agree). Each worker
+// thread then opens its own Source or Target for its endpoint and uses it
+// without further coordination.
+//
+//   struct Order { uint64_t key; uint64_t amount; };
+//   auto spec = sluice::shuffle<Order>("orders")
+//                   .sources(cluster.all_ranks(2))
+//                   .targets(cluster.all_ranks(2))
+//                   .key(&Order::key);
+//   cluster.declare(spec);
+//   auto out = cluster.source(spec, slot);       // on the thread of `slot`
+//   if (out.push(order) != sluice::Status::kOk) { ... out.error() ... }
+//   (void)out.close();
+//   auto in = cluster.target(spec, slot);
+//   while (auto batch = in.consume())
+//     for (const Order& o : *batch) total += o.amount;
+//   if (in.status() != sluice::Status::kEndOfFlow) { ... in.error() ... }
+//
+// Delivery: every record pushed by a source that closes successfully is
+// consumed exactly once by exactly one target, and the records of one source
+// reach a target in the order they were pushed (per-source FIFO). Records of
+// different sources interleave arbitrarily.
+//
+// Thread safety: a spec is a value (copy it freely). A Source or Target is
+// owned by one thread at a time: it may be moved to another thread, but two
+// threads must never call it concurrently. Different sources and targets are
+// independent and may be used in parallel.
+//
+// Ownership: a Source or Target refers to memory owned by its Cluster; it must
+// be destroyed (or moved from) before the Cluster is.
+#pragma once
+
+#include <chrono>
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <vector>
+
+#include "sluice/detail/hash.h"
+#include "sluice/errors.h"
+
+namespace sluice {
+
+using Clock = std::chrono::steady_clock;
+// An absolute point in time after which a blocking call gives up (kTimeout).
+using Deadline = Clock::time_point;
+inline constexpr Deadline kForever = Deadline::max();
+
+// One worker thread of one process: the unit a flow sends from and to.
+struct Endpoint {
+  uint32_t rank = 0;
+  uint32_t slot = 0;
+  friend auto operator<=>(const Endpoint&, const Endpoint&) = default;
+};
+
+// Bandwidth batches records into segments (default 8 KiB) that are published
+// when full or on flush(); Latency publishes every record at once in a segment
+// of its own and has consumers spin before they park.
+enum class Optimize : uint8_t { kBandwidth, kLatency };
+
+enum class FlowType : uint8_t { kShuffle };
+
+namespace detail {
+
+enum class Route : uint8_t {
+  kHashKey,     // hash of a key field (key_offset, key_size) of the record
+  kHashRecord,  // hash of the whole record (no key declared)
+  kFunction,    // a user callable
+  kExplicit,    // the caller names the target on every push (push_to)
+};
+
+// (record bytes, record size, number of targets) -> target index.
+using RouteFn = std::function<uint32_t(const void*, size_t, uint32_t)>;
+
+}  // namespace detail
+
+// The untyped description of a flow, as the registry and transports see it.
+// Users build one with shuffle<T>() or shuffle_bytes() rather than by hand.
+struct FlowSpec {
+  std::string name;
+  FlowType type = FlowType::kShuffle;
+  uint32_t record_size = 0;   // bytes per record; 0: variable-length byte records
+  uint32_t record_align = 1;  // alignof the record type
+  std::string type_name;      // for messages only, never compared
+  std::vector<Endpoint> sources;
+  std::vector<Endpoint> targets;
+  detail::Route route = detail::Route::kHashRecord;
+  uint32_t key_offset = 0;  // kHashKey: where the key lives in a record
+  uint32_t key_size = 0;    // kHashKey: its size in bytes
+  detail::RouteFn route_fn;  // kFunction
+  Optimize optimize = Optimize::kBandwidth;
+  uint32_t segment_bytes = 0;  // payload per segment; 0: 8 KiB (Bandwidth), one record (Latency)
+  uint32_t ring_segments = 0;  // segments per ring; 0: 16 (Bandwidth), 64 (Latency)
+
+  // Throws Error(kInvalidArgument) naming the first problem: empty name, no
+  // sources or targets, a duplicate endpoint, a key outside the record, ...
+  void validate() const;
+  // Payload bytes per segment after defaults are applied.
+  uint32_t effective_segment_bytes() const;
+  uint32_t effective_ring_segments() const;
+  // The "field=value" lines every participant must agree on (one per line,
+  // fixed order); the registry compares these and names fields that differ.
+  std::string canonical() const;
+};
+
+// A typed shuffle flow spec: records are T, routed to one target each.
+template <class T>
+class ShuffleSpec {
+  static_assert(std::is_trivially_copyable_v<T>, "flow records must be trivially copyable");
+  static_assert(sizeof(T) > 0);
+
+ public:
+  using Record = T;
+  explicit ShuffleSpec(std::string name) {
+    spec_.name = std::move(name);
+    spec_.record_size = sizeof(T);
+    spec_.record_align = alignof(T);
+    spec_.type_name = typeid(T).name();
+  }
+  ShuffleSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
+  ShuffleSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
+  // Route by a hash of this field (the default routing once a key is named).
+  template <class K>
+  ShuffleSpec& key(K T::*member) {
+    static_assert(std::is_trivially_copyable_v<K>);
+    alignas(T) static const unsigned char probe[sizeof(T)] = {};
+    const T* p = reinterpret_cast<const T*>(probe);
+    spec_.route = detail::Route::kHashKey;
+    spec_.key_offset = static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(&(p->*member)) - probe);
+    spec_.key_size = sizeof(K);
+    return *this;
+  }
+  // Route by any callable `uint32_t(const T&, uint32_t num_targets)` returning
+  // an index into targets(). Not compared across participants: all must pass
+  // the same function.
+  template <class F>
+  ShuffleSpec& route(F fn) {
+    spec_.route = detail::Route::kFunction;
+    spec_.route_fn = [fn = std::move(fn)](const void* rec, size_t, uint32_t n) -> uint32_t {
+      T t;
+      std::memcpy(&t, rec, sizeof(T));
+      return fn(t, n);
+    };
+    return *this;
+  }
+  // The caller names the target of every record with Source::push_to.
+  ShuffleSpec& explicit_targets() { spec_.route = detail::Route::kExplicit; return *this; }
+  ShuffleSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
+  // Payload bytes per segment (Bandwidth mode); a multiple of 64 is best.
+  ShuffleSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }
+  // Segments per (source, target) ring: the most a source runs ahead.
+  ShuffleSpec& ring_segments(uint32_t n) { spec_.ring_segments = n; return *this; }
+
+  const FlowSpec& spec() const { return spec_; }
+
+ private:
+  FlowSpec spec_;
+};
+
+template <class T>
+ShuffleSpec<T> shuffle(std::string name) { return ShuffleSpec<T>(std::move(name)); }
+
+// A shuffle flow of variable-length byte records. A record never spans two
+// segments, so the largest record is segment_bytes - 8.
+class BytesShuffleSpec {
+ public:
+  explicit BytesShuffleSpec(std::string name) {
+    spec_.name = std::move(name);
+    spec_.type_name = "bytes";
+  }
+  BytesShuffleSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
+  BytesShuffleSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
+  // Route by a hash of bytes [offset, offset+size) of each record; a record
+  // shorter than that is routed by a hash of all its bytes.
+  BytesShuffleSpec& key(uint32_t offset, uint32_t size) {
+    spec_.route = detail::Route::kHashKey;
+    spec_.key_offset = offset;
+    spec_.key_size = size;
+    return *this;
+  }
+  // `uint32_t(std::span<const std::byte> record, uint32_t num_targets)`.
+  template <class F>
+  BytesShuffleSpec& route(F fn) {
+    spec_.route = detail::Route::kFunction;
+    spec_.route_fn = [fn = std::move(fn)](const void* rec, size_t n, uint32_t targets) -> uint32_t {
+      return fn(std::span<const std::byte>(static_cast<const std::byte*>(rec), n), targets);
+    };
+    return *this;
+  }
+  BytesShuffleSpec& explicit_targets() { spec_.route = detail::Route::kExplicit; return *this; }
+  BytesShuffleSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
+  BytesShuffleSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }
+  BytesShuffleSpec& ring_segments(uint32_t n) { spec_.ring_segments = n; return *this; }
+  const FlowSpec& spec() const { return spec_; }
+
+ private:
+  FlowSpec spec_;
+};
+
+inline BytesShuffleSpec shuffle_bytes(std::string name) { return BytesShuffleSpec(std::move(name)); }
+
+namespace detail {
+
+// Where the next record for one target goes: [cur, end) is free space in the
+// segment being filled. Empty (cur == end) until a segment is reserved.
+struct Lane {
+  std::byte* cur = nullptr;
+  std::byte* end = nullptr;
+};
+
+// A byte record in a segment: a 4-byte little-endian length, the bytes, and
+// padding to the next multiple of 8.
+inline constexpr size_t kRecordHeaderBytes = 4;
+inline constexpr size_t record_stride(size_t n) { return (kRecordHeaderBytes + n + 7) & ~size_t{7}; }
+
+// The transport side of a source. The fields are read by the inline push
+// path; everything else is behind the virtual slow path. Implemented in
+// src/flow (one subclass per transport).
+class SourceCore {
+ public:
+  virtual ~SourceCore() = default;
+
+  // Makes lanes[target] hold at least `bytes` of free space: publishes the
+  // current segment and claims the next one, waiting for credit unless
+  // `try_only`. On kOk the lane has room; otherwise nothing changed.
+  virtual Status reserve(uint32_t target, size_t bytes, Deadline deadline, bool try_only) = 0;
+  // Latency mode: publishes the lane's current segment now.
+  virtual Status publish(uint32_t target) = 0;
+  virtual Status flush(Deadline deadline) = 0;
+  virtual Status close(Deadline deadline) = 0;
+  virtual Status fail_invalid(const char* what) = 0;
+  virtual const std::string& error() const = 0;
+
+  uint32_t route(const void* rec, size_t n) const {
+    if (route_ == Route::kExplicit) return num_targets_;  // no target: push() on an explicit flow
+    if (num_targets_ == 1) return 0;
+    switch (route_) {
+      case Route::kHashKey:
+        if (key_offset_ + key_size_ <= n) {
+          return reduce(hash_bytes(static_cast<const std::byte*>(rec) + key_offset_, key_size_), num_targets_);
+        }
+        [[fallthrough]];
+      case Route::kHashRecord:
+        return reduce(hash_bytes(rec, n), num_targets_);
+      case Route::kFunction:
+        return route_fn_(rec, n, num_targets_);
+      case Route::kExplicit:
+        break;
+    }
+    return num_targets_;
+  }
+
+  Lane* lanes_ = nullptr;
+  uint32_t num_targets_ = 0;
+  Route route_ = Route::kHashRecord;
+  uint32_t key_offset_ = 0;
+  uint32_t key_size_ = 0;
+  bool latency_ = false;
+  RouteFn route_fn_;
+};
+
+// One published segment as a target sees it.
+struct SegmentView {
+  const std::byte* data = nullptr;
+  uint32_t bytes = 0;
+  uint32_t source = 0;  // index into the flow's sources()
+};
+
+class TargetCore {
+ public:
+  virtual ~TargetCore() = default;
+  // Releases the previous segment and returns the next one with records.
+  // kOk: *out is set. kEndOfFlow / kTimeout / kPeerLost otherwise.
+  virtual Status next(Deadline deadline, SegmentView* out) = 0;
+  virtual const std::string& error() const = 0;
+};
+
+}  // namespace detail
+
+// The sending end of a flow for one endpoint. Move-only; one owning thread.
+template <class T>
+class Source {
+ public:
+  Source() = default;
+  explicit Source(std::unique_ptr<detail::SourceCore> core) : core_(std::move(core)) {}
+
+  // Routes `r` and writes it into its target's ring, waiting for credit if
+  // the ring is full. kOk, kTimeout, kPeerLost, kClosed or kInvalid.
+  [[nodiscard]] Status push(const T& r, Deadline deadline = kForever) {
+    return write(core_->route(&r, sizeof(T)), r, deadline, false);
+  }
+  // As push, but never waits: kBackPressured if the target's ring is full.
+  [[nodiscard]] Status try_push(const T& r) {
+    return write(core_->route(&r, sizeof(T)), r, kForever, true);
+  }
+  // Sends `r` to targets()[target] whatever the flow's routing.
+  [[nodiscard]] Status push_to(uint32_t target, const T& r, Deadline deadline = kForever) {
+    return write(target, r, deadline, false);
+  }
+  [[nodiscard]] Status try_push_to(uint32_t target, const T& r) { return write(target, r, kForever, true); }
+  // The index into targets() that push(r) sends `r` to (num_targets() for a
+  // flow declared explicit_targets()). Lets callers account per target.
+  uint32_t target_of(const T& r) const { return core_->route(&r, sizeof(T)); }
+  // Publishes every partly filled segment now.
+  [[nodiscard]] Status flush(Deadline deadline = kForever) { return core_->flush(deadline); }
+  // Publishes what is left and marks this source's end on every target.
+  // Afterwards push returns kClosed. Idempotent.
+  [[nodiscard]] Status close(Deadline deadline = kForever) { return core_->close(deadline); }
+  // Why the last call failed (empty when nothing failed).
+  const std::string& error() const { return core_->error(); }
+  uint32_t num_targets() const { return core_->num_targets_; }
+  explicit operator bool() const { return core_ != nullptr; }
+
+ private:
+  Status write(uint32_t target, const T& r, Deadline deadline, bool try_only) {
+    if (target >= core_->num_targets_) [[unlikely]] {
+      return core_->fail_invalid("target index out of range (or push() on a flow declared explicit_targets(): use push_to)");
+    }
+    detail::Lane& lane = core_->lanes_[target];
+    if (static_cast<size_t>(lane.end - lane.cur) < sizeof(T)) [[unlikely]] {
+      Status s = core_->reserve(target, sizeof(T), deadline, try_only);
+      if (s != Status::kOk) return s;
+    }
+    std::memcpy(lane.cur, &r, sizeof(T));
+    lane.cur += sizeof(T);
+    if (core_->latency_) [[unlikely]] return core_->publish(target);
+    return Status::kOk;
+  }
+
+  std::unique_ptr<detail::SourceCore> core_;
+};
+
+// The receiving end of a flow for one endpoint. Move-only; one owning thread.
+template <class T>
+class Target {
+ public:
+  Target() = default;
+  explicit Target(std::unique_ptr<detail::TargetCore> core) : core_(std::move(core)) {}
+
+  // The next batch of records (one segment of one source), waiting until one
+  // is published. The view points into the ring and stays valid until the
+  // next consume() on this target. Returns nullopt when every source has
+  // closed and all was consumed (status() == kEndOfFlow), on kTimeout, or
+  // kPeerLost (see error()).
+  std::optional<std::span<const T>> consume(Deadline deadline = kForever) {
+    detail::SegmentView v;
+    status_ = core_->next(deadline, &v);
+    if (status_ != Status::kOk) return std::nullopt;
+    last_source_ = v.source;
+    return std::span<const T>(reinterpret_cast<const T*>(v.data), v.bytes / sizeof(T));
+  }
+  // consume() that never waits: nullopt with status() == kTimeout if nothing is ready.
+  std::optional<std::span<const T>> try_consume() { return consume(Deadline::min()); }
+  // The outcome of the last consume(): kOk, kEndOfFlow, kTimeout or kPeerLost.
+  Status status() const { return status_; }
+  // Index into the flow's sources() of the last batch's source.
+  uint32_t last_source() const { return last_source_; }
+  const std::string& error() const { return core_->error(); }
+  explicit operator bool() const { return core_ != nullptr; }
+
+ private:
+  std::unique_ptr<detail::TargetCore> core_;
+  Status status_ = Status::kOk;
+  uint32_t last_source_ = 0;
+};
+
+// Sending end of a byte-record flow.
+class BytesSource {
+ public:
+  BytesSource() = default;
+  explicit BytesSource(std::unique_ptr<detail::SourceCore> core) : core_(std::move(core)) {}
+
+  [[nodiscard]] Status push(std::span<const std::byte> rec, Deadline deadline = kForever) {
+    return write(core_->route(rec.data(), rec.size()), rec, deadline, false);
+  }
+  [[nodiscard]] Status try_push(std::span<const std::byte> rec) {
+    return write(core_->route(rec.data(), rec.size()), rec, kForever, true);
+  }
+  [[nodiscard]] Status push_to(uint32_t target, std::span<const std::byte> rec, Deadline deadline = kForever) {
+    return write(target, rec, deadline, false);
+  }
+  [[nodiscard]] Status try_push_to(uint32_t target, std::span<const std::byte> rec) {
+    return write(target, rec, kForever, true);
+  }
+  [[nodiscard]] Status flush(Deadline deadline = kForever) { return core_->flush(deadline); }
+  [[nodiscard]] Status close(Deadline deadline = kForever) { return core_->close(deadline); }
+  const std::string& error() const { return core_->error(); }
+  uint32_t num_targets() const { return core_->num_targets_; }
+  explicit operator bool() const { return core_ != nullptr; }
+
+ private:
+  Status write(uint32_t target, std::span<const std::byte> rec, Deadline deadline, bool try_only) {
+    if (target >= core_->num_targets_) [[unlikely]] {
+      return core_->fail_invalid("target index out of range (or push() on a flow declared explicit_targets(): use push_to)");
+    }
+    const size_t stride = detail::record_stride(rec.size());
+    detail::Lane& lane = core_->lanes_[target];
+    if (static_cast<size_t>(lane.end - lane.cur) < stride) [[unlikely]] {
+      Status s = core_->reserve(target, stride, deadline, try_only);
+      if (s != Status::kOk) return s;
+    }
+    const uint32_t len = static_cast<uint32_t>(rec.size());
+    std::memcpy(lane.cur, &len, sizeof(len));
+    if (!rec.empty()) std::memcpy(lane.cur + detail::kRecordHeaderBytes, rec.data(), rec.size());
+    lane.cur += stride;
+    if (core_->latency_) [[unlikely]] return core_->publish(target);
+    return Status::kOk;
+  }
+
+  std::unique_ptr<detail::SourceCore> core_;
+};
+
+// The byte records of one segment, iterated in push order. Each record is a
+// span into the ring, valid until the next consume() on its target.
+class RecordBatch {
+ public:
+  class iterator {
+   public:
+    using value_type = std::span<const std::byte>;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(const std::byte* p, const std::byte* end) : p_(p), end_(end) {}
+    value_type operator*() const {
+      uint32_t len;
+      std::memcpy(&len, p_, sizeof(len));
+      return {p_ + detail::kRecordHeaderBytes, len};
+    }
+    iterator& operator++() {
+      uint32_t len;
+      std::memcpy(&len, p_, sizeof(len));
+      p_ += detail::record_stride(len);
+      return *this;
+    }
+    iterator operator++(int) { iterator t = *this; ++*this; return t; }
+    bool operator==(const iterator& o) const { return p_ == o.p_; }
+
+   private:
+    const std::byte* p_ = nullptr;
+    const std::byte* end_ = nullptr;
+  };
+
+  // `data` must already have passed validate_records().
+  RecordBatch(const std::byte* data, uint32_t bytes) : data_(data), bytes_(bytes) {}
+  iterator begin() const { return {data_, data_ + bytes_}; }
+  iterator end() const { return {data_ + bytes_, data_ + bytes_}; }
+  // Payload bytes including record headers and padding.
+  uint32_t bytes() const { return bytes_; }
+
+ private:
+  const std::byte* data_;
+  uint32_t bytes_;
+};
+
+namespace detail {
+// True if [data, data+bytes) is a well-formed sequence of byte records (every
+// length fits in what is left). Targets check every segment before handing
+// it out, so a corrupt or hostile segment can never make iteration overrun.
+bool validate_records(const std::byte* data, uint32_t bytes);
+}  // namespace detail
+
+// Receiving end of a byte-record flow.
+class BytesTarget {
+ public:
+  BytesTarget() = default;
+  explicit BytesTarget(std::unique_ptr<detail::TargetCore> core) : core_(std::move(core)) {}
+
+  std::optional<RecordBatch> consume(Deadline deadline = kForever) {
+    detail::SegmentView v;
+    status_ = core_->next(deadline, &v);
+    if (status_ != Status::kOk) return std::nullopt;
+    last_source_ = v.source;
+    return RecordBatch(v.data, v.bytes);
+  }
+  std::optional<RecordBatch> try_consume() { return consume(Deadline::min()); }
+  Status status() const { return status_; }
+  uint32_t last_source() const { return last_source_; }
+  const std::string& error() const { return core_->error(); }
+  explicit operator bool() const { return core_ != nullptr; }
+
+ private:
+  std::unique_ptr<detail::TargetCore> core_;
+  Status status_ = Status::kOk;
+  uint32_t last_source_ = 0;
+};
+
+}  // namespace sluice

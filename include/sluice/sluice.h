@@ -1,0 +1,8 @@
+// sluice/sluice.h: everything a sluice program needs. Read cluster.h (joining
+// and declaring), flow.h (sources, targets, records) and errors.h (failure).
+#pragma once
+
+#include "sluice/cluster.h"
+#include "sluice/errors.h"
+#include "sluice/flow.h"
+#include "sluice/version.h"

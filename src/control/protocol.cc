@@ -1,0 +1,341 @@
+#include "control/protocol.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace sluice::control {
+namespace {
+
+// Explicit byte shifts rather than memcpy so the wire stays little-endian on
+// any host.
+void put_le(uint8_t* out, uint64_t v, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t get_le(const uint8_t* in, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(in[i]) << (8 * i);
+  return v;
+}
+
+void encode_peer(Writer* w, const PeerEventMsg& m) {
+  w->u32(m.rank);
+  w->u8(static_cast<uint8_t>(m.state));
+  w->str(m.reason);
+  w->str(m.host);
+  w->u32(m.pid);
+}
+bool decode_peer(Reader* r, PeerEventMsg* m) {
+  uint8_t state = 0;
+  if (!r->u32(&m->rank) || !r->u8(&state) || !r->str(&m->reason) || !r->str(&m->host) ||
+      !r->u32(&m->pid)) {
+    return false;
+  }
+  if (state > static_cast<uint8_t>(PeerState::kDied)) return false;
+  m->state = static_cast<PeerState>(state);
+  return true;
+}
+
+}  // namespace
+
+std::string to_string(MsgType type) {
+  switch (type) {
+    case MsgType::kHello: return "HELLO";
+    case MsgType::kWelcome: return "WELCOME";
+    case MsgType::kError: return "ERROR";
+    case MsgType::kOk: return "OK";
+    case MsgType::kDeclare: return "DECLARE";
+    case MsgType::kPut: return "PUT";
+    case MsgType::kGet: return "GET";
+    case MsgType::kValue: return "VALUE";
+    case MsgType::kBarrier: return "BARRIER";
+    case MsgType::kHeartbeat: return "HEARTBEAT";
+    case MsgType::kLeave: return "LEAVE";
+    case MsgType::kPeerEvent: return "PEER_EVENT";
+  }
+  return log::cat("type ", static_cast<unsigned>(type));
+}
+
+void encode_header(const FrameHeader& h, uint8_t* out) {
+  put_le(out + kMagicOffset, h.magic, 4);
+  put_le(out + kVersionOffset, h.version, 2);
+  put_le(out + kTypeOffset, h.type, 2);
+  put_le(out + kRequestIdOffset, h.request_id, 4);
+  put_le(out + kLengthOffset, h.length, 4);
+}
+
+FrameHeader decode_header(const uint8_t* in) {
+  FrameHeader h;
+  h.magic = static_cast<uint32_t>(get_le(in + kMagicOffset, 4));
+  h.version = static_cast<uint16_t>(get_le(in + kVersionOffset, 2));
+  h.type = static_cast<uint16_t>(get_le(in + kTypeOffset, 2));
+  h.request_id = static_cast<uint32_t>(get_le(in + kRequestIdOffset, 4));
+  h.length = static_cast<uint32_t>(get_le(in + kLengthOffset, 4));
+  return h;
+}
+
+std::string make_frame(MsgType type, uint32_t request_id, std::string_view payload,
+                       uint16_t version) {
+  FrameHeader h;
+  h.version = version;
+  h.type = static_cast<uint16_t>(type);
+  h.request_id = request_id;
+  h.length = static_cast<uint32_t>(payload.size());
+  std::string frame(kHeaderSize + payload.size(), '\0');
+  encode_header(h, reinterpret_cast<uint8_t*>(frame.data()));
+  std::memcpy(frame.data() + kHeaderSize, payload.data(), payload.size());
+  return frame;
+}
+
+void Writer::u8(uint8_t v) { buf_.push_back(static_cast<char>(v)); }
+void Writer::u16(uint16_t v) {
+  uint8_t b[2];
+  put_le(b, v, 2);
+  buf_.append(reinterpret_cast<const char*>(b), 2);
+}
+void Writer::u32(uint32_t v) {
+  uint8_t b[4];
+  put_le(b, v, 4);
+  buf_.append(reinterpret_cast<const char*>(b), 4);
+}
+void Writer::u64(uint64_t v) {
+  uint8_t b[8];
+  put_le(b, v, 8);
+  buf_.append(reinterpret_cast<const char*>(b), 8);
+}
+void Writer::str(std::string_view s) {
+  u32(static_cast<uint32_t>(s.size()));
+  buf_.append(s.data(), s.size());
+}
+
+bool Reader::take(size_t n, const char** p) {
+  // Compared against what is left, never pos_ + n, so a huge n cannot wrap.
+  if (!ok_ || n > data_.size() - pos_) {
+    ok_ = false;
+    return false;
+  }
+  *p = data_.data() + pos_;
+  pos_ += n;
+  return true;
+}
+bool Reader::u8(uint8_t* v) {
+  const char* p;
+  if (!take(1, &p)) return false;
+  *v = static_cast<uint8_t>(*p);
+  return true;
+}
+bool Reader::u16(uint16_t* v) {
+  const char* p;
+  if (!take(2, &p)) return false;
+  *v = static_cast<uint16_t>(get_le(reinterpret_cast<const uint8_t*>(p), 2));
+  return true;
+}
+bool Reader::u32(uint32_t* v) {
+  const char* p;
+  if (!take(4, &p)) return false;
+  *v = static_cast<uint32_t>(get_le(reinterpret_cast<const uint8_t*>(p), 4));
+  return true;
+}
+bool Reader::u64(uint64_t* v) {
+  const char* p;
+  if (!take(8, &p)) return false;
+  *v = get_le(reinterpret_cast<const uint8_t*>(p), 8);
+  return true;
+}
+bool Reader::i64(int64_t* v) {
+  uint64_t u;
+  if (!u64(&u)) return false;
+  *v = static_cast<int64_t>(u);
+  return true;
+}
+bool Reader::str(std::string* s) {
+  uint32_t n;
+  const char* p;
+  if (!u32(&n) || !take(n, &p)) return false;
+  s->assign(p, n);
+  return true;
+}
+
+std::string encode(const HelloMsg& m) {
+  Writer w;
+  w.u32(m.rank);
+  w.u32(m.world_size);
+  w.str(m.host);
+  w.u32(m.pid);
+  w.str(m.secret);
+  return w.take();
+}
+bool decode(std::string_view payload, HelloMsg* m) {
+  Reader r(payload);
+  r.u32(&m->rank) && r.u32(&m->world_size) && r.str(&m->host) && r.u32(&m->pid) &&
+      r.str(&m->secret);
+  return r.done();
+}
+
+std::string encode(const PeerEventMsg& m) {
+  Writer w;
+  encode_peer(&w, m);
+  return w.take();
+}
+bool decode(std::string_view payload, PeerEventMsg* m) {
+  Reader r(payload);
+  return decode_peer(&r, m) && r.done();
+}
+
+std::string encode(const WelcomeMsg& m) {
+  Writer w;
+  w.u32(m.heartbeat_ms);
+  w.u32(static_cast<uint32_t>(m.peers.size()));
+  for (const PeerEventMsg& p : m.peers) encode_peer(&w, p);
+  return w.take();
+}
+bool decode(std::string_view payload, WelcomeMsg* m) {
+  Reader r(payload);
+  uint32_t n = 0;
+  if (!r.u32(&m->heartbeat_ms) || !r.u32(&n)) return false;
+  m->peers.clear();
+  // Each entry takes at least 17 bytes; checking the count against what is
+  // left keeps a hostile count from making us loop (or allocate) for nothing.
+  constexpr size_t kMinPeerBytes = 4 + 1 + 4 + 4 + 4;
+  if (n > r.remaining() / kMinPeerBytes) return false;
+  m->peers.resize(n);
+  for (PeerEventMsg& p : m->peers) {
+    if (!decode_peer(&r, &p)) return false;
+  }
+  return r.done();
+}
+
+std::string encode(const ErrorMsg& m) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(m.code));
+  w.u32(m.rank);
+  w.str(m.text);
+  return w.take();
+}
+bool decode(std::string_view payload, ErrorMsg* m) {
+  Reader r(payload);
+  uint8_t code = 0;
+  r.u8(&code) && r.u32(&m->rank) && r.str(&m->text);
+  if (!r.done() || code > static_cast<uint8_t>(ErrorCode::kInternal)) return false;
+  m->code = static_cast<ErrorCode>(code);
+  return true;
+}
+
+std::string encode(const DeclareMsg& m) {
+  Writer w;
+  w.str(m.name);
+  w.str(m.canonical);
+  w.u32(static_cast<uint32_t>(m.participants.size()));
+  for (uint32_t p : m.participants) w.u32(p);
+  w.u64(m.timeout_ms);
+  return w.take();
+}
+bool decode(std::string_view payload, DeclareMsg* m) {
+  Reader r(payload);
+  uint32_t n = 0;
+  if (!r.str(&m->name) || !r.str(&m->canonical) || !r.u32(&n)) return false;
+  if (n > r.remaining() / sizeof(uint32_t)) return false;
+  m->participants.resize(n);
+  for (uint32_t& p : m->participants) r.u32(&p);
+  r.u64(&m->timeout_ms);
+  return r.done();
+}
+
+std::string encode(const PutMsg& m) {
+  Writer w;
+  w.str(m.key);
+  w.str(m.value);
+  return w.take();
+}
+bool decode(std::string_view payload, PutMsg* m) {
+  Reader r(payload);
+  r.str(&m->key) && r.str(&m->value);
+  return r.done();
+}
+
+std::string encode(const GetMsg& m) {
+  Writer w;
+  w.str(m.key);
+  w.i64(m.owner_rank);
+  w.u64(m.timeout_ms);
+  return w.take();
+}
+bool decode(std::string_view payload, GetMsg* m) {
+  Reader r(payload);
+  r.str(&m->key) && r.i64(&m->owner_rank) && r.u64(&m->timeout_ms);
+  return r.done();
+}
+
+std::string encode(const ValueMsg& m) {
+  Writer w;
+  w.str(m.value);
+  return w.take();
+}
+bool decode(std::string_view payload, ValueMsg* m) {
+  Reader r(payload);
+  r.str(&m->value);
+  return r.done();
+}
+
+std::string encode(const BarrierMsg& m) {
+  Writer w;
+  w.str(m.name);
+  w.u64(m.timeout_ms);
+  return w.take();
+}
+bool decode(std::string_view payload, BarrierMsg* m) {
+  Reader r(payload);
+  r.str(&m->name) && r.u64(&m->timeout_ms);
+  return r.done();
+}
+
+void FrameParser::append(const char* data, size_t n) {
+  // Drop consumed bytes before growing, so the buffer stays near one frame.
+  if (pos_ > 0 && (pos_ == buf_.size() || pos_ >= 64 * 1024)) {
+    buf_.erase(0, pos_);
+    pos_ = 0;
+  }
+  buf_.append(data, n);
+}
+
+FrameParser::Result FrameParser::next(Frame* out, ErrorCode* code, std::string* problem) {
+  const size_t avail = buf_.size() - pos_;
+  const auto* p = reinterpret_cast<const uint8_t*>(buf_.data() + pos_);
+  if (avail >= kVersionOffset) {
+    const auto magic = static_cast<uint32_t>(get_le(p + kMagicOffset, 4));
+    if (magic != kFrameMagic) {
+      *code = ErrorCode::kProtocol;
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "0x%08x", magic);
+      *problem = log::cat("bad magic ", hex, " (expected 0x534c4345 \"SLCE\"): the peer does not",
+                          " speak the sluice control protocol");
+      return Result::kBad;
+    }
+  }
+  if (check_version_ && avail >= kTypeOffset) {
+    const auto version = static_cast<uint16_t>(get_le(p + kVersionOffset, 2));
+    if (version != kProtocolVersion) {
+      *code = ErrorCode::kProtocol;
+      *problem = log::cat("protocol version mismatch: the client speaks version ", version,
+                          ", the registry speaks version ", kProtocolVersion,
+                          "; use the same sluice release on every rank and for the registry");
+      return Result::kBad;
+    }
+  }
+  if (avail < kHeaderSize) return Result::kNeedMore;
+  const FrameHeader h = decode_header(p);
+  if (h.length > kMaxPayload) {
+    *code = ErrorCode::kProtocol;
+    *problem = log::cat("frame payload of ", h.length, " bytes exceeds the limit of ", kMaxPayload,
+                        " bytes (1 MiB)");
+    return Result::kBad;
+  }
+  if (avail < kHeaderSize + h.length) return Result::kNeedMore;
+  out->header = h;
+  out->payload.assign(buf_.data() + pos_ + kHeaderSize, h.length);
+  pos_ += kHeaderSize + h.length;
+  return Result::kFrame;
+}
+
+}  // namespace sluice::control

@@ -1,0 +1,252 @@
+// The registry wire format: small framed messages over TCP, spoken by
+// RegistryServer and RegistryClient and by nothing else.
+//
+// Every frame is a 16-byte header followed by `length` payload bytes. All
+// integers are little-endian, whatever the host.
+//
+//   byte  0        4          6          8              12             16
+//         +--------+----------+----------+--------------+--------------+---------
+//         | magic  | version  | type     | request id   | length       | payload
+//         | u32    | u16      | u16      | u32          | u32          | length B
+//         +--------+----------+----------+--------------+--------------+---------
+//   magic = 0x534C4345 ("ECLS" on the wire, "SLCE" as a number)
+//   version = sluice::kProtocolVersion of the sender
+//   request id: chosen by the client, echoed in the reply; 0 in server-initiated
+//   frames (PEER_EVENT) and in frames that get no reply (HEARTBEAT, LEAVE)
+//   length <= kMaxPayload (1 MiB); a larger length is a protocol error
+//
+// Payload fields are encoded back to back with Writer and read with Reader:
+// u8, u32, u64 (i64 as its two's-complement u64) little-endian; a string is a
+// u32 byte count followed by the bytes; a list is a u32 count followed by the
+// elements. Messages (-> reply):
+//
+//   HELLO     u32 rank, u32 world_size, str host, u32 pid, str secret
+//             -> WELCOME | ERROR
+//   WELCOME   u32 heartbeat_ms, u32 n, n x PEER_EVENT body (every rank the
+//             registry has seen, including the new one)
+//   ERROR     u8 code (sluice::ErrorCode), u32 rank (kNoRank unless a peer was
+//             lost), str text. Its layout never changes between versions so
+//             that a peer of another version can still read why it was refused.
+//   OK        (empty)
+//   DECLARE   str name, str canonical spec, u32 n, n x u32 participant rank,
+//             u64 timeout_ms (0: no limit) -> OK | ERROR
+//   PUT       str key, str value -> OK
+//   GET       str key, i64 owner_rank (-1: none), u64 timeout_ms -> VALUE | ERROR
+//   VALUE     str value
+//   BARRIER   str name, u64 timeout_ms -> OK | ERROR
+//   HEARTBEAT (empty), no reply
+//   LEAVE     (empty), no reply; the registry then closes the connection
+//   PEER_EVENT (server -> client, request id 0)
+//             u32 rank, u8 state (PeerState), str reason, str host, u32 pid
+//
+// Decoders never read out of bounds, never throw and reject trailing bytes:
+// everything here may come from a hostile peer.
+//
+// Thread safety: Writer, Reader and FrameParser are values used by one thread;
+// the free functions are pure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/errors.h"
+#include "sluice/version.h"
+
+namespace sluice::control {
+
+inline constexpr uint32_t kFrameMagic = 0x534C4345;  // "SLCE"
+inline constexpr size_t kHeaderSize = 16;
+inline constexpr uint32_t kMaxPayload = 1u << 20;
+// ERROR.rank when the error is not about a lost peer.
+inline constexpr uint32_t kNoRank = 0xFFFFFFFFu;
+
+// Header field offsets (see the diagram above).
+inline constexpr size_t kMagicOffset = 0;
+inline constexpr size_t kVersionOffset = 4;
+inline constexpr size_t kTypeOffset = 6;
+inline constexpr size_t kRequestIdOffset = 8;
+inline constexpr size_t kLengthOffset = 12;
+static_assert(kVersionOffset == kMagicOffset + sizeof(uint32_t));
+static_assert(kTypeOffset == kVersionOffset + sizeof(uint16_t));
+static_assert(kRequestIdOffset == kTypeOffset + sizeof(uint16_t));
+static_assert(kLengthOffset == kRequestIdOffset + sizeof(uint32_t));
+static_assert(kHeaderSize == kLengthOffset + sizeof(uint32_t));
+static_assert(sizeof(kProtocolVersion) == 2, "the header carries the version as a u16");
+
+enum class MsgType : uint16_t {
+  kHello = 1,
+  kWelcome = 2,
+  kError = 3,
+  kOk = 4,
+  kDeclare = 5,
+  kPut = 6,
+  kGet = 7,
+  kValue = 8,
+  kBarrier = 9,
+  kHeartbeat = 10,
+  kLeave = 11,
+  kPeerEvent = 12,
+};
+// "HELLO", "PEER_EVENT", ... or "type 99" for an unknown value.
+std::string to_string(MsgType type);
+
+// Same numbering as PeerTable::State.
+enum class PeerState : uint8_t { kAlive = 0, kLeft = 1, kDied = 2 };
+
+struct FrameHeader {
+  uint32_t magic = kFrameMagic;
+  uint16_t version = kProtocolVersion;
+  uint16_t type = 0;
+  uint32_t request_id = 0;
+  uint32_t length = 0;
+};
+
+// Writes exactly kHeaderSize bytes to `out`.
+void encode_header(const FrameHeader& header, uint8_t* out);
+// Reads exactly kHeaderSize bytes from `in`; no validation.
+FrameHeader decode_header(const uint8_t* in);
+
+// Header plus payload, ready to send.
+std::string make_frame(MsgType type, uint32_t request_id, std::string_view payload,
+                       uint16_t version = kProtocolVersion);
+
+// Appends little-endian fields to a byte string.
+class Writer {
+ public:
+  void u8(uint8_t v);
+  void u16(uint16_t v);
+  void u32(uint32_t v);
+  void u64(uint64_t v);
+  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+  void str(std::string_view s);
+  const std::string& bytes() const { return buf_; }
+  std::string take() { return std::move(buf_); }
+
+ private:
+  std::string buf_;
+};
+
+// Reads fields from a byte string it does not own. Every read checks the
+// remaining length; after the first failed read every later read fails too,
+// so a decoder may check ok() once at the end.
+class Reader {
+ public:
+  explicit Reader(std::string_view data) : data_(data) {}
+  bool u8(uint8_t* v);
+  bool u16(uint16_t* v);
+  bool u32(uint32_t* v);
+  bool u64(uint64_t* v);
+  bool i64(int64_t* v);
+  bool str(std::string* s);
+  size_t remaining() const { return ok_ ? data_.size() - pos_ : 0; }
+  bool ok() const { return ok_; }
+  // True if every read succeeded and every byte was consumed.
+  bool done() const { return ok_ && pos_ == data_.size(); }
+
+ private:
+  bool take(size_t n, const char** p);
+  std::string_view data_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+// Message bodies. encode() returns the payload; decode() returns false on any
+// malformed input (short, oversized counts, trailing bytes, bad enum values).
+struct HelloMsg {
+  uint32_t rank = 0;
+  uint32_t world_size = 0;
+  std::string host;
+  uint32_t pid = 0;
+  std::string secret;
+};
+struct PeerEventMsg {
+  uint32_t rank = 0;
+  PeerState state = PeerState::kAlive;
+  std::string reason;
+  std::string host;
+  uint32_t pid = 0;
+};
+struct WelcomeMsg {
+  uint32_t heartbeat_ms = 0;
+  std::vector<PeerEventMsg> peers;
+};
+struct ErrorMsg {
+  ErrorCode code = ErrorCode::kInternal;
+  uint32_t rank = kNoRank;
+  std::string text;
+};
+struct DeclareMsg {
+  std::string name;
+  std::string canonical;
+  std::vector<uint32_t> participants;
+  uint64_t timeout_ms = 0;
+};
+struct PutMsg {
+  std::string key;
+  std::string value;
+};
+struct GetMsg {
+  std::string key;
+  int64_t owner_rank = -1;
+  uint64_t timeout_ms = 0;
+};
+struct ValueMsg {
+  std::string value;
+};
+struct BarrierMsg {
+  std::string name;
+  uint64_t timeout_ms = 0;
+};
+
+std::string encode(const HelloMsg& m);
+std::string encode(const PeerEventMsg& m);
+std::string encode(const WelcomeMsg& m);
+std::string encode(const ErrorMsg& m);
+std::string encode(const DeclareMsg& m);
+std::string encode(const PutMsg& m);
+std::string encode(const GetMsg& m);
+std::string encode(const ValueMsg& m);
+std::string encode(const BarrierMsg& m);
+[[nodiscard]] bool decode(std::string_view payload, HelloMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, PeerEventMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, WelcomeMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, ErrorMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, DeclareMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, PutMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, GetMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, ValueMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, BarrierMsg* m);
+
+struct Frame {
+  FrameHeader header;
+  std::string payload;
+};
+
+// Cuts a byte stream into frames. Validates each header as early as the bytes
+// allow (the magic after 4 bytes, the version after 6, the length after 16) so
+// that garbage is rejected without waiting for more of it. Its buffer never
+// holds more than one frame plus what the caller appended since.
+class FrameParser {
+ public:
+  enum class Result { kNeedMore, kFrame, kBad };
+  // check_version: reject frames of another protocol version, with a message
+  // worded for the registry's side (the registry checks; the client reads
+  // ERROR frames of any version so it can report why it was refused).
+  explicit FrameParser(bool check_version = true) : check_version_(check_version) {}
+  void append(const char* data, size_t n);
+  // kFrame: *out holds the next frame. kBad: *code and *problem say what is
+  // wrong (e.g. "protocol version mismatch: the client speaks version 2, the
+  // registry speaks version 1"); the stream cannot be resynchronised afterwards.
+  Result next(Frame* out, ErrorCode* code, std::string* problem);
+  size_t buffered() const { return buf_.size() - pos_; }
+
+ private:
+  std::string buf_;
+  size_t pos_ = 0;
+  bool check_version_;
+};
+
+}  // namespace sluice::control

@@ -1,0 +1,587 @@
+#include "control/registry_client.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <map>
+#include <thread>
+
+#include "common/log.h"
+#include "control/protocol.h"
+#include "sluice/errors.h"
+
+namespace sluice::control {
+namespace {
+
+using std::chrono::milliseconds;
+
+// The registry enforces request deadlines itself and answers kTimeout; the
+// client waits this much longer before concluding the registry is stuck.
+constexpr milliseconds kReplyGrace{2000};
+// How long the destructor waits for the registry to acknowledge LEAVE (by
+// closing) before it closes anyway.
+constexpr milliseconds kLeaveLinger{1000};
+// One connect attempt to an address that does not answer (SYN lost) gives up
+// after this, so later addresses and retries still get their turn.
+constexpr milliseconds kMaxAttempt{3000};
+constexpr milliseconds kMinBackoff{10};
+constexpr milliseconds kMaxBackoff{500};
+
+int remaining_ms(Deadline deadline, milliseconds cap) {
+  const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::clamp(left, milliseconds{0}, cap).count());
+}
+
+// Deadline -> DECLARE/GET/BARRIER timeout_ms: 0 means no limit, so a deadline
+// that already passed becomes 1 ms (the registry still answers at once if it
+// can, e.g. a GET of a key that exists).
+uint64_t timeout_ms(Deadline deadline) {
+  if (deadline == kForever) return 0;
+  const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
+  return static_cast<uint64_t>(std::max<int64_t>(left, 1));
+}
+
+std::string local_host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+[[noreturn]] void throw_error(const ErrorMsg& e) {
+  if (e.code == ErrorCode::kPeerLost && e.rank != kNoRank) throw PeerLostError(e.rank, e.text);
+  throw Error(e.code, e.text);
+}
+
+}  // namespace
+
+PeerTable::PeerTable(uint32_t world_size)
+    : states_(world_size), reasons_(world_size), hosts_(world_size), pids_(world_size, 0) {}
+
+std::string PeerTable::describe(uint32_t rank) const {
+  if (rank >= world_size()) {
+    return log::cat("rank ", rank, " (not in this job of ", world_size(), " ranks)");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string s = log::cat("rank ", rank);
+  if (!hosts_[rank].empty()) s += log::cat(" (", hosts_[rank], ", pid ", pids_[rank], ")");
+  switch (state(rank)) {
+    case kAlive:
+      if (registry_lost()) return s + " is in an unknown state: " + registry_reason_;
+      return s + " is alive";
+    case kLeft: return s + " left the job";
+    case kDied: return s + " died: " + reasons_[rank];
+  }
+  return s;
+}
+
+std::string PeerTable::host(uint32_t rank) const {
+  if (rank >= world_size()) return "";
+  std::lock_guard<std::mutex> lock(mu_);
+  return hosts_[rank];
+}
+
+void PeerTable::set(uint32_t rank, State state, const std::string& reason) {
+  if (rank >= world_size()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reasons_[rank] = reason;
+  }
+  // Release pairs with the acquire in state(): whoever sees the new state also
+  // sees the reason (which describe() reads under mu_ in any case).
+  states_[rank].store(state, std::memory_order_release);
+}
+
+void PeerTable::set_info(uint32_t rank, const std::string& host, uint32_t pid) {
+  if (rank >= world_size()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  hosts_[rank] = host;
+  pids_[rank] = pid;
+}
+
+void PeerTable::set_registry_lost(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    registry_reason_ = reason;
+  }
+  // Release pairs with the acquire in registry_lost(), as in set().
+  registry_lost_.store(true, std::memory_order_release);
+}
+
+struct RegistryClient::Impl {
+  struct Reply {
+    MsgType type = MsgType::kOk;
+    std::string payload;
+    bool registry_lost = false;
+    std::string lost_text;
+  };
+
+  Impl(const BootstrapInfo& i, const ClientOptions& o)
+      : info(i), options(o), peers(i.world_size), parser(/*check_version=*/false) {
+    address = info.registry_host.find(':') != std::string::npos
+                  ? log::cat("[", info.registry_host, "]:", info.registry_port)
+                  : log::cat(info.registry_host, ":", info.registry_port);
+  }
+  ~Impl() {
+    if (fd >= 0) ::close(fd);
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+
+  void open_socket(Deadline deadline);
+  int try_connect(const addrinfo* ai, Deadline deadline, std::string* error);
+  void handshake(Deadline deadline);
+  void apply_peer(const PeerEventMsg& e);
+  void loop();
+  bool handle_frame(const Frame& f, std::string* problem);
+  void fail_all(const std::string& reason);
+  void send_frame(const std::string& frame);
+  Reply call(MsgType type, const std::string& payload, Deadline deadline, const std::string& what);
+  void expect(const Reply& r, MsgType type, const std::string& what);
+  void shut_down();
+
+  BootstrapInfo info;
+  ClientOptions options;
+  std::string address;  // "host:port", for messages
+  int fd = -1;
+  int wake_fd = -1;
+  PeerTable peers;
+  FrameParser parser;  // control thread only (and connect() before it starts)
+  milliseconds heartbeat_interval{1000};
+  std::thread thread;
+  std::atomic<bool> stopping{false};
+  Deadline stop_deadline = kForever;  // written before the wake-up, read by the thread after
+
+  std::mutex send_mu;  // one frame at a time on the socket
+
+  std::mutex mu;  // guards everything below
+  std::map<uint32_t, std::promise<Reply>> pending;
+  uint32_t next_id = 1;
+  bool lost = false;
+  std::string lost_text;
+};
+
+int RegistryClient::Impl::try_connect(const addrinfo* ai, Deadline deadline, std::string* error) {
+  int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+  if (s < 0) {
+    *error = std::strerror(errno);
+    return -1;
+  }
+  // Non-blocking connect so an unanswered SYN costs at most kMaxAttempt,
+  // not the kernel's two minutes.
+  const int flags = ::fcntl(s, F_GETFL);
+  ::fcntl(s, F_SETFL, flags | O_NONBLOCK);
+  int rc = ::connect(s, ai->ai_addr, ai->ai_addrlen);
+  if (rc != 0 && errno == EINPROGRESS) {
+    pollfd p{s, POLLOUT, 0};
+    rc = ::poll(&p, 1, remaining_ms(deadline, kMaxAttempt));
+    if (rc == 0) {
+      *error = "connection attempt timed out";
+      ::close(s);
+      return -1;
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
+    rc = err == 0 ? 0 : -1;
+    errno = err;
+  }
+  if (rc != 0) {
+    *error = std::strerror(errno);
+    ::close(s);
+    return -1;
+  }
+  ::fcntl(s, F_SETFL, flags);
+  int one = 1;
+  ::setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return s;
+}
+
+void RegistryClient::Impl::open_socket(Deadline deadline) {
+  const std::string port_text = std::to_string(info.registry_port);
+  milliseconds backoff = kMinBackoff;
+  std::string last_error = "no attempt made";
+  for (;;) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    const int rc = ::getaddrinfo(info.registry_host.c_str(), port_text.c_str(), &hints, &res);
+    if (rc == 0) {
+      for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
+        fd = try_connect(ai, deadline, &last_error);
+      }
+      ::freeaddrinfo(res);
+      if (fd >= 0) return;
+    } else if (rc == EAI_AGAIN || rc == EAI_SYSTEM) {
+      // Name service hiccups (common while a container network comes up)
+      // are retried like a refused connection.
+      last_error = gai_strerror(rc);
+    } else {
+      throw Error(ErrorCode::kBootstrap,
+                  log::cat("cannot resolve the registry host '", info.registry_host,
+                           "': ", gai_strerror(rc),
+                           "; check SLUICE_REGISTRY (host:port of `sluice registry` or `sluice run`)"));
+    }
+    if (Clock::now() + backoff >= deadline) {
+      throw Error(ErrorCode::kTimeout,
+                  log::cat("could not reach the registry at ", address, " within ",
+                           options.connect_timeout.count(), " ms (last error: ", last_error,
+                           "); check that it is running (`sluice run` starts one, or `sluice "
+                           "registry`) and that SLUICE_REGISTRY names the address it listens on"));
+    }
+    // A backoff between attempts, not a wait for an event: nothing tells us
+    // when a registry starts listening.
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+}
+
+void RegistryClient::Impl::apply_peer(const PeerEventMsg& e) {
+  if (e.rank >= peers.world_size()) return;
+  if (!e.host.empty()) peers.set_info(e.rank, e.host, e.pid);
+  peers.set(e.rank, static_cast<PeerTable::State>(e.state), e.reason);
+}
+
+void RegistryClient::Impl::handshake(Deadline deadline) {
+  HelloMsg hello{info.rank, info.world_size, local_host_name(), static_cast<uint32_t>(::getpid()),
+                 info.secret};
+  send_frame(make_frame(MsgType::kHello, 0, encode(hello)));
+  const std::string refused = log::cat("the registry at ", address, " refused rank ", info.rank, ": ");
+  char buf[64 * 1024];
+  for (;;) {
+    Frame f;
+    ErrorCode code = ErrorCode::kProtocol;
+    std::string problem;
+    const FrameParser::Result res = parser.next(&f, &code, &problem);
+    if (res == FrameParser::Result::kBad) {
+      throw Error(ErrorCode::kProtocol, log::cat("the registry at ", address,
+                                                 " sent a malformed reply to HELLO: ", problem));
+    }
+    if (res == FrameParser::Result::kFrame) {
+      const auto type = static_cast<MsgType>(f.header.type);
+      if (type == MsgType::kError) {
+        // ERROR's layout is the same in every version, so a refusal from a
+        // registry of another version is still readable.
+        ErrorMsg e;
+        if (!decode(f.payload, &e)) {
+          throw Error(ErrorCode::kProtocol,
+                      log::cat("the registry at ", address, " sent a malformed ERROR reply"));
+        }
+        if (e.code == ErrorCode::kAuth) {
+          throw Error(ErrorCode::kAuth,
+                      refused + e.text +
+                          "; every rank must present this job's SLUICE_SECRET (`sluice run` sets "
+                          "it for the processes it starts)");
+        }
+        throw Error(e.code == ErrorCode::kProtocol ? ErrorCode::kProtocol : ErrorCode::kRegistry,
+                    refused + e.text);
+      }
+      if (f.header.version != kProtocolVersion) {
+        throw Error(ErrorCode::kProtocol,
+                    log::cat("protocol version mismatch: the registry at ", address,
+                             " speaks version ", f.header.version, ", this process speaks version ",
+                             kProtocolVersion, "; use the same sluice release everywhere"));
+      }
+      WelcomeMsg welcome;
+      if (type != MsgType::kWelcome || !decode(f.payload, &welcome)) {
+        throw Error(ErrorCode::kProtocol,
+                    log::cat("the registry at ", address, " answered HELLO with a malformed ",
+                             to_string(type), " message"));
+      }
+      for (const PeerEventMsg& p : welcome.peers) apply_peer(p);
+      milliseconds limit = options.heartbeat_timeout;
+      if (welcome.heartbeat_ms > 0) limit = std::min(limit, milliseconds(welcome.heartbeat_ms));
+      heartbeat_interval = std::max(limit / 5, milliseconds{1});
+      return;
+    }
+    pollfd p{fd, POLLIN, 0};
+    const int rc = ::poll(&p, 1, remaining_ms(deadline, milliseconds{1000}));
+    if (rc < 0 && errno != EINTR) {
+      throw Error(ErrorCode::kRegistry, log::cat("poll failed: ", std::strerror(errno)));
+    }
+    if (rc == 0 && Clock::now() >= deadline) {
+      throw Error(ErrorCode::kTimeout,
+                  log::cat("the registry at ", address, " accepted the connection but did not "
+                           "answer HELLO within ", options.connect_timeout.count(),
+                           " ms; is something else listening on that port?"));
+    }
+    if (rc <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0) {
+      throw Error(ErrorCode::kRegistry,
+                  log::cat("the registry at ", address, " closed the connection during HELLO; "
+                           "check its log"));
+    }
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      throw Error(ErrorCode::kRegistry, log::cat("lost the registry at ", address,
+                                                 " during HELLO: ", std::strerror(errno)));
+    }
+    parser.append(buf, static_cast<size_t>(n));
+  }
+}
+
+void RegistryClient::Impl::send_frame(const std::string& frame) {
+  std::lock_guard<std::mutex> lock(send_mu);
+  size_t off = 0;
+  while (off < frame.size()) {
+    const ssize_t n = ::send(fd, frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
+    if (n >= 0) {
+      off += static_cast<size_t>(n);
+    } else if (errno != EINTR) {
+      throw Error(ErrorCode::kRegistry,
+                  log::cat("lost the registry at ", address, ": send failed: ", std::strerror(errno)));
+    }
+  }
+}
+
+bool RegistryClient::Impl::handle_frame(const Frame& f, std::string* problem) {
+  if (f.header.version != kProtocolVersion) {
+    *problem = log::cat("it sent a frame of protocol version ", f.header.version);
+    return false;
+  }
+  const auto type = static_cast<MsgType>(f.header.type);
+  if (type == MsgType::kPeerEvent) {
+    PeerEventMsg e;
+    if (!decode(f.payload, &e)) {
+      *problem = "it sent a malformed PEER_EVENT";
+      return false;
+    }
+    apply_peer(e);
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  // An unknown id is a reply to a request whose caller gave up; drop it.
+  if (auto it = pending.find(f.header.request_id); it != pending.end()) {
+    it->second.set_value(Reply{type, f.payload, false, ""});
+    pending.erase(it);
+  }
+  return true;
+}
+
+void RegistryClient::Impl::fail_all(const std::string& reason) {
+  const bool shutting_down = stopping.load(std::memory_order_acquire);
+  std::string text = log::cat("lost the registry at ", address, ": ", reason);
+  if (!shutting_down) {
+    text += "; the registry process exited or the network failed, so this job cannot continue";
+    log::warn(text);
+    peers.set_registry_lost(text);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  lost = true;
+  lost_text = text;
+  for (auto& [id, promise] : pending) promise.set_value(Reply{MsgType::kError, "", true, text});
+  pending.clear();
+}
+
+void RegistryClient::Impl::loop() {
+  char buf[64 * 1024];
+  Deadline next_heartbeat = Clock::now() + heartbeat_interval;
+  std::string reason;
+  for (;;) {
+    // stopping is set (release) before the eventfd write; once it reads true,
+    // stop_deadline is visible too.
+    const bool stop = stopping.load(std::memory_order_acquire);
+    const Deadline wake = stop ? stop_deadline : next_heartbeat;
+    pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int rc = ::poll(fds, 2, remaining_ms(wake, milliseconds{1000}));
+    if (rc < 0 && errno != EINTR) {
+      reason = log::cat("poll failed: ", std::strerror(errno));
+      break;
+    }
+    if (stop && Clock::now() >= stop_deadline) {
+      reason = "the client was shut down";
+      break;
+    }
+    if (rc > 0 && fds[1].revents != 0) {
+      uint64_t counter;
+      [[maybe_unused]] ssize_t n = ::read(wake_fd, &counter, sizeof counter);
+    }
+    if (rc > 0 && fds[0].revents != 0) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0) {
+        reason = "the registry closed the connection";
+        break;
+      }
+      if (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
+        reason = std::strerror(errno);
+        break;
+      }
+      if (n > 0) {
+        parser.append(buf, static_cast<size_t>(n));
+        bool bad = false;
+        for (;;) {
+          Frame f;
+          ErrorCode code = ErrorCode::kProtocol;
+          std::string problem;
+          const FrameParser::Result res = parser.next(&f, &code, &problem);
+          if (res == FrameParser::Result::kNeedMore) break;
+          if (res == FrameParser::Result::kBad || !handle_frame(f, &problem)) {
+            reason = "protocol error: " + problem;
+            bad = true;
+            break;
+          }
+        }
+        if (bad) break;
+      }
+    }
+    if (!stopping.load(std::memory_order_acquire) && Clock::now() >= next_heartbeat) {
+      try {
+        send_frame(make_frame(MsgType::kHeartbeat, 0, ""));
+      } catch (const Error&) {
+        // The broken connection shows up as EOF or an error on the next read.
+      }
+      next_heartbeat = Clock::now() + heartbeat_interval;
+    }
+  }
+  fail_all(reason);
+}
+
+RegistryClient::Impl::Reply RegistryClient::Impl::call(MsgType type, const std::string& payload,
+                                                       Deadline deadline, const std::string& what) {
+  std::future<Reply> reply;
+  uint32_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (lost) throw Error(ErrorCode::kRegistry, what + ": " + lost_text);
+    id = next_id++;
+    if (next_id == 0) next_id = 1;  // 0 marks frames that are not replies
+    reply = pending[id].get_future();
+  }
+  try {
+    send_frame(make_frame(type, id, payload));
+  } catch (const Error&) {
+    std::lock_guard<std::mutex> lock(mu);
+    pending.erase(id);
+    throw;
+  }
+  const bool bounded = deadline != kForever && deadline < Deadline::max() - kReplyGrace;
+  if (!bounded) {
+    reply.wait();
+  } else if (reply.wait_until(deadline + kReplyGrace) == std::future_status::timeout) {
+    std::lock_guard<std::mutex> lock(mu);
+    // The control thread may have answered in between; then take the answer.
+    if (pending.erase(id) == 1) {
+      throw Error(ErrorCode::kTimeout,
+                  log::cat(what, ": the registry at ", address,
+                           " did not answer by the deadline (it may be overloaded or hung)"));
+    }
+  }
+  Reply r = reply.get();
+  if (r.registry_lost) throw Error(ErrorCode::kRegistry, what + ": " + r.lost_text);
+  if (r.type == MsgType::kError) {
+    ErrorMsg e;
+    if (!decode(r.payload, &e)) {
+      throw Error(ErrorCode::kProtocol,
+                  log::cat(what, ": the registry at ", address, " sent a malformed ERROR reply"));
+    }
+    throw_error(e);
+  }
+  return r;
+}
+
+void RegistryClient::Impl::expect(const Reply& r, MsgType type, const std::string& what) {
+  if (r.type != type) {
+    throw Error(ErrorCode::kProtocol, log::cat(what, ": the registry at ", address, " answered ",
+                                               to_string(r.type), " instead of ", to_string(type)));
+  }
+}
+
+void RegistryClient::Impl::shut_down() {
+  if (!thread.joinable()) return;
+  stop_deadline = Clock::now() + kLeaveLinger;
+  stopping.store(true, std::memory_order_release);
+  bool registry_gone;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    registry_gone = lost;
+  }
+  if (!registry_gone) {
+    // MSG_DONTWAIT: a registry that stopped reading must not block the
+    // destructor; the frame is tiny, so it fits unless the socket is wedged.
+    const std::string leave = make_frame(MsgType::kLeave, 0, "");
+    std::lock_guard<std::mutex> lock(send_mu);
+    [[maybe_unused]] ssize_t n = ::send(fd, leave.data(), leave.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  // Half-close: the registry reads LEAVE, then EOF, and closes its side,
+  // which ends the control thread's wait.
+  ::shutdown(fd, SHUT_WR);
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd, &one, sizeof one);
+  thread.join();
+}
+
+std::unique_ptr<RegistryClient> RegistryClient::connect(const BootstrapInfo& info,
+                                                        const ClientOptions& options) {
+  if (info.world_size == 0 || info.rank >= info.world_size) {
+    throw Error(ErrorCode::kInvalidArgument,
+                log::cat("rank ", info.rank, " is not below the world size ", info.world_size));
+  }
+  auto impl = std::make_unique<Impl>(info, options);
+  impl->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl->wake_fd < 0) {
+    throw Error(ErrorCode::kResource, log::cat("cannot create an eventfd: ", std::strerror(errno)));
+  }
+  const Deadline deadline = Clock::now() + options.connect_timeout;
+  impl->open_socket(deadline);
+  impl->handshake(deadline);
+  log::info("rank ", info.rank, " joined the job through the registry at ", impl->address);
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->loop(); });
+  return std::unique_ptr<RegistryClient>(new RegistryClient(std::move(impl)));
+}
+
+RegistryClient::RegistryClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RegistryClient::~RegistryClient() { impl_->shut_down(); }
+
+uint32_t RegistryClient::rank() const { return impl_->info.rank; }
+uint32_t RegistryClient::world_size() const { return impl_->info.world_size; }
+PeerTable& RegistryClient::peers() { return impl_->peers; }
+
+void RegistryClient::declare_flow(const std::string& name, const std::string& canonical,
+                                  const std::vector<uint32_t>& participants, Deadline deadline) {
+  const std::string what = log::cat("declaring flow '", name, "'");
+  const auto r = impl_->call(MsgType::kDeclare,
+                             encode(DeclareMsg{name, canonical, participants, timeout_ms(deadline)}),
+                             deadline, what);
+  impl_->expect(r, MsgType::kOk, what);
+}
+
+void RegistryClient::put(const std::string& key, const std::string& value) {
+  const std::string what = log::cat("putting key '", key, "'");
+  const auto r = impl_->call(MsgType::kPut, encode(PutMsg{key, value}), kForever, what);
+  impl_->expect(r, MsgType::kOk, what);
+}
+
+std::string RegistryClient::get(const std::string& key, Deadline deadline, int64_t owner_rank) {
+  const std::string what = log::cat("getting key '", key, "'");
+  const auto r = impl_->call(MsgType::kGet, encode(GetMsg{key, owner_rank, timeout_ms(deadline)}),
+                             deadline, what);
+  impl_->expect(r, MsgType::kValue, what);
+  ValueMsg v;
+  if (!decode(r.payload, &v)) {
+    throw Error(ErrorCode::kProtocol, log::cat(what, ": the registry at ", impl_->address,
+                                               " sent a malformed VALUE reply"));
+  }
+  return std::move(v.value);
+}
+
+void RegistryClient::barrier(const std::string& name, Deadline deadline) {
+  const std::string what = log::cat("barrier '", name, "'");
+  const auto r =
+      impl_->call(MsgType::kBarrier, encode(BarrierMsg{name, timeout_ms(deadline)}), deadline, what);
+  impl_->expect(r, MsgType::kOk, what);
+}
+
+}  // namespace sluice::control

@@ -1,0 +1,98 @@
+// The client side of the registry, owned by a Cluster. connect() joins the job
+// (HELLO with rank, world size, host name, pid and secret) and starts one
+// control thread that reads replies and peer events and sends heart-beats
+// (every heartbeat_timeout / 5). The data plane never calls in here: it reads
+// the PeerTable's atomics on its slow path only.
+//
+// Thread safety: every method may be called from any thread concurrently;
+// each blocking call waits only for its own reply.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "control/bootstrap.h"
+#include "sluice/flow.h"
+
+namespace sluice::control {
+
+// What the job knows about each rank. Written by the control thread, read by
+// anyone. state(r) is a relaxed-free acquire load so the data plane may poll it.
+class PeerTable {
+ public:
+  enum State : uint32_t { kAlive = 0, kLeft = 1, kDied = 2 };
+  explicit PeerTable(uint32_t world_size);
+  uint32_t world_size() const { return static_cast<uint32_t>(states_.size()); }
+  State state(uint32_t rank) const { return static_cast<State>(states_[rank].load(std::memory_order_acquire)); }
+  // True once the registry connection itself is gone: every peer is then unknown.
+  bool registry_lost() const { return registry_lost_.load(std::memory_order_acquire); }
+  // A sentence for messages, e.g. "rank 3 (host1, pid 1234) died: connection closed".
+  std::string describe(uint32_t rank) const;
+  // Host name of a rank as it reported at HELLO (empty if not yet known).
+  std::string host(uint32_t rank) const;
+
+  // Control-thread side.
+  void set(uint32_t rank, State state, const std::string& reason);
+  void set_info(uint32_t rank, const std::string& host, uint32_t pid);
+  void set_registry_lost(const std::string& reason);
+
+ private:
+  std::vector<std::atomic<uint32_t>> states_;
+  std::atomic<bool> registry_lost_{false};
+  mutable std::mutex mu_;
+  std::vector<std::string> reasons_;
+  std::vector<std::string> hosts_;
+  std::vector<uint32_t> pids_;
+  std::string registry_reason_;
+};
+
+struct ClientOptions {
+  std::chrono::milliseconds heartbeat_timeout{5000};  // the registry's limit; heart-beat every 1/5 of it
+  std::chrono::milliseconds connect_timeout{60000};   // total time to keep retrying connect (bounded backoff)
+};
+
+class RegistryClient {
+ public:
+  // Connects (retrying with bounded backoff until connect_timeout), sends
+  // HELLO, waits for WELCOME. Throws Error(kAuth) on a wrong secret,
+  // Error(kProtocol) on a version mismatch naming both versions,
+  // Error(kTimeout) naming the address if nothing answers, Error(kRegistry)
+  // for any other refusal (duplicate rank, rank >= world size...).
+  static std::unique_ptr<RegistryClient> connect(const BootstrapInfo& info, const ClientOptions& options);
+  // Sends LEAVE (so peers see "left") and joins the control thread.
+  ~RegistryClient();
+
+  uint32_t rank() const;
+  uint32_t world_size() const;
+  PeerTable& peers();
+
+  // Declares flow `name` with its canonical spec text; returns once every
+  // rank in `participants` declared it identically. Throws
+  // Error(kSpecMismatch) naming both ranks and each differing field
+  // ("record_size: rank 0 declared 16, rank 2 declared 24"), Error(kTimeout)
+  // naming the ranks that have not declared, or PeerLostError.
+  void declare_flow(const std::string& name, const std::string& canonical,
+                    const std::vector<uint32_t>& participants, Deadline deadline);
+  // Stores key -> value (overwrites).
+  void put(const std::string& key, const std::string& value);
+  // Waits until `key` exists and returns its value. If `owner_rank` >= 0 and
+  // that rank dies or leaves before putting it, throws PeerLostError.
+  // Throws Error(kTimeout) naming the key on deadline.
+  std::string get(const std::string& key, Deadline deadline, int64_t owner_rank = -1);
+  // Waits until every rank of the job entered barrier `name` for the n-th
+  // time (the registry counts generations per name). Throws Error(kTimeout)
+  // naming missing ranks, or PeerLostError.
+  void barrier(const std::string& name, Deadline deadline);
+
+ private:
+  struct Impl;
+  explicit RegistryClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sluice::control

@@ -1,0 +1,960 @@
+#include "control/registry_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "common/log.h"
+#include "control/protocol.h"
+#include "sluice/errors.h"
+
+namespace sluice::control {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+using std::chrono::milliseconds;
+
+constexpr TimePoint kNever = TimePoint::max();
+// A peer that does not read its replies must not make the registry hold
+// unbounded memory; past this it is treated as gone.
+constexpr size_t kMaxOutBuffer = size_t{64} << 20;
+// After an ERROR (or LEAVE) the registry half-closes and waits this long for
+// the peer's EOF, so that its last bytes are read rather than answered with a
+// reset that could destroy the ERROR frame before the peer reads it.
+constexpr milliseconds kCloseLinger{1000};
+// Upper bound on one poll() sleep, so time-based checks never lag far.
+constexpr milliseconds kMaxPollWait{1000};
+
+const char* const kClosedReason = "connection closed (process exited or was killed)";
+
+TimePoint deadline_after(uint64_t timeout_ms, TimePoint now) {
+  // Anything beyond ~30 years is "no limit"; this also keeps the addition
+  // below from overflowing.
+  constexpr uint64_t kHuge = uint64_t{1} << 40;
+  if (timeout_ms == 0 || timeout_ms > kHuge) return kNever;
+  return now + milliseconds(timeout_ms);
+}
+
+std::string join_ranks(const std::vector<uint32_t>& ranks) {
+  std::string s;
+  for (uint32_t r : ranks) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(r);
+  }
+  return s.empty() ? "(none)" : s;
+}
+
+std::string peer_name(const sockaddr_storage& ss) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+    return log::cat(host, ":", port);
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+    return log::cat("[", host, "]:", port);
+  }
+  return "?";
+}
+
+// Parses canonical spec text ("field=value" lines) into field -> value; a
+// line without '=' is a field with an empty value, so nothing is lost.
+std::map<std::string, std::string> spec_fields(const std::string& text) {
+  std::map<std::string, std::string> fields;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) {
+      const size_t eq = line.find('=');
+      if (eq == std::string::npos) {
+        fields[line] = "";
+      } else {
+        fields[line.substr(0, eq)] = line.substr(eq + 1);
+      }
+    }
+    pos = end + 1;
+  }
+  return fields;
+}
+
+// Constant-time comparison, so the reply time does not reveal how much of a
+// guessed secret was right.
+bool secrets_equal(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+struct RegistryServer::Impl {
+  enum class RankState { kAbsent, kAlive, kLeft, kDied };
+
+  struct Conn {
+    uint64_t id = 0;
+    int fd = -1;
+    std::string peer;  // "ip:port", for log lines
+    FrameParser parser{/*check_version=*/true};
+    std::string out;
+    size_t out_pos = 0;
+    int64_t rank = -1;        // >= 0 once HELLO was accepted
+    bool closing = false;     // refused or left: input is discarded until EOF
+    bool write_shut = false;  // closing and every byte of `out` was sent
+    bool dead = false;        // reaped at the end of the loop iteration
+    // Before HELLO: when the peer must have said it. Closing: when to stop
+    // waiting for its EOF.
+    TimePoint deadline = kNever;
+  };
+
+  struct RankInfo {
+    RankState state = RankState::kAbsent;
+    std::string host;
+    uint32_t pid = 0;
+    std::string reason;
+    uint64_t conn_id = 0;
+    TimePoint last_seen;
+  };
+
+  struct Waiter {
+    uint64_t conn_id = 0;
+    uint32_t rank = 0;
+    uint32_t request_id = 0;
+    uint64_t timeout_ms = 0;
+    TimePoint deadline = kNever;
+  };
+
+  struct FlowDecl {
+    uint32_t first_rank = 0;  // whose declaration the others are compared with
+    std::string canonical;
+    std::vector<uint32_t> participants;  // sorted, unique
+    std::set<uint32_t> declared;
+    std::vector<Waiter> waiters;
+    bool complete = false;
+  };
+
+  struct GetWaiter {
+    Waiter waiter;
+    std::string key;
+    int64_t owner = -1;
+  };
+
+  struct BarrierState {
+    // Generation n holds the ranks that made their n-th call of this barrier.
+    std::map<uint64_t, std::map<uint32_t, Waiter>> generations;
+    std::vector<uint64_t> calls;  // per rank: calls made so far
+  };
+
+  explicit Impl(RegistryOptions o) : opt(std::move(o)), ranks(opt.world_size) {}
+  ~Impl() {
+    for (auto& [id, c] : conns) ::close(c->fd);
+    if (listen_fd >= 0) ::close(listen_fd);
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+
+  void bind_and_listen();
+  void serve();
+  void accept_all(TimePoint now);
+  void on_readable(Conn& c, TimePoint now);
+  void handle_frame(Conn& c, const Frame& f, TimePoint now);
+  void on_hello(Conn& c, const Frame& f, TimePoint now);
+  void on_declare(Conn& c, const Frame& f, TimePoint now);
+  void on_put(Conn& c, const Frame& f);
+  void on_get(Conn& c, const Frame& f, TimePoint now);
+  void on_barrier(Conn& c, const Frame& f, TimePoint now);
+  void on_timers(TimePoint now);
+  TimePoint next_timer() const;
+  void flush(Conn& c);
+  void reap();
+
+  void send(Conn& c, MsgType type, uint32_t request_id, const std::string& payload);
+  void reply(const Waiter& w, MsgType type, const std::string& payload);
+  void reply_error(const Waiter& w, ErrorCode code, const std::string& text,
+                   uint32_t rank = kNoRank);
+  void refuse(Conn& c, ErrorCode code, const std::string& problem, uint32_t request_id);
+  void start_closing(Conn& c, TimePoint now);
+  void drop(Conn& c, const std::string& reason);
+  void lose_rank(uint32_t rank, RankState state, const std::string& reason);
+  void broadcast(const PeerEventMsg& event, uint64_t except_conn);
+
+  Conn* find_conn(uint64_t id) {
+    auto it = conns.find(id);
+    return it == conns.end() || it->second->dead ? nullptr : it->second.get();
+  }
+  bool lost(uint32_t r) const {
+    return ranks[r].state == RankState::kLeft || ranks[r].state == RankState::kDied;
+  }
+  std::string describe(uint32_t r) const;
+  std::string describe_missing(const std::vector<uint32_t>& missing) const;
+  std::string spec_diff(const FlowDecl& flow, uint32_t rank, const std::string& canonical,
+                        const std::vector<uint32_t>& participants) const;
+  void complete_flow(FlowDecl& flow);
+
+  RegistryOptions opt;
+  int listen_fd = -1;
+  int wake_fd = -1;
+  uint16_t port = 0;
+  std::atomic<bool> stopping{false};
+  TimePoint accept_paused_until{};
+  uint64_t next_conn_id = 1;
+  std::map<uint64_t, std::unique_ptr<Conn>> conns;
+  std::vector<RankInfo> ranks;
+  std::map<std::string, FlowDecl> flows;
+  std::map<std::string, std::string> kv;
+  std::vector<GetWaiter> gets;
+  std::map<std::string, BarrierState> barriers;
+};
+
+void RegistryServer::Impl::bind_and_listen() {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string port_text = std::to_string(opt.port);
+  const std::string where = log::cat(opt.bind_host, ":", opt.port);
+  if (int rc = ::getaddrinfo(opt.bind_host.c_str(), port_text.c_str(), &hints, &res); rc != 0) {
+    throw Error(ErrorCode::kResource, log::cat("registry cannot resolve its bind address ", where,
+                                               ": ", gai_strerror(rc)));
+  }
+  std::string last_error = "no addresses";
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    // A restarted registry must be able to take its port back while old
+    // connections sit in TIME_WAIT.
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 128) == 0) {
+      listen_fd = fd;
+      break;
+    }
+    last_error = std::strerror(errno);
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  if (listen_fd < 0) {
+    throw Error(ErrorCode::kResource,
+                log::cat("registry cannot listen on ", where, ": ", last_error,
+                         "; choose another address or port (port 0 picks a free one)"));
+  }
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                  : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0) {
+    throw Error(ErrorCode::kResource,
+                log::cat("registry cannot create an eventfd: ", std::strerror(errno)));
+  }
+}
+
+std::string RegistryServer::Impl::describe(uint32_t r) const {
+  const RankInfo& info = ranks[r];
+  std::string s = log::cat("rank ", r);
+  if (!info.host.empty()) s += log::cat(" (", info.host, ", pid ", info.pid, ")");
+  switch (info.state) {
+    case RankState::kAbsent: return s + " has not joined";
+    case RankState::kAlive: return s + " is alive";
+    case RankState::kLeft: return s + " left the job";
+    case RankState::kDied: return s + " died: " + info.reason;
+  }
+  return s;
+}
+
+std::string RegistryServer::Impl::describe_missing(const std::vector<uint32_t>& missing) const {
+  std::string details;
+  for (uint32_t r : missing) {
+    if (!details.empty()) details += "; ";
+    const RankInfo& info = ranks[r];
+    if (info.state == RankState::kAbsent) {
+      details += log::cat("rank ", r, " has not joined");
+    } else {
+      details += log::cat("rank ", r, " on ", info.host);
+    }
+  }
+  return log::cat(missing.size() == 1 ? "rank " : "ranks ", join_ranks(missing), " (", details,
+                  ")");
+}
+
+std::string RegistryServer::Impl::spec_diff(const FlowDecl& flow, uint32_t rank,
+                                            const std::string& canonical,
+                                            const std::vector<uint32_t>& participants) const {
+  const auto a = spec_fields(flow.canonical);
+  const auto b = spec_fields(canonical);
+  std::set<std::string> names;
+  for (const auto& [k, v] : a) names.insert(k);
+  for (const auto& [k, v] : b) names.insert(k);
+  std::string diff;
+  auto add = [&](const std::string& field, const std::string& va, const std::string& vb) {
+    if (!diff.empty()) diff += "; ";
+    diff += log::cat(field, ": rank ", flow.first_rank, " declared ", va, ", rank ", rank,
+                     " declared ", vb);
+  };
+  for (const std::string& name : names) {
+    auto ia = a.find(name);
+    auto ib = b.find(name);
+    const std::string va = ia == a.end() ? "(nothing)" : ia->second;
+    const std::string vb = ib == b.end() ? "(nothing)" : ib->second;
+    if (ia == a.end() || ib == b.end() || va != vb) add(name, va, vb);
+  }
+  if (participants != flow.participants) {
+    add("participants", join_ranks(flow.participants), join_ranks(participants));
+  }
+  return diff;
+}
+
+void RegistryServer::Impl::send(Conn& c, MsgType type, uint32_t request_id,
+                                const std::string& payload) {
+  if (c.dead || c.write_shut) return;
+  c.out += make_frame(type, request_id, payload);
+  if (c.out.size() - c.out_pos > kMaxOutBuffer) {
+    drop(c, "not reading registry messages (more than 64 MiB queued)");
+  }
+}
+
+void RegistryServer::Impl::reply(const Waiter& w, MsgType type, const std::string& payload) {
+  if (Conn* c = find_conn(w.conn_id)) send(*c, type, w.request_id, payload);
+}
+
+void RegistryServer::Impl::reply_error(const Waiter& w, ErrorCode code, const std::string& text,
+                                       uint32_t rank) {
+  reply(w, MsgType::kError, encode(ErrorMsg{code, rank, text}));
+}
+
+void RegistryServer::Impl::start_closing(Conn& c, TimePoint now) {
+  c.closing = true;
+  c.deadline = now + kCloseLinger;
+}
+
+void RegistryServer::Impl::refuse(Conn& c, ErrorCode code, const std::string& problem,
+                                  uint32_t request_id) {
+  log::warn("registry: rejected connection from ", c.peer,
+            c.rank >= 0 ? log::cat(" (rank ", c.rank, ")") : std::string(), ": ", problem);
+  send(c, MsgType::kError, request_id, encode(ErrorMsg{code, kNoRank, problem}));
+  if (c.dead) return;
+  start_closing(c, Clock::now());
+  if (c.rank >= 0 && ranks[c.rank].conn_id == c.id && ranks[c.rank].state == RankState::kAlive) {
+    lose_rank(static_cast<uint32_t>(c.rank), RankState::kDied,
+              "sent a malformed control message: " + problem);
+  }
+}
+
+void RegistryServer::Impl::drop(Conn& c, const std::string& reason) {
+  if (c.dead) return;
+  c.dead = true;
+  if (c.rank >= 0 && ranks[c.rank].conn_id == c.id && ranks[c.rank].state == RankState::kAlive) {
+    lose_rank(static_cast<uint32_t>(c.rank), RankState::kDied, reason);
+  }
+}
+
+void RegistryServer::Impl::broadcast(const PeerEventMsg& event, uint64_t except_conn) {
+  const std::string payload = encode(event);
+  for (const RankInfo& info : ranks) {
+    if (info.state != RankState::kAlive || info.conn_id == except_conn) continue;
+    if (Conn* c = find_conn(info.conn_id)) send(*c, MsgType::kPeerEvent, 0, payload);
+  }
+}
+
+void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::string& reason) {
+  RankInfo& info = ranks[r];
+  info.state = state;
+  info.reason = reason;
+  const uint64_t gone_conn = info.conn_id;
+  const std::string who = describe(r);
+  if (state == RankState::kLeft) {
+    log::info("registry: ", who);
+  } else {
+    log::warn("registry: ", who);
+  }
+  broadcast(PeerEventMsg{r, state == RankState::kLeft ? PeerState::kLeft : PeerState::kDied,
+                         reason, info.host, info.pid},
+            gone_conn);
+
+  // Nothing that needs every rank can complete any more.
+  for (auto& [name, b] : barriers) {
+    for (auto& [gen, arrived] : b.generations) {
+      for (auto& [q, w] : arrived) {
+        reply_error(w, ErrorCode::kPeerLost, log::cat("barrier '", name, "' cannot complete: ", who),
+                    r);
+        if (b.calls[q] == gen + 1) --b.calls[q];
+      }
+    }
+    b.generations.clear();
+  }
+  for (auto& [name, flow] : flows) {
+    if (flow.complete) continue;
+    const bool needed = std::binary_search(flow.participants.begin(), flow.participants.end(), r) &&
+                        flow.declared.count(r) == 0;
+    if (needed) {
+      for (const Waiter& w : flow.waiters) {
+        reply_error(w, ErrorCode::kPeerLost,
+                    log::cat("flow '", name, "' cannot be declared by every participant: ", who),
+                    r);
+      }
+      flow.waiters.clear();
+    } else {
+      std::erase_if(flow.waiters, [&](const Waiter& w) { return w.conn_id == gone_conn; });
+    }
+  }
+  std::erase_if(gets, [&](const GetWaiter& g) {
+    if (g.waiter.conn_id == gone_conn) return true;
+    if (g.owner != static_cast<int64_t>(r)) return false;
+    reply_error(g.waiter, ErrorCode::kPeerLost,
+                log::cat("key '", g.key, "' will never be put: its owner ", who), r);
+    return true;
+  });
+}
+
+void RegistryServer::Impl::accept_all(TimePoint now) {
+  for (;;) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The pending connection stays queued; pausing keeps poll() from
+        // spinning on it until a descriptor frees up.
+        log::warn("registry: cannot accept a connection: ", std::strerror(errno),
+                  "; raise the file descriptor limit (ulimit -n)");
+        accept_paused_until = now + milliseconds(100);
+      }
+      return;
+    }
+    // Control messages are small request/reply pairs: Nagle would only add
+    // latency to every barrier.
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    auto c = std::make_unique<Conn>();
+    c->id = next_conn_id++;
+    c->fd = fd;
+    c->peer = peer_name(ss);
+    c->deadline = now + opt.heartbeat_timeout;
+    conns.emplace(c->id, std::move(c));
+  }
+}
+
+void RegistryServer::Impl::on_readable(Conn& c, TimePoint now) {
+  char buf[64 * 1024];
+  // Bounded per wake-up so one chatty peer cannot starve the others.
+  size_t total = 0;
+  while (!c.dead && total < kMaxPayload) {
+    const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      total += static_cast<size_t>(n);
+      if (c.closing) continue;
+      if (c.rank >= 0 && ranks[c.rank].conn_id == c.id) ranks[c.rank].last_seen = now;
+      c.parser.append(buf, static_cast<size_t>(n));
+      for (;;) {
+        Frame f;
+        ErrorCode code = ErrorCode::kProtocol;
+        std::string problem;
+        const FrameParser::Result res = c.parser.next(&f, &code, &problem);
+        if (res == FrameParser::Result::kNeedMore) break;
+        if (res == FrameParser::Result::kBad) {
+          refuse(c, code, problem, 0);
+          break;
+        }
+        handle_frame(c, f, now);
+        if (c.closing || c.dead) break;
+      }
+      continue;
+    }
+    if (n == 0) {
+      if (c.closing) {
+        c.dead = true;
+      } else {
+        drop(c, kClosedReason);
+      }
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    drop(c, log::cat("connection error: ", std::strerror(errno)));
+    return;
+  }
+}
+
+void RegistryServer::Impl::handle_frame(Conn& c, const Frame& f, TimePoint now) {
+  const auto type = static_cast<MsgType>(f.header.type);
+  const uint32_t req = f.header.request_id;
+  if (c.rank < 0) {
+    if (type == MsgType::kHello) {
+      on_hello(c, f, now);
+    } else {
+      refuse(c, ErrorCode::kProtocol,
+             log::cat("the first message must be HELLO, got ", to_string(type)), req);
+    }
+    return;
+  }
+  switch (type) {
+    case MsgType::kDeclare: return on_declare(c, f, now);
+    case MsgType::kPut: return on_put(c, f);
+    case MsgType::kGet: return on_get(c, f, now);
+    case MsgType::kBarrier: return on_barrier(c, f, now);
+    case MsgType::kHeartbeat:
+      if (!f.payload.empty()) refuse(c, ErrorCode::kProtocol, "malformed HEARTBEAT message", req);
+      return;
+    case MsgType::kLeave:
+      lose_rank(static_cast<uint32_t>(c.rank), RankState::kLeft, "left the job");
+      start_closing(c, now);
+      return;
+    case MsgType::kHello:
+      refuse(c, ErrorCode::kProtocol, "HELLO sent twice on one connection", req);
+      return;
+    default:
+      refuse(c, ErrorCode::kProtocol,
+             log::cat("unexpected ", to_string(type), " message from a client"), req);
+      return;
+  }
+}
+
+void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
+  const uint32_t req = f.header.request_id;
+  HelloMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed HELLO message", req);
+    return;
+  }
+  if (!secrets_equal(m.secret, opt.secret)) {
+    refuse(c, ErrorCode::kAuth, "wrong job secret", req);
+    return;
+  }
+  if (m.world_size != opt.world_size) {
+    refuse(c, ErrorCode::kRegistry,
+           log::cat("rank ", m.rank, " says the job has ", m.world_size,
+                    " ranks, but this registry serves a job of ", opt.world_size, " ranks"),
+           req);
+    return;
+  }
+  if (m.rank >= opt.world_size) {
+    refuse(c, ErrorCode::kRegistry,
+           log::cat("rank ", m.rank, " is out of range: the job has ", opt.world_size,
+                    " ranks (0..", opt.world_size - 1, ")"),
+           req);
+    return;
+  }
+  RankInfo& info = ranks[m.rank];
+  if (info.state == RankState::kAlive) {
+    refuse(c, ErrorCode::kRegistry,
+           log::cat("rank ", m.rank, " already joined (", info.host, ", pid ", info.pid,
+                    "); is the same rank launched twice?"),
+           req);
+    return;
+  }
+  c.rank = m.rank;
+  c.deadline = kNever;
+  info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now};
+  log::info("registry: rank ", m.rank, " joined from ", m.host, " (pid ", m.pid, ", ", c.peer,
+            ")");
+
+  WelcomeMsg welcome;
+  welcome.heartbeat_ms = static_cast<uint32_t>(opt.heartbeat_timeout.count());
+  for (uint32_t r = 0; r < ranks.size(); ++r) {
+    const RankInfo& ri = ranks[r];
+    if (ri.state == RankState::kAbsent) continue;
+    const PeerState st = ri.state == RankState::kAlive  ? PeerState::kAlive
+                         : ri.state == RankState::kLeft ? PeerState::kLeft
+                                                        : PeerState::kDied;
+    welcome.peers.push_back(PeerEventMsg{r, st, ri.reason, ri.host, ri.pid});
+  }
+  send(c, MsgType::kWelcome, req, encode(welcome));
+  broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid}, c.id);
+}
+
+void RegistryServer::Impl::complete_flow(FlowDecl& flow) {
+  flow.complete = true;
+  for (const Waiter& w : flow.waiters) reply(w, MsgType::kOk, "");
+  flow.waiters.clear();
+}
+
+void RegistryServer::Impl::on_declare(Conn& c, const Frame& f, TimePoint now) {
+  DeclareMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed DECLARE message", f.header.request_id);
+    return;
+  }
+  const auto rank = static_cast<uint32_t>(c.rank);
+  const Waiter w{c.id, rank, f.header.request_id, m.timeout_ms, deadline_after(m.timeout_ms, now)};
+  std::sort(m.participants.begin(), m.participants.end());
+  m.participants.erase(std::unique(m.participants.begin(), m.participants.end()),
+                       m.participants.end());
+  if (m.name.empty()) {
+    reply_error(w, ErrorCode::kInvalidArgument, "a flow needs a name");
+    return;
+  }
+  if (!m.participants.empty() && m.participants.back() >= opt.world_size) {
+    reply_error(w, ErrorCode::kInvalidArgument,
+                log::cat("flow '", m.name, "': participant rank ", m.participants.back(),
+                         " is out of range (the job has ", opt.world_size, " ranks)"));
+    return;
+  }
+
+  auto it = flows.find(m.name);
+  if (it == flows.end()) {
+    FlowDecl fresh;
+    fresh.first_rank = rank;
+    fresh.canonical = m.canonical;
+    fresh.participants = m.participants;
+    it = flows.emplace(m.name, std::move(fresh)).first;
+  } else if (std::string diff = spec_diff(it->second, rank, m.canonical, m.participants);
+             !diff.empty()) {
+    const std::string text = log::cat("flow '", m.name, "' declared differently: ", diff);
+    reply_error(w, ErrorCode::kSpecMismatch, text);
+    if (!it->second.complete) {
+      // Everyone waiting would otherwise wait on a declaration that can never
+      // agree; forgetting the flow lets corrected declarations start over.
+      for (const Waiter& pending : it->second.waiters) {
+        reply_error(pending, ErrorCode::kSpecMismatch, text);
+      }
+      flows.erase(it);
+    }
+    return;
+  }
+  FlowDecl& flow = it->second;
+  flow.declared.insert(rank);
+
+  std::vector<uint32_t> missing;
+  for (uint32_t p : flow.participants) {
+    if (flow.declared.count(p) == 0) missing.push_back(p);
+  }
+  if (missing.empty()) {
+    if (!flow.complete) complete_flow(flow);
+    reply(w, MsgType::kOk, "");
+    return;
+  }
+  for (uint32_t p : missing) {
+    if (lost(p)) {
+      reply_error(w, ErrorCode::kPeerLost,
+                  log::cat("flow '", m.name, "' cannot be declared by every participant: ",
+                           describe(p)),
+                  p);
+      return;
+    }
+  }
+  flow.waiters.push_back(w);
+}
+
+void RegistryServer::Impl::on_put(Conn& c, const Frame& f) {
+  PutMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed PUT message", f.header.request_id);
+    return;
+  }
+  send(c, MsgType::kOk, f.header.request_id, "");
+  const std::string value_payload = encode(ValueMsg{m.value});
+  std::erase_if(gets, [&](const GetWaiter& g) {
+    if (g.key != m.key) return false;
+    reply(g.waiter, MsgType::kValue, value_payload);
+    return true;
+  });
+  kv[m.key] = std::move(m.value);
+}
+
+void RegistryServer::Impl::on_get(Conn& c, const Frame& f, TimePoint now) {
+  GetMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed GET message", f.header.request_id);
+    return;
+  }
+  const Waiter w{c.id, static_cast<uint32_t>(c.rank), f.header.request_id, m.timeout_ms,
+                 deadline_after(m.timeout_ms, now)};
+  if (m.owner_rank < -1 || m.owner_rank >= static_cast<int64_t>(opt.world_size)) {
+    reply_error(w, ErrorCode::kInvalidArgument,
+                log::cat("get '", m.key, "': owner rank ", m.owner_rank,
+                         " is out of range (the job has ", opt.world_size, " ranks)"));
+    return;
+  }
+  if (auto it = kv.find(m.key); it != kv.end()) {
+    reply(w, MsgType::kValue, encode(ValueMsg{it->second}));
+    return;
+  }
+  if (m.owner_rank >= 0 && lost(static_cast<uint32_t>(m.owner_rank))) {
+    const auto owner = static_cast<uint32_t>(m.owner_rank);
+    reply_error(w, ErrorCode::kPeerLost,
+                log::cat("key '", m.key, "' will never be put: its owner ", describe(owner)),
+                owner);
+    return;
+  }
+  gets.push_back(GetWaiter{w, m.key, m.owner_rank});
+}
+
+void RegistryServer::Impl::on_barrier(Conn& c, const Frame& f, TimePoint now) {
+  BarrierMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed BARRIER message", f.header.request_id);
+    return;
+  }
+  const auto rank = static_cast<uint32_t>(c.rank);
+  const Waiter w{c.id, rank, f.header.request_id, m.timeout_ms, deadline_after(m.timeout_ms, now)};
+  for (uint32_t r = 0; r < opt.world_size; ++r) {
+    if (lost(r)) {
+      reply_error(w, ErrorCode::kPeerLost,
+                  log::cat("barrier '", m.name, "' cannot complete: ", describe(r)), r);
+      return;
+    }
+  }
+  BarrierState& b = barriers[m.name];
+  if (b.calls.empty()) b.calls.resize(opt.world_size, 0);
+  const uint64_t gen = b.calls[rank]++;
+  auto& arrived = b.generations[gen];
+  arrived[rank] = w;
+  if (arrived.size() == opt.world_size) {
+    for (const auto& [r, waiter] : arrived) reply(waiter, MsgType::kOk, "");
+    b.generations.erase(gen);
+  }
+}
+
+void RegistryServer::Impl::on_timers(TimePoint now) {
+  for (auto& [id, c] : conns) {
+    if (c->dead || now < c->deadline) continue;
+    if (c->closing) {
+      c->dead = true;
+    } else if (c->rank < 0) {
+      refuse(*c, ErrorCode::kProtocol,
+             log::cat("no HELLO within ", opt.heartbeat_timeout.count(), " ms"), 0);
+    }
+  }
+  for (uint32_t r = 0; r < ranks.size(); ++r) {
+    RankInfo& info = ranks[r];
+    if (info.state != RankState::kAlive || now - info.last_seen < opt.heartbeat_timeout) continue;
+    const uint64_t conn_id = info.conn_id;
+    lose_rank(r, RankState::kDied,
+              log::cat("no heartbeat for ", opt.heartbeat_timeout.count(), " ms"));
+    if (Conn* c = find_conn(conn_id)) c->dead = true;
+  }
+
+  for (auto& [name, flow] : flows) {
+    std::erase_if(flow.waiters, [&](const Waiter& w) {
+      if (now < w.deadline) return false;
+      std::vector<uint32_t> missing;
+      for (uint32_t p : flow.participants) {
+        if (flow.declared.count(p) == 0) missing.push_back(p);
+      }
+      reply_error(w, ErrorCode::kTimeout,
+                  log::cat("flow '", name, "' was not declared by every participant within ",
+                           w.timeout_ms, " ms: waiting for ", describe_missing(missing)));
+      return true;
+    });
+  }
+  std::erase_if(gets, [&](const GetWaiter& g) {
+    if (now < g.waiter.deadline) return false;
+    std::string owner;
+    if (g.owner >= 0) {
+      const auto o = static_cast<uint32_t>(g.owner);
+      owner = ranks[o].state == RankState::kAbsent
+                  ? log::cat(" (its owner rank ", o, " has not joined)")
+                  : log::cat(" (its owner ", describe(o), " but has not put it)");
+    }
+    reply_error(g.waiter, ErrorCode::kTimeout,
+                log::cat("key '", g.key, "' was not put within ", g.waiter.timeout_ms, " ms",
+                         owner));
+    return true;
+  });
+  for (auto& [name, b] : barriers) {
+    for (auto git = b.generations.begin(); git != b.generations.end();) {
+      const uint64_t gen = git->first;
+      auto& arrived = git->second;
+      std::erase_if(arrived, [&](const auto& entry) {
+        const auto& [r, w] = entry;
+        if (now < w.deadline) return false;
+        std::vector<uint32_t> missing;
+        for (uint32_t q = 0; q < opt.world_size; ++q) {
+          if (arrived.count(q) == 0) missing.push_back(q);
+        }
+        reply_error(w, ErrorCode::kTimeout,
+                    log::cat("barrier '", name, "' timed out after ", w.timeout_ms,
+                             " ms waiting for ", describe_missing(missing)));
+        // A call that timed out does not count: retrying it meets the
+        // others' same call.
+        if (b.calls[r] == gen + 1) --b.calls[r];
+        return true;
+      });
+      git = arrived.empty() ? b.generations.erase(git) : std::next(git);
+    }
+  }
+}
+
+TimePoint RegistryServer::Impl::next_timer() const {
+  TimePoint next = kNever;
+  for (const auto& [id, c] : conns) next = std::min(next, c->deadline);
+  for (const RankInfo& info : ranks) {
+    if (info.state == RankState::kAlive) next = std::min(next, info.last_seen + opt.heartbeat_timeout);
+  }
+  for (const auto& [name, flow] : flows) {
+    for (const Waiter& w : flow.waiters) next = std::min(next, w.deadline);
+  }
+  for (const GetWaiter& g : gets) next = std::min(next, g.waiter.deadline);
+  for (const auto& [name, b] : barriers) {
+    for (const auto& [gen, arrived] : b.generations) {
+      for (const auto& [r, w] : arrived) next = std::min(next, w.deadline);
+    }
+  }
+  return next;
+}
+
+void RegistryServer::Impl::flush(Conn& c) {
+  while (!c.dead && c.out_pos < c.out.size()) {
+    const ssize_t n = ::send(c.fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c.out_pos += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (c.closing) {
+      c.dead = true;
+    } else {
+      drop(c, n < 0 ? log::cat("connection error: ", std::strerror(errno)) : kClosedReason);
+    }
+    return;
+  }
+  c.out.clear();
+  c.out_pos = 0;
+  if (c.closing && !c.write_shut && !c.dead) {
+    // Half-close: the peer reads everything we sent, then EOF.
+    ::shutdown(c.fd, SHUT_WR);
+    c.write_shut = true;
+  }
+}
+
+void RegistryServer::Impl::reap() {
+  for (auto it = conns.begin(); it != conns.end();) {
+    if (it->second->dead) {
+      ::close(it->second->fd);
+      it = conns.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void RegistryServer::Impl::serve() {
+  std::vector<pollfd> fds;
+  std::vector<uint64_t> ids;
+  while (!stopping.load(std::memory_order_acquire)) {
+    TimePoint now = Clock::now();
+    fds.clear();
+    ids.clear();
+    fds.push_back(pollfd{wake_fd, POLLIN, 0});
+    const bool accepting = now >= accept_paused_until;
+    fds.push_back(pollfd{accepting ? listen_fd : -1, POLLIN, 0});
+    for (const auto& [id, c] : conns) {
+      const short events = static_cast<short>(POLLIN | (c->out_pos < c->out.size() ? POLLOUT : 0));
+      fds.push_back(pollfd{c->fd, events, 0});
+      ids.push_back(id);
+    }
+    TimePoint wake = std::min(next_timer(), now + kMaxPollWait);
+    if (!accepting) wake = std::min(wake, accept_paused_until);
+    const auto wait_ms = std::chrono::ceil<milliseconds>(std::max(wake - now, Clock::duration{0}));
+    const int rc = ::poll(fds.data(), fds.size(), static_cast<int>(wait_ms.count()));
+    if (rc < 0 && errno != EINTR) {
+      log::error("registry: poll failed: ", std::strerror(errno));
+      return;
+    }
+    now = Clock::now();
+    if (rc > 0) {
+      if (fds[0].revents != 0) {
+        uint64_t counter;
+        [[maybe_unused]] ssize_t n = ::read(wake_fd, &counter, sizeof counter);
+      }
+      if (fds[1].revents != 0) accept_all(now);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const short rev = fds[i + 2].revents;
+        Conn* c = find_conn(ids[i]);
+        if (rev == 0 || c == nullptr) continue;
+        // A bug must cost one connection, never the registry.
+        try {
+          if (rev & (POLLIN | POLLHUP | POLLERR)) on_readable(*c, now);
+          if (!c->dead && (rev & POLLOUT)) flush(*c);
+        } catch (const std::exception& e) {
+          log::error("registry: internal error on the connection from ", c->peer, ": ", e.what());
+          drop(*c, log::cat("registry internal error: ", e.what()));
+        }
+      }
+    }
+    on_timers(now);
+    for (auto& [id, c] : conns) flush(*c);
+    reap();
+  }
+}
+
+RegistryServer::RegistryServer(RegistryOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {
+  if (impl_->opt.world_size == 0) {
+    throw Error(ErrorCode::kInvalidArgument, "registry: world_size must be at least 1");
+  }
+  if (impl_->opt.heartbeat_timeout.count() <= 0) {
+    throw Error(ErrorCode::kInvalidArgument, "registry: heartbeat_timeout must be positive");
+  }
+  impl_->bind_and_listen();
+}
+
+RegistryServer::~RegistryServer() = default;
+
+uint16_t RegistryServer::port() const { return impl_->port; }
+
+std::string RegistryServer::address() const {
+  const std::string& host = impl_->opt.bind_host;
+  if (host.find(':') != std::string::npos) return log::cat("[", host, "]:", impl_->port);
+  return log::cat(host, ":", impl_->port);
+}
+
+void RegistryServer::run() {
+  try {
+    impl_->serve();
+  } catch (const std::exception& e) {
+    // Only resource exhaustion (e.g. bad_alloc) outside a connection's
+    // handler gets here; the job cannot continue without its registry.
+    log::error("registry: stopped by an internal error: ", e.what());
+  }
+  // Closing every connection tells each client at once that the registry is
+  // gone, rather than after a heartbeat timeout.
+  for (auto& [id, c] : impl_->conns) {
+    ::close(c->fd);
+  }
+  impl_->conns.clear();
+}
+
+void RegistryServer::stop() {
+  // Release pairs with the acquire load in serve(); the eventfd write wakes
+  // a poll() that is already sleeping.
+  impl_->stopping.store(true, std::memory_order_release);
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(impl_->wake_fd, &one, sizeof one);
+}
+
+}  // namespace sluice::control

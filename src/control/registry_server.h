@@ -1,0 +1,61 @@
+// The registry: one per job. It holds membership (which ranks joined, which
+// left or died), flow declarations, a key/value store for setup data (ring
+// descriptors), and named barriers. It speaks the framed protocol of
+// protocol.h over TCP. Every connection must authenticate with the job secret
+// before anything else; garbage, oversized frames, wrong versions and wrong
+// secrets get an error reply and a log line and the connection is closed; the
+// registry keeps serving everyone else.
+//
+// Liveness: a joined rank whose connection closes without a LEAVE is "died";
+// one that sent LEAVE is "left"; one that sends nothing (not even a heartbeat)
+// for heartbeat_timeout is "died (no heartbeat for N ms)". Every other joined
+// rank is told at once (PEER_EVENT), and pending requests that wait on the
+// lost rank (declare, barrier, get of keys it would put) fail with an error
+// naming it.
+//
+// Thread safety: run() on one thread; stop() and port() from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace sluice::control {
+
+struct RegistryOptions {
+  // Address to bind; explicit, never guessed. Default 127.0.0.1 (one host).
+  std::string bind_host = "127.0.0.1";
+  // 0: any free port (read it back with port()).
+  uint16_t port = 0;
+  // Required. Clients presenting another secret are refused.
+  std::string secret;
+  // Number of ranks in the job: ranks must be < world_size and unique.
+  uint32_t world_size = 0;
+  // A joined rank silent for this long is reported died. Default 5000 ms.
+  std::chrono::milliseconds heartbeat_timeout{5000};
+};
+
+class RegistryServer {
+ public:
+  // Binds and listens; throws Error(kResource) naming the address on failure.
+  explicit RegistryServer(RegistryOptions options);
+  ~RegistryServer();
+  RegistryServer(const RegistryServer&) = delete;
+  RegistryServer& operator=(const RegistryServer&) = delete;
+
+  uint16_t port() const;
+  // "host:port" to hand to clients (SLUICE_REGISTRY).
+  std::string address() const;
+  // Serves until stop(). Never throws on peer input.
+  void run();
+  // Makes run() return soon. Thread-safe, idempotent.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sluice::control

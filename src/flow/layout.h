@@ -1,0 +1,163 @@
+// The shared-memory layout of a flow's rings: the one place that defines it.
+// docs/protocol.md draws the same picture for readers.
+//
+// Every target rank of a flow owns one region (a memfd mapping) holding one
+// ring per (source endpoint, local target endpoint) pair, plus one doorbell
+// per local target endpoint. Sources map the region read-write and write
+// records straight into the ring's segments; the target reads them in place.
+//
+// Region (offsets in bytes, all lines 64 B):
+//
+//   0            RegionHeader      magic, version, geometry (below)
+//   64           Doorbell[L]       one line per local target endpoint
+//   64 + 64*L    Ring[L][NS]       ring (lt, s) at rings_offset + (lt*NS + s) * ring_stride
+//
+// Ring (ring_stride = 192 + S * segment_stride):
+//
+//   0    line 0, written by the target:  u64 consumed | u32 credit_seq | pad
+//   64   line 1, written by the source:  u32 source_waiting | u32 source_aborted | pad
+//   128  line 2, constant after setup:   u64 magic | u32 source | u32 target | u32 S | u32 stride
+//   192  Segment[S]
+//
+// Segment (segment_stride = round_up(payload + 16, 64)):
+//
+//   0                   payload: records, packed from offset 0
+//   stride - 16         footer:  u32 bytes_used | u32 flags | u64 seq
+//
+// Publication (the invariant that matters): the source writes the payload,
+// then bytes_used and flags, then stores seq = k + 1 for the ring's k-th
+// segment (k counts from 0) with release order. The target acquire-loads seq
+// and only then reads bytes_used, flags and the payload. seq is therefore
+// the publication word; a slot being reused carries the older k + 1 - S, so
+// no footer needs clearing.
+//
+// Credits: the target counts segments it has finished with in `consumed` and
+// publishes it with a release store, at least every S/2 segments and always
+// before it parks. The source may fill segment k only while k < consumed + S
+// (acquire load), so it never overwrites a segment the target still reads.
+//
+// Waiting: doorbell.seq and ring.credit_seq are futex words (shared, not
+// private futexes). A waiter sets its `waiting` word, issues a seq_cst fence,
+// reads the futex word, re-checks its condition and only then sleeps; a
+// publisher stores its data, issues a seq_cst fence and wakes only if
+// `waiting` is set. One of the two fences always sees the other side's store,
+// so no wake-up is lost (and waits are sliced, so a bug could only delay).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice::detail::layout {
+
+inline constexpr uint64_t kRegionMagic = 0x474552454349554CULL;  // "LUICEREG" little-endian
+inline constexpr uint64_t kRingMagic = 0x474E495245434955ULL;    // "UICERING"
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr size_t kLine = 64;
+inline constexpr size_t kFooterBytes = 16;
+
+// Footer flags.
+inline constexpr uint32_t kConsumable = 1u << 0;  // always set on a published segment
+inline constexpr uint32_t kEnd = 1u << 1;         // the source's last segment on this ring
+
+struct alignas(kLine) RegionHeader {
+  uint64_t magic;            // kRegionMagic
+  uint32_t version;          // kLayoutVersion
+  uint32_t local_targets;    // L
+  uint32_t sources;          // NS
+  uint32_t ring_segments;    // S
+  uint32_t segment_stride;   // bytes per segment, payload + footer, multiple of 64
+  uint32_t payload_bytes;    // segment_stride - kFooterBytes
+  uint64_t ring_stride;      // bytes per ring
+  uint64_t rings_offset;     // offset of ring (0, 0)
+  uint64_t total_bytes;      // size of the region
+};
+static_assert(sizeof(RegionHeader) == kLine);
+
+struct alignas(kLine) Doorbell {
+  std::atomic<uint32_t> seq;      // futex word: bumped when a waiting target must wake
+  std::atomic<uint32_t> waiting;  // 1 while the target is (about to be) parked
+};
+static_assert(sizeof(Doorbell) == kLine);
+
+struct RingHeader {
+  // Line 0: target -> source.
+  alignas(kLine) std::atomic<uint64_t> consumed;  // segments the target released
+  std::atomic<uint32_t> credit_seq;               // futex word for a source out of credit
+  // Line 1: source -> target.
+  alignas(kLine) std::atomic<uint32_t> source_waiting;  // 1 while the source is parked for credit
+  // 1 once the source was destroyed without close(): the target reports the
+  // flow incomplete instead of waiting for an END that will never come.
+  std::atomic<uint32_t> source_aborted;
+  // Line 2: constant after setup, checked by the source when it attaches.
+  alignas(kLine) uint64_t magic;  // kRingMagic
+  uint32_t source;                // index into the flow's sources
+  uint32_t target;                // index into the flow's targets
+  uint32_t ring_segments;
+  uint32_t segment_stride;
+};
+static_assert(sizeof(RingHeader) == 3 * kLine);
+static_assert(offsetof(RingHeader, consumed) == 0);
+static_assert(offsetof(RingHeader, source_waiting) == kLine);
+static_assert(offsetof(RingHeader, magic) == 2 * kLine);
+
+struct Footer {
+  uint32_t bytes_used;          // payload bytes holding records
+  uint32_t flags;               // kConsumable | kEnd
+  std::atomic<uint64_t> seq;    // publication word: k + 1 for the ring's k-th segment
+};
+static_assert(sizeof(Footer) == kFooterBytes);
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "cross-process atomics must be lock-free");
+
+inline constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// Geometry of a region, computed alike by the target that creates it and
+// the sources that check it.
+struct Geometry {
+  uint32_t local_targets = 0;
+  uint32_t sources = 0;
+  uint32_t ring_segments = 0;
+  uint32_t segment_stride = 0;
+  uint64_t ring_stride = 0;
+  uint64_t rings_offset = 0;
+  uint64_t total_bytes = 0;
+
+  static Geometry make(uint32_t local_targets, uint32_t sources, uint32_t ring_segments, uint32_t payload_bytes) {
+    Geometry g;
+    g.local_targets = local_targets;
+    g.sources = sources;
+    g.ring_segments = ring_segments;
+    g.segment_stride = static_cast<uint32_t>(round_up(payload_bytes + kFooterBytes, kLine));
+    g.ring_stride = sizeof(RingHeader) + uint64_t{ring_segments} * g.segment_stride;
+    g.rings_offset = sizeof(RegionHeader) + uint64_t{local_targets} * sizeof(Doorbell);
+    g.total_bytes = g.rings_offset + uint64_t{local_targets} * sources * g.ring_stride;
+    return g;
+  }
+  uint32_t payload_bytes() const { return segment_stride - static_cast<uint32_t>(kFooterBytes); }
+  uint64_t doorbell_offset(uint32_t lt) const { return sizeof(RegionHeader) + uint64_t{lt} * sizeof(Doorbell); }
+  uint64_t ring_offset(uint32_t lt, uint32_t s) const {
+    return rings_offset + (uint64_t{lt} * sources + s) * ring_stride;
+  }
+};
+
+// A view of one ring inside a mapped region.
+struct RingView {
+  RingHeader* header = nullptr;
+  std::byte* segments = nullptr;
+  uint32_t ring_segments = 0;
+  uint32_t segment_stride = 0;
+
+  RingView() = default;
+  RingView(std::byte* ring_base, uint32_t s, uint32_t stride)
+      : header(reinterpret_cast<RingHeader*>(ring_base)),
+        segments(ring_base + sizeof(RingHeader)),
+        ring_segments(s),
+        segment_stride(stride) {}
+
+  uint32_t payload_bytes() const { return segment_stride - static_cast<uint32_t>(kFooterBytes); }
+  std::byte* payload(uint64_t k) const { return segments + (k % ring_segments) * segment_stride; }
+  Footer* footer(uint64_t k) const { return reinterpret_cast<Footer*>(payload(k) + payload_bytes()); }
+};
+
+}  // namespace sluice::detail::layout

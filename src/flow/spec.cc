@@ -1,0 +1,114 @@
+// FlowSpec: validation, defaults and the canonical text participants compare.
+#include <set>
+#include <sstream>
+
+#include "flow/layout.h"
+#include "sluice/flow.h"
+
+namespace sluice {
+namespace {
+
+constexpr uint32_t kDefaultSegmentBytes = 8192;
+constexpr uint32_t kDefaultRingSegments = 16;
+constexpr uint32_t kDefaultLatencyRingSegments = 64;
+constexpr uint32_t kMaxSegmentBytes = 64u << 20;
+constexpr uint32_t kMaxRingSegments = 1u << 16;
+
+[[noreturn]] void invalid(const FlowSpec& spec, const std::string& what) {
+  throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "': " + what);
+}
+
+const char* route_name(detail::Route r) {
+  switch (r) {
+    case detail::Route::kHashKey: return "hash_key";
+    case detail::Route::kHashRecord: return "hash_record";
+    case detail::Route::kFunction: return "function";
+    case detail::Route::kExplicit: return "explicit";
+  }
+  return "?";
+}
+
+void check_endpoints(const FlowSpec& spec, const std::vector<Endpoint>& eps, const char* what) {
+  if (eps.empty()) invalid(spec, std::string("has no ") + what + "; name them with ." + what + "(...)");
+  std::set<Endpoint> seen;
+  for (const Endpoint& e : eps) {
+    if (!seen.insert(e).second) {
+      invalid(spec, std::string("lists ") + what + " endpoint (" + std::to_string(e.rank) + "," +
+                        std::to_string(e.slot) + ") twice");
+    }
+  }
+}
+
+std::string endpoints_text(const std::vector<Endpoint>& eps) {
+  std::string out;
+  for (const Endpoint& e : eps) {
+    if (!out.empty()) out += ' ';
+    out += std::to_string(e.rank) + ":" + std::to_string(e.slot);
+  }
+  return out;
+}
+
+}  // namespace
+
+uint32_t FlowSpec::effective_segment_bytes() const {
+  if (segment_bytes != 0) return segment_bytes;
+  if (optimize == Optimize::kLatency && record_size != 0) {
+    return static_cast<uint32_t>(detail::layout::round_up(record_size, 8));
+  }
+  return kDefaultSegmentBytes;
+}
+
+uint32_t FlowSpec::effective_ring_segments() const {
+  if (ring_segments != 0) return ring_segments;
+  return optimize == Optimize::kLatency ? kDefaultLatencyRingSegments : kDefaultRingSegments;
+}
+
+void FlowSpec::validate() const {
+  if (name.empty()) throw Error(ErrorCode::kInvalidArgument, "a flow needs a non-empty name");
+  if (name.size() > 200) invalid(*this, "name is longer than 200 bytes");
+  for (char c : name) {
+    if (c == '\n' || c == '\0' || c == '=') invalid(*this, "name contains a newline, NUL or '='");
+  }
+  check_endpoints(*this, sources, "sources");
+  check_endpoints(*this, targets, "targets");
+  const uint32_t seg = effective_segment_bytes();
+  if (seg < 8 || seg > kMaxSegmentBytes) {
+    invalid(*this, "segment_bytes " + std::to_string(seg) + " is outside [8, " + std::to_string(kMaxSegmentBytes) + "]");
+  }
+  const uint32_t ring = effective_ring_segments();
+  if (ring < 2 || ring > kMaxRingSegments) {
+    invalid(*this, "ring_segments " + std::to_string(ring) + " is outside [2, " + std::to_string(kMaxRingSegments) + "]");
+  }
+  if (record_size != 0 && record_size > seg) {
+    invalid(*this, "a record of " + std::to_string(record_size) + " bytes does not fit a segment of " +
+                       std::to_string(seg) + " bytes; raise segment_bytes");
+  }
+  if (record_size != 0 && record_align > 64) invalid(*this, "records aligned to more than 64 bytes are not supported");
+  if (route == detail::Route::kHashKey) {
+    if (key_size == 0) invalid(*this, "key has size 0");
+    if (record_size != 0 && uint64_t{key_offset} + key_size > record_size) {
+      invalid(*this, "key bytes [" + std::to_string(key_offset) + ", " + std::to_string(key_offset + key_size) +
+                         ") lie outside the " + std::to_string(record_size) + "-byte record");
+    }
+  }
+  if (route == detail::Route::kFunction && !route_fn) invalid(*this, "route() was given an empty function");
+}
+
+std::string FlowSpec::canonical() const {
+  std::ostringstream os;
+  os << "name=" << name << '\n'
+     << "type=shuffle\n"
+     << "record_size=" << record_size << '\n'
+     << "record_align=" << record_align << '\n'
+     << "sources=" << endpoints_text(sources) << '\n'
+     << "targets=" << endpoints_text(targets) << '\n'
+     << "route=" << route_name(route) << '\n'
+     << "key_offset=" << key_offset << '\n'
+     << "key_size=" << key_size << '\n'
+     << "optimize=" << (optimize == Optimize::kLatency ? "latency" : "bandwidth") << '\n'
+     << "segment_bytes=" << effective_segment_bytes() << '\n'
+     << "ring_segments=" << effective_ring_segments() << '\n';
+  return os.str();
+}
+
+}  // namespace sluice

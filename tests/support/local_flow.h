@@ -1,0 +1,78 @@
+// A flow wired entirely inside one process, over plain memory: the real shm
+// source and target cores, without a registry. For unit and concurrent tests.
+#pragma once
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "flow/layout.h"
+#include "flow/shm_flow.h"
+#include "sluice/flow.h"
+
+namespace sluice::testing {
+
+class LocalFlow {
+ public:
+  LocalFlow(const FlowSpec& spec, const control::PeerTable* peers = nullptr, uint32_t spin = 200) {
+    spec.validate();
+    ctx_.spec = spec;
+    ctx_.peers = peers;
+    ctx_.spin_iterations = spin;
+    ctx_.ring_segments = spec.effective_ring_segments();
+    ctx_.payload_bytes =
+        detail::layout::Geometry::make(1, 1, ctx_.ring_segments, spec.effective_segment_bytes()).payload_bytes();
+    geo_ = detail::layout::Geometry::make(static_cast<uint32_t>(spec.targets.size()),
+                                          static_cast<uint32_t>(spec.sources.size()), ctx_.ring_segments,
+                                          spec.effective_segment_bytes());
+    mem_ = static_cast<std::byte*>(std::aligned_alloc(64, detail::layout::round_up(geo_.total_bytes, 64)));
+    std::memset(mem_, 0, geo_.total_bytes);
+    std::vector<uint32_t> all;
+    for (uint32_t t = 0; t < spec.targets.size(); ++t) all.push_back(t);
+    detail::init_region(mem_, geo_, all);
+  }
+  ~LocalFlow() { std::free(mem_); }
+  LocalFlow(const LocalFlow&) = delete;
+  LocalFlow& operator=(const LocalFlow&) = delete;
+
+  std::unique_ptr<detail::SourceCore> source_core(uint32_t s) {
+    std::vector<detail::OutRingRef> rings;
+    for (uint32_t t = 0; t < geo_.local_targets; ++t) rings.push_back({ring(t, s), bell(t)});
+    return detail::make_shm_source(&ctx_, s, std::move(rings));
+  }
+  std::unique_ptr<detail::TargetCore> target_core(uint32_t t) {
+    std::vector<detail::InRingRef> rings;
+    for (uint32_t s = 0; s < geo_.sources; ++s) rings.push_back({ring(t, s)});
+    return detail::make_shm_target(&ctx_, t, bell(t), std::move(rings));
+  }
+  template <class T>
+  Source<T> source(uint32_t s) { return Source<T>(source_core(s)); }
+  template <class T>
+  Target<T> target(uint32_t t) { return Target<T>(target_core(t)); }
+  BytesSource bytes_source(uint32_t s) { return BytesSource(source_core(s)); }
+  BytesTarget bytes_target(uint32_t t) { return BytesTarget(target_core(t)); }
+
+  const detail::FlowContext& context() const { return ctx_; }
+
+ private:
+  detail::layout::RingView ring(uint32_t t, uint32_t s) {
+    return detail::layout::RingView(mem_ + geo_.ring_offset(t, s), geo_.ring_segments, geo_.segment_stride);
+  }
+  detail::layout::Doorbell* bell(uint32_t t) {
+    return reinterpret_cast<detail::layout::Doorbell*>(mem_ + geo_.doorbell_offset(t));
+  }
+
+  detail::FlowContext ctx_;
+  detail::layout::Geometry geo_;
+  std::byte* mem_ = nullptr;
+};
+
+// Endpoints (0, 0..n-1).
+inline std::vector<Endpoint> slots(uint32_t n, uint32_t rank = 0) {
+  std::vector<Endpoint> out;
+  for (uint32_t i = 0; i < n; ++i) out.push_back({rank, i});
+  return out;
+}
+
+}  // namespace sluice::testing

@@ -1,0 +1,98 @@
+#include "support/test_support.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+extern char** environ;
+
+namespace sluice::testing {
+
+std::string bin(const std::string& name) { return std::string(SLUICE_BIN_DIR) + "/" + name; }
+
+ProcessResult run_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                          std::chrono::milliseconds limit) {
+  ProcessResult result;
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) {
+    result.output = std::string("pipe failed: ") + std::strerror(errno);
+    return result;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    ::dup2(pipefd[1], 1);
+    ::dup2(pipefd[1], 2);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    std::fprintf(stderr, "exec %s failed: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  ::setpgid(pid, pid);
+  const auto deadline = start + limit;
+  char buf[65536];
+  for (;;) {
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      result.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    pollfd p{pipefd[0], POLLIN, 0};
+    int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
+    int r = ::poll(&p, 1, ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    ssize_t n = ::read(pipefd[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // every writer closed: the process (and its children) are done
+    result.output.append(buf, static_cast<size_t>(n));
+  }
+  // Drain what is left after a kill.
+  ::fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
+  for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof(buf))) > 0;) result.output.append(buf, static_cast<size_t>(n));
+  ::close(pipefd[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
+  return result;
+}
+
+std::vector<std::string> sluice_shm_entries() {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n.find("sluice") != std::string::npos) out.push_back(n);
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+int count_lines_with(const std::string& text, const std::string& needle) {
+  std::istringstream in(text);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+}  // namespace sluice::testing

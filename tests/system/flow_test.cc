@@ -1,0 +1,137 @@
+// Real processes through `sluice run`: every topology, back-pressure,
+// variable-length records, latency mode, spec mismatch and kill -9. Every
+// run checks exactly-once delivery per target (counts + checksums) and
+// per-source order; that happens inside sluice-test-worker, which prints
+// VERIFIED only if all of it holds.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+
+#include "support/test_support.h"
+
+namespace sluice {
+namespace {
+
+using testing::bin;
+using testing::run_process;
+
+testing::ProcessResult run_job(int ranks, std::vector<std::string> worker_args,
+                               std::vector<std::string> launcher_args = {},
+                               std::map<std::string, std::string> env = {}) {
+  std::vector<std::string> argv = {bin("sluice"), "run", "-n", std::to_string(ranks), "--timeout", "240"};
+  argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
+  argv.push_back("--");
+  argv.push_back(bin("sluice-test-worker"));
+  argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+  return run_process(argv, env, std::chrono::seconds(270));
+}
+
+void expect_verified(const testing::ProcessResult& r, uint64_t records) {
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED " + std::to_string(records) + " records"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+TEST(ShuffleFlowTest, OneToOneAcrossTwoProcesses) {
+  auto r = run_job(2, {"--sources", "0", "--targets", "1", "--tuples", "300000"});
+  expect_verified(r, 300000);
+}
+
+TEST(ShuffleFlowTest, SourceAndTargetInOneProcess) {
+  auto r = run_job(1, {"--sources", "0", "--targets", "0", "--slots", "2", "--tuples", "100000"});
+  expect_verified(r, 200000);
+}
+
+TEST(ShuffleFlowTest, ThreeSourcesToOneTarget) {
+  auto r = run_job(4, {"--sources", "0,1,2", "--targets", "3", "--tuples", "100000"});
+  expect_verified(r, 300000);
+}
+
+TEST(ShuffleFlowTest, OneSourceToThreeTargets) {
+  auto r = run_job(4, {"--sources", "0", "--targets", "1,2,3", "--tuples", "300000"});
+  expect_verified(r, 300000);
+}
+
+TEST(ShuffleFlowTest, DeliversEveryTupleOnceAcrossFourRanksTimesTwoSlots) {
+  auto r = run_job(4, {"--sources", "0,1,2,3", "--targets", "0,1,2,3", "--slots", "2", "--tuples", "100000"});
+  expect_verified(r, 800000);
+}
+
+TEST(ShuffleFlowTest, SlowConsumerForcesBackPressureWithoutLoss) {
+  auto r = run_job(2, {"--sources", "0", "--targets", "1", "--tuples", "20000", "--segment-bytes", "256",
+                       "--ring-segments", "2", "--slow-consumer-us", "100"});
+  expect_verified(r, 20000);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("backpressured ([0-9]+) times"))) << r.output;
+  EXPECT_GT(std::stoull(m[1]), 100u) << "the source never hit a full ring";
+}
+
+TEST(ShuffleFlowTest, VariableLengthRecordsOfMixedSizes) {
+  auto r = run_job(3, {"--sources", "0,1,2", "--targets", "0,1,2", "--bytes", "--tuples", "50000",
+                       "--segment-bytes", "1024"});
+  expect_verified(r, 150000);
+}
+
+TEST(ShuffleFlowTest, LatencyModeDeliversEveryRecord) {
+  auto r = run_job(2, {"--sources", "0", "--targets", "1", "--latency", "--tuples", "50000"});
+  expect_verified(r, 50000);
+}
+
+TEST(ShuffleFlowTest, SpecMismatchIsAnErrorNamingBothSides) {
+  auto r = run_job(2, {"--sources", "0,1", "--targets", "0,1", "--wide-on-rank", "1"}, {"--grace", "5"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  // Both ranks fail, each with a message naming both ranks and the field.
+  std::regex both("SpecMismatch.*record_size.*rank [01].*rank [01]");
+  int lines = 0;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) lines += std::regex_search(line, both);
+  EXPECT_EQ(lines, 2) << r.output;
+}
+
+TEST(ShuffleFlowFaultTest, KillNineOfOneRankMakesTheOthersReportPeerLostInTime) {
+  char stamp[] = "/tmp/sluice-kill-stamp-XXXXXX";
+  int fd = ::mkstemp(stamp);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  auto r = run_job(3,
+                   {"--sources", "0,1,2", "--targets", "0,1,2", "--tuples", "50000000", "--kill-rank", "1",
+                    "--kill-after", "200000", "--kill-stamp", stamp, "--expect-peer-lost", "1"},
+                   {"--grace", "20"});
+  ::unlink(stamp);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
+  // Both survivors saw PeerLost naming rank 1, within the 5 s deadline.
+  std::regex detected("PEERLOST detected in (-?[0-9]+) ms: .*rank 1");
+  int survivors = 0;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, detected)) {
+      ++survivors;
+      const long ms = std::stol(m[1]);
+      EXPECT_GE(ms, 0) << line;
+      EXPECT_LT(ms, 5000) << line;
+    }
+  }
+  EXPECT_EQ(survivors, 2) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+  EXPECT_LT(r.seconds, 60) << "the job should end soon after the kill, not at its timeout";
+}
+
+TEST(ShuffleFlowTest, JoinOutsideAJobSaysHowToLaunch) {
+  auto r = run_process({"/usr/bin/env", "-u", "SLUICE_RANK", "-u", "SLUICE_WORLD_SIZE", "-u", "SLUICE_REGISTRY", "-u",
+                        "SLURM_PROCID", "-u", "OMPI_COMM_WORLD_RANK", "-u", "PMIX_RANK", "-u", "RANK",
+                        bin("sluice-test-worker"), "--sources", "0", "--targets", "0"});
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("Bootstrap"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("sluice run"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace sluice

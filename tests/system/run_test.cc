@@ -1,0 +1,390 @@
+// System tests of the `sluice` tool's launcher (`sluice run`), standalone
+// registry (`sluice registry`) and `sluice version`. Ranks are plain shell
+// commands, so these tests exercise the tool without the flow library.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sluice/version.h"
+#include "support/test_support.h"
+
+namespace sluice {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::bin;
+using testing::count_lines_with;
+using testing::ProcessResult;
+using testing::run_process;
+
+// Every test process gets at most this long; the behaviours tested take a
+// few seconds at most.
+constexpr milliseconds kLimit = seconds(30);
+
+std::vector<std::string> run_argv(std::vector<std::string> args) {
+  args.insert(args.begin(), {bin("sluice"), "run"});
+  return args;
+}
+
+std::string describe(const ProcessResult& r) {
+  std::ostringstream os;
+  os << "exit " << r.exit_code << ", signal " << r.term_signal << ", " << r.seconds
+     << " s, timed out " << r.timed_out << ", output:\n"
+     << r.output;
+  return os.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// A child process whose output (stdout and stderr together) the test reads
+// while it runs, for commands that serve until signalled.
+class LiveProcess {
+ public:
+  explicit LiveProcess(const std::vector<std::string>& argv) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      int devnull = ::open("/dev/null", O_RDONLY);
+      ::dup2(devnull, 0);
+      ::dup2(fds[1], 1);
+      ::dup2(fds[1], 2);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      std::fprintf(stderr, "exec %s failed: %s\n", args[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    fd_ = fds[0];
+  }
+
+  ~LiveProcess() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(-pid_, SIGKILL);
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  bool started() const { return pid_ > 0 && fd_ >= 0; }
+  void signal(int sig) { ::kill(pid_, sig); }
+  const std::string& output() const { return output_; }
+
+  // Reads until `text` has appeared in the output, EOF, or the deadline.
+  bool wait_for_output(const std::string& text, milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (output_.find(text) == std::string::npos) {
+      if (!read_some(deadline)) return false;
+    }
+    return true;
+  }
+
+  // Reads the rest of the output and waits for the process to exit, for at
+  // most `limit`. Returns false if it did not exit in time.
+  bool wait_exit(milliseconds limit, int* status) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (read_some(deadline)) {
+    }
+    while (std::chrono::steady_clock::now() < deadline) {
+      pid_t got = ::waitpid(pid_, status, WNOHANG);
+      if (got == pid_) {
+        reaped_ = true;
+        return true;
+      }
+      // Its output is closed, so the process is at most moments from
+      // exiting; a short pause between checks suffices.
+      ::usleep(10'000);
+    }
+    return false;
+  }
+
+ private:
+  // One read, waiting until the deadline; false at EOF or the deadline.
+  bool read_some(std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      int r = ::poll(&p, 1, static_cast<int>(left.count()));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      char buf[4096];
+      ssize_t n = ::read(fd_, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      output_.append(buf, static_cast<size_t>(n));
+      return true;
+    }
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool reaped_ = false;
+  std::string output_;
+};
+
+TEST(SluiceRunTest, PrefixesEveryLineWithItsRankOnTheMatchingStream) {
+  ProcessResult r = run_process(run_argv({"-n", "3", "--", "/bin/sh", "-c",
+                                          "echo hello $SLUICE_RANK; echo oops $SLUICE_RANK >&2"}),
+                                {}, kLimit);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string n = std::to_string(rank);
+    EXPECT_EQ(count_lines_with(r.output, "[" + n + "] hello " + n), 1) << describe(r);
+    EXPECT_EQ(count_lines_with(r.output, "[" + n + "] oops " + n), 1) << describe(r);
+  }
+  // Success prints nothing of the launcher's own.
+  EXPECT_EQ(count_lines_with(r.output, "sluice run:"), 0) << describe(r);
+  EXPECT_EQ(lines_of(r.output).size(), 6u) << describe(r);
+}
+
+TEST(SluiceRunTest, SeparatesStdoutFromStderr) {
+  // The launcher's stdout alone, by discarding its stderr in a wrapper shell.
+  ProcessResult r = run_process(
+      {"/bin/sh", "-c", "\"$0\" run -n 2 -- /bin/sh -c 'echo out; echo err >&2' 2>/dev/null",
+       bin("sluice")},
+      {}, kLimit);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "] out"), 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "] err"), 0) << describe(r);
+}
+
+TEST(SluiceRunTest, GivesEachRankItsOwnRankAndTheSameRegistryAndSecret) {
+  ProcessResult r = run_process(
+      run_argv({"-n", "4", "--", "/bin/sh", "-c",
+                "echo env $SLUICE_RANK $SLUICE_WORLD_SIZE $SLUICE_REGISTRY $SLUICE_SECRET"}),
+      {{"SLUICE_RANK", "99"}, {"SLUICE_SECRET", "inherited"}}, kLimit);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::regex line_re(R"(\[(\d+)\] env (\d+) (\d+) (\S+:\d+) ([0-9a-f]{32}))");
+  std::set<std::string> ranks, registries, secrets;
+  int matched = 0;
+  for (const std::string& line : lines_of(r.output)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, line_re)) continue;
+    ++matched;
+    EXPECT_EQ(m[1], m[2]) << "prefix and SLUICE_RANK differ: " << line;
+    EXPECT_EQ(m[3], "4") << line;
+    ranks.insert(m[2]);
+    registries.insert(m[4]);
+    secrets.insert(m[5]);
+  }
+  EXPECT_EQ(matched, 4) << describe(r);
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2", "3"})) << describe(r);
+  EXPECT_EQ(registries.size(), 1u) << describe(r);
+  EXPECT_EQ(secrets.size(), 1u) << describe(r);
+}
+
+TEST(SluiceRunTest, FlushesAnUnterminatedLastLine) {
+  ProcessResult r = run_process(
+      run_argv({"-n", "1", "--", "/bin/sh", "-c", "printf 'first\\nno newline'"}), {}, kLimit);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.output, "[0] first\n[0] no newline\n");
+}
+
+TEST(SluiceRunTest, PassesArgumentsAfterTheProgramToIt) {
+  // `-n` after the program belongs to echo, not to sluice run.
+  ProcessResult r = run_process(run_argv({"-n", "1", "/bin/echo", "-n", "x"}), {}, kLimit);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.output, "[0] x\n");
+}
+
+TEST(SluiceRunTest, KeepsLinesWholeWhenRanksWriteAtOnce) {
+  ProcessResult r = run_process(
+      run_argv({"-n", "4", "--", "/bin/sh", "-c",
+                "i=0; while [ $i -lt 2000 ]; do echo line-$SLUICE_RANK-$i-end; i=$((i+1)); done"}),
+      {}, kLimit);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::regex line_re(R"(\[(\d)\] line-(\d)-\d+-end)");
+  int good = 0;
+  for (const std::string& line : lines_of(r.output)) {
+    std::smatch m;
+    if (std::regex_match(line, m, line_re) && m[1] == m[2]) {
+      ++good;
+    } else {
+      ADD_FAILURE() << "mangled line: " << line;
+      break;
+    }
+  }
+  EXPECT_EQ(good, 8000);
+}
+
+TEST(SluiceRunTest, FailingRankFailsTheJobAndTheOthersAreStoppedAfterTheGracePeriod) {
+  ProcessResult r = run_process(
+      run_argv({"-n", "3", "--grace", "1", "--", "/bin/sh", "-c",
+                "if [ $SLUICE_RANK = 1 ]; then echo giving up; exit 3; fi; exec sleep 60"}),
+      {}, kLimit);
+  EXPECT_EQ(r.exit_code, 3) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: rank 1 exited with status 3"), 1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[1] giving up"), 1) << describe(r);
+  // 1 s grace, then SIGTERM stops sleep at once.
+  EXPECT_LT(r.seconds, 8) << describe(r);
+  EXPECT_FALSE(r.timed_out);
+}
+
+TEST(SluiceRunTest, RanksThatFinishWithinTheGracePeriodAreNotKilled) {
+  ProcessResult r = run_process(
+      run_argv({"-n", "2", "--grace", "10", "--", "/bin/sh", "-c",
+                "if [ $SLUICE_RANK = 0 ]; then exit 4; fi; sleep 0.3; echo finished; exit 1"}),
+      {}, kLimit);
+  EXPECT_EQ(r.exit_code, 4) << describe(r);  // the first failure, not the later one
+  EXPECT_EQ(count_lines_with(r.output, "[1] finished"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "rank 1 exited with status 1"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "SIGTERM"), 0) << describe(r);
+  EXPECT_LT(r.seconds, 5) << describe(r);
+}
+
+TEST(SluiceRunTest, ReportsARankKilledBySignal) {
+  ProcessResult r =
+      run_process(run_argv({"-n", "2", "--grace", "1", "--", "/bin/sh", "-c",
+                            "if [ $SLUICE_RANK = 0 ]; then kill -9 $$; fi; exec sleep 60"}),
+                  {}, kLimit);
+  EXPECT_EQ(r.exit_code, 128 + 9) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: rank 0 was killed by signal 9 (SIGKILL)"), 1)
+      << describe(r);
+  EXPECT_LT(r.seconds, 8) << describe(r);
+}
+
+TEST(SluiceRunTest, TimeoutStopsTheJobAndExits124) {
+  ProcessResult r =
+      run_process(run_argv({"-n", "2", "--timeout", "1", "--", "/bin/sleep", "60"}), {}, kLimit);
+  EXPECT_EQ(r.exit_code, 124) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: timed out after 1 s; ranks still running: 0,1"),
+            1)
+      << describe(r);
+  EXPECT_LT(r.seconds, 5) << describe(r);
+}
+
+TEST(SluiceRunTest, EscalatesToSigkillForRanksThatIgnoreSigterm) {
+  ProcessResult r = run_process(run_argv({"-n", "1", "--timeout", "0.5", "--", "/bin/sh", "-c",
+                                          "trap '' TERM; echo ready; while :; do sleep 0.1; done"}),
+                                {}, kLimit);
+  EXPECT_EQ(r.exit_code, 124) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sending SIGKILL"), 1) << describe(r);
+  EXPECT_LT(r.seconds, 6) << describe(r);  // 0.5 s + 2 s until SIGKILL
+}
+
+TEST(SluiceRunTest, ForwardsSigtermToTheRanks) {
+  LiveProcess p({bin("sluice"), "run", "-n", "2", "--", "/bin/sh", "-c",
+                 "trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.1; done"});
+  ASSERT_TRUE(p.started());
+  ASSERT_TRUE(p.wait_for_output("[1] ready", seconds(10))) << p.output();
+  ASSERT_TRUE(p.wait_for_output("[0] ready", seconds(10))) << p.output();
+  p.signal(SIGTERM);
+  int status = 0;
+  ASSERT_TRUE(p.wait_exit(seconds(10), &status)) << p.output();
+  ASSERT_TRUE(WIFEXITED(status)) << p.output();
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << p.output();
+  EXPECT_EQ(count_lines_with(p.output(), "] got TERM"), 2) << p.output();
+  EXPECT_EQ(count_lines_with(p.output(), "received SIGTERM"), 1) << p.output();
+}
+
+TEST(SluiceRunTest, NamesAProgramThatDoesNotExist) {
+  ProcessResult r =
+      run_process(run_argv({"-n", "2", "--", "/nonexistent/sluice-prog"}), {}, kLimit);
+  EXPECT_EQ(r.exit_code, 127) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "/nonexistent/sluice-prog"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "No such file or directory"), 1) << describe(r);
+
+  r = run_process(run_argv({"-n", "2", "--", "sluice-no-such-program"}), {}, kLimit);
+  EXPECT_EQ(r.exit_code, 127) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "cannot find program 'sluice-no-such-program' in PATH"), 1)
+      << describe(r);
+}
+
+TEST(SluiceRunTest, RejectsZeroRanks) {
+  ProcessResult r = run_process(run_argv({"-n", "0", "--", "/bin/true"}), {}, kLimit);
+  EXPECT_NE(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "-n 0: the number of ranks must be at least 1"), 1)
+      << describe(r);
+}
+
+TEST(SluiceRunTest, RejectsAMissingProgram) {
+  ProcessResult r = run_process(run_argv({"-n", "2"}), {}, kLimit);
+  EXPECT_NE(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "no program given"), 1) << describe(r);
+}
+
+TEST(SluiceRunTest, RejectsABadPeerTimeout) {
+  ProcessResult r = run_process(run_argv({"-n", "1", "--", "/bin/true"}),
+                                {{"SLUICE_PEER_TIMEOUT_MS", "soon"}}, kLimit);
+  EXPECT_NE(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "SLUICE_PEER_TIMEOUT_MS='soon'"), 1) << describe(r);
+}
+
+TEST(SluiceRegistryTest, PrintsItsAddressAndSecretAndStopsOnSigterm) {
+  LiveProcess p({bin("sluice"), "registry", "--bind", "127.0.0.1", "--world", "2"});
+  ASSERT_TRUE(p.started());
+  ASSERT_TRUE(p.wait_for_output("SLUICE_SECRET=", seconds(10))) << p.output();
+  p.signal(SIGTERM);
+  int status = 0;
+  ASSERT_TRUE(p.wait_exit(seconds(10), &status)) << p.output();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "status " << status << ": " << p.output();
+  std::vector<std::string> lines = lines_of(p.output());
+  ASSERT_GE(lines.size(), 2u) << p.output();
+  EXPECT_TRUE(std::regex_match(lines[0], std::regex(R"(SLUICE_REGISTRY=127\.0\.0\.1:[1-9]\d*)")))
+      << lines[0];
+  EXPECT_TRUE(std::regex_match(lines[1], std::regex(R"(SLUICE_SECRET=[0-9a-f]{32})"))) << lines[1];
+}
+
+TEST(SluiceRegistryTest, UsesAGivenSecretWithoutPrintingIt) {
+  LiveProcess p({bin("sluice"), "registry", "--bind", "127.0.0.1:0", "--world", "1", "--secret",
+                 "hunter2hunter2"});
+  ASSERT_TRUE(p.started());
+  ASSERT_TRUE(p.wait_for_output("SLUICE_REGISTRY=", seconds(10))) << p.output();
+  p.signal(SIGINT);
+  int status = 0;
+  ASSERT_TRUE(p.wait_exit(seconds(10), &status)) << p.output();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "status " << status << ": " << p.output();
+  EXPECT_EQ(p.output().find("hunter2"), std::string::npos) << p.output();
+  EXPECT_EQ(p.output().find("SLUICE_SECRET="), std::string::npos) << p.output();
+}
+
+TEST(SluiceRegistryTest, RejectsZeroRanksAndABadPort) {
+  ProcessResult r =
+      run_process({bin("sluice"), "registry", "--bind", "127.0.0.1", "--world", "0"}, {}, kLimit);
+  EXPECT_NE(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "--world 0"), 1) << describe(r);
+
+  r = run_process({bin("sluice"), "registry", "--bind", "127.0.0.1:99999", "--world", "2"}, {},
+                  kLimit);
+  EXPECT_NE(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "port '99999'"), 1) << describe(r);
+}
+
+TEST(SluiceVersionTest, PrintsLibraryAndProtocolVersions) {
+  ProcessResult r = run_process({bin("sluice"), "version"}, {}, kLimit);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.output, std::string("sluice ") + kVersion + " (control protocol " +
+                          std::to_string(kProtocolVersion) + ")\n");
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,376 @@
+// The program system tests run under `sluice run`: one configurable shuffle
+// with exactly-once verification. Each rank runs one thread per source slot
+// and one per target slot. On success rank 0 prints a line starting with
+// "VERIFIED"; any rank that finds a problem prints "FAILED: ..." and exits 1.
+//
+//   sluice-test-worker --sources 0,1 --targets 2,3 --slots 2 --tuples 100000
+//       [--bytes] [--latency] [--slow-consumer-us N] [--segment-bytes B]
+//       [--ring-segments S] [--kill-rank R --kill-after N --kill-stamp FILE]
+//       [--expect-peer-lost R] [--record-size-on-rank R:SIZE]
+#include <sluice/sluice.h>
+
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Tuple {
+  uint64_t key;
+  uint64_t value;  // source index << 32 | sequence
+};
+struct WideTuple {  // a different record size, to provoke a spec mismatch
+  uint64_t key;
+  uint64_t value;
+  uint64_t pad;
+};
+
+struct Args {
+  std::vector<uint32_t> sources, targets;
+  uint32_t slots = 1;
+  uint64_t tuples = 10000;  // per source endpoint
+  bool bytes = false;
+  bool latency = false;
+  uint32_t slow_us = 0;
+  uint32_t segment_bytes = 0;
+  uint32_t ring_segments = 0;
+  int64_t kill_rank = -1;
+  uint64_t kill_after = 0;
+  std::string kill_stamp;
+  int64_t expect_lost = -1;
+  int64_t wide_rank = -1;
+};
+
+std::vector<uint32_t> parse_list(const std::string& s) {
+  std::vector<uint32_t> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(static_cast<uint32_t>(std::stoul(item)));
+  return out;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k == "--bytes") { a.bytes = true; continue; }
+    if (k == "--latency") { a.latency = true; continue; }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "FAILED: %s needs a value\n", k.c_str());
+      std::exit(2);
+    }
+    std::string v = argv[++i];
+    if (k == "--sources") a.sources = parse_list(v);
+    else if (k == "--targets") a.targets = parse_list(v);
+    else if (k == "--slots") a.slots = std::stoul(v);
+    else if (k == "--tuples") a.tuples = std::stoull(v);
+    else if (k == "--slow-consumer-us") a.slow_us = std::stoul(v);
+    else if (k == "--segment-bytes") a.segment_bytes = std::stoul(v);
+    else if (k == "--ring-segments") a.ring_segments = std::stoul(v);
+    else if (k == "--kill-rank") a.kill_rank = std::stoll(v);
+    else if (k == "--kill-after") a.kill_after = std::stoull(v);
+    else if (k == "--kill-stamp") a.kill_stamp = v;
+    else if (k == "--expect-peer-lost") a.expect_lost = std::stoll(v);
+    else if (k == "--wide-on-rank") a.wide_rank = std::stoll(v);
+    else {
+      std::fprintf(stderr, "FAILED: unknown option %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+uint64_t fingerprint(uint64_t key, uint64_t value) {
+  return sluice::detail::mix64(key ^ sluice::detail::mix64(value + 0x9e3779b97f4a7c15ULL));
+}
+
+std::vector<sluice::Endpoint> endpoints(const std::vector<uint32_t>& ranks, uint32_t slots) {
+  std::vector<sluice::Endpoint> out;
+  for (uint32_t r : ranks)
+    for (uint32_t s = 0; s < slots; ++s) out.push_back({r, s});
+  return out;
+}
+
+int64_t realtime_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+struct Shared {
+  std::mutex mu;
+  std::vector<uint64_t> sent;      // per target: count, checksum
+  std::vector<uint64_t> received;  // per target: count, checksum
+  std::vector<std::string> errors;
+  std::vector<std::string> lost;   // PeerLost messages
+  uint64_t backpressured = 0;      // try_push calls that found a full ring
+  void error(const std::string& e) {
+    std::lock_guard<std::mutex> l(mu);
+    errors.push_back(e);
+  }
+};
+
+// Byte records of varying length (0..300 bytes) whose content derives from
+// (key, value), so the target can re-derive and check every byte.
+size_t make_record(uint64_t key, uint64_t value, std::byte* buf) {
+  const size_t extra = sluice::detail::mix64(value) % 285;
+  std::memcpy(buf, &key, 8);
+  std::memcpy(buf + 8, &value, 8);
+  for (size_t i = 0; i < extra; ++i) buf[16 + i] = static_cast<std::byte>((key >> (i % 8)) + i);
+  return 16 + extra;
+}
+
+bool check_record(std::span<const std::byte> rec, uint64_t* key, uint64_t* value) {
+  if (rec.size() < 16) return false;
+  std::memcpy(key, rec.data(), 8);
+  std::memcpy(value, rec.data() + 8, 8);
+  std::byte expect[512];
+  return make_record(*key, *value, expect) == rec.size() && std::memcmp(expect, rec.data(), rec.size()) == 0;
+}
+
+template <class Out>
+void run_source(const Args& a, sluice::Cluster& c, Out out, uint32_t source_index, Shared* sh, uint32_t ntargets) {
+  std::vector<uint64_t> sent(2 * ntargets, 0);
+  uint64_t backpressured = 0;
+  std::byte buf[512];
+  for (uint64_t i = 0; i < a.tuples; ++i) {
+    if (static_cast<int64_t>(c.rank()) == a.kill_rank && i == a.kill_after) {
+      if (!a.kill_stamp.empty()) {
+        std::ofstream(a.kill_stamp) << realtime_ns() << "\n";
+      }
+      ::raise(SIGKILL);
+    }
+    const uint64_t key = sluice::detail::mix64(i * 0x9e3779b97f4a7c15ULL + source_index);
+    const uint64_t value = uint64_t{source_index} << 32 | i;
+    sluice::Status s;
+    uint32_t t;
+    if constexpr (std::is_same_v<Out, sluice::BytesSource>) {
+      const size_t n = make_record(key, value, buf);
+      // Route explicitly by key so the test can account per target.
+      t = static_cast<uint32_t>(key % ntargets);
+      s = out.try_push_to(t, std::span<const std::byte>(buf, n));
+      if (s == sluice::Status::kBackPressured) {
+        ++backpressured;
+        s = out.push_to(t, std::span<const std::byte>(buf, n));
+      }
+    } else {
+      Tuple tup{key, value};
+      t = out.target_of(tup);
+      s = out.try_push_to(t, tup);
+      if (s == sluice::Status::kBackPressured) {
+        ++backpressured;
+        s = out.push_to(t, tup);
+      }
+    }
+    if (s != sluice::Status::kOk) {
+      if (s == sluice::Status::kPeerLost) {
+        std::lock_guard<std::mutex> l(sh->mu);
+        sh->lost.push_back(out.error());
+      } else {
+        sh->error(std::string("push: ") + sluice::to_string(s) + ": " + out.error());
+      }
+      return;
+    }
+    sent[2 * t] += 1;
+    sent[2 * t + 1] += fingerprint(key, value);
+  }
+  sluice::Status s = out.close();
+  if (s == sluice::Status::kPeerLost) {
+    std::lock_guard<std::mutex> l(sh->mu);
+    sh->lost.push_back(out.error());
+    return;
+  }
+  if (s != sluice::Status::kOk) return sh->error(std::string("close: ") + sluice::to_string(s) + ": " + out.error());
+  std::lock_guard<std::mutex> l(sh->mu);
+  for (size_t i = 0; i < sent.size(); ++i) sh->sent[i] += sent[i];
+  sh->backpressured += backpressured;
+}
+
+template <class In>
+void run_target(const Args& a, In in, uint32_t target_index, uint32_t nsources, Shared* sh) {
+  uint64_t count = 0, sum = 0;
+  std::vector<int64_t> last(nsources, -1);
+  auto take = [&](uint64_t key, uint64_t value) -> bool {
+    const uint64_t src = value >> 32;
+    const int64_t seq = static_cast<int64_t>(value & 0xffffffffULL);
+    if (src >= nsources || seq <= last[src]) {
+      sh->error("target " + std::to_string(target_index) + ": record from source " + std::to_string(src) +
+                " seq " + std::to_string(seq) + " out of order or duplicated");
+      return false;
+    }
+    last[src] = seq;
+    ++count;
+    sum += fingerprint(key, value);
+    return true;
+  };
+  for (;;) {
+    bool ok = true;
+    if constexpr (std::is_same_v<In, sluice::BytesTarget>) {
+      auto batch = in.consume();
+      if (!batch) break;
+      for (std::span<const std::byte> rec : *batch) {
+        uint64_t k, v;
+        if (!check_record(rec, &k, &v)) {
+          sh->error("target " + std::to_string(target_index) + ": corrupt byte record of " + std::to_string(rec.size()) + " bytes");
+          return;
+        }
+        ok &= take(k, v);
+      }
+    } else {
+      auto batch = in.consume();
+      if (!batch) break;
+      for (const Tuple& t : *batch) ok &= take(t.key, t.value);
+    }
+    if (!ok) return;
+    if (a.slow_us) ::usleep(a.slow_us);  // a deliberately slow consumer, to force back-pressure
+  }
+  if (in.status() == sluice::Status::kPeerLost) {
+    std::lock_guard<std::mutex> l(sh->mu);
+    sh->lost.push_back(in.error());
+    return;
+  }
+  if (in.status() != sluice::Status::kEndOfFlow) {
+    return sh->error(std::string("consume: ") + sluice::to_string(in.status()) + ": " + in.error());
+  }
+  std::lock_guard<std::mutex> l(sh->mu);
+  sh->received[2 * target_index] += count;
+  sh->received[2 * target_index + 1] += sum;
+}
+
+template <class SpecT>
+void configure(SpecT& spec, const Args& a) {
+  if (a.latency) spec.optimize(sluice::Optimize::kLatency);
+  if (a.segment_bytes) spec.segment_bytes(a.segment_bytes);
+  if (a.ring_segments) spec.ring_segments(a.ring_segments);
+}
+
+std::string encode(const std::vector<uint64_t>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8); }
+std::vector<uint64_t> decode(const std::string& s) {
+  std::vector<uint64_t> v(s.size() / 8);
+  std::memcpy(v.data(), s.data(), v.size() * 8);
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    auto c = sluice::Cluster::join();
+    const auto srcs = endpoints(a.sources, a.slots);
+    const auto tgts = endpoints(a.targets, a.slots);
+    Shared sh;
+    sh.sent.assign(2 * tgts.size(), 0);
+    sh.received.assign(2 * tgts.size(), 0);
+    std::vector<std::thread> threads;
+
+    if (static_cast<int64_t>(c.rank()) == a.wide_rank) {
+      auto spec = sluice::shuffle<WideTuple>("test").sources(srcs).targets(tgts).key(&WideTuple::key);
+      configure(spec, a);
+      c.declare(spec);  // expected to throw SpecMismatch
+      std::printf("FAILED: declare with a different record size succeeded\n");
+      return 1;
+    }
+    auto run = [&](auto& spec) {
+      configure(spec, a);
+      c.declare(spec);
+      for (uint32_t i = 0; i < srcs.size(); ++i) {
+        if (srcs[i].rank != c.rank()) continue;
+        threads.emplace_back([&, i, out = c.source(spec, srcs[i].slot)]() mutable {
+          run_source(a, c, std::move(out), i, &sh, static_cast<uint32_t>(tgts.size()));
+        });
+      }
+      for (uint32_t i = 0; i < tgts.size(); ++i) {
+        if (tgts[i].rank != c.rank()) continue;
+        threads.emplace_back([&, i, in = c.target(spec, tgts[i].slot)]() mutable {
+          run_target(a, std::move(in), i, static_cast<uint32_t>(srcs.size()), &sh);
+        });
+      }
+      for (auto& t : threads) t.join();
+    };
+    if (a.bytes) {
+      auto spec = sluice::shuffle_bytes("test").sources(srcs).targets(tgts).explicit_targets();
+      run(spec);
+    } else {
+      auto spec = sluice::shuffle<Tuple>("test").sources(srcs).targets(tgts).key(&Tuple::key);
+      run(spec);
+    }
+
+    if (a.expect_lost >= 0) {
+      // Fault test: this rank must have seen PeerLost naming the killed rank.
+      const std::string needle = "rank " + std::to_string(a.expect_lost);
+      bool named = false;
+      for (const auto& m : sh.lost) named |= m.find(needle) != std::string::npos;
+      double detect_ms = -1;
+      if (!a.kill_stamp.empty()) {
+        std::ifstream in(a.kill_stamp);
+        int64_t t = 0;
+        if (in >> t) detect_ms = (realtime_ns() - t) / 1e6;
+      }
+      bool involved = false;
+      for (auto r : a.sources) involved |= r == c.rank();
+      for (auto r : a.targets) involved |= r == c.rank();
+      if (!involved) return 0;
+      if (!named || !sh.errors.empty()) {
+        std::printf("FAILED: expected PeerLost naming %s; lost=%zu errors=%zu%s%s\n", needle.c_str(), sh.lost.size(),
+                    sh.errors.size(), sh.lost.empty() ? "" : " first lost: ", sh.lost.empty() ? "" : sh.lost[0].c_str());
+        for (auto& e : sh.errors) std::printf("  error: %s\n", e.c_str());
+        return 1;
+      }
+      std::printf("PEERLOST detected in %.0f ms: %s\n", detect_ms, sh.lost[0].c_str());
+      return 0;
+    }
+
+    if (!sh.lost.empty()) sh.errors.push_back("unexpected PeerLost: " + sh.lost[0]);
+    for (auto& e : sh.errors) std::printf("FAILED: %s\n", e.c_str());
+    auto sent_all = c.allgather("sent", encode(sh.sent));
+    auto recv_all = c.allgather("received", encode(sh.received));
+    auto ok_all = c.allgather("ok", sh.errors.empty() ? "1" : "0");
+    auto bp_all = c.allgather("backpressured", std::to_string(sh.backpressured));
+    if (c.rank() == 0) {
+      std::vector<uint64_t> sent(2 * tgts.size(), 0), recv(2 * tgts.size(), 0);
+      for (auto& s : sent_all) { auto v = decode(s); for (size_t i = 0; i < v.size(); ++i) sent[i] += v[i]; }
+      for (auto& s : recv_all) { auto v = decode(s); for (size_t i = 0; i < v.size(); ++i) recv[i] += v[i]; }
+      bool ok = true;
+      for (auto& s : ok_all) ok &= s == "1";
+      uint64_t total = 0;
+      for (size_t t = 0; t < tgts.size(); ++t) {
+        total += recv[2 * t];
+        if (sent[2 * t] != recv[2 * t] || sent[2 * t + 1] != recv[2 * t + 1]) {
+          std::printf("FAILED: target %zu received %" PRIu64 " (sum %016" PRIx64 ") but was sent %" PRIu64 " (sum %016" PRIx64 ")\n",
+                      t, recv[2 * t], recv[2 * t + 1], sent[2 * t], sent[2 * t + 1]);
+          ok = false;
+        }
+      }
+      const uint64_t expected = a.tuples * srcs.size();
+      if (total != expected) {
+        std::printf("FAILED: %" PRIu64 " records delivered, %" PRIu64 " expected\n", total, expected);
+        ok = false;
+      }
+      if (!ok) return 1;
+      uint64_t bp = 0;
+      for (auto& s : bp_all) bp += std::stoull(s);
+      std::printf("VERIFIED %" PRIu64 " records, %zu sources, %zu targets, exactly once, per-source order, "
+                  "backpressured %" PRIu64 " times, %.2f s\n",
+                  total, srcs.size(), tgts.size(), bp,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return sh.errors.empty() ? 0 : 1;
+  } catch (const sluice::Error& e) {
+    std::printf("ERROR %s\n", e.what());
+    return 3;
+  }
+}

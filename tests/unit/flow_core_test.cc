@@ -1,0 +1,183 @@
+// The shm source/target cores on one thread: credits, back-pressure, end of
+// flow, errors. Concurrency is in tests/concurrent.
+#include <gtest/gtest.h>
+
+#include "control/registry_client.h"
+#include "sluice/flow.h"
+#include "support/local_flow.h"
+
+namespace sluice {
+namespace {
+
+struct Rec {
+  uint64_t key;
+  uint64_t value;
+};
+
+// 4 records per segment, 4 segments per ring.
+ShuffleSpec<Rec> small_spec(uint32_t sources = 1, uint32_t targets = 1) {
+  return shuffle<Rec>("small")
+      .sources(testing::slots(sources))
+      .targets(testing::slots(targets))
+      .segment_bytes(64)
+      .ring_segments(4)
+      .explicit_targets();
+}
+
+TEST(FlowCoreTest, SourceRunsAheadExactlyOneRingThenIsBackPressured) {
+  auto spec = small_spec();
+  testing::LocalFlow flow(spec.spec());
+  const uint32_t per_segment = flow.context().payload_bytes / sizeof(Rec);
+  auto out = flow.source<Rec>(0);
+  uint64_t pushed = 0;
+  while (out.try_push_to(0, Rec{pushed, pushed}) == Status::kOk) ++pushed;
+  // Four full segments are published, the fifth cannot be claimed.
+  EXPECT_EQ(pushed, 4u * per_segment);
+  EXPECT_EQ(out.try_push_to(0, Rec{}), Status::kBackPressured);
+
+  auto in = flow.target<Rec>(0);
+  auto batch = in.consume();
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->size(), per_segment);
+  EXPECT_EQ((*batch)[0].key, 0u);
+  // The first segment is only released at the next consume; then the credit
+  // is published when the target runs dry or every S/2 segments.
+  ASSERT_TRUE(in.consume());
+  ASSERT_TRUE(in.consume());
+  EXPECT_EQ(out.try_push_to(0, Rec{pushed, pushed}), Status::kOk);
+}
+
+TEST(FlowCoreTest, DeliversInOrderThenEndOfFlow) {
+  auto spec = small_spec();
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  auto in = flow.target<Rec>(0);
+  uint64_t next = 0, pushed = 0;
+  for (int round = 0; round < 50; ++round) {
+    for (int i = 0; i < 7; ++i, ++pushed) ASSERT_EQ(out.push_to(0, Rec{pushed, pushed}), Status::kOk);
+    ASSERT_EQ(out.flush(), Status::kOk);
+    while (auto b = in.try_consume()) {
+      for (const Rec& r : *b) EXPECT_EQ(r.key, next++);
+    }
+    EXPECT_EQ(in.status(), Status::kTimeout);
+  }
+  ASSERT_EQ(out.close(), Status::kOk);
+  EXPECT_EQ(out.close(), Status::kOk);  // idempotent
+  EXPECT_EQ(out.push_to(0, Rec{}), Status::kClosed);
+  while (auto b = in.consume()) {
+    for (const Rec& r : *b) EXPECT_EQ(r.key, next++);
+  }
+  EXPECT_EQ(in.status(), Status::kEndOfFlow);
+  EXPECT_EQ(next, pushed);
+  EXPECT_FALSE(in.consume());  // stays at end
+  EXPECT_EQ(in.status(), Status::kEndOfFlow);
+}
+
+TEST(FlowCoreTest, ConsumeTimesOutAtItsDeadline) {
+  auto spec = small_spec();
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  auto in = flow.target<Rec>(0);
+  EXPECT_FALSE(in.consume(Clock::now() + std::chrono::milliseconds(20)));
+  EXPECT_EQ(in.status(), Status::kTimeout);
+  EXPECT_NE(in.error().find("waiting for sources on rank(s) 0"), std::string::npos) << in.error();
+  (void)out.close();
+}
+
+TEST(FlowCoreTest, BlockedPushTimesOutNamingTheTarget) {
+  auto spec = small_spec();
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  auto in = flow.target<Rec>(0);
+  Status s = Status::kOk;
+  for (int i = 0; i < 1000 && s == Status::kOk; ++i) s = out.push_to(0, Rec{}, Clock::now() + std::chrono::milliseconds(20));
+  EXPECT_EQ(s, Status::kTimeout);
+  EXPECT_NE(out.error().find("target (0,0)"), std::string::npos) << out.error();
+}
+
+TEST(FlowCoreTest, ByteRecordTooLargeForASegmentIsInvalid) {
+  auto spec = shuffle_bytes("b").sources(testing::slots(1)).targets(testing::slots(1)).segment_bytes(64);
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.bytes_source(0);
+  std::vector<std::byte> big(200);
+  EXPECT_EQ(out.push(big), Status::kInvalid);
+  EXPECT_NE(out.error().find("does not fit"), std::string::npos) << out.error();
+  std::vector<std::byte> ok(20, std::byte{7});
+  EXPECT_EQ(out.push(ok), Status::kOk);
+  EXPECT_EQ(out.close(), Status::kOk);
+  auto in = flow.bytes_target(0);
+  auto batch = in.consume();
+  ASSERT_TRUE(batch);
+  size_t n = 0;
+  for (auto r : *batch) {
+    EXPECT_EQ(r.size(), 20u);
+    ++n;
+  }
+  EXPECT_EQ(n, 1u);
+}
+
+TEST(FlowCoreTest, SourceDestroyedWithoutCloseIsReportedNotAwaitedForever) {
+  auto spec = small_spec();
+  testing::LocalFlow flow(spec.spec());
+  auto in = flow.target<Rec>(0);
+  {
+    auto out = flow.source<Rec>(0);
+    ASSERT_EQ(out.push_to(0, Rec{1, 1}), Status::kOk);
+    ASSERT_EQ(out.flush(), Status::kOk);
+  }
+  auto b = in.consume(Clock::now() + std::chrono::seconds(10));
+  ASSERT_TRUE(b);  // what was published is still delivered
+  EXPECT_EQ(b->size(), 1u);
+  EXPECT_FALSE(in.consume(Clock::now() + std::chrono::seconds(10)));
+  EXPECT_EQ(in.status(), Status::kPeerLost);
+  EXPECT_NE(in.error().find("without close()"), std::string::npos) << in.error();
+}
+
+TEST(FlowCoreTest, LostSourceRankIsReportedAfterItsDataIsDrained) {
+  auto spec = shuffle<Rec>("lost").sources({{1, 0}}).targets({{0, 0}}).segment_bytes(64).ring_segments(4);
+  control::PeerTable peers(2);
+  testing::LocalFlow flow(spec.spec(), &peers);
+  auto out = flow.source<Rec>(0);
+  auto in = flow.target<Rec>(0);
+  ASSERT_EQ(out.push(Rec{5, 5}), Status::kOk);
+  ASSERT_EQ(out.flush(), Status::kOk);
+  peers.set(1, control::PeerTable::kDied, "connection closed");
+  auto b = in.consume(Clock::now() + std::chrono::seconds(10));
+  ASSERT_TRUE(b);
+  EXPECT_EQ((*b)[0].key, 5u);
+  EXPECT_FALSE(in.consume(Clock::now() + std::chrono::seconds(10)));
+  EXPECT_EQ(in.status(), Status::kPeerLost);
+  EXPECT_NE(in.error().find("rank 1"), std::string::npos) << in.error();
+}
+
+TEST(FlowCoreTest, LostTargetRankFailsABlockedPush) {
+  auto spec = shuffle<Rec>("lost").sources({{0, 0}}).targets({{1, 0}}).segment_bytes(64).ring_segments(2);
+  control::PeerTable peers(2);
+  testing::LocalFlow flow(spec.spec(), &peers);
+  auto out = flow.source<Rec>(0);
+  peers.set(1, control::PeerTable::kDied, "no heartbeat for 5000 ms");
+  Status s = Status::kOk;
+  for (int i = 0; i < 100 && s == Status::kOk; ++i) s = out.push(Rec{}, Clock::now() + std::chrono::seconds(10));
+  EXPECT_EQ(s, Status::kPeerLost);
+  EXPECT_NE(out.error().find("rank 1"), std::string::npos) << out.error();
+}
+
+TEST(FlowCoreTest, LatencyModePublishesEveryRecordAtOnce) {
+  auto spec = shuffle<Rec>("lat").sources(testing::slots(1)).targets(testing::slots(1)).optimize(Optimize::kLatency);
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  auto in = flow.target<Rec>(0);
+  for (uint64_t i = 0; i < 200; ++i) {
+    ASSERT_EQ(out.push(Rec{i, i}), Status::kOk);
+    auto b = in.try_consume();
+    ASSERT_TRUE(b) << i;
+    ASSERT_EQ(b->size(), 1u);
+    EXPECT_EQ((*b)[0].key, i);
+  }
+  EXPECT_EQ(out.close(), Status::kOk);
+  EXPECT_FALSE(in.consume());
+  EXPECT_EQ(in.status(), Status::kEndOfFlow);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,543 @@
+// The registry and its client over real TCP on 127.0.0.1: membership,
+// key/value, flow declarations, barriers, liveness, and hostile input on raw
+// sockets. Every wait has a deadline; nothing sleeps to "let things happen".
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "common/log.h"
+#include "control/protocol.h"
+#include "control/registry_client.h"
+#include "control/registry_server.h"
+#include "sluice/errors.h"
+
+namespace sluice::control {
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+
+constexpr const char* kSecret = "test-secret";
+
+Deadline in(milliseconds d) { return Clock::now() + d; }
+
+// Polls `pred` until it holds or `limit` passes.
+bool eventually(const std::function<bool()>& pred, milliseconds limit = 5000ms) {
+  const Deadline deadline = in(limit);
+  while (!pred()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+// A plain TCP connection that speaks frames by hand.
+class RawConn {
+ public:
+  explicit RawConn(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~RawConn() { close(); }
+  bool connected() const { return connected_; }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  // Best effort: the registry may already have closed on us.
+  void send(const std::string& bytes) {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      const ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      off += static_cast<size_t>(n);
+    }
+  }
+  // The next frame, or false on EOF, a bad frame or `limit` passing.
+  bool read_frame(Frame* out, milliseconds limit = 5000ms) {
+    const Deadline deadline = in(limit);
+    for (;;) {
+      ErrorCode code;
+      std::string problem;
+      const auto res = parser_.next(out, &code, &problem);
+      if (res == FrameParser::Result::kFrame) return true;
+      if (res == FrameParser::Result::kBad) return false;
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+      if (left <= 0ms) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return false;
+      parser_.append(buf, static_cast<size_t>(n));
+    }
+  }
+  // True once the registry closed the connection (within `limit`).
+  bool closed_by_peer(milliseconds limit = 5000ms) {
+    pollfd p{fd_, POLLIN, 0};
+    char buf[256];
+    const Deadline deadline = in(limit);
+    while (Clock::now() < deadline) {
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return true;
+    }
+    return false;
+  }
+  // Reads a frame that must be ERROR and decodes it.
+  ErrorMsg read_error() {
+    Frame f;
+    ErrorMsg e;
+    EXPECT_TRUE(read_frame(&f)) << "no frame from the registry";
+    EXPECT_EQ(f.header.type, static_cast<uint16_t>(MsgType::kError));
+    EXPECT_TRUE(decode(f.payload, &e)) << "undecodable ERROR payload";
+    return e;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  FrameParser parser_{/*check_version=*/false};
+};
+
+std::string hello_frame(uint32_t rank, uint32_t world, const std::string& secret = kSecret,
+                        uint16_t version = kProtocolVersion) {
+  return make_frame(MsgType::kHello, 1, encode(HelloMsg{rank, world, "rawhost", 1, secret}),
+                    version);
+}
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  void start(uint32_t world, milliseconds heartbeat = 5000ms) {
+    RegistryOptions o;
+    o.secret = kSecret;
+    o.world_size = world;
+    o.heartbeat_timeout = heartbeat;
+    server_ = std::make_unique<RegistryServer>(o);
+    thread_ = std::thread([this] { server_->run(); });
+  }
+  void TearDown() override {
+    if (server_) {
+      server_->stop();
+      thread_.join();
+    }
+  }
+  BootstrapInfo info(uint32_t rank, uint32_t world, const std::string& secret = kSecret) {
+    BootstrapInfo i;
+    i.rank = rank;
+    i.world_size = world;
+    i.registry_host = "127.0.0.1";
+    i.registry_port = server_->port();
+    i.secret = secret;
+    return i;
+  }
+  std::unique_ptr<RegistryClient> join(uint32_t rank, uint32_t world,
+                                       milliseconds heartbeat = 5000ms) {
+    ClientOptions o;
+    o.heartbeat_timeout = heartbeat;
+    o.connect_timeout = 10s;
+    return RegistryClient::connect(info(rank, world), o);
+  }
+  // Joins `rank` on a raw socket and reads the WELCOME.
+  std::unique_ptr<RawConn> raw_join(uint32_t rank, uint32_t world) {
+    auto raw = std::make_unique<RawConn>(server_->port());
+    EXPECT_TRUE(raw->connected());
+    raw->send(hello_frame(rank, world));
+    Frame f;
+    EXPECT_TRUE(raw->read_frame(&f));
+    EXPECT_EQ(f.header.type, static_cast<uint16_t>(MsgType::kWelcome));
+    return raw;
+  }
+  // Put/get round trip through `c`: proves the registry is still serving.
+  static void expect_serving(RegistryClient& c, const std::string& key) {
+    c.put(key, "alive");
+    EXPECT_EQ(c.get(key, in(5s)), "alive");
+  }
+
+  std::unique_ptr<RegistryServer> server_;
+  std::thread thread_;
+};
+
+template <class Fn>
+ErrorCode code_of(Fn&& fn, std::string* message = nullptr) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (message != nullptr) *message = e.what();
+    return e.code();
+  }
+  ADD_FAILURE() << "no sluice::Error thrown";
+  return ErrorCode::kInternal;
+}
+
+TEST_F(RegistryTest, JoiningRanksLearnEachOthersHosts) {
+  start(2);
+  auto c0 = join(0, 2);
+  auto c1 = join(1, 2);
+  EXPECT_EQ(c1->rank(), 1u);
+  EXPECT_EQ(c1->world_size(), 2u);
+  EXPECT_FALSE(c1->peers().host(0).empty()) << "WELCOME names ranks that joined before";
+  EXPECT_TRUE(eventually([&] { return !c0->peers().host(1).empty(); }))
+      << "a PEER_EVENT names ranks that join later";
+  EXPECT_EQ(c0->peers().state(1), PeerTable::kAlive);
+  EXPECT_NE(c0->peers().describe(1).find("pid"), std::string::npos) << c0->peers().describe(1);
+}
+
+TEST_F(RegistryTest, WrongSecretIsRefusedWithAuth) {
+  start(1);
+  std::string msg;
+  EXPECT_EQ(code_of([&] { RegistryClient::connect(info(0, 1, "guess"), ClientOptions{}); }, &msg),
+            ErrorCode::kAuth);
+  EXPECT_NE(msg.find("wrong job secret"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("SLUICE_SECRET"), std::string::npos) << msg;
+}
+
+TEST_F(RegistryTest, SameRankTwiceIsRefused) {
+  start(2);
+  auto c0 = join(0, 2);
+  std::string msg;
+  EXPECT_EQ(code_of([&] { join(0, 2); }, &msg), ErrorCode::kRegistry);
+  EXPECT_NE(msg.find("rank 0 already joined"), std::string::npos) << msg;
+}
+
+TEST_F(RegistryTest, WrongWorldSizeIsRefused) {
+  start(2);
+  std::string msg;
+  EXPECT_EQ(code_of([&] { join(0, 3); }, &msg), ErrorCode::kRegistry);
+  EXPECT_NE(msg.find("job of 2 ranks"), std::string::npos) << msg;
+}
+
+TEST_F(RegistryTest, NothingListeningTimesOutNamingTheAddress) {
+  start(1);
+  BootstrapInfo i = info(0, 1);
+  server_->stop();
+  thread_.join();
+  server_.reset();  // closes the listening socket
+  ClientOptions o;
+  o.connect_timeout = 300ms;
+  std::string msg;
+  const Deadline started = Clock::now();
+  EXPECT_EQ(code_of([&] { RegistryClient::connect(i, o); }, &msg), ErrorCode::kTimeout);
+  EXPECT_LT(Clock::now() - started, 5s);
+  EXPECT_NE(msg.find("127.0.0.1:" + std::to_string(i.registry_port)), std::string::npos) << msg;
+}
+
+TEST_F(RegistryTest, GetWaitsForAPutFromAnotherRank) {
+  start(2);
+  auto c0 = join(0, 2);
+  auto c1 = join(1, 2);
+  std::string got;
+  std::thread getter([&] { got = c1->get("ring/0", in(10s)); });
+  c0->put("ring/0", "descriptor");
+  getter.join();
+  EXPECT_EQ(got, "descriptor");
+  EXPECT_EQ(c1->get("ring/0", Clock::now()), "descriptor") << "an existing key needs no time";
+}
+
+TEST_F(RegistryTest, GetTimesOutNamingTheKey) {
+  start(1);
+  auto c0 = join(0, 1);
+  std::string msg;
+  EXPECT_EQ(code_of([&] { c0->get("never", in(200ms)); }, &msg), ErrorCode::kTimeout);
+  EXPECT_NE(msg.find("'never'"), std::string::npos) << msg;
+}
+
+TEST_F(RegistryTest, GetFailsWhenTheOwnerLeavesWithoutPutting) {
+  start(2);
+  auto c0 = join(0, 2);
+  auto c1 = join(1, 2);
+  std::thread leaver([&] { c0.reset(); });
+  try {
+    c1->get("from-rank-0", in(10s), 0);
+    ADD_FAILURE() << "get returned";
+  } catch (const PeerLostError& e) {
+    EXPECT_EQ(e.rank(), 0u);
+    EXPECT_NE(std::string(e.what()).find("left the job"), std::string::npos) << e.what();
+  }
+  leaver.join();
+}
+
+TEST_F(RegistryTest, IdenticalDeclarationsAgree) {
+  start(3);
+  std::vector<std::unique_ptr<RegistryClient>> c;
+  for (uint32_t r = 0; r < 3; ++r) c.push_back(join(r, 3));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        c[r]->declare_flow("orders", "record_size=16\nmode=shuffle\n", {0, 1, 2}, in(10s));
+      } catch (const Error& e) {
+        ADD_FAILURE() << e.what();
+        ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures, 0);
+  // A later identical declaration is answered at once.
+  c[1]->declare_flow("orders", "record_size=16\nmode=shuffle\n", {0, 1, 2}, Clock::now());
+}
+
+TEST_F(RegistryTest, MismatchedDeclarationsFailOnBothSidesNamingRanksAndField) {
+  start(3);
+  auto c0 = join(0, 3);
+  auto c2 = join(2, 3);
+  std::string msg0;
+  std::string msg2;
+  ErrorCode code0 = ErrorCode::kInternal;
+  std::thread t0([&] {
+    code0 = code_of(
+        [&] { c0->declare_flow("orders", "mode=shuffle\nrecord_size=16\n", {0, 1, 2}, in(10s)); },
+        &msg0);
+  });
+  const ErrorCode code2 = code_of(
+      [&] { c2->declare_flow("orders", "mode=shuffle\nrecord_size=24\n", {0, 1, 2}, in(10s)); },
+      &msg2);
+  t0.join();
+  EXPECT_EQ(code0, ErrorCode::kSpecMismatch);
+  EXPECT_EQ(code2, ErrorCode::kSpecMismatch);
+  for (const std::string& msg : {msg0, msg2}) {
+    EXPECT_NE(msg.find("flow 'orders' declared differently: record_size:"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("rank 0 declared 16"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank 2 declared 24"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("mode"), std::string::npos) << "only differing fields: " << msg;
+  }
+}
+
+TEST_F(RegistryTest, DeclarationTimesOutNamingRanksThatHaveNotDeclared) {
+  start(3);
+  auto c0 = join(0, 3);
+  auto c1 = join(1, 3);
+  std::string msg;
+  EXPECT_EQ(code_of([&] { c0->declare_flow("f", "a=1\n", {0, 1, 2}, in(200ms)); }, &msg),
+            ErrorCode::kTimeout);
+  EXPECT_NE(msg.find("ranks 1,2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank 2 has not joined"), std::string::npos) << msg;
+}
+
+TEST_F(RegistryTest, BarrierIsReusableAHundredTimesByThreeRanks) {
+  start(3);
+  std::vector<std::unique_ptr<RegistryClient>> c;
+  for (uint32_t r = 0; r < 3; ++r) c.push_back(join(r, 3));
+  std::atomic<int> entered{0};
+  std::atomic<int> violations{0};
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      for (int i = 0; i < 100; ++i) {
+        entered.fetch_add(1);
+        try {
+          c[r]->barrier("step", in(30s));
+        } catch (const Error& e) {
+          ADD_FAILURE() << e.what();
+          return;
+        }
+        // Nobody leaves the i-th barrier before all three entered it.
+        if (entered.load() < 3 * (i + 1)) ++violations;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(entered, 300);
+  EXPECT_EQ(violations, 0);
+}
+
+TEST_F(RegistryTest, BarrierTimesOutNamingMissingRanks) {
+  start(3);
+  auto c0 = join(0, 3);
+  auto c1 = join(1, 3);
+  std::string msg;
+  EXPECT_EQ(code_of([&] { c0->barrier("b", in(200ms)); }, &msg), ErrorCode::kTimeout);
+  EXPECT_NE(msg.find("barrier 'b'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ranks 1,2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank 1 on "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank 2 has not joined"), std::string::npos) << msg;
+}
+
+TEST_F(RegistryTest, ConnectionClosedWithoutLeaveIsReportedDied) {
+  start(2);
+  auto c0 = join(0, 2);
+  auto raw = raw_join(1, 2);
+  EXPECT_TRUE(eventually([&] { return !c0->peers().host(1).empty(); }));
+  raw->close();
+  ASSERT_TRUE(eventually([&] { return c0->peers().state(1) == PeerTable::kDied; }));
+  const std::string d = c0->peers().describe(1);
+  EXPECT_NE(d.find("rank 1 (rawhost, pid 1) died: connection closed"), std::string::npos) << d;
+  // Every later barrier fails at once, naming the dead rank.
+  try {
+    c0->barrier("after", in(10s));
+    ADD_FAILURE() << "barrier completed without rank 1";
+  } catch (const PeerLostError& e) {
+    EXPECT_EQ(e.rank(), 1u);
+  }
+}
+
+TEST_F(RegistryTest, PendingBarrierFailsWhenARankLeaves) {
+  start(3);
+  auto c0 = join(0, 3);
+  auto c1 = join(1, 3);
+  auto c2 = join(2, 3);
+  std::thread leaver([&] { c2.reset(); });
+  std::string msg;
+  EXPECT_EQ(code_of([&] { c0->barrier("b", in(10s)); }, &msg), ErrorCode::kPeerLost);
+  EXPECT_NE(msg.find("rank 2"), std::string::npos) << msg;
+  leaver.join();
+  EXPECT_TRUE(eventually([&] { return c1->peers().state(2) == PeerTable::kLeft; }));
+}
+
+TEST_F(RegistryTest, SilentRankIsReportedDiedAfterHeartbeatTimeout) {
+  start(3, 300ms);
+  auto c0 = join(0, 3, 300ms);
+  auto raw = raw_join(1, 3);  // says HELLO, then nothing
+  auto c2 = join(2, 3, 300ms);
+  ASSERT_TRUE(eventually([&] { return c0->peers().state(1) == PeerTable::kDied; }));
+  EXPECT_NE(c0->peers().describe(1).find("no heartbeat for 300 ms"), std::string::npos)
+      << c0->peers().describe(1);
+  EXPECT_TRUE(raw->closed_by_peer());
+  // The real clients heart-beat on their own and stay alive well past it.
+  const Deadline later = in(900ms);
+  EXPECT_FALSE(eventually([&] { return c2->peers().state(0) != PeerTable::kAlive; }, 900ms));
+  EXPECT_GE(Clock::now(), later);
+  expect_serving(*c0, "hb");
+}
+
+TEST_F(RegistryTest, RegistryShutdownFailsPendingCallsAndMarksItLost) {
+  start(2);
+  auto c0 = join(0, 2);
+  std::string msg;
+  std::thread stopper([&] {
+    server_->stop();
+    thread_.join();
+  });
+  EXPECT_EQ(code_of([&] { c0->get("never", in(10s)); }, &msg), ErrorCode::kRegistry);
+  stopper.join();
+  server_.reset();
+  EXPECT_NE(msg.find("lost the registry at 127.0.0.1:"), std::string::npos) << msg;
+  EXPECT_TRUE(eventually([&] { return c0->peers().registry_lost(); }));
+  // The destructor must not hang with the registry gone.
+  c0.reset();
+}
+
+class HostileInputTest : public RegistryTest {
+ protected:
+  void SetUp() override {
+    saved_ = log::level();
+    log::set_level(log::Level::kError);  // one warning per rejected connection is expected
+  }
+  void TearDown() override {
+    RegistryTest::TearDown();
+    log::set_level(saved_);
+  }
+  log::Level saved_ = log::Level::kWarn;
+};
+
+TEST_F(HostileInputTest, GarbageGetsAnErrorFrameAndOthersAreStillServed) {
+  start(2);
+  auto c0 = join(0, 2);
+  RawConn raw(server_->port());
+  raw.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  const ErrorMsg e = raw.read_error();
+  EXPECT_EQ(e.code, ErrorCode::kProtocol);
+  EXPECT_NE(e.text.find("bad magic"), std::string::npos) << e.text;
+  EXPECT_TRUE(raw.closed_by_peer());
+  expect_serving(*c0, "k");
+}
+
+TEST_F(HostileInputTest, OversizedFrameGetsAnErrorFrame) {
+  start(2);
+  auto c0 = join(0, 2);
+  RawConn raw(server_->port());
+  FrameHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kHello);
+  h.length = 64u << 20;
+  uint8_t b[kHeaderSize];
+  encode_header(h, b);
+  raw.send(std::string(reinterpret_cast<char*>(b), sizeof b));
+  const ErrorMsg e = raw.read_error();
+  EXPECT_EQ(e.code, ErrorCode::kProtocol);
+  EXPECT_NE(e.text.find("exceeds the limit"), std::string::npos) << e.text;
+  expect_serving(*c0, "k");
+}
+
+TEST_F(HostileInputTest, OtherProtocolVersionGetsAnErrorNamingBothVersions) {
+  start(2);
+  auto c0 = join(0, 2);
+  RawConn raw(server_->port());
+  raw.send(hello_frame(1, 2, kSecret, kProtocolVersion + 1));
+  const ErrorMsg e = raw.read_error();
+  EXPECT_EQ(e.code, ErrorCode::kProtocol);
+  EXPECT_NE(e.text.find("client speaks version " + std::to_string(kProtocolVersion + 1)),
+            std::string::npos)
+      << e.text;
+  EXPECT_NE(e.text.find("registry speaks version " + std::to_string(kProtocolVersion)),
+            std::string::npos)
+      << e.text;
+  expect_serving(*c0, "k");
+}
+
+TEST_F(HostileInputTest, RequestsBeforeHelloAreRefused) {
+  start(2);
+  RawConn raw(server_->port());
+  raw.send(make_frame(MsgType::kPut, 5, encode(PutMsg{"k", "v"})));
+  const ErrorMsg e = raw.read_error();
+  EXPECT_NE(e.text.find("first message must be HELLO, got PUT"), std::string::npos) << e.text;
+  EXPECT_TRUE(raw.closed_by_peer());
+}
+
+TEST_F(HostileInputTest, MalformedPayloadAfterHelloIsRefusedAndTheRankDies) {
+  start(2);
+  auto c0 = join(0, 2);
+  auto raw = raw_join(1, 2);
+  raw->send(make_frame(MsgType::kBarrier, 7, "\xff\xff\xff\xff"));
+  const ErrorMsg e = raw->read_error();
+  EXPECT_NE(e.text.find("malformed BARRIER"), std::string::npos) << e.text;
+  EXPECT_TRUE(eventually([&] { return c0->peers().state(1) == PeerTable::kDied; }));
+}
+
+TEST_F(HostileInputTest, ByteFlippedFramesNeverStopTheRegistry) {
+  start(4);
+  auto c0 = join(0, 4);
+  const std::vector<std::string> requests = {
+      make_frame(MsgType::kPut, 2, encode(PutMsg{"key", "value"})),
+      make_frame(MsgType::kGet, 3, encode(GetMsg{"key", 0, 50})),
+      make_frame(MsgType::kGet, 3, encode(GetMsg{"other", 2, 0})),
+      make_frame(MsgType::kDeclare, 4, encode(DeclareMsg{"f", "a=1\nb=2\n", {0, 1, 2, 3}, 0})),
+      make_frame(MsgType::kBarrier, 5, encode(BarrierMsg{"b", 0})),
+      make_frame(MsgType::kHeartbeat, 0, ""),
+      make_frame(MsgType::kLeave, 0, ""),
+  };
+  std::mt19937 rng(20240611);
+  for (int i = 0; i < 3000; ++i) {
+    const uint32_t rank = 1 + rng() % 3;
+    std::string bytes = hello_frame(rank, 4) + requests[rng() % requests.size()] +
+                        requests[rng() % requests.size()];
+    const int flips = 1 + static_cast<int>(rng() % 3);
+    for (int f = 0; f < flips; ++f) bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
+    if (rng() % 4 == 0) bytes.resize(rng() % bytes.size());
+    RawConn raw(server_->port());
+    ASSERT_TRUE(raw.connected()) << "iteration " << i;
+    raw.send(bytes);
+    raw.close();
+    if (i % 500 == 499) expect_serving(*c0, "check" + std::to_string(i));
+  }
+  expect_serving(*c0, "final");
+  EXPECT_EQ(c0->peers().state(0), PeerTable::kAlive);
+}
+
+}  // namespace
+}  // namespace sluice::control

@@ -1,0 +1,30 @@
+// The subcommands of the `sluice` tool. Each add_<name>_command registers one
+// subcommand (its options and its callback) on the top-level app; main.cc
+// calls them all, so a new subcommand is one new .cc file and one line there.
+//
+// Exit status: a callback that returns normally exits 0. To exit with another
+// status it throws CLI::RuntimeError(status) after printing its own message;
+// CLI11 passes that status through without printing anything more.
+//
+// Thread safety: call these from the main thread before App::parse.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace sluice::tool {
+
+// `sluice run -n N [--timeout S] [--grace S] [--bind HOST] -- prog args...`
+// (run.cc): starts a registry in-process and N ranks of prog.
+void add_run_command(CLI::App& app);
+
+// `sluice registry --bind HOST[:PORT] --world N [--secret S]` (registry.cc):
+// a standalone registry for jobs that span hosts.
+void add_registry_command(CLI::App& app);
+
+// `sluice version` (main.cc): the library and control-protocol versions.
+void add_version_command(CLI::App& app);
+
+// `sluice perf ...` (perf.cc): flow benchmarks between ranks.
+void add_perf_command(CLI::App& app);
+
+}  // namespace sluice::tool

@@ -1,0 +1,80 @@
+// The records `sluice perf` moves and the per-record work both sides of every
+// measurement do, shared by the flow benchmark and the baseline ring so that
+// their only difference is the transport.
+//
+// Thread safety: pure functions and types.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "perf_stats.h"
+
+namespace sluice::tool::perf {
+
+// A record of exactly B bytes whose first word is its key.
+template <size_t B>
+struct Rec {
+  static_assert(B >= 16 && B % 8 == 0);
+  uint64_t key;
+  unsigned char pad[B - 8];
+};
+
+// Keys are a cheap counter-based sequence that still spreads over targets.
+inline constexpr uint64_t kKeyStep = 0x9e3779b97f4a7c15ULL;
+inline uint64_t key_of(uint64_t i) { return i * kKeyStep; }
+
+// Sum of key_of(i) for i in [first, first + n), modulo 2^64: what the
+// consumers' checksums must add up to.
+inline uint64_t key_sum(uint64_t first, uint64_t n) {
+  // sum of i over the range = n*first + n*(n-1)/2, all modulo 2^64.
+  const unsigned __int128 tri = static_cast<unsigned __int128>(n) * (n - (n > 0 ? 1 : 0)) / 2;
+  return (static_cast<uint64_t>(tri) + n * first) * kKeyStep;
+}
+
+template <size_t B>
+Rec<B> make_template_record() {
+  Rec<B> r;
+  r.key = 0;
+  for (size_t i = 0; i < sizeof(r.pad); ++i) r.pad[i] = static_cast<unsigned char>(i * 31 + 7);
+  return r;
+}
+
+// The consumer's per-record work: copy the record out (as an application
+// would before the buffer is reused) and fold its key into a checksum. The
+// empty asm makes the copy real: the compiler must assume the scratch record
+// is read, so it cannot shrink the memcpy to a load of the key.
+template <size_t B>
+inline uint64_t take_record(const void* src, Rec<B>* scratch) {
+  std::memcpy(scratch, src, B);
+  asm volatile("" : : "r"(scratch) : "memory");
+  return scratch->key;
+}
+
+namespace detail {
+template <class Fn, size_t... I>
+void with_record_size_impl(uint32_t bytes, Fn& fn, std::index_sequence<I...>) {
+  const bool hit =
+      ((bytes == kMinRecordBytes + kRecordBytesStep * I
+            ? (fn(std::integral_constant<size_t, kMinRecordBytes + kRecordBytesStep * I>{}), true)
+            : false) ||
+       ...);
+  if (!hit) throw std::invalid_argument("record size " + std::to_string(bytes) + " is not supported");
+}
+}  // namespace detail
+
+// Calls fn(std::integral_constant<size_t, bytes>{}) for a runtime record size
+// that parse_sizes accepted.
+template <class Fn>
+void with_record_size(uint32_t bytes, Fn&& fn) {
+  detail::with_record_size_impl(
+      bytes, fn,
+      std::make_index_sequence<(kMaxRecordBytes - kMinRecordBytes) / kRecordBytesStep + 1>{});
+}
+
+}  // namespace sluice::tool::perf

@@ -1,0 +1,749 @@
+#include "run.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "commands.h"
+#include "common/log.h"
+#include "control/registry_server.h"
+#include "sluice/errors.h"
+#include "tool_util.h"
+
+extern char** environ;
+
+namespace sluice::tool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long ranks get between SIGTERM and SIGKILL.
+constexpr auto kKillDelay = std::chrono::seconds(2);
+// After the last rank exited, how long to keep reading output that helpers
+// it left behind may still write into its pipes.
+constexpr auto kDrainDelay = std::chrono::milliseconds(500);
+// A "line" longer than this is cut, so that one rank printing without
+// newlines cannot make the launcher buffer without bound.
+constexpr size_t kMaxLine = 64 * 1024;
+
+// Launcher diagnostics are written in one call each so that they never split
+// a rank's line on the shared stderr.
+template <class... Args>
+void say(const Args&... args) {
+  write_all(STDERR_FILENO, "sluice run: " + log::cat(args...) + "\n");
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
+
+// "0,2".
+std::string rank_list(const std::vector<uint32_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i == 0 ? "" : ",") + std::to_string(ranks[i]);
+  return out;
+}
+
+// "rank 3" or "ranks 0,2".
+std::string ranks_text(const std::vector<uint32_t>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
+}
+
+bool make_pipe(Fd* read_end, Fd* write_end) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+  read_end->reset(fds[0]);
+  write_end->reset(fds[1]);
+  return true;
+}
+
+// One output stream of a rank (its stdout or its stderr), cut into lines
+// that are re-emitted with the rank's prefix.
+struct Stream {
+  Fd fd;                // read end, non-blocking; invalid after EOF
+  int out_fd = -1;      // where the prefixed lines go
+  std::string prefix;   // "[<rank>] "
+  std::string partial;  // bytes after the last newline seen
+
+  // Reads what is available now. Whole lines are written in one write(2)
+  // per batch; at EOF the unterminated last line is flushed too.
+  void pump() {
+    if (!fd.valid()) return;
+    char buf[65536];
+    // A bounded number of reads per call keeps one chatty rank from
+    // starving the others; poll() is level-triggered, so the rest follows.
+    for (int i = 0; i < 16; ++i) {
+      ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (n <= 0) {  // EOF, or an error that ends the stream just the same
+        fd.reset();
+        flush();
+        return;
+      }
+      emit_lines(std::string_view(buf, static_cast<size_t>(n)));
+    }
+  }
+
+  // Emits the unterminated last line, if any, ending it with a newline.
+  void flush() {
+    if (partial.empty()) return;
+    write_all(out_fd, prefix + partial + "\n");
+    partial.clear();
+  }
+
+ private:
+  void emit_lines(std::string_view data) {
+    std::string batch;
+    while (!data.empty()) {
+      size_t nl = data.find('\n');
+      if (nl == std::string_view::npos) {
+        partial.append(data);
+        break;
+      }
+      batch += prefix;
+      batch += partial;
+      batch.append(data.substr(0, nl + 1));
+      partial.clear();
+      data.remove_prefix(nl + 1);
+    }
+    if (partial.size() >= kMaxLine) {
+      batch += prefix + partial + "\n";
+      partial.clear();
+    }
+    if (!batch.empty()) write_all(out_fd, batch);
+  }
+};
+
+struct Rank {
+  uint32_t index = 0;
+  pid_t pid = -1;
+  bool running = false;
+  // The launcher sent it a signal (forwarded, or to stop it): its death by
+  // a signal is a consequence, not a failure of its own.
+  bool signalled = false;
+  Stream out;
+  Stream err;
+};
+
+// Finds `program` the way execvp would, so that a missing program is
+// reported before any rank starts. Returns the path, or sets `error` and
+// `status` (127 not found, 126 not executable).
+std::optional<std::string> resolve_program(const std::string& program, std::string* error,
+                                           int* status) {
+  auto executable = [](const std::string& path, int* err) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      *err = errno;
+      return false;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      *err = EISDIR;
+      return false;
+    }
+    if (::access(path.c_str(), X_OK) != 0) {
+      *err = errno;
+      return false;
+    }
+    return true;
+  };
+  int err = 0;
+  if (program.find('/') != std::string::npos) {
+    if (executable(program, &err)) return program;
+    *status = err == ENOENT || err == ENOTDIR ? 127 : 126;
+    *error = "cannot run program '" + program + "': " + std::strerror(err) +
+             (*status == 127 ? "; check the path" : "; check its permissions");
+    return std::nullopt;
+  }
+  const char* path_env = std::getenv("PATH");
+  std::string path = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  bool found_unusable = false;
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    size_t end = path.find(':', begin);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(begin, end - begin);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (executable(candidate, &err)) return candidate;
+    if (err != ENOENT && err != ENOTDIR) found_unusable = true;
+    begin = end + 1;
+  }
+  *status = found_unusable ? 126 : 127;
+  *error = found_unusable ? "cannot run program '" + program +
+                                "': found in PATH but not executable; check its permissions"
+                          : "cannot find program '" + program + "' in PATH (" + path +
+                                "); check the spelling or give its path";
+  return std::nullopt;
+}
+
+// Everything a forked child needs, prepared before fork(): after fork() in a
+// process with threads (the registry runs on one) the child may only call
+// async-signal-safe functions, so no allocation happens there.
+struct ExecPlan {
+  std::string path;
+  std::vector<char*> argv;
+  std::vector<std::string> env_storage;
+  std::vector<char*> envp;
+};
+
+// The signal state the launcher changed for itself, to be undone in ranks.
+struct InheritedSignals {
+  sigset_t mask;                 // the mask before the launcher blocked its signals
+  bool sigpipe_ignored = false;  // SIGPIPE was SIG_IGN before the launcher set it so
+};
+
+[[noreturn]] void exec_child(const ExecPlan& plan, pid_t launcher,
+                             const InheritedSignals& inherited, int devnull, int out_w, int err_w,
+                             int report_w) {
+  // Own process group: the launcher signals the whole group, which reaches
+  // helpers the rank started. Also done by the parent to close the race.
+  ::setpgid(0, 0);
+  // If the launcher dies, nothing else would stop the rank.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != launcher) ::_exit(127);
+  if (!inherited.sigpipe_ignored) ::signal(SIGPIPE, SIG_DFL);
+  ::sigprocmask(SIG_SETMASK, &inherited.mask, nullptr);
+  if (::dup2(devnull, STDIN_FILENO) < 0 || ::dup2(out_w, STDOUT_FILENO) < 0 ||
+      ::dup2(err_w, STDERR_FILENO) < 0) {
+    int e = errno;
+    (void)!::write(report_w, &e, sizeof(e));
+    ::_exit(127);
+  }
+  // Keep the registry's sockets and other ranks' pipes out of the rank;
+  // ignored on kernels without close_range (the launcher's own fds are
+  // O_CLOEXEC anyway).
+  ::syscall(SYS_close_range, 3U, ~0U, 4U /* CLOSE_RANGE_CLOEXEC */);
+  ::execve(plan.path.c_str(), plan.argv.data(), plan.envp.data());
+  int e = errno;
+  (void)!::write(report_w, &e, sizeof(e));
+  ::_exit(127);
+}
+
+class Launcher {
+ public:
+  Launcher(const RunOptions& options, std::string program_path, std::string registry_address,
+           std::string secret, const InheritedSignals& inherited, int signal_fd)
+      : options_(options),
+        program_path_(std::move(program_path)),
+        registry_address_(std::move(registry_address)),
+        secret_(std::move(secret)),
+        inherited_(inherited),
+        signal_fd_(signal_fd) {}
+
+  int run();
+
+ private:
+  enum class Phase {
+    kRunning,      // no failure yet
+    kGrace,        // a rank failed or a signal was forwarded: others may finish
+    kTerminating,  // SIGTERM sent; SIGKILL at kill_deadline_
+    kKilled,       // SIGKILL sent; only reaping is left
+  };
+
+  bool start_ranks();
+  bool start_rank(Rank& rank, int devnull);
+  void reap();
+  void on_exit(Rank& rank, int status);
+  void on_signal(int sig);
+  void on_timers(Clock::time_point now);
+  void signal_running(int sig);
+  void begin_grace(const std::string& reason);
+  void begin_terminate();
+  std::vector<uint32_t> running_ranks() const;
+  bool any_stream_open() const;
+  void set_exit_status(int status) {
+    if (!exit_status_) exit_status_ = status;
+  }
+
+  const RunOptions& options_;
+  const std::string program_path_;
+  const std::string registry_address_;
+  const std::string secret_;
+  const InheritedSignals inherited_;
+  const int signal_fd_;
+
+  std::vector<Rank> ranks_;
+  Phase phase_ = Phase::kRunning;
+  Clock::time_point start_;
+  std::optional<Clock::time_point> job_deadline_;
+  Clock::time_point grace_deadline_;
+  Clock::time_point kill_deadline_;
+  std::optional<Clock::time_point> drain_deadline_;
+  std::string grace_reason_;
+  int signals_received_ = 0;
+  std::optional<int> exit_status_;
+};
+
+bool Launcher::start_ranks() {
+  Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!devnull.valid()) {
+    say("cannot open /dev/null for the ranks' stdin: ", std::strerror(errno));
+    set_exit_status(1);
+    return false;
+  }
+  ranks_.resize(options_.ranks);
+  for (uint32_t r = 0; r < options_.ranks; ++r) {
+    ranks_[r].index = r;
+    if (!start_rank(ranks_[r], devnull.get())) return false;
+  }
+  return true;
+}
+
+bool Launcher::start_rank(Rank& rank, int devnull) {
+  ExecPlan plan;
+  plan.path = program_path_;
+  for (const std::string& arg : options_.command)
+    plan.argv.push_back(const_cast<char*>(arg.c_str()));
+  plan.argv.push_back(nullptr);
+  // The job's variables replace any inherited ones (a nested `sluice run`,
+  // or leftovers in the user's shell).
+  static constexpr const char* kJobVars[] = {
+      "SLUICE_RANK=", "SLUICE_WORLD_SIZE=", "SLUICE_REGISTRY=", "SLUICE_SECRET="};
+  for (char** e = environ; *e != nullptr; ++e) {
+    bool replaced = std::any_of(std::begin(kJobVars), std::end(kJobVars), [&](const char* v) {
+      return std::strncmp(*e, v, std::strlen(v)) == 0;
+    });
+    if (!replaced) plan.env_storage.emplace_back(*e);
+  }
+  plan.env_storage.push_back("SLUICE_RANK=" + std::to_string(rank.index));
+  plan.env_storage.push_back("SLUICE_WORLD_SIZE=" + std::to_string(options_.ranks));
+  plan.env_storage.push_back("SLUICE_REGISTRY=" + registry_address_);
+  plan.env_storage.push_back("SLUICE_SECRET=" + secret_);
+  for (std::string& e : plan.env_storage) plan.envp.push_back(e.data());
+  plan.envp.push_back(nullptr);
+
+  Fd out_r, out_w, err_r, err_w, report_r, report_w;
+  if (!make_pipe(&out_r, &out_w) || !make_pipe(&err_r, &err_w) ||
+      !make_pipe(&report_r, &report_w)) {
+    say("cannot create pipes for rank ", rank.index, ": ", std::strerror(errno),
+        "; raise the open-file limit (ulimit -n) or start fewer ranks");
+    set_exit_status(1);
+    return false;
+  }
+  const pid_t launcher = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    say("cannot fork rank ", rank.index, ": ", std::strerror(errno),
+        "; check the process limit (ulimit -u) and free memory");
+    set_exit_status(1);
+    return false;
+  }
+  if (pid == 0) {
+    exec_child(plan, launcher, inherited_, devnull, out_w.get(), err_w.get(), report_w.get());
+  }
+  ::setpgid(pid, pid);  // fails harmlessly if the child already exec'd
+  rank.pid = pid;
+  rank.running = true;
+  out_w.reset();
+  err_w.reset();
+  report_w.reset();
+  for (Stream* s : {&rank.out, &rank.err}) s->prefix = "[" + std::to_string(rank.index) + "] ";
+  rank.out.out_fd = STDOUT_FILENO;
+  rank.err.out_fd = STDERR_FILENO;
+  ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
+  rank.out.fd = std::move(out_r);
+  rank.err.fd = std::move(err_r);
+
+  // EOF means execve succeeded (the pipe is close-on-exec); an int is the
+  // errno of a failed exec.
+  int exec_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(report_r.get(), &exec_errno, sizeof(exec_errno));
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof(exec_errno))) {
+    say("cannot start rank ", rank.index, ": exec of '", program_path_,
+        "' failed: ", std::strerror(exec_errno));
+    set_exit_status(exec_errno == ENOENT ? 127 : 126);
+    // The child is exiting; reap it here so it is not reported a second time.
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    rank.running = false;
+    return false;
+  }
+  return true;
+}
+
+std::vector<uint32_t> Launcher::running_ranks() const {
+  std::vector<uint32_t> out;
+  for (const Rank& r : ranks_) {
+    if (r.running) out.push_back(r.index);
+  }
+  return out;
+}
+
+bool Launcher::any_stream_open() const {
+  return std::any_of(ranks_.begin(), ranks_.end(),
+                     [](const Rank& r) { return r.out.fd.valid() || r.err.fd.valid(); });
+}
+
+void Launcher::signal_running(int sig) {
+  for (Rank& r : ranks_) {
+    if (!r.running) continue;
+    // The pid is not reaped yet, so neither it nor its group id can have
+    // been reused.
+    if (::kill(-r.pid, sig) != 0) ::kill(r.pid, sig);
+    r.signalled = true;
+  }
+}
+
+void Launcher::begin_grace(const std::string& reason) {
+  if (phase_ != Phase::kRunning) return;
+  grace_reason_ = reason;
+  phase_ = Phase::kGrace;
+  grace_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(options_.grace_seconds));
+}
+
+void Launcher::begin_terminate() {
+  signal_running(SIGTERM);
+  phase_ = Phase::kTerminating;
+  kill_deadline_ = Clock::now() + kKillDelay;
+}
+
+void Launcher::reap() {
+  for (Rank& r : ranks_) {
+    if (!r.running) continue;
+    int status = 0;
+    pid_t got;
+    do {
+      got = ::waitpid(r.pid, &status, WNOHANG);
+    } while (got < 0 && errno == EINTR);
+    if (got == r.pid) on_exit(r, status);
+  }
+}
+
+void Launcher::on_exit(Rank& rank, int status) {
+  rank.running = false;
+  // Its last words come before the launcher's report about it.
+  rank.out.pump();
+  rank.err.pump();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    log::debug("rank ", rank.index, " exited with status 0");
+    return;
+  }
+  int failure = 0;
+  if (WIFEXITED(status)) {
+    failure = WEXITSTATUS(status);
+    say("rank ", rank.index, " exited with status ", failure);
+  } else if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    failure = 128 + sig;
+    if (rank.signalled) {
+      // The launcher already said why it signalled the ranks.
+      log::info("rank ", rank.index, " was killed by signal ", sig, " (", signal_name(sig), ")");
+      return;
+    }
+    say("rank ", rank.index, " was killed by signal ", sig, " (", signal_name(sig), ")");
+  } else {
+    return;  // stopped or continued: not reported without WUNTRACED
+  }
+  set_exit_status(failure);
+  begin_grace("rank " + std::to_string(rank.index) + " failed");
+}
+
+void Launcher::on_signal(int sig) {
+  ++signals_received_;
+  std::vector<uint32_t> running = running_ranks();
+  if (running.empty()) return;
+  set_exit_status(128 + sig);
+  if (signals_received_ > 1 || phase_ == Phase::kTerminating) {
+    say("received ", signal_name(sig), " again; killing ", ranks_text(running), " with SIGKILL");
+    signal_running(SIGKILL);
+    phase_ = Phase::kKilled;
+    return;
+  }
+  say("received ", signal_name(sig), "; forwarded it to ", ranks_text(running), "; waiting up to ",
+      seconds_text(options_.grace_seconds), " s for them to exit (send it again to kill them now)");
+  signal_running(sig);
+  begin_grace(signal_name(sig) + " was forwarded to them");
+}
+
+void Launcher::on_timers(Clock::time_point now) {
+  std::vector<uint32_t> running = running_ranks();
+  if (running.empty()) return;
+  if (job_deadline_ && now >= *job_deadline_ &&
+      (phase_ == Phase::kRunning || phase_ == Phase::kGrace)) {
+    say("timed out after ", seconds_text(options_.timeout_seconds),
+        " s; ranks still running: ", rank_list(running), "; sending SIGTERM, then SIGKILL after ",
+        kKillDelay.count(), " s");
+    set_exit_status(124);
+    begin_terminate();
+    return;
+  }
+  if (phase_ == Phase::kGrace && now >= grace_deadline_) {
+    say(ranks_text(running), " still running ", seconds_text(options_.grace_seconds), " s after ",
+        grace_reason_, "; sending SIGTERM, then SIGKILL after ", kKillDelay.count(), " s");
+    begin_terminate();
+    return;
+  }
+  if (phase_ == Phase::kTerminating && now >= kill_deadline_) {
+    say(ranks_text(running), " did not exit ", kKillDelay.count(),
+        " s after SIGTERM; sending SIGKILL");
+    signal_running(SIGKILL);
+    phase_ = Phase::kKilled;
+  }
+}
+
+int Launcher::run() {
+  start_ = Clock::now();
+  if (options_.timeout_seconds > 0) {
+    job_deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(options_.timeout_seconds));
+  }
+  if (!start_ranks()) {
+    // Ranks already started would wait for the missing one until their own
+    // timeout; stop them now instead of granting a grace period.
+    if (std::vector<uint32_t> started = running_ranks(); !started.empty()) {
+      say("stopping ", ranks_text(started), ", which had already started, with SIGTERM");
+      begin_terminate();
+    }
+  }
+  reap();  // a rank may have exited before the loop watches SIGCHLD
+
+  std::vector<pollfd> fds;
+  std::vector<Stream*> streams;
+  while (true) {
+    const bool ranks_left = !running_ranks().empty();
+    if (!ranks_left && !drain_deadline_) drain_deadline_ = Clock::now() + kDrainDelay;
+    if (!ranks_left && (!any_stream_open() || Clock::now() >= *drain_deadline_)) break;
+
+    // The nearest deadline bounds the wait; without one, wait for events.
+    std::optional<Clock::time_point> next;
+    auto consider = [&](Clock::time_point t) {
+      if (!next || t < *next) next = t;
+    };
+    if (ranks_left) {
+      if (job_deadline_ && (phase_ == Phase::kRunning || phase_ == Phase::kGrace))
+        consider(*job_deadline_);
+      if (phase_ == Phase::kGrace) consider(grace_deadline_);
+      if (phase_ == Phase::kTerminating) consider(kill_deadline_);
+    } else {
+      consider(*drain_deadline_);
+    }
+    int timeout_ms = -1;
+    if (next) {
+      auto wait = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(wait, 0, 60'000));
+    }
+
+    fds.clear();
+    streams.clear();
+    fds.push_back({signal_fd_, POLLIN, 0});
+    for (Rank& r : ranks_) {
+      for (Stream* s : {&r.out, &r.err}) {
+        if (!s->fd.valid()) continue;
+        fds.push_back({s->fd.get(), POLLIN, 0});
+        streams.push_back(s);
+      }
+    }
+    int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (ready < 0 && errno != EINTR) {
+      // Without poll the launcher can watch nothing; end the job rather
+      // than spin.
+      say("poll failed: ", std::strerror(errno), "; killing ", ranks_text(running_ranks()));
+      signal_running(SIGKILL);
+      set_exit_status(1);
+      for (Rank& r : ranks_) {
+        while (r.running && ::waitpid(r.pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
+        r.running = false;
+      }
+      break;
+    }
+    if (ready > 0) {
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (fds[i].revents != 0) streams[i - 1]->pump();
+      }
+      if (fds[0].revents & POLLIN) {
+        signalfd_siginfo info;
+        bool child_exited = false;
+        while (::read(signal_fd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+          if (info.ssi_signo == SIGCHLD) {
+            child_exited = true;
+          } else {
+            on_signal(static_cast<int>(info.ssi_signo));
+          }
+        }
+        // SIGCHLDs coalesce, so every unreaped rank is checked.
+        if (child_exited) reap();
+      }
+    }
+    on_timers(Clock::now());
+  }
+  for (Rank& r : ranks_) {
+    r.out.flush();
+    r.err.flush();
+  }
+
+  if (exit_status_) return *exit_status_;
+  char elapsed[32];
+  std::snprintf(elapsed, sizeof(elapsed), "%.2f",
+                std::chrono::duration<double>(Clock::now() - start_).count());
+  log::info("all ", options_.ranks, " ranks exited with status 0 after ", elapsed, " s");
+  return 0;
+}
+
+// Opens /dev/null on any of fds 0-2 that is closed, so that pipes created
+// later never land there and get clobbered when a child dup2()s its stdio.
+void ensure_stdio_open() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (opened >= 0 && opened != fd) {
+        ::dup2(opened, fd);
+        ::close(opened);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int run_job(const RunOptions& options) {
+  if (options.ranks < 1) {
+    say("-n ", options.ranks, ": the number of ranks must be at least 1");
+    return 2;
+  }
+  if (options.command.empty()) {
+    say("no program given; usage: sluice run -n N [options] -- PROGRAM [ARGS...]");
+    return 2;
+  }
+  if (!(options.grace_seconds >= 0) || !std::isfinite(options.grace_seconds)) {
+    say("--grace ", options.grace_seconds, ": must be a number of seconds >= 0");
+    return 2;
+  }
+  if (!(options.timeout_seconds >= 0) || !std::isfinite(options.timeout_seconds)) {
+    say("--timeout ", options.timeout_seconds,
+        ": must be a number of seconds > 0 (or 0 for no limit)");
+    return 2;
+  }
+  if (options.bind_host.empty()) {
+    say("--bind needs a host address, e.g. 127.0.0.1 or this host's address on the fast network");
+    return 2;
+  }
+  ensure_stdio_open();
+  log::set_tag("run");
+
+  std::string resolve_error;
+  int resolve_status = 127;
+  std::optional<std::string> program =
+      resolve_program(options.command[0], &resolve_error, &resolve_status);
+  if (!program) {
+    say(resolve_error);
+    return resolve_status;
+  }
+
+  control::RegistryOptions registry_options;
+  registry_options.bind_host = options.bind_host;
+  registry_options.port = 0;
+  registry_options.world_size = options.ranks;
+  try {
+    registry_options.heartbeat_timeout = peer_timeout_from_env();
+    registry_options.secret = random_secret();
+  } catch (const Error& e) {
+    say(e.what());
+    return 2;
+  }
+
+  // Block the signals the launcher waits for before any thread exists, so
+  // that the registry thread inherits the mask and they all arrive through
+  // the signalfd. Children restore the original mask before exec.
+  InheritedSignals inherited;
+  sigset_t wanted;
+  sigemptyset(&wanted);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&wanted, sig);
+  pthread_sigmask(SIG_BLOCK, &wanted, &inherited.mask);
+  // A reader of our stdout that went away must not kill the launcher while
+  // ranks still run; writes then fail with EPIPE and are dropped.
+  inherited.sigpipe_ignored = ::signal(SIGPIPE, SIG_IGN) == SIG_IGN;
+  Fd signal_fd(::signalfd(-1, &wanted, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signal_fd.valid()) {
+    say("cannot create a signalfd: ", std::strerror(errno));
+    return 1;
+  }
+
+  std::unique_ptr<control::RegistryServer> registry;
+  try {
+    registry = std::make_unique<control::RegistryServer>(registry_options);
+  } catch (const std::exception& e) {
+    say("cannot start the job registry on ", options.bind_host, ": ", e.what(),
+        "; check that --bind names an address of this host");
+    return 1;
+  }
+  const std::string address = registry->address();
+  // Stops and joins the registry however the launcher returns.
+  struct RegistryThread {
+    control::RegistryServer& server;
+    std::thread thread;
+    ~RegistryThread() {
+      server.stop();
+      thread.join();
+    }
+  } registry_thread{*registry, std::thread([&server = *registry] {
+                      try {
+                        server.run();
+                      } catch (const std::exception& e) {
+                        log::error("the job registry stopped: ", e.what(),
+                                   "; ranks that need it will fail");
+                      }
+                    })};
+  log::info("registry at ", address, "; starting ", options.ranks, " ranks of ", *program);
+
+  return Launcher(options, *program, address, registry_options.secret, inherited, signal_fd.get())
+      .run();
+}
+
+void add_run_command(CLI::App& app) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* sub =
+      app.add_subcommand("run", "Start a job on this host: a registry and N ranks of a program");
+  sub->footer(
+      "Usage: sluice run -n N [--timeout S] [--grace S] [--bind HOST] -- PROGRAM [ARGS...]");
+  // Everything after the program name belongs to the program, even when it
+  // looks like an option, so `--` is optional.
+  sub->positionals_at_end();
+  sub->add_option("-n,--ranks", options->ranks, "Number of ranks to start (at least 1)")
+      ->required();
+  sub->add_option(
+      "--timeout", options->timeout_seconds,
+      "Kill the job and exit 124 if it runs longer than this many seconds (default 0: no limit)");
+  sub->add_option("--grace", options->grace_seconds,
+                  "After a rank fails, seconds the others get to exit on their own before SIGTERM")
+      ->capture_default_str();
+  sub->add_option("--bind", options->bind_host, "Address the job's registry listens on")
+      ->capture_default_str();
+  sub->add_option("command", options->command, "The program each rank runs, and its arguments");
+  sub->callback([options] {
+    int status = run_job(*options);
+    if (status != 0) throw CLI::RuntimeError(status);
+  });
+}
+
+}  // namespace sluice::tool

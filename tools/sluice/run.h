@@ -1,0 +1,51 @@
+// The launcher behind `sluice run`: one job on this host. It starts the job's
+// registry in-process, starts N ranks of a program with SLUICE_RANK,
+// SLUICE_WORLD_SIZE, SLUICE_REGISTRY and SLUICE_SECRET set, prefixes each
+// line they print with "[<rank>] ", and waits for them.
+//
+// Failure policy: when a rank exits non-zero or is killed by a signal, the
+// others get `grace` to notice the lost peer and exit on their own; then they
+// get SIGTERM and, 2 s later, SIGKILL. SIGINT, SIGTERM and SIGHUP sent to the
+// launcher are forwarded to every rank and then handled the same way (a
+// second one kills the ranks at once). Every rank runs in its own process
+// group, which is what the launcher signals, so helpers a rank started (e.g.
+// under `sh -c`) are stopped with it; a rank dies with SIGKILL if the launcher
+// itself dies.
+//
+// Thread safety: run_job blocks SIGCHLD, SIGINT, SIGTERM and SIGHUP for the
+// calling thread and ignores SIGPIPE; call it from the main thread before any
+// other thread starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sluice::tool {
+
+struct RunOptions {
+  // Number of ranks; REQUIRES: >= 1.
+  uint32_t ranks = 0;
+  // The program (a path, or a name looked up in PATH) and its arguments.
+  // REQUIRES: not empty.
+  std::vector<std::string> command;
+  // Kill the job if it runs longer than this; 0 means no limit (default).
+  double timeout_seconds = 0;
+  // After a rank fails, how long the others may take to exit on their own
+  // before they get SIGTERM. Default 10 s.
+  double grace_seconds = 10;
+  // Address the registry binds and the ranks connect to. Default 127.0.0.1.
+  std::string bind_host = "127.0.0.1";
+};
+
+// Runs the job to completion and returns the launcher's exit status:
+//   0        every rank exited 0;
+//   S        the first rank that failed on its own exited with status S,
+//   128+N    ... or was killed by signal N, or the launcher received signal N;
+//   124      the job ran past timeout_seconds;
+//   126/127  the program could not be executed / was not found;
+//   1 or 2   the launcher itself could not start the job (message printed).
+// Diagnostics go to stderr prefixed "sluice run: ".
+int run_job(const RunOptions& options);
+
+}  // namespace sluice::tool

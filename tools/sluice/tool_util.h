@@ -1,0 +1,72 @@
+// Small helpers shared by the `sluice` subcommands: owned fds, job secrets, settings read
+// from the environment, whole-line writes and signal names.
+//
+// Thread safety: every function may be called from any thread.
+#pragma once
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace sluice::tool {
+
+// An owned file descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// A fresh job secret: 128 random bits from getrandom(2) as 32 lowercase hex
+// digits. Throws sluice::Error(kResource) if the kernel gives no randomness.
+std::string random_secret();
+
+// The registry's heartbeat timeout: SLUICE_PEER_TIMEOUT_MS if set, else 5000 ms.
+// Throws sluice::Error(kInvalidArgument) naming the variable if it is set but
+// not a whole number of milliseconds in [1, 86400000].
+std::chrono::milliseconds peer_timeout_from_env();
+
+// Splits "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT". A bare IPv6 address
+// (more than one ':') is all host. Port defaults to `default_port`. Throws
+// sluice::Error(kInvalidArgument) naming `what` on an empty host or a bad port.
+void split_host_port(const std::string& text, const char* what, uint16_t default_port,
+                     std::string* host, uint16_t* port);
+
+// Writes all of `data` to `fd` with as few write(2) calls as the kernel
+// allows, so that lines written in one call never interleave mid-line with
+// other writers of the same pipe (up to PIPE_BUF bytes, and with any other
+// writer in this process that also writes whole lines). Retries on EINTR and
+// waits on a non-blocking fd; returns false if the reader is gone (EPIPE) or
+// another error stops it.
+bool write_all(int fd, std::string_view data);
+
+// "SIGKILL" for 9; "SIG<n>" for numbers without a name.
+std::string signal_name(int sig);
+
+// Strictly parses a decimal integer in [min, max]; false on anything else
+// (empty, sign where none allowed, trailing characters, overflow).
+bool parse_int(std::string_view text, int64_t min, int64_t max, int64_t* out);
+
+}  // namespace sluice::tool
