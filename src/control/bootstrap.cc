@@ -65,8 +65,7 @@ uint32_t parse_count(const std::string& name, const std::string& value, const ch
 
 }  // namespace
 
-void parse_host_port(const std::string& text, const char* what, std::string* host,
-                     uint16_t* port) {
+void parse_host_port(const std::string& text, const char* what, std::string* host, uint16_t* port) {
   auto fail = [&](const std::string& why) {
     throw Error(ErrorCode::kBootstrap,
                 log::cat(what, "='", text, "' is not host:port (", why,
@@ -111,7 +110,8 @@ BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int
   std::string world_from = "the options";
   if (override_rank >= 0) {
     if (override_rank > std::numeric_limits<int32_t>::max()) {
-      throw Error(ErrorCode::kBootstrap, log::cat("rank ", override_rank, " (from the options) is too large"));
+      throw Error(ErrorCode::kBootstrap,
+                  log::cat("rank ", override_rank, " (from the options) is too large"));
     }
     info.rank = static_cast<uint32_t>(override_rank);
   } else if (source != nullptr) {
@@ -139,7 +139,8 @@ BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int
     }
     if (value == nullptr) {
       std::string names;
-      for (const char* var : source->size_vars) names += (names.empty() ? "" : " or ") + std::string(var);
+      for (const char* var : source->size_vars)
+        names += (names.empty() ? "" : " or ") + std::string(var);
       throw Error(ErrorCode::kBootstrap,
                   log::cat(source->rank_var, " is set but ", names,
                            " is not, so the world size is unknown; set it, or ", kHowToJoin));
@@ -152,16 +153,16 @@ BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int
                          kHowToJoin));
   }
   if (info.world_size < 1) {
-    throw Error(ErrorCode::kBootstrap,
-                log::cat("world size 0 (from ", world_from, ") is invalid: a job has at least one rank"));
+    throw Error(ErrorCode::kBootstrap, log::cat("world size 0 (from ", world_from,
+                                                ") is invalid: a job has at least one rank"));
   }
   if (info.rank >= info.world_size) {
     throw Error(ErrorCode::kBootstrap,
                 log::cat("rank ", info.rank, " (from ", rank_from, ") is not below the world size ",
                          info.world_size, " (from ", world_from, ")"));
   }
-  info.source = source != nullptr && (override_rank < 0 || override_world < 0) ? source->label
-                                                                               : "options";
+  info.source =
+      source != nullptr && (override_rank < 0 || override_world < 0) ? source->label : "options";
 
   // Registry address.
   if (!override_registry.empty()) {

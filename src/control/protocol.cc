@@ -41,18 +41,30 @@ bool decode_peer(Reader* r, PeerEventMsg* m) {
 
 std::string to_string(MsgType type) {
   switch (type) {
-    case MsgType::kHello: return "HELLO";
-    case MsgType::kWelcome: return "WELCOME";
-    case MsgType::kError: return "ERROR";
-    case MsgType::kOk: return "OK";
-    case MsgType::kDeclare: return "DECLARE";
-    case MsgType::kPut: return "PUT";
-    case MsgType::kGet: return "GET";
-    case MsgType::kValue: return "VALUE";
-    case MsgType::kBarrier: return "BARRIER";
-    case MsgType::kHeartbeat: return "HEARTBEAT";
-    case MsgType::kLeave: return "LEAVE";
-    case MsgType::kPeerEvent: return "PEER_EVENT";
+    case MsgType::kHello:
+      return "HELLO";
+    case MsgType::kWelcome:
+      return "WELCOME";
+    case MsgType::kError:
+      return "ERROR";
+    case MsgType::kOk:
+      return "OK";
+    case MsgType::kDeclare:
+      return "DECLARE";
+    case MsgType::kPut:
+      return "PUT";
+    case MsgType::kGet:
+      return "GET";
+    case MsgType::kValue:
+      return "VALUE";
+    case MsgType::kBarrier:
+      return "BARRIER";
+    case MsgType::kHeartbeat:
+      return "HEARTBEAT";
+    case MsgType::kLeave:
+      return "LEAVE";
+    case MsgType::kPeerEvent:
+      return "PEER_EVENT";
   }
   return log::cat("type ", static_cast<unsigned>(type));
 }

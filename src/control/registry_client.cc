@@ -78,8 +78,10 @@ std::string PeerTable::describe(uint32_t rank) const {
     case kAlive:
       if (registry_lost()) return s + " is in an unknown state: " + registry_reason_;
       return s + " is alive";
-    case kLeft: return s + " left the job";
-    case kDied: return s + " died: " + reasons_[rank];
+    case kLeft:
+      return s + " left the job";
+    case kDied:
+      return s + " died: " + reasons_[rank];
   }
   return s;
 }
@@ -227,10 +229,11 @@ void RegistryClient::Impl::open_socket(Deadline deadline) {
       // are retried like a refused connection.
       last_error = gai_strerror(rc);
     } else {
-      throw Error(ErrorCode::kBootstrap,
-                  log::cat("cannot resolve the registry host '", info.registry_host,
-                           "': ", gai_strerror(rc),
-                           "; check SLUICE_REGISTRY (host:port of `sluice registry` or `sluice run`)"));
+      throw Error(
+          ErrorCode::kBootstrap,
+          log::cat("cannot resolve the registry host '", info.registry_host,
+                   "': ", gai_strerror(rc),
+                   "; check SLUICE_REGISTRY (host:port of `sluice registry` or `sluice run`)"));
     }
     if (Clock::now() + backoff >= deadline) {
       throw Error(ErrorCode::kTimeout,
@@ -256,7 +259,8 @@ void RegistryClient::Impl::handshake(Deadline deadline) {
   HelloMsg hello{info.rank, info.world_size, local_host_name(), static_cast<uint32_t>(::getpid()),
                  info.secret};
   send_frame(make_frame(MsgType::kHello, 0, encode(hello)));
-  const std::string refused = log::cat("the registry at ", address, " refused rank ", info.rank, ": ");
+  const std::string refused =
+      log::cat("the registry at ", address, " refused rank ", info.rank, ": ");
   char buf[64 * 1024];
   for (;;) {
     Frame f;
@@ -310,17 +314,18 @@ void RegistryClient::Impl::handshake(Deadline deadline) {
       throw Error(ErrorCode::kRegistry, log::cat("poll failed: ", std::strerror(errno)));
     }
     if (rc == 0 && Clock::now() >= deadline) {
-      throw Error(ErrorCode::kTimeout,
-                  log::cat("the registry at ", address, " accepted the connection but did not "
-                           "answer HELLO within ", options.connect_timeout.count(),
-                           " ms; is something else listening on that port?"));
+      throw Error(ErrorCode::kTimeout, log::cat("the registry at ", address,
+                                                " accepted the connection but did not "
+                                                "answer HELLO within ",
+                                                options.connect_timeout.count(),
+                                                " ms; is something else listening on that port?"));
     }
     if (rc <= 0) continue;
     const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n == 0) {
-      throw Error(ErrorCode::kRegistry,
-                  log::cat("the registry at ", address, " closed the connection during HELLO; "
-                           "check its log"));
+      throw Error(ErrorCode::kRegistry, log::cat("the registry at ", address,
+                                                 " closed the connection during HELLO; "
+                                                 "check its log"));
     }
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
@@ -339,8 +344,8 @@ void RegistryClient::Impl::send_frame(const std::string& frame) {
     if (n >= 0) {
       off += static_cast<size_t>(n);
     } else if (errno != EINTR) {
-      throw Error(ErrorCode::kRegistry,
-                  log::cat("lost the registry at ", address, ": send failed: ", std::strerror(errno)));
+      throw Error(ErrorCode::kRegistry, log::cat("lost the registry at ", address,
+                                                 ": send failed: ", std::strerror(errno)));
     }
   }
 }
@@ -511,7 +516,8 @@ void RegistryClient::Impl::shut_down() {
     // destructor; the frame is tiny, so it fits unless the socket is wedged.
     const std::string leave = make_frame(MsgType::kLeave, 0, "");
     std::lock_guard<std::mutex> lock(send_mu);
-    [[maybe_unused]] ssize_t n = ::send(fd, leave.data(), leave.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    [[maybe_unused]] ssize_t n =
+        ::send(fd, leave.data(), leave.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
   // Half-close: the registry reads LEAVE, then EOF, and closes its side,
   // which ends the control thread's wait.
@@ -552,9 +558,9 @@ PeerTable& RegistryClient::peers() { return impl_->peers; }
 void RegistryClient::declare_flow(const std::string& name, const std::string& canonical,
                                   const std::vector<uint32_t>& participants, Deadline deadline) {
   const std::string what = log::cat("declaring flow '", name, "'");
-  const auto r = impl_->call(MsgType::kDeclare,
-                             encode(DeclareMsg{name, canonical, participants, timeout_ms(deadline)}),
-                             deadline, what);
+  const auto r = impl_->call(
+      MsgType::kDeclare, encode(DeclareMsg{name, canonical, participants, timeout_ms(deadline)}),
+      deadline, what);
   impl_->expect(r, MsgType::kOk, what);
 }
 
@@ -579,8 +585,8 @@ std::string RegistryClient::get(const std::string& key, Deadline deadline, int64
 
 void RegistryClient::barrier(const std::string& name, Deadline deadline) {
   const std::string what = log::cat("barrier '", name, "'");
-  const auto r =
-      impl_->call(MsgType::kBarrier, encode(BarrierMsg{name, timeout_ms(deadline)}), deadline, what);
+  const auto r = impl_->call(MsgType::kBarrier, encode(BarrierMsg{name, timeout_ms(deadline)}),
+                             deadline, what);
   impl_->expect(r, MsgType::kOk, what);
 }
 

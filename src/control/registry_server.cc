@@ -284,10 +284,14 @@ std::string RegistryServer::Impl::describe(uint32_t r) const {
   std::string s = log::cat("rank ", r);
   if (!info.host.empty()) s += log::cat(" (", info.host, ", pid ", info.pid, ")");
   switch (info.state) {
-    case RankState::kAbsent: return s + " has not joined";
-    case RankState::kAlive: return s + " is alive";
-    case RankState::kLeft: return s + " left the job";
-    case RankState::kDied: return s + " died: " + info.reason;
+    case RankState::kAbsent:
+      return s + " has not joined";
+    case RankState::kAlive:
+      return s + " is alive";
+    case RankState::kLeft:
+      return s + " left the job";
+    case RankState::kDied:
+      return s + " died: " + info.reason;
   }
   return s;
 }
@@ -397,16 +401,16 @@ void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::str
   } else {
     log::warn("registry: ", who);
   }
-  broadcast(PeerEventMsg{r, state == RankState::kLeft ? PeerState::kLeft : PeerState::kDied,
-                         reason, info.host, info.pid},
+  broadcast(PeerEventMsg{r, state == RankState::kLeft ? PeerState::kLeft : PeerState::kDied, reason,
+                         info.host, info.pid},
             gone_conn);
 
   // Nothing that needs every rank can complete any more.
   for (auto& [name, b] : barriers) {
     for (auto& [gen, arrived] : b.generations) {
       for (auto& [q, w] : arrived) {
-        reply_error(w, ErrorCode::kPeerLost, log::cat("barrier '", name, "' cannot complete: ", who),
-                    r);
+        reply_error(w, ErrorCode::kPeerLost,
+                    log::cat("barrier '", name, "' cannot complete: ", who), r);
         if (b.calls[q] == gen + 1) --b.calls[q];
       }
     }
@@ -440,8 +444,8 @@ void RegistryServer::Impl::accept_all(TimePoint now) {
   for (;;) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len,
-                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd =
+        ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -520,10 +524,14 @@ void RegistryServer::Impl::handle_frame(Conn& c, const Frame& f, TimePoint now) 
     return;
   }
   switch (type) {
-    case MsgType::kDeclare: return on_declare(c, f, now);
-    case MsgType::kPut: return on_put(c, f);
-    case MsgType::kGet: return on_get(c, f, now);
-    case MsgType::kBarrier: return on_barrier(c, f, now);
+    case MsgType::kDeclare:
+      return on_declare(c, f, now);
+    case MsgType::kPut:
+      return on_put(c, f);
+    case MsgType::kGet:
+      return on_get(c, f, now);
+    case MsgType::kBarrier:
+      return on_barrier(c, f, now);
     case MsgType::kHeartbeat:
       if (!f.payload.empty()) refuse(c, ErrorCode::kProtocol, "malformed HEARTBEAT message", req);
       return;
@@ -577,8 +585,7 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
   c.rank = m.rank;
   c.deadline = kNever;
   info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now};
-  log::info("registry: rank ", m.rank, " joined from ", m.host, " (pid ", m.pid, ", ", c.peer,
-            ")");
+  log::info("registry: rank ", m.rank, " joined from ", m.host, " (pid ", m.pid, ", ", c.peer, ")");
 
   WelcomeMsg welcome;
   welcome.heartbeat_ms = static_cast<uint32_t>(opt.heartbeat_timeout.count());
@@ -657,10 +664,10 @@ void RegistryServer::Impl::on_declare(Conn& c, const Frame& f, TimePoint now) {
   }
   for (uint32_t p : missing) {
     if (lost(p)) {
-      reply_error(w, ErrorCode::kPeerLost,
-                  log::cat("flow '", m.name, "' cannot be declared by every participant: ",
-                           describe(p)),
-                  p);
+      reply_error(
+          w, ErrorCode::kPeerLost,
+          log::cat("flow '", m.name, "' cannot be declared by every participant: ", describe(p)),
+          p);
       return;
     }
   }
@@ -751,9 +758,12 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
     RankInfo& info = ranks[r];
     if (info.state != RankState::kAlive || now - info.last_seen < opt.heartbeat_timeout) continue;
     const uint64_t conn_id = info.conn_id;
-    lose_rank(r, RankState::kDied,
-              log::cat("no heartbeat for ", opt.heartbeat_timeout.count(), " ms"));
+    const std::string reason = log::cat("no heartbeat for ", opt.heartbeat_timeout.count(), " ms");
+    lose_rank(r, RankState::kDied, reason);
     if (Conn* c = find_conn(conn_id)) c->dead = true;
+    // The process may still exist (stopped, or hung with its control thread);
+    // whoever launched it should stop it.
+    if (opt.on_silent_rank) opt.on_silent_rank(r, reason);
   }
 
   for (auto& [name, flow] : flows) {
@@ -778,9 +788,9 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
                   ? log::cat(" (its owner rank ", o, " has not joined)")
                   : log::cat(" (its owner ", describe(o), " but has not put it)");
     }
-    reply_error(g.waiter, ErrorCode::kTimeout,
-                log::cat("key '", g.key, "' was not put within ", g.waiter.timeout_ms, " ms",
-                         owner));
+    reply_error(
+        g.waiter, ErrorCode::kTimeout,
+        log::cat("key '", g.key, "' was not put within ", g.waiter.timeout_ms, " ms", owner));
     return true;
   });
   for (auto& [name, b] : barriers) {
@@ -811,7 +821,8 @@ TimePoint RegistryServer::Impl::next_timer() const {
   TimePoint next = kNever;
   for (const auto& [id, c] : conns) next = std::min(next, c->deadline);
   for (const RankInfo& info : ranks) {
-    if (info.state == RankState::kAlive) next = std::min(next, info.last_seen + opt.heartbeat_timeout);
+    if (info.state == RankState::kAlive)
+      next = std::min(next, info.last_seen + opt.heartbeat_timeout);
   }
   for (const auto& [name, flow] : flows) {
     for (const Waiter& w : flow.waiters) next = std::min(next, w.deadline);

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,6 +36,10 @@ struct RegistryOptions {
   uint32_t world_size = 0;
   // A joined rank silent for this long is reported died. Default 5000 ms.
   std::chrono::milliseconds heartbeat_timeout{5000};
+  // Called on the registry's thread when a joined rank is declared died for
+  // silence (its process may still exist, stopped or hung). Must not block.
+  // `sluice run` uses it to stop such a rank. Default: none.
+  std::function<void(uint32_t rank, const std::string& reason)> on_silent_rank;
 };
 
 class RegistryServer {

@@ -124,6 +124,33 @@ TEST(ShuffleFlowFaultTest, KillNineOfOneRankMakesTheOthersReportPeerLostInTime) 
   EXPECT_LT(r.seconds, 60) << "the job should end soon after the kill, not at its timeout";
 }
 
+TEST(ShuffleFlowFaultTest, StoppedRankIsReportedLostWhenItsHeartbeatsStop) {
+  char stamp[] = "/tmp/sluice-stop-stamp-XXXXXX";
+  int fd = ::mkstemp(stamp);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  // A 1 s peer timeout keeps the test short; the default is 5 s.
+  auto r = run_job(3,
+                   {"--sources", "0,1,2", "--targets", "0,1,2", "--tuples", "50000000", "--kill-rank", "2",
+                    "--kill-after", "100000", "--kill-signal", "STOP", "--kill-stamp", stamp, "--expect-peer-lost",
+                    "2"},
+                   {"--grace", "20"}, {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
+  ::unlink(stamp);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  std::regex detected("PEERLOST detected in (-?[0-9]+) ms: .*rank 2.*no heartbeat");
+  int survivors = 0;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, detected)) {
+      ++survivors;
+      EXPECT_LT(std::stol(m[1]), 1000 + 4000) << "the peer timeout is 1 s: " << line;
+    }
+  }
+  EXPECT_EQ(survivors, 2) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+}
+
 TEST(ShuffleFlowTest, JoinOutsideAJobSaysHowToLaunch) {
   auto r = run_process({"/usr/bin/env", "-u", "SLUICE_RANK", "-u", "SLUICE_WORLD_SIZE", "-u", "SLUICE_REGISTRY", "-u",
                         "SLURM_PROCID", "-u", "OMPI_COMM_WORLD_RANK", "-u", "PMIX_RANK", "-u", "RANK",

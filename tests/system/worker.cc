@@ -5,7 +5,7 @@
 //
 //   sluice-test-worker --sources 0,1 --targets 2,3 --slots 2 --tuples 100000
 //       [--bytes] [--latency] [--slow-consumer-us N] [--segment-bytes B]
-//       [--ring-segments S] [--kill-rank R --kill-after N --kill-stamp FILE]
+//       [--ring-segments S] [--kill-rank R --kill-after N --kill-stamp FILE [--kill-signal KILL|STOP]]
 //       [--expect-peer-lost R] [--record-size-on-rank R:SIZE]
 #include <sluice/sluice.h>
 
@@ -48,6 +48,7 @@ struct Args {
   uint32_t segment_bytes = 0;
   uint32_t ring_segments = 0;
   int64_t kill_rank = -1;
+  int kill_signal = SIGKILL;
   uint64_t kill_after = 0;
   std::string kill_stamp;
   int64_t expect_lost = -1;
@@ -81,6 +82,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--ring-segments") a.ring_segments = std::stoul(v);
     else if (k == "--kill-rank") a.kill_rank = std::stoll(v);
     else if (k == "--kill-after") a.kill_after = std::stoull(v);
+    else if (k == "--kill-signal") a.kill_signal = v == "STOP" ? SIGSTOP : SIGKILL;
     else if (k == "--kill-stamp") a.kill_stamp = v;
     else if (k == "--expect-peer-lost") a.expect_lost = std::stoll(v);
     else if (k == "--wide-on-rank") a.wide_rank = std::stoll(v);
@@ -150,7 +152,9 @@ void run_source(const Args& a, sluice::Cluster& c, Out out, uint32_t source_inde
       if (!a.kill_stamp.empty()) {
         std::ofstream(a.kill_stamp) << realtime_ns() << "\n";
       }
-      ::raise(SIGKILL);
+      // SIGSTOP freezes the whole process, heart-beats included: the peers
+      // must notice the silence. SIGKILL closes its sockets at once.
+      ::raise(a.kill_signal);
     }
     const uint64_t key = sluice::detail::mix64(i * 0x9e3779b97f4a7c15ULL + source_index);
     const uint64_t value = uint64_t{source_index} << 32 | i;
@@ -312,8 +316,13 @@ int main(int argc, char** argv) {
     if (a.expect_lost >= 0) {
       // Fault test: this rank must have seen PeerLost naming the killed rank.
       const std::string needle = "rank " + std::to_string(a.expect_lost);
-      bool named = false;
-      for (const auto& m : sh.lost) named |= m.find(needle) != std::string::npos;
+      // Other endpoints may fail second-hand (a source that gave up is
+      // destroyed without close()); at least one must name the lost rank.
+      const std::string* naming = nullptr;
+      for (const auto& m : sh.lost) {
+        if (m.find(needle) != std::string::npos) naming = &m;
+      }
+      const bool named = naming != nullptr;
       double detect_ms = -1;
       if (!a.kill_stamp.empty()) {
         std::ifstream in(a.kill_stamp);
@@ -330,7 +339,7 @@ int main(int argc, char** argv) {
         for (auto& e : sh.errors) std::printf("  error: %s\n", e.c_str());
         return 1;
       }
-      std::printf("PEERLOST detected in %.0f ms: %s\n", detect_ms, sh.lost[0].c_str());
+      std::printf("PEERLOST detected in %.0f ms: %s\n", detect_ms, naming->c_str());
       return 0;
     }
 

@@ -21,9 +21,10 @@ std::string bootstrap_error(const Env& env) {
 }
 
 TEST(BootstrapTest, ReadsSluiceVariables) {
-  const BootstrapInfo info = parse_bootstrap(
-      {{"SLUICE_RANK", "2"}, {"SLUICE_WORLD_SIZE", "4"}, {"SLUICE_REGISTRY", "node1:29600"},
-       {"SLUICE_SECRET", "abc"}});
+  const BootstrapInfo info = parse_bootstrap({{"SLUICE_RANK", "2"},
+                                              {"SLUICE_WORLD_SIZE", "4"},
+                                              {"SLUICE_REGISTRY", "node1:29600"},
+                                              {"SLUICE_SECRET", "abc"}});
   EXPECT_EQ(info.rank, 2u);
   EXPECT_EQ(info.world_size, 4u);
   EXPECT_EQ(info.registry_host, "node1");
@@ -33,9 +34,12 @@ TEST(BootstrapTest, ReadsSluiceVariables) {
 }
 
 TEST(BootstrapTest, SluiceVariablesWinOverSlurm) {
-  const BootstrapInfo info = parse_bootstrap(
-      {{"SLUICE_RANK", "1"}, {"SLUICE_WORLD_SIZE", "2"}, {"SLURM_PROCID", "5"},
-       {"SLURM_NTASKS", "8"}, {"SLUICE_REGISTRY", "h:1"}, {"SLUICE_SECRET", "s"}});
+  const BootstrapInfo info = parse_bootstrap({{"SLUICE_RANK", "1"},
+                                              {"SLUICE_WORLD_SIZE", "2"},
+                                              {"SLURM_PROCID", "5"},
+                                              {"SLURM_NTASKS", "8"},
+                                              {"SLUICE_REGISTRY", "h:1"},
+                                              {"SLUICE_SECRET", "s"}});
   EXPECT_EQ(info.rank, 1u);
   EXPECT_EQ(info.source, "SLUICE_*");
 }
@@ -53,7 +57,8 @@ TEST(BootstrapTest, ReadsSlurmOpenMpiAndPmix) {
   EXPECT_EQ(parse_bootstrap(ompi).source, "Open MPI");
 
   Env pmix_with_ompi_size = common;
-  pmix_with_ompi_size.insert({{"PMIX_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "3"}, {"PMIX_SIZE", "9"}});
+  pmix_with_ompi_size.insert(
+      {{"PMIX_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "3"}, {"PMIX_SIZE", "9"}});
   EXPECT_EQ(parse_bootstrap(pmix_with_ompi_size).world_size, 3u);
 
   Env pmix = common;
@@ -89,7 +94,9 @@ TEST(BootstrapTest, RejectsMalformedNumbersNamingTheVariable) {
 }
 
 TEST(BootstrapTest, RejectsRankNotBelowWorldSizeAndEmptyWorld) {
-  Env env{{"SLUICE_RANK", "4"}, {"SLUICE_WORLD_SIZE", "4"}, {"SLUICE_REGISTRY", "h:1"},
+  Env env{{"SLUICE_RANK", "4"},
+          {"SLUICE_WORLD_SIZE", "4"},
+          {"SLUICE_REGISTRY", "h:1"},
           {"SLUICE_SECRET", "s"}};
   std::string msg = bootstrap_error(env);
   EXPECT_NE(msg.find("rank 4 (from SLUICE_RANK) is not below the world size 4"), std::string::npos)
@@ -106,13 +113,15 @@ TEST(BootstrapTest, SaysHowToJoinWhenNothingIsSet) {
   const std::string no_registry =
       bootstrap_error({{"SLUICE_RANK", "0"}, {"SLUICE_WORLD_SIZE", "1"}, {"SLUICE_SECRET", "s"}});
   EXPECT_NE(no_registry.find("SLUICE_REGISTRY is not set"), std::string::npos) << no_registry;
-  const std::string no_secret =
-      bootstrap_error({{"SLUICE_RANK", "0"}, {"SLUICE_WORLD_SIZE", "1"}, {"SLUICE_REGISTRY", "h:1"}});
+  const std::string no_secret = bootstrap_error(
+      {{"SLUICE_RANK", "0"}, {"SLUICE_WORLD_SIZE", "1"}, {"SLUICE_REGISTRY", "h:1"}});
   EXPECT_NE(no_secret.find("SLUICE_SECRET is not set"), std::string::npos) << no_secret;
 }
 
 TEST(BootstrapTest, OverridesWinFieldByField) {
-  const Env env{{"SLUICE_RANK", "1"}, {"SLUICE_WORLD_SIZE", "4"}, {"SLUICE_REGISTRY", "h:1"},
+  const Env env{{"SLUICE_RANK", "1"},
+                {"SLUICE_WORLD_SIZE", "4"},
+                {"SLUICE_REGISTRY", "h:1"},
                 {"SLUICE_SECRET", "s"}};
   BootstrapInfo info = parse_bootstrap(env, 3, -1, "other:2", "t");
   EXPECT_EQ(info.rank, 3u);
@@ -134,8 +143,8 @@ TEST(BootstrapTest, ParsesHostPortIncludingIpv6) {
   parse_host_port("a.b:65535", "X", &host, &port);
   EXPECT_EQ(host, "a.b");
   EXPECT_EQ(port, 65535);
-  for (const char* bad : {"", "host", "host:", ":80", "host:0", "host:65536", "host:8o", "fe80::1:80",
-                          "[fe80::1]80", "[fe80::1"}) {
+  for (const char* bad : {"", "host", "host:", ":80", "host:0", "host:65536", "host:8o",
+                          "fe80::1:80", "[fe80::1]80", "[fe80::1"}) {
     try {
       parse_host_port(bad, "SLUICE_REGISTRY", &host, &port);
       ADD_FAILURE() << "accepted '" << bad << "'";

@@ -15,11 +15,14 @@ TEST(ProtocolTest, HeaderIsSixteenLittleEndianBytes) {
   h.length = 0x0A0B0C0D;
   uint8_t b[kHeaderSize];
   encode_header(h, b);
-  const uint8_t expected[kHeaderSize] = {0x45, 0x43, 0x4C, 0x53,  // magic "SLCE" as LE u32
-                                         kProtocolVersion & 0xFF, kProtocolVersion >> 8,
-                                         9,    0,                 // BARRIER
-                                         0x04, 0x03, 0x02, 0x01,  // request id
-                                         0x0D, 0x0C, 0x0B, 0x0A};  // length
+  // clang-format off
+  const uint8_t expected[kHeaderSize] = {
+      0x45, 0x43, 0x4C, 0x53,                          // magic "SLCE" as a LE u32
+      kProtocolVersion & 0xFF, kProtocolVersion >> 8,  // version
+      9, 0,                                            // type BARRIER
+      0x04, 0x03, 0x02, 0x01,                          // request id
+      0x0D, 0x0C, 0x0B, 0x0A};                         // length
+  // clang-format on
   EXPECT_EQ(0, std::memcmp(b, expected, kHeaderSize));
   const FrameHeader back = decode_header(b);
   EXPECT_EQ(back.magic, kFrameMagic);
@@ -39,7 +42,8 @@ TEST(ProtocolTest, RoundTripsEveryMessage) {
   EXPECT_EQ(hello2.pid, 4242u);
   EXPECT_EQ(hello2.secret, "s3cret");
 
-  WelcomeMsg welcome{5000, {{0, PeerState::kAlive, "", "a", 1}, {2, PeerState::kDied, "gone", "b", 2}}};
+  WelcomeMsg welcome{5000,
+                     {{0, PeerState::kAlive, "", "a", 1}, {2, PeerState::kDied, "gone", "b", 2}}};
   WelcomeMsg welcome2;
   ASSERT_TRUE(decode(encode(welcome), &welcome2));
   EXPECT_EQ(welcome2.heartbeat_ms, 5000u);

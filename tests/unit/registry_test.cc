@@ -2,12 +2,11 @@
 // key/value, flow declarations, barriers, liveness, and hostile input on raw
 // sockets. Every wait has a deadline; nothing sleeps to "let things happen".
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <functional>
@@ -301,11 +300,15 @@ TEST_F(RegistryTest, MismatchedDeclarationsFailOnBothSidesNamingRanksAndField) {
   ErrorCode code0 = ErrorCode::kInternal;
   std::thread t0([&] {
     code0 = code_of(
-        [&] { c0->declare_flow("orders", "mode=shuffle\nrecord_size=16\n", {0, 1, 2}, in(10s)); },
+        [&] {
+          c0->declare_flow("orders", "mode=shuffle\nrecord_size=16\n", {0, 1, 2}, in(10s));
+        },
         &msg0);
   });
   const ErrorCode code2 = code_of(
-      [&] { c2->declare_flow("orders", "mode=shuffle\nrecord_size=24\n", {0, 1, 2}, in(10s)); },
+      [&] {
+        c2->declare_flow("orders", "mode=shuffle\nrecord_size=24\n", {0, 1, 2}, in(10s));
+      },
       &msg2);
   t0.join();
   EXPECT_EQ(code0, ErrorCode::kSpecMismatch);
@@ -324,7 +327,11 @@ TEST_F(RegistryTest, DeclarationTimesOutNamingRanksThatHaveNotDeclared) {
   auto c0 = join(0, 3);
   auto c1 = join(1, 3);
   std::string msg;
-  EXPECT_EQ(code_of([&] { c0->declare_flow("f", "a=1\n", {0, 1, 2}, in(200ms)); }, &msg),
+  EXPECT_EQ(code_of(
+                [&] {
+                  c0->declare_flow("f", "a=1\n", {0, 1, 2}, in(200ms));
+                },
+                &msg),
             ErrorCode::kTimeout);
   EXPECT_NE(msg.find("ranks 1,2"), std::string::npos) << msg;
   EXPECT_NE(msg.find("rank 2 has not joined"), std::string::npos) << msg;
@@ -527,7 +534,8 @@ TEST_F(HostileInputTest, ByteFlippedFramesNeverStopTheRegistry) {
     std::string bytes = hello_frame(rank, 4) + requests[rng() % requests.size()] +
                         requests[rng() % requests.size()];
     const int flips = 1 + static_cast<int>(rng() % 3);
-    for (int f = 0; f < flips; ++f) bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
+    for (int f = 0; f < flips; ++f)
+      bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
     if (rng() % 4 == 0) bytes.resize(rng() % bytes.size());
     RawConn raw(server_->port());
     ASSERT_TRUE(raw.connected()) << "iteration " << i;

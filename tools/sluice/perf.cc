@@ -21,10 +21,9 @@
 #include <exception>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "perf_ring.h"
@@ -44,7 +43,7 @@ struct PerfOptions {
   std::string sizes = "16,64,256,1024";
   std::string shapes = "1x1,2x2";
   uint32_t repeats = 5;
-  double mbytes = 256;
+  double mbytes = 1024;
   std::string json_file;
   bool smoke = false;
 };
@@ -115,7 +114,8 @@ std::string own_command() {
 std::string self_exe() {
   char buf[4096];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw std::runtime_error(std::string("readlink /proc/self/exe: ") + std::strerror(errno));
+  if (n <= 0)
+    throw std::runtime_error(std::string("readlink /proc/self/exe: ") + std::strerror(errno));
   return std::string(buf, static_cast<size_t>(n));
 }
 
@@ -135,18 +135,21 @@ nlohmann::json sluice_env() {
 
 // Runs one flow job (all sizes of one repeat for one shape) and returns one
 // Run per size, in the order of `sizes`.
-std::vector<Run> run_flow_job(const std::string& exe, const Shape& shape, const std::string& sizes_arg,
-                              const std::vector<uint32_t>& sizes, uint32_t rep, uint64_t bytes,
-                              bool smoke) {
+std::vector<Run> run_flow_job(const std::string& exe, const Shape& shape,
+                              const std::string& sizes_arg, const std::vector<uint32_t>& sizes,
+                              uint32_t rep, uint64_t bytes, bool smoke) {
   char path[] = "/tmp/sluice-perf-XXXXXX";
   const int fd = mkstemp(path);
   if (fd < 0) throw std::runtime_error(std::string("mkstemp: ") + std::strerror(errno));
   ::close(fd);
   RunOptions ro;
   ro.ranks = shape.sources + shape.targets;
-  ro.command = {exe,       "perf-worker", "--sources",           std::to_string(shape.sources),
-                "--targets", std::to_string(shape.targets), "--sizes", sizes_arg,
-                "--rep",     std::to_string(rep),           "--bytes", std::to_string(bytes),
+  ro.command = {exe,         "perf-worker",
+                "--sources", std::to_string(shape.sources),
+                "--targets", std::to_string(shape.targets),
+                "--sizes",   sizes_arg,
+                "--rep",     std::to_string(rep),
+                "--bytes",   std::to_string(bytes),
                 "--out",     path};
   ro.timeout_seconds = smoke ? 120 : 1800;
   ro.grace_seconds = 5;
@@ -167,7 +170,8 @@ std::vector<Run> run_flow_job(const std::string& exe, const Shape& shape, const 
       const auto it = std::find(sizes.begin(), sizes.end(), j["record_bytes"].get<uint32_t>());
       if (it == sizes.end()) continue;
       const size_t i = static_cast<size_t>(it - sizes.begin());
-      runs[i] = Run{j["records"].get<double>(), j["seconds"].get<double>(), j["cpu_seconds"].get<double>()};
+      runs[i] = Run{j["records"].get<double>(), j["seconds"].get<double>(),
+                    j["cpu_seconds"].get<double>()};
       seen[i] = true;
     }
   }
@@ -218,7 +222,8 @@ void run_perf(const PerfOptions& opt) {
   const uint64_t bytes = static_cast<uint64_t>(mbytes * (1 << 20));
   for (uint32_t s : sizes) {
     if (bytes / s == 0) {
-      progress("--mbytes " + fmt("%g", mbytes) + " is less than one " + std::to_string(s) + " B record");
+      progress("--mbytes " + fmt("%g", mbytes) + " is less than one " + std::to_string(s) +
+               " B record");
       throw CLI::RuntimeError(2);
     }
   }
@@ -231,33 +236,36 @@ void run_perf(const PerfOptions& opt) {
 
   std::vector<std::vector<Run>> ring(sizes.size());
   std::vector<Run> ring_every_slot;
-  std::vector<std::vector<std::vector<Run>>> flow(shapes.size(), std::vector<std::vector<Run>>(sizes.size()));
+  std::vector<std::vector<std::vector<Run>>> flow(shapes.size(),
+                                                  std::vector<std::vector<Run>>(sizes.size()));
 
   for (uint32_t rep = 0; rep < repeats; ++rep) {
-    const std::string r = "repeat " + std::to_string(rep + 1) + "/" + std::to_string(repeats) + ": ";
+    const std::string r =
+        "repeat " + std::to_string(rep + 1) + "/" + std::to_string(repeats) + ": ";
     try {
       for (size_t i = 0; i < sizes.size(); ++i) {
         const Run run = perf::run_ring({sizes[i], bytes / sizes[i], 16});
         ring[i].push_back(run);
-        progress(r + "ring 1:1 " + std::to_string(sizes[i]) + " B: " +
-                 fmt("%.1f", run.records / run.seconds / 1e6) + " M rec/s");
+        progress(r + "ring 1:1 " + std::to_string(sizes[i]) +
+                 " B: " + fmt("%.1f", run.records / run.seconds / 1e6) + " M rec/s");
       }
       if (extra_64) {
         const Run run = perf::run_ring({64, bytes / 64, 1});
         ring_every_slot.push_back(run);
-        progress(r + "ring 1:1 64 B publishing every slot: " + fmt("%.1f", run.records / run.seconds / 1e6) +
-                 " M rec/s");
+        progress(r + "ring 1:1 64 B publishing every slot: " +
+                 fmt("%.1f", run.records / run.seconds / 1e6) + " M rec/s");
       }
     } catch (const std::exception& e) {
       progress(std::string("baseline ring failed: ") + e.what());
       throw CLI::RuntimeError(1);
     }
     for (size_t s = 0; s < shapes.size(); ++s) {
-      const std::vector<Run> runs = run_flow_job(exe, shapes[s], sizes_arg, sizes, rep, bytes, opt.smoke);
+      const std::vector<Run> runs =
+          run_flow_job(exe, shapes[s], sizes_arg, sizes, rep, bytes, opt.smoke);
       for (size_t i = 0; i < sizes.size(); ++i) {
         flow[s][i].push_back(runs[i]);
-        progress(r + "flow " + shapes[s].name() + " " + std::to_string(sizes[i]) + " B: " +
-                 fmt("%.1f", runs[i].records / runs[i].seconds / 1e6) + " M rec/s");
+        progress(r + "flow " + shapes[s].name() + " " + std::to_string(sizes[i]) +
+                 " B: " + fmt("%.1f", runs[i].records / runs[i].seconds / 1e6) + " M rec/s");
       }
     }
   }
@@ -283,8 +291,9 @@ void run_perf(const PerfOptions& opt) {
                            {"mbytes_per_source", mbytes},
                            {"smoke", opt.smoke},
                            {"ring_bytes", perf::kRingBytes},
-                           {"flow", "shm shuffle, key-hash routing, Optimize::kBandwidth defaults "
-                                    "(8 KiB segments, 16 per ring), one endpoint per rank"},
+                           {"flow",
+                            "shm shuffle, key-hash routing, Optimize::kBandwidth defaults "
+                            "(8 KiB segments, 16 per ring), one endpoint per rank"},
                            {"sluice_env", sluice_env()}};
   for (const Shape& s : shapes) config["shapes"].push_back(s.name());
   const nlohmann::json report = perf::report_json(env, command, config, results, extras);
@@ -310,7 +319,8 @@ void add_perf_command(CLI::App& app) {
   auto opt = std::make_shared<PerfOptions>();
   CLI::App* sub = app.add_subcommand(
       "perf", "Measure shm shuffle throughput against a plain SPSC ring measured in the same run");
-  sub->add_option("--sizes", opt->sizes, "Record sizes in bytes, a comma list (multiples of 8, 16..1024)")
+  sub->add_option("--sizes", opt->sizes,
+                  "Record sizes in bytes, a comma list (multiples of 8, 16..1024)")
       ->capture_default_str();
   sub->add_option("--shapes", opt->shapes, "Flow shapes SOURCESxTARGETS, a comma list")
       ->capture_default_str();

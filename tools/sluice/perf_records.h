@@ -64,7 +64,8 @@ void with_record_size_impl(uint32_t bytes, Fn& fn, std::index_sequence<I...>) {
             ? (fn(std::integral_constant<size_t, kMinRecordBytes + kRecordBytesStep * I>{}), true)
             : false) ||
        ...);
-  if (!hit) throw std::invalid_argument("record size " + std::to_string(bytes) + " is not supported");
+  if (!hit)
+    throw std::invalid_argument("record size " + std::to_string(bytes) + " is not supported");
 }
 }  // namespace detail
 

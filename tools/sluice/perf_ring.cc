@@ -1,8 +1,8 @@
 #include "perf_ring.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,8 +30,8 @@ inline void pause_cpu() {
 // The control block at the start of the mapping; slots follow at kSlotsOffset.
 // Each side's hot word has a cache line of its own.
 struct Shared {
-  alignas(64) std::atomic<uint64_t> head;  // written by the producer
-  alignas(64) std::atomic<uint64_t> tail;  // written by the consumer
+  alignas(64) std::atomic<uint64_t> head;   // written by the producer
+  alignas(64) std::atomic<uint64_t> tail;   // written by the consumer
   alignas(64) std::atomic<uint32_t> ready;  // children at the start line
   // Results, written by each child before it exits; read after waitpid.
   alignas(64) double seconds;
@@ -121,9 +121,11 @@ void consume(Shared* sh, const unsigned char* slots, uint64_t mask, uint64_t n, 
 std::string describe_status(int status, const char* role) {
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
   if (WIFSIGNALED(status)) {
-    return std::string("the ring ") + role + " was killed by signal " + std::to_string(WTERMSIG(status));
+    return std::string("the ring ") + role + " was killed by signal " +
+           std::to_string(WTERMSIG(status));
   }
-  return std::string("the ring ") + role + " exited with status " + std::to_string(WEXITSTATUS(status));
+  return std::string("the ring ") + role + " exited with status " +
+         std::to_string(WEXITSTATUS(status));
 }
 
 // Waits for both children in whatever order they end. If one fails, the other
@@ -160,7 +162,8 @@ Run run_ring(const RingOptions& o) {
   while (slots * 2 * o.record_bytes <= kRingBytes) slots *= 2;
   const size_t map_bytes = kSlotsOffset + slots * o.record_bytes;
   void* mem = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) throw std::runtime_error(std::string("mmap of the ring: ") + std::strerror(errno));
+  if (mem == MAP_FAILED)
+    throw std::runtime_error(std::string("mmap of the ring: ") + std::strerror(errno));
   // Touch every page now so that no page fault lands in the timed loop.
   std::memset(mem, 0, map_bytes);
   auto* sh = new (mem) Shared{};
@@ -175,8 +178,10 @@ Run run_ring(const RingOptions& o) {
     // locks), which is safe after fork() whatever the parent's state.
     with_record_size(o.record_bytes, [&](auto b) {
       constexpr size_t B = decltype(b)::value;
-      if (producer) produce<B>(sh, ring, mask, o.records, pub_mask);
-      else consume<B>(sh, ring, mask, o.records, pub_mask);
+      if (producer)
+        produce<B>(sh, ring, mask, o.records, pub_mask);
+      else
+        consume<B>(sh, ring, mask, o.records, pub_mask);
     });
     _exit(0);
   };

@@ -20,7 +20,8 @@ inline constexpr uint64_t kRingBytes = uint64_t{1} << 20;
 struct RingOptions {
   uint32_t record_bytes = 64;  // REQUIRES: accepted by parse_sizes
   uint64_t records = 0;        // records to move
-  uint32_t publish_every = 16;  // REQUIRES: a power of two; head/tail published every this many slots
+  uint32_t publish_every =
+      16;  // REQUIRES: a power of two; head/tail published every this many slots
 };
 
 // Forks a producer and a consumer over an anonymous MAP_SHARED ring, waits for

@@ -21,7 +21,8 @@ std::vector<std::string_view> split_commas(std::string_view text) {
   size_t start = 0;
   while (true) {
     size_t comma = text.find(',', start);
-    out.push_back(trim(text.substr(start, comma == std::string_view::npos ? comma : comma - start)));
+    out.push_back(
+        trim(text.substr(start, comma == std::string_view::npos ? comma : comma - start)));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -56,7 +57,8 @@ std::string Shape::name() const { return std::to_string(sources) + "x" + std::to
 
 std::vector<uint32_t> parse_sizes(std::string_view text, std::string_view option) {
   if (trim(text).empty()) {
-    throw std::invalid_argument(fail_prefix(option) + "no record sizes given; use a comma list like 16,64");
+    throw std::invalid_argument(fail_prefix(option) +
+                                "no record sizes given; use a comma list like 16,64");
   }
   std::vector<uint32_t> out;
   for (std::string_view item : split_commas(text)) {
@@ -84,7 +86,8 @@ std::vector<uint32_t> parse_sizes(std::string_view text, std::string_view option
 
 std::vector<Shape> parse_shapes(std::string_view text, std::string_view option) {
   if (trim(text).empty()) {
-    throw std::invalid_argument(fail_prefix(option) + "no shapes given; use a comma list like 1x1,2x2");
+    throw std::invalid_argument(fail_prefix(option) +
+                                "no shapes given; use a comma list like 1x1,2x2");
   }
   std::vector<Shape> out;
   for (std::string_view item : split_commas(text)) {
@@ -92,8 +95,9 @@ std::vector<Shape> parse_shapes(std::string_view text, std::string_view option) 
     Shape s;
     if (x == std::string_view::npos || !parse_u32(item.substr(0, x), &s.sources) ||
         !parse_u32(item.substr(x + 1), &s.targets)) {
-      throw std::invalid_argument(fail_prefix(option) + "'" + std::string(item) +
-                                  "' is not a shape; use SOURCESxTARGETS in a comma list like 1x1,2x2");
+      throw std::invalid_argument(
+          fail_prefix(option) + "'" + std::string(item) +
+          "' is not a shape; use SOURCESxTARGETS in a comma list like 1x1,2x2");
     }
     if (s.sources < 1 || s.targets < 1 || s.sources > 64 || s.targets > 64) {
       throw std::invalid_argument(fail_prefix(option) + "'" + std::string(item) +
@@ -133,8 +137,8 @@ nlohmann::json report_json(const Environment& env, const std::string& command,
   nlohmann::json j;
   j["tool"] = "sluice perf";
   j["version"] = kVersion;
-  j["env"] = {{"hostname", env.hostname}, {"nproc", env.nproc},   {"kernel", env.kernel},
-              {"cpu_model", env.cpu_model}, {"date", env.date}, {"git_commit", env.git_commit}};
+  j["env"] = {{"hostname", env.hostname},   {"nproc", env.nproc}, {"kernel", env.kernel},
+              {"cpu_model", env.cpu_model}, {"date", env.date},   {"git_commit", env.git_commit}};
   j["command"] = command;
   j["config"] = config;
   j["results"] = nlohmann::json::array();
@@ -208,23 +212,26 @@ std::string report_table(const nlohmann::json& report) {
          pad("flow GB/s", 10) + pad("ring Mrec/s med [min-max]", 28) + pad("ring GB/s", 10) +
          pad("ratio", 7) + pad("paired", 8) + pad("flow Mrec/cpu-s", 16) + "\n";
   for (const auto& r : report["results"]) {
-    out += pad(r["shape"].get<std::string>(), 5) + pad(std::to_string(r["record_bytes"].get<uint32_t>()), 6) +
+    out += pad(r["shape"].get<std::string>(), 5) +
+           pad(std::to_string(r["record_bytes"].get<uint32_t>()), 6) +
            pad(mrate(r["flow"]["records_per_s"]), 28) +
            pad(fmt("%.2f", r["flow"]["gbytes_per_s"]["median"].get<double>()), 10) +
            pad(mrate(r["baseline"]["records_per_s"]), 28) +
            pad(fmt("%.2f", r["baseline"]["gbytes_per_s"]["median"].get<double>()), 10) +
            pad(fmt("%.2f", r["ratio"].get<double>()), 7) +
            pad(fmt("%.2f", r["ratio_paired"]["median"].get<double>()), 8) +
-           pad(fmt("%.1f", r["flow"]["records_per_cpu_s"]["median"].get<double>() / 1e6), 16) + "\n";
+           pad(fmt("%.1f", r["flow"]["records_per_cpu_s"]["median"].get<double>() / 1e6), 16) +
+           "\n";
   }
   for (const auto& b : report["extra_baselines"]) {
     out += "ring " + std::to_string(b["record_bytes"].get<uint32_t>()) + " B publishing every " +
-           std::to_string(b["publish_every"].get<uint32_t>()) + " slot(s): " +
-           mrate(b["records_per_s"]) + " Mrec/s, " +
+           std::to_string(b["publish_every"].get<uint32_t>()) +
+           " slot(s): " + mrate(b["records_per_s"]) + " Mrec/s, " +
            fmt("%.2f", b["gbytes_per_s"]["median"].get<double>()) + " GB/s\n";
   }
-  out += "ratio = flow median / ring median; paired = median of per-repeat flow/ring (run back to "
-         "back); every shape is compared to the 1:1 ring\n";
+  out +=
+      "ratio = flow median / ring median; paired = median of per-repeat flow/ring (run back to "
+      "back); every shape is compared to the 1:1 ring\n";
   return out;
 }
 
@@ -232,16 +239,19 @@ std::string quote_command(const std::vector<std::string>& argv) {
   std::string out;
   for (const std::string& a : argv) {
     if (!out.empty()) out += ' ';
-    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                         "0123456789-_./=,:+@%") == std::string::npos;
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789-_./=,:+@%") == std::string::npos;
     if (plain) {
       out += a;
       continue;
     }
     out += '\'';
     for (char c : a) {
-      if (c == '\'') out += "'\\''";
-      else out += c;
+      if (c == '\'')
+        out += "'\\''";
+      else
+        out += c;
     }
     out += '\'';
   }

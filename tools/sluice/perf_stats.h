@@ -8,11 +8,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace sluice::tool::perf {
 
@@ -59,8 +58,8 @@ struct Environment {
 
 // One timed run of one side (a flow or the baseline ring).
 struct Run {
-  double records = 0;    // records moved (all sources together)
-  double seconds = 0;    // wall time of the slowest consumer
+  double records = 0;      // records moved (all sources together)
+  double seconds = 0;      // wall time of the slowest consumer
   double cpu_seconds = 0;  // user + system time of every process involved
 };
 

@@ -9,11 +9,10 @@
 #include <exception>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "perf_records.h"
 #include "perf_stats.h"
@@ -54,8 +53,8 @@ struct RankResult {
 
   std::string encode() const {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%c %" PRIu64 " %" PRIx64 " %.9f %.9f", source ? 'S' : 'T', records,
-                  checksum, seconds, cpu_seconds);
+    std::snprintf(buf, sizeof buf, "%c %" PRIu64 " %" PRIx64 " %.9f %.9f", source ? 'S' : 'T',
+                  records, checksum, seconds, cpu_seconds);
     return buf;
   }
   static RankResult decode(const std::string& s) {
@@ -94,7 +93,8 @@ RankResult measure(Cluster& c, const WorkerOptions& o) {
     const auto t0 = Clock::now();
     for (uint64_t i = 0; i < n; ++i) {
       r.key = key_of(first + i);
-      if (out.push(r) != Status::kOk) [[unlikely]] throw WorkerFailure{"push: " + out.error()};
+      if (out.push(r) != Status::kOk) [[unlikely]]
+        throw WorkerFailure{"push: " + out.error()};
     }
     if (out.close() != Status::kOk) throw WorkerFailure{"close: " + out.error()};
     res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -134,7 +134,8 @@ void run_worker(const WorkerOptions& o) {
   for (uint32_t size : sizes) {
     RankResult mine;
     with_record_size(size, [&](auto b) { mine = measure<decltype(b)::value>(c, o); });
-    const std::string tag = "perf-" + std::to_string(size) + "-" + std::to_string(o.rep) + "-result";
+    const std::string tag =
+        "perf-" + std::to_string(size) + "-" + std::to_string(o.rep) + "-result";
     const std::vector<std::string> all = c.allgather(tag, mine.encode());
 
     uint64_t pushed = 0, pushed_sum = 0, got = 0, got_sum = 0;
@@ -160,7 +161,8 @@ void run_worker(const WorkerOptions& o) {
       throw WorkerFailure{"records lost or duplicated in flow perf-" + std::to_string(size) + "-" +
                           std::to_string(o.rep) + ": sources pushed " + std::to_string(pushed) +
                           ", targets consumed " + std::to_string(got) + ", expected " +
-                          std::to_string(expected) + (got_sum != pushed_sum ? ", key checksums differ" : "")};
+                          std::to_string(expected) +
+                          (got_sum != pushed_sum ? ", key checksums differ" : "")};
     }
     if (c.rank() == 0) {
       nlohmann::json line = {{"record_bytes", size},
@@ -181,7 +183,8 @@ void run_worker(const WorkerOptions& o) {
 
 void add_perf_worker_command(CLI::App& app) {
   auto o = std::make_shared<WorkerOptions>();
-  CLI::App* sub = app.add_subcommand("perf-worker", "One rank of a `sluice perf` flow job (internal)");
+  CLI::App* sub =
+      app.add_subcommand("perf-worker", "One rank of a `sluice perf` flow job (internal)");
   sub->group("");  // hidden: only `sluice perf` starts it
   sub->add_option("--sources", o->sources)->required();
   sub->add_option("--targets", o->targets)->required();

@@ -247,13 +247,16 @@ struct InheritedSignals {
 class Launcher {
  public:
   Launcher(const RunOptions& options, std::string program_path, std::string registry_address,
-           std::string secret, const InheritedSignals& inherited, int signal_fd)
+           std::string secret, const InheritedSignals& inherited, int signal_fd, int silent_fd,
+           std::chrono::milliseconds heartbeat_timeout)
       : options_(options),
         program_path_(std::move(program_path)),
         registry_address_(std::move(registry_address)),
         secret_(std::move(secret)),
         inherited_(inherited),
-        signal_fd_(signal_fd) {}
+        signal_fd_(signal_fd),
+        silent_fd_(silent_fd),
+        heartbeat_timeout_(heartbeat_timeout) {}
 
   int run();
 
@@ -270,6 +273,7 @@ class Launcher {
   void reap();
   void on_exit(Rank& rank, int status);
   void on_signal(int sig);
+  void on_silent_ranks();
   void on_timers(Clock::time_point now);
   void signal_running(int sig);
   void begin_grace(const std::string& reason);
@@ -286,6 +290,10 @@ class Launcher {
   const std::string secret_;
   const InheritedSignals inherited_;
   const int signal_fd_;
+  // Ranks (u32 each) the registry declared dead for silence: stopped or hung
+  // processes that would otherwise keep the job alive forever.
+  const int silent_fd_;
+  const std::chrono::milliseconds heartbeat_timeout_;
 
   std::vector<Rank> ranks_;
   Phase phase_ = Phase::kRunning;
@@ -511,6 +519,19 @@ void Launcher::on_timers(Clock::time_point now) {
   }
 }
 
+void Launcher::on_silent_ranks() {
+  uint32_t r;
+  while (::read(silent_fd_, &r, sizeof(r)) == static_cast<ssize_t>(sizeof(r))) {
+    if (r >= ranks_.size() || !ranks_[r].running) continue;
+    say("rank ", r, " stopped heart-beating (no heartbeat for ", heartbeat_timeout_.count(),
+        " ms; stopped or hung); killing it with SIGKILL");
+    if (::kill(-ranks_[r].pid, SIGKILL) != 0) ::kill(ranks_[r].pid, SIGKILL);
+    ranks_[r].signalled = true;
+    set_exit_status(128 + SIGKILL);
+    begin_grace("rank " + std::to_string(r) + " stopped heart-beating");
+  }
+}
+
 int Launcher::run() {
   start_ = Clock::now();
   if (options_.timeout_seconds > 0) {
@@ -556,6 +577,7 @@ int Launcher::run() {
     fds.clear();
     streams.clear();
     fds.push_back({signal_fd_, POLLIN, 0});
+    fds.push_back({silent_fd_, POLLIN, 0});
     for (Rank& r : ranks_) {
       for (Stream* s : {&r.out, &r.err}) {
         if (!s->fd.valid()) continue;
@@ -578,9 +600,10 @@ int Launcher::run() {
       break;
     }
     if (ready > 0) {
-      for (size_t i = 1; i < fds.size(); ++i) {
-        if (fds[i].revents != 0) streams[i - 1]->pump();
+      for (size_t i = 2; i < fds.size(); ++i) {
+        if (fds[i].revents != 0) streams[i - 2]->pump();
       }
+      if (fds[1].revents & POLLIN) on_silent_ranks();
       if (fds[0].revents & POLLIN) {
         signalfd_siginfo info;
         bool child_exited = false;
@@ -689,6 +712,16 @@ int run_job(const RunOptions& options) {
     return 1;
   }
 
+  int silent[2];
+  if (::pipe2(silent, O_CLOEXEC | O_NONBLOCK) != 0) {
+    say("cannot create a pipe: ", std::strerror(errno));
+    return 1;
+  }
+  Fd silent_r(silent[0]), silent_w(silent[1]);
+  registry_options.on_silent_rank = [fd = silent_w.get()](uint32_t rank, const std::string&) {
+    (void)!::write(fd, &rank, sizeof(rank));
+  };
+
   std::unique_ptr<control::RegistryServer> registry;
   try {
     registry = std::make_unique<control::RegistryServer>(registry_options);
@@ -716,7 +749,8 @@ int run_job(const RunOptions& options) {
                     })};
   log::info("registry at ", address, "; starting ", options.ranks, " ranks of ", *program);
 
-  return Launcher(options, *program, address, registry_options.secret, inherited, signal_fd.get())
+  return Launcher(options, *program, address, registry_options.secret, inherited, signal_fd.get(),
+                  silent_r.get(), registry_options.heartbeat_timeout)
       .run();
 }
 

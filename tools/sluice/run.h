@@ -3,6 +3,11 @@
 // SLUICE_WORLD_SIZE, SLUICE_REGISTRY and SLUICE_SECRET set, prefixes each
 // line they print with "[<rank>] ", and waits for them.
 //
+// A rank that stops heart-beating to the registry (stopped with SIGSTOP, or
+// hung so hard that its control thread is silent) for the peer timeout is
+// killed with SIGKILL and counts as failed: the other ranks have already been
+// told it is lost, and it must not keep the job alive.
+//
 // Failure policy: when a rank exits non-zero or is killed by a signal, the
 // others get `grace` to notice the lost peer and exit on their own; then they
 // get SIGTERM and, 2 s later, SIGKILL. SIGINT, SIGTERM and SIGHUP sent to the

@@ -1,0 +1,164 @@
+// A standalone registry (as a multi-host job would use) serves a real job
+// while other connections throw garbage, oversized frames and a wrong secret
+// at it: each of those gets an ERROR frame, and the job still completes with
+// every record verified.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <future>
+#include <regex>
+#include <thread>
+
+#include "control/protocol.h"
+#include "support/test_support.h"
+
+namespace sluice {
+namespace {
+
+using testing::bin;
+
+// A `sluice registry` child process; killed (SIGTERM) on destruction.
+class StandaloneRegistry {
+ public:
+  explicit StandaloneRegistry(const std::string& secret) {
+    int p[2];
+    EXPECT_EQ(::pipe(p), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(p[1], 1);
+      ::close(p[0]);
+      ::execl(bin("sluice").c_str(), "sluice", "registry", "--bind", "127.0.0.1:0", "--world", "2", "--secret",
+              secret.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(p[1]);
+    out_ = p[0];
+    // First line: SLUICE_REGISTRY=host:port. Bounded wait.
+    std::string line;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      pollfd pf{out_, POLLIN, 0};
+      if (::poll(&pf, 1, 100) <= 0) continue;
+      char c;
+      if (::read(out_, &c, 1) != 1) break;
+      line += c;
+    }
+    std::smatch m;
+    if (std::regex_search(line, m, std::regex("SLUICE_REGISTRY=([0-9.]+):([0-9]+)"))) {
+      address_ = m[1].str() + ":" + m[2].str();
+      port_ = static_cast<uint16_t>(std::stoi(m[2]));
+    }
+  }
+  ~StandaloneRegistry() {
+    ::kill(pid_, SIGTERM);
+    int status;
+    ::waitpid(pid_, &status, 0);
+    ::close(out_);
+  }
+  const std::string& address() const { return address_; }
+  uint16_t port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::string address_;
+  uint16_t port_ = 0;
+};
+
+int connect_to(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  return fd;
+}
+
+// Sends `bytes`, then reads until the registry closes the connection (5 s
+// limit) and returns the ERROR frame's text, or "" if none came.
+std::string send_and_read_error(uint16_t port, const std::string& bytes) {
+  int fd = connect_to(port);
+  (void)!::write(fd, bytes.data(), bytes.size());
+  control::FrameParser parser(false);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  std::string text;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd pf{fd, POLLIN, 0};
+    if (::poll(&pf, 1, 100) <= 0) continue;
+    char buf[4096];
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    parser.append(buf, static_cast<size_t>(n));
+    control::Frame f;
+    ErrorCode code;
+    std::string problem;
+    if (parser.next(&f, &code, &problem) == control::FrameParser::Result::kFrame &&
+        f.header.type == static_cast<uint16_t>(control::MsgType::kError)) {
+      control::ErrorMsg e;
+      if (control::decode(f.payload, &e)) text = std::string(to_string(e.code)) + ": " + e.text;
+      break;
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+TEST(RegistryFaultTest, GarbageAndWrongSecretGetErrorsWhileAJobCompletes) {
+  StandaloneRegistry registry("s3cret-for-this-test");
+  ASSERT_FALSE(registry.address().empty()) << "sluice registry did not print its address";
+
+  // The job: two ranks started by hand, as a cluster manager would.
+  std::vector<std::future<testing::ProcessResult>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(std::async(std::launch::async, [&, r] {
+      return testing::run_process({bin("sluice-test-worker"), "--sources", "0,1", "--targets", "0,1", "--tuples",
+                                   "2000000", "--slow-consumer-us", "20"},
+                                  {{"SLUICE_RANK", std::to_string(r)},
+                                   {"SLUICE_WORLD_SIZE", "2"},
+                                   {"SLUICE_REGISTRY", registry.address()},
+                                   {"SLUICE_SECRET", "s3cret-for-this-test"}},
+                                  std::chrono::seconds(120));
+    }));
+  }
+
+  // Meanwhile, hostile and broken clients.
+  EXPECT_NE(send_and_read_error(registry.port(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n").find("Protocol"),
+            std::string::npos);
+  std::string huge = control::make_frame(control::MsgType::kHello, 1, "");
+  huge[control::kLengthOffset + 3] = 0x7f;  // a length far over the limit
+  EXPECT_NE(send_and_read_error(registry.port(), huge).find("Protocol"), std::string::npos);
+  control::HelloMsg hello;
+  hello.rank = 0;
+  hello.world_size = 2;
+  hello.host = "intruder";
+  hello.secret = "wrong";
+  std::string wrong = send_and_read_error(registry.port(), control::make_frame(control::MsgType::kHello, 1, control::encode(hello)));
+  EXPECT_NE(wrong.find("Auth"), std::string::npos) << wrong;
+  std::string old_version = control::make_frame(control::MsgType::kHello, 1, control::encode(hello), 99);
+  std::string skew = send_and_read_error(registry.port(), old_version);
+  EXPECT_NE(skew.find("99"), std::string::npos) << skew;
+  EXPECT_NE(skew.find(std::to_string(kProtocolVersion)), std::string::npos) << skew;
+  for (int i = 0; i < 50; ++i) {
+    std::string noise(64 + i, static_cast<char>(i * 37));
+    send_and_read_error(registry.port(), noise);
+  }
+
+  for (auto& f : ranks) {
+    auto r = f.get();
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  }
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+}  // namespace
+}  // namespace sluice
