@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ make pkg-config   # build
   libgtest-dev                            # tests
+  libfabric-dev                           # the ofi transport (tcp, verbs, efa, shm providers)
   libcli11-dev nlohmann-json3-dev         # the sluice tool: CLI parsing, JSON output
   iproute2 procps python3                 # tests and scripts
 )

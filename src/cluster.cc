@@ -4,17 +4,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "common/log.h"
 #include "control/bootstrap.h"
 #include "control/registry_client.h"
 #include "flow/layout.h"
-#include "flow/shm_flow.h"
+#include "flow/flow_core.h"
+#include "transport/ofi/ofi.h"
 #include "transport/shm/region.h"
 
 extern char** environ;
@@ -27,7 +30,8 @@ const std::set<std::string>& known_variables() {
   static const std::set<std::string> names = {
       "SLUICE_RANK",         "SLUICE_WORLD_SIZE",      "SLUICE_REGISTRY",         "SLUICE_REGISTRY_PORT",
       "SLUICE_SECRET",       "SLUICE_LOG",             "SLUICE_PEER_TIMEOUT_MS",  "SLUICE_SETUP_TIMEOUT_MS",
-      "SLUICE_SPIN",         "SLUICE_TRANSPORT",       "SLUICE_OFI_PROVIDER",
+      "SLUICE_SPIN",         "SLUICE_TRANSPORT",       "SLUICE_OFI_PROVIDER",     "SLUICE_OFI_RMA",
+      "SLUICE_OFI_TEST_UNORDERED",
   };
   return names;
 }
@@ -68,14 +72,15 @@ ClusterOptions ClusterOptions::from_env() {
   ClusterOptions o;
   o.peer_timeout = std::chrono::milliseconds(parse_env_number("SLUICE_PEER_TIMEOUT_MS", 100, 3600000, 5000));
   o.setup_timeout = std::chrono::milliseconds(parse_env_number("SLUICE_SETUP_TIMEOUT_MS", 100, 86400000, 60000));
-  o.spin_iterations = static_cast<uint32_t>(parse_env_number("SLUICE_SPIN", 0, 1u << 30, 4000));
+  if (std::getenv("SLUICE_SPIN") != nullptr && *std::getenv("SLUICE_SPIN") != '\0') {
+    o.spin_iterations = static_cast<int64_t>(parse_env_number("SLUICE_SPIN", 0, 1u << 30, 4000));
+  }
   if (const char* t = std::getenv("SLUICE_TRANSPORT"); t != nullptr && *t != '\0') {
     std::string v = t;
-    if (v == "ofi") {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "SLUICE_TRANSPORT=ofi: this build carries only the shm transport (one host); unset it or use shm");
+    if (v != "shm" && v != "ofi" && v != "auto") {
+      throw Error(ErrorCode::kInvalidArgument, "SLUICE_TRANSPORT='" + v + "' is not one of auto, shm, ofi");
     }
-    if (v != "shm") throw Error(ErrorCode::kInvalidArgument, "SLUICE_TRANSPORT='" + v + "' is not one of shm, ofi");
+    o.transport = v;
   }
   return o;
 }
@@ -84,25 +89,72 @@ std::string ClusterOptions::describe() const {
   std::ostringstream os;
   os << "rank = " << rank << "\nworld_size = " << world_size << "\nregistry = " << registry
      << "\npeer_timeout_ms = " << peer_timeout.count() << "\nsetup_timeout_ms = " << setup_timeout.count()
-     << "\nspin_iterations = " << spin_iterations << "\ntransport = shm\n";
+     << "\nspin_iterations = " << (spin_iterations < 0 ? std::string("auto") : std::to_string(spin_iterations))
+     << "\ntransport = " << transport << "\n";
   return os.str();
 }
 
 namespace detail {
 
+namespace {
+
+std::string to_hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+bool from_hex(const std::string& hex, std::string* out) {
+  if (hex.size() % 2 != 0) return false;
+  out->clear();
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    auto v = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      return -1;
+    };
+    int hi = v(hex[i]), lo = v(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi << 4 | lo));
+  }
+  return true;
+}
+
+void* alloc_zeroed(size_t bytes) {
+  void* p = std::aligned_alloc(64, layout::round_up(std::max<size_t>(bytes, 64), 64));
+  if (p == nullptr) throw Error(ErrorCode::kResource, "out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, bytes);
+  return p;
+}
+
+}  // namespace
+
 // A flow as this process holds it.
 struct FlowState {
   FlowContext ctx;
+  layout::Geometry ring_geometry;  // stride and ring size (the same for every rank)
   // For each target index: its position among the targets on its rank.
   std::vector<uint32_t> local_index;
+  // pair_remote[s * targets + t]: source s reaches target t over ofi.
+  std::vector<bool> pair_remote;
   // Memory this rank owns (its targets' rings), if it hosts any target.
   SharedRegion own;
-  // Regions of target ranks mapped for this rank's sources (and our own).
+  // Regions of target ranks mapped for this rank's sources over shm.
   std::map<uint32_t, SharedRegion> peer;
   std::map<uint32_t, layout::Geometry> geometry;
+  // ofi: endpoints prepared at declare, handed to the core at open.
+  std::map<uint32_t, std::unique_ptr<OfiSource>> ofi_sources;
+  std::map<uint32_t, std::unique_ptr<OfiTarget>> ofi_targets;
+  std::map<uint32_t, std::vector<OutRingRef>> remote_out;  // [source][target]: filled for remote targets
+  std::map<uint32_t, std::vector<InRingRef>> remote_in;    // [target][source]: filled for remote sources
   std::vector<bool> source_open;
   std::vector<bool> target_open;
 
+  bool remote(uint32_t s, uint32_t t) const { return pair_remote[size_t{s} * ctx.spec.targets.size() + t]; }
   std::byte* region_of(uint32_t rank, uint32_t me) {
     if (rank == me) return own.data();
     auto it = peer.find(rank);
@@ -116,15 +168,30 @@ class ClusterImpl {
   control::BootstrapInfo boot;
   std::unique_ptr<control::RegistryClient> client;
   std::string host_id;
+  ofi::Config ofi_config;
   std::mutex mu;
   std::map<std::string, std::unique_ptr<FlowState>> flows;
   std::map<std::string, uint64_t> allgather_generation;
+  std::map<uint32_t, std::string> host_ids;  // cache of other ranks' host identities
 
   Deadline setup_deadline() const { return Clock::now() + options.setup_timeout; }
 
   void declare(const FlowSpec& spec);
+  const std::string& host_of(uint32_t rank);
   void map_regions(FlowState& fs, const std::vector<uint32_t>& target_ranks);
+  void setup_ofi(FlowState& fs);
 };
+
+const std::string& ClusterImpl::host_of(uint32_t rank) {
+  if (rank == boot.rank) return host_id;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = host_ids.find(rank); it != host_ids.end()) return it->second;
+  }
+  std::string id = client->get("host/" + std::to_string(rank), setup_deadline(), rank);
+  std::lock_guard<std::mutex> lock(mu);
+  return host_ids.emplace(rank, std::move(id)).first->second;
+}
 
 void ClusterImpl::declare(const FlowSpec& spec) {
   spec.validate();
@@ -155,17 +222,41 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     auto fs = std::make_unique<FlowState>();
     fs->ctx.spec = spec;
     fs->ctx.peers = &client->peers();
-    fs->ctx.spin_iterations = options.spin_iterations;
     fs->ctx.ring_segments = spec.effective_ring_segments();
-    fs->ctx.payload_bytes =
-        layout::Geometry::make(1, 1, fs->ctx.ring_segments, spec.effective_segment_bytes()).payload_bytes();
+    fs->ring_geometry = layout::Geometry::make(1, 1, fs->ctx.ring_segments, spec.effective_segment_bytes());
+    fs->ctx.payload_bytes = fs->ring_geometry.payload_bytes();
     for (uint32_t r = 0; r < boot.world_size; ++r) fs->ctx.hosts.push_back(client->peers().host(r));
     fs->source_open.assign(spec.sources.size(), false);
     fs->target_open.assign(spec.targets.size(), false);
 
+    // The transport of every (source, target) pair: shm within a host, ofi
+    // across hosts, or as SLUICE_TRANSPORT pins it.
+    uint32_t ranks_here = 0;
+    for (uint32_t r : participants) ranks_here += host_of(r) == host_id;
+    const size_t nt = spec.targets.size();
+    fs->pair_remote.assign(spec.sources.size() * nt, false);
+    for (uint32_t s = 0; s < spec.sources.size(); ++s) {
+      for (uint32_t t = 0; t < nt; ++t) {
+        const uint32_t sr = spec.sources[s].rank, tr = spec.targets[t].rank;
+        if (sr != me && tr != me) continue;
+        const bool same_host = host_of(sr) == host_of(tr);
+        if (!same_host && options.transport == "shm") {
+          throw Error(ErrorCode::kInvalidArgument,
+                      "flow '" + spec.name + "': ranks " + std::to_string(sr) + " and " + std::to_string(tr) +
+                          " are on different hosts, but SLUICE_TRANSPORT=shm allows only one host; unset it");
+        }
+        fs->pair_remote[size_t{s} * nt + t] = options.transport == "ofi" || !same_host;
+      }
+    }
+    // Spinning only pays when every busy rank has a CPU of its own.
+    const auto cpus = std::max(1u, std::thread::hardware_concurrency());
+    fs->ctx.spin_iterations = options.spin_iterations >= 0 ? static_cast<uint32_t>(options.spin_iterations)
+                              : ranks_here < cpus                 ? 4000u
+                                                                  : 0u;
+
     std::map<uint32_t, std::vector<uint32_t>> targets_by_rank;
-    fs->local_index.resize(spec.targets.size());
-    for (uint32_t t = 0; t < spec.targets.size(); ++t) {
+    fs->local_index.resize(nt);
+    for (uint32_t t = 0; t < nt; ++t) {
       auto& list = targets_by_rank[spec.targets[t].rank];
       fs->local_index[t] = static_cast<uint32_t>(list.size());
       list.push_back(t);
@@ -183,15 +274,18 @@ void ClusterImpl::declare(const FlowSpec& spec) {
                   std::to_string(::getpid()) + " " + std::to_string(fs->own.fd()) + " " +
                       std::to_string(g.total_bytes) + " " + host_id);
       log::info("flow '", spec.name, "': ", it->second.size(), " target(s) here, ", spec.sources.size(),
-                " source(s), ", g.total_bytes, " bytes of rings over shm");
+                " source(s), ", g.total_bytes, " bytes of rings");
     }
-    bool has_source = false;
-    for (const Endpoint& e : spec.sources) has_source |= e.rank == me;
-    if (has_source) {
-      std::vector<uint32_t> ranks;
-      for (const auto& [rank, list] : targets_by_rank) ranks.push_back(rank);
-      map_regions(*fs, ranks);
+    // Sources map the regions of the target ranks they reach over shm.
+    std::set<uint32_t> shm_ranks;
+    for (uint32_t s = 0; s < spec.sources.size(); ++s) {
+      if (spec.sources[s].rank != me) continue;
+      for (uint32_t t = 0; t < nt; ++t) {
+        if (!fs->remote(s, t)) shm_ranks.insert(spec.targets[t].rank);
+      }
     }
+    map_regions(*fs, {shm_ranks.begin(), shm_ranks.end()});
+    setup_ofi(*fs);
     std::lock_guard<std::mutex> lock(mu);
     flows[spec.name] = std::move(fs);
   } catch (...) {
@@ -214,12 +308,6 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
       throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
                                             " published a malformed ring descriptor '" + desc + "'");
     }
-    if (their_host != host_id) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "flow '" + name + "': target rank " + std::to_string(rank) + " runs on another host (" +
-                      their_host.substr(0, their_host.find('/')) +
-                      "); this build carries only the shm transport, so every rank of a flow must share one host");
-    }
     const layout::Geometry& g = fs.geometry[rank];
     if (bytes != g.total_bytes) {
       throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) + "'s rings have " +
@@ -234,8 +322,104 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
       throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
                                             "'s ring region has an unexpected header (different sluice version?)");
     }
-    log::info("flow '", name, "': mapped ", bytes, " bytes of rings of rank ", rank, " (shm, pid ", pid, ")");
+    log::info("flow '", name, "': rank ", rank, " is on this host: shm (mapped ", bytes, " bytes of pid ", pid, ")");
     fs.peer.emplace(rank, std::move(region));
+  }
+}
+
+// Creates this rank's ofi endpoints for the flow, publishes their addresses
+// and keys, and reads those of the peers they talk to.
+void ClusterImpl::setup_ofi(FlowState& fs) {
+  const FlowSpec& spec = fs.ctx.spec;
+  const uint32_t me = boot.rank;
+  const size_t ns = spec.sources.size(), nt = spec.targets.size();
+  const layout::Geometry& rg = fs.ring_geometry;
+  const std::string prefix = "flow/" + spec.name + "/ofi/";
+  auto any_remote = [&](bool as_source, uint32_t index) {
+    for (uint32_t o = 0; o < (as_source ? nt : ns); ++o) {
+      if (as_source ? fs.remote(index, o) : fs.remote(o, index)) return true;
+    }
+    return false;
+  };
+  for (uint32_t t = 0; t < nt; ++t) {
+    if (spec.targets[t].rank != me || !any_remote(false, t)) continue;
+    auto ot = std::make_unique<OfiTarget>();
+    ot->ep = std::make_unique<ofi::Endpoint>(ofi_config);
+    const layout::Geometry& g = fs.geometry[me];
+    std::byte* rings = fs.own.data() + g.ring_offset(fs.local_index[t], 0);
+    ot->rings_mr = ot->ep->register_memory(rings, ns * g.ring_stride, FI_REMOTE_WRITE | FI_RECV);
+    ot->outbox = static_cast<uint64_t*>(alloc_zeroed(ns * sizeof(uint64_t)));
+    ot->outbox_mr = ot->ep->register_memory(ot->outbox, ns * sizeof(uint64_t), FI_WRITE | FI_SEND);
+    client->put(prefix + "t/" + std::to_string(t), to_hex(ot->ep->address()) + " " + (ot->ep->rma() ? "rma" : "msg") +
+                                                       " " + std::to_string(ot->rings_mr.key) + " " +
+                                                       std::to_string(ot->rings_mr.base));
+    log::info("flow '", spec.name, "' target ", t, ": ofi endpoint on ", ot->ep->provider_name(), " via ",
+              ofi_config.node.empty() ? "any interface" : ofi_config.node, ", ", ot->ep->rma() ? "RMA" : "messages");
+    fs.ofi_targets[t] = std::move(ot);
+  }
+  for (uint32_t s = 0; s < ns; ++s) {
+    if (spec.sources[s].rank != me || !any_remote(true, s)) continue;
+    auto os = std::make_unique<OfiSource>();
+    os->ep = std::make_unique<ofi::Endpoint>(ofi_config);
+    os->staging_bytes = nt * rg.ring_stride;
+    os->staging = static_cast<std::byte*>(alloc_zeroed(os->staging_bytes));
+    os->staging_mr = os->ep->register_memory(os->staging, os->staging_bytes, FI_WRITE | FI_SEND);
+    os->credits = static_cast<uint64_t*>(alloc_zeroed(nt * sizeof(uint64_t)));
+    os->credits_mr = os->ep->register_memory(os->credits, nt * sizeof(uint64_t), FI_REMOTE_WRITE | FI_RECV);
+    client->put(prefix + "s/" + std::to_string(s), to_hex(os->ep->address()) + " " + (os->ep->rma() ? "rma" : "msg") +
+                                                       " " + std::to_string(os->credits_mr.key) + " " +
+                                                       std::to_string(os->credits_mr.base));
+    log::info("flow '", spec.name, "' source ", s, ": ofi endpoint on ", os->ep->provider_name(), ", ",
+              os->ep->rma() ? "RMA" : "messages");
+    fs.ofi_sources[s] = std::move(os);
+  }
+  // A descriptor: hex address, data path, key, base. Everything in it comes
+  // from a peer, so it is checked before use.
+  auto fetch = [&](const std::string& key, uint32_t owner, ofi::Endpoint& ep, fi_addr_t* peer, uint64_t* mr_key,
+                   uint64_t* base) {
+    const std::string desc = client->get(prefix + key, setup_deadline(), owner);
+    std::istringstream in(desc);
+    std::string hex, mode, addr;
+    unsigned long long k = 0, b = 0;
+    if (!(in >> hex >> mode >> k >> b) || !from_hex(hex, &addr) || addr.empty()) {
+      throw Error(ErrorCode::kProtocol, "flow '" + spec.name + "': rank " + std::to_string(owner) +
+                                            " published a malformed ofi descriptor for " + key);
+    }
+    if (mode != (ep.rma() ? "rma" : "msg")) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "flow '" + spec.name + "': rank " + std::to_string(owner) + " moves segments by " +
+                      (mode == "rma" ? "RMA" : "messages") + " but rank " + std::to_string(me) + " by " +
+                      (ep.rma() ? "RMA" : "messages") + "; give every rank the same SLUICE_OFI_RMA and provider");
+    }
+    *peer = ep.insert(addr);
+    *mr_key = k;
+    *base = b;
+  };
+  for (auto& [s, os] : fs.ofi_sources) {
+    std::vector<OutRingRef>& outs = fs.remote_out[s];
+    outs.resize(nt);
+    for (uint32_t t = 0; t < nt; ++t) {
+      if (!fs.remote(s, t)) continue;
+      OutRingRef& r = outs[t];
+      r.remote = true;
+      r.ring = layout::RingView(os->staging + t * rg.ring_stride, rg.ring_segments, rg.segment_stride);
+      uint64_t base = 0;
+      fetch("t/" + std::to_string(t), spec.targets[t].rank, *os->ep, &r.peer, &r.ring_key, &base);
+      // Ring (lt, s) starts s rings into the target endpoint's registration.
+      r.ring_addr = base + s * rg.ring_stride + sizeof(layout::RingHeader);
+    }
+  }
+  for (auto& [t, ot] : fs.ofi_targets) {
+    std::vector<InRingRef>& ins = fs.remote_in[t];
+    ins.resize(ns);
+    for (uint32_t s = 0; s < ns; ++s) {
+      if (!fs.remote(s, t)) continue;
+      InRingRef& r = ins[s];
+      r.remote = true;
+      uint64_t base = 0;
+      fetch("s/" + std::to_string(s), spec.sources[s].rank, *ot->ep, &r.peer, &r.credit_key, &base);
+      r.credit_addr = base + t * sizeof(uint64_t);
+    }
   }
 }
 
@@ -262,6 +446,11 @@ Cluster Cluster::join(const ClusterOptions& options) {
   co.heartbeat_timeout = options.peer_timeout;
   co.connect_timeout = options.setup_timeout;
   impl->client = control::RegistryClient::connect(impl->boot, co);
+  // Peers compare host identities to choose shm or ofi per pair.
+  impl->client->put("host/" + std::to_string(impl->boot.rank), impl->host_id);
+  // Data goes out through the interface that reaches the registry, unless
+  // the job pinned a provider that chooses its own.
+  impl->ofi_config = detail::ofi::config_from_env(impl->client->local_address());
   log::info("joined as rank ", impl->boot.rank, " of ", impl->boot.world_size, " via ", impl->options.registry,
             " (bootstrap from ", impl->boot.source, ")");
   return Cluster(std::move(impl));
@@ -322,8 +511,12 @@ std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& flow
     throw Error(ErrorCode::kInvalidArgument, "source (" + std::to_string(me.rank) + "," + std::to_string(slot) +
                                                  ") of flow '" + flow + "' is already open");
   }
-  std::vector<detail::OutRingRef> rings;
+  std::vector<detail::OutRingRef> rings(spec.targets.size());
   for (uint32_t t = 0; t < spec.targets.size(); ++t) {
+    if (fs.remote(s, t)) {
+      rings[t] = fs.remote_out.at(s)[t];
+      continue;
+    }
     const uint32_t trank = spec.targets[t].rank;
     const detail::layout::Geometry& g = fs.geometry.at(trank);
     std::byte* base = fs.region_of(trank, rank());
@@ -333,10 +526,13 @@ std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& flow
       throw Error(ErrorCode::kProtocol, "flow '" + flow + "': the ring from source " + std::to_string(s) +
                                             " to target " + std::to_string(t) + " has an unexpected header");
     }
-    rings.push_back({ring, reinterpret_cast<detail::layout::Doorbell*>(base + g.doorbell_offset(lt))});
+    rings[t].ring = ring;
+    rings[t].bell = reinterpret_cast<detail::layout::Doorbell*>(base + g.doorbell_offset(lt));
   }
+  std::unique_ptr<detail::OfiSource> ofi;
+  if (auto it = fs.ofi_sources.find(s); it != fs.ofi_sources.end()) ofi = std::move(it->second);
   fs.source_open[s] = true;
-  return detail::make_shm_source(&fs.ctx, s, std::move(rings));
+  return detail::make_source(&fs.ctx, s, std::move(rings), std::move(ofi));
 }
 
 std::unique_ptr<detail::TargetCore> Cluster::open_target(const std::string& flow, uint32_t slot) {
@@ -356,13 +552,16 @@ std::unique_ptr<detail::TargetCore> Cluster::open_target(const std::string& flow
   }
   const detail::layout::Geometry& g = fs.geometry.at(rank());
   const uint32_t lt = fs.local_index[t];
-  std::vector<detail::InRingRef> rings;
+  std::vector<detail::InRingRef> rings(spec.sources.size());
   for (uint32_t s = 0; s < spec.sources.size(); ++s) {
-    rings.push_back({detail::layout::RingView(fs.own.data() + g.ring_offset(lt, s), g.ring_segments, g.segment_stride)});
+    if (fs.remote(s, t)) rings[s] = fs.remote_in.at(t)[s];
+    rings[s].ring = detail::layout::RingView(fs.own.data() + g.ring_offset(lt, s), g.ring_segments, g.segment_stride);
   }
+  std::unique_ptr<detail::OfiTarget> ofi;
+  if (auto it = fs.ofi_targets.find(t); it != fs.ofi_targets.end()) ofi = std::move(it->second);
   fs.target_open[t] = true;
   auto* bell = reinterpret_cast<detail::layout::Doorbell*>(fs.own.data() + g.doorbell_offset(lt));
-  return detail::make_shm_target(&fs.ctx, t, bell, std::move(rings));
+  return detail::make_target(&fs.ctx, t, bell, std::move(rings), std::move(ofi));
 }
 
 void Cluster::barrier(std::string_view name, Deadline deadline) {

@@ -54,9 +54,15 @@ struct ClusterOptions {
   // How long join() keeps retrying the registry, and how long setup calls
   // (declare, barrier) wait for the other ranks. SLUICE_SETUP_TIMEOUT_MS. Default 60000 ms.
   std::chrono::milliseconds setup_timeout{60000};
-  // Busy-wait iterations before a blocked push/consume yields and then parks
-  // on a futex. SLUICE_SPIN. Default 4000 (a few microseconds).
-  uint32_t spin_iterations = 4000;
+  // Busy-wait iterations before a blocked push/consume yields and then parks.
+  // SLUICE_SPIN. Default -1: automatic, 4000 (a few microseconds) when this
+  // host runs fewer ranks of the flow than it has CPUs, else 0 (spinning
+  // would only steal the CPU from the peer being waited for).
+  int64_t spin_iterations = -1;
+  // Which transport carries flows: "auto" (shm between ranks on one host,
+  // ofi otherwise), "shm" (one host only), or "ofi" (everywhere, even
+  // between ranks on one host). SLUICE_TRANSPORT. Default "auto".
+  std::string transport = "auto";
 
   // Defaults with every SLUICE_* override applied; throws Error(kInvalidArgument)
   // naming the variable on a malformed value and warns about unknown SLUICE_* names.

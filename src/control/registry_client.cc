@@ -555,6 +555,17 @@ uint32_t RegistryClient::rank() const { return impl_->info.rank; }
 uint32_t RegistryClient::world_size() const { return impl_->info.world_size; }
 PeerTable& RegistryClient::peers() { return impl_->peers; }
 
+std::string RegistryClient::local_address() const {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getsockname(impl_->fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  char host[NI_MAXHOST];
+  if (::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0) {
+    return {};
+  }
+  return host;
+}
+
 void RegistryClient::declare_flow(const std::string& name, const std::string& canonical,
                                   const std::vector<uint32_t>& participants, Deadline deadline) {
   const std::string what = log::cat("declaring flow '", name, "'");

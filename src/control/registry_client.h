@@ -70,6 +70,9 @@ class RegistryClient {
   uint32_t rank() const;
   uint32_t world_size() const;
   PeerTable& peers();
+  // The numeric IP address this process reaches the registry from: the
+  // interface data should use too. Empty if it cannot be read.
+  std::string local_address() const;
 
   // Declares flow `name` with its canonical spec text; returns once every
   // rank in `participants` declared it identically. Throws

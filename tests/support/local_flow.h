@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "flow/layout.h"
-#include "flow/shm_flow.h"
+#include "flow/flow_core.h"
 #include "sluice/flow.h"
 
 namespace sluice::testing {
@@ -38,13 +38,22 @@ class LocalFlow {
 
   std::unique_ptr<detail::SourceCore> source_core(uint32_t s) {
     std::vector<detail::OutRingRef> rings;
-    for (uint32_t t = 0; t < geo_.local_targets; ++t) rings.push_back({ring(t, s), bell(t)});
-    return detail::make_shm_source(&ctx_, s, std::move(rings));
+    for (uint32_t t = 0; t < geo_.local_targets; ++t) {
+      detail::OutRingRef r;
+      r.ring = ring(t, s);
+      r.bell = bell(t);
+      rings.push_back(r);
+    }
+    return detail::make_source(&ctx_, s, std::move(rings), nullptr);
   }
   std::unique_ptr<detail::TargetCore> target_core(uint32_t t) {
     std::vector<detail::InRingRef> rings;
-    for (uint32_t s = 0; s < geo_.sources; ++s) rings.push_back({ring(t, s)});
-    return detail::make_shm_target(&ctx_, t, bell(t), std::move(rings));
+    for (uint32_t s = 0; s < geo_.sources; ++s) {
+      detail::InRingRef r;
+      r.ring = ring(t, s);
+      rings.push_back(r);
+    }
+    return detail::make_target(&ctx_, t, bell(t), std::move(rings), nullptr);
   }
   template <class T>
   Source<T> source(uint32_t s) { return Source<T>(source_core(s)); }

@@ -44,8 +44,9 @@ class SharedRegion {
   int fd_ = -1;
 };
 
-// An identity for "this machine" (hostname + kernel boot id): two processes
-// can share memory only if theirs are equal.
+// An identity for "this host" (hostname, kernel boot id and network
+// namespace): the shm transport is used between processes whose identities
+// are equal, the ofi transport otherwise.
 std::string host_identity();
 std::string host_name();
 

@@ -1,0 +1,1067 @@
+#include "flow/flow_core.h"
+
+#include <rdma/fi_errno.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "common/check.h"
+#include "common/futex.h"
+#include "common/log.h"
+#include "control/registry_client.h"
+
+namespace sluice::detail {
+namespace {
+
+using layout::Footer;
+using layout::RingView;
+
+// A parked thread re-checks deadlines and peer liveness at least this often.
+constexpr auto kParkSlice = std::chrono::milliseconds(50);
+// A target with both shm and ofi rings parks on its completion queue, which
+// shm publishers cannot wake: it looks at its shm rings this often.
+constexpr auto kMixedParkSlice = std::chrono::milliseconds(1);
+// sched_yield() rounds between spinning and parking: on an oversubscribed
+// machine they let the peer we wait for run without paying a futex round trip.
+constexpr uint32_t kYieldRounds = 64;
+// Completions read per fi_cq_read.
+constexpr size_t kCqBatch = 16;
+// While spinning on an ofi ring, drive the completion queue every this many
+// iterations (each read may be a system call on tcp).
+constexpr uint32_t kSpinProgressEvery = 64;
+
+std::chrono::nanoseconds until(Deadline deadline, std::chrono::nanoseconds slice = kParkSlice) {
+  if (deadline == kForever) return slice;
+  auto left = deadline - Clock::now();
+  return std::min<std::chrono::nanoseconds>(left, slice);
+}
+
+std::chrono::milliseconds until_ms(Deadline deadline, std::chrono::milliseconds slice) {
+  auto ns = until(deadline, slice);
+  return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(ns));
+}
+
+// Wakes the other side if it announced that it parks. The fence orders our
+// preceding publication before the load of `waiting`; the waiter has the
+// mirror fence between its store of `waiting` and its re-check, so at least
+// one side sees the other (Dekker), and no wake-up is lost.
+inline void wake_if_waiting(std::atomic<uint32_t>* waiting, std::atomic<uint32_t>* futex_word) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (waiting->load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    futex_word->fetch_add(1, std::memory_order_relaxed);
+    futex_wake_all(futex_word);
+  }
+}
+
+// Why `rank` can no longer be waited for, or empty if it is still alive.
+std::string lost_reason(const FlowContext* ctx, uint32_t rank) {
+  if (ctx->peers == nullptr) return {};
+  if (ctx->peers->registry_lost()) {
+    return "lost the connection to the job's registry, so the liveness of rank " + std::to_string(rank) +
+           " cannot be known";
+  }
+  if (ctx->peers->state(rank) != control::PeerTable::kAlive) return ctx->peers->describe(rank);
+  return {};
+}
+
+std::string host_of(const FlowContext* ctx, uint32_t rank) {
+  if (rank < ctx->hosts.size() && !ctx->hosts[rank].empty()) return " on " + ctx->hosts[rank];
+  return {};
+}
+
+// A libfabric operation in flight. The provider owns `ctx` until the
+// operation completes; the completion hands back its address.
+enum class OpKind : uint8_t { kSegmentSend, kCreditRecv, kSegmentRecv, kCreditSend };
+struct Op {
+  fi_context2 ctx;  // first: op_context points here
+  OpKind kind = OpKind::kSegmentSend;
+  uint32_t ring = 0;
+  uint32_t slot = 0;
+  bool busy = false;
+};
+static_assert(offsetof(Op, ctx) == 0);
+
+// Test builds can make completions arrive out of order, as on an unordered
+// provider (EFA's SRD): every batch is processed in reverse, and one
+// completion is held back until the next batch.
+class CompletionReorderer {
+ public:
+  size_t reorder(fi_cq_data_entry* e, size_t n) {
+    if (!enabled_) return n;
+    std::reverse(e, e + n);
+    if (held_) {
+      e[n++] = held_entry_;
+      held_ = false;
+    }
+    if (n > 1) {
+      held_entry_ = e[0];
+      held_ = true;
+      std::memmove(e, e + 1, (n - 1) * sizeof(*e));
+      --n;
+    }
+    return n;
+  }
+  // The held completion, released before the thread parks.
+  size_t flush(fi_cq_data_entry* e) {
+    if (!held_) return 0;
+    e[0] = held_entry_;
+    held_ = false;
+    return 1;
+  }
+  void enable(bool on) { enabled_ = on; }
+
+ private:
+  bool enabled_ = false;
+  bool held_ = false;
+  fi_cq_data_entry held_entry_{};
+};
+
+class FlowSource final : public SourceCore {
+ public:
+  FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings, std::unique_ptr<OfiSource> ofi)
+      : ctx_(ctx),
+        index_(index),
+        rings_(std::move(rings)),
+        out_(rings_.size()),
+        lane_store_(rings_.size()),
+        ofi_(std::move(ofi)) {
+    const FlowSpec& spec = ctx->spec;
+    SLUICE_CHECK(rings_.size() == spec.targets.size());
+    lanes_ = lane_store_.data();
+    num_targets_ = static_cast<uint32_t>(rings_.size());
+    route_ = spec.route;
+    key_offset_ = spec.key_offset;
+    key_size_ = spec.key_size;
+    route_fn_ = spec.route_fn;
+    latency_ = spec.optimize == Optimize::kLatency;
+    const uint32_t S = ctx->ring_segments;
+    for (size_t t = 0; t < rings_.size(); ++t) out_[t].limit = S;
+    if (ofi_ != nullptr) {
+      reorder_.enable(ofi_->ep->test_unordered());
+      ops_ = std::vector<Op>(rings_.size() * S);
+      credit_ops_ = std::vector<Op>(rings_.size());
+      credit_seen_.assign(rings_.size(), 0);
+      for (uint32_t t = 0; t < num_targets_; ++t) {
+        if (!rings_[t].remote) continue;
+        for (uint32_t j = 0; j < S; ++j) ops_[t * S + j] = Op{{}, OpKind::kSegmentSend, t, j, false};
+        credit_ops_[t] = Op{{}, OpKind::kCreditRecv, t, 0, false};
+        ofi_->credits[t] = 0;
+        if (!ofi_->ep->rma()) post_credit_receive(t);
+      }
+    }
+  }
+
+  ~FlowSource() override {
+    if (closed_) return;
+    // Destroyed without close(): tell every shm target, so that it reports
+    // the flow incomplete rather than waiting for an END that cannot come.
+    // (An ofi target learns it when this rank leaves or dies.)
+    for (auto& r : rings_) {
+      if (r.remote) continue;
+      r.ring.header->source_aborted.store(1, std::memory_order_release);
+      r.bell->seq.fetch_add(1, std::memory_order_relaxed);
+      futex_wake_all(&r.bell->seq);
+    }
+  }
+
+  Status reserve(uint32_t t, size_t bytes, Deadline deadline, bool try_only) override {
+    if (failed_ != Status::kOk) return failed_;
+    if (closed_) return fail(Status::kClosed, ctx_->endpoint_name(true, index_) + ": push after close()");
+    if (bytes > ctx_->payload_bytes) {
+      return fail(Status::kInvalid, ctx_->endpoint_name(true, index_) + ": a record of " + std::to_string(bytes) +
+                                        " bytes (with framing) does not fit a segment's payload of " +
+                                        std::to_string(ctx_->payload_bytes) + " bytes; raise segment_bytes");
+    }
+    Out& o = out_[t];
+    if (o.filling) {
+      const auto used = static_cast<uint32_t>(lanes_[t].cur - o.base);
+      if (used == 0) return Status::kOk;  // an empty segment always fits one record
+      if (Status s = publish_segment(t, used, 0, deadline); s != Status::kOk) return s;
+    }
+    Status s = acquire(t, deadline, try_only);
+    if (s != Status::kOk) return s;
+    start_segment(t);
+    return Status::kOk;
+  }
+
+  Status publish(uint32_t t) override {
+    return publish_segment(t, static_cast<uint32_t>(lanes_[t].cur - out_[t].base), 0);
+  }
+
+  Status flush(Deadline deadline) override {
+    if (closed_) return Status::kOk;
+    if (failed_ != Status::kOk) return failed_;
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      Out& o = out_[t];
+      if (o.filling && lanes_[t].cur != o.base) {
+        const auto used = static_cast<uint32_t>(lanes_[t].cur - o.base);
+        if (Status s = publish_segment(t, used, 0, deadline); s != Status::kOk) return s;
+      }
+    }
+    return Status::kOk;
+  }
+
+  Status close(Deadline deadline) override {
+    if (closed_) return Status::kOk;
+    if (failed_ != Status::kOk) return failed_;
+    Status first = Status::kOk;
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      Out& o = out_[t];
+      if (o.ended) continue;
+      if (!o.filling) {
+        Status s = acquire(t, deadline, false);
+        if (s != Status::kOk) {
+          if (first == Status::kOk) first = s;
+          continue;
+        }
+        start_segment(t);
+      }
+      // The END flag rides on the last data segment when there is one.
+      Status s = publish_segment(t, static_cast<uint32_t>(lanes_[t].cur - o.base), layout::kEnd, deadline);
+      if (s != Status::kOk) return s;
+      o.ended = true;
+    }
+    if (first != Status::kOk) return first;
+    // Over ofi, done means the provider delivered every segment: this
+    // process may exit as soon as close() returns.
+    if (ofi_ != nullptr) {
+      if (Status s = drain(deadline); s != Status::kOk) return s;
+    }
+    closed_ = true;
+    return Status::kOk;
+  }
+
+  Status fail_invalid(const char* what) override {
+    return fail(Status::kInvalid, ctx_->endpoint_name(true, index_) + ": " + what);
+  }
+
+  const std::string& error() const override { return error_; }
+
+ private:
+  struct Out {
+    uint64_t k = 0;             // ring index of the segment being filled, or the next to claim
+    uint64_t limit = 0;         // k may be claimed while k < limit (consumed + S, cached)
+    std::byte* base = nullptr;  // payload of the segment being filled
+    bool filling = false;
+    bool ended = false;
+  };
+
+  Status fail(Status s, std::string message) {
+    error_ = std::move(message);
+    return s;
+  }
+
+  // An ofi failure ends the source for good: the flow cannot be completed.
+  Status fail_for_good(std::string message) {
+    failed_ = Status::kPeerLost;
+    return fail(Status::kPeerLost, std::move(message));
+  }
+
+  void start_segment(uint32_t t) {
+    Out& o = out_[t];
+    o.base = rings_[t].ring.payload(o.k);
+    o.filling = true;
+    lanes_[t].cur = o.base;
+    lanes_[t].end = o.base + ctx_->payload_bytes;
+  }
+
+  Status publish_segment(uint32_t t, uint32_t used, uint32_t flags, Deadline deadline = kForever) {
+    Out& o = out_[t];
+    const OutRingRef& r = rings_[t];
+    Footer* f = r.ring.footer(o.k);
+    f->bytes_used = used;
+    f->flags = layout::kConsumable | flags;
+    if (!r.remote) {
+      // Release: the payload and the two words above become visible no
+      // later than seq; pairs with the target's acquire load of seq.
+      f->seq.store(o.k + 1, std::memory_order_release);
+    } else {
+      // The target learns of the segment from its completion, never from
+      // the bytes: a NIC may place them in any order.
+      f->seq.store(o.k + 1, std::memory_order_relaxed);
+      if (Status s = post_segment(t, o.k, deadline); s != Status::kOk) return s;
+    }
+    ++o.k;
+    o.filling = false;
+    lanes_[t].cur = lanes_[t].end = nullptr;
+    if (!r.remote) wake_if_waiting(&r.bell->waiting, &r.bell->seq);
+    return Status::kOk;
+  }
+
+  Status post_segment(uint32_t t, uint64_t k, Deadline deadline) {
+    const OutRingRef& r = rings_[t];
+    const uint32_t S = ctx_->ring_segments;
+    const auto slot = static_cast<uint32_t>(k % S);
+    Op& op = ops_[t * S + slot];
+    op.busy = true;
+    for (;;) {
+      ssize_t rc;
+      if (ofi_->ep->rma()) {
+        rc = ofi_->ep->write_data(r.ring.payload(k), r.ring.segment_stride, ofi_->staging_mr.desc,
+                                  segment_cq_data(index_, slot), r.peer,
+                                  r.ring_addr + uint64_t{slot} * r.ring.segment_stride, r.ring_key, &op.ctx);
+      } else {
+        rc = ofi_->ep->tsend(r.ring.payload(k), r.ring.segment_stride, ofi_->staging_mr.desc, r.peer,
+                             kTagData | index_, &op.ctx);
+      }
+      if (rc == 0) break;
+      if (rc != -FI_EAGAIN) {
+        op.busy = false;
+        return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot send a segment to " +
+                             ctx_->peer_name(false, t) + ": " + fi_strerror(static_cast<int>(-rc)) +
+                             lost_suffix(ctx_->spec.targets[t].rank));
+      }
+      // The provider's queue is full: completing earlier operations frees it.
+      if (Status s = progress(); s != Status::kOk) {
+        op.busy = false;
+        return s;
+      }
+      if (Clock::now() >= deadline) {
+        op.busy = false;
+        return fail(Status::kTimeout, ctx_->endpoint_name(true, index_) + ": deadline passed while " +
+                                          ctx_->peer_name(false, t) + "'s provider queue stayed full");
+      }
+      if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
+        op.busy = false;
+        return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " + ctx_->peer_name(false, t) +
+                             ": " + why);
+      }
+    }
+    // Drives the transfer on providers with manual progress.
+    return progress();
+  }
+
+  void post_credit_receive(uint32_t t) {
+    Op& op = credit_ops_[t];
+    op.busy = true;
+    ssize_t rc;
+    while ((rc = ofi_->ep->trecv(&ofi_->credits[t], sizeof(uint64_t), ofi_->credits_mr.desc, kTagCredit | t,
+                                 &op.ctx)) == -FI_EAGAIN) {
+      (void)progress();
+    }
+    if (rc != 0) {
+      fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot post a credit receive: " +
+                    fi_strerror(static_cast<int>(-rc)));
+    }
+  }
+
+  std::string lost_suffix(uint32_t rank) const {
+    std::string why = lost_reason(ctx_, rank);
+    return why.empty() ? std::string() : " (" + why + ")";
+  }
+
+  void handle(const fi_cq_data_entry& e) {
+    if (e.flags & FI_REMOTE_CQ_DATA) {
+      // A target wrote our credit word for it (RMA path).
+      const uint64_t t = e.data;
+      if (t < num_targets_ && rings_[t].remote) credit_seen_[t] = std::max(credit_seen_[t], ofi_->credits[t]);
+      if (ofi_->ep->needs_data_receives()) ofi_->ep->repost_data_receive();
+      return;
+    }
+    if (e.op_context == nullptr || ofi_->ep->is_data_receive(e.op_context)) return;
+    Op* op = static_cast<Op*>(e.op_context);
+    switch (op->kind) {
+      case OpKind::kSegmentSend:
+        op->busy = false;
+        break;
+      case OpKind::kCreditRecv:
+        credit_seen_[op->ring] = std::max(credit_seen_[op->ring], ofi_->credits[op->ring]);
+        post_credit_receive(op->ring);
+        break;
+      default:
+        break;
+    }
+  }
+
+  Status handle_batch(fi_cq_data_entry* e, ssize_t n, const std::string& err, void* failed) {
+    if (n < 0) {
+      // A credit receive cancelled because a finished target went away
+      // costs nothing; a failed segment transfer fails the flow.
+      const Op* op = static_cast<const Op*>(failed);
+      if (op != nullptr && op->kind == OpKind::kCreditRecv && all_remote_ended()) return Status::kOk;
+      if (op != nullptr && op->ring < num_targets_) {
+        const uint32_t rank = ctx_->spec.targets[op->ring].rank;
+        return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
+                             ctx_->peer_name(false, op->ring) + " on rank " + std::to_string(rank) +
+                             host_of(ctx_, rank) + ": " + err + lost_suffix(rank));
+      }
+      return fail_for_good(ctx_->endpoint_name(true, index_) + ": " + err + lost_targets());
+    }
+    const size_t m = reorder_.reorder(e, static_cast<size_t>(n));
+    for (size_t i = 0; i < m; ++i) handle(e[i]);
+    return Status::kOk;
+  }
+
+  Status progress() {
+    fi_cq_data_entry e[kCqBatch + 1];
+    std::string err;
+    for (;;) {
+      void* failed = nullptr;
+      const ssize_t n = ofi_->ep->poll(e, kCqBatch, &err, &failed);
+      if (Status s = handle_batch(e, n, err, failed); s != Status::kOk) return s;
+      if (n < static_cast<ssize_t>(kCqBatch)) break;
+    }
+    const size_t held = reorder_.flush(e);
+    for (size_t i = 0; i < held; ++i) handle(e[i]);
+    return Status::kOk;
+  }
+
+  bool all_remote_ended() const {
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (rings_[t].remote && !out_[t].ended) return false;
+    }
+    return true;
+  }
+
+  // Blocks on the completion queue for at most `slice`.
+  Status park(Deadline deadline) {
+    fi_cq_data_entry e[kCqBatch + 1];
+    std::string err;
+    const size_t held = reorder_.flush(e);
+    for (size_t i = 0; i < held; ++i) handle(e[i]);
+    void* failed = nullptr;
+    const ssize_t n = ofi_->ep->wait(e, kCqBatch, until_ms(deadline, kParkSlice), &err, &failed);
+    return handle_batch(e, n, err, failed);
+  }
+
+  std::string lost_targets() const {
+    std::string out;
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (!rings_[t].remote) continue;
+      std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank);
+      if (!why.empty() && out.find(why) == std::string::npos) out += "; " + why;
+    }
+    return out;
+  }
+
+  bool has_credit(uint32_t t) {
+    Out& o = out_[t];
+    if (!rings_[t].remote) {
+      if (o.k < o.limit) return true;
+      // Acquire: pairs with the target's release store of consumed, so its
+      // reads of the segments it released happen before we overwrite them.
+      o.limit = rings_[t].ring.header->consumed.load(std::memory_order_acquire) + ctx_->ring_segments;
+      return o.k < o.limit;
+    }
+    // Over ofi the staging slot must also be free: its previous segment's
+    // transfer has completed.
+    const uint32_t S = ctx_->ring_segments;
+    auto ready = [&] { return o.k < o.limit && !ops_[t * S + o.k % S].busy; };
+    if (ready()) return true;
+    (void)progress();
+    o.limit = credit_seen_[t] + S;
+    return ready();
+  }
+
+  Status acquire(uint32_t t, Deadline deadline, bool try_only) {
+    if (has_credit(t)) [[likely]] return Status::kOk;
+    if (failed_ != Status::kOk) return failed_;
+    if (try_only) return Status::kBackPressured;
+    return wait_for_credit(t, deadline);
+  }
+
+  Status wait_for_credit(uint32_t t, Deadline deadline) {
+    const bool remote = rings_[t].remote;
+    auto* hdr = rings_[t].ring.header;
+    const uint32_t target_rank = ctx_->spec.targets[t].rank;
+    if (deadline != kForever && Clock::now() >= deadline) return fail(Status::kTimeout, "no credit");
+    for (uint32_t i = 0;; ++i) {
+      if (has_credit(t)) return Status::kOk;
+      if (failed_ != Status::kOk) return failed_;
+      if (i < ctx_->spin_iterations) {
+        cpu_relax();
+        continue;
+      }
+      if (Clock::now() >= deadline) {
+        return fail(Status::kTimeout, ctx_->endpoint_name(true, index_) + ": deadline passed waiting for credit from " +
+                                          ctx_->peer_name(false, t) + host_of(ctx_, target_rank) +
+                                          " (its ring is full: the target is not consuming)");
+      }
+      if (i < ctx_->spin_iterations + kYieldRounds) {
+        sched_yield();
+        continue;
+      }
+      if (std::string why = lost_reason(ctx_, target_rank); !why.empty()) {
+        return fail(Status::kPeerLost, ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
+                                           ctx_->peer_name(false, t) + ": " + why);
+      }
+      if (remote) {
+        if (Status s = park(deadline); s != Status::kOk) return s;
+        continue;
+      }
+      hdr->source_waiting.store(1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      const uint32_t seen = hdr->credit_seq.load(std::memory_order_relaxed);
+      if (!has_credit(t)) futex_wait(&hdr->credit_seq, seen, until(deadline));
+      hdr->source_waiting.store(0, std::memory_order_relaxed);
+    }
+  }
+
+  // Waits until every ofi transfer has completed.
+  Status drain(Deadline deadline) {
+    auto busy = [&] {
+      for (const Op& op : ops_) {
+        if (op.busy) return true;
+      }
+      return false;
+    };
+    while (busy()) {
+      if (Status s = progress(); s != Status::kOk) return s;
+      if (!busy()) break;
+      if (Clock::now() >= deadline) {
+        return fail(Status::kTimeout, ctx_->endpoint_name(true, index_) +
+                                          ": deadline passed before the last segments were delivered");
+      }
+      for (uint32_t t = 0; t < num_targets_; ++t) {
+        bool pending = false;
+        for (uint32_t j = 0; j < ctx_->ring_segments && rings_[t].remote; ++j) {
+          pending |= ops_[t * ctx_->ring_segments + j].busy;
+        }
+        if (!pending) continue;
+        if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
+          return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
+                               ctx_->peer_name(false, t) + ": " + why);
+        }
+      }
+      if (Status s = park(deadline); s != Status::kOk) return s;
+    }
+    return Status::kOk;
+  }
+
+  const FlowContext* ctx_;
+  uint32_t index_;
+  std::vector<OutRingRef> rings_;
+  std::vector<Out> out_;
+  std::vector<Lane> lane_store_;
+  bool closed_ = false;
+  Status failed_ = Status::kOk;
+  std::string error_;
+  // ofi only.
+  std::unique_ptr<OfiSource> ofi_;
+  std::vector<Op> ops_;            // [target * S + slot]: the segment transfer from that staging slot
+  std::vector<Op> credit_ops_;     // [target]: the posted credit receive (message path)
+  std::vector<uint64_t> credit_seen_;  // [target]: highest consumed count heard of
+  CompletionReorderer reorder_;
+};
+
+class FlowTarget final : public TargetCore {
+ public:
+  FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell* bell, std::vector<InRingRef> rings,
+             std::unique_ptr<OfiTarget> ofi)
+      : ctx_(ctx), index_(index), bell_(bell), in_(rings.size()), ofi_(std::move(ofi)) {
+    SLUICE_CHECK(rings.size() == ctx->spec.sources.size());
+    const uint32_t S = ctx->ring_segments;
+    for (size_t s = 0; s < rings.size(); ++s) {
+      in_[s].ring = rings[s].ring;
+      in_[s].remote = rings[s].remote;
+      in_[s].peer = rings[s].peer;
+      in_[s].credit_addr = rings[s].credit_addr;
+      in_[s].credit_key = rings[s].credit_key;
+      has_remote_ |= in_[s].remote;
+      has_local_ |= !in_[s].remote;
+    }
+    credit_batch_ = std::max<uint32_t>(1, S / 2);
+    if (has_remote_) {
+      SLUICE_CHECK(ofi_ != nullptr);
+      reorder_.enable(ofi_->ep->test_unordered());
+      arrived_.assign(in_.size() * S, 0);
+      buffer_of_.assign(in_.size() * S, -1);
+      recv_ops_ = std::vector<Op>(in_.size() * S);
+      credit_ops_ = std::vector<Op>(in_.size());
+      credit_pending_.assign(in_.size(), 0);
+      for (uint32_t s = 0; s < in_.size(); ++s) {
+        credit_ops_[s] = Op{{}, OpKind::kCreditSend, s, 0, false};
+        if (!in_[s].remote || ofi_->ep->rma()) continue;
+        // Message path: every segment of the ring is a posted receive. An
+        // unordered provider may fill them in any order; the footer's seq
+        // says which segment landed where.
+        std::vector<uint32_t> order(S);
+        for (uint32_t j = 0; j < S; ++j) order[j] = j;
+        if (ofi_->ep->test_unordered()) std::shuffle(order.begin(), order.end(), std::mt19937(s + 1));
+        for (uint32_t j : order) post_receive(s, j);
+      }
+    }
+  }
+
+  ~FlowTarget() override {
+    // Hand back whatever we hold so that shm sources blocked on us can finish.
+    if (held_ >= 0 && !in_[held_].remote) release(in_[held_], held_slot_);
+    for (auto& in : in_) {
+      if (!in.remote) publish_credit(in);
+    }
+  }
+
+  Status next(Deadline deadline, SegmentView* out) override {
+    if (failed_ != Status::kOk) return failed_;
+    if (held_ >= 0) {
+      release(in_[static_cast<size_t>(held_)], held_slot_);
+      held_ = -1;
+    }
+    if (has_remote_) {
+      if (Status s = progress(); s != Status::kOk) return s;
+    }
+    if (Status s = scan(out); s != Status::kTimeout) return s;
+    if (ended_ == in_.size()) return Status::kEndOfFlow;
+    return wait(deadline, out);
+  }
+
+  const std::string& error() const override { return error_; }
+
+ private:
+  struct In {
+    RingView ring;
+    uint64_t k = 0;          // next segment to read
+    uint64_t released = 0;   // segments finished with
+    uint64_t published = 0;  // `released` as last told to the source
+    bool ended = false;
+    bool remote = false;
+    fi_addr_t peer = FI_ADDR_UNSPEC;
+    uint64_t credit_addr = 0;
+    uint64_t credit_key = 0;
+  };
+
+  Status fail(Status s, std::string message) {
+    error_ = std::move(message);
+    return s;
+  }
+
+  Status fail_for_good(std::string message) {
+    failed_ = Status::kPeerLost;
+    return fail(Status::kPeerLost, std::move(message));
+  }
+
+  uint32_t index_of(const In& in) const { return static_cast<uint32_t>(&in - in_.data()); }
+
+  void publish_credit(In& in) {
+    if (in.published == in.released) return;
+    if (!in.remote) {
+      // Release: our reads of the released segments happen before the
+      // source, after its acquire load of consumed, overwrites them.
+      in.ring.header->consumed.store(in.released, std::memory_order_release);
+      in.published = in.released;
+      wake_if_waiting(&in.ring.header->source_waiting, &in.ring.header->credit_seq);
+      return;
+    }
+    // A source whose ring ended needs no more credit (and may be gone).
+    if (in.ended) return;
+    const uint32_t s = index_of(in);
+    Op& op = credit_ops_[s];
+    if (op.busy) {
+      credit_pending_[s] = 1;  // sent when the previous credit completes
+      return;
+    }
+    ofi_->outbox[s] = in.released;
+    ssize_t rc;
+    if (ofi_->ep->rma()) {
+      rc = ofi_->ep->write_data(&ofi_->outbox[s], sizeof(uint64_t), ofi_->outbox_mr.desc, index_, in.peer,
+                                in.credit_addr, in.credit_key, &op.ctx);
+    } else {
+      rc = ofi_->ep->tsend(&ofi_->outbox[s], sizeof(uint64_t), ofi_->outbox_mr.desc, in.peer, kTagCredit | index_,
+                           &op.ctx);
+    }
+    if (rc == 0) {
+      op.busy = true;
+      in.published = in.released;
+      return;
+    }
+    // Never wait to hand out credit: the provider may be busy, or the source
+    // may have finished and closed its endpoint. Retried on the next pass.
+    credit_pending_[s] = 1;
+    if (rc != -FI_EAGAIN) {
+      log::debug(ctx_->endpoint_name(false, index_), ": returning credit to ", ctx_->peer_name(true, s),
+                 " failed for now: ", fi_strerror(static_cast<int>(-rc)));
+    }
+  }
+
+  void retry_pending_credits() {
+    for (uint32_t s = 0; s < in_.size(); ++s) {
+      if (credit_pending_[s] && !credit_ops_[s].busy) {
+        credit_pending_[s] = 0;
+        publish_credit(in_[s]);
+      }
+    }
+  }
+
+  void post_receive(uint32_t s, uint32_t j) {
+    Op& op = recv_ops_[s * ctx_->ring_segments + j];
+    op = Op{{}, OpKind::kSegmentRecv, s, j, true};
+    const RingView& ring = in_[s].ring;
+    ssize_t rc;
+    while ((rc = ofi_->ep->trecv(ring.payload(j), ring.segment_stride, ofi_->rings_mr.desc, kTagData | s, &op.ctx)) ==
+           -FI_EAGAIN) {
+      if (progress() != Status::kOk) return;
+    }
+    if (rc != 0) {
+      fail_for_good(ctx_->endpoint_name(false, index_) + ": cannot post a receive: " +
+                    fi_strerror(static_cast<int>(-rc)));
+    }
+  }
+
+  // `slot` is where the segment lies in the ring: k % S, or on the message
+  // path the buffer it landed in.
+  void release(In& in, uint32_t slot) {
+    if (in.remote) {
+      const uint32_t s = index_of(in);
+      const uint32_t S = ctx_->ring_segments;
+      const uint64_t k = in.k - 1;  // release always follows the read of k
+      (void)k;
+      if (ofi_->ep->rma()) {
+        arrived_[s * S + slot] = 0;
+      } else {
+        post_receive(s, slot);
+      }
+    }
+    ++in.released;
+    if (in.released - in.published >= credit_batch_) publish_credit(in);
+  }
+
+  // Where segment `k` of ring `s` is, if it has arrived: its slot, or -1.
+  int64_t locate(uint32_t s, const In& in) const {
+    const uint32_t S = ctx_->ring_segments;
+    const uint32_t pos = static_cast<uint32_t>(in.k % S);
+    if (!in.remote) {
+      // Acquire: pairs with the source's release store of seq; the payload,
+      // bytes_used and flags are complete once we see k + 1.
+      return in.ring.footer(in.k)->seq.load(std::memory_order_acquire) == in.k + 1 ? int64_t{pos} : -1;
+    }
+    if (ofi_->ep->rma()) return arrived_[s * S + pos] ? int64_t{pos} : -1;
+    return buffer_of_[s * S + pos];
+  }
+
+  // One pass over the rings, starting after the last one served (fairness).
+  // kOk with *out set, kTimeout if nothing is ready, or an error.
+  Status scan(SegmentView* out) {
+    const auto n = static_cast<uint32_t>(in_.size());
+    const uint32_t S = ctx_->ring_segments;
+    for (uint32_t i = 0; i < n; ++i) {
+      uint32_t s = next_ + i;
+      if (s >= n) s -= n;
+      In& in = in_[s];
+      if (in.ended) continue;
+      const int64_t where = locate(s, in);
+      if (where < 0) continue;
+      const auto slot = static_cast<uint32_t>(where);
+      Footer* f = in.ring.footer(slot);
+      const uint32_t used = f->bytes_used;
+      const uint32_t flags = f->flags;
+      const std::byte* data = in.ring.payload(slot);
+      if (in.remote && f->seq.load(std::memory_order_relaxed) != in.k + 1) {
+        return fail_for_good(corrupt(s, in.k, "its footer carries another sequence number"));
+      }
+      if (Status st = check_segment(s, in.k, used, flags, data); st != Status::kOk) return st;
+      if (in.remote && !ofi_->ep->rma()) buffer_of_[s * S + in.k % S] = -1;
+      ++in.k;
+      if (flags & layout::kEnd) {
+        in.ended = true;
+        ++ended_;
+      }
+      if (used == 0) {
+        release(in, slot);
+        if (in.ended && !in.remote) publish_credit(in);
+        continue;
+      }
+      held_ = static_cast<int>(s);
+      held_slot_ = slot;
+      next_ = s + 1 == n ? 0 : s + 1;
+      *out = SegmentView{data, used, s};
+      return Status::kOk;
+    }
+    return Status::kTimeout;
+  }
+
+  std::string corrupt(uint32_t s, uint64_t k, const char* problem) const {
+    return ctx_->endpoint_name(false, index_) + ": segment " + std::to_string(k) + " from " +
+           ctx_->peer_name(true, s) + " is corrupt (" + problem + "); the flow cannot continue";
+  }
+
+  // Checks a footer and payload written by another process before anything
+  // is handed to the user: a corrupt segment must never cause an overrun.
+  Status check_segment(uint32_t s, uint64_t k, uint32_t used, uint32_t flags, const std::byte* data) {
+    const FlowSpec& spec = ctx_->spec;
+    const char* problem = nullptr;
+    if (!(flags & layout::kConsumable)) problem = "flags lack CONSUMABLE";
+    else if (used > ctx_->payload_bytes) problem = "bytes_used exceeds the segment payload";
+    else if (spec.record_size != 0 && used % spec.record_size != 0) problem = "bytes_used is not a whole number of records";
+    else if (spec.record_size == 0 && !validate_records(data, used)) problem = "a record length overruns the segment";
+    if (problem == nullptr) return Status::kOk;
+    return fail_for_good(corrupt(s, k, problem));
+  }
+
+  void handle(const fi_cq_data_entry& e) {
+    const uint32_t S = ctx_->ring_segments;
+    if (e.flags & FI_REMOTE_CQ_DATA) {
+      // A source wrote a segment into our ring (RMA path). The data comes
+      // from a peer: check it before using it as an index.
+      const uint64_t s = e.data >> 16;
+      const uint64_t slot = e.data & 0xffff;
+      if (ofi_->ep->needs_data_receives()) ofi_->ep->repost_data_receive();
+      if (s >= in_.size() || !in_[s].remote || slot >= S) {
+        fail_for_good(ctx_->endpoint_name(false, index_) + ": a peer wrote with completion data " +
+                      std::to_string(e.data) + ", which names no ring of this target");
+        return;
+      }
+      arrived_[s * S + slot] = 1;
+      return;
+    }
+    if (e.op_context == nullptr || ofi_->ep->is_data_receive(e.op_context)) return;
+    Op* op = static_cast<Op*>(e.op_context);
+    switch (op->kind) {
+      case OpKind::kSegmentRecv: {
+        op->busy = false;
+        In& in = in_[op->ring];
+        const uint64_t seq = in.ring.footer(op->slot)->seq.load(std::memory_order_relaxed);
+        if (e.len != in.ring.segment_stride || seq <= in.k || seq > in.k + S) {
+          fail_for_good(corrupt(op->ring, in.k, "a message of unexpected size or sequence number"));
+          return;
+        }
+        buffer_of_[op->ring * S + (seq - 1) % S] = static_cast<int32_t>(op->slot);
+        break;
+      }
+      case OpKind::kCreditSend:
+        op->busy = false;
+        if (credit_pending_[op->ring]) {
+          credit_pending_[op->ring] = 0;
+          publish_credit(in_[op->ring]);
+        }
+        break;
+      default:
+        break;
+    }
+  }
+
+  Status handle_batch(fi_cq_data_entry* e, ssize_t n, const std::string& err, void* failed) {
+    if (n < 0) {
+      // Credit for a source that has already closed and gone is moot: only
+      // a failure to receive data fails the flow.
+      if (failed != nullptr && static_cast<Op*>(failed)->kind == OpKind::kCreditSend) {
+        static_cast<Op*>(failed)->busy = false;
+        return Status::kOk;
+      }
+      const Op* op = static_cast<const Op*>(failed);
+      if (op != nullptr && op->ring < in_.size()) {
+        const uint32_t rank = ctx_->spec.sources[op->ring].rank;
+        std::string why = lost_reason(ctx_, rank);
+        return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " + ctx_->peer_name(true, op->ring) +
+                             " on rank " + std::to_string(rank) + host_of(ctx_, rank) + ": " + err +
+                             (why.empty() ? "" : " (" + why + ")"));
+      }
+      return fail_for_good(ctx_->endpoint_name(false, index_) + ": " + err + lost_sources());
+    }
+    const size_t m = reorder_.reorder(e, static_cast<size_t>(n));
+    for (size_t i = 0; i < m && failed_ == Status::kOk; ++i) handle(e[i]);
+    return failed_;
+  }
+
+  Status progress() {
+    fi_cq_data_entry e[kCqBatch + 1];
+    std::string err;
+    for (;;) {
+      void* failed = nullptr;
+      const ssize_t n = ofi_->ep->poll(e, kCqBatch, &err, &failed);
+      if (Status s = handle_batch(e, n, err, failed); s != Status::kOk) return s;
+      if (n < static_cast<ssize_t>(kCqBatch)) break;
+    }
+    retry_pending_credits();
+    return failed_;
+  }
+
+  Status park(Deadline deadline) {
+    fi_cq_data_entry e[kCqBatch + 1];
+    std::string err;
+    // A held-back completion must not sleep with us.
+    const size_t held = reorder_.flush(e);
+    for (size_t i = 0; i < held; ++i) handle(e[i]);
+    if (held > 0) return failed_;
+    void* failed = nullptr;
+    const ssize_t n =
+        ofi_->ep->wait(e, kCqBatch, until_ms(deadline, has_local_ ? kMixedParkSlice : kParkSlice), &err, &failed);
+    return handle_batch(e, n, err, failed);
+  }
+
+  std::string lost_sources() const {
+    std::string out;
+    for (uint32_t s = 0; s < in_.size(); ++s) {
+      if (!in_[s].remote || in_[s].ended) continue;
+      std::string why = lost_reason(ctx_, ctx_->spec.sources[s].rank);
+      if (!why.empty() && out.find(why) == std::string::npos) out += "; " + why;
+    }
+    return out;
+  }
+
+  // Nothing was ready: spin, then yield, then park (on the doorbell futex, or
+  // on the completion queue when ofi rings exist), until a segment arrives,
+  // every source ended, the deadline passes or a source is lost.
+  Status wait(Deadline deadline, SegmentView* out) {
+    // Credit we were lazy about would now only stall the sources (and a
+    // caller polling with try_consume would never hand it back).
+    for (auto& in : in_) publish_credit(in);
+    if (failed_ != Status::kOk) return failed_;
+    if (deadline != kForever && Clock::now() >= deadline) return fail(Status::kTimeout, "nothing ready");
+    for (uint32_t i = 0;; ++i) {
+      if (has_remote_ && (i % kSpinProgressEvery == 0 || i >= ctx_->spin_iterations)) {
+        if (Status s = progress(); s != Status::kOk) return s;
+      }
+      if (Status s = scan(out); s != Status::kTimeout) return s;
+      if (ended_ == in_.size()) return Status::kEndOfFlow;
+      if (i < ctx_->spin_iterations) {
+        cpu_relax();
+        continue;
+      }
+      if (Clock::now() >= deadline) return fail(Status::kTimeout, describe_wait("deadline passed"));
+      if (i < ctx_->spin_iterations + kYieldRounds) {
+        sched_yield();
+        continue;
+      }
+      if (Status s = check_sources(); s != Status::kOk) return s;
+      if (has_remote_) {
+        if (Status s = park(deadline); s != Status::kOk) return s;
+        continue;
+      }
+      bell_->waiting.store(1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      const uint32_t seen = bell_->seq.load(std::memory_order_relaxed);
+      Status s = scan(out);
+      if (s == Status::kTimeout && ended_ < in_.size()) futex_wait(&bell_->seq, seen, until(deadline));
+      bell_->waiting.store(0, std::memory_order_relaxed);
+      if (s != Status::kTimeout) return s;
+    }
+  }
+
+  // A source that is gone and has nothing more published can never end its
+  // ring: report it (after scan() drained everything it did publish).
+  Status check_sources() {
+    for (uint32_t s = 0; s < in_.size(); ++s) {
+      In& in = in_[s];
+      if (in.ended) continue;
+      const bool ready = locate(s, in) >= 0;
+      if (!in.remote && in.ring.header->source_aborted.load(std::memory_order_acquire) != 0 && !ready) {
+        return fail(Status::kPeerLost, ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
+                                           " was destroyed without close(); the flow is incomplete");
+      }
+      const uint32_t rank = ctx_->spec.sources[s].rank;
+      if (std::string why = lost_reason(ctx_, rank); !why.empty()) {
+        if (ready) continue;  // drain first
+        return fail(Status::kPeerLost, ctx_->endpoint_name(false, index_) + ": lost " + ctx_->peer_name(true, s) +
+                                           " before it closed: " + why);
+      }
+    }
+    return Status::kOk;
+  }
+
+  std::string describe_wait(const char* what) const {
+    std::string ranks;
+    std::vector<uint32_t> seen;
+    for (uint32_t s = 0; s < in_.size(); ++s) {
+      if (in_[s].ended) continue;
+      const uint32_t r = ctx_->spec.sources[s].rank;
+      if (std::find(seen.begin(), seen.end(), r) != seen.end()) continue;
+      seen.push_back(r);
+      if (!ranks.empty()) ranks += ", ";
+      ranks += std::to_string(r) + host_of(ctx_, r);
+    }
+    return ctx_->endpoint_name(false, index_) + ": " + what + " waiting for sources on rank(s) " + ranks +
+           " that have not closed";
+  }
+
+  const FlowContext* ctx_;
+  uint32_t index_;
+  layout::Doorbell* bell_;
+  std::vector<In> in_;
+  uint32_t credit_batch_ = 1;
+  uint32_t next_ = 0;
+  uint32_t ended_ = 0;
+  int held_ = -1;
+  uint32_t held_slot_ = 0;
+  bool has_remote_ = false;
+  bool has_local_ = false;
+  Status failed_ = Status::kOk;
+  std::string error_;
+  // ofi only.
+  std::unique_ptr<OfiTarget> ofi_;
+  std::vector<uint8_t> arrived_;     // RMA: [source * S + slot] a segment landed there
+  std::vector<int32_t> buffer_of_;   // messages: [source * S + k % S] the buffer segment k landed in
+  std::vector<Op> recv_ops_;         // messages: [source * S + buffer]
+  std::vector<Op> credit_ops_;       // [source]: the credit transfer in flight
+  std::vector<uint8_t> credit_pending_;
+  CompletionReorderer reorder_;
+};
+
+}  // namespace
+
+std::string FlowContext::endpoint_name(bool source, uint32_t index) const {
+  return "flow '" + spec.name + "' " + peer_name(source, index);
+}
+
+std::string FlowContext::peer_name(bool source, uint32_t index) const {
+  const Endpoint& e = source ? spec.sources[index] : spec.targets[index];
+  return std::string(source ? "source" : "target") + " (" + std::to_string(e.rank) + "," + std::to_string(e.slot) + ")";
+}
+
+std::unique_ptr<SourceCore> make_source(const FlowContext* ctx, uint32_t source_index, std::vector<OutRingRef> rings,
+                                        std::unique_ptr<OfiSource> ofi) {
+  return std::make_unique<FlowSource>(ctx, source_index, std::move(rings), std::move(ofi));
+}
+
+std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_index, layout::Doorbell* bell,
+                                        std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi) {
+  return std::make_unique<FlowTarget>(ctx, target_index, bell, std::move(rings), std::move(ofi));
+}
+
+OfiSource::~OfiSource() {
+  ep.reset();  // closes the endpoint and its registrations before the memory goes
+  std::free(staging);
+  std::free(credits);
+}
+
+OfiTarget::~OfiTarget() {
+  ep.reset();
+  std::free(outbox);
+}
+
+void init_region(std::byte* base, const layout::Geometry& g, const std::vector<uint32_t>& local_targets) {
+  SLUICE_CHECK(local_targets.size() == g.local_targets);
+  auto* rh = reinterpret_cast<layout::RegionHeader*>(base);
+  rh->magic = layout::kRegionMagic;
+  rh->version = layout::kLayoutVersion;
+  rh->local_targets = g.local_targets;
+  rh->sources = g.sources;
+  rh->ring_segments = g.ring_segments;
+  rh->segment_stride = g.segment_stride;
+  rh->payload_bytes = g.payload_bytes();
+  rh->ring_stride = g.ring_stride;
+  rh->rings_offset = g.rings_offset;
+  rh->total_bytes = g.total_bytes;
+  for (uint32_t lt = 0; lt < g.local_targets; ++lt) {
+    new (base + g.doorbell_offset(lt)) layout::Doorbell{};
+    for (uint32_t s = 0; s < g.sources; ++s) {
+      auto* h = new (base + g.ring_offset(lt, s)) layout::RingHeader{};
+      h->magic = layout::kRingMagic;
+      h->source = s;
+      h->target = local_targets[lt];
+      h->ring_segments = g.ring_segments;
+      h->segment_stride = g.segment_stride;
+      RingView ring(base + g.ring_offset(lt, s), g.ring_segments, g.segment_stride);
+      for (uint32_t k = 0; k < g.ring_segments; ++k) new (ring.footer(k)) Footer{};
+    }
+  }
+}
+
+bool validate_records(const std::byte* data, uint32_t bytes) {
+  uint32_t off = 0;
+  while (off < bytes) {
+    if (bytes - off < kRecordHeaderBytes) return false;
+    uint32_t len;
+    std::memcpy(&len, data + off, sizeof(len));
+    if (len > bytes - off - kRecordHeaderBytes) return false;
+    const size_t stride = record_stride(len);
+    if (stride > bytes - off) return false;
+    off += static_cast<uint32_t>(stride);
+  }
+  return true;
+}
+
+}  // namespace sluice::detail

@@ -1,0 +1,110 @@
+// The data plane of a flow: sources and targets over rings, where each ring
+// is reached either through shared memory (the source writes straight into
+// the target's ring) or through libfabric (the source fills a local staging
+// segment and moves it with one RMA write, or one tagged message where there
+// is no RMA). Both kinds can mix in one source or target: the transport is
+// chosen per (source, target) pair. The rings' layout is in layout.h.
+//
+// Where the memory and endpoints come from is the caller's business
+// (src/cluster.cc wires real flows; tests/support/local_flow.h wires
+// in-process ones).
+//
+// Thread safety: each core is owned by one thread (see flow.h). Cores of one
+// flow share a FlowContext, which is read-only after setup.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flow/layout.h"
+#include "sluice/flow.h"
+#include "transport/ofi/ofi.h"
+
+namespace sluice::control {
+class PeerTable;
+}
+
+namespace sluice::detail {
+
+// What every core of one flow in this process shares.
+struct FlowContext {
+  FlowSpec spec;
+  // Liveness of the ranks; null in tests that run without a registry.
+  const control::PeerTable* peers = nullptr;
+  uint32_t spin_iterations = 4000;
+  uint32_t payload_bytes = 0;  // usable payload per segment
+  uint32_t ring_segments = 0;
+  // Host name per rank for messages (may be empty).
+  std::vector<std::string> hosts;
+
+  // "flow 'orders' source (1,0)" and the like, for messages.
+  std::string endpoint_name(bool source, uint32_t index) const;
+  // "source (1,0)": the same without the flow, for the other side of a message.
+  std::string peer_name(bool source, uint32_t index) const;
+};
+
+// One ring a source writes to.
+struct OutRingRef {
+  // shm: the target's ring, mapped here. ofi: this source's staging ring for
+  // that target (same geometry; only its segments are used).
+  layout::RingView ring;
+  layout::Doorbell* bell = nullptr;  // shm: the target endpoint's doorbell
+  bool remote = false;               // ofi
+  fi_addr_t peer = FI_ADDR_UNSPEC;   // ofi: the target endpoint
+  uint64_t ring_addr = 0;            // ofi RMA: remote address of the ring's segment 0
+  uint64_t ring_key = 0;             // ofi RMA: the target's key for its rings
+};
+
+// One ring a target reads from (always in the target's own memory).
+struct InRingRef {
+  layout::RingView ring;
+  bool remote = false;              // ofi: segments arrive by RMA write or message
+  fi_addr_t peer = FI_ADDR_UNSPEC;  // ofi: the source endpoint, for credits
+  uint64_t credit_addr = 0;         // ofi RMA: remote address of the source's credit word for us
+  uint64_t credit_key = 0;
+};
+
+// The libfabric side of one source endpoint: its endpoint, its staging
+// rings (one per target, registered) and the credit words targets write.
+struct OfiSource {
+  std::unique_ptr<ofi::Endpoint> ep;
+  std::byte* staging = nullptr;  // num_targets rings of ring_stride bytes
+  size_t staging_bytes = 0;
+  ofi::Memory staging_mr;
+  uint64_t* credits = nullptr;  // one word per target
+  ofi::Memory credits_mr;
+  ~OfiSource();
+};
+
+// The libfabric side of one target endpoint.
+struct OfiTarget {
+  std::unique_ptr<ofi::Endpoint> ep;
+  ofi::Memory rings_mr;          // this endpoint's rings (in the region)
+  uint64_t* outbox = nullptr;    // one credit word per source, sent from here
+  ofi::Memory outbox_mr;
+  ~OfiTarget();
+};
+
+// Tags of the message path: kind in the top bits, an index below.
+inline constexpr uint64_t kTagData = 1ULL << 60;
+inline constexpr uint64_t kTagCredit = 2ULL << 60;
+
+// Remote CQ data of a segment write: source index and ring slot, 16 bits
+// each, so that 4-byte immediates (verbs, efa) suffice.
+inline uint64_t segment_cq_data(uint32_t source, uint32_t slot) { return uint64_t{source} << 16 | slot; }
+
+// REQUIRES: rings[t] is the ring from `source_index` to target t, for every
+// target of ctx->spec; `ofi` is set iff some ring is remote; ctx outlives the core.
+std::unique_ptr<SourceCore> make_source(const FlowContext* ctx, uint32_t source_index, std::vector<OutRingRef> rings,
+                                        std::unique_ptr<OfiSource> ofi);
+// REQUIRES: rings[s] is the ring from source s to `target_index`; `bell` is
+// its doorbell; `ofi` is set iff some ring is remote.
+std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_index, layout::Doorbell* bell,
+                                        std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi);
+
+// Lays out fresh rings in `base` (zeroed memory of g.total_bytes) for the
+// given local targets (their indices into spec.targets) and all sources.
+void init_region(std::byte* base, const layout::Geometry& g, const std::vector<uint32_t>& local_targets);
+
+}  // namespace sluice::detail

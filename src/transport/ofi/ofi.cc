@@ -1,0 +1,232 @@
+#include "transport/ofi/ofi.h"
+
+#include <rdma/fi_errno.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/log.h"
+#include "sluice/errors.h"
+
+namespace sluice::detail::ofi {
+namespace {
+
+constexpr int kApiVersion = FI_VERSION(1, 9);
+// Zero-byte receives kept posted for FI_RX_CQ_DATA providers; every remote
+// write with data consumes one and the owner reposts it at once.
+constexpr int kDataReceives = 256;
+
+std::string fi_error_text(int rc) { return std::string(fi_strerror(-rc)) + " (" + std::to_string(rc) + ")"; }
+
+// libfabric's name for a provider choice: RDM endpoints over tcp and verbs
+// come from the rxm utility provider layered on them.
+std::string libfabric_name(const std::string& p) {
+  if (p == "tcp") return "tcp;ofi_rxm";
+  if (p == "verbs") return "verbs;ofi_rxm";
+  return p;
+}
+
+fi_info* make_hints(const Config& cfg, const std::string& prov, bool rma) {
+  fi_info* h = fi_allocinfo();
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV;
+  if (rma) h->caps |= FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+  // The modes sluice can honour; a provider may require any subset.
+  h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
+  h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  h->domain_attr->threading = FI_THREAD_DOMAIN;
+  h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+  if (!prov.empty()) h->fabric_attr->prov_name = strdup(libfabric_name(prov).c_str());
+  (void)cfg;
+  return h;
+}
+
+}  // namespace
+
+Config config_from_env(const std::string& node) {
+  Config c;
+  c.node = node;
+  if (const char* p = std::getenv("SLUICE_OFI_PROVIDER"); p != nullptr && *p != '\0') {
+    std::string v = p;
+    if (v != "tcp" && v != "verbs" && v != "efa" && v != "shm") {
+      throw Error(ErrorCode::kInvalidArgument, "SLUICE_OFI_PROVIDER='" + v + "' is not one of tcp, verbs, efa, shm");
+    }
+    c.provider = v;
+  }
+  if (const char* r = std::getenv("SLUICE_OFI_RMA"); r != nullptr && *r != '\0') {
+    std::string v = r;
+    if (v != "0" && v != "1") throw Error(ErrorCode::kInvalidArgument, "SLUICE_OFI_RMA='" + v + "' must be 0 or 1");
+    c.allow_rma = v == "1";
+  }
+#if defined(SLUICE_TEST_HOOKS)
+  if (const char* u = std::getenv("SLUICE_OFI_TEST_UNORDERED"); u != nullptr && std::string(u) == "1") {
+    c.test_unordered = true;
+  }
+#endif
+  return c;
+}
+
+void Endpoint::check(int rc, const char* what) {
+  if (rc == 0) return;
+  throw Error(ErrorCode::kResource, std::string("libfabric ") + what + " failed on provider " +
+                                        (provider_.empty() ? "?" : provider_) + ": " + fi_error_text(rc));
+}
+
+Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
+  // Preference order when no provider is pinned: hardware first.
+  std::vector<std::string> candidates =
+      cfg.provider.empty() ? std::vector<std::string>{"verbs", "efa", "tcp"} : std::vector<std::string>{cfg.provider};
+  std::string tried;
+  for (const std::string& prov : candidates) {
+    for (bool rma : {cfg.allow_rma, false}) {
+      fi_info* hints = make_hints(cfg, prov, rma);
+      fi_info* found = nullptr;
+      const char* node = cfg.node.empty() ? nullptr : cfg.node.c_str();
+      int rc = fi_getinfo(kApiVersion, node, nullptr, node ? FI_SOURCE : 0, hints, &found);
+      fi_freeinfo(hints);
+      if (rc == 0 && found != nullptr) {
+        info_ = fi_dupinfo(found);
+        fi_freeinfo(found);
+        rma_ = rma;
+        break;
+      }
+      if (!tried.empty()) tried += "; ";
+      tried += libfabric_name(prov) + (rma ? " with RMA" : " messages only") + ": " + fi_error_text(rc);
+      if (!rma) break;
+    }
+    if (info_ != nullptr) break;
+  }
+  if (info_ == nullptr) {
+    throw Error(ErrorCode::kResource,
+                "no usable libfabric provider for address " + (cfg.node.empty() ? std::string("(any)") : cfg.node) +
+                    " (" + tried + "); check `fi_info -t FI_EP_RDM`, or pin one with SLUICE_OFI_PROVIDER");
+  }
+  provider_ = info_->fabric_attr->prov_name;
+  rx_cq_data_ = (info_->mode & FI_RX_CQ_DATA) != 0;
+  cq_data_size_ = info_->domain_attr->cq_data_size;
+
+  check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+  check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_DATA;
+  cq_attr.size = 4096;
+  cq_attr.wait_obj = FI_WAIT_UNSPEC;
+  if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) != 0) {
+    // Some providers have no wait objects: then idle waits poll in slices.
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    cq_waitable_ = false;
+    check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+  }
+  check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
+  check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+  check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+  check(fi_enable(ep_), "fi_enable");
+  if (rx_cq_data_) {
+    for (int i = 0; i < kDataReceives; ++i) repost_data_receive();
+  }
+  log::debug("ofi endpoint on ", provider_, " (", info_->domain_attr->name, "), ", rma_ ? "RMA" : "messages",
+             rx_cq_data_ ? ", FI_RX_CQ_DATA" : "");
+}
+
+Endpoint::~Endpoint() {
+  if (ep_ != nullptr) fi_close(&ep_->fid);
+  for (fid_mr* mr : mrs_) fi_close(&mr->fid);
+  if (cq_ != nullptr) fi_close(&cq_->fid);
+  if (av_ != nullptr) fi_close(&av_->fid);
+  if (domain_ != nullptr) fi_close(&domain_->fid);
+  if (fabric_ != nullptr) fi_close(&fabric_->fid);
+  if (info_ != nullptr) fi_freeinfo(info_);
+}
+
+std::string Endpoint::address() const {
+  char buf[256];
+  size_t len = sizeof(buf);
+  int rc = fi_getname(&ep_->fid, buf, &len);
+  if (rc != 0) throw Error(ErrorCode::kResource, "libfabric fi_getname failed: " + fi_error_text(rc));
+  return std::string(buf, len);
+}
+
+fi_addr_t Endpoint::insert(const std::string& address) {
+  fi_addr_t a = FI_ADDR_UNSPEC;
+  int n = fi_av_insert(av_, address.data(), 1, &a, 0, nullptr);
+  if (n != 1) {
+    throw Error(ErrorCode::kResource, "libfabric fi_av_insert of a peer address (" + std::to_string(address.size()) +
+                                          " bytes) failed on " + provider_);
+  }
+  return a;
+}
+
+Memory Endpoint::register_memory(void* buf, size_t len, uint64_t access) {
+  Memory m;
+  const uint64_t requested_key = next_key_++;
+  check(fi_mr_reg(domain_, buf, len, access, 0, requested_key, 0, &m.mr, nullptr), "fi_mr_reg");
+  mrs_.push_back(m.mr);
+  if (info_->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+    check(fi_mr_bind(m.mr, &ep_->fid, 0), "fi_mr_bind");
+    check(fi_mr_enable(m.mr), "fi_mr_enable");
+  }
+  m.desc = fi_mr_desc(m.mr);
+  m.key = fi_mr_key(m.mr);
+  m.base = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(buf) : 0;
+  return m;
+}
+
+ssize_t Endpoint::write_data(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t peer, uint64_t addr,
+                             uint64_t key, void* context) {
+  return fi_writedata(ep_, buf, len, desc, data, peer, addr, key, context);
+}
+
+ssize_t Endpoint::tsend(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t tag, void* context) {
+  return fi_tsend(ep_, buf, len, desc, peer, tag, context);
+}
+
+ssize_t Endpoint::trecv(void* buf, size_t len, void* desc, uint64_t tag, void* context) {
+  return fi_trecv(ep_, buf, len, desc, FI_ADDR_UNSPEC, tag, 0, context);
+}
+
+void Endpoint::repost_data_receive() {
+  ssize_t rc;
+  do {
+    rc = fi_recv(ep_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, &data_rx_ctx_);
+    if (rc == -FI_EAGAIN) fi_cq_read(cq_, nullptr, 0);
+  } while (rc == -FI_EAGAIN);
+}
+
+ssize_t Endpoint::poll(fi_cq_data_entry* out, size_t max, std::string* error, void** failed_context) {
+  ssize_t n = fi_cq_read(cq_, out, max);
+  if (n >= 0) return n;
+  if (n == -FI_EAGAIN) return 0;
+  if (n == -FI_EAVAIL) {
+    fi_cq_err_entry err{};
+    fi_cq_readerr(cq_, &err, 0);
+    if (failed_context != nullptr) *failed_context = err.op_context;
+    *error = std::string("a libfabric operation failed: ") + fi_strerror(err.err) + " (" +
+             fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0) + ")";
+    return -static_cast<ssize_t>(err.err == 0 ? FI_EIO : err.err);
+  }
+  *error = "fi_cq_read: " + fi_error_text(static_cast<int>(n));
+  return n;
+}
+
+ssize_t Endpoint::wait(fi_cq_data_entry* out, size_t max, std::chrono::milliseconds timeout, std::string* error,
+                       void** failed_context) {
+  if (!cq_waitable_) {
+    ssize_t n = poll(out, max, error, failed_context);
+    if (n == 0) {
+      timespec ts{0, 200000};  // no wait object: poll every 0.2 ms
+      nanosleep(&ts, nullptr);
+    }
+    return n;
+  }
+  ssize_t n = fi_cq_sread(cq_, out, max, nullptr, static_cast<int>(timeout.count()));
+  if (n >= 0) return n;
+  if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR) return 0;
+  if (n == -FI_EAVAIL) return poll(out, max, error, failed_context);
+  *error = "fi_cq_sread: " + fi_error_text(static_cast<int>(n));
+  return n;
+}
+
+}  // namespace sluice::detail::ofi

@@ -1,0 +1,123 @@
+// The ofi transport's libfabric layer: one reliable-datagram (FI_EP_RDM)
+// endpoint with its own fabric, domain, address vector and completion queue,
+// owned by exactly one flow source or target (so no locking is ever needed:
+// FI_THREAD_DOMAIN). Everything provider-specific is decided here once, from
+// what fi_getinfo reports, so that tcp;ofi_rxm, verbs;ofi_rxm and efa take
+// the same code path:
+//   - FI_MR_LOCAL / FI_MR_VIRT_ADDR / FI_MR_PROV_KEY / FI_MR_ENDPOINT are
+//     honoured when the provider asks for them;
+//   - FI_RX_CQ_DATA (remote CQ data consumes a posted receive, as on verbs)
+//     is handled by keeping zero-byte receives posted;
+//   - a provider without FI_RMA (or SLUICE_OFI_RMA=0) gets the message path.
+//
+// Thread safety: an OfiEndpoint is used by one thread at a time.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sluice::detail::ofi {
+
+// How this process uses libfabric, read once (SLUICE_OFI_PROVIDER,
+// SLUICE_OFI_RMA) and shared by every endpoint.
+struct Config {
+  // "tcp", "verbs", "efa" or "shm"; empty: the best present, in that order
+  // of preference: verbs, efa, tcp.
+  std::string provider;
+  // Use RMA writes when the provider offers them (SLUICE_OFI_RMA=0: never).
+  bool allow_rma = true;
+  // The local address to bind endpoints to (the interface the registry is
+  // reached through, so that data goes where control does).
+  std::string node;
+  // Test builds only (SLUICE_OFI_TEST_UNORDERED=1): deliver completions and
+  // post receive buffers in shuffled order, as an unordered provider might.
+  bool test_unordered = false;
+};
+
+// Reads SLUICE_OFI_PROVIDER / SLUICE_OFI_RMA / SLUICE_OFI_TEST_UNORDERED;
+// throws Error(kInvalidArgument) naming a malformed value.
+Config config_from_env(const std::string& node);
+
+// A registered memory region.
+struct Memory {
+  fid_mr* mr = nullptr;
+  void* desc = nullptr;    // for local operations (FI_MR_LOCAL providers)
+  uint64_t key = 0;        // for peers
+  uint64_t base = 0;       // remote address of byte 0 (virtual address or 0)
+};
+
+class Endpoint {
+ public:
+  // Opens fabric, domain, AV, CQ and endpoint for `cfg`. Throws
+  // Error(kResource) naming the provider and the failing call, with a hint.
+  explicit Endpoint(const Config& cfg);
+  ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  const std::string& provider_name() const { return provider_; }
+  bool rma() const { return rma_; }
+  // This endpoint's address, as bytes to publish through the registry.
+  std::string address() const;
+  // Adds a peer's published address; returns its fi_addr_t.
+  fi_addr_t insert(const std::string& address);
+
+  // Registers [buf, buf+len) with the given access (FI_WRITE, FI_REMOTE_WRITE...).
+  Memory register_memory(void* buf, size_t len, uint64_t access);
+
+  // Posts. Return 0, or -FI_EAGAIN when the provider is out of resources
+  // (the caller progresses and retries), or another negative fi_errno.
+  ssize_t write_data(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t peer, uint64_t addr,
+                     uint64_t key, void* context);
+  ssize_t tsend(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t tag, void* context);
+  ssize_t trecv(void* buf, size_t len, void* desc, uint64_t tag, void* context);
+
+  // Reads up to `max` completions without blocking (this is also what drives
+  // progress on providers with manual progress). Returns how many, or a
+  // negative fi_errno on a failed operation (*error says why and
+  // *failed_context is that operation's context).
+  ssize_t poll(fi_cq_data_entry* out, size_t max, std::string* error, void** failed_context);
+  // As poll, but blocks up to `timeout` for the first completion.
+  ssize_t wait(fi_cq_data_entry* out, size_t max, std::chrono::milliseconds timeout, std::string* error,
+               void** failed_context);
+
+  // Remote CQ data costs a posted receive on this provider (FI_RX_CQ_DATA):
+  // call after every such completion to replace it.
+  bool needs_data_receives() const { return rx_cq_data_; }
+  void repost_data_receive();
+  // Width of remote CQ data in bytes (4 on verbs and efa, 8 on tcp).
+  size_t cq_data_size() const { return cq_data_size_; }
+  bool test_unordered() const { return test_unordered_; }
+  // True for the completion of one of those zero-byte receives.
+  bool is_data_receive(const void* context) const { return context == &data_rx_ctx_; }
+
+ private:
+  void check(int rc, const char* what);
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  std::vector<fid_mr*> mrs_;
+  std::string provider_;
+  bool rma_ = false;
+  bool rx_cq_data_ = false;
+  bool cq_waitable_ = true;
+  bool test_unordered_ = false;
+  size_t cq_data_size_ = 0;
+  uint64_t next_key_ = 1;
+  fi_context2 data_rx_ctx_{};
+};
+
+}  // namespace sluice::detail::ofi

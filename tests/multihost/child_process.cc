@@ -1,0 +1,190 @@
+#include "multihost/child_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace sluice::testing {
+
+std::vector<std::string> make_environment(const std::map<std::string, std::string>& set,
+                                          const std::vector<std::string>& drop_prefixes) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    if (set.count(name) != 0) continue;
+    bool drop = false;
+    for (const auto& prefix : drop_prefixes) drop |= name.rfind(prefix, 0) == 0;
+    if (!drop) env.push_back(entry);
+  }
+  for (const auto& [name, value] : set) env.push_back(name + "=" + value);
+  return env;
+}
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv,
+                           const std::vector<std::string>& env) {
+  if (argv.empty()) throw std::invalid_argument("ChildProcess: empty argv");
+  // Everything the child needs is prepared before fork: after fork only
+  // async-signal-safe calls are allowed, and the test process has threads.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const std::string exec_failed = "exec " + argv[0] + " failed\n";
+
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("ChildProcess: pipe: ") + std::strerror(errno));
+  }
+  start_ = Clock::now();
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    ::close(pipefd[0]);
+    ::close(pipefd[1]);
+    throw std::runtime_error(std::string("ChildProcess: fork: ") + std::strerror(errno));
+  }
+  if (pid_ == 0) {
+    ::setpgid(0, 0);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    ::dup2(pipefd[1], 1);
+    ::dup2(pipefd[1], 2);
+    ::execve(args[0], args.data(), envp.data());
+    (void)!::write(2, exec_failed.data(), exec_failed.size());
+    ::_exit(127);
+  }
+  // Set on both sides so that the group exists before either side relies on it.
+  ::setpgid(pid_, pid_);
+  ::close(pipefd[1]);
+  out_fd_ = pipefd[0];
+  // A pidfd turns "the process ended" into something poll() can wait for
+  // together with the pipe, so one thread needs no timeouts to notice either.
+  wake_fd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+  if (wake_fd_ < 0) {
+    const int err = errno;
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    ::close(out_fd_);
+    throw std::runtime_error(std::string("ChildProcess: pidfd_open: ") + std::strerror(err));
+  }
+  reader_ = std::thread([this] { read_output(); });
+}
+
+ChildProcess::~ChildProcess() {
+  stop(std::chrono::seconds(5));
+  if (reader_.joinable()) reader_.join();
+  ::close(out_fd_);
+  ::close(wake_fd_);
+}
+
+void ChildProcess::read_output() {
+  char buf[65536];
+  bool pipe_open = true;
+  for (;;) {
+    pollfd fds[2] = {{out_fd_, static_cast<short>(pipe_open ? POLLIN : 0), 0},
+                     {wake_fd_, POLLIN, 0}};
+    int r = ::poll(fds, 2, -1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) break;
+    if (fds[1].revents & POLLIN) break;  // the process ended
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t n = ::read(out_fd_, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        pipe_open = false;  // it closed its output; keep waiting for the exit
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      output_.append(buf, static_cast<size_t>(n));
+      changed_.notify_all();
+    }
+  }
+  // Whatever it wrote before exiting is in the pipe now. Writes by children it
+  // left behind are not waited for: stop() kills the group anyway.
+  ::fcntl(out_fd_, F_SETFL, O_NONBLOCK);
+  std::string tail;
+  for (ssize_t n; pipe_open && (n = ::read(out_fd_, buf, sizeof(buf))) > 0;) {
+    tail.append(buf, static_cast<size_t>(n));
+  }
+  // Reaped under the lock so that signal_group() never signals a pid that
+  // has already been reused.
+  std::lock_guard<std::mutex> lock(mu_);
+  output_ += tail;
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  status_ = status;
+  reaped_ = true;
+  seconds_ = std::chrono::duration<double>(Clock::now() - start_).count();
+  changed_.notify_all();
+}
+
+void ChildProcess::signal_group(int sig) {
+  if (reaped_) return;
+  ::kill(-pid_, sig);
+  ::kill(pid_, sig);  // in case it left the group
+}
+
+ProcessResult ChildProcess::result_locked() const {
+  ProcessResult r;
+  if (WIFEXITED(status_)) r.exit_code = WEXITSTATUS(status_);
+  if (WIFSIGNALED(status_)) r.term_signal = WTERMSIG(status_);
+  r.timed_out = timed_out_;
+  r.output = output_;
+  r.seconds = seconds_;
+  return r;
+}
+
+std::optional<std::string> ChildProcess::wait_for_output(const std::regex& re,
+                                                         Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::smatch m;
+  const bool found = changed_.wait_until(
+      lock, deadline, [&] { return std::regex_search(output_, m, re) || reaped_; });
+  if (!found || !std::regex_search(output_, m, re)) return std::nullopt;
+  return m.size() > 1 ? m[1].str() : m[0].str();
+}
+
+ProcessResult ChildProcess::wait(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!changed_.wait_until(lock, deadline, [&] { return reaped_; })) {
+    timed_out_ = true;
+    signal_group(SIGKILL);
+    // SIGKILL cannot be ignored; the bound only guards against a process
+    // stuck in the kernel.
+    changed_.wait_for(lock, std::chrono::seconds(30), [&] { return reaped_; });
+  }
+  return result_locked();
+}
+
+ProcessResult ChildProcess::stop(std::chrono::milliseconds grace) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!reaped_) {
+    signal_group(SIGTERM);
+    if (!changed_.wait_for(lock, grace, [&] { return reaped_; })) {
+      signal_group(SIGKILL);
+      changed_.wait_for(lock, std::chrono::seconds(30), [&] { return reaped_; });
+    }
+  }
+  return result_locked();
+}
+
+std::string ChildProcess::output() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return output_;
+}
+
+}  // namespace sluice::testing

@@ -1,0 +1,364 @@
+// sluice across separate IP hosts: three network namespaces joined by veth,
+// a standalone `sluice registry` in the first, one rank in each, started by
+// hand with the bootstrap environment a cluster manager would set. The
+// shuffles check exactly-once delivery and per-source order inside
+// sluice-test-worker (rank 0 prints VERIFIED only if all of it holds); the
+// fault test kills one host's rank and expects the others to report PeerLost
+// within the deadline.
+//
+// The transport is the one real multi-host jobs use, ofi over the tcp
+// provider. MULTIHOST_TRANSPORT=<name> sets SLUICE_TRANSPORT=<name> instead
+// (no SLUICE_OFI_*), and MULTIHOST_TRANSPORT=default sets no transport
+// variable at all. Where the library lets shm span namespaces of one machine
+// (they share /dev/shm and /proc), that checks the harness and the control
+// plane across hosts without the network data path.
+// MULTIHOST_TOPOLOGY=bridge|mesh forces how the hosts are joined.
+//
+// Needs root and iproute2; skips with the reason otherwise.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <regex>
+#include <sstream>
+
+#include "multihost/child_process.h"
+#include "multihost/netns.h"
+#include "support/test_support.h"
+
+namespace sluice {
+namespace {
+
+using testing::bin;
+using testing::ChildProcess;
+using testing::Clock;
+using testing::ProcessResult;
+using testing::TestHosts;
+using testing::Topology;
+
+constexpr char kSecret[] = "multihost-test-secret";
+constexpr int kHosts = 3;
+constexpr auto kRegistryStartLimit = std::chrono::seconds(20);
+// Five jobs at this limit still fit in the CTest timeout (600 s).
+constexpr auto kJobLimit = std::chrono::seconds(100);
+
+#define SKIP_WITHOUT_NAMESPACES()                                                  \
+  do {                                                                             \
+    std::string why;                                                               \
+    if (!TestHosts::can_create(&why)) {                                            \
+      GTEST_SKIP() << "multihost: cannot create network namespaces here: " << why; \
+    }                                                                              \
+  } while (0)
+
+std::string transport() {
+  const char* t = std::getenv("MULTIHOST_TRANSPORT");
+  return t != nullptr && *t != '\0' ? t : "ofi";
+}
+
+// The environment of every process the tests start: the test's own, minus
+// any SLUICE_* a developer's shell or an enclosing launcher left there (they
+// would change the bootstrap or transport under test), plus `set`.
+// SLUICE_LOG is kept because it only helps to debug.
+std::vector<std::string> job_environment(std::map<std::string, std::string> set) {
+  if (const char* log = std::getenv("SLUICE_LOG"); log != nullptr && set.count("SLUICE_LOG") == 0) {
+    set["SLUICE_LOG"] = log;
+  }
+  return testing::make_environment(set, {"SLUICE_"});
+}
+
+// A standalone registry in one host, bound to that host's address, as the
+// first step of a job a cluster manager starts. Stopped on destruction.
+class Registry {
+ public:
+  Registry(const TestHosts& hosts, int host, int world)
+      : child_(hosts.spawn(host,
+                           {bin("sluice"), "registry", "--bind", hosts.ip(host) + ":0", "--world",
+                            std::to_string(world), "--secret", kSecret},
+                           job_environment({}))) {
+    address_ = child_
+                   ->wait_for_output(std::regex("SLUICE_REGISTRY=([^\\s]+)\n"),
+                                     Clock::now() + kRegistryStartLimit)
+                   .value_or("");
+  }
+  // SIGTERM, then SIGKILL if it does not stop within 5 s.
+  ~Registry() { child_->stop(std::chrono::seconds(5)); }
+
+  // "HOST:PORT", or "" if it did not print one in time.
+  const std::string& address() const { return address_; }
+  std::string output() const { return child_->output(); }
+
+ private:
+  std::unique_ptr<ChildProcess> child_;
+  std::string address_;
+};
+
+// MULTIHOST_TOPOLOGY=bridge|mesh forces one way of joining the hosts (to
+// exercise the fallback); by default a bridge, else a mesh.
+Topology topology() {
+  const char* t = std::getenv("MULTIHOST_TOPOLOGY");
+  const std::string v = t != nullptr ? t : "";
+  if (v == "bridge") return Topology::kBridge;
+  if (v == "mesh") return Topology::kMesh;
+  return Topology::kAuto;
+}
+
+// What the transport under test needs in every rank's environment.
+// `rma` picks the ofi data path: RMA writes, or tagged messages.
+std::map<std::string, std::string> transport_env(bool rma) {
+  const std::string t = transport();
+  if (t == "default") return {};  // whatever the library picks by itself
+  if (t != "ofi") return {{"SLUICE_TRANSPORT", t}};
+  std::map<std::string, std::string> env = {{"SLUICE_TRANSPORT", "ofi"},
+                                            {"SLUICE_OFI_PROVIDER", "tcp"}};
+  if (!rma) env["SLUICE_OFI_RMA"] = "0";
+  return env;
+}
+
+struct Job {
+  std::vector<ProcessResult> ranks;  // rank r ran in host r
+  std::string registry_output;
+  double seconds = 0;
+
+  // Every rank's and the registry's output, for failure messages.
+  std::string describe() const {
+    std::ostringstream out;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      out << "--- rank " << r << " (exit " << ranks[r].exit_code << ", signal "
+          << ranks[r].term_signal << (ranks[r].timed_out ? ", TIMED OUT" : "") << ", "
+          << ranks[r].seconds << " s)\n"
+          << ranks[r].output;
+    }
+    out << "--- registry\n" << registry_output;
+    return out.str();
+  }
+};
+
+// Starts a registry in host 0 and rank r of the worker in host r, with the
+// bootstrap variables set by hand, and waits for every rank to end.
+Job run_job(const TestHosts& hosts, const std::vector<std::string>& worker_args,
+            const std::map<std::string, std::string>& extra_env) {
+  Job job;
+  const auto start = Clock::now();
+  Registry registry(hosts, 0, hosts.size());
+  if (registry.address().empty()) {
+    ADD_FAILURE() << "sluice registry in " << hosts.name(0) << " printed no address within "
+                  << kRegistryStartLimit.count() << " s:\n"
+                  << registry.output();
+    return job;
+  }
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (int r = 0; r < hosts.size(); ++r) {
+    std::map<std::string, std::string> env = extra_env;
+    env["SLUICE_RANK"] = std::to_string(r);
+    env["SLUICE_WORLD_SIZE"] = std::to_string(hosts.size());
+    env["SLUICE_REGISTRY"] = registry.address();
+    env["SLUICE_SECRET"] = kSecret;
+    std::vector<std::string> argv = {bin("sluice-test-worker")};
+    argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+    ranks.push_back(hosts.spawn(r, argv, job_environment(env)));
+  }
+  const auto deadline = start + kJobLimit;
+  for (auto& rank : ranks) job.ranks.push_back(rank->wait(deadline));
+  job.registry_output = registry.output();
+  job.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return job;
+}
+
+class MultihostShuffleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_NAMESPACES();
+    hosts_ = std::make_unique<TestHosts>(kHosts, topology());
+    std::printf("multihost: %s topology, hosts %s %s %s, transport %s\n",
+                testing::to_string(hosts_->topology()), hosts_->ip(0).c_str(),
+                hosts_->ip(1).c_str(), hosts_->ip(2).c_str(), transport().c_str());
+  }
+
+  // Runs an N:M shuffle over every host and expects `records` delivered
+  // exactly once.
+  void expect_verified_shuffle(std::vector<std::string> worker_args, bool rma, uint64_t records) {
+    Job job = run_job(*hosts_, worker_args, transport_env(rma));
+    ASSERT_EQ(job.ranks.size(), static_cast<size_t>(kHosts));
+    for (size_t r = 0; r < job.ranks.size(); ++r) {
+      EXPECT_FALSE(job.ranks[r].timed_out) << "rank " << r;
+      EXPECT_EQ(job.ranks[r].exit_code, 0) << "rank " << r;
+      EXPECT_EQ(testing::count_lines_with(job.ranks[r].output, "FAILED"), 0) << "rank " << r;
+    }
+    EXPECT_EQ(testing::count_lines_with(job.ranks[0].output,
+                                        "VERIFIED " + std::to_string(records) + " records"),
+              1)
+        << "rank 0";
+    EXPECT_TRUE(testing::sluice_shm_entries().empty());
+    if (HasFailure()) ADD_FAILURE() << "the job's output:\n" << job.describe();
+    std::smatch verified;
+    if (std::regex_search(job.ranks[0].output, verified, std::regex("VERIFIED[^\n]*"))) {
+      std::printf("multihost: rank 0: %s\n", verified[0].str().c_str());
+    }
+    std::printf("multihost: job took %.2f s\n", job.seconds);
+  }
+
+  std::unique_ptr<TestHosts> hosts_;
+};
+
+TEST_F(MultihostShuffleTest, ShufflesAcrossThreeHostsOverRma) {
+  expect_verified_shuffle(
+      {"--sources", "0,1,2", "--targets", "0,1,2", "--slots", "2", "--tuples", "200000"},
+      /*rma=*/true, 3 * 2 * 200000);
+}
+
+TEST_F(MultihostShuffleTest, ShufflesAcrossThreeHostsOverMessages) {
+  expect_verified_shuffle(
+      {"--sources", "0,1,2", "--targets", "0,1,2", "--slots", "2", "--tuples", "200000"},
+      /*rma=*/false, 3 * 2 * 200000);
+}
+
+TEST_F(MultihostShuffleTest, ShufflesVariableLengthRecordsAcrossThreeHosts) {
+  expect_verified_shuffle({"--sources", "0,1,2", "--targets", "0,1,2", "--slots", "2", "--bytes",
+                           "--tuples", "100000", "--segment-bytes", "1024"},
+                          /*rma=*/true, 3 * 2 * 100000);
+}
+
+TEST_F(MultihostShuffleTest, ShufflesFromTwoHostsToTheThird) {
+  expect_verified_shuffle(
+      {"--sources", "0,1", "--targets", "2", "--slots", "2", "--tuples", "200000"},
+      /*rma=*/true, 2 * 2 * 200000);
+}
+
+class MultihostFaultTest : public MultihostShuffleTest {};
+
+TEST_F(MultihostFaultTest, KilledRankIsReportedLostByTheOtherHosts) {
+  // The stamp is in /tmp, which all namespaces share: the killed rank writes
+  // the wall-clock time of its death, the survivors subtract it.
+  char stamp[] = "/tmp/sluice-multihost-kill-XXXXXX";
+  int fd = ::mkstemp(stamp);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  Job job =
+      run_job(*hosts_,
+              {"--sources", "0,1,2", "--targets", "0,1,2", "--tuples", "50000000", "--kill-rank",
+               "1", "--kill-after", "200000", "--kill-stamp", stamp, "--expect-peer-lost", "1"},
+              transport_env(/*rma=*/true));
+  ::unlink(stamp);
+  ASSERT_EQ(job.ranks.size(), static_cast<size_t>(kHosts));
+  EXPECT_EQ(job.ranks[1].term_signal, SIGKILL) << "rank 1 should have died by its own SIGKILL";
+  EXPECT_FALSE(job.ranks[1].timed_out) << "rank 1";
+  const std::regex detected("PEERLOST detected in (-?[0-9]+) ms: .*rank 1");
+  for (int r : {0, 2}) {
+    EXPECT_FALSE(job.ranks[r].timed_out) << "rank " << r;
+    EXPECT_EQ(job.ranks[r].exit_code, 0) << "rank " << r;
+    std::smatch m;
+    if (!std::regex_search(job.ranks[r].output, m, detected)) {
+      ADD_FAILURE() << "rank " << r << " did not report rank 1 lost";
+      continue;
+    }
+    const long ms = std::stol(m[1]);
+    EXPECT_GE(ms, 0) << "rank " << r << ": " << m[0];
+    EXPECT_LT(ms, 5000) << "rank " << r << ": the peer deadline is 5 s: " << m[0];
+    std::printf("multihost: rank %d detected the loss in %ld ms\n", r, ms);
+  }
+  EXPECT_LT(job.seconds, 60) << "the ranks should end soon after the kill, not at their limit";
+  if (HasFailure()) ADD_FAILURE() << "the job's output:\n" << job.describe();
+  std::printf("multihost: job took %.2f s\n", job.seconds);
+}
+
+// The harness itself: what it creates goes away again.
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+TEST(MultihostHarnessTest, NamespacesAndLinksAreRemovedWhenTheHostsGoAway) {
+  SKIP_WITHOUT_NAMESPACES();
+  for (Topology topology : {Topology::kBridge, Topology::kMesh}) {
+    SCOPED_TRACE(testing::to_string(topology));
+    std::vector<std::string> names, links;
+    {
+      TestHosts hosts(kHosts, topology);  // checks that every host reaches every other
+      for (int i = 0; i < hosts.size(); ++i) names.push_back(hosts.name(i));
+      links = hosts.root_links();
+      EXPECT_EQ(topology == Topology::kBridge, !links.empty());
+      const auto netns = testing::list_netns();
+      for (const auto& n : names) EXPECT_TRUE(contains(netns, n)) << n;
+      const auto root = testing::list_root_links();
+      for (const auto& l : links) EXPECT_TRUE(contains(root, l)) << l;
+      // Each host has its own address, and only that one.
+      for (int i = 0; i < hosts.size(); ++i) {
+        ProcessResult r = hosts.run(i, {testing::ip_program(), "-4", "-o", "addr", "show"});
+        EXPECT_EQ(testing::count_lines_with(r.output, hosts.ip(i) + "/"), 1) << r.output;
+        EXPECT_EQ(testing::count_lines_with(r.output, "198.18."), 1) << r.output;
+      }
+    }
+    const auto netns = testing::list_netns();
+    for (const auto& n : names) EXPECT_FALSE(contains(netns, n)) << n << " left behind";
+    const auto root = testing::list_root_links();
+    for (const auto& l : links) EXPECT_FALSE(contains(root, l)) << l << " left behind";
+  }
+}
+
+TEST(MultihostHarnessTest, LeftoversOfAKilledRunAreRemovedByTheNextRun) {
+  SKIP_WITHOUT_NAMESPACES();
+  // A child process builds hosts, reports their names and dies by SIGKILL,
+  // as a test binary killed by its CTest timeout would: no destructor runs.
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(p[0]);
+    std::string report;
+    try {
+      auto* hosts = new TestHosts(2, Topology::kBridge);  // leaked on purpose
+      for (int i = 0; i < hosts->size(); ++i) report += hosts->name(i) + "\n";
+      for (const auto& l : hosts->root_links()) report += l + "\n";
+    } catch (const std::exception& e) {
+      report = std::string("ERROR ") + e.what() + "\n";
+    }
+    (void)!::write(p[1], report.data(), report.size());
+    ::raise(SIGKILL);
+  }
+  ::close(p[1]);
+  std::string report;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd pf{p[0], POLLIN, 0};
+    if (left <= 0 || ::poll(&pf, 1, static_cast<int>(left)) <= 0) break;
+    char buf[4096];
+    ssize_t n = ::read(p[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    report.append(buf, static_cast<size_t>(n));
+  }
+  ::close(p[0]);
+  ::kill(pid, SIGKILL);  // in case the deadline passed; a no-op otherwise
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << report;
+  ASSERT_EQ(report.find("ERROR"), std::string::npos) << report;
+  std::vector<std::string> leftovers;
+  std::istringstream in(report);
+  for (std::string line; std::getline(in, line);) leftovers.push_back(line);
+  ASSERT_EQ(leftovers.size(), 5u) << report;  // two namespaces, the bridge and two veths
+
+  auto present = [&] {
+    const auto netns = testing::list_netns();
+    const auto links = testing::list_root_links();
+    std::vector<std::string> out;
+    for (const auto& l : leftovers) {
+      if (contains(netns, l) || contains(links, l)) out.push_back(l);
+    }
+    return out;
+  };
+  ASSERT_EQ(present().size(), leftovers.size()) << "the dead run's hosts should still be there";
+  {
+    TestHosts next(1);  // removes what dead runs left before building its own
+    EXPECT_TRUE(present().empty()) << "left behind: " << ::testing::PrintToString(present());
+  }
+}
+
+}  // namespace
+}  // namespace sluice
