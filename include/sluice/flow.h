@@ -243,24 +243,27 @@ class SourceCore {
   virtual Status fail_invalid(const char* what) = 0;
   virtual const std::string& error() const = 0;
 
+  // The target index of a record: inline for the common cases (one target,
+  // an 8- or 4-byte key), out of line for the rest.
   uint32_t route(const void* rec, size_t n) const {
-    if (route_ == Route::kExplicit) return num_targets_;  // no target: push() on an explicit flow
-    if (num_targets_ == 1) return 0;
-    switch (route_) {
-      case Route::kHashKey:
-        if (key_offset_ + key_size_ <= n) {
-          return reduce(hash_bytes(static_cast<const std::byte*>(rec) + key_offset_, key_size_), num_targets_);
-        }
-        [[fallthrough]];
-      case Route::kHashRecord:
-        return reduce(hash_bytes(rec, n), num_targets_);
-      case Route::kFunction:
-        return route_fn_(rec, n, num_targets_);
-      case Route::kExplicit:
-        break;
+    if (num_targets_ == 1 && route_ != Route::kExplicit) return 0;
+    if (route_ == Route::kHashKey && key_offset_ + key_size_ <= n) {
+      const auto* key = static_cast<const std::byte*>(rec) + key_offset_;
+      if (key_size_ == 8) {
+        uint64_t k;
+        std::memcpy(&k, key, 8);
+        return reduce(mix64(k), num_targets_);
+      }
+      if (key_size_ == 4) {
+        uint32_t k;
+        std::memcpy(&k, key, 4);
+        return reduce(mix64(k), num_targets_);
+      }
     }
-    return num_targets_;
+    return route_slow(rec, n);
   }
+
+  uint32_t route_slow(const void* rec, size_t n) const;
 
   Lane* lanes_ = nullptr;
   uint32_t num_targets_ = 0;

@@ -28,6 +28,8 @@ constexpr auto kMixedParkSlice = std::chrono::milliseconds(1);
 // sched_yield() rounds between spinning and parking: on an oversubscribed
 // machine they let the peer we wait for run without paying a futex round trip.
 constexpr uint32_t kYieldRounds = 64;
+// How long a destroyed ofi source waits for its last transfers.
+constexpr auto kLinger = std::chrono::milliseconds(5000);
 // Completions read per fi_cq_read.
 constexpr size_t kCqBatch = 16;
 // While spinning on an ofi ring, drive the completion queue every this many
@@ -120,7 +122,24 @@ class CompletionReorderer {
   fi_cq_data_entry held_entry_{};
 };
 
-class FlowSource final : public SourceCore {
+// The failure state of a source or target: the last error's text, and
+// whether the core failed for good (a peer's transport broke, or it sent a
+// corrupt segment), after which every call returns that status.
+class FailureState {
+ protected:
+  Status fail(Status s, std::string message) {
+    error_ = std::move(message);
+    return s;
+  }
+  Status fail_for_good(std::string message) {
+    failed_ = Status::kPeerLost;
+    return fail(Status::kPeerLost, std::move(message));
+  }
+  Status failed_ = Status::kOk;
+  std::string error_;
+};
+
+class FlowSource final : public SourceCore, private FailureState {
  public:
   FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings, std::unique_ptr<OfiSource> ofi)
       : ctx_(ctx),
@@ -156,6 +175,15 @@ class FlowSource final : public SourceCore {
   }
 
   ~FlowSource() override {
+    if (ofi_ != nullptr) {
+      // Linger until the provider delivered what we posted (the END above
+      // all), so that the process may exit right after; bounded, and cut
+      // short when the peer is known to be gone.
+      if (drain(Clock::now() + kLinger) == Status::kTimeout) {
+        log::warn(ctx_->endpoint_name(true, index_), ": gave up after ", kLinger.count(),
+                  " ms waiting for the last transfers to complete");
+      }
+    }
     if (closed_) return;
     // Destroyed without close(): tell every shm target, so that it reports
     // the flow incomplete rather than waiting for an END that cannot come.
@@ -180,7 +208,7 @@ class FlowSource final : public SourceCore {
     if (o.filling) {
       const auto used = static_cast<uint32_t>(lanes_[t].cur - o.base);
       if (used == 0) return Status::kOk;  // an empty segment always fits one record
-      if (Status s = publish_segment(t, used, 0, deadline); s != Status::kOk) return s;
+      if (Status s = publish_segment(t, used, 0, deadline, try_only); s != Status::kOk) return s;
     }
     Status s = acquire(t, deadline, try_only);
     if (s != Status::kOk) return s;
@@ -189,6 +217,8 @@ class FlowSource final : public SourceCore {
   }
 
   Status publish(uint32_t t) override {
+    // Latency mode: the record must go now (its peer may be waiting for it
+    // to answer), so a busy provider queue is waited out, not deferred.
     return publish_segment(t, static_cast<uint32_t>(lanes_[t].cur - out_[t].base), 0);
   }
 
@@ -226,11 +256,10 @@ class FlowSource final : public SourceCore {
       o.ended = true;
     }
     if (first != Status::kOk) return first;
-    // Over ofi, done means the provider delivered every segment: this
-    // process may exit as soon as close() returns.
-    if (ofi_ != nullptr) {
-      if (Status s = drain(deadline); s != Status::kOk) return s;
-    }
+    // close() does not wait for the transfers to complete: completing them
+    // may need the peer to drive its own endpoint, and the peer's thread may
+    // be closing a source towards us at this very moment. The source lingers
+    // for them when it is destroyed instead.
     closed_ = true;
     return Status::kOk;
   }
@@ -250,17 +279,6 @@ class FlowSource final : public SourceCore {
     bool ended = false;
   };
 
-  Status fail(Status s, std::string message) {
-    error_ = std::move(message);
-    return s;
-  }
-
-  // An ofi failure ends the source for good: the flow cannot be completed.
-  Status fail_for_good(std::string message) {
-    failed_ = Status::kPeerLost;
-    return fail(Status::kPeerLost, std::move(message));
-  }
-
   void start_segment(uint32_t t) {
     Out& o = out_[t];
     o.base = rings_[t].ring.payload(o.k);
@@ -269,7 +287,8 @@ class FlowSource final : public SourceCore {
     lanes_[t].end = o.base + ctx_->payload_bytes;
   }
 
-  Status publish_segment(uint32_t t, uint32_t used, uint32_t flags, Deadline deadline = kForever) {
+  Status publish_segment(uint32_t t, uint32_t used, uint32_t flags, Deadline deadline = kForever,
+                         bool try_only = false) {
     Out& o = out_[t];
     const OutRingRef& r = rings_[t];
     Footer* f = r.ring.footer(o.k);
@@ -283,7 +302,7 @@ class FlowSource final : public SourceCore {
       // The target learns of the segment from its completion, never from
       // the bytes: a NIC may place them in any order.
       f->seq.store(o.k + 1, std::memory_order_relaxed);
-      if (Status s = post_segment(t, o.k, deadline); s != Status::kOk) return s;
+      if (Status s = post_segment(t, o.k, deadline, try_only); s != Status::kOk) return s;
     }
     ++o.k;
     o.filling = false;
@@ -292,7 +311,7 @@ class FlowSource final : public SourceCore {
     return Status::kOk;
   }
 
-  Status post_segment(uint32_t t, uint64_t k, Deadline deadline) {
+  Status post_segment(uint32_t t, uint64_t k, Deadline deadline, bool try_only) {
     const OutRingRef& r = rings_[t];
     const uint32_t S = ctx_->ring_segments;
     const auto slot = static_cast<uint32_t>(k % S);
@@ -319,6 +338,13 @@ class FlowSource final : public SourceCore {
       if (Status s = progress(); s != Status::kOk) {
         op.busy = false;
         return s;
+      }
+      // A full queue is back-pressure like a full ring: try_push must not
+      // wait on it (its caller may be the one who has to drain the peer).
+      // The segment stays filled and is posted by the next call.
+      if (try_only) {
+        op.busy = false;
+        return Status::kBackPressured;
       }
       if (Clock::now() >= deadline) {
         op.busy = false;
@@ -538,8 +564,6 @@ class FlowSource final : public SourceCore {
   std::vector<Out> out_;
   std::vector<Lane> lane_store_;
   bool closed_ = false;
-  Status failed_ = Status::kOk;
-  std::string error_;
   // ofi only.
   std::unique_ptr<OfiSource> ofi_;
   std::vector<Op> ops_;            // [target * S + slot]: the segment transfer from that staging slot
@@ -548,7 +572,7 @@ class FlowSource final : public SourceCore {
   CompletionReorderer reorder_;
 };
 
-class FlowTarget final : public TargetCore {
+class FlowTarget final : public TargetCore, private FailureState {
  public:
   FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell* bell, std::vector<InRingRef> rings,
              std::unique_ptr<OfiTarget> ofi)
@@ -623,16 +647,6 @@ class FlowTarget final : public TargetCore {
     uint64_t credit_addr = 0;
     uint64_t credit_key = 0;
   };
-
-  Status fail(Status s, std::string message) {
-    error_ = std::move(message);
-    return s;
-  }
-
-  Status fail_for_good(std::string message) {
-    failed_ = Status::kPeerLost;
-    return fail(Status::kPeerLost, std::move(message));
-  }
 
   uint32_t index_of(const In& in) const { return static_cast<uint32_t>(&in - in_.data()); }
 
@@ -978,8 +992,6 @@ class FlowTarget final : public TargetCore {
   uint32_t held_slot_ = 0;
   bool has_remote_ = false;
   bool has_local_ = false;
-  Status failed_ = Status::kOk;
-  std::string error_;
   // ofi only.
   std::unique_ptr<OfiTarget> ofi_;
   std::vector<uint8_t> arrived_;     // RMA: [source * S + slot] a segment landed there

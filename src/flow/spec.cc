@@ -112,3 +112,24 @@ std::string FlowSpec::canonical() const {
 }
 
 }  // namespace sluice
+
+namespace sluice::detail {
+
+uint32_t SourceCore::route_slow(const void* rec, size_t n) const {
+  switch (route_) {
+    case Route::kHashKey:
+      if (key_offset_ + key_size_ <= n) {
+        return reduce(hash_bytes(static_cast<const std::byte*>(rec) + key_offset_, key_size_), num_targets_);
+      }
+      [[fallthrough]];  // a byte record shorter than its key: hash all of it
+    case Route::kHashRecord:
+      return reduce(hash_bytes(rec, n), num_targets_);
+    case Route::kFunction:
+      return route_fn_(rec, n, num_targets_);
+    case Route::kExplicit:
+      break;
+  }
+  return num_targets_;  // no target: push() on a flow declared explicit_targets()
+}
+
+}  // namespace sluice::detail

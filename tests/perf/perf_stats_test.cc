@@ -147,6 +147,96 @@ TEST(Report, HasTheSchemaFields) {
   EXPECT_FALSE(report_table(j).empty());
 }
 
+TEST(Report, OfiRowsNameTheirTransportSegmentAndPeer) {
+  Environment env{"host", 2, "Linux 6.1", "AMD EPYC", "2024-01-01T00:00:00Z", "unknown"};
+  Result r;
+  r.shape = {1, 1};
+  r.record_bytes = 1024;
+  r.flow = {{1000, 1.0, 2.0}};
+  r.baseline = {{1000, 0.8, 1.0}};
+  r.transport = "ofi";
+  r.segment_bytes = 65536;
+  r.ring_segments = 16;
+  r.peer = "tcp_stream";
+  r.placement = "loopback 127.0.0.1";
+  Result shm = r;
+  shm.transport = "shm";
+  shm.peer = "shm_ring";
+  nlohmann::json j = report_json(env, "sluice perf", {}, {r, shm}, {});
+  const auto& row = j["results"][0];
+  EXPECT_EQ(row["transport"], "ofi");
+  EXPECT_EQ(row["segment_bytes"], 65536);
+  EXPECT_EQ(row["ring_segments"], 16);
+  EXPECT_EQ(row["peer"], "tcp_stream");
+  EXPECT_FALSE(row["baseline"].contains("publish_every"));
+  EXPECT_NE(row["baseline_note"].get<std::string>().find("kernel TCP stream (loopback 127.0.0.1)"),
+            std::string::npos);
+  EXPECT_NE(row["baseline_note"].get<std::string>().find("writes of 64 records of 1024 B (65536 B"),
+            std::string::npos);
+  EXPECT_DOUBLE_EQ(row["ratio"].get<double>(), 0.8);
+  EXPECT_EQ(j["results"][1]["peer"], "shm_ring");
+  EXPECT_EQ(j["results"][1]["baseline"]["publish_every"], 16);
+  j["latency"] = nlohmann::json::array(
+      {{{"transport", "ofi"},
+        {"placement", "loopback 127.0.0.1"},
+        {"flow", {{"rtt_us_median", summary_json({20, 19, 21, 3})}, {"rtt_us_p99", summary_json({30, 29, 31, 3})}}},
+        {"tcp", {{"rtt_us_median", summary_json({10, 9, 11, 3})}, {"rtt_us_p99", summary_json({15, 14, 16, 3})}}},
+        {"ratio", 2.0}}});
+  j["fabtests"] = {{"fi_rma_bw", "not installed (Debian 12 does not package fabtests)"}};
+  const std::string table = report_table(j);
+  EXPECT_NE(table.find("flow transport ofi, segments of 65536 B x 16; peer tcp_stream"), std::string::npos);
+  EXPECT_NE(table.find("flow transport shm"), std::string::npos);
+  EXPECT_NE(table.find("tcp GB/s"), std::string::npos);
+  EXPECT_NE(table.find("median 20.0 [19.0-21.0], p99 30.0"), std::string::npos);
+  EXPECT_NE(table.find("fi_rma_bw: not installed"), std::string::npos);
+}
+
+TEST(Percentile, NearestRank) {
+  EXPECT_DOUBLE_EQ(percentile({}, 50), 0);
+  EXPECT_DOUBLE_EQ(percentile({7}, 99), 7);
+  std::vector<double> v;
+  for (int i = 100; i >= 1; --i) v.push_back(i);  // 1..100, unsorted
+  EXPECT_DOUBLE_EQ(percentile(v, 50), 50);
+  EXPECT_DOUBLE_EQ(percentile(v, 99), 99);
+  EXPECT_DOUBLE_EQ(percentile(v, 100), 100);
+  EXPECT_DOUBLE_EQ(percentile(v, 0), 1);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3}, 50), 2);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 50), 2);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 99), 4);
+}
+
+TEST(ParseNetnsHosts, AcceptsTwoHosts) {
+  const auto h = parse_netns_hosts("perfA=198.18.200.1, perfB=198.18.200.2");
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0], (NetnsHost{"perfA", "198.18.200.1"}));
+  EXPECT_EQ(h[1], (NetnsHost{"perfB", "198.18.200.2"}));
+}
+
+TEST(ParseNetnsHosts, RejectsWhatIsNotTwoNamedIpv4Hosts) {
+  EXPECT_NE(error_of([] { parse_netns_hosts(""); }).find("--netns: no hosts given"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_netns_hosts("a=198.18.200.1"); }).find("exactly two hosts"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3.4,b=1.2.3.5,c=1.2.3.6"); }).find("exactly two hosts"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_netns_hosts("a,b=1.2.3.4"); }).find("'a' is not NS=IP"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3,b=1.2.3.4"); }).find("'1.2.3' is not a dotted IPv4"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3.256,b=1.2.3.4"); }).find("not a dotted IPv4"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3.4,b=host"); }).find("not a dotted IPv4"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_netns_hosts("a b=1.2.3.4,c=1.2.3.5"); }).find("may only hold"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3.4,a=1.2.3.5"); }).find("same namespace"), std::string::npos);
+}
+
+TEST(ParseFabtests, TakesTheMBPerSecColumnOfTheLastDataRow) {
+  const char* out =
+      "bytes   iters   total       time     MB/sec    usec/xfer   Mxfers/sec\n"
+      "64k     10k     625m        0.21s    3120.45   21.00       0.05\n";
+  EXPECT_DOUBLE_EQ(parse_fabtests_mbps(out), 3120.45);
+  EXPECT_DOUBLE_EQ(parse_fabtests_mbps("fi_getinfo(): -61 (No data available)\n"), -1);
+  EXPECT_DOUBLE_EQ(parse_fabtests_mbps(""), -1);
+  EXPECT_DOUBLE_EQ(parse_fabtests_mbps("bytes iters total time MB/sec\n"), -1);
+}
+
 TEST(QuoteCommand, QuotesOnlyWhatNeedsIt) {
   EXPECT_EQ(quote_command({"build/bin/sluice", "perf", "--sizes", "16,64"}),
             "build/bin/sluice perf --sizes 16,64");

@@ -32,6 +32,11 @@ struct Summary {
 // An empty input gives all zeros and n == 0.
 Summary summarize(std::vector<double> values);
 
+// The p-th percentile (0..100) by nearest rank: the smallest value with at
+// least p% of the values at or below it (p = 0: the minimum). 0 for an empty
+// input.
+double percentile(std::vector<double> values, double p);
+
 // A flow shape: `sources` source ranks each feeding all `targets` target ranks.
 struct Shape {
   uint32_t sources = 0;
@@ -45,6 +50,24 @@ struct Shape {
 std::vector<uint32_t> parse_sizes(std::string_view text, std::string_view option = "--sizes");
 // Parses "1x1,2x2" (each side 1..64). Throws std::invalid_argument like parse_sizes.
 std::vector<Shape> parse_shapes(std::string_view text, std::string_view option = "--shapes");
+
+// One "host" of a cross-namespace run: a network namespace and its address.
+struct NetnsHost {
+  std::string netns;
+  std::string ip;
+  friend bool operator==(const NetnsHost&, const NetnsHost&) = default;
+};
+// Parses "NS_A=IP_A,NS_B=IP_B" (exactly two hosts, dotted IPv4 addresses).
+// The first host runs the registry and the sources (and the TCP peer's
+// writer), the second the targets (and the reader). Throws
+// std::invalid_argument like parse_sizes.
+std::vector<NetnsHost> parse_netns_hosts(std::string_view text, std::string_view option = "--netns");
+
+// The bandwidth in MB/s (as fabtests print it, 10^6 bytes/s) from the
+// output of a fabtests bandwidth test such as fi_rma_bw: the MB/sec column
+// of the last data row under a header line naming "MB/sec". Negative if the
+// output has none.
+double parse_fabtests_mbps(std::string_view output);
 
 // Where and on what the benchmark ran.
 struct Environment {
@@ -68,8 +91,15 @@ struct Result {
   Shape shape;
   uint32_t record_bytes = 0;
   std::vector<Run> flow;      // one per repeat, in order
-  std::vector<Run> baseline;  // the 1:1 ring of the same record size, same repeats
-  uint32_t baseline_publish_every = 16;
+  std::vector<Run> baseline;  // the 1:1 peer of the same record size, same repeats
+  uint32_t baseline_publish_every = 16;  // shm_ring only
+  std::string transport = "shm";         // the flow's: "shm" or "ofi"
+  uint32_t segment_bytes = 0;            // the flow's effective segment payload
+  uint32_t ring_segments = 0;            // the flow's effective segments per ring
+  // The baseline: "shm_ring" (perf_ring.h) or "tcp_stream" (perf_tcp.h,
+  // writes of segment_bytes' worth of records between the same endpoints).
+  std::string peer = "shm_ring";
+  std::string placement = "one host";    // where the two ends ran, for notes
 };
 
 // An extra baseline row (e.g. the ring publishing every slot).
@@ -87,9 +117,13 @@ nlohmann::json summary_json(const Summary& s);
 // The whole report:
 //   {"tool", "version", "env": {...}, "command", "config": {...},
 //    "results": [{"shape", "sources", "targets", "record_bytes",
+//                 "transport", "segment_bytes", "ring_segments", "peer",
 //                 "flow": {...}, "baseline": {...}, "ratio", "ratio_paired",
 //                 "baseline_note"}],
 //    "extra_baselines": [...]}
+// (report_json adds no "latency" or "fabtests"; the caller sets them:
+//  "latency": [{"transport", "placement", "flow": {rtt_us_median: summary,
+//  rtt_us_p99: summary}, "tcp": {...}, "ratio"}], "fabtests": {...}.)
 // "ratio" is the flow's median records/s over the baseline's; "ratio_paired"
 // summarizes flow/baseline of the same repeat (they ran back to back).
 nlohmann::json report_json(const Environment& env, const std::string& command,

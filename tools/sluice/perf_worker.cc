@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,8 +29,23 @@ struct WorkerOptions {
   std::string sizes;
   uint32_t rep = 0;
   uint64_t bytes = 0;  // per source per measurement
-  std::string out;
+  uint32_t segment_bytes = 0;  // 0: the flow default
+  uint32_t ring_segments = 0;  // 0: the flow default
+  uint32_t latency = 0;        // > 0: a ping-pong of this many round trips instead
+  std::string out;             // "-": stdout
 };
+
+// Appends one JSON line to o.out (or stdout for "-").
+void emit(const WorkerOptions& o, const nlohmann::json& line) {
+  if (o.out == "-") {
+    std::printf("%s\n", line.dump().c_str());
+    std::fflush(stdout);
+    return;
+  }
+  std::ofstream f(o.out, std::ios::app);
+  f << line.dump() << '\n';
+  if (!f.flush()) throw std::runtime_error("cannot write results to " + o.out);
+}
 
 // A failure that ends the worker: the message is printed once, then the
 // exit status tells `sluice perf` (through run_job) that the job failed.
@@ -77,6 +94,8 @@ RankResult measure(Cluster& c, const WorkerOptions& o) {
   for (uint32_t r = 0; r < o.sources; ++r) src_ranks.push_back(r);
   for (uint32_t r = 0; r < o.targets; ++r) dst_ranks.push_back(o.sources + r);
   auto spec = shuffle<R>(name).sources(c.ranks(src_ranks)).targets(c.ranks(dst_ranks)).key(&R::key);
+  if (o.segment_bytes != 0) spec.segment_bytes(o.segment_bytes);
+  if (o.ring_segments != 0) spec.ring_segments(o.ring_segments);
   c.declare(spec);
 
   const uint32_t rank = c.rank();
@@ -123,9 +142,75 @@ RankResult measure(Cluster& c, const WorkerOptions& o) {
   return res;
 }
 
+// Latency: ranks 0 and 1 bounce one 64 B record through two Latency-mode
+// flows ("ping" 0 -> 1, "pong" 1 -> 0); rank 0 times every round trip.
+void run_latency(Cluster& c, const WorkerOptions& o) {
+  using R = Rec<64>;
+  if (c.world_size() != 2) throw WorkerFailure{"--latency needs a job of exactly 2 ranks"};
+  const std::string base = "perf-lat-" + std::to_string(o.rep);
+  auto ping = shuffle<R>(base + "-ping").sources(c.ranks({0})).targets(c.ranks({1})).key(&R::key)
+                  .optimize(Optimize::kLatency);
+  auto pong = shuffle<R>(base + "-pong").sources(c.ranks({1})).targets(c.ranks({0})).key(&R::key)
+                  .optimize(Optimize::kLatency);
+  c.declare(ping);
+  c.declare(pong);
+  const bool first = c.rank() == 0;
+  Source<R> out = c.source(first ? ping : pong, 0);
+  Target<R> in = c.target(first ? pong : ping, 0);
+  R r = make_template_record<64>();
+  R scratch;
+  const uint32_t warmup = std::min<uint32_t>(o.latency / 10 + 10, 1000);
+  const uint32_t total = warmup + o.latency;
+  std::vector<double> rtt;
+  rtt.reserve(o.latency);
+  c.barrier(base + "-go");
+  const double cpu0 = cpu_seconds();
+  const auto start = Clock::now();
+  for (uint32_t i = 0; i < total; ++i) {
+    if (first) {
+      const auto t0 = Clock::now();
+      r.key = key_of(i);
+      if (out.push(r) != Status::kOk) throw WorkerFailure{"push: " + out.error()};
+      auto batch = in.consume();
+      if (!batch || batch->size() != 1) throw WorkerFailure{"consume: " + in.error()};
+      if (take_record<64>(&(*batch)[0], &scratch) != key_of(i)) throw WorkerFailure{"pong carries the wrong key"};
+      if (i >= warmup) rtt.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    } else {
+      auto batch = in.consume();
+      if (!batch || batch->size() != 1) throw WorkerFailure{"consume: " + in.error()};
+      r.key = take_record<64>(&(*batch)[0], &scratch);
+      if (out.push(r) != Status::kOk) throw WorkerFailure{"push: " + out.error()};
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double cpu = cpu_seconds() - cpu0;
+  if (out.close() != Status::kOk) throw WorkerFailure{"close: " + out.error()};
+  while (in.consume()) {
+  }
+  if (in.status() != Status::kEndOfFlow) throw WorkerFailure{"consume: " + in.error()};
+  const std::vector<std::string> cpus = c.allgather(base + "-cpu", std::to_string(cpu));
+  if (first) {
+    double all_cpu = 0;
+    for (const std::string& s : cpus) all_cpu += std::stod(s);
+    emit(o, {{"kind", "latency"},
+             {"rep", o.rep},
+             {"record_bytes", 64},
+             {"round_trips", o.latency},
+             {"rtt_us_median", percentile(rtt, 50) * 1e6},
+             {"rtt_us_p99", percentile(rtt, 99) * 1e6},
+             {"rtt_us_min", percentile(rtt, 0) * 1e6},
+             {"seconds", seconds},
+             {"cpu_seconds", all_cpu}});
+  }
+}
+
 void run_worker(const WorkerOptions& o) {
-  const std::vector<uint32_t> sizes = parse_sizes(o.sizes);
   Cluster c = Cluster::join();
+  if (o.latency > 0) {
+    run_latency(c, o);
+    return;
+  }
+  const std::vector<uint32_t> sizes = parse_sizes(o.sizes);
   if (c.world_size() != o.sources + o.targets) {
     throw WorkerFailure{"the job has " + std::to_string(c.world_size()) + " ranks but --sources " +
                         std::to_string(o.sources) + " --targets " + std::to_string(o.targets) +
@@ -172,9 +257,7 @@ void run_worker(const WorkerOptions& o) {
                              {"cpu_seconds", cpu},
                              {"source_seconds", slowest_source},
                              {"target_seconds", target_seconds}};
-      std::ofstream f(o.out, std::ios::app);
-      f << line.dump() << '\n';
-      if (!f.flush()) throw WorkerFailure{"cannot write results to " + o.out};
+      emit(o, line);
     }
   }
 }
@@ -188,9 +271,12 @@ void add_perf_worker_command(CLI::App& app) {
   sub->group("");  // hidden: only `sluice perf` starts it
   sub->add_option("--sources", o->sources)->required();
   sub->add_option("--targets", o->targets)->required();
-  sub->add_option("--sizes", o->sizes)->required();
+  sub->add_option("--sizes", o->sizes);
   sub->add_option("--rep", o->rep)->required();
-  sub->add_option("--bytes", o->bytes)->required();
+  sub->add_option("--bytes", o->bytes);
+  sub->add_option("--segment-bytes", o->segment_bytes);
+  sub->add_option("--ring-segments", o->ring_segments);
+  sub->add_option("--latency", o->latency);
   sub->add_option("--out", o->out)->required();
   sub->callback([o] {
     try {

@@ -12,6 +12,15 @@
 //   {"record_bytes", "rep", "records", "seconds", "cpu_seconds",
 //    "source_seconds", "target_seconds": [...]}
 // "seconds" is the slowest target's time from the barrier to end-of-flow.
+// --segment-bytes / --ring-segments set the flow's geometry (0: defaults).
+// FILE "-" means stdout (for ranks started by hand, e.g. in a namespace).
+//
+//   sluice perf-worker --sources 1 --targets 1 --rep I --latency N --out FILE
+//
+// instead bounces one 64 B record between ranks 0 and 1 through two
+// Optimize::kLatency flows N times (after N/10+10 warm-up round trips) and
+// rank 0 appends {"kind": "latency", "rtt_us_median", "rtt_us_p99",
+// "rtt_us_min", "round_trips", "seconds", "cpu_seconds", ...}.
 //
 // Thread safety: register from the main thread before App::parse.
 #pragma once

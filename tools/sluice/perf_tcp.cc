@@ -1,0 +1,282 @@
+#include "perf_tcp.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "perf_records.h"
+#include "perf_stats.h"
+#include "sluice/flow.h"
+#include "tool_util.h"
+
+namespace sluice::tool::perf {
+namespace {
+
+struct TcpOptions {
+  std::string listen;   // HOST:PORT (reader side)
+  std::string connect;  // HOST:PORT (writer side)
+  std::string sizes;
+  uint64_t bytes = 0;          // per size
+  uint32_t chunk_bytes = 8192;  // bytes per write (rounded down to whole records)
+  uint32_t latency = 0;         // round trips of the 64 B ping-pong (0: none)
+  uint32_t rep = 0;
+  std::string out = "-";
+  double timeout_seconds = 60;  // connect / accept
+};
+
+[[noreturn]] void fail(const std::string& what) {
+  throw std::runtime_error(what + (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string()));
+}
+
+double cpu_now() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+sockaddr_in address(const std::string& text, const char* what) {
+  std::string host;
+  uint16_t port = 0;
+  split_host_port(text, what, 0, &host, &port);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
+    errno = 0;
+    fail(std::string(what) + " " + text + ": not an IPv4 address");
+  }
+  return a;
+}
+
+void nodelay(int fd) {
+  int one = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) fail("setsockopt TCP_NODELAY");
+}
+
+void send_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) fail("send");
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void recv_all(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::recv(fd, p, n, MSG_WAITALL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) {
+      errno = 0;
+      fail("recv: the peer closed the connection early");
+    }
+    if (r < 0) fail("recv");
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+}
+
+void emit(const TcpOptions& o, const nlohmann::json& line) {
+  if (o.out == "-") {
+    std::printf("%s\n", line.dump().c_str());
+    std::fflush(stdout);
+    return;
+  }
+  std::ofstream f(o.out, std::ios::app);
+  f << line.dump() << '\n';
+  if (!f.flush()) throw std::runtime_error("cannot write results to " + o.out);
+}
+
+template <size_t B>
+void read_stream(int fd, const TcpOptions& o) {
+  using R = Rec<B>;
+  const uint64_t n = o.bytes / B;
+  const size_t per_chunk = std::max<size_t>(1, o.chunk_bytes / B);
+  std::vector<R> buf(per_chunk);
+  R scratch;
+  uint64_t sum = 0, count = 0;
+  const char go = 'g';
+  const double cpu0 = cpu_now();
+  const auto t0 = Clock::now();
+  send_all(fd, &go, 1);
+  while (count < n) {
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(per_chunk, n - count));
+    recv_all(fd, buf.data(), k * B);
+    for (size_t i = 0; i < k; ++i) sum += take_record<B>(&buf[i], &scratch);
+    count += k;
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu = cpu_now() - cpu0;
+  const char done = 'd';
+  send_all(fd, &done, 1);
+  double writer_cpu = 0;
+  recv_all(fd, &writer_cpu, sizeof writer_cpu);
+  if (sum != key_sum(0, n)) throw std::runtime_error("tcp stream: the key checksum differs");
+  emit(o, {{"kind", "tcp_stream"},
+           {"rep", o.rep},
+           {"record_bytes", B},
+           {"records", n},
+           {"chunk_bytes", per_chunk * B},
+           {"seconds", seconds},
+           {"cpu_seconds", cpu + writer_cpu}});
+}
+
+template <size_t B>
+void write_stream(int fd, const TcpOptions& o) {
+  using R = Rec<B>;
+  const uint64_t n = o.bytes / B;
+  const size_t per_chunk = std::max<size_t>(1, o.chunk_bytes / B);
+  std::vector<R> buf(per_chunk, make_template_record<B>());
+  char c = 0;
+  recv_all(fd, &c, 1);
+  if (c != 'g') throw std::runtime_error("tcp stream: protocol error (expected go)");
+  const double cpu0 = cpu_now();
+  for (uint64_t sent = 0; sent < n;) {
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(per_chunk, n - sent));
+    for (size_t i = 0; i < k; ++i) buf[i].key = key_of(sent + i);
+    send_all(fd, buf.data(), k * B);
+    sent += k;
+  }
+  recv_all(fd, &c, 1);
+  if (c != 'd') throw std::runtime_error("tcp stream: protocol error (expected done)");
+  const double cpu = cpu_now() - cpu0;
+  send_all(fd, &cpu, sizeof cpu);
+}
+
+void ping(int fd, const TcpOptions& o) {
+  unsigned char msg[64] = {};
+  const uint32_t warmup = std::min<uint32_t>(o.latency / 10 + 10, 1000);
+  std::vector<double> rtt;
+  rtt.reserve(o.latency);
+  for (uint32_t i = 0; i < warmup + o.latency; ++i) {
+    const auto t0 = Clock::now();
+    std::memcpy(msg, &i, sizeof i);
+    send_all(fd, msg, sizeof msg);
+    recv_all(fd, msg, sizeof msg);
+    uint32_t back = 0;
+    std::memcpy(&back, msg, sizeof back);
+    if (back != i) throw std::runtime_error("tcp ping-pong: wrong message back");
+    if (i >= warmup) rtt.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  emit(o, {{"kind", "tcp_latency"},
+           {"rep", o.rep},
+           {"round_trips", o.latency},
+           {"rtt_us_median", percentile(rtt, 50) * 1e6},
+           {"rtt_us_p99", percentile(rtt, 99) * 1e6},
+           {"rtt_us_min", percentile(rtt, 0) * 1e6}});
+}
+
+void pong(int fd, const TcpOptions& o) {
+  unsigned char msg[64];
+  const uint32_t warmup = std::min<uint32_t>(o.latency / 10 + 10, 1000);
+  for (uint32_t i = 0; i < warmup + o.latency; ++i) {
+    recv_all(fd, msg, sizeof msg);
+    send_all(fd, msg, sizeof msg);
+  }
+}
+
+bool wait_readable(int fd, double seconds) {
+  pollfd p{fd, POLLIN, 0};
+  for (;;) {
+    const int r = ::poll(&p, 1, static_cast<int>(seconds * 1000));
+    if (r < 0 && errno == EINTR) continue;
+    return r > 0;
+  }
+}
+
+void run_listener(const TcpOptions& o, const std::vector<uint32_t>& sizes) {
+  const sockaddr_in a = address(o.listen, "--listen");
+  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) fail("socket");
+  int one = 1;
+  ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(s.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) fail("bind " + o.listen);
+  if (::listen(s.get(), 1) != 0) fail("listen");
+  sockaddr_in bound{};
+  socklen_t len = sizeof bound;
+  ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&bound), &len);
+  // The parent reads this line to learn the port (the data lines go to --out).
+  std::fprintf(stdout, "PORT %u\n", static_cast<unsigned>(ntohs(bound.sin_port)));
+  std::fflush(stdout);
+  if (!wait_readable(s.get(), o.timeout_seconds)) {
+    errno = 0;
+    fail("no connection within " + std::to_string(o.timeout_seconds) + " s");
+  }
+  Fd c(::accept4(s.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!c.valid()) fail("accept");
+  nodelay(c.get());
+  for (uint32_t size : sizes) with_record_size(size, [&](auto b) { read_stream<decltype(b)::value>(c.get(), o); });
+  if (o.latency > 0) ping(c.get(), o);
+}
+
+void run_connector(const TcpOptions& o, const std::vector<uint32_t>& sizes) {
+  const sockaddr_in a = address(o.connect, "--connect");
+  const auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout_seconds);
+  Fd c;
+  for (;;) {
+    c.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!c.valid()) fail("socket");
+    if (::connect(c.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) break;
+    if (Clock::now() > deadline) fail("connect " + o.connect);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  nodelay(c.get());
+  for (uint32_t size : sizes) with_record_size(size, [&](auto b) { write_stream<decltype(b)::value>(c.get(), o); });
+  if (o.latency > 0) pong(c.get(), o);
+}
+
+}  // namespace
+
+void add_perf_tcp_command(CLI::App& app) {
+  auto o = std::make_shared<TcpOptions>();
+  CLI::App* sub = app.add_subcommand("perf-tcp", "One end of a `sluice perf` kernel TCP peer (internal)");
+  sub->group("");  // hidden: `sluice perf` starts it
+  auto* l = sub->add_option("--listen", o->listen);
+  auto* c = sub->add_option("--connect", o->connect);
+  l->excludes(c);
+  sub->add_option("--sizes", o->sizes)->required();
+  sub->add_option("--bytes", o->bytes)->required();
+  sub->add_option("--chunk-bytes", o->chunk_bytes);
+  sub->add_option("--latency", o->latency);
+  sub->add_option("--rep", o->rep);
+  sub->add_option("--out", o->out);
+  sub->add_option("--timeout", o->timeout_seconds);
+  sub->callback([o] {
+    try {
+      const std::vector<uint32_t> sizes = parse_sizes(o->sizes);
+      if (o->chunk_bytes == 0) throw std::invalid_argument("--chunk-bytes must be positive");
+      if (!o->listen.empty()) {
+        run_listener(*o, sizes);
+      } else if (!o->connect.empty()) {
+        run_connector(*o, sizes);
+      } else {
+        throw std::invalid_argument("give --listen HOST:PORT or --connect HOST:PORT");
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sluice perf-tcp: FAILED: %s\n", e.what());
+      throw CLI::RuntimeError(1);
+    }
+  });
+}
+
+}  // namespace sluice::tool::perf
