@@ -28,6 +28,8 @@ constexpr auto kMixedParkSlice = std::chrono::milliseconds(1);
 // sched_yield() rounds between spinning and parking: on an oversubscribed
 // machine they let the peer we wait for run without paying a futex round trip.
 constexpr uint32_t kYieldRounds = 64;
+// How long close() drives an ofi source's endpoint before returning.
+constexpr auto kCloseFlush = std::chrono::milliseconds(100);
 // How long a destroyed ofi source waits for its last transfers.
 constexpr auto kLinger = std::chrono::milliseconds(5000);
 // Completions read per fi_cq_read.
@@ -256,10 +258,16 @@ class FlowSource final : public SourceCore, private FailureState {
       o.ended = true;
     }
     if (first != Status::kOk) return first;
-    // close() does not wait for the transfers to complete: completing them
-    // may need the peer to drive its own endpoint, and the peer's thread may
-    // be closing a source towards us at this very moment. The source lingers
-    // for them when it is destroyed instead.
+    // close() waits only briefly for the transfers to complete: completing
+    // them may need the peer to drive its own endpoint, and the peer's thread
+    // may be closing a source towards us at this very moment. The brief wait
+    // drives this endpoint, so that every byte is handed to the provider
+    // before the caller turns to other work; the source lingers for the
+    // completions when it is destroyed.
+    if (ofi_ != nullptr) {
+      const Deadline brief = std::min(deadline, Clock::now() + kCloseFlush);
+      if (Status s = drain(brief); s != Status::kOk && s != Status::kTimeout) return s;
+    }
     closed_ = true;
     return Status::kOk;
   }
