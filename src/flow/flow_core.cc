@@ -28,6 +28,10 @@ constexpr auto kMixedParkSlice = std::chrono::milliseconds(1);
 // sched_yield() rounds between spinning and parking: on an oversubscribed
 // machine they let the peer we wait for run without paying a futex round trip.
 constexpr uint32_t kYieldRounds = 64;
+// Full segments for one target are moved by one RMA write of up to this many
+// bytes: the cost of a transfer over tcp is mostly per operation (system
+// calls, the provider's acknowledgement), not per byte.
+constexpr uint32_t kCoalesceBytes = 256 * 1024;
 // How long close() drives an ofi source's endpoint before returning.
 constexpr auto kCloseFlush = std::chrono::milliseconds(100);
 // How long a destroyed ofi source waits for its last transfers.
@@ -85,6 +89,7 @@ struct Op {
   OpKind kind = OpKind::kSegmentSend;
   uint32_t ring = 0;
   uint32_t slot = 0;
+  uint32_t count = 1;  // segment transfers: consecutive slots moved by this one operation
   bool busy = false;
 };
 static_assert(offsetof(Op, ctx) == 0);
@@ -163,6 +168,13 @@ class FlowSource final : public SourceCore, private FailureState {
     for (size_t t = 0; t < rings_.size(); ++t) out_[t].limit = S;
     if (ofi_ != nullptr) {
       reorder_.enable(ofi_->ep->test_unordered());
+      // Several segments per write need the count in the completion data,
+      // which only 8-byte CQ data has room for; messages land in one
+      // segment-sized receive each.
+      if (ofi_->ep->rma() && ofi_->ep->cq_data_size() >= 8) {
+        const uint32_t stride = rings_[0].ring.segment_stride;
+        coalesce_ = std::clamp<uint32_t>(kCoalesceBytes / stride, 1, std::max<uint32_t>(1, S / 2));
+      }
       ops_ = std::vector<Op>(rings_.size() * S);
       credit_ops_ = std::vector<Op>(rings_.size());
       credit_seen_.assign(rings_.size(), 0);
@@ -233,6 +245,9 @@ class FlowSource final : public SourceCore, private FailureState {
         const auto used = static_cast<uint32_t>(lanes_[t].cur - o.base);
         if (Status s = publish_segment(t, used, 0, deadline); s != Status::kOk) return s;
       }
+      if (rings_[t].remote && o.posted < o.k) {
+        if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
+      }
     }
     return Status::kOk;
   }
@@ -280,6 +295,7 @@ class FlowSource final : public SourceCore, private FailureState {
 
  private:
   struct Out {
+    uint64_t posted = 0;        // ofi: segments handed to the provider; [posted, k) are published, not yet sent
     uint64_t k = 0;             // ring index of the segment being filled, or the next to claim
     uint64_t limit = 0;         // k may be claimed while k < limit (consumed + S, cached)
     std::byte* base = nullptr;  // payload of the segment being filled
@@ -310,63 +326,89 @@ class FlowSource final : public SourceCore, private FailureState {
       // The target learns of the segment from its completion, never from
       // the bytes: a NIC may place them in any order.
       f->seq.store(o.k + 1, std::memory_order_relaxed);
-      if (Status s = post_segment(t, o.k, deadline, try_only); s != Status::kOk) return s;
     }
     ++o.k;
     o.filling = false;
     lanes_[t].cur = lanes_[t].end = nullptr;
-    if (!r.remote) wake_if_waiting(&r.bell->waiting, &r.bell->seq);
+    if (!r.remote) {
+      wake_if_waiting(&r.bell->waiting, &r.bell->seq);
+      return Status::kOk;
+    }
+    // Segments published because they are full (from reserve) wait for a
+    // few more to go in one write; flush() posts what waits, and END and
+    // Latency-mode segments go at once.
+    const uint32_t S = ctx_->ring_segments;
+    if (latency_ || (flags & layout::kEnd) || o.k - o.posted >= coalesce_ || o.k % S == 0) {
+      return post_pending(t, deadline, try_only);
+    }
     return Status::kOk;
   }
 
-  Status post_segment(uint32_t t, uint64_t k, Deadline deadline, bool try_only) {
+  // Hands the published, unsent segments of target t to the provider: one
+  // RMA write per run of consecutive slots (one message each on the message
+  // path). On kBackPressured / kTimeout nothing is lost: they are retried by
+  // the next reserve, flush or close.
+  Status post_pending(uint32_t t, Deadline deadline, bool try_only) {
+    Out& o = out_[t];
+    const uint32_t S = ctx_->ring_segments;
+    while (o.posted < o.k) {
+      const auto slot = static_cast<uint32_t>(o.posted % S);
+      const auto count = static_cast<uint32_t>(std::min<uint64_t>({o.k - o.posted, S - slot, coalesce_}));
+      if (Status s = post_range(t, o.posted, slot, count, deadline, try_only); s != Status::kOk) return s;
+      o.posted += count;
+    }
+    // Drives the transfer on providers with manual progress.
+    return progress();
+  }
+
+  Status post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t count, Deadline deadline, bool try_only) {
     const OutRingRef& r = rings_[t];
     const uint32_t S = ctx_->ring_segments;
-    const auto slot = static_cast<uint32_t>(k % S);
     Op& op = ops_[t * S + slot];
-    op.busy = true;
+    auto set_busy = [&](bool busy) {
+      for (uint32_t j = 0; j < count; ++j) ops_[t * S + slot + j].busy = busy;
+    };
+    op.count = count;
+    set_busy(true);
     for (;;) {
       ssize_t rc;
+      const size_t bytes = size_t{count} * r.ring.segment_stride;
       if (ofi_->ep->rma()) {
-        rc = ofi_->ep->write_data(r.ring.payload(k), r.ring.segment_stride, ofi_->staging_mr.desc,
-                                  segment_cq_data(index_, slot), r.peer,
+        rc = ofi_->ep->write_data(r.ring.payload(k), bytes, ofi_->staging_mr.desc,
+                                  segment_cq_data(index_, slot, count), r.peer,
                                   r.ring_addr + uint64_t{slot} * r.ring.segment_stride, r.ring_key, &op.ctx);
       } else {
-        rc = ofi_->ep->tsend(r.ring.payload(k), r.ring.segment_stride, ofi_->staging_mr.desc, r.peer,
-                             kTagData | index_, &op.ctx);
+        rc = ofi_->ep->tsend(r.ring.payload(k), bytes, ofi_->staging_mr.desc, r.peer, kTagData | index_, &op.ctx);
       }
-      if (rc == 0) break;
+      if (rc == 0) return Status::kOk;
       if (rc != -FI_EAGAIN) {
-        op.busy = false;
+        set_busy(false);
         return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot send a segment to " +
                              ctx_->peer_name(false, t) + ": " + fi_strerror(static_cast<int>(-rc)) +
                              lost_suffix(ctx_->spec.targets[t].rank));
       }
       // The provider's queue is full: completing earlier operations frees it.
       if (Status s = progress(); s != Status::kOk) {
-        op.busy = false;
+        set_busy(false);
         return s;
       }
       // A full queue is back-pressure like a full ring: try_push must not
       // wait on it (its caller may be the one who has to drain the peer).
-      // The segment stays filled and is posted by the next call.
       if (try_only) {
-        op.busy = false;
+        set_busy(false);
         return Status::kBackPressured;
       }
       if (Clock::now() >= deadline) {
-        op.busy = false;
+        set_busy(false);
         return fail(Status::kTimeout, ctx_->endpoint_name(true, index_) + ": deadline passed while " +
                                           ctx_->peer_name(false, t) + "'s provider queue stayed full");
       }
       if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
-        op.busy = false;
+        set_busy(false);
         return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " + ctx_->peer_name(false, t) +
                              ": " + why);
       }
     }
-    // Drives the transfer on providers with manual progress.
-    return progress();
   }
 
   void post_credit_receive(uint32_t t) {
@@ -400,7 +442,7 @@ class FlowSource final : public SourceCore, private FailureState {
     Op* op = static_cast<Op*>(e.op_context);
     switch (op->kind) {
       case OpKind::kSegmentSend:
-        op->busy = false;
+        for (uint32_t j = 0; j < op->count; ++j) (op + j)->busy = false;
         break;
       case OpKind::kCreditRecv:
         credit_seen_[op->ring] = std::max(credit_seen_[op->ring], ofi_->credits[op->ring]);
@@ -493,6 +535,12 @@ class FlowSource final : public SourceCore, private FailureState {
 
   Status acquire(uint32_t t, Deadline deadline, bool try_only) {
     if (has_credit(t)) [[likely]] return Status::kOk;
+    // Before waiting, unsent segments go: the target cannot return credit
+    // for what it never got.
+    if (rings_[t].remote && out_[t].posted < out_[t].k) {
+      if (Status s = post_pending(t, deadline, try_only); s != Status::kOk) return s;
+      if (has_credit(t)) return Status::kOk;
+    }
     if (failed_ != Status::kOk) return failed_;
     if (try_only) return Status::kBackPressured;
     return wait_for_credit(t, deadline);
@@ -577,6 +625,7 @@ class FlowSource final : public SourceCore, private FailureState {
   std::vector<Op> ops_;            // [target * S + slot]: the segment transfer from that staging slot
   std::vector<Op> credit_ops_;     // [target]: the posted credit receive (message path)
   std::vector<uint64_t> credit_seen_;  // [target]: highest consumed count heard of
+  uint32_t coalesce_ = 1;  // ofi RMA: most segments moved by one write
   CompletionReorderer reorder_;
 };
 
@@ -818,15 +867,16 @@ class FlowTarget final : public TargetCore, private FailureState {
     if (e.flags & FI_REMOTE_CQ_DATA) {
       // A source wrote a segment into our ring (RMA path). The data comes
       // from a peer: check it before using it as an index.
-      const uint64_t s = e.data >> 16;
+      const uint64_t s = (e.data >> 16) & 0xffff;
       const uint64_t slot = e.data & 0xffff;
+      const uint64_t count = ((e.data >> 32) & 0xffff) + 1;
       if (ofi_->ep->needs_data_receives()) ofi_->ep->repost_data_receive();
-      if (s >= in_.size() || !in_[s].remote || slot >= S) {
+      if (s >= in_.size() || !in_[s].remote || slot + count > S || (e.data >> 48) != 0) {
         fail_for_good(ctx_->endpoint_name(false, index_) + ": a peer wrote with completion data " +
-                      std::to_string(e.data) + ", which names no ring of this target");
+                      std::to_string(e.data) + ", which names no segments of this target");
         return;
       }
-      arrived_[s * S + slot] = 1;
+      for (uint64_t j = 0; j < count; ++j) arrived_[s * S + slot + j] = 1;
       return;
     }
     if (e.op_context == nullptr || ofi_->ep->is_data_receive(e.op_context)) return;

@@ -90,9 +90,13 @@ struct OfiTarget {
 inline constexpr uint64_t kTagData = 1ULL << 60;
 inline constexpr uint64_t kTagCredit = 2ULL << 60;
 
-// Remote CQ data of a segment write: source index and ring slot, 16 bits
-// each, so that 4-byte immediates (verbs, efa) suffice.
-inline uint64_t segment_cq_data(uint32_t source, uint32_t slot) { return uint64_t{source} << 16 | slot; }
+// Remote CQ data of a segment write: source index and first ring slot, 16
+// bits each, so that 4-byte immediates (verbs, efa) suffice for single
+// segments; bits 32..47 carry (segments in the write - 1), used only where
+// the provider's CQ data has 8 bytes.
+inline uint64_t segment_cq_data(uint32_t source, uint32_t slot, uint32_t count = 1) {
+  return uint64_t{count - 1} << 32 | uint64_t{source} << 16 | slot;
+}
 
 // REQUIRES: rings[t] is the ring from `source_index` to target t, for every
 // target of ctx->spec; `ofi` is set iff some ring is remote; ctx outlives the core.
