@@ -778,8 +778,6 @@ class FlowTarget final : public TargetCore, private FailureState {
     if (in.remote) {
       const uint32_t s = index_of(in);
       const uint32_t S = ctx_->ring_segments;
-      const uint64_t k = in.k - 1;  // release always follows the read of k
-      (void)k;
       if (ofi_->ep->rma()) {
         arrived_[s * S + slot] = 0;
       } else {

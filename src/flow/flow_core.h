@@ -1,9 +1,10 @@
 // The data plane of a flow: sources and targets over rings, where each ring
 // is reached either through shared memory (the source writes straight into
 // the target's ring) or through libfabric (the source fills a local staging
-// segment and moves it with one RMA write, or one tagged message where there
-// is no RMA). Both kinds can mix in one source or target: the transport is
-// chosen per (source, target) pair. The rings' layout is in layout.h.
+// segment and moves it by RMA write, coalescing consecutive full segments,
+// or as one tagged message per segment where there is no RMA). Both kinds can
+// mix in one source or target: the transport is chosen per (source, target)
+// pair. The rings' layout is in layout.h.
 //
 // Where the memory and endpoints come from is the caller's business
 // (src/cluster.cc wires real flows; tests/support/local_flow.h wires
