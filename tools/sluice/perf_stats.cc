@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 
 #include "sluice/version.h"
@@ -387,6 +388,17 @@ std::string quote_command(const std::vector<std::string>& argv) {
     out += '\'';
   }
   return out;
+}
+
+void emit_json_line(const std::string& out, const nlohmann::json& line) {
+  if (out == "-") {
+    std::printf("%s\n", line.dump().c_str());
+    std::fflush(stdout);
+    return;
+  }
+  std::ofstream f(out, std::ios::app);
+  f << line.dump() << '\n';
+  if (!f.flush()) throw std::runtime_error("cannot write results to " + out);
 }
 
 }  // namespace sluice::tool::perf

@@ -137,4 +137,8 @@ std::string report_table(const nlohmann::json& report);
 // Joins argv into one shell-quoted command line.
 std::string quote_command(const std::vector<std::string>& argv);
 
+// Appends `line` as one JSON line to the file `out`, or prints it to stdout
+// when `out` is "-". Throws std::runtime_error if the file cannot be written.
+void emit_json_line(const std::string& out, const nlohmann::json& line);
+
 }  // namespace sluice::tool::perf

@@ -96,16 +96,7 @@ void recv_all(int fd, void* data, size_t n) {
   }
 }
 
-void emit(const TcpOptions& o, const nlohmann::json& line) {
-  if (o.out == "-") {
-    std::printf("%s\n", line.dump().c_str());
-    std::fflush(stdout);
-    return;
-  }
-  std::ofstream f(o.out, std::ios::app);
-  f << line.dump() << '\n';
-  if (!f.flush()) throw std::runtime_error("cannot write results to " + o.out);
-}
+void emit(const TcpOptions& o, const nlohmann::json& line) { emit_json_line(o.out, line); }
 
 template <size_t B>
 void read_stream(int fd, const TcpOptions& o) {

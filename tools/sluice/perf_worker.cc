@@ -36,16 +36,7 @@ struct WorkerOptions {
 };
 
 // Appends one JSON line to o.out (or stdout for "-").
-void emit(const WorkerOptions& o, const nlohmann::json& line) {
-  if (o.out == "-") {
-    std::printf("%s\n", line.dump().c_str());
-    std::fflush(stdout);
-    return;
-  }
-  std::ofstream f(o.out, std::ios::app);
-  f << line.dump() << '\n';
-  if (!f.flush()) throw std::runtime_error("cannot write results to " + o.out);
-}
+void emit(const WorkerOptions& o, const nlohmann::json& line) { emit_json_line(o.out, line); }
 
 // A failure that ends the worker: the message is printed once, then the
 // exit status tells `sluice perf` (through run_job) that the job failed.
