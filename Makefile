@@ -31,11 +31,13 @@ asan: deps
 	cmake --build build-asan
 	cd build-asan && ctest $(CTEST_FLAGS) -LE slow
 
-# The concurrent tests under ThreadSanitizer.
+# The concurrent tests under ThreadSanitizer, then the flow system tests
+# (multi-threaded ranks, shm and ofi) with every rank built with it too.
 tsan: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build build-tsan
 	cd build-tsan && ctest $(CTEST_FLAGS) -L concurrent
+	cd build-tsan && ctest $(CTEST_FLAGS) -R '^system\.flow_test'
 
 # The first version of the project's perftest (see docs/benchmarks.md).
 perf: build
