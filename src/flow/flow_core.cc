@@ -94,13 +94,59 @@ struct Op {
 };
 static_assert(offsetof(Op, ctx) == 0);
 
-// Test builds can make completions arrive out of order, as on an unordered
-// provider (EFA's SRD): every batch is processed in reverse, and one
-// completion is held back until the next batch.
-class CompletionReorderer {
+// Reads one endpoint's completion queue for its core: every completion goes
+// to the core's `handle(entry)` (which returns false to stop reading), and a
+// failed operation to `on_error(text, its context)`, whose status ends the
+// read. Test builds can make completions arrive out of order, as on an
+// unordered provider (EFA's SRD): every batch is then handled in reverse, and
+// one completion is held back until the next batch or until the core parks.
+class CompletionReader {
  public:
+  void enable_reordering(bool on) { unordered_ = on; }
+
+  // Reads until the queue has no more completions.
+  template <class Handle, class OnError>
+  Status drain(ofi::Endpoint& ep, Handle&& handle, OnError&& on_error) {
+    fi_cq_data_entry e[kCqBatch + 1];
+    for (;;) {
+      std::string err;
+      void* failed = nullptr;
+      const ssize_t n = ep.poll(e, kCqBatch, &err, &failed);
+      if (Status s = dispatch(e, n, err, failed, handle, on_error); s != Status::kOk) return s;
+      if (n < static_cast<ssize_t>(kCqBatch)) return Status::kOk;
+    }
+  }
+
+  // Hands over a held-back completion if there is one (a completion must not
+  // sleep with its core); otherwise blocks up to `timeout` for completions.
+  template <class Handle, class OnError>
+  Status wait(ofi::Endpoint& ep, std::chrono::milliseconds timeout, Handle&& handle, OnError&& on_error) {
+    if (held_) {
+      held_ = false;
+      handle(held_entry_);
+      return Status::kOk;
+    }
+    fi_cq_data_entry e[kCqBatch + 1];
+    std::string err;
+    void* failed = nullptr;
+    const ssize_t n = ep.wait(e, kCqBatch, timeout, &err, &failed);
+    return dispatch(e, n, err, failed, handle, on_error);
+  }
+
+ private:
+  template <class Handle, class OnError>
+  Status dispatch(fi_cq_data_entry* e, ssize_t n, const std::string& err, void* failed, Handle& handle,
+                  OnError& on_error) {
+    if (n < 0) return on_error(err, failed);
+    const size_t m = reorder(e, static_cast<size_t>(n));
+    for (size_t i = 0; i < m; ++i) {
+      if (!handle(e[i])) break;
+    }
+    return Status::kOk;
+  }
+
   size_t reorder(fi_cq_data_entry* e, size_t n) {
-    if (!enabled_) return n;
+    if (!unordered_) return n;
     std::reverse(e, e + n);
     if (held_) {
       e[n++] = held_entry_;
@@ -114,17 +160,8 @@ class CompletionReorderer {
     }
     return n;
   }
-  // The held completion, released before the thread parks.
-  size_t flush(fi_cq_data_entry* e) {
-    if (!held_) return 0;
-    e[0] = held_entry_;
-    held_ = false;
-    return 1;
-  }
-  void enable(bool on) { enabled_ = on; }
 
- private:
-  bool enabled_ = false;
+  bool unordered_ = false;
   bool held_ = false;
   fi_cq_data_entry held_entry_{};
 };
@@ -167,7 +204,7 @@ class FlowSource final : public SourceCore, private FailureState {
     const uint32_t S = ctx->ring_segments;
     for (size_t t = 0; t < rings_.size(); ++t) out_[t].limit = S;
     if (ofi_ != nullptr) {
-      reorder_.enable(ofi_->ep->test_unordered());
+      cq_.enable_reordering(ofi_->ep->test_unordered());
       // Several segments per write need the count in the completion data,
       // which only 8-byte CQ data has room for; messages land in one
       // segment-sized receive each.
@@ -453,38 +490,31 @@ class FlowSource final : public SourceCore, private FailureState {
     }
   }
 
-  Status handle_batch(fi_cq_data_entry* e, ssize_t n, const std::string& err, void* failed) {
-    if (n < 0) {
-      // A credit receive cancelled because a finished target went away
-      // costs nothing; a failed segment transfer fails the flow.
-      const Op* op = static_cast<const Op*>(failed);
-      if (op != nullptr && op->kind == OpKind::kCreditRecv && all_remote_ended()) return Status::kOk;
-      if (op != nullptr && op->ring < num_targets_) {
-        const uint32_t rank = ctx_->spec.targets[op->ring].rank;
-        return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
-                             ctx_->peer_name(false, op->ring) + " on rank " + std::to_string(rank) +
-                             host_of(ctx_, rank) + ": " + err + lost_suffix(rank));
-      }
-      return fail_for_good(ctx_->endpoint_name(true, index_) + ": " + err + lost_targets());
+  // A failed operation. A credit receive cancelled because a finished
+  // target went away costs nothing; a failed segment transfer fails the flow.
+  Status on_cq_error(const std::string& err, void* failed) {
+    const Op* op = static_cast<const Op*>(failed);
+    if (op != nullptr && op->kind == OpKind::kCreditRecv && all_remote_ended()) return Status::kOk;
+    if (op != nullptr && op->ring < num_targets_) {
+      const uint32_t rank = ctx_->spec.targets[op->ring].rank;
+      return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
+                           ctx_->peer_name(false, op->ring) + " on rank " + std::to_string(rank) +
+                           host_of(ctx_, rank) + ": " + err + lost_suffix(rank));
     }
-    const size_t m = reorder_.reorder(e, static_cast<size_t>(n));
-    for (size_t i = 0; i < m; ++i) handle(e[i]);
-    return Status::kOk;
+    return fail_for_good(ctx_->endpoint_name(true, index_) + ": " + err + lost_targets());
   }
 
-  Status progress() {
-    fi_cq_data_entry e[kCqBatch + 1];
-    std::string err;
-    for (;;) {
-      void* failed = nullptr;
-      const ssize_t n = ofi_->ep->poll(e, kCqBatch, &err, &failed);
-      if (Status s = handle_batch(e, n, err, failed); s != Status::kOk) return s;
-      if (n < static_cast<ssize_t>(kCqBatch)) break;
-    }
-    const size_t held = reorder_.flush(e);
-    for (size_t i = 0; i < held; ++i) handle(e[i]);
-    return Status::kOk;
+  auto cq_handler() {
+    return [this](const fi_cq_data_entry& e) {
+      handle(e);
+      return true;
+    };
   }
+  auto cq_error_handler() {
+    return [this](const std::string& err, void* failed) { return on_cq_error(err, failed); };
+  }
+
+  Status progress() { return cq_.drain(*ofi_->ep, cq_handler(), cq_error_handler()); }
 
   bool all_remote_ended() const {
     for (uint32_t t = 0; t < num_targets_; ++t) {
@@ -493,15 +523,9 @@ class FlowSource final : public SourceCore, private FailureState {
     return true;
   }
 
-  // Blocks on the completion queue for at most `slice`.
+  // Blocks on the completion queue for at most a park slice.
   Status park(Deadline deadline) {
-    fi_cq_data_entry e[kCqBatch + 1];
-    std::string err;
-    const size_t held = reorder_.flush(e);
-    for (size_t i = 0; i < held; ++i) handle(e[i]);
-    void* failed = nullptr;
-    const ssize_t n = ofi_->ep->wait(e, kCqBatch, until_ms(deadline, kParkSlice), &err, &failed);
-    return handle_batch(e, n, err, failed);
+    return cq_.wait(*ofi_->ep, until_ms(deadline, kParkSlice), cq_handler(), cq_error_handler());
   }
 
   std::string lost_targets() const {
@@ -626,7 +650,7 @@ class FlowSource final : public SourceCore, private FailureState {
   std::vector<Op> credit_ops_;     // [target]: the posted credit receive (message path)
   std::vector<uint64_t> credit_seen_;  // [target]: highest consumed count heard of
   uint32_t coalesce_ = 1;  // ofi RMA: most segments moved by one write
-  CompletionReorderer reorder_;
+  CompletionReader cq_;
 };
 
 class FlowTarget final : public TargetCore, private FailureState {
@@ -648,7 +672,7 @@ class FlowTarget final : public TargetCore, private FailureState {
     credit_batch_ = std::max<uint32_t>(1, S / 2);
     if (has_remote_) {
       SLUICE_CHECK(ofi_ != nullptr);
-      reorder_.enable(ofi_->ep->test_unordered());
+      cq_.enable_reordering(ofi_->ep->test_unordered());
       arrived_.assign(in_.size() * S, 0);
       buffer_of_.assign(in_.size() * S, -1);
       recv_ops_ = std::vector<Op>(in_.size() * S);
@@ -903,53 +927,47 @@ class FlowTarget final : public TargetCore, private FailureState {
     }
   }
 
-  Status handle_batch(fi_cq_data_entry* e, ssize_t n, const std::string& err, void* failed) {
-    if (n < 0) {
-      // Credit for a source that has already closed and gone is moot: only
-      // a failure to receive data fails the flow.
-      if (failed != nullptr && static_cast<Op*>(failed)->kind == OpKind::kCreditSend) {
-        static_cast<Op*>(failed)->busy = false;
-        return Status::kOk;
-      }
-      const Op* op = static_cast<const Op*>(failed);
-      if (op != nullptr && op->ring < in_.size()) {
-        const uint32_t rank = ctx_->spec.sources[op->ring].rank;
-        std::string why = lost_reason(ctx_, rank);
-        return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " + ctx_->peer_name(true, op->ring) +
-                             " on rank " + std::to_string(rank) + host_of(ctx_, rank) + ": " + err +
-                             (why.empty() ? "" : " (" + why + ")"));
-      }
-      return fail_for_good(ctx_->endpoint_name(false, index_) + ": " + err + lost_sources());
+  // A failed operation. Credit for a source that has already closed and
+  // gone is moot: only a failure to receive data fails the flow.
+  Status on_cq_error(const std::string& err, void* failed) {
+    if (failed != nullptr && static_cast<Op*>(failed)->kind == OpKind::kCreditSend) {
+      static_cast<Op*>(failed)->busy = false;
+      return Status::kOk;
     }
-    const size_t m = reorder_.reorder(e, static_cast<size_t>(n));
-    for (size_t i = 0; i < m && failed_ == Status::kOk; ++i) handle(e[i]);
-    return failed_;
+    const Op* op = static_cast<const Op*>(failed);
+    if (op != nullptr && op->ring < in_.size()) {
+      const uint32_t rank = ctx_->spec.sources[op->ring].rank;
+      std::string why = lost_reason(ctx_, rank);
+      return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " + ctx_->peer_name(true, op->ring) +
+                           " on rank " + std::to_string(rank) + host_of(ctx_, rank) + ": " + err +
+                           (why.empty() ? "" : " (" + why + ")"));
+    }
+    return fail_for_good(ctx_->endpoint_name(false, index_) + ": " + err + lost_sources());
+  }
+
+  auto cq_handler() {
+    return [this](const fi_cq_data_entry& e) {
+      handle(e);
+      return failed_ == Status::kOk;
+    };
+  }
+  auto cq_error_handler() {
+    return [this](const std::string& err, void* failed) { return on_cq_error(err, failed); };
   }
 
   Status progress() {
-    fi_cq_data_entry e[kCqBatch + 1];
-    std::string err;
-    for (;;) {
-      void* failed = nullptr;
-      const ssize_t n = ofi_->ep->poll(e, kCqBatch, &err, &failed);
-      if (Status s = handle_batch(e, n, err, failed); s != Status::kOk) return s;
-      if (n < static_cast<ssize_t>(kCqBatch)) break;
-    }
+    if (Status s = cq_.drain(*ofi_->ep, cq_handler(), cq_error_handler()); s != Status::kOk) return s;
     retry_pending_credits();
     return failed_;
   }
 
   Status park(Deadline deadline) {
-    fi_cq_data_entry e[kCqBatch + 1];
-    std::string err;
-    // A held-back completion must not sleep with us.
-    const size_t held = reorder_.flush(e);
-    for (size_t i = 0; i < held; ++i) handle(e[i]);
-    if (held > 0) return failed_;
-    void* failed = nullptr;
-    const ssize_t n =
-        ofi_->ep->wait(e, kCqBatch, until_ms(deadline, has_local_ ? kMixedParkSlice : kParkSlice), &err, &failed);
-    return handle_batch(e, n, err, failed);
+    const auto slice = has_local_ ? kMixedParkSlice : kParkSlice;
+    if (Status s = cq_.wait(*ofi_->ep, until_ms(deadline, slice), cq_handler(), cq_error_handler());
+        s != Status::kOk) {
+      return s;
+    }
+    return failed_;
   }
 
   std::string lost_sources() const {
@@ -1055,7 +1073,7 @@ class FlowTarget final : public TargetCore, private FailureState {
   std::vector<Op> recv_ops_;         // messages: [source * S + buffer]
   std::vector<Op> credit_ops_;       // [source]: the credit transfer in flight
   std::vector<uint8_t> credit_pending_;
-  CompletionReorderer reorder_;
+  CompletionReader cq_;
 };
 
 }  // namespace
