@@ -645,12 +645,14 @@ class FlowSource final : public SourceCore, private FailureState {
   std::vector<Lane> lane_store_;
   bool closed_ = false;
   // ofi only.
-  std::unique_ptr<OfiSource> ofi_;
   std::vector<Op> ops_;            // [target * S + slot]: the segment transfer from that staging slot
   std::vector<Op> credit_ops_;     // [target]: the posted credit receive (message path)
   std::vector<uint64_t> credit_seen_;  // [target]: highest consumed count heard of
   uint32_t coalesce_ = 1;  // ofi RMA: most segments moved by one write
   CompletionReader cq_;
+  // Declared last, so destroyed first: closing the endpoint may still touch
+  // the contexts (ops_) of operations in flight.
+  std::unique_ptr<OfiSource> ofi_;
 };
 
 class FlowTarget final : public TargetCore, private FailureState {
@@ -1067,13 +1069,15 @@ class FlowTarget final : public TargetCore, private FailureState {
   bool has_remote_ = false;
   bool has_local_ = false;
   // ofi only.
-  std::unique_ptr<OfiTarget> ofi_;
   std::vector<uint8_t> arrived_;     // RMA: [source * S + slot] a segment landed there
   std::vector<int32_t> buffer_of_;   // messages: [source * S + k % S] the buffer segment k landed in
   std::vector<Op> recv_ops_;         // messages: [source * S + buffer]
   std::vector<Op> credit_ops_;       // [source]: the credit transfer in flight
   std::vector<uint8_t> credit_pending_;
   CompletionReader cq_;
+  // Declared last, so destroyed first: closing the endpoint may still touch
+  // the contexts (recv_ops_, credit_ops_) of operations in flight.
+  std::unique_ptr<OfiTarget> ofi_;
 };
 
 }  // namespace
