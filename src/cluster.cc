@@ -489,6 +489,12 @@ void Cluster::check_record(const FlowSpec& spec, size_t record_size) const {
     throw Error(ErrorCode::kInvalidArgument,
                 "flow '" + spec.name + "' was not declared on rank " + std::to_string(rank()) + "; call declare() first");
   }
+  if (it->second->ctx.spec.type != spec.type) {
+    throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' was declared as a " +
+                                                 (spec.type == FlowType::kReplicate ? "shuffle" : "replicate") +
+                                                 " flow but is opened as a " +
+                                                 (spec.type == FlowType::kReplicate ? "replicate" : "shuffle") + " one");
+  }
   if (it->second->ctx.spec.record_size != record_size) {
     throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' was declared with " +
                                                  std::to_string(it->second->ctx.spec.record_size) +

@@ -102,6 +102,9 @@ class Cluster {
   template <class T>
   void declare(const ShuffleSpec<T>& spec) { declare(spec.spec()); }
   void declare(const BytesShuffleSpec& spec) { declare(spec.spec()); }
+  template <class T>
+  void declare(const ReplicateSpec<T>& spec) { declare(spec.spec()); }
+  void declare(const BytesReplicateSpec& spec) { declare(spec.spec()); }
 
   // The source for endpoint (rank(), slot) of a declared flow. REQUIRES: the
   // endpoint is one of the flow's sources, opened at most once.
@@ -120,6 +123,25 @@ class Cluster {
     return BytesSource(open_source(spec.spec().name, slot));
   }
   BytesTarget target(const BytesShuffleSpec& spec, uint32_t slot) {
+    check_record(spec.spec(), 0);
+    return BytesTarget(open_target(spec.spec().name, slot));
+  }
+  // The same for replicate flows: push() writes to every target.
+  template <class T>
+  Source<T> source(const ReplicateSpec<T>& spec, uint32_t slot) {
+    check_record(spec.spec(), sizeof(T));
+    return Source<T>(open_source(spec.spec().name, slot));
+  }
+  template <class T>
+  Target<T> target(const ReplicateSpec<T>& spec, uint32_t slot) {
+    check_record(spec.spec(), sizeof(T));
+    return Target<T>(open_target(spec.spec().name, slot));
+  }
+  BytesSource source(const BytesReplicateSpec& spec, uint32_t slot) {
+    check_record(spec.spec(), 0);
+    return BytesSource(open_source(spec.spec().name, slot));
+  }
+  BytesTarget target(const BytesReplicateSpec& spec, uint32_t slot) {
     check_record(spec.spec(), 0);
     return BytesTarget(open_target(spec.spec().name, slot));
   }

@@ -68,6 +68,8 @@ enum class Status : uint8_t {
   kClosed,         // push after close()
   kInvalid,        // a bad argument, e.g. an explicit target out of range or a
                    // record larger than a segment; see error()
+  kGap,            // consume on an ordered replicate flow: a sequence number
+                   // never arrived (see Target::gap()); consuming goes on after it
 };
 
 // A short stable name for `status`, e.g. "BackPressured".

@@ -20,10 +20,19 @@
 //     for (const Order& o : *batch) total += o.amount;
 //   if (in.status() != sluice::Status::kEndOfFlow) { ... in.error() ... }
 //
-// Delivery: every record pushed by a source that closes successfully is
-// consumed exactly once by exactly one target, and the records of one source
-// reach a target in the order they were pushed (per-source FIFO). Records of
-// different sources interleave arbitrarily.
+// Delivery (shuffle flows): every record pushed by a source that closes
+// successfully is consumed exactly once by exactly one target, and the
+// records of one source reach a target in the order they were pushed
+// (per-source FIFO). Records of different sources interleave arbitrarily.
+//
+// Replicate flows (replicate<T>() / replicate_bytes()): every target consumes
+// every record of every source exactly once, per-source FIFO. With
+// .ordered(), all targets also consume all records in one identical global
+// order: sources take sequence numbers for their batches from a sequencer (a
+// 64-bit fetch-and-add on a counter the flow's first target rank owns), and
+// targets merge their rings by sequence number. A sequence number that never
+// arrives (its source died after taking it) is reported as Status::kGap with
+// its number after the flow's gap timeout, instead of waiting forever.
 //
 // Thread safety: a spec is a value (copy it freely). A Source or Target is
 // owned by one thread at a time: it may be moved to another thread, but two
@@ -70,7 +79,7 @@ struct Endpoint {
 // of its own and has consumers spin before they park.
 enum class Optimize : uint8_t { kBandwidth, kLatency };
 
-enum class FlowType : uint8_t { kShuffle };
+enum class FlowType : uint8_t { kShuffle, kReplicate };
 
 namespace detail {
 
@@ -103,6 +112,11 @@ struct FlowSpec {
   Optimize optimize = Optimize::kBandwidth;
   uint32_t segment_bytes = 0;  // payload per segment; 0: 8 KiB (Bandwidth), one record (Latency)
   uint32_t ring_segments = 0;  // segments per ring; 0: 16 (Bandwidth), 64 (Latency)
+  // Replicate flows only: one global order for all targets (see above), and
+  // how long a target waits for a missing sequence number before it reports
+  // a gap (0: 1000 ms).
+  bool ordered = false;
+  uint32_t gap_timeout_ms = 0;
 
   // Throws Error(kInvalidArgument) naming the first problem: empty name, no
   // sources or targets, a duplicate endpoint, a key outside the record, ...
@@ -110,6 +124,10 @@ struct FlowSpec {
   // Payload bytes per segment after defaults are applied.
   uint32_t effective_segment_bytes() const;
   uint32_t effective_ring_segments() const;
+  uint32_t effective_gap_timeout_ms() const { return gap_timeout_ms != 0 ? gap_timeout_ms : 1000; }
+  // Bytes at the start of every segment's payload that carry its sequence
+  // number (ordered replicate flows), or 0.
+  uint32_t segment_prefix_bytes() const { return ordered ? 8 : 0; }
   // The "field=value" lines every participant must agree on (one per line,
   // fixed order); the registry compares these and names fields that differ.
   std::string canonical() const;
@@ -211,6 +229,70 @@ class BytesShuffleSpec {
 
 inline BytesShuffleSpec shuffle_bytes(std::string name) { return BytesShuffleSpec(std::move(name)); }
 
+// A typed replicate flow spec: every record goes to every target.
+template <class T>
+class ReplicateSpec {
+  static_assert(std::is_trivially_copyable_v<T>, "flow records must be trivially copyable");
+  static_assert(sizeof(T) > 0);
+
+ public:
+  using Record = T;
+  explicit ReplicateSpec(std::string name) {
+    spec_.name = std::move(name);
+    spec_.type = FlowType::kReplicate;
+    spec_.record_size = sizeof(T);
+    spec_.record_align = alignof(T);
+    spec_.type_name = typeid(T).name();
+    spec_.route = detail::Route::kExplicit;
+  }
+  ReplicateSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
+  ReplicateSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
+  ReplicateSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
+  ReplicateSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }
+  ReplicateSpec& ring_segments(uint32_t n) { spec_.ring_segments = n; return *this; }
+  // One identical order of all records at every target (see the top of this file).
+  ReplicateSpec& ordered(bool on = true) { spec_.ordered = on; return *this; }
+  // How long a target waits for a missing sequence number before kGap.
+  ReplicateSpec& gap_timeout(std::chrono::milliseconds t) {
+    spec_.gap_timeout_ms = static_cast<uint32_t>(t.count());
+    return *this;
+  }
+  const FlowSpec& spec() const { return spec_; }
+
+ private:
+  FlowSpec spec_;
+};
+
+template <class T>
+ReplicateSpec<T> replicate(std::string name) { return ReplicateSpec<T>(std::move(name)); }
+
+// A replicate flow of variable-length byte records.
+class BytesReplicateSpec {
+ public:
+  explicit BytesReplicateSpec(std::string name) {
+    spec_.name = std::move(name);
+    spec_.type = FlowType::kReplicate;
+    spec_.type_name = "bytes";
+    spec_.route = detail::Route::kExplicit;
+  }
+  BytesReplicateSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
+  BytesReplicateSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
+  BytesReplicateSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
+  BytesReplicateSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }
+  BytesReplicateSpec& ring_segments(uint32_t n) { spec_.ring_segments = n; return *this; }
+  BytesReplicateSpec& ordered(bool on = true) { spec_.ordered = on; return *this; }
+  BytesReplicateSpec& gap_timeout(std::chrono::milliseconds t) {
+    spec_.gap_timeout_ms = static_cast<uint32_t>(t.count());
+    return *this;
+  }
+  const FlowSpec& spec() const { return spec_; }
+
+ private:
+  FlowSpec spec_;
+};
+
+inline BytesReplicateSpec replicate_bytes(std::string name) { return BytesReplicateSpec(std::move(name)); }
+
 namespace detail {
 
 // Where the next record for one target goes: [cur, end) is free space in the
@@ -265,6 +347,9 @@ class SourceCore {
 
   uint32_t route_slow(const void* rec, size_t n) const;
 
+  // reserve() / publish() target meaning "every lane of a replicate flow".
+  static constexpr uint32_t kAllTargets = ~0u;
+
   Lane* lanes_ = nullptr;
   uint32_t num_targets_ = 0;
   Route route_ = Route::kHashRecord;
@@ -272,13 +357,38 @@ class SourceCore {
   uint32_t key_size_ = 0;
   bool latency_ = false;
   RouteFn route_fn_;
+  // Replicate flows: every record is copied into lanes_[fan_[0..num_fan_)],
+  // which all fill in lockstep (one lane per shm target, one shared staging
+  // lane for all ofi targets).
+  bool replicate_ = false;
+  const uint32_t* fan_ = nullptr;
+  uint32_t num_fan_ = 0;
 };
+
+// The inline push of a replicate flow: room in one lane means room in all
+// (they fill in lockstep); `write(dst)` copies one record of `stride` bytes.
+template <class Write>
+inline Status replicate_write(SourceCore* c, size_t stride, Deadline deadline, bool try_only, Write&& write) {
+  const Lane& first = c->lanes_[c->fan_[0]];
+  if (static_cast<size_t>(first.end - first.cur) < stride) [[unlikely]] {
+    Status s = c->reserve(SourceCore::kAllTargets, stride, deadline, try_only);
+    if (s != Status::kOk) return s;
+  }
+  for (uint32_t i = 0; i < c->num_fan_; ++i) {
+    Lane& lane = c->lanes_[c->fan_[i]];
+    write(lane.cur);
+    lane.cur += stride;
+  }
+  if (c->latency_) [[unlikely]] return c->publish(SourceCore::kAllTargets);
+  return Status::kOk;
+}
 
 // One published segment as a target sees it.
 struct SegmentView {
   const std::byte* data = nullptr;
   uint32_t bytes = 0;
   uint32_t source = 0;  // index into the flow's sources()
+  uint64_t sequence = 0;  // ordered replicate flows: the batch's sequence number
 };
 
 class TargetCore {
@@ -288,6 +398,8 @@ class TargetCore {
   // kOk: *out is set. kEndOfFlow / kTimeout / kPeerLost otherwise.
   virtual Status next(Deadline deadline, SegmentView* out) = 0;
   virtual const std::string& error() const = 0;
+  // After kGap: the sequence number that never arrived.
+  virtual uint64_t gap() const { return 0; }
 };
 
 }  // namespace detail
@@ -301,14 +413,18 @@ class Source {
 
   // Routes `r` and writes it into its target's ring, waiting for credit if
   // the ring is full. kOk, kTimeout, kPeerLost, kClosed or kInvalid.
+  // On a replicate flow: writes `r` into every target's ring.
   [[nodiscard]] Status push(const T& r, Deadline deadline = kForever) {
+    if (core_->replicate_) return replicate(r, deadline, false);
     return write(core_->route(&r, sizeof(T)), r, deadline, false);
   }
-  // As push, but never waits: kBackPressured if the target's ring is full.
+  // As push, but never waits: kBackPressured if the target's ring is full
+  // (on a replicate flow: if any target's is; then no target got `r`).
   [[nodiscard]] Status try_push(const T& r) {
+    if (core_->replicate_) return replicate(r, kForever, true);
     return write(core_->route(&r, sizeof(T)), r, kForever, true);
   }
-  // Sends `r` to targets()[target] whatever the flow's routing.
+  // Sends `r` to targets()[target] whatever the flow's routing (shuffle flows only).
   [[nodiscard]] Status push_to(uint32_t target, const T& r, Deadline deadline = kForever) {
     return write(target, r, deadline, false);
   }
@@ -328,8 +444,10 @@ class Source {
 
  private:
   Status write(uint32_t target, const T& r, Deadline deadline, bool try_only) {
-    if (target >= core_->num_targets_) [[unlikely]] {
-      return core_->fail_invalid("target index out of range (or push() on a flow declared explicit_targets(): use push_to)");
+    if (target >= core_->num_targets_ || core_->replicate_) [[unlikely]] {
+      return core_->fail_invalid(core_->replicate_ ? "push_to() on a replicate flow: push() sends to every target"
+                                                   : "target index out of range (or push() on a flow declared "
+                                                     "explicit_targets(): use push_to)");
     }
     detail::Lane& lane = core_->lanes_[target];
     if (static_cast<size_t>(lane.end - lane.cur) < sizeof(T)) [[unlikely]] {
@@ -340,6 +458,10 @@ class Source {
     lane.cur += sizeof(T);
     if (core_->latency_) [[unlikely]] return core_->publish(target);
     return Status::kOk;
+  }
+  Status replicate(const T& r, Deadline deadline, bool try_only) {
+    return detail::replicate_write(core_.get(), sizeof(T), deadline, try_only,
+                                   [&r](std::byte* dst) { std::memcpy(dst, &r, sizeof(T)); });
   }
 
   std::unique_ptr<detail::SourceCore> core_;
@@ -357,11 +479,16 @@ class Target {
   // next consume() on this target. Returns nullopt when every source has
   // closed and all was consumed (status() == kEndOfFlow), on kTimeout, or
   // kPeerLost (see error()).
+  //
+  // Ordered replicate flows also return nullopt with status() == kGap when a
+  // sequence number never arrived within the flow's gap timeout (gap() says
+  // which); the next consume() goes on after it.
   std::optional<std::span<const T>> consume(Deadline deadline = kForever) {
     detail::SegmentView v;
     status_ = core_->next(deadline, &v);
     if (status_ != Status::kOk) return std::nullopt;
     last_source_ = v.source;
+    last_sequence_ = v.sequence;
     return std::span<const T>(reinterpret_cast<const T*>(v.data), v.bytes / sizeof(T));
   }
   // consume() that never waits: nullopt with status() == kTimeout if nothing is ready.
@@ -370,6 +497,11 @@ class Target {
   Status status() const { return status_; }
   // Index into the flow's sources() of the last batch's source.
   uint32_t last_source() const { return last_source_; }
+  // Ordered replicate flows: the last batch's sequence number (batches are
+  // consumed in increasing sequence order, the same at every target).
+  uint64_t last_sequence() const { return last_sequence_; }
+  // After kGap: the sequence number that never arrived.
+  uint64_t gap() const { return core_->gap(); }
   const std::string& error() const { return core_->error(); }
   explicit operator bool() const { return core_ != nullptr; }
 
@@ -377,6 +509,7 @@ class Target {
   std::unique_ptr<detail::TargetCore> core_;
   Status status_ = Status::kOk;
   uint32_t last_source_ = 0;
+  uint64_t last_sequence_ = 0;
 };
 
 // Sending end of a byte-record flow.
@@ -386,9 +519,11 @@ class BytesSource {
   explicit BytesSource(std::unique_ptr<detail::SourceCore> core) : core_(std::move(core)) {}
 
   [[nodiscard]] Status push(std::span<const std::byte> rec, Deadline deadline = kForever) {
+    if (core_->replicate_) return replicate(rec, deadline, false);
     return write(core_->route(rec.data(), rec.size()), rec, deadline, false);
   }
   [[nodiscard]] Status try_push(std::span<const std::byte> rec) {
+    if (core_->replicate_) return replicate(rec, kForever, true);
     return write(core_->route(rec.data(), rec.size()), rec, kForever, true);
   }
   [[nodiscard]] Status push_to(uint32_t target, std::span<const std::byte> rec, Deadline deadline = kForever) {
@@ -404,9 +539,20 @@ class BytesSource {
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
+  static void put_record(std::byte* dst, std::span<const std::byte> rec) {
+    const uint32_t len = static_cast<uint32_t>(rec.size());
+    std::memcpy(dst, &len, sizeof(len));
+    if (!rec.empty()) std::memcpy(dst + detail::kRecordHeaderBytes, rec.data(), rec.size());
+  }
+  Status replicate(std::span<const std::byte> rec, Deadline deadline, bool try_only) {
+    return detail::replicate_write(core_.get(), detail::record_stride(rec.size()), deadline, try_only,
+                                   [rec](std::byte* dst) { put_record(dst, rec); });
+  }
   Status write(uint32_t target, std::span<const std::byte> rec, Deadline deadline, bool try_only) {
-    if (target >= core_->num_targets_) [[unlikely]] {
-      return core_->fail_invalid("target index out of range (or push() on a flow declared explicit_targets(): use push_to)");
+    if (target >= core_->num_targets_ || core_->replicate_) [[unlikely]] {
+      return core_->fail_invalid(core_->replicate_ ? "push_to() on a replicate flow: push() sends to every target"
+                                                   : "target index out of range (or push() on a flow declared "
+                                                     "explicit_targets(): use push_to)");
     }
     const size_t stride = detail::record_stride(rec.size());
     detail::Lane& lane = core_->lanes_[target];
@@ -414,9 +560,7 @@ class BytesSource {
       Status s = core_->reserve(target, stride, deadline, try_only);
       if (s != Status::kOk) return s;
     }
-    const uint32_t len = static_cast<uint32_t>(rec.size());
-    std::memcpy(lane.cur, &len, sizeof(len));
-    if (!rec.empty()) std::memcpy(lane.cur + detail::kRecordHeaderBytes, rec.data(), rec.size());
+    put_record(lane.cur, rec);
     lane.cur += stride;
     if (core_->latency_) [[unlikely]] return core_->publish(target);
     return Status::kOk;
@@ -484,11 +628,14 @@ class BytesTarget {
     status_ = core_->next(deadline, &v);
     if (status_ != Status::kOk) return std::nullopt;
     last_source_ = v.source;
+    last_sequence_ = v.sequence;
     return RecordBatch(v.data, v.bytes);
   }
   std::optional<RecordBatch> try_consume() { return consume(Deadline::min()); }
   Status status() const { return status_; }
   uint32_t last_source() const { return last_source_; }
+  uint64_t last_sequence() const { return last_sequence_; }
+  uint64_t gap() const { return core_->gap(); }
   const std::string& error() const { return core_->error(); }
   explicit operator bool() const { return core_ != nullptr; }
 
@@ -496,6 +643,7 @@ class BytesTarget {
   std::unique_ptr<detail::TargetCore> core_;
   Status status_ = Status::kOk;
   uint32_t last_source_ = 0;
+  uint64_t last_sequence_ = 0;
 };
 
 }  // namespace sluice

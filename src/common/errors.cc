@@ -31,6 +31,7 @@ const char* to_string(Status status) {
     case Status::kPeerLost: return "PeerLost";
     case Status::kClosed: return "Closed";
     case Status::kInvalid: return "Invalid";
+    case Status::kGap: return "Gap";
   }
   return "Unknown";
 }

@@ -20,6 +20,8 @@ namespace {
 using layout::Footer;
 using layout::RingView;
 
+// The sequence number of an ordered segment without records (an END alone).
+constexpr uint64_t kNoSequence = ~uint64_t{0};
 // A parked thread re-checks deadlines and peer liveness at least this often.
 constexpr auto kParkSlice = std::chrono::milliseconds(50);
 // A target with both shm and ofi rings parks on its completion queue, which
@@ -185,17 +187,46 @@ class FailureState {
 
 class FlowSource final : public SourceCore, private FailureState {
  public:
-  FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings, std::unique_ptr<OfiSource> ofi)
+  FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings, std::unique_ptr<OfiSource> ofi,
+             std::unique_ptr<Sequencer> sequencer)
       : ctx_(ctx),
         index_(index),
         rings_(std::move(rings)),
         out_(rings_.size()),
         lane_store_(rings_.size()),
+        lane_of_(rings_.size()),
+        sequencer_(std::move(sequencer)),
         ofi_(std::move(ofi)) {
     const FlowSpec& spec = ctx->spec;
     SLUICE_CHECK(rings_.size() == spec.targets.size());
+    SLUICE_CHECK((sequencer_ != nullptr) == spec.ordered);
     lanes_ = lane_store_.data();
     num_targets_ = static_cast<uint32_t>(rings_.size());
+    prefix_ = spec.segment_prefix_bytes();
+    for (uint32_t t = 0; t < num_targets_; ++t) lane_of_[t] = t;
+    if (spec.type == FlowType::kReplicate) {
+      // One lane per shm target (records go straight into its ring), and one
+      // staging lane shared by every ofi target: each segment is written
+      // once and moved to each of them from the same staging slot.
+      replicate_ = true;
+      int64_t lead = -1;
+      for (uint32_t t = 0; t < num_targets_; ++t) {
+        if (rings_[t].remote && lead >= 0) {
+          lane_of_[t] = static_cast<uint32_t>(lead);
+          rings_[t].ring = rings_[lead].ring;
+          continue;
+        }
+        if (rings_[t].remote) lead = t;
+        fan_store_.push_back(t);
+      }
+      fan_ = fan_store_.data();
+      num_fan_ = static_cast<uint32_t>(fan_store_.size());
+    }
+#if defined(SLUICE_TEST_HOOKS)
+    if (const char* d = std::getenv("SLUICE_TEST_DIE_AFTER_SEQUENCE"); d != nullptr && *d != '\0') {
+      die_after_sequence_ = std::strtoull(d, nullptr, 10);
+    }
+#endif
     route_ = spec.route;
     key_offset_ = spec.key_offset;
     key_size_ = spec.key_size;
@@ -250,14 +281,15 @@ class FlowSource final : public SourceCore, private FailureState {
   Status reserve(uint32_t t, size_t bytes, Deadline deadline, bool try_only) override {
     if (failed_ != Status::kOk) return failed_;
     if (closed_) return fail(Status::kClosed, ctx_->endpoint_name(true, index_) + ": push after close()");
-    if (bytes > ctx_->payload_bytes) {
+    if (bytes + prefix_ > ctx_->payload_bytes) {
       return fail(Status::kInvalid, ctx_->endpoint_name(true, index_) + ": a record of " + std::to_string(bytes) +
                                         " bytes (with framing) does not fit a segment's payload of " +
-                                        std::to_string(ctx_->payload_bytes) + " bytes; raise segment_bytes");
+                                        std::to_string(ctx_->payload_bytes - prefix_) + " bytes; raise segment_bytes");
     }
+    if (t == kAllTargets) return reserve_all(deadline, try_only);
     Out& o = out_[t];
     if (o.filling) {
-      const auto used = static_cast<uint32_t>(lanes_[t].cur - o.base);
+      const uint32_t used = used_bytes(t);
       if (used == 0) return Status::kOk;  // an empty segment always fits one record
       if (Status s = publish_segment(t, used, 0, deadline, try_only); s != Status::kOk) return s;
     }
@@ -270,17 +302,20 @@ class FlowSource final : public SourceCore, private FailureState {
   Status publish(uint32_t t) override {
     // Latency mode: the record must go now (its peer may be waiting for it
     // to answer), so a busy provider queue is waited out, not deferred.
-    return publish_segment(t, static_cast<uint32_t>(lanes_[t].cur - out_[t].base), 0);
+    if (t == kAllTargets) return publish_all(used_bytes(fan_[0]), 0, kForever, false);
+    return publish_segment(t, used_bytes(t), 0);
   }
 
   Status flush(Deadline deadline) override {
     if (closed_) return Status::kOk;
     if (failed_ != Status::kOk) return failed_;
+    if (replicate_ && out_[fan_[0]].filling && used_bytes(fan_[0]) > prefix_) {
+      if (Status s = publish_all(used_bytes(fan_[0]), 0, deadline, false); s != Status::kOk) return s;
+    }
     for (uint32_t t = 0; t < num_targets_; ++t) {
       Out& o = out_[t];
-      if (o.filling && lanes_[t].cur != o.base) {
-        const auto used = static_cast<uint32_t>(lanes_[t].cur - o.base);
-        if (Status s = publish_segment(t, used, 0, deadline); s != Status::kOk) return s;
+      if (!replicate_ && o.filling && used_bytes(t) != 0) {
+        if (Status s = publish_segment(t, used_bytes(t), 0, deadline); s != Status::kOk) return s;
       }
       if (rings_[t].remote && o.posted < o.k) {
         if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
@@ -292,6 +327,7 @@ class FlowSource final : public SourceCore, private FailureState {
   Status close(Deadline deadline) override {
     if (closed_) return Status::kOk;
     if (failed_ != Status::kOk) return failed_;
+    if (replicate_) return close_all(deadline);
     Status first = Status::kOk;
     for (uint32_t t = 0; t < num_targets_; ++t) {
       Out& o = out_[t];
@@ -305,23 +341,12 @@ class FlowSource final : public SourceCore, private FailureState {
         start_segment(t);
       }
       // The END flag rides on the last data segment when there is one.
-      Status s = publish_segment(t, static_cast<uint32_t>(lanes_[t].cur - o.base), layout::kEnd, deadline);
+      Status s = publish_segment(t, used_bytes(t), layout::kEnd, deadline);
       if (s != Status::kOk) return s;
       o.ended = true;
     }
     if (first != Status::kOk) return first;
-    // close() waits only briefly for the transfers to complete: completing
-    // them may need the peer to drive its own endpoint, and the peer's thread
-    // may be closing a source towards us at this very moment. The brief wait
-    // drives this endpoint, so that every byte is handed to the provider
-    // before the caller turns to other work; the source lingers for the
-    // completions when it is destroyed.
-    if (ofi_ != nullptr) {
-      const Deadline brief = std::min(deadline, Clock::now() + kCloseFlush);
-      if (Status s = drain(brief); s != Status::kOk && s != Status::kTimeout) return s;
-    }
-    closed_ = true;
-    return Status::kOk;
+    return finish_close(deadline);
   }
 
   Status fail_invalid(const char* what) override {
@@ -340,16 +365,111 @@ class FlowSource final : public SourceCore, private FailureState {
     bool ended = false;
   };
 
+  Lane& lane(uint32_t t) { return lanes_[lane_of_[t]]; }
+  // Payload bytes of target t's segment being filled, the prefix included.
+  uint32_t used_bytes(uint32_t t) { return static_cast<uint32_t>(lane(t).cur - out_[t].base); }
+
+  // Replicate flows: every lane fills in lockstep, so they publish and claim
+  // segments together: a segment is published on every target's ring (with
+  // one sequence number when ordered), then the next is claimed on all once
+  // every target has credit. Each step may be retried after kBackPressured
+  // or kTimeout without losing lockstep.
+  Status reserve_all(Deadline deadline, bool try_only) {
+    const uint32_t f0 = fan_[0];
+    if (out_[f0].filling) {
+      const uint32_t used = used_bytes(f0);
+      if (used == prefix_) return Status::kOk;  // an empty segment always fits one record
+      if (Status s = publish_all(used, 0, deadline, try_only); s != Status::kOk) return s;
+    }
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (Status s = acquire(t, deadline, try_only); s != Status::kOk) return s;
+    }
+    for (uint32_t t = 0; t < num_targets_; ++t) start_segment(t);
+    return Status::kOk;
+  }
+
+  // Publishes the segment being filled on every target (all hold `used`
+  // bytes), then hands the ofi ones to the provider.
+  Status publish_all(uint32_t used, uint32_t flags, Deadline deadline, bool try_only) {
+    if (sequencer_ != nullptr) {
+      uint64_t number = kNoSequence;
+      if (used > prefix_) {
+        std::string why;
+        if (sequencer_->take(&number, &why) != Status::kOk) {
+          return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot take a sequence number: " + why);
+        }
+#if defined(SLUICE_TEST_HOOKS)
+        if (die_after_sequence_ != 0 && ++sequences_taken_ == die_after_sequence_) {
+          log::warn(ctx_->endpoint_name(true, index_), ": test hook: dying after taking sequence number ", number);
+          std::_Exit(17);
+        }
+#endif
+      }
+      for (uint32_t i = 0; i < num_fan_; ++i) std::memcpy(out_[fan_[i]].base, &number, sizeof(number));
+    }
+    for (uint32_t t = 0; t < num_targets_; ++t) mark_published(t, used, flags);
+    Status first = Status::kOk;
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (!rings_[t].remote) continue;
+      Status s = post_if_due(t, flags, deadline, try_only);
+      if (first == Status::kOk) first = s;
+    }
+    return first;
+  }
+
+  Status close_all(Deadline deadline) {
+    const uint32_t f0 = fan_[0];
+    if (!out_[f0].ended) {
+      if (!out_[f0].filling) {
+        for (uint32_t t = 0; t < num_targets_; ++t) {
+          if (Status s = acquire(t, deadline, false); s != Status::kOk) return s;
+        }
+        for (uint32_t t = 0; t < num_targets_; ++t) start_segment(t);
+      }
+      Status s = publish_all(used_bytes(f0), layout::kEnd, deadline, false);
+      for (auto& o : out_) o.ended = true;
+      if (s != Status::kOk) return s;
+    }
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (rings_[t].remote && out_[t].posted < out_[t].k) {
+        if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
+      }
+    }
+    return finish_close(deadline);
+  }
+
+  Status finish_close(Deadline deadline) {
+    // close() waits only briefly for the transfers to complete: completing
+    // them may need the peer to drive its own endpoint, and the peer's thread
+    // may be closing a source towards us at this very moment. The brief wait
+    // drives this endpoint, so that every byte is handed to the provider
+    // before the caller turns to other work; the source lingers for the
+    // completions when it is destroyed.
+    if (ofi_ != nullptr) {
+      const Deadline brief = std::min(deadline, Clock::now() + kCloseFlush);
+      if (Status s = drain(brief); s != Status::kOk && s != Status::kTimeout) return s;
+    }
+    closed_ = true;
+    return Status::kOk;
+  }
+
   void start_segment(uint32_t t) {
     Out& o = out_[t];
     o.base = rings_[t].ring.payload(o.k);
     o.filling = true;
-    lanes_[t].cur = o.base;
-    lanes_[t].end = o.base + ctx_->payload_bytes;
+    lane(t).cur = o.base + prefix_;
+    lane(t).end = o.base + ctx_->payload_bytes;
   }
 
   Status publish_segment(uint32_t t, uint32_t used, uint32_t flags, Deadline deadline = kForever,
                          bool try_only = false) {
+    mark_published(t, used, flags);
+    if (!rings_[t].remote) return Status::kOk;
+    return post_if_due(t, flags, deadline, try_only);
+  }
+
+  // Writes segment k's footer (the publication itself, on shm).
+  void mark_published(uint32_t t, uint32_t used, uint32_t flags) {
     Out& o = out_[t];
     const OutRingRef& r = rings_[t];
     Footer* f = r.ring.footer(o.k);
@@ -366,14 +486,15 @@ class FlowSource final : public SourceCore, private FailureState {
     }
     ++o.k;
     o.filling = false;
-    lanes_[t].cur = lanes_[t].end = nullptr;
-    if (!r.remote) {
-      wake_if_waiting(&r.bell->waiting, &r.bell->seq);
-      return Status::kOk;
-    }
-    // Segments published because they are full (from reserve) wait for a
-    // few more to go in one write; flush() posts what waits, and END and
-    // Latency-mode segments go at once.
+    lane(t).cur = lane(t).end = nullptr;
+    if (!r.remote) wake_if_waiting(&r.bell->waiting, &r.bell->seq);
+  }
+
+  // Segments published because they are full (from reserve) wait for a
+  // few more to go in one write; flush() posts what waits, and END and
+  // Latency-mode segments go at once.
+  Status post_if_due(uint32_t t, uint32_t flags, Deadline deadline, bool try_only) {
+    Out& o = out_[t];
     const uint32_t S = ctx_->ring_segments;
     if (latency_ || (flags & layout::kEnd) || o.k - o.posted >= coalesce_ || o.k % S == 0) {
       return post_pending(t, deadline, try_only);
@@ -643,6 +764,14 @@ class FlowSource final : public SourceCore, private FailureState {
   std::vector<OutRingRef> rings_;
   std::vector<Out> out_;
   std::vector<Lane> lane_store_;
+  std::vector<uint32_t> lane_of_;    // [target]: the lane its records go through
+  std::vector<uint32_t> fan_store_;  // replicate flows: the lanes every record is copied to
+  uint32_t prefix_ = 0;              // ordered flows: the sequence number at the head of each segment
+  std::unique_ptr<Sequencer> sequencer_;
+#if defined(SLUICE_TEST_HOOKS)
+  uint64_t die_after_sequence_ = 0;  // SLUICE_TEST_DIE_AFTER_SEQUENCE: exit after taking this many
+  uint64_t sequences_taken_ = 0;
+#endif
   bool closed_ = false;
   // ofi only.
   std::vector<Op> ops_;            // [target * S + slot]: the segment transfer from that staging slot
@@ -658,9 +787,17 @@ class FlowSource final : public SourceCore, private FailureState {
 class FlowTarget final : public TargetCore, private FailureState {
  public:
   FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell* bell, std::vector<InRingRef> rings,
-             std::unique_ptr<OfiTarget> ofi)
-      : ctx_(ctx), index_(index), bell_(bell), in_(rings.size()), ofi_(std::move(ofi)) {
+             std::unique_ptr<OfiTarget> ofi, std::unique_ptr<Sequencer> sequencer)
+      : ctx_(ctx),
+        index_(index),
+        bell_(bell),
+        in_(rings.size()),
+        prefix_(ctx->spec.segment_prefix_bytes()),
+        gap_timeout_(std::chrono::milliseconds(ctx->spec.effective_gap_timeout_ms())),
+        sequencer_(std::move(sequencer)),
+        ofi_(std::move(ofi)) {
     SLUICE_CHECK(rings.size() == ctx->spec.sources.size());
+    SLUICE_CHECK((sequencer_ != nullptr) == ctx->spec.ordered);
     const uint32_t S = ctx->ring_segments;
     for (size_t s = 0; s < rings.size(); ++s) {
       in_[s].ring = rings[s].ring;
@@ -712,11 +849,12 @@ class FlowTarget final : public TargetCore, private FailureState {
       if (Status s = progress(); s != Status::kOk) return s;
     }
     if (Status s = scan(out); s != Status::kTimeout) return s;
-    if (ended_ == in_.size()) return Status::kEndOfFlow;
+    if (ended_ == in_.size()) return end_of_flow();
     return wait(deadline, out);
   }
 
   const std::string& error() const override { return error_; }
+  uint64_t gap() const override { return gap_; }
 
  private:
   struct In {
@@ -827,11 +965,130 @@ class FlowTarget final : public TargetCore, private FailureState {
     return buffer_of_[s * S + pos];
   }
 
+  // Takes ring s's segment at `slot` (segment in.k) off the ring: it is
+  // either handed out (held until the next call) or released at once.
+  void advance(uint32_t s, In& in, uint32_t flags) {
+    if (in.remote && !ofi_->ep->rma()) buffer_of_[s * ctx_->ring_segments + in.k % ctx_->ring_segments] = -1;
+    ++in.k;
+    if (flags & layout::kEnd) {
+      in.ended = true;
+      ++ended_;
+    }
+  }
+
+  // Ordered flows: hands out the segment carrying sequence number
+  // `expected_`, wherever it is. Every ring's head is its lowest number (a
+  // source takes numbers in increasing order), so only heads are looked at.
+  // Segments without records and ones that come after their number was
+  // declared a gap are released on the way.
+  Status scan_ordered(SegmentView* out) {
+    const auto n = static_cast<uint32_t>(in_.size());
+    for (;;) {
+      bool moved = false;
+      ahead_ = false;
+      for (uint32_t s = 0; s < n; ++s) {
+        In& in = in_[s];
+        if (in.ended) continue;
+        const int64_t where = locate(s, in);
+        if (where < 0) continue;
+        const auto slot = static_cast<uint32_t>(where);
+        Footer* f = in.ring.footer(slot);
+        const uint32_t used = f->bytes_used;
+        const uint32_t flags = f->flags;
+        const std::byte* data = in.ring.payload(slot);
+        if (in.remote && f->seq.load(std::memory_order_relaxed) != in.k + 1) {
+          return fail_for_good(corrupt(s, in.k, "its footer carries another sequence number"));
+        }
+        if (used < prefix_) return fail_for_good(corrupt(s, in.k, "it lacks its sequence number"));
+        if (Status st = check_segment(s, in.k, used - prefix_, flags, data + prefix_); st != Status::kOk) return st;
+        uint64_t number;
+        std::memcpy(&number, data, sizeof(number));
+        const bool records = used > prefix_;
+        if (records && number > expected_) {
+          ahead_ = true;
+          continue;
+        }
+        advance(s, in, flags);
+        if (!records || number < expected_) {
+          if (records) {
+            ++late_;
+            log::warn(ctx_->endpoint_name(false, index_), ": dropped sequence number ", number, " from ",
+                      ctx_->peer_name(true, s), ": it arrived after it was reported as a gap");
+          }
+          release(in, slot);
+          if (in.ended && !in.remote) publish_credit(in);
+          moved = true;
+          continue;
+        }
+        ++expected_;
+        gap_since_ = Deadline::max();
+        held_ = static_cast<int>(s);
+        held_slot_ = slot;
+        *out = SegmentView{data + prefix_, used - prefix_, s, number};
+        return Status::kOk;
+      }
+      if (!moved) return Status::kTimeout;
+    }
+  }
+
+  // Ordered flows, when nothing is deliverable: if sequence number
+  // `expected_` is known to have been taken (a ring holds a later one, or
+  // the sequencer says so) and has not arrived for the gap timeout, it is
+  // reported as a gap and skipped.
+  Status check_gap() {
+    const auto now = Clock::now();
+    bool taken = ahead_;
+    if (!taken && now >= next_peek_) {
+      next_peek_ = now + gap_timeout_ / 4;
+      uint64_t count = 0;
+      std::string why;
+      if (sequencer_->taken(&count, &why) != Status::kOk) {
+        return fail_for_good(ctx_->endpoint_name(false, index_) + ": cannot read the sequencer: " + why);
+      }
+      taken = count > expected_;
+      peek_taken_ = taken;
+    } else if (!taken) {
+      taken = peek_taken_;
+    }
+    if (!taken) {
+      gap_since_ = Deadline::max();
+      return Status::kTimeout;
+    }
+    if (gap_since_ == Deadline::max()) gap_since_ = now;
+    if (now - gap_since_ < gap_timeout_) return Status::kTimeout;
+    return report_gap();
+  }
+
+  Status report_gap() {
+    gap_ = expected_++;
+    gap_since_ = Deadline::max();
+    peek_taken_ = false;
+    next_peek_ = Clock::now();
+    return fail(Status::kGap, ctx_->endpoint_name(false, index_) + ": sequence number " + std::to_string(gap_) +
+                                  " never arrived within " + std::to_string(gap_timeout_.count()) +
+                                  " ms (its source may have died after taking it)" + lost_);
+  }
+
+  // Every ring ended (closed, or its source lost): numbers taken but never
+  // delivered are gaps; then the flow ends, incomplete if a source was lost.
+  Status end_of_flow() {
+    if (sequencer_ != nullptr) {
+      uint64_t count = 0;
+      std::string why;
+      if (sequencer_->taken(&count, &why) != Status::kOk) {
+        return fail_for_good(ctx_->endpoint_name(false, index_) + ": cannot read the sequencer: " + why);
+      }
+      if (count > expected_) return report_gap();
+      if (!lost_.empty()) return fail(Status::kPeerLost, ctx_->endpoint_name(false, index_) + ": ended without" + lost_);
+    }
+    return Status::kEndOfFlow;
+  }
+
   // One pass over the rings, starting after the last one served (fairness).
   // kOk with *out set, kTimeout if nothing is ready, or an error.
   Status scan(SegmentView* out) {
+    if (sequencer_ != nullptr) return scan_ordered(out);
     const auto n = static_cast<uint32_t>(in_.size());
-    const uint32_t S = ctx_->ring_segments;
     for (uint32_t i = 0; i < n; ++i) {
       uint32_t s = next_ + i;
       if (s >= n) s -= n;
@@ -848,12 +1105,7 @@ class FlowTarget final : public TargetCore, private FailureState {
         return fail_for_good(corrupt(s, in.k, "its footer carries another sequence number"));
       }
       if (Status st = check_segment(s, in.k, used, flags, data); st != Status::kOk) return st;
-      if (in.remote && !ofi_->ep->rma()) buffer_of_[s * S + in.k % S] = -1;
-      ++in.k;
-      if (flags & layout::kEnd) {
-        in.ended = true;
-        ++ended_;
-      }
+      advance(s, in, flags);
       if (used == 0) {
         release(in, slot);
         if (in.ended && !in.remote) publish_credit(in);
@@ -996,7 +1248,7 @@ class FlowTarget final : public TargetCore, private FailureState {
         if (Status s = progress(); s != Status::kOk) return s;
       }
       if (Status s = scan(out); s != Status::kTimeout) return s;
-      if (ended_ == in_.size()) return Status::kEndOfFlow;
+      if (ended_ == in_.size()) return end_of_flow();
       if (i < ctx_->spin_iterations) {
         cpu_relax();
         continue;
@@ -1007,6 +1259,10 @@ class FlowTarget final : public TargetCore, private FailureState {
         continue;
       }
       if (Status s = check_sources(); s != Status::kOk) return s;
+      if (sequencer_ != nullptr) {
+        if (ended_ == in_.size()) return end_of_flow();
+        if (Status s = check_gap(); s != Status::kTimeout) return s;
+      }
       if (has_remote_) {
         if (Status s = park(deadline); s != Status::kOk) return s;
         continue;
@@ -1029,17 +1285,36 @@ class FlowTarget final : public TargetCore, private FailureState {
       if (in.ended) continue;
       const bool ready = locate(s, in) >= 0;
       if (!in.remote && in.ring.header->source_aborted.load(std::memory_order_acquire) != 0 && !ready) {
+        if (sequencer_ != nullptr) {
+          lose(s, "destroyed without close()");
+          continue;
+        }
         return fail(Status::kPeerLost, ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
                                            " was destroyed without close(); the flow is incomplete");
       }
       const uint32_t rank = ctx_->spec.sources[s].rank;
       if (std::string why = lost_reason(ctx_, rank); !why.empty()) {
         if (ready) continue;  // drain first
+        if (sequencer_ != nullptr) {
+          // An ordered flow goes on without it: what it published is
+          // delivered, what it took and never published becomes a gap.
+          lose(s, why);
+          continue;
+        }
         return fail(Status::kPeerLost, ctx_->endpoint_name(false, index_) + ": lost " + ctx_->peer_name(true, s) +
                                            " before it closed: " + why);
       }
     }
     return Status::kOk;
+  }
+
+  void lose(uint32_t s, const std::string& why) {
+    in_[s].ended = true;
+    ++ended_;
+    std::string who = ctx_->peer_name(true, s);
+    who.append(" (").append(why).append(")");
+    lost_.append(lost_.empty() ? "; lost source(s): " : ", ").append(who);
+    log::warn(ctx_->endpoint_name(false, index_), ": going on without ", who);
   }
 
   std::string describe_wait(const char* what) const {
@@ -1068,6 +1343,18 @@ class FlowTarget final : public TargetCore, private FailureState {
   uint32_t held_slot_ = 0;
   bool has_remote_ = false;
   bool has_local_ = false;
+  // Ordered replicate flows only.
+  uint32_t prefix_ = 0;
+  std::chrono::milliseconds gap_timeout_;
+  std::unique_ptr<Sequencer> sequencer_;
+  uint64_t expected_ = 0;  // the next sequence number to hand out
+  uint64_t gap_ = 0;       // the last one reported missing
+  uint64_t late_ = 0;      // segments dropped because they came after their gap
+  bool ahead_ = false;     // the last scan saw a ring holding a later number
+  bool peek_taken_ = false;
+  Deadline gap_since_ = Deadline::max();
+  Deadline next_peek_{};
+  std::string lost_;  // sources the flow went on without
   // ofi only.
   std::vector<uint8_t> arrived_;     // RMA: [source * S + slot] a segment landed there
   std::vector<int32_t> buffer_of_;   // messages: [source * S + k % S] the buffer segment k landed in
@@ -1092,13 +1379,15 @@ std::string FlowContext::peer_name(bool source, uint32_t index) const {
 }
 
 std::unique_ptr<SourceCore> make_source(const FlowContext* ctx, uint32_t source_index, std::vector<OutRingRef> rings,
-                                        std::unique_ptr<OfiSource> ofi) {
-  return std::make_unique<FlowSource>(ctx, source_index, std::move(rings), std::move(ofi));
+                                        std::unique_ptr<OfiSource> ofi, std::unique_ptr<Sequencer> sequencer) {
+  return std::make_unique<FlowSource>(ctx, source_index, std::move(rings), std::move(ofi), std::move(sequencer));
 }
 
 std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_index, layout::Doorbell* bell,
-                                        std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi) {
-  return std::make_unique<FlowTarget>(ctx, target_index, bell, std::move(rings), std::move(ofi));
+                                        std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi,
+                                        std::unique_ptr<Sequencer> sequencer) {
+  return std::make_unique<FlowTarget>(ctx, target_index, bell, std::move(rings), std::move(ofi),
+                                      std::move(sequencer));
 }
 
 OfiSource::~OfiSource() {

@@ -99,14 +99,29 @@ inline uint64_t segment_cq_data(uint32_t source, uint32_t slot, uint32_t count =
   return uint64_t{count - 1} << 32 | uint64_t{source} << 16 | slot;
 }
 
+// The sequencer of an ordered replicate flow, as one core sees it: a 64-bit
+// counter that hands out sequence numbers (one per published batch).
+class Sequencer {
+ public:
+  virtual ~Sequencer() = default;
+  // Takes the next sequence number (fetch-and-add 1). On failure *error says why.
+  virtual Status take(uint64_t* number, std::string* error) = 0;
+  // How many numbers were taken so far.
+  virtual Status taken(uint64_t* count, std::string* error) = 0;
+};
+
 // REQUIRES: rings[t] is the ring from `source_index` to target t, for every
-// target of ctx->spec; `ofi` is set iff some ring is remote; ctx outlives the core.
+// target of ctx->spec; `ofi` is set iff some ring is remote; ctx outlives the
+// core; `sequencer` is set iff the flow is ordered.
 std::unique_ptr<SourceCore> make_source(const FlowContext* ctx, uint32_t source_index, std::vector<OutRingRef> rings,
-                                        std::unique_ptr<OfiSource> ofi);
+                                        std::unique_ptr<OfiSource> ofi,
+                                        std::unique_ptr<Sequencer> sequencer = nullptr);
 // REQUIRES: rings[s] is the ring from source s to `target_index`; `bell` is
-// its doorbell; `ofi` is set iff some ring is remote.
+// its doorbell; `ofi` is set iff some ring is remote; `sequencer` is set iff
+// the flow is ordered.
 std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_index, layout::Doorbell* bell,
-                                        std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi);
+                                        std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi,
+                                        std::unique_ptr<Sequencer> sequencer = nullptr);
 
 // Lays out fresh rings in `base` (zeroed memory of g.total_bytes) for the
 // given local targets (their indices into spec.targets) and all sources.

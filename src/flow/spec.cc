@@ -53,7 +53,7 @@ std::string endpoints_text(const std::vector<Endpoint>& eps) {
 uint32_t FlowSpec::effective_segment_bytes() const {
   if (segment_bytes != 0) return segment_bytes;
   if (optimize == Optimize::kLatency && record_size != 0) {
-    return static_cast<uint32_t>(detail::layout::round_up(record_size, 8));
+    return static_cast<uint32_t>(detail::layout::round_up(record_size, 8)) + segment_prefix_bytes();
   }
   return kDefaultSegmentBytes;
 }
@@ -79,10 +79,16 @@ void FlowSpec::validate() const {
   if (ring < 2 || ring > kMaxRingSegments) {
     invalid(*this, "ring_segments " + std::to_string(ring) + " is outside [2, " + std::to_string(kMaxRingSegments) + "]");
   }
-  if (record_size != 0 && record_size > seg) {
+  if (record_size != 0 && uint64_t{record_size} + segment_prefix_bytes() > seg) {
     invalid(*this, "a record of " + std::to_string(record_size) + " bytes does not fit a segment of " +
-                       std::to_string(seg) + " bytes; raise segment_bytes");
+                       std::to_string(seg) + " bytes" + (ordered ? " (8 of which carry the sequence number)" : "") +
+                       "; raise segment_bytes");
   }
+  if (type == FlowType::kReplicate && route != detail::Route::kExplicit) {
+    invalid(*this, "a replicate flow sends every record to every target, so it takes no key or route");
+  }
+  if (ordered && type != FlowType::kReplicate) invalid(*this, "ordered() applies to replicate flows only");
+  if (sources.size() > 0xffff || targets.size() > 0xffff) invalid(*this, "more than 65535 sources or targets");
   if (record_size != 0 && record_align > 64) invalid(*this, "records aligned to more than 64 bytes are not supported");
   if (route == detail::Route::kHashKey) {
     if (key_size == 0) invalid(*this, "key has size 0");
@@ -97,7 +103,7 @@ void FlowSpec::validate() const {
 std::string FlowSpec::canonical() const {
   std::ostringstream os;
   os << "name=" << name << '\n'
-     << "type=shuffle\n"
+     << "type=" << (type == FlowType::kReplicate ? "replicate" : "shuffle") << '\n'
      << "record_size=" << record_size << '\n'
      << "record_align=" << record_align << '\n'
      << "sources=" << endpoints_text(sources) << '\n'
@@ -107,7 +113,9 @@ std::string FlowSpec::canonical() const {
      << "key_size=" << key_size << '\n'
      << "optimize=" << (optimize == Optimize::kLatency ? "latency" : "bandwidth") << '\n'
      << "segment_bytes=" << effective_segment_bytes() << '\n'
-     << "ring_segments=" << effective_ring_segments() << '\n';
+     << "ring_segments=" << effective_ring_segments() << '\n'
+     << "ordered=" << (ordered ? 1 : 0) << '\n'
+     << "gap_timeout_ms=" << (ordered ? effective_gap_timeout_ms() : 0) << '\n';
   return os.str();
 }
 

@@ -2,6 +2,7 @@
 // source and target cores, without a registry. For unit and concurrent tests.
 #pragma once
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -12,6 +13,23 @@
 #include "sluice/flow.h"
 
 namespace sluice::testing {
+
+// The sequencer of an in-process ordered flow: an atomic counter.
+class LocalSequencer final : public detail::Sequencer {
+ public:
+  explicit LocalSequencer(std::atomic<uint64_t>* counter) : counter_(counter) {}
+  Status take(uint64_t* number, std::string*) override {
+    *number = counter_->fetch_add(1);
+    return Status::kOk;
+  }
+  Status taken(uint64_t* count, std::string*) override {
+    *count = counter_->load();
+    return Status::kOk;
+  }
+
+ private:
+  std::atomic<uint64_t>* counter_;
+};
 
 class LocalFlow {
  public:
@@ -44,7 +62,7 @@ class LocalFlow {
       r.bell = bell(t);
       rings.push_back(r);
     }
-    return detail::make_source(&ctx_, s, std::move(rings), nullptr);
+    return detail::make_source(&ctx_, s, std::move(rings), nullptr, sequencer());
   }
   std::unique_ptr<detail::TargetCore> target_core(uint32_t t) {
     std::vector<detail::InRingRef> rings;
@@ -53,7 +71,7 @@ class LocalFlow {
       r.ring = ring(t, s);
       rings.push_back(r);
     }
-    return detail::make_target(&ctx_, t, bell(t), std::move(rings), nullptr);
+    return detail::make_target(&ctx_, t, bell(t), std::move(rings), nullptr, sequencer());
   }
   template <class T>
   Source<T> source(uint32_t s) { return Source<T>(source_core(s)); }
@@ -63,8 +81,15 @@ class LocalFlow {
   BytesTarget bytes_target(uint32_t t) { return BytesTarget(target_core(t)); }
 
   const detail::FlowContext& context() const { return ctx_; }
+  // Ordered flows: the sequencer's counter (a test may take numbers it never publishes).
+  std::atomic<uint64_t>& sequence_counter() { return counter_; }
 
  private:
+  std::unique_ptr<detail::Sequencer> sequencer() {
+    if (!ctx_.spec.ordered) return nullptr;
+    return std::make_unique<LocalSequencer>(&counter_);
+  }
+
   detail::layout::RingView ring(uint32_t t, uint32_t s) {
     return detail::layout::RingView(mem_ + geo_.ring_offset(t, s), geo_.ring_segments, geo_.segment_stride);
   }
@@ -75,6 +100,7 @@ class LocalFlow {
   detail::FlowContext ctx_;
   detail::layout::Geometry geo_;
   std::byte* mem_ = nullptr;
+  std::atomic<uint64_t> counter_{0};
 };
 
 // Endpoints (0, 0..n-1).

@@ -1,0 +1,204 @@
+// Replicate flows on the in-process shm wiring: every target gets every
+// record once, try_push is all-or-nothing, and ordered flows hand out one
+// global order and report gaps. Multi-process runs are in tests/system.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "sluice/flow.h"
+#include "support/local_flow.h"
+
+namespace sluice {
+namespace {
+
+struct Rec {
+  uint64_t source;
+  uint64_t value;
+};
+
+ReplicateSpec<Rec> small_spec(uint32_t sources, uint32_t targets, bool ordered = false) {
+  return replicate<Rec>("rep")
+      .sources(testing::slots(sources))
+      .targets(testing::slots(targets))
+      .segment_bytes(72)
+      .ring_segments(4)
+      .ordered(ordered)
+      .gap_timeout(std::chrono::milliseconds(50));
+}
+
+// Per target: every (source, value) exactly once and per-source FIFO.
+TEST(ReplicateFlowTest, EveryTargetConsumesEveryRecordOfEverySourceOnce) {
+  constexpr uint32_t kSources = 3, kTargets = 3;
+  constexpr uint64_t kPerSource = 5000;
+  auto spec = small_spec(kSources, kTargets);
+  testing::LocalFlow flow(spec.spec());
+  std::vector<std::thread> threads;
+  std::vector<std::vector<uint64_t>> next(kTargets, std::vector<uint64_t>(kSources, 0));
+  std::vector<Status> end(kTargets);
+  for (uint32_t t = 0; t < kTargets; ++t) {
+    threads.emplace_back([&, t, in = flow.target<Rec>(t)]() mutable {
+      while (auto batch = in.consume()) {
+        for (const Rec& r : *batch) {
+          ASSERT_LT(r.source, kSources);
+          ASSERT_EQ(r.value, next[t][r.source]) << "target " << t;
+          ++next[t][r.source];
+        }
+      }
+      end[t] = in.status();
+    });
+  }
+  for (uint32_t s = 0; s < kSources; ++s) {
+    threads.emplace_back([&, s, out = flow.source<Rec>(s)]() mutable {
+      for (uint64_t v = 0; v < kPerSource; ++v) ASSERT_EQ(out.push(Rec{s, v}), Status::kOk);
+      ASSERT_EQ(out.close(), Status::kOk);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (uint32_t t = 0; t < kTargets; ++t) {
+    EXPECT_EQ(end[t], Status::kEndOfFlow);
+    for (uint32_t s = 0; s < kSources; ++s) EXPECT_EQ(next[t][s], kPerSource);
+  }
+}
+
+TEST(ReplicateFlowTest, TryPushIsAllOrNothingWhenOneTargetIsFull) {
+  auto spec = small_spec(1, 2);
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  auto fast = flow.target<Rec>(0);
+  auto slow = flow.target<Rec>(1);
+  uint64_t pushed = 0;
+  Status s;
+  // Target 0 keeps consuming, target 1 never does: its ring fills.
+  while ((s = out.try_push(Rec{0, pushed})) == Status::kOk) {
+    ++pushed;
+    while (fast.try_consume()) {
+    }
+  }
+  EXPECT_EQ(s, Status::kBackPressured);
+  EXPECT_EQ(out.push_to(0, Rec{}), Status::kInvalid);  // no push_to on replicate flows
+  // Everything pushed reaches both; the refused record reached neither.
+  std::thread drain([&] {
+    uint64_t n = 0;
+    while (auto b = slow.consume()) {
+      for (const Rec& r : *b) EXPECT_EQ(r.value, n++);
+    }
+    EXPECT_EQ(n, pushed);
+    EXPECT_EQ(slow.status(), Status::kEndOfFlow);
+  });
+  ASSERT_EQ(out.close(), Status::kOk);
+  uint64_t n = 0;
+  while (auto b = fast.consume()) n += b->size();
+  drain.join();
+  EXPECT_EQ(fast.status(), Status::kEndOfFlow);
+  EXPECT_GE(pushed, 1u);
+}
+
+TEST(ReplicateFlowTest, BytesRecordsReachEveryTarget) {
+  auto spec = replicate_bytes("bytes").sources(testing::slots(1)).targets(testing::slots(2)).segment_bytes(256);
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.bytes_source(0);
+  for (uint32_t i = 0; i < 100; ++i) {
+    std::vector<std::byte> rec(i % 40, std::byte{static_cast<unsigned char>(i)});
+    ASSERT_EQ(out.push(rec), Status::kOk);
+  }
+  ASSERT_EQ(out.close(), Status::kOk);
+  for (uint32_t t = 0; t < 2; ++t) {
+    auto in = flow.bytes_target(t);
+    uint32_t i = 0;
+    while (auto b = in.consume()) {
+      for (auto rec : *b) {
+        ASSERT_EQ(rec.size(), i % 40);
+        for (std::byte x : rec) ASSERT_EQ(x, std::byte{static_cast<unsigned char>(i)});
+        ++i;
+      }
+    }
+    EXPECT_EQ(i, 100u);
+    EXPECT_EQ(in.status(), Status::kEndOfFlow);
+  }
+}
+
+// Every target sees the same sequence of (source, value), batch numbers
+// strictly increasing from 0 with no holes.
+TEST(ReplicateFlowTest, OrderedFlowGivesEveryTargetTheSameSequence) {
+  constexpr uint32_t kSources = 3, kTargets = 3;
+  constexpr uint64_t kPerSource = 4000;
+  auto spec = small_spec(kSources, kTargets, true);
+  testing::LocalFlow flow(spec.spec());
+  std::vector<std::vector<Rec>> seen(kTargets);
+  std::vector<Status> end(kTargets);
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < kTargets; ++t) {
+    threads.emplace_back([&, t, in = flow.target<Rec>(t)]() mutable {
+      uint64_t expect = 0;
+      while (auto batch = in.consume()) {
+        ASSERT_EQ(in.last_sequence(), expect++);
+        seen[t].insert(seen[t].end(), batch->begin(), batch->end());
+      }
+      end[t] = in.status();
+    });
+  }
+  for (uint32_t s = 0; s < kSources; ++s) {
+    threads.emplace_back([&, s, out = flow.source<Rec>(s)]() mutable {
+      for (uint64_t v = 0; v < kPerSource; ++v) {
+        ASSERT_EQ(out.push(Rec{s, v}), Status::kOk);
+        if (v % 7 == 0) ASSERT_EQ(out.flush(), Status::kOk);
+      }
+      ASSERT_EQ(out.close(), Status::kOk);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (uint32_t t = 0; t < kTargets; ++t) {
+    EXPECT_EQ(end[t], Status::kEndOfFlow);
+    ASSERT_EQ(seen[t].size(), kSources * kPerSource);
+    for (size_t i = 0; i < seen[t].size(); ++i) {
+      ASSERT_EQ(seen[t][i].source, seen[0][i].source) << "target " << t << " position " << i;
+      ASSERT_EQ(seen[t][i].value, seen[0][i].value) << "target " << t << " position " << i;
+    }
+  }
+}
+
+// A number taken and never published (its source died in between) is
+// reported as a gap, after which consuming goes on in order.
+TEST(ReplicateFlowTest, OrderedFlowReportsANumberThatNeverArrivesAsAGap) {
+  auto spec = small_spec(1, 2, true);
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  ASSERT_EQ(out.push(Rec{0, 1}), Status::kOk);
+  ASSERT_EQ(out.flush(), Status::kOk);                // number 0
+  flow.sequence_counter().fetch_add(1);               // number 1: taken, never published
+  ASSERT_EQ(out.push(Rec{0, 2}), Status::kOk);
+  ASSERT_EQ(out.flush(), Status::kOk);                // number 2
+  flow.sequence_counter().fetch_add(1);               // number 3: the last one taken, never published
+  ASSERT_EQ(out.close(), Status::kOk);
+  for (uint32_t t = 0; t < 2; ++t) {
+    auto in = flow.target<Rec>(t);
+    auto b = in.consume();
+    ASSERT_TRUE(b);
+    EXPECT_EQ(in.last_sequence(), 0u);
+    EXPECT_FALSE(in.consume());
+    ASSERT_EQ(in.status(), Status::kGap) << in.error();
+    EXPECT_EQ(in.gap(), 1u);
+    EXPECT_NE(in.error().find("sequence number 1 never arrived"), std::string::npos) << in.error();
+    b = in.consume();
+    ASSERT_TRUE(b);
+    EXPECT_EQ(in.last_sequence(), 2u);
+    EXPECT_EQ((*b)[0].value, 2u);
+    EXPECT_FALSE(in.consume());
+    ASSERT_EQ(in.status(), Status::kGap);
+    EXPECT_EQ(in.gap(), 3u);
+    EXPECT_FALSE(in.consume());
+    EXPECT_EQ(in.status(), Status::kEndOfFlow);
+  }
+}
+
+TEST(ReplicateFlowTest, SpecRejectsKeysAndOrderedShuffles) {
+  FlowSpec bad = small_spec(1, 1).spec();
+  bad.route = detail::Route::kHashRecord;
+  EXPECT_THROW(bad.validate(), Error);
+  FlowSpec ordered_shuffle = shuffle<Rec>("s").sources(testing::slots(1)).targets(testing::slots(1)).spec();
+  ordered_shuffle.ordered = true;
+  EXPECT_THROW(ordered_shuffle.validate(), Error);
+}
+
+}  // namespace
+}  // namespace sluice
