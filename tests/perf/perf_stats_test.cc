@@ -1,5 +1,6 @@
 // Tests the pure logic of `sluice perf` (tools/sluice/perf_stats.h):
-// statistics, list parsing and the report's schema. No benchmark runs here.
+// statistics, list parsing, the report's schema, ratios and goals. No
+// benchmark runs here and no timing is asserted.
 #include "perf_stats.h"
 
 #include <gtest/gtest.h>
@@ -52,37 +53,53 @@ std::string error_of(Fn fn) {
   return "";
 }
 
-TEST(ParseSizes, AcceptsACommaList) {
-  EXPECT_EQ(parse_sizes("16,64,256,1024"), (std::vector<uint32_t>{16, 64, 256, 1024}));
+TEST(ParseSizes, AcceptsACommaListWithKAndMSuffixes) {
+  EXPECT_EQ(parse_sizes("8,64,256,1024"), (std::vector<uint32_t>{8, 64, 256, 1024}));
   EXPECT_EQ(parse_sizes("24"), (std::vector<uint32_t>{24}));
   EXPECT_EQ(parse_sizes(" 16 , 32 "), (std::vector<uint32_t>{16, 32}));
+  EXPECT_EQ(parse_sizes("2k,64K,1m"), (std::vector<uint32_t>{2048, 65536, 1u << 20}));
+  EXPECT_EQ(parse_sizes("1048576"), (std::vector<uint32_t>{1u << 20}));
 }
 
 TEST(ParseSizes, RejectsWhatIsNotANumber) {
   EXPECT_EQ(error_of([] { parse_sizes("12x"); }),
-            "--sizes: '12x' is not a record size; use a comma list like 16,64");
-  EXPECT_NE(error_of([] { parse_sizes("-16"); }).find("'-16' is not a record size"),
-            std::string::npos);
+            "--sizes: '12x' is not a record size; use a comma list like 8,64,1k");
+  EXPECT_NE(error_of([] { parse_sizes("-16"); }).find("'-16' is not a record size"), std::string::npos);
   EXPECT_NE(error_of([] { parse_sizes("16,,64"); }).find("empty item"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_sizes("k"); }).find("'k' is not a record size"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_sizes("99999999m"); }).find("is not supported"), std::string::npos);
 }
 
 TEST(ParseSizes, RejectsEmpty) {
-  EXPECT_NE(error_of([] { parse_sizes(""); }).find("--sizes: no record sizes given"),
-            std::string::npos);
+  EXPECT_NE(error_of([] { parse_sizes(""); }).find("--sizes: no record sizes given"), std::string::npos);
   EXPECT_NE(error_of([] { parse_sizes("  "); }).find("no record sizes given"), std::string::npos);
 }
 
 TEST(ParseSizes, RejectsSizesThatAreNotCompiledInAndNamesTheAllowedOnes) {
-  for (const char* bad : {"8", "12", "20", "1032", "4096", "0"}) {
+  for (const char* bad : {"0", "4", "12", "20", "1032", "3000", "3k", "2m"}) {
     const std::string e = error_of([&] { parse_sizes(bad); });
     EXPECT_NE(e.find("is not supported"), std::string::npos) << bad;
-    EXPECT_NE(e.find("multiples of 8 from 16 to 1024"), std::string::npos) << bad;
+    EXPECT_NE(e.find("8 to 1024 in steps of 8, then powers of two up to 1 MiB"), std::string::npos) << bad;
   }
+  EXPECT_TRUE(is_supported_record_size(8));
+  EXPECT_TRUE(is_supported_record_size(4096));
+  EXPECT_FALSE(is_supported_record_size(4104));
 }
 
 TEST(ParseSizes, RejectsDuplicatesAndNamesTheOption) {
   EXPECT_NE(error_of([] { parse_sizes("64,64"); }).find("listed twice"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_sizes("1k,1024"); }).find("listed twice"), std::string::npos);
   EXPECT_EQ(error_of([] { parse_sizes("x", "--other"); }).rfind("--other: ", 0), 0u);
+}
+
+TEST(ParseWords, AcceptsAllowedWordsOnce) {
+  const std::vector<std::string> modes = {"bandwidth", "latency"};
+  EXPECT_EQ(parse_words("latency,bandwidth", modes, "--modes"), (std::vector<std::string>{"latency", "bandwidth"}));
+  EXPECT_EQ(error_of([&] { parse_words("bw", modes, "--modes"); }),
+            "--modes: 'bw' is not one of bandwidth, latency");
+  EXPECT_NE(error_of([&] { parse_words("latency,latency", modes, "--modes"); }).find("listed twice"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse_words("", modes, "--modes"); }).find("nothing given"), std::string::npos);
 }
 
 TEST(ParseShapes, AcceptsACommaList) {
@@ -107,88 +124,252 @@ TEST(ParseShapes, RejectsBadShapes) {
   EXPECT_NE(error_of([] { parse_shapes("1x1,1x1"); }).find("listed twice"), std::string::npos);
 }
 
-TEST(Report, HasTheSchemaFields) {
-  Environment env{"host", 2, "Linux 6.1", "AMD EPYC", "2024-01-01T00:00:00Z", "unknown"};
-  Result one;
-  one.shape = {1, 1};
-  one.record_bytes = 64;
-  one.flow = {{1000, 1.0, 2.0}, {1000, 2.0, 4.0}, {1000, 4.0, 8.0}};
-  one.baseline = {{1000, 0.5, 1.0}, {1000, 1.0, 2.0}, {1000, 2.0, 4.0}};
-  Result two = one;
-  two.shape = {2, 2};
-  const nlohmann::json j = report_json(env, "sluice perf --smoke", {{"repeats", 3}}, {one, two},
-                                       {BaselineRow{64, 1, {{1000, 1.0, 2.0}}}});
-  for (const char* k : {"hostname", "nproc", "kernel", "cpu_model", "date", "git_commit"}) {
+// A sample of `records` records in `seconds`, with CPU split by side.
+nlohmann::json sample(double records, double seconds, double src_cpu = 0.5, double tgt_cpu = 0.5) {
+  return {{"records", records},
+          {"seconds", seconds},
+          {"cpu_seconds", src_cpu + tgt_cpu},
+          {"src_cpu_seconds", src_cpu},
+          {"tgt_cpu_seconds", tgt_cpu}};
+}
+
+nlohmann::json rtt_sample(double p50) {
+  nlohmann::json s = sample(1000, 1);
+  s["rtt_us_p50"] = p50;
+  s["rtt_us_p99"] = p50 * 2;
+  s["rtt_us_p999"] = p50 * 3;
+  return s;
+}
+
+Series series(std::string name, std::string kind, std::string shape, std::vector<nlohmann::json> samples) {
+  Series s;
+  s.name = std::move(name);
+  s.kind = std::move(kind);
+  s.shape = std::move(shape);
+  s.samples = std::move(samples);
+  return s;
+}
+
+const ModeTraits kBandwidth{"bandwidth", "gbytes_per_s", true};
+const ModeTraits kLatency{"latency", "rtt_us_p50", false};
+
+TEST(DeriveMetrics, RatesAndCyclesPerRecordFromCpuTime) {
+  const nlohmann::json m = derive_metrics(sample(1e6, 0.5, 0.25, 0.75), 64, 2.0);
+  EXPECT_DOUBLE_EQ(m["records_per_s"].get<double>(), 2e6);
+  EXPECT_DOUBLE_EQ(m["gbytes_per_s"].get<double>(), 2e6 * 64 / 1e9);
+  EXPECT_DOUBLE_EQ(m["records_per_cpu_s"].get<double>(), 1e6);
+  EXPECT_DOUBLE_EQ(m["src_cycles_per_record"].get<double>(), 0.25 * 2e9 / 1e6);
+  EXPECT_DOUBLE_EQ(m["tgt_cycles_per_record"].get<double>(), 0.75 * 2e9 / 1e6);
+  // Latency samples keep their round trips and have no bandwidth.
+  const nlohmann::json l = derive_metrics(rtt_sample(1.5), 64, 0);
+  EXPECT_DOUBLE_EQ(l["rtt_us_p50"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(l["rtt_us_p999"].get<double>(), 4.5);
+  EXPECT_FALSE(l.contains("gbytes_per_s"));
+  EXPECT_FALSE(l.contains("src_cycles_per_record"));  // no clock known
+}
+
+TEST(MetricsJson, SummarizesEveryMetricOverTheRepeats) {
+  const nlohmann::json m = metrics_json({sample(1000, 1.0), sample(1000, 2.0), sample(1000, 4.0)}, 64, 1.0);
+  for (const char* k : {"records_per_s", "gbytes_per_s", "records_per_cpu_s", "src_cycles_per_record",
+                        "tgt_cycles_per_record"}) {
+    for (const char* f : {"median", "min", "max", "n"}) EXPECT_TRUE(m[k].contains(f)) << k << "." << f;
+  }
+  EXPECT_DOUBLE_EQ(m["records_per_s"]["median"].get<double>(), 500);
+  EXPECT_DOUBLE_EQ(m["records_per_s"]["min"].get<double>(), 250);
+  EXPECT_DOUBLE_EQ(m["records_per_s"]["max"].get<double>(), 1000);
+  EXPECT_EQ(m["runs"].size(), 3u);
+}
+
+TEST(PointJson, RatioToTheBestPeerOfTheSameShapeAndToTheFirstBound) {
+  Point p;
+  p.traits = kBandwidth;
+  p.shape = {2, 2};
+  p.record_bytes = 64;
+  p.flow = series("sluice", "flow", "2x2", {sample(1000, 1), sample(1000, 1)});
+  p.others = {series("shm_ring", "bound", "1x1", {sample(2000, 1), sample(4000, 1)}),
+              series("memcpy", "bound", "1x1", {sample(10000, 1), sample(10000, 1)}),
+              series("zmq_ipc", "peer", "1x1", {sample(4000, 1), sample(4000, 1)}),
+              series("mpi_stream", "peer", "2x2", {sample(500, 1), sample(250, 1)})};
+  const nlohmann::json r = point_json(p, 0);
+  EXPECT_EQ(r["best_peer"], "mpi_stream");  // same shape wins over a faster 1x1 peer
+  EXPECT_EQ(r["best_peer_shape"], "2x2");
+  EXPECT_DOUBLE_EQ(r["ratio_to_best_peer"].get<double>(), 1000 / 375.0);
+  EXPECT_DOUBLE_EQ(r["ratio_paired_to_best_peer"]["median"].get<double>(), (2.0 + 4.0) / 2);
+  EXPECT_EQ(r["bound"], "shm_ring");
+  EXPECT_DOUBLE_EQ(r["ratio_to_bound"].get<double>(), 1000 / 3000.0);
+  ASSERT_EQ(r["peers"].size(), 4u);
+  EXPECT_EQ(r["peers"][2]["name"], "zmq_ipc");
+  EXPECT_DOUBLE_EQ(r["peers"][2]["ratio"].get<double>(), 0.25);
+  EXPECT_EQ(r["shape"], "2x2");
+  EXPECT_EQ(r["metric"], "gbytes_per_s");
+}
+
+TEST(PointJson, FallsBackToTheBest1x1PeerAndSaysSo) {
+  Point p;
+  p.traits = kBandwidth;
+  p.shape = {2, 1};
+  p.record_bytes = 8;
+  p.flow = series("sluice", "flow", "2x1", {sample(1000, 1)});
+  p.others = {series("tcp_stream", "peer", "1x1", {sample(100, 1)}),
+              series("ucx_posix_put_bw", "peer", "1x1", {sample(200, 1)}),
+              series("mpi_stream", "peer", "4x4", {sample(900, 1)})};
+  const nlohmann::json r = point_json(p, 0);
+  EXPECT_EQ(r["best_peer"], "ucx_posix_put_bw");
+  EXPECT_EQ(r["best_peer_shape"], "1x1");
+  EXPECT_DOUBLE_EQ(r["ratio_to_best_peer"].get<double>(), 5);
+  EXPECT_TRUE(r["bound"].is_null());
+  EXPECT_TRUE(r["ratio_to_bound"].is_null());
+}
+
+TEST(PointJson, LatencyRatiosAreTheirRoundTripOverTheFlows) {
+  Point p;
+  p.traits = kLatency;
+  p.shape = {1, 1};
+  p.record_bytes = 64;
+  p.flow = series("sluice", "flow", "1x1", {rtt_sample(2.0)});
+  p.others = {series("shm_pingpong", "bound", "1x1", {rtt_sample(1.0)}),
+              series("tcp_pingpong", "peer", "1x1", {rtt_sample(10.0)}),
+              series("mpi_pingpong", "peer", "1x1", {rtt_sample(3.0)})};
+  const nlohmann::json r = point_json(p, 0);
+  EXPECT_EQ(r["best_peer"], "mpi_pingpong");
+  EXPECT_DOUBLE_EQ(r["ratio_to_best_peer"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(r["ratio_to_bound"].get<double>(), 0.5);
+  EXPECT_FALSE(r["higher_is_better"].get<bool>());
+}
+
+TEST(PointJson, NoPeersGivesNulls) {
+  Point p;
+  p.shape = {1, 1};
+  p.record_bytes = 64;
+  p.flow = series("sluice", "flow", "1x1", {sample(1000, 1)});
+  const nlohmann::json r = point_json(p, 0);
+  EXPECT_TRUE(r["best_peer"].is_null());
+  EXPECT_TRUE(r["ratio_to_best_peer"].is_null());
+  EXPECT_TRUE(r["ratio_paired_to_best_peer"].is_null());
+}
+
+// The goal whose text starts so (a copy: goals_json returns a temporary).
+nlohmann::json goal(const nlohmann::json& goals, const std::string& starts_with) {
+  for (const auto& g : goals)
+    if (g["goal"].get<std::string>().rfind(starts_with, 0) == 0) return g;
+  return nullptr;
+}
+
+TEST(Goals, StreamingGoalNeedsEveryPeerZeroMqTenfoldAndHalfTheRing) {
+  Point p;
+  p.shape = {1, 1};
+  p.record_bytes = 64;
+  p.flow = series("sluice", "flow", "1x1", {sample(1000, 1)});
+  p.others = {series("shm_ring", "bound", "1x1", {sample(1500, 1)}),
+              series("zmq_ipc_push_pull", "peer", "1x1", {sample(90, 1)}),
+              series("tcp_stream", "peer", "1x1", {sample(500, 1)})};
+  nlohmann::json results = nlohmann::json::array({point_json(p, 0)});
+  nlohmann::json g = goal(goals_json(results, 2), "intra-host streaming");
+  ASSERT_FALSE(g.is_null());
+  EXPECT_EQ(g["met"], true);
+  EXPECT_DOUBLE_EQ(g["checks"][0]["ratio_to_ring"].get<double>(), 1000 / 1500.0);
+  p.others[1] = series("zmq_ipc_push_pull", "peer", "1x1", {sample(200, 1)});  // only 5x ahead of ZeroMQ
+  results = nlohmann::json::array({point_json(p, 0)});
+  EXPECT_EQ((goal(goals_json(results, 2), "intra-host streaming"))["met"], false);
+  // Records over 256 B are not part of it: nothing measured.
+  p.record_bytes = 1024;
+  results = nlohmann::json::array({point_json(p, 0)});
+  EXPECT_TRUE((goal(goals_json(results, 2), "intra-host streaming"))["met"].is_null());
+}
+
+TEST(Goals, LatencyGoalIsWithinOneAndAHalfOfThePingPongBoundAndBelowEveryPeer) {
+  Point p;
+  p.traits = kLatency;
+  p.shape = {1, 1};
+  p.record_bytes = 64;
+  p.flow = series("sluice", "flow", "1x1", {rtt_sample(1.4)});
+  p.others = {series("shm_pingpong", "bound", "1x1", {rtt_sample(1.0)}),
+              series("mpi_pingpong", "peer", "1x1", {rtt_sample(2.0)})};
+  nlohmann::json results = nlohmann::json::array({point_json(p, 0)});
+  nlohmann::json g = goal(goals_json(results, 2), "intra-host latency");
+  EXPECT_EQ(g["met"], true);
+  EXPECT_DOUBLE_EQ(g["checks"][0]["times_bound"].get<double>(), 1.4);
+  p.flow = series("sluice", "flow", "1x1", {rtt_sample(1.6)});
+  results = nlohmann::json::array({point_json(p, 0)});
+  EXPECT_EQ((goal(goals_json(results, 2), "intra-host latency"))["met"], false);
+}
+
+TEST(Goals, OfiGoalComparesLoopbackSegmentsOf64KiBWithTheTcpStream) {
+  Point p;
+  p.transport = "ofi";
+  p.placement = "loopback 127.0.0.1";
+  p.shape = {1, 1};
+  p.record_bytes = 1024;
+  p.segment_bytes = 65536;
+  p.flow = series("sluice", "flow", "1x1", {sample(850, 1)});
+  p.others = {series("tcp_stream", "peer", "1x1", {sample(1000, 1)})};
+  Point small = p;
+  small.segment_bytes = 8192;  // not part of the goal
+  small.flow = series("sluice", "flow", "1x1", {sample(100, 1)});
+  const nlohmann::json results = nlohmann::json::array({point_json(p, 0), point_json(small, 0)});
+  nlohmann::json g = goal(goals_json(results, 2), "loopback ofi");
+  EXPECT_EQ(g["met"], true);
+  ASSERT_EQ(g["checks"].size(), 1u);
+  EXPECT_DOUBLE_EQ(g["checks"][0]["ratio_to_tcp_stream"].get<double>(), 0.85);
+}
+
+TEST(Goals, ScaleOutIsPerUsableCoreAgainst1x1) {
+  auto point = [](Shape s, double records) {
+    Point p;
+    p.shape = s;
+    p.record_bytes = 64;
+    p.flow = series("sluice", "flow", s.name(), {sample(records, 1)});
+    return point_json(p, 0);
+  };
+  // On 2 CPUs every shape has 2 usable cores: 4x4 must keep 80% of 1x1's rate.
+  nlohmann::json results = nlohmann::json::array({point({1, 1}, 1000), point({2, 2}, 900), point({4, 4}, 700)});
+  nlohmann::json g = goal(goals_json(results, 2), "N:M shuffle scale-out");
+  ASSERT_EQ(g["checks"].size(), 2u);
+  EXPECT_EQ(g["checks"][0]["met"], true);
+  EXPECT_EQ(g["checks"][1]["met"], false);
+  EXPECT_DOUBLE_EQ(g["checks"][1]["per_core_efficiency_vs_1x1"].get<double>(), 0.7);
+  EXPECT_EQ(g["met"], false);
+  // With 16 CPUs a 4x4 job has 8 cores, 1x1 has 2.
+  g = goal(goals_json(results, 16), "N:M shuffle scale-out");
+  EXPECT_DOUBLE_EQ(g["checks"][1]["per_core_efficiency_vs_1x1"].get<double>(), (700.0 / 8) / (1000.0 / 2));
+}
+
+TEST(Report, HasTheSchemaFieldsAndATable) {
+  Environment env{"host", 2, "Linux 6.1", "AMD EPYC", 2.5, "2024-01-01T00:00:00Z", "unknown"};
+  Point p;
+  p.shape = {1, 1};
+  p.record_bytes = 64;
+  p.flow = series("sluice", "flow", "1x1", {sample(1000, 1)});
+  p.others = {series("shm_ring", "bound", "1x1", {sample(1500, 1)})};
+  Point l = p;
+  l.traits = kLatency;
+  l.flow = series("sluice", "flow", "1x1", {rtt_sample(1.0)});
+  l.others = {series("shm_pingpong", "bound", "1x1", {rtt_sample(0.8)}),
+              series("tcp_pingpong", "peer", "1x1", {rtt_sample(10)})};
+  const nlohmann::json skipped = nlohmann::json::array({{{"name", "fabtests"}, {"why", "not installed"}}});
+  const nlohmann::json j = report_json(env, "sluice perf --smoke", {{"repeats", 1}}, {p, l}, skipped);
+  for (const char* k : {"hostname", "nproc", "kernel", "cpu_model", "cpu_ghz", "date", "git_commit"}) {
     EXPECT_TRUE(j["env"].contains(k)) << k;
   }
   EXPECT_EQ(j["command"], "sluice perf --smoke");
+  EXPECT_EQ(j["config"]["repeats"], 1);
   ASSERT_EQ(j["results"].size(), 2u);
-  const auto& r = j["results"][0];
-  EXPECT_EQ(r["shape"], "1x1");
-  EXPECT_EQ(r["record_bytes"], 64);
-  for (const char* side : {"flow", "baseline"}) {
-    for (const char* m : {"records_per_s", "gbytes_per_s", "records_per_cpu_s"}) {
-      for (const char* f : {"median", "min", "max", "n"}) {
-        EXPECT_TRUE(r[side][m].contains(f)) << side << "." << m << "." << f;
-      }
-    }
-  }
-  EXPECT_DOUBLE_EQ(r["flow"]["records_per_s"]["median"].get<double>(), 500);
-  EXPECT_DOUBLE_EQ(r["flow"]["records_per_s"]["min"].get<double>(), 250);
-  EXPECT_DOUBLE_EQ(r["flow"]["gbytes_per_s"]["max"].get<double>(), 1000 * 64 / 1e9);
-  EXPECT_DOUBLE_EQ(r["baseline"]["records_per_s"]["median"].get<double>(), 1000);
-  EXPECT_DOUBLE_EQ(r["ratio"].get<double>(), 0.5);
-  EXPECT_DOUBLE_EQ(r["ratio_paired"]["median"].get<double>(), 0.5);
-  EXPECT_TRUE(r.contains("baseline_note"));
-  EXPECT_NE(j["results"][1]["baseline_note"].get<std::string>().find("same 1:1 ring"),
-            std::string::npos);
-  ASSERT_EQ(j["extra_baselines"].size(), 1u);
-  EXPECT_EQ(j["extra_baselines"][0]["publish_every"], 1);
-  EXPECT_FALSE(report_table(j).empty());
+  EXPECT_EQ(j["results"][1]["mode"], "latency");
+  EXPECT_EQ(j["skipped"][0]["name"], "fabtests");
+  EXPECT_EQ(j["goals"].size(), 4u);
+  const std::string table = report_table(j);
+  EXPECT_NE(table.find("bandwidth mode, transport shm (one host)"), std::string::npos);
+  EXPECT_NE(table.find("latency mode, transport shm (one host)"), std::string::npos);
+  EXPECT_NE(table.find("rtt us p50"), std::string::npos);
+  EXPECT_NE(table.find("skipped fabtests: not installed"), std::string::npos);
+  EXPECT_NE(table.find("[MET] intra-host latency"), std::string::npos);
 }
 
-TEST(Report, OfiRowsNameTheirTransportSegmentAndPeer) {
-  Environment env{"host", 2, "Linux 6.1", "AMD EPYC", "2024-01-01T00:00:00Z", "unknown"};
-  Result r;
-  r.shape = {1, 1};
-  r.record_bytes = 1024;
-  r.flow = {{1000, 1.0, 2.0}};
-  r.baseline = {{1000, 0.8, 1.0}};
-  r.transport = "ofi";
-  r.segment_bytes = 65536;
-  r.ring_segments = 16;
-  r.peer = "tcp_stream";
-  r.placement = "loopback 127.0.0.1";
-  Result shm = r;
-  shm.transport = "shm";
-  shm.peer = "shm_ring";
-  nlohmann::json j = report_json(env, "sluice perf", {}, {r, shm}, {});
-  const auto& row = j["results"][0];
-  EXPECT_EQ(row["transport"], "ofi");
-  EXPECT_EQ(row["segment_bytes"], 65536);
-  EXPECT_EQ(row["ring_segments"], 16);
-  EXPECT_EQ(row["peer"], "tcp_stream");
-  EXPECT_FALSE(row["baseline"].contains("publish_every"));
-  EXPECT_NE(row["baseline_note"].get<std::string>().find("kernel TCP stream (loopback 127.0.0.1)"),
-            std::string::npos);
-  EXPECT_NE(row["baseline_note"].get<std::string>().find("writes of 64 records of 1024 B (65536 B"),
-            std::string::npos);
-  EXPECT_DOUBLE_EQ(row["ratio"].get<double>(), 0.8);
-  EXPECT_EQ(j["results"][1]["peer"], "shm_ring");
-  EXPECT_EQ(j["results"][1]["baseline"]["publish_every"], 16);
-  j["latency"] = nlohmann::json::array(
-      {{{"transport", "ofi"},
-        {"placement", "loopback 127.0.0.1"},
-        {"flow", {{"rtt_us_median", summary_json({20, 19, 21, 3})}, {"rtt_us_p99", summary_json({30, 29, 31, 3})}}},
-        {"tcp", {{"rtt_us_median", summary_json({10, 9, 11, 3})}, {"rtt_us_p99", summary_json({15, 14, 16, 3})}}},
-        {"ratio", 2.0}}});
-  j["fabtests"] = {{"fi_rma_bw", "not installed (Debian 12 does not package fabtests)"}};
-  const std::string table = report_table(j);
-  EXPECT_NE(table.find("flow transport ofi, segments of 65536 B x 16; peer tcp_stream"), std::string::npos);
-  EXPECT_NE(table.find("flow transport shm"), std::string::npos);
-  EXPECT_NE(table.find("tcp GB/s"), std::string::npos);
-  EXPECT_NE(table.find("median 20.0 [19.0-21.0], p99 30.0"), std::string::npos);
-  EXPECT_NE(table.find("fi_rma_bw: not installed"), std::string::npos);
+TEST(RoundTrips, CappedAt256MiBOfRecordsAndNeverBelow100) {
+  EXPECT_EQ(round_trips_for(10000, 64), 10000u);
+  EXPECT_EQ(round_trips_for(10000, 1u << 20), 256u);
+  EXPECT_EQ(round_trips_for(50, 64), 50u);  // what was asked, if less
+  EXPECT_EQ(round_trips_for(10000, 1u << 20) >= 100, true);
 }
 
 TEST(Percentile, NearestRank) {
@@ -203,6 +384,9 @@ TEST(Percentile, NearestRank) {
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3}, 50), 2);
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 50), 2);
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 99), 4);
+  std::vector<double> w;
+  for (int i = 1; i <= 2000; ++i) w.push_back(i);
+  EXPECT_DOUBLE_EQ(percentile(w, 99.9), 1998);
 }
 
 TEST(ParseNetnsHosts, AcceptsTwoHosts) {
@@ -225,16 +409,6 @@ TEST(ParseNetnsHosts, RejectsWhatIsNotTwoNamedIpv4Hosts) {
   EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3.4,b=host"); }).find("not a dotted IPv4"), std::string::npos);
   EXPECT_NE(error_of([] { parse_netns_hosts("a b=1.2.3.4,c=1.2.3.5"); }).find("may only hold"), std::string::npos);
   EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3.4,a=1.2.3.5"); }).find("same namespace"), std::string::npos);
-}
-
-TEST(ParseFabtests, TakesTheMBPerSecColumnOfTheLastDataRow) {
-  const char* out =
-      "bytes   iters   total       time     MB/sec    usec/xfer   Mxfers/sec\n"
-      "64k     10k     625m        0.21s    3120.45   21.00       0.05\n";
-  EXPECT_DOUBLE_EQ(parse_fabtests_mbps(out), 3120.45);
-  EXPECT_DOUBLE_EQ(parse_fabtests_mbps("fi_getinfo(): -61 (No data available)\n"), -1);
-  EXPECT_DOUBLE_EQ(parse_fabtests_mbps(""), -1);
-  EXPECT_DOUBLE_EQ(parse_fabtests_mbps("bytes iters total time MB/sec\n"), -1);
 }
 
 TEST(QuoteCommand, QuotesOnlyWhatNeedsIt) {

@@ -1,18 +1,18 @@
-// `sluice perf`: shuffle throughput of flows of several shapes and record
-// sizes, each next to the bound measured in the same run: for the shm
-// transport a plain two-process SPSC ring (perf_ring.h); for the ofi
-// transport (--transport ofi) a kernel TCP stream between the same two
-// endpoints (perf_tcp.h), plus the 64 B round trip of a Latency-mode flow
-// next to a TCP ping-pong. With --netns the two ends of every ofi
-// measurement run in two network namespaces (bench/ofi_netns.sh). See
-// docs/benchmarks.md.
+// `sluice perf`: the project's perftest. For every mode (perf_mode.h:
+// bandwidth, latency), transport (shm; ofi on loopback, or across network
+// namespaces with --netns), flow shape and record size it measures the flow
+// and, in the same run, the bounds and peers it is judged against: built in
+// (the shm ring, the shm ping-pong, memcpy: perf_ring.h; kernel TCP:
+// perf_tcp.h) and, with --peers bench/peers/run, whichever of UCX, Open MPI,
+// ZeroMQ and fabtests are installed. See docs/benchmarks.md.
 //
 // Structure: this process stays single-threaded between jobs. For every
-// repeat it first runs the baseline (ring, or TCP peer) for every size, then
-// one flow job per shape, whose ranks are this same binary's hidden
-// `perf-worker` subcommand (perf_worker.h), started by run_job (one host) or
-// by hand inside the namespaces (--netns). Baseline and flow runs of one
-// repeat are therefore back to back, which is what the paired ratio uses.
+// transport, repeat and mode it runs the built-in series for every size,
+// then the external peers, then one flow job per shape, whose ranks are
+// this same binary's hidden `perf-worker` subcommand (perf_worker.h), started
+// by run_job (one host) or by hand inside the namespaces (--netns). The
+// series of one repeat are therefore back to back, which is what the paired
+// ratios use.
 #include <signal.h>
 #include <sys/utsname.h>
 #include <fcntl.h>
@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "perf_mode.h"
 #include "perf_ring.h"
 #include "perf_stats.h"
 #include "perf_tcp.h"
@@ -50,27 +51,31 @@
 namespace sluice::tool {
 namespace {
 
-using perf::Result;
-using perf::Run;
+using perf::Point;
+using perf::Series;
 using perf::Shape;
 
 struct PerfOptions {
-  std::string sizes = "16,64,256,1024";
-  std::string shapes = "1x1,2x2";
+  std::string modes = "bandwidth,latency";
+  std::string transport = "shm";
+  std::string sizes = "8,64,256,1k,4k,16k,64k,256k,1m";
+  std::string shapes = "1x1,2x1,1x2,2x2";
   uint32_t repeats = 5;
   double mbytes = 1024;
+  uint32_t round_trips = 10000;
+  int64_t latency = -1;        // the older spelling of --round-trips; 0 drops the latency mode
+  std::string peers;           // bench/peers/run, or empty: built-in series only
   std::string json_file;
   bool smoke = false;
-  std::string transport = "shm";
   uint32_t segment_bytes = 0;  // 0: the flow default
   uint32_t ring_segments = 0;  // 0: the flow default
-  uint32_t latency = 2000;     // ofi: round trips per latency run; 0: none
   std::string netns;           // ofi: "NS_A=IP_A,NS_B=IP_B"
 };
 
 // What --smoke moves per source per run: enough to exercise every path,
 // little enough that the CTest finishes in seconds.
 constexpr double kSmokeMbytes = 2;
+constexpr uint32_t kSmokeRoundTrips = 200;
 
 void progress(const std::string& line) { write_all(STDERR_FILENO, "sluice perf: " + line + "\n"); }
 
@@ -89,6 +94,20 @@ std::string cpu_model() {
     }
   }
   return "unknown";
+}
+
+// The nominal clock: "cpu MHz" of /proc/cpuinfo (a VM reports the host's
+// nominal rate there), or 0 if it says nothing; cycles per record are then
+// left out of the report.
+double cpu_ghz() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("cpu MHz", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return std::strtod(line.c_str() + colon + 1, nullptr) / 1e3;
+    }
+  }
+  return 0;
 }
 
 // `git rev-parse HEAD` in the cwd, or "unknown" (not a work tree, no git).
@@ -113,6 +132,7 @@ perf::Environment environment() {
   utsname u;
   if (uname(&u) == 0) env.kernel = std::string(u.sysname) + " " + u.release + " " + u.version;
   env.cpu_model = cpu_model();
+  env.cpu_ghz = cpu_ghz();
   char date[64];
   const std::time_t now = std::time(nullptr);
   std::tm tm;
@@ -153,10 +173,9 @@ nlohmann::json sluice_env() {
   return j;
 }
 
-// The flow's effective segment payload and ring length for these options,
-// after checking them against every record size (as Cluster::declare would).
-void effective_geometry(const PerfOptions& opt, const std::vector<uint32_t>& sizes, uint32_t* segment_bytes,
-                        uint32_t* ring_segments) {
+// Checks --segment-bytes / --ring-segments against every record size (as
+// Cluster::declare would).
+void check_geometry(const PerfOptions& opt, const std::vector<uint32_t>& sizes) {
   for (uint32_t size : sizes) {
     FlowSpec spec;
     spec.name = "perf";
@@ -164,7 +183,7 @@ void effective_geometry(const PerfOptions& opt, const std::vector<uint32_t>& siz
     spec.record_align = 8;
     spec.sources = {{0, 0}};
     spec.targets = {{1, 0}};
-    spec.segment_bytes = opt.segment_bytes;
+    spec.segment_bytes = perf::segment_bytes_for(opt.segment_bytes, size);
     spec.ring_segments = opt.ring_segments;
     try {
       spec.validate();
@@ -173,8 +192,6 @@ void effective_geometry(const PerfOptions& opt, const std::vector<uint32_t>& siz
                                   std::to_string(opt.ring_segments) + " with " + std::to_string(size) +
                                   " B records: " + e.what());
     }
-    *segment_bytes = spec.effective_segment_bytes();
-    *ring_segments = spec.effective_ring_segments();
   }
 }
 
@@ -255,21 +272,6 @@ std::string read_line(int fd, double seconds) {
   return line;
 }
 
-// Reads `fd` to EOF or `deadline`.
-std::string read_all(int fd, Clock::time_point deadline) {
-  std::string out;
-  char buf[4096];
-  while (Clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 50) <= 0) continue;
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
-
 // Waits for a child until `deadline`, then kills it. Returns its exit status,
 // 128+N for signal N, or 124 when it had to be killed.
 int wait_child(pid_t pid, Clock::time_point deadline) {
@@ -292,20 +294,6 @@ void stop_child(pid_t pid) {
   if (wait_child(pid, Clock::now() + std::chrono::seconds(5)) == 124) progress("had to SIGKILL pid " + std::to_string(pid));
 }
 
-bool program_exists(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t colon = dirs.find(':', start);
-    if (colon == std::string::npos) colon = dirs.size();
-    const std::string dir = dirs.substr(start, colon - start);
-    if (!dir.empty() && ::access((dir + "/" + name).c_str(), X_OK) == 0) return true;
-    start = colon + 1;
-  }
-  return false;
-}
-
 std::string temp_file() {
   char path[] = "/tmp/sluice-perf-XXXXXX";
   const int fd = mkstemp(path);
@@ -325,20 +313,20 @@ std::vector<nlohmann::json> read_lines(const std::string& path) {
   return out;
 }
 
-// What every job of one sweep shares.
+// What every job of one sweep (one transport and placement) shares.
 struct Sweep {
   std::string exe;
   std::string transport;  // "shm" or "ofi"
   Placement place;
+  std::vector<const perf::PerfMode*> modes;
   std::vector<Shape> shapes;
   std::vector<uint32_t> sizes;
   std::string sizes_arg;
   uint64_t bytes = 0;
-  uint32_t segment_bytes = 0;    // as given (0: default)
-  uint32_t ring_segments = 0;    // as given (0: default)
-  uint32_t eff_segment_bytes = 0;
-  uint32_t eff_ring_segments = 0;
-  uint32_t latency = 0;
+  uint32_t round_trips = 0;
+  uint32_t segment_bytes = 0;  // as given (0: default)
+  uint32_t ring_segments = 0;  // as given (0: default)
+  std::string peers;           // the external peers program, or empty
   bool smoke = false;
 };
 
@@ -357,7 +345,7 @@ int run_ranks(const Sweep& sw, const std::vector<std::string>& args, uint32_t ra
     // The ranks inherit this process's environment (run_job copies it).
     const char* old = std::getenv("SLUICE_TRANSPORT");
     const std::optional<std::string> saved = old != nullptr ? std::optional<std::string>(old) : std::nullopt;
-    if (sw.transport == "ofi") ::setenv("SLUICE_TRANSPORT", "ofi", 1);
+    ::setenv("SLUICE_TRANSPORT", sw.transport.c_str(), 1);
     // run_job leaves SIGINT/SIGTERM/SIGCHLD blocked for this thread; restore the
     // mask so that Ctrl-C still stops `sluice perf` between jobs.
     sigset_t mask;
@@ -412,72 +400,55 @@ std::vector<std::string> geometry_args(const Sweep& sw) {
   return a;
 }
 
-// Runs one flow job (all sizes of one repeat for one shape) and returns one
-// Run per size, in the order of `sizes`.
-std::vector<Run> run_flow_job(const Sweep& sw, const Shape& shape, uint32_t rep) {
+// Reads the samples `path` holds into one per size (in the order of `sizes`),
+// from lines whose `kind` (or, without one, whose `mode`) is `kind`.
+std::vector<nlohmann::json> samples_by_size(const std::string& path, const std::vector<uint32_t>& sizes,
+                                            const std::string& kind, std::string* missing) {
+  std::vector<nlohmann::json> out(sizes.size());
+  for (const nlohmann::json& j : read_lines(path)) {
+    if (j.value("kind", j.value("mode", std::string())) != kind || !j.contains("record_bytes")) continue;
+    const auto it = std::find(sizes.begin(), sizes.end(), j["record_bytes"].get<uint32_t>());
+    if (it != sizes.end()) out[static_cast<size_t>(it - sizes.begin())] = j;
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (out[i].is_null() && missing->empty()) *missing = std::to_string(sizes[i]) + " B";
+  }
+  return out;
+}
+
+// Runs one flow job (all sizes of one repeat for one mode and shape) and
+// returns one sample per size, in the order of `sizes`.
+std::vector<nlohmann::json> run_flow_job(const Sweep& sw, const perf::PerfMode& mode, const Shape& shape,
+                                         uint32_t rep) {
   const std::string path = temp_file();
-  std::vector<std::string> args = {"--sources", std::to_string(shape.sources), "--targets",
-                                   std::to_string(shape.targets), "--sizes", sw.sizes_arg, "--rep",
-                                   std::to_string(rep), "--bytes", std::to_string(sw.bytes), "--out", path};
+  const std::string name = mode.traits().name;
+  std::vector<std::string> args = {"--mode",  name,          "--sources", std::to_string(shape.sources),
+                                   "--targets", std::to_string(shape.targets), "--sizes", sw.sizes_arg,
+                                   "--rep",   std::to_string(rep), "--bytes", std::to_string(sw.bytes),
+                                   "--round-trips", std::to_string(sw.round_trips), "--out", path};
   for (const std::string& a : geometry_args(sw)) args.push_back(a);
   const int status = run_ranks(sw, args, shape.sources + shape.targets, shape.sources);
-
-  std::vector<Run> runs(sw.sizes.size());
-  std::vector<bool> seen(sw.sizes.size(), false);
-  for (const nlohmann::json& j : read_lines(path)) {
-    if (!j.contains("record_bytes") || j.contains("kind")) continue;
-    const auto it = std::find(sw.sizes.begin(), sw.sizes.end(), j["record_bytes"].get<uint32_t>());
-    if (it == sw.sizes.end()) continue;
-    const size_t i = static_cast<size_t>(it - sw.sizes.begin());
-    runs[i] = Run{j["records"].get<double>(), j["seconds"].get<double>(), j["cpu_seconds"].get<double>()};
-    seen[i] = true;
-  }
+  std::string missing;
+  std::vector<nlohmann::json> out = samples_by_size(path, sw.sizes, name, &missing);
   ::unlink(path.c_str());
   if (status != 0) {
-    progress("the " + sw.transport + " " + shape.name() + " flow job failed (exit status " +
+    progress("the " + sw.transport + " " + name + " " + shape.name() + " flow job failed (exit status " +
              std::to_string(status) + "); see the rank messages above");
     throw CLI::RuntimeError(status);
   }
-  for (size_t i = 0; i < sw.sizes.size(); ++i) {
-    if (!seen[i]) {
-      progress("the " + shape.name() + " flow job exited 0 but reported no result for " +
-               std::to_string(sw.sizes[i]) + " B records");
-      throw CLI::RuntimeError(1);
-    }
+  if (!missing.empty()) {
+    progress("the " + name + " " + shape.name() + " flow job exited 0 but reported nothing for " + missing);
+    throw CLI::RuntimeError(1);
   }
-  return runs;
+  return out;
 }
 
-// The flow round trip: two ranks, two Latency-mode flows.
-nlohmann::json run_flow_latency(const Sweep& sw, uint32_t rep) {
+// The kernel TCP peer of one repeat for every size: "stream" or "pingpong".
+std::vector<nlohmann::json> run_tcp_peer(const Sweep& sw, uint32_t rep, const std::string& mode) {
   const std::string path = temp_file();
-  const std::vector<std::string> args = {"--sources", "1", "--targets", "1", "--rep", std::to_string(rep),
-                                         "--latency", std::to_string(sw.latency), "--out", path};
-  const int status = run_ranks(sw, args, 2, 1);
-  nlohmann::json found;
-  for (const nlohmann::json& j : read_lines(path)) {
-    if (j.value("kind", "") == "latency") found = j;
-  }
-  ::unlink(path.c_str());
-  if (status != 0 || found.is_null()) {
-    progress("the " + sw.transport + " latency job failed (exit status " + std::to_string(status) + ")");
-    throw CLI::RuntimeError(status != 0 ? status : 1);
-  }
-  return found;
-}
-
-// The kernel TCP peer of one repeat: a stream per size, then the ping-pong.
-struct TcpRep {
-  std::vector<Run> runs;
-  nlohmann::json latency;
-};
-
-TcpRep run_tcp_peer(const Sweep& sw, uint32_t rep) {
-  const std::string path = temp_file();
-  const std::vector<std::string> common = {"--sizes",   sw.sizes_arg, "--bytes", std::to_string(sw.bytes),
-                                           "--chunk-bytes", std::to_string(sw.eff_segment_bytes),
-                                           "--latency", std::to_string(sw.latency),
-                                           "--rep",     std::to_string(rep)};
+  const std::vector<std::string> common = {"--mode", mode, "--sizes", sw.sizes_arg, "--bytes", std::to_string(sw.bytes),
+                                           "--chunk-bytes", std::to_string(perf::segment_bytes_for(sw.segment_bytes, 8)),
+                                           "--round-trips", std::to_string(sw.round_trips), "--rep", std::to_string(rep)};
   std::vector<std::string> reader = {sw.exe, "perf-tcp", "--listen", sw.place.ip(true) + ":0", "--out", path};
   reader.insert(reader.end(), common.begin(), common.end());
   Child r = spawn(sw.place.in(true, reader), {}, true);
@@ -494,194 +465,265 @@ TcpRep run_tcp_peer(const Sweep& sw, uint32_t rep) {
   const auto deadline = Clock::now() + std::chrono::seconds(sw.smoke ? 120 : 1800);
   const int ws = wait_child(w.pid, deadline);
   const int rs = wait_child(r.pid, deadline);
-  TcpRep out;
-  out.runs.resize(sw.sizes.size());
-  std::vector<bool> seen(sw.sizes.size(), false);
-  for (const nlohmann::json& j : read_lines(path)) {
-    const std::string kind = j.value("kind", "");
-    if (kind == "tcp_latency") out.latency = j;
-    if (kind != "tcp_stream") continue;
-    const auto it = std::find(sw.sizes.begin(), sw.sizes.end(), j["record_bytes"].get<uint32_t>());
-    if (it == sw.sizes.end()) continue;
-    const size_t i = static_cast<size_t>(it - sw.sizes.begin());
-    out.runs[i] = Run{j["records"].get<double>(), j["seconds"].get<double>(), j["cpu_seconds"].get<double>()};
-    seen[i] = true;
-  }
+  std::string missing;
+  std::vector<nlohmann::json> out = samples_by_size(path, sw.sizes, "tcp_" + mode, &missing);
   ::unlink(path.c_str());
-  if (ws != 0 || rs != 0 || std::find(seen.begin(), seen.end(), false) != seen.end() ||
-      (sw.latency > 0 && out.latency.is_null())) {
-    progress("the TCP peer failed (writer exit " + std::to_string(ws) + ", reader exit " + std::to_string(rs) +
-             "); see its messages above");
+  if (ws != 0 || rs != 0 || !missing.empty()) {
+    progress("the TCP " + mode + " peer failed (writer exit " + std::to_string(ws) + ", reader exit " +
+             std::to_string(rs) + (missing.empty() ? "" : ", nothing for " + missing) + "); see its messages above");
     throw CLI::RuntimeError(1);
   }
   return out;
 }
 
-// fi_rma_bw (fabtests) between the same two ends, where it is installed.
-nlohmann::json run_fabtests(const Sweep& sw) {
-  if (!program_exists("fi_rma_bw")) return "not installed (Debian 12 does not package fabtests)";
-  const std::string size = std::to_string(sw.eff_segment_bytes);
-  const std::string iters = sw.smoke ? "100" : "10000";
-  const std::vector<std::string> base = {"fi_rma_bw", "-p", "tcp;ofi_rxm", "-e", "rdm", "-o", "write",
-                                         "-S",        size, "-I", iters};
-  std::vector<std::string> server = base;
-  server.insert(server.end(), {"-s", sw.place.ip(true)});
-  std::vector<std::string> client = base;
-  client.insert(client.end(), {"-s", sw.place.ip(false), sw.place.ip(true)});
-  Child s = spawn(sw.place.in(true, server), {}, true);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  Child c = spawn(sw.place.in(false, client), {}, true);
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
-  const std::string out = read_all(c.out.get(), deadline);
-  const int cs = wait_child(c.pid, deadline);
-  const int ss = wait_child(s.pid, Clock::now() + std::chrono::seconds(5));
-  const double mbps = perf::parse_fabtests_mbps(out);
-  nlohmann::json j = {{"command_server", perf::quote_command(server)},
-                      {"command_client", perf::quote_command(client)},
-                      {"exit_client", cs},
-                      {"exit_server", ss}};
-  if (mbps >= 0) {
-    j["mbytes_per_s"] = mbps;
-    j["gbytes_per_s"] = mbps / 1e3;
-  } else {
-    j["error"] = "no MB/sec row in its output";
-    j["output"] = out.substr(0, 2000);
-  }
-  return j;
+// A built-in bound or peer: its samples for every size of one repeat.
+struct Builtin {
+  std::string kind;  // "bound" or "peer"
+  std::string note;
+};
+
+Builtin builtin_info(const Sweep& sw, const std::string& name) {
+  if (name == "shm_ring")
+    return {"bound", "two-process SPSC shm ring, record-sized slots, publishing every 16 slots, 1:1 (the bound the "
+                     "issue defines; N:M flows are compared with this same 1:1 ring)"};
+  if (name == "memcpy") return {"bound", "one thread copying each record into a 1 MiB buffer; no second process"};
+  if (name == "shm_pingpong")
+    return {"bound", "two processes bouncing one record through two shm mailboxes, both spinning"};
+  if (name == "tcp_stream")
+    return {"peer", "kernel TCP stream (" + sw.place.name() + "), writes of " +
+                        std::to_string(perf::segment_bytes_for(sw.segment_bytes, 8)) +
+                        " B of records (or one record if larger), reader copies every record out"};
+  if (name == "tcp_pingpong")
+    return {"peer", "kernel TCP ping-pong (" + sw.place.name() +
+                        "), TCP_NODELAY, both ends spinning on a non-blocking recv"};
+  throw std::logic_error("unknown built-in series " + name);
 }
 
-std::string mrec(const Run& run) { return fmt("%.1f", run.records / run.seconds / 1e6) + " M rec/s"; }
+std::vector<nlohmann::json> run_builtin(const Sweep& sw, const std::string& name, uint32_t rep) {
+  if (name == "tcp_stream") return run_tcp_peer(sw, rep, "stream");
+  if (name == "tcp_pingpong") return run_tcp_peer(sw, rep, "pingpong");
+  std::vector<nlohmann::json> out;
+  try {
+    for (uint32_t size : sw.sizes) {
+      if (name == "shm_ring") out.push_back(perf::run_ring({size, sw.bytes / size, 16}));
+      if (name == "memcpy") out.push_back(perf::run_memcpy(size, sw.bytes / size));
+      if (name == "shm_pingpong") out.push_back(perf::run_shm_pingpong(size, perf::round_trips_for(sw.round_trips, size)));
+    }
+  } catch (const std::exception& e) {
+    progress(name + " failed: " + e.what());
+    throw CLI::RuntimeError(1);
+  }
+  return out;
+}
 
-// One sweep: for every repeat the baseline of every size, then every shape's
-// flow job (and, for ofi, the latency pair). Appends to results / extras /
-// latency.
-void run_sweep(const Sweep& sw, uint32_t repeats, std::vector<Result>* results,
-               std::vector<perf::BaselineRow>* extras, nlohmann::json* latency) {
-  const bool ofi = sw.transport == "ofi";
-  const bool extra_64 = !ofi && std::find(sw.sizes.begin(), sw.sizes.end(), 64u) != sw.sizes.end();
-  std::vector<std::vector<Run>> base(sw.sizes.size());
-  std::vector<Run> ring_every_slot;
-  std::vector<std::vector<std::vector<Run>>> flow(sw.shapes.size(), std::vector<std::vector<Run>>(sw.sizes.size()));
-  std::vector<double> flow_med, flow_p99, tcp_med, tcp_p99;
-  nlohmann::json lat_runs = nlohmann::json::array();
+// The external peers (bench/peers/run) of one repeat and mode: every line
+// it wrote (samples and skips).
+std::vector<nlohmann::json> run_external_peers(const Sweep& sw, const std::string& mode, uint32_t rep) {
+  const std::string path = temp_file();
+  std::string shapes;
+  for (const Shape& s : sw.shapes) shapes += (shapes.empty() ? "" : ",") + s.name();
+  std::vector<std::string> argv = {sw.peers, "--mode", mode, "--transport", sw.transport, "--sizes", sw.sizes_arg,
+                                   "--shapes", shapes, "--rep", std::to_string(rep), "--mbytes",
+                                   std::to_string(static_cast<double>(sw.bytes) / (1 << 20)), "--round-trips",
+                                   std::to_string(sw.round_trips), "--segment-bytes",
+                                   std::to_string(perf::segment_bytes_for(sw.segment_bytes, 8)), "--bin-dir",
+                                   sw.exe.substr(0, sw.exe.rfind('/')), "--out", path};
+  if (sw.place.netns) {
+    const auto& n = *sw.place.netns;
+    argv.insert(argv.end(), {"--netns", n[0].netns + "=" + n[0].ip + "," + n[1].netns + "=" + n[1].ip});
+  }
+  Child c = spawn(argv, {}, false);
+  const int status = wait_child(c.pid, Clock::now() + std::chrono::seconds(sw.smoke ? 300 : 3600));
+  std::vector<nlohmann::json> lines;
+  try {
+    lines = read_lines(path);
+  } catch (const std::exception& e) {
+    progress("unreadable output from " + sw.peers + ": " + e.what());
+  }
+  ::unlink(path.c_str());
+  if (status != 0) progress(sw.peers + " exited with status " + std::to_string(status) + "; keeping what it reported");
+  return lines;
+}
 
+// Every series of one sweep: [mode][shape or ""][name] -> samples per
+// repeat per size, plus how to describe it.
+struct Collected {
+  Series series;
+  std::vector<std::vector<nlohmann::json>> by_size;  // [size][repeat]
+};
+
+struct SweepData {
+  // key: mode + "/" + name + "/" + shape ("" for the flow: one per shape)
+  std::vector<std::pair<std::string, Collected>> series;
+  nlohmann::json skipped = nlohmann::json::array();
+
+  Collected& at(const std::string& key, size_t sizes) {
+    for (auto& [k, c] : series)
+      if (k == key) return c;
+    series.emplace_back(key, Collected{});
+    series.back().second.by_size.resize(sizes);
+    return series.back().second;
+  }
+};
+
+// Progress of a sweep: steps done of all, and an estimate of what is left.
+class Progress {
+ public:
+  explicit Progress(uint32_t total) : total_(total), t0_(Clock::now()) {}
+  void step(const std::string& what) {
+    ++done_;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t0_).count();
+    const double left = done_ > 0 ? elapsed / done_ * (total_ - done_) : 0;
+    progress("[" + std::to_string(done_) + "/" + std::to_string(total_) + ", " + fmt("%.0f", elapsed) + " s, ~" +
+             fmt("%.0f", left) + " s left] " + what);
+  }
+
+ private:
+  uint32_t total_;
+  uint32_t done_ = 0;
+  Clock::time_point t0_;
+};
+
+std::string headline(const nlohmann::json& s, uint32_t bytes) {
+  if (s.contains("rtt_us_p50"))
+    return "rtt p50 " + fmt("%.2f", s["rtt_us_p50"].get<double>()) + " us, p99 " +
+           fmt("%.2f", s.value("rtt_us_p99", 0.0)) + " us";
+  const double sec = s.value("seconds", 0.0);
+  const double rec = s.value("records", 0.0);
+  if (sec <= 0) return "?";
+  return fmt("%.2f", rec * bytes / sec / 1e9) + " GB/s, " + fmt("%.1f", rec / sec / 1e6) + " M rec/s";
+}
+
+std::string size_list(const std::vector<nlohmann::json>& samples, const std::vector<uint32_t>& sizes) {
+  std::string out;
+  for (size_t i = 0; i < sizes.size() && i < samples.size(); ++i) {
+    out += (out.empty() ? "" : "; ") + std::to_string(sizes[i]) + " B " + headline(samples[i], sizes[i]);
+  }
+  return out;
+}
+
+uint32_t steps_of(const Sweep& sw, uint32_t repeats) {
+  uint32_t per_rep = 0;
+  for (const perf::PerfMode* m : sw.modes) {
+    per_rep += static_cast<uint32_t>(m->builtin_series(sw.transport).size() + sw.shapes.size());
+    if (!sw.peers.empty()) ++per_rep;
+  }
+  return per_rep * repeats;
+}
+
+void run_sweep(const Sweep& sw, uint32_t repeats, Progress* prog, SweepData* data) {
+  const size_t n = sw.sizes.size();
   for (uint32_t rep = 0; rep < repeats; ++rep) {
-    const std::string r = sw.transport + " repeat " + std::to_string(rep + 1) + "/" + std::to_string(repeats) + ": ";
-    if (ofi) {
-      const TcpRep t = run_tcp_peer(sw, rep);
-      for (size_t i = 0; i < sw.sizes.size(); ++i) {
-        base[i].push_back(t.runs[i]);
-        progress(r + "tcp stream " + std::to_string(sw.sizes[i]) + " B: " + mrec(t.runs[i]) + ", " +
-                 fmt("%.2f", t.runs[i].records * sw.sizes[i] / t.runs[i].seconds / 1e9) + " GB/s");
+    for (const perf::PerfMode* mode : sw.modes) {
+      const std::string m = mode->traits().name;
+      const std::string r = sw.transport + " " + m + " repeat " + std::to_string(rep + 1) + "/" +
+                            std::to_string(repeats) + ": ";
+      for (const std::string& name : mode->builtin_series(sw.transport)) {
+        const std::vector<nlohmann::json> got = run_builtin(sw, name, rep);
+        Collected& c = data->at(m + "/" + name + "/1x1", n);
+        const Builtin info = builtin_info(sw, name);
+        c.series = {name, info.kind, "1x1", info.note, "", {}};
+        for (size_t i = 0; i < n; ++i) c.by_size[i].push_back(got[i]);
+        prog->step(r + name + ": " + size_list(got, sw.sizes));
       }
-      if (sw.latency > 0) {
-        tcp_med.push_back(t.latency["rtt_us_median"].get<double>());
-        tcp_p99.push_back(t.latency["rtt_us_p99"].get<double>());
-        lat_runs.push_back(t.latency);
-        progress(r + "tcp ping-pong 64 B: median " + fmt("%.1f", tcp_med.back()) + " us, p99 " +
-                 fmt("%.1f", tcp_p99.back()) + " us");
-      }
-    } else {
-      try {
-        for (size_t i = 0; i < sw.sizes.size(); ++i) {
-          const Run run = perf::run_ring({sw.sizes[i], sw.bytes / sw.sizes[i], 16});
-          base[i].push_back(run);
-          progress(r + "ring 1:1 " + std::to_string(sw.sizes[i]) + " B: " + mrec(run));
+      if (!sw.peers.empty()) {
+        uint32_t count = 0;
+        for (const nlohmann::json& j : run_external_peers(sw, m, rep)) {
+          if (j.contains("skipped")) {
+            const std::string name = j["skipped"];
+            bool seen = false;
+            for (const auto& s : data->skipped) seen = seen || s["name"] == name;
+            if (!seen) data->skipped.push_back({{"name", name}, {"why", j.value("why", "")}});
+            continue;
+          }
+          if (!j.contains("name") || !j.contains("record_bytes")) continue;
+          const auto it = std::find(sw.sizes.begin(), sw.sizes.end(), j["record_bytes"].get<uint32_t>());
+          if (it == sw.sizes.end()) continue;
+          const std::string shape = j.value("shape", std::string("1x1"));
+          Collected& c = data->at(m + "/" + j["name"].get<std::string>() + "/" + shape, n);
+          c.series = {j["name"], j.value("kind", std::string("peer")), shape, j.value("note", std::string()),
+                      j.value("command", std::string()), {}};
+          c.by_size[static_cast<size_t>(it - sw.sizes.begin())].push_back(j);
+          ++count;
         }
-        if (extra_64) {
-          const Run run = perf::run_ring({64, sw.bytes / 64, 1});
-          ring_every_slot.push_back(run);
-          progress(r + "ring 1:1 64 B publishing every slot: " + mrec(run));
-        }
-      } catch (const std::exception& e) {
-        progress(std::string("baseline ring failed: ") + e.what());
-        throw CLI::RuntimeError(1);
+        prog->step(r + "external peers: " + std::to_string(count) + " samples");
+      }
+      for (const Shape& shape : sw.shapes) {
+        const std::vector<nlohmann::json> got = run_flow_job(sw, *mode, shape, rep);
+        Collected& c = data->at(m + "/sluice/" + shape.name(), n);
+        c.series = {"sluice", "flow", shape.name(), "", "", {}};
+        for (size_t i = 0; i < n; ++i) c.by_size[i].push_back(got[i]);
+        prog->step(r + "flow " + shape.name() + ": " + size_list(got, sw.sizes));
       }
     }
-    for (size_t s = 0; s < sw.shapes.size(); ++s) {
-      const std::vector<Run> runs = run_flow_job(sw, sw.shapes[s], rep);
-      for (size_t i = 0; i < sw.sizes.size(); ++i) {
-        flow[s][i].push_back(runs[i]);
-        progress(r + "flow " + sw.shapes[s].name() + " " + std::to_string(sw.sizes[i]) + " B: " + mrec(runs[i]) +
-                 ", " + fmt("%.2f", runs[i].records * sw.sizes[i] / runs[i].seconds / 1e9) + " GB/s");
-      }
-    }
-    if (ofi && sw.latency > 0) {
-      const nlohmann::json l = run_flow_latency(sw, rep);
-      flow_med.push_back(l["rtt_us_median"].get<double>());
-      flow_p99.push_back(l["rtt_us_p99"].get<double>());
-      lat_runs.push_back(l);
-      progress(r + "flow round trip 64 B: median " + fmt("%.1f", flow_med.back()) + " us, p99 " +
-               fmt("%.1f", flow_p99.back()) + " us");
-    }
-  }
-
-  for (size_t s = 0; s < sw.shapes.size(); ++s) {
-    for (size_t i = 0; i < sw.sizes.size(); ++i) {
-      Result res;
-      res.shape = sw.shapes[s];
-      res.record_bytes = sw.sizes[i];
-      res.flow = flow[s][i];
-      res.baseline = base[i];
-      res.baseline_publish_every = 16;
-      res.transport = sw.transport;
-      res.segment_bytes = sw.eff_segment_bytes;
-      res.ring_segments = sw.eff_ring_segments;
-      res.peer = ofi ? "tcp_stream" : "shm_ring";
-      res.placement = sw.place.name();
-      results->push_back(std::move(res));
-    }
-  }
-  if (extra_64) extras->push_back({64, 1, ring_every_slot});
-  if (ofi && sw.latency > 0) {
-    const perf::Summary fm = perf::summarize(flow_med);
-    const perf::Summary tm = perf::summarize(tcp_med);
-    latency->push_back({{"transport", sw.transport},
-                        {"placement", sw.place.name()},
-                        {"record_bytes", 64},
-                        {"round_trips", sw.latency},
-                        {"flow",
-                         {{"what", "two Optimize::kLatency flows (rank 0 -> 1, 1 -> 0), one 64 B record bounced"},
-                          {"rtt_us_median", perf::summary_json(fm)},
-                          {"rtt_us_p99", perf::summary_json(perf::summarize(flow_p99))}}},
-                        {"tcp",
-                         {{"what", "64 B ping-pong, blocking sockets, TCP_NODELAY"},
-                          {"rtt_us_median", perf::summary_json(tm)},
-                          {"rtt_us_p99", perf::summary_json(perf::summarize(tcp_p99))}}},
-                        {"ratio", tm.median > 0 ? fm.median / tm.median : 0.0},
-                        {"runs", lat_runs}});
   }
 }
 
-std::string flow_description(const Sweep& sw) {
-  const std::string geo = std::to_string(sw.eff_segment_bytes) + " B segments, " +
-                          std::to_string(sw.eff_ring_segments) + " per ring";
-  if (sw.transport == "ofi") {
-    return "ofi shuffle (SLUICE_TRANSPORT=ofi, libfabric RDM endpoints), key-hash routing, "
-           "Optimize::kBandwidth, " + geo + ", one endpoint per rank, " + sw.place.name();
+// The flow's segment payload and ring length at a point, as the worker sets them.
+std::pair<uint32_t, uint32_t> flow_geometry(const Sweep& sw, const std::string& mode, uint32_t size) {
+  if (mode == "latency") return {(size + 7) / 8 * 8, 64};
+  return {perf::segment_bytes_for(sw.segment_bytes, size), sw.ring_segments != 0 ? sw.ring_segments : 16};
+}
+
+std::vector<Point> points_of(const Sweep& sw, const SweepData& data) {
+  std::vector<Point> out;
+  for (const perf::PerfMode* mode : sw.modes) {
+    const std::string m = mode->traits().name;
+    for (const Shape& shape : sw.shapes) {
+      for (size_t i = 0; i < sw.sizes.size(); ++i) {
+        Point p;
+        p.traits = mode->traits();
+        p.transport = sw.transport;
+        p.placement = sw.transport == "shm" ? "one host" : sw.place.name();
+        p.shape = shape;
+        p.record_bytes = sw.sizes[i];
+        std::tie(p.segment_bytes, p.ring_segments) = flow_geometry(sw, m, sw.sizes[i]);
+        for (const auto& [key, c] : data.series) {
+          if (key.rfind(m + "/", 0) != 0) continue;
+          Series s = c.series;
+          s.samples = c.by_size[i];
+          if (s.samples.empty()) continue;
+          if (s.kind == "flow") {
+            if (s.shape == shape.name()) p.flow = std::move(s);
+          } else {
+            p.others.push_back(std::move(s));
+          }
+        }
+        out.push_back(std::move(p));
+      }
+    }
   }
-  return "shm shuffle, key-hash routing, Optimize::kBandwidth defaults (" + geo + "), one endpoint per rank";
+  return out;
 }
 
 void run_perf(const PerfOptions& opt) {
   std::vector<Sweep> sweeps;
   uint32_t repeats = opt.repeats;
   double mbytes = opt.mbytes;
+  uint32_t round_trips = opt.latency >= 0 ? static_cast<uint32_t>(opt.latency) : opt.round_trips;
   Placement place;
   const std::string exe = self_exe();
   try {
-    if (opt.transport != "shm" && opt.transport != "ofi")
-      throw std::invalid_argument("--transport '" + opt.transport + "': use shm or ofi");
+    std::vector<std::string> modes = perf::parse_words(opt.modes, perf::mode_names(), "--modes");
+    if (round_trips == 0) std::erase(modes, "latency");
+    if (modes.empty()) throw std::invalid_argument("--modes: nothing left to run (--latency 0 drops latency)");
+    const std::vector<std::string> transports = perf::parse_words(opt.transport, {"shm", "ofi"}, "--transport");
     if (!opt.netns.empty()) {
-      if (opt.transport != "ofi" && !opt.smoke) throw std::invalid_argument("--netns needs --transport ofi");
+      if (transports != std::vector<std::string>{"ofi"}) throw std::invalid_argument("--netns needs --transport ofi");
       place.netns = perf::parse_netns_hosts(opt.netns);
     }
+    auto mode_list = [](const std::vector<std::string>& names) {
+      std::vector<const perf::PerfMode*> out;
+      for (const std::string& n : names) out.push_back(perf::find_mode(n));
+      return out;
+    };
     if (opt.smoke) {
       repeats = 1;
       mbytes = kSmokeMbytes;
+      round_trips = kSmokeRoundTrips;
       Sweep shm;
       shm.transport = "shm";
-      shm.sizes_arg = "16,64";
+      shm.sizes_arg = "8,2k";
       shm.shapes = perf::parse_shapes("1x1,2x2");
       sweeps.push_back(shm);
       // A tiny ofi run so that the ofi perf path cannot rot.
@@ -690,25 +732,31 @@ void run_perf(const PerfOptions& opt) {
       ofi.place = place;
       ofi.sizes_arg = "64";
       ofi.shapes = perf::parse_shapes("1x1");
-      ofi.latency = 200;
       sweeps.push_back(ofi);
+      for (Sweep& sw : sweeps) sw.modes = mode_list(perf::mode_names());
     } else {
-      Sweep sw;
-      sw.transport = opt.transport;
-      sw.place = place;
-      sw.sizes_arg = opt.sizes;
-      sw.shapes = perf::parse_shapes(opt.shapes);
-      sw.latency = opt.transport == "ofi" ? opt.latency : 0;
-      sweeps.push_back(sw);
+      for (const std::string& t : transports) {
+        Sweep sw;
+        sw.transport = t;
+        sw.place = place;
+        sw.sizes_arg = opt.sizes;
+        sw.shapes = perf::parse_shapes(opt.shapes);
+        sw.modes = mode_list(modes);
+        sweeps.push_back(sw);
+      }
     }
     for (Sweep& sw : sweeps) {
       sw.exe = exe;
       sw.smoke = opt.smoke;
+      sw.peers = opt.peers;
+      sw.round_trips = round_trips;
       sw.sizes = perf::parse_sizes(sw.sizes_arg);
       sw.segment_bytes = opt.segment_bytes;
       sw.ring_segments = opt.ring_segments;
-      effective_geometry(opt, sw.sizes, &sw.eff_segment_bytes, &sw.eff_ring_segments);
+      check_geometry(opt, sw.sizes);
     }
+    if (!opt.peers.empty() && ::access(opt.peers.c_str(), X_OK) != 0)
+      throw std::invalid_argument("--peers " + opt.peers + ": not an executable file (use bench/peers/run)");
   } catch (const std::invalid_argument& e) {
     progress(e.what());
     throw CLI::RuntimeError(2);
@@ -736,48 +784,43 @@ void run_perf(const PerfOptions& opt) {
   const perf::Environment env = environment();
   const std::string command = own_command();
 
-  std::vector<Result> results;
-  std::vector<perf::BaselineRow> extras;
-  nlohmann::json latency = nlohmann::json::array();
-  nlohmann::json fabtests = nlohmann::json::object();
+  uint32_t total_steps = 0;
+  for (const Sweep& sw : sweeps) total_steps += steps_of(sw, repeats);
+  Progress prog(total_steps);
+  std::vector<Point> points;
+  nlohmann::json skipped = nlohmann::json::array();
   for (const Sweep& sw : sweeps) {
-    run_sweep(sw, repeats, &results, &extras, &latency);
-    if (sw.transport == "ofi") fabtests["fi_rma_bw"] = run_fabtests(sw);
+    SweepData data;
+    run_sweep(sw, repeats, &prog, &data);
+    for (Point& p : points_of(sw, data)) points.push_back(std::move(p));
+    for (const auto& s : data.skipped) skipped.push_back(s);
   }
 
   std::vector<uint32_t> all_sizes;
-  nlohmann::json shapes = nlohmann::json::array();
-  std::string transports;
+  nlohmann::json shapes = nlohmann::json::array(), transports = nlohmann::json::array();
+  nlohmann::json modes = nlohmann::json::object();
   for (const Sweep& sw : sweeps) {
     for (uint32_t s : sw.sizes)
       if (std::find(all_sizes.begin(), all_sizes.end(), s) == all_sizes.end()) all_sizes.push_back(s);
     for (const Shape& s : sw.shapes)
       if (std::find(shapes.begin(), shapes.end(), s.name()) == shapes.end()) shapes.push_back(s.name());
-    transports += (transports.empty() ? "" : ",") + sw.transport;
+    transports.push_back({{"transport", sw.transport}, {"placement", sw.transport == "shm" ? "one host" : sw.place.name()}});
+    for (const perf::PerfMode* m : sw.modes) modes[m->traits().name] = m->description();
   }
-  const Sweep& main_sweep = sweeps.back();
-  nlohmann::json flows = nlohmann::json::array();
-  for (const Sweep& sw : sweeps) flows.push_back(flow_description(sw));
-  nlohmann::json config = {{"sizes", all_sizes},
+  nlohmann::json config = {{"modes", modes},
+                           {"sizes", all_sizes},
                            {"shapes", shapes},
+                           {"transports", transports},
                            {"repeats", repeats},
                            {"mbytes_per_source", mbytes},
+                           {"round_trips", round_trips},
+                           {"segment_bytes", opt.segment_bytes},
+                           {"ring_segments", opt.ring_segments},
                            {"smoke", opt.smoke},
                            {"ring_bytes", perf::kRingBytes},
-                           {"transport", transports},
-                           {"segment_bytes", main_sweep.eff_segment_bytes},
-                           {"ring_segments", main_sweep.eff_ring_segments},
-                           {"peer", opt.smoke ? "shm_ring,tcp_stream"
-                                    : main_sweep.transport == "ofi" ? "tcp_stream"
-                                                                    : "shm_ring"},
-                           {"placement", main_sweep.transport == "ofi" ? main_sweep.place.name() : "one host"},
-                           {"latency_round_trips", main_sweep.latency},
-                           {"flow", flows.size() == 1 ? flows[0] : flows},
+                           {"peers_program", opt.peers.empty() ? nlohmann::json(nullptr) : nlohmann::json(opt.peers)},
                            {"sluice_env", sluice_env()}};
-  if (main_sweep.transport == "ofi") config["sluice_env_flow_jobs"] = {{"SLUICE_TRANSPORT", "ofi"}};
-  nlohmann::json report = perf::report_json(env, command, config, results, extras);
-  if (!latency.empty()) report["latency"] = latency;
-  if (!fabtests.empty()) report["fabtests"] = fabtests;
+  const nlohmann::json report = perf::report_json(env, command, config, points, skipped);
 
   std::fputs(perf::report_table(report).c_str(), stdout);
   if (opt.json_file.empty()) {
@@ -800,33 +843,37 @@ void add_perf_command(CLI::App& app) {
   auto opt = std::make_shared<PerfOptions>();
   CLI::App* sub = app.add_subcommand(
       "perf",
-      "Measure shuffle throughput against a bound measured in the same run (shm: a plain SPSC ring; "
-      "ofi: a kernel TCP stream between the same endpoints)");
+      "Measure flows (bandwidth, latency) against bounds and peers measured in the same run (shm ring, shm "
+      "ping-pong, memcpy, kernel TCP; with --peers: UCX, Open MPI, ZeroMQ, fabtests)");
+  sub->add_option("--modes", opt->modes, "Modes, a comma list (bandwidth, latency)")->capture_default_str();
   sub->add_option("--transport", opt->transport,
-                  "shm (one host, against a plain shm ring) or ofi (SLUICE_TRANSPORT=ofi, against kernel TCP)")
+                  "Flow transports, a comma list: shm (one host) and/or ofi (SLUICE_TRANSPORT=ofi, libfabric)")
       ->capture_default_str();
   sub->add_option("--sizes", opt->sizes,
-                  "Record sizes in bytes, a comma list (multiples of 8, 16..1024)")
+                  "Record sizes, a comma list: 8..1024 in steps of 8, then powers of two to 1m (k = KiB, m = MiB)")
       ->capture_default_str();
-  sub->add_option("--shapes", opt->shapes, "Flow shapes SOURCESxTARGETS, a comma list")
+  sub->add_option("--shapes", opt->shapes, "Flow shapes SOURCESxTARGETS, a comma list (1:1, N:1, 1:N, N:M)")
       ->capture_default_str();
   sub->add_option("--segment-bytes", opt->segment_bytes,
-                  "Flow segment payload in bytes (0: the flow default, 8192); also the TCP peer's write size");
-  sub->add_option("--ring-segments", opt->ring_segments, "Segments per flow ring (0: the flow default, 16)");
-  sub->add_option("--repeats", opt->repeats, "Runs of every point (median/min/max over them)")
+                  "Bandwidth flows' segment payload in bytes (0: the flow default, 8192; never below one record); "
+                  "also the TCP stream's write size");
+  sub->add_option("--ring-segments", opt->ring_segments, "Segments per bandwidth flow ring (0: the default, 16)");
+  sub->add_option("--repeats", opt->repeats, "Runs of every point (median/min/max over them)")->capture_default_str();
+  sub->add_option("--mbytes", opt->mbytes, "Bandwidth: MiB each source (and each bound and peer) moves per run")
       ->capture_default_str();
-  sub->add_option("--mbytes", opt->mbytes, "MiB each source (and the baseline) moves per run")
+  sub->add_option("--round-trips", opt->round_trips,
+                  "Latency: round trips per run (at most 256 MiB of records, at least 100)")
       ->capture_default_str();
-  sub->add_option("--latency", opt->latency,
-                  "ofi: 64 B round trips per latency run, flow and TCP (0: no latency runs)")
-      ->capture_default_str();
+  sub->add_option("--latency", opt->latency, "The older spelling of --round-trips; 0 leaves the latency mode out");
+  sub->add_option("--peers", opt->peers,
+                  "External peers program run in every repeat (bench/peers/run): UCX, Open MPI, ZeroMQ, fabtests "
+                  "where installed");
   sub->add_option("--netns", opt->netns,
-                  "ofi: run the two ends in network namespaces NS_A=IP_A,NS_B=IP_B (root; see "
-                  "bench/ofi_netns.sh)");
+                  "ofi: run the two ends in network namespaces NS_A=IP_A,NS_B=IP_B (root; see bench/ofi_netns.sh)");
   sub->add_option("--json", opt->json_file, "Write the JSON report to this file instead of stdout");
   sub->add_flag("--smoke", opt->smoke,
-                "A seconds-long run of every path (shm: sizes 16,64, shapes 1x1,2x2; ofi: 64 B 1x1 and "
-                "its TCP peer; 1 repeat, 2 MiB)");
+                "A seconds-long run of every mode (shm: sizes 8,2k, shapes 1x1,2x2; ofi: 64 B 1x1; 1 repeat, "
+                "2 MiB, 200 round trips)");
   sub->callback([opt] {
     try {
       run_perf(*opt);

@@ -17,12 +17,17 @@
 
 namespace sluice::tool::perf {
 
-// A record of exactly B bytes whose first word is its key.
+// A record of exactly B bytes whose first word is its key. Large ones (up
+// to 1 MiB) belong on the heap, not the stack.
 template <size_t B>
 struct Rec {
-  static_assert(B >= 16 && B % 8 == 0);
+  static_assert(B > 8 && B % 8 == 0);
   uint64_t key;
   unsigned char pad[B - 8];
+};
+template <>
+struct Rec<8> {
+  uint64_t key;
 };
 
 // Keys are a cheap counter-based sequence that still spreads over targets.
@@ -37,11 +42,19 @@ inline uint64_t key_sum(uint64_t first, uint64_t n) {
   return (static_cast<uint64_t>(tri) + n * first) * kKeyStep;
 }
 
+// Key 0 and a fixed byte pattern after it.
+template <size_t B>
+void fill_template_record(Rec<B>* r) {
+  r->key = 0;
+  if constexpr (B > 8) {
+    for (size_t i = 0; i < sizeof(r->pad); ++i) r->pad[i] = static_cast<unsigned char>(i * 31 + 7);
+  }
+}
+
 template <size_t B>
 Rec<B> make_template_record() {
   Rec<B> r;
-  r.key = 0;
-  for (size_t i = 0; i < sizeof(r.pad); ++i) r.pad[i] = static_cast<unsigned char>(i * 31 + 7);
+  fill_template_record(&r);
   return r;
 }
 
@@ -58,24 +71,31 @@ inline uint64_t take_record(const void* src, Rec<B>* scratch) {
 
 namespace detail {
 template <class Fn, size_t... I>
-void with_record_size_impl(uint32_t bytes, Fn& fn, std::index_sequence<I...>) {
-  const bool hit =
-      ((bytes == kMinRecordBytes + kRecordBytesStep * I
-            ? (fn(std::integral_constant<size_t, kMinRecordBytes + kRecordBytesStep * I>{}), true)
-            : false) ||
-       ...);
-  if (!hit)
-    throw std::invalid_argument("record size " + std::to_string(bytes) + " is not supported");
+bool small_record_size(uint32_t bytes, Fn& fn, std::index_sequence<I...>) {
+  return ((bytes == kMinRecordBytes + kRecordBytesStep * I
+               ? (fn(std::integral_constant<size_t, kMinRecordBytes + kRecordBytesStep * I>{}), true)
+               : false) ||
+          ...);
+}
+// The powers of two above kSmallRecordsMax: 2 KiB << I.
+template <class Fn, size_t... I>
+bool large_record_size(uint32_t bytes, Fn& fn, std::index_sequence<I...>) {
+  return ((bytes == (size_t{2 * kSmallRecordsMax} << I)
+               ? (fn(std::integral_constant<size_t, (size_t{2 * kSmallRecordsMax} << I)>{}), true)
+               : false) ||
+          ...);
 }
 }  // namespace detail
 
 // Calls fn(std::integral_constant<size_t, bytes>{}) for a runtime record size
-// that parse_sizes accepted.
+// that parse_sizes accepted (is_supported_record_size).
 template <class Fn>
 void with_record_size(uint32_t bytes, Fn&& fn) {
-  detail::with_record_size_impl(
-      bytes, fn,
-      std::make_index_sequence<(kMaxRecordBytes - kMinRecordBytes) / kRecordBytesStep + 1>{});
+  const bool hit =
+      detail::small_record_size(
+          bytes, fn, std::make_index_sequence<(kSmallRecordsMax - kMinRecordBytes) / kRecordBytesStep + 1>{}) ||
+      detail::large_record_size(bytes, fn, std::make_index_sequence<10>{});  // 2 KiB .. 1 MiB
+  if (!hit) throw std::invalid_argument("record size " + std::to_string(bytes) + " is not supported");
 }
 
 }  // namespace sluice::tool::perf

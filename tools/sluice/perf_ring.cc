@@ -7,13 +7,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <memory>
+#include <vector>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <stdexcept>
 #include <string>
 
+#include "perf_clock.h"
 #include "perf_records.h"
 
 namespace sluice::tool::perf {
@@ -39,6 +44,7 @@ struct Shared {
   double producer_cpu;
   uint64_t consumed;
   uint64_t checksum;
+  double rtt_us[3];  // ping-pong: p50, p99, p99.9
 };
 constexpr size_t kSlotsOffset = 4096;
 static_assert(sizeof(Shared) <= kSlotsOffset);
@@ -47,13 +53,6 @@ double now_seconds() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double cpu_seconds() {
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 // Both children start together so that neither's fork latency is timed.
@@ -66,7 +65,7 @@ template <size_t B>
 void produce(Shared* sh, unsigned char* slots, uint64_t mask, uint64_t n, uint64_t pub_mask) {
   Rec<B> r = make_template_record<B>();
   start_line(sh);
-  const double cpu0 = cpu_seconds();
+  const double cpu0 = process_cpu_seconds();
   const uint64_t capacity = mask + 1;
   uint64_t cached_tail = 0;
   for (uint64_t head = 0; head < n;) {
@@ -85,7 +84,7 @@ void produce(Shared* sh, unsigned char* slots, uint64_t mask, uint64_t n, uint64
     if ((head & pub_mask) == 0) sh->head.store(head, std::memory_order_release);
   }
   sh->head.store(n, std::memory_order_release);
-  sh->producer_cpu = cpu_seconds() - cpu0;
+  sh->producer_cpu = process_cpu_seconds() - cpu0;
 }
 
 template <size_t B>
@@ -93,7 +92,7 @@ void consume(Shared* sh, const unsigned char* slots, uint64_t mask, uint64_t n, 
   Rec<B> scratch;
   uint64_t sum = 0;
   start_line(sh);
-  const double cpu0 = cpu_seconds();
+  const double cpu0 = process_cpu_seconds();
   const double t0 = now_seconds();
   uint64_t cached_head = 0;
   uint64_t tail = 0;
@@ -112,7 +111,7 @@ void consume(Shared* sh, const unsigned char* slots, uint64_t mask, uint64_t n, 
   }
   sh->tail.store(tail, std::memory_order_release);
   sh->seconds = now_seconds() - t0;
-  sh->consumer_cpu = cpu_seconds() - cpu0;
+  sh->consumer_cpu = process_cpu_seconds() - cpu0;
   sh->consumed = tail;
   sh->checksum = sum;
 }
@@ -151,31 +150,63 @@ std::string reap_both(pid_t producer, pid_t consumer) {
   return why;
 }
 
+// Forks two children that run body(true) and body(false) and _exit(0), and
+// waits for both. Returns why one failed, or "" if both exited 0. The
+// children only spin, copy, read clocks and fill a vector, which is safe
+// after fork() as this process has one thread (see the header).
+std::string run_two_children(const std::function<void(bool)>& body) {
+  auto spawn = [&](bool first) -> pid_t {
+    const pid_t pid = fork();
+    if (pid != 0) return pid;
+    body(first);
+    _exit(0);
+  };
+  const pid_t second = spawn(false);
+  if (second < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  const pid_t first = spawn(true);
+  if (first < 0) {
+    const int err = errno;
+    kill(second, SIGKILL);
+    waitpid(second, nullptr, 0);
+    throw std::runtime_error(std::string("fork: ") + std::strerror(err));
+  }
+  return reap_both(first, second);
+}
+
+// An anonymous MAP_SHARED mapping, zeroed (every page touched now, so that
+// no page fault lands in a timed loop), unmapped on destruction.
+class SharedMapping {
+ public:
+  explicit SharedMapping(size_t bytes) : bytes_(bytes) {
+    mem_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (mem_ == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
+    std::memset(mem_, 0, bytes);
+  }
+  ~SharedMapping() { munmap(mem_, bytes_); }
+  SharedMapping(const SharedMapping&) = delete;
+  SharedMapping& operator=(const SharedMapping&) = delete;
+  unsigned char* get() const { return static_cast<unsigned char*>(mem_); }
+
+ private:
+  void* mem_;
+  size_t bytes_;
+};
+
 }  // namespace
 
-Run run_ring(const RingOptions& o) {
+nlohmann::json run_ring(const RingOptions& o) {
   if (o.publish_every == 0 || (o.publish_every & (o.publish_every - 1)) != 0) {
     throw std::invalid_argument("publish_every must be a power of two");
   }
   // A power-of-two slot count keeps the index a mask, as a tuned ring would.
   uint64_t slots = 1;
-  while (slots * 2 * o.record_bytes <= kRingBytes) slots *= 2;
-  const size_t map_bytes = kSlotsOffset + slots * o.record_bytes;
-  void* mem = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED)
-    throw std::runtime_error(std::string("mmap of the ring: ") + std::strerror(errno));
-  // Touch every page now so that no page fault lands in the timed loop.
-  std::memset(mem, 0, map_bytes);
-  auto* sh = new (mem) Shared{};
-  unsigned char* ring = static_cast<unsigned char*>(mem) + kSlotsOffset;
+  while (slots * 2 * o.record_bytes <= std::max<uint64_t>(kRingBytes, uint64_t{4} * o.record_bytes)) slots *= 2;
+  const SharedMapping map(kSlotsOffset + slots * o.record_bytes);
+  auto* sh = new (map.get()) Shared{};
+  unsigned char* ring = map.get() + kSlotsOffset;
   const uint64_t mask = slots - 1;
   const uint64_t pub_mask = o.publish_every - 1;
-
-  auto spawn = [&](bool producer) -> pid_t {
-    pid_t pid = fork();
-    if (pid != 0) return pid;
-    // The child only spins, copies and reads clocks (no allocation, no
-    // locks), which is safe after fork() whatever the parent's state.
+  std::string why = run_two_children([&](bool producer) {
     with_record_size(o.record_bytes, [&](auto b) {
       constexpr size_t B = decltype(b)::value;
       if (producer)
@@ -183,35 +214,126 @@ Run run_ring(const RingOptions& o) {
       else
         consume<B>(sh, ring, mask, o.records, pub_mask);
     });
-    _exit(0);
-  };
-  const pid_t consumer = spawn(false);
-  if (consumer < 0) {
-    munmap(mem, map_bytes);
-    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  }
-  const pid_t producer = spawn(true);
-  if (producer < 0) {
-    const int err = errno;
-    kill(consumer, SIGKILL);
-    waitpid(consumer, nullptr, 0);
-    munmap(mem, map_bytes);
-    throw std::runtime_error(std::string("fork: ") + std::strerror(err));
-  }
-  std::string why = reap_both(producer, consumer);
-  Run run;
+  });
+  nlohmann::json run;
   if (why.empty()) {
     if (sh->consumed != o.records || sh->checksum != key_sum(0, o.records)) {
       why = "the ring consumer got " + std::to_string(sh->consumed) + " records of " +
             std::to_string(o.records) + " or a wrong checksum";
     }
-    run.records = static_cast<double>(o.records);
-    run.seconds = sh->seconds;
-    run.cpu_seconds = sh->consumer_cpu + sh->producer_cpu;
+    run = {{"records", o.records},
+           {"seconds", sh->seconds},
+           {"cpu_seconds", sh->consumer_cpu + sh->producer_cpu},
+           {"src_cpu_seconds", sh->producer_cpu},
+           {"tgt_cpu_seconds", sh->consumer_cpu}};
   }
-  munmap(mem, map_bytes);
   if (!why.empty()) throw std::runtime_error(why);
   return run;
+}
+
+namespace {
+
+// One direction of the ping-pong: `seq` is the number of records written so
+// far; the record follows on its own cache lines.
+struct Mailbox {
+  alignas(64) std::atomic<uint64_t> seq;
+};
+constexpr size_t kMailboxRecordOffset = 64;
+
+template <size_t B>
+void bounce(Shared* sh, unsigned char* out_box, unsigned char* in_box, uint32_t total, uint32_t warmup,
+            bool initiator) {
+  auto* out = reinterpret_cast<Mailbox*>(out_box);
+  auto* in = reinterpret_cast<Mailbox*>(in_box);
+  Rec<B> r = make_template_record<B>();
+  Rec<B> scratch;
+  std::vector<double> rtt;
+  if (initiator) rtt.reserve(total);
+  start_line(sh);
+  const CpuTimer t;
+  for (uint32_t i = 0; i < total; ++i) {
+    const double t0 = initiator ? now_seconds() : 0;
+    if (initiator) {
+      r.key = key_of(i);
+      std::memcpy(out_box + kMailboxRecordOffset, &r, B);
+      // Release: the record's bytes are visible before the new count (pairs with the peer's acquire below).
+      out->seq.store(i + 1, std::memory_order_release);
+    }
+    while (in->seq.load(std::memory_order_acquire) < i + 1) pause_cpu();
+    r.key = take_record<B>(in_box + kMailboxRecordOffset, &scratch);
+    if (initiator) {
+      if (r.key != key_of(i)) _exit(3);
+      if (i >= warmup) rtt.push_back((now_seconds() - t0) * 1e6);
+    } else {
+      std::memcpy(out_box + kMailboxRecordOffset, &r, B);
+      out->seq.store(i + 1, std::memory_order_release);
+    }
+  }
+  if (initiator) {
+    sh->seconds = t.seconds();
+    sh->producer_cpu = t.cpu_seconds();
+    sh->rtt_us[0] = percentile(rtt, 50);
+    sh->rtt_us[1] = percentile(rtt, 99);
+    sh->rtt_us[2] = percentile(rtt, 99.9);
+  } else {
+    sh->consumer_cpu = t.cpu_seconds();
+  }
+}
+
+}  // namespace
+
+nlohmann::json run_shm_pingpong(uint32_t record_bytes, uint32_t round_trips) {
+  const uint32_t warmup = std::min<uint32_t>(round_trips / 10 + 10, 1000);
+  const size_t box = kMailboxRecordOffset + (record_bytes + 63) / 64 * 64;
+  const SharedMapping map(kSlotsOffset + 2 * box);
+  auto* sh = new (map.get()) Shared{};
+  unsigned char* a = map.get() + kSlotsOffset;  // initiator -> responder
+  unsigned char* b = a + box;                   // responder -> initiator
+  new (a) Mailbox{};
+  new (b) Mailbox{};
+  const std::string why = run_two_children([&](bool initiator) {
+    with_record_size(record_bytes, [&](auto sz) {
+      constexpr size_t B = decltype(sz)::value;
+      bounce<B>(sh, initiator ? a : b, initiator ? b : a, warmup + round_trips, warmup, initiator);
+    });
+  });
+  nlohmann::json run;
+  if (why.empty()) {
+    run = {{"records", round_trips},
+           {"seconds", sh->seconds},
+           {"cpu_seconds", sh->producer_cpu + sh->consumer_cpu},
+           {"src_cpu_seconds", sh->producer_cpu},
+           {"tgt_cpu_seconds", sh->consumer_cpu},
+           {"rtt_us_p50", sh->rtt_us[0]},
+           {"rtt_us_p99", sh->rtt_us[1]},
+           {"rtt_us_p999", sh->rtt_us[2]}};
+  }
+  if (!why.empty()) throw std::runtime_error("shm ping-pong: " + why);
+  return run;
+}
+
+nlohmann::json run_memcpy(uint32_t record_bytes, uint64_t records) {
+  const uint64_t buf_bytes = std::max<uint64_t>(kRingBytes, uint64_t{4} * record_bytes);
+  std::vector<unsigned char> buf(buf_bytes, 0);
+  const uint64_t slots = buf_bytes / record_bytes;
+  double seconds = 0, cpu = 0;
+  with_record_size(record_bytes, [&](auto sz) {
+    constexpr size_t B = decltype(sz)::value;
+    auto r = std::make_unique<Rec<B>>();
+    fill_template_record(r.get());
+    const CpuTimer t;
+    uint64_t slot = 0;
+    for (uint64_t i = 0; i < records; ++i) {
+      r->key = key_of(i);
+      std::memcpy(buf.data() + slot * B, r.get(), B);
+      if (++slot == slots) slot = 0;
+      // Keep the stores: the compiler must assume the buffer is read.
+      asm volatile("" : : "r"(buf.data()) : "memory");
+    }
+    seconds = t.seconds();
+    cpu = t.cpu_seconds();
+  });
+  return {{"records", records}, {"seconds", seconds}, {"cpu_seconds", cpu}, {"src_cpu_seconds", cpu}};
 }
 
 }  // namespace sluice::tool::perf

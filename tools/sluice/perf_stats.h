@@ -1,7 +1,16 @@
 // The pure logic of `sluice perf`: statistics over repeated runs, parsing of
-// the --sizes / --shapes lists, and the JSON report. Kept apart from the
-// benchmark itself so that it can be unit-tested without running one
-// (tests/perf/perf_stats_test.cc).
+// the option lists, the JSON report (ratios to the best peer and to the
+// physical bound, the goals of docs/benchmarks.md) and the table. Kept apart
+// from the benchmark itself so that it can be unit-tested without running
+// one (tests/perf/perf_stats_test.cc).
+//
+// Vocabulary. A *point* is one (mode, transport, shape, record size). At a
+// point the flow and zero or more other *series* were measured, one *sample*
+// per repeat. A series is a `bound` (what the hardware allows: the
+// two-process shm ring, the shm ping-pong, memcpy) or a `peer` (another way
+// of moving the same records: kernel TCP, UCX, Open MPI, ZeroMQ, fabtests).
+// "Ahead of every peer" compares with peers only; bounds are reported as
+// `ratio_to_bound`.
 //
 // Thread safety: every function is pure or only reads its arguments.
 #pragma once
@@ -15,11 +24,14 @@
 
 namespace sluice::tool::perf {
 
-// Record sizes the benchmark can run: the records are compile-time types, so
-// only these are instantiated (multiples of 8 from 16 to 1024).
-inline constexpr uint32_t kMinRecordBytes = 16;
-inline constexpr uint32_t kMaxRecordBytes = 1024;
+// Record sizes the benchmark can run. The records are compile-time types, so
+// only these are instantiated: 8, multiples of 8 up to 1024, then the powers
+// of two up to 1 MiB.
+inline constexpr uint32_t kMinRecordBytes = 8;
+inline constexpr uint32_t kSmallRecordsMax = 1024;  // every multiple of 8 up to here
 inline constexpr uint32_t kRecordBytesStep = 8;
+inline constexpr uint32_t kMaxRecordBytes = 1u << 20;
+bool is_supported_record_size(uint32_t bytes);
 
 struct Summary {
   double median = 0;
@@ -45,11 +57,16 @@ struct Shape {
   friend bool operator==(const Shape&, const Shape&) = default;
 };
 
-// Parses "16,64,256" into record sizes. Throws std::invalid_argument with a
-// message that starts with `option` and says what is wrong and what is allowed.
+// Parses "8,64,1k,64K,1m" into record sizes (k/K = KiB, m/M = MiB). Throws
+// std::invalid_argument with a message that starts with `option` and says
+// what is wrong and what is allowed.
 std::vector<uint32_t> parse_sizes(std::string_view text, std::string_view option = "--sizes");
 // Parses "1x1,2x2" (each side 1..64). Throws std::invalid_argument like parse_sizes.
 std::vector<Shape> parse_shapes(std::string_view text, std::string_view option = "--shapes");
+// Parses a comma list of words, each one of `allowed`, none twice (e.g.
+// --modes bandwidth,latency). Throws std::invalid_argument like parse_sizes.
+std::vector<std::string> parse_words(std::string_view text, const std::vector<std::string>& allowed,
+                                     std::string_view option);
 
 // One "host" of a cross-namespace run: a network namespace and its address.
 struct NetnsHost {
@@ -63,75 +80,96 @@ struct NetnsHost {
 // std::invalid_argument like parse_sizes.
 std::vector<NetnsHost> parse_netns_hosts(std::string_view text, std::string_view option = "--netns");
 
-// The bandwidth in MB/s (as fabtests print it, 10^6 bytes/s) from the
-// output of a fabtests bandwidth test such as fi_rma_bw: the MB/sec column
-// of the last data row under a header line naming "MB/sec". Negative if the
-// output has none.
-double parse_fabtests_mbps(std::string_view output);
-
 // Where and on what the benchmark ran.
 struct Environment {
   std::string hostname;
   uint32_t nproc = 0;
   std::string kernel;
   std::string cpu_model;
+  double cpu_ghz = 0;      // nominal clock, for cycles = CPU seconds x clock
   std::string date;        // UTC, ISO 8601
   std::string git_commit;  // "unknown" outside a git work tree
 };
 
-// One timed run of one side (a flow or the baseline ring).
-struct Run {
-  double records = 0;      // records moved (all sources together)
-  double seconds = 0;      // wall time of the slowest consumer
-  double cpu_seconds = 0;  // user + system time of every process involved
+// What a mode measures, as the report needs it: its primary metric (a key of
+// metrics_json) and whether more of it is better.
+struct ModeTraits {
+  std::string name;    // "bandwidth"
+  std::string metric;  // "gbytes_per_s"
+  bool higher_is_better = true;
 };
 
-// What was measured for one (shape, record size).
-struct Result {
-  Shape shape;
-  uint32_t record_bytes = 0;
-  std::vector<Run> flow;      // one per repeat, in order
-  std::vector<Run> baseline;  // the 1:1 peer of the same record size, same repeats
-  uint32_t baseline_publish_every = 16;  // shm_ring only
-  std::string transport = "shm";         // the flow's: "shm" or "ofi"
-  uint32_t segment_bytes = 0;            // the flow's effective segment payload
-  uint32_t ring_segments = 0;            // the flow's effective segments per ring
-  // The baseline: "shm_ring" (perf_ring.h) or "tcp_stream" (perf_tcp.h,
-  // writes of segment_bytes' worth of records between the same endpoints).
-  std::string peer = "shm_ring";
-  std::string placement = "one host";    // where the two ends ran, for notes
-};
+// Round trips a latency run makes with records of `record_bytes` when
+// `requested` are asked for: at most 256 MiB of records each way (so 1 MiB
+// records make 256), and never fewer than 100.
+uint32_t round_trips_for(uint32_t requested, uint32_t record_bytes);
 
-// An extra baseline row (e.g. the ring publishing every slot).
-struct BaselineRow {
-  uint32_t record_bytes = 0;
-  uint32_t publish_every = 1;
-  std::vector<Run> runs;
-};
-
-// Summaries of a series of runs: records/s, GB/s (1e9 bytes), records per
-// CPU-second.
-nlohmann::json runs_json(const std::vector<Run>& runs, uint32_t record_bytes);
+// One sample is a JSON object of raw numbers from one repeat:
+//   records, seconds, cpu_seconds            (every sample)
+//   src_cpu_seconds, tgt_cpu_seconds         (where the sides are known)
+//   rtt_us_p50, rtt_us_p99, rtt_us_p999      (latency samples)
+// "records" is records moved (bandwidth) or round trips (latency); CPU time
+// is getrusage user+system of the processes, over the timed interval.
+//
+// Derived per sample (metrics_json summarizes each over the samples):
+//   records_per_s, gbytes_per_s (10^9 B/s; bandwidth only), records_per_cpu_s,
+//   src_cycles_per_record, tgt_cycles_per_record (CPU seconds x cpu_ghz / records),
+//   and the rtt_us_* values as given.
+nlohmann::json derive_metrics(const nlohmann::json& sample, uint32_t record_bytes, double cpu_ghz);
+// {metric: {median, min, max, n}} over the samples, plus "runs": the samples.
+nlohmann::json metrics_json(const std::vector<nlohmann::json>& samples, uint32_t record_bytes, double cpu_ghz);
 nlohmann::json summary_json(const Summary& s);
 
-// The whole report:
-//   {"tool", "version", "env": {...}, "command", "config": {...},
-//    "results": [{"shape", "sources", "targets", "record_bytes",
-//                 "transport", "segment_bytes", "ring_segments", "peer",
-//                 "flow": {...}, "baseline": {...}, "ratio", "ratio_paired",
-//                 "baseline_note"}],
-//    "extra_baselines": [...]}
-// (report_json adds no "latency" or "fabtests"; the caller sets them:
-//  "latency": [{"transport", "placement", "flow": {rtt_us_median: summary,
-//  rtt_us_p99: summary}, "tcp": {...}, "ratio"}], "fabtests": {...}.)
-// "ratio" is the flow's median records/s over the baseline's; "ratio_paired"
-// summarizes flow/baseline of the same repeat (they ran back to back).
-nlohmann::json report_json(const Environment& env, const std::string& command,
-                           const nlohmann::json& config, const std::vector<Result>& results,
-                           const std::vector<BaselineRow>& extra_baselines);
+// A flow, bound or peer measured at one point.
+struct Series {
+  std::string name;          // "sluice", "shm_ring", "tcp_stream", "ucx_posix_put_bw", ...
+  std::string kind = "peer";  // "flow", "bound" or "peer"
+  std::string shape;         // the shape it ran as ("1x1"); empty: the point's
+  std::string note;          // how to read it (e.g. UCX put is the sender's store rate)
+  std::string command;       // how it was run, where it is one command
+  std::vector<nlohmann::json> samples;  // one per repeat, in repeat order
+};
 
-// A fixed-width table of the report for people (one row per result, then the
-// extra baselines).
+struct Point {
+  ModeTraits traits{"bandwidth", "gbytes_per_s", true};
+  std::string transport = "shm";   // the flow's
+  std::string placement = "one host";
+  Shape shape;
+  uint32_t record_bytes = 0;
+  uint32_t segment_bytes = 0;  // the flow's effective values
+  uint32_t ring_segments = 0;
+  Series flow;
+  std::vector<Series> others;  // bounds and peers
+};
+
+// The "results" row of one point (its mode is traits.name):
+//   {mode, transport, placement, shape, sources, targets, record_bytes,
+//    segment_bytes, ring_segments, metric, higher_is_better,
+//    flow: metrics, peers: [{name, kind, shape, note, command, metrics,
+//    ratio, ratio_paired}], best_peer, best_peer_shape, ratio_to_best_peer,
+//    ratio_paired_to_best_peer, bound, ratio_to_bound}
+// Every ratio is "flow advantage": flow/other of the primary metric when
+// higher is better, other/flow when lower is (latency), so > 1 means the flow
+// is ahead. The best peer is the peer of the same shape with the best median;
+// a point with no peer of its shape uses the best 1x1 peer (best_peer_shape
+// says so). The bound is the first series of kind "bound" (e.g. the shm ring,
+// not memcpy, for bandwidth). ratio_paired summarizes the ratio of the samples of the same
+// repeat (they ran back to back). Missing comparisons are null.
+nlohmann::json point_json(const Point& p, double cpu_ghz);
+
+// The goals of docs/benchmarks.md, evaluated over report["results"]: one
+// entry per goal with "met" (true, false, or null when nothing measured it)
+// and "checks": the points it looked at, each with its values and "met".
+nlohmann::json goals_json(const nlohmann::json& results, uint32_t nproc);
+
+// The whole report:
+//   {"tool", "version", "env", "command", "config", "results": [point_json...],
+//    "skipped": [{"name", "why"}], "goals": goals_json}
+nlohmann::json report_json(const Environment& env, const std::string& command, const nlohmann::json& config,
+                           const std::vector<Point>& points, const nlohmann::json& skipped);
+
+// A fixed-width table of the report for people: one block per (mode,
+// transport), one row per point, then the goals.
 std::string report_table(const nlohmann::json& report);
 
 // Joins argv into one shell-quoted command line.

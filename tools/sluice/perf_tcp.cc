@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "perf_clock.h"
 #include "perf_records.h"
 #include "perf_stats.h"
 #include "sluice/flow.h"
@@ -34,7 +35,8 @@ struct TcpOptions {
   std::string sizes;
   uint64_t bytes = 0;          // per size
   uint32_t chunk_bytes = 8192;  // bytes per write (rounded down to whole records)
-  uint32_t latency = 0;         // round trips of the 64 B ping-pong (0: none)
+  std::string mode = "stream";  // or "pingpong"
+  uint32_t round_trips = 2000;  // pingpong: requested per size (round_trips_for)
   uint32_t rep = 0;
   std::string out = "-";
   double timeout_seconds = 60;  // connect / accept
@@ -42,13 +44,6 @@ struct TcpOptions {
 
 [[noreturn]] void fail(const std::string& what) {
   throw std::runtime_error(what + (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string()));
-}
-
-double cpu_now() {
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 sockaddr_in address(const std::string& text, const char* what) {
@@ -81,11 +76,14 @@ void send_all(int fd, const void* data, size_t n) {
   }
 }
 
-void recv_all(int fd, void* data, size_t n) {
+// Receives exactly n bytes: blocking, or (spin) polling a non-blocking recv
+// as a latency-minded application would (a blocking recv sleeps and pays a
+// cross-vCPU wake-up).
+void recv_all(int fd, void* data, size_t n, bool spin = false) {
   char* p = static_cast<char*>(data);
   while (n > 0) {
-    const ssize_t r = ::recv(fd, p, n, MSG_WAITALL);
-    if (r < 0 && errno == EINTR) continue;
+    const ssize_t r = ::recv(fd, p, n, spin ? MSG_DONTWAIT : MSG_WAITALL);
+    if (r < 0 && (errno == EINTR || (spin && (errno == EAGAIN || errno == EWOULDBLOCK)))) continue;
     if (r == 0) {
       errno = 0;
       fail("recv: the peer closed the connection early");
@@ -107,7 +105,7 @@ void read_stream(int fd, const TcpOptions& o) {
   R scratch;
   uint64_t sum = 0, count = 0;
   const char go = 'g';
-  const double cpu0 = cpu_now();
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   send_all(fd, &go, 1);
   while (count < n) {
@@ -117,7 +115,7 @@ void read_stream(int fd, const TcpOptions& o) {
     count += k;
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const double cpu = cpu_now() - cpu0;
+  const double cpu = process_cpu_seconds() - cpu0;
   const char done = 'd';
   send_all(fd, &done, 1);
   double writer_cpu = 0;
@@ -129,7 +127,9 @@ void read_stream(int fd, const TcpOptions& o) {
            {"records", n},
            {"chunk_bytes", per_chunk * B},
            {"seconds", seconds},
-           {"cpu_seconds", cpu + writer_cpu}});
+           {"cpu_seconds", cpu + writer_cpu},
+           {"src_cpu_seconds", writer_cpu},
+           {"tgt_cpu_seconds", cpu}});
 }
 
 template <size_t B>
@@ -141,7 +141,7 @@ void write_stream(int fd, const TcpOptions& o) {
   char c = 0;
   recv_all(fd, &c, 1);
   if (c != 'g') throw std::runtime_error("tcp stream: protocol error (expected go)");
-  const double cpu0 = cpu_now();
+  const double cpu0 = process_cpu_seconds();
   for (uint64_t sent = 0; sent < n;) {
     const size_t k = static_cast<size_t>(std::min<uint64_t>(per_chunk, n - sent));
     for (size_t i = 0; i < k; ++i) buf[i].key = key_of(sent + i);
@@ -150,40 +150,56 @@ void write_stream(int fd, const TcpOptions& o) {
   }
   recv_all(fd, &c, 1);
   if (c != 'd') throw std::runtime_error("tcp stream: protocol error (expected done)");
-  const double cpu = cpu_now() - cpu0;
+  const double cpu = process_cpu_seconds() - cpu0;
   send_all(fd, &cpu, sizeof cpu);
 }
 
+uint32_t warmup_for(uint32_t n) { return std::min<uint32_t>(n / 10 + 10, 1000); }
+
+// The initiator: sends one record, waits for it back, times the round trip.
+template <size_t B>
 void ping(int fd, const TcpOptions& o) {
-  unsigned char msg[64] = {};
-  const uint32_t warmup = std::min<uint32_t>(o.latency / 10 + 10, 1000);
+  const uint32_t n = round_trips_for(o.round_trips, B);
+  std::vector<unsigned char> msg(B, 7), back(B);
   std::vector<double> rtt;
-  rtt.reserve(o.latency);
-  for (uint32_t i = 0; i < warmup + o.latency; ++i) {
+  rtt.reserve(n);
+  const CpuTimer t;
+  for (uint32_t i = 0; i < warmup_for(n) + n; ++i) {
     const auto t0 = Clock::now();
-    std::memcpy(msg, &i, sizeof i);
-    send_all(fd, msg, sizeof msg);
-    recv_all(fd, msg, sizeof msg);
-    uint32_t back = 0;
-    std::memcpy(&back, msg, sizeof back);
-    if (back != i) throw std::runtime_error("tcp ping-pong: wrong message back");
-    if (i >= warmup) rtt.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    const uint64_t key = key_of(i);
+    std::memcpy(msg.data(), &key, sizeof key);
+    send_all(fd, msg.data(), B);
+    recv_all(fd, back.data(), B, true);
+    if (std::memcmp(back.data(), &key, sizeof key) != 0) throw std::runtime_error("tcp ping-pong: wrong message back");
+    if (i >= warmup_for(n)) rtt.push_back(std::chrono::duration<double>(Clock::now() - t0).count() * 1e6);
   }
-  emit(o, {{"kind", "tcp_latency"},
+  const double seconds = t.seconds(), cpu = t.cpu_seconds();
+  double responder_cpu = 0;
+  recv_all(fd, &responder_cpu, sizeof responder_cpu);
+  emit(o, {{"kind", "tcp_pingpong"},
            {"rep", o.rep},
-           {"round_trips", o.latency},
-           {"rtt_us_median", percentile(rtt, 50) * 1e6},
-           {"rtt_us_p99", percentile(rtt, 99) * 1e6},
-           {"rtt_us_min", percentile(rtt, 0) * 1e6}});
+           {"record_bytes", B},
+           {"records", n},
+           {"seconds", seconds},
+           {"cpu_seconds", cpu + responder_cpu},
+           {"src_cpu_seconds", cpu},
+           {"tgt_cpu_seconds", responder_cpu},
+           {"rtt_us_p50", percentile(rtt, 50)},
+           {"rtt_us_p99", percentile(rtt, 99)},
+           {"rtt_us_p999", percentile(rtt, 99.9)}});
 }
 
+template <size_t B>
 void pong(int fd, const TcpOptions& o) {
-  unsigned char msg[64];
-  const uint32_t warmup = std::min<uint32_t>(o.latency / 10 + 10, 1000);
-  for (uint32_t i = 0; i < warmup + o.latency; ++i) {
-    recv_all(fd, msg, sizeof msg);
-    send_all(fd, msg, sizeof msg);
+  const uint32_t n = round_trips_for(o.round_trips, B);
+  std::vector<unsigned char> msg(B);
+  const CpuTimer t;
+  for (uint32_t i = 0; i < warmup_for(n) + n; ++i) {
+    recv_all(fd, msg.data(), B, true);
+    send_all(fd, msg.data(), B);
   }
+  const double cpu = t.cpu_seconds();
+  send_all(fd, &cpu, sizeof cpu);
 }
 
 bool wait_readable(int fd, double seconds) {
@@ -216,8 +232,14 @@ void run_listener(const TcpOptions& o, const std::vector<uint32_t>& sizes) {
   Fd c(::accept4(s.get(), nullptr, nullptr, SOCK_CLOEXEC));
   if (!c.valid()) fail("accept");
   nodelay(c.get());
-  for (uint32_t size : sizes) with_record_size(size, [&](auto b) { read_stream<decltype(b)::value>(c.get(), o); });
-  if (o.latency > 0) ping(c.get(), o);
+  for (uint32_t size : sizes) {
+    with_record_size(size, [&](auto b) {
+      if (o.mode == "pingpong")
+        ping<decltype(b)::value>(c.get(), o);
+      else
+        read_stream<decltype(b)::value>(c.get(), o);
+    });
+  }
 }
 
 void run_connector(const TcpOptions& o, const std::vector<uint32_t>& sizes) {
@@ -232,8 +254,14 @@ void run_connector(const TcpOptions& o, const std::vector<uint32_t>& sizes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   nodelay(c.get());
-  for (uint32_t size : sizes) with_record_size(size, [&](auto b) { write_stream<decltype(b)::value>(c.get(), o); });
-  if (o.latency > 0) pong(c.get(), o);
+  for (uint32_t size : sizes) {
+    with_record_size(size, [&](auto b) {
+      if (o.mode == "pingpong")
+        pong<decltype(b)::value>(c.get(), o);
+      else
+        write_stream<decltype(b)::value>(c.get(), o);
+    });
+  }
 }
 
 }  // namespace
@@ -246,16 +274,17 @@ void add_perf_tcp_command(CLI::App& app) {
   auto* c = sub->add_option("--connect", o->connect);
   l->excludes(c);
   sub->add_option("--sizes", o->sizes)->required();
-  sub->add_option("--bytes", o->bytes)->required();
+  sub->add_option("--bytes", o->bytes);
   sub->add_option("--chunk-bytes", o->chunk_bytes);
-  sub->add_option("--latency", o->latency);
+  sub->add_option("--mode", o->mode)->check(CLI::IsMember({"stream", "pingpong"}));
+  sub->add_option("--round-trips", o->round_trips);
   sub->add_option("--rep", o->rep);
   sub->add_option("--out", o->out);
   sub->add_option("--timeout", o->timeout_seconds);
   sub->callback([o] {
     try {
       const std::vector<uint32_t> sizes = parse_sizes(o->sizes);
-      if (o->chunk_bytes == 0) throw std::invalid_argument("--chunk-bytes must be positive");
+      if (o->chunk_bytes == 0 && o->mode == "stream") throw std::invalid_argument("--chunk-bytes must be positive");
       if (!o->listen.empty()) {
         run_listener(*o, sizes);
       } else if (!o->connect.empty()) {
