@@ -12,11 +12,13 @@
 #include <sstream>
 #include <thread>
 
+#include "common/hex.h"
 #include "common/log.h"
 #include "control/bootstrap.h"
 #include "control/registry_client.h"
 #include "flow/layout.h"
 #include "flow/flow_core.h"
+#include "memory/region.h"
 #include "transport/ofi/ofi.h"
 #include "transport/shm/region.h"
 
@@ -98,32 +100,6 @@ namespace detail {
 
 namespace {
 
-std::string to_hex(const std::string& bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
-
-bool from_hex(const std::string& hex, std::string* out) {
-  if (hex.size() % 2 != 0) return false;
-  out->clear();
-  for (size_t i = 0; i < hex.size(); i += 2) {
-    auto v = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      return -1;
-    };
-    int hi = v(hex[i]), lo = v(hex[i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out->push_back(static_cast<char>(hi << 4 | lo));
-  }
-  return true;
-}
-
 void* alloc_zeroed(size_t bytes) {
   void* p = std::aligned_alloc(64, layout::round_up(std::max<size_t>(bytes, 64), 64));
   if (p == nullptr) throw Error(ErrorCode::kResource, "out of memory allocating " + std::to_string(bytes) + " bytes");
@@ -151,6 +127,8 @@ struct FlowState {
   std::map<uint32_t, std::unique_ptr<OfiTarget>> ofi_targets;
   std::map<uint32_t, std::vector<OutRingRef>> remote_out;  // [source][target]: filled for remote targets
   std::map<uint32_t, std::vector<InRingRef>> remote_in;    // [target][source]: filled for remote sources
+  // Ordered flows, on the first target's rank: the sequencer's counter.
+  std::unique_ptr<RegionOwner> sequencer;
   std::vector<bool> source_open;
   std::vector<bool> target_open;
 
@@ -173,6 +151,26 @@ class ClusterImpl {
   std::map<std::string, std::unique_ptr<FlowState>> flows;
   std::map<std::string, uint64_t> allgather_generation;
   std::map<uint32_t, std::string> host_ids;  // cache of other ranks' host identities
+  std::set<std::string> exposed;             // names of regions this rank exposed
+  int regions_over_ofi = -1;                 // -1: not yet decided
+
+  // Regions go over ofi for every rank unless every rank shares this host.
+  bool regions_use_ofi() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (regions_over_ofi >= 0) return regions_over_ofi == 1;
+    }
+    bool ofi = options.transport == "ofi";
+    for (uint32_t r = 0; r < boot.world_size && !ofi; ++r) ofi = host_of(r) != host_id;
+    std::lock_guard<std::mutex> lock(mu);
+    regions_over_ofi = ofi ? 1 : 0;
+    return ofi;
+  }
+  std::unique_ptr<RegionAccess> open_region(const std::string& key, const std::string& name, uint32_t owner,
+                                            Deadline deadline) {
+    const std::string desc = client->get(key, deadline, owner);
+    return RegionAccess::open(name, owner, desc, host_id, ofi_config, &client->peers());
+  }
 
   Deadline setup_deadline() const { return Clock::now() + options.setup_timeout; }
 
@@ -286,6 +284,11 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     }
     map_regions(*fs, {shm_ranks.begin(), shm_ranks.end()});
     setup_ofi(*fs);
+    if (spec.ordered && spec.targets[0].rank == me) {
+      fs->sequencer = std::make_unique<RegionOwner>("flow:" + spec.name + ":sequencer", 64, regions_use_ofi(),
+                                                    ofi_config, host_id);
+      client->put("flow/" + spec.name + "/sequencer", fs->sequencer->descriptor());
+    }
     std::lock_guard<std::mutex> lock(mu);
     flows[spec.name] = std::move(fs);
   } catch (...) {
@@ -423,6 +426,35 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
   }
 }
 
+namespace {
+
+// An ordered flow's sequencer as one core uses it: its own handle to the
+// counter region.
+class RegionSequencer final : public Sequencer {
+ public:
+  explicit RegionSequencer(std::unique_ptr<RegionAccess> counter) : counter_(std::move(counter)) {}
+  Status take(uint64_t* number, std::string* error) override { return op(1, number, error); }
+  Status taken(uint64_t* count, std::string* error) override { return op(0, count, error); }
+
+ private:
+  Status op(uint64_t delta, uint64_t* out, std::string* error) {
+    Status s = counter_->fetch_add(0, delta, out, kForever);
+    if (s != Status::kOk) *error = counter_->error();
+    return s;
+  }
+  std::unique_ptr<RegionAccess> counter_;
+};
+
+}  // namespace
+
+std::unique_ptr<Sequencer> open_sequencer(ClusterImpl& impl, const FlowSpec& spec) {
+  if (!spec.ordered) return nullptr;
+  const uint32_t owner = spec.targets[0].rank;
+  return std::make_unique<RegionSequencer>(impl.open_region("flow/" + spec.name + "/sequencer",
+                                                            "flow:" + spec.name + ":sequencer", owner,
+                                                            impl.setup_deadline()));
+}
+
 }  // namespace detail
 
 Cluster::Cluster(std::unique_ptr<detail::ClusterImpl> impl) : impl_(std::move(impl)) {}
@@ -502,7 +534,14 @@ void Cluster::check_record(const FlowSpec& spec, size_t record_size) const {
   }
 }
 
+// The spec of a declared flow (declare() checked it exists).
+static FlowSpec declared_spec(detail::ClusterImpl& impl, const std::string& flow) {
+  std::lock_guard<std::mutex> lock(impl.mu);
+  return impl.flows.at(flow)->ctx.spec;
+}
+
 std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& flow, uint32_t slot) {
+  auto sequencer = detail::open_sequencer(*impl_, declared_spec(*impl_, flow));
   std::lock_guard<std::mutex> lock(impl_->mu);
   detail::FlowState& fs = *impl_->flows.at(flow);
   const FlowSpec& spec = fs.ctx.spec;
@@ -538,10 +577,11 @@ std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& flow
   std::unique_ptr<detail::OfiSource> ofi;
   if (auto it = fs.ofi_sources.find(s); it != fs.ofi_sources.end()) ofi = std::move(it->second);
   fs.source_open[s] = true;
-  return detail::make_source(&fs.ctx, s, std::move(rings), std::move(ofi));
+  return detail::make_source(&fs.ctx, s, std::move(rings), std::move(ofi), std::move(sequencer));
 }
 
 std::unique_ptr<detail::TargetCore> Cluster::open_target(const std::string& flow, uint32_t slot) {
+  auto sequencer = detail::open_sequencer(*impl_, declared_spec(*impl_, flow));
   std::lock_guard<std::mutex> lock(impl_->mu);
   detail::FlowState& fs = *impl_->flows.at(flow);
   const FlowSpec& spec = fs.ctx.spec;
@@ -567,11 +607,67 @@ std::unique_ptr<detail::TargetCore> Cluster::open_target(const std::string& flow
   if (auto it = fs.ofi_targets.find(t); it != fs.ofi_targets.end()) ofi = std::move(it->second);
   fs.target_open[t] = true;
   auto* bell = reinterpret_cast<detail::layout::Doorbell*>(fs.own.data() + g.doorbell_offset(lt));
-  return detail::make_target(&fs.ctx, t, bell, std::move(rings), std::move(ofi));
+  return detail::make_target(&fs.ctx, t, bell, std::move(rings), std::move(ofi), std::move(sequencer));
+}
+
+static void check_region_name(std::string_view name) {
+  if (name.empty() || name.size() > 200) {
+    throw Error(ErrorCode::kInvalidArgument, "a region name must have 1 to 200 bytes, not " + std::to_string(name.size()));
+  }
+  for (char c : name) {
+    if (c <= ' ' || c == '/' || c == ':' || c == 127) {
+      throw Error(ErrorCode::kInvalidArgument, "region name '" + std::string(name) +
+                                                   "' contains a space, control character, '/' or ':'");
+    }
+  }
+}
+
+MemoryRegion Cluster::expose(std::string_view name, size_t bytes) {
+  check_region_name(name);
+  if (bytes == 0 || bytes > (size_t{1} << 40)) {
+    throw Error(ErrorCode::kInvalidArgument, "region '" + std::string(name) + "': size " + std::to_string(bytes) +
+                                                 " is outside [1, 2^40] bytes");
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (!impl_->exposed.insert(std::string(name)).second) {
+      throw Error(ErrorCode::kInvalidArgument, "region '" + std::string(name) + "' is already exposed on rank " +
+                                                   std::to_string(rank()));
+    }
+  }
+  try {
+    auto owner = std::make_unique<detail::RegionOwner>(std::string(name), bytes, impl_->regions_use_ofi(),
+                                                       impl_->ofi_config, impl_->host_id);
+    impl_->client->put("region/" + std::string(name) + "/" + std::to_string(rank()), owner->descriptor());
+    return MemoryRegion(std::move(owner));
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->exposed.erase(std::string(name));
+    throw;
+  }
+}
+
+RemoteRegion Cluster::open_region(std::string_view name, uint32_t owner, Deadline deadline) {
+  check_region_name(name);
+  if (owner >= world_size()) {
+    throw Error(ErrorCode::kInvalidArgument, "region '" + std::string(name) + "': rank " + std::to_string(owner) +
+                                                 " does not exist (the job has " + std::to_string(world_size()) +
+                                                 " ranks)");
+  }
+  return RemoteRegion(impl_->open_region("region/" + std::string(name) + "/" + std::to_string(owner),
+                                         std::string(name), owner, deadline));
 }
 
 void Cluster::barrier(std::string_view name, Deadline deadline) {
   impl_->client->barrier(std::string(name), deadline);
+}
+
+void Cluster::barrier(std::string_view name, const std::vector<Endpoint>& members, uint32_t slot, Deadline deadline) {
+  if (members.empty()) throw Error(ErrorCode::kInvalidArgument, "barrier '" + std::string(name) + "' has no members");
+  std::vector<uint64_t> ids;
+  ids.reserve(members.size());
+  for (const Endpoint& e : members) ids.push_back(uint64_t{e.rank} << 32 | e.slot);
+  impl_->client->barrier(std::string(name), ids, uint64_t{rank()} << 32 | slot, deadline);
 }
 
 std::vector<std::string> Cluster::allgather(std::string_view name, std::string_view value, Deadline deadline) {

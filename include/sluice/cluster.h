@@ -32,6 +32,7 @@
 
 #include "sluice/errors.h"
 #include "sluice/flow.h"
+#include "sluice/memory.h"
 
 namespace sluice {
 
@@ -150,6 +151,25 @@ class Cluster {
   // (reusable: the n-th call meets the others' n-th call). Throws on timeout
   // (naming the missing ranks) or PeerLostError.
   void barrier(std::string_view name, Deadline deadline = kForever);
+  // Arrive-and-wait for a set of endpoints (threads of any ranks): returns
+  // once every endpoint of `members` has made its n-th call of barrier
+  // `name` with the same members; the caller is endpoint (rank(), slot).
+  // Reusable as above. Throws Error(kTimeout) naming the missing endpoints,
+  // PeerLostError if a member's rank is gone, Error(kInvalidArgument) if the
+  // caller is not a member or members disagree (a name serves one member
+  // set for the whole job; every-rank barriers are the set of all (rank, 0)).
+  void barrier(std::string_view name, const std::vector<Endpoint>& members, uint32_t slot,
+               Deadline deadline = kForever);
+
+  // Exposes `bytes` of zeroed memory of this rank under `name` for one-sided
+  // access by every rank (see memory.h). Names are per rank: two ranks may
+  // expose the same name. Throws Error(kInvalidArgument) on a bad or
+  // duplicate name, Error(kResource) if memory or an endpoint cannot be had.
+  MemoryRegion expose(std::string_view name, size_t bytes);
+  // Opens region `name` of rank `owner`, waiting until the owner exposed it.
+  // Throws Error(kTimeout) at the deadline, PeerLostError if the owner is
+  // gone, Error(kProtocol) on a malformed descriptor.
+  RemoteRegion open_region(std::string_view name, uint32_t owner, Deadline deadline = kForever);
 
   // Every rank contributes `value`; returns all contributions indexed by rank.
   // Setup-time only (goes through the registry). Same failure rules as barrier.

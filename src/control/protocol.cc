@@ -294,11 +294,22 @@ std::string encode(const BarrierMsg& m) {
   Writer w;
   w.str(m.name);
   w.u64(m.timeout_ms);
+  w.u64(m.members.size());
+  for (uint64_t e : m.members) w.u64(e);
+  w.u64(m.self);
   return w.take();
 }
 bool decode(std::string_view payload, BarrierMsg* m) {
   Reader r(payload);
-  r.str(&m->name) && r.u64(&m->timeout_ms);
+  uint64_t n = 0;
+  if (!(r.str(&m->name) && r.u64(&m->timeout_ms) && r.u64(&n))) return false;
+  // Bounded before anything is reserved: the count comes off the wire.
+  if (n > kMaxBarrierMembers || n * 8 > payload.size()) return false;
+  m->members.resize(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!r.u64(&m->members[i])) return false;
+  }
+  r.u64(&m->self);
   return r.done();
 }
 

@@ -196,10 +196,15 @@ struct GetMsg {
 struct ValueMsg {
   std::string value;
 };
+// A barrier call. `members` empty: every rank (as endpoint (rank, 0)).
+// Otherwise the endpoints (rank << 32 | slot) that meet, `self` among them.
 struct BarrierMsg {
   std::string name;
   uint64_t timeout_ms = 0;
+  std::vector<uint64_t> members;
+  uint64_t self = 0;
 };
+inline constexpr size_t kMaxBarrierMembers = 1u << 20;
 
 std::string encode(const HelloMsg& m);
 std::string encode(const PeerEventMsg& m);

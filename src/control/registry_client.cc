@@ -594,9 +594,12 @@ std::string RegistryClient::get(const std::string& key, Deadline deadline, int64
   return std::move(v.value);
 }
 
-void RegistryClient::barrier(const std::string& name, Deadline deadline) {
+void RegistryClient::barrier(const std::string& name, Deadline deadline) { barrier(name, {}, 0, deadline); }
+
+void RegistryClient::barrier(const std::string& name, const std::vector<uint64_t>& members, uint64_t self,
+                             Deadline deadline) {
   const std::string what = log::cat("barrier '", name, "'");
-  const auto r = impl_->call(MsgType::kBarrier, encode(BarrierMsg{name, timeout_ms(deadline)}),
+  const auto r = impl_->call(MsgType::kBarrier, encode(BarrierMsg{name, timeout_ms(deadline), members, self}),
                              deadline, what);
   impl_->expect(r, MsgType::kOk, what);
 }

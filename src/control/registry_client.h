@@ -91,6 +91,8 @@ class RegistryClient {
   // time (the registry counts generations per name). Throws Error(kTimeout)
   // naming missing ranks, or PeerLostError.
   void barrier(const std::string& name, Deadline deadline);
+  // The same for a set of endpoints (rank << 32 | slot), `self` among them.
+  void barrier(const std::string& name, const std::vector<uint64_t>& members, uint64_t self, Deadline deadline);
 
  private:
   struct Impl;

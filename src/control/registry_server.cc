@@ -166,10 +166,39 @@ struct RegistryServer::Impl {
   };
 
   struct BarrierState {
-    // Generation n holds the ranks that made their n-th call of this barrier.
-    std::map<uint64_t, std::map<uint32_t, Waiter>> generations;
-    std::vector<uint64_t> calls;  // per rank: calls made so far
+    // The endpoints (rank << 32 | slot) that meet, sorted; fixed by the first call.
+    std::vector<uint64_t> members;
+    // Generation n holds the endpoints that made their n-th call of this barrier.
+    std::map<uint64_t, std::map<uint64_t, Waiter>> generations;
+    std::map<uint64_t, uint64_t> calls;  // per endpoint: calls made so far
+    bool has_rank(uint32_t r) const {
+      for (uint64_t e : members) {
+        if (e >> 32 == r) return true;
+      }
+      return false;
+    }
   };
+  static std::string endpoint_text(uint64_t e) { return log::cat("(", e >> 32, ",", e & 0xffffffffu, ")"); }
+  std::string describe_missing_endpoints(const BarrierState& b, const std::map<uint64_t, Waiter>& arrived) const {
+    if (b.members.size() == opt.world_size &&
+        std::all_of(b.members.begin(), b.members.end(), [](uint64_t e) { return (e & 0xffffffffu) == 0; })) {
+      std::vector<uint32_t> missing;  // an every-rank barrier: name ranks and their hosts
+      for (uint64_t e : b.members) {
+        if (arrived.count(e) == 0) missing.push_back(static_cast<uint32_t>(e >> 32));
+      }
+      return describe_missing(missing);
+    }
+    std::string out;
+    size_t n = 0;
+    for (uint64_t e : b.members) {
+      if (arrived.count(e) != 0) continue;
+      if (++n > 16) continue;
+      if (!out.empty()) out += ", ";
+      out += endpoint_text(e);
+    }
+    if (n > 16) out += log::cat(" and ", n - 16, " more");
+    return log::cat(n == 1 ? "endpoint " : "endpoints ", out);
+  }
 
   explicit Impl(RegistryOptions o) : opt(std::move(o)), ranks(opt.world_size) {}
   ~Impl() {
@@ -405,8 +434,9 @@ void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::str
                          info.host, info.pid},
             gone_conn);
 
-  // Nothing that needs every rank can complete any more.
+  // No barrier the rank belongs to can complete any more.
   for (auto& [name, b] : barriers) {
+    if (!b.has_rank(r)) continue;
     for (auto& [gen, arrived] : b.generations) {
       for (auto& [q, w] : arrived) {
         reply_error(w, ErrorCode::kPeerLost,
@@ -726,19 +756,41 @@ void RegistryServer::Impl::on_barrier(Conn& c, const Frame& f, TimePoint now) {
   }
   const auto rank = static_cast<uint32_t>(c.rank);
   const Waiter w{c.id, rank, f.header.request_id, m.timeout_ms, deadline_after(m.timeout_ms, now)};
-  for (uint32_t r = 0; r < opt.world_size; ++r) {
+  if (m.members.empty()) {
+    for (uint32_t r = 0; r < opt.world_size; ++r) m.members.push_back(uint64_t{r} << 32);
+    m.self = uint64_t{rank} << 32;
+  }
+  std::sort(m.members.begin(), m.members.end());
+  if (std::adjacent_find(m.members.begin(), m.members.end()) != m.members.end() ||
+      m.members.back() >> 32 >= opt.world_size || m.self >> 32 != rank ||
+      !std::binary_search(m.members.begin(), m.members.end(), m.self)) {
+    reply_error(w, ErrorCode::kInvalidArgument,
+                log::cat("barrier '", m.name, "': endpoint ", endpoint_text(m.self),
+                         " called it with a member list that repeats an endpoint, names a rank outside the job, "
+                         "or does not contain the caller (rank ", rank, ")"));
+    return;
+  }
+  BarrierState& b = barriers[m.name];
+  if (b.members.empty()) b.members = m.members;
+  if (b.members != m.members) {
+    reply_error(w, ErrorCode::kInvalidArgument,
+                log::cat("barrier '", m.name, "': endpoint ", endpoint_text(m.self), " names ", m.members.size(),
+                         " members, but it was first called with a different set of ", b.members.size(),
+                         "; every member must pass the same endpoints"));
+    return;
+  }
+  for (uint64_t e : b.members) {
+    const auto r = static_cast<uint32_t>(e >> 32);
     if (lost(r)) {
       reply_error(w, ErrorCode::kPeerLost,
                   log::cat("barrier '", m.name, "' cannot complete: ", describe(r)), r);
       return;
     }
   }
-  BarrierState& b = barriers[m.name];
-  if (b.calls.empty()) b.calls.resize(opt.world_size, 0);
-  const uint64_t gen = b.calls[rank]++;
+  const uint64_t gen = b.calls[m.self]++;
   auto& arrived = b.generations[gen];
-  arrived[rank] = w;
-  if (arrived.size() == opt.world_size) {
+  arrived[m.self] = w;
+  if (arrived.size() == b.members.size()) {
     for (const auto& [r, waiter] : arrived) reply(waiter, MsgType::kOk, "");
     b.generations.erase(gen);
   }
@@ -797,19 +849,16 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
     for (auto git = b.generations.begin(); git != b.generations.end();) {
       const uint64_t gen = git->first;
       auto& arrived = git->second;
+      const std::string missing = describe_missing_endpoints(b, arrived);
       std::erase_if(arrived, [&](const auto& entry) {
-        const auto& [r, w] = entry;
+        const auto& [e, w] = entry;
         if (now < w.deadline) return false;
-        std::vector<uint32_t> missing;
-        for (uint32_t q = 0; q < opt.world_size; ++q) {
-          if (arrived.count(q) == 0) missing.push_back(q);
-        }
         reply_error(w, ErrorCode::kTimeout,
                     log::cat("barrier '", name, "' timed out after ", w.timeout_ms,
-                             " ms waiting for ", describe_missing(missing)));
+                             " ms waiting for ", missing));
         // A call that timed out does not count: retrying it meets the
         // others' same call.
-        if (b.calls[r] == gen + 1) --b.calls[r];
+        if (b.calls[e] == gen + 1) --b.calls[e];
         return true;
       });
       git = arrived.empty() ? b.generations.erase(git) : std::next(git);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "common/check.h"
 #include "common/futex.h"
@@ -36,6 +37,9 @@ constexpr uint32_t kYieldRounds = 64;
 constexpr uint32_t kCoalesceBytes = 256 * 1024;
 // How long close() drives an ofi source's endpoint before returning.
 constexpr auto kCloseFlush = std::chrono::milliseconds(100);
+// Replicate flows: how long a transport error waits for the registry to
+// confirm that the target's rank is gone before it fails the source.
+constexpr auto kLossConfirmation = std::chrono::milliseconds(2000);
 // How long a destroyed ofi source waits for its last transfers.
 constexpr auto kLinger = std::chrono::milliseconds(5000);
 // Completions read per fi_cq_read.
@@ -317,7 +321,7 @@ class FlowSource final : public SourceCore, private FailureState {
       if (!replicate_ && o.filling && used_bytes(t) != 0) {
         if (Status s = publish_segment(t, used_bytes(t), 0, deadline); s != Status::kOk) return s;
       }
-      if (rings_[t].remote && o.posted < o.k) {
+      if (rings_[t].remote && live(t) && o.posted < o.k) {
         if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
       }
     }
@@ -363,9 +367,52 @@ class FlowSource final : public SourceCore, private FailureState {
     std::byte* base = nullptr;  // payload of the segment being filled
     bool filling = false;
     bool ended = false;
+    bool dropped = false;  // replicate flows: the target was lost; the others go on
   };
 
   Lane& lane(uint32_t t) { return lanes_[lane_of_[t]]; }
+  bool live(uint32_t t) const { return !out_[t].dropped; }
+
+  // Replicate flows: a lost target leaves the fan-out and the source goes on
+  // for the others (close() then reports it). True if `t` was dropped.
+  // After a transport error (`broken`) the registry usually confirms the
+  // peer's death within moments: wait for it a little.
+  bool drop_if_lost(uint32_t t, bool broken = false) {
+    if (!replicate_ || out_[t].dropped) return out_[t].dropped;
+    const uint32_t rank = ctx_->spec.targets[t].rank;
+    std::string why = lost_reason(ctx_, rank);
+    for (const auto give_up = Clock::now() + kLossConfirmation; broken && why.empty() && Clock::now() < give_up;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      why = lost_reason(ctx_, rank);
+    }
+    if (why.empty()) return false;
+    out_[t].dropped = true;
+    if (ofi_ != nullptr) {
+      for (uint32_t j = 0; j < ctx_->ring_segments && rings_[t].remote; ++j) ops_[t * ctx_->ring_segments + j].busy = false;
+    }
+    bool lane_used = false;
+    for (uint32_t u = 0; u < num_targets_; ++u) lane_used |= live(u) && lane_of_[u] == lane_of_[t];
+    if (!lane_used) {
+      std::erase(fan_store_, lane_of_[t]);
+      num_fan_ = static_cast<uint32_t>(fan_store_.size());
+    }
+    std::string who = ctx_->peer_name(false, t);
+    who.append(" (").append(why).append(")");
+    dropped_.append(dropped_.empty() ? "" : ", ").append(who);
+    log::warn(ctx_->endpoint_name(true, index_), ": going on without ", who);
+    if (num_fan_ == 0) {
+      fail_for_good(ctx_->endpoint_name(true, index_) + ": every target is lost: " + dropped_);
+    }
+    return true;
+  }
+
+  // acquire() for a replicate flow's target, which may be dropped instead.
+  Status acquire_live(uint32_t t, Deadline deadline, bool try_only) {
+    if (!live(t)) return Status::kOk;
+    Status s = acquire(t, deadline, try_only);
+    if (s == Status::kPeerLost && drop_if_lost(t)) return failed_;
+    return s;
+  }
   // Payload bytes of target t's segment being filled, the prefix included.
   uint32_t used_bytes(uint32_t t) { return static_cast<uint32_t>(lane(t).cur - out_[t].base); }
 
@@ -382,9 +429,11 @@ class FlowSource final : public SourceCore, private FailureState {
       if (Status s = publish_all(used, 0, deadline, try_only); s != Status::kOk) return s;
     }
     for (uint32_t t = 0; t < num_targets_; ++t) {
-      if (Status s = acquire(t, deadline, try_only); s != Status::kOk) return s;
+      if (Status s = acquire_live(t, deadline, try_only); s != Status::kOk) return s;
     }
-    for (uint32_t t = 0; t < num_targets_; ++t) start_segment(t);
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (live(t)) start_segment(t);
+    }
     return Status::kOk;
   }
 
@@ -405,12 +454,16 @@ class FlowSource final : public SourceCore, private FailureState {
         }
 #endif
       }
-      for (uint32_t i = 0; i < num_fan_; ++i) std::memcpy(out_[fan_[i]].base, &number, sizeof(number));
+      for (uint32_t t = 0; t < num_targets_; ++t) {
+        if (live(t)) std::memcpy(out_[t].base, &number, sizeof(number));
+      }
     }
-    for (uint32_t t = 0; t < num_targets_; ++t) mark_published(t, used, flags);
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (live(t)) mark_published(t, used, flags);
+    }
     Status first = Status::kOk;
     for (uint32_t t = 0; t < num_targets_; ++t) {
-      if (!rings_[t].remote) continue;
+      if (!rings_[t].remote || !live(t)) continue;
       Status s = post_if_due(t, flags, deadline, try_only);
       if (first == Status::kOk) first = s;
     }
@@ -422,20 +475,27 @@ class FlowSource final : public SourceCore, private FailureState {
     if (!out_[f0].ended) {
       if (!out_[f0].filling) {
         for (uint32_t t = 0; t < num_targets_; ++t) {
-          if (Status s = acquire(t, deadline, false); s != Status::kOk) return s;
+          if (Status s = acquire_live(t, deadline, false); s != Status::kOk) return s;
         }
-        for (uint32_t t = 0; t < num_targets_; ++t) start_segment(t);
+        for (uint32_t t = 0; t < num_targets_; ++t) {
+          if (live(t)) start_segment(t);
+        }
       }
-      Status s = publish_all(used_bytes(f0), layout::kEnd, deadline, false);
+      Status s = publish_all(used_bytes(fan_[0]), layout::kEnd, deadline, false);
       for (auto& o : out_) o.ended = true;
       if (s != Status::kOk) return s;
     }
     for (uint32_t t = 0; t < num_targets_; ++t) {
-      if (rings_[t].remote && out_[t].posted < out_[t].k) {
+      if (live(t) && rings_[t].remote && out_[t].posted < out_[t].k) {
         if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
       }
     }
-    return finish_close(deadline);
+    if (Status s = finish_close(deadline); s != Status::kOk) return s;
+    if (!dropped_.empty()) {
+      return fail(Status::kPeerLost, ctx_->endpoint_name(true, index_) +
+                                         ": closed; every other target got every record, but lost " + dropped_);
+    }
+    return Status::kOk;
   }
 
   Status finish_close(Deadline deadline) {
@@ -496,7 +556,9 @@ class FlowSource final : public SourceCore, private FailureState {
   Status post_if_due(uint32_t t, uint32_t flags, Deadline deadline, bool try_only) {
     Out& o = out_[t];
     const uint32_t S = ctx_->ring_segments;
-    if (latency_ || (flags & layout::kEnd) || o.k - o.posted >= coalesce_ || o.k % S == 0) {
+    // A numbered segment goes at once too: every target waits for it.
+    if (latency_ || sequencer_ != nullptr || (flags & layout::kEnd) || o.k - o.posted >= coalesce_ ||
+        o.k % S == 0) {
       return post_pending(t, deadline, try_only);
     }
     return Status::kOk;
@@ -541,6 +603,7 @@ class FlowSource final : public SourceCore, private FailureState {
       if (rc == 0) return Status::kOk;
       if (rc != -FI_EAGAIN) {
         set_busy(false);
+        if (drop_if_lost(t, true)) return failed_;
         return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot send a segment to " +
                              ctx_->peer_name(false, t) + ": " + fi_strerror(static_cast<int>(-rc)) +
                              lost_suffix(ctx_->spec.targets[t].rank));
@@ -563,6 +626,7 @@ class FlowSource final : public SourceCore, private FailureState {
       }
       if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
         set_busy(false);
+        if (drop_if_lost(t)) return failed_;
         return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " + ctx_->peer_name(false, t) +
                              ": " + why);
       }
@@ -616,6 +680,7 @@ class FlowSource final : public SourceCore, private FailureState {
   Status on_cq_error(const std::string& err, void* failed) {
     const Op* op = static_cast<const Op*>(failed);
     if (op != nullptr && op->kind == OpKind::kCreditRecv && all_remote_ended()) return Status::kOk;
+    if (op != nullptr && op->ring < num_targets_ && drop_if_lost(op->ring, true)) return failed_;
     if (op != nullptr && op->ring < num_targets_) {
       const uint32_t rank = ctx_->spec.targets[op->ring].rank;
       return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
@@ -748,7 +813,7 @@ class FlowSource final : public SourceCore, private FailureState {
         for (uint32_t j = 0; j < ctx_->ring_segments && rings_[t].remote; ++j) {
           pending |= ops_[t * ctx_->ring_segments + j].busy;
         }
-        if (!pending) continue;
+        if (!pending || drop_if_lost(t)) continue;
         if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
           return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
                                ctx_->peer_name(false, t) + ": " + why);
@@ -768,6 +833,7 @@ class FlowSource final : public SourceCore, private FailureState {
   std::vector<uint32_t> fan_store_;  // replicate flows: the lanes every record is copied to
   uint32_t prefix_ = 0;              // ordered flows: the sequence number at the head of each segment
   std::unique_ptr<Sequencer> sequencer_;
+  std::string dropped_;  // replicate flows: targets lost and left out
 #if defined(SLUICE_TEST_HOOKS)
   uint64_t die_after_sequence_ = 0;  // SLUICE_TEST_DIE_AFTER_SEQUENCE: exit after taking this many
   uint64_t sequences_taken_ = 0;
@@ -1040,12 +1106,11 @@ class FlowTarget final : public TargetCore, private FailureState {
     bool taken = ahead_;
     if (!taken && now >= next_peek_) {
       next_peek_ = now + gap_timeout_ / 4;
+      // A sequencer that cannot be read (its owner finished first) says
+      // nothing; a later ring head still can.
       uint64_t count = 0;
       std::string why;
-      if (sequencer_->taken(&count, &why) != Status::kOk) {
-        return fail_for_good(ctx_->endpoint_name(false, index_) + ": cannot read the sequencer: " + why);
-      }
-      taken = count > expected_;
+      taken = sequencer_->taken(&count, &why) == Status::kOk && count > expected_;
       peek_taken_ = taken;
     } else if (!taken) {
       taken = peek_taken_;
@@ -1069,19 +1134,17 @@ class FlowTarget final : public TargetCore, private FailureState {
                                   " ms (its source may have died after taking it)" + lost_);
   }
 
-  // Every ring ended (closed, or its source lost): numbers taken but never
-  // delivered are gaps; then the flow ends, incomplete if a source was lost.
+  // Every ring ended. If every source closed, each number taken was
+  // delivered (a source publishes what it numbers before it closes). If one
+  // was lost, numbers taken but never delivered are gaps, and then the flow
+  // ends incomplete.
   Status end_of_flow() {
-    if (sequencer_ != nullptr) {
-      uint64_t count = 0;
-      std::string why;
-      if (sequencer_->taken(&count, &why) != Status::kOk) {
-        return fail_for_good(ctx_->endpoint_name(false, index_) + ": cannot read the sequencer: " + why);
-      }
-      if (count > expected_) return report_gap();
-      if (!lost_.empty()) return fail(Status::kPeerLost, ctx_->endpoint_name(false, index_) + ": ended without" + lost_);
-    }
-    return Status::kEndOfFlow;
+    if (sequencer_ == nullptr || lost_.empty()) return Status::kEndOfFlow;
+    uint64_t count = 0;
+    std::string why;
+    if (sequencer_->taken(&count, &why) == Status::kOk && count > expected_) return report_gap();
+    return fail(Status::kPeerLost, ctx_->endpoint_name(false, index_) + ": ended without" + lost_.substr(1) +
+                                       (why.empty() ? "" : "; the sequencer could not be read: " + why));
   }
 
   // One pass over the rings, starting after the last one served (fairness).

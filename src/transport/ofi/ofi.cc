@@ -26,18 +26,19 @@ std::string libfabric_name(const std::string& p) {
   return p;
 }
 
-fi_info* make_hints(const Config& cfg, const std::string& prov, bool rma) {
+fi_info* make_hints(const Config& cfg, const std::string& prov, bool rma, bool atomic) {
   fi_info* h = fi_allocinfo();
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV;
   if (rma) h->caps |= FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+  if (rma && cfg.region) h->caps |= FI_READ | FI_REMOTE_READ;
+  if (atomic) h->caps |= FI_ATOMIC;
   // The modes sluice can honour; a provider may require any subset.
   h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
   h->domain_attr->threading = FI_THREAD_DOMAIN;
   h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
   if (!prov.empty()) h->fabric_attr->prov_name = strdup(libfabric_name(prov).c_str());
-  (void)cfg;
   return h;
 }
 
@@ -58,6 +59,11 @@ Config config_from_env(const std::string& node) {
     if (v != "0" && v != "1") throw Error(ErrorCode::kInvalidArgument, "SLUICE_OFI_RMA='" + v + "' must be 0 or 1");
     c.allow_rma = v == "1";
   }
+  if (const char* a = std::getenv("SLUICE_OFI_ATOMIC"); a != nullptr && *a != '\0') {
+    std::string v = a;
+    if (v != "0" && v != "1") throw Error(ErrorCode::kInvalidArgument, "SLUICE_OFI_ATOMIC='" + v + "' must be 0 or 1");
+    c.allow_atomic = v == "1";
+  }
 #if defined(SLUICE_TEST_HOOKS)
   if (const char* u = std::getenv("SLUICE_OFI_TEST_UNORDERED"); u != nullptr && std::string(u) == "1") {
     c.test_unordered = true;
@@ -77,9 +83,19 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   std::vector<std::string> candidates =
       cfg.provider.empty() ? std::vector<std::string>{"verbs", "efa", "tcp"} : std::vector<std::string>{cfg.provider};
   std::string tried;
+  // What to ask for, best first: RMA with atomics (region endpoints), RMA,
+  // messages only.
+  struct Want {
+    bool rma, atomic;
+  };
+  std::vector<Want> wants;
+  if (cfg.allow_rma && cfg.region && cfg.allow_atomic) wants.push_back({true, true});
+  if (cfg.allow_rma) wants.push_back({true, false});
+  wants.push_back({false, false});
   for (const std::string& prov : candidates) {
-    for (bool rma : {cfg.allow_rma, false}) {
-      fi_info* hints = make_hints(cfg, prov, rma);
+    for (const Want& want : wants) {
+      const bool rma = want.rma;
+      fi_info* hints = make_hints(cfg, prov, rma, want.atomic);
       fi_info* found = nullptr;
       const char* node = cfg.node.empty() ? nullptr : cfg.node.c_str();
       int rc = fi_getinfo(kApiVersion, node, nullptr, node ? FI_SOURCE : 0, hints, &found);
@@ -88,11 +104,12 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
         info_ = fi_dupinfo(found);
         fi_freeinfo(found);
         rma_ = rma;
+        atomic_ = want.atomic;
         break;
       }
       if (!tried.empty()) tried += "; ";
-      tried += libfabric_name(prov) + (rma ? " with RMA" : " messages only") + ": " + fi_error_text(rc);
-      if (!rma) break;
+      tried += libfabric_name(prov) + (want.atomic ? " with RMA and atomics" : rma ? " with RMA" : " messages only") +
+               ": " + fi_error_text(rc);
     }
     if (info_ != nullptr) break;
   }
@@ -107,6 +124,12 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
 
   check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
   check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
+  if (atomic_) {
+    // The two operations regions need, on the one type they use.
+    fi_atomic_attr attr{};
+    atomic_ = fi_query_atomic(domain_, FI_UINT64, FI_SUM, &attr, FI_FETCH_ATOMIC) == 0 &&
+              fi_query_atomic(domain_, FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
+  }
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
   check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
@@ -177,6 +200,39 @@ Memory Endpoint::register_memory(void* buf, size_t len, uint64_t access) {
 ssize_t Endpoint::write_data(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t peer, uint64_t addr,
                              uint64_t key, void* context) {
   return fi_writedata(ep_, buf, len, desc, data, peer, addr, key, context);
+}
+
+void Endpoint::unregister(Memory& m) {
+  if (m.mr == nullptr) return;
+  for (auto it = mrs_.begin(); it != mrs_.end(); ++it) {
+    if (*it == m.mr) {
+      mrs_.erase(it);
+      break;
+    }
+  }
+  fi_close(&m.mr->fid);
+  m = Memory{};
+}
+
+ssize_t Endpoint::read(void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key,
+                       void* context) {
+  return fi_read(ep_, buf, len, desc, peer, addr, key, context);
+}
+
+ssize_t Endpoint::write(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key,
+                        void* context) {
+  return fi_write(ep_, buf, len, desc, peer, addr, key, context);
+}
+
+ssize_t Endpoint::fetch_add(const uint64_t* operand, uint64_t* result, void* desc, fi_addr_t peer, uint64_t addr,
+                            uint64_t key, void* context) {
+  return fi_fetch_atomic(ep_, operand, 1, desc, result, desc, peer, addr, key, FI_UINT64, FI_SUM, context);
+}
+
+ssize_t Endpoint::compare_swap(const uint64_t* desired, const uint64_t* expected, uint64_t* result, void* desc,
+                               fi_addr_t peer, uint64_t addr, uint64_t key, void* context) {
+  return fi_compare_atomic(ep_, desired, 1, desc, expected, desc, result, desc, peer, addr, key, FI_UINT64, FI_CSWAP,
+                           context);
 }
 
 ssize_t Endpoint::tsend(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t tag, void* context) {

@@ -18,6 +18,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
@@ -42,6 +43,12 @@ struct Config {
   // Test builds only (SLUICE_OFI_TEST_UNORDERED=1): deliver completions and
   // post receive buffers in shuffled order, as an unordered provider might.
   bool test_unordered = false;
+  // Use the provider's 64-bit atomics for memory regions when it has them
+  // (SLUICE_OFI_ATOMIC=0: never, so regions use their emulated path).
+  bool allow_atomic = true;
+  // The endpoint serves or accesses a memory region: it also asks for RMA
+  // reads and, where allowed, atomics.
+  bool region = false;
 };
 
 // Reads SLUICE_OFI_PROVIDER / SLUICE_OFI_RMA / SLUICE_OFI_TEST_UNORDERED;
@@ -67,6 +74,8 @@ class Endpoint {
 
   const std::string& provider_name() const { return provider_; }
   bool rma() const { return rma_; }
+  // 64-bit fetch-add and compare-and-swap (region endpoints only).
+  bool atomic() const { return atomic_; }
   // This endpoint's address, as bytes to publish through the registry.
   std::string address() const;
   // Adds a peer's published address; returns its fi_addr_t.
@@ -74,6 +83,8 @@ class Endpoint {
 
   // Registers [buf, buf+len) with the given access (FI_WRITE, FI_REMOTE_WRITE...).
   Memory register_memory(void* buf, size_t len, uint64_t access);
+  // Closes a registration early (peers' later accesses through it fail).
+  void unregister(Memory& m);
 
   // Posts. Return 0, or -FI_EAGAIN when the provider is out of resources
   // (the caller progresses and retries), or another negative fi_errno.
@@ -81,6 +92,13 @@ class Endpoint {
                      uint64_t key, void* context);
   ssize_t tsend(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t tag, void* context);
   ssize_t trecv(void* buf, size_t len, void* desc, uint64_t tag, void* context);
+  ssize_t read(void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key, void* context);
+  ssize_t write(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key, void* context);
+  // 64-bit atomics on the peer's word at addr; the old value lands in *result.
+  ssize_t fetch_add(const uint64_t* operand, uint64_t* result, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key,
+                    void* context);
+  ssize_t compare_swap(const uint64_t* desired, const uint64_t* expected, uint64_t* result, void* desc,
+                       fi_addr_t peer, uint64_t addr, uint64_t key, void* context);
 
   // Reads up to `max` completions without blocking (this is also what drives
   // progress on providers with manual progress). Returns how many, or a
@@ -112,6 +130,7 @@ class Endpoint {
   std::vector<fid_mr*> mrs_;
   std::string provider_;
   bool rma_ = false;
+  bool atomic_ = false;
   bool rx_cq_data_ = false;
   bool cq_waitable_ = true;
   bool test_unordered_ = false;

@@ -1,0 +1,122 @@
+// sluice/memory.h: one-sided memory regions, for NAM-style applications.
+//
+// A rank exposes a region of its memory under a name (Cluster::expose);
+// any rank opens it (Cluster::open_region) and reads, writes, and updates
+// 64-bit words atomically without the owner's application threads taking
+// part:
+//
+//   auto counter = cluster.expose("counter", 4096);          // on rank 0
+//   cluster.barrier("exposed");
+//   auto r = cluster.open_region("counter", /*owner=*/0);    // on any rank
+//   uint64_t old;
+//   if (r.fetch_add(0, 1, &old) != sluice::Status::kOk) { ... r.error() ... }
+//
+// How a region is reached is decided once, when it is exposed, for every
+// rank alike (atomics are only atomic with respect to operations that take
+// the same path):
+//   - "shm": every rank of the job is on the owner's host (and
+//     SLUICE_TRANSPORT is not ofi). Peers map the owner's memory; reads and
+//     writes are memcpy, atomics are the CPU's (std::atomic_ref).
+//   - "ofi": otherwise. Every rank, the owner included, goes through
+//     libfabric: fi_read / fi_write and fi_fetch_atomic / fi_compare_atomic
+//     where the provider has them (tcp;ofi_rxm, verbs, efa). A provider
+//     without 64-bit atomics (or SLUICE_OFI_ATOMIC=0) gets the emulated
+//     path: the request goes as a message to the owner's region service
+//     thread, which applies it with CPU atomics and answers; without RMA
+//     (SLUICE_OFI_RMA=0) reads and writes go the same way. Over tcp the
+//     owner's service thread also drives the provider's progress, which RMA
+//     to that endpoint needs (on verbs and efa the NIC does it).
+// MemoryRegion::data() gives the owner direct access; its plain reads are
+// fine at any time, but an owner that updates words peers update atomically
+// must do so through open_region() too.
+//
+// Errors are Status values, as on the data plane: kInvalid for an access out
+// of bounds or a misaligned atomic (nothing is done), kClosed once the owner
+// revoked the region, kPeerLost if the owner is gone, kTimeout at the
+// deadline. After kTimeout or kPeerLost on the ofi path the handle is
+// unusable (an operation may still be in flight); open a new one.
+//
+// Thread safety: a RemoteRegion is used by one thread at a time (open one per
+// thread). MemoryRegion's methods may be called from any thread.
+//
+// Ownership: both handles refer to their Cluster and must be destroyed before
+// it. Destroying a MemoryRegion revokes it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "sluice/errors.h"
+#include "sluice/flow.h"
+
+namespace sluice {
+
+namespace detail {
+class RegionOwner;
+class RegionAccess;
+}  // namespace detail
+
+// The owner's side of an exposed region. Move-only.
+class MemoryRegion {
+ public:
+  MemoryRegion();
+  explicit MemoryRegion(std::unique_ptr<detail::RegionOwner> impl);
+  MemoryRegion(MemoryRegion&&) noexcept;
+  MemoryRegion& operator=(MemoryRegion&&) noexcept;
+  ~MemoryRegion();
+
+  // The region's bytes in this process (zeroed when exposed).
+  std::byte* data() const;
+  size_t size() const;
+  const std::string& name() const;
+  // "shm" or "ofi": how every rank reaches this region.
+  const char* path() const;
+  // Stops all further access by peers: their operations after this returns
+  // fail with kClosed. Idempotent.
+  void revoke();
+  explicit operator bool() const { return impl_ != nullptr; }
+
+ private:
+  std::unique_ptr<detail::RegionOwner> impl_;
+};
+
+// A peer's handle to a region, for one thread. Move-only. Every operation
+// waits until it completed at the owner (or fails); offsets are bytes from
+// the region's start.
+class RemoteRegion {
+ public:
+  RemoteRegion();
+  explicit RemoteRegion(std::unique_ptr<detail::RegionAccess> impl);
+  RemoteRegion(RemoteRegion&&) noexcept;
+  RemoteRegion& operator=(RemoteRegion&&) noexcept;
+  ~RemoteRegion();
+
+  // Copies [offset, offset + out.size()) of the region into `out`.
+  [[nodiscard]] Status read(uint64_t offset, std::span<std::byte> out, Deadline deadline = kForever);
+  // Copies `in` to [offset, offset + in.size()).
+  [[nodiscard]] Status write(uint64_t offset, std::span<const std::byte> in, Deadline deadline = kForever);
+  // Atomically: *previous = word; if (word == expected) word = desired.
+  // REQUIRES: offset is a multiple of 8.
+  [[nodiscard]] Status compare_and_swap(uint64_t offset, uint64_t expected, uint64_t desired, uint64_t* previous,
+                                        Deadline deadline = kForever);
+  // Atomically: *previous = word; word += delta (wrapping).
+  // REQUIRES: offset is a multiple of 8.
+  [[nodiscard]] Status fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous, Deadline deadline = kForever);
+
+  size_t size() const;
+  uint32_t owner() const;
+  // How operations travel: "shm", "ofi" (native RMA and atomics), "ofi
+  // (emulated atomics)" or "ofi (emulated)".
+  const char* path() const;
+  // Why the last operation failed.
+  const std::string& error() const;
+  explicit operator bool() const { return impl_ != nullptr; }
+
+ private:
+  std::unique_ptr<detail::RegionAccess> impl_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,133 @@
+// Replicate flows, one-sided regions and endpoint-set barriers across real
+// processes. The transport comes from the environment (CTest runs this file
+// over shm, ofi, and ofi without provider atomics or RMA).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "support/test_support.h"
+
+namespace sluice {
+namespace {
+
+using testing::bin;
+
+testing::ProcessResult run_job(int ranks, std::vector<std::string> args) {
+  std::vector<std::string> argv = {bin("sluice"), "run", "-n", std::to_string(ranks), "--timeout", "200", "--",
+                                   bin("sluice-replicate-worker")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return testing::run_process(argv, {}, std::chrono::seconds(240));
+}
+
+struct TargetResult {
+  uint64_t count = 0;
+  std::string sum, order, survivors, gaps, status;
+};
+
+std::map<uint32_t, TargetResult> results(const std::string& output) {
+  const std::regex re(
+      R"(RESULT target=(\d+) count=(\d+) sum=(\w+) order=(\w+) survivors=(\w+) gaps=\[([\d,]*)\] status=(\w+))");
+  std::map<uint32_t, TargetResult> out;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) {
+      out[std::stoul(m[1])] = TargetResult{std::stoull(m[2]), m[3], m[4], m[5], m[6], m[7]};
+    }
+  }
+  return out;
+}
+
+void expect_clean(const testing::ProcessResult& r) {
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// 4 sources x 4 targets in 4 processes: every target gets all 4 x N
+// records once (same count and order-independent checksum everywhere).
+TEST(ReplicateFlowTest, EveryTargetGetsEveryRecordOfFourSources) {
+  auto r = run_job(4, {"--tuples", "60000"});
+  expect_clean(r);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto res = results(r.output);
+  ASSERT_EQ(res.size(), 4u) << r.output;
+  for (const auto& [t, x] : res) {
+    EXPECT_EQ(x.count, 4u * 60000) << "target " << t;
+    EXPECT_EQ(x.sum, res.begin()->second.sum) << "target " << t;
+    EXPECT_EQ(x.status, "EndOfFlow");
+  }
+}
+
+// Ordered: the same records in the same order at every target (the hash of
+// the whole sequence agrees), with no gaps.
+TEST(ReplicateFlowTest, OrderedFlowGivesFourTargetsOneIdenticalSequence) {
+  auto r = run_job(4, {"--tuples", "40000", "--ordered"});
+  expect_clean(r);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto res = results(r.output);
+  ASSERT_EQ(res.size(), 4u) << r.output;
+  for (const auto& [t, x] : res) {
+    EXPECT_EQ(x.count, 4u * 40000) << "target " << t;
+    EXPECT_EQ(x.order, res.begin()->second.order) << "target " << t << "\n" << r.output;
+    EXPECT_EQ(x.gaps, "") << "target " << t;
+    EXPECT_EQ(x.status, "EndOfFlow");
+  }
+}
+
+TEST(ReplicateFlowTest, OrderedLatencyModeAgreesToo) {
+  auto r = run_job(3, {"--tuples", "3000", "--ordered", "--latency"});
+  expect_clean(r);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto res = results(r.output);
+  ASSERT_EQ(res.size(), 3u) << r.output;
+  for (const auto& [t, x] : res) {
+    EXPECT_EQ(x.count, 3u * 3000);
+    EXPECT_EQ(x.order, res.begin()->second.order) << r.output;
+  }
+}
+
+// Rank 3's source dies right after taking its 20th sequence number: every
+// surviving target reports that number as a gap (never hangs), agrees on
+// the order of the surviving sources' records, and ends naming the loss.
+TEST(ReplicateFlowTest, SourceDyingAfterTakingASequenceNumberIsAGapOnEveryTarget) {
+  auto r = run_job(4, {"--tuples", "40000", "--ordered", "--die-rank", "3", "--die-after", "20", "--gap-ms", "500"});
+  expect_clean(r);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(dying after taking sequence number (\d+))"))) << r.output;
+  const std::string lost = m[1];
+  auto res = results(r.output);
+  ASSERT_EQ(res.size(), 3u) << r.output;  // targets 0..2; target 3 died with its process
+  for (const auto& [t, x] : res) {
+    std::set<std::string> gaps;
+    std::istringstream in(x.gaps);
+    for (std::string g; std::getline(in, g, ',');) gaps.insert(g);
+    EXPECT_EQ(gaps.count(lost), 1u) << "target " << t << " gaps [" << x.gaps << "], lost " << lost << "\n" << r.output;
+    EXPECT_EQ(x.survivors, res.begin()->second.survivors) << "target " << t << "\n" << r.output;
+    EXPECT_EQ(x.status, "PeerLost") << r.output;
+  }
+  EXPECT_GE(testing::count_lines_with(r.output, "lost source(s)"), 3) << r.output;
+}
+
+TEST(MemoryRegionTest, CasAndFetchAddCountersAreExactAcrossFourProcesses) {
+  auto r = run_job(4, {"--mode", "regions", "--ops", "500"});
+  expect_clean(r);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED regions"), 4) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "COUNTERS cas=2000 fetch_add=2000"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "was revoked by its owner"), 4) << r.output;
+}
+
+TEST(BarrierTest, EndpointSetBarrierHoldsAThousandRounds) {
+  auto r = run_job(3, {"--mode", "barriers", "--rounds", "1000"});
+  expect_clean(r);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED barriers"), 3) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "barrier 'lonely' timed out after 300 ms waiting for endpoint (2,7)"), 1) << r.output;
+}
+
+}  // namespace
+}  // namespace sluice

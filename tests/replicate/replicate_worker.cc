@@ -1,0 +1,302 @@
+// The program tests/replicate/ runs through `sluice run`: replicate flows
+// (ordered or not), a source that dies after taking a sequence number,
+// one-sided memory regions, and barriers on endpoint sets. Every rank is a
+// source (slot 0) and a target (slot 1). Targets print one RESULT line each;
+// the test compares them across ranks.
+#include <sluice/sluice.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Rec {
+  uint32_t source;
+  uint32_t pad;
+  uint64_t seq;
+  uint64_t value;
+};
+
+uint64_t fingerprint(const Rec& r) { return sluice::detail::mix64(r.value ^ (uint64_t{r.source} << 48) ^ r.seq); }
+
+struct Args {
+  std::string mode = "replicate";
+  bool ordered = false;
+  bool latency = false;
+  uint64_t tuples = 100000;
+  int64_t die_rank = -1;
+  uint64_t die_after = 0;
+  uint64_t ops = 1000;
+  uint64_t rounds = 1000;
+  uint64_t gap_ms = 3000;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "missing value for %s\n", k.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (k == "--mode") a.mode = next();
+    else if (k == "--ordered") a.ordered = true;
+    else if (k == "--latency") a.latency = true;
+    else if (k == "--tuples") a.tuples = std::stoull(next());
+    else if (k == "--die-rank") a.die_rank = std::stoll(next());
+    else if (k == "--die-after") a.die_after = std::stoull(next());
+    else if (k == "--ops") a.ops = std::stoull(next());
+    else if (k == "--rounds") a.rounds = std::stoull(next());
+    else if (k == "--gap-ms") a.gap_ms = std::stoull(next());
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+int fail(const std::string& what) {
+  std::printf("FAILED: %s\n", what.c_str());
+  std::fflush(stdout);
+  return 1;
+}
+
+// ------------------------------------------------------------ replicate
+
+int run_replicate(const Args& a, sluice::Cluster& c) {
+  const uint32_t n = c.world_size();
+  auto spec = sluice::replicate<Rec>("rep")
+                  .sources(c.all_ranks(1))
+                  .targets([&] {
+                    std::vector<sluice::Endpoint> t;
+                    for (uint32_t r = 0; r < n; ++r) t.push_back({r, 1});
+                    return t;
+                  }())
+                  .ordered(a.ordered)
+                  .gap_timeout(std::chrono::milliseconds(a.gap_ms));
+  if (a.latency) spec.optimize(sluice::Optimize::kLatency);
+  c.declare(spec);
+  const uint32_t me = c.rank();
+  if (static_cast<int64_t>(me) == a.die_rank) {
+    // Test builds exit right after taking this many sequence numbers.
+    setenv("SLUICE_TEST_DIE_AFTER_SEQUENCE", std::to_string(a.die_after).c_str(), 1);
+  }
+  auto out = c.source(spec, 0);
+  auto in = c.target(spec, 1);
+  std::string source_error;
+  std::thread producer([&] {
+    for (uint64_t i = 0; i < a.tuples; ++i) {
+      Rec r{me, 0, i, sluice::detail::mix64(i * 7919 + me)};
+      if (out.push(r) != sluice::Status::kOk) {
+        source_error = out.error();
+        std::printf("source (%u,0): %s\n", me, source_error.c_str());
+        std::fflush(stdout);
+        return;
+      }
+      // Small batches, so sources interleave in the global order.
+      if (i % 97 == 96 && out.flush() != sluice::Status::kOk) {
+        source_error = out.error();
+        return;
+      }
+    }
+    if (out.close() != sluice::Status::kOk) source_error = out.error();
+  });
+  // (A failed source reports at once: its target may still be waiting for others.)
+  std::vector<uint64_t> next(n, 0);
+  uint64_t count = 0, sum = 0, order = 0, order_survivors = 0, last_seq = 0;
+  bool first = true;
+  std::string gaps, problem;
+  for (;;) {
+    auto batch = in.consume();
+    if (!batch) {
+      if (in.status() == sluice::Status::kGap) {
+        gaps += (gaps.empty() ? "" : ",") + std::to_string(in.gap());
+        continue;
+      }
+      break;
+    }
+    if (a.ordered) {
+      if (!first && in.last_sequence() <= last_seq) problem = "sequence numbers went backwards";
+      last_seq = in.last_sequence();
+      first = false;
+    }
+    for (const Rec& r : *batch) {
+      if (r.source >= n) {
+        problem = "a record names source " + std::to_string(r.source);
+        continue;
+      }
+      if (r.seq != next[r.source]) {
+        problem = "source " + std::to_string(r.source) + " out of order: got " + std::to_string(r.seq) +
+                  ", expected " + std::to_string(next[r.source]);
+      }
+      next[r.source] = r.seq + 1;
+      if (r.value != sluice::detail::mix64(r.seq * 7919 + r.source)) problem = "corrupt record";
+      const uint64_t fp = fingerprint(r);
+      ++count;
+      sum += fp;
+      order = sluice::detail::mix64(order ^ fp);
+      if (static_cast<int64_t>(r.source) != a.die_rank) order_survivors = sluice::detail::mix64(order_survivors ^ fp);
+    }
+  }
+  producer.join();
+  if (!problem.empty()) return fail("target (" + std::to_string(me) + ",1): " + problem);
+  if (!source_error.empty()) std::printf("source (%u,0): %s\n", me, source_error.c_str());
+  std::printf("RESULT target=%u count=%llu sum=%016llx order=%016llx survivors=%016llx gaps=[%s] status=%s\n", me,
+              static_cast<unsigned long long>(count), static_cast<unsigned long long>(sum),
+              static_cast<unsigned long long>(order), static_cast<unsigned long long>(order_survivors), gaps.c_str(),
+              sluice::to_string(in.status()));
+  if (in.status() != sluice::Status::kEndOfFlow) std::printf("target (%u,1): %s\n", me, in.error().c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+// ------------------------------------------------------------ regions
+
+int run_regions(const Args& a, sluice::Cluster& c) {
+  const uint32_t me = c.rank(), n = c.world_size();
+  constexpr size_t kBlock = 10000;
+  sluice::MemoryRegion counter, blob;
+  if (me == 0) {
+    counter = c.expose("counter", 4096);
+    blob = c.expose("blob", 64 * 1024);
+  }
+  auto ctr = c.open_region("counter", 0);
+  auto data = c.open_region("blob", 0);
+  if (me == 0) std::printf("region path: %s (owner: %s)\n", ctr.path(), counter.path());
+  // CAS loops and fetch_adds from every rank, the owner included.
+  for (uint64_t i = 0; i < a.ops; ++i) {
+    uint64_t seen = 0, prev = 0;
+    if (ctr.read(0, std::as_writable_bytes(std::span(&seen, 1))) != sluice::Status::kOk) return fail(ctr.error());
+    for (;;) {
+      if (ctr.compare_and_swap(0, seen, seen + 1, &prev) != sluice::Status::kOk) return fail(ctr.error());
+      if (prev == seen) break;
+      seen = prev;
+    }
+    if (ctr.fetch_add(8, 1, &prev) != sluice::Status::kOk) return fail(ctr.error());
+  }
+  // Bulk write and read back, larger than one emulated message.
+  std::vector<std::byte> mine(kBlock), theirs(kBlock);
+  for (size_t i = 0; i < kBlock; ++i) mine[i] = std::byte(static_cast<unsigned char>(i * 31 + me));
+  if (data.write(me * 12000, mine) != sluice::Status::kOk) return fail(data.error());
+  // Bounds and alignment are refused, and nothing breaks.
+  uint64_t prev;
+  std::byte two[16];
+  if (ctr.read(4090, two) != sluice::Status::kInvalid) return fail("read past the end was not refused");
+  if (ctr.error().find("outside") == std::string::npos) return fail("bounds error does not say why: " + ctr.error());
+  if (ctr.fetch_add(4, 1, &prev) != sluice::Status::kInvalid) return fail("misaligned fetch_add was not refused");
+  try {
+    (void)c.open_region("nonexistent", 0, sluice::Clock::now() + std::chrono::milliseconds(200));
+    return fail("opening a region nobody exposed succeeded");
+  } catch (const sluice::Error& e) {
+    if (e.code() != sluice::ErrorCode::kTimeout) return fail(std::string("unexpected error: ") + e.what());
+  }
+  c.barrier("written");
+  const uint32_t peer = (me + 1) % n;
+  if (data.read(peer * 12000, theirs) != sluice::Status::kOk) return fail(data.error());
+  for (size_t i = 0; i < kBlock; ++i) {
+    if (theirs[i] != std::byte(static_cast<unsigned char>(i * 31 + peer))) {
+      return fail("block of rank " + std::to_string(peer) + " differs at byte " + std::to_string(i));
+    }
+  }
+  c.barrier("counted");
+  if (me == 0) {
+    uint64_t words[2];
+    if (ctr.read(0, std::as_writable_bytes(std::span(words, 2))) != sluice::Status::kOk) return fail(ctr.error());
+    std::printf("COUNTERS cas=%llu fetch_add=%llu expected=%llu\n", static_cast<unsigned long long>(words[0]),
+                static_cast<unsigned long long>(words[1]), static_cast<unsigned long long>(a.ops * n));
+    if (words[0] != a.ops * n || words[1] != a.ops * n) return fail("counters are not exact");
+    counter.revoke();
+  }
+  c.barrier("revoked");
+  if (ctr.fetch_add(8, 1, &prev) != sluice::Status::kClosed) {
+    return fail("an access after revoke was not refused: " + ctr.error());
+  }
+  std::printf("revoked: %s\n", ctr.error().c_str());
+  // The other region is still fine.
+  if (data.read(peer * 12000, theirs) != sluice::Status::kOk) return fail(data.error());
+  c.barrier("done");
+  std::printf("VERIFIED regions rank %u\n", me);
+  return 0;
+}
+
+// ------------------------------------------------------------ barriers
+
+int run_barriers(const Args& a, sluice::Cluster& c) {
+  const uint32_t me = c.rank(), n = c.world_size();
+  constexpr uint32_t kSlots = 2;
+  const auto members = c.all_ranks(kSlots);
+  sluice::MemoryRegion arrivals;
+  if (me == 0) arrivals = c.expose("arrivals", 64);
+  c.barrier("exposed");
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (uint32_t slot = 0; slot < kSlots; ++slot) {
+    threads.emplace_back([&, slot] {
+      auto r = c.open_region("arrivals", 0);
+      for (uint64_t round = 0; round < a.rounds; ++round) {
+        uint64_t prev;
+        if (r.fetch_add(0, 1, &prev) != sluice::Status::kOk) {
+          std::printf("FAILED: %s\n", r.error().c_str());
+          ++failures;
+          return;
+        }
+        c.barrier("all", members, slot);
+        // Everyone arrived for this round before anyone left it.
+        uint64_t now = 0;
+        if (r.read(0, std::as_writable_bytes(std::span(&now, 1))) != sluice::Status::kOk ||
+            now < (round + 1) * members.size()) {
+          std::printf("FAILED: round %llu left the barrier with %llu arrivals\n",
+                      static_cast<unsigned long long>(round), static_cast<unsigned long long>(now));
+          ++failures;
+          return;
+        }
+        // A second barrier keeps fast endpoints from counting the next round early.
+        c.barrier("all-out", members, slot);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (failures != 0) return 1;
+  // A subset meets without the others.
+  if (me == 1 || me == 2) c.barrier("pair", c.ranks({1, 2}, 1), 0);
+  // A member that never comes: a timeout naming it.
+  if (me == 0) {
+    try {
+      c.barrier("lonely", {{0, 0}, {n - 1, 7}}, 0, sluice::Clock::now() + std::chrono::milliseconds(300));
+      return fail("a barrier with an absent member completed");
+    } catch (const sluice::Error& e) {
+      if (e.code() != sluice::ErrorCode::kTimeout || std::string(e.what()).find("(" + std::to_string(n - 1) + ",7)") ==
+                                                          std::string::npos) {
+        return fail(std::string("unexpected barrier error: ") + e.what());
+      }
+      std::printf("timeout: %s\n", e.what());
+    }
+  }
+  c.barrier("done");
+  std::printf("VERIFIED barriers rank %u rounds %llu\n", me, static_cast<unsigned long long>(a.rounds));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  try {
+    auto c = sluice::Cluster::join();
+    if (a.mode == "replicate") return run_replicate(a, c);
+    if (a.mode == "regions") return run_regions(a, c);
+    if (a.mode == "barriers") return run_barriers(a, c);
+    return fail("unknown mode " + a.mode);
+  } catch (const sluice::Error& e) {
+    return fail(std::string(sluice::to_string(e.code())) + ": " + e.what());
+  }
+}
