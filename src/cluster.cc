@@ -33,7 +33,7 @@ const std::set<std::string>& known_variables() {
       "SLUICE_RANK",         "SLUICE_WORLD_SIZE",      "SLUICE_REGISTRY",         "SLUICE_REGISTRY_PORT",
       "SLUICE_SECRET",       "SLUICE_LOG",             "SLUICE_PEER_TIMEOUT_MS",  "SLUICE_SETUP_TIMEOUT_MS",
       "SLUICE_SPIN",         "SLUICE_TRANSPORT",       "SLUICE_OFI_PROVIDER",     "SLUICE_OFI_RMA",
-      "SLUICE_OFI_TEST_UNORDERED",
+      "SLUICE_OFI_TEST_UNORDERED", "SLUICE_OFI_ATOMIC", "SLUICE_TEST_DIE_AFTER_SEQUENCE",
   };
   return names;
 }
