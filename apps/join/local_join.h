@@ -1,0 +1,380 @@
+// apps/join/local_join.h: the in-memory parts of a join that every variant
+// shares: radix partition buffers, cache-sized bucket-chained hash tables,
+// and the two single-threaded joins (the reference and the COST baseline).
+//
+// A radix join here works in three steps on one thread's share of the data:
+//   1. partition: every tuple of the build relation goes, by the low `fbits`
+//      bits of its key hash, into one of 2^fbits sub-partitions
+//      (PartitionBuffers: fixed-size chunks from a preallocated arena, so no
+//      histogram pass is needed to size them and nothing is allocated per
+//      tuple);
+//   2. build: each sub-partition becomes one bucket-chained hash table
+//      sized to stay in the CPU cache (JoinTable::build);
+//   3. probe: the probe relation is partitioned the same way and each
+//      sub-partition probes only its own table, which is then cache-resident
+//      (JoinTable::probe_partition); or, when the whole table fits in cache,
+//      probe tuples go straight to JoinTable::probe.
+//
+// Ownership: PartitionBuffers owns its arena; a JoinTable owns its tuple copy,
+// chains and buckets, or refers to an external array it was built over
+// (build_over), which must then outlive it.
+//
+// Thread safety: none of these types is internally synchronised. A built
+// JoinTable is immutable, and const probes may run from several threads.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "tuples.h"
+
+namespace sluice::join {
+
+// Sub-partition bits for a build side of about `build_tuples` tuples of
+// `width` bytes: enough that each sub-partition's table (tuples, chains,
+// buckets) stays near kTableTargetBytes. 0 means one table for everything.
+inline constexpr size_t kTableTargetBytes = 256 * 1024;
+inline constexpr uint32_t kMaxFanoutBits = 12;
+inline uint32_t choose_fanout_bits(uint64_t build_tuples, uint32_t width) {
+  const uint64_t per_table = kTableTargetBytes / (width + 12);
+  if (build_tuples <= per_table) return 0;
+  const uint64_t tables = (build_tuples + per_table - 1) / per_table;
+  return std::min<uint32_t>(kMaxFanoutBits, static_cast<uint32_t>(std::bit_width(tables - 1)));
+}
+
+namespace detail {
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// 64-byte aligned, uninitialised storage for trivially copyable T. Grows
+// only by explicit reserve() (setup, or a rare skew overflow), never per
+// element.
+template <class T>
+class Buffer {
+ public:
+  T* data() { return data_.get(); }
+  const T* data() const { return data_.get(); }
+  size_t capacity() const { return capacity_; }
+  // Makes room for n elements, keeping the first `keep`. `touch`: write
+  // every page now, so that first-touch page faults are paid at setup.
+  void reserve(size_t n, size_t keep = 0, bool touch = false) {
+    if (n <= capacity_) return;
+    const size_t bytes = (std::max<size_t>(n, 1) * sizeof(T) + 63) & ~size_t{63};
+    std::unique_ptr<T, FreeDeleter> fresh(static_cast<T*>(std::aligned_alloc(64, bytes)));
+    if (!fresh) throw std::bad_alloc();
+    if (touch) std::memset(static_cast<void*>(fresh.get()), 0, bytes);
+    if (keep != 0) std::memcpy(static_cast<void*>(fresh.get()), data_.get(), keep * sizeof(T));
+    data_ = std::move(fresh);
+    capacity_ = n;
+  }
+
+ private:
+  std::unique_ptr<T, FreeDeleter> data_;
+  size_t capacity_ = 0;
+};
+
+}  // namespace detail
+
+// Fixed-size chunks carved from big preallocated blocks. Allocation is a
+// pointer bump; a new block is taken only when the estimate given at
+// construction was too small (skew), and counted in blocks_added().
+class ChunkArena {
+ public:
+  ChunkArena(size_t chunk_bytes, size_t expected_chunks)
+      : chunk_bytes_(chunk_bytes), block_chunks_(std::max<size_t>(expected_chunks, 16)) {
+    add_block();
+    blocks_added_ = 0;
+  }
+  std::byte* allocate() {
+    if (next_ == end_) [[unlikely]] add_block();
+    std::byte* p = next_;
+    next_ += chunk_bytes_;
+    return p;
+  }
+  size_t chunk_bytes() const { return chunk_bytes_; }
+  size_t blocks_added() const { return blocks_added_; }
+
+ private:
+  void add_block() {
+    const size_t bytes = chunk_bytes_ * block_chunks_;
+    std::unique_ptr<std::byte, detail::FreeDeleter> b(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
+    if (!b) throw std::bad_alloc();
+    std::memset(b.get(), 0, bytes);  // first-touch faults at setup, not mid-join
+    next_ = b.get();
+    end_ = b.get() + bytes;
+    blocks_.push_back(std::move(b));
+    ++blocks_added_;
+    // Later blocks are smaller: they only absorb an estimate's overflow.
+    block_chunks_ = std::max<size_t>(block_chunks_ / 4, 64);
+  }
+
+  size_t chunk_bytes_;
+  size_t block_chunks_;
+  std::vector<std::unique_ptr<std::byte, detail::FreeDeleter>> blocks_;
+  std::byte* next_ = nullptr;
+  std::byte* end_ = nullptr;
+  size_t blocks_added_ = 0;
+};
+
+// 2^fbits sub-partitions of tuples, filled by add() in any order.
+template <class T>
+class PartitionBuffers {
+ public:
+  static constexpr size_t kChunkBytes = 8192;
+
+  // `expected_tuples`: an estimate used to preallocate the arena.
+  PartitionBuffers(uint32_t fbits, uint64_t expected_tuples)
+      : fbits_(fbits),
+        mask_((uint64_t{1} << fbits) - 1),
+        parts_(size_t{1} << fbits),
+        arena_(kChunkBytes, expected_tuples / kPerChunk + expected_tuples / kPerChunk / 4 + parts_.size() + 1) {}
+
+  uint32_t fbits() const { return fbits_; }
+  uint32_t num_partitions() const { return static_cast<uint32_t>(parts_.size()); }
+
+  // Appends `t`, whose key hash is `hash`, to its sub-partition.
+  void add(const T& t, uint64_t hash) {
+    Part& p = parts_[hash & mask_];
+    if (p.cur == p.end) [[unlikely]] new_chunk(p);
+    *p.cur++ = t;
+  }
+  void add(const T& t) { add(t, key_hash(t.key)); }
+
+  uint64_t size(uint32_t part) const {
+    const Part& p = parts_[part];
+    return p.full_tuples + (p.tail != nullptr ? static_cast<uint64_t>(p.cur - data(p.tail)) : 0);
+  }
+  uint64_t total() const {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < num_partitions(); ++i) n += size(i);
+    return n;
+  }
+  // Calls f(std::span<const T>) for each chunk of sub-partition `part`, in
+  // insertion order.
+  template <class F>
+  void for_each_chunk(uint32_t part, F&& f) const {
+    const Part& p = parts_[part];
+    for (const Chunk* c = p.head; c != nullptr; c = c->next) {
+      const size_t n = c == p.tail ? static_cast<size_t>(p.cur - data(c)) : kPerChunk;
+      f(std::span<const T>(data(c), n));
+    }
+  }
+  size_t arena_blocks_added() const { return arena_.blocks_added(); }
+
+ private:
+  struct Chunk {
+    Chunk* next;
+    uint64_t pad;
+  };
+  static constexpr size_t kHeader = 64;  // keeps tuples cache-line aligned
+  static constexpr size_t kPerChunk = (kChunkBytes - kHeader) / sizeof(T);
+  static T* data(const Chunk* c) {
+    return reinterpret_cast<T*>(reinterpret_cast<std::byte*>(const_cast<Chunk*>(c)) + kHeader);
+  }
+  struct Part {
+    Chunk* head = nullptr;
+    Chunk* tail = nullptr;
+    T* cur = nullptr;
+    T* end = nullptr;
+    uint64_t full_tuples = 0;
+  };
+  void new_chunk(Part& p) {
+    auto* c = reinterpret_cast<Chunk*>(arena_.allocate());
+    c->next = nullptr;
+    if (p.tail != nullptr) {
+      p.tail->next = c;
+      p.full_tuples += kPerChunk;
+    } else {
+      p.head = c;
+    }
+    p.tail = c;
+    p.cur = data(c);
+    p.end = p.cur + kPerChunk;
+  }
+
+  uint32_t fbits_;
+  uint64_t mask_;
+  std::vector<Part> parts_;
+  ChunkArena arena_;
+};
+
+// Bucket-chained hash tables, one per sub-partition, over the build side.
+// A chain links build tuples by index (+1; 0 ends a chain); duplicates of a
+// key are separate entries, so a probe meets every one of them.
+template <class T>
+class JoinTable {
+ public:
+  explicit JoinTable(uint32_t fbits = 0) : fbits_(fbits), parts_(size_t{1} << fbits) {}
+
+  // Preallocates for `tuples` build tuples (touching the pages now).
+  void reserve(uint64_t tuples) {
+    own_.reserve(tuples, 0, true);
+    next_.reserve(tuples, 0, true);
+    heads_.reserve(2 * tuples + parts_.size(), 0, true);
+  }
+
+  // Copies each sub-partition of `in` (which must use this table's fbits)
+  // into one array and chains it. Partitions that are empty in `in` stay
+  // empty (so a table can hold only some sub-partitions; see has_part()).
+  void build(const PartitionBuffers<T>& in) {
+    const uint64_t n = in.total();
+    ensure(n, bucket_total(in));
+    uint64_t at = 0, head_at = 0;
+    T* dst = own_.data();
+    tuples_ = dst;
+    for (uint32_t p = 0; p < in.num_partitions(); ++p) {
+      const uint64_t begin = at;
+      in.for_each_chunk(p, [&](std::span<const T> c) {
+        std::memcpy(static_cast<void*>(dst + at), c.data(), c.size_bytes());
+        at += c.size();
+      });
+      head_at = chain(p, begin, at, head_at);
+    }
+    size_ = n;
+  }
+
+  // One table (fbits must be 0) over `rows` in place, without copying them.
+  void build_over(std::span<const T> rows) {
+    ensure(0, std::bit_ceil(std::max<uint64_t>(rows.size(), 1)));
+    if (fbits_ != 0) throw std::logic_error("JoinTable::build_over needs fbits 0");
+    next_.reserve(rows.size());
+    tuples_ = rows.data();
+    size_ = rows.size();
+    chain(0, 0, rows.size(), 0);
+  }
+
+  uint32_t fbits() const { return fbits_; }
+  uint64_t size() const { return size_; }
+
+  // Adds every match of `s` (key hash `hash`) to `out`. kSwapped: the build
+  // side is S and `s` is an R tuple (the checksum keeps R and S apart).
+  template <bool kSwapped>
+  void probe(const T& s, uint64_t hash, JoinResult& out) const {
+    const Part& p = parts_[hash & ((uint64_t{1} << fbits_) - 1)];
+    const uint32_t* heads = heads_.data() + p.head_offset;
+    for (uint32_t j = heads[(hash >> fbits_) & p.mask]; j != 0; j = next_.data()[j - 1]) {
+      const T& r = tuples_[j - 1];
+      if (r.key == s.key) {
+        ++out.matches;
+        out.checksum += kSwapped ? pair_checksum(s.key, payload_of(s), payload_of(r))
+                                 : pair_checksum(s.key, payload_of(r), payload_of(s));
+      }
+    }
+  }
+  // Probes every tuple of sub-partition `part` of `probe_side` against this
+  // table's sub-partition `part`.
+  template <bool kSwapped>
+  void probe_partition(uint32_t part, const PartitionBuffers<T>& probe_side, JoinResult& out) const {
+    probe_side.for_each_chunk(part, [&](std::span<const T> c) {
+      for (const T& s : c) probe<kSwapped>(s, key_hash(s.key), out);
+    });
+  }
+
+ private:
+  struct Part {
+    uint64_t head_offset = 0;
+    uint64_t mask = 0;
+  };
+  static uint64_t bucket_total(const PartitionBuffers<T>& in) {
+    uint64_t b = 0;
+    for (uint32_t p = 0; p < in.num_partitions(); ++p) b += std::bit_ceil(std::max<uint64_t>(in.size(p), 1));
+    return b;
+  }
+  void ensure(uint64_t tuples, uint64_t buckets) {
+    if (tuples > own_.capacity()) own_.reserve(tuples);
+    if (tuples > next_.capacity()) next_.reserve(tuples);
+    if (buckets > heads_.capacity()) heads_.reserve(buckets);
+    if (tuples >= (uint64_t{1} << 32) - 1) throw std::length_error("a join table holds at most 2^32-2 tuples");
+  }
+  // Chains tuples_[begin, end) (from the array being built) into sub-partition
+  // p's buckets, placed at head_at; returns the next free bucket offset.
+  uint64_t chain(uint32_t p, uint64_t begin, uint64_t end, uint64_t head_at) {
+    const T* rows = tuples_;
+    const uint64_t buckets = std::bit_ceil(std::max<uint64_t>(end - begin, 1));
+    uint32_t* heads = heads_.data() + head_at;
+    std::memset(heads, 0, buckets * sizeof(uint32_t));
+    uint32_t* next = next_.data();
+    for (uint64_t i = begin; i < end; ++i) {
+      const uint64_t b = (key_hash(rows[i].key) >> fbits_) & (buckets - 1);
+      next[i] = heads[b];
+      heads[b] = static_cast<uint32_t>(i + 1);
+    }
+    parts_[p] = Part{head_at, buckets - 1};
+    return head_at + buckets;
+  }
+
+  uint32_t fbits_;
+  std::vector<Part> parts_;
+  detail::Buffer<T> own_;
+  detail::Buffer<uint32_t> next_;
+  detail::Buffer<uint32_t> heads_;
+  const T* tuples_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// The reference join: one chained hash table over the smaller relation,
+// probed with every tuple of the other. Single-threaded and simple on
+// purpose; the distributed joins are checked against it.
+template <class T>
+JoinResult hash_join(std::span<const T> r, std::span<const T> s) {
+  JoinResult out;
+  JoinTable<T> table(0);
+  if (r.size() <= s.size()) {
+    table.build_over(r);
+    for (const T& t : s) table.template probe<false>(t, key_hash(t.key), out);
+  } else {
+    table.build_over(s);
+    for (const T& t : r) table.template probe<true>(t, key_hash(t.key), out);
+  }
+  return out;
+}
+
+// Seconds spent per step of radix_join (single-threaded).
+struct LocalTimes {
+  double partition = 0, build = 0, probe = 0;
+};
+
+// The single-threaded radix join (the strongest one-thread baseline here):
+// partition both relations into cache-sized sub-partitions, build a table
+// per sub-partition of the smaller one, probe each with the other's.
+template <class T, class Clock = std::chrono::steady_clock>
+JoinResult radix_join(std::span<const T> r, std::span<const T> s, LocalTimes* times) {
+  const bool swapped = s.size() < r.size();
+  std::span<const T> build = swapped ? s : r, probe = swapped ? r : s;
+  const uint32_t fbits = choose_fanout_bits(build.size(), sizeof(T));
+  PartitionBuffers<T> bp(fbits, build.size()), pp(fbits, probe.size());
+  JoinTable<T> table(fbits);
+  table.reserve(build.size());
+  auto t1 = Clock::now();
+  for (const T& t : build) bp.add(t);
+  for (const T& t : probe) pp.add(t);
+  auto t2 = Clock::now();
+  table.build(bp);
+  auto t3 = Clock::now();
+  JoinResult out;
+  for (uint32_t p = 0; p < bp.num_partitions(); ++p) {
+    if (swapped) table.template probe_partition<true>(p, pp, out);
+    else table.template probe_partition<false>(p, pp, out);
+  }
+  auto t4 = Clock::now();
+  if (times != nullptr) {
+    times->partition = std::chrono::duration<double>(t2 - t1).count();
+    times->build = std::chrono::duration<double>(t3 - t2).count();
+    times->probe = std::chrono::duration<double>(t4 - t3).count();
+  }
+  return out;
+}
+
+}  // namespace sluice::join
