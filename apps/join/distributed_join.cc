@@ -68,6 +68,12 @@ class PhaseClock {
     acc_[p] += now - last_;
     last_ = now;
   }
+  // Re-attributes `seconds` already charged to `from` to `to`.
+  void move(Phase from, Phase to, double seconds) {
+    const auto d = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    acc_[from] -= d;
+    acc_[to] += d;
+  }
   PhaseTimes times() const {
     auto s = [&](Phase p) { return std::chrono::duration<double>(acc_[p]).count(); };
     return PhaseTimes{s(kPartitionPhase), s(kNetworkPhase), s(kBuildPhase), s(kProbePhase)};
@@ -293,8 +299,12 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
   PartitionBuffers<T> build_parts(sh.fbits, sh.build_share + sh.build_share / 8 + 64);
   PartitionBuffers<T> probe_parts(streaming_probe ? 0 : sh.fbits,
                                   streaming_probe ? 0 : sh.probe_share + sh.probe_share / 8 + 64);
+  // Streaming: one table for the whole share, built at the build side's
+  // end-of-flow and probed as probe tuples arrive. Otherwise one scratch
+  // table, rebuilt per sub-partition just before it is probed.
   JoinTable<T> table(sh.fbits);
-  table.reserve(sh.build_share + sh.build_share / 8 + 64);
+  table.reserve(streaming_probe ? sh.build_share + sh.build_share / 8 + 64
+                                : largest_partition_estimate(sh.build_share, sh.fbits));
   Inbox<T> build_inbox(std::move(build_in), sh.build_spec.spec().name.c_str(), my_rank, threads, &clock,
                        kBuildPhase, out);
   Inbox<T> probe_inbox(std::move(probe_in), sh.probe_spec.spec().name.c_str(), my_rank, threads, &clock,
@@ -333,7 +343,7 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
       error = build_inbox.error();
       return false;
     }
-    table.build(build_parts);
+    if (streaming_probe) table.build(build_parts);
     clock.lap(kBuildPhase);
     // Probe side: the same, then each sub-partition against its own table.
     if (!push_relation(probe_out, probe_inbox, take_probe, probe_local, "pushing the probe relation")) return false;
@@ -341,13 +351,13 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
       error = probe_inbox.error();
       return false;
     }
-    if (!streaming_probe) {
-      for (uint32_t p = 0; p < probe_parts.num_partitions(); ++p) {
-        if (sh.swapped) table.template probe_partition<true>(p, probe_parts, result);
-        else table.template probe_partition<false>(p, probe_parts, result);
-      }
-    }
     clock.lap(kProbePhase);
+    if (!streaming_probe) {
+      double build_seconds = 0;
+      result.add(join_partitions<T, Clock>(build_parts, probe_parts, sh.swapped, table, &build_seconds));
+      clock.lap(kProbePhase);
+      clock.move(kProbePhase, kBuildPhase, build_seconds);
+    }
     return true;
   }();
   (void)ok;
@@ -435,12 +445,9 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
   built.arrive_and_wait();
   clock.lap(kNetworkPhase);
   if (ok && !sh.failed.load(std::memory_order_relaxed)) {
-    for (const T& s : probe_local) {
-      const uint64_t h = key_hash(s.key);
-      const JoinTable<T>& owner = *sh.tables[(h & fmask) % threads];
-      if (sh.swapped) owner.template probe<true>(s, h, result);
-      else owner.template probe<false>(s, h, result);
-    }
+    auto owner = [&](uint64_t h) { return sh.tables[(h & fmask) % threads]; };
+    if (sh.swapped) probe_many<true>(probe_local, owner, result);
+    else probe_many<false>(probe_local, owner, result);
     clock.lap(kProbePhase);
   }
   out->result = result;

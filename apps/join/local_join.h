@@ -3,17 +3,19 @@
 // and the two single-threaded joins (the reference and the COST baseline).
 //
 // A radix join here works in three steps on one thread's share of the data:
-//   1. partition: every tuple of the build relation goes, by the low `fbits`
-//      bits of its key hash, into one of 2^fbits sub-partitions
-//      (PartitionBuffers: fixed-size chunks from a preallocated arena, so no
-//      histogram pass is needed to size them and nothing is allocated per
-//      tuple);
-//   2. build: each sub-partition becomes one bucket-chained hash table
-//      sized to stay in the CPU cache (JoinTable::build);
-//   3. probe: the probe relation is partitioned the same way and each
-//      sub-partition probes only its own table, which is then cache-resident
-//      (JoinTable::probe_partition); or, when the whole table fits in cache,
-//      probe tuples go straight to JoinTable::probe.
+//   1. partition: every tuple goes, by the low `fbits` bits of its key hash,
+//      into one of 2^fbits sub-partitions (PartitionBuffers: fixed-size
+//      chunks from a preallocated arena, so no histogram pass is needed to
+//      size them and nothing is allocated per tuple); both relations are
+//      partitioned the same way;
+//   2. build: one sub-partition of the build relation becomes a
+//      bucket-chained hash table sized to stay in the CPU cache
+//      (JoinTable::build_one);
+//   3. probe: the probe relation's tuples of the same sub-partition probe it
+//      while it is still in the cache (JoinTable::probe_partition); then the
+//      next sub-partition (join_partitions does 2 and 3 for all of them).
+// When the whole build side fits in the cache (fbits 0), one table is built
+// for all of it and probe tuples go straight to JoinTable::probe.
 //
 // Ownership: PartitionBuffers owns its arena; a JoinTable owns its tuple copy,
 // chains and buckets, or refers to an external array it was built over
@@ -26,6 +28,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -214,11 +217,17 @@ class PartitionBuffers {
 // A chain links build tuples by index (+1; 0 ends a chain); duplicates of a
 // key are separate entries, so a probe meets every one of them.
 template <class T>
+class JoinTable;
+template <bool kSwapped, class T, class TableOf>
+void probe_many(std::span<const T> in, TableOf&& table_of, JoinResult& out);
+
+template <class T>
 class JoinTable {
  public:
   explicit JoinTable(uint32_t fbits = 0) : fbits_(fbits), parts_(size_t{1} << fbits) {}
 
-  // Preallocates for `tuples` build tuples (touching the pages now).
+  // Preallocates for `tuples` build tuples (touching the pages now): all of
+  // them for build(), the largest sub-partition for build_one().
   void reserve(uint64_t tuples) {
     own_.reserve(tuples, 0, true);
     next_.reserve(tuples, 0, true);
@@ -245,6 +254,24 @@ class JoinTable {
     size_ = n;
   }
 
+  // Builds only sub-partition `p` of `in`, reusing this table's memory (the
+  // previous one's table is gone): the classic radix join order, building
+  // each cache-sized table just before probing it so that it is still in
+  // the cache. Only probes of sub-partition p are valid afterwards.
+  void build_one(const PartitionBuffers<T>& in, uint32_t p) {
+    const uint64_t n = in.size(p);
+    ensure(n, std::bit_ceil(std::max<uint64_t>(n, 1)));
+    uint64_t at = 0;
+    T* dst = own_.data();
+    tuples_ = dst;
+    in.for_each_chunk(p, [&](std::span<const T> c) {
+      std::memcpy(static_cast<void*>(dst + at), c.data(), c.size_bytes());
+      at += c.size();
+    });
+    chain(p, 0, n, 0);
+    size_ = n;
+  }
+
   // One table (fbits must be 0) over `rows` in place, without copying them.
   void build_over(std::span<const T> rows) {
     ensure(0, std::bit_ceil(std::max<uint64_t>(rows.size(), 1)));
@@ -262,9 +289,19 @@ class JoinTable {
   // side is S and `s` is an R tuple (the checksum keeps R and S apart).
   template <bool kSwapped>
   void probe(const T& s, uint64_t hash, JoinResult& out) const {
+    walk<kSwapped>(*bucket(hash), s, out);
+  }
+  // The bucket that a key with hash `hash` lives in (its chain's head).
+  const uint32_t* bucket(uint64_t hash) const {
     const Part& p = parts_[hash & ((uint64_t{1} << fbits_) - 1)];
-    const uint32_t* heads = heads_.data() + p.head_offset;
-    for (uint32_t j = heads[(hash >> fbits_) & p.mask]; j != 0; j = next_.data()[j - 1]) {
+    return heads_.data() + p.head_offset + ((hash >> fbits_) & p.mask);
+  }
+  // The build tuple a chain link names (j != 0).
+  const T* link(uint32_t j) const { return tuples_ + (j - 1); }
+  // Follows the chain starting at `j`, adding every match of `s`.
+  template <bool kSwapped>
+  void walk(uint32_t j, const T& s, JoinResult& out) const {
+    for (; j != 0; j = next_.data()[j - 1]) {
       const T& r = tuples_[j - 1];
       if (r.key == s.key) {
         ++out.matches;
@@ -278,7 +315,7 @@ class JoinTable {
   template <bool kSwapped>
   void probe_partition(uint32_t part, const PartitionBuffers<T>& probe_side, JoinResult& out) const {
     probe_side.for_each_chunk(part, [&](std::span<const T> c) {
-      for (const T& s : c) probe<kSwapped>(s, key_hash(s.key), out);
+      probe_many<kSwapped>(c, [this](uint64_t) { return this; }, out);
     });
   }
 
@@ -324,6 +361,33 @@ class JoinTable {
   uint64_t size_ = 0;
 };
 
+// Probes every tuple of `in` against the table `table_of(hash)` returns
+// (one JoinTable, or the one of several that holds that sub-partition), in
+// groups: first the hashes and a prefetch of each bucket, then each chain's
+// first tuple is prefetched, then the chains are walked. The loads of a
+// group overlap instead of each probe waiting for its own cache misses.
+template <bool kSwapped, class T, class TableOf>
+void probe_many(std::span<const T> in, TableOf&& table_of, JoinResult& out) {
+  constexpr size_t kGroup = 16;
+  const uint32_t* slot[kGroup];
+  const JoinTable<T>* table[kGroup];
+  uint32_t first[kGroup];
+  for (size_t i = 0; i < in.size(); i += kGroup) {
+    const size_t n = std::min(kGroup, in.size() - i);
+    for (size_t k = 0; k < n; ++k) {
+      const uint64_t h = key_hash(in[i + k].key);
+      table[k] = table_of(h);
+      slot[k] = table[k]->bucket(h);
+      __builtin_prefetch(slot[k]);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      first[k] = *slot[k];
+      if (first[k] != 0) __builtin_prefetch(table[k]->link(first[k]));
+    }
+    for (size_t k = 0; k < n; ++k) table[k]->template walk<kSwapped>(first[k], in[i + k], out);
+  }
+}
+
 // The reference join: one chained hash table over the smaller relation,
 // probed with every tuple of the other. Single-threaded and simple on
 // purpose; the distributed joins are checked against it.
@@ -349,6 +413,38 @@ struct LocalTimes {
 // The single-threaded radix join (the strongest one-thread baseline here):
 // partition both relations into cache-sized sub-partitions, build a table
 // per sub-partition of the smaller one, probe each with the other's.
+// Joins sub-partition by sub-partition: build one cache-sized table from
+// `build`'s sub-partition p, probe it with `probe`'s sub-partition p, next
+// p. `table` (built with the same fbits) is the scratch table; `build_seconds`
+// (may be null) receives the time spent building.
+template <class T, class Clock = std::chrono::steady_clock>
+JoinResult join_partitions(const PartitionBuffers<T>& build, const PartitionBuffers<T>& probe, bool swapped,
+                           JoinTable<T>& table, double* build_seconds) {
+  JoinResult out;
+  typename Clock::duration building{};
+  for (uint32_t p = 0; p < build.num_partitions(); ++p) {
+    if (build.size(p) == 0 || probe.size(p) == 0) continue;
+    const auto t0 = Clock::now();
+    table.build_one(build, p);
+    building += Clock::now() - t0;
+    if (swapped) table.template probe_partition<true>(p, probe, out);
+    else table.template probe_partition<false>(p, probe, out);
+  }
+  if (build_seconds != nullptr) *build_seconds = std::chrono::duration<double>(building).count();
+  return out;
+}
+
+// Room for the largest sub-partition of about `tuples` tuples spread over
+// 2^fbits sub-partitions (with slack for uneven hashing; a skewed one grows
+// the table once).
+inline uint64_t largest_partition_estimate(uint64_t tuples, uint32_t fbits) {
+  const uint64_t mean = tuples >> fbits;
+  return mean + mean / 4 + 4 * static_cast<uint64_t>(std::sqrt(static_cast<double>(mean))) + 64;
+}
+
+// The single-threaded radix join (the strongest one-thread baseline here):
+// partition both relations into cache-sized sub-partitions, then build and
+// probe sub-partition by sub-partition (build side: the smaller relation).
 template <class T, class Clock = std::chrono::steady_clock>
 JoinResult radix_join(std::span<const T> r, std::span<const T> s, LocalTimes* times) {
   const bool swapped = s.size() < r.size();
@@ -356,23 +452,18 @@ JoinResult radix_join(std::span<const T> r, std::span<const T> s, LocalTimes* ti
   const uint32_t fbits = choose_fanout_bits(build.size(), sizeof(T));
   PartitionBuffers<T> bp(fbits, build.size()), pp(fbits, probe.size());
   JoinTable<T> table(fbits);
-  table.reserve(build.size());
+  table.reserve(largest_partition_estimate(build.size(), fbits));
   auto t1 = Clock::now();
   for (const T& t : build) bp.add(t);
   for (const T& t : probe) pp.add(t);
   auto t2 = Clock::now();
-  table.build(bp);
+  double build_seconds = 0;
+  const JoinResult out = join_partitions<T, Clock>(bp, pp, swapped, table, &build_seconds);
   auto t3 = Clock::now();
-  JoinResult out;
-  for (uint32_t p = 0; p < bp.num_partitions(); ++p) {
-    if (swapped) table.template probe_partition<true>(p, pp, out);
-    else table.template probe_partition<false>(p, pp, out);
-  }
-  auto t4 = Clock::now();
   if (times != nullptr) {
     times->partition = std::chrono::duration<double>(t2 - t1).count();
-    times->build = std::chrono::duration<double>(t3 - t2).count();
-    times->probe = std::chrono::duration<double>(t4 - t3).count();
+    times->build = build_seconds;
+    times->probe = std::chrono::duration<double>(t3 - t2).count() - build_seconds;
   }
   return out;
 }
