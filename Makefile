@@ -3,7 +3,7 @@ BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure --timeout 600
 
-.PHONY: all deps build demo test test-slow asan tsan perf install clean
+.PHONY: all deps build demo demo-shuffle test test-slow asan tsan perf install clean
 
 all: build
 
@@ -14,8 +14,16 @@ build: deps
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
 	cmake --build build
 
-# The main job: an N:M shuffle of 100 M tuples, 4 processes x 2 threads, verified exactly-once.
+# The main demo: the distributed join of apps/join on 4 processes, a radix
+# hash join of two 8 M-tuple relations, then (auto picks it) a
+# fragment-and-replicate join of 100 K tuples with 16 M, each checked against
+# a single-process reference join ("verify: OK").
 demo: build
+	build/bin/sluice run -n 4 -- build/bin/sluice-join --algorithm radix --r 8000000 --s 8000000 --verify
+	build/bin/sluice run -n 4 -- build/bin/sluice-join --algorithm auto --r 100000 --s 16000000 --verify
+
+# The first demo: an N:M shuffle of 100 M tuples, 4 processes x 2 threads, verified exactly-once.
+demo-shuffle: build
 	build/bin/sluice run -n 4 -- build/bin/sluice-shuffle-demo --threads 2 --tuples 100000000
 
 # Every test but the long soaks (label `slow`).
