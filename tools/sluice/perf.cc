@@ -522,7 +522,9 @@ std::vector<nlohmann::json> run_external_peers(const Sweep& sw, const std::strin
   const std::string path = temp_file();
   std::string shapes;
   for (const Shape& s : sw.shapes) shapes += (shapes.empty() ? "" : ",") + s.name();
-  std::vector<std::string> argv = {sw.peers, "--mode", mode, "--transport", sw.transport, "--sizes", sw.sizes_arg,
+  std::string sizes;  // in bytes: the harness need not know the k/m suffixes
+  for (uint32_t b : sw.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
+  std::vector<std::string> argv = {sw.peers, "--mode", mode, "--transport", sw.transport, "--sizes", sizes,
                                    "--shapes", shapes, "--rep", std::to_string(rep), "--mbytes",
                                    std::to_string(static_cast<double>(sw.bytes) / (1 << 20)), "--round-trips",
                                    std::to_string(sw.round_trips), "--segment-bytes",
