@@ -3,7 +3,7 @@ BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure --timeout 600
 
-.PHONY: all deps build demo demo-shuffle test test-slow asan tsan perf install clean
+.PHONY: all deps build demo demo-shuffle test test-slow asan tsan perf bench plot install clean
 
 all: build
 
@@ -47,9 +47,21 @@ tsan: deps
 	cd build-tsan && ctest $(CTEST_FLAGS) -L concurrent
 	cd build-tsan && ctest $(CTEST_FLAGS) -R '^system\.flow_test'
 
-# The first version of the project's perftest (see docs/benchmarks.md).
+# The project's perftest, built-in bounds and peers only (see docs/benchmarks.md).
 perf: build
 	build/bin/sluice perf
+
+# The perftest with every installed peer (UCX, Open MPI, ZeroMQ), then the charts in docs/img.
+bench: build
+	bench/peers/install.sh
+	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+	cmake --build build
+	build/bin/sluice perf --peers bench/peers/run --json build/perf_shm.json
+	build/bin/sluice perf --transport ofi --segment-bytes 65536 --peers bench/peers/run --json build/perf_ofi.json
+	bench/plot build/perf_shm.json build/perf_ofi.json --out docs/img
+
+plot:
+	bench/plot build/perf_shm.json build/perf_ofi.json --out docs/img
 
 install: build
 	cmake --install build --prefix $(or $(PREFIX),/usr/local)
