@@ -8,8 +8,8 @@
 //      chunks from a preallocated arena, so no histogram pass is needed to
 //      size them and nothing is allocated per tuple); both relations are
 //      partitioned the same way;
-//   2. build: one sub-partition of the build relation becomes a
-//      bucket-chained hash table sized to stay in the CPU cache
+//   2. build: one sub-partition of the build relation becomes a hash table
+//      (tuples grouped by bucket) sized to stay in the CPU cache
 //      (JoinTable::build_one);
 //   3. probe: the probe relation's tuples of the same sub-partition probe it
 //      while it is still in the cache (JoinTable::probe_partition); then the
@@ -17,9 +17,8 @@
 // When the whole build side fits in the cache (fbits 0), one table is built
 // for all of it and probe tuples go straight to JoinTable::probe.
 //
-// Ownership: PartitionBuffers owns its arena; a JoinTable owns its tuple copy,
-// chains and buckets, or refers to an external array it was built over
-// (build_over), which must then outlive it.
+// Ownership: PartitionBuffers owns its arena; a JoinTable owns its copy of
+// the build tuples and its bucket offsets.
 //
 // Thread safety: none of these types is internally synchronised. A built
 // JoinTable is immutable, and const probes may run from several threads.
@@ -213,9 +212,12 @@ class PartitionBuffers {
   ChunkArena arena_;
 };
 
-// Bucket-chained hash tables, one per sub-partition, over the build side.
-// A chain links build tuples by index (+1; 0 ends a chain); duplicates of a
-// key are separate entries, so a probe meets every one of them.
+// Hash tables, one per sub-partition, over the build side, each laid out
+// by bucket: the tuples of bucket b are contiguous, at [start[b], start[b+1])
+// of one array, so a probe reads two adjacent offsets and then scans a short
+// run of tuples (no chain pointers to chase). Building one is a counting
+// sort of the sub-partition by bucket: count, prefix sums, scatter.
+// Duplicates of a key are separate entries, so a probe meets every one.
 template <class T>
 class JoinTable;
 template <bool kSwapped, class T, class TableOf>
@@ -229,29 +231,25 @@ class JoinTable {
   // Preallocates for `tuples` build tuples (touching the pages now): all of
   // them for build(), the largest sub-partition for build_one().
   void reserve(uint64_t tuples) {
-    own_.reserve(tuples, 0, true);
-    next_.reserve(tuples, 0, true);
-    heads_.reserve(2 * tuples + parts_.size(), 0, true);
+    tuples_.reserve(tuples, 0, true);
+    buckets_.reserve(tuples, 0, true);
+    starts_.reserve(2 * tuples + 2 * parts_.size(), 0, true);
   }
 
-  // Copies each sub-partition of `in` (which must use this table's fbits)
-  // into one array and chains it. Partitions that are empty in `in` stay
-  // empty (so a table can hold only some sub-partitions; see has_part()).
+  // Builds every sub-partition of `in` (which must use this table's fbits).
+  // Sub-partitions that are empty in `in` stay empty, so a table may hold
+  // only some of them.
   void build(const PartitionBuffers<T>& in) {
-    const uint64_t n = in.total();
-    ensure(n, bucket_total(in));
-    uint64_t at = 0, head_at = 0;
-    T* dst = own_.data();
-    tuples_ = dst;
+    uint64_t starts = 0;
+    for (uint32_t p = 0; p < in.num_partitions(); ++p) starts += buckets_for(in.size(p)) + 1;
+    ensure(in.total(), starts);
+    uint64_t at = 0, start_at = 0;
     for (uint32_t p = 0; p < in.num_partitions(); ++p) {
-      const uint64_t begin = at;
-      in.for_each_chunk(p, [&](std::span<const T> c) {
-        std::memcpy(static_cast<void*>(dst + at), c.data(), c.size_bytes());
-        at += c.size();
-      });
-      head_at = chain(p, begin, at, head_at);
+      const uint64_t n = in.size(p);
+      layout(p, at, n, start_at, [&](auto&& f) { in.for_each_chunk(p, f); });
+      at += n;
+      start_at += buckets_for(n) + 1;
     }
-    size_ = n;
   }
 
   // Builds only sub-partition `p` of `in`, reusing this table's memory (the
@@ -260,53 +258,39 @@ class JoinTable {
   // the cache. Only probes of sub-partition p are valid afterwards.
   void build_one(const PartitionBuffers<T>& in, uint32_t p) {
     const uint64_t n = in.size(p);
-    ensure(n, std::bit_ceil(std::max<uint64_t>(n, 1)));
-    uint64_t at = 0;
-    T* dst = own_.data();
-    tuples_ = dst;
-    in.for_each_chunk(p, [&](std::span<const T> c) {
-      std::memcpy(static_cast<void*>(dst + at), c.data(), c.size_bytes());
-      at += c.size();
-    });
-    chain(p, 0, n, 0);
-    size_ = n;
+    ensure(n, buckets_for(n) + 1);
+    layout(p, 0, n, 0, [&](auto&& f) { in.for_each_chunk(p, f); });
   }
 
-  // One table (fbits must be 0) over `rows` in place, without copying them.
-  void build_over(std::span<const T> rows) {
-    ensure(0, std::bit_ceil(std::max<uint64_t>(rows.size(), 1)));
-    if (fbits_ != 0) throw std::logic_error("JoinTable::build_over needs fbits 0");
-    next_.reserve(rows.size());
-    tuples_ = rows.data();
-    size_ = rows.size();
-    chain(0, 0, rows.size(), 0);
+  // One table (fbits must be 0) over a copy of `rows`.
+  void build_from(std::span<const T> rows) {
+    if (fbits_ != 0) throw std::logic_error("JoinTable::build_from needs fbits 0");
+    ensure(rows.size(), buckets_for(rows.size()) + 1);
+    layout(0, 0, rows.size(), 0, [&](auto&& f) { f(rows); });
   }
 
   uint32_t fbits() const { return fbits_; }
-  uint64_t size() const { return size_; }
 
-  // Adds every match of `s` (key hash `hash`) to `out`. kSwapped: the build
-  // side is S and `s` is an R tuple (the checksum keeps R and S apart).
   template <bool kSwapped>
   void probe(const T& s, uint64_t hash, JoinResult& out) const {
-    walk<kSwapped>(*bucket(hash), s, out);
+    const uint64_t* b = bucket(hash);
+    scan<kSwapped>(b[0], b[1], s, out);
   }
-  // The bucket that a key with hash `hash` lives in (its chain's head).
-  const uint32_t* bucket(uint64_t hash) const {
+  // Where the bucket of a key with hash `hash` starts; its end is the next
+  // entry.
+  const uint64_t* bucket(uint64_t hash) const {
     const Part& p = parts_[hash & ((uint64_t{1} << fbits_) - 1)];
-    return heads_.data() + p.head_offset + ((hash >> fbits_) & p.mask);
+    return starts_.data() + p.start_offset + ((hash >> fbits_) & p.mask);
   }
-  // The build tuple a chain link names (j != 0).
-  const T* link(uint32_t j) const { return tuples_ + (j - 1); }
-  // Follows the chain starting at `j`, adding every match of `s`.
+  const T* tuple(uint64_t i) const { return tuples_.data() + i; }
+  // Adds every match of `s` among tuples [begin, end).
   template <bool kSwapped>
-  void walk(uint32_t j, const T& s, JoinResult& out) const {
-    for (; j != 0; j = next_.data()[j - 1]) {
-      const T& r = tuples_[j - 1];
-      if (r.key == s.key) {
+  void scan(uint64_t begin, uint64_t end, const T& s, JoinResult& out) const {
+    for (const T* r = tuples_.data() + begin; r != tuples_.data() + end; ++r) {
+      if (r->key == s.key) {
         ++out.matches;
-        out.checksum += kSwapped ? pair_checksum(s.key, payload_of(s), payload_of(r))
-                                 : pair_checksum(s.key, payload_of(r), payload_of(s));
+        out.checksum += kSwapped ? pair_checksum(s.key, payload_of(s), payload_of(*r))
+                                 : pair_checksum(s.key, payload_of(*r), payload_of(s));
       }
     }
   }
@@ -321,57 +305,69 @@ class JoinTable {
 
  private:
   struct Part {
-    uint64_t head_offset = 0;
+    uint64_t start_offset = 0;
     uint64_t mask = 0;
   };
-  static uint64_t bucket_total(const PartitionBuffers<T>& in) {
-    uint64_t b = 0;
-    for (uint32_t p = 0; p < in.num_partitions(); ++p) b += std::bit_ceil(std::max<uint64_t>(in.size(p), 1));
-    return b;
+  static uint64_t buckets_for(uint64_t n) { return std::bit_ceil(std::max<uint64_t>(n, 1)); }
+  void ensure(uint64_t tuples, uint64_t starts) {
+    if (tuples > tuples_.capacity()) tuples_.reserve(tuples);
+    if (tuples > buckets_.capacity()) buckets_.reserve(tuples);
+    if (starts > starts_.capacity()) starts_.reserve(starts);
   }
-  void ensure(uint64_t tuples, uint64_t buckets) {
-    if (tuples > own_.capacity()) own_.reserve(tuples);
-    if (tuples > next_.capacity()) next_.reserve(tuples);
-    if (buckets > heads_.capacity()) heads_.reserve(buckets);
-    if (tuples >= (uint64_t{1} << 32) - 1) throw std::length_error("a join table holds at most 2^32-2 tuples");
-  }
-  // Chains tuples_[begin, end) (from the array being built) into sub-partition
-  // p's buckets, placed at head_at; returns the next free bucket offset.
-  uint64_t chain(uint32_t p, uint64_t begin, uint64_t end, uint64_t head_at) {
-    const T* rows = tuples_;
-    const uint64_t buckets = std::bit_ceil(std::max<uint64_t>(end - begin, 1));
-    uint32_t* heads = heads_.data() + head_at;
-    std::memset(heads, 0, buckets * sizeof(uint32_t));
-    uint32_t* next = next_.data();
-    for (uint64_t i = begin; i < end; ++i) {
-      const uint64_t b = (key_hash(rows[i].key) >> fbits_) & (buckets - 1);
-      next[i] = heads[b];
-      heads[b] = static_cast<uint32_t>(i + 1);
+  // Lays out the n tuples that `for_each(f)` hands over (as spans) at
+  // tuples_[at, at + n), sorted by bucket, with their bucket starts at
+  // starts_[start_at, ...]: starts_[start_at + b] is where bucket b begins
+  // and starts_[start_at + B] == at + n.
+  template <class ForEach>
+  void layout(uint32_t p, uint64_t at, uint64_t n, uint64_t start_at, ForEach&& for_each) {
+    const uint64_t nb = buckets_for(n), mask = nb - 1;
+    uint64_t* start = starts_.data() + start_at;
+    uint32_t* bucket_of = buckets_.data() + at;
+    // Counts land one slot up, so that after the prefix sum start[b] is the
+    // beginning of bucket b and the scatter below can use start[b + 1] as
+    // bucket b's cursor, leaving start[b + 1] at b's end = b+1's beginning.
+    std::memset(start, 0, (nb + 1) * sizeof(uint64_t));
+    uint64_t i = 0;
+    for_each([&](std::span<const T> c) {
+      for (const T& t : c) {
+        const auto b = static_cast<uint32_t>((key_hash(t.key) >> fbits_) & mask);
+        bucket_of[i++] = b;
+        ++start[b + 1];
+      }
+    });
+    uint64_t sum = at;
+    for (uint64_t b = 0; b <= nb; ++b) {
+      const uint64_t c = start[b];
+      start[b] = sum;
+      sum += c;
     }
-    parts_[p] = Part{head_at, buckets - 1};
-    return head_at + buckets;
+    // Now start[0] == at and start[b + 1] is the beginning of bucket b.
+    T* dst = tuples_.data();
+    i = 0;
+    for_each([&](std::span<const T> c) {
+      for (const T& t : c) dst[start[bucket_of[i++] + 1]++] = t;
+    });
+    parts_[p] = Part{start_at, mask};
   }
 
   uint32_t fbits_;
   std::vector<Part> parts_;
-  detail::Buffer<T> own_;
-  detail::Buffer<uint32_t> next_;
-  detail::Buffer<uint32_t> heads_;
-  const T* tuples_ = nullptr;
-  uint64_t size_ = 0;
+  detail::Buffer<T> tuples_;
+  detail::Buffer<uint32_t> buckets_;  // scratch: each tuple's bucket while building
+  detail::Buffer<uint64_t> starts_;
 };
 
 // Probes every tuple of `in` against the table `table_of(hash)` returns
 // (one JoinTable, or the one of several that holds that sub-partition), in
-// groups: first the hashes and a prefetch of each bucket, then each chain's
-// first tuple is prefetched, then the chains are walked. The loads of a
+// groups: first the hashes and a prefetch of each bucket's start, then a
+// prefetch of each bucket's first tuple, then the scans. The loads of a
 // group overlap instead of each probe waiting for its own cache misses.
 template <bool kSwapped, class T, class TableOf>
 void probe_many(std::span<const T> in, TableOf&& table_of, JoinResult& out) {
   constexpr size_t kGroup = 16;
-  const uint32_t* slot[kGroup];
+  const uint64_t* slot[kGroup];
   const JoinTable<T>* table[kGroup];
-  uint32_t first[kGroup];
+  JoinResult acc;  // a local, so the compiler keeps it in registers (`out` may alias)
   for (size_t i = 0; i < in.size(); i += kGroup) {
     const size_t n = std::min(kGroup, in.size() - i);
     for (size_t k = 0; k < n; ++k) {
@@ -380,15 +376,13 @@ void probe_many(std::span<const T> in, TableOf&& table_of, JoinResult& out) {
       slot[k] = table[k]->bucket(h);
       __builtin_prefetch(slot[k]);
     }
-    for (size_t k = 0; k < n; ++k) {
-      first[k] = *slot[k];
-      if (first[k] != 0) __builtin_prefetch(table[k]->link(first[k]));
-    }
-    for (size_t k = 0; k < n; ++k) table[k]->template walk<kSwapped>(first[k], in[i + k], out);
+    for (size_t k = 0; k < n; ++k) __builtin_prefetch(table[k]->tuple(slot[k][0]));
+    for (size_t k = 0; k < n; ++k) table[k]->template scan<kSwapped>(slot[k][0], slot[k][1], in[i + k], acc);
   }
+  out.add(acc);
 }
 
-// The reference join: one chained hash table over the smaller relation,
+// The reference join: one hash table over the smaller relation,
 // probed with every tuple of the other. Single-threaded and simple on
 // purpose; the distributed joins are checked against it.
 template <class T>
@@ -396,10 +390,10 @@ JoinResult hash_join(std::span<const T> r, std::span<const T> s) {
   JoinResult out;
   JoinTable<T> table(0);
   if (r.size() <= s.size()) {
-    table.build_over(r);
+    table.build_from(r);
     for (const T& t : s) table.template probe<false>(t, key_hash(t.key), out);
   } else {
-    table.build_over(s);
+    table.build_from(s);
     for (const T& t : r) table.template probe<true>(t, key_hash(t.key), out);
   }
   return out;
