@@ -389,12 +389,13 @@ template <class T>
 JoinResult hash_join(std::span<const T> r, std::span<const T> s) {
   JoinResult out;
   JoinTable<T> table(0);
+  auto the_table = [&table](uint64_t) { return &table; };
   if (r.size() <= s.size()) {
     table.build_from(r);
-    for (const T& t : s) table.template probe<false>(t, key_hash(t.key), out);
+    probe_many<false>(s, the_table, out);
   } else {
     table.build_from(s);
-    for (const T& t : r) table.template probe<true>(t, key_hash(t.key), out);
+    probe_many<true>(r, the_table, out);
   }
   return out;
 }
