@@ -168,12 +168,12 @@ class Inbox {
   std::string error_;
 };
 
-// Pushes with try_push/try_push_to and, while the target's ring is full,
-// drains this worker's own inbox, so that no two workers ever wait on each
-// other with full rings. `attempt()` returns the push status.
+// Pushes with try_push/try_push_to on `out` and, while the target's ring is
+// full, drains this worker's own inbox, so that no two workers ever wait on
+// each other with full rings. `attempt()` makes one try and returns its status.
 template <class T, class Attempt, class Take>
-[[gnu::noinline]] bool push_draining(Attempt&& attempt, Inbox<T>& inbox, Take&& take, PhaseClock& clock, std::string* error,
-                   const char* what, const std::string& (*source_error)(const void*), const void* source) {
+[[gnu::noinline]] bool push_draining(Attempt&& attempt, const Source<T>& out, Inbox<T>& inbox, Take&& take,
+                                     PhaseClock& clock, std::string* error, const char* what) {
   Status s = attempt();
   if (s == Status::kOk) [[likely]] return true;
   for (uint32_t idle = 0; s == Status::kBackPressured; s = attempt()) {
@@ -200,16 +200,12 @@ template <class T, class Attempt, class Take>
     clock.lap(kNetworkPhase);
   }
   if (s != Status::kOk) {
-    *error = describe(what, s, source_error(source));
+    *error = describe(what, s, out.error());
     return false;
   }
   return true;
 }
 
-template <class T>
-const std::string& source_error(const void* p) {
-  return static_cast<const Source<T>*>(p)->error();
-}
 
 // Closes `out`, draining the inbox while it waits.
 //
@@ -340,8 +336,8 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
   uint64_t pushed = 0;
   auto push_relation = [&](Source<T>& src, Inbox<T>& inbox, auto& take, std::span<const T> rows, const char* what) {
     if (!push_rows(src, rows, workers, [&](uint32_t target, const T& t) {
-          return push_draining<T>([&] { return src.try_push_to(target, t); }, inbox, take, clock, &error, what,
-                                  &source_error<T>, &src);
+          return push_draining<T>([&] { return src.try_push_to(target, t); }, src, inbox, take, clock, &error,
+                                  what);
         }, config, pushed)) {
       return false;
     }
@@ -385,27 +381,19 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
 
 // ------------------------------------------------- fragment-and-replicate join
 
-// The replicated relation's flows. One place decides how a tuple reaches
-// every rank: a replicate flow (every target gets every tuple).
+// Flow g carries the small relation's tuples of the sub-partitions that
+// slot g owns, from every worker to slot g of every rank.
 template <class T>
-using BcastSpec = ReplicateSpec<T>;
-
-template <class T>
-BcastSpec<T> bcast_spec(const std::string& name, std::vector<Endpoint> sources, std::vector<Endpoint> targets,
-                        uint32_t segment_bytes) {
+ReplicateSpec<T> bcast_spec(const std::string& name, std::vector<Endpoint> sources, std::vector<Endpoint> targets,
+                            uint32_t segment_bytes) {
   auto spec = replicate<T>(name).sources(std::move(sources)).targets(std::move(targets));
   if (segment_bytes != 0) spec.segment_bytes(segment_bytes);
   return spec;
 }
 
 template <class T>
-Status try_push_everywhere(Source<T>& out, const T& t) {
-  return out.try_push(t);
-}
-
-template <class T>
 struct ReplicateShared {
-  std::vector<BcastSpec<T>> specs;  // one per slot
+  std::vector<ReplicateSpec<T>> specs;  // one per slot
   bool swapped = false;             // the replicated (build) side is S
   uint32_t fbits = 0;
   uint64_t build_total = 0;
@@ -438,8 +426,8 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
     uint64_t pushed = 0;
     for (const T& t : build_local) {
       Source<T>& dst = outs[(key_hash(t.key) & fmask) % threads];
-      if (!push_draining<T>([&] { return try_push_everywhere(dst, t); }, inbox, take, clock, &error,
-                            "replicating the build relation", &source_error<T>, &dst)) {
+      if (!push_draining<T>([&] { return dst.try_push(t); }, dst, inbox, take, clock, &error,
+                            "replicating the build relation")) {
         return false;
       }
       if (config.on_progress && ++pushed % kProgressEvery == 0) config.on_progress(pushed);
