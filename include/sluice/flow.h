@@ -114,7 +114,7 @@ struct FlowSpec {
   uint32_t ring_segments = 0;  // segments per ring; 0: 16 (Bandwidth), 64 (Latency)
   // Replicate flows only: one global order for all targets (see above), and
   // how long a target waits for a missing sequence number before it reports
-  // a gap (0: 1000 ms).
+  // a gap (0: 2000 ms).
   bool ordered = false;
   uint32_t gap_timeout_ms = 0;
 
@@ -124,7 +124,7 @@ struct FlowSpec {
   // Payload bytes per segment after defaults are applied.
   uint32_t effective_segment_bytes() const;
   uint32_t effective_ring_segments() const;
-  uint32_t effective_gap_timeout_ms() const { return gap_timeout_ms != 0 ? gap_timeout_ms : 1000; }
+  uint32_t effective_gap_timeout_ms() const { return gap_timeout_ms != 0 ? gap_timeout_ms : 2000; }
   // Bytes at the start of every segment's payload that carry its sequence
   // number (ordered replicate flows), or 0.
   uint32_t segment_prefix_bytes() const { return ordered ? 8 : 0; }

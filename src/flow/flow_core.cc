@@ -1098,13 +1098,16 @@ class FlowTarget final : public TargetCore, private FailureState {
   }
 
   // Ordered flows, when nothing is deliverable: if sequence number
-  // `expected_` is known to have been taken (a ring holds a later one, or
-  // the sequencer says so) and has not arrived for the gap timeout, it is
-  // reported as a gap and skipped.
+  // `expected_` is known to have been taken and has not arrived for the gap
+  // timeout, it is reported as a gap and skipped. Known: a ring holds a
+  // later number (its source took it after ours was taken), or a source was
+  // lost and the sequencer says the number was taken. (A number that is
+  // merely the latest taken, by a source that is slow but alive, is never a
+  // gap: that source will publish it.)
   Status check_gap() {
     const auto now = Clock::now();
     bool taken = ahead_;
-    if (!taken && now >= next_peek_) {
+    if (!taken && !lost_.empty() && now >= next_peek_) {
       next_peek_ = now + gap_timeout_ / 4;
       // A sequencer that cannot be read (its owner finished first) says
       // nothing; a later ring head still can.

@@ -94,7 +94,7 @@ TEST(ReplicateFlowTest, OrderedLatencyModeAgreesToo) {
 // surviving target reports that number as a gap (never hangs), agrees on
 // the order of the surviving sources' records, and ends naming the loss.
 TEST(ReplicateFlowTest, SourceDyingAfterTakingASequenceNumberIsAGapOnEveryTarget) {
-  auto r = run_job(4, {"--tuples", "40000", "--ordered", "--die-rank", "3", "--die-after", "20", "--gap-ms", "500"});
+  auto r = run_job(4, {"--tuples", "40000", "--ordered", "--die-rank", "3", "--die-after", "20", "--gap-ms", "2000"});
   expect_clean(r);
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(dying after taking sequence number (\d+))"))) << r.output;

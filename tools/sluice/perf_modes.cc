@@ -8,9 +8,13 @@ namespace sluice::tool::perf {
 
 const PerfMode& bandwidth_mode();  // perf_bandwidth.cc
 const PerfMode& latency_mode();    // perf_latency.cc
+const PerfMode& replicate_mode();          // perf_replicate.cc
+const PerfMode& replicate_ordered_mode();  // perf_replicate.cc
+const PerfMode& atomics_mode();            // perf_atomics.cc
 
 const std::vector<const PerfMode*>& perf_modes() {
-  static const std::vector<const PerfMode*> modes = {&bandwidth_mode(), &latency_mode()};
+  static const std::vector<const PerfMode*> modes = {&bandwidth_mode(), &latency_mode(), &replicate_mode(),
+                                                     &replicate_ordered_mode(), &atomics_mode()};
   return modes;
 }
 
