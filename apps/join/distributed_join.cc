@@ -1,6 +1,5 @@
 #include "distributed_join.h"
 
-#include <sched.h>
 
 #include <atomic>
 #include <barrier>
@@ -127,7 +126,7 @@ class Inbox {
   // Returns false on failure.
   template <class Take>
   bool drain_until(Deadline deadline, Take&& take) {
-    while (!ended_) {
+    while (!ended_ && (deadline == kForever || Clock::now() < deadline)) {
       auto batch = target_.consume(deadline);
       clock_->lap(kNetworkPhase);
       if (!batch) {
@@ -170,13 +169,26 @@ class Inbox {
 
 // Pushes with try_push/try_push_to on `out` and, while the target's ring is
 // full, drains this worker's own inbox, so that no two workers ever wait on
-// each other with full rings. `attempt()` makes one try and returns its status.
-template <class T, class Attempt, class Take>
-[[gnu::noinline]] bool push_draining(Attempt&& attempt, const Source<T>& out, Inbox<T>& inbox, Take&& take,
-                                     PhaseClock& clock, std::string* error, const char* what) {
+// each other with full rings. `attempt()` makes one try and returns its
+// status; `wait_and_push(deadline)` pushes, waiting for credit until the
+// deadline (kTimeout then).
+//
+// With nothing to drain, the worker waits alternately for credit and for its
+// inbox, in slices that double from 50 us to 2 ms: both waits park (the
+// flow's spin-yield-futex), so a worker that waits long costs a few system
+// calls, not a loop of sched_yield() that steals the CPU from the peer it
+// waits for (2 vCPUs and more ranks than that are the normal case here).
+constexpr auto kFirstWaitSlice = std::chrono::microseconds(50);
+constexpr auto kLastWaitSlice = std::chrono::microseconds(2000);
+
+template <class T, class Attempt, class WaitAndPush, class Take>
+[[gnu::noinline]] bool push_draining(Attempt&& attempt, WaitAndPush&& wait_and_push, const Source<T>& out,
+                                     Inbox<T>& inbox, Take&& take, PhaseClock& clock, std::string* error,
+                                     const char* what) {
   Status s = attempt();
   if (s == Status::kOk) [[likely]] return true;
-  for (uint32_t idle = 0; s == Status::kBackPressured; s = attempt()) {
+  auto slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
+  while (s == Status::kBackPressured || s == Status::kTimeout) {
     clock.lap(kPartitionPhase);
     const int got = inbox.drain_ready(take);
     if (got < 0) {
@@ -184,20 +196,19 @@ template <class T, class Attempt, class Take>
       return false;
     }
     if (got > 0) {
-      idle = 0;
+      slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
+      s = attempt();
       continue;
     }
-    // Nothing for us either: let the peer we wait for run; after a while,
-    // wait on our own inbox briefly (it parks instead of burning the CPU).
-    if (++idle < 64) {
-      sched_yield();
-    } else if (!inbox.ended() && !inbox.drain_until(Clock::now() + std::chrono::microseconds(500), take)) {
+    s = wait_and_push(Clock::now() + slice);
+    clock.lap(kNetworkPhase);
+    if (s != Status::kTimeout) break;
+    if (!inbox.ended() && !inbox.drain_until(Clock::now() + slice, take)) {
       *error = inbox.error();
       return false;
-    } else if (inbox.ended()) {
-      sched_yield();
     }
-    clock.lap(kNetworkPhase);
+    slice = std::min<Clock::duration>(2 * slice, kLastWaitSlice);
+    s = attempt();
   }
   if (s != Status::kOk) {
     *error = describe(what, s, out.error());
@@ -222,32 +233,34 @@ constexpr auto kCloseWait = std::chrono::milliseconds(200);
 template <class T, class Take>
 bool close_draining(Source<T>& out, Inbox<T>& inbox, Take&& take, PhaseClock& clock, std::string* error,
                     const char* what) {
-  auto wait_a_little = [&](uint32_t& idle) {
+  // Between tries: take what has arrived, else wait for the inbox a little
+  // (parked), longer each time (as in push_draining).
+  auto slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
+  auto wait_a_little = [&] {
     const int got = inbox.drain_ready(take);
     if (got < 0) return false;
     if (got > 0) {
-      idle = 0;
-    } else if (++idle > 64 && !inbox.ended()) {
-      if (!inbox.drain_until(Clock::now() + std::chrono::microseconds(500), take)) return false;
-    } else {
-      sched_yield();
+      slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
+      return true;
     }
+    if (!inbox.ended() && !inbox.drain_until(Clock::now() + slice, take)) return false;
+    slice = std::min<Clock::duration>(2 * slice, kLastWaitSlice);
     return true;
   };
-  for (uint32_t idle = 0;;) {
-    const Status s = out.flush(Clock::now());
+  for (;;) {
+    const Status s = out.flush(Clock::now() + slice);
     clock.lap(kNetworkPhase);
     if (s == Status::kOk) break;
     if (s != Status::kTimeout && s != Status::kBackPressured) {
       *error = describe(what, s, out.error());
       return false;
     }
-    if (!wait_a_little(idle)) {
+    if (!wait_a_little()) {
       *error = inbox.error();
       return false;
     }
   }
-  for (uint32_t idle = 0;;) {
+  for (;;) {
     const int got = inbox.drain_ready(take);
     if (got < 0) {
       *error = inbox.error();
@@ -260,7 +273,7 @@ bool close_draining(Source<T>& out, Inbox<T>& inbox, Take&& take, PhaseClock& cl
       *error = describe(what, s, out.error());
       return false;
     }
-    if (!wait_a_little(idle)) {
+    if (!wait_a_little()) {
       *error = inbox.error();
       return false;
     }
@@ -336,8 +349,9 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
   uint64_t pushed = 0;
   auto push_relation = [&](Source<T>& src, Inbox<T>& inbox, auto& take, std::span<const T> rows, const char* what) {
     if (!push_rows(src, rows, workers, [&](uint32_t target, const T& t) {
-          return push_draining<T>([&] { return src.try_push_to(target, t); }, src, inbox, take, clock, &error,
-                                  what);
+          return push_draining<T>([&] { return src.try_push_to(target, t); },
+                                  [&](Deadline d) { return src.push_to(target, t, d); }, src, inbox, take, clock,
+                                  &error, what);
         }, config, pushed)) {
       return false;
     }
@@ -426,8 +440,8 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
     uint64_t pushed = 0;
     for (const T& t : build_local) {
       Source<T>& dst = outs[(key_hash(t.key) & fmask) % threads];
-      if (!push_draining<T>([&] { return dst.try_push(t); }, dst, inbox, take, clock, &error,
-                            "replicating the build relation")) {
+      if (!push_draining<T>([&] { return dst.try_push(t); }, [&](Deadline d) { return dst.push(t, d); }, dst,
+                            inbox, take, clock, &error, "replicating the build relation")) {
         return false;
       }
       if (config.on_progress && ++pushed % kProgressEvery == 0) config.on_progress(pushed);
