@@ -38,6 +38,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "timing.h"
 #include "tuples.h"
 
 namespace sluice::join {
@@ -403,6 +404,7 @@ JoinResult hash_join(std::span<const T> r, std::span<const T> s) {
 // Seconds spent per step of radix_join (single-threaded).
 struct LocalTimes {
   double partition = 0, build = 0, probe = 0;
+  double cpu = 0;  // process CPU seconds over the three
 };
 
 // The single-threaded radix join (the strongest one-thread baseline here):
@@ -448,6 +450,7 @@ JoinResult radix_join(std::span<const T> r, std::span<const T> s, LocalTimes* ti
   PartitionBuffers<T> bp(fbits, build.size()), pp(fbits, probe.size());
   JoinTable<T> table(fbits);
   table.reserve(largest_partition_estimate(build.size(), fbits));
+  const double cpu1 = cpu_seconds();
   auto t1 = Clock::now();
   for (const T& t : build) bp.add(t);
   for (const T& t : probe) pp.add(t);
@@ -459,6 +462,7 @@ JoinResult radix_join(std::span<const T> r, std::span<const T> s, LocalTimes* ti
     times->partition = std::chrono::duration<double>(t2 - t1).count();
     times->build = build_seconds;
     times->probe = std::chrono::duration<double>(t3 - t2).count() - build_seconds;
+    times->cpu = cpu_seconds() - cpu1;
   }
   return out;
 }

@@ -86,7 +86,8 @@ def stats(rs, key="seconds"):
     v = sorted(r[key] for r in rs)
     return statistics.median(v), v[0], v[-1]
 st_hash, st_radix = single["hash"]["seconds_median"], single["radix"]["seconds_median"]
-print(f"single thread: hash join {st_hash:.3f} s, radix join {st_radix:.3f} s (medians)")
+print(f"single thread: hash join {st_hash:.3f} s ({single['hash']['cpu_seconds_median']:.2f} CPU-s), "
+      f"radix join {st_radix:.3f} s ({single['radix']['cpu_seconds_median']:.2f} CPU-s) (medians)")
 print(f"{'P':>2} {'sluice radix s (min-max)':>26} {'CPU-s':>6} {'MPI radix s (min-max)':>24} {'CPU-s':>6}"
       f" {'MPI/sluice':>10} {'1-thread radix/sluice':>21} {'1-thread hash/sluice':>20}")
 ranks = sorted({int(r["label"].split("-P")[1]) for r in rows if r["label"].startswith("sluice-radix-P")})
