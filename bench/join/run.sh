@@ -7,6 +7,7 @@
 #     --build DIR     build directory with the programs (default: build)
 #     --r N --s N     relation sizes for the radix comparison (default 8000000 each)
 #     --ranks "P..."  process counts (default "1 2 4")
+#     --threads "T..." sluice worker threads per process (default "1"; MPI runs 1 per process)
 #     --repeat N      runs per point (default 5); medians, min and max are printed
 #     --out FILE      every run's JSON line goes here (default: BUILD_DIR/join-bench.jsonl)
 #     --quick         small sizes, 1 repeat: checks that the script works
@@ -17,13 +18,14 @@
 # The MPI baseline runs only where sluice-join-mpi was built (bench/join/install.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=build r=8000000 s=8000000 ranks="1 2 4" repeat=5 out=""
+build=build r=8000000 s=8000000 ranks="1 2 4" threads="1" repeat=5 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --r) r=$2; shift 2 ;;
     --s) s=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --quick) r=200000 s=200000 ranks="1 2" repeat=1; shift ;;
@@ -54,8 +56,10 @@ echo "== data: --r $r --s $s ${extra[*]:-}; $repeat runs per point"
 "$bin/sluice-join-single" --r "$r" --s "$s" "${extra[@]}" --method both --repeat "$repeat" --json |
   sed -e 's/^{/{"label":"single",/' >> "$out"
 for p in $ranks; do
-  run "sluice-radix-P$p" "$bin/sluice" run -n "$p" -- "$bin/sluice-join" --algorithm radix --threads 1 \
-      --r "$r" --s "$s" "${extra[@]}" --json
+  for t in $threads; do
+    run "sluice-radix-P${p}T$t" "$bin/sluice" run -n "$p" -- "$bin/sluice-join" --algorithm radix --threads "$t" \
+        --r "$r" --s "$s" "${extra[@]}" --json
+  done
   if [ $have_mpi = 1 ]; then
     run "mpi-radix-P$p" mpirun --allow-run-as-root --oversubscribe -np "$p" "$bin/sluice-join-mpi" \
         --r "$r" --s "$s" "${extra[@]}" --json
@@ -88,18 +92,19 @@ def stats(rs, key="seconds"):
 st_hash, st_radix = single["hash"]["seconds_median"], single["radix"]["seconds_median"]
 print(f"single thread: hash join {st_hash:.3f} s ({single['hash']['cpu_seconds_median']:.2f} CPU-s), "
       f"radix join {st_radix:.3f} s ({single['radix']['cpu_seconds_median']:.2f} CPU-s) (medians)")
-print(f"{'P':>2} {'sluice radix s (min-max)':>26} {'CPU-s':>6} {'MPI radix s (min-max)':>24} {'CPU-s':>6}"
+print(f"{'PxT':>4} {'sluice radix s (min-max)':>26} {'CPU-s':>6} {'MPI radix s (min-max)':>24} {'CPU-s':>6}"
       f" {'MPI/sluice':>10} {'1-thread radix/sluice':>21} {'1-thread hash/sluice':>20}")
-ranks = sorted({int(r["label"].split("-P")[1]) for r in rows if r["label"].startswith("sluice-radix-P")})
-for p in ranks:
-    s = group(f"sluice-radix-P{p}"); m = group(f"mpi-radix-P{p}")
+points = sorted({tuple(int(x) for x in r["label"][len("sluice-radix-P"):].split("T"))
+                 for r in rows if r["label"].startswith("sluice-radix-P")})
+for p, t in points:
+    s = group(f"sluice-radix-P{p}T{t}"); m = group(f"mpi-radix-P{p}") if t == 1 else []
     sm, smin, smax = stats(s); scpu = statistics.median(r["cpu_seconds"] for r in s)
-    line = f"{p:>2} {sm:>10.3f} ({smin:.3f}-{smax:.3f})   {scpu:>6.2f}"
+    line = f"{p:>2}x{t} {sm:>10.3f} ({smin:.3f}-{smax:.3f})   {scpu:>6.2f}"
     if m:
         mm, mmin, mmax = stats(m); mcpu = statistics.median(r["cpu_seconds"] for r in m)
         line += f" {mm:>8.3f} ({mmin:.3f}-{mmax:.3f})   {mcpu:>6.2f} {mm / sm:>10.2f}"
     else:
-        line += f" {'(no MPI)':>24} {'':>6} {'':>10}"
+        line += f" {'-':>24} {'':>6} {'':>10}"
     line += f" {st_radix / sm:>21.2f} {st_hash / sm:>20.2f}"
     print(line)
 small = sorted({int(r["label"].split("-P")[1]) for r in rows if r["label"].startswith("sluice-replicate-small-P")})
