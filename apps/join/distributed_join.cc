@@ -399,9 +399,10 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
 // slot g owns, from every worker to slot g of every rank.
 template <class T>
 ReplicateSpec<T> bcast_spec(const std::string& name, std::vector<Endpoint> sources, std::vector<Endpoint> targets,
-                            uint32_t segment_bytes) {
+                            const JoinConfig& config) {
   auto spec = replicate<T>(name).sources(std::move(sources)).targets(std::move(targets));
-  if (segment_bytes != 0) spec.segment_bytes(segment_bytes);
+  if (config.segment_bytes != 0) spec.segment_bytes(config.segment_bytes);
+  if (config.ring_segments != 0) spec.ring_segments(config.ring_segments);
   return spec;
 }
 
@@ -533,6 +534,7 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config, const std::vecto
       auto spec = shuffle<T>(name).sources(cluster.all_ranks(threads)).targets(cluster.all_ranks(threads))
                       .explicit_targets();
       if (config.segment_bytes != 0) spec.segment_bytes(config.segment_bytes);
+      if (config.ring_segments != 0) spec.ring_segments(config.ring_segments);
       return spec;
     };
     sh.build_spec = make(swapped ? "join-S" : "join-R");
@@ -560,7 +562,7 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config, const std::vecto
     std::vector<Endpoint> targets;
     for (uint32_t r = 0; r < world; ++r) targets.push_back(Endpoint{r, g});
     sh.specs.push_back(
-        bcast_spec<T>("join-bcast-" + std::to_string(g), cluster.all_ranks(threads), targets, config.segment_bytes));
+        bcast_spec<T>("join-bcast-" + std::to_string(g), cluster.all_ranks(threads), targets, config));
     cluster.declare(sh.specs.back());
   }
   std::barrier<> built(threads);

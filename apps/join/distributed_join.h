@@ -84,6 +84,7 @@ struct JoinConfig {
   Algorithm algorithm = Algorithm::kRadix;  // kRadix or kReplicate (resolve kAuto first)
   uint32_t threads = 1;                     // worker threads per rank
   uint32_t segment_bytes = 0;               // flow segment payload; 0: the flow default
+  uint32_t ring_segments = 0;               // segments per ring; 0: the flow default
   // Test hook (may be empty): called by every worker thread after each
   // 4096 tuples it pushed, with the running count.
   std::function<void(uint64_t pushed)> on_progress;

@@ -89,6 +89,7 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
   config.algorithm = choice.algorithm;
   config.threads = opt.threads;
   config.segment_bytes = opt.segment_bytes;
+  config.ring_segments = opt.ring_segments;
   if (opt.test_kill_rank == static_cast<int64_t>(rank)) {
     const uint64_t after = opt.test_kill_after;
     config.on_progress = [after](uint64_t pushed) {

@@ -30,6 +30,7 @@ const char* program_name(Program p) {
                       "  --verify           rank 0 checks the result against a single-process reference join\n"
                       "  --json             print one JSON line with the result and timings\n"
                       "  --segment-bytes B  flow segment payload (default: the flow default, 8192)\n"
+                      "  --ring-segments N  segments per (source, target) ring (default: the flow default, 16)\n"
                       "  --save-r P, --save-s P  write this rank's fragments to files P ({rank} is replaced)\n");
       break;
     case Program::kSingle:
@@ -119,6 +120,7 @@ Options parse_options(int argc, char** argv, Program p) {
       else usage(p, "--algorithm must be radix, replicate or auto, not '" + m + "'");
     } else if (a == "--threads" && p == Program::kJoin) o.threads = static_cast<uint32_t>(number(p, a, v));
     else if (a == "--segment-bytes" && p == Program::kJoin) o.segment_bytes = static_cast<uint32_t>(number(p, a, v));
+    else if (a == "--ring-segments" && p == Program::kJoin) o.ring_segments = static_cast<uint32_t>(number(p, a, v));
     else if (a == "--save-r" && p == Program::kJoin) o.save_r = v;
     else if (a == "--save-s" && p == Program::kJoin) o.save_s = v;
     else if (a == "--repeat" && p == Program::kSingle) o.repeat = static_cast<uint32_t>(number(p, a, v));

@@ -20,6 +20,7 @@ struct Options {
   Algorithm algorithm = Algorithm::kRadix;  // --algorithm
   uint32_t threads = 1;                     // --threads
   uint32_t segment_bytes = 0;               // --segment-bytes (0: flow default)
+  uint32_t ring_segments = 0;               // --ring-segments (0: flow default)
   bool verify = false;                      // --verify
   bool json = false;                        // --json
   uint32_t repeat = 1;                      // --repeat (single-thread baseline)
