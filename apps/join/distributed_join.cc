@@ -89,12 +89,13 @@ std::string describe(const char* what, Status s, const std::string& error) {
 
 // One worker thread's receiving end of a flow: consumes batches, hands each
 // tuple to `take`, and accounts bytes and time.
-template <class T>
+template <class T, class Take>
 class Inbox {
  public:
-  Inbox(Target<T> target, const char* flow, uint32_t my_rank, uint32_t threads_per_source_rank, PhaseClock* clock,
-        Phase phase, RankReport* stats)
+  Inbox(Target<T> target, Take take, const char* flow, uint32_t my_rank, uint32_t threads_per_source_rank,
+        PhaseClock* clock, Phase phase, RankReport* stats)
       : target_(std::move(target)),
+        take_(std::move(take)),
         flow_(flow),
         my_rank_(my_rank),
         per_rank_(threads_per_source_rank),
@@ -104,10 +105,9 @@ class Inbox {
 
   // Takes every batch that is ready now. Returns the number taken, or -1 on
   // failure (error() says why).
-  template <class Take>
-  int drain_ready(Take&& take) {
+  int drain_ready() {
     int n = 0;
-    for (;;) {
+    while (!ended_) {
       auto batch = target_.try_consume();
       if (!batch) {
         if (target_.status() == Status::kTimeout) return n;
@@ -118,14 +118,14 @@ class Inbox {
         return fail();
       }
       clock_->lap(kNetworkPhase);
-      process(*batch, take);
+      process(*batch);
       ++n;
     }
+    return n;
   }
   // Waits for batches until `deadline` (at most) or the end of the flow.
   // Returns false on failure.
-  template <class Take>
-  bool drain_until(Deadline deadline, Take&& take) {
+  bool drain_until(Deadline deadline) {
     while (!ended_ && (deadline == kForever || Clock::now() < deadline)) {
       auto batch = target_.consume(deadline);
       clock_->lap(kNetworkPhase);
@@ -135,7 +135,7 @@ class Inbox {
         else return fail() == 0;
         continue;
       }
-      process(*batch, take);
+      process(*batch);
     }
     return true;
   }
@@ -143,9 +143,8 @@ class Inbox {
   const std::string& error() const { return error_; }
 
  private:
-  template <class Take>
-  void process(std::span<const T> batch, Take& take) {
-    for (const T& t : batch) take(t);
+  void process(std::span<const T> batch) {
+    for (const T& t : batch) take_(t);
     const uint64_t bytes = batch.size_bytes();
     stats_->bytes_in += bytes;
     if (target_.last_source() / per_rank_ != my_rank_) stats_->bytes_remote += bytes;
@@ -157,6 +156,7 @@ class Inbox {
   }
 
   Target<T> target_;
+  Take take_;
   const char* flow_;
   uint32_t my_rank_;
   uint32_t per_rank_;
@@ -164,6 +164,37 @@ class Inbox {
   Phase phase_;
   RankReport* stats_;
   bool ended_ = false;
+  std::string error_;
+};
+
+// Two inboxes drained as one (the radix join's build and probe flows, which
+// are both open at once): waiting waits on the first that has not ended.
+template <class A, class B>
+class BothInboxes {
+ public:
+  BothInboxes(A& a, B& b) : a_(a), b_(b) {}
+  int drain_ready() {
+    const int x = a_.drain_ready();
+    if (x < 0) return fail(a_);
+    const int y = b_.drain_ready();
+    if (y < 0) return fail(b_);
+    return x + y;
+  }
+  bool drain_until(Deadline deadline) {
+    if (!a_.ended()) return a_.drain_until(deadline) || fail(a_) == 0;
+    return b_.drain_until(deadline) || fail(b_) == 0;
+  }
+  bool ended() const { return a_.ended() && b_.ended(); }
+  const std::string& error() const { return error_; }
+
+ private:
+  template <class I>
+  int fail(const I& i) {
+    error_ = i.error();
+    return -1;
+  }
+  A& a_;
+  B& b_;
   std::string error_;
 };
 
@@ -181,16 +212,15 @@ class Inbox {
 constexpr auto kFirstWaitSlice = std::chrono::microseconds(50);
 constexpr auto kLastWaitSlice = std::chrono::microseconds(2000);
 
-template <class T, class Attempt, class WaitAndPush, class Take>
+template <class T, class Attempt, class WaitAndPush, class Drain>
 [[gnu::noinline]] bool push_draining(Attempt&& attempt, WaitAndPush&& wait_and_push, const Source<T>& out,
-                                     Inbox<T>& inbox, Take&& take, PhaseClock& clock, std::string* error,
-                                     const char* what) {
+                                     Drain& inbox, PhaseClock& clock, std::string* error, const char* what) {
   Status s = attempt();
   if (s == Status::kOk) [[likely]] return true;
   auto slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
   while (s == Status::kBackPressured || s == Status::kTimeout) {
     clock.lap(kPartitionPhase);
-    const int got = inbox.drain_ready(take);
+    const int got = inbox.drain_ready();
     if (got < 0) {
       *error = inbox.error();
       return false;
@@ -203,7 +233,7 @@ template <class T, class Attempt, class WaitAndPush, class Take>
     s = wait_and_push(Clock::now() + slice);
     clock.lap(kNetworkPhase);
     if (s != Status::kTimeout) break;
-    if (!inbox.ended() && !inbox.drain_until(Clock::now() + slice, take)) {
+    if (!inbox.ended() && !inbox.drain_until(Clock::now() + slice)) {
       *error = inbox.error();
       return false;
     }
@@ -230,20 +260,19 @@ template <class T, class Attempt, class WaitAndPush, class Take>
 // to accept the END segment.
 constexpr auto kCloseWait = std::chrono::milliseconds(200);
 
-template <class T, class Take>
-bool close_draining(Source<T>& out, Inbox<T>& inbox, Take&& take, PhaseClock& clock, std::string* error,
-                    const char* what) {
+template <class T, class Drain>
+bool close_draining(Source<T>& out, Drain& inbox, PhaseClock& clock, std::string* error, const char* what) {
   // Between tries: take what has arrived, else wait for the inbox a little
   // (parked), longer each time (as in push_draining).
   auto slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
   auto wait_a_little = [&] {
-    const int got = inbox.drain_ready(take);
+    const int got = inbox.drain_ready();
     if (got < 0) return false;
     if (got > 0) {
       slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
       return true;
     }
-    if (!inbox.ended() && !inbox.drain_until(Clock::now() + slice, take)) return false;
+    if (!inbox.ended() && !inbox.drain_until(Clock::now() + slice)) return false;
     slice = std::min<Clock::duration>(2 * slice, kLastWaitSlice);
     return true;
   };
@@ -261,7 +290,7 @@ bool close_draining(Source<T>& out, Inbox<T>& inbox, Take&& take, PhaseClock& cl
     }
   }
   for (;;) {
-    const int got = inbox.drain_ready(take);
+    const int got = inbox.drain_ready();
     if (got < 0) {
       *error = inbox.error();
       return false;
@@ -321,69 +350,59 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
   std::string& error = out->error;
   PhaseClock clock;
   // Setup, not timed: buffers sized from the expected share (with room for
-  // imbalance; skew beyond that takes extra arena blocks, never per tuple).
-  const bool streaming_probe = sh.fbits == 0;
+  // imbalance; skew beyond that takes extra arena blocks, never per tuple),
+  // and one scratch table, rebuilt per sub-partition just before it is
+  // probed.
   PartitionBuffers<T> build_parts(sh.fbits, sh.build_share + sh.build_share / 8 + 64);
-  PartitionBuffers<T> probe_parts(streaming_probe ? 0 : sh.fbits,
-                                  streaming_probe ? 0 : sh.probe_share + sh.probe_share / 8 + 64);
-  // Streaming: one table for the whole share, built at the build side's
-  // end-of-flow and probed as probe tuples arrive. Otherwise one scratch
-  // table, rebuilt per sub-partition just before it is probed.
+  PartitionBuffers<T> probe_parts(sh.fbits, sh.probe_share + sh.probe_share / 8 + 64);
   JoinTable<T> table(sh.fbits);
-  table.reserve(streaming_probe ? sh.build_share + sh.build_share / 8 + 64
-                                : largest_partition_estimate(sh.build_share, sh.fbits));
-  Inbox<T> build_inbox(std::move(build_in), sh.build_spec.spec().name.c_str(), my_rank, threads, &clock,
-                       kBuildPhase, out);
-  Inbox<T> probe_inbox(std::move(probe_in), sh.probe_spec.spec().name.c_str(), my_rank, threads, &clock,
-                       kProbePhase, out);
-  JoinResult result;
+  table.reserve(largest_partition_estimate(sh.build_share, sh.fbits));
   auto take_build = [&](const T& t) { build_parts.add(t); };
-  auto take_probe = [&](const T& t) {
-    if (streaming_probe) {
-      if (sh.swapped) table.template probe<true>(t, key_hash(t.key), result);
-      else table.template probe<false>(t, key_hash(t.key), result);
-    } else {
-      probe_parts.add(t);
-    }
-  };
+  auto take_probe = [&](const T& t) { probe_parts.add(t); };
+  Inbox build_inbox(std::move(build_in), take_build, sh.build_spec.spec().name.c_str(), my_rank, threads, &clock,
+                    kBuildPhase, out);
+  Inbox probe_inbox(std::move(probe_in), take_probe, sh.probe_spec.spec().name.c_str(), my_rank, threads, &clock,
+                    kProbePhase, out);
+  // Both flows are open at once: a worker pushes its probe tuples as soon as
+  // its build tuples are out, whether or not the others' have arrived
+  // (targets only partition probe tuples as they come; probing waits for the
+  // end of both flows), and drains both inboxes whenever it has to wait.
+  BothInboxes inboxes(build_inbox, probe_inbox);
   uint64_t pushed = 0;
-  auto push_relation = [&](Source<T>& src, Inbox<T>& inbox, auto& take, std::span<const T> rows, const char* what) {
+  auto push_relation = [&](Source<T>& src, std::span<const T> rows, const char* what) {
     if (!push_rows(src, rows, workers, [&](uint32_t target, const T& t) {
           return push_draining<T>([&] { return src.try_push_to(target, t); },
-                                  [&](Deadline d) { return src.push_to(target, t, d); }, src, inbox, take, clock,
+                                  [&](Deadline d) { return src.push_to(target, t, d); }, src, inboxes, clock,
                                   &error, what);
         }, config, pushed)) {
       return false;
     }
     clock.lap(kPartitionPhase);
-    return close_draining(src, inbox, take, clock, &error, what);
+    return close_draining(src, inboxes, clock, &error, what);
   };
 
   ready.count_down();
   go.wait();
   clock.start();
+  JoinResult result;
   const bool ok = [&] {
-    // Build side: push ours, take what arrives, until every source ended.
-    if (!push_relation(build_out, build_inbox, take_build, build_local, "pushing the build relation")) return false;
-    if (!build_inbox.drain_until(kForever, take_build)) {
+    if (!push_relation(build_out, build_local, "pushing the build relation")) return false;
+    if (!push_relation(probe_out, probe_local, "pushing the probe relation")) return false;
+    // Ours are out; take the rest until both flows end (every source has
+    // closed them): the only synchronisation there is.
+    if (!build_inbox.drain_until(kForever)) {
       error = build_inbox.error();
       return false;
     }
-    if (streaming_probe) table.build(build_parts);
-    clock.lap(kBuildPhase);
-    // Probe side: the same, then each sub-partition against its own table.
-    if (!push_relation(probe_out, probe_inbox, take_probe, probe_local, "pushing the probe relation")) return false;
-    if (!probe_inbox.drain_until(kForever, take_probe)) {
+    if (!probe_inbox.drain_until(kForever)) {
       error = probe_inbox.error();
       return false;
     }
     clock.lap(kProbePhase);
-    if (!streaming_probe) {
-      double build_seconds = 0;
-      result.add(join_partitions<T, Clock>(build_parts, probe_parts, sh.swapped, table, &build_seconds));
-      clock.lap(kProbePhase);
-      clock.move(kProbePhase, kBuildPhase, build_seconds);
-    }
+    double build_seconds = 0;
+    result = join_partitions<T, Clock>(build_parts, probe_parts, sh.swapped, table, &build_seconds);
+    clock.lap(kProbePhase);
+    clock.move(kProbePhase, kBuildPhase, build_seconds);
     return true;
   }();
   (void)ok;
@@ -430,8 +449,8 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
   JoinTable<T> table(sh.fbits);
   table.reserve(expected);
   sh.tables[slot] = &table;
-  Inbox<T> inbox(std::move(in), sh.specs[slot].spec().name.c_str(), my_rank, threads, &clock, kBuildPhase, out);
   auto take = [&](const T& t) { parts.add(t); };
+  Inbox inbox(std::move(in), take, sh.specs[slot].spec().name.c_str(), my_rank, threads, &clock, kBuildPhase, out);
   JoinResult result;
 
   ready.count_down();
@@ -442,16 +461,16 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
     for (const T& t : build_local) {
       Source<T>& dst = outs[(key_hash(t.key) & fmask) % threads];
       if (!push_draining<T>([&] { return dst.try_push(t); }, [&](Deadline d) { return dst.push(t, d); }, dst,
-                            inbox, take, clock, &error, "replicating the build relation")) {
+                            inbox, clock, &error, "replicating the build relation")) {
         return false;
       }
       if (config.on_progress && ++pushed % kProgressEvery == 0) config.on_progress(pushed);
     }
     clock.lap(kPartitionPhase);
     for (auto& o : outs) {
-      if (!close_draining(o, inbox, take, clock, &error, "closing a replicate flow")) return false;
+      if (!close_draining(o, inbox, clock, &error, "closing a replicate flow")) return false;
     }
-    if (!inbox.drain_until(kForever, take)) {
+    if (!inbox.drain_until(kForever)) {
       error = inbox.error();
       return false;
     }

@@ -4,12 +4,14 @@
 // worker thread of every rank to every worker thread. A source routes each
 // tuple by the top bits of its key hash to the target that owns that
 // partition (no histogram pass: the flows' rings take whatever arrives). A
-// target radix-partitions what it consumes into cache-sized sub-partitions
-// as it arrives; once the build relation's flow has ended (its end-of-flow is
-// the only synchronisation, there is no barrier) it builds one hash table per
-// sub-partition, then consumes the probe relation the same way and probes
-// each sub-partition against its own table. The smaller relation is the
-// build side.
+// worker pushes its build tuples (the smaller relation's), then at once its
+// probe tuples; both flows are open together, and whenever a worker must
+// wait for a full ring it drains both of its inboxes. What a target consumes
+// it radix-partitions into cache-sized sub-partitions as it arrives. When
+// both flows have ended at a worker (every source closed them: the only
+// synchronisation; there is no barrier), it builds one sub-partition's hash
+// table at a time and probes it with the same sub-partition of the probe
+// relation while it is still in the cache.
 //
 // Fragment-and-replicate join (DFI paper §6.2.1): the smaller relation goes
 // to every rank over replicate flows, the larger one stays where it is and
