@@ -1,5 +1,6 @@
 #include "data.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -8,15 +9,17 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-#include <algorithm>
 
 namespace sluice::join {
 
 const char* to_string(KeyDist d) {
   switch (d) {
-    case KeyDist::kUniform: return "uniform";
-    case KeyDist::kZipf: return "zipf";
-    case KeyDist::kEqual: return "equal";
+    case KeyDist::kUniform:
+      return "uniform";
+    case KeyDist::kZipf:
+      return "zipf";
+    case KeyDist::kEqual:
+      return "equal";
   }
   return "?";
 }
@@ -26,15 +29,20 @@ const char* to_string(RKeys k) { return k == RKeys::kUnique ? "unique" : "dist";
 std::string DataSpec::describe() const {
   char buf[512];
   if (from_files()) {
-    std::snprintf(buf, sizeof(buf), "R from %s, S from %s, %u-byte tuples", r_file.c_str(), s_file.c_str(), width);
+    std::snprintf(buf, sizeof(buf), "R from %s, S from %s, %u-byte tuples", r_file.c_str(),
+                  s_file.c_str(), width);
     return buf;
   }
   char dist_text[64];
-  if (dist == KeyDist::kZipf) std::snprintf(dist_text, sizeof(dist_text), "zipf(%.2f)", theta);
-  else std::snprintf(dist_text, sizeof(dist_text), "%s", to_string(dist));
+  if (dist == KeyDist::kZipf)
+    std::snprintf(dist_text, sizeof(dist_text), "zipf(%.2f)", theta);
+  else
+    std::snprintf(dist_text, sizeof(dist_text), "%s", to_string(dist));
   std::snprintf(buf, sizeof(buf),
-                "|R|=%llu |S|=%llu, %u-byte tuples, key domain %llu, R keys %s, S keys %s, selectivity %.2f, seed %llu",
-                static_cast<unsigned long long>(r_tuples), static_cast<unsigned long long>(s_tuples), width,
+                "|R|=%llu |S|=%llu, %u-byte tuples, key domain %llu, R keys %s, S keys %s, "
+                "selectivity %.2f, seed %llu",
+                static_cast<unsigned long long>(r_tuples),
+                static_cast<unsigned long long>(s_tuples), width,
                 static_cast<unsigned long long>(effective_domain()),
                 r_keys == RKeys::kUnique ? "unique" : dist_text, dist_text, selectivity,
                 static_cast<unsigned long long>(seed));
@@ -59,7 +67,8 @@ inline double helper1(double x) {
   return std::fabs(x) > 1e-8 ? std::log1p(x) / x : 1 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x));
 }
 inline double helper2(double x) {
-  return std::fabs(x) > 1e-8 ? std::expm1(x) / x : 1 + x * 0.5 * (1 + x * (1.0 / 3.0) * (1 + 0.25 * x));
+  return std::fabs(x) > 1e-8 ? std::expm1(x) / x
+                             : 1 + x * 0.5 * (1 + x * (1.0 / 3.0) * (1 + 0.25 * x));
 }
 
 }  // namespace
@@ -70,8 +79,9 @@ KeyGenerator::KeyGenerator(const DataSpec& spec)
       seed_mix_(mix64(spec.seed ^ 0x5851f42d4c957f2dULL)),
       select_all_(spec.selectivity >= 1.0) {
   if (!(spec.selectivity >= 0.0)) throw InputError("selectivity must be in [0, 1]");
-  select_threshold_ = select_all_ ? ~uint64_t{0}
-                                  : static_cast<uint64_t>(std::ldexp(std::max(0.0, spec.selectivity), 64));
+  select_threshold_ = select_all_
+                          ? ~uint64_t{0}
+                          : static_cast<uint64_t>(std::ldexp(std::max(0.0, spec.selectivity), 64));
   if (spec.dist == KeyDist::kZipf) {
     if (!(spec.theta >= 0.0) || spec.theta > 20) throw InputError("--theta must be in [0, 20]");
     h_integral_x1_ = h_integral(1.5) - 1.0;
@@ -96,23 +106,28 @@ double KeyGenerator::h_integral_inverse(double x) const {
 uint64_t KeyGenerator::zipf(uint64_t stream, uint64_t row) const {
   const double n = static_cast<double>(domain_);
   for (uint64_t attempt = 0;; ++attempt) {
-    const double u =
-        h_integral_n_ + to_unit(random_u64(spec_.seed, stream, row, attempt)) * (h_integral_x1_ - h_integral_n_);
+    const double u = h_integral_n_ + to_unit(random_u64(spec_.seed, stream, row, attempt)) *
+                                         (h_integral_x1_ - h_integral_n_);
     const double x = h_integral_inverse(u);
     double k = std::floor(x + 0.5);
-    if (k < 1) k = 1;
-    else if (k > n) k = n;
+    if (k < 1)
+      k = 1;
+    else if (k > n)
+      k = n;
     if (k - x <= s_ || u >= h_integral(k + 0.5) - h(k)) return static_cast<uint64_t>(k) - 1;
   }
 }
 
 uint64_t KeyGenerator::draw(uint64_t stream, uint64_t row) const {
   switch (spec_.dist) {
-    case KeyDist::kUniform:  // multiply-shift onto [0, D): no modulo bias worth the name, no division
+    case KeyDist::kUniform:  // multiply-shift onto [0, D): no modulo bias worth the name, no
+                             // division
       return static_cast<uint64_t>(
           (static_cast<unsigned __int128>(random_u64(spec_.seed, stream, row, 0)) * domain_) >> 64);
-    case KeyDist::kZipf: return zipf(stream, row);
-    case KeyDist::kEqual: return 0;
+    case KeyDist::kZipf:
+      return zipf(stream, row);
+    case KeyDist::kEqual:
+      return 0;
   }
   return 0;
 }
@@ -130,31 +145,38 @@ uint64_t KeyGenerator::s_key(uint64_t row) const {
 }
 
 template <class T>
-std::vector<T> generate_rows(const DataSpec& spec, Relation rel, uint64_t begin, uint64_t end, uint32_t threads) {
+std::vector<T> generate_rows(const DataSpec& spec, Relation rel, uint64_t begin, uint64_t end,
+                             uint32_t threads) {
   const KeyGenerator keys(spec);
   std::vector<T> rows(end - begin);
   std::vector<std::thread> pool;
   for (uint32_t t = 0; t < threads; ++t) {
-    const uint64_t b = part_begin(rows.size(), threads, t), e = part_begin(rows.size(), threads, t + 1);
-    pool.emplace_back([&, b, e] { generate<T>(keys, rel, begin + b, std::span<T>(rows.data() + b, e - b)); });
+    const uint64_t b = part_begin(rows.size(), threads, t),
+                   e = part_begin(rows.size(), threads, t + 1);
+    pool.emplace_back(
+        [&, b, e] { generate<T>(keys, rel, begin + b, std::span<T>(rows.data() + b, e - b)); });
   }
   for (auto& t : pool) t.join();
   return rows;
 }
 
 template std::vector<Tuple8> generate_rows(const DataSpec&, Relation, uint64_t, uint64_t, uint32_t);
-template std::vector<Tuple16> generate_rows(const DataSpec&, Relation, uint64_t, uint64_t, uint32_t);
+template std::vector<Tuple16> generate_rows(const DataSpec&, Relation, uint64_t, uint64_t,
+                                            uint32_t);
 
 std::string fragment_path(const std::string& pattern, uint32_t rank) {
   std::string out = pattern;
   const std::string tag = "{rank}";
-  for (size_t pos; (pos = out.find(tag)) != std::string::npos;) out.replace(pos, tag.size(), std::to_string(rank));
+  for (size_t pos; (pos = out.find(tag)) != std::string::npos;)
+    out.replace(pos, tag.size(), std::to_string(rank));
   return out;
 }
 
 namespace {
 
-bool is_csv(const std::string& path) { return path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0; }
+bool is_csv(const std::string& path) {
+  return path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
+}
 
 template <class T>
 std::vector<T> read_file(const std::string& path) {
@@ -171,18 +193,22 @@ std::vector<T> read_file(const std::string& path) {
       errno = 0;
       const unsigned long long key = std::strtoull(p, &end, 10);
       if (end == p || errno != 0 || *p == '-') {
-        throw InputError(path + ":" + std::to_string(line_no) + ": expected 'key' or 'key,payload', got '" + line + "'");
+        throw InputError(path + ":" + std::to_string(line_no) +
+                         ": expected 'key' or 'key,payload', got '" + line + "'");
       }
       unsigned long long payload = 0;
       if (*end == ',') {
         const char* q = end + 1;
         payload = std::strtoull(q, &end, 10);
         if (end == q || errno != 0 || *q == '-') {
-          throw InputError(path + ":" + std::to_string(line_no) + ": bad payload in '" + line + "'");
+          throw InputError(path + ":" + std::to_string(line_no) + ": bad payload in '" + line +
+                           "'");
         }
       }
       while (*end == ' ' || *end == '\r' || *end == '\t') ++end;
-      if (*end != '\0') throw InputError(path + ":" + std::to_string(line_no) + ": trailing text in '" + line + "'");
+      if (*end != '\0')
+        throw InputError(path + ":" + std::to_string(line_no) + ": trailing text in '" + line +
+                         "'");
       rows.push_back(make_tuple<T>(key, payload));
     }
     return rows;
@@ -195,7 +221,8 @@ std::vector<T> read_file(const std::string& path) {
                      std::to_string(sizeof(T)) + "-byte tuples (is --width right?)");
   }
   rows.resize(size / sizeof(T));
-  if (size != 0 && !in.read(reinterpret_cast<char*>(rows.data()), static_cast<std::streamsize>(size))) {
+  if (size != 0 &&
+      !in.read(reinterpret_cast<char*>(rows.data()), static_cast<std::streamsize>(size))) {
     throw InputError("cannot read " + path);
   }
   return rows;
@@ -205,10 +232,13 @@ std::vector<T> read_file(const std::string& path) {
 
 template <class T>
 std::vector<T> load_fragment(const std::string& pattern, uint32_t rank, uint32_t world) {
-  if (pattern.find("{rank}") != std::string::npos) return read_file<T>(fragment_path(pattern, rank));
+  if (pattern.find("{rank}") != std::string::npos)
+    return read_file<T>(fragment_path(pattern, rank));
   std::vector<T> all = read_file<T>(pattern);
-  const uint64_t b = part_begin(all.size(), world, rank), e = part_begin(all.size(), world, rank + 1);
-  return std::vector<T>(all.begin() + static_cast<ptrdiff_t>(b), all.begin() + static_cast<ptrdiff_t>(e));
+  const uint64_t b = part_begin(all.size(), world, rank),
+                 e = part_begin(all.size(), world, rank + 1);
+  return std::vector<T>(all.begin() + static_cast<ptrdiff_t>(b),
+                        all.begin() + static_cast<ptrdiff_t>(e));
 }
 
 template <class T>
@@ -239,14 +269,17 @@ void save_fragment(const std::string& pattern, uint32_t rank, const std::vector<
     }
     out << text;
   } else {
-    out.write(reinterpret_cast<const char*>(rows.data()), static_cast<std::streamsize>(rows.size() * sizeof(T)));
+    out.write(reinterpret_cast<const char*>(rows.data()),
+              static_cast<std::streamsize>(rows.size() * sizeof(T)));
   }
   if (!out) throw InputError("cannot write " + path);
 }
 
 template <class T>
-Relations<T> local_fragments(const DataSpec& spec, uint32_t rank, uint32_t world, uint32_t threads) {
-  if (spec.from_files()) return {load_fragment<T>(spec.r_file, rank, world), load_fragment<T>(spec.s_file, rank, world)};
+Relations<T> local_fragments(const DataSpec& spec, uint32_t rank, uint32_t world,
+                             uint32_t threads) {
+  if (spec.from_files())
+    return {load_fragment<T>(spec.r_file, rank, world), load_fragment<T>(spec.s_file, rank, world)};
   return {generate_rows<T>(spec, Relation::kR, part_begin(spec.r_tuples, world, rank),
                            part_begin(spec.r_tuples, world, rank + 1), threads),
           generate_rows<T>(spec, Relation::kS, part_begin(spec.s_tuples, world, rank),

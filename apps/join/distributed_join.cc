@@ -1,6 +1,5 @@
 #include "distributed_join.h"
 
-
 #include <atomic>
 #include <barrier>
 #include <bit>
@@ -17,14 +16,18 @@ namespace sluice::join {
 
 const char* to_string(Algorithm a) {
   switch (a) {
-    case Algorithm::kRadix: return "radix";
-    case Algorithm::kReplicate: return "replicate";
-    case Algorithm::kAuto: return "auto";
+    case Algorithm::kRadix:
+      return "radix";
+    case Algorithm::kReplicate:
+      return "replicate";
+    case Algorithm::kAuto:
+      return "auto";
   }
   return "?";
 }
 
-AlgorithmChoice choose_algorithm(Algorithm requested, uint64_t r_tuples, uint64_t s_tuples, uint32_t ranks) {
+AlgorithmChoice choose_algorithm(Algorithm requested, uint64_t r_tuples, uint64_t s_tuples,
+                                 uint32_t ranks) {
   char buf[320];
   const uint64_t small = std::min(r_tuples, s_tuples), large = std::max(r_tuples, s_tuples);
   const char* small_name = r_tuples <= s_tuples ? "R" : "S";
@@ -34,21 +37,26 @@ AlgorithmChoice choose_algorithm(Algorithm requested, uint64_t r_tuples, uint64_
   const double radix_in = static_cast<double>(r_tuples + s_tuples) / ranks;
   const double replicate_in = static_cast<double>(small);
   if (requested != Algorithm::kAuto) {
-    std::snprintf(buf, sizeof(buf), "as requested; per rank it receives %.0f tuples (radix: (|R|+|S|)/P = %.0f, "
-                  "replicate: |%s| = %.0f)", requested == Algorithm::kRadix ? radix_in : replicate_in, radix_in,
-                  small_name, replicate_in);
+    std::snprintf(buf, sizeof(buf),
+                  "as requested; per rank it receives %.0f tuples (radix: (|R|+|S|)/P = %.0f, "
+                  "replicate: |%s| = %.0f)",
+                  requested == Algorithm::kRadix ? radix_in : replicate_in, radix_in, small_name,
+                  replicate_in);
     return {requested, buf};
   }
   if (replicate_in < radix_in) {
     std::snprintf(buf, sizeof(buf),
-                  "auto: replicate, because |%s| = %llu is %.1fx smaller than |R|+|S| over %u ranks: each rank "
+                  "auto: replicate, because |%s| = %llu is %.1fx smaller than |R|+|S| over %u "
+                  "ranks: each rank "
                   "receives %.0f tuples instead of %.0f, and the %llu-tuple side is never moved",
-                  small_name, static_cast<unsigned long long>(small), radix_in / std::max(replicate_in, 1.0), ranks,
-                  replicate_in, radix_in, static_cast<unsigned long long>(large));
+                  small_name, static_cast<unsigned long long>(small),
+                  radix_in / std::max(replicate_in, 1.0), ranks, replicate_in, radix_in,
+                  static_cast<unsigned long long>(large));
     return {Algorithm::kReplicate, buf};
   }
   std::snprintf(buf, sizeof(buf),
-                "auto: radix, because replicating the smaller relation (|%s| = %llu) to every rank would bring "
+                "auto: radix, because replicating the smaller relation (|%s| = %llu) to every rank "
+                "would bring "
                 "each rank %.0f tuples, more than the %.0f a shuffle of both relations does",
                 small_name, static_cast<unsigned long long>(small), replicate_in, radix_in);
   return {Algorithm::kRadix, buf};
@@ -69,7 +77,8 @@ class PhaseClock {
   }
   // Re-attributes `seconds` already charged to `from` to `to`.
   void move(Phase from, Phase to, double seconds) {
-    const auto d = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    const auto d =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     acc_[from] -= d;
     acc_[to] += d;
   }
@@ -92,8 +101,8 @@ std::string describe(const char* what, Status s, const std::string& error) {
 template <class T, class Take>
 class Inbox {
  public:
-  Inbox(Target<T> target, Take take, const char* flow, uint32_t my_rank, uint32_t threads_per_source_rank,
-        PhaseClock* clock, Phase phase, RankReport* stats)
+  Inbox(Target<T> target, Take take, const char* flow, uint32_t my_rank,
+        uint32_t threads_per_source_rank, PhaseClock* clock, Phase phase, RankReport* stats)
       : target_(std::move(target)),
         take_(std::move(take)),
         flow_(flow),
@@ -130,9 +139,12 @@ class Inbox {
       auto batch = target_.consume(deadline);
       clock_->lap(kNetworkPhase);
       if (!batch) {
-        if (target_.status() == Status::kEndOfFlow) ended_ = true;
-        else if (target_.status() == Status::kTimeout && deadline != kForever) return true;
-        else return fail() == 0;
+        if (target_.status() == Status::kEndOfFlow)
+          ended_ = true;
+        else if (target_.status() == Status::kTimeout && deadline != kForever)
+          return true;
+        else
+          return fail() == 0;
         continue;
       }
       process(*batch);
@@ -151,7 +163,8 @@ class Inbox {
     clock_->lap(phase_);
   }
   int fail() {
-    error_ = describe((std::string("consuming flow ") + flow_).c_str(), target_.status(), target_.error());
+    error_ = describe((std::string("consuming flow ") + flow_).c_str(), target_.status(),
+                      target_.error());
     return -1;
   }
 
@@ -213,10 +226,12 @@ constexpr auto kFirstWaitSlice = std::chrono::microseconds(50);
 constexpr auto kLastWaitSlice = std::chrono::microseconds(2000);
 
 template <class T, class Attempt, class WaitAndPush, class Drain>
-[[gnu::noinline]] bool push_draining(Attempt&& attempt, WaitAndPush&& wait_and_push, const Source<T>& out,
-                                     Drain& inbox, PhaseClock& clock, std::string* error, const char* what) {
+[[gnu::noinline]] bool push_draining(Attempt&& attempt, WaitAndPush&& wait_and_push,
+                                     const Source<T>& out, Drain& inbox, PhaseClock& clock,
+                                     std::string* error, const char* what) {
   Status s = attempt();
-  if (s == Status::kOk) [[likely]] return true;
+  if (s == Status::kOk) [[likely]]
+    return true;
   auto slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
   while (s == Status::kBackPressured || s == Status::kTimeout) {
     clock.lap(kPartitionPhase);
@@ -247,7 +262,6 @@ template <class T, class Attempt, class WaitAndPush, class Drain>
   return true;
 }
 
-
 // Closes `out`, draining the inbox while it waits.
 //
 // Two steps, because Source::close() is not safe to call again after it
@@ -261,7 +275,8 @@ template <class T, class Attempt, class WaitAndPush, class Drain>
 constexpr auto kCloseWait = std::chrono::milliseconds(200);
 
 template <class T, class Drain>
-bool close_draining(Source<T>& out, Drain& inbox, PhaseClock& clock, std::string* error, const char* what) {
+bool close_draining(Source<T>& out, Drain& inbox, PhaseClock& clock, std::string* error,
+                    const char* what) {
   // Between tries: take what has arrived, else wait for the inbox a little
   // (parked), longer each time (as in push_draining).
   auto slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
@@ -311,7 +326,6 @@ bool close_draining(Source<T>& out, Drain& inbox, PhaseClock& clock, std::string
 
 constexpr uint64_t kProgressEvery = 4096;
 
-
 // ---------------------------------------------------------------- radix join
 
 // The partitioning loop: each tuple to the worker that owns its partition.
@@ -319,15 +333,16 @@ constexpr uint64_t kProgressEvery = 4096;
 // copy into the target's ring) is inlined here; only a full ring leaves the
 // loop, for `when_full(target, tuple)` (which drains and retries).
 template <class T, class WhenFull>
-[[gnu::flatten]] bool push_rows(Source<T>& src, std::span<const T> rows, uint32_t workers, WhenFull&& when_full,
-                                const JoinConfig& config, uint64_t& pushed) {
+[[gnu::flatten]] bool push_rows(Source<T>& src, std::span<const T> rows, uint32_t workers,
+                                WhenFull&& when_full, const JoinConfig& config, uint64_t& pushed) {
   const bool report = static_cast<bool>(config.on_progress);
   for (const T& t : rows) {
     const uint32_t target = network_partition(key_hash(t.key), workers);
     if (src.try_push_to(target, t) != Status::kOk) [[unlikely]] {
       if (!when_full(target, t)) return false;
     }
-    if (report && ++pushed % kProgressEvery == 0) [[unlikely]] config.on_progress(pushed);
+    if (report && ++pushed % kProgressEvery == 0) [[unlikely]]
+      config.on_progress(pushed);
   }
   return true;
 }
@@ -341,10 +356,11 @@ struct RadixShared {
 };
 
 template <class T>
-void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t my_rank, uint32_t world,
-                  Source<T> build_out, Target<T> build_in, Source<T> probe_out, Target<T> probe_in,
-                  std::span<const T> build_local, std::span<const T> probe_local, std::latch& ready,
-                  std::latch& go, RankReport* out) {
+void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t my_rank,
+                  uint32_t world, Source<T> build_out, Target<T> build_in, Source<T> probe_out,
+                  Target<T> probe_in, std::span<const T> build_local,
+                  std::span<const T> probe_local, std::latch& ready, std::latch& go,
+                  RankReport* out) {
   const uint32_t threads = config.threads;
   const uint32_t workers = world * threads;
   std::string& error = out->error;
@@ -359,10 +375,10 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
   table.reserve(largest_partition_estimate(sh.build_share, sh.fbits));
   auto take_build = [&](const T& t) { build_parts.add(t); };
   auto take_probe = [&](const T& t) { probe_parts.add(t); };
-  Inbox build_inbox(std::move(build_in), take_build, sh.build_spec.spec().name.c_str(), my_rank, threads, &clock,
-                    kBuildPhase, out);
-  Inbox probe_inbox(std::move(probe_in), take_probe, sh.probe_spec.spec().name.c_str(), my_rank, threads, &clock,
-                    kProbePhase, out);
+  Inbox build_inbox(std::move(build_in), take_build, sh.build_spec.spec().name.c_str(), my_rank,
+                    threads, &clock, kBuildPhase, out);
+  Inbox probe_inbox(std::move(probe_in), take_probe, sh.probe_spec.spec().name.c_str(), my_rank,
+                    threads, &clock, kProbePhase, out);
   // Both flows are open at once: a worker pushes its probe tuples as soon as
   // its build tuples are out, whether or not the others' have arrived
   // (targets only partition probe tuples as they come; probing waits for the
@@ -370,11 +386,14 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
   BothInboxes inboxes(build_inbox, probe_inbox);
   uint64_t pushed = 0;
   auto push_relation = [&](Source<T>& src, std::span<const T> rows, const char* what) {
-    if (!push_rows(src, rows, workers, [&](uint32_t target, const T& t) {
-          return push_draining<T>([&] { return src.try_push_to(target, t); },
-                                  [&](Deadline d) { return src.push_to(target, t, d); }, src, inboxes, clock,
-                                  &error, what);
-        }, config, pushed)) {
+    if (!push_rows(
+            src, rows, workers,
+            [&](uint32_t target, const T& t) {
+              return push_draining<T>([&] { return src.try_push_to(target, t); },
+                                      [&](Deadline d) { return src.push_to(target, t, d); }, src,
+                                      inboxes, clock, &error, what);
+            },
+            config, pushed)) {
       return false;
     }
     clock.lap(kPartitionPhase);
@@ -385,7 +404,8 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
   go.wait();
   clock.start();
   JoinResult result;
-  const bool ok = [&] {
+  // On failure `error` says why; the result is then not reported.
+  [&] {
     if (!push_relation(build_out, build_local, "pushing the build relation")) return false;
     if (!push_relation(probe_out, probe_local, "pushing the probe relation")) return false;
     // Ours are out; take the rest until both flows end (every source has
@@ -405,7 +425,6 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
     clock.move(kProbePhase, kBuildPhase, build_seconds);
     return true;
   }();
-  (void)ok;
   out->result = result;
   out->phases = clock.times();
   out->arena_blocks_added = build_parts.arena_blocks_added() + probe_parts.arena_blocks_added();
@@ -417,8 +436,8 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
 // Flow g carries the small relation's tuples of the sub-partitions that
 // slot g owns, from every worker to slot g of every rank.
 template <class T>
-ReplicateSpec<T> bcast_spec(const std::string& name, std::vector<Endpoint> sources, std::vector<Endpoint> targets,
-                            const JoinConfig& config) {
+ReplicateSpec<T> bcast_spec(const std::string& name, std::vector<Endpoint> sources,
+                            std::vector<Endpoint> targets, const JoinConfig& config) {
   auto spec = replicate<T>(name).sources(std::move(sources)).targets(std::move(targets));
   if (config.segment_bytes != 0) spec.segment_bytes(config.segment_bytes);
   if (config.ring_segments != 0) spec.ring_segments(config.ring_segments);
@@ -428,7 +447,7 @@ ReplicateSpec<T> bcast_spec(const std::string& name, std::vector<Endpoint> sourc
 template <class T>
 struct ReplicateShared {
   std::vector<ReplicateSpec<T>> specs;  // one per slot
-  bool swapped = false;             // the replicated (build) side is S
+  bool swapped = false;                 // the replicated (build) side is S
   uint32_t fbits = 0;
   uint64_t build_total = 0;
   std::vector<JoinTable<T>*> tables;  // per slot, valid after the barrier
@@ -436,10 +455,10 @@ struct ReplicateShared {
 };
 
 template <class T>
-void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t slot, uint32_t my_rank,
-                      std::vector<Source<T>> outs, Target<T> in, std::span<const T> build_local,
-                      std::span<const T> probe_local, std::latch& ready, std::latch& go,
-                      std::barrier<>& built, RankReport* out) {
+void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t slot,
+                      uint32_t my_rank, std::vector<Source<T>> outs, Target<T> in,
+                      std::span<const T> build_local, std::span<const T> probe_local,
+                      std::latch& ready, std::latch& go, std::barrier<>& built, RankReport* out) {
   const uint32_t threads = config.threads;
   std::string& error = out->error;
   PhaseClock clock;
@@ -450,7 +469,8 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
   table.reserve(expected);
   sh.tables[slot] = &table;
   auto take = [&](const T& t) { parts.add(t); };
-  Inbox inbox(std::move(in), take, sh.specs[slot].spec().name.c_str(), my_rank, threads, &clock, kBuildPhase, out);
+  Inbox inbox(std::move(in), take, sh.specs[slot].spec().name.c_str(), my_rank, threads, &clock,
+              kBuildPhase, out);
   JoinResult result;
 
   ready.count_down();
@@ -460,8 +480,9 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
     uint64_t pushed = 0;
     for (const T& t : build_local) {
       Source<T>& dst = outs[(key_hash(t.key) & fmask) % threads];
-      if (!push_draining<T>([&] { return dst.try_push(t); }, [&](Deadline d) { return dst.push(t, d); }, dst,
-                            inbox, clock, &error, "replicating the build relation")) {
+      if (!push_draining<T>([&] { return dst.try_push(t); },
+                            [&](Deadline d) { return dst.push(t, d); }, dst, inbox, clock, &error,
+                            "replicating the build relation")) {
         return false;
       }
       if (config.on_progress && ++pushed % kProgressEvery == 0) config.on_progress(pushed);
@@ -484,8 +505,10 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
   clock.lap(kNetworkPhase);
   if (ok && !sh.failed.load(std::memory_order_relaxed)) {
     auto owner = [&](uint64_t h) { return sh.tables[(h & fmask) % threads]; };
-    if (sh.swapped) probe_many<true>(probe_local, owner, result);
-    else probe_many<false>(probe_local, owner, result);
+    if (sh.swapped)
+      probe_many<true>(probe_local, owner, result);
+    else
+      probe_many<false>(probe_local, owner, result);
     clock.lap(kProbePhase);
   }
   out->result = result;
@@ -499,8 +522,10 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
 }  // namespace
 
 template <class T>
-RankReport run_join(Cluster& cluster, const JoinConfig& config, const std::vector<std::span<const T>>& r_parts,
-                    const std::vector<std::span<const T>>& s_parts, uint64_t r_total, uint64_t s_total) {
+RankReport run_join(Cluster& cluster, const JoinConfig& config,
+                    const std::vector<std::span<const T>>& r_parts,
+                    const std::vector<std::span<const T>>& s_parts, uint64_t r_total,
+                    uint64_t s_total) {
   const uint32_t threads = config.threads;
   const uint32_t world = cluster.world_size();
   const uint32_t rank = cluster.rank();
@@ -536,7 +561,8 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config, const std::vecto
       const auto root_cause = [](const std::string& e) {
         return e.find("died") != std::string::npos || e.find("heartbeat") != std::string::npos;
       };
-      if (!r.error.empty() && (report.error.empty() || (root_cause(r.error) && !root_cause(report.error)))) {
+      if (!r.error.empty() &&
+          (report.error.empty() || (root_cause(r.error) && !root_cause(report.error)))) {
         report.error = r.error;
       }
     }
@@ -545,12 +571,15 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config, const std::vecto
   if (config.algorithm == Algorithm::kRadix) {
     RadixShared<T> sh;
     sh.swapped = swapped;
-    const uint64_t build_total = swapped ? s_total : r_total, probe_total = swapped ? r_total : s_total;
+    const uint64_t build_total = swapped ? s_total : r_total,
+                   probe_total = swapped ? r_total : s_total;
     sh.build_share = build_total / workers;
     sh.probe_share = probe_total / workers;
     sh.fbits = choose_fanout_bits(sh.build_share, sizeof(T));
     auto make = [&](const char* name) {
-      auto spec = shuffle<T>(name).sources(cluster.all_ranks(threads)).targets(cluster.all_ranks(threads))
+      auto spec = shuffle<T>(name)
+                      .sources(cluster.all_ranks(threads))
+                      .targets(cluster.all_ranks(threads))
                       .explicit_targets();
       if (config.segment_bytes != 0) spec.segment_bytes(config.segment_bytes);
       if (config.ring_segments != 0) spec.ring_segments(config.ring_segments);
@@ -563,8 +592,9 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config, const std::vecto
     for (uint32_t t = 0; t < threads; ++t) {
       pool.emplace_back(radix_worker<T>, std::cref(config), std::cref(sh), rank, world,
                         cluster.source(sh.build_spec, t), cluster.target(sh.build_spec, t),
-                        cluster.source(sh.probe_spec, t), cluster.target(sh.probe_spec, t), build_parts[t],
-                        probe_parts[t], std::ref(ready), std::ref(go), &per_thread[t]);
+                        cluster.source(sh.probe_spec, t), cluster.target(sh.probe_spec, t),
+                        build_parts[t], probe_parts[t], std::ref(ready), std::ref(go),
+                        &per_thread[t]);
     }
     start_and_wait();
     return report;
@@ -580,25 +610,30 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config, const std::vecto
   for (uint32_t g = 0; g < threads; ++g) {
     std::vector<Endpoint> targets;
     for (uint32_t r = 0; r < world; ++r) targets.push_back(Endpoint{r, g});
-    sh.specs.push_back(
-        bcast_spec<T>("join-bcast-" + std::to_string(g), cluster.all_ranks(threads), targets, config));
+    sh.specs.push_back(bcast_spec<T>("join-bcast-" + std::to_string(g), cluster.all_ranks(threads),
+                                     targets, config));
     cluster.declare(sh.specs.back());
   }
   std::barrier<> built(threads);
   for (uint32_t t = 0; t < threads; ++t) {
     std::vector<Source<T>> outs;
     for (uint32_t g = 0; g < threads; ++g) outs.push_back(cluster.source(sh.specs[g], t));
-    pool.emplace_back(replicate_worker<T>, std::cref(config), std::ref(sh), t, rank, std::move(outs),
-                      cluster.target(sh.specs[t], t), build_parts[t], probe_parts[t], std::ref(ready),
-                      std::ref(go), std::ref(built), &per_thread[t]);
+    pool.emplace_back(replicate_worker<T>, std::cref(config), std::ref(sh), t, rank,
+                      std::move(outs), cluster.target(sh.specs[t], t), build_parts[t],
+                      probe_parts[t], std::ref(ready), std::ref(go), std::ref(built),
+                      &per_thread[t]);
   }
   start_and_wait();
   return report;
 }
 
-template RankReport run_join<Tuple8>(Cluster&, const JoinConfig&, const std::vector<std::span<const Tuple8>>&,
-                                     const std::vector<std::span<const Tuple8>>&, uint64_t, uint64_t);
-template RankReport run_join<Tuple16>(Cluster&, const JoinConfig&, const std::vector<std::span<const Tuple16>>&,
-                                      const std::vector<std::span<const Tuple16>>&, uint64_t, uint64_t);
+template RankReport run_join<Tuple8>(Cluster&, const JoinConfig&,
+                                     const std::vector<std::span<const Tuple8>>&,
+                                     const std::vector<std::span<const Tuple8>>&, uint64_t,
+                                     uint64_t);
+template RankReport run_join<Tuple16>(Cluster&, const JoinConfig&,
+                                      const std::vector<std::span<const Tuple16>>&,
+                                      const std::vector<std::span<const Tuple16>>&, uint64_t,
+                                      uint64_t);
 
 }  // namespace sluice::join

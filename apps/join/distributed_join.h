@@ -50,7 +50,8 @@ struct AlgorithmChoice {
   Algorithm algorithm;
   std::string why;
 };
-AlgorithmChoice choose_algorithm(Algorithm requested, uint64_t r_tuples, uint64_t s_tuples, uint32_t ranks);
+AlgorithmChoice choose_algorithm(Algorithm requested, uint64_t r_tuples, uint64_t s_tuples,
+                                 uint32_t ranks);
 
 // Seconds per phase, summed over a rank's worker threads:
 //   partition  hashing and pushing tuples into flows (over shm this
@@ -73,13 +74,13 @@ struct PhaseTimes {
 struct RankReport {
   JoinResult result;
   PhaseTimes phases;
-  double seconds = 0;       // from the start barrier until every worker of this rank ended
-  double cpu_seconds = 0;   // this process's CPU time in that interval
-  uint64_t bytes_in = 0;    // bytes its targets consumed from flows
-  uint64_t bytes_remote = 0;  // of those, from other ranks
+  double seconds = 0;               // from the start barrier until every worker of this rank ended
+  double cpu_seconds = 0;           // this process's CPU time in that interval
+  uint64_t bytes_in = 0;            // bytes its targets consumed from flows
+  uint64_t bytes_remote = 0;        // of those, from other ranks
   uint64_t arena_blocks_added = 0;  // partition buffers that outgrew their estimate
-  uint32_t fanout_bits = 0;  // sub-partition bits per worker
-  std::string error;         // empty on success, else what failed first
+  uint32_t fanout_bits = 0;         // sub-partition bits per worker
+  std::string error;                // empty on success, else what failed first
 };
 
 struct JoinConfig {
@@ -99,7 +100,9 @@ struct JoinConfig {
 // failures: they come back in RankReport::error. Setup failures throw
 // sluice::Error.
 template <class T>
-RankReport run_join(Cluster& cluster, const JoinConfig& config, const std::vector<std::span<const T>>& r_parts,
-                    const std::vector<std::span<const T>>& s_parts, uint64_t r_total, uint64_t s_total);
+RankReport run_join(Cluster& cluster, const JoinConfig& config,
+                    const std::vector<std::span<const T>>& r_parts,
+                    const std::vector<std::span<const T>>& s_parts, uint64_t r_total,
+                    uint64_t s_total);
 
 }  // namespace sluice::join

@@ -101,7 +101,8 @@ class ChunkArena {
     blocks_added_ = 0;
   }
   std::byte* allocate() {
-    if (next_ == end_) [[unlikely]] add_block();
+    if (next_ == end_) [[unlikely]]
+      add_block();
     std::byte* p = next_;
     next_ += chunk_bytes_;
     return p;
@@ -112,7 +113,8 @@ class ChunkArena {
  private:
   void add_block() {
     const size_t bytes = chunk_bytes_ * block_chunks_;
-    std::unique_ptr<std::byte, detail::FreeDeleter> b(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
+    std::unique_ptr<std::byte, detail::FreeDeleter> b(
+        static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
     if (!b) throw std::bad_alloc();
     std::memset(b.get(), 0, bytes);  // first-touch faults at setup, not mid-join
     next_ = b.get();
@@ -142,7 +144,8 @@ class PartitionBuffers {
       : fbits_(fbits),
         mask_((uint64_t{1} << fbits) - 1),
         parts_(size_t{1} << fbits),
-        arena_(kChunkBytes, expected_tuples / kPerChunk + expected_tuples / kPerChunk / 4 + parts_.size() + 1) {}
+        arena_(kChunkBytes,
+               expected_tuples / kPerChunk + expected_tuples / kPerChunk / 4 + parts_.size() + 1) {}
 
   uint32_t fbits() const { return fbits_; }
   uint32_t num_partitions() const { return static_cast<uint32_t>(parts_.size()); }
@@ -150,7 +153,8 @@ class PartitionBuffers {
   // Appends `t`, whose key hash is `hash`, to its sub-partition.
   void add(const T& t, uint64_t hash) {
     Part& p = parts_[hash & mask_];
-    if (p.cur == p.end) [[unlikely]] new_chunk(p);
+    if (p.cur == p.end) [[unlikely]]
+      new_chunk(p);
     *p.cur++ = t;
   }
   void add(const T& t) { add(t, key_hash(t.key)); }
@@ -298,9 +302,11 @@ class JoinTable {
   // Probes every tuple of sub-partition `part` of `probe_side` against this
   // table's sub-partition `part`.
   template <bool kSwapped>
-  void probe_partition(uint32_t part, const PartitionBuffers<T>& probe_side, JoinResult& out) const {
+  void probe_partition(uint32_t part, const PartitionBuffers<T>& probe_side,
+                       JoinResult& out) const {
     probe_side.for_each_chunk(part, [&](std::span<const T> c) {
-      probe_many<kSwapped>(c, [this](uint64_t) { return this; }, out);
+      probe_many<kSwapped>(
+          c, [this](uint64_t) { return this; }, out);
     });
   }
 
@@ -378,7 +384,8 @@ void probe_many(std::span<const T> in, TableOf&& table_of, JoinResult& out) {
       __builtin_prefetch(slot[k]);
     }
     for (size_t k = 0; k < n; ++k) __builtin_prefetch(table[k]->tuple(slot[k][0]));
-    for (size_t k = 0; k < n; ++k) table[k]->template scan<kSwapped>(slot[k][0], slot[k][1], in[i + k], acc);
+    for (size_t k = 0; k < n; ++k)
+      table[k]->template scan<kSwapped>(slot[k][0], slot[k][1], in[i + k], acc);
   }
   out.add(acc);
 }
@@ -415,8 +422,8 @@ struct LocalTimes {
 // p. `table` (built with the same fbits) is the scratch table; `build_seconds`
 // (may be null) receives the time spent building.
 template <class T, class Clock = std::chrono::steady_clock>
-JoinResult join_partitions(const PartitionBuffers<T>& build, const PartitionBuffers<T>& probe, bool swapped,
-                           JoinTable<T>& table, double* build_seconds) {
+JoinResult join_partitions(const PartitionBuffers<T>& build, const PartitionBuffers<T>& probe,
+                           bool swapped, JoinTable<T>& table, double* build_seconds) {
   JoinResult out;
   typename Clock::duration building{};
   for (uint32_t p = 0; p < build.num_partitions(); ++p) {
@@ -424,8 +431,10 @@ JoinResult join_partitions(const PartitionBuffers<T>& build, const PartitionBuff
     const auto t0 = Clock::now();
     table.build_one(build, p);
     building += Clock::now() - t0;
-    if (swapped) table.template probe_partition<true>(p, probe, out);
-    else table.template probe_partition<false>(p, probe, out);
+    if (swapped)
+      table.template probe_partition<true>(p, probe, out);
+    else
+      table.template probe_partition<false>(p, probe, out);
   }
   if (build_seconds != nullptr) *build_seconds = std::chrono::duration<double>(building).count();
   return out;

@@ -8,9 +8,8 @@
 // distributed_join.h), and rank 0 prints the match count, an
 // order-independent checksum of the result, timings per phase and, with
 // --verify, whether a single-process reference join of the same data agrees.
-#include <sluice/sluice.h>
-
 #include <signal.h>
+#include <sluice/sluice.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -36,7 +35,9 @@ struct Wire {
   double seconds, cpu_seconds, partition, network, build, probe;
 };
 
-std::string encode(const Wire& w) { return std::string(reinterpret_cast<const char*>(&w), sizeof(w)); }
+std::string encode(const Wire& w) {
+  return std::string(reinterpret_cast<const char*>(&w), sizeof(w));
+}
 Wire decode(const std::string& s) {
   Wire w{};
   std::memcpy(&w, s.data(), std::min(s.size(), sizeof(w)));
@@ -94,22 +95,34 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
     const uint64_t after = opt.test_kill_after;
     config.on_progress = [after](uint64_t pushed) {
       if (pushed >= after) {
-        std::fprintf(stderr, "test hook: killing this rank after %" PRIu64 " pushed tuples\n", pushed);
+        std::fprintf(stderr, "test hook: killing this rank after %" PRIu64 " pushed tuples\n",
+                     pushed);
         std::fflush(stderr);
         ::raise(SIGKILL);
       }
     };
   }
 
-  const sj::RankReport report = sj::run_join<T>(cluster, config, split(r_local), split(s_local), r_total, s_total);
+  const sj::RankReport report =
+      sj::run_join<T>(cluster, config, split(r_local), split(s_local), r_total, s_total);
   if (!report.error.empty()) {
     std::fprintf(stderr, "sluice-join: rank %u: join failed: %s\n", rank, report.error.c_str());
     return 1;
   }
 
-  Wire mine{1, report.result.matches, report.result.checksum, report.bytes_in, report.bytes_remote,
-            report.arena_blocks_added, report.fanout_bits, report.seconds, report.cpu_seconds,
-            report.phases.partition, report.phases.network, report.phases.build, report.phases.probe};
+  Wire mine{1,
+            report.result.matches,
+            report.result.checksum,
+            report.bytes_in,
+            report.bytes_remote,
+            report.arena_blocks_added,
+            report.fanout_bits,
+            report.seconds,
+            report.cpu_seconds,
+            report.phases.partition,
+            report.phases.network,
+            report.phases.build,
+            report.phases.probe};
   const auto all = cluster.allgather("join-result", encode(mine));
   if (rank != 0) return 0;
 
@@ -131,7 +144,8 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
   }
   const double workers = static_cast<double>(world) * opt.threads;
   const double tuples = static_cast<double>(r_total + s_total);
-  const char* transport = std::getenv("SLUICE_TRANSPORT") != nullptr && std::string(std::getenv("SLUICE_TRANSPORT")) == "ofi"
+  const char* transport = std::getenv("SLUICE_TRANSPORT") != nullptr &&
+                                  std::string(std::getenv("SLUICE_TRANSPORT")) == "ofi"
                               ? "ofi"
                               : "shm";
   std::string verdict = "skipped";
@@ -146,34 +160,45 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
   }
 
   if (opt.json) {
-    std::printf("{\"program\":\"sluice-join\",\"algorithm\":\"%s\",\"why\":\"%s\",\"ranks\":%u,\"threads\":%u,"
-                "\"transport\":\"%s\",\"width\":%u,\"r\":%" PRIu64 ",\"s\":%" PRIu64 ",\"dist\":\"%s\",\"theta\":%.3f,"
-                "\"r_keys\":\"%s\",\"domain\":%" PRIu64 ",\"selectivity\":%.3f,\"seed\":%" PRIu64 ",\"matches\":%" PRIu64
-                ",\"checksum\":\"%016" PRIx64 "\",\"seconds\":%.6f,\"cpu_seconds\":%.3f,\"tuples_per_s\":%.0f,"
-                "\"bytes_moved\":%" PRIu64 ",\"bytes_remote\":%" PRIu64 ",\"phases_mean_per_worker\":{\"partition\":%.6f,"
-                "\"network\":%.6f,\"build\":%.6f,\"probe\":%.6f},\"fanout_bits\":%" PRIu64 ",\"verify\":\"%s\"}\n",
-                sj::to_string(choice.algorithm), json_escape(choice.why).c_str(), world, opt.threads, transport,
-                data.width, r_total, s_total, sj::to_string(data.dist), data.theta, sj::to_string(data.r_keys),
-                data.effective_domain(), data.selectivity, data.seed, total.matches, total.checksum, slowest,
-                sum.cpu_seconds, tuples / std::max(slowest, 1e-9), sum.bytes_in, sum.bytes_remote,
-                sum.partition / workers, sum.network / workers, sum.build / workers, sum.probe / workers,
-                decode(all[0]).fanout_bits, verdict.c_str());
+    std::printf(
+        "{\"program\":\"sluice-join\",\"algorithm\":\"%s\",\"why\":\"%s\",\"ranks\":%u,\"threads\":"
+        "%u,"
+        "\"transport\":\"%s\",\"width\":%u,\"r\":%" PRIu64 ",\"s\":%" PRIu64
+        ",\"dist\":\"%s\",\"theta\":%.3f,"
+        "\"r_keys\":\"%s\",\"domain\":%" PRIu64 ",\"selectivity\":%.3f,\"seed\":%" PRIu64
+        ",\"matches\":%" PRIu64 ",\"checksum\":\"%016" PRIx64
+        "\",\"seconds\":%.6f,\"cpu_seconds\":%.3f,\"tuples_per_s\":%.0f,"
+        "\"bytes_moved\":%" PRIu64 ",\"bytes_remote\":%" PRIu64
+        ",\"phases_mean_per_worker\":{\"partition\":%.6f,"
+        "\"network\":%.6f,\"build\":%.6f,\"probe\":%.6f},\"fanout_bits\":%" PRIu64
+        ",\"verify\":\"%s\"}\n",
+        sj::to_string(choice.algorithm), json_escape(choice.why).c_str(), world, opt.threads,
+        transport, data.width, r_total, s_total, sj::to_string(data.dist), data.theta,
+        sj::to_string(data.r_keys), data.effective_domain(), data.selectivity, data.seed,
+        total.matches, total.checksum, slowest, sum.cpu_seconds, tuples / std::max(slowest, 1e-9),
+        sum.bytes_in, sum.bytes_remote, sum.partition / workers, sum.network / workers,
+        sum.build / workers, sum.probe / workers, decode(all[0]).fanout_bits, verdict.c_str());
   } else {
     std::printf("sluice-join: %s join, %u ranks x %u threads over %s\n",
-                choice.algorithm == sj::Algorithm::kRadix ? "radix hash" : "fragment-and-replicate", world,
-                opt.threads, transport);
+                choice.algorithm == sj::Algorithm::kRadix ? "radix hash" : "fragment-and-replicate",
+                world, opt.threads, transport);
     std::printf("  data      %s\n", data.describe().c_str());
     std::printf("  choice    %s\n", choice.why.c_str());
-    std::printf("  result    %" PRIu64 " matches, checksum %016" PRIx64 "\n", total.matches, total.checksum);
-    std::printf("  time      %.3f s (slowest rank), %.1f M tuples/s of |R|+|S|, %.2f CPU-seconds in all\n", slowest,
-                tuples / std::max(slowest, 1e-9) / 1e6, sum.cpu_seconds);
-    std::printf("  phases    partition %.3f s, network %.3f s, build %.3f s, probe %.3f s (mean per worker thread)\n",
-                sum.partition / workers, sum.network / workers, sum.build / workers, sum.probe / workers);
+    std::printf("  result    %" PRIu64 " matches, checksum %016" PRIx64 "\n", total.matches,
+                total.checksum);
+    std::printf(
+        "  time      %.3f s (slowest rank), %.1f M tuples/s of |R|+|S|, %.2f CPU-seconds in all\n",
+        slowest, tuples / std::max(slowest, 1e-9) / 1e6, sum.cpu_seconds);
+    std::printf(
+        "  phases    partition %.3f s, network %.3f s, build %.3f s, probe %.3f s (mean per worker "
+        "thread)\n",
+        sum.partition / workers, sum.network / workers, sum.build / workers, sum.probe / workers);
     std::printf("  moved     %.1f MB through flows, %.1f MB of it between ranks; %" PRIu64
                 " sub-partition bits per worker\n",
                 sum.bytes_in / 1e6, sum.bytes_remote / 1e6, decode(all[0]).fanout_bits);
     if (sum.arena_blocks_added != 0) {
-      std::printf("  skew      partition buffers outgrew their estimate %" PRIu64 " times\n", sum.arena_blocks_added);
+      std::printf("  skew      partition buffers outgrew their estimate %" PRIu64 " times\n",
+                  sum.arena_blocks_added);
     }
   }
   if (opt.verify) {
@@ -182,8 +207,8 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
                   " equal to a single-process reference hash join, which took %.3f s)\n",
                   total.matches, total.checksum, reference_seconds);
     } else {
-      std::printf("verify: MISMATCH: distributed %" PRIu64 " matches, checksum %016" PRIx64 "; reference %" PRIu64
-                  " matches, checksum %016" PRIx64 "\n",
+      std::printf("verify: MISMATCH: distributed %" PRIu64 " matches, checksum %016" PRIx64
+                  "; reference %" PRIu64 " matches, checksum %016" PRIx64 "\n",
                   total.matches, total.checksum, reference.matches, reference.checksum);
     }
   }
@@ -203,7 +228,8 @@ int main(int argc, char** argv) {
     sluice::ClusterOptions options = sluice::ClusterOptions::from_env();
     if (options.spin_iterations < 0 && opt.threads > 1) {
       const char* world = std::getenv("SLUICE_WORLD_SIZE");
-      const uint64_t busy = (world != nullptr ? std::strtoull(world, nullptr, 10) : 1) * opt.threads;
+      const uint64_t busy =
+          (world != nullptr ? std::strtoull(world, nullptr, 10) : 1) * opt.threads;
       if (busy >= std::max(1u, std::thread::hardware_concurrency())) options.spin_iterations = 0;
     }
     auto cluster = sluice::Cluster::join(options);

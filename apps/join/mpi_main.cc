@@ -7,7 +7,8 @@
 // everything. Then each process runs the same local radix join as a sluice
 // worker (partition into cache-sized sub-partitions, build, probe).
 //
-//   mpirun --allow-run-as-root --oversubscribe -np 4 sluice-join-mpi --r 4000000 --s 4000000 --verify
+//   mpirun --allow-run-as-root --oversubscribe -np 4 sluice-join-mpi --r 4000000 --s 4000000
+//   --verify
 //
 // Same data flags as sluice-join; with P processes, rank r's fragment is the
 // same as sluice-join's rank r with --threads 1.
@@ -76,8 +77,8 @@ class Exchange {
       sum += static_cast<uint64_t>(recv_counts_[p]);
     }
     if (sum > recv_.size()) recv_.resize(sum);  // skew beyond the estimate
-    MPI_Alltoallv(send_.data(), send_counts_.data(), send_displs_.data(), type, recv_.data(), recv_counts_.data(),
-                  recv_displs_.data(), type, MPI_COMM_WORLD);
+    MPI_Alltoallv(send_.data(), send_counts_.data(), send_displs_.data(), type, recv_.data(),
+                  recv_counts_.data(), recv_displs_.data(), type, MPI_COMM_WORLD);
     *received = sum;
     return recv_;
   }
@@ -134,7 +135,8 @@ int run(const sj::Options& opt, int rank, int procs) {
   for (uint64_t i = 0; i < probe_in; ++i) probe_parts.add(probe_rows[i]);
   const auto t3 = Clock::now();
   double build_seconds = 0;
-  const sj::JoinResult result = sj::join_partitions<T, Clock>(build_parts, probe_parts, swapped, table, &build_seconds);
+  const sj::JoinResult result =
+      sj::join_partitions<T, Clock>(build_parts, probe_parts, swapped, table, &build_seconds);
   const auto t4 = Clock::now();
   const double cpu = sj::cpu_seconds() - cpu0;
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
@@ -146,8 +148,12 @@ int run(const sj::Options& opt, int rank, int procs) {
   // (histogram + scatter), network = the two collectives, build =
   // partitioning the received build side and building, probe = the same for
   // the probe side.
-  double mine_d[6] = {secs(t0, t1), secs(t1, t2), secs(t2, t2b) + build_seconds,
-                      secs(t2b, t3) + secs(t3, t4) - build_seconds, cpu, seconds},
+  double mine_d[6] = {secs(t0, t1),
+                      secs(t1, t2),
+                      secs(t2, t2b) + build_seconds,
+                      secs(t2b, t3) + secs(t3, t4) - build_seconds,
+                      cpu,
+                      seconds},
          sum_d[6], max_d[6];
   MPI_Reduce(mine_d, sum_d, 6, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   MPI_Reduce(mine_d, max_d, 6, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
@@ -165,26 +171,38 @@ int run(const sj::Options& opt, int rank, int procs) {
   const double tuples = static_cast<double>(r_total + s_total);
   const double slowest = max_d[5];
   if (opt.json) {
-    std::printf("{\"program\":\"sluice-join-mpi\",\"algorithm\":\"mpi-radix\",\"ranks\":%d,\"threads\":1,\"width\":%u,"
-                "\"r\":%" PRIu64 ",\"s\":%" PRIu64 ",\"dist\":\"%s\",\"theta\":%.3f,\"seed\":%" PRIu64
-                ",\"matches\":%" PRIu64 ",\"checksum\":\"%016" PRIx64 "\",\"seconds\":%.6f,\"cpu_seconds\":%.3f,"
-                "\"tuples_per_s\":%.0f,\"bytes_moved\":%" PRIu64 ",\"phases_mean_per_worker\":{\"partition\":%.6f,"
-                "\"network\":%.6f,\"build\":%.6f,\"probe\":%.6f},\"fanout_bits\":%u,\"verify\":\"%s\"}\n",
-                procs, data.width, r_total, s_total, sj::to_string(data.dist), data.theta, data.seed, total.matches,
-                total.checksum, slowest, sum_d[4], tuples / std::max(slowest, 1e-9), sum[2], sum_d[0] / procs,
-                sum_d[1] / procs, sum_d[2] / procs, sum_d[3] / procs, fbits, verdict.c_str());
+    std::printf(
+        "{\"program\":\"sluice-join-mpi\",\"algorithm\":\"mpi-radix\",\"ranks\":%d,\"threads\":1,"
+        "\"width\":%u,"
+        "\"r\":%" PRIu64 ",\"s\":%" PRIu64 ",\"dist\":\"%s\",\"theta\":%.3f,\"seed\":%" PRIu64
+        ",\"matches\":%" PRIu64 ",\"checksum\":\"%016" PRIx64
+        "\",\"seconds\":%.6f,\"cpu_seconds\":%.3f,"
+        "\"tuples_per_s\":%.0f,\"bytes_moved\":%" PRIu64
+        ",\"phases_mean_per_worker\":{\"partition\":%.6f,"
+        "\"network\":%.6f,\"build\":%.6f,\"probe\":%.6f},\"fanout_bits\":%u,\"verify\":\"%s\"}\n",
+        procs, data.width, r_total, s_total, sj::to_string(data.dist), data.theta, data.seed,
+        total.matches, total.checksum, slowest, sum_d[4], tuples / std::max(slowest, 1e-9), sum[2],
+        sum_d[0] / procs, sum_d[1] / procs, sum_d[2] / procs, sum_d[3] / procs, fbits,
+        verdict.c_str());
   } else {
-    std::printf("sluice-join-mpi: MPI radix join (histogram + MPI_Alltoallv), %d processes\n", procs);
+    std::printf("sluice-join-mpi: MPI radix join (histogram + MPI_Alltoallv), %d processes\n",
+                procs);
     std::printf("  data      %s\n", data.describe().c_str());
-    std::printf("  result    %" PRIu64 " matches, checksum %016" PRIx64 "\n", total.matches, total.checksum);
-    std::printf("  time      %.3f s (slowest process), %.1f M tuples/s of |R|+|S|, %.2f CPU-seconds in all\n",
-                slowest, tuples / std::max(slowest, 1e-9) / 1e6, sum_d[4]);
-    std::printf("  phases    partition %.3f s, network %.3f s, build %.3f s, probe %.3f s (mean per process)\n",
-                sum_d[0] / procs, sum_d[1] / procs, sum_d[2] / procs, sum_d[3] / procs);
+    std::printf("  result    %" PRIu64 " matches, checksum %016" PRIx64 "\n", total.matches,
+                total.checksum);
+    std::printf(
+        "  time      %.3f s (slowest process), %.1f M tuples/s of |R|+|S|, %.2f CPU-seconds in "
+        "all\n",
+        slowest, tuples / std::max(slowest, 1e-9) / 1e6, sum_d[4]);
+    std::printf(
+        "  phases    partition %.3f s, network %.3f s, build %.3f s, probe %.3f s (mean per "
+        "process)\n",
+        sum_d[0] / procs, sum_d[1] / procs, sum_d[2] / procs, sum_d[3] / procs);
   }
   if (opt.verify) {
     std::printf(verdict == "OK" ? "verify: OK (%" PRIu64 " matches, checksum %016" PRIx64 ")\n"
-                                : "verify: MISMATCH (got %" PRIu64 " matches, checksum %016" PRIx64 ")\n",
+                                : "verify: MISMATCH (got %" PRIu64 " matches, checksum %016" PRIx64
+                                  ")\n",
                 total.matches, total.checksum);
   }
   std::fflush(stdout);
@@ -201,7 +219,8 @@ int main(int argc, char** argv) {
   const sj::Options opt = sj::parse_options(argc, argv, sj::Program::kMpi);
   int code = 0;
   try {
-    code = opt.data.width == 8 ? run<sj::Tuple8>(opt, rank, procs) : run<sj::Tuple16>(opt, rank, procs);
+    code = opt.data.width == 8 ? run<sj::Tuple8>(opt, rank, procs)
+                               : run<sj::Tuple16>(opt, rank, procs);
   } catch (const std::exception& e) {
     die(e.what());
   }

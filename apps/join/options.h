@@ -24,9 +24,9 @@ struct Options {
   bool verify = false;                      // --verify
   bool json = false;                        // --json
   uint32_t repeat = 1;                      // --repeat (single-thread baseline)
-  std::string method = "both";              // --method (single-thread baseline): hash, radix or both
-  std::string save_r, save_s;               // --save-r / --save-s patterns
-  uint32_t file_ranks = 1;                  // --ranks (single-thread baseline): per-rank files to read
+  std::string method = "both";  // --method (single-thread baseline): hash, radix or both
+  std::string save_r, save_s;   // --save-r / --save-s patterns
+  uint32_t file_ranks = 1;      // --ranks (single-thread baseline): per-rank files to read
   // Test builds of sluice-join only (SLUICE_JOIN_TEST_HOOKS): rank that
   // kills itself with SIGKILL after pushing this many tuples.
   int64_t test_kill_rank = -1;

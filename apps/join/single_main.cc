@@ -55,12 +55,12 @@ int run(const sj::Options& opt) {
       const double c0 = sj::cpu_seconds();
       const auto t0 = Clock::now();
       sj::LocalTimes times;
-      const sj::JoinResult res = std::string(m) == "hash"
-                                     ? sj::hash_join<T>(r, s)
-                                     : sj::radix_join<T, Clock>(r, s, &times);
+      const sj::JoinResult res = std::string(m) == "hash" ? sj::hash_join<T>(r, s)
+                                                          : sj::radix_join<T, Clock>(r, s, &times);
       // radix_join times only partition+build+probe (its buffers are set up first).
-      const double secs = std::string(m) == "hash" ? std::chrono::duration<double>(Clock::now() - t0).count()
-                                                   : times.partition + times.build + times.probe;
+      const double secs = std::string(m) == "hash"
+                              ? std::chrono::duration<double>(Clock::now() - t0).count()
+                              : times.partition + times.build + times.probe;
       runs.seconds.push_back(secs);
       runs.cpu.push_back(std::string(m) == "hash" ? sj::cpu_seconds() - c0 : times.cpu);
       runs.result = res;
@@ -73,20 +73,24 @@ int run(const sj::Options& opt) {
   const double tuples = static_cast<double>(r.size() + s.size());
   for (const auto& [name, runs] : methods) {
     if (opt.json) {
-      std::printf("{\"program\":\"sluice-join-single\",\"method\":\"%s\",\"width\":%u,\"r\":%zu,\"s\":%zu,"
-                  "\"dist\":\"%s\",\"theta\":%.3f,\"seed\":%" PRIu64 ",\"matches\":%" PRIu64
-                  ",\"checksum\":\"%016" PRIx64 "\",\"runs\":%zu,\"seconds_median\":%.6f,\"seconds_min\":%.6f,"
-                  "\"seconds_max\":%.6f,\"cpu_seconds_median\":%.6f,\"tuples_per_s\":%.0f,\"partition\":%.6f,\"build\":%.6f,"
-                  "\"probe\":%.6f}\n",
-                  name.c_str(), opt.data.width, r.size(), s.size(), sj::to_string(opt.data.dist), opt.data.theta,
-                  opt.data.seed, runs.result.matches, runs.result.checksum, runs.seconds.size(), runs.median(),
-                  runs.min(), runs.max(), runs.cpu_median(), tuples / runs.median(), runs.last_times.partition,
-                  runs.last_times.build, runs.last_times.probe);
+      std::printf(
+          "{\"program\":\"sluice-join-single\",\"method\":\"%s\",\"width\":%u,\"r\":%zu,\"s\":%zu,"
+          "\"dist\":\"%s\",\"theta\":%.3f,\"seed\":%" PRIu64 ",\"matches\":%" PRIu64
+          ",\"checksum\":\"%016" PRIx64
+          "\",\"runs\":%zu,\"seconds_median\":%.6f,\"seconds_min\":%.6f,"
+          "\"seconds_max\":%.6f,\"cpu_seconds_median\":%.6f,\"tuples_per_s\":%.0f,\"partition\":%."
+          "6f,\"build\":%.6f,"
+          "\"probe\":%.6f}\n",
+          name.c_str(), opt.data.width, r.size(), s.size(), sj::to_string(opt.data.dist),
+          opt.data.theta, opt.data.seed, runs.result.matches, runs.result.checksum,
+          runs.seconds.size(), runs.median(), runs.min(), runs.max(), runs.cpu_median(),
+          tuples / runs.median(), runs.last_times.partition, runs.last_times.build,
+          runs.last_times.probe);
     } else {
       std::printf("sluice-join-single %-5s %" PRIu64 " matches, checksum %016" PRIx64
                   ", %.3f s median (min %.3f, max %.3f, %zu runs), %.1f M tuples/s\n",
-                  name.c_str(), runs.result.matches, runs.result.checksum, runs.median(), runs.min(), runs.max(),
-                  runs.seconds.size(), tuples / runs.median() / 1e6);
+                  name.c_str(), runs.result.matches, runs.result.checksum, runs.median(),
+                  runs.min(), runs.max(), runs.seconds.size(), tuples / runs.median() / 1e6);
     }
   }
   if (!agree) {

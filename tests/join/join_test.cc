@@ -7,7 +7,6 @@
 // replicate join). The transport comes from SLUICE_TRANSPORT (CTest runs
 // this suite once with shm and once with ofi).
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,9 +25,11 @@ using sluice::testing::bin;
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
 
-ProcessResult run_join(int ranks, std::vector<std::string> args, const std::string& program = "sluice-join",
+ProcessResult run_join(int ranks, std::vector<std::string> args,
+                       const std::string& program = "sluice-join",
                        std::vector<std::string> launcher = {}) {
-  std::vector<std::string> argv = {bin("sluice"), "run", "-n", std::to_string(ranks), "--timeout", "120"};
+  std::vector<std::string> argv = {bin("sluice"),         "run",       "-n",
+                                   std::to_string(ranks), "--timeout", "120"};
   argv.insert(argv.end(), launcher.begin(), launcher.end());
   argv.push_back("--");
   argv.push_back(bin(program));
@@ -60,10 +61,14 @@ std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name;
 class JoinCorrectnessTest : public ::testing::TestWithParam<Case> {};
 
 // Runs one case with one algorithm and checks it end to end.
-void check(const Case& c, const std::string& algorithm, int ranks, int threads, uint32_t width = 16) {
-  std::vector<std::string> args = {"--verify", "--json", "--algorithm", algorithm, "--threads",
-                                   std::to_string(threads), "--width", std::to_string(width),
-                                   "--r", std::to_string(c.r), "--s", std::to_string(c.s)};
+void check(const Case& c, const std::string& algorithm, int ranks, int threads,
+           uint32_t width = 16) {
+  std::vector<std::string> args = {"--verify",    "--json",
+                                   "--algorithm", algorithm,
+                                   "--threads",   std::to_string(threads),
+                                   "--width",     std::to_string(width),
+                                   "--r",         std::to_string(c.r),
+                                   "--s",         std::to_string(c.s)};
   args.insert(args.end(), c.args.begin(), c.args.end());
   const ProcessResult r = run_join(ranks, args);
   SCOPED_TRACE(c.name + std::string(" / ") + algorithm);
@@ -75,13 +80,16 @@ void check(const Case& c, const std::string& algorithm, int ranks, int threads, 
   }
   const uint64_t small = std::min(c.r, c.s);
   const uint64_t moved = algorithm == "radix" ? (c.r + c.s) * width : small * ranks * width;
-  EXPECT_EQ(number(r.output, "bytes_moved"), moved) << "every tuple must arrive exactly once\n" << r.output;
+  EXPECT_EQ(number(r.output, "bytes_moved"), moved) << "every tuple must arrive exactly once\n"
+                                                    << r.output;
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
 TEST_P(JoinCorrectnessTest, RadixJoinMatchesTheReference) { check(GetParam(), "radix", 3, 2); }
 
-TEST_P(JoinCorrectnessTest, ReplicateJoinMatchesTheReference) { check(GetParam(), "replicate", 3, 2); }
+TEST_P(JoinCorrectnessTest, ReplicateJoinMatchesTheReference) {
+  check(GetParam(), "replicate", 3, 2);
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Distributions, JoinCorrectnessTest,
@@ -92,14 +100,16 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"zipf_1_5", {"--dist", "zipf", "--theta", "1.5"}, 40000, 120000, 120000},
         // Every key the same on both sides: the result is the cross product.
         Case{"all_keys_equal", {"--dist", "equal", "--r-keys", "dist"}, 300, 4000, 300 * 4000},
-        Case{"empty_r", {}, 0, 50000, 0},
-        Case{"empty_s", {}, 50000, 0, 0},
+        Case{"empty_r", {}, 0, 50000, 0}, Case{"empty_s", {}, 50000, 0, 0},
         Case{"no_matches", {"--selectivity", "0"}, 40000, 60000, 0},
         Case{"half_match", {"--selectivity", "0.5"}, 40000, 60000, -1},
         // Keys from a small domain on both sides: many duplicates in R and in S.
         Case{"duplicates_both_sides", {"--r-keys", "dist", "--domain", "500"}, 20000, 30000, -1},
-        Case{"duplicates_zipf_both_sides", {"--r-keys", "dist", "--dist", "zipf", "--theta", "0.8", "--domain",
-                                             "2000"}, 5000, 8000, -1}),
+        Case{"duplicates_zipf_both_sides",
+             {"--r-keys", "dist", "--dist", "zipf", "--theta", "0.8", "--domain", "2000"},
+             5000,
+             8000,
+             -1}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 TEST(JoinTest, EightByteTuplesJoinOnTheKeyAlone) {
@@ -107,18 +117,24 @@ TEST(JoinTest, EightByteTuplesJoinOnTheKeyAlone) {
   check(Case{"width8", {}, 6000, 90000, 90000}, "replicate", 2, 2, 8);
 }
 
-TEST(JoinTest, SingleRankAndSingleThread) { check(Case{"one", {}, 30000, 30000, 30000}, "radix", 1, 1); }
+TEST(JoinTest, SingleRankAndSingleThread) {
+  check(Case{"one", {}, 30000, 30000, 30000}, "radix", 1, 1);
+}
 
-TEST(JoinTest, FourRanksOneThreadEach) { check(Case{"four", {"--dist", "zipf"}, 50000, 100000, 100000}, "radix", 4, 1); }
+TEST(JoinTest, FourRanksOneThreadEach) {
+  check(Case{"four", {"--dist", "zipf"}, 50000, 100000, 100000}, "radix", 4, 1);
+}
 
 TEST(JoinTest, AutoPicksReplicateForASmallRelationAndSaysWhy) {
-  const ProcessResult r = run_join(3, {"--verify", "--algorithm", "auto", "--r", "2000", "--s", "200000"});
+  const ProcessResult r =
+      run_join(3, {"--verify", "--algorithm", "auto", "--r", "2000", "--s", "200000"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("fragment-and-replicate join"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("auto: replicate, because |R| = 2000"), std::string::npos) << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "verify: OK"), 1) << r.output;
 
-  const ProcessResult big = run_join(3, {"--verify", "--algorithm", "auto", "--r", "100000", "--s", "100000"});
+  const ProcessResult big =
+      run_join(3, {"--verify", "--algorithm", "auto", "--r", "100000", "--s", "100000"});
   ASSERT_EQ(big.exit_code, 0) << big.output;
   EXPECT_NE(big.output.find("auto: radix, because"), std::string::npos) << big.output;
 }
@@ -129,18 +145,21 @@ TEST(JoinFilesTest, LoadsPerRankBinaryAndCsvFiles) {
   char dir[] = "/tmp/sluice-join-files-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string d = dir;
-  const ProcessResult gen = run_join(3, {"--json", "--r", "3000", "--s", "7000", "--r-keys", "dist", "--domain",
-                                         "800", "--save-r", d + "/r.{rank}.csv", "--save-s", d + "/s.{rank}.bin"});
+  const ProcessResult gen =
+      run_join(3, {"--json", "--r", "3000", "--s", "7000", "--r-keys", "dist", "--domain", "800",
+                   "--save-r", d + "/r.{rank}.csv", "--save-s", d + "/s.{rank}.bin"});
   ASSERT_EQ(gen.exit_code, 0) << gen.output;
-  const ProcessResult load = run_join(3, {"--verify", "--json", "--r-file", d + "/r.{rank}.csv", "--s-file",
-                                          d + "/s.{rank}.bin", "--algorithm", "replicate", "--threads", "2"});
+  const ProcessResult load =
+      run_join(3, {"--verify", "--json", "--r-file", d + "/r.{rank}.csv", "--s-file",
+                   d + "/s.{rank}.bin", "--algorithm", "replicate", "--threads", "2"});
   ASSERT_EQ(load.exit_code, 0) << load.output;
   EXPECT_EQ(field(load.output, "verify"), "OK") << load.output;
-  EXPECT_EQ(field(load.output, "checksum"), field(gen.output, "checksum")) << gen.output << load.output;
+  EXPECT_EQ(field(load.output, "checksum"), field(gen.output, "checksum"))
+      << gen.output << load.output;
   EXPECT_EQ(field(load.output, "matches"), field(gen.output, "matches"));
   // One file read by every rank, each taking its share of the rows.
-  const ProcessResult shared = run_join(2, {"--verify", "--json", "--r-file", d + "/r.1.csv", "--s-file",
-                                            d + "/s.2.bin"});
+  const ProcessResult shared =
+      run_join(2, {"--verify", "--json", "--r-file", d + "/r.1.csv", "--s-file", d + "/s.2.bin"});
   ASSERT_EQ(shared.exit_code, 0) << shared.output;
   EXPECT_EQ(field(shared.output, "verify"), "OK") << shared.output;
   std::filesystem::remove_all(d);
@@ -159,23 +178,27 @@ TEST(JoinFilesTest, MalformedInputIsAnErrorNamingTheFile) {
 }
 
 TEST(JoinBaselineTest, SingleThreadBaselineComputesTheSameResult) {
-  const ProcessResult dist = run_join(2, {"--json", "--r", "50000", "--s", "80000", "--dist", "zipf"});
+  const ProcessResult dist =
+      run_join(2, {"--json", "--r", "50000", "--s", "80000", "--dist", "zipf"});
   ASSERT_EQ(dist.exit_code, 0) << dist.output;
-  const ProcessResult single = run_process({bin("sluice-join-single"), "--json", "--verify", "--r", "50000", "--s",
-                                            "80000", "--dist", "zipf"});
+  const ProcessResult single = run_process({bin("sluice-join-single"), "--json", "--verify", "--r",
+                                            "50000", "--s", "80000", "--dist", "zipf"});
   ASSERT_EQ(single.exit_code, 0) << single.output;
   EXPECT_NE(single.output.find("verify: OK"), std::string::npos) << single.output;
-  EXPECT_EQ(field(single.output, "checksum"), field(dist.output, "checksum")) << single.output << dist.output;
+  EXPECT_EQ(field(single.output, "checksum"), field(dist.output, "checksum"))
+      << single.output << dist.output;
 }
 
 // The MPI baseline, where Open MPI is installed (bench/join/install.sh).
 TEST(JoinBaselineTest, MpiBaselineComputesTheSameResult) {
-  if (::access(bin("sluice-join-mpi").c_str(), X_OK) != 0 || ::access("/usr/bin/mpirun", X_OK) != 0) {
+  if (::access(bin("sluice-join-mpi").c_str(), X_OK) != 0 ||
+      ::access("/usr/bin/mpirun", X_OK) != 0) {
     GTEST_SKIP() << "no MPI here: sluice-join-mpi is built only where find_package(MPI) finds it";
   }
-  const ProcessResult mpi = run_process({"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3",
-                                         bin("sluice-join-mpi"), "--verify", "--json", "--r", "40000", "--s", "90000"},
-                                        {}, std::chrono::seconds(120));
+  const ProcessResult mpi =
+      run_process({"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3",
+                   bin("sluice-join-mpi"), "--verify", "--json", "--r", "40000", "--s", "90000"},
+                  {}, std::chrono::seconds(120));
   ASSERT_EQ(mpi.exit_code, 0) << mpi.output;
   EXPECT_EQ(field(mpi.output, "verify"), "OK") << mpi.output;
   EXPECT_EQ(number(mpi.output, "matches"), 90000u) << mpi.output;
@@ -185,9 +208,11 @@ TEST(JoinBaselineTest, MpiBaselineComputesTheSameResult) {
 // rank died, the survivors report the lost peer instead of hanging, and
 // nothing is left in /dev/shm.
 void expect_clean_failure_after_kill(const std::string& algorithm) {
-  const ProcessResult r = run_join(3, {"--algorithm", algorithm, "--r", "3000000", "--s", "3000000", "--threads", "2",
-                                       "--test-kill-rank", "1", "--test-kill-after", "100000"},
-                                   "sluice-join-test-hooks", {"--grace", "20"});
+  const ProcessResult r =
+      run_join(3,
+               {"--algorithm", algorithm, "--r", "3000000", "--s", "3000000", "--threads", "2",
+                "--test-kill-rank", "1", "--test-kill-after", "100000"},
+               "sluice-join-test-hooks", {"--grace", "20"});
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
   // Both survivors fail with PeerLost; at least one names the dead rank (the
@@ -204,7 +229,9 @@ void expect_clean_failure_after_kill(const std::string& algorithm) {
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
-TEST(JoinFaultTest, RankKilledMidRadixJoinFailsTheJobWithAClearMessage) { expect_clean_failure_after_kill("radix"); }
+TEST(JoinFaultTest, RankKilledMidRadixJoinFailsTheJobWithAClearMessage) {
+  expect_clean_failure_after_kill("radix");
+}
 
 TEST(JoinFaultTest, RankKilledWhileReplicatingFailsTheJobWithAClearMessage) {
   expect_clean_failure_after_kill("replicate");

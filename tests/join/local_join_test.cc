@@ -1,6 +1,8 @@
 // The join's in-memory parts, in one process: the generator, the partition
 // buffers, the hash tables, and the two single-threaded joins against a
 // nested-loop join.
+#include "local_join.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "data.h"
-#include "local_join.h"
 
 namespace sluice::join {
 namespace {
@@ -43,9 +44,9 @@ void expect_all_joins_agree(const DataSpec& d) {
   EXPECT_EQ(hash_join<T>(r, s), expected);
   EXPECT_EQ(radix_join<T>(r, s, nullptr), expected);
   // Swapped roles (S smaller than R) must give the same R-S pairs.
-  EXPECT_EQ(radix_join<T>(std::span<const T>(r), std::span<const T>(s).first(s.size() / 3),
-                                                     nullptr),
-            nested_loop_join(r, std::vector<T>(s.begin(), s.begin() + static_cast<long>(s.size() / 3))));
+  EXPECT_EQ(
+      radix_join<T>(std::span<const T>(r), std::span<const T>(s).first(s.size() / 3), nullptr),
+      nested_loop_join(r, std::vector<T>(s.begin(), s.begin() + static_cast<long>(s.size() / 3))));
 }
 
 TEST(LocalJoinTest, HashAndRadixJoinsAgreeWithANestedLoopJoin) {
@@ -94,7 +95,8 @@ TEST(GeneratorTest, RowsDoNotDependOnHowTheRelationIsSplit) {
   const auto whole = generate_rows<Tuple16>(d, Relation::kS, 0, 10000, 1);
   std::vector<Tuple16> pieces;
   for (uint64_t p = 0; p < 7; ++p) {
-    const auto part = generate_rows<Tuple16>(d, Relation::kS, part_begin(10000, 7, p), part_begin(10000, 7, p + 1), 3);
+    const auto part = generate_rows<Tuple16>(d, Relation::kS, part_begin(10000, 7, p),
+                                             part_begin(10000, 7, p + 1), 3);
     pieces.insert(pieces.end(), part.begin(), part.end());
   }
   ASSERT_EQ(pieces.size(), whole.size());
@@ -130,7 +132,8 @@ TEST(GeneratorTest, ZipfFrequenciesFollowThePowerLaw) {
     for (int i = 1; i <= 1000; ++i) h += std::pow(i, -theta);
     for (uint64_t x = 0; x < 3; ++x) {
       const double expected = d.s_tuples * std::pow(x + 1.0, -theta) / h;
-      EXPECT_NEAR(count[x], expected, 5 * std::sqrt(expected) + 0.01 * expected) << "theta " << theta << " rank " << x;
+      EXPECT_NEAR(count[x], expected, 5 * std::sqrt(expected) + 0.01 * expected)
+          << "theta " << theta << " rank " << x;
     }
   }
 }
