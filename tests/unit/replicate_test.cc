@@ -141,7 +141,9 @@ TEST(ReplicateFlowTest, OrderedFlowGivesEveryTargetTheSameSequence) {
     threads.emplace_back([&, s, out = flow.source<Rec>(s)]() mutable {
       for (uint64_t v = 0; v < kPerSource; ++v) {
         ASSERT_EQ(out.push(Rec{s, v}), Status::kOk);
-        if (v % 7 == 0) ASSERT_EQ(out.flush(), Status::kOk);
+        if (v % 7 == 0) {
+          ASSERT_EQ(out.flush(), Status::kOk);
+        }
       }
       ASSERT_EQ(out.close(), Status::kOk);
     });
