@@ -57,7 +57,15 @@ inline uint64_t mix64(uint64_t x) {
 //     (exactly the top log2(n) radix bits when n is a power of two);
 //   local sub-partition (cache-sized table): the low `fbits` bits;
 //   bucket inside a sub-partition table: the bits above those.
-inline uint64_t key_hash(uint64_t key) { return mix64(key ^ 0x2545f4914f6cdd1dULL); }
+// One multiply and one xor-shift (it is computed up to three times per
+// tuple, so it must be cheap): the product's high half is a good hash of the
+// key (Fibonacci hashing) and the shift folds it into the low half too, so
+// low bits are as usable as high ones even for sequential keys.
+inline uint64_t key_hash(uint64_t key) {
+  const auto p =
+      static_cast<unsigned __int128>(key ^ 0x2545f4914f6cdd1dULL) * 0x9e3779b97f4a7c15ULL;
+  return static_cast<uint64_t>(p >> 64) ^ static_cast<uint64_t>(p);
+}
 
 inline uint32_t network_partition(uint64_t hash, uint32_t n) {
   return static_cast<uint32_t>((static_cast<unsigned __int128>(hash) * n) >> 64);

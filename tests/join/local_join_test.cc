@@ -88,6 +88,23 @@ TEST(LocalJoinTest, PartitionBuffersKeepEveryTupleWhenOnePartitionTakesAll) {
   EXPECT_EQ(next, 50000u);
 }
 
+// The cheap key hash must still spread keys that a user's file may hold
+// (sequential, or differing only in their high bits) evenly over the
+// network partitions (top bits) and the sub-partitions (low bits).
+TEST(KeyHashTest, SpreadsSequentialAndHighBitKeysEvenly) {
+  for (int shift : {0, 20, 40}) {
+    std::vector<uint64_t> targets(12, 0), subs(256, 0);
+    const uint64_t n = 1 << 20;
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t h = key_hash(i << shift);
+      ++targets[network_partition(h, 12)];
+      ++subs[h & 255];
+    }
+    for (uint64_t c : targets) EXPECT_NEAR(c, n / 12.0, n / 12.0 * 0.05) << "shift " << shift;
+    for (uint64_t c : subs) EXPECT_NEAR(c, n / 256.0, n / 256.0 * 0.15) << "shift " << shift;
+  }
+}
+
 TEST(GeneratorTest, RowsDoNotDependOnHowTheRelationIsSplit) {
   DataSpec d = small_spec(10000, 10000);
   d.dist = KeyDist::kZipf;
