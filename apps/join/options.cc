@@ -22,8 +22,11 @@ const char* program_name(Program p) {
 }
 
 [[noreturn]] void usage(Program p, const std::string& why, int code = 2) {
-  FILE* f = code == 0 ? stdout : stderr;
-  if (!why.empty()) std::fprintf(f, "%s: %s\n", program_name(p), why.c_str());
+  if (code != 0) {
+    std::fprintf(stderr, "%s: %s (--help lists the options)\n", program_name(p), why.c_str());
+    std::exit(code);
+  }
+  FILE* f = stdout;
   switch (p) {
     case Program::kJoin:
       std::fprintf(
