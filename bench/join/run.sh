@@ -15,6 +15,8 @@
 #
 # Every program gets the same data flags, so all join the same tuples; every
 # run's checksum must equal the single-thread join's, or the script fails.
+# Ratios are by median wall time, and (last two columns) by CPU-seconds of
+# the timed part: on a shared machine the second is the steadier one.
 # The MPI baseline runs only where sluice-join-mpi was built (bench/join/install.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -93,7 +95,8 @@ st_hash, st_radix = single["hash"]["seconds_median"], single["radix"]["seconds_m
 print(f"single thread: hash join {st_hash:.3f} s ({single['hash']['cpu_seconds_median']:.2f} CPU-s), "
       f"radix join {st_radix:.3f} s ({single['radix']['cpu_seconds_median']:.2f} CPU-s) (medians)")
 print(f"{'PxT':>4} {'sluice radix s (min-max)':>26} {'CPU-s':>6} {'MPI radix s (min-max)':>24} {'CPU-s':>6}"
-      f" {'MPI/sluice':>10} {'1-thread radix/sluice':>21} {'1-thread hash/sluice':>20}")
+      f" {'MPI/sluice':>10} {'1-thread radix/sluice':>21} {'1-thread hash/sluice':>20} {'CPU: MPI/sluice':>15}"
+      f" {'1-thread radix/sluice':>21}")
 points = sorted({tuple(int(x) for x in r["label"][len("sluice-radix-P"):].split("T"))
                  for r in rows if r["label"].startswith("sluice-radix-P")})
 for p, t in points:
@@ -106,6 +109,8 @@ for p, t in points:
     else:
         line += f" {'-':>24} {'':>6} {'':>10}"
     line += f" {st_radix / sm:>21.2f} {st_hash / sm:>20.2f}"
+    line += f" {mcpu / scpu:>15.2f}" if m else f" {'':>15}"
+    line += f" {single['radix']['cpu_seconds_median'] / scpu:>21.2f}"
     print(line)
 small = sorted({int(r["label"].split("-P")[1]) for r in rows if r["label"].startswith("sluice-replicate-small-P")})
 if small:
