@@ -3,6 +3,7 @@
 #pragma once
 
 #include "sluice/cluster.h"
+#include "sluice/combiner.h"
 #include "sluice/errors.h"
 #include "sluice/flow.h"
 #include "sluice/version.h"
