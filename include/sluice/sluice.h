@@ -1,9 +1,11 @@
 // sluice/sluice.h: everything a sluice program needs. Read cluster.h (joining
-// and declaring), flow.h (sources, targets, records) and errors.h (failure).
+// and declaring), flow.h (sources, targets, records) and errors.h (failure);
+// memory.h has one-sided memory regions.
 #pragma once
 
 #include "sluice/cluster.h"
 #include "sluice/combiner.h"
 #include "sluice/errors.h"
 #include "sluice/flow.h"
+#include "sluice/memory.h"
 #include "sluice/version.h"

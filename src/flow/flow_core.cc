@@ -344,12 +344,19 @@ class FlowSource final : public SourceCore, private FailureState {
         }
         start_segment(t);
       }
-      // The END flag rides on the last data segment when there is one.
+      // The END flag rides on the last data segment when there is one. It
+      // is published (marked) even if handing it to the provider fails for
+      // now, so a retry sends only what is pending, never a second END.
       Status s = publish_segment(t, used_bytes(t), layout::kEnd, deadline);
-      if (s != Status::kOk) return s;
       o.ended = true;
+      if (s != Status::kOk) return s;
     }
     if (first != Status::kOk) return first;
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (rings_[t].remote && out_[t].posted < out_[t].k) {
+        if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
+      }
+    }
     return finish_close(deadline);
   }
 

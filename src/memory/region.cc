@@ -28,7 +28,9 @@ constexpr size_t kBounceBytes = 64 * 1024;
 // Completion polls before a waiting peer blocks on its completion queue (an
 // operation over tcp takes tens of microseconds).
 constexpr uint32_t kSpinPolls = 2000;
-constexpr auto kWaitSlice = std::chrono::milliseconds(5);
+// Then this many polls with sched_yield() between them, then polls every kNap.
+constexpr uint32_t kYieldPolls = 20000;
+constexpr auto kNap = std::chrono::microseconds(50);
 
 size_t mapped_bytes(size_t bytes) { return region_layout::kDataOffset + layout::round_up(std::max<size_t>(bytes, 8), 64); }
 
@@ -473,7 +475,19 @@ class OfiAccess final : public RegionAccess {
     fi_cq_data_entry e[8];
     std::string err;
     void* failed = nullptr;
-    const ssize_t n = block ? ep_->wait(e, 8, kWaitSlice, &err, &failed) : ep_->poll(e, 8, &err, &failed);
+    // Never sleeps on the completion queue's wait object: over tcp;ofi_rxm
+    // the answer to an atomic or read does not always wake it, and a
+    // blocked wait then costs its whole slice. Yields instead, then naps.
+    if (block) {
+      if (++idle_polls_ < kYieldPolls) {
+        sched_yield();
+      } else {
+        std::this_thread::sleep_for(kNap);
+      }
+    } else {
+      idle_polls_ = 0;
+    }
+    const ssize_t n = ep_->poll(e, 8, &err, &failed);
     if (n < 0) return failed_op(err);
     for (ssize_t i = 0; i < n; ++i) {
       if (e[i].op_context == &ctx_) done_[0] = true;
@@ -539,6 +553,7 @@ class OfiAccess final : public RegionAccess {
   ofi::Memory request_mr_, reply_mr_;
   fi_context2 ctx_{}, reply_ctx_{};
   bool done_[2] = {false, false};
+  uint32_t idle_polls_ = 0;
   int64_t client_ = -1;
   uint64_t next_id_ = 0;
   bool broken_ = false;

@@ -10,11 +10,13 @@ const PerfMode& bandwidth_mode();  // perf_bandwidth.cc
 const PerfMode& latency_mode();    // perf_latency.cc
 const PerfMode& replicate_mode();          // perf_replicate.cc
 const PerfMode& replicate_ordered_mode();  // perf_replicate.cc
+const PerfMode& replicate_latency_mode();  // perf_replicate_latency.cc
 const PerfMode& atomics_mode();            // perf_atomics.cc
 
 const std::vector<const PerfMode*>& perf_modes() {
   static const std::vector<const PerfMode*> modes = {&bandwidth_mode(), &latency_mode(), &replicate_mode(),
-                                                     &replicate_ordered_mode(), &atomics_mode()};
+                                                     &replicate_ordered_mode(), &replicate_latency_mode(),
+                                                     &atomics_mode()};
   return modes;
 }
 
