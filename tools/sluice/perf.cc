@@ -845,9 +845,11 @@ void add_perf_command(CLI::App& app) {
   auto opt = std::make_shared<PerfOptions>();
   CLI::App* sub = app.add_subcommand(
       "perf",
-      "Measure flows (bandwidth, latency) against bounds and peers measured in the same run (shm ring, shm "
+      "Measure flows (bandwidth, latency, replicate fan-out and ordering, remote atomics) against bounds and peers measured in the same run (shm ring, shm "
       "ping-pong, memcpy, kernel TCP; with --peers: UCX, Open MPI, ZeroMQ, fabtests)");
-  sub->add_option("--modes", opt->modes, "Modes, a comma list (bandwidth, latency)")->capture_default_str();
+  std::string modes;
+  for (const std::string& m : perf::mode_names()) modes += (modes.empty() ? "" : ", ") + m;
+  sub->add_option("--modes", opt->modes, "Modes, a comma list (" + modes + ")")->capture_default_str();
   sub->add_option("--transport", opt->transport,
                   "Flow transports, a comma list: shm (one host) and/or ofi (SLUICE_TRANSPORT=ofi, libfabric)")
       ->capture_default_str();
