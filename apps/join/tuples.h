@@ -13,6 +13,8 @@
 // Thread safety: pure functions and plain values.
 #pragma once
 
+#include <sluice/detail/hash.h>
+
 #include <cstdint>
 #include <type_traits>
 
@@ -41,16 +43,8 @@ T make_tuple(uint64_t key, uint64_t payload) {
   }
 }
 
-// murmur3's 64-bit finaliser: a bijection on 64 bits in which every input bit
-// affects every output bit. The join's own copy (apps use only the public API).
-inline uint64_t mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
+// murmur3's 64-bit finaliser, as the flows' routing uses it (a public header).
+using sluice::detail::mix64;
 
 // The hash every partitioning step uses. Which bits go where:
 //   network partition (target endpoint): the top bits, via multiply-shift

@@ -1060,44 +1060,35 @@ class FlowTarget final : public TargetCore, private FailureState {
       bool moved = false;
       ahead_ = false;
       for (uint32_t s = 0; s < n; ++s) {
-        In& in = in_[s];
-        if (in.ended) continue;
-        const int64_t where = locate(s, in);
-        if (where < 0) continue;
-        const auto slot = static_cast<uint32_t>(where);
-        Footer* f = in.ring.footer(slot);
-        const uint32_t used = f->bytes_used;
-        const uint32_t flags = f->flags;
-        const std::byte* data = in.ring.payload(slot);
-        if (in.remote && f->seq.load(std::memory_order_relaxed) != in.k + 1) {
-          return fail_for_good(corrupt(s, in.k, "its footer carries another sequence number"));
+        Head h;
+        if (Status st = head(s, &h); st != Status::kOk) {
+          if (st == Status::kTimeout) continue;
+          return st;
         }
-        if (used < prefix_) return fail_for_good(corrupt(s, in.k, "it lacks its sequence number"));
-        if (Status st = check_segment(s, in.k, used - prefix_, flags, data + prefix_); st != Status::kOk) return st;
+        In& in = in_[s];
         uint64_t number;
-        std::memcpy(&number, data, sizeof(number));
-        const bool records = used > prefix_;
+        std::memcpy(&number, h.data - prefix_, sizeof(number));
+        const bool records = h.used > 0;
         if (records && number > expected_) {
           ahead_ = true;
           continue;
         }
-        advance(s, in, flags);
+        advance(s, in, h.flags);
         if (!records || number < expected_) {
           if (records) {
             ++late_;
             log::warn(ctx_->endpoint_name(false, index_), ": dropped sequence number ", number, " from ",
                       ctx_->peer_name(true, s), ": it arrived after it was reported as a gap");
           }
-          release(in, slot);
-          if (in.ended && !in.remote) publish_credit(in);
+          skip(in, h.slot);
           moved = true;
           continue;
         }
         ++expected_;
         gap_since_ = Deadline::max();
         held_ = static_cast<int>(s);
-        held_slot_ = slot;
-        *out = SegmentView{data + prefix_, used - prefix_, s, number};
+        held_slot_ = h.slot;
+        *out = SegmentView{h.data, h.used, s, number};
         return Status::kOk;
       }
       if (!moved) return Status::kTimeout;
@@ -1157,6 +1148,40 @@ class FlowTarget final : public TargetCore, private FailureState {
                                        (why.empty() ? "" : "; the sequencer could not be read: " + why));
   }
 
+  // The segment at the head of ring s, past an ordered flow's sequence
+  // number: where it lies, its records and flags.
+  struct Head {
+    uint32_t slot = 0;
+    uint32_t used = 0;
+    uint32_t flags = 0;
+    const std::byte* data = nullptr;
+  };
+
+  // kOk with *h if ring s's next segment has arrived and is well formed,
+  // kTimeout if it has not arrived, or the error that fails the flow.
+  Status head(uint32_t s, Head* h) {
+    In& in = in_[s];
+    if (in.ended) return Status::kTimeout;
+    const int64_t where = locate(s, in);
+    if (where < 0) return Status::kTimeout;
+    h->slot = static_cast<uint32_t>(where);
+    Footer* f = in.ring.footer(h->slot);
+    if (in.remote && f->seq.load(std::memory_order_relaxed) != in.k + 1) {
+      return fail_for_good(corrupt(s, in.k, "its footer carries another sequence number"));
+    }
+    if (f->bytes_used < prefix_) return fail_for_good(corrupt(s, in.k, "it lacks its sequence number"));
+    h->used = f->bytes_used - prefix_;
+    h->flags = f->flags;
+    h->data = in.ring.payload(h->slot) + prefix_;
+    return check_segment(s, in.k, h->used, h->flags, h->data);
+  }
+
+  // Releases a segment taken off its ring without handing it out.
+  void skip(In& in, uint32_t slot) {
+    release(in, slot);
+    if (in.ended && !in.remote) publish_credit(in);
+  }
+
   // One pass over the rings, starting after the last one served (fairness).
   // kOk with *out set, kTimeout if nothing is ready, or an error.
   Status scan(SegmentView* out) {
@@ -1165,29 +1190,21 @@ class FlowTarget final : public TargetCore, private FailureState {
     for (uint32_t i = 0; i < n; ++i) {
       uint32_t s = next_ + i;
       if (s >= n) s -= n;
-      In& in = in_[s];
-      if (in.ended) continue;
-      const int64_t where = locate(s, in);
-      if (where < 0) continue;
-      const auto slot = static_cast<uint32_t>(where);
-      Footer* f = in.ring.footer(slot);
-      const uint32_t used = f->bytes_used;
-      const uint32_t flags = f->flags;
-      const std::byte* data = in.ring.payload(slot);
-      if (in.remote && f->seq.load(std::memory_order_relaxed) != in.k + 1) {
-        return fail_for_good(corrupt(s, in.k, "its footer carries another sequence number"));
+      Head h;
+      if (Status st = head(s, &h); st != Status::kOk) {
+        if (st == Status::kTimeout) continue;
+        return st;
       }
-      if (Status st = check_segment(s, in.k, used, flags, data); st != Status::kOk) return st;
-      advance(s, in, flags);
-      if (used == 0) {
-        release(in, slot);
-        if (in.ended && !in.remote) publish_credit(in);
+      In& in = in_[s];
+      advance(s, in, h.flags);
+      if (h.used == 0) {
+        skip(in, h.slot);
         continue;
       }
       held_ = static_cast<int>(s);
-      held_slot_ = slot;
+      held_slot_ = h.slot;
       next_ = s + 1 == n ? 0 : s + 1;
-      *out = SegmentView{data, used, s};
+      *out = SegmentView{h.data, h.used, s};
       return Status::kOk;
     }
     return Status::kTimeout;
