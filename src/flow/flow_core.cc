@@ -261,10 +261,14 @@ class FlowSource final : public SourceCore, private FailureState {
   }
 
   ~FlowSource() override {
-    if (ofi_ != nullptr) {
+    if (ofi_ != nullptr && closed_ && failed_ == Status::kOk) {
       // Linger until the provider delivered what we posted (the END above
       // all), so that the process may exit right after; bounded, and cut
-      // short when the peer is known to be gone.
+      // short when the peer is known to be gone. A source that failed or was
+      // never closed has nothing left to deliver: its targets report it lost
+      // whatever arrives, and a target that already gave up (in this very
+      // process, say) no longer drives its endpoint, so waiting for the
+      // completions would only stall until the linger ran out.
       if (drain(Clock::now() + kLinger) == Status::kTimeout) {
         log::warn(ctx_->endpoint_name(true, index_), ": gave up after ", kLinger.count(),
                   " ms waiting for the last transfers to complete");
