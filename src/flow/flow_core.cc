@@ -40,7 +40,8 @@ constexpr auto kCloseFlush = std::chrono::milliseconds(100);
 // Replicate flows: how long a transport error waits for the registry to
 // confirm that the target's rank is gone before it fails the source.
 constexpr auto kLossConfirmation = std::chrono::milliseconds(2000);
-// How long a destroyed ofi source waits for its last transfers.
+// How long a destroyed ofi source waits for its last transfers after a
+// successful close().
 constexpr auto kLinger = std::chrono::milliseconds(5000);
 // Completions read per fi_cq_read.
 constexpr size_t kCqBatch = 16;
@@ -264,15 +265,18 @@ class FlowSource final : public SourceCore, private FailureState {
     if (ofi_ != nullptr && closed_ && failed_ == Status::kOk) {
       // Linger until the provider delivered what we posted (the END above
       // all), so that the process may exit right after; bounded, and cut
-      // short when the peer is known to be gone. A source that failed or was
-      // never closed has nothing left to deliver: its targets report it lost
-      // whatever arrives, and a target that already gave up (in this very
-      // process, say) no longer drives its endpoint, so waiting for the
-      // completions would only stall until the linger ran out.
+      // short when the peer is known to be gone.
       if (drain(Clock::now() + kLinger) == Status::kTimeout) {
         log::warn(ctx_->endpoint_name(true, index_), ": gave up after ", kLinger.count(),
                   " ms waiting for the last transfers to complete");
       }
+    } else if (ofi_ != nullptr) {
+      // Failed or never closed: nothing left is worth delivering (targets
+      // report this source lost whatever arrives), and a target that gave up
+      // already (in this very process, say) no longer drives its endpoint,
+      // so waiting would only stall. Transfers may be in flight: leave the
+      // endpoint open rather than tear connections down under them.
+      ofi_->ep->abandon();
     }
     if (closed_) return;
     // Destroyed without close(): tell every shm target, so that it reports
@@ -909,6 +913,9 @@ class FlowTarget final : public TargetCore, private FailureState {
   }
 
   ~FlowTarget() override {
+    // A source lost (or a failure) may have left a transfer half-received:
+    // see ofi::Endpoint::abandon().
+    if (ofi_ != nullptr && (failed_ != Status::kOk || ended_ != in_.size() || !lost_.empty())) ofi_->ep->abandon();
     // Hand back whatever we hold so that shm sources blocked on us can finish.
     if (held_ >= 0 && !in_[held_].remote) release(in_[held_], held_slot_);
     for (auto& in : in_) {

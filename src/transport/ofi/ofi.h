@@ -119,6 +119,16 @@ class Endpoint {
   // True for the completion of one of those zero-byte receives.
   bool is_data_receive(const void* context) const { return context == &data_rx_ctx_; }
 
+  // Makes the destructor leave the libfabric objects open (and unused) for
+  // the rest of the process instead of closing them. For an endpoint that a
+  // peer left in the middle of a transfer (it died, or gave up): closing such
+  // an endpoint can crash inside libfabric 1.17's tcp;ofi_rxm, whose close
+  // flushes the half-received transfer as a cancelled completion and then
+  // reads that completion's context as its own. With manual data progress
+  // nothing touches an abandoned endpoint again; its sockets and memory go
+  // when the process exits. A job loses one endpoint per failed flow endpoint.
+  void abandon() { abandoned_ = true; }
+
  private:
   void check(int rc, const char* what);
   fi_info* info_ = nullptr;
@@ -134,6 +144,7 @@ class Endpoint {
   bool rx_cq_data_ = false;
   bool cq_waitable_ = true;
   bool test_unordered_ = false;
+  bool abandoned_ = false;
   size_t cq_data_size_ = 0;
   uint64_t next_key_ = 1;
   fi_context2 data_rx_ctx_{};
