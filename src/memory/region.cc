@@ -294,6 +294,11 @@ class OfiAccess final : public RegionAccess {
     request_mr_ = ep_->register_memory(request_.data(), request_.size(), FI_SEND);
     reply_mr_ = ep_->register_memory(reply_.data(), reply_.size(), FI_RECV);
   }
+  ~OfiAccess() override {
+    // Operations may still be in flight towards an owner that died or never
+    // answered: see ofi::Endpoint::abandon().
+    if (broken_) ep_->abandon();
+  }
 
   Status read(uint64_t offset, std::byte* out, size_t len, Deadline deadline) override {
     if (Status s = ready(offset, len, false); s != Status::kOk) return s;
