@@ -39,13 +39,14 @@ asan: deps
 	cmake --build build-asan
 	cd build-asan && ctest $(CTEST_FLAGS) -LE slow
 
-# The concurrent tests under ThreadSanitizer, then the flow system tests
-# (multi-threaded ranks, shm and ofi) with every rank built with it too.
+# The concurrent tests under ThreadSanitizer, then the multi-threaded unit
+# tests and the flow, replicate and combiner system tests (shm and ofi), with
+# every rank built with it too.
 tsan: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build build-tsan
 	cd build-tsan && ctest $(CTEST_FLAGS) -L concurrent
-	cd build-tsan && ctest $(CTEST_FLAGS) -R '^system\.flow_test'
+	cd build-tsan && ctest $(CTEST_FLAGS) -R '^(unit\.replicate_test|system\.(flow|replicate|combiner)_test)'
 
 # The project's perftest, built-in bounds and peers only (see docs/benchmarks.md).
 perf: build
