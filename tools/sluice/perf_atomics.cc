@@ -13,6 +13,7 @@
 
 #include "perf_clock.h"
 #include "perf_mode.h"
+#include "perf_stream.h"
 
 namespace sluice::tool::perf {
 namespace {
@@ -24,7 +25,7 @@ nlohmann::json measure(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) {
   MemoryRegion region;
   if (rank == owner) region = c.expose(name, 64);
   const uint32_t n = round_trips_for(a.round_trips, record_bytes);
-  const uint32_t warmup = std::min<uint32_t>(n / 10 + 10, 1000);
+  const uint32_t warmup = warmup_for(n);
   if (rank >= a.sources) {
     c.barrier(name + "-go");
     c.barrier(name + "-done");
@@ -79,31 +80,23 @@ class AtomicsMode final : public PerfMode {
   }
   nlohmann::json merge(const std::vector<nlohmann::json>& parts, const WorkerArgs& a,
                        uint32_t record_bytes) const override {
-    uint64_t ops = 0, fetch_word = 0, cas_word = 0;
-    double seconds = 0, cpu = 0, p99 = 0, p999 = 0;
-    std::vector<double> p50;
+    RoundTripSources sources;
+    uint64_t fetch_word = 0, cas_word = 0;
     for (const nlohmann::json& p : parts) {
       if (p["role"] == "S") {
-        ops += p["records"].get<uint64_t>();
-        seconds = std::max(seconds, p["seconds"].get<double>());
-        cpu += p["cpu_seconds"].get<double>();
-        p50.push_back(p["rtt_us_p50"].get<double>());
-        p99 = std::max(p99, p["rtt_us_p99"].get<double>());
-        p999 = std::max(p999, p["rtt_us_p999"].get<double>());
+        sources.add(p);
       } else {
         fetch_word = std::max(fetch_word, p["fetch_add_word"].get<uint64_t>());
         cas_word = std::max(cas_word, p["cas_word"].get<uint64_t>());
       }
     }
     const uint32_t n = round_trips_for(a.round_trips, record_bytes);
-    const uint64_t per_word = uint64_t{a.sources} * (n + std::min<uint32_t>(n / 10 + 10, 1000));
+    const uint64_t per_word = uint64_t{a.sources} * (n + warmup_for(n));
     if (fetch_word != per_word || cas_word != per_word) {
       throw std::runtime_error("remote atomics were not exact: fetch_add word " + std::to_string(fetch_word) +
                                ", CAS word " + std::to_string(cas_word) + ", expected " + std::to_string(per_word));
     }
-    return {{"records", ops},        {"seconds", seconds},       {"cpu_seconds", cpu},
-            {"src_cpu_seconds", cpu}, {"tgt_cpu_seconds", 0.0},  {"rtt_us_p50", summarize(p50).median},
-            {"rtt_us_p99", p99},      {"rtt_us_p999", p999}};
+    return sources.sample(0.0);
   }
   std::vector<std::string> builtin_series(const std::string& transport) const override {
     if (transport == "shm") return {"shm_pingpong", "tcp_pingpong"};

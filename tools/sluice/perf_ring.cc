@@ -20,6 +20,7 @@
 
 #include "perf_clock.h"
 #include "perf_records.h"
+#include "perf_stats.h"
 
 namespace sluice::tool::perf {
 namespace {
@@ -283,7 +284,7 @@ void bounce(Shared* sh, unsigned char* out_box, unsigned char* in_box, uint32_t 
 }  // namespace
 
 nlohmann::json run_shm_pingpong(uint32_t record_bytes, uint32_t round_trips) {
-  const uint32_t warmup = std::min<uint32_t>(round_trips / 10 + 10, 1000);
+  const uint32_t warmup = warmup_for(round_trips);
   const size_t box = kMailboxRecordOffset + (record_bytes + 63) / 64 * 64;
   const SharedMapping map(kSlotsOffset + 2 * box);
   auto* sh = new (map.get()) Shared{};

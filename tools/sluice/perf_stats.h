@@ -15,6 +15,7 @@
 // Thread safety: every function is pure or only reads its arguments.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -103,6 +104,10 @@ struct ModeTraits {
 // `requested` are asked for: at most 256 MiB of records each way (so 1 MiB
 // records make 256), and never fewer than 100.
 uint32_t round_trips_for(uint32_t requested, uint32_t record_bytes);
+
+// Untimed round trips made before `round_trips` timed ones: a tenth and
+// ten, at most 1000.
+inline uint32_t warmup_for(uint32_t round_trips) { return std::min<uint32_t>(round_trips / 10 + 10, 1000); }
 
 // One sample is a JSON object of raw numbers from one repeat:
 //   records, seconds, cpu_seconds            (every sample)

@@ -95,7 +95,7 @@ nlohmann::json run_round_trips(Cluster& c, const WorkerArgs& a, Source<Rec<B>>& 
   fill_template_record(rec.get());
   const uint32_t rank = c.rank();
   const uint32_t n = round_trips_for(a.round_trips, B);
-  const uint32_t warmup = std::min<uint32_t>(n / 10 + 10, 1000);
+  const uint32_t warmup = warmup_for(n);
   std::vector<double> rtt;
   rtt.reserve(n);
   c.barrier(base + "-go");
@@ -151,38 +151,52 @@ nlohmann::json run_echoes(Cluster& c, Target<Rec<B>>& in, Source<Rec<B>>* echo, 
   return {{"role", "T"}, {"records", consumed}, {"seconds", seconds}, {"cpu_seconds", cpu}};
 }
 
-// One sample from round-trip parts: records = timed round trips of all
-// sources, seconds = the slowest source's, rtt_us_p50 = the median of the
-// sources' medians, p99 / p99.9 = the worst source's. Targets' parts count
+// The sources' side of round-trip parts: records = timed round trips of
+// all sources, seconds = the slowest source's, rtt_us_p50 = the median of
+// the sources' medians, p99 / p99.9 = the worst source's.
+struct RoundTripSources {
+  uint64_t timed = 0;
+  double seconds = 0, cpu = 0, p99 = 0, p999 = 0;
+  std::vector<double> p50;
+
+  void add(const nlohmann::json& p) {
+    timed += p["records"].get<uint64_t>();
+    seconds = std::max(seconds, p["seconds"].get<double>());
+    cpu += p["cpu_seconds"].get<double>();
+    p50.push_back(p["rtt_us_p50"].get<double>());
+    p99 = std::max(p99, p["rtt_us_p99"].get<double>());
+    p999 = std::max(p999, p["rtt_us_p999"].get<double>());
+  }
+  // The sample, with the targets' CPU time beside the sources'.
+  nlohmann::json sample(double tgt_cpu) const {
+    return {{"records", timed},       {"seconds", seconds},          {"cpu_seconds", cpu + tgt_cpu},
+            {"src_cpu_seconds", cpu}, {"tgt_cpu_seconds", tgt_cpu}, {"rtt_us_p50", summarize(p50).median},
+            {"rtt_us_p99", p99},      {"rtt_us_p999", p999}};
+  }
+};
+
+// One sample from round-trip parts (RoundTripSources). Targets' parts count
 // the records they consumed: every round trip's record `copies` times.
 inline nlohmann::json merge_round_trips(const std::vector<nlohmann::json>& parts, const WorkerArgs& a,
                                         uint32_t record_bytes, uint32_t copies) {
-  uint64_t timed = 0, consumed = 0;
-  double seconds = 0, src_cpu = 0, tgt_cpu = 0, p99 = 0, p999 = 0;
-  std::vector<double> p50;
+  RoundTripSources sources;
+  uint64_t consumed = 0;
+  double tgt_cpu = 0;
   for (const nlohmann::json& p : parts) {
     if (p["role"] == "S") {
-      timed += p["records"].get<uint64_t>();
-      seconds = std::max(seconds, p["seconds"].get<double>());
-      src_cpu += p["cpu_seconds"].get<double>();
-      p50.push_back(p["rtt_us_p50"].get<double>());
-      p99 = std::max(p99, p["rtt_us_p99"].get<double>());
-      p999 = std::max(p999, p["rtt_us_p999"].get<double>());
+      sources.add(p);
     } else {
       consumed += p["records"].get<uint64_t>();
       tgt_cpu += p["cpu_seconds"].get<double>();
     }
   }
   const uint32_t n = round_trips_for(a.round_trips, record_bytes);
-  const uint64_t per_source = n + std::min<uint32_t>(n / 10 + 10, 1000);
-  const uint64_t expected = uint64_t{a.sources} * per_source * copies;
-  if (timed != uint64_t{a.sources} * n || consumed != expected) {
+  const uint64_t expected = uint64_t{a.sources} * (n + warmup_for(n)) * copies;
+  if (sources.timed != uint64_t{a.sources} * n || consumed != expected) {
     throw std::runtime_error("round trips lost with " + std::to_string(record_bytes) + " B records: targets consumed " +
                              std::to_string(consumed) + " of " + std::to_string(expected));
   }
-  return {{"records", timed},           {"seconds", seconds},          {"cpu_seconds", src_cpu + tgt_cpu},
-          {"src_cpu_seconds", src_cpu}, {"tgt_cpu_seconds", tgt_cpu}, {"rtt_us_p50", summarize(p50).median},
-          {"rtt_us_p99", p99},          {"rtt_us_p999", p999}};
+  return sources.sample(tgt_cpu);
 }
 
 }  // namespace sluice::tool::perf

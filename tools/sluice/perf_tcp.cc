@@ -154,8 +154,6 @@ void write_stream(int fd, const TcpOptions& o) {
   send_all(fd, &cpu, sizeof cpu);
 }
 
-uint32_t warmup_for(uint32_t n) { return std::min<uint32_t>(n / 10 + 10, 1000); }
-
 // The initiator: sends one record, waits for it back, times the round trip.
 template <size_t B>
 void ping(int fd, const TcpOptions& o) {
