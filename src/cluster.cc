@@ -34,6 +34,7 @@ const std::set<std::string>& known_variables() {
       "SLUICE_SECRET",       "SLUICE_LOG",             "SLUICE_PEER_TIMEOUT_MS",  "SLUICE_SETUP_TIMEOUT_MS",
       "SLUICE_SPIN",         "SLUICE_TRANSPORT",       "SLUICE_OFI_PROVIDER",     "SLUICE_OFI_RMA",
       "SLUICE_OFI_TEST_UNORDERED", "SLUICE_OFI_ATOMIC", "SLUICE_TEST_DIE_AFTER_SEQUENCE",
+      "SLUICE_TEST_OFI_EAGAIN_EVERY",
   };
   return names;
 }
@@ -222,7 +223,9 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     fs->ctx.peers = &client->peers();
     fs->ctx.ring_segments = spec.effective_ring_segments();
     fs->ring_geometry = layout::Geometry::make(1, 1, fs->ctx.ring_segments, spec.effective_segment_bytes());
-    fs->ctx.payload_bytes = fs->ring_geometry.payload_bytes();
+    // What a segment holds is segment_bytes, whatever padding the stride has:
+    // one record limit (FlowSpec::max_record_bytes), stated and enforced.
+    fs->ctx.payload_bytes = spec.effective_segment_bytes();
     for (uint32_t r = 0; r < boot.world_size; ++r) fs->ctx.hosts.push_back(client->peers().host(r));
     fs->source_open.assign(spec.sources.size(), false);
     fs->target_open.assign(spec.targets.size(), false);
@@ -260,9 +263,18 @@ void ClusterImpl::declare(const FlowSpec& spec) {
       list.push_back(t);
     }
     for (const auto& [rank, list] : targets_by_rank) {
-      fs->geometry[rank] = layout::Geometry::make(static_cast<uint32_t>(list.size()),
-                                                  static_cast<uint32_t>(spec.sources.size()), fs->ctx.ring_segments,
-                                                  spec.effective_segment_bytes());
+      const layout::Geometry g = layout::Geometry::make(static_cast<uint32_t>(list.size()),
+                                                        static_cast<uint32_t>(spec.sources.size()),
+                                                        fs->ctx.ring_segments, spec.effective_segment_bytes());
+      if (g.total_bytes == layout::Geometry::kTooLarge) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    "flow '" + spec.name + "': the rings of rank " + std::to_string(rank) + " (" +
+                        std::to_string(list.size()) + " targets x " + std::to_string(spec.sources.size()) +
+                        " sources x " + std::to_string(fs->ctx.ring_segments) + " segments of " +
+                        std::to_string(spec.effective_segment_bytes()) +
+                        " bytes) exceed 2^64 bytes; lower ring_segments or segment_bytes");
+      }
+      fs->geometry[rank] = g;
     }
     if (auto it = targets_by_rank.find(me); it != targets_by_rank.end()) {
       const layout::Geometry& g = fs->geometry[me];
@@ -317,7 +329,22 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
                                             std::to_string(bytes) + " bytes, expected " +
                                             std::to_string(g.total_bytes));
     }
-    SharedRegion region = SharedRegion::open_peer(static_cast<pid_t>(pid), static_cast<int>(fd), bytes);
+    SharedRegion region;
+    try {
+      region = SharedRegion::open_peer(static_cast<pid_t>(pid), static_cast<int>(fd), bytes);
+    } catch (const Error&) {
+      // The usual cause: that rank has exited (it may have failed in its own
+      // declare). Say so as a lost peer once the registry confirms it.
+      const control::PeerTable& peers = client->peers();
+      for (const auto until = Clock::now() + options.peer_timeout; Clock::now() < until;) {
+        if (peers.registry_lost() || peers.state(rank) != control::PeerTable::kAlive) {
+          throw PeerLostError(rank, "flow '" + name + "': " + peers.describe(rank) +
+                                        " before this rank could map its rings");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      throw;
+    }
     const auto* hdr = reinterpret_cast<const layout::RegionHeader*>(region.data());
     if (hdr->magic != layout::kRegionMagic || hdr->version != layout::kLayoutVersion ||
         hdr->local_targets != g.local_targets || hdr->sources != g.sources || hdr->ring_segments != g.ring_segments ||
@@ -353,6 +380,8 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     ot->rings_mr = ot->ep->register_memory(rings, ns * g.ring_stride, FI_REMOTE_WRITE | FI_RECV);
     ot->outbox = static_cast<uint64_t*>(alloc_zeroed(ns * sizeof(uint64_t)));
     ot->outbox_mr = ot->ep->register_memory(ot->outbox, ns * sizeof(uint64_t), FI_WRITE | FI_SEND);
+    ot->control = static_cast<uint64_t*>(alloc_zeroed((ns + 1) * sizeof(uint64_t)));
+    ot->control_mr = ot->ep->register_memory(ot->control, (ns + 1) * sizeof(uint64_t), FI_SEND | FI_RECV);
     client->put(prefix + "t/" + std::to_string(t), to_hex(ot->ep->address()) + " " + (ot->ep->rma() ? "rma" : "msg") +
                                                        " " + std::to_string(ot->rings_mr.key) + " " +
                                                        std::to_string(ot->rings_mr.base));
@@ -369,6 +398,8 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     os->staging_mr = os->ep->register_memory(os->staging, os->staging_bytes, FI_WRITE | FI_SEND);
     os->credits = static_cast<uint64_t*>(alloc_zeroed(nt * sizeof(uint64_t)));
     os->credits_mr = os->ep->register_memory(os->credits, nt * sizeof(uint64_t), FI_REMOTE_WRITE | FI_RECV);
+    os->control = static_cast<uint64_t*>(alloc_zeroed((nt + 1) * sizeof(uint64_t)));
+    os->control_mr = os->ep->register_memory(os->control, (nt + 1) * sizeof(uint64_t), FI_SEND | FI_RECV);
     client->put(prefix + "s/" + std::to_string(s), to_hex(os->ep->address()) + " " + (os->ep->rma() ? "rma" : "msg") +
                                                        " " + std::to_string(os->credits_mr.key) + " " +
                                                        std::to_string(os->credits_mr.base));
@@ -424,6 +455,23 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
       r.credit_addr = base + t * sizeof(uint64_t);
     }
   }
+  // Every connection now, while every participant is in declare().
+  OfiWiring wiring;
+  for (auto& [s, os] : fs.ofi_sources) {
+    OfiWiring::Side side{s, os->ep.get(), os->control, os->control_mr.desc, {}, nullptr};
+    for (uint32_t t = 0; t < nt; ++t) {
+      if (fs.remote(s, t)) side.peers.emplace_back(t, fs.remote_out[s][t].peer);
+    }
+    wiring.sources.push_back(std::move(side));
+  }
+  for (auto& [t, ot] : fs.ofi_targets) {
+    OfiWiring::Side side{t, ot->ep.get(), ot->control, ot->control_mr.desc, {}, &ot->backlog};
+    for (uint32_t s = 0; s < ns; ++s) {
+      if (fs.remote(s, t)) side.peers.emplace_back(s, fs.remote_in[t][s].peer);
+    }
+    wiring.targets.push_back(std::move(side));
+  }
+  wire_up(fs.ctx, wiring, setup_deadline());
 }
 
 namespace {

@@ -126,8 +126,14 @@ struct FlowSpec {
   uint32_t effective_ring_segments() const;
   uint32_t effective_gap_timeout_ms() const { return gap_timeout_ms != 0 ? gap_timeout_ms : 2000; }
   // Bytes at the start of every segment's payload that carry its sequence
-  // number (ordered replicate flows), or 0.
-  uint32_t segment_prefix_bytes() const { return ordered ? 8 : 0; }
+  // number (ordered replicate flows: 8, or the record alignment if that is
+  // larger, so records after it stay aligned), or 0.
+  uint32_t segment_prefix_bytes() const { return ordered ? (record_align > 8 ? record_align : 8) : 0; }
+  // The largest record push() takes: record_size for typed flows; for byte
+  // records, what fits one segment with its 4-byte length and padding to 8:
+  // segment_bytes - 4, rounded down to a multiple of 8 first, less 8 on an
+  // ordered flow. push() of a larger one returns kInvalid naming this limit.
+  uint32_t max_record_bytes() const;
   // The "field=value" lines every participant must agree on (one per line,
   // fixed order); the registry compares these and names fields that differ.
   std::string canonical() const;
@@ -150,11 +156,14 @@ class ShuffleSpec {
   ShuffleSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
   ShuffleSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
   // Route by a hash of this field (the default routing once a key is named).
-  template <class K>
-  ShuffleSpec& key(K T::*member) {
+  // (Records that are not classes, such as uint64_t, are routed by a hash
+  // of the whole record, the default.)
+  template <class K, class C = T>
+    requires std::is_class_v<C>
+  ShuffleSpec& key(K C::*member) {
     static_assert(std::is_trivially_copyable_v<K>);
     alignas(T) static const unsigned char probe[sizeof(T)] = {};
-    const T* p = reinterpret_cast<const T*>(probe);
+    const C* p = reinterpret_cast<const C*>(probe);
     spec_.route = detail::Route::kHashKey;
     spec_.key_offset = static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(&(p->*member)) - probe);
     spec_.key_size = sizeof(K);
@@ -191,7 +200,8 @@ template <class T>
 ShuffleSpec<T> shuffle(std::string name) { return ShuffleSpec<T>(std::move(name)); }
 
 // A shuffle flow of variable-length byte records. A record never spans two
-// segments, so the largest record is segment_bytes - 8.
+// segments, so the largest record is FlowSpec::max_record_bytes()
+// (segment_bytes - 4 for a segment_bytes that is a multiple of 8: 8188 by default).
 class BytesShuffleSpec {
  public:
   explicit BytesShuffleSpec(std::string name) {
@@ -295,6 +305,14 @@ inline BytesReplicateSpec replicate_bytes(std::string name) { return BytesReplic
 
 namespace detail {
 
+// The text error() shows for the last call's status: the core's message for
+// a failure, nothing after kOk or kEndOfFlow (so a message never outlives
+// the failure it describes).
+inline const std::string& error_text(Status last, const std::string& message) {
+  static const std::string kNone;
+  return last == Status::kOk || last == Status::kEndOfFlow ? kNone : message;
+}
+
 // Where the next record for one target goes: [cur, end) is free space in the
 // segment being filled. Empty (cur == end) until a segment is reserved.
 struct Lane {
@@ -318,10 +336,16 @@ class SourceCore {
   // current segment and claims the next one, waiting for credit unless
   // `try_only`. On kOk the lane has room; otherwise nothing changed.
   virtual Status reserve(uint32_t target, size_t bytes, Deadline deadline, bool try_only) = 0;
-  // Latency mode: publishes the lane's current segment now.
-  virtual Status publish(uint32_t target) = 0;
+  // Latency mode: publishes the lane's current segment (the record just
+  // written) now. On a shuffle flow, a status other than kOk means the record
+  // was taken back (as if never written); a replicate flow's record, once in
+  // a ring, stays accepted (what could not be handed to the provider yet goes
+  // with the next call).
+  virtual Status publish(uint32_t target, Deadline deadline, bool try_only) = 0;
   virtual Status flush(Deadline deadline) = 0;
   virtual Status close(Deadline deadline) = 0;
+  // After a successful close(): waits until every transfer completed.
+  virtual Status wait_delivered(Deadline deadline) = 0;
   virtual Status fail_invalid(const char* what) = 0;
   virtual const std::string& error() const = 0;
 
@@ -379,7 +403,7 @@ inline Status replicate_write(SourceCore* c, size_t stride, Deadline deadline, b
     write(lane.cur);
     lane.cur += stride;
   }
-  if (c->latency_) [[unlikely]] return c->publish(SourceCore::kAllTargets);
+  if (c->latency_) [[unlikely]] return c->publish(SourceCore::kAllTargets, deadline, try_only);
   return Status::kOk;
 }
 
@@ -415,30 +439,40 @@ class Source {
   // the ring is full. kOk, kTimeout, kPeerLost, kClosed or kInvalid.
   // On a replicate flow: writes `r` into every target's ring.
   [[nodiscard]] Status push(const T& r, Deadline deadline = kForever) {
-    if (core_->replicate_) return replicate(r, deadline, false);
-    return write(core_->route(&r, sizeof(T)), r, deadline, false);
+    if (core_->replicate_) return last_ = replicate(r, deadline, false);
+    return last_ = write(core_->route(&r, sizeof(T)), r, deadline, false);
   }
   // As push, but never waits: kBackPressured if the target's ring is full
   // (on a replicate flow: if any target's is; then no target got `r`).
+  // Reports kPeerLost (not kBackPressured) once the target is known lost.
   [[nodiscard]] Status try_push(const T& r) {
-    if (core_->replicate_) return replicate(r, kForever, true);
-    return write(core_->route(&r, sizeof(T)), r, kForever, true);
+    if (core_->replicate_) return last_ = replicate(r, kForever, true);
+    return last_ = write(core_->route(&r, sizeof(T)), r, kForever, true);
   }
   // Sends `r` to targets()[target] whatever the flow's routing (shuffle flows only).
   [[nodiscard]] Status push_to(uint32_t target, const T& r, Deadline deadline = kForever) {
-    return write(target, r, deadline, false);
+    return last_ = write(target, r, deadline, false);
   }
-  [[nodiscard]] Status try_push_to(uint32_t target, const T& r) { return write(target, r, kForever, true); }
+  [[nodiscard]] Status try_push_to(uint32_t target, const T& r) { return last_ = write(target, r, kForever, true); }
   // The index into targets() that push(r) sends `r` to (num_targets() for a
   // flow declared explicit_targets()). Lets callers account per target.
   uint32_t target_of(const T& r) const { return core_->route(&r, sizeof(T)); }
   // Publishes every partly filled segment now.
-  [[nodiscard]] Status flush(Deadline deadline = kForever) { return core_->flush(deadline); }
+  [[nodiscard]] Status flush(Deadline deadline = kForever) { return last_ = core_->flush(deadline); }
   // Publishes what is left and marks this source's end on every target.
-  // Afterwards push returns kClosed. Idempotent.
-  [[nodiscard]] Status close(Deadline deadline = kForever) { return core_->close(deadline); }
-  // Why the last call failed (empty when nothing failed).
-  const std::string& error() const { return core_->error(); }
+  // Afterwards push returns kClosed. Idempotent. After kTimeout or
+  // kBackPressured call it again: it resumes (nothing is sent twice).
+  [[nodiscard]] Status close(Deadline deadline = kForever) { return last_ = core_->close(deadline); }
+  // close(), then waits until the transport reports every segment delivered
+  // (over shm at once; over ofi when the provider completed every write), so
+  // that the process may exit at once afterwards. Without it, an ofi source's
+  // destructor waits (up to 5 s) for the same. kTimeout: call again.
+  [[nodiscard]] Status close_and_wait(Deadline deadline = kForever) {
+    if (Status s = core_->close(deadline); s != Status::kOk) return last_ = s;
+    return last_ = core_->wait_delivered(deadline);
+  }
+  // Why the last call failed; empty when the last call returned kOk.
+  const std::string& error() const { return detail::error_text(last_, core_->error()); }
   uint32_t num_targets() const { return core_->num_targets_; }
   explicit operator bool() const { return core_ != nullptr; }
 
@@ -456,7 +490,7 @@ class Source {
     }
     std::memcpy(lane.cur, &r, sizeof(T));
     lane.cur += sizeof(T);
-    if (core_->latency_) [[unlikely]] return core_->publish(target);
+    if (core_->latency_) [[unlikely]] return core_->publish(target, deadline, try_only);
     return Status::kOk;
   }
   Status replicate(const T& r, Deadline deadline, bool try_only) {
@@ -465,6 +499,7 @@ class Source {
   }
 
   std::unique_ptr<detail::SourceCore> core_;
+  Status last_ = Status::kOk;
 };
 
 // The receiving end of a flow for one endpoint. Move-only; one owning thread.
@@ -502,7 +537,8 @@ class Target {
   uint64_t last_sequence() const { return last_sequence_; }
   // After kGap: the sequence number that never arrived.
   uint64_t gap() const { return core_->gap(); }
-  const std::string& error() const { return core_->error(); }
+  // Why the last consume() returned nothing; empty after kOk and kEndOfFlow.
+  const std::string& error() const { return detail::error_text(status_, core_->error()); }
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
@@ -519,22 +555,26 @@ class BytesSource {
   explicit BytesSource(std::unique_ptr<detail::SourceCore> core) : core_(std::move(core)) {}
 
   [[nodiscard]] Status push(std::span<const std::byte> rec, Deadline deadline = kForever) {
-    if (core_->replicate_) return replicate(rec, deadline, false);
-    return write(core_->route(rec.data(), rec.size()), rec, deadline, false);
+    if (core_->replicate_) return last_ = replicate(rec, deadline, false);
+    return last_ = write(core_->route(rec.data(), rec.size()), rec, deadline, false);
   }
   [[nodiscard]] Status try_push(std::span<const std::byte> rec) {
-    if (core_->replicate_) return replicate(rec, kForever, true);
-    return write(core_->route(rec.data(), rec.size()), rec, kForever, true);
+    if (core_->replicate_) return last_ = replicate(rec, kForever, true);
+    return last_ = write(core_->route(rec.data(), rec.size()), rec, kForever, true);
   }
   [[nodiscard]] Status push_to(uint32_t target, std::span<const std::byte> rec, Deadline deadline = kForever) {
-    return write(target, rec, deadline, false);
+    return last_ = write(target, rec, deadline, false);
   }
   [[nodiscard]] Status try_push_to(uint32_t target, std::span<const std::byte> rec) {
-    return write(target, rec, kForever, true);
+    return last_ = write(target, rec, kForever, true);
   }
-  [[nodiscard]] Status flush(Deadline deadline = kForever) { return core_->flush(deadline); }
-  [[nodiscard]] Status close(Deadline deadline = kForever) { return core_->close(deadline); }
-  const std::string& error() const { return core_->error(); }
+  [[nodiscard]] Status flush(Deadline deadline = kForever) { return last_ = core_->flush(deadline); }
+  [[nodiscard]] Status close(Deadline deadline = kForever) { return last_ = core_->close(deadline); }
+  [[nodiscard]] Status close_and_wait(Deadline deadline = kForever) {
+    if (Status s = core_->close(deadline); s != Status::kOk) return last_ = s;
+    return last_ = core_->wait_delivered(deadline);
+  }
+  const std::string& error() const { return detail::error_text(last_, core_->error()); }
   uint32_t num_targets() const { return core_->num_targets_; }
   explicit operator bool() const { return core_ != nullptr; }
 
@@ -562,43 +602,59 @@ class BytesSource {
     }
     put_record(lane.cur, rec);
     lane.cur += stride;
-    if (core_->latency_) [[unlikely]] return core_->publish(target);
+    if (core_->latency_) [[unlikely]] return core_->publish(target, deadline, try_only);
     return Status::kOk;
   }
 
   std::unique_ptr<detail::SourceCore> core_;
+  Status last_ = Status::kOk;
 };
 
 // The byte records of one segment, iterated in push order. Each record is a
 // span into the ring, valid until the next consume() on its target.
 class RecordBatch {
  public:
+  // Reads each record's length once into the iterator and checks it
+  // against the end of the segment, so that a peer rewriting the segment
+  // while it is iterated (it lives in shared or registered memory) can only
+  // change record bytes, never make iteration leave the segment: a length
+  // that no longer fits ends the iteration.
   class iterator {
    public:
     using value_type = std::span<const std::byte>;
     using difference_type = std::ptrdiff_t;
     iterator() = default;
-    iterator(const std::byte* p, const std::byte* end) : p_(p), end_(end) {}
-    value_type operator*() const {
-      uint32_t len;
-      std::memcpy(&len, p_, sizeof(len));
-      return {p_ + detail::kRecordHeaderBytes, len};
-    }
+    iterator(const std::byte* p, const std::byte* end) : p_(p), end_(end) { load(); }
+    value_type operator*() const { return {p_ + detail::kRecordHeaderBytes, len_}; }
     iterator& operator++() {
-      uint32_t len;
-      std::memcpy(&len, p_, sizeof(len));
-      p_ += detail::record_stride(len);
+      p_ += detail::record_stride(len_);
+      if (p_ > end_) p_ = end_;
+      load();
       return *this;
     }
     iterator operator++(int) { iterator t = *this; ++*this; return t; }
     bool operator==(const iterator& o) const { return p_ == o.p_; }
 
    private:
+    void load() {
+      const size_t left = static_cast<size_t>(end_ - p_);
+      if (left == 0) return;
+      uint32_t len = 0;
+      if (left >= detail::kRecordHeaderBytes) std::memcpy(&len, p_, sizeof(len));
+      if (left < detail::kRecordHeaderBytes || len > left - detail::kRecordHeaderBytes) {
+        p_ = end_;  // rewritten after it was checked: stop here
+        len_ = 0;
+        return;
+      }
+      len_ = len;
+    }
     const std::byte* p_ = nullptr;
     const std::byte* end_ = nullptr;
+    size_t len_ = 0;
   };
 
-  // `data` must already have passed validate_records().
+  // A view of `bytes` bytes of records at `data`, which should have passed
+  // validate_records() (iteration stays inside them either way).
   RecordBatch(const std::byte* data, uint32_t bytes) : data_(data), bytes_(bytes) {}
   iterator begin() const { return {data_, data_ + bytes_}; }
   iterator end() const { return {data_ + bytes_, data_ + bytes_}; }
@@ -636,7 +692,7 @@ class BytesTarget {
   uint32_t last_source() const { return last_source_; }
   uint64_t last_sequence() const { return last_sequence_; }
   uint64_t gap() const { return core_->gap(); }
-  const std::string& error() const { return core_->error(); }
+  const std::string& error() const { return detail::error_text(status_, core_->error()); }
   explicit operator bool() const { return core_ != nullptr; }
 
  private:

@@ -13,6 +13,7 @@
 #include "common/check.h"
 #include "common/futex.h"
 #include "common/log.h"
+#include "common/test_hooks.h"
 #include "control/registry_client.h"
 
 namespace sluice::detail {
@@ -43,6 +44,13 @@ constexpr auto kLossConfirmation = std::chrono::milliseconds(2000);
 // How long a destroyed ofi source waits for its last transfers after a
 // successful close().
 constexpr auto kLinger = std::chrono::milliseconds(5000);
+// How long an endpoint that ends without the guarantee drives its endpoint
+// so that its abort message leaves before the endpoint is abandoned.
+constexpr auto kAbortFlush = std::chrono::milliseconds(100);
+// A parked wait for a provider queue to drain sleeps this long at a time.
+constexpr auto kQueueParkSlice = std::chrono::milliseconds(1);
+// try_consume / try_push look at peer liveness at most this often.
+constexpr auto kLivenessEvery = std::chrono::milliseconds(1);
 // Completions read per fi_cq_read.
 constexpr size_t kCqBatch = 16;
 // While spinning on an ofi ring, drive the completion queue every this many
@@ -90,7 +98,7 @@ std::string host_of(const FlowContext* ctx, uint32_t rank) {
 
 // A libfabric operation in flight. The provider owns `ctx` until the
 // operation completes; the completion hands back its address.
-enum class OpKind : uint8_t { kSegmentSend, kCreditRecv, kSegmentRecv, kCreditSend };
+enum class OpKind : uint8_t { kSegmentSend, kCreditRecv, kSegmentRecv, kCreditSend, kAbortRecv, kAbortSend };
 struct Op {
   fi_context2 ctx;  // first: op_context points here
   OpKind kind = OpKind::kSegmentSend;
@@ -190,6 +198,18 @@ class FailureState {
   std::string error_;
 };
 
+// Posts the receive of peer `index`'s abort message into control[index].
+// Without it the peer's end is learnt only from its rank's liveness.
+void post_control_receive(ofi::Endpoint& ep, uint64_t* control, void* desc, uint32_t index, Op* op) {
+  ssize_t rc = -FI_EAGAIN;
+  for (int i = 0; i < 1000 && rc == -FI_EAGAIN; ++i) {
+    rc = ep.trecv(&control[index], sizeof(uint64_t), desc, kTagAbort | index, &op->ctx);
+    if (rc == -FI_EAGAIN) sched_yield();
+  }
+  op->busy = rc == 0;
+  if (rc != 0) log::warn("cannot post an abort receive: ", fi_strerror(static_cast<int>(-rc)));
+}
+
 class FlowSource final : public SourceCore, private FailureState {
  public:
   FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings, std::unique_ptr<OfiSource> ofi,
@@ -227,11 +247,8 @@ class FlowSource final : public SourceCore, private FailureState {
       fan_ = fan_store_.data();
       num_fan_ = static_cast<uint32_t>(fan_store_.size());
     }
-#if defined(SLUICE_TEST_HOOKS)
-    if (const char* d = std::getenv("SLUICE_TEST_DIE_AFTER_SEQUENCE"); d != nullptr && *d != '\0') {
-      die_after_sequence_ = std::strtoull(d, nullptr, 10);
-    }
-#endif
+    die_after_sequence_ = test_hooks::die_after_sequence();
+    test_eagain_every_ = test_hooks::ofi_eagain_every();
     route_ = spec.route;
     key_offset_ = spec.key_offset;
     key_size_ = spec.key_size;
@@ -250,14 +267,18 @@ class FlowSource final : public SourceCore, private FailureState {
       }
       ops_ = std::vector<Op>(rings_.size() * S);
       credit_ops_ = std::vector<Op>(rings_.size());
+      abort_ops_ = std::vector<Op>(rings_.size() + 1);
       credit_seen_.assign(rings_.size(), 0);
       for (uint32_t t = 0; t < num_targets_; ++t) {
         if (!rings_[t].remote) continue;
-        for (uint32_t j = 0; j < S; ++j) ops_[t * S + j] = Op{{}, OpKind::kSegmentSend, t, j, false};
-        credit_ops_[t] = Op{{}, OpKind::kCreditRecv, t, 0, false};
+        for (uint32_t j = 0; j < S; ++j) ops_[t * S + j] = Op{{}, OpKind::kSegmentSend, t, j, 1, false};
+        credit_ops_[t] = Op{{}, OpKind::kCreditRecv, t, 0, 1, false};
         ofi_->credits[t] = 0;
         if (!ofi_->ep->rma()) post_credit_receive(t);
+        abort_ops_[t] = Op{{}, OpKind::kAbortRecv, t, 0, 1, false};
+        post_control_receive(*ofi_->ep, ofi_->control, ofi_->control_mr.desc, t, &abort_ops_[t]);
       }
+      target_aborted_.assign(rings_.size(), 0);
     }
   }
 
@@ -265,17 +286,21 @@ class FlowSource final : public SourceCore, private FailureState {
     if (ofi_ != nullptr && closed_ && failed_ == Status::kOk) {
       // Linger until the provider delivered what we posted (the END above
       // all), so that the process may exit right after; bounded, and cut
-      // short when the peer is known to be gone.
-      if (drain(Clock::now() + kLinger) == Status::kTimeout) {
-        log::warn(ctx_->endpoint_name(true, index_), ": gave up after ", kLinger.count(),
-                  " ms waiting for the last transfers to complete");
+      // short when the peer is known to be gone. Transfers still in flight
+      // then: leave the endpoint open rather than tear it down under them.
+      if (drain(Clock::now() + kLinger) != Status::kOk) {
+        if (failed_ == Status::kOk) {
+          log::warn(ctx_->endpoint_name(true, index_), ": gave up after ", kLinger.count(),
+                    " ms waiting for the last transfers to complete");
+        }
+        ofi_->ep->abandon();
       }
     } else if (ofi_ != nullptr) {
-      // Failed or never closed: nothing left is worth delivering (targets
-      // report this source lost whatever arrives), and a target that gave up
-      // already (in this very process, say) no longer drives its endpoint,
-      // so waiting would only stall. Transfers may be in flight: leave the
-      // endpoint open rather than tear connections down under them.
+      // Failed or never closed: nothing left is worth delivering. Tell the
+      // remote targets at once (otherwise they learn it only when this rank
+      // exits), then leave the endpoint open: transfers may be in flight,
+      // and a target that gave up already no longer drives its endpoint.
+      if (!closed_) send_aborts();
       ofi_->ep->abandon();
     }
     if (closed_) return;
@@ -294,9 +319,15 @@ class FlowSource final : public SourceCore, private FailureState {
     if (failed_ != Status::kOk) return failed_;
     if (closed_) return fail(Status::kClosed, ctx_->endpoint_name(true, index_) + ": push after close()");
     if (bytes + prefix_ > ctx_->payload_bytes) {
-      return fail(Status::kInvalid, ctx_->endpoint_name(true, index_) + ": a record of " + std::to_string(bytes) +
-                                        " bytes (with framing) does not fit a segment's payload of " +
-                                        std::to_string(ctx_->payload_bytes - prefix_) + " bytes; raise segment_bytes");
+      const FlowSpec& spec = ctx_->spec;
+      return fail(Status::kInvalid,
+                  ctx_->endpoint_name(true, index_) + ": a record of " +
+                      (spec.record_size != 0 ? std::to_string(bytes) + " bytes"
+                                             : "more than " + std::to_string(bytes - kRecordHeaderBytes - 8) +
+                                                   " bytes") +
+                      " exceeds the largest this flow takes, " + std::to_string(spec.max_record_bytes()) +
+                      " bytes (segment_bytes " + std::to_string(spec.effective_segment_bytes()) +
+                      "); raise segment_bytes");
     }
     if (t == kAllTargets) return reserve_all(deadline, try_only);
     Out& o = out_[t];
@@ -311,18 +342,34 @@ class FlowSource final : public SourceCore, private FailureState {
     return Status::kOk;
   }
 
-  Status publish(uint32_t t) override {
+  Status publish(uint32_t t, Deadline deadline, bool try_only) override {
     // Latency mode: the record must go now (its peer may be waiting for it
-    // to answer), so a busy provider queue is waited out, not deferred.
-    if (t == kAllTargets) return publish_all(used_bytes(fan_[0]), 0, kForever, false);
-    return publish_segment(t, used_bytes(t), 0);
+    // to answer).
+    if (t == kAllTargets) {
+      // The record is in every live target's ring or staging slot: it is
+      // taken. What the provider could not accept yet goes with the next call.
+      const Status s = publish_all(used_bytes(rep()), 0, deadline, try_only);
+      return s == Status::kBackPressured || s == Status::kTimeout ? Status::kOk : s;
+    }
+    Out& o = out_[t];
+    const uint64_t k = o.k;
+    const Status s = publish_segment(t, used_bytes(t), 0, deadline, try_only);
+    if ((s == Status::kBackPressured || s == Status::kTimeout) && rings_[t].remote && o.posted <= k) {
+      // The provider did not take it: take the record back, so that the
+      // caller's retry (try_push never waits) cannot send it twice.
+      o.k = k;
+      o.filling = true;
+      lane(t).cur = o.base + prefix_;
+      lane(t).end = o.base + ctx_->payload_bytes;
+    }
+    return s;
   }
 
   Status flush(Deadline deadline) override {
-    if (closed_) return Status::kOk;
     if (failed_ != Status::kOk) return failed_;
-    if (replicate_ && out_[fan_[0]].filling && used_bytes(fan_[0]) > prefix_) {
-      if (Status s = publish_all(used_bytes(fan_[0]), 0, deadline, false); s != Status::kOk) return s;
+    if (closed_) return Status::kOk;
+    if (replicate_ && out_[rep()].filling && used_bytes(rep()) > prefix_) {
+      if (Status s = publish_all(used_bytes(rep()), 0, deadline, false); s != Status::kOk) return s;
     }
     for (uint32_t t = 0; t < num_targets_; ++t) {
       Out& o = out_[t];
@@ -337,8 +384,8 @@ class FlowSource final : public SourceCore, private FailureState {
   }
 
   Status close(Deadline deadline) override {
-    if (closed_) return Status::kOk;
     if (failed_ != Status::kOk) return failed_;
+    if (closed_) return Status::kOk;
     if (replicate_) return close_all(deadline);
     Status first = Status::kOk;
     for (uint32_t t = 0; t < num_targets_; ++t) {
@@ -365,7 +412,21 @@ class FlowSource final : public SourceCore, private FailureState {
         if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
       }
     }
-    return finish_close(deadline);
+    if (Status s = finish_close(deadline); s != Status::kOk) return s;
+    // A target destroyed before our END never consumed everything: the
+    // flow did not deliver what it promised. (Only the target's own word
+    // counts here: a target rank that consumed our END may well have left.)
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (target_aborted(t)) return lost_target(t, "it was destroyed before the end of the flow");
+    }
+    return Status::kOk;
+  }
+
+  Status wait_delivered(Deadline deadline) override {
+    if (!closed_) return fail(Status::kInvalid, ctx_->endpoint_name(true, index_) + ": wait before close()");
+    if (ofi_ == nullptr) return failed_;
+    if (failed_ != Status::kOk) return failed_;
+    return drain(deadline);
   }
 
   Status fail_invalid(const char* what) override {
@@ -387,6 +448,15 @@ class FlowSource final : public SourceCore, private FailureState {
 
   Lane& lane(uint32_t t) { return lanes_[lane_of_[t]]; }
   bool live(uint32_t t) const { return !out_[t].dropped; }
+  // Replicate flows: every live target fills in lockstep, so any live one
+  // speaks for all in lockstep decisions (filling, ended, bytes used). A
+  // dropped target's state froze when it was dropped, so it never does.
+  uint32_t rep() const {
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (live(t)) return t;
+    }
+    return 0;  // every target dropped: the source has failed for good
+  }
 
   // Replicate flows: a lost target leaves the fan-out and the source goes on
   // for the others (close() then reports it). True if `t` was dropped.
@@ -394,11 +464,11 @@ class FlowSource final : public SourceCore, private FailureState {
   // peer's death within moments: wait for it a little.
   bool drop_if_lost(uint32_t t, bool broken = false) {
     if (!replicate_ || out_[t].dropped) return out_[t].dropped;
-    const uint32_t rank = ctx_->spec.targets[t].rank;
-    std::string why = lost_reason(ctx_, rank);
+    std::string why = target_lost(t);
     for (const auto give_up = Clock::now() + kLossConfirmation; broken && why.empty() && Clock::now() < give_up;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      why = lost_reason(ctx_, rank);
+      if (ofi_ != nullptr) (void)progress();
+      why = target_lost(t);
     }
     if (why.empty()) return false;
     out_[t].dropped = true;
@@ -437,7 +507,7 @@ class FlowSource final : public SourceCore, private FailureState {
   // every target has credit. Each step may be retried after kBackPressured
   // or kTimeout without losing lockstep.
   Status reserve_all(Deadline deadline, bool try_only) {
-    const uint32_t f0 = fan_[0];
+    const uint32_t f0 = rep();
     if (out_[f0].filling) {
       const uint32_t used = used_bytes(f0);
       if (used == prefix_) return Status::kOk;  // an empty segment always fits one record
@@ -462,12 +532,10 @@ class FlowSource final : public SourceCore, private FailureState {
         if (sequencer_->take(&number, &why) != Status::kOk) {
           return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot take a sequence number: " + why);
         }
-#if defined(SLUICE_TEST_HOOKS)
-        if (die_after_sequence_ != 0 && ++sequences_taken_ == die_after_sequence_) {
+        if (die_after_sequence_ != 0 && ++sequences_taken_ == die_after_sequence_) [[unlikely]] {
           log::warn(ctx_->endpoint_name(true, index_), ": test hook: dying after taking sequence number ", number);
           std::_Exit(17);
         }
-#endif
       }
       for (uint32_t t = 0; t < num_targets_; ++t) {
         if (live(t)) std::memcpy(out_[t].base, &number, sizeof(number));
@@ -476,17 +544,21 @@ class FlowSource final : public SourceCore, private FailureState {
     for (uint32_t t = 0; t < num_targets_; ++t) {
       if (live(t)) mark_published(t, used, flags);
     }
+    // A numbered batch is handed to every provider before we return, even
+    // from try_push and past the deadline: every target waits for its number,
+    // and one left unsent while this source idles would be declared a gap.
+    const bool numbered = sequencer_ != nullptr && used > prefix_;
     Status first = Status::kOk;
     for (uint32_t t = 0; t < num_targets_; ++t) {
       if (!rings_[t].remote || !live(t)) continue;
-      Status s = post_if_due(t, flags, deadline, try_only);
+      Status s = numbered ? post_pending(t, kForever, false) : post_if_due(t, flags, deadline, try_only);
       if (first == Status::kOk) first = s;
     }
     return first;
   }
 
   Status close_all(Deadline deadline) {
-    const uint32_t f0 = fan_[0];
+    const uint32_t f0 = rep();
     if (!out_[f0].ended) {
       if (!out_[f0].filling) {
         for (uint32_t t = 0; t < num_targets_; ++t) {
@@ -496,7 +568,7 @@ class FlowSource final : public SourceCore, private FailureState {
           if (live(t)) start_segment(t);
         }
       }
-      Status s = publish_all(used_bytes(fan_[0]), layout::kEnd, deadline, false);
+      Status s = publish_all(used_bytes(rep()), layout::kEnd, deadline, false);
       for (auto& o : out_) o.ended = true;
       if (s != Status::kOk) return s;
     }
@@ -506,6 +578,10 @@ class FlowSource final : public SourceCore, private FailureState {
       }
     }
     if (Status s = finish_close(deadline); s != Status::kOk) return s;
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (live(t) && target_aborted(t)) (void)drop_if_lost(t);
+    }
+    if (failed_ != Status::kOk) return failed_;
     if (!dropped_.empty()) {
       return fail(Status::kPeerLost, ctx_->endpoint_name(true, index_) +
                                          ": closed; every other target got every record, but lost " + dropped_);
@@ -605,7 +681,19 @@ class FlowSource final : public SourceCore, private FailureState {
     };
     op.count = count;
     set_busy(true);
-    for (;;) {
+    for (uint32_t i = 0;; ++i) {
+      if (test_eagain_every_ != 0 && ++test_posts_ % test_eagain_every_ == 0) [[unlikely]] {
+        // Test hook: the provider refuses this post once, as a full queue would.
+        if (Status s = progress(); s != Status::kOk) {
+          set_busy(false);
+          return s;
+        }
+        if (try_only) {
+          set_busy(false);
+          return Status::kBackPressured;
+        }
+        continue;
+      }
       ssize_t rc;
       const size_t bytes = size_t{count} * r.ring.segment_stride;
       if (ofi_->ep->rma()) {
@@ -632,6 +720,7 @@ class FlowSource final : public SourceCore, private FailureState {
       // wait on it (its caller may be the one who has to drain the peer).
       if (try_only) {
         set_busy(false);
+        if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
         return Status::kBackPressured;
       }
       if (Clock::now() >= deadline) {
@@ -639,12 +728,63 @@ class FlowSource final : public SourceCore, private FailureState {
         return fail(Status::kTimeout, ctx_->endpoint_name(true, index_) + ": deadline passed while " +
                                           ctx_->peer_name(false, t) + "'s provider queue stayed full");
       }
-      if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
+      if (std::string why = target_lost(t); !why.empty()) {
         set_busy(false);
-        if (drop_if_lost(t)) return failed_;
-        return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " + ctx_->peer_name(false, t) +
-                             ": " + why);
+        return lost_target(t, why);
       }
+      // Spin, then yield, then sleep on the completion queue in short slices:
+      // a queue that stays full must not cost a CPU.
+      if (i < ctx_->spin_iterations) {
+        cpu_relax();
+      } else if (i < ctx_->spin_iterations + kYieldRounds) {
+        sched_yield();
+      } else if (Status s = park(deadline, kQueueParkSlice); s != Status::kOk) {
+        set_busy(false);
+        return s;
+      }
+    }
+  }
+
+  // Why target t can no longer be delivered to (its rank is lost, or the
+  // target was destroyed before this source's END), or empty.
+  std::string target_lost(uint32_t t) const {
+    if (target_aborted(t)) return "it was destroyed before the end of the flow";
+    return lost_reason(ctx_, ctx_->spec.targets[t].rank);
+  }
+  bool target_aborted(uint32_t t) const {
+    return rings_[t].remote ? (!target_aborted_.empty() && target_aborted_[t] != 0)
+                            : rings_[t].ring.header->target_aborted.load(std::memory_order_acquire) != 0;
+  }
+
+  // Target t is gone for `why`. A shuffle source fails for good (records
+  // routed to it cannot be delivered); a replicate source drops it and goes
+  // on for the others (acquire_live and the callers of drop_if_lost).
+  Status lost_target(uint32_t t, const std::string& why) {
+    if (drop_if_lost(t)) return failed_;
+    std::string text = ctx_->endpoint_name(true, index_) + ": cannot deliver to " + ctx_->peer_name(false, t) +
+                       host_of(ctx_, ctx_->spec.targets[t].rank) + ": " + why;
+    return fail_for_good(std::move(text));
+  }
+
+  // Destroyed without close(): tells every remote target that this source
+  // ends without its END, and drives the endpoint briefly so that the
+  // message leaves before the endpoint is abandoned.
+  void send_aborts() {
+    const uint32_t n = num_targets_;
+    ofi_->control[n] = index_;
+    Op& op = abort_ops_[n];
+    op = Op{{}, OpKind::kAbortSend, 0, 0, 0, false};
+    for (uint32_t t = 0; t < n; ++t) {
+      if (!rings_[t].remote || !live(t) || target_aborted_[t]) continue;
+      if (ofi_->ep->tsend(&ofi_->control[n], sizeof(uint64_t), ofi_->control_mr.desc, rings_[t].peer,
+                          kTagAbort | index_, &op.ctx) == 0) {
+        ++op.count;
+      }
+    }
+    const auto until = Clock::now() + kAbortFlush;
+    while (op.count > 0 && Clock::now() < until) {
+      if (progress() != Status::kOk) break;
+      if (op.count > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
 
@@ -685,6 +825,13 @@ class FlowSource final : public SourceCore, private FailureState {
         credit_seen_[op->ring] = std::max(credit_seen_[op->ring], ofi_->credits[op->ring]);
         post_credit_receive(op->ring);
         break;
+      case OpKind::kAbortRecv:
+        // The tag matched only target op->ring's abort: the word is its index.
+        target_aborted_[op->ring] = 1;
+        break;
+      case OpKind::kAbortSend:
+        if (op->count > 0) --op->count;
+        break;
       default:
         break;
     }
@@ -693,8 +840,15 @@ class FlowSource final : public SourceCore, private FailureState {
   // A failed operation. A credit receive cancelled because a finished
   // target went away costs nothing; a failed segment transfer fails the flow.
   Status on_cq_error(const std::string& err, void* failed) {
-    const Op* op = static_cast<const Op*>(failed);
+    Op* op = static_cast<Op*>(failed);
     if (op != nullptr && op->kind == OpKind::kCreditRecv && all_remote_ended()) return Status::kOk;
+    // Control messages carry no records: a failed one costs nothing here
+    // (the peer's liveness is checked where it matters).
+    if (op != nullptr && op->kind == OpKind::kAbortRecv) return Status::kOk;
+    if (op != nullptr && op->kind == OpKind::kAbortSend) {
+      if (op->count > 0) --op->count;
+      return Status::kOk;
+    }
     if (op != nullptr && op->ring < num_targets_ && drop_if_lost(op->ring, true)) return failed_;
     if (op != nullptr && op->ring < num_targets_) {
       const uint32_t rank = ctx_->spec.targets[op->ring].rank;
@@ -725,9 +879,7 @@ class FlowSource final : public SourceCore, private FailureState {
   }
 
   // Blocks on the completion queue for at most a park slice.
-  Status park(Deadline deadline) {
-    return cq_.wait(*ofi_->ep, until_ms(deadline, kParkSlice), cq_handler(), cq_error_handler());
-  }
+  Status park(Deadline deadline, std::chrono::milliseconds slice = kParkSlice);
 
   std::string lost_targets() const {
     std::string out;
@@ -767,7 +919,13 @@ class FlowSource final : public SourceCore, private FailureState {
       if (has_credit(t)) return Status::kOk;
     }
     if (failed_ != Status::kOk) return failed_;
-    if (try_only) return Status::kBackPressured;
+    if (try_only) {
+      // A caller polling with try_push must still learn that the target is
+      // gone: back-pressure from a lost target would last forever.
+      if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
+      error_.clear();  // back-pressure needs no message, and building one would allocate
+      return Status::kBackPressured;
+    }
     return wait_for_credit(t, deadline);
   }
 
@@ -775,26 +933,27 @@ class FlowSource final : public SourceCore, private FailureState {
     const bool remote = rings_[t].remote;
     auto* hdr = rings_[t].ring.header;
     const uint32_t target_rank = ctx_->spec.targets[t].rank;
-    if (deadline != kForever && Clock::now() >= deadline) return fail(Status::kTimeout, "no credit");
     for (uint32_t i = 0;; ++i) {
       if (has_credit(t)) return Status::kOk;
       if (failed_ != Status::kOk) return failed_;
-      if (i < ctx_->spin_iterations) {
-        cpu_relax();
-        continue;
+      // Liveness before the deadline: a caller polling with a past deadline
+      // (close(Clock::now()) in a loop) must see a lost target too.
+      const bool past = deadline != kForever && Clock::now() >= deadline;
+      if (past || i >= ctx_->spin_iterations + kYieldRounds) {
+        if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
       }
-      if (Clock::now() >= deadline) {
+      if (past) {
         return fail(Status::kTimeout, ctx_->endpoint_name(true, index_) + ": deadline passed waiting for credit from " +
                                           ctx_->peer_name(false, t) + host_of(ctx_, target_rank) +
                                           " (its ring is full: the target is not consuming)");
       }
+      if (i < ctx_->spin_iterations) {
+        cpu_relax();
+        continue;
+      }
       if (i < ctx_->spin_iterations + kYieldRounds) {
         sched_yield();
         continue;
-      }
-      if (std::string why = lost_reason(ctx_, target_rank); !why.empty()) {
-        return fail(Status::kPeerLost, ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
-                                           ctx_->peer_name(false, t) + ": " + why);
       }
       if (remote) {
         if (Status s = park(deadline); s != Status::kOk) return s;
@@ -849,14 +1008,17 @@ class FlowSource final : public SourceCore, private FailureState {
   uint32_t prefix_ = 0;              // ordered flows: the sequence number at the head of each segment
   std::unique_ptr<Sequencer> sequencer_;
   std::string dropped_;  // replicate flows: targets lost and left out
-#if defined(SLUICE_TEST_HOOKS)
-  uint64_t die_after_sequence_ = 0;  // SLUICE_TEST_DIE_AFTER_SEQUENCE: exit after taking this many
+  // Test hooks (common/test_hooks.h): 0 in the installed library.
+  uint64_t die_after_sequence_ = 0;  // exit after taking this many sequence numbers
   uint64_t sequences_taken_ = 0;
-#endif
+  uint64_t test_eagain_every_ = 0;  // refuse every n-th post once
+  uint64_t test_posts_ = 0;
   bool closed_ = false;
   // ofi only.
   std::vector<Op> ops_;            // [target * S + slot]: the segment transfer from that staging slot
   std::vector<Op> credit_ops_;     // [target]: the posted credit receive (message path)
+  std::vector<Op> abort_ops_;      // [target]: the posted abort receive; [num_targets]: our abort sends
+  std::vector<uint8_t> target_aborted_;  // [target]: it told us it ended before our END
   std::vector<uint64_t> credit_seen_;  // [target]: highest consumed count heard of
   uint32_t coalesce_ = 1;  // ofi RMA: most segments moved by one write
   CompletionReader cq_;
@@ -898,9 +1060,14 @@ class FlowTarget final : public TargetCore, private FailureState {
       recv_ops_ = std::vector<Op>(in_.size() * S);
       credit_ops_ = std::vector<Op>(in_.size());
       credit_pending_.assign(in_.size(), 0);
+      abort_ops_ = std::vector<Op>(in_.size() + 1);
+      source_aborted_.assign(in_.size(), 0);
       for (uint32_t s = 0; s < in_.size(); ++s) {
-        credit_ops_[s] = Op{{}, OpKind::kCreditSend, s, 0, false};
-        if (!in_[s].remote || ofi_->ep->rma()) continue;
+        credit_ops_[s] = Op{{}, OpKind::kCreditSend, s, 0, 1, false};
+        if (!in_[s].remote) continue;
+        abort_ops_[s] = Op{{}, OpKind::kAbortRecv, s, 0, 1, false};
+        post_control_receive(*ofi_->ep, ofi_->control, ofi_->control_mr.desc, s, &abort_ops_[s]);
+        if (ofi_->ep->rma()) continue;
         // Message path: every segment of the ring is a posted receive. An
         // unordered provider may fill them in any order; the footer's seq
         // says which segment landed where.
@@ -909,10 +1076,16 @@ class FlowTarget final : public TargetCore, private FailureState {
         if (ofi_->ep->test_unordered()) std::shuffle(order.begin(), order.end(), std::mt19937(s + 1));
         for (uint32_t j : order) post_receive(s, j);
       }
+      for (const fi_cq_data_entry& e : ofi_->backlog) handle(e);
+      ofi_->backlog.clear();
     }
   }
 
   ~FlowTarget() override {
+    // Destroyed before every source's END: tell those sources, so that a
+    // source waiting for our credit (or a replicate fan-out waiting on us)
+    // reports us lost instead of waiting for the rank to exit.
+    if (ended_ != in_.size()) send_aborts();
     // A source lost (or a failure) may have left a transfer half-received:
     // see ofi::Endpoint::abandon().
     if (ofi_ != nullptr && (failed_ != Status::kOk || ended_ != in_.size() || !lost_.empty())) ofi_->ep->abandon();
@@ -954,6 +1127,38 @@ class FlowTarget final : public TargetCore, private FailureState {
   };
 
   uint32_t index_of(const In& in) const { return static_cast<uint32_t>(&in - in_.data()); }
+
+  void send_aborts() {
+    bool remote = false;
+    for (auto& in : in_) {
+      if (in.ended) continue;
+      if (!in.remote) {
+        // Release: pairs with the source's acquire load in target_lost().
+        in.ring.header->target_aborted.store(1, std::memory_order_release);
+        in.ring.header->credit_seq.fetch_add(1, std::memory_order_relaxed);
+        futex_wake_all(&in.ring.header->credit_seq);
+      } else {
+        remote = true;
+      }
+    }
+    if (!remote || ofi_ == nullptr) return;
+    const auto n = static_cast<uint32_t>(in_.size());
+    ofi_->control[n] = index_;
+    Op& op = abort_ops_[n];
+    op = Op{{}, OpKind::kAbortSend, 0, 0, 0, false};
+    for (uint32_t s = 0; s < n; ++s) {
+      if (in_[s].ended || !in_[s].remote || source_aborted_[s]) continue;
+      if (ofi_->ep->tsend(&ofi_->control[n], sizeof(uint64_t), ofi_->control_mr.desc, in_[s].peer,
+                          kTagAbort | index_, &op.ctx) == 0) {
+        ++op.count;
+      }
+    }
+    const auto until = Clock::now() + kAbortFlush;
+    while (op.count > 0 && Clock::now() < until) {
+      if (drain_cq() != Status::kOk) break;
+      if (op.count > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
 
   void publish_credit(In& in) {
     if (in.published == in.released) return;
@@ -1277,6 +1482,12 @@ class FlowTarget final : public TargetCore, private FailureState {
           publish_credit(in_[op->ring]);
         }
         break;
+      case OpKind::kAbortRecv:
+        source_aborted_[op->ring] = 1;
+        break;
+      case OpKind::kAbortSend:
+        if (op->count > 0) --op->count;
+        break;
       default:
         break;
     }
@@ -1286,7 +1497,21 @@ class FlowTarget final : public TargetCore, private FailureState {
   // gone is moot: only a failure to receive data fails the flow.
   Status on_cq_error(const std::string& err, void* failed) {
     if (failed != nullptr && static_cast<Op*>(failed)->kind == OpKind::kCreditSend) {
-      static_cast<Op*>(failed)->busy = false;
+      // That credit never arrived: send the count again (counts are
+      // cumulative, so a resend is harmless), unless the source is done.
+      Op* op = static_cast<Op*>(failed);
+      op->busy = false;
+      In& in = in_[op->ring];
+      if (!in.ended) {
+        in.published = 0;
+        credit_pending_[op->ring] = 1;
+      }
+      return Status::kOk;
+    }
+    if (failed != nullptr && static_cast<Op*>(failed)->kind == OpKind::kAbortRecv) return Status::kOk;
+    if (failed != nullptr && static_cast<Op*>(failed)->kind == OpKind::kAbortSend) {
+      Op* op = static_cast<Op*>(failed);
+      if (op->count > 0) --op->count;
       return Status::kOk;
     }
     const Op* op = static_cast<const Op*>(failed);
@@ -1310,8 +1535,9 @@ class FlowTarget final : public TargetCore, private FailureState {
     return [this](const std::string& err, void* failed) { return on_cq_error(err, failed); };
   }
 
+  Status drain_cq();
   Status progress() {
-    if (Status s = cq_.drain(*ofi_->ep, cq_handler(), cq_error_handler()); s != Status::kOk) return s;
+    if (Status s = drain_cq(); s != Status::kOk) return s;
     retry_pending_credits();
     return failed_;
   }
@@ -1343,7 +1569,23 @@ class FlowTarget final : public TargetCore, private FailureState {
     // caller polling with try_consume would never hand it back).
     for (auto& in : in_) publish_credit(in);
     if (failed_ != Status::kOk) return failed_;
-    if (deadline != kForever && Clock::now() >= deadline) return fail(Status::kTimeout, "nothing ready");
+    if (deadline != kForever) {
+      const auto now = Clock::now();
+      if (now >= deadline) {
+        // try_consume polls land here: they must still learn of a lost
+        // source (looked at every kLivenessEvery, so polling stays cheap).
+        if (now >= next_liveness_) {
+          next_liveness_ = now + kLivenessEvery;
+          if (Status s = check_sources(); s != Status::kOk) return s;
+          if (sequencer_ != nullptr) {
+            if (ended_ == in_.size()) return end_of_flow();
+            if (Status s = check_gap(); s != Status::kTimeout) return s;
+          }
+        }
+        error_.clear();  // "nothing ready" needs no message, and building one would allocate
+        return Status::kTimeout;
+      }
+    }
     for (uint32_t i = 0;; ++i) {
       if (has_remote_ && (i % kSpinProgressEvery == 0 || i >= ctx_->spin_iterations)) {
         if (Status s = progress(); s != Status::kOk) return s;
@@ -1385,13 +1627,16 @@ class FlowTarget final : public TargetCore, private FailureState {
       In& in = in_[s];
       if (in.ended) continue;
       const bool ready = locate(s, in) >= 0;
-      if (!in.remote && in.ring.header->source_aborted.load(std::memory_order_acquire) != 0 && !ready) {
+      const bool aborted = in.remote ? source_aborted_[s] != 0
+                                     : in.ring.header->source_aborted.load(std::memory_order_acquire) != 0;
+      if (aborted && !ready) {
         if (sequencer_ != nullptr) {
           lose(s, "destroyed without close()");
           continue;
         }
-        return fail(Status::kPeerLost, ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
-                                           " was destroyed without close(); the flow is incomplete");
+        return fail_for_good(ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
+                             host_of(ctx_, ctx_->spec.sources[s].rank) +
+                             " was destroyed without close(); the flow is incomplete");
       }
       const uint32_t rank = ctx_->spec.sources[s].rank;
       if (std::string why = lost_reason(ctx_, rank); !why.empty()) {
@@ -1402,8 +1647,8 @@ class FlowTarget final : public TargetCore, private FailureState {
           lose(s, why);
           continue;
         }
-        return fail(Status::kPeerLost, ctx_->endpoint_name(false, index_) + ": lost " + ctx_->peer_name(true, s) +
-                                           " before it closed: " + why);
+        return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " + ctx_->peer_name(true, s) +
+                             " before it closed: " + why);
       }
     }
     return Status::kOk;
@@ -1462,11 +1707,20 @@ class FlowTarget final : public TargetCore, private FailureState {
   std::vector<Op> recv_ops_;         // messages: [source * S + buffer]
   std::vector<Op> credit_ops_;       // [source]: the credit transfer in flight
   std::vector<uint8_t> credit_pending_;
+  std::vector<Op> abort_ops_;           // [source]: the posted abort receive; [num_sources]: our abort sends
+  std::vector<uint8_t> source_aborted_;  // [source]: it told us it was destroyed without close()
+  Deadline next_liveness_{};
   CompletionReader cq_;
   // Declared last, so destroyed first: closing the endpoint may still touch
   // the contexts (recv_ops_, credit_ops_) of operations in flight.
   std::unique_ptr<OfiTarget> ofi_;
 };
+
+Status FlowSource::park(Deadline deadline, std::chrono::milliseconds slice) {
+  return cq_.wait(*ofi_->ep, until_ms(deadline, slice), cq_handler(), cq_error_handler());
+}
+
+Status FlowTarget::drain_cq() { return cq_.drain(*ofi_->ep, cq_handler(), cq_error_handler()); }
 
 }  // namespace
 

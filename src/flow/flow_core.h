@@ -75,6 +75,10 @@ struct OfiSource {
   ofi::Memory staging_mr;
   uint64_t* credits = nullptr;  // one word per target
   ofi::Memory credits_mr;
+  // Control messages (see kTagHello, kTagAbort): one receive word per
+  // target, then one word sent from.
+  uint64_t* control = nullptr;
+  ofi::Memory control_mr;
   ~OfiSource();
 };
 
@@ -84,12 +88,27 @@ struct OfiTarget {
   ofi::Memory rings_mr;          // this endpoint's rings (in the region)
   uint64_t* outbox = nullptr;    // one credit word per source, sent from here
   ofi::Memory outbox_mr;
+  // Control messages: one receive word per source, then one word sent from.
+  uint64_t* control = nullptr;
+  ofi::Memory control_mr;
+  // Completions read during wire-up that belong to the data path (a source
+  // that finished its wire-up first may already write); the core replays them.
+  std::vector<fi_cq_data_entry> backlog;
   ~OfiTarget();
 };
 
 // Tags of the message path: kind in the top bits, an index below.
 inline constexpr uint64_t kTagData = 1ULL << 60;
 inline constexpr uint64_t kTagCredit = 2ULL << 60;
+// An endpoint ends without the flow's guarantee: a source destroyed without
+// close(), or a target destroyed before every source's END. The index is the
+// sender's (its source or target index).
+inline constexpr uint64_t kTagAbort = 3ULL << 60;
+// Wire-up at declare: a source greets each ofi target and the target answers,
+// so that every connection exists before the data plane needs it (over
+// tcp;ofi_rxm a first write returns -FI_EAGAIN until the peer drives its
+// endpoint, which a single-threaded peer blocked in its own push never does).
+inline constexpr uint64_t kTagHello = 4ULL << 60;
 
 // Remote CQ data of a segment write: source index and first ring slot, 16
 // bits each, so that 4-byte immediates (verbs, efa) suffice for single
@@ -122,6 +141,27 @@ std::unique_ptr<SourceCore> make_source(const FlowContext* ctx, uint32_t source_
 std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_index, layout::Doorbell* bell,
                                         std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi,
                                         std::unique_ptr<Sequencer> sequencer = nullptr);
+
+// The ofi endpoints of one flow on this rank, with the peers they talk to.
+struct OfiWiring {
+  // (source index, its endpoint, [target index, target's address]) for each local source.
+  struct Side {
+    uint32_t index = 0;
+    ofi::Endpoint* ep = nullptr;
+    uint64_t* control = nullptr;  // OfiSource/OfiTarget::control
+    void* control_desc = nullptr;
+    std::vector<std::pair<uint32_t, fi_addr_t>> peers;
+    std::vector<fi_cq_data_entry>* backlog = nullptr;  // targets: OfiTarget::backlog
+  };
+  std::vector<Side> sources, targets;
+};
+
+// Establishes every ofi connection of the flow: each local source greets its
+// remote targets and waits for their answers; each local target answers the
+// greetings of its remote sources. Every participant runs this at declare,
+// so all endpoints are driven at once. Throws Error(kTimeout) naming the
+// peers that did not answer by `deadline`, PeerLostError if one is lost.
+void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline);
 
 // Lays out fresh rings in `base` (zeroed memory of g.total_bytes) for the
 // given local targets (their indices into spec.targets) and all sources.

@@ -14,7 +14,7 @@
 //
 // Ring (ring_stride = 192 + S * segment_stride):
 //
-//   0    line 0, written by the target:  u64 consumed | u32 credit_seq | pad
+//   0    line 0, written by the target:  u64 consumed | u32 credit_seq | u32 target_aborted | pad
 //   64   line 1, written by the source:  u32 source_waiting | u32 source_aborted | pad
 //   128  line 2, constant after setup:   u64 magic | u32 source | u32 target | u32 S | u32 stride
 //   192  Segment[S]
@@ -52,7 +52,7 @@ namespace sluice::detail::layout {
 
 inline constexpr uint64_t kRegionMagic = 0x474552454349554CULL;  // "LUICEREG" little-endian
 inline constexpr uint64_t kRingMagic = 0x474E495245434955ULL;    // "UICERING"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr size_t kLine = 64;
 inline constexpr size_t kFooterBytes = 16;
 
@@ -84,6 +84,9 @@ struct RingHeader {
   // Line 0: target -> source.
   alignas(kLine) std::atomic<uint64_t> consumed;  // segments the target released
   std::atomic<uint32_t> credit_seq;               // futex word for a source out of credit
+  // 1 once the target was destroyed before this source's END: the source
+  // reports the target lost instead of waiting for credit that cannot come.
+  std::atomic<uint32_t> target_aborted;
   // Line 1: source -> target.
   alignas(kLine) std::atomic<uint32_t> source_waiting;  // 1 while the source is parked for credit
   // 1 once the source was destroyed without close(): the target reports the
@@ -98,6 +101,7 @@ struct RingHeader {
 };
 static_assert(sizeof(RingHeader) == 3 * kLine);
 static_assert(offsetof(RingHeader, consumed) == 0);
+static_assert(offsetof(RingHeader, target_aborted) == 12);
 static_assert(offsetof(RingHeader, source_waiting) == kLine);
 static_assert(offsetof(RingHeader, magic) == 2 * kLine);
 
@@ -123,15 +127,30 @@ struct Geometry {
   uint64_t rings_offset = 0;
   uint64_t total_bytes = 0;
 
+  // total_bytes is kTooLarge when the sizes overflow 64 bits (or a stride
+  // 32 bits): callers refuse such a flow rather than map a wrapped size.
+  static constexpr uint64_t kTooLarge = ~uint64_t{0};
   static Geometry make(uint32_t local_targets, uint32_t sources, uint32_t ring_segments, uint32_t payload_bytes) {
     Geometry g;
     g.local_targets = local_targets;
     g.sources = sources;
     g.ring_segments = ring_segments;
-    g.segment_stride = static_cast<uint32_t>(round_up(payload_bytes + kFooterBytes, kLine));
-    g.ring_stride = sizeof(RingHeader) + uint64_t{ring_segments} * g.segment_stride;
+    const uint64_t stride = round_up(uint64_t{payload_bytes} + kFooterBytes, kLine);
+    if (stride > UINT32_MAX) {
+      g.total_bytes = kTooLarge;
+      return g;
+    }
+    g.segment_stride = static_cast<uint32_t>(stride);
     g.rings_offset = sizeof(RegionHeader) + uint64_t{local_targets} * sizeof(Doorbell);
-    g.total_bytes = g.rings_offset + uint64_t{local_targets} * sources * g.ring_stride;
+    uint64_t ring = 0, rings = 0, total = 0;
+    if (__builtin_mul_overflow(uint64_t{ring_segments}, stride, &ring) ||
+        __builtin_add_overflow(ring, uint64_t{sizeof(RingHeader)}, &g.ring_stride) ||
+        __builtin_mul_overflow(uint64_t{local_targets} * sources, g.ring_stride, &rings) ||
+        __builtin_add_overflow(rings, g.rings_offset, &total)) {
+      g.total_bytes = kTooLarge;
+      return g;
+    }
+    g.total_bytes = total;
     return g;
   }
   uint32_t payload_bytes() const { return segment_stride - static_cast<uint32_t>(kFooterBytes); }

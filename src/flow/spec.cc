@@ -58,6 +58,12 @@ uint32_t FlowSpec::effective_segment_bytes() const {
   return kDefaultSegmentBytes;
 }
 
+uint32_t FlowSpec::max_record_bytes() const {
+  if (record_size != 0) return record_size;
+  const uint32_t room = (effective_segment_bytes() - segment_prefix_bytes()) & ~7u;
+  return room >= detail::kRecordHeaderBytes ? room - static_cast<uint32_t>(detail::kRecordHeaderBytes) : 0;
+}
+
 uint32_t FlowSpec::effective_ring_segments() const {
   if (ring_segments != 0) return ring_segments;
   return optimize == Optimize::kLatency ? kDefaultLatencyRingSegments : kDefaultRingSegments;
@@ -79,9 +85,12 @@ void FlowSpec::validate() const {
   if (ring < 2 || ring > kMaxRingSegments) {
     invalid(*this, "ring_segments " + std::to_string(ring) + " is outside [2, " + std::to_string(kMaxRingSegments) + "]");
   }
-  if (record_size != 0 && uint64_t{record_size} + segment_prefix_bytes() > seg) {
+  if (record_size != 0 && record_align > 64) invalid(*this, "records aligned to more than 64 bytes are not supported");
+  if (uint64_t{segment_prefix_bytes()} + (record_size != 0 ? record_size : 8) > seg) {
     invalid(*this, "a record of " + std::to_string(record_size) + " bytes does not fit a segment of " +
-                       std::to_string(seg) + " bytes" + (ordered ? " (8 of which carry the sequence number)" : "") +
+                       std::to_string(seg) + " bytes" +
+                       (ordered ? " (" + std::to_string(segment_prefix_bytes()) + " of which carry the sequence number)"
+                                : std::string()) +
                        "; raise segment_bytes");
   }
   if (type == FlowType::kReplicate && route != detail::Route::kExplicit) {
@@ -89,7 +98,6 @@ void FlowSpec::validate() const {
   }
   if (ordered && type != FlowType::kReplicate) invalid(*this, "ordered() applies to replicate flows only");
   if (sources.size() > 0xffff || targets.size() > 0xffff) invalid(*this, "more than 65535 sources or targets");
-  if (record_size != 0 && record_align > 64) invalid(*this, "records aligned to more than 64 bytes are not supported");
   if (route == detail::Route::kHashKey) {
     if (key_size == 0) invalid(*this, "key has size 0");
     if (record_size != 0 && uint64_t{key_offset} + key_size > record_size) {

@@ -39,8 +39,7 @@ class LocalFlow {
     ctx_.peers = peers;
     ctx_.spin_iterations = spin;
     ctx_.ring_segments = spec.effective_ring_segments();
-    ctx_.payload_bytes =
-        detail::layout::Geometry::make(1, 1, ctx_.ring_segments, spec.effective_segment_bytes()).payload_bytes();
+    ctx_.payload_bytes = spec.effective_segment_bytes();  // as src/cluster.cc sets it
     geo_ = detail::layout::Geometry::make(static_cast<uint32_t>(spec.targets.size()),
                                           static_cast<uint32_t>(spec.sources.size()), ctx_.ring_segments,
                                           spec.effective_segment_bytes());

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/test_hooks.h"
 #include "sluice/errors.h"
 
 namespace sluice::detail::ofi {
@@ -66,11 +67,7 @@ Config config_from_env(const std::string& node) {
     if (v != "0" && v != "1") throw Error(ErrorCode::kInvalidArgument, "SLUICE_OFI_ATOMIC='" + v + "' must be 0 or 1");
     c.allow_atomic = v == "1";
   }
-#if defined(SLUICE_TEST_HOOKS)
-  if (const char* u = std::getenv("SLUICE_OFI_TEST_UNORDERED"); u != nullptr && std::string(u) == "1") {
-    c.test_unordered = true;
-  }
-#endif
+  c.test_unordered = test_hooks::ofi_unordered();
   return c;
 }
 

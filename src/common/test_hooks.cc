@@ -1,0 +1,40 @@
+#include "common/test_hooks.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace sluice::detail::test_hooks {
+namespace {
+
+[[maybe_unused]] uint64_t number(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || *v == '\0' ? 0 : std::strtoull(v, nullptr, 10);
+}
+
+}  // namespace
+
+#if defined(SLUICE_TEST_HOOKS)
+bool enabled() { return true; }
+uint64_t die_after_sequence() {
+  static const uint64_t n = number("SLUICE_TEST_DIE_AFTER_SEQUENCE");
+  return n;
+}
+uint64_t ofi_eagain_every() {
+  static const uint64_t n = number("SLUICE_TEST_OFI_EAGAIN_EVERY");
+  return n;
+}
+bool ofi_unordered() {
+  static const bool on = [] {
+    const char* v = std::getenv("SLUICE_OFI_TEST_UNORDERED");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+#else
+bool enabled() { return false; }
+uint64_t die_after_sequence() { return 0; }
+uint64_t ofi_eagain_every() { return 0; }
+bool ofi_unordered() { return false; }
+#endif
+
+}  // namespace sluice::detail::test_hooks

@@ -1,0 +1,28 @@
+// Test-only fault and reordering switches, read from the environment once.
+//
+// The installed library is built without them: every function here returns
+// 0 / false whatever the environment says, so an ordinary program can never
+// be made to die or reorder by a stray variable. Test programs link the
+// `sluice_test_hooks` object (this file compiled with SLUICE_TEST_HOOKS=1)
+// ahead of the library, which makes the switches live.
+//
+// Thread safety: every function may be called from any thread.
+#pragma once
+
+#include <cstdint>
+
+namespace sluice::detail::test_hooks {
+
+// True when this process honours the switches below.
+bool enabled();
+// SLUICE_TEST_DIE_AFTER_SEQUENCE=n: an ordered flow's source exits (status
+// 17) right after taking its n-th sequence number. 0: never.
+uint64_t die_after_sequence();
+// SLUICE_TEST_OFI_EAGAIN_EVERY=n: every n-th segment post of an ofi source
+// is refused once, as a full provider queue would. 0: never.
+uint64_t ofi_eagain_every();
+// SLUICE_OFI_TEST_UNORDERED=1: completions and receive buffers are shuffled
+// as an unordered provider (EFA's SRD) would deliver them.
+bool ofi_unordered();
+
+}  // namespace sluice::detail::test_hooks

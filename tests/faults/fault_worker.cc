@@ -1,0 +1,425 @@
+// The program the fault tests (faults_test.cc) run under `sluice run`: one
+// scenario of the reliability review per --scenario, each printing lines the
+// test checks ("VERIFIED ...", "LOST <ms> <error>", "FAILED: ...").
+//
+//   single-thread   every rank one thread, a shuffle to all ranks: push N
+//                   records, close(), then consume (--try: try_push and a
+//                   drain, --latency: Latency mode). Rank 0 checks the totals.
+//   replicate-lead  rank 0 replicates N records to targets on ranks 1 and 2;
+//                   rank 1 dies after K; rank 2 must get all N.
+//   readme          the README's single-thread pattern on every rank; rank
+//                   --victim kills (or stops) itself after K records: the
+//                   others must report kPeerLost naming it.
+//   target-abort    rank 1 destroys its target after K records and stays
+//                   alive: rank 0's blocked push must report it.
+//   source-abort    rank 0 destroys its source without close() after K
+//                   records and stays alive: rank 1's target must report it.
+//   ordered-idle    ordered replicate from ranks 0 and 1 to every rank; rank
+//                   1 goes idle for a while mid-flow: no gap may be declared.
+#include <signal.h>
+#include <sluice/sluice.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using sluice::Clock;
+using sluice::Status;
+
+struct Rec {
+  uint64_t key;
+  uint64_t value;
+};
+
+struct Args {
+  std::string scenario;
+  uint64_t n = 10000;
+  uint64_t k = 1000;
+  uint32_t victim = 2;
+  bool stop = false;
+  bool try_mode = false;
+  bool latency = false;
+};
+
+uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return x;
+}
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+[[noreturn]] void failed(const std::string& what) {
+  std::printf("FAILED: %s\n", what.c_str());
+  std::fflush(stdout);
+  std::_Exit(1);
+}
+
+void lost(Clock::time_point since, const std::string& error) {
+  std::printf("LOST %.0f %s\n", ms_since(since), error.c_str());
+  std::fflush(stdout);
+}
+
+// Totals of what one rank received: count and an order-independent sum.
+struct Totals {
+  uint64_t count = 0, sum = 0;
+  void add(const Rec& r) {
+    ++count;
+    sum += mix(r.value);
+  }
+};
+
+// All ranks' totals must add up to what all ranks pushed.
+void check_totals(sluice::Cluster& c, const Totals& mine, uint64_t expect_count,
+                  uint64_t expect_sum) {
+  const std::string me = std::to_string(mine.count) + " " + std::to_string(mine.sum);
+  auto all = c.allgather("totals", me);
+  if (c.rank() != 0) return;
+  uint64_t count = 0, sum = 0;
+  for (const std::string& s : all) {
+    unsigned long long a = 0, b = 0;
+    std::sscanf(s.c_str(), "%llu %llu", &a, &b);
+    count += a;
+    sum += b;
+  }
+  if (count != expect_count || sum != expect_sum) {
+    failed("totals: got " + std::to_string(count) + " records (sum " + std::to_string(sum) +
+           "), expected " + std::to_string(expect_count) + " (sum " + std::to_string(expect_sum) +
+           ")");
+  }
+  std::printf("VERIFIED %" PRIu64 " records\n", count);
+}
+
+uint64_t expected_sum(uint32_t ranks, uint64_t n) {
+  uint64_t sum = 0;
+  for (uint32_t r = 0; r < ranks; ++r) {
+    for (uint64_t i = 0; i < n; ++i) sum += mix(uint64_t{r} << 40 | i);
+  }
+  return sum;
+}
+
+int single_thread(sluice::Cluster& c, const Args& a) {
+  auto spec =
+      sluice::shuffle<Rec>("st").sources(c.all_ranks()).targets(c.all_ranks()).key(&Rec::key);
+  if (a.latency) spec.optimize(sluice::Optimize::kLatency);
+  c.declare(spec);
+  auto out = c.source(spec, 0);
+  auto in = c.target(spec, 0);
+  Totals got;
+  auto drain = [&] {
+    while (auto b = in.try_consume()) {
+      for (const Rec& r : *b) got.add(r);
+    }
+    if (in.status() != Status::kTimeout && in.status() != Status::kOk &&
+        in.status() != Status::kEndOfFlow) {
+      failed("try_consume: " + in.error());
+    }
+  };
+  for (uint64_t i = 0; i < a.n; ++i) {
+    const Rec r{mix(i * 31 + c.rank()), uint64_t{c.rank()} << 40 | i};
+    if (a.try_mode) {
+      Status s;
+      while ((s = out.try_push(r)) == Status::kBackPressured) drain();
+      if (s != Status::kOk) failed("try_push: " + out.error());
+    } else if (out.push(r, Clock::now() + std::chrono::seconds(60)) != Status::kOk) {
+      failed("push: " + out.error());
+    }
+  }
+  if (a.try_mode) {
+    Status s;
+    while ((s = out.close(Clock::now())) == Status::kTimeout) drain();
+    if (s != Status::kOk) failed("close: " + out.error());
+  } else if (out.close(Clock::now() + std::chrono::seconds(60)) != Status::kOk) {
+    failed("close: " + out.error());
+  }
+  while (auto b = in.consume(Clock::now() + std::chrono::seconds(60))) {
+    for (const Rec& r : *b) got.add(r);
+  }
+  if (in.status() != Status::kEndOfFlow) failed("consume: " + in.error());
+  check_totals(c, got, a.n * c.world_size(), expected_sum(c.world_size(), a.n));
+  return 0;
+}
+
+int replicate_lead(sluice::Cluster& c, const Args& a) {
+  auto spec = sluice::replicate<Rec>("rl")
+                  .sources(c.ranks({0}))
+                  .targets(c.ranks({1, 2}))
+                  .segment_bytes(512);
+  c.declare(spec);
+  if (c.rank() == 0) {
+    auto out = c.source(spec, 0);
+    for (uint64_t i = 0; i < a.n; ++i) {
+      if (out.push(Rec{i, i}, Clock::now() + std::chrono::seconds(60)) != Status::kOk) {
+        failed("push " + std::to_string(i) + ": " + out.error());
+      }
+    }
+    const Status s = out.close(Clock::now() + std::chrono::seconds(60));
+    std::printf("SOURCE close=%s %s\n", sluice::to_string(s), out.error().c_str());
+    std::fflush(stdout);
+    return 0;
+  }
+  auto in = c.target(spec, 0);
+  Totals got;
+  while (auto b = in.consume(Clock::now() + std::chrono::seconds(60))) {
+    for (const Rec& r : *b) {
+      got.add(r);
+      if (c.rank() == 1 && got.count == a.k) {
+        std::fflush(stdout);
+        ::kill(::getpid(), SIGKILL);
+      }
+    }
+  }
+  if (in.status() != Status::kEndOfFlow) failed("consume: " + in.error());
+  uint64_t sum = 0;
+  for (uint64_t i = 0; i < a.n; ++i) sum += mix(i);
+  if (got.count != a.n || got.sum != sum) {
+    failed("rank " + std::to_string(c.rank()) + " got " + std::to_string(got.count) + " of " +
+           std::to_string(a.n));
+  }
+  std::printf("VERIFIED rank %u got all %" PRIu64 " records\n", c.rank(), got.count);
+  return 0;
+}
+
+// The README's pattern; the victim dies or stops mid-flow. Survivors print
+// LOST with the time from the victim's end (announced through a file the
+// victim writes just before) to their own report.
+int readme(sluice::Cluster& c, const Args& a) {
+  auto spec =
+      sluice::shuffle<Rec>("orders").sources(c.all_ranks()).targets(c.all_ranks()).key(&Rec::key);
+  c.declare(spec);
+  auto out = c.source(spec, 0);
+  auto in = c.target(spec, 0);
+  const auto start = Clock::now();
+  auto report = [&](const std::string& what, const std::string& error) {
+    lost(start, what + ": " + error);
+    // Stay a moment, so that the other survivors see the victim's end, not ours.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::_Exit(3);
+  };
+  auto drain = [&] {
+    while (auto b = in.try_consume()) {
+    }
+    if (in.status() == Status::kPeerLost) report("try_consume", in.error());
+  };
+  for (uint64_t i = 0; i < a.n; ++i) {
+    if (c.rank() == a.victim && i == a.k) {
+      std::printf("VICTIM %s\n", a.stop ? "stops" : "dies");
+      std::fflush(stdout);
+      ::kill(::getpid(), a.stop ? SIGSTOP : SIGKILL);
+    }
+    Status s;
+    while ((s = out.try_push(Rec{mix(i + c.rank()), i})) == Status::kBackPressured) drain();
+    if (s == Status::kPeerLost) report("try_push", out.error());
+    if (s != Status::kOk) failed("try_push: " + out.error());
+    // Everyone waits here a little so that the victim's end finds them mid-flow.
+    if (i == a.k) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  Status s;
+  while ((s = out.close(Clock::now())) == Status::kTimeout) drain();
+  if (s == Status::kPeerLost) report("close", out.error());
+  while (auto b = in.consume()) {
+  }
+  if (in.status() == Status::kPeerLost) report("consume", in.error());
+  failed("rank " + std::to_string(c.rank()) + " finished without noticing the victim (" +
+         sluice::to_string(in.status()) + ")");
+}
+
+int target_abort(sluice::Cluster& c, const Args& a) {
+  auto spec = sluice::shuffle<Rec>("ta")
+                  .sources(c.ranks({0}))
+                  .targets(c.ranks({1}))
+                  .segment_bytes(256)
+                  .ring_segments(4);
+  c.declare(spec);
+  if (c.rank() == 1) {
+    {
+      auto in = c.target(spec, 0);
+      uint64_t got = 0;
+      while (got < a.k) {
+        auto b = in.consume(Clock::now() + std::chrono::seconds(60));
+        if (!b) failed("consume: " + in.error());
+        got += b->size();
+      }
+      std::printf("TARGET destroyed after %" PRIu64 " records\n", got);
+      std::fflush(stdout);
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(8));  // alive: only the abort can tell rank 0
+    return 0;
+  }
+  auto out = c.source(spec, 0);
+  Clock::time_point start{};
+  for (uint64_t i = 0;; ++i) {
+    if (i == a.k) start = Clock::now();
+    if (Status s = out.push(Rec{i, i}, Clock::now() + std::chrono::seconds(30)); s != Status::kOk) {
+      if (s != Status::kPeerLost)
+        failed(std::string("push: ") + sluice::to_string(s) + ": " + out.error());
+      lost(start, out.error());
+      return 0;
+    }
+  }
+}
+
+int source_abort(sluice::Cluster& c, const Args& a) {
+  auto spec = sluice::shuffle<Rec>("sa").sources(c.ranks({0})).targets(c.ranks({1}));
+  c.declare(spec);
+  if (c.rank() == 0) {
+    {
+      auto out = c.source(spec, 0);
+      for (uint64_t i = 0; i < a.k; ++i) {
+        if (out.push(Rec{i, i}) != Status::kOk) failed("push: " + out.error());
+      }
+      if (out.flush() != Status::kOk) failed("flush: " + out.error());
+      std::printf("SOURCE destroyed without close()\n");
+      std::fflush(stdout);
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(8));
+    return 0;
+  }
+  auto in = c.target(spec, 0);
+  uint64_t got = 0;
+  Clock::time_point start{};
+  while (auto b = in.consume(Clock::now() + std::chrono::seconds(30))) {
+    got += b->size();
+    if (got == a.k) start = Clock::now();
+  }
+  if (in.status() != Status::kPeerLost)
+    failed(std::string("consume: ") + sluice::to_string(in.status()) + ": " + in.error());
+  if (got != a.k)
+    failed("got " + std::to_string(got) + " of the " + std::to_string(a.k) + " records published");
+  lost(start, in.error());
+  return 0;
+}
+
+int ordered_idle(sluice::Cluster& c, const Args& a) {
+  auto spec = sluice::replicate<Rec>("oi")
+                  .sources(c.ranks({0, 1}))
+                  .targets(c.all_ranks())
+                  .segment_bytes(256)
+                  .ordered()
+                  .gap_timeout(std::chrono::milliseconds(200));
+  c.declare(spec);
+  Totals got;
+  uint64_t order = 0, gaps = 0;
+  auto in = c.target(spec, 0);
+  auto take = [&](std::span<const Rec> b) {
+    for (const Rec& r : b) {
+      got.add(r);
+      order = mix(order ^ r.value);
+    }
+  };
+  auto drain = [&] {
+    for (;;) {
+      auto b = in.try_consume();
+      if (b) {
+        take(*b);
+        continue;
+      }
+      if (in.status() == Status::kGap) {
+        ++gaps;
+        continue;
+      }
+      if (in.status() != Status::kTimeout) failed("try_consume: " + in.error());
+      return;
+    }
+  };
+  if (c.rank() <= 1) {
+    auto out = c.source(spec, 0);
+    for (uint64_t i = 0; i < a.n; ++i) {
+      // Rank 1 goes quiet halfway, with whatever it could not hand over yet.
+      if (c.rank() == 1 && i == a.n / 2) {
+        for (auto until = Clock::now() + std::chrono::milliseconds(1500); Clock::now() < until;) {
+          drain();
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      }
+      Status s;
+      while ((s = out.try_push(Rec{i, uint64_t{c.rank()} << 40 | i})) == Status::kBackPressured)
+        drain();
+      if (s != Status::kOk) failed("try_push: " + out.error());
+      if (c.rank() == 0 && i % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    Status s;
+    while ((s = out.close(Clock::now())) == Status::kTimeout) drain();
+    if (s != Status::kOk) failed("close: " + out.error());
+  }
+  for (;;) {
+    auto b = in.consume(Clock::now() + std::chrono::seconds(60));
+    if (b) {
+      take(*b);
+      continue;
+    }
+    if (in.status() == Status::kGap) {
+      ++gaps;
+      continue;
+    }
+    break;
+  }
+  if (in.status() != Status::kEndOfFlow) failed("consume: " + in.error());
+  if (gaps != 0)
+    failed("rank " + std::to_string(c.rank()) + " saw " + std::to_string(gaps) + " gap(s)");
+  auto orders = c.allgather("order", std::to_string(order));
+  for (const std::string& o : orders) {
+    if (o != orders[0]) failed("targets disagree on the order");
+  }
+  if (got.count != 2 * a.n || got.sum != expected_sum(2, a.n)) {
+    failed("rank " + std::to_string(c.rank()) + " got " + std::to_string(got.count) + " of " +
+           std::to_string(2 * a.n));
+  }
+  if (c.rank() == 0) std::printf("VERIFIED %" PRIu64 " records in one order, no gaps\n", got.count);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) failed("missing value for " + f);
+      return argv[++i];
+    };
+    if (f == "--scenario")
+      a.scenario = next();
+    else if (f == "--n")
+      a.n = std::stoull(next());
+    else if (f == "--k")
+      a.k = std::stoull(next());
+    else if (f == "--victim")
+      a.victim = static_cast<uint32_t>(std::stoul(next()));
+    else if (f == "--stop")
+      a.stop = true;
+    else if (f == "--try")
+      a.try_mode = true;
+    else if (f == "--latency")
+      a.latency = true;
+    else
+      failed("unknown flag " + f);
+  }
+  try {
+    auto c = sluice::Cluster::join();
+    if (a.scenario == "single-thread") return single_thread(c, a);
+    if (a.scenario == "replicate-lead") return replicate_lead(c, a);
+    if (a.scenario == "readme") return readme(c, a);
+    if (a.scenario == "target-abort") return target_abort(c, a);
+    if (a.scenario == "source-abort") return source_abort(c, a);
+    if (a.scenario == "ordered-idle") return ordered_idle(c, a);
+    failed("unknown scenario '" + a.scenario + "'");
+  } catch (const sluice::PeerLostError& e) {
+    lost(Clock::now(), std::string("exception: ") + e.what());
+    return 3;
+  } catch (const std::exception& e) {
+    failed(e.what());
+  }
+}

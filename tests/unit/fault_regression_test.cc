@@ -1,0 +1,284 @@
+// Regression tests for the defects of the reliability review (issue 10) that
+// show on the shm cores inside one process: each failed before its fix.
+// The multi-process and ofi ones are in tests/faults/.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "control/registry_client.h"
+#include "flow/layout.h"
+#include "sluice/flow.h"
+#include "support/local_flow.h"
+
+namespace sluice {
+namespace {
+
+struct Rec {
+  uint64_t key;
+  uint64_t value;
+};
+
+std::vector<std::byte> records(const std::vector<std::string>& texts) {
+  std::vector<std::byte> out;
+  for (const std::string& t : texts) {
+    const size_t at = out.size();
+    out.resize(at + detail::record_stride(t.size()));
+    const auto len = static_cast<uint32_t>(t.size());
+    std::memcpy(out.data() + at, &len, 4);
+    std::memcpy(out.data() + at + 4, t.data(), t.size());
+  }
+  return out;
+}
+
+// Item 4: a peer that rewrites a length after the segment was validated can
+// change record bytes, never make iteration leave the segment.
+TEST(RecordBatchRegressionTest, ALengthRewrittenAfterValidationNeverLeadsOutOfTheSegment) {
+  for (uint32_t hostile : {0xfffffff0u, 17u, 9u, 8u}) {
+    auto buf = records({"alpha", "beta", "gamma"});
+    ASSERT_TRUE(detail::validate_records(buf.data(), static_cast<uint32_t>(buf.size())));
+    // A heap copy of exactly the segment's size, so ASan flags any overrun.
+    auto* seg = new std::byte[buf.size()];
+    std::memcpy(seg, buf.data(), buf.size());
+    RecordBatch batch(seg, static_cast<uint32_t>(buf.size()));
+    auto it = batch.begin();
+    ASSERT_EQ((*it).size(), 5u);
+    // The second record's length grows under the iterator's feet.
+    std::memcpy(seg + detail::record_stride(5), &hostile, 4);
+    size_t n = 1;
+    for (++it; it != batch.end(); ++it, ++n) {
+      const auto r = *it;
+      EXPECT_GE(r.data(), seg);
+      EXPECT_LE(r.data() + r.size(), seg + buf.size()) << "length " << hostile;
+      ASSERT_LT(n, 8u);
+    }
+    delete[] seg;
+  }
+}
+
+TEST(RecordBatchRegressionTest, ALengthRewrittenBeforeIterationStopsIt) {
+  auto buf = records({"alpha", "beta"});
+  const uint32_t huge = 1u << 30;
+  std::memcpy(buf.data(), &huge, 4);
+  RecordBatch batch(buf.data(), static_cast<uint32_t>(buf.size()));
+  size_t n = 0;
+  for (auto r : batch) n += r.size() + 1;
+  EXPECT_EQ(n, 0u);
+}
+
+// Item 6: an ordered flow's sequence prefix keeps records aligned.
+struct alignas(16) Wide {
+  uint64_t a;
+  uint64_t b;
+};
+
+TEST(OrderedAlignmentTest, RecordsAlignedAbove8StayAlignedBehindTheSequenceNumber) {
+  auto spec =
+      replicate<Wide>("wide").sources(testing::slots(1)).targets(testing::slots(2)).ordered();
+  EXPECT_EQ(spec.spec().segment_prefix_bytes(), 16u);
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Wide>(0);
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(out.push(Wide{i, ~i}), Status::kOk);
+  ASSERT_EQ(out.close(), Status::kOk);
+  for (uint32_t t = 0; t < 2; ++t) {
+    auto in = flow.target<Wide>(t);
+    uint64_t next = 0;
+    while (auto b = in.consume()) {
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(b->data()) % alignof(Wide), 0u);
+      for (const Wide& w : *b) {
+        EXPECT_EQ(w.a, next);
+        EXPECT_EQ(w.b, ~next);
+        ++next;
+      }
+    }
+    EXPECT_EQ(in.status(), Status::kEndOfFlow) << in.error();
+    EXPECT_EQ(next, 1000u);
+  }
+}
+
+// Item 12: one byte-record limit, stated by the spec and enforced by push.
+TEST(RecordLimitTest, TheStatedByteRecordLimitIsTheEnforcedOne) {
+  struct Case {
+    uint32_t segment_bytes;
+    bool ordered;
+    uint32_t limit;
+  };
+  for (const Case& c :
+       {Case{0, false, 8188}, Case{256, false, 252}, Case{100, false, 92}, Case{256, true, 244}}) {
+    FlowSpec spec =
+        c.ordered ? replicate_bytes("b")
+                        .sources(testing::slots(1))
+                        .targets(testing::slots(1))
+                        .ordered()
+                        .spec()
+                  : shuffle_bytes("b").sources(testing::slots(1)).targets(testing::slots(1)).spec();
+    spec.segment_bytes = c.segment_bytes;
+    ASSERT_EQ(spec.max_record_bytes(), c.limit) << c.segment_bytes;
+    testing::LocalFlow flow(spec);
+    auto out = flow.bytes_source(0);
+    auto in = flow.bytes_target(0);
+    std::vector<std::byte> rec(c.limit + 1, std::byte{7});
+    EXPECT_EQ(out.push(std::span(rec).first(c.limit)), Status::kOk) << c.segment_bytes;
+    EXPECT_EQ(out.push(rec), Status::kInvalid) << c.segment_bytes;
+    EXPECT_NE(out.error().find(std::to_string(c.limit)), std::string::npos) << out.error();
+    ASSERT_EQ(out.close(), Status::kOk);
+    auto b = in.consume();
+    ASSERT_TRUE(b);
+    EXPECT_EQ((*b->begin()).size(), c.limit);
+  }
+}
+
+// Item 16: error() describes the last call only.
+TEST(ErrorTextTest, AnOldFailureIsNotReportedAfterALaterSuccess) {
+  auto spec =
+      shuffle<Rec>("e").sources(testing::slots(1)).targets(testing::slots(2)).explicit_targets();
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  EXPECT_EQ(out.push_to(5, Rec{}), Status::kInvalid);
+  EXPECT_FALSE(out.error().empty());
+  EXPECT_EQ(out.push_to(0, Rec{}), Status::kOk);
+  EXPECT_TRUE(out.error().empty()) << out.error();
+  auto in = flow.target<Rec>(1);
+  EXPECT_FALSE(in.consume(Clock::now() + std::chrono::milliseconds(1)));
+  EXPECT_EQ(in.status(), Status::kTimeout);
+  ASSERT_EQ(out.close(), Status::kOk);
+  EXPECT_FALSE(in.consume());
+  EXPECT_EQ(in.status(), Status::kEndOfFlow);
+  EXPECT_TRUE(in.error().empty()) << in.error();
+}
+
+// Item 9: a target destroyed before the end of the flow is reported to its
+// sources at once, on a blocked push and on a later try_push and close().
+TEST(TargetAbortTest, ABlockedPushLearnsThatItsTargetWasDestroyed) {
+  auto spec = shuffle<Rec>("abort")
+                  .sources(testing::slots(1))
+                  .targets(testing::slots(1))
+                  .segment_bytes(64)
+                  .ring_segments(2);
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  auto in = std::make_unique<Target<Rec>>(flow.target<Rec>(0));
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    in.reset();
+  });
+  Status s = Status::kOk;
+  const auto start = Clock::now();
+  for (int i = 0; i < 1000 && s == Status::kOk; ++i)
+    s = out.push(Rec{}, Clock::now() + std::chrono::seconds(30));
+  killer.join();
+  EXPECT_EQ(s, Status::kPeerLost);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  EXPECT_NE(out.error().find("destroyed before the end of the flow"), std::string::npos)
+      << out.error();
+  EXPECT_EQ(out.try_push(Rec{}), Status::kPeerLost);
+  EXPECT_EQ(out.close(), Status::kPeerLost);
+}
+
+TEST(TargetAbortTest, CloseReportsATargetDestroyedBeforeItsEndEvenWithCreditLeft) {
+  auto spec = shuffle<Rec>("abort2").sources(testing::slots(1)).targets(testing::slots(1));
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  { auto in = flow.target<Rec>(0); }
+  EXPECT_EQ(out.push(Rec{}), Status::kOk);  // there is room: nothing waits
+  EXPECT_EQ(out.close(), Status::kPeerLost);
+  EXPECT_NE(out.error().find("target (0,0)"), std::string::npos) << out.error();
+}
+
+TEST(TargetAbortTest, AReplicateFanOutGoesOnWithoutADestroyedTarget) {
+  auto spec = replicate<Rec>("fan")
+                  .sources(testing::slots(1))
+                  .targets(testing::slots(2))
+                  .segment_bytes(64)
+                  .ring_segments(2);
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  auto keep = flow.target<Rec>(1);
+  { auto gone = flow.target<Rec>(0); }
+  uint64_t got = 0, sum = 0;
+  const uint64_t n = 10000;
+  for (uint64_t i = 0; i < n; ++i) {
+    Status s;
+    while ((s = out.try_push(Rec{i, i})) == Status::kBackPressured) {
+      while (auto b = keep.try_consume()) {
+        for (const Rec& r : *b) sum += r.value, ++got;
+      }
+    }
+    ASSERT_EQ(s, Status::kOk) << out.error();
+  }
+  Status c;
+  while ((c = out.close(Clock::now())) == Status::kTimeout) {
+    while (auto b = keep.try_consume()) {
+      for (const Rec& r : *b) sum += r.value, ++got;
+    }
+  }
+  EXPECT_EQ(c, Status::kPeerLost);
+  EXPECT_NE(out.error().find("target (0,0)"), std::string::npos) << out.error();
+  while (auto b = keep.consume()) {
+    for (const Rec& r : *b) sum += r.value, ++got;
+  }
+  EXPECT_EQ(keep.status(), Status::kEndOfFlow) << keep.error();
+  EXPECT_EQ(got, n);
+  EXPECT_EQ(sum, n * (n - 1) / 2);
+}
+
+// Item 10: the non-blocking calls report a lost peer (they returned
+// kBackPressured / kTimeout forever).
+TEST(NonBlockingLivenessTest, TryPushTryConsumeAndAPastDeadlineCloseReportALostRank) {
+  auto spec = shuffle<Rec>("nb")
+                  .sources({{0, 0}, {1, 0}})
+                  .targets({{0, 0}, {1, 0}})
+                  .segment_bytes(64)
+                  .ring_segments(2)
+                  .explicit_targets();
+  control::PeerTable peers(2);
+  testing::LocalFlow flow(spec.spec(), &peers);
+  auto out = flow.source<Rec>(0);
+  auto in = flow.target<Rec>(0);
+  while (out.try_push_to(1, Rec{}) == Status::kOk) {
+  }
+  EXPECT_EQ(out.try_push_to(1, Rec{}), Status::kBackPressured);
+  EXPECT_FALSE(in.try_consume());
+  EXPECT_EQ(in.status(), Status::kTimeout);
+  peers.set(1, control::PeerTable::kDied, "connection closed");
+  EXPECT_EQ(out.try_push_to(1, Rec{}), Status::kPeerLost);
+  EXPECT_NE(out.error().find("rank 1"), std::string::npos) << out.error();
+  EXPECT_EQ(out.close(Clock::now()), Status::kPeerLost);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_FALSE(in.try_consume());
+  EXPECT_EQ(in.status(), Status::kPeerLost);
+  EXPECT_NE(in.error().find("rank 1"), std::string::npos) << in.error();
+  // Sticky: the flow cannot deliver what it promised any more.
+  EXPECT_FALSE(in.try_consume());
+  EXPECT_EQ(in.status(), Status::kPeerLost);
+}
+
+// Minor items: sizes that overflow are refused, not wrapped; a record type
+// that is not a class can be a flow record.
+TEST(GeometryRegressionTest, OverflowingSizesAreReportedNotWrapped) {
+  auto g = detail::layout::Geometry::make(65535, 65535, 65536, 64u << 20);
+  EXPECT_EQ(g.total_bytes, detail::layout::Geometry::kTooLarge);
+  auto ok = detail::layout::Geometry::make(2, 2, 16, 8192);
+  EXPECT_NE(ok.total_bytes, detail::layout::Geometry::kTooLarge);
+}
+
+TEST(SpecRegressionTest, ScalarRecordsCompileAndFlow) {
+  auto spec = shuffle<uint64_t>("scalars").sources(testing::slots(1)).targets(testing::slots(2));
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<uint64_t>(0);
+  for (uint64_t i = 0; i < 100; ++i) ASSERT_EQ(out.push(i), Status::kOk);
+  ASSERT_EQ(out.close(), Status::kOk);
+  uint64_t sum = 0, n = 0;
+  for (uint32_t t = 0; t < 2; ++t) {
+    auto in = flow.target<uint64_t>(t);
+    while (auto b = in.consume()) {
+      for (uint64_t v : *b) sum += v, ++n;
+    }
+  }
+  EXPECT_EQ(n, 100u);
+  EXPECT_EQ(sum, 4950u);
+}
+
+}  // namespace
+}  // namespace sluice
