@@ -1626,9 +1626,11 @@ class FlowTarget final : public TargetCore, private FailureState {
     for (uint32_t s = 0; s < in_.size(); ++s) {
       In& in = in_[s];
       if (in.ended) continue;
-      const bool ready = locate(s, in) >= 0;
+      // The abort word first, then the ring: a source publishes before it
+      // aborts, so a segment published before the abort is seen as ready.
       const bool aborted = in.remote ? source_aborted_[s] != 0
                                      : in.ring.header->source_aborted.load(std::memory_order_acquire) != 0;
+      const bool ready = locate(s, in) >= 0;
       if (aborted && !ready) {
         if (sequencer_ != nullptr) {
           lose(s, "destroyed without close()");

@@ -383,7 +383,16 @@ TEST(SluiceVersionTest, PrintsLibraryAndProtocolVersions) {
   ProcessResult r = run_process({bin("sluice"), "version"}, {}, kLimit);
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(r.output, std::string("sluice ") + kVersion + " (control protocol " +
-                          std::to_string(kProtocolVersion) + ")\n");
+                          std::to_string(kProtocolVersion) + ")\ntest hooks: off\n");
+}
+
+// The library the tool links is the installed one: its test hooks are off
+// whatever the environment says (they made an ordinary program exit with 17).
+TEST(SluiceVersionTest, TheInstalledLibraryIgnoresTestHooks) {
+  ProcessResult r = run_process({bin("sluice"), "version"},
+                                {{"SLUICE_TEST_DIE_AFTER_SEQUENCE", "1"}, {"SLUICE_OFI_TEST_UNORDERED", "1"}}, kLimit);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "test hooks: off"), 1) << describe(r);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "commands.h"
+#include "common/test_hooks.h"
 #include "sluice/version.h"
 
 namespace sluice::tool {
@@ -16,6 +17,8 @@ void add_version_command(CLI::App& app) {
   sub->callback([] {
     std::printf("sluice %s (control protocol %u)\n", kVersion,
                 static_cast<unsigned>(kProtocolVersion));
+    // The library this command links is the one `make install` installs.
+    std::printf("test hooks: %s\n", sluice::detail::test_hooks::enabled() ? "on" : "off");
   });
 }
 
