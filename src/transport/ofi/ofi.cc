@@ -1,6 +1,8 @@
 #include "transport/ofi/ofi.h"
 
+#include <dlfcn.h>
 #include <rdma/fi_errno.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -50,7 +52,44 @@ fi_info* make_hints(const Config& cfg, const std::string& prov, bool rma, bool a
   return h;
 }
 
+// Debian's libfabric links the PSM provider's libpsm_infinipath, whose
+// libinfinipath installs, from a constructor that runs before main, handlers
+// for SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM that print a
+// backtrace and call exit(1). A rank that was terminated, or that crashed,
+// then looks to its launcher like one that failed with status 1, and the
+// atexit handlers run inside a signal handler. Those handlers are put back to
+// the default (their documented-nowhere switch, IPATH_NO_BACKTRACE, is read
+// before main, too late for a library to set). Handlers anyone else installed
+// are left alone.
+int restore_foreign_handlers() {
+  int restored = 0;
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT, SIGTERM}) {
+    struct sigaction now {};
+    if (::sigaction(sig, nullptr, &now) != 0) continue;
+    void* handler = (now.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(now.sa_sigaction)
+                                                : reinterpret_cast<void*>(now.sa_handler);
+    if (handler == reinterpret_cast<void*>(SIG_DFL) || handler == reinterpret_cast<void*>(SIG_IGN))
+      continue;
+    Dl_info where{};
+    if (::dladdr(handler, &where) == 0 || where.dli_fname == nullptr ||
+        std::strstr(where.dli_fname, "libinfinipath") == nullptr) {
+      continue;
+    }
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    if (::sigaction(sig, &dfl, nullptr) == 0) ++restored;
+  }
+  return restored;
+}
+
+// At load, before main: so that a sluice program dies of its signals even if
+// it never opens an endpoint (its own handlers, installed later, win).
+const int restored_at_load = restore_foreign_handlers();
+
 }  // namespace
+
+int restore_signal_dispositions() { return restored_at_load + restore_foreign_handlers(); }
 
 Config config_from_env(const std::string& node) {
   Config c;
@@ -134,6 +173,8 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
                 "no usable libfabric provider for address " + (cfg.node.empty() ? std::string("(any)") : cfg.node) +
                     " (" + tried + "); check `fi_info -t FI_EP_RDM`, or pin one with SLUICE_OFI_PROVIDER");
   }
+  // A provider loaded by fi_getinfo may have brought its own handlers.
+  restore_signal_dispositions();
   provider_ = info_->fabric_attr->prov_name;
   rx_cq_data_ = (info_->mode & FI_RX_CQ_DATA) != 0 || cfg.test_data_receives;
   cq_data_size_ = info_->domain_attr->cq_data_size;

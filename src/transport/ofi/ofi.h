@@ -72,6 +72,14 @@ struct Config {
 // throws Error(kInvalidArgument) naming a malformed value.
 Config config_from_env(const std::string& node);
 
+// Puts SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM back to their
+// default action where libfabric's dependencies (Debian's libinfinipath, for
+// the PSM provider) installed handlers that turn them into exit(1). Runs once
+// when the library is loaded and again after each fi_getinfo; returns how
+// many dispositions were restored so far (for tests). Handlers the program
+// installed itself are never touched.
+int restore_signal_dispositions();
+
 // A registered memory region.
 struct Memory {
   fid_mr* mr = nullptr;
