@@ -26,6 +26,17 @@
 //     (SLUICE_OFI_RMA=0) reads and writes go the same way. Over tcp the
 //     owner's service thread also drives the provider's progress, which RMA
 //     to that endpoint needs (on verbs and efa the NIC does it).
+//     Which atomics a region uses is the owner's decision (its provider and
+//     its SLUICE_OFI_ATOMIC), published with the region: every rank follows
+//     it whatever its own setting, since the NIC's atomics and the service's
+//     CPU atomics are not atomic with respect to each other. A rank whose
+//     provider lacks the atomics the owner chose cannot open the region
+//     (Error(kResource) saying so); the service refuses emulated atomics on
+//     a region that uses the provider's.
+// A descriptor names one exposed region: opening a region its owner has
+// since destroyed fails (shm: Error(kResource) calling the descriptor stale,
+// even if the owner's memory or fd numbers were reused; ofi: its operations
+// fail with kClosed or kPeerLost), never reaches other memory.
 // MemoryRegion::data() gives the owner direct access; its plain reads are
 // fine at any time, but an owner that updates words peers update atomically
 // must do so through open_region() too.
@@ -35,6 +46,11 @@
 // revoked the region, kPeerLost if the owner is gone, kTimeout at the
 // deadline. After kTimeout or kPeerLost on the ofi path the handle is
 // unusable (an operation may still be in flight); open a new one.
+// A write, compare_and_swap or fetch_add that returned kTimeout or kPeerLost
+// may nevertheless have been applied at the owner (the request reached it,
+// the answer did not come back in time), and *previous is then not set:
+// before retrying on a new handle, read the word (or make the update
+// idempotent, e.g. a CAS from a value only this caller can produce).
 //
 // Thread safety: a RemoteRegion is used by one thread at a time (open one per
 // thread). MemoryRegion's methods may be called from any thread.

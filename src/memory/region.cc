@@ -4,11 +4,13 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
 #include "common/hex.h"
 #include "common/log.h"
+#include "common/random.h"
 #include "control/registry_client.h"
 #include "flow/layout.h"
 
@@ -38,31 +40,35 @@ size_t mapped_bytes(size_t bytes) { return region_layout::kDataOffset + layout::
 
 // ---------------------------------------------------------------- owner
 
+struct RegionOwner::ServiceBuffers {
+  std::byte requests[kServiceSlots][region_layout::kServiceMessageBytes];
+  std::byte replies[kServiceSlots][region_layout::kServiceMessageBytes];
+  fi_context2 recv_ctx[kServiceSlots];
+  fi_context2 send_ctx[kServiceSlots];
+};
+
 RegionOwner::RegionOwner(std::string name, size_t bytes, bool use_ofi, const ofi::Config& cfg,
-                         const std::string& host_id)
-    : name_(std::move(name)), bytes_(bytes) {
+                         const std::string& host_id, size_t max_clients)
+    : name_(std::move(name)), bytes_(bytes), max_clients_(std::max<size_t>(max_clients, 1)) {
   mem_ = SharedRegion::create("region:" + name_, mapped_bytes(bytes));
   Header* h = header();
   h->magic = region_layout::kMagic;
   h->bytes = bytes;
   h->revoked.store(0, std::memory_order_relaxed);
   if (!use_ofi) {
-    descriptor_ = "shm " + std::to_string(bytes) + " " + std::to_string(::getpid()) + " " + std::to_string(mem_.fd()) +
-                  " " + host_id;
+    descriptor_ = "shm " + std::to_string(bytes) + " " + std::to_string(::getpid()) + " " +
+                  std::to_string(mem_.fd()) + " " + std::to_string(mem_.nonce()) + " " + host_id;
     return;
   }
   ofi::Config c = cfg;
   c.region = true;
   ep_ = std::make_unique<ofi::Endpoint>(c);
   if (ep_->rma()) mr_ = ep_->register_memory(data(), bytes_, FI_REMOTE_READ | FI_REMOTE_WRITE);
-  requests_.resize(kServiceSlots * region_layout::kServiceMessageBytes);
-  replies_.resize(kServiceSlots * region_layout::kServiceMessageBytes);
-  requests_mr_ = ep_->register_memory(requests_.data(), requests_.size(), FI_RECV);
-  replies_mr_ = ep_->register_memory(replies_.data(), replies_.size(), FI_SEND);
-  recv_ctx_.resize(kServiceSlots);
-  send_ctx_.resize(kServiceSlots);
+  native_atomics_ = ep_->atomic();
+  bufs_ = ep_->allocate_array<ServiceBuffers>(1);
+  bufs_mr_ = ep_->register_memory(bufs_, sizeof(ServiceBuffers), FI_SEND | FI_RECV);
   for (uint32_t i = 0; i < kServiceSlots; ++i) post_request_receive(i);
-  const char* caps = ep_->atomic() ? "atomic" : ep_->rma() ? "rma" : "msg";
+  const char* caps = native_atomics_ ? "atomic" : ep_->rma() ? "rma" : "msg";
   descriptor_ = "ofi " + std::to_string(bytes) + " " + to_hex(ep_->address()) + " " + caps + " " +
                 std::to_string(mr_.key) + " " + std::to_string(mr_.base) + " " + host_id;
   log::info("region '", name_, "': ", bytes, " bytes on ", ep_->provider_name(), " (", caps, ")");
@@ -89,10 +95,9 @@ void RegionOwner::revoke() {
 }
 
 void RegionOwner::post_request_receive(uint32_t slot) {
-  std::byte* buf = requests_.data() + slot * region_layout::kServiceMessageBytes;
   ssize_t rc;
-  while ((rc = ep_->trecv(buf, region_layout::kServiceMessageBytes, requests_mr_.desc, region_layout::kTagRequest,
-                          &recv_ctx_[slot])) == -FI_EAGAIN) {
+  while ((rc = ep_->trecv(bufs_->requests[slot], region_layout::kServiceMessageBytes, bufs_mr_.desc,
+                          region_layout::kTagRequest, &bufs_->recv_ctx[slot])) == -FI_EAGAIN) {
     fi_cq_data_entry e[1];
     std::string err;
     if (ep_->poll(e, 0, &err, nullptr) < 0) break;
@@ -104,6 +109,7 @@ void RegionOwner::post_request_receive(uint32_t slot) {
 
 void RegionOwner::serve() {
   fi_cq_data_entry e[16];
+  fi_addr_t from[16];
   while (!stop_.load(std::memory_order_relaxed)) {
     if (revoke_requested_.load() && !revoke_done_.load()) {
       ep_->unregister(mr_);
@@ -111,33 +117,99 @@ void RegionOwner::serve() {
     }
     std::string err;
     void* failed = nullptr;
-    const ssize_t n = ep_->wait(e, 16, kServiceSlice, &err, &failed);
+    const ssize_t n = ep_->wait_from(e, from, 16, kServiceSlice, &err, &failed);
     if (n < 0) {
       // A reply to a peer that is gone, or a request that broke off: the
       // slot goes back to receiving.
       for (uint32_t i = 0; i < kServiceSlots; ++i) {
-        if (failed == &send_ctx_[i] || failed == &recv_ctx_[i]) post_request_receive(i);
+        if (failed == &bufs_->send_ctx[i] || failed == &bufs_->recv_ctx[i]) post_request_receive(i);
       }
       log::debug("region '", name_, "': ", err);
       continue;
     }
     for (ssize_t j = 0; j < n; ++j) {
       for (uint32_t i = 0; i < kServiceSlots; ++i) {
-        if (e[j].op_context == &recv_ctx_[i]) handle_request(i, e[j].len);
-        if (e[j].op_context == &send_ctx_[i]) post_request_receive(i);
+        if (e[j].op_context == &bufs_->recv_ctx[i]) handle_request(i, e[j].len, from[j]);
+        if (e[j].op_context == &bufs_->send_ctx[i]) post_request_receive(i);
       }
     }
   }
 }
 
+RegionOwner::Client* RegionOwner::client_of(uint32_t id, uint64_t token, fi_addr_t source) {
+  if (id >= clients_.size()) return nullptr;
+  Client& c = clients_[id];
+  if (c.token == 0 || c.token != token) return nullptr;
+  // Where the provider names senders, the token must come from its client's
+  // address too; FI_ADDR_NOTAVAIL means the provider could not say.
+  if (ep_->knows_sources() && source != FI_ADDR_NOTAVAIL && source != c.addr) return nullptr;
+  c.last_used = ++clock_;
+  return &c;
+}
+
+// A client number for a new client at `addr`: a free one, a new one while
+// under the bound, else the least recently used one's.
+uint32_t RegionOwner::admit(fi_addr_t addr) {
+  size_t pick = clients_.size();
+  bool known = false;
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    if (clients_[i].token != 0 && clients_[i].addr == addr) {
+      pick = i;  // one client per address: it starts over with a new token
+      known = true;
+      break;
+    }
+    if (clients_[i].token == 0 && pick == clients_.size()) pick = i;
+  }
+  if (pick == clients_.size() && clients_.size() >= max_clients_) {
+    pick = 0;
+    for (size_t i = 1; i < clients_.size(); ++i) {
+      if (clients_[i].last_used < clients_[pick].last_used) pick = i;
+    }
+    log::debug("region '", name_, "': evicting client ", pick, " (", max_clients_, " clients)");
+    // Its address stays known a while, so that its next request can be
+    // answered UNKNOWN_CLIENT rather than dropped; the oldest such go.
+    retired_.push_back(clients_[pick].addr);
+    clients_[pick] = Client{};
+    live_clients_.fetch_sub(1, std::memory_order_relaxed);
+    if (retired_.size() > max_clients_) {
+      ep_->remove(retired_.front());
+      retired_.pop_front();
+    }
+  }
+  // An address coming back is a client again, not a retired one.
+  for (auto it = retired_.begin(); it != retired_.end(); ++it) {
+    if (*it == addr) {
+      retired_.erase(it);
+      break;
+    }
+  }
+  if (pick == clients_.size()) clients_.emplace_back();
+  Client& c = clients_[pick];
+  c.addr = addr;
+  do {
+    c.token = random_u64();
+  } while (c.token == 0);
+  c.last_used = ++clock_;
+  if (!known) live_clients_.fetch_add(1, std::memory_order_relaxed);
+  return static_cast<uint32_t>(pick);
+}
+
+void RegionOwner::forget(Client& c) {
+  if (c.token == 0) return;
+  if (!ep_->remove(c.addr))
+    log::debug("region '", name_, "': the provider kept a departed client's address");
+  c = Client{};
+  live_clients_.fetch_sub(1, std::memory_order_relaxed);
+}
+
 // Serves one emulated request. Everything in it comes from a peer and is
 // checked before use.
-void RegionOwner::handle_request(uint32_t slot, size_t len) {
+void RegionOwner::handle_request(uint32_t slot, size_t len, fi_addr_t source) {
   using namespace region_layout;
-  const std::byte* in = requests_.data() + slot * kServiceMessageBytes;
-  std::byte* out_buf = replies_.data() + slot * kServiceMessageBytes;
+  const std::byte* in = bufs_->requests[slot];
+  std::byte* out_buf = bufs_->replies[slot];
   ServiceMessage req;
-  std::memcpy(&req, in, sizeof(req));
+  std::memcpy(&req, in, std::min(len, sizeof(req)));
   if (len < sizeof(req) || req.magic != kServiceMagic || req.len > kServicePayload ||
       (req.op == kWrite || req.op == kHello ? len < sizeof(req) + req.len : false)) {
     log::warn("region '", name_, "': dropped a malformed request (", len, " bytes)");
@@ -147,26 +219,46 @@ void RegionOwner::handle_request(uint32_t slot, size_t len) {
   ServiceMessage rep = req;
   rep.status = kServed;
   rep.len = 0;
+  rep.token = 0;
   fi_addr_t to = FI_ADDR_UNSPEC;
   if (req.op == kHello) {
-    try {
-      to = ep_->insert(std::string(reinterpret_cast<const char*>(in + sizeof(req)), req.len));
-    } catch (const Error& e) {
-      log::warn("region '", name_, "': ", e.what());
-      post_request_receive(slot);
+    if (ep_->knows_sources() && source != FI_ADDR_NOTAVAIL) {
+      to = source;  // already in the address vector: a client saying HELLO again
+    } else {
+      try {
+        to = ep_->insert(std::string(reinterpret_cast<const char*>(in + sizeof(req)), req.len));
+      } catch (const Error& e) {
+        log::warn("region '", name_, "': ", e.what());
+        post_request_receive(slot);
+        return;
+      }
+    }
+    const uint32_t id = admit(to);
+    rep.a = id;
+    rep.b = clients_[id].token;
+  } else if (Client* c = client_of(req.client, req.token, source); c == nullptr) {
+    if (!ep_->knows_sources() || source == FI_ADDR_NOTAVAIL || req.op == kBye) {
+      post_request_receive(slot);  // no one to answer
       return;
     }
-    rep.a = clients_.size();
-    clients_.push_back(to);
-  } else if (req.client >= clients_.size()) {
-    post_request_receive(slot);  // no one to answer
+    // A known sender whose client number was evicted, or who presents
+    // another's: it may say HELLO again.
+    to = source;
+    rep.status = kUnknownClient;
+  } else if (req.op == kBye) {
+    forget(*c);
+    post_request_receive(slot);
     return;
   } else {
-    to = clients_[req.client];
+    to = c->addr;
     const bool atomic = req.op == kCas || req.op == kFetchAdd;
     const uint64_t n = atomic ? 8 : req.len;
     if (header()->revoked.load(std::memory_order_acquire) != 0) {
       rep.status = kRevoked;
+    } else if (atomic && native_atomics_) {
+      // Every rank was told to use the provider's atomics on this region;
+      // CPU atomics here would not be atomic with respect to the NIC's.
+      rep.status = kNotEmulated;
     } else if (req.offset > bytes_ || n > bytes_ - req.offset || (atomic && req.offset % 8 != 0)) {
       rep.status = kOutOfBounds;
     } else {
@@ -199,8 +291,8 @@ void RegionOwner::handle_request(uint32_t slot, size_t len) {
   std::memcpy(out_buf, &rep, sizeof(rep));
   ssize_t rc;
   const auto give_up = Clock::now() + std::chrono::seconds(1);
-  while ((rc = ep_->tsend(out_buf, sizeof(rep) + rep.len, replies_mr_.desc, to, kTagReply, &send_ctx_[slot])) ==
-             -FI_EAGAIN &&
+  while ((rc = ep_->tsend(out_buf, sizeof(rep) + rep.len, bufs_mr_.desc, to, kTagReply,
+                          &bufs_->send_ctx[slot])) == -FI_EAGAIN &&
          Clock::now() < give_up) {
     sched_yield();
   }
@@ -280,21 +372,33 @@ class OfiAccess final : public RegionAccess {
   OfiAccess(std::string name, uint32_t owner, size_t bytes, const ofi::Config& cfg, const std::string& address,
             const std::string& caps, uint64_t key, uint64_t base, const control::PeerTable* peers)
       : RegionAccess(std::move(name), owner, bytes), key_(key), base_(base), peers_(peers) {
+    // The owner decided how atomics go, for every rank: follow it, whatever
+    // this rank's SLUICE_OFI_ATOMIC says (mixing the NIC's atomics with the
+    // service's CPU atomics on one word would not be atomic).
     ofi::Config c = cfg;
     c.region = true;
+    c.allow_atomic = caps == "atomic";
+    if (caps == "atomic") c.allow_rma = true;
     ep_ = std::make_unique<ofi::Endpoint>(c);
+    if (caps == "atomic" && !ep_->atomic()) {
+      throw Error(ErrorCode::kResource, what() +
+                                            " uses the provider's 64-bit atomics (its owner "
+                                            "decided so for every rank), but provider " +
+                                            ep_->provider_name() +
+                                            " offers this rank none; run every rank on the same "
+                                            "provider, or set SLUICE_OFI_ATOMIC=0 on "
+                                            "the owner");
+    }
     peer_ = ep_->insert(address);
     native_rma_ = caps != "msg" && ep_->rma();
-    native_atomic_ = caps == "atomic" && ep_->atomic() && cfg.allow_atomic;
-    bounce_.resize(kBounceBytes);
-    bounce_mr_ = ep_->register_memory(bounce_.data(), bounce_.size(), FI_READ | FI_WRITE);
-    words_mr_ = ep_->register_memory(words_, sizeof(words_), FI_READ | FI_WRITE);
-    request_.resize(region_layout::kServiceMessageBytes);
-    reply_.resize(region_layout::kServiceMessageBytes);
-    request_mr_ = ep_->register_memory(request_.data(), request_.size(), FI_SEND);
-    reply_mr_ = ep_->register_memory(reply_.data(), reply_.size(), FI_RECV);
+    native_atomic_ = caps == "atomic";
+    // Memory the provider may still touch after this handle is gone (an
+    // abandoned endpoint's operations never finish) belongs to the endpoint.
+    bufs_ = ep_->allocate_array<Buffers>(1);
+    bufs_mr_ = ep_->register_memory(bufs_, sizeof(Buffers), FI_READ | FI_WRITE | FI_SEND | FI_RECV);
   }
   ~OfiAccess() override {
+    if (!broken_ && client_ >= 0) say_bye();
     // Operations may still be in flight towards an owner that died or never
     // answered: see ofi::Endpoint::abandon().
     if (broken_) ep_->abandon();
@@ -306,15 +410,18 @@ class OfiAccess final : public RegionAccess {
     for (size_t done = 0; done < len;) {
       const size_t n = std::min(chunk, len - done);
       if (native_rma_) {
-        Status s = run(deadline, [&] { return ep_->read(bounce_.data(), n, bounce_mr_.desc, peer_, base_ + offset + done, key_, &ctx_); });
+        Status s = run(deadline, [&] {
+          return ep_->read(bufs_->bounce, n, bufs_mr_.desc, peer_, base_ + offset + done, key_,
+                           &bufs_->ctx);
+        });
         if (s != Status::kOk) return s;
-        std::memcpy(out + done, bounce_.data(), n);
+        std::memcpy(out + done, bufs_->bounce, n);
       } else {
         ServiceMessage rep;
         if (Status s = call(region_layout::kRead, offset + done, n, 0, 0, nullptr, &rep, deadline); s != Status::kOk) {
           return s;
         }
-        std::memcpy(out + done, reply_.data() + sizeof(ServiceMessage), n);
+        std::memcpy(out + done, bufs_->reply + sizeof(ServiceMessage), n);
       }
       done += n;
     }
@@ -327,12 +434,17 @@ class OfiAccess final : public RegionAccess {
     for (size_t done = 0; done < len;) {
       const size_t n = std::min(chunk, len - done);
       if (native_rma_) {
-        std::memcpy(bounce_.data(), in + done, n);
-        Status s = run(deadline, [&] { return ep_->write(bounce_.data(), n, bounce_mr_.desc, peer_, base_ + offset + done, key_, &ctx_); });
+        std::memcpy(bufs_->bounce, in + done, n);
+        Status s = run(deadline, [&] {
+          return ep_->write(bufs_->bounce, n, bufs_mr_.desc, peer_, base_ + offset + done, key_,
+                            &bufs_->ctx);
+        });
         if (s != Status::kOk) return s;
       } else {
         ServiceMessage rep;
-        if (Status s = call(region_layout::kWrite, offset + done, n, 0, 0, in + done, &rep, deadline); s != Status::kOk) {
+        if (Status s =
+                call(region_layout::kWrite, offset + done, n, 0, 0, in + done, &rep, deadline);
+            s != Status::kOk) {
           return s;
         }
       }
@@ -346,18 +458,22 @@ class OfiAccess final : public RegionAccess {
     if (Status s = ready(offset, 8, true); s != Status::kOk) return s;
     if (!native_atomic_) {
       ServiceMessage rep;
-      if (Status s = call(region_layout::kCas, offset, 0, expected, desired, nullptr, &rep, deadline); s != Status::kOk) {
+      if (Status s =
+              call(region_layout::kCas, offset, 0, expected, desired, nullptr, &rep, deadline);
+          s != Status::kOk) {
         return s;
       }
       *previous = rep.a;
       return Status::kOk;
     }
-    words_[0] = desired;
-    words_[1] = expected;
+    uint64_t* w = bufs_->words;
+    w[0] = desired;
+    w[1] = expected;
     Status s = run(deadline, [&] {
-      return ep_->compare_swap(&words_[0], &words_[1], &words_[2], words_mr_.desc, peer_, base_ + offset, key_, &ctx_);
+      return ep_->compare_swap(&w[0], &w[1], &w[2], bufs_mr_.desc, peer_, base_ + offset, key_,
+                               &bufs_->ctx);
     });
-    if (s == Status::kOk) *previous = words_[2];
+    if (s == Status::kOk) *previous = w[2];
     return s;
   }
 
@@ -371,11 +487,12 @@ class OfiAccess final : public RegionAccess {
       *previous = rep.a;
       return Status::kOk;
     }
-    words_[0] = delta;
+    uint64_t* w = bufs_->words;
+    w[0] = delta;
     Status s = run(deadline, [&] {
-      return ep_->fetch_add(&words_[0], &words_[2], words_mr_.desc, peer_, base_ + offset, key_, &ctx_);
+      return ep_->fetch_add(&w[0], &w[2], bufs_mr_.desc, peer_, base_ + offset, key_, &bufs_->ctx);
     });
-    if (s == Status::kOk) *previous = words_[2];
+    if (s == Status::kOk) *previous = w[2];
     return s;
   }
 
@@ -385,8 +502,21 @@ class OfiAccess final : public RegionAccess {
   }
 
  private:
+  // Everything the provider reads or writes for this handle, in one
+  // endpoint-owned registration.
+  struct Buffers {
+    std::byte bounce[kBounceBytes];
+    std::byte request[region_layout::kServiceMessageBytes];
+    std::byte reply[region_layout::kServiceMessageBytes];
+    alignas(8) uint64_t words[4];
+    fi_context2 ctx, reply_ctx;
+  };
+
   Status ready(uint64_t offset, size_t len, bool atomic) {
-    if (broken_) return fail(Status::kPeerLost, what() + ": this handle is unusable after an earlier failure: " + broken_why_);
+    if (broken_) {
+      return fail(Status::kPeerLost,
+                  what() + ": this handle is unusable after an earlier failure: " + broken_why_);
+    }
     return check_range(offset, len, atomic);
   }
 
@@ -396,7 +526,7 @@ class OfiAccess final : public RegionAccess {
   Status run(Deadline deadline, Post&& post) {
     done_[0] = false;
     if (Status s = post_op(deadline, post); s != Status::kOk) return s;
-    return wait({&ctx_}, deadline);
+    return wait({&bufs_->ctx}, deadline);
   }
 
   template <class Post>
@@ -412,66 +542,125 @@ class OfiAccess final : public RegionAccess {
     }
   }
 
-  // One emulated request and its answer.
+  // One emulated request and its answer; says HELLO first, and again once
+  // if the service no longer knows this client (it evicted it).
   Status call(uint16_t op, uint64_t offset, size_t len, uint64_t a, uint64_t b, const std::byte* data,
               ServiceMessage* rep, Deadline deadline) {
-    if (client_ < 0) {
-      ServiceMessage hello_rep;
-      const std::string me = ep_->address();
-      client_ = 0;  // for the hello itself; the answer says the real number
-      if (Status s = exchange(region_layout::kHello, 0, me.size(), 0, 0, reinterpret_cast<const std::byte*>(me.data()),
-                              &hello_rep, deadline);
-          s != Status::kOk) {
-        client_ = -1;
-        return s;
+    for (int attempt = 0;; ++attempt) {
+      if (client_ < 0) {
+        ServiceMessage hello_rep;
+        const std::string me = ep_->address();
+        client_ = 0;  // for the hello itself; the answer says the real number
+        token_ = 0;
+        if (Status s =
+                exchange(region_layout::kHello, 0, me.size(), 0, 0,
+                         reinterpret_cast<const std::byte*>(me.data()), &hello_rep, deadline);
+            s != Status::kOk) {
+          client_ = -1;
+          return s;
+        }
+        client_ = static_cast<int64_t>(hello_rep.a);
+        token_ = hello_rep.b;
       }
-      client_ = static_cast<int64_t>(hello_rep.a);
+      if (Status s = exchange(op, offset, len, a, b, data, rep, deadline); s != Status::kOk)
+        return s;
+      if (rep->status == region_layout::kUnknownClient && attempt == 0) {
+        client_ = -1;
+        continue;
+      }
+      return served(*rep);
     }
-    return exchange(op, offset, len, a, b, data, rep, deadline);
   }
 
+  Status served(const ServiceMessage& rep) {
+    switch (rep.status) {
+      case region_layout::kServed:
+        return Status::kOk;
+      case region_layout::kRevoked:
+        return fail(Status::kClosed, what() + " was revoked by its owner");
+      case region_layout::kOutOfBounds:
+        return fail(Status::kInvalid, what() + ": the owner refused an access out of bounds");
+      case region_layout::kNotEmulated:
+        return fail(Status::kInvalid,
+                    what() +
+                        ": the owner refused an emulated atomic (the region uses the "
+                        "provider's atomics)");
+      case region_layout::kUnknownClient:
+        return fail(Status::kInvalid,
+                    what() + ": the owner's region service does not know this handle");
+      default:
+        return fail(Status::kInvalid, what() + ": the owner did not understand the request");
+    }
+  }
+
+  void fill_request(uint16_t op, uint64_t offset, size_t len, uint64_t a, uint64_t b,
+                    ServiceMessage* req) {
+    *req = ServiceMessage{};
+    req->magic = region_layout::kServiceMagic;
+    req->op = op;
+    req->client = static_cast<uint32_t>(client_);
+    req->len = static_cast<uint32_t>(len);
+    req->id = ++next_id_;
+    req->offset = offset;
+    req->a = a;
+    req->b = b;
+    req->token = token_;
+    std::memcpy(bufs_->request, req, sizeof(*req));
+  }
+
+  // Sends one request and waits for its answer (the answer's status is the
+  // caller's to interpret).
   Status exchange(uint16_t op, uint64_t offset, size_t len, uint64_t a, uint64_t b, const std::byte* data,
                   ServiceMessage* rep, Deadline deadline) {
-    ServiceMessage req{};
-    req.magic = region_layout::kServiceMagic;
-    req.op = op;
-    req.client = static_cast<uint32_t>(client_);
-    req.len = static_cast<uint32_t>(len);
-    req.id = ++next_id_;
-    req.offset = offset;
-    req.a = a;
-    req.b = b;
-    std::memcpy(request_.data(), &req, sizeof(req));
+    ServiceMessage req;
+    fill_request(op, offset, len, a, b, &req);
     const bool carries = op == region_layout::kWrite || op == region_layout::kHello;
-    if (carries && len > 0) std::memcpy(request_.data() + sizeof(req), data, len);
+    if (carries && len > 0) std::memcpy(bufs_->request + sizeof(req), data, len);
     done_[0] = done_[1] = false;
-    if (Status s = post_op(deadline, [&] {
-          return ep_->trecv(reply_.data(), reply_.size(), reply_mr_.desc, region_layout::kTagReply, &reply_ctx_);
-        });
+    if (Status s = post_op(deadline,
+                           [&] {
+                             return ep_->trecv(bufs_->reply, region_layout::kServiceMessageBytes,
+                                               bufs_mr_.desc, region_layout::kTagReply,
+                                               &bufs_->reply_ctx);
+                           });
         s != Status::kOk) {
       return s;
     }
-    if (Status s = post_op(deadline, [&] {
-          return ep_->tsend(request_.data(), sizeof(req) + (carries ? len : 0), request_mr_.desc, peer_,
-                            region_layout::kTagRequest, &ctx_);
-        });
+    if (Status s = post_op(deadline,
+                           [&] {
+                             return ep_->tsend(bufs_->request, sizeof(req) + (carries ? len : 0),
+                                               bufs_mr_.desc, peer_, region_layout::kTagRequest,
+                                               &bufs_->ctx);
+                           });
         s != Status::kOk) {
       broken_ = true;
       broken_why_ = error_;
       return s;
     }
-    if (Status s = wait({&ctx_, &reply_ctx_}, deadline); s != Status::kOk) return s;
-    std::memcpy(rep, reply_.data(), sizeof(*rep));
+    if (Status s = wait({&bufs_->ctx, &bufs_->reply_ctx}, deadline); s != Status::kOk) return s;
+    std::memcpy(rep, bufs_->reply, sizeof(*rep));
     if (rep->magic != region_layout::kServiceMagic || rep->id != req.id) {
       broken_ = true;
       broken_why_ = "a malformed answer";
       return fail(Status::kPeerLost, what() + ": the owner sent a malformed answer");
     }
-    switch (rep->status) {
-      case region_layout::kServed: return Status::kOk;
-      case region_layout::kRevoked: return fail(Status::kClosed, what() + " was revoked by its owner");
-      case region_layout::kOutOfBounds: return fail(Status::kInvalid, what() + ": the owner refused an access out of bounds");
-      default: return fail(Status::kInvalid, what() + ": the owner did not understand the request");
+    return Status::kOk;
+  }
+
+  // Tells the service this client is done, so it frees the client's entry.
+  // Best effort: an owner that does not take it evicts the entry later.
+  void say_bye() {
+    ServiceMessage req;
+    fill_request(region_layout::kBye, 0, 0, 0, 0, &req);
+    const Deadline deadline = Clock::now() + std::chrono::milliseconds(200);
+    done_[0] = false;
+    if (post_op(deadline,
+                [&] {
+                  return ep_->tsend(bufs_->request, sizeof(req), bufs_mr_.desc, peer_,
+                                    region_layout::kTagRequest, &bufs_->ctx);
+                }) != Status::kOk ||
+        wait({&bufs_->ctx}, deadline) != Status::kOk) {
+      broken_ = true;  // the send may still be in flight
     }
   }
 
@@ -495,8 +684,8 @@ class OfiAccess final : public RegionAccess {
     const ssize_t n = ep_->poll(e, 8, &err, &failed);
     if (n < 0) return failed_op(err);
     for (ssize_t i = 0; i < n; ++i) {
-      if (e[i].op_context == &ctx_) done_[0] = true;
-      if (e[i].op_context == &reply_ctx_) done_[1] = true;
+      if (e[i].op_context == &bufs_->ctx) done_[0] = true;
+      if (e[i].op_context == &bufs_->reply_ctx) done_[1] = true;
     }
     if (Clock::now() >= deadline) {
       broken_ = true;
@@ -519,8 +708,8 @@ class OfiAccess final : public RegionAccess {
   Status wait(std::initializer_list<const fi_context2*> ops, Deadline deadline) {
     auto all_done = [&] {
       for (const fi_context2* c : ops) {
-        if (c == &ctx_ && !done_[0]) return false;
-        if (c == &reply_ctx_ && !done_[1]) return false;
+        if (c == &bufs_->ctx && !done_[0]) return false;
+        if (c == &bufs_->reply_ctx && !done_[1]) return false;
       }
       return true;
     };
@@ -550,16 +739,12 @@ class OfiAccess final : public RegionAccess {
   const control::PeerTable* peers_;
   bool native_rma_ = false;
   bool native_atomic_ = false;
-  std::vector<std::byte> bounce_;
-  ofi::Memory bounce_mr_;
-  alignas(8) uint64_t words_[4] = {};
-  ofi::Memory words_mr_;
-  std::vector<std::byte> request_, reply_;
-  ofi::Memory request_mr_, reply_mr_;
-  fi_context2 ctx_{}, reply_ctx_{};
+  Buffers* bufs_ = nullptr;  // owned by ep_
+  ofi::Memory bufs_mr_;
   bool done_[2] = {false, false};
   uint32_t idle_polls_ = 0;
   int64_t client_ = -1;
+  uint64_t token_ = 0;
   uint64_t next_id_ = 0;
   bool broken_ = false;
   std::string broken_why_;
@@ -580,13 +765,24 @@ std::unique_ptr<RegionAccess> RegionAccess::open(const std::string& name, uint32
   if (!(in >> mode >> bytes)) throw malformed();
   if (mode == "shm") {
     long long pid = 0, fd = -1;
+    unsigned long long nonce = 0;
     std::string their_host;
-    if (!(in >> pid >> fd >> their_host) || pid <= 0 || fd < 0) throw malformed();
+    if (!(in >> pid >> fd >> nonce >> their_host) || pid <= 0 || fd < 0) throw malformed();
     if (their_host != host_id) {
       throw Error(ErrorCode::kInvalidArgument, "region '" + name + "' of rank " + std::to_string(owner) +
                                                    " is reachable over shared memory only, from its own host");
     }
-    SharedRegion map = SharedRegion::open_peer(static_cast<pid_t>(pid), static_cast<int>(fd), mapped_bytes(bytes));
+    SharedRegion map;
+    try {
+      map = SharedRegion::open_peer(static_cast<pid_t>(pid), static_cast<int>(fd),
+                                    mapped_bytes(bytes), nonce);
+    } catch (const Error& e) {
+      // e.what() starts with its code's name; the message says it again.
+      const std::string why = e.what();
+      const size_t colon = why.find(": ");
+      throw Error(e.code(), "region '" + name + "' of rank " + std::to_string(owner) + ": " +
+                                (colon == std::string::npos ? why : why.substr(colon + 2)));
+    }
     const auto* h = reinterpret_cast<const Header*>(map.data());
     if (h->magic != region_layout::kMagic || h->bytes != bytes) throw malformed();
     return std::make_unique<ShmAccess>(name, owner, bytes, std::move(map));

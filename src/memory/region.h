@@ -6,21 +6,45 @@
 //   0    Header: u64 magic | u64 bytes | u32 revoked | pad to 64
 //   64   the region's bytes
 //
+// Descriptors (published in the registry under region/<name>/<owner>):
+//
+//   shm <bytes> <pid> <fd> <nonce> <host identity>
+//   ofi <bytes> <address hex> <caps> <key> <base> <host identity>
+//
+// <nonce> is the memfd's random identity (SharedRegion::nonce): a peer maps
+// the region only if the file it opened carries it, so a descriptor left
+// behind by a region whose fd number was since reused fails to open instead
+// of mapping other memory. <caps> is the owner's decision for every rank:
+// "atomic" (provider RMA and atomics: every client must use the provider's
+// atomics, the service refuses emulated ones), "rma" (provider RMA, atomics
+// emulated by the service) or "msg" (everything through the service).
+//
 // The emulated ofi path (no provider atomics, or no RMA) carries requests as
 // tagged messages to the owner's service thread and answers the same way:
 //
-//   ServiceMessage (48 bytes), then up to kServicePayload bytes of data:
-//   u32 magic | u16 op | u16 status | u32 client | u32 len | u64 id |
-//   u64 offset | u64 a | u64 b
+//   ServiceMessage (56 bytes), then up to kServicePayload bytes of data:
+//   0  u32 magic | 4 u16 op | 6 u16 status | 8 u32 client | 12 u32 len |
+//   16 u64 id | 24 u64 offset | 32 u64 a | 40 u64 b | 48 u64 token
 //
 // op HELLO carries the requester's libfabric address as data; the answer's
-// `a` is the client number it uses from then on. READ answers with the data,
-// WRITE sends it; CAS takes (a = expected, b = desired), FETCH_ADD takes a =
-// delta; both answer the previous value in `a`.
+// `a` is the client number and `b` the token it uses from then on (the token
+// is random: a request is served only with the token its client number was
+// given, and, where the provider names senders (FI_SOURCE), only from the
+// address that client said HELLO from). The service keeps at most
+// kMaxServiceClients clients: BYE frees one (sent when a handle closes), and
+// a HELLO beyond the bound evicts the least recently used (its address stays
+// in the address vector among the last kMaxServiceClients evicted). A
+// request it cannot tie to a client is answered UNKNOWN_CLIENT where the
+// provider names the sender (the client says HELLO again and retries:
+// nothing was applied), and dropped otherwise (the client times out). READ answers with the data,
+// WRITE sends it; CAS takes (a = expected, b = desired), FETCH_ADD takes a = delta; both answer the
+// previous value in `a`.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -46,8 +70,15 @@ struct alignas(64) Header {
 static_assert(sizeof(Header) == 64);
 inline constexpr size_t kDataOffset = sizeof(Header);
 
-enum Op : uint16_t { kHello = 1, kRead = 2, kWrite = 3, kCas = 4, kFetchAdd = 5 };
-enum ServiceStatus : uint16_t { kServed = 0, kOutOfBounds = 1, kRevoked = 2, kBadRequest = 3 };
+enum Op : uint16_t { kHello = 1, kRead = 2, kWrite = 3, kCas = 4, kFetchAdd = 5, kBye = 6 };
+enum ServiceStatus : uint16_t {
+  kServed = 0,
+  kOutOfBounds = 1,
+  kRevoked = 2,
+  kBadRequest = 3,
+  kUnknownClient = 4,  // say HELLO again; the request was not applied
+  kNotEmulated = 5,    // the region uses provider atomics: emulated ones are refused
+};
 inline constexpr uint32_t kServiceMagic = 0x53525643;  // "CVRS"
 struct ServiceMessage {
   uint32_t magic;
@@ -59,19 +90,25 @@ struct ServiceMessage {
   uint64_t offset;
   uint64_t a;
   uint64_t b;
+  uint64_t token;
 };
-static_assert(sizeof(ServiceMessage) == 48);
+static_assert(sizeof(ServiceMessage) == 56);
+static_assert(offsetof(ServiceMessage, id) == 16 && offsetof(ServiceMessage, token) == 48);
 inline constexpr size_t kServicePayload = 4096;
 inline constexpr size_t kServiceMessageBytes = sizeof(ServiceMessage) + kServicePayload;
 inline constexpr uint64_t kTagRequest = 5ULL << 60;
 inline constexpr uint64_t kTagReply = 6ULL << 60;
+// Clients one region service keeps (each an address vector entry).
+inline constexpr size_t kMaxServiceClients = 1024;
 }  // namespace region_layout
 
 class RegionOwner {
  public:
   // Creates the memory and, if `use_ofi`, the endpoint, its registration and
-  // the service thread. Throws Error(kResource).
-  RegionOwner(std::string name, size_t bytes, bool use_ofi, const ofi::Config& cfg, const std::string& host_id);
+  // the service thread, which keeps at most `max_clients` clients. Throws
+  // Error(kResource).
+  RegionOwner(std::string name, size_t bytes, bool use_ofi, const ofi::Config& cfg,
+              const std::string& host_id, size_t max_clients = region_layout::kMaxServiceClients);
   ~RegionOwner();
 
   // What peers need to open it (published in the registry).
@@ -81,10 +118,22 @@ class RegionOwner {
   const std::string& name() const { return name_; }
   const char* path() const { return ep_ != nullptr ? "ofi" : "shm"; }
   void revoke();
+  // Clients the emulated service currently knows (for tests).
+  size_t service_clients() const { return live_clients_.load(std::memory_order_relaxed); }
 
  private:
+  struct ServiceBuffers;
+  struct Client {
+    fi_addr_t addr = FI_ADDR_UNSPEC;
+    uint64_t token = 0;  // 0: the slot is free
+    uint64_t last_used = 0;
+  };
   void serve();
-  void handle_request(uint32_t slot, size_t len);
+  void handle_request(uint32_t slot, size_t len, fi_addr_t source);
+  // The client `req` names if its token and (where known) its source match.
+  Client* client_of(uint32_t id, uint64_t token, fi_addr_t source);
+  uint32_t admit(fi_addr_t addr);
+  void forget(Client& c);
   void post_request_receive(uint32_t slot);
   region_layout::Header* header() const { return reinterpret_cast<region_layout::Header*>(mem_.data()); }
 
@@ -95,11 +144,15 @@ class RegionOwner {
   // ofi only. The endpoint is touched only by the service thread once it runs.
   std::unique_ptr<ofi::Endpoint> ep_;
   ofi::Memory mr_;
-  std::vector<std::byte> requests_;  // kServiceRequests buffers
-  std::vector<std::byte> replies_;
-  ofi::Memory requests_mr_, replies_mr_;
-  std::vector<fi_context2> recv_ctx_, send_ctx_;
-  std::vector<fi_addr_t> clients_;
+  // Request and reply buffers and their contexts, owned by ep_.
+  ServiceBuffers* bufs_ = nullptr;
+  ofi::Memory bufs_mr_;
+  bool native_atomics_ = false;  // published as "atomic": emulated atomics are refused
+  size_t max_clients_;
+  std::vector<Client> clients_;    // indexed by client number, at most max_clients_
+  std::deque<fi_addr_t> retired_;  // evicted clients' addresses, at most max_clients_
+  uint64_t clock_ = 0;             // counts requests, for least-recently-used eviction
+  std::atomic<size_t> live_clients_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> revoke_requested_{false};
   std::atomic<bool> revoke_done_{false};

@@ -6,6 +6,8 @@
 #include <sluice/sluice.h>
 
 #include <atomic>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +36,7 @@ struct Args {
   uint64_t ops = 1000;
   uint64_t rounds = 1000;
   uint64_t gap_ms = 3000;
+  int signal = 0;
 };
 
 Args parse(int argc, char** argv) {
@@ -56,6 +59,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--ops") a.ops = std::stoull(next());
     else if (k == "--rounds") a.rounds = std::stoull(next());
     else if (k == "--gap-ms") a.gap_ms = std::stoull(next());
+    else if (k == "--signal")
+      a.signal = std::stoi(next());
     else {
       std::fprintf(stderr, "unknown argument %s\n", k.c_str());
       std::exit(2);
@@ -286,6 +291,22 @@ int run_barriers(const Args& a, sluice::Cluster& c) {
   return 0;
 }
 
+// ------------------------------------------------------------ signals
+
+// Dies of `a.signal` with a region's ofi endpoint open (with
+// SLUICE_TRANSPORT=ofi): a real fault for SIGSEGV, raise() otherwise.
+int run_signal(const Args& a, sluice::Cluster& c) {
+  auto region = c.expose("doomed", 64);
+  std::printf("exposed over %s; dying of signal %d\n", region.path(), a.signal);
+  std::fflush(stdout);
+  if (a.signal == SIGSEGV) {
+    *reinterpret_cast<volatile int*>(uintptr_t{8}) = 1;
+  } else {
+    std::raise(a.signal);
+  }
+  return fail("still alive after signal " + std::to_string(a.signal));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -295,6 +316,7 @@ int main(int argc, char** argv) {
     if (a.mode == "replicate") return run_replicate(a, c);
     if (a.mode == "regions") return run_regions(a, c);
     if (a.mode == "barriers") return run_barriers(a, c);
+    if (a.mode == "signal") return run_signal(a, c);
     return fail("unknown mode " + a.mode);
   } catch (const sluice::Error& e) {
     return fail(std::string(sluice::to_string(e.code())) + ": " + e.what());

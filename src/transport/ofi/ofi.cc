@@ -1,13 +1,19 @@
 #include "transport/ofi/ofi.h"
 
+#include <dlfcn.h>
 #include <rdma/fi_errno.h>
+#include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "common/log.h"
+#include "common/random.h"
 #include "common/test_hooks.h"
 #include "sluice/errors.h"
 
@@ -29,10 +35,12 @@ std::string libfabric_name(const std::string& p) {
   return p;
 }
 
-fi_info* make_hints(const Config& cfg, const std::string& prov, bool rma, bool atomic) {
+fi_info* make_hints(const Config& cfg, const std::string& prov, bool rma, bool atomic,
+                    bool source) {
   fi_info* h = fi_allocinfo();
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV;
+  if (source) h->caps |= FI_SOURCE;
   if (rma) h->caps |= FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
   if (rma && cfg.region) h->caps |= FI_READ | FI_REMOTE_READ;
   if (atomic) h->caps |= FI_ATOMIC;
@@ -45,7 +53,44 @@ fi_info* make_hints(const Config& cfg, const std::string& prov, bool rma, bool a
   return h;
 }
 
+// Debian's libfabric links the PSM provider's libpsm_infinipath, whose
+// libinfinipath installs, from a constructor that runs before main, handlers
+// for SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM that print a
+// backtrace and call exit(1). A rank that was terminated, or that crashed,
+// then looks to its launcher like one that failed with status 1, and the
+// atexit handlers run inside a signal handler. Those handlers are put back to
+// the default (their documented-nowhere switch, IPATH_NO_BACKTRACE, is read
+// before main, too late for a library to set). Handlers anyone else installed
+// are left alone.
+int restore_foreign_handlers() {
+  int restored = 0;
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT, SIGTERM}) {
+    struct sigaction now {};
+    if (::sigaction(sig, nullptr, &now) != 0) continue;
+    void* handler = (now.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(now.sa_sigaction)
+                                                : reinterpret_cast<void*>(now.sa_handler);
+    if (handler == reinterpret_cast<void*>(SIG_DFL) || handler == reinterpret_cast<void*>(SIG_IGN))
+      continue;
+    Dl_info where{};
+    if (::dladdr(handler, &where) == 0 || where.dli_fname == nullptr ||
+        std::strstr(where.dli_fname, "libinfinipath") == nullptr) {
+      continue;
+    }
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    if (::sigaction(sig, &dfl, nullptr) == 0) ++restored;
+  }
+  return restored;
+}
+
+// At load, before main: so that a sluice program dies of its signals even if
+// it never opens an endpoint (its own handlers, installed later, win).
+const int restored_at_load = restore_foreign_handlers();
+
 }  // namespace
+
+int restore_signal_dispositions() { return restored_at_load + restore_foreign_handlers(); }
 
 Config config_from_env(const std::string& node) {
   Config c;
@@ -94,14 +139,22 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   for (const std::string& prov : candidates) {
     for (const Want& want : wants) {
       const bool rma = want.rma;
-      fi_info* hints = make_hints(cfg, prov, rma, want.atomic);
-      fi_info* found = nullptr;
-      const char* node = cfg.node.empty() ? nullptr : cfg.node.c_str();
-      int rc = fi_getinfo(kApiVersion, node, nullptr, node ? FI_SOURCE : 0, hints, &found);
-      fi_freeinfo(hints);
-      if (rc == 0 && found != nullptr) {
-        info_ = fi_dupinfo(found);
-        fi_freeinfo(found);
+      int rc = 0;
+      // With senders named in completions where the provider can, else without.
+      for (bool source : {true, false}) {
+        fi_info* hints = make_hints(cfg, prov, rma, want.atomic, source);
+        fi_info* found = nullptr;
+        const char* node = cfg.node.empty() ? nullptr : cfg.node.c_str();
+        rc = fi_getinfo(kApiVersion, node, nullptr, node ? FI_SOURCE : 0, hints, &found);
+        fi_freeinfo(hints);
+        if (rc == 0 && found != nullptr) {
+          info_ = fi_dupinfo(found);
+          fi_freeinfo(found);
+          source_ = (info_->caps & FI_SOURCE) != 0;
+          break;
+        }
+      }
+      if (info_ != nullptr) {
         rma_ = rma;
         atomic_ = want.atomic;
         break;
@@ -117,8 +170,10 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
                 "no usable libfabric provider for address " + (cfg.node.empty() ? std::string("(any)") : cfg.node) +
                     " (" + tried + "); check `fi_info -t FI_EP_RDM`, or pin one with SLUICE_OFI_PROVIDER");
   }
+  // A provider loaded by fi_getinfo may have brought its own handlers.
+  restore_signal_dispositions();
   provider_ = info_->fabric_attr->prov_name;
-  rx_cq_data_ = (info_->mode & FI_RX_CQ_DATA) != 0;
+  rx_cq_data_ = (info_->mode & FI_RX_CQ_DATA) != 0 || cfg.test_data_receives;
   cq_data_size_ = info_->domain_attr->cq_data_size;
 
   check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
@@ -147,10 +202,12 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
   check(fi_enable(ep_), "fi_enable");
   if (rx_cq_data_) {
-    for (int i = 0; i < kDataReceives; ++i) repost_data_receive();
+    data_rx_ctx_ = allocate_array<fi_context2>(kDataReceives);
+    for (int i = 0; i < kDataReceives; ++i) post_data_receive(&data_rx_ctx_[i]);
   }
-  log::debug("ofi endpoint on ", provider_, " (", info_->domain_attr->name, "), ", rma_ ? "RMA" : "messages",
-             rx_cq_data_ ? ", FI_RX_CQ_DATA" : "");
+  log::debug("ofi endpoint on ", provider_, " (", info_->domain_attr->name, "), ",
+             rma_ ? "RMA" : "messages", rx_cq_data_ ? ", FI_RX_CQ_DATA" : "",
+             source_ ? ", FI_SOURCE" : "");
 }
 
 Endpoint::~Endpoint() {
@@ -161,6 +218,7 @@ Endpoint::~Endpoint() {
     std::lock_guard<std::mutex> lock(mu);
     kept->insert(kept->end(), {info_, fabric_, domain_, av_, cq_, ep_});
     kept->insert(kept->end(), mrs_.begin(), mrs_.end());
+    for (const auto& o : owned_) kept->push_back(o.first);
     log::info("ofi: left an endpoint on ", provider_, " open: a peer left it in the middle of a transfer");
     return;
   }
@@ -171,6 +229,30 @@ Endpoint::~Endpoint() {
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
   if (info_ != nullptr) fi_freeinfo(info_);
+  // Only now: nothing can reach this memory any more.
+  for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) it->second(it->first);
+}
+
+void Endpoint::own(void* p, void (*release)(void*)) {
+  if (p == nullptr || release == nullptr) {
+    throw Error(ErrorCode::kInternal, "ofi::Endpoint::own() needs a buffer and a release function");
+  }
+  owned_.emplace_back(p, release);
+}
+
+std::byte* Endpoint::allocate(size_t bytes) {
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  try {
+    owned_.reserve(owned_.size() + 1);
+  } catch (...) {
+    std::free(p);
+    throw;
+  }
+  own(p, std::free);
+  return static_cast<std::byte*>(p);
 }
 
 std::string Endpoint::address() const {
@@ -191,10 +273,25 @@ fi_addr_t Endpoint::insert(const std::string& address) {
   return a;
 }
 
+uint64_t Endpoint::requested_key() const {
+  if (info_->domain_attr->mr_mode & FI_MR_PROV_KEY) return 0;  // the provider's choice
+  const size_t bytes = info_->domain_attr->mr_key_size;
+  uint64_t key = random_u64();
+  if (bytes > 0 && bytes < sizeof(key)) key &= (uint64_t{1} << (8 * bytes)) - 1;
+  return key;
+}
+
+bool Endpoint::remove(fi_addr_t addr) { return fi_av_remove(av_, &addr, 1, 0) == 0; }
+
 Memory Endpoint::register_memory(void* buf, size_t len, uint64_t access) {
   Memory m;
-  const uint64_t requested_key = next_key_++;
-  check(fi_mr_reg(domain_, buf, len, access, 0, requested_key, 0, &m.mr, nullptr), "fi_mr_reg");
+  int rc;
+  // A random key may collide with one in use: then draw another.
+  for (int attempt = 0;; ++attempt) {
+    rc = fi_mr_reg(domain_, buf, len, access, 0, requested_key(), 0, &m.mr, nullptr);
+    if (rc != -FI_ENOKEY || attempt == 16) break;
+  }
+  check(rc, "fi_mr_reg");
   mrs_.push_back(m.mr);
   if (info_->domain_attr->mr_mode & FI_MR_ENDPOINT) {
     check(fi_mr_bind(m.mr, &ep_->fid, 0), "fi_mr_bind");
@@ -248,25 +345,64 @@ ssize_t Endpoint::tsend(const void* buf, size_t len, void* desc, fi_addr_t peer,
   return fi_tsend(ep_, buf, len, desc, peer, tag, context);
 }
 
+ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t peer, void* context) {
+  return fi_send(ep_, buf, len, desc, peer, context);
+}
+
 ssize_t Endpoint::trecv(void* buf, size_t len, void* desc, uint64_t tag, void* context) {
   return fi_trecv(ep_, buf, len, desc, FI_ADDR_UNSPEC, tag, 0, context);
 }
 
-void Endpoint::repost_data_receive() {
+bool Endpoint::is_data_receive(const void* context) const {
+  if (data_rx_ctx_ == nullptr || context == nullptr) return false;
+  const auto* c = static_cast<const fi_context2*>(context);
+  return std::less_equal<const fi_context2*>()(data_rx_ctx_, c) &&
+         std::less<const fi_context2*>()(c, data_rx_ctx_ + kDataReceives);
+}
+
+void Endpoint::post_data_receive(fi_context2* ctx) {
   ssize_t rc;
   do {
-    rc = fi_recv(ep_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, &data_rx_ctx_);
+    rc = fi_recv(ep_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, ctx);
     if (rc == -FI_EAGAIN) fi_cq_read(cq_, nullptr, 0);
   } while (rc == -FI_EAGAIN);
 }
 
+void Endpoint::repost_data_receive() {
+  if (data_rx_done_.empty()) return;
+  fi_context2* ctx = data_rx_done_.back();
+  data_rx_done_.pop_back();
+  post_data_receive(ctx);
+}
+
 ssize_t Endpoint::poll(fi_cq_data_entry* out, size_t max, std::string* error, void** failed_context) {
-  ssize_t n = fi_cq_read(cq_, out, max);
+  return complete(fi_cq_read(cq_, out, max), out, error, failed_context);
+}
+
+ssize_t Endpoint::poll_from(fi_cq_data_entry* out, fi_addr_t* sources, size_t max,
+                            std::string* error, void** failed_context) {
+  if (!source_) {
+    for (size_t i = 0; i < max; ++i) sources[i] = FI_ADDR_NOTAVAIL;
+    return poll(out, max, error, failed_context);
+  }
+  return complete(fi_cq_readfrom(cq_, out, max, sources), out, error, failed_context);
+}
+
+// What poll and wait return for `n`, the result of a CQ read into `out`;
+// notes the data receives that completed.
+ssize_t Endpoint::complete(ssize_t n, fi_cq_data_entry* out, std::string* error,
+                           void** failed_context) {
+  for (ssize_t i = 0; i < n; ++i) {
+    if (is_data_receive(out[i].op_context))
+      data_rx_done_.push_back(static_cast<fi_context2*>(out[i].op_context));
+  }
   if (n >= 0) return n;
   if (n == -FI_EAGAIN) return 0;
   if (n == -FI_EAVAIL) {
     fi_cq_err_entry err{};
     fi_cq_readerr(cq_, &err, 0);
+    if (is_data_receive(err.op_context))
+      data_rx_done_.push_back(static_cast<fi_context2*>(err.op_context));
     if (failed_context != nullptr) *failed_context = err.op_context;
     *error = std::string("a libfabric operation failed: ") + fi_strerror(err.err) + " (" +
              fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0) + ")";
@@ -287,10 +423,33 @@ ssize_t Endpoint::wait(fi_cq_data_entry* out, size_t max, std::chrono::milliseco
     return n;
   }
   ssize_t n = fi_cq_sread(cq_, out, max, nullptr, static_cast<int>(timeout.count()));
-  if (n >= 0) return n;
   if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR) return 0;
   if (n == -FI_EAVAIL) return poll(out, max, error, failed_context);
+  if (n >= 0) return complete(n, out, error, failed_context);
   *error = "fi_cq_sread: " + fi_error_text(static_cast<int>(n));
+  return n;
+}
+
+ssize_t Endpoint::wait_from(fi_cq_data_entry* out, fi_addr_t* sources, size_t max,
+                            std::chrono::milliseconds timeout, std::string* error,
+                            void** failed_context) {
+  if (!source_) {
+    for (size_t i = 0; i < max; ++i) sources[i] = FI_ADDR_NOTAVAIL;
+    return wait(out, max, timeout, error, failed_context);
+  }
+  if (!cq_waitable_) {
+    ssize_t n = poll_from(out, sources, max, error, failed_context);
+    if (n == 0) {
+      timespec ts{0, 200000};  // no wait object: poll every 0.2 ms
+      nanosleep(&ts, nullptr);
+    }
+    return n;
+  }
+  ssize_t n = fi_cq_sreadfrom(cq_, out, max, sources, nullptr, static_cast<int>(timeout.count()));
+  if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR) return 0;
+  if (n == -FI_EAVAIL) return poll_from(out, sources, max, error, failed_context);
+  if (n >= 0) return complete(n, out, error, failed_context);
+  *error = "fi_cq_sreadfrom: " + fi_error_text(static_cast<int>(n));
   return n;
 }
 

@@ -8,23 +8,37 @@
 //     honoured when the provider asks for them;
 //   - FI_RX_CQ_DATA (remote CQ data consumes a posted receive, as on verbs)
 //     is handled by keeping zero-byte receives posted;
-//   - a provider without FI_RMA (or SLUICE_OFI_RMA=0) gets the message path.
+//   - a provider without FI_RMA (or SLUICE_OFI_RMA=0) gets the message path;
+//   - FI_SOURCE is asked for where the provider has it, so that receive
+//     completions name their sender (poll_from / wait_from);
+//   - RMA keys are the provider's (FI_MR_PROV_KEY) or random ones of the
+//     provider's key size, never guessable sequence numbers.
 //
-// Thread safety: an OfiEndpoint is used by one thread at a time.
+// Ownership of memory a NIC may touch: registered buffers and operation
+// contexts must outlive every operation that uses them, and an abandoned
+// endpoint (see abandon()) never finishes its operations. Hand such memory to
+// the endpoint with own() or get it from allocate(): the endpoint frees it
+// after closing itself and its registrations, or never if it was abandoned.
+//
+// Thread safety: an Endpoint is used by one thread at a time.
 #pragma once
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
-#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace sluice::detail::ofi {
@@ -49,11 +63,22 @@ struct Config {
   // The endpoint serves or accesses a memory region: it also asks for RMA
   // reads and, where allowed, atomics.
   bool region = false;
+  // Tests only (no environment switch): keep zero-byte data receives posted
+  // as on an FI_RX_CQ_DATA provider, even where the provider needs none.
+  bool test_data_receives = false;
 };
 
 // Reads SLUICE_OFI_PROVIDER / SLUICE_OFI_RMA / SLUICE_OFI_TEST_UNORDERED;
 // throws Error(kInvalidArgument) naming a malformed value.
 Config config_from_env(const std::string& node);
+
+// Puts SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM back to their
+// default action where libfabric's dependencies (Debian's libinfinipath, for
+// the PSM provider) installed handlers that turn them into exit(1). Runs once
+// when the library is loaded and again after each fi_getinfo; returns how
+// many dispositions were restored so far (for tests). Handlers the program
+// installed itself are never touched.
+int restore_signal_dispositions();
 
 // A registered memory region.
 struct Memory {
@@ -80,8 +105,15 @@ class Endpoint {
   std::string address() const;
   // Adds a peer's published address; returns its fi_addr_t.
   fi_addr_t insert(const std::string& address);
+  // Removes a peer insert() added (its fi_addr_t may be reused). Returns
+  // false if the provider refused (the entry then stays).
+  bool remove(fi_addr_t addr);
 
   // Registers [buf, buf+len) with the given access (FI_WRITE, FI_REMOTE_WRITE...).
+  // The key is the provider's where it chooses keys (FI_MR_PROV_KEY), else
+  // random (getrandom) within the provider's mr_key_size.
+  // REQUIRES: the buffer stays allocated while the registration is open, and
+  // for good if the endpoint may be abandoned: own() or allocate() it.
   Memory register_memory(void* buf, size_t len, uint64_t access);
   // Closes a registration early (peers' later accesses through it fail).
   void unregister(Memory& m);
@@ -91,6 +123,8 @@ class Endpoint {
   ssize_t write_data(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t peer, uint64_t addr,
                      uint64_t key, void* context);
   ssize_t tsend(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t tag, void* context);
+  // An untagged message: it lands in one of the data receives (if any).
+  ssize_t send(const void* buf, size_t len, void* desc, fi_addr_t peer, void* context);
   ssize_t trecv(void* buf, size_t len, void* desc, uint64_t tag, void* context);
   ssize_t read(void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key, void* context);
   ssize_t write(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key, void* context);
@@ -100,6 +134,27 @@ class Endpoint {
   ssize_t compare_swap(const uint64_t* desired, const uint64_t* expected, uint64_t* result, void* desc,
                        fi_addr_t peer, uint64_t addr, uint64_t key, void* context);
 
+  // Gives the endpoint ownership of `p`, memory that a posted operation or a
+  // registration may still touch (a registered buffer, an fi_context2):
+  // the destructor calls release(p) after closing the endpoint and its
+  // registrations; an abandoned endpoint never does (p stays allocated and
+  // reachable for the rest of the process, as the endpoint itself does).
+  // Released in the reverse order of own() calls.
+  // REQUIRES: p != nullptr, release != nullptr; p is owned by nothing else.
+  void own(void* p, void (*release)(void*));
+  // Allocates `bytes` zeroed bytes aligned to 64 and own()s them.
+  // Throws std::bad_alloc.
+  std::byte* allocate(size_t bytes);
+  // allocate() for an array of `n` trivially destructible T, value-initialised.
+  template <class T>
+  T* allocate_array(size_t n) {
+    static_assert(std::is_trivially_destructible_v<T> && alignof(T) <= 64);
+    std::byte* p = allocate(sizeof(T) * (n == 0 ? 1 : n));
+    T* first = reinterpret_cast<T*>(p);
+    for (size_t i = 0; i < n; ++i) new (first + i) T();
+    return first;
+  }
+
   // Reads up to `max` completions without blocking (this is also what drives
   // progress on providers with manual progress). Returns how many, or a
   // negative fi_errno on a failed operation (*error says why and
@@ -108,19 +163,36 @@ class Endpoint {
   // As poll, but blocks up to `timeout` for the first completion.
   ssize_t wait(fi_cq_data_entry* out, size_t max, std::chrono::milliseconds timeout, std::string* error,
                void** failed_context);
+  // The provider reports who sent a received message or remote CQ data
+  // (FI_SOURCE). False: poll_from/wait_from report FI_ADDR_NOTAVAIL.
+  bool knows_sources() const { return source_; }
+  // As poll and wait, and sets sources[i] to the sender of out[i]: the
+  // fi_addr_t that insert() returned for that peer, for completions of
+  // receives and of remote writes with CQ data. FI_ADDR_NOTAVAIL where the
+  // sender is unknown (not inserted in this endpoint's address vector, or
+  // knows_sources() is false); unspecified for local completions (sends,
+  // RMA issued here). A caller that must tie data to a sender treats
+  // FI_ADDR_NOTAVAIL as "not that sender".
+  ssize_t poll_from(fi_cq_data_entry* out, fi_addr_t* sources, size_t max, std::string* error,
+                    void** failed_context);
+  ssize_t wait_from(fi_cq_data_entry* out, fi_addr_t* sources, size_t max,
+                    std::chrono::milliseconds timeout, std::string* error, void** failed_context);
 
   // Remote CQ data costs a posted receive on this provider (FI_RX_CQ_DATA):
-  // call after every such completion to replace it.
+  // call after every such completion to replace it. Each posted receive has
+  // a context of its own; poll and wait note which completed, and this
+  // reposts one of those (it does nothing if none completed since).
   bool needs_data_receives() const { return rx_cq_data_; }
   void repost_data_receive();
   // Width of remote CQ data in bytes (4 on verbs and efa, 8 on tcp).
   size_t cq_data_size() const { return cq_data_size_; }
   bool test_unordered() const { return test_unordered_; }
   // True for the completion of one of those zero-byte receives.
-  bool is_data_receive(const void* context) const { return context == &data_rx_ctx_; }
+  bool is_data_receive(const void* context) const;
 
   // Makes the destructor leave the libfabric objects open (and unused) for
-  // the rest of the process instead of closing them. For an endpoint that a
+  // the rest of the process instead of closing them, and keep what it owns
+  // (own(), allocate()) allocated. For an endpoint that a
   // peer left in the middle of a transfer (it died, or gave up): closing such
   // an endpoint can crash inside libfabric 1.17's tcp;ofi_rxm, whose close
   // flushes the half-received transfer as a cancelled completion and then
@@ -131,6 +203,9 @@ class Endpoint {
 
  private:
   void check(int rc, const char* what);
+  ssize_t complete(ssize_t n, fi_cq_data_entry* out, std::string* error, void** failed_context);
+  void post_data_receive(fi_context2* ctx);
+  uint64_t requested_key() const;
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
   fid_domain* domain_ = nullptr;
@@ -145,9 +220,14 @@ class Endpoint {
   bool cq_waitable_ = true;
   bool test_unordered_ = false;
   bool abandoned_ = false;
+  bool source_ = false;
   size_t cq_data_size_ = 0;
-  uint64_t next_key_ = 1;
-  fi_context2 data_rx_ctx_{};
+  // Owned memory, released in reverse order after everything is closed.
+  std::vector<std::pair<void*, void (*)(void*)>> owned_;
+  // The zero-byte data receives' contexts (kDataReceives, endpoint-owned),
+  // and those whose receive completed and awaits repost_data_receive().
+  fi_context2* data_rx_ctx_ = nullptr;
+  std::vector<fi_context2*> data_rx_done_;
 };
 
 }  // namespace sluice::detail::ofi

@@ -1,0 +1,56 @@
+// A rank that dies of a signal is reported as such by `sluice run`, even
+// though it links libfabric (whose Debian build pulls in libinfinipath, which
+// would turn SIGTERM and SIGSEGV into exit(1)) and has an ofi endpoint open.
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "support/test_support.h"
+#include "transport/ofi/ofi.h"
+
+namespace sluice {
+namespace {
+
+using testing::bin;
+using testing::count_lines_with;
+
+testing::ProcessResult die_of(int sig) {
+  return testing::run_process(
+      {bin("sluice"), "run", "-n", "1", "--timeout", "60", "--", bin("sluice-replicate-worker"),
+       "--mode", "signal", "--signal", std::to_string(sig)},
+      {{"SLUICE_TRANSPORT", "ofi"}}, std::chrono::seconds(90));
+}
+
+TEST(RankSignalTest, RankWithAnOfiEndpointTerminatedBySigtermIsReportedAsKilledBySignal15) {
+  auto r = die_of(SIGTERM);
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "exposed over ofi"), 1) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "rank 0 was killed by signal 15 (SIGTERM)"), 1) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "exited with status"), 0) << r.output;
+  EXPECT_NE(r.exit_code, 0) << r.output;
+}
+
+TEST(RankSignalTest, RankWithAnOfiEndpointThatCrashesIsReportedAsKilledBySignal11) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizer runtime reports a SIGSEGV itself and exits with status 1";
+#endif
+  auto r = die_of(SIGSEGV);
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "rank 0 was killed by signal 11 (SIGSEGV)"), 1) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "exited with status"), 0) << r.output;
+}
+
+TEST(RankSignalTest, NoLibfabricDependencyKeepsAHandlerForTerminatingSignals) {
+  // This test program links libfabric too; by now its dispositions are back
+  // to the default, whatever the libraries installed before main.
+  detail::ofi::restore_signal_dispositions();
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT, SIGTERM}) {
+    struct sigaction now {};
+    ASSERT_EQ(::sigaction(sig, nullptr, &now), 0);
+    EXPECT_EQ(reinterpret_cast<void*>(now.sa_handler), reinterpret_cast<void*>(SIG_DFL))
+        << "signal " << sig;
+  }
+}
+
+}  // namespace
+}  // namespace sluice
