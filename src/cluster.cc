@@ -99,16 +99,6 @@ std::string ClusterOptions::describe() const {
 
 namespace detail {
 
-namespace {
-
-void* alloc_zeroed(size_t bytes) {
-  void* p = std::aligned_alloc(64, layout::round_up(std::max<size_t>(bytes, 64), 64));
-  if (p == nullptr) throw Error(ErrorCode::kResource, "out of memory allocating " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, bytes);
-  return p;
-}
-
-}  // namespace
 
 // A flow as this process holds it.
 struct FlowState {
@@ -216,7 +206,10 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     flows[spec.name] = nullptr;  // reserve the name while we talk to the registry
   }
   try {
-    client->declare_flow(spec.name, spec.canonical(), {participants.begin(), participants.end()}, setup_deadline());
+    // The transport setting decides each pair's transport on both sides:
+    // participants must agree on it as on the spec itself.
+    client->declare_flow(spec.name, spec.canonical() + "transport=" + options.transport + "\n",
+                         {participants.begin(), participants.end()}, setup_deadline());
 
     auto fs = std::make_unique<FlowState>();
     fs->ctx.spec = spec;
@@ -376,15 +369,27 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     auto ot = std::make_unique<OfiTarget>();
     ot->ep = std::make_unique<ofi::Endpoint>(ofi_config);
     const layout::Geometry& g = fs.geometry[me];
-    std::byte* rings = fs.own.data() + g.ring_offset(fs.local_index[t], 0);
-    ot->rings_mr = ot->ep->register_memory(rings, ns * g.ring_stride, FI_REMOTE_WRITE | FI_RECV);
-    ot->outbox = static_cast<uint64_t*>(alloc_zeroed(ns * sizeof(uint64_t)));
+    // Each remote source may write only the segments of its own ring: one
+    // registration (and key) per source, ring headers never exposed.
+    ot->ring_mrs.resize(ns);
+    for (uint32_t s = 0; s < ns; ++s) {
+      if (!fs.remote(s, t)) continue;
+      std::byte* segments = fs.own.data() + g.ring_offset(fs.local_index[t], s) + sizeof(layout::RingHeader);
+      ot->ring_mrs[s] = ot->ep->register_memory(segments, size_t{g.ring_segments} * g.segment_stride,
+                                                FI_REMOTE_WRITE | FI_RECV);
+    }
+    // Registered buffers belong to the endpoint: an abandoned one keeps them
+    // (a NIC may still write into them), a closed one frees them after.
+    ot->outbox = ot->ep->allocate_array<uint64_t>(ns);
     ot->outbox_mr = ot->ep->register_memory(ot->outbox, ns * sizeof(uint64_t), FI_WRITE | FI_SEND);
-    ot->control = static_cast<uint64_t*>(alloc_zeroed((ns + 1) * sizeof(uint64_t)));
+    ot->control = ot->ep->allocate_array<uint64_t>(ns + 1);
     ot->control_mr = ot->ep->register_memory(ot->control, (ns + 1) * sizeof(uint64_t), FI_SEND | FI_RECV);
-    client->put(prefix + "t/" + std::to_string(t), to_hex(ot->ep->address()) + " " + (ot->ep->rma() ? "rma" : "msg") +
-                                                       " " + std::to_string(ot->rings_mr.key) + " " +
-                                                       std::to_string(ot->rings_mr.base));
+    for (uint32_t s = 0; s < ns; ++s) {
+      if (!fs.remote(s, t)) continue;
+      client->put(prefix + "t/" + std::to_string(t) + "/" + std::to_string(s),
+                  to_hex(ot->ep->address()) + " " + (ot->ep->rma() ? "rma" : "msg") + " " +
+                      std::to_string(ot->ring_mrs[s].key) + " " + std::to_string(ot->ring_mrs[s].base));
+    }
     log::info("flow '", spec.name, "' target ", t, ": ofi endpoint on ", ot->ep->provider_name(), " via ",
               ofi_config.node.empty() ? "any interface" : ofi_config.node, ", ", ot->ep->rma() ? "RMA" : "messages");
     fs.ofi_targets[t] = std::move(ot);
@@ -394,11 +399,11 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     auto os = std::make_unique<OfiSource>();
     os->ep = std::make_unique<ofi::Endpoint>(ofi_config);
     os->staging_bytes = nt * rg.ring_stride;
-    os->staging = static_cast<std::byte*>(alloc_zeroed(os->staging_bytes));
+    os->staging = os->ep->allocate(os->staging_bytes);
     os->staging_mr = os->ep->register_memory(os->staging, os->staging_bytes, FI_WRITE | FI_SEND);
-    os->credits = static_cast<uint64_t*>(alloc_zeroed(nt * sizeof(uint64_t)));
+    os->credits = os->ep->allocate_array<uint64_t>(nt);
     os->credits_mr = os->ep->register_memory(os->credits, nt * sizeof(uint64_t), FI_REMOTE_WRITE | FI_RECV);
-    os->control = static_cast<uint64_t*>(alloc_zeroed((nt + 1) * sizeof(uint64_t)));
+    os->control = os->ep->allocate_array<uint64_t>(nt + 1);
     os->control_mr = os->ep->register_memory(os->control, (nt + 1) * sizeof(uint64_t), FI_SEND | FI_RECV);
     client->put(prefix + "s/" + std::to_string(s), to_hex(os->ep->address()) + " " + (os->ep->rma() ? "rma" : "msg") +
                                                        " " + std::to_string(os->credits_mr.key) + " " +
@@ -438,9 +443,9 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
       r.remote = true;
       r.ring = layout::RingView(os->staging + t * rg.ring_stride, rg.ring_segments, rg.segment_stride);
       uint64_t base = 0;
-      fetch("t/" + std::to_string(t), spec.targets[t].rank, *os->ep, &r.peer, &r.ring_key, &base);
-      // Ring (lt, s) starts s rings into the target endpoint's registration.
-      r.ring_addr = base + s * rg.ring_stride + sizeof(layout::RingHeader);
+      fetch("t/" + std::to_string(t) + "/" + std::to_string(s), spec.targets[t].rank, *os->ep, &r.peer,
+            &r.ring_key, &base);
+      r.ring_addr = base;  // segment 0 of our ring: all the target registered for us
     }
   }
   for (auto& [t, ot] : fs.ofi_targets) {
@@ -480,17 +485,26 @@ namespace {
 // counter region.
 class RegionSequencer final : public Sequencer {
  public:
-  explicit RegionSequencer(std::unique_ptr<RegionAccess> counter) : counter_(std::move(counter)) {}
+  RegionSequencer(std::unique_ptr<RegionAccess> counter, const control::PeerTable* peers, uint32_t owner)
+      : counter_(std::move(counter)), peers_(peers), owner_(owner) {}
   Status take(uint64_t* number, std::string* error) override { return op(1, number, error); }
   Status taken(uint64_t* count, std::string* error) override { return op(0, count, error); }
 
  private:
   Status op(uint64_t delta, uint64_t* out, std::string* error) {
+    // The same on every transport: a lost owner ends the sequencer. (Over
+    // shm its memory would outlive it in our mapping; over ofi it goes.)
+    if (peers_->registry_lost() || peers_->state(owner_) != control::PeerTable::kAlive) {
+      *error = "the sequencer's owner is gone: " + peers_->describe(owner_);
+      return Status::kPeerLost;
+    }
     Status s = counter_->fetch_add(0, delta, out, kForever);
     if (s != Status::kOk) *error = counter_->error();
     return s;
   }
   std::unique_ptr<RegionAccess> counter_;
+  const control::PeerTable* peers_;
+  uint32_t owner_;
 };
 
 }  // namespace
@@ -500,7 +514,8 @@ std::unique_ptr<Sequencer> open_sequencer(ClusterImpl& impl, const FlowSpec& spe
   const uint32_t owner = spec.targets[0].rank;
   return std::make_unique<RegionSequencer>(impl.open_region("flow/" + spec.name + "/sequencer",
                                                             "flow:" + spec.name + ":sequencer", owner,
-                                                            impl.setup_deadline()));
+                                                            impl.setup_deadline()),
+                                           &impl.client->peers(), owner);
 }
 
 }  // namespace detail

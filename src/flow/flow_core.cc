@@ -122,12 +122,14 @@ class CompletionReader {
   // Reads until the queue has no more completions.
   template <class Handle, class OnError>
   Status drain(ofi::Endpoint& ep, Handle&& handle, OnError&& on_error) {
-    fi_cq_data_entry e[kCqBatch + 1];
+    Completion c[kCqBatch + 1];
     for (;;) {
       std::string err;
       void* failed = nullptr;
-      const ssize_t n = ep.poll(e, kCqBatch, &err, &failed);
-      if (Status s = dispatch(e, n, err, failed, handle, on_error); s != Status::kOk) return s;
+      fi_cq_data_entry e[kCqBatch];
+      fi_addr_t from[kCqBatch];
+      const ssize_t n = ep.poll_from(e, from, kCqBatch, &err, &failed);
+      if (Status s = dispatch(c, e, from, n, err, failed, handle, on_error); s != Status::kOk) return s;
       if (n < static_cast<ssize_t>(kCqBatch)) return Status::kOk;
     }
   }
@@ -141,36 +143,39 @@ class CompletionReader {
       handle(held_entry_);
       return Status::kOk;
     }
-    fi_cq_data_entry e[kCqBatch + 1];
+    Completion c[kCqBatch + 1];
+    fi_cq_data_entry e[kCqBatch];
+    fi_addr_t from[kCqBatch];
     std::string err;
     void* failed = nullptr;
-    const ssize_t n = ep.wait(e, kCqBatch, timeout, &err, &failed);
-    return dispatch(e, n, err, failed, handle, on_error);
+    const ssize_t n = ep.wait_from(e, from, kCqBatch, timeout, &err, &failed);
+    return dispatch(c, e, from, n, err, failed, handle, on_error);
   }
 
  private:
   template <class Handle, class OnError>
-  Status dispatch(fi_cq_data_entry* e, ssize_t n, const std::string& err, void* failed, Handle& handle,
-                  OnError& on_error) {
+  Status dispatch(Completion* c, const fi_cq_data_entry* e, const fi_addr_t* from, ssize_t n,
+                  const std::string& err, void* failed, Handle& handle, OnError& on_error) {
     if (n < 0) return on_error(err, failed);
-    const size_t m = reorder(e, static_cast<size_t>(n));
+    for (ssize_t i = 0; i < n; ++i) c[i] = Completion{e[i], from[i]};
+    const size_t m = reorder(c, static_cast<size_t>(n));
     for (size_t i = 0; i < m; ++i) {
-      if (!handle(e[i])) break;
+      if (!handle(c[i])) break;
     }
     return Status::kOk;
   }
 
-  size_t reorder(fi_cq_data_entry* e, size_t n) {
+  size_t reorder(Completion* c, size_t n) {
     if (!unordered_) return n;
-    std::reverse(e, e + n);
+    std::reverse(c, c + n);
     if (held_) {
-      e[n++] = held_entry_;
+      c[n++] = held_entry_;
       held_ = false;
     }
     if (n > 1) {
-      held_entry_ = e[0];
+      held_entry_ = c[0];
       held_ = true;
-      std::memmove(e, e + 1, (n - 1) * sizeof(*e));
+      std::memmove(static_cast<void*>(c), c + 1, (n - 1) * sizeof(*c));
       --n;
     }
     return n;
@@ -178,8 +183,14 @@ class CompletionReader {
 
   bool unordered_ = false;
   bool held_ = false;
-  fi_cq_data_entry held_entry_{};
+  Completion held_entry_{};
 };
+
+// True if message completion `c` came from `peer`, or if the provider cannot
+// say who sent it (then the tag is all there is).
+inline bool sent_by_peer(const ofi::Endpoint& ep, const Completion& c, fi_addr_t peer) {
+  return !ep.knows_sources() || c.from == peer;
+}
 
 // The failure state of a source or target: the last error's text, and
 // whether the core failed for good (a peer's transport broke, or it sent a
@@ -448,6 +459,7 @@ class FlowSource final : public SourceCore, private FailureState {
 
   Lane& lane(uint32_t t) { return lanes_[lane_of_[t]]; }
   bool live(uint32_t t) const { return !out_[t].dropped; }
+  bool sent_by(const Completion& c, fi_addr_t peer) const { return sent_by_peer(*ofi_->ep, c, peer); }
   // Replicate flows: every live target fills in lockstep, so any live one
   // speaks for all in lockstep decisions (filling, ended, bytes used). A
   // dropped target's state froze when it was dropped, so it never does.
@@ -807,16 +819,30 @@ class FlowSource final : public SourceCore, private FailureState {
     return why.empty() ? std::string() : " (" + why + ")";
   }
 
-  void handle(const fi_cq_data_entry& e) {
+  void handle(const Completion& c) {
+    const fi_cq_data_entry& e = c.entry;
     if (e.flags & FI_REMOTE_CQ_DATA) {
-      // A target wrote our credit word for it (RMA path).
+      // A target wrote our credit word for it (RMA path; as for segments,
+      // providers do not reliably name who wrote).
       const uint64_t t = e.data;
-      if (t < num_targets_ && rings_[t].remote) credit_seen_[t] = std::max(credit_seen_[t], ofi_->credits[t]);
       if (ofi_->ep->needs_data_receives()) ofi_->ep->repost_data_receive();
+      if (t < num_targets_ && rings_[t].remote) {
+        credit_seen_[t] = std::max(credit_seen_[t], ofi_->credits[t]);
+      }
       return;
     }
     if (e.op_context == nullptr || ofi_->ep->is_data_receive(e.op_context)) return;
     Op* op = static_cast<Op*>(e.op_context);
+    if ((op->kind == OpKind::kCreditRecv || op->kind == OpKind::kAbortRecv) && !sent_by(c, rings_[op->ring].peer)) {
+      // Another endpoint spoke in that target's name: ignore it and listen on.
+      log::warn(ctx_->endpoint_name(true, index_), ": ignored a control message for ", ctx_->peer_name(false, op->ring),
+                " from another endpoint");
+      if (op->kind == OpKind::kCreditRecv) post_credit_receive(op->ring);
+      if (op->kind == OpKind::kAbortRecv) {
+        post_control_receive(*ofi_->ep, ofi_->control, ofi_->control_mr.desc, op->ring, op);
+      }
+      return;
+    }
     switch (op->kind) {
       case OpKind::kSegmentSend:
         for (uint32_t j = 0; j < op->count; ++j) (op + j)->busy = false;
@@ -860,8 +886,8 @@ class FlowSource final : public SourceCore, private FailureState {
   }
 
   auto cq_handler() {
-    return [this](const fi_cq_data_entry& e) {
-      handle(e);
+    return [this](const Completion& c) {
+      handle(c);
       return true;
     };
   }
@@ -1076,7 +1102,7 @@ class FlowTarget final : public TargetCore, private FailureState {
         if (ofi_->ep->test_unordered()) std::shuffle(order.begin(), order.end(), std::mt19937(s + 1));
         for (uint32_t j : order) post_receive(s, j);
       }
-      for (const fi_cq_data_entry& e : ofi_->backlog) handle(e);
+      for (const Completion& c : ofi_->backlog) handle(c);
       ofi_->backlog.clear();
     }
   }
@@ -1127,6 +1153,7 @@ class FlowTarget final : public TargetCore, private FailureState {
   };
 
   uint32_t index_of(const In& in) const { return static_cast<uint32_t>(&in - in_.data()); }
+  bool sent_by(const Completion& c, fi_addr_t peer) const { return sent_by_peer(*ofi_->ep, c, peer); }
 
   void send_aborts() {
     bool remote = false;
@@ -1215,7 +1242,7 @@ class FlowTarget final : public TargetCore, private FailureState {
     op = Op{{}, OpKind::kSegmentRecv, s, j, true};
     const RingView& ring = in_[s].ring;
     ssize_t rc;
-    while ((rc = ofi_->ep->trecv(ring.payload(j), ring.segment_stride, ofi_->rings_mr.desc, kTagData | s, &op.ctx)) ==
+    while ((rc = ofi_->ep->trecv(ring.payload(j), ring.segment_stride, ofi_->ring_mrs[s].desc, kTagData | s, &op.ctx)) ==
            -FI_EAGAIN) {
       if (progress() != Status::kOk) return;
     }
@@ -1434,21 +1461,20 @@ class FlowTarget final : public TargetCore, private FailureState {
   // Checks a footer and payload written by another process before anything
   // is handed to the user: a corrupt segment must never cause an overrun.
   Status check_segment(uint32_t s, uint64_t k, uint32_t used, uint32_t flags, const std::byte* data) {
-    const FlowSpec& spec = ctx_->spec;
-    const char* problem = nullptr;
-    if (!(flags & layout::kConsumable)) problem = "flags lack CONSUMABLE";
-    else if (used > ctx_->payload_bytes) problem = "bytes_used exceeds the segment payload";
-    else if (spec.record_size != 0 && used % spec.record_size != 0) problem = "bytes_used is not a whole number of records";
-    else if (spec.record_size == 0 && !validate_records(data, used)) problem = "a record length overruns the segment";
+    const char* problem = segment_problem(ctx_->spec, ctx_->payload_bytes, used, flags, data);
     if (problem == nullptr) return Status::kOk;
     return fail_for_good(corrupt(s, k, problem));
   }
 
-  void handle(const fi_cq_data_entry& e) {
+  void handle(const Completion& c) {
+    const fi_cq_data_entry& e = c.entry;
     const uint32_t S = ctx_->ring_segments;
     if (e.flags & FI_REMOTE_CQ_DATA) {
       // A source wrote a segment into our ring (RMA path). The data comes
-      // from a peer: check it before using it as an index.
+      // from a peer: check it before using it as an index. (Who wrote is not
+      // checked: tcp;ofi_rxm 1.17 names fi_addr 0 as the writer of every
+      // remote write. The write could only land in segments registered for
+      // the source whose key it used, one registration per source.)
       const uint64_t s = (e.data >> 16) & 0xffff;
       const uint64_t slot = e.data & 0xffff;
       const uint64_t count = ((e.data >> 32) & 0xffff) + 1;
@@ -1463,6 +1489,11 @@ class FlowTarget final : public TargetCore, private FailureState {
     }
     if (e.op_context == nullptr || ofi_->ep->is_data_receive(e.op_context)) return;
     Op* op = static_cast<Op*>(e.op_context);
+    if ((op->kind == OpKind::kSegmentRecv || op->kind == OpKind::kAbortRecv) && !sent_by(c, in_[op->ring].peer)) {
+      fail_for_good(ctx_->endpoint_name(false, index_) + ": an endpoint other than " +
+                    ctx_->peer_name(true, op->ring) + " sent a message in its name");
+      return;
+    }
     switch (op->kind) {
       case OpKind::kSegmentRecv: {
         op->busy = false;
@@ -1526,8 +1557,8 @@ class FlowTarget final : public TargetCore, private FailureState {
   }
 
   auto cq_handler() {
-    return [this](const fi_cq_data_entry& e) {
-      handle(e);
+    return [this](const Completion& c) {
+      handle(c);
       return failed_ == Status::kOk;
     };
   }
@@ -1747,16 +1778,10 @@ std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_
                                       std::move(sequencer));
 }
 
-OfiSource::~OfiSource() {
-  ep.reset();  // closes the endpoint and its registrations before the memory goes
-  std::free(staging);
-  std::free(credits);
-}
-
-OfiTarget::~OfiTarget() {
-  ep.reset();
-  std::free(outbox);
-}
+// The buffers belong to the endpoint (ofi::Endpoint::allocate): it frees
+// them after closing, or keeps them if it was abandoned.
+OfiSource::~OfiSource() = default;
+OfiTarget::~OfiTarget() = default;
 
 void init_region(std::byte* base, const layout::Geometry& g, const std::vector<uint32_t>& local_targets) {
   SLUICE_CHECK(local_targets.size() == g.local_targets);
@@ -1784,6 +1809,16 @@ void init_region(std::byte* base, const layout::Geometry& g, const std::vector<u
       for (uint32_t k = 0; k < g.ring_segments; ++k) new (ring.footer(k)) Footer{};
     }
   }
+}
+
+const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32_t used, uint32_t flags,
+                            const std::byte* data) {
+  const uint32_t room = payload_bytes - std::min(payload_bytes, spec.segment_prefix_bytes());
+  if (!(flags & layout::kConsumable)) return "flags lack CONSUMABLE";
+  if (used > room) return "bytes_used exceeds the segment payload";
+  if (spec.record_size != 0 && used % spec.record_size != 0) return "bytes_used is not a whole number of records";
+  if (spec.record_size == 0 && !validate_records(data, used)) return "a record length overruns the segment";
+  return nullptr;
 }
 
 bool validate_records(const std::byte* data, uint32_t bytes) {

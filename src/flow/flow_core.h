@@ -66,8 +66,17 @@ struct InRingRef {
   uint64_t credit_key = 0;
 };
 
+// One completion as a core sees it: the entry, and who sent it
+// (FI_ADDR_NOTAVAIL where the provider does not say, or for local ones).
+struct Completion {
+  fi_cq_data_entry entry{};
+  fi_addr_t from = FI_ADDR_NOTAVAIL;
+};
+
 // The libfabric side of one source endpoint: its endpoint, its staging
 // rings (one per target, registered) and the credit words targets write.
+// Every buffer here is allocated by the endpoint (ofi::Endpoint::allocate),
+// which outlives its registrations even when it is abandoned.
 struct OfiSource {
   std::unique_ptr<ofi::Endpoint> ep;
   std::byte* staging = nullptr;  // num_targets rings of ring_stride bytes
@@ -85,7 +94,9 @@ struct OfiSource {
 // The libfabric side of one target endpoint.
 struct OfiTarget {
   std::unique_ptr<ofi::Endpoint> ep;
-  ofi::Memory rings_mr;          // this endpoint's rings (in the region)
+  // [source]: the segments of that source's ring (in the region), registered
+  // alone so that a remote source can write nothing else; remote sources only.
+  std::vector<ofi::Memory> ring_mrs;
   uint64_t* outbox = nullptr;    // one credit word per source, sent from here
   ofi::Memory outbox_mr;
   // Control messages: one receive word per source, then one word sent from.
@@ -93,7 +104,7 @@ struct OfiTarget {
   ofi::Memory control_mr;
   // Completions read during wire-up that belong to the data path (a source
   // that finished its wire-up first may already write); the core replays them.
-  std::vector<fi_cq_data_entry> backlog;
+  std::vector<Completion> backlog;
   ~OfiTarget();
 };
 
@@ -151,7 +162,7 @@ struct OfiWiring {
     uint64_t* control = nullptr;  // OfiSource/OfiTarget::control
     void* control_desc = nullptr;
     std::vector<std::pair<uint32_t, fi_addr_t>> peers;
-    std::vector<fi_cq_data_entry>* backlog = nullptr;  // targets: OfiTarget::backlog
+    std::vector<Completion>* backlog = nullptr;  // targets: OfiTarget::backlog
   };
   std::vector<Side> sources, targets;
 };
@@ -162,6 +173,14 @@ struct OfiWiring {
 // so all endpoints are driven at once. Throws Error(kTimeout) naming the
 // peers that did not answer by `deadline`, PeerLostError if one is lost.
 void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline);
+
+// Why a published segment must not be handed out, or nullptr if it may:
+// `used` payload bytes after the flow's prefix at `data` (which lies in a
+// payload of `payload_bytes`, prefix included), with footer `flags`. Every
+// byte of it comes from another process. A segment that passes can be
+// iterated without leaving [data, data + used).
+const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32_t used, uint32_t flags,
+                            const std::byte* data);
 
 // Lays out fresh rings in `base` (zeroed memory of g.total_bytes) for the
 // given local targets (their indices into spec.targets) and all sources.

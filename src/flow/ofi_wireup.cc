@@ -119,10 +119,11 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
       }
       // Drive the endpoint: this is what lets peers' connections complete.
       fi_cq_data_entry e[16];
+      fi_addr_t from[16];
       for (;;) {
         std::string err;
         void* failed = nullptr;
-        const ssize_t n = st.side->ep->poll(e, 16, &err, &failed);
+        const ssize_t n = st.side->ep->poll_from(e, from, 16, &err, &failed);
         if (n < 0) {
           auto* op = static_cast<HelloOp*>(failed);
           const std::string who =
@@ -138,7 +139,7 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
           } else if (st.side->backlog != nullptr) {
             // A source that finished its wire-up may already write to this
             // target: keep the completion for the target's core.
-            st.side->backlog->push_back(e[i]);
+            st.side->backlog->push_back(Completion{e[i], from[i]});
           }
         }
         if (n < 16) break;

@@ -47,6 +47,8 @@ struct Args {
   bool stop = false;
   bool try_mode = false;
   bool latency = false;
+  std::string fault = "none";  // soak: none, kill, stop, target
+  bool ordered = false;        // soak: an ordered replicate flow instead of a shuffle
 };
 
 uint64_t mix(uint64_t x) {
@@ -380,6 +382,132 @@ int ordered_idle(sluice::Cluster& c, const Args& a) {
   return 0;
 }
 
+// One soak iteration: every rank is a source and a target of an N:M shuffle
+// (or of an ordered replicate flow), driven by the README's single-thread
+// pattern; the victim kills itself, stops itself, or destroys its target
+// after --k records, or nothing happens. A run without a fault must verify
+// exact totals; a run with one must end on every survivor with kPeerLost
+// naming the victim, never with wrong totals or a hang.
+template <class Out, class In>
+void soak_run(sluice::Cluster& c, const Args& a, Out& out, In& in, Totals& got, uint64_t& gaps,
+              uint64_t& order) {
+  const auto start = Clock::now();
+  auto report = [&](const std::string& what, const std::string& error) {
+    lost(start, what + ": " + error);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::_Exit(3);
+  };
+  const bool victim = c.rank() == a.victim && a.fault != "none";
+  bool target_gone = false;
+  auto take = [&](auto b) {
+    for (const Rec& r : *b) {
+      got.add(r);
+      order = mix(order ^ r.value);
+    }
+  };
+  auto drain = [&] {
+    if (target_gone) return;
+    for (;;) {
+      auto b = in.try_consume();
+      if (b) {
+        take(b);
+        continue;
+      }
+      if (in.status() == Status::kGap) {
+        ++gaps;
+        continue;
+      }
+      if (in.status() == Status::kPeerLost) report("try_consume", in.error());
+      return;
+    }
+  };
+  for (uint64_t i = 0; i < a.n; ++i) {
+    if (victim && i == a.k) {
+      if (a.fault == "target") {
+        in = In();
+        target_gone = true;
+        std::printf("VICTIM destroyed its target\n");
+      } else {
+        std::printf("VICTIM %s\n", a.fault == "stop" ? "stops" : "dies");
+        std::fflush(stdout);
+        ::kill(::getpid(), a.fault == "stop" ? SIGSTOP : SIGKILL);
+      }
+      std::fflush(stdout);
+    }
+    Status s;
+    while ((s = out.try_push(Rec{mix(i * 7 + c.rank()), uint64_t{c.rank()} << 40 | i})) ==
+           Status::kBackPressured) {
+      drain();
+    }
+    if (s == Status::kPeerLost) report("try_push", out.error());
+    if (s != Status::kOk) failed("try_push: " + out.error());
+  }
+  Status s;
+  while ((s = out.close(Clock::now())) == Status::kTimeout) drain();
+  if (s == Status::kPeerLost) report("close", out.error());
+  if (s != Status::kOk) failed("close: " + out.error());
+  if (target_gone) {
+    // What the sources sent us is lost with our target: the others must say
+    // so; this rank has nothing to verify.
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    std::_Exit(0);
+  }
+  for (;;) {
+    auto b = in.consume(Clock::now() + std::chrono::seconds(60));
+    if (b) {
+      take(b);
+      continue;
+    }
+    if (in.status() == Status::kGap) {
+      ++gaps;
+      continue;
+    }
+    break;
+  }
+  if (in.status() == Status::kPeerLost) report("consume", in.error());
+  if (in.status() != Status::kEndOfFlow) {
+    failed(std::string("consume: ") + sluice::to_string(in.status()) + ": " + in.error());
+  }
+}
+
+int soak(sluice::Cluster& c, const Args& a) {
+  Totals got;
+  uint64_t gaps = 0, order = 0;
+  if (a.ordered) {
+    auto spec = sluice::replicate<Rec>("soak")
+                    .sources(c.all_ranks())
+                    .targets(c.all_ranks())
+                    .segment_bytes(512)
+                    .ordered();
+    c.declare(spec);
+    auto out = c.source(spec, 0);
+    auto in = c.target(spec, 0);
+    soak_run(c, a, out, in, got, gaps, order);
+    if (gaps != 0) failed("a run without a fault saw " + std::to_string(gaps) + " gap(s)");
+    // Every target got every record of every source, in one order.
+    if (got.count != a.n * c.world_size() || got.sum != expected_sum(c.world_size(), a.n)) {
+      failed("rank " + std::to_string(c.rank()) + " got " + std::to_string(got.count) + " records");
+    }
+    for (const std::string& o : c.allgather("soak-order", std::to_string(order))) {
+      if (o != std::to_string(order)) failed("targets disagree on the order");
+    }
+    const uint64_t w = c.world_size();
+    check_totals(c, got, a.n * w * w, w * expected_sum(c.world_size(), a.n));
+  } else {
+    auto spec = sluice::shuffle<Rec>("soak")
+                    .sources(c.all_ranks())
+                    .targets(c.all_ranks())
+                    .key(&Rec::key)
+                    .segment_bytes(512);
+    c.declare(spec);
+    auto out = c.source(spec, 0);
+    auto in = c.target(spec, 0);
+    soak_run(c, a, out, in, got, gaps, order);
+    check_totals(c, got, a.n * c.world_size(), expected_sum(c.world_size(), a.n));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -404,10 +532,32 @@ int main(int argc, char** argv) {
       a.try_mode = true;
     else if (f == "--latency")
       a.latency = true;
+    else if (f == "--fault")
+      a.fault = next();
+    else if (f == "--ordered")
+      a.ordered = true;
     else
       failed("unknown flag " + f);
   }
   try {
+    if (a.scenario == "transport-mismatch") {
+      // Rank 1 pins ofi, rank 0 lets sluice choose (shm on one host): the
+      // two would wire their pair differently, so declare must refuse.
+      auto o = sluice::ClusterOptions::from_env();
+      o.transport =
+          std::getenv("SLUICE_RANK") != nullptr && std::string(std::getenv("SLUICE_RANK")) == "1"
+              ? "ofi"
+              : "auto";
+      auto c = sluice::Cluster::join(o);
+      auto spec = sluice::shuffle<Rec>("tm").sources(c.all_ranks()).targets(c.all_ranks());
+      try {
+        c.declare(spec);
+      } catch (const sluice::Error& e) {
+        std::printf("REFUSED %s: %s\n", sluice::to_string(e.code()), e.what());
+        return 0;
+      }
+      failed("declare accepted ranks that disagree on the transport");
+    }
     auto c = sluice::Cluster::join();
     if (a.scenario == "single-thread") return single_thread(c, a);
     if (a.scenario == "replicate-lead") return replicate_lead(c, a);
@@ -415,6 +565,7 @@ int main(int argc, char** argv) {
     if (a.scenario == "target-abort") return target_abort(c, a);
     if (a.scenario == "source-abort") return source_abort(c, a);
     if (a.scenario == "ordered-idle") return ordered_idle(c, a);
+    if (a.scenario == "soak") return soak(c, a);
     failed("unknown scenario '" + a.scenario + "'");
   } catch (const sluice::PeerLostError& e) {
     lost(Clock::now(), std::string("exception: ") + e.what());
