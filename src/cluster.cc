@@ -275,7 +275,7 @@ void ClusterImpl::declare(const FlowSpec& spec) {
       init_region(fs->own.data(), g, it->second);
       client->put("flow/" + spec.name + "/shm/" + std::to_string(me),
                   std::to_string(::getpid()) + " " + std::to_string(fs->own.fd()) + " " +
-                      std::to_string(g.total_bytes) + " " + host_id);
+                      std::to_string(g.total_bytes) + " " + std::to_string(fs->own.nonce()) + " " + host_id);
       log::info("flow '", spec.name, "': ", it->second.size(), " target(s) here, ", spec.sources.size(),
                 " source(s), ", g.total_bytes, " bytes of rings");
     }
@@ -310,9 +310,9 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
     std::string desc = client->get("flow/" + name + "/shm/" + std::to_string(rank), setup_deadline(), rank);
     std::istringstream in(desc);
     long long pid = 0, fd = -1;
-    unsigned long long bytes = 0;
+    unsigned long long bytes = 0, nonce = 0;
     std::string their_host;
-    if (!(in >> pid >> fd >> bytes >> their_host) || pid <= 0 || fd < 0) {
+    if (!(in >> pid >> fd >> bytes >> nonce >> their_host) || pid <= 0 || fd < 0) {
       throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
                                             " published a malformed ring descriptor '" + desc + "'");
     }
@@ -324,7 +324,7 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
     }
     SharedRegion region;
     try {
-      region = SharedRegion::open_peer(static_cast<pid_t>(pid), static_cast<int>(fd), bytes);
+      region = SharedRegion::open_peer(static_cast<pid_t>(pid), static_cast<int>(fd), bytes, nonce);
     } catch (const Error&) {
       // The usual cause: that rank has exited (it may have failed in its own
       // declare). Say so as a lost peer once the registry confirms it.
