@@ -221,6 +221,24 @@ void post_control_receive(ofi::Endpoint& ep, uint64_t* control, void* desc, uint
   if (rc != 0) log::warn("cannot post an abort receive: ", fi_strerror(static_cast<int>(-rc)));
 }
 
+// Sends this endpoint's abort message (its index, from control[n]) to every
+// peer in `to`, then drives the endpoint (`drive` reads its completion queue,
+// which counts the sends down in `op`) for at most kAbortFlush so that the
+// messages leave before the endpoint is abandoned. Teardown only.
+template <class Drive>
+void send_abort_messages(ofi::Endpoint& ep, uint64_t* control, uint32_t n, void* desc, uint32_t index,
+                         const std::vector<fi_addr_t>& to, Op* op, Drive&& drive) {
+  control[n] = index;
+  *op = Op{{}, OpKind::kAbortSend, 0, 0, 0, false};
+  for (fi_addr_t peer : to) {
+    if (ep.tsend(&control[n], sizeof(uint64_t), desc, peer, kTagAbort | index, &op->ctx) == 0) ++op->count;
+  }
+  for (const auto until = Clock::now() + kAbortFlush; op->count > 0 && Clock::now() < until;) {
+    if (drive() != Status::kOk) break;
+    if (op->count > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 class FlowSource final : public SourceCore, private FailureState {
  public:
   FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings, std::unique_ptr<OfiSource> ofi,
@@ -782,22 +800,12 @@ class FlowSource final : public SourceCore, private FailureState {
   // ends without its END, and drives the endpoint briefly so that the
   // message leaves before the endpoint is abandoned.
   void send_aborts() {
-    const uint32_t n = num_targets_;
-    ofi_->control[n] = index_;
-    Op& op = abort_ops_[n];
-    op = Op{{}, OpKind::kAbortSend, 0, 0, 0, false};
-    for (uint32_t t = 0; t < n; ++t) {
-      if (!rings_[t].remote || !live(t) || target_aborted_[t]) continue;
-      if (ofi_->ep->tsend(&ofi_->control[n], sizeof(uint64_t), ofi_->control_mr.desc, rings_[t].peer,
-                          kTagAbort | index_, &op.ctx) == 0) {
-        ++op.count;
-      }
+    std::vector<fi_addr_t> to;
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (rings_[t].remote && live(t) && !target_aborted_[t]) to.push_back(rings_[t].peer);
     }
-    const auto until = Clock::now() + kAbortFlush;
-    while (op.count > 0 && Clock::now() < until) {
-      if (progress() != Status::kOk) break;
-      if (op.count > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    send_abort_messages(*ofi_->ep, ofi_->control, num_targets_, ofi_->control_mr.desc, index_, to,
+                        &abort_ops_[num_targets_], [this] { return progress(); });
   }
 
   void post_credit_receive(uint32_t t) {
@@ -1169,22 +1177,13 @@ class FlowTarget final : public TargetCore, private FailureState {
       }
     }
     if (!remote || ofi_ == nullptr) return;
+    std::vector<fi_addr_t> to;
+    for (uint32_t s = 0; s < in_.size(); ++s) {
+      if (!in_[s].ended && in_[s].remote && !source_aborted_[s]) to.push_back(in_[s].peer);
+    }
     const auto n = static_cast<uint32_t>(in_.size());
-    ofi_->control[n] = index_;
-    Op& op = abort_ops_[n];
-    op = Op{{}, OpKind::kAbortSend, 0, 0, 0, false};
-    for (uint32_t s = 0; s < n; ++s) {
-      if (in_[s].ended || !in_[s].remote || source_aborted_[s]) continue;
-      if (ofi_->ep->tsend(&ofi_->control[n], sizeof(uint64_t), ofi_->control_mr.desc, in_[s].peer,
-                          kTagAbort | index_, &op.ctx) == 0) {
-        ++op.count;
-      }
-    }
-    const auto until = Clock::now() + kAbortFlush;
-    while (op.count > 0 && Clock::now() < until) {
-      if (drain_cq() != Status::kOk) break;
-      if (op.count > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    send_abort_messages(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_, to, &abort_ops_[n],
+                        [this] { return drain_cq(); });
   }
 
   void publish_credit(In& in) {
