@@ -168,14 +168,10 @@ uint32_t RegionOwner::admit(fi_addr_t addr) {
     }
     log::debug("region '", name_, "': evicting client ", pick, " (", max_clients_, " clients)");
     // Its address stays known a while, so that its next request can be
-    // answered UNKNOWN_CLIENT rather than dropped; the oldest such go.
-    retired_.push_back(clients_[pick].addr);
+    // answered UNKNOWN_CLIENT rather than dropped.
+    retire(clients_[pick].addr);
     clients_[pick] = Client{};
     live_clients_.fetch_sub(1, std::memory_order_relaxed);
-    if (retired_.size() > max_clients_) {
-      ep_->remove(retired_.front());
-      retired_.pop_front();
-    }
   }
   // An address coming back is a client again, not a retired one.
   for (auto it = retired_.begin(); it != retired_.end(); ++it) {
@@ -193,6 +189,16 @@ uint32_t RegionOwner::admit(fi_addr_t addr) {
   c.last_used = ++clock_;
   if (!known) live_clients_.fetch_add(1, std::memory_order_relaxed);
   return static_cast<uint32_t>(pick);
+}
+
+// Keeps `addr` in the address vector until max_clients_ later addresses
+// were retired too.
+void RegionOwner::retire(fi_addr_t addr) {
+  retired_.push_back(addr);
+  if (retired_.size() > max_clients_) {
+    ep_->remove(retired_.front());
+    retired_.pop_front();
+  }
 }
 
 void RegionOwner::forget(Client& c) {
@@ -223,9 +229,11 @@ void RegionOwner::handle_request(uint32_t slot, size_t len, fi_addr_t source) {
   rep.token = 0;
   fi_addr_t to = FI_ADDR_UNSPEC;
   if (req.op == kHello) {
+    bool inserted = false;
     if (ep_->knows_sources() && source != FI_ADDR_NOTAVAIL) {
       to = source;  // already in the address vector: a client saying HELLO again
     } else {
+      inserted = true;
       try {
         to = ep_->insert(std::string(reinterpret_cast<const char*>(in + sizeof(req)), req.len));
       } catch (const Error& e) {
@@ -239,6 +247,10 @@ void RegionOwner::handle_request(uint32_t slot, size_t len, fi_addr_t source) {
       // its address. Answered once, without admitting the sender.
       rep.status = kWrongRegion;
       send_reply(slot, rep, to);
+      const bool a_client = std::any_of(clients_.begin(), clients_.end(), [&](const Client& c) {
+        return c.token != 0 && c.addr == to;
+      });
+      if (inserted && !a_client) retire(to);  // its entry goes once enough others did
       return;
     }
     const uint32_t id = admit(to);

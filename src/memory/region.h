@@ -15,10 +15,11 @@
 // the region only if the file it opened carries it, so a descriptor left
 // behind by a region whose fd number was since reused fails to open instead
 // of mapping other memory; over ofi, HELLO presents it (in `a`) and the
-// service refuses another region's (WRONG_REGION). <caps> is the owner's decision for every rank:
-// "atomic" (provider RMA and atomics: every client must use the provider's
-// atomics, the service refuses emulated ones), "rma" (provider RMA, atomics
-// emulated by the service) or "msg" (everything through the service).
+// service refuses another region's (WRONG_REGION). <caps> is the owner's
+// decision for every rank: "atomic" (provider RMA and atomics: every client
+// must use the provider's atomics, the service refuses emulated ones), "rma"
+// (provider RMA, atomics emulated by the service) or "msg" (everything
+// through the service).
 //
 // The emulated ofi path (no provider atomics, or no RMA) carries requests as
 // tagged messages to the owner's service thread and answers the same way:
@@ -137,6 +138,7 @@ class RegionOwner {
   Client* client_of(uint32_t id, uint64_t token, fi_addr_t source);
   uint32_t admit(fi_addr_t addr);
   void forget(Client& c);
+  void retire(fi_addr_t addr);
   void post_request_receive(uint32_t slot);
   void send_reply(uint32_t slot, const region_layout::ServiceMessage& rep, fi_addr_t to);
   region_layout::Header* header() const { return reinterpret_cast<region_layout::Header*>(mem_.data()); }
