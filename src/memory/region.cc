@@ -70,7 +70,8 @@ RegionOwner::RegionOwner(std::string name, size_t bytes, bool use_ofi, const ofi
   for (uint32_t i = 0; i < kServiceSlots; ++i) post_request_receive(i);
   const char* caps = native_atomics_ ? "atomic" : ep_->rma() ? "rma" : "msg";
   descriptor_ = "ofi " + std::to_string(bytes) + " " + to_hex(ep_->address()) + " " + caps + " " +
-                std::to_string(mr_.key) + " " + std::to_string(mr_.base) + " " + host_id;
+                std::to_string(mr_.key) + " " + std::to_string(mr_.base) + " " +
+                std::to_string(mem_.nonce()) + " " + host_id;
   log::info("region '", name_, "': ", bytes, " bytes on ", ep_->provider_name(), " (", caps, ")");
   service_ = std::thread([this] { serve(); });
 }
@@ -167,14 +168,10 @@ uint32_t RegionOwner::admit(fi_addr_t addr) {
     }
     log::debug("region '", name_, "': evicting client ", pick, " (", max_clients_, " clients)");
     // Its address stays known a while, so that its next request can be
-    // answered UNKNOWN_CLIENT rather than dropped; the oldest such go.
-    retired_.push_back(clients_[pick].addr);
+    // answered UNKNOWN_CLIENT rather than dropped.
+    retire(clients_[pick].addr);
     clients_[pick] = Client{};
     live_clients_.fetch_sub(1, std::memory_order_relaxed);
-    if (retired_.size() > max_clients_) {
-      ep_->remove(retired_.front());
-      retired_.pop_front();
-    }
   }
   // An address coming back is a client again, not a retired one.
   for (auto it = retired_.begin(); it != retired_.end(); ++it) {
@@ -192,6 +189,16 @@ uint32_t RegionOwner::admit(fi_addr_t addr) {
   c.last_used = ++clock_;
   if (!known) live_clients_.fetch_add(1, std::memory_order_relaxed);
   return static_cast<uint32_t>(pick);
+}
+
+// Keeps `addr` in the address vector until max_clients_ later addresses
+// were retired too.
+void RegionOwner::retire(fi_addr_t addr) {
+  retired_.push_back(addr);
+  if (retired_.size() > max_clients_) {
+    ep_->remove(retired_.front());
+    retired_.pop_front();
+  }
 }
 
 void RegionOwner::forget(Client& c) {
@@ -222,9 +229,11 @@ void RegionOwner::handle_request(uint32_t slot, size_t len, fi_addr_t source) {
   rep.token = 0;
   fi_addr_t to = FI_ADDR_UNSPEC;
   if (req.op == kHello) {
+    bool inserted = false;
     if (ep_->knows_sources() && source != FI_ADDR_NOTAVAIL) {
       to = source;  // already in the address vector: a client saying HELLO again
     } else {
+      inserted = true;
       try {
         to = ep_->insert(std::string(reinterpret_cast<const char*>(in + sizeof(req)), req.len));
       } catch (const Error& e) {
@@ -232,6 +241,17 @@ void RegionOwner::handle_request(uint32_t slot, size_t len, fi_addr_t source) {
         post_request_receive(slot);
         return;
       }
+    }
+    if (req.a != mem_.nonce()) {
+      // A stale descriptor: its region is gone and this endpoint took over
+      // its address. Answered once, without admitting the sender.
+      rep.status = kWrongRegion;
+      send_reply(slot, rep, to);
+      const bool a_client = std::any_of(clients_.begin(), clients_.end(), [&](const Client& c) {
+        return c.token != 0 && c.addr == to;
+      });
+      if (inserted && !a_client) retire(to);  // its entry goes once enough others did
+      return;
     }
     const uint32_t id = admit(to);
     rep.a = id;
@@ -288,11 +308,17 @@ void RegionOwner::handle_request(uint32_t slot, size_t len, fi_addr_t source) {
       }
     }
   }
+  send_reply(slot, rep, to);
+}
+
+void RegionOwner::send_reply(uint32_t slot, const region_layout::ServiceMessage& rep,
+                             fi_addr_t to) {
+  std::byte* out_buf = bufs_->replies[slot];
   std::memcpy(out_buf, &rep, sizeof(rep));
   ssize_t rc;
   const auto give_up = Clock::now() + std::chrono::seconds(1);
-  while ((rc = ep_->tsend(out_buf, sizeof(rep) + rep.len, bufs_mr_.desc, to, kTagReply,
-                          &bufs_->send_ctx[slot])) == -FI_EAGAIN &&
+  while ((rc = ep_->tsend(out_buf, sizeof(rep) + rep.len, bufs_mr_.desc, to,
+                          region_layout::kTagReply, &bufs_->send_ctx[slot])) == -FI_EAGAIN &&
          Clock::now() < give_up) {
     sched_yield();
   }
@@ -369,9 +395,14 @@ class ShmAccess final : public RegionAccess {
 
 class OfiAccess final : public RegionAccess {
  public:
-  OfiAccess(std::string name, uint32_t owner, size_t bytes, const ofi::Config& cfg, const std::string& address,
-            const std::string& caps, uint64_t key, uint64_t base, const control::PeerTable* peers)
-      : RegionAccess(std::move(name), owner, bytes), key_(key), base_(base), peers_(peers) {
+  OfiAccess(std::string name, uint32_t owner, size_t bytes, const ofi::Config& cfg,
+            const std::string& address, const std::string& caps, uint64_t key, uint64_t base,
+            uint64_t nonce, const control::PeerTable* peers)
+      : RegionAccess(std::move(name), owner, bytes),
+        key_(key),
+        base_(base),
+        nonce_(nonce),
+        peers_(peers) {
     // The owner decided how atomics go, for every rank: follow it, whatever
     // this rank's SLUICE_OFI_ATOMIC says (mixing the NIC's atomics with the
     // service's CPU atomics on one word would not be atomic).
@@ -553,11 +584,15 @@ class OfiAccess final : public RegionAccess {
         client_ = 0;  // for the hello itself; the answer says the real number
         token_ = 0;
         if (Status s =
-                exchange(region_layout::kHello, 0, me.size(), 0, 0,
+                exchange(region_layout::kHello, 0, me.size(), nonce_, 0,
                          reinterpret_cast<const std::byte*>(me.data()), &hello_rep, deadline);
             s != Status::kOk) {
           client_ = -1;
           return s;
+        }
+        if (hello_rep.status != region_layout::kServed) {
+          client_ = -1;
+          return served(hello_rep);
         }
         client_ = static_cast<int64_t>(hello_rep.a);
         token_ = hello_rep.b;
@@ -585,6 +620,11 @@ class OfiAccess final : public RegionAccess {
                     what() +
                         ": the owner refused an emulated atomic (the region uses the "
                         "provider's atomics)");
+      case region_layout::kWrongRegion:
+        return fail(Status::kClosed,
+                    what() +
+                        " is gone: its descriptor is stale (the owner's endpoint now "
+                        "serves another region)");
       case region_layout::kUnknownClient:
         return fail(Status::kInvalid,
                     what() + ": the owner's region service does not know this handle");
@@ -736,6 +776,7 @@ class OfiAccess final : public RegionAccess {
   fi_addr_t peer_ = FI_ADDR_UNSPEC;
   uint64_t key_ = 0;
   uint64_t base_ = 0;
+  uint64_t nonce_ = 0;  // the region's, which HELLO presents
   const control::PeerTable* peers_;
   bool native_rma_ = false;
   bool native_atomic_ = false;
@@ -789,12 +830,13 @@ std::unique_ptr<RegionAccess> RegionAccess::open(const std::string& name, uint32
   }
   if (mode == "ofi") {
     std::string hex, caps, address;
-    unsigned long long key = 0, base = 0;
-    if (!(in >> hex >> caps >> key >> base) || !from_hex(hex, &address) || address.empty() ||
-        (caps != "atomic" && caps != "rma" && caps != "msg")) {
+    unsigned long long key = 0, base = 0, nonce = 0;
+    if (!(in >> hex >> caps >> key >> base >> nonce) || !from_hex(hex, &address) ||
+        address.empty() || (caps != "atomic" && caps != "rma" && caps != "msg")) {
       throw malformed();
     }
-    return std::make_unique<OfiAccess>(name, owner, bytes, cfg, address, caps, key, base, peers);
+    return std::make_unique<OfiAccess>(name, owner, bytes, cfg, address, caps, key, base, nonce,
+                                       peers);
   }
   throw malformed();
 }

@@ -9,15 +9,17 @@
 // Descriptors (published in the registry under region/<name>/<owner>):
 //
 //   shm <bytes> <pid> <fd> <nonce> <host identity>
-//   ofi <bytes> <address hex> <caps> <key> <base> <host identity>
+//   ofi <bytes> <address hex> <caps> <key> <base> <nonce> <host identity>
 //
 // <nonce> is the memfd's random identity (SharedRegion::nonce): a peer maps
 // the region only if the file it opened carries it, so a descriptor left
 // behind by a region whose fd number was since reused fails to open instead
-// of mapping other memory. <caps> is the owner's decision for every rank:
-// "atomic" (provider RMA and atomics: every client must use the provider's
-// atomics, the service refuses emulated ones), "rma" (provider RMA, atomics
-// emulated by the service) or "msg" (everything through the service).
+// of mapping other memory; over ofi, HELLO presents it (in `a`) and the
+// service refuses another region's (WRONG_REGION). <caps> is the owner's
+// decision for every rank: "atomic" (provider RMA and atomics: every client
+// must use the provider's atomics, the service refuses emulated ones), "rma"
+// (provider RMA, atomics emulated by the service) or "msg" (everything
+// through the service).
 //
 // The emulated ofi path (no provider atomics, or no RMA) carries requests as
 // tagged messages to the owner's service thread and answers the same way:
@@ -26,7 +28,8 @@
 //   0  u32 magic | 4 u16 op | 6 u16 status | 8 u32 client | 12 u32 len |
 //   16 u64 id | 24 u64 offset | 32 u64 a | 40 u64 b | 48 u64 token
 //
-// op HELLO carries the requester's libfabric address as data; the answer's
+// op HELLO carries the requester's libfabric address as data and the
+// region's nonce in `a`; the answer's
 // `a` is the client number and `b` the token it uses from then on (the token
 // is random: a request is served only with the token its client number was
 // given, and, where the provider names senders (FI_SOURCE), only from the
@@ -78,6 +81,7 @@ enum ServiceStatus : uint16_t {
   kBadRequest = 3,
   kUnknownClient = 4,  // say HELLO again; the request was not applied
   kNotEmulated = 5,    // the region uses provider atomics: emulated ones are refused
+  kWrongRegion = 6,    // HELLO named another region's nonce: a stale descriptor
 };
 inline constexpr uint32_t kServiceMagic = 0x53525643;  // "CVRS"
 struct ServiceMessage {
@@ -134,7 +138,9 @@ class RegionOwner {
   Client* client_of(uint32_t id, uint64_t token, fi_addr_t source);
   uint32_t admit(fi_addr_t addr);
   void forget(Client& c);
+  void retire(fi_addr_t addr);
   void post_request_receive(uint32_t slot);
+  void send_reply(uint32_t slot, const region_layout::ServiceMessage& rep, fi_addr_t to);
   region_layout::Header* header() const { return reinterpret_cast<region_layout::Header*>(mem_.data()); }
 
   std::string name_;

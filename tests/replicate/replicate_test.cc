@@ -121,6 +121,16 @@ TEST(MemoryRegionTest, CasAndFetchAddCountersAreExactAcrossFourProcesses) {
   EXPECT_EQ(testing::count_lines_with(r.output, "was revoked by its owner"), 4) << r.output;
 }
 
+TEST(MemoryRegionTest, DescriptorOfADestroyedRegionNeverReachesTheMemoryThatReplacedIt) {
+  auto r = run_job(2, {"--mode", "stale"});
+  expect_clean(r);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "STALE refused"), 1) << r.output;
+  if (testing::count_lines_with(r.output, "new region path: shm") == 1) {
+    EXPECT_EQ(testing::count_lines_with(r.output, "descriptor is stale"), 1) << r.output;
+  }
+}
+
 TEST(BarrierTest, EndpointSetBarrierHoldsAThousandRounds) {
   auto r = run_job(3, {"--mode", "barriers", "--rounds", "1000"});
   expect_clean(r);

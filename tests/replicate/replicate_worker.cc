@@ -291,6 +291,42 @@ int run_barriers(const Args& a, sluice::Cluster& c) {
   return 0;
 }
 
+// ------------------------------------------------------------ stale descriptors
+
+// Rank 0 exposes "old", destroys it, and exposes "new" of the same size (over
+// shm its memfd takes the fd number "old" had). Rank 1 opens "old" from the
+// descriptor still in the registry: it must be refused, not mapped to "new".
+int run_stale(sluice::Cluster& c) {
+  const uint32_t me = c.rank();
+  sluice::MemoryRegion fresh;
+  if (me == 0) {
+    {
+      auto old = c.expose("old", 4096);
+      std::memset(old.data(), 0x11, 4096);
+    }
+    fresh = c.expose("new", 4096);
+    std::memset(fresh.data(), 0x22, 4096);
+    std::printf("new region path: %s\n", fresh.path());
+  }
+  c.barrier("exposed");
+  if (me == 1) {
+    try {
+      auto r = c.open_region("old", 0);
+      std::byte b[8];
+      const sluice::Status s = r.read(0, b, sluice::Clock::now() + std::chrono::seconds(2));
+      if (s == sluice::Status::kOk) {
+        return fail("a destroyed region's descriptor reached live memory (first byte " +
+                    std::to_string(static_cast<int>(b[0])) + ")");
+      }
+      std::printf("STALE refused: %s: %s\n", sluice::to_string(s), r.error().c_str());
+    } catch (const sluice::Error& e) {
+      std::printf("STALE refused: %s\n", e.what());
+    }
+  }
+  c.barrier("done");
+  return 0;
+}
+
 // ------------------------------------------------------------ signals
 
 // Dies of `a.signal` with a region's ofi endpoint open (with
@@ -300,7 +336,8 @@ int run_signal(const Args& a, sluice::Cluster& c) {
   std::printf("exposed over %s; dying of signal %d\n", region.path(), a.signal);
   std::fflush(stdout);
   if (a.signal == SIGSEGV) {
-    *reinterpret_cast<volatile int*>(uintptr_t{8}) = 1;
+    volatile uintptr_t nowhere = 8;  // volatile: the compiler cannot see the fault coming
+    *reinterpret_cast<volatile int*>(nowhere) = 1;
   } else {
     std::raise(a.signal);
   }
@@ -317,6 +354,7 @@ int main(int argc, char** argv) {
     if (a.mode == "regions") return run_regions(a, c);
     if (a.mode == "barriers") return run_barriers(a, c);
     if (a.mode == "signal") return run_signal(a, c);
+    if (a.mode == "stale") return run_stale(c);
     return fail("unknown mode " + a.mode);
   } catch (const sluice::Error& e) {
     return fail(std::string(sluice::to_string(e.code())) + ": " + e.what());

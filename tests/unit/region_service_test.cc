@@ -132,6 +132,25 @@ TEST(RegionServiceTest, RefusesARequestNamingAnotherClient) {
   forger.abandon();  // its receive may still be posted
 }
 
+TEST(RegionServiceTest, RefusesAHelloForAnotherRegion) {
+  // What a stale descriptor looks like when the owner's new endpoint took
+  // over the old one's address: the same address, another region's nonce.
+  RegionOwner owner("current", 4096, true, loopback(false), "host");
+  std::istringstream in(owner.descriptor());
+  std::vector<std::string> fields;
+  for (std::string f; in >> f;) fields.push_back(f);
+  ASSERT_EQ(fields.size(), 8u) << owner.descriptor();
+  fields[6] = std::to_string(std::stoull(fields[6]) ^ 1);
+  std::string stale;
+  for (const std::string& f : fields) stale += (stale.empty() ? "" : " ") + f;
+  auto h = RegionAccess::open("current", 0, stale, "host", loopback(false), nullptr);
+  uint64_t prev;
+  EXPECT_EQ(h->fetch_add(0, 1, &prev, in_seconds(10)), Status::kClosed);
+  EXPECT_NE(h->error().find("stale"), std::string::npos) << h->error();
+  EXPECT_EQ(word(owner, 0), 0u);
+  EXPECT_EQ(owner.service_clients(), 0u);
+}
+
 TEST(RegionServiceTest, ClientsFollowTheOwnersChoiceOfProviderAtomics) {
   // The owner may use the provider's atomics: a client whose own setting
   // says otherwise uses them too, or the two kinds of atomics would mix.

@@ -203,6 +203,7 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   check(fi_enable(ep_), "fi_enable");
   if (rx_cq_data_) {
     data_rx_ctx_ = allocate_array<fi_context2>(kDataReceives);
+    data_rx_done_.reserve(kDataReceives);  // poll never allocates
     for (int i = 0; i < kDataReceives; ++i) post_data_receive(&data_rx_ctx_[i]);
   }
   log::debug("ofi endpoint on ", provider_, " (", info_->domain_attr->name, "), ",

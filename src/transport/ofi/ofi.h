@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -141,6 +142,7 @@ class Endpoint {
   // reachable for the rest of the process, as the endpoint itself does).
   // Released in the reverse order of own() calls.
   // REQUIRES: p != nullptr, release != nullptr; p is owned by nothing else.
+  // Throws std::bad_alloc without taking p (the caller still owns it).
   void own(void* p, void (*release)(void*));
   // Allocates `bytes` zeroed bytes aligned to 64 and own()s them.
   // Throws std::bad_alloc.
