@@ -29,9 +29,6 @@ using TimePoint = Clock::time_point;
 using std::chrono::milliseconds;
 
 constexpr TimePoint kNever = TimePoint::max();
-// A peer that does not read its replies must not make the registry hold
-// unbounded memory; past this it is treated as gone.
-constexpr size_t kMaxOutBuffer = size_t{64} << 20;
 // After an ERROR (or LEAVE) the registry half-closes and waits this long for
 // the peer's EOF, so that its last bytes are read rather than answered with a
 // reset that could destroy the ERROR frame before the peer reads it.
@@ -127,7 +124,10 @@ struct RegistryServer::Impl {
     int64_t rank = -1;        // >= 0 once HELLO was accepted
     bool closing = false;     // refused or left: input is discarded until EOF
     bool write_shut = false;  // closing and every byte of `out` was sent
-    bool dead = false;        // reaped at the end of the loop iteration
+    // Reaped at the end of the loop iteration. Set by drop(), which may run
+    // while a caller iterates the waiter containers: everything else about
+    // the connection's end (its rank's loss) waits for settle().
+    bool dead = false;
     // Before HELLO: when the peer must have said it. Closing: when to stop
     // waiting for its EOF.
     TimePoint deadline = kNever;
@@ -229,6 +229,7 @@ struct RegistryServer::Impl {
   void refuse(Conn& c, ErrorCode code, const std::string& problem, uint32_t request_id);
   void start_closing(Conn& c, TimePoint now);
   void drop(Conn& c, const std::string& reason);
+  void settle();
   void lose_rank(uint32_t rank, RankState state, const std::string& reason);
   void broadcast(const PeerEventMsg& event, uint64_t except_conn);
 
@@ -258,6 +259,14 @@ struct RegistryServer::Impl {
   std::map<std::string, std::string> kv;
   std::vector<GetWaiter> gets;
   std::map<std::string, BarrierState> barriers;
+  // Ranks whose connection was dropped and whose loss lose_rank() has not
+  // yet announced: (rank, connection id, reason). See drop() and settle().
+  struct PendingLoss {
+    uint32_t rank;
+    uint64_t conn_id;
+    std::string reason;
+  };
+  std::vector<PendingLoss> pending_losses;
 };
 
 void RegistryServer::Impl::bind_and_listen() {
@@ -371,8 +380,9 @@ void RegistryServer::Impl::send(Conn& c, MsgType type, uint32_t request_id,
                                 const std::string& payload) {
   if (c.dead || c.write_shut) return;
   c.out += make_frame(type, request_id, payload);
-  if (c.out.size() - c.out_pos > kMaxOutBuffer) {
-    drop(c, "not reading registry messages (more than 64 MiB queued)");
+  if (c.out.size() - c.out_pos > opt.max_queued_bytes) {
+    drop(c, log::cat("not reading registry messages (more than ", opt.max_queued_bytes,
+                     " bytes queued)"));
   }
 }
 
@@ -406,8 +416,24 @@ void RegistryServer::Impl::refuse(Conn& c, ErrorCode code, const std::string& pr
 void RegistryServer::Impl::drop(Conn& c, const std::string& reason) {
   if (c.dead) return;
   c.dead = true;
+  // drop() runs from send(), which runs while callers iterate the very
+  // containers lose_rank() erases from (gets, flow waiters, barriers): the
+  // loss is only queued here and announced by settle() once the current
+  // handler returned. Until then no reply reaches the connection (it is dead).
   if (c.rank >= 0 && ranks[c.rank].conn_id == c.id && ranks[c.rank].state == RankState::kAlive) {
-    lose_rank(static_cast<uint32_t>(c.rank), RankState::kDied, reason);
+    pending_losses.push_back(PendingLoss{static_cast<uint32_t>(c.rank), c.id, reason});
+  }
+}
+
+void RegistryServer::Impl::settle() {
+  // lose_rank() may drop further connections (its PEER_EVENTs can overflow
+  // them), which queues more losses: loop until none is left.
+  while (!pending_losses.empty()) {
+    const PendingLoss loss = std::move(pending_losses.front());
+    pending_losses.erase(pending_losses.begin());
+    const RankInfo& info = ranks[loss.rank];
+    if (info.state != RankState::kAlive || info.conn_id != loss.conn_id) continue;
+    lose_rank(loss.rank, RankState::kDied, loss.reason);
   }
 }
 
@@ -964,10 +990,13 @@ void RegistryServer::Impl::serve() {
           log::error("registry: internal error on the connection from ", c->peer, ": ", e.what());
           drop(*c, log::cat("registry internal error: ", e.what()));
         }
+        settle();
       }
     }
     on_timers(now);
+    settle();
     for (auto& [id, c] : conns) flush(*c);
+    settle();
     reap();
   }
 }

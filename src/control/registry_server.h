@@ -36,6 +36,10 @@ struct RegistryOptions {
   uint32_t world_size = 0;
   // A joined rank silent for this long is reported died. Default 5000 ms.
   std::chrono::milliseconds heartbeat_timeout{5000};
+  // A connection whose unsent replies exceed this is treated as gone (its
+  // rank died: "not reading registry messages"), so that a peer that stops
+  // reading cannot make the registry hold unbounded memory. Default 64 MiB.
+  size_t max_queued_bytes = size_t{64} << 20;
   // Called on the registry's thread when a joined rank is declared died for
   // silence (its process may still exist, stopped or hung). Must not block.
   // `sluice run` uses it to stop such a rank. Default: none.

@@ -122,9 +122,12 @@ class RegistryTest : public ::testing::Test {
  protected:
   void start(uint32_t world, milliseconds heartbeat = 5000ms) {
     RegistryOptions o;
+    o.heartbeat_timeout = heartbeat;
+    start(world, o);
+  }
+  void start(uint32_t world, RegistryOptions o) {
     o.secret = kSecret;
     o.world_size = world;
-    o.heartbeat_timeout = heartbeat;
     server_ = std::make_unique<RegistryServer>(o);
     thread_ = std::thread([this] { server_->run(); });
   }
@@ -438,6 +441,38 @@ TEST_F(RegistryTest, RegistryShutdownFailsPendingCallsAndMarksItLost) {
   EXPECT_TRUE(eventually([&] { return c0->peers().registry_lost(); }));
   // The destructor must not hang with the registry gone.
   c0.reset();
+}
+
+// A rank that stops reading while the registry answers many of its requests
+// at once: its queue overflows in the middle of the loop that answers them
+// (here: the waiters of a key, answered by a PUT). The registry must drop
+// that rank only after the loop, report it died, and keep serving.
+TEST_F(RegistryTest, SlowReaderOverflowingItsQueueIsReportedDiedAndOthersAreStillServed) {
+  RegistryOptions o;
+  o.max_queued_bytes = 2u << 20;
+  start(2, o);
+  auto slow = raw_join(0, 2);
+  auto c1 = join(1, 2);
+  // Longer than any small-string buffer, so a use after free touches the heap.
+  const std::string key = "slow-reader/a-key-much-longer-than-the-small-string-buffer";
+  constexpr int kGets = 8;
+  for (int i = 0; i < kGets; ++i) {
+    slow->send(make_frame(MsgType::kGet, 10 + i, encode(GetMsg{key, -1, 0})));
+  }
+  // Frames of one connection are handled in order: once this PUT is
+  // answered, every GET above waits in the registry.
+  slow->send(make_frame(MsgType::kPut, 99, encode(PutMsg{"marker", "m"})));
+  Frame f;
+  do {
+    ASSERT_TRUE(slow->read_frame(&f)) << "no answer to the PUT";
+  } while (f.header.request_id != 99);  // skips rank 1's PEER_EVENT
+  // From here on the raw connection never reads. Each answer is ~1 MiB, so
+  // the third one overflows its 2 MiB queue.
+  c1->put(key, std::string(kMaxPayload - 1024, 'x'));
+  ASSERT_TRUE(eventually([&] { return c1->peers().state(0) == PeerTable::kDied; }));
+  const std::string d = c1->peers().describe(0);
+  EXPECT_NE(d.find("not reading registry messages"), std::string::npos) << d;
+  expect_serving(*c1, "after-slow-reader");
 }
 
 class HostileInputTest : public RegistryTest {
