@@ -12,7 +12,7 @@
 //   magic = 0x534C4345 ("ECLS" on the wire, "SLCE" as a number)
 //   version = sluice::kProtocolVersion of the sender
 //   request id: chosen by the client, echoed in the reply; 0 in server-initiated
-//   frames (PEER_EVENT) and in frames that get no reply (HEARTBEAT, LEAVE)
+//   frames (PEER_EVENT), in HEARTBEAT (both ways) and in LEAVE
 //   length <= kMaxPayload (1 MiB); a larger length is a protocol error
 //
 // Payload fields are encoded back to back with Writer and read with Reader:
@@ -34,7 +34,8 @@
 //   GET       str key, i64 owner_rank (-1: none), u64 timeout_ms -> VALUE | ERROR
 //   VALUE     str value
 //   BARRIER   str name, u64 timeout_ms -> OK | ERROR
-//   HEARTBEAT (empty), no reply
+//   HEARTBEAT (empty) -> HEARTBEAT (request id 0): the registry answers
+//             every one, so a client can tell that the registry is alive
 //   LEAVE     (empty), no reply; the registry then closes the connection
 //   PEER_EVENT (server -> client, request id 0)
 //             u32 rank, u8 state (PeerState), str reason, str host, u32 pid

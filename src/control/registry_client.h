@@ -1,8 +1,13 @@
 // The client side of the registry, owned by a Cluster. connect() joins the job
 // (HELLO with rank, world size, host name, pid and secret) and starts one
-// control thread that reads replies and peer events and sends heart-beats
-// (every heartbeat_timeout / 5). The data plane never calls in here: it reads
-// the PeerTable's atomics on its slow path only.
+// control thread that does all the socket I/O: it sends queued requests and
+// heart-beats (every heartbeat_timeout / 5) without blocking, and reads
+// replies, heartbeat replies and peer events. A registry that sends nothing
+// for the heartbeat timeout (the smaller of ours and its own), or accepts
+// none of our bytes for as long, is lost: PeerTable::registry_lost() turns
+// true and every pending and later call throws Error(kRegistry). The data
+// plane never calls in here: it reads the PeerTable's atomics on its slow
+// path only.
 //
 // Thread safety: every method may be called from any thread concurrently;
 // each blocking call waits only for its own reply.
@@ -64,7 +69,8 @@ class RegistryClient {
   // Error(kTimeout) naming the address if nothing answers, Error(kRegistry)
   // for any other refusal (duplicate rank, rank >= world size...).
   static std::unique_ptr<RegistryClient> connect(const BootstrapInfo& info, const ClientOptions& options);
-  // Sends LEAVE (so peers see "left") and joins the control thread.
+  // Sends LEAVE (so peers see "left") and joins the control thread; waits at
+  // most about a second for a registry that does not answer.
   ~RegistryClient();
 
   uint32_t rank() const;

@@ -19,6 +19,7 @@
 
 #include "common/log.h"
 #include "control/protocol.h"
+#include "control/tcp_liveness.h"
 #include "sluice/errors.h"
 
 namespace sluice::control {
@@ -517,6 +518,7 @@ void RegistryServer::Impl::accept_all(TimePoint now) {
     // latency to every barrier.
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    set_tcp_liveness(fd, opt.heartbeat_timeout);
     auto c = std::make_unique<Conn>();
     c->id = next_conn_id++;
     c->fd = fd;
@@ -589,7 +591,12 @@ void RegistryServer::Impl::handle_frame(Conn& c, const Frame& f, TimePoint now) 
     case MsgType::kBarrier:
       return on_barrier(c, f, now);
     case MsgType::kHeartbeat:
-      if (!f.payload.empty()) refuse(c, ErrorCode::kProtocol, "malformed HEARTBEAT message", req);
+      if (!f.payload.empty()) {
+        refuse(c, ErrorCode::kProtocol, "malformed HEARTBEAT message", req);
+        return;
+      }
+      // The reply is how the client knows that the registry is alive.
+      send(c, MsgType::kHeartbeat, 0, "");
       return;
     case MsgType::kLeave:
       lose_rank(static_cast<uint32_t>(c.rank), RankState::kLeft, "left the job");

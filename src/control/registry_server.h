@@ -11,7 +11,9 @@
 // for heartbeat_timeout is "died (no heartbeat for N ms)". Every other joined
 // rank is told at once (PEER_EVENT), and pending requests that wait on the
 // lost rank (declare, barrier, get of keys it would put) fail with an error
-// naming it.
+// naming it. Every HEARTBEAT is answered with a HEARTBEAT, so
+// that clients can tell a registry that stopped from one that has nothing to
+// say.
 //
 // Thread safety: run() on one thread; stop() and port() from any thread.
 #pragma once

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <functional>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -473,6 +474,61 @@ TEST_F(RegistryTest, SlowReaderOverflowingItsQueueIsReportedDiedAndOthersAreStil
   const std::string d = c1->peers().describe(0);
   EXPECT_NE(d.find("not reading registry messages"), std::string::npos) << d;
   expect_serving(*c1, "after-slow-reader");
+}
+
+// A registry that welcomes a rank and then falls silent (hung, stopped, or
+// cut off by the network) while the rank waits without a deadline: the rank
+// hears no heartbeat reply and reports the registry lost within its timeout.
+TEST(RegistryLivenessTest, SilentRegistryIsReportedLostAndEndsWaitsWithoutDeadline) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  // The fake registry answers HELLO, then never reads or writes again.
+  std::promise<void> done;
+  std::thread fake([&] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    FrameParser parser;
+    Frame f;
+    ErrorCode code;
+    std::string problem;
+    char buf[4096];
+    while (parser.next(&f, &code, &problem) != FrameParser::Result::kFrame) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      parser.append(buf, static_cast<size_t>(n));
+    }
+    const std::string welcome =
+        make_frame(MsgType::kWelcome, f.header.request_id, encode(WelcomeMsg{300, {}}));
+    (void)!::send(fd, welcome.data(), welcome.size(), MSG_NOSIGNAL);
+    done.get_future().wait();
+    ::close(fd);
+  });
+  BootstrapInfo i;
+  i.rank = 0;
+  i.world_size = 1;
+  i.registry_host = "127.0.0.1";
+  i.registry_port = ntohs(a.sin_port);
+  i.secret = kSecret;
+  ClientOptions o;
+  o.heartbeat_timeout = 5000ms;  // the registry's 300 ms is the smaller one
+  o.connect_timeout = 5s;
+  auto c = RegistryClient::connect(i, o);
+  const Deadline started = Clock::now();
+  std::string msg;
+  EXPECT_EQ(code_of([&] { c->get("never", kForever); }, &msg), ErrorCode::kRegistry);
+  EXPECT_LT(Clock::now() - started, 2s) << msg;
+  EXPECT_NE(msg.find("not even a heartbeat reply"), std::string::npos) << msg;
+  EXPECT_TRUE(c->peers().registry_lost());
+  EXPECT_EQ(code_of([&] { c->barrier("b", kForever); }), ErrorCode::kRegistry) << "lost stays lost";
+  c.reset();
+  done.set_value();
+  fake.join();
+  ::close(listener);
 }
 
 class HostileInputTest : public RegistryTest {
