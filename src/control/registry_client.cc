@@ -97,6 +97,9 @@ void PeerTable::set(uint32_t rank, State state, const std::string& reason) {
   if (rank >= world_size()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A lost rank stays lost (and keeps the first reason): whatever it may
+    // still send, its peers have already given up on it.
+    if (states_[rank].load(std::memory_order_relaxed) != kAlive) return;
     reasons_[rank] = reason;
   }
   // Release pairs with the acquire in state(): whoever sees the new state also

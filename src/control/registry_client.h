@@ -41,7 +41,8 @@ class PeerTable {
   // Host name of a rank as it reported at HELLO (empty if not yet known).
   std::string host(uint32_t rank) const;
 
-  // Control-thread side.
+  // Control-thread side. A rank once left or died stays so: set() ignores
+  // any later change of its state.
   void set(uint32_t rank, State state, const std::string& reason);
   void set_info(uint32_t rank, const std::string& host, uint32_t pid);
   void set_registry_lost(const std::string& reason);

@@ -211,6 +211,7 @@ struct RegistryServer::Impl {
   void bind_and_listen();
   void serve();
   void accept_all(TimePoint now);
+  void cap_unauthenticated();
   void on_readable(Conn& c, TimePoint now);
   void handle_frame(Conn& c, const Frame& f, TimePoint now);
   void on_hello(Conn& c, const Frame& f, TimePoint now);
@@ -254,6 +255,7 @@ struct RegistryServer::Impl {
   std::atomic<bool> stopping{false};
   TimePoint accept_paused_until{};
   uint64_t next_conn_id = 1;
+  uint64_t evicted = 0;  // connections closed by cap_unauthenticated()
   std::map<uint64_t, std::unique_ptr<Conn>> conns;
   std::vector<RankInfo> ranks;
   std::map<std::string, FlowDecl> flows;
@@ -525,6 +527,27 @@ void RegistryServer::Impl::accept_all(TimePoint now) {
     c->peer = peer_name(ss);
     c->deadline = now + opt.heartbeat_timeout;
     conns.emplace(c->id, std::move(c));
+    cap_unauthenticated();
+  }
+}
+
+void RegistryServer::Impl::cap_unauthenticated() {
+  size_t waiting = 0;
+  for (const auto& [id, c] : conns) {
+    if (c->rank < 0 && !c->closing && !c->dead) ++waiting;
+  }
+  // conns is ordered by id, which grows with every accept: oldest first.
+  for (auto it = conns.begin(); waiting > opt.max_unauthenticated && it != conns.end(); ++it) {
+    Conn& c = *it->second;
+    if (c.rank >= 0 || c.closing || c.dead) continue;
+    c.dead = true;
+    --waiting;
+    // One line per burst, not per connection: a flood must not flood the log too.
+    if (++evicted % 100 == 1) {
+      log::warn("registry: more than ", opt.max_unauthenticated,
+                " connections have not said HELLO; closed the oldest (from ", c.peer, "; ", evicted,
+                " so far)");
+    }
   }
 }
 
@@ -638,6 +661,15 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
     return;
   }
   RankInfo& info = ranks[m.rank];
+  if (info.state == RankState::kLeft || info.state == RankState::kDied) {
+    // Its peers were told it is gone and may have failed flows because of it;
+    // taking it back would let a resumed process deliver after that.
+    refuse(c, ErrorCode::kRegistry,
+           log::cat(describe(m.rank), "; a rank reported lost cannot rejoin the job (pid ", m.pid,
+                    " on ", m.host, " tried): start the job again"),
+           req);
+    return;
+  }
   if (info.state == RankState::kAlive) {
     refuse(c, ErrorCode::kRegistry,
            log::cat("rank ", m.rank, " already joined (", info.host, ", pid ", info.pid,
@@ -1012,6 +1044,10 @@ RegistryServer::RegistryServer(RegistryOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {
   if (impl_->opt.world_size == 0) {
     throw Error(ErrorCode::kInvalidArgument, "registry: world_size must be at least 1");
+  }
+  if (impl_->opt.max_unauthenticated == 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "registry: max_unauthenticated must be at least 1, or no rank could join");
   }
   if (impl_->opt.heartbeat_timeout.count() <= 0) {
     throw Error(ErrorCode::kInvalidArgument, "registry: heartbeat_timeout must be positive");

@@ -444,6 +444,57 @@ TEST_F(RegistryTest, RegistryShutdownFailsPendingCallsAndMarksItLost) {
   c0.reset();
 }
 
+// A rank declared died (here: silent past the heartbeat timeout, as a
+// SIGSTOPped process is) that comes back must not rejoin: its peers already
+// failed what they shared with it. Its peers also keep seeing it lost.
+TEST_F(RegistryTest, LostRankCannotRejoin) {
+  start(2, 300ms);
+  auto c0 = join(0, 2, 300ms);
+  auto zombie = raw_join(1, 2);  // says HELLO, then nothing, as if stopped
+  ASSERT_TRUE(eventually([&] { return c0->peers().state(1) == PeerTable::kDied; }));
+  EXPECT_TRUE(zombie->closed_by_peer());
+  std::string msg;
+  EXPECT_EQ(code_of([&] { join(1, 2, 300ms); }, &msg), ErrorCode::kRegistry);
+  EXPECT_NE(msg.find("rank 1 (rawhost, pid 1) died: no heartbeat for 300 ms"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("cannot rejoin"), std::string::npos) << msg;
+  // A rank that left cleanly cannot come back either.
+  c0.reset();
+  EXPECT_EQ(code_of([&] { join(0, 2, 300ms); }, &msg), ErrorCode::kRegistry);
+  EXPECT_NE(msg.find("rank 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("left the job"), std::string::npos) << msg;
+}
+
+// The client side of the same rule: once told a rank is lost, a later
+// "alive" for it (from a registry that wrongly took it back) changes nothing.
+TEST(PeerTableTest, LostIsSticky) {
+  PeerTable t(2);
+  t.set(1, PeerTable::kDied, "connection closed");
+  t.set(1, PeerTable::kAlive, "");
+  EXPECT_EQ(t.state(1), PeerTable::kDied);
+  EXPECT_NE(t.describe(1).find("died: connection closed"), std::string::npos) << t.describe(1);
+}
+
+// Connections that never say HELLO are capped: past the limit the oldest are
+// closed at once (not after the HELLO timeout), and a real rank still joins.
+TEST_F(RegistryTest, ConnectionsWithoutHelloAreCappedOldestFirst) {
+  RegistryOptions o;
+  o.heartbeat_timeout = 60s;  // far beyond this test: only the cap closes them
+  o.max_unauthenticated = 4;
+  start(1, o);
+  std::vector<std::unique_ptr<RawConn>> idle;
+  for (int i = 0; i < 6; ++i) {
+    idle.push_back(std::make_unique<RawConn>(server_->port()));
+    ASSERT_TRUE(idle.back()->connected());
+  }
+  EXPECT_TRUE(idle[0]->closed_by_peer(3000ms));
+  EXPECT_TRUE(idle[1]->closed_by_peer(3000ms));
+  auto c0 = join(0, 1);  // evicts the oldest idle connection left, idle[2]
+  EXPECT_TRUE(idle[2]->closed_by_peer(3000ms));
+  EXPECT_FALSE(idle[5]->closed_by_peer(200ms));
+  expect_serving(*c0, "k");
+}
+
 // A rank that stops reading while the registry answers many of its requests
 // at once: its queue overflows in the middle of the loop that answers them
 // (here: the waiters of a key, answered by a PUT). The registry must drop
