@@ -883,7 +883,11 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
     if (opt.on_silent_rank) opt.on_silent_rank(r, reason);
   }
 
-  for (auto& [name, flow] : flows) {
+  // Named references, not structured bindings: clang before 16 cannot
+  // capture those in a lambda (and the fuzz build uses clang).
+  for (auto& flow_entry : flows) {
+    const std::string& name = flow_entry.first;
+    FlowDecl& flow = flow_entry.second;
     std::erase_if(flow.waiters, [&](const Waiter& w) {
       if (now < w.deadline) return false;
       std::vector<uint32_t> missing;
@@ -910,7 +914,9 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
         log::cat("key '", g.key, "' was not put within ", g.waiter.timeout_ms, " ms", owner));
     return true;
   });
-  for (auto& [name, b] : barriers) {
+  for (auto& barrier_entry : barriers) {
+    const std::string& name = barrier_entry.first;
+    BarrierState& b = barrier_entry.second;
     for (auto git = b.generations.begin(); git != b.generations.end();) {
       const uint64_t gen = git->first;
       auto& arrived = git->second;
