@@ -33,7 +33,9 @@
 //   PUT       str key, str value -> OK
 //   GET       str key, i64 owner_rank (-1: none), u64 timeout_ms -> VALUE | ERROR
 //   VALUE     str value
-//   BARRIER   str name, u64 timeout_ms -> OK | ERROR
+//   BARRIER   str name, u64 timeout_ms, u64 n, n x u64 member, u64 self
+//             -> OK (u64 generation: the caller's call counted from 0, the
+//             same for every member it met) | ERROR
 //   HEARTBEAT (empty) -> HEARTBEAT (request id 0): the registry answers
 //             every one, so a client can tell that the registry is alive
 //   LEAVE     (empty), no reply; the registry then closes the connection
@@ -206,6 +208,10 @@ struct BarrierMsg {
   uint64_t self = 0;
 };
 inline constexpr size_t kMaxBarrierMembers = 1u << 20;
+// The OK payload of a completed BARRIER.
+struct BarrierDoneMsg {
+  uint64_t generation = 0;
+};
 
 std::string encode(const HelloMsg& m);
 std::string encode(const PeerEventMsg& m);
@@ -216,6 +222,7 @@ std::string encode(const PutMsg& m);
 std::string encode(const GetMsg& m);
 std::string encode(const ValueMsg& m);
 std::string encode(const BarrierMsg& m);
+std::string encode(const BarrierDoneMsg& m);
 [[nodiscard]] bool decode(std::string_view payload, HelloMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, PeerEventMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, WelcomeMsg* m);
@@ -225,6 +232,7 @@ std::string encode(const BarrierMsg& m);
 [[nodiscard]] bool decode(std::string_view payload, GetMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, ValueMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, BarrierMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, BarrierDoneMsg* m);
 
 struct Frame {
   FrameHeader header;

@@ -671,14 +671,22 @@ std::string RegistryClient::get(const std::string& key, Deadline deadline, int64
   return std::move(v.value);
 }
 
-void RegistryClient::barrier(const std::string& name, Deadline deadline) { barrier(name, {}, 0, deadline); }
+uint64_t RegistryClient::barrier(const std::string& name, Deadline deadline) {
+  return barrier(name, {}, 0, deadline);
+}
 
-void RegistryClient::barrier(const std::string& name, const std::vector<uint64_t>& members, uint64_t self,
-                             Deadline deadline) {
+uint64_t RegistryClient::barrier(const std::string& name, const std::vector<uint64_t>& members,
+                                 uint64_t self, Deadline deadline) {
   const std::string what = log::cat("barrier '", name, "'");
   const auto r = impl_->call(MsgType::kBarrier, encode(BarrierMsg{name, timeout_ms(deadline), members, self}),
                              deadline, what);
   impl_->expect(r, MsgType::kOk, what);
+  BarrierDoneMsg done;
+  if (!decode(r.payload, &done)) {
+    throw Error(ErrorCode::kProtocol,
+                log::cat(what, ": the registry at ", impl_->address, " sent a malformed OK reply"));
+  }
+  return done.generation;
 }
 
 }  // namespace sluice::control

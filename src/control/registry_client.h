@@ -95,11 +95,15 @@ class RegistryClient {
   // Throws Error(kTimeout) naming the key on deadline.
   std::string get(const std::string& key, Deadline deadline, int64_t owner_rank = -1);
   // Waits until every rank of the job entered barrier `name` for the n-th
-  // time (the registry counts generations per name). Throws Error(kTimeout)
-  // naming missing ranks, or PeerLostError.
-  void barrier(const std::string& name, Deadline deadline);
+  // time (the registry counts generations per name and endpoint; a call that
+  // failed does not count) and returns n, counted from 0: the same for every
+  // rank of that meeting. Concurrent calls of one rank are counted in the
+  // order the registry receives them. Throws Error(kTimeout) naming missing
+  // ranks, or PeerLostError.
+  uint64_t barrier(const std::string& name, Deadline deadline);
   // The same for a set of endpoints (rank << 32 | slot), `self` among them.
-  void barrier(const std::string& name, const std::vector<uint64_t>& members, uint64_t self, Deadline deadline);
+  uint64_t barrier(const std::string& name, const std::vector<uint64_t>& members, uint64_t self,
+                   Deadline deadline);
 
  private:
   struct Impl;

@@ -247,6 +247,8 @@ struct RegistryServer::Impl {
   std::string spec_diff(const FlowDecl& flow, uint32_t rank, const std::string& canonical,
                         const std::vector<uint32_t>& participants) const;
   void complete_flow(FlowDecl& flow);
+  void complete_if_all_arrived(BarrierState& b, uint64_t gen);
+  void withdraw(BarrierState& b, uint64_t endpoint, uint64_t gen);
 
   RegistryOptions opt;
   int listen_fd = -1;
@@ -470,7 +472,7 @@ void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::str
       for (auto& [q, w] : arrived) {
         reply_error(w, ErrorCode::kPeerLost,
                     log::cat("barrier '", name, "' cannot complete: ", who), r);
-        if (b.calls[q] == gen + 1) --b.calls[q];
+        --b.calls[q];  // a failed call does not count (see withdraw())
       }
     }
     b.generations.clear();
@@ -853,12 +855,41 @@ void RegistryServer::Impl::on_barrier(Conn& c, const Frame& f, TimePoint now) {
     }
   }
   const uint64_t gen = b.calls[m.self]++;
-  auto& arrived = b.generations[gen];
-  arrived[m.self] = w;
-  if (arrived.size() == b.members.size()) {
-    for (const auto& [r, waiter] : arrived) reply(waiter, MsgType::kOk, "");
-    b.generations.erase(gen);
+  b.generations[gen][m.self] = w;
+  complete_if_all_arrived(b, gen);
+}
+
+void RegistryServer::Impl::complete_if_all_arrived(BarrierState& b, uint64_t gen) {
+  auto it = b.generations.find(gen);
+  if (it == b.generations.end() || it->second.size() != b.members.size()) return;
+  const std::string done = encode(BarrierDoneMsg{gen});
+  for (const auto& [e, waiter] : it->second) reply(waiter, MsgType::kOk, done);
+  b.generations.erase(it);
+}
+
+void RegistryServer::Impl::withdraw(BarrierState& b, uint64_t e, uint64_t gen) {
+  // A call that failed does not count: the endpoint's later calls (other
+  // threads of its rank, still waiting) each move down one generation, so
+  // that its n-th successful call still meets the others' n-th call.
+  b.generations[gen].erase(e);
+  uint64_t g = gen;
+  for (auto it = b.generations.upper_bound(gen); it != b.generations.end(); ++it) {
+    auto later = it->second.find(e);
+    if (later == it->second.end()) continue;
+    b.generations[g][e] = later->second;
+    it->second.erase(later);
+    g = it->first;
   }
+  --b.calls[e];
+  for (auto it = b.generations.begin(); it != b.generations.end();) {
+    it = it->second.empty() ? b.generations.erase(it) : std::next(it);
+  }
+  // A generation that only waited for this endpoint's moved call may be whole now.
+  std::vector<uint64_t> gens;
+  for (const auto& [h, arrived] : b.generations) {
+    if (h >= gen) gens.push_back(h);
+  }
+  for (uint64_t h : gens) complete_if_all_arrived(b, h);
 }
 
 void RegistryServer::Impl::on_timers(TimePoint now) {
@@ -917,22 +948,37 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
   for (auto& barrier_entry : barriers) {
     const std::string& name = barrier_entry.first;
     BarrierState& b = barrier_entry.second;
-    for (auto git = b.generations.begin(); git != b.generations.end();) {
-      const uint64_t gen = git->first;
-      auto& arrived = git->second;
-      const std::string missing = describe_missing_endpoints(b, arrived);
-      std::erase_if(arrived, [&](const auto& entry) {
-        const auto& [e, w] = entry;
-        if (now < w.deadline) return false;
-        reply_error(w, ErrorCode::kTimeout,
-                    log::cat("barrier '", name, "' timed out after ", w.timeout_ms,
-                             " ms waiting for ", missing));
-        // A call that timed out does not count: retrying it meets the
-        // others' same call.
-        if (b.calls[e] == gen + 1) --b.calls[e];
-        return true;
-      });
-      git = arrived.empty() ? b.generations.erase(git) : std::next(git);
+    struct Expired {
+      uint64_t gen;
+      uint64_t endpoint;
+      Waiter waiter;
+      std::string missing;
+    };
+    std::vector<Expired> expired;
+    for (const auto& [gen, arrived] : b.generations) {
+      for (const auto& [e, w] : arrived) {
+        if (now >= w.deadline)
+          expired.push_back({gen, e, w, describe_missing_endpoints(b, arrived)});
+      }
+    }
+    // Latest first: withdrawing a call moves the same endpoint's later calls
+    // down, which must not move a call that is itself about to be withdrawn.
+    std::sort(expired.begin(), expired.end(),
+              [](const Expired& x, const Expired& y) { return x.gen > y.gen; });
+    for (const Expired& x : expired) {
+      // A withdrawal above may have completed x's generation (a moved call
+      // filled it): x was then answered OK and is gone.
+      auto g = b.generations.find(x.gen);
+      if (g == b.generations.end()) continue;
+      auto still = g->second.find(x.endpoint);
+      if (still == g->second.end() || still->second.conn_id != x.waiter.conn_id ||
+          still->second.request_id != x.waiter.request_id) {
+        continue;
+      }
+      reply_error(x.waiter, ErrorCode::kTimeout,
+                  log::cat("barrier '", name, "' timed out after ", x.waiter.timeout_ms,
+                           " ms waiting for ", x.missing));
+      withdraw(b, x.endpoint, x.gen);
     }
   }
 }

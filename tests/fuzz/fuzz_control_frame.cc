@@ -46,6 +46,7 @@ void decode_all(const Frame& f) {
   round_trip<GetMsg>(p);
   round_trip<ValueMsg>(p);
   round_trip<BarrierMsg>(p);
+  round_trip<BarrierDoneMsg>(p);
   // The header re-encodes too.
   uint8_t raw[kHeaderSize];
   encode_header(f.header, raw);

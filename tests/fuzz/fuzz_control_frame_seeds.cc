@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
       make_frame(MsgType::kBarrier, 12, encode(BarrierMsg{"step", 0, {}, 0})),
       make_frame(MsgType::kBarrier, 13,
                  encode(BarrierMsg{"slots", 500, {0, 1, uint64_t{1} << 32}, 1})),
+      make_frame(MsgType::kOk, 12, encode(BarrierDoneMsg{41})),
       make_frame(MsgType::kHeartbeat, 0, ""),
       make_frame(MsgType::kLeave, 0, ""),
       make_frame(MsgType::kPeerEvent, 0, encode(peer)),

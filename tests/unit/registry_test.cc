@@ -11,6 +11,8 @@
 #include <atomic>
 #include <functional>
 #include <future>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -18,6 +20,7 @@
 #include "control/protocol.h"
 #include "control/registry_client.h"
 #include "control/registry_server.h"
+#include "sluice/cluster.h"
 #include "sluice/errors.h"
 
 namespace sluice::control {
@@ -580,6 +583,104 @@ TEST(RegistryLivenessTest, SilentRegistryIsReportedLostAndEndsWaitsWithoutDeadli
   done.set_value();
   fake.join();
   ::close(listener);
+}
+
+// Two calls of one barrier from one rank (two threads) are outstanding when
+// the first times out: the second must move into the first's generation, so
+// that it meets the other rank's first call. (It used to stay in the next
+// generation, and the ranks' calls never met again.)
+TEST_F(RegistryTest, TimedOutBarrierCallDoesNotCountWhenTheSameRankHasALaterOne) {
+  start(2);
+  auto raw = raw_join(0, 2);
+  auto c1 = join(1, 2);
+  raw->send(make_frame(MsgType::kBarrier, 1, encode(BarrierMsg{"b", 200, {}, 0})) +
+            make_frame(MsgType::kBarrier, 2, encode(BarrierMsg{"b", 20000, {}, 0})));
+  Frame f;
+  do {
+    ASSERT_TRUE(raw->read_frame(&f)) << "no answer to the first call";
+  } while (f.header.request_id != 1);
+  EXPECT_EQ(f.header.type, static_cast<uint16_t>(MsgType::kError)) << "the first call times out";
+  EXPECT_EQ(c1->barrier("b", in(5s)), 0u) << "rank 1's first call meets rank 0's second";
+  ASSERT_TRUE(raw->read_frame(&f));
+  EXPECT_EQ(f.header.request_id, 2u);
+  ASSERT_EQ(f.header.type, static_cast<uint16_t>(MsgType::kOk));
+  BarrierDoneMsg done;
+  ASSERT_TRUE(decode(f.payload, &done));
+  EXPECT_EQ(done.generation, 0u);
+}
+
+// allgather through the public API, two ranks as two Clusters of one process.
+class AllgatherTest : public RegistryTest {
+ protected:
+  Cluster cluster(uint32_t rank) {
+    ClusterOptions o;
+    o.rank = rank;
+    o.world_size = 2;
+    o.registry = "127.0.0.1:" + std::to_string(server_->port());
+    o.secret = kSecret;
+    return Cluster::join(o);
+  }
+};
+
+// A call that timed out does not count, as for barrier(): the retry meets
+// the other rank's first call. (A per-rank counter gave the retry the next
+// number, so the other rank's first call took the timed-out call's value and
+// the retry waited for a second call that never came.)
+TEST_F(AllgatherTest, TimedOutCallDoesNotCount) {
+  start(2);
+  Cluster r0 = cluster(0);
+  Cluster r1 = cluster(1);
+  EXPECT_THROW(r0.allgather("x", "first try", in(200ms)), Error);
+  std::vector<std::string> got0;
+  std::vector<std::string> got1;
+  std::thread other([&] {
+    try {
+      got1 = r1.allgather("x", "b", in(10s));
+    } catch (const Error& e) {
+      ADD_FAILURE() << "rank 1: " << e.what();
+    }
+  });
+  try {
+    got0 = r0.allgather("x", "retry", in(10s));
+  } catch (const Error& e) {
+    ADD_FAILURE() << "rank 0's retry: " << e.what();
+  }
+  other.join();
+  EXPECT_EQ(got0, (std::vector<std::string>{"retry", "b"}));
+  EXPECT_EQ(got1, (std::vector<std::string>{"retry", "b"}));
+}
+
+// Two threads of each rank call allgather of one name at once, many times.
+// Each meeting pairs one call of each rank: both see the same values.
+TEST_F(AllgatherTest, ConcurrentCallsOfOneNamePairConsistently) {
+  start(2);
+  Cluster c[2] = {cluster(0), cluster(1)};
+  constexpr int kCalls = 50;
+  std::mutex mu;
+  std::map<std::vector<std::string>, int> seen;  // result -> how many calls returned it
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < 2; ++r) {
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&, r, t] {
+        for (int i = 0; i < kCalls; ++i) {
+          const std::string mine = log::cat(r, "/", t, "/", i);
+          std::vector<std::string> v;
+          try {
+            v = c[r].allgather("x", mine, in(30s));
+          } catch (const Error& e) {
+            ADD_FAILURE() << e.what();
+            return;
+          }
+          EXPECT_EQ(v[r], mine);
+          std::lock_guard<std::mutex> lock(mu);
+          ++seen[v];
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(seen.size(), size_t{2 * kCalls});
+  for (const auto& [v, n] : seen) EXPECT_EQ(n, 2) << v[0] << " + " << v[1];
 }
 
 class HostileInputTest : public RegistryTest {
