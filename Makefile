@@ -3,7 +3,7 @@ BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure --timeout 600
 
-.PHONY: all deps build demo demo-shuffle test test-slow asan tsan perf bench plot install clean
+.PHONY: all deps build demo demo-shuffle test test-slow asan tsan fuzz perf bench plot install clean
 
 all: build
 
@@ -26,9 +26,9 @@ demo: build
 demo-shuffle: build
 	build/bin/sluice run -n 4 -- build/bin/sluice-shuffle-demo --threads 2 --tuples 100000000
 
-# Every test but the long soaks (label `slow`).
+# Every test but the long soaks (label `slow`) and the fuzzers (label `fuzz`).
 test: build
-	cd build && ctest $(CTEST_FLAGS) -LE slow
+	cd build && ctest $(CTEST_FLAGS) -LE 'slow|fuzz'
 
 test-slow: build
 	cd build && ctest $(CTEST_FLAGS) -L slow
@@ -37,7 +37,7 @@ test-slow: build
 asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=address $(CMAKE_FLAGS)
 	cmake --build build-asan
-	cd build-asan && ctest $(CTEST_FLAGS) -LE slow
+	cd build-asan && ctest $(CTEST_FLAGS) -LE 'slow|fuzz'
 
 # The concurrent tests under ThreadSanitizer, then the multi-threaded unit
 # tests and the flow, replicate and combiner system tests (shm and ofi), with
@@ -47,6 +47,12 @@ tsan: deps
 	cmake --build build-tsan
 	cd build-tsan && ctest $(CTEST_FLAGS) -L concurrent
 	cd build-tsan && ctest $(CTEST_FLAGS) -R '^(unit\.replicate_test|system\.(flow|replicate|combiner)_test)'
+
+# The libFuzzer targets (tests/fuzz), built with clang in build-fuzz, each run
+# for FUZZ_SECONDS (default 60); prints executions and coverage.
+FUZZ_SECONDS ?= 60
+fuzz:
+	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 # The project's perftest, built-in bounds and peers only (see docs/benchmarks.md).
 perf: build
@@ -68,4 +74,4 @@ install: build
 	cmake --install build --prefix $(or $(PREFIX),/usr/local)
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz

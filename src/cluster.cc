@@ -734,11 +734,12 @@ void Cluster::barrier(std::string_view name, const std::vector<Endpoint>& member
 }
 
 std::vector<std::string> Cluster::allgather(std::string_view name, std::string_view value, Deadline deadline) {
-  uint64_t gen;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    gen = ++impl_->allgather_generation[std::string(name)];
-  }
+  // The registry numbers the calls: a barrier gives every rank of one meeting
+  // the same generation, whichever threads of each rank make the calls and
+  // in whatever order; a call that fails in it does not count. (A counter of
+  // our own could not know which of two concurrent calls the other ranks
+  // match, nor take back the number of a call that timed out.)
+  const uint64_t gen = impl_->client->barrier("sluice:allgather/" + std::string(name), deadline);
   const std::string prefix = "allgather/" + std::string(name) + "/" + std::to_string(gen) + "/";
   impl_->client->put(prefix + std::to_string(rank()), std::string(value));
   std::vector<std::string> out(world_size());

@@ -148,8 +148,11 @@ class Cluster {
   }
 
   // Waits until every rank of the job has called barrier with the same name
-  // (reusable: the n-th call meets the others' n-th call). Throws on timeout
-  // (naming the missing ranks) or PeerLostError.
+  // (reusable: the n-th call meets the others' n-th call; a call that threw
+  // does not count, so its retry meets the others' same call). Calls of one
+  // name made at once by several threads of a rank are counted in the order
+  // the registry receives them. Throws on timeout (naming the missing ranks)
+  // or PeerLostError.
   void barrier(std::string_view name, Deadline deadline = kForever);
   // Arrive-and-wait for a set of endpoints (threads of any ranks): returns
   // once every endpoint of `members` has made its n-th call of barrier
@@ -172,7 +175,10 @@ class Cluster {
   RemoteRegion open_region(std::string_view name, uint32_t owner, Deadline deadline = kForever);
 
   // Every rank contributes `value`; returns all contributions indexed by rank.
-  // Setup-time only (goes through the registry). Same failure rules as barrier.
+  // Setup-time only (goes through the registry). The n-th call meets the
+  // others' n-th call, counted as for barrier() (concurrent calls of one name
+  // from several threads of a rank each meet one call of every other rank,
+  // and all of them see the same values). Same failure rules as barrier.
   std::vector<std::string> allgather(std::string_view name, std::string_view value,
                                      Deadline deadline = kForever);
 

@@ -7,5 +7,5 @@ namespace sluice {
 inline constexpr const char* kVersion = "0.1.0";
 // Carried in every control message; peers with another version are refused
 // with an error naming both.
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
 }  // namespace sluice

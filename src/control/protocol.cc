@@ -313,6 +313,17 @@ bool decode(std::string_view payload, BarrierMsg* m) {
   return r.done();
 }
 
+std::string encode(const BarrierDoneMsg& m) {
+  Writer w;
+  w.u64(m.generation);
+  return w.take();
+}
+bool decode(std::string_view payload, BarrierDoneMsg* m) {
+  Reader r(payload);
+  r.u64(&m->generation);
+  return r.done();
+}
+
 void FrameParser::append(const char* data, size_t n) {
   // Drop consumed bytes before growing, so the buffer stays near one frame.
   if (pos_ > 0 && (pos_ == buf_.size() || pos_ >= 64 * 1024)) {

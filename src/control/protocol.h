@@ -12,7 +12,7 @@
 //   magic = 0x534C4345 ("ECLS" on the wire, "SLCE" as a number)
 //   version = sluice::kProtocolVersion of the sender
 //   request id: chosen by the client, echoed in the reply; 0 in server-initiated
-//   frames (PEER_EVENT) and in frames that get no reply (HEARTBEAT, LEAVE)
+//   frames (PEER_EVENT), in HEARTBEAT (both ways) and in LEAVE
 //   length <= kMaxPayload (1 MiB); a larger length is a protocol error
 //
 // Payload fields are encoded back to back with Writer and read with Reader:
@@ -33,8 +33,11 @@
 //   PUT       str key, str value -> OK
 //   GET       str key, i64 owner_rank (-1: none), u64 timeout_ms -> VALUE | ERROR
 //   VALUE     str value
-//   BARRIER   str name, u64 timeout_ms -> OK | ERROR
-//   HEARTBEAT (empty), no reply
+//   BARRIER   str name, u64 timeout_ms, u64 n, n x u64 member, u64 self
+//             -> OK (u64 generation: the caller's call counted from 0, the
+//             same for every member it met) | ERROR
+//   HEARTBEAT (empty) -> HEARTBEAT (request id 0): the registry answers
+//             every one, so a client can tell that the registry is alive
 //   LEAVE     (empty), no reply; the registry then closes the connection
 //   PEER_EVENT (server -> client, request id 0)
 //             u32 rank, u8 state (PeerState), str reason, str host, u32 pid
@@ -205,6 +208,10 @@ struct BarrierMsg {
   uint64_t self = 0;
 };
 inline constexpr size_t kMaxBarrierMembers = 1u << 20;
+// The OK payload of a completed BARRIER.
+struct BarrierDoneMsg {
+  uint64_t generation = 0;
+};
 
 std::string encode(const HelloMsg& m);
 std::string encode(const PeerEventMsg& m);
@@ -215,6 +222,7 @@ std::string encode(const PutMsg& m);
 std::string encode(const GetMsg& m);
 std::string encode(const ValueMsg& m);
 std::string encode(const BarrierMsg& m);
+std::string encode(const BarrierDoneMsg& m);
 [[nodiscard]] bool decode(std::string_view payload, HelloMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, PeerEventMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, WelcomeMsg* m);
@@ -224,6 +232,7 @@ std::string encode(const BarrierMsg& m);
 [[nodiscard]] bool decode(std::string_view payload, GetMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, ValueMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, BarrierMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, BarrierDoneMsg* m);
 
 struct Frame {
   FrameHeader header;

@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "control/protocol.h"
+#include "control/tcp_liveness.h"
 #include "sluice/errors.h"
 
 namespace sluice::control {
@@ -96,6 +97,9 @@ void PeerTable::set(uint32_t rank, State state, const std::string& reason) {
   if (rank >= world_size()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A lost rank stays lost (and keeps the first reason): whatever it may
+    // still send, its peers have already given up on it.
+    if (states_[rank].load(std::memory_order_relaxed) != kAlive) return;
     reasons_[rank] = reason;
   }
   // Release pairs with the acquire in state(): whoever sees the new state also
@@ -145,7 +149,9 @@ struct RegistryClient::Impl {
   void loop();
   bool handle_frame(const Frame& f, std::string* problem);
   void fail_all(const std::string& reason);
-  void send_frame(const std::string& frame);
+  void wake();
+  void write_all(const std::string& bytes, Deadline deadline);
+  bool pump_out(std::string* problem);
   Reply call(MsgType type, const std::string& payload, Deadline deadline, const std::string& what);
   void expect(const Reply& r, MsgType type, const std::string& what);
   void shut_down();
@@ -158,13 +164,21 @@ struct RegistryClient::Impl {
   PeerTable peers;
   FrameParser parser;  // control thread only (and connect() before it starts)
   milliseconds heartbeat_interval{1000};
+  // The registry is declared lost when it sends nothing (it answers every
+  // HEARTBEAT) or accepts none of our bytes for this long: the smaller of our
+  // heartbeat_timeout and the registry's.
+  milliseconds silence_limit{5000};
+  // Control thread only: bytes taken from `outbox` and not yet sent.
+  std::string sending;
+  size_t sending_pos = 0;
   std::thread thread;
   std::atomic<bool> stopping{false};
   Deadline stop_deadline = kForever;  // written before the wake-up, read by the thread after
 
-  std::mutex send_mu;  // one frame at a time on the socket
-
   std::mutex mu;  // guards everything below
+  // Frames for the control thread to send: callers never write to the
+  // socket themselves, so no call blocks on a registry that stopped reading.
+  std::string outbox;
   std::map<uint32_t, std::promise<Reply>> pending;
   uint32_t next_id = 1;
   bool lost = false;
@@ -201,9 +215,11 @@ int RegistryClient::Impl::try_connect(const addrinfo* ai, Deadline deadline, std
     ::close(s);
     return -1;
   }
-  ::fcntl(s, F_SETFL, flags);
+  // The socket stays non-blocking: every write is bounded (write_all before
+  // the control thread starts, the control thread's poll() after).
   int one = 1;
   ::setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  set_tcp_liveness(s, options.heartbeat_timeout);
   return s;
 }
 
@@ -258,7 +274,7 @@ void RegistryClient::Impl::apply_peer(const PeerEventMsg& e) {
 void RegistryClient::Impl::handshake(Deadline deadline) {
   HelloMsg hello{info.rank, info.world_size, local_host_name(), static_cast<uint32_t>(::getpid()),
                  info.secret};
-  send_frame(make_frame(MsgType::kHello, 0, encode(hello)));
+  write_all(make_frame(MsgType::kHello, 0, encode(hello)), deadline);
   const std::string refused =
       log::cat("the registry at ", address, " refused rank ", info.rank, ": ");
   char buf[64 * 1024];
@@ -306,6 +322,8 @@ void RegistryClient::Impl::handshake(Deadline deadline) {
       milliseconds limit = options.heartbeat_timeout;
       if (welcome.heartbeat_ms > 0) limit = std::min(limit, milliseconds(welcome.heartbeat_ms));
       heartbeat_interval = std::max(limit / 5, milliseconds{1});
+      silence_limit = limit;
+      set_tcp_liveness(fd, limit);
       return;
     }
     pollfd p{fd, POLLIN, 0};
@@ -336,18 +354,57 @@ void RegistryClient::Impl::handshake(Deadline deadline) {
   }
 }
 
-void RegistryClient::Impl::send_frame(const std::string& frame) {
-  std::lock_guard<std::mutex> lock(send_mu);
+void RegistryClient::Impl::write_all(const std::string& bytes, Deadline deadline) {
   size_t off = 0;
-  while (off < frame.size()) {
-    const ssize_t n = ::send(fd, frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
+  while (off < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
     if (n >= 0) {
       off += static_cast<size_t>(n);
-    } else if (errno != EINTR) {
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
       throw Error(ErrorCode::kRegistry, log::cat("lost the registry at ", address,
                                                  ": send failed: ", std::strerror(errno)));
     }
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, remaining_ms(deadline, milliseconds{1000})) == 0 &&
+        Clock::now() >= deadline) {
+      throw Error(ErrorCode::kTimeout, log::cat("the registry at ", address,
+                                                " accepted the connection but did not read "
+                                                "HELLO within ",
+                                                options.connect_timeout.count(), " ms"));
+    }
   }
+}
+
+void RegistryClient::Impl::wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd, &one, sizeof one);
+}
+
+// Control thread: sends what it can without blocking. False (with *problem)
+// if the connection failed.
+bool RegistryClient::Impl::pump_out(std::string* problem) {
+  if (sending_pos == sending.size()) {
+    sending.clear();
+    sending_pos = 0;
+    std::lock_guard<std::mutex> lock(mu);
+    sending.swap(outbox);
+  }
+  while (sending_pos < sending.size()) {
+    const ssize_t n = ::send(fd, sending.data() + sending_pos, sending.size() - sending_pos,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sending_pos += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    *problem = log::cat("send failed: ", n < 0 ? std::strerror(errno) : "connection closed");
+    return false;
+  }
+  return true;
 }
 
 bool RegistryClient::Impl::handle_frame(const Frame& f, std::string* problem) {
@@ -391,20 +448,47 @@ void RegistryClient::Impl::fail_all(const std::string& reason) {
 
 void RegistryClient::Impl::loop() {
   char buf[64 * 1024];
+  const std::string heartbeat = make_frame(MsgType::kHeartbeat, 0, "");
   Deadline next_heartbeat = Clock::now() + heartbeat_interval;
+  // The registry answers every HEARTBEAT, so it is never silent for longer
+  // than a heartbeat interval while it is alive and reachable.
+  Deadline last_heard = Clock::now();
+  Deadline last_sent = Clock::now();  // last time a byte left, or nothing was waiting
+  bool write_shut = false;
   std::string reason;
   for (;;) {
     // stopping is set (release) before the eventfd write; once it reads true,
     // stop_deadline is visible too.
     const bool stop = stopping.load(std::memory_order_acquire);
-    const Deadline wake = stop ? stop_deadline : next_heartbeat;
-    pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const size_t before = sending_pos;
+    if (!pump_out(&reason)) break;
+    const bool backlog = sending_pos < sending.size();
+    if (!backlog || sending_pos != before) last_sent = Clock::now();
+    if (stop && !backlog && !write_shut) {
+      bool empty;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        empty = outbox.empty();
+      }
+      if (empty) {
+        // Half-close once LEAVE is out: the registry reads it, then EOF, and
+        // closes its side, which ends this loop.
+        ::shutdown(fd, SHUT_WR);
+        write_shut = true;
+      }
+    }
+    Deadline wake = stop ? stop_deadline
+                         : std::min({next_heartbeat, last_heard + silence_limit,
+                                     backlog ? last_sent + silence_limit : Deadline::max()});
+    pollfd fds[2] = {{fd, static_cast<short>(POLLIN | (backlog ? POLLOUT : 0)), 0},
+                     {wake_fd, POLLIN, 0}};
     const int rc = ::poll(fds, 2, remaining_ms(wake, milliseconds{1000}));
     if (rc < 0 && errno != EINTR) {
       reason = log::cat("poll failed: ", std::strerror(errno));
       break;
     }
-    if (stop && Clock::now() >= stop_deadline) {
+    const Deadline now = Clock::now();
+    if (stop && now >= stop_deadline) {
       reason = "the client was shut down";
       break;
     }
@@ -412,7 +496,7 @@ void RegistryClient::Impl::loop() {
       uint64_t counter;
       [[maybe_unused]] ssize_t n = ::read(wake_fd, &counter, sizeof counter);
     }
-    if (rc > 0 && fds[0].revents != 0) {
+    if (rc > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
       const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
       if (n == 0) {
         reason = "the registry closed the connection";
@@ -423,6 +507,7 @@ void RegistryClient::Impl::loop() {
         break;
       }
       if (n > 0) {
+        last_heard = now;
         parser.append(buf, static_cast<size_t>(n));
         bool bad = false;
         for (;;) {
@@ -440,13 +525,21 @@ void RegistryClient::Impl::loop() {
         if (bad) break;
       }
     }
-    if (!stopping.load(std::memory_order_acquire) && Clock::now() >= next_heartbeat) {
-      try {
-        send_frame(make_frame(MsgType::kHeartbeat, 0, ""));
-      } catch (const Error&) {
-        // The broken connection shows up as EOF or an error on the next read.
-      }
-      next_heartbeat = Clock::now() + heartbeat_interval;
+    if (stop) continue;
+    if (now - last_heard >= silence_limit) {
+      reason = log::cat("it sent nothing for ", silence_limit.count(),
+                        " ms, not even a heartbeat reply (it is stopped, hung or unreachable)");
+      break;
+    }
+    if (backlog && now - last_sent >= silence_limit) {
+      reason = log::cat("it accepted none of our messages for ", silence_limit.count(),
+                        " ms (it is not reading, or the network is down)");
+      break;
+    }
+    if (now >= next_heartbeat) {
+      std::lock_guard<std::mutex> lock(mu);
+      outbox += heartbeat;
+      next_heartbeat = now + heartbeat_interval;
     }
   }
   fail_all(reason);
@@ -462,14 +555,9 @@ RegistryClient::Impl::Reply RegistryClient::Impl::call(MsgType type, const std::
     id = next_id++;
     if (next_id == 0) next_id = 1;  // 0 marks frames that are not replies
     reply = pending[id].get_future();
+    outbox += make_frame(type, id, payload);
   }
-  try {
-    send_frame(make_frame(type, id, payload));
-  } catch (const Error&) {
-    std::lock_guard<std::mutex> lock(mu);
-    pending.erase(id);
-    throw;
-  }
+  wake();
   const bool bounded = deadline != kForever && deadline < Deadline::max() - kReplyGrace;
   if (!bounded) {
     reply.wait();
@@ -504,26 +592,15 @@ void RegistryClient::Impl::expect(const Reply& r, MsgType type, const std::strin
 
 void RegistryClient::Impl::shut_down() {
   if (!thread.joinable()) return;
+  {
+    // The control thread sends LEAVE, then half-closes; a registry that
+    // stopped reading costs at most kLeaveLinger.
+    std::lock_guard<std::mutex> lock(mu);
+    if (!lost) outbox += make_frame(MsgType::kLeave, 0, "");
+  }
   stop_deadline = Clock::now() + kLeaveLinger;
   stopping.store(true, std::memory_order_release);
-  bool registry_gone;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    registry_gone = lost;
-  }
-  if (!registry_gone) {
-    // MSG_DONTWAIT: a registry that stopped reading must not block the
-    // destructor; the frame is tiny, so it fits unless the socket is wedged.
-    const std::string leave = make_frame(MsgType::kLeave, 0, "");
-    std::lock_guard<std::mutex> lock(send_mu);
-    [[maybe_unused]] ssize_t n =
-        ::send(fd, leave.data(), leave.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  }
-  // Half-close: the registry reads LEAVE, then EOF, and closes its side,
-  // which ends the control thread's wait.
-  ::shutdown(fd, SHUT_WR);
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd, &one, sizeof one);
+  wake();
   thread.join();
 }
 
@@ -594,14 +671,22 @@ std::string RegistryClient::get(const std::string& key, Deadline deadline, int64
   return std::move(v.value);
 }
 
-void RegistryClient::barrier(const std::string& name, Deadline deadline) { barrier(name, {}, 0, deadline); }
+uint64_t RegistryClient::barrier(const std::string& name, Deadline deadline) {
+  return barrier(name, {}, 0, deadline);
+}
 
-void RegistryClient::barrier(const std::string& name, const std::vector<uint64_t>& members, uint64_t self,
-                             Deadline deadline) {
+uint64_t RegistryClient::barrier(const std::string& name, const std::vector<uint64_t>& members,
+                                 uint64_t self, Deadline deadline) {
   const std::string what = log::cat("barrier '", name, "'");
   const auto r = impl_->call(MsgType::kBarrier, encode(BarrierMsg{name, timeout_ms(deadline), members, self}),
                              deadline, what);
   impl_->expect(r, MsgType::kOk, what);
+  BarrierDoneMsg done;
+  if (!decode(r.payload, &done)) {
+    throw Error(ErrorCode::kProtocol,
+                log::cat(what, ": the registry at ", impl_->address, " sent a malformed OK reply"));
+  }
+  return done.generation;
 }
 
 }  // namespace sluice::control

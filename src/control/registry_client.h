@@ -1,8 +1,13 @@
 // The client side of the registry, owned by a Cluster. connect() joins the job
 // (HELLO with rank, world size, host name, pid and secret) and starts one
-// control thread that reads replies and peer events and sends heart-beats
-// (every heartbeat_timeout / 5). The data plane never calls in here: it reads
-// the PeerTable's atomics on its slow path only.
+// control thread that does all the socket I/O: it sends queued requests and
+// heart-beats (every heartbeat_timeout / 5) without blocking, and reads
+// replies, heartbeat replies and peer events. A registry that sends nothing
+// for the heartbeat timeout (the smaller of ours and its own), or accepts
+// none of our bytes for as long, is lost: PeerTable::registry_lost() turns
+// true and every pending and later call throws Error(kRegistry). The data
+// plane never calls in here: it reads the PeerTable's atomics on its slow
+// path only.
 //
 // Thread safety: every method may be called from any thread concurrently;
 // each blocking call waits only for its own reply.
@@ -36,7 +41,8 @@ class PeerTable {
   // Host name of a rank as it reported at HELLO (empty if not yet known).
   std::string host(uint32_t rank) const;
 
-  // Control-thread side.
+  // Control-thread side. A rank once left or died stays so: set() ignores
+  // any later change of its state.
   void set(uint32_t rank, State state, const std::string& reason);
   void set_info(uint32_t rank, const std::string& host, uint32_t pid);
   void set_registry_lost(const std::string& reason);
@@ -64,7 +70,8 @@ class RegistryClient {
   // Error(kTimeout) naming the address if nothing answers, Error(kRegistry)
   // for any other refusal (duplicate rank, rank >= world size...).
   static std::unique_ptr<RegistryClient> connect(const BootstrapInfo& info, const ClientOptions& options);
-  // Sends LEAVE (so peers see "left") and joins the control thread.
+  // Sends LEAVE (so peers see "left") and joins the control thread; waits at
+  // most about a second for a registry that does not answer.
   ~RegistryClient();
 
   uint32_t rank() const;
@@ -88,11 +95,15 @@ class RegistryClient {
   // Throws Error(kTimeout) naming the key on deadline.
   std::string get(const std::string& key, Deadline deadline, int64_t owner_rank = -1);
   // Waits until every rank of the job entered barrier `name` for the n-th
-  // time (the registry counts generations per name). Throws Error(kTimeout)
-  // naming missing ranks, or PeerLostError.
-  void barrier(const std::string& name, Deadline deadline);
+  // time (the registry counts generations per name and endpoint; a call that
+  // failed does not count) and returns n, counted from 0: the same for every
+  // rank of that meeting. Concurrent calls of one rank are counted in the
+  // order the registry receives them. Throws Error(kTimeout) naming missing
+  // ranks, or PeerLostError.
+  uint64_t barrier(const std::string& name, Deadline deadline);
   // The same for a set of endpoints (rank << 32 | slot), `self` among them.
-  void barrier(const std::string& name, const std::vector<uint64_t>& members, uint64_t self, Deadline deadline);
+  uint64_t barrier(const std::string& name, const std::vector<uint64_t>& members, uint64_t self,
+                   Deadline deadline);
 
  private:
   struct Impl;

@@ -19,6 +19,7 @@
 
 #include "common/log.h"
 #include "control/protocol.h"
+#include "control/tcp_liveness.h"
 #include "sluice/errors.h"
 
 namespace sluice::control {
@@ -29,9 +30,6 @@ using TimePoint = Clock::time_point;
 using std::chrono::milliseconds;
 
 constexpr TimePoint kNever = TimePoint::max();
-// A peer that does not read its replies must not make the registry hold
-// unbounded memory; past this it is treated as gone.
-constexpr size_t kMaxOutBuffer = size_t{64} << 20;
 // After an ERROR (or LEAVE) the registry half-closes and waits this long for
 // the peer's EOF, so that its last bytes are read rather than answered with a
 // reset that could destroy the ERROR frame before the peer reads it.
@@ -127,7 +125,10 @@ struct RegistryServer::Impl {
     int64_t rank = -1;        // >= 0 once HELLO was accepted
     bool closing = false;     // refused or left: input is discarded until EOF
     bool write_shut = false;  // closing and every byte of `out` was sent
-    bool dead = false;        // reaped at the end of the loop iteration
+    // Reaped at the end of the loop iteration. Set by drop(), which may run
+    // while a caller iterates the waiter containers: everything else about
+    // the connection's end (its rank's loss) waits for settle().
+    bool dead = false;
     // Before HELLO: when the peer must have said it. Closing: when to stop
     // waiting for its EOF.
     TimePoint deadline = kNever;
@@ -210,6 +211,7 @@ struct RegistryServer::Impl {
   void bind_and_listen();
   void serve();
   void accept_all(TimePoint now);
+  void cap_unauthenticated();
   void on_readable(Conn& c, TimePoint now);
   void handle_frame(Conn& c, const Frame& f, TimePoint now);
   void on_hello(Conn& c, const Frame& f, TimePoint now);
@@ -229,6 +231,7 @@ struct RegistryServer::Impl {
   void refuse(Conn& c, ErrorCode code, const std::string& problem, uint32_t request_id);
   void start_closing(Conn& c, TimePoint now);
   void drop(Conn& c, const std::string& reason);
+  void settle();
   void lose_rank(uint32_t rank, RankState state, const std::string& reason);
   void broadcast(const PeerEventMsg& event, uint64_t except_conn);
 
@@ -244,6 +247,8 @@ struct RegistryServer::Impl {
   std::string spec_diff(const FlowDecl& flow, uint32_t rank, const std::string& canonical,
                         const std::vector<uint32_t>& participants) const;
   void complete_flow(FlowDecl& flow);
+  void complete_if_all_arrived(BarrierState& b, uint64_t gen);
+  void withdraw(BarrierState& b, uint64_t endpoint, uint64_t gen);
 
   RegistryOptions opt;
   int listen_fd = -1;
@@ -252,12 +257,21 @@ struct RegistryServer::Impl {
   std::atomic<bool> stopping{false};
   TimePoint accept_paused_until{};
   uint64_t next_conn_id = 1;
+  uint64_t evicted = 0;  // connections closed by cap_unauthenticated()
   std::map<uint64_t, std::unique_ptr<Conn>> conns;
   std::vector<RankInfo> ranks;
   std::map<std::string, FlowDecl> flows;
   std::map<std::string, std::string> kv;
   std::vector<GetWaiter> gets;
   std::map<std::string, BarrierState> barriers;
+  // Ranks whose connection was dropped and whose loss lose_rank() has not
+  // yet announced: (rank, connection id, reason). See drop() and settle().
+  struct PendingLoss {
+    uint32_t rank;
+    uint64_t conn_id;
+    std::string reason;
+  };
+  std::vector<PendingLoss> pending_losses;
 };
 
 void RegistryServer::Impl::bind_and_listen() {
@@ -371,8 +385,9 @@ void RegistryServer::Impl::send(Conn& c, MsgType type, uint32_t request_id,
                                 const std::string& payload) {
   if (c.dead || c.write_shut) return;
   c.out += make_frame(type, request_id, payload);
-  if (c.out.size() - c.out_pos > kMaxOutBuffer) {
-    drop(c, "not reading registry messages (more than 64 MiB queued)");
+  if (c.out.size() - c.out_pos > opt.max_queued_bytes) {
+    drop(c, log::cat("not reading registry messages (more than ", opt.max_queued_bytes,
+                     " bytes queued)"));
   }
 }
 
@@ -406,8 +421,24 @@ void RegistryServer::Impl::refuse(Conn& c, ErrorCode code, const std::string& pr
 void RegistryServer::Impl::drop(Conn& c, const std::string& reason) {
   if (c.dead) return;
   c.dead = true;
+  // drop() runs from send(), which runs while callers iterate the very
+  // containers lose_rank() erases from (gets, flow waiters, barriers): the
+  // loss is only queued here and announced by settle() once the current
+  // handler returned. Until then no reply reaches the connection (it is dead).
   if (c.rank >= 0 && ranks[c.rank].conn_id == c.id && ranks[c.rank].state == RankState::kAlive) {
-    lose_rank(static_cast<uint32_t>(c.rank), RankState::kDied, reason);
+    pending_losses.push_back(PendingLoss{static_cast<uint32_t>(c.rank), c.id, reason});
+  }
+}
+
+void RegistryServer::Impl::settle() {
+  // lose_rank() may drop further connections (its PEER_EVENTs can overflow
+  // them), which queues more losses: loop until none is left.
+  while (!pending_losses.empty()) {
+    const PendingLoss loss = std::move(pending_losses.front());
+    pending_losses.erase(pending_losses.begin());
+    const RankInfo& info = ranks[loss.rank];
+    if (info.state != RankState::kAlive || info.conn_id != loss.conn_id) continue;
+    lose_rank(loss.rank, RankState::kDied, loss.reason);
   }
 }
 
@@ -441,7 +472,7 @@ void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::str
       for (auto& [q, w] : arrived) {
         reply_error(w, ErrorCode::kPeerLost,
                     log::cat("barrier '", name, "' cannot complete: ", who), r);
-        if (b.calls[q] == gen + 1) --b.calls[q];
+        --b.calls[q];  // a failed call does not count (see withdraw())
       }
     }
     b.generations.clear();
@@ -491,12 +522,34 @@ void RegistryServer::Impl::accept_all(TimePoint now) {
     // latency to every barrier.
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    set_tcp_liveness(fd, opt.heartbeat_timeout);
     auto c = std::make_unique<Conn>();
     c->id = next_conn_id++;
     c->fd = fd;
     c->peer = peer_name(ss);
     c->deadline = now + opt.heartbeat_timeout;
     conns.emplace(c->id, std::move(c));
+    cap_unauthenticated();
+  }
+}
+
+void RegistryServer::Impl::cap_unauthenticated() {
+  size_t waiting = 0;
+  for (const auto& [id, c] : conns) {
+    if (c->rank < 0 && !c->closing && !c->dead) ++waiting;
+  }
+  // conns is ordered by id, which grows with every accept: oldest first.
+  for (auto it = conns.begin(); waiting > opt.max_unauthenticated && it != conns.end(); ++it) {
+    Conn& c = *it->second;
+    if (c.rank >= 0 || c.closing || c.dead) continue;
+    c.dead = true;
+    --waiting;
+    // One line per burst, not per connection: a flood must not flood the log too.
+    if (++evicted % 100 == 1) {
+      log::warn("registry: more than ", opt.max_unauthenticated,
+                " connections have not said HELLO; closed the oldest (from ", c.peer, "; ", evicted,
+                " so far)");
+    }
   }
 }
 
@@ -563,7 +616,12 @@ void RegistryServer::Impl::handle_frame(Conn& c, const Frame& f, TimePoint now) 
     case MsgType::kBarrier:
       return on_barrier(c, f, now);
     case MsgType::kHeartbeat:
-      if (!f.payload.empty()) refuse(c, ErrorCode::kProtocol, "malformed HEARTBEAT message", req);
+      if (!f.payload.empty()) {
+        refuse(c, ErrorCode::kProtocol, "malformed HEARTBEAT message", req);
+        return;
+      }
+      // The reply is how the client knows that the registry is alive.
+      send(c, MsgType::kHeartbeat, 0, "");
       return;
     case MsgType::kLeave:
       lose_rank(static_cast<uint32_t>(c.rank), RankState::kLeft, "left the job");
@@ -605,6 +663,15 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
     return;
   }
   RankInfo& info = ranks[m.rank];
+  if (info.state == RankState::kLeft || info.state == RankState::kDied) {
+    // Its peers were told it is gone and may have failed flows because of it;
+    // taking it back would let a resumed process deliver after that.
+    refuse(c, ErrorCode::kRegistry,
+           log::cat(describe(m.rank), "; a rank reported lost cannot rejoin the job (pid ", m.pid,
+                    " on ", m.host, " tried): start the job again"),
+           req);
+    return;
+  }
   if (info.state == RankState::kAlive) {
     refuse(c, ErrorCode::kRegistry,
            log::cat("rank ", m.rank, " already joined (", info.host, ", pid ", info.pid,
@@ -788,12 +855,41 @@ void RegistryServer::Impl::on_barrier(Conn& c, const Frame& f, TimePoint now) {
     }
   }
   const uint64_t gen = b.calls[m.self]++;
-  auto& arrived = b.generations[gen];
-  arrived[m.self] = w;
-  if (arrived.size() == b.members.size()) {
-    for (const auto& [r, waiter] : arrived) reply(waiter, MsgType::kOk, "");
-    b.generations.erase(gen);
+  b.generations[gen][m.self] = w;
+  complete_if_all_arrived(b, gen);
+}
+
+void RegistryServer::Impl::complete_if_all_arrived(BarrierState& b, uint64_t gen) {
+  auto it = b.generations.find(gen);
+  if (it == b.generations.end() || it->second.size() != b.members.size()) return;
+  const std::string done = encode(BarrierDoneMsg{gen});
+  for (const auto& [e, waiter] : it->second) reply(waiter, MsgType::kOk, done);
+  b.generations.erase(it);
+}
+
+void RegistryServer::Impl::withdraw(BarrierState& b, uint64_t e, uint64_t gen) {
+  // A call that failed does not count: the endpoint's later calls (other
+  // threads of its rank, still waiting) each move down one generation, so
+  // that its n-th successful call still meets the others' n-th call.
+  b.generations[gen].erase(e);
+  uint64_t g = gen;
+  for (auto it = b.generations.upper_bound(gen); it != b.generations.end(); ++it) {
+    auto later = it->second.find(e);
+    if (later == it->second.end()) continue;
+    b.generations[g][e] = later->second;
+    it->second.erase(later);
+    g = it->first;
   }
+  --b.calls[e];
+  for (auto it = b.generations.begin(); it != b.generations.end();) {
+    it = it->second.empty() ? b.generations.erase(it) : std::next(it);
+  }
+  // A generation that only waited for this endpoint's moved call may be whole now.
+  std::vector<uint64_t> gens;
+  for (const auto& [h, arrived] : b.generations) {
+    if (h >= gen) gens.push_back(h);
+  }
+  for (uint64_t h : gens) complete_if_all_arrived(b, h);
 }
 
 void RegistryServer::Impl::on_timers(TimePoint now) {
@@ -818,7 +914,11 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
     if (opt.on_silent_rank) opt.on_silent_rank(r, reason);
   }
 
-  for (auto& [name, flow] : flows) {
+  // Named references, not structured bindings: clang before 16 cannot
+  // capture those in a lambda (and the fuzz build uses clang).
+  for (auto& flow_entry : flows) {
+    const std::string& name = flow_entry.first;
+    FlowDecl& flow = flow_entry.second;
     std::erase_if(flow.waiters, [&](const Waiter& w) {
       if (now < w.deadline) return false;
       std::vector<uint32_t> missing;
@@ -845,23 +945,40 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
         log::cat("key '", g.key, "' was not put within ", g.waiter.timeout_ms, " ms", owner));
     return true;
   });
-  for (auto& [name, b] : barriers) {
-    for (auto git = b.generations.begin(); git != b.generations.end();) {
-      const uint64_t gen = git->first;
-      auto& arrived = git->second;
-      const std::string missing = describe_missing_endpoints(b, arrived);
-      std::erase_if(arrived, [&](const auto& entry) {
-        const auto& [e, w] = entry;
-        if (now < w.deadline) return false;
-        reply_error(w, ErrorCode::kTimeout,
-                    log::cat("barrier '", name, "' timed out after ", w.timeout_ms,
-                             " ms waiting for ", missing));
-        // A call that timed out does not count: retrying it meets the
-        // others' same call.
-        if (b.calls[e] == gen + 1) --b.calls[e];
-        return true;
-      });
-      git = arrived.empty() ? b.generations.erase(git) : std::next(git);
+  for (auto& barrier_entry : barriers) {
+    const std::string& name = barrier_entry.first;
+    BarrierState& b = barrier_entry.second;
+    struct Expired {
+      uint64_t gen;
+      uint64_t endpoint;
+      Waiter waiter;
+      std::string missing;
+    };
+    std::vector<Expired> expired;
+    for (const auto& [gen, arrived] : b.generations) {
+      for (const auto& [e, w] : arrived) {
+        if (now >= w.deadline)
+          expired.push_back({gen, e, w, describe_missing_endpoints(b, arrived)});
+      }
+    }
+    // Latest first: withdrawing a call moves the same endpoint's later calls
+    // down, which must not move a call that is itself about to be withdrawn.
+    std::sort(expired.begin(), expired.end(),
+              [](const Expired& x, const Expired& y) { return x.gen > y.gen; });
+    for (const Expired& x : expired) {
+      // A withdrawal above may have completed x's generation (a moved call
+      // filled it): x was then answered OK and is gone.
+      auto g = b.generations.find(x.gen);
+      if (g == b.generations.end()) continue;
+      auto still = g->second.find(x.endpoint);
+      if (still == g->second.end() || still->second.conn_id != x.waiter.conn_id ||
+          still->second.request_id != x.waiter.request_id) {
+        continue;
+      }
+      reply_error(x.waiter, ErrorCode::kTimeout,
+                  log::cat("barrier '", name, "' timed out after ", x.waiter.timeout_ms,
+                           " ms waiting for ", x.missing));
+      withdraw(b, x.endpoint, x.gen);
     }
   }
 }
@@ -964,10 +1081,13 @@ void RegistryServer::Impl::serve() {
           log::error("registry: internal error on the connection from ", c->peer, ": ", e.what());
           drop(*c, log::cat("registry internal error: ", e.what()));
         }
+        settle();
       }
     }
     on_timers(now);
+    settle();
     for (auto& [id, c] : conns) flush(*c);
+    settle();
     reap();
   }
 }
@@ -976,6 +1096,10 @@ RegistryServer::RegistryServer(RegistryOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {
   if (impl_->opt.world_size == 0) {
     throw Error(ErrorCode::kInvalidArgument, "registry: world_size must be at least 1");
+  }
+  if (impl_->opt.max_unauthenticated == 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "registry: max_unauthenticated must be at least 1, or no rank could join");
   }
   if (impl_->opt.heartbeat_timeout.count() <= 0) {
     throw Error(ErrorCode::kInvalidArgument, "registry: heartbeat_timeout must be positive");

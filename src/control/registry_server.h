@@ -11,7 +11,10 @@
 // for heartbeat_timeout is "died (no heartbeat for N ms)". Every other joined
 // rank is told at once (PEER_EVENT), and pending requests that wait on the
 // lost rank (declare, barrier, get of keys it would put) fail with an error
-// naming it.
+// naming it. A lost rank stays lost: a later HELLO for it (a stopped process
+// that resumed) is refused. Every HEARTBEAT is answered with a HEARTBEAT, so
+// that clients can tell a registry that stopped from one that has nothing to
+// say.
 //
 // Thread safety: run() on one thread; stop() and port() from any thread.
 #pragma once
@@ -36,6 +39,15 @@ struct RegistryOptions {
   uint32_t world_size = 0;
   // A joined rank silent for this long is reported died. Default 5000 ms.
   std::chrono::milliseconds heartbeat_timeout{5000};
+  // A connection whose unsent replies exceed this is treated as gone (its
+  // rank died: "not reading registry messages"), so that a peer that stops
+  // reading cannot make the registry hold unbounded memory. Default 64 MiB.
+  size_t max_queued_bytes = size_t{64} << 20;
+  // Connections that have not yet been welcomed (no valid HELLO) are capped
+  // at this many; a new one beyond it closes the oldest, so a flood of idle
+  // connections can neither exhaust descriptors nor lock ranks out. Each is
+  // also closed if it sends no HELLO within heartbeat_timeout. Default 64.
+  size_t max_unauthenticated = 64;
   // Called on the registry's thread when a joined rank is declared died for
   // silence (its process may still exist, stopped or hung). Must not block.
   // `sluice run` uses it to stop such a rank. Default: none.

@@ -22,9 +22,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "multihost/child_process.h"
 #include "multihost/netns.h"
@@ -266,6 +272,56 @@ TEST_F(MultihostFaultTest, KilledRankIsReportedLostByTheOtherHosts) {
 }
 
 // The harness itself: what it creates goes away again.
+
+// The command lines of every process, from /proc/<pid>/cmdline (NULs as spaces).
+std::vector<std::string> command_lines() {
+  std::vector<std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::replace(line.begin(), line.end(), '\0', ' ');
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+// `sluice perf --netns` starts a registry and ranks by hand in two hosts. The
+// job secret must reach them through the environment: a command line is
+// readable by every user of the machine (/proc/<pid>/cmdline).
+TEST(MultihostPerfTest, PerfAcrossNamespacesKeepsTheSecretOffCommandLines) {
+  SKIP_WITHOUT_NAMESPACES();
+  TestHosts hosts(2);
+  const std::string netns =
+      hosts.name(0) + "=" + hosts.ip(0) + "," + hosts.name(1) + "=" + hosts.ip(1);
+  std::atomic<bool> done{false};
+  std::vector<std::string> leaks;
+  int registries_seen = 0;
+  std::thread watcher([&] {
+    while (!done.load()) {
+      for (const std::string& line : command_lines()) {
+        if (line.find(" registry ") == std::string::npos ||
+            line.find("sluice") == std::string::npos)
+          continue;
+        ++registries_seen;
+        if (line.find("--secret") != std::string::npos && leaks.empty()) leaks.push_back(line);
+      }
+      // Sampling the process table, not waiting for an event.
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  ProcessResult r = testing::run_process(
+      {bin("sluice"), "perf", "--transport", "ofi", "--netns", netns, "--modes", "latency",
+       "--sizes", "64", "--shapes", "1x1", "--repeats", "1", "--round-trips", "2000"},
+      {}, std::chrono::seconds(240));
+  done = true;
+  watcher.join();
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GT(registries_seen, 0) << "never saw the registry running; the test proves nothing";
+  EXPECT_TRUE(leaks.empty()) << "a command line carries the secret: "
+                             << (leaks.empty() ? "" : leaks[0]);
+}
 
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();

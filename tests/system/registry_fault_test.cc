@@ -2,10 +2,9 @@
 // while other connections throw garbage, oversized frames and a wrong secret
 // at it: each of those gets an ERROR frame, and the job still completes with
 // every record verified.
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,6 +17,7 @@
 #include <thread>
 
 #include "control/protocol.h"
+#include "sluice/cluster.h"
 #include "support/test_support.h"
 
 namespace sluice {
@@ -28,19 +28,34 @@ using testing::bin;
 // A `sluice registry` child process; killed (SIGTERM) on destruction.
 class StandaloneRegistry {
  public:
-  explicit StandaloneRegistry(const std::string& secret) {
+  explicit StandaloneRegistry(const std::string& secret, int world = 2, int peer_timeout_ms = 0) {
+    // The environment is built before fork(): the child only execs.
+    std::vector<std::string> env_text;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string_view(*e).rfind("SLUICE_PEER_TIMEOUT_MS=", 0) != 0) env_text.emplace_back(*e);
+    }
+    if (peer_timeout_ms > 0)
+      env_text.push_back("SLUICE_PEER_TIMEOUT_MS=" + std::to_string(peer_timeout_ms));
+    std::vector<char*> envp;
+    for (std::string& e : env_text) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const std::string exe = bin("sluice");
+    const std::string world_text = std::to_string(world);
     int p[2];
     EXPECT_EQ(::pipe(p), 0);
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(p[1], 1);
       ::close(p[0]);
-      ::execl(bin("sluice").c_str(), "sluice", "registry", "--bind", "127.0.0.1:0", "--world", "2", "--secret",
-              secret.c_str(), static_cast<char*>(nullptr));
+      const char* argv[] = {"sluice",      "registry",     "--bind",
+                            "127.0.0.1:0", "--world",      world_text.c_str(),
+                            "--secret",    secret.c_str(), nullptr};
+      ::execve(exe.c_str(), const_cast<char**>(argv), envp.data());
       ::_exit(127);
     }
     ::close(p[1]);
     out_ = p[0];
+    if (pid_ < 0) return;
     // First line: SLUICE_REGISTRY=host:port. Bounded wait.
     std::string line;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -58,6 +73,7 @@ class StandaloneRegistry {
     }
   }
   ~StandaloneRegistry() {
+    ::kill(pid_, SIGCONT);  // in case a test stopped it
     ::kill(pid_, SIGTERM);
     int status;
     ::waitpid(pid_, &status, 0);
@@ -65,6 +81,7 @@ class StandaloneRegistry {
   }
   const std::string& address() const { return address_; }
   uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
@@ -158,6 +175,57 @@ TEST(RegistryFaultTest, GarbageAndWrongSecretGetErrorsWhileAJobCompletes) {
     EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
   }
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// A registry that stops (SIGSTOP: its process exists, its sockets stay open,
+// the kernel still acknowledges data) must not leave a client waiting
+// forever: the client hears no heartbeat reply and reports the registry
+// lost within about the peer timeout, failing even a wait without deadline.
+TEST(RegistryFaultTest, StoppedRegistryIsReportedLostWithinThePeerTimeout) {
+  constexpr auto kPeerTimeout = std::chrono::milliseconds(1000);
+  StandaloneRegistry registry("stopped-registry-secret", 2, static_cast<int>(kPeerTimeout.count()));
+  ASSERT_FALSE(registry.address().empty()) << "sluice registry did not print its address";
+  ClusterOptions o;
+  o.rank = 0;
+  o.world_size = 2;
+  o.registry = registry.address();
+  o.secret = "stopped-registry-secret";
+  o.peer_timeout = kPeerTimeout;
+  o.setup_timeout = std::chrono::seconds(20);
+  auto cluster = std::make_unique<Cluster>(Cluster::join(o));
+  // Rank 1 never joins: this barrier can only end by the registry's loss.
+  std::promise<std::string> outcome;
+  std::chrono::steady_clock::time_point stopped_at;
+  std::thread waiter([&] {
+    try {
+      cluster->barrier("never", kForever);
+      outcome.set_value("barrier returned");
+    } catch (const Error& e) {
+      outcome.set_value(std::string(to_string(e.code())) + ": " + e.what());
+    }
+  });
+  ASSERT_EQ(::kill(registry.pid(), SIGSTOP), 0);
+  stopped_at = std::chrono::steady_clock::now();
+  auto result = outcome.get_future();
+  const bool ended = result.wait_for(kPeerTimeout * 5) == std::future_status::ready;
+  const auto took = std::chrono::steady_clock::now() - stopped_at;
+  // Bounded either way: resuming and ending the registry closes the
+  // connection, which ends a wait the client did not end itself.
+  ::kill(registry.pid(), SIGCONT);
+  ::kill(registry.pid(), SIGKILL);
+  waiter.join();
+  ASSERT_TRUE(ended) << "the client still waited " << kPeerTimeout.count() * 5
+                     << " ms after the registry stopped";
+  const std::string text = result.get();
+  EXPECT_NE(text.find("Registry"), std::string::npos) << text;
+  EXPECT_NE(text.find("lost the registry at " + registry.address()), std::string::npos) << text;
+  EXPECT_NE(text.find("heartbeat reply"), std::string::npos) << text;
+  EXPECT_LT(took, kPeerTimeout * 3) << text;
+  // Later setup calls fail at once, and leaving does not hang.
+  const auto before = std::chrono::steady_clock::now();
+  EXPECT_THROW(cluster->barrier("after", kForever), Error);
+  cluster.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(3));
 }
 
 }  // namespace

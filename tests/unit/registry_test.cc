@@ -10,6 +10,9 @@
 
 #include <atomic>
 #include <functional>
+#include <future>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -17,6 +20,7 @@
 #include "control/protocol.h"
 #include "control/registry_client.h"
 #include "control/registry_server.h"
+#include "sluice/cluster.h"
 #include "sluice/errors.h"
 
 namespace sluice::control {
@@ -122,9 +126,12 @@ class RegistryTest : public ::testing::Test {
  protected:
   void start(uint32_t world, milliseconds heartbeat = 5000ms) {
     RegistryOptions o;
+    o.heartbeat_timeout = heartbeat;
+    start(world, o);
+  }
+  void start(uint32_t world, RegistryOptions o) {
     o.secret = kSecret;
     o.world_size = world;
-    o.heartbeat_timeout = heartbeat;
     server_ = std::make_unique<RegistryServer>(o);
     thread_ = std::thread([this] { server_->run(); });
   }
@@ -438,6 +445,242 @@ TEST_F(RegistryTest, RegistryShutdownFailsPendingCallsAndMarksItLost) {
   EXPECT_TRUE(eventually([&] { return c0->peers().registry_lost(); }));
   // The destructor must not hang with the registry gone.
   c0.reset();
+}
+
+// A rank declared died (here: silent past the heartbeat timeout, as a
+// SIGSTOPped process is) that comes back must not rejoin: its peers already
+// failed what they shared with it. Its peers also keep seeing it lost.
+TEST_F(RegistryTest, LostRankCannotRejoin) {
+  start(2, 300ms);
+  auto c0 = join(0, 2, 300ms);
+  auto zombie = raw_join(1, 2);  // says HELLO, then nothing, as if stopped
+  ASSERT_TRUE(eventually([&] { return c0->peers().state(1) == PeerTable::kDied; }));
+  EXPECT_TRUE(zombie->closed_by_peer());
+  std::string msg;
+  EXPECT_EQ(code_of([&] { join(1, 2, 300ms); }, &msg), ErrorCode::kRegistry);
+  EXPECT_NE(msg.find("rank 1 (rawhost, pid 1) died: no heartbeat for 300 ms"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("cannot rejoin"), std::string::npos) << msg;
+  // A rank that left cleanly cannot come back either.
+  c0.reset();
+  EXPECT_EQ(code_of([&] { join(0, 2, 300ms); }, &msg), ErrorCode::kRegistry);
+  EXPECT_NE(msg.find("rank 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("left the job"), std::string::npos) << msg;
+}
+
+// The client side of the same rule: once told a rank is lost, a later
+// "alive" for it (from a registry that wrongly took it back) changes nothing.
+TEST(PeerTableTest, LostIsSticky) {
+  PeerTable t(2);
+  t.set(1, PeerTable::kDied, "connection closed");
+  t.set(1, PeerTable::kAlive, "");
+  EXPECT_EQ(t.state(1), PeerTable::kDied);
+  EXPECT_NE(t.describe(1).find("died: connection closed"), std::string::npos) << t.describe(1);
+}
+
+// Connections that never say HELLO are capped: past the limit the oldest are
+// closed at once (not after the HELLO timeout), and a real rank still joins.
+TEST_F(RegistryTest, ConnectionsWithoutHelloAreCappedOldestFirst) {
+  RegistryOptions o;
+  o.heartbeat_timeout = 60s;  // far beyond this test: only the cap closes them
+  o.max_unauthenticated = 4;
+  start(1, o);
+  std::vector<std::unique_ptr<RawConn>> idle;
+  for (int i = 0; i < 6; ++i) {
+    idle.push_back(std::make_unique<RawConn>(server_->port()));
+    ASSERT_TRUE(idle.back()->connected());
+  }
+  EXPECT_TRUE(idle[0]->closed_by_peer(3000ms));
+  EXPECT_TRUE(idle[1]->closed_by_peer(3000ms));
+  auto c0 = join(0, 1);  // evicts the oldest idle connection left, idle[2]
+  EXPECT_TRUE(idle[2]->closed_by_peer(3000ms));
+  EXPECT_FALSE(idle[5]->closed_by_peer(200ms));
+  expect_serving(*c0, "k");
+}
+
+// A rank that stops reading while the registry answers many of its requests
+// at once: its queue overflows in the middle of the loop that answers them
+// (here: the waiters of a key, answered by a PUT). The registry must drop
+// that rank only after the loop, report it died, and keep serving.
+TEST_F(RegistryTest, SlowReaderOverflowingItsQueueIsReportedDiedAndOthersAreStillServed) {
+  RegistryOptions o;
+  o.max_queued_bytes = 2u << 20;
+  start(2, o);
+  auto slow = raw_join(0, 2);
+  auto c1 = join(1, 2);
+  // Longer than any small-string buffer, so a use after free touches the heap.
+  const std::string key = "slow-reader/a-key-much-longer-than-the-small-string-buffer";
+  constexpr int kGets = 8;
+  for (int i = 0; i < kGets; ++i) {
+    slow->send(make_frame(MsgType::kGet, 10 + i, encode(GetMsg{key, -1, 0})));
+  }
+  // Frames of one connection are handled in order: once this PUT is
+  // answered, every GET above waits in the registry.
+  slow->send(make_frame(MsgType::kPut, 99, encode(PutMsg{"marker", "m"})));
+  Frame f;
+  do {
+    ASSERT_TRUE(slow->read_frame(&f)) << "no answer to the PUT";
+  } while (f.header.request_id != 99);  // skips rank 1's PEER_EVENT
+  // From here on the raw connection never reads. Each answer is ~1 MiB, so
+  // the third one overflows its 2 MiB queue.
+  c1->put(key, std::string(kMaxPayload - 1024, 'x'));
+  ASSERT_TRUE(eventually([&] { return c1->peers().state(0) == PeerTable::kDied; }));
+  const std::string d = c1->peers().describe(0);
+  EXPECT_NE(d.find("not reading registry messages"), std::string::npos) << d;
+  expect_serving(*c1, "after-slow-reader");
+}
+
+// A registry that welcomes a rank and then falls silent (hung, stopped, or
+// cut off by the network) while the rank waits without a deadline: the rank
+// hears no heartbeat reply and reports the registry lost within its timeout.
+TEST(RegistryLivenessTest, SilentRegistryIsReportedLostAndEndsWaitsWithoutDeadline) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  // The fake registry answers HELLO, then never reads or writes again.
+  std::promise<void> done;
+  std::thread fake([&] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    FrameParser parser;
+    Frame f;
+    ErrorCode code;
+    std::string problem;
+    char buf[4096];
+    while (parser.next(&f, &code, &problem) != FrameParser::Result::kFrame) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      parser.append(buf, static_cast<size_t>(n));
+    }
+    const std::string welcome =
+        make_frame(MsgType::kWelcome, f.header.request_id, encode(WelcomeMsg{300, {}}));
+    (void)!::send(fd, welcome.data(), welcome.size(), MSG_NOSIGNAL);
+    done.get_future().wait();
+    ::close(fd);
+  });
+  BootstrapInfo i;
+  i.rank = 0;
+  i.world_size = 1;
+  i.registry_host = "127.0.0.1";
+  i.registry_port = ntohs(a.sin_port);
+  i.secret = kSecret;
+  ClientOptions o;
+  o.heartbeat_timeout = 5000ms;  // the registry's 300 ms is the smaller one
+  o.connect_timeout = 5s;
+  auto c = RegistryClient::connect(i, o);
+  const Deadline started = Clock::now();
+  std::string msg;
+  EXPECT_EQ(code_of([&] { c->get("never", kForever); }, &msg), ErrorCode::kRegistry);
+  EXPECT_LT(Clock::now() - started, 2s) << msg;
+  EXPECT_NE(msg.find("not even a heartbeat reply"), std::string::npos) << msg;
+  EXPECT_TRUE(c->peers().registry_lost());
+  EXPECT_EQ(code_of([&] { c->barrier("b", kForever); }), ErrorCode::kRegistry) << "lost stays lost";
+  c.reset();
+  done.set_value();
+  fake.join();
+  ::close(listener);
+}
+
+// Two calls of one barrier from one rank (two threads) are outstanding when
+// the first times out: the second must move into the first's generation, so
+// that it meets the other rank's first call. (It used to stay in the next
+// generation, and the ranks' calls never met again.)
+TEST_F(RegistryTest, TimedOutBarrierCallDoesNotCountWhenTheSameRankHasALaterOne) {
+  start(2);
+  auto raw = raw_join(0, 2);
+  auto c1 = join(1, 2);
+  raw->send(make_frame(MsgType::kBarrier, 1, encode(BarrierMsg{"b", 200, {}, 0})) +
+            make_frame(MsgType::kBarrier, 2, encode(BarrierMsg{"b", 20000, {}, 0})));
+  Frame f;
+  do {
+    ASSERT_TRUE(raw->read_frame(&f)) << "no answer to the first call";
+  } while (f.header.request_id != 1);
+  EXPECT_EQ(f.header.type, static_cast<uint16_t>(MsgType::kError)) << "the first call times out";
+  EXPECT_EQ(c1->barrier("b", in(5s)), 0u) << "rank 1's first call meets rank 0's second";
+  ASSERT_TRUE(raw->read_frame(&f));
+  EXPECT_EQ(f.header.request_id, 2u);
+  ASSERT_EQ(f.header.type, static_cast<uint16_t>(MsgType::kOk));
+  BarrierDoneMsg done;
+  ASSERT_TRUE(decode(f.payload, &done));
+  EXPECT_EQ(done.generation, 0u);
+}
+
+// allgather through the public API, two ranks as two Clusters of one process.
+class AllgatherTest : public RegistryTest {
+ protected:
+  Cluster cluster(uint32_t rank) {
+    ClusterOptions o;
+    o.rank = rank;
+    o.world_size = 2;
+    o.registry = "127.0.0.1:" + std::to_string(server_->port());
+    o.secret = kSecret;
+    return Cluster::join(o);
+  }
+};
+
+// A call that timed out does not count, as for barrier(): the retry meets
+// the other rank's first call. (A per-rank counter gave the retry the next
+// number, so the other rank's first call took the timed-out call's value and
+// the retry waited for a second call that never came.)
+TEST_F(AllgatherTest, TimedOutCallDoesNotCount) {
+  start(2);
+  Cluster r0 = cluster(0);
+  Cluster r1 = cluster(1);
+  EXPECT_THROW(r0.allgather("x", "first try", in(200ms)), Error);
+  std::vector<std::string> got0;
+  std::vector<std::string> got1;
+  std::thread other([&] {
+    try {
+      got1 = r1.allgather("x", "b", in(10s));
+    } catch (const Error& e) {
+      ADD_FAILURE() << "rank 1: " << e.what();
+    }
+  });
+  try {
+    got0 = r0.allgather("x", "retry", in(10s));
+  } catch (const Error& e) {
+    ADD_FAILURE() << "rank 0's retry: " << e.what();
+  }
+  other.join();
+  EXPECT_EQ(got0, (std::vector<std::string>{"retry", "b"}));
+  EXPECT_EQ(got1, (std::vector<std::string>{"retry", "b"}));
+}
+
+// Two threads of each rank call allgather of one name at once, many times.
+// Each meeting pairs one call of each rank: both see the same values.
+TEST_F(AllgatherTest, ConcurrentCallsOfOneNamePairConsistently) {
+  start(2);
+  Cluster c[2] = {cluster(0), cluster(1)};
+  constexpr int kCalls = 50;
+  std::mutex mu;
+  std::map<std::vector<std::string>, int> seen;  // result -> how many calls returned it
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < 2; ++r) {
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&, r, t] {
+        for (int i = 0; i < kCalls; ++i) {
+          const std::string mine = log::cat(r, "/", t, "/", i);
+          std::vector<std::string> v;
+          try {
+            v = c[r].allgather("x", mine, in(30s));
+          } catch (const Error& e) {
+            ADD_FAILURE() << e.what();
+            return;
+          }
+          EXPECT_EQ(v[r], mine);
+          std::lock_guard<std::mutex> lock(mu);
+          ++seen[v];
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(seen.size(), size_t{2 * kCalls});
+  for (const auto& [v, n] : seen) EXPECT_EQ(n, 2) << v[0] << " + " << v[1];
 }
 
 class HostileInputTest : public RegistryTest {

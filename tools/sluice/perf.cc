@@ -358,11 +358,13 @@ int run_ranks(const Sweep& sw, const std::vector<std::string>& args, uint32_t ra
       ::unsetenv("SLUICE_TRANSPORT");
     return status;
   }
-  // By hand in the namespaces: the registry in the first, ranks in both.
+  // By hand in the namespaces: the registry in the first, ranks in both. The
+  // secret goes through the environment, never argv, which any user of the
+  // machine can read in /proc/<pid>/cmdline.
   const std::string secret = random_secret();
-  Child reg = spawn(sw.place.in(false, {sw.exe, "registry", "--bind", sw.place.ip(false) + ":0", "--world",
-                                        std::to_string(ranks), "--secret", secret}),
-                    {}, true);
+  Child reg = spawn(sw.place.in(false, {sw.exe, "registry", "--bind", sw.place.ip(false) + ":0",
+                                        "--world", std::to_string(ranks)}),
+                    {{"SLUICE_SECRET", secret}}, true);
   std::string registry;
   for (int i = 0; i < 4 && registry.empty(); ++i) {
     const std::string line = read_line(reg.out.get(), 10);
