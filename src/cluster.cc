@@ -140,7 +140,6 @@ class ClusterImpl {
   ofi::Config ofi_config;
   std::mutex mu;
   std::map<std::string, std::unique_ptr<FlowState>> flows;
-  std::map<std::string, uint64_t> allgather_generation;
   std::map<uint32_t, std::string> host_ids;  // cache of other ranks' host identities
   std::set<std::string> exposed;             // names of regions this rank exposed
   int regions_over_ofi = -1;                 // -1: not yet decided

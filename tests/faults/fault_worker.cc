@@ -559,6 +559,64 @@ int main(int argc, char** argv) {
       failed("declare accepted ranks that disagree on the transport");
     }
     auto c = sluice::Cluster::join();
+    if (a.scenario == "declare-twice") {
+      // Rank 0 declares a flow twice, which throws, and exits at once; rank
+      // 1 declares it a little later and must learn that rank 0 is lost.
+      auto spec = sluice::shuffle<Rec>("dup").sources(c.all_ranks()).targets(c.all_ranks());
+      if (c.rank() == 0) {
+        c.declare(spec);
+        try {
+          c.declare(spec);
+        } catch (const sluice::Error& e) {
+          std::printf("DUPLICATE refused: %s\n", e.what());
+          std::fflush(stdout);
+          std::_Exit(1);
+        }
+        failed("a second declare of one name was accepted");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(a.k));
+      c.declare(spec);
+      failed("declare succeeded with rank 0 gone");
+    }
+    if (a.scenario == "sequencer-lost") {
+      // The sequencer lives on rank 0, a target only; it dies mid-flow. The
+      // sources (ranks 1, 2) must fail alike on shm and ofi: no more numbers.
+      auto spec = sluice::replicate<Rec>("seq")
+                      .sources(c.ranks({1, 2}))
+                      .targets(c.all_ranks())
+                      .segment_bytes(256)
+                      .ordered();
+      c.declare(spec);
+      auto in = c.target(spec, 0);
+      if (c.rank() == 0) {
+        uint64_t got = 0;
+        while (got < a.k) {
+          auto b = in.consume(Clock::now() + std::chrono::seconds(60));
+          if (!b) failed("consume: " + in.error());
+          got += b->size();
+        }
+        std::fflush(stdout);
+        ::kill(::getpid(), SIGKILL);
+      }
+      auto out = c.source(spec, 0);
+      const auto start = Clock::now();
+      for (uint64_t i = 0;; ++i) {
+        Status s;
+        while ((s = out.try_push(Rec{i, i})) == Status::kBackPressured) {
+          while (in.try_consume()) {
+          }
+        }
+        if (s == Status::kPeerLost) {
+          lost(start, "try_push: " + out.error());
+          std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+          return 3;
+        }
+        if (s != Status::kOk) failed("try_push: " + out.error());
+        while (in.try_consume()) {
+        }
+        if (Clock::now() - start > std::chrono::seconds(60)) failed("pushed for a minute without noticing");
+      }
+    }
     if (a.scenario == "single-thread") return single_thread(c, a);
     if (a.scenario == "replicate-lead") return replicate_lead(c, a);
     if (a.scenario == "readme") return readme(c, a);

@@ -194,6 +194,33 @@ TEST(OrderedIdleTest, AnIdleLiveSourceIsNeverAGap) {
       << r.output;
 }
 
+// Item 13: a rank that fails in declare and exits is a lost peer to the
+// others, whatever moment they reach it (it was a "cannot open the shared
+// memory of process N" resource error in some runs).
+TEST(DeclareTest, ARankThatExitsDuringDeclareIsReportedLost) {
+  for (const char* delay : {"0", "200", "600"}) {
+    auto r = run_job(2, {"--scenario", "declare-twice", "--k", delay}, {}, 60, 20);
+    EXPECT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+    EXPECT_EQ(testing::count_lines_with(r.output, "DUPLICATE refused"), 1) << r.output;
+    auto lost = lost_lines(r.output);
+    ASSERT_EQ(lost.size(), 1u) << r.output;
+    EXPECT_EQ(lost[0].rank, 1);
+    EXPECT_NE(lost[0].error.find("rank 0"), std::string::npos) << lost[0].error;
+  }
+}
+
+// Minor item: losing an ordered flow's sequencer owner fails its sources
+// alike on shm and ofi (on shm they went on with the dead owner's counter).
+TEST(OrderedIdleTest, LosingTheSequencerOwnerFailsTheSourcesOnEveryTransport) {
+  auto r = run_job(3, {"--scenario", "sequencer-lost", "--k", "2000"}, {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  auto lost = lost_lines(r.output);
+  ASSERT_EQ(lost.size(), 2u) << r.output;
+  for (const Lost& l : lost) EXPECT_NE(l.error.find("rank 0"), std::string::npos) << l.error;
+}
+
 // Minor item: the ranks of a flow must agree on how each pair is wired.
 TEST(DeclareTest, RanksThatDisagreeOnTheTransportAreRefused) {
   if (over_ofi()) GTEST_SKIP() << "the scenario pins the transport itself";
