@@ -202,11 +202,14 @@ int readme(sluice::Cluster& c, const Args& a) {
   c.declare(spec);
   auto out = c.source(spec, 0);
   auto in = c.target(spec, 0);
+  // Without a launcher ranks start at different times: the victim must not
+  // end before the others are in the flow (that is a lost peer at declare).
+  c.barrier("declared");
   const auto start = Clock::now();
   auto report = [&](const std::string& what, const std::string& error) {
     lost(start, what + ": " + error);
     // Stay a moment, so that the other survivors see the victim's end, not ours.
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
     std::_Exit(3);
   };
   auto drain = [&] {
@@ -394,7 +397,7 @@ void soak_run(sluice::Cluster& c, const Args& a, Out& out, In& in, Totals& got, 
   const auto start = Clock::now();
   auto report = [&](const std::string& what, const std::string& error) {
     lost(start, what + ": " + error);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
     std::_Exit(3);
   };
   const bool victim = c.rank() == a.victim && a.fault != "none";
@@ -482,6 +485,7 @@ int soak(sluice::Cluster& c, const Args& a) {
     c.declare(spec);
     auto out = c.source(spec, 0);
     auto in = c.target(spec, 0);
+    c.barrier("declared");
     soak_run(c, a, out, in, got, gaps, order);
     if (gaps != 0) failed("a run without a fault saw " + std::to_string(gaps) + " gap(s)");
     // Every target got every record of every source, in one order.
@@ -502,6 +506,7 @@ int soak(sluice::Cluster& c, const Args& a) {
     c.declare(spec);
     auto out = c.source(spec, 0);
     auto in = c.target(spec, 0);
+    c.barrier("declared");
     soak_run(c, a, out, in, got, gaps, order);
     check_totals(c, got, a.n * c.world_size(), expected_sum(c.world_size(), a.n));
   }
@@ -575,8 +580,17 @@ int main(int argc, char** argv) {
         failed("a second declare of one name was accepted");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(a.k));
+      // Either declare meets rank 0 before it exits (then the flow sees its
+      // source lost) or after (then declare throws PeerLostError); never a
+      // resource error about the memory of a process that has exited.
       c.declare(spec);
-      failed("declare succeeded with rank 0 gone");
+      auto in = c.target(spec, 0);
+      const auto start = Clock::now();
+      while (in.consume(Clock::now() + std::chrono::seconds(30))) {
+      }
+      if (in.status() != Status::kPeerLost) failed(std::string("consume: ") + sluice::to_string(in.status()));
+      lost(start, "consume: " + in.error());
+      return 3;
     }
     if (a.scenario == "sequencer-lost") {
       // The sequencer lives on rank 0, a target only; it dies mid-flow. The
@@ -614,8 +628,39 @@ int main(int argc, char** argv) {
         if (s != Status::kOk) failed("try_push: " + out.error());
         while (in.try_consume()) {
         }
-        if (Clock::now() - start > std::chrono::seconds(60)) failed("pushed for a minute without noticing");
+        if (Clock::now() - start > std::chrono::seconds(60))
+          failed("pushed for a minute without noticing");
       }
+    }
+    if (a.scenario == "close-wait") {
+      // close_and_wait(): returns once the transport reports every segment
+      // delivered, so the source's process may exit at once.
+      auto spec = sluice::shuffle<Rec>("cw").sources(c.ranks({0})).targets(c.ranks({1}));
+      c.declare(spec);
+      if (c.rank() == 0) {
+        auto out = c.source(spec, 0);
+        for (uint64_t i = 0; i < a.n; ++i) {
+          if (out.push(Rec{i, i}) != Status::kOk) failed("push: " + out.error());
+        }
+        const Status s = out.close_and_wait(Clock::now() + std::chrono::seconds(30));
+        if (s != Status::kOk)
+          failed(std::string("close_and_wait: ") + sluice::to_string(s) + ": " + out.error());
+        std::printf("DELIVERED %" PRIu64 "\n", a.n);
+        std::fflush(stdout);
+        std::_Exit(0);  // no destructor, no linger: what was delivered stays delivered
+      }
+      auto in = c.target(spec, 0);
+      Totals got;
+      while (auto b = in.consume(Clock::now() + std::chrono::seconds(60))) {
+        for (const Rec& r : *b) got.add(r);
+      }
+      if (in.status() != Status::kEndOfFlow) failed("consume: " + in.error());
+      uint64_t sum = 0;
+      for (uint64_t i = 0; i < a.n; ++i) sum += mix(i);
+      if (got.count != a.n || got.sum != sum)
+        failed("got " + std::to_string(got.count) + " of " + std::to_string(a.n));
+      std::printf("VERIFIED %" PRIu64 " records\n", got.count);
+      return 0;
     }
     if (a.scenario == "single-thread") return single_thread(c, a);
     if (a.scenario == "replicate-lead") return replicate_lead(c, a);
@@ -627,7 +672,9 @@ int main(int argc, char** argv) {
     failed("unknown scenario '" + a.scenario + "'");
   } catch (const sluice::PeerLostError& e) {
     lost(Clock::now(), std::string("exception: ") + e.what());
-    return 3;
+    // Stay a moment, as report() does, so that others see the first loss.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+    std::_Exit(3);
   } catch (const std::exception& e) {
     failed(e.what());
   }

@@ -87,6 +87,16 @@ TEST(SingleThreadTest, ProviderQueueFullIsRetriedWithoutLossOrDuplicates) {
   EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED 4000 records"), 1) << r.output;
 }
 
+// Minor item: a close that waits for delivery, after which the process may
+// exit without the destructor's linger and nothing is lost.
+TEST(SingleThreadTest, CloseAndWaitReturnsOnceEverythingIsDelivered) {
+  auto r = run_job(2, {"--scenario", "close-wait", "--n", "50000"});
+  expect_no_leftovers(r);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "DELIVERED 50000"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED 50000 records"), 1) << r.output;
+}
+
 // Item 1: losing the target that leads the shared staging lane (ofi) must
 // not lose or overwrite the records of the other targets.
 TEST(ReplicateLossTest, LosingOneTargetLosesNothingForTheOthers) {
@@ -213,7 +223,8 @@ TEST(DeclareTest, ARankThatExitsDuringDeclareIsReportedLost) {
 // Minor item: losing an ordered flow's sequencer owner fails its sources
 // alike on shm and ofi (on shm they went on with the dead owner's counter).
 TEST(OrderedIdleTest, LosingTheSequencerOwnerFailsTheSourcesOnEveryTransport) {
-  auto r = run_job(3, {"--scenario", "sequencer-lost", "--k", "2000"}, {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
+  auto r = run_job(3, {"--scenario", "sequencer-lost", "--k", "2000"},
+                   {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
   auto lost = lost_lines(r.output);
