@@ -397,7 +397,9 @@ void soak_run(sluice::Cluster& c, const Args& a, Out& out, In& in, Totals& got, 
   const auto start = Clock::now();
   auto report = [&](const std::string& what, const std::string& error) {
     lost(start, what + ": " + error);
-    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+    // Stay while the other survivors reach their own report: on an ordered
+    // flow a source learns of a lost target only at close().
+    std::this_thread::sleep_for(std::chrono::milliseconds(4000));
     std::_Exit(3);
   };
   const bool victim = c.rank() == a.victim && a.fault != "none";
@@ -481,7 +483,8 @@ int soak(sluice::Cluster& c, const Args& a) {
                     .sources(c.all_ranks())
                     .targets(c.all_ranks())
                     .segment_bytes(512)
-                    .ordered();
+                    .ordered()
+                    .gap_timeout(std::chrono::milliseconds(200));
     c.declare(spec);
     auto out = c.source(spec, 0);
     auto in = c.target(spec, 0);
