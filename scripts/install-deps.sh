@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sluice needs to build and test, and only those
 # that are missing, so running it twice is cheap. Safe without a terminal
-# (CI=true, no stdin).
+# (CI=true, no stdin). Extra package names given as arguments are installed
+# the same way (tests/fuzz/run.sh passes clang and its runtime libraries).
+#   scripts/install-deps.sh [package ...]
 set -euo pipefail
 
 packages=(
@@ -10,6 +12,7 @@ packages=(
   libfabric-dev                           # the ofi transport (tcp, verbs, efa, shm providers)
   libcli11-dev nlohmann-json3-dev         # the sluice tool: CLI parsing, JSON output
   iproute2 procps python3                 # tests and scripts
+  "$@"                                    # what the caller needs besides
 )
 
 missing=()
