@@ -1,4 +1,5 @@
 #include "multihost/child_process.h"
+#include "support/test_support.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -162,6 +163,12 @@ ProcessResult ChildProcess::wait(Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!changed_.wait_until(lock, deadline, [&] { return reaped_; })) {
     timed_out_ = true;
+    // gdb takes seconds per process: the reader thread keeps draining the
+    // child's output meanwhile.
+    lock.unlock();
+    const std::string stacks = stacks_of_group(pid_);
+    lock.lock();
+    output_ += stacks;
     signal_group(SIGKILL);
     // SIGKILL cannot be ignored; the bound only guards against a process
     // stuck in the kernel.

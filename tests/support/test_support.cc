@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 extern char** environ;
@@ -49,6 +50,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::map<s
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       result.timed_out = true;
+      result.output += stacks_of_group(pid);
       ::kill(-pid, SIGKILL);
       ::kill(pid, SIGKILL);
       break;
@@ -74,6 +76,36 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::map<s
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
   return result;
+}
+
+std::string stacks_of_group(int pgid) {
+  static const char* const kGdb = "/usr/bin/gdb";
+  if (::access(kGdb, X_OK) != 0) return "\n(no stacks of the timed-out processes: gdb is not installed)\n";
+  std::vector<std::string> pids;
+  if (DIR* d = ::opendir("/proc")) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::ifstream stat(std::string("/proc/") + e->d_name + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      // pid (comm) state ppid pgrp ...: comm may hold spaces, so parse after ')'.
+      const size_t close = line.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(line.substr(close + 1));
+      std::string state;
+      long ppid = 0, pgrp = 0;
+      if (rest >> state >> ppid >> pgrp && pgrp == pgid) pids.emplace_back(e->d_name);
+    }
+    ::closedir(d);
+  }
+  std::string out;
+  constexpr size_t kMostProcesses = 8;
+  for (size_t i = 0; i < pids.size() && i < kMostProcesses; ++i) {
+    ProcessResult r = run_process({kGdb, "-batch", "-nx", "-p", pids[i], "-ex", "thread apply all bt"}, {},
+                                  std::chrono::seconds(30));
+    out += "\n--- stacks of pid " + pids[i] + " (timed out)\n" + r.output;
+  }
+  return out;
 }
 
 std::vector<std::string> sluice_shm_entries() {

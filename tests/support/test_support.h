@@ -29,6 +29,12 @@ ProcessResult run_process(const std::vector<std::string>& argv,
 // Names of /dev/shm entries containing "sluice".
 std::vector<std::string> sluice_shm_entries();
 
+// The stacks of every thread of every process in process group `pgid`, as
+// gdb prints them ("thread apply all bt"), for the failure message of a
+// process that timed out: a hang in CI is then diagnosable from its log.
+// Empty-handed (with the reason) where gdb is missing or cannot attach.
+std::string stacks_of_group(int pgid);
+
 // Number of lines of `text` that contain `needle`.
 int count_lines_with(const std::string& text, const std::string& needle);
 
