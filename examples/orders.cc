@@ -15,16 +15,17 @@ int main() {
                   .key(&Order::key);                // route by a hash of the key
   cluster.declare(spec);                            // every participant must agree
 
-  auto out = cluster.source(spec, /*slot=*/0);
-  auto in = cluster.target(spec, /*slot=*/0);
+  sluice::Worker worker;                            // this thread's progress loop
   uint64_t received = 0;
-  auto drain = [&] { while (auto b = in.try_consume()) for (const Order& o : *b) received += o.amount; };
-  for (uint64_t i = 0; i < 1'000'000; ++i)
-    while (out.try_push(Order{i, 1}) == sluice::Status::kBackPressured) drain();
-  while (out.close(sluice::Clock::now()) == sluice::Status::kTimeout) drain();
-  while (auto b = in.consume()) for (const Order& o : *b) received += o.amount;
-  if (in.status() != sluice::Status::kEndOfFlow) {
-    std::fprintf(stderr, "rank %u: %s\n", cluster.rank(), in.error().c_str());
+  worker.add(cluster.target(spec, /*slot=*/0), [&](std::span<const Order> batch) {
+    for (const Order& o : batch) received += o.amount;
+  });
+  auto out = cluster.source(spec, /*slot=*/0);
+  for (uint64_t i = 0; i < 1'000'000; ++i)          // consumes while the ring is full
+    if (worker.push(out, Order{i, 1}) != sluice::Status::kOk) return 1;  // out.error() says why
+  if (worker.close(out) != sluice::Status::kOk) return 1;
+  if (worker.run() != sluice::Status::kEndOfFlow) { // until every source has closed
+    std::fprintf(stderr, "rank %u: %s\n", cluster.rank(), worker.error(0).c_str());
     return 1;
   }
 

@@ -97,13 +97,15 @@ struct WorkerResult {
 void worker(sluice::Cluster& cluster, const sluice::ShuffleSpec<Tuple>& spec, uint32_t slot, uint64_t first,
             uint64_t count, WorkerResult* result) {
   auto out = cluster.source(spec, slot);
-  auto in = cluster.target(spec, slot);
   const uint32_t threads = static_cast<uint32_t>(spec.spec().sources.size() / cluster.world_size());
   const uint32_t source_index = cluster.rank() * threads + slot;  // all_ranks() is rank-major
   result->sent.assign(out.num_targets(), Tally{});
   std::vector<uint64_t> next_seq(spec.spec().sources.size(), 0);
 
-  auto take = [&](std::span<const Tuple> batch) {
+  // This thread sends and receives: its Worker consumes whenever a push or
+  // close would wait (a peer may be waiting for us to make room).
+  sluice::Worker w;
+  w.add(cluster.target(spec, slot), [&](std::span<const Tuple> batch) {
     for (const Tuple& t : batch) {
       result->received.add(t);
       const uint64_t src = t.value >> kSeqBits;
@@ -111,36 +113,23 @@ void worker(sluice::Cluster& cluster, const sluice::ShuffleSpec<Tuple>& spec, ui
       if (src >= next_seq.size() || seq < next_seq[src]) ++result->order_violations;
       else next_seq[src] = seq + 1;
     }
-  };
-  auto drain_ready = [&] {
-    while (auto batch = in.try_consume()) take(*batch);
-  };
+  });
 
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t seq = first + i;
     Tuple t{sluice::detail::mix64(seq * 0x100000001b3ULL + source_index), uint64_t{source_index} << kSeqBits | i};
     const uint32_t target = out.target_of(t);
-    sluice::Status s;
-    while ((s = out.try_push_to(target, t)) == sluice::Status::kBackPressured) drain_ready();
-    if (s != sluice::Status::kOk) {
+    if (w.push_to(out, target, t) != sluice::Status::kOk) {
       result->error = out.error();
       return;
     }
     result->sent[target].add(t);
   }
-  // close() waits for credit to publish END; never wait on a ring that only
-  // our own draining can free.
-  for (;;) {
-    sluice::Status s = out.close(sluice::Clock::now());
-    if (s == sluice::Status::kOk) break;
-    if (s != sluice::Status::kTimeout) {
-      result->error = out.error();
-      return;
-    }
-    drain_ready();
+  if (w.close(out) != sluice::Status::kOk) {
+    result->error = out.error();
+    return;
   }
-  while (auto batch = in.consume()) take(*batch);
-  if (in.status() != sluice::Status::kEndOfFlow) result->error = in.error();
+  if (w.run() != sluice::Status::kEndOfFlow) result->error = w.error(0);
 }
 
 std::string encode(const std::vector<uint64_t>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8); }

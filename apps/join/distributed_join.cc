@@ -96,232 +96,30 @@ std::string describe(const char* what, Status s, const std::string& error) {
   return std::string(what) + ": " + to_string(s) + (error.empty() ? "" : ": " + error);
 }
 
-// One worker thread's receiving end of a flow: consumes batches, hands each
-// tuple to `take`, and accounts bytes and time.
+// One worker thread's receiving end of a flow, as a Worker handler: hands
+// each tuple to `take`, and accounts bytes and time (the wait before a batch
+// is network time, handling it is `phase`).
 template <class T, class Take>
-class Inbox {
- public:
-  Inbox(Target<T> target, Take take, const char* flow, uint32_t my_rank,
-        uint32_t threads_per_source_rank, PhaseClock* clock, Phase phase, RankReport* stats)
-      : target_(std::move(target)),
-        take_(std::move(take)),
-        flow_(flow),
-        my_rank_(my_rank),
-        per_rank_(threads_per_source_rank),
-        clock_(clock),
-        phase_(phase),
-        stats_(stats) {}
-
-  // Takes every batch that is ready now. Returns the number taken, or -1 on
-  // failure (error() says why).
-  int drain_ready() {
-    int n = 0;
-    while (!ended_) {
-      auto batch = target_.try_consume();
-      if (!batch) {
-        if (target_.status() == Status::kTimeout) return n;
-        if (target_.status() == Status::kEndOfFlow) {
-          ended_ = true;
-          return n;
-        }
-        return fail();
-      }
-      clock_->lap(kNetworkPhase);
-      process(*batch);
-      ++n;
-    }
-    return n;
-  }
-  // Waits for batches until `deadline` (at most) or the end of the flow.
-  // Returns false on failure.
-  bool drain_until(Deadline deadline) {
-    while (!ended_ && (deadline == kForever || Clock::now() < deadline)) {
-      auto batch = target_.consume(deadline);
-      clock_->lap(kNetworkPhase);
-      if (!batch) {
-        if (target_.status() == Status::kEndOfFlow)
-          ended_ = true;
-        else if (target_.status() == Status::kTimeout && deadline != kForever)
-          return true;
-        else
-          return fail() == 0;
-        continue;
-      }
-      process(*batch);
-    }
-    return true;
-  }
-  bool ended() const { return ended_; }
-  const std::string& error() const { return error_; }
-
- private:
-  void process(std::span<const T> batch) {
-    for (const T& t : batch) take_(t);
-    const uint64_t bytes = batch.size_bytes();
-    stats_->bytes_in += bytes;
-    if (target_.last_source() / per_rank_ != my_rank_) stats_->bytes_remote += bytes;
-    clock_->lap(phase_);
-  }
-  int fail() {
-    error_ = describe((std::string("consuming flow ") + flow_).c_str(), target_.status(),
-                      target_.error());
-    return -1;
-  }
-
-  Target<T> target_;
-  Take take_;
-  const char* flow_;
-  uint32_t my_rank_;
-  uint32_t per_rank_;
-  PhaseClock* clock_;
-  Phase phase_;
-  RankReport* stats_;
-  bool ended_ = false;
-  std::string error_;
-};
-
-// Two inboxes drained as one (the radix join's build and probe flows, which
-// are both open at once): waiting waits on the first that has not ended.
-template <class A, class B>
-class BothInboxes {
- public:
-  BothInboxes(A& a, B& b) : a_(a), b_(b) {}
-  int drain_ready() {
-    const int x = a_.drain_ready();
-    if (x < 0) return fail(a_);
-    const int y = b_.drain_ready();
-    if (y < 0) return fail(b_);
-    return x + y;
-  }
-  bool drain_until(Deadline deadline) {
-    if (!a_.ended()) return a_.drain_until(deadline) || fail(a_) == 0;
-    return b_.drain_until(deadline) || fail(b_) == 0;
-  }
-  bool ended() const { return a_.ended() && b_.ended(); }
-  const std::string& error() const { return error_; }
-
- private:
-  template <class I>
-  int fail(const I& i) {
-    error_ = i.error();
-    return -1;
-  }
-  A& a_;
-  B& b_;
-  std::string error_;
-};
-
-// Pushes with try_push/try_push_to on `out` and, while the target's ring is
-// full, drains this worker's own inbox, so that no two workers ever wait on
-// each other with full rings. `attempt()` makes one try and returns its
-// status; `wait_and_push(deadline)` pushes, waiting for credit until the
-// deadline (kTimeout then).
-//
-// With nothing to drain, the worker waits alternately for credit and for its
-// inbox, in slices that double from 50 us to 2 ms: both waits park (the
-// flow's spin-yield-futex), so a worker that waits long costs a few system
-// calls, not a loop of sched_yield() that steals the CPU from the peer it
-// waits for (2 vCPUs and more ranks than that are the normal case here).
-constexpr auto kFirstWaitSlice = std::chrono::microseconds(50);
-constexpr auto kLastWaitSlice = std::chrono::microseconds(2000);
-
-template <class T, class Attempt, class WaitAndPush, class Drain>
-[[gnu::noinline]] bool push_draining(Attempt&& attempt, WaitAndPush&& wait_and_push,
-                                     const Source<T>& out, Drain& inbox, PhaseClock& clock,
-                                     std::string* error, const char* what) {
-  Status s = attempt();
-  if (s == Status::kOk) [[likely]]
-    return true;
-  auto slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
-  while (s == Status::kBackPressured || s == Status::kTimeout) {
-    clock.lap(kPartitionPhase);
-    const int got = inbox.drain_ready();
-    if (got < 0) {
-      *error = inbox.error();
-      return false;
-    }
-    if (got > 0) {
-      slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
-      s = attempt();
-      continue;
-    }
-    s = wait_and_push(Clock::now() + slice);
+auto batch_handler(Take& take, uint32_t my_rank, uint32_t threads_per_source_rank, PhaseClock& clock,
+                   Phase phase, RankReport* stats) {
+  return [&take, my_rank, threads_per_source_rank, &clock, phase, stats](std::span<const T> batch,
+                                                                         const BatchInfo& info) {
     clock.lap(kNetworkPhase);
-    if (s != Status::kTimeout) break;
-    if (!inbox.ended() && !inbox.drain_until(Clock::now() + slice)) {
-      *error = inbox.error();
-      return false;
-    }
-    slice = std::min<Clock::duration>(2 * slice, kLastWaitSlice);
-    s = attempt();
-  }
-  if (s != Status::kOk) {
-    *error = describe(what, s, out.error());
-    return false;
-  }
-  return true;
+    for (const T& t : batch) take(t);
+    const uint64_t bytes = batch.size_bytes();
+    stats->bytes_in += bytes;
+    if (info.source / threads_per_source_rank != my_rank) stats->bytes_remote += bytes;
+    clock.lap(phase);
+  };
 }
 
-// Closes `out`, draining the inbox while it waits.
-//
-// Two steps, because Source::close() is not safe to call again after it
-// timed out while posting a segment with END over ofi (it has then marked
-// that segment published without recording that the target has ended, and
-// the next call publishes another END segment, on credit the target never
-// returns: a livelock seen with 3 ranks x 2 threads over tcp;ofi_rxm). So:
-// first flush() until every partial segment is posted (flush is safe to
-// retry), then close() with a deadline long enough for the provider's queue
-// to accept the END segment.
-constexpr auto kCloseWait = std::chrono::milliseconds(200);
-
-template <class T, class Drain>
-bool close_draining(Source<T>& out, Drain& inbox, PhaseClock& clock, std::string* error,
-                    const char* what) {
-  // Between tries: take what has arrived, else wait for the inbox a little
-  // (parked), longer each time (as in push_draining).
-  auto slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
-  auto wait_a_little = [&] {
-    const int got = inbox.drain_ready();
-    if (got < 0) return false;
-    if (got > 0) {
-      slice = std::chrono::duration_cast<Clock::duration>(kFirstWaitSlice);
-      return true;
-    }
-    if (!inbox.ended() && !inbox.drain_until(Clock::now() + slice)) return false;
-    slice = std::min<Clock::duration>(2 * slice, kLastWaitSlice);
-    return true;
-  };
-  for (;;) {
-    const Status s = out.flush(Clock::now() + slice);
-    clock.lap(kNetworkPhase);
-    if (s == Status::kOk) break;
-    if (s != Status::kTimeout && s != Status::kBackPressured) {
-      *error = describe(what, s, out.error());
-      return false;
-    }
-    if (!wait_a_little()) {
-      *error = inbox.error();
-      return false;
-    }
-  }
-  for (;;) {
-    const int got = inbox.drain_ready();
-    if (got < 0) {
-      *error = inbox.error();
-      return false;
-    }
-    const Status s = out.close(Clock::now() + kCloseWait);
-    clock.lap(kNetworkPhase);
-    if (s == Status::kOk) return true;
-    if (s != Status::kTimeout) {
-      *error = describe(what, s, out.error());
-      return false;
-    }
-    if (!wait_a_little()) {
-      *error = inbox.error();
-      return false;
-    }
-  }
+// Runs the worker until every input ended; false (with *error) if one failed.
+bool run_inputs(Worker& w, PhaseClock& clock, const std::vector<std::string>& flows, std::string* error) {
+  const Status s = w.run();
+  clock.lap(kNetworkPhase);
+  if (s == Status::kEndOfFlow) return true;
+  *error = describe(("consuming flow " + flows[w.reported()]).c_str(), s, w.error(w.reported()));
+  return false;
 }
 
 constexpr uint64_t kProgressEvery = 4096;
@@ -375,29 +173,37 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
   table.reserve(largest_partition_estimate(sh.build_share, sh.fbits));
   auto take_build = [&](const T& t) { build_parts.add(t); };
   auto take_probe = [&](const T& t) { probe_parts.add(t); };
-  Inbox build_inbox(std::move(build_in), take_build, sh.build_spec.spec().name.c_str(), my_rank,
-                    threads, &clock, kBuildPhase, out);
-  Inbox probe_inbox(std::move(probe_in), take_probe, sh.probe_spec.spec().name.c_str(), my_rank,
-                    threads, &clock, kProbePhase, out);
   // Both flows are open at once: a worker pushes its probe tuples as soon as
   // its build tuples are out, whether or not the others' have arrived
   // (targets only partition probe tuples as they come; probing waits for the
-  // end of both flows), and drains both inboxes whenever it has to wait.
-  BothInboxes inboxes(build_inbox, probe_inbox);
+  // end of both flows). Whenever a push or close has to wait, the Worker
+  // takes what arrived on either flow, so no two workers ever wait on each
+  // other with full rings, and parks on both when nothing moves.
+  Worker w(IdleStrategy{0, 64});  // ranks outnumber cores here: never spin
+  w.add(std::move(build_in), batch_handler<T>(take_build, my_rank, threads, clock, kBuildPhase, out));
+  w.add(std::move(probe_in), batch_handler<T>(take_probe, my_rank, threads, clock, kProbePhase, out));
+  const std::vector<std::string> flows = {sh.build_spec.spec().name, sh.probe_spec.spec().name};
   uint64_t pushed = 0;
   auto push_relation = [&](Source<T>& src, std::span<const T> rows, const char* what) {
     if (!push_rows(
             src, rows, workers,
             [&](uint32_t target, const T& t) {
-              return push_draining<T>([&] { return src.try_push_to(target, t); },
-                                      [&](Deadline d) { return src.push_to(target, t, d); }, src,
-                                      inboxes, clock, &error, what);
+              clock.lap(kPartitionPhase);
+              const Status s = w.push_to(src, target, t);
+              clock.lap(kNetworkPhase);
+              if (s == Status::kOk) return true;
+              error = describe(what, s, src.error());
+              return false;
             },
             config, pushed)) {
       return false;
     }
     clock.lap(kPartitionPhase);
-    return close_draining(src, inboxes, clock, &error, what);
+    const Status s = w.close(src);
+    clock.lap(kNetworkPhase);
+    if (s == Status::kOk) return true;
+    error = describe(what, s, src.error());
+    return false;
   };
 
   ready.count_down();
@@ -410,14 +216,7 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
     if (!push_relation(probe_out, probe_local, "pushing the probe relation")) return false;
     // Ours are out; take the rest until both flows end (every source has
     // closed them): the only synchronisation there is.
-    if (!build_inbox.drain_until(kForever)) {
-      error = build_inbox.error();
-      return false;
-    }
-    if (!probe_inbox.drain_until(kForever)) {
-      error = probe_inbox.error();
-      return false;
-    }
+    if (!run_inputs(w, clock, flows, &error)) return false;
     clock.lap(kProbePhase);
     double build_seconds = 0;
     result = join_partitions<T, Clock>(build_parts, probe_parts, sh.swapped, table, &build_seconds);
@@ -469,8 +268,9 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
   table.reserve(expected);
   sh.tables[slot] = &table;
   auto take = [&](const T& t) { parts.add(t); };
-  Inbox inbox(std::move(in), take, sh.specs[slot].spec().name.c_str(), my_rank, threads, &clock,
-              kBuildPhase, out);
+  Worker w(IdleStrategy{0, 64});  // ranks outnumber cores here: never spin
+  w.add(std::move(in), batch_handler<T>(take, my_rank, threads, clock, kBuildPhase, out));
+  const std::vector<std::string> flows = {sh.specs[slot].spec().name};
   JoinResult result;
 
   ready.count_down();
@@ -480,21 +280,27 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
     uint64_t pushed = 0;
     for (const T& t : build_local) {
       Source<T>& dst = outs[(key_hash(t.key) & fmask) % threads];
-      if (!push_draining<T>([&] { return dst.try_push(t); },
-                            [&](Deadline d) { return dst.push(t, d); }, dst, inbox, clock, &error,
-                            "replicating the build relation")) {
-        return false;
+      if (dst.try_push(t) != Status::kOk) [[unlikely]] {
+        clock.lap(kPartitionPhase);
+        const Status s = w.push(dst, t);
+        clock.lap(kNetworkPhase);
+        if (s != Status::kOk) {
+          error = describe("replicating the build relation", s, dst.error());
+          return false;
+        }
       }
       if (config.on_progress && ++pushed % kProgressEvery == 0) config.on_progress(pushed);
     }
     clock.lap(kPartitionPhase);
     for (auto& o : outs) {
-      if (!close_draining(o, inbox, clock, &error, "closing a replicate flow")) return false;
+      const Status s = w.close(o);
+      clock.lap(kNetworkPhase);
+      if (s != Status::kOk) {
+        error = describe("closing a replicate flow", s, o.error());
+        return false;
+      }
     }
-    if (!inbox.drain_until(kForever)) {
-      error = inbox.error();
-      return false;
-    }
+    if (!run_inputs(w, clock, flows, &error)) return false;
     table.build(parts);
     clock.lap(kBuildPhase);
     return true;

@@ -325,12 +325,29 @@ struct Lane {
 inline constexpr size_t kRecordHeaderBytes = 4;
 inline constexpr size_t record_stride(size_t n) { return (kRecordHeaderBytes + n + 7) & ~size_t{7}; }
 
+// What a parked Worker (worker.h) waits on; defined in src/flow/wait_set.h.
+struct WaitSet;
+
+// An endpoint a Worker can park on together with others. arm() adds what
+// wakes it to `set` (shm: a futex word, announcing to the peer that this
+// thread parks; ofi: its completion queue) and returns false if the endpoint
+// can make progress already, so parking would be wrong; disarm() withdraws
+// the announcement. wait_alone() sleeps on an ofi endpoint's completion
+// queue (handling what arrives) when it is the only thing parked on.
+class Waitable {
+ public:
+  virtual ~Waitable() = default;
+  virtual bool arm(WaitSet& set) = 0;
+  virtual void disarm() = 0;
+  virtual void wait_alone(std::chrono::milliseconds timeout) = 0;
+};
+
 // The transport side of a source. The fields are read by the inline push
 // path; everything else is behind the virtual slow path. Implemented in
 // src/flow (one subclass per transport).
-class SourceCore {
+class SourceCore : public Waitable {
  public:
-  virtual ~SourceCore() = default;
+  ~SourceCore() override = default;
 
   // Makes lanes[target] hold at least `bytes` of free space: publishes the
   // current segment and claims the next one, waiting for credit unless
@@ -346,6 +363,8 @@ class SourceCore {
   virtual Status close(Deadline deadline) = 0;
   // After a successful close(): waits until every transfer completed.
   virtual Status wait_delivered(Deadline deadline) = 0;
+  // Ends the source without the flow's guarantee and tells every target.
+  virtual void abort() = 0;
   virtual Status fail_invalid(const char* what) = 0;
   virtual const std::string& error() const = 0;
 
@@ -415,9 +434,9 @@ struct SegmentView {
   uint64_t sequence = 0;  // ordered replicate flows: the batch's sequence number
 };
 
-class TargetCore {
+class TargetCore : public Waitable {
  public:
-  virtual ~TargetCore() = default;
+  ~TargetCore() override = default;
   // Releases the previous segment and returns the next one with records.
   // kOk: *out is set. kEndOfFlow / kTimeout / kPeerLost otherwise.
   virtual Status next(Deadline deadline, SegmentView* out) = 0;
@@ -427,6 +446,8 @@ class TargetCore {
 };
 
 }  // namespace detail
+
+class Worker;
 
 // The sending end of a flow for one endpoint. Move-only; one owning thread.
 template <class T>
@@ -471,6 +492,13 @@ class Source {
     if (Status s = core_->close(deadline); s != Status::kOk) return last_ = s;
     return last_ = core_->wait_delivered(deadline);
   }
+  // Ends this source without the flow's guarantee (leveldb's Abandon): its
+  // targets learn at once, over shm and ofi, that the flow is incomplete
+  // (their consume() reports kPeerLost naming this source), rather than
+  // when this process exits. Later calls return kClosed. No effect after a
+  // successful close(). Returns within 100 ms (over ofi it drives the
+  // endpoint that long at most, so that the abort message leaves).
+  void abort() { core_->abort(); }
   // Why the last call failed; empty when the last call returned kOk.
   const std::string& error() const { return detail::error_text(last_, core_->error()); }
   uint32_t num_targets() const { return core_->num_targets_; }
@@ -498,6 +526,7 @@ class Source {
                                    [&r](std::byte* dst) { std::memcpy(dst, &r, sizeof(T)); });
   }
 
+  friend class Worker;
   std::unique_ptr<detail::SourceCore> core_;
   Status last_ = Status::kOk;
 };
@@ -542,6 +571,7 @@ class Target {
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
+  friend class Worker;
   std::unique_ptr<detail::TargetCore> core_;
   Status status_ = Status::kOk;
   uint32_t last_source_ = 0;
@@ -574,6 +604,8 @@ class BytesSource {
     if (Status s = core_->close(deadline); s != Status::kOk) return last_ = s;
     return last_ = core_->wait_delivered(deadline);
   }
+  // As Source::abort().
+  void abort() { core_->abort(); }
   const std::string& error() const { return detail::error_text(last_, core_->error()); }
   uint32_t num_targets() const { return core_->num_targets_; }
   explicit operator bool() const { return core_ != nullptr; }
@@ -606,6 +638,7 @@ class BytesSource {
     return Status::kOk;
   }
 
+  friend class Worker;
   std::unique_ptr<detail::SourceCore> core_;
   Status last_ = Status::kOk;
 };
@@ -696,6 +729,7 @@ class BytesTarget {
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
+  friend class Worker;
   std::unique_ptr<detail::TargetCore> core_;
   Status status_ = Status::kOk;
   uint32_t last_source_ = 0;

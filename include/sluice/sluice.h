@@ -1,6 +1,7 @@
 // sluice/sluice.h: everything a sluice program needs. Read cluster.h (joining
-// and declaring), flow.h (sources, targets, records) and errors.h (failure);
-// memory.h has one-sided memory regions.
+// and declaring), flow.h (sources, targets, records), worker.h (one loop for
+// a thread that sends and receives) and errors.h (failure); memory.h has
+// one-sided memory regions.
 #pragma once
 
 #include "sluice/cluster.h"
@@ -9,3 +10,4 @@
 #include "sluice/flow.h"
 #include "sluice/memory.h"
 #include "sluice/version.h"
+#include "sluice/worker.h"

@@ -12,6 +12,7 @@
 
 #include "common/check.h"
 #include "common/futex.h"
+#include "flow/wait_set.h"
 #include "common/log.h"
 #include "common/test_hooks.h"
 #include "control/registry_client.h"
@@ -318,24 +319,31 @@ class FlowSource final : public SourceCore, private FailureState {
       // short when the peer is known to be gone. Transfers still in flight
       // then: leave the endpoint open rather than tear it down under them.
       if (drain(Clock::now() + kLinger) != Status::kOk) {
+        // close() succeeded, so nobody else will hear of this: a target
+        // may now wait for what never left.
         if (failed_ == Status::kOk) {
           log::warn(ctx_->endpoint_name(true, index_), ": gave up after ", kLinger.count(),
                     " ms waiting for the last transfers to complete");
+        } else {
+          log::warn(ctx_->endpoint_name(true, index_), ": the last transfers after close() failed: ", error_);
         }
         ofi_->ep->abandon();
       }
-    } else if (ofi_ != nullptr) {
+    } else {
       // Failed or never closed: nothing left is worth delivering. Tell the
-      // remote targets at once (otherwise they learn it only when this rank
-      // exits), then leave the endpoint open: transfers may be in flight,
-      // and a target that gave up already no longer drives its endpoint.
-      if (!closed_) send_aborts();
-      ofi_->ep->abandon();
+      // targets at once (otherwise an ofi target learns it only when this
+      // rank exits), then leave the endpoint open: transfers may be in
+      // flight, and a target that gave up already no longer drives its
+      // endpoint.
+      if (!closed_ && !aborted_) signal_abort();
+      if (ofi_ != nullptr) ofi_->ep->abandon();
     }
-    if (closed_) return;
-    // Destroyed without close(): tell every shm target, so that it reports
-    // the flow incomplete rather than waiting for an END that cannot come.
-    // (An ofi target learns it when this rank leaves or dies.)
+  }
+
+  // Tells every target that this source ends without END: a ring-header
+  // word (shm), an abort message (ofi).
+  void signal_abort() {
+    if (ofi_ != nullptr) send_aborts();
     for (auto& r : rings_) {
       if (r.remote) continue;
       r.ring.header->source_aborted.store(1, std::memory_order_release);
@@ -421,7 +429,7 @@ class FlowSource final : public SourceCore, private FailureState {
       Out& o = out_[t];
       if (o.ended) continue;
       if (!o.filling) {
-        Status s = acquire(t, deadline, false);
+        Status s = acquire(t, deadline, deadline == Deadline::min());
         if (s != Status::kOk) {
           if (first == Status::kOk) first = s;
           continue;
@@ -442,6 +450,12 @@ class FlowSource final : public SourceCore, private FailureState {
       }
     }
     if (Status s = finish_close(deadline); s != Status::kOk) return s;
+    if (log::level() >= log::Level::kDebug) {
+      for (uint32_t t = 0; t < num_targets_; ++t) {
+        log::debug(ctx_->endpoint_name(true, index_), ": closed towards ", ctx_->peer_name(false, t), " after ",
+                   out_[t].k, " segments (", out_[t].posted, " handed to the provider)");
+      }
+    }
     // A target destroyed before our END never consumed everything: the
     // flow did not deliver what it promised. (Only the target's own word
     // counts here: a target rank that consumed our END may well have left.)
@@ -449,6 +463,16 @@ class FlowSource final : public SourceCore, private FailureState {
       if (target_aborted(t)) return lost_target(t, "it was destroyed before the end of the flow");
     }
     return Status::kOk;
+  }
+
+  void abort() override {
+    if (closed_ || aborted_) return;
+    aborted_ = true;
+    signal_abort();
+    // Every later push goes to reserve(), which reports kClosed.
+    for (uint32_t t = 0; t < num_targets_; ++t) lanes_[lane_of_[t]] = Lane{};
+    failed_ = Status::kClosed;
+    error_ = ctx_->endpoint_name(true, index_) + ": aborted";
   }
 
   Status wait_delivered(Deadline deadline) override {
@@ -464,7 +488,34 @@ class FlowSource final : public SourceCore, private FailureState {
 
   const std::string& error() const override { return error_; }
 
+  // A Worker parks on the ring it last found without credit (shm: its
+  // credit futex) and on this endpoint's completion queue (ofi).
+  bool arm(WaitSet& set) override {
+    if (failed_ != Status::kOk) return false;
+    if (ofi_ != nullptr) set.add_ofi(this);
+    const uint32_t t = wait_target_;
+    if (t >= num_targets_ || rings_[t].remote || !live(t)) return true;
+    auto* hdr = rings_[t].ring.header;
+    hdr->source_waiting.store(1, std::memory_order_relaxed);
+    armed_ = t;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const uint32_t seen = hdr->credit_seq.load(std::memory_order_relaxed);
+    if (has_credit(t)) return false;
+    set.add_word(&hdr->credit_seq, seen);
+    return true;
+  }
+  void disarm() override {
+    if (armed_ == kNotArmed) return;
+    rings_[armed_].ring.header->source_waiting.store(0, std::memory_order_relaxed);
+    armed_ = kNotArmed;
+  }
+  void wait_alone(std::chrono::milliseconds timeout) override {
+    if (ofi_ != nullptr) (void)park(kForever, timeout);
+  }
+
  private:
+  static constexpr uint32_t kNotArmed = ~0u;
+
   struct Out {
     uint64_t posted = 0;        // ofi: segments handed to the provider; [posted, k) are published, not yet sent
     uint64_t k = 0;             // ring index of the segment being filled, or the next to claim
@@ -592,7 +643,7 @@ class FlowSource final : public SourceCore, private FailureState {
     if (!out_[f0].ended) {
       if (!out_[f0].filling) {
         for (uint32_t t = 0; t < num_targets_; ++t) {
-          if (Status s = acquire_live(t, deadline, false); s != Status::kOk) return s;
+          if (Status s = acquire_live(t, deadline, deadline == Deadline::min()); s != Status::kOk) return s;
         }
         for (uint32_t t = 0; t < num_targets_; ++t) {
           if (live(t)) start_segment(t);
@@ -953,6 +1004,7 @@ class FlowSource final : public SourceCore, private FailureState {
       if (has_credit(t)) return Status::kOk;
     }
     if (failed_ != Status::kOk) return failed_;
+    wait_target_ = t;
     if (try_only) {
       // A caller polling with try_push must still learn that the target is
       // gone: back-pressure from a lost target would last forever.
@@ -1047,7 +1099,10 @@ class FlowSource final : public SourceCore, private FailureState {
   uint64_t sequences_taken_ = 0;
   uint64_t test_eagain_every_ = 0;  // refuse every n-th post once
   uint64_t test_posts_ = 0;
+  uint32_t wait_target_ = kNotArmed;  // the target whose ring last had no credit
+  uint32_t armed_ = kNotArmed;        // the ring whose source_waiting a Worker set
   bool closed_ = false;
+  bool aborted_ = false;
   // ofi only.
   std::vector<Op> ops_;            // [target * S + slot]: the segment transfer from that staging slot
   std::vector<Op> credit_ops_;     // [target]: the posted credit receive (message path)
@@ -1146,6 +1201,27 @@ class FlowTarget final : public TargetCore, private FailureState {
 
   const std::string& error() const override { return error_; }
   uint64_t gap() const override { return gap_; }
+
+  // A Worker parks on this target's doorbell (shm rings) and completion
+  // queue (ofi rings). Something to report (a failure, the end of the flow)
+  // is work: no parking then.
+  bool arm(WaitSet& set) override {
+    if (failed_ != Status::kOk || ended_ == in_.size()) return false;
+    if (has_remote_) set.add_ofi(this);
+    if (has_local_) {
+      bell_->waiting.store(1, std::memory_order_relaxed);
+      armed_ = true;
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      set.add_word(&bell_->seq, bell_->seq.load(std::memory_order_relaxed));
+    }
+    return true;
+  }
+  void disarm() override {
+    if (!armed_) return;
+    bell_->waiting.store(0, std::memory_order_relaxed);
+    armed_ = false;
+  }
+  void wait_alone(std::chrono::milliseconds timeout) override;
 
  private:
   struct In {
@@ -1663,12 +1739,12 @@ class FlowTarget final : public TargetCore, private FailureState {
       const bool ready = locate(s, in) >= 0;
       if (aborted && !ready) {
         if (sequencer_ != nullptr) {
-          lose(s, "destroyed without close()");
+          lose(s, "aborted: abort(), or destroyed without close()");
           continue;
         }
         return fail_for_good(ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
                              host_of(ctx_, ctx_->spec.sources[s].rank) +
-                             " was destroyed without close(); the flow is incomplete");
+                             " was aborted (abort(), or destroyed without close()); the flow is incomplete");
       }
       const uint32_t rank = ctx_->spec.sources[s].rank;
       if (std::string why = lost_reason(ctx_, rank); !why.empty()) {
@@ -1680,7 +1756,7 @@ class FlowTarget final : public TargetCore, private FailureState {
           continue;
         }
         return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " + ctx_->peer_name(true, s) +
-                             " before it closed: " + why);
+                             " before it closed (after " + std::to_string(in.k) + " of its segments): " + why);
       }
     }
     return Status::kOk;
@@ -1721,6 +1797,7 @@ class FlowTarget final : public TargetCore, private FailureState {
   uint32_t held_slot_ = 0;
   bool has_remote_ = false;
   bool has_local_ = false;
+  bool armed_ = false;  // a Worker set bell_->waiting
   // Ordered replicate flows only.
   uint32_t prefix_ = 0;
   std::chrono::milliseconds gap_timeout_;
@@ -1753,6 +1830,10 @@ Status FlowSource::park(Deadline deadline, std::chrono::milliseconds slice) {
 }
 
 Status FlowTarget::drain_cq() { return cq_.drain(*ofi_->ep, cq_handler(), cq_error_handler()); }
+
+void FlowTarget::wait_alone(std::chrono::milliseconds timeout) {
+  if (has_remote_) (void)cq_.wait(*ofi_->ep, timeout, cq_handler(), cq_error_handler());
+}
 
 }  // namespace
 

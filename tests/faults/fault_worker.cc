@@ -13,7 +13,8 @@
 //   target-abort    rank 1 destroys its target after K records and stays
 //                   alive: rank 0's blocked push must report it.
 //   source-abort    rank 0 destroys its source without close() after K
-//                   records and stays alive: rank 1's target must report it.
+//                   records (with --abort: calls Source::abort() and keeps
+//                   it) and stays alive: rank 1's target must report it.
 //   ordered-idle    ordered replicate from ranks 0 and 1 to every rank; rank
 //                   1 goes idle for a while mid-flow: no gap may be declared.
 #include <signal.h>
@@ -49,6 +50,7 @@ struct Args {
   bool latency = false;
   std::string fault = "none";  // soak: none, kill, stop, target
   bool ordered = false;        // soak: an ordered replicate flow instead of a shuffle
+  bool abort = false;          // source-abort: Source::abort() instead of destruction
 };
 
 uint64_t mix(uint64_t x) {
@@ -285,6 +287,16 @@ int source_abort(sluice::Cluster& c, const Args& a) {
         if (out.push(Rec{i, i}) != Status::kOk) failed("push: " + out.error());
       }
       if (out.flush() != Status::kOk) failed("flush: " + out.error());
+      if (a.abort) {
+        out.abort();
+        std::printf("SOURCE aborted\n");
+        std::fflush(stdout);
+        if (out.push(Rec{0, 0}) != Status::kClosed) failed("push after abort() is not kClosed: " + out.error());
+        if (out.close() != Status::kClosed) failed("close after abort() is not kClosed: " + out.error());
+        // The source lives on: only the abort tells the target.
+        std::this_thread::sleep_for(std::chrono::seconds(8));
+        return 0;
+      }
       std::printf("SOURCE destroyed without close()\n");
       std::fflush(stdout);
     }
@@ -544,6 +556,8 @@ int main(int argc, char** argv) {
       a.fault = next();
     else if (f == "--ordered")
       a.ordered = true;
+    else if (f == "--abort")
+      a.abort = true;
     else
       failed("unknown flag " + f);
   }

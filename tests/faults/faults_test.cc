@@ -192,6 +192,17 @@ TEST(AbortTest, ATargetLearnsThatItsSourceWasDestroyedWithoutClose) {
   EXPECT_LT(lost[0].ms, 4000) << lost[0].error;
 }
 
+TEST(AbortTest, ATargetLearnsAtOnceThatItsSourceAborted) {
+  auto r = run_job(2, {"--scenario", "source-abort", "--k", "500", "--abort"});
+  expect_no_leftovers(r);
+  auto lost = lost_lines(r.output);
+  ASSERT_EQ(lost.size(), 1u) << r.output;
+  EXPECT_EQ(lost[0].rank, 1);
+  EXPECT_NE(lost[0].error.find("was aborted"), std::string::npos) << lost[0].error;
+  EXPECT_LT(lost[0].ms, 4000) << lost[0].error;
+  EXPECT_EQ(testing::count_lines_with(r.output, "SOURCE aborted"), 1) << r.output;
+}
+
 // Item 3: a live source that idles while the provider holds back one of its
 // numbered batches must never see that batch declared a gap.
 TEST(OrderedIdleTest, AnIdleLiveSourceIsNeverAGap) {

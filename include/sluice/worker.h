@@ -1,0 +1,312 @@
+// sluice/worker.h: one progress loop for a thread that sends and receives.
+//
+// The worker threads of a stream engine, a replicated store or a query
+// engine are sources and targets at once, and must keep consuming while one
+// of their outputs is back-pressured (the peer they wait for may be waiting
+// for them). A Worker holds a thread's targets with a handler each, and
+// pushes and closes its sources: whenever a push or close would wait,
+// arriving batches are delivered to their handlers instead, and when
+// nothing at all can move, the thread parks (no CPU) until any of them can.
+//
+//   sluice::Worker w;
+//   w.add(cluster.target(spec, slot), [&](std::span<const Order> batch) {
+//     for (const Order& o : batch) total += o.amount;
+//   });
+//   auto out = cluster.source(spec, slot);
+//   for (const Order& o : orders)
+//     if (w.push(out, o) != sluice::Status::kOk) { ... out.error() ... }
+//   if (w.close(out) != sluice::Status::kOk) { ... }
+//   if (w.run() != sluice::Status::kEndOfFlow) { ... w.error(0) ... }
+//
+// A worker that also has local work polls, works, and idles (the worker loop
+// of the shuffle-middleware paper): idle(n) with the work done this round
+// resets the back-off when n > 0, and otherwise spins, yields, then parks
+// until an input has data or a slice passes.
+//
+//   while (!w.done()) w.idle(w.poll() + do_local_work());
+//
+// Progress: poll() hands at most one batch per input to its handler, so one
+// busy flow cannot starve the others. An input that fails (kPeerLost, ...)
+// is destroyed at once, so that its live sources elsewhere learn it is gone
+// rather than wait for credit it can no longer return (a replicate source
+// goes on without it); run() then reports the failure. A handler may push (through the same
+// worker) into any flow, even one the worker's own inputs are fed by; while
+// a handler runs, its input is not polled again (its batch stays valid), the
+// other inputs are.
+//
+// Parking: a parked worker sleeps on the futex words of its shm endpoints
+// (one futex_waitv for all of them) or on the completion queue of its ofi
+// endpoint; with several ofi endpoints, or shm and ofi mixed, it sleeps in
+// slices of 1 ms (a futex cannot wake a completion queue wait). Deadlines and
+// peer failure are honoured as in the blocking calls: a parked worker looks
+// at its peers' liveness at least every 50 ms.
+//
+// Thread safety: a Worker and everything added to it belong to one thread at
+// a time (it may be moved to another). Ownership: it owns the targets added
+// to it (destroyed with it, before their Cluster); sources stay the caller's
+// and must outlive the calls that name them.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "sluice/flow.h"
+
+namespace sluice {
+
+// How a worker with nothing to do waits: `spin` idle rounds busy-waiting,
+// then `yields` rounds of sched_yield(), then parking. Spinning answers in
+// microseconds but costs a CPU; on a machine with fewer cores than busy
+// threads, set spin to 0.
+struct IdleStrategy {
+  uint32_t spin = 200;
+  uint32_t yields = 64;
+};
+
+// Where a batch came from: the index of its source in the flow's sources(),
+// and on ordered replicate flows its sequence number.
+struct BatchInfo {
+  uint32_t source = 0;
+  uint64_t sequence = 0;
+};
+
+namespace detail {
+
+// One target of a worker with its handler.
+class WorkerInput {
+ public:
+  virtual ~WorkerInput() = default;
+  // Takes one ready batch and hands it to the handler: kOk if it did,
+  // kTimeout if nothing was ready, else what the target reported.
+  virtual Status poll_one() = 0;
+  virtual const std::string& error() const = 0;
+  virtual uint64_t gap() const = 0;
+  // Destroys the target after it failed (keeping its error): its live
+  // sources learn at once that it is gone, instead of waiting for credit
+  // nobody will return.
+  virtual void release() = 0;
+  // Called with the missing sequence number after kGap; without one, the
+  // gap is reported by Worker::run().
+  virtual bool on_gap(uint64_t /*sequence*/) { return false; }
+
+  TargetCore* core = nullptr;   // the target's (owned by it); null once released
+  Status status = Status::kOk;  // kOk while open; how it ended otherwise
+  bool busy = false;            // its handler is running
+  bool ended = false;
+};
+
+template <class Tgt, class F, class G>
+class TypedInput final : public WorkerInput {
+ public:
+  TypedInput(Tgt target, F on_batch, G on_gap)
+      : target_(std::move(target)), on_batch_(std::move(on_batch)), on_gap_(std::move(on_gap)) {}
+
+  Status poll_one() override {
+    auto batch = target_.try_consume();
+    if (!batch) return target_.status();
+    if constexpr (std::is_invocable_v<F&, decltype(*batch), const BatchInfo&>) {
+      on_batch_(*batch, BatchInfo{target_.last_source(), target_.last_sequence()});
+    } else {
+      on_batch_(*batch);
+    }
+    return Status::kOk;
+  }
+  const std::string& error() const override { return target_ ? target_.error() : released_error_; }
+  uint64_t gap() const override { return target_ ? target_.gap() : 0; }
+  void release() override {
+    released_error_ = target_.error();
+    target_ = Tgt{};
+  }
+  bool on_gap(uint64_t sequence) override {
+    if constexpr (std::is_same_v<G, std::nullptr_t>) {
+      return false;
+    } else {
+      on_gap_(sequence);
+      return true;
+    }
+  }
+
+ private:
+  Tgt target_;
+  F on_batch_;
+  G on_gap_;
+  std::string released_error_;
+};
+
+}  // namespace detail
+
+class Worker {
+ public:
+  // Index of an input, in the order add() was called.
+  using InputId = uint32_t;
+
+  explicit Worker(IdleStrategy idle = {});
+  ~Worker();
+  Worker(Worker&&) noexcept;
+  Worker& operator=(Worker&&) noexcept;
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Adds a target; poll() hands its batches to `on_batch`, called as
+  // on_batch(std::span<const T>) or on_batch(std::span<const T>, const BatchInfo&)
+  // (for byte flows, with a RecordBatch). The batch is valid during the call.
+  template <class T, class F>
+  InputId add(Target<T> target, F on_batch) {
+    detail::TargetCore* core = target.core_.get();
+    return add_input(core, std::make_unique<detail::TypedInput<Target<T>, F, std::nullptr_t>>(
+                               std::move(target), std::move(on_batch), nullptr));
+  }
+  template <class F>
+  InputId add(BytesTarget target, F on_batch) {
+    detail::TargetCore* core = target.core_.get();
+    return add_input(core, std::make_unique<detail::TypedInput<BytesTarget, F, std::nullptr_t>>(
+                               std::move(target), std::move(on_batch), nullptr));
+  }
+  // Ordered replicate flows: `on_gap(uint64_t sequence)` is told of every
+  // sequence number that never arrived (see Target::consume), and delivery
+  // goes on. Without it, run() returns kGap.
+  template <class T, class F, class G>
+  InputId add(Target<T> target, F on_batch, G on_gap) {
+    detail::TargetCore* core = target.core_.get();
+    return add_input(core, std::make_unique<detail::TypedInput<Target<T>, F, G>>(
+                               std::move(target), std::move(on_batch), std::move(on_gap)));
+  }
+  template <class F, class G>
+  InputId add(BytesTarget target, F on_batch, G on_gap) {
+    detail::TargetCore* core = target.core_.get();
+    return add_input(core, std::make_unique<detail::TypedInput<BytesTarget, F, G>>(
+                               std::move(target), std::move(on_batch), std::move(on_gap)));
+  }
+
+  // Hands at most one ready batch per input to its handler, at most `limit`
+  // in all, and notes inputs that ended or failed. Returns the batches
+  // handed out plus the inputs that ended (the work done). Never waits.
+  size_t poll(size_t limit = std::numeric_limits<size_t>::max());
+  // Back-off between rounds of a loop: `work` is what the round did (0: it
+  // found nothing). Resets on work; otherwise spins, yields, then parks
+  // until an input may have data or a park slice passes.
+  void idle(size_t work);
+  // Polls and idles until every input has ended. Returns kEndOfFlow then;
+  // or, at once, the first failure of an input (kPeerLost, ...: reported()
+  // says which, error(id) why; the others go on if run() is called again), kGap from an ordered
+  // input without an on_gap handler (gap(reported()) is the missing number; call run() again to go
+  // on), or kTimeout at the deadline (call again).
+  Status run(Deadline deadline = kForever);
+  // The input whose failure or gap run() returned last.
+  InputId reported() const { return reported_; }
+
+  // True once every input has ended (kEndOfFlow or a failure).
+  bool done() const { return active_ == 0; }
+  size_t num_inputs() const { return inputs_.size(); }
+  // kOk while input `id` is open; kEndOfFlow or the failure that ended it.
+  Status status(InputId id) const { return inputs_[id]->status; }
+  // Why input `id` failed; empty while it is fine.
+  const std::string& error(InputId id) const { return inputs_[id]->error(); }
+  uint64_t gap(InputId id) const { return inputs_[id]->gap(); }
+
+  // Source::push, delivering the inputs while the record's ring is full.
+  // Same results as Source::push (kOk, kTimeout at the deadline, kPeerLost,
+  // kClosed, kInvalid; details in s.error()).
+  template <class T>
+  [[nodiscard]] Status push(Source<T>& s, const T& r, Deadline deadline = kForever) {
+    Status st = s.try_push(r);
+    if (st != Status::kBackPressured) [[likely]]
+      return st;
+    return wait_for(
+        s.core_.get(), deadline, [&] { return s.try_push(r); },
+        [&] { return s.push(r, deadline); });
+  }
+  template <class T>
+  [[nodiscard]] Status push_to(Source<T>& s, uint32_t target, const T& r,
+                               Deadline deadline = kForever) {
+    Status st = s.try_push_to(target, r);
+    if (st != Status::kBackPressured) [[likely]]
+      return st;
+    return wait_for(
+        s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
+        [&] { return s.push_to(target, r, deadline); });
+  }
+  [[nodiscard]] Status push(BytesSource& s, std::span<const std::byte> r,
+                            Deadline deadline = kForever) {
+    Status st = s.try_push(r);
+    if (st != Status::kBackPressured) [[likely]]
+      return st;
+    return wait_for(
+        s.core_.get(), deadline, [&] { return s.try_push(r); },
+        [&] { return s.push(r, deadline); });
+  }
+  [[nodiscard]] Status push_to(BytesSource& s, uint32_t target, std::span<const std::byte> r,
+                               Deadline deadline = kForever) {
+    Status st = s.try_push_to(target, r);
+    if (st != Status::kBackPressured) [[likely]]
+      return st;
+    return wait_for(
+        s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
+        [&] { return s.push_to(target, r, deadline); });
+  }
+  // Source::flush and Source::close (any source type), delivering the
+  // inputs while they wait. close()'s rules hold: after kTimeout, call again.
+  template <class S>
+  [[nodiscard]] Status flush(S& s, Deadline deadline = kForever) {
+    return wait_for(
+        s.core_.get(), deadline, [&] { return s.last_ = s.core_->flush(Deadline::min()); },
+        [&] { return s.flush(deadline); });
+  }
+  template <class S>
+  [[nodiscard]] Status close(S& s, Deadline deadline = kForever) {
+    return wait_for(
+        s.core_.get(), deadline, [&] { return s.last_ = s.core_->close(Deadline::min()); },
+        [&] { return s.close(deadline); });
+  }
+
+ private:
+  // REQUIRES: `core` is the core of the target `input` owns (not null).
+  InputId add_input(detail::TargetCore* core, std::unique_ptr<detail::WorkerInput> input);
+  // Retries `attempt` (which never waits) until it stops reporting
+  // back-pressure, delivering the inputs and backing off meanwhile; at the
+  // deadline, `last` (the blocking call with that deadline) gives the answer.
+  template <class Attempt, class Last>
+  Status wait_for(detail::SourceCore* core, Deadline deadline, Attempt&& attempt, Last&& last) {
+    waiting_.push_back(core);
+    struct Pop {
+      std::vector<detail::SourceCore*>* v;
+      ~Pop() { v->pop_back(); }
+    } pop{&waiting_};
+    for (uint32_t round = 0;; ++round) {
+      const size_t work = poll();
+      const Status st = attempt();
+      if (st != Status::kBackPressured && st != Status::kTimeout) return st;
+      if (work != 0) {
+        round = 0;
+        continue;
+      }
+      if (deadline != kForever && Clock::now() >= deadline) return last();
+      if (back_off(round, deadline)) round = 0;
+    }
+  }
+  // One idle round: spin, yield or park, by how many came before it.
+  // True if it did work (a park's last look delivered batches).
+  bool back_off(uint32_t round, Deadline deadline);
+  // Parks until something this worker waits on may have changed.
+  bool park(Deadline deadline);
+
+  IdleStrategy idle_;
+  std::vector<std::unique_ptr<detail::WorkerInput>> inputs_;
+  std::vector<detail::SourceCore*> waiting_;  // sources whose push/close waits (handlers nest)
+  std::unique_ptr<detail::WaitSet> set_;
+  size_t active_ = 0;
+  uint32_t rounds_ = 0;   // idle() rounds without work
+  int64_t problem_ = -1;  // an input whose failure or gap run() has yet to report
+  InputId reported_ = 0;
+  bool parking_ = false;
+};
+
+}  // namespace sluice

@@ -1,0 +1,154 @@
+// Worker: poll a thread's targets, push and close its sources, park on all
+// of them at once (see sluice/worker.h).
+#include "sluice/worker.h"
+
+#include <sched.h>
+
+#include "common/futex.h"
+#include "flow/wait_set.h"
+
+namespace sluice {
+namespace {
+
+// A parked worker wakes at least this often to look at deadlines and at its
+// peers' liveness (which no futex or completion announces).
+constexpr auto kParkSlice = std::chrono::milliseconds(50);
+// With several ofi endpoints, or shm and ofi mixed, one system call cannot
+// wait on all of them: the worker sleeps this long at a time, then polls.
+constexpr auto kMixedSlice = std::chrono::milliseconds(1);
+
+std::chrono::nanoseconds until(Deadline deadline) {
+  if (deadline == kForever) return kParkSlice;
+  return std::min<std::chrono::nanoseconds>(deadline - Clock::now(), kParkSlice);
+}
+
+}  // namespace
+
+Worker::Worker(IdleStrategy idle) : idle_(idle), set_(std::make_unique<detail::WaitSet>()) {}
+Worker::~Worker() = default;
+Worker::Worker(Worker&&) noexcept = default;
+Worker& Worker::operator=(Worker&&) noexcept = default;
+
+Worker::InputId Worker::add_input(detail::TargetCore* core,
+                                  std::unique_ptr<detail::WorkerInput> input) {
+  if (core == nullptr)
+    throw Error(ErrorCode::kInvalidArgument, "Worker::add: the target is empty (moved from?)");
+  input->core = core;
+  inputs_.push_back(std::move(input));
+  ++active_;
+  set_->words.reserve(inputs_.size() + 4);
+  set_->ofi.reserve(inputs_.size() + 4);
+  return static_cast<InputId>(inputs_.size() - 1);
+}
+
+size_t Worker::poll(size_t limit) {
+  size_t work = 0;
+  for (size_t i = 0; i < inputs_.size() && work < limit; ++i) {
+    detail::WorkerInput& in = *inputs_[i];
+    if (in.ended || in.busy) continue;
+    in.busy = true;
+    Status s;
+    try {
+      s = in.poll_one();
+    } catch (...) {
+      in.busy = false;
+      throw;
+    }
+    in.busy = false;
+    switch (s) {
+      case Status::kOk:
+        ++work;
+        break;
+      case Status::kTimeout:  // nothing ready
+        break;
+      case Status::kGap:
+        ++work;
+        if (!in.on_gap(in.gap())) {
+          in.status = Status::kGap;
+          if (problem_ < 0) problem_ = static_cast<int64_t>(i);
+        }
+        break;
+      default:  // kEndOfFlow, or a failure that ends the input
+        ++work;
+        in.ended = true;
+        in.status = s;
+        --active_;
+        if (s != Status::kEndOfFlow) {
+          in.release();
+          in.core = nullptr;
+          if (problem_ < 0) problem_ = static_cast<int64_t>(i);
+        }
+        break;
+    }
+  }
+  return work;
+}
+
+void Worker::idle(size_t work) {
+  if (work != 0) {
+    rounds_ = 0;
+    return;
+  }
+  if (back_off(rounds_++, kForever)) rounds_ = 0;
+}
+
+bool Worker::back_off(uint32_t round, Deadline deadline) {
+  if (round < idle_.spin) {
+    detail::cpu_relax();
+    return false;
+  }
+  if (round < idle_.spin + idle_.yields || parking_) {
+    // (A handler that runs inside a park's last look yields instead of
+    // parking again: the outer park holds the announcements.)
+    sched_yield();
+    return false;
+  }
+  return park(deadline);
+}
+
+bool Worker::park(Deadline deadline) {
+  set_->clear();
+  bool ready = false;
+  for (auto& in : inputs_) {
+    if (!in->ended && !in->busy) ready |= !in->core->arm(*set_);
+  }
+  for (detail::SourceCore* s : waiting_) ready |= !s->arm(*set_);
+  if (!ready) {
+    // Announced: whatever a peer publishes from now on wakes us. What it
+    // published before is found by this last look.
+    parking_ = true;
+    struct Unmark {
+      bool* b;
+      ~Unmark() { *b = false; }
+    } unmark{&parking_};
+    ready = poll() != 0;
+    if (!ready) set_->sleep(until(deadline), kMixedSlice);
+  }
+  for (auto& in : inputs_) {
+    if (in->core != nullptr) in->core->disarm();
+  }
+  for (detail::SourceCore* s : waiting_) s->disarm();
+  return ready;
+}
+
+Status Worker::run(Deadline deadline) {
+  for (uint32_t round = 0;; ++round) {
+    if (problem_ >= 0) {
+      const auto i = static_cast<size_t>(problem_);
+      problem_ = -1;
+      reported_ = static_cast<InputId>(i);
+      const Status s = inputs_[i]->status;
+      if (s == Status::kGap) inputs_[i]->status = Status::kOk;  // it goes on after the gap
+      return s;
+    }
+    if (active_ == 0) return Status::kEndOfFlow;
+    if (poll() != 0) {
+      round = 0;
+      continue;
+    }
+    if (deadline != kForever && Clock::now() >= deadline) return Status::kTimeout;
+    if (back_off(round, deadline)) round = 0;
+  }
+}
+
+}  // namespace sluice
