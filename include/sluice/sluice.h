@@ -1,6 +1,7 @@
 // sluice/sluice.h: everything a sluice program needs. Read cluster.h (joining
 // and declaring), flow.h (sources, targets, records) and errors.h (failure);
-// memory.h has one-sided memory regions.
+// memory.h has one-sided memory regions, options.h every setting and its
+// SLUICE_* variable.
 #pragma once
 
 #include "sluice/cluster.h"
@@ -8,4 +9,5 @@
 #include "sluice/errors.h"
 #include "sluice/flow.h"
 #include "sluice/memory.h"
+#include "sluice/options.h"
 #include "sluice/version.h"
