@@ -169,7 +169,7 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     fs->target_open.assign(spec.targets.size(), false);
 
     // The transport of every (source, target) pair: shm within a host, ofi
-    // across hosts, or as SLUICE_TRANSPORT pins it.
+    // across hosts, or as options.transport pins it.
     uint32_t ranks_here = 0;
     for (uint32_t r : participants) ranks_here += host_of(r) == host_id;
     const size_t nt = spec.targets.size();

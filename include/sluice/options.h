@@ -148,7 +148,7 @@ struct ClusterOptions {
   void validate() const;
 
   // One "name = value" line per field, in declaration order (the secret
-  // shows as "(set)" or "(unset)"), for logs and `--print-options`.
+  // shows as "(set)" or "(unset)"), for logs and diagnostics.
   std::string describe() const;
 };
 
