@@ -26,14 +26,22 @@ using Env = std::map<std::string, std::string>;
 // the test switches only by test builds (common/test_hooks).
 const std::set<std::string>& known_variables() {
   static const std::set<std::string> names = {
-      "SLUICE_RANK",       "SLUICE_WORLD_SIZE",
-      "SLUICE_REGISTRY",   "SLUICE_REGISTRY_PORT",
-      "SLUICE_SECRET",     "SLUICE_LOG",
-      "SLUICE_PEER_TIMEOUT_MS", "SLUICE_SETUP_TIMEOUT_MS",
-      "SLUICE_SPIN",       "SLUICE_TRANSPORT",
-      "SLUICE_OFI_PROVIDER", "SLUICE_OFI_RMA",
-      "SLUICE_OFI_ATOMIC", "SLUICE_OFI_TEST_UNORDERED",
-      "SLUICE_TEST_DIE_AFTER_SEQUENCE", "SLUICE_TEST_OFI_EAGAIN_EVERY",
+      "SLUICE_RANK",
+      "SLUICE_WORLD_SIZE",
+      "SLUICE_REGISTRY",
+      "SLUICE_REGISTRY_PORT",
+      "SLUICE_SECRET",
+      "SLUICE_LOG",
+      "SLUICE_PEER_TIMEOUT_MS",
+      "SLUICE_SETUP_TIMEOUT_MS",
+      "SLUICE_SPIN",
+      "SLUICE_TRANSPORT",
+      "SLUICE_OFI_PROVIDER",
+      "SLUICE_OFI_RMA",
+      "SLUICE_OFI_ATOMIC",
+      "SLUICE_OFI_TEST_UNORDERED",
+      "SLUICE_TEST_DIE_AFTER_SEQUENCE",
+      "SLUICE_TEST_OFI_EAGAIN_EVERY",
   };
   return names;
 }
@@ -44,8 +52,10 @@ void warn_unknown_variables(const Env& env) {
     for (const auto& [name, value] : env) {
       if (name.rfind("SLUICE_", 0) != 0 || known_variables().count(name) != 0) continue;
       log::warn("ignoring unknown environment variable ", name,
-                " (known: SLUICE_RANK, SLUICE_WORLD_SIZE, SLUICE_REGISTRY, SLUICE_REGISTRY_PORT, SLUICE_SECRET, ",
-                "SLUICE_LOG, SLUICE_PEER_TIMEOUT_MS, SLUICE_SETUP_TIMEOUT_MS, SLUICE_SPIN, SLUICE_TRANSPORT, ",
+                " (known: SLUICE_RANK, SLUICE_WORLD_SIZE, SLUICE_REGISTRY, SLUICE_REGISTRY_PORT, "
+                "SLUICE_SECRET, ",
+                "SLUICE_LOG, SLUICE_PEER_TIMEOUT_MS, SLUICE_SETUP_TIMEOUT_MS, SLUICE_SPIN, "
+                "SLUICE_TRANSPORT, ",
                 "SLUICE_OFI_PROVIDER, SLUICE_OFI_RMA, SLUICE_OFI_ATOMIC)");
     }
   });
@@ -63,10 +73,11 @@ std::optional<uint64_t> parse_number(const Env& env, const char* name, uint64_t 
   char* end = nullptr;
   errno = 0;
   const unsigned long long n = std::strtoull(v->c_str(), &end, 10);
-  if (errno != 0 || end == v->c_str() || *end != '\0' || (*v)[0] == '-' || (*v)[0] == '+' || (*v)[0] == ' ' ||
-      n < min || n > max) {
-    throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + *v + "' is not a whole number in [" +
-                                                 std::to_string(min) + ", " + std::to_string(max) + "]");
+  if (errno != 0 || end == v->c_str() || *end != '\0' || (*v)[0] == '-' || (*v)[0] == '+' ||
+      (*v)[0] == ' ' || n < min || n > max) {
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(name) + "='" + *v + "' is not a whole number in [" +
+                    std::to_string(min) + ", " + std::to_string(max) + "]");
   }
   return n;
 }
@@ -76,7 +87,8 @@ template <class E>
 using Spellings = std::vector<std::pair<const char*, E>>;
 
 const Spellings<Transport>& transport_names() {
-  static const Spellings<Transport> s = {{"auto", Transport::kAuto}, {"shm", Transport::kShm}, {"ofi", Transport::kOfi}};
+  static const Spellings<Transport> s = {
+      {"auto", Transport::kAuto}, {"shm", Transport::kShm}, {"ofi", Transport::kOfi}};
   return s;
 }
 const Spellings<OfiProvider>& provider_names() {
@@ -90,20 +102,26 @@ const Spellings<OfiProvider>& provider_names() {
 // "1" and "0" are the spellings from before the switches had three values:
 // 1 meant "use it where the provider has it", which is kAuto.
 const Spellings<Switch>& switch_names() {
-  static const Spellings<Switch> s = {
-      {"auto", Switch::kAuto}, {"off", Switch::kOff}, {"on", Switch::kOn}, {"1", Switch::kAuto}, {"0", Switch::kOff}};
+  static const Spellings<Switch> s = {{"auto", Switch::kAuto},
+                                      {"off", Switch::kOff},
+                                      {"on", Switch::kOn},
+                                      {"1", Switch::kAuto},
+                                      {"0", Switch::kOff}};
   return s;
 }
 const Spellings<LogLevel>& level_names() {
-  static const Spellings<LogLevel> s = {
-      {"error", LogLevel::kError}, {"warn", LogLevel::kWarn}, {"info", LogLevel::kInfo}, {"debug", LogLevel::kDebug}};
+  static const Spellings<LogLevel> s = {{"error", LogLevel::kError},
+                                        {"warn", LogLevel::kWarn},
+                                        {"info", LogLevel::kInfo},
+                                        {"debug", LogLevel::kDebug}};
   return s;
 }
 
 template <class E>
 std::string allowed(const Spellings<E>& names) {
   std::string out;
-  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i].first);
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i].first);
   return out;
 }
 
@@ -132,18 +150,21 @@ void check_enum(const char* field, E value, const Spellings<E>& names) {
   if (name_of(names, value) != nullptr) return;
   throw Error(ErrorCode::kInvalidArgument, std::string("ClusterOptions::") + field + " = " +
                                                std::to_string(static_cast<int>(value)) +
-                                               " is not a valid value; use one of " + allowed(names));
+                                               " is not a valid value; use one of " +
+                                               allowed(names));
 }
 
-[[noreturn]] void bad_field(const char* field, const std::string& value, const std::string& allowed_text) {
-  throw Error(ErrorCode::kInvalidArgument,
-              std::string("ClusterOptions::") + field + " = " + value + " is invalid: " + allowed_text);
+[[noreturn]] void bad_field(const char* field, const std::string& value,
+                            const std::string& allowed_text) {
+  throw Error(ErrorCode::kInvalidArgument, std::string("ClusterOptions::") + field + " = " + value +
+                                               " is invalid: " + allowed_text);
 }
 
 ClusterOptions options_from(const Env& env) {
   warn_unknown_variables(env);
   ClusterOptions o;
-  if (auto v = parse_number(env, "SLUICE_PEER_TIMEOUT_MS", 100, 3600000)) o.peer_timeout = std::chrono::milliseconds(*v);
+  if (auto v = parse_number(env, "SLUICE_PEER_TIMEOUT_MS", 100, 3600000))
+    o.peer_timeout = std::chrono::milliseconds(*v);
   if (auto v = parse_number(env, "SLUICE_SETUP_TIMEOUT_MS", 100, 86400000)) {
     o.setup_timeout = std::chrono::milliseconds(*v);
   }
@@ -184,22 +205,26 @@ ClusterOptions ClusterOptions::from_env() { return options_from(detail::env::sna
 void ClusterOptions::validate() const {
   constexpr int64_t kMaxRanks = int64_t{1} << 32;
   if (world_size != -1 && (world_size < 1 || world_size >= kMaxRanks)) {
-    bad_field("world_size", std::to_string(world_size), "use -1 (from the environment) or 1..2^32-1");
+    bad_field("world_size", std::to_string(world_size),
+              "use -1 (from the environment) or 1..2^32-1");
   }
   if (rank < -1 || rank >= kMaxRanks) {
     bad_field("rank", std::to_string(rank), "use -1 (from the environment) or 0..2^32-2");
   }
   if (rank >= 0 && world_size > 0 && rank >= world_size) {
-    bad_field("rank", std::to_string(rank), "it must be below world_size = " + std::to_string(world_size));
+    bad_field("rank", std::to_string(rank),
+              "it must be below world_size = " + std::to_string(world_size));
   }
   if (!registry.empty() && (registry.find(':') == std::string::npos || registry.back() == ':')) {
-    bad_field("registry", "'" + registry + "'", "use \"host:port\", or leave it empty for SLUICE_REGISTRY");
+    bad_field("registry", "'" + registry + "'",
+              "use \"host:port\", or leave it empty for SLUICE_REGISTRY");
   }
   if (peer_timeout.count() < 100 || peer_timeout.count() > 3600000) {
     bad_field("peer_timeout", std::to_string(peer_timeout.count()) + " ms", "use 100..3600000 ms");
   }
   if (setup_timeout.count() < 100 || setup_timeout.count() > 86400000) {
-    bad_field("setup_timeout", std::to_string(setup_timeout.count()) + " ms", "use 100..86400000 ms");
+    bad_field("setup_timeout", std::to_string(setup_timeout.count()) + " ms",
+              "use 100..86400000 ms");
   }
   if (spin_iterations < -1 || spin_iterations > (int64_t{1} << 30)) {
     bad_field("spin_iterations", std::to_string(spin_iterations), "use -1 (automatic) or 0..2^30");
@@ -213,20 +238,25 @@ void ClusterOptions::validate() const {
   check_enum("ofi_atomic", ofi_atomic, switch_names());
   check_enum("log_level", log_level, level_names());
   if (ofi_atomic == Switch::kOn && ofi_rma == Switch::kOff) {
-    bad_field("ofi_atomic", "on", "provider atomics need RMA, but ofi_rma = off; set ofi_atomic to auto or off");
+    bad_field("ofi_atomic", "on",
+              "provider atomics need RMA, but ofi_rma = off; set ofi_atomic to auto or off");
   }
 }
 
 std::string ClusterOptions::describe() const {
-  auto or_env = [](int64_t v) { return v < 0 ? std::string("(from the environment at join)") : std::to_string(v); };
+  auto or_env = [](int64_t v) {
+    return v < 0 ? std::string("(from the environment at join)") : std::to_string(v);
+  };
   std::ostringstream os;
   os << "rank = " << or_env(rank) << "\n"
      << "world_size = " << or_env(world_size) << "\n"
-     << "registry = " << (registry.empty() ? std::string("(from the environment at join)") : registry) << "\n"
+     << "registry = "
+     << (registry.empty() ? std::string("(from the environment at join)") : registry) << "\n"
      << "secret = " << (secret.empty() ? "(unset)" : "(set)") << "\n"
      << "peer_timeout_ms = " << peer_timeout.count() << "\n"
      << "setup_timeout_ms = " << setup_timeout.count() << "\n"
-     << "spin_iterations = " << (spin_iterations < 0 ? std::string("auto") : std::to_string(spin_iterations)) << "\n"
+     << "spin_iterations = "
+     << (spin_iterations < 0 ? std::string("auto") : std::to_string(spin_iterations)) << "\n"
      << "threads_per_rank = " << threads_per_rank << "\n"
      << "transport = " << to_string(transport) << "\n"
      << "ofi_provider = " << to_string(ofi_provider) << "\n"

@@ -2,6 +2,8 @@
 // malformed values refused naming the variable, validate() refusing bad
 // fields naming the field, describe() listing every field, and join() using
 // explicit options as given (the environment is read by from_env() only).
+#include "sluice/options.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -14,7 +16,6 @@
 #include "control/registry_server.h"
 #include "sluice/cluster.h"
 #include "sluice/errors.h"
-#include "sluice/options.h"
 
 extern char** environ;
 
@@ -116,19 +117,23 @@ TEST(OptionsTest, FromEnvAcceptsEverySpellingOfEachEnum) {
     EXPECT_EQ(ClusterOptions::from_env().transport, value) << text;
     EXPECT_EQ(to_string(value), text);
   }
-  const std::vector<std::pair<std::string, OfiProvider>> providers = {{"auto", OfiProvider::kAuto},
-                                                                      {"tcp", OfiProvider::kTcp},
-                                                                      {"verbs", OfiProvider::kVerbs},
-                                                                      {"efa", OfiProvider::kEfa},
-                                                                      {"shm", OfiProvider::kShm}};
+  const std::vector<std::pair<std::string, OfiProvider>> providers = {
+      {"auto", OfiProvider::kAuto},
+      {"tcp", OfiProvider::kTcp},
+      {"verbs", OfiProvider::kVerbs},
+      {"efa", OfiProvider::kEfa},
+      {"shm", OfiProvider::kShm}};
   for (const auto& [text, value] : providers) {
     env.set("SLUICE_OFI_PROVIDER", text);
     EXPECT_EQ(ClusterOptions::from_env().ofi_provider, value) << text;
     EXPECT_EQ(to_string(value), text);
   }
   // 1 and 0 are the spellings from before the switches had three values.
-  const std::vector<std::pair<std::string, Switch>> switches = {
-      {"auto", Switch::kAuto}, {"off", Switch::kOff}, {"on", Switch::kOn}, {"1", Switch::kAuto}, {"0", Switch::kOff}};
+  const std::vector<std::pair<std::string, Switch>> switches = {{"auto", Switch::kAuto},
+                                                                {"off", Switch::kOff},
+                                                                {"on", Switch::kOn},
+                                                                {"1", Switch::kAuto},
+                                                                {"0", Switch::kOff}};
   for (const auto& [text, value] : switches) {
     env.set("SLUICE_OFI_RMA", text);
     env.set("SLUICE_OFI_ATOMIC", text);
@@ -136,8 +141,10 @@ TEST(OptionsTest, FromEnvAcceptsEverySpellingOfEachEnum) {
     EXPECT_EQ(o.ofi_rma, value) << text;
     EXPECT_EQ(o.ofi_atomic, value) << text;
   }
-  const std::vector<std::pair<std::string, LogLevel>> levels = {
-      {"error", LogLevel::kError}, {"warn", LogLevel::kWarn}, {"info", LogLevel::kInfo}, {"debug", LogLevel::kDebug}};
+  const std::vector<std::pair<std::string, LogLevel>> levels = {{"error", LogLevel::kError},
+                                                                {"warn", LogLevel::kWarn},
+                                                                {"info", LogLevel::kInfo},
+                                                                {"debug", LogLevel::kDebug}};
   for (const auto& [text, value] : levels) {
     env.set("SLUICE_LOG", text);
     EXPECT_EQ(ClusterOptions::from_env().log_level, value) << text;
@@ -160,13 +167,13 @@ TEST(OptionsTest, AnEmptyVariableCountsAsUnset) {
 
 TEST(OptionsTest, FromEnvRefusesAMalformedValueNamingTheVariableAndTheValue) {
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"SLUICE_PEER_TIMEOUT_MS", "99"},       {"SLUICE_PEER_TIMEOUT_MS", "5s"},
-      {"SLUICE_PEER_TIMEOUT_MS", "-5000"},    {"SLUICE_SETUP_TIMEOUT_MS", "86400001"},
-      {"SLUICE_SETUP_TIMEOUT_MS", " 100"},    {"SLUICE_SPIN", "-1"},
-      {"SLUICE_SPIN", "1073741825"},          {"SLUICE_SPIN", "lots"},
-      {"SLUICE_TRANSPORT", "rdma"},           {"SLUICE_TRANSPORT", "OFI"},
-      {"SLUICE_OFI_PROVIDER", "psm3"},        {"SLUICE_OFI_RMA", "yes"},
-      {"SLUICE_OFI_ATOMIC", "2"},             {"SLUICE_LOG", "verbose"},
+      {"SLUICE_PEER_TIMEOUT_MS", "99"},    {"SLUICE_PEER_TIMEOUT_MS", "5s"},
+      {"SLUICE_PEER_TIMEOUT_MS", "-5000"}, {"SLUICE_SETUP_TIMEOUT_MS", "86400001"},
+      {"SLUICE_SETUP_TIMEOUT_MS", " 100"}, {"SLUICE_SPIN", "-1"},
+      {"SLUICE_SPIN", "1073741825"},       {"SLUICE_SPIN", "lots"},
+      {"SLUICE_TRANSPORT", "rdma"},        {"SLUICE_TRANSPORT", "OFI"},
+      {"SLUICE_OFI_PROVIDER", "psm3"},     {"SLUICE_OFI_RMA", "yes"},
+      {"SLUICE_OFI_ATOMIC", "2"},          {"SLUICE_LOG", "verbose"},
   };
   for (const auto& [name, value] : bad) {
     ScopedEnv env;
@@ -201,7 +208,8 @@ TEST(OptionsTest, ValidateRefusesABadFieldNamingTheFieldAndTheValue) {
       {"peer_timeout = 3600001 ms", [](ClusterOptions& o) { o.peer_timeout = 3600001ms; }},
       {"setup_timeout = 50 ms", [](ClusterOptions& o) { o.setup_timeout = 50ms; }},
       {"spin_iterations = -2", [](ClusterOptions& o) { o.spin_iterations = -2; }},
-      {"spin_iterations = 1073741825", [](ClusterOptions& o) { o.spin_iterations = (int64_t{1} << 30) + 1; }},
+      {"spin_iterations = 1073741825",
+       [](ClusterOptions& o) { o.spin_iterations = (int64_t{1} << 30) + 1; }},
       {"threads_per_rank = 0", [](ClusterOptions& o) { o.threads_per_rank = 0; }},
       {"transport = 7", [](ClusterOptions& o) { o.transport = static_cast<Transport>(7); }},
       {"ofi_provider = 9", [](ClusterOptions& o) { o.ofi_provider = static_cast<OfiProvider>(9); }},
@@ -210,12 +218,14 @@ TEST(OptionsTest, ValidateRefusesABadFieldNamingTheFieldAndTheValue) {
       {"log_level = 5", [](ClusterOptions& o) { o.log_level = static_cast<LogLevel>(5); }},
       {"rank = -2", [](ClusterOptions& o) { o.rank = -2; }},
       {"world_size = 0", [](ClusterOptions& o) { o.world_size = 0; }},
-      {"rank = 4", [](ClusterOptions& o) {
+      {"rank = 4",
+       [](ClusterOptions& o) {
          o.rank = 4;
          o.world_size = 4;
        }},
       {"registry = 'hostonly'", [](ClusterOptions& o) { o.registry = "hostonly"; }},
-      {"ofi_atomic = on", [](ClusterOptions& o) {
+      {"ofi_atomic = on",
+       [](ClusterOptions& o) {
          o.ofi_atomic = Switch::kOn;
          o.ofi_rma = Switch::kOff;
        }},
@@ -225,7 +235,8 @@ TEST(OptionsTest, ValidateRefusesABadFieldNamingTheFieldAndTheValue) {
     c.change(o);
     const auto message = invalid_argument([&o] { o.validate(); });
     ASSERT_TRUE(message.has_value()) << c.expect;
-    EXPECT_NE(message->find(std::string("ClusterOptions::") + c.expect), std::string::npos) << *message;
+    EXPECT_NE(message->find(std::string("ClusterOptions::") + c.expect), std::string::npos)
+        << *message;
   }
 }
 
@@ -253,8 +264,8 @@ TEST(OptionsTest, ValidateAcceptsEveryDocumentedValue) {
   o.spin_iterations = int64_t{1} << 30;
   o.threads_per_rank = 65536;
   for (Transport t : {Transport::kAuto, Transport::kShm, Transport::kOfi}) {
-    for (OfiProvider p : {OfiProvider::kAuto, OfiProvider::kTcp, OfiProvider::kVerbs, OfiProvider::kEfa,
-                          OfiProvider::kShm}) {
+    for (OfiProvider p : {OfiProvider::kAuto, OfiProvider::kTcp, OfiProvider::kVerbs,
+                          OfiProvider::kEfa, OfiProvider::kShm}) {
       for (Switch s : {Switch::kAuto, Switch::kOff, Switch::kOn}) {
         for (LogLevel l : {LogLevel::kError, LogLevel::kWarn, LogLevel::kInfo, LogLevel::kDebug}) {
           o.transport = t;
@@ -280,10 +291,11 @@ TEST(OptionsTest, DescribeListsEveryFieldAndHidesTheSecret) {
   o.threads_per_rank = 3;
   o.log_level = LogLevel::kInfo;
   const std::string d = o.describe();
-  for (const char* line : {"rank = ", "world_size = ", "registry = ", "secret = (set)\n", "peer_timeout_ms = 5000\n",
-                           "setup_timeout_ms = 60000\n", "spin_iterations = 12\n", "threads_per_rank = 3\n",
-                           "transport = ofi\n", "ofi_provider = efa\n", "ofi_rma = off\n", "ofi_atomic = on\n",
-                           "log_level = info\n"}) {
+  for (const char* line :
+       {"rank = ", "world_size = ", "registry = ", "secret = (set)\n", "peer_timeout_ms = 5000\n",
+        "setup_timeout_ms = 60000\n", "spin_iterations = 12\n", "threads_per_rank = 3\n",
+        "transport = ofi\n", "ofi_provider = efa\n", "ofi_rma = off\n", "ofi_atomic = on\n",
+        "log_level = info\n"}) {
     EXPECT_NE(d.find(line), std::string::npos) << "missing '" << line << "' in:\n" << d;
   }
   EXPECT_EQ(d.find("do-not-print-me"), std::string::npos) << d;
@@ -394,12 +406,12 @@ TEST_F(OptionsJoinTest, InfoLevelLogsTheSettingsOnceAtJoin) {
   o.log_level = LogLevel::kInfo;
   o.transport = Transport::kOfi;
   testing::internal::CaptureStderr();
-  {
-    Cluster c = Cluster::join(o);
-  }
+  { Cluster c = Cluster::join(o); }
   const std::string err = testing::internal::GetCapturedStderr();
   size_t count = 0;
-  for (size_t at = err.find("settings: "); at != std::string::npos; at = err.find("settings: ", at + 1)) ++count;
+  for (size_t at = err.find("settings: "); at != std::string::npos;
+       at = err.find("settings: ", at + 1))
+    ++count;
   EXPECT_EQ(count, 1u) << err;
   EXPECT_NE(err.find("transport = ofi; ofi_provider = auto"), std::string::npos) << err;
   EXPECT_EQ(err.find(kSecret), std::string::npos) << err;
@@ -409,9 +421,7 @@ TEST_F(OptionsJoinTest, WarnLevelLogsNoSettings) {
   ClusterOptions o = explicit_options();
   o.log_level = LogLevel::kWarn;
   testing::internal::CaptureStderr();
-  {
-    Cluster c = Cluster::join(o);
-  }
+  { Cluster c = Cluster::join(o); }
   EXPECT_EQ(testing::internal::GetCapturedStderr().find("settings: "), std::string::npos);
 }
 
