@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -22,80 +21,13 @@
 #include "transport/ofi/ofi.h"
 #include "transport/shm/region.h"
 
-extern char** environ;
-
 namespace sluice {
-namespace {
 
-// Every SLUICE_* variable sluice reads; others are warned about (typos).
-const std::set<std::string>& known_variables() {
-  static const std::set<std::string> names = {
-      "SLUICE_RANK",         "SLUICE_WORLD_SIZE",      "SLUICE_REGISTRY",         "SLUICE_REGISTRY_PORT",
-      "SLUICE_SECRET",       "SLUICE_LOG",             "SLUICE_PEER_TIMEOUT_MS",  "SLUICE_SETUP_TIMEOUT_MS",
-      "SLUICE_SPIN",         "SLUICE_TRANSPORT",       "SLUICE_OFI_PROVIDER",     "SLUICE_OFI_RMA",
-      "SLUICE_OFI_TEST_UNORDERED", "SLUICE_OFI_ATOMIC", "SLUICE_TEST_DIE_AFTER_SEQUENCE",
-      "SLUICE_TEST_OFI_EAGAIN_EVERY",
-  };
-  return names;
-}
-
-uint64_t parse_env_number(const char* name, uint64_t min, uint64_t max, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long n = std::strtoull(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0' || v[0] == '-' || n < min || n > max) {
-    throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + v + "' is not a whole number in [" +
-                                                 std::to_string(min) + ", " + std::to_string(max) + "]");
-  }
-  return n;
-}
-
-void warn_unknown_variables() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (char** e = environ; *e != nullptr; ++e) {
-      std::string entry = *e;
-      if (entry.rfind("SLUICE_", 0) != 0) continue;
-      std::string name = entry.substr(0, entry.find('='));
-      if (known_variables().count(name) == 0) {
-        log::warn("ignoring unknown environment variable ", name, " (known: SLUICE_RANK, SLUICE_WORLD_SIZE, ",
-                  "SLUICE_REGISTRY, SLUICE_SECRET, SLUICE_LOG, SLUICE_PEER_TIMEOUT_MS, SLUICE_SETUP_TIMEOUT_MS, ",
-                  "SLUICE_SPIN, SLUICE_TRANSPORT, ...)");
-      }
-    }
-  });
-}
-
-}  // namespace
-
-ClusterOptions ClusterOptions::from_env() {
-  warn_unknown_variables();
-  ClusterOptions o;
-  o.peer_timeout = std::chrono::milliseconds(parse_env_number("SLUICE_PEER_TIMEOUT_MS", 100, 3600000, 5000));
-  o.setup_timeout = std::chrono::milliseconds(parse_env_number("SLUICE_SETUP_TIMEOUT_MS", 100, 86400000, 60000));
-  if (std::getenv("SLUICE_SPIN") != nullptr && *std::getenv("SLUICE_SPIN") != '\0') {
-    o.spin_iterations = static_cast<int64_t>(parse_env_number("SLUICE_SPIN", 0, 1u << 30, 4000));
-  }
-  if (const char* t = std::getenv("SLUICE_TRANSPORT"); t != nullptr && *t != '\0') {
-    std::string v = t;
-    if (v != "shm" && v != "ofi" && v != "auto") {
-      throw Error(ErrorCode::kInvalidArgument, "SLUICE_TRANSPORT='" + v + "' is not one of auto, shm, ofi");
-    }
-    o.transport = v;
-  }
-  return o;
-}
-
-std::string ClusterOptions::describe() const {
-  std::ostringstream os;
-  os << "rank = " << rank << "\nworld_size = " << world_size << "\nregistry = " << registry
-     << "\npeer_timeout_ms = " << peer_timeout.count() << "\nsetup_timeout_ms = " << setup_timeout.count()
-     << "\nspin_iterations = " << (spin_iterations < 0 ? std::string("auto") : std::to_string(spin_iterations))
-     << "\ntransport = " << transport << "\n";
-  return os.str();
-}
+// join() hands options.log_level to the logger as it is.
+static_assert(static_cast<int>(LogLevel::kError) == static_cast<int>(log::Level::kError) &&
+              static_cast<int>(LogLevel::kWarn) == static_cast<int>(log::Level::kWarn) &&
+              static_cast<int>(LogLevel::kInfo) == static_cast<int>(log::Level::kInfo) &&
+              static_cast<int>(LogLevel::kDebug) == static_cast<int>(log::Level::kDebug));
 
 namespace detail {
 
@@ -150,7 +82,7 @@ class ClusterImpl {
       std::lock_guard<std::mutex> lock(mu);
       if (regions_over_ofi >= 0) return regions_over_ofi == 1;
     }
-    bool ofi = options.transport == "ofi";
+    bool ofi = options.transport == Transport::kOfi;
     for (uint32_t r = 0; r < boot.world_size && !ofi; ++r) ofi = host_of(r) != host_id;
     std::lock_guard<std::mutex> lock(mu);
     regions_over_ofi = ofi ? 1 : 0;
@@ -166,6 +98,9 @@ class ClusterImpl {
 
   void declare(const FlowSpec& spec);
   const std::string& host_of(uint32_t rank);
+  // The transport between ranks a and b (kShm or kOfi); `what` names the
+  // caller's object in the error when transport is kShm across hosts.
+  Transport transport_between(uint32_t a, uint32_t b, const std::string& what);
   void map_regions(FlowState& fs, const std::vector<uint32_t>& target_ranks);
   void setup_ofi(FlowState& fs);
 };
@@ -179,6 +114,17 @@ const std::string& ClusterImpl::host_of(uint32_t rank) {
   std::string id = client->get("host/" + std::to_string(rank), setup_deadline(), rank);
   std::lock_guard<std::mutex> lock(mu);
   return host_ids.emplace(rank, std::move(id)).first->second;
+}
+
+Transport ClusterImpl::transport_between(uint32_t a, uint32_t b, const std::string& what) {
+  const bool same_host = host_of(a) == host_of(b);
+  if (!same_host && options.transport == Transport::kShm) {
+    throw Error(ErrorCode::kInvalidArgument,
+                what + ": ranks " + std::to_string(a) + " and " + std::to_string(b) +
+                    " are on different hosts, but transport = shm (SLUICE_TRANSPORT=shm) allows only one host; "
+                    "use auto or ofi");
+  }
+  return options.transport == Transport::kOfi || !same_host ? Transport::kOfi : Transport::kShm;
 }
 
 void ClusterImpl::declare(const FlowSpec& spec) {
@@ -207,7 +153,7 @@ void ClusterImpl::declare(const FlowSpec& spec) {
   try {
     // The transport setting decides each pair's transport on both sides:
     // participants must agree on it as on the spec itself.
-    client->declare_flow(spec.name, spec.canonical() + "transport=" + options.transport + "\n",
+    client->declare_flow(spec.name, spec.canonical() + "transport=" + to_string(options.transport) + "\n",
                          {participants.begin(), participants.end()}, setup_deadline());
 
     auto fs = std::make_unique<FlowState>();
@@ -223,7 +169,7 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     fs->target_open.assign(spec.targets.size(), false);
 
     // The transport of every (source, target) pair: shm within a host, ofi
-    // across hosts, or as SLUICE_TRANSPORT pins it.
+    // across hosts, or as options.transport pins it.
     uint32_t ranks_here = 0;
     for (uint32_t r : participants) ranks_here += host_of(r) == host_id;
     const size_t nt = spec.targets.size();
@@ -232,20 +178,14 @@ void ClusterImpl::declare(const FlowSpec& spec) {
       for (uint32_t t = 0; t < nt; ++t) {
         const uint32_t sr = spec.sources[s].rank, tr = spec.targets[t].rank;
         if (sr != me && tr != me) continue;
-        const bool same_host = host_of(sr) == host_of(tr);
-        if (!same_host && options.transport == "shm") {
-          throw Error(ErrorCode::kInvalidArgument,
-                      "flow '" + spec.name + "': ranks " + std::to_string(sr) + " and " + std::to_string(tr) +
-                          " are on different hosts, but SLUICE_TRANSPORT=shm allows only one host; unset it");
-        }
-        fs->pair_remote[size_t{s} * nt + t] = options.transport == "ofi" || !same_host;
+        fs->pair_remote[size_t{s} * nt + t] = transport_between(sr, tr, "flow '" + spec.name + "'") == Transport::kOfi;
       }
     }
-    // Spinning only pays when every busy rank has a CPU of its own.
-    const auto cpus = std::max(1u, std::thread::hardware_concurrency());
+    // Spinning only pays when every busy thread has a CPU of its own.
+    const uint64_t cpus = std::max(1u, std::thread::hardware_concurrency());
     fs->ctx.spin_iterations = options.spin_iterations >= 0 ? static_cast<uint32_t>(options.spin_iterations)
-                              : ranks_here < cpus                 ? 4000u
-                                                                  : 0u;
+                              : uint64_t{ranks_here} * options.threads_per_rank < cpus ? 4000u
+                                                                                       : 0u;
 
     std::map<uint32_t, std::vector<uint32_t>> targets_by_rank;
     fs->local_index.resize(nt);
@@ -527,6 +467,8 @@ Cluster::~Cluster() = default;
 Cluster Cluster::join() { return join(ClusterOptions::from_env()); }
 
 Cluster Cluster::join(const ClusterOptions& options) {
+  options.validate();
+  log::set_level(static_cast<log::Level>(options.log_level));
   auto impl = std::make_unique<detail::ClusterImpl>();
   impl->options = options;
   impl->boot = control::parse_bootstrap(control::process_env(), options.rank, options.world_size, options.registry,
@@ -534,6 +476,7 @@ Cluster Cluster::join(const ClusterOptions& options) {
   impl->options.rank = impl->boot.rank;
   impl->options.world_size = impl->boot.world_size;
   impl->options.registry = impl->boot.registry_host + ":" + std::to_string(impl->boot.registry_port);
+  impl->options.secret = impl->boot.secret;
   impl->host_id = detail::host_identity();
   log::set_tag("rank " + std::to_string(impl->boot.rank));
   control::ClientOptions co;
@@ -544,15 +487,30 @@ Cluster Cluster::join(const ClusterOptions& options) {
   impl->client->put("host/" + std::to_string(impl->boot.rank), impl->host_id);
   // Data goes out through the interface that reaches the registry, unless
   // the job pinned a provider that chooses its own.
-  impl->ofi_config = detail::ofi::config_from_env(impl->client->local_address());
+  impl->ofi_config = detail::ofi::config_from_options(impl->options, impl->client->local_address());
   log::info("joined as rank ", impl->boot.rank, " of ", impl->boot.world_size, " via ", impl->options.registry,
             " (bootstrap from ", impl->boot.source, ")");
+  if (log::level() >= log::Level::kInfo) {
+    // One line, so that ranks' logs interleave readably.
+    std::string settings;
+    std::istringstream lines(impl->options.describe());
+    for (std::string line; std::getline(lines, line);) settings += (settings.empty() ? "" : "; ") + line;
+    log::info("settings: ", settings);
+  }
   return Cluster(std::move(impl));
 }
 
 uint32_t Cluster::rank() const { return impl_->boot.rank; }
 uint32_t Cluster::world_size() const { return impl_->boot.world_size; }
 const ClusterOptions& Cluster::options() const { return impl_->options; }
+
+Transport Cluster::transport_to(uint32_t rank) const {
+  if (rank >= world_size()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "transport_to(" + std::to_string(rank) + "): no such rank; the job has " + std::to_string(world_size()));
+  }
+  return impl_->transport_between(this->rank(), rank, "transport_to(" + std::to_string(rank) + ")");
+}
 
 std::vector<Endpoint> Cluster::all_ranks(uint32_t slots) const {
   std::vector<Endpoint> out;

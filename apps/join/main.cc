@@ -54,6 +54,18 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
+// The transport rank 0's flows took to the other ranks (to itself if it is
+// alone): "shm", "ofi", or "shm+ofi" when some ranks share its host and
+// others do not.
+std::string transport_label(const sluice::Cluster& cluster) {
+  bool shm = false, ofi = false;
+  for (uint32_t r = 0; r < cluster.world_size(); ++r) {
+    if (r == cluster.rank() && cluster.world_size() > 1) continue;
+    (cluster.transport_to(r) == sluice::Transport::kOfi ? ofi : shm) = true;
+  }
+  return shm && ofi ? "shm+ofi" : ofi ? "ofi" : "shm";
+}
+
 template <class T>
 int run(const sj::Options& opt, sluice::Cluster& cluster) {
   const uint32_t rank = cluster.rank(), world = cluster.world_size();
@@ -144,10 +156,8 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
   }
   const double workers = static_cast<double>(world) * opt.threads;
   const double tuples = static_cast<double>(r_total + s_total);
-  const char* transport = std::getenv("SLUICE_TRANSPORT") != nullptr &&
-                                  std::string(std::getenv("SLUICE_TRANSPORT")) == "ofi"
-                              ? "ofi"
-                              : "shm";
+  const std::string transport_name = transport_label(cluster);
+  const char* transport = transport_name.c_str();
   std::string verdict = "skipped";
   sj::JoinResult reference;
   double reference_seconds = 0;
@@ -221,17 +231,12 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
 int main(int argc, char** argv) {
   const sj::Options opt = sj::parse_options(argc, argv, sj::Program::kJoin);
   try {
-    // The library's automatic spin budget counts the ranks on a host, not
-    // their threads: 1 rank x 2 busy workers on 2 vCPUs would spin, and
-    // spinning workers of one process then take turns stealing each other's
-    // CPU (seen: 2.3x the wall time, 3x the CPU). Decide with the threads.
+    // Every rank runs opt.threads busy workers: the library's automatic spin
+    // budget must count them, or 1 rank x 2 workers on 2 vCPUs would spin,
+    // and spinning workers of one process then take turns stealing each
+    // other's CPU (seen: 2.3x the wall time, 3x the CPU).
     sluice::ClusterOptions options = sluice::ClusterOptions::from_env();
-    if (options.spin_iterations < 0 && opt.threads > 1) {
-      const char* world = std::getenv("SLUICE_WORLD_SIZE");
-      const uint64_t busy =
-          (world != nullptr ? std::strtoull(world, nullptr, 10) : 1) * opt.threads;
-      if (busy >= std::max(1u, std::thread::hardware_concurrency())) options.spin_iterations = 0;
-    }
+    options.threads_per_rank = std::max(1u, opt.threads);
     auto cluster = sluice::Cluster::join(options);
     return opt.data.width == 8 ? run<sj::Tuple8>(opt, cluster) : run<sj::Tuple16>(opt, cluster);
   } catch (const sluice::Error& e) {

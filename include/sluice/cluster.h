@@ -33,6 +33,7 @@
 #include "sluice/errors.h"
 #include "sluice/flow.h"
 #include "sluice/memory.h"
+#include "sluice/options.h"
 
 namespace sluice {
 
@@ -40,44 +41,18 @@ namespace detail {
 class ClusterImpl;
 }
 
-// Settings of one Cluster. Fields default as commented; from_env() applies
-// the SLUICE_* overrides named beside each.
-struct ClusterOptions {
-  // Rank, world size, registry address and secret. Empty/unset: read from the
-  // environment (SLUICE_RANK, SLUICE_WORLD_SIZE, SLUICE_REGISTRY,
-  // SLUICE_SECRET, or Slurm / Open MPI / torchrun variables).
-  int64_t rank = -1;
-  int64_t world_size = -1;
-  std::string registry;  // "host:port"
-  std::string secret;
-  // A peer silent for this long is reported lost. SLUICE_PEER_TIMEOUT_MS. Default 5000 ms.
-  std::chrono::milliseconds peer_timeout{5000};
-  // How long join() keeps retrying the registry, and how long setup calls
-  // (declare, barrier) wait for the other ranks. SLUICE_SETUP_TIMEOUT_MS. Default 60000 ms.
-  std::chrono::milliseconds setup_timeout{60000};
-  // Busy-wait iterations before a blocked push/consume yields and then parks.
-  // SLUICE_SPIN. Default -1: automatic, 4000 (a few microseconds) when this
-  // host runs fewer ranks of the flow than it has CPUs, else 0 (spinning
-  // would only steal the CPU from the peer being waited for).
-  int64_t spin_iterations = -1;
-  // Which transport carries flows: "auto" (shm between ranks on one host,
-  // ofi otherwise), "shm" (one host only), or "ofi" (everywhere, even
-  // between ranks on one host). SLUICE_TRANSPORT. Default "auto".
-  std::string transport = "auto";
-
-  // Defaults with every SLUICE_* override applied; throws Error(kInvalidArgument)
-  // naming the variable on a malformed value and warns about unknown SLUICE_* names.
-  static ClusterOptions from_env();
-  // One "name = value" line per setting, for logs and `--print-options`.
-  std::string describe() const;
-};
-
 class Cluster {
  public:
-  // Joins the job described by the environment (see ClusterOptions).
-  // Throws Error(kBootstrap) if the environment does not name a job,
-  // Error(kAuth) on a wrong secret, Error(kTimeout) if the registry does not
-  // answer within setup_timeout.
+  // Joins the job described by `options` (see options.h); join() without
+  // arguments is join(ClusterOptions::from_env()). Explicit options win over
+  // the environment, except that bootstrap fields left unset (rank,
+  // world_size, registry, secret) come from the launcher's variables.
+  // Throws Error(kInvalidArgument) naming the field if options.validate()
+  // fails (or, for join(), naming the SLUICE_* variable that is malformed),
+  // Error(kBootstrap) if the environment does not name a job, Error(kAuth) on
+  // a wrong secret, Error(kTimeout) if the registry does not answer within
+  // setup_timeout. Sets the process's log level to options.log_level and, at
+  // info, logs options.describe() once.
   static Cluster join();
   static Cluster join(const ClusterOptions& options);
 
@@ -87,7 +62,19 @@ class Cluster {
 
   uint32_t rank() const;
   uint32_t world_size() const;
+  // The options in force: those given to join(), with rank, world_size,
+  // registry and secret as the bootstrap resolved them.
   const ClusterOptions& options() const;
+
+  // The transport that carries flows (and memory regions) between this rank
+  // and `rank`: Transport::kShm or Transport::kOfi, never kAuto. It follows
+  // from options().transport and whether the two ranks share a host; every
+  // flow between them uses it. Asks the registry for the rank's host the
+  // first time (then cached). Throws Error(kInvalidArgument) if `rank` does
+  // not exist, or if transport is kShm and `rank` is on another host;
+  // Error(kTimeout) / PeerLostError if the registry cannot say within
+  // setup_timeout.
+  Transport transport_to(uint32_t rank) const;
 
   // Endpoints (r, 0..slots-1) for every rank r, in rank-major order.
   std::vector<Endpoint> all_ranks(uint32_t slots = 1) const;

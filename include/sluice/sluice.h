@@ -1,7 +1,8 @@
 // sluice/sluice.h: everything a sluice program needs. Read cluster.h (joining
 // and declaring), flow.h (sources, targets, records), worker.h (one loop for
 // a thread that sends and receives) and errors.h (failure); memory.h has
-// one-sided memory regions.
+// one-sided memory regions, options.h every setting and its SLUICE_*
+// variable.
 #pragma once
 
 #include "sluice/cluster.h"
@@ -9,5 +10,6 @@
 #include "sluice/errors.h"
 #include "sluice/flow.h"
 #include "sluice/memory.h"
+#include "sluice/options.h"
 #include "sluice/version.h"
 #include "sluice/worker.h"

@@ -1,10 +1,11 @@
 #include "common/log.h"
 
+#include "common/env.h"
+
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 
 namespace sluice::log {
@@ -40,9 +41,12 @@ Level level() {
   int l = g_level.load(std::memory_order_relaxed);
   if (l >= 0) return static_cast<Level>(l);
   Level parsed = Level::kWarn;
-  if (const char* env = std::getenv("SLUICE_LOG"); env != nullptr && *env != '\0') {
-    if (!parse_level(env, &parsed)) {
-      std::fprintf(stderr, "sluice: warn: SLUICE_LOG='%s' is not one of error, warn, info, debug; using warn\n", env);
+  // Until a join() sets the level from its options: SLUICE_LOG's, so that
+  // programs that never join (the sluice tool's registry) honour it too.
+  if (const auto env = detail::env::get("SLUICE_LOG")) {
+    if (!parse_level(*env, &parsed)) {
+      std::fprintf(stderr, "sluice: warn: SLUICE_LOG='%s' is not one of error, warn, info, debug; using warn\n",
+                   env->c_str());
       parsed = Level::kWarn;
     }
   }

@@ -1,5 +1,5 @@
-// Logging to stderr with a level from SLUICE_LOG (error, warn, info, debug;
-// default warn). Quiet on the data path: nothing here is called per record.
+// Logging to stderr with a level: ClusterOptions::log_level, set by join();
+// before any join, SLUICE_LOG's (error, warn, info, debug; default warn). Quiet on the data path: nothing here is called per record.
 //
 // Thread safety: every function may be called from any thread; lines are
 // written whole.
@@ -12,7 +12,7 @@ namespace sluice::log {
 
 enum class Level : int { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 
-// The level in force (read from SLUICE_LOG once, on first use).
+// The level in force (SLUICE_LOG's until set_level(), read once on first use).
 Level level();
 void set_level(Level level);
 // Parses "error", "warn", "info" or "debug"; false if it is none of them.

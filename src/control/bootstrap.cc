@@ -5,10 +5,9 @@
 #include <limits>
 #include <vector>
 
+#include "common/env.h"
 #include "common/log.h"
 #include "sluice/errors.h"
-
-extern char** environ;
 
 namespace sluice::control {
 namespace {
@@ -205,15 +204,6 @@ BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int
   return info;
 }
 
-std::map<std::string, std::string> process_env() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string entry = *e;
-    const size_t eq = entry.find('=');
-    if (eq == std::string::npos) continue;
-    env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
-  }
-  return env;
-}
+std::map<std::string, std::string> process_env() { return detail::env::snapshot(); }
 
 }  // namespace sluice::control

@@ -36,7 +36,7 @@ BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int
                               int64_t override_world = -1, const std::string& override_registry = "",
                               const std::string& override_secret = "");
 
-// The process environment as a map.
+// The process environment as a map (common/env.h reads it).
 std::map<std::string, std::string> process_env();
 
 // Splits "host:port" (host may be "[v6]"); throws Error(kBootstrap) naming `what`.

@@ -409,6 +409,7 @@ class OfiAccess final : public RegionAccess {
     ofi::Config c = cfg;
     c.region = true;
     c.allow_atomic = caps == "atomic";
+    c.require_atomic = false;  // checked below, against the owner's choice
     if (caps == "atomic") c.allow_rma = true;
     ep_ = std::make_unique<ofi::Endpoint>(c);
     if (caps == "atomic" && !ep_->atomic()) {
@@ -417,7 +418,7 @@ class OfiAccess final : public RegionAccess {
                                             "decided so for every rank), but provider " +
                                             ep_->provider_name() +
                                             " offers this rank none; run every rank on the same "
-                                            "provider, or set SLUICE_OFI_ATOMIC=0 on "
+                                            "provider, or set SLUICE_OFI_ATOMIC=off on "
                                             "the owner");
     }
     peer_ = ep_->insert(address);

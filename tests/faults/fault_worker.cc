@@ -568,8 +568,8 @@ int main(int argc, char** argv) {
       auto o = sluice::ClusterOptions::from_env();
       o.transport =
           std::getenv("SLUICE_RANK") != nullptr && std::string(std::getenv("SLUICE_RANK")) == "1"
-              ? "ofi"
-              : "auto";
+              ? sluice::Transport::kOfi
+              : sluice::Transport::kAuto;
       auto c = sluice::Cluster::join(o);
       auto spec = sluice::shuffle<Rec>("tm").sources(c.all_ranks()).targets(c.all_ranks());
       try {

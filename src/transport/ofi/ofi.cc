@@ -92,26 +92,20 @@ const int restored_at_load = restore_foreign_handlers();
 
 int restore_signal_dispositions() { return restored_at_load + restore_foreign_handlers(); }
 
-Config config_from_env(const std::string& node) {
+Config config_from_options(const ClusterOptions& options, const std::string& node) {
   Config c;
   c.node = node;
-  if (const char* p = std::getenv("SLUICE_OFI_PROVIDER"); p != nullptr && *p != '\0') {
-    std::string v = p;
-    if (v != "tcp" && v != "verbs" && v != "efa" && v != "shm") {
-      throw Error(ErrorCode::kInvalidArgument, "SLUICE_OFI_PROVIDER='" + v + "' is not one of tcp, verbs, efa, shm");
-    }
-    c.provider = v;
+  switch (options.ofi_provider) {
+    case OfiProvider::kAuto: break;
+    case OfiProvider::kTcp: c.provider = "tcp"; break;
+    case OfiProvider::kVerbs: c.provider = "verbs"; break;
+    case OfiProvider::kEfa: c.provider = "efa"; break;
+    case OfiProvider::kShm: c.provider = "shm"; break;
   }
-  if (const char* r = std::getenv("SLUICE_OFI_RMA"); r != nullptr && *r != '\0') {
-    std::string v = r;
-    if (v != "0" && v != "1") throw Error(ErrorCode::kInvalidArgument, "SLUICE_OFI_RMA='" + v + "' must be 0 or 1");
-    c.allow_rma = v == "1";
-  }
-  if (const char* a = std::getenv("SLUICE_OFI_ATOMIC"); a != nullptr && *a != '\0') {
-    std::string v = a;
-    if (v != "0" && v != "1") throw Error(ErrorCode::kInvalidArgument, "SLUICE_OFI_ATOMIC='" + v + "' must be 0 or 1");
-    c.allow_atomic = v == "1";
-  }
+  c.allow_rma = options.ofi_rma != Switch::kOff;
+  c.require_rma = options.ofi_rma == Switch::kOn;
+  c.allow_atomic = options.ofi_atomic != Switch::kOff;
+  c.require_atomic = options.ofi_atomic == Switch::kOn;
   c.test_unordered = test_hooks::ofi_unordered();
   return c;
 }
@@ -133,9 +127,12 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
     bool rma, atomic;
   };
   std::vector<Want> wants;
+  // Required capabilities (ofi_rma / ofi_atomic = on) leave out the wants
+  // without them, so that a provider lacking them is refused by name.
+  const bool need_atomic = cfg.region && cfg.require_atomic;
   if (cfg.allow_rma && cfg.region && cfg.allow_atomic) wants.push_back({true, true});
-  if (cfg.allow_rma) wants.push_back({true, false});
-  wants.push_back({false, false});
+  if (cfg.allow_rma && !need_atomic) wants.push_back({true, false});
+  if (!cfg.require_rma && !need_atomic) wants.push_back({false, false});
   for (const std::string& prov : candidates) {
     for (const Want& want : wants) {
       const bool rma = want.rma;
@@ -168,7 +165,8 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   if (info_ == nullptr) {
     throw Error(ErrorCode::kResource,
                 "no usable libfabric provider for address " + (cfg.node.empty() ? std::string("(any)") : cfg.node) +
-                    " (" + tried + "); check `fi_info -t FI_EP_RDM`, or pin one with SLUICE_OFI_PROVIDER");
+                    " (" + tried + "); check `fi_info -t FI_EP_RDM`, or pin one with SLUICE_OFI_PROVIDER" +
+                    (cfg.require_rma || need_atomic ? "; RMA or atomics are required (SLUICE_OFI_RMA / SLUICE_OFI_ATOMIC = on)" : ""));
   }
   // A provider loaded by fi_getinfo may have brought its own handlers.
   restore_signal_dispositions();
@@ -183,6 +181,18 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
     fi_atomic_attr attr{};
     atomic_ = fi_query_atomic(domain_, FI_UINT64, FI_SUM, &attr, FI_FETCH_ATOMIC) == 0 &&
               fi_query_atomic(domain_, FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
+  }
+  if (need_atomic && !atomic_) {
+    // The constructor's throw skips the destructor: close what is open.
+    fi_close(&domain_->fid);
+    fi_close(&fabric_->fid);
+    fi_freeinfo(info_);
+    domain_ = nullptr;
+    fabric_ = nullptr;
+    info_ = nullptr;
+    throw Error(ErrorCode::kResource, "provider " + provider_ +
+                                          " has no 64-bit fetch-add and compare-swap, but ofi_atomic = on "
+                                          "(SLUICE_OFI_ATOMIC=on) requires them; use auto");
   }
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;

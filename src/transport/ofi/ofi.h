@@ -8,7 +8,7 @@
 //     honoured when the provider asks for them;
 //   - FI_RX_CQ_DATA (remote CQ data consumes a posted receive, as on verbs)
 //     is handled by keeping zero-byte receives posted;
-//   - a provider without FI_RMA (or SLUICE_OFI_RMA=0) gets the message path;
+//   - a provider without FI_RMA (or ofi_rma = off) gets the message path;
 //   - FI_SOURCE is asked for where the provider has it, so that receive
 //     completions name their sender (poll_from / wait_from);
 //   - RMA keys are the provider's (FI_MR_PROV_KEY) or random ones of the
@@ -42,16 +42,20 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/options.h"
+
 namespace sluice::detail::ofi {
 
-// How this process uses libfabric, read once (SLUICE_OFI_PROVIDER,
-// SLUICE_OFI_RMA) and shared by every endpoint.
+// How this process uses libfabric: from the Cluster's options
+// (ClusterOptions::ofi_*), shared by every endpoint of the Cluster.
 struct Config {
   // "tcp", "verbs", "efa" or "shm"; empty: the best present, in that order
   // of preference: verbs, efa, tcp.
   std::string provider;
-  // Use RMA writes when the provider offers them (SLUICE_OFI_RMA=0: never).
+  // Use RMA writes when the provider offers them (ofi_rma = off: never).
   bool allow_rma = true;
+  // ofi_rma = on: fail rather than fall back to messages without RMA.
+  bool require_rma = false;
   // The local address to bind endpoints to (the interface the registry is
   // reached through, so that data goes where control does).
   std::string node;
@@ -59,8 +63,10 @@ struct Config {
   // post receive buffers in shuffled order, as an unordered provider might.
   bool test_unordered = false;
   // Use the provider's 64-bit atomics for memory regions when it has them
-  // (SLUICE_OFI_ATOMIC=0: never, so regions use their emulated path).
+  // (ofi_atomic = off: never, so regions use their emulated path).
   bool allow_atomic = true;
+  // ofi_atomic = on: a region endpoint fails rather than go without them.
+  bool require_atomic = false;
   // The endpoint serves or accesses a memory region: it also asks for RMA
   // reads and, where allowed, atomics.
   bool region = false;
@@ -69,9 +75,9 @@ struct Config {
   bool test_data_receives = false;
 };
 
-// Reads SLUICE_OFI_PROVIDER / SLUICE_OFI_RMA / SLUICE_OFI_TEST_UNORDERED;
-// throws Error(kInvalidArgument) naming a malformed value.
-Config config_from_env(const std::string& node);
+// The Config for `options` (validated), binding to `node`; test_unordered
+// comes from the test hooks (common/test_hooks.h).
+Config config_from_options(const ClusterOptions& options, const std::string& node);
 
 // Puts SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM back to their
 // default action where libfabric's dependencies (Debian's libinfinipath, for

@@ -1,0 +1,26 @@
+// The one place the library reads the process environment.
+//
+// ClusterOptions::from_env() (src/options.cc) reads every SLUICE_* setting
+// through here, and join() reads the launchers' bootstrap variables (Slurm,
+// Open MPI, torchrun) through here; nothing else in src/ calls getenv. (The
+// exceptions: the test-hook switches in common/test_hooks.cc, compiled out
+// of the installed library, and the log level's start-up default in
+// common/log.cc, which goes through get() below.)
+//
+// Thread safety: both functions may be called from any thread, as long as
+// no thread changes the environment (setenv) at the same time.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace sluice::detail::env {
+
+// Every variable of the process environment, name -> value.
+std::map<std::string, std::string> snapshot();
+
+// The value of `name`; nullopt if it is unset or empty.
+std::optional<std::string> get(const char* name);
+
+}  // namespace sluice::detail::env
