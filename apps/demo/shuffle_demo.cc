@@ -32,7 +32,7 @@ static_assert(sizeof(Tuple) == 16);
 constexpr int kSeqBits = 40;
 
 uint64_t fingerprint(const Tuple& t) {
-  return sluice::detail::mix64(t.key ^ sluice::detail::mix64(t.value + 0x9e3779b97f4a7c15ULL));
+  return sluice::hash64(t.key ^ sluice::hash64(t.value + 0x9e3779b97f4a7c15ULL));
 }
 
 struct Tally {
@@ -117,7 +117,7 @@ void worker(sluice::Cluster& cluster, const sluice::ShuffleSpec<Tuple>& spec, ui
 
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t seq = first + i;
-    Tuple t{sluice::detail::mix64(seq * 0x100000001b3ULL + source_index), uint64_t{source_index} << kSeqBits | i};
+    Tuple t{sluice::hash64(seq * 0x100000001b3ULL + source_index), uint64_t{source_index} << kSeqBits | i};
     const uint32_t target = out.target_of(t);
     if (w.push_to(out, target, t) != sluice::Status::kOk) {
       result->error = out.error();

@@ -56,7 +56,7 @@ constexpr uint64_t kStreamR = 1, kStreamS = 2, kStreamSelect = 3;
 // Uniform 64-bit value number `attempt` of (stream, row): counter-based, so
 // any process computes the same value for the same row.
 inline uint64_t random_u64(uint64_t seed, uint64_t stream, uint64_t row, uint64_t attempt) {
-  return mix64(mix64(seed * 0x9e3779b97f4a7c15ULL + stream) + row * 0xd1b54a32d192ed03ULL +
+  return hash64(hash64(seed * 0x9e3779b97f4a7c15ULL + stream) + row * 0xd1b54a32d192ed03ULL +
                attempt * 0x8cb92ba72f3d8dd7ULL);
 }
 
@@ -76,7 +76,7 @@ inline double helper2(double x) {
 KeyGenerator::KeyGenerator(const DataSpec& spec)
     : spec_(spec),
       domain_(spec.effective_domain()),
-      seed_mix_(mix64(spec.seed ^ 0x5851f42d4c957f2dULL)),
+      seed_mix_(hash64(spec.seed ^ 0x5851f42d4c957f2dULL)),
       select_all_(spec.selectivity >= 1.0) {
   if (!(spec.selectivity >= 0.0)) throw InputError("selectivity must be in [0, 1]");
   select_threshold_ = select_all_

@@ -85,7 +85,7 @@ class KeyGenerator {
   uint64_t r_key(uint64_t row) const;
   uint64_t s_key(uint64_t row) const;
   // The 64-bit key of key index x: a bijection, so distinct indexes never collide.
-  uint64_t key_of(uint64_t x) const { return mix64(x + seed_mix_); }
+  uint64_t key_of(uint64_t x) const { return hash64(x + seed_mix_); }
 
  private:
   uint64_t draw(uint64_t stream, uint64_t row) const;

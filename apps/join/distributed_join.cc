@@ -305,7 +305,14 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
     clock.lap(kBuildPhase);
     return true;
   }();
-  if (!ok) sh.failed.store(true, std::memory_order_relaxed);
+  if (!ok) {
+    sh.failed.store(true, std::memory_order_relaxed);
+    // Give up our ends before waiting for the siblings: our targets' live
+    // sources elsewhere, and our sources' targets, learn at once that this
+    // worker is gone instead of waiting on it (which could wait forever).
+    w = Worker();
+    for (auto& o : outs) o.abort();
+  }
   // Every thread of this rank arrives, failed or not, so none waits forever.
   built.arrive_and_wait();
   clock.lap(kNetworkPhase);

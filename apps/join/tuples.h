@@ -13,7 +13,7 @@
 // Thread safety: pure functions and plain values.
 #pragma once
 
-#include <sluice/detail/hash.h>
+#include <sluice/hash.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -43,8 +43,8 @@ T make_tuple(uint64_t key, uint64_t payload) {
   }
 }
 
-// murmur3's 64-bit finaliser, as the flows' routing uses it (a public header).
-using sluice::detail::mix64;
+// murmur3's 64-bit finaliser, as the flows' routing uses it.
+using sluice::hash64;
 
 // The hash every partitioning step uses. Which bits go where:
 //   network partition (target endpoint): the top bits, via multiply-shift
@@ -70,7 +70,7 @@ inline uint32_t network_partition(uint64_t hash, uint32_t n) {
 // not depend on the order pairs are found in; R's and S's payloads enter with
 // different multipliers, so swapping them changes it.
 inline uint64_t pair_checksum(uint64_t key, uint64_t r_payload, uint64_t s_payload) {
-  return mix64(key * 0x9e3779b97f4a7c15ULL ^ r_payload * 0xc2b2ae3d27d4eb4fULL ^
+  return hash64(key * 0x9e3779b97f4a7c15ULL ^ r_payload * 0xc2b2ae3d27d4eb4fULL ^
                (s_payload + 0x165667b19e3779f9ULL) * 0xd6e8feb86659fd93ULL);
 }
 

@@ -58,18 +58,26 @@ class PeerLostError : public Error {
 };
 
 // Result of a data-plane call. Never ignore it: kPeerLost means the flow
-// cannot deliver everything it promised.
+// cannot deliver everything it promised. Each status is either retryable
+// (the same call may succeed later; nothing was lost or half-done) or
+// terminal (every later call on that source or target returns it again).
 enum class Status : uint8_t {
   kOk = 0,
-  kBackPressured,  // try_push only: the target's ring is full; nothing was written
-  kEndOfFlow,      // consume: every source has closed and every record was consumed
-  kTimeout,        // the deadline passed first (try_consume: nothing was ready)
-  kPeerLost,       // a peer this call depends on is gone; see error()
-  kClosed,         // push after close()
-  kInvalid,        // a bad argument, e.g. an explicit target out of range or a
-                   // record larger than a segment; see error()
-  kGap,            // consume on an ordered replicate flow: a sequence number
-                   // never arrived (see Target::gap()); consuming goes on after it
+  kBackPressured,  // retryable. try_push: the target's ring (or the provider's
+                   // queue) is full; nothing was written
+  kEndOfFlow,      // terminal, success. consume: every source closed and every
+                   // record was consumed
+  kTimeout,        // retryable. The deadline passed first; try_consume: nothing
+                   // was ready. close() after kTimeout resumes (nothing is
+                   // sent twice)
+  kPeerLost,       // terminal. A peer this call depends on is gone (died, left,
+                   // destroyed its end, or abort()ed); error() names it
+  kClosed,         // terminal. push after close() or abort()
+  kInvalid,        // that call only: a bad argument, e.g. an explicit target out
+                   // of range or a record larger than a segment; see error()
+  kGap,            // retryable. consume on an ordered replicate flow: a sequence
+                   // number never arrived (see Target::gap()); the next consume
+                   // goes on after it
 };
 
 // A short stable name for `status`, e.g. "BackPressured".

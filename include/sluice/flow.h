@@ -102,7 +102,11 @@ struct FlowSpec {
   FlowType type = FlowType::kShuffle;
   uint32_t record_size = 0;   // bytes per record; 0: variable-length byte records
   uint32_t record_align = 1;  // alignof the record type
-  std::string type_name;      // for messages only, never compared
+  // The record type's identity, compared at declare with its size and
+  // alignment: typeid(T).name() by default (the same in every process built
+  // from the same sources), "bytes" for byte records; set it with
+  // type_tag() when processes built differently share a flow.
+  std::string type_name;
   std::vector<Endpoint> sources;
   std::vector<Endpoint> targets;
   detail::Route route = detail::Route::kHashRecord;
@@ -154,6 +158,8 @@ class ShuffleSpec {
     spec_.type_name = typeid(T).name();
   }
   ShuffleSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
+  // Names the record type for the check at declare (see FlowSpec::type_name).
+  ShuffleSpec& type_tag(std::string tag) { spec_.type_name = std::move(tag); return *this; }
   ShuffleSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
   // Route by a hash of this field (the default routing once a key is named).
   // (Records that are not classes, such as uint64_t, are routed by a hash
@@ -256,6 +262,7 @@ class ReplicateSpec {
     spec_.route = detail::Route::kExplicit;
   }
   ReplicateSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
+  ReplicateSpec& type_tag(std::string tag) { spec_.type_name = std::move(tag); return *this; }
   ReplicateSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
   ReplicateSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
   ReplicateSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }

@@ -9,6 +9,7 @@
 #include "sluice/combiner.h"
 #include "sluice/errors.h"
 #include "sluice/flow.h"
+#include "sluice/hash.h"
 #include "sluice/memory.h"
 #include "sluice/options.h"
 #include "sluice/version.h"

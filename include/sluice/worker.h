@@ -41,6 +41,10 @@
 // peer failure are honoured as in the blocking calls: a parked worker looks
 // at its peers' liveness at least every 50 ms.
 //
+// Giving up: a thread that stops driving its worker (after a failure, say)
+// should destroy it, and abort() its sources, before it waits on anything
+// else: until then its peers may wait for it to consume.
+//
 // Thread safety: a Worker and everything added to it belong to one thread at
 // a time (it may be moved to another). Ownership: it owns the targets added
 // to it (destroyed with it, before their Cluster); sources stay the caller's

@@ -75,6 +75,10 @@ void FlowSpec::validate() const {
   for (char c : name) {
     if (c == '\n' || c == '\0' || c == '=') invalid(*this, "name contains a newline, NUL or '='");
   }
+  if (type_name.size() > 1000) invalid(*this, "the record type tag is longer than 1000 bytes");
+  for (char c : type_name) {
+    if (c == '\n' || c == '\0') invalid(*this, "the record type tag contains a newline or NUL");
+  }
   check_endpoints(*this, sources, "sources");
   check_endpoints(*this, targets, "targets");
   const uint32_t seg = effective_segment_bytes();
@@ -114,6 +118,7 @@ std::string FlowSpec::canonical() const {
      << "type=" << (type == FlowType::kReplicate ? "replicate" : "shuffle") << '\n'
      << "record_size=" << record_size << '\n'
      << "record_align=" << record_align << '\n'
+     << "record_type=" << type_name << '\n'
      << "sources=" << endpoints_text(sources) << '\n'
      << "targets=" << endpoints_text(targets) << '\n'
      << "route=" << route_name(route) << '\n'

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sluice/flow.h"
+#include "sluice/hash.h"
 #include "support/local_flow.h"
 
 namespace sluice {
@@ -17,7 +18,7 @@ struct Rec {
   uint64_t value;  // source << 40 | seq
 };
 
-uint64_t fp(const Rec& r) { return detail::mix64(r.key ^ detail::mix64(r.value + 1)); }
+uint64_t fp(const Rec& r) { return hash64(r.key ^ hash64(r.value + 1)); }
 
 #if defined(SLUICE_SANITIZED)
 constexpr uint64_t kScale = 10;  // sanitizers are ~10x slower
@@ -43,7 +44,7 @@ void run_shuffle(ShuffleSpec<Rec> spec, uint32_t nsrc, uint32_t ntgt, uint64_t p
     threads.emplace_back([&, s, out = flow.source<Rec>(s)]() mutable {
       std::vector<uint64_t> c(ntgt, 0), sum(ntgt, 0);
       for (uint64_t i = 0; i < per_source; ++i) {
-        Rec r{detail::mix64(i * 31 + s), uint64_t{s} << 40 | i};
+        Rec r{hash64(i * 31 + s), uint64_t{s} << 40 | i};
         const uint32_t t = out.target_of(r);
         if (out.push(r) != Status::kOk) {
           errors[s] = out.error();

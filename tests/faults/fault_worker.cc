@@ -581,6 +581,25 @@ int main(int argc, char** argv) {
       failed("declare accepted ranks that disagree on the transport");
     }
     auto c = sluice::Cluster::join();
+    if (a.scenario == "type-mismatch") {
+      // Two record types of the same size and alignment: declare must see
+      // that they are different types.
+      struct Other {
+        double price;
+        uint64_t id;
+      };
+      try {
+        if (c.rank() == 0) {
+          c.declare(sluice::shuffle<Rec>("tt").sources(c.all_ranks()).targets(c.all_ranks()));
+        } else {
+          c.declare(sluice::shuffle<Other>("tt").sources(c.all_ranks()).targets(c.all_ranks()));
+        }
+      } catch (const sluice::Error& e) {
+        std::printf("REFUSED %s: %s\n", sluice::to_string(e.code()), e.what());
+        return 0;
+      }
+      failed("declare accepted ranks whose record types differ");
+    }
     if (a.scenario == "declare-twice") {
       // Rank 0 declares a flow twice, which throws, and exits at once; rank
       // 1 declares it a little later and must learn that rank 0 is lost.

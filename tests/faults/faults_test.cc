@@ -253,5 +253,14 @@ TEST(DeclareTest, RanksThatDisagreeOnTheTransportAreRefused) {
   EXPECT_GE(testing::count_lines_with(r.output, "transport"), 1) << r.output;
 }
 
+// The record type's identity is checked at declare, not only its size.
+TEST(DeclareTest, RanksThatDisagreeOnTheRecordTypeAreRefused) {
+  auto r = run_job(2, {"--scenario", "type-mismatch"});
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "REFUSED SpecMismatch"), 2) << r.output;
+  EXPECT_GE(testing::count_lines_with(r.output, "record_type"), 1) << r.output;
+}
+
 }  // namespace
 }  // namespace sluice

@@ -24,7 +24,7 @@ struct Rec {
   uint64_t value;
 };
 
-uint64_t fingerprint(const Rec& r) { return sluice::detail::mix64(r.value ^ (uint64_t{r.source} << 48) ^ r.seq); }
+uint64_t fingerprint(const Rec& r) { return sluice::hash64(r.value ^ (uint64_t{r.source} << 48) ^ r.seq); }
 
 struct Args {
   std::string mode = "replicate";
@@ -100,7 +100,7 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
   std::string source_error;
   std::thread producer([&] {
     for (uint64_t i = 0; i < a.tuples; ++i) {
-      Rec r{me, 0, i, sluice::detail::mix64(i * 7919 + me)};
+      Rec r{me, 0, i, sluice::hash64(i * 7919 + me)};
       if (out.push(r) != sluice::Status::kOk) {
         source_error = out.error();
         std::printf("source (%u,0): %s\n", me, source_error.c_str());
@@ -144,12 +144,12 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
                   ", expected " + std::to_string(next[r.source]);
       }
       next[r.source] = r.seq + 1;
-      if (r.value != sluice::detail::mix64(r.seq * 7919 + r.source)) problem = "corrupt record";
+      if (r.value != sluice::hash64(r.seq * 7919 + r.source)) problem = "corrupt record";
       const uint64_t fp = fingerprint(r);
       ++count;
       sum += fp;
-      order = sluice::detail::mix64(order ^ fp);
-      if (static_cast<int64_t>(r.source) != a.die_rank) order_survivors = sluice::detail::mix64(order_survivors ^ fp);
+      order = sluice::hash64(order ^ fp);
+      if (static_cast<int64_t>(r.source) != a.die_rank) order_survivors = sluice::hash64(order_survivors ^ fp);
     }
   }
   producer.join();

@@ -95,7 +95,7 @@ Args parse(int argc, char** argv) {
 }
 
 uint64_t fingerprint(uint64_t key, uint64_t value) {
-  return sluice::detail::mix64(key ^ sluice::detail::mix64(value + 0x9e3779b97f4a7c15ULL));
+  return sluice::hash64(key ^ sluice::hash64(value + 0x9e3779b97f4a7c15ULL));
 }
 
 std::vector<sluice::Endpoint> endpoints(const std::vector<uint32_t>& ranks, uint32_t slots) {
@@ -127,7 +127,7 @@ struct Shared {
 // Byte records of varying length (0..300 bytes) whose content derives from
 // (key, value), so the target can re-derive and check every byte.
 size_t make_record(uint64_t key, uint64_t value, std::byte* buf) {
-  const size_t extra = sluice::detail::mix64(value) % 285;
+  const size_t extra = sluice::hash64(value) % 285;
   std::memcpy(buf, &key, 8);
   std::memcpy(buf + 8, &value, 8);
   for (size_t i = 0; i < extra; ++i) buf[16 + i] = static_cast<std::byte>((key >> (i % 8)) + i);
@@ -156,7 +156,7 @@ void run_source(const Args& a, sluice::Cluster& c, Out out, uint32_t source_inde
       // must notice the silence. SIGKILL closes its sockets at once.
       ::raise(a.kill_signal);
     }
-    const uint64_t key = sluice::detail::mix64(i * 0x9e3779b97f4a7c15ULL + source_index);
+    const uint64_t key = sluice::hash64(i * 0x9e3779b97f4a7c15ULL + source_index);
     const uint64_t value = uint64_t{source_index} << 32 | i;
     sluice::Status s;
     uint32_t t;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "sluice/flow.h"
+#include "sluice/hash.h"
 #include "support/local_flow.h"
 
 namespace sluice {
@@ -20,7 +21,7 @@ double max_skew(uint32_t targets, uint64_t n, F key_of) {
   std::vector<uint64_t> counts(targets, 0);
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t k = key_of(i);
-    ++counts[detail::reduce(detail::hash_bytes(&k, sizeof(k)), targets)];
+    ++counts[reduce_hash(hash_bytes(std::as_bytes(std::span(&k, 1))), targets)];
   }
   const double mean = static_cast<double>(n) / targets;
   double worst = 0;
@@ -41,14 +42,14 @@ TEST(RoutingTest, KeysThatAreMultiplesOfTheTargetCountStillSpread) {
 
 TEST(RoutingTest, ReduceStaysInRange) {
   for (uint32_t n : {1u, 2u, 3u, 1000u}) {
-    for (uint64_t h : {0ULL, 1ULL, ~0ULL, 0x8000000000000000ULL}) EXPECT_LT(detail::reduce(h, n), n);
+    for (uint64_t h : {0ULL, 1ULL, ~0ULL, 0x8000000000000000ULL}) EXPECT_LT(reduce_hash(h, n), n);
   }
 }
 
 TEST(RoutingTest, ShortKeysHashLikeTheirZeroExtendedValue) {
   uint32_t k32 = 12345;
   uint64_t k64 = 12345;
-  EXPECT_EQ(detail::hash_bytes(&k32, 4), detail::hash_bytes(&k64, 8));
+  EXPECT_EQ(hash_bytes(std::as_bytes(std::span(&k32, 1))), hash_bytes(std::as_bytes(std::span(&k64, 1))));
 }
 
 TEST(RoutingTest, KeyFieldRoutingDependsOnlyOnTheKey) {
@@ -60,7 +61,7 @@ TEST(RoutingTest, KeyFieldRoutingDependsOnlyOnTheKey) {
   for (uint64_t k = 0; k < 1000; ++k) {
     Rec a{1, k}, b{999, k};
     EXPECT_EQ(out.target_of(a), out.target_of(b));
-    EXPECT_EQ(out.target_of(a), detail::reduce(detail::mix64(k), 5));
+    EXPECT_EQ(out.target_of(a), reduce_hash(hash64(k), 5));
   }
   (void)out.close();
 }
