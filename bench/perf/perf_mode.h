@@ -24,7 +24,7 @@
 
 namespace sluice::tool::perf {
 
-// What every rank of a flow job is told (perf-worker's options).
+// What every rank of a flow job is told (the worker subcommand's options).
 struct WorkerArgs {
   uint32_t sources = 1;
   uint32_t targets = 1;
