@@ -3,27 +3,33 @@ BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure --timeout 600
 
-.PHONY: all deps build demo demo-shuffle test test-slow asan tsan fuzz perf bench plot install clean
+.PHONY: all deps configure build demo demo-shuffle test test-slow asan tsan fuzz perf bench plot install clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
 
-build: deps
+configure: deps
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+
+# Everything: the library, tools, apps, sluice-perf and the tests.
+build: configure
 	cmake --build build
 
 # The main demo: the distributed join of apps/join on 4 processes, a radix
 # hash join of two 8 M-tuple relations, then (auto picks it) a
 # fragment-and-replicate join of 100 K tuples with 16 M, each checked against
-# a single-process reference join ("verify: OK").
-demo: build
+# a single-process reference join ("verify: OK"). Builds only what it runs:
+# the sluice launcher and sluice-join.
+demo: configure
+	cmake --build build --target sluice_tool sluice-join
 	build/bin/sluice run -n 4 -- build/bin/sluice-join --algorithm radix --r 8000000 --s 8000000 --verify
 	build/bin/sluice run -n 4 -- build/bin/sluice-join --algorithm auto --r 100000 --s 16000000 --verify
 
 # The first demo: an N:M shuffle of 100 M tuples, 4 processes x 2 threads, verified exactly-once.
-demo-shuffle: build
+demo-shuffle: configure
+	cmake --build build --target sluice_tool sluice-shuffle-demo
 	build/bin/sluice run -n 4 -- build/bin/sluice-shuffle-demo --threads 2 --tuples 100000000
 
 # Every test but the long soaks (label `slow`) and the fuzzers (label `fuzz`).
@@ -54,8 +60,10 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-# The project's perftest, built-in bounds and peers only (see docs/benchmarks.md).
-perf: build
+# The project's perftest, built-in bounds and peers only (see docs/benchmarks.md):
+# sluice-perf (bench/perf), which `sluice perf` runs.
+perf: configure
+	cmake --build build --target sluice_tool sluice-perf
 	build/bin/sluice perf
 
 # The perftest with every installed peer (UCX, Open MPI, ZeroMQ), then the charts in docs/img.

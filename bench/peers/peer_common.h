@@ -2,7 +2,7 @@
 // records (a key in the first word, a fixed byte pattern after it), the same
 // per-record work at the receiver (copy out, fold the key into a checksum),
 // the process's own CPU time, nearest-rank percentiles, and samples printed
-// as one JSON line in the fields of tools/sluice/perf_stats.h.
+// as one JSON line in the fields of bench/perf/perf_stats.h.
 //
 // Thread safety: pure functions; one thread per process.
 #pragma once
@@ -21,7 +21,7 @@
 
 namespace peers {
 
-inline constexpr uint64_t kKeyStep = 0x9e3779b97f4a7c15ULL;  // as tools/sluice/perf_records.h
+inline constexpr uint64_t kKeyStep = 0x9e3779b97f4a7c15ULL;  // as bench/perf/perf_records.h
 inline uint64_t key_of(uint64_t i) { return i * kKeyStep; }
 
 inline double cpu_seconds() {

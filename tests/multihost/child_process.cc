@@ -1,4 +1,5 @@
 #include "multihost/child_process.h"
+#include "process.h"
 #include "support/test_support.h"
 
 #include <fcntl.h>
@@ -13,63 +14,30 @@
 #include <cstring>
 #include <stdexcept>
 
-extern char** environ;
-
 namespace sluice::testing {
-
-std::vector<std::string> make_environment(const std::map<std::string, std::string>& set,
-                                          const std::vector<std::string>& drop_prefixes) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    const std::string name = entry.substr(0, entry.find('='));
-    if (set.count(name) != 0) continue;
-    bool drop = false;
-    for (const auto& prefix : drop_prefixes) drop |= name.rfind(prefix, 0) == 0;
-    if (!drop) env.push_back(entry);
-  }
-  for (const auto& [name, value] : set) env.push_back(name + "=" + value);
-  return env;
-}
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv,
                            const std::vector<std::string>& env) {
   if (argv.empty()) throw std::invalid_argument("ChildProcess: empty argv");
-  // Everything the child needs is prepared before fork: after fork only
-  // async-signal-safe calls are allowed, and the test process has threads.
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  const std::string exec_failed = "exec " + argv[0] + " failed\n";
-
-  int pipefd[2];
-  if (::pipe2(pipefd, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("ChildProcess: pipe: ") + std::strerror(errno));
-  }
+  proc::SpawnOptions o;
+  o.argv = argv;
+  o.env = env;
+  o.out = proc::Output::kPipe;
+  o.err = proc::Output::kToStdout;
   start_ = Clock::now();
-  pid_ = ::fork();
-  if (pid_ < 0) {
-    ::close(pipefd[0]);
-    ::close(pipefd[1]);
-    throw std::runtime_error(std::string("ChildProcess: fork: ") + std::strerror(errno));
+  proc::Process child;
+  try {
+    child = proc::Process::spawn(o);
+  } catch (const proc::SpawnError& e) {
+    // As if it had run and failed: exit code 127 (or 126) with the reason.
+    output_ = std::string(e.what()) + "\n";
+    status_ = (e.exit_status() & 0xff) << 8;
+    reaped_ = true;
+    return;
   }
-  if (pid_ == 0) {
-    ::setpgid(0, 0);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    ::dup2(devnull, 0);
-    ::dup2(pipefd[1], 1);
-    ::dup2(pipefd[1], 2);
-    ::execve(args[0], args.data(), envp.data());
-    (void)!::write(2, exec_failed.data(), exec_failed.size());
-    ::_exit(127);
-  }
-  // Set on both sides so that the group exists before either side relies on it.
-  ::setpgid(pid_, pid_);
-  ::close(pipefd[1]);
-  out_fd_ = pipefd[0];
+  out_fd_ = child.out().release();
+  // The reader thread reaps it (under mu_, see read_output).
+  pid_ = child.release();
   // A pidfd turns "the process ended" into something poll() can wait for
   // together with the pipe, so one thread needs no timeouts to notice either.
   wake_fd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
@@ -87,8 +55,8 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
 ChildProcess::~ChildProcess() {
   stop(std::chrono::seconds(5));
   if (reader_.joinable()) reader_.join();
-  ::close(out_fd_);
-  ::close(wake_fd_);
+  if (out_fd_ >= 0) ::close(out_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 void ChildProcess::read_output() {

@@ -31,16 +31,12 @@ namespace sluice::testing {
 
 using Clock = std::chrono::steady_clock;
 
-// The current environment with `set` applied, minus every variable whose
-// name starts with one of `drop_prefixes` (unless `set` names it).
-std::vector<std::string> make_environment(const std::map<std::string, std::string>& set,
-                                          const std::vector<std::string>& drop_prefixes);
-
 class ChildProcess {
  public:
   // Starts argv[0] (a path) with `argv` and exactly `env` (NAME=value
-  // entries), stdin from /dev/null, in its own process group. An exec failure
-  // shows as exit code 127 with the reason in the output.
+  // entries), stdin from /dev/null, in its own process group (through
+  // proc::Process::spawn). An exec failure shows as exit code 127 with the
+  // reason in the output.
   ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;

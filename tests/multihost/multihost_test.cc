@@ -73,7 +73,7 @@ std::vector<std::string> job_environment(std::map<std::string, std::string> set)
   if (const char* log = std::getenv("SLUICE_LOG"); log != nullptr && set.count("SLUICE_LOG") == 0) {
     set["SLUICE_LOG"] = log;
   }
-  return testing::make_environment(set, {"SLUICE_"});
+  return proc::environment_with(set, {"SLUICE_"});
 }
 
 // A standalone registry in one host, bound to that host's address, as the

@@ -77,7 +77,7 @@ class TestHosts {
   // argv prefixed so that it runs inside host i (`ip netns exec NAME ...`).
   std::vector<std::string> in_host(int i, const std::vector<std::string>& argv) const;
   // Starts argv (argv[0] a path) in host i with environment `env` (see
-  // make_environment); returns at once.
+  // proc::environment_with); returns at once.
   std::unique_ptr<ChildProcess> spawn(int i, const std::vector<std::string>& argv,
                                       const std::vector<std::string>& env) const;
   // Runs argv in host i to completion or `limit`, capturing its output.

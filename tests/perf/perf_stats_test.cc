@@ -1,4 +1,4 @@
-// Tests the pure logic of `sluice perf` (tools/sluice/perf_stats.h):
+// Tests the pure logic of `sluice perf` (bench/perf/perf_stats.h):
 // statistics, list parsing, the report's schema, ratios and goals. No
 // benchmark runs here and no timing is asserted.
 #include "perf_stats.h"

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <future>
+#include <map>
 #include <regex>
 #include <thread>
 
@@ -29,41 +30,25 @@ using testing::bin;
 class StandaloneRegistry {
  public:
   explicit StandaloneRegistry(const std::string& secret, int world = 2, int peer_timeout_ms = 0) {
-    // The environment is built before fork(): the child only execs.
-    std::vector<std::string> env_text;
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (std::string_view(*e).rfind("SLUICE_PEER_TIMEOUT_MS=", 0) != 0) env_text.emplace_back(*e);
-    }
-    if (peer_timeout_ms > 0)
-      env_text.push_back("SLUICE_PEER_TIMEOUT_MS=" + std::to_string(peer_timeout_ms));
-    std::vector<char*> envp;
-    for (std::string& e : env_text) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const std::string exe = bin("sluice");
-    const std::string world_text = std::to_string(world);
-    int p[2];
-    EXPECT_EQ(::pipe(p), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(p[1], 1);
-      ::close(p[0]);
-      const char* argv[] = {"sluice",      "registry",     "--bind",
-                            "127.0.0.1:0", "--world",      world_text.c_str(),
-                            "--secret",    secret.c_str(), nullptr};
-      ::execve(exe.c_str(), const_cast<char**>(argv), envp.data());
-      ::_exit(127);
-    }
-    ::close(p[1]);
-    out_ = p[0];
-    if (pid_ < 0) return;
+    std::map<std::string, std::string> set;
+    if (peer_timeout_ms > 0) set["SLUICE_PEER_TIMEOUT_MS"] = std::to_string(peer_timeout_ms);
+    proc::SpawnOptions o;
+    o.argv = {bin("sluice"), "registry", "--bind", "127.0.0.1:0", "--world", std::to_string(world),
+              "--secret", secret};
+    o.env = proc::environment_with(set, {"SLUICE_PEER_TIMEOUT_MS"});
+    o.stdin_null = false;
+    o.out = proc::Output::kPipe;
+    o.new_process_group = false;
+    process_ = proc::Process::spawn(o);
+    const int out = process_.out().get();
     // First line: SLUICE_REGISTRY=host:port. Bounded wait.
     std::string line;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      pollfd pf{out_, POLLIN, 0};
+      pollfd pf{out, POLLIN, 0};
       if (::poll(&pf, 1, 100) <= 0) continue;
       char c;
-      if (::read(out_, &c, 1) != 1) break;
+      if (::read(out, &c, 1) != 1) break;
       line += c;
     }
     std::smatch m;
@@ -73,19 +58,15 @@ class StandaloneRegistry {
     }
   }
   ~StandaloneRegistry() {
-    ::kill(pid_, SIGCONT);  // in case a test stopped it
-    ::kill(pid_, SIGTERM);
-    int status;
-    ::waitpid(pid_, &status, 0);
-    ::close(out_);
+    ::kill(pid(), SIGCONT);  // in case a test stopped it
+    process_.stop(std::chrono::seconds(30));
   }
   const std::string& address() const { return address_; }
   uint16_t port() const { return port_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
 
  private:
-  pid_t pid_ = -1;
-  int out_ = -1;
+  proc::Process process_;
   std::string address_;
   uint16_t port_ = 0;
 };

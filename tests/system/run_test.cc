@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -61,37 +62,19 @@ std::vector<std::string> lines_of(const std::string& text) {
 class LiveProcess {
  public:
   explicit LiveProcess(const std::vector<std::string>& argv) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      int devnull = ::open("/dev/null", O_RDONLY);
-      ::dup2(devnull, 0);
-      ::dup2(fds[1], 1);
-      ::dup2(fds[1], 2);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      std::fprintf(stderr, "exec %s failed: %s\n", args[0], std::strerror(errno));
-      ::_exit(127);
+    proc::SpawnOptions o;
+    o.argv = argv;
+    o.out = proc::Output::kPipe;
+    o.err = proc::Output::kToStdout;
+    try {
+      process_ = proc::Process::spawn(o);
+    } catch (const proc::SpawnError& e) {
+      output_ = e.what();
     }
-    ::close(fds[1]);
-    fd_ = fds[0];
   }
 
-  ~LiveProcess() {
-    if (pid_ > 0 && !reaped_) {
-      ::kill(-pid_, SIGKILL);
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (fd_ >= 0) ::close(fd_);
-  }
-
-  bool started() const { return pid_ > 0 && fd_ >= 0; }
-  void signal(int sig) { ::kill(pid_, sig); }
+  bool started() const { return process_.pid() > 0; }
+  void signal(int sig) { ::kill(process_.pid(), sig); }
   const std::string& output() const { return output_; }
 
   // Reads until `text` has appeared in the output, EOF, or the deadline.
@@ -105,21 +88,14 @@ class LiveProcess {
 
   // Reads the rest of the output and waits for the process to exit, for at
   // most `limit`. Returns false if it did not exit in time.
-  bool wait_exit(milliseconds limit, int* status) {
+  bool wait_exit(milliseconds limit, proc::ExitStatus* status) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     while (read_some(deadline)) {
     }
-    while (std::chrono::steady_clock::now() < deadline) {
-      pid_t got = ::waitpid(pid_, status, WNOHANG);
-      if (got == pid_) {
-        reaped_ = true;
-        return true;
-      }
-      // Its output is closed, so the process is at most moments from
-      // exiting; a short pause between checks suffices.
-      ::usleep(10'000);
-    }
-    return false;
+    // Its output is closed, so the process is at most moments from exiting.
+    std::optional<proc::ExitStatus> s = process_.wait_until(deadline);
+    if (s) *status = *s;
+    return s.has_value();
   }
 
  private:
@@ -129,12 +105,12 @@ class LiveProcess {
       auto left =
           std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
+      pollfd p{process_.out().get(), POLLIN, 0};
       int r = ::poll(&p, 1, static_cast<int>(left.count()));
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) return false;
       char buf[4096];
-      ssize_t n = ::read(fd_, buf, sizeof(buf));
+      ssize_t n = ::read(process_.out().get(), buf, sizeof(buf));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
       output_.append(buf, static_cast<size_t>(n));
@@ -142,9 +118,7 @@ class LiveProcess {
     }
   }
 
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  bool reaped_ = false;
+  proc::Process process_;  // killed (its group) and reaped on destruction
   std::string output_;
 };
 
@@ -296,10 +270,9 @@ TEST(SluiceRunTest, ForwardsSigtermToTheRanks) {
   ASSERT_TRUE(p.wait_for_output("[1] ready", seconds(10))) << p.output();
   ASSERT_TRUE(p.wait_for_output("[0] ready", seconds(10))) << p.output();
   p.signal(SIGTERM);
-  int status = 0;
+  proc::ExitStatus status;
   ASSERT_TRUE(p.wait_exit(seconds(10), &status)) << p.output();
-  ASSERT_TRUE(WIFEXITED(status)) << p.output();
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << p.output();
+  EXPECT_EQ(status.exit_code, 128 + SIGTERM) << p.output();
   EXPECT_EQ(count_lines_with(p.output(), "] got TERM"), 2) << p.output();
   EXPECT_EQ(count_lines_with(p.output(), "received SIGTERM"), 1) << p.output();
 }
@@ -342,10 +315,10 @@ TEST(SluiceRegistryTest, PrintsItsAddressAndSecretAndStopsOnSigterm) {
   ASSERT_TRUE(p.started());
   ASSERT_TRUE(p.wait_for_output("SLUICE_SECRET=", seconds(10))) << p.output();
   p.signal(SIGTERM);
-  int status = 0;
+  proc::ExitStatus status;
   ASSERT_TRUE(p.wait_exit(seconds(10), &status)) << p.output();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "status " << status << ": " << p.output();
+  EXPECT_EQ(status.exit_code, 0)
+      << "signal " << status.term_signal << ": " << p.output();
   std::vector<std::string> lines = lines_of(p.output());
   ASSERT_GE(lines.size(), 2u) << p.output();
   EXPECT_TRUE(std::regex_match(lines[0], std::regex(R"(SLUICE_REGISTRY=127\.0\.0\.1:[1-9]\d*)")))
@@ -359,10 +332,10 @@ TEST(SluiceRegistryTest, UsesAGivenSecretWithoutPrintingIt) {
   ASSERT_TRUE(p.started());
   ASSERT_TRUE(p.wait_for_output("SLUICE_REGISTRY=", seconds(10))) << p.output();
   p.signal(SIGINT);
-  int status = 0;
+  proc::ExitStatus status;
   ASSERT_TRUE(p.wait_exit(seconds(10), &status)) << p.output();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "status " << status << ": " << p.output();
+  EXPECT_EQ(status.exit_code, 0)
+      << "signal " << status.term_signal << ": " << p.output();
   EXPECT_EQ(p.output().find("hunter2"), std::string::npos) << p.output();
   EXPECT_EQ(p.output().find("SLUICE_SECRET="), std::string::npos) << p.output();
 }

@@ -1,4 +1,4 @@
-// Small helpers shared by the `sluice` subcommands: owned fds, job secrets, settings read
+// Small helpers shared by the `sluice` subcommands and `sluice-perf`: owned fds, job secrets, settings read
 // from the environment, whole-line writes and signal names.
 //
 // Thread safety: every function may be called from any thread.
@@ -12,32 +12,12 @@
 #include <string_view>
 #include <utility>
 
+#include "process.h"
+
 namespace sluice::tool {
 
-// An owned file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
+// An owned file descriptor (process.h).
+using proc::Fd;
 
 // A fresh job secret: 128 random bits from getrandom(2) as 32 lowercase hex
 // digits. Throws sluice::Error(kResource) if the kernel gives no randomness.

@@ -11,7 +11,7 @@ namespace sluice::tool::perf {
 namespace {
 
 template <size_t B>
-nlohmann::json measure(Cluster& c, const WorkerArgs& a) {
+RankPart measure(Cluster& c, const WorkerArgs& a) {
   using R = Rec<B>;
   const std::string name = "perf-bw-" + std::to_string(B) + "-" + std::to_string(a.rep);
   auto spec = shuffle<R>(name).sources(source_endpoints(c, a)).targets(target_endpoints(c, a)).key(&R::key);
@@ -29,7 +29,7 @@ class BandwidthMode final : public PerfMode {
            "closes, every target copies each record out and checksums its key; time: slowest target";
   }
   nlohmann::json run_rank(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) const override {
-    return run_sized(record_bytes, [&](auto b) { return measure<decltype(b)::value>(c, a); });
+    return run_part(record_bytes, false, [&](auto b) { return measure<decltype(b)::value>(c, a); });
   }
   nlohmann::json merge(const std::vector<nlohmann::json>& parts, const WorkerArgs& a,
                        uint32_t record_bytes) const override {

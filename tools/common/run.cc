@@ -4,10 +4,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,10 +27,9 @@
 #include "commands.h"
 #include "common/log.h"
 #include "control/registry_server.h"
+#include "process.h"
 #include "sluice/errors.h"
 #include "tool_util.h"
-
-extern char** environ;
 
 namespace sluice::tool {
 namespace {
@@ -72,14 +68,6 @@ std::string rank_list(const std::vector<uint32_t>& ranks) {
 // "rank 3" or "ranks 0,2".
 std::string ranks_text(const std::vector<uint32_t>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
-}
-
-bool make_pipe(Fd* read_end, Fd* write_end) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return false;
-  read_end->reset(fds[0]);
-  write_end->reset(fds[1]);
-  return true;
 }
 
 // One output stream of a rank (its stdout or its stderr), cut into lines
@@ -151,98 +139,11 @@ struct Rank {
   Stream err;
 };
 
-// Finds `program` the way execvp would, so that a missing program is
-// reported before any rank starts. Returns the path, or sets `error` and
-// `status` (127 not found, 126 not executable).
-std::optional<std::string> resolve_program(const std::string& program, std::string* error,
-                                           int* status) {
-  auto executable = [](const std::string& path, int* err) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
-      *err = errno;
-      return false;
-    }
-    if (S_ISDIR(st.st_mode)) {
-      *err = EISDIR;
-      return false;
-    }
-    if (::access(path.c_str(), X_OK) != 0) {
-      *err = errno;
-      return false;
-    }
-    return true;
-  };
-  int err = 0;
-  if (program.find('/') != std::string::npos) {
-    if (executable(program, &err)) return program;
-    *status = err == ENOENT || err == ENOTDIR ? 127 : 126;
-    *error = "cannot run program '" + program + "': " + std::strerror(err) +
-             (*status == 127 ? "; check the path" : "; check its permissions");
-    return std::nullopt;
-  }
-  const char* path_env = std::getenv("PATH");
-  std::string path = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
-  bool found_unusable = false;
-  size_t begin = 0;
-  while (begin <= path.size()) {
-    size_t end = path.find(':', begin);
-    if (end == std::string::npos) end = path.size();
-    std::string dir = path.substr(begin, end - begin);
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
-    if (executable(candidate, &err)) return candidate;
-    if (err != ENOENT && err != ENOTDIR) found_unusable = true;
-    begin = end + 1;
-  }
-  *status = found_unusable ? 126 : 127;
-  *error = found_unusable ? "cannot run program '" + program +
-                                "': found in PATH but not executable; check its permissions"
-                          : "cannot find program '" + program + "' in PATH (" + path +
-                                "); check the spelling or give its path";
-  return std::nullopt;
-}
-
-// Everything a forked child needs, prepared before fork(): after fork() in a
-// process with threads (the registry runs on one) the child may only call
-// async-signal-safe functions, so no allocation happens there.
-struct ExecPlan {
-  std::string path;
-  std::vector<char*> argv;
-  std::vector<std::string> env_storage;
-  std::vector<char*> envp;
-};
-
 // The signal state the launcher changed for itself, to be undone in ranks.
 struct InheritedSignals {
   sigset_t mask;                 // the mask before the launcher blocked its signals
   bool sigpipe_ignored = false;  // SIGPIPE was SIG_IGN before the launcher set it so
 };
-
-[[noreturn]] void exec_child(const ExecPlan& plan, pid_t launcher,
-                             const InheritedSignals& inherited, int devnull, int out_w, int err_w,
-                             int report_w) {
-  // Own process group: the launcher signals the whole group, which reaches
-  // helpers the rank started. Also done by the parent to close the race.
-  ::setpgid(0, 0);
-  // If the launcher dies, nothing else would stop the rank.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != launcher) ::_exit(127);
-  if (!inherited.sigpipe_ignored) ::signal(SIGPIPE, SIG_DFL);
-  ::sigprocmask(SIG_SETMASK, &inherited.mask, nullptr);
-  if (::dup2(devnull, STDIN_FILENO) < 0 || ::dup2(out_w, STDOUT_FILENO) < 0 ||
-      ::dup2(err_w, STDERR_FILENO) < 0) {
-    int e = errno;
-    (void)!::write(report_w, &e, sizeof(e));
-    ::_exit(127);
-  }
-  // Keep the registry's sockets and other ranks' pipes out of the rank;
-  // ignored on kernels without close_range (the launcher's own fds are
-  // O_CLOEXEC anyway).
-  ::syscall(SYS_close_range, 3U, ~0U, 4U /* CLOSE_RANGE_CLOEXEC */);
-  ::execve(plan.path.c_str(), plan.argv.data(), plan.envp.data());
-  int e = errno;
-  (void)!::write(report_w, &e, sizeof(e));
-  ::_exit(127);
-}
 
 class Launcher {
  public:
@@ -269,7 +170,7 @@ class Launcher {
   };
 
   bool start_ranks();
-  bool start_rank(Rank& rank, int devnull);
+  bool start_rank(Rank& rank);
   void reap();
   void on_exit(Rank& rank, int status);
   void on_signal(int sig);
@@ -308,93 +209,53 @@ class Launcher {
 };
 
 bool Launcher::start_ranks() {
-  Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!devnull.valid()) {
-    say("cannot open /dev/null for the ranks' stdin: ", std::strerror(errno));
-    set_exit_status(1);
-    return false;
-  }
   ranks_.resize(options_.ranks);
   for (uint32_t r = 0; r < options_.ranks; ++r) {
     ranks_[r].index = r;
-    if (!start_rank(ranks_[r], devnull.get())) return false;
+    if (!start_rank(ranks_[r])) return false;
   }
   return true;
 }
 
-bool Launcher::start_rank(Rank& rank, int devnull) {
-  ExecPlan plan;
-  plan.path = program_path_;
-  for (const std::string& arg : options_.command)
-    plan.argv.push_back(const_cast<char*>(arg.c_str()));
-  plan.argv.push_back(nullptr);
+bool Launcher::start_rank(Rank& rank) {
+  proc::SpawnOptions spawn;
+  spawn.argv = options_.command;
+  spawn.argv[0] = program_path_;
   // The job's variables replace any inherited ones (a nested `sluice run`,
   // or leftovers in the user's shell).
-  static constexpr const char* kJobVars[] = {
-      "SLUICE_RANK=", "SLUICE_WORLD_SIZE=", "SLUICE_REGISTRY=", "SLUICE_SECRET="};
-  for (char** e = environ; *e != nullptr; ++e) {
-    bool replaced = std::any_of(std::begin(kJobVars), std::end(kJobVars), [&](const char* v) {
-      return std::strncmp(*e, v, std::strlen(v)) == 0;
-    });
-    if (!replaced) plan.env_storage.emplace_back(*e);
-  }
-  plan.env_storage.push_back("SLUICE_RANK=" + std::to_string(rank.index));
-  plan.env_storage.push_back("SLUICE_WORLD_SIZE=" + std::to_string(options_.ranks));
-  plan.env_storage.push_back("SLUICE_REGISTRY=" + registry_address_);
-  plan.env_storage.push_back("SLUICE_SECRET=" + secret_);
-  for (std::string& e : plan.env_storage) plan.envp.push_back(e.data());
-  plan.envp.push_back(nullptr);
-
-  Fd out_r, out_w, err_r, err_w, report_r, report_w;
-  if (!make_pipe(&out_r, &out_w) || !make_pipe(&err_r, &err_w) ||
-      !make_pipe(&report_r, &report_w)) {
-    say("cannot create pipes for rank ", rank.index, ": ", std::strerror(errno),
-        "; raise the open-file limit (ulimit -n) or start fewer ranks");
-    set_exit_status(1);
+  spawn.env = proc::environment_with({{"SLUICE_RANK", std::to_string(rank.index)},
+                                      {"SLUICE_WORLD_SIZE", std::to_string(options_.ranks)},
+                                      {"SLUICE_REGISTRY", registry_address_},
+                                      {"SLUICE_SECRET", secret_}});
+  spawn.out = proc::Output::kPipe;
+  spawn.err = proc::Output::kPipe;
+  // Own process group: the launcher signals the whole group, which reaches
+  // helpers the rank started.
+  spawn.new_process_group = true;
+  // If the launcher dies, nothing else would stop the rank.
+  spawn.die_with_parent = true;
+  spawn.signal_mask = inherited_.mask;
+  if (!inherited_.sigpipe_ignored) spawn.reset_signals.push_back(SIGPIPE);
+  // Keep the registry's sockets and other ranks' pipes out of the rank.
+  spawn.close_other_fds = true;
+  proc::Process child;
+  try {
+    child = proc::Process::spawn(spawn);
+  } catch (const proc::SpawnError& e) {
+    say("cannot start rank ", rank.index, ": ", e.what());
+    set_exit_status(e.exit_status());
     return false;
   }
-  const pid_t launcher = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    say("cannot fork rank ", rank.index, ": ", std::strerror(errno),
-        "; check the process limit (ulimit -u) and free memory");
-    set_exit_status(1);
-    return false;
-  }
-  if (pid == 0) {
-    exec_child(plan, launcher, inherited_, devnull, out_w.get(), err_w.get(), report_w.get());
-  }
-  ::setpgid(pid, pid);  // fails harmlessly if the child already exec'd
-  rank.pid = pid;
+  ::fcntl(child.out().get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(child.err().get(), F_SETFL, O_NONBLOCK);
+  rank.out.fd = std::move(child.out());
+  rank.err.fd = std::move(child.err());
+  // The launcher's event loop reaps its ranks itself (SIGCHLD, WNOHANG).
+  rank.pid = child.release();
   rank.running = true;
-  out_w.reset();
-  err_w.reset();
-  report_w.reset();
   for (Stream* s : {&rank.out, &rank.err}) s->prefix = "[" + std::to_string(rank.index) + "] ";
   rank.out.out_fd = STDOUT_FILENO;
   rank.err.out_fd = STDERR_FILENO;
-  ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
-  ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
-  rank.out.fd = std::move(out_r);
-  rank.err.fd = std::move(err_r);
-
-  // EOF means execve succeeded (the pipe is close-on-exec); an int is the
-  // errno of a failed exec.
-  int exec_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(report_r.get(), &exec_errno, sizeof(exec_errno));
-  } while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(sizeof(exec_errno))) {
-    say("cannot start rank ", rank.index, ": exec of '", program_path_,
-        "' failed: ", std::strerror(exec_errno));
-    set_exit_status(exec_errno == ENOENT ? 127 : 126);
-    // The child is exiting; reap it here so it is not reported a second time.
-    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    rank.running = false;
-    return false;
-  }
   return true;
 }
 
@@ -677,7 +538,7 @@ int run_job(const RunOptions& options) {
   std::string resolve_error;
   int resolve_status = 127;
   std::optional<std::string> program =
-      resolve_program(options.command[0], &resolve_error, &resolve_status);
+      proc::find_program(options.command[0], &resolve_error, &resolve_status);
   if (!program) {
     say(resolve_error);
     return resolve_status;

@@ -51,7 +51,7 @@ void run_worker(const WorkerOptions& o) {
 
 void add_perf_worker_command(CLI::App& app) {
   auto o = std::make_shared<WorkerOptions>();
-  CLI::App* sub = app.add_subcommand("perf-worker", "One rank of a `sluice perf` flow job (internal)");
+  CLI::App* sub = app.add_subcommand("worker", "One rank of a sluice-perf flow job (internal)");
   sub->group("");  // hidden: only `sluice perf` starts it
   sub->add_option("--mode", o->mode);
   sub->add_option("--sources", o->args.sources)->required();
@@ -67,7 +67,7 @@ void add_perf_worker_command(CLI::App& app) {
     try {
       run_worker(*o);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "sluice perf-worker: FAILED: %s\n", e.what());
+      std::fprintf(stderr, "sluice-perf worker: FAILED: %s\n", e.what());
       throw CLI::RuntimeError(1);
     }
   });

@@ -2,6 +2,13 @@
 // round-trip modes (latency, replicate_latency) share: the ranks' loops and
 // the merge of their parts, parameterised by how many targets receive each
 // record (1 for a shuffle flow, every target for a replicate flow).
+//
+// Compile time: a mode instantiates its loops once per supported record size
+// (138 of them, perf_records.h), so the templates below hold only the timed
+// loops and return plain structs (RankPart); the JSON, the percentiles and
+// the error texts are built once, outside them. Keep it so: a JSON
+// initializer list in a per-size template costs seconds of compile time per
+// size.
 #pragma once
 
 #include <algorithm>
@@ -16,12 +23,56 @@
 
 namespace sluice::tool::perf {
 
+// What one rank of a flow job measured, as the loops below return it.
+struct RankPart {
+  bool source = false;
+  uint64_t records = 0;
+  uint64_t checksum = 0;     // streaming: the folded keys
+  double seconds = 0;
+  double cpu_seconds = 0;
+  std::vector<double> rtt_us;  // round trips of a source: one per timed round trip
+};
+
+// The part as the rank sends it to rank 0 (what merge_stream and
+// merge_round_trips read): role, records, seconds, cpu_seconds, and
+// checksum (streaming) or rtt_us_p50/p99/p999 (a source's round trips).
+inline nlohmann::json part_json(const RankPart& p, bool round_trips) {
+  nlohmann::json j = {{"role", p.source ? "S" : "T"},
+                      {"records", p.records},
+                      {"seconds", p.seconds},
+                      {"cpu_seconds", p.cpu_seconds}};
+  if (!round_trips) {
+    j["checksum"] = p.checksum;
+  } else if (p.source) {
+    j["rtt_us_p50"] = percentile(p.rtt_us, 50);
+    j["rtt_us_p99"] = percentile(p.rtt_us, 99);
+    j["rtt_us_p999"] = percentile(p.rtt_us, 99.9);
+  }
+  return j;
+}
+
+// Throws the failure of a flow call ("push: <error>"); out of line so that
+// the loops carry no string building.
+[[noreturn]] inline void flow_failed(const char* call, const std::string& error) {
+  throw std::runtime_error(std::string(call) + ": " + error);
+}
+
+// Runs a mode's per-size `measure` (a generic lambda taking
+// std::integral_constant<size_t, B>) for a runtime record size and returns
+// the rank's part as JSON.
+template <class Fn>
+nlohmann::json run_part(uint32_t record_bytes, bool round_trips, Fn fn) {
+  RankPart part;
+  with_record_size(record_bytes, [&](auto b) { part = fn(b); });
+  return part_json(part, round_trips);
+}
+
 // Streaming, on every rank of a declared flow `spec` (named `name`): every
 // source pushes bytes / B records (keys key_of(rank * n + i)) and closes;
 // every target copies each record out into scratch and folds its key into a
 // checksum. Time: from the barrier to close / end-of-flow; CPU: getrusage.
 template <size_t B, class Spec>
-nlohmann::json run_stream(Cluster& c, const WorkerArgs& a, const Spec& spec, const std::string& name) {
+RankPart run_stream(Cluster& c, const WorkerArgs& a, const Spec& spec, const std::string& name) {
   using R = Rec<B>;
   const uint32_t rank = c.rank();
   const uint64_t n = a.bytes / B;
@@ -36,12 +87,11 @@ nlohmann::json run_stream(Cluster& c, const WorkerArgs& a, const Spec& spec, con
     for (uint64_t i = 0; i < n; ++i) {
       rec->key = key_of(first + i);
       if (out.push(*rec) != Status::kOk) [[unlikely]]
-        throw std::runtime_error("push: " + out.error());
+        flow_failed("push", out.error());
     }
-    if (out.close() != Status::kOk) throw std::runtime_error("close: " + out.error());
+    if (out.close() != Status::kOk) flow_failed("close", out.error());
     // The checksum is computed, not accumulated: the loop does only what the ring's producer does.
-    return {{"role", "S"}, {"records", n}, {"checksum", key_sum(first, n)},
-            {"seconds", t.seconds()}, {"cpu_seconds", t.cpu_seconds()}};
+    return {true, n, key_sum(first, n), t.seconds(), t.cpu_seconds(), {}};
   }
   Target<R> in = c.target(spec, 0);
   uint64_t sum = 0, count = 0;
@@ -52,8 +102,8 @@ nlohmann::json run_stream(Cluster& c, const WorkerArgs& a, const Spec& spec, con
     count += batch->size();
   }
   const double seconds = t.seconds(), cpu = t.cpu_seconds();
-  if (in.status() != Status::kEndOfFlow) throw std::runtime_error("consume: " + in.error());
-  return {{"role", "T"}, {"records", count}, {"checksum", sum}, {"seconds", seconds}, {"cpu_seconds", cpu}};
+  if (in.status() != Status::kEndOfFlow) flow_failed("consume", in.error());
+  return {false, count, sum, seconds, cpu, {}};
 }
 
 // One sample from run_stream's parts: records = deliveries (records pushed x
@@ -87,7 +137,7 @@ inline nlohmann::json merge_stream(const std::vector<nlohmann::json>& parts, con
 // come back on `in`, n + warm-up times (n = round_trips_for), and times each
 // after the warm-up. Closes `out` and drains `in`.
 template <size_t B>
-nlohmann::json run_round_trips(Cluster& c, const WorkerArgs& a, Source<Rec<B>>& out, Target<Rec<B>>& in,
+RankPart run_round_trips(Cluster& c, const WorkerArgs& a, Source<Rec<B>>& out, Target<Rec<B>>& in,
                                const std::string& base) {
   using R = Rec<B>;
   auto rec = std::make_unique<R>();
@@ -103,32 +153,26 @@ nlohmann::json run_round_trips(Cluster& c, const WorkerArgs& a, Source<Rec<B>>& 
   for (uint32_t i = 0; i < warmup + n; ++i) {
     const auto t0 = Clock::now();
     rec->key = key_of(uint64_t{rank} << 32 | i);
-    if (out.push(*rec) != Status::kOk) throw std::runtime_error("push: " + out.error());
+    if (out.push(*rec) != Status::kOk) flow_failed("push", out.error());
     auto batch = in.consume();
-    if (!batch || batch->size() != 1) throw std::runtime_error("consume: " + in.error());
+    if (!batch || batch->size() != 1) flow_failed("consume", in.error());
     if (take_record<B>(&(*batch)[0], scratch.get()) != rec->key)
-      throw std::runtime_error("a round trip came back with another record's key");
+      flow_failed("consume", "a round trip came back with another record's key");
     if (i >= warmup) rtt.push_back(std::chrono::duration<double>(Clock::now() - t0).count() * 1e6);
   }
   const double seconds = t.seconds(), cpu = t.cpu_seconds();
-  if (out.close() != Status::kOk) throw std::runtime_error("close: " + out.error());
+  if (out.close() != Status::kOk) flow_failed("close", out.error());
   while (in.consume()) {
   }
-  if (in.status() != Status::kEndOfFlow) throw std::runtime_error("consume: " + in.error());
-  return {{"role", "S"},
-          {"records", n},
-          {"seconds", seconds},
-          {"cpu_seconds", cpu},
-          {"rtt_us_p50", percentile(rtt, 50)},
-          {"rtt_us_p99", percentile(rtt, 99)},
-          {"rtt_us_p999", percentile(rtt, 99.9)}};
+  if (in.status() != Status::kEndOfFlow) flow_failed("consume", in.error());
+  return {true, n, 0, seconds, cpu, std::move(rtt)};
 }
 
 // Round trips, on a target rank: consumes every record on `in` and, if
 // `echo` is set, pushes each back to the source it came from (the echo
 // flow's targets are the sources in the same order). Closes `echo`.
 template <size_t B>
-nlohmann::json run_echoes(Cluster& c, Target<Rec<B>>& in, Source<Rec<B>>* echo, const std::string& base) {
+RankPart run_echoes(Cluster& c, Target<Rec<B>>& in, Source<Rec<B>>* echo, const std::string& base) {
   using R = Rec<B>;
   auto rec = std::make_unique<R>();
   auto scratch = std::make_unique<R>();
@@ -140,15 +184,14 @@ nlohmann::json run_echoes(Cluster& c, Target<Rec<B>>& in, Source<Rec<B>>* echo, 
     const uint32_t back = in.last_source();
     for (const R& r : *batch) {
       rec->key = take_record<B>(&r, scratch.get());
-      if (echo != nullptr && echo->push_to(back, *rec) != Status::kOk)
-        throw std::runtime_error("push: " + echo->error());
+      if (echo != nullptr && echo->push_to(back, *rec) != Status::kOk) flow_failed("push", echo->error());
       ++consumed;
     }
   }
   const double seconds = t.seconds(), cpu = t.cpu_seconds();
-  if (in.status() != Status::kEndOfFlow) throw std::runtime_error("consume: " + in.error());
-  if (echo != nullptr && echo->close() != Status::kOk) throw std::runtime_error("close: " + echo->error());
-  return {{"role", "T"}, {"records", consumed}, {"seconds", seconds}, {"cpu_seconds", cpu}};
+  if (in.status() != Status::kEndOfFlow) flow_failed("consume", in.error());
+  if (echo != nullptr && echo->close() != Status::kOk) flow_failed("close", echo->error());
+  return {false, consumed, 0, seconds, cpu, {}};
 }
 
 // The sources' side of round-trip parts: records = timed round trips of

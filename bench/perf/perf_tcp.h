@@ -4,9 +4,9 @@
 // work. A hidden subcommand so that each end can be started in its own
 // network namespace:
 //
-//   sluice perf-tcp --listen HOST:PORT --mode stream|pingpong --sizes 64,1024
+//   sluice-perf tcp --listen HOST:PORT --mode stream|pingpong --sizes 64,1024
 //                   [--bytes N] [--chunk-bytes 65536] [--round-trips N] --rep I --out FILE|-
-//   sluice perf-tcp --connect HOST:PORT (same options but --out)
+//   sluice-perf tcp --connect HOST:PORT (same options but --out)
 //
 // The listening side is the reader / the ping-pong initiator: it prints
 // "PORT <n>" on stdout once it listens and accepts one connection.

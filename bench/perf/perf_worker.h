@@ -1,8 +1,8 @@
-// The rank side of `sluice perf`: a hidden subcommand that `sluice perf`
+// The rank side of `sluice perf`: a hidden subcommand of sluice-perf that it
 // launches (through run_job, or by hand in network namespaces) as every rank
 // of a flow job.
 //
-//   sluice perf-worker --mode bandwidth --sources S --targets T --sizes 8,64 --rep I
+//   sluice-perf worker --mode bandwidth --sources S --targets T --sizes 8,64 --rep I
 //                      [--bytes N] [--round-trips N] [--segment-bytes N]
 //                      [--ring-segments N] --out FILE|-
 //

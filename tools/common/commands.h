@@ -1,6 +1,7 @@
-// The subcommands of the `sluice` tool. Each add_<name>_command registers one
-// subcommand (its options and its callback) on the top-level app; main.cc
-// calls them all, so a new subcommand is one new .cc file and one line there.
+// The subcommands of the `sluice` tool that other programs host too (the
+// launcher and the standalone registry, which `sluice-perf` starts in network
+// namespaces). Each add_<name>_command registers one subcommand (its options
+// and its callback) on a CLI11 app; tools/sluice/main.cc calls them all.
 //
 // Exit status: a callback that returns normally exits 0. To exit with another
 // status it throws CLI::RuntimeError(status) after printing its own message;
@@ -21,10 +22,5 @@ void add_run_command(CLI::App& app);
 // a standalone registry for jobs that span hosts.
 void add_registry_command(CLI::App& app);
 
-// `sluice version` (main.cc): the library and control-protocol versions.
-void add_version_command(CLI::App& app);
-
-// `sluice perf ...` (perf.cc): flow benchmarks between ranks.
-void add_perf_command(CLI::App& app);
 
 }  // namespace sluice::tool

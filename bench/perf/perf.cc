@@ -1,4 +1,4 @@
-// `sluice perf`: the project's perftest. For every mode (perf_mode.h:
+// sluice-perf (also run as `sluice perf`): the project's perftest. For every mode (perf_mode.h:
 // bandwidth, latency), transport (shm; ofi on loopback, or across network
 // namespaces with --netns), flow shape and record size it measures the flow
 // and, in the same run, the bounds and peers it is judged against: built in
@@ -9,7 +9,7 @@
 // Structure: this process stays single-threaded between jobs. For every
 // transport, repeat and mode it runs the built-in series for every size,
 // then the external peers, then one flow job per shape, whose ranks are
-// this same binary's hidden `perf-worker` subcommand (perf_worker.h), started
+// this same program's hidden `worker` subcommand (perf_worker.h), started
 // by run_job (one host) or by hand inside the namespaces (--netns). The
 // series of one repeat are therefore back to back, which is what the paired
 // ratios use.
@@ -31,6 +31,7 @@
 #include <ctime>
 #include <exception>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -38,7 +39,8 @@
 #include <thread>
 #include <vector>
 
-#include "commands.h"
+#include "perf.h"
+#include "process.h"
 #include "perf_mode.h"
 #include "perf_ring.h"
 #include "perf_stats.h"
@@ -151,14 +153,6 @@ std::string own_command() {
   return perf::quote_command(argv);
 }
 
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0)
-    throw std::runtime_error(std::string("readlink /proc/self/exe: ") + std::strerror(errno));
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 // SLUICE_* settings the ranks inherit (e.g. SLUICE_SPIN), so a report says
 // which knobs were turned.
 nlohmann::json sluice_env() {
@@ -218,38 +212,35 @@ struct Placement {
   }
 };
 
-using Env = std::vector<std::pair<std::string, std::string>>;
+using Env = std::map<std::string, std::string>;
 
-// A child started with fork + execvp; `out` is its stdout if captured.
+// A child: a bench program, a rank or a peer (proc::Process), or the exit
+// status of one that could not be started (its reason already printed).
 struct Child {
-  pid_t pid = -1;
-  Fd out;
+  proc::Process process;
+  int failed = 0;
 };
 
+// Starts argv (argv[0] looked up in PATH) with this process's environment
+// plus `env`, in this process's group (Ctrl-C on the terminal stops it with
+// sluice-perf), every signal unblocked; `capture_stdout` pipes its stdout.
 Child spawn(const std::vector<std::string>& argv, const Env& env, bool capture_stdout) {
-  int p[2] = {-1, -1};
-  if (capture_stdout && ::pipe2(p, O_CLOEXEC) != 0)
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    if (capture_stdout) ::dup2(p[1], STDOUT_FILENO);
-    ::execvp(args[0], args.data());
-    std::fprintf(stderr, "sluice perf: cannot run %s: %s\n", args[0], std::strerror(errno));
-    ::_exit(127);
-  }
+  proc::SpawnOptions o;
+  o.argv = argv;
+  o.search_path = true;
+  if (!env.empty()) o.env = proc::environment_with(env);
+  o.stdin_null = false;
+  o.out = capture_stdout ? proc::Output::kPipe : proc::Output::kInherit;
+  o.new_process_group = false;
+  sigset_t none;
+  sigemptyset(&none);
+  o.signal_mask = none;
   Child c;
-  c.pid = pid;
-  if (capture_stdout) {
-    ::close(p[1]);
-    c.out.reset(p[0]);
+  try {
+    c.process = proc::Process::spawn(o);
+  } catch (const proc::SpawnError& e) {
+    progress(std::string("cannot run ") + argv[0] + ": " + e.what());
+    c.failed = e.exit_status();
   }
   return c;
 }
@@ -274,24 +265,18 @@ std::string read_line(int fd, double seconds) {
 
 // Waits for a child until `deadline`, then kills it. Returns its exit status,
 // 128+N for signal N, or 124 when it had to be killed.
-int wait_child(pid_t pid, Clock::time_point deadline) {
-  for (;;) {
-    int st = 0;
-    const pid_t r = ::waitpid(pid, &st, WNOHANG);
-    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (r < 0 && errno != EINTR) return 1;
-    if (Clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      return 124;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+int wait_child(Child& c, Clock::time_point deadline) {
+  if (c.failed != 0) return c.failed;
+  bool timed_out = false;
+  const proc::ExitStatus s = c.process.wait_or_kill(deadline, &timed_out);
+  return timed_out ? 124 : s.shell_status();
 }
 
-void stop_child(pid_t pid) {
-  ::kill(pid, SIGTERM);
-  if (wait_child(pid, Clock::now() + std::chrono::seconds(5)) == 124) progress("had to SIGKILL pid " + std::to_string(pid));
+void stop_child(Child& c) {
+  if (c.failed != 0) return;
+  const pid_t pid = c.process.pid();
+  c.process.signal_group(SIGTERM);
+  if (wait_child(c, Clock::now() + std::chrono::seconds(5)) == 124) progress("had to SIGKILL pid " + std::to_string(pid));
 }
 
 std::string temp_file() {
@@ -330,11 +315,11 @@ struct Sweep {
   bool smoke = false;
 };
 
-// Runs one job of `ranks` perf-worker ranks with `args`; ranks below
+// Runs one job of `ranks` worker ranks with `args`; ranks below
 // `first_in_b` go to the first host. Returns the job's exit status.
 int run_ranks(const Sweep& sw, const std::vector<std::string>& args, uint32_t ranks, uint32_t first_in_b) {
   const double timeout = sw.smoke ? 120 : 1800;
-  std::vector<std::string> command = {sw.exe, "perf-worker"};
+  std::vector<std::string> command = {sw.exe, "worker"};
   command.insert(command.end(), args.begin(), args.end());
   if (!sw.place.netns) {
     RunOptions ro;
@@ -367,31 +352,31 @@ int run_ranks(const Sweep& sw, const std::vector<std::string>& args, uint32_t ra
                     {{"SLUICE_SECRET", secret}}, true);
   std::string registry;
   for (int i = 0; i < 4 && registry.empty(); ++i) {
-    const std::string line = read_line(reg.out.get(), 10);
+    const std::string line = reg.failed != 0 ? std::string() : read_line(reg.process.out().get(), 10);
     if (line.rfind("SLUICE_REGISTRY=", 0) == 0) registry = line.substr(16);
     if (line.empty()) break;
   }
   if (registry.empty()) {
-    stop_child(reg.pid);
+    stop_child(reg);
     progress("the registry in " + (*sw.place.netns)[0].netns + " did not report its address");
     return 1;
   }
-  std::vector<pid_t> pids;
+  std::vector<Child> children;
   for (uint32_t r = 0; r < ranks; ++r) {
     Env env = {{"SLUICE_RANK", std::to_string(r)},
                {"SLUICE_WORLD_SIZE", std::to_string(ranks)},
                {"SLUICE_REGISTRY", registry},
                {"SLUICE_SECRET", secret},
                {"SLUICE_TRANSPORT", "ofi"}};
-    pids.push_back(spawn(sw.place.in(r >= first_in_b, command), env, false).pid);
+    children.push_back(spawn(sw.place.in(r >= first_in_b, command), env, false));
   }
   const auto deadline = Clock::now() + std::chrono::seconds(static_cast<int64_t>(timeout));
   int status = 0;
-  for (pid_t pid : pids) {
-    const int s = wait_child(pid, deadline);
+  for (Child& child : children) {
+    const int s = wait_child(child, deadline);
     if (status == 0) status = s;
   }
-  stop_child(reg.pid);
+  stop_child(reg);
   return status;
 }
 
@@ -451,22 +436,22 @@ std::vector<nlohmann::json> run_tcp_peer(const Sweep& sw, uint32_t rep, const st
   const std::vector<std::string> common = {"--mode", mode, "--sizes", sw.sizes_arg, "--bytes", std::to_string(sw.bytes),
                                            "--chunk-bytes", std::to_string(perf::segment_bytes_for(sw.segment_bytes, 8)),
                                            "--round-trips", std::to_string(sw.round_trips), "--rep", std::to_string(rep)};
-  std::vector<std::string> reader = {sw.exe, "perf-tcp", "--listen", sw.place.ip(true) + ":0", "--out", path};
+  std::vector<std::string> reader = {sw.exe, "tcp", "--listen", sw.place.ip(true) + ":0", "--out", path};
   reader.insert(reader.end(), common.begin(), common.end());
   Child r = spawn(sw.place.in(true, reader), {}, true);
-  const std::string line = read_line(r.out.get(), 20);
+  const std::string line = r.failed != 0 ? std::string() : read_line(r.process.out().get(), 20);
   if (line.rfind("PORT ", 0) != 0) {
-    stop_child(r.pid);
+    stop_child(r);
     ::unlink(path.c_str());
     progress("the TCP peer's reader did not start (said '" + line + "')");
     throw CLI::RuntimeError(1);
   }
-  std::vector<std::string> writer = {sw.exe, "perf-tcp", "--connect", sw.place.ip(true) + ":" + line.substr(5)};
+  std::vector<std::string> writer = {sw.exe, "tcp", "--connect", sw.place.ip(true) + ":" + line.substr(5)};
   writer.insert(writer.end(), common.begin(), common.end());
   Child w = spawn(sw.place.in(false, writer), {}, false);
   const auto deadline = Clock::now() + std::chrono::seconds(sw.smoke ? 120 : 1800);
-  const int ws = wait_child(w.pid, deadline);
-  const int rs = wait_child(r.pid, deadline);
+  const int ws = wait_child(w, deadline);
+  const int rs = wait_child(r, deadline);
   std::string missing;
   std::vector<nlohmann::json> out = samples_by_size(path, sw.sizes, "tcp_" + mode, &missing);
   ::unlink(path.c_str());
@@ -537,7 +522,7 @@ std::vector<nlohmann::json> run_external_peers(const Sweep& sw, const std::strin
     argv.insert(argv.end(), {"--netns", n[0].netns + "=" + n[0].ip + "," + n[1].netns + "=" + n[1].ip});
   }
   Child c = spawn(argv, {}, false);
-  const int status = wait_child(c.pid, Clock::now() + std::chrono::seconds(sw.smoke ? 300 : 3600));
+  const int status = wait_child(c, Clock::now() + std::chrono::seconds(sw.smoke ? 300 : 3600));
   std::vector<nlohmann::json> lines;
   try {
     lines = read_lines(path);
@@ -706,7 +691,7 @@ void run_perf(const PerfOptions& opt) {
   double mbytes = opt.mbytes;
   uint32_t round_trips = opt.latency >= 0 ? static_cast<uint32_t>(opt.latency) : opt.round_trips;
   Placement place;
-  const std::string exe = self_exe();
+  const std::string exe = proc::self_exe();
   try {
     std::vector<std::string> modes = perf::parse_words(opt.modes, perf::mode_names(), "--modes");
     if (round_trips == 0) std::erase(modes, "latency");
@@ -843,10 +828,10 @@ void run_perf(const PerfOptions& opt) {
 
 }  // namespace
 
-void add_perf_command(CLI::App& app) {
+void add_perf_options(CLI::App& app) {
   auto opt = std::make_shared<PerfOptions>();
-  CLI::App* sub = app.add_subcommand(
-      "perf",
+  CLI::App* sub = &app;
+  sub->description(
       "Measure flows (bandwidth, latency, replicate fan-out and ordering, remote atomics) against bounds and peers measured in the same run (shm ring, shm "
       "ping-pong, memcpy, kernel TCP; with --peers: UCX, Open MPI, ZeroMQ, fabtests)");
   std::string modes;
@@ -890,8 +875,6 @@ void add_perf_command(CLI::App& app) {
       throw CLI::RuntimeError(1);
     }
   });
-  perf::add_perf_worker_command(app);
-  perf::add_perf_tcp_command(app);
 }
 
 }  // namespace sluice::tool

@@ -266,7 +266,7 @@ void run_connector(const TcpOptions& o, const std::vector<uint32_t>& sizes) {
 
 void add_perf_tcp_command(CLI::App& app) {
   auto o = std::make_shared<TcpOptions>();
-  CLI::App* sub = app.add_subcommand("perf-tcp", "One end of a `sluice perf` kernel TCP peer (internal)");
+  CLI::App* sub = app.add_subcommand("tcp", "One end of a sluice-perf kernel TCP peer (internal)");
   sub->group("");  // hidden: `sluice perf` starts it
   auto* l = sub->add_option("--listen", o->listen);
   auto* c = sub->add_option("--connect", o->connect);
@@ -291,7 +291,7 @@ void add_perf_tcp_command(CLI::App& app) {
         throw std::invalid_argument("give --listen HOST:PORT or --connect HOST:PORT");
       }
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "sluice perf-tcp: FAILED: %s\n", e.what());
+      std::fprintf(stderr, "sluice-perf tcp: FAILED: %s\n", e.what());
       throw CLI::RuntimeError(1);
     }
   });

@@ -2,7 +2,7 @@
 // size (perf_worker.h runs them), how their parts become one sample, and
 // which built-in bounds and peers the parent measures beside it.
 //
-// Adding a mode is one file, tools/sluice/perf_<mode>.cc, that defines
+// Adding a mode is one file, bench/perf/perf_<mode>.cc, that defines
 // `const PerfMode& <mode>_mode()`, plus its line in perf_modes.cc (the
 // declaration and the entry of the list there). The mode's name is then
 // accepted by --modes, passed to bench/peers/run as --mode, and its traits
@@ -24,7 +24,7 @@
 
 namespace sluice::tool::perf {
 
-// What every rank of a flow job is told (perf-worker's options).
+// What every rank of a flow job is told (the worker subcommand's options).
 struct WorkerArgs {
   uint32_t sources = 1;
   uint32_t targets = 1;

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Embeds the sluice source tree in a small parent project with
+# add_subdirectory (tests/install/embed) and checks that, with the SLUICE_BUILD_*
+# options at their defaults (off when sluice is not the top-level project),
+# the build holds only the library and the parent's program, that the parent's
+# program is compiled without sluice's warning or sanitizer flags and lands in
+# the parent's own output directory, and that it builds and links.
+# Usage: embed_test.sh SOURCE_DIR
+set -euo pipefail
+src=$1
+scratch=$(mktemp -d /tmp/sluice-embed-test.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+build=$scratch/build
+cmake -S "$src/tests/install/embed" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DSLUICE_SOURCE_DIR="$src" -DORDERS_SOURCE="$src/examples/orders.cc" >"$scratch/configure.log"
+
+# Everything the build would link: the library and the parent's program only.
+linked=$(ninja -C "$build" -t targets all | sed -n 's/^\([^:]*\): CXX_\(EXECUTABLE\|STATIC_LIBRARY\|SHARED_LIBRARY\)_LINKER.*/\1/p' | sort)
+expected=$(printf '%s\n' orders sluice/src/libsluice.a | sort)
+if [[ "$linked" != "$expected" ]]; then
+  echo "FAIL: the embedded build links more than the library:"; echo "$linked"; exit 1
+fi
+for option in SLUICE_BUILD_TESTS SLUICE_BUILD_BENCHMARKS SLUICE_BUILD_APPS SLUICE_BUILD_TOOLS; do
+  grep -q "^$option:BOOL=OFF" "$build/CMakeCache.txt" || { echo "FAIL: $option is not OFF by default"; exit 1; }
+done
+
+# The parent's program: none of sluice's own flags, its own output directory.
+commands=$(ninja -C "$build" -t commands orders)
+compile=$(grep -- '-c .*orders.cc' <<<"$commands")
+for flag in -Wall -Wextra -fsanitize; do
+  if grep -q -- "$flag" <<<"$compile"; then echo "FAIL: sluice's $flag leaks into the parent: $compile"; exit 1; fi
+done
+grep -q -- '-std=\(c\|gnu\)++20' <<<"$compile" || { echo "FAIL: sluice::sluice does not bring C++20: $compile"; exit 1; }
+
+ninja -C "$build" orders >"$scratch/build.log" || { cat "$scratch/build.log"; exit 1; }
+test -x "$build/orders" || { echo "FAIL: the parent's program is not in its own output directory"; exit 1; }
+test ! -e "$build/bin" || { echo "FAIL: sluice created a bin directory in the parent's build"; exit 1; }
+echo "embed test: ok (linked: $(echo $linked))"
