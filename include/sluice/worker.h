@@ -216,45 +216,22 @@ class Worker {
   const std::string& error(InputId id) const { return inputs_[id]->error(); }
   uint64_t gap(InputId id) const { return inputs_[id]->gap(); }
 
-  // Source::push, delivering the inputs while the record's ring is full.
-  // Same results as Source::push (kOk, kTimeout at the deadline, kPeerLost,
-  // kClosed, kInvalid; details in s.error()).
-  template <class T>
-  [[nodiscard]] Status push(Source<T>& s, const T& r, Deadline deadline = kForever) {
+  // Source::push (or BytesSource::push with a span of bytes), delivering
+  // the inputs while the record's ring is full. Same results as the
+  // source's push: kOk, kTimeout at the deadline, kPeerLost, kClosed,
+  // kInvalid; details in s.error().
+  template <class S, class R>
+  [[nodiscard]] Status push(S& s, const R& r, Deadline deadline = kForever) {
     Status st = s.try_push(r);
-    if (st != Status::kBackPressured) [[likely]]
-      return st;
-    return wait_for(
-        s.core_.get(), deadline, [&] { return s.try_push(r); },
-        [&] { return s.push(r, deadline); });
+    if (st != Status::kBackPressured) [[likely]] return st;
+    return wait_for(s.core_.get(), deadline, [&] { return s.try_push(r); }, [&] { return s.push(r, deadline); });
   }
-  template <class T>
-  [[nodiscard]] Status push_to(Source<T>& s, uint32_t target, const T& r,
-                               Deadline deadline = kForever) {
+  template <class S, class R>
+  [[nodiscard]] Status push_to(S& s, uint32_t target, const R& r, Deadline deadline = kForever) {
     Status st = s.try_push_to(target, r);
-    if (st != Status::kBackPressured) [[likely]]
-      return st;
-    return wait_for(
-        s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
-        [&] { return s.push_to(target, r, deadline); });
-  }
-  [[nodiscard]] Status push(BytesSource& s, std::span<const std::byte> r,
-                            Deadline deadline = kForever) {
-    Status st = s.try_push(r);
-    if (st != Status::kBackPressured) [[likely]]
-      return st;
-    return wait_for(
-        s.core_.get(), deadline, [&] { return s.try_push(r); },
-        [&] { return s.push(r, deadline); });
-  }
-  [[nodiscard]] Status push_to(BytesSource& s, uint32_t target, std::span<const std::byte> r,
-                               Deadline deadline = kForever) {
-    Status st = s.try_push_to(target, r);
-    if (st != Status::kBackPressured) [[likely]]
-      return st;
-    return wait_for(
-        s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
-        [&] { return s.push_to(target, r, deadline); });
+    if (st != Status::kBackPressured) [[likely]] return st;
+    return wait_for(s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
+                    [&] { return s.push_to(target, r, deadline); });
   }
   // Source::flush and Source::close (any source type), delivering the
   // inputs while they wait. close()'s rules hold: after kTimeout, call again.
