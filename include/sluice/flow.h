@@ -457,6 +457,13 @@ class TargetCore : public Waitable {
 class Worker;
 
 // The sending end of a flow for one endpoint. Move-only; one owning thread.
+//
+// Lifecycle: push ... then close() (or close_and_wait()) for the guarantee,
+// or abort() to end without it. The destructor after a successful close()
+// waits, over ofi only, until the provider reports the last transfers done
+// (at most 5 s; then it gives up, logs a warning and leaves the endpoint
+// open). Without close() it behaves as abort(): the targets learn at once
+// that the flow is incomplete; it returns within about 100 ms.
 template <class T>
 class Source {
  public:
