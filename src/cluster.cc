@@ -321,8 +321,8 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     // (a NIC may still write into them), a closed one frees them after.
     ot->outbox = ot->ep->allocate_array<uint64_t>(ns);
     ot->outbox_mr = ot->ep->register_memory(ot->outbox, ns * sizeof(uint64_t), FI_WRITE | FI_SEND);
-    ot->control = ot->ep->allocate_array<uint64_t>(ns + 1);
-    ot->control_mr = ot->ep->register_memory(ot->control, (ns + 1) * sizeof(uint64_t), FI_SEND | FI_RECV);
+    ot->control = ot->ep->allocate_array<uint64_t>(ns + 2);
+    ot->control_mr = ot->ep->register_memory(ot->control, (ns + 2) * sizeof(uint64_t), FI_SEND | FI_RECV);
     for (uint32_t s = 0; s < ns; ++s) {
       if (!fs.remote(s, t)) continue;
       client->put(prefix + "t/" + std::to_string(t) + "/" + std::to_string(s),

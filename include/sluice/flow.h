@@ -460,9 +460,10 @@ class Worker;
 //
 // Lifecycle: push ... then close() (or close_and_wait()) for the guarantee,
 // or abort() to end without it. The destructor after a successful close()
-// waits, over ofi only, until the provider reports the last transfers done
-// (at most 5 s; then it gives up, logs a warning and leaves the endpoint
-// open). Without close() it behaves as abort(): the targets learn at once
+// waits, over ofi only, until every target confirmed that all of this
+// source's segments arrived (the targets' threads must drive them: any call
+// on a target does), at most 5 s; then it gives up, logs a warning and
+// leaves the endpoint open. Without close() it behaves as abort(): the targets learn at once
 // that the flow is incomplete; it returns within about 100 ms.
 template <class T>
 class Source {
@@ -498,9 +499,9 @@ class Source {
   // Afterwards push returns kClosed. Idempotent. After kTimeout or
   // kBackPressured call it again: it resumes (nothing is sent twice).
   [[nodiscard]] Status close(Deadline deadline = kForever) { return last_ = core_->close(deadline); }
-  // close(), then waits until the transport reports every segment delivered
-  // (over shm at once; over ofi when the provider completed every write), so
-  // that the process may exit at once afterwards. Without it, an ofi source's
+  // close(), then waits until every segment is delivered (over shm at once;
+  // over ofi when every target confirmed that all of them arrived), so that
+  // the process may exit at once afterwards. Without it, an ofi source's
   // destructor waits (up to 5 s) for the same. kTimeout: call again.
   [[nodiscard]] Status close_and_wait(Deadline deadline = kForever) {
     if (Status s = core_->close(deadline); s != Status::kOk) return last_ = s;

@@ -30,11 +30,16 @@ bool ofi_unordered() {
   }();
   return on;
 }
+uint64_t ofi_close_delay_ms() {
+  static const uint64_t n = number("SLUICE_TEST_OFI_CLOSE_DELAY_MS");
+  return n;
+}
 #else
 bool enabled() { return false; }
 uint64_t die_after_sequence() { return 0; }
 uint64_t ofi_eagain_every() { return 0; }
 bool ofi_unordered() { return false; }
+uint64_t ofi_close_delay_ms() { return 0; }
 #endif
 
 }  // namespace sluice::detail::test_hooks

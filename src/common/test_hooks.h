@@ -24,5 +24,9 @@ uint64_t ofi_eagain_every();
 // SLUICE_OFI_TEST_UNORDERED=1: completions and receive buffers are shuffled
 // as an unordered provider (EFA's SRD) would deliver them.
 bool ofi_unordered();
+// SLUICE_TEST_OFI_CLOSE_DELAY_MS=n: a closed ofi source waits n ms without
+// reading its completion queue before it closes its endpoint, as a thread
+// descheduled right there would. 0: no wait.
+uint64_t ofi_close_delay_ms();
 
 }  // namespace sluice::detail::test_hooks

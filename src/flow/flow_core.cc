@@ -99,7 +99,15 @@ std::string host_of(const FlowContext* ctx, uint32_t rank) {
 
 // A libfabric operation in flight. The provider owns `ctx` until the
 // operation completes; the completion hands back its address.
-enum class OpKind : uint8_t { kSegmentSend, kCreditRecv, kSegmentRecv, kCreditSend, kAbortRecv, kAbortSend };
+enum class OpKind : uint8_t {
+  kSegmentSend,
+  kCreditRecv,
+  kSegmentRecv,
+  kCreditSend,
+  kAbortRecv,  // also receives the target's END confirmation (kEndConfirmed)
+  kAbortSend,
+  kConfirmSend,
+};
 struct Op {
   fi_context2 ctx;  // first: op_context points here
   OpKind kind = OpKind::kSegmentSend;
@@ -309,6 +317,7 @@ class FlowSource final : public SourceCore, private FailureState {
         post_control_receive(*ofi_->ep, ofi_->control, ofi_->control_mr.desc, t, &abort_ops_[t]);
       }
       target_aborted_.assign(rings_.size(), 0);
+      end_confirmed_.assign(rings_.size(), 0);
     }
   }
 
@@ -318,16 +327,27 @@ class FlowSource final : public SourceCore, private FailureState {
       // all), so that the process may exit right after; bounded, and cut
       // short when the peer is known to be gone. Transfers still in flight
       // then: leave the endpoint open rather than tear it down under them.
-      if (drain(Clock::now() + kLinger) != Status::kOk) {
+      const auto start = Clock::now();
+      const Deadline linger = start + kLinger;
+      Status s = drain(linger);
+      if (s == Status::kOk) s = await_confirmations(linger);
+      if (const auto waited = Clock::now() - start; waited > kCloseFlush) {
+        log::debug(ctx_->endpoint_name(true, index_), ": lingered ",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
+                   " ms for the last transfers and the targets' confirmations");
+      }
+      if (s != Status::kOk) {
         // close() succeeded, so nobody else will hear of this: a target
         // may now wait for what never left.
         if (failed_ == Status::kOk) {
-          log::warn(ctx_->endpoint_name(true, index_), ": gave up after ", kLinger.count(),
-                    " ms waiting for the last transfers to complete");
+          log::warn(ctx_->endpoint_name(true, index_), ": gave up after ", kLinger.count(), " ms: ", error_);
         } else {
           log::warn(ctx_->endpoint_name(true, index_), ": the last transfers after close() failed: ", error_);
         }
         ofi_->ep->abandon();
+      }
+      if (const uint64_t ms = test_hooks::ofi_close_delay_ms(); ms > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
       }
     } else {
       // Failed or never closed: nothing left is worth delivering. Tell the
@@ -479,7 +499,8 @@ class FlowSource final : public SourceCore, private FailureState {
     if (!closed_) return fail(Status::kInvalid, ctx_->endpoint_name(true, index_) + ": wait before close()");
     if (ofi_ == nullptr) return failed_;
     if (failed_ != Status::kOk) return failed_;
-    return drain(deadline);
+    if (Status s = drain(deadline); s != Status::kOk) return s;
+    return await_confirmations(deadline);
   }
 
   Status fail_invalid(const char* what) override {
@@ -911,8 +932,13 @@ class FlowSource final : public SourceCore, private FailureState {
         post_credit_receive(op->ring);
         break;
       case OpKind::kAbortRecv:
-        // The tag matched only target op->ring's abort: the word is its index.
-        target_aborted_[op->ring] = 1;
+        // The tag matched only target op->ring: the word is its index, with
+        // kEndConfirmed if it confirms our END rather than aborting.
+        if (ofi_->control[op->ring] & kEndConfirmed) {
+          end_confirmed_[op->ring] = 1;
+        } else {
+          target_aborted_[op->ring] = 1;
+        }
         break;
       case OpKind::kAbortSend:
         if (op->count > 0) --op->count;
@@ -1053,6 +1079,35 @@ class FlowSource final : public SourceCore, private FailureState {
     }
   }
 
+  // Waits until every live remote target has confirmed that all our
+  // segments arrived (kEndConfirmed), the deadline passes or one is lost.
+  // Only then may the endpoint close: over tcp, closing while a target still
+  // sends credit resets the connection, and what the target had not yet
+  // taken from it is lost.
+  Status await_confirmations(Deadline deadline) {
+    for (;;) {
+      if (Status s = progress(); s != Status::kOk) return s;
+      uint32_t waiting = num_targets_;  // the first target not yet heard from
+      for (uint32_t t = 0; t < num_targets_; ++t) {
+        if (!rings_[t].remote || !live(t) || target_aborted_[t] || end_confirmed_[t]) continue;
+        if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
+          if (drop_if_lost(t)) continue;
+          return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
+                               ctx_->peer_name(false, t) + ": " + why);
+        }
+        waiting = t;
+        break;
+      }
+      if (waiting == num_targets_) return Status::kOk;
+      if (Clock::now() >= deadline) {
+        return fail(Status::kTimeout, ctx_->endpoint_name(true, index_) + ": " +
+                                          ctx_->peer_name(false, waiting) +
+                                          " has not confirmed that our last segments arrived");
+      }
+      if (Status s = park(deadline); s != Status::kOk) return s;
+    }
+  }
+
   // Waits until every ofi transfer has completed.
   Status drain(Deadline deadline) {
     auto busy = [&] {
@@ -1108,6 +1163,7 @@ class FlowSource final : public SourceCore, private FailureState {
   std::vector<Op> credit_ops_;     // [target]: the posted credit receive (message path)
   std::vector<Op> abort_ops_;      // [target]: the posted abort receive; [num_targets]: our abort sends
   std::vector<uint8_t> target_aborted_;  // [target]: it told us it ended before our END
+  std::vector<uint8_t> end_confirmed_;   // [target]: it told us all up to our END arrived
   std::vector<uint64_t> credit_seen_;  // [target]: highest consumed count heard of
   uint32_t coalesce_ = 1;  // ofi RMA: most segments moved by one write
   CompletionReader cq_;
@@ -1151,6 +1207,8 @@ class FlowTarget final : public TargetCore, private FailureState {
       credit_pending_.assign(in_.size(), 0);
       abort_ops_ = std::vector<Op>(in_.size() + 1);
       source_aborted_.assign(in_.size(), 0);
+      confirm_ops_ = std::vector<Op>(in_.size());
+      confirm_pending_.assign(in_.size(), 0);
       for (uint32_t s = 0; s < in_.size(); ++s) {
         credit_ops_[s] = Op{{}, OpKind::kCreditSend, s, 0, 1, false};
         if (!in_[s].remote) continue;
@@ -1229,7 +1287,10 @@ class FlowTarget final : public TargetCore, private FailureState {
     uint64_t k = 0;          // next segment to read
     uint64_t released = 0;   // segments finished with
     uint64_t published = 0;  // `released` as last told to the source
+    uint64_t arrived = 0;    // remote: segments whose transfer completed here
+    uint64_t end_seq = 0;    // remote: the END segment's seq (its count), once it arrived
     bool ended = false;
+    bool confirmed = false;  // remote: END and all before it arrived, and we said so
     bool remote = false;
     fi_addr_t peer = FI_ADDR_UNSPEC;
     uint64_t credit_addr = 0;
@@ -1255,7 +1316,7 @@ class FlowTarget final : public TargetCore, private FailureState {
     if (!remote || ofi_ == nullptr) return;
     std::vector<fi_addr_t> to;
     for (uint32_t s = 0; s < in_.size(); ++s) {
-      if (!in_[s].ended && in_[s].remote && !source_aborted_[s]) to.push_back(in_[s].peer);
+      if (!in_[s].ended && in_[s].remote && !source_aborted_[s] && !in_[s].confirmed) to.push_back(in_[s].peer);
     }
     const auto n = static_cast<uint32_t>(in_.size());
     send_abort_messages(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_, to, &abort_ops_[n],
@@ -1272,8 +1333,9 @@ class FlowTarget final : public TargetCore, private FailureState {
       wake_if_waiting(&in.ring.header->source_waiting, &in.ring.header->credit_seq);
       return;
     }
-    // A source whose ring ended needs no more credit (and may be gone).
-    if (in.ended) return;
+    // A source whose ring ended needs no more credit (and may be gone); one
+    // told that its END arrived is promised nothing more.
+    if (in.ended || in.confirmed) return;
     const uint32_t s = index_of(in);
     Op& op = credit_ops_[s];
     if (op.busy) {
@@ -1309,6 +1371,38 @@ class FlowTarget final : public TargetCore, private FailureState {
         credit_pending_[s] = 0;
         publish_credit(in_[s]);
       }
+      if (confirm_pending_[s]) send_confirmation(s);
+    }
+  }
+
+  // A remote segment's transfer into `slot` of ring s completed: once every
+  // segment up to the source's END has, tell the source (kEndConfirmed).
+  // Counting arrivals, not positions, holds on unordered providers too.
+  void note_arrival(uint32_t s, uint32_t slot) {
+    In& in = in_[s];
+    const Footer* f = in.ring.footer(slot);
+    ++in.arrived;
+    if (f->flags & layout::kEnd) in.end_seq = f->seq.load(std::memory_order_relaxed);
+    if (!in.confirmed && in.end_seq != 0 && in.arrived >= in.end_seq) {
+      in.confirmed = true;  // from here on, no credit goes to this source
+      send_confirmation(s);
+    }
+  }
+
+  void send_confirmation(uint32_t s) {
+    const auto n = static_cast<uint32_t>(in_.size());
+    Op& op = confirm_ops_[s];
+    op = Op{{}, OpKind::kConfirmSend, s, 0, 1, false};
+    ofi_->control[n + 1] = kEndConfirmed | index_;
+    const ssize_t rc =
+        ofi_->ep->tsend(&ofi_->control[n + 1], sizeof(uint64_t), ofi_->control_mr.desc, in_[s].peer,
+                        kTagAbort | index_, &op.ctx);
+    confirm_pending_[s] = rc == -FI_EAGAIN;
+    op.busy = rc == 0;
+    if (rc != 0 && rc != -FI_EAGAIN) {
+      // The source then waits out its linger and leaves its endpoint open.
+      log::debug(ctx_->endpoint_name(false, index_), ": cannot confirm the END of ", ctx_->peer_name(true, s),
+                 ": ", fi_strerror(static_cast<int>(-rc)));
     }
   }
 
@@ -1559,7 +1653,10 @@ class FlowTarget final : public TargetCore, private FailureState {
                       std::to_string(e.data) + ", which names no segments of this target");
         return;
       }
-      for (uint64_t j = 0; j < count; ++j) arrived_[s * S + slot + j] = 1;
+      for (uint64_t j = 0; j < count; ++j) {
+        arrived_[s * S + slot + j] = 1;
+        note_arrival(static_cast<uint32_t>(s), static_cast<uint32_t>(slot + j));
+      }
       return;
     }
     if (e.op_context == nullptr || ofi_->ep->is_data_receive(e.op_context)) return;
@@ -1579,6 +1676,7 @@ class FlowTarget final : public TargetCore, private FailureState {
           return;
         }
         buffer_of_[op->ring * S + (seq - 1) % S] = static_cast<int32_t>(op->slot);
+        note_arrival(op->ring, op->slot);
         break;
       }
       case OpKind::kCreditSend:
@@ -1593,6 +1691,9 @@ class FlowTarget final : public TargetCore, private FailureState {
         break;
       case OpKind::kAbortSend:
         if (op->count > 0) --op->count;
+        break;
+      case OpKind::kConfirmSend:
+        op->busy = false;
         break;
       default:
         break;
@@ -1615,6 +1716,11 @@ class FlowTarget final : public TargetCore, private FailureState {
       return Status::kOk;
     }
     if (failed != nullptr && static_cast<Op*>(failed)->kind == OpKind::kAbortRecv) return Status::kOk;
+    if (failed != nullptr && static_cast<Op*>(failed)->kind == OpKind::kConfirmSend) {
+      // The source waits out its linger for it, then leaves its endpoint open.
+      static_cast<Op*>(failed)->busy = false;
+      return Status::kOk;
+    }
     if (failed != nullptr && static_cast<Op*>(failed)->kind == OpKind::kAbortSend) {
       Op* op = static_cast<Op*>(failed);
       if (op->count > 0) --op->count;
@@ -1818,6 +1924,8 @@ class FlowTarget final : public TargetCore, private FailureState {
   std::vector<uint8_t> credit_pending_;
   std::vector<Op> abort_ops_;           // [source]: the posted abort receive; [num_sources]: our abort sends
   std::vector<uint8_t> source_aborted_;  // [source]: it told us it was destroyed without close()
+  std::vector<Op> confirm_ops_;           // [source]: the END confirmation sent to it
+  std::vector<uint8_t> confirm_pending_;  // [source]: that confirmation awaits a retry
   Deadline next_liveness_{};
   CompletionReader cq_;
   // Declared last, so destroyed first: closing the endpoint may still touch

@@ -99,7 +99,8 @@ struct OfiTarget {
   std::vector<ofi::Memory> ring_mrs;
   uint64_t* outbox = nullptr;    // one credit word per source, sent from here
   ofi::Memory outbox_mr;
-  // Control messages: one receive word per source, then one word sent from.
+  // Control messages: one receive word per source, then the word aborts
+  // are sent from, then the word END confirmations are sent from.
   uint64_t* control = nullptr;
   ofi::Memory control_mr;
   // Completions read during wire-up that belong to the data path (a source
@@ -115,6 +116,13 @@ inline constexpr uint64_t kTagCredit = 2ULL << 60;
 // close(), or a target destroyed before every source's END. The index is the
 // sender's (its source or target index).
 inline constexpr uint64_t kTagAbort = 3ULL << 60;
+// The word a target sends a source on kTagAbort once every segment up to
+// that source's END has arrived (kEndConfirmed | the target's index): the
+// target sends nothing more to it, so the source may close its connection.
+// Before, a source closing a tcp connection while credit was still coming
+// in made the kernel reset it, and data not yet taken by the target (the END
+// above all) was thrown away.
+inline constexpr uint64_t kEndConfirmed = 1ULL << 63;
 // Wire-up at declare: a source greets each ofi target and the target answers,
 // so that every connection exists before the data plane needs it (over
 // tcp;ofi_rxm a first write returns -FI_EAGAIN until the peer drives its

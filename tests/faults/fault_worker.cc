@@ -17,6 +17,9 @@
 //                   it) and stays alive: rank 1's target must report it.
 //   ordered-idle    ordered replicate from ranks 0 and 1 to every rank; rank
 //                   1 goes idle for a while mid-flow: no gap may be declared.
+//   slow-target     rank 0 pushes N records to rank 1, closes and destroys
+//                   its source at once and waits; rank 1 consumes slowly
+//                   (a pause after every batch): it must get all N.
 #include <signal.h>
 #include <sluice/sluice.h>
 #include <unistd.h>
@@ -315,6 +318,37 @@ int source_abort(sluice::Cluster& c, const Args& a) {
   if (got != a.k)
     failed("got " + std::to_string(got) + " of the " + std::to_string(a.k) + " records published");
   lost(start, in.error());
+  return 0;
+}
+
+int slow_target(sluice::Cluster& c, const Args& a) {
+  auto spec = sluice::shuffle<Rec>("slow").sources(c.ranks({0})).targets(c.ranks({1}));
+  c.declare(spec);
+  Totals got;
+  if (c.rank() == 0) {
+    {
+      auto out = c.source(spec, 0);
+      for (uint64_t i = 0; i < a.n; ++i) {
+        if (out.push(Rec{i, i}) != Status::kOk) failed("push: " + out.error());
+      }
+      if (out.close() != Status::kOk) failed("close: " + out.error());
+    }
+    // The source is gone, the process stays: what the target still lacks
+    // must reach it all the same.
+    std::printf("SOURCE closed and destroyed\n");
+    std::fflush(stdout);
+  } else {
+    auto in = c.target(spec, 0);
+    while (auto b = in.consume(Clock::now() + std::chrono::seconds(30))) {
+      for (const Rec& r : *b) got.add(r);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (in.status() != Status::kEndOfFlow) {
+      failed("consume after " + std::to_string(got.count) + " of " + std::to_string(a.n) +
+             " records: " + sluice::to_string(in.status()) + ": " + in.error());
+    }
+  }
+  check_totals(c, got, a.n, expected_sum(1, a.n));
   return 0;
 }
 
@@ -704,6 +738,7 @@ int main(int argc, char** argv) {
     if (a.scenario == "target-abort") return target_abort(c, a);
     if (a.scenario == "source-abort") return source_abort(c, a);
     if (a.scenario == "ordered-idle") return ordered_idle(c, a);
+    if (a.scenario == "slow-target") return slow_target(c, a);
     if (a.scenario == "soak") return soak(c, a);
     failed("unknown scenario '" + a.scenario + "'");
   } catch (const sluice::PeerLostError& e) {

@@ -99,6 +99,20 @@ TEST(SingleThreadTest, CloseAndWaitReturnsOnceEverythingIsDelivered) {
 
 // Item 1: losing the target that leads the shared staging lane (ofi) must
 // not lose or overwrite the records of the other targets.
+// A source that closes and is destroyed while its target still has much to
+// take, its thread held 100 ms before its endpoint closes: over tcp, closing
+// then (while the target still sends it credit) resets the connection, which
+// can throw away what the target had not yet taken. The source now stays
+// until each target confirms that everything arrived (TcpCloseTest in
+// tests/multihost counts the resets).
+TEST(SingleThreadTest, ASourceDestroyedBeforeItsSlowTargetHasAllStillDeliversIt) {
+  auto r = run_job(2, {"--scenario", "slow-target", "--n", "200000"},
+                   {{"SLUICE_TEST_OFI_CLOSE_DELAY_MS", "100"}}, 60);
+  expect_no_leftovers(r);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED 200000 records"), 1) << r.output;
+}
+
 TEST(ReplicateLossTest, LosingOneTargetLosesNothingForTheOthers) {
   auto r = run_job(3, {"--scenario", "replicate-lead", "--n", "20000", "--k", "300"});
   EXPECT_FALSE(r.timed_out) << r.output;
