@@ -12,6 +12,9 @@
 #include <random>
 
 #include "combiner/combiner_reference.h"
+#include "combiner/group_table.h"
+#include "combiner/layout.h"
+#include "combiner/partial.h"
 #include "support/local_flow.h"
 
 namespace sluice {
@@ -125,6 +128,16 @@ std::string diff(const Group& g, const RefGroup& ref) {
   return why;
 }
 
+// The ends of a combiner over a LocalFlow of its partials.
+template <class T>
+CombinerSource<T> local_source(const CombinerSpec<T>& spec, testing::LocalFlow& flow, uint32_t s) {
+  return CombinerSource<T>(detail::make_combiner_source(spec.untyped(), flow.source_core(s)));
+}
+template <class T>
+CombinerTarget<T> local_target(const CombinerSpec<T>& spec, testing::LocalFlow& flow, uint32_t t) {
+  return CombinerTarget<T>(detail::make_combiner_target(spec.untyped(), flow.target_core(t)));
+}
+
 // What running a combiner over a LocalFlow produced.
 template <class T>
 struct Run {
@@ -139,12 +152,12 @@ struct Run {
 // any size drain. Then closes every source and collects every target.
 template <class T>
 Run<T> run_local(const CombinerSpec<T>& spec, const std::vector<std::vector<T>>& inputs) {
-  testing::LocalFlow flow(spec.flow().spec());
-  const size_t ntargets = spec.flow().spec().targets.size();
+  testing::LocalFlow flow(spec.untyped().flow_spec());
+  const size_t ntargets = spec.untyped().flow_spec().targets.size();
   std::vector<CombinerSource<T>> sources;
   std::vector<CombinerTarget<T>> targets;
-  for (uint32_t s = 0; s < inputs.size(); ++s) sources.emplace_back(spec, flow.bytes_source(s));
-  for (uint32_t t = 0; t < ntargets; ++t) targets.emplace_back(spec, flow.bytes_target(t));
+  for (uint32_t s = 0; s < inputs.size(); ++s) sources.push_back(local_source(spec, flow, s));
+  for (uint32_t t = 0; t < ntargets; ++t) targets.push_back(local_target(spec, flow, t));
   Run<T> run;
   auto poll_all = [&] {
     for (auto& t : targets) EXPECT_NE(t.poll(), Status::kInvalid) << t.error();
@@ -226,13 +239,40 @@ TEST(CombinerSpecTest, FieldsAreNumberedInOrderOfFirstDeclaration) {
   EXPECT_EQ(spec.field(&Sale::qty), 0u);
   EXPECT_EQ(spec.field(&Sale::price), 1u);
   // qty: one SUM slot (AVG shares it); price: SUM (for AVG), MIN, MAX.
-  EXPECT_EQ(spec.layout().slots, 4u);
-  EXPECT_EQ(spec.layout().partial_bytes(), 20u + 4 * 8);
-  EXPECT_EQ(spec.layout().describe(), "key u64@0; count; f0 i64@8 sum avg; f1 f64@16 min max avg");
+  EXPECT_EQ(spec.untyped().layout()->slots, 4u);
+  EXPECT_EQ(spec.untyped().layout()->partial_bytes(), 20u + 4 * 8);
+  EXPECT_EQ(spec.describe(), "key u64@0; count; f0 i64@8 sum avg; f1 f64@16 min max avg");
   EXPECT_NO_THROW(spec.validate());
-  EXPECT_EQ(spec.flow().spec().record_size, 0u);  // partials are byte records
-  EXPECT_EQ(spec.flow().spec().key_offset, detail::kPartialKeyOffset);
-  EXPECT_EQ(spec.flow().spec().key_size, 8u);
+  const FlowSpec flow = spec.untyped().flow_spec();
+  EXPECT_EQ(flow.record_size, 0u);  // partials are byte records
+  EXPECT_EQ(flow.key_offset, detail::kPartialKeyOffset);
+  EXPECT_EQ(flow.key_size, 8u);
+  EXPECT_NE(flow.type_name.find(spec.describe()), std::string::npos) << flow.type_name;
+}
+
+TEST(CombinerSpecTest, DeclareSeesTheLayoutSoParticipantsThatAggregateDifferentlyDisagree) {
+  struct R {
+    uint64_t k;
+    int64_t v;
+  };
+  auto base = [] {
+    return combiner<R>("agree")
+        .sources(testing::slots(2))
+        .targets(testing::slots(1))
+        .group_by(&R::k);
+  };
+  // Cluster::declare compares FlowSpec::canonical() between participants.
+  const std::string sum = base().sum(&R::v).untyped().flow_spec().canonical();
+  EXPECT_EQ(sum, base().sum(&R::v).untyped().flow_spec().canonical());
+  EXPECT_NE(sum, base().min(&R::v).untyped().flow_spec().canonical());
+  EXPECT_NE(sum, base().sum(&R::v).count().untyped().flow_spec().canonical());
+  EXPECT_NE(sum.find("f0 i64@8 sum"), std::string::npos) << sum;
+  // A copy keeps its layout when the original changes.
+  auto a = base().sum(&R::v);
+  auto b = a;
+  a.max(&R::v);
+  EXPECT_EQ(b.describe(), "key u64@0; f0 i64@8 sum");
+  EXPECT_EQ(a.describe(), "key u64@0; f0 i64@8 sum max");
 }
 
 TEST(CombinerSpecTest, RejectsWhatCannotWorkNamingTheFix) {
@@ -263,7 +303,7 @@ TEST(GroupTableTest, BoundedTableRefusesOnlyNewGroupsWhenFull) {
     int64_t v;
   };
   auto spec = combiner<R>("t").group_by(&R::k).sum(&R::v);
-  auto layout = std::make_shared<const detail::CombineLayout>(spec.layout());
+  auto layout = spec.untyped().layout();
   auto table = detail::GroupTable::bounded(layout, 3);
   auto add = [&](uint64_t k, int64_t v) {
     R r{k, v};
@@ -292,8 +332,7 @@ TEST(GroupTableTest, GrowingTableKeepsEveryGroupAcrossRehashes) {
     uint32_t v;
   };
   auto spec = combiner<R>("t").group_by(&R::k).sum(&R::v).max(&R::v);
-  auto table =
-      detail::GroupTable::growing(std::make_shared<const detail::CombineLayout>(spec.layout()), 4);
+  auto table = detail::GroupTable::growing(spec.untyped().layout(), 4);
   const size_t before = table.capacity();
   for (uint64_t i = 0; i < 3 * 10000; ++i) {
     R r{(i * 7919) % 10000, static_cast<uint32_t>(i)};
@@ -316,7 +355,7 @@ TEST(GroupTableTest, GrowingTableKeepsEveryGroupAcrossRehashes) {
 
 TEST(GroupTableTest, MergingPartialsOfChunksEqualsFoldingAllRecords) {
   auto spec = rec_spec("t", 1, 1, 1);
-  auto layout = std::make_shared<const detail::CombineLayout>(spec.layout());
+  auto layout = spec.untyped().layout();
   auto inputs = random_inputs(1, 5000, 50, 7);
   auto whole = detail::GroupTable::growing(layout, 16);
   auto merged = detail::GroupTable::growing(layout, 16);
@@ -332,8 +371,8 @@ TEST(GroupTableTest, MergingPartialsOfChunksEqualsFoldingAllRecords) {
         merged.merge(e[0], e[1], reinterpret_cast<const std::byte*>(e + 2));
     }
   }
-  auto a = CombinerResult::from_table(whole);
-  auto b = CombinerResult::from_table(merged);
+  auto a = detail::result_from_table(whole, 0);
+  auto b = detail::result_from_table(merged, 0);
   ASSERT_EQ(a.size(), b.size());
   const Reference ref = reference_of(inputs);
   for (size_t i = 0; i < a.size(); ++i) {
@@ -542,14 +581,14 @@ TEST(CombinerFlowTest, PushAfterCloseReturnsClosed) {
                   .targets(testing::slots(1))
                   .group_by(&R::k)
                   .count();
-  testing::LocalFlow flow(spec.flow().spec());
-  CombinerSource<R> src(spec, flow.bytes_source(0));
+  testing::LocalFlow flow(spec.untyped().flow_spec());
+  auto src = local_source(spec, flow, 0);
   EXPECT_EQ(src.push({1}), Status::kOk);
   EXPECT_EQ(src.close(), Status::kOk);
   EXPECT_EQ(src.push({1}), Status::kClosed);
   EXPECT_NE(src.error().find("after close"), std::string::npos) << src.error();
   EXPECT_EQ(src.close(), Status::kOk);  // idempotent
-  CombinerTarget<R> dst(spec, flow.bytes_target(0));
+  auto dst = local_target(spec, flow, 0);
   ASSERT_EQ(dst.collect(Clock::now() + std::chrono::seconds(5)), Status::kOk) << dst.error();
   EXPECT_EQ(dst.poll(), Status::kEndOfFlow);
   ASSERT_EQ(dst.result().size(), 1u);
@@ -571,11 +610,11 @@ TEST(CombinerFlowTest, TargetRejectsPartialsOfAnotherLayoutNamingTheFix) {
                       .targets(testing::slots(1))
                       .group_by(&R::k)
                       .min(&R::v);
-  testing::LocalFlow flow(sender.flow().spec());
-  CombinerSource<R> src(sender, flow.bytes_source(0));
+  testing::LocalFlow flow(sender.untyped().flow_spec());
+  auto src = local_source(sender, flow, 0);
   EXPECT_EQ(src.push({1, 2}), Status::kOk);
   EXPECT_EQ(src.close(), Status::kOk);
-  CombinerTarget<R> dst(receiver, flow.bytes_target(0));
+  auto dst = local_target(receiver, flow, 0);
   EXPECT_EQ(dst.collect(Clock::now() + std::chrono::seconds(5)), Status::kInvalid);
   EXPECT_FALSE(dst.done());
   EXPECT_NE(dst.error().find("must declare the same group_by"), std::string::npos) << dst.error();

@@ -195,7 +195,7 @@ void target_done(uint32_t index, sluice::CombinerTarget<Sale>& dst, Shared* sh) 
 
 void run_source(sluice::Cluster& c, const Spec& spec, const Inputs& in, uint32_t slot,
                 uint32_t index, Shared* sh) {
-  sluice::CombinerSource<Sale> src(c, spec, slot);
+  auto src = c.source(spec, slot);
   sluice::Status st = sluice::Status::kOk;
   in.replay(index, [&](const Sale& s) {
     if (st == sluice::Status::kOk) st = src.push(s);
@@ -207,7 +207,7 @@ void run_source(sluice::Cluster& c, const Spec& spec, const Inputs& in, uint32_t
 }
 
 void run_target(sluice::Cluster& c, const Spec& spec, uint32_t slot, uint32_t index, Shared* sh) {
-  sluice::CombinerTarget<Sale> dst(c, spec, slot);
+  auto dst = c.target(spec, slot);
   const sluice::Status st = dst.collect(sluice::Clock::now() + kCollectLimit);
   if (st != sluice::Status::kOk)
     return sh->error(std::string("collect: ") + sluice::to_string(st) + ": " + dst.error());
@@ -218,8 +218,8 @@ void run_target(sluice::Cluster& c, const Spec& spec, uint32_t slot, uint32_t in
 // own target's rings draining while it pushes and closes.
 void run_both(sluice::Cluster& c, const Spec& spec, const Inputs& in, uint32_t slot, uint32_t index,
               Shared* sh) {
-  sluice::CombinerSource<Sale> src(c, spec, slot);
-  sluice::CombinerTarget<Sale> dst(c, spec, slot);
+  auto src = c.source(spec, slot);
+  auto dst = c.target(spec, slot);
   std::string failed;
   auto poll = [&] {
     const sluice::Status p = dst.poll();
@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
                     .max(&Sale::weight)
                     .count()
                     .local_groups(a.local_groups);
-    spec.declare(c);
+    c.declare(spec);
     const Inputs inputs(a);
 
     Shared sh;
