@@ -20,15 +20,16 @@
 //   auto src = cluster.source(spec, slot);                // a CombinerSource<Sale>
 //   if (src.push(sale) != sluice::Status::kOk) { ... src.error() ... }
 //   if (src.close() != sluice::Status::kOk) { ... }
-//   // on a target thread:
+//   // on a thread that is only a target:
 //   auto dst = cluster.target(spec, slot);                // a CombinerTarget<Sale>
 //   if (dst.collect(deadline) != sluice::Status::kOk) { ... dst.error() ... }
 //   for (const sluice::Group& g : dst.result().groups())
 //     use(g.key, g.count, g.sum(&Sale::qty), g.min(&Sale::price), g.avg(1));
 //
-// A thread that is a source and a target at once (of this flow or of others)
-// hands its combiner target to a Worker (worker.h) and pushes and closes its
-// sources through it, so that arriving partials are merged while a push waits:
+// A thread that is a source and a target at once (endpoint (0, 0) above, or
+// of this flow and others) hands its combiner target to a Worker (worker.h)
+// and pushes and closes its sources through it, so that arriving partials
+// are merged while a push waits:
 //
 //   sluice::Worker w;
 //   w.add(cluster.target(spec, slot), [&](sluice::CombinerResult r) { result = std::move(r); });
@@ -544,18 +545,7 @@ class CombinerTarget {
   // resumes. kPeerLost, kInvalid: see error(); the result is incomplete and
   // never handed out, and later calls return the same status.
   [[nodiscard]] Status collect(Deadline deadline = kForever) { return core_->collect(deadline); }
-  // Merges what has arrived without waiting. kOk: more may come.
-  // kEndOfFlow: done, as collect() returning kOk. kPeerLost, kInvalid as
-  // for collect().
-  [[nodiscard]] Status poll() {
-    for (int i = 0; i < 16; ++i) {
-      const Status s = core_->poll_one();
-      if (s == Status::kTimeout) return Status::kOk;
-      if (s != Status::kOk) return s;
-    }
-    return Status::kOk;
-  }
-  // True once collect() returned kOk (or poll() kEndOfFlow).
+  // True once collect() returned kOk.
   bool done() const { return core_->done(); }
   // The final groups. REQUIRES: done().
   const CombinerResult& result() const { return core_->result(); }

@@ -15,6 +15,7 @@
 #include "combiner/group_table.h"
 #include "combiner/layout.h"
 #include "combiner/partial.h"
+#include "sluice/worker.h"
 #include "support/local_flow.h"
 
 namespace sluice {
@@ -148,46 +149,49 @@ struct Run {
 };
 
 // Pushes inputs[s] through source s, one record per source in turn, on this
-// one thread: whenever a ring is full it polls every target, so rings of
-// any size drain. Then closes every source and collects every target.
+// one thread, and has a Worker merge every target's partials: whenever a ring
+// is full, pushing through the Worker drains the targets, so rings of any
+// size drain. Then closes every source and runs the Worker to the end.
 template <class T>
 Run<T> run_local(const CombinerSpec<T>& spec, const std::vector<std::vector<T>>& inputs) {
   testing::LocalFlow flow(spec.untyped().flow_spec());
   const size_t ntargets = spec.untyped().flow_spec().targets.size();
+  const Deadline deadline = Clock::now() + std::chrono::seconds(10);
   std::vector<CombinerSource<T>> sources;
-  std::vector<CombinerTarget<T>> targets;
   for (uint32_t s = 0; s < inputs.size(); ++s) sources.push_back(local_source(spec, flow, s));
-  for (uint32_t t = 0; t < ntargets; ++t) targets.push_back(local_target(spec, flow, t));
   Run<T> run;
-  auto poll_all = [&] {
-    for (auto& t : targets) EXPECT_NE(t.poll(), Status::kInvalid) << t.error();
-  };
+  run.results.resize(ntargets);
+  std::vector<int> handed(ntargets, 0);
+  Worker w;
+  for (uint32_t t = 0; t < ntargets; ++t) {
+    w.add(local_target(spec, flow, t), [&run, &handed, t](CombinerResult r) {
+      run.results[t] = std::move(r);
+      ++handed[t];
+    });
+  }
   size_t longest = 0;
   for (const auto& in : inputs) longest = std::max(longest, in.size());
   for (size_t i = 0; i < longest; ++i) {
     for (size_t s = 0; s < inputs.size(); ++s) {
       if (i >= inputs[s].size()) continue;
-      Status st;
-      while ((st = sources[s].try_push(inputs[s][i])) == Status::kBackPressured) {
+      Status st = sources[s].try_push(inputs[s][i]);
+      if (st == Status::kBackPressured) {
         ++run.backpressured;
-        poll_all();
+        st = w.push(sources[s], inputs[s][i], deadline);
       }
       EXPECT_EQ(st, Status::kOk) << sources[s].error();
     }
   }
   for (auto& s : sources) {
-    Status st;
-    while ((st = s.close(Clock::now())) == Status::kTimeout) poll_all();
-    EXPECT_EQ(st, Status::kOk) << s.error();
+    EXPECT_EQ(w.close(s, deadline), Status::kOk) << s.error();
     run.table_flushes += s.table_flushes();
     run.partials += s.partials_sent();
   }
+  EXPECT_EQ(w.run(deadline), Status::kEndOfFlow) << w.error(w.reported());
   uint64_t merged = 0;
-  for (auto& t : targets) {
-    EXPECT_EQ(t.collect(Clock::now() + std::chrono::seconds(10)), Status::kOk) << t.error();
-    EXPECT_TRUE(t.done());
-    merged += t.partials_merged();
-    run.results.push_back(t.take_result());
+  for (uint32_t t = 0; t < ntargets; ++t) {
+    EXPECT_EQ(handed[t], 1) << "target " << t << "'s handler runs once, at end of flow";
+    merged += run.results[t].partials();
   }
   EXPECT_EQ(merged, run.partials);
   return run;
@@ -590,7 +594,8 @@ TEST(CombinerFlowTest, PushAfterCloseReturnsClosed) {
   EXPECT_EQ(src.close(), Status::kOk);  // idempotent
   auto dst = local_target(spec, flow, 0);
   ASSERT_EQ(dst.collect(Clock::now() + std::chrono::seconds(5)), Status::kOk) << dst.error();
-  EXPECT_EQ(dst.poll(), Status::kEndOfFlow);
+  EXPECT_TRUE(dst.done());
+  EXPECT_EQ(dst.collect(Clock::now()), Status::kOk);  // and stays done
   ASSERT_EQ(dst.result().size(), 1u);
   EXPECT_EQ(dst.result().groups()[0].count, 1u);
 }
@@ -619,7 +624,38 @@ TEST(CombinerFlowTest, TargetRejectsPartialsOfAnotherLayoutNamingTheFix) {
   EXPECT_FALSE(dst.done());
   EXPECT_NE(dst.error().find("must declare the same group_by"), std::string::npos) << dst.error();
   EXPECT_NE(dst.error().find("f0 i64@8 min"), std::string::npos) << dst.error();
-  EXPECT_EQ(dst.poll(), Status::kInvalid);  // and stays failed
+  EXPECT_EQ(dst.collect(Clock::now()), Status::kInvalid);  // and stays failed
+}
+
+TEST(CombinerFlowTest, WorkerReportsATargetThatGetsPartialsOfAnotherLayoutWithoutAResult) {
+  struct R {
+    uint64_t k;
+    int64_t v;
+  };
+  auto sender = combiner<R>("worker-mismatch")
+                    .sources(testing::slots(1))
+                    .targets(testing::slots(1))
+                    .group_by(&R::k)
+                    .sum(&R::v);
+  auto receiver = combiner<R>("worker-mismatch")
+                      .sources(testing::slots(1))
+                      .targets(testing::slots(1))
+                      .group_by(&R::k)
+                      .max(&R::v);
+  testing::LocalFlow flow(sender.untyped().flow_spec());
+  auto src = local_source(sender, flow, 0);
+  bool handed = false;
+  Worker w;
+  const Worker::InputId id =
+      w.add(local_target(receiver, flow, 0), [&](CombinerResult) { handed = true; });
+  EXPECT_EQ(w.push(src, R{1, 2}), Status::kOk);
+  EXPECT_EQ(w.close(src), Status::kOk);
+  EXPECT_EQ(w.run(Clock::now() + std::chrono::seconds(5)), Status::kInvalid);
+  EXPECT_EQ(w.reported(), id);
+  EXPECT_EQ(w.status(id), Status::kInvalid);
+  EXPECT_NE(w.error(id).find("f0 i64@8 max"), std::string::npos) << w.error(id);
+  EXPECT_FALSE(handed);
+  EXPECT_TRUE(w.done());
 }
 
 TEST(GroupTest, AskingForAnUndeclaredAggregateThrowsNamingTheFix) {
