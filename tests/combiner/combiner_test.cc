@@ -600,21 +600,18 @@ TEST(CombinerFlowTest, PushAfterCloseReturnsClosed) {
   EXPECT_EQ(dst.result().groups()[0].count, 1u);
 }
 
+// One key and one value, for specs of one flow that aggregate it differently.
+struct KV {
+  uint64_t k;
+  int64_t v;
+};
+CombinerSpec<KV> kv_spec(const char* name) {
+  return combiner<KV>(name).sources(testing::slots(1)).targets(testing::slots(1)).group_by(&KV::k);
+}
+
 TEST(CombinerFlowTest, TargetRejectsPartialsOfAnotherLayoutNamingTheFix) {
-  struct R {
-    uint64_t k;
-    int64_t v;
-  };
-  auto sender = combiner<R>("mismatch")
-                    .sources(testing::slots(1))
-                    .targets(testing::slots(1))
-                    .group_by(&R::k)
-                    .sum(&R::v);
-  auto receiver = combiner<R>("mismatch")
-                      .sources(testing::slots(1))
-                      .targets(testing::slots(1))
-                      .group_by(&R::k)
-                      .min(&R::v);
+  auto sender = kv_spec("mismatch").sum(&KV::v);
+  auto receiver = kv_spec("mismatch").min(&KV::v);
   testing::LocalFlow flow(sender.untyped().flow_spec());
   auto src = local_source(sender, flow, 0);
   EXPECT_EQ(src.push({1, 2}), Status::kOk);
@@ -628,27 +625,15 @@ TEST(CombinerFlowTest, TargetRejectsPartialsOfAnotherLayoutNamingTheFix) {
 }
 
 TEST(CombinerFlowTest, WorkerReportsATargetThatGetsPartialsOfAnotherLayoutWithoutAResult) {
-  struct R {
-    uint64_t k;
-    int64_t v;
-  };
-  auto sender = combiner<R>("worker-mismatch")
-                    .sources(testing::slots(1))
-                    .targets(testing::slots(1))
-                    .group_by(&R::k)
-                    .sum(&R::v);
-  auto receiver = combiner<R>("worker-mismatch")
-                      .sources(testing::slots(1))
-                      .targets(testing::slots(1))
-                      .group_by(&R::k)
-                      .max(&R::v);
+  auto sender = kv_spec("worker-mismatch").sum(&KV::v);
+  auto receiver = kv_spec("worker-mismatch").max(&KV::v);
   testing::LocalFlow flow(sender.untyped().flow_spec());
   auto src = local_source(sender, flow, 0);
   bool handed = false;
   Worker w;
   const Worker::InputId id =
       w.add(local_target(receiver, flow, 0), [&](CombinerResult) { handed = true; });
-  EXPECT_EQ(w.push(src, R{1, 2}), Status::kOk);
+  EXPECT_EQ(w.push(src, KV{1, 2}), Status::kOk);
   EXPECT_EQ(w.close(src), Status::kOk);
   EXPECT_EQ(w.run(Clock::now() + std::chrono::seconds(5)), Status::kInvalid);
   EXPECT_EQ(w.reported(), id);

@@ -45,36 +45,31 @@ struct Args {
   uint64_t seed = 7;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::printf("FAILED: %s\n", why.c_str());
-  std::exit(2);
-}
-
+// "--name value" pairs; an unknown name or a missing value ends the program.
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
-    if (i + 1 >= argc) usage(k + " needs a value");
-    const std::string v = argv[++i];
-    if (k == "--records")
-      a.records = std::stoull(v);
-    else if (k == "--groups")
-      a.groups = std::stoull(v);
-    else if (k == "--seed")
-      a.seed = std::stoull(v);
-    else
-      usage("unknown option " + k);
+    uint64_t* field = k == "--records"  ? &a.records
+                      : k == "--groups" ? &a.groups
+                      : k == "--seed"   ? &a.seed
+                                        : nullptr;
+    if (field == nullptr || i + 1 >= argc) {
+      std::printf("FAILED: bad option %s (--records N, --groups G, --seed X)\n", k.c_str());
+      std::exit(2);
+    }
+    *field = std::stoull(argv[i + 1]);
   }
-  if (a.groups == 0) usage("--groups must be at least 1");
+  if (a.groups == 0) {
+    std::printf("FAILED: --groups must be at least 1\n");
+    std::exit(2);
+  }
   return a;
 }
 
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// sluice::hash64 (the public routing hash) of x plus an odd constant, so
+// that zero inputs do not hash to zero.
+uint64_t mix(uint64_t x) { return sluice::hash64(x + 0x9e3779b97f4a7c15ULL); }
 
 // Record `seq` of rank `rank`: the same on every rank that replays it.
 Obs make(const Args& a, uint32_t rank, uint32_t seq) {
