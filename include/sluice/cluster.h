@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/combiner.h"
 #include "sluice/errors.h"
 #include "sluice/flow.h"
 #include "sluice/memory.h"
@@ -93,6 +94,10 @@ class Cluster {
   template <class T>
   void declare(const ReplicateSpec<T>& spec) { declare(spec.spec()); }
   void declare(const BytesReplicateSpec& spec) { declare(spec.spec()); }
+  // A combiner flow (combiner.h): participants must also agree on its
+  // group key, value fields and aggregates.
+  template <class T>
+  void declare(const CombinerSpec<T>& spec) { declare(spec.untyped().flow_spec()); }
 
   // The source for endpoint (rank(), slot) of a declared flow. REQUIRES: the
   // endpoint is one of the flow's sources, opened at most once.
@@ -132,6 +137,20 @@ class Cluster {
   BytesTarget target(const BytesReplicateSpec& spec, uint32_t slot) {
     check_record(spec.spec(), 0);
     return BytesTarget(open_target(spec.spec().name, slot));
+  }
+  // The same for combiner flows: push() folds into the source's table,
+  // the target ends up with the final groups.
+  template <class T>
+  CombinerSource<T> source(const CombinerSpec<T>& spec, uint32_t slot) {
+    const FlowSpec flow = spec.untyped().flow_spec();
+    check_record(flow, 0);
+    return CombinerSource<T>(detail::make_combiner_source(spec.untyped(), open_source(flow.name, slot)));
+  }
+  template <class T>
+  CombinerTarget<T> target(const CombinerSpec<T>& spec, uint32_t slot) {
+    const FlowSpec flow = spec.untyped().flow_spec();
+    check_record(flow, 0);
+    return CombinerTarget<T>(detail::make_combiner_target(spec.untyped(), open_target(flow.name, slot)));
   }
 
   // Waits until every rank of the job has called barrier with the same name

@@ -18,6 +18,11 @@
 //   if (w.close(out) != sluice::Status::kOk) { ... }
 //   if (w.run() != sluice::Status::kEndOfFlow) { ... w.error(0) ... }
 //
+// Combiner flows take part the same way: w.add(cluster.target(combiner_spec,
+// slot), on_result) merges partials as they arrive and hands the final
+// groups to on_result(CombinerResult&&) at end of flow, and w.push(src, r) /
+// w.close(src) take a CombinerSource.
+//
 // A worker that also has local work polls, works, and idles (the worker loop
 // of the shuffle-middleware paper): idle(n) with the work done this round
 // resets the back-off when n > 0, and otherwise spins, yields, then parks
@@ -62,6 +67,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/combiner.h"
 #include "sluice/flow.h"
 
 namespace sluice {
@@ -145,6 +151,34 @@ class TypedInput final : public WorkerInput {
   std::string released_error_;
 };
 
+// A combiner target with its result handler: poll_one() merges one batch
+// of partials; at end of flow it hands the final groups to the handler.
+template <class T, class F>
+class CombinerInput final : public WorkerInput {
+ public:
+  CombinerInput(CombinerTarget<T> target, CombinerTargetCore* combiner, F on_result)
+      : target_(std::move(target)), combiner_(combiner), on_result_(std::move(on_result)) {}
+
+  Status poll_one() override {
+    const Status s = combiner_->poll_one();
+    if (s == Status::kEndOfFlow) on_result_(std::move(combiner_->result()));
+    return s;
+  }
+  const std::string& error() const override { return target_ ? target_.error() : released_error_; }
+  uint64_t gap() const override { return 0; }
+  void release() override {
+    released_error_ = target_.error();
+    combiner_ = nullptr;
+    target_ = CombinerTarget<T>{};
+  }
+
+ private:
+  CombinerTarget<T> target_;
+  CombinerTargetCore* combiner_;  // target_'s; null once released
+  F on_result_;
+  std::string released_error_;
+};
+
 }  // namespace detail
 
 class Worker {
@@ -190,6 +224,22 @@ class Worker {
                                std::move(target), std::move(on_batch), std::move(on_gap)));
   }
 
+  // Combiner flows (combiner.h): poll() merges the partials as they arrive,
+  // one batch at a time, and once every source has closed hands the final
+  // groups to `on_result`, called once as on_result(CombinerResult&&) (a
+  // handler taking a CombinerResult by value or by const reference works
+  // too). A failure (kPeerLost, kInvalid from partials of another layout)
+  // ends the input without a result; run() reports it.
+  template <class T, class F>
+  InputId add(CombinerTarget<T> target, F on_result) {
+    static_assert(std::is_invocable_v<F&, CombinerResult&&>,
+                  "a combiner target's handler is called as on_result(CombinerResult&&)");
+    detail::CombinerTargetCore* combiner = target.core_.get();
+    detail::TargetCore* core = combiner != nullptr ? combiner->flow_target() : nullptr;
+    return add_input(core, std::make_unique<detail::CombinerInput<T, F>>(
+                               std::move(target), combiner, std::move(on_result)));
+  }
+
   // Hands at most one ready batch per input to its handler, at most `limit`
   // in all, and notes inputs that ended or failed. Returns the batches
   // handed out plus the inputs that ended (the work done). Never waits.
@@ -233,7 +283,27 @@ class Worker {
     return wait_for(s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
                     [&] { return s.push_to(target, r, deadline); });
   }
-  // Source::flush and Source::close (any source type), delivering the
+  // CombinerSource::push, delivering the inputs while the source's partials
+  // wait for credit. Same results as the source's push.
+  template <class T>
+  [[nodiscard]] Status push(CombinerSource<T>& s, const T& r, Deadline deadline = kForever) {
+    Status st = s.try_push(r);
+    if (st != Status::kBackPressured) [[likely]] return st;
+    return wait_for(s.core_->flow_source(), deadline, [&] { return s.try_push(r); },
+                    [&] { return s.push(r, deadline); });
+  }
+  // CombinerSource::flush and close, delivering the inputs while they wait.
+  template <class T>
+  [[nodiscard]] Status flush(CombinerSource<T>& s, Deadline deadline = kForever) {
+    return wait_for(s.core_->flow_source(), deadline, [&] { return s.flush(Deadline::min()); },
+                    [&] { return s.flush(deadline); });
+  }
+  template <class T>
+  [[nodiscard]] Status close(CombinerSource<T>& s, Deadline deadline = kForever) {
+    return wait_for(s.core_->flow_source(), deadline, [&] { return s.close(Deadline::min()); },
+                    [&] { return s.close(deadline); });
+  }
+  // Source::flush and Source::close (any other source type), delivering the
   // inputs while they wait. close()'s rules hold: after kTimeout, call again.
   template <class S>
   [[nodiscard]] Status flush(S& s, Deadline deadline = kForever) {

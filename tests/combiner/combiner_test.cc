@@ -12,6 +12,10 @@
 #include <random>
 
 #include "combiner/combiner_reference.h"
+#include "combiner/group_table.h"
+#include "combiner/layout.h"
+#include "combiner/partial.h"
+#include "sluice/worker.h"
 #include "support/local_flow.h"
 
 namespace sluice {
@@ -125,6 +129,16 @@ std::string diff(const Group& g, const RefGroup& ref) {
   return why;
 }
 
+// The ends of a combiner over a LocalFlow of its partials.
+template <class T>
+CombinerSource<T> local_source(const CombinerSpec<T>& spec, testing::LocalFlow& flow, uint32_t s) {
+  return CombinerSource<T>(detail::make_combiner_source(spec.untyped(), flow.source_core(s)));
+}
+template <class T>
+CombinerTarget<T> local_target(const CombinerSpec<T>& spec, testing::LocalFlow& flow, uint32_t t) {
+  return CombinerTarget<T>(detail::make_combiner_target(spec.untyped(), flow.target_core(t)));
+}
+
 // What running a combiner over a LocalFlow produced.
 template <class T>
 struct Run {
@@ -135,46 +149,49 @@ struct Run {
 };
 
 // Pushes inputs[s] through source s, one record per source in turn, on this
-// one thread: whenever a ring is full it polls every target, so rings of
-// any size drain. Then closes every source and collects every target.
+// one thread, and has a Worker merge every target's partials: whenever a ring
+// is full, pushing through the Worker drains the targets, so rings of any
+// size drain. Then closes every source and runs the Worker to the end.
 template <class T>
 Run<T> run_local(const CombinerSpec<T>& spec, const std::vector<std::vector<T>>& inputs) {
-  testing::LocalFlow flow(spec.flow().spec());
-  const size_t ntargets = spec.flow().spec().targets.size();
+  testing::LocalFlow flow(spec.untyped().flow_spec());
+  const size_t ntargets = spec.untyped().flow_spec().targets.size();
+  const Deadline deadline = Clock::now() + std::chrono::seconds(10);
   std::vector<CombinerSource<T>> sources;
-  std::vector<CombinerTarget<T>> targets;
-  for (uint32_t s = 0; s < inputs.size(); ++s) sources.emplace_back(spec, flow.bytes_source(s));
-  for (uint32_t t = 0; t < ntargets; ++t) targets.emplace_back(spec, flow.bytes_target(t));
+  for (uint32_t s = 0; s < inputs.size(); ++s) sources.push_back(local_source(spec, flow, s));
   Run<T> run;
-  auto poll_all = [&] {
-    for (auto& t : targets) EXPECT_NE(t.poll(), Status::kInvalid) << t.error();
-  };
+  run.results.resize(ntargets);
+  std::vector<int> handed(ntargets, 0);
+  Worker w;
+  for (uint32_t t = 0; t < ntargets; ++t) {
+    w.add(local_target(spec, flow, t), [&run, &handed, t](CombinerResult r) {
+      run.results[t] = std::move(r);
+      ++handed[t];
+    });
+  }
   size_t longest = 0;
   for (const auto& in : inputs) longest = std::max(longest, in.size());
   for (size_t i = 0; i < longest; ++i) {
     for (size_t s = 0; s < inputs.size(); ++s) {
       if (i >= inputs[s].size()) continue;
-      Status st;
-      while ((st = sources[s].try_push(inputs[s][i])) == Status::kBackPressured) {
+      Status st = sources[s].try_push(inputs[s][i]);
+      if (st == Status::kBackPressured) {
         ++run.backpressured;
-        poll_all();
+        st = w.push(sources[s], inputs[s][i], deadline);
       }
       EXPECT_EQ(st, Status::kOk) << sources[s].error();
     }
   }
   for (auto& s : sources) {
-    Status st;
-    while ((st = s.close(Clock::now())) == Status::kTimeout) poll_all();
-    EXPECT_EQ(st, Status::kOk) << s.error();
+    EXPECT_EQ(w.close(s, deadline), Status::kOk) << s.error();
     run.table_flushes += s.table_flushes();
     run.partials += s.partials_sent();
   }
+  EXPECT_EQ(w.run(deadline), Status::kEndOfFlow) << w.error(w.reported());
   uint64_t merged = 0;
-  for (auto& t : targets) {
-    EXPECT_EQ(t.collect(Clock::now() + std::chrono::seconds(10)), Status::kOk) << t.error();
-    EXPECT_TRUE(t.done());
-    merged += t.partials_merged();
-    run.results.push_back(t.take_result());
+  for (uint32_t t = 0; t < ntargets; ++t) {
+    EXPECT_EQ(handed[t], 1) << "target " << t << "'s handler runs once, at end of flow";
+    merged += run.results[t].partials();
   }
   EXPECT_EQ(merged, run.partials);
   return run;
@@ -226,13 +243,40 @@ TEST(CombinerSpecTest, FieldsAreNumberedInOrderOfFirstDeclaration) {
   EXPECT_EQ(spec.field(&Sale::qty), 0u);
   EXPECT_EQ(spec.field(&Sale::price), 1u);
   // qty: one SUM slot (AVG shares it); price: SUM (for AVG), MIN, MAX.
-  EXPECT_EQ(spec.layout().slots, 4u);
-  EXPECT_EQ(spec.layout().partial_bytes(), 20u + 4 * 8);
-  EXPECT_EQ(spec.layout().describe(), "key u64@0; count; f0 i64@8 sum avg; f1 f64@16 min max avg");
+  EXPECT_EQ(spec.untyped().layout()->slots, 4u);
+  EXPECT_EQ(spec.untyped().layout()->partial_bytes(), 20u + 4 * 8);
+  EXPECT_EQ(spec.describe(), "key u64@0; count; f0 i64@8 sum avg; f1 f64@16 min max avg");
   EXPECT_NO_THROW(spec.validate());
-  EXPECT_EQ(spec.flow().spec().record_size, 0u);  // partials are byte records
-  EXPECT_EQ(spec.flow().spec().key_offset, detail::kPartialKeyOffset);
-  EXPECT_EQ(spec.flow().spec().key_size, 8u);
+  const FlowSpec flow = spec.untyped().flow_spec();
+  EXPECT_EQ(flow.record_size, 0u);  // partials are byte records
+  EXPECT_EQ(flow.key_offset, detail::kPartialKeyOffset);
+  EXPECT_EQ(flow.key_size, 8u);
+  EXPECT_NE(flow.type_name.find(spec.describe()), std::string::npos) << flow.type_name;
+}
+
+TEST(CombinerSpecTest, DeclareSeesTheLayoutSoParticipantsThatAggregateDifferentlyDisagree) {
+  struct R {
+    uint64_t k;
+    int64_t v;
+  };
+  auto base = [] {
+    return combiner<R>("agree")
+        .sources(testing::slots(2))
+        .targets(testing::slots(1))
+        .group_by(&R::k);
+  };
+  // Cluster::declare compares FlowSpec::canonical() between participants.
+  const std::string sum = base().sum(&R::v).untyped().flow_spec().canonical();
+  EXPECT_EQ(sum, base().sum(&R::v).untyped().flow_spec().canonical());
+  EXPECT_NE(sum, base().min(&R::v).untyped().flow_spec().canonical());
+  EXPECT_NE(sum, base().sum(&R::v).count().untyped().flow_spec().canonical());
+  EXPECT_NE(sum.find("f0 i64@8 sum"), std::string::npos) << sum;
+  // A copy keeps its layout when the original changes.
+  auto a = base().sum(&R::v);
+  auto b = a;
+  a.max(&R::v);
+  EXPECT_EQ(b.describe(), "key u64@0; f0 i64@8 sum");
+  EXPECT_EQ(a.describe(), "key u64@0; f0 i64@8 sum max");
 }
 
 TEST(CombinerSpecTest, RejectsWhatCannotWorkNamingTheFix) {
@@ -263,7 +307,7 @@ TEST(GroupTableTest, BoundedTableRefusesOnlyNewGroupsWhenFull) {
     int64_t v;
   };
   auto spec = combiner<R>("t").group_by(&R::k).sum(&R::v);
-  auto layout = std::make_shared<const detail::CombineLayout>(spec.layout());
+  auto layout = spec.untyped().layout();
   auto table = detail::GroupTable::bounded(layout, 3);
   auto add = [&](uint64_t k, int64_t v) {
     R r{k, v};
@@ -292,8 +336,7 @@ TEST(GroupTableTest, GrowingTableKeepsEveryGroupAcrossRehashes) {
     uint32_t v;
   };
   auto spec = combiner<R>("t").group_by(&R::k).sum(&R::v).max(&R::v);
-  auto table =
-      detail::GroupTable::growing(std::make_shared<const detail::CombineLayout>(spec.layout()), 4);
+  auto table = detail::GroupTable::growing(spec.untyped().layout(), 4);
   const size_t before = table.capacity();
   for (uint64_t i = 0; i < 3 * 10000; ++i) {
     R r{(i * 7919) % 10000, static_cast<uint32_t>(i)};
@@ -316,7 +359,7 @@ TEST(GroupTableTest, GrowingTableKeepsEveryGroupAcrossRehashes) {
 
 TEST(GroupTableTest, MergingPartialsOfChunksEqualsFoldingAllRecords) {
   auto spec = rec_spec("t", 1, 1, 1);
-  auto layout = std::make_shared<const detail::CombineLayout>(spec.layout());
+  auto layout = spec.untyped().layout();
   auto inputs = random_inputs(1, 5000, 50, 7);
   auto whole = detail::GroupTable::growing(layout, 16);
   auto merged = detail::GroupTable::growing(layout, 16);
@@ -332,8 +375,8 @@ TEST(GroupTableTest, MergingPartialsOfChunksEqualsFoldingAllRecords) {
         merged.merge(e[0], e[1], reinterpret_cast<const std::byte*>(e + 2));
     }
   }
-  auto a = CombinerResult::from_table(whole);
-  auto b = CombinerResult::from_table(merged);
+  auto a = detail::result_from_table(whole, 0);
+  auto b = detail::result_from_table(merged, 0);
   ASSERT_EQ(a.size(), b.size());
   const Reference ref = reference_of(inputs);
   for (size_t i = 0; i < a.size(); ++i) {
@@ -542,45 +585,62 @@ TEST(CombinerFlowTest, PushAfterCloseReturnsClosed) {
                   .targets(testing::slots(1))
                   .group_by(&R::k)
                   .count();
-  testing::LocalFlow flow(spec.flow().spec());
-  CombinerSource<R> src(spec, flow.bytes_source(0));
+  testing::LocalFlow flow(spec.untyped().flow_spec());
+  auto src = local_source(spec, flow, 0);
   EXPECT_EQ(src.push({1}), Status::kOk);
   EXPECT_EQ(src.close(), Status::kOk);
   EXPECT_EQ(src.push({1}), Status::kClosed);
   EXPECT_NE(src.error().find("after close"), std::string::npos) << src.error();
   EXPECT_EQ(src.close(), Status::kOk);  // idempotent
-  CombinerTarget<R> dst(spec, flow.bytes_target(0));
+  auto dst = local_target(spec, flow, 0);
   ASSERT_EQ(dst.collect(Clock::now() + std::chrono::seconds(5)), Status::kOk) << dst.error();
-  EXPECT_EQ(dst.poll(), Status::kEndOfFlow);
+  EXPECT_TRUE(dst.done());
+  EXPECT_EQ(dst.collect(Clock::now()), Status::kOk);  // and stays done
   ASSERT_EQ(dst.result().size(), 1u);
   EXPECT_EQ(dst.result().groups()[0].count, 1u);
 }
 
+// One key and one value, for specs of one flow that aggregate it differently.
+struct KV {
+  uint64_t k;
+  int64_t v;
+};
+CombinerSpec<KV> kv_spec(const char* name) {
+  return combiner<KV>(name).sources(testing::slots(1)).targets(testing::slots(1)).group_by(&KV::k);
+}
+
 TEST(CombinerFlowTest, TargetRejectsPartialsOfAnotherLayoutNamingTheFix) {
-  struct R {
-    uint64_t k;
-    int64_t v;
-  };
-  auto sender = combiner<R>("mismatch")
-                    .sources(testing::slots(1))
-                    .targets(testing::slots(1))
-                    .group_by(&R::k)
-                    .sum(&R::v);
-  auto receiver = combiner<R>("mismatch")
-                      .sources(testing::slots(1))
-                      .targets(testing::slots(1))
-                      .group_by(&R::k)
-                      .min(&R::v);
-  testing::LocalFlow flow(sender.flow().spec());
-  CombinerSource<R> src(sender, flow.bytes_source(0));
+  auto sender = kv_spec("mismatch").sum(&KV::v);
+  auto receiver = kv_spec("mismatch").min(&KV::v);
+  testing::LocalFlow flow(sender.untyped().flow_spec());
+  auto src = local_source(sender, flow, 0);
   EXPECT_EQ(src.push({1, 2}), Status::kOk);
   EXPECT_EQ(src.close(), Status::kOk);
-  CombinerTarget<R> dst(receiver, flow.bytes_target(0));
+  auto dst = local_target(receiver, flow, 0);
   EXPECT_EQ(dst.collect(Clock::now() + std::chrono::seconds(5)), Status::kInvalid);
   EXPECT_FALSE(dst.done());
   EXPECT_NE(dst.error().find("must declare the same group_by"), std::string::npos) << dst.error();
   EXPECT_NE(dst.error().find("f0 i64@8 min"), std::string::npos) << dst.error();
-  EXPECT_EQ(dst.poll(), Status::kInvalid);  // and stays failed
+  EXPECT_EQ(dst.collect(Clock::now()), Status::kInvalid);  // and stays failed
+}
+
+TEST(CombinerFlowTest, WorkerReportsATargetThatGetsPartialsOfAnotherLayoutWithoutAResult) {
+  auto sender = kv_spec("worker-mismatch").sum(&KV::v);
+  auto receiver = kv_spec("worker-mismatch").max(&KV::v);
+  testing::LocalFlow flow(sender.untyped().flow_spec());
+  auto src = local_source(sender, flow, 0);
+  bool handed = false;
+  Worker w;
+  const Worker::InputId id =
+      w.add(local_target(receiver, flow, 0), [&](CombinerResult) { handed = true; });
+  EXPECT_EQ(w.push(src, KV{1, 2}), Status::kOk);
+  EXPECT_EQ(w.close(src), Status::kOk);
+  EXPECT_EQ(w.run(Clock::now() + std::chrono::seconds(5)), Status::kInvalid);
+  EXPECT_EQ(w.reported(), id);
+  EXPECT_EQ(w.status(id), Status::kInvalid);
+  EXPECT_NE(w.error(id).find("f0 i64@8 max"), std::string::npos) << w.error(id);
+  EXPECT_FALSE(handed);
+  EXPECT_TRUE(w.done());
 }
 
 TEST(GroupTest, AskingForAnUndeclaredAggregateThrowsNamingTheFix) {

@@ -9,7 +9,7 @@
 // records whose keys are uniform over G groups or Zipf(1.1)-skewed over G
 // groups, plus every 37th record in groups of its own that no other source
 // has. Sources run on threads of their own and targets on others, or with
-// --same-thread each slot's thread is both and interleaves (try_push/poll).
+// --same-thread each slot's thread is both, through one sluice::Worker.
 //
 // Every rank replays every source's input to build the reference (plain
 // sequential aggregates), and checks each of its targets' results against
@@ -195,7 +195,7 @@ void target_done(uint32_t index, sluice::CombinerTarget<Sale>& dst, Shared* sh) 
 
 void run_source(sluice::Cluster& c, const Spec& spec, const Inputs& in, uint32_t slot,
                 uint32_t index, Shared* sh) {
-  sluice::CombinerSource<Sale> src(c, spec, slot);
+  auto src = c.source(spec, slot);
   sluice::Status st = sluice::Status::kOk;
   in.replay(index, [&](const Sale& s) {
     if (st == sluice::Status::kOk) st = src.push(s);
@@ -207,44 +207,42 @@ void run_source(sluice::Cluster& c, const Spec& spec, const Inputs& in, uint32_t
 }
 
 void run_target(sluice::Cluster& c, const Spec& spec, uint32_t slot, uint32_t index, Shared* sh) {
-  sluice::CombinerTarget<Sale> dst(c, spec, slot);
+  auto dst = c.target(spec, slot);
   const sluice::Status st = dst.collect(sluice::Clock::now() + kCollectLimit);
   if (st != sluice::Status::kOk)
     return sh->error(std::string("collect: ") + sluice::to_string(st) + ": " + dst.error());
   target_done(index, dst, sh);
 }
 
-// One thread that is a source and a target of the flow: it must keep its
-// own target's rings draining while it pushes and closes.
+// One thread that is a source and a target of the flow: its Worker merges
+// the partials reaching its target while its own pushes and close wait.
 void run_both(sluice::Cluster& c, const Spec& spec, const Inputs& in, uint32_t slot, uint32_t index,
               Shared* sh) {
-  sluice::CombinerSource<Sale> src(c, spec, slot);
-  sluice::CombinerTarget<Sale> dst(c, spec, slot);
+  auto src = c.source(spec, slot);
+  sluice::CombinerResult result;
+  sluice::Worker w;
+  w.add(c.target(spec, slot), [&](sluice::CombinerResult r) { result = std::move(r); });
   std::string failed;
-  auto poll = [&] {
-    const sluice::Status p = dst.poll();
-    if (p != sluice::Status::kOk && p != sluice::Status::kEndOfFlow && failed.empty()) {
-      failed = std::string("poll: ") + sluice::to_string(p) + ": " + dst.error();
-    }
-  };
+  sluice::Status st = sluice::Status::kOk;
   in.replay(index, [&](const Sale& s) {
-    sluice::Status st;
-    while (failed.empty() && (st = src.try_push(s)) == sluice::Status::kBackPressured) poll();
-    if (failed.empty() && st != sluice::Status::kOk)
-      failed = std::string("push: ") + sluice::to_string(st) + ": " + src.error();
+    if (st == sluice::Status::kOk) st = w.push(src, s);
   });
-  sluice::Status st;
-  while (failed.empty() && (st = src.close(sluice::Clock::now())) == sluice::Status::kTimeout)
-    poll();
-  if (failed.empty() && st != sluice::Status::kOk)
+  if (st != sluice::Status::kOk)
+    failed = std::string("push: ") + sluice::to_string(st) + ": " + src.error();
+  if (failed.empty() && (st = w.close(src)) != sluice::Status::kOk)
     failed = std::string("close: ") + sluice::to_string(st) + ": " + src.error();
   if (failed.empty() &&
-      (st = dst.collect(sluice::Clock::now() + kCollectLimit)) != sluice::Status::kOk) {
-    failed = std::string("collect: ") + sluice::to_string(st) + ": " + dst.error();
+      (st = w.run(sluice::Clock::now() + kCollectLimit)) != sluice::Status::kEndOfFlow) {
+    failed = std::string("run: ") + sluice::to_string(st) + ": " + w.error(w.reported());
   }
-  if (!failed.empty()) return sh->error(failed);
+  if (!failed.empty()) {
+    src.abort();
+    return sh->error(failed);
+  }
   source_done(src, sh);
-  target_done(index, dst, sh);
+  std::lock_guard<std::mutex> l(sh->mu);
+  sh->partials_merged += result.partials();
+  sh->results.emplace_back(index, std::move(result));
 }
 
 }  // namespace
@@ -279,7 +277,7 @@ int main(int argc, char** argv) {
                     .max(&Sale::weight)
                     .count()
                     .local_groups(a.local_groups);
-    spec.declare(c);
+    c.declare(spec);
     const Inputs inputs(a);
 
     Shared sh;
