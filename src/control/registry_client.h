@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "control/bootstrap.h"
-#include "sluice/flow.h"
+#include "sluice/deadline.h"
 
 namespace sluice::control {
 
