@@ -310,6 +310,33 @@ TEST(SluiceRunTest, RejectsABadPeerTimeout) {
   EXPECT_EQ(count_lines_with(r.output, "SLUICE_PEER_TIMEOUT_MS='soon'"), 1) << describe(r);
 }
 
+TEST(SluiceRunTest, PrintOptionsShowsTheSettingsEveryRankWouldGetAndStartsNothing) {
+  ProcessResult r = run_process(run_argv({"-n", "3", "--print-options"}),
+                                {{"SLUICE_TRANSPORT", "ofi"}, {"SLUICE_PEER_TIMEOUT_MS", "1234"}}, kLimit);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  for (const char* line : {"world_size = 3", "transport = ofi", "peer_timeout_ms = 1234", "secret = (set)",
+                           "rank = (from the environment at join)"}) {
+    EXPECT_EQ(count_lines_with(r.output, line), 1) << line << describe(r);
+  }
+  EXPECT_EQ(count_lines_with(r.output, "registry at"), 0) << "no registry started: " << describe(r);
+}
+
+TEST(SluiceRunTest, PrintOptionsRefusesAMalformedVariableNamingIt) {
+  ProcessResult r = run_process(run_argv({"-n", "2", "--print-options"}), {{"SLUICE_OFI_RMA", "maybe"}}, kLimit);
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "SLUICE_OFI_RMA='maybe' is not one of"), 1) << describe(r);
+}
+
+TEST(SluiceRunTest, TakesItsLogLevelFromSluiceLog) {
+  ProcessResult r = run_process(run_argv({"-n", "1", "--", "/bin/true"}), {{"SLUICE_LOG", "info"}}, kLimit);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "registry at 127.0.0.1:"), 1) << describe(r);
+  r = run_process(run_argv({"-n", "1", "--", "/bin/true"}), {{"SLUICE_LOG", "loud"}}, kLimit);
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "SLUICE_LOG='loud' is not one of error, warn, info or debug"), 1)
+      << describe(r);
+}
+
 TEST(SluiceRegistryTest, PrintsItsAddressAndSecretAndStopsOnSigterm) {
   LiveProcess p({bin("sluice"), "registry", "--bind", "127.0.0.1", "--world", "2"});
   ASSERT_TRUE(p.started());

@@ -15,7 +15,8 @@
 namespace sluice::tool {
 
 // `sluice run -n N [--timeout S] [--grace S] [--bind HOST] -- prog args...`
-// (run.cc): starts a registry in-process and N ranks of prog.
+// (run.cc): starts a registry in-process and N ranks of prog;
+// `sluice run -n N --print-options` prints the settings the ranks would get.
 void add_run_command(CLI::App& app);
 
 // `sluice registry --bind HOST[:PORT] --world N [--secret S]` (registry.cc):

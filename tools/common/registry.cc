@@ -11,7 +11,6 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -48,12 +47,10 @@ int serve_registry(const RegistryCommandOptions& options) {
       return 2;
     }
     registry_options.world_size = static_cast<uint32_t>(options.world);
-    registry_options.heartbeat_timeout = peer_timeout_from_env();
+    const ToolEnvironment env = read_environment();
+    registry_options.heartbeat_timeout = env.options.peer_timeout;
     registry_options.secret = options.secret;
-    if (registry_options.secret.empty()) {
-      if (const char* env = std::getenv("SLUICE_SECRET"); env != nullptr)
-        registry_options.secret = env;
-    }
+    if (registry_options.secret.empty()) registry_options.secret = env.secret;
     if (registry_options.secret.empty()) {
       registry_options.secret = random_secret();
       generated_secret = true;
