@@ -7,7 +7,7 @@
 #   ns B: 198.18.200.2/24  target ranks, TCP reader
 #
 # sluice perf starts every process itself with `ip netns exec`: the registry
-# as `sluice-perf registry --bind 198.18.200.1:0 --world N --secret S` in A, the
+# as `sluice-perf registry --bind 198.18.200.1:0 --world N` (secret in SLUICE_SECRET) in A, the
 # ranks as `sluice-perf worker ...` with SLUICE_RANK / SLUICE_WORLD_SIZE /
 # SLUICE_REGISTRY / SLUICE_SECRET / SLUICE_TRANSPORT=ofi set by hand (sources
 # in A, targets in B), and the TCP peer as `sluice-perf tcp --listen` in B and

@@ -23,12 +23,6 @@
 
 namespace sluice {
 
-// join() hands options.log_level to the logger as it is.
-static_assert(static_cast<int>(LogLevel::kError) == static_cast<int>(log::Level::kError) &&
-              static_cast<int>(LogLevel::kWarn) == static_cast<int>(log::Level::kWarn) &&
-              static_cast<int>(LogLevel::kInfo) == static_cast<int>(log::Level::kInfo) &&
-              static_cast<int>(LogLevel::kDebug) == static_cast<int>(log::Level::kDebug));
-
 namespace detail {
 
 
@@ -468,7 +462,7 @@ Cluster Cluster::join() { return join(ClusterOptions::from_env()); }
 
 Cluster Cluster::join(const ClusterOptions& options) {
   options.validate();
-  log::set_level(static_cast<log::Level>(options.log_level));
+  log::set_level(options.log_level);
   auto impl = std::make_unique<detail::ClusterImpl>();
   impl->options = options;
   impl->boot = control::parse_bootstrap(control::process_env(), options.rank, options.world_size, options.registry,

@@ -47,7 +47,10 @@ const std::set<std::string>& known_variables() {
   return names;
 }
 
-void warn_unknown_variables(const Env& env) {
+// Runs before join() sets the log level, so it honours the level these very
+// options ask for: SLUICE_LOG=error silences it.
+void warn_unknown_variables(const Env& env, LogLevel level) {
+  if (level < LogLevel::kWarn) return;
   static std::once_flag once;
   std::call_once(once, [&env] {
     for (const auto& [name, value] : env) {
@@ -162,8 +165,9 @@ void check_enum(const char* field, E value, const Spellings<E>& names) {
 }
 
 ClusterOptions options_from(const Env& env) {
-  warn_unknown_variables(env);
   ClusterOptions o;
+  if (auto v = parse_enum(env, "SLUICE_LOG", level_names())) o.log_level = *v;
+  warn_unknown_variables(env, o.log_level);
   if (auto v = parse_number(env, "SLUICE_PEER_TIMEOUT_MS", 100, 3600000))
     o.peer_timeout = std::chrono::milliseconds(*v);
   if (auto v = parse_number(env, "SLUICE_SETUP_TIMEOUT_MS", 100, 86400000)) {
@@ -178,7 +182,6 @@ ClusterOptions options_from(const Env& env) {
   if (auto v = parse_enum(env, "SLUICE_OFI_PROVIDER", provider_names())) o.ofi_provider = *v;
   if (auto v = parse_enum(env, "SLUICE_OFI_RMA", switch_names())) o.ofi_rma = *v;
   if (auto v = parse_enum(env, "SLUICE_OFI_ATOMIC", switch_names())) o.ofi_atomic = *v;
-  if (auto v = parse_enum(env, "SLUICE_LOG", level_names())) o.log_level = *v;
   return o;
 }
 

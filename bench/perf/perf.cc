@@ -327,20 +327,14 @@ int run_ranks(const Sweep& sw, const std::vector<std::string>& args, uint32_t ra
     ro.command = command;
     ro.timeout_seconds = timeout;
     ro.grace_seconds = 5;
-    // The ranks inherit this process's environment (run_job copies it).
-    const char* old = std::getenv("SLUICE_TRANSPORT");
-    const std::optional<std::string> saved = old != nullptr ? std::optional<std::string>(old) : std::nullopt;
-    ::setenv("SLUICE_TRANSPORT", sw.transport.c_str(), 1);
+    // The ranks inherit this process's environment, with the sweep's transport.
+    ro.env = {{"SLUICE_TRANSPORT", sw.transport}};
     // run_job leaves SIGINT/SIGTERM/SIGCHLD blocked for this thread; restore the
     // mask so that Ctrl-C still stops `sluice perf` between jobs.
     sigset_t mask;
     pthread_sigmask(SIG_SETMASK, nullptr, &mask);
     const int status = run_job(ro);
     pthread_sigmask(SIG_SETMASK, &mask, nullptr);
-    if (saved)
-      ::setenv("SLUICE_TRANSPORT", saved->c_str(), 1);
-    else
-      ::unsetenv("SLUICE_TRANSPORT");
     return status;
   }
   // By hand in the namespaces: the registry in the first, ranks in both. The

@@ -57,15 +57,11 @@
 #include <typeinfo>
 #include <vector>
 
+#include "sluice/deadline.h"
 #include "sluice/detail/hash.h"
 #include "sluice/errors.h"
 
 namespace sluice {
-
-using Clock = std::chrono::steady_clock;
-// An absolute point in time after which a blocking call gives up (kTimeout).
-using Deadline = Clock::time_point;
-inline constexpr Deadline kForever = Deadline::max();
 
 // One worker thread of one process: the unit a flow sends from and to.
 struct Endpoint {

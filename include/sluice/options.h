@@ -132,8 +132,10 @@ struct ClusterOptions {
   // join() sets the process's log level to this (the level is process-wide:
   // with several Clusters in one process, the latest join() sets it). At
   // kInfo or above, join() logs describe() once. SLUICE_LOG: error, warn,
-  // info or debug. Default kWarn. (Before any join(), sluice logs at
-  // SLUICE_LOG's level.)
+  // info or debug. Default kWarn. (Before any join(), sluice logs warnings
+  // and errors; from_env() itself warns only if this is warn or above. The
+  // sluice tools, which never join, set the level from SLUICE_LOG at start;
+  // `sluice run -n N --print-options` prints what the ranks would get.)
   LogLevel log_level = LogLevel::kWarn;
 
   // The defaults with every SLUICE_* variable that is set applied. Throws

@@ -2,10 +2,10 @@
 //
 // ClusterOptions::from_env() (src/options.cc) reads every SLUICE_* setting
 // through here, and join() reads the launchers' bootstrap variables (Slurm,
-// Open MPI, torchrun) through here; nothing else in src/ calls getenv. (The
-// exceptions: the test-hook switches in common/test_hooks.cc, compiled out
-// of the installed library, and the log level's start-up default in
-// common/log.cc, which goes through get() below.)
+// Open MPI, torchrun) through here; nothing else in src/ calls getenv (the
+// one exception: the test-hook switches in common/test_hooks.cc, compiled out
+// of the installed library). The sluice tools read the environment through
+// here and ClusterOptions::from_env() as well (tools/common/tool_util.h).
 //
 // Thread safety: both functions may be called from any thread, as long as
 // no thread changes the environment (setenv) at the same time.

@@ -1,17 +1,14 @@
 #include "common/log.h"
 
-#include "common/env.h"
-
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <mutex>
 
 namespace sluice::log {
 namespace {
 
-std::atomic<int> g_level{-1};
+std::atomic<int> g_level{static_cast<int>(Level::kWarn)};
 std::mutex g_tag_mu;
 std::string g_tag;
 
@@ -27,34 +24,16 @@ const char* name(Level l) {
 
 }  // namespace
 
-bool parse_level(const std::string& text, Level* out) {
-  for (Level l : {Level::kError, Level::kWarn, Level::kInfo, Level::kDebug}) {
-    if (text == name(l)) {
-      *out = l;
-      return true;
-    }
-  }
-  return false;
-}
-
-Level level() {
-  int l = g_level.load(std::memory_order_relaxed);
-  if (l >= 0) return static_cast<Level>(l);
-  Level parsed = Level::kWarn;
-  // Until a join() sets the level from its options: SLUICE_LOG's, so that
-  // programs that never join (the sluice tool's registry) honour it too.
-  if (const auto env = detail::env::get("SLUICE_LOG")) {
-    if (!parse_level(*env, &parsed)) {
-      std::fprintf(stderr, "sluice: warn: SLUICE_LOG='%s' is not one of error, warn, info, debug; using warn\n",
-                   env->c_str());
-      parsed = Level::kWarn;
-    }
-  }
-  g_level.store(static_cast<int>(parsed), std::memory_order_relaxed);
-  return parsed;
-}
+Level level() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }
 
 void set_level(Level l) { g_level.store(static_cast<int>(l), std::memory_order_relaxed); }
+
+static_assert(static_cast<int>(LogLevel::kError) == static_cast<int>(Level::kError) &&
+              static_cast<int>(LogLevel::kWarn) == static_cast<int>(Level::kWarn) &&
+              static_cast<int>(LogLevel::kInfo) == static_cast<int>(Level::kInfo) &&
+              static_cast<int>(LogLevel::kDebug) == static_cast<int>(Level::kDebug));
+
+void set_level(LogLevel l) { set_level(static_cast<Level>(l)); }
 
 void set_tag(const std::string& tag) {
   std::lock_guard<std::mutex> lock(g_tag_mu);

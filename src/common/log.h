@@ -1,5 +1,9 @@
-// Logging to stderr with a level: ClusterOptions::log_level, set by join();
-// before any join, SLUICE_LOG's (error, warn, info, debug; default warn). Quiet on the data path: nothing here is called per record.
+// Logging to stderr with a level. The level is ClusterOptions::log_level
+// (whose environment twin, SLUICE_LOG, only ClusterOptions::from_env() reads
+// and checks): join() sets it, and a program that never joins (the sluice
+// tools) sets it the same way at start. Until then it is warn, so that
+// warnings and errors are never lost. Quiet on the data path: nothing here is
+// called per record.
 //
 // Thread safety: every function may be called from any thread; lines are
 // written whole.
@@ -8,15 +12,17 @@
 #include <sstream>
 #include <string>
 
+#include "sluice/options.h"
+
 namespace sluice::log {
 
 enum class Level : int { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 
-// The level in force (SLUICE_LOG's until set_level(), read once on first use).
+// The level in force: warn until set_level().
 Level level();
 void set_level(Level level);
-// Parses "error", "warn", "info" or "debug"; false if it is none of them.
-bool parse_level(const std::string& text, Level* out);
+// The level of ClusterOptions::log_level (the two enums agree value for value).
+void set_level(LogLevel level);
 
 // Writes "sluice[<rank or pid>] <level>: <message>\n" if `level` is enabled.
 void write(Level level, const std::string& message);

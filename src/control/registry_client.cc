@@ -171,6 +171,10 @@ struct RegistryClient::Impl {
   // Control thread only: bytes taken from `outbox` and not yet sent.
   std::string sending;
   size_t sending_pos = 0;
+  // sending.size() - sending_pos, for call()'s bound on queued bytes. Written
+  // by the control thread only; relaxed is enough, as the bound needs no
+  // ordering with anything else (a stale value errs by one batch at most).
+  std::atomic<size_t> sending_left{0};
   std::thread thread;
   std::atomic<bool> stopping{false};
   Deadline stop_deadline = kForever;  // written before the wake-up, read by the thread after
@@ -400,10 +404,11 @@ bool RegistryClient::Impl::pump_out(std::string* problem) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     *problem = log::cat("send failed: ", n < 0 ? std::strerror(errno) : "connection closed");
     return false;
   }
+  sending_left.store(sending.size() - sending_pos, std::memory_order_relaxed);
   return true;
 }
 
@@ -552,6 +557,16 @@ RegistryClient::Impl::Reply RegistryClient::Impl::call(MsgType type, const std::
   {
     std::lock_guard<std::mutex> lock(mu);
     if (lost) throw Error(ErrorCode::kRegistry, what + ": " + lost_text);
+    const size_t queued = outbox.size() + sending_left.load(std::memory_order_relaxed);
+    const size_t frame_bytes = kHeaderSize + payload.size();
+    if (queued + frame_bytes > options.max_queued_bytes) {
+      throw Error(ErrorCode::kResource,
+                  log::cat(what, ": not queued: ", queued, " bytes of requests are already waiting to be sent to "
+                           "the registry at ", address, " and this one (", frame_bytes,
+                           " bytes) would pass the limit of ", options.max_queued_bytes,
+                           " bytes (ClientOptions::max_queued_bytes); the registry is not reading, or too many "
+                           "calls are outstanding: retry once earlier calls have returned"));
+    }
     id = next_id++;
     if (next_id == 0) next_id = 1;  // 0 marks frames that are not replies
     reply = pending[id].get_future();

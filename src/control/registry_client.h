@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -22,7 +23,7 @@
 #include <vector>
 
 #include "control/bootstrap.h"
-#include "sluice/flow.h"
+#include "sluice/deadline.h"
 
 namespace sluice::control {
 
@@ -60,6 +61,13 @@ class PeerTable {
 struct ClientOptions {
   std::chrono::milliseconds heartbeat_timeout{5000};  // the registry's limit; heart-beat every 1/5 of it
   std::chrono::milliseconds connect_timeout{60000};   // total time to keep retrying connect (bounded backoff)
+  // Requests waiting for the control thread to send them are bounded: a call
+  // whose request would take the bytes not yet sent beyond this throws
+  // Error(kResource) naming the limit instead of queueing (the registry is
+  // not reading, or far too many calls are outstanding). Heart-beats and
+  // LEAVE are exempt (a few bytes each, sent at most once per interval).
+  // Default 64 MiB (the registry's own limit per connection).
+  size_t max_queued_bytes = size_t{64} << 20;
 };
 
 class RegistryClient {

@@ -14,22 +14,23 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
-#include <set>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "common/log.h"
 #include "control/protocol.h"
+#include "control/registry_waiters.h"
 #include "control/tcp_liveness.h"
 #include "sluice/errors.h"
 
 namespace sluice::control {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using TimePoint = Clock::time_point;
+using Clock = RegistryClock;
+using TimePoint = RegistryTime;
 using std::chrono::milliseconds;
 
-constexpr TimePoint kNever = TimePoint::max();
 // After an ERROR (or LEAVE) the registry half-closes and waits this long for
 // the peer's EOF, so that its last bytes are read rather than answered with a
 // reset that could destroy the ERROR frame before the peer reads it.
@@ -45,15 +46,6 @@ TimePoint deadline_after(uint64_t timeout_ms, TimePoint now) {
   constexpr uint64_t kHuge = uint64_t{1} << 40;
   if (timeout_ms == 0 || timeout_ms > kHuge) return kNever;
   return now + milliseconds(timeout_ms);
-}
-
-std::string join_ranks(const std::vector<uint32_t>& ranks) {
-  std::string s;
-  for (uint32_t r : ranks) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(r);
-  }
-  return s.empty() ? "(none)" : s;
 }
 
 std::string peer_name(const sockaddr_storage& ss) {
@@ -74,29 +66,6 @@ std::string peer_name(const sockaddr_storage& ss) {
   return "?";
 }
 
-// Parses canonical spec text ("field=value" lines) into field -> value; a
-// line without '=' is a field with an empty value, so nothing is lost.
-std::map<std::string, std::string> spec_fields(const std::string& text) {
-  std::map<std::string, std::string> fields;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty()) {
-      const size_t eq = line.find('=');
-      if (eq == std::string::npos) {
-        fields[line] = "";
-      } else {
-        fields[line.substr(0, eq)] = line.substr(eq + 1);
-      }
-    }
-    pos = end + 1;
-  }
-  return fields;
-}
-
 // Constant-time comparison, so the reply time does not reveal how much of a
 // guessed secret was right.
 bool secrets_equal(const std::string& a, const std::string& b) {
@@ -112,7 +81,7 @@ bool secrets_equal(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-struct RegistryServer::Impl {
+struct RegistryServer::Impl : Waiters::Host {
   enum class RankState { kAbsent, kAlive, kLeft, kDied };
 
   struct Conn {
@@ -143,65 +112,7 @@ struct RegistryServer::Impl {
     TimePoint last_seen;
   };
 
-  struct Waiter {
-    uint64_t conn_id = 0;
-    uint32_t rank = 0;
-    uint32_t request_id = 0;
-    uint64_t timeout_ms = 0;
-    TimePoint deadline = kNever;
-  };
-
-  struct FlowDecl {
-    uint32_t first_rank = 0;  // whose declaration the others are compared with
-    std::string canonical;
-    std::vector<uint32_t> participants;  // sorted, unique
-    std::set<uint32_t> declared;
-    std::vector<Waiter> waiters;
-    bool complete = false;
-  };
-
-  struct GetWaiter {
-    Waiter waiter;
-    std::string key;
-    int64_t owner = -1;
-  };
-
-  struct BarrierState {
-    // The endpoints (rank << 32 | slot) that meet, sorted; fixed by the first call.
-    std::vector<uint64_t> members;
-    // Generation n holds the endpoints that made their n-th call of this barrier.
-    std::map<uint64_t, std::map<uint64_t, Waiter>> generations;
-    std::map<uint64_t, uint64_t> calls;  // per endpoint: calls made so far
-    bool has_rank(uint32_t r) const {
-      for (uint64_t e : members) {
-        if (e >> 32 == r) return true;
-      }
-      return false;
-    }
-  };
-  static std::string endpoint_text(uint64_t e) { return log::cat("(", e >> 32, ",", e & 0xffffffffu, ")"); }
-  std::string describe_missing_endpoints(const BarrierState& b, const std::map<uint64_t, Waiter>& arrived) const {
-    if (b.members.size() == opt.world_size &&
-        std::all_of(b.members.begin(), b.members.end(), [](uint64_t e) { return (e & 0xffffffffu) == 0; })) {
-      std::vector<uint32_t> missing;  // an every-rank barrier: name ranks and their hosts
-      for (uint64_t e : b.members) {
-        if (arrived.count(e) == 0) missing.push_back(static_cast<uint32_t>(e >> 32));
-      }
-      return describe_missing(missing);
-    }
-    std::string out;
-    size_t n = 0;
-    for (uint64_t e : b.members) {
-      if (arrived.count(e) != 0) continue;
-      if (++n > 16) continue;
-      if (!out.empty()) out += ", ";
-      out += endpoint_text(e);
-    }
-    if (n > 16) out += log::cat(" and ", n - 16, " more");
-    return log::cat(n == 1 ? "endpoint " : "endpoints ", out);
-  }
-
-  explicit Impl(RegistryOptions o) : opt(std::move(o)), ranks(opt.world_size) {}
+  explicit Impl(RegistryOptions o) : opt(std::move(o)), ranks(opt.world_size), waiters(*this, opt.world_size) {}
   ~Impl() {
     for (auto& [id, c] : conns) ::close(c->fd);
     if (listen_fd >= 0) ::close(listen_fd);
@@ -225,9 +136,7 @@ struct RegistryServer::Impl {
   void reap();
 
   void send(Conn& c, MsgType type, uint32_t request_id, const std::string& payload);
-  void reply(const Waiter& w, MsgType type, const std::string& payload);
-  void reply_error(const Waiter& w, ErrorCode code, const std::string& text,
-                   uint32_t rank = kNoRank);
+  void reply(const Waiter& w, MsgType type, const std::string& payload) override;
   void refuse(Conn& c, ErrorCode code, const std::string& problem, uint32_t request_id);
   void start_closing(Conn& c, TimePoint now);
   void drop(Conn& c, const std::string& reason);
@@ -239,16 +148,12 @@ struct RegistryServer::Impl {
     auto it = conns.find(id);
     return it == conns.end() || it->second->dead ? nullptr : it->second.get();
   }
-  bool lost(uint32_t r) const {
+  bool lost(uint32_t r) const override {
     return ranks[r].state == RankState::kLeft || ranks[r].state == RankState::kDied;
   }
-  std::string describe(uint32_t r) const;
-  std::string describe_missing(const std::vector<uint32_t>& missing) const;
-  std::string spec_diff(const FlowDecl& flow, uint32_t rank, const std::string& canonical,
-                        const std::vector<uint32_t>& participants) const;
-  void complete_flow(FlowDecl& flow);
-  void complete_if_all_arrived(BarrierState& b, uint64_t gen);
-  void withdraw(BarrierState& b, uint64_t endpoint, uint64_t gen);
+  bool absent(uint32_t r) const override { return ranks[r].state == RankState::kAbsent; }
+  std::string describe(uint32_t r) const override;
+  std::string describe_missing(const std::vector<uint32_t>& missing) const override;
 
   RegistryOptions opt;
   int listen_fd = -1;
@@ -260,10 +165,7 @@ struct RegistryServer::Impl {
   uint64_t evicted = 0;  // connections closed by cap_unauthenticated()
   std::map<uint64_t, std::unique_ptr<Conn>> conns;
   std::vector<RankInfo> ranks;
-  std::map<std::string, FlowDecl> flows;
-  std::map<std::string, std::string> kv;
-  std::vector<GetWaiter> gets;
-  std::map<std::string, BarrierState> barriers;
+  Waiters waiters;
   // Ranks whose connection was dropped and whose loss lose_rank() has not
   // yet announced: (rank, connection id, reason). See drop() and settle().
   struct PendingLoss {
@@ -350,35 +252,8 @@ std::string RegistryServer::Impl::describe_missing(const std::vector<uint32_t>& 
       details += log::cat("rank ", r, " on ", info.host);
     }
   }
-  return log::cat(missing.size() == 1 ? "rank " : "ranks ", join_ranks(missing), " (", details,
+  return log::cat(missing.size() == 1 ? "rank " : "ranks ", rank_list_text(missing), " (", details,
                   ")");
-}
-
-std::string RegistryServer::Impl::spec_diff(const FlowDecl& flow, uint32_t rank,
-                                            const std::string& canonical,
-                                            const std::vector<uint32_t>& participants) const {
-  const auto a = spec_fields(flow.canonical);
-  const auto b = spec_fields(canonical);
-  std::set<std::string> names;
-  for (const auto& [k, v] : a) names.insert(k);
-  for (const auto& [k, v] : b) names.insert(k);
-  std::string diff;
-  auto add = [&](const std::string& field, const std::string& va, const std::string& vb) {
-    if (!diff.empty()) diff += "; ";
-    diff += log::cat(field, ": rank ", flow.first_rank, " declared ", va, ", rank ", rank,
-                     " declared ", vb);
-  };
-  for (const std::string& name : names) {
-    auto ia = a.find(name);
-    auto ib = b.find(name);
-    const std::string va = ia == a.end() ? "(nothing)" : ia->second;
-    const std::string vb = ib == b.end() ? "(nothing)" : ib->second;
-    if (ia == a.end() || ib == b.end() || va != vb) add(name, va, vb);
-  }
-  if (participants != flow.participants) {
-    add("participants", join_ranks(flow.participants), join_ranks(participants));
-  }
-  return diff;
 }
 
 void RegistryServer::Impl::send(Conn& c, MsgType type, uint32_t request_id,
@@ -393,11 +268,6 @@ void RegistryServer::Impl::send(Conn& c, MsgType type, uint32_t request_id,
 
 void RegistryServer::Impl::reply(const Waiter& w, MsgType type, const std::string& payload) {
   if (Conn* c = find_conn(w.conn_id)) send(*c, type, w.request_id, payload);
-}
-
-void RegistryServer::Impl::reply_error(const Waiter& w, ErrorCode code, const std::string& text,
-                                       uint32_t rank) {
-  reply(w, MsgType::kError, encode(ErrorMsg{code, rank, text}));
 }
 
 void RegistryServer::Impl::start_closing(Conn& c, TimePoint now) {
@@ -422,7 +292,7 @@ void RegistryServer::Impl::drop(Conn& c, const std::string& reason) {
   if (c.dead) return;
   c.dead = true;
   // drop() runs from send(), which runs while callers iterate the very
-  // containers lose_rank() erases from (gets, flow waiters, barriers): the
+  // containers lose_rank() erases from (the Waiters' tables): the
   // loss is only queued here and announced by settle() once the current
   // handler returned. Until then no reply reaches the connection (it is dead).
   if (c.rank >= 0 && ranks[c.rank].conn_id == c.id && ranks[c.rank].state == RankState::kAlive) {
@@ -464,41 +334,7 @@ void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::str
   broadcast(PeerEventMsg{r, state == RankState::kLeft ? PeerState::kLeft : PeerState::kDied, reason,
                          info.host, info.pid},
             gone_conn);
-
-  // No barrier the rank belongs to can complete any more.
-  for (auto& [name, b] : barriers) {
-    if (!b.has_rank(r)) continue;
-    for (auto& [gen, arrived] : b.generations) {
-      for (auto& [q, w] : arrived) {
-        reply_error(w, ErrorCode::kPeerLost,
-                    log::cat("barrier '", name, "' cannot complete: ", who), r);
-        --b.calls[q];  // a failed call does not count (see withdraw())
-      }
-    }
-    b.generations.clear();
-  }
-  for (auto& [name, flow] : flows) {
-    if (flow.complete) continue;
-    const bool needed = std::binary_search(flow.participants.begin(), flow.participants.end(), r) &&
-                        flow.declared.count(r) == 0;
-    if (needed) {
-      for (const Waiter& w : flow.waiters) {
-        reply_error(w, ErrorCode::kPeerLost,
-                    log::cat("flow '", name, "' cannot be declared by every participant: ", who),
-                    r);
-      }
-      flow.waiters.clear();
-    } else {
-      std::erase_if(flow.waiters, [&](const Waiter& w) { return w.conn_id == gone_conn; });
-    }
-  }
-  std::erase_if(gets, [&](const GetWaiter& g) {
-    if (g.waiter.conn_id == gone_conn) return true;
-    if (g.owner != static_cast<int64_t>(r)) return false;
-    reply_error(g.waiter, ErrorCode::kPeerLost,
-                log::cat("key '", g.key, "' will never be put: its owner ", who), r);
-    return true;
-  });
+  waiters.lose_rank(r, gone_conn, who);
 }
 
 void RegistryServer::Impl::accept_all(TimePoint now) {
@@ -698,11 +534,6 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
   broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid}, c.id);
 }
 
-void RegistryServer::Impl::complete_flow(FlowDecl& flow) {
-  flow.complete = true;
-  for (const Waiter& w : flow.waiters) reply(w, MsgType::kOk, "");
-  flow.waiters.clear();
-}
 
 void RegistryServer::Impl::on_declare(Conn& c, const Frame& f, TimePoint now) {
   DeclareMsg m;
@@ -710,65 +541,9 @@ void RegistryServer::Impl::on_declare(Conn& c, const Frame& f, TimePoint now) {
     refuse(c, ErrorCode::kProtocol, "malformed DECLARE message", f.header.request_id);
     return;
   }
-  const auto rank = static_cast<uint32_t>(c.rank);
-  const Waiter w{c.id, rank, f.header.request_id, m.timeout_ms, deadline_after(m.timeout_ms, now)};
-  std::sort(m.participants.begin(), m.participants.end());
-  m.participants.erase(std::unique(m.participants.begin(), m.participants.end()),
-                       m.participants.end());
-  if (m.name.empty()) {
-    reply_error(w, ErrorCode::kInvalidArgument, "a flow needs a name");
-    return;
-  }
-  if (!m.participants.empty() && m.participants.back() >= opt.world_size) {
-    reply_error(w, ErrorCode::kInvalidArgument,
-                log::cat("flow '", m.name, "': participant rank ", m.participants.back(),
-                         " is out of range (the job has ", opt.world_size, " ranks)"));
-    return;
-  }
-
-  auto it = flows.find(m.name);
-  if (it == flows.end()) {
-    FlowDecl fresh;
-    fresh.first_rank = rank;
-    fresh.canonical = m.canonical;
-    fresh.participants = m.participants;
-    it = flows.emplace(m.name, std::move(fresh)).first;
-  } else if (std::string diff = spec_diff(it->second, rank, m.canonical, m.participants);
-             !diff.empty()) {
-    const std::string text = log::cat("flow '", m.name, "' declared differently: ", diff);
-    reply_error(w, ErrorCode::kSpecMismatch, text);
-    if (!it->second.complete) {
-      // Everyone waiting would otherwise wait on a declaration that can never
-      // agree; forgetting the flow lets corrected declarations start over.
-      for (const Waiter& pending : it->second.waiters) {
-        reply_error(pending, ErrorCode::kSpecMismatch, text);
-      }
-      flows.erase(it);
-    }
-    return;
-  }
-  FlowDecl& flow = it->second;
-  flow.declared.insert(rank);
-
-  std::vector<uint32_t> missing;
-  for (uint32_t p : flow.participants) {
-    if (flow.declared.count(p) == 0) missing.push_back(p);
-  }
-  if (missing.empty()) {
-    if (!flow.complete) complete_flow(flow);
-    reply(w, MsgType::kOk, "");
-    return;
-  }
-  for (uint32_t p : missing) {
-    if (lost(p)) {
-      reply_error(
-          w, ErrorCode::kPeerLost,
-          log::cat("flow '", m.name, "' cannot be declared by every participant: ", describe(p)),
-          p);
-      return;
-    }
-  }
-  flow.waiters.push_back(w);
+  waiters.declare(Waiter{c.id, static_cast<uint32_t>(c.rank), f.header.request_id, m.timeout_ms,
+                         deadline_after(m.timeout_ms, now)},
+                  std::move(m));
 }
 
 void RegistryServer::Impl::on_put(Conn& c, const Frame& f) {
@@ -778,13 +553,7 @@ void RegistryServer::Impl::on_put(Conn& c, const Frame& f) {
     return;
   }
   send(c, MsgType::kOk, f.header.request_id, "");
-  const std::string value_payload = encode(ValueMsg{m.value});
-  std::erase_if(gets, [&](const GetWaiter& g) {
-    if (g.key != m.key) return false;
-    reply(g.waiter, MsgType::kValue, value_payload);
-    return true;
-  });
-  kv[m.key] = std::move(m.value);
+  waiters.put(std::move(m.key), std::move(m.value));
 }
 
 void RegistryServer::Impl::on_get(Conn& c, const Frame& f, TimePoint now) {
@@ -793,26 +562,9 @@ void RegistryServer::Impl::on_get(Conn& c, const Frame& f, TimePoint now) {
     refuse(c, ErrorCode::kProtocol, "malformed GET message", f.header.request_id);
     return;
   }
-  const Waiter w{c.id, static_cast<uint32_t>(c.rank), f.header.request_id, m.timeout_ms,
-                 deadline_after(m.timeout_ms, now)};
-  if (m.owner_rank < -1 || m.owner_rank >= static_cast<int64_t>(opt.world_size)) {
-    reply_error(w, ErrorCode::kInvalidArgument,
-                log::cat("get '", m.key, "': owner rank ", m.owner_rank,
-                         " is out of range (the job has ", opt.world_size, " ranks)"));
-    return;
-  }
-  if (auto it = kv.find(m.key); it != kv.end()) {
-    reply(w, MsgType::kValue, encode(ValueMsg{it->second}));
-    return;
-  }
-  if (m.owner_rank >= 0 && lost(static_cast<uint32_t>(m.owner_rank))) {
-    const auto owner = static_cast<uint32_t>(m.owner_rank);
-    reply_error(w, ErrorCode::kPeerLost,
-                log::cat("key '", m.key, "' will never be put: its owner ", describe(owner)),
-                owner);
-    return;
-  }
-  gets.push_back(GetWaiter{w, m.key, m.owner_rank});
+  waiters.get(Waiter{c.id, static_cast<uint32_t>(c.rank), f.header.request_id, m.timeout_ms,
+                     deadline_after(m.timeout_ms, now)},
+              m);
 }
 
 void RegistryServer::Impl::on_barrier(Conn& c, const Frame& f, TimePoint now) {
@@ -821,75 +573,9 @@ void RegistryServer::Impl::on_barrier(Conn& c, const Frame& f, TimePoint now) {
     refuse(c, ErrorCode::kProtocol, "malformed BARRIER message", f.header.request_id);
     return;
   }
-  const auto rank = static_cast<uint32_t>(c.rank);
-  const Waiter w{c.id, rank, f.header.request_id, m.timeout_ms, deadline_after(m.timeout_ms, now)};
-  if (m.members.empty()) {
-    for (uint32_t r = 0; r < opt.world_size; ++r) m.members.push_back(uint64_t{r} << 32);
-    m.self = uint64_t{rank} << 32;
-  }
-  std::sort(m.members.begin(), m.members.end());
-  if (std::adjacent_find(m.members.begin(), m.members.end()) != m.members.end() ||
-      m.members.back() >> 32 >= opt.world_size || m.self >> 32 != rank ||
-      !std::binary_search(m.members.begin(), m.members.end(), m.self)) {
-    reply_error(w, ErrorCode::kInvalidArgument,
-                log::cat("barrier '", m.name, "': endpoint ", endpoint_text(m.self),
-                         " called it with a member list that repeats an endpoint, names a rank outside the job, "
-                         "or does not contain the caller (rank ", rank, ")"));
-    return;
-  }
-  BarrierState& b = barriers[m.name];
-  if (b.members.empty()) b.members = m.members;
-  if (b.members != m.members) {
-    reply_error(w, ErrorCode::kInvalidArgument,
-                log::cat("barrier '", m.name, "': endpoint ", endpoint_text(m.self), " names ", m.members.size(),
-                         " members, but it was first called with a different set of ", b.members.size(),
-                         "; every member must pass the same endpoints"));
-    return;
-  }
-  for (uint64_t e : b.members) {
-    const auto r = static_cast<uint32_t>(e >> 32);
-    if (lost(r)) {
-      reply_error(w, ErrorCode::kPeerLost,
-                  log::cat("barrier '", m.name, "' cannot complete: ", describe(r)), r);
-      return;
-    }
-  }
-  const uint64_t gen = b.calls[m.self]++;
-  b.generations[gen][m.self] = w;
-  complete_if_all_arrived(b, gen);
-}
-
-void RegistryServer::Impl::complete_if_all_arrived(BarrierState& b, uint64_t gen) {
-  auto it = b.generations.find(gen);
-  if (it == b.generations.end() || it->second.size() != b.members.size()) return;
-  const std::string done = encode(BarrierDoneMsg{gen});
-  for (const auto& [e, waiter] : it->second) reply(waiter, MsgType::kOk, done);
-  b.generations.erase(it);
-}
-
-void RegistryServer::Impl::withdraw(BarrierState& b, uint64_t e, uint64_t gen) {
-  // A call that failed does not count: the endpoint's later calls (other
-  // threads of its rank, still waiting) each move down one generation, so
-  // that its n-th successful call still meets the others' n-th call.
-  b.generations[gen].erase(e);
-  uint64_t g = gen;
-  for (auto it = b.generations.upper_bound(gen); it != b.generations.end(); ++it) {
-    auto later = it->second.find(e);
-    if (later == it->second.end()) continue;
-    b.generations[g][e] = later->second;
-    it->second.erase(later);
-    g = it->first;
-  }
-  --b.calls[e];
-  for (auto it = b.generations.begin(); it != b.generations.end();) {
-    it = it->second.empty() ? b.generations.erase(it) : std::next(it);
-  }
-  // A generation that only waited for this endpoint's moved call may be whole now.
-  std::vector<uint64_t> gens;
-  for (const auto& [h, arrived] : b.generations) {
-    if (h >= gen) gens.push_back(h);
-  }
-  for (uint64_t h : gens) complete_if_all_arrived(b, h);
+  waiters.barrier(Waiter{c.id, static_cast<uint32_t>(c.rank), f.header.request_id, m.timeout_ms,
+                         deadline_after(m.timeout_ms, now)},
+                  std::move(m));
 }
 
 void RegistryServer::Impl::on_timers(TimePoint now) {
@@ -914,73 +600,7 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
     if (opt.on_silent_rank) opt.on_silent_rank(r, reason);
   }
 
-  // Named references, not structured bindings: clang before 16 cannot
-  // capture those in a lambda (and the fuzz build uses clang).
-  for (auto& flow_entry : flows) {
-    const std::string& name = flow_entry.first;
-    FlowDecl& flow = flow_entry.second;
-    std::erase_if(flow.waiters, [&](const Waiter& w) {
-      if (now < w.deadline) return false;
-      std::vector<uint32_t> missing;
-      for (uint32_t p : flow.participants) {
-        if (flow.declared.count(p) == 0) missing.push_back(p);
-      }
-      reply_error(w, ErrorCode::kTimeout,
-                  log::cat("flow '", name, "' was not declared by every participant within ",
-                           w.timeout_ms, " ms: waiting for ", describe_missing(missing)));
-      return true;
-    });
-  }
-  std::erase_if(gets, [&](const GetWaiter& g) {
-    if (now < g.waiter.deadline) return false;
-    std::string owner;
-    if (g.owner >= 0) {
-      const auto o = static_cast<uint32_t>(g.owner);
-      owner = ranks[o].state == RankState::kAbsent
-                  ? log::cat(" (its owner rank ", o, " has not joined)")
-                  : log::cat(" (its owner ", describe(o), " but has not put it)");
-    }
-    reply_error(
-        g.waiter, ErrorCode::kTimeout,
-        log::cat("key '", g.key, "' was not put within ", g.waiter.timeout_ms, " ms", owner));
-    return true;
-  });
-  for (auto& barrier_entry : barriers) {
-    const std::string& name = barrier_entry.first;
-    BarrierState& b = barrier_entry.second;
-    struct Expired {
-      uint64_t gen;
-      uint64_t endpoint;
-      Waiter waiter;
-      std::string missing;
-    };
-    std::vector<Expired> expired;
-    for (const auto& [gen, arrived] : b.generations) {
-      for (const auto& [e, w] : arrived) {
-        if (now >= w.deadline)
-          expired.push_back({gen, e, w, describe_missing_endpoints(b, arrived)});
-      }
-    }
-    // Latest first: withdrawing a call moves the same endpoint's later calls
-    // down, which must not move a call that is itself about to be withdrawn.
-    std::sort(expired.begin(), expired.end(),
-              [](const Expired& x, const Expired& y) { return x.gen > y.gen; });
-    for (const Expired& x : expired) {
-      // A withdrawal above may have completed x's generation (a moved call
-      // filled it): x was then answered OK and is gone.
-      auto g = b.generations.find(x.gen);
-      if (g == b.generations.end()) continue;
-      auto still = g->second.find(x.endpoint);
-      if (still == g->second.end() || still->second.conn_id != x.waiter.conn_id ||
-          still->second.request_id != x.waiter.request_id) {
-        continue;
-      }
-      reply_error(x.waiter, ErrorCode::kTimeout,
-                  log::cat("barrier '", name, "' timed out after ", x.waiter.timeout_ms,
-                           " ms waiting for ", x.missing));
-      withdraw(b, x.endpoint, x.gen);
-    }
-  }
+  waiters.expire(now);
 }
 
 TimePoint RegistryServer::Impl::next_timer() const {
@@ -990,16 +610,7 @@ TimePoint RegistryServer::Impl::next_timer() const {
     if (info.state == RankState::kAlive)
       next = std::min(next, info.last_seen + opt.heartbeat_timeout);
   }
-  for (const auto& [name, flow] : flows) {
-    for (const Waiter& w : flow.waiters) next = std::min(next, w.deadline);
-  }
-  for (const GetWaiter& g : gets) next = std::min(next, g.waiter.deadline);
-  for (const auto& [name, b] : barriers) {
-    for (const auto& [gen, arrived] : b.generations) {
-      for (const auto& [r, w] : arrived) next = std::min(next, w.deadline);
-    }
-  }
-  return next;
+  return std::min(next, waiters.next_deadline());
 }
 
 void RegistryServer::Impl::flush(Conn& c) {

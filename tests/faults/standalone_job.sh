@@ -10,7 +10,7 @@ set -u
 sluice=$1 worker=$2
 shift 2
 out=$(mktemp)
-"$sluice" registry --bind 127.0.0.1:0 --world 4 --secret standalone-test >"$out" 2>&1 &
+SLUICE_SECRET=standalone-test "$sluice" registry --bind 127.0.0.1:0 --world 4 >"$out" 2>&1 &
 registry=$!
 for _ in $(seq 200); do grep -q '^SLUICE_REGISTRY=' "$out" && break; sleep 0.05; done
 addr=$(sed -n 's/^SLUICE_REGISTRY=//p' "$out")

@@ -83,8 +83,10 @@ class Registry {
   Registry(const TestHosts& hosts, int host, int world)
       : child_(hosts.spawn(host,
                            {bin("sluice"), "registry", "--bind", hosts.ip(host) + ":0", "--world",
-                            std::to_string(world), "--secret", kSecret},
-                           job_environment({}))) {
+                            std::to_string(world)},
+                           // The secret in the environment: a command line is
+                           // readable by every user (/proc/<pid>/cmdline).
+                           job_environment({{"SLUICE_SECRET", kSecret}}))) {
     address_ = child_
                    ->wait_for_output(std::regex("SLUICE_REGISTRY=([^\\s]+)\n"),
                                      Clock::now() + kRegistryStartLimit)

@@ -32,9 +32,10 @@ class StandaloneRegistry {
   explicit StandaloneRegistry(const std::string& secret, int world = 2, int peer_timeout_ms = 0) {
     std::map<std::string, std::string> set;
     if (peer_timeout_ms > 0) set["SLUICE_PEER_TIMEOUT_MS"] = std::to_string(peer_timeout_ms);
+    // The secret goes through the environment, never argv.
+    set["SLUICE_SECRET"] = secret;
     proc::SpawnOptions o;
-    o.argv = {bin("sluice"), "registry", "--bind", "127.0.0.1:0", "--world", std::to_string(world),
-              "--secret", secret};
+    o.argv = {bin("sluice"), "registry", "--bind", "127.0.0.1:0", "--world", std::to_string(world)};
     o.env = proc::environment_with(set, {"SLUICE_PEER_TIMEOUT_MS"});
     o.stdin_null = false;
     o.out = proc::Output::kPipe;

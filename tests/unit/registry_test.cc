@@ -533,45 +533,73 @@ TEST_F(RegistryTest, SlowReaderOverflowingItsQueueIsReportedDiedAndOthersAreStil
 // A registry that welcomes a rank and then falls silent (hung, stopped, or
 // cut off by the network) while the rank waits without a deadline: the rank
 // hears no heartbeat reply and reports the registry lost within its timeout.
+// A registry that answers HELLO with WELCOME (announcing `heartbeat_ms`, 0:
+// none) and then neither reads nor writes until close(): a registry that
+// stopped. `receive_buffer` > 0 shrinks its socket's receive buffer, so that
+// the client's unsent bytes pile up sooner.
+class StuckRegistry {
+ public:
+  explicit StuckRegistry(uint32_t heartbeat_ms, int receive_buffer = 0) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (receive_buffer > 0) ::setsockopt(listener_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(listener_, 4), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this, heartbeat_ms] {
+      const int fd = ::accept(listener_, nullptr, nullptr);
+      FrameParser parser;
+      Frame f;
+      ErrorCode code;
+      std::string problem;
+      char buf[4096];
+      while (parser.next(&f, &code, &problem) != FrameParser::Result::kFrame) {
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        parser.append(buf, static_cast<size_t>(n));
+      }
+      const std::string welcome =
+          make_frame(MsgType::kWelcome, f.header.request_id, encode(WelcomeMsg{heartbeat_ms, {}}));
+      (void)!::send(fd, welcome.data(), welcome.size(), MSG_NOSIGNAL);
+      done_.get_future().wait();
+      ::close(fd);
+    });
+  }
+  ~StuckRegistry() { close(); }
+  // Closes the connection (the client then sees the registry gone).
+  void close() {
+    if (!thread_.joinable()) return;
+    done_.set_value();
+    thread_.join();
+    ::close(listener_);
+  }
+  std::unique_ptr<RegistryClient> join(ClientOptions o) {
+    BootstrapInfo i;
+    i.rank = 0;
+    i.world_size = 1;
+    i.registry_host = "127.0.0.1";
+    i.registry_port = port_;
+    i.secret = kSecret;
+    o.connect_timeout = 5s;
+    return RegistryClient::connect(i, o);
+  }
+
+ private:
+  int listener_ = -1;
+  uint16_t port_ = 0;
+  std::promise<void> done_;
+  std::thread thread_;
+};
+
 TEST(RegistryLivenessTest, SilentRegistryIsReportedLostAndEndsWaitsWithoutDeadline) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
-  // The fake registry answers HELLO, then never reads or writes again.
-  std::promise<void> done;
-  std::thread fake([&] {
-    const int fd = ::accept(listener, nullptr, nullptr);
-    FrameParser parser;
-    Frame f;
-    ErrorCode code;
-    std::string problem;
-    char buf[4096];
-    while (parser.next(&f, &code, &problem) != FrameParser::Result::kFrame) {
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      parser.append(buf, static_cast<size_t>(n));
-    }
-    const std::string welcome =
-        make_frame(MsgType::kWelcome, f.header.request_id, encode(WelcomeMsg{300, {}}));
-    (void)!::send(fd, welcome.data(), welcome.size(), MSG_NOSIGNAL);
-    done.get_future().wait();
-    ::close(fd);
-  });
-  BootstrapInfo i;
-  i.rank = 0;
-  i.world_size = 1;
-  i.registry_host = "127.0.0.1";
-  i.registry_port = ntohs(a.sin_port);
-  i.secret = kSecret;
+  StuckRegistry fake(300);
   ClientOptions o;
   o.heartbeat_timeout = 5000ms;  // the registry's 300 ms is the smaller one
-  o.connect_timeout = 5s;
-  auto c = RegistryClient::connect(i, o);
+  auto c = fake.join(o);
   const Deadline started = Clock::now();
   std::string msg;
   EXPECT_EQ(code_of([&] { c->get("never", kForever); }, &msg), ErrorCode::kRegistry);
@@ -580,9 +608,49 @@ TEST(RegistryLivenessTest, SilentRegistryIsReportedLostAndEndsWaitsWithoutDeadli
   EXPECT_TRUE(c->peers().registry_lost());
   EXPECT_EQ(code_of([&] { c->barrier("b", kForever); }), ErrorCode::kRegistry) << "lost stays lost";
   c.reset();
-  done.set_value();
-  fake.join();
-  ::close(listener);
+}
+
+// The client's queue of unsent requests is bounded: calls against a registry
+// that stopped reading fail with an error naming the limit once their bytes
+// would pass it, instead of growing the queue without end. (It used to grow
+// until the heartbeat timeout, however many calls were made.)
+TEST(RegistryLivenessTest, UnsentRequestsBeyondTheLimitFailNamingItInsteadOfQueueing) {
+  StuckRegistry fake(0, 4096);
+  ClientOptions o;
+  o.heartbeat_timeout = 60000ms;  // not lost for silence during the test
+  o.max_queued_bytes = 1 << 20;
+  auto c = fake.join(o);
+  // 48 x 512 KiB = 24 MiB: far more than the 1 MiB limit plus what the
+  // kernel's socket buffers take in.
+  constexpr int kCalls = 48;
+  const std::string value(512 * 1024, 'v');
+  std::atomic<int> refused{0};
+  std::atomic<int> lost{0};
+  std::mutex mu;
+  std::string refusal;
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCalls; ++i) {
+    callers.emplace_back([&, i] {
+      std::string msg;
+      const ErrorCode code = code_of([&] { c->put("key" + std::to_string(i), value); }, &msg);
+      if (code == ErrorCode::kResource) {
+        std::lock_guard<std::mutex> lock(mu);
+        refusal = msg;
+        ++refused;
+      } else if (code == ErrorCode::kRegistry) {
+        ++lost;
+      }
+    });
+  }
+  // Every call either queued (and waits for its reply) or was refused at once.
+  EXPECT_TRUE(eventually([&] { return refused.load() > 0; }, 10000ms));
+  fake.close();  // the waiting calls now fail: the registry is gone
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(refused.load() + lost.load(), kCalls);
+  EXPECT_NE(refusal.find("limit of 1048576 bytes"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("max_queued_bytes"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("putting key 'key"), std::string::npos) << refusal;
+  c.reset();
 }
 
 // Two calls of one barrier from one rank (two threads) are outstanding when

@@ -11,9 +11,9 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -30,12 +30,31 @@ namespace {
 struct RegistryCommandOptions {
   std::string bind;  // HOST[:PORT]
   int64_t world = 0;
-  std::string secret;  // empty: SLUICE_SECRET, else generated
+  std::string secret_file;  // empty: --secret, SLUICE_SECRET, else generated
+  std::string secret;       // deprecated: on the command line, every user can read it
 };
 
 template <class... Args>
 void say(const Args&... args) {
   write_all(STDERR_FILENO, "sluice registry: " + log::cat(args...) + "\n");
+}
+
+// The job secret from --secret-file: its first line. Throws
+// Error(kInvalidArgument) naming the file if it cannot be read or is empty.
+std::string read_secret_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--secret-file " + path + ": cannot open it: " + std::strerror(errno));
+  }
+  std::string secret;
+  std::getline(in, secret);
+  if (!secret.empty() && secret.back() == '\r') secret.pop_back();
+  if (secret.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--secret-file " + path + ": its first line is empty; write the job secret there");
+  }
+  return secret;
 }
 
 int serve_registry(const RegistryCommandOptions& options) {
@@ -48,11 +67,20 @@ int serve_registry(const RegistryCommandOptions& options) {
       return 2;
     }
     registry_options.world_size = static_cast<uint32_t>(options.world);
-    registry_options.heartbeat_timeout = peer_timeout_from_env();
-    registry_options.secret = options.secret;
-    if (registry_options.secret.empty()) {
-      if (const char* env = std::getenv("SLUICE_SECRET"); env != nullptr)
-        registry_options.secret = env;
+    const ToolEnvironment env = read_environment();
+    registry_options.heartbeat_timeout = env.options.peer_timeout;
+    if (!options.secret.empty() && !options.secret_file.empty()) {
+      say("--secret and --secret-file both name the job secret; give one (better: --secret-file or SLUICE_SECRET)");
+      return 2;
+    }
+    if (!options.secret.empty()) {
+      say("warning: --secret puts the job secret on the command line, which every user of this machine can read "
+          "(/proc/<pid>/cmdline, ps); pass it in SLUICE_SECRET or --secret-file FILE instead");
+      registry_options.secret = options.secret;
+    } else if (!options.secret_file.empty()) {
+      registry_options.secret = read_secret_file(options.secret_file);
+    } else {
+      registry_options.secret = env.secret;
     }
     if (registry_options.secret.empty()) {
       registry_options.secret = random_secret();
@@ -151,9 +179,11 @@ void add_registry_command(CLI::App& app) {
                   "(PORT 0 or none: any free port)")
       ->required();
   sub->add_option("--world", options->world, "Number of ranks in the job")->required();
-  sub->add_option(
-      "--secret", options->secret,
-      "Job secret the ranks must present (default: SLUICE_SECRET, else a new random one, printed)");
+  sub->add_option("--secret-file", options->secret_file,
+                  "File whose first line is the job secret the ranks must present (default: SLUICE_SECRET, "
+                  "else a new random one, printed)");
+  sub->add_option("--secret", options->secret,
+                  "Deprecated (any user can read a command line): the job secret itself; prints a warning");
   sub->footer(
       "Prints SLUICE_REGISTRY=HOST:PORT (and SLUICE_SECRET=... if it made one up); export them on\n"
       "every host with SLUICE_RANK and SLUICE_WORLD_SIZE. Serves until SIGINT or SIGTERM.");

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ struct RunOptions {
   double grace_seconds = 10;
   // Address the registry binds and the ranks connect to. Default 127.0.0.1.
   std::string bind_host = "127.0.0.1";
+  // Variables set for every rank on top of this process's environment (the
+  // launcher's own SLUICE_RANK, SLUICE_WORLD_SIZE, SLUICE_REGISTRY and
+  // SLUICE_SECRET win over these). Default none.
+  std::map<std::string, std::string> env;
+  // --print-options: print_job_options() instead of run_job().
+  bool print_options = false;
 };
 
 // Runs the job to completion and returns the launcher's exit status:
@@ -52,5 +59,12 @@ struct RunOptions {
 //   1 or 2   the launcher itself could not start the job (message printed).
 // Diagnostics go to stderr prefixed "sluice run: ".
 int run_job(const RunOptions& options);
+
+// `sluice run -n N --print-options`: prints ClusterOptions::describe() of the
+// settings each of the N ranks would get from this environment (from_env(),
+// the world size and a generated secret; rank and registry each rank reads at
+// join), after validate(). Returns 0, or 2 with a message naming a malformed
+// variable or field. Starts nothing.
+int print_job_options(const RunOptions& options);
 
 }  // namespace sluice::tool

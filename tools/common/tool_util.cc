@@ -7,9 +7,10 @@
 #include <cerrno>
 #include <charconv>
 #include <csignal>
-#include <cstdlib>
 #include <cstring>
 
+#include "common/env.h"
+#include "common/log.h"
 #include "sluice/errors.h"
 
 namespace sluice::tool {
@@ -47,17 +48,12 @@ bool parse_int(std::string_view text, int64_t min, int64_t max, int64_t* out) {
   return true;
 }
 
-std::chrono::milliseconds peer_timeout_from_env() {
-  const char* env = std::getenv("SLUICE_PEER_TIMEOUT_MS");
-  if (env == nullptr || *env == '\0') return std::chrono::milliseconds(5000);
-  int64_t ms = 0;
-  if (!parse_int(env, 1, 86'400'000, &ms)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                std::string("SLUICE_PEER_TIMEOUT_MS='") + env +
-                    "' is not a whole number of milliseconds between 1 and 86400000; "
-                    "unset it for the default of 5000 or give e.g. SLUICE_PEER_TIMEOUT_MS=5000");
-  }
-  return std::chrono::milliseconds(ms);
+ToolEnvironment read_environment() {
+  ToolEnvironment env;
+  env.options = ClusterOptions::from_env();
+  env.secret = detail::env::get("SLUICE_SECRET").value_or("");
+  log::set_level(env.options.log_level);
+  return env;
 }
 
 void split_host_port(const std::string& text, const char* what, uint16_t default_port,

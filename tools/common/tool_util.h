@@ -1,5 +1,5 @@
 // Small helpers shared by the `sluice` subcommands and `sluice-perf`: owned fds, job secrets, settings read
-// from the environment, whole-line writes and signal names.
+// from the environment (through the library's options layer), whole-line writes and signal names.
 //
 // Thread safety: every function may be called from any thread.
 #pragma once
@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "process.h"
+#include "sluice/options.h"
 
 namespace sluice::tool {
 
@@ -23,10 +24,21 @@ using proc::Fd;
 // digits. Throws sluice::Error(kResource) if the kernel gives no randomness.
 std::string random_secret();
 
-// The registry's heartbeat timeout: SLUICE_PEER_TIMEOUT_MS if set, else 5000 ms.
-// Throws sluice::Error(kInvalidArgument) naming the variable if it is set but
-// not a whole number of milliseconds in [1, 86400000].
-std::chrono::milliseconds peer_timeout_from_env();
+// What a tool takes from the environment, read and checked where the library
+// reads it: `options` are ClusterOptions::from_env(), the settings the job's
+// ranks get from the same environment (the registry's heartbeat timeout is
+// options.peer_timeout, SLUICE_PEER_TIMEOUT_MS); `secret` is SLUICE_SECRET as
+// join()'s bootstrap reads it (empty if unset).
+struct ToolEnvironment {
+  ClusterOptions options;
+  std::string secret;
+};
+
+// Reads the ToolEnvironment and sets this process's log level from it
+// (SLUICE_LOG), so that a tool logs as the ranks do. Throws
+// sluice::Error(kInvalidArgument) naming a malformed variable, its value and
+// what is allowed; warns once about unknown SLUICE_* names.
+ToolEnvironment read_environment();
 
 // Splits "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT". A bare IPv6 address
 // (more than one ':') is all host. Port defaults to `default_port`. Throws
