@@ -88,7 +88,7 @@
 // full it pushes partials into the underlying flow, and may then wait for
 // credit like Source::push. Every call that may wait takes a deadline and
 // returns a Status: kPeerLost (a peer of the underlying flow is gone),
-// kTimeout and kBackPressured come from the underlying flow, see flow.h.
+// kTimeout and kWouldBlock come from the underlying flow, see flow.h.
 //
 // Layout agreement: Cluster::declare compares the participants' layouts
 // (group key, value fields and aggregates, in declaration order: they are
@@ -243,7 +243,7 @@ class CombinerTargetCore {
  public:
   virtual ~CombinerTargetCore() = default;
   // Merges at most one batch of partials, never waiting: kOk if it merged
-  // one, kTimeout if none was ready, kEndOfFlow once every source closed
+  // one, kWouldBlock if none was ready, kEndOfFlow once every source closed
   // (the result is ready; again on every later call), kPeerLost or kInvalid.
   virtual Status poll_one() = 0;
   virtual Status collect(Deadline deadline) = 0;
@@ -501,7 +501,7 @@ class CombinerSource {
   [[nodiscard]] Status push(const T& r, Deadline deadline = kForever) {
     return core_->push(reinterpret_cast<const std::byte*>(&r), deadline, false);
   }
-  // As push, but never waits: kBackPressured (nothing taken) if a partial
+  // As push, but never waits: kWouldBlock (nothing taken) if a partial
   // found its target's ring full. Call again later with the same record
   // (or push it through a Worker, which waits for you).
   [[nodiscard]] Status try_push(const T& r) {

@@ -63,13 +63,13 @@ class PeerLostError : public Error {
 // terminal (every later call on that source or target returns it again).
 enum class Status : uint8_t {
   kOk = 0,
-  kBackPressured,  // retryable. try_push: the target's ring (or the provider's
-                   // queue) is full; nothing was written
+  kWouldBlock,     // retryable. A try_* call that would have to wait:
+                   // try_push: the target's ring (or the provider's queue) is
+                   // full, nothing was written; try_consume: nothing is ready
   kEndOfFlow,      // terminal, success. consume: every source closed and every
                    // record was consumed
-  kTimeout,        // retryable. The deadline passed first; try_consume: nothing
-                   // was ready. close() after kTimeout resumes (nothing is
-                   // sent twice)
+  kTimeout,        // retryable. A call with a deadline: it passed first.
+                   // close() after kTimeout resumes (nothing is sent twice)
   kPeerLost,       // terminal. A peer this call depends on is gone (died, left,
                    // destroyed its end, or abort()ed); error() names it
   kClosed,         // terminal. push after close() or abort()
@@ -80,7 +80,16 @@ enum class Status : uint8_t {
                    // goes on after it
 };
 
-// A short stable name for `status`, e.g. "BackPressured".
+// A short stable name for `status`, e.g. "WouldBlock".
 const char* to_string(Status status);
+
+// Who a kPeerLost is about, for callers that act on it (fence the rank,
+// re-route its work): the rank whose process died, left, stopped
+// heart-beating, destroyed or aborted its end, or sent corrupt data, and its
+// host where the registry knew it. Where several were lost, the first seen.
+struct LostPeer {
+  uint32_t rank = 0;
+  std::string host;  // hostname, or empty if unknown
+};
 
 }  // namespace sluice

@@ -370,6 +370,8 @@ class SourceCore : public Waitable {
   virtual void abort() = 0;
   virtual Status fail_invalid(const char* what) = 0;
   virtual const std::string& error() const = 0;
+  // After kPeerLost: the peer it is about, if one is known.
+  virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
 
   // The target index of a record: inline for the common cases (one target,
   // an 8- or 4-byte key), out of line for the rest.
@@ -444,6 +446,8 @@ class TargetCore : public Waitable {
   // kOk: *out is set. kEndOfFlow / kTimeout / kPeerLost otherwise.
   virtual Status next(Deadline deadline, SegmentView* out) = 0;
   virtual const std::string& error() const = 0;
+  // After kPeerLost: the peer it is about, if one is known.
+  virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
   // After kGap: the sequence number that never arrived.
   virtual uint64_t gap() const { return 0; }
 };
@@ -474,9 +478,9 @@ class Source {
     if (core_->replicate_) return last_ = replicate(r, deadline, false);
     return last_ = write(core_->route(&r, sizeof(T)), r, deadline, false);
   }
-  // As push, but never waits: kBackPressured if the target's ring is full
+  // As push, but never waits: kWouldBlock if the target's ring is full
   // (on a replicate flow: if any target's is; then no target got `r`).
-  // Reports kPeerLost (not kBackPressured) once the target is known lost.
+  // Reports kPeerLost (not kWouldBlock) once the target is known lost.
   [[nodiscard]] Status try_push(const T& r) {
     if (core_->replicate_) return last_ = replicate(r, kForever, true);
     return last_ = write(core_->route(&r, sizeof(T)), r, kForever, true);
@@ -493,7 +497,7 @@ class Source {
   [[nodiscard]] Status flush(Deadline deadline = kForever) { return last_ = core_->flush(deadline); }
   // Publishes what is left and marks this source's end on every target.
   // Afterwards push returns kClosed. Idempotent. After kTimeout or
-  // kBackPressured call it again: it resumes (nothing is sent twice).
+  // kWouldBlock call it again: it resumes (nothing is sent twice).
   [[nodiscard]] Status close(Deadline deadline = kForever) { return last_ = core_->close(deadline); }
   // close(), then waits until every segment is delivered (over shm at once;
   // over ofi when every target confirmed that all of them arrived), so that
@@ -512,6 +516,8 @@ class Source {
   void abort() { core_->abort(); }
   // Why the last call failed; empty when the last call returned kOk.
   const std::string& error() const { return detail::error_text(last_, core_->error()); }
+  // After kPeerLost: the rank (and host) it is about, where one is known.
+  std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
   uint32_t num_targets() const { return core_->num_targets_; }
   explicit operator bool() const { return core_ != nullptr; }
 
@@ -566,9 +572,15 @@ class Target {
     last_sequence_ = v.sequence;
     return std::span<const T>(reinterpret_cast<const T*>(v.data), v.bytes / sizeof(T));
   }
-  // consume() that never waits: nullopt with status() == kTimeout if nothing is ready.
-  std::optional<std::span<const T>> try_consume() { return consume(Deadline::min()); }
-  // The outcome of the last consume(): kOk, kEndOfFlow, kTimeout or kPeerLost.
+  // consume() that never waits: nullopt with status() == kWouldBlock if
+  // nothing is ready (the one "would block" status of every try_* call).
+  std::optional<std::span<const T>> try_consume() {
+    auto batch = consume(Deadline::min());
+    if (status_ == Status::kTimeout) status_ = Status::kWouldBlock;
+    return batch;
+  }
+  // The outcome of the last consume(): kOk, kEndOfFlow, kTimeout (try_consume:
+  // kWouldBlock), kGap or kPeerLost.
   Status status() const { return status_; }
   // Index into the flow's sources() of the last batch's source.
   uint32_t last_source() const { return last_source_; }
@@ -579,6 +591,8 @@ class Target {
   uint64_t gap() const { return core_->gap(); }
   // Why the last consume() returned nothing; empty after kOk and kEndOfFlow.
   const std::string& error() const { return detail::error_text(status_, core_->error()); }
+  // After kPeerLost: the rank (and host) it is about, where one is known.
+  std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
@@ -618,6 +632,8 @@ class BytesSource {
   // As Source::abort().
   void abort() { core_->abort(); }
   const std::string& error() const { return detail::error_text(last_, core_->error()); }
+  // After kPeerLost: the rank (and host) it is about, where one is known.
+  std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
   uint32_t num_targets() const { return core_->num_targets_; }
   explicit operator bool() const { return core_ != nullptr; }
 
@@ -731,12 +747,19 @@ class BytesTarget {
     last_sequence_ = v.sequence;
     return RecordBatch(v.data, v.bytes);
   }
-  std::optional<RecordBatch> try_consume() { return consume(Deadline::min()); }
+  // As Target::try_consume: kWouldBlock if nothing is ready.
+  std::optional<RecordBatch> try_consume() {
+    auto batch = consume(Deadline::min());
+    if (status_ == Status::kTimeout) status_ = Status::kWouldBlock;
+    return batch;
+  }
   Status status() const { return status_; }
   uint32_t last_source() const { return last_source_; }
   uint64_t last_sequence() const { return last_sequence_; }
   uint64_t gap() const { return core_->gap(); }
   const std::string& error() const { return detail::error_text(status_, core_->error()); }
+  // After kPeerLost: the rank (and host) it is about, where one is known.
+  std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
   explicit operator bool() const { return core_ != nullptr; }
 
  private:

@@ -61,6 +61,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -95,9 +96,10 @@ class WorkerInput {
  public:
   virtual ~WorkerInput() = default;
   // Takes one ready batch and hands it to the handler: kOk if it did,
-  // kTimeout if nothing was ready, else what the target reported.
+  // kWouldBlock if nothing was ready, else what the target reported.
   virtual Status poll_one() = 0;
   virtual const std::string& error() const = 0;
+  virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
   virtual uint64_t gap() const = 0;
   // Destroys the target after it failed (keeping its error): its live
   // sources learn at once that it is gone, instead of waiting for credit
@@ -130,9 +132,11 @@ class TypedInput final : public WorkerInput {
     return Status::kOk;
   }
   const std::string& error() const override { return target_ ? target_.error() : released_error_; }
+  std::optional<LostPeer> lost_peer() const override { return target_ ? target_.lost_peer() : released_lost_; }
   uint64_t gap() const override { return target_ ? target_.gap() : 0; }
   void release() override {
     released_error_ = target_.error();
+    released_lost_ = target_.lost_peer();
     target_ = Tgt{};
   }
   bool on_gap(uint64_t sequence) override {
@@ -149,6 +153,7 @@ class TypedInput final : public WorkerInput {
   F on_batch_;
   G on_gap_;
   std::string released_error_;
+  std::optional<LostPeer> released_lost_;
 };
 
 // A combiner target with its result handler: poll_one() merges one batch
@@ -264,6 +269,9 @@ class Worker {
   Status status(InputId id) const { return inputs_[id]->status; }
   // Why input `id` failed; empty while it is fine.
   const std::string& error(InputId id) const { return inputs_[id]->error(); }
+  // After kPeerLost on input `id`: the rank (and host) it is about, where
+  // one is known (not yet for combiner inputs).
+  std::optional<LostPeer> lost_peer(InputId id) const { return inputs_[id]->lost_peer(); }
   uint64_t gap(InputId id) const { return inputs_[id]->gap(); }
 
   // Source::push (or BytesSource::push with a span of bytes), delivering
@@ -273,13 +281,13 @@ class Worker {
   template <class S, class R>
   [[nodiscard]] Status push(S& s, const R& r, Deadline deadline = kForever) {
     Status st = s.try_push(r);
-    if (st != Status::kBackPressured) [[likely]] return st;
+    if (st != Status::kWouldBlock) [[likely]] return st;
     return wait_for(s.core_.get(), deadline, [&] { return s.try_push(r); }, [&] { return s.push(r, deadline); });
   }
   template <class S, class R>
   [[nodiscard]] Status push_to(S& s, uint32_t target, const R& r, Deadline deadline = kForever) {
     Status st = s.try_push_to(target, r);
-    if (st != Status::kBackPressured) [[likely]] return st;
+    if (st != Status::kWouldBlock) [[likely]] return st;
     return wait_for(s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
                     [&] { return s.push_to(target, r, deadline); });
   }
@@ -288,7 +296,7 @@ class Worker {
   template <class T>
   [[nodiscard]] Status push(CombinerSource<T>& s, const T& r, Deadline deadline = kForever) {
     Status st = s.try_push(r);
-    if (st != Status::kBackPressured) [[likely]] return st;
+    if (st != Status::kWouldBlock) [[likely]] return st;
     return wait_for(s.core_->flow_source(), deadline, [&] { return s.try_push(r); },
                     [&] { return s.push(r, deadline); });
   }
@@ -334,7 +342,7 @@ class Worker {
     for (uint32_t round = 0;; ++round) {
       const size_t work = poll();
       const Status st = attempt();
-      if (st != Status::kBackPressured && st != Status::kTimeout) return st;
+      if (st != Status::kWouldBlock && st != Status::kTimeout) return st;
       if (work != 0) {
         round = 0;
         continue;

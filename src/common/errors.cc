@@ -25,7 +25,7 @@ const char* to_string(ErrorCode code) {
 const char* to_string(Status status) {
   switch (status) {
     case Status::kOk: return "Ok";
-    case Status::kBackPressured: return "BackPressured";
+    case Status::kWouldBlock: return "WouldBlock";
     case Status::kEndOfFlow: return "EndOfFlow";
     case Status::kTimeout: return "Timeout";
     case Status::kPeerLost: return "PeerLost";

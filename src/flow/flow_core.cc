@@ -206,16 +206,31 @@ inline bool sent_by_peer(const ofi::Endpoint& ep, const Completion& c, fi_addr_t
 // corrupt segment), after which every call returns that status.
 class FailureState {
  protected:
+  static constexpr uint32_t kNoRank = UINT32_MAX;
+
   Status fail(Status s, std::string message) {
     error_ = std::move(message);
     return s;
   }
-  Status fail_for_good(std::string message) {
+  // As above, about the peer on `rank` (kNoRank: none in particular).
+  Status fail_for_good(std::string message, uint32_t rank = kNoRank) {
+    note_lost(rank);
     failed_ = Status::kPeerLost;
     return fail(Status::kPeerLost, std::move(message));
   }
+  // The first rank lost, for lost_peer().
+  void note_lost(uint32_t rank) {
+    if (lost_rank_ == kNoRank) lost_rank_ = rank;
+  }
+  std::optional<LostPeer> lost_peer(const FlowContext* ctx) const {
+    if (lost_rank_ == kNoRank) return std::nullopt;
+    LostPeer p{lost_rank_, {}};
+    if (lost_rank_ < ctx->hosts.size()) p.host = ctx->hosts[lost_rank_];
+    return p;
+  }
   Status failed_ = Status::kOk;
   std::string error_;
+  uint32_t lost_rank_ = kNoRank;
 };
 
 // Posts the receive of peer `index`'s abort message into control[index].
@@ -406,12 +421,12 @@ class FlowSource final : public SourceCore, private FailureState {
       // The record is in every live target's ring or staging slot: it is
       // taken. What the provider could not accept yet goes with the next call.
       const Status s = publish_all(used_bytes(rep()), 0, deadline, try_only);
-      return s == Status::kBackPressured || s == Status::kTimeout ? Status::kOk : s;
+      return s == Status::kWouldBlock || s == Status::kTimeout ? Status::kOk : s;
     }
     Out& o = out_[t];
     const uint64_t k = o.k;
     const Status s = publish_segment(t, used_bytes(t), 0, deadline, try_only);
-    if ((s == Status::kBackPressured || s == Status::kTimeout) && rings_[t].remote && o.posted <= k) {
+    if ((s == Status::kWouldBlock || s == Status::kTimeout) && rings_[t].remote && o.posted <= k) {
       // The provider did not take it: take the record back, so that the
       // caller's retry (try_push never waits) cannot send it twice.
       o.k = k;
@@ -508,6 +523,7 @@ class FlowSource final : public SourceCore, private FailureState {
   }
 
   const std::string& error() const override { return error_; }
+  std::optional<LostPeer> lost_peer() const override { return FailureState::lost_peer(ctx_); }
 
   // A Worker parks on the ring it last found without credit (shm: its
   // credit futex) and on this endpoint's completion queue (ofi).
@@ -573,6 +589,7 @@ class FlowSource final : public SourceCore, private FailureState {
       why = target_lost(t);
     }
     if (why.empty()) return false;
+    note_lost(ctx_->spec.targets[t].rank);
     out_[t].dropped = true;
     if (ofi_ != nullptr) {
       for (uint32_t j = 0; j < ctx_->ring_segments && rings_[t].remote; ++j) ops_[t * ctx_->ring_segments + j].busy = false;
@@ -606,7 +623,7 @@ class FlowSource final : public SourceCore, private FailureState {
   // Replicate flows: every lane fills in lockstep, so they publish and claim
   // segments together: a segment is published on every target's ring (with
   // one sequence number when ordered), then the next is claimed on all once
-  // every target has credit. Each step may be retried after kBackPressured
+  // every target has credit. Each step may be retried after kWouldBlock
   // or kTimeout without losing lockstep.
   Status reserve_all(Deadline deadline, bool try_only) {
     const uint32_t f0 = rep();
@@ -759,7 +776,7 @@ class FlowSource final : public SourceCore, private FailureState {
 
   // Hands the published, unsent segments of target t to the provider: one
   // RMA write per run of consecutive slots (one message each on the message
-  // path). On kBackPressured / kTimeout nothing is lost: they are retried by
+  // path). On kWouldBlock / kTimeout nothing is lost: they are retried by
   // the next reserve, flush or close.
   Status post_pending(uint32_t t, Deadline deadline, bool try_only) {
     Out& o = out_[t];
@@ -792,7 +809,7 @@ class FlowSource final : public SourceCore, private FailureState {
         }
         if (try_only) {
           set_busy(false);
-          return Status::kBackPressured;
+          return Status::kWouldBlock;
         }
         continue;
       }
@@ -810,8 +827,9 @@ class FlowSource final : public SourceCore, private FailureState {
         set_busy(false);
         if (drop_if_lost(t, true)) return failed_;
         return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot send a segment to " +
-                             ctx_->peer_name(false, t) + ": " + fi_strerror(static_cast<int>(-rc)) +
-                             lost_suffix(ctx_->spec.targets[t].rank));
+                                 ctx_->peer_name(false, t) + ": " + fi_strerror(static_cast<int>(-rc)) +
+                                 lost_suffix(ctx_->spec.targets[t].rank),
+                             ctx_->spec.targets[t].rank);
       }
       // The provider's queue is full: completing earlier operations frees it.
       if (Status s = progress(); s != Status::kOk) {
@@ -823,7 +841,7 @@ class FlowSource final : public SourceCore, private FailureState {
       if (try_only) {
         set_busy(false);
         if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
-        return Status::kBackPressured;
+        return Status::kWouldBlock;
       }
       if (Clock::now() >= deadline) {
         set_busy(false);
@@ -865,7 +883,7 @@ class FlowSource final : public SourceCore, private FailureState {
     if (drop_if_lost(t)) return failed_;
     std::string text = ctx_->endpoint_name(true, index_) + ": cannot deliver to " + ctx_->peer_name(false, t) +
                        host_of(ctx_, ctx_->spec.targets[t].rank) + ": " + why;
-    return fail_for_good(std::move(text));
+    return fail_for_good(std::move(text), ctx_->spec.targets[t].rank);
   }
 
   // Destroyed without close(): tells every remote target that this source
@@ -964,10 +982,15 @@ class FlowSource final : public SourceCore, private FailureState {
     if (op != nullptr && op->ring < num_targets_) {
       const uint32_t rank = ctx_->spec.targets[op->ring].rank;
       return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
-                           ctx_->peer_name(false, op->ring) + " on rank " + std::to_string(rank) +
-                           host_of(ctx_, rank) + ": " + err + lost_suffix(rank));
+                               ctx_->peer_name(false, op->ring) + " on rank " + std::to_string(rank) +
+                               host_of(ctx_, rank) + ": " + err + lost_suffix(rank),
+                           rank);
     }
-    return fail_for_good(ctx_->endpoint_name(true, index_) + ": " + err + lost_targets());
+    uint32_t rank = kNoRank;
+    for (uint32_t t = 0; t < num_targets_ && rank == kNoRank; ++t) {
+      if (rings_[t].remote && !lost_reason(ctx_, ctx_->spec.targets[t].rank).empty()) rank = ctx_->spec.targets[t].rank;
+    }
+    return fail_for_good(ctx_->endpoint_name(true, index_) + ": " + err + lost_targets(), rank);
   }
 
   auto cq_handler() {
@@ -1036,7 +1059,7 @@ class FlowSource final : public SourceCore, private FailureState {
       // gone: back-pressure from a lost target would last forever.
       if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
       error_.clear();  // back-pressure needs no message, and building one would allocate
-      return Status::kBackPressured;
+      return Status::kWouldBlock;
     }
     return wait_for_credit(t, deadline);
   }
@@ -1093,7 +1116,8 @@ class FlowSource final : public SourceCore, private FailureState {
         if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
           if (drop_if_lost(t)) continue;
           return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
-                               ctx_->peer_name(false, t) + ": " + why);
+                                   ctx_->peer_name(false, t) + ": " + why,
+                               ctx_->spec.targets[t].rank);
         }
         waiting = t;
         break;
@@ -1131,7 +1155,8 @@ class FlowSource final : public SourceCore, private FailureState {
         if (!pending || drop_if_lost(t)) continue;
         if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
           return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
-                               ctx_->peer_name(false, t) + ": " + why);
+                                   ctx_->peer_name(false, t) + ": " + why,
+                               ctx_->spec.targets[t].rank);
         }
       }
       if (Status s = park(deadline); s != Status::kOk) return s;
@@ -1258,6 +1283,7 @@ class FlowTarget final : public TargetCore, private FailureState {
   }
 
   const std::string& error() const override { return error_; }
+  std::optional<LostPeer> lost_peer() const override { return FailureState::lost_peer(ctx_); }
   uint64_t gap() const override { return gap_; }
 
   // A Worker parks on this target's doorbell (shm rings) and completion
@@ -1579,9 +1605,11 @@ class FlowTarget final : public TargetCore, private FailureState {
     h->slot = static_cast<uint32_t>(where);
     Footer* f = in.ring.footer(h->slot);
     if (in.remote && f->seq.load(std::memory_order_relaxed) != in.k + 1) {
-      return fail_for_good(corrupt(s, in.k, "its footer carries another sequence number"));
+      return fail_for_good(corrupt(s, in.k, "its footer carries another sequence number"), ctx_->spec.sources[s].rank);
     }
-    if (f->bytes_used < prefix_) return fail_for_good(corrupt(s, in.k, "it lacks its sequence number"));
+    if (f->bytes_used < prefix_) {
+      return fail_for_good(corrupt(s, in.k, "it lacks its sequence number"), ctx_->spec.sources[s].rank);
+    }
     h->used = f->bytes_used - prefix_;
     h->flags = f->flags;
     h->data = in.ring.payload(h->slot) + prefix_;
@@ -1632,7 +1660,7 @@ class FlowTarget final : public TargetCore, private FailureState {
   Status check_segment(uint32_t s, uint64_t k, uint32_t used, uint32_t flags, const std::byte* data) {
     const char* problem = segment_problem(ctx_->spec, ctx_->payload_bytes, used, flags, data);
     if (problem == nullptr) return Status::kOk;
-    return fail_for_good(corrupt(s, k, problem));
+    return fail_for_good(corrupt(s, k, problem), ctx_->spec.sources[s].rank);
   }
 
   void handle(const Completion& c) {
@@ -1672,7 +1700,8 @@ class FlowTarget final : public TargetCore, private FailureState {
         In& in = in_[op->ring];
         const uint64_t seq = in.ring.footer(op->slot)->seq.load(std::memory_order_relaxed);
         if (e.len != in.ring.segment_stride || seq <= in.k || seq > in.k + S) {
-          fail_for_good(corrupt(op->ring, in.k, "a message of unexpected size or sequence number"));
+          fail_for_good(corrupt(op->ring, in.k, "a message of unexpected size or sequence number"),
+                        ctx_->spec.sources[op->ring].rank);
           return;
         }
         buffer_of_[op->ring * S + (seq - 1) % S] = static_cast<int32_t>(op->slot);
@@ -1731,10 +1760,17 @@ class FlowTarget final : public TargetCore, private FailureState {
       const uint32_t rank = ctx_->spec.sources[op->ring].rank;
       std::string why = lost_reason(ctx_, rank);
       return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " + ctx_->peer_name(true, op->ring) +
-                           " on rank " + std::to_string(rank) + host_of(ctx_, rank) + ": " + err +
-                           (why.empty() ? "" : " (" + why + ")"));
+                               " on rank " + std::to_string(rank) + host_of(ctx_, rank) + ": " + err +
+                               (why.empty() ? "" : " (" + why + ")"),
+                           rank);
     }
-    return fail_for_good(ctx_->endpoint_name(false, index_) + ": " + err + lost_sources());
+    uint32_t rank = kNoRank;
+    for (uint32_t s = 0; s < in_.size() && rank == kNoRank; ++s) {
+      if (in_[s].remote && !in_[s].ended && !lost_reason(ctx_, ctx_->spec.sources[s].rank).empty()) {
+        rank = ctx_->spec.sources[s].rank;
+      }
+    }
+    return fail_for_good(ctx_->endpoint_name(false, index_) + ": " + err + lost_sources(), rank);
   }
 
   auto cq_handler() {
@@ -1849,8 +1885,9 @@ class FlowTarget final : public TargetCore, private FailureState {
           continue;
         }
         return fail_for_good(ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
-                             host_of(ctx_, ctx_->spec.sources[s].rank) +
-                             " was aborted (abort(), or destroyed without close()); the flow is incomplete");
+                                 host_of(ctx_, ctx_->spec.sources[s].rank) +
+                                 " was aborted (abort(), or destroyed without close()); the flow is incomplete",
+                             ctx_->spec.sources[s].rank);
       }
       const uint32_t rank = ctx_->spec.sources[s].rank;
       if (std::string why = lost_reason(ctx_, rank); !why.empty()) {
@@ -1862,13 +1899,15 @@ class FlowTarget final : public TargetCore, private FailureState {
           continue;
         }
         return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " + ctx_->peer_name(true, s) +
-                             " before it closed (after " + std::to_string(in.k) + " of its segments): " + why);
+                                 " before it closed (after " + std::to_string(in.k) + " of its segments): " + why,
+                             rank);
       }
     }
     return Status::kOk;
   }
 
   void lose(uint32_t s, const std::string& why) {
+    note_lost(ctx_->spec.sources[s].rank);
     in_[s].ended = true;
     ++ended_;
     std::string who = ctx_->peer_name(true, s);

@@ -39,8 +39,9 @@ struct WaitSet {
     }
     const auto slice = std::min<std::chrono::nanoseconds>(timeout, mixed_slice);
     if (words.empty() && ofi.size() == 1) {
-      ofi[0]->wait_alone(std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::min<std::chrono::nanoseconds>(timeout, std::chrono::milliseconds(50))));
+      // The caller bounds `timeout` by its park slice; rounded up, so that a
+      // wait below a millisecond still sleeps instead of spinning.
+      ofi[0]->wait_alone(std::chrono::ceil<std::chrono::milliseconds>(timeout));
       return;
     }
     if (!words.empty()) {

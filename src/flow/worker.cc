@@ -59,7 +59,7 @@ size_t Worker::poll(size_t limit) {
       case Status::kOk:
         ++work;
         break;
-      case Status::kTimeout:  // nothing ready
+      case Status::kWouldBlock:  // nothing ready
         break;
       case Status::kGap:
         ++work;

@@ -175,7 +175,7 @@ Run<T> run_local(const CombinerSpec<T>& spec, const std::vector<std::vector<T>>&
     for (size_t s = 0; s < inputs.size(); ++s) {
       if (i >= inputs[s].size()) continue;
       Status st = sources[s].try_push(inputs[s][i]);
-      if (st == Status::kBackPressured) {
+      if (st == Status::kWouldBlock) {
         ++run.backpressured;
         st = w.push(sources[s], inputs[s][i], deadline);
       }

@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,7 +129,7 @@ int single_thread(sluice::Cluster& c, const Args& a) {
     while (auto b = in.try_consume()) {
       for (const Rec& r : *b) got.add(r);
     }
-    if (in.status() != Status::kTimeout && in.status() != Status::kOk &&
+    if (in.status() != Status::kWouldBlock && in.status() != Status::kOk &&
         in.status() != Status::kEndOfFlow) {
       failed("try_consume: " + in.error());
     }
@@ -137,7 +138,7 @@ int single_thread(sluice::Cluster& c, const Args& a) {
     const Rec r{mix(i * 31 + c.rank()), uint64_t{c.rank()} << 40 | i};
     if (a.try_mode) {
       Status s;
-      while ((s = out.try_push(r)) == Status::kBackPressured) drain();
+      while ((s = out.try_push(r)) == Status::kWouldBlock) drain();
       if (s != Status::kOk) failed("try_push: " + out.error());
     } else if (out.push(r, Clock::now() + std::chrono::seconds(60)) != Status::kOk) {
       failed("push: " + out.error());
@@ -211,8 +212,11 @@ int readme(sluice::Cluster& c, const Args& a) {
   // end before the others are in the flow (that is a lost peer at declare).
   c.barrier("declared");
   const auto start = Clock::now();
-  auto report = [&](const std::string& what, const std::string& error) {
-    lost(start, what + ": " + error);
+  // The line carries lost_peer() as "[lost_peer N]" before the message.
+  auto report = [&](const std::string& what, const std::string& error,
+                    std::optional<sluice::LostPeer> peer) {
+    const std::string who = peer ? "[lost_peer " + std::to_string(peer->rank) + "] " : "[lost_peer none] ";
+    lost(start, who + what + ": " + error);
     // Stay a moment, so that the other survivors see the victim's end, not ours.
     std::this_thread::sleep_for(std::chrono::milliseconds(3000));
     std::_Exit(3);
@@ -220,7 +224,7 @@ int readme(sluice::Cluster& c, const Args& a) {
   auto drain = [&] {
     while (auto b = in.try_consume()) {
     }
-    if (in.status() == Status::kPeerLost) report("try_consume", in.error());
+    if (in.status() == Status::kPeerLost) report("try_consume", in.error(), in.lost_peer());
   };
   for (uint64_t i = 0; i < a.n; ++i) {
     if (c.rank() == a.victim && i == a.k) {
@@ -229,18 +233,18 @@ int readme(sluice::Cluster& c, const Args& a) {
       ::kill(::getpid(), a.stop ? SIGSTOP : SIGKILL);
     }
     Status s;
-    while ((s = out.try_push(Rec{mix(i + c.rank()), i})) == Status::kBackPressured) drain();
-    if (s == Status::kPeerLost) report("try_push", out.error());
+    while ((s = out.try_push(Rec{mix(i + c.rank()), i})) == Status::kWouldBlock) drain();
+    if (s == Status::kPeerLost) report("try_push", out.error(), out.lost_peer());
     if (s != Status::kOk) failed("try_push: " + out.error());
     // Everyone waits here a little so that the victim's end finds them mid-flow.
     if (i == a.k) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   Status s;
   while ((s = out.close(Clock::now())) == Status::kTimeout) drain();
-  if (s == Status::kPeerLost) report("close", out.error());
+  if (s == Status::kPeerLost) report("close", out.error(), out.lost_peer());
   while (auto b = in.consume()) {
   }
-  if (in.status() == Status::kPeerLost) report("consume", in.error());
+  if (in.status() == Status::kPeerLost) report("consume", in.error(), in.lost_peer());
   failed("rank " + std::to_string(c.rank()) + " finished without noticing the victim (" +
          sluice::to_string(in.status()) + ")");
 }
@@ -380,7 +384,7 @@ int ordered_idle(sluice::Cluster& c, const Args& a) {
         ++gaps;
         continue;
       }
-      if (in.status() != Status::kTimeout) failed("try_consume: " + in.error());
+      if (in.status() != Status::kWouldBlock) failed("try_consume: " + in.error());
       return;
     }
   };
@@ -395,7 +399,7 @@ int ordered_idle(sluice::Cluster& c, const Args& a) {
         }
       }
       Status s;
-      while ((s = out.try_push(Rec{i, uint64_t{c.rank()} << 40 | i})) == Status::kBackPressured)
+      while ((s = out.try_push(Rec{i, uint64_t{c.rank()} << 40 | i})) == Status::kWouldBlock)
         drain();
       if (s != Status::kOk) failed("try_push: " + out.error());
       if (c.rank() == 0 && i % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -487,7 +491,7 @@ void soak_run(sluice::Cluster& c, const Args& a, Out& out, In& in, Totals& got, 
     }
     Status s;
     while ((s = out.try_push(Rec{mix(i * 7 + c.rank()), uint64_t{c.rank()} << 40 | i})) ==
-           Status::kBackPressured) {
+           Status::kWouldBlock) {
       drain();
     }
     if (s == Status::kPeerLost) report("try_push", out.error());
@@ -686,7 +690,7 @@ int main(int argc, char** argv) {
       const auto start = Clock::now();
       for (uint64_t i = 0;; ++i) {
         Status s;
-        while ((s = out.try_push(Rec{i, i})) == Status::kBackPressured) {
+        while ((s = out.try_push(Rec{i, i})) == Status::kWouldBlock) {
           while (in.try_consume()) {
           }
         }

@@ -137,6 +137,8 @@ void expect_survivors_report(const testing::ProcessResult& r, int survivors, dou
     if (l.rank == 2) continue;  // the victim, resumed (see the standalone test)
     ++reported;
     EXPECT_NE(l.error.find("rank 2"), std::string::npos) << l.error;
+    // The data plane also hands the lost rank over as a value (lost_peer()).
+    EXPECT_EQ(l.error.rfind("[lost_peer 2] ", 0), 0u) << l.error;
     EXPECT_LT(l.ms, bound_ms) << "rank " << l.rank << ": " << l.error;
   }
   EXPECT_EQ(reported, survivors) << r.output;

@@ -165,7 +165,7 @@ void run_source(const Args& a, sluice::Cluster& c, Out out, uint32_t source_inde
       // Route explicitly by key so the test can account per target.
       t = static_cast<uint32_t>(key % ntargets);
       s = out.try_push_to(t, std::span<const std::byte>(buf, n));
-      if (s == sluice::Status::kBackPressured) {
+      if (s == sluice::Status::kWouldBlock) {
         ++backpressured;
         s = out.push_to(t, std::span<const std::byte>(buf, n));
       }
@@ -173,7 +173,7 @@ void run_source(const Args& a, sluice::Cluster& c, Out out, uint32_t source_inde
       Tuple tup{key, value};
       t = out.target_of(tup);
       s = out.try_push_to(t, tup);
-      if (s == sluice::Status::kBackPressured) {
+      if (s == sluice::Status::kWouldBlock) {
         ++backpressured;
         s = out.push_to(t, tup);
       }

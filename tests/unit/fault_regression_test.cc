@@ -200,7 +200,7 @@ TEST(TargetAbortTest, AReplicateFanOutGoesOnWithoutADestroyedTarget) {
   const uint64_t n = 10000;
   for (uint64_t i = 0; i < n; ++i) {
     Status s;
-    while ((s = out.try_push(Rec{i, i})) == Status::kBackPressured) {
+    while ((s = out.try_push(Rec{i, i})) == Status::kWouldBlock) {
       while (auto b = keep.try_consume()) {
         for (const Rec& r : *b) sum += r.value, ++got;
       }
@@ -224,7 +224,7 @@ TEST(TargetAbortTest, AReplicateFanOutGoesOnWithoutADestroyedTarget) {
 }
 
 // Item 10: the non-blocking calls report a lost peer (they returned
-// kBackPressured / kTimeout forever).
+// kWouldBlock / kTimeout forever).
 TEST(NonBlockingLivenessTest, TryPushTryConsumeAndAPastDeadlineCloseReportALostRank) {
   auto spec = shuffle<Rec>("nb")
                   .sources({{0, 0}, {1, 0}})
@@ -238,17 +238,21 @@ TEST(NonBlockingLivenessTest, TryPushTryConsumeAndAPastDeadlineCloseReportALostR
   auto in = flow.target<Rec>(0);
   while (out.try_push_to(1, Rec{}) == Status::kOk) {
   }
-  EXPECT_EQ(out.try_push_to(1, Rec{}), Status::kBackPressured);
+  EXPECT_EQ(out.try_push_to(1, Rec{}), Status::kWouldBlock);
   EXPECT_FALSE(in.try_consume());
-  EXPECT_EQ(in.status(), Status::kTimeout);
+  EXPECT_EQ(in.status(), Status::kWouldBlock);
   peers.set(1, control::PeerTable::kDied, "connection closed");
   EXPECT_EQ(out.try_push_to(1, Rec{}), Status::kPeerLost);
   EXPECT_NE(out.error().find("rank 1"), std::string::npos) << out.error();
   EXPECT_EQ(out.close(Clock::now()), Status::kPeerLost);
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_TRUE(out.lost_peer().has_value());
+  EXPECT_EQ(out.lost_peer()->rank, 1u);
   EXPECT_FALSE(in.try_consume());
   EXPECT_EQ(in.status(), Status::kPeerLost);
   EXPECT_NE(in.error().find("rank 1"), std::string::npos) << in.error();
+  ASSERT_TRUE(in.lost_peer().has_value());
+  EXPECT_EQ(in.lost_peer()->rank, 1u);
   // Sticky: the flow cannot deliver what it promised any more.
   EXPECT_FALSE(in.try_consume());
   EXPECT_EQ(in.status(), Status::kPeerLost);

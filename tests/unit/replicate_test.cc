@@ -74,7 +74,7 @@ TEST(ReplicateFlowTest, TryPushIsAllOrNothingWhenOneTargetIsFull) {
     while (fast.try_consume()) {
     }
   }
-  EXPECT_EQ(s, Status::kBackPressured);
+  EXPECT_EQ(s, Status::kWouldBlock);
   EXPECT_EQ(out.push_to(0, Rec{}), Status::kInvalid);  // no push_to on replicate flows
   // Everything pushed reaches both; the refused record reached neither.
   std::thread drain([&] {
