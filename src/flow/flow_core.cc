@@ -1140,6 +1140,7 @@ class FlowSource final : public SourceCore, private FailureState {
   }
 
   const FlowContext* ctx_;
+  OpenCore open_{ctx_};  // counts this core in ctx_->open_cores (Cluster's destroy checks it)
   uint32_t index_;
   std::vector<OutRingRef> rings_;
   std::vector<Out> out_;
@@ -1893,6 +1894,7 @@ class FlowTarget final : public TargetCore, private FailureState {
   }
 
   const FlowContext* ctx_;
+  OpenCore open_{ctx_};  // counts this core in ctx_->open_cores (Cluster's destroy checks it)
   uint32_t index_;
   layout::Doorbell* bell_;
   std::vector<In> in_;
