@@ -13,7 +13,7 @@ int main() {
                   .sources(cluster.all_ranks())     // (rank, slot 0) for every rank
                   .targets(cluster.all_ranks())
                   .key(&Order::key);                // route by a hash of the key
-  cluster.declare(spec);                            // every participant must agree
+  auto flow = cluster.declare(spec);                // every participant must agree; lives until `flow` ends
 
   sluice::Worker worker;                            // this thread's progress loop
   uint64_t received = 0;

@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
+#include "common/check.h"
 #include "common/hex.h"
 #include "common/log.h"
 #include "control/bootstrap.h"
@@ -25,6 +28,11 @@ namespace sluice {
 
 namespace detail {
 
+// What a destroyed region's registry entry says instead of its descriptor:
+// openers fail at once rather than wait for an owner that is done with it.
+// Its fd numbers and keys are gone from the registry; the few bytes stay
+// until the name is exposed again.
+constexpr const char* kRegionDestroyed = "destroyed";
 
 // A flow as this process holds it.
 struct FlowState {
@@ -85,12 +93,22 @@ class ClusterImpl {
   std::unique_ptr<RegionAccess> open_region(const std::string& key, const std::string& name, uint32_t owner,
                                             Deadline deadline) {
     const std::string desc = client->get(key, deadline, owner);
+    if (desc == kRegionDestroyed) {
+      throw Error(ErrorCode::kInvalidArgument, "region '" + name + "' of rank " + std::to_string(owner) +
+                                                   " was destroyed by its owner; it can be opened again once the "
+                                                   "owner exposes it anew");
+    }
     return RegionAccess::open(name, owner, desc, host_id, ofi_config, &client->peers());
   }
 
   Deadline setup_deadline() const { return Clock::now() + options.setup_timeout; }
 
   void declare(const FlowSpec& spec);
+  // DeclaredFlow::destroy() in two steps: take the flow's state (throws if
+  // cores of it are open; nothing changes then), then withdraw it from the
+  // registry, free it and release the name.
+  std::unique_ptr<FlowState> take_flow(const std::string& name);
+  void destroy_flow(const std::string& name, std::unique_ptr<FlowState> fs, Deadline deadline);
   const std::string& host_of(uint32_t rank);
   // The transport between ranks a and b (kShm or kOfi); `what` names the
   // caller's object in the error when transport is kShm across hosts.
@@ -144,11 +162,13 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     }
     flows[spec.name] = nullptr;  // reserve the name while we talk to the registry
   }
+  bool agreed = false;
   try {
     // The transport setting decides each pair's transport on both sides:
     // participants must agree on it as on the spec itself.
     client->declare_flow(spec.name, spec.canonical() + "transport=" + to_string(options.transport) + "\n",
                          {participants.begin(), participants.end()}, setup_deadline());
+    agreed = true;
 
     auto fs = std::make_unique<FlowState>();
     fs->ctx.spec = spec;
@@ -230,10 +250,49 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     std::lock_guard<std::mutex> lock(mu);
     flows[spec.name] = std::move(fs);
   } catch (...) {
+    if (agreed) {
+      // Withdraw at once, so that the other participants' destroy() need not
+      // wait for a rank that will never hold the flow.
+      try {
+        client->undeclare_flow(spec.name, Clock::now() + std::chrono::milliseconds(1));
+      } catch (const Error&) {  // a timeout, as expected: the withdrawal counts
+      }
+    }
     std::lock_guard<std::mutex> lock(mu);
     flows.erase(spec.name);
     throw;
   }
+}
+
+std::unique_ptr<FlowState> ClusterImpl::take_flow(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = flows.find(name);
+  SLUICE_CHECK(it != flows.end() && it->second != nullptr, "flow '" + name + "' has a handle but no state");
+  if (const uint32_t open = it->second->ctx.open_cores.n.load(std::memory_order_relaxed); open != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "flow '" + name + "' cannot be destroyed on rank " + std::to_string(boot.rank) + ": " +
+                    std::to_string(open) + " of its sources/targets are still open here; destroy them first");
+  }
+  // The name stays reserved (null) until the registry has let go of it.
+  return std::move(it->second);
+}
+
+void ClusterImpl::destroy_flow(const std::string& name, std::unique_ptr<FlowState> fs, Deadline deadline) {
+  // Collective: this rank's memory goes only once no participant can touch
+  // it, and the registry erases the flow's keys before anyone returns.
+  std::exception_ptr failure;
+  try {
+    client->undeclare_flow(name, deadline);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  fs.reset();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    flows.erase(name);
+  }
+  log::info("flow '", name, "' destroyed", failure ? " (not confirmed by every participant)" : "");
+  if (failure) std::rethrow_exception(failure);
 }
 
 void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target_ranks) {
@@ -453,7 +512,7 @@ std::unique_ptr<Sequencer> open_sequencer(ClusterImpl& impl, const FlowSpec& spe
 
 }  // namespace detail
 
-Cluster::Cluster(std::unique_ptr<detail::ClusterImpl> impl) : impl_(std::move(impl)) {}
+Cluster::Cluster(std::shared_ptr<detail::ClusterImpl> impl) : impl_(std::move(impl)) {}
 Cluster::Cluster(Cluster&&) noexcept = default;
 Cluster& Cluster::operator=(Cluster&&) noexcept = default;
 Cluster::~Cluster() = default;
@@ -463,7 +522,7 @@ Cluster Cluster::join() { return join(ClusterOptions::from_env()); }
 Cluster Cluster::join(const ClusterOptions& options) {
   options.validate();
   log::set_level(options.log_level);
-  auto impl = std::make_unique<detail::ClusterImpl>();
+  auto impl = std::make_shared<detail::ClusterImpl>();
   impl->options = options;
   impl->boot = control::parse_bootstrap(control::process_env(), options.rank, options.world_size, options.registry,
                                         options.secret);
@@ -526,7 +585,51 @@ std::vector<Endpoint> Cluster::ranks(std::vector<uint32_t> ranks, uint32_t slots
   return out;
 }
 
-void Cluster::declare(const FlowSpec& spec) { impl_->declare(spec); }
+DeclaredFlow Cluster::declare(const FlowSpec& spec) {
+  impl_->declare(spec);
+  return DeclaredFlow(impl_, spec.name);
+}
+
+DeclaredFlow::DeclaredFlow(DeclaredFlow&& other) noexcept
+    : cluster_(std::move(other.cluster_)), name_(std::exchange(other.name_, {})) {}
+
+DeclaredFlow& DeclaredFlow::operator=(DeclaredFlow&& other) noexcept {
+  if (this != &other) {
+    release();
+    cluster_ = std::move(other.cluster_);
+    name_ = std::exchange(other.name_, {});
+  }
+  return *this;
+}
+
+DeclaredFlow::~DeclaredFlow() { release(); }
+
+void DeclaredFlow::release() noexcept {
+  if (name_.empty()) return;
+  const std::string name = name_;
+  try {
+    auto impl = cluster_.lock();
+    destroy(impl != nullptr ? impl->setup_deadline() : Clock::now());
+  } catch (const std::exception& e) {
+    log::error("flow '", name, "': ", e.what(),
+               name_.empty() ? "" : "; it stays declared on this rank until the Cluster ends");
+  }
+  name_.clear();
+  cluster_.reset();
+}
+
+void DeclaredFlow::destroy(Deadline deadline) {
+  if (name_.empty()) return;
+  auto impl = cluster_.lock();
+  if (impl == nullptr) {  // the Cluster freed the flow already
+    name_.clear();
+    return;
+  }
+  auto fs = impl->take_flow(name_);  // throws, leaving the handle as it was, if cores are open
+  const std::string name = std::exchange(name_, {});
+  cluster_.reset();
+  impl->destroy_flow(name, std::move(fs), deadline);
+}
 
 void Cluster::check_record(const FlowSpec& spec, size_t record_size) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -652,7 +755,21 @@ MemoryRegion Cluster::expose(std::string_view name, size_t bytes) {
   try {
     auto owner = std::make_unique<detail::RegionOwner>(std::string(name), bytes, impl_->regions_use_ofi(),
                                                        impl_->ofi_config, impl_->host_id);
-    impl_->client->put("region/" + std::string(name) + "/" + std::to_string(rank()), owner->descriptor());
+    const std::string key = "region/" + std::string(name) + "/" + std::to_string(rank());
+    impl_->client->put(key, owner->descriptor());
+    // The Cluster may be gone by then (the handle's contract says it must
+    // not be, but a weak reference costs nothing here).
+    owner->on_destroy([weak = std::weak_ptr<detail::ClusterImpl>(impl_), key, name = std::string(name)] {
+      auto impl = weak.lock();
+      if (impl == nullptr) return;
+      try {
+        impl->client->put(key, detail::kRegionDestroyed);
+      } catch (const Error& e) {
+        log::warn("region '", name, "': could not withdraw it from the registry: ", e.what());
+      }
+      std::lock_guard<std::mutex> lock(impl->mu);
+      impl->exposed.erase(name);
+    });
     return MemoryRegion(std::move(owner));
   } catch (...) {
     std::lock_guard<std::mutex> lock(impl_->mu);

@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
                     .targets(cluster.all_ranks(opt.threads))
                     .key(&Tuple::key);
     if (opt.segment_bytes != 0) spec.segment_bytes(opt.segment_bytes);
-    cluster.declare(spec);
+    auto flow = cluster.declare(spec);
 
     const uint64_t sources = uint64_t{world} * opt.threads;
     std::vector<WorkerResult> results(opt.threads);

@@ -400,8 +400,10 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
     };
     sh.build_spec = make(swapped ? "join-S" : "join-R");
     sh.probe_spec = make(swapped ? "join-R" : "join-S");
-    cluster.declare(sh.build_spec);
-    cluster.declare(sh.probe_spec);
+    // Destroyed when this returns, after start_and_wait() joined every
+    // worker (and with it every source and target of the two flows).
+    const DeclaredFlow build_flow = cluster.declare(sh.build_spec);
+    const DeclaredFlow probe_flow = cluster.declare(sh.probe_spec);
     for (uint32_t t = 0; t < threads; ++t) {
       pool.emplace_back(radix_worker<T>, std::cref(config), std::cref(sh), rank, world,
                         cluster.source(sh.build_spec, t), cluster.target(sh.build_spec, t),
@@ -420,12 +422,13 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
   sh.fbits = std::max<uint32_t>(choose_fanout_bits(sh.build_total, sizeof(T)),
                                 static_cast<uint32_t>(std::bit_width(threads - 1)));
   sh.tables.assign(threads, nullptr);
+  std::vector<DeclaredFlow> bcast_flows;  // outlive the workers (joined by start_and_wait)
   for (uint32_t g = 0; g < threads; ++g) {
     std::vector<Endpoint> targets;
     for (uint32_t r = 0; r < world; ++r) targets.push_back(Endpoint{r, g});
     sh.specs.push_back(bcast_spec<T>("join-bcast-" + std::to_string(g), cluster.all_ranks(threads),
                                      targets, config));
-    cluster.declare(sh.specs.back());
+    bcast_flows.push_back(cluster.declare(sh.specs.back()));
   }
   std::barrier<> built(threads);
   for (uint32_t t = 0; t < threads; ++t) {

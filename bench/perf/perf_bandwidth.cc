@@ -17,7 +17,7 @@ RankPart measure(Cluster& c, const WorkerArgs& a) {
   auto spec = shuffle<R>(name).sources(source_endpoints(c, a)).targets(target_endpoints(c, a)).key(&R::key);
   spec.segment_bytes(segment_bytes_for(a.segment_bytes, B));
   if (a.ring_segments != 0) spec.ring_segments(a.ring_segments);
-  c.declare(spec);
+  auto flow = c.declare(spec);
   return run_stream<B>(c, a, spec, name);
 }
 

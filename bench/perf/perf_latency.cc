@@ -29,8 +29,8 @@ RankPart measure(Cluster& c, const WorkerArgs& a) {
                   .optimize(Optimize::kLatency);
   auto pong = shuffle<R>(base + "-pong").sources(dst).targets(src)
                   .explicit_targets().optimize(Optimize::kLatency);
-  c.declare(ping);
-  c.declare(pong);
+  auto ping_flow = c.declare(ping);
+  auto pong_flow = c.declare(pong);
   if (c.rank() < a.sources) {
     Source<R> out = c.source(ping, 0);
     Target<R> in = c.target(pong, 0);

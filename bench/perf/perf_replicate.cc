@@ -22,7 +22,7 @@ RankPart measure(Cluster& c, const WorkerArgs& a, bool ordered) {
                   .ordered(ordered).gap_timeout(std::chrono::seconds(30));
   spec.segment_bytes(segment_bytes_for(a.segment_bytes, B) + (ordered ? 8 : 0));
   if (a.ring_segments != 0) spec.ring_segments(a.ring_segments);
-  c.declare(spec);
+  auto flow = c.declare(spec);
   return run_stream<B>(c, a, spec, name);
 }
 

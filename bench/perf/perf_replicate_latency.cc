@@ -23,10 +23,11 @@ RankPart measure(Cluster& c, const WorkerArgs& a) {
                   .gap_timeout(std::chrono::seconds(30));
   auto pong = shuffle<R>(base + "-pong").sources({dst[0]}).targets(src).explicit_targets()
                   .optimize(Optimize::kLatency);
-  c.declare(ping);
+  auto ping_flow = c.declare(ping);
   const uint32_t rank = c.rank();
   const bool echoer = rank == dst[0].rank;
-  if (rank < a.sources || echoer) c.declare(pong);
+  DeclaredFlow pong_flow;
+  if (rank < a.sources || echoer) pong_flow = c.declare(pong);
   if (rank < a.sources) {
     Source<R> out = c.source(ping, 0);
     Target<R> in = c.target(pong, 0);

@@ -18,9 +18,10 @@
 //
 // Ownership: the Cluster owns the registry connection, one control thread
 // (heart-beats and peer events; never on the data path), and the shared
-// memory of every flow declared through it. Destroy every Source and Target
-// before the Cluster. Destroying the Cluster leaves the job cleanly (peers see
-// "left", not "died").
+// memory of every flow declared through it until that flow's DeclaredFlow is
+// destroyed (or the Cluster is). Destroy every Source and Target before its
+// flow's DeclaredFlow, and every handle before the Cluster. Destroying the
+// Cluster leaves the job cleanly (peers see "left", not "died").
 #pragma once
 
 #include <chrono>
@@ -41,6 +42,62 @@ namespace sluice {
 namespace detail {
 class ClusterImpl;
 }
+
+// A flow declared by this rank: its rings, mappings, ofi endpoints and
+// registered memory here, and its entries in the registry. Move-only; the
+// name can be declared again once every participant destroyed its handle.
+//
+// Lifecycle (the rule that makes a re-declaration safe): destroying a flow is
+// collective among its participants. destroy() (or the destructor) tells the
+// registry that this rank is done with the flow and waits until every other
+// participant is done too (or lost); only then does it free this rank's
+// memory and endpoints, and by then the registry has forgotten the
+// declaration and erased its keys ("flow/<name>/..."). So a new declaration
+// of the name, with the same spec or another, never sees a key, a ring or an
+// endpoint of the old one, and no peer is still using the old one: every
+// peer had destroyed its Sources and Targets of it first (REQUIRES below).
+// A participant that is lost does not hold the others up.
+//
+// REQUIRES: every Source and Target (and combiner end) of the flow opened on
+// this rank is destroyed before its DeclaredFlow; destroy() refuses
+// otherwise (Error(kInvalidArgument) counting them) and leaves the flow
+// declared. The DeclaredFlow is destroyed before its Cluster (one that
+// outlives it does nothing: the Cluster freed the flow).
+//
+// Thread safety: one thread at a time per handle; handles of different flows
+// may be destroyed concurrently.
+class [[nodiscard]] DeclaredFlow {
+ public:
+  DeclaredFlow() = default;
+  DeclaredFlow(DeclaredFlow&& other) noexcept;
+  DeclaredFlow& operator=(DeclaredFlow&& other) noexcept;
+  // destroy(now + options().setup_timeout), logging instead of throwing on
+  // failure: may block that long for peers that have not destroyed theirs.
+  // If the flow still has open Sources or Targets here, logs an error and
+  // leaves the flow declared until the Cluster ends (never frees memory a
+  // core uses).
+  ~DeclaredFlow();
+
+  // Destroys the flow on this rank as described above. Idempotent; an empty
+  // handle does nothing. Throws Error(kInvalidArgument) if Sources or
+  // Targets of the flow are still open here (nothing is done then);
+  // Error(kTimeout) naming the participants that have not destroyed theirs
+  // by `deadline`, or PeerLostError if the registry is lost: this rank's
+  // resources are freed either way, and the name can be declared again once
+  // the others have destroyed theirs.
+  void destroy(Deadline deadline = kForever);
+
+  const std::string& name() const { return name_; }
+  explicit operator bool() const { return !name_.empty(); }
+
+ private:
+  friend class Cluster;
+  void release() noexcept;  // the destructor's destroy()
+  DeclaredFlow(std::weak_ptr<detail::ClusterImpl> cluster, std::string name)
+      : cluster_(std::move(cluster)), name_(std::move(name)) {}
+  std::weak_ptr<detail::ClusterImpl> cluster_;
+  std::string name_;  // empty: no flow
+};
 
 class Cluster {
  public:
@@ -82,22 +139,26 @@ class Cluster {
   // Endpoints (rank, 0..slots-1) for one rank.
   std::vector<Endpoint> ranks(std::vector<uint32_t> ranks, uint32_t slots = 1) const;
 
-  // Declares a flow. Every rank that appears in its sources or targets must
-  // declare it with an identical spec; the call returns once all have, and
-  // throws Error(kSpecMismatch) naming both ranks and the differing fields if
-  // one disagrees, Error(kTimeout) naming the missing ranks, or
-  // PeerLostError. Declaring the same name twice in one process is an error.
-  void declare(const FlowSpec& spec);
+  // Declares a flow and returns this rank's handle to it: the flow lives
+  // until the handle is destroyed (see DeclaredFlow; a discarded handle would
+  // destroy the flow at once, hence [[nodiscard]]). Every rank that appears
+  // in its sources or targets must declare it with an identical spec; the
+  // call returns once all have, and throws Error(kSpecMismatch) naming both
+  // ranks and the differing fields if one disagrees, Error(kTimeout) naming
+  // the missing ranks, or PeerLostError. Declaring a name this rank has
+  // declared and not destroyed is an error; so is declaring it anew while a
+  // participant of its previous declaration has not destroyed that one yet.
+  [[nodiscard]] DeclaredFlow declare(const FlowSpec& spec);
   template <class T>
-  void declare(const ShuffleSpec<T>& spec) { declare(spec.spec()); }
-  void declare(const BytesShuffleSpec& spec) { declare(spec.spec()); }
+  [[nodiscard]] DeclaredFlow declare(const ShuffleSpec<T>& spec) { return declare(spec.spec()); }
+  [[nodiscard]] DeclaredFlow declare(const BytesShuffleSpec& spec) { return declare(spec.spec()); }
   template <class T>
-  void declare(const ReplicateSpec<T>& spec) { declare(spec.spec()); }
-  void declare(const BytesReplicateSpec& spec) { declare(spec.spec()); }
+  [[nodiscard]] DeclaredFlow declare(const ReplicateSpec<T>& spec) { return declare(spec.spec()); }
+  [[nodiscard]] DeclaredFlow declare(const BytesReplicateSpec& spec) { return declare(spec.spec()); }
   // A combiner flow (combiner.h): participants must also agree on its
   // group key, value fields and aggregates.
   template <class T>
-  void declare(const CombinerSpec<T>& spec) { declare(spec.untyped().flow_spec()); }
+  [[nodiscard]] DeclaredFlow declare(const CombinerSpec<T>& spec) { return declare(spec.untyped().flow_spec()); }
 
   // The source for endpoint (rank(), slot) of a declared flow. REQUIRES: the
   // endpoint is one of the flow's sources, opened at most once.
@@ -172,12 +233,17 @@ class Cluster {
 
   // Exposes `bytes` of zeroed memory of this rank under `name` for one-sided
   // access by every rank (see memory.h). Names are per rank: two ranks may
-  // expose the same name. Throws Error(kInvalidArgument) on a bad or
-  // duplicate name, Error(kResource) if memory or an endpoint cannot be had.
+  // expose the same name. Destroying the MemoryRegion withdraws it: its
+  // registry entry no longer describes it (later open_region calls fail at
+  // once) and the name may be exposed again. Throws Error(kInvalidArgument)
+  // on a bad name or one this rank exposes already, Error(kResource) if
+  // memory or an endpoint cannot be had.
   MemoryRegion expose(std::string_view name, size_t bytes);
   // Opens region `name` of rank `owner`, waiting until the owner exposed it.
   // Throws Error(kTimeout) at the deadline, PeerLostError if the owner is
-  // gone, Error(kProtocol) on a malformed descriptor.
+  // gone, Error(kInvalidArgument) at once if the owner exposed it and has
+  // since destroyed it (and not exposed it again), Error(kProtocol) on a
+  // malformed descriptor.
   RemoteRegion open_region(std::string_view name, uint32_t owner, Deadline deadline = kForever);
 
   // Every rank contributes `value`; returns all contributions indexed by rank.
@@ -189,12 +255,14 @@ class Cluster {
                                      Deadline deadline = kForever);
 
  private:
-  explicit Cluster(std::unique_ptr<detail::ClusterImpl> impl);
+  explicit Cluster(std::shared_ptr<detail::ClusterImpl> impl);
   void check_record(const FlowSpec& spec, size_t record_size) const;
   std::unique_ptr<detail::SourceCore> open_source(const std::string& flow, uint32_t slot);
   std::unique_ptr<detail::TargetCore> open_target(const std::string& flow, uint32_t slot);
 
-  std::unique_ptr<detail::ClusterImpl> impl_;
+  // Shared only with weak references: handles that outlive the Cluster
+  // against their contract (regions, declared flows) find it gone.
+  std::shared_ptr<detail::ClusterImpl> impl_;
 };
 
 }  // namespace sluice

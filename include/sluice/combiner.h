@@ -15,7 +15,7 @@
 //                   .group_by(&Sale::region)              // field 0: qty, field 1: price
 //                   .sum(&Sale::qty).min(&Sale::price).max(&Sale::price).avg(&Sale::price).count()
 //                   .local_groups(1 << 14);
-//   cluster.declare(spec);
+//   auto flow = cluster.declare(spec);                    // destroy it after src and dst
 //   // on a source thread:
 //   auto src = cluster.source(spec, slot);                // a CombinerSource<Sale>
 //   if (src.push(sale) != sluice::Status::kOk) { ... src.error() ... }

@@ -56,7 +56,10 @@
 // thread). MemoryRegion's methods may be called from any thread.
 //
 // Ownership: both handles refer to their Cluster and must be destroyed before
-// it. Destroying a MemoryRegion revokes it.
+// it. Destroying a MemoryRegion revokes it and withdraws it from the
+// registry: open_region() of it then fails at once (Error(kInvalidArgument)),
+// and its name may be exposed again (a new region: handles opened on the old
+// one never reach it).
 #pragma once
 
 #include <cstddef>

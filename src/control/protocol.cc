@@ -65,6 +65,10 @@ std::string to_string(MsgType type) {
       return "LEAVE";
     case MsgType::kPeerEvent:
       return "PEER_EVENT";
+    case MsgType::kErase:
+      return "ERASE";
+    case MsgType::kUndeclare:
+      return "UNDECLARE";
   }
   return log::cat("type ", static_cast<unsigned>(type));
 }
@@ -321,6 +325,43 @@ std::string encode(const BarrierDoneMsg& m) {
 bool decode(std::string_view payload, BarrierDoneMsg* m) {
   Reader r(payload);
   r.u64(&m->generation);
+  return r.done();
+}
+
+std::string encode(const EraseMsg& m) {
+  Writer w;
+  w.str(m.key);
+  w.u8(m.prefix ? 1 : 0);
+  return w.take();
+}
+bool decode(std::string_view payload, EraseMsg* m) {
+  Reader r(payload);
+  uint8_t prefix = 0;
+  r.str(&m->key) && r.u8(&prefix);
+  m->prefix = prefix == 1;
+  return r.done() && prefix <= 1;
+}
+
+std::string encode(const ErasedMsg& m) {
+  Writer w;
+  w.u64(m.count);
+  return w.take();
+}
+bool decode(std::string_view payload, ErasedMsg* m) {
+  Reader r(payload);
+  r.u64(&m->count);
+  return r.done();
+}
+
+std::string encode(const UndeclareMsg& m) {
+  Writer w;
+  w.str(m.name);
+  w.u64(m.timeout_ms);
+  return w.take();
+}
+bool decode(std::string_view payload, UndeclareMsg* m) {
+  Reader r(payload);
+  r.str(&m->name) && r.u64(&m->timeout_ms);
   return r.done();
 }
 

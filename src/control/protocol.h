@@ -36,6 +36,15 @@
 //   BARRIER   str name, u64 timeout_ms, u64 n, n x u64 member, u64 self
 //             -> OK (u64 generation: the caller's call counted from 0, the
 //             same for every member it met) | ERROR
+//   ERASE     str key, u8 prefix (0: the key itself, 1: every key that starts
+//             with `key`) -> OK (u64 number of keys erased). A GET waiting
+//             for an erased key keeps waiting (the key may be put again).
+//   UNDECLARE str name, u64 timeout_ms -> OK | ERROR: the caller is done with
+//             flow `name`. Answered once every participant has undeclared
+//             (or is lost); the registry then forgets the declaration and
+//             erases every key under "flow/<name>/" before it answers, so a
+//             new DECLARE of the name starts from nothing. A timed-out
+//             UNDECLARE still counts.
 //   HEARTBEAT (empty) -> HEARTBEAT (request id 0): the registry answers
 //             every one, so a client can tell that the registry is alive
 //   LEAVE     (empty), no reply; the registry then closes the connection
@@ -92,6 +101,8 @@ enum class MsgType : uint16_t {
   kHeartbeat = 10,
   kLeave = 11,
   kPeerEvent = 12,
+  kErase = 13,
+  kUndeclare = 14,
 };
 // "HELLO", "PEER_EVENT", ... or "type 99" for an unknown value.
 std::string to_string(MsgType type);
@@ -212,6 +223,18 @@ inline constexpr size_t kMaxBarrierMembers = 1u << 20;
 struct BarrierDoneMsg {
   uint64_t generation = 0;
 };
+struct EraseMsg {
+  std::string key;
+  bool prefix = false;  // on the wire a u8, 0 or 1 (anything else is malformed)
+};
+// The OK payload of an ERASE.
+struct ErasedMsg {
+  uint64_t count = 0;
+};
+struct UndeclareMsg {
+  std::string name;
+  uint64_t timeout_ms = 0;
+};
 
 std::string encode(const HelloMsg& m);
 std::string encode(const PeerEventMsg& m);
@@ -223,6 +246,9 @@ std::string encode(const GetMsg& m);
 std::string encode(const ValueMsg& m);
 std::string encode(const BarrierMsg& m);
 std::string encode(const BarrierDoneMsg& m);
+std::string encode(const EraseMsg& m);
+std::string encode(const ErasedMsg& m);
+std::string encode(const UndeclareMsg& m);
 [[nodiscard]] bool decode(std::string_view payload, HelloMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, PeerEventMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, WelcomeMsg* m);
@@ -233,6 +259,9 @@ std::string encode(const BarrierDoneMsg& m);
 [[nodiscard]] bool decode(std::string_view payload, ValueMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, BarrierMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, BarrierDoneMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, EraseMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, ErasedMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, UndeclareMsg* m);
 
 struct Frame {
   FrameHeader header;

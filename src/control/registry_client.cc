@@ -667,6 +667,25 @@ void RegistryClient::declare_flow(const std::string& name, const std::string& ca
   impl_->expect(r, MsgType::kOk, what);
 }
 
+void RegistryClient::undeclare_flow(const std::string& name, Deadline deadline) {
+  const std::string what = log::cat("destroying flow '", name, "'");
+  const auto r = impl_->call(MsgType::kUndeclare, encode(UndeclareMsg{name, timeout_ms(deadline)}),
+                             deadline, what);
+  impl_->expect(r, MsgType::kOk, what);
+}
+
+uint64_t RegistryClient::erase(const std::string& key, bool prefix) {
+  const std::string what = log::cat("erasing key ", prefix ? "prefix '" : "'", key, "'");
+  const auto r = impl_->call(MsgType::kErase, encode(EraseMsg{key, prefix}), kForever, what);
+  impl_->expect(r, MsgType::kOk, what);
+  ErasedMsg done;
+  if (!decode(r.payload, &done)) {
+    throw Error(ErrorCode::kProtocol,
+                log::cat(what, ": the registry at ", impl_->address, " sent a malformed OK reply"));
+  }
+  return done.count;
+}
+
 void RegistryClient::put(const std::string& key, const std::string& value) {
   const std::string what = log::cat("putting key '", key, "'");
   const auto r = impl_->call(MsgType::kPut, encode(PutMsg{key, value}), kForever, what);

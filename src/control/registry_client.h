@@ -96,6 +96,17 @@ class RegistryClient {
   // naming the ranks that have not declared, or PeerLostError.
   void declare_flow(const std::string& name, const std::string& canonical,
                     const std::vector<uint32_t>& participants, Deadline deadline);
+  // Withdraws this rank from flow `name` (which it declared); returns once
+  // every participant did so or is lost, by when the registry has forgotten
+  // the declaration and erased every key under "flow/<name>/": the name can
+  // be declared again. Throws Error(kTimeout) naming the participants that
+  // have not withdrawn (the withdrawal still counts), Error(kInvalidArgument)
+  // if this rank has not declared the flow.
+  void undeclare_flow(const std::string& name, Deadline deadline);
+  // Erases `key`, or with prefix = true every key that starts with `key`;
+  // returns how many keys went. A get() waiting for an erased key keeps
+  // waiting (until it is put again or its deadline).
+  uint64_t erase(const std::string& key, bool prefix = false);
   // Stores key -> value (overwrites).
   void put(const std::string& key, const std::string& value);
   // Waits until `key` exists and returns its value. If `owner_rank` >= 0 and

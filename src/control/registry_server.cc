@@ -129,6 +129,8 @@ struct RegistryServer::Impl : Waiters::Host {
   void on_declare(Conn& c, const Frame& f, TimePoint now);
   void on_put(Conn& c, const Frame& f);
   void on_get(Conn& c, const Frame& f, TimePoint now);
+  void on_erase(Conn& c, const Frame& f);
+  void on_undeclare(Conn& c, const Frame& f, TimePoint now);
   void on_barrier(Conn& c, const Frame& f, TimePoint now);
   void on_timers(TimePoint now);
   TimePoint next_timer() const;
@@ -451,6 +453,10 @@ void RegistryServer::Impl::handle_frame(Conn& c, const Frame& f, TimePoint now) 
       return on_get(c, f, now);
     case MsgType::kBarrier:
       return on_barrier(c, f, now);
+    case MsgType::kErase:
+      return on_erase(c, f);
+    case MsgType::kUndeclare:
+      return on_undeclare(c, f, now);
     case MsgType::kHeartbeat:
       if (!f.payload.empty()) {
         refuse(c, ErrorCode::kProtocol, "malformed HEARTBEAT message", req);
@@ -554,6 +560,27 @@ void RegistryServer::Impl::on_put(Conn& c, const Frame& f) {
   }
   send(c, MsgType::kOk, f.header.request_id, "");
   waiters.put(std::move(m.key), std::move(m.value));
+}
+
+void RegistryServer::Impl::on_erase(Conn& c, const Frame& f) {
+  EraseMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed ERASE message", f.header.request_id);
+    return;
+  }
+  const uint64_t n = waiters.erase(m.key, m.prefix);
+  send(c, MsgType::kOk, f.header.request_id, encode(ErasedMsg{n}));
+}
+
+void RegistryServer::Impl::on_undeclare(Conn& c, const Frame& f, TimePoint now) {
+  UndeclareMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed UNDECLARE message", f.header.request_id);
+    return;
+  }
+  waiters.undeclare(Waiter{c.id, static_cast<uint32_t>(c.rank), f.header.request_id, m.timeout_ms,
+                           deadline_after(m.timeout_ms, now)},
+                    m);
 }
 
 void RegistryServer::Impl::on_get(Conn& c, const Frame& f, TimePoint now) {

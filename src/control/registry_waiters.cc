@@ -112,6 +112,15 @@ void Waiters::declare(const Waiter& w, DeclareMsg m) {
   }
 
   auto it = flows_.find(m.name);
+  if (it != flows_.end() && it->second.gone.count(rank) != 0) {
+    // Its previous declaration is still being destroyed by the others:
+    // joining that one would hand out its keys as the new flow's.
+    reply_error(w, ErrorCode::kInvalidArgument,
+                log::cat("flow '", m.name, "' cannot be declared again by rank ", rank,
+                         " yet: ranks ", rank_list_text(not_gone(it->second)),
+                         " have not destroyed its previous declaration"));
+    return;
+  }
   if (it == flows_.end()) {
     FlowDecl fresh;
     fresh.first_rank = rank;
@@ -120,7 +129,12 @@ void Waiters::declare(const Waiter& w, DeclareMsg m) {
     it = flows_.emplace(m.name, std::move(fresh)).first;
   } else if (std::string diff = spec_diff(it->second, rank, m.canonical, m.participants);
              !diff.empty()) {
-    const std::string text = log::cat("flow '", m.name, "' declared differently: ", diff);
+    std::string text = log::cat("flow '", m.name, "' declared differently: ", diff);
+    if (it->second.complete) {
+      text += log::cat(" (ranks ", rank_list_text(not_gone(it->second)),
+                       " still hold an earlier declaration of the name; declare it again only "
+                       "after every participant destroyed that flow)");
+    }
     reply_error(w, ErrorCode::kSpecMismatch, text);
     if (!it->second.complete) {
       // Everyone waiting would otherwise wait on a declaration that can never
@@ -151,6 +165,50 @@ void Waiters::declare(const Waiter& w, DeclareMsg m) {
     }
   }
   flow.waiters.push_back(w);
+}
+
+std::vector<uint32_t> Waiters::not_gone(const FlowDecl& flow) const {
+  std::vector<uint32_t> out;
+  for (uint32_t p : flow.participants) {
+    if (flow.gone.count(p) == 0 && !host_.lost(p)) out.push_back(p);
+  }
+  return out;
+}
+
+uint64_t Waiters::erase(const std::string& key, bool prefix) {
+  if (!prefix) return kv_.erase(key);
+  uint64_t n = 0;
+  for (auto it = kv_.lower_bound(key); it != kv_.end() && it->first.starts_with(key);) {
+    it = kv_.erase(it);
+    ++n;
+  }
+  return n;
+}
+
+bool Waiters::forget_if_gone(std::map<std::string, FlowDecl>::iterator it) {
+  FlowDecl& flow = it->second;
+  if (flow.gone.empty() || !not_gone(flow).empty()) return false;
+  // Erased before anyone hears OK: a new declaration of the name can never
+  // read a key of this one.
+  erase("flow/" + it->first + "/", true);
+  const std::vector<Waiter> waiters = std::move(flow.undeclare_waiters);
+  flows_.erase(it);
+  for (const Waiter& w : waiters) host_.reply(w, MsgType::kOk, "");
+  return true;
+}
+
+void Waiters::undeclare(const Waiter& w, const UndeclareMsg& m) {
+  auto it = flows_.find(m.name);
+  if (it == flows_.end() || !it->second.complete || it->second.declared.count(w.rank) == 0 ||
+      it->second.gone.count(w.rank) != 0) {
+    reply_error(w, ErrorCode::kInvalidArgument,
+                log::cat("rank ", w.rank, " undeclares flow '", m.name,
+                         "', which it has not declared (or already undeclared)"));
+    return;
+  }
+  it->second.gone.insert(w.rank);
+  it->second.undeclare_waiters.push_back(w);
+  forget_if_gone(it);
 }
 
 void Waiters::put(std::string key, std::string value) {
@@ -293,8 +351,18 @@ void Waiters::lose_rank(uint32_t r, uint64_t gone_conn, const std::string& who) 
     }
     b.generations.clear();
   }
-  for (auto& [name, flow] : flows_) {
-    if (flow.complete) continue;
+  for (auto it = flows_.begin(); it != flows_.end();) {
+    FlowDecl& flow = it->second;
+    std::erase_if(flow.undeclare_waiters, [&](const Waiter& w) { return w.conn_id == gone_conn; });
+    if (flow.complete) {
+      // A lost participant never undeclares: the others need not wait for it.
+      const auto next = std::next(it);
+      forget_if_gone(it);
+      it = next;
+      continue;
+    }
+    const std::string& name = it->first;
+    ++it;
     const bool needed = std::binary_search(flow.participants.begin(), flow.participants.end(), r) &&
                         flow.declared.count(r) == 0;
     if (needed) {
@@ -323,6 +391,14 @@ void Waiters::expire(RegistryTime now) {
   for (auto& flow_entry : flows_) {
     const std::string& name = flow_entry.first;
     FlowDecl& flow = flow_entry.second;
+    std::erase_if(flow.undeclare_waiters, [&](const Waiter& w) {
+      if (now < w.deadline) return false;
+      reply_error(w, ErrorCode::kTimeout,
+                  log::cat("flow '", name, "' was not destroyed by every participant within ",
+                           w.timeout_ms, " ms: waiting for ",
+                           host_.describe_missing(not_gone(flow))));
+      return true;
+    });
     std::erase_if(flow.waiters, [&](const Waiter& w) {
       if (now < w.deadline) return false;
       reply_error(
@@ -386,6 +462,7 @@ RegistryTime Waiters::next_deadline() const {
   RegistryTime next = kNever;
   for (const auto& [name, flow] : flows_) {
     for (const Waiter& w : flow.waiters) next = std::min(next, w.deadline);
+    for (const Waiter& w : flow.undeclare_waiters) next = std::min(next, w.deadline);
   }
   for (const GetWaiter& g : gets_) next = std::min(next, g.waiter.deadline);
   for (const auto& [name, b] : barriers_) {

@@ -67,6 +67,13 @@ class Waiters {
   void declare(const Waiter& w, DeclareMsg m);
   // A PUT: stores the value and answers every GET waiting for the key.
   void put(std::string key, std::string value);
+  // An ERASE: removes `key` (or every key starting with it) and returns how
+  // many keys went. GETs waiting for an erased key keep waiting.
+  uint64_t erase(const std::string& key, bool prefix);
+  // An UNDECLARE from w.rank: answered (with every other participant's) once
+  // every participant of the flow undeclared it or is lost; the flow's
+  // declaration and its keys ("flow/<name>/...") are gone by then.
+  void undeclare(const Waiter& w, const UndeclareMsg& m);
   // A GET: answered at once if the key exists or its owner is lost, else
   // when it is put.
   void get(const Waiter& w, const GetMsg& m);
@@ -91,6 +98,10 @@ class Waiters {
     std::set<uint32_t> declared;
     std::vector<Waiter> waiters;
     bool complete = false;
+    // UNDECLARE: the participants done with the flow, and those waiting for
+    // the others.
+    std::set<uint32_t> gone;
+    std::vector<Waiter> undeclare_waiters;
   };
 
   struct GetWaiter {
@@ -114,6 +125,10 @@ class Waiters {
                         const std::vector<uint32_t>& participants) const;
   std::vector<uint32_t> undeclared(const FlowDecl& flow) const;
   void complete_flow(FlowDecl& flow);
+  std::vector<uint32_t> not_gone(const FlowDecl& flow) const;
+  // Forgets the flow if every participant undeclared it or is lost, after
+  // erasing its keys; answers the UNDECLARE waiters. Returns true if it did.
+  bool forget_if_gone(std::map<std::string, FlowDecl>::iterator it);
   std::string describe_missing_endpoints(const BarrierState& b,
                                          const std::map<uint64_t, Waiter>& arrived) const;
   void complete_if_all_arrived(BarrierState& b, uint64_t gen);

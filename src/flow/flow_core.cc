@@ -1165,6 +1165,7 @@ class FlowSource final : public SourceCore, private FailureState {
   }
 
   const FlowContext* ctx_;
+  OpenCore open_{ctx_};  // counts this core in ctx_->open_cores (Cluster's destroy checks it)
   uint32_t index_;
   std::vector<OutRingRef> rings_;
   std::vector<Out> out_;
@@ -1932,6 +1933,7 @@ class FlowTarget final : public TargetCore, private FailureState {
   }
 
   const FlowContext* ctx_;
+  OpenCore open_{ctx_};  // counts this core in ctx_->open_cores (Cluster's destroy checks it)
   uint32_t index_;
   layout::Doorbell* bell_;
   std::vector<In> in_;

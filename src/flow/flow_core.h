@@ -14,6 +14,8 @@
 // flow share a FlowContext, which is read-only after setup.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +30,16 @@ class PeerTable;
 
 namespace sluice::detail {
 
+// How many cores of a flow exist in this process: a core counts itself from
+// its construction to its destruction (OpenCore), so that the flow's owner can
+// refuse to free the context under one. A copy starts at zero.
+struct CoreCount {
+  mutable std::atomic<uint32_t> n{0};
+  CoreCount() = default;
+  CoreCount(const CoreCount&) {}
+  CoreCount& operator=(const CoreCount&) { return *this; }
+};
+
 // What every core of one flow in this process shares.
 struct FlowContext {
   FlowSpec spec;
@@ -38,11 +50,28 @@ struct FlowContext {
   uint32_t ring_segments = 0;
   // Host name per rank for messages (may be empty).
   std::vector<std::string> hosts;
+  // The cores of this flow alive in this process (see OpenCore).
+  CoreCount open_cores;
 
   // "flow 'orders' source (1,0)" and the like, for messages.
   std::string endpoint_name(bool source, uint32_t index) const;
   // "source (1,0)": the same without the flow, for the other side of a message.
   std::string peer_name(bool source, uint32_t index) const;
+};
+
+// A core's membership in FlowContext::open_cores, for the core's lifetime.
+// Relaxed: the count is only compared with zero by the flow's owner after the
+// cores' threads are done with them (a REQUIRES of destroying a flow), and
+// that hand-over already orders these updates before the read.
+class OpenCore {
+ public:
+  explicit OpenCore(const FlowContext* ctx) : ctx_(ctx) { ctx_->open_cores.n.fetch_add(1, std::memory_order_relaxed); }
+  ~OpenCore() { ctx_->open_cores.n.fetch_sub(1, std::memory_order_relaxed); }
+  OpenCore(const OpenCore&) = delete;
+  OpenCore& operator=(const OpenCore&) = delete;
+
+ private:
+  const FlowContext* ctx_;
 };
 
 // One ring a source writes to.

@@ -77,6 +77,7 @@ RegionOwner::RegionOwner(std::string name, size_t bytes, bool use_ofi, const ofi
 }
 
 RegionOwner::~RegionOwner() {
+  if (on_destroy_) on_destroy_();
   revoke();
   stop_.store(true);
   if (service_.joinable()) service_.join();

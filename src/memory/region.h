@@ -48,6 +48,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -122,6 +123,9 @@ class RegionOwner {
   const std::string& name() const { return name_; }
   const char* path() const { return ep_ != nullptr ? "ofi" : "shm"; }
   void revoke();
+  // Runs `fn` first thing in the destructor (the Cluster withdraws the
+  // region's name there). `fn` must not throw.
+  void on_destroy(std::function<void()> fn) { on_destroy_ = std::move(fn); }
   // Clients the emulated service currently knows (for tests).
   size_t service_clients() const { return live_clients_.load(std::memory_order_relaxed); }
 
@@ -147,6 +151,7 @@ class RegionOwner {
   size_t bytes_;
   SharedRegion mem_;
   std::string descriptor_;
+  std::function<void()> on_destroy_;
   // ofi only. The endpoint is touched only by the service thread once it runs.
   std::unique_ptr<ofi::Endpoint> ep_;
   ofi::Memory mr_;

@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
                     .max(&Sale::weight)
                     .count()
                     .local_groups(a.local_groups);
-    c.declare(spec);
+    auto flow = c.declare(spec);
     const Inputs inputs(a);
 
     Shared sh;

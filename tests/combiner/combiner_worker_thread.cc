@@ -137,8 +137,8 @@ int main(int argc, char** argv) {
                     .key(&Obs::key)
                     .segment_bytes(256)
                     .ring_segments(2);
-    c.declare(sums);
-    c.declare(echo);
+    auto sums_flow = c.declare(sums);
+    auto echo_flow = c.declare(echo);
 
     // The one worker thread of this rank (the main thread).
     sluice::CombinerResult result;

@@ -121,7 +121,7 @@ int single_thread(sluice::Cluster& c, const Args& a) {
   auto spec =
       sluice::shuffle<Rec>("st").sources(c.all_ranks()).targets(c.all_ranks()).key(&Rec::key);
   if (a.latency) spec.optimize(sluice::Optimize::kLatency);
-  c.declare(spec);
+  auto flow = c.declare(spec);
   auto out = c.source(spec, 0);
   auto in = c.target(spec, 0);
   Totals got;
@@ -164,7 +164,7 @@ int replicate_lead(sluice::Cluster& c, const Args& a) {
                   .sources(c.ranks({0}))
                   .targets(c.ranks({1, 2}))
                   .segment_bytes(512);
-  c.declare(spec);
+  auto flow = c.declare(spec);
   if (c.rank() == 0) {
     auto out = c.source(spec, 0);
     for (uint64_t i = 0; i < a.n; ++i) {
@@ -205,7 +205,7 @@ int replicate_lead(sluice::Cluster& c, const Args& a) {
 int readme(sluice::Cluster& c, const Args& a) {
   auto spec =
       sluice::shuffle<Rec>("orders").sources(c.all_ranks()).targets(c.all_ranks()).key(&Rec::key);
-  c.declare(spec);
+  auto flow = c.declare(spec);
   auto out = c.source(spec, 0);
   auto in = c.target(spec, 0);
   // Without a launcher ranks start at different times: the victim must not
@@ -255,7 +255,7 @@ int target_abort(sluice::Cluster& c, const Args& a) {
                   .targets(c.ranks({1}))
                   .segment_bytes(256)
                   .ring_segments(4);
-  c.declare(spec);
+  auto flow = c.declare(spec);
   if (c.rank() == 1) {
     {
       auto in = c.target(spec, 0);
@@ -286,7 +286,7 @@ int target_abort(sluice::Cluster& c, const Args& a) {
 
 int source_abort(sluice::Cluster& c, const Args& a) {
   auto spec = sluice::shuffle<Rec>("sa").sources(c.ranks({0})).targets(c.ranks({1}));
-  c.declare(spec);
+  auto flow = c.declare(spec);
   if (c.rank() == 0) {
     {
       auto out = c.source(spec, 0);
@@ -327,7 +327,7 @@ int source_abort(sluice::Cluster& c, const Args& a) {
 
 int slow_target(sluice::Cluster& c, const Args& a) {
   auto spec = sluice::shuffle<Rec>("slow").sources(c.ranks({0})).targets(c.ranks({1}));
-  c.declare(spec);
+  auto flow = c.declare(spec);
   Totals got;
   if (c.rank() == 0) {
     {
@@ -363,7 +363,7 @@ int ordered_idle(sluice::Cluster& c, const Args& a) {
                   .segment_bytes(256)
                   .ordered()
                   .gap_timeout(std::chrono::milliseconds(200));
-  c.declare(spec);
+  auto flow = c.declare(spec);
   Totals got;
   uint64_t order = 0, gaps = 0;
   auto in = c.target(spec, 0);
@@ -535,7 +535,7 @@ int soak(sluice::Cluster& c, const Args& a) {
                     .segment_bytes(512)
                     .ordered()
                     .gap_timeout(std::chrono::milliseconds(200));
-    c.declare(spec);
+    auto flow = c.declare(spec);
     auto out = c.source(spec, 0);
     auto in = c.target(spec, 0);
     c.barrier("declared");
@@ -556,7 +556,7 @@ int soak(sluice::Cluster& c, const Args& a) {
                     .targets(c.all_ranks())
                     .key(&Rec::key)
                     .segment_bytes(512);
-    c.declare(spec);
+    auto flow = c.declare(spec);
     auto out = c.source(spec, 0);
     auto in = c.target(spec, 0);
     c.barrier("declared");
@@ -611,7 +611,7 @@ int main(int argc, char** argv) {
       auto c = sluice::Cluster::join(o);
       auto spec = sluice::shuffle<Rec>("tm").sources(c.all_ranks()).targets(c.all_ranks());
       try {
-        c.declare(spec);
+        auto flow = c.declare(spec);
       } catch (const sluice::Error& e) {
         std::printf("REFUSED %s: %s\n", sluice::to_string(e.code()), e.what());
         return 0;
@@ -628,9 +628,9 @@ int main(int argc, char** argv) {
       };
       try {
         if (c.rank() == 0) {
-          c.declare(sluice::shuffle<Rec>("tt").sources(c.all_ranks()).targets(c.all_ranks()));
+          auto flow = c.declare(sluice::shuffle<Rec>("tt").sources(c.all_ranks()).targets(c.all_ranks()));
         } else {
-          c.declare(sluice::shuffle<Other>("tt").sources(c.all_ranks()).targets(c.all_ranks()));
+          auto flow = c.declare(sluice::shuffle<Other>("tt").sources(c.all_ranks()).targets(c.all_ranks()));
         }
       } catch (const sluice::Error& e) {
         std::printf("REFUSED %s: %s\n", sluice::to_string(e.code()), e.what());
@@ -643,9 +643,9 @@ int main(int argc, char** argv) {
       // 1 declares it a little later and must learn that rank 0 is lost.
       auto spec = sluice::shuffle<Rec>("dup").sources(c.all_ranks()).targets(c.all_ranks());
       if (c.rank() == 0) {
-        c.declare(spec);
+        auto flow = c.declare(spec);
         try {
-          c.declare(spec);
+          auto again = c.declare(spec);
         } catch (const sluice::Error& e) {
           std::printf("DUPLICATE refused: %s\n", e.what());
           std::fflush(stdout);
@@ -657,7 +657,7 @@ int main(int argc, char** argv) {
       // Either declare meets rank 0 before it exits (then the flow sees its
       // source lost) or after (then declare throws PeerLostError); never a
       // resource error about the memory of a process that has exited.
-      c.declare(spec);
+      auto flow = c.declare(spec);
       auto in = c.target(spec, 0);
       const auto start = Clock::now();
       while (in.consume(Clock::now() + std::chrono::seconds(30))) {
@@ -674,7 +674,7 @@ int main(int argc, char** argv) {
                       .targets(c.all_ranks())
                       .segment_bytes(256)
                       .ordered();
-      c.declare(spec);
+      auto flow = c.declare(spec);
       auto in = c.target(spec, 0);
       if (c.rank() == 0) {
         uint64_t got = 0;
@@ -710,7 +710,7 @@ int main(int argc, char** argv) {
       // close_and_wait(): returns once the transport reports every segment
       // delivered, so the source's process may exit at once.
       auto spec = sluice::shuffle<Rec>("cw").sources(c.ranks({0})).targets(c.ranks({1}));
-      c.declare(spec);
+      auto flow = c.declare(spec);
       if (c.rank() == 0) {
         auto out = c.source(spec, 0);
         for (uint64_t i = 0; i < a.n; ++i) {

@@ -47,6 +47,9 @@ void decode_all(const Frame& f) {
   round_trip<ValueMsg>(p);
   round_trip<BarrierMsg>(p);
   round_trip<BarrierDoneMsg>(p);
+  round_trip<EraseMsg>(p);
+  round_trip<ErasedMsg>(p);
+  round_trip<UndeclareMsg>(p);
   // The header re-encodes too.
   uint8_t raw[kHeaderSize];
   encode_header(f.header, raw);

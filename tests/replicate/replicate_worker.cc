@@ -89,7 +89,7 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
                   .ordered(a.ordered)
                   .gap_timeout(std::chrono::milliseconds(a.gap_ms));
   if (a.latency) spec.optimize(sluice::Optimize::kLatency);
-  c.declare(spec);
+  auto flow = c.declare(spec);
   const uint32_t me = c.rank();
   if (static_cast<int64_t>(me) == a.die_rank) {
     // Test builds exit right after taking this many sequence numbers.
@@ -327,6 +327,60 @@ int run_stale(sluice::Cluster& c) {
   return 0;
 }
 
+// ------------------------------------------------------------ re-exposure
+
+// Rank 0 exposes region "again" five times, each time with other contents,
+// and destroys it in between. Rank 1 reads each incarnation through a new
+// handle; between incarnations opening it fails at once (no deadline given),
+// and the previous incarnation's handle no longer reaches memory.
+int run_reexpose(sluice::Cluster& c) {
+  const uint32_t me = c.rank();
+  for (int round = 0; round < 5; ++round) {
+    const auto fill = static_cast<std::byte>(0x10 + round);
+    sluice::MemoryRegion region;
+    if (me == 0) {
+      region = c.expose("again", 4096);
+      std::memset(region.data(), static_cast<int>(fill), 4096);
+    }
+    c.barrier("exposed");
+    sluice::RemoteRegion r;
+    if (me == 1) {
+      r = c.open_region("again", 0);
+      std::byte b[8];
+      const sluice::Status s = r.read(0, b, sluice::Clock::now() + std::chrono::seconds(10));
+      if (s != sluice::Status::kOk) return fail("read of incarnation " + std::to_string(round) + ": " + r.error());
+      if (b[0] != fill || b[7] != fill) {
+        return fail("incarnation " + std::to_string(round) + " read byte " + std::to_string(static_cast<int>(b[0])));
+      }
+    }
+    c.barrier("read");
+    if (me == 0) region = sluice::MemoryRegion();  // destroyed: withdrawn from the registry
+    c.barrier("destroyed");
+    if (me == 1) {
+      std::byte b[8];
+      if (r.read(0, b, sluice::Clock::now() + std::chrono::seconds(2)) == sluice::Status::kOk) {
+        return fail("a destroyed region's handle still reads memory");
+      }
+      const auto started = sluice::Clock::now();
+      try {
+        (void)c.open_region("again", 0);
+        return fail("opened a destroyed region");
+      } catch (const sluice::Error& e) {
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(sluice::Clock::now() - started).count();
+        if (e.code() != sluice::ErrorCode::kInvalidArgument || std::string(e.what()).find("destroyed") == std::string::npos ||
+            ms > 2000) {
+          return fail(std::string("opening a destroyed region: ") + e.what() + " after " + std::to_string(ms) + " ms");
+        }
+        if (round == 0) std::printf("DESTROYED refused in %lld ms: %s\n", static_cast<long long>(ms), e.what());
+      }
+    }
+    c.barrier("checked");
+  }
+  std::printf("VERIFIED reexpose rank %u\n", me);
+  return 0;
+}
+
 // ------------------------------------------------------------ signals
 
 // Dies of `a.signal` with a region's ofi endpoint open (with
@@ -355,6 +409,7 @@ int main(int argc, char** argv) {
     if (a.mode == "barriers") return run_barriers(a, c);
     if (a.mode == "signal") return run_signal(a, c);
     if (a.mode == "stale") return run_stale(c);
+    if (a.mode == "reexpose") return run_reexpose(c);
     return fail("unknown mode " + a.mode);
   } catch (const sluice::Error& e) {
     return fail(std::string(sluice::to_string(e.code())) + ": " + e.what());

@@ -284,13 +284,13 @@ int main(int argc, char** argv) {
     if (static_cast<int64_t>(c.rank()) == a.wide_rank) {
       auto spec = sluice::shuffle<WideTuple>("test").sources(srcs).targets(tgts).key(&WideTuple::key);
       configure(spec, a);
-      c.declare(spec);  // expected to throw SpecMismatch
+      auto flow = c.declare(spec);  // expected to throw SpecMismatch
       std::printf("FAILED: declare with a different record size succeeded\n");
       return 1;
     }
     auto run = [&](auto& spec) {
       configure(spec, a);
-      c.declare(spec);
+      auto flow = c.declare(spec);  // destroyed after the threads below ended
       for (uint32_t i = 0; i < srcs.size(); ++i) {
         if (srcs[i].rank != c.rank()) continue;
         threads.emplace_back([&, i, out = c.source(spec, srcs[i].slot)]() mutable {

@@ -90,6 +90,29 @@ TEST(ProtocolTest, RoundTripsEveryMessage) {
   ASSERT_TRUE(decode(encode(event), &event2));
   EXPECT_EQ(event2.state, PeerState::kLeft);
   EXPECT_EQ(event2.pid, 9u);
+
+  EraseMsg erase{"flow/q/", true};
+  EraseMsg erase2;
+  ASSERT_TRUE(decode(encode(erase), &erase2));
+  EXPECT_EQ(erase2.key, "flow/q/");
+  EXPECT_TRUE(erase2.prefix);
+  ErasedMsg erased{7};
+  ErasedMsg erased2;
+  ASSERT_TRUE(decode(encode(erased), &erased2));
+  EXPECT_EQ(erased2.count, 7u);
+  UndeclareMsg undeclare{"q", 250};
+  UndeclareMsg undeclare2;
+  ASSERT_TRUE(decode(encode(undeclare), &undeclare2));
+  EXPECT_EQ(undeclare2.name, "q");
+  EXPECT_EQ(undeclare2.timeout_ms, 250u);
+}
+
+TEST(ProtocolTest, EraseWithAPrefixFlagOtherThanZeroOrOneIsMalformed) {
+  Writer w;
+  w.str("k");
+  w.u8(2);
+  EraseMsg m;
+  EXPECT_FALSE(decode(w.bytes(), &m));
 }
 
 TEST(ProtocolTest, ReaderRejectsLengthsBeyondTheBuffer) {

@@ -329,6 +329,95 @@ TEST_F(RegistryTest, MismatchedDeclarationsFailOnBothSidesNamingRanksAndField) {
   }
 }
 
+TEST_F(RegistryTest, EraseRemovesAKeyOrEveryKeyUnderAPrefix) {
+  start(1);
+  auto c0 = join(0, 1);
+  c0->put("region/a/0", "x");
+  c0->put("flow/f/shm/0", "1");
+  c0->put("flow/f/ofi/s/0", "2");
+  c0->put("flow/fg/shm/0", "3");
+  EXPECT_EQ(c0->erase("region/a/0"), 1u);
+  EXPECT_EQ(c0->erase("region/a/0"), 0u) << "erasing a missing key is not an error";
+  EXPECT_EQ(c0->erase("flow/f/", /*prefix=*/true), 2u);
+  EXPECT_EQ(code_of([&] { c0->get("flow/f/shm/0", in(100ms)); }), ErrorCode::kTimeout);
+  EXPECT_EQ(code_of([&] { c0->get("region/a/0", in(100ms)); }), ErrorCode::kTimeout);
+  EXPECT_EQ(c0->get("flow/fg/shm/0", Clock::now()), "3") << "a prefix is not a name";
+}
+
+TEST_F(RegistryTest, GetOfAnErasedKeyKeepsWaitingForTheNextPut) {
+  start(2);
+  auto c0 = join(0, 2);
+  auto c1 = join(1, 2);
+  c0->put("k", "old");
+  EXPECT_EQ(c0->erase("k"), 1u);
+  std::string got;
+  std::thread getter([&] { got = c1->get("k", in(10s)); });
+  // The getter's GET and this PUT race; either order must give "new".
+  c0->put("k", "new");
+  getter.join();
+  EXPECT_EQ(got, "new");
+}
+
+TEST_F(RegistryTest, UndeclaredFlowCanBeDeclaredAgainWithAnotherSpecAndLosesItsKeys) {
+  start(2);
+  auto c0 = join(0, 2);
+  auto c1 = join(1, 2);
+  auto both = [&](const std::string& spec, std::vector<uint32_t> parts) {
+    std::thread t([&] { c1->declare_flow("q", spec, parts, in(10s)); });
+    c0->declare_flow("q", spec, parts, in(10s));
+    t.join();
+  };
+  both("record_size=16\n", {0, 1});
+  c0->put("flow/q/shm/0", "ring");
+  // Undeclare returns only when both ranks undeclared: rank 0 waits for 1.
+  std::atomic<bool> done0{false};
+  std::thread u0([&] {
+    c0->undeclare_flow("q", in(10s));
+    done0 = true;
+  });
+  std::this_thread::sleep_for(50ms);  // not a synchronisation: only a chance to be early
+  EXPECT_FALSE(done0) << "undeclare returned before the other participant's";
+  c1->undeclare_flow("q", in(10s));
+  u0.join();
+  EXPECT_EQ(code_of([&] { c0->get("flow/q/shm/0", in(100ms)); }), ErrorCode::kTimeout)
+      << "the flow's keys are gone with it";
+  both("record_size=24\n", {0, 1});  // no mismatch with the old declaration
+}
+
+TEST_F(RegistryTest, UndeclareTimesOutNamingTheRankThatHasNotAndALostRankDoesNotBlockIt) {
+  start(2);
+  auto c0 = join(0, 2);
+  auto c1 = join(1, 2);
+  std::thread t([&] { c1->declare_flow("q", "a=1\n", {0, 1}, in(10s)); });
+  c0->declare_flow("q", "a=1\n", {0, 1}, in(10s));
+  t.join();
+  std::string msg;
+  EXPECT_EQ(code_of([&] { c0->undeclare_flow("q", in(200ms)); }, &msg), ErrorCode::kTimeout);
+  EXPECT_NE(msg.find("flow 'q' was not destroyed by every participant"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+  EXPECT_EQ(code_of([&] { c0->undeclare_flow("q", in(200ms)); }, &msg), ErrorCode::kInvalidArgument)
+      << "the timed-out withdrawal counted";
+  const std::string probe = "flow/q/x";
+  c0->put(probe, "1");
+  c1.reset();  // leaves: the flow is forgotten without it
+  EXPECT_TRUE(eventually([&] {
+    try {
+      c0->get(probe, Clock::now());
+      return false;
+    } catch (const Error&) {
+      return true;
+    }
+  })) << "the registry forgot the flow and its keys once its other participant left";
+}
+
+TEST_F(RegistryTest, UndeclaringAFlowNeverDeclaredIsAnError) {
+  start(1);
+  auto c0 = join(0, 1);
+  std::string msg;
+  EXPECT_EQ(code_of([&] { c0->undeclare_flow("nope", in(1s)); }, &msg), ErrorCode::kInvalidArgument);
+  EXPECT_NE(msg.find("'nope'"), std::string::npos) << msg;
+}
+
 TEST_F(RegistryTest, DeclarationTimesOutNamingRanksThatHaveNotDeclared) {
   start(3);
   auto c0 = join(0, 3);

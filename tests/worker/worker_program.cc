@@ -138,9 +138,9 @@ int main(int argc, char** argv) {
   std::vector<sluice::Endpoint> feeders;
   for (uint32_t r = 0; r < world; ++r) feeders.push_back({r, 1});
   auto c = small("c", feeders);
-  cluster.declare(a);
-  cluster.declare(b);
-  cluster.declare(c);
+  auto flow_a = cluster.declare(a);
+  auto flow_b = cluster.declare(b);
+  auto flow_c = cluster.declare(c);
 
   std::atomic<bool> feed{false};
   std::string feeder_error;
