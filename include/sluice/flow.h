@@ -11,7 +11,7 @@
 //                   .sources(cluster.all_ranks(2))
 //                   .targets(cluster.all_ranks(2))
 //                   .key(&Order::key);
-//   cluster.declare(spec);
+//   auto flow = cluster.declare(spec);               // keep it while the flow runs
 //   auto out = cluster.source(spec, slot);       // on the thread of `slot`
 //   if (out.push(order) != sluice::Status::kOk) { ... out.error() ... }
 //   (void)out.close();
