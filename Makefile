@@ -46,13 +46,15 @@ asan: deps
 	cd build-asan && ctest $(CTEST_FLAGS) -LE 'slow|fuzz'
 
 # The concurrent tests under ThreadSanitizer, then the multi-threaded unit
-# tests and the flow, replicate and combiner system tests (shm and ofi), with
-# every rank built with it too.
+# tests and the system tests whose ranks run several threads (flow,
+# replicate, combiner, worker, faults, lifecycle; shm and ofi), with every
+# rank built with it too.
+TSAN_TESTS := '^(unit\.(replicate|fault_regression|registry)_test|system\.(flow|replicate|combiner|combiner_worker_thread|worker|faults|lifecycle|registry_fault)_test)'
 tsan: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build build-tsan
 	cd build-tsan && ctest $(CTEST_FLAGS) -L concurrent
-	cd build-tsan && ctest $(CTEST_FLAGS) -R '^(unit\.replicate_test|system\.(flow|replicate|combiner)_test)'
+	cd build-tsan && ctest $(CTEST_FLAGS) -R $(TSAN_TESTS)
 
 # The libFuzzer targets (tests/fuzz), built with clang in build-fuzz, each run
 # for FUZZ_SECONDS (default 60); prints executions and coverage.

@@ -242,6 +242,21 @@ void RegionOwner::handle_request(uint32_t slot, size_t len, fi_addr_t source) {
         post_request_receive(slot);
         return;
       }
+      // The provider names every sender it knows and did not name this one,
+      // so it is not the endpoint at the address it claims. Where that
+      // address is a client already, admitting the claim would evict the
+      // client (its token replaced): refused. (Where the provider cannot name
+      // senders, the answer still goes to the claimed address, so a claimant
+      // never learns a token; libfabric 1.17's tcp;ofi_rxm has no
+      // FI_SOURCE_ERR to show the real sender's address.)
+      if (ep_->knows_sources() && std::any_of(clients_.begin(), clients_.end(), [&](const Client& c) {
+            return c.token != 0 && c.addr == to;
+          })) {
+        log::warn("region '", name_, "': refused a HELLO from an unknown sender in the name of client ",
+                  to_hex(std::string(reinterpret_cast<const char*>(in + sizeof(req)), req.len)));
+        post_request_receive(slot);
+        return;
+      }
     }
     if (req.a != mem_.nonce()) {
       // A stale descriptor: its region is gone and this endpoint took over

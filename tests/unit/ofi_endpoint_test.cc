@@ -140,6 +140,59 @@ TEST(OfiEndpointTest, EveryPostedDataReceiveHasAContextOfItsOwn) {
   EXPECT_FALSE(target.is_data_receive(nullptr));
 }
 
+// Item 8 of the reliability review: a target registers each source's
+// segment area on its own, with a key of its own, so a writer holding one
+// key can reach only its own area. The provider enforces the bounds; this
+// checks that it does for the registrations the flow makes (two areas side
+// by side in one buffer, as a target's rings are laid out).
+TEST(OfiEndpointTest, ARemoteWriteReachesOnlyTheAreaItsKeyWasGivenFor) {
+  Endpoint target(loopback()), writer(loopback());
+  if (!target.rma()) GTEST_SKIP() << "provider " << target.provider_name() << " has no RMA";
+  constexpr size_t kArea = 4096;
+  std::byte* rings = target.allocate(2 * kArea);
+  Memory mine = target.register_memory(rings, kArea, FI_REMOTE_WRITE);
+  Memory other = target.register_memory(rings + kArea, kArea, FI_REMOTE_WRITE);
+  ASSERT_NE(mine.key, other.key);
+  const fi_addr_t to = writer.insert(target.address());
+  std::byte* tx = writer.allocate(kArea);
+  std::memset(tx, 0x5a, kArea);
+  fi_context2* ctx = writer.allocate_array<fi_context2>(4);
+
+  // Writes one of `len` bytes at `offset` into the area of `m`, by m's key,
+  // and returns the writer's completion status (0, or a negative fi_errno).
+  auto write_at = [&](const Memory& m, uint64_t offset, size_t len, fi_context2* c) -> ssize_t {
+    const ssize_t rc = post([&] { return writer.write(tx, len, nullptr, to, m.base + offset, m.key, c); },
+                            writer, target);
+    if (rc != 0) return rc;
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < give_up) {
+      fi_cq_data_entry e[4];
+      std::string err;
+      void* failed = nullptr;
+      const ssize_t n = writer.poll(e, 4, &err, &failed);
+      if (n < 0) return failed == c ? n : -FI_EOTHER;
+      for (ssize_t i = 0; i < n; ++i) {
+        if (e[i].op_context == c) return 0;
+      }
+      (void)target.poll(e, 4, &err, nullptr);  // drives the target's side
+    }
+    return -FI_ETIMEDOUT;
+  };
+
+  // Inside its own area: lands.
+  EXPECT_EQ(write_at(mine, 0, 64, &ctx[0]), 0);
+  EXPECT_EQ(rings[0], std::byte{0x5a});
+  // Running past its end into the neighbour's area: refused, nothing lands.
+  EXPECT_LT(write_at(mine, kArea - 64, 128, &ctx[1]), 0);
+  // Pointed into the neighbour's area with its own key: refused.
+  EXPECT_LT(write_at(mine, kArea, 64, &ctx[2]), 0);
+  // A guessed key (the neighbour's plus one): refused.
+  Memory guessed = other;
+  guessed.key = other.key + 1;
+  EXPECT_LT(write_at(guessed, 0, 64, &ctx[3]), 0);
+  for (size_t i = kArea; i < 2 * kArea; ++i) ASSERT_EQ(rings[i], std::byte{0}) << "byte " << i - kArea << " of the neighbour";
+}
+
 int released = 0;
 void count_release(void* p) {
   ++released;

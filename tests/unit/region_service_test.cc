@@ -72,8 +72,88 @@ TEST(RegionServiceTest, OpeningAndClosingHandlesDoesNotGrowTheClientTable) {
   EXPECT_EQ(owner.service_clients(), 0u);
 }
 
-// A raw endpoint that speaks the service protocol with a client number it
-// was never given.
+// A raw endpoint that speaks the service protocol by hand: it can say and
+// claim what no RegionAccess would.
+class RawClient {
+ public:
+  explicit RawClient(const RegionOwner& owner) : ep_(config()) {
+    std::istringstream desc(owner.descriptor());
+    std::vector<std::string> fields;
+    for (std::string f; desc >> f;) fields.push_back(f);
+    EXPECT_EQ(fields.size(), 8u) << owner.descriptor();
+    std::string address;
+    EXPECT_TRUE(from_hex(fields.at(2), &address));
+    nonce_ = std::stoull(fields.at(6));
+    service_ = ep_.insert(address);
+    buf_ = ep_.allocate(2 * region_layout::kServiceMessageBytes);
+    ctx_ = ep_.allocate_array<fi_context2>(2);
+  }
+  ~RawClient() { ep_.abandon(); }  // a reply receive may still be posted
+
+  std::string address() const { return ep_.address(); }
+  uint64_t nonce() const { return nonce_; }
+
+  // Sends `req` (with `payload`) and waits up to `wait` for the answer with
+  // its id; false if none came.
+  bool call(region_layout::ServiceMessage req, const std::string& payload, region_layout::ServiceMessage* rep,
+            std::chrono::milliseconds wait) {
+    req.magic = region_layout::kServiceMagic;
+    req.len = static_cast<uint32_t>(payload.size());
+    std::memcpy(buf_, &req, sizeof(req));
+    std::memcpy(buf_ + sizeof(req), payload.data(), payload.size());
+    std::byte* reply = buf_ + region_layout::kServiceMessageBytes;
+    if (!reply_posted_) {
+      EXPECT_EQ(ep_.trecv(reply, region_layout::kServiceMessageBytes, nullptr, region_layout::kTagReply, &ctx_[1]), 0);
+      reply_posted_ = true;
+    }
+    ssize_t rc;
+    const auto posted_by = Clock::now() + std::chrono::seconds(10);
+    while ((rc = ep_.tsend(buf_, sizeof(req) + payload.size(), nullptr, service_, region_layout::kTagRequest,
+                           &ctx_[0])) == -FI_EAGAIN &&
+           Clock::now() < posted_by) {
+      fi_cq_data_entry e[1];
+      std::string err;
+      (void)ep_.poll(e, 0, &err, nullptr);  // tcp;ofi_rxm connects meanwhile
+    }
+    EXPECT_EQ(rc, 0);
+    const auto give_up = Clock::now() + wait;
+    while (Clock::now() < give_up) {
+      fi_cq_data_entry e[4];
+      std::string err;
+      const ssize_t n = ep_.poll(e, 4, &err, nullptr);
+      for (ssize_t i = 0; i < n; ++i) {
+        if (e[i].op_context != &ctx_[1]) continue;
+        std::memcpy(rep, reply, sizeof(*rep));
+        EXPECT_EQ(ep_.trecv(reply, region_layout::kServiceMessageBytes, nullptr, region_layout::kTagReply, &ctx_[1]),
+                  0);
+        if (rep->id == req.id) return true;  // else an answer to someone else's words
+      }
+    }
+    return false;
+  }
+
+ private:
+  static ofi::Config config() {
+    ofi::Config c = loopback(false);
+    c.region = true;
+    return c;
+  }
+  ofi::Endpoint ep_;
+  fi_addr_t service_ = FI_ADDR_UNSPEC;
+  uint64_t nonce_ = 0;
+  std::byte* buf_ = nullptr;
+  fi_context2* ctx_ = nullptr;
+  bool reply_posted_ = false;
+};
+
+region_layout::ServiceMessage request(uint16_t op, uint64_t id) {
+  region_layout::ServiceMessage m{};
+  m.op = op;
+  m.id = id;
+  return m;
+}
+
+// A client number it was never given.
 TEST(RegionServiceTest, RefusesARequestNamingAnotherClient) {
   RegionOwner owner("spoofed", 4096, true, loopback(false), "host");
   auto honest = open(owner, loopback(false));
@@ -81,55 +161,53 @@ TEST(RegionServiceTest, RefusesARequestNamingAnotherClient) {
   ASSERT_EQ(honest->fetch_add(0, 1, &prev, in_seconds(10)), Status::kOk)
       << honest->error();  // client 0 exists
 
-  ofi::Config c = loopback(false);
-  c.region = true;
-  ofi::Endpoint forger(c);
-  std::istringstream desc(owner.descriptor());
-  std::string mode, bytes, hex, address;
-  desc >> mode >> bytes >> hex;
-  ASSERT_TRUE(from_hex(hex, &address));
-  const fi_addr_t service = forger.insert(address);
-  auto* buf = forger.allocate(2 * region_layout::kServiceMessageBytes);
-  fi_context2* ctx = forger.allocate_array<fi_context2>(2);
-  ASSERT_EQ(
-      forger.trecv(buf + region_layout::kServiceMessageBytes, region_layout::kServiceMessageBytes,
-                   nullptr, region_layout::kTagReply, &ctx[1]),
-      0);
-  region_layout::ServiceMessage req{};
-  req.magic = region_layout::kServiceMagic;
-  req.op = region_layout::kFetchAdd;
+  RawClient forger(owner);
+  auto req = request(region_layout::kFetchAdd, 1);
   req.client = 0;  // the honest handle's number, without its token
-  req.id = 1;
   req.a = 1000;
-  std::memcpy(buf, &req, sizeof(req));
-  ssize_t rc;
-  const auto posted_by = Clock::now() + std::chrono::seconds(10);
-  while ((rc = forger.tsend(buf, sizeof(req), nullptr, service, region_layout::kTagRequest,
-                            &ctx[0])) == -FI_EAGAIN &&
-         Clock::now() < posted_by) {
-    fi_cq_data_entry e[1];
-    std::string err;
-    (void)forger.poll(e, 0, &err, nullptr);  // tcp;ofi_rxm connects meanwhile
-  }
-  ASSERT_EQ(rc, 0);
+  region_layout::ServiceMessage rep{};
   // Whatever the service does, it must not apply the forged request.
-  bool answered = false;
-  const auto give_up = Clock::now() + std::chrono::seconds(2);
-  while (Clock::now() < give_up && !answered) {
-    fi_cq_data_entry e[4];
-    std::string err;
-    const ssize_t n = forger.poll(e, 4, &err, nullptr);
-    for (ssize_t i = 0; i < n; ++i) answered |= e[i].op_context == &ctx[1];
-  }
-  if (answered) {
-    region_layout::ServiceMessage rep;
-    std::memcpy(&rep, buf + region_layout::kServiceMessageBytes, sizeof(rep));
+  if (forger.call(req, "", &rep, std::chrono::seconds(2))) {
     EXPECT_EQ(rep.status, region_layout::kUnknownClient);
   }
   EXPECT_EQ(word(owner, 0), 1u);
   ASSERT_EQ(honest->fetch_add(0, 1, &prev, in_seconds(10)), Status::kOk) << honest->error();
   EXPECT_EQ(prev, 1u);
-  forger.abandon();  // its receive may still be posted
+}
+
+// A first HELLO carries its sender's address. A stranger that claims an
+// admitted client's address must not replace that client's token (which
+// evicted the client before).
+TEST(RegionServiceTest, AHelloClaimingAClientsAddressDoesNotEvictIt) {
+  RegionOwner owner("claimed", 4096, true, loopback(false), "host");
+  RawClient honest(owner), stranger(owner);
+  auto hello = request(region_layout::kHello, 1);
+  hello.a = honest.nonce();
+  region_layout::ServiceMessage rep{};
+  ASSERT_TRUE(honest.call(hello, honest.address(), &rep, std::chrono::seconds(10)));
+  ASSERT_EQ(rep.status, region_layout::kServed);
+  const auto client = static_cast<uint32_t>(rep.a);
+  const uint64_t token = rep.b;
+
+  auto add = request(region_layout::kFetchAdd, 2);
+  add.client = client;
+  add.token = token;
+  add.a = 1;
+  ASSERT_TRUE(honest.call(add, "", &rep, std::chrono::seconds(10)));
+  ASSERT_EQ(rep.status, region_layout::kServed);
+
+  // The stranger's HELLO names the honest client's address. Any answer goes
+  // there, not to the stranger.
+  auto claim = request(region_layout::kHello, 3);
+  claim.a = stranger.nonce();
+  EXPECT_FALSE(stranger.call(claim, honest.address(), &rep, std::chrono::milliseconds(500)));
+
+  add.id = 4;
+  ASSERT_TRUE(honest.call(add, "", &rep, std::chrono::seconds(10)));
+  EXPECT_EQ(rep.status, region_layout::kServed) << "the honest client was evicted by a claim of its address";
+  EXPECT_EQ(rep.a, 1u);  // the old value: the second add was applied
+  EXPECT_EQ(word(owner, 0), 2u);
+  EXPECT_EQ(owner.service_clients(), 1u);
 }
 
 TEST(RegionServiceTest, RefusesAHelloForAnotherRegion) {
