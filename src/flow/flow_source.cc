@@ -61,13 +61,8 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
   for (size_t t = 0; t < rings_.size(); ++t) out_[t].limit = S;
   if (ofi_ != nullptr) {
     cq_.enable_reordering(ofi_->ep->test_unordered());
-    // Several segments per write need the count in the completion data,
-    // which only 8-byte CQ data has room for; messages land in one
-    // segment-sized receive each.
-    if (ofi_->ep->rma() && ofi_->ep->cq_data_size() >= 8) {
-      const uint32_t stride = rings_[0].ring.segment_stride;
-      coalesce_ = std::clamp<uint32_t>(kCoalesceBytes / stride, 1, std::max<uint32_t>(1, S / 2));
-    }
+    wire_ = make_ofi_ring(*ofi_->ep);
+    coalesce_ = wire_->max_segments_per_send(rings_[0].ring.segment_stride, S);
     ops_ = std::vector<Op>(rings_.size() * S);
     credit_ops_ = std::vector<Op>(rings_.size());
     abort_ops_ = std::vector<Op>(rings_.size() + 1);
@@ -78,7 +73,7 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
         ops_[t * S + j] = Op{{}, OpKind::kSegmentSend, t, j, 1, false};
       credit_ops_[t] = Op{{}, OpKind::kCreditRecv, t, 0, 1, false};
       ofi_->credits[t] = 0;
-      if (!ofi_->ep->rma()) post_credit_receive(t);
+      if (wire_->by_message()) post_credit_receive(t);
       abort_ops_[t] = Op{{}, OpKind::kAbortRecv, t, 0, 1, false};
       post_control_receive(*ofi_->ep, ofi_->control, ofi_->control_mr.desc, t, &abort_ops_[t]);
     }
@@ -134,9 +129,7 @@ void FlowSource::signal_abort() {
   if (ofi_ != nullptr) send_aborts();
   for (auto& r : rings_) {
     if (r.remote) continue;
-    r.ring.header->source_aborted.store(1, std::memory_order_release);
-    r.bell->seq.fetch_add(1, std::memory_order_relaxed);
-    futex_wake_all(&r.bell->seq);
+    shm_ring::abort_source(r.ring, r.bell);
   }
 }
 
@@ -335,9 +328,8 @@ std::string FlowSource::target_lost(uint32_t t) const {
 }
 
 bool FlowSource::target_aborted(uint32_t t) const {
-  return rings_[t].remote
-             ? (!target_aborted_.empty() && target_aborted_[t] != 0)
-             : rings_[t].ring.header->target_aborted.load(std::memory_order_acquire) != 0;
+  return rings_[t].remote ? (!target_aborted_.empty() && target_aborted_[t] != 0)
+                          : shm_ring::target_aborted(rings_[t].ring);
 }
 
 // Target t is gone for `why`. A shuffle source fails for good (records
@@ -403,11 +395,8 @@ Status FlowSource::wait_for_credit(uint32_t t, Deadline deadline) {
       if (Status s = park(deadline); s != Status::kOk) return s;
       continue;
     }
-    hdr->source_waiting.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    const uint32_t seen = hdr->credit_seq.load(std::memory_order_relaxed);
-    if (!has_credit(t)) futex_wait(&hdr->credit_seq, seen, until(deadline));
-    hdr->source_waiting.store(0, std::memory_order_relaxed);
+    shm_ring::park(&hdr->source_waiting, &hdr->credit_seq, until(deadline),
+                   [&] { return has_credit(t); });
   }
 }
 

@@ -23,15 +23,13 @@
 #include "flow/parking.h"
 #include "flow/wait_set.h"
 #include "sluice/flow.h"
+#include "transport/ofi_ring.h"
+#include "transport/shm_ring.h"
 
 namespace sluice::detail {
 
 // The sequence number of an ordered segment without records (an END alone).
 inline constexpr uint64_t kNoSequence = ~uint64_t{0};
-// Full segments for one target are moved by one RMA write of up to this many
-// bytes: the cost of a transfer over tcp is mostly per operation (system
-// calls, the provider's acknowledgement), not per byte.
-inline constexpr uint32_t kCoalesceBytes = 256 * 1024;
 // How long close() drives an ofi source's endpoint before returning.
 inline constexpr auto kCloseFlush = std::chrono::milliseconds(100);
 // Replicate flows: how long a transport error waits for the registry to
@@ -149,9 +147,7 @@ class FlowSource final : public SourceCore, private FailureState {
     f->bytes_used = used;
     f->flags = layout::kConsumable | flags;
     if (!r.remote) {
-      // Release: the payload and the two words above become visible no
-      // later than seq; pairs with the target's acquire load of seq.
-      f->seq.store(o.k + 1, std::memory_order_release);
+      shm_ring::publish(f, o.k + 1, r.bell);
     } else {
       // The target learns of the segment from its completion, never from
       // the bytes: a NIC may place them in any order.
@@ -160,7 +156,6 @@ class FlowSource final : public SourceCore, private FailureState {
     ++o.k;
     o.filling = false;
     lane(t).cur = lane(t).end = nullptr;
-    if (!r.remote) wake_if_waiting(&r.bell->waiting, &r.bell->seq);
   }
 
   // Segments published because they are full (from reserve) wait for a
@@ -225,10 +220,7 @@ class FlowSource final : public SourceCore, private FailureState {
     Out& o = out_[t];
     if (!rings_[t].remote) {
       if (o.k < o.limit) return true;
-      // Acquire: pairs with the target's release store of consumed, so its
-      // reads of the segments it released happen before we overwrite them.
-      o.limit =
-          rings_[t].ring.header->consumed.load(std::memory_order_acquire) + ctx_->ring_segments;
+      o.limit = shm_ring::consumed(rings_[t].ring) + ctx_->ring_segments;
       return o.k < o.limit;
     }
     // Over ofi the staging slot must also be free: its previous segment's
@@ -284,6 +276,7 @@ class FlowSource final : public SourceCore, private FailureState {
   std::vector<uint64_t> credit_seen_;    // [target]: highest consumed count heard of
   uint32_t coalesce_ = 1;                // ofi RMA: most segments moved by one write
   CompletionReader cq_;
+  std::unique_ptr<OfiRing> wire_;  // how segments and credit cross the endpoint
   // Declared last, so destroyed first: closing the endpoint may still touch
   // the contexts (ops_) of operations in flight.
   std::unique_ptr<OfiSource> ofi_;

@@ -68,16 +68,9 @@ Status FlowSource::post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t co
       }
       continue;
     }
-    ssize_t rc;
-    const size_t bytes = size_t{count} * r.ring.segment_stride;
-    if (ofi_->ep->rma()) {
-      rc = ofi_->ep->write_data(
-          r.ring.payload(k), bytes, ofi_->staging_mr.desc, segment_cq_data(index_, slot, count),
-          r.peer, r.ring_addr + uint64_t{slot} * r.ring.segment_stride, r.ring_key, &op.ctx);
-    } else {
-      rc = ofi_->ep->tsend(r.ring.payload(k), bytes, ofi_->staging_mr.desc, r.peer,
-                           kTagData | index_, &op.ctx);
-    }
+    const ssize_t rc = wire_->send_segments(
+        r.ring.payload(k), count, ofi_->staging_mr.desc,
+        RemoteRing{r.peer, r.ring_addr, r.ring_key, r.ring.segment_stride}, index_, slot, &op.ctx);
     if (rc == 0) return Status::kOk;
     if (rc != -FI_EAGAIN) {
       set_busy(false);
@@ -139,8 +132,8 @@ void FlowSource::post_credit_receive(uint32_t t) {
   Op& op = credit_ops_[t];
   op.busy = true;
   ssize_t rc;
-  while ((rc = ofi_->ep->trecv(&ofi_->credits[t], sizeof(uint64_t), ofi_->credits_mr.desc,
-                               kTagCredit | t, &op.ctx)) == -FI_EAGAIN) {
+  while ((rc = wire_->post_credit_receive(&ofi_->credits[t], ofi_->credits_mr.desc, t, &op.ctx)) ==
+         -FI_EAGAIN) {
     (void)progress();
   }
   if (rc != 0) {

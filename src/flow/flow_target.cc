@@ -44,6 +44,8 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
   if (has_remote_) {
     SLUICE_CHECK(ofi_ != nullptr);
     cq_.enable_reordering(ofi_->ep->test_unordered());
+    wire_ = make_ofi_ring(*ofi_->ep);
+    by_message_ = wire_->by_message();
     arrived_.assign(in_.size() * S, 0);
     buffer_of_.assign(in_.size() * S, -1);
     recv_ops_ = std::vector<Op>(in_.size() * S);
@@ -58,7 +60,7 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
       if (!in_[s].remote) continue;
       abort_ops_[s] = Op{{}, OpKind::kAbortRecv, s, 0, 1, false};
       post_control_receive(*ofi_->ep, ofi_->control, ofi_->control_mr.desc, s, &abort_ops_[s]);
-      if (ofi_->ep->rma()) continue;
+      if (!by_message_) continue;
       // Message path: every segment of the ring is a posted receive. An
       // unordered provider may fill them in any order; the footer's seq
       // says which segment landed where.
@@ -126,11 +128,8 @@ void FlowTarget::disarm() {
 void FlowTarget::publish_credit(In& in) {
   if (in.published == in.released) return;
   if (!in.remote) {
-    // Release: our reads of the released segments happen before the
-    // source, after its acquire load of consumed, overwrites them.
-    in.ring.header->consumed.store(in.released, std::memory_order_release);
+    shm_ring::return_credit(in.ring, in.released);
     in.published = in.released;
-    wake_if_waiting(&in.ring.header->source_waiting, &in.ring.header->credit_seq);
     return;
   }
   // A source whose ring ended needs no more credit (and may be gone); one
@@ -143,14 +142,9 @@ void FlowTarget::publish_credit(In& in) {
     return;
   }
   ofi_->outbox[s] = in.released;
-  ssize_t rc;
-  if (ofi_->ep->rma()) {
-    rc = ofi_->ep->write_data(&ofi_->outbox[s], sizeof(uint64_t), ofi_->outbox_mr.desc, index_,
-                              in.peer, in.credit_addr, in.credit_key, &op.ctx);
-  } else {
-    rc = ofi_->ep->tsend(&ofi_->outbox[s], sizeof(uint64_t), ofi_->outbox_mr.desc, in.peer,
-                         kTagCredit | index_, &op.ctx);
-  }
+  const ssize_t rc =
+      wire_->send_credit(&ofi_->outbox[s], ofi_->outbox_mr.desc,
+                         RemoteCredit{in.peer, in.credit_addr, in.credit_key}, index_, &op.ctx);
   if (rc == 0) {
     op.busy = true;
     in.published = in.released;
@@ -171,7 +165,7 @@ void FlowTarget::release(In& in, uint32_t slot) {
   if (in.remote) {
     const uint32_t s = index_of(in);
     const uint32_t S = ctx_->ring_segments;
-    if (ofi_->ep->rma()) {
+    if (!by_message_) {
       arrived_[s * S + slot] = 0;
     } else {
       post_receive(s, slot);
@@ -186,19 +180,16 @@ int64_t FlowTarget::locate(uint32_t s, const In& in) const {
   const uint32_t S = ctx_->ring_segments;
   const uint32_t pos = static_cast<uint32_t>(in.k % S);
   if (!in.remote) {
-    // Acquire: pairs with the source's release store of seq; the payload,
-    // bytes_used and flags are complete once we see k + 1.
-    return in.ring.footer(in.k)->seq.load(std::memory_order_acquire) == in.k + 1 ? int64_t{pos}
-                                                                                 : -1;
+    return shm_ring::arrived(in.ring, in.k) ? int64_t{pos} : -1;
   }
-  if (ofi_->ep->rma()) return arrived_[s * S + pos] ? int64_t{pos} : -1;
+  if (!by_message_) return arrived_[s * S + pos] ? int64_t{pos} : -1;
   return buffer_of_[s * S + pos];
 }
 
 // Takes ring s's segment at `slot` (segment in.k) off the ring: it is
 // either handed out (held until the next call) or released at once.
 void FlowTarget::advance(uint32_t s, In& in, uint32_t flags) {
-  if (in.remote && !ofi_->ep->rma())
+  if (in.remote && by_message_)
     buffer_of_[s * ctx_->ring_segments + in.k % ctx_->ring_segments] = -1;
   ++in.k;
   if (flags & layout::kEnd) {
@@ -327,13 +318,11 @@ Status FlowTarget::wait(Deadline deadline, SegmentView* out) {
       if (Status s = park(deadline); s != Status::kOk) return s;
       continue;
     }
-    bell_->waiting.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    const uint32_t seen = bell_->seq.load(std::memory_order_relaxed);
-    Status s = scan(out);
-    if (s == Status::kTimeout && ended_ < in_.size())
-      futex_wait(&bell_->seq, seen, until(deadline));
-    bell_->waiting.store(0, std::memory_order_relaxed);
+    Status s = Status::kTimeout;
+    shm_ring::park(&bell_->waiting, &bell_->seq, until(deadline), [&] {
+      s = scan(out);
+      return s != Status::kTimeout || ended_ == in_.size();
+    });
     if (s != Status::kTimeout) return s;
   }
 }
@@ -346,9 +335,7 @@ Status FlowTarget::check_sources() {
     if (in.ended) continue;
     // The abort word first, then the ring: a source publishes before it
     // aborts, so a segment published before the abort is seen as ready.
-    const bool aborted = in.remote
-                             ? source_aborted_[s] != 0
-                             : in.ring.header->source_aborted.load(std::memory_order_acquire) != 0;
+    const bool aborted = in.remote ? source_aborted_[s] != 0 : shm_ring::source_aborted(in.ring);
     const bool ready = locate(s, in) >= 0;
     if (aborted && !ready) {
       if (sequencer_ != nullptr) {

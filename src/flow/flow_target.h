@@ -23,6 +23,8 @@
 #include "flow/parking.h"
 #include "flow/wait_set.h"
 #include "sluice/flow.h"
+#include "transport/ofi_ring.h"
+#include "transport/shm_ring.h"
 
 namespace sluice::detail {
 
@@ -218,6 +220,8 @@ class FlowTarget final : public TargetCore, private FailureState {
   std::vector<uint8_t> confirm_pending_;  // [source]: that confirmation awaits a retry
   Deadline next_liveness_{};
   CompletionReader cq_;
+  std::unique_ptr<OfiRing> wire_;  // how segments and credit cross the endpoint
+  bool by_message_ = false;        // wire_->by_message(), read on every scan
   // Declared last, so destroyed first: closing the endpoint may still touch
   // the contexts (recv_ops_, credit_ops_) of operations in flight.
   std::unique_ptr<OfiTarget> ofi_;

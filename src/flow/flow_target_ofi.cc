@@ -16,10 +16,7 @@ void FlowTarget::send_aborts() {
   for (auto& in : in_) {
     if (in.ended) continue;
     if (!in.remote) {
-      // Release: pairs with the source's acquire load in target_lost().
-      in.ring.header->target_aborted.store(1, std::memory_order_release);
-      in.ring.header->credit_seq.fetch_add(1, std::memory_order_relaxed);
-      futex_wake_all(&in.ring.header->credit_seq);
+      shm_ring::abort_target(in.ring);
     } else {
       remote = true;
     }
@@ -80,8 +77,8 @@ void FlowTarget::post_receive(uint32_t s, uint32_t j) {
   op = Op{{}, OpKind::kSegmentRecv, s, j, true};
   const RingView& ring = in_[s].ring;
   ssize_t rc;
-  while ((rc = ofi_->ep->trecv(ring.payload(j), ring.segment_stride, ofi_->ring_mrs[s].desc,
-                               kTagData | s, &op.ctx)) == -FI_EAGAIN) {
+  while ((rc = wire_->post_segment_receive(ring.payload(j), ring.segment_stride,
+                                           ofi_->ring_mrs[s].desc, s, &op.ctx)) == -FI_EAGAIN) {
     if (progress() != Status::kOk) return;
   }
   if (rc != 0) {

@@ -2,16 +2,14 @@
 // yields the CPU (kYieldRounds), then parks in slices (on a futex for shm
 // rings, on the completion queue for ofi rings) and re-checks its deadline
 // and its peers' liveness between slices. Publishers wake a parked peer
-// only if it announced that it parks (wake_if_waiting).
+// only if it announced that it parks (shm_ring::wake_if_waiting).
 //
 // Thread safety: stateless; the words passed in are shared with the peer.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 
-#include "common/futex.h"
 #include "sluice/deadline.h"
 
 namespace sluice::detail {
@@ -36,17 +34,5 @@ inline constexpr uint32_t kSpinProgressEvery = 64;
 std::chrono::nanoseconds until(Deadline deadline, std::chrono::nanoseconds slice = kParkSlice);
 // The same in whole milliseconds (never negative), for completion-queue waits.
 std::chrono::milliseconds until_ms(Deadline deadline, std::chrono::milliseconds slice);
-
-// Wakes the other side if it announced that it parks. The fence orders our
-// preceding publication before the load of `waiting`; the waiter has the
-// mirror fence between its store of `waiting` and its re-check, so at least
-// one side sees the other (Dekker), and no wake-up is lost.
-inline void wake_if_waiting(std::atomic<uint32_t>* waiting, std::atomic<uint32_t>* futex_word) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (waiting->load(std::memory_order_relaxed) != 0) [[unlikely]] {
-    futex_word->fetch_add(1, std::memory_order_relaxed);
-    futex_wake_all(futex_word);
-  }
-}
 
 }  // namespace sluice::detail
