@@ -23,6 +23,7 @@
 #include "flow/layout.h"
 #include "sluice/flow.h"
 #include "transport/ofi/ofi.h"
+#include "transport/ofi_ring.h"
 
 namespace sluice::control {
 class PeerTable;
@@ -138,9 +139,9 @@ struct OfiTarget {
   ~OfiTarget();
 };
 
-// Tags of the message path: kind in the top bits, an index below.
-inline constexpr uint64_t kTagData = 1ULL << 60;
-inline constexpr uint64_t kTagCredit = 2ULL << 60;
+// Tags of the flows' control messages: kind in the top bits, an index
+// below (kTagData and kTagCredit, kinds 1 and 2, are the ring transport's:
+// transport/ofi_ring.h).
 // An endpoint ends without the flow's guarantee: a source destroyed without
 // close(), or a target destroyed before every source's END. The index is the
 // sender's (its source or target index).
@@ -157,14 +158,6 @@ inline constexpr uint64_t kEndConfirmed = 1ULL << 63;
 // tcp;ofi_rxm a first write returns -FI_EAGAIN until the peer drives its
 // endpoint, which a single-threaded peer blocked in its own push never does).
 inline constexpr uint64_t kTagHello = 4ULL << 60;
-
-// Remote CQ data of a segment write: source index and first ring slot, 16
-// bits each, so that 4-byte immediates (verbs, efa) suffice for single
-// segments; bits 32..47 carry (segments in the write - 1), used only where
-// the provider's CQ data has 8 bytes.
-inline uint64_t segment_cq_data(uint32_t source, uint32_t slot, uint32_t count = 1) {
-  return uint64_t{count - 1} << 32 | uint64_t{source} << 16 | slot;
-}
 
 // The sequencer of an ordered replicate flow, as one core sees it: a 64-bit
 // counter that hands out sequence numbers (one per published batch).

@@ -5,22 +5,18 @@
 #include <sched.h>
 
 #include "common/futex.h"
+#include "flow/parking.h"
 #include "flow/wait_set.h"
 
 namespace sluice {
 namespace {
 
-// A parked worker wakes at least this often to look at deadlines and at its
-// peers' liveness (which no futex or completion announces).
-constexpr auto kParkSlice = std::chrono::milliseconds(50);
-// With several ofi endpoints, or shm and ofi mixed, one system call cannot
-// wait on all of them: the worker sleeps this long at a time, then polls.
-constexpr auto kMixedSlice = std::chrono::milliseconds(1);
-
-std::chrono::nanoseconds until(Deadline deadline) {
-  if (deadline == kForever) return kParkSlice;
-  return std::min<std::chrono::nanoseconds>(deadline - Clock::now(), kParkSlice);
-}
+// A parked worker wakes at least every kParkSlice to look at deadlines and
+// at its peers' liveness (which no futex or completion announces). With
+// several ofi endpoints, or shm and ofi mixed, one system call cannot wait
+// on all of them: the worker sleeps kMixedParkSlice at a time, then polls.
+using detail::kMixedParkSlice;
+using detail::until;
 
 }  // namespace
 
@@ -122,7 +118,7 @@ bool Worker::park(Deadline deadline) {
       ~Unmark() { *b = false; }
     } unmark{&parking_};
     ready = poll() != 0;
-    if (!ready) set_->sleep(until(deadline), kMixedSlice);
+    if (!ready) set_->sleep(until(deadline), kMixedParkSlice);
   }
   for (auto& in : inputs_) {
     if (in->core != nullptr) in->core->disarm();

@@ -1,0 +1,53 @@
+// What a source or target knows about failure: its last error's text,
+// whether it failed for good, and the first peer it lost; and how a peer's
+// loss is put into words.
+//
+// Thread safety: owned by the core's thread, like the core.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "flow/flow_core.h"
+
+namespace sluice::detail {
+
+// Why `rank` can no longer be waited for, or empty if it is still alive.
+std::string lost_reason(const FlowContext* ctx, uint32_t rank);
+// " on <host>" for messages about `rank`, or empty if its host is unknown.
+std::string host_of(const FlowContext* ctx, uint32_t rank);
+
+// The failure state of a source or target: the last error's text, and
+// whether the core failed for good (a peer's transport broke, or it sent a
+// corrupt segment), after which every call returns that status.
+class FailureState {
+ protected:
+  static constexpr uint32_t kNoRank = UINT32_MAX;
+
+  Status fail(Status s, std::string message) {
+    error_ = std::move(message);
+    return s;
+  }
+  // As above, about the peer on `rank` (kNoRank: none in particular).
+  Status fail_for_good(std::string message, uint32_t rank = kNoRank) {
+    note_lost(rank);
+    failed_ = Status::kPeerLost;
+    return fail(Status::kPeerLost, std::move(message));
+  }
+  // The first rank lost, for lost_peer().
+  void note_lost(uint32_t rank) {
+    if (lost_rank_ == kNoRank) lost_rank_ = rank;
+  }
+  std::optional<LostPeer> lost_peer(const FlowContext* ctx) const {
+    if (lost_rank_ == kNoRank) return std::nullopt;
+    LostPeer p{lost_rank_, {}};
+    if (lost_rank_ < ctx->hosts.size()) p.host = ctx->hosts[lost_rank_];
+    return p;
+  }
+  Status failed_ = Status::kOk;
+  std::string error_;
+  uint32_t lost_rank_ = kNoRank;
+};
+
+}  // namespace sluice::detail

@@ -1,0 +1,403 @@
+// FlowSource: construction, the push path (reserve, publish), flush, close,
+// abort, and waiting for credit. Replicate fan-out: flow_source_replicate.cc;
+// the ofi side: flow_source_ofi.cc.
+#include "flow/flow_source.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "common/check.h"
+#include "common/futex.h"
+#include "common/log.h"
+#include "common/test_hooks.h"
+
+namespace sluice::detail {
+
+FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings,
+                       std::unique_ptr<OfiSource> ofi, std::unique_ptr<Sequencer> sequencer)
+    : ctx_(ctx),
+      index_(index),
+      rings_(std::move(rings)),
+      out_(rings_.size()),
+      lane_store_(rings_.size()),
+      lane_of_(rings_.size()),
+      sequencer_(std::move(sequencer)),
+      ofi_(std::move(ofi)) {
+  const FlowSpec& spec = ctx->spec;
+  SLUICE_CHECK(rings_.size() == spec.targets.size());
+  SLUICE_CHECK((sequencer_ != nullptr) == spec.ordered);
+  lanes_ = lane_store_.data();
+  num_targets_ = static_cast<uint32_t>(rings_.size());
+  prefix_ = spec.segment_prefix_bytes();
+  for (uint32_t t = 0; t < num_targets_; ++t) lane_of_[t] = t;
+  if (spec.type == FlowType::kReplicate) {
+    // One lane per shm target (records go straight into its ring), and one
+    // staging lane shared by every ofi target: each segment is written
+    // once and moved to each of them from the same staging slot.
+    replicate_ = true;
+    int64_t lead = -1;
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (rings_[t].remote && lead >= 0) {
+        lane_of_[t] = static_cast<uint32_t>(lead);
+        rings_[t].ring = rings_[lead].ring;
+        continue;
+      }
+      if (rings_[t].remote) lead = t;
+      fan_store_.push_back(t);
+    }
+    fan_ = fan_store_.data();
+    num_fan_ = static_cast<uint32_t>(fan_store_.size());
+  }
+  die_after_sequence_ = test_hooks::die_after_sequence();
+  test_eagain_every_ = test_hooks::ofi_eagain_every();
+  route_ = spec.route;
+  key_offset_ = spec.key_offset;
+  key_size_ = spec.key_size;
+  route_fn_ = spec.route_fn;
+  latency_ = spec.optimize == Optimize::kLatency;
+  const uint32_t S = ctx->ring_segments;
+  for (size_t t = 0; t < rings_.size(); ++t) out_[t].limit = S;
+  if (ofi_ != nullptr) {
+    cq_.enable_reordering(ofi_->ep->test_unordered());
+    wire_ = make_ofi_ring(*ofi_->ep);
+    coalesce_ = wire_->max_segments_per_send(rings_[0].ring.segment_stride, S);
+    ops_ = std::vector<Op>(rings_.size() * S);
+    credit_ops_ = std::vector<Op>(rings_.size());
+    abort_ops_ = std::vector<Op>(rings_.size() + 1);
+    credit_seen_.assign(rings_.size(), 0);
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (!rings_[t].remote) continue;
+      for (uint32_t j = 0; j < S; ++j)
+        ops_[t * S + j] = Op{{}, OpKind::kSegmentSend, t, j, 1, false};
+      credit_ops_[t] = Op{{}, OpKind::kCreditRecv, t, 0, 1, false};
+      ofi_->credits[t] = 0;
+      if (wire_->by_message()) post_credit_receive(t);
+      abort_ops_[t] = Op{{}, OpKind::kAbortRecv, t, 0, 1, false};
+      post_control_receive(*ofi_->ep, ofi_->control, ofi_->control_mr.desc, t, &abort_ops_[t]);
+    }
+    target_aborted_.assign(rings_.size(), 0);
+    end_confirmed_.assign(rings_.size(), 0);
+  }
+}
+
+FlowSource::~FlowSource() {
+  if (ofi_ != nullptr && closed_ && failed_ == Status::kOk) {
+    // Linger until the provider delivered what we posted (the END above
+    // all), so that the process may exit right after; bounded, and cut
+    // short when the peer is known to be gone. Transfers still in flight
+    // then: leave the endpoint open rather than tear it down under them.
+    const auto start = Clock::now();
+    const Deadline linger = start + kLinger;
+    Status s = drain(linger);
+    if (s == Status::kOk) s = await_confirmations(linger);
+    if (const auto waited = Clock::now() - start; waited > kCloseFlush) {
+      log::debug(ctx_->endpoint_name(true, index_), ": lingered ",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
+                 " ms for the last transfers and the targets' confirmations");
+    }
+    if (s != Status::kOk) {
+      // close() succeeded, so nobody else will hear of this: a target
+      // may now wait for what never left.
+      if (failed_ == Status::kOk) {
+        log::warn(ctx_->endpoint_name(true, index_), ": gave up after ", kLinger.count(),
+                  " ms: ", error_);
+      } else {
+        log::warn(ctx_->endpoint_name(true, index_),
+                  ": the last transfers after close() failed: ", error_);
+      }
+      ofi_->ep->abandon();
+    }
+    if (const uint64_t ms = test_hooks::ofi_close_delay_ms(); ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
+  } else {
+    // Failed or never closed: nothing left is worth delivering. Tell the
+    // targets at once (otherwise an ofi target learns it only when this
+    // rank exits), then leave the endpoint open: transfers may be in
+    // flight, and a target that gave up already no longer drives its
+    // endpoint.
+    if (!closed_ && !aborted_) signal_abort();
+    if (ofi_ != nullptr) ofi_->ep->abandon();
+  }
+}
+
+// Tells every target that this source ends without END: a ring-header
+// word (shm), an abort message (ofi).
+void FlowSource::signal_abort() {
+  if (ofi_ != nullptr) send_aborts();
+  for (auto& r : rings_) {
+    if (r.remote) continue;
+    shm_ring::abort_source(r.ring, r.bell);
+  }
+}
+
+Status FlowSource::reserve(uint32_t t, size_t bytes, Deadline deadline, bool try_only) {
+  if (failed_ != Status::kOk) return failed_;
+  if (closed_)
+    return fail(Status::kClosed, ctx_->endpoint_name(true, index_) + ": push after close()");
+  if (bytes + prefix_ > ctx_->payload_bytes) {
+    const FlowSpec& spec = ctx_->spec;
+    return fail(
+        Status::kInvalid,
+        ctx_->endpoint_name(true, index_) + ": a record of " +
+            (spec.record_size != 0
+                 ? std::to_string(bytes) + " bytes"
+                 : "more than " + std::to_string(bytes - kRecordHeaderBytes - 8) + " bytes") +
+            " exceeds the largest this flow takes, " + std::to_string(spec.max_record_bytes()) +
+            " bytes (segment_bytes " + std::to_string(spec.effective_segment_bytes()) +
+            "); raise segment_bytes");
+  }
+  if (t == kAllTargets) return reserve_all(deadline, try_only);
+  Out& o = out_[t];
+  if (o.filling) {
+    const uint32_t used = used_bytes(t);
+    if (used == 0) return Status::kOk;  // an empty segment always fits one record
+    if (Status s = publish_segment(t, used, 0, deadline, try_only); s != Status::kOk) return s;
+  }
+  Status s = acquire(t, deadline, try_only);
+  if (s != Status::kOk) return s;
+  start_segment(t);
+  return Status::kOk;
+}
+
+Status FlowSource::publish(uint32_t t, Deadline deadline, bool try_only) {
+  // Latency mode: the record must go now (its peer may be waiting for it
+  // to answer).
+  if (t == kAllTargets) {
+    // The record is in every live target's ring or staging slot: it is
+    // taken. What the provider could not accept yet goes with the next call.
+    const Status s = publish_all(used_bytes(rep()), 0, deadline, try_only);
+    return s == Status::kWouldBlock || s == Status::kTimeout ? Status::kOk : s;
+  }
+  Out& o = out_[t];
+  const uint64_t k = o.k;
+  const Status s = publish_segment(t, used_bytes(t), 0, deadline, try_only);
+  if ((s == Status::kWouldBlock || s == Status::kTimeout) && rings_[t].remote && o.posted <= k) {
+    // The provider did not take it: take the record back, so that the
+    // caller's retry (try_push never waits) cannot send it twice.
+    o.k = k;
+    o.filling = true;
+    lane(t).cur = o.base + prefix_;
+    lane(t).end = o.base + ctx_->payload_bytes;
+  }
+  return s;
+}
+
+Status FlowSource::flush(Deadline deadline) {
+  if (failed_ != Status::kOk) return failed_;
+  if (closed_) return Status::kOk;
+  if (replicate_ && out_[rep()].filling && used_bytes(rep()) > prefix_) {
+    if (Status s = publish_all(used_bytes(rep()), 0, deadline, false); s != Status::kOk) return s;
+  }
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    Out& o = out_[t];
+    if (!replicate_ && o.filling && used_bytes(t) != 0) {
+      if (Status s = publish_segment(t, used_bytes(t), 0, deadline); s != Status::kOk) return s;
+    }
+    if (rings_[t].remote && live(t) && o.posted < o.k) {
+      if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
+    }
+  }
+  return Status::kOk;
+}
+
+Status FlowSource::close(Deadline deadline) {
+  if (failed_ != Status::kOk) return failed_;
+  if (closed_) return Status::kOk;
+  if (replicate_) return close_all(deadline);
+  Status first = Status::kOk;
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    Out& o = out_[t];
+    if (o.ended) continue;
+    if (!o.filling) {
+      Status s = acquire(t, deadline, deadline == Deadline::min());
+      if (s != Status::kOk) {
+        if (first == Status::kOk) first = s;
+        continue;
+      }
+      start_segment(t);
+    }
+    // The END flag rides on the last data segment when there is one. It
+    // is published (marked) even if handing it to the provider fails for
+    // now, so a retry sends only what is pending, never a second END.
+    Status s = publish_segment(t, used_bytes(t), layout::kEnd, deadline);
+    o.ended = true;
+    if (s != Status::kOk) return s;
+  }
+  if (first != Status::kOk) return first;
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (rings_[t].remote && out_[t].posted < out_[t].k) {
+      if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
+    }
+  }
+  if (Status s = finish_close(deadline); s != Status::kOk) return s;
+  if (log::level() >= log::Level::kDebug) {
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      log::debug(ctx_->endpoint_name(true, index_), ": closed towards ", ctx_->peer_name(false, t),
+                 " after ", out_[t].k, " segments (", out_[t].posted, " handed to the provider)");
+    }
+  }
+  // A target destroyed before our END never consumed everything: the
+  // flow did not deliver what it promised. (Only the target's own word
+  // counts here: a target rank that consumed our END may well have left.)
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (target_aborted(t)) return lost_target(t, "it was destroyed before the end of the flow");
+  }
+  return Status::kOk;
+}
+
+void FlowSource::abort() {
+  if (closed_ || aborted_) return;
+  aborted_ = true;
+  signal_abort();
+  // Every later push goes to reserve(), which reports kClosed.
+  for (uint32_t t = 0; t < num_targets_; ++t) lanes_[lane_of_[t]] = Lane{};
+  failed_ = Status::kClosed;
+  error_ = ctx_->endpoint_name(true, index_) + ": aborted";
+}
+
+Status FlowSource::wait_delivered(Deadline deadline) {
+  if (!closed_)
+    return fail(Status::kInvalid, ctx_->endpoint_name(true, index_) + ": wait before close()");
+  if (ofi_ == nullptr) return failed_;
+  if (failed_ != Status::kOk) return failed_;
+  if (Status s = drain(deadline); s != Status::kOk) return s;
+  return await_confirmations(deadline);
+}
+
+Status FlowSource::fail_invalid(const char* what) {
+  return fail(Status::kInvalid, ctx_->endpoint_name(true, index_) + ": " + what);
+}
+
+// A Worker parks on the ring it last found without credit (shm: its
+// credit futex) and on this endpoint's completion queue (ofi).
+bool FlowSource::arm(WaitSet& set) {
+  if (failed_ != Status::kOk) return false;
+  if (ofi_ != nullptr) set.add_ofi(this);
+  const uint32_t t = wait_target_;
+  if (t >= num_targets_ || rings_[t].remote || !live(t)) return true;
+  auto* hdr = rings_[t].ring.header;
+  hdr->source_waiting.store(1, std::memory_order_relaxed);
+  armed_ = t;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint32_t seen = hdr->credit_seq.load(std::memory_order_relaxed);
+  if (has_credit(t)) return false;
+  set.add_word(&hdr->credit_seq, seen);
+  return true;
+}
+
+void FlowSource::disarm() {
+  if (armed_ == kNotArmed) return;
+  rings_[armed_].ring.header->source_waiting.store(0, std::memory_order_relaxed);
+  armed_ = kNotArmed;
+}
+
+void FlowSource::wait_alone(std::chrono::milliseconds timeout) {
+  if (ofi_ != nullptr) (void)park(kForever, timeout);
+}
+
+Status FlowSource::finish_close(Deadline deadline) {
+  // close() waits only briefly for the transfers to complete: completing
+  // them may need the peer to drive its own endpoint, and the peer's thread
+  // may be closing a source towards us at this very moment. The brief wait
+  // drives this endpoint, so that every byte is handed to the provider
+  // before the caller turns to other work; the source lingers for the
+  // completions when it is destroyed.
+  if (ofi_ != nullptr) {
+    const Deadline brief = std::min(deadline, Clock::now() + kCloseFlush);
+    if (Status s = drain(brief); s != Status::kOk && s != Status::kTimeout) return s;
+  }
+  closed_ = true;
+  return Status::kOk;
+}
+
+Status FlowSource::publish_segment(uint32_t t, uint32_t used, uint32_t flags, Deadline deadline,
+                                   bool try_only) {
+  mark_published(t, used, flags);
+  if (!rings_[t].remote) return Status::kOk;
+  return post_if_due(t, flags, deadline, try_only);
+}
+
+// Why target t can no longer be delivered to (its rank is lost, or the
+// target was destroyed before this source's END), or empty.
+std::string FlowSource::target_lost(uint32_t t) const {
+  if (target_aborted(t)) return "it was destroyed before the end of the flow";
+  return lost_reason(ctx_, ctx_->spec.targets[t].rank);
+}
+
+bool FlowSource::target_aborted(uint32_t t) const {
+  return rings_[t].remote ? (!target_aborted_.empty() && target_aborted_[t] != 0)
+                          : shm_ring::target_aborted(rings_[t].ring);
+}
+
+// Target t is gone for `why`. A shuffle source fails for good (records
+// routed to it cannot be delivered); a replicate source drops it and goes
+// on for the others (acquire_live and the callers of drop_if_lost).
+Status FlowSource::lost_target(uint32_t t, const std::string& why) {
+  if (drop_if_lost(t)) return failed_;
+  std::string text = ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
+                     ctx_->peer_name(false, t) + host_of(ctx_, ctx_->spec.targets[t].rank) + ": " +
+                     why;
+  return fail_for_good(std::move(text), ctx_->spec.targets[t].rank);
+}
+
+Status FlowSource::acquire(uint32_t t, Deadline deadline, bool try_only) {
+  if (has_credit(t)) [[likely]]
+    return Status::kOk;
+  // Before waiting, unsent segments go: the target cannot return credit
+  // for what it never got.
+  if (rings_[t].remote && out_[t].posted < out_[t].k) {
+    if (Status s = post_pending(t, deadline, try_only); s != Status::kOk) return s;
+    if (has_credit(t)) return Status::kOk;
+  }
+  if (failed_ != Status::kOk) return failed_;
+  wait_target_ = t;
+  if (try_only) {
+    // A caller polling with try_push must still learn that the target is
+    // gone: back-pressure from a lost target would last forever.
+    if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
+    error_.clear();  // back-pressure needs no message, and building one would allocate
+    return Status::kWouldBlock;
+  }
+  return wait_for_credit(t, deadline);
+}
+
+Status FlowSource::wait_for_credit(uint32_t t, Deadline deadline) {
+  const bool remote = rings_[t].remote;
+  auto* hdr = rings_[t].ring.header;
+  const uint32_t target_rank = ctx_->spec.targets[t].rank;
+  for (uint32_t i = 0;; ++i) {
+    if (has_credit(t)) return Status::kOk;
+    if (failed_ != Status::kOk) return failed_;
+    // Liveness before the deadline: a caller polling with a past deadline
+    // (close(Clock::now()) in a loop) must see a lost target too.
+    const bool past = deadline != kForever && Clock::now() >= deadline;
+    if (past || i >= ctx_->spin_iterations + kYieldRounds) {
+      if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
+    }
+    if (past) {
+      return fail(Status::kTimeout, ctx_->endpoint_name(true, index_) +
+                                        ": deadline passed waiting for credit from " +
+                                        ctx_->peer_name(false, t) + host_of(ctx_, target_rank) +
+                                        " (its ring is full: the target is not consuming)");
+    }
+    if (i < ctx_->spin_iterations) {
+      cpu_relax();
+      continue;
+    }
+    if (i < ctx_->spin_iterations + kYieldRounds) {
+      sched_yield();
+      continue;
+    }
+    if (remote) {
+      if (Status s = park(deadline); s != Status::kOk) return s;
+      continue;
+    }
+    shm_ring::park(&hdr->source_waiting, &hdr->credit_seq, until(deadline),
+                   [&] { return has_credit(t); });
+  }
+}
+
+}  // namespace sluice::detail

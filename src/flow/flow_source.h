@@ -1,0 +1,285 @@
+// The source half of a flow (SourceCore): fills segments of its rings (shm:
+// straight into the target's ring; ofi: a staging segment moved by RMA write
+// or message), publishes them, waits for credit, and closes. Shuffle flows
+// route each record to one target; replicate flows fill every target's
+// segment in lockstep (flow_source_replicate.cc), numbered by a sequencer
+// when ordered; the ofi side lives in flow_source_ofi.cc.
+//
+// Thread safety: owned by one thread (see flow.h); the rings and words it
+// shares with targets are synchronised as layout.h describes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flow/completion.h"
+#include "flow/failure_state.h"
+#include "flow/flow_core.h"
+#include "flow/layout.h"
+#include "flow/parking.h"
+#include "flow/wait_set.h"
+#include "sluice/flow.h"
+#include "transport/ofi_ring.h"
+#include "transport/shm_ring.h"
+
+namespace sluice::detail {
+
+// The sequence number of an ordered segment without records (an END alone).
+inline constexpr uint64_t kNoSequence = ~uint64_t{0};
+// How long close() drives an ofi source's endpoint before returning.
+inline constexpr auto kCloseFlush = std::chrono::milliseconds(100);
+// Replicate flows: how long a transport error waits for the registry to
+// confirm that the target's rank is gone before it fails the source.
+inline constexpr auto kLossConfirmation = std::chrono::milliseconds(2000);
+// How long a destroyed ofi source waits for its last transfers after a
+// successful close().
+inline constexpr auto kLinger = std::chrono::milliseconds(5000);
+
+class FlowSource final : public SourceCore, private FailureState {
+ public:
+  FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings,
+             std::unique_ptr<OfiSource> ofi, std::unique_ptr<Sequencer> sequencer);
+
+  ~FlowSource() override;
+
+  // Tells every target that this source ends without END: a ring-header
+  // word (shm), an abort message (ofi).
+  void signal_abort();
+
+  Status reserve(uint32_t t, size_t bytes, Deadline deadline, bool try_only) override;
+
+  Status publish(uint32_t t, Deadline deadline, bool try_only) override;
+
+  Status flush(Deadline deadline) override;
+
+  Status close(Deadline deadline) override;
+
+  void abort() override;
+
+  Status wait_delivered(Deadline deadline) override;
+
+  Status fail_invalid(const char* what) override;
+
+  const std::string& error() const override { return error_; }
+  std::optional<LostPeer> lost_peer() const override { return FailureState::lost_peer(ctx_); }
+
+  // A Worker parks on the ring it last found without credit (shm: its
+  // credit futex) and on this endpoint's completion queue (ofi).
+  bool arm(WaitSet& set) override;
+  void disarm() override;
+  void wait_alone(std::chrono::milliseconds timeout) override;
+
+ private:
+  static constexpr uint32_t kNotArmed = ~0u;
+
+  struct Out {
+    uint64_t posted =
+        0;  // ofi: segments handed to the provider; [posted, k) are published, not yet sent
+    uint64_t k = 0;             // ring index of the segment being filled, or the next to claim
+    uint64_t limit = 0;         // k may be claimed while k < limit (consumed + S, cached)
+    std::byte* base = nullptr;  // payload of the segment being filled
+    bool filling = false;
+    bool ended = false;
+    bool dropped = false;  // replicate flows: the target was lost; the others go on
+  };
+
+  Lane& lane(uint32_t t) { return lanes_[lane_of_[t]]; }
+  bool live(uint32_t t) const { return !out_[t].dropped; }
+  bool sent_by(const Completion& c, fi_addr_t peer) const {
+    return sent_by_peer(*ofi_->ep, c, peer);
+  }
+  // Replicate flows: every live target fills in lockstep, so any live one
+  // speaks for all in lockstep decisions (filling, ended, bytes used). A
+  // dropped target's state froze when it was dropped, so it never does.
+  uint32_t rep() const {
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (live(t)) return t;
+    }
+    return 0;  // every target dropped: the source has failed for good
+  }
+
+  // Replicate flows: a lost target leaves the fan-out and the source goes on
+  // for the others (close() then reports it). True if `t` was dropped.
+  // After a transport error (`broken`) the registry usually confirms the
+  // peer's death within moments: wait for it a little.
+  bool drop_if_lost(uint32_t t, bool broken = false);
+
+  // acquire() for a replicate flow's target, which may be dropped instead.
+  Status acquire_live(uint32_t t, Deadline deadline, bool try_only);
+  // Payload bytes of target t's segment being filled, the prefix included.
+  uint32_t used_bytes(uint32_t t) { return static_cast<uint32_t>(lane(t).cur - out_[t].base); }
+
+  // Replicate flows: every lane fills in lockstep, so they publish and claim
+  // segments together: a segment is published on every target's ring (with
+  // one sequence number when ordered), then the next is claimed on all once
+  // every target has credit. Each step may be retried after kWouldBlock
+  // or kTimeout without losing lockstep.
+  Status reserve_all(Deadline deadline, bool try_only);
+
+  // Publishes the segment being filled on every target (all hold `used`
+  // bytes), then hands the ofi ones to the provider.
+  Status publish_all(uint32_t used, uint32_t flags, Deadline deadline, bool try_only);
+
+  Status close_all(Deadline deadline);
+
+  Status finish_close(Deadline deadline);
+
+  void start_segment(uint32_t t) {
+    Out& o = out_[t];
+    o.base = rings_[t].ring.payload(o.k);
+    o.filling = true;
+    lane(t).cur = o.base + prefix_;
+    lane(t).end = o.base + ctx_->payload_bytes;
+  }
+
+  Status publish_segment(uint32_t t, uint32_t used, uint32_t flags, Deadline deadline = kForever,
+                         bool try_only = false);
+
+  // Writes segment k's footer (the publication itself, on shm).
+  void mark_published(uint32_t t, uint32_t used, uint32_t flags) {
+    Out& o = out_[t];
+    const OutRingRef& r = rings_[t];
+    layout::Footer* f = r.ring.footer(o.k);
+    f->bytes_used = used;
+    f->flags = layout::kConsumable | flags;
+    if (!r.remote) {
+      shm_ring::publish(f, o.k + 1, r.bell);
+    } else {
+      // The target learns of the segment from its completion, never from
+      // the bytes: a NIC may place them in any order.
+      f->seq.store(o.k + 1, std::memory_order_relaxed);
+    }
+    ++o.k;
+    o.filling = false;
+    lane(t).cur = lane(t).end = nullptr;
+  }
+
+  // Segments published because they are full (from reserve) wait for a
+  // few more to go in one write; flush() posts what waits, and END and
+  // Latency-mode segments go at once.
+  Status post_if_due(uint32_t t, uint32_t flags, Deadline deadline, bool try_only);
+
+  // Hands the published, unsent segments of target t to the provider: one
+  // RMA write per run of consecutive slots (one message each on the message
+  // path). On kWouldBlock / kTimeout nothing is lost: they are retried by
+  // the next reserve, flush or close.
+  Status post_pending(uint32_t t, Deadline deadline, bool try_only);
+
+  Status post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t count, Deadline deadline,
+                    bool try_only);
+
+  // Why target t can no longer be delivered to (its rank is lost, or the
+  // target was destroyed before this source's END), or empty.
+  std::string target_lost(uint32_t t) const;
+  bool target_aborted(uint32_t t) const;
+
+  // Target t is gone for `why`. A shuffle source fails for good (records
+  // routed to it cannot be delivered); a replicate source drops it and goes
+  // on for the others (acquire_live and the callers of drop_if_lost).
+  Status lost_target(uint32_t t, const std::string& why);
+
+  // Destroyed without close(): tells every remote target that this source
+  // ends without its END, and drives the endpoint briefly so that the
+  // message leaves before the endpoint is abandoned.
+  void send_aborts();
+
+  void post_credit_receive(uint32_t t);
+
+  std::string lost_suffix(uint32_t rank) const;
+
+  void handle(const Completion& c);
+
+  // A failed operation. A credit receive cancelled because a finished
+  // target went away costs nothing; a failed segment transfer fails the flow.
+  Status on_cq_error(const std::string& err, void* failed);
+
+  auto cq_handler() {
+    return [this](const Completion& c) {
+      handle(c);
+      return true;
+    };
+  }
+  auto cq_error_handler() {
+    return [this](const std::string& err, void* failed) { return on_cq_error(err, failed); };
+  }
+
+  Status progress() { return cq_.drain(*ofi_->ep, cq_handler(), cq_error_handler()); }
+
+  bool all_remote_ended() const;
+
+  // Blocks on the completion queue for at most a park slice.
+  Status park(Deadline deadline, std::chrono::milliseconds slice = kParkSlice);
+
+  std::string lost_targets() const;
+
+  bool has_credit(uint32_t t) {
+    Out& o = out_[t];
+    if (!rings_[t].remote) {
+      if (o.k < o.limit) return true;
+      o.limit = shm_ring::consumed(rings_[t].ring) + ctx_->ring_segments;
+      return o.k < o.limit;
+    }
+    // Over ofi the staging slot must also be free: its previous segment's
+    // transfer has completed.
+    const uint32_t S = ctx_->ring_segments;
+    auto ready = [&] { return o.k < o.limit && !ops_[t * S + o.k % S].busy; };
+    if (ready()) return true;
+    (void)progress();
+    o.limit = credit_seen_[t] + S;
+    return ready();
+  }
+
+  Status acquire(uint32_t t, Deadline deadline, bool try_only);
+
+  Status wait_for_credit(uint32_t t, Deadline deadline);
+
+  // Waits until every live remote target has confirmed that all our
+  // segments arrived (kEndConfirmed), the deadline passes or one is lost.
+  // Only then may the endpoint close: over tcp, closing while a target still
+  // sends credit resets the connection, and what the target had not yet
+  // taken from it is lost.
+  Status await_confirmations(Deadline deadline);
+
+  // Waits until every ofi transfer has completed.
+  Status drain(Deadline deadline);
+
+  const FlowContext* ctx_;
+  OpenCore open_{ctx_};  // counts this core in ctx_->open_cores (Cluster's destroy checks it)
+  uint32_t index_;
+  std::vector<OutRingRef> rings_;
+  std::vector<Out> out_;
+  std::vector<Lane> lane_store_;
+  std::vector<uint32_t> lane_of_;    // [target]: the lane its records go through
+  std::vector<uint32_t> fan_store_;  // replicate flows: the lanes every record is copied to
+  uint32_t prefix_ = 0;  // ordered flows: the sequence number at the head of each segment
+  std::unique_ptr<Sequencer> sequencer_;
+  std::string dropped_;  // replicate flows: targets lost and left out
+  // Test hooks (common/test_hooks.h): 0 in the installed library.
+  uint64_t die_after_sequence_ = 0;  // exit after taking this many sequence numbers
+  uint64_t sequences_taken_ = 0;
+  uint64_t test_eagain_every_ = 0;  // refuse every n-th post once
+  uint64_t test_posts_ = 0;
+  uint32_t wait_target_ = kNotArmed;  // the target whose ring last had no credit
+  uint32_t armed_ = kNotArmed;        // the ring whose source_waiting a Worker set
+  bool closed_ = false;
+  bool aborted_ = false;
+  // ofi only.
+  std::vector<Op> ops_;         // [target * S + slot]: the segment transfer from that staging slot
+  std::vector<Op> credit_ops_;  // [target]: the posted credit receive (message path)
+  std::vector<Op> abort_ops_;  // [target]: the posted abort receive; [num_targets]: our abort sends
+  std::vector<uint8_t> target_aborted_;  // [target]: it told us it ended before our END
+  std::vector<uint8_t> end_confirmed_;   // [target]: it told us all up to our END arrived
+  std::vector<uint64_t> credit_seen_;    // [target]: highest consumed count heard of
+  uint32_t coalesce_ = 1;                // ofi RMA: most segments moved by one write
+  CompletionReader cq_;
+  std::unique_ptr<OfiRing> wire_;  // how segments and credit cross the endpoint
+  // Declared last, so destroyed first: closing the endpoint may still touch
+  // the contexts (ops_) of operations in flight.
+  std::unique_ptr<OfiSource> ofi_;
+};
+
+}  // namespace sluice::detail

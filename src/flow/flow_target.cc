@@ -1,0 +1,394 @@
+// FlowTarget: construction, next() (scan the rings, hand out a segment,
+// release the previous one and return credit), waiting, and the liveness
+// of the sources. Ordered delivery: flow_target_ordered.cc; the ofi side:
+// flow_target_ofi.cc.
+#include "flow/flow_target.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <random>
+
+#include "common/check.h"
+#include "common/futex.h"
+#include "common/log.h"
+
+namespace sluice::detail {
+
+using layout::Footer;
+
+FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell* bell,
+                       std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi,
+                       std::unique_ptr<Sequencer> sequencer)
+    : ctx_(ctx),
+      index_(index),
+      bell_(bell),
+      in_(rings.size()),
+      prefix_(ctx->spec.segment_prefix_bytes()),
+      gap_timeout_(std::chrono::milliseconds(ctx->spec.effective_gap_timeout_ms())),
+      sequencer_(std::move(sequencer)),
+      ofi_(std::move(ofi)) {
+  SLUICE_CHECK(rings.size() == ctx->spec.sources.size());
+  SLUICE_CHECK((sequencer_ != nullptr) == ctx->spec.ordered);
+  const uint32_t S = ctx->ring_segments;
+  for (size_t s = 0; s < rings.size(); ++s) {
+    in_[s].ring = rings[s].ring;
+    in_[s].remote = rings[s].remote;
+    in_[s].peer = rings[s].peer;
+    in_[s].credit_addr = rings[s].credit_addr;
+    in_[s].credit_key = rings[s].credit_key;
+    has_remote_ |= in_[s].remote;
+    has_local_ |= !in_[s].remote;
+  }
+  credit_batch_ = std::max<uint32_t>(1, S / 2);
+  if (has_remote_) {
+    SLUICE_CHECK(ofi_ != nullptr);
+    cq_.enable_reordering(ofi_->ep->test_unordered());
+    wire_ = make_ofi_ring(*ofi_->ep);
+    by_message_ = wire_->by_message();
+    arrived_.assign(in_.size() * S, 0);
+    buffer_of_.assign(in_.size() * S, -1);
+    recv_ops_ = std::vector<Op>(in_.size() * S);
+    credit_ops_ = std::vector<Op>(in_.size());
+    credit_pending_.assign(in_.size(), 0);
+    abort_ops_ = std::vector<Op>(in_.size() + 1);
+    source_aborted_.assign(in_.size(), 0);
+    confirm_ops_ = std::vector<Op>(in_.size());
+    confirm_pending_.assign(in_.size(), 0);
+    for (uint32_t s = 0; s < in_.size(); ++s) {
+      credit_ops_[s] = Op{{}, OpKind::kCreditSend, s, 0, 1, false};
+      if (!in_[s].remote) continue;
+      abort_ops_[s] = Op{{}, OpKind::kAbortRecv, s, 0, 1, false};
+      post_control_receive(*ofi_->ep, ofi_->control, ofi_->control_mr.desc, s, &abort_ops_[s]);
+      if (!by_message_) continue;
+      // Message path: every segment of the ring is a posted receive. An
+      // unordered provider may fill them in any order; the footer's seq
+      // says which segment landed where.
+      std::vector<uint32_t> order(S);
+      for (uint32_t j = 0; j < S; ++j) order[j] = j;
+      if (ofi_->ep->test_unordered()) std::shuffle(order.begin(), order.end(), std::mt19937(s + 1));
+      for (uint32_t j : order) post_receive(s, j);
+    }
+    for (const Completion& c : ofi_->backlog) handle(c);
+    ofi_->backlog.clear();
+  }
+}
+
+FlowTarget::~FlowTarget() {
+  // Destroyed before every source's END: tell those sources, so that a
+  // source waiting for our credit (or a replicate fan-out waiting on us)
+  // reports us lost instead of waiting for the rank to exit.
+  if (ended_ != in_.size()) send_aborts();
+  // A source lost (or a failure) may have left a transfer half-received:
+  // see ofi::Endpoint::abandon().
+  if (ofi_ != nullptr && (failed_ != Status::kOk || ended_ != in_.size() || !lost_.empty()))
+    ofi_->ep->abandon();
+  // Hand back whatever we hold so that shm sources blocked on us can finish.
+  if (held_ >= 0 && !in_[held_].remote) release(in_[held_], held_slot_);
+  for (auto& in : in_) {
+    if (!in.remote) publish_credit(in);
+  }
+}
+
+Status FlowTarget::next(Deadline deadline, SegmentView* out) {
+  if (failed_ != Status::kOk) return failed_;
+  if (held_ >= 0) {
+    release(in_[static_cast<size_t>(held_)], held_slot_);
+    held_ = -1;
+  }
+  if (has_remote_) {
+    if (Status s = progress(); s != Status::kOk) return s;
+  }
+  if (Status s = scan(out); s != Status::kTimeout) return s;
+  if (ended_ == in_.size()) return end_of_flow();
+  return wait(deadline, out);
+}
+
+// A Worker parks on this target's doorbell (shm rings) and completion
+// queue (ofi rings). Something to report (a failure, the end of the flow)
+// is work: no parking then.
+bool FlowTarget::arm(WaitSet& set) {
+  if (failed_ != Status::kOk || ended_ == in_.size()) return false;
+  if (has_remote_) set.add_ofi(this);
+  if (has_local_) {
+    bell_->waiting.store(1, std::memory_order_relaxed);
+    armed_ = true;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    set.add_word(&bell_->seq, bell_->seq.load(std::memory_order_relaxed));
+  }
+  return true;
+}
+
+void FlowTarget::disarm() {
+  if (!armed_) return;
+  bell_->waiting.store(0, std::memory_order_relaxed);
+  armed_ = false;
+}
+
+void FlowTarget::publish_credit(In& in) {
+  if (in.published == in.released) return;
+  if (!in.remote) {
+    shm_ring::return_credit(in.ring, in.released);
+    in.published = in.released;
+    return;
+  }
+  // A source whose ring ended needs no more credit (and may be gone); one
+  // told that its END arrived is promised nothing more.
+  if (in.ended || in.confirmed) return;
+  const uint32_t s = index_of(in);
+  Op& op = credit_ops_[s];
+  if (op.busy) {
+    credit_pending_[s] = 1;  // sent when the previous credit completes
+    return;
+  }
+  ofi_->outbox[s] = in.released;
+  const ssize_t rc =
+      wire_->send_credit(&ofi_->outbox[s], ofi_->outbox_mr.desc,
+                         RemoteCredit{in.peer, in.credit_addr, in.credit_key}, index_, &op.ctx);
+  if (rc == 0) {
+    op.busy = true;
+    in.published = in.released;
+    return;
+  }
+  // Never wait to hand out credit: the provider may be busy, or the source
+  // may have finished and closed its endpoint. Retried on the next pass.
+  credit_pending_[s] = 1;
+  if (rc != -FI_EAGAIN) {
+    log::debug(ctx_->endpoint_name(false, index_), ": returning credit to ",
+               ctx_->peer_name(true, s), " failed for now: ", fi_strerror(static_cast<int>(-rc)));
+  }
+}
+
+// `slot` is where the segment lies in the ring: k % S, or on the message
+// path the buffer it landed in.
+void FlowTarget::release(In& in, uint32_t slot) {
+  if (in.remote) {
+    const uint32_t s = index_of(in);
+    const uint32_t S = ctx_->ring_segments;
+    if (!by_message_) {
+      arrived_[s * S + slot] = 0;
+    } else {
+      post_receive(s, slot);
+    }
+  }
+  ++in.released;
+  if (in.released - in.published >= credit_batch_) publish_credit(in);
+}
+
+// Where segment `k` of ring `s` is, if it has arrived: its slot, or -1.
+int64_t FlowTarget::locate(uint32_t s, const In& in) const {
+  const uint32_t S = ctx_->ring_segments;
+  const uint32_t pos = static_cast<uint32_t>(in.k % S);
+  if (!in.remote) {
+    return shm_ring::arrived(in.ring, in.k) ? int64_t{pos} : -1;
+  }
+  if (!by_message_) return arrived_[s * S + pos] ? int64_t{pos} : -1;
+  return buffer_of_[s * S + pos];
+}
+
+// Takes ring s's segment at `slot` (segment in.k) off the ring: it is
+// either handed out (held until the next call) or released at once.
+void FlowTarget::advance(uint32_t s, In& in, uint32_t flags) {
+  if (in.remote && by_message_)
+    buffer_of_[s * ctx_->ring_segments + in.k % ctx_->ring_segments] = -1;
+  ++in.k;
+  if (flags & layout::kEnd) {
+    in.ended = true;
+    ++ended_;
+  }
+}
+
+// kOk with *h if ring s's next segment has arrived and is well formed,
+// kTimeout if it has not arrived, or the error that fails the flow.
+Status FlowTarget::head(uint32_t s, Head* h) {
+  In& in = in_[s];
+  if (in.ended) return Status::kTimeout;
+  const int64_t where = locate(s, in);
+  if (where < 0) return Status::kTimeout;
+  h->slot = static_cast<uint32_t>(where);
+  Footer* f = in.ring.footer(h->slot);
+  if (in.remote && f->seq.load(std::memory_order_relaxed) != in.k + 1) {
+    return fail_for_good(corrupt(s, in.k, "its footer carries another sequence number"),
+                         ctx_->spec.sources[s].rank);
+  }
+  if (f->bytes_used < prefix_) {
+    return fail_for_good(corrupt(s, in.k, "it lacks its sequence number"),
+                         ctx_->spec.sources[s].rank);
+  }
+  h->used = f->bytes_used - prefix_;
+  h->flags = f->flags;
+  h->data = in.ring.payload(h->slot) + prefix_;
+  return check_segment(s, in.k, h->used, h->flags, h->data);
+}
+
+// Releases a segment taken off its ring without handing it out.
+void FlowTarget::skip(In& in, uint32_t slot) {
+  release(in, slot);
+  if (in.ended && !in.remote) publish_credit(in);
+}
+
+// One pass over the rings, starting after the last one served (fairness).
+// kOk with *out set, kTimeout if nothing is ready, or an error.
+Status FlowTarget::scan(SegmentView* out) {
+  if (sequencer_ != nullptr) return scan_ordered(out);
+  const auto n = static_cast<uint32_t>(in_.size());
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t s = next_ + i;
+    if (s >= n) s -= n;
+    Head h;
+    if (Status st = head(s, &h); st != Status::kOk) {
+      if (st == Status::kTimeout) continue;
+      return st;
+    }
+    In& in = in_[s];
+    advance(s, in, h.flags);
+    if (h.used == 0) {
+      skip(in, h.slot);
+      continue;
+    }
+    held_ = static_cast<int>(s);
+    held_slot_ = h.slot;
+    next_ = s + 1 == n ? 0 : s + 1;
+    *out = SegmentView{h.data, h.used, s};
+    return Status::kOk;
+  }
+  return Status::kTimeout;
+}
+
+std::string FlowTarget::corrupt(uint32_t s, uint64_t k, const char* problem) const {
+  return ctx_->endpoint_name(false, index_) + ": segment " + std::to_string(k) + " from " +
+         ctx_->peer_name(true, s) + " is corrupt (" + problem + "); the flow cannot continue";
+}
+
+// Checks a footer and payload written by another process before anything
+// is handed to the user: a corrupt segment must never cause an overrun.
+Status FlowTarget::check_segment(uint32_t s, uint64_t k, uint32_t used, uint32_t flags,
+                                 const std::byte* data) {
+  const char* problem = segment_problem(ctx_->spec, ctx_->payload_bytes, used, flags, data);
+  if (problem == nullptr) return Status::kOk;
+  return fail_for_good(corrupt(s, k, problem), ctx_->spec.sources[s].rank);
+}
+
+// Nothing was ready: spin, then yield, then park (on the doorbell futex, or
+// on the completion queue when ofi rings exist), until a segment arrives,
+// every source ended, the deadline passes or a source is lost.
+Status FlowTarget::wait(Deadline deadline, SegmentView* out) {
+  // Credit we were lazy about would now only stall the sources (and a
+  // caller polling with try_consume would never hand it back).
+  for (auto& in : in_) publish_credit(in);
+  if (failed_ != Status::kOk) return failed_;
+  if (deadline != kForever) {
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      // try_consume polls land here: they must still learn of a lost
+      // source (looked at every kLivenessEvery, so polling stays cheap).
+      if (now >= next_liveness_) {
+        next_liveness_ = now + kLivenessEvery;
+        if (Status s = check_sources(); s != Status::kOk) return s;
+        if (sequencer_ != nullptr) {
+          if (ended_ == in_.size()) return end_of_flow();
+          if (Status s = check_gap(); s != Status::kTimeout) return s;
+        }
+      }
+      error_.clear();  // "nothing ready" needs no message, and building one would allocate
+      return Status::kTimeout;
+    }
+  }
+  for (uint32_t i = 0;; ++i) {
+    if (has_remote_ && (i % kSpinProgressEvery == 0 || i >= ctx_->spin_iterations)) {
+      if (Status s = progress(); s != Status::kOk) return s;
+    }
+    if (Status s = scan(out); s != Status::kTimeout) return s;
+    if (ended_ == in_.size()) return end_of_flow();
+    if (i < ctx_->spin_iterations) {
+      cpu_relax();
+      continue;
+    }
+    if (Clock::now() >= deadline) return fail(Status::kTimeout, describe_wait("deadline passed"));
+    if (i < ctx_->spin_iterations + kYieldRounds) {
+      sched_yield();
+      continue;
+    }
+    if (Status s = check_sources(); s != Status::kOk) return s;
+    if (sequencer_ != nullptr) {
+      if (ended_ == in_.size()) return end_of_flow();
+      if (Status s = check_gap(); s != Status::kTimeout) return s;
+    }
+    if (has_remote_) {
+      if (Status s = park(deadline); s != Status::kOk) return s;
+      continue;
+    }
+    Status s = Status::kTimeout;
+    shm_ring::park(&bell_->waiting, &bell_->seq, until(deadline), [&] {
+      s = scan(out);
+      return s != Status::kTimeout || ended_ == in_.size();
+    });
+    if (s != Status::kTimeout) return s;
+  }
+}
+
+// A source that is gone and has nothing more published can never end its
+// ring: report it (after scan() drained everything it did publish).
+Status FlowTarget::check_sources() {
+  for (uint32_t s = 0; s < in_.size(); ++s) {
+    In& in = in_[s];
+    if (in.ended) continue;
+    // The abort word first, then the ring: a source publishes before it
+    // aborts, so a segment published before the abort is seen as ready.
+    const bool aborted = in.remote ? source_aborted_[s] != 0 : shm_ring::source_aborted(in.ring);
+    const bool ready = locate(s, in) >= 0;
+    if (aborted && !ready) {
+      if (sequencer_ != nullptr) {
+        lose(s, "aborted: abort(), or destroyed without close()");
+        continue;
+      }
+      return fail_for_good(
+          ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
+              host_of(ctx_, ctx_->spec.sources[s].rank) +
+              " was aborted (abort(), or destroyed without close()); the flow is incomplete",
+          ctx_->spec.sources[s].rank);
+    }
+    const uint32_t rank = ctx_->spec.sources[s].rank;
+    if (std::string why = lost_reason(ctx_, rank); !why.empty()) {
+      if (ready) continue;  // drain first
+      if (sequencer_ != nullptr) {
+        // An ordered flow goes on without it: what it published is
+        // delivered, what it took and never published becomes a gap.
+        lose(s, why);
+        continue;
+      }
+      return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " +
+                               ctx_->peer_name(true, s) + " before it closed (after " +
+                               std::to_string(in.k) + " of its segments): " + why,
+                           rank);
+    }
+  }
+  return Status::kOk;
+}
+
+void FlowTarget::lose(uint32_t s, const std::string& why) {
+  note_lost(ctx_->spec.sources[s].rank);
+  in_[s].ended = true;
+  ++ended_;
+  std::string who = ctx_->peer_name(true, s);
+  who.append(" (").append(why).append(")");
+  lost_.append(lost_.empty() ? "; lost source(s): " : ", ").append(who);
+  log::warn(ctx_->endpoint_name(false, index_), ": going on without ", who);
+}
+
+std::string FlowTarget::describe_wait(const char* what) const {
+  std::string ranks;
+  std::vector<uint32_t> seen;
+  for (uint32_t s = 0; s < in_.size(); ++s) {
+    if (in_[s].ended) continue;
+    const uint32_t r = ctx_->spec.sources[s].rank;
+    if (std::find(seen.begin(), seen.end(), r) != seen.end()) continue;
+    seen.push_back(r);
+    if (!ranks.empty()) ranks += ", ";
+    ranks += std::to_string(r) + host_of(ctx_, r);
+  }
+  return ctx_->endpoint_name(false, index_) + ": " + what + " waiting for sources on rank(s) " +
+         ranks + " that have not closed";
+}
+
+}  // namespace sluice::detail

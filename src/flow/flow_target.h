@@ -1,0 +1,230 @@
+// The target half of a flow (TargetCore): reads its rings from every source
+// (shm: published by a release store of the footer; ofi: announced by a
+// completion), hands segments out one at a time, returns credit, and
+// reports end of flow or a lost source. Ordered replicate flows deliver in
+// sequence-number order (flow_target_ordered.cc); the ofi side lives in
+// flow_target_ofi.cc.
+//
+// Thread safety: owned by one thread (see flow.h); the rings and words it
+// shares with sources are synchronised as layout.h describes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flow/completion.h"
+#include "flow/failure_state.h"
+#include "flow/flow_core.h"
+#include "flow/layout.h"
+#include "flow/parking.h"
+#include "flow/wait_set.h"
+#include "sluice/flow.h"
+#include "transport/ofi_ring.h"
+#include "transport/shm_ring.h"
+
+namespace sluice::detail {
+
+class FlowTarget final : public TargetCore, private FailureState {
+ public:
+  FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell* bell,
+             std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi,
+             std::unique_ptr<Sequencer> sequencer);
+
+  ~FlowTarget() override;
+
+  Status next(Deadline deadline, SegmentView* out) override;
+
+  const std::string& error() const override { return error_; }
+  std::optional<LostPeer> lost_peer() const override { return FailureState::lost_peer(ctx_); }
+  uint64_t gap() const override { return gap_; }
+
+  // A Worker parks on this target's doorbell (shm rings) and completion
+  // queue (ofi rings). Something to report (a failure, the end of the flow)
+  // is work: no parking then.
+  bool arm(WaitSet& set) override;
+  void disarm() override;
+  void wait_alone(std::chrono::milliseconds timeout) override;
+
+ private:
+  struct In {
+    layout::RingView ring;
+    uint64_t k = 0;          // next segment to read
+    uint64_t released = 0;   // segments finished with
+    uint64_t published = 0;  // `released` as last told to the source
+    uint64_t arrived = 0;    // remote: segments whose transfer completed here
+    uint64_t end_seq = 0;    // remote: the END segment's seq (its count), once it arrived
+    bool ended = false;
+    bool confirmed = false;  // remote: END and all before it arrived, and we said so
+    bool remote = false;
+    fi_addr_t peer = FI_ADDR_UNSPEC;
+    uint64_t credit_addr = 0;
+    uint64_t credit_key = 0;
+  };
+
+  uint32_t index_of(const In& in) const { return static_cast<uint32_t>(&in - in_.data()); }
+  bool sent_by(const Completion& c, fi_addr_t peer) const {
+    return sent_by_peer(*ofi_->ep, c, peer);
+  }
+
+  void send_aborts();
+
+  void publish_credit(In& in);
+
+  void retry_pending_credits();
+
+  // A remote segment's transfer into `slot` of ring s completed: once every
+  // segment up to the source's END has, tell the source (kEndConfirmed).
+  // Counting arrivals, not positions, holds on unordered providers too.
+  void note_arrival(uint32_t s, uint32_t slot);
+
+  void send_confirmation(uint32_t s);
+
+  void post_receive(uint32_t s, uint32_t j);
+
+  // `slot` is where the segment lies in the ring: k % S, or on the message
+  // path the buffer it landed in.
+  void release(In& in, uint32_t slot);
+
+  // Where segment `k` of ring `s` is, if it has arrived: its slot, or -1.
+  int64_t locate(uint32_t s, const In& in) const;
+
+  // Takes ring s's segment at `slot` (segment in.k) off the ring: it is
+  // either handed out (held until the next call) or released at once.
+  void advance(uint32_t s, In& in, uint32_t flags);
+
+  // Ordered flows: hands out the segment carrying sequence number
+  // `expected_`, wherever it is. Every ring's head is its lowest number (a
+  // source takes numbers in increasing order), so only heads are looked at.
+  // Segments without records and ones that come after their number was
+  // declared a gap are released on the way.
+  Status scan_ordered(SegmentView* out);
+
+  // Ordered flows, when nothing is deliverable: if sequence number
+  // `expected_` is known to have been taken and has not arrived for the gap
+  // timeout, it is reported as a gap and skipped. Known: a ring holds a
+  // later number (its source took it after ours was taken), or a source was
+  // lost and the sequencer says the number was taken. (A number that is
+  // merely the latest taken, by a source that is slow but alive, is never a
+  // gap: that source will publish it.)
+  Status check_gap();
+
+  Status report_gap();
+
+  // Every ring ended. If every source closed, each number taken was
+  // delivered (a source publishes what it numbers before it closes). If one
+  // was lost, numbers taken but never delivered are gaps, and then the flow
+  // ends incomplete.
+  Status end_of_flow();
+
+  // The segment at the head of ring s, past an ordered flow's sequence
+  // number: where it lies, its records and flags.
+  struct Head {
+    uint32_t slot = 0;
+    uint32_t used = 0;
+    uint32_t flags = 0;
+    const std::byte* data = nullptr;
+  };
+
+  // kOk with *h if ring s's next segment has arrived and is well formed,
+  // kTimeout if it has not arrived, or the error that fails the flow.
+  Status head(uint32_t s, Head* h);
+
+  // Releases a segment taken off its ring without handing it out.
+  void skip(In& in, uint32_t slot);
+
+  // One pass over the rings, starting after the last one served (fairness).
+  // kOk with *out set, kTimeout if nothing is ready, or an error.
+  Status scan(SegmentView* out);
+
+  std::string corrupt(uint32_t s, uint64_t k, const char* problem) const;
+
+  // Checks a footer and payload written by another process before anything
+  // is handed to the user: a corrupt segment must never cause an overrun.
+  Status check_segment(uint32_t s, uint64_t k, uint32_t used, uint32_t flags,
+                       const std::byte* data);
+
+  void handle(const Completion& c);
+
+  // A failed operation. Credit for a source that has already closed and
+  // gone is moot: only a failure to receive data fails the flow.
+  Status on_cq_error(const std::string& err, void* failed);
+
+  auto cq_handler() {
+    return [this](const Completion& c) {
+      handle(c);
+      return failed_ == Status::kOk;
+    };
+  }
+  auto cq_error_handler() {
+    return [this](const std::string& err, void* failed) { return on_cq_error(err, failed); };
+  }
+
+  Status drain_cq();
+  Status progress();
+
+  Status park(Deadline deadline);
+
+  std::string lost_sources() const;
+
+  // Nothing was ready: spin, then yield, then park (on the doorbell futex, or
+  // on the completion queue when ofi rings exist), until a segment arrives,
+  // every source ended, the deadline passes or a source is lost.
+  Status wait(Deadline deadline, SegmentView* out);
+
+  // A source that is gone and has nothing more published can never end its
+  // ring: report it (after scan() drained everything it did publish).
+  Status check_sources();
+
+  void lose(uint32_t s, const std::string& why);
+
+  std::string describe_wait(const char* what) const;
+
+  const FlowContext* ctx_;
+  OpenCore open_{ctx_};  // counts this core in ctx_->open_cores (Cluster's destroy checks it)
+  uint32_t index_;
+  layout::Doorbell* bell_;
+  std::vector<In> in_;
+  uint32_t credit_batch_ = 1;
+  uint32_t next_ = 0;
+  uint32_t ended_ = 0;
+  int held_ = -1;
+  uint32_t held_slot_ = 0;
+  bool has_remote_ = false;
+  bool has_local_ = false;
+  bool armed_ = false;  // a Worker set bell_->waiting
+  // Ordered replicate flows only.
+  uint32_t prefix_ = 0;
+  std::chrono::milliseconds gap_timeout_;
+  std::unique_ptr<Sequencer> sequencer_;
+  uint64_t expected_ = 0;  // the next sequence number to hand out
+  uint64_t gap_ = 0;       // the last one reported missing
+  uint64_t late_ = 0;      // segments dropped because they came after their gap
+  bool ahead_ = false;     // the last scan saw a ring holding a later number
+  bool peek_taken_ = false;
+  Deadline gap_since_ = Deadline::max();
+  Deadline next_peek_{};
+  std::string lost_;  // sources the flow went on without
+  // ofi only.
+  std::vector<uint8_t> arrived_;    // RMA: [source * S + slot] a segment landed there
+  std::vector<int32_t> buffer_of_;  // messages: [source * S + k % S] the buffer segment k landed in
+  std::vector<Op> recv_ops_;        // messages: [source * S + buffer]
+  std::vector<Op> credit_ops_;      // [source]: the credit transfer in flight
+  std::vector<uint8_t> credit_pending_;
+  std::vector<Op> abort_ops_;  // [source]: the posted abort receive; [num_sources]: our abort sends
+  std::vector<uint8_t> source_aborted_;   // [source]: it told us it was destroyed without close()
+  std::vector<Op> confirm_ops_;           // [source]: the END confirmation sent to it
+  std::vector<uint8_t> confirm_pending_;  // [source]: that confirmation awaits a retry
+  Deadline next_liveness_{};
+  CompletionReader cq_;
+  std::unique_ptr<OfiRing> wire_;  // how segments and credit cross the endpoint
+  bool by_message_ = false;        // wire_->by_message(), read on every scan
+  // Declared last, so destroyed first: closing the endpoint may still touch
+  // the contexts (recv_ops_, credit_ops_) of operations in flight.
+  std::unique_ptr<OfiTarget> ofi_;
+};
+
+}  // namespace sluice::detail
