@@ -43,6 +43,7 @@ const std::set<std::string>& known_variables() {
       "SLUICE_TEST_DIE_AFTER_SEQUENCE",
       "SLUICE_TEST_OFI_EAGAIN_EVERY",
       "SLUICE_TEST_OFI_CLOSE_DELAY_MS",
+      "SLUICE_TEST_OFI_IMPERSONATE",
   };
   return names;
 }

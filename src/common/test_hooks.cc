@@ -34,12 +34,21 @@ uint64_t ofi_close_delay_ms() {
   static const uint64_t n = number("SLUICE_TEST_OFI_CLOSE_DELAY_MS");
   return n;
 }
+uint64_t ofi_impersonate(uint32_t rank) {
+  const char* v = std::getenv("SLUICE_TEST_OFI_IMPERSONATE");
+  if (v == nullptr) return 0;
+  char* colon = nullptr;
+  const uint64_t r = std::strtoull(v, &colon, 10);
+  if (colon == nullptr || *colon != ':' || r != rank) return 0;
+  return std::strtoull(colon + 1, nullptr, 10) + 1;
+}
 #else
 bool enabled() { return false; }
 uint64_t die_after_sequence() { return 0; }
 uint64_t ofi_eagain_every() { return 0; }
 bool ofi_unordered() { return false; }
 uint64_t ofi_close_delay_ms() { return 0; }
+uint64_t ofi_impersonate(uint32_t) { return 0; }
 #endif
 
 }  // namespace sluice::detail::test_hooks

@@ -28,5 +28,9 @@ bool ofi_unordered();
 // reading its completion queue before it closes its endpoint, as a thread
 // descheduled right there would. 0: no wait.
 uint64_t ofi_close_delay_ms();
+// SLUICE_TEST_OFI_IMPERSONATE=r:s: every ofi source on rank r sends its
+// segments in the name of source index s (message tags and completion
+// data), as a buggy or hostile peer might. Returns s + 1 on rank r, else 0.
+uint64_t ofi_impersonate(uint32_t rank);
 
 }  // namespace sluice::detail::test_hooks

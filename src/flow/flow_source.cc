@@ -52,6 +52,10 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
   }
   die_after_sequence_ = test_hooks::die_after_sequence();
   test_eagain_every_ = test_hooks::ofi_eagain_every();
+  wire_index_ = index_;
+  if (const uint64_t forged = test_hooks::ofi_impersonate(ctx->spec.sources[index_].rank); forged != 0) {
+    wire_index_ = static_cast<uint32_t>(forged - 1);
+  }
   route_ = spec.route;
   key_offset_ = spec.key_offset;
   key_size_ = spec.key_size;

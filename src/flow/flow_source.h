@@ -263,6 +263,7 @@ class FlowSource final : public SourceCore, private FailureState {
   uint64_t sequences_taken_ = 0;
   uint64_t test_eagain_every_ = 0;  // refuse every n-th post once
   uint64_t test_posts_ = 0;
+  uint32_t wire_index_ = 0;  // the index segments carry: index_, unless a test hook forges it
   uint32_t wait_target_ = kNotArmed;  // the target whose ring last had no credit
   uint32_t armed_ = kNotArmed;        // the ring whose source_waiting a Worker set
   bool closed_ = false;

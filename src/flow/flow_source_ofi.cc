@@ -70,7 +70,7 @@ Status FlowSource::post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t co
     }
     const ssize_t rc = wire_->send_segments(
         r.ring.payload(k), count, ofi_->staging_mr.desc,
-        RemoteRing{r.peer, r.ring_addr, r.ring_key, r.ring.segment_stride}, index_, slot, &op.ctx);
+        RemoteRing{r.peer, r.ring_addr, r.ring_key, r.ring.segment_stride}, wire_index_, slot, &op.ctx);
     if (rc == 0) return Status::kOk;
     if (rc != -FI_EAGAIN) {
       set_busy(false);

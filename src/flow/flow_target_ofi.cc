@@ -115,8 +115,19 @@ void FlowTarget::handle(const Completion& c) {
   Op* op = static_cast<Op*>(e.op_context);
   if ((op->kind == OpKind::kSegmentRecv || op->kind == OpKind::kAbortRecv) &&
       !sent_by(c, in_[op->ring].peer)) {
-    fail_for_good(ctx_->endpoint_name(false, index_) + ": an endpoint other than " +
-                  ctx_->peer_name(true, op->ring) + " sent a message in its name");
+    // Name the impostor where it is one of this flow's sources (a buggy
+    // peer), so that lost_peer() points at it rather than at its victim.
+    std::string who = "an endpoint other than " + ctx_->peer_name(true, op->ring);
+    uint32_t rank = kNoRank;
+    for (uint32_t s = 0; s < in_.size(); ++s) {
+      if (s != op->ring && in_[s].remote && c.from == in_[s].peer) {
+        who = ctx_->peer_name(true, s);
+        rank = ctx_->spec.sources[s].rank;
+      }
+    }
+    fail_for_good(ctx_->endpoint_name(false, index_) + ": " + who + " sent a message in the name of " +
+                      ctx_->peer_name(true, op->ring),
+                  rank);
     return;
   }
   switch (op->kind) {

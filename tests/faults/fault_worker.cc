@@ -325,6 +325,57 @@ int source_abort(sluice::Cluster& c, const Args& a) {
   return 0;
 }
 
+// Item 8: rank 2, a source of the flow, sends its segments in the name of
+// source 0 (run with SLUICE_TEST_OFI_IMPERSONATE=2:0; ofi only). The target
+// must never deliver a record as another source's, nor report the flow
+// complete; it reports kPeerLost instead.
+int impersonate(sluice::Cluster& c, const Args& a) {
+  auto spec = sluice::shuffle<Rec>("impostor").sources(c.ranks({0, 2})).targets(c.ranks({1}));
+  auto flow = c.declare(spec);
+  if (c.rank() != 1) {
+    auto out = c.source(spec, 0);
+    for (uint64_t i = 0; i < a.k; ++i) {
+      const Status s = out.push(Rec{c.rank(), i}, Clock::now() + std::chrono::seconds(30));
+      if (s == Status::kPeerLost) break;
+      if (s != Status::kOk) failed("push: " + out.error());
+    }
+    const Status s = out.close(Clock::now() + std::chrono::seconds(30));
+    std::printf("SOURCE closed: %s\n", sluice::to_string(s));
+    std::fflush(stdout);
+    return 0;
+  }
+  auto in = c.target(spec, 0);
+  const Clock::time_point start = Clock::now();
+  Totals honest;  // source 0's records
+  while (auto b = in.consume(Clock::now() + std::chrono::seconds(8))) {
+    const uint32_t from = spec.spec().sources[in.last_source()].rank;
+    for (const Rec& r : *b) {
+      if (r.key != from) {
+        failed("a record of rank " + std::to_string(r.key) + " was delivered as a record of rank " +
+               std::to_string(from));
+      }
+      if (from == 0) honest.add(r);
+    }
+  }
+  if (in.status() == Status::kEndOfFlow) failed("the flow ended complete although a source spoke in another's name");
+  if (in.status() == Status::kTimeout) {
+    // Over RMA the forged completions name segments of source 0's ring that
+    // source 0 wrote itself, and the impostor's own ring never completes:
+    // source 0's records all arrive, the impostor's never end.
+    Totals want;
+    for (uint64_t i = 0; i < a.k; ++i) want.add(Rec{0, i});
+    if (honest.count != want.count || honest.sum != want.sum) {
+      failed("source 0: " + std::to_string(honest.count) + " records (want " + std::to_string(want.count) +
+             ") or a wrong checksum");
+    }
+  } else if (in.status() != Status::kPeerLost) {
+    failed(std::string("consume: ") + sluice::to_string(in.status()) + ": " + in.error());
+  }
+  const auto peer = in.lost_peer();
+  lost(start, in.error() + " [lost_peer " + (peer ? std::to_string(peer->rank) : std::string("none")) + "]");
+  return 0;
+}
+
 int slow_target(sluice::Cluster& c, const Args& a) {
   auto spec = sluice::shuffle<Rec>("slow").sources(c.ranks({0})).targets(c.ranks({1}));
   auto flow = c.declare(spec);
@@ -743,6 +794,7 @@ int main(int argc, char** argv) {
     if (a.scenario == "source-abort") return source_abort(c, a);
     if (a.scenario == "ordered-idle") return ordered_idle(c, a);
     if (a.scenario == "slow-target") return slow_target(c, a);
+    if (a.scenario == "impersonate") return impersonate(c, a);
     if (a.scenario == "soak") return soak(c, a);
     failed("unknown scenario '" + a.scenario + "'");
   } catch (const sluice::PeerLostError& e) {

@@ -278,5 +278,41 @@ TEST(DeclareTest, RanksThatDisagreeOnTheRecordTypeAreRefused) {
   EXPECT_GE(testing::count_lines_with(r.output, "record_type"), 1) << r.output;
 }
 
+// Item 8: a source that sends in another source's name (a test hook forges
+// the index its segments carry) never has a record delivered as the other's,
+// and the flow never ends as complete. Where the provider names senders (the
+// message path over tcp;ofi_rxm), the target fails the flow at the first
+// forged message and names the impostor. Over RMA, tcp;ofi_rxm names no
+// writer: a forged completion can only point at the victim's own segments
+// (the impostor's key reaches its own area only), whose footers must carry
+// the next sequence number, so the victim's records arrive exactly once and
+// the impostor's ring never ends (the target's deadline passes), unless a
+// forged completion comes before the victim's segment, whose footer then
+// fails the check (the flow fails, blaming the victim: tcp;ofi_rxm cannot
+// say who wrote).
+TEST(ImpersonationTest, ASourceSpeakingInAnothersNameIsCaughtAndNothingOfItsIsDelivered) {
+  if (!over_ofi()) GTEST_SKIP() << "the impersonation hook exists on the ofi transport only";
+  auto r = run_job(3, {"--scenario", "impersonate", "--k", "3000"}, {{"SLUICE_TEST_OFI_IMPERSONATE", "2:0"}}, 90);
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+  auto lost = lost_lines(r.output);
+  ASSERT_EQ(lost.size(), 1u) << r.output;
+  EXPECT_EQ(lost[0].rank, 1) << r.output;
+  const char* rma = std::getenv("SLUICE_OFI_RMA");
+  if (rma != nullptr && std::string(rma) == "0") {
+    EXPECT_NE(lost[0].error.find("source (2,0) sent a message in the name of source (0,0)"), std::string::npos)
+        << lost[0].error;
+    EXPECT_NE(lost[0].error.find("[lost_peer 2]"), std::string::npos) << lost[0].error;
+  } else {
+    // Which of the two depends on whether the victim's segment landed before
+    // the forged completion naming it.
+    const bool never_ended = lost[0].error.find("deadline passed waiting for sources on rank(s) 2") != std::string::npos;
+    const bool caught = lost[0].error.find("from source (0,0) is corrupt (its footer carries another sequence number)") !=
+                        std::string::npos;
+    EXPECT_TRUE(never_ended || caught) << lost[0].error;
+  }
+}
+
 }  // namespace
 }  // namespace sluice
