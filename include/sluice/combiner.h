@@ -191,7 +191,9 @@ class CombinerSpecCore {
  public:
   CombinerSpecCore(std::string name, std::string type_name, uint32_t record_size);
 
-  BytesShuffleSpec& flow() { return flow_; }
+  // The flow of partials (a shuffle of byte records keyed by group) as the
+  // builder fills it in.
+  FlowSpec& flow() { return flow_; }
   void group_by(uint32_t offset, ValueType type);
   void add(uint32_t offset, ValueType type, uint8_t aggs);
   void count();
@@ -200,7 +202,7 @@ class CombinerSpecCore {
 
   size_t field(uint32_t offset, ValueType type, const char* what) const;
   uint32_t target_of(uint64_t key) const {
-    const auto n = static_cast<uint32_t>(flow_.spec().targets.size());
+    const auto n = static_cast<uint32_t>(flow_.targets.size());
     return n <= 1 ? 0 : reduce(mix64(key), n);
   }
   void validate() const;
@@ -214,7 +216,7 @@ class CombinerSpecCore {
   uint32_t expected_groups() const { return expected_groups_; }
 
  private:
-  BytesShuffleSpec flow_;
+  FlowSpec flow_;
   std::shared_ptr<const CombineLayout> layout_;
   uint32_t local_groups_ = 1u << 14;
   uint32_t expected_groups_ = 4096;
@@ -371,23 +373,17 @@ class CombinerResult {
 // The description of a combiner flow over records of type T: the endpoints,
 // the group key, the value fields and their aggregates, and the sources'
 // local table size. Build it with combiner<T>(name); every participant must
-// build the same one (Cluster::declare checks).
+// build the same one (Cluster::declare checks). sources(), targets(),
+// segment_bytes() and ring_segments() (of the underlying flow of partials)
+// are the setters every flow spec has (detail::FlowBuilder, flow.h).
 template <class T>
-class CombinerSpec {
+class CombinerSpec : public detail::FlowBuilder<CombinerSpec<T>> {
   static_assert(std::is_trivially_copyable_v<T>, "combiner records must be trivially copyable");
 
  public:
   using Record = T;
   explicit CombinerSpec(std::string name)
       : core_(std::move(name), typeid(T).name(), static_cast<uint32_t>(sizeof(T))) {}
-  CombinerSpec& sources(std::vector<Endpoint> eps) {
-    core_.flow().sources(std::move(eps));
-    return *this;
-  }
-  CombinerSpec& targets(std::vector<Endpoint> eps) {
-    core_.flow().targets(std::move(eps));
-    return *this;
-  }
   // The group key: an integer or enum field of up to 8 bytes.
   template <class K>
   CombinerSpec& group_by(K T::*member) {
@@ -430,16 +426,6 @@ class CombinerSpec {
     core_.expected_groups(n);
     return *this;
   }
-  // The underlying flow's segment payload and ring depth (see flow.h).
-  CombinerSpec& segment_bytes(uint32_t n) {
-    core_.flow().segment_bytes(n);
-    return *this;
-  }
-  CombinerSpec& ring_segments(uint32_t n) {
-    core_.flow().ring_segments(n);
-    return *this;
-  }
-
   // The index Group::sum(size_t) etc. take for this field.
   template <class V>
   size_t field(V T::*m) const {
@@ -462,6 +448,8 @@ class CombinerSpec {
   const detail::CombinerSpecCore& untyped() const { return core_; }
 
  private:
+  friend class detail::FlowBuilder<CombinerSpec>;
+  FlowSpec& mutable_flow_spec() { return core_.flow(); }
   template <class V>
   CombinerSpec& add(V T::*m, uint8_t agg) {
     core_.add(detail::member_offset(m), detail::value_type_of<V>(), agg);

@@ -139,24 +139,147 @@ struct FlowSpec {
   std::string canonical() const;
 };
 
-// A typed shuffle flow spec: records are T, routed to one target each.
+// Spec builders. Every flow kind is described by one builder: the setters
+// all kinds share (endpoints, segment size and ring depth; record flows also
+// type_tag and optimize) live in detail::FlowBuilder / detail::RecordFlowBuilder,
+// and each kind adds only its own (shuffle: key, route, explicit_targets;
+// replicate: ordered, gap_timeout; combiner.h: group_by and the aggregates).
+// Every setter returns the builder itself, so calls chain in any order:
+//   sluice::shuffle<T>("x").sources(...).targets(...).key(&T::k).segment_bytes(4096)
+namespace detail {
+
+// The setters every flow kind has. `Derived` provides
+// `FlowSpec& mutable_flow_spec()`, the spec the setters fill in.
+template <class Derived>
+class FlowBuilder {
+ public:
+  // The endpoints that push into the flow.
+  Derived& sources(std::vector<Endpoint> eps) {
+    flow().sources = std::move(eps);
+    return self();
+  }
+  // The endpoints that consume from it.
+  Derived& targets(std::vector<Endpoint> eps) {
+    flow().targets = std::move(eps);
+    return self();
+  }
+  // Payload bytes per segment (Bandwidth mode); a multiple of 64 is best.
+  Derived& segment_bytes(uint32_t n) {
+    flow().segment_bytes = n;
+    return self();
+  }
+  // Segments per (source, target) ring: the most a source runs ahead.
+  Derived& ring_segments(uint32_t n) {
+    flow().ring_segments = n;
+    return self();
+  }
+
+ protected:
+  FlowBuilder() = default;
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+  FlowSpec& flow() { return self().mutable_flow_spec(); }
+};
+
+// A builder that owns its FlowSpec: the shuffle and replicate kinds, typed
+// or of byte records.
+template <class Derived>
+class RecordFlowBuilder : public FlowBuilder<Derived> {
+ public:
+  // Names the record type for the check at declare (see FlowSpec::type_name).
+  Derived& type_tag(std::string tag) {
+    spec_.type_name = std::move(tag);
+    return static_cast<Derived&>(*this);
+  }
+  Derived& optimize(Optimize o) {
+    spec_.optimize = o;
+    return static_cast<Derived&>(*this);
+  }
+  // The untyped spec, as Cluster::declare takes it.
+  const FlowSpec& spec() const { return spec_; }
+
+ protected:
+  // record_size 0: byte records (type name "bytes").
+  RecordFlowBuilder(std::string name, FlowType type, uint32_t record_size, uint32_t record_align,
+                    std::string type_name) {
+    spec_.name = std::move(name);
+    spec_.type = type;
+    spec_.record_size = record_size;
+    spec_.record_align = record_align;
+    spec_.type_name = std::move(type_name);
+    if (type == FlowType::kReplicate) spec_.route = Route::kExplicit;
+  }
+  FlowSpec& mutable_flow_spec() { return spec_; }
+  FlowSpec spec_;
+
+ private:
+  friend class FlowBuilder<Derived>;
+};
+
+// What a typed flow's records must be.
 template <class T>
-class ShuffleSpec {
+constexpr bool check_record_type() {
   static_assert(std::is_trivially_copyable_v<T>, "flow records must be trivially copyable");
   static_assert(sizeof(T) > 0);
+  return true;
+}
+
+// Shuffle flows: every record goes to one target.
+template <class Derived>
+class ShuffleBuilder : public RecordFlowBuilder<Derived> {
+ public:
+  // The caller names the target of every record with Source::push_to.
+  Derived& explicit_targets() {
+    this->spec_.route = Route::kExplicit;
+    return static_cast<Derived&>(*this);
+  }
+
+ protected:
+  using RecordFlowBuilder<Derived>::RecordFlowBuilder;
+  // Route by a hash of bytes [offset, offset+size) of each record.
+  void hash_key(uint32_t offset, uint32_t size) {
+    this->spec_.route = Route::kHashKey;
+    this->spec_.key_offset = offset;
+    this->spec_.key_size = size;
+  }
+  void route_by(RouteFn fn) {
+    this->spec_.route = Route::kFunction;
+    this->spec_.route_fn = std::move(fn);
+  }
+};
+
+// Replicate flows: every record goes to every target.
+template <class Derived>
+class ReplicateBuilder : public RecordFlowBuilder<Derived> {
+ public:
+  // One identical order of all records at every target (see the top of this file).
+  Derived& ordered(bool on = true) {
+    this->spec_.ordered = on;
+    return static_cast<Derived&>(*this);
+  }
+  // How long a target waits for a missing sequence number before kGap.
+  Derived& gap_timeout(std::chrono::milliseconds t) {
+    this->spec_.gap_timeout_ms = static_cast<uint32_t>(t.count());
+    return static_cast<Derived&>(*this);
+  }
+
+ protected:
+  using RecordFlowBuilder<Derived>::RecordFlowBuilder;
+};
+
+}  // namespace detail
+
+// A typed shuffle flow spec: records are T, routed to one target each.
+template <class T>
+class ShuffleSpec : public detail::ShuffleBuilder<ShuffleSpec<T>> {
+  static_assert(detail::check_record_type<T>());
 
  public:
   using Record = T;
-  explicit ShuffleSpec(std::string name) {
-    spec_.name = std::move(name);
-    spec_.record_size = sizeof(T);
-    spec_.record_align = alignof(T);
-    spec_.type_name = typeid(T).name();
-  }
-  ShuffleSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
-  // Names the record type for the check at declare (see FlowSpec::type_name).
-  ShuffleSpec& type_tag(std::string tag) { spec_.type_name = std::move(tag); return *this; }
-  ShuffleSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
+  explicit ShuffleSpec(std::string name)
+      : detail::ShuffleBuilder<ShuffleSpec>(std::move(name), FlowType::kShuffle, sizeof(T), alignof(T),
+                                            typeid(T).name()) {}
   // Route by a hash of this field (the default routing once a key is named).
   // (Records that are not classes, such as uint64_t, are routed by a hash
   // of the whole record, the default.)
@@ -166,9 +289,8 @@ class ShuffleSpec {
     static_assert(std::is_trivially_copyable_v<K>);
     alignas(T) static const unsigned char probe[sizeof(T)] = {};
     const C* p = reinterpret_cast<const C*>(probe);
-    spec_.route = detail::Route::kHashKey;
-    spec_.key_offset = static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(&(p->*member)) - probe);
-    spec_.key_size = sizeof(K);
+    this->hash_key(static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(&(p->*member)) - probe),
+                   sizeof(K));
     return *this;
   }
   // Route by any callable `uint32_t(const T&, uint32_t num_targets)` returning
@@ -176,26 +298,13 @@ class ShuffleSpec {
   // the same function.
   template <class F>
   ShuffleSpec& route(F fn) {
-    spec_.route = detail::Route::kFunction;
-    spec_.route_fn = [fn = std::move(fn)](const void* rec, size_t, uint32_t n) -> uint32_t {
+    this->route_by([fn = std::move(fn)](const void* rec, size_t, uint32_t n) -> uint32_t {
       T t;
       std::memcpy(&t, rec, sizeof(T));
       return fn(t, n);
-    };
+    });
     return *this;
   }
-  // The caller names the target of every record with Source::push_to.
-  ShuffleSpec& explicit_targets() { spec_.route = detail::Route::kExplicit; return *this; }
-  ShuffleSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
-  // Payload bytes per segment (Bandwidth mode); a multiple of 64 is best.
-  ShuffleSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }
-  // Segments per (source, target) ring: the most a source runs ahead.
-  ShuffleSpec& ring_segments(uint32_t n) { spec_.ring_segments = n; return *this; }
-
-  const FlowSpec& spec() const { return spec_; }
-
- private:
-  FlowSpec spec_;
 };
 
 template <class T>
@@ -204,104 +313,48 @@ ShuffleSpec<T> shuffle(std::string name) { return ShuffleSpec<T>(std::move(name)
 // A shuffle flow of variable-length byte records. A record never spans two
 // segments, so the largest record is FlowSpec::max_record_bytes()
 // (segment_bytes - 4 for a segment_bytes that is a multiple of 8: 8188 by default).
-class BytesShuffleSpec {
+class BytesShuffleSpec : public detail::ShuffleBuilder<BytesShuffleSpec> {
  public:
-  explicit BytesShuffleSpec(std::string name) {
-    spec_.name = std::move(name);
-    spec_.type_name = "bytes";
-  }
-  BytesShuffleSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
-  BytesShuffleSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
+  explicit BytesShuffleSpec(std::string name)
+      : detail::ShuffleBuilder<BytesShuffleSpec>(std::move(name), FlowType::kShuffle, 0, 1, "bytes") {}
   // Route by a hash of bytes [offset, offset+size) of each record; a record
   // shorter than that is routed by a hash of all its bytes.
   BytesShuffleSpec& key(uint32_t offset, uint32_t size) {
-    spec_.route = detail::Route::kHashKey;
-    spec_.key_offset = offset;
-    spec_.key_size = size;
+    hash_key(offset, size);
     return *this;
   }
   // `uint32_t(std::span<const std::byte> record, uint32_t num_targets)`.
   template <class F>
   BytesShuffleSpec& route(F fn) {
-    spec_.route = detail::Route::kFunction;
-    spec_.route_fn = [fn = std::move(fn)](const void* rec, size_t n, uint32_t targets) -> uint32_t {
+    route_by([fn = std::move(fn)](const void* rec, size_t n, uint32_t targets) -> uint32_t {
       return fn(std::span<const std::byte>(static_cast<const std::byte*>(rec), n), targets);
-    };
+    });
     return *this;
   }
-  BytesShuffleSpec& explicit_targets() { spec_.route = detail::Route::kExplicit; return *this; }
-  BytesShuffleSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
-  BytesShuffleSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }
-  BytesShuffleSpec& ring_segments(uint32_t n) { spec_.ring_segments = n; return *this; }
-  const FlowSpec& spec() const { return spec_; }
-
- private:
-  FlowSpec spec_;
 };
 
 inline BytesShuffleSpec shuffle_bytes(std::string name) { return BytesShuffleSpec(std::move(name)); }
 
 // A typed replicate flow spec: every record goes to every target.
 template <class T>
-class ReplicateSpec {
-  static_assert(std::is_trivially_copyable_v<T>, "flow records must be trivially copyable");
-  static_assert(sizeof(T) > 0);
+class ReplicateSpec : public detail::ReplicateBuilder<ReplicateSpec<T>> {
+  static_assert(detail::check_record_type<T>());
 
  public:
   using Record = T;
-  explicit ReplicateSpec(std::string name) {
-    spec_.name = std::move(name);
-    spec_.type = FlowType::kReplicate;
-    spec_.record_size = sizeof(T);
-    spec_.record_align = alignof(T);
-    spec_.type_name = typeid(T).name();
-    spec_.route = detail::Route::kExplicit;
-  }
-  ReplicateSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
-  ReplicateSpec& type_tag(std::string tag) { spec_.type_name = std::move(tag); return *this; }
-  ReplicateSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
-  ReplicateSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
-  ReplicateSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }
-  ReplicateSpec& ring_segments(uint32_t n) { spec_.ring_segments = n; return *this; }
-  // One identical order of all records at every target (see the top of this file).
-  ReplicateSpec& ordered(bool on = true) { spec_.ordered = on; return *this; }
-  // How long a target waits for a missing sequence number before kGap.
-  ReplicateSpec& gap_timeout(std::chrono::milliseconds t) {
-    spec_.gap_timeout_ms = static_cast<uint32_t>(t.count());
-    return *this;
-  }
-  const FlowSpec& spec() const { return spec_; }
-
- private:
-  FlowSpec spec_;
+  explicit ReplicateSpec(std::string name)
+      : detail::ReplicateBuilder<ReplicateSpec>(std::move(name), FlowType::kReplicate, sizeof(T), alignof(T),
+                                                typeid(T).name()) {}
 };
 
 template <class T>
 ReplicateSpec<T> replicate(std::string name) { return ReplicateSpec<T>(std::move(name)); }
 
 // A replicate flow of variable-length byte records.
-class BytesReplicateSpec {
+class BytesReplicateSpec : public detail::ReplicateBuilder<BytesReplicateSpec> {
  public:
-  explicit BytesReplicateSpec(std::string name) {
-    spec_.name = std::move(name);
-    spec_.type = FlowType::kReplicate;
-    spec_.type_name = "bytes";
-    spec_.route = detail::Route::kExplicit;
-  }
-  BytesReplicateSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
-  BytesReplicateSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
-  BytesReplicateSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
-  BytesReplicateSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }
-  BytesReplicateSpec& ring_segments(uint32_t n) { spec_.ring_segments = n; return *this; }
-  BytesReplicateSpec& ordered(bool on = true) { spec_.ordered = on; return *this; }
-  BytesReplicateSpec& gap_timeout(std::chrono::milliseconds t) {
-    spec_.gap_timeout_ms = static_cast<uint32_t>(t.count());
-    return *this;
-  }
-  const FlowSpec& spec() const { return spec_; }
-
- private:
-  FlowSpec spec_;
+  explicit BytesReplicateSpec(std::string name)
+      : detail::ReplicateBuilder<BytesReplicateSpec>(std::move(name), FlowType::kReplicate, 0, 1, "bytes") {}
 };
 
 inline BytesReplicateSpec replicate_bytes(std::string name) { return BytesReplicateSpec(std::move(name)); }
