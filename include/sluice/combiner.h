@@ -112,6 +112,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -370,6 +371,9 @@ class CombinerSource {
   void abort() { core_->abort(); }
   // Why the last call failed (empty when nothing failed).
   const std::string& error() const { return core_->error(); }
+  // After kPeerLost: the rank (and host) it is about, where one is known
+  // (as Source::lost_peer).
+  std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
 
   // Times the local table filled and its partials were pushed.
   uint64_t table_flushes() const { return core_->table_flushes(); }
@@ -404,6 +408,9 @@ class CombinerTarget {
   // Moves the final groups out. REQUIRES: done().
   CombinerResult take_result() { return std::move(core_->result()); }
   const std::string& error() const { return core_->error(); }
+  // After kPeerLost: the rank (and host) it is about, where one is known
+  // (as Target::lost_peer).
+  std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
   // Partials merged so far.
   uint64_t partials_merged() const { return core_->partials_merged(); }
   explicit operator bool() const { return core_ != nullptr; }

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -129,6 +130,8 @@ class CombinerSourceCore {
   virtual Status close(Deadline deadline) = 0;
   virtual void abort() = 0;
   virtual const std::string& error() const = 0;
+  // After kPeerLost: the peer it is about (the flow of partials' source says).
+  virtual std::optional<LostPeer> lost_peer() const = 0;
   virtual uint64_t table_flushes() const = 0;
   virtual uint64_t partials_sent() const = 0;
   // The source of the flow of partials: what a Worker parks on for credit.
@@ -147,6 +150,8 @@ class CombinerTargetCore {
   virtual bool done() const = 0;
   virtual CombinerResult& result() = 0;
   virtual const std::string& error() const = 0;
+  // After kPeerLost: the peer it is about (the flow of partials' target says).
+  virtual std::optional<LostPeer> lost_peer() const = 0;
   virtual uint64_t partials_merged() const = 0;
   // The target of the flow of partials: what a Worker parks on for data.
   virtual TargetCore* flow_target() = 0;
