@@ -85,13 +85,19 @@ void lost(Clock::time_point since, const std::string& error) {
 }
 
 // A survivor's report of the victim: a LOST line carrying lost_peer() as
-// "[lost_peer N]" before the message, then a short stay (so that the other
-// survivors see the victim's end, not ours) and exit 3.
+// "[lost_peer N]" before the message, then a 3 s stay (so that the other
+// survivors see the victim's end, not ours) and exit 3. With a Worker, the
+// stay keeps consuming through it: the others' pushes into this rank must go
+// on until they too run into the victim rather than into this rank's stay.
 [[noreturn]] void report_lost(Clock::time_point since, const std::string& what, const std::string& error,
-                              const std::optional<sluice::LostPeer>& peer) {
+                              const std::optional<sluice::LostPeer>& peer, sluice::Worker* keep_consuming = nullptr) {
   const std::string who = peer ? "[lost_peer " + std::to_string(peer->rank) + "] " : "[lost_peer none] ";
   lost(since, who + what + ": " + error);
-  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  const auto until = Clock::now() + std::chrono::milliseconds(3000);
+  if (keep_consuming != nullptr) {
+    while (Clock::now() < until) keep_consuming->idle(keep_consuming->poll());
+  }
+  std::this_thread::sleep_until(until);
   std::_Exit(3);
 }
 
@@ -275,7 +281,7 @@ int combiner(sluice::Cluster& c, const Args& a) {
   c.barrier("declared");
   const auto start = Clock::now();
   auto check_input = [&] {
-    if (w.status(in) == Status::kPeerLost) report_lost(start, "worker input", w.error(in), w.lost_peer(in));
+    if (w.status(in) == Status::kPeerLost) report_lost(start, "worker input", w.error(in), w.lost_peer(in), &w);
   };
   for (uint64_t i = 0; i < a.n; ++i) {
     if (c.rank() == a.victim && i == a.k) {
@@ -284,17 +290,17 @@ int combiner(sluice::Cluster& c, const Args& a) {
       ::kill(::getpid(), SIGKILL);
     }
     const Status s = w.push(out, Rec{mix(i + c.rank()), i});
-    if (s == Status::kPeerLost) report_lost(start, "push", out.error(), out.lost_peer());
+    if (s == Status::kPeerLost) report_lost(start, "push", out.error(), out.lost_peer(), &w);
     if (s != Status::kOk) failed("push: " + out.error());
     check_input();
     if (i == a.k) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   const Status s = w.close(out);
-  if (s == Status::kPeerLost) report_lost(start, "close", out.error(), out.lost_peer());
+  if (s == Status::kPeerLost) report_lost(start, "close", out.error(), out.lost_peer(), &w);
   if (s != Status::kOk) failed("close: " + out.error());
   check_input();
   if (w.run() == Status::kPeerLost) {
-    report_lost(start, "run", w.error(w.reported()), w.lost_peer(w.reported()));
+    report_lost(start, "run", w.error(w.reported()), w.lost_peer(w.reported()), &w);
   }
   failed("rank " + std::to_string(c.rank()) + " finished without noticing the victim");
 }
