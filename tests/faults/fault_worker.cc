@@ -39,6 +39,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/job_args.h"
+
 namespace {
 
 using sluice::Clock;
@@ -74,9 +76,7 @@ double ms_since(Clock::time_point t) {
 }
 
 [[noreturn]] void failed(const std::string& what) {
-  std::printf("FAILED: %s\n", what.c_str());
-  std::fflush(stdout);
-  std::_Exit(1);
+  std::_Exit(sluice::testing::fail(what));
 }
 
 void lost(Clock::time_point since, const std::string& error) {
@@ -626,35 +626,18 @@ int soak(sluice::Cluster& c, const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) failed("missing value for " + f);
-      return argv[++i];
-    };
-    if (f == "--scenario")
-      a.scenario = next();
-    else if (f == "--n")
-      a.n = std::stoull(next());
-    else if (f == "--k")
-      a.k = std::stoull(next());
-    else if (f == "--victim")
-      a.victim = static_cast<uint32_t>(std::stoul(next()));
-    else if (f == "--stop")
-      a.stop = true;
-    else if (f == "--try")
-      a.try_mode = true;
-    else if (f == "--latency")
-      a.latency = true;
-    else if (f == "--fault")
-      a.fault = next();
-    else if (f == "--ordered")
-      a.ordered = true;
-    else if (f == "--abort")
-      a.abort = true;
-    else
-      failed("unknown flag " + f);
-  }
+  sluice::testing::JobArgs(argc, argv)
+      .value("--scenario", &a.scenario)
+      .value("--n", &a.n)
+      .value("--k", &a.k)
+      .value("--victim", &a.victim)
+      .flag("--stop", &a.stop)
+      .flag("--try", &a.try_mode)
+      .flag("--latency", &a.latency)
+      .value("--fault", &a.fault)
+      .flag("--ordered", &a.ordered)
+      .flag("--abort", &a.abort)
+      .parse();
   try {
     if (a.scenario == "transport-mismatch") {
       // Rank 1 pins ofi, rank 0 lets sluice choose (shm on one host): the
