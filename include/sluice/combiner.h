@@ -112,13 +112,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
 #include <typeinfo>
 #include <vector>
 
-#include "sluice/detail/hash.h"
+#include "sluice/detail/combiner_cores.h"
 #include "sluice/errors.h"
 #include "sluice/flow.h"
 
@@ -128,140 +129,6 @@ namespace sluice {
 enum class ValueKind : uint8_t { kSigned, kUnsigned, kFloat };
 
 class CombinerResult;
-
-namespace detail {
-
-// How a field's bytes are read.
-enum class ValueType : uint8_t { kI8, kI16, kI32, kI64, kU8, kU16, kU32, kU64, kF32, kF64 };
-
-template <class V>
-constexpr ValueType value_type_of() {
-  static_assert((std::is_integral_v<V> && sizeof(V) <= 8) || std::is_same_v<V, float> ||
-                    std::is_same_v<V, double>,
-                "combiner value fields are integers of up to 8 bytes, float or double");
-  if constexpr (std::is_same_v<V, float>) {
-    return ValueType::kF32;
-  } else if constexpr (std::is_same_v<V, double>) {
-    return ValueType::kF64;
-  } else if constexpr (std::is_signed_v<V>) {
-    return sizeof(V) == 1   ? ValueType::kI8
-           : sizeof(V) == 2 ? ValueType::kI16
-           : sizeof(V) == 4 ? ValueType::kI32
-                            : ValueType::kI64;
-  } else {
-    return sizeof(V) == 1   ? ValueType::kU8
-           : sizeof(V) == 2 ? ValueType::kU16
-           : sizeof(V) == 4 ? ValueType::kU32
-                            : ValueType::kU64;
-  }
-}
-
-// The type a SUM of a field of type V is held in.
-template <class V>
-using SumType = std::conditional_t<std::is_floating_point_v<V>, double,
-                                   std::conditional_t<std::is_signed_v<V>, int64_t, uint64_t>>;
-
-// Byte offset of `member` in T (T is trivially copyable, so this is its
-// offsetof; the same probe flow.h's key() uses).
-template <class T, class V>
-uint32_t member_offset(V T::*member) {
-  alignas(T) static const unsigned char probe[sizeof(T)] = {};
-  const T* p = reinterpret_cast<const T*>(probe);
-  return static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(&(p->*member)) - probe);
-}
-
-// Aggregates of one field, as a bit set.
-inline constexpr uint8_t kAggSum = 1;
-inline constexpr uint8_t kAggMin = 2;
-inline constexpr uint8_t kAggMax = 4;
-inline constexpr uint8_t kAggAvg = 8;
-
-// What a combiner aggregates (key, fields, slots); src/combiner/layout.h.
-struct CombineLayout;
-// A table of groups; src/combiner/group_table.h.
-class GroupTable;
-
-// The final groups of `table`, sorted by key (src/combiner/result.cc).
-CombinerResult result_from_table(const GroupTable& table, uint64_t partials);
-
-// The untyped part of a CombinerSpec: the flow of partials and the layout.
-// A value: copies share the layout, which is immutable (every builder call
-// replaces it). Implemented in src/combiner/spec.cc.
-class CombinerSpecCore {
- public:
-  CombinerSpecCore(std::string name, std::string type_name, uint32_t record_size);
-
-  BytesShuffleSpec& flow() { return flow_; }
-  void group_by(uint32_t offset, ValueType type);
-  void add(uint32_t offset, ValueType type, uint8_t aggs);
-  void count();
-  void local_groups(uint32_t n) { local_groups_ = n; }
-  void expected_groups(uint32_t n) { expected_groups_ = n; }
-
-  size_t field(uint32_t offset, ValueType type, const char* what) const;
-  uint32_t target_of(uint64_t key) const {
-    const auto n = static_cast<uint32_t>(flow_.spec().targets.size());
-    return n <= 1 ? 0 : reduce(mix64(key), n);
-  }
-  void validate() const;
-  std::string describe() const;
-  // The flow of partials as Cluster::declare takes it: validated, its record
-  // type naming the layout, so that participants with other layouts fail
-  // to declare.
-  FlowSpec flow_spec() const;
-  const std::shared_ptr<const CombineLayout>& layout() const { return layout_; }
-  uint32_t local_groups() const { return local_groups_; }
-  uint32_t expected_groups() const { return expected_groups_; }
-
- private:
-  BytesShuffleSpec flow_;
-  std::shared_ptr<const CombineLayout> layout_;
-  uint32_t local_groups_ = 1u << 14;
-  uint32_t expected_groups_ = 4096;
-};
-
-// The untyped half of a CombinerSource (src/combiner/combiner_source.cc).
-class CombinerSourceCore {
- public:
-  virtual ~CombinerSourceCore() = default;
-  // Folds record `rec` into its group; when the table is full, first sends
-  // its partials (waiting for credit unless `try_only`), resuming where a
-  // previous call stopped. As CombinerSource::push.
-  virtual Status push(const std::byte* rec, Deadline deadline, bool try_only) = 0;
-  virtual Status flush(Deadline deadline) = 0;
-  virtual Status close(Deadline deadline) = 0;
-  virtual void abort() = 0;
-  virtual const std::string& error() const = 0;
-  virtual uint64_t table_flushes() const = 0;
-  virtual uint64_t partials_sent() const = 0;
-  // The source of the flow of partials: what a Worker parks on for credit.
-  virtual SourceCore* flow_source() = 0;
-};
-
-// The untyped half of a CombinerTarget (src/combiner/combiner_target.cc).
-class CombinerTargetCore {
- public:
-  virtual ~CombinerTargetCore() = default;
-  // Merges at most one batch of partials, never waiting: kOk if it merged
-  // one, kWouldBlock if none was ready, kEndOfFlow once every source closed
-  // (the result is ready; again on every later call), kPeerLost or kInvalid.
-  virtual Status poll_one() = 0;
-  virtual Status collect(Deadline deadline) = 0;
-  virtual bool done() const = 0;
-  virtual CombinerResult& result() = 0;
-  virtual const std::string& error() const = 0;
-  virtual uint64_t partials_merged() const = 0;
-  // The target of the flow of partials: what a Worker parks on for data.
-  virtual TargetCore* flow_target() = 0;
-};
-
-// Opens the halves over an endpoint of spec.flow_spec() (as Cluster does).
-std::unique_ptr<CombinerSourceCore> make_combiner_source(const CombinerSpecCore& spec,
-                                                         std::unique_ptr<SourceCore> flow);
-std::unique_ptr<CombinerTargetCore> make_combiner_target(const CombinerSpecCore& spec,
-                                                         std::unique_ptr<TargetCore> flow);
-
-}  // namespace detail
 
 // One aggregate of one group in its held form (int64_t, uint64_t or double).
 class Value {
@@ -371,23 +238,17 @@ class CombinerResult {
 // The description of a combiner flow over records of type T: the endpoints,
 // the group key, the value fields and their aggregates, and the sources'
 // local table size. Build it with combiner<T>(name); every participant must
-// build the same one (Cluster::declare checks).
+// build the same one (Cluster::declare checks). sources(), targets(),
+// segment_bytes() and ring_segments() (of the underlying flow of partials)
+// are the setters every flow spec has (detail::FlowBuilder, flow.h).
 template <class T>
-class CombinerSpec {
+class CombinerSpec : public detail::FlowBuilder<CombinerSpec<T>> {
   static_assert(std::is_trivially_copyable_v<T>, "combiner records must be trivially copyable");
 
  public:
   using Record = T;
   explicit CombinerSpec(std::string name)
       : core_(std::move(name), typeid(T).name(), static_cast<uint32_t>(sizeof(T))) {}
-  CombinerSpec& sources(std::vector<Endpoint> eps) {
-    core_.flow().sources(std::move(eps));
-    return *this;
-  }
-  CombinerSpec& targets(std::vector<Endpoint> eps) {
-    core_.flow().targets(std::move(eps));
-    return *this;
-  }
   // The group key: an integer or enum field of up to 8 bytes.
   template <class K>
   CombinerSpec& group_by(K T::*member) {
@@ -430,16 +291,6 @@ class CombinerSpec {
     core_.expected_groups(n);
     return *this;
   }
-  // The underlying flow's segment payload and ring depth (see flow.h).
-  CombinerSpec& segment_bytes(uint32_t n) {
-    core_.flow().segment_bytes(n);
-    return *this;
-  }
-  CombinerSpec& ring_segments(uint32_t n) {
-    core_.flow().ring_segments(n);
-    return *this;
-  }
-
   // The index Group::sum(size_t) etc. take for this field.
   template <class V>
   size_t field(V T::*m) const {
@@ -462,6 +313,8 @@ class CombinerSpec {
   const detail::CombinerSpecCore& untyped() const { return core_; }
 
  private:
+  friend class detail::FlowBuilder<CombinerSpec>;
+  FlowSpec& mutable_flow_spec() { return core_.flow(); }
   template <class V>
   CombinerSpec& add(V T::*m, uint8_t agg) {
     core_.add(detail::member_offset(m), detail::value_type_of<V>(), agg);
@@ -518,6 +371,9 @@ class CombinerSource {
   void abort() { core_->abort(); }
   // Why the last call failed (empty when nothing failed).
   const std::string& error() const { return core_->error(); }
+  // After kPeerLost: the rank (and host) it is about, where one is known
+  // (as Source::lost_peer).
+  std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
 
   // Times the local table filled and its partials were pushed.
   uint64_t table_flushes() const { return core_->table_flushes(); }
@@ -552,6 +408,9 @@ class CombinerTarget {
   // Moves the final groups out. REQUIRES: done().
   CombinerResult take_result() { return std::move(core_->result()); }
   const std::string& error() const { return core_->error(); }
+  // After kPeerLost: the rank (and host) it is about, where one is known
+  // (as Target::lost_peer).
+  std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
   // Partials merged so far.
   uint64_t partials_merged() const { return core_->partials_merged(); }
   explicit operator bool() const { return core_ != nullptr; }

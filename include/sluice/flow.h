@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "sluice/deadline.h"
+#include "sluice/detail/flow_cores.h"
 #include "sluice/detail/hash.h"
 #include "sluice/errors.h"
 
@@ -76,20 +77,6 @@ struct Endpoint {
 enum class Optimize : uint8_t { kBandwidth, kLatency };
 
 enum class FlowType : uint8_t { kShuffle, kReplicate };
-
-namespace detail {
-
-enum class Route : uint8_t {
-  kHashKey,     // hash of a key field (key_offset, key_size) of the record
-  kHashRecord,  // hash of the whole record (no key declared)
-  kFunction,    // a user callable
-  kExplicit,    // the caller names the target on every push (push_to)
-};
-
-// (record bytes, record size, number of targets) -> target index.
-using RouteFn = std::function<uint32_t(const void*, size_t, uint32_t)>;
-
-}  // namespace detail
 
 // The untyped description of a flow, as the registry and transports see it.
 // Users build one with shuffle<T>() or shuffle_bytes() rather than by hand.
@@ -139,24 +126,147 @@ struct FlowSpec {
   std::string canonical() const;
 };
 
-// A typed shuffle flow spec: records are T, routed to one target each.
+// Spec builders. Every flow kind is described by one builder: the setters
+// all kinds share (endpoints, segment size and ring depth; record flows also
+// type_tag and optimize) live in detail::FlowBuilder / detail::RecordFlowBuilder,
+// and each kind adds only its own (shuffle: key, route, explicit_targets;
+// replicate: ordered, gap_timeout; combiner.h: group_by and the aggregates).
+// Every setter returns the builder itself, so calls chain in any order:
+//   sluice::shuffle<T>("x").sources(...).targets(...).key(&T::k).segment_bytes(4096)
+namespace detail {
+
+// The setters every flow kind has. `Derived` provides
+// `FlowSpec& mutable_flow_spec()`, the spec the setters fill in.
+template <class Derived>
+class FlowBuilder {
+ public:
+  // The endpoints that push into the flow.
+  Derived& sources(std::vector<Endpoint> eps) {
+    flow().sources = std::move(eps);
+    return self();
+  }
+  // The endpoints that consume from it.
+  Derived& targets(std::vector<Endpoint> eps) {
+    flow().targets = std::move(eps);
+    return self();
+  }
+  // Payload bytes per segment (Bandwidth mode); a multiple of 64 is best.
+  Derived& segment_bytes(uint32_t n) {
+    flow().segment_bytes = n;
+    return self();
+  }
+  // Segments per (source, target) ring: the most a source runs ahead.
+  Derived& ring_segments(uint32_t n) {
+    flow().ring_segments = n;
+    return self();
+  }
+
+ protected:
+  FlowBuilder() = default;
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+  FlowSpec& flow() { return self().mutable_flow_spec(); }
+};
+
+// A builder that owns its FlowSpec: the shuffle and replicate kinds, typed
+// or of byte records.
+template <class Derived>
+class RecordFlowBuilder : public FlowBuilder<Derived> {
+ public:
+  // Names the record type for the check at declare (see FlowSpec::type_name).
+  Derived& type_tag(std::string tag) {
+    spec_.type_name = std::move(tag);
+    return static_cast<Derived&>(*this);
+  }
+  Derived& optimize(Optimize o) {
+    spec_.optimize = o;
+    return static_cast<Derived&>(*this);
+  }
+  // The untyped spec, as Cluster::declare takes it.
+  const FlowSpec& spec() const { return spec_; }
+
+ protected:
+  // record_size 0: byte records (type name "bytes").
+  RecordFlowBuilder(std::string name, FlowType type, uint32_t record_size, uint32_t record_align,
+                    std::string type_name) {
+    spec_.name = std::move(name);
+    spec_.type = type;
+    spec_.record_size = record_size;
+    spec_.record_align = record_align;
+    spec_.type_name = std::move(type_name);
+    if (type == FlowType::kReplicate) spec_.route = Route::kExplicit;
+  }
+  FlowSpec& mutable_flow_spec() { return spec_; }
+  FlowSpec spec_;
+
+ private:
+  friend class FlowBuilder<Derived>;
+};
+
+// What a typed flow's records must be.
 template <class T>
-class ShuffleSpec {
+constexpr bool check_record_type() {
   static_assert(std::is_trivially_copyable_v<T>, "flow records must be trivially copyable");
   static_assert(sizeof(T) > 0);
+  return true;
+}
+
+// Shuffle flows: every record goes to one target.
+template <class Derived>
+class ShuffleBuilder : public RecordFlowBuilder<Derived> {
+ public:
+  // The caller names the target of every record with Source::push_to.
+  Derived& explicit_targets() {
+    this->spec_.route = Route::kExplicit;
+    return static_cast<Derived&>(*this);
+  }
+
+ protected:
+  using RecordFlowBuilder<Derived>::RecordFlowBuilder;
+  // Route by a hash of bytes [offset, offset+size) of each record.
+  void hash_key(uint32_t offset, uint32_t size) {
+    this->spec_.route = Route::kHashKey;
+    this->spec_.key_offset = offset;
+    this->spec_.key_size = size;
+  }
+  void route_by(RouteFn fn) {
+    this->spec_.route = Route::kFunction;
+    this->spec_.route_fn = std::move(fn);
+  }
+};
+
+// Replicate flows: every record goes to every target.
+template <class Derived>
+class ReplicateBuilder : public RecordFlowBuilder<Derived> {
+ public:
+  // One identical order of all records at every target (see the top of this file).
+  Derived& ordered(bool on = true) {
+    this->spec_.ordered = on;
+    return static_cast<Derived&>(*this);
+  }
+  // How long a target waits for a missing sequence number before kGap.
+  Derived& gap_timeout(std::chrono::milliseconds t) {
+    this->spec_.gap_timeout_ms = static_cast<uint32_t>(t.count());
+    return static_cast<Derived&>(*this);
+  }
+
+ protected:
+  using RecordFlowBuilder<Derived>::RecordFlowBuilder;
+};
+
+}  // namespace detail
+
+// A typed shuffle flow spec: records are T, routed to one target each.
+template <class T>
+class ShuffleSpec : public detail::ShuffleBuilder<ShuffleSpec<T>> {
+  static_assert(detail::check_record_type<T>());
 
  public:
   using Record = T;
-  explicit ShuffleSpec(std::string name) {
-    spec_.name = std::move(name);
-    spec_.record_size = sizeof(T);
-    spec_.record_align = alignof(T);
-    spec_.type_name = typeid(T).name();
-  }
-  ShuffleSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
-  // Names the record type for the check at declare (see FlowSpec::type_name).
-  ShuffleSpec& type_tag(std::string tag) { spec_.type_name = std::move(tag); return *this; }
-  ShuffleSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
+  explicit ShuffleSpec(std::string name)
+      : detail::ShuffleBuilder<ShuffleSpec>(std::move(name), FlowType::kShuffle, sizeof(T), alignof(T),
+                                            typeid(T).name()) {}
   // Route by a hash of this field (the default routing once a key is named).
   // (Records that are not classes, such as uint64_t, are routed by a hash
   // of the whole record, the default.)
@@ -166,9 +276,8 @@ class ShuffleSpec {
     static_assert(std::is_trivially_copyable_v<K>);
     alignas(T) static const unsigned char probe[sizeof(T)] = {};
     const C* p = reinterpret_cast<const C*>(probe);
-    spec_.route = detail::Route::kHashKey;
-    spec_.key_offset = static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(&(p->*member)) - probe);
-    spec_.key_size = sizeof(K);
+    this->hash_key(static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(&(p->*member)) - probe),
+                   sizeof(K));
     return *this;
   }
   // Route by any callable `uint32_t(const T&, uint32_t num_targets)` returning
@@ -176,26 +285,13 @@ class ShuffleSpec {
   // the same function.
   template <class F>
   ShuffleSpec& route(F fn) {
-    spec_.route = detail::Route::kFunction;
-    spec_.route_fn = [fn = std::move(fn)](const void* rec, size_t, uint32_t n) -> uint32_t {
+    this->route_by([fn = std::move(fn)](const void* rec, size_t, uint32_t n) -> uint32_t {
       T t;
       std::memcpy(&t, rec, sizeof(T));
       return fn(t, n);
-    };
+    });
     return *this;
   }
-  // The caller names the target of every record with Source::push_to.
-  ShuffleSpec& explicit_targets() { spec_.route = detail::Route::kExplicit; return *this; }
-  ShuffleSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
-  // Payload bytes per segment (Bandwidth mode); a multiple of 64 is best.
-  ShuffleSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }
-  // Segments per (source, target) ring: the most a source runs ahead.
-  ShuffleSpec& ring_segments(uint32_t n) { spec_.ring_segments = n; return *this; }
-
-  const FlowSpec& spec() const { return spec_; }
-
- private:
-  FlowSpec spec_;
 };
 
 template <class T>
@@ -204,255 +300,51 @@ ShuffleSpec<T> shuffle(std::string name) { return ShuffleSpec<T>(std::move(name)
 // A shuffle flow of variable-length byte records. A record never spans two
 // segments, so the largest record is FlowSpec::max_record_bytes()
 // (segment_bytes - 4 for a segment_bytes that is a multiple of 8: 8188 by default).
-class BytesShuffleSpec {
+class BytesShuffleSpec : public detail::ShuffleBuilder<BytesShuffleSpec> {
  public:
-  explicit BytesShuffleSpec(std::string name) {
-    spec_.name = std::move(name);
-    spec_.type_name = "bytes";
-  }
-  BytesShuffleSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
-  BytesShuffleSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
+  explicit BytesShuffleSpec(std::string name)
+      : detail::ShuffleBuilder<BytesShuffleSpec>(std::move(name), FlowType::kShuffle, 0, 1, "bytes") {}
   // Route by a hash of bytes [offset, offset+size) of each record; a record
   // shorter than that is routed by a hash of all its bytes.
   BytesShuffleSpec& key(uint32_t offset, uint32_t size) {
-    spec_.route = detail::Route::kHashKey;
-    spec_.key_offset = offset;
-    spec_.key_size = size;
+    hash_key(offset, size);
     return *this;
   }
   // `uint32_t(std::span<const std::byte> record, uint32_t num_targets)`.
   template <class F>
   BytesShuffleSpec& route(F fn) {
-    spec_.route = detail::Route::kFunction;
-    spec_.route_fn = [fn = std::move(fn)](const void* rec, size_t n, uint32_t targets) -> uint32_t {
+    route_by([fn = std::move(fn)](const void* rec, size_t n, uint32_t targets) -> uint32_t {
       return fn(std::span<const std::byte>(static_cast<const std::byte*>(rec), n), targets);
-    };
+    });
     return *this;
   }
-  BytesShuffleSpec& explicit_targets() { spec_.route = detail::Route::kExplicit; return *this; }
-  BytesShuffleSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
-  BytesShuffleSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }
-  BytesShuffleSpec& ring_segments(uint32_t n) { spec_.ring_segments = n; return *this; }
-  const FlowSpec& spec() const { return spec_; }
-
- private:
-  FlowSpec spec_;
 };
 
 inline BytesShuffleSpec shuffle_bytes(std::string name) { return BytesShuffleSpec(std::move(name)); }
 
 // A typed replicate flow spec: every record goes to every target.
 template <class T>
-class ReplicateSpec {
-  static_assert(std::is_trivially_copyable_v<T>, "flow records must be trivially copyable");
-  static_assert(sizeof(T) > 0);
+class ReplicateSpec : public detail::ReplicateBuilder<ReplicateSpec<T>> {
+  static_assert(detail::check_record_type<T>());
 
  public:
   using Record = T;
-  explicit ReplicateSpec(std::string name) {
-    spec_.name = std::move(name);
-    spec_.type = FlowType::kReplicate;
-    spec_.record_size = sizeof(T);
-    spec_.record_align = alignof(T);
-    spec_.type_name = typeid(T).name();
-    spec_.route = detail::Route::kExplicit;
-  }
-  ReplicateSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
-  ReplicateSpec& type_tag(std::string tag) { spec_.type_name = std::move(tag); return *this; }
-  ReplicateSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
-  ReplicateSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
-  ReplicateSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }
-  ReplicateSpec& ring_segments(uint32_t n) { spec_.ring_segments = n; return *this; }
-  // One identical order of all records at every target (see the top of this file).
-  ReplicateSpec& ordered(bool on = true) { spec_.ordered = on; return *this; }
-  // How long a target waits for a missing sequence number before kGap.
-  ReplicateSpec& gap_timeout(std::chrono::milliseconds t) {
-    spec_.gap_timeout_ms = static_cast<uint32_t>(t.count());
-    return *this;
-  }
-  const FlowSpec& spec() const { return spec_; }
-
- private:
-  FlowSpec spec_;
+  explicit ReplicateSpec(std::string name)
+      : detail::ReplicateBuilder<ReplicateSpec>(std::move(name), FlowType::kReplicate, sizeof(T), alignof(T),
+                                                typeid(T).name()) {}
 };
 
 template <class T>
 ReplicateSpec<T> replicate(std::string name) { return ReplicateSpec<T>(std::move(name)); }
 
 // A replicate flow of variable-length byte records.
-class BytesReplicateSpec {
+class BytesReplicateSpec : public detail::ReplicateBuilder<BytesReplicateSpec> {
  public:
-  explicit BytesReplicateSpec(std::string name) {
-    spec_.name = std::move(name);
-    spec_.type = FlowType::kReplicate;
-    spec_.type_name = "bytes";
-    spec_.route = detail::Route::kExplicit;
-  }
-  BytesReplicateSpec& sources(std::vector<Endpoint> eps) { spec_.sources = std::move(eps); return *this; }
-  BytesReplicateSpec& targets(std::vector<Endpoint> eps) { spec_.targets = std::move(eps); return *this; }
-  BytesReplicateSpec& optimize(Optimize o) { spec_.optimize = o; return *this; }
-  BytesReplicateSpec& segment_bytes(uint32_t n) { spec_.segment_bytes = n; return *this; }
-  BytesReplicateSpec& ring_segments(uint32_t n) { spec_.ring_segments = n; return *this; }
-  BytesReplicateSpec& ordered(bool on = true) { spec_.ordered = on; return *this; }
-  BytesReplicateSpec& gap_timeout(std::chrono::milliseconds t) {
-    spec_.gap_timeout_ms = static_cast<uint32_t>(t.count());
-    return *this;
-  }
-  const FlowSpec& spec() const { return spec_; }
-
- private:
-  FlowSpec spec_;
+  explicit BytesReplicateSpec(std::string name)
+      : detail::ReplicateBuilder<BytesReplicateSpec>(std::move(name), FlowType::kReplicate, 0, 1, "bytes") {}
 };
 
 inline BytesReplicateSpec replicate_bytes(std::string name) { return BytesReplicateSpec(std::move(name)); }
-
-namespace detail {
-
-// The text error() shows for the last call's status: the core's message for
-// a failure, nothing after kOk or kEndOfFlow (so a message never outlives
-// the failure it describes).
-inline const std::string& error_text(Status last, const std::string& message) {
-  static const std::string kNone;
-  return last == Status::kOk || last == Status::kEndOfFlow ? kNone : message;
-}
-
-// Where the next record for one target goes: [cur, end) is free space in the
-// segment being filled. Empty (cur == end) until a segment is reserved.
-struct Lane {
-  std::byte* cur = nullptr;
-  std::byte* end = nullptr;
-};
-
-// A byte record in a segment: a 4-byte little-endian length, the bytes, and
-// padding to the next multiple of 8.
-inline constexpr size_t kRecordHeaderBytes = 4;
-inline constexpr size_t record_stride(size_t n) { return (kRecordHeaderBytes + n + 7) & ~size_t{7}; }
-
-// What a parked Worker (worker.h) waits on; defined in src/flow/wait_set.h.
-struct WaitSet;
-
-// An endpoint a Worker can park on together with others. arm() adds what
-// wakes it to `set` (shm: a futex word, announcing to the peer that this
-// thread parks; ofi: its completion queue) and returns false if the endpoint
-// can make progress already, so parking would be wrong; disarm() withdraws
-// the announcement. wait_alone() sleeps on an ofi endpoint's completion
-// queue (handling what arrives) when it is the only thing parked on.
-class Waitable {
- public:
-  virtual ~Waitable() = default;
-  virtual bool arm(WaitSet& set) = 0;
-  virtual void disarm() = 0;
-  virtual void wait_alone(std::chrono::milliseconds timeout) = 0;
-};
-
-// The transport side of a source. The fields are read by the inline push
-// path; everything else is behind the virtual slow path. Implemented in
-// src/flow (one subclass per transport).
-class SourceCore : public Waitable {
- public:
-  ~SourceCore() override = default;
-
-  // Makes lanes[target] hold at least `bytes` of free space: publishes the
-  // current segment and claims the next one, waiting for credit unless
-  // `try_only`. On kOk the lane has room; otherwise nothing changed.
-  virtual Status reserve(uint32_t target, size_t bytes, Deadline deadline, bool try_only) = 0;
-  // Latency mode: publishes the lane's current segment (the record just
-  // written) now. On a shuffle flow, a status other than kOk means the record
-  // was taken back (as if never written); a replicate flow's record, once in
-  // a ring, stays accepted (what could not be handed to the provider yet goes
-  // with the next call).
-  virtual Status publish(uint32_t target, Deadline deadline, bool try_only) = 0;
-  virtual Status flush(Deadline deadline) = 0;
-  virtual Status close(Deadline deadline) = 0;
-  // After a successful close(): waits until every transfer completed.
-  virtual Status wait_delivered(Deadline deadline) = 0;
-  // Ends the source without the flow's guarantee and tells every target.
-  virtual void abort() = 0;
-  virtual Status fail_invalid(const char* what) = 0;
-  virtual const std::string& error() const = 0;
-  // After kPeerLost: the peer it is about, if one is known.
-  virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
-
-  // The target index of a record: inline for the common cases (one target,
-  // an 8- or 4-byte key), out of line for the rest.
-  uint32_t route(const void* rec, size_t n) const {
-    if (num_targets_ == 1 && route_ != Route::kExplicit) return 0;
-    if (route_ == Route::kHashKey && key_offset_ + key_size_ <= n) {
-      const auto* key = static_cast<const std::byte*>(rec) + key_offset_;
-      if (key_size_ == 8) {
-        uint64_t k;
-        std::memcpy(&k, key, 8);
-        return reduce(mix64(k), num_targets_);
-      }
-      if (key_size_ == 4) {
-        uint32_t k;
-        std::memcpy(&k, key, 4);
-        return reduce(mix64(k), num_targets_);
-      }
-    }
-    return route_slow(rec, n);
-  }
-
-  uint32_t route_slow(const void* rec, size_t n) const;
-
-  // reserve() / publish() target meaning "every lane of a replicate flow".
-  static constexpr uint32_t kAllTargets = ~0u;
-
-  Lane* lanes_ = nullptr;
-  uint32_t num_targets_ = 0;
-  Route route_ = Route::kHashRecord;
-  uint32_t key_offset_ = 0;
-  uint32_t key_size_ = 0;
-  bool latency_ = false;
-  RouteFn route_fn_;
-  // Replicate flows: every record is copied into lanes_[fan_[0..num_fan_)],
-  // which all fill in lockstep (one lane per shm target, one shared staging
-  // lane for all ofi targets).
-  bool replicate_ = false;
-  const uint32_t* fan_ = nullptr;
-  uint32_t num_fan_ = 0;
-};
-
-// The inline push of a replicate flow: room in one lane means room in all
-// (they fill in lockstep); `write(dst)` copies one record of `stride` bytes.
-template <class Write>
-inline Status replicate_write(SourceCore* c, size_t stride, Deadline deadline, bool try_only, Write&& write) {
-  const Lane& first = c->lanes_[c->fan_[0]];
-  if (static_cast<size_t>(first.end - first.cur) < stride) [[unlikely]] {
-    Status s = c->reserve(SourceCore::kAllTargets, stride, deadline, try_only);
-    if (s != Status::kOk) return s;
-  }
-  for (uint32_t i = 0; i < c->num_fan_; ++i) {
-    Lane& lane = c->lanes_[c->fan_[i]];
-    write(lane.cur);
-    lane.cur += stride;
-  }
-  if (c->latency_) [[unlikely]] return c->publish(SourceCore::kAllTargets, deadline, try_only);
-  return Status::kOk;
-}
-
-// One published segment as a target sees it.
-struct SegmentView {
-  const std::byte* data = nullptr;
-  uint32_t bytes = 0;
-  uint32_t source = 0;  // index into the flow's sources()
-  uint64_t sequence = 0;  // ordered replicate flows: the batch's sequence number
-};
-
-class TargetCore : public Waitable {
- public:
-  ~TargetCore() override = default;
-  // Releases the previous segment and returns the next one with records.
-  // kOk: *out is set. kEndOfFlow / kTimeout / kPeerLost otherwise.
-  virtual Status next(Deadline deadline, SegmentView* out) = 0;
-  virtual const std::string& error() const = 0;
-  // After kPeerLost: the peer it is about, if one is known.
-  virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
-  // After kGap: the sequence number that never arrived.
-  virtual uint64_t gap() const { return 0; }
-};
-
-}  // namespace detail
 
 class Worker;
 
@@ -713,25 +605,23 @@ class RecordBatch {
     size_t len_ = 0;
   };
 
-  // A view of `bytes` bytes of records at `data`, which should have passed
-  // validate_records() (iteration stays inside them either way).
-  RecordBatch(const std::byte* data, uint32_t bytes) : data_(data), bytes_(bytes) {}
   iterator begin() const { return {data_, data_ + bytes_}; }
   iterator end() const { return {data_ + bytes_, data_ + bytes_}; }
   // Payload bytes including record headers and padding.
   uint32_t bytes() const { return bytes_; }
 
  private:
+  // Batches come from BytesTarget::consume (or detail::make_record_batch).
+  friend RecordBatch detail::make_record_batch(const std::byte* data, uint32_t bytes);
+  RecordBatch(const std::byte* data, uint32_t bytes) : data_(data), bytes_(bytes) {}
+
   const std::byte* data_;
   uint32_t bytes_;
 };
 
-namespace detail {
-// True if [data, data+bytes) is a well-formed sequence of byte records (every
-// length fits in what is left). Targets check every segment before handing
-// it out, so a corrupt or hostile segment can never make iteration overrun.
-bool validate_records(const std::byte* data, uint32_t bytes);
-}  // namespace detail
+inline RecordBatch detail::make_record_batch(const std::byte* data, uint32_t bytes) {
+  return RecordBatch(data, bytes);
+}
 
 // Receiving end of a byte-record flow.
 class BytesTarget {
@@ -745,7 +635,7 @@ class BytesTarget {
     if (status_ != Status::kOk) return std::nullopt;
     last_source_ = v.source;
     last_sequence_ = v.sequence;
-    return RecordBatch(v.data, v.bytes);
+    return detail::make_record_batch(v.data, v.bytes);
   }
   // As Target::try_consume: kWouldBlock if nothing is ready.
   std::optional<RecordBatch> try_consume() {

@@ -170,9 +170,11 @@ class CombinerInput final : public WorkerInput {
     return s;
   }
   const std::string& error() const override { return target_ ? target_.error() : released_error_; }
+  std::optional<LostPeer> lost_peer() const override { return target_ ? target_.lost_peer() : released_lost_; }
   uint64_t gap() const override { return 0; }
   void release() override {
     released_error_ = target_.error();
+    released_lost_ = target_.lost_peer();
     combiner_ = nullptr;
     target_ = CombinerTarget<T>{};
   }
@@ -182,6 +184,7 @@ class CombinerInput final : public WorkerInput {
   CombinerTargetCore* combiner_;  // target_'s; null once released
   F on_result_;
   std::string released_error_;
+  std::optional<LostPeer> released_lost_;
 };
 
 }  // namespace detail
@@ -270,7 +273,7 @@ class Worker {
   // Why input `id` failed; empty while it is fine.
   const std::string& error(InputId id) const { return inputs_[id]->error(); }
   // After kPeerLost on input `id`: the rank (and host) it is about, where
-  // one is known (not yet for combiner inputs).
+  // one is known (combiner inputs too).
   std::optional<LostPeer> lost_peer(InputId id) const { return inputs_[id]->lost_peer(); }
   uint64_t gap(InputId id) const { return inputs_[id]->gap(); }
 

@@ -36,6 +36,7 @@ class CombinerSourceImpl final : public CombinerSourceCore {
     out_.abort();
   }
   const std::string& error() const override { return error_.empty() ? out_.error() : error_; }
+  std::optional<LostPeer> lost_peer() const override { return out_.lost_peer(); }
   uint64_t table_flushes() const override { return table_flushes_; }
   uint64_t partials_sent() const override { return partials_sent_; }
   SourceCore* flow_source() override { return flow_; }

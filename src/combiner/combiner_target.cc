@@ -31,6 +31,7 @@ class CombinerTargetImpl final : public CombinerTargetCore {
   bool done() const override { return done_; }
   CombinerResult& result() override { return result_; }
   const std::string& error() const override { return error_.empty() ? in_.error() : error_; }
+  std::optional<LostPeer> lost_peer() const override { return in_.lost_peer(); }
   uint64_t partials_merged() const override { return partials_merged_; }
   TargetCore* flow_target() override { return flow_; }
 

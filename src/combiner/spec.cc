@@ -23,8 +23,7 @@ std::shared_ptr<const CombineLayout> changed(const CombineLayout& from, F&& chan
 }  // namespace
 
 CombinerSpecCore::CombinerSpecCore(std::string name, std::string type_name, uint32_t record_size)
-    : flow_(name) {
-  flow_.key(kPartialKeyOffset, 8);
+    : flow_(shuffle_bytes(name).key(kPartialKeyOffset, 8).spec()) {
   auto layout = std::make_shared<CombineLayout>();
   layout->name = std::move(name);
   layout->type_name = std::move(type_name);
@@ -58,24 +57,24 @@ std::string CombinerSpecCore::describe() const { return layout_->describe(); }
 void CombinerSpecCore::validate() const {
   const CombineLayout& l = *layout_;
   l.validate();
-  flow_.spec().validate();
+  flow_.validate();
   if (local_groups_ == 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "combiner '" + l.name + "': local_groups must be at least 1");
   }
   const size_t stride = record_stride(l.partial_bytes());
-  if (stride > flow_.spec().effective_segment_bytes()) {
+  if (stride > flow_.effective_segment_bytes()) {
     throw Error(ErrorCode::kInvalidArgument,
                 "combiner '" + l.name + "': a partial of " + std::to_string(stride) +
                     " bytes does not fit a segment of " +
-                    std::to_string(flow_.spec().effective_segment_bytes()) +
+                    std::to_string(flow_.effective_segment_bytes()) +
                     " bytes; raise segment_bytes");
   }
 }
 
 FlowSpec CombinerSpecCore::flow_spec() const {
   validate();
-  FlowSpec spec = flow_.spec();
+  FlowSpec spec = flow_;
   // The partials' layout is the flow's record type: declare compares it, so
   // participants that aggregate differently fail there, naming the field,
   // rather than at the first partial. A layout too long to be a type tag

@@ -20,6 +20,11 @@
 //   slow-target     rank 0 pushes N records to rank 1, closes and destroys
 //                   its source at once and waits; rank 1 consumes slowly
 //                   (a pause after every batch): it must get all N.
+//   combiner        a combiner flow from every rank to every rank, each
+//                   rank's thread a source and a target through a Worker;
+//                   rank --victim kills itself after K records: the others
+//                   must report kPeerLost naming it (lost_peer() of the
+//                   combiner source or of the Worker's combiner input).
 #include <signal.h>
 #include <sluice/sluice.h>
 #include <unistd.h>
@@ -33,6 +38,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/job_args.h"
 
 namespace {
 
@@ -69,14 +76,29 @@ double ms_since(Clock::time_point t) {
 }
 
 [[noreturn]] void failed(const std::string& what) {
-  std::printf("FAILED: %s\n", what.c_str());
-  std::fflush(stdout);
-  std::_Exit(1);
+  std::_Exit(sluice::testing::fail(what));
 }
 
 void lost(Clock::time_point since, const std::string& error) {
   std::printf("LOST %.0f %s\n", ms_since(since), error.c_str());
   std::fflush(stdout);
+}
+
+// A survivor's report of the victim: a LOST line carrying lost_peer() as
+// "[lost_peer N]" before the message, then a 3 s stay (so that the other
+// survivors see the victim's end, not ours) and exit 3. With a Worker, the
+// stay keeps consuming through it: the others' pushes into this rank must go
+// on until they too run into the victim rather than into this rank's stay.
+[[noreturn]] void report_lost(Clock::time_point since, const std::string& what, const std::string& error,
+                              const std::optional<sluice::LostPeer>& peer, sluice::Worker* keep_consuming = nullptr) {
+  const std::string who = peer ? "[lost_peer " + std::to_string(peer->rank) + "] " : "[lost_peer none] ";
+  lost(since, who + what + ": " + error);
+  const auto until = Clock::now() + std::chrono::milliseconds(3000);
+  if (keep_consuming != nullptr) {
+    while (Clock::now() < until) keep_consuming->idle(keep_consuming->poll());
+  }
+  std::this_thread::sleep_until(until);
+  std::_Exit(3);
 }
 
 // Totals of what one rank received: count and an order-independent sum.
@@ -212,15 +234,8 @@ int readme(sluice::Cluster& c, const Args& a) {
   // end before the others are in the flow (that is a lost peer at declare).
   c.barrier("declared");
   const auto start = Clock::now();
-  // The line carries lost_peer() as "[lost_peer N]" before the message.
   auto report = [&](const std::string& what, const std::string& error,
-                    std::optional<sluice::LostPeer> peer) {
-    const std::string who = peer ? "[lost_peer " + std::to_string(peer->rank) + "] " : "[lost_peer none] ";
-    lost(start, who + what + ": " + error);
-    // Stay a moment, so that the other survivors see the victim's end, not ours.
-    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
-    std::_Exit(3);
-  };
+                    const std::optional<sluice::LostPeer>& peer) { report_lost(start, what, error, peer); };
   auto drain = [&] {
     while (auto b = in.try_consume()) {
     }
@@ -247,6 +262,47 @@ int readme(sluice::Cluster& c, const Args& a) {
   if (in.status() == Status::kPeerLost) report("consume", in.error(), in.lost_peer());
   failed("rank " + std::to_string(c.rank()) + " finished without noticing the victim (" +
          sluice::to_string(in.status()) + ")");
+}
+
+// The README's pattern over a combiner flow, through a Worker: survivors
+// must name the victim through the combiner ends' lost_peer().
+int combiner(sluice::Cluster& c, const Args& a) {
+  auto spec = sluice::combiner<Rec>("sums")
+                  .sources(c.all_ranks())
+                  .targets(c.all_ranks())
+                  .group_by(&Rec::key)
+                  .sum(&Rec::value)
+                  .local_groups(64)  // partials flow all the time
+                  .segment_bytes(512);
+  auto flow = c.declare(spec);
+  sluice::Worker w;
+  const sluice::Worker::InputId in = w.add(c.target(spec, 0), [](sluice::CombinerResult) {});
+  auto out = c.source(spec, 0);
+  c.barrier("declared");
+  const auto start = Clock::now();
+  auto check_input = [&] {
+    if (w.status(in) == Status::kPeerLost) report_lost(start, "worker input", w.error(in), w.lost_peer(in), &w);
+  };
+  for (uint64_t i = 0; i < a.n; ++i) {
+    if (c.rank() == a.victim && i == a.k) {
+      std::printf("VICTIM dies\n");
+      std::fflush(stdout);
+      ::kill(::getpid(), SIGKILL);
+    }
+    const Status s = w.push(out, Rec{mix(i + c.rank()), i});
+    if (s == Status::kPeerLost) report_lost(start, "push", out.error(), out.lost_peer(), &w);
+    if (s != Status::kOk) failed("push: " + out.error());
+    check_input();
+    if (i == a.k) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const Status s = w.close(out);
+  if (s == Status::kPeerLost) report_lost(start, "close", out.error(), out.lost_peer(), &w);
+  if (s != Status::kOk) failed("close: " + out.error());
+  check_input();
+  if (w.run() == Status::kPeerLost) {
+    report_lost(start, "run", w.error(w.reported()), w.lost_peer(w.reported()), &w);
+  }
+  failed("rank " + std::to_string(c.rank()) + " finished without noticing the victim");
 }
 
 int target_abort(sluice::Cluster& c, const Args& a) {
@@ -621,35 +677,18 @@ int soak(sluice::Cluster& c, const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) failed("missing value for " + f);
-      return argv[++i];
-    };
-    if (f == "--scenario")
-      a.scenario = next();
-    else if (f == "--n")
-      a.n = std::stoull(next());
-    else if (f == "--k")
-      a.k = std::stoull(next());
-    else if (f == "--victim")
-      a.victim = static_cast<uint32_t>(std::stoul(next()));
-    else if (f == "--stop")
-      a.stop = true;
-    else if (f == "--try")
-      a.try_mode = true;
-    else if (f == "--latency")
-      a.latency = true;
-    else if (f == "--fault")
-      a.fault = next();
-    else if (f == "--ordered")
-      a.ordered = true;
-    else if (f == "--abort")
-      a.abort = true;
-    else
-      failed("unknown flag " + f);
-  }
+  sluice::testing::JobArgs(argc, argv)
+      .value("--scenario", &a.scenario)
+      .value("--n", &a.n)
+      .value("--k", &a.k)
+      .value("--victim", &a.victim)
+      .flag("--stop", &a.stop)
+      .flag("--try", &a.try_mode)
+      .flag("--latency", &a.latency)
+      .value("--fault", &a.fault)
+      .flag("--ordered", &a.ordered)
+      .flag("--abort", &a.abort)
+      .parse();
   try {
     if (a.scenario == "transport-mismatch") {
       // Rank 1 pins ofi, rank 0 lets sluice choose (shm on one host): the
@@ -796,6 +835,7 @@ int main(int argc, char** argv) {
     if (a.scenario == "slow-target") return slow_target(c, a);
     if (a.scenario == "impersonate") return impersonate(c, a);
     if (a.scenario == "soak") return soak(c, a);
+    if (a.scenario == "combiner") return combiner(c, a);
     failed("unknown scenario '" + a.scenario + "'");
   } catch (const sluice::PeerLostError& e) {
     lost(Clock::now(), std::string("exception: ") + e.what());

@@ -151,6 +151,14 @@ TEST(ReadmePatternTest, SurvivorsReportAKilledRank) {
   expect_survivors_report(r, 3, 6000);
 }
 
+// Issue 11: the ends of a combiner flow (and a Worker's combiner input)
+// hand the lost rank over as a value, as a flow's Source and Target do.
+TEST(CombinerLossTest, SurvivorsOfACombinerFlowNameTheKilledRank) {
+  auto r = run_job(4, {"--scenario", "combiner", "--n", "200000", "--k", "20000", "--victim", "2"},
+                   {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
+  expect_survivors_report(r, 3, 6000);
+}
+
 TEST(ReadmePatternTest, SurvivorsReportAStoppedRank) {
   auto r = run_job(
       4, {"--scenario", "readme", "--n", "200000", "--k", "20000", "--victim", "2", "--stop"},

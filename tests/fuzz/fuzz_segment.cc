@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* in, size_t n) {
     for (uint32_t i = 0; i < used / sizeof(Wide); ++i) sink = sink + r[i].a + r[i].b;
     return 0;
   }
-  sluice::RecordBatch batch(data, used);
+  sluice::RecordBatch batch = sluice::detail::make_record_batch(data, used);
   size_t i = 0;
   for (auto it = batch.begin(); it != batch.end(); ++it, ++i) {
     for (std::byte b : *it) sink = sink + static_cast<uint8_t>(b);

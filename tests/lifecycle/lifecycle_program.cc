@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "support/job_args.h"
+
 namespace {
 
 struct Rec {
@@ -36,32 +38,15 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "missing value for %s\n", k.c_str());
-      std::exit(2);
-    }
-    const std::string v = argv[++i];
-    if (k == "--cycles") {
-      a.cycles = static_cast<uint32_t>(std::stoul(v));
-    } else if (k == "--records") {
-      a.records = std::stoull(v);
-    } else if (k == "--warmup") {
-      a.warmup = static_cast<uint32_t>(std::stoul(v));
-    } else {
-      std::fprintf(stderr, "unknown argument %s\n", k.c_str());
-      std::exit(2);
-    }
-  }
+  sluice::testing::JobArgs(argc, argv)
+      .value("--cycles", &a.cycles)
+      .value("--records", &a.records)
+      .value("--warmup", &a.warmup)
+      .parse();
   return a;
 }
 
-int fail(const std::string& what) {
-  std::printf("FAILED: %s\n", what.c_str());
-  std::fflush(stdout);
-  return 1;
-}
+using sluice::testing::fail;
 
 uint64_t fingerprint(uint32_t cycle, const Rec& r) {
   return sluice::hash64(r.value ^ (uint64_t{cycle} << 52) ^ r.key);

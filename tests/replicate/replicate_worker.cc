@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/job_args.h"
+
 namespace {
 
 struct Rec {
@@ -41,39 +43,22 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "missing value for %s\n", k.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (k == "--mode") a.mode = next();
-    else if (k == "--ordered") a.ordered = true;
-    else if (k == "--latency") a.latency = true;
-    else if (k == "--tuples") a.tuples = std::stoull(next());
-    else if (k == "--die-rank") a.die_rank = std::stoll(next());
-    else if (k == "--die-after") a.die_after = std::stoull(next());
-    else if (k == "--ops") a.ops = std::stoull(next());
-    else if (k == "--rounds") a.rounds = std::stoull(next());
-    else if (k == "--gap-ms") a.gap_ms = std::stoull(next());
-    else if (k == "--signal")
-      a.signal = std::stoi(next());
-    else {
-      std::fprintf(stderr, "unknown argument %s\n", k.c_str());
-      std::exit(2);
-    }
-  }
+  sluice::testing::JobArgs(argc, argv)
+      .value("--mode", &a.mode)
+      .flag("--ordered", &a.ordered)
+      .flag("--latency", &a.latency)
+      .value("--tuples", &a.tuples)
+      .value("--die-rank", &a.die_rank)
+      .value("--die-after", &a.die_after)
+      .value("--ops", &a.ops)
+      .value("--rounds", &a.rounds)
+      .value("--gap-ms", &a.gap_ms)
+      .value("--signal", &a.signal)
+      .parse();
   return a;
 }
 
-int fail(const std::string& what) {
-  std::printf("FAILED: %s\n", what.c_str());
-  std::fflush(stdout);
-  return 1;
-}
+using sluice::testing::fail;
 
 // ------------------------------------------------------------ replicate
 

@@ -41,7 +41,7 @@ TEST(RecordBatchRegressionTest, ALengthRewrittenAfterValidationNeverLeadsOutOfTh
     // A heap copy of exactly the segment's size, so ASan flags any overrun.
     auto* seg = new std::byte[buf.size()];
     std::memcpy(seg, buf.data(), buf.size());
-    RecordBatch batch(seg, static_cast<uint32_t>(buf.size()));
+    RecordBatch batch = detail::make_record_batch(seg, static_cast<uint32_t>(buf.size()));
     auto it = batch.begin();
     ASSERT_EQ((*it).size(), 5u);
     // The second record's length grows under the iterator's feet.
@@ -61,7 +61,7 @@ TEST(RecordBatchRegressionTest, ALengthRewrittenBeforeIterationStopsIt) {
   auto buf = records({"alpha", "beta"});
   const uint32_t huge = 1u << 30;
   std::memcpy(buf.data(), &huge, 4);
-  RecordBatch batch(buf.data(), static_cast<uint32_t>(buf.size()));
+  RecordBatch batch = detail::make_record_batch(buf.data(), static_cast<uint32_t>(buf.size()));
   size_t n = 0;
   for (auto r : batch) n += r.size() + 1;
   EXPECT_EQ(n, 0u);

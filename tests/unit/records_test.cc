@@ -33,7 +33,7 @@ TEST(RecordFramingTest, BatchIteratesRecordsInOrder) {
   std::vector<std::string> recs = {"", "a", "hello world", std::string(100, 'x'), "1234"};
   auto buf = frame(recs);
   ASSERT_TRUE(detail::validate_records(buf.data(), static_cast<uint32_t>(buf.size())));
-  RecordBatch batch(buf.data(), static_cast<uint32_t>(buf.size()));
+  RecordBatch batch = detail::make_record_batch(buf.data(), static_cast<uint32_t>(buf.size()));
   size_t i = 0;
   for (std::span<const std::byte> r : batch) {
     ASSERT_LT(i, recs.size());
@@ -68,7 +68,7 @@ TEST(RecordFramingTest, RandomBytesThatValidateNeverOverrunWhenIterated) {
     buf[rng() % buf.size()] = static_cast<std::byte>(rng() % 64);
     if (!detail::validate_records(buf.data(), static_cast<uint32_t>(buf.size()))) continue;
     ++accepted;
-    RecordBatch batch(buf.data(), static_cast<uint32_t>(buf.size()));
+    RecordBatch batch = detail::make_record_batch(buf.data(), static_cast<uint32_t>(buf.size()));
     for (std::span<const std::byte> r : batch) {
       ASSERT_GE(r.data(), buf.data());
       ASSERT_LE(r.data() + r.size(), buf.data() + buf.size());

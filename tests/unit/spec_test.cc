@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "sluice/combiner.h"
 #include "sluice/flow.h"
 #include "support/local_flow.h"
 
@@ -62,6 +63,53 @@ TEST(FlowSpecTest, CanonicalTextDiffersExactlyInTheChangedField) {
   EXPECT_NE(b.spec().canonical().find("segment_bytes=4096\n"), std::string::npos);
   EXPECT_NE(a.spec().canonical().find("targets=0:0 0:1 0:2\n"), std::string::npos);
   EXPECT_NE(a.spec().canonical().find("record_size=16\n"), std::string::npos);
+}
+
+// The fields every kind's builder shares, as declare sees them.
+std::string common_fields(const FlowSpec& s) {
+  std::string out;
+  auto add = [&out](char side, const Endpoint& e) {
+    out += side;
+    out += std::to_string(e.rank);
+    out += ':';
+    out += std::to_string(e.slot);
+    out += ' ';
+  };
+  for (const Endpoint& e : s.sources) add('s', e);
+  for (const Endpoint& e : s.targets) add('t', e);
+  return out + std::to_string(s.segment_bytes) + "/" + std::to_string(s.ring_segments);
+}
+
+TEST(FlowSpecTest, EveryKindTakesTheCommonSettersInAnyOrder) {
+  const std::string want = "s0:0 s0:1 t0:0 1024/4";
+  // Kind-specific setters before and after the common ones keep chaining.
+  auto typed = shuffle<Rec>("a").key(&Rec::key).sources(testing::slots(2)).targets(testing::slots(1))
+                   .segment_bytes(1024).ring_segments(4).type_tag("rec-v1").optimize(Optimize::kBandwidth);
+  auto bytes = shuffle_bytes("b").sources(testing::slots(2)).key(0, 8).targets(testing::slots(1))
+                   .segment_bytes(1024).explicit_targets().ring_segments(4).type_tag("bytes-v1");
+  auto rep = replicate<Rec>("c").ordered().sources(testing::slots(2)).targets(testing::slots(1))
+                 .segment_bytes(1024).ring_segments(4).gap_timeout(std::chrono::milliseconds(50));
+  auto rep_bytes = replicate_bytes("d").sources(testing::slots(2)).ordered(false).targets(testing::slots(1))
+                       .segment_bytes(1024).ring_segments(4);
+  auto comb = combiner<Rec>("e").group_by(&Rec::key).sources(testing::slots(2)).sum(&Rec::value)
+                  .targets(testing::slots(1)).segment_bytes(1024).ring_segments(4);
+  EXPECT_EQ(common_fields(typed.spec()), want);
+  EXPECT_EQ(common_fields(bytes.spec()), want);
+  EXPECT_EQ(common_fields(rep.spec()), want);
+  EXPECT_EQ(common_fields(rep_bytes.spec()), want);
+  EXPECT_EQ(common_fields(comb.untyped().flow_spec()), want);
+
+  EXPECT_EQ(typed.spec().type_name, "rec-v1");
+  EXPECT_EQ(typed.spec().route, detail::Route::kHashKey);
+  EXPECT_EQ(bytes.spec().type_name, "bytes-v1");
+  EXPECT_EQ(bytes.spec().route, detail::Route::kExplicit);
+  EXPECT_EQ(rep.spec().type, FlowType::kReplicate);
+  EXPECT_TRUE(rep.spec().ordered);
+  EXPECT_EQ(rep.spec().gap_timeout_ms, 50u);
+  EXPECT_EQ(rep_bytes.spec().record_size, 0u);
+  EXPECT_FALSE(rep_bytes.spec().ordered);
+  EXPECT_EQ(comb.untyped().flow_spec().type, FlowType::kShuffle);
+  EXPECT_EQ(comb.untyped().flow_spec().route, detail::Route::kHashKey);
 }
 
 }  // namespace

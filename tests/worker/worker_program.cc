@@ -14,7 +14,7 @@
 // per flow, summed over the job), per-source order at every target. Rank 0
 // prints "VERIFIED ..." only if all of it holds; any failure prints FAILED.
 //
-// sluice-worker-test-program [--records N] [--burst-records N] [--idle-ms M]
+// sluice-worker-test-program [--records N] [--burst-records N] [--bursts N] [--idle-ms M]
 //                            [--max-idle-cpu P]
 #include <sluice/sluice.h>
 #include <time.h>
@@ -27,6 +27,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/job_args.h"
 
 namespace {
 
@@ -88,31 +90,13 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (k == "--help") {
-      std::printf("usage: %s [--records N] [--burst-records N] [--idle-ms M] [--max-idle-cpu P]\n",
-                  argv[0]);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "FAILED: %s needs a value\n", k.c_str());
-      std::exit(2);
-    }
-    const char* v = argv[++i];
-    if (k == "--records")
-      a.records = static_cast<uint32_t>(std::stoul(v));
-    else if (k == "--burst-records")
-      a.burst_records = static_cast<uint32_t>(std::stoul(v));
-    else if (k == "--idle-ms")
-      a.idle_ms = static_cast<uint32_t>(std::stoul(v));
-    else if (k == "--max-idle-cpu")
-      a.max_idle_cpu = std::stod(v);
-    else {
-      std::fprintf(stderr, "FAILED: unknown option %s\n", k.c_str());
-      std::exit(2);
-    }
-  }
+  sluice::testing::JobArgs(argc, argv, "[--records N] [--burst-records N] [--bursts N] [--idle-ms M] [--max-idle-cpu P]")
+      .value("--records", &a.records)
+      .value("--burst-records", &a.burst_records)
+      .value("--bursts", &a.bursts)
+      .value("--idle-ms", &a.idle_ms)
+      .value("--max-idle-cpu", &a.max_idle_cpu)
+      .parse();
   return a;
 }
 

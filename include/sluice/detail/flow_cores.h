@@ -1,0 +1,201 @@
+// sluice/detail/flow_cores.h: what the inline push and consume paths of
+// flow.h need from the transports, and nothing else. Internal: applications
+// use Source, Target, BytesSource and BytesTarget (flow.h) and never name
+// anything here; the transports in src/flow implement SourceCore and
+// TargetCore. Included by flow.h.
+//
+// Thread safety: a SourceCore or TargetCore belongs to the thread that owns
+// its Source or Target (flow.h), and is called only from it.
+//
+// Ownership: a Source or Target owns its core (std::unique_ptr); a core's
+// lanes_ and fan_ point into memory the core owns, valid as long as it lives.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "sluice/deadline.h"
+#include "sluice/detail/hash.h"
+#include "sluice/errors.h"
+
+namespace sluice {
+
+class RecordBatch;
+
+namespace detail {
+
+enum class Route : uint8_t {
+  kHashKey,     // hash of a key field (key_offset, key_size) of the record
+  kHashRecord,  // hash of the whole record (no key declared)
+  kFunction,    // a user callable
+  kExplicit,    // the caller names the target on every push (push_to)
+};
+
+// (record bytes, record size, number of targets) -> target index.
+using RouteFn = std::function<uint32_t(const void*, size_t, uint32_t)>;
+
+// The text error() shows for the last call's status: the core's message for
+// a failure, nothing after kOk or kEndOfFlow (so a message never outlives
+// the failure it describes).
+inline const std::string& error_text(Status last, const std::string& message) {
+  static const std::string kNone;
+  return last == Status::kOk || last == Status::kEndOfFlow ? kNone : message;
+}
+
+// Where the next record for one target goes: [cur, end) is free space in the
+// segment being filled. Empty (cur == end) until a segment is reserved.
+struct Lane {
+  std::byte* cur = nullptr;
+  std::byte* end = nullptr;
+};
+
+// A byte record in a segment: a 4-byte little-endian length, the bytes, and
+// padding to the next multiple of 8.
+inline constexpr size_t kRecordHeaderBytes = 4;
+inline constexpr size_t record_stride(size_t n) {
+  return (kRecordHeaderBytes + n + 7) & ~size_t{7};
+}
+
+// What a parked Worker (worker.h) waits on; defined in src/flow/wait_set.h.
+struct WaitSet;
+
+// An endpoint a Worker can park on together with others. arm() adds what
+// wakes it to `set` (shm: a futex word, announcing to the peer that this
+// thread parks; ofi: its completion queue) and returns false if the endpoint
+// can make progress already, so parking would be wrong; disarm() withdraws
+// the announcement. wait_alone() sleeps on an ofi endpoint's completion
+// queue (handling what arrives) when it is the only thing parked on.
+class Waitable {
+ public:
+  virtual ~Waitable() = default;
+  virtual bool arm(WaitSet& set) = 0;
+  virtual void disarm() = 0;
+  virtual void wait_alone(std::chrono::milliseconds timeout) = 0;
+};
+
+// The transport side of a source. The fields are read by the inline push
+// path; everything else is behind the virtual slow path. Implemented in
+// src/flow (one subclass per transport).
+class SourceCore : public Waitable {
+ public:
+  ~SourceCore() override = default;
+
+  // Makes lanes[target] hold at least `bytes` of free space: publishes the
+  // current segment and claims the next one, waiting for credit unless
+  // `try_only`. On kOk the lane has room; otherwise nothing changed.
+  virtual Status reserve(uint32_t target, size_t bytes, Deadline deadline, bool try_only) = 0;
+  // Latency mode: publishes the lane's current segment (the record just
+  // written) now. On a shuffle flow, a status other than kOk means the record
+  // was taken back (as if never written); a replicate flow's record, once in
+  // a ring, stays accepted (what could not be handed to the provider yet goes
+  // with the next call).
+  virtual Status publish(uint32_t target, Deadline deadline, bool try_only) = 0;
+  virtual Status flush(Deadline deadline) = 0;
+  virtual Status close(Deadline deadline) = 0;
+  // After a successful close(): waits until every transfer completed.
+  virtual Status wait_delivered(Deadline deadline) = 0;
+  // Ends the source without the flow's guarantee and tells every target.
+  virtual void abort() = 0;
+  virtual Status fail_invalid(const char* what) = 0;
+  virtual const std::string& error() const = 0;
+  // After kPeerLost: the peer it is about, if one is known.
+  virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
+
+  // The target index of a record: inline for the common cases (one target,
+  // an 8- or 4-byte key), out of line for the rest.
+  uint32_t route(const void* rec, size_t n) const {
+    if (num_targets_ == 1 && route_ != Route::kExplicit) return 0;
+    if (route_ == Route::kHashKey && key_offset_ + key_size_ <= n) {
+      const auto* key = static_cast<const std::byte*>(rec) + key_offset_;
+      if (key_size_ == 8) {
+        uint64_t k;
+        std::memcpy(&k, key, 8);
+        return reduce(mix64(k), num_targets_);
+      }
+      if (key_size_ == 4) {
+        uint32_t k;
+        std::memcpy(&k, key, 4);
+        return reduce(mix64(k), num_targets_);
+      }
+    }
+    return route_slow(rec, n);
+  }
+
+  uint32_t route_slow(const void* rec, size_t n) const;
+
+  // reserve() / publish() target meaning "every lane of a replicate flow".
+  static constexpr uint32_t kAllTargets = ~0u;
+
+  Lane* lanes_ = nullptr;
+  uint32_t num_targets_ = 0;
+  Route route_ = Route::kHashRecord;
+  uint32_t key_offset_ = 0;
+  uint32_t key_size_ = 0;
+  bool latency_ = false;
+  RouteFn route_fn_;
+  // Replicate flows: every record is copied into lanes_[fan_[0..num_fan_)],
+  // which all fill in lockstep (one lane per shm target, one shared staging
+  // lane for all ofi targets).
+  bool replicate_ = false;
+  const uint32_t* fan_ = nullptr;
+  uint32_t num_fan_ = 0;
+};
+
+// The inline push of a replicate flow: room in one lane means room in all
+// (they fill in lockstep); `write(dst)` copies one record of `stride` bytes.
+template <class Write>
+inline Status replicate_write(SourceCore* c, size_t stride, Deadline deadline, bool try_only,
+                              Write&& write) {
+  const Lane& first = c->lanes_[c->fan_[0]];
+  if (static_cast<size_t>(first.end - first.cur) < stride) [[unlikely]] {
+    Status s = c->reserve(SourceCore::kAllTargets, stride, deadline, try_only);
+    if (s != Status::kOk) return s;
+  }
+  for (uint32_t i = 0; i < c->num_fan_; ++i) {
+    Lane& lane = c->lanes_[c->fan_[i]];
+    write(lane.cur);
+    lane.cur += stride;
+  }
+  if (c->latency_) [[unlikely]]
+    return c->publish(SourceCore::kAllTargets, deadline, try_only);
+  return Status::kOk;
+}
+
+// One published segment as a target sees it.
+struct SegmentView {
+  const std::byte* data = nullptr;
+  uint32_t bytes = 0;
+  uint32_t source = 0;    // index into the flow's sources()
+  uint64_t sequence = 0;  // ordered replicate flows: the batch's sequence number
+};
+
+class TargetCore : public Waitable {
+ public:
+  ~TargetCore() override = default;
+  // Releases the previous segment and returns the next one with records.
+  // kOk: *out is set. kEndOfFlow / kTimeout / kPeerLost otherwise.
+  virtual Status next(Deadline deadline, SegmentView* out) = 0;
+  virtual const std::string& error() const = 0;
+  // After kPeerLost: the peer it is about, if one is known.
+  virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
+  // After kGap: the sequence number that never arrived.
+  virtual uint64_t gap() const { return 0; }
+};
+
+// True if [data, data+bytes) is a well-formed sequence of byte records (every
+// length fits in what is left). Targets check every segment before handing
+// it out, so a corrupt or hostile segment can never make iteration overrun.
+bool validate_records(const std::byte* data, uint32_t bytes);
+
+// A RecordBatch over `bytes` bytes of records at `data`, which should have
+// passed validate_records() (iteration stays inside them either way). For the
+// transports and unit tests; applications get batches from BytesTarget.
+inline RecordBatch make_record_batch(const std::byte* data, uint32_t bytes);
+
+}  // namespace detail
+}  // namespace sluice
