@@ -138,6 +138,11 @@ void RegionOwner::serve() {
   }
 }
 
+bool RegionOwner::is_client(fi_addr_t addr) const {
+  return std::any_of(clients_.begin(), clients_.end(),
+                     [&](const Client& c) { return c.token != 0 && c.addr == addr; });
+}
+
 RegionOwner::Client* RegionOwner::client_of(uint32_t id, uint64_t token, fi_addr_t source) {
   if (id >= clients_.size()) return nullptr;
   Client& c = clients_[id];
@@ -249,9 +254,7 @@ void RegionOwner::handle_request(uint32_t slot, size_t len, fi_addr_t source) {
       // senders, the answer still goes to the claimed address, so a claimant
       // never learns a token; libfabric 1.17's tcp;ofi_rxm has no
       // FI_SOURCE_ERR to show the real sender's address.)
-      if (ep_->knows_sources() && std::any_of(clients_.begin(), clients_.end(), [&](const Client& c) {
-            return c.token != 0 && c.addr == to;
-          })) {
+      if (ep_->knows_sources() && is_client(to)) {
         log::warn("region '", name_, "': refused a HELLO from an unknown sender in the name of client ",
                   to_hex(std::string(reinterpret_cast<const char*>(in + sizeof(req)), req.len)));
         post_request_receive(slot);
@@ -263,10 +266,7 @@ void RegionOwner::handle_request(uint32_t slot, size_t len, fi_addr_t source) {
       // its address. Answered once, without admitting the sender.
       rep.status = kWrongRegion;
       send_reply(slot, rep, to);
-      const bool a_client = std::any_of(clients_.begin(), clients_.end(), [&](const Client& c) {
-        return c.token != 0 && c.addr == to;
-      });
-      if (inserted && !a_client) retire(to);  // its entry goes once enough others did
+      if (inserted && !is_client(to)) retire(to);  // its entry goes once enough others did
       return;
     }
     const uint32_t id = admit(to);

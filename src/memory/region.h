@@ -140,6 +140,8 @@ class RegionOwner {
   void handle_request(uint32_t slot, size_t len, fi_addr_t source);
   // The client `req` names if its token and (where known) its source match.
   Client* client_of(uint32_t id, uint64_t token, fi_addr_t source);
+  // True if `addr` is an admitted client's address.
+  bool is_client(fi_addr_t addr) const;
   uint32_t admit(fi_addr_t addr);
   void forget(Client& c);
   void retire(fi_addr_t addr);
