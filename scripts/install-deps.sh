@@ -12,6 +12,7 @@ packages=(
   libfabric-dev                           # the ofi transport (tcp, verbs, efa, shm providers)
   libcli11-dev nlohmann-json3-dev         # the sluice tool: CLI parsing, JSON output
   iproute2 procps python3                 # tests and scripts
+  gdb                                     # stacks of a hung job (sluice run --stacks-on-timeout)
   "$@"                                    # what the caller needs besides
 )
 

@@ -19,7 +19,7 @@ using testing::run_process;
 
 TEST(CombinerWorkerSystemTest, OneWorkerThreadPerRankIsSourceAndTargetAndGetsExactGroups) {
   const testing::ProcessResult r =
-      run_process({bin("sluice"), "run", "-n", "4", "--timeout", "150", "--",
+      run_process({bin("sluice"), "run", "-n", "4", "--stacks-on-timeout", "--timeout", "150", "--",
                    bin("sluice-combiner-worker-thread"), "--records", "20000", "--groups", "3000"},
                   {}, std::chrono::seconds(180));
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -16,9 +16,15 @@ namespace {
 using testing::bin;
 
 testing::ProcessResult run_job(int ranks, std::vector<std::string> program_args) {
-  std::vector<std::string> argv = {
-      bin("sluice"), "run", "-n", std::to_string(ranks),
-      "--timeout",   "240", "--", bin("sluice-lifecycle-test-program")};
+  std::vector<std::string> argv = {bin("sluice"),
+                                   "run",
+                                   "-n",
+                                   std::to_string(ranks),
+                                   "--stacks-on-timeout",
+                                   "--timeout",
+                                   "240",
+                                   "--",
+                                   bin("sluice-lifecycle-test-program")};
   argv.insert(argv.end(), program_args.begin(), program_args.end());
   return testing::run_process(argv, {}, std::chrono::seconds(280));
 }

@@ -41,8 +41,13 @@ inline int fail(const std::string& what) {
 // `--help` prints "usage: <program> <usage>" and exits with status 0.
 class JobArgs {
  public:
+  // Also makes stdout line-buffered: a job program's stdout is a pipe to
+  // `sluice run`, and a rank killed on a timeout must not take the lines it
+  // already printed with it.
   JobArgs(int argc, char** argv, std::string usage = "")
-      : argc_(argc), argv_(argv), usage_(std::move(usage)) {}
+      : argc_(argc), argv_(argv), usage_(std::move(usage)) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  }
 
   // `--key V`: V is a std::string, an integer or a double.
   template <class V>

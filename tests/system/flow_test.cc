@@ -22,7 +22,8 @@ using testing::run_process;
 testing::ProcessResult run_job(int ranks, std::vector<std::string> worker_args,
                                std::vector<std::string> launcher_args = {},
                                std::map<std::string, std::string> env = {}) {
-  std::vector<std::string> argv = {bin("sluice"), "run", "-n", std::to_string(ranks), "--timeout", "240"};
+  std::vector<std::string> argv = {bin("sluice"),         "run",       "-n", std::to_string(ranks),
+                                   "--stacks-on-timeout", "--timeout", "240"};
   argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
   argv.push_back("--");
   argv.push_back(bin("sluice-test-worker"));

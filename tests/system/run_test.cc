@@ -255,6 +255,24 @@ TEST(SluiceRunTest, TimeoutStopsTheJobAndExits124) {
   EXPECT_LT(r.seconds, 5) << describe(r);
 }
 
+// One hang in CI must be enough to place it: with --stacks-on-timeout the
+// launcher prints every rank's threads before it stops them.
+TEST(SluiceRunTest, StacksOnTimeoutPrintsTheStackOfEveryRankStillRunning) {
+  if (::access("/usr/bin/gdb", X_OK) != 0)
+    GTEST_SKIP() << "gdb is not installed (scripts/install-deps.sh installs it)";
+  ProcessResult r = run_process(
+      run_argv({"-n", "2", "--timeout", "1", "--stacks-on-timeout", "--", "/bin/sleep", "60"}), {},
+      kLimit);
+  EXPECT_EQ(r.exit_code, 124) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: stacks of rank 0 (process group "), 1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: stacks of rank 1 (process group "), 1)
+      << describe(r);
+  // gdb's backtrace of sleep: at least one frame per rank, in a sleep call.
+  EXPECT_GE(count_lines_with(r.output, "#0 "), 2) << describe(r);
+  EXPECT_NE(r.output.find("sleep"), std::string::npos) << describe(r);
+}
+
 TEST(SluiceRunTest, EscalatesToSigkillForRanksThatIgnoreSigterm) {
   ProcessResult r = run_process(run_argv({"-n", "1", "--timeout", "0.5", "--", "/bin/sh", "-c",
                                           "trap '' TERM; echo ready; while :; do sleep 0.1; done"}),

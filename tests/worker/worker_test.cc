@@ -15,8 +15,15 @@ using testing::bin;
 using testing::run_process;
 
 testing::ProcessResult run_job(std::vector<std::string> program_args) {
-  std::vector<std::string> argv = {bin("sluice"), "run", "-n", "3",
-                                   "--timeout",   "150", "--", bin("sluice-worker-test-program")};
+  std::vector<std::string> argv = {bin("sluice"),
+                                   "run",
+                                   "-n",
+                                   "3",
+                                   "--stacks-on-timeout",
+                                   "--timeout",
+                                   "150",
+                                   "--",
+                                   bin("sluice-worker-test-program")};
   argv.insert(argv.end(), program_args.begin(), program_args.end());
   return run_process(argv, {}, std::chrono::seconds(180));
 }

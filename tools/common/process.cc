@@ -313,6 +313,12 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::map<s
   if (!env.empty()) o.env = environment_with(env);
   o.out = Output::kPipe;
   o.err = Output::kToStdout;
+  // The child starts as from a shell, whatever the caller blocked or ignored
+  // (the launcher blocks SIGCHLD, which gdb needs).
+  sigset_t none;
+  ::sigemptyset(&none);
+  o.signal_mask = none;
+  o.reset_signals = {SIGPIPE};
   Process p;
   try {
     p = Process::spawn(o);

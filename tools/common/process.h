@@ -181,7 +181,8 @@ struct ProcessResult {
 };
 
 // Runs argv[0] (a path) with argv, the current environment plus `env`, no
-// stdin, in its own process group, capturing stdout and stderr together.
+// stdin, no blocked signals and SIGPIPE at its default, in its own process
+// group, capturing stdout and stderr together.
 // After `limit` the output gains the stacks of the group (stacks_of_group)
 // and the group is killed. An exec failure is exit code 127 with the reason
 // in the output.

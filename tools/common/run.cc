@@ -365,6 +365,12 @@ void Launcher::on_timers(Clock::time_point now) {
     say("timed out after ", seconds_text(options_.timeout_seconds),
         " s; ranks still running: ", rank_list(running), "; sending SIGTERM, then SIGKILL after ",
         kKillDelay.count(), " s");
+    if (options_.stacks_on_timeout) {
+      for (uint32_t r : running) {
+        say("stacks of rank ", r, " (process group ", ranks_[r].pid,
+            "):", proc::stacks_of_group(ranks_[r].pid));
+      }
+    }
     set_exit_status(124);
     begin_terminate();
     return;
@@ -643,7 +649,9 @@ void add_run_command(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("run", "Start a job on this host: a registry and N ranks of a program");
   sub->footer(
-      "Usage: sluice run -n N [--timeout S] [--grace S] [--bind HOST] -- PROGRAM [ARGS...]\n"
+      "Usage: sluice run -n N [--timeout S [--stacks-on-timeout]] [--grace S] [--bind HOST] -- "
+      "PROGRAM "
+      "[ARGS...]\n"
       "       sluice run -n N --print-options");
   // Everything after the program name belongs to the program, even when it
   // looks like an option, so `--` is optional.
@@ -658,6 +666,9 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--bind", options->bind_host, "Address the job's registry listens on")
       ->capture_default_str();
+  sub->add_flag("--stacks-on-timeout", options->stacks_on_timeout,
+                "When --timeout passes, print the stack of every thread of every rank still "
+                "running (needs gdb) before stopping them");
   sub->add_flag("--print-options", options->print_options,
                "Print the settings (ClusterOptions::describe()) each rank would get from this "
                "environment, checked as join() checks them, and exit without starting anything");
