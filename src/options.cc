@@ -44,6 +44,7 @@ const std::set<std::string>& known_variables() {
       "SLUICE_TEST_OFI_EAGAIN_EVERY",
       "SLUICE_TEST_OFI_CLOSE_DELAY_MS",
       "SLUICE_TEST_OFI_IMPERSONATE",
+      "SLUICE_TEST_OFI_NO_WAIT_FD",
   };
   return names;
 }

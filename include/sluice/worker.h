@@ -39,12 +39,13 @@
 // a handler runs, its input is not polled again (its batch stays valid), the
 // other inputs are.
 //
-// Parking: a parked worker sleeps on the futex words of its shm endpoints
-// (one futex_waitv for all of them) or on the completion queue of its ofi
-// endpoint; with several ofi endpoints, or shm and ofi mixed, it sleeps in
-// slices of 1 ms (a futex cannot wake a completion queue wait). Deadlines and
-// peer failure are honoured as in the blocking calls: a parked worker looks
-// at its peers' liveness at least every 50 ms.
+// Parking: a parked worker sleeps in one system call on everything it
+// waits for: the futex words of its shm endpoints (one futex_waitv), or the
+// completion queues of its ofi endpoints (one poll(2) on their wait fds).
+// With shm and ofi endpoints mixed (a futex cannot wake a poll), or on a
+// provider without completion-queue wait fds, it sleeps in slices of 1 ms.
+// Deadlines and peer failure are honoured as in the blocking calls: a parked
+// worker looks at its peers' liveness at least every 50 ms.
 //
 // Giving up: a thread that stops driving its worker (after a failure, say)
 // should destroy it, and abort() its sources, before it waits on anything

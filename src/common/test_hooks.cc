@@ -34,6 +34,10 @@ uint64_t ofi_close_delay_ms() {
   static const uint64_t n = number("SLUICE_TEST_OFI_CLOSE_DELAY_MS");
   return n;
 }
+bool ofi_no_wait_fd() {
+  static const bool on = number("SLUICE_TEST_OFI_NO_WAIT_FD") != 0;
+  return on;
+}
 uint64_t ofi_impersonate(uint32_t rank) {
   const char* v = std::getenv("SLUICE_TEST_OFI_IMPERSONATE");
   if (v == nullptr) return 0;
@@ -49,6 +53,7 @@ uint64_t ofi_eagain_every() { return 0; }
 bool ofi_unordered() { return false; }
 uint64_t ofi_close_delay_ms() { return 0; }
 uint64_t ofi_impersonate(uint32_t) { return 0; }
+bool ofi_no_wait_fd() { return false; }
 #endif
 
 }  // namespace sluice::detail::test_hooks

@@ -32,5 +32,9 @@ uint64_t ofi_close_delay_ms();
 // segments in the name of source index s (message tags and completion
 // data), as a buggy or hostile peer might. Returns s + 1 on rank r, else 0.
 uint64_t ofi_impersonate(uint32_t rank);
+// SLUICE_TEST_OFI_NO_WAIT_FD=1: ofi completion queues get no wait fd, as on
+// a provider without FI_WAIT_FD, so a Worker on several of them sleeps in
+// slices instead of one poll(2).
+bool ofi_no_wait_fd();
 
 }  // namespace sluice::detail::test_hooks

@@ -279,7 +279,7 @@ Status FlowSource::fail_invalid(const char* what) {
 // credit futex) and on this endpoint's completion queue (ofi).
 bool FlowSource::arm(WaitSet& set) {
   if (failed_ != Status::kOk) return false;
-  if (ofi_ != nullptr) set.add_ofi(this);
+  if (ofi_ != nullptr) set.add_ofi(this, ofi_->ep.get());
   const uint32_t t = wait_target_;
   if (t >= num_targets_ || rings_[t].remote || !live(t)) return true;
   auto* hdr = rings_[t].ring.header;

@@ -109,7 +109,7 @@ Status FlowTarget::next(Deadline deadline, SegmentView* out) {
 // is work: no parking then.
 bool FlowTarget::arm(WaitSet& set) {
   if (failed_ != Status::kOk || ended_ == in_.size()) return false;
-  if (has_remote_) set.add_ofi(this);
+  if (has_remote_) set.add_ofi(this, ofi_->ep.get());
   if (has_local_) {
     bell_->waiting.store(1, std::memory_order_relaxed);
     armed_ = true;

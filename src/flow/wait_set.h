@@ -6,6 +6,8 @@
 // Thread safety: owned by one Worker, used by its thread.
 #pragma once
 
+#include <poll.h>
+
 #include <chrono>
 #include <vector>
 
@@ -14,43 +16,45 @@
 
 namespace sluice::detail {
 
+namespace ofi {
+class Endpoint;
+}
+
 struct WaitSet {
+  struct Ofi {
+    Waitable* core;         // blocks alone on the endpoint's queue
+    ofi::Endpoint* ep;      // its wait fd, for several at once
+  };
   std::vector<FutexWaiter> words;  // shm: sleep while each holds its value
-  std::vector<Waitable*> ofi;      // ofi endpoints: their completion queues
+  std::vector<Ofi> ofi;            // ofi endpoints: their completion queues
+  std::vector<pollfd> fds;         // scratch for sleep()
 
   void clear() {
     words.clear();
     ofi.clear();
   }
+  void reserve(size_t n) {
+    words.reserve(n);
+    ofi.reserve(n);
+    fds.reserve(n);
+  }
   void add_word(std::atomic<uint32_t>* word, uint32_t expected) {
     words.push_back({word, expected});
   }
-  void add_ofi(Waitable* w) { ofi.push_back(w); }
+  void add_ofi(Waitable* core, ofi::Endpoint* ep) { ofi.push_back({core, ep}); }
 
   // Sleeps until a word changes or an ofi endpoint has completions, at most
-  // `timeout`. Futex words and completion queues cannot be waited on in one
-  // system call: with only words, one futex_waitv; with exactly one ofi
-  // endpoint and no words, its completion queue; otherwise words (or
-  // nothing) for at most `mixed_slice`, after which the caller polls again.
-  void sleep(std::chrono::nanoseconds timeout, std::chrono::milliseconds mixed_slice) const {
-    if (ofi.empty()) {
-      futex_wait_any(words.data(), words.size(), timeout);
-      return;
-    }
-    const auto slice = std::min<std::chrono::nanoseconds>(timeout, mixed_slice);
-    if (words.empty() && ofi.size() == 1) {
-      // The caller bounds `timeout` by its park slice; rounded up, so that a
-      // wait below a millisecond still sleeps instead of spinning.
-      ofi[0]->wait_alone(std::chrono::ceil<std::chrono::milliseconds>(timeout));
-      return;
-    }
-    if (!words.empty()) {
-      futex_wait_any(words.data(), words.size(), slice);
-      return;
-    }
-    timespec ts{0, static_cast<long>(slice.count())};
-    ::nanosleep(&ts, nullptr);
-  }
+  // `timeout` (rounded up to a millisecond where a completion queue is
+  // waited on, so that a short wait still sleeps). One system call waits:
+  // - only words: futex_waitv on all of them;
+  // - one ofi endpoint and no words: its completion queue (fi_cq_sread);
+  // - several ofi endpoints and no words: poll(2) on their wait fds, after
+  //   fi_trywait on each (returns at once if one has completions pending);
+  // - words and ofi endpoints together, or an endpoint without a wait fd:
+  //   futex words and completion queues cannot share a system call, so it
+  //   sleeps at most `mixed_slice` (on the words, if any) and the caller
+  //   polls again.
+  void sleep(std::chrono::nanoseconds timeout, std::chrono::milliseconds mixed_slice);
 };
 
 }  // namespace sluice::detail

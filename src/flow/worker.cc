@@ -12,9 +12,9 @@ namespace sluice {
 namespace {
 
 // A parked worker wakes at least every kParkSlice to look at deadlines and
-// at its peers' liveness (which no futex or completion announces). With
-// several ofi endpoints, or shm and ofi mixed, one system call cannot wait
-// on all of them: the worker sleeps kMixedParkSlice at a time, then polls.
+// at its peers' liveness (which no futex or completion announces). With shm
+// and ofi endpoints mixed, one system call cannot wait on all of them: the
+// worker sleeps kMixedParkSlice at a time, then polls (WaitSet::sleep).
 using detail::kMixedParkSlice;
 using detail::until;
 
@@ -32,8 +32,7 @@ Worker::InputId Worker::add_input(detail::TargetCore* core,
   input->core = core;
   inputs_.push_back(std::move(input));
   ++active_;
-  set_->words.reserve(inputs_.size() + 4);
-  set_->ofi.reserve(inputs_.size() + 4);
+  set_->reserve(inputs_.size() + 4);
   return static_cast<InputId>(inputs_.size() - 1);
 }
 

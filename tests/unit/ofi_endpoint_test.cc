@@ -2,11 +2,13 @@
 // region layers rely on beyond libfabric itself (keys, senders, contexts,
 // memory that outlives an abandoned endpoint).
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <rdma/fi_errno.h>
 
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "sluice/flow.h"
 #include "transport/ofi/ofi.h"
@@ -98,6 +100,68 @@ TEST(OfiEndpointTest, ReceiveCompletionsNameTheirSender) {
   got = collect(b, 1, &from, &stranger);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(from[0], FI_ADDR_NOTAVAIL);
+}
+
+// What a Worker on several ofi endpoints sleeps on (flow/wait_set.cc): each
+// completion queue's wait fd, after fi_trywait on each, in one poll(2). A
+// message arriving at one of two idle endpoints wakes the poll.
+TEST(OfiEndpointTest, OnePollOnTwoEndpointsWaitFdsWakesWhenEitherGetsACompletion) {
+  Endpoint a(loopback()), b(loopback()), c(loopback());
+  ASSERT_GE(b.wait_fd(), 0) << "tcp;ofi_rxm completion queues have FI_WAIT_FD";
+  ASSERT_GE(c.wait_fd(), 0);
+  const fi_addr_t b_at_a = a.insert(b.address());
+  std::byte* rx = b.allocate(2 * 64);
+  std::byte* tx = a.allocate(64);
+  fi_context2* rx_ctx = b.allocate_array<fi_context2>(2);
+  fi_context2* tx_ctx = a.allocate_array<fi_context2>(2);
+  // A first message sets up the connection.
+  ASSERT_EQ(b.trecv(rx, 64, nullptr, 7, &rx_ctx[0]), 0);
+  ASSERT_EQ(post([&] { return a.tsend(tx, 8, nullptr, b_at_a, 7, &tx_ctx[0]); }, a, b), 0);
+  ASSERT_EQ(collect(b, 1, nullptr, &a).size(), 1u);
+  ASSERT_EQ(b.trecv(rx + 64, 64, nullptr, 7, &rx_ctx[1]), 0);
+
+  // Both idle: after fi_trywait says so, poll(2) finds nothing.
+  auto try_then_poll = [&](int ms) -> int {
+    if (!b.ready_to_block() || !c.ready_to_block()) return -2;  // pending: read first
+    pollfd fds[2] = {{b.wait_fd(), POLLIN, 0}, {c.wait_fd(), POLLIN, 0}};
+    return ::poll(fds, 2, ms);
+  };
+  int idle = -2;
+  for (int i = 0; i < 100 && idle == -2; ++i) {
+    fi_cq_data_entry e[4];
+    std::string err;
+    (void)a.poll(e, 4, &err, nullptr);  // a's send completion
+    (void)b.poll(e, 4, &err, nullptr);
+    (void)c.poll(e, 4, &err, nullptr);
+    idle = try_then_poll(0);
+  }
+  EXPECT_EQ(idle, 0) << "two idle endpoints: fi_trywait allows blocking and no fd is readable";
+
+  // A message sent while this thread sleeps wakes it.
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(post([&] { return a.tsend(tx, 8, nullptr, b_at_a, 7, &tx_ctx[1]); }, a, a), 0);
+    fi_cq_data_entry e[4];
+    std::string err;
+    for (int i = 0; i < 1000 && a.poll(e, 4, &err, nullptr) == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  std::vector<fi_cq_data_entry> got;
+  int timeouts = 0;  // polls that ended by their 5 s timeout, not by the message
+  for (int i = 0; i < 2 && got.empty(); ++i) {
+    if (try_then_poll(5000) == 0) ++timeouts;
+    for (int j = 0; j < 1000 && got.empty(); ++j) {  // the provider may need a few reads
+      fi_cq_data_entry e[4];
+      std::string err;
+      const ssize_t n = b.poll(e, 4, &err, nullptr);
+      for (ssize_t k = 0; k < n; ++k) got.push_back(e[k]);
+    }
+  }
+  sender.join();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].op_context, &rx_ctx[1]);
+  EXPECT_EQ(timeouts, 0) << "the message did not make a wait fd readable";
 }
 
 TEST(OfiEndpointTest, EveryPostedDataReceiveHasAContextOfItsOwn) {

@@ -107,6 +107,7 @@ Config config_from_options(const ClusterOptions& options, const std::string& nod
   c.allow_atomic = options.ofi_atomic != Switch::kOff;
   c.require_atomic = options.ofi_atomic == Switch::kOn;
   c.test_unordered = test_hooks::ofi_unordered();
+  c.wait_fd = !test_hooks::ofi_no_wait_fd();
   return c;
 }
 
@@ -200,12 +201,19 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_DATA;
   cq_attr.size = 4096;
-  cq_attr.wait_obj = FI_WAIT_UNSPEC;
-  if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) != 0) {
-    // Some providers have no wait objects: then idle waits poll in slices.
-    cq_attr.wait_obj = FI_WAIT_NONE;
-    cq_waitable_ = false;
-    check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+  // A file descriptor to wait on lets one thread sleep on several
+  // endpoints at once (a Worker's poll(2)); a provider without one still
+  // blocks in fi_cq_sread, and one without any wait object polls in slices.
+  cq_attr.wait_obj = FI_WAIT_FD;
+  if (cfg.wait_fd && fi_cq_open(domain_, &cq_attr, &cq_, nullptr) == 0) {
+    if (fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_) != 0) wait_fd_ = -1;
+  } else {
+    cq_attr.wait_obj = FI_WAIT_UNSPEC;
+    if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) != 0) {
+      cq_attr.wait_obj = FI_WAIT_NONE;
+      cq_waitable_ = false;
+      check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+    }
   }
   check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
   check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
@@ -217,7 +225,7 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
     for (int i = 0; i < kDataReceives; ++i) post_data_receive(&data_rx_ctx_[i]);
   }
   log::debug("ofi endpoint on ", provider_, " (", info_->domain_attr->name, "), ",
-             rma_ ? "RMA" : "messages", rx_cq_data_ ? ", FI_RX_CQ_DATA" : "",
+             rma_ ? "RMA" : "messages", wait_fd_ >= 0 ? ", CQ wait fd" : "", rx_cq_data_ ? ", FI_RX_CQ_DATA" : "",
              source_ ? ", FI_SOURCE" : "");
 }
 
@@ -421,6 +429,12 @@ ssize_t Endpoint::complete(ssize_t n, fi_cq_data_entry* out, std::string* error,
   }
   *error = "fi_cq_read: " + fi_error_text(static_cast<int>(n));
   return n;
+}
+
+bool Endpoint::ready_to_block() {
+  if (wait_fd_ < 0) return false;
+  fid* f = &cq_->fid;
+  return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
 }
 
 ssize_t Endpoint::wait(fi_cq_data_entry* out, size_t max, std::chrono::milliseconds timeout, std::string* error,

@@ -73,10 +73,14 @@ struct Config {
   // Tests only (no environment switch): keep zero-byte data receives posted
   // as on an FI_RX_CQ_DATA provider, even where the provider needs none.
   bool test_data_receives = false;
+  // Ask for a completion queue with a wait fd (FI_WAIT_FD) first. False in
+  // test builds with SLUICE_TEST_OFI_NO_WAIT_FD=1, as on a provider
+  // without one.
+  bool wait_fd = true;
 };
 
 // The Config for `options` (validated), binding to `node`; test_unordered
-// comes from the test hooks (common/test_hooks.h).
+// and wait_fd come from the test hooks (common/test_hooks.h).
 Config config_from_options(const ClusterOptions& options, const std::string& node);
 
 // Puts SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM back to their
@@ -171,6 +175,16 @@ class Endpoint {
   // As poll, but blocks up to `timeout` for the first completion.
   ssize_t wait(fi_cq_data_entry* out, size_t max, std::chrono::milliseconds timeout, std::string* error,
                void** failed_context);
+  // A file descriptor that poll(2) reports readable when completions may be
+  // waiting (the CQ's FI_WAIT_FD wait object), for a thread that sleeps on
+  // several endpoints at once; -1 where the provider has none (then use
+  // wait()). Owned by the endpoint.
+  int wait_fd() const { return wait_fd_; }
+  // fi_trywait: true if this thread may now block on wait_fd() until it is
+  // readable; false if completions (or provider progress) are pending, and
+  // the caller must read the queue instead of blocking. Always false where
+  // wait_fd() is -1.
+  bool ready_to_block();
   // The provider reports who sent a received message or remote CQ data
   // (FI_SOURCE). False: poll_from/wait_from report FI_ADDR_NOTAVAIL.
   bool knows_sources() const { return source_; }
@@ -226,6 +240,7 @@ class Endpoint {
   bool atomic_ = false;
   bool rx_cq_data_ = false;
   bool cq_waitable_ = true;
+  int wait_fd_ = -1;
   bool test_unordered_ = false;
   bool abandoned_ = false;
   bool source_ = false;
