@@ -165,39 +165,39 @@ class Cluster {
   template <class T>
   Source<T> source(const ShuffleSpec<T>& spec, uint32_t slot) {
     check_record(spec.spec(), sizeof(T));
-    return Source<T>(open_source(spec.spec().name, slot));
+    return detail::source_from_core<T>(open_source(spec.spec().name, slot));
   }
   template <class T>
   Target<T> target(const ShuffleSpec<T>& spec, uint32_t slot) {
     check_record(spec.spec(), sizeof(T));
-    return Target<T>(open_target(spec.spec().name, slot));
+    return detail::target_from_core<T>(open_target(spec.spec().name, slot));
   }
   BytesSource source(const BytesShuffleSpec& spec, uint32_t slot) {
     check_record(spec.spec(), 0);
-    return BytesSource(open_source(spec.spec().name, slot));
+    return detail::bytes_source_from_core(open_source(spec.spec().name, slot));
   }
   BytesTarget target(const BytesShuffleSpec& spec, uint32_t slot) {
     check_record(spec.spec(), 0);
-    return BytesTarget(open_target(spec.spec().name, slot));
+    return detail::bytes_target_from_core(open_target(spec.spec().name, slot));
   }
   // The same for replicate flows: push() writes to every target.
   template <class T>
   Source<T> source(const ReplicateSpec<T>& spec, uint32_t slot) {
     check_record(spec.spec(), sizeof(T));
-    return Source<T>(open_source(spec.spec().name, slot));
+    return detail::source_from_core<T>(open_source(spec.spec().name, slot));
   }
   template <class T>
   Target<T> target(const ReplicateSpec<T>& spec, uint32_t slot) {
     check_record(spec.spec(), sizeof(T));
-    return Target<T>(open_target(spec.spec().name, slot));
+    return detail::target_from_core<T>(open_target(spec.spec().name, slot));
   }
   BytesSource source(const BytesReplicateSpec& spec, uint32_t slot) {
     check_record(spec.spec(), 0);
-    return BytesSource(open_source(spec.spec().name, slot));
+    return detail::bytes_source_from_core(open_source(spec.spec().name, slot));
   }
   BytesTarget target(const BytesReplicateSpec& spec, uint32_t slot) {
     check_record(spec.spec(), 0);
-    return BytesTarget(open_target(spec.spec().name, slot));
+    return detail::bytes_target_from_core(open_target(spec.spec().name, slot));
   }
   // The same for combiner flows: push() folds into the source's table,
   // the target ends up with the final groups.
@@ -205,13 +205,15 @@ class Cluster {
   CombinerSource<T> source(const CombinerSpec<T>& spec, uint32_t slot) {
     const FlowSpec flow = spec.untyped().flow_spec();
     check_record(flow, 0);
-    return CombinerSource<T>(detail::make_combiner_source(spec.untyped(), open_source(flow.name, slot)));
+    return detail::combiner_source_from_core<T>(
+        detail::make_combiner_source(spec.untyped(), open_source(flow.name, slot)));
   }
   template <class T>
   CombinerTarget<T> target(const CombinerSpec<T>& spec, uint32_t slot) {
     const FlowSpec flow = spec.untyped().flow_spec();
     check_record(flow, 0);
-    return CombinerTarget<T>(detail::make_combiner_target(spec.untyped(), open_target(flow.name, slot)));
+    return detail::combiner_target_from_core<T>(
+        detail::make_combiner_target(spec.untyped(), open_target(flow.name, slot)));
   }
 
   // Waits until every rank of the job has called barrier with the same name

@@ -343,8 +343,6 @@ template <class T>
 class CombinerSource {
  public:
   CombinerSource() = default;
-  explicit CombinerSource(std::unique_ptr<detail::CombinerSourceCore> core)
-      : core_(std::move(core)) {}
 
   // Folds `r` into its group. When the local table is full, first pushes
   // every partial it holds (waiting for credit as Source::push does). kOk:
@@ -382,9 +380,20 @@ class CombinerSource {
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
+  // Sources come from Cluster::source (or detail::combiner_source_from_core).
+  friend CombinerSource detail::combiner_source_from_core<T>(
+      std::unique_ptr<detail::CombinerSourceCore> core);
+  explicit CombinerSource(std::unique_ptr<detail::CombinerSourceCore> core)
+      : core_(std::move(core)) {}
+
   friend class Worker;
   std::unique_ptr<detail::CombinerSourceCore> core_;
 };
+
+template <class T>
+CombinerSource<T> detail::combiner_source_from_core(std::unique_ptr<CombinerSourceCore> core) {
+  return CombinerSource<T>(std::move(core));
+}
 
 // The receiving end of a combiner flow for one endpoint, from
 // Cluster::target(spec, slot). Move-only; one owning thread. A thread that
@@ -393,8 +402,6 @@ template <class T>
 class CombinerTarget {
  public:
   CombinerTarget() = default;
-  explicit CombinerTarget(std::unique_ptr<detail::CombinerTargetCore> core)
-      : core_(std::move(core)) {}
 
   // Merges partials until every source has closed. kOk: result() holds the
   // final groups (again kOk on later calls). kTimeout: call again, it
@@ -416,8 +423,19 @@ class CombinerTarget {
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
+  // Targets come from Cluster::target (or detail::combiner_target_from_core).
+  friend CombinerTarget detail::combiner_target_from_core<T>(
+      std::unique_ptr<detail::CombinerTargetCore> core);
+  explicit CombinerTarget(std::unique_ptr<detail::CombinerTargetCore> core)
+      : core_(std::move(core)) {}
+
   friend class Worker;
   std::unique_ptr<detail::CombinerTargetCore> core_;
 };
+
+template <class T>
+CombinerTarget<T> detail::combiner_target_from_core(std::unique_ptr<CombinerTargetCore> core) {
+  return CombinerTarget<T>(std::move(core));
+}
 
 }  // namespace sluice

@@ -361,7 +361,6 @@ template <class T>
 class Source {
  public:
   Source() = default;
-  explicit Source(std::unique_ptr<detail::SourceCore> core) : core_(std::move(core)) {}
 
   // Routes `r` and writes it into its target's ring, waiting for credit if
   // the ring is full. kOk, kTimeout, kPeerLost, kClosed or kInvalid.
@@ -435,17 +434,25 @@ class Source {
                                    [&r](std::byte* dst) { std::memcpy(dst, &r, sizeof(T)); });
   }
 
+  // Sources come from Cluster::source (or detail::source_from_core).
+  friend Source detail::source_from_core<T>(std::unique_ptr<detail::SourceCore> core);
+  explicit Source(std::unique_ptr<detail::SourceCore> core) : core_(std::move(core)) {}
+
   friend class Worker;
   std::unique_ptr<detail::SourceCore> core_;
   Status last_ = Status::kOk;
 };
+
+template <class T>
+Source<T> detail::source_from_core(std::unique_ptr<SourceCore> core) {
+  return Source<T>(std::move(core));
+}
 
 // The receiving end of a flow for one endpoint. Move-only; one owning thread.
 template <class T>
 class Target {
  public:
   Target() = default;
-  explicit Target(std::unique_ptr<detail::TargetCore> core) : core_(std::move(core)) {}
 
   // The next batch of records (one segment of one source), waiting until one
   // is published. The view points into the ring and stays valid until the
@@ -488,6 +495,10 @@ class Target {
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
+  // Targets come from Cluster::target (or detail::target_from_core).
+  friend Target detail::target_from_core<T>(std::unique_ptr<detail::TargetCore> core);
+  explicit Target(std::unique_ptr<detail::TargetCore> core) : core_(std::move(core)) {}
+
   friend class Worker;
   std::unique_ptr<detail::TargetCore> core_;
   Status status_ = Status::kOk;
@@ -495,11 +506,15 @@ class Target {
   uint64_t last_sequence_ = 0;
 };
 
+template <class T>
+Target<T> detail::target_from_core(std::unique_ptr<TargetCore> core) {
+  return Target<T>(std::move(core));
+}
+
 // Sending end of a byte-record flow.
 class BytesSource {
  public:
   BytesSource() = default;
-  explicit BytesSource(std::unique_ptr<detail::SourceCore> core) : core_(std::move(core)) {}
 
   [[nodiscard]] Status push(std::span<const std::byte> rec, Deadline deadline = kForever) {
     if (core_->replicate_) return last_ = replicate(rec, deadline, false);
@@ -557,10 +572,18 @@ class BytesSource {
     return Status::kOk;
   }
 
+  // Sources come from Cluster::source (or detail::bytes_source_from_core).
+  friend BytesSource detail::bytes_source_from_core(std::unique_ptr<detail::SourceCore> core);
+  explicit BytesSource(std::unique_ptr<detail::SourceCore> core) : core_(std::move(core)) {}
+
   friend class Worker;
   std::unique_ptr<detail::SourceCore> core_;
   Status last_ = Status::kOk;
 };
+
+inline BytesSource detail::bytes_source_from_core(std::unique_ptr<SourceCore> core) {
+  return BytesSource(std::move(core));
+}
 
 // The byte records of one segment, iterated in push order. Each record is a
 // span into the ring, valid until the next consume() on its target.
@@ -627,7 +650,6 @@ inline RecordBatch detail::make_record_batch(const std::byte* data, uint32_t byt
 class BytesTarget {
  public:
   BytesTarget() = default;
-  explicit BytesTarget(std::unique_ptr<detail::TargetCore> core) : core_(std::move(core)) {}
 
   std::optional<RecordBatch> consume(Deadline deadline = kForever) {
     detail::SegmentView v;
@@ -653,11 +675,19 @@ class BytesTarget {
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
+  // Targets come from Cluster::target (or detail::bytes_target_from_core).
+  friend BytesTarget detail::bytes_target_from_core(std::unique_ptr<detail::TargetCore> core);
+  explicit BytesTarget(std::unique_ptr<detail::TargetCore> core) : core_(std::move(core)) {}
+
   friend class Worker;
   std::unique_ptr<detail::TargetCore> core_;
   Status status_ = Status::kOk;
   uint32_t last_source_ = 0;
   uint64_t last_sequence_ = 0;
 };
+
+inline BytesTarget detail::bytes_target_from_core(std::unique_ptr<TargetCore> core) {
+  return BytesTarget(std::move(core));
+}
 
 }  // namespace sluice

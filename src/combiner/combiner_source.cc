@@ -15,7 +15,9 @@ class CombinerSourceImpl final : public CombinerSourceCore {
  public:
   CombinerSourceImpl(std::shared_ptr<const CombineLayout> layout, size_t local_groups,
                      std::unique_ptr<SourceCore> flow)
-      : layout_(std::move(layout)), flow_(flow.get()), out_(std::move(flow)) {
+      : layout_(std::move(layout)),
+        flow_(flow.get()),
+        out_(bytes_source_from_core(std::move(flow))) {
     layout_->validate();
     table_ = GroupTable::bounded(layout_, local_groups);
     partial_.assign(layout_->partial_bytes(), std::byte{0});

@@ -21,7 +21,9 @@ class CombinerTargetImpl final : public CombinerTargetCore {
  public:
   CombinerTargetImpl(std::shared_ptr<const CombineLayout> layout, size_t expected_groups,
                      std::unique_ptr<TargetCore> flow)
-      : layout_(std::move(layout)), flow_(flow.get()), in_(std::move(flow)) {
+      : layout_(std::move(layout)),
+        flow_(flow.get()),
+        in_(bytes_target_from_core(std::move(flow))) {
     layout_->validate();
     table_ = GroupTable::growing(layout_, expected_groups);
   }

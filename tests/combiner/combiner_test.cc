@@ -132,11 +132,13 @@ std::string diff(const Group& g, const RefGroup& ref) {
 // The ends of a combiner over a LocalFlow of its partials.
 template <class T>
 CombinerSource<T> local_source(const CombinerSpec<T>& spec, testing::LocalFlow& flow, uint32_t s) {
-  return CombinerSource<T>(detail::make_combiner_source(spec.untyped(), flow.source_core(s)));
+  return detail::combiner_source_from_core<T>(
+      detail::make_combiner_source(spec.untyped(), flow.source_core(s)));
 }
 template <class T>
 CombinerTarget<T> local_target(const CombinerSpec<T>& spec, testing::LocalFlow& flow, uint32_t t) {
-  return CombinerTarget<T>(detail::make_combiner_target(spec.untyped(), flow.target_core(t)));
+  return detail::combiner_target_from_core<T>(
+      detail::make_combiner_target(spec.untyped(), flow.target_core(t)));
 }
 
 // What running a combiner over a LocalFlow produced.

@@ -73,11 +73,11 @@ class LocalFlow {
     return detail::make_target(&ctx_, t, bell(t), std::move(rings), nullptr, sequencer());
   }
   template <class T>
-  Source<T> source(uint32_t s) { return Source<T>(source_core(s)); }
+  Source<T> source(uint32_t s) { return detail::source_from_core<T>(source_core(s)); }
   template <class T>
-  Target<T> target(uint32_t t) { return Target<T>(target_core(t)); }
-  BytesSource bytes_source(uint32_t s) { return BytesSource(source_core(s)); }
-  BytesTarget bytes_target(uint32_t t) { return BytesTarget(target_core(t)); }
+  Target<T> target(uint32_t t) { return detail::target_from_core<T>(target_core(t)); }
+  BytesSource bytes_source(uint32_t s) { return detail::bytes_source_from_core(source_core(s)); }
+  BytesTarget bytes_target(uint32_t t) { return detail::bytes_target_from_core(target_core(t)); }
 
   const detail::FlowContext& context() const { return ctx_; }
   // Ordered flows: the sequencer's counter (a test may take numbers it never publishes).

@@ -24,6 +24,10 @@
 namespace sluice {
 
 class CombinerResult;
+template <class T>
+class CombinerSource;
+template <class T>
+class CombinerTarget;
 
 namespace detail {
 
@@ -162,6 +166,14 @@ std::unique_ptr<CombinerSourceCore> make_combiner_source(const CombinerSpecCore&
                                                          std::unique_ptr<SourceCore> flow);
 std::unique_ptr<CombinerTargetCore> make_combiner_target(const CombinerSpecCore& spec,
                                                          std::unique_ptr<TargetCore> flow);
+
+// The handle (combiner.h) over a core, whose constructor from a core is
+// private: for Cluster (cluster.h) and the tests' in-process combiners.
+// Defined in combiner.h. REQUIRES: `core` is not null.
+template <class T>
+CombinerSource<T> combiner_source_from_core(std::unique_ptr<CombinerSourceCore> core);
+template <class T>
+CombinerTarget<T> combiner_target_from_core(std::unique_ptr<CombinerTargetCore> core);
 
 }  // namespace detail
 }  // namespace sluice

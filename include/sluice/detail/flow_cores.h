@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -26,6 +27,12 @@
 namespace sluice {
 
 class RecordBatch;
+template <class T>
+class Source;
+template <class T>
+class Target;
+class BytesSource;
+class BytesTarget;
 
 namespace detail {
 
@@ -196,6 +203,17 @@ bool validate_records(const std::byte* data, uint32_t bytes);
 // passed validate_records() (iteration stays inside them either way). For the
 // transports and unit tests; applications get batches from BytesTarget.
 inline RecordBatch make_record_batch(const std::byte* data, uint32_t bytes);
+
+// The handle (flow.h) over a core, whose constructor from a core is private:
+// for Cluster (cluster.h), which opens the cores, and the tests' in-process
+// flows; applications get their ends from Cluster::source and
+// Cluster::target. Defined in flow.h. REQUIRES: `core` is not null.
+template <class T>
+Source<T> source_from_core(std::unique_ptr<SourceCore> core);
+template <class T>
+Target<T> target_from_core(std::unique_ptr<TargetCore> core);
+inline BytesSource bytes_source_from_core(std::unique_ptr<SourceCore> core);
+inline BytesTarget bytes_target_from_core(std::unique_ptr<TargetCore> core);
 
 }  // namespace detail
 }  // namespace sluice
