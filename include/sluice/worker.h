@@ -70,6 +70,7 @@
 #include <vector>
 
 #include "sluice/combiner.h"
+#include "sluice/detail/worker_inputs.h"
 #include "sluice/flow.h"
 
 namespace sluice {
@@ -90,106 +91,6 @@ struct BatchInfo {
   uint64_t sequence = 0;
 };
 
-namespace detail {
-
-// One target of a worker with its handler.
-class WorkerInput {
- public:
-  virtual ~WorkerInput() = default;
-  // Takes one ready batch and hands it to the handler: kOk if it did,
-  // kWouldBlock if nothing was ready, else what the target reported.
-  virtual Status poll_one() = 0;
-  virtual const std::string& error() const = 0;
-  virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
-  virtual uint64_t gap() const = 0;
-  // Destroys the target after it failed (keeping its error): its live
-  // sources learn at once that it is gone, instead of waiting for credit
-  // nobody will return.
-  virtual void release() = 0;
-  // Called with the missing sequence number after kGap; without one, the
-  // gap is reported by Worker::run().
-  virtual bool on_gap(uint64_t /*sequence*/) { return false; }
-
-  TargetCore* core = nullptr;   // the target's (owned by it); null once released
-  Status status = Status::kOk;  // kOk while open; how it ended otherwise
-  bool busy = false;            // its handler is running
-  bool ended = false;
-};
-
-template <class Tgt, class F, class G>
-class TypedInput final : public WorkerInput {
- public:
-  TypedInput(Tgt target, F on_batch, G on_gap)
-      : target_(std::move(target)), on_batch_(std::move(on_batch)), on_gap_(std::move(on_gap)) {}
-
-  Status poll_one() override {
-    auto batch = target_.try_consume();
-    if (!batch) return target_.status();
-    if constexpr (std::is_invocable_v<F&, decltype(*batch), const BatchInfo&>) {
-      on_batch_(*batch, BatchInfo{target_.last_source(), target_.last_sequence()});
-    } else {
-      on_batch_(*batch);
-    }
-    return Status::kOk;
-  }
-  const std::string& error() const override { return target_ ? target_.error() : released_error_; }
-  std::optional<LostPeer> lost_peer() const override { return target_ ? target_.lost_peer() : released_lost_; }
-  uint64_t gap() const override { return target_ ? target_.gap() : 0; }
-  void release() override {
-    released_error_ = target_.error();
-    released_lost_ = target_.lost_peer();
-    target_ = Tgt{};
-  }
-  bool on_gap(uint64_t sequence) override {
-    if constexpr (std::is_same_v<G, std::nullptr_t>) {
-      return false;
-    } else {
-      on_gap_(sequence);
-      return true;
-    }
-  }
-
- private:
-  Tgt target_;
-  F on_batch_;
-  G on_gap_;
-  std::string released_error_;
-  std::optional<LostPeer> released_lost_;
-};
-
-// A combiner target with its result handler: poll_one() merges one batch
-// of partials; at end of flow it hands the final groups to the handler.
-template <class T, class F>
-class CombinerInput final : public WorkerInput {
- public:
-  CombinerInput(CombinerTarget<T> target, CombinerTargetCore* combiner, F on_result)
-      : target_(std::move(target)), combiner_(combiner), on_result_(std::move(on_result)) {}
-
-  Status poll_one() override {
-    const Status s = combiner_->poll_one();
-    if (s == Status::kEndOfFlow) on_result_(std::move(combiner_->result()));
-    return s;
-  }
-  const std::string& error() const override { return target_ ? target_.error() : released_error_; }
-  std::optional<LostPeer> lost_peer() const override { return target_ ? target_.lost_peer() : released_lost_; }
-  uint64_t gap() const override { return 0; }
-  void release() override {
-    released_error_ = target_.error();
-    released_lost_ = target_.lost_peer();
-    combiner_ = nullptr;
-    target_ = CombinerTarget<T>{};
-  }
-
- private:
-  CombinerTarget<T> target_;
-  CombinerTargetCore* combiner_;  // target_'s; null once released
-  F on_result_;
-  std::string released_error_;
-  std::optional<LostPeer> released_lost_;
-};
-
-}  // namespace detail
-
 class Worker {
  public:
   // Index of an input, in the order add() was called.
@@ -208,13 +109,13 @@ class Worker {
   template <class T, class F>
   InputId add(Target<T> target, F on_batch) {
     detail::TargetCore* core = target.core_.get();
-    return add_input(core, std::make_unique<detail::TypedInput<Target<T>, F, std::nullptr_t>>(
+    return add_input(core, std::make_unique<detail::TypedInput<BatchInfo, Target<T>, F, std::nullptr_t>>(
                                std::move(target), std::move(on_batch), nullptr));
   }
   template <class F>
   InputId add(BytesTarget target, F on_batch) {
     detail::TargetCore* core = target.core_.get();
-    return add_input(core, std::make_unique<detail::TypedInput<BytesTarget, F, std::nullptr_t>>(
+    return add_input(core, std::make_unique<detail::TypedInput<BatchInfo, BytesTarget, F, std::nullptr_t>>(
                                std::move(target), std::move(on_batch), nullptr));
   }
   // Ordered replicate flows: `on_gap(uint64_t sequence)` is told of every
@@ -223,13 +124,13 @@ class Worker {
   template <class T, class F, class G>
   InputId add(Target<T> target, F on_batch, G on_gap) {
     detail::TargetCore* core = target.core_.get();
-    return add_input(core, std::make_unique<detail::TypedInput<Target<T>, F, G>>(
+    return add_input(core, std::make_unique<detail::TypedInput<BatchInfo, Target<T>, F, G>>(
                                std::move(target), std::move(on_batch), std::move(on_gap)));
   }
   template <class F, class G>
   InputId add(BytesTarget target, F on_batch, G on_gap) {
     detail::TargetCore* core = target.core_.get();
-    return add_input(core, std::make_unique<detail::TypedInput<BytesTarget, F, G>>(
+    return add_input(core, std::make_unique<detail::TypedInput<BatchInfo, BytesTarget, F, G>>(
                                std::move(target), std::move(on_batch), std::move(on_gap)));
   }
 
