@@ -9,4 +9,9 @@ inline constexpr const char* kVersion = "0.1.0";
 // with an error naming both. 3: ERASE and UNDECLARE (flows and regions can be
 // destroyed and their names used again).
 inline constexpr uint16_t kProtocolVersion = 3;
+// True if this process honours the test switches (SLUICE_TEST_* variables
+// that make a flow die or reorder on purpose): only test programs built in
+// the sluice tree, which link the library with its test hooks live. The
+// installed library always returns false. Any thread may call it.
+bool test_hooks_enabled();
 }  // namespace sluice

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "sluice/version.h"
+
 namespace sluice::detail::test_hooks {
 namespace {
 
@@ -57,3 +59,11 @@ bool ofi_no_wait_fd() { return false; }
 #endif
 
 }  // namespace sluice::detail::test_hooks
+
+namespace sluice {
+
+// In this file, as enabled() is: a test program's object of it (hooks on)
+// supplies both, and the library's copy is never linked there.
+bool test_hooks_enabled() { return detail::test_hooks::enabled(); }
+
+}  // namespace sluice

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "commands.h"
-#include "common/test_hooks.h"
 #include "process.h"
 #include "sluice/version.h"
 
@@ -60,7 +59,7 @@ void add_version_command(CLI::App& app) {
     std::printf("sluice %s (control protocol %u)\n", kVersion,
                 static_cast<unsigned>(kProtocolVersion));
     // The library this command links is the one `make install` installs.
-    std::printf("test hooks: %s\n", sluice::detail::test_hooks::enabled() ? "on" : "off");
+    std::printf("test hooks: %s\n", test_hooks_enabled() ? "on" : "off");
   });
 }
 
