@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "combiner_reference.h"
+#include "support/job_args.h"
 
 namespace {
 
@@ -80,33 +81,24 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (k == "--same-thread") {
-      a.same_thread = true;
-      continue;
-    }
-    if (i + 1 >= argc) usage(k + " needs a value");
-    const std::string v = argv[++i];
-    if (k == "--targets") {
-      if (v != "all" && v != "0") usage("--targets is all or 0");
-      a.all_targets = v == "all";
-    } else if (k == "--dist") {
-      if (v != "uniform" && v != "zipf") usage("--dist is uniform or zipf");
-      a.zipf = v == "zipf";
-    } else if (k == "--slots")
-      a.slots = static_cast<uint32_t>(std::stoul(v));
-    else if (k == "--records")
-      a.records = std::stoull(v);
-    else if (k == "--groups")
-      a.groups = std::stoull(v);
-    else if (k == "--local-groups")
-      a.local_groups = static_cast<uint32_t>(std::stoul(v));
-    else if (k == "--seed")
-      a.seed = std::stoull(v);
-    else
-      usage("unknown option " + k);
-  }
+  std::string targets = "all";
+  std::string dist = "uniform";
+  sluice::testing::JobArgs(argc, argv,
+                           "--targets all|0 --dist uniform|zipf [--slots S] [--records N] "
+                           "[--groups G] [--local-groups L] [--same-thread] [--seed X]")
+      .value("--targets", &targets)
+      .value("--dist", &dist)
+      .value("--slots", &a.slots)
+      .value("--records", &a.records)
+      .value("--groups", &a.groups)
+      .value("--local-groups", &a.local_groups)
+      .flag("--same-thread", &a.same_thread)
+      .value("--seed", &a.seed)
+      .parse();
+  if (targets != "all" && targets != "0") usage("--targets is all or 0");
+  a.all_targets = targets == "all";
+  if (dist != "uniform" && dist != "zipf") usage("--dist is uniform or zipf");
+  a.zipf = dist == "zipf";
   if (a.same_thread && !a.all_targets) usage("--same-thread needs --targets all");
   return a;
 }

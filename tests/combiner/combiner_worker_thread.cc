@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "support/job_args.h"
+
 namespace {
 
 struct Obs {
@@ -45,21 +47,13 @@ struct Args {
   uint64_t seed = 7;
 };
 
-// "--name value" pairs; an unknown name or a missing value ends the program.
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string k = argv[i];
-    uint64_t* field = k == "--records"  ? &a.records
-                      : k == "--groups" ? &a.groups
-                      : k == "--seed"   ? &a.seed
-                                        : nullptr;
-    if (field == nullptr || i + 1 >= argc) {
-      std::printf("FAILED: bad option %s (--records N, --groups G, --seed X)\n", k.c_str());
-      std::exit(2);
-    }
-    *field = std::stoull(argv[i + 1]);
-  }
+  sluice::testing::JobArgs(argc, argv, "[--records N] [--groups G] [--seed X]")
+      .value("--records", &a.records)
+      .value("--groups", &a.groups)
+      .value("--seed", &a.seed)
+      .parse();
   if (a.groups == 0) {
     std::printf("FAILED: --groups must be at least 1\n");
     std::exit(2);

@@ -6,7 +6,7 @@
 //   sluice-test-worker --sources 0,1 --targets 2,3 --slots 2 --tuples 100000
 //       [--bytes] [--latency] [--slow-consumer-us N] [--segment-bytes B]
 //       [--ring-segments S] [--kill-rank R --kill-after N --kill-stamp FILE [--kill-signal KILL|STOP]]
-//       [--expect-peer-lost R] [--record-size-on-rank R:SIZE]
+//       [--expect-peer-lost R] [--wide-on-rank R]
 #include <sluice/sluice.h>
 
 #include <signal.h>
@@ -25,6 +25,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/job_args.h"
 
 namespace {
 
@@ -64,33 +66,31 @@ std::vector<uint32_t> parse_list(const std::string& s) {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    if (k == "--bytes") { a.bytes = true; continue; }
-    if (k == "--latency") { a.latency = true; continue; }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "FAILED: %s needs a value\n", k.c_str());
-      std::exit(2);
-    }
-    std::string v = argv[++i];
-    if (k == "--sources") a.sources = parse_list(v);
-    else if (k == "--targets") a.targets = parse_list(v);
-    else if (k == "--slots") a.slots = std::stoul(v);
-    else if (k == "--tuples") a.tuples = std::stoull(v);
-    else if (k == "--slow-consumer-us") a.slow_us = std::stoul(v);
-    else if (k == "--segment-bytes") a.segment_bytes = std::stoul(v);
-    else if (k == "--ring-segments") a.ring_segments = std::stoul(v);
-    else if (k == "--kill-rank") a.kill_rank = std::stoll(v);
-    else if (k == "--kill-after") a.kill_after = std::stoull(v);
-    else if (k == "--kill-signal") a.kill_signal = v == "STOP" ? SIGSTOP : SIGKILL;
-    else if (k == "--kill-stamp") a.kill_stamp = v;
-    else if (k == "--expect-peer-lost") a.expect_lost = std::stoll(v);
-    else if (k == "--wide-on-rank") a.wide_rank = std::stoll(v);
-    else {
-      std::fprintf(stderr, "FAILED: unknown option %s\n", k.c_str());
-      std::exit(2);
-    }
-  }
+  std::string sources, targets, kill_signal;
+  sluice::testing::JobArgs(argc, argv,
+                           "--sources R,R... --targets R,R... [--slots S] [--tuples N] "
+                           "[--bytes] [--latency] [--slow-consumer-us N] [--segment-bytes B] "
+                           "[--ring-segments S] [--kill-rank R --kill-after N --kill-stamp FILE "
+                           "[--kill-signal KILL|STOP]] [--expect-peer-lost R] [--wide-on-rank R]")
+      .value("--sources", &sources)
+      .value("--targets", &targets)
+      .value("--slots", &a.slots)
+      .value("--tuples", &a.tuples)
+      .flag("--bytes", &a.bytes)
+      .flag("--latency", &a.latency)
+      .value("--slow-consumer-us", &a.slow_us)
+      .value("--segment-bytes", &a.segment_bytes)
+      .value("--ring-segments", &a.ring_segments)
+      .value("--kill-rank", &a.kill_rank)
+      .value("--kill-after", &a.kill_after)
+      .value("--kill-signal", &kill_signal)
+      .value("--kill-stamp", &a.kill_stamp)
+      .value("--expect-peer-lost", &a.expect_lost)
+      .value("--wide-on-rank", &a.wide_rank)
+      .parse();
+  a.sources = parse_list(sources);
+  a.targets = parse_list(targets);
+  if (!kill_signal.empty()) a.kill_signal = kill_signal == "STOP" ? SIGSTOP : SIGKILL;
   return a;
 }
 
