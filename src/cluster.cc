@@ -172,7 +172,7 @@ void ClusterImpl::declare(const FlowSpec& spec) {
 
     auto fs = std::make_unique<FlowState>();
     fs->ctx.spec = spec;
-    fs->ctx.peers = &client->peers();
+    fs->ctx.liveness = &client->peers();
     fs->ctx.ring_segments = spec.effective_ring_segments();
     fs->ring_geometry = layout::Geometry::make(1, 1, fs->ctx.ring_segments, spec.effective_segment_bytes());
     // What a segment holds is segment_bytes, whatever padding the stride has:

@@ -23,22 +23,26 @@
 #include <vector>
 
 #include "control/bootstrap.h"
+#include "flow/liveness.h"
 #include "sluice/deadline.h"
 
 namespace sluice::control {
 
 // What the job knows about each rank. Written by the control thread, read by
 // anyone. state(r) is a relaxed-free acquire load so the data plane may poll it.
-class PeerTable {
+// It is the flows' detail::Liveness (flow/liveness.h), the one view of the
+// control plane that src/flow has.
+class PeerTable final : public detail::Liveness {
  public:
   enum State : uint32_t { kAlive = 0, kLeft = 1, kDied = 2 };
   explicit PeerTable(uint32_t world_size);
   uint32_t world_size() const { return static_cast<uint32_t>(states_.size()); }
   State state(uint32_t rank) const { return static_cast<State>(states_[rank].load(std::memory_order_acquire)); }
+  bool alive(uint32_t rank) const override { return state(rank) == kAlive; }
   // True once the registry connection itself is gone: every peer is then unknown.
-  bool registry_lost() const { return registry_lost_.load(std::memory_order_acquire); }
+  bool registry_lost() const override { return registry_lost_.load(std::memory_order_acquire); }
   // A sentence for messages, e.g. "rank 3 (host1, pid 1234) died: connection closed".
-  std::string describe(uint32_t rank) const;
+  std::string describe(uint32_t rank) const override;
   // Host name of a rank as it reported at HELLO (empty if not yet known).
   std::string host(uint32_t rank) const;
 

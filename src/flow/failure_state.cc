@@ -1,16 +1,14 @@
 #include "flow/failure_state.h"
 
-#include "control/registry_client.h"
-
 namespace sluice::detail {
 
 std::string lost_reason(const FlowContext* ctx, uint32_t rank) {
-  if (ctx->peers == nullptr) return {};
-  if (ctx->peers->registry_lost()) {
+  if (ctx->liveness == nullptr) return {};
+  if (ctx->liveness->registry_lost()) {
     return "lost the connection to the job's registry, so the liveness of rank " +
            std::to_string(rank) + " cannot be known";
   }
-  if (ctx->peers->state(rank) != control::PeerTable::kAlive) return ctx->peers->describe(rank);
+  if (!ctx->liveness->alive(rank)) return ctx->liveness->describe(rank);
   return {};
 }
 

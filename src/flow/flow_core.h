@@ -21,13 +21,10 @@
 #include <vector>
 
 #include "flow/layout.h"
+#include "flow/liveness.h"
 #include "sluice/flow.h"
 #include "transport/ofi/ofi.h"
 #include "transport/ofi_ring.h"
-
-namespace sluice::control {
-class PeerTable;
-}
 
 namespace sluice::detail {
 
@@ -44,8 +41,9 @@ struct CoreCount {
 // What every core of one flow in this process shares.
 struct FlowContext {
   FlowSpec spec;
-  // Liveness of the ranks; null in tests that run without a registry.
-  const control::PeerTable* peers = nullptr;
+  // Liveness of the ranks (the registry client's PeerTable in a job); null
+  // in tests that run without a registry.
+  const Liveness* liveness = nullptr;
   uint32_t spin_iterations = 4000;
   uint32_t payload_bytes = 0;  // usable payload per segment
   uint32_t ring_segments = 0;

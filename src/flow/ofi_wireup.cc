@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "common/log.h"
-#include "control/registry_client.h"
 #include "flow/flow_core.h"
 
 namespace sluice::detail {
@@ -154,8 +153,8 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
         const uint32_t peer_index = st.side->peers[p].first;
         const uint32_t rank =
             st.source ? ctx.spec.targets[peer_index].rank : ctx.spec.sources[peer_index].rank;
-        if (ctx.peers != nullptr && ctx.peers->state(rank) != control::PeerTable::kAlive) {
-          throw PeerLostError(rank, "flow '" + ctx.spec.name + "': " + ctx.peers->describe(rank) +
+        if (ctx.liveness != nullptr && !ctx.liveness->alive(rank)) {
+          throw PeerLostError(rank, "flow '" + ctx.spec.name + "': " + ctx.liveness->describe(rank) +
                                         " while connecting " +
                                         name_of(ctx, st.source, st.side->index) + " to " +
                                         name_of(ctx, !st.source, peer_index));

@@ -33,10 +33,11 @@ class LocalSequencer final : public detail::Sequencer {
 
 class LocalFlow {
  public:
-  LocalFlow(const FlowSpec& spec, const control::PeerTable* peers = nullptr, uint32_t spin = 200) {
+  // `liveness`: the peers' (a control::PeerTable, say); null: every peer alive.
+  LocalFlow(const FlowSpec& spec, const detail::Liveness* liveness = nullptr, uint32_t spin = 200) {
     spec.validate();
     ctx_.spec = spec;
-    ctx_.peers = peers;
+    ctx_.liveness = liveness;
     ctx_.spin_iterations = spin;
     ctx_.ring_segments = spec.effective_ring_segments();
     ctx_.payload_bytes = spec.effective_segment_bytes();  // as src/cluster.cc sets it

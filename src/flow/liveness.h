@@ -1,0 +1,32 @@
+// What a flow needs to know about its peers' liveness, and nothing else: the
+// flow layer asks it on its slow paths (a wait that timed out a slice, a
+// wire-up that has not heard back) and never includes the control plane.
+// src/control's PeerTable implements it from the registry's membership
+// events; src/cluster.cc hands the registry client's table to every flow
+// (FlowContext::liveness), and tests may pass their own.
+//
+// Thread safety: every method may be called from any thread at any time
+// (the cores' threads poll it while the control thread updates it).
+// Ownership: the flow borrows it; it must outlive every flow given it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace sluice::detail {
+
+class Liveness {
+ public:
+  virtual ~Liveness() = default;
+  // False once `rank` has left the job or died (and forever after).
+  // REQUIRES: rank < the job's world size.
+  virtual bool alive(uint32_t rank) const = 0;
+  // True once the connection to the job's registry itself is gone: no rank's
+  // liveness can be known any more.
+  virtual bool registry_lost() const = 0;
+  // A sentence about `rank` for messages, e.g.
+  // "rank 3 (host1, pid 1234) died: connection closed".
+  virtual std::string describe(uint32_t rank) const = 0;
+};
+
+}  // namespace sluice::detail
