@@ -203,13 +203,6 @@ Status FlowSource::finish_close(Deadline deadline) {
   return Status::kOk;
 }
 
-Status FlowSource::publish_segment(uint32_t t, uint32_t used, uint32_t flags, Deadline deadline,
-                                   bool try_only) {
-  mark_published(t, used, flags);
-  if (!rings_[t].remote) return Status::kOk;
-  return post_if_due(t, flags, deadline, try_only);
-}
-
 // Why target t can no longer be delivered to (its rank is lost, or the
 // target was destroyed before this source's END), or empty.
 std::string FlowSource::target_lost(uint32_t t) const {
@@ -231,27 +224,6 @@ Status FlowSource::lost_target(uint32_t t, const std::string& why) {
                      ctx_->peer_name(false, t) + host_of(ctx_, ctx_->spec.targets[t].rank) + ": " +
                      why;
   return fail_for_good(std::move(text), ctx_->spec.targets[t].rank);
-}
-
-Status FlowSource::acquire(uint32_t t, Deadline deadline, bool try_only) {
-  if (has_credit(t)) [[likely]]
-    return Status::kOk;
-  // Before waiting, unsent segments go: the target cannot return credit
-  // for what it never got.
-  if (rings_[t].remote && out_[t].posted < out_[t].k) {
-    if (Status s = post_pending(t, deadline, try_only); s != Status::kOk) return s;
-    if (has_credit(t)) return Status::kOk;
-  }
-  if (failed_ != Status::kOk) return failed_;
-  wait_target_ = t;
-  if (try_only) {
-    // A caller polling with try_push must still learn that the target is
-    // gone: back-pressure from a lost target would last forever.
-    if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
-    error_.clear();  // back-pressure needs no message, and building one would allocate
-    return Status::kWouldBlock;
-  }
-  return wait_for_credit(t, deadline);
 }
 
 Status FlowSource::wait_for_credit(uint32_t t, Deadline deadline) {

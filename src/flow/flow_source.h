@@ -301,6 +301,36 @@ inline Status FlowSource::progress() {
   return cq_.drain(*ofi_->ep, cq_handler(), cq_error_handler());
 }
 
+// publish_segment and acquire are defined here, so that the kinds' reserve
+// and publish (once per record in Latency mode) can inline their fast paths.
+inline Status FlowSource::publish_segment(uint32_t t, uint32_t used, uint32_t flags,
+                                          Deadline deadline, bool try_only) {
+  mark_published(t, used, flags);
+  if (!rings_[t].remote) return Status::kOk;
+  return post_if_due(t, flags, deadline, try_only);
+}
+
+inline Status FlowSource::acquire(uint32_t t, Deadline deadline, bool try_only) {
+  if (has_credit(t)) [[likely]]
+    return Status::kOk;
+  // Before waiting, unsent segments go: the target cannot return credit
+  // for what it never got.
+  if (rings_[t].remote && out_[t].posted < out_[t].k) {
+    if (Status s = post_pending(t, deadline, try_only); s != Status::kOk) return s;
+    if (has_credit(t)) return Status::kOk;
+  }
+  if (failed_ != Status::kOk) return failed_;
+  wait_target_ = t;
+  if (try_only) {
+    // A caller polling with try_push must still learn that the target is
+    // gone: back-pressure from a lost target would last forever.
+    if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
+    error_.clear();  // back-pressure needs no message, and building one would allocate
+    return Status::kWouldBlock;
+  }
+  return wait_for_credit(t, deadline);
+}
+
 // Shuffle flows: each record goes to the one target it is routed to, and
 // each target's segment fills, publishes and claims on its own.
 class ShuffleSource final : public FlowSource {
