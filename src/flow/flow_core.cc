@@ -1,6 +1,7 @@
 // What every core of a flow shares (names for messages, the segment check,
-// the region layout) and the factories that pick a core's pieces. The
-// source and target halves live in flow_source*.cc and flow_target*.cc.
+// the region layout) and the factories that pick a core's class by flow
+// kind. The source and target halves live in flow_source*.cc and
+// flow_target*.cc.
 #include "flow/flow_core.h"
 
 #include <algorithm>
@@ -24,16 +25,28 @@ std::string FlowContext::peer_name(bool source, uint32_t index) const {
   return std::string(source ? "source" : "target") + " (" + std::to_string(e.rank) + "," + std::to_string(e.slot) + ")";
 }
 
+// One class per flow kind: a replicate flow's source fans out (and numbers
+// its segments when ordered); an ordered flow's target merges by sequence
+// number. Combiner flows are shuffle flows of partials.
 std::unique_ptr<SourceCore> make_source(const FlowContext* ctx, uint32_t source_index, std::vector<OutRingRef> rings,
                                         std::unique_ptr<OfiSource> ofi, std::unique_ptr<Sequencer> sequencer) {
-  return std::make_unique<FlowSource>(ctx, source_index, std::move(rings), std::move(ofi), std::move(sequencer));
+  SLUICE_CHECK((sequencer != nullptr) == ctx->spec.ordered);
+  if (ctx->spec.type == FlowType::kReplicate) {
+    return std::make_unique<ReplicateSource>(ctx, source_index, std::move(rings), std::move(ofi),
+                                             std::move(sequencer));
+  }
+  return std::make_unique<ShuffleSource>(ctx, source_index, std::move(rings), std::move(ofi));
 }
 
 std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_index, layout::Doorbell* bell,
                                         std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi,
                                         std::unique_ptr<Sequencer> sequencer) {
-  return std::make_unique<FlowTarget>(ctx, target_index, bell, std::move(rings), std::move(ofi),
-                                      std::move(sequencer));
+  SLUICE_CHECK((sequencer != nullptr) == ctx->spec.ordered);
+  if (ctx->spec.ordered) {
+    return std::make_unique<OrderedTarget>(ctx, target_index, bell, std::move(rings), std::move(ofi),
+                                           std::move(sequencer));
+  }
+  return std::make_unique<UnorderedTarget>(ctx, target_index, bell, std::move(rings), std::move(ofi));
 }
 
 // The buffers belong to the endpoint (ofi::Endpoint::allocate): it frees

@@ -1,6 +1,7 @@
-// FlowSource: construction, the push path (reserve, publish), flush, close,
-// abort, and waiting for credit. Replicate fan-out: flow_source_replicate.cc;
-// the ofi side: flow_source_ofi.cc.
+// FlowSource, what every kind of source shares: construction, the end of
+// its life, publishing a segment, claiming one (waiting for credit), abort,
+// and a lost target. The kinds: flow_source_shuffle.cc and
+// flow_source_replicate.cc; the ofi side: flow_source_ofi.cc.
 #include "flow/flow_source.h"
 
 #include <sched.h>
@@ -16,41 +17,20 @@
 namespace sluice::detail {
 
 FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings,
-                       std::unique_ptr<OfiSource> ofi, std::unique_ptr<Sequencer> sequencer)
+                       std::unique_ptr<OfiSource> ofi)
     : ctx_(ctx),
       index_(index),
       rings_(std::move(rings)),
       out_(rings_.size()),
-      lane_store_(rings_.size()),
       lane_of_(rings_.size()),
-      sequencer_(std::move(sequencer)),
+      lane_store_(rings_.size()),
       ofi_(std::move(ofi)) {
   const FlowSpec& spec = ctx->spec;
   SLUICE_CHECK(rings_.size() == spec.targets.size());
-  SLUICE_CHECK((sequencer_ != nullptr) == spec.ordered);
   lanes_ = lane_store_.data();
   num_targets_ = static_cast<uint32_t>(rings_.size());
   prefix_ = spec.segment_prefix_bytes();
   for (uint32_t t = 0; t < num_targets_; ++t) lane_of_[t] = t;
-  if (spec.type == FlowType::kReplicate) {
-    // One lane per shm target (records go straight into its ring), and one
-    // staging lane shared by every ofi target: each segment is written
-    // once and moved to each of them from the same staging slot.
-    replicate_ = true;
-    int64_t lead = -1;
-    for (uint32_t t = 0; t < num_targets_; ++t) {
-      if (rings_[t].remote && lead >= 0) {
-        lane_of_[t] = static_cast<uint32_t>(lead);
-        rings_[t].ring = rings_[lead].ring;
-        continue;
-      }
-      if (rings_[t].remote) lead = t;
-      fan_store_.push_back(t);
-    }
-    fan_ = fan_store_.data();
-    num_fan_ = static_cast<uint32_t>(fan_store_.size());
-  }
-  die_after_sequence_ = test_hooks::die_after_sequence();
   test_eagain_every_ = test_hooks::ofi_eagain_every();
   wire_index_ = index_;
   if (const uint64_t forged = test_hooks::ofi_impersonate(ctx->spec.sources[index_].rank); forged != 0) {
@@ -86,7 +66,9 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
   }
 }
 
-FlowSource::~FlowSource() {
+FlowSource::~FlowSource() = default;
+
+void FlowSource::retire() {
   if (ofi_ != nullptr && closed_ && failed_ == Status::kOk) {
     // Linger until the provider delivered what we posted (the END above
     // all), so that the process may exit right after; bounded, and cut
@@ -125,6 +107,10 @@ FlowSource::~FlowSource() {
     if (!closed_ && !aborted_) signal_abort();
     if (ofi_ != nullptr) ofi_->ep->abandon();
   }
+  // Let go of the endpoint now, before the kind's members (a replicate
+  // flow's sequencer, whose handle may wait up to 200 ms to say goodbye to
+  // its owner): the flow's connections end first.
+  ofi_.reset();
 }
 
 // Tells every target that this source ends without END: a ring-header
@@ -137,119 +123,19 @@ void FlowSource::signal_abort() {
   }
 }
 
-Status FlowSource::reserve(uint32_t t, size_t bytes, Deadline deadline, bool try_only) {
+Status FlowSource::refuse(size_t bytes) {
   if (failed_ != Status::kOk) return failed_;
   if (closed_)
     return fail(Status::kClosed, ctx_->endpoint_name(true, index_) + ": push after close()");
-  if (bytes + prefix_ > ctx_->payload_bytes) {
-    const FlowSpec& spec = ctx_->spec;
-    return fail(
-        Status::kInvalid,
-        ctx_->endpoint_name(true, index_) + ": a record of " +
-            (spec.record_size != 0
-                 ? std::to_string(bytes) + " bytes"
-                 : "more than " + std::to_string(bytes - kRecordHeaderBytes - 8) + " bytes") +
-            " exceeds the largest this flow takes, " + std::to_string(spec.max_record_bytes()) +
-            " bytes (segment_bytes " + std::to_string(spec.effective_segment_bytes()) +
-            "); raise segment_bytes");
-  }
-  if (t == kAllTargets) return reserve_all(deadline, try_only);
-  Out& o = out_[t];
-  if (o.filling) {
-    const uint32_t used = used_bytes(t);
-    if (used == 0) return Status::kOk;  // an empty segment always fits one record
-    if (Status s = publish_segment(t, used, 0, deadline, try_only); s != Status::kOk) return s;
-  }
-  Status s = acquire(t, deadline, try_only);
-  if (s != Status::kOk) return s;
-  start_segment(t);
-  return Status::kOk;
-}
-
-Status FlowSource::publish(uint32_t t, Deadline deadline, bool try_only) {
-  // Latency mode: the record must go now (its peer may be waiting for it
-  // to answer).
-  if (t == kAllTargets) {
-    // The record is in every live target's ring or staging slot: it is
-    // taken. What the provider could not accept yet goes with the next call.
-    const Status s = publish_all(used_bytes(rep()), 0, deadline, try_only);
-    return s == Status::kWouldBlock || s == Status::kTimeout ? Status::kOk : s;
-  }
-  Out& o = out_[t];
-  const uint64_t k = o.k;
-  const Status s = publish_segment(t, used_bytes(t), 0, deadline, try_only);
-  if ((s == Status::kWouldBlock || s == Status::kTimeout) && rings_[t].remote && o.posted <= k) {
-    // The provider did not take it: take the record back, so that the
-    // caller's retry (try_push never waits) cannot send it twice.
-    o.k = k;
-    o.filling = true;
-    lane(t).cur = o.base + prefix_;
-    lane(t).end = o.base + ctx_->payload_bytes;
-  }
-  return s;
-}
-
-Status FlowSource::flush(Deadline deadline) {
-  if (failed_ != Status::kOk) return failed_;
-  if (closed_) return Status::kOk;
-  if (replicate_ && out_[rep()].filling && used_bytes(rep()) > prefix_) {
-    if (Status s = publish_all(used_bytes(rep()), 0, deadline, false); s != Status::kOk) return s;
-  }
-  for (uint32_t t = 0; t < num_targets_; ++t) {
-    Out& o = out_[t];
-    if (!replicate_ && o.filling && used_bytes(t) != 0) {
-      if (Status s = publish_segment(t, used_bytes(t), 0, deadline); s != Status::kOk) return s;
-    }
-    if (rings_[t].remote && live(t) && o.posted < o.k) {
-      if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
-    }
-  }
-  return Status::kOk;
-}
-
-Status FlowSource::close(Deadline deadline) {
-  if (failed_ != Status::kOk) return failed_;
-  if (closed_) return Status::kOk;
-  if (replicate_) return close_all(deadline);
-  Status first = Status::kOk;
-  for (uint32_t t = 0; t < num_targets_; ++t) {
-    Out& o = out_[t];
-    if (o.ended) continue;
-    if (!o.filling) {
-      Status s = acquire(t, deadline, deadline == Deadline::min());
-      if (s != Status::kOk) {
-        if (first == Status::kOk) first = s;
-        continue;
-      }
-      start_segment(t);
-    }
-    // The END flag rides on the last data segment when there is one. It
-    // is published (marked) even if handing it to the provider fails for
-    // now, so a retry sends only what is pending, never a second END.
-    Status s = publish_segment(t, used_bytes(t), layout::kEnd, deadline);
-    o.ended = true;
-    if (s != Status::kOk) return s;
-  }
-  if (first != Status::kOk) return first;
-  for (uint32_t t = 0; t < num_targets_; ++t) {
-    if (rings_[t].remote && out_[t].posted < out_[t].k) {
-      if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
-    }
-  }
-  if (Status s = finish_close(deadline); s != Status::kOk) return s;
-  if (log::level() >= log::Level::kDebug) {
-    for (uint32_t t = 0; t < num_targets_; ++t) {
-      log::debug(ctx_->endpoint_name(true, index_), ": closed towards ", ctx_->peer_name(false, t),
-                 " after ", out_[t].k, " segments (", out_[t].posted, " handed to the provider)");
-    }
-  }
-  // A target destroyed before our END never consumed everything: the
-  // flow did not deliver what it promised. (Only the target's own word
-  // counts here: a target rank that consumed our END may well have left.)
-  for (uint32_t t = 0; t < num_targets_; ++t) {
-    if (target_aborted(t)) return lost_target(t, "it was destroyed before the end of the flow");
-  }
-  return Status::kOk;
+  const FlowSpec& spec = ctx_->spec;
+  return fail(Status::kInvalid,
+              ctx_->endpoint_name(true, index_) + ": a record of " +
+                  (spec.record_size != 0
+                       ? std::to_string(bytes) + " bytes"
+                       : "more than " + std::to_string(bytes - kRecordHeaderBytes - 8) + " bytes") +
+                  " exceeds the largest this flow takes, " +
+                  std::to_string(spec.max_record_bytes()) + " bytes (segment_bytes " +
+                  std::to_string(spec.effective_segment_bytes()) + "); raise segment_bytes");
 }
 
 void FlowSource::abort() {
@@ -317,13 +203,6 @@ Status FlowSource::finish_close(Deadline deadline) {
   return Status::kOk;
 }
 
-Status FlowSource::publish_segment(uint32_t t, uint32_t used, uint32_t flags, Deadline deadline,
-                                   bool try_only) {
-  mark_published(t, used, flags);
-  if (!rings_[t].remote) return Status::kOk;
-  return post_if_due(t, flags, deadline, try_only);
-}
-
 // Why target t can no longer be delivered to (its rank is lost, or the
 // target was destroyed before this source's END), or empty.
 std::string FlowSource::target_lost(uint32_t t) const {
@@ -340,32 +219,11 @@ bool FlowSource::target_aborted(uint32_t t) const {
 // routed to it cannot be delivered); a replicate source drops it and goes
 // on for the others (acquire_live and the callers of drop_if_lost).
 Status FlowSource::lost_target(uint32_t t, const std::string& why) {
-  if (drop_if_lost(t)) return failed_;
+  if (drop_if_lost(t, false)) return failed_;
   std::string text = ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
                      ctx_->peer_name(false, t) + host_of(ctx_, ctx_->spec.targets[t].rank) + ": " +
                      why;
   return fail_for_good(std::move(text), ctx_->spec.targets[t].rank);
-}
-
-Status FlowSource::acquire(uint32_t t, Deadline deadline, bool try_only) {
-  if (has_credit(t)) [[likely]]
-    return Status::kOk;
-  // Before waiting, unsent segments go: the target cannot return credit
-  // for what it never got.
-  if (rings_[t].remote && out_[t].posted < out_[t].k) {
-    if (Status s = post_pending(t, deadline, try_only); s != Status::kOk) return s;
-    if (has_credit(t)) return Status::kOk;
-  }
-  if (failed_ != Status::kOk) return failed_;
-  wait_target_ = t;
-  if (try_only) {
-    // A caller polling with try_push must still learn that the target is
-    // gone: back-pressure from a lost target would last forever.
-    if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
-    error_.clear();  // back-pressure needs no message, and building one would allocate
-    return Status::kWouldBlock;
-  }
-  return wait_for_credit(t, deadline);
 }
 
 Status FlowSource::wait_for_credit(uint32_t t, Deadline deadline) {

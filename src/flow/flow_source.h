@@ -1,9 +1,21 @@
-// The source half of a flow (SourceCore): fills segments of its rings (shm:
-// straight into the target's ring; ofi: a staging segment moved by RMA write
-// or message), publishes them, waits for credit, and closes. Shuffle flows
-// route each record to one target; replicate flows fill every target's
-// segment in lockstep (flow_source_replicate.cc), numbered by a sequencer
-// when ordered; the ofi side lives in flow_source_ofi.cc.
+// The source half of a flow (SourceCore), one class per flow kind. It fills
+// segments of its rings (shm: straight into the target's ring; ofi: a
+// staging segment moved by RMA write or message), publishes them, waits for
+// credit, and closes.
+//
+//   FlowSource       what every kind shares: rings, lanes, credit, waiting,
+//                    abort, the ofi side (flow_source.cc, flow_source_ofi.cc)
+//   ShuffleSource    routes each record to one target; a lost target fails
+//                    the source (flow_source_shuffle.cc)
+//   ReplicateSource  fills every target's segment in lockstep, numbered by a
+//                    sequencer when ordered; a lost target leaves the
+//                    fan-out and the source goes on for the others
+//                    (flow_source_replicate.cc)
+//
+// A kind decides per segment or per call (reserve, publish, flush, close,
+// what a lost target means), never per record: the push path that writes
+// records is inline in flow.h and reads only SourceCore's fields, which the
+// kind sets up at construction. make_source (flow_core.cc) picks the kind.
 //
 // Thread safety: owned by one thread (see flow.h); the rings and words it
 // shares with targets are synchronised as layout.h describes.
@@ -39,24 +51,12 @@ inline constexpr auto kLossConfirmation = std::chrono::milliseconds(2000);
 // successful close().
 inline constexpr auto kLinger = std::chrono::milliseconds(5000);
 
-class FlowSource final : public SourceCore, private FailureState {
+// What every kind of source shares. Not a source by itself: a kind
+// implements reserve, publish, flush, close and drop_if_lost.
+class FlowSource : public SourceCore, protected FailureState {
  public:
-  FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings,
-             std::unique_ptr<OfiSource> ofi, std::unique_ptr<Sequencer> sequencer);
-
+  // REQUIRES: the kind's destructor called retire().
   ~FlowSource() override;
-
-  // Tells every target that this source ends without END: a ring-header
-  // word (shm), an abort message (ofi).
-  void signal_abort();
-
-  Status reserve(uint32_t t, size_t bytes, Deadline deadline, bool try_only) override;
-
-  Status publish(uint32_t t, Deadline deadline, bool try_only) override;
-
-  Status flush(Deadline deadline) override;
-
-  Status close(Deadline deadline) override;
 
   void abort() override;
 
@@ -73,8 +73,18 @@ class FlowSource final : public SourceCore, private FailureState {
   void disarm() override;
   void wait_alone(std::chrono::milliseconds timeout) override;
 
- private:
-  static constexpr uint32_t kNotArmed = ~0u;
+ protected:
+  // Every lane starts as its target's own (lane_of_[t] == t); a kind may
+  // share lanes among targets in its constructor.
+  FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings,
+             std::unique_ptr<OfiSource> ofi);
+
+  // The end of the source's life, which every kind's destructor runs first
+  // (it may call the kind's drop_if_lost, which the base destructor no longer
+  // can). After a successful close(): lingers until the last ofi transfers
+  // completed and the targets confirmed them. Otherwise: tells every target
+  // that this source ends without END. Then closes (or abandons) the endpoint.
+  void retire();
 
   struct Out {
     uint64_t posted =
@@ -87,46 +97,26 @@ class FlowSource final : public SourceCore, private FailureState {
     bool dropped = false;  // replicate flows: the target was lost; the others go on
   };
 
+  // Target t is gone: true if the source goes on without it (and from now
+  // on leaves it out), false if that fails the source. After a transport
+  // error (`broken`) the registry usually confirms the peer's death within
+  // moments: a kind that may drop the target waits for it a little.
+  virtual bool drop_if_lost(uint32_t t, bool broken) = 0;
+
   Lane& lane(uint32_t t) { return lanes_[lane_of_[t]]; }
   bool live(uint32_t t) const { return !out_[t].dropped; }
-  bool sent_by(const Completion& c, fi_addr_t peer) const {
-    return sent_by_peer(*ofi_->ep, c, peer);
-  }
-  // Replicate flows: every live target fills in lockstep, so any live one
-  // speaks for all in lockstep decisions (filling, ended, bytes used). A
-  // dropped target's state froze when it was dropped, so it never does.
-  uint32_t rep() const {
-    for (uint32_t t = 0; t < num_targets_; ++t) {
-      if (live(t)) return t;
-    }
-    return 0;  // every target dropped: the source has failed for good
+  bool has_ofi() const { return ofi_ != nullptr; }
+
+  // What reserve() checks before any kind claims room: the source has not
+  // failed or closed, and a record of `bytes` fits a segment. kOk, or why not.
+  Status admit(size_t bytes) {
+    if (failed_ != Status::kOk || closed_ || bytes + prefix_ > ctx_->payload_bytes) [[unlikely]]
+      return refuse(bytes);
+    return Status::kOk;
   }
 
-  // Replicate flows: a lost target leaves the fan-out and the source goes on
-  // for the others (close() then reports it). True if `t` was dropped.
-  // After a transport error (`broken`) the registry usually confirms the
-  // peer's death within moments: wait for it a little.
-  bool drop_if_lost(uint32_t t, bool broken = false);
-
-  // acquire() for a replicate flow's target, which may be dropped instead.
-  Status acquire_live(uint32_t t, Deadline deadline, bool try_only);
   // Payload bytes of target t's segment being filled, the prefix included.
   uint32_t used_bytes(uint32_t t) { return static_cast<uint32_t>(lane(t).cur - out_[t].base); }
-
-  // Replicate flows: every lane fills in lockstep, so they publish and claim
-  // segments together: a segment is published on every target's ring (with
-  // one sequence number when ordered), then the next is claimed on all once
-  // every target has credit. Each step may be retried after kWouldBlock
-  // or kTimeout without losing lockstep.
-  Status reserve_all(Deadline deadline, bool try_only);
-
-  // Publishes the segment being filled on every target (all hold `used`
-  // bytes), then hands the ofi ones to the provider.
-  Status publish_all(uint32_t used, uint32_t flags, Deadline deadline, bool try_only);
-
-  Status close_all(Deadline deadline);
-
-  Status finish_close(Deadline deadline);
 
   void start_segment(uint32_t t) {
     Out& o = out_[t];
@@ -169,18 +159,58 @@ class FlowSource final : public SourceCore, private FailureState {
   // the next reserve, flush or close.
   Status post_pending(uint32_t t, Deadline deadline, bool try_only);
 
-  Status post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t count, Deadline deadline,
-                    bool try_only);
+  // post_pending for every live ofi target with published, unsent segments.
+  Status post_all_pending(Deadline deadline);
 
   // Why target t can no longer be delivered to (its rank is lost, or the
   // target was destroyed before this source's END), or empty.
   std::string target_lost(uint32_t t) const;
   bool target_aborted(uint32_t t) const;
 
-  // Target t is gone for `why`. A shuffle source fails for good (records
-  // routed to it cannot be delivered); a replicate source drops it and goes
-  // on for the others (acquire_live and the callers of drop_if_lost).
+  // Target t is gone for `why`: the source goes on without it if the kind
+  // drops it (drop_if_lost), and fails for good otherwise.
   Status lost_target(uint32_t t, const std::string& why);
+
+  // The segment transfers from target t's staging slots will never
+  // complete (the target was dropped): nothing waits for them any more.
+  void forget_transfers(uint32_t t);
+
+  // Handles whatever the completion queue holds, without waiting.
+  Status progress();
+
+  // Claims target t's next segment once it has credit (waiting unless
+  // `try_only`); the caller starts it.
+  Status acquire(uint32_t t, Deadline deadline, bool try_only);
+
+  // Marks the source closed once the last segments are handed over; over
+  // ofi, first drives the endpoint briefly (see flow_source.cc).
+  Status finish_close(Deadline deadline);
+
+  const FlowContext* ctx_;
+  OpenCore open_{ctx_};  // counts this core in ctx_->open_cores (Cluster's destroy checks it)
+  uint32_t index_;
+  std::vector<OutRingRef> rings_;
+  std::vector<Out> out_;
+  std::vector<uint32_t> lane_of_;  // [target]: the lane its records go through
+  uint32_t prefix_ = 0;            // ordered flows: the sequence number at the head of each segment
+  bool closed_ = false;
+
+ private:
+  static constexpr uint32_t kNotArmed = ~0u;
+
+  // admit()'s verdict when something is wrong.
+  Status refuse(size_t bytes);
+
+  // Tells every target that this source ends without END: a ring-header
+  // word (shm), an abort message (ofi).
+  void signal_abort();
+
+  bool sent_by(const Completion& c, fi_addr_t peer) const {
+    return sent_by_peer(*ofi_->ep, c, peer);
+  }
+
+  Status post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t count, Deadline deadline,
+                    bool try_only);
 
   // Destroyed without close(): tells every remote target that this source
   // ends without its END, and drives the endpoint briefly so that the
@@ -207,8 +237,6 @@ class FlowSource final : public SourceCore, private FailureState {
     return [this](const std::string& err, void* failed) { return on_cq_error(err, failed); };
   }
 
-  Status progress() { return cq_.drain(*ofi_->ep, cq_handler(), cq_error_handler()); }
-
   bool all_remote_ended() const;
 
   // Blocks on the completion queue for at most a park slice.
@@ -233,8 +261,6 @@ class FlowSource final : public SourceCore, private FailureState {
     return ready();
   }
 
-  Status acquire(uint32_t t, Deadline deadline, bool try_only);
-
   Status wait_for_credit(uint32_t t, Deadline deadline);
 
   // Waits until every live remote target has confirmed that all our
@@ -247,26 +273,13 @@ class FlowSource final : public SourceCore, private FailureState {
   // Waits until every ofi transfer has completed.
   Status drain(Deadline deadline);
 
-  const FlowContext* ctx_;
-  OpenCore open_{ctx_};  // counts this core in ctx_->open_cores (Cluster's destroy checks it)
-  uint32_t index_;
-  std::vector<OutRingRef> rings_;
-  std::vector<Out> out_;
-  std::vector<Lane> lane_store_;
-  std::vector<uint32_t> lane_of_;    // [target]: the lane its records go through
-  std::vector<uint32_t> fan_store_;  // replicate flows: the lanes every record is copied to
-  uint32_t prefix_ = 0;  // ordered flows: the sequence number at the head of each segment
-  std::unique_ptr<Sequencer> sequencer_;
-  std::string dropped_;  // replicate flows: targets lost and left out
+  std::vector<Lane> lane_store_;  // SourceCore::lanes_
   // Test hooks (common/test_hooks.h): 0 in the installed library.
-  uint64_t die_after_sequence_ = 0;  // exit after taking this many sequence numbers
-  uint64_t sequences_taken_ = 0;
   uint64_t test_eagain_every_ = 0;  // refuse every n-th post once
   uint64_t test_posts_ = 0;
   uint32_t wire_index_ = 0;  // the index segments carry: index_, unless a test hook forges it
   uint32_t wait_target_ = kNotArmed;  // the target whose ring last had no credit
   uint32_t armed_ = kNotArmed;        // the ring whose source_waiting a Worker set
-  bool closed_ = false;
   bool aborted_ = false;
   // ofi only.
   std::vector<Op> ops_;         // [target * S + slot]: the segment transfer from that staging slot
@@ -278,9 +291,117 @@ class FlowSource final : public SourceCore, private FailureState {
   uint32_t coalesce_ = 1;                // ofi RMA: most segments moved by one write
   CompletionReader cq_;
   std::unique_ptr<OfiRing> wire_;  // how segments and credit cross the endpoint
-  // Declared last, so destroyed first: closing the endpoint may still touch
-  // the contexts (ops_) of operations in flight.
+  // Declared last, so destroyed first (retire() closes it even earlier):
+  // closing the endpoint may still touch the contexts (ops_) of operations
+  // in flight.
   std::unique_ptr<OfiSource> ofi_;
+};
+
+inline Status FlowSource::progress() {
+  return cq_.drain(*ofi_->ep, cq_handler(), cq_error_handler());
+}
+
+// publish_segment and acquire are defined here, so that the kinds' reserve
+// and publish (once per record in Latency mode) can inline their fast paths.
+inline Status FlowSource::publish_segment(uint32_t t, uint32_t used, uint32_t flags,
+                                          Deadline deadline, bool try_only) {
+  mark_published(t, used, flags);
+  if (!rings_[t].remote) return Status::kOk;
+  return post_if_due(t, flags, deadline, try_only);
+}
+
+inline Status FlowSource::acquire(uint32_t t, Deadline deadline, bool try_only) {
+  if (has_credit(t)) [[likely]]
+    return Status::kOk;
+  // Before waiting, unsent segments go: the target cannot return credit
+  // for what it never got.
+  if (rings_[t].remote && out_[t].posted < out_[t].k) {
+    if (Status s = post_pending(t, deadline, try_only); s != Status::kOk) return s;
+    if (has_credit(t)) return Status::kOk;
+  }
+  if (failed_ != Status::kOk) return failed_;
+  wait_target_ = t;
+  if (try_only) {
+    // A caller polling with try_push must still learn that the target is
+    // gone: back-pressure from a lost target would last forever.
+    if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
+    error_.clear();  // back-pressure needs no message, and building one would allocate
+    return Status::kWouldBlock;
+  }
+  return wait_for_credit(t, deadline);
+}
+
+// Shuffle flows: each record goes to the one target it is routed to, and
+// each target's segment fills, publishes and claims on its own.
+class ShuffleSource final : public FlowSource {
+ public:
+  ShuffleSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings,
+                std::unique_ptr<OfiSource> ofi);
+  ~ShuffleSource() override;
+
+  Status reserve(uint32_t t, size_t bytes, Deadline deadline, bool try_only) override;
+  Status publish(uint32_t t, Deadline deadline, bool try_only) override;
+  Status flush(Deadline deadline) override;
+  Status close(Deadline deadline) override;
+
+ private:
+  // Records routed to a lost target cannot be delivered: never dropped.
+  bool drop_if_lost(uint32_t, bool) override { return false; }
+};
+
+// Replicate flows: every record goes to every target. One lane per shm
+// target (records go straight into its ring), and one staging lane shared by
+// every ofi target: each segment is written once and moved to each of them
+// from the same staging slot. All lanes fill in lockstep.
+class ReplicateSource final : public FlowSource {
+ public:
+  // REQUIRES: `sequencer` is set iff the flow is ordered.
+  ReplicateSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings,
+                  std::unique_ptr<OfiSource> ofi, std::unique_ptr<Sequencer> sequencer);
+  ~ReplicateSource() override;
+
+  // `t` is always kAllTargets: flow.h pushes a replicate flow's records
+  // through replicate_write(), into every lane at once.
+  Status reserve(uint32_t t, size_t bytes, Deadline deadline, bool try_only) override;
+  Status publish(uint32_t t, Deadline deadline, bool try_only) override;
+  Status flush(Deadline deadline) override;
+  Status close(Deadline deadline) override;
+
+ private:
+  // A lost target leaves the fan-out and the source goes on for the others
+  // (close() then reports it). True if `t` was dropped.
+  bool drop_if_lost(uint32_t t, bool broken) override;
+
+  // Every live target fills in lockstep, so any live one speaks for all in
+  // lockstep decisions (filling, ended, bytes used). A dropped target's
+  // state froze when it was dropped, so it never does.
+  uint32_t rep() const {
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (live(t)) return t;
+    }
+    return 0;  // every target dropped: the source has failed for good
+  }
+
+  // acquire() for a target, which may be dropped instead.
+  Status acquire_live(uint32_t t, Deadline deadline, bool try_only);
+
+  // Every lane fills in lockstep, so they publish and claim segments
+  // together: a segment is published on every target's ring (with one
+  // sequence number when ordered), then the next is claimed on all once
+  // every target has credit. Each step may be retried after kWouldBlock
+  // or kTimeout without losing lockstep.
+  Status reserve_all(Deadline deadline, bool try_only);
+
+  // Publishes the segment being filled on every target (all hold `used`
+  // bytes), then hands the ofi ones to the provider.
+  Status publish_all(uint32_t used, uint32_t flags, Deadline deadline, bool try_only);
+
+  std::vector<uint32_t> fan_store_;       // the lanes every record is copied to (SourceCore::fan_)
+  std::unique_ptr<Sequencer> sequencer_;  // ordered flows only
+  std::string dropped_;                   // targets lost and left out
+  // Test hook (common/test_hooks.h): 0 in the installed library.
+  uint64_t die_after_sequence_ = 0;  // exit after taking this many sequence numbers
+  uint64_t sequences_taken_ = 0;
 };
 
 }  // namespace sluice::detail

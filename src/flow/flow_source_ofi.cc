@@ -1,7 +1,7 @@
-// FlowSource, ofi rings: hands published segments to the provider (RMA
-// writes, coalescing consecutive full segments, or one message each),
-// handles credit, abort and END-confirmation completions, and drains the
-// endpoint at close and destruction.
+// FlowSource, ofi rings (every kind): hands published segments to the
+// provider (RMA writes, coalescing consecutive full segments, or one message
+// each), handles credit, abort and END-confirmation completions, and drains
+// the endpoint at close and destruction.
 #include <rdma/fi_errno.h>
 #include <sched.h>
 
@@ -18,9 +18,7 @@ namespace sluice::detail {
 Status FlowSource::post_if_due(uint32_t t, uint32_t flags, Deadline deadline, bool try_only) {
   Out& o = out_[t];
   const uint32_t S = ctx_->ring_segments;
-  // A numbered segment goes at once too: every target waits for it.
-  if (latency_ || sequencer_ != nullptr || (flags & layout::kEnd) || o.k - o.posted >= coalesce_ ||
-      o.k % S == 0) {
+  if (latency_ || (flags & layout::kEnd) || o.k - o.posted >= coalesce_ || o.k % S == 0) {
     return post_pending(t, deadline, try_only);
   }
   return Status::kOk;
@@ -43,6 +41,15 @@ Status FlowSource::post_pending(uint32_t t, Deadline deadline, bool try_only) {
   }
   // Drives the transfer on providers with manual progress.
   return progress();
+}
+
+Status FlowSource::post_all_pending(Deadline deadline) {
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (rings_[t].remote && live(t) && out_[t].posted < out_[t].k) {
+      if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
+    }
+  }
+  return Status::kOk;
 }
 
 Status FlowSource::post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t count,
@@ -114,6 +121,12 @@ Status FlowSource::post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t co
       return s;
     }
   }
+}
+
+void FlowSource::forget_transfers(uint32_t t) {
+  if (ofi_ == nullptr) return;
+  for (uint32_t j = 0; j < ctx_->ring_segments && rings_[t].remote; ++j)
+    ops_[t * ctx_->ring_segments + j].busy = false;
 }
 
 // Destroyed without close(): tells every remote target that this source
@@ -254,7 +267,7 @@ Status FlowSource::await_confirmations(Deadline deadline) {
     for (uint32_t t = 0; t < num_targets_; ++t) {
       if (!rings_[t].remote || !live(t) || target_aborted_[t] || end_confirmed_[t]) continue;
       if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
-        if (drop_if_lost(t)) continue;
+        if (drop_if_lost(t, false)) continue;
         return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
                                  ctx_->peer_name(false, t) + ": " + why,
                              ctx_->spec.targets[t].rank);
@@ -293,7 +306,7 @@ Status FlowSource::drain(Deadline deadline) {
       for (uint32_t j = 0; j < ctx_->ring_segments && rings_[t].remote; ++j) {
         pending |= ops_[t * ctx_->ring_segments + j].busy;
       }
-      if (!pending || drop_if_lost(t)) continue;
+      if (!pending || drop_if_lost(t, false)) continue;
       if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
         return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
                                  ctx_->peer_name(false, t) + ": " + why,

@@ -1,36 +1,118 @@
-// FlowSource, replicate flows: every record goes to every target, so the
-// lanes fill, publish and claim segments in lockstep (numbered by the
-// sequencer when the flow is ordered), and a lost target leaves the fan-out
-// while the source goes on for the others.
+// ReplicateSource: every record goes to every target, so the lanes fill,
+// publish and claim segments in lockstep (numbered by the sequencer when the
+// flow is ordered), and a lost target leaves the fan-out while the source
+// goes on for the others.
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "common/check.h"
 #include "common/log.h"
+#include "common/test_hooks.h"
 #include "flow/flow_source.h"
 
 namespace sluice::detail {
 
-// Replicate flows: a lost target leaves the fan-out and the source goes on
-// for the others (close() then reports it). True if `t` was dropped.
-// After a transport error (`broken`) the registry usually confirms the
-// peer's death within moments: wait for it a little.
-bool FlowSource::drop_if_lost(uint32_t t, bool broken) {
-  if (!replicate_ || out_[t].dropped) return out_[t].dropped;
+ReplicateSource::ReplicateSource(const FlowContext* ctx, uint32_t index,
+                                 std::vector<OutRingRef> rings, std::unique_ptr<OfiSource> ofi,
+                                 std::unique_ptr<Sequencer> sequencer)
+    : FlowSource(ctx, index, std::move(rings), std::move(ofi)), sequencer_(std::move(sequencer)) {
+  SLUICE_CHECK((sequencer_ != nullptr) == ctx->spec.ordered);
+  // One lane per shm target (records go straight into its ring), and one
+  // staging lane shared by every ofi target: each segment is written once
+  // and moved to each of them from the same staging slot.
+  replicate_ = true;
+  int64_t lead = -1;
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (rings_[t].remote && lead >= 0) {
+      lane_of_[t] = static_cast<uint32_t>(lead);
+      rings_[t].ring = rings_[lead].ring;
+      continue;
+    }
+    if (rings_[t].remote) lead = t;
+    fan_store_.push_back(t);
+  }
+  fan_ = fan_store_.data();
+  num_fan_ = static_cast<uint32_t>(fan_store_.size());
+  die_after_sequence_ = test_hooks::die_after_sequence();
+}
+
+ReplicateSource::~ReplicateSource() { retire(); }
+
+Status ReplicateSource::reserve(uint32_t, size_t bytes, Deadline deadline, bool try_only) {
+  if (Status s = admit(bytes); s != Status::kOk) return s;
+  return reserve_all(deadline, try_only);
+}
+
+Status ReplicateSource::publish(uint32_t, Deadline deadline, bool try_only) {
+  // Latency mode: the record must go now (its peer may be waiting for it
+  // to answer). It is in every live target's ring or staging slot: it is
+  // taken. What the provider could not accept yet goes with the next call.
+  const Status s = publish_all(used_bytes(rep()), 0, deadline, try_only);
+  return s == Status::kWouldBlock || s == Status::kTimeout ? Status::kOk : s;
+}
+
+Status ReplicateSource::flush(Deadline deadline) {
+  if (failed_ != Status::kOk) return failed_;
+  if (closed_) return Status::kOk;
+  if (out_[rep()].filling && used_bytes(rep()) > prefix_) {
+    if (Status s = publish_all(used_bytes(rep()), 0, deadline, false); s != Status::kOk) return s;
+  }
+  return post_all_pending(deadline);
+}
+
+// The END rides on the last segment in every lane at once. Once published
+// (marked) it is never published again: a retry after kWouldBlock or
+// kTimeout only hands over what is pending.
+Status ReplicateSource::close(Deadline deadline) {
+  if (failed_ != Status::kOk) return failed_;
+  if (closed_) return Status::kOk;
+  const uint32_t f0 = rep();
+  if (!out_[f0].ended) {
+    if (!out_[f0].filling) {
+      for (uint32_t t = 0; t < num_targets_; ++t) {
+        if (Status s = acquire_live(t, deadline, deadline == Deadline::min()); s != Status::kOk)
+          return s;
+      }
+      for (uint32_t t = 0; t < num_targets_; ++t) {
+        if (live(t)) start_segment(t);
+      }
+    }
+    Status s = publish_all(used_bytes(rep()), layout::kEnd, deadline, false);
+    for (auto& o : out_) o.ended = true;
+    if (s != Status::kOk) return s;
+  }
+  if (Status s = post_all_pending(deadline); s != Status::kOk) return s;
+  if (Status s = finish_close(deadline); s != Status::kOk) return s;
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (live(t) && target_aborted(t)) (void)drop_if_lost(t, false);
+  }
+  if (failed_ != Status::kOk) return failed_;
+  if (!dropped_.empty()) {
+    return fail(Status::kPeerLost, ctx_->endpoint_name(true, index_) +
+                                       ": closed; every other target got every record, but lost " +
+                                       dropped_);
+  }
+  return Status::kOk;
+}
+
+// A lost target leaves the fan-out and the source goes on for the others
+// (close() then reports it). True if `t` was dropped. After a transport
+// error (`broken`) the registry usually confirms the peer's death within
+// moments: wait for it a little.
+bool ReplicateSource::drop_if_lost(uint32_t t, bool broken) {
+  if (out_[t].dropped) return true;
   std::string why = target_lost(t);
   for (const auto give_up = Clock::now() + kLossConfirmation;
        broken && why.empty() && Clock::now() < give_up;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (ofi_ != nullptr) (void)progress();
+    if (has_ofi()) (void)progress();
     why = target_lost(t);
   }
   if (why.empty()) return false;
   note_lost(ctx_->spec.targets[t].rank);
   out_[t].dropped = true;
-  if (ofi_ != nullptr) {
-    for (uint32_t j = 0; j < ctx_->ring_segments && rings_[t].remote; ++j)
-      ops_[t * ctx_->ring_segments + j].busy = false;
-  }
+  forget_transfers(t);
   bool lane_used = false;
   for (uint32_t u = 0; u < num_targets_; ++u) lane_used |= live(u) && lane_of_[u] == lane_of_[t];
   if (!lane_used) {
@@ -47,20 +129,15 @@ bool FlowSource::drop_if_lost(uint32_t t, bool broken) {
   return true;
 }
 
-// acquire() for a replicate flow's target, which may be dropped instead.
-Status FlowSource::acquire_live(uint32_t t, Deadline deadline, bool try_only) {
+// acquire() for a target, which may be dropped instead.
+Status ReplicateSource::acquire_live(uint32_t t, Deadline deadline, bool try_only) {
   if (!live(t)) return Status::kOk;
   Status s = acquire(t, deadline, try_only);
-  if (s == Status::kPeerLost && drop_if_lost(t)) return failed_;
+  if (s == Status::kPeerLost && drop_if_lost(t, false)) return failed_;
   return s;
 }
 
-// Replicate flows: every lane fills in lockstep, so they publish and claim
-// segments together: a segment is published on every target's ring (with
-// one sequence number when ordered), then the next is claimed on all once
-// every target has credit. Each step may be retried after kWouldBlock
-// or kTimeout without losing lockstep.
-Status FlowSource::reserve_all(Deadline deadline, bool try_only) {
+Status ReplicateSource::reserve_all(Deadline deadline, bool try_only) {
   const uint32_t f0 = rep();
   if (out_[f0].filling) {
     const uint32_t used = used_bytes(f0);
@@ -78,7 +155,8 @@ Status FlowSource::reserve_all(Deadline deadline, bool try_only) {
 
 // Publishes the segment being filled on every target (all hold `used`
 // bytes), then hands the ofi ones to the provider.
-Status FlowSource::publish_all(uint32_t used, uint32_t flags, Deadline deadline, bool try_only) {
+Status ReplicateSource::publish_all(uint32_t used, uint32_t flags, Deadline deadline,
+                                    bool try_only) {
   if (sequencer_ != nullptr) {
     uint64_t number = kNoSequence;
     if (used > prefix_) {
@@ -103,49 +181,19 @@ Status FlowSource::publish_all(uint32_t used, uint32_t flags, Deadline deadline,
   // A numbered batch is handed to every provider before we return, even
   // from try_push and past the deadline: every target waits for its number,
   // and one left unsent while this source idles would be declared a gap.
-  const bool numbered = sequencer_ != nullptr && used > prefix_;
+  // An ordered flow's segments without records (an END alone) go at once
+  // as well.
+  const bool ordered = sequencer_ != nullptr;
+  const bool numbered = ordered && used > prefix_;
   Status first = Status::kOk;
   for (uint32_t t = 0; t < num_targets_; ++t) {
     if (!rings_[t].remote || !live(t)) continue;
-    Status s =
-        numbered ? post_pending(t, kForever, false) : post_if_due(t, flags, deadline, try_only);
+    Status s = numbered  ? post_pending(t, kForever, false)
+               : ordered ? post_pending(t, deadline, try_only)
+                         : post_if_due(t, flags, deadline, try_only);
     if (first == Status::kOk) first = s;
   }
   return first;
-}
-
-Status FlowSource::close_all(Deadline deadline) {
-  const uint32_t f0 = rep();
-  if (!out_[f0].ended) {
-    if (!out_[f0].filling) {
-      for (uint32_t t = 0; t < num_targets_; ++t) {
-        if (Status s = acquire_live(t, deadline, deadline == Deadline::min()); s != Status::kOk)
-          return s;
-      }
-      for (uint32_t t = 0; t < num_targets_; ++t) {
-        if (live(t)) start_segment(t);
-      }
-    }
-    Status s = publish_all(used_bytes(rep()), layout::kEnd, deadline, false);
-    for (auto& o : out_) o.ended = true;
-    if (s != Status::kOk) return s;
-  }
-  for (uint32_t t = 0; t < num_targets_; ++t) {
-    if (live(t) && rings_[t].remote && out_[t].posted < out_[t].k) {
-      if (Status s = post_pending(t, deadline, false); s != Status::kOk) return s;
-    }
-  }
-  if (Status s = finish_close(deadline); s != Status::kOk) return s;
-  for (uint32_t t = 0; t < num_targets_; ++t) {
-    if (live(t) && target_aborted(t)) (void)drop_if_lost(t);
-  }
-  if (failed_ != Status::kOk) return failed_;
-  if (!dropped_.empty()) {
-    return fail(Status::kPeerLost, ctx_->endpoint_name(true, index_) +
-                                       ": closed; every other target got every record, but lost " +
-                                       dropped_);
-  }
-  return Status::kOk;
 }
 
 }  // namespace sluice::detail

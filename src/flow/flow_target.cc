@@ -1,6 +1,7 @@
-// FlowTarget: construction, next() (scan the rings, hand out a segment,
-// release the previous one and return credit), waiting, and the liveness
-// of the sources. Ordered delivery: flow_target_ordered.cc; the ofi side:
+// FlowTarget, what every kind of target shares: construction, the end of
+// its life, next() (release the previous segment and return credit, let the
+// kind scan the rings), waiting, and the liveness of the sources. The
+// kinds: flow_target_unordered.cc and flow_target_ordered.cc; the ofi side:
 // flow_target_ofi.cc.
 #include "flow/flow_target.h"
 
@@ -18,18 +19,14 @@ namespace sluice::detail {
 using layout::Footer;
 
 FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell* bell,
-                       std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi,
-                       std::unique_ptr<Sequencer> sequencer)
+                       std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi)
     : ctx_(ctx),
       index_(index),
-      bell_(bell),
       in_(rings.size()),
       prefix_(ctx->spec.segment_prefix_bytes()),
-      gap_timeout_(std::chrono::milliseconds(ctx->spec.effective_gap_timeout_ms())),
-      sequencer_(std::move(sequencer)),
+      bell_(bell),
       ofi_(std::move(ofi)) {
   SLUICE_CHECK(rings.size() == ctx->spec.sources.size());
-  SLUICE_CHECK((sequencer_ != nullptr) == ctx->spec.ordered);
   const uint32_t S = ctx->ring_segments;
   for (size_t s = 0; s < rings.size(); ++s) {
     in_[s].ring = rings[s].ring;
@@ -74,7 +71,9 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
   }
 }
 
-FlowTarget::~FlowTarget() {
+FlowTarget::~FlowTarget() = default;
+
+void FlowTarget::retire() {
   // Destroyed before every source's END: tell those sources, so that a
   // source waiting for our credit (or a replicate fan-out waiting on us)
   // reports us lost instead of waiting for the rank to exit.
@@ -88,6 +87,10 @@ FlowTarget::~FlowTarget() {
   for (auto& in : in_) {
     if (!in.remote) publish_credit(in);
   }
+  // Let go of the endpoint now, before the kind's members (an ordered
+  // flow's sequencer, whose handle may wait up to 200 ms to say goodbye to
+  // its owner): the flow's connections end first.
+  ofi_.reset();
 }
 
 Status FlowTarget::next(Deadline deadline, SegmentView* out) {
@@ -227,34 +230,6 @@ void FlowTarget::skip(In& in, uint32_t slot) {
   if (in.ended && !in.remote) publish_credit(in);
 }
 
-// One pass over the rings, starting after the last one served (fairness).
-// kOk with *out set, kTimeout if nothing is ready, or an error.
-Status FlowTarget::scan(SegmentView* out) {
-  if (sequencer_ != nullptr) return scan_ordered(out);
-  const auto n = static_cast<uint32_t>(in_.size());
-  for (uint32_t i = 0; i < n; ++i) {
-    uint32_t s = next_ + i;
-    if (s >= n) s -= n;
-    Head h;
-    if (Status st = head(s, &h); st != Status::kOk) {
-      if (st == Status::kTimeout) continue;
-      return st;
-    }
-    In& in = in_[s];
-    advance(s, in, h.flags);
-    if (h.used == 0) {
-      skip(in, h.slot);
-      continue;
-    }
-    held_ = static_cast<int>(s);
-    held_slot_ = h.slot;
-    next_ = s + 1 == n ? 0 : s + 1;
-    *out = SegmentView{h.data, h.used, s};
-    return Status::kOk;
-  }
-  return Status::kTimeout;
-}
-
 std::string FlowTarget::corrupt(uint32_t s, uint64_t k, const char* problem) const {
   return ctx_->endpoint_name(false, index_) + ": segment " + std::to_string(k) + " from " +
          ctx_->peer_name(true, s) + " is corrupt (" + problem + "); the flow cannot continue";
@@ -285,10 +260,7 @@ Status FlowTarget::wait(Deadline deadline, SegmentView* out) {
       if (now >= next_liveness_) {
         next_liveness_ = now + kLivenessEvery;
         if (Status s = check_sources(); s != Status::kOk) return s;
-        if (sequencer_ != nullptr) {
-          if (ended_ == in_.size()) return end_of_flow();
-          if (Status s = check_gap(); s != Status::kTimeout) return s;
-        }
+        if (Status s = check_stalled(); s != Status::kTimeout) return s;
       }
       error_.clear();  // "nothing ready" needs no message, and building one would allocate
       return Status::kTimeout;
@@ -310,10 +282,7 @@ Status FlowTarget::wait(Deadline deadline, SegmentView* out) {
       continue;
     }
     if (Status s = check_sources(); s != Status::kOk) return s;
-    if (sequencer_ != nullptr) {
-      if (ended_ == in_.size()) return end_of_flow();
-      if (Status s = check_gap(); s != Status::kTimeout) return s;
-    }
+    if (Status s = check_stalled(); s != Status::kTimeout) return s;
     if (has_remote_) {
       if (Status s = park(deadline); s != Status::kOk) return s;
       continue;
@@ -328,7 +297,8 @@ Status FlowTarget::wait(Deadline deadline, SegmentView* out) {
 }
 
 // A source that is gone and has nothing more published can never end its
-// ring: report it (after scan() drained everything it did publish).
+// ring: report it (after scan() drained everything it did publish), unless
+// the kind goes on without it.
 Status FlowTarget::check_sources() {
   for (uint32_t s = 0; s < in_.size(); ++s) {
     In& in = in_[s];
@@ -338,10 +308,7 @@ Status FlowTarget::check_sources() {
     const bool aborted = in.remote ? source_aborted_[s] != 0 : shm_ring::source_aborted(in.ring);
     const bool ready = locate(s, in) >= 0;
     if (aborted && !ready) {
-      if (sequencer_ != nullptr) {
-        lose(s, "aborted: abort(), or destroyed without close()");
-        continue;
-      }
+      if (go_on_without(s, "aborted: abort(), or destroyed without close()")) continue;
       return fail_for_good(
           ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
               host_of(ctx_, ctx_->spec.sources[s].rank) +
@@ -351,12 +318,7 @@ Status FlowTarget::check_sources() {
     const uint32_t rank = ctx_->spec.sources[s].rank;
     if (std::string why = lost_reason(ctx_, rank); !why.empty()) {
       if (ready) continue;  // drain first
-      if (sequencer_ != nullptr) {
-        // An ordered flow goes on without it: what it published is
-        // delivered, what it took and never published becomes a gap.
-        lose(s, why);
-        continue;
-      }
+      if (go_on_without(s, why)) continue;
       return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " +
                                ctx_->peer_name(true, s) + " before it closed (after " +
                                std::to_string(in.k) + " of its segments): " + why,
@@ -366,7 +328,7 @@ Status FlowTarget::check_sources() {
   return Status::kOk;
 }
 
-void FlowTarget::lose(uint32_t s, const std::string& why) {
+void FlowTarget::lose(uint32_t s, std::string_view why) {
   note_lost(ctx_->spec.sources[s].rank);
   in_[s].ended = true;
   ++ended_;

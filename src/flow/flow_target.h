@@ -1,9 +1,21 @@
-// The target half of a flow (TargetCore): reads its rings from every source
-// (shm: published by a release store of the footer; ofi: announced by a
-// completion), hands segments out one at a time, returns credit, and
-// reports end of flow or a lost source. Ordered replicate flows deliver in
-// sequence-number order (flow_target_ordered.cc); the ofi side lives in
-// flow_target_ofi.cc.
+// The target half of a flow (TargetCore), one class per delivery order. It
+// reads its rings from every source (shm: published by a release store of
+// the footer; ofi: announced by a completion), hands segments out one at a
+// time, returns credit, and reports end of flow or a lost source.
+//
+//   FlowTarget       what every kind shares: rings, arrivals, release and
+//                    credit, waiting, the sources' liveness, the ofi side
+//                    (flow_target.cc, flow_target_ofi.cc)
+//   UnorderedTarget  shuffle and unordered replicate flows: segments in
+//                    turn across the rings; a lost source fails the target
+//                    (flow_target_unordered.cc)
+//   OrderedTarget    ordered replicate flows: segments in sequence-number
+//                    order, gaps, and going on without a lost source
+//                    (flow_target_ordered.cc)
+//
+// A kind decides per call of next() (which segment is next, what the end
+// of the flow or a stall means) and per lost source, never per record.
+// make_target (flow_core.cc) picks the kind.
 //
 // Thread safety: owned by one thread (see flow.h); the rings and words it
 // shares with sources are synchronised as layout.h describes.
@@ -14,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flow/completion.h"
@@ -28,19 +41,17 @@
 
 namespace sluice::detail {
 
-class FlowTarget final : public TargetCore, private FailureState {
+// What every kind of target shares. Not a target by itself: a kind
+// implements scan, end_of_flow, go_on_without and check_stalled.
+class FlowTarget : public TargetCore, protected FailureState {
  public:
-  FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell* bell,
-             std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi,
-             std::unique_ptr<Sequencer> sequencer);
-
+  // REQUIRES: the kind's destructor called retire().
   ~FlowTarget() override;
 
   Status next(Deadline deadline, SegmentView* out) override;
 
   const std::string& error() const override { return error_; }
   std::optional<LostPeer> lost_peer() const override { return FailureState::lost_peer(ctx_); }
-  uint64_t gap() const override { return gap_; }
 
   // A Worker parks on this target's doorbell (shm rings) and completion
   // queue (ofi rings). Something to report (a failure, the end of the flow)
@@ -49,7 +60,46 @@ class FlowTarget final : public TargetCore, private FailureState {
   void disarm() override;
   void wait_alone(std::chrono::milliseconds timeout) override;
 
- private:
+ protected:
+  FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell* bell,
+             std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi);
+
+  // The end of the target's life, which every kind's destructor runs first,
+  // while the kind's members still live: tells the sources that have not
+  // ended that this target is gone, hands back what it holds, returns
+  // credit, and closes (or abandons) the endpoint.
+  void retire();
+
+  // One pass over the rings: kOk with *out set (the segment is held until
+  // the next call), kTimeout if nothing is ready, or an error.
+  virtual Status scan(SegmentView* out) = 0;
+
+  // Every ring ended (or its source was gone on without): what next()
+  // returns.
+  virtual Status end_of_flow() = 0;
+
+  // Source s is gone (`why`) with nothing more published: true if the
+  // flow goes on without it (the kind called lose()), false if that fails
+  // the target.
+  virtual bool go_on_without(uint32_t s, std::string_view why) = 0;
+
+  // Nothing was ready, and the sources' liveness was just checked: kTimeout
+  // to go on waiting, or what next() returns now.
+  virtual Status check_stalled() = 0;
+
+  // The segment at the head of ring s, past an ordered flow's sequence
+  // number: where it lies, its records and flags.
+  struct Head {
+    uint32_t slot = 0;
+    uint32_t used = 0;
+    uint32_t flags = 0;
+    const std::byte* data = nullptr;
+  };
+
+  // kOk with *h if ring s's next segment has arrived and is well formed,
+  // kTimeout if it has not arrived, or the error that fails the flow.
+  Status head(uint32_t s, Head* h);
+
   struct In {
     layout::RingView ring;
     uint64_t k = 0;          // next segment to read
@@ -65,6 +115,32 @@ class FlowTarget final : public TargetCore, private FailureState {
     uint64_t credit_key = 0;
   };
 
+  // Takes ring s's segment at `slot` (segment in.k) off the ring: it is
+  // either handed out (held until the next call) or released at once.
+  void advance(uint32_t s, In& in, uint32_t flags);
+
+  // Releases a segment taken off its ring without handing it out.
+  void skip(In& in, uint32_t slot);
+
+  // Hands out ring s's segment at `slot`: it is held until the next call.
+  void hold(uint32_t s, uint32_t slot) {
+    held_ = static_cast<int>(s);
+    held_slot_ = slot;
+  }
+
+  // The flow goes on without source s, which is gone (`why`): its ring
+  // counts as ended, and the sources lost are named in lost_.
+  void lose(uint32_t s, std::string_view why);
+
+  const FlowContext* ctx_;
+  OpenCore open_{ctx_};  // counts this core in ctx_->open_cores (Cluster's destroy checks it)
+  uint32_t index_;
+  std::vector<In> in_;
+  uint32_t ended_ = 0;
+  uint32_t prefix_ = 0;  // ordered flows: the sequence number at the head of each segment
+  std::string lost_;     // sources the flow went on without
+
+ private:
   uint32_t index_of(const In& in) const { return static_cast<uint32_t>(&in - in_.data()); }
   bool sent_by(const Completion& c, fi_addr_t peer) const {
     return sent_by_peer(*ofi_->ep, c, peer);
@@ -91,54 +167,6 @@ class FlowTarget final : public TargetCore, private FailureState {
 
   // Where segment `k` of ring `s` is, if it has arrived: its slot, or -1.
   int64_t locate(uint32_t s, const In& in) const;
-
-  // Takes ring s's segment at `slot` (segment in.k) off the ring: it is
-  // either handed out (held until the next call) or released at once.
-  void advance(uint32_t s, In& in, uint32_t flags);
-
-  // Ordered flows: hands out the segment carrying sequence number
-  // `expected_`, wherever it is. Every ring's head is its lowest number (a
-  // source takes numbers in increasing order), so only heads are looked at.
-  // Segments without records and ones that come after their number was
-  // declared a gap are released on the way.
-  Status scan_ordered(SegmentView* out);
-
-  // Ordered flows, when nothing is deliverable: if sequence number
-  // `expected_` is known to have been taken and has not arrived for the gap
-  // timeout, it is reported as a gap and skipped. Known: a ring holds a
-  // later number (its source took it after ours was taken), or a source was
-  // lost and the sequencer says the number was taken. (A number that is
-  // merely the latest taken, by a source that is slow but alive, is never a
-  // gap: that source will publish it.)
-  Status check_gap();
-
-  Status report_gap();
-
-  // Every ring ended. If every source closed, each number taken was
-  // delivered (a source publishes what it numbers before it closes). If one
-  // was lost, numbers taken but never delivered are gaps, and then the flow
-  // ends incomplete.
-  Status end_of_flow();
-
-  // The segment at the head of ring s, past an ordered flow's sequence
-  // number: where it lies, its records and flags.
-  struct Head {
-    uint32_t slot = 0;
-    uint32_t used = 0;
-    uint32_t flags = 0;
-    const std::byte* data = nullptr;
-  };
-
-  // kOk with *h if ring s's next segment has arrived and is well formed,
-  // kTimeout if it has not arrived, or the error that fails the flow.
-  Status head(uint32_t s, Head* h);
-
-  // Releases a segment taken off its ring without handing it out.
-  void skip(In& in, uint32_t slot);
-
-  // One pass over the rings, starting after the last one served (fairness).
-  // kOk with *out set, kTimeout if nothing is ready, or an error.
-  Status scan(SegmentView* out);
 
   std::string corrupt(uint32_t s, uint64_t k, const char* problem) const;
 
@@ -176,38 +204,19 @@ class FlowTarget final : public TargetCore, private FailureState {
   Status wait(Deadline deadline, SegmentView* out);
 
   // A source that is gone and has nothing more published can never end its
-  // ring: report it (after scan() drained everything it did publish).
+  // ring: report it (after scan() drained everything it did publish), unless
+  // the kind goes on without it.
   Status check_sources();
-
-  void lose(uint32_t s, const std::string& why);
 
   std::string describe_wait(const char* what) const;
 
-  const FlowContext* ctx_;
-  OpenCore open_{ctx_};  // counts this core in ctx_->open_cores (Cluster's destroy checks it)
-  uint32_t index_;
   layout::Doorbell* bell_;
-  std::vector<In> in_;
   uint32_t credit_batch_ = 1;
-  uint32_t next_ = 0;
-  uint32_t ended_ = 0;
   int held_ = -1;
   uint32_t held_slot_ = 0;
   bool has_remote_ = false;
   bool has_local_ = false;
   bool armed_ = false;  // a Worker set bell_->waiting
-  // Ordered replicate flows only.
-  uint32_t prefix_ = 0;
-  std::chrono::milliseconds gap_timeout_;
-  std::unique_ptr<Sequencer> sequencer_;
-  uint64_t expected_ = 0;  // the next sequence number to hand out
-  uint64_t gap_ = 0;       // the last one reported missing
-  uint64_t late_ = 0;      // segments dropped because they came after their gap
-  bool ahead_ = false;     // the last scan saw a ring holding a later number
-  bool peek_taken_ = false;
-  Deadline gap_since_ = Deadline::max();
-  Deadline next_peek_{};
-  std::string lost_;  // sources the flow went on without
   // ofi only.
   std::vector<uint8_t> arrived_;    // RMA: [source * S + slot] a segment landed there
   std::vector<int32_t> buffer_of_;  // messages: [source * S + k % S] the buffer segment k landed in
@@ -222,9 +231,85 @@ class FlowTarget final : public TargetCore, private FailureState {
   CompletionReader cq_;
   std::unique_ptr<OfiRing> wire_;  // how segments and credit cross the endpoint
   bool by_message_ = false;        // wire_->by_message(), read on every scan
-  // Declared last, so destroyed first: closing the endpoint may still touch
-  // the contexts (recv_ops_, credit_ops_) of operations in flight.
+  // Declared last, so destroyed first (retire() closes it even earlier):
+  // closing the endpoint may still touch the contexts (recv_ops_,
+  // credit_ops_) of operations in flight.
   std::unique_ptr<OfiTarget> ofi_;
+};
+
+// Shuffle flows and unordered replicate flows: segments are handed out in
+// turn across the rings, starting after the last one served (fairness). A
+// lost source fails the target: what it would have sent is missing.
+class UnorderedTarget final : public FlowTarget {
+ public:
+  UnorderedTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell* bell,
+                  std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi);
+  ~UnorderedTarget() override;
+
+ private:
+  Status scan(SegmentView* out) override;
+  Status end_of_flow() override { return Status::kEndOfFlow; }
+  bool go_on_without(uint32_t, std::string_view) override { return false; }
+  Status check_stalled() override { return Status::kTimeout; }
+
+  uint32_t next_ = 0;  // the ring the next scan starts at
+};
+
+// Ordered replicate flows: every target hands segments out in the order of
+// the sequence numbers their sources took from the flow's sequencer, and
+// reports a number that never arrives as a gap. A lost source does not fail
+// the target: what it published is delivered, what it numbered and never
+// published becomes gaps.
+class OrderedTarget final : public FlowTarget {
+ public:
+  // REQUIRES: `sequencer` is set.
+  OrderedTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell* bell,
+                std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi,
+                std::unique_ptr<Sequencer> sequencer);
+  ~OrderedTarget() override;
+
+  uint64_t gap() const override { return gap_; }
+
+ private:
+  // Hands out the segment carrying sequence number `expected_`, wherever it
+  // is. Every ring's head is its lowest number (a source takes numbers in
+  // increasing order), so only heads are looked at. Segments without
+  // records and ones that come after their number was declared a gap are
+  // released on the way.
+  Status scan(SegmentView* out) override;
+
+  // If every source closed, each number taken was delivered (a source
+  // publishes what it numbers before it closes). If one was lost, numbers
+  // taken but never delivered are gaps, and then the flow ends incomplete.
+  Status end_of_flow() override;
+
+  // A lost or aborted source: the flow goes on without it.
+  bool go_on_without(uint32_t s, std::string_view why) override;
+
+  // Every ring may have ended once lost sources were counted out: then the
+  // end of the flow. Otherwise whether `expected_` is a gap (check_gap).
+  Status check_stalled() override;
+
+  // When nothing is deliverable: if sequence number `expected_` is known
+  // to have been taken and has not arrived for the gap timeout, it is
+  // reported as a gap and skipped. Known: a ring holds a later number (its
+  // source took it after ours was taken), or a source was lost and the
+  // sequencer says the number was taken. (A number that is merely the
+  // latest taken, by a source that is slow but alive, is never a gap: that
+  // source will publish it.)
+  Status check_gap();
+
+  Status report_gap();
+
+  std::chrono::milliseconds gap_timeout_;
+  std::unique_ptr<Sequencer> sequencer_;
+  uint64_t expected_ = 0;  // the next sequence number to hand out
+  uint64_t gap_ = 0;       // the last one reported missing
+  uint64_t late_ = 0;      // segments dropped because they came after their gap
+  bool ahead_ = false;     // the last scan saw a ring holding a later number
+  bool peek_taken_ = false;
+  Deadline gap_since_ = Deadline::max();
+  Deadline next_peek_{};
 };
 
 }  // namespace sluice::detail

@@ -1,6 +1,6 @@
-// FlowTarget, ordered replicate flows: hands segments out in the order of
-// the sequence numbers their sources took, and reports a number that never
-// arrives as a gap.
+// OrderedTarget, ordered replicate flows: hands segments out in the order
+// of the sequence numbers their sources took, reports a number that never
+// arrives as a gap, and goes on without a lost source.
 #include <cstring>
 
 #include "common/log.h"
@@ -8,12 +8,17 @@
 
 namespace sluice::detail {
 
-// Ordered flows: hands out the segment carrying sequence number
-// `expected_`, wherever it is. Every ring's head is its lowest number (a
-// source takes numbers in increasing order), so only heads are looked at.
-// Segments without records and ones that come after their number was
-// declared a gap are released on the way.
-Status FlowTarget::scan_ordered(SegmentView* out) {
+OrderedTarget::OrderedTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell* bell,
+                             std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi,
+                             std::unique_ptr<Sequencer> sequencer)
+    : FlowTarget(ctx, index, bell, std::move(rings), std::move(ofi)),
+      gap_timeout_(std::chrono::milliseconds(ctx->spec.effective_gap_timeout_ms())),
+      sequencer_(std::move(sequencer)) {}
+
+OrderedTarget::~OrderedTarget() { retire(); }
+
+// Every ring's head is its lowest number, so only heads are looked at.
+Status OrderedTarget::scan(SegmentView* out) {
   const auto n = static_cast<uint32_t>(in_.size());
   for (;;) {
     bool moved = false;
@@ -46,8 +51,7 @@ Status FlowTarget::scan_ordered(SegmentView* out) {
       }
       ++expected_;
       gap_since_ = Deadline::max();
-      held_ = static_cast<int>(s);
-      held_slot_ = h.slot;
+      hold(s, h.slot);
       *out = SegmentView{h.data, h.used, s, number};
       return Status::kOk;
     }
@@ -55,14 +59,19 @@ Status FlowTarget::scan_ordered(SegmentView* out) {
   }
 }
 
-// Ordered flows, when nothing is deliverable: if sequence number
-// `expected_` is known to have been taken and has not arrived for the gap
-// timeout, it is reported as a gap and skipped. Known: a ring holds a
-// later number (its source took it after ours was taken), or a source was
-// lost and the sequencer says the number was taken. (A number that is
-// merely the latest taken, by a source that is slow but alive, is never a
-// gap: that source will publish it.)
-Status FlowTarget::check_gap() {
+// An ordered flow goes on without a lost source: what it published is
+// delivered, what it took and never published becomes a gap.
+bool OrderedTarget::go_on_without(uint32_t s, std::string_view why) {
+  lose(s, why);
+  return true;
+}
+
+Status OrderedTarget::check_stalled() {
+  if (ended_ == in_.size()) return end_of_flow();
+  return check_gap();
+}
+
+Status OrderedTarget::check_gap() {
   const auto now = Clock::now();
   bool taken = ahead_;
   if (!taken && !lost_.empty() && now >= next_peek_) {
@@ -85,7 +94,7 @@ Status FlowTarget::check_gap() {
   return report_gap();
 }
 
-Status FlowTarget::report_gap() {
+Status OrderedTarget::report_gap() {
   gap_ = expected_++;
   gap_since_ = Deadline::max();
   peek_taken_ = false;
@@ -96,12 +105,8 @@ Status FlowTarget::report_gap() {
                                 " ms (its source may have died after taking it)" + lost_);
 }
 
-// Every ring ended. If every source closed, each number taken was
-// delivered (a source publishes what it numbers before it closes). If one
-// was lost, numbers taken but never delivered are gaps, and then the flow
-// ends incomplete.
-Status FlowTarget::end_of_flow() {
-  if (sequencer_ == nullptr || lost_.empty()) return Status::kEndOfFlow;
+Status OrderedTarget::end_of_flow() {
+  if (lost_.empty()) return Status::kEndOfFlow;
   uint64_t count = 0;
   std::string why;
   if (sequencer_->taken(&count, &why) == Status::kOk && count > expected_) return report_gap();
