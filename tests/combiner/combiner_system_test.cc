@@ -17,17 +17,8 @@ using testing::bin;
 using testing::run_process;
 
 testing::ProcessResult run_job(std::vector<std::string> worker_args) {
-  std::vector<std::string> argv = {bin("sluice"),
-                                   "run",
-                                   "-n",
-                                   "4",
-                                   "--stacks-on-timeout",
-                                   "--timeout",
-                                   "170",
-                                   "--",
-                                   bin("sluice-combiner-worker")};
-  argv.insert(argv.end(), worker_args.begin(), worker_args.end());
-  return run_process(argv, {}, std::chrono::seconds(200));
+  return run_process(testing::job_argv(4, 170, "sluice-combiner-worker", worker_args), {},
+                     std::chrono::seconds(200));
 }
 
 // The job verified every group, and its sources flushed their local tables.

@@ -19,8 +19,8 @@ using testing::run_process;
 
 TEST(CombinerWorkerSystemTest, OneWorkerThreadPerRankIsSourceAndTargetAndGetsExactGroups) {
   const testing::ProcessResult r =
-      run_process({bin("sluice"), "run", "-n", "4", "--stacks-on-timeout", "--timeout", "150", "--",
-                   bin("sluice-combiner-worker-thread"), "--records", "20000", "--groups", "3000"},
+      run_process(testing::job_argv(4, 150, "sluice-combiner-worker-thread",
+                                    {"--records", "20000", "--groups", "3000"}),
                   {}, std::chrono::seconds(180));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;

@@ -23,19 +23,9 @@ bool over_ofi() {
 testing::ProcessResult run_job(int ranks, std::vector<std::string> args,
                                std::map<std::string, std::string> env = {}, int timeout_s = 90,
                                int grace_s = 30) {
-  std::vector<std::string> argv = {bin("sluice"),
-                                   "run",
-                                   "-n",
-                                   std::to_string(ranks),
-                                   "--stacks-on-timeout",
-                                   "--timeout",
-                                   std::to_string(timeout_s),
-                                   "--grace",
-                                   std::to_string(grace_s),
-                                   "--",
-                                   bin("sluice-fault-worker")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return testing::run_process(argv, env, std::chrono::seconds(timeout_s + grace_s + 30));
+  return testing::run_process(testing::job_argv(ranks, timeout_s, "sluice-fault-worker", args,
+                                                {"--grace", std::to_string(grace_s)}),
+                              env, std::chrono::seconds(timeout_s + grace_s + 30));
 }
 
 // (rank, milliseconds, error) of every "LOST" line.

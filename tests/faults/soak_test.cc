@@ -38,27 +38,11 @@ TEST(FaultSoakTest, EveryRunIsExactlyOnceOrACleanPeerLostNamingTheRightRank) {
     const uint32_t victim = static_cast<uint32_t>(rng() % 4);
     const uint64_t n = 20000;
     const uint64_t k = 100 + rng() % (n - 200);
-    std::vector<std::string> argv = {bin("sluice"),
-                                     "run",
-                                     "-n",
-                                     "4",
-                                     "--stacks-on-timeout",
-                                     "--timeout",
-                                     "60",
-                                     "--grace",
-                                     "20",
-                                     "--",
-                                     bin("sluice-fault-worker"),
-                                     "--scenario",
-                                     "soak",
-                                     "--n",
-                                     std::to_string(n),
-                                     "--k",
-                                     std::to_string(k),
-                                     "--victim",
-                                     std::to_string(victim),
-                                     "--fault",
-                                     fault};
+    std::vector<std::string> argv =
+        testing::job_argv(4, 60, "sluice-fault-worker",
+                          {"--scenario", "soak", "--n", std::to_string(n), "--k", std::to_string(k),
+                           "--victim", std::to_string(victim), "--fault", fault},
+                          {"--grace", "20"});
     if (ordered) argv.push_back("--ordered");
     const std::string what = "iteration " + std::to_string(it) + " (seed " + std::to_string(seed) +
                              "): " + transport + (ordered ? " ordered" : " shuffle") + ", fault " +

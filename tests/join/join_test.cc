@@ -28,13 +28,8 @@ using sluice::testing::run_process;
 ProcessResult run_join(int ranks, std::vector<std::string> args,
                        const std::string& program = "sluice-join",
                        std::vector<std::string> launcher = {}) {
-  std::vector<std::string> argv = {bin("sluice"),         "run",       "-n", std::to_string(ranks),
-                                   "--stacks-on-timeout", "--timeout", "120"};
-  argv.insert(argv.end(), launcher.begin(), launcher.end());
-  argv.push_back("--");
-  argv.push_back(bin(program));
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, {}, std::chrono::seconds(150));
+  return run_process(sluice::testing::job_argv(ranks, 120, program, args, launcher), {},
+                     std::chrono::seconds(150));
 }
 
 // A field of the JSON line rank 0 printed ("" if absent).

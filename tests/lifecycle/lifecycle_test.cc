@@ -16,17 +16,9 @@ namespace {
 using testing::bin;
 
 testing::ProcessResult run_job(int ranks, std::vector<std::string> program_args) {
-  std::vector<std::string> argv = {bin("sluice"),
-                                   "run",
-                                   "-n",
-                                   std::to_string(ranks),
-                                   "--stacks-on-timeout",
-                                   "--timeout",
-                                   "240",
-                                   "--",
-                                   bin("sluice-lifecycle-test-program")};
-  argv.insert(argv.end(), program_args.begin(), program_args.end());
-  return testing::run_process(argv, {}, std::chrono::seconds(280));
+  return testing::run_process(
+      testing::job_argv(ranks, 240, "sluice-lifecycle-test-program", program_args), {},
+      std::chrono::seconds(280));
 }
 
 // Under ThreadSanitizer each ofi endpoint takes seconds to make, and 100

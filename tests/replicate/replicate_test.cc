@@ -16,11 +16,8 @@ namespace {
 using testing::bin;
 
 testing::ProcessResult run_job(int ranks, std::vector<std::string> args) {
-  std::vector<std::string> argv = {
-      bin("sluice"), "run", "-n", std::to_string(ranks),         "--stacks-on-timeout",
-      "--timeout",   "200", "--", bin("sluice-replicate-worker")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return testing::run_process(argv, {}, std::chrono::seconds(240));
+  return testing::run_process(testing::job_argv(ranks, 200, "sluice-replicate-worker", args), {},
+                              std::chrono::seconds(240));
 }
 
 struct TargetResult {

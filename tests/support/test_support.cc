@@ -8,6 +8,23 @@ namespace sluice::testing {
 
 std::string bin(const std::string& name) { return std::string(SLUICE_BIN_DIR) + "/" + name; }
 
+std::vector<std::string> job_argv(int ranks, int timeout_s, const std::string& program,
+                                  const std::vector<std::string>& program_args,
+                                  const std::vector<std::string>& launcher_args) {
+  std::vector<std::string> argv = {bin("sluice"),
+                                   "run",
+                                   "-n",
+                                   std::to_string(ranks),
+                                   "--stacks-on-timeout",
+                                   "--timeout",
+                                   std::to_string(timeout_s)};
+  argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
+  argv.push_back("--");
+  argv.push_back(bin(program));
+  argv.insert(argv.end(), program_args.begin(), program_args.end());
+  return argv;
+}
+
 std::vector<std::string> sluice_shm_entries() {
   std::vector<std::string> out;
   if (DIR* d = ::opendir("/dev/shm")) {

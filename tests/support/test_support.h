@@ -14,6 +14,14 @@ namespace sluice::testing {
 // Absolute path of a program built into the build tree's bin/ directory.
 std::string bin(const std::string& name);
 
+// The command line of a job: `sluice run -n ranks --stacks-on-timeout
+// --timeout timeout_s [launcher_args...] -- bin(program) [program_args...]`.
+// On a timeout the launcher prints every rank's stacks, so a hang in CI is
+// placed by its log.
+std::vector<std::string> job_argv(int ranks, int timeout_s, const std::string& program,
+                                  const std::vector<std::string>& program_args = {},
+                                  const std::vector<std::string>& launcher_args = {});
+
 // Running a program with a time limit while capturing its output, and the
 // gdb stacks of a process group that timed out: tools/common/process.h, the
 // one process helper the tools and the tests share.

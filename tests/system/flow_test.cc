@@ -22,13 +22,9 @@ using testing::run_process;
 testing::ProcessResult run_job(int ranks, std::vector<std::string> worker_args,
                                std::vector<std::string> launcher_args = {},
                                std::map<std::string, std::string> env = {}) {
-  std::vector<std::string> argv = {bin("sluice"),         "run",       "-n", std::to_string(ranks),
-                                   "--stacks-on-timeout", "--timeout", "240"};
-  argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
-  argv.push_back("--");
-  argv.push_back(bin("sluice-test-worker"));
-  argv.insert(argv.end(), worker_args.begin(), worker_args.end());
-  return run_process(argv, env, std::chrono::seconds(270));
+  return run_process(
+      testing::job_argv(ranks, 240, "sluice-test-worker", worker_args, launcher_args), env,
+      std::chrono::seconds(270));
 }
 
 // A scratch file the killed rank writes its time of death into; removed

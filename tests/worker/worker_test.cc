@@ -18,17 +18,8 @@ using testing::bin;
 using testing::run_process;
 
 testing::ProcessResult run_job(std::vector<std::string> program_args) {
-  std::vector<std::string> argv = {bin("sluice"),
-                                   "run",
-                                   "-n",
-                                   "3",
-                                   "--stacks-on-timeout",
-                                   "--timeout",
-                                   "150",
-                                   "--",
-                                   bin("sluice-worker-test-program")};
-  argv.insert(argv.end(), program_args.begin(), program_args.end());
-  return run_process(argv, {}, std::chrono::seconds(180));
+  return run_process(testing::job_argv(3, 150, "sluice-worker-test-program", program_args), {},
+                     std::chrono::seconds(180));
 }
 
 // The idle limit: 5% of a CPU (measured: 0.3% over shm and over ofi, where
