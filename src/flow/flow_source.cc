@@ -51,6 +51,10 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
     credit_ops_ = std::vector<Op>(rings_.size());
     abort_ops_ = std::vector<Op>(rings_.size() + 1);
     credit_seen_.assign(rings_.size(), 0);
+    // Sized before any receive is posted: posting drives progress when the
+    // provider's queue is full, and a completion handled then writes them.
+    target_aborted_.assign(rings_.size(), 0);
+    end_confirmed_.assign(rings_.size(), 0);
     for (uint32_t t = 0; t < num_targets_; ++t) {
       if (!rings_[t].remote) continue;
       for (uint32_t j = 0; j < S; ++j)
@@ -61,8 +65,6 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
       abort_ops_[t] = Op{{}, OpKind::kAbortRecv, t, 0, 1, false};
       post_control_receive(*ofi_->ep, ofi_->control, ofi_->control_mr.desc, t, &abort_ops_[t]);
     }
-    target_aborted_.assign(rings_.size(), 0);
-    end_confirmed_.assign(rings_.size(), 0);
   }
 }
 
