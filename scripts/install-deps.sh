@@ -3,6 +3,7 @@
 # that are missing, so running it twice is cheap. Safe without a terminal
 # (CI=true, no stdin). Extra package names given as arguments are installed
 # the same way (tests/fuzz/run.sh passes clang and its runtime libraries).
+# Then the Python packages (scripts/install-python-deps.sh: DuckDB in .venv).
 #   scripts/install-deps.sh [package ...]
 set -euo pipefail
 
@@ -11,7 +12,7 @@ packages=(
   libgtest-dev                            # tests
   libfabric-dev                           # the ofi transport (tcp, verbs, efa, shm providers)
   libcli11-dev nlohmann-json3-dev         # the sluice tool: CLI parsing, JSON output
-  iproute2 procps python3                 # tests and scripts
+  iproute2 procps python3 python3-venv    # tests and scripts
   gdb                                     # stacks of a hung job (sluice run --stacks-on-timeout)
   "$@"                                    # what the caller needs besides
 )
@@ -25,6 +26,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+  "$(dirname "$0")/install-python-deps.sh"
   exit 0
 fi
 
@@ -42,3 +44,4 @@ export DEBIAN_FRONTEND=noninteractive
 # An update first: a fresh machine's package lists may be empty or stale.
 $sudo apt-get update -q </dev/null
 $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+"$(dirname "$0")/install-python-deps.sh"
