@@ -1,6 +1,7 @@
 // The `sluice` command: launcher (run), standalone registry (registry) and
-// version, which live in tools/common (commands.h); `sluice perf` runs the
-// benchmark program sluice-perf (bench/perf) found beside this one.
+// version, which live in tools/common (commands.h); info and doctor, about
+// this host (host_commands.h); `sluice perf` runs the benchmark program
+// sluice-perf (bench/perf) found beside this one.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "host_commands.h"
 #include "process.h"
 #include "sluice/version.h"
 
@@ -82,6 +84,8 @@ int main(int argc, char** argv) {
   sluice::tool::add_registry_command(app);
   sluice::tool::add_perf_command(app);
   sluice::tool::add_version_command(app);
+  sluice::tool::add_info_command(app);
+  sluice::tool::add_doctor_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -109,6 +109,9 @@ class Endpoint {
   Endpoint& operator=(const Endpoint&) = delete;
 
   const std::string& provider_name() const { return provider_; }
+  // What the provider granted (caps, modes, ordering, MR mode, names), for
+  // diagnostics (`sluice info`); valid while the endpoint lives.
+  const fi_info* info() const { return info_; }
   bool rma() const { return rma_; }
   // 64-bit fetch-add and compare-and-swap (region endpoints only).
   bool atomic() const { return atomic_; }
