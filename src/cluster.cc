@@ -18,8 +18,9 @@
 #include "common/log.h"
 #include "control/bootstrap.h"
 #include "control/registry_client.h"
-#include "flow/layout.h"
+#include "flow/endpoint_counters.h"
 #include "flow/flow_core.h"
+#include "flow/layout.h"
 #include "memory/region.h"
 #include "transport/ofi/ofi.h"
 #include "transport/shm/region.h"
@@ -541,6 +542,8 @@ Cluster Cluster::join(const ClusterOptions& options) {
   // Data goes out through the interface that reaches the registry, unless
   // the job pinned a provider that chooses its own.
   impl->ofi_config = detail::ofi::config_from_options(impl->options, impl->client->local_address());
+  // `sluice top` groups this process's endpoints by job and rank.
+  detail::counters::set_job(impl->options.registry, impl->boot.rank);
   log::info("joined as rank ", impl->boot.rank, " of ", impl->boot.world_size, " via ", impl->options.registry,
             " (bootstrap from ", impl->boot.source, ")");
   if (log::level() >= log::Level::kInfo) {

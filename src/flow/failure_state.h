@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "flow/endpoint_counters.h"
 #include "flow/flow_core.h"
 
 namespace sluice::detail {
@@ -33,6 +34,7 @@ class FailureState {
   Status fail_for_good(std::string message, uint32_t rank = kNoRank) {
     note_lost(rank);
     failed_ = Status::kPeerLost;
+    if (stats_ != nullptr) counters::set_state(stats_, counters::State::kFailed, message);
     return fail(Status::kPeerLost, std::move(message));
   }
   // The first rank lost, for lost_peer().
@@ -47,6 +49,9 @@ class FailureState {
   }
   Status failed_ = Status::kOk;
   std::string error_;
+  // This endpoint's counters (flow/endpoint_counters.h), set by the core's
+  // constructor and released by its destructor.
+  counters::Slot* stats_ = nullptr;
   uint32_t lost_rank_ = kNoRank;
 };
 

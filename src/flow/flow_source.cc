@@ -30,6 +30,8 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
   lanes_ = lane_store_.data();
   num_targets_ = static_cast<uint32_t>(rings_.size());
   prefix_ = spec.segment_prefix_bytes();
+  stats_ = counters::acquire(counters::Role::kSource, spec.name, spec.sources[index_].rank, index_,
+                             num_targets_, spec.record_size);
   for (uint32_t t = 0; t < num_targets_; ++t) lane_of_[t] = t;
   test_eagain_every_ = test_hooks::ofi_eagain_every();
   wire_index_ = index_;
@@ -68,7 +70,7 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
   }
 }
 
-FlowSource::~FlowSource() = default;
+FlowSource::~FlowSource() { counters::release(stats_); }
 
 void FlowSource::retire() {
   if (ofi_ != nullptr && closed_ && failed_ == Status::kOk) {
@@ -143,6 +145,7 @@ Status FlowSource::refuse(size_t bytes) {
 void FlowSource::abort() {
   if (closed_ || aborted_) return;
   aborted_ = true;
+  counters::set_state(stats_, counters::State::kAborted);
   signal_abort();
   // Every later push goes to reserve(), which reports kClosed.
   for (uint32_t t = 0; t < num_targets_; ++t) lanes_[lane_of_[t]] = Lane{};
@@ -202,6 +205,7 @@ Status FlowSource::finish_close(Deadline deadline) {
     if (Status s = drain(brief); s != Status::kOk && s != Status::kTimeout) return s;
   }
   closed_ = true;
+  counters::set_state(stats_, counters::State::kEnded);
   return Status::kOk;
 }
 
@@ -232,6 +236,18 @@ Status FlowSource::wait_for_credit(uint32_t t, Deadline deadline) {
   const bool remote = rings_[t].remote;
   auto* hdr = rings_[t].ring.header;
   const uint32_t target_rank = ctx_->spec.targets[t].rank;
+  // Counted on the way out, however the wait ends.
+  struct Timed {
+    counters::Slot* stats;
+    Clock::time_point start = Clock::now();
+    ~Timed() {
+      counters::add(stats->credit_waits, 1);
+      counters::add(
+          stats->credit_wait_ns,
+          static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()));
+    }
+  } timed{stats_};
   for (uint32_t i = 0;; ++i) {
     if (has_credit(t)) return Status::kOk;
     if (failed_ != Status::kOk) return failed_;
@@ -259,6 +275,7 @@ Status FlowSource::wait_for_credit(uint32_t t, Deadline deadline) {
       if (Status s = park(deadline); s != Status::kOk) return s;
       continue;
     }
+    counters::add(stats_->parks, 1);
     shm_ring::park(&hdr->source_waiting, &hdr->credit_seq, until(deadline),
                    [&] { return has_credit(t); });
   }

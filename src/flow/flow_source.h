@@ -306,6 +306,8 @@ inline Status FlowSource::progress() {
 inline Status FlowSource::publish_segment(uint32_t t, uint32_t used, uint32_t flags,
                                           Deadline deadline, bool try_only) {
   mark_published(t, used, flags);
+  counters::add(stats_->segments, 1);
+  counters::add(stats_->bytes, used - prefix_);
   if (!rings_[t].remote) return Status::kOk;
   return post_if_due(t, flags, deadline, try_only);
 }

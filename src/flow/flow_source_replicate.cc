@@ -67,6 +67,7 @@ Status ReplicateSource::flush(Deadline deadline) {
 Status ReplicateSource::close(Deadline deadline) {
   if (failed_ != Status::kOk) return failed_;
   if (closed_) return Status::kOk;
+  counters::set_state(stats_, counters::State::kClosing);
   const uint32_t f0 = rep();
   if (!out_[f0].ended) {
     if (!out_[f0].filling) {

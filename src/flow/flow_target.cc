@@ -38,6 +38,9 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
     has_local_ |= !in_[s].remote;
   }
   credit_batch_ = std::max<uint32_t>(1, S / 2);
+  stats_ =
+      counters::acquire(counters::Role::kTarget, ctx->spec.name, ctx->spec.targets[index_].rank,
+                        index_, static_cast<uint32_t>(in_.size()), ctx->spec.record_size);
   if (has_remote_) {
     SLUICE_CHECK(ofi_ != nullptr);
     cq_.enable_reordering(ofi_->ep->test_unordered());
@@ -71,7 +74,7 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
   }
 }
 
-FlowTarget::~FlowTarget() = default;
+FlowTarget::~FlowTarget() { counters::release(stats_); }
 
 void FlowTarget::retire() {
   // Destroyed before every source's END: tell those sources, so that a
@@ -191,13 +194,15 @@ int64_t FlowTarget::locate(uint32_t s, const In& in) const {
 
 // Takes ring s's segment at `slot` (segment in.k) off the ring: it is
 // either handed out (held until the next call) or released at once.
-void FlowTarget::advance(uint32_t s, In& in, uint32_t flags) {
+void FlowTarget::advance(uint32_t s, In& in, uint32_t flags, uint32_t used) {
+  counters::add(stats_->segments, 1);
+  counters::add(stats_->bytes, used);
   if (in.remote && by_message_)
     buffer_of_[s * ctx_->ring_segments + in.k % ctx_->ring_segments] = -1;
   ++in.k;
   if (flags & layout::kEnd) {
     in.ended = true;
-    ++ended_;
+    if (++ended_ == in_.size()) counters::set_state(stats_, counters::State::kEnded);
   }
 }
 
@@ -288,6 +293,7 @@ Status FlowTarget::wait(Deadline deadline, SegmentView* out) {
       continue;
     }
     Status s = Status::kTimeout;
+    counters::add(stats_->parks, 1);
     shm_ring::park(&bell_->waiting, &bell_->seq, until(deadline), [&] {
       s = scan(out);
       return s != Status::kTimeout || ended_ == in_.size();

@@ -117,7 +117,8 @@ class FlowTarget : public TargetCore, protected FailureState {
 
   // Takes ring s's segment at `slot` (segment in.k) off the ring: it is
   // either handed out (held until the next call) or released at once.
-  void advance(uint32_t s, In& in, uint32_t flags);
+  // `used`: the segment's record bytes, for the counters.
+  void advance(uint32_t s, In& in, uint32_t flags, uint32_t used);
 
   // Releases a segment taken off its ring without handing it out.
   void skip(In& in, uint32_t slot);

@@ -37,7 +37,7 @@ Status OrderedTarget::scan(SegmentView* out) {
         ahead_ = true;
         continue;
       }
-      advance(s, in, h.flags);
+      advance(s, in, h.flags, h.used);
       if (!records || number < expected_) {
         if (records) {
           ++late_;

@@ -22,7 +22,7 @@ Status UnorderedTarget::scan(SegmentView* out) {
       return st;
     }
     In& in = in_[s];
-    advance(s, in, h.flags);
+    advance(s, in, h.flags, h.used);
     if (h.used == 0) {
       skip(in, h.slot);
       continue;

@@ -1,5 +1,6 @@
-// The `sluice` subcommands about this host rather than a job: `sluice info`
-// (info.cc) and `sluice doctor` (doctor.cc), both built on host_facts.h.
+// The `sluice` subcommands about this host rather than one job: `sluice info`
+// (info.cc) and `sluice doctor` (doctor.cc), both built on host_facts.h, and
+// `sluice top` (top.cc).
 // Only the sluice command hosts them (tools/common holds what sluice-perf
 // shares).
 //
@@ -18,5 +19,10 @@ void add_info_command(CLI::App& app);
 // [--shm-mib M] [--ofi-provider P] [--json]`: preflight checks, each with its
 // fix; exit status 1 if any fails.
 void add_doctor_command(CLI::App& app);
+
+// `sluice top [--once] [--json] [--interval S] [--iterations N] [--pid P]`
+// (top.cc): every sluice process's flow endpoints on this host, from their
+// counters areas.
+void add_top_command(CLI::App& app);
 
 }  // namespace sluice::tool

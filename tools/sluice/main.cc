@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
   sluice::tool::add_version_command(app);
   sluice::tool::add_info_command(app);
   sluice::tool::add_doctor_command(app);
+  sluice::tool::add_top_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,171 @@
+#include "flow/endpoint_counters.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "common/log.h"
+
+namespace sluice::detail::counters {
+namespace {
+
+constexpr size_t kAreaBytes = kHeaderBytes + kSlots * kSlotBytes;
+
+struct Area {
+  std::mutex mu;
+  bool tried = false;
+  AreaHeader* header = nullptr;
+  Slot* slots = nullptr;
+  Slot spare{};  // what acquire() hands out when there is no area, or it is full
+};
+
+// Constructed on first use and never destroyed: endpoints may outlive
+// static destruction order, and the mapping dies with the process anyway.
+Area& area() {
+  static Area* a = new Area();
+  return *a;
+}
+
+// Maps the area; false (and counting goes to the spare slot) if it cannot.
+bool map_locked(Area& a) {
+  if (a.tried) return a.header != nullptr;
+  a.tried = true;
+  const std::string name(kAreaName);
+  const int fd = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    log::warn("counters: memfd_create failed (", std::strerror(errno),
+              "): `sluice top` will not see this process");
+    return false;
+  }
+  void* p = MAP_FAILED;
+  if (::ftruncate(fd, static_cast<off_t>(kAreaBytes)) == 0) {
+    ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+    p = ::mmap(nullptr, kAreaBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  if (p == MAP_FAILED) {
+    log::warn("counters: cannot size or map the counters area (", std::strerror(errno),
+              "): `sluice top` will not see this process");
+    ::close(fd);
+    return false;
+  }
+  // The fd stays open: it is how readers find the area (/proc/<pid>/fd).
+  a.header = static_cast<AreaHeader*>(p);
+  a.slots = reinterpret_cast<Slot*>(static_cast<std::byte*>(p) + kHeaderBytes);
+  a.header->version = kVersion;
+  a.header->slots = kSlots;
+  a.header->slot_bytes = kSlotBytes;
+  a.header->pid = ::getpid();
+  a.header->rank = -1;
+  a.header->created_ns = now_ns();
+  std::atomic_thread_fence(std::memory_order_release);
+  a.header->magic = kMagic;
+  return true;
+}
+
+void copy_text(char* dst, size_t cap, std::string_view src) {
+  const size_t n = std::min(cap - 1, src.size());
+  std::memcpy(dst, src.data(), n);
+  std::memset(dst + n, 0, cap - n);
+}
+
+}  // namespace
+
+const char* to_string(Role r) { return r == Role::kSource ? "source" : "target"; }
+
+const char* to_string(State s) {
+  switch (s) {
+    case State::kFree:
+      return "free";
+    case State::kOpen:
+      return "open";
+    case State::kClosing:
+      return "closing";
+    case State::kEnded:
+      return "ended";
+    case State::kFailed:
+      return "failed";
+    case State::kAborted:
+      return "aborted";
+    case State::kDestroyed:
+      return "destroyed";
+  }
+  return "?";
+}
+
+uint64_t now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t index, uint32_t peers,
+              uint32_t record_size) {
+  Area& a = area();
+  std::lock_guard<std::mutex> lock(a.mu);
+  Slot* slot = &a.spare;
+#ifndef SLUICE_NO_COUNTERS
+  const bool counting = true;
+#else
+  const bool counting = false;
+#endif
+  if (counting && map_locked(a)) {
+    for (uint32_t i = 0; i < kSlots; ++i) {
+      const State s = static_cast<State>(a.slots[i].state.load(std::memory_order_relaxed));
+      if (s == State::kFree || s == State::kDestroyed) {
+        slot = &a.slots[i];
+        break;
+      }
+    }
+  }
+  // A reader compares generations around its copy: odd while rewriting.
+  slot->generation.fetch_add(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot->role = static_cast<uint32_t>(role);
+  slot->rank = rank;
+  slot->index = index;
+  slot->peers = peers;
+  slot->record_size = record_size;
+  slot->opened_ns = now_ns();
+  copy_text(slot->flow, sizeof(slot->flow), flow);
+  copy_text(slot->cause, sizeof(slot->cause), {});
+  for (std::atomic<uint64_t>* c :
+       {&slot->segments, &slot->bytes, &slot->credit_waits, &slot->credit_wait_ns, &slot->parks}) {
+    c->store(0, std::memory_order_relaxed);
+  }
+  slot->generation.fetch_add(1, std::memory_order_release);
+  slot->state.store(static_cast<uint32_t>(State::kOpen), std::memory_order_release);
+  return slot;
+}
+
+void release(Slot* slot) {
+  Area& a = area();
+  std::lock_guard<std::mutex> lock(a.mu);
+  slot->state.store(static_cast<uint32_t>(State::kDestroyed), std::memory_order_release);
+}
+
+void set_state(Slot* slot, State s, std::string_view cause) {
+  // The spare slot may be shared by endpoints of several threads: not its strings.
+  if (slot == &area().spare) return;
+  if (s == State::kFailed) {
+    // The cause is written once, before the state that announces it.
+    if (slot->state.load(std::memory_order_relaxed) == static_cast<uint32_t>(State::kFailed))
+      return;
+    copy_text(slot->cause, sizeof(slot->cause), cause);
+  }
+  slot->state.store(static_cast<uint32_t>(s), std::memory_order_release);
+}
+
+void set_job(std::string_view registry, int64_t rank) {
+  Area& a = area();
+  std::lock_guard<std::mutex> lock(a.mu);
+  if (!map_locked(a)) return;
+  copy_text(a.header->job, sizeof(a.header->job), registry);
+  a.header->rank = rank;
+}
+
+}  // namespace sluice::detail::counters

@@ -1,0 +1,126 @@
+// Per-endpoint counters that another process on the host can read while the
+// job runs (`sluice top`), like Aeron's counters file: every flow source and
+// target of this process owns one slot of a small shared-memory area, and
+// writes its counters there as plain single-writer words.
+//
+// The area is one memfd per process, named "sluice-counters", mapped for the
+// process's lifetime: a reader finds it through /proc/<pid>/fd (the link
+// reads "/memfd:sluice-counters (deleted)") and maps it read-only. Being a
+// memfd, it disappears with the process, whatever kills it: nothing is left
+// in /dev/shm.
+//
+// Cost: the data path touches only its own slot's counter line, and only
+// per segment (publish, consume) or on the slow path (credit waits, parks,
+// state changes), never per record; each update is a relaxed load and store
+// by the one thread that owns the endpoint.
+//
+// Layout (version 1; every offset fixed, all little-endian words):
+//   0     AreaHeader    (256 bytes)
+//   256   Slot[kSlots]  (kSlotBytes each)
+// A slot whose state is kFree is unused; one in kDestroyed belonged to an
+// endpoint that is gone and may be reused. A reader copies a slot and
+// trusts its strings only once its `generation` is equal before and after
+// the copy (a slot is reused seldom, and only at endpoint creation).
+//
+// Thread safety: acquire() and release() take a mutex (endpoint creation
+// and destruction only); a slot's counters are written by its endpoint's
+// thread only.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace sluice::detail::counters {
+
+inline constexpr uint64_t kMagic = 0x535245544E554F43ULL;  // "COUNTERS" little-endian
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kSlots = 512;
+inline constexpr size_t kHeaderBytes = 256;
+inline constexpr size_t kSlotBytes = 384;
+// The memfd's name, as /proc/<pid>/fd shows it after "/memfd:".
+inline constexpr std::string_view kAreaName = "sluice-counters";
+
+enum class Role : uint32_t { kSource = 1, kTarget = 2 };
+
+enum class State : uint32_t {
+  kFree = 0,       // never used
+  kOpen = 1,       // pushing or consuming
+  kClosing = 2,    // close() called, END not yet confirmed
+  kEnded = 3,      // closed with every record delivered / end of flow seen
+  kFailed = 4,     // failed for good (cause says why)
+  kAborted = 5,    // the source aborted
+  kDestroyed = 6,  // the endpoint is gone; the slot may be reused
+};
+
+const char* to_string(Role r);
+const char* to_string(State s);
+
+struct AreaHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t slots;
+  uint32_t slot_bytes;
+  int32_t pid;
+  int64_t rank;         // the rank of the process's (latest) Cluster, -1 before join
+  uint64_t created_ns;  // CLOCK_REALTIME
+  char job[64];         // the job's registry address, "" before join
+  char pad[kHeaderBytes - 104];
+};
+static_assert(sizeof(AreaHeader) == kHeaderBytes);
+
+// One endpoint. The first line is written at creation and on state changes;
+// the counters line on the data path; nothing else shares either line.
+struct alignas(64) Slot {
+  // --- Identity and state (line 0 and on).
+  std::atomic<uint32_t> state;
+  std::atomic<uint32_t> generation;  // bumped when the slot is (re)assigned
+  uint32_t role;                     // Role
+  uint32_t rank;                     // the rank this endpoint belongs to
+  uint32_t index;                    // its index among the flow's sources or targets
+  uint32_t peers;                    // targets of a source, sources of a target
+  uint32_t record_size;              // 0: byte records
+  uint32_t pad0;
+  uint64_t opened_ns;  // CLOCK_REALTIME
+  char flow[88];
+  char cause[192];  // why it failed, once state is kFailed
+  // --- Counters (their own line).
+  alignas(64)
+      std::atomic<uint64_t> segments;    // published (source, per target ring) or consumed (target)
+  std::atomic<uint64_t> bytes;           // record bytes in those segments
+  std::atomic<uint64_t> credit_waits;    // times a source waited for credit
+  std::atomic<uint64_t> credit_wait_ns;  // time spent in those waits
+  std::atomic<uint64_t> parks;           // times the endpoint's thread slept in the kernel
+  std::atomic<uint64_t> pad1[3];
+};
+static_assert(sizeof(Slot) == kSlotBytes);
+
+// Adds n to a counter this thread alone writes: no read-modify-write.
+// (Built with -DSLUICE_COUNTERS=OFF: nothing, to measure what counting costs.)
+inline void add(std::atomic<uint64_t>& c, uint64_t n) {
+#ifndef SLUICE_NO_COUNTERS
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+#else
+  (void)c;
+  (void)n;
+#endif
+}
+
+// A slot for a new endpoint, in state kOpen, with its identity written.
+// Never null: if the area cannot be made (or is full), a process-private
+// slot nobody reads, so that counting never fails a flow.
+Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t index, uint32_t peers,
+              uint32_t record_size);
+// The endpoint is gone: its slot is marked kDestroyed (reusable).
+void release(Slot* slot);
+// Sets the state; for kFailed also the cause (truncated to fit).
+void set_state(Slot* slot, State s, std::string_view cause = {});
+
+// Records the job and rank of this process (Cluster::join).
+void set_job(std::string_view registry, int64_t rank);
+
+// CLOCK_REALTIME in nanoseconds.
+uint64_t now_ns();
+
+}  // namespace sluice::detail::counters

@@ -1,0 +1,121 @@
+// `sluice top --once --json` reads a running job's counters from outside:
+// every rank's source and target are listed, and their counters equal what
+// the ranks themselves say they pushed and consumed (exactly, after the end
+// of the flow). Over shm and ofi (the ctest variants set SLUICE_TRANSPORT).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "support/test_support.h"
+
+namespace sluice {
+namespace {
+
+using testing::bin;
+using testing::run_process;
+
+// The endpoints of flow "ticks" in a snapshot, by (role, rank).
+std::map<std::pair<std::string, uint64_t>, nlohmann::json> ticks_endpoints(
+    const nlohmann::json& snap, const std::string& job) {
+  std::map<std::pair<std::string, uint64_t>, nlohmann::json> out;
+  for (const auto& p : snap.at("processes")) {
+    if (p.at("job") != job) continue;
+    for (const auto& e : p.at("endpoints")) {
+      if (e.at("flow") == "ticks")
+        out[{e.at("role").get<std::string>(), e.at("rank").get<uint64_t>()}] = e;
+    }
+  }
+  return out;
+}
+
+TEST(SluiceTopTest, OnceJsonListsARunningJobsEndpointsWithCountersEqualToWhatTheRanksDid) {
+  constexpr int kRanks = 3;
+  constexpr uint64_t kRecords = 50000;
+  const std::string hold = "/tmp/sluice-top-test-" + std::to_string(::getpid());
+  std::remove(hold.c_str());
+  testing::ProcessResult job;
+  std::thread runner([&] {
+    job = run_process(
+        testing::job_argv(kRanks, 120, "sluice-test-top-job",
+                          {"--records", std::to_string(kRecords), "--hold-until", hold}),
+        {{"SLUICE_LOG", "info"}}, std::chrono::seconds(150));
+  });
+  // Poll until every rank's source and target have ended.
+  nlohmann::json snap;
+  std::map<std::pair<std::string, uint64_t>, nlohmann::json> eps;
+  std::string job_id;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (std::chrono::steady_clock::now() < until) {
+    const auto r =
+        run_process({bin("sluice"), "top", "--once", "--json"}, {}, std::chrono::seconds(30));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    snap = nlohmann::json::parse(r.output);
+    // The job is the one whose processes have a "ticks" flow of 3 ranks.
+    eps.clear();
+    for (const auto& p : snap.at("processes")) {
+      for (const auto& e : p.at("endpoints")) {
+        if (e.at("flow") == "ticks" && e.at("peers") == kRanks) job_id = p.at("job");
+      }
+    }
+    if (!job_id.empty()) eps = ticks_endpoints(snap, job_id);
+    bool done = eps.size() == 2 * kRanks;
+    for (const auto& [key, e] : eps) done = done && e.at("state") == "ended";
+    if (done) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  { std::ofstream touch(hold); }
+  runner.join();
+  std::remove(hold.c_str());
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  ASSERT_EQ(eps.size(), 2u * kRanks) << snap.dump();
+
+  // What each rank says it consumed.
+  std::map<uint64_t, uint64_t> consumed;
+  const std::regex line(R"(rank (\d+) pushed (\d+) consumed (\d+))");
+  for (std::sregex_iterator it(job.output.begin(), job.output.end(), line), end; it != end; ++it) {
+    consumed[std::stoull((*it)[1])] = std::stoull((*it)[3]);
+  }
+  ASSERT_EQ(consumed.size(), static_cast<size_t>(kRanks)) << job.output;
+  uint64_t total_in = 0;
+  for (uint64_t r = 0; r < kRanks; ++r) {
+    const nlohmann::json& src = eps.at({"source", r});
+    const nlohmann::json& dst = eps.at({"target", r});
+    EXPECT_EQ(src.at("state"), "ended") << src.dump();
+    EXPECT_EQ(dst.at("state"), "ended") << dst.dump();
+    EXPECT_EQ(src.at("records"), kRecords) << src.dump();
+    EXPECT_EQ(src.at("bytes"), kRecords * 16) << src.dump();
+    EXPECT_EQ(dst.at("records"), consumed.at(r)) << dst.dump();
+    EXPECT_EQ(dst.at("bytes"), consumed.at(r) * 16) << dst.dump();
+    // Each source published at least one segment (its END) to every target.
+    EXPECT_GE(src.at("segments").get<uint64_t>(), static_cast<uint64_t>(kRanks)) << src.dump();
+    EXPECT_EQ(src.at("peers"), kRanks);
+    total_in += dst.at("records").get<uint64_t>();
+  }
+  EXPECT_EQ(total_in, kRanks * kRecords);
+  // The job ended: its counters areas went with its processes.
+  const auto after =
+      run_process({bin("sluice"), "top", "--once", "--json"}, {}, std::chrono::seconds(30));
+  ASSERT_EQ(after.exit_code, 0) << after.output;
+  for (const auto& p : nlohmann::json::parse(after.output).at("processes"))
+    EXPECT_NE(p.at("job"), job_id);
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+TEST(SluiceTopTest, TheLiveViewPrintsATableOfEveryProcess) {
+  const auto r = run_process({bin("sluice"), "top", "--iterations", "2", "--interval", "0.1"}, {},
+                             std::chrono::seconds(30));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "sluice top:"), 2) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "rec/s"), 2) << r.output;
+}
+
+}  // namespace
+}  // namespace sluice
