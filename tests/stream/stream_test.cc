@@ -108,19 +108,19 @@ TEST_P(StreamReferenceTest, UpparMatchesTheSingleThreadedReference) { check(GetP
 INSTANTIATE_TEST_SUITE_P(
     Workloads, StreamReferenceTest,
     ::testing::Values(
-        Case{"ysb_uniform", {"--query", "ysb", "--records", "60000", "--rate", "20", "--epoch-mib", "0.05"}, false},
+        Case{"ysb_uniform", {"--query", "ysb", "--records", "60000", "--rate", "5", "--epoch-mib", "0.05"}, false},
         Case{"ysb_zipf_1_5",
-             {"--query", "ysb", "--records", "60000", "--rate", "20", "--keys", "10000", "--zipf", "1.5",
+             {"--query", "ysb", "--records", "60000", "--rate", "5", "--keys", "10000", "--zipf", "1.5",
               "--epoch-mib", "0.05"},
              false},
         // Event times displaced by up to 400 ms while watermarks assume 20:
         // records behind a triggered window are counted, not aggregated.
         Case{"ysb_out_of_order_late",
-             {"--query", "ysb", "--records", "60000", "--rate", "20", "--disorder", "400", "--lag", "20",
+             {"--query", "ysb", "--records", "60000", "--rate", "5", "--disorder", "400", "--lag", "20",
               "--epoch-mib", "0.05"},
              true},
         Case{"ro_one_key_sliding_late",
-             {"--query", "ro", "--records", "60000", "--rate", "20", "--keys", "1", "--window-ms", "400",
+             {"--query", "ro", "--records", "60000", "--rate", "5", "--keys", "1", "--window-ms", "400",
               "--slide-ms", "100", "--disorder", "150", "--lag", "10", "--allowed-lateness", "30", "--epoch-mib",
               "0.02"},
              true},

@@ -49,6 +49,7 @@
 #include <latch>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -172,11 +173,11 @@ class StreamWorker {
     }
     if (ok()) end_epoch(kEndOfTime);
     if (ok()) {
-      if (const Status s = w_.close(out_); s != Status::kOk) fail("closing flow " + opt_.flow_name, s, out_.error());
+      if (const Status s = w_.close(out_); s != Status::kOk) fail_output("closing", s);
     }
     if (ok()) {
       const Status s = w_.run();
-      if (s != Status::kEndOfFlow) fail("consuming flow " + opt_.flow_name, s, w_.error(0));
+      if (s != Status::kEndOfFlow) fail_input("consuming", s);
     }
     if (ok()) {
       trigger(now_ns());
@@ -194,16 +195,27 @@ class StreamWorker {
   }
 
   Report& report() { return report_; }
+  // After a kPeerLost: the rank it named, if one was known.
+  std::optional<uint32_t> lost_rank() const { return lost_rank_; }
+  std::chrono::steady_clock::time_point failed_at() const { return failed_at_; }
 
  private:
   bool ok() const { return error_.empty(); }
-  void fail(const std::string& what, Status s, const std::string& detail) {
+  void fail(const std::string& what, Status s, const std::string& detail, std::optional<LostPeer> lost) {
     if (!ok()) return;
     error_ = what + ": " + to_string(s) + (detail.empty() ? "" : ": " + detail);
+    if (lost) lost_rank_ = lost->rank;
+    failed_at_ = std::chrono::steady_clock::now();
+  }
+  void fail_input(const char* what, Status s) {
+    fail(what + std::string(" flow ") + opt_.flow_name, s, w_.error(0), w_.lost_peer(0));
+  }
+  void fail_output(const char* what, Status s) {
+    fail(what + std::string(" flow ") + opt_.flow_name, s, out_.error(), out_.lost_peer());
   }
   void check_input() {
     const Status s = w_.status(0);
-    if (s != Status::kOk && s != Status::kEndOfFlow) fail("consuming flow " + opt_.flow_name, s, w_.error(0));
+    if (s != Status::kOk && s != Status::kEndOfFlow) fail_input("consuming", s);
   }
 
   // The watermark passes a window end (+ allowed lateness) between a and b.
@@ -296,7 +308,7 @@ class StreamWorker {
   void push(uint32_t target, const Message& m) {
     if (!ok()) return;
     const Status s = w_.push_to(out_, target, m);
-    if (s != Status::kOk) fail("pushing into flow " + opt_.flow_name, s, out_.error());
+    if (s != Status::kOk) fail_output("pushing into", s);
   }
 
   // Ends this worker's epoch: ships the deltas (slash) and a marker with
@@ -330,7 +342,7 @@ class StreamWorker {
       push(j, Message{std::bit_cast<uint64_t>(wm), kWatermarkMsg, {}});
     }
     if (ok() && workers_ > 1) {
-      if (const Status s = w_.flush(out_); s != Status::kOk) fail("flushing flow " + opt_.flow_name, s, out_.error());
+      if (const Status s = w_.flush(out_); s != Status::kOk) fail_output("flushing", s);
     }
     published_ = wm;
     vc_[me_] = wm;
@@ -434,6 +446,8 @@ class StreamWorker {
   std::vector<int64_t> sent_;          // per source: send time of its marker being read
   std::vector<int64_t> skip_;          // uppar, per source: first window of its next record
   std::string error_;
+  std::optional<uint32_t> lost_rank_;
+  std::chrono::steady_clock::time_point failed_at_{};
   Report report_;
 };
 
@@ -474,17 +488,21 @@ Report run_with(Cluster& cluster, const Q& q, const EngineOptions& opt, Sink& si
   for (auto& t : pool) t.join();
   total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   total.cpu_seconds = process_cpu_seconds() - cpu0;
+  // Several workers may fail, most only because a sibling's failure ended
+  // its end of the flow (a failed worker abandons its ends at once): report
+  // the first failure on this rank, the root cause here.
+  SW* first = nullptr;
   for (auto& w : ws) {
     Report& r = w->report();
-    // Several workers may fail, some only because a sibling's failure ended
-    // the flow: keep the one that names a lost peer if any.
-    const auto root = [](const std::string& e) { return e.find("PeerLost") != std::string::npos; };
-    const std::string err = r.error;
+    if (!r.error.empty() && (first == nullptr || w->failed_at() < first->failed_at())) first = w.get();
+  }
+  for (auto& w : ws) {
+    Report r = w->report();
     r.error.clear();
     r.seconds = 0;
     total.add(r);
-    if (!err.empty() && (total.error.empty() || (root(err) && !root(total.error)))) total.error = err;
   }
+  if (first != nullptr) total.error = first->report().error;
   ws.clear();  // sources and targets go before the flow
   return total;
 }
