@@ -200,9 +200,9 @@ int main(int argc, char** argv) {
     if (!opt.input_csv_dir.empty() && cluster.rank() == 0) {
       ss::write_input_csv(opt.query, opt.gen, cluster.world_size() * opt.threads, opt.input_csv_dir);
     }
-    if (opt.query == "ysb") return run_query(opt, cluster, ss::ysb_query(opt.gen, window), sizeof(ss::YsbEvent));
-    if (opt.query == "ro") return run_query(opt, cluster, ss::ro_query(opt.gen, window), sizeof(ss::RoRecord));
-    return run_query(opt, cluster, ss::cm_query(opt.gen, window), sizeof(ss::CmEvent));
+    if (opt.query == "ysb") return run_query(opt, cluster, ss::ysb_query(opt.gen, window, opt.live), sizeof(ss::YsbEvent));
+    if (opt.query == "ro") return run_query(opt, cluster, ss::ro_query(opt.gen, window, opt.live), sizeof(ss::RoRecord));
+    return run_query(opt, cluster, ss::cm_query(opt.gen, window, opt.live), sizeof(ss::CmEvent));
   } catch (const sluice::Error& e) {
     std::fprintf(stderr, "sluice-stream: %s\n", e.what());
     return e.code() == sluice::ErrorCode::kBootstrap ? 3 : 1;

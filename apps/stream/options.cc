@@ -40,6 +40,8 @@ namespace {
       "  --disorder MS       event times are displaced back by up to MS ms (default 0: in order)\n"
       "  --rate R            records per ms of event time per worker (default 1000)\n"
       "  --seed N            generator seed (default 1)\n"
+      "  --live-generation   generate records while ingesting them (default: each worker generates its\n"
+      "                      partition into memory before the timed run, and streams it from there)\n"
       "windows and watermarks:\n"
       "  --window-ms W       window size (default: ysb 1000, cm 2000, ro 0 = one global window)\n"
       "  --slide-ms S        slide of a sliding window (default: tumbling); must divide W\n"
@@ -97,6 +99,10 @@ Options parse_options(int argc, char** argv) {
     }
     if (a == "--json") {
       o.json = true;
+      continue;
+    }
+    if (a == "--live-generation") {
+      o.live = true;
       continue;
     }
     if (a == "--print-rows") {

@@ -25,6 +25,7 @@ struct Options {
   bool verify = false;                // --verify
   bool json = false;                  // --json
   bool print_rows = false;            // --print-rows
+  bool live = false;                  // --live-generation
   std::string csv_out;                // --csv-out FILE
   std::string input_csv_dir;          // --input-csv-dir DIR
   // Test builds only (SLUICE_STREAM_TEST_HOOKS): this rank kills itself
