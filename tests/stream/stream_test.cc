@@ -276,6 +276,19 @@ void expect_clean_failure_after_kill(const std::string& strategy) {
 TEST(StreamFaultTest, RankKilledMidSlashQueryFailsTheJobNamingIt) { expect_clean_failure_after_kill("slash"); }
 TEST(StreamFaultTest, RankKilledMidUpparQueryFailsTheJobNamingIt) { expect_clean_failure_after_kill("uppar"); }
 
+// ------------------------------------------------------------- the example
+
+// The API example of docs/stream.md: a callable source, a filter, sliding
+// windows, a user-supplied mergeable aggregate and a callable sink, checked
+// by the program itself against the single-threaded reference.
+TEST(StreamExampleTest, DocExampleRunsAndMatchesTheReference) {
+  const ProcessResult r = run_stream(2, {}, "sluice-stream-example");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "example: OK"), 1) << r.output;
+  EXPECT_GT(sluice::testing::count_lines_with(r.output, "sensor 7, window"), 0) << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
 // ------------------------------------------------------------- the command
 
 TEST(StreamCommandTest, HelpExplainsEveryFlagAndBadFlagsAreNamed) {
