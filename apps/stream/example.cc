@@ -23,7 +23,9 @@ struct Reading {
 
 struct Spread {  // max - min: merges commutatively, so partial states combine in any order
   using Input = int64_t;
-  struct State { int64_t lo, hi; };
+  struct State {
+    int64_t lo, hi;
+  };
   using Result = int64_t;
   State init() const { return {INT64_MAX, INT64_MIN}; }
   void add(State& s, Input v) const { s = {std::min(s.lo, v), std::max(s.hi, v)}; }
@@ -39,22 +41,24 @@ int main() {
       size_t n = 0;
       for (const uint64_t h = sluice::hash64(worker); n < out.size() && i < 200000; ++n, ++i) {
         const uint64_t x = sluice::hash64(h + i);
-        out[n] = {x % 16, static_cast<int64_t>(i / 20), static_cast<int64_t>(x >> 40) % 40000 - 5000};
+        out[n] = {x % 16, static_cast<int64_t>(i / 20),
+                  static_cast<int64_t>(x >> 40) % 40000 - 5000};
       }
       return n;
     };
   };
-  auto query = ss::from<Reading>(readings)
-                   .filter([](const Reading& r) { return r.milli_celsius > -4000; })  // drop faulty readings
-                   .window(ss::WindowSpec::sliding(2000, 500), &Reading::time_ms)
-                   .key_by(&Reading::sensor)
-                   .aggregate(Spread{}, &Reading::milli_celsius);
+  auto query =
+      ss::from<Reading>(readings)
+          .filter([](const Reading& r) { return r.milli_celsius > -4000; })  // drop faulty readings
+          .window(ss::WindowSpec::sliding(2000, 500), &Reading::time_ms)
+          .key_by(&Reading::sensor)
+          .aggregate(Spread{}, &Reading::milli_celsius);
   ss::EngineOptions options;
   options.threads = 2;
   ss::LockedSink sink([](const ss::Row<int64_t>& row) {
     if (row.key == 7 && row.start % 2000 == 0)
-      std::printf("sensor 7, window [%" PRId64 ", %" PRId64 ") ms: spread %" PRId64 " m°C\n", row.start, row.end,
-                  row.value);
+      std::printf("sensor 7, window [%" PRId64 ", %" PRId64 ") ms: spread %" PRId64 " m°C\n",
+                  row.start, row.end, row.value);
   });
   const ss::Report mine = ss::run(cluster, query, options, sink);
   if (!mine.error.empty()) return std::fprintf(stderr, "example: %s\n", mine.error.c_str()), 1;

@@ -64,7 +64,8 @@ std::string late_json(const std::map<int64_t, uint64_t>& late) {
 }
 
 template <class Q>
-int run_query(const ss::Options& opt, sluice::Cluster& cluster, const Q& query, size_t record_bytes) {
+int run_query(const ss::Options& opt, sluice::Cluster& cluster, const Q& query,
+              size_t record_bytes) {
   const uint32_t rank = cluster.rank(), world = cluster.world_size();
   const uint32_t workers = world * opt.threads;
   ss::EngineOptions eo;
@@ -85,7 +86,8 @@ int run_query(const ss::Options& opt, sluice::Cluster& cluster, const Q& query, 
     };
   }
   std::unique_ptr<ss::CsvSink> csv;
-  if (!opt.csv_out.empty()) csv = std::make_unique<ss::CsvSink>(opt.csv_out, rank * opt.threads, opt.threads);
+  if (!opt.csv_out.empty())
+    csv = std::make_unique<ss::CsvSink>(opt.csv_out, rank * opt.threads, opt.threads);
   ss::StdoutSink out;
   CliSink sink{csv.get(), opt.print_rows ? &out : nullptr};
 
@@ -105,10 +107,13 @@ int run_query(const ss::Options& opt, sluice::Cluster& cluster, const Q& query, 
     const auto ref = ss::reference(query, workers, opt.lag, opt.lateness);
     const uint64_t ref_sum = ref.checksum();
     if (ref.records != total.records_in) {
-      why = "records ingested " + std::to_string(total.records_in) + ", reference read " + std::to_string(ref.records);
+      why = "records ingested " + std::to_string(total.records_in) + ", reference read " +
+            std::to_string(ref.records);
     } else if (ref.rows.size() != total.rows || ref_sum != total.checksum) {
       char buf[200];
-      std::snprintf(buf, sizeof(buf), "rows %" PRIu64 " checksum %016" PRIx64 ", reference rows %zu checksum %016" PRIx64,
+      std::snprintf(buf, sizeof(buf),
+                    "rows %" PRIu64 " checksum %016" PRIx64
+                    ", reference rows %zu checksum %016" PRIx64,
                     total.rows, total.checksum, ref.rows.size(), ref_sum);
       why = buf;
     } else if (ref.late != total.late) {
@@ -126,40 +131,50 @@ int run_query(const ss::Options& opt, sluice::Cluster& cluster, const Q& query, 
   const ss::WindowSpec window = query.window;
   if (opt.json) {
     std::printf(
-        "{\"program\":\"sluice-stream\",\"query\":\"%s\",\"strategy\":\"%s\",\"ranks\":%u,\"threads\":%u,"
+        "{\"program\":\"sluice-stream\",\"query\":\"%s\",\"strategy\":\"%s\",\"ranks\":%u,"
+        "\"threads\":%u,"
         "\"transport\":\"%s\",\"records\":%" PRIu64 ",\"record_bytes\":%zu,\"keys\":%" PRIu64
-        ",\"zipf\":%.3f,\"disorder_ms\":%" PRId64 ",\"lag_ms\":%" PRId64 ",\"allowed_lateness_ms\":%" PRId64
-        ",\"window_ms\":%" PRId64 ",\"slide_ms\":%" PRId64 ",\"epoch_mib\":%.4g,\"seed\":%" PRIu64
-        ",\"rows\":%" PRIu64 ",\"checksum\":\"%016" PRIx64 "\",\"seconds\":%.6f,\"cpu_seconds\":%.3f,"
-        "\"records_per_s\":%.0f,\"records_per_cpu_s\":%.0f,\"latency_p50_ms\":%.3f,\"latency_p99_ms\":%.3f,"
+        ",\"zipf\":%.3f,\"disorder_ms\":%" PRId64 ",\"lag_ms\":%" PRId64
+        ",\"allowed_lateness_ms\":%" PRId64 ",\"window_ms\":%" PRId64 ",\"slide_ms\":%" PRId64
+        ",\"epoch_mib\":%.4g,\"seed\":%" PRIu64 ",\"rows\":%" PRIu64 ",\"checksum\":\"%016" PRIx64
+        "\",\"seconds\":%.6f,\"cpu_seconds\":%.3f,"
+        "\"records_per_s\":%.0f,\"records_per_cpu_s\":%.0f,\"latency_p50_ms\":%.3f,\"latency_p99_"
+        "ms\":%.3f,"
         "\"windows_triggered\":%zu,\"state_entries\":%" PRIu64 ",\"state_bytes\":%" PRIu64
         ",\"bytes_moved\":%" PRIu64 ",\"bytes_remote\":%" PRIu64 ",\"epochs\":%" PRIu64
         ",\"late_total\":%" PRIu64 ",\"late\":%s,\"verify\":\"%s\"}\n",
-        opt.query.c_str(), ss::to_string(opt.strategy), world, opt.threads, transport.c_str(), total.records_in,
-        record_bytes, opt.gen.keys, opt.gen.zipf, opt.gen.disorder, opt.lag, opt.lateness, window.size,
-        window.step(), opt.epoch_mib, opt.gen.seed, total.rows, total.checksum, secs, total.cpu_seconds, rps,
-        per_cpu, p50, p99, total.latency_ms.size(), total.state_entries, total.state_bytes, total.bytes_moved,
-        total.bytes_remote, total.epochs, total.late_total(), late_json(total.late).c_str(), verdict.c_str());
+        opt.query.c_str(), ss::to_string(opt.strategy), world, opt.threads, transport.c_str(),
+        total.records_in, record_bytes, opt.gen.keys, opt.gen.zipf, opt.gen.disorder, opt.lag,
+        opt.lateness, window.size, window.step(), opt.epoch_mib, opt.gen.seed, total.rows,
+        total.checksum, secs, total.cpu_seconds, rps, per_cpu, p50, p99, total.latency_ms.size(),
+        total.state_entries, total.state_bytes, total.bytes_moved, total.bytes_remote, total.epochs,
+        total.late_total(), late_json(total.late).c_str(), verdict.c_str());
   } else {
-    std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n", opt.query.c_str(),
-                ss::to_string(opt.strategy), world, opt.threads, transport.c_str());
+    std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n",
+                opt.query.c_str(), ss::to_string(opt.strategy), world, opt.threads,
+                transport.c_str());
     std::printf("  data      %" PRIu64 " records of %zu B, %" PRIu64 " keys %s, disorder %" PRId64
                 " ms, %" PRIu64 " records/ms/worker, seed %" PRIu64 "\n",
                 total.records_in, record_bytes, opt.gen.keys,
-                opt.gen.zipf > 0 ? ("zipf " + std::to_string(opt.gen.zipf)).c_str() : "uniform", opt.gen.disorder,
-                opt.gen.rate, opt.gen.seed);
-    std::printf("  windows   %s, watermark lag %" PRId64 " ms, allowed lateness %" PRId64 " ms, epoch %.4g MiB\n",
+                opt.gen.zipf > 0 ? ("zipf " + std::to_string(opt.gen.zipf)).c_str() : "uniform",
+                opt.gen.disorder, opt.gen.rate, opt.gen.seed);
+    std::printf("  windows   %s, watermark lag %" PRId64 " ms, allowed lateness %" PRId64
+                " ms, epoch %.4g MiB\n",
                 window_label(window).c_str(), opt.lag, opt.lateness, opt.epoch_mib);
-    std::printf("  result    %" PRIu64 " rows, checksum %016" PRIx64 "\n", total.rows, total.checksum);
-    std::printf("  time      %.3f s (slowest rank), %.2f M records/s, %.2f M records per CPU-second (%.2f CPU-s)\n",
-                secs, rps / 1e6, per_cpu / 1e6, total.cpu_seconds);
-    std::printf("  latency   window output p50 %.3f ms, p99 %.3f ms over %zu window triggers\n", p50, p99,
-                total.latency_ms.size());
-    std::printf("  state     %" PRIu64 " (key, window) entries at peak, %.1f MB of tables\n", total.state_entries,
-                static_cast<double>(total.state_bytes) / 1e6);
-    std::printf("  moved     %.2f MB through flows, %.2f MB of it between ranks, %" PRIu64 " epochs\n",
-                static_cast<double>(total.bytes_moved) / 1e6, static_cast<double>(total.bytes_remote) / 1e6,
-                total.epochs);
+    std::printf("  result    %" PRIu64 " rows, checksum %016" PRIx64 "\n", total.rows,
+                total.checksum);
+    std::printf(
+        "  time      %.3f s (slowest rank), %.2f M records/s, %.2f M records per CPU-second (%.2f "
+        "CPU-s)\n",
+        secs, rps / 1e6, per_cpu / 1e6, total.cpu_seconds);
+    std::printf("  latency   window output p50 %.3f ms, p99 %.3f ms over %zu window triggers\n",
+                p50, p99, total.latency_ms.size());
+    std::printf("  state     %" PRIu64 " (key, window) entries at peak, %.1f MB of tables\n",
+                total.state_entries, static_cast<double>(total.state_bytes) / 1e6);
+    std::printf("  moved     %.2f MB through flows, %.2f MB of it between ranks, %" PRIu64
+                " epochs\n",
+                static_cast<double>(total.bytes_moved) / 1e6,
+                static_cast<double>(total.bytes_remote) / 1e6, total.epochs);
     std::printf("  late      %" PRIu64 " late records", total.late_total());
     int shown = 0;
     for (const auto& [w, n] : total.late) {
@@ -198,10 +213,14 @@ int main(int argc, char** argv) {
     options.threads_per_rank = std::max(1u, opt.threads);
     auto cluster = sluice::Cluster::join(options);
     if (!opt.input_csv_dir.empty() && cluster.rank() == 0) {
-      ss::write_input_csv(opt.query, opt.gen, cluster.world_size() * opt.threads, opt.input_csv_dir);
+      ss::write_input_csv(opt.query, opt.gen, cluster.world_size() * opt.threads,
+                          opt.input_csv_dir);
     }
-    if (opt.query == "ysb") return run_query(opt, cluster, ss::ysb_query(opt.gen, window, opt.live), sizeof(ss::YsbEvent));
-    if (opt.query == "ro") return run_query(opt, cluster, ss::ro_query(opt.gen, window, opt.live), sizeof(ss::RoRecord));
+    if (opt.query == "ysb")
+      return run_query(opt, cluster, ss::ysb_query(opt.gen, window, opt.live),
+                       sizeof(ss::YsbEvent));
+    if (opt.query == "ro")
+      return run_query(opt, cluster, ss::ro_query(opt.gen, window, opt.live), sizeof(ss::RoRecord));
     return run_query(opt, cluster, ss::cm_query(opt.gen, window, opt.live), sizeof(ss::CmEvent));
   } catch (const sluice::Error& e) {
     std::fprintf(stderr, "sluice-stream: %s\n", e.what());

@@ -19,29 +19,38 @@ namespace {
   }
   std::printf(
       "usage: sluice run -n RANKS -- sluice-stream [options]\n"
-      "  runs a windowed streaming aggregation on generated data across RANKS processes x --workers\n"
+      "  runs a windowed streaming aggregation on generated data across RANKS processes x "
+      "--workers\n"
       "  threads; every worker ingests its own partition of the input.\n"
       "query and strategy:\n"
-      "  --query Q           ysb (default): count views per campaign per tumbling window (78 B records);\n"
-      "                      ro: count per key (16 B records, one global window unless --window-ms);\n"
+      "  --query Q           ysb (default): count views per campaign per tumbling window (78 B "
+      "records);\n"
+      "                      ro: count per key (16 B records, one global window unless "
+      "--window-ms);\n"
       "                      cm: mean CPU per job per 2 s tumbling window (64 B records)\n"
-      "  --strategy S        slash (default): eager thread-local partial state, deltas merged at the\n"
-      "                      partition leaders at every epoch; uppar: every record shuffled by key to\n"
+      "  --strategy S        slash (default): eager thread-local partial state, deltas merged at "
+      "the\n"
+      "                      partition leaders at every epoch; uppar: every record shuffled by key "
+      "to\n"
       "                      the worker that owns it (the re-partitioning baseline)\n"
       "  --workers T         worker threads per rank (default 1)\n"
-      "  --epoch-mib M       slash/uppar: end an epoch (ship deltas / send watermarks) every M MiB of\n"
+      "  --epoch-mib M       slash/uppar: end an epoch (ship deltas / send watermarks) every M MiB "
+      "of\n"
       "                      input per worker, and early when a window can trigger (default 64;\n"
       "                      fractions allowed)\n"
       "data (deterministic; the same flags give the same input):\n"
       "  --records N         records in all, over every worker (default 10000000)\n"
-      "  --keys K            key cardinality: campaigns (ysb, default 100), keys (ro, default 100000000),\n"
+      "  --keys K            key cardinality: campaigns (ysb, default 100), keys (ro, default "
+      "100000000),\n"
       "                      jobs (cm, default 10000)\n"
       "  --zipf THETA        Zipf exponent of the keys (default 0: uniform)\n"
       "  --disorder MS       event times are displaced back by up to MS ms (default 0: in order)\n"
       "  --rate R            records per ms of event time per worker (default 1000)\n"
       "  --seed N            generator seed (default 1)\n"
-      "  --live-generation   generate records while ingesting them (default: each worker generates its\n"
-      "                      partition into memory before the timed run, and streams it from there)\n"
+      "  --live-generation   generate records while ingesting them (default: each worker generates "
+      "its\n"
+      "                      partition into memory before the timed run, and streams it from "
+      "there)\n"
       "windows and watermarks:\n"
       "  --window-ms W       window size (default: ysb 1000, cm 2000, ro 0 = one global window)\n"
       "  --slide-ms S        slide of a sliding window (default: tumbling); must divide W\n"
@@ -49,11 +58,13 @@ namespace {
       "  --allowed-lateness MS  windows wait MS past their end before they trigger (default 0);\n"
       "                      records behind a triggered watermark are counted as late per window\n"
       "output:\n"
-      "  --verify            rank 0 compares rows, checksum and late counts with a single-threaded\n"
+      "  --verify            rank 0 compares rows, checksum and late counts with a "
+      "single-threaded\n"
       "                      reference on the same input; prints 'verify: OK' or exits 1\n"
       "  --json              print one JSON line with the results\n"
       "  --print-rows        print every output row to stdout\n"
-      "  --csv-out FILE      write the rows as CSV, one file per worker: FILE with {worker} replaced\n"
+      "  --csv-out FILE      write the rows as CSV, one file per worker: FILE with {worker} "
+      "replaced\n"
       "                      by the worker's index (or FILE.<worker>)\n"
       "  --input-csv-dir DIR rank 0 writes the generated input as CSV, DIR/input-<worker>.csv\n"
       "  --segment-bytes B   flow segment payload (default: the flow default)\n"
@@ -177,7 +188,8 @@ Options parse_options(int argc, char** argv) {
   if (!keys) o.gen.keys = o.query == "ysb" ? 100 : o.query == "ro" ? 100'000'000 : 10'000;
   if (!window) o.window_ms = o.query == "ysb" ? 1000 : o.query == "cm" ? 2000 : 0;
   if (!lag) o.lag = o.gen.disorder;
-  if (o.slide_ms != 0 && (o.window_ms == 0 || o.slide_ms > o.window_ms || o.window_ms % o.slide_ms != 0)) {
+  if (o.slide_ms != 0 &&
+      (o.window_ms == 0 || o.slide_ms > o.window_ms || o.window_ms % o.slide_ms != 0)) {
     usage("--slide-ms must divide --window-ms (and a global window cannot slide)");
   }
   return o;

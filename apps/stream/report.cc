@@ -36,9 +36,9 @@ uint64_t Report::late_total() const {
 std::string Report::encode() const {
   std::ostringstream os;
   os.precision(17);
-  os << records_in << ' ' << input_bytes << ' ' << rows << ' ' << checksum << ' ' << bytes_moved << ' '
-     << bytes_remote << ' ' << epochs << ' ' << state_entries << ' ' << state_bytes << ' ' << seconds << ' '
-     << cpu_seconds << ' ' << late.size();
+  os << records_in << ' ' << input_bytes << ' ' << rows << ' ' << checksum << ' ' << bytes_moved
+     << ' ' << bytes_remote << ' ' << epochs << ' ' << state_entries << ' ' << state_bytes << ' '
+     << seconds << ' ' << cpu_seconds << ' ' << late.size();
   for (const auto& [w, n] : late) os << ' ' << w << ' ' << n;
   os << ' ' << latency_ms.size();
   for (double l : latency_ms) os << ' ' << l;
@@ -51,8 +51,8 @@ Report Report::decode(const std::string& s) {
   const size_t e = s.find(" error:");
   std::istringstream is(s.substr(0, e));
   size_t nlate = 0, nlat = 0;
-  is >> r.records_in >> r.input_bytes >> r.rows >> r.checksum >> r.bytes_moved >> r.bytes_remote >> r.epochs >>
-      r.state_entries >> r.state_bytes >> r.seconds >> r.cpu_seconds >> nlate;
+  is >> r.records_in >> r.input_bytes >> r.rows >> r.checksum >> r.bytes_moved >> r.bytes_remote >>
+      r.epochs >> r.state_entries >> r.state_bytes >> r.seconds >> r.cpu_seconds >> nlate;
   for (size_t i = 0; i < nlate && is; ++i) {
     int64_t w = 0;
     uint64_t n = 0;

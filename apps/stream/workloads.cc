@@ -1,12 +1,12 @@
 #include "stream/workloads.h"
 
+#include <sluice/hash.h>
+
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
-
-#include <sluice/hash.h>
 
 namespace sluice::stream {
 
@@ -20,9 +20,12 @@ void GenSpec::validate() const {
 // ------------------------------------------------------------------ Zipf
 
 namespace {
-double helper1(double x) { return std::fabs(x) > 1e-8 ? std::log1p(x) / x : 1 - x * (0.5 - x * (1.0 / 3 - 0.25 * x)); }
+double helper1(double x) {
+  return std::fabs(x) > 1e-8 ? std::log1p(x) / x : 1 - x * (0.5 - x * (1.0 / 3 - 0.25 * x));
+}
 double helper2(double x) {
-  return std::fabs(x) > 1e-8 ? std::expm1(x) / x : 1 + x * 0.5 * (1 + x * (1.0 / 3) * (1 + 0.25 * x));
+  return std::fabs(x) > 1e-8 ? std::expm1(x) / x
+                             : 1 + x * 0.5 * (1 + x * (1.0 / 3) * (1 + 0.25 * x));
 }
 }  // namespace
 
@@ -52,7 +55,8 @@ RecordDice::RecordDice(const GenSpec& spec, uint32_t worker)
 void RecordDice::start(uint64_t i) {
   state_ = sluice::hash64(worker_salt_ ^ (i * 0xd6e8feb86659fd93ULL));
   int64_t t = static_cast<int64_t>(i / spec_.rate);
-  if (spec_.disorder > 0) t -= static_cast<int64_t>(next() % static_cast<uint64_t>(spec_.disorder + 1));
+  if (spec_.disorder > 0)
+    t -= static_cast<int64_t>(next() % static_cast<uint64_t>(spec_.disorder + 1));
   time_ = t < 0 ? 0 : t;
 }
 
@@ -136,7 +140,8 @@ struct FileCloser {
 };
 
 template <class Source, class Rec, class Header, class Line>
-void write_all(const GenSpec& spec, uint32_t workers, const std::string& dir, Header header, Line line) {
+void write_all(const GenSpec& spec, uint32_t workers, const std::string& dir, Header header,
+               Line line) {
   std::vector<Rec> buf(4096);
   for (uint32_t g = 0; g < workers; ++g) {
     const std::string path = dir + "/input-" + std::to_string(g) + ".csv";
@@ -153,32 +158,36 @@ void write_all(const GenSpec& spec, uint32_t workers, const std::string& dir, He
 }
 }  // namespace
 
-void write_input_csv(const std::string& query, const GenSpec& spec, uint32_t workers, const std::string& dir) {
+void write_input_csv(const std::string& query, const GenSpec& spec, uint32_t workers,
+                     const std::string& dir) {
   if (query == "ysb") {
     write_all<YsbSource, YsbEvent>(
-        spec, workers, dir, "worker,seq,user_id,page_id,ad_id,campaign_id,ad_type,event_type,event_time,ip\n",
+        spec, workers, dir,
+        "worker,seq,user_id,page_id,ad_id,campaign_id,ad_type,event_type,event_time,ip\n",
         [](FILE* f, uint32_t g, uint64_t seq, const YsbEvent& e) {
-          std::fprintf(f, "%u,%" PRIu64 ",%016" PRIx64 "%016" PRIx64 ",%016" PRIx64 "%016" PRIx64 ",%" PRIu64
-                          ",%" PRIu64 ",%u,%u,%" PRId64 ",%u\n",
-                       g, seq, e.user_id[0], e.user_id[1], e.page_id[0], e.page_id[1], uint64_t{e.ad_id},
-                       uint64_t{e.campaign_id}, unsigned{e.ad_type}, unsigned{e.event_type}, int64_t{e.event_time},
-                       unsigned{e.ip});
+          std::fprintf(f,
+                       "%u,%" PRIu64 ",%016" PRIx64 "%016" PRIx64 ",%016" PRIx64 "%016" PRIx64
+                       ",%" PRIu64 ",%" PRIu64 ",%u,%u,%" PRId64 ",%u\n",
+                       g, seq, e.user_id[0], e.user_id[1], e.page_id[0], e.page_id[1],
+                       uint64_t{e.ad_id}, uint64_t{e.campaign_id}, unsigned{e.ad_type},
+                       unsigned{e.event_type}, int64_t{e.event_time}, unsigned{e.ip});
         });
   } else if (query == "ro") {
     write_all<RoSource, RoRecord>(spec, workers, dir, "worker,seq,key,time\n",
                                   [](FILE* f, uint32_t g, uint64_t seq, const RoRecord& r) {
-                                    std::fprintf(f, "%u,%" PRIu64 ",%" PRIu64 ",%" PRId64 "\n", g, seq, r.key,
-                                                 r.time);
+                                    std::fprintf(f, "%u,%" PRIu64 ",%" PRIu64 ",%" PRId64 "\n", g,
+                                                 seq, r.key, r.time);
                                   });
   } else if (query == "cm") {
     write_all<CmSource, CmEvent>(
-        spec, workers, dir, "worker,seq,time,job_id,task_index,machine_id,cpu,ram,event_type,priority,user\n",
+        spec, workers, dir,
+        "worker,seq,time,job_id,task_index,machine_id,cpu,ram,event_type,priority,user\n",
         [](FILE* f, uint32_t g, uint64_t seq, const CmEvent& e) {
           std::fprintf(f,
-                       "%u,%" PRIu64 ",%" PRId64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRId64 ",%" PRId64
-                       ",%d,%d,%" PRIu64 "\n",
-                       g, seq, e.time, e.job_id, e.task_index, e.machine_id, e.cpu, e.ram, e.event_type,
-                       e.priority, e.user);
+                       "%u,%" PRIu64 ",%" PRId64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRId64
+                       ",%" PRId64 ",%d,%d,%" PRIu64 "\n",
+                       g, seq, e.time, e.job_id, e.task_index, e.machine_id, e.cpu, e.ram,
+                       e.event_type, e.priority, e.user);
         });
   } else {
     throw std::invalid_argument("unknown query '" + query + "'");

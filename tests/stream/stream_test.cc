@@ -31,9 +31,11 @@ namespace {
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
 
-ProcessResult run_stream(int ranks, std::vector<std::string> args, const std::string& program = "sluice-stream",
+ProcessResult run_stream(int ranks, std::vector<std::string> args,
+                         const std::string& program = "sluice-stream",
                          std::vector<std::string> launcher = {}) {
-  return run_process(sluice::testing::job_argv(ranks, 90, program, args, launcher), {}, std::chrono::seconds(120));
+  return run_process(sluice::testing::job_argv(ranks, 90, program, args, launcher), {},
+                     std::chrono::seconds(120));
 }
 
 // A field of the JSON line rank 0 printed ("" if absent).
@@ -55,7 +57,8 @@ std::map<int64_t, uint64_t> late_of(const std::string& output) {
   std::map<int64_t, uint64_t> late;
   const std::string obj = field(output, "late");
   const std::regex entry("\"(-?[0-9]+)\":([0-9]+)");
-  for (auto it = std::sregex_iterator(obj.begin(), obj.end(), entry); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(obj.begin(), obj.end(), entry); it != std::sregex_iterator();
+       ++it) {
     late[std::stoll((*it)[1].str())] = std::stoull((*it)[2].str());
   }
   return late;
@@ -76,8 +79,8 @@ std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name;
 // Runs one case with one strategy on every shape, each checked end to end.
 void check(const Case& c, const std::string& strategy) {
   for (const Shape& s : kShapes) {
-    std::vector<std::string> args = {"--verify", "--json", "--strategy", strategy, "--workers",
-                                     std::to_string(s.threads)};
+    std::vector<std::string> args = {"--verify", "--json",    "--strategy",
+                                     strategy,   "--workers", std::to_string(s.threads)};
     args.insert(args.end(), c.args.begin(), c.args.end());
     const ProcessResult r = run_stream(s.ranks, args);
     SCOPED_TRACE(std::string(c.name) + " / " + strategy + " / " + std::to_string(s.ranks) + "x" +
@@ -86,11 +89,13 @@ void check(const Case& c, const std::string& strategy) {
     EXPECT_EQ(field(r.output, "verify"), "OK") << r.output;
     EXPECT_EQ(sluice::testing::count_lines_with(r.output, "verify: OK"), 1) << r.output;
     const std::string records = *(std::find(c.args.begin(), c.args.end(), "--records") + 1);
-    EXPECT_EQ(number(r.output, "records"), std::stoull(records)) << "every record must be ingested once\n"
-                                                                 << r.output;
+    EXPECT_EQ(number(r.output, "records"), std::stoull(records))
+        << "every record must be ingested once\n"
+        << r.output;
     EXPECT_GT(number(r.output, "rows"), 0u) << r.output;
     if (c.expect_late) {
-      EXPECT_GT(number(r.output, "late_total"), 0u) << "this input must have late records\n" << r.output;
+      EXPECT_GT(number(r.output, "late_total"), 0u) << "this input must have late records\n"
+                                                    << r.output;
     } else {
       EXPECT_EQ(number(r.output, "late_total"), 0u) << r.output;
     }
@@ -108,27 +113,47 @@ TEST_P(StreamReferenceTest, UpparMatchesTheSingleThreadedReference) { check(GetP
 INSTANTIATE_TEST_SUITE_P(
     Workloads, StreamReferenceTest,
     ::testing::Values(
-        Case{"ysb_uniform", {"--query", "ysb", "--records", "60000", "--rate", "5", "--epoch-mib", "0.05"}, false},
+        Case{"ysb_uniform",
+             {"--query", "ysb", "--records", "60000", "--rate", "5", "--epoch-mib", "0.05"},
+             false},
         Case{"ysb_zipf_1_5",
-             {"--query", "ysb", "--records", "60000", "--rate", "5", "--keys", "10000", "--zipf", "1.5",
-              "--epoch-mib", "0.05"},
+             {"--query", "ysb", "--records", "60000", "--rate", "5", "--keys", "10000", "--zipf",
+              "1.5", "--epoch-mib", "0.05"},
              false},
         // Event times displaced by up to 400 ms while watermarks assume 20:
         // records behind a triggered window are counted, not aggregated.
         Case{"ysb_out_of_order_late",
-             {"--query", "ysb", "--records", "60000", "--rate", "5", "--disorder", "400", "--lag", "20",
-              "--epoch-mib", "0.05"},
+             {"--query", "ysb", "--records", "60000", "--rate", "5", "--disorder", "400", "--lag",
+              "20", "--epoch-mib", "0.05"},
              true},
         Case{"ro_one_key_sliding_late",
-             {"--query", "ro", "--records", "60000", "--rate", "5", "--keys", "1", "--window-ms", "400",
-              "--slide-ms", "100", "--disorder", "150", "--lag", "10", "--allowed-lateness", "30", "--epoch-mib",
+             {"--query",
+              "ro",
+              "--records",
+              "60000",
+              "--rate",
+              "5",
+              "--keys",
+              "1",
+              "--window-ms",
+              "400",
+              "--slide-ms",
+              "100",
+              "--disorder",
+              "150",
+              "--lag",
+              "10",
+              "--allowed-lateness",
+              "30",
+              "--epoch-mib",
               "0.02"},
              true},
-        Case{"ro_global_window", {"--query", "ro", "--records", "60000", "--keys", "20000", "--epoch-mib", "0.1"},
+        Case{"ro_global_window",
+             {"--query", "ro", "--records", "60000", "--keys", "20000", "--epoch-mib", "0.1"},
              false},
         Case{"cm_mean_cpu",
-             {"--query", "cm", "--records", "60000", "--rate", "10", "--keys", "300", "--disorder", "50",
-              "--epoch-mib", "0.05"},
+             {"--query", "cm", "--records", "60000", "--rate", "10", "--keys", "300", "--disorder",
+              "50", "--epoch-mib", "0.05"},
              false}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
@@ -163,8 +188,9 @@ std::vector<OutRow> engine_rows(const std::string& dir) {
   return rows;
 }
 
-void check_against_duckdb(const std::string& query, const std::string& strategy, std::vector<std::string> extra,
-                          const std::string& window, const std::string& slide, const std::string& lag,
+void check_against_duckdb(const std::string& query, const std::string& strategy,
+                          std::vector<std::string> extra, const std::string& window,
+                          const std::string& slide, const std::string& lag,
                           const std::string& lateness) {
   const std::string python = SLUICE_STREAM_PYTHON;
   if (!std::filesystem::exists(python)) {
@@ -173,17 +199,32 @@ void check_against_duckdb(const std::string& query, const std::string& strategy,
   char tmpl[] = "/tmp/sluice-stream-oracle-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
-  std::vector<std::string> args = {"--query",    query,   "--strategy", strategy, "--workers",
-                                   "2",          "--json", "--window-ms", window,  "--lag",
-                                   lag,          "--allowed-lateness",     lateness, "--input-csv-dir",
-                                   dir,          "--csv-out", dir + "/out-{worker}.csv", "--epoch-mib", "0.05"};
+  std::vector<std::string> args = {"--query",
+                                   query,
+                                   "--strategy",
+                                   strategy,
+                                   "--workers",
+                                   "2",
+                                   "--json",
+                                   "--window-ms",
+                                   window,
+                                   "--lag",
+                                   lag,
+                                   "--allowed-lateness",
+                                   lateness,
+                                   "--input-csv-dir",
+                                   dir,
+                                   "--csv-out",
+                                   dir + "/out-{worker}.csv",
+                                   "--epoch-mib",
+                                   "0.05"};
   if (slide != "0") args.insert(args.end(), {"--slide-ms", slide});
   args.insert(args.end(), extra.begin(), extra.end());
   const ProcessResult r = run_stream(2, args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const ProcessResult sql =
-      run_process({python, SLUICE_STREAM_ORACLE, "--query", query, "--dir", dir, "--window-ms", window,
-                   "--slide-ms", slide, "--lag", lag, "--allowed-lateness", lateness},
+      run_process({python, SLUICE_STREAM_ORACLE, "--query", query, "--dir", dir, "--window-ms",
+                   window, "--slide-ms", slide, "--lag", lag, "--allowed-lateness", lateness},
                   {}, std::chrono::seconds(60));
   ASSERT_EQ(sql.exit_code, 0) << sql.output;
   std::vector<OutRow> expected;
@@ -210,9 +251,9 @@ void check_against_duckdb(const std::string& query, const std::string& strategy,
   size_t differ = 0;
   for (size_t i = 0; i < std::min(got.size(), expected.size()); ++i) {
     if (got[i] != expected[i] && differ++ < 5) {
-      ADD_FAILURE() << "row " << i << ": engine (" << got[i].start << ", " << got[i].key << ", " << got[i].value
-                    << "), DuckDB (" << expected[i].start << ", " << expected[i].key << ", " << expected[i].value
-                    << ")";
+      ADD_FAILURE() << "row " << i << ": engine (" << got[i].start << ", " << got[i].key << ", "
+                    << got[i].value << "), DuckDB (" << expected[i].start << ", " << expected[i].key
+                    << ", " << expected[i].value << ")";
     }
   }
   EXPECT_EQ(differ, 0u);
@@ -225,27 +266,30 @@ void check_against_duckdb(const std::string& query, const std::string& strategy,
 TEST(StreamOracleTest, YsbWindowsEqualDuckDbRowForRow) {
   for (const char* strategy : {"slash", "uppar"}) {
     SCOPED_TRACE(strategy);
-    check_against_duckdb("ysb", strategy, {"--records", "40000", "--rate", "10", "--keys", "50", "--disorder", "300"},
-                         "1000", "0", "40", "0");
+    check_against_duckdb(
+        "ysb", strategy,
+        {"--records", "40000", "--rate", "10", "--keys", "50", "--disorder", "300"}, "1000", "0",
+        "40", "0");
   }
 }
 
 TEST(StreamOracleTest, RoCountsEqualDuckDbRowForRow) {
   for (const char* strategy : {"slash", "uppar"}) {
     SCOPED_TRACE(strategy);
-    check_against_duckdb("ro", strategy, {"--records", "40000", "--keys", "3000", "--zipf", "1.2"}, "0", "0", "0",
-                         "0");
-    check_against_duckdb("ro", strategy,
-                         {"--records", "40000", "--rate", "20", "--keys", "40", "--disorder", "200"}, "300", "100",
-                         "20", "50");
+    check_against_duckdb("ro", strategy, {"--records", "40000", "--keys", "3000", "--zipf", "1.2"},
+                         "0", "0", "0", "0");
+    check_against_duckdb(
+        "ro", strategy, {"--records", "40000", "--rate", "20", "--keys", "40", "--disorder", "200"},
+        "300", "100", "20", "50");
   }
 }
 
 TEST(StreamOracleTest, CmMeansEqualDuckDbRowForRow) {
   for (const char* strategy : {"slash", "uppar"}) {
     SCOPED_TRACE(strategy);
-    check_against_duckdb("cm", strategy, {"--records", "40000", "--rate", "5", "--keys", "200", "--disorder", "500"},
-                         "2000", "0", "100", "0");
+    check_against_duckdb(
+        "cm", strategy, {"--records", "40000", "--rate", "5", "--keys", "200", "--disorder", "500"},
+        "2000", "0", "100", "0");
   }
 }
 
@@ -255,11 +299,12 @@ TEST(StreamOracleTest, CmMeansEqualDuckDbRowForRow) {
 // survivors report the lost peer instead of hanging, and nothing is left in
 // /dev/shm.
 void expect_clean_failure_after_kill(const std::string& strategy) {
-  const ProcessResult r = run_stream(3,
-                                     {"--strategy", strategy, "--query", "ro", "--keys", "100000", "--records",
-                                      "6000000", "--workers", "2", "--epoch-mib", "0.5", "--verify",
-                                      "--test-kill-rank", "1", "--test-kill-after", "100000"},
-                                     "sluice-stream-test-hooks", {"--grace", "20"});
+  const ProcessResult r =
+      run_stream(3,
+                 {"--strategy", strategy, "--query", "ro", "--keys", "100000", "--records",
+                  "6000000", "--workers", "2", "--epoch-mib", "0.5", "--verify", "--test-kill-rank",
+                  "1", "--test-kill-after", "100000"},
+                 "sluice-stream-test-hooks", {"--grace", "20"});
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "query failed: "), 2) << r.output;
@@ -273,8 +318,12 @@ void expect_clean_failure_after_kill(const std::string& strategy) {
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
-TEST(StreamFaultTest, RankKilledMidSlashQueryFailsTheJobNamingIt) { expect_clean_failure_after_kill("slash"); }
-TEST(StreamFaultTest, RankKilledMidUpparQueryFailsTheJobNamingIt) { expect_clean_failure_after_kill("uppar"); }
+TEST(StreamFaultTest, RankKilledMidSlashQueryFailsTheJobNamingIt) {
+  expect_clean_failure_after_kill("slash");
+}
+TEST(StreamFaultTest, RankKilledMidUpparQueryFailsTheJobNamingIt) {
+  expect_clean_failure_after_kill("uppar");
+}
 
 // ------------------------------------------------------------- the example
 
@@ -292,22 +341,26 @@ TEST(StreamExampleTest, DocExampleRunsAndMatchesTheReference) {
 // ------------------------------------------------------------- the command
 
 TEST(StreamCommandTest, HelpExplainsEveryFlagAndBadFlagsAreNamed) {
-  const ProcessResult help = run_process({sluice::testing::bin("sluice-stream"), "--help"}, {},
-                                         std::chrono::seconds(20));
+  const ProcessResult help =
+      run_process({sluice::testing::bin("sluice-stream"), "--help"}, {}, std::chrono::seconds(20));
   EXPECT_EQ(help.exit_code, 0) << help.output;
-  for (const char* flag : {"--query", "--strategy", "--workers", "--records", "--keys", "--zipf", "--disorder",
-                           "--epoch-mib", "--verify", "--json", "--csv-out", "--input-csv-dir", "--lag",
-                           "--allowed-lateness", "--window-ms", "--slide-ms"}) {
+  for (const char* flag :
+       {"--query", "--strategy", "--workers", "--records", "--keys", "--zipf", "--disorder",
+        "--epoch-mib", "--verify", "--json", "--csv-out", "--input-csv-dir", "--lag",
+        "--allowed-lateness", "--window-ms", "--slide-ms"}) {
     EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
   }
-  const ProcessResult bad = run_process({sluice::testing::bin("sluice-stream"), "--strategy", "flink"}, {},
-                                        std::chrono::seconds(20));
+  const ProcessResult bad = run_process(
+      {sluice::testing::bin("sluice-stream"), "--strategy", "flink"}, {}, std::chrono::seconds(20));
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.output.find("--strategy must be slash or uppar, not 'flink'"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("--strategy must be slash or uppar, not 'flink'"), std::string::npos)
+      << bad.output;
   const ProcessResult slide = run_process(
-      {sluice::testing::bin("sluice-stream"), "--window-ms", "1000", "--slide-ms", "300"}, {}, std::chrono::seconds(20));
+      {sluice::testing::bin("sluice-stream"), "--window-ms", "1000", "--slide-ms", "300"}, {},
+      std::chrono::seconds(20));
   EXPECT_EQ(slide.exit_code, 2);
-  EXPECT_NE(slide.output.find("--slide-ms must divide --window-ms"), std::string::npos) << slide.output;
+  EXPECT_NE(slide.output.find("--slide-ms must divide --window-ms"), std::string::npos)
+      << slide.output;
 }
 
 }  // namespace

@@ -30,7 +30,8 @@ TEST(WindowTest, TumblingSlidingAndGlobalWindowsHoldTheRightTimes) {
   EXPECT_EQ(windows_of(ss::WindowSpec::tumbling(1000), 999), std::vector<int64_t>{0});
   EXPECT_EQ(windows_of(ss::WindowSpec::tumbling(1000), 1000), std::vector<int64_t>{1000});
   EXPECT_EQ(windows_of(ss::WindowSpec::tumbling(1000), -1), std::vector<int64_t>{-1000});
-  EXPECT_EQ(windows_of(ss::WindowSpec::sliding(400, 100), 250), (std::vector<int64_t>{-100, 0, 100, 200}));
+  EXPECT_EQ(windows_of(ss::WindowSpec::sliding(400, 100), 250),
+            (std::vector<int64_t>{-100, 0, 100, 200}));
   EXPECT_EQ(windows_of(ss::WindowSpec::global(), 123456), std::vector<int64_t>{0});
   EXPECT_EQ(ss::WindowSpec::global().end(0), ss::kEndOfTime);
   EXPECT_THROW(ss::WindowSpec::sliding(1000, 300).validate(), std::invalid_argument);
@@ -52,7 +53,8 @@ TEST(WindowTest, ARecordIsLateOnlyOnceTheWatermarkPassedItsWindowsEndPlusLatenes
 TEST(StateTableTest, KeepsEveryKeyThroughGrowthAndClears) {
   ss::StateTable<uint64_t> t(4);
   for (uint64_t k = 0; k < 10000; ++k) {
-    for (uint64_t r = 0; r <= k % 3; ++r) ++t.upsert(k * 7919, sluice::hash64(k * 7919), [] { return uint64_t{0}; });
+    for (uint64_t r = 0; r <= k % 3; ++r)
+      ++t.upsert(k * 7919, sluice::hash64(k * 7919), [] { return uint64_t{0}; });
   }
   EXPECT_EQ(t.size(), 10000u);
   uint64_t total = 0, n = 0;
@@ -124,7 +126,8 @@ TEST(GeneratorTest, WorkersGetDisjointDeterministicPartitionsOfTheInput) {
       if (n == 0) break;
       total += n;
       for (size_t i = 0; i < n; ++i) {
-        ASSERT_EQ(std::memcmp(&x[i], &y[i], sizeof(ss::YsbEvent)), 0) << "the same input every time";
+        ASSERT_EQ(std::memcmp(&x[i], &y[i], sizeof(ss::YsbEvent)), 0)
+            << "the same input every time";
         ASSERT_LT(x[i].campaign_id, 50u);
         ASSERT_LE(x[i].event_type, 2u);
         ASSERT_GE(x[i].event_time, 0);

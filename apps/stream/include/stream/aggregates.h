@@ -32,15 +32,15 @@
 namespace sluice::stream {
 
 template <class A>
-concept MergeableAggregate =
-    std::is_trivially_copyable_v<typename A::State> && std::is_trivially_copyable_v<typename A::Input> &&
+concept MergeableAggregate = std::is_trivially_copyable_v<typename A::State> &&
+    std::is_trivially_copyable_v<typename A::Input> &&
     std::is_trivially_copyable_v<typename A::Result> &&
     requires(const A a, typename A::State s, const typename A::State o, const typename A::Input v) {
-      { a.init() } -> std::convertible_to<typename A::State>;
-      a.add(s, v);
-      a.merge(s, o);
-      { a.result(o) } -> std::convertible_to<typename A::Result>;
-    };
+  { a.init() } -> std::convertible_to<typename A::State>;
+  a.add(s, v);
+  a.merge(s, o);
+  { a.result(o) } -> std::convertible_to<typename A::Result>;
+};
 
 // The input of an aggregate that needs no value (count): takes no bytes in
 // a record that carries it ([[no_unique_address]]).

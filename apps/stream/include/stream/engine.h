@@ -38,6 +38,7 @@
 // workers (each with its own worker index).
 #pragma once
 
+#include <sluice/sluice.h>
 #include <time.h>
 
 #include <algorithm>
@@ -55,8 +56,6 @@
 #include <thread>
 #include <type_traits>
 #include <vector>
-
-#include <sluice/sluice.h>
 
 #include "stream/query.h"
 #include "stream/report.h"
@@ -96,10 +95,11 @@ struct Msg {
 
 // Control records: `time` says which, `key` carries the value. A marker is
 // three of them in a row: epoch number, send time, watermark.
-inline constexpr int64_t kEpochMsg = kNoWatermark;          // key: epoch number (1, 2, ...)
-inline constexpr int64_t kSentMsg = kNoWatermark + 1;       // key: send time, ns since the Unix epoch
+inline constexpr int64_t kEpochMsg = kNoWatermark;     // key: epoch number (1, 2, ...)
+inline constexpr int64_t kSentMsg = kNoWatermark + 1;  // key: send time, ns since the Unix epoch
 inline constexpr int64_t kWatermarkMsg = kNoWatermark + 2;  // key: the watermark (bits)
-inline constexpr int64_t kSkipMsg = kNoWatermark + 3;       // key: first non-late window of the next record
+inline constexpr int64_t kSkipMsg =
+    kNoWatermark + 3;  // key: first non-late window of the next record
 inline constexpr int64_t kLastControl = kNoWatermark + 15;
 
 inline int64_t now_ns() {
@@ -127,8 +127,8 @@ class StreamWorker {
   using Payload = std::conditional_t<kSlash, State, Value>;
   using Message = Msg<Payload>;
 
-  StreamWorker(const Q& q, const EngineOptions& opt, Sink& sink, uint32_t rank, uint32_t slot, uint32_t workers,
-               Source<Message> out, Target<Message> in)
+  StreamWorker(const Q& q, const EngineOptions& opt, Sink& sink, uint32_t rank, uint32_t slot,
+               uint32_t workers, Source<Message> out, Target<Message> in)
       : q_(q),
         opt_(opt),
         sink_(sink),
@@ -142,7 +142,8 @@ class StreamWorker {
         sent_(workers, 0),
         skip_(workers, kNoWatermark) {
     epoch_bytes_ = std::max<uint64_t>(1, static_cast<uint64_t>(opt.epoch_mib * 1024 * 1024));
-    w_.add(std::move(in), [this](std::span<const Message> batch, const BatchInfo& info) { take(batch, info); });
+    w_.add(std::move(in),
+           [this](std::span<const Message> batch, const BatchInfo& info) { take(batch, info); });
   }
 
   // Ingests this worker's input, then takes part in the flow until it ends.
@@ -201,7 +202,8 @@ class StreamWorker {
 
  private:
   bool ok() const { return error_.empty(); }
-  void fail(const std::string& what, Status s, const std::string& detail, std::optional<LostPeer> lost) {
+  void fail(const std::string& what, Status s, const std::string& detail,
+            std::optional<LostPeer> lost) {
     if (!ok()) return;
     error_ = what + ": " + to_string(s) + (detail.empty() ? "" : ": " + detail);
     if (lost) lost_rank_ = lost->rank;
@@ -230,16 +232,21 @@ class StreamWorker {
     return index(b) > index(a);
   }
 
-  StateTable<State>& table(std::map<int64_t, StateTable<State>>& m, int64_t start, int64_t& cached_start,
-                           StateTable<State>*& cached) {
-    if (cached != nullptr && cached_start == start) [[likely]] return *cached;
+  StateTable<State>& table(std::map<int64_t, StateTable<State>>& m, int64_t start,
+                           int64_t& cached_start, StateTable<State>*& cached) {
+    if (cached != nullptr && cached_start == start) [[likely]]
+      return *cached;
     auto it = m.try_emplace(start).first;
     cached_start = start;
     cached = &it->second;
     return it->second;
   }
-  StateTable<State>& owned(int64_t start) { return table(owned_, start, owned_start_, owned_cache_); }
-  StateTable<State>& delta(int64_t start) { return table(delta_, start, delta_start_, delta_cache_); }
+  StateTable<State>& owned(int64_t start) {
+    return table(owned_, start, owned_start_, owned_cache_);
+  }
+  StateTable<State>& delta(int64_t start) {
+    return table(delta_, start, delta_start_, delta_cache_);
+  }
 
   // One record out of the operator chain.
   void ingest(const Out& o) {
@@ -280,7 +287,8 @@ class StreamWorker {
         add_owned(key, h, t, first, v);
         return;
       }
-      if (any_late) [[unlikely]] push(owner, Message{std::bit_cast<uint64_t>(first), kSkipMsg, {}});
+      if (any_late) [[unlikely]]
+        push(owner, Message{std::bit_cast<uint64_t>(first), kSkipMsg, {}});
       push(owner, Message{key, t, v});
     }
   }
@@ -297,7 +305,8 @@ class StreamWorker {
 
   // False (and fails the run) if the window at `start` has triggered here.
   bool check_open(int64_t start) {
-    if (saturating_add(q_.window.end(start), opt_.allowed_lateness) > triggered_) [[likely]] return true;
+    if (saturating_add(q_.window.end(start), opt_.allowed_lateness) > triggered_) [[likely]]
+      return true;
     if (ok()) {
       error_ = "protocol violation: an update for window " + std::to_string(start) +
                " arrived after it triggered (watermark " + std::to_string(triggered_) + ")";
@@ -378,8 +387,9 @@ class StreamWorker {
         case kEpochMsg:
           if (m.key != next_epoch_[src]) {
             if (ok()) {
-              error_ = "protocol violation: epoch " + std::to_string(m.key) + " of worker " + std::to_string(src) +
-                       " arrived when epoch " + std::to_string(next_epoch_[src]) + " was due";
+              error_ = "protocol violation: epoch " + std::to_string(m.key) + " of worker " +
+                       std::to_string(src) + " arrived when epoch " +
+                       std::to_string(next_epoch_[src]) + " was due";
             }
             return;
           }
@@ -419,7 +429,8 @@ class StreamWorker {
         ++report_.rows;
         report_.checksum += row_hash(start, key, row.value);
       });
-      if (!it->second.empty()) report_.latency_ms.push_back(static_cast<double>(now_ns() - since_ns) / 1e6);
+      if (!it->second.empty())
+        report_.latency_ms.push_back(static_cast<double>(now_ns() - since_ns) / 1e6);
       owned_.erase(it);
       owned_cache_ = nullptr;
     }
@@ -433,18 +444,18 @@ class StreamWorker {
   Worker w_;
   uint64_t epoch_bytes_ = 0;
   uint64_t epoch_ = 0;
-  int64_t max_seen_ = kNoWatermark;  // largest event time ingested
-  int64_t published_ = kNoWatermark;  // watermark of the last epoch marker
-  int64_t triggered_ = kNoWatermark;  // smallest watermark at the last trigger
+  int64_t max_seen_ = kNoWatermark;             // largest event time ingested
+  int64_t published_ = kNoWatermark;            // watermark of the last epoch marker
+  int64_t triggered_ = kNoWatermark;            // smallest watermark at the last trigger
   std::map<int64_t, StateTable<State>> owned_;  // window start -> state this worker leads / owns
   std::map<int64_t, StateTable<State>> delta_;  // slash: window start -> pairs of other partitions
   int64_t owned_start_ = 0, delta_start_ = 0;
   StateTable<State>* owned_cache_ = nullptr;
   StateTable<State>* delta_cache_ = nullptr;
-  std::vector<int64_t> vc_;            // every worker's watermark, as last heard
-  std::vector<uint64_t> next_epoch_;   // per source: the epoch number due next
-  std::vector<int64_t> sent_;          // per source: send time of its marker being read
-  std::vector<int64_t> skip_;          // uppar, per source: first window of its next record
+  std::vector<int64_t> vc_;           // every worker's watermark, as last heard
+  std::vector<uint64_t> next_epoch_;  // per source: the epoch number due next
+  std::vector<int64_t> sent_;         // per source: send time of its marker being read
+  std::vector<int64_t> skip_;         // uppar, per source: first window of its next record
   std::string error_;
   std::optional<uint32_t> lost_rank_;
   std::chrono::steady_clock::time_point failed_at_{};
@@ -494,7 +505,8 @@ Report run_with(Cluster& cluster, const Q& q, const EngineOptions& opt, Sink& si
   SW* first = nullptr;
   for (auto& w : ws) {
     Report& r = w->report();
-    if (!r.error.empty() && (first == nullptr || w->failed_at() < first->failed_at())) first = w.get();
+    if (!r.error.empty() && (first == nullptr || w->failed_at() < first->failed_at()))
+      first = w.get();
   }
   for (auto& w : ws) {
     Report r = w->report();
@@ -517,8 +529,10 @@ Report run_with(Cluster& cluster, const Q& q, const EngineOptions& opt, Sink& si
 // barrier).
 template <class Q, class Sink>
 Report run(Cluster& cluster, const Q& query, const EngineOptions& options, Sink& sink) {
-  if (options.threads == 0) throw std::invalid_argument("EngineOptions::threads must be at least 1");
-  if (!(options.epoch_mib > 0)) throw std::invalid_argument("EngineOptions::epoch_mib must be positive");
+  if (options.threads == 0)
+    throw std::invalid_argument("EngineOptions::threads must be at least 1");
+  if (!(options.epoch_mib > 0))
+    throw std::invalid_argument("EngineOptions::epoch_mib must be positive");
   if (options.lag < 0 || options.allowed_lateness < 0) {
     throw std::invalid_argument("EngineOptions::lag and allowed_lateness must be >= 0 ms");
   }

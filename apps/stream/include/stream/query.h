@@ -10,7 +10,8 @@
 //                    .map([](const Event& e) { return View{e.campaign, e.time}; })
 //                    .window(ss::WindowSpec::tumbling(10'000), &View::time)
 //                    .key_by(&View::campaign)
-//                    .aggregate(ss::Count{});                   // or .aggregate(ss::Sum<int64_t>{}, value_fn)
+//                    .aggregate(ss::Count{});                   // or
+//                    .aggregate(ss::Sum<int64_t>{}, value_fn)
 //   ss::Report rep = ss::run(cluster, query, engine_options, sink);   // engine.h
 //
 // make_source(worker, workers) is called once per worker (on its thread)
@@ -68,8 +69,8 @@ struct NoValue {
 
 // A finished query: the source, the operator chain from In to Out, the
 // window, the key, the time and value extractors and the aggregate.
-template <class In, class Out, class MakeSource, class Chain, class TimeFn, class KeyFn, class ValueFn,
-          MergeableAggregate Agg>
+template <class In, class Out, class MakeSource, class Chain, class TimeFn, class KeyFn,
+          class ValueFn, MergeableAggregate Agg>
 struct AggregationQuery {
   using Input = In;
   using Record = Out;
@@ -88,23 +89,26 @@ template <class In, class Out, class MakeSource, class Chain, class TimeFn, clas
 class KeyedStream {
  public:
   KeyedStream(MakeSource s, Chain c, WindowSpec w, TimeFn t, KeyFn k)
-      : source_(std::move(s)), chain_(std::move(c)), window_(w), time_(std::move(t)), key_(std::move(k)) {}
+      : source_(std::move(s)),
+        chain_(std::move(c)),
+        window_(w),
+        time_(std::move(t)),
+        key_(std::move(k)) {}
 
   // Aggregates `value_of(record)` per key and window with `agg`.
   template <MergeableAggregate Agg, class ValueFn>
   auto aggregate(Agg agg, ValueFn value_of) const {
     auto v = detail::as_callable(std::move(value_of));
-    static_assert(std::is_convertible_v<std::invoke_result_t<decltype(v), const Out&>, typename Agg::Input>,
-                  "the value function must return the aggregate's Input type");
+    static_assert(
+        std::is_convertible_v<std::invoke_result_t<decltype(v), const Out&>, typename Agg::Input>,
+        "the value function must return the aggregate's Input type");
     return AggregationQuery<In, Out, MakeSource, Chain, TimeFn, KeyFn, decltype(v), Agg>{
         source_, chain_, window_, time_, key_, std::move(v), agg};
   }
   // An aggregate that needs no value (Count).
   template <MergeableAggregate Agg>
-    requires std::is_same_v<typename Agg::Input, Unit>
-  auto aggregate(Agg agg) const {
-    return aggregate(agg, detail::NoValue{});
-  }
+  requires std::is_same_v<typename Agg::Input, Unit>
+  auto aggregate(Agg agg) const { return aggregate(agg, detail::NoValue{}); }
 
  private:
   MakeSource source_;
@@ -125,8 +129,8 @@ class WindowedStream {
     auto k = detail::as_callable(std::move(key_of));
     static_assert(std::is_convertible_v<std::invoke_result_t<decltype(k), const Out&>, uint64_t>,
                   "the key function must return an integer key (up to 64 bits)");
-    return KeyedStream<In, Out, MakeSource, Chain, TimeFn, decltype(k)>(source_, chain_, window_, time_,
-                                                                       std::move(k));
+    return KeyedStream<In, Out, MakeSource, Chain, TimeFn, decltype(k)>(source_, chain_, window_,
+                                                                        time_, std::move(k));
   }
 
  private:
@@ -146,7 +150,8 @@ class Stream {
   // Keeps the records for which pred(record) is true.
   template <class Pred>
   auto filter(Pred pred) const {
-    auto c = [chain = chain_, pred = detail::as_callable(std::move(pred))](const In& r, auto&& emit) {
+    auto c = [chain = chain_, pred = detail::as_callable(std::move(pred))](const In& r,
+                                                                           auto&& emit) {
       chain(r, [&](const Out& o) {
         if (pred(o)) emit(o);
       });
@@ -158,7 +163,8 @@ class Stream {
   auto map(Fn fn) const {
     auto f = detail::as_callable(std::move(fn));
     using Next = std::decay_t<std::invoke_result_t<decltype(f), const Out&>>;
-    static_assert(std::is_trivially_copyable_v<Next>, "map must produce a trivially copyable record");
+    static_assert(std::is_trivially_copyable_v<Next>,
+                  "map must produce a trivially copyable record");
     auto c = [chain = chain_, f](const In& r, auto&& emit) {
       chain(r, [&](const Out& o) { emit(f(o)); });
     };
@@ -169,7 +175,8 @@ class Stream {
   auto window(WindowSpec w, TimeFn time_of) const {
     w.validate();
     auto t = detail::as_callable(std::move(time_of));
-    return WindowedStream<In, Out, MakeSource, Chain, decltype(t)>(source_, chain_, w, std::move(t));
+    return WindowedStream<In, Out, MakeSource, Chain, decltype(t)>(source_, chain_, w,
+                                                                   std::move(t));
   }
 
  private:

@@ -34,7 +34,8 @@ struct ReferenceResult {
 };
 
 template <class Q>
-ReferenceResult<typename Q::Result> reference(const Q& q, uint32_t workers, int64_t lag, int64_t allowed_lateness) {
+ReferenceResult<typename Q::Result> reference(const Q& q, uint32_t workers, int64_t lag,
+                                              int64_t allowed_lateness) {
   using In = typename Q::Input;
   using Out = typename Q::Record;
   using State = typename Q::Aggregate::State;

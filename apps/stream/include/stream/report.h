@@ -4,13 +4,13 @@
 // Thread safety: values.
 #pragma once
 
+#include <sluice/hash.h>
+
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <sluice/hash.h>
 
 #include "stream/window.h"
 
@@ -18,16 +18,16 @@ namespace sluice::stream {
 
 // What one rank (all its workers) did.
 struct Report {
-  std::string error;              // empty: the run succeeded
-  uint64_t records_in = 0;        // source records ingested
-  uint64_t input_bytes = 0;       // their bytes
-  uint64_t rows = 0;              // output rows handed to the sink
-  uint64_t checksum = 0;          // sum of row_hash over those rows (order-independent)
-  uint64_t bytes_moved = 0;       // bytes consumed from flows (deltas, records, markers)
-  uint64_t bytes_remote = 0;      // of them, from other ranks
-  uint64_t epochs = 0;            // epochs ended, summed over workers
-  uint64_t state_entries = 0;     // peak (key, window) entries, summed over workers
-  uint64_t state_bytes = 0;       // peak table bytes, summed over workers
+  std::string error;                 // empty: the run succeeded
+  uint64_t records_in = 0;           // source records ingested
+  uint64_t input_bytes = 0;          // their bytes
+  uint64_t rows = 0;                 // output rows handed to the sink
+  uint64_t checksum = 0;             // sum of row_hash over those rows (order-independent)
+  uint64_t bytes_moved = 0;          // bytes consumed from flows (deltas, records, markers)
+  uint64_t bytes_remote = 0;         // of them, from other ranks
+  uint64_t epochs = 0;               // epochs ended, summed over workers
+  uint64_t state_entries = 0;        // peak (key, window) entries, summed over workers
+  uint64_t state_bytes = 0;          // peak table bytes, summed over workers
   std::map<int64_t, uint64_t> late;  // window start -> late records (never aggregated)
   std::vector<double> latency_ms;    // per triggered window with rows: watermark passed -> sink
   double seconds = 0;                // wall time of the run on this rank
@@ -48,7 +48,8 @@ uint64_t row_hash(int64_t start, uint64_t key, const R& value) {
   h = sluice::hash64(h ^ key);
   unsigned char bytes[sizeof(R)];
   std::memcpy(bytes, &value, sizeof(R));
-  return sluice::hash64(h ^ sluice::hash_bytes({reinterpret_cast<const std::byte*>(bytes), sizeof(R)}));
+  return sluice::hash64(h ^
+                        sluice::hash_bytes({reinterpret_cast<const std::byte*>(bytes), sizeof(R)}));
 }
 
 // p-th percentile (0..100) of `v` (sorted in place); 0 if empty.

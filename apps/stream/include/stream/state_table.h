@@ -11,12 +11,12 @@
 // Thread safety: one thread at a time.
 #pragma once
 
+#include <sluice/hash.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
-
-#include <sluice/hash.h>
 
 namespace sluice::stream {
 

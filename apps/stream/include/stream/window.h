@@ -55,7 +55,8 @@ struct WindowSpec {
   int64_t step() const { return slide == 0 ? size : slide; }
   // Throws std::invalid_argument naming the problem.
   void validate() const {
-    if (size < 0) throw std::invalid_argument("window size must be >= 0 ms, not " + std::to_string(size));
+    if (size < 0)
+      throw std::invalid_argument("window size must be >= 0 ms, not " + std::to_string(size));
     if (size > 0 && (step() <= 0 || step() > size || size % step() != 0)) {
       throw std::invalid_argument("window slide must divide the size and lie in (0, size], not " +
                                   std::to_string(slide) + " for size " + std::to_string(size));

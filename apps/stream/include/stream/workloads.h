@@ -191,7 +191,8 @@ class WorkloadSource {
 // DIR/input-<worker>.csv, with the worker and the record's position in its
 // input first (the columns the SQL oracle needs to replay watermarks).
 // Throws std::runtime_error naming a file it cannot write.
-void write_input_csv(const std::string& query, const GenSpec& spec, uint32_t workers, const std::string& dir);
+void write_input_csv(const std::string& query, const GenSpec& spec, uint32_t workers,
+                     const std::string& dir);
 
 // The queries. Projected records:
 struct CampaignView {
@@ -205,27 +206,34 @@ struct JobCpu {
 };
 
 inline auto ysb_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return from<YsbEvent>(
-             [spec, live](uint32_t g, uint32_t w) { return WorkloadSource<YsbSource, YsbEvent>(spec, g, w, live); })
+  return from<YsbEvent>([spec, live](uint32_t g, uint32_t w) {
+           return WorkloadSource<YsbSource, YsbEvent>(spec, g, w, live);
+         })
       .filter([](const YsbEvent& e) { return e.event_type == kYsbView; })
-      .map([](const YsbEvent& e) { return CampaignView{e.campaign_id, e.event_time}; })
+      .map([](const YsbEvent& e) {
+        return CampaignView{e.campaign_id, e.event_time};
+      })
       .window(window, &CampaignView::time)
       .key_by(&CampaignView::campaign)
       .aggregate(Count{});
 }
 
 inline auto ro_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return from<RoRecord>(
-             [spec, live](uint32_t g, uint32_t w) { return WorkloadSource<RoSource, RoRecord>(spec, g, w, live); })
+  return from<RoRecord>([spec, live](uint32_t g, uint32_t w) {
+           return WorkloadSource<RoSource, RoRecord>(spec, g, w, live);
+         })
       .window(window, &RoRecord::time)
       .key_by(&RoRecord::key)
       .aggregate(Count{});
 }
 
 inline auto cm_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return from<CmEvent>(
-             [spec, live](uint32_t g, uint32_t w) { return WorkloadSource<CmSource, CmEvent>(spec, g, w, live); })
-      .map([](const CmEvent& e) { return JobCpu{e.job_id, e.time, e.cpu}; })
+  return from<CmEvent>([spec, live](uint32_t g, uint32_t w) {
+           return WorkloadSource<CmSource, CmEvent>(spec, g, w, live);
+         })
+      .map([](const CmEvent& e) {
+        return JobCpu{e.job_id, e.time, e.cpu};
+      })
       .window(window, &JobCpu::time)
       .key_by(&JobCpu::job)
       .aggregate(Avg<int64_t>{}, &JobCpu::cpu);
