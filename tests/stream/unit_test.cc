@@ -128,10 +128,15 @@ TEST(GeneratorTest, WorkersGetDisjointDeterministicPartitionsOfTheInput) {
       for (size_t i = 0; i < n; ++i) {
         ASSERT_EQ(std::memcmp(&x[i], &y[i], sizeof(ss::YsbEvent)), 0)
             << "the same input every time";
-        ASSERT_LT(x[i].campaign_id, 50u);
-        ASSERT_LE(x[i].event_type, 2u);
-        ASSERT_GE(x[i].event_time, 0);
-        users.insert({x[i].user_id[0], x[i].user_id[1]});
+        // Copies: the record is packed, and gtest binds references.
+        const ss::YsbEvent e = x[i];
+        const uint64_t campaign = e.campaign_id, u0 = e.user_id[0], u1 = e.user_id[1];
+        const unsigned type = e.event_type;
+        const int64_t time = e.event_time;
+        ASSERT_LT(campaign, 50u);
+        ASSERT_LE(type, 2u);
+        ASSERT_GE(time, 0);
+        users.insert({u0, u1});
       }
     }
   }

@@ -168,7 +168,10 @@ class StreamWorker {
         next_epoch_at = report_.input_bytes + epoch_bytes_;
       }
       if (workers_ > 1) {
-        w_.poll();
+        // Take what has arrived (a few rounds at most, so that a flood of
+        // records from others cannot starve this worker's own input).
+        for (int round = 0; round < 16 && w_.poll() != 0; ++round) {
+        }
         check_input();
       }
     }
