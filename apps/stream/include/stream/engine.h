@@ -45,6 +45,7 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <latch>
@@ -83,24 +84,35 @@ struct EngineOptions {
 
 namespace detail {
 
-// What travels through the engine's flow: a data record (time >= kMinEventTime
-// - window size; slash: a delta pair, time = window start, payload = state;
-// uppar: a record, payload = the aggregate's input) or a control record.
+// What travels through the engine's flow, one record per message (native
+// byte order; both ends run the same build):
+//
+//   offset 0   key      u64   data: the key; control: the value (below)
+//   offset 8   time     i64   data: slash: window start; uppar: event time
+//                             control: one of the k*Msg values below
+//   offset 16  payload  P     slash: Agg::State; uppar: Agg::Input (none for
+//                             Count: Unit takes no bytes)
+//
+// Data records have time > kLastControl (event times are at least
+// kMinEventTime, window starts at least that minus a window size). A marker
+// is three control records in a row: epoch number, send time, watermark.
 template <class P>
 struct Msg {
   uint64_t key;
   int64_t time;
   [[no_unique_address]] P payload;
 };
+static_assert(sizeof(Msg<Unit>) == 16 && offsetof(Msg<Unit>, time) == 8);
+static_assert(sizeof(Msg<uint64_t>) == 24 && offsetof(Msg<uint64_t>, payload) == 16);
 
-// Control records: `time` says which, `key` carries the value. A marker is
-// three of them in a row: epoch number, send time, watermark.
-inline constexpr int64_t kEpochMsg = kNoWatermark;     // key: epoch number (1, 2, ...)
-inline constexpr int64_t kSentMsg = kNoWatermark + 1;  // key: send time, ns since the Unix epoch
+inline constexpr int64_t kEpochMsg = kNoWatermark;          // key: epoch number (1, 2, ...)
+inline constexpr int64_t kSentMsg = kNoWatermark + 1;       // key: send time, ns since 1970
 inline constexpr int64_t kWatermarkMsg = kNoWatermark + 2;  // key: the watermark (bits)
 inline constexpr int64_t kSkipMsg =
     kNoWatermark + 3;  // key: first non-late window of the next record
 inline constexpr int64_t kLastControl = kNoWatermark + 15;
+static_assert(kLastControl < kMinEventTime - (int64_t{1} << 60),
+              "control values below any window start");
 
 inline int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

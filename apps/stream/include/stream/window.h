@@ -55,6 +55,10 @@ struct WindowSpec {
   int64_t step() const { return slide == 0 ? size : slide; }
   // Throws std::invalid_argument naming the problem.
   void validate() const {
+    if (size > (int64_t{1} << 60)) {
+      throw std::invalid_argument("window size must be at most 2^60 ms, not " +
+                                  std::to_string(size));
+    }
     if (size < 0)
       throw std::invalid_argument("window size must be >= 0 ms, not " + std::to_string(size));
     if (size > 0 && (step() <= 0 || step() > size || size % step() != 0)) {
