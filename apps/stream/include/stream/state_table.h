@@ -1,0 +1,101 @@
+// stream/state_table.h: the hash table that holds one window's partial
+// aggregates, key -> State (open addressing, linear probing).
+//
+// Keys are any 64-bit value; occupancy lives in a separate byte array so no
+// key value is reserved. The table doubles when it is half full: growth is
+// amortised over the inserts (no allocation on the common path, which is a
+// probe and an update in place). clear() keeps the capacity, so a delta
+// table reused every epoch stops allocating once it has the size of an
+// epoch's distinct keys.
+//
+// Thread safety: one thread at a time.
+#pragma once
+
+#include <sluice/hash.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace sluice::stream {
+
+template <class State>
+class StateTable {
+ public:
+  struct Slot {
+    uint64_t key;
+    State state;
+  };
+
+  explicit StateTable(size_t initial = 64) { reset(initial); }
+
+  // The state of `key` (hash: sluice::hash64(key)), made with `init` if absent.
+  template <class Init>
+  State& upsert(uint64_t key, uint64_t hash, const Init& init) {
+    size_t i = hash & mask_;
+    for (;;) {
+      if (!used_[i]) {
+        if ((size_ + 1) * 2 > slots_.size()) [[unlikely]] {
+          grow();
+          return upsert(key, hash, init);
+        }
+        used_[i] = 1;
+        slots_[i].key = key;
+        slots_[i].state = init();
+        ++size_;
+        return slots_[i].state;
+      }
+      if (slots_[i].key == key) return slots_[i].state;
+      i = (i + 1) & mask_;
+    }
+  }
+
+  // Calls f(key, state) for every entry, in slot order.
+  template <class F>
+  void for_each(F&& f) const {
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (used_[i]) f(slots_[i].key, slots_[i].state);
+  }
+
+  void clear() {
+    if (size_ == 0) return;
+    std::memset(used_.data(), 0, used_.size());
+    size_ = 0;
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // Bytes the table holds (slots and occupancy), for the state-size report.
+  size_t bytes() const { return slots_.size() * (sizeof(Slot) + 1); }
+
+ private:
+  void reset(size_t capacity) {
+    size_t c = 16;
+    while (c < capacity) c *= 2;
+    slots_.assign(c, Slot{});
+    used_.assign(c, 0);
+    mask_ = c - 1;
+    size_ = 0;
+  }
+  void grow() {
+    std::vector<Slot> old_slots = std::move(slots_);
+    std::vector<uint8_t> old_used = std::move(used_);
+    reset(old_slots.size() * 2);
+    for (size_t i = 0; i < old_slots.size(); ++i) {
+      if (!old_used[i]) continue;
+      const Slot& s = old_slots[i];
+      size_t j = sluice::hash64(s.key) & mask_;
+      while (used_[j]) j = (j + 1) & mask_;
+      used_[j] = 1;
+      slots_[j] = s;
+      ++size_;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::vector<uint8_t> used_;
+  size_t mask_ = 0;
+  size_t size_ = 0;
+};
+
+}  // namespace sluice::stream

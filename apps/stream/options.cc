@@ -1,0 +1,198 @@
+#include "options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace sluice::stream {
+
+const char* to_string(Strategy s) { return s == Strategy::kSlash ? "slash" : "uppar"; }
+
+namespace {
+
+[[noreturn]] void usage(const std::string& why, int code = 2) {
+  if (code != 0) {
+    std::fprintf(stderr, "sluice-stream: %s (--help lists the options)\n", why.c_str());
+    std::exit(code);
+  }
+  std::printf(
+      "usage: sluice run -n RANKS -- sluice-stream [options]\n"
+      "  runs a windowed streaming aggregation on generated data across RANKS processes x "
+      "--workers\n"
+      "  threads; every worker ingests its own partition of the input.\n"
+      "query and strategy:\n"
+      "  --query Q           ysb (default): count views per campaign per tumbling window (78 B "
+      "records);\n"
+      "                      ro: count per key (16 B records, one global window unless "
+      "--window-ms);\n"
+      "                      cm: mean CPU per job per 2 s tumbling window (64 B records)\n"
+      "  --strategy S        slash (default): eager thread-local partial state, deltas merged at "
+      "the\n"
+      "                      partition leaders at every epoch; uppar: every record shuffled by key "
+      "to\n"
+      "                      the worker that owns it (the re-partitioning baseline)\n"
+      "  --workers T         worker threads per rank (default 1)\n"
+      "  --epoch-mib M       slash/uppar: end an epoch (ship deltas / send watermarks) every M MiB "
+      "of\n"
+      "                      input per worker, and early when a window can trigger (default 64;\n"
+      "                      fractions allowed)\n"
+      "data (deterministic; the same flags give the same input):\n"
+      "  --records N         records in all, over every worker (default 10000000)\n"
+      "  --keys K            key cardinality: campaigns (ysb, default 100), keys (ro, default "
+      "100000000),\n"
+      "                      jobs (cm, default 10000)\n"
+      "  --zipf THETA        Zipf exponent of the keys (default 0: uniform)\n"
+      "  --disorder MS       event times are displaced back by up to MS ms (default 0: in order)\n"
+      "  --rate R            records per ms of event time per worker (default 1000)\n"
+      "  --seed N            generator seed (default 1)\n"
+      "  --live-generation   generate records while ingesting them (default: each worker generates "
+      "its\n"
+      "                      partition into memory before the timed run, and streams it from "
+      "there)\n"
+      "windows and watermarks:\n"
+      "  --window-ms W       window size (default: ysb 1000, cm 2000, ro 0 = one global window)\n"
+      "  --slide-ms S        slide of a sliding window (default: tumbling); must divide W\n"
+      "  --lag MS            watermark = largest event time seen - MS (default: --disorder)\n"
+      "  --allowed-lateness MS  windows wait MS past their end before they trigger (default 0);\n"
+      "                      records behind a triggered watermark are counted as late per window\n"
+      "output:\n"
+      "  --verify            rank 0 compares rows, checksum and late counts with a "
+      "single-threaded\n"
+      "                      reference on the same input; prints 'verify: OK' or exits 1\n"
+      "  --json              print one JSON line with the results\n"
+      "  --print-rows        print every output row to stdout\n"
+      "  --csv-out FILE      write the rows as CSV, one file per worker: FILE with {worker} "
+      "replaced\n"
+      "                      by the worker's index (or FILE.<worker>)\n"
+      "  --input-csv-dir DIR rank 0 writes the generated input as CSV, DIR/input-<worker>.csv\n"
+      "  --segment-bytes B   flow segment payload (default: the flow default)\n"
+#ifdef SLUICE_STREAM_TEST_HOOKS
+      "test build only:\n"
+      "  --test-kill-rank R --test-kill-after N  rank R kills itself (SIGKILL) after N records\n"
+#endif
+  );
+  std::exit(0);
+}
+
+uint64_t whole(const std::string& flag, const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || text[0] == '-') {
+    usage(flag + " needs a whole number, not '" + text + "'");
+  }
+  return v;
+}
+
+double real(const std::string& flag, const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || !std::isfinite(v)) {
+    usage(flag + " needs a number, not '" + text + "'");
+  }
+  return v;
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  bool keys = false, window = false, lag = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") usage("", 0);
+    if (a == "--verify") {
+      o.verify = true;
+      continue;
+    }
+    if (a == "--json") {
+      o.json = true;
+      continue;
+    }
+    if (a == "--live-generation") {
+      o.live = true;
+      continue;
+    }
+    if (a == "--print-rows") {
+      o.print_rows = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0) usage("unexpected argument '" + a + "'");
+    if (i + 1 >= argc) usage(a + " needs a value");
+    const char* v = argv[++i];
+    if (a == "--query") {
+      o.query = v;
+      if (o.query != "ysb" && o.query != "ro" && o.query != "cm") {
+        usage("--query must be ysb, ro or cm, not '" + o.query + "'");
+      }
+    } else if (a == "--strategy") {
+      const std::string s = v;
+      if (s == "slash") {
+        o.strategy = Strategy::kSlash;
+      } else if (s == "uppar") {
+        o.strategy = Strategy::kUppar;
+      } else {
+        usage("--strategy must be slash or uppar, not '" + s + "'");
+      }
+    } else if (a == "--workers") {
+      o.threads = static_cast<uint32_t>(whole(a, v));
+      if (o.threads == 0 || o.threads > 256) usage("--workers must be in 1..256");
+    } else if (a == "--records") {
+      o.gen.records = whole(a, v);
+    } else if (a == "--keys") {
+      o.gen.keys = whole(a, v);
+      keys = true;
+      if (o.gen.keys == 0) usage("--keys must be at least 1");
+    } else if (a == "--zipf") {
+      o.gen.zipf = real(a, v);
+      if (o.gen.zipf < 0) usage("--zipf must be >= 0");
+    } else if (a == "--disorder") {
+      o.gen.disorder = static_cast<int64_t>(whole(a, v));
+    } else if (a == "--rate") {
+      o.gen.rate = whole(a, v);
+      if (o.gen.rate == 0) usage("--rate must be at least 1");
+    } else if (a == "--seed") {
+      o.gen.seed = whole(a, v);
+    } else if (a == "--window-ms") {
+      o.window_ms = static_cast<int64_t>(whole(a, v));
+      window = true;
+    } else if (a == "--slide-ms") {
+      o.slide_ms = static_cast<int64_t>(whole(a, v));
+    } else if (a == "--epoch-mib") {
+      o.epoch_mib = real(a, v);
+      if (!(o.epoch_mib > 0)) usage("--epoch-mib must be positive");
+    } else if (a == "--lag") {
+      o.lag = static_cast<int64_t>(whole(a, v));
+      lag = true;
+    } else if (a == "--allowed-lateness") {
+      o.lateness = static_cast<int64_t>(whole(a, v));
+    } else if (a == "--segment-bytes") {
+      o.segment_bytes = static_cast<uint32_t>(whole(a, v));
+    } else if (a == "--csv-out") {
+      o.csv_out = v;
+    } else if (a == "--input-csv-dir") {
+      o.input_csv_dir = v;
+#ifdef SLUICE_STREAM_TEST_HOOKS
+    } else if (a == "--test-kill-rank") {
+      o.test_kill_rank = static_cast<int64_t>(whole(a, v));
+    } else if (a == "--test-kill-after") {
+      o.test_kill_after = whole(a, v);
+#endif
+    } else {
+      usage("unknown option " + a);
+    }
+  }
+  if (!keys) o.gen.keys = o.query == "ysb" ? 100 : o.query == "ro" ? 100'000'000 : 10'000;
+  if (!window) o.window_ms = o.query == "ysb" ? 1000 : o.query == "cm" ? 2000 : 0;
+  if (!lag) o.lag = o.gen.disorder;
+  if (o.slide_ms != 0 &&
+      (o.window_ms == 0 || o.slide_ms > o.window_ms || o.window_ms % o.slide_ms != 0)) {
+    usage("--slide-ms must divide --window-ms (and a global window cannot slide)");
+  }
+  return o;
+}
+
+}  // namespace sluice::stream

@@ -1,0 +1,43 @@
+// apps/stream/options.h: the command line of sluice-stream.
+//
+// Thread safety: plain values; parse_options() is reentrant.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "stream/engine.h"
+#include "stream/workloads.h"
+
+namespace sluice::stream {
+
+struct Options {
+  std::string query = "ysb";             // --query ysb|ro|cm
+  Strategy strategy = Strategy::kSlash;  // --strategy
+  uint32_t threads = 1;                  // --workers: worker threads per rank
+  GenSpec gen;                           // --records --keys --zipf --disorder --rate --seed
+  int64_t window_ms = 0;                 // --window-ms (default per query; 0: global)
+  int64_t slide_ms = 0;                  // --slide-ms (0: tumbling)
+  double epoch_mib = 64;                 // --epoch-mib
+  int64_t lag = 0;                       // --lag (default: --disorder)
+  int64_t lateness = 0;                  // --allowed-lateness
+  uint32_t segment_bytes = 0;            // --segment-bytes
+  bool verify = false;                   // --verify
+  bool json = false;                     // --json
+  bool print_rows = false;               // --print-rows
+  bool live = false;                     // --live-generation
+  std::string csv_out;                   // --csv-out FILE
+  std::string input_csv_dir;             // --input-csv-dir DIR
+  // Test builds only (SLUICE_STREAM_TEST_HOOKS): this rank kills itself
+  // with SIGKILL once one of its workers has ingested this many records.
+  int64_t test_kill_rank = -1;
+  uint64_t test_kill_after = 0;
+};
+
+// Parses argv; prints usage and exits(2) on a bad or unknown flag, exits(0)
+// after --help.
+Options parse_options(int argc, char** argv);
+
+const char* to_string(Strategy s);
+
+}  // namespace sluice::stream

@@ -1,0 +1,366 @@
+// sluice-stream through `sluice run`, both strategies, P x T in {1x1, 2x2,
+// 3x1}, checked two ways:
+//  - against the single-threaded reference that rank 0 runs on the same
+//    generated input (--verify: row count, order-independent checksum of
+//    the rows, late records per window), with skewed keys, out-of-order
+//    input with late records, one key only, sliding and global windows;
+//  - against DuckDB: the generator writes its input as CSV, a SQL script
+//    (duckdb_oracle.py) computes the same windows and late counts, and the
+//    engine's CSV output must equal it row for row.
+// Every run also checks that every record was ingested exactly once and
+// that nothing is left in /dev/shm; a rank killed mid-query must fail the
+// job with PeerLost naming it. The transport comes from SLUICE_TRANSPORT
+// (CTest runs this suite over shm and again over ofi).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "support/test_support.h"
+
+namespace {
+
+using sluice::testing::ProcessResult;
+using sluice::testing::run_process;
+
+ProcessResult run_stream(int ranks, std::vector<std::string> args,
+                         const std::string& program = "sluice-stream",
+                         std::vector<std::string> launcher = {}) {
+  return run_process(sluice::testing::job_argv(ranks, 90, program, args, launcher), {},
+                     std::chrono::seconds(120));
+}
+
+// A field of the JSON line rank 0 printed ("" if absent).
+std::string field(const std::string& output, const std::string& name) {
+  std::smatch m;
+  const std::regex number("\"" + name + "\":(\"([^\"]*)\"|([-0-9.e+]+)|(\\{[^}]*\\}))");
+  if (!std::regex_search(output, m, number)) return "";
+  if (m[2].matched) return m[2].str();
+  if (m[3].matched) return m[3].str();
+  return m[4].str();
+}
+uint64_t number(const std::string& output, const std::string& name) {
+  const std::string v = field(output, name);
+  return v.empty() ? ~uint64_t{0} : std::stoull(v);
+}
+
+// The "late" object of the JSON line as window start -> count.
+std::map<int64_t, uint64_t> late_of(const std::string& output) {
+  std::map<int64_t, uint64_t> late;
+  const std::string obj = field(output, "late");
+  const std::regex entry("\"(-?[0-9]+)\":([0-9]+)");
+  for (auto it = std::sregex_iterator(obj.begin(), obj.end(), entry); it != std::sregex_iterator();
+       ++it) {
+    late[std::stoll((*it)[1].str())] = std::stoull((*it)[2].str());
+  }
+  return late;
+}
+
+struct Shape {
+  int ranks, threads;
+};
+const Shape kShapes[] = {{1, 1}, {2, 2}, {3, 1}};
+
+struct Case {
+  const char* name;
+  std::vector<std::string> args;
+  bool expect_late;  // the input must produce late records
+};
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+
+// Runs one case with one strategy on every shape, each checked end to end.
+void check(const Case& c, const std::string& strategy) {
+  for (const Shape& s : kShapes) {
+    std::vector<std::string> args = {"--verify", "--json",    "--strategy",
+                                     strategy,   "--workers", std::to_string(s.threads)};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const ProcessResult r = run_stream(s.ranks, args);
+    SCOPED_TRACE(std::string(c.name) + " / " + strategy + " / " + std::to_string(s.ranks) + "x" +
+                 std::to_string(s.threads));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(field(r.output, "verify"), "OK") << r.output;
+    EXPECT_EQ(sluice::testing::count_lines_with(r.output, "verify: OK"), 1) << r.output;
+    const std::string records = *(std::find(c.args.begin(), c.args.end(), "--records") + 1);
+    EXPECT_EQ(number(r.output, "records"), std::stoull(records))
+        << "every record must be ingested once\n"
+        << r.output;
+    EXPECT_GT(number(r.output, "rows"), 0u) << r.output;
+    if (c.expect_late) {
+      EXPECT_GT(number(r.output, "late_total"), 0u) << "this input must have late records\n"
+                                                    << r.output;
+    } else {
+      EXPECT_EQ(number(r.output, "late_total"), 0u) << r.output;
+    }
+    EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+  }
+}
+
+class StreamReferenceTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(StreamReferenceTest, SlashMatchesTheSingleThreadedReference) { check(GetParam(), "slash"); }
+TEST_P(StreamReferenceTest, UpparMatchesTheSingleThreadedReference) { check(GetParam(), "uppar"); }
+
+// Small epochs (--epoch-mib) so that every run ships many deltas and
+// markers; --rate 20 spreads 60 K records over several windows.
+INSTANTIATE_TEST_SUITE_P(
+    Workloads, StreamReferenceTest,
+    ::testing::Values(
+        Case{"ysb_uniform",
+             {"--query", "ysb", "--records", "60000", "--rate", "5", "--epoch-mib", "0.05"},
+             false},
+        Case{"ysb_zipf_1_5",
+             {"--query", "ysb", "--records", "60000", "--rate", "5", "--keys", "10000", "--zipf",
+              "1.5", "--epoch-mib", "0.05"},
+             false},
+        // Event times displaced by up to 400 ms while watermarks assume 20:
+        // records behind a triggered window are counted, not aggregated.
+        Case{"ysb_out_of_order_late",
+             {"--query", "ysb", "--records", "60000", "--rate", "5", "--disorder", "400", "--lag",
+              "20", "--epoch-mib", "0.05"},
+             true},
+        Case{"ro_one_key_sliding_late",
+             {"--query",
+              "ro",
+              "--records",
+              "60000",
+              "--rate",
+              "5",
+              "--keys",
+              "1",
+              "--window-ms",
+              "400",
+              "--slide-ms",
+              "100",
+              "--disorder",
+              "150",
+              "--lag",
+              "10",
+              "--allowed-lateness",
+              "30",
+              "--epoch-mib",
+              "0.02"},
+             true},
+        Case{"ro_global_window",
+             {"--query", "ro", "--records", "60000", "--keys", "20000", "--epoch-mib", "0.1"},
+             false},
+        Case{"cm_mean_cpu",
+             {"--query", "cm", "--records", "60000", "--rate", "10", "--keys", "300", "--disorder",
+              "50", "--epoch-mib", "0.05"},
+             false}),
+    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+// ----------------------------------------------------------- DuckDB oracle
+
+struct OutRow {
+  int64_t start, end;
+  uint64_t key;
+  double value;  // counts and means: the same double on both sides
+  auto operator<=>(const OutRow&) const = default;
+};
+
+std::vector<OutRow> engine_rows(const std::string& dir) {
+  std::vector<OutRow> rows;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("out-", 0) != 0) continue;
+    std::ifstream in(e.path());
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      OutRow r{};
+      char* p = line.data();
+      r.start = std::strtoll(p, &p, 10);
+      r.end = std::strtoll(p + 1, &p, 10);
+      r.key = std::strtoull(p + 1, &p, 10);
+      r.value = std::strtod(p + 1, &p);
+      rows.push_back(r);
+    }
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+void check_against_duckdb(const std::string& query, const std::string& strategy,
+                          std::vector<std::string> extra, const std::string& window,
+                          const std::string& slide, const std::string& lag,
+                          const std::string& lateness) {
+  const std::string python = SLUICE_STREAM_PYTHON;
+  if (!std::filesystem::exists(python)) {
+    GTEST_SKIP() << "no " << python << ": run scripts/install-deps.sh to make .venv with DuckDB";
+  }
+  char tmpl[] = "/tmp/sluice-stream-oracle-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::vector<std::string> args = {"--query",
+                                   query,
+                                   "--strategy",
+                                   strategy,
+                                   "--workers",
+                                   "2",
+                                   "--json",
+                                   "--window-ms",
+                                   window,
+                                   "--lag",
+                                   lag,
+                                   "--allowed-lateness",
+                                   lateness,
+                                   "--input-csv-dir",
+                                   dir,
+                                   "--csv-out",
+                                   dir + "/out-{worker}.csv",
+                                   "--epoch-mib",
+                                   "0.05"};
+  if (slide != "0") args.insert(args.end(), {"--slide-ms", slide});
+  args.insert(args.end(), extra.begin(), extra.end());
+  const ProcessResult r = run_stream(2, args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const ProcessResult sql =
+      run_process({python, SLUICE_STREAM_ORACLE, "--query", query, "--dir", dir, "--window-ms",
+                   window, "--slide-ms", slide, "--lag", lag, "--allowed-lateness", lateness},
+                  {}, std::chrono::seconds(60));
+  ASSERT_EQ(sql.exit_code, 0) << sql.output;
+  std::vector<OutRow> expected;
+  std::map<int64_t, uint64_t> expected_late;
+  std::istringstream in(sql.output);
+  for (std::string line; std::getline(in, line);) {
+    char* p = line.data();
+    if (line.rfind("row,", 0) == 0) {
+      OutRow row{};
+      row.start = std::strtoll(p + 4, &p, 10);
+      row.end = std::strtoll(p + 1, &p, 10);
+      row.key = std::strtoull(p + 1, &p, 10);
+      row.value = std::strtod(p + 1, &p);
+      expected.push_back(row);
+    } else if (line.rfind("late,", 0) == 0) {
+      const int64_t start = std::strtoll(p + 5, &p, 10);
+      expected_late[start] = std::strtoull(p + 1, &p, 10);
+    }
+  }
+  std::sort(expected.begin(), expected.end());
+  const std::vector<OutRow> got = engine_rows(dir);
+  ASSERT_FALSE(expected.empty()) << sql.output;
+  EXPECT_EQ(got.size(), expected.size()) << r.output;
+  size_t differ = 0;
+  for (size_t i = 0; i < std::min(got.size(), expected.size()); ++i) {
+    if (got[i] != expected[i] && differ++ < 5) {
+      ADD_FAILURE() << "row " << i << ": engine (" << got[i].start << ", " << got[i].key << ", "
+                    << got[i].value << "), DuckDB (" << expected[i].start << ", " << expected[i].key
+                    << ", " << expected[i].value << ")";
+    }
+  }
+  EXPECT_EQ(differ, 0u);
+  EXPECT_EQ(late_of(r.output), expected_late) << r.output;
+  EXPECT_EQ(number(r.output, "rows"), expected.size());
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+TEST(StreamOracleTest, YsbWindowsEqualDuckDbRowForRow) {
+  for (const char* strategy : {"slash", "uppar"}) {
+    SCOPED_TRACE(strategy);
+    check_against_duckdb(
+        "ysb", strategy,
+        {"--records", "40000", "--rate", "10", "--keys", "50", "--disorder", "300"}, "1000", "0",
+        "40", "0");
+  }
+}
+
+TEST(StreamOracleTest, RoCountsEqualDuckDbRowForRow) {
+  for (const char* strategy : {"slash", "uppar"}) {
+    SCOPED_TRACE(strategy);
+    check_against_duckdb("ro", strategy, {"--records", "40000", "--keys", "3000", "--zipf", "1.2"},
+                         "0", "0", "0", "0");
+    check_against_duckdb(
+        "ro", strategy, {"--records", "40000", "--rate", "20", "--keys", "40", "--disorder", "200"},
+        "300", "100", "20", "50");
+  }
+}
+
+TEST(StreamOracleTest, CmMeansEqualDuckDbRowForRow) {
+  for (const char* strategy : {"slash", "uppar"}) {
+    SCOPED_TRACE(strategy);
+    check_against_duckdb(
+        "cm", strategy, {"--records", "40000", "--rate", "5", "--keys", "200", "--disorder", "500"},
+        "2000", "0", "100", "0");
+  }
+}
+
+// ------------------------------------------------------------------ faults
+
+// kill -9 of one rank mid-query: the job fails, says which rank died, the
+// survivors report the lost peer instead of hanging, and nothing is left in
+// /dev/shm.
+void expect_clean_failure_after_kill(const std::string& strategy) {
+  const ProcessResult r =
+      run_stream(3,
+                 {"--strategy", strategy, "--query", "ro", "--keys", "100000", "--records",
+                  "6000000", "--workers", "2", "--epoch-mib", "0.5", "--verify", "--test-kill-rank",
+                  "1", "--test-kill-after", "100000"},
+                 "sluice-stream-test-hooks", {"--grace", "20"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "query failed: "), 2) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "PeerLost"), 2) << r.output;
+  const std::regex lost("rank [02]: query failed: .*rank 1[^0-9]");
+  int naming = 0;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) naming += std::regex_search(line, lost);
+  EXPECT_GE(naming, 1) << r.output;
+  EXPECT_EQ(r.output.find("verify: OK"), std::string::npos) << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+TEST(StreamFaultTest, RankKilledMidSlashQueryFailsTheJobNamingIt) {
+  expect_clean_failure_after_kill("slash");
+}
+TEST(StreamFaultTest, RankKilledMidUpparQueryFailsTheJobNamingIt) {
+  expect_clean_failure_after_kill("uppar");
+}
+
+// ------------------------------------------------------------- the example
+
+// The API example of docs/stream.md: a callable source, a filter, sliding
+// windows, a user-supplied mergeable aggregate and a callable sink, checked
+// by the program itself against the single-threaded reference.
+TEST(StreamExampleTest, DocExampleRunsAndMatchesTheReference) {
+  const ProcessResult r = run_stream(2, {}, "sluice-stream-example");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "example: OK"), 1) << r.output;
+  EXPECT_GT(sluice::testing::count_lines_with(r.output, "sensor 7, window"), 0) << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+// ------------------------------------------------------------- the command
+
+TEST(StreamCommandTest, HelpExplainsEveryFlagAndBadFlagsAreNamed) {
+  const ProcessResult help =
+      run_process({sluice::testing::bin("sluice-stream"), "--help"}, {}, std::chrono::seconds(20));
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  for (const char* flag :
+       {"--query", "--strategy", "--workers", "--records", "--keys", "--zipf", "--disorder",
+        "--epoch-mib", "--verify", "--json", "--csv-out", "--input-csv-dir", "--lag",
+        "--allowed-lateness", "--window-ms", "--slide-ms"}) {
+    EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
+  }
+  const ProcessResult bad = run_process(
+      {sluice::testing::bin("sluice-stream"), "--strategy", "flink"}, {}, std::chrono::seconds(20));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--strategy must be slash or uppar, not 'flink'"), std::string::npos)
+      << bad.output;
+  const ProcessResult slide = run_process(
+      {sluice::testing::bin("sluice-stream"), "--window-ms", "1000", "--slide-ms", "300"}, {},
+      std::chrono::seconds(20));
+  EXPECT_EQ(slide.exit_code, 2);
+  EXPECT_NE(slide.output.find("--slide-ms must divide --window-ms"), std::string::npos)
+      << slide.output;
+}
+
+}  // namespace

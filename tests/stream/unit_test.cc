@@ -1,0 +1,165 @@
+// The stream library's pieces in-process: window assignment and the
+// lateness rule, the state table, the aggregates, the Zipf sampler, the
+// generators (deterministic, disjoint per worker), and the report's wire
+// form.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "stream/aggregates.h"
+#include "stream/report.h"
+#include "stream/state_table.h"
+#include "stream/window.h"
+#include "stream/workloads.h"
+
+namespace ss = sluice::stream;
+
+namespace {
+
+std::vector<int64_t> windows_of(const ss::WindowSpec& w, int64_t t) {
+  std::vector<int64_t> v;
+  w.for_each(t, [&](int64_t s) { v.push_back(s); });
+  return v;
+}
+
+TEST(WindowTest, TumblingSlidingAndGlobalWindowsHoldTheRightTimes) {
+  EXPECT_EQ(windows_of(ss::WindowSpec::tumbling(1000), 0), std::vector<int64_t>{0});
+  EXPECT_EQ(windows_of(ss::WindowSpec::tumbling(1000), 999), std::vector<int64_t>{0});
+  EXPECT_EQ(windows_of(ss::WindowSpec::tumbling(1000), 1000), std::vector<int64_t>{1000});
+  EXPECT_EQ(windows_of(ss::WindowSpec::tumbling(1000), -1), std::vector<int64_t>{-1000});
+  EXPECT_EQ(windows_of(ss::WindowSpec::sliding(400, 100), 250),
+            (std::vector<int64_t>{-100, 0, 100, 200}));
+  EXPECT_EQ(windows_of(ss::WindowSpec::global(), 123456), std::vector<int64_t>{0});
+  EXPECT_EQ(ss::WindowSpec::global().end(0), ss::kEndOfTime);
+  EXPECT_THROW(ss::WindowSpec::sliding(1000, 300).validate(), std::invalid_argument);
+  EXPECT_THROW(ss::WindowSpec::sliding(100, 200).validate(), std::invalid_argument);
+}
+
+TEST(WindowTest, ARecordIsLateOnlyOnceTheWatermarkPassedItsWindowsEndPlusLateness) {
+  const auto w = ss::WindowSpec::tumbling(1000);
+  EXPECT_FALSE(ss::is_late(w, 0, ss::kNoWatermark, 0));
+  EXPECT_FALSE(ss::is_late(w, 0, 999, 0));
+  EXPECT_TRUE(ss::is_late(w, 0, 1000, 0));
+  EXPECT_FALSE(ss::is_late(w, 0, 1049, 50));
+  EXPECT_TRUE(ss::is_late(w, 0, 1050, 50));
+  EXPECT_FALSE(ss::is_late(ss::WindowSpec::global(), 0, ss::kMaxEventTime, 0));
+  EXPECT_EQ(ss::watermark_of(ss::kNoWatermark, 10), ss::kNoWatermark);
+  EXPECT_EQ(ss::watermark_of(500, 10), 490);
+}
+
+TEST(StateTableTest, KeepsEveryKeyThroughGrowthAndClears) {
+  ss::StateTable<uint64_t> t(4);
+  for (uint64_t k = 0; k < 10000; ++k) {
+    for (uint64_t r = 0; r <= k % 3; ++r)
+      ++t.upsert(k * 7919, sluice::hash64(k * 7919), [] { return uint64_t{0}; });
+  }
+  EXPECT_EQ(t.size(), 10000u);
+  uint64_t total = 0, n = 0;
+  t.for_each([&](uint64_t key, uint64_t c) {
+    EXPECT_EQ(c, (key / 7919) % 3 + 1);
+    total += c;
+    ++n;
+  });
+  EXPECT_EQ(n, 10000u);
+  uint64_t expected = 0;
+  for (uint64_t k = 0; k < 10000; ++k) expected += k % 3 + 1;
+  EXPECT_EQ(total, expected);
+  const size_t bytes = t.bytes();
+  t.clear();
+  EXPECT_EQ(t.size(), 0u);
+  EXPECT_EQ(t.bytes(), bytes) << "clear keeps the capacity for the next epoch";
+}
+
+TEST(AggregateTest, MergingPartialsEqualsFoldingEverything) {
+  const std::vector<int64_t> values = {5, -3, 12, 7, 0, 7, 100, -50};
+  auto fold = [&](auto agg, size_t split) {
+    auto a = agg.init(), b = agg.init();
+    for (size_t i = 0; i < values.size(); ++i) agg.add(i < split ? a : b, values[i]);
+    agg.merge(b, a);
+    return agg.result(b);
+  };
+  for (size_t split = 0; split <= values.size(); ++split) {
+    EXPECT_EQ(fold(ss::Sum<int64_t>{}, split), 78);
+    EXPECT_EQ(fold(ss::Min<int64_t>{}, split), -50);
+    EXPECT_EQ(fold(ss::Max<int64_t>{}, split), 100);
+    EXPECT_DOUBLE_EQ(fold(ss::Avg<int64_t>{}, split), 78.0 / 8);
+  }
+}
+
+TEST(ZipfTest, RankOneIsTheMostFrequentAndFrequenciesFollowThePowerLaw) {
+  ss::Zipf z(1000, 1.5);
+  uint64_t state = 1;
+  auto u01 = [&] {
+    state = sluice::hash64(state + 0x9e3779b97f4a7c15ULL);
+    return static_cast<double>(state >> 11) * 0x1.0p-53;
+  };
+  std::map<uint64_t, uint64_t> freq;
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t k = z.sample(u01);
+    ASSERT_GE(k, 1u);
+    ASSERT_LE(k, 1000u);
+    ++freq[k];
+  }
+  // P(1) / P(2) = 2^1.5 = 2.83 for theta 1.5.
+  const double ratio = static_cast<double>(freq[1]) / static_cast<double>(freq[2]);
+  EXPECT_NEAR(ratio, 2.83, 0.2);
+  EXPECT_GT(freq[1], freq[10]);
+}
+
+TEST(GeneratorTest, WorkersGetDisjointDeterministicPartitionsOfTheInput) {
+  ss::GenSpec spec;
+  spec.records = 10001;
+  spec.keys = 50;
+  spec.disorder = 30;
+  spec.rate = 10;
+  uint64_t total = 0;
+  std::set<std::pair<uint64_t, uint64_t>> users;
+  for (uint32_t g = 0; g < 3; ++g) {
+    ss::YsbSource a(spec, g, 3), b(spec, g, 3);
+    std::vector<ss::YsbEvent> x(777), y(777);
+    for (;;) {
+      const size_t n = a(x), m = b(y);
+      ASSERT_EQ(n, m);
+      if (n == 0) break;
+      total += n;
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(std::memcmp(&x[i], &y[i], sizeof(ss::YsbEvent)), 0)
+            << "the same input every time";
+        // Copies: the record is packed, and gtest binds references.
+        const ss::YsbEvent e = x[i];
+        const uint64_t campaign = e.campaign_id, u0 = e.user_id[0], u1 = e.user_id[1];
+        const unsigned type = e.event_type;
+        const int64_t time = e.event_time;
+        ASSERT_LT(campaign, 50u);
+        ASSERT_LE(type, 2u);
+        ASSERT_GE(time, 0);
+        users.insert({u0, u1});
+      }
+    }
+  }
+  EXPECT_EQ(total, 10001u);
+  EXPECT_EQ(users.size(), 10001u) << "no two records alike: the workers' partitions are disjoint";
+}
+
+TEST(ReportTest, SurvivesItsWireForm) {
+  ss::Report r;
+  r.records_in = 12;
+  r.rows = 3;
+  r.checksum = 0xfedcba9876543210ULL;
+  r.late = {{-100, 4}, {2000, 1}};
+  r.latency_ms = {0.5, 1.25};
+  r.seconds = 1.5;
+  r.error = "consuming flow stream: PeerLost: rank 1 died";
+  const ss::Report d = ss::Report::decode(r.encode());
+  EXPECT_EQ(d.records_in, 12u);
+  EXPECT_EQ(d.rows, 3u);
+  EXPECT_EQ(d.checksum, r.checksum);
+  EXPECT_EQ(d.late, r.late);
+  EXPECT_EQ(d.latency_ms, r.latency_ms);
+  EXPECT_EQ(d.error, r.error);
+}
+
+}  // namespace
