@@ -1,0 +1,158 @@
+// sluice-query: the parallel query engine's command, run through the launcher:
+//
+//   sluice run -n 4 -- sluice-query synthetic --threads 2 --rows 5000000
+//
+// Every process runs the plan with --threads workers; rank 0 sums what the
+// processes report, checks it against a single-process computation and
+// prints the result ("verify: OK", or MISMATCH and exit status 1).
+#include <signal.h>
+#include <sluice/sluice.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "options.h"
+#include "synthetic.h"
+
+namespace sq = sluice::query;
+
+namespace {
+
+// What every rank reports to rank 0 (through allgather).
+struct Wire {
+  uint64_t count, checksum, shuffled_1, shuffled_2, bytes;
+  double seconds;
+};
+
+std::string encode(const Wire& w) {
+  return std::string(reinterpret_cast<const char*>(&w), sizeof w);
+}
+Wire decode(const std::string& s) {
+  Wire w{};
+  std::memcpy(&w, s.data(), std::min(s.size(), sizeof w));
+  return w;
+}
+
+std::string transport_label(const sluice::Cluster& cluster, sq::ExchangeImpl impl) {
+  if (impl == sq::ExchangeImpl::kSockets) return "tcp";
+  bool shm = false, ofi = false;
+  for (uint32_t r = 0; r < cluster.world_size(); ++r) {
+    if (r == cluster.rank() && cluster.world_size() > 1) continue;
+    (cluster.transport_to(r) == sluice::Transport::kOfi ? ofi : shm) = true;
+  }
+  return shm && ofi ? "shm+ofi" : ofi ? "ofi" : "shm";
+}
+
+int synthetic(const sq::Options& opt, sluice::Cluster& cluster) {
+  const uint32_t rank = cluster.rank(), world = cluster.world_size();
+  sq::SyntheticResult reference;
+  if (rank == 0) reference = sq::synthetic_reference(opt.rows, world);
+  bool all_ok = true;
+  for (size_t run = 0; run < opt.batch_bytes.size(); ++run) {
+    sq::SyntheticConfig config;
+    config.rows = opt.rows;
+    config.runtime.threads = opt.threads;
+    config.runtime.batch_bytes = opt.batch_bytes[run];
+    config.runtime.ring_segments = opt.ring_segments;
+    config.runtime.impl = opt.exchange;
+    config.name = "synthetic." + std::to_string(run);
+    if (opt.test_kill_rank == static_cast<int64_t>(rank)) {
+      const uint64_t after = opt.test_kill_after;
+      config.on_progress = [after](uint64_t sent) {
+        if (sent >= after) {
+          std::fprintf(stderr, "test hook: killing this rank after %" PRIu64 " sent rows\n", sent);
+          std::fflush(stderr);
+          ::raise(SIGKILL);
+        }
+      };
+    }
+    const sq::SyntheticResult mine = sq::run_synthetic(cluster, config);
+    if (!mine.error.empty()) {
+      std::fprintf(stderr, "sluice-query: rank %u: query failed: %s\n", rank, mine.error.c_str());
+      return 1;
+    }
+    const auto all = cluster.allgather(
+        config.name + ".result", encode({mine.count, mine.checksum, mine.rows_shuffled_1,
+                                         mine.rows_shuffled_2, mine.bytes_moved, mine.seconds}));
+    if (rank != 0) continue;
+    Wire sum{};
+    for (const auto& s : all) {
+      const Wire w = decode(s);
+      sum.count += w.count;
+      sum.checksum += w.checksum;
+      sum.shuffled_1 += w.shuffled_1;
+      sum.shuffled_2 += w.shuffled_2;
+      sum.bytes += w.bytes;
+      sum.seconds = std::max(sum.seconds, w.seconds);
+    }
+    // Exactly once: both exchanges delivered every row once, and the
+    // result equals the single-process computation.
+    const bool ok = sum.count == reference.count && sum.checksum == reference.checksum &&
+                    sum.shuffled_1 == reference.rows_shuffled_1 &&
+                    sum.shuffled_2 == reference.rows_shuffled_2;
+    all_ok = all_ok && ok;
+    const std::string transport = transport_label(cluster, opt.exchange);
+    const double rows = static_cast<double>(opt.rows) * world;
+    if (opt.json) {
+      std::printf(
+          "{\"program\":\"sluice-query\",\"query\":\"synthetic\",\"exchange\":\"%s\","
+          "\"transport\":\"%s\",\"processes\":%u,\"threads\":%u,\"rows_per_process\":%" PRIu64
+          ",\"batch_bytes\":%u,\"count\":%" PRIu64 ",\"checksum\":\"%016" PRIx64
+          "\",\"reference_count\":%" PRIu64 ",\"reference_checksum\":\"%016" PRIx64
+          "\",\"rows_exchanged\":%" PRIu64 ",\"bytes_exchanged\":%" PRIu64
+          ",\"seconds\":%.6f,\"rows_per_s\":%.0f,\"verify\":\"%s\"}\n",
+          sq::to_string(opt.exchange), transport.c_str(), world, opt.threads, opt.rows,
+          opt.batch_bytes[run], sum.count, sum.checksum, reference.count, reference.checksum,
+          sum.shuffled_1 + sum.shuffled_2, sum.bytes, sum.seconds,
+          rows / std::max(sum.seconds, 1e-9), ok ? "OK" : "MISMATCH");
+    } else {
+      std::printf(
+          "sluice-query synthetic: %u processes x %u workers, %s exchange over %s, "
+          "batches of %u bytes\n",
+          world, opt.threads, sq::to_string(opt.exchange), transport.c_str(), opt.batch_bytes[run]);
+      std::printf("  rows      %" PRIu64 " per process, %" PRIu64 " in all; exchanged %" PRIu64
+                  " + %" PRIu64 " rows, %.1f MB\n",
+                  opt.rows, reference.count, sum.shuffled_1, sum.shuffled_2, sum.bytes / 1e6);
+      std::printf("  result    count %" PRIu64 ", checksum %016" PRIx64 "\n", sum.count,
+                  sum.checksum);
+      std::printf("  time      %.3f s (slowest worker), %.1f M rows/s generated\n", sum.seconds,
+                  rows / std::max(sum.seconds, 1e-9) / 1e6);
+    }
+    if (ok) {
+      std::printf("verify: OK (count %" PRIu64 ", checksum %016" PRIx64
+                  " equal to the single-process computation)\n",
+                  sum.count, sum.checksum);
+    } else {
+      std::printf("verify: MISMATCH: count %" PRIu64 ", checksum %016" PRIx64 ", exchanged %" PRIu64
+                  " + %" PRIu64 "; reference count %" PRIu64 ", checksum %016" PRIx64 "\n",
+                  sum.count, sum.checksum, sum.shuffled_1, sum.shuffled_2, reference.count,
+                  reference.checksum);
+    }
+    std::fflush(stdout);
+  }
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const sq::Options opt = sq::parse_options(argc, argv);
+  try {
+    // The automatic spin budget must count every busy worker thread.
+    sluice::ClusterOptions options = sluice::ClusterOptions::from_env();
+    options.threads_per_rank = std::max(1u, opt.threads);
+    auto cluster = sluice::Cluster::join(options);
+    return synthetic(opt, cluster);
+  } catch (const sluice::Error& e) {
+    std::fprintf(stderr, "sluice-query: %s\n", e.what());
+    return e.code() == sluice::ErrorCode::kBootstrap ? 3 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sluice-query: %s\n", e.what());
+    return 1;
+  }
+}
