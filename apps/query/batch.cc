@@ -140,7 +140,7 @@ void Column::format(size_t i, std::string* out) const {
       std::snprintf(buf, sizeof buf, "%.17g", reals[i]);
       break;
     case Type::kDate:
-      *out += civil_from_days(days[i]);
+      if (days[i] != kNullDate) *out += civil_from_days(days[i]);
       return;
     case Type::kString:
       *out += str_at(i);

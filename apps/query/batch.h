@@ -124,6 +124,11 @@ class Batch {
   size_t rows_ = 0;
 };
 
+// A missing date (SQL NULL; TPC-C's delivery date of an undelivered order).
+// Comparisons with it are false (so a filter drops the row, as SQL's would),
+// CSV shows it as an empty field (NULL to DuckDB), and it sorts first.
+constexpr int32_t kNullDate = INT32_MIN;
+
 // Days since 1970-01-01 of a civil date, and back (proleptic Gregorian).
 int32_t days_from_civil(int y, unsigned m, unsigned d);
 std::string civil_from_days(int32_t days);

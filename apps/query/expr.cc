@@ -203,6 +203,12 @@ template <class Cmp>
 void compare(const Column& a, const Column& b, size_t n, Cmp cmp, std::vector<int64_t>* out) {
   if (a.type() == Type::kString) {
     for (size_t i = 0; i < n; ++i) out->push_back(cmp(a.str_at(i).compare(b.str_at(i)), 0));
+  } else if (a.type() == Type::kDate && b.type() == Type::kDate) {
+    // A comparison with a missing date is false, as SQL's filters treat NULL.
+    for (size_t i = 0; i < n; ++i) {
+      const bool null = a.days[i] == kNullDate || b.days[i] == kNullDate;
+      out->push_back(!null && cmp(a.days[i], b.days[i]));
+    }
   } else if (is_int_like(a.type()) && is_int_like(b.type())) {
     const uint32_t s = std::max(scale_of(a.field), scale_of(b.field));
     const int64_t ma = pow10(s - scale_of(a.field)), mb = pow10(s - scale_of(b.field));

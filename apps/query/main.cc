@@ -12,12 +12,16 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "options.h"
 #include "synthetic.h"
+#include "tpcc.h"
+#include "tpcc_queries.h"
 
 namespace sq = sluice::query;
 
@@ -48,6 +52,9 @@ std::string transport_label(const sluice::Cluster& cluster, sq::ExchangeImpl imp
   return shm && ofi ? "shm+ofi" : ofi ? "ofi" : "shm";
 }
 
+// The test build's --test-kill-rank hook (empty otherwise).
+std::function<void(uint64_t)> kill_hook(const sq::Options& opt, uint32_t rank);
+
 int synthetic(const sq::Options& opt, sluice::Cluster& cluster) {
   const uint32_t rank = cluster.rank(), world = cluster.world_size();
   sq::SyntheticResult reference;
@@ -61,16 +68,7 @@ int synthetic(const sq::Options& opt, sluice::Cluster& cluster) {
     config.runtime.ring_segments = opt.ring_segments;
     config.runtime.impl = opt.exchange;
     config.name = "synthetic." + std::to_string(run);
-    if (opt.test_kill_rank == static_cast<int64_t>(rank)) {
-      const uint64_t after = opt.test_kill_after;
-      config.on_progress = [after](uint64_t sent) {
-        if (sent >= after) {
-          std::fprintf(stderr, "test hook: killing this rank after %" PRIu64 " sent rows\n", sent);
-          std::fflush(stderr);
-          ::raise(SIGKILL);
-        }
-      };
-    }
+    config.on_progress = kill_hook(opt, rank);
     const sq::SyntheticResult mine = sq::run_synthetic(cluster, config);
     if (!mine.error.empty()) {
       std::fprintf(stderr, "sluice-query: rank %u: query failed: %s\n", rank, mine.error.c_str());
@@ -138,16 +136,136 @@ int synthetic(const sq::Options& opt, sluice::Cluster& cluster) {
   return all_ok ? 0 : 1;
 }
 
+std::function<void(uint64_t)> kill_hook(const sq::Options& opt, uint32_t rank) {
+  if (opt.test_kill_rank != static_cast<int64_t>(rank)) return {};
+  const uint64_t after = opt.test_kill_after;
+  return [after](uint64_t sent) {
+    if (sent >= after) {
+      std::fprintf(stderr, "test hook: killing this rank after %" PRIu64 " sent rows\n", sent);
+      std::fflush(stderr);
+      ::raise(SIGKILL);
+    }
+  };
+}
+
+// What every rank reports of a TPC-C run, per exchange.
+struct TpccWire {
+  uint64_t rows[2], bytes[2];
+  double seconds, generate_seconds;
+};
+
+int tpcc(const sq::Options& opt, sluice::Cluster& cluster) {
+  const uint32_t rank = cluster.rank(), world = cluster.world_size();
+  sq::TpccConfig config;
+  config.query = opt.query;
+  config.warehouses = opt.warehouses;
+  config.seed = opt.seed;
+  config.runtime.threads = opt.threads;
+  config.runtime.batch_bytes = opt.batch_bytes.front();
+  config.runtime.ring_segments = opt.ring_segments;
+  config.runtime.impl = opt.exchange;
+  config.on_progress = kill_hook(opt, rank);
+  const sq::TpccResult r = sq::run_tpcc(cluster, config);
+  if (!r.error.empty()) {
+    std::fprintf(stderr, "sluice-query: rank %u: query failed: %s\n", rank, r.error.c_str());
+    return 1;
+  }
+  TpccWire mine{};
+  for (size_t i = 0; i < 2 && i < r.exchanges.size(); ++i) {
+    mine.rows[i] = r.exchanges[i].stats.rows_received;
+    mine.bytes[i] = r.exchanges[i].stats.bytes_received;
+  }
+  mine.seconds = r.seconds;
+  mine.generate_seconds = r.generate_seconds;
+  const auto all = cluster.allgather(
+      "tpcc.report", std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
+  if (rank != 0) return 0;
+  TpccWire sum{};
+  for (const auto& s : all) {
+    TpccWire w{};
+    std::memcpy(&w, s.data(), std::min(s.size(), sizeof w));
+    for (int i = 0; i < 2; ++i) {
+      sum.rows[i] += w.rows[i];
+      sum.bytes[i] += w.bytes[i];
+    }
+    sum.seconds = std::max(sum.seconds, w.seconds);
+    sum.generate_seconds = std::max(sum.generate_seconds, w.generate_seconds);
+  }
+  const std::string transport = transport_label(cluster, opt.exchange);
+  std::string header;
+  for (const auto& f : r.rows.schema().fields()) header += (header.empty() ? "" : ",") + f.name;
+  if (opt.json) {
+    std::printf(
+        "{\"program\":\"sluice-query\",\"query\":\"tpcc-%s\",\"exchange\":\"%s\","
+        "\"transport\":\"%s\",\"processes\":%u,\"threads\":%u,\"warehouses\":%u,"
+        "\"batch_bytes\":%u,\"result_rows\":%zu,\"seconds\":%.6f,\"generate_seconds\":%.3f,"
+        "\"exchanges\":[{\"name\":\"%s\",\"rows\":%" PRIu64 ",\"bytes\":%" PRIu64
+        "},{\"name\":\"%s\",\"rows\":%" PRIu64 ",\"bytes\":%" PRIu64 "}]}\n",
+        opt.query.c_str(), sq::to_string(opt.exchange), transport.c_str(), world, opt.threads,
+        opt.warehouses, config.runtime.batch_bytes, r.rows.rows(), sum.seconds,
+        sum.generate_seconds, r.exchanges[0].name.c_str(), sum.rows[0], sum.bytes[0],
+        r.exchanges[1].name.c_str(), sum.rows[1], sum.bytes[1]);
+  } else {
+    std::printf(
+        "sluice-query tpcc %s: %u warehouses, %u processes x %u workers, %s exchange over "
+        "%s\n",
+        opt.query.c_str(), opt.warehouses, world, opt.threads, sq::to_string(opt.exchange),
+        transport.c_str());
+    std::printf("  time      %.3f s (slowest worker; generating the tables took %.3f s before)\n",
+                sum.seconds, sum.generate_seconds);
+    for (size_t i = 0; i < 2; ++i) {
+      std::printf("  exchange  %s: %" PRIu64 " rows, %" PRIu64 " bytes\n",
+                  r.exchanges[i].name.c_str(), sum.rows[i], sum.bytes[i]);
+    }
+  }
+  std::printf("columns: %s\n", header.c_str());
+  std::string text = r.rows.to_text(',');
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t nl = text.find('\n', start);
+    std::printf("row: %s\n", text.substr(start, nl - start).c_str());
+    start = nl + 1;
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+// Writes the whole generated database (one process) as CSV with a header.
+int tpcc_export(const sq::Options& opt) {
+  std::filesystem::create_directories(opt.dir);
+  const sq::TpccTables t = sq::generate_tpcc(opt.warehouses, 0, 1, opt.seed);
+  const std::pair<const char*, const sq::Batch*> tables[] = {{"customer", &t.customer},
+                                                             {"orders", &t.orders},
+                                                             {"new_order", &t.new_order},
+                                                             {"order_line", &t.order_line},
+                                                             {"item", &t.item}};
+  for (const auto& [name, b] : tables) {
+    const std::string path = opt.dir + "/" + name + ".csv";
+    std::ofstream f(path);
+    std::string header;
+    for (const auto& field : b->schema().fields())
+      header += (header.empty() ? "" : ",") + field.name;
+    f << header << "\n" << b->to_text(',');
+    if (!f) {
+      std::fprintf(stderr, "sluice-query: cannot write %s\n", path.c_str());
+      return 1;
+    }
+    std::printf("%s: %zu rows\n", path.c_str(), b->rows());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const sq::Options opt = sq::parse_options(argc, argv);
+  if (opt.command == "tpcc-export") return tpcc_export(opt);
   try {
     // The automatic spin budget must count every busy worker thread.
     sluice::ClusterOptions options = sluice::ClusterOptions::from_env();
     options.threads_per_rank = std::max(1u, opt.threads);
     auto cluster = sluice::Cluster::join(options);
-    return synthetic(opt, cluster);
+    return opt.command == "tpcc" ? tpcc(opt, cluster) : synthetic(opt, cluster);
   } catch (const sluice::Error& e) {
     std::fprintf(stderr, "sluice-query: %s\n", e.what());
     return e.code() == sluice::ErrorCode::kBootstrap ? 3 : 1;

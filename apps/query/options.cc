@@ -15,12 +15,18 @@ namespace {
     std::exit(code);
   }
   std::printf(
-      "usage: sluice run -n PROCESSES -- sluice-query synthetic [options]\n"
+      "usage: sluice run -n PROCESSES -- sluice-query synthetic|tpcc QUERY [options]\n"
+      "       sluice-query tpcc-export --warehouses W --dir DIR\n"
       "  a parallel query engine on sluice flows (docs/query.md)\n"
       "commands:\n"
       "  synthetic          the two-shuffle benchmark: every process generates --rows integers;\n"
       "                     shuffle; n := n*3/2; shuffle again; count and checksum, checked\n"
       "                     against a single-process computation (prints verify: OK)\n"
+      "  tpcc q3            the paper's TPC-C query 3 (per-ol_number aggregate) over a\n"
+      "                     generated TPC-C database partitioned by warehouse; prints the\n"
+      "                     result rows (\"row: ...\"), the time and the rows each exchange moved\n"
+      "  tpcc-export        writes the generated tables as CSV files with a header to --dir\n"
+      "                     (one process; for checking the queries with another engine)\n"
       "options:\n"
       "  --threads T        worker threads per process (default 1)\n"
       "  --rows N           integers generated per process (default 1000000)\n"
@@ -29,6 +35,9 @@ namespace {
       "  --ring-segments N  sluice exchange: batches in flight per pair of workers (default 16)\n"
       "  --exchange E       sluice (default: sluice flows) or sockets (blocking TCP, one\n"
       "                     connection per pair of processes, a sender thread per process)\n"
+      "  --warehouses W     tpcc: TPC-C warehouses (default 1)\n"
+      "  --seed N           tpcc: generator seed (default 1)\n"
+      "  --dir DIR          tpcc-export: where the CSV files go\n"
       "  --json             one JSON line per run\n"
       "  --help             this text\n");
 #ifdef SLUICE_QUERY_TEST_HOOKS
@@ -92,6 +101,12 @@ Options parse_options(int argc, char** argv) {
       } else {
         usage("--exchange is sluice or sockets, not '" + e + "'");
       }
+    } else if (a == "--warehouses") {
+      o.warehouses = static_cast<uint32_t>(number(a, value(), 1, 100000));
+    } else if (a == "--seed") {
+      o.seed = number(a, value(), 0, UINT64_MAX);
+    } else if (a == "--dir") {
+      o.dir = value();
     } else if (a == "--json") {
       o.json = true;
 #ifdef SLUICE_QUERY_TEST_HOOKS
@@ -102,12 +117,20 @@ Options parse_options(int argc, char** argv) {
 #endif
     } else if (!a.empty() && a[0] != '-' && o.command.empty()) {
       o.command = a;
+    } else if (!a.empty() && a[0] != '-' && o.command == "tpcc" && o.query.empty()) {
+      o.query = a;
     } else {
       usage("unknown option '" + a + "'");
     }
   }
-  if (o.command.empty()) usage("no command given (synthetic)");
-  if (o.command != "synthetic") usage("unknown command '" + o.command + "' (synthetic)");
+  if (o.command.empty()) usage("no command given (synthetic, tpcc or tpcc-export)");
+  if (o.command != "synthetic" && o.command != "tpcc" && o.command != "tpcc-export") {
+    usage("unknown command '" + o.command + "' (synthetic, tpcc or tpcc-export)");
+  }
+  if (o.command == "tpcc" && o.query != "q3") {
+    usage(o.query.empty() ? "tpcc needs a query (q3)" : "unknown query '" + o.query + "' (q3)");
+  }
+  if (o.command == "tpcc-export" && o.dir.empty()) usage("tpcc-export needs --dir");
   return o;
 }
 

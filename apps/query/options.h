@@ -12,7 +12,11 @@
 namespace sluice::query {
 
 struct Options {
-  std::string command;                            // "synthetic"
+  std::string command;                            // "synthetic", "tpcc" or "tpcc-export"
+  std::string query;                              // tpcc: q3
+  uint32_t warehouses = 1;                        // --warehouses (tpcc)
+  uint64_t seed = 1;                              // --seed (tpcc)
+  std::string dir;                                // --dir (tpcc-export)
   uint32_t threads = 1;                           // --threads
   uint64_t rows = 1000000;                        // --rows (per process)
   std::vector<uint32_t> batch_bytes{16384};       // --batch-bytes (a comma list sweeps)
