@@ -62,6 +62,11 @@ ExprPtr ge(ExprPtr a, ExprPtr b) { return node(Op::kGe, {std::move(a), std::move
 ExprPtr and_(ExprPtr a, ExprPtr b) { return node(Op::kAnd, {std::move(a), std::move(b)}); }
 ExprPtr or_(ExprPtr a, ExprPtr b) { return node(Op::kOr, {std::move(a), std::move(b)}); }
 ExprPtr not_(ExprPtr a) { return node(Op::kNot, {std::move(a)}); }
+ExprPtr starts_with(ExprPtr s, std::string prefix) {
+  auto e = node(Op::kPrefix, {std::move(s)});
+  e->name = std::move(prefix);
+  return e;
+}
 ExprPtr between(ExprPtr x, ExprPtr lo, ExprPtr hi) {
   return and_(ge(x, std::move(lo)), le(x, std::move(hi)));
 }
@@ -184,6 +189,13 @@ void bind(Expr& e, const Schema& schema, const std::string& name) {
       e.out = int64_field(name);
       break;
     }
+    case Op::kPrefix:
+      if (e.args[0]->out.type != Type::kString) {
+        throw PlanError(std::string("LIKE 'prefix%' takes a string, not ") +
+                        to_string(e.args[0]->out.type) + ", in expression " + name);
+      }
+      e.out = int64_field(name);
+      break;
     default:
       for (auto& a : e.args) {
         if (a->out.type != Type::kInt64) {
@@ -274,6 +286,9 @@ void eval(Expr& e, const Batch& in, Column* out) {
           a, e.scratch[1], n, [](auto x, auto y) { return x >= y; }, &o);
     case Op::kNot:
       for (size_t i = 0; i < n; ++i) o.push_back(a.ints[i] == 0);
+      return;
+    case Op::kPrefix:
+      for (size_t i = 0; i < n; ++i) o.push_back(a.str_at(i).starts_with(e.name));
       return;
     case Op::kAnd:
       for (size_t i = 0; i < n; ++i) o.push_back(a.ints[i] != 0 && e.scratch[1].ints[i] != 0);

@@ -43,11 +43,12 @@ enum class Op : uint8_t {
   kAnd,
   kOr,
   kNot,
+  kPrefix,  // s LIKE 'prefix%'
 };
 
 struct Expr {
   Op op = Op::kInt;
-  std::string name;    // kColumn: the column; kString: the literal
+  std::string name;    // kColumn: the column; kString: the literal; kPrefix: the prefix
   int64_t ival = 0;    // kInt, kDecimal (unscaled), kDate (days)
   double dval = 0;     // kDouble
   uint32_t scale = 0;  // kDecimal
@@ -81,6 +82,8 @@ ExprPtr and_(ExprPtr a, ExprPtr b);
 ExprPtr or_(ExprPtr a, ExprPtr b);
 ExprPtr not_(ExprPtr a);
 ExprPtr between(ExprPtr x, ExprPtr lo, ExprPtr hi);
+// s LIKE 'prefix%' (s a string).
+ExprPtr starts_with(ExprPtr s, std::string prefix);
 }  // namespace expr
 
 // Resolves columns against `schema` and sets out (the result field, named

@@ -149,8 +149,9 @@ std::function<void(uint64_t)> kill_hook(const sq::Options& opt, uint32_t rank) {
 }
 
 // What every rank reports of a TPC-C run, per exchange.
+constexpr size_t kMaxExchanges = 8;
 struct TpccWire {
-  uint64_t rows[2], bytes[2];
+  uint64_t rows[kMaxExchanges], bytes[kMaxExchanges];
   double seconds, generate_seconds;
 };
 
@@ -171,7 +172,8 @@ int tpcc(const sq::Options& opt, sluice::Cluster& cluster) {
     return 1;
   }
   TpccWire mine{};
-  for (size_t i = 0; i < 2 && i < r.exchanges.size(); ++i) {
+  const size_t nx = std::min(kMaxExchanges, r.exchanges.size());
+  for (size_t i = 0; i < nx; ++i) {
     mine.rows[i] = r.exchanges[i].stats.rows_received;
     mine.bytes[i] = r.exchanges[i].stats.bytes_received;
   }
@@ -184,7 +186,7 @@ int tpcc(const sq::Options& opt, sluice::Cluster& cluster) {
   for (const auto& s : all) {
     TpccWire w{};
     std::memcpy(&w, s.data(), std::min(s.size(), sizeof w));
-    for (int i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < nx; ++i) {
       sum.rows[i] += w.rows[i];
       sum.bytes[i] += w.bytes[i];
     }
@@ -195,16 +197,20 @@ int tpcc(const sq::Options& opt, sluice::Cluster& cluster) {
   std::string header;
   for (const auto& f : r.rows.schema().fields()) header += (header.empty() ? "" : ",") + f.name;
   if (opt.json) {
+    std::string xs;
+    for (size_t i = 0; i < nx; ++i) {
+      xs += (i ? ",{" : "{") + std::string("\"name\":\"") + r.exchanges[i].name +
+            "\",\"rows\":" + std::to_string(sum.rows[i]) +
+            ",\"bytes\":" + std::to_string(sum.bytes[i]) + "}";
+    }
     std::printf(
         "{\"program\":\"sluice-query\",\"query\":\"tpcc-%s\",\"exchange\":\"%s\","
         "\"transport\":\"%s\",\"processes\":%u,\"threads\":%u,\"warehouses\":%u,"
-        "\"batch_bytes\":%u,\"result_rows\":%zu,\"seconds\":%.6f,\"generate_seconds\":%.3f,"
-        "\"exchanges\":[{\"name\":\"%s\",\"rows\":%" PRIu64 ",\"bytes\":%" PRIu64
-        "},{\"name\":\"%s\",\"rows\":%" PRIu64 ",\"bytes\":%" PRIu64 "}]}\n",
+        "\"batch_bytes\":%u,\"result_rows\":%zu,\"seconds\":%.6f,"
+        "\"generate_seconds\":%.3f,\"exchanges\":[%s]}\n",
         opt.query.c_str(), sq::to_string(opt.exchange), transport.c_str(), world, opt.threads,
         opt.warehouses, config.runtime.batch_bytes, r.rows.rows(), sum.seconds,
-        sum.generate_seconds, r.exchanges[0].name.c_str(), sum.rows[0], sum.bytes[0],
-        r.exchanges[1].name.c_str(), sum.rows[1], sum.bytes[1]);
+        sum.generate_seconds, xs.c_str());
   } else {
     std::printf(
         "sluice-query tpcc %s: %u warehouses, %u processes x %u workers, %s exchange over "
@@ -213,7 +219,7 @@ int tpcc(const sq::Options& opt, sluice::Cluster& cluster) {
         transport.c_str());
     std::printf("  time      %.3f s (slowest worker; generating the tables took %.3f s before)\n",
                 sum.seconds, sum.generate_seconds);
-    for (size_t i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < nx; ++i) {
       std::printf("  exchange  %s: %" PRIu64 " rows, %" PRIu64 " bytes\n",
                   r.exchanges[i].name.c_str(), sum.rows[i], sum.bytes[i]);
     }

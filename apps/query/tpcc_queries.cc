@@ -18,77 +18,226 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The schema of q3's partial groups, as its first aggregate emits them.
-Schema q3_partial_schema() {
-  Filter f(tpcc_order_line_schema(), lit(1));
-  HashAggregate agg(f.schema(), {"ol_number"},
-                    {{AggKind::kSum, col("ol_quantity"), "sum_qty"},
-                     {AggKind::kSum, col("ol_amount"), "sum_amount"},
-                     {AggKind::kCount, nullptr, "count_order"}});
-  return agg.schema();
+// A worker's plan: its operators live as long as the worker runs; `out`
+// (worker 0 of process 0 only) receives the result.
+struct Plan {
+  virtual ~Plan() = default;
+  std::unique_ptr<Collect> out;
+};
+
+std::vector<Aggregate> q3_partials() {
+  return {{AggKind::kSum, col("ol_quantity"), "sum_qty"},
+          {AggKind::kSum, col("ol_amount"), "sum_amount"},
+          {AggKind::kCount, nullptr, "count_order"}};
 }
 
-// One worker's q3 plan: its operators live as long as the worker runs.
-struct Q3Plan {
-  Q3Plan(QueryWorker& w, const Batch& order_line, ExchangeId shuffle, ExchangeId gather)
-      : scan(order_line),
+std::vector<ExchangeId> declare_q3(Runtime& rt, const std::string& name) {
+  const Schema partial =
+      HashAggregate(tpcc_order_line_schema(), {"ol_number"}, q3_partials()).schema();
+  return {rt.declare(name + ".groups", ExchangeKind::kShuffle, partial, {"ol_number"}),
+          rt.declare(name + ".result", ExchangeKind::kGather, partial)};
+}
+
+// q3: scan order_line, filter, partial aggregate, shuffle by ol_number,
+// merge, gather; at worker 0: averages and sort.
+struct Q3Plan : Plan {
+  Q3Plan(QueryWorker& w, const TpccTables& t, const std::vector<ExchangeId>& x)
+      : scan(t.order_line),
         filter(scan.schema(), gt(col("ol_delivery_d"), date(2013, 7, 1))),
-        partial(filter.schema(), {"ol_number"},
-                {{AggKind::kSum, col("ol_quantity"), "sum_qty"},
-                 {AggKind::kSum, col("ol_amount"), "sum_amount"},
-                 {AggKind::kCount, nullptr, "count_order"}}),
+        partial(filter.schema(), {"ol_number"}, q3_partials()),
         merge(partial.schema(), {"ol_number"},
               {{AggKind::kSum, col("sum_qty"), "sum_qty"},
                {AggKind::kSum, col("sum_amount"), "sum_amount"},
                {AggKind::kSum, col("count_order"), "count_order"}}) {
     scan.to(&filter);
     filter.to(&partial);
-    partial.to(w.sender(shuffle));
-    w.receive(shuffle, &merge);
-    merge.to(w.sender(gather));
+    partial.to(w.sender(x[0]));
+    w.receive(x[0], &merge);
+    merge.to(w.sender(x[1]));
     w.add_local(&scan);
-    if (w.receives(gather)) {
-      project = std::make_unique<Project>(
-          merge.schema(),
-          std::vector<Projection>{{"ol_number", col("ol_number")},
-                                  {"sum_qty", col("sum_qty")},
-                                  {"sum_amount", col("sum_amount")},
-                                  {"avg_qty", div(col("sum_qty"), col("count_order"))},
-                                  {"avg_amount", div(col("sum_amount"), col("count_order"))},
-                                  {"count_order", col("count_order")}});
-      sort = std::make_unique<Sort>(project->schema(),
-                                    std::vector<SortKey>{{"sum_qty", true}, {"ol_number", false}});
-      out = std::make_unique<Collect>(sort->schema());
-      project->to(sort.get());
-      sort->to(out.get());
-      w.receive(gather, project.get());
-    }
+    if (!w.receives(x[1])) return;
+    project = std::make_unique<Project>(
+        merge.schema(),
+        std::vector<Projection>{{"ol_number", col("ol_number")},
+                                {"sum_qty", col("sum_qty")},
+                                {"sum_amount", col("sum_amount")},
+                                {"avg_qty", div(col("sum_qty"), col("count_order"))},
+                                {"avg_amount", div(col("sum_amount"), col("count_order"))},
+                                {"count_order", col("count_order")}});
+    sort = std::make_unique<Sort>(project->schema(),
+                                  std::vector<SortKey>{{"sum_qty", true}, {"ol_number", false}});
+    out = std::make_unique<Collect>(sort->schema());
+    project->to(sort.get());
+    sort->to(out.get());
+    w.receive(x[1], project.get());
   }
   Scan scan;
   Filter filter;
   HashAggregate partial, merge;
   std::unique_ptr<Project> project;
   std::unique_ptr<Sort> sort;
-  std::unique_ptr<Collect> out;
+};
+
+// q1's stages. Every join is on (warehouse, district, order or customer),
+// and each side is shuffled by that key, so matching rows meet on one worker.
+Project q1_customers(const Schema& in) {
+  return Project(in, {{"c_w_id", col("c_w_id")}, {"c_d_id", col("c_d_id")}, {"c_id", col("c_id")}});
+}
+Project q1_orders(const Schema& in) {
+  return Project(in, {{"o_w_id", col("o_w_id")},
+                      {"o_d_id", col("o_d_id")},
+                      {"o_c_id", col("o_c_id")},
+                      {"o_id", col("o_id")},
+                      {"o_entry_d", col("o_entry_d")}});
+}
+Project q1_customer_orders(const Schema& in) {
+  return Project(in, {{"co_w_id", col("o_w_id")},
+                      {"co_d_id", col("o_d_id")},
+                      {"co_id", col("o_id")},
+                      {"co_entry_d", col("o_entry_d")}});
+}
+Project q1_lines(const Schema& in) {
+  return Project(in, {{"ol_w_id", col("ol_w_id")},
+                      {"ol_d_id", col("ol_d_id")},
+                      {"ol_o_id", col("ol_o_id")},
+                      {"ol_amount", col("ol_amount")}});
+}
+std::vector<Aggregate> q1_revenue() { return {{AggKind::kSum, col("ol_amount"), "revenue"}}; }
+const std::vector<std::string> kQ1Groups = {"ol_o_id", "ol_w_id", "ol_d_id", "co_entry_d"};
+const std::vector<std::string> kCustomerKey = {"c_w_id", "c_d_id", "c_id"};
+const std::vector<std::string> kOrderCustomerKey = {"o_w_id", "o_d_id", "o_c_id"};
+const std::vector<std::string> kCoKey = {"co_w_id", "co_d_id", "co_id"};
+const std::vector<std::string> kNewOrderKey = {"no_w_id", "no_d_id", "no_o_id"};
+const std::vector<std::string> kLineKey = {"ol_w_id", "ol_d_id", "ol_o_id"};
+
+std::vector<ExchangeId> declare_q1(Runtime& rt, const std::string& name) {
+  const Schema cust = q1_customers(tpcc_customer_schema()).schema();
+  const Schema ord = q1_orders(tpcc_orders_schema()).schema();
+  HashJoinBuild cb(cust, kCustomerKey);
+  const Schema co =
+      q1_customer_orders(HashJoinProbe(ord, kOrderCustomerKey, &cb).schema()).schema();
+  const Schema lines = q1_lines(tpcc_order_line_schema()).schema();
+  // The groups' schema: lines joined with (customer orders joined with new orders).
+  HashJoinBuild nob(tpcc_new_order_schema(), kNewOrderKey);
+  HashJoinProbe j1(co, kCoKey, &nob);
+  HashJoinBuild b2(j1.schema(), kCoKey);
+  HashJoinProbe j2(lines, kLineKey, &b2);
+  const Schema groups = HashAggregate(j2.schema(), kQ1Groups, q1_revenue()).schema();
+  return {rt.declare(name + ".customers", ExchangeKind::kShuffle, cust, kCustomerKey),
+          rt.declare(name + ".orders", ExchangeKind::kShuffle, ord, kOrderCustomerKey),
+          rt.declare(name + ".customer_orders", ExchangeKind::kShuffle, co, kCoKey),
+          rt.declare(name + ".new_orders", ExchangeKind::kShuffle, tpcc_new_order_schema(),
+                     kNewOrderKey),
+          rt.declare(name + ".lines", ExchangeKind::kShuffle, lines, kLineKey),
+          rt.declare(name + ".result", ExchangeKind::kGather, groups)};
+}
+
+// q1 (Listing 1.1's four-way join): six exchanges, all active at once.
+//   customers (c_state LIKE 'A%') -> x0 by customer  \ join -> x2 by order
+//   orders (o_entry_d > 2013-07-01) -> x1 by customer /
+//   new_order -> x3 by order; (x2 join x3) is the build side for
+//   order lines -> x4 by order; join, group, HAVING -> x5 gather; sort.
+struct Q1Plan : Plan {
+  Q1Plan(QueryWorker& w, const TpccTables& t, const std::vector<ExchangeId>& x)
+      : cust_scan(t.customer),
+        cust_filter(cust_scan.schema(), starts_with(col("c_state"), "A")),
+        cust_project(q1_customers(cust_filter.schema())),
+        ord_scan(t.orders),
+        ord_filter(ord_scan.schema(), gt(col("o_entry_d"), date(2013, 7, 1))),
+        ord_project(q1_orders(ord_filter.schema())),
+        no_scan(t.new_order),
+        ol_scan(t.order_line),
+        ol_project(q1_lines(ol_scan.schema())),
+        cust_build(cust_project.schema(), kCustomerKey),
+        cust_probe(ord_project.schema(), kOrderCustomerKey, &cust_build),
+        co_project(q1_customer_orders(cust_probe.schema())),
+        no_build(tpcc_new_order_schema(), kNewOrderKey),
+        no_probe(co_project.schema(), kCoKey, &no_build),
+        order_build(no_probe.schema(), kCoKey),
+        order_probe(ol_project.schema(), kLineKey, &order_build),
+        groups(order_probe.schema(), kQ1Groups, q1_revenue()),
+        having(groups.schema(), gt(col("revenue"), dec(8000000, 2))) {
+    // The local scans, each into its exchange.
+    cust_scan.to(&cust_filter);
+    cust_filter.to(&cust_project);
+    cust_project.to(w.sender(x[0]));
+    ord_scan.to(&ord_filter);
+    ord_filter.to(&ord_project);
+    ord_project.to(w.sender(x[1]));
+    no_scan.to(w.sender(x[3]));
+    ol_scan.to(&ol_project);
+    ol_project.to(w.sender(x[4]));
+    w.add_local(&cust_scan);
+    w.add_local(&ord_scan);
+    w.add_local(&no_scan);
+    w.add_local(&ol_scan);
+    // What arrives.
+    w.receive(x[0], &cust_build);
+    w.receive(x[1], &cust_probe);
+    cust_probe.to(&co_project);
+    co_project.to(w.sender(x[2]));
+    w.receive(x[3], &no_build);
+    w.receive(x[2], &no_probe);
+    no_probe.to(&order_build);
+    w.receive(x[4], &order_probe);
+    order_probe.to(&groups);
+    groups.to(&having);
+    having.to(w.sender(x[5]));
+    if (!w.receives(x[5])) return;
+    project = std::make_unique<Project>(having.schema(),
+                                        std::vector<Projection>{{"ol_o_id", col("ol_o_id")},
+                                                                {"ol_w_id", col("ol_w_id")},
+                                                                {"ol_d_id", col("ol_d_id")},
+                                                                {"revenue", col("revenue")},
+                                                                {"o_entry_d", col("co_entry_d")}});
+    // ORDER BY revenue DESC, o_entry_d; then the order's key, for one order of ties.
+    sort = std::make_unique<Sort>(project->schema(), std::vector<SortKey>{{"revenue", true},
+                                                                          {"o_entry_d", false},
+                                                                          {"ol_w_id", false},
+                                                                          {"ol_d_id", false},
+                                                                          {"ol_o_id", false}});
+    out = std::make_unique<Collect>(sort->schema());
+    project->to(sort.get());
+    sort->to(out.get());
+    w.receive(x[5], project.get());
+  }
+  Scan cust_scan;
+  Filter cust_filter;
+  Project cust_project;
+  Scan ord_scan;
+  Filter ord_filter;
+  Project ord_project;
+  Scan no_scan;
+  Scan ol_scan;
+  Project ol_project;
+  HashJoinBuild cust_build;
+  HashJoinProbe cust_probe;
+  Project co_project;
+  HashJoinBuild no_build;
+  HashJoinProbe no_probe;
+  HashJoinBuild order_build;
+  HashJoinProbe order_probe;
+  HashAggregate groups;
+  Filter having;
+  std::unique_ptr<Project> project;
+  std::unique_ptr<Sort> sort;
 };
 
 }  // namespace
 
-bool is_tpcc_query(const std::string& q) { return q == "q3"; }
+bool is_tpcc_query(const std::string& q) { return q == "q1" || q == "q3"; }
 
 TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
   TpccResult result;
   if (!is_tpcc_query(config.query)) {
-    result.error = "unknown query '" + config.query + "' (q3)";
+    result.error = "unknown query '" + config.query + "' (q1, q3)";
     return result;
   }
   const uint32_t threads = config.runtime.threads;
   Runtime rt(cluster, config.runtime);
-  const Schema partial = q3_partial_schema();
-  const ExchangeId shuffle =
-      rt.declare(config.name + ".groups", ExchangeKind::kShuffle, partial, {"ol_number"});
-  const ExchangeId gather = rt.declare(config.name + ".result", ExchangeKind::kGather, partial);
-  const std::vector<ExchangeId> ids{shuffle, gather};
+  const bool q1 = config.query == "q1";
+  const std::vector<ExchangeId> ids =
+      q1 ? declare_q1(rt, config.name) : declare_q3(rt, config.name);
 
   // Every worker generates its warehouses first (not part of the query time).
   const uint32_t parts = rt.world() * threads;
@@ -119,12 +268,17 @@ TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
       try {
         QueryWorker w(rt, t);
         w.on_progress = config.on_progress;
-        Q3Plan plan(w, tables[t].order_line, shuffle, gather);
+        std::unique_ptr<Plan> plan;
+        if (q1) {
+          plan = std::make_unique<Q1Plan>(w, tables[t], ids);
+        } else {
+          plan = std::make_unique<Q3Plan>(w, tables[t], ids);
+        }
         const auto t0 = std::chrono::steady_clock::now();
         w.run();
         per[t].seconds = since(t0);
         for (ExchangeId x : ids) per[t].stats.push_back(w.stats(x));
-        if (plan.out) result.rows = plan.out->rows();
+        if (plan->out) result.rows = plan->out->rows();
       } catch (const std::exception& e) {
         per[t].error = e.what();
       }
