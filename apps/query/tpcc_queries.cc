@@ -223,21 +223,94 @@ struct Q1Plan : Plan {
   std::unique_ptr<Sort> sort;
 };
 
+// q2 (the promo-revenue ratio over order_line x item): the items (i_id
+// and whether i_data LIKE 'a%', as 0/1) are broadcast to every worker and
+// joined with its local order lines; the sums are partial per worker,
+// gathered and added up at worker 0. CASE WHEN promo THEN ol_amount ELSE 0
+// is ol_amount * promo (exact: promo is 0 or 1).
+Project q2_items(const Schema& in) {
+  return Project(in, {{"i_id", col("i_id")}, {"i_promo", starts_with(col("i_data"), "a")}});
+}
+std::vector<Aggregate> q2_sums(const char* promo, const char* amount) {
+  return {{AggKind::kSum, col(promo), "promo_amount"}, {AggKind::kSum, col(amount), "amount"}};
+}
+Project q2_lines(const Schema& in) {
+  return Project(
+      in, {{"promo", mul(col("ol_amount"), col("i_promo"))}, {"ol_amount", col("ol_amount")}});
+}
+
+std::vector<ExchangeId> declare_q2(Runtime& rt, const std::string& name) {
+  const Schema items = q2_items(tpcc_item_schema()).schema();
+  HashJoinBuild b(items, {"i_id"});
+  const Schema lines =
+      q2_lines(HashJoinProbe(tpcc_order_line_schema(), {"ol_i_id"}, &b).schema()).schema();
+  const Schema partial = HashAggregate(lines, {}, q2_sums("promo", "ol_amount")).schema();
+  return {rt.declare(name + ".items", ExchangeKind::kBroadcast, items),
+          rt.declare(name + ".result", ExchangeKind::kGather, partial)};
+}
+
+struct Q2Plan : Plan {
+  Q2Plan(QueryWorker& w, const TpccTables& t, const std::vector<ExchangeId>& x)
+      : item_scan(t.item),
+        item_project(q2_items(item_scan.schema())),
+        item_build(item_project.schema(), {"i_id"}),
+        ol_scan(t.order_line),
+        ol_filter(ol_scan.schema(), and_(ge(col("ol_delivery_d"), date(2013, 6, 1)),
+                                         lt(col("ol_delivery_d"), date(2013, 8, 1)))),
+        probe(ol_filter.schema(), {"ol_i_id"}, &item_build),
+        amounts(q2_lines(probe.schema())),
+        partial(amounts.schema(), {}, q2_sums("promo", "ol_amount")) {
+    item_scan.to(&item_project);
+    item_project.to(w.sender(x[0]));
+    w.receive(x[0], &item_build);
+    ol_scan.to(&ol_filter);
+    ol_filter.to(&probe);
+    probe.to(&amounts);
+    amounts.to(&partial);
+    partial.to(w.sender(x[1]));
+    w.add_local(&item_scan);
+    w.add_local(&ol_scan);
+    if (!w.receives(x[1])) return;
+    total = std::make_unique<HashAggregate>(partial.schema(), std::vector<std::string>{},
+                                            q2_sums("promo_amount", "amount"));
+    project = std::make_unique<Project>(
+        total->schema(),
+        std::vector<Projection>{{"promo_revenue", div(mul(dec(10000, 2), col("promo_amount")),
+                                                      add(lit(1), col("amount")))}});
+    out = std::make_unique<Collect>(project->schema());
+    total->to(project.get());
+    project->to(out.get());
+    w.receive(x[1], total.get());
+  }
+  Scan item_scan;
+  Project item_project;
+  HashJoinBuild item_build;
+  Scan ol_scan;
+  Filter ol_filter;
+  HashJoinProbe probe;
+  Project amounts;
+  HashAggregate partial;
+  std::unique_ptr<HashAggregate> total;
+  std::unique_ptr<Project> project;
+};
+
 }  // namespace
 
-bool is_tpcc_query(const std::string& q) { return q == "q1" || q == "q3"; }
+bool is_tpcc_query(const std::string& q) { return q == "q1" || q == "q2" || q == "q3"; }
 
 TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
   TpccResult result;
   if (!is_tpcc_query(config.query)) {
-    result.error = "unknown query '" + config.query + "' (q1, q3)";
+    result.error = "unknown query '" + config.query + "' (q1, q2, q3)";
     return result;
   }
   const uint32_t threads = config.runtime.threads;
   Runtime rt(cluster, config.runtime);
   const bool q1 = config.query == "q1";
-  const std::vector<ExchangeId> ids =
-      q1 ? declare_q1(rt, config.name) : declare_q3(rt, config.name);
+  const bool q2 = config.query == "q2";
+  const std::vector<ExchangeId> ids = q1   ? declare_q1(rt, config.name)
+                                      : q2 ? declare_q2(rt, config.name)
+                                           : declare_q3(rt, config.name);
 
   // Every worker generates its warehouses first (not part of the query time).
   const uint32_t parts = rt.world() * threads;
@@ -271,6 +344,8 @@ TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
         std::unique_ptr<Plan> plan;
         if (q1) {
           plan = std::make_unique<Q1Plan>(w, tables[t], ids);
+        } else if (q2) {
+          plan = std::make_unique<Q2Plan>(w, tables[t], ids);
         } else {
           plan = std::make_unique<Q3Plan>(w, tables[t], ids);
         }
