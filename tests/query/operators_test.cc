@@ -197,6 +197,30 @@ TEST(ExprTest, DecimalAndDateArithmeticIsExact) {
   EXPECT_EQ(out.ints, (std::vector<int64_t>{1, 0}));
 }
 
+TEST(ExprTest, PrefixMatchAndMissingDatesFollowSql) {
+  Batch b(Schema({string_field("s", 4), date_field("d")}));
+  for (const char* v : {"Abc", "aBc", "A", "xA"}) b.column(0).push_string(v);
+  b.column(1).days = {kNullDate, days_from_civil(2013, 7, 2), days_from_civil(2013, 6, 30),
+                      kNullDate};
+  b.set_rows(4);
+  ExprPtr p = starts_with(col("s"), "A");
+  bind(*p, b.schema(), "p");
+  Column out;
+  eval(*p, b, &out);
+  EXPECT_EQ(out.ints, (std::vector<int64_t>{1, 0, 1, 0}));
+  // A comparison with a missing date is false both ways (SQL's NULL in a WHERE).
+  for (auto [e, want] :
+       {std::pair{gt(col("d"), date(2013, 7, 1)), std::vector<int64_t>{0, 1, 0, 0}},
+        std::pair{le(col("d"), date(2013, 7, 1)), std::vector<int64_t>{0, 0, 1, 0}}}) {
+    bind(*e, b.schema(), "c");
+    eval(*e, b, &out);
+    EXPECT_EQ(out.ints, want);
+  }
+  std::string text;
+  b.column(1).format(0, &text);
+  EXPECT_EQ(text, "") << "a missing date is an empty CSV field (NULL to DuckDB)";
+}
+
 TEST(ExprTest, PlanErrorsNameTheProblem) {
   const Schema s({int64_field("x"), string_field("name", 4)});
   try {
