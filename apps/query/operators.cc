@@ -109,7 +109,9 @@ void Project::push(const Batch& b) {
 
 // --- Keys ---
 
-KeyTable::KeyTable(uint32_t key_bytes) : width_(key_bytes), slots_(64, 0) {}
+// Keys of no columns (a global aggregate) are one zero byte, so that key
+// pointers are never null.
+KeyTable::KeyTable(uint32_t key_bytes) : width_(std::max(1u, key_bytes)), slots_(64, 0) {}
 
 uint32_t KeyTable::find(const std::byte* key, uint64_t hash) const {
   const size_t mask = slots_.size() - 1;
@@ -190,7 +192,7 @@ uint64_t KeyEncoder::encode(const Batch& b, size_t i, std::byte* out) const {
 // --- Hash join ---
 
 HashJoinBuild::HashJoinBuild(const Schema& in, std::vector<std::string> keys)
-    : enc_(in, keys), table_(enc_.bytes()), key_(enc_.bytes()), rows_(in) {}
+    : enc_(in, keys), table_(enc_.bytes()), key_(std::max(1u, enc_.bytes())), rows_(in) {}
 
 void HashJoinBuild::push(const Batch& b) {
   const uint32_t base = static_cast<uint32_t>(rows_.rows());
@@ -211,7 +213,7 @@ void HashJoinBuild::finish() {
 }
 
 HashJoinProbe::HashJoinProbe(const Schema& in, std::vector<std::string> keys, HashJoinBuild* build)
-    : enc_(in, keys), build_(build), key_(enc_.bytes()), pending_(in) {
+    : enc_(in, keys), build_(build), key_(std::max(1u, enc_.bytes())), pending_(in) {
   const KeyEncoder& other = build->enc_;
   if (other.columns().size() != enc_.columns().size()) {
     throw PlanError("a join needs as many probe keys as build keys");
@@ -271,7 +273,11 @@ void HashJoinProbe::build_done() {
 
 HashAggregate::HashAggregate(const Schema& in, std::vector<std::string> keys,
                              std::vector<Aggregate> aggs)
-    : enc_(in, keys), table_(enc_.bytes()), aggs_(std::move(aggs)), key_(enc_.bytes()), in_(in) {
+    : enc_(in, keys),
+      table_(enc_.bytes()),
+      aggs_(std::move(aggs)),
+      key_(std::max(1u, enc_.bytes())),
+      in_(in) {
   std::vector<Field> fields;
   for (size_t c : enc_.columns()) fields.push_back(in[c]);
   for (Aggregate& a : aggs_) {
