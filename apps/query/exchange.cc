@@ -323,6 +323,7 @@ void QueryWorker::run() {
     }
   }
   size_t next_local = 0;
+  start_ = std::chrono::steady_clock::now();
   for (;;) {
     // The paper's loop: deliver what arrived, then one batch of local work;
     // park only when neither found anything.
@@ -338,6 +339,8 @@ void QueryWorker::run() {
         case InputState::kEnded:
           ended_[x] = true;
           ++work;
+          stats_[x].ended_seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
           downstream_[x]->finish();
           break;
         case InputState::kFailed:

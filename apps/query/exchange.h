@@ -38,6 +38,7 @@
 #include <sluice/sluice.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -70,6 +71,9 @@ using ExchangeId = uint32_t;
 // Per exchange, counted by every worker and summed by the caller.
 struct ExchangeStats {
   uint64_t rows_sent = 0, rows_received = 0, bytes_received = 0;
+  // When this worker's input of the exchange ended, in seconds from the
+  // start of run(): when that stage was done here (0: it receives nothing).
+  double ended_seconds = 0;
 };
 
 class SocketMesh;
@@ -154,6 +158,7 @@ class QueryWorker {
   std::vector<LocalSource*> locals_;
   std::vector<ExchangeStats> stats_;
   uint64_t sent_total_ = 0;
+  std::chrono::steady_clock::time_point start_;
   std::string error_;
 };
 

@@ -152,6 +152,7 @@ std::function<void(uint64_t)> kill_hook(const sq::Options& opt, uint32_t rank) {
 constexpr size_t kMaxExchanges = 8;
 struct TpccWire {
   uint64_t rows[kMaxExchanges], bytes[kMaxExchanges];
+  double ended[kMaxExchanges];
   double seconds, generate_seconds;
 };
 
@@ -176,6 +177,7 @@ int tpcc(const sq::Options& opt, sluice::Cluster& cluster) {
   for (size_t i = 0; i < nx; ++i) {
     mine.rows[i] = r.exchanges[i].stats.rows_received;
     mine.bytes[i] = r.exchanges[i].stats.bytes_received;
+    mine.ended[i] = r.exchanges[i].stats.ended_seconds;
   }
   mine.seconds = r.seconds;
   mine.generate_seconds = r.generate_seconds;
@@ -189,6 +191,7 @@ int tpcc(const sq::Options& opt, sluice::Cluster& cluster) {
     for (size_t i = 0; i < nx; ++i) {
       sum.rows[i] += w.rows[i];
       sum.bytes[i] += w.bytes[i];
+      sum.ended[i] = std::max(sum.ended[i], w.ended[i]);
     }
     sum.seconds = std::max(sum.seconds, w.seconds);
     sum.generate_seconds = std::max(sum.generate_seconds, w.generate_seconds);
@@ -201,7 +204,8 @@ int tpcc(const sq::Options& opt, sluice::Cluster& cluster) {
     for (size_t i = 0; i < nx; ++i) {
       xs += (i ? ",{" : "{") + std::string("\"name\":\"") + r.exchanges[i].name +
             "\",\"rows\":" + std::to_string(sum.rows[i]) +
-            ",\"bytes\":" + std::to_string(sum.bytes[i]) + "}";
+            ",\"bytes\":" + std::to_string(sum.bytes[i]) +
+            ",\"done_s\":" + std::to_string(sum.ended[i]) + "}";
     }
     std::printf(
         "{\"program\":\"sluice-query\",\"query\":\"tpcc-%s\",\"exchange\":\"%s\","
@@ -220,8 +224,8 @@ int tpcc(const sq::Options& opt, sluice::Cluster& cluster) {
     std::printf("  time      %.3f s (slowest worker; generating the tables took %.3f s before)\n",
                 sum.seconds, sum.generate_seconds);
     for (size_t i = 0; i < nx; ++i) {
-      std::printf("  exchange  %s: %" PRIu64 " rows, %" PRIu64 " bytes\n",
-                  r.exchanges[i].name.c_str(), sum.rows[i], sum.bytes[i]);
+      std::printf("  exchange  %s: %" PRIu64 " rows, %" PRIu64 " bytes, stage done after %.3f s\n",
+                  r.exchanges[i].name.c_str(), sum.rows[i], sum.bytes[i], sum.ended[i]);
     }
   }
   std::printf("columns: %s\n", header.c_str());

@@ -370,6 +370,7 @@ TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
       s.rows_sent += per[t].stats[i].rows_sent;
       s.rows_received += per[t].stats[i].rows_received;
       s.bytes_received += per[t].stats[i].bytes_received;
+      s.ended_seconds = std::max(s.ended_seconds, per[t].stats[i].ended_seconds);
     }
   }
   return result;

@@ -37,7 +37,7 @@ struct TpccConfig {
 
 struct TpccExchangeReport {
   std::string name;
-  ExchangeStats stats;  // summed over this process's workers
+  ExchangeStats stats;  // summed over this process's workers (ended_seconds: the latest)
 };
 
 struct TpccResult {
