@@ -96,6 +96,19 @@ TEST(SyntheticSweepTest, EveryBatchSizeOfASweepVerifies) {
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
+// Rings of two 512-byte segments: pushes meet full rings all the time, so
+// workers keep delivering their inputs from inside push (the handlers push
+// into the other exchange in turn) instead of blocking each other.
+TEST(SyntheticBackPressureTest, TinyRingsStillDeliverEveryRowOnce) {
+  const ProcessResult r = run_query(4, {"synthetic", "--json", "--threads", "2", "--rows", "100000",
+                                        "--ring-segments", "2", "--batch-bytes", "512"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(field(r.output, "verify"), "OK") << r.output;
+  EXPECT_EQ(field(r.output, "count"), "400000") << r.output;
+  EXPECT_EQ(field(r.output, "rows_exchanged"), "800000") << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
 TEST(SyntheticOptionsTest, BadOptionsAreNamed) {
   const ProcessResult r = run_process(
       {sluice::testing::bin("sluice-query"), "synthetic", "--exchange", "carrier-pigeon"}, {},

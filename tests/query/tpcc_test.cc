@@ -192,12 +192,14 @@ struct Case {
 const std::vector<Case> kSluiceShapes = {{1, 1, "sluice"}, {2, 2, "sluice"}, {4, 2, "sluice"}};
 const std::vector<Case> kSocketShapes = {{1, 2, "sockets"}, {4, 2, "sockets"}};
 
-ProcessResult run_tpcc(const Case& c, const char* query) {
-  return run_process(
-      sluice::testing::job_argv(c.processes, 90, "sluice-query",
-                                {"tpcc", query, "--warehouses", std::to_string(kWarehouses),
-                                 "--threads", std::to_string(c.threads), "--exchange", c.exchange}),
-      {}, std::chrono::seconds(120));
+ProcessResult run_tpcc(const Case& c, const char* query, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"tpcc",         query,
+                                   "--warehouses", std::to_string(kWarehouses),
+                                   "--threads",    std::to_string(c.threads),
+                                   "--exchange",   c.exchange};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_process(sluice::testing::job_argv(c.processes, 90, "sluice-query", args), {},
+                     std::chrono::seconds(120));
 }
 
 void check_q3(const std::vector<Case>& shapes, const std::vector<std::string>& expected) {
@@ -257,6 +259,15 @@ TEST_F(TpccTest, Q2EqualsDuckDbOverSluiceExchanges) { check_q2(kSluiceShapes, *e
 TEST_F(TpccTest, Q2EqualsDuckDbOverSocketExchanges) { check_q2(kSocketShapes, *expected_q2_); }
 TEST_F(TpccTest, Q3EqualsDuckDbOverSluiceExchanges) { check_q3(kSluiceShapes, *expected_q3_); }
 TEST_F(TpccTest, Q3EqualsDuckDbOverSocketExchanges) { check_q3(kSocketShapes, *expected_q3_); }
+// Six exchanges with rings of two 1 KiB segments: back-pressure everywhere.
+TEST_F(TpccTest, Q1EqualsDuckDbWithTinyRings) {
+  const ProcessResult r =
+      run_tpcc({2, 2, "sluice"}, "q1", {"--ring-segments", "2", "--batch-bytes", "1024"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_rows(rows(r.output), *expected_q1_, 5, {});
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
 TEST_F(TpccTest, Q1EqualsDuckDbOverSluiceExchanges) {
   check_q1(kSluiceShapes, *expected_q1_, *order_lines_);
 }
