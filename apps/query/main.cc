@@ -1,0 +1,286 @@
+// sluice-query: the parallel query engine's command, run through the launcher:
+//
+//   sluice run -n 4 -- sluice-query synthetic --threads 2 --rows 5000000
+//
+// Every process runs the plan with --threads workers; rank 0 sums what the
+// processes report, checks it against a single-process computation and
+// prints the result ("verify: OK", or MISMATCH and exit status 1).
+#include <signal.h>
+#include <sluice/sluice.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "options.h"
+#include "synthetic.h"
+#include "tpcc.h"
+#include "tpcc_queries.h"
+
+namespace sq = sluice::query;
+
+namespace {
+
+// What every rank reports to rank 0 (through allgather).
+struct Wire {
+  uint64_t count, checksum, shuffled_1, shuffled_2, bytes;
+  double seconds;
+};
+
+std::string encode(const Wire& w) {
+  return std::string(reinterpret_cast<const char*>(&w), sizeof w);
+}
+Wire decode(const std::string& s) {
+  Wire w{};
+  std::memcpy(&w, s.data(), std::min(s.size(), sizeof w));
+  return w;
+}
+
+std::string transport_label(const sluice::Cluster& cluster, sq::ExchangeImpl impl) {
+  if (impl == sq::ExchangeImpl::kSockets) return "tcp";
+  bool shm = false, ofi = false;
+  for (uint32_t r = 0; r < cluster.world_size(); ++r) {
+    if (r == cluster.rank() && cluster.world_size() > 1) continue;
+    (cluster.transport_to(r) == sluice::Transport::kOfi ? ofi : shm) = true;
+  }
+  return shm && ofi ? "shm+ofi" : ofi ? "ofi" : "shm";
+}
+
+// The test build's --test-kill-rank hook (empty otherwise).
+std::function<void(uint64_t)> kill_hook(const sq::Options& opt, uint32_t rank);
+
+int synthetic(const sq::Options& opt, sluice::Cluster& cluster) {
+  const uint32_t rank = cluster.rank(), world = cluster.world_size();
+  sq::SyntheticResult reference;
+  if (rank == 0) reference = sq::synthetic_reference(opt.rows, world);
+  bool all_ok = true;
+  for (size_t run = 0; run < opt.batch_bytes.size(); ++run) {
+    sq::SyntheticConfig config;
+    config.rows = opt.rows;
+    config.runtime.threads = opt.threads;
+    config.runtime.batch_bytes = opt.batch_bytes[run];
+    config.runtime.ring_segments = opt.ring_segments;
+    config.runtime.impl = opt.exchange;
+    config.name = "synthetic." + std::to_string(run);
+    config.on_progress = kill_hook(opt, rank);
+    const sq::SyntheticResult mine = sq::run_synthetic(cluster, config);
+    if (!mine.error.empty()) {
+      std::fprintf(stderr, "sluice-query: rank %u: query failed: %s\n", rank, mine.error.c_str());
+      return 1;
+    }
+    const auto all = cluster.allgather(
+        config.name + ".result", encode({mine.count, mine.checksum, mine.rows_shuffled_1,
+                                         mine.rows_shuffled_2, mine.bytes_moved, mine.seconds}));
+    if (rank != 0) continue;
+    Wire sum{};
+    for (const auto& s : all) {
+      const Wire w = decode(s);
+      sum.count += w.count;
+      sum.checksum += w.checksum;
+      sum.shuffled_1 += w.shuffled_1;
+      sum.shuffled_2 += w.shuffled_2;
+      sum.bytes += w.bytes;
+      sum.seconds = std::max(sum.seconds, w.seconds);
+    }
+    // Exactly once: both exchanges delivered every row once, and the
+    // result equals the single-process computation.
+    const bool ok = sum.count == reference.count && sum.checksum == reference.checksum &&
+                    sum.shuffled_1 == reference.rows_shuffled_1 &&
+                    sum.shuffled_2 == reference.rows_shuffled_2;
+    all_ok = all_ok && ok;
+    const std::string transport = transport_label(cluster, opt.exchange);
+    const double rows = static_cast<double>(opt.rows) * world;
+    if (opt.json) {
+      std::printf(
+          "{\"program\":\"sluice-query\",\"query\":\"synthetic\",\"exchange\":\"%s\","
+          "\"transport\":\"%s\",\"processes\":%u,\"threads\":%u,\"rows_per_process\":%" PRIu64
+          ",\"batch_bytes\":%u,\"count\":%" PRIu64 ",\"checksum\":\"%016" PRIx64
+          "\",\"reference_count\":%" PRIu64 ",\"reference_checksum\":\"%016" PRIx64
+          "\",\"rows_exchanged\":%" PRIu64 ",\"bytes_exchanged\":%" PRIu64
+          ",\"seconds\":%.6f,\"rows_per_s\":%.0f,\"verify\":\"%s\"}\n",
+          sq::to_string(opt.exchange), transport.c_str(), world, opt.threads, opt.rows,
+          opt.batch_bytes[run], sum.count, sum.checksum, reference.count, reference.checksum,
+          sum.shuffled_1 + sum.shuffled_2, sum.bytes, sum.seconds,
+          rows / std::max(sum.seconds, 1e-9), ok ? "OK" : "MISMATCH");
+    } else {
+      std::printf(
+          "sluice-query synthetic: %u processes x %u workers, %s exchange over %s, "
+          "batches of %u bytes\n",
+          world, opt.threads, sq::to_string(opt.exchange), transport.c_str(), opt.batch_bytes[run]);
+      std::printf("  rows      %" PRIu64 " per process, %" PRIu64 " in all; exchanged %" PRIu64
+                  " + %" PRIu64 " rows, %.1f MB\n",
+                  opt.rows, reference.count, sum.shuffled_1, sum.shuffled_2, sum.bytes / 1e6);
+      std::printf("  result    count %" PRIu64 ", checksum %016" PRIx64 "\n", sum.count,
+                  sum.checksum);
+      std::printf("  time      %.3f s (slowest worker), %.1f M rows/s generated\n", sum.seconds,
+                  rows / std::max(sum.seconds, 1e-9) / 1e6);
+    }
+    if (ok) {
+      std::printf("verify: OK (count %" PRIu64 ", checksum %016" PRIx64
+                  " equal to the single-process computation)\n",
+                  sum.count, sum.checksum);
+    } else {
+      std::printf("verify: MISMATCH: count %" PRIu64 ", checksum %016" PRIx64 ", exchanged %" PRIu64
+                  " + %" PRIu64 "; reference count %" PRIu64 ", checksum %016" PRIx64 "\n",
+                  sum.count, sum.checksum, sum.shuffled_1, sum.shuffled_2, reference.count,
+                  reference.checksum);
+    }
+    std::fflush(stdout);
+  }
+  return all_ok ? 0 : 1;
+}
+
+std::function<void(uint64_t)> kill_hook(const sq::Options& opt, uint32_t rank) {
+  if (opt.test_kill_rank != static_cast<int64_t>(rank)) return {};
+  const uint64_t after = opt.test_kill_after;
+  return [after](uint64_t sent) {
+    if (sent >= after) {
+      std::fprintf(stderr, "test hook: killing this rank after %" PRIu64 " sent rows\n", sent);
+      std::fflush(stderr);
+      ::raise(SIGKILL);
+    }
+  };
+}
+
+// What every rank reports of a TPC-C run, per exchange.
+constexpr size_t kMaxExchanges = 8;
+struct TpccWire {
+  uint64_t rows[kMaxExchanges], bytes[kMaxExchanges];
+  double ended[kMaxExchanges];
+  double seconds, generate_seconds;
+};
+
+int tpcc(const sq::Options& opt, sluice::Cluster& cluster) {
+  const uint32_t rank = cluster.rank(), world = cluster.world_size();
+  sq::TpccConfig config;
+  config.query = opt.query;
+  config.warehouses = opt.warehouses;
+  config.seed = opt.seed;
+  config.runtime.threads = opt.threads;
+  config.runtime.batch_bytes = opt.batch_bytes.front();
+  config.runtime.ring_segments = opt.ring_segments;
+  config.runtime.impl = opt.exchange;
+  config.on_progress = kill_hook(opt, rank);
+  const sq::TpccResult r = sq::run_tpcc(cluster, config);
+  if (!r.error.empty()) {
+    std::fprintf(stderr, "sluice-query: rank %u: query failed: %s\n", rank, r.error.c_str());
+    return 1;
+  }
+  TpccWire mine{};
+  const size_t nx = std::min(kMaxExchanges, r.exchanges.size());
+  for (size_t i = 0; i < nx; ++i) {
+    mine.rows[i] = r.exchanges[i].stats.rows_received;
+    mine.bytes[i] = r.exchanges[i].stats.bytes_received;
+    mine.ended[i] = r.exchanges[i].stats.ended_seconds;
+  }
+  mine.seconds = r.seconds;
+  mine.generate_seconds = r.generate_seconds;
+  const auto all = cluster.allgather(
+      "tpcc.report", std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
+  if (rank != 0) return 0;
+  TpccWire sum{};
+  for (const auto& s : all) {
+    TpccWire w{};
+    std::memcpy(&w, s.data(), std::min(s.size(), sizeof w));
+    for (size_t i = 0; i < nx; ++i) {
+      sum.rows[i] += w.rows[i];
+      sum.bytes[i] += w.bytes[i];
+      sum.ended[i] = std::max(sum.ended[i], w.ended[i]);
+    }
+    sum.seconds = std::max(sum.seconds, w.seconds);
+    sum.generate_seconds = std::max(sum.generate_seconds, w.generate_seconds);
+  }
+  const std::string transport = transport_label(cluster, opt.exchange);
+  std::string header;
+  for (const auto& f : r.rows.schema().fields()) header += (header.empty() ? "" : ",") + f.name;
+  if (opt.json) {
+    std::string xs;
+    for (size_t i = 0; i < nx; ++i) {
+      xs += (i ? ",{" : "{") + std::string("\"name\":\"") + r.exchanges[i].name +
+            "\",\"rows\":" + std::to_string(sum.rows[i]) +
+            ",\"bytes\":" + std::to_string(sum.bytes[i]) +
+            ",\"done_s\":" + std::to_string(sum.ended[i]) + "}";
+    }
+    std::printf(
+        "{\"program\":\"sluice-query\",\"query\":\"tpcc-%s\",\"exchange\":\"%s\","
+        "\"transport\":\"%s\",\"processes\":%u,\"threads\":%u,\"warehouses\":%u,"
+        "\"batch_bytes\":%u,\"result_rows\":%zu,\"seconds\":%.6f,"
+        "\"generate_seconds\":%.3f,\"exchanges\":[%s]}\n",
+        opt.query.c_str(), sq::to_string(opt.exchange), transport.c_str(), world, opt.threads,
+        opt.warehouses, config.runtime.batch_bytes, r.rows.rows(), sum.seconds,
+        sum.generate_seconds, xs.c_str());
+  } else {
+    std::printf(
+        "sluice-query tpcc %s: %u warehouses, %u processes x %u workers, %s exchange over "
+        "%s\n",
+        opt.query.c_str(), opt.warehouses, world, opt.threads, sq::to_string(opt.exchange),
+        transport.c_str());
+    std::printf("  time      %.3f s (slowest worker; generating the tables took %.3f s before)\n",
+                sum.seconds, sum.generate_seconds);
+    for (size_t i = 0; i < nx; ++i) {
+      std::printf("  exchange  %s: %" PRIu64 " rows, %" PRIu64 " bytes, stage done after %.3f s\n",
+                  r.exchanges[i].name.c_str(), sum.rows[i], sum.bytes[i], sum.ended[i]);
+    }
+  }
+  std::printf("columns: %s\n", header.c_str());
+  std::string text = r.rows.to_text(',');
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t nl = text.find('\n', start);
+    std::printf("row: %s\n", text.substr(start, nl - start).c_str());
+    start = nl + 1;
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+// Writes the whole generated database (one process) as CSV with a header.
+int tpcc_export(const sq::Options& opt) {
+  std::filesystem::create_directories(opt.dir);
+  const sq::TpccTables t = sq::generate_tpcc(opt.warehouses, 0, 1, opt.seed);
+  const std::pair<const char*, const sq::Batch*> tables[] = {{"customer", &t.customer},
+                                                             {"orders", &t.orders},
+                                                             {"new_order", &t.new_order},
+                                                             {"order_line", &t.order_line},
+                                                             {"item", &t.item}};
+  for (const auto& [name, b] : tables) {
+    const std::string path = opt.dir + "/" + name + ".csv";
+    std::ofstream f(path);
+    std::string header;
+    for (const auto& field : b->schema().fields())
+      header += (header.empty() ? "" : ",") + field.name;
+    f << header << "\n" << b->to_text(',');
+    if (!f) {
+      std::fprintf(stderr, "sluice-query: cannot write %s\n", path.c_str());
+      return 1;
+    }
+    std::printf("%s: %zu rows\n", path.c_str(), b->rows());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const sq::Options opt = sq::parse_options(argc, argv);
+  if (opt.command == "tpcc-export") return tpcc_export(opt);
+  try {
+    // The automatic spin budget must count every busy worker thread.
+    sluice::ClusterOptions options = sluice::ClusterOptions::from_env();
+    options.threads_per_rank = std::max(1u, opt.threads);
+    auto cluster = sluice::Cluster::join(options);
+    return opt.command == "tpcc" ? tpcc(opt, cluster) : synthetic(opt, cluster);
+  } catch (const sluice::Error& e) {
+    std::fprintf(stderr, "sluice-query: %s\n", e.what());
+    return e.code() == sluice::ErrorCode::kBootstrap ? 3 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sluice-query: %s\n", e.what());
+    return 1;
+  }
+}

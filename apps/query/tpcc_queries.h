@@ -1,0 +1,57 @@
+// apps/query/tpcc_queries.h: the paper's analytical queries over the TPC-C
+// tables (tpcc.h), as parallel plans on the exchanges of exchange.h.
+//
+// q3 (the per-ol_number aggregate of Listing 1.1):
+//   select ol_number, sum(ol_quantity) as sum_qty, sum(ol_amount) as sum_amount,
+//          sum(ol_quantity) / count(*) as avg_qty, sum(ol_amount) / count(*) as avg_amount,
+//          count(*) as count_order
+//   from order_line where ol_delivery_d > '2013-07-01'
+//   group by ol_number order by sum(ol_quantity) desc   -- ties: ol_number
+// Plan: every worker scans its order lines, filters, aggregates what it has
+// (partial sums and counts per ol_number), shuffles the partials by
+// ol_number, merges them, and gathers the groups to worker 0 of process 0,
+// which computes the averages and sorts: two exchanges, both active at once.
+//
+// Thread safety: run_tpcc() starts and joins its own worker threads.
+#pragma once
+
+#include <sluice/sluice.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "batch.h"
+#include "exchange.h"
+
+namespace sluice::query {
+
+struct TpccConfig {
+  std::string query = "q3";
+  uint32_t warehouses = 1;
+  uint64_t seed = 1;
+  RuntimeOptions runtime;
+  std::string name = "tpcc";                  // exchange names (unique per run in one job)
+  std::function<void(uint64_t)> on_progress;  // test hook, as SyntheticConfig's
+};
+
+struct TpccExchangeReport {
+  std::string name;
+  ExchangeStats stats;  // summed over this process's workers (ended_seconds: the latest)
+};
+
+struct TpccResult {
+  Batch rows;                                 // the result (rank 0 only)
+  std::vector<TpccExchangeReport> exchanges;  // per exchange of the plan
+  double generate_seconds = 0;                // slowest worker's table generation
+  double seconds = 0;                         // slowest worker's query
+  std::string error;                          // empty: it ran
+};
+
+// The queries run_tpcc() knows.
+bool is_tpcc_query(const std::string& q);
+
+// This process's part of one run (collective: every process calls it).
+TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config);
+
+}  // namespace sluice::query

@@ -1,0 +1,160 @@
+// sluice-query synthetic through `sluice run`: every run's count and
+// checksum must equal the single-process computation (rank 0 checks and
+// prints "verify: OK"; the test also checks the count against P x rows and
+// that both exchanges delivered every row exactly once), over 1, 2 and 4
+// processes x 1 and 2 workers, with the sluice and the sockets exchange.
+// The transport comes from SLUICE_TRANSPORT (CTest runs this suite once
+// with shm and once with ofi). A killed process fails the query with
+// PeerLost naming it and leaves nothing in /dev/shm.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/test_support.h"
+
+namespace {
+
+using sluice::testing::ProcessResult;
+using sluice::testing::run_process;
+
+ProcessResult run_query(int processes, std::vector<std::string> args,
+                        const std::string& program = "sluice-query",
+                        std::vector<std::string> launcher = {}) {
+  return run_process(sluice::testing::job_argv(processes, 90, program, args, launcher), {},
+                     std::chrono::seconds(120));
+}
+
+// A field of the last JSON line rank 0 printed ("" if absent).
+std::string field(const std::string& output, const std::string& name) {
+  std::smatch m;
+  const std::regex re("\"" + name + "\":(\"([^\"]*)\"|([-0-9.e+]+))");
+  if (!std::regex_search(output, m, re)) return "";
+  return m[2].matched ? m[2].str() : m[3].str();
+}
+
+struct Case {
+  int processes;
+  int threads;
+  std::string exchange;
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) {
+  return os << c.processes << "x" << c.threads << "_" << c.exchange;
+}
+
+class SyntheticTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SyntheticTest, CountAndChecksumEqualTheSingleProcessComputation) {
+  const Case c = GetParam();
+  const uint64_t rows = 30000;
+  const ProcessResult r =
+      run_query(c.processes, {"synthetic", "--json", "--threads", std::to_string(c.threads),
+                              "--rows", std::to_string(rows), "--exchange", c.exchange});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "verify: OK"), 1) << r.output;
+  EXPECT_EQ(field(r.output, "verify"), "OK") << r.output;
+  const uint64_t all = rows * c.processes;
+  EXPECT_EQ(field(r.output, "count"), std::to_string(all)) << r.output;
+  EXPECT_EQ(field(r.output, "count"), field(r.output, "reference_count")) << r.output;
+  EXPECT_EQ(field(r.output, "checksum"), field(r.output, "reference_checksum")) << r.output;
+  EXPECT_FALSE(field(r.output, "checksum").empty()) << r.output;
+  // Every row crossed each of the two exchanges exactly once, 8 bytes a row.
+  EXPECT_EQ(field(r.output, "rows_exchanged"), std::to_string(2 * all)) << r.output;
+  EXPECT_EQ(field(r.output, "bytes_exchanged"), std::to_string(16 * all)) << r.output;
+  EXPECT_EQ(field(r.output, "exchange"), c.exchange) << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (const char* x : {"sluice", "sockets"})
+    for (int p : {1, 2, 4})
+      for (int t : {1, 2}) v.push_back({p, t, x});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllShapes, SyntheticTest, ::testing::ValuesIn(cases()),
+                         [](const auto& info) {
+                           std::ostringstream s;
+                           s << info.param;
+                           return s.str();
+                         });
+
+TEST(SyntheticSweepTest, EveryBatchSizeOfASweepVerifies) {
+  for (const char* x : {"sluice", "sockets"}) {
+    const ProcessResult r = run_query(2, {"synthetic", "--threads", "2", "--rows", "20000",
+                                          "--batch-bytes", "512,4096,65536", "--exchange", x});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(sluice::testing::count_lines_with(r.output, "verify: OK"), 3) << r.output;
+    for (const char* b :
+         {"batches of 512 bytes", "batches of 4096 bytes", "batches of 65536 bytes"})
+      EXPECT_EQ(sluice::testing::count_lines_with(r.output, b), 1) << r.output;
+  }
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+// Rings of two 512-byte segments: pushes meet full rings all the time, so
+// workers keep delivering their inputs from inside push (the handlers push
+// into the other exchange in turn) instead of blocking each other.
+TEST(SyntheticBackPressureTest, TinyRingsStillDeliverEveryRowOnce) {
+  const ProcessResult r = run_query(4, {"synthetic", "--json", "--threads", "2", "--rows", "100000",
+                                        "--ring-segments", "2", "--batch-bytes", "512"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(field(r.output, "verify"), "OK") << r.output;
+  EXPECT_EQ(field(r.output, "count"), "400000") << r.output;
+  EXPECT_EQ(field(r.output, "rows_exchanged"), "800000") << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+TEST(SyntheticOptionsTest, BadOptionsAreNamed) {
+  const ProcessResult r = run_process(
+      {sluice::testing::bin("sluice-query"), "synthetic", "--exchange", "carrier-pigeon"}, {},
+      std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--exchange is sluice or sockets, not 'carrier-pigeon'"),
+            std::string::npos)
+      << r.output;
+  const ProcessResult b =
+      run_process({sluice::testing::bin("sluice-query"), "synthetic", "--batch-bytes", "1000"}, {},
+                  std::chrono::seconds(30));
+  EXPECT_EQ(b.exit_code, 2) << b.output;
+  EXPECT_NE(b.output.find("multiples of 64"), std::string::npos) << b.output;
+}
+
+// kill -9 of process 1 mid-query: the job fails, the launcher says which
+// rank died, the survivors report PeerLost naming it instead of hanging,
+// and nothing is left in /dev/shm.
+void expect_clean_failure_after_kill(const std::string& exchange) {
+  const ProcessResult r =
+      run_query(3,
+                {"synthetic", "--threads", "2", "--rows", "3000000", "--exchange", exchange,
+                 "--test-kill-rank", "1", "--test-kill-after", "50000"},
+                "sluice-query-test-hooks", {"--grace", "20"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("test hook: killing this rank"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
+  // Both survivors fail; at least one names the dead rank (the other may
+  // first see a flow of the first survivor end, which it names).
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "query failed: "), 2) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "PeerLost"), 2) << r.output;
+  const std::regex lost("rank [02]: query failed: .*rank 1[^0-9]");
+  int naming = 0;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) naming += std::regex_search(line, lost) ? 1 : 0;
+  EXPECT_GE(naming, 1) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "verify: OK"), 0) << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+TEST(SyntheticFaultTest, ProcessKilledMidQueryFailsTheQueryWithPeerLost) {
+  expect_clean_failure_after_kill("sluice");
+}
+
+TEST(SyntheticFaultTest, ProcessKilledMidQueryFailsTheSocketsQueryToo) {
+  expect_clean_failure_after_kill("sockets");
+}
+
+}  // namespace
