@@ -103,7 +103,7 @@ uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t index, uint32_t peers,
+Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_number, uint32_t peers,
               uint32_t record_size) {
   Area& a = area();
   std::lock_guard<std::mutex> lock(a.mu);
@@ -127,7 +127,7 @@ Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t index, u
   std::atomic_thread_fence(std::memory_order_release);
   slot->role = static_cast<uint32_t>(role);
   slot->rank = rank;
-  slot->index = index;
+  slot->slot = slot_number;
   slot->peers = peers;
   slot->record_size = record_size;
   slot->opened_ns = now_ns();

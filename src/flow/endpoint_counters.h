@@ -78,7 +78,7 @@ struct alignas(64) Slot {
   std::atomic<uint32_t> generation;  // bumped when the slot is (re)assigned
   uint32_t role;                     // Role
   uint32_t rank;                     // the rank this endpoint belongs to
-  uint32_t index;                    // its index among the flow's sources or targets
+  uint32_t slot;                     // the endpoint is (rank, slot)
   uint32_t peers;                    // targets of a source, sources of a target
   uint32_t record_size;              // 0: byte records
   uint32_t pad0;
@@ -110,7 +110,7 @@ inline void add(std::atomic<uint64_t>& c, uint64_t n) {
 // A slot for a new endpoint, in state kOpen, with its identity written.
 // Never null: if the area cannot be made (or is full), a process-private
 // slot nobody reads, so that counting never fails a flow.
-Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t index, uint32_t peers,
+Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_number, uint32_t peers,
               uint32_t record_size);
 // The endpoint is gone: its slot is marked kDestroyed (reusable).
 void release(Slot* slot);

@@ -30,8 +30,8 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
   lanes_ = lane_store_.data();
   num_targets_ = static_cast<uint32_t>(rings_.size());
   prefix_ = spec.segment_prefix_bytes();
-  stats_ = counters::acquire(counters::Role::kSource, spec.name, spec.sources[index_].rank, index_,
-                             num_targets_, spec.record_size);
+  stats_ = counters::acquire(counters::Role::kSource, spec.name, spec.sources[index_].rank,
+                             spec.sources[index_].slot, num_targets_, spec.record_size);
   for (uint32_t t = 0; t < num_targets_; ++t) lane_of_[t] = t;
   test_eagain_every_ = test_hooks::ofi_eagain_every();
   wire_index_ = index_;

@@ -38,9 +38,9 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
     has_local_ |= !in_[s].remote;
   }
   credit_batch_ = std::max<uint32_t>(1, S / 2);
-  stats_ =
-      counters::acquire(counters::Role::kTarget, ctx->spec.name, ctx->spec.targets[index_].rank,
-                        index_, static_cast<uint32_t>(in_.size()), ctx->spec.record_size);
+  stats_ = counters::acquire(counters::Role::kTarget, ctx->spec.name,
+                             ctx->spec.targets[index_].rank, ctx->spec.targets[index_].slot,
+                             static_cast<uint32_t>(in_.size()), ctx->spec.record_size);
   if (has_remote_) {
     SLUICE_CHECK(ofi_ != nullptr);
     cq_.enable_reordering(ofi_->ep->test_unordered());

@@ -109,6 +109,51 @@ TEST(SluiceTopTest, OnceJsonListsARunningJobsEndpointsWithCountersEqualToWhatThe
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
+// A job whose rank 1 never closes: every target waits for its END. When
+// --timeout passes, `sluice run` reports each rank's endpoints and marks the
+// ones that never ended; SIGUSR1 gets the same report without stopping it.
+TEST(SluiceRunHangReportTest, ATimeoutAndSigusr1NameTheEndpointsThatNeverEnded) {
+  const std::string hold = "/tmp/sluice-hang-test-" + std::to_string(::getpid());
+  std::remove(hold.c_str());
+  // The launcher in the background; SIGUSR1 once the job is stuck; then the
+  // timeout at 8 s. (The hold file is never made: rank 1 stalls to the end.)
+  const std::string script =
+      "\"$0\" run -n 3 --timeout 8 -- \"$1\" --records 20000 --stall-rank 1 --hold-until \"$2\" & "
+      "p=$!; "
+      "sleep 4; kill -USR1 $p; wait $p; echo \"launcher exit $?\"";
+  const auto r =
+      run_process({"/bin/sh", "-c", script, bin("sluice"), bin("sluice-test-top-job"), hold}, {},
+                  std::chrono::seconds(60));
+  EXPECT_NE(r.output.find("launcher exit 124"), std::string::npos) << r.output;
+  // Both reports: every rank, its source and its target.
+  for (const char* when : {"on SIGUSR1", "at the timeout"}) {
+    for (int rank = 0; rank < 3; ++rank) {
+      const std::string head = "rank " + std::to_string(rank) + " (pid ";
+      bool found = false;
+      for (size_t at = r.output.find(head); at != std::string::npos;
+           at = r.output.find(head, at + 1)) {
+        const size_t eol = r.output.find('\n', at);
+        if (r.output.substr(at, eol - at).find(when) != std::string::npos) found = true;
+      }
+      EXPECT_TRUE(found) << "no report of rank " << rank << " " << when << ":\n" << r.output;
+    }
+  }
+  // Every target waits for rank 1's END, and rank 1's source never closed.
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(testing::count_lines_with(
+                  r.output, "flow 'ticks' target (" + std::to_string(rank) + ",0) open: "),
+              2)
+        << r.output;
+  }
+  EXPECT_EQ(testing::count_lines_with(r.output, "flow 'ticks' source (1,0) open: "), 2) << r.output;
+  // The sources that closed are reported as ended, with all they pushed.
+  EXPECT_EQ(testing::count_lines_with(r.output, "flow 'ticks' source (0,0) ended: 20000 records"),
+            2)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "<- not ended"), 2 * 4) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 TEST(SluiceTopTest, TheLiveViewPrintsATableOfEveryProcess) {
   const auto r = run_process({bin("sluice"), "top", "--iterations", "2", "--interval", "0.1"}, {},
                              std::chrono::seconds(30));

@@ -28,6 +28,7 @@
 #include "commands.h"
 #include "common/log.h"
 #include "control/registry_server.h"
+#include "counters_reader.h"
 #include "process.h"
 #include "sluice/errors.h"
 #include "tool_util.h"
@@ -175,6 +176,7 @@ class Launcher {
   void reap();
   void on_exit(Rank& rank, int status);
   void on_signal(int sig);
+  void report_endpoints(const std::vector<uint32_t>& ranks, const char* when);
   void on_silent_ranks();
   void on_timers(Clock::time_point now);
   void signal_running(int sig);
@@ -340,7 +342,32 @@ void Launcher::on_exit(Rank& rank, int status) {
   begin_grace("rank " + std::to_string(rank.index) + " failed");
 }
 
+// What each running rank's flow endpoints were doing (their counters areas,
+// tools/common/counters_reader.h): which are still open, and how far they
+// got. A hang shows as the endpoints that never ended.
+void Launcher::report_endpoints(const std::vector<uint32_t>& ranks, const char* when) {
+  for (uint32_t r : ranks) {
+    const std::vector<Process> procs = read_counters(ranks_[r].pid);
+    if (procs.empty() || procs[0].endpoints.empty()) {
+      say("rank ", r, " (pid ", ranks_[r].pid, ") ", when, ": no flow endpoints");
+      continue;
+    }
+    size_t open = 0;
+    for (const Endpoint& e : procs[0].endpoints) open += e.state != detail::counters::State::kEnded;
+    say("rank ", r, " (pid ", ranks_[r].pid, ") ", when, ": ", procs[0].endpoints.size(),
+        " flow endpoint(s), ", open, " not ended");
+    for (const Endpoint& e : procs[0].endpoints) {
+      say("  ", describe(e), e.state == detail::counters::State::kEnded ? "" : "  <- not ended");
+    }
+  }
+}
+
 void Launcher::on_signal(int sig) {
+  if (sig == SIGUSR1) {
+    // A report for whoever asked, the job untouched.
+    report_endpoints(running_ranks(), "on SIGUSR1");
+    return;
+  }
   ++signals_received_;
   std::vector<uint32_t> running = running_ranks();
   if (running.empty()) return;
@@ -365,6 +392,7 @@ void Launcher::on_timers(Clock::time_point now) {
     say("timed out after ", seconds_text(options_.timeout_seconds),
         " s; ranks still running: ", rank_list(running), "; sending SIGTERM, then SIGKILL after ",
         kKillDelay.count(), " s");
+    report_endpoints(running, "at the timeout");
     if (options_.stacks_on_timeout) {
       for (uint32_t r : running) {
         say("stacks of rank ", r, " (process group ", ranks_[r].pid,
@@ -591,7 +619,7 @@ int run_job(const RunOptions& options) {
   InheritedSignals inherited;
   sigset_t wanted;
   sigemptyset(&wanted);
-  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&wanted, sig);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaddset(&wanted, sig);
   pthread_sigmask(SIG_BLOCK, &wanted, &inherited.mask);
   // A reader of our stdout that went away must not kill the launcher while
   // ranks still run; writes then fail with EPIPE and are dropped.

@@ -2,17 +2,12 @@
 // endpoint, read from the counters areas the processes publish
 // (src/flow/endpoint_counters.h): live, refreshing like top, or one JSON
 // snapshot for scripts (--once --json).
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "counters_reader.h"
 #include "flow/endpoint_counters.h"
 #include "host_commands.h"
 #include "host_facts.h"
@@ -37,110 +33,6 @@ struct TopArgs {
   int pid = 0;         // 0: every process
 };
 
-struct Endpoint {
-  std::string flow;
-  ctr::Role role{};
-  uint32_t rank = 0, index = 0, peers = 0, record_size = 0;
-  ctr::State state{};
-  std::string cause;
-  uint64_t opened_ns = 0, segments = 0, bytes = 0, credit_waits = 0, credit_wait_ns = 0, parks = 0;
-};
-
-struct Process {
-  int pid = 0;
-  int64_t rank = -1;
-  std::string job;
-  std::vector<Endpoint> endpoints;
-};
-
-std::string text_of(const char* chars, size_t cap) {
-  return std::string(chars, strnlen(chars, cap));
-}
-
-// Copies the live slots of one process's area; false if it is not one.
-bool read_area(int pid, const std::string& fd_path, Process* out) {
-  const int fd = ::open(fd_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st {};
-  const size_t want = ctr::kHeaderBytes + ctr::kSlots * ctr::kSlotBytes;
-  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < want) {
-    ::close(fd);
-    return false;
-  }
-  void* p = ::mmap(nullptr, want, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED) return false;
-  const auto* header = static_cast<const ctr::AreaHeader*>(p);
-  bool ok = header->magic == ctr::kMagic && header->version == ctr::kVersion &&
-            header->slots == ctr::kSlots && header->slot_bytes == ctr::kSlotBytes;
-  if (ok) {
-    std::atomic_thread_fence(std::memory_order_acquire);
-    out->pid = pid;
-    out->rank = header->rank;
-    out->job = text_of(header->job, sizeof(header->job));
-    const auto* slots =
-        reinterpret_cast<const ctr::Slot*>(static_cast<const std::byte*>(p) + ctr::kHeaderBytes);
-    for (uint32_t i = 0; i < ctr::kSlots; ++i) {
-      const ctr::Slot& s = slots[i];
-      const auto state = static_cast<ctr::State>(s.state.load(std::memory_order_acquire));
-      if (state == ctr::State::kFree || state == ctr::State::kDestroyed) continue;
-      const uint32_t g1 = s.generation.load(std::memory_order_acquire);
-      Endpoint e;
-      e.state = state;
-      e.flow = text_of(s.flow, sizeof(s.flow));
-      e.role = static_cast<ctr::Role>(s.role);
-      e.rank = s.rank;
-      e.index = s.index;
-      e.peers = s.peers;
-      e.record_size = s.record_size;
-      e.opened_ns = s.opened_ns;
-      if (state == ctr::State::kFailed) e.cause = text_of(s.cause, sizeof(s.cause));
-      e.segments = s.segments.load(std::memory_order_relaxed);
-      e.bytes = s.bytes.load(std::memory_order_relaxed);
-      e.credit_waits = s.credit_waits.load(std::memory_order_relaxed);
-      e.credit_wait_ns = s.credit_wait_ns.load(std::memory_order_relaxed);
-      e.parks = s.parks.load(std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      // Reassigned while we copied (or being rewritten): skip it this round.
-      if ((g1 & 1) != 0 || s.generation.load(std::memory_order_relaxed) != g1) continue;
-      out->endpoints.push_back(std::move(e));
-    }
-  }
-  ::munmap(p, want);
-  return ok;
-}
-
-// Every process on the host with a counters area (that this user may read).
-std::vector<Process> scan(int only_pid) {
-  std::vector<Process> out;
-  const std::string want = "/memfd:" + std::string(ctr::kAreaName);
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return out;
-  while (dirent* d = ::readdir(proc)) {
-    const int pid = std::atoi(d->d_name);
-    if (pid <= 0 || (only_pid != 0 && pid != only_pid)) continue;
-    const std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
-    DIR* fds = ::opendir(fd_dir.c_str());
-    if (fds == nullptr) continue;
-    while (dirent* f = ::readdir(fds)) {
-      if (f->d_name[0] == '.') continue;
-      const std::string path = fd_dir + "/" + f->d_name;
-      char link[256];
-      const ssize_t n = ::readlink(path.c_str(), link, sizeof(link) - 1);
-      if (n <= 0 || std::string_view(link, static_cast<size_t>(n)).rfind(want, 0) != 0) continue;
-      Process p;
-      if (read_area(pid, path, &p)) out.push_back(std::move(p));
-      break;
-    }
-    ::closedir(fds);
-  }
-  ::closedir(proc);
-  std::sort(out.begin(), out.end(), [](const Process& a, const Process& b) {
-    return std::tie(a.job, a.rank, a.pid) < std::tie(b.job, b.rank, b.pid);
-  });
-  return out;
-}
-
 nlohmann::json to_json(const std::vector<Process>& procs) {
   nlohmann::json ps = nlohmann::json::array();
   for (const Process& p : procs) {
@@ -149,7 +41,7 @@ nlohmann::json to_json(const std::vector<Process>& procs) {
       nlohmann::json j = {{"flow", e.flow},
                           {"role", ctr::to_string(e.role)},
                           {"rank", e.rank},
-                          {"index", e.index},
+                          {"slot", e.slot},
                           {"peers", e.peers},
                           {"state", ctr::to_string(e.state)},
                           {"segments", e.segments},
@@ -182,7 +74,7 @@ void print_screen(
               "flow", "endpoint", "state", "records", "rec/s", "MB/s", "wait%", "parks/s");
   for (const Process& p : now) {
     for (const Endpoint& e : p.endpoints) {
-      const auto key = std::make_tuple(p.pid, e.flow, static_cast<uint32_t>(e.role), e.index);
+      const auto key = std::make_tuple(p.pid, e.flow, static_cast<uint32_t>(e.role), e.slot);
       const auto it = before.find(key);
       const Endpoint* b = it == before.end() ? nullptr : &it->second;
       const double db = b ? static_cast<double>(e.bytes - b->bytes) : 0;
@@ -195,7 +87,7 @@ void print_screen(
         std::snprintf(rate, sizeof(rate), "%.0f", seconds > 0 ? db / e.record_size / seconds : 0);
       }
       const std::string endpoint = std::string(ctr::to_string(e.role)) + " (" +
-                                   std::to_string(e.rank) + "," + std::to_string(e.index) + ")";
+                                   std::to_string(e.rank) + "," + std::to_string(e.slot) + ")";
       std::printf("%-22.22s %5lld %7d %-16.16s %-10s %-7s %10s %10s %9.1f %6.1f %7.0f\n",
                   p.job.c_str(), static_cast<long long>(p.rank), p.pid, e.flow.c_str(),
                   endpoint.c_str(), ctr::to_string(e.state), records, rate,
@@ -209,7 +101,7 @@ void print_screen(
 
 void run_top(const TopArgs& a) {
   if (a.once) {
-    const std::vector<Process> procs = scan(a.pid);
+    const std::vector<Process> procs = read_counters(a.pid);
     if (a.json) {
       std::printf("%s\n", to_json(procs).dump().c_str());
     } else {
@@ -223,7 +115,7 @@ void run_top(const TopArgs& a) {
   for (int i = 0; a.iterations == 0 || i < a.iterations; ++i) {
     if (i > 0) std::this_thread::sleep_for(std::chrono::duration<double>(a.interval_s));
     const auto now_t = std::chrono::steady_clock::now();
-    const std::vector<Process> procs = scan(a.pid);
+    const std::vector<Process> procs = read_counters(a.pid);
     const double seconds = i == 0 ? 0 : std::chrono::duration<double>(now_t - last).count();
     if (a.json) {
       std::printf("%s\n", to_json(procs).dump().c_str());
@@ -234,7 +126,7 @@ void run_top(const TopArgs& a) {
     before.clear();
     for (const Process& p : procs) {
       for (const Endpoint& e : p.endpoints) {
-        before[std::make_tuple(p.pid, e.flow, static_cast<uint32_t>(e.role), e.index)] = e;
+        before[std::make_tuple(p.pid, e.flow, static_cast<uint32_t>(e.role), e.slot)] = e;
       }
     }
     last = now_t;
