@@ -51,6 +51,10 @@ class MultiPaxosReplica : public Node {
   void receive(const Message& m, Outbox& out) override;
   void tick(uint64_t now_ms, Outbox& out) override;
 
+  // Starts phase 1 for the next ballot this replica leads now, whatever the
+  // timers say (tests use it to make candidates duel).
+  void campaign(Outbox& out) { start_election(out); }
+
   bool is_leader() const { return role_ == Role::kLeader; }
   uint64_t ballot() const { return ballot_; }
   uint64_t commit_index() const { return commit_; }

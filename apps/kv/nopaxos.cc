@@ -277,7 +277,13 @@ void NoPaxosReplica::on_sync_prepare(const Message& m, Outbox& out) {
 void NoPaxosReplica::on_sync_reply(const Message& m, Outbox& out) {
   if (m.view != view_ || m.session != session_ || !leading() || status_ == Status::kViewChange)
     return;
-  if (m.a <= sync_point_) return;
+  if (m.a <= sync_point_) {
+    // Already committed (this follower missed the SyncCommit): resend it.
+    Message c = make(MsgType::kSyncCommit, m.from);
+    c.a = sync_point_;
+    out.push_back(c);
+    return;
+  }
   auto& acks = sync_acks_[m.a];
   acks.insert(m.from);
   if (acks.size() < config_.f()) return;

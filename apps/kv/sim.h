@@ -42,6 +42,15 @@ class SimNetwork {
   void restore(uint32_t id) { down_.erase(id); }
   bool is_down(uint32_t id) const { return down_.count(id) > 0; }
 
+  // Lets node `id` act outside a message or tick (a test forcing an
+  // election, say): `f` appends to the outbox, which is then sent.
+  void act(uint32_t id, const std::function<void(Outbox&)>& f) {
+    if (down_.count(id)) return;
+    Outbox out;
+    f(out);
+    post(out);
+  }
+
   // A test's filter: return false to drop the message.
   using Filter = std::function<bool(const Message&)>;
   void set_filter(Filter f) { filter_ = std::move(f); }

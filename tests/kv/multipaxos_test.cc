@@ -1,0 +1,161 @@
+// Multi-Paxos (apps/kv/multipaxos.h) on the seeded simulated network: one op,
+// many ops in batches, lost messages, leader change with commands in flight,
+// duelling candidates, follower catch-up, repeated leader failures, and
+// random faults over many seeds. Every test ends with expect_consistent()
+// (kv_test_util.h).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+
+#include "kv_test_util.h"
+
+namespace kv {
+namespace {
+
+ClusterOptions multipaxos(uint32_t replicas, uint32_t clients, uint32_t ops, uint64_t seed = 1) {
+  ClusterOptions o;
+  o.protocol = Protocol::kMultiPaxos;
+  o.replicas = replicas;
+  o.clients = clients;
+  o.ops_per_client = ops;
+  o.keys = 1;
+  o.seed = seed;
+  o.sim.seed = seed;
+  return o;
+}
+
+TEST(MultiPaxosTest, OneOpCommitsOnAMajorityAndIsAppliedEverywhere) {
+  SimCluster c(multipaxos(5, 1, 1));
+  ASSERT_TRUE(c.run_until_done(1000));
+  EXPECT_TRUE(c.mp(0).is_leader());
+  EXPECT_EQ(c.mp(0).commit_index(), 1u);
+  expect_consistent(c);
+  for (uint32_t r = 0; r < 5; ++r) {
+    EXPECT_EQ(c.mp(r).commit_index(), 1u);
+    EXPECT_EQ(c.mp(r).elections(), 0u) << "a stable leader needs no phase 1";
+  }
+}
+
+TEST(MultiPaxosTest, ManyClientsAreBatchedIntoOneLogInOneOrder) {
+  ClusterOptions o = multipaxos(3, 8, 25);
+  o.keys = 4;
+  SimCluster c(o);
+  ASSERT_TRUE(c.run_until_done(20000));
+  expect_consistent(c);
+  EXPECT_EQ(c.mp(0).log_size(), 200u);  // no message lost: no retries in the log
+}
+
+TEST(MultiPaxosTest, LostAndReorderedMessagesAreRepaired) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ClusterOptions o = multipaxos(3, 3, 20, seed);
+    o.sim.drop_rate = 0.1;
+    o.sim.fifo = false;
+    o.sim.max_delay_ms = 8;
+    SimCluster c(o);
+    ASSERT_TRUE(c.run_until_done(60000));
+    expect_consistent(c);
+  }
+}
+
+TEST(MultiPaxosTest, LeaderChangeWithCommandsInFlightLosesNothingCommitted) {
+  ClusterOptions o = multipaxos(5, 4, 15);
+  SimCluster c(o);
+  c.net().run(100, [] { return false; });
+  // Hold back the followers' votes so the leader's latest batches are
+  // accepted by some followers but not committed, then crash the leader.
+  c.net().set_filter([](const Message& m) { return m.type != MsgType::kAccepted; });
+  c.net().run(30, [] { return false; });
+  uint64_t committed = c.mp(0).commit_index();
+  uint64_t in_log = c.mp(0).log_size();
+  auto before = c.mp(0).store().applied();
+  EXPECT_GT(in_log, committed) << "no command was in flight at the crash";
+  c.net().crash(0);
+  c.net().set_filter(nullptr);
+  ASSERT_TRUE(c.run_until_done(20000));
+  int leader = c.leader();
+  ASSERT_GT(leader, 0);
+  EXPECT_GE(c.mp(static_cast<uint32_t>(leader)).elections(), 1u);
+  expect_consistent(c);
+  expect_prefix(before, c.mp(static_cast<uint32_t>(leader)).store().applied());
+}
+
+TEST(MultiPaxosTest, DuellingCandidatesSettleOnOneLeader) {
+  ClusterOptions o = multipaxos(5, 3, 20);
+  o.sim.drop_rate = 0.02;
+  SimCluster c(o);
+  c.net().run(50, [] { return false; });
+  c.net().crash(0);
+  // Replicas 1 and 2 campaign against each other every few milliseconds,
+  // each pre-empting the other's ballot, while the clients keep going.
+  for (int round = 0; round < 20; ++round) {
+    c.net().act(1, [&](Outbox& out) { c.mp(1).campaign(out); });
+    c.net().run(2, [] { return false; });
+    c.net().act(2, [&](Outbox& out) { c.mp(2).campaign(out); });
+    c.net().run(3, [] { return false; });
+  }
+  EXPECT_GE(c.mp(1).elections(), 20u);
+  EXPECT_GE(c.mp(2).elections(), 20u);
+  ASSERT_TRUE(c.run_until_done(30000));
+  expect_consistent(c);
+  int leaders = 0;
+  for (uint32_t r = 1; r < 5; ++r) leaders += c.mp(r).is_leader() &&
+                                              c.mp(r).ballot() == c.mp(1).ballot();
+  EXPECT_EQ(leaders, 1);
+}
+
+TEST(MultiPaxosTest, FollowerCatchesUpAfterMissingHundredsOfSlots) {
+  ClusterOptions o = multipaxos(3, 4, 60);
+  o.keys = 3;
+  SimCluster c(o);
+  c.net().run(30, [] { return false; });
+  c.net().crash(2);
+  ASSERT_TRUE(c.run_until_done(30000));
+  uint64_t missed = c.mp(0).commit_index() - c.mp(2).commit_index();
+  EXPECT_GT(missed, 200u);
+  c.net().restore(2);
+  expect_consistent(c);
+  EXPECT_EQ(c.mp(2).commit_index(), c.mp(0).commit_index());
+}
+
+TEST(MultiPaxosTest, RepeatedLeaderFailuresNeverLoseOrReorderAppliedCommands) {
+  ClusterOptions o = multipaxos(5, 4, 40, 3);
+  o.sim.drop_rate = 0.03;
+  o.keys = 2;
+  SimCluster c(o);
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> snapshots[5];
+  for (int round = 0; round < 4 && !c.clients_done(); ++round) {
+    c.net().run(120, [] { return false; });
+    for (uint32_t r = 0; r < 5; ++r) snapshots[r].push_back(c.mp(r).store().applied());
+    int l = c.leader();
+    if (l < 0) continue;
+    c.net().crash(static_cast<uint32_t>(l));
+    c.net().run(150, [] { return false; });
+    c.net().restore(static_cast<uint32_t>(l));
+  }
+  ASSERT_TRUE(c.run_until_done(60000));
+  expect_consistent(c);
+  for (uint32_t r = 0; r < 5; ++r)
+    for (const auto& s : snapshots[r]) expect_prefix(s, c.mp(r).store().applied());
+}
+
+TEST(MultiPaxosTest, RandomFaultsOverManySeedsStayLinearizable) {
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ClusterOptions o = multipaxos(seed % 2 ? 3 : 5, 3, 20, seed);
+    o.sim.drop_rate = 0.03 * static_cast<double>(seed % 5);
+    o.sim.fifo = seed % 3 != 0;
+    SimCluster c(o);
+    c.net().run(40 + seed * 13 % 200, [] { return false; });
+    int l = c.leader();
+    if (seed % 2 == 0 && l >= 0) c.net().crash(static_cast<uint32_t>(l));
+    c.net().run(200, [] { return false; });
+    if (seed % 4 == 0 && l >= 0) c.net().restore(static_cast<uint32_t>(l));
+    ASSERT_TRUE(c.run_until_done(60000));
+    expect_consistent(c);
+  }
+}
+
+}  // namespace
+}  // namespace kv
