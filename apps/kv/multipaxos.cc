@@ -250,8 +250,8 @@ void MultiPaxosReplica::on_accept(const Message& m, Outbox& out) {
   for (uint64_t s = commit_ + 1; s <= m.b && s <= log_.size(); ++s)
     if (log_[s - 1] && log_[s - 1]->ballot == m.view) log_[s - 1]->committed = true;
   advance_commit(out);
-  if (commit_ < m.b && now_ - last_catch_up_ >= options_.heartbeat_ms) {
-    last_catch_up_ = now_;
+  if (commit_ < m.b && now_ >= next_catch_up_) {
+    next_catch_up_ = now_ + options_.heartbeat_ms;
     Message c;
     c.type = MsgType::kCatchUp;
     c.from = id_;

@@ -96,7 +96,7 @@ class MultiPaxosReplica : public Node {
   uint64_t last_heard_ = 0;
   uint64_t election_timeout_ = 0;
   uint64_t last_heartbeat_ = 0;
-  uint64_t last_catch_up_ = 0;
+  uint64_t next_catch_up_ = 0;  // no second CatchUp before this (one per heartbeat)
   uint64_t elections_ = 0;
   // Leader: requests waiting for the next batch, the (client, seq) of
   // commands in the log but not yet applied (so a retry is not proposed

@@ -218,5 +218,167 @@ TEST(NoPaxosTest, LeaderCrashesDuringASessionChange) {
   EXPECT_NE(c.leader(), 0);
 }
 
+// Rules checked on one replica fed crafted messages: the cases a random run
+// rarely reaches but safety rests on.
+
+Message ordered(uint32_t to, uint64_t session, uint64_t msgnum, uint64_t client) {
+  Message m;
+  m.type = MsgType::kOrdered;
+  m.from = 3;
+  m.to = to;
+  m.session = session;
+  m.a = msgnum;
+  m.cmd.op = Op::kPut;
+  m.cmd.client = client;
+  m.cmd.seq = 1;
+  m.cmd.key = "k";
+  m.cmd.value = "v" + std::to_string(client);
+  return m;
+}
+
+size_t count(const Outbox& out, MsgType t) {
+  size_t n = 0;
+  for (const Message& m : out) n += m.type == t;
+  return n;
+}
+
+const Message* find(const Outbox& out, MsgType t) {
+  for (const Message& m : out)
+    if (m.type == t) return &m;
+  return nullptr;
+}
+
+TEST(NoPaxosRulesTest, LeaderWaitsForFollowersToHoldTheNoOpBeforeGoingOn) {
+  Config cfg{3};
+  NoPaxosReplica leader(cfg, 0);
+  Outbox out;
+  leader.receive(ordered(0, 1, 2, 20), out);  // message 1 never arrives
+  EXPECT_EQ(count(out, MsgType::kGapRequest), 2u);
+  out.clear();
+  leader.tick(100, out);  // nobody had it: commit a no-op
+  EXPECT_EQ(leader.gaps_committed(), 1u);
+  EXPECT_EQ(count(out, MsgType::kGapCommit), 2u);
+  out.clear();
+  leader.receive(ordered(0, 1, 3, 30), out);
+  // Until a follower holds the no-op, a view change could replace it by the
+  // request, so nothing after it may be executed or answered.
+  EXPECT_EQ(count(out, MsgType::kReply), 0u);
+  EXPECT_EQ(leader.store().applied().size(), 1u);  // just the no-op
+  Message ack;
+  ack.type = MsgType::kGapCommitReply;
+  ack.from = 1;
+  ack.to = 0;
+  ack.session = 1;
+  ack.a = 1;
+  leader.receive(ack, out);
+  EXPECT_EQ(count(out, MsgType::kReply), 2u);
+  EXPECT_EQ(leader.store().applied().size(), 3u);
+}
+
+Message view_change(uint32_t from, uint32_t to, uint64_t view, uint64_t last_view,
+                    std::vector<Entry> log) {
+  Message m;
+  m.type = MsgType::kViewChange;
+  m.from = from;
+  m.to = to;
+  m.view = view;
+  m.session = 1;
+  m.a = last_view;
+  m.b = 1;
+  m.entries = std::move(log);
+  return m;
+}
+
+Entry logged(uint64_t slot, uint64_t msgnum, uint64_t client) {
+  Entry e;
+  e.slot = slot;
+  e.session = 1;
+  e.msgnum = msgnum;
+  if (client != 0) {
+    e.cmd = ordered(0, 1, msgnum, client).cmd;
+  }
+  return e;
+}
+
+TEST(NoPaxosRulesTest, ViewChangeMergeKeepsACommittedNoOpOverTheRequest) {
+  Config cfg{3};
+  NoPaxosReplica r(cfg, 1);  // leader of view 1
+  Outbox out;
+  r.receive(ordered(1, 1, 1, 20), out);  // slot 1: the request, in r's own log
+  out.clear();
+  Message req;
+  req.type = MsgType::kViewChangeRequest;
+  req.from = 2;
+  req.to = 1;
+  req.view = 1;
+  req.session = 1;
+  r.receive(req, out);
+  // Replica 2 holds the old leader's no-op for slot 1.
+  r.receive(view_change(2, 1, 1, 0, {logged(1, 1, 0), logged(2, 2, 30)}), out);
+  ASSERT_TRUE(r.is_leader());
+  ASSERT_EQ(r.log_size(), 2u);
+  EXPECT_TRUE(r.log()[0].cmd.is_noop());
+  EXPECT_EQ(r.log()[1].cmd.client, 30u);
+  const Message* sv = find(out, MsgType::kStartView);
+  ASSERT_NE(sv, nullptr);
+  EXPECT_EQ(sv->entries, r.log());
+}
+
+TEST(NoPaxosRulesTest, ViewChangeMergeUsesOnlyLogsOfTheLatestNormalView) {
+  Config cfg{3};
+  NoPaxosReplica r(cfg, 2);  // leader of view 2
+  Outbox out;
+  r.receive(ordered(2, 1, 1, 20), out);
+  r.receive(ordered(2, 1, 2, 21), out);  // r's stale log from view 0: two requests
+  out.clear();
+  Message req;
+  req.type = MsgType::kViewChangeRequest;
+  req.from = 1;
+  req.to = 2;
+  req.view = 2;
+  req.session = 1;
+  r.receive(req, out);
+  // Replica 1 was normal in view 1, whose log has a no-op at slot 1 and
+  // nothing after: that log wins whole; r's view-0 entries must not leak in.
+  r.receive(view_change(1, 2, 2, 1, {logged(1, 1, 0)}), out);
+  ASSERT_TRUE(r.is_leader());
+  ASSERT_EQ(r.log_size(), 1u);
+  EXPECT_TRUE(r.log()[0].cmd.is_noop());
+  // As the new leader it executes the merged log, and only that.
+  EXPECT_EQ(r.store().applied().size(), 1u);
+}
+
+TEST(NoPaxosRulesTest, FollowerExecutesOnlyWhatItInstalledFromTheLeader) {
+  Config cfg{3};
+  NoPaxosReplica f(cfg, 1);
+  Outbox out;
+  f.receive(ordered(1, 1, 1, 20), out);  // the follower has the request at slot 1 ...
+  // ... but the leader made slot 1 a no-op and the follower missed both the
+  // GapCommit and the SyncPrepare: a SyncCommit alone must not make it
+  // execute its own, different, slot 1.
+  Message commit;
+  commit.type = MsgType::kSyncCommit;
+  commit.from = 0;
+  commit.to = 1;
+  commit.session = 1;
+  commit.a = 1;
+  f.receive(commit, out);
+  EXPECT_EQ(f.store().applied().size(), 0u);
+  Message prepare;
+  prepare.type = MsgType::kSyncPrepare;
+  prepare.from = 0;
+  prepare.to = 1;
+  prepare.session = 1;
+  prepare.a = 1;
+  prepare.b = 1;
+  prepare.entries = {logged(1, 1, 0)};
+  out.clear();
+  f.receive(prepare, out);
+  EXPECT_NE(find(out, MsgType::kSyncReply), nullptr);
+  f.receive(commit, out);
+  ASSERT_EQ(f.store().applied().size(), 1u);
+  EXPECT_EQ(f.store().applied()[0].first, 0u);  // the no-op
+}
+
 }  // namespace
 }  // namespace kv
