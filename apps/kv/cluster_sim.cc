@@ -19,7 +19,8 @@ std::vector<Command> generate_ops(const ClusterOptions& o, uint32_t index) {
       c.op = Op::kGet;
     } else if (p < 95) {
       c.op = Op::kCas;
-      c.expected = "c" + std::to_string(rng() % o.clients) + "-" + std::to_string(1 + rng() % (i + 1));
+      c.expected =
+          "c" + std::to_string(rng() % o.clients) + "-" + std::to_string(1 + rng() % (i + 1));
       c.value = "c" + std::to_string(index) + "-" + std::to_string(i + 1);
     } else {
       c.op = Op::kDelete;
@@ -49,9 +50,8 @@ SimCluster::SimCluster(ClusterOptions options)
     net_.add(config_.sequencer_id(), sequencers_.back().get());
   }
   for (uint32_t c = 0; c < options_.clients; ++c) {
-    clients_.push_back(std::make_unique<Client>(config_, options_.protocol, c,
-                                                generate_ops(options_, c),
-                                                options_.client_retry_ms));
+    clients_.push_back(std::make_unique<Client>(
+        config_, options_.protocol, c, generate_ops(options_, c), options_.client_retry_ms));
     net_.add(config_.client_id(c), clients_.back().get());
   }
 }

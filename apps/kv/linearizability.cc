@@ -36,14 +36,17 @@ struct Search {
 
 bool linearizable(const std::vector<Completed>& ops, std::string* why) {
   if (ops.size() > 62) {
-    if (why) *why = "history of " + std::to_string(ops.size()) + " operations is over the 62 this checker takes";
+    if (why)
+      *why = "history of " + std::to_string(ops.size()) +
+             " operations is over the 62 this checker takes";
     return false;
   }
   Search s{ops, {}};
   std::map<std::string, std::string> state;
   bool ok = s.dfs(0, state);
-  if (!ok && why) *why = "no order of the " + std::to_string(ops.size()) +
-                         " operations respects real time and the sequential results";
+  if (!ok && why)
+    *why = "no order of the " + std::to_string(ops.size()) +
+           " operations respects real time and the sequential results";
   return ok;
 }
 

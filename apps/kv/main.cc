@@ -2,9 +2,9 @@
 // protocols on the deterministic simulated network (`sluice-kv simulate`),
 // the way the tests do; running replicas and clients as ranks of a
 // `sluice run` job over sluice flows is still to come (docs/kv.md).
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -132,7 +132,8 @@ int main(int argc, char** argv) {
   uint64_t completed = cluster.history().size();
   std::printf("protocol %s, %u replicas, %u clients x %u ops, drop %.3f, seed %llu\n",
               o.protocol == kv::Protocol::kMultiPaxos ? "multipaxos" : "nopaxos", o.replicas,
-              o.clients, o.ops_per_client, o.sim.drop_rate, static_cast<unsigned long long>(o.seed));
+              o.clients, o.ops_per_client, o.sim.drop_rate,
+              static_cast<unsigned long long>(o.seed));
   std::printf("completed %llu ops in %llu simulated ms; messages delivered %llu, lost %llu\n",
               static_cast<unsigned long long>(completed),
               static_cast<unsigned long long>(cluster.net().now()),

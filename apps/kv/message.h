@@ -26,26 +26,26 @@ enum class MsgType : uint8_t {
   kRequest,  // client -> leader (Multi-Paxos) or client -> sequencer (NOPaxos)
   kReply,    // replica -> client
   // Multi-Paxos.
-  kPrepare,   // candidate -> all: phase 1a for ballot `view`, a = its commit index
-  kPromise,   // replica -> candidate: phase 1b, entries above the candidate's commit
-  kReject,    // replica -> candidate or leader: I promised the higher ballot `view`
-  kAccept,    // leader -> followers: phase 2a for entries from slot a; b = commit index
-  kAccepted,  // follower -> leader: accepted slots a .. b in ballot `view`
-  kCatchUp,   // follower -> leader: send me committed entries from slot a
-  kCommitted, // leader -> follower: committed entries from slot a
+  kPrepare,    // candidate -> all: phase 1a for ballot `view`, a = its commit index
+  kPromise,    // replica -> candidate: phase 1b, entries above the candidate's commit
+  kReject,     // replica -> candidate or leader: I promised the higher ballot `view`
+  kAccept,     // leader -> followers: phase 2a for entries from slot a; b = commit index
+  kAccepted,   // follower -> leader: accepted slots a .. b in ballot `view`
+  kCatchUp,    // follower -> leader: send me committed entries from slot a
+  kCommitted,  // leader -> follower: committed entries from slot a
   // NOPaxos.
-  kOrdered,          // sequencer -> replicas: a request stamped (session, msgnum = a)
-  kGapRequest,       // replica -> replica(s): do you have log slot a?
-  kGapReply,         // answer; flag = found (the entry travels in entries[0])
-  kGapCommit,        // leader -> followers: slot a is a no-op
-  kGapCommitReply,   // follower -> leader: slot a is a no-op in my log
-  kSyncPrepare,      // leader -> followers: my log up to slot a (entries from b)
-  kSyncReply,        // follower -> leader: my log matches yours up to a
-  kSyncCommit,       // leader -> followers: slots up to a are final; execute them
-  kViewChangeRequest,// anyone -> all: move to view (view, session)
-  kViewChange,       // replica -> new leader: my log and last normal view (a)
-  kStartView,        // new leader -> all: the merged log of view (view, session)
-  kRecover,          // replica -> leader: I am behind your view; send StartView
+  kOrdered,            // sequencer -> replicas: a request stamped (session, msgnum = a)
+  kGapRequest,         // replica -> replica(s): do you have log slot a?
+  kGapReply,           // answer; flag = found (the entry travels in entries[0])
+  kGapCommit,          // leader -> followers: slot a is a no-op
+  kGapCommitReply,     // follower -> leader: slot a is a no-op in my log
+  kSyncPrepare,        // leader -> followers: my log up to slot a (entries from b)
+  kSyncReply,          // follower -> leader: my log matches yours up to a
+  kSyncCommit,         // leader -> followers: slots up to a are final; execute them
+  kViewChangeRequest,  // anyone -> all: move to view (view, session)
+  kViewChange,         // replica -> new leader: my log and last normal view (a)
+  kStartView,          // new leader -> all: the merged log of view (view, session)
+  kRecover,            // replica -> leader: I am behind your view; send StartView
 };
 
 const char* msg_name(MsgType t);

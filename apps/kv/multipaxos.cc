@@ -187,8 +187,8 @@ void MultiPaxosReplica::on_request(const Message& m, Outbox& out) {
 }
 
 void MultiPaxosReplica::on_prepare(const Message& m, Outbox& out) {
-  if (m.view < ballot_ || (m.view == ballot_ && (role_ != Role::kFollower ||
-                                                 m.from != ballot_ % config_.replicas))) {
+  if (m.view < ballot_ ||
+      (m.view == ballot_ && (role_ != Role::kFollower || m.from != ballot_ % config_.replicas))) {
     Message rej;
     rej.type = MsgType::kReject;
     rej.from = id_;

@@ -87,9 +87,9 @@ class MultiPaxosReplica : public Node {
   MultiPaxosOptions options_;
   std::mt19937_64 rng_;
   Role role_;
-  uint64_t ballot_ = 0;  // the highest ballot promised (or led)
+  uint64_t ballot_ = 0;                    // the highest ballot promised (or led)
   std::vector<std::optional<Entry>> log_;  // slot s at index s - 1
-  uint64_t commit_ = 0;  // every slot up to here is committed
+  uint64_t commit_ = 0;                    // every slot up to here is committed
   uint64_t applied_ = 0;
   Store store_;
   uint64_t now_ = 0;

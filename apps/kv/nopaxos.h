@@ -62,9 +62,9 @@ class Sequencer : public Node {
 };
 
 struct NoPaxosOptions {
-  uint64_t sync_ms = 10;         // leader: synchronization (and heartbeat) period
-  uint64_t gap_timeout_ms = 5;   // how long to look for a missing request
-  uint64_t view_timeout_ms = 60; // follower: leader silence before a view change
+  uint64_t sync_ms = 10;          // leader: synchronization (and heartbeat) period
+  uint64_t gap_timeout_ms = 5;    // how long to look for a missing request
+  uint64_t view_timeout_ms = 60;  // follower: leader silence before a view change
   uint64_t seed = 1;
 };
 
@@ -111,9 +111,7 @@ class NoPaxosReplica : public Node {
   void send_sync(Outbox& out);
   void commit_gap(Outbox& out);
   // Whether (view, session) is newer than ours in some component.
-  bool newer(uint64_t view, uint64_t session) const {
-    return view > view_ || session > session_;
-  }
+  bool newer(uint64_t view, uint64_t session) const { return view > view_ || session > session_; }
   uint64_t expected_msgnum() const;
 
   Config config_;
@@ -125,9 +123,9 @@ class NoPaxosReplica : public Node {
   uint64_t session_ = 1;
   uint64_t last_normal_view_ = 0;
   uint64_t last_normal_session_ = 1;
-  std::vector<Entry> log_;  // slot s at index s - 1
+  std::vector<Entry> log_;               // slot s at index s - 1
   std::map<uint64_t, Message> pending_;  // ordered messages past a gap, by msgnum
-  uint64_t sync_point_ = 0;   // slots up to here are final
+  uint64_t sync_point_ = 0;              // slots up to here are final
   uint64_t synced_upto_ = 0;  // follower: log matches the leader's up to here (this view)
   uint64_t executed_ = 0;
   Store store_;

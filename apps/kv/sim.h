@@ -24,7 +24,7 @@ namespace kv {
 
 struct SimOptions {
   uint64_t seed = 1;
-  double drop_rate = 0.0;    // probability that any one message is lost
+  double drop_rate = 0.0;  // probability that any one message is lost
   uint64_t min_delay_ms = 1;
   uint64_t max_delay_ms = 3;
   bool fifo = true;

@@ -100,8 +100,8 @@ TEST(MultiPaxosTest, DuellingCandidatesSettleOnOneLeader) {
   ASSERT_TRUE(c.run_until_done(30000));
   expect_consistent(c);
   int leaders = 0;
-  for (uint32_t r = 1; r < 5; ++r) leaders += c.mp(r).is_leader() &&
-                                              c.mp(r).ballot() == c.mp(1).ballot();
+  for (uint32_t r = 1; r < 5; ++r)
+    leaders += c.mp(r).is_leader() && c.mp(r).ballot() == c.mp(1).ballot();
   EXPECT_EQ(leaders, 1);
 }
 

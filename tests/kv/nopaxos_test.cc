@@ -144,9 +144,8 @@ TEST(NoPaxosTest, RandomGapsOverManySeedsStayLinearizable) {
     auto rng = std::make_shared<std::mt19937_64>(seed);
     // On top of the random loss of any message, lose 10% of the ordered
     // multicast to each replica.
-    c.net().set_filter([=](const Message& m) {
-      return m.type != MsgType::kOrdered || (*rng)() % 10 != 0;
-    });
+    c.net().set_filter(
+        [=](const Message& m) { return m.type != MsgType::kOrdered || (*rng)() % 10 != 0; });
     ASSERT_TRUE(c.run_until_done(60000));
     expect_consistent(c);
   }

@@ -1,10 +1,11 @@
 // The replicated state machine (apps/kv/store.h) and the exhaustive
 // linearizability checker (apps/kv/linearizability.h), against hand-made
 // cases whose answers are known.
+#include "store.h"
+
 #include <gtest/gtest.h>
 
 #include "linearizability.h"
-#include "store.h"
 
 namespace kv {
 namespace {
