@@ -42,6 +42,10 @@ class Client : public Node {
   void receive(const Message& m, Outbox& out) override;
   void tick(uint64_t now_ms, Outbox& out) override;
 
+  // Moves the clock without acting (a driver calls it before handing over
+  // replies, so completions are stamped no earlier than they arrived).
+  void set_now(uint64_t now_ms) { now_ = now_ms; }
+
   bool done() const { return next_ == ops_.size() && !outstanding_; }
   const std::vector<Completed>& history() const { return history_; }
   uint32_t id() const { return id_; }

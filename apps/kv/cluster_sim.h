@@ -45,6 +45,12 @@ struct ClusterOptions {
 // delete (5%); values name their writer, so every write is distinct.
 std::vector<Command> generate_ops(const ClusterOptions& o, uint32_t index);
 
+// The check behind check_results(), for any applied log and history:
+// `commands` are every client's operations with their (client, seq) filled in.
+std::string check_linearization(const std::vector<std::pair<uint64_t, uint64_t>>& log,
+                                const std::vector<Command>& commands,
+                                const std::vector<Completed>& history);
+
 class SimCluster {
  public:
   explicit SimCluster(ClusterOptions options);

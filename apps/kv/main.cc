@@ -1,21 +1,37 @@
-// sluice-kv: the replicated key-value store. This first version runs the
-// protocols on the deterministic simulated network (`sluice-kv simulate`),
-// the way the tests do; running replicas and clients as ranks of a
-// `sluice run` job over sluice flows is still to come (docs/kv.md).
+// sluice-kv: the replicated key-value store. `sluice-kv run` is one rank of
+// a `sluice run` job (Multi-Paxos replicas and clients over sluice flows,
+// flow_job.h); `sluice-kv simulate` runs either protocol on the
+// deterministic simulated network, the way the tests do (docs/kv.md).
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include <sluice/errors.h>
+
 #include "cluster_sim.h"
+#include "flow_job.h"
 
 namespace {
 
 const char* kUsage =
-    "usage: sluice-kv simulate [options]\n"
+    "usage: sluice run -n N -- sluice-kv run [options]\n"
+    "       sluice-kv simulate [options]\n"
     "\n"
-    "Runs a replicated key-value store (2f+1 replicas, closed-loop clients) on a\n"
+    "run: one rank of a job. Ranks 0 .. replicas-1 are Multi-Paxos replicas, every\n"
+    "further rank a closed-loop client; protocol messages travel over sluice flows\n"
+    "(a replicate flow for phase 2, a shuffle flow for the rest). At the end rank 0\n"
+    "checks that all replicas applied the same log with the same digest, that every\n"
+    "operation completed exactly once, and that the log linearizes the history.\n"
+    "  --replicas N        2f+1 replicas (default 3)\n"
+    "  --ops N             operations per client (default 1000)\n"
+    "  --keys N            distinct keys (default 100)\n"
+    "  --seed S            workload seed (default 1)\n"
+    "  --retry-ms MS       client retry timeout (default 2000)\n"
+    "  --election-timeout-ms MS  follower wait before phase 1 (default 2000)\n"
+    "\n"
+    "simulate: runs a replicated key-value store (2f+1 replicas, closed-loop clients) on a\n"
     "seeded simulated network with message loss, then checks that every replica\n"
     "applied the same log with the same store digest and that the log is a\n"
     "linearization of the clients' history. Exit status 0 when all checks pass.\n"
@@ -31,8 +47,8 @@ const char* kUsage =
     "  --crash-leader-at MS  crash the leader at simulated time MS (default: never)\n"
     "  --help              this text\n"
     "\n"
-    "Running replicas and clients over sluice flows under `sluice run` is not\n"
-    "implemented yet; see docs/kv.md.\n";
+    "\n"
+    "Over flows, only Multi-Paxos without faults runs so far; see docs/kv.md.\n";
 
 bool parse_u64(const char* s, uint64_t* out) {
   char* end = nullptr;
@@ -43,6 +59,47 @@ bool parse_u64(const char* s, uint64_t* out) {
   return true;
 }
 
+int run_main(int argc, char** argv) {
+  kv::FlowJobOptions o;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    uint64_t n = 0;
+    if (i + 1 >= argc || !parse_u64(argv[i + 1], &n)) {
+      std::fprintf(stderr, "sluice-kv run: %s needs a number (try --help)\n", a.c_str());
+      return 2;
+    }
+    ++i;
+    if (a == "--replicas" && n % 2 == 1 && n <= 15) {
+      o.replicas = static_cast<uint32_t>(n);
+    } else if (a == "--ops") {
+      o.ops_per_client = static_cast<uint32_t>(n);
+    } else if (a == "--keys" && n >= 1) {
+      o.keys = static_cast<uint32_t>(n);
+    } else if (a == "--seed") {
+      o.seed = n;
+    } else if (a == "--retry-ms" && n >= 1) {
+      o.retry_ms = n;
+    } else if (a == "--election-timeout-ms" && n >= 1) {
+      o.election_timeout_ms = n;
+    } else {
+      std::fprintf(stderr, "sluice-kv run: unknown option or bad value: %s %s (try --help)\n",
+                   a.c_str(), argv[i]);
+      return 2;
+    }
+  }
+  try {
+    sluice::Cluster cluster = sluice::Cluster::join();
+    return kv::run_flow_job(cluster, o);
+  } catch (const sluice::Error& e) {
+    std::fprintf(stderr, "sluice-kv run: %s\n", e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,6 +107,7 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  if (std::strcmp(argv[1], "run") == 0) return run_main(argc, argv);
   if (std::strcmp(argv[1], "simulate") != 0) {
     std::fprintf(stderr, "sluice-kv: unknown command '%s' (try --help)\n", argv[1]);
     return 2;

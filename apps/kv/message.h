@@ -46,6 +46,10 @@ enum class MsgType : uint8_t {
   kViewChange,         // replica -> new leader: my log and last normal view (a)
   kStartView,          // new leader -> all: the merged log of view (view, session)
   kRecover,            // replica -> leader: I am behind your view; send StartView
+  // Ending a job on flows (flow_job.h), not part of either protocol.
+  kDone,      // client -> replicas: I finished my operations
+  kFinish,    // leader -> followers: all clients are done; apply up to slot a, then stop
+  kFinished,  // follower -> leader: I applied up to the finish slot
 };
 
 const char* msg_name(MsgType t);
