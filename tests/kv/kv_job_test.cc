@@ -1,0 +1,80 @@
+// sluice-kv run through `sluice run`: Multi-Paxos replicas and clients as the
+// ranks of one job, over sluice flows. Rank 0 checks the job end to end
+// (equal digests and applied logs on all replicas, every client operation
+// completed and in the log exactly once, the log a linearization of the
+// clients' history); this test asserts that it said so, that the counts it
+// printed are the ones the options imply, and that nothing is left in
+// /dev/shm. The transport comes from SLUICE_TRANSPORT (CTest runs this suite
+// with shm and with ofi).
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support/test_support.h"
+
+namespace {
+
+using sluice::testing::ProcessResult;
+using sluice::testing::run_process;
+
+ProcessResult run_kv(int ranks, std::vector<std::string> args) {
+  return run_process(sluice::testing::job_argv(ranks, 100, "sluice-kv", args), {},
+                     std::chrono::seconds(130));
+}
+
+void expect_clean_job(const ProcessResult& r, int replicas, int clients, int ops) {
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output,
+                "job: every operation completed exactly once; replicas identical; history "
+                "linearizable"),
+            1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  const int total = clients * ops;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output, "clients: " + std::to_string(clients) + " x " + std::to_string(ops) +
+                              " operations completed (" + std::to_string(total) + " in all"),
+            1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output,
+                                              std::to_string(total) + " distinct operations"),
+            1)
+      << r.output;
+  // One line per replica, all with the same digest.
+  std::regex line("replica [0-9]+: applied [0-9]+ entries, digest ([0-9a-f]+)");
+  std::set<std::string> digests;
+  int lines = 0;
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it) {
+    digests.insert((*it)[1].str());
+    ++lines;
+  }
+  EXPECT_EQ(lines, replicas) << r.output;
+  EXPECT_EQ(digests.size(), 1u) << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+TEST(KvJobTest, ThreeReplicasAndTwoClientsAgreeOnManyKeys) {
+  expect_clean_job(run_kv(5, {"run", "--ops", "300", "--keys", "50"}), 3, 2, 300);
+}
+
+TEST(KvJobTest, FiveReplicasAndTwoClientsOnOneContendedKey) {
+  expect_clean_job(run_kv(7, {"run", "--replicas", "5", "--ops", "150", "--keys", "1"}), 5, 2,
+                   150);
+}
+
+TEST(KvJobTest, OneReplicaIsAValidDegenerateCluster) {
+  expect_clean_job(run_kv(3, {"run", "--replicas", "1", "--ops", "200"}), 1, 2, 200);
+}
+
+TEST(KvJobTest, TooFewRanksForTheReplicasIsAClearError) {
+  ProcessResult r = run_kv(3, {"run", "--replicas", "3"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "at least one more rank for a client"), 1)
+      << r.output;
+}
+
+}  // namespace
