@@ -126,7 +126,8 @@ bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
     m->entries.push_back(std::move(e));
   }
   if (!r.ok || r.pos != in.size()) {
-    *why = "malformed message of " + std::to_string(in.size()) + " bytes (truncated or trailing bytes)";
+    *why = "malformed message of " + std::to_string(in.size()) +
+           " bytes (truncated or trailing bytes)";
     return false;
   }
   return true;

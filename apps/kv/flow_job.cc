@@ -202,7 +202,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
         close_all();
       } else if (replica && clients_done.size() == clients) {
-        if (replica->is_leader() && !finish_sent && replica->commit_index() == replica->log_size()) {
+        if (replica->is_leader() && !finish_sent &&
+            replica->commit_index() == replica->log_size()) {
           finish_sent = true;
           finish_slot = replica->commit_index();
           for (uint32_t r = 0; r < o.replicas; ++r)
@@ -229,8 +230,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     return 1;
   }
 
-  const std::string mine = is_replica ? replica_report(rank, replica->store())
-                                      : client_report(rank, *client);
+  const std::string mine =
+      is_replica ? replica_report(rank, replica->store()) : client_report(rank, *client);
   const std::vector<std::string> all = cluster.allgather("kv-report", mine);
   if (rank != 0) return 0;
 
@@ -290,22 +291,30 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     }
   }
   for (size_t i = 1; i < logs.size(); ++i) {
-    if (logs[i] != logs[0]) problems.push_back("replica " + std::to_string(i) + "'s applied log differs from replica 0's");
-    if (digests[i] != digests[0]) problems.push_back("replica " + std::to_string(i) + "'s digest differs from replica 0's");
+    if (logs[i] != logs[0])
+      problems.push_back("replica " + std::to_string(i) +
+                         "'s applied log differs from replica 0's");
+    if (digests[i] != digests[0])
+      problems.push_back("replica " + std::to_string(i) + "'s digest differs from replica 0's");
   }
   std::set<std::pair<uint64_t, uint64_t>> distinct(logs[0].begin(), logs[0].end());
   distinct.erase({0, 0});
   if (distinct.size() != commands.size())
-    problems.push_back("the log holds " + std::to_string(distinct.size()) + " distinct operations, the clients issued " +
+    problems.push_back("the log holds " + std::to_string(distinct.size()) +
+                       " distinct operations, the clients issued " +
                        std::to_string(commands.size()));
   std::string lin = check_linearization(logs[0], commands, history);
   if (!lin.empty()) problems.push_back(lin);
-  std::printf("clients: %u x %u operations completed (%zu in all, %" PRIu64 " retries); log: %zu entries, %zu distinct operations\n",
+  std::printf("clients: %u x %u operations completed (%zu in all, %" PRIu64
+              " retries); log: %zu entries, %zu distinct operations\n",
               clients, o.ops_per_client, history.size(), retries, logs[0].size(), distinct.size());
   std::printf("replicas agree: %s\n", problems.empty() ? "yes" : "no");
   for (const std::string& p : problems) std::printf("MISMATCH: %s\n", p.c_str());
-  std::printf("job: %s\n", problems.empty() ? "every operation completed exactly once; replicas identical; history linearizable"
-                                            : "FAILED");
+  std::printf(
+      "job: %s\n",
+      problems.empty()
+          ? "every operation completed exactly once; replicas identical; history linearizable"
+          : "FAILED");
   return problems.empty() ? 0 : 1;
 }
 

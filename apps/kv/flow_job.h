@@ -26,10 +26,10 @@
 // ordered replicate flow. See docs/kv.md.
 #pragma once
 
+#include <sluice/cluster.h>
+
 #include <cstdint>
 #include <string>
-
-#include <sluice/cluster.h>
 
 #include "cluster_sim.h"
 
@@ -40,8 +40,8 @@ struct FlowJobOptions {
   uint32_t ops_per_client = 1000;
   uint32_t keys = 100;
   uint64_t seed = 1;
-  uint64_t retry_ms = 2000;        // client: resend after this long without an answer
-  uint64_t heartbeat_ms = 20;      // leader heartbeats
+  uint64_t retry_ms = 2000;             // client: resend after this long without an answer
+  uint64_t heartbeat_ms = 20;           // leader heartbeats
   uint64_t election_timeout_ms = 2000;  // generous: a loaded 2-core machine stalls ranks
 };
 

@@ -2,13 +2,13 @@
 // a `sluice run` job (Multi-Paxos replicas and clients over sluice flows,
 // flow_job.h); `sluice-kv simulate` runs either protocol on the
 // deterministic simulated network, the way the tests do (docs/kv.md).
+#include <sluice/errors.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-
-#include <sluice/errors.h>
 
 #include "cluster_sim.h"
 #include "flow_job.h"

@@ -322,6 +322,12 @@ void MultiPaxosReplica::receive(const Message& m, Outbox& out) {
 
 void MultiPaxosReplica::tick(uint64_t now_ms, Outbox& out) {
   now_ = now_ms;
+  if (!started_) {
+    // Clocks need not start at 0 (a real one reads time since boot): the
+    // leader's silence is counted from the first tick.
+    started_ = true;
+    last_heard_ = now_ms;
+  }
   if (role_ == Role::kLeader) {
     propose_batch(out);
     if (now_ - last_heartbeat_ >= options_.heartbeat_ms) {

@@ -94,6 +94,7 @@ class MultiPaxosReplica : public Node {
   Store store_;
   uint64_t now_ = 0;
   uint64_t last_heard_ = 0;
+  bool started_ = false;  // tick() has run once
   uint64_t election_timeout_ = 0;
   uint64_t last_heartbeat_ = 0;
   uint64_t next_catch_up_ = 0;  // no second CatchUp before this (one per heartbeat)

@@ -461,6 +461,12 @@ void NoPaxosReplica::receive(const Message& m, Outbox& out) {
 
 void NoPaxosReplica::tick(uint64_t now_ms, Outbox& out) {
   now_ = now_ms;
+  if (!started_) {
+    // Clocks need not start at 0 (a real one reads time since boot): the
+    // leader's silence is counted from the first tick.
+    started_ = true;
+    last_heard_ = now_ms;
+  }
   if (status_ == Status::kViewChange) {
     if (now_ - vc_started_ >= view_timeout_) start_view_change(view_ + 1, session_, out);
     return;

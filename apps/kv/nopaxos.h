@@ -131,6 +131,7 @@ class NoPaxosReplica : public Node {
   Store store_;
   uint64_t now_ = 0;
   uint64_t last_heard_ = 0;
+  bool started_ = false;  // tick() has run once
   uint64_t view_timeout_ = 0;
   uint64_t last_sync_ = 0;
   uint64_t gap_started_ = 0;  // when the current gap request or gap commit was (re)sent

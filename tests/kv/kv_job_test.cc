@@ -40,9 +40,9 @@ void expect_clean_job(const ProcessResult& r, int replicas, int clients, int ops
                               " operations completed (" + std::to_string(total) + " in all"),
             1)
       << r.output;
-  EXPECT_EQ(sluice::testing::count_lines_with(r.output,
-                                              std::to_string(total) + " distinct operations"),
-            1)
+  EXPECT_EQ(
+      sluice::testing::count_lines_with(r.output, std::to_string(total) + " distinct operations"),
+      1)
       << r.output;
   // One line per replica, all with the same digest.
   std::regex line("replica [0-9]+: applied [0-9]+ entries, digest ([0-9a-f]+)");
@@ -62,8 +62,7 @@ TEST(KvJobTest, ThreeReplicasAndTwoClientsAgreeOnManyKeys) {
 }
 
 TEST(KvJobTest, FiveReplicasAndTwoClientsOnOneContendedKey) {
-  expect_clean_job(run_kv(7, {"run", "--replicas", "5", "--ops", "150", "--keys", "1"}), 5, 2,
-                   150);
+  expect_clean_job(run_kv(7, {"run", "--replicas", "5", "--ops", "150", "--keys", "1"}), 5, 2, 150);
 }
 
 TEST(KvJobTest, OneReplicaIsAValidDegenerateCluster) {

@@ -379,5 +379,14 @@ TEST(NoPaxosRulesTest, FollowerExecutesOnlyWhatItInstalledFromTheLeader) {
   EXPECT_EQ(f.store().applied()[0].first, 0u);  // the no-op
 }
 
+TEST(NoPaxosRulesTest, AClockThatStartsLateDoesNotTriggerAViewChange) {
+  NoPaxosReplica r(Config{3}, 1);
+  Outbox out;
+  r.tick(5'000'000'000, out);
+  EXPECT_EQ(r.view_changes(), 0u);
+  r.tick(5'000'000'000 + 1000, out);
+  EXPECT_EQ(r.view_changes(), 1u);
+}
+
 }  // namespace
 }  // namespace kv
