@@ -57,6 +57,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   const Config config{o.replicas};
   const uint32_t clients = world - o.replicas;
   const bool is_replica = rank < o.replicas;
+  const bool nopaxos = o.protocol == Protocol::kNoPaxos;
   auto rank_of = [&](uint32_t id) { return id < o.replicas ? id : id - 1; };
 
   std::vector<uint32_t> replica_ranks;
@@ -70,9 +71,21 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                          .sources(cluster.ranks(replica_ranks))
                          .targets(cluster.ranks(replica_ranks))
                          .segment_bytes(64 * 1024);
+  // NOPaxos: the ordered replicate flow is the ordered unreliable
+  // multicast. One request per segment (Latency), so that a sequence
+  // number names exactly one request: message number = sequence + 1.
+  std::vector<uint32_t> client_ranks;
+  for (uint32_t r = o.replicas; r < world; ++r) client_ranks.push_back(r);
+  auto order_spec = sluice::replicate_bytes("kv-order")
+                        .sources(cluster.ranks(client_ranks))
+                        .targets(cluster.ranks(replica_ranks))
+                        .ordered()
+                        .optimize(sluice::Optimize::kLatency)
+                        .segment_bytes(1024);
   sluice::DeclaredFlow msg_flow = cluster.declare(msg_spec);
-  sluice::DeclaredFlow accept_flow;
-  if (is_replica) accept_flow = cluster.declare(accept_spec);
+  sluice::DeclaredFlow accept_flow, order_flow;
+  if (is_replica && !nopaxos) accept_flow = cluster.declare(accept_spec);
+  if (nopaxos) order_flow = cluster.declare(order_spec);
 
   ClusterOptions workload;
   workload.replicas = o.replicas;
@@ -82,8 +95,18 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   workload.seed = o.seed;
 
   std::unique_ptr<MultiPaxosReplica> replica;
+  std::unique_ptr<NoPaxosReplica> np;
   std::unique_ptr<Client> client;
-  if (is_replica) {
+  if (is_replica && nopaxos) {
+    NoPaxosOptions no;
+    no.seed = o.seed;
+    no.sync_ms = o.heartbeat_ms;
+    no.view_timeout_ms = o.election_timeout_ms;
+    // Lost sequence numbers surface after the flow's gap timeout; our own
+    // gap search may take as long as a round trip on a loaded machine.
+    no.gap_timeout_ms = 200;
+    np = std::make_unique<NoPaxosReplica>(config, rank, no);
+  } else if (is_replica) {
     MultiPaxosOptions mo;
     mo.seed = o.seed;
     mo.heartbeat_ms = o.heartbeat_ms;
@@ -92,10 +115,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     replica = std::make_unique<MultiPaxosReplica>(config, rank, mo);
   } else {
     uint32_t index = rank - o.replicas;
-    client = std::make_unique<Client>(config, Protocol::kMultiPaxos, index,
-                                      generate_ops(workload, index), o.retry_ms);
+    client = std::make_unique<Client>(config, o.protocol, index, generate_ops(workload, index),
+                                      o.retry_ms);
   }
-  Node& node = is_replica ? static_cast<Node&>(*replica) : static_cast<Node&>(*client);
+  Node& node = np        ? static_cast<Node&>(*np)
+               : replica ? static_cast<Node&>(*replica)
+                         : static_cast<Node&>(*client);
   const uint32_t self_id = is_replica ? rank : config.client_id(rank - o.replicas);
 
   std::string failure;
@@ -136,14 +161,47 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     }
   };
 
+  uint64_t gaps = 0;
+  // A request from the ordered flow: stamped with its place in the one
+  // order every replica sees.
+  auto deliver_ordered = [&](sluice::RecordBatch batch, const sluice::BatchInfo& info) {
+    size_t n = 0;
+    for (std::span<const std::byte> rec : batch) {
+      Message m;
+      std::string why;
+      if (!decode(rec, &m, &why) || ++n > 1) {
+        failure = "rank " + std::to_string(rank) + ": kv-order: " +
+                  (why.empty() ? "more than one request under one sequence number" : why);
+        return;
+      }
+      m.type = MsgType::kOrdered;
+      m.from = config.sequencer_id();
+      m.to = self_id;
+      m.session = 1;
+      m.a = info.sequence + 1;
+      if (!closed) node.receive(m, out);
+    }
+  };
+
   sluice::Worker w(sluice::IdleStrategy{0, 16});
   w.add(cluster.target(msg_spec, 0), [&](sluice::RecordBatch b) { deliver(b, false); });
   sluice::BytesSource msg_src = cluster.source(msg_spec, 0);
-  sluice::BytesSource accept_src;
-  if (is_replica) {
+  sluice::BytesSource accept_src, order_src;
+  sluice::Worker::InputId order_input = 0;
+  if (is_replica && !nopaxos) {
     w.add(cluster.target(accept_spec, 0), [&](sluice::RecordBatch b) { deliver(b, true); });
     accept_src = cluster.source(accept_spec, 0);
   }
+  if (is_replica && nopaxos) {
+    // A gap (a client died holding a sequence number) needs no handling
+    // here: the next request's number shows the replica the hole, which
+    // starts gap agreement.
+    order_input = w.add(
+        cluster.target(order_spec, 0),
+        [&](sluice::RecordBatch b, const sluice::BatchInfo& info) { deliver_ordered(b, info); },
+        [&](uint64_t) { ++gaps; });
+  }
+  if (client && nopaxos) order_src = cluster.source(order_spec, 0);
 
   std::vector<std::byte> buf;
   auto check = [&](sluice::Status st, sluice::BytesSource& s, const char* what) {
@@ -158,7 +216,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       out.clear();
       return 0;
     }
-    bool msg = false, acc = false;
+    bool msg = false, acc = false, ord = false;
     uint32_t first_follower = self_id == 0 ? 1 : 0;
     for (const Message& m : out) {
       if (m.type == MsgType::kAccept) {
@@ -166,6 +224,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         encode(m, buf);
         check(w.push(accept_src, std::span<const std::byte>(buf)), accept_src, "push to kv-accept");
         acc = true;
+        continue;
+      }
+      if (m.type == MsgType::kRequest && m.to == config.sequencer_id()) {
+        encode(m, buf);
+        check(w.push(order_src, std::span<const std::byte>(buf)), order_src, "push to kv-order");
+        ord = true;
         continue;
       }
       encode(m, buf);
@@ -176,6 +240,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     out.clear();
     if (msg) check(w.flush(msg_src), msg_src, "flush kv-msg");
     if (acc) check(w.flush(accept_src), accept_src, "flush kv-accept");
+    if (ord) check(w.flush(order_src), order_src, "flush kv-order");
     return n;
   };
   auto control = [&](MsgType t, uint32_t to, uint64_t a) {
@@ -189,7 +254,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   auto close_all = [&] {
     flush();
     check(w.close(msg_src), msg_src, "close kv-msg");
-    if (is_replica) check(w.close(accept_src), accept_src, "close kv-accept");
+    if (accept_src) check(w.close(accept_src), accept_src, "close kv-accept");
+    if (order_src) check(w.close(order_src), order_src, "close kv-order");
     closed = true;
   };
 
@@ -201,17 +267,22 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       if (client && client->done()) {
         for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
         close_all();
-      } else if (replica && clients_done.size() == clients) {
-        if (replica->is_leader() && !finish_sent &&
-            replica->commit_index() == replica->log_size()) {
+      } else if (is_replica && clients_done.size() == clients &&
+                 (!nopaxos || w.status(order_input) != sluice::Status::kOk)) {
+        // (NOPaxos: only once the ordered flow has ended, so that a late
+        // retry cannot still land in one log and not another.)
+        const bool leader = np ? np->is_leader() : replica->is_leader();
+        const uint64_t settled = np ? np->sync_point() : replica->commit_index();
+        const uint64_t length = np ? np->log_size() : replica->log_size();
+        if (leader && !finish_sent && settled == length) {
           finish_sent = true;
-          finish_slot = replica->commit_index();
+          finish_slot = settled;
           for (uint32_t r = 0; r < o.replicas; ++r)
             if (r != rank) control(MsgType::kFinish, r, finish_slot);
           work += flush();
         }
         if (finish_sent && finished.size() == o.replicas - 1) close_all();
-        if (!finish_sent && finish_known && replica->commit_index() >= finish_slot) {
+        if (!finish_sent && finish_known && settled >= finish_slot) {
           control(MsgType::kFinished, finish_leader, 0);
           close_all();
         }
@@ -230,8 +301,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     return 1;
   }
 
-  const std::string mine =
-      is_replica ? replica_report(rank, replica->store()) : client_report(rank, *client);
+  const std::string mine = np        ? replica_report(rank, np->store())
+                           : replica ? replica_report(rank, replica->store())
+                                     : client_report(rank, *client);
   const std::vector<std::string> all = cluster.allgather("kv-report", mine);
   if (rank != 0) return 0;
 

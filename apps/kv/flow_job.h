@@ -36,6 +36,7 @@
 namespace kv {
 
 struct FlowJobOptions {
+  Protocol protocol = Protocol::kMultiPaxos;
   uint32_t replicas = 3;
   uint32_t ops_per_client = 1000;
   uint32_t keys = 100;

@@ -1,5 +1,5 @@
-// sluice-kv run through `sluice run`: Multi-Paxos replicas and clients as the
-// ranks of one job, over sluice flows. Rank 0 checks the job end to end
+// sluice-kv run through `sluice run`: Multi-Paxos or NOPaxos replicas and
+// clients as the ranks of one job, over sluice flows. Rank 0 checks the job end to end
 // (equal digests and applied logs on all replicas, every client operation
 // completed and in the log exactly once, the log a linearization of the
 // clients' history); this test asserts that it said so, that the counts it
@@ -67,6 +67,17 @@ TEST(KvJobTest, FiveReplicasAndTwoClientsOnOneContendedKey) {
 
 TEST(KvJobTest, OneReplicaIsAValidDegenerateCluster) {
   expect_clean_job(run_kv(3, {"run", "--replicas", "1", "--ops", "200"}), 1, 2, 200);
+}
+
+TEST(KvJobTest, NoPaxosOverTheOrderedReplicateFlowAgreesOnManyKeys) {
+  expect_clean_job(run_kv(5, {"run", "--protocol", "nopaxos", "--ops", "300", "--keys", "50"}), 3,
+                   2, 300);
+}
+
+TEST(KvJobTest, NoPaxosWithFiveReplicasAndThreeClientsOnOneKey) {
+  expect_clean_job(
+      run_kv(8, {"run", "--protocol", "nopaxos", "--replicas", "5", "--ops", "100", "--keys", "1"}),
+      5, 3, 100);
 }
 
 TEST(KvJobTest, TooFewRanksForTheReplicasIsAClearError) {
