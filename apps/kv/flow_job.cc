@@ -259,10 +259,19 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     closed = true;
   };
 
+  const uint64_t started = now_ms();
+  uint64_t traced_retries = 0;
   while (!w.done() && failure.empty()) {
     size_t work = w.poll();
     if (!closed) {
       node.tick(now_ms(), out);
+      if (o.trace_retries && client && client->retries() != traced_retries) {
+        traced_retries = client->retries();
+        std::fprintf(stderr,
+                     "sluice-kv: rank %u: retry %" PRIu64 " at +%" PRIu64
+                     " ms, %zu operations completed\n",
+                     rank, traced_retries, now_ms() - started, client->history().size());
+      }
       work += flush();
       if (client && client->done()) {
         for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);

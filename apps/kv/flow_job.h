@@ -44,6 +44,7 @@ struct FlowJobOptions {
   uint64_t retry_ms = 2000;             // client: resend after this long without an answer
   uint64_t heartbeat_ms = 20;           // leader heartbeats
   uint64_t election_timeout_ms = 2000;  // generous: a loaded 2-core machine stalls ranks
+  bool trace_retries = false;  // clients print each retry (when, how far they got) to stderr
 };
 
 // Runs this rank's part; returns the process exit status (0: every check

@@ -32,7 +32,8 @@ const char* kUsage =
     "  --keys N            distinct keys (default 100)\n"
     "  --seed S            workload seed (default 1)\n"
     "  --retry-ms MS       client retry timeout (default 2000)\n"
-    "  --election-timeout-ms MS  follower wait before phase 1 (default 2000)\n"
+    "  --election-timeout-ms MS  follower wait before phase 1 or a view change (default 2000)\n"
+    "  --trace-retries     clients print every retry to stderr\n"
     "\n"
     "simulate: runs a replicated key-value store (2f+1 replicas, closed-loop clients) on a\n"
     "seeded simulated network with message loss, then checks that every replica\n"
@@ -70,6 +71,10 @@ int run_main(int argc, char** argv) {
     if (a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
+    }
+    if (a == "--trace-retries") {
+      o.trace_retries = true;
+      continue;
     }
     if (a == "--protocol" && i + 1 < argc) {
       std::string v = argv[++i];
