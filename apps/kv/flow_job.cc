@@ -209,38 +209,46 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       failure = "rank " + std::to_string(rank) + ": " + what + ": " + s.error();
   };
   // Sends the outbox; an Accept goes once on the replicate flow for all
-  // followers (the protocol addresses one copy to each).
+  // followers (the protocol addresses one copy to each). A push or flush
+  // that waits for credit delivers inputs meanwhile, whose handlers add to
+  // the outbox: so it is swapped out before sending, and sending goes on
+  // until it stays empty.
   auto flush = [&]() -> size_t {
-    size_t n = out.size();
     if (closed) {
       out.clear();
       return 0;
     }
-    bool msg = false, acc = false, ord = false;
-    uint32_t first_follower = self_id == 0 ? 1 : 0;
-    for (const Message& m : out) {
-      if (m.type == MsgType::kAccept) {
-        if (m.to != first_follower) continue;
-        encode(m, buf);
-        check(w.push(accept_src, std::span<const std::byte>(buf)), accept_src, "push to kv-accept");
-        acc = true;
-        continue;
+    size_t n = 0;
+    const uint32_t first_follower = self_id == 0 ? 1 : 0;
+    Outbox sending;
+    while (!out.empty()) {
+      sending.clear();
+      sending.swap(out);
+      n += sending.size();
+      bool msg = false, acc = false, ord = false;
+      for (const Message& m : sending) {
+        if (m.type == MsgType::kAccept) {
+          if (m.to != first_follower) continue;
+          encode(m, buf);
+          check(w.push(accept_src, std::span<const std::byte>(buf)), accept_src,
+                "push to kv-accept");
+          acc = true;
+        } else if (m.type == MsgType::kRequest && m.to == config.sequencer_id()) {
+          encode(m, buf);
+          check(w.push(order_src, std::span<const std::byte>(buf)), order_src, "push to kv-order");
+          ord = true;
+        } else {
+          encode(m, buf);
+          check(w.push_to(msg_src, rank_of(m.to), std::span<const std::byte>(buf)), msg_src,
+                "push to kv-msg");
+          msg = true;
+        }
       }
-      if (m.type == MsgType::kRequest && m.to == config.sequencer_id()) {
-        encode(m, buf);
-        check(w.push(order_src, std::span<const std::byte>(buf)), order_src, "push to kv-order");
-        ord = true;
-        continue;
-      }
-      encode(m, buf);
-      check(w.push_to(msg_src, rank_of(m.to), std::span<const std::byte>(buf)), msg_src,
-            "push to kv-msg");
-      msg = true;
+      if (msg) check(w.flush(msg_src), msg_src, "flush kv-msg");
+      if (acc) check(w.flush(accept_src), accept_src, "flush kv-accept");
+      if (ord) check(w.flush(order_src), order_src, "flush kv-order");
+      if (!failure.empty()) break;
     }
-    out.clear();
-    if (msg) check(w.flush(msg_src), msg_src, "flush kv-msg");
-    if (acc) check(w.flush(accept_src), accept_src, "flush kv-accept");
-    if (ord) check(w.flush(order_src), order_src, "flush kv-order");
     return n;
   };
   auto control = [&](MsgType t, uint32_t to, uint64_t a) {
