@@ -219,17 +219,23 @@ void NoPaxosReplica::on_gap_commit_reply(const Message& m, Outbox& out) {
   }
 }
 
+void NoPaxosReplica::send_sync_to(uint32_t r, Outbox& out) {
+  // Each follower gets the leader's log from just after the last slot it
+  // confirmed, at most max_sync_entries at a time (messages stay bounded;
+  // a follower far behind catches up over several rounds).
+  uint64_t from = std::min<uint64_t>(follower_synced_[r], log_.size()) + 1;
+  Message s = make(MsgType::kSyncPrepare, r);
+  s.b = from;
+  uint64_t last = std::min<uint64_t>(log_.size(), from - 1 + options_.max_sync_entries);
+  for (uint64_t slot = from; slot <= last; ++slot) s.entries.push_back(log_[slot - 1]);
+  s.a = last;
+  out.push_back(s);
+}
+
 void NoPaxosReplica::send_sync(Outbox& out) {
   last_sync_ = now_;
-  Message s = make(MsgType::kSyncPrepare, 0);
-  s.a = log_.size();
-  s.b = sync_point_ + 1;
-  for (uint64_t i = sync_point_; i < log_.size(); ++i) s.entries.push_back(log_[i]);
-  for (uint32_t r = 0; r < config_.replicas; ++r) {
-    if (r == id_) continue;
-    s.to = r;
-    out.push_back(s);
-  }
+  for (uint32_t r = 0; r < config_.replicas; ++r)
+    if (r != id_) send_sync_to(r, out);
 }
 
 void NoPaxosReplica::on_sync_prepare(const Message& m, Outbox& out) {
@@ -252,8 +258,12 @@ void NoPaxosReplica::on_sync_prepare(const Message& m, Outbox& out) {
   }
   last_heard_ = now_;
   if (m.b == 0 || m.b > log_.size() + 1 || m.b > std::max(sync_point_, synced_upto_) + 1) {
-    // Our log may differ from the leader's before m.b: fetch all of it.
-    out.push_back(make(MsgType::kRecover, m.from));
+    // Our log may differ from the leader's before m.b: ask for it from our
+    // sync point on (flag: same view, a suffix is enough).
+    Message r = make(MsgType::kRecover, m.from);
+    r.flag = true;
+    r.a = sync_point_;
+    out.push_back(r);
     return;
   }
   // The leader's log is the truth within a view: install it from slot m.b.
@@ -261,7 +271,7 @@ void NoPaxosReplica::on_sync_prepare(const Message& m, Outbox& out) {
     if (e.slot <= log_.size()) {
       log_[e.slot - 1] = e;
     } else {
-      log_.push_back(e);
+      append(e, out);  // new to us: acknowledged to its client like any other
     }
   }
   synced_upto_ = std::max(synced_upto_, m.a);
@@ -277,6 +287,9 @@ void NoPaxosReplica::on_sync_prepare(const Message& m, Outbox& out) {
 void NoPaxosReplica::on_sync_reply(const Message& m, Outbox& out) {
   if (m.view != view_ || m.session != session_ || !leading() || status_ == Status::kViewChange)
     return;
+  uint64_t& confirmed = follower_synced_[m.from];
+  confirmed = std::max(confirmed, std::min<uint64_t>(m.a, log_.size()));
+  if (confirmed < log_.size()) send_sync_to(m.from, out);  // the next chunk at once
   if (m.a <= sync_point_) {
     // Already committed (this follower missed the SyncCommit): resend it.
     Message c = make(MsgType::kSyncCommit, m.from);
@@ -284,11 +297,14 @@ void NoPaxosReplica::on_sync_reply(const Message& m, Outbox& out) {
     out.push_back(c);
     return;
   }
-  auto& acks = sync_acks_[m.a];
-  acks.insert(m.from);
-  if (acks.size() < config_.f()) return;
-  sync_point_ = m.a;
-  sync_acks_.erase(sync_acks_.begin(), sync_acks_.upper_bound(m.a));
+  // The new sync point: the highest slot that f followers (and we) hold.
+  std::vector<uint64_t> have;
+  for (const auto& [r, a] : follower_synced_) have.push_back(a);
+  if (have.size() < config_.f()) return;
+  std::sort(have.rbegin(), have.rend());
+  uint64_t point = have[config_.f() - 1];
+  if (point <= sync_point_) return;
+  sync_point_ = point;
   Message c = make(MsgType::kSyncCommit, 0);
   c.a = sync_point_;
   for (uint32_t r = 0; r < config_.replicas; ++r) {
@@ -314,7 +330,7 @@ void NoPaxosReplica::start_view_change(uint64_t view, uint64_t session, Outbox& 
   vc_started_ = now_;
   pending_.clear();
   gap_open_ = false;
-  sync_acks_.clear();
+  follower_synced_.clear();
   view_changes_msgs_.clear();
   synced_upto_ = 0;
   Message req = make(MsgType::kViewChangeRequest, 0);
@@ -448,6 +464,13 @@ void NoPaxosReplica::receive(const Message& m, Outbox& out) {
     case MsgType::kStartView:
       return on_start_view(m, out);
     case MsgType::kRecover:
+      if (leading() && status_ != Status::kViewChange && m.flag && m.view == view_ &&
+          m.session == session_) {
+        // Same view: the follower's log matches ours up to its sync point.
+        follower_synced_[m.from] = std::min<uint64_t>(m.a, log_.size());
+        send_sync_to(m.from, out);
+        return;
+      }
       if (leading() && status_ != Status::kViewChange) {
         Message sv = make(MsgType::kStartView, m.from);
         sv.entries = log_;

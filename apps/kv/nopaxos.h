@@ -66,6 +66,7 @@ struct NoPaxosOptions {
   uint64_t gap_timeout_ms = 5;    // how long to look for a missing request
   uint64_t view_timeout_ms = 60;  // follower: leader silence before a view change
   uint64_t seed = 1;
+  uint64_t max_sync_entries = 256;  // log entries per SyncPrepare
 };
 
 class NoPaxosReplica : public Node {
@@ -109,6 +110,7 @@ class NoPaxosReplica : public Node {
   void on_start_view(const Message& m, Outbox& out);
   void adopt_log(std::vector<Entry> log, uint64_t execute_to_slot, Outbox& out, bool reply);
   void send_sync(Outbox& out);
+  void send_sync_to(uint32_t follower, Outbox& out);
   void commit_gap(Outbox& out);
   // Whether (view, session) is newer than ours in some component.
   bool newer(uint64_t view, uint64_t session) const { return view > view_ || session > session_; }
@@ -137,7 +139,8 @@ class NoPaxosReplica : public Node {
   uint64_t gap_started_ = 0;  // when the current gap request or gap commit was (re)sent
   bool gap_open_ = false;     // a gap request is outstanding
   std::set<uint32_t> gap_acks_;
-  std::map<uint64_t, std::set<uint32_t>> sync_acks_;
+  // Leader: per follower, the last slot it confirmed holding as in our log.
+  std::map<uint32_t, uint64_t> follower_synced_;
   std::map<uint32_t, Message> view_changes_msgs_;
   uint64_t vc_started_ = 0;
   uint64_t gaps_committed_ = 0;

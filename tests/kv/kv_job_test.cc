@@ -80,6 +80,13 @@ TEST(KvJobTest, NoPaxosWithFiveReplicasAndThreeClientsOnOneKey) {
       5, 3, 100);
 }
 
+TEST(KvJobTest, LongRunNoPaxosKeepsEveryMessageWithinASegment) {
+  // 3000 log entries: far more than one message may carry, so followers
+  // must be synchronized in bounded chunks.
+  expect_clean_job(run_kv(5, {"run", "--protocol", "nopaxos", "--ops", "1500", "--keys", "100"}), 3,
+                   2, 1500);
+}
+
 TEST(KvJobTest, TooFewRanksForTheReplicasIsAClearError) {
   ProcessResult r = run_kv(3, {"run", "--replicas", "3"});
   EXPECT_NE(r.exit_code, 0) << r.output;

@@ -388,5 +388,24 @@ TEST(NoPaxosRulesTest, AClockThatStartsLateDoesNotTriggerAViewChange) {
   EXPECT_EQ(r.view_changes(), 1u);
 }
 
+TEST(NoPaxosTest, SynchronizationSendsBoundedChunksToAFollowerFarBehind) {
+  ClusterOptions o = nopaxos(3, 3, 40);
+  o.nopaxos.max_sync_entries = 16;
+  SimCluster c(o);
+  auto largest = std::make_shared<size_t>(0);
+  c.net().set_filter([=](const Message& m) {
+    if (m.type == MsgType::kSyncPrepare) *largest = std::max(*largest, m.entries.size());
+    return true;
+  });
+  c.net().crash(2);  // misses everything; the others carry on (f = 1)
+  ASSERT_TRUE(c.run_until_done(20000));
+  c.net().restore(2);
+  c.quiesce(500);
+  EXPECT_LE(*largest, 16u);
+  EXPECT_EQ(c.np(2).sync_point(), c.np(0).log_size());
+  EXPECT_GT(c.np(0).log_size(), 100u);
+  expect_consistent(c);
+}
+
 }  // namespace
 }  // namespace kv
