@@ -7,15 +7,18 @@ namespace {
 
 struct Writer {
   std::vector<std::byte>& out;
+  void bytes(const void* p, size_t n) {
+    size_t at = out.size();
+    out.resize(at + n);
+    if (n != 0) std::memcpy(out.data() + at, p, n);
+  }
   template <class T>
   void put(T v) {
-    const auto* p = reinterpret_cast<const std::byte*>(&v);
-    out.insert(out.end(), p, p + sizeof v);
+    bytes(&v, sizeof v);
   }
   void str(const std::string& s) {
     put<uint32_t>(static_cast<uint32_t>(s.size()));
-    const auto* p = reinterpret_cast<const std::byte*>(s.data());
-    out.insert(out.end(), p, p + s.size());
+    bytes(s.data(), s.size());
   }
   void cmd(const Command& c) {
     put<uint8_t>(static_cast<uint8_t>(c.op));
