@@ -25,9 +25,11 @@ uint64_t now_ms() {
 }
 
 // One rank's report, as a line of text for allgather.
-std::string replica_report(uint32_t rank, const Store& s) {
+// `view`: the ballot (Multi-Paxos) or leader number (NOPaxos) the replica
+// ended in; above 0 means a leader change happened.
+std::string replica_report(uint32_t rank, const Store& s, uint64_t view) {
   std::ostringstream o;
-  o << "R " << rank << " " << s.digest() << " " << s.applied().size();
+  o << "R " << rank << " " << view << " " << s.digest() << " " << s.applied().size();
   for (const auto& [c, q] : s.applied()) o << " " << c << ":" << q;
   return o.str();
 }
@@ -273,6 +275,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     size_t work = w.poll();
     if (!closed) {
       node.tick(now_ms(), out);
+      if (o.on_progress && is_replica)
+        o.on_progress(rank, np ? np->is_leader() : replica->is_leader(),
+                      (np ? np->store() : replica->store()).applied().size());
       if (o.trace_retries && client && client->retries() != traced_retries) {
         traced_retries = client->retries();
         std::fprintf(stderr,
@@ -318,8 +323,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     return 1;
   }
 
-  const std::string mine = np        ? replica_report(rank, np->store())
-                           : replica ? replica_report(rank, replica->store())
+  const std::string mine = np        ? replica_report(rank, np->store(), np->view())
+                           : replica ? replica_report(rank, replica->store(), replica->ballot())
                                      : client_report(rank, *client);
   const std::vector<std::string> all = cluster.allgather("kv-report", mine);
   if (rank != 0) return 0;
@@ -346,7 +351,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     in >> kind >> r;
     if (kind == "R") {
       uint64_t digest = 0, n = 0;
-      in >> digest >> n;
+      uint64_t view = 0;
+      in >> view >> digest >> n;
       std::vector<std::pair<uint64_t, uint64_t>> log;
       for (uint64_t i = 0; i < n; ++i) {
         std::string id;
@@ -356,7 +362,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       }
       logs.push_back(std::move(log));
       digests.push_back(digest);
-      std::printf("replica %u: applied %" PRIu64 " entries, digest %016" PRIx64 "\n", r, n, digest);
+      std::printf("replica %u: applied %" PRIu64 " entries, digest %016" PRIx64 ", view %" PRIu64
+                  "\n",
+                  r, n, digest, view);
     } else {
       uint64_t n = 0, rt = 0;
       in >> n >> rt;

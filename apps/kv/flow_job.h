@@ -29,6 +29,7 @@
 #include <sluice/cluster.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "cluster_sim.h"
@@ -44,7 +45,11 @@ struct FlowJobOptions {
   uint64_t retry_ms = 2000;             // client: resend after this long without an answer
   uint64_t heartbeat_ms = 20;           // leader heartbeats
   uint64_t election_timeout_ms = 2000;  // generous: a loaded 2-core machine stalls ranks
-  bool trace_retries = false;  // clients print each retry (when, how far they got) to stderr
+  bool trace_retries = false;
+  // Called on every replica after each round of its loop with the number of
+  // log entries it has applied (test builds stall a leader from here).
+  std::function<void(uint32_t rank, bool leader, uint64_t applied)>
+      on_progress;  // clients print each retry (when, how far they got) to stderr
 };
 
 // Runs this rank's part; returns the process exit status (0: every check

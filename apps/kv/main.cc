@@ -5,10 +5,13 @@
 #include <sluice/errors.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "cluster_sim.h"
 #include "flow_job.h"
@@ -72,6 +75,30 @@ int run_main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
+#ifdef SLUICE_KV_TEST_HOOKS
+    if (a == "--test-stall-leader-ms" && i + 2 < argc) {
+      // Test builds only: rank 0, the first leader, sleeps this long once it has applied
+      // --test-stall-after entries (a stop past the election timeout; its
+      // control thread keeps the rank alive, as a long pause would).
+      uint64_t ms = 0, after = 0;
+      if (!parse_u64(argv[i + 1], &ms) || std::strcmp(argv[i + 2], "--test-stall-after") != 0 ||
+          i + 3 >= argc || !parse_u64(argv[i + 3], &after)) {
+        std::fprintf(stderr, "sluice-kv run: --test-stall-leader-ms MS --test-stall-after N\n");
+        return 2;
+      }
+      i += 3;
+      auto stalled = std::make_shared<bool>(false);
+      o.on_progress = [ms, after, stalled](uint32_t rank, bool leader, uint64_t applied) {
+        if (*stalled || rank != 0 || !leader || applied < after) return;
+        *stalled = true;
+        std::fprintf(stderr, "test hook: leader rank %u stalls for %llu ms after %llu entries\n",
+                     rank, static_cast<unsigned long long>(ms),
+                     static_cast<unsigned long long>(applied));
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      };
+      continue;
+    }
+#endif
     if (a == "--trace-retries") {
       o.trace_retries = true;
       continue;

@@ -20,12 +20,15 @@ namespace {
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
 
-ProcessResult run_kv(int ranks, std::vector<std::string> args) {
-  return run_process(sluice::testing::job_argv(ranks, 100, "sluice-kv", args), {},
+ProcessResult run_kv(int ranks, std::vector<std::string> args,
+                     const std::string& program = "sluice-kv") {
+  return run_process(sluice::testing::job_argv(ranks, 100, program, args), {},
                      std::chrono::seconds(130));
 }
 
-void expect_clean_job(const ProcessResult& r, int replicas, int clients, int ops) {
+// `failover`: the replicas must have ended in a later view than the first.
+void expect_clean_job(const ProcessResult& r, int replicas, int clients, int ops,
+                      bool failover = false) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(
                 r.output,
@@ -45,12 +48,13 @@ void expect_clean_job(const ProcessResult& r, int replicas, int clients, int ops
       1)
       << r.output;
   // One line per replica, all with the same digest.
-  std::regex line("replica [0-9]+: applied [0-9]+ entries, digest ([0-9a-f]+)");
+  std::regex line("replica [0-9]+: applied [0-9]+ entries, digest ([0-9a-f]+), view ([0-9]+)");
   std::set<std::string> digests;
   int lines = 0;
   for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it) {
     digests.insert((*it)[1].str());
     ++lines;
+    if (failover) EXPECT_NE((*it)[2].str(), "0") << "no view change happened\n" << r.output;
   }
   EXPECT_EQ(lines, replicas) << r.output;
   EXPECT_EQ(digests.size(), 1u) << r.output;
@@ -85,6 +89,34 @@ TEST(KvJobTest, LongRunNoPaxosKeepsEveryMessageWithinASegment) {
   // must be synchronized in bounded chunks.
   expect_clean_job(run_kv(5, {"run", "--protocol", "nopaxos", "--ops", "1500", "--keys", "100"}), 3,
                    2, 1500);
+}
+
+// The first leader stops for 2.5 s, past the 0.5 s election timeout, while
+// the clients keep going: the others elect a new leader, and the old one
+// comes back as a follower and catches up. (Test builds only:
+// --test-stall-leader-ms.)
+std::vector<std::string> stall_args(const std::string& protocol) {
+  return {"run",    "--protocol",
+          protocol, "--ops",
+          "300",    "--election-timeout-ms",
+          "500",    "--retry-ms",
+          "500",    "--test-stall-leader-ms",
+          "2500",   "--test-stall-after",
+          "150"};
+}
+
+TEST(KvJobTest, MultiPaxosReplacesALeaderStalledPastTheElectionTimeout) {
+  ProcessResult r = run_kv(5, stall_args("multipaxos"), "sluice-kv-test-hooks");
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "test hook: leader rank 0 stalls"), 1)
+      << r.output;
+  expect_clean_job(r, 3, 2, 300, /*failover=*/true);
+}
+
+TEST(KvJobTest, NoPaxosReplacesALeaderStalledPastTheViewChangeTimeout) {
+  ProcessResult r = run_kv(5, stall_args("nopaxos"), "sluice-kv-test-hooks");
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "test hook: leader rank 0 stalls"), 1)
+      << r.output;
+  expect_clean_job(r, 3, 2, 300, /*failover=*/true);
 }
 
 TEST(KvJobTest, TooFewRanksForTheReplicasIsAClearError) {
