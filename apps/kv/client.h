@@ -1,0 +1,78 @@
+// apps/kv/client.h: a closed-loop client of the replicated store, for either
+// protocol, as a deterministic Node (message.h).
+//
+// It issues its operations one at a time, retries one that got no answer
+// within the retry timeout (same (client, seq), so the store executes it at
+// most once), and records every completed operation with its invocation and
+// completion time for the linearizability checks.
+//
+// Completion: Multi-Paxos — the leader's reply. NOPaxos — f + 1 replies for
+// the same (view, session, log slot), one of them the leader's, which carries
+// the result.
+//
+// Thread safety: none.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "message.h"
+
+namespace kv {
+
+enum class Protocol : uint8_t { kMultiPaxos, kNoPaxos };
+
+struct Completed {
+  Command cmd;
+  Result result;
+  uint64_t invoked_ms = 0;
+  uint64_t completed_ms = 0;
+};
+
+class Client : public Node {
+ public:
+  // `ops` are the operations to run, in order; their client and seq fields
+  // are filled in here.
+  Client(Config config, Protocol protocol, uint32_t index, std::vector<Command> ops,
+         uint64_t retry_ms = 40);
+
+  void receive(const Message& m, Outbox& out) override;
+  void tick(uint64_t now_ms, Outbox& out) override;
+
+  // Moves the clock without acting (a driver calls it before handing over
+  // replies, so completions are stamped no earlier than they arrived).
+  void set_now(uint64_t now_ms) { now_ = now_ms; }
+
+  bool done() const { return next_ == ops_.size() && !outstanding_; }
+  const std::vector<Completed>& history() const { return history_; }
+  uint32_t id() const { return id_; }
+  // How often an operation was sent again after a timeout.
+  uint64_t retries() const { return retries_; }
+
+ private:
+  void send(Outbox& out, bool to_all);
+  void complete(const Result& r);
+
+  Config config_;
+  Protocol protocol_;
+  uint32_t id_;
+  std::vector<Command> ops_;
+  uint64_t retry_ms_;
+  size_t next_ = 0;
+  bool outstanding_ = false;
+  uint64_t now_ = 0;
+  uint64_t sent_ms_ = 0;
+  uint64_t invoked_ms_ = 0;
+  uint64_t leader_hint_ = 0;
+  uint64_t retries_ = 0;
+  // NOPaxos: replicas that answered, per (view, session, slot), and the
+  // leader's result where it answered.
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, std::set<uint32_t>> acks_;
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Result> leader_results_;
+  std::vector<Completed> history_;
+};
+
+}  // namespace kv

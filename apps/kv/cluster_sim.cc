@@ -1,0 +1,208 @@
+#include "cluster_sim.h"
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+namespace kv {
+
+namespace {
+// "c<client>-<n>": the value client `client` writes in its n-th operation.
+// (Built with append: GCC 12 warns falsely on chains of string +.)
+std::string written(uint64_t client, uint64_t n) {
+  std::string v = "c";
+  v.append(std::to_string(client));
+  v.push_back('-');
+  v.append(std::to_string(n));
+  return v;
+}
+}  // namespace
+
+std::vector<Command> generate_ops(const ClusterOptions& o, uint32_t index) {
+  std::mt19937_64 rng(o.seed * 1000033 + index);
+  std::vector<Command> ops;
+  for (uint32_t i = 0; i < o.ops_per_client; ++i) {
+    Command c;
+    c.key = "k";
+    c.key.append(std::to_string(rng() % o.keys));
+    uint64_t p = rng() % 100;
+    if (p < 40) {
+      c.op = Op::kPut;
+      c.value = written(index, i + 1);
+    } else if (p < 75) {
+      c.op = Op::kGet;
+    } else if (p < 95) {
+      c.op = Op::kCas;
+      uint64_t who = rng() % o.clients;
+      c.expected = written(who, 1 + rng() % (i + 1));
+      c.value = written(index, i + 1);
+    } else {
+      c.op = Op::kDelete;
+    }
+    ops.push_back(c);
+  }
+  return ops;
+}
+
+SimCluster::SimCluster(ClusterOptions options)
+    : options_(options), config_{options.replicas}, net_(options.sim) {
+  for (uint32_t r = 0; r < config_.replicas; ++r) {
+    if (options_.protocol == Protocol::kMultiPaxos) {
+      MultiPaxosOptions mo = options_.multipaxos;
+      mo.seed = options_.seed;
+      mp_.push_back(std::make_unique<MultiPaxosReplica>(config_, r, mo));
+      net_.add(r, mp_.back().get());
+    } else {
+      NoPaxosOptions no = options_.nopaxos;
+      no.seed = options_.seed;
+      np_.push_back(std::make_unique<NoPaxosReplica>(config_, r, no));
+      net_.add(r, np_.back().get());
+    }
+  }
+  if (options_.protocol == Protocol::kNoPaxos) {
+    sequencers_.push_back(std::make_unique<Sequencer>(config_, 1));
+    net_.add(config_.sequencer_id(), sequencers_.back().get());
+  }
+  for (uint32_t c = 0; c < options_.clients; ++c) {
+    clients_.push_back(std::make_unique<Client>(
+        config_, options_.protocol, c, generate_ops(options_, c), options_.client_retry_ms));
+    net_.add(config_.client_id(c), clients_.back().get());
+  }
+}
+
+const Store& SimCluster::store(uint32_t i) const {
+  return options_.protocol == Protocol::kMultiPaxos ? mp_[i]->store() : np_[i]->store();
+}
+
+int SimCluster::leader() const {
+  int found = -1;
+  uint64_t best = 0;
+  for (uint32_t r = 0; r < config_.replicas; ++r) {
+    if (net_.is_down(r)) continue;
+    if (options_.protocol == Protocol::kMultiPaxos) {
+      if (mp_[r]->is_leader() && (found < 0 || mp_[r]->ballot() > best)) {
+        found = static_cast<int>(r);
+        best = mp_[r]->ballot();
+      }
+    } else if (np_[r]->is_leader() && (found < 0 || np_[r]->view() > best)) {
+      found = static_cast<int>(r);
+      best = np_[r]->view();
+    }
+  }
+  return found;
+}
+
+bool SimCluster::clients_done() const {
+  for (const auto& c : clients_)
+    if (!c->done()) return false;
+  return true;
+}
+
+bool SimCluster::run_until_done(uint64_t deadline_ms) {
+  return net_.run(deadline_ms, [&] { return clients_done(); });
+}
+
+void SimCluster::new_sequencer() {
+  uint64_t session = sequencers_.back()->session() + 1;
+  sequencers_.push_back(std::make_unique<Sequencer>(config_, session));
+  net_.replace(config_.sequencer_id(), sequencers_.back().get());
+}
+
+std::string SimCluster::check_replicas() const {
+  int ref = -1;
+  for (uint32_t r = 0; r < config_.replicas; ++r) {
+    if (net_.is_down(r)) continue;
+    if (ref < 0) {
+      ref = static_cast<int>(r);
+      continue;
+    }
+    const Store& a = store(static_cast<uint32_t>(ref));
+    const Store& b = store(r);
+    if (a.applied() != b.applied())
+      return "replica " + std::to_string(r) + " applied " + std::to_string(b.applied().size()) +
+             " entries, replica " + std::to_string(ref) + " " + std::to_string(a.applied().size()) +
+             (a.applied().size() == b.applied().size() ? " (same count, different entries)" : "");
+    if (a.digest() != b.digest())
+      return "replica " + std::to_string(r) + " store digest differs from replica " +
+             std::to_string(ref) + "'s";
+  }
+  return ref < 0 ? "no live replica" : "";
+}
+
+std::vector<Completed> SimCluster::history() const {
+  std::vector<Completed> h;
+  for (const auto& c : clients_) h.insert(h.end(), c->history().begin(), c->history().end());
+  return h;
+}
+
+std::string SimCluster::check_results() const {
+  int ref = -1;
+  for (uint32_t r = 0; r < config_.replicas && ref < 0; ++r)
+    if (!net_.is_down(r)) ref = static_cast<int>(r);
+  if (ref < 0) return "no live replica";
+  std::vector<Command> commands;
+  for (uint32_t c = 0; c < options_.clients; ++c) {
+    std::vector<Command> ops = generate_ops(options_, c);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      ops[i].client = config_.client_id(c);
+      ops[i].seq = i + 1;
+      commands.push_back(ops[i]);
+    }
+  }
+  return check_linearization(store(static_cast<uint32_t>(ref)).applied(), commands, history());
+}
+
+std::string check_linearization(const std::vector<std::pair<uint64_t, uint64_t>>& log,
+                                const std::vector<Command>& command_list,
+                                const std::vector<Completed>& h) {
+  std::map<std::pair<uint64_t, uint64_t>, Command> commands;
+  for (const Command& c : command_list) commands[{c.client, c.seq}] = c;
+  // Replay the applied log sequentially: the first occurrence of each
+  // operation is where it takes effect.
+  std::map<std::string, std::string> data;
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<size_t, Result>> effect;
+  for (size_t i = 0; i < log.size(); ++i) {
+    if (log[i].first == 0) continue;  // no-op
+    auto it = commands.find(log[i]);
+    if (it == commands.end()) return "applied log holds an operation no client issued";
+    if (effect.count(log[i])) continue;
+    effect[log[i]] = {i, execute(data, it->second)};
+  }
+  std::vector<size_t> pos;
+  for (const Completed& c : h) {
+    auto it = effect.find({c.cmd.client, c.cmd.seq});
+    if (it == effect.end())
+      return "client " + std::to_string(c.cmd.client) + " op " + std::to_string(c.cmd.seq) +
+             " completed but is not in the applied log";
+    if (it->second.second != c.result)
+      return "client " + std::to_string(c.cmd.client) + " op " + std::to_string(c.cmd.seq) + " (" +
+             op_name(c.cmd.op) + ") got a result the sequential replay does not give";
+    pos.push_back(it->second.first);
+  }
+  // Real time: sorting by completion lets one pass find a violation (an
+  // operation that took effect before the latest position of everything
+  // completed before it began) without comparing all pairs.
+  std::vector<size_t> by_completion(h.size());
+  for (size_t i = 0; i < h.size(); ++i) by_completion[i] = i;
+  std::sort(by_completion.begin(), by_completion.end(),
+            [&](size_t x, size_t y) { return h[x].completed_ms < h[y].completed_ms; });
+  std::vector<size_t> by_invocation = by_completion;
+  std::sort(by_invocation.begin(), by_invocation.end(),
+            [&](size_t x, size_t y) { return h[x].invoked_ms < h[y].invoked_ms; });
+  size_t k = 0;
+  size_t latest = 0;
+  bool any = false;
+  for (size_t j : by_invocation) {
+    while (k < by_completion.size() && h[by_completion[k]].completed_ms < h[j].invoked_ms) {
+      latest = any ? std::max(latest, pos[by_completion[k]]) : pos[by_completion[k]];
+      any = true;
+      ++k;
+    }
+    if (any && latest > pos[j])
+      return "real-time order violated: an operation completed before another began but "
+             "took effect after it";
+  }
+  return "";
+}
+
+}  // namespace kv

@@ -1,0 +1,92 @@
+// apps/kv/cluster_sim.h: a whole replicated store on the simulated network —
+// 2f + 1 replicas of one protocol, the NOPaxos sequencer, closed-loop
+// clients with a seeded operation mix — and the checks every test makes
+// after a run:
+//   - check_replicas(): every live replica applied the same log and has the
+//     same store digest;
+//   - check_results(): every completed operation appears in that log (its
+//     first occurrence is where it took effect: exactly once), its result is
+//     what a sequential replay of the log gives, and the log order respects
+//     real time (an operation completed before another began comes first) —
+//     i.e. the log is a linearization of the history.
+// The tests also run the independent checker (linearizability.h) on short
+// single-key histories.
+//
+// Thread safety: none.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client.h"
+#include "multipaxos.h"
+#include "nopaxos.h"
+#include "sim.h"
+
+namespace kv {
+
+struct ClusterOptions {
+  Protocol protocol = Protocol::kMultiPaxos;
+  uint32_t replicas = 3;
+  uint32_t clients = 2;
+  uint32_t ops_per_client = 20;
+  uint32_t keys = 1;  // keys "k0" .. ; one key makes every operation conflict
+  uint64_t seed = 1;
+  SimOptions sim;
+  MultiPaxosOptions multipaxos;
+  NoPaxosOptions nopaxos;
+  uint64_t client_retry_ms = 40;
+};
+
+// The operations client `index` runs: a seeded mix of put (40%), get (35%),
+// compare-and-set (20%, expecting a value some client may have written) and
+// delete (5%); values name their writer, so every write is distinct.
+std::vector<Command> generate_ops(const ClusterOptions& o, uint32_t index);
+
+// The check behind check_results(), for any applied log and history:
+// `commands` are every client's operations with their (client, seq) filled in.
+std::string check_linearization(const std::vector<std::pair<uint64_t, uint64_t>>& log,
+                                const std::vector<Command>& commands,
+                                const std::vector<Completed>& history);
+
+class SimCluster {
+ public:
+  explicit SimCluster(ClusterOptions options);
+
+  SimNetwork& net() { return net_; }
+  const ClusterOptions& options() const { return options_; }
+  MultiPaxosReplica& mp(uint32_t i) { return *mp_[i]; }
+  NoPaxosReplica& np(uint32_t i) { return *np_[i]; }
+  Client& client(uint32_t i) { return *clients_[i]; }
+  const Store& store(uint32_t i) const;
+
+  // The replica that currently leads (normal status), or -1.
+  int leader() const;
+  bool clients_done() const;
+  // Runs until every client finished or `deadline_ms` of simulated time
+  // passed; returns whether they finished.
+  bool run_until_done(uint64_t deadline_ms);
+  // Lets heartbeats and synchronization bring every replica up to date.
+  void quiesce(uint64_t ms = 300) { net_.run_for(ms); }
+  // NOPaxos: replaces the sequencer by a new one with the next session.
+  void new_sequencer();
+
+  // "" when the check passes, else what differs.
+  std::string check_replicas() const;
+  std::string check_results() const;
+  // Every completed operation of every client.
+  std::vector<Completed> history() const;
+
+ private:
+  ClusterOptions options_;
+  Config config_;
+  SimNetwork net_;
+  std::vector<std::unique_ptr<MultiPaxosReplica>> mp_;
+  std::vector<std::unique_ptr<NoPaxosReplica>> np_;
+  std::vector<std::unique_ptr<Sequencer>> sequencers_;
+  std::vector<std::unique_ptr<Client>> clients_;
+};
+
+}  // namespace kv

@@ -1,0 +1,139 @@
+#include "codec.h"
+
+#include <cstring>
+
+namespace kv {
+namespace {
+
+struct Writer {
+  std::vector<std::byte>& out;
+  void bytes(const void* p, size_t n) {
+    size_t at = out.size();
+    out.resize(at + n);
+    if (n != 0) std::memcpy(out.data() + at, p, n);
+  }
+  template <class T>
+  void put(T v) {
+    bytes(&v, sizeof v);
+  }
+  void str(const std::string& s) {
+    put<uint32_t>(static_cast<uint32_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+  void cmd(const Command& c) {
+    put<uint8_t>(static_cast<uint8_t>(c.op));
+    put(c.client);
+    put(c.seq);
+    str(c.key);
+    str(c.value);
+    str(c.expected);
+  }
+};
+
+struct Reader {
+  std::span<const std::byte> in;
+  size_t pos = 0;
+  bool ok = true;
+  template <class T>
+  T get() {
+    T v{};
+    if (!ok || in.size() - pos < sizeof v) {
+      ok = false;
+      return v;
+    }
+    std::memcpy(&v, in.data() + pos, sizeof v);
+    pos += sizeof v;
+    return v;
+  }
+  std::string str() {
+    uint32_t n = get<uint32_t>();
+    if (!ok || in.size() - pos < n) {
+      ok = false;
+      return {};
+    }
+    std::string s(reinterpret_cast<const char*>(in.data() + pos), n);
+    pos += n;
+    return s;
+  }
+  Command cmd() {
+    Command c;
+    uint8_t op = get<uint8_t>();
+    if (op > static_cast<uint8_t>(Op::kCas)) ok = false;
+    c.op = static_cast<Op>(op);
+    c.client = get<uint64_t>();
+    c.seq = get<uint64_t>();
+    c.key = str();
+    c.value = str();
+    c.expected = str();
+    return c;
+  }
+};
+
+}  // namespace
+
+void encode(const Message& m, std::vector<std::byte>& out) {
+  out.clear();
+  Writer w{out};
+  w.put<uint8_t>(static_cast<uint8_t>(m.type));
+  w.put(m.from);
+  w.put(m.to);
+  w.put(m.view);
+  w.put(m.session);
+  w.put(m.a);
+  w.put(m.b);
+  w.put<uint8_t>(m.flag);
+  w.cmd(m.cmd);
+  w.put<uint8_t>(m.result.ok);
+  w.str(m.result.value);
+  w.put<uint32_t>(static_cast<uint32_t>(m.entries.size()));
+  for (const Entry& e : m.entries) {
+    w.put(e.slot);
+    w.put(e.ballot);
+    w.put<uint8_t>(e.committed);
+    w.put(e.session);
+    w.put(e.msgnum);
+    w.cmd(e.cmd);
+  }
+}
+
+bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
+  Reader r{in};
+  uint8_t type = r.get<uint8_t>();
+  if (type > static_cast<uint8_t>(MsgType::kFinished)) {
+    *why = "unknown message type " + std::to_string(type);
+    return false;
+  }
+  m->type = static_cast<MsgType>(type);
+  m->from = r.get<uint32_t>();
+  m->to = r.get<uint32_t>();
+  m->view = r.get<uint64_t>();
+  m->session = r.get<uint64_t>();
+  m->a = r.get<uint64_t>();
+  m->b = r.get<uint64_t>();
+  m->flag = r.get<uint8_t>() != 0;
+  m->cmd = r.cmd();
+  m->result.ok = r.get<uint8_t>() != 0;
+  m->result.value = r.str();
+  uint32_t n = r.get<uint32_t>();
+  m->entries.clear();
+  // Every entry takes at least 50 bytes: a count beyond what is left is bad.
+  if (r.ok && n > (in.size() - r.pos) / 50) r.ok = false;
+  for (uint32_t i = 0; r.ok && i < n; ++i) {
+    Entry e;
+    e.slot = r.get<uint64_t>();
+    e.ballot = r.get<uint64_t>();
+    e.committed = r.get<uint8_t>() != 0;
+    e.session = r.get<uint64_t>();
+    e.msgnum = r.get<uint64_t>();
+    e.cmd = r.cmd();
+    m->entries.push_back(std::move(e));
+  }
+  if (!r.ok || r.pos != in.size()) {
+    *why = "malformed message of " + std::to_string(in.size()) +
+           " bytes (truncated or trailing bytes)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace kv

@@ -1,0 +1,418 @@
+#include "flow_job.h"
+
+#include <sluice/flow.h>
+#include <sluice/worker.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "codec.h"
+
+namespace kv {
+namespace {
+
+uint64_t now_ms() {
+  // CLOCK_MONOTONIC: comparable between the processes of one host, which is
+  // what the real-time part of the linearizability check needs.
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// One rank's report, as a line of text for allgather.
+// `view`: the ballot (Multi-Paxos) or leader number (NOPaxos) the replica
+// ended in; above 0 means a leader change happened.
+std::string replica_report(uint32_t rank, const Store& s, uint64_t view) {
+  std::ostringstream o;
+  o << "R " << rank << " " << view << " " << s.digest() << " " << s.applied().size();
+  for (const auto& [c, q] : s.applied()) o << " " << c << ":" << q;
+  return o.str();
+}
+
+std::string client_report(uint32_t rank, const Client& c) {
+  std::ostringstream o;
+  o << "C " << rank << " " << c.history().size() << " " << c.retries();
+  // value as "v<value>" so that an empty value is still a word
+  for (const Completed& h : c.history())
+    o << " " << h.cmd.client << " " << h.cmd.seq << " " << h.invoked_ms << " " << h.completed_ms
+      << " " << h.result.ok << " v" << h.result.value;
+  return o.str();
+}
+
+}  // namespace
+
+int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
+  const uint32_t rank = cluster.rank(), world = cluster.world_size();
+  if (o.replicas == 0 || o.replicas % 2 == 0 || world <= o.replicas) {
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "sluice-kv: %u replicas need an odd count and at least one more rank for a "
+                   "client; this job has %u ranks (use sluice run -n %u or more)\n",
+                   o.replicas, world, o.replicas + 1);
+    return 2;
+  }
+  const Config config{o.replicas};
+  const uint32_t clients = world - o.replicas;
+  const bool is_replica = rank < o.replicas;
+  const bool nopaxos = o.protocol == Protocol::kNoPaxos;
+  auto rank_of = [&](uint32_t id) { return id < o.replicas ? id : id - 1; };
+
+  std::vector<uint32_t> replica_ranks;
+  for (uint32_t r = 0; r < o.replicas; ++r) replica_ranks.push_back(r);
+  auto msg_spec = sluice::shuffle_bytes("kv-msg")
+                      .sources(cluster.all_ranks())
+                      .targets(cluster.all_ranks())
+                      .explicit_targets()
+                      .segment_bytes(64 * 1024);
+  auto accept_spec = sluice::replicate_bytes("kv-accept")
+                         .sources(cluster.ranks(replica_ranks))
+                         .targets(cluster.ranks(replica_ranks))
+                         .segment_bytes(64 * 1024);
+  // NOPaxos: the ordered replicate flow is the ordered unreliable
+  // multicast. One request per segment (Latency), so that a sequence
+  // number names exactly one request: message number = sequence + 1.
+  std::vector<uint32_t> client_ranks;
+  for (uint32_t r = o.replicas; r < world; ++r) client_ranks.push_back(r);
+  auto order_spec = sluice::replicate_bytes("kv-order")
+                        .sources(cluster.ranks(client_ranks))
+                        .targets(cluster.ranks(replica_ranks))
+                        .ordered()
+                        .optimize(sluice::Optimize::kLatency)
+                        .segment_bytes(1024);
+  sluice::DeclaredFlow msg_flow = cluster.declare(msg_spec);
+  sluice::DeclaredFlow accept_flow, order_flow;
+  if (is_replica && !nopaxos) accept_flow = cluster.declare(accept_spec);
+  if (nopaxos) order_flow = cluster.declare(order_spec);
+
+  ClusterOptions workload;
+  workload.replicas = o.replicas;
+  workload.clients = clients;
+  workload.ops_per_client = o.ops_per_client;
+  workload.keys = o.keys;
+  workload.seed = o.seed;
+
+  std::unique_ptr<MultiPaxosReplica> replica;
+  std::unique_ptr<NoPaxosReplica> np;
+  std::unique_ptr<Client> client;
+  if (is_replica && nopaxos) {
+    NoPaxosOptions no;
+    no.seed = o.seed;
+    no.sync_ms = o.heartbeat_ms;
+    no.view_timeout_ms = o.election_timeout_ms;
+    // Lost sequence numbers surface after the flow's gap timeout; our own
+    // gap search may take as long as a round trip on a loaded machine.
+    no.gap_timeout_ms = 200;
+    np = std::make_unique<NoPaxosReplica>(config, rank, no);
+  } else if (is_replica) {
+    MultiPaxosOptions mo;
+    mo.seed = o.seed;
+    mo.heartbeat_ms = o.heartbeat_ms;
+    mo.election_timeout_ms = o.election_timeout_ms;
+    mo.max_resend = 128;  // keeps every message well inside a 64 KiB segment
+    replica = std::make_unique<MultiPaxosReplica>(config, rank, mo);
+  } else {
+    uint32_t index = rank - o.replicas;
+    client = std::make_unique<Client>(config, o.protocol, index, generate_ops(workload, index),
+                                      o.retry_ms);
+  }
+  Node& node = np        ? static_cast<Node&>(*np)
+               : replica ? static_cast<Node&>(*replica)
+                         : static_cast<Node&>(*client);
+  const uint32_t self_id = is_replica ? rank : config.client_id(rank - o.replicas);
+
+  std::string failure;
+  Outbox out;
+  std::set<uint32_t> clients_done, finished;
+  uint64_t finish_slot = 0;
+  uint32_t finish_leader = 0;
+  bool finish_known = false, finish_sent = false, closed = false;
+
+  auto deliver = [&](sluice::RecordBatch batch, bool from_accept) {
+    if (client) client->set_now(now_ms());
+    for (std::span<const std::byte> rec : batch) {
+      Message m;
+      std::string why;
+      if (!decode(rec, &m, &why)) {
+        failure = "rank " + std::to_string(rank) + ": " + why;
+        continue;
+      }
+      if (from_accept) {
+        if (m.from == self_id) continue;  // a replicate flow brings our own back
+        m.to = self_id;
+      }
+      switch (m.type) {
+        case MsgType::kDone:
+          clients_done.insert(m.from);
+          break;
+        case MsgType::kFinish:
+          finish_known = true;
+          finish_slot = m.a;
+          finish_leader = m.from;
+          break;
+        case MsgType::kFinished:
+          finished.insert(m.from);
+          break;
+        default:
+          if (!closed) node.receive(m, out);
+      }
+    }
+  };
+
+  uint64_t gaps = 0;
+  // A request from the ordered flow: stamped with its place in the one
+  // order every replica sees.
+  auto deliver_ordered = [&](sluice::RecordBatch batch, const sluice::BatchInfo& info) {
+    size_t n = 0;
+    for (std::span<const std::byte> rec : batch) {
+      Message m;
+      std::string why;
+      if (!decode(rec, &m, &why) || ++n > 1) {
+        failure = "rank " + std::to_string(rank) + ": kv-order: " +
+                  (why.empty() ? "more than one request under one sequence number" : why);
+        return;
+      }
+      m.type = MsgType::kOrdered;
+      m.from = config.sequencer_id();
+      m.to = self_id;
+      m.session = 1;
+      m.a = info.sequence + 1;
+      if (!closed) node.receive(m, out);
+    }
+  };
+
+  sluice::Worker w(sluice::IdleStrategy{0, 16});
+  w.add(cluster.target(msg_spec, 0), [&](sluice::RecordBatch b) { deliver(b, false); });
+  sluice::BytesSource msg_src = cluster.source(msg_spec, 0);
+  sluice::BytesSource accept_src, order_src;
+  sluice::Worker::InputId order_input = 0;
+  if (is_replica && !nopaxos) {
+    w.add(cluster.target(accept_spec, 0), [&](sluice::RecordBatch b) { deliver(b, true); });
+    accept_src = cluster.source(accept_spec, 0);
+  }
+  if (is_replica && nopaxos) {
+    // A gap (a client died holding a sequence number) needs no handling
+    // here: the next request's number shows the replica the hole, which
+    // starts gap agreement.
+    order_input = w.add(
+        cluster.target(order_spec, 0),
+        [&](sluice::RecordBatch b, const sluice::BatchInfo& info) { deliver_ordered(b, info); },
+        [&](uint64_t) { ++gaps; });
+  }
+  if (client && nopaxos) order_src = cluster.source(order_spec, 0);
+
+  std::vector<std::byte> buf;
+  auto check = [&](sluice::Status st, sluice::BytesSource& s, const char* what) {
+    if (st != sluice::Status::kOk && failure.empty())
+      failure = "rank " + std::to_string(rank) + ": " + what + ": " + s.error();
+  };
+  // Sends the outbox; an Accept goes once on the replicate flow for all
+  // followers (the protocol addresses one copy to each). A push or flush
+  // that waits for credit delivers inputs meanwhile, whose handlers add to
+  // the outbox: so it is swapped out before sending, and sending goes on
+  // until it stays empty.
+  auto flush = [&]() -> size_t {
+    if (closed) {
+      out.clear();
+      return 0;
+    }
+    size_t n = 0;
+    const uint32_t first_follower = self_id == 0 ? 1 : 0;
+    Outbox sending;
+    while (!out.empty()) {
+      sending.clear();
+      sending.swap(out);
+      n += sending.size();
+      bool msg = false, acc = false, ord = false;
+      for (const Message& m : sending) {
+        if (m.type == MsgType::kAccept) {
+          if (m.to != first_follower) continue;
+          encode(m, buf);
+          check(w.push(accept_src, std::span<const std::byte>(buf)), accept_src,
+                "push to kv-accept");
+          acc = true;
+        } else if (m.type == MsgType::kRequest && m.to == config.sequencer_id()) {
+          encode(m, buf);
+          check(w.push(order_src, std::span<const std::byte>(buf)), order_src, "push to kv-order");
+          ord = true;
+        } else {
+          encode(m, buf);
+          check(w.push_to(msg_src, rank_of(m.to), std::span<const std::byte>(buf)), msg_src,
+                "push to kv-msg");
+          msg = true;
+        }
+      }
+      if (msg) check(w.flush(msg_src), msg_src, "flush kv-msg");
+      if (acc) check(w.flush(accept_src), accept_src, "flush kv-accept");
+      if (ord) check(w.flush(order_src), order_src, "flush kv-order");
+      if (!failure.empty()) break;
+    }
+    return n;
+  };
+  auto control = [&](MsgType t, uint32_t to, uint64_t a) {
+    Message m;
+    m.type = t;
+    m.from = self_id;
+    m.to = to;
+    m.a = a;
+    out.push_back(m);
+  };
+  auto close_all = [&] {
+    flush();
+    check(w.close(msg_src), msg_src, "close kv-msg");
+    if (accept_src) check(w.close(accept_src), accept_src, "close kv-accept");
+    if (order_src) check(w.close(order_src), order_src, "close kv-order");
+    closed = true;
+  };
+
+  const uint64_t started = now_ms();
+  uint64_t traced_retries = 0;
+  while (!w.done() && failure.empty()) {
+    size_t work = w.poll();
+    if (!closed) {
+      node.tick(now_ms(), out);
+      if (o.on_progress && is_replica)
+        o.on_progress(rank, np ? np->is_leader() : replica->is_leader(),
+                      (np ? np->store() : replica->store()).applied().size());
+      if (o.trace_retries && client && client->retries() != traced_retries) {
+        traced_retries = client->retries();
+        std::fprintf(stderr,
+                     "sluice-kv: rank %u: retry %" PRIu64 " at +%" PRIu64
+                     " ms, %zu operations completed\n",
+                     rank, traced_retries, now_ms() - started, client->history().size());
+      }
+      work += flush();
+      if (client && client->done()) {
+        for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
+        close_all();
+      } else if (is_replica && clients_done.size() == clients &&
+                 (!nopaxos || w.status(order_input) != sluice::Status::kOk)) {
+        // (NOPaxos: only once the ordered flow has ended, so that a late
+        // retry cannot still land in one log and not another.)
+        const bool leader = np ? np->is_leader() : replica->is_leader();
+        const uint64_t settled = np ? np->sync_point() : replica->commit_index();
+        const uint64_t length = np ? np->log_size() : replica->log_size();
+        if (leader && !finish_sent && settled == length) {
+          finish_sent = true;
+          finish_slot = settled;
+          for (uint32_t r = 0; r < o.replicas; ++r)
+            if (r != rank) control(MsgType::kFinish, r, finish_slot);
+          work += flush();
+        }
+        if (finish_sent && finished.size() == o.replicas - 1) close_all();
+        if (!finish_sent && finish_known && settled >= finish_slot) {
+          control(MsgType::kFinished, finish_leader, 0);
+          close_all();
+        }
+      }
+    }
+    w.idle(work);
+  }
+  if (failure.empty() && w.done()) {
+    for (size_t i = 0; i < w.num_inputs(); ++i)
+      if (w.status(static_cast<sluice::Worker::InputId>(i)) != sluice::Status::kEndOfFlow)
+        failure = "rank " + std::to_string(rank) + ": input " + std::to_string(i) + ": " +
+                  w.error(static_cast<sluice::Worker::InputId>(i));
+  }
+  if (!failure.empty()) {
+    std::fprintf(stderr, "sluice-kv: %s\n", failure.c_str());
+    return 1;
+  }
+
+  const std::string mine = np        ? replica_report(rank, np->store(), np->view())
+                           : replica ? replica_report(rank, replica->store(), replica->ballot())
+                                     : client_report(rank, *client);
+  const std::vector<std::string> all = cluster.allgather("kv-report", mine);
+  if (rank != 0) return 0;
+
+  // Rank 0 checks the whole job.
+  std::vector<std::string> problems;
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> logs;
+  std::vector<uint64_t> digests;
+  std::vector<Completed> history;
+  uint64_t retries = 0;
+  std::vector<Command> commands;
+  for (uint32_t c = 0; c < clients; ++c) {
+    std::vector<Command> ops = generate_ops(workload, c);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      ops[i].client = config.client_id(c);
+      ops[i].seq = i + 1;
+      commands.push_back(ops[i]);
+    }
+  }
+  for (const std::string& line : all) {
+    std::istringstream in(line);
+    std::string kind;
+    uint32_t r = 0;
+    in >> kind >> r;
+    if (kind == "R") {
+      uint64_t digest = 0, n = 0;
+      uint64_t view = 0;
+      in >> view >> digest >> n;
+      std::vector<std::pair<uint64_t, uint64_t>> log;
+      for (uint64_t i = 0; i < n; ++i) {
+        std::string id;
+        in >> id;
+        size_t colon = id.find(':');
+        log.emplace_back(std::stoull(id.substr(0, colon)), std::stoull(id.substr(colon + 1)));
+      }
+      logs.push_back(std::move(log));
+      digests.push_back(digest);
+      std::printf("replica %u: applied %" PRIu64 " entries, digest %016" PRIx64 ", view %" PRIu64
+                  "\n",
+                  r, n, digest, view);
+    } else {
+      uint64_t n = 0, rt = 0;
+      in >> n >> rt;
+      retries += rt;
+      uint64_t cmd_client = 0;
+      for (uint64_t i = 0; i < n; ++i) {
+        Completed c;
+        int ok = 0;
+        std::string value;
+        in >> cmd_client >> c.cmd.seq >> c.invoked_ms >> c.completed_ms >> ok >> value;
+        c.cmd.client = cmd_client;
+        c.result.ok = ok != 0;
+        c.result.value = value.substr(1);
+        for (const Command& k : commands)
+          if (k.client == c.cmd.client && k.seq == c.cmd.seq) c.cmd.op = k.op;
+        history.push_back(c);
+      }
+      if (n != o.ops_per_client)
+        problems.push_back("client rank " + std::to_string(r) + " completed " + std::to_string(n) +
+                           " of " + std::to_string(o.ops_per_client) + " operations");
+    }
+  }
+  for (size_t i = 1; i < logs.size(); ++i) {
+    if (logs[i] != logs[0])
+      problems.push_back("replica " + std::to_string(i) +
+                         "'s applied log differs from replica 0's");
+    if (digests[i] != digests[0])
+      problems.push_back("replica " + std::to_string(i) + "'s digest differs from replica 0's");
+  }
+  std::set<std::pair<uint64_t, uint64_t>> distinct(logs[0].begin(), logs[0].end());
+  distinct.erase({0, 0});
+  if (distinct.size() != commands.size())
+    problems.push_back("the log holds " + std::to_string(distinct.size()) +
+                       " distinct operations, the clients issued " +
+                       std::to_string(commands.size()));
+  std::string lin = check_linearization(logs[0], commands, history);
+  if (!lin.empty()) problems.push_back(lin);
+  std::printf("clients: %u x %u operations completed (%zu in all, %" PRIu64
+              " retries); log: %zu entries, %zu distinct operations\n",
+              clients, o.ops_per_client, history.size(), retries, logs[0].size(), distinct.size());
+  std::printf("replicas agree: %s\n", problems.empty() ? "yes" : "no");
+  for (const std::string& p : problems) std::printf("MISMATCH: %s\n", p.c_str());
+  std::printf(
+      "job: %s\n",
+      problems.empty()
+          ? "every operation completed exactly once; replicas identical; history linearizable"
+          : "FAILED");
+  return problems.empty() ? 0 : 1;
+}
+
+}  // namespace kv

@@ -1,0 +1,262 @@
+// sluice-kv: the replicated key-value store. `sluice-kv run` is one rank of
+// a `sluice run` job (Multi-Paxos replicas and clients over sluice flows,
+// flow_job.h); `sluice-kv simulate` runs either protocol on the
+// deterministic simulated network, the way the tests do (docs/kv.md).
+#include <sluice/errors.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "cluster_sim.h"
+#include "flow_job.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: sluice run -n N -- sluice-kv run [options]\n"
+    "       sluice-kv simulate [options]\n"
+    "\n"
+    "run: one rank of a job. Ranks 0 .. replicas-1 are replicas, every further rank\n"
+    "a closed-loop client; protocol messages travel over sluice flows (Multi-Paxos:\n"
+    "a replicate flow for phase 2; NOPaxos: an ordered replicate flow from the\n"
+    "clients as the ordered multicast; both: a shuffle flow for the rest). Rank 0\n"
+    "sequences the ordered flow. At the end rank 0\n"
+    "checks that all replicas applied the same log with the same digest, that every\n"
+    "operation completed exactly once, and that the log linearizes the history.\n"
+    "  --protocol multipaxos|nopaxos   (default multipaxos)\n"
+    "  --replicas N        2f+1 replicas (default 3)\n"
+    "  --ops N             operations per client (default 1000)\n"
+    "  --keys N            distinct keys (default 100)\n"
+    "  --seed S            workload seed (default 1)\n"
+    "  --retry-ms MS       client retry timeout (default 2000)\n"
+    "  --election-timeout-ms MS  follower wait before phase 1 or a view change (default 2000)\n"
+    "  --trace-retries     clients print every retry to stderr\n"
+    "\n"
+    "simulate: runs a replicated key-value store (2f+1 replicas, closed-loop clients) on a\n"
+    "seeded simulated network with message loss, then checks that every replica\n"
+    "applied the same log with the same store digest and that the log is a\n"
+    "linearization of the clients' history. Exit status 0 when all checks pass.\n"
+    "\n"
+    "options:\n"
+    "  --protocol multipaxos|nopaxos   (default multipaxos)\n"
+    "  --replicas N        2f+1 replicas (default 3)\n"
+    "  --clients N         closed-loop clients (default 4)\n"
+    "  --ops N             operations per client (default 200)\n"
+    "  --keys N            distinct keys (default 8)\n"
+    "  --drop P            probability that a message is lost (default 0.01)\n"
+    "  --seed S            seed of the network and the workload (default 1)\n"
+    "  --crash-leader-at MS  crash the leader at simulated time MS (default: never)\n"
+    "  --help              this text\n"
+    "\n"
+    "\n"
+    "Over flows, jobs run without faults so far (a lost rank ends the job with an\n"
+    "error); see docs/kv.md.\n";
+
+bool parse_u64(const char* s, uint64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+int run_main(int argc, char** argv) {
+  kv::FlowJobOptions o;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+#ifdef SLUICE_KV_TEST_HOOKS
+    if (a == "--test-stall-leader-ms" && i + 2 < argc) {
+      // Test builds only: rank 0, the first leader, sleeps this long once it has applied
+      // --test-stall-after entries (a stop past the election timeout; its
+      // control thread keeps the rank alive, as a long pause would).
+      uint64_t ms = 0, after = 0;
+      if (!parse_u64(argv[i + 1], &ms) || std::strcmp(argv[i + 2], "--test-stall-after") != 0 ||
+          i + 3 >= argc || !parse_u64(argv[i + 3], &after)) {
+        std::fprintf(stderr, "sluice-kv run: --test-stall-leader-ms MS --test-stall-after N\n");
+        return 2;
+      }
+      i += 3;
+      auto stalled = std::make_shared<bool>(false);
+      o.on_progress = [ms, after, stalled](uint32_t rank, bool leader, uint64_t applied) {
+        if (*stalled || rank != 0 || !leader || applied < after) return;
+        *stalled = true;
+        std::fprintf(stderr, "test hook: leader rank %u stalls for %llu ms after %llu entries\n",
+                     rank, static_cast<unsigned long long>(ms),
+                     static_cast<unsigned long long>(applied));
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      };
+      continue;
+    }
+#endif
+    if (a == "--trace-retries") {
+      o.trace_retries = true;
+      continue;
+    }
+    if (a == "--protocol" && i + 1 < argc) {
+      std::string v = argv[++i];
+      if (v == "multipaxos") {
+        o.protocol = kv::Protocol::kMultiPaxos;
+      } else if (v == "nopaxos") {
+        o.protocol = kv::Protocol::kNoPaxos;
+      } else {
+        std::fprintf(stderr, "sluice-kv run: --protocol is multipaxos or nopaxos, not '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+      continue;
+    }
+    uint64_t n = 0;
+    if (i + 1 >= argc || !parse_u64(argv[i + 1], &n)) {
+      std::fprintf(stderr, "sluice-kv run: %s needs a number (try --help)\n", a.c_str());
+      return 2;
+    }
+    ++i;
+    if (a == "--replicas" && n % 2 == 1 && n <= 15) {
+      o.replicas = static_cast<uint32_t>(n);
+    } else if (a == "--ops") {
+      o.ops_per_client = static_cast<uint32_t>(n);
+    } else if (a == "--keys" && n >= 1) {
+      o.keys = static_cast<uint32_t>(n);
+    } else if (a == "--seed") {
+      o.seed = n;
+    } else if (a == "--retry-ms" && n >= 1) {
+      o.retry_ms = n;
+    } else if (a == "--election-timeout-ms" && n >= 1) {
+      o.election_timeout_ms = n;
+    } else {
+      std::fprintf(stderr, "sluice-kv run: unknown option or bad value: %s %s (try --help)\n",
+                   a.c_str(), argv[i]);
+      return 2;
+    }
+  }
+  try {
+    sluice::Cluster cluster = sluice::Cluster::join();
+    return kv::run_flow_job(cluster, o);
+  } catch (const sluice::Error& e) {
+    std::fprintf(stderr, "sluice-kv run: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "run") == 0) return run_main(argc, argv);
+  if (std::strcmp(argv[1], "simulate") != 0) {
+    std::fprintf(stderr, "sluice-kv: unknown command '%s' (try --help)\n", argv[1]);
+    return 2;
+  }
+  kv::ClusterOptions o;
+  o.clients = 4;
+  o.ops_per_client = 200;
+  o.keys = 8;
+  o.sim.drop_rate = 0.01;
+  uint64_t crash_at = 0;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "sluice-kv: %s needs a value (try --help)\n", a.c_str());
+      return 2;
+    }
+    const char* v = argv[++i];
+    uint64_t n = 0;
+    bool ok = true;
+    if (a == "--protocol") {
+      if (std::strcmp(v, "multipaxos") == 0) {
+        o.protocol = kv::Protocol::kMultiPaxos;
+      } else if (std::strcmp(v, "nopaxos") == 0) {
+        o.protocol = kv::Protocol::kNoPaxos;
+      } else {
+        ok = false;
+      }
+    } else if (a == "--drop") {
+      char* end = nullptr;
+      o.sim.drop_rate = std::strtod(v, &end);
+      ok = end != v && *end == '\0' && o.sim.drop_rate >= 0 && o.sim.drop_rate < 1;
+    } else if (!parse_u64(v, &n)) {
+      ok = false;
+    } else if (a == "--replicas") {
+      ok = n >= 1 && n % 2 == 1 && n <= 15;
+      o.replicas = static_cast<uint32_t>(n);
+    } else if (a == "--clients") {
+      ok = n >= 1 && n <= 1000;
+      o.clients = static_cast<uint32_t>(n);
+    } else if (a == "--ops") {
+      o.ops_per_client = static_cast<uint32_t>(n);
+    } else if (a == "--keys") {
+      ok = n >= 1;
+      o.keys = static_cast<uint32_t>(n);
+    } else if (a == "--seed") {
+      o.seed = n;
+      o.sim.seed = n;
+    } else if (a == "--crash-leader-at") {
+      crash_at = n;
+    } else {
+      std::fprintf(stderr, "sluice-kv: unknown option '%s' (try --help)\n", a.c_str());
+      return 2;
+    }
+    if (!ok) {
+      std::fprintf(stderr,
+                   "sluice-kv: bad value '%s' for %s (replicas: odd, 1..15; drop: 0 <= P < 1; "
+                   "try --help)\n",
+                   v, a.c_str());
+      return 2;
+    }
+  }
+  kv::SimCluster cluster(o);
+  if (crash_at > 0) {
+    cluster.net().run(crash_at, [] { return false; });
+    int l = cluster.leader();
+    if (l >= 0) {
+      std::printf("crashing leader replica %d at %llu ms\n", l,
+                  static_cast<unsigned long long>(cluster.net().now()));
+      cluster.net().crash(static_cast<uint32_t>(l));
+    }
+  }
+  bool done = cluster.run_until_done(600000);
+  cluster.quiesce();
+  std::string rep = cluster.check_replicas();
+  std::string res = cluster.check_results();
+  uint64_t completed = cluster.history().size();
+  std::printf("protocol %s, %u replicas, %u clients x %u ops, drop %.3f, seed %llu\n",
+              o.protocol == kv::Protocol::kMultiPaxos ? "multipaxos" : "nopaxos", o.replicas,
+              o.clients, o.ops_per_client, o.sim.drop_rate,
+              static_cast<unsigned long long>(o.seed));
+  std::printf("completed %llu ops in %llu simulated ms; messages delivered %llu, lost %llu\n",
+              static_cast<unsigned long long>(completed),
+              static_cast<unsigned long long>(cluster.net().now()),
+              static_cast<unsigned long long>(cluster.net().delivered()),
+              static_cast<unsigned long long>(cluster.net().dropped()));
+  for (uint32_t r = 0; r < o.replicas; ++r) {
+    if (cluster.net().is_down(r)) {
+      std::printf("replica %u: crashed\n", r);
+      continue;
+    }
+    std::printf("replica %u: applied %zu entries, %zu keys, digest %016llx\n", r,
+                cluster.store(r).applied().size(), cluster.store(r).size(),
+                static_cast<unsigned long long>(cluster.store(r).digest()));
+  }
+  std::printf("replicas agree: %s\n", rep.empty() ? "yes" : rep.c_str());
+  std::printf("history linearizable (log as witness): %s\n", res.empty() ? "yes" : res.c_str());
+  if (!done) std::printf("FAILED: clients did not finish\n");
+  return done && rep.empty() && res.empty() ? 0 : 1;
+}

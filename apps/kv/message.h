@@ -1,0 +1,102 @@
+// apps/kv/message.h: the messages of both replication protocols, and the
+// interface every protocol participant implements.
+//
+// The protocols are deterministic state machines: a Node takes one message
+// (or a clock tick) and appends the messages it wants sent to an outbox. It
+// never reads a clock, sleeps, or touches a transport, so the same code runs
+// on the seeded simulated network of the tests (sim.h) and, later, on sluice
+// flows. Time is whatever the caller passes to tick(), in milliseconds.
+//
+// Node ids: replicas are 0 .. n-1, the NOPaxos sequencer is n, clients are
+// n + 1 and up (Config::client_id).
+//
+// Thread safety: none; a Node belongs to one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store.h"
+
+namespace kv {
+
+enum class MsgType : uint8_t {
+  // Both protocols.
+  kRequest,  // client -> leader (Multi-Paxos) or client -> sequencer (NOPaxos)
+  kReply,    // replica -> client
+  // Multi-Paxos.
+  kPrepare,    // candidate -> all: phase 1a for ballot `view`, a = its commit index
+  kPromise,    // replica -> candidate: phase 1b, entries above the candidate's commit
+  kReject,     // replica -> candidate or leader: I promised the higher ballot `view`
+  kAccept,     // leader -> followers: phase 2a for entries from slot a; b = commit index
+  kAccepted,   // follower -> leader: accepted slots a .. b in ballot `view`
+  kCatchUp,    // follower -> leader: send me committed entries from slot a
+  kCommitted,  // leader -> follower: committed entries from slot a
+  // NOPaxos.
+  kOrdered,            // sequencer -> replicas: a request stamped (session, msgnum = a)
+  kGapRequest,         // replica -> replica(s): do you have log slot a?
+  kGapReply,           // answer; flag = found (the entry travels in entries[0])
+  kGapCommit,          // leader -> followers: slot a is a no-op
+  kGapCommitReply,     // follower -> leader: slot a is a no-op in my log
+  kSyncPrepare,        // leader -> followers: my log up to slot a (entries from b)
+  kSyncReply,          // follower -> leader: my log matches yours up to a
+  kSyncCommit,         // leader -> followers: slots up to a are final; execute them
+  kViewChangeRequest,  // anyone -> all: move to view (view, session)
+  kViewChange,         // replica -> new leader: my log and last normal view (a)
+  kStartView,          // new leader -> all: the merged log of view (view, session)
+  kRecover,            // replica -> leader: I am behind your view; send StartView
+  // Ending a job on flows (flow_job.h), not part of either protocol.
+  kDone,      // client -> replicas: I finished my operations
+  kFinish,    // leader -> followers: all clients are done; apply up to slot a, then stop
+  kFinished,  // follower -> leader: I applied up to the finish slot
+};
+
+const char* msg_name(MsgType t);
+
+// A log entry. Multi-Paxos uses `ballot` (the ballot it was accepted in);
+// NOPaxos uses `session`/`msgnum` (where the ordered multicast put it).
+struct Entry {
+  uint64_t slot = 0;  // position in the log, from 1
+  uint64_t ballot = 0;
+  bool committed = false;  // Multi-Paxos promises: the sender knows it is chosen
+  uint64_t session = 0;
+  uint64_t msgnum = 0;
+  Command cmd;
+  friend bool operator==(const Entry&, const Entry&) = default;
+};
+
+struct Message {
+  MsgType type = MsgType::kRequest;
+  uint32_t from = 0;
+  uint32_t to = 0;
+  uint64_t view = 0;     // ballot (Multi-Paxos) or leader number (NOPaxos)
+  uint64_t session = 0;  // NOPaxos session
+  uint64_t a = 0;        // per type, see MsgType
+  uint64_t b = 0;
+  bool flag = false;
+  Command cmd;                 // kRequest, kOrdered, kReply (client, seq)
+  Result result;               // kReply from the leader
+  std::vector<Entry> entries;  // log transfer
+};
+
+using Outbox = std::vector<Message>;
+
+// 2f + 1 replicas.
+struct Config {
+  uint32_t replicas = 3;
+  uint32_t f() const { return (replicas - 1) / 2; }
+  uint32_t majority() const { return replicas / 2 + 1; }
+  uint32_t sequencer_id() const { return replicas; }
+  uint32_t client_id(uint32_t i) const { return replicas + 1 + i; }
+};
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  virtual void receive(const Message& m, Outbox& out) = 0;
+  // Called as simulated (or real) time passes; `now_ms` never decreases.
+  virtual void tick(uint64_t now_ms, Outbox& out) = 0;
+};
+
+}  // namespace kv

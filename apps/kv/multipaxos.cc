@@ -1,0 +1,345 @@
+#include "multipaxos.h"
+
+#include <algorithm>
+
+namespace kv {
+
+MultiPaxosReplica::MultiPaxosReplica(Config config, uint32_t id, MultiPaxosOptions options)
+    : config_(config),
+      id_(id),
+      options_(options),
+      rng_(options.seed * 1000003 + id),
+      role_(id == 0 ? Role::kLeader : Role::kFollower) {
+  reset_election_timer();
+}
+
+std::optional<Entry>& MultiPaxosReplica::slot(uint64_t s) {
+  if (log_.size() < s) log_.resize(s);
+  return log_[s - 1];
+}
+
+void MultiPaxosReplica::reset_election_timer() {
+  last_heard_ = now_;
+  std::uniform_int_distribution<uint64_t> d(0, options_.election_timeout_ms);
+  election_timeout_ = options_.election_timeout_ms + d(rng_);
+}
+
+void MultiPaxosReplica::become_follower(uint64_t ballot) {
+  ballot_ = ballot;
+  role_ = Role::kFollower;
+  pending_.clear();
+  proposed_.clear();
+  votes_.clear();
+  promises_.clear();
+  reset_election_timer();
+}
+
+void MultiPaxosReplica::start_election(Outbox& out) {
+  // The smallest ballot above every one seen that this replica leads.
+  uint64_t b = ballot_ + 1;
+  while (b % config_.replicas != id_) ++b;
+  ballot_ = b;
+  role_ = Role::kCandidate;
+  ++elections_;
+  promises_.clear();
+  pending_.clear();
+  proposed_.clear();
+  votes_.clear();
+  reset_election_timer();
+  // Its own promise: every entry above its commit index.
+  Message self;
+  self.type = MsgType::kPromise;
+  self.from = id_;
+  self.view = b;
+  self.a = commit_;
+  for (uint64_t s = commit_ + 1; s <= log_.size(); ++s)
+    if (log_[s - 1]) self.entries.push_back(*log_[s - 1]);
+  promises_[id_] = self;
+  for (uint32_t r = 0; r < config_.replicas; ++r) {
+    if (r == id_) continue;
+    Message m;
+    m.type = MsgType::kPrepare;
+    m.from = id_;
+    m.to = r;
+    m.view = b;
+    m.a = commit_;
+    out.push_back(m);
+  }
+  if (promises_.size() >= config_.majority()) become_leader(out);
+}
+
+void MultiPaxosReplica::become_leader(Outbox& out) {
+  // Per slot above our commit index: a value some promiser knows is
+  // committed, else the one accepted in the highest ballot, else a no-op.
+  // Paxos guarantees this is the chosen value wherever one was chosen.
+  std::map<uint64_t, Entry> best;
+  for (const auto& [from, p] : promises_) {
+    for (const Entry& e : p.entries) {
+      if (e.slot <= commit_) continue;
+      auto it = best.find(e.slot);
+      if (it == best.end() || (e.committed && !it->second.committed) ||
+          (!it->second.committed && e.ballot > it->second.ballot))
+        best[e.slot] = e;
+    }
+  }
+  uint64_t last = best.empty() ? commit_ : best.rbegin()->first;
+  last = std::max<uint64_t>(last, commit_);
+  role_ = Role::kLeader;
+  promises_.clear();
+  for (uint64_t s = commit_ + 1; s <= last; ++s) {
+    Entry e;
+    auto it = best.find(s);
+    if (it != best.end()) e = it->second;
+    e.slot = s;
+    e.ballot = ballot_;
+    e.committed = false;
+    slot(s) = e;
+    votes_[s] = {id_};
+    if (!e.cmd.is_noop()) proposed_.insert({e.cmd.client, e.cmd.seq});
+  }
+  log_.resize(last);
+  last_heartbeat_ = now_;
+  send_accept(commit_ + 1, last, out);
+  advance_commit(out);
+}
+
+void MultiPaxosReplica::send_accept(uint64_t first, uint64_t last, Outbox& out) {
+  Message m;
+  m.type = MsgType::kAccept;
+  m.from = id_;
+  m.view = ballot_;
+  m.a = first;
+  m.b = commit_;
+  for (uint64_t s = first; s <= last && s <= log_.size(); ++s) m.entries.push_back(*log_[s - 1]);
+  for (uint32_t r = 0; r < config_.replicas; ++r) {
+    if (r == id_) continue;
+    m.to = r;
+    out.push_back(m);
+  }
+}
+
+void MultiPaxosReplica::propose_batch(Outbox& out) {
+  if (pending_.empty()) return;
+  size_t n = std::min(pending_.size(), options_.max_batch);
+  uint64_t first = log_.size() + 1;
+  for (size_t i = 0; i < n; ++i) {
+    Entry e;
+    e.slot = first + i;
+    e.ballot = ballot_;
+    e.cmd = pending_[i];
+    slot(e.slot) = e;
+    votes_[e.slot] = {id_};
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+  send_accept(first, log_.size(), out);
+  advance_commit(out);
+}
+
+void MultiPaxosReplica::advance_commit(Outbox& out) {
+  if (role_ == Role::kLeader) {
+    for (auto it = votes_.begin(); it != votes_.end();) {
+      if (it->second.size() >= config_.majority() && log_[it->first - 1]) {
+        log_[it->first - 1]->committed = true;
+        it = votes_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  while (commit_ < log_.size() && log_[commit_] && log_[commit_]->committed) ++commit_;
+  while (applied_ < commit_) {
+    const Entry& e = *log_[applied_];
+    ++applied_;
+    Result r = store_.apply(e.cmd);
+    if (role_ == Role::kLeader && !e.cmd.is_noop()) {
+      proposed_.erase({e.cmd.client, e.cmd.seq});
+      Message reply;
+      reply.type = MsgType::kReply;
+      reply.from = id_;
+      reply.to = static_cast<uint32_t>(e.cmd.client);
+      reply.view = ballot_;
+      reply.cmd.client = e.cmd.client;
+      reply.cmd.seq = e.cmd.seq;
+      reply.result = r;
+      out.push_back(reply);
+    }
+  }
+}
+
+void MultiPaxosReplica::on_request(const Message& m, Outbox& out) {
+  if (role_ != Role::kLeader) return;
+  Result r;
+  if (store_.already_applied(m.cmd.client, m.cmd.seq, &r)) {
+    Message reply;
+    reply.type = MsgType::kReply;
+    reply.from = id_;
+    reply.to = m.from;
+    reply.view = ballot_;
+    reply.cmd.client = m.cmd.client;
+    reply.cmd.seq = m.cmd.seq;
+    reply.result = r;
+    out.push_back(reply);
+    return;
+  }
+  if (!proposed_.insert({m.cmd.client, m.cmd.seq}).second) return;  // already in the log
+  pending_.push_back(m.cmd);
+  if (pending_.size() >= options_.max_batch) propose_batch(out);
+}
+
+void MultiPaxosReplica::on_prepare(const Message& m, Outbox& out) {
+  if (m.view < ballot_ ||
+      (m.view == ballot_ && (role_ != Role::kFollower || m.from != ballot_ % config_.replicas))) {
+    Message rej;
+    rej.type = MsgType::kReject;
+    rej.from = id_;
+    rej.to = m.from;
+    rej.view = ballot_;
+    out.push_back(rej);
+    return;
+  }
+  if (m.view > ballot_) become_follower(m.view);
+  reset_election_timer();
+  Message p;
+  p.type = MsgType::kPromise;
+  p.from = id_;
+  p.to = m.from;
+  p.view = ballot_;
+  p.a = commit_;
+  for (uint64_t s = m.a + 1; s <= log_.size(); ++s)
+    if (log_[s - 1]) p.entries.push_back(*log_[s - 1]);
+  out.push_back(p);
+}
+
+void MultiPaxosReplica::on_promise(const Message& m, Outbox& out) {
+  if (role_ != Role::kCandidate || m.view != ballot_) return;
+  promises_[m.from] = m;
+  if (promises_.size() >= config_.majority()) become_leader(out);
+}
+
+void MultiPaxosReplica::on_accept(const Message& m, Outbox& out) {
+  if (m.view < ballot_) {
+    Message rej;
+    rej.type = MsgType::kReject;
+    rej.from = id_;
+    rej.to = m.from;
+    rej.view = ballot_;
+    out.push_back(rej);
+    return;
+  }
+  if (m.view > ballot_ || role_ != Role::kFollower) become_follower(m.view);
+  reset_election_timer();
+  for (const Entry& e : m.entries) {
+    std::optional<Entry>& mine = slot(e.slot);
+    // A committed entry already holds the chosen value; keep its flag.
+    if (mine && mine->committed) continue;
+    mine = e;
+    mine->committed = false;
+  }
+  if (!m.entries.empty()) {
+    Message ack;
+    ack.type = MsgType::kAccepted;
+    ack.from = id_;
+    ack.to = m.from;
+    ack.view = m.view;
+    ack.a = m.entries.front().slot;
+    ack.b = m.entries.back().slot;
+    out.push_back(ack);
+  }
+  // The leader proposes one value per slot per ballot, so an entry accepted
+  // in this ballot at a slot the leader reports committed is the chosen one.
+  for (uint64_t s = commit_ + 1; s <= m.b && s <= log_.size(); ++s)
+    if (log_[s - 1] && log_[s - 1]->ballot == m.view) log_[s - 1]->committed = true;
+  advance_commit(out);
+  if (commit_ < m.b && now_ >= next_catch_up_) {
+    next_catch_up_ = now_ + options_.heartbeat_ms;
+    Message c;
+    c.type = MsgType::kCatchUp;
+    c.from = id_;
+    c.to = m.from;
+    c.view = ballot_;
+    c.a = commit_ + 1;
+    out.push_back(c);
+  }
+}
+
+void MultiPaxosReplica::on_accepted(const Message& m, Outbox& out) {
+  if (role_ != Role::kLeader || m.view != ballot_) return;
+  for (uint64_t s = m.a; s <= m.b; ++s) {
+    auto it = votes_.find(s);
+    if (it != votes_.end()) it->second.insert(m.from);
+  }
+  advance_commit(out);
+}
+
+void MultiPaxosReplica::on_catch_up(const Message& m, Outbox& out) {
+  if (m.a > commit_) return;
+  Message c;
+  c.type = MsgType::kCommitted;
+  c.from = id_;
+  c.to = m.from;
+  c.view = ballot_;
+  c.a = m.a;
+  for (uint64_t s = m.a; s <= commit_ && c.entries.size() < options_.max_resend; ++s)
+    c.entries.push_back(*log_[s - 1]);
+  out.push_back(c);
+}
+
+void MultiPaxosReplica::on_committed(const Message& m, Outbox& out) {
+  // Committed entries are chosen values whoever sends them; install them
+  // flagged, so a later phase 1 prefers them over any accepted value.
+  for (const Entry& e : m.entries) {
+    if (e.slot <= commit_) continue;
+    std::optional<Entry>& mine = slot(e.slot);
+    mine = e;
+    mine->committed = true;
+  }
+  advance_commit(out);
+}
+
+void MultiPaxosReplica::receive(const Message& m, Outbox& out) {
+  switch (m.type) {
+    case MsgType::kRequest:
+      return on_request(m, out);
+    case MsgType::kPrepare:
+      return on_prepare(m, out);
+    case MsgType::kPromise:
+      return on_promise(m, out);
+    case MsgType::kReject:
+      if (m.view > ballot_) become_follower(m.view);
+      return;
+    case MsgType::kAccept:
+      return on_accept(m, out);
+    case MsgType::kAccepted:
+      return on_accepted(m, out);
+    case MsgType::kCatchUp:
+      return on_catch_up(m, out);
+    case MsgType::kCommitted:
+      return on_committed(m, out);
+    default:
+      return;  // NOPaxos messages are not ours
+  }
+}
+
+void MultiPaxosReplica::tick(uint64_t now_ms, Outbox& out) {
+  now_ = now_ms;
+  if (!started_) {
+    // Clocks need not start at 0 (a real one reads time since boot): the
+    // leader's silence is counted from the first tick.
+    started_ = true;
+    last_heard_ = now_ms;
+  }
+  if (role_ == Role::kLeader) {
+    propose_batch(out);
+    if (now_ - last_heartbeat_ >= options_.heartbeat_ms) {
+      last_heartbeat_ = now_;
+      // Resend what is not committed yet (repairs lost Accepts); an empty
+      // Accept is the heartbeat that carries the commit index.
+      uint64_t last = std::min<uint64_t>(log_.size(), commit_ + options_.max_resend);
+      send_accept(commit_ + 1, last, out);
+    }
+    return;
+  }
+  if (now_ - last_heard_ >= election_timeout_) start_election(out);
+}
+
+}  // namespace kv

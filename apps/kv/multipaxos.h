@@ -1,0 +1,112 @@
+// apps/kv/multipaxos.h: a Multi-Paxos replica as a deterministic Node.
+//
+// Ballots double as views: the leader of ballot b is replica b % n. Ballot 0
+// belongs to replica 0 from the start (no ballot precedes it, so it needs no
+// phase 1). A replica that hears nothing from its leader for its (seeded,
+// randomized) election timeout picks the next ballot it leads and runs
+// phase 1 once for the whole log: Prepare carries its commit index, and each
+// Promise returns every entry above it. The new leader takes, per slot, an
+// entry some promiser knows is committed, else the one accepted in the
+// highest ballot, else a no-op, and proposes them all again in its ballot.
+// From then on phase 2 runs per batch: Accept carries a batch of slots and
+// the leader's commit index; followers answer Accepted, and a slot is
+// committed when a majority (the leader included) accepted it in the
+// current ballot. Replicas apply committed slots in order; the leader answers
+// the client when it applies its command. Reads go through the log too.
+//
+// Followers learn the commit index from Accepts (heartbeats are empty
+// Accepts, which also resend uncommitted slots, so lost messages are
+// repaired) and fetch committed entries they lack with CatchUp.
+//
+// Thread safety: none.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "message.h"
+#include "store.h"
+
+namespace kv {
+
+struct MultiPaxosOptions {
+  uint64_t heartbeat_ms = 10;
+  // A follower starts phase 1 after hearing nothing from the leader for
+  // election_timeout_ms plus a random share of it (seeded by replica id and
+  // seed, so runs repeat and duelling candidates spread out).
+  uint64_t election_timeout_ms = 60;
+  uint64_t seed = 1;
+  size_t max_batch = 64;
+  size_t max_resend = 256;  // slots per resend or catch-up message
+};
+
+class MultiPaxosReplica : public Node {
+ public:
+  MultiPaxosReplica(Config config, uint32_t id, MultiPaxosOptions options = {});
+
+  void receive(const Message& m, Outbox& out) override;
+  void tick(uint64_t now_ms, Outbox& out) override;
+
+  // Starts phase 1 for the next ballot this replica leads now, whatever the
+  // timers say (tests use it to make candidates duel).
+  void campaign(Outbox& out) { start_election(out); }
+
+  bool is_leader() const { return role_ == Role::kLeader; }
+  uint64_t ballot() const { return ballot_; }
+  uint64_t commit_index() const { return commit_; }
+  uint64_t log_size() const { return log_.size(); }
+  const Store& store() const { return store_; }
+  // How many times this replica started phase 1.
+  uint64_t elections() const { return elections_; }
+
+ private:
+  enum class Role { kFollower, kCandidate, kLeader };
+
+  std::optional<Entry>& slot(uint64_t s);
+  void become_follower(uint64_t ballot);
+  void start_election(Outbox& out);
+  void become_leader(Outbox& out);
+  void on_request(const Message& m, Outbox& out);
+  void on_prepare(const Message& m, Outbox& out);
+  void on_promise(const Message& m, Outbox& out);
+  void on_accept(const Message& m, Outbox& out);
+  void on_accepted(const Message& m, Outbox& out);
+  void on_catch_up(const Message& m, Outbox& out);
+  void on_committed(const Message& m, Outbox& out);
+  void send_accept(uint64_t first, uint64_t last, Outbox& out);
+  void propose_batch(Outbox& out);
+  void advance_commit(Outbox& out);
+  void reset_election_timer();
+
+  Config config_;
+  uint32_t id_;
+  MultiPaxosOptions options_;
+  std::mt19937_64 rng_;
+  Role role_;
+  uint64_t ballot_ = 0;                    // the highest ballot promised (or led)
+  std::vector<std::optional<Entry>> log_;  // slot s at index s - 1
+  uint64_t commit_ = 0;                    // every slot up to here is committed
+  uint64_t applied_ = 0;
+  Store store_;
+  uint64_t now_ = 0;
+  uint64_t last_heard_ = 0;
+  bool started_ = false;  // tick() has run once
+  uint64_t election_timeout_ = 0;
+  uint64_t last_heartbeat_ = 0;
+  uint64_t next_catch_up_ = 0;  // no second CatchUp before this (one per heartbeat)
+  uint64_t elections_ = 0;
+  // Leader: requests waiting for the next batch, the (client, seq) of
+  // commands in the log but not yet applied (so a retry is not proposed
+  // twice), and who accepted each uncommitted slot in this ballot.
+  std::vector<Command> pending_;
+  std::set<std::pair<uint64_t, uint64_t>> proposed_;
+  std::map<uint64_t, std::set<uint32_t>> votes_;
+  // Candidate: the promises for ballot_.
+  std::map<uint32_t, Message> promises_;
+};
+
+}  // namespace kv

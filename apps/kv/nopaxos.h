@@ -1,0 +1,151 @@
+// apps/kv/nopaxos.h: NOPaxos (Li et al., OSDI 2016) as deterministic Nodes: the
+// sequencer that plays the ordered unreliable multicast, and the replica.
+//
+// Ordered multicast: the sequencer stamps each client request with its
+// session number and the next message number and sends it to every replica;
+// any copy may be lost, none overtakes another. (On sluice this is the
+// ordered replicate flow, whose lost sequence numbers surface as
+// Status::kGap.) A replica that sees message number k + 1 arrive while it
+// expects k has a drop notification for k.
+//
+// Normal operation: replicas append requests in message order; the leader
+// (replica view % n) executes each and replies with the result, the others
+// reply with an acknowledgement. A client completes on f + 1 replies for the
+// same (view, session, log slot) that include the leader's.
+//
+// Gap agreement: on a drop the leader asks the others for the missing
+// request; if none has it within the gap timeout it appends a no-op, sends
+// GapCommit and proceeds only when f followers have the no-op too. A
+// follower that misses a message asks the leader for that slot (which holds
+// either the request or the no-op).
+//
+// Synchronization: the leader periodically sends its log since the last
+// sync point; followers install it and answer; at f answers the leader
+// commits the new sync point and followers execute up to it. (Followers do
+// not execute before: their entries could still become no-ops.)
+//
+// View change: a view is (leader number, session number), compared component
+// by component; on a conflict replicas move to the component-wise maximum. A
+// follower that hears nothing from the leader moves to (leader + 1,
+// session); a replica that sees a request of a newer session (the sequencer
+// was replaced) moves to (leader, new session). Replicas send the new leader
+// their logs; from f + 1 of them it keeps the logs of the latest normal view
+// and merges them slot by slot (a no-op if any has one, else the request),
+// then sends StartView. A replica whose executed prefix the new log
+// contradicts rebuilds its store from the log.
+//
+// Thread safety: none.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "message.h"
+#include "store.h"
+
+namespace kv {
+
+class Sequencer : public Node {
+ public:
+  Sequencer(Config config, uint64_t session) : config_(config), session_(session) {}
+  void receive(const Message& m, Outbox& out) override;
+  void tick(uint64_t, Outbox&) override {}
+  uint64_t session() const { return session_; }
+
+ private:
+  Config config_;
+  uint64_t session_;
+  uint64_t next_ = 1;
+};
+
+struct NoPaxosOptions {
+  uint64_t sync_ms = 10;          // leader: synchronization (and heartbeat) period
+  uint64_t gap_timeout_ms = 5;    // how long to look for a missing request
+  uint64_t view_timeout_ms = 60;  // follower: leader silence before a view change
+  uint64_t seed = 1;
+  uint64_t max_sync_entries = 256;  // log entries per SyncPrepare
+};
+
+class NoPaxosReplica : public Node {
+ public:
+  NoPaxosReplica(Config config, uint32_t id, NoPaxosOptions options = {});
+
+  void receive(const Message& m, Outbox& out) override;
+  void tick(uint64_t now_ms, Outbox& out) override;
+
+  bool is_leader() const { return status_ == Status::kNormal && view_ % config_.replicas == id_; }
+  bool normal() const { return status_ != Status::kViewChange; }
+  uint64_t view() const { return view_; }
+  uint64_t session() const { return session_; }
+  uint64_t log_size() const { return log_.size(); }
+  uint64_t sync_point() const { return sync_point_; }
+  const std::vector<Entry>& log() const { return log_; }
+  const Store& store() const { return store_; }
+  uint64_t gaps_committed() const { return gaps_committed_; }
+  uint64_t gaps_recovered() const { return gaps_recovered_; }
+  uint64_t view_changes() const { return view_changes_; }
+
+ private:
+  enum class Status { kNormal, kGapCommit, kViewChange };
+
+  uint32_t leader_of(uint64_t view) const { return static_cast<uint32_t>(view % config_.replicas); }
+  bool leading() const { return leader_of(view_) == id_; }
+  Message make(MsgType t, uint32_t to) const;
+  void on_ordered(const Message& m, Outbox& out);
+  void append(const Entry& e, Outbox& out);
+  void drain(Outbox& out);
+  void execute_to(uint64_t slot, Outbox& out, bool reply);
+  void on_gap_request(const Message& m, Outbox& out);
+  void on_gap_reply(const Message& m, Outbox& out);
+  void on_gap_commit(const Message& m, Outbox& out);
+  void on_gap_commit_reply(const Message& m, Outbox& out);
+  void on_sync_prepare(const Message& m, Outbox& out);
+  void on_sync_reply(const Message& m, Outbox& out);
+  void on_sync_commit(const Message& m, Outbox& out);
+  void start_view_change(uint64_t view, uint64_t session, Outbox& out);
+  void on_view_change(const Message& m, Outbox& out);
+  void on_start_view(const Message& m, Outbox& out);
+  void adopt_log(std::vector<Entry> log, uint64_t execute_to_slot, Outbox& out, bool reply);
+  void send_sync(Outbox& out);
+  void send_sync_to(uint32_t follower, Outbox& out);
+  void commit_gap(Outbox& out);
+  // Whether (view, session) is newer than ours in some component.
+  bool newer(uint64_t view, uint64_t session) const { return view > view_ || session > session_; }
+  uint64_t expected_msgnum() const;
+
+  Config config_;
+  uint32_t id_;
+  NoPaxosOptions options_;
+  std::mt19937_64 rng_;
+  Status status_ = Status::kNormal;
+  uint64_t view_ = 0;
+  uint64_t session_ = 1;
+  uint64_t last_normal_view_ = 0;
+  uint64_t last_normal_session_ = 1;
+  std::vector<Entry> log_;               // slot s at index s - 1
+  std::map<uint64_t, Message> pending_;  // ordered messages past a gap, by msgnum
+  uint64_t sync_point_ = 0;              // slots up to here are final
+  uint64_t synced_upto_ = 0;  // follower: log matches the leader's up to here (this view)
+  uint64_t executed_ = 0;
+  Store store_;
+  uint64_t now_ = 0;
+  uint64_t last_heard_ = 0;
+  bool started_ = false;  // tick() has run once
+  uint64_t view_timeout_ = 0;
+  uint64_t last_sync_ = 0;
+  uint64_t gap_started_ = 0;  // when the current gap request or gap commit was (re)sent
+  bool gap_open_ = false;     // a gap request is outstanding
+  std::set<uint32_t> gap_acks_;
+  // Leader: per follower, the last slot it confirmed holding as in our log.
+  std::map<uint32_t, uint64_t> follower_synced_;
+  std::map<uint32_t, Message> view_changes_msgs_;
+  uint64_t vc_started_ = 0;
+  uint64_t gaps_committed_ = 0;
+  uint64_t gaps_recovered_ = 0;
+  uint64_t view_changes_ = 0;
+};
+
+}  // namespace kv

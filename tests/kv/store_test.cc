@@ -1,0 +1,127 @@
+// The replicated state machine (apps/kv/store.h) and the exhaustive
+// linearizability checker (apps/kv/linearizability.h), against hand-made
+// cases whose answers are known.
+#include "store.h"
+
+#include <gtest/gtest.h>
+
+#include "linearizability.h"
+
+namespace kv {
+namespace {
+
+Command cmd(Op op, uint64_t client, uint64_t seq, std::string key, std::string value = "",
+            std::string expected = "") {
+  Command c;
+  c.op = op;
+  c.client = client;
+  c.seq = seq;
+  c.key = std::move(key);
+  c.value = std::move(value);
+  c.expected = std::move(expected);
+  return c;
+}
+
+TEST(StoreTest, PutGetDeleteAndCompareAndSetFollowTheirSpecification) {
+  Store s;
+  EXPECT_EQ(s.apply(cmd(Op::kGet, 1, 1, "a")), (Result{false, ""}));
+  EXPECT_EQ(s.apply(cmd(Op::kPut, 1, 2, "a", "x")), (Result{true, ""}));
+  EXPECT_EQ(s.apply(cmd(Op::kGet, 1, 3, "a")), (Result{true, "x"}));
+  EXPECT_EQ(s.apply(cmd(Op::kCas, 1, 4, "a", "y", "wrong")), (Result{false, ""}));
+  EXPECT_EQ(s.apply(cmd(Op::kCas, 1, 5, "a", "y", "x")), (Result{true, ""}));
+  EXPECT_EQ(s.apply(cmd(Op::kGet, 1, 6, "a")), (Result{true, "y"}));
+  EXPECT_EQ(s.apply(cmd(Op::kCas, 1, 7, "missing", "y", "")), (Result{false, ""}));
+  EXPECT_EQ(s.apply(cmd(Op::kDelete, 1, 8, "a")), (Result{true, ""}));
+  EXPECT_EQ(s.apply(cmd(Op::kDelete, 1, 9, "a")), (Result{false, ""}));
+  EXPECT_EQ(s.size(), 0u);
+  EXPECT_EQ(s.applied().size(), 9u);
+}
+
+TEST(StoreTest, ExecutesARetriedOperationOnlyOnceAndReturnsItsFirstResult) {
+  Store s;
+  EXPECT_TRUE(s.apply(cmd(Op::kPut, 7, 1, "a", "1")).ok);
+  EXPECT_TRUE(s.apply(cmd(Op::kCas, 7, 2, "a", "2", "1")).ok);
+  // The same (client, seq) again, as when a retry lands in the log twice:
+  // the swap is not attempted again (it would now fail).
+  EXPECT_TRUE(s.apply(cmd(Op::kCas, 7, 2, "a", "2", "1")).ok);
+  Result r;
+  EXPECT_TRUE(s.already_applied(7, 2, &r));
+  EXPECT_TRUE(r.ok);
+  EXPECT_FALSE(s.already_applied(7, 3, &r));
+  EXPECT_EQ(s.data().at("a"), "2");
+}
+
+TEST(StoreTest, DigestsAgreeExactlyWhenStatesAgree) {
+  Store a, b, c;
+  for (Store* s : {&a, &b}) {
+    s->apply(cmd(Op::kPut, 1, 1, "k1", "v"));
+    s->apply(noop_command());
+    s->apply(cmd(Op::kPut, 2, 1, "k2", "w"));
+  }
+  c.apply(cmd(Op::kPut, 1, 1, "k1", "v"));
+  c.apply(cmd(Op::kPut, 2, 1, "k2", "other"));
+  EXPECT_EQ(a.digest(), b.digest());
+  EXPECT_NE(a.digest(), c.digest());
+}
+
+Completed done(Command c, Result r, uint64_t invoked, uint64_t completed) {
+  return Completed{std::move(c), std::move(r), invoked, completed};
+}
+
+TEST(LinearizabilityTest, AcceptsASequentialHistory) {
+  std::vector<Completed> h = {
+      done(cmd(Op::kPut, 1, 1, "a", "1"), {true, ""}, 0, 1),
+      done(cmd(Op::kGet, 2, 1, "a"), {true, "1"}, 2, 3),
+      done(cmd(Op::kCas, 1, 2, "a", "2", "1"), {true, ""}, 4, 5),
+      done(cmd(Op::kGet, 2, 2, "a"), {true, "2"}, 6, 7),
+  };
+  std::string why;
+  EXPECT_TRUE(linearizable(h, &why)) << why;
+}
+
+TEST(LinearizabilityTest, AcceptsConcurrentOperationsInEitherOrder) {
+  // The read overlaps the write, so it may see the value or not.
+  for (bool seen : {true, false}) {
+    std::vector<Completed> h = {
+        done(cmd(Op::kPut, 1, 1, "a", "1"), {true, ""}, 0, 10),
+        done(cmd(Op::kGet, 2, 1, "a"), seen ? Result{true, "1"} : Result{false, ""}, 2, 5),
+    };
+    EXPECT_TRUE(linearizable(h));
+  }
+}
+
+TEST(LinearizabilityTest, RejectsAStaleReadAfterACompletedWrite) {
+  std::vector<Completed> h = {
+      done(cmd(Op::kPut, 1, 1, "a", "1"), {true, ""}, 0, 1),
+      done(cmd(Op::kGet, 2, 1, "a"), {false, ""}, 2, 3),
+  };
+  std::string why;
+  EXPECT_FALSE(linearizable(h, &why));
+  EXPECT_NE(why.find("real time"), std::string::npos);
+}
+
+TEST(LinearizabilityTest, RejectsTwoSuccessfulSwapsFromTheSameValue) {
+  // Both compare-and-sets claim to have replaced "0": only one can have.
+  std::vector<Completed> h = {
+      done(cmd(Op::kPut, 1, 1, "a", "0"), {true, ""}, 0, 1),
+      done(cmd(Op::kCas, 1, 2, "a", "1", "0"), {true, ""}, 2, 9),
+      done(cmd(Op::kCas, 2, 1, "a", "2", "0"), {true, ""}, 3, 8),
+  };
+  EXPECT_FALSE(linearizable(h));
+}
+
+TEST(LinearizabilityTest, RejectsReadsThatSeeWritesInOppositeOrders) {
+  // Two writes overlap; one reader sees 1 then 2, the other 2 then 1.
+  std::vector<Completed> h = {
+      done(cmd(Op::kPut, 1, 1, "a", "1"), {true, ""}, 0, 20),
+      done(cmd(Op::kPut, 2, 1, "a", "2"), {true, ""}, 0, 20),
+      done(cmd(Op::kGet, 3, 1, "a"), {true, "1"}, 1, 2),
+      done(cmd(Op::kGet, 3, 2, "a"), {true, "2"}, 3, 4),
+      done(cmd(Op::kGet, 4, 1, "a"), {true, "2"}, 5, 6),
+      done(cmd(Op::kGet, 4, 2, "a"), {true, "1"}, 7, 8),
+  };
+  EXPECT_FALSE(linearizable(h));
+}
+
+}  // namespace
+}  // namespace kv
