@@ -69,7 +69,7 @@ bool map_locked(Area& a) {
 
 void copy_text(char* dst, size_t cap, std::string_view src) {
   const size_t n = std::min(cap - 1, src.size());
-  std::memcpy(dst, src.data(), n);
+  if (n != 0) std::memcpy(dst, src.data(), n);  // an empty view's data() may be null
   std::memset(dst + n, 0, cap - n);
 }
 
