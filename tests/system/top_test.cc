@@ -104,8 +104,8 @@ TEST(SluiceTopTest, OnceJsonListsARunningJobsEndpointsWithCountersEqualToWhatThe
   const auto after =
       run_process({bin("sluice"), "top", "--once", "--json"}, {}, std::chrono::seconds(30));
   ASSERT_EQ(after.exit_code, 0) << after.output;
-  for (const auto& p : nlohmann::json::parse(after.output).at("processes"))
-    EXPECT_NE(p.at("job"), job_id);
+  const nlohmann::json later = nlohmann::json::parse(after.output);
+  for (const auto& p : later.at("processes")) EXPECT_NE(p.at("job"), job_id);
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
