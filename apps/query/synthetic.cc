@@ -79,6 +79,9 @@ SyntheticResult run_synthetic(sluice::Cluster& cluster, const SyntheticConfig& c
 
   struct PerThread {
     SyntheticResult r;
+    // When its error was caught: the first worker to fail saw the root
+    // cause; later ones mostly see the sources that gave up after it.
+    std::chrono::steady_clock::time_point failed_at = std::chrono::steady_clock::time_point::max();
   };
   std::vector<PerThread> per(threads);
   cluster.barrier(config.name + ".start");
@@ -108,11 +111,13 @@ SyntheticResult run_synthetic(sluice::Cluster& cluster, const SyntheticConfig& c
         r.bytes_moved = w.stats(s1).bytes_received + w.stats(s2).bytes_received;
       } catch (const std::exception& e) {
         r.error = e.what();
+        per[t].failed_at = std::chrono::steady_clock::now();
       }
     });
   }
   for (auto& th : pool) th.join();
   SyntheticResult total;
+  auto first_failure = std::chrono::steady_clock::time_point::max();
   for (const PerThread& p : per) {
     total.count += p.r.count;
     total.checksum += p.r.checksum;
@@ -120,7 +125,10 @@ SyntheticResult run_synthetic(sluice::Cluster& cluster, const SyntheticConfig& c
     total.rows_shuffled_2 += p.r.rows_shuffled_2;
     total.bytes_moved += p.r.bytes_moved;
     total.seconds = std::max(total.seconds, p.r.seconds);
-    if (total.error.empty()) total.error = p.r.error;
+    if (!p.r.error.empty() && (total.error.empty() || p.failed_at < first_failure)) {
+      total.error = p.r.error;
+      first_failure = p.failed_at;
+    }
   }
   return total;
 }

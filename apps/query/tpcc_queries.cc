@@ -333,6 +333,9 @@ TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
     std::vector<ExchangeStats> stats;
     double seconds = 0;
     std::string error;
+    // When its error was caught: the first worker to fail saw the root
+    // cause; later ones mostly see the sources that gave up after it.
+    std::chrono::steady_clock::time_point failed_at = std::chrono::steady_clock::time_point::max();
   };
   std::vector<PerThread> per(threads);
   std::vector<std::thread> pool;
@@ -356,15 +359,20 @@ TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
         if (plan->out) result.rows = plan->out->rows();
       } catch (const std::exception& e) {
         per[t].error = e.what();
+        per[t].failed_at = std::chrono::steady_clock::now();
       }
     });
   }
   for (auto& th : pool) th.join();
   for (ExchangeId x : ids) result.exchanges.push_back({rt.exchange(x).name, {}});
+  auto first_failure = std::chrono::steady_clock::time_point::max();
   for (uint32_t t = 0; t < threads; ++t) {
     result.generate_seconds = std::max(result.generate_seconds, gen[t]);
     result.seconds = std::max(result.seconds, per[t].seconds);
-    if (result.error.empty()) result.error = per[t].error;
+    if (!per[t].error.empty() && (result.error.empty() || per[t].failed_at < first_failure)) {
+      result.error = per[t].error;
+      first_failure = per[t].failed_at;
+    }
     for (size_t i = 0; i < per[t].stats.size(); ++i) {
       ExchangeStats& s = result.exchanges[i].stats;
       s.rows_sent += per[t].stats[i].rows_sent;

@@ -22,6 +22,8 @@
 namespace {
 
 using sluice::testing::bin;
+using sluice::testing::json_field;
+using sluice::testing::json_number;
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
 
@@ -30,18 +32,6 @@ ProcessResult run_join(int ranks, std::vector<std::string> args,
                        std::vector<std::string> launcher = {}) {
   return run_process(sluice::testing::job_argv(ranks, 120, program, args, launcher), {},
                      std::chrono::seconds(150));
-}
-
-// A field of the JSON line rank 0 printed ("" if absent).
-std::string field(const std::string& output, const std::string& name) {
-  std::smatch m;
-  const std::regex number("\"" + name + "\":(\"([^\"]*)\"|([-0-9.e+]+))");
-  if (!std::regex_search(output, m, number)) return "";
-  return m[2].matched ? m[2].str() : m[3].str();
-}
-uint64_t number(const std::string& output, const std::string& name) {
-  const std::string v = field(output, name);
-  return v.empty() ? ~uint64_t{0} : std::stoull(v);
 }
 
 struct Case {
@@ -68,15 +58,16 @@ void check(const Case& c, const std::string& algorithm, int ranks, int threads,
   const ProcessResult r = run_join(ranks, args);
   SCOPED_TRACE(c.name + std::string(" / ") + algorithm);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(field(r.output, "verify"), "OK") << r.output;
+  EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "verify: OK"), 1) << r.output;
   if (c.expect_matches >= 0) {
-    EXPECT_EQ(number(r.output, "matches"), static_cast<uint64_t>(c.expect_matches)) << r.output;
+    EXPECT_EQ(json_number(r.output, "matches"), static_cast<uint64_t>(c.expect_matches))
+        << r.output;
   }
   const uint64_t small = std::min(c.r, c.s);
   const uint64_t moved = algorithm == "radix" ? (c.r + c.s) * width : small * ranks * width;
-  EXPECT_EQ(number(r.output, "bytes_moved"), moved) << "every tuple must arrive exactly once\n"
-                                                    << r.output;
+  EXPECT_EQ(json_number(r.output, "bytes_moved"), moved) << "every tuple must arrive exactly once\n"
+                                                         << r.output;
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
@@ -148,15 +139,15 @@ TEST(JoinFilesTest, LoadsPerRankBinaryAndCsvFiles) {
       run_join(3, {"--verify", "--json", "--r-file", d + "/r.{rank}.csv", "--s-file",
                    d + "/s.{rank}.bin", "--algorithm", "replicate", "--threads", "2"});
   ASSERT_EQ(load.exit_code, 0) << load.output;
-  EXPECT_EQ(field(load.output, "verify"), "OK") << load.output;
-  EXPECT_EQ(field(load.output, "checksum"), field(gen.output, "checksum"))
+  EXPECT_EQ(json_field(load.output, "verify"), "OK") << load.output;
+  EXPECT_EQ(json_field(load.output, "checksum"), json_field(gen.output, "checksum"))
       << gen.output << load.output;
-  EXPECT_EQ(field(load.output, "matches"), field(gen.output, "matches"));
+  EXPECT_EQ(json_field(load.output, "matches"), json_field(gen.output, "matches"));
   // One file read by every rank, each taking its share of the rows.
   const ProcessResult shared =
       run_join(2, {"--verify", "--json", "--r-file", d + "/r.1.csv", "--s-file", d + "/s.2.bin"});
   ASSERT_EQ(shared.exit_code, 0) << shared.output;
-  EXPECT_EQ(field(shared.output, "verify"), "OK") << shared.output;
+  EXPECT_EQ(json_field(shared.output, "verify"), "OK") << shared.output;
   std::filesystem::remove_all(d);
 }
 
@@ -180,7 +171,7 @@ TEST(JoinBaselineTest, SingleThreadBaselineComputesTheSameResult) {
                                             "50000", "--s", "80000", "--dist", "zipf"});
   ASSERT_EQ(single.exit_code, 0) << single.output;
   EXPECT_NE(single.output.find("verify: OK"), std::string::npos) << single.output;
-  EXPECT_EQ(field(single.output, "checksum"), field(dist.output, "checksum"))
+  EXPECT_EQ(json_field(single.output, "checksum"), json_field(dist.output, "checksum"))
       << single.output << dist.output;
 }
 
@@ -198,8 +189,8 @@ TEST(JoinBaselineTest, MpiBaselineComputesTheSameResult) {
                   // LeakSanitizer would report as the baseline's failure.
                   {{"ASAN_OPTIONS", "detect_leaks=0"}}, std::chrono::seconds(120));
   ASSERT_EQ(mpi.exit_code, 0) << mpi.output;
-  EXPECT_EQ(field(mpi.output, "verify"), "OK") << mpi.output;
-  EXPECT_EQ(number(mpi.output, "matches"), 90000u) << mpi.output;
+  EXPECT_EQ(json_field(mpi.output, "verify"), "OK") << mpi.output;
+  EXPECT_EQ(json_number(mpi.output, "matches"), 90000u) << mpi.output;
 }
 
 // kill -9 of one rank in the middle of the join: the job fails, says which

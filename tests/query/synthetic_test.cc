@@ -17,6 +17,8 @@
 
 namespace {
 
+using sluice::testing::json_field;
+using sluice::testing::json_number;
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
 
@@ -25,14 +27,6 @@ ProcessResult run_query(int processes, std::vector<std::string> args,
                         std::vector<std::string> launcher = {}) {
   return run_process(sluice::testing::job_argv(processes, 90, program, args, launcher), {},
                      std::chrono::seconds(120));
-}
-
-// A field of the last JSON line rank 0 printed ("" if absent).
-std::string field(const std::string& output, const std::string& name) {
-  std::smatch m;
-  const std::regex re("\"" + name + "\":(\"([^\"]*)\"|([-0-9.e+]+))");
-  if (!std::regex_search(output, m, re)) return "";
-  return m[2].matched ? m[2].str() : m[3].str();
 }
 
 struct Case {
@@ -55,16 +49,17 @@ TEST_P(SyntheticTest, CountAndChecksumEqualTheSingleProcessComputation) {
                               "--rows", std::to_string(rows), "--exchange", c.exchange});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "verify: OK"), 1) << r.output;
-  EXPECT_EQ(field(r.output, "verify"), "OK") << r.output;
+  EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
   const uint64_t all = rows * c.processes;
-  EXPECT_EQ(field(r.output, "count"), std::to_string(all)) << r.output;
-  EXPECT_EQ(field(r.output, "count"), field(r.output, "reference_count")) << r.output;
-  EXPECT_EQ(field(r.output, "checksum"), field(r.output, "reference_checksum")) << r.output;
-  EXPECT_FALSE(field(r.output, "checksum").empty()) << r.output;
+  EXPECT_EQ(json_field(r.output, "count"), std::to_string(all)) << r.output;
+  EXPECT_EQ(json_field(r.output, "count"), json_field(r.output, "reference_count")) << r.output;
+  EXPECT_EQ(json_field(r.output, "checksum"), json_field(r.output, "reference_checksum"))
+      << r.output;
+  EXPECT_FALSE(json_field(r.output, "checksum").empty()) << r.output;
   // Every row crossed each of the two exchanges exactly once, 8 bytes a row.
-  EXPECT_EQ(field(r.output, "rows_exchanged"), std::to_string(2 * all)) << r.output;
-  EXPECT_EQ(field(r.output, "bytes_exchanged"), std::to_string(16 * all)) << r.output;
-  EXPECT_EQ(field(r.output, "exchange"), c.exchange) << r.output;
+  EXPECT_EQ(json_field(r.output, "rows_exchanged"), std::to_string(2 * all)) << r.output;
+  EXPECT_EQ(json_field(r.output, "bytes_exchanged"), std::to_string(16 * all)) << r.output;
+  EXPECT_EQ(json_field(r.output, "exchange"), c.exchange) << r.output;
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
@@ -103,9 +98,9 @@ TEST(SyntheticBackPressureTest, TinyRingsStillDeliverEveryRowOnce) {
   const ProcessResult r = run_query(4, {"synthetic", "--json", "--threads", "2", "--rows", "100000",
                                         "--ring-segments", "2", "--batch-bytes", "512"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(field(r.output, "verify"), "OK") << r.output;
-  EXPECT_EQ(field(r.output, "count"), "400000") << r.output;
-  EXPECT_EQ(field(r.output, "rows_exchanged"), "800000") << r.output;
+  EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
+  EXPECT_EQ(json_field(r.output, "count"), "400000") << r.output;
+  EXPECT_EQ(json_field(r.output, "rows_exchanged"), "800000") << r.output;
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 

@@ -28,6 +28,8 @@
 
 namespace {
 
+using sluice::testing::json_field;
+using sluice::testing::json_number;
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
 
@@ -38,24 +40,10 @@ ProcessResult run_stream(int ranks, std::vector<std::string> args,
                      std::chrono::seconds(120));
 }
 
-// A field of the JSON line rank 0 printed ("" if absent).
-std::string field(const std::string& output, const std::string& name) {
-  std::smatch m;
-  const std::regex number("\"" + name + "\":(\"([^\"]*)\"|([-0-9.e+]+)|(\\{[^}]*\\}))");
-  if (!std::regex_search(output, m, number)) return "";
-  if (m[2].matched) return m[2].str();
-  if (m[3].matched) return m[3].str();
-  return m[4].str();
-}
-uint64_t number(const std::string& output, const std::string& name) {
-  const std::string v = field(output, name);
-  return v.empty() ? ~uint64_t{0} : std::stoull(v);
-}
-
 // The "late" object of the JSON line as window start -> count.
 std::map<int64_t, uint64_t> late_of(const std::string& output) {
   std::map<int64_t, uint64_t> late;
-  const std::string obj = field(output, "late");
+  const std::string obj = json_field(output, "late");
   const std::regex entry("\"(-?[0-9]+)\":([0-9]+)");
   for (auto it = std::sregex_iterator(obj.begin(), obj.end(), entry); it != std::sregex_iterator();
        ++it) {
@@ -86,18 +74,18 @@ void check(const Case& c, const std::string& strategy) {
     SCOPED_TRACE(std::string(c.name) + " / " + strategy + " / " + std::to_string(s.ranks) + "x" +
                  std::to_string(s.threads));
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_EQ(field(r.output, "verify"), "OK") << r.output;
+    EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
     EXPECT_EQ(sluice::testing::count_lines_with(r.output, "verify: OK"), 1) << r.output;
     const std::string records = *(std::find(c.args.begin(), c.args.end(), "--records") + 1);
-    EXPECT_EQ(number(r.output, "records"), std::stoull(records))
+    EXPECT_EQ(json_number(r.output, "records"), std::stoull(records))
         << "every record must be ingested once\n"
         << r.output;
-    EXPECT_GT(number(r.output, "rows"), 0u) << r.output;
+    EXPECT_GT(json_number(r.output, "rows"), 0u) << r.output;
     if (c.expect_late) {
-      EXPECT_GT(number(r.output, "late_total"), 0u) << "this input must have late records\n"
-                                                    << r.output;
+      EXPECT_GT(json_number(r.output, "late_total"), 0u) << "this input must have late records\n"
+                                                         << r.output;
     } else {
-      EXPECT_EQ(number(r.output, "late_total"), 0u) << r.output;
+      EXPECT_EQ(json_number(r.output, "late_total"), 0u) << r.output;
     }
     EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
   }
@@ -258,7 +246,7 @@ void check_against_duckdb(const std::string& query, const std::string& strategy,
   }
   EXPECT_EQ(differ, 0u);
   EXPECT_EQ(late_of(r.output), expected_late) << r.output;
-  EXPECT_EQ(number(r.output, "rows"), expected.size());
+  EXPECT_EQ(json_number(r.output, "rows"), expected.size());
   std::filesystem::remove_all(dir);
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include <regex>
 #include <sstream>
 
 namespace sluice::testing {
@@ -42,6 +43,20 @@ int count_lines_with(const std::string& text, const std::string& needle) {
   int n = 0;
   for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
   return n;
+}
+
+std::string json_field(const std::string& output, const std::string& name) {
+  std::smatch m;
+  const std::regex re("\"" + name + "\":(\"([^\"]*)\"|([-0-9.e+]+)|(\\{[^}]*\\}))");
+  if (!std::regex_search(output, m, re)) return "";
+  if (m[2].matched) return m[2].str();
+  if (m[3].matched) return m[3].str();
+  return m[4].str();
+}
+
+uint64_t json_number(const std::string& output, const std::string& name) {
+  const std::string v = json_field(output, name);
+  return v.empty() ? ~uint64_t{0} : std::stoull(v);
 }
 
 }  // namespace sluice::testing

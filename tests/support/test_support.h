@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,6 +29,13 @@ std::vector<std::string> job_argv(int ranks, int timeout_s, const std::string& p
 using proc::ProcessResult;
 using proc::run_process;
 using proc::stacks_of_group;
+
+// A field of the (first) JSON object a job printed, as text: a string's
+// contents, a number, or a flat object's braces and all; "" if absent. For
+// the apps' `--json` lines, without parsing the launcher's other output.
+std::string json_field(const std::string& output, const std::string& name);
+// json_field as an unsigned number; all ones if absent.
+uint64_t json_number(const std::string& output, const std::string& name);
 
 // Names of /dev/shm entries containing "sluice".
 std::vector<std::string> sluice_shm_entries();
