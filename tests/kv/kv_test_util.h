@@ -11,6 +11,21 @@
 
 namespace kv {
 
+// A simulated cluster of `replicas` and `clients` (each doing `ops`
+// operations on one key) under `protocol`, seeded by `seed`.
+inline ClusterOptions sim_options(Protocol protocol, uint32_t replicas, uint32_t clients,
+                                  uint32_t ops, uint64_t seed) {
+  ClusterOptions o;
+  o.protocol = protocol;
+  o.replicas = replicas;
+  o.clients = clients;
+  o.ops_per_client = ops;
+  o.keys = 1;
+  o.seed = seed;
+  o.sim.seed = seed;
+  return o;
+}
+
 // Quiescence first, then: identical applied logs and digests on every live
 // replica, every completed op exactly once in the log with the result a
 // sequential replay gives, real-time order kept; and on short single-key

@@ -14,15 +14,7 @@ namespace kv {
 namespace {
 
 ClusterOptions multipaxos(uint32_t replicas, uint32_t clients, uint32_t ops, uint64_t seed = 1) {
-  ClusterOptions o;
-  o.protocol = Protocol::kMultiPaxos;
-  o.replicas = replicas;
-  o.clients = clients;
-  o.ops_per_client = ops;
-  o.keys = 1;
-  o.seed = seed;
-  o.sim.seed = seed;
-  return o;
+  return sim_options(Protocol::kMultiPaxos, replicas, clients, ops, seed);
 }
 
 TEST(MultiPaxosTest, OneOpCommitsOnAMajorityAndIsAppliedEverywhere) {

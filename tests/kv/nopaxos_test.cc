@@ -17,15 +17,7 @@ namespace kv {
 namespace {
 
 ClusterOptions nopaxos(uint32_t replicas, uint32_t clients, uint32_t ops, uint64_t seed = 1) {
-  ClusterOptions o;
-  o.protocol = Protocol::kNoPaxos;
-  o.replicas = replicas;
-  o.clients = clients;
-  o.ops_per_client = ops;
-  o.keys = 1;
-  o.seed = seed;
-  o.sim.seed = seed;
-  return o;
+  return sim_options(Protocol::kNoPaxos, replicas, clients, ops, seed);
 }
 
 // Drops the listed ordered multicast messages (counted per destination,
