@@ -2,6 +2,10 @@
 BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure --timeout 600
+# Tests run side by side, one per core up to 4: most of a system test's time
+# is spent waiting (process start, connection set-up, peer timeouts), and no
+# test asserts a timing. CTEST_JOBS=1 runs them one at a time.
+CTEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 
 .PHONY: all deps configure build demo demo-shuffle test test-slow asan tsan fuzz perf bench plot install clean
 
@@ -34,7 +38,7 @@ demo-shuffle: configure
 
 # Every test but the long soaks (label `slow`) and the fuzzers (label `fuzz`).
 test: build
-	cd build && ctest $(CTEST_FLAGS) -LE 'slow|fuzz'
+	cd build && ctest $(CTEST_FLAGS) -j$(CTEST_JOBS) -LE 'slow|fuzz'
 
 test-slow: build
 	cd build && ctest $(CTEST_FLAGS) -L slow

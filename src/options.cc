@@ -45,6 +45,7 @@ const std::set<std::string>& known_variables() {
       "SLUICE_TEST_OFI_CLOSE_DELAY_MS",
       "SLUICE_TEST_OFI_IMPERSONATE",
       "SLUICE_TEST_OFI_NO_WAIT_FD",
+      "SLUICE_TEST_OFI_CLOSE_NO_FLUSH",
   };
   return names;
 }

@@ -47,6 +47,15 @@
 // Deadlines and peer failure are honoured as in the blocking calls: a parked
 // worker looks at its peers' liveness at least every 50 ms.
 //
+// Background progress: over ofi, what a source handed to the provider
+// (close()'s END above all) may move only while its endpoint is driven.
+// A worker that pushed or closed an ofi source keeps driving it in poll()
+// and wakes for it when parked, until its last transfers completed and its
+// targets confirmed the end, or the source is destroyed; run() and done()
+// wait for the last transfers of the sources closed through it, so that a
+// thread may go on to a barrier (or anything that does not drive the
+// worker) right after run() without holding back what its peers wait for.
+//
 // Giving up: a thread that stops driving its worker (after a failure, say)
 // should destroy it, and abort() its sources, before it waits on anything
 // else: until then its peers may wait for it to consume.
@@ -158,7 +167,9 @@ class Worker {
   // found nothing). Resets on work; otherwise spins, yields, then parks
   // until an input may have data or a park slice passes.
   void idle(size_t work);
-  // Polls and idles until every input has ended. Returns kEndOfFlow then;
+  // Polls and idles until every input has ended, and every ofi source
+  // closed through this worker has handed its last segments over (see
+  // Background progress above). Returns kEndOfFlow then;
   // or, at once, the first failure of an input (kPeerLost, ...: reported()
   // says which, error(id) why; the others go on if run() is called again), kGap from an ordered
   // input without an on_gap handler (gap(reported()) is the missing number; call run() again to go
@@ -167,8 +178,10 @@ class Worker {
   // The input whose failure or gap run() returned last.
   InputId reported() const { return reported_; }
 
-  // True once every input has ended (kEndOfFlow or a failure).
-  bool done() const { return active_ == 0; }
+  // True once every input has ended (kEndOfFlow or a failure) and no ofi
+  // source closed through this worker is still handing its last segments
+  // over.
+  bool done() const;
   size_t num_inputs() const { return inputs_.size(); }
   // kOk while input `id` is open; kEndOfFlow or the failure that ended it.
   Status status(InputId id) const { return inputs_[id]->status; }
@@ -186,13 +199,19 @@ class Worker {
   template <class S, class R>
   [[nodiscard]] Status push(S& s, const R& r, Deadline deadline = kForever) {
     Status st = s.try_push(r);
-    if (st != Status::kWouldBlock) [[likely]] return st;
+    if (st != Status::kWouldBlock) [[likely]] {
+      note(s.core_.get());
+      return st;
+    }
     return wait_for(s.core_.get(), deadline, [&] { return s.try_push(r); }, [&] { return s.push(r, deadline); });
   }
   template <class S, class R>
   [[nodiscard]] Status push_to(S& s, uint32_t target, const R& r, Deadline deadline = kForever) {
     Status st = s.try_push_to(target, r);
-    if (st != Status::kWouldBlock) [[likely]] return st;
+    if (st != Status::kWouldBlock) [[likely]] {
+      note(s.core_.get());
+      return st;
+    }
     return wait_for(s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
                     [&] { return s.push_to(target, r, deadline); });
   }
@@ -201,7 +220,10 @@ class Worker {
   template <class T>
   [[nodiscard]] Status push(CombinerSource<T>& s, const T& r, Deadline deadline = kForever) {
     Status st = s.try_push(r);
-    if (st != Status::kWouldBlock) [[likely]] return st;
+    if (st != Status::kWouldBlock) [[likely]] {
+      note(s.core_->flow_source());
+      return st;
+    }
     return wait_for(s.core_->flow_source(), deadline, [&] { return s.try_push(r); },
                     [&] { return s.push(r, deadline); });
   }
@@ -239,6 +261,7 @@ class Worker {
   // deadline, `last` (the blocking call with that deadline) gives the answer.
   template <class Attempt, class Last>
   Status wait_for(detail::SourceCore* core, Deadline deadline, Attempt&& attempt, Last&& last) {
+    drive(core);
     waiting_.push_back(core);
     struct Pop {
       std::vector<detail::SourceCore*>* v;
@@ -256,6 +279,15 @@ class Worker {
       if (back_off(round, deadline)) round = 0;
     }
   }
+  // From now on, poll() drives `core` in the background, and park() wakes
+  // for its completions, until nothing of it is left to move (ofi sources
+  // only; see SourceCore::drive).
+  void drive(detail::SourceCore* core);
+  // drive(core) unless done already: one test per push on the fast path.
+  void note(detail::SourceCore* core) {
+    if (core->drivable_ && core->driver_ != driven_.get()) [[unlikely]]
+      drive(core);
+  }
   // One idle round: spin, yield or park, by how many came before it.
   // True if it did work (a park's last look delivered batches).
   bool back_off(uint32_t round, Deadline deadline);
@@ -266,6 +298,7 @@ class Worker {
   std::vector<std::unique_ptr<detail::WorkerInput>> inputs_;
   std::vector<detail::SourceCore*> waiting_;  // sources whose push/close waits (handlers nest)
   std::unique_ptr<detail::WaitSet> set_;
+  std::unique_ptr<detail::DrivenSources> driven_;
   size_t active_ = 0;
   uint32_t rounds_ = 0;   // idle() rounds without work
   int64_t problem_ = -1;  // an input whose failure or gap run() has yet to report

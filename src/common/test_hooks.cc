@@ -40,6 +40,10 @@ bool ofi_no_wait_fd() {
   static const bool on = number("SLUICE_TEST_OFI_NO_WAIT_FD") != 0;
   return on;
 }
+bool ofi_close_no_flush() {
+  static const bool on = number("SLUICE_TEST_OFI_CLOSE_NO_FLUSH") != 0;
+  return on;
+}
 uint64_t ofi_impersonate(uint32_t rank) {
   const char* v = std::getenv("SLUICE_TEST_OFI_IMPERSONATE");
   if (v == nullptr) return 0;
@@ -56,6 +60,7 @@ bool ofi_unordered() { return false; }
 uint64_t ofi_close_delay_ms() { return 0; }
 uint64_t ofi_impersonate(uint32_t) { return 0; }
 bool ofi_no_wait_fd() { return false; }
+bool ofi_close_no_flush() { return false; }
 #endif
 
 }  // namespace sluice::detail::test_hooks

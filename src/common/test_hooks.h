@@ -36,5 +36,10 @@ uint64_t ofi_impersonate(uint32_t rank);
 // a provider without FI_WAIT_FD, so a Worker on several of them sleeps in
 // slices instead of one poll(2).
 bool ofi_no_wait_fd();
+// SLUICE_TEST_OFI_CLOSE_NO_FLUSH=1: an ofi source's close() hands its last
+// segments to the provider and returns without driving the endpoint (no
+// brief drain), as a thread descheduled right there would: what moves them
+// then is whoever reads the completion queue next.
+bool ofi_close_no_flush();
 
 }  // namespace sluice::detail::test_hooks

@@ -73,6 +73,15 @@ class FlowSource : public SourceCore, protected FailureState {
   void disarm() override;
   void wait_alone(std::chrono::milliseconds timeout) override;
 
+  // Over ofi, a Worker drives the endpoint between calls: until the source
+  // failed, or closed with every transfer complete and every live target's
+  // confirmation of the END in.
+  bool drive() override;
+  bool delivering() const override {
+    return ofi_ != nullptr && closed_ && failed_ == Status::kOk && transfers_busy();
+  }
+  void arm_driven(WaitSet& set) override;
+
  protected:
   // Every lane starts as its target's own (lane_of_[t] == t); a kind may
   // share lanes among targets in its constructor.
@@ -272,6 +281,11 @@ class FlowSource : public SourceCore, protected FailureState {
 
   // Waits until every ofi transfer has completed.
   Status drain(Deadline deadline);
+  // True while an ofi segment transfer has not completed.
+  bool transfers_busy() const;
+  // True once every live remote target has confirmed our END (or ended
+  // before it).
+  bool all_confirmed() const;
 
   std::vector<Lane> lane_store_;  // SourceCore::lanes_
   // Test hooks (common/test_hooks.h): 0 in the installed library.

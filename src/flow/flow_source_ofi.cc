@@ -285,17 +285,38 @@ Status FlowSource::await_confirmations(Deadline deadline) {
   }
 }
 
+bool FlowSource::transfers_busy() const {
+  for (const Op& op : ops_) {
+    if (op.busy) return true;
+  }
+  return false;
+}
+
+bool FlowSource::all_confirmed() const {
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (rings_[t].remote && live(t) && !target_aborted_[t] && !end_confirmed_[t]) return false;
+  }
+  return true;
+}
+
+bool FlowSource::drive() {
+  if (ofi_ == nullptr || failed_ != Status::kOk || aborted_) return false;
+  // A failure found here is kept (failed_): the next call on the source,
+  // or its destructor, reports it.
+  if (progress() != Status::kOk) return false;
+  if (!closed_) return true;
+  return transfers_busy() || !all_confirmed();
+}
+
+void FlowSource::arm_driven(WaitSet& set) {
+  if (ofi_ != nullptr && failed_ == Status::kOk) set.add_ofi(this, ofi_->ep.get());
+}
+
 // Waits until every ofi transfer has completed.
 Status FlowSource::drain(Deadline deadline) {
-  auto busy = [&] {
-    for (const Op& op : ops_) {
-      if (op.busy) return true;
-    }
-    return false;
-  };
-  while (busy()) {
+  while (transfers_busy()) {
     if (Status s = progress(); s != Status::kOk) return s;
-    if (!busy()) break;
+    if (!transfers_busy()) break;
     if (Clock::now() >= deadline) {
       return fail(Status::kTimeout,
                   ctx_->endpoint_name(true, index_) +

@@ -1,4 +1,5 @@
-// WaitSet::sleep: one system call for whatever a parked Worker waits on.
+// WaitSet::sleep: one system call for whatever a parked Worker waits on;
+// DrivenSources: the ofi sources a Worker drives in the background.
 #include "flow/wait_set.h"
 
 #include <poll.h>
@@ -6,6 +7,7 @@
 
 #include <algorithm>
 
+#include "common/check.h"
 #include "transport/ofi/ofi.h"
 
 namespace sluice::detail {
@@ -39,6 +41,46 @@ void WaitSet::sleep(std::chrono::nanoseconds timeout, std::chrono::milliseconds 
   }
   timespec ts{0, static_cast<long>(slice.count())};
   ::nanosleep(&ts, nullptr);
+}
+
+SourceCore::~SourceCore() {
+  if (driver_ != nullptr) driver_->remove(this);
+}
+
+DrivenSources::~DrivenSources() {
+  for (SourceCore* s : sources) s->driver_ = nullptr;
+}
+
+void DrivenSources::add(SourceCore* s) {
+  if (s->driver_ == this || !s->drivable_) return;
+  if (s->driver_ != nullptr) s->driver_->remove(s);
+  sources.push_back(s);
+  s->driver_ = this;
+}
+
+void DrivenSources::remove(SourceCore* s) {
+  SLUICE_CHECK(s->driver_ == this);
+  auto it = std::find(sources.begin(), sources.end(), s);
+  SLUICE_CHECK(it != sources.end());
+  *it = sources.back();
+  sources.pop_back();
+  s->driver_ = nullptr;
+}
+
+void DrivenSources::drive() {
+  for (size_t i = 0; i < sources.size();) {
+    SourceCore* s = sources[i];
+    if (s->drive()) {
+      ++i;
+    } else {
+      remove(s);  // moves the last one here: look at index i again
+    }
+  }
+}
+
+bool DrivenSources::delivering() const {
+  return std::any_of(sources.begin(), sources.end(),
+                     [](const SourceCore* s) { return s->delivering(); });
 }
 
 }  // namespace sluice::detail

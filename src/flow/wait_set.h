@@ -57,4 +57,28 @@ struct WaitSet {
   void sleep(std::chrono::nanoseconds timeout, std::chrono::milliseconds mixed_slice);
 };
 
+// The ofi sources a Worker drives between the calls that name them
+// (SourceCore::drive). A source on the list points back at it, so that
+// whichever of the two goes first takes itself off: a destroyed source
+// leaves the list, a destroyed list clears its sources' pointers. Held by
+// the Worker through a pointer, so that moving the Worker moves nothing
+// the sources point at.
+struct DrivenSources {
+  std::vector<SourceCore*> sources;
+
+  DrivenSources() = default;
+  DrivenSources(const DrivenSources&) = delete;
+  DrivenSources& operator=(const DrivenSources&) = delete;
+  ~DrivenSources();
+
+  // Puts `s` on this list (taking it off another Worker's), if it is a
+  // source that may need driving.
+  void add(SourceCore* s);
+  void remove(SourceCore* s);
+  // Drives every source once; those with nothing left leave the list.
+  void drive();
+  // True while a closed source's last transfers have not completed.
+  bool delivering() const;
+};
+
 }  // namespace sluice::detail

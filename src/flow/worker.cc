@@ -4,6 +4,8 @@
 
 #include <sched.h>
 
+#include <algorithm>
+
 #include "common/futex.h"
 #include "flow/parking.h"
 #include "flow/wait_set.h"
@@ -20,7 +22,10 @@ using detail::until;
 
 }  // namespace
 
-Worker::Worker(IdleStrategy idle) : idle_(idle), set_(std::make_unique<detail::WaitSet>()) {}
+Worker::Worker(IdleStrategy idle)
+    : idle_(idle),
+      set_(std::make_unique<detail::WaitSet>()),
+      driven_(std::make_unique<detail::DrivenSources>()) {}
 Worker::~Worker() = default;
 Worker::Worker(Worker&&) noexcept = default;
 Worker& Worker::operator=(Worker&&) noexcept = default;
@@ -36,7 +41,13 @@ Worker::InputId Worker::add_input(detail::TargetCore* core,
   return static_cast<InputId>(inputs_.size() - 1);
 }
 
+void Worker::drive(detail::SourceCore* core) { driven_->add(core); }
+
 size_t Worker::poll(size_t limit) {
+  // Sources first: what they finish sending may be what a peer needs before
+  // it sends what the inputs wait for.
+  if (!driven_->sources.empty()) [[unlikely]]
+    driven_->drive();
   size_t work = 0;
   for (size_t i = 0; i < inputs_.size() && work < limit; ++i) {
     detail::WorkerInput& in = *inputs_[i];
@@ -79,6 +90,8 @@ size_t Worker::poll(size_t limit) {
   return work;
 }
 
+bool Worker::done() const { return active_ == 0 && !driven_->delivering(); }
+
 void Worker::idle(size_t work) {
   if (work != 0) {
     rounds_ = 0;
@@ -108,6 +121,11 @@ bool Worker::park(Deadline deadline) {
     if (!in->ended && !in->busy) ready |= !in->core->arm(*set_);
   }
   for (detail::SourceCore* s : waiting_) ready |= !s->arm(*set_);
+  for (detail::SourceCore* s : driven_->sources) {
+    // Only its completion queue: a source driven in the background has no
+    // credit to wait for (one whose push or close waits is armed above).
+    if (std::find(waiting_.begin(), waiting_.end(), s) == waiting_.end()) s->arm_driven(*set_);
+  }
   if (!ready) {
     // Announced: whatever a peer publishes from now on wakes us. What it
     // published before is found by this last look.
@@ -136,7 +154,7 @@ Status Worker::run(Deadline deadline) {
       if (s == Status::kGap) inputs_[i]->status = Status::kOk;  // it goes on after the gap
       return s;
     }
-    if (active_ == 0) return Status::kEndOfFlow;
+    if (active_ == 0 && !driven_->delivering()) return Status::kEndOfFlow;
     if (poll() != 0) {
       round = 0;
       continue;

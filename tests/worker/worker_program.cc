@@ -86,16 +86,22 @@ struct Args {
   uint32_t bursts = 5;
   uint32_t idle_ms = 1000;
   double max_idle_cpu = 5.0;
+  uint32_t segment_bytes = 256;  // flows a and b
+  uint32_t ring_segments = 2;
 };
 
 Args parse(int argc, char** argv) {
   Args a;
-  sluice::testing::JobArgs(argc, argv, "[--records N] [--burst-records N] [--bursts N] [--idle-ms M] [--max-idle-cpu P]")
+  sluice::testing::JobArgs(argc, argv,
+                           "[--records N] [--burst-records N] [--bursts N] [--idle-ms M] "
+                           "[--max-idle-cpu P] [--segment-bytes B] [--ring-segments S]")
       .value("--records", &a.records)
       .value("--burst-records", &a.burst_records)
       .value("--bursts", &a.bursts)
       .value("--idle-ms", &a.idle_ms)
       .value("--max-idle-cpu", &a.max_idle_cpu)
+      .value("--segment-bytes", &a.segment_bytes)
+      .value("--ring-segments", &a.ring_segments)
       .parse();
   return a;
 }
@@ -108,20 +114,22 @@ int main(int argc, char** argv) {
   const uint32_t rank = cluster.rank();
   const uint32_t world = cluster.world_size();
 
-  // Tiny rings: two 256-byte segments (16 records each) per pair.
-  auto small = [&](const char* name, std::vector<sluice::Endpoint> sources) {
+  // Tiny rings by default: two 256-byte segments (16 records each) per
+  // pair. Large segments instead make close()'s last transfers outlast it.
+  auto small = [&](const char* name, std::vector<sluice::Endpoint> sources, uint32_t bytes,
+                   uint32_t segments) {
     return sluice::shuffle<Rec>(name)
         .sources(std::move(sources))
         .targets(cluster.all_ranks())
         .key(&Rec::key)
-        .segment_bytes(256)
-        .ring_segments(2);
+        .segment_bytes(bytes)
+        .ring_segments(segments);
   };
-  auto a = small("a", cluster.all_ranks());
-  auto b = small("b", cluster.all_ranks());
+  auto a = small("a", cluster.all_ranks(), args.segment_bytes, args.ring_segments);
+  auto b = small("b", cluster.all_ranks(), args.segment_bytes, args.ring_segments);
   std::vector<sluice::Endpoint> feeders;
   for (uint32_t r = 0; r < world; ++r) feeders.push_back({r, 1});
-  auto c = small("c", feeders);
+  auto c = small("c", feeders, 256, 2);
   auto flow_a = cluster.declare(a);
   auto flow_b = cluster.declare(b);
   auto flow_c = cluster.declare(c);

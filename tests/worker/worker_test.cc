@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "support/test_support.h"
@@ -17,8 +18,9 @@ namespace {
 using testing::bin;
 using testing::run_process;
 
-testing::ProcessResult run_job(std::vector<std::string> program_args) {
-  return run_process(testing::job_argv(3, 150, "sluice-worker-test-program", program_args), {},
+testing::ProcessResult run_job(std::vector<std::string> program_args,
+                               const std::map<std::string, std::string>& env = {}) {
+  return run_process(testing::job_argv(3, 150, "sluice-worker-test-program", program_args), env,
                      std::chrono::seconds(180));
 }
 
@@ -46,6 +48,31 @@ TEST(WorkerSystemTest, ThreeInputsTwoOutputsPerThreadExactlyOnceAndParksWhenIdle
   EXPECT_EQ(testing::count_lines_with(r.output, "of a CPU"), 3) << r.output;
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
   std::printf("%s", r.output.c_str());
+}
+
+// Background progress (worker.h): close() through the worker returns
+// without driving the endpoint (SLUICE_TEST_OFI_CLOSE_NO_FLUSH=1, as a thread
+// descheduled right after handing the END over would), and 1 MiB segments
+// make the last ones outlast it; each rank then runs its worker to the end
+// of its inputs and goes straight to an allgather, holding its sources.
+// Over the ofi message path the last segments move only while someone
+// reads the source's completion queue: before the worker drove the sources
+// closed through it, and waited in run() until their last transfers
+// completed, every run of this job hung (4 of 4) with some target waiting
+// for an END that never left. Over shm and ofi RMA it checks the same
+// exactly-once delivery with large segments.
+TEST(WorkerSystemTest, SourcesClosedThroughTheWorkerFinishDeliveringBeforeRunReturns) {
+  for (int run = 0; run < 2; ++run) {
+    const testing::ProcessResult r =
+        run_job({"--records", "200000", "--segment-bytes", "1048576", "--ring-segments", "2",
+                 "--idle-ms", "200", "--max-idle-cpu", "100"},
+                {{"SLUICE_TEST_OFI_CLOSE_NO_FLUSH", "1"}});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+    EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED 1200750 records"), 1) << r.output;
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
 }  // namespace

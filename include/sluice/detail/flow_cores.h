@@ -68,8 +68,10 @@ inline constexpr size_t record_stride(size_t n) {
   return (kRecordHeaderBytes + n + 7) & ~size_t{7};
 }
 
-// What a parked Worker (worker.h) waits on; defined in src/flow/wait_set.h.
+// What a parked Worker (worker.h) waits on, and the sources it drives
+// between the calls that name them; defined in src/flow/wait_set.h.
 struct WaitSet;
+struct DrivenSources;
 
 // An endpoint a Worker can park on together with others. arm() adds what
 // wakes it to `set` (shm: a futex word, announcing to the peer that this
@@ -90,7 +92,8 @@ class Waitable {
 // src/flow (one subclass per transport).
 class SourceCore : public Waitable {
  public:
-  ~SourceCore() override = default;
+  // Leaves the Worker that drives it, if any.
+  ~SourceCore() override;
 
   // Makes lanes[target] hold at least `bytes` of free space: publishes the
   // current segment and claims the next one, waiting for credit unless
@@ -112,6 +115,21 @@ class SourceCore : public Waitable {
   virtual const std::string& error() const = 0;
   // After kPeerLost: the peer it is about, if one is known.
   virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
+
+  // Driving in the background (worker.h): over ofi, what a source posted
+  // (the END that close() handed over, a transfer the provider has not
+  // finished) may move only while someone reads the endpoint's completion
+  // queue, and the thread that pushed and closed may sit in Worker::run()
+  // long after, or leave it for a barrier. A Worker that pushed or closed
+  // this source calls drive() each poll, and parks on the queue too
+  // (arm_driven), until drive() returns false: nothing of it is left to
+  // move. While delivering() (closed, its last transfers not complete),
+  // the Worker's run() does not return kEndOfFlow.
+  virtual bool drive() { return false; }
+  virtual bool delivering() const { return false; }
+  virtual void arm_driven(WaitSet& /*set*/) {}
+  bool drivable_ = false;            // set by the transport: may need driving
+  DrivenSources* driver_ = nullptr;  // the Worker's list this source is on
 
   // The target index of a record: inline for the common cases (one target,
   // an 8- or 4-byte key), out of line for the rest.
