@@ -407,8 +407,8 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
   }
   // A descriptor: hex address, data path, key, base. Everything in it comes
   // from a peer, so it is checked before use.
-  auto fetch = [&](const std::string& key, uint32_t owner, ofi::Endpoint& ep, fi_addr_t* peer, uint64_t* mr_key,
-                   uint64_t* base) {
+  auto fetch = [&](const std::string& key, const std::string& path, uint32_t owner,
+                   ofi::Endpoint& ep, fi_addr_t* peer, uint64_t* mr_key, uint64_t* base) {
     const std::string desc = client->get(prefix + key, setup_deadline(), owner);
     std::istringstream in(desc);
     std::string hex, mode, addr;
@@ -426,6 +426,13 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     *peer = ep.insert(addr);
     *mr_key = k;
     *base = b;
+    // The path this pair of endpoints takes, once per pair (SLUICE_LOG=info).
+    if (log::level() >= log::Level::kInfo) {
+      const std::string host = client->peers().host(owner);
+      log::info("flow '", spec.name, "' ", path, " (rank ", owner,
+                host.empty() ? "" : " on " + host, "): ofi ", ep.provider_name(), ", ",
+                ep.rma() ? "RMA" : "messages", ", peer at ", ep.address_text(addr));
+    }
   };
   for (auto& [s, os] : fs.ofi_sources) {
     std::vector<OutRingRef>& outs = fs.remote_out[s];
@@ -436,8 +443,9 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
       r.remote = true;
       r.ring = layout::RingView(os->staging + t * rg.ring_stride, rg.ring_segments, rg.segment_stride);
       uint64_t base = 0;
-      fetch("t/" + std::to_string(t) + "/" + std::to_string(s), spec.targets[t].rank, *os->ep, &r.peer,
-            &r.ring_key, &base);
+      fetch("t/" + std::to_string(t) + "/" + std::to_string(s),
+            "source " + std::to_string(s) + " -> target " + std::to_string(t), spec.targets[t].rank,
+            *os->ep, &r.peer, &r.ring_key, &base);
       r.ring_addr = base;  // segment 0 of our ring: all the target registered for us
     }
   }
@@ -449,7 +457,9 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
       InRingRef& r = ins[s];
       r.remote = true;
       uint64_t base = 0;
-      fetch("s/" + std::to_string(s), spec.sources[s].rank, *ot->ep, &r.peer, &r.credit_key, &base);
+      fetch("s/" + std::to_string(s),
+            "target " + std::to_string(t) + " <- source " + std::to_string(s), spec.sources[s].rank,
+            *ot->ep, &r.peer, &r.credit_key, &base);
       r.credit_addr = base + t * sizeof(uint64_t);
     }
   }

@@ -7,10 +7,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -160,6 +162,56 @@ TEST(SluiceTopTest, TheLiveViewPrintsATableOfEveryProcess) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "sluice top:"), 2) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "rec/s"), 2) << r.output;
+}
+
+// SLUICE_LOG=info names the path of every pair of endpoints: over shm one
+// line per peer rank on this host; over ofi, per source and target, the
+// provider, data path and peer address. A fallback from the preferred
+// providers (verbs, efa) to another is a warning, once per process, at any
+// log level: it is asserted where the chosen provider shows it happened.
+TEST(SluiceLogInfoTest, NamesThePathOfEveryPairOfEndpointsAndWarnsOfAProviderFallback) {
+  constexpr int kRanks = 3;
+  const std::string hold = "/tmp/sluice-log-test-" + std::to_string(::getpid());
+  { std::ofstream touch(hold); }  // the job ends as soon as its flow has
+  const testing::ProcessResult job =
+      run_process(testing::job_argv(kRanks, 120, "sluice-test-top-job",
+                                    {"--records", "1000", "--hold-until", hold}),
+                  {{"SLUICE_LOG", "info"}}, std::chrono::seconds(150));
+  std::remove(hold.c_str());
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const char* transport = std::getenv("SLUICE_TRANSPORT");
+  if (transport != nullptr && std::string(transport) == "ofi") {
+    const std::regex out(
+        R"(flow 'ticks' source (\d) -> target (\d) \(rank \d on [^)]+\): ofi (\S+), (RMA|messages), peer at \S+)");
+    const std::regex in(
+        R"(flow 'ticks' target (\d) <- source (\d) \(rank \d on [^)]+\): ofi (\S+), (RMA|messages), peer at \S+)");
+    std::set<std::string> pairs_out, pairs_in;
+    std::string provider;
+    for (std::sregex_iterator it(job.output.begin(), job.output.end(), out), end; it != end; ++it) {
+      pairs_out.insert((*it)[1].str() + ">" + (*it)[2].str());
+      provider = (*it)[3];
+    }
+    for (std::sregex_iterator it(job.output.begin(), job.output.end(), in), end; it != end; ++it)
+      pairs_in.insert((*it)[2].str() + ">" + (*it)[1].str());
+    EXPECT_EQ(pairs_out.size(), static_cast<size_t>(kRanks * kRanks)) << job.output;
+    EXPECT_EQ(pairs_in, pairs_out) << job.output;
+    const size_t fell_back = testing::count_lines_with(job.output, "warn: ofi: fell back to");
+    if (std::getenv("SLUICE_OFI_PROVIDER") == nullptr &&
+        provider.find("verbs") == std::string::npos && provider != "efa") {
+      EXPECT_EQ(fell_back, static_cast<size_t>(kRanks)) << job.output;
+      EXPECT_EQ(testing::count_lines_with(job.output, "fell back to " + provider),
+                static_cast<size_t>(kRanks))
+          << job.output;
+    } else {
+      EXPECT_EQ(fell_back, 0u) << job.output;
+    }
+  } else {
+    // Every rank maps every other rank's rings.
+    EXPECT_EQ(testing::count_lines_with(job.output, "is on this host: shm"),
+              static_cast<size_t>(kRanks * (kRanks - 1)))
+        << job.output;
+    EXPECT_EQ(testing::count_lines_with(job.output, "fell back"), 0u) << job.output;
+  }
 }
 
 }  // namespace

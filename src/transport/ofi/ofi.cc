@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -172,6 +173,19 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   // A provider loaded by fi_getinfo may have brought its own handlers.
   restore_signal_dispositions();
   provider_ = info_->fabric_attr->prov_name;
+  if (cfg.provider.empty() && !tried.empty() && !candidates.empty() &&
+      libfabric_name(candidates.front()) != provider_) {
+    // Not the fabric an operator of an RDMA cluster expects: say so, once
+    // per process, with why the better ones were refused.
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      log::warn(
+          "ofi: fell back to ", provider_, " (", rma_ ? "RMA" : "messages only",
+          "): the providers preferred before it were not usable here (", tried,
+          "); SLUICE_OFI_PROVIDER=", provider_.find("tcp") != std::string::npos ? "tcp" : provider_,
+          " pins it and silences this");
+    }
+  }
   rx_cq_data_ = (info_->mode & FI_RX_CQ_DATA) != 0 || cfg.test_data_receives;
   cq_data_size_ = info_->domain_attr->cq_data_size;
 
@@ -280,6 +294,13 @@ std::string Endpoint::address() const {
   int rc = fi_getname(&ep_->fid, buf, &len);
   if (rc != 0) throw Error(ErrorCode::kResource, "libfabric fi_getname failed: " + fi_error_text(rc));
   return std::string(buf, len);
+}
+
+std::string Endpoint::address_text(const std::string& address) const {
+  char buf[128];
+  size_t len = sizeof(buf);
+  if (fi_av_straddr(av_, address.data(), buf, &len) == nullptr) return "?";
+  return std::string(buf, strnlen(buf, sizeof(buf)));
 }
 
 fi_addr_t Endpoint::insert(const std::string& address) {

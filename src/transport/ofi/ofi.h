@@ -117,6 +117,9 @@ class Endpoint {
   bool atomic() const { return atomic_; }
   // This endpoint's address, as bytes to publish through the registry.
   std::string address() const;
+  // A published address as text (fi_av_straddr: e.g.
+  // "fi_sockaddr_in://10.0.0.2:41234"), for logs; "?" if the provider cannot.
+  std::string address_text(const std::string& address) const;
   // Adds a peer's published address; returns its fi_addr_t.
   fi_addr_t insert(const std::string& address);
   // Removes a peer insert() added (its fi_addr_t may be reused). Returns
