@@ -367,6 +367,10 @@ bool decode(std::string_view payload, UndeclareMsg* m) {
   return r.done();
 }
 
+// The largest report fits in one frame, so a rank never has to split it.
+static_assert(6 + kMaxReportedEndpoints * (2 * (4 + kMaxCountersText) + 2 + 4 * 4 + 6 * 8) <=
+              kMaxPayload);
+
 std::string encode(const CountersMsg& m) {
   Writer w;
   w.u16(m.format);
