@@ -42,6 +42,27 @@ size_t utf8_length(std::string_view s, size_t i) {
   return n;
 }
 
+// `s` with every byte that does not start a valid UTF-8 sequence, and
+// every control character but tab and newline, replaced by U+FFFD:
+// Prometheus rejects a whole scrape over one invalid byte, and a carriage
+// return inside a line (which the format cannot escape) confuses readers.
+std::string clean_text(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = utf8_length(s, i);
+    if (n == 0 || (c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
 // Appends one family's sample lines; HELP and TYPE come from begin().
 class Exposition {
  public:
@@ -104,8 +125,7 @@ bool is_source(const EndpointCounters& e) { return e.role == 1; }
 std::string escape_label_value(std::string_view value) {
   std::string out;
   out.reserve(value.size());
-  for (size_t i = 0; i < value.size();) {
-    const char c = value[i];
+  for (const char c : clean_text(value)) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '"') {
@@ -113,18 +133,8 @@ std::string escape_label_value(std::string_view value) {
     } else if (c == '\n') {
       out += "\\n";
     } else {
-      const size_t n = utf8_length(value, i);
-      if (n == 0) {
-        // Prometheus rejects a scrape with invalid UTF-8: U+FFFD instead.
-        out += "\xEF\xBF\xBD";
-        ++i;
-        continue;
-      }
-      out.append(value.substr(i, n));
-      i += n;
-      continue;
+      out += c;
     }
-    ++i;
   }
   return out;
 }
@@ -144,10 +154,14 @@ bool JobMetrics::report(uint32_t rank, std::string_view payload, std::string* pr
   // endpoints that look alike (ranks of two jobs sharing a process), the
   // first (a live one comes before destroyed ones) wins, so that the
   // exposition never repeats a label set.
+  // Names are cleaned first, as the exposition will show them: two names
+  // that differ only in invalid bytes are one series there.
   std::set<std::tuple<std::string, uint8_t, uint32_t, uint32_t>> seen;
   std::vector<EndpointCounters> kept;
   kept.reserve(m.endpoints.size());
   for (EndpointCounters& e : m.endpoints) {
+    e.flow = clean_text(e.flow);
+    e.cause = clean_text(e.cause);
     if (seen.emplace(e.flow, e.role, e.rank, e.slot).second) kept.push_back(std::move(e));
   }
   std::sort(kept.begin(), kept.end(), [](const EndpointCounters& a, const EndpointCounters& b) {

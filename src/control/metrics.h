@@ -59,7 +59,9 @@ class JobMetrics {
 };
 
 // A label value escaped as the text format requires: \ as \\, " as \",
-// newline as \n. Everything else passes unchanged.
+// newline as \n; bytes that are not valid UTF-8, and control characters
+// other than tab and newline, become U+FFFD. Everything else passes
+// unchanged.
 std::string escape_label_value(std::string_view value);
 
 }  // namespace sluice::control
