@@ -69,6 +69,8 @@ std::string to_string(MsgType type) {
       return "ERASE";
     case MsgType::kUndeclare:
       return "UNDECLARE";
+    case MsgType::kCounters:
+      return "COUNTERS";
   }
   return log::cat("type ", static_cast<unsigned>(type));
 }
@@ -363,6 +365,90 @@ bool decode(std::string_view payload, UndeclareMsg* m) {
   Reader r(payload);
   r.str(&m->name) && r.u64(&m->timeout_ms);
   return r.done();
+}
+
+// The largest report fits in one frame, so a rank never has to split it.
+static_assert(6 + kMaxReportedEndpoints * (2 * (4 + kMaxCountersText) + 2 + 4 * 4 + 6 * 8) <=
+              kMaxPayload);
+
+std::string encode(const CountersMsg& m) {
+  Writer w;
+  w.u16(m.format);
+  w.u32(static_cast<uint32_t>(m.endpoints.size()));
+  for (const EndpointCounters& e : m.endpoints) {
+    // Cut to the limits the decoder enforces, so an encoded report always decodes.
+    w.str(std::string_view(e.flow).substr(0, kMaxCountersText));
+    w.u8(e.role);
+    w.u32(e.rank);
+    w.u32(e.slot);
+    w.u32(e.peers);
+    w.u32(e.record_size);
+    w.u8(e.state);
+    w.str(std::string_view(e.cause).substr(0, kMaxCountersText));
+    for (uint64_t v :
+         {e.opened_ns, e.segments, e.bytes, e.credit_waits, e.credit_wait_ns, e.parks}) {
+      w.u64(v);
+    }
+  }
+  return w.take();
+}
+
+bool decode(std::string_view payload, CountersMsg* m, std::string* problem) {
+  std::string ignored;
+  std::string& why = problem != nullptr ? *problem : ignored;
+  Reader r(payload);
+  uint32_t n = 0;
+  if (!r.u16(&m->format) || !r.u32(&n)) {
+    why = log::cat("a report of ", payload.size(), " bytes is too short for its header");
+    return false;
+  }
+  if (m->format != kCountersFormat) {
+    why = log::cat("report format ", m->format, ", this registry reads format ", kCountersFormat);
+    return false;
+  }
+  // The smallest entry: two empty strings, two u8, four u32, six u64.
+  constexpr size_t kMinEntry = 4 + 1 + 4 * 4 + 1 + 4 + 6 * 8;
+  if (n > kMaxReportedEndpoints || n > r.remaining() / kMinEntry) {
+    why = log::cat("it claims ", n, " endpoints (at most ", kMaxReportedEndpoints, ") in ",
+                   r.remaining(), " bytes");
+    return false;
+  }
+  m->endpoints.assign(n, EndpointCounters{});
+  for (uint32_t i = 0; i < n; ++i) {
+    EndpointCounters& e = m->endpoints[i];
+    if (!r.str(&e.flow) || e.flow.size() > kMaxCountersText) {
+      why = log::cat("endpoint ", i, " of ", n, ": its flow name is cut short or longer than ",
+                     kMaxCountersText, " bytes");
+      return false;
+    }
+    r.u8(&e.role) && r.u32(&e.rank) && r.u32(&e.slot) && r.u32(&e.peers) && r.u32(&e.record_size) &&
+        r.u8(&e.state) && r.str(&e.cause) && r.u64(&e.opened_ns) && r.u64(&e.segments) &&
+        r.u64(&e.bytes) && r.u64(&e.credit_waits) && r.u64(&e.credit_wait_ns) && r.u64(&e.parks);
+    if (!r.ok()) {
+      why = log::cat("endpoint ", i, " of ", n, " (flow '", e.flow, "') is cut short");
+      return false;
+    }
+    if (e.role != 1 && e.role != 2) {
+      why = log::cat("endpoint ", i, " of ", n, ": role ", unsigned{e.role},
+                     " is neither 1 (source) nor 2 (target)");
+      return false;
+    }
+    if (e.state < 1 || e.state > 5) {
+      why = log::cat("endpoint ", i, " of ", n, ": state ", unsigned{e.state},
+                     " is not one of 1 (open) .. 5 (aborted)");
+      return false;
+    }
+    if (e.cause.size() > kMaxCountersText) {
+      why = log::cat("endpoint ", i, " of ", n, ": its cause is longer than ", kMaxCountersText,
+                     " bytes");
+      return false;
+    }
+  }
+  if (!r.done()) {
+    why = log::cat(r.remaining(), " bytes follow the last of its ", n, " endpoints");
+    return false;
+  }
+  return true;
 }
 
 void FrameParser::append(const char* data, size_t n) {

@@ -50,6 +50,20 @@
 //   LEAVE     (empty), no reply; the registry then closes the connection
 //   PEER_EVENT (server -> client, request id 0)
 //             u32 rank, u8 state (PeerState), str reason, str host, u32 pid
+//   COUNTERS  (client -> server, request id 0, no reply; sent with every
+//             HEARTBEAT and once before LEAVE) the rank's flow endpoints'
+//             counters (flow/endpoint_counters.h), for the registry's
+//             Prometheus endpoint:
+//             u16 format (kCountersFormat), u32 n (<= kMaxReportedEndpoints),
+//             n x { str flow (<= 255 B), u8 role (1 source, 2 target),
+//             u32 rank, u32 slot, u32 peers, u32 record_size, u8 state (1 open,
+//             2 closing, 3 ended, 4 failed, 5 aborted), str cause (<= 255 B),
+//             u64 opened_ns, u64 segments, u64 bytes, u64 credit_waits,
+//             u64 credit_wait_ns, u64 parks }.
+//             The format has its own number so that the report can grow
+//             without a new protocol version. A report the registry cannot
+//             read is logged and counted, never fatal to the rank: telemetry
+//             must not fail a job.
 //
 // Decoders never read out of bounds, never throw and reject trailing bytes:
 // everything here may come from a hostile peer.
@@ -103,6 +117,7 @@ enum class MsgType : uint16_t {
   kPeerEvent = 12,
   kErase = 13,
   kUndeclare = 14,
+  kCounters = 15,
 };
 // "HELLO", "PEER_EVENT", ... or "type 99" for an unknown value.
 std::string to_string(MsgType type);
@@ -236,6 +251,26 @@ struct UndeclareMsg {
   uint64_t timeout_ms = 0;
 };
 
+// COUNTERS: one endpoint's counters, as flow/endpoint_counters.h keeps them.
+inline constexpr uint16_t kCountersFormat = 1;
+inline constexpr uint32_t kMaxReportedEndpoints = 1024;
+inline constexpr size_t kMaxCountersText = 255;  // flow name, cause
+struct EndpointCounters {
+  std::string flow;
+  uint8_t role = 1;   // 1 source, 2 target
+  uint32_t rank = 0;  // the endpoint is (rank, slot)
+  uint32_t slot = 0;
+  uint32_t peers = 0;
+  uint32_t record_size = 0;  // 0: byte records (no record count)
+  uint8_t state = 1;         // 1 open, 2 closing, 3 ended, 4 failed, 5 aborted
+  std::string cause;
+  uint64_t opened_ns = 0, segments = 0, bytes = 0, credit_waits = 0, credit_wait_ns = 0, parks = 0;
+};
+struct CountersMsg {
+  uint16_t format = kCountersFormat;
+  std::vector<EndpointCounters> endpoints;
+};
+
 std::string encode(const HelloMsg& m);
 std::string encode(const PeerEventMsg& m);
 std::string encode(const WelcomeMsg& m);
@@ -262,6 +297,10 @@ std::string encode(const UndeclareMsg& m);
 [[nodiscard]] bool decode(std::string_view payload, EraseMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, ErasedMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, UndeclareMsg* m);
+std::string encode(const CountersMsg& m);
+// *problem (if given) says what is wrong, e.g. "endpoint 3 of 10: role 7 is
+// neither 1 (source) nor 2 (target)".
+[[nodiscard]] bool decode(std::string_view payload, CountersMsg* m, std::string* problem = nullptr);
 
 struct Frame {
   FrameHeader header;

@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "control/protocol.h"
 #include "control/tcp_liveness.h"
+#include "flow/endpoint_counters.h"
 #include "sluice/errors.h"
 
 namespace sluice::control {
@@ -50,6 +51,35 @@ uint64_t timeout_ms(Deadline deadline) {
   if (deadline == kForever) return 0;
   const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
   return static_cast<uint64_t>(std::max<int64_t>(left, 1));
+}
+
+// The COUNTERS frame of this rank's flow endpoints (protocol.h): what the
+// registry serves to Prometheus. Built on the control thread at heartbeat
+// time, never on the data path; an endpoint beyond the format's limit is
+// left out rather than failing the report.
+std::string counters_frame(uint32_t rank) {
+  CountersMsg m;
+  for (detail::counters::Reading& r : detail::counters::snapshot(rank)) {
+    if (m.endpoints.size() == kMaxReportedEndpoints) break;
+    EndpointCounters e;
+    e.flow = std::move(r.flow);
+    e.role = static_cast<uint8_t>(r.role);
+    e.rank = r.rank;
+    e.slot = r.slot;
+    e.peers = r.peers;
+    e.record_size = r.record_size;
+    const auto state = static_cast<uint32_t>(r.state);
+    e.state = state >= 1 && state <= 5 ? static_cast<uint8_t>(state) : 1;
+    e.cause = std::move(r.cause);
+    e.opened_ns = r.opened_ns;
+    e.segments = r.segments;
+    e.bytes = r.bytes;
+    e.credit_waits = r.credit_waits;
+    e.credit_wait_ns = r.credit_wait_ns;
+    e.parks = r.parks;
+    m.endpoints.push_back(std::move(e));
+  }
+  return make_frame(MsgType::kCounters, 0, encode(m));
 }
 
 std::string local_host_name() {
@@ -542,8 +572,13 @@ void RegistryClient::Impl::loop() {
       break;
     }
     if (now >= next_heartbeat) {
+      // The counters ride with the heartbeat, unless earlier bytes are
+      // still waiting: a registry that reads slowly gets fewer reports,
+      // never a growing queue of them.
+      const std::string report = backlog ? std::string() : counters_frame(info.rank);
       std::lock_guard<std::mutex> lock(mu);
       outbox += heartbeat;
+      outbox += report;
       next_heartbeat = now + heartbeat_interval;
     }
   }
@@ -610,8 +645,11 @@ void RegistryClient::Impl::shut_down() {
   {
     // The control thread sends LEAVE, then half-closes; a registry that
     // stopped reading costs at most kLeaveLinger.
+    // The last counters go first, so the registry has this rank's final
+    // totals even if its flows lived shorter than a heartbeat.
+    const std::string report = counters_frame(info.rank);
     std::lock_guard<std::mutex> lock(mu);
-    if (!lost) outbox += make_frame(MsgType::kLeave, 0, "");
+    if (!lost) outbox += report + make_frame(MsgType::kLeave, 0, "");
   }
   stop_deadline = Clock::now() + kLeaveLinger;
   stopping.store(true, std::memory_order_release);

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "common/log.h"
+#include "control/metrics.h"
+#include "control/metrics_http.h"
 #include "control/protocol.h"
 #include "control/registry_waiters.h"
 #include "control/tcp_liveness.h"
@@ -112,7 +114,11 @@ struct RegistryServer::Impl : Waiters::Host {
     TimePoint last_seen;
   };
 
-  explicit Impl(RegistryOptions o) : opt(std::move(o)), ranks(opt.world_size), waiters(*this, opt.world_size) {}
+  explicit Impl(RegistryOptions o)
+      : opt(std::move(o)),
+        ranks(opt.world_size),
+        waiters(*this, opt.world_size),
+        metrics(opt.world_size) {}
   ~Impl() {
     for (auto& [id, c] : conns) ::close(c->fd);
     if (listen_fd >= 0) ::close(listen_fd);
@@ -132,6 +138,13 @@ struct RegistryServer::Impl : Waiters::Host {
   void on_erase(Conn& c, const Frame& f);
   void on_undeclare(Conn& c, const Frame& f, TimePoint now);
   void on_barrier(Conn& c, const Frame& f, TimePoint now);
+  void on_counters(Conn& c, const Frame& f);
+  std::string render_metrics() const;
+  std::string address() const {
+    if (opt.bind_host.find(':') != std::string::npos)
+      return log::cat("[", opt.bind_host, "]:", port);
+    return log::cat(opt.bind_host, ":", port);
+  }
   void on_timers(TimePoint now);
   TimePoint next_timer() const;
   void flush(Conn& c);
@@ -176,6 +189,9 @@ struct RegistryServer::Impl : Waiters::Host {
     std::string reason;
   };
   std::vector<PendingLoss> pending_losses;
+  JobMetrics metrics;
+  std::unique_ptr<MetricsHttp> metrics_http;  // null unless opt.metrics
+  uint64_t counters_rejected = 0;             // for rate-limiting their log lines
 };
 
 void RegistryServer::Impl::bind_and_listen() {
@@ -465,6 +481,8 @@ void RegistryServer::Impl::handle_frame(Conn& c, const Frame& f, TimePoint now) 
       // The reply is how the client knows that the registry is alive.
       send(c, MsgType::kHeartbeat, 0, "");
       return;
+    case MsgType::kCounters:
+      return on_counters(c, f);
     case MsgType::kLeave:
       lose_rank(static_cast<uint32_t>(c.rank), RankState::kLeft, "left the job");
       start_closing(c, now);
@@ -605,6 +623,32 @@ void RegistryServer::Impl::on_barrier(Conn& c, const Frame& f, TimePoint now) {
                   std::move(m));
 }
 
+void RegistryServer::Impl::on_counters(Conn& c, const Frame& f) {
+  std::string problem;
+  if (metrics.report(static_cast<uint32_t>(c.rank), f.payload, &problem)) return;
+  // Telemetry must not fail a job: the report is dropped, the rank stays.
+  // One line per hundred, so a rank that keeps sending them cannot flood the log.
+  if (++counters_rejected % 100 == 1) {
+    log::warn("registry: ignored a malformed COUNTERS report from ", describe(c.rank), " (",
+              f.payload.size(), " bytes): ", problem, " (", counters_rejected, " so far)");
+  }
+}
+
+std::string RegistryServer::Impl::render_metrics() const {
+  const TimePoint now = Clock::now();
+  std::vector<RankView> views(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankInfo& info = ranks[r];
+    views[r].host = info.host;
+    if (info.state == RankState::kAbsent) continue;
+    views[r].state = info.state == RankState::kAlive  ? "alive"
+                     : info.state == RankState::kLeft ? "left"
+                                                      : "died";
+    views[r].heard_age_s = std::chrono::duration<double>(now - info.last_seen).count();
+  }
+  return metrics.render(address(), views);
+}
+
 void RegistryServer::Impl::on_timers(TimePoint now) {
   for (auto& [id, c] : conns) {
     if (c->dead || now < c->deadline) continue;
@@ -637,6 +681,7 @@ TimePoint RegistryServer::Impl::next_timer() const {
     if (info.state == RankState::kAlive)
       next = std::min(next, info.last_seen + opt.heartbeat_timeout);
   }
+  if (metrics_http) next = std::min(next, metrics_http->next_deadline());
   return std::min(next, waiters.next_deadline());
 }
 
@@ -692,6 +737,8 @@ void RegistryServer::Impl::serve() {
       fds.push_back(pollfd{c->fd, events, 0});
       ids.push_back(id);
     }
+    const size_t metrics_at = fds.size();
+    if (metrics_http) metrics_http->add_pollfds(&fds);
     TimePoint wake = std::min(next_timer(), now + kMaxPollWait);
     if (!accepting) wake = std::min(wake, accept_paused_until);
     const auto wait_ms = std::chrono::ceil<milliseconds>(std::max(wake - now, Clock::duration{0}));
@@ -722,6 +769,14 @@ void RegistryServer::Impl::serve() {
         settle();
       }
     }
+    if (metrics_http) {
+      // Scrapes are served whatever else happened (rc == 0: time-outs only).
+      try {
+        metrics_http->on_poll(fds.data() + metrics_at, now);
+      } catch (const std::exception& e) {
+        log::error("registry: internal error in the metrics endpoint: ", e.what());
+      }
+    }
     on_timers(now);
     settle();
     for (auto& [id, c] : conns) flush(*c);
@@ -743,16 +798,21 @@ RegistryServer::RegistryServer(RegistryOptions options)
     throw Error(ErrorCode::kInvalidArgument, "registry: heartbeat_timeout must be positive");
   }
   impl_->bind_and_listen();
+  if (impl_->opt.metrics) {
+    impl_->metrics_http =
+        std::make_unique<MetricsHttp>(impl_->opt.metrics_host, impl_->opt.metrics_port,
+                                      [impl = impl_.get()] { return impl->render_metrics(); });
+  }
 }
 
 RegistryServer::~RegistryServer() = default;
 
 uint16_t RegistryServer::port() const { return impl_->port; }
 
-std::string RegistryServer::address() const {
-  const std::string& host = impl_->opt.bind_host;
-  if (host.find(':') != std::string::npos) return log::cat("[", host, "]:", impl_->port);
-  return log::cat(host, ":", impl_->port);
+std::string RegistryServer::address() const { return impl_->address(); }
+
+std::string RegistryServer::metrics_address() const {
+  return impl_->metrics_http ? impl_->metrics_http->address() : std::string();
 }
 
 void RegistryServer::run() {

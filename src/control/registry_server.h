@@ -16,6 +16,11 @@
 // that clients can tell a registry that stopped from one that has nothing to
 // say.
 //
+// With RegistryOptions::metrics, the same thread also serves GET /metrics
+// (control/metrics_http.h): the counters each rank sends (COUNTERS) with
+// its heartbeats, in the Prometheus text format. A report it cannot read is
+// logged and counted; the rank stays in the job.
+//
 // Thread safety: run() on one thread; stop() and port() from any thread.
 #pragma once
 
@@ -52,6 +57,13 @@ struct RegistryOptions {
   // silence (its process may still exist, stopped or hung). Must not block.
   // `sluice run` uses it to stop such a rank. Default: none.
   std::function<void(uint32_t rank, const std::string& reason)> on_silent_rank;
+  // Serve the Prometheus text format over HTTP on metrics_host:metrics_port
+  // (port 0: any free port): the ranks' flow counters, which they report
+  // with their heartbeats, and the registry's view of the ranks
+  // (control/metrics.h). Default off.
+  bool metrics = false;
+  std::string metrics_host = "127.0.0.1";
+  uint16_t metrics_port = 0;
 };
 
 class RegistryServer {
@@ -65,6 +77,8 @@ class RegistryServer {
   uint16_t port() const;
   // "host:port" to hand to clients (SLUICE_REGISTRY).
   std::string address() const;
+  // "host:port" of the metrics endpoint (GET /metrics); "" when it is off.
+  std::string metrics_address() const;
   // Serves until stop(). Never throws on peer input.
   void run();
   // Makes run() return soon. Thread-safe, idempotent.

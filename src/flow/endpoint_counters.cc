@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <mutex>
 
 #include "common/log.h"
@@ -22,6 +23,8 @@ struct Area {
   AreaHeader* header = nullptr;
   Slot* slots = nullptr;
   Slot spare{};  // what acquire() hands out when there is no area, or it is full
+  // Final readings of destroyed endpoints, oldest first (at most kRetired).
+  std::deque<Reading> retired;
 };
 
 // Constructed on first use and never destroyed: endpoints may outlive
@@ -71,6 +74,34 @@ void copy_text(char* dst, size_t cap, std::string_view src) {
   const size_t n = std::min(cap - 1, src.size());
   if (n != 0) std::memcpy(dst, src.data(), n);  // an empty view's data() may be null
   std::memset(dst + n, 0, cap - n);
+}
+
+// Copies a slot. Called with the area's mutex held, so its identity (written
+// by acquire() under the same mutex) is stable; the counters and the state
+// are atomics, and the cause is written once before the kFailed state that
+// announces it (set_state).
+Reading read_slot(const Slot& s) {
+  Reading r;
+  r.state = static_cast<State>(s.state.load(std::memory_order_acquire));
+  r.flow.assign(s.flow, strnlen(s.flow, sizeof(s.flow)));
+  r.role = static_cast<Role>(s.role);
+  r.rank = s.rank;
+  r.slot = s.slot;
+  r.peers = s.peers;
+  r.record_size = s.record_size;
+  r.opened_ns = s.opened_ns;
+  if (r.state == State::kFailed) r.cause.assign(s.cause, strnlen(s.cause, sizeof(s.cause)));
+  r.segments = s.segments.load(std::memory_order_relaxed);
+  r.bytes = s.bytes.load(std::memory_order_relaxed);
+  r.credit_waits = s.credit_waits.load(std::memory_order_relaxed);
+  r.credit_wait_ns = s.credit_wait_ns.load(std::memory_order_relaxed);
+  r.parks = s.parks.load(std::memory_order_relaxed);
+  return r;
+}
+
+bool same_endpoint(const Reading& r, std::string_view flow, Role role, uint32_t rank,
+                   uint32_t slot) {
+  return r.role == role && r.rank == rank && r.slot == slot && r.flow == flow;
 }
 
 }  // namespace
@@ -139,13 +170,39 @@ Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_num
   }
   slot->generation.fetch_add(1, std::memory_order_release);
   slot->state.store(static_cast<uint32_t>(State::kOpen), std::memory_order_release);
+  // A new endpoint of a flow name used before: the old one's final reading
+  // is superseded (Prometheus sees its counters restart).
+  std::erase_if(a.retired, [&](const Reading& r) {
+    return same_endpoint(r, slot->flow, role, rank, slot_number);
+  });
   return slot;
 }
 
 void release(Slot* slot) {
   Area& a = area();
   std::lock_guard<std::mutex> lock(a.mu);
+  if (slot == &a.spare) return;
+  // The endpoint's thread is done with the slot: its last counters are final.
+  if (a.retired.size() == kRetired) a.retired.pop_front();
+  a.retired.push_back(read_slot(*slot));
   slot->state.store(static_cast<uint32_t>(State::kDestroyed), std::memory_order_release);
+}
+
+std::vector<Reading> snapshot(uint32_t rank) {
+  Area& a = area();
+  std::lock_guard<std::mutex> lock(a.mu);
+  std::vector<Reading> out;
+  if (a.header == nullptr) return out;
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    const Slot& s = a.slots[i];
+    const auto state = static_cast<State>(s.state.load(std::memory_order_acquire));
+    if (state == State::kFree || state == State::kDestroyed || s.rank != rank) continue;
+    out.push_back(read_slot(s));
+  }
+  for (const Reading& r : a.retired) {
+    if (r.rank == rank) out.push_back(r);
+  }
+  return out;
 }
 
 void set_state(Slot* slot, State s, std::string_view cause) {

@@ -22,15 +22,24 @@
 // trusts its strings only once its `generation` is equal before and after
 // the copy (a slot is reused seldom, and only at endpoint creation).
 //
-// Thread safety: acquire() and release() take a mutex (endpoint creation
-// and destruction only); a slot's counters are written by its endpoint's
-// thread only.
+// The same counters also leave the process: the registry client copies
+// them (snapshot()) on its heartbeat timer and sends them to the registry,
+// which serves them to Prometheus (src/control/metrics.h). An endpoint that
+// is destroyed leaves its final counters behind (release() keeps the last
+// kRetired of them), so a job's totals reach the registry even when its
+// endpoints live shorter than one heartbeat.
+//
+// Thread safety: acquire(), release() and snapshot() take a mutex (endpoint
+// creation and destruction, and the heartbeat timer only); a slot's counters
+// are written by its endpoint's thread only.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace sluice::detail::counters {
 
@@ -119,6 +128,24 @@ void set_state(Slot* slot, State s, std::string_view cause = {});
 
 // Records the job and rank of this process (Cluster::join).
 void set_job(std::string_view registry, int64_t rank);
+
+// One endpoint's identity and counters, copied out of its slot.
+struct Reading {
+  std::string flow;
+  Role role = Role::kSource;
+  uint32_t rank = 0, slot = 0, peers = 0, record_size = 0;
+  State state = State::kOpen;
+  std::string cause;  // set once state is kFailed
+  uint64_t opened_ns = 0, segments = 0, bytes = 0, credit_waits = 0, credit_wait_ns = 0, parks = 0;
+};
+// How many destroyed endpoints' final readings a process keeps.
+inline constexpr size_t kRetired = 256;
+
+// This process's endpoints of `rank` (a process may host ranks of several
+// jobs' Clusters; each reports its own): every live one, then the final
+// readings of destroyed ones (the latest kRetired, minus those whose flow,
+// role and endpoint a live one has taken over). Empty without an area.
+std::vector<Reading> snapshot(uint32_t rank);
 
 // CLOCK_REALTIME in nanoseconds.
 uint64_t now_ns();

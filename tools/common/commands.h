@@ -14,12 +14,12 @@
 
 namespace sluice::tool {
 
-// `sluice run -n N [--timeout S] [--grace S] [--bind HOST] -- prog args...`
+// `sluice run -n N [--timeout S] [--grace S] [--bind HOST] [--metrics HOST:PORT] -- prog args...`
 // (run.cc): starts a registry in-process and N ranks of prog;
 // `sluice run -n N --print-options` prints the settings the ranks would get.
 void add_run_command(CLI::App& app);
 
-// `sluice registry --bind HOST[:PORT] --world N [--secret-file F]`
+// `sluice registry --bind HOST[:PORT] --world N [--secret-file F] [--metrics HOST:PORT]`
 // (registry.cc): a standalone registry for jobs that span hosts; the secret
 // comes from F, SLUICE_SECRET or is generated (--secret S still works, with
 // a warning: a command line is readable by every user).

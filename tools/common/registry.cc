@@ -32,6 +32,7 @@ struct RegistryCommandOptions {
   int64_t world = 0;
   std::string secret_file;  // empty: --secret, SLUICE_SECRET, else generated
   std::string secret;       // deprecated: on the command line, every user can read it
+  std::string metrics;      // HOST[:PORT] of the Prometheus endpoint; empty: none
 };
 
 template <class... Args>
@@ -62,6 +63,11 @@ int serve_registry(const RegistryCommandOptions& options) {
   bool generated_secret = false;
   try {
     split_host_port(options.bind, "--bind", 0, &registry_options.bind_host, &registry_options.port);
+    if (!options.metrics.empty()) {
+      registry_options.metrics = true;
+      split_host_port(options.metrics, "--metrics", 0, &registry_options.metrics_host,
+                      &registry_options.metrics_port);
+    }
     if (options.world < 1 || options.world > UINT32_MAX) {
       say("--world ", options.world, ": the number of ranks in the job must be at least 1");
       return 2;
@@ -113,7 +119,8 @@ int serve_registry(const RegistryCommandOptions& options) {
     server = std::make_unique<control::RegistryServer>(registry_options);
   } catch (const std::exception& e) {
     say("cannot start the registry on ", options.bind, ": ", e.what(),
-        "; check that --bind names an address of this host and that the port is free");
+        "; check that --bind (and --metrics) name an address of this host and that the port is "
+        "free");
     return 1;
   }
   std::string failure;
@@ -130,6 +137,9 @@ int serve_registry(const RegistryCommandOptions& options) {
   std::string lines = "SLUICE_REGISTRY=" + server->address() + "\n";
   if (generated_secret) lines += "SLUICE_SECRET=" + registry_options.secret + "\n";
   write_all(STDOUT_FILENO, lines);
+  if (registry_options.metrics) {
+    say("Prometheus metrics at http://", server->metrics_address(), "/metrics");
+  }
   if (registry_options.bind_host == "0.0.0.0" || registry_options.bind_host == "::") {
     say("listening on all interfaces; give the ranks this host's address on the job's network "
         "instead of ",
@@ -182,6 +192,10 @@ void add_registry_command(CLI::App& app) {
   sub->add_option("--secret-file", options->secret_file,
                   "File whose first line is the job secret the ranks must present (default: SLUICE_SECRET, "
                   "else a new random one, printed)");
+  sub->add_option("--metrics", options->metrics,
+                  "HOST[:PORT]: also serve the job's flow counters and rank states in the "
+                  "Prometheus text format at http://HOST:PORT/metrics (PORT 0 or none: any free "
+                  "port, printed)");
   sub->add_option("--secret", options->secret,
                   "Deprecated (any user can read a command line): the job secret itself; prints a warning");
   sub->footer(

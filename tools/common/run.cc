@@ -606,6 +606,11 @@ int run_job(const RunOptions& options) {
   registry_options.port = 0;
   registry_options.world_size = options.ranks;
   try {
+    if (!options.metrics.empty()) {
+      registry_options.metrics = true;
+      split_host_port(options.metrics, "--metrics", 0, &registry_options.metrics_host,
+                      &registry_options.metrics_port);
+    }
     registry_options.heartbeat_timeout = read_environment().options.peer_timeout;
     registry_options.secret = random_secret();
   } catch (const Error& e) {
@@ -645,10 +650,13 @@ int run_job(const RunOptions& options) {
     registry = std::make_unique<control::RegistryServer>(registry_options);
   } catch (const std::exception& e) {
     say("cannot start the job registry on ", options.bind_host, ": ", e.what(),
-        "; check that --bind names an address of this host");
+        "; check that --bind (and --metrics) name an address of this host");
     return 1;
   }
   const std::string address = registry->address();
+  if (registry_options.metrics) {
+    say("Prometheus metrics at http://", registry->metrics_address(), "/metrics");
+  }
   // Stops and joins the registry however the launcher returns.
   struct RegistryThread {
     control::RegistryServer& server;
@@ -677,7 +685,8 @@ void add_run_command(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("run", "Start a job on this host: a registry and N ranks of a program");
   sub->footer(
-      "Usage: sluice run -n N [--timeout S [--stacks-on-timeout]] [--grace S] [--bind HOST] -- "
+      "Usage: sluice run -n N [--timeout S [--stacks-on-timeout]] [--grace S] [--bind HOST]\n"
+      "                       [--metrics HOST:PORT] -- "
       "PROGRAM "
       "[ARGS...]\n"
       "       sluice run -n N --print-options");
@@ -694,6 +703,10 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--bind", options->bind_host, "Address the job's registry listens on")
       ->capture_default_str();
+  sub->add_option("--metrics", options->metrics,
+                  "HOST[:PORT]: serve the job's flow counters and rank states in the Prometheus "
+                  "text format at http://HOST:PORT/metrics while it runs (PORT 0 or none: any "
+                  "free port, printed)");
   sub->add_flag("--stacks-on-timeout", options->stacks_on_timeout,
                 "When --timeout passes, print the stack of every thread of every rank still "
                 "running (needs gdb) before stopping them");

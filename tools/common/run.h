@@ -51,6 +51,10 @@ struct RunOptions {
   // all bt") before stopping them, so that one hang in CI is enough to place
   // it. Default off: attaching gdb takes a second or two per rank.
   bool stacks_on_timeout = false;
+  // --metrics HOST[:PORT]: the job's registry also serves the Prometheus
+  // text format at http://HOST:PORT/metrics (port 0: any free port; the
+  // address is printed). Empty (default): no metrics endpoint.
+  std::string metrics;
   // --print-options: print_job_options() instead of run_job().
   bool print_options = false;
 };
