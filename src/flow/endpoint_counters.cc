@@ -128,6 +128,36 @@ const char* to_string(State s) {
   return "?";
 }
 
+void heard(Slot* slot, uint32_t i, bool ended) {
+#ifndef SLUICE_NO_COUNTERS
+  if (i >= kPeerDetail) return;
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  slot->peer_heard_ns[i].store(
+      static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec),
+      std::memory_order_relaxed);
+  if (ended) {
+    slot->peer_ended.store(slot->peer_ended.load(std::memory_order_relaxed) | (uint64_t{1} << i),
+                           std::memory_order_relaxed);
+  }
+#else
+  (void)slot;
+  (void)i;
+  (void)ended;
+#endif
+}
+
+std::vector<PeerReading> read_peers(const Slot& slot) {
+  std::vector<PeerReading> out;
+  const uint32_t n = std::min(slot.peers, kPeerDetail);
+  const uint64_t ended = slot.peer_ended.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < n; ++i) {
+    out.push_back({slot.peer_rank[i], slot.peer_slot[i],
+                   slot.peer_heard_ns[i].load(std::memory_order_relaxed), ((ended >> i) & 1) != 0});
+  }
+  return out;
+}
+
 uint64_t now_ns() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
@@ -164,9 +194,13 @@ Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_num
   slot->opened_ns = now_ns();
   copy_text(slot->flow, sizeof(slot->flow), flow);
   copy_text(slot->cause, sizeof(slot->cause), {});
-  for (std::atomic<uint64_t>* c :
-       {&slot->segments, &slot->bytes, &slot->credit_waits, &slot->credit_wait_ns, &slot->parks}) {
+  for (std::atomic<uint64_t>* c : {&slot->segments, &slot->bytes, &slot->credit_waits,
+                                   &slot->credit_wait_ns, &slot->parks, &slot->peer_ended}) {
     c->store(0, std::memory_order_relaxed);
+  }
+  for (uint32_t i = 0; i < kPeerDetail; ++i) {
+    slot->peer_rank[i] = slot->peer_slot[i] = 0;
+    slot->peer_heard_ns[i].store(0, std::memory_order_relaxed);
   }
   slot->generation.fetch_add(1, std::memory_order_release);
   slot->state.store(static_cast<uint32_t>(State::kOpen), std::memory_order_release);

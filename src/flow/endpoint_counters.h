@@ -14,7 +14,7 @@
 // state changes), never per record; each update is a relaxed load and store
 // by the one thread that owns the endpoint.
 //
-// Layout (version 1; every offset fixed, all little-endian words):
+// Layout (version 2; every offset fixed, all little-endian words):
 //   0     AreaHeader    (256 bytes)
 //   256   Slot[kSlots]  (kSlotBytes each)
 // A slot whose state is kFree is unused; one in kDestroyed belonged to an
@@ -44,10 +44,13 @@
 namespace sluice::detail::counters {
 
 inline constexpr uint64_t kMagic = 0x535245544E554F43ULL;  // "COUNTERS" little-endian
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr uint32_t kSlots = 512;
 inline constexpr size_t kHeaderBytes = 256;
-inline constexpr size_t kSlotBytes = 384;
+inline constexpr size_t kSlotBytes = 704;
+// How many of an endpoint's peers it describes one by one (who they are;
+// for a target, when each was last heard from and whether it ended).
+inline constexpr uint32_t kPeerDetail = 16;
 // The memfd's name, as /proc/<pid>/fd shows it after "/memfd:".
 inline constexpr std::string_view kAreaName = "sluice-counters";
 
@@ -102,6 +105,14 @@ struct alignas(64) Slot {
   std::atomic<uint64_t> credit_wait_ns;  // time spent in those waits
   std::atomic<uint64_t> parks;           // times the endpoint's thread slept in the kernel
   std::atomic<uint64_t> pad1[3];
+  // --- Peers: the first kPeerDetail sources of a target (targets of a
+  // source), identity written once after acquire(); for a target, per
+  // segment: when each source was last heard from, and which have ended.
+  alignas(64) uint32_t peer_rank[kPeerDetail];
+  uint32_t peer_slot[kPeerDetail];
+  std::atomic<uint64_t> peer_heard_ns[kPeerDetail];  // CLOCK_REALTIME_COARSE; 0: never
+  std::atomic<uint64_t> peer_ended;                  // bit i: peer i's END arrived
+  std::atomic<uint64_t> pad2[7];
 };
 static_assert(sizeof(Slot) == kSlotBytes);
 
@@ -125,6 +136,15 @@ Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_num
 void release(Slot* slot);
 // Sets the state; for kFailed also the cause (truncated to fit).
 void set_state(Slot* slot, State s, std::string_view cause = {});
+// Names peer i (the first kPeerDetail only), right after acquire().
+inline void set_peer(Slot* slot, uint32_t i, uint32_t rank, uint32_t slot_number) {
+  if (i >= kPeerDetail) return;
+  slot->peer_rank[i] = rank;
+  slot->peer_slot[i] = slot_number;
+}
+// A target heard from source i (a segment arrived): per segment, one coarse
+// clock read (vDSO, no system call) and a store; `ended` if it was its END.
+void heard(Slot* slot, uint32_t i, bool ended);
 
 // Records the job and rank of this process (Cluster::join).
 void set_job(std::string_view registry, int64_t rank);
@@ -138,6 +158,14 @@ struct Reading {
   std::string cause;  // set once state is kFailed
   uint64_t opened_ns = 0, segments = 0, bytes = 0, credit_waits = 0, credit_wait_ns = 0, parks = 0;
 };
+// One peer of an endpoint, as its slot describes it.
+struct PeerReading {
+  uint32_t rank = 0, slot = 0;
+  uint64_t heard_ns = 0;  // a target's last segment from it (0: never)
+  bool ended = false;     // a target got its END
+};
+// The described peers of a slot (at most kPeerDetail, at most slot.peers).
+std::vector<PeerReading> read_peers(const Slot& slot);
 // How many destroyed endpoints' final readings a process keeps.
 inline constexpr size_t kRetired = 256;
 

@@ -32,6 +32,9 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
   prefix_ = spec.segment_prefix_bytes();
   stats_ = counters::acquire(counters::Role::kSource, spec.name, spec.sources[index_].rank,
                              spec.sources[index_].slot, num_targets_, spec.record_size);
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    counters::set_peer(stats_, t, spec.targets[t].rank, spec.targets[t].slot);
+  }
   for (uint32_t t = 0; t < num_targets_; ++t) lane_of_[t] = t;
   test_eagain_every_ = test_hooks::ofi_eagain_every();
   wire_index_ = index_;

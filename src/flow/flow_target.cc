@@ -41,6 +41,9 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
   stats_ = counters::acquire(counters::Role::kTarget, ctx->spec.name,
                              ctx->spec.targets[index_].rank, ctx->spec.targets[index_].slot,
                              static_cast<uint32_t>(in_.size()), ctx->spec.record_size);
+  for (uint32_t s = 0; s < in_.size(); ++s) {
+    counters::set_peer(stats_, s, ctx->spec.sources[s].rank, ctx->spec.sources[s].slot);
+  }
   if (has_remote_) {
     SLUICE_CHECK(ofi_ != nullptr);
     cq_.enable_reordering(ofi_->ep->test_unordered());
@@ -197,6 +200,7 @@ int64_t FlowTarget::locate(uint32_t s, const In& in) const {
 void FlowTarget::advance(uint32_t s, In& in, uint32_t flags, uint32_t used) {
   counters::add(stats_->segments, 1);
   counters::add(stats_->bytes, used);
+  counters::heard(stats_, s, (flags & layout::kEnd) != 0);
   if (in.remote && by_message_)
     buffer_of_[s * ctx_->ring_segments + in.k % ctx_->ring_segments] = -1;
   ++in.k;

@@ -50,6 +50,7 @@ void decode_all(const Frame& f) {
   round_trip<EraseMsg>(p);
   round_trip<ErasedMsg>(p);
   round_trip<UndeclareMsg>(p);
+  round_trip<CountersMsg>(p);
   // The header re-encodes too.
   uint8_t raw[kHeaderSize];
   encode_header(f.header, raw);

@@ -153,6 +153,22 @@ TEST(SluiceRunHangReportTest, ATimeoutAndSigusr1NameTheEndpointsThatNeverEnded) 
             2)
       << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "<- not ended"), 2 * 4) << r.output;
+  // Each waiting target names the source it waits for, its rank and host and
+  // when it last took a segment of it (rank 1 published segments, then
+  // stalled), and the sources that ended: 2 targets, in both reports (rank
+  // 1's own target, stalled with it, has taken nothing from anyone).
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof(host) - 1), 0);
+  EXPECT_EQ(testing::count_lines_with(r.output, "waiting for source (1,0) on rank 1 (" +
+                                                    std::string(host) + "): last segment taken "),
+            2 * 2)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, " s ago; (0,0),(2,0) ended"), 2 * 2) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "waiting for sources (0,0) on rank 0 (" +
+                                                    std::string(host) +
+                                                    "): no segment taken yet; (1,0) on rank 1"),
+            2)
+      << r.output;
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 

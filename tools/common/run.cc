@@ -36,6 +36,13 @@
 namespace sluice::tool {
 namespace {
 
+// This host's name, for reports about the ranks `sluice run` started here.
+std::string local_host() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
+}
+
 using Clock = std::chrono::steady_clock;
 
 // How long ranks get between SIGTERM and SIGKILL.
@@ -356,8 +363,14 @@ void Launcher::report_endpoints(const std::vector<uint32_t>& ranks, const char* 
     for (const Endpoint& e : procs[0].endpoints) open += e.state != detail::counters::State::kEnded;
     say("rank ", r, " (pid ", ranks_[r].pid, ") ", when, ": ", procs[0].endpoints.size(),
         " flow endpoint(s), ", open, " not ended");
+    // Every rank this launcher started runs on this host.
+    const auto host_of = [this](uint32_t rank) {
+      return rank < ranks_.size() ? local_host() : std::string();
+    };
+    const uint64_t now = detail::counters::now_ns();
     for (const Endpoint& e : procs[0].endpoints) {
       say("  ", describe(e), e.state == detail::counters::State::kEnded ? "" : "  <- not ended");
+      if (std::string w = waiting_for(e, now, host_of); !w.empty()) say("    ", w);
     }
   }
 }
