@@ -263,14 +263,22 @@ class Worker {
   Status wait_for(detail::SourceCore* core, Deadline deadline, Attempt&& attempt, Last&& last) {
     drive(core);
     waiting_.push_back(core);
+    // Counted as the source's credit wait (sluice top, Prometheus) once the
+    // first attempt found no room, however the wait ends.
     struct Pop {
       std::vector<detail::SourceCore*>* v;
-      ~Pop() { v->pop_back(); }
-    } pop{&waiting_};
+      detail::SourceCore* core;
+      Clock::time_point start{};
+      ~Pop() {
+        v->pop_back();
+        if (start != Clock::time_point{}) core->count_wait(Clock::now() - start);
+      }
+    } pop{&waiting_, core};
     for (uint32_t round = 0;; ++round) {
       const size_t work = poll();
       const Status st = attempt();
       if (st != Status::kWouldBlock && st != Status::kTimeout) return st;
+      if (pop.start == Clock::time_point{}) pop.start = Clock::now();
       if (work != 0) {
         round = 0;
         continue;

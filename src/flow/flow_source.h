@@ -81,6 +81,10 @@ class FlowSource : public SourceCore, protected FailureState {
     return ofi_ != nullptr && closed_ && failed_ == Status::kOk && transfers_busy();
   }
   void arm_driven(WaitSet& set) override;
+  void count_wait(std::chrono::nanoseconds waited) override {
+    counters::add(stats_->credit_waits, 1);
+    counters::add(stats_->credit_wait_ns, static_cast<uint64_t>(waited.count()));
+  }
 
  protected:
   // Every lane starts as its target's own (lane_of_[t] == t); a kind may

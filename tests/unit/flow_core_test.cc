@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "control/registry_client.h"
+#include "flow/endpoint_counters.h"
 #include "sluice/flow.h"
+#include "sluice/worker.h"
 #include "support/local_flow.h"
 
 namespace sluice {
@@ -45,6 +47,37 @@ TEST(FlowCoreTest, SourceRunsAheadExactlyOneRingThenIsBackPressured) {
   ASSERT_TRUE(in.consume());
   ASSERT_TRUE(in.consume());
   EXPECT_EQ(out.try_push_to(0, Rec{pushed, pushed}), Status::kOk);
+}
+
+// A push that waits inside a Worker (which consumes meanwhile) counts as
+// the source's credit wait, as a blocking push's wait does: sluice top and
+// the Prometheus endpoint show back-pressure whichever way a thread waits.
+TEST(FlowCoreTest, AWorkersWaitForRoomCountsAsTheSourcesCreditWait) {
+  auto spec = small_spec();
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  Worker w;
+  uint64_t got = 0, sum = 0;
+  w.add(flow.target<Rec>(0), [&](std::span<const Rec> batch) {
+    for (const Rec& r : batch) {
+      ++got;
+      sum += r.value;
+    }
+  });
+  constexpr uint64_t kRecords = 1000;  // 250 segments through a ring of 4
+  for (uint64_t i = 0; i < kRecords; ++i) ASSERT_EQ(w.push_to(out, 0, Rec{i, i}), Status::kOk);
+  ASSERT_EQ(w.close(out), Status::kOk);
+  ASSERT_EQ(w.run(), Status::kEndOfFlow);
+  EXPECT_EQ(got, kRecords);
+  EXPECT_EQ(sum, kRecords * (kRecords - 1) / 2);
+  bool found = false;
+  for (const detail::counters::Reading& r : detail::counters::snapshot(0)) {
+    if (r.flow != "small" || r.role != detail::counters::Role::kSource) continue;
+    found = true;
+    EXPECT_GT(r.credit_waits, 0u);
+    EXPECT_EQ(r.bytes, kRecords * sizeof(Rec));
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST(FlowCoreTest, DeliversInOrderThenEndOfFlow) {

@@ -128,6 +128,9 @@ class SourceCore : public Waitable {
   virtual bool drive() { return false; }
   virtual bool delivering() const { return false; }
   virtual void arm_driven(WaitSet& /*set*/) {}
+  // A Worker waited `waited` for this source's push, flush or close (its
+  // own blocking calls count their waits themselves).
+  virtual void count_wait(std::chrono::nanoseconds /*waited*/) {}
   bool drivable_ = false;            // set by the transport: may need driving
   DrivenSources* driver_ = nullptr;  // the Worker's list this source is on
 
