@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "layout.h"
+#include "liveness.h"
 #include "options.h"
 #include "rsi.h"
 #include "workload.h"
@@ -32,7 +33,9 @@ namespace sn = sluice::nam;
 
 namespace {
 
-constexpr int kBuckets = 160;  // latency histogram: bucket b holds [1.1^b, 1.1^(b+1)) us
+constexpr int kBuckets = 160;
+constexpr uint32_t kMaxClientsPerRank =
+    64;  // latency histogram: bucket b holds [1.1^b, 1.1^(b+1)) us
 
 int bucket_of(uint32_t us) {
   if (us <= 1) return 0;
@@ -46,6 +49,7 @@ struct Summary {
       forward, back, recovered;
   double seconds;
   uint64_t hist[kBuckets];
+  uint64_t checkouts_of[kMaxClientsPerRank];  // per client of the rank
   char path[32];
 };
 
@@ -101,6 +105,7 @@ int memory_server(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     const uint32_t compute = cluster.world_size() - opt.memory_servers;
     regions.push_back(cluster.expose("nam-results", compute * sizeof(Summary)));
   }
+  sn::AliveSource alive(cluster, opt.memory_servers);
   cluster.barrier("nam-exposed");
   if (opt.test_kill_memory_server == static_cast<int64_t>(rank)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(opt.test_kill_after_ms));
@@ -110,12 +115,14 @@ int memory_server(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
   }
   // Passive from here on: the clients read, lock and install by themselves.
   cluster.barrier("nam-done", survivors, 0);
+  alive.close();
   return 0;
 }
 
 int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& layout,
             const std::vector<sluice::Endpoint>& survivors, uint32_t doomed_rank) {
   const uint32_t rank = cluster.rank(), m = opt.memory_servers;
+  sn::ServerWatch watch(cluster, m);
   cluster.barrier("nam-exposed");
   std::vector<sn::ClientResult> results(opt.clients);
   std::vector<std::string> errors(opt.clients);
@@ -128,6 +135,7 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
         try {
           sn::RsiOptions ro;
           ro.recovery_timeout = std::chrono::milliseconds(opt.recovery_timeout_ms);
+          ro.lost_server = &watch.lost();
           if (opt.test_kill_client == static_cast<int64_t>(id)) {
             ro.test_kill = opt.test_kill_at;
             ro.test_kill_on_commit = opt.test_kill_on_commit;
@@ -154,18 +162,21 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
                  (rank - m) * opt.clients + t, errors[t].c_str());
     failed = true;
   }
-  if (failed) return 1;  // never a result from a run that lost data access
-
+  // A failed rank still meets the others (so that the memory servers can
+  // end the job), but no results come from a run that lost data access.
   Summary mine{};
-  mine.valid = 1;
-  for (const auto& r : results) add(mine, r);
+  mine.valid = failed ? 2 : 1;
+  for (uint32_t t = 0; t < opt.clients; ++t) {
+    add(mine, results[t]);
+    mine.checkouts_of[t] = results[t].checkouts;
+  }
   std::snprintf(mine.path, sizeof(mine.path), "%s", path.c_str());
   sluice::RemoteRegion out = cluster.open_region("nam-results", 0);
   if (out.write((rank - m) * sizeof(Summary), std::as_bytes(std::span(&mine, 1))) !=
       sluice::Status::kOk) {
     std::fprintf(stderr, "sluice-nam: rank %u: writing the results failed: %s\n", rank,
                  out.error().c_str());
-    return 1;
+    failed = true;
   }
   std::vector<sluice::Endpoint> computing;  // the surviving compute ranks
   for (const sluice::Endpoint& e : survivors) {
@@ -181,13 +192,20 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
       std::fprintf(stderr, "sluice-nam: reading the results failed: %s\n", out.error().c_str());
       return 1;
     }
+    bool any_failed = false;
+    for (const Summary& s : all) any_failed = any_failed || s.valid == 2;
+    if (any_failed) {
+      std::fprintf(stderr, "sluice-nam: a client failed (see above): no results\n");
+      cluster.barrier("nam-done", survivors, 0);
+      return 1;
+    }
     Summary total{};
-    uint64_t dead_clients = 0;
+    std::vector<int64_t> checkouts;  // per client; -1: died
     for (const Summary& s : all) {
-      if (!s.valid) {
-        dead_clients += opt.clients;
-        continue;
+      for (uint32_t t = 0; t < opt.clients; ++t) {
+        checkouts.push_back(s.valid ? static_cast<int64_t>(s.checkouts_of[t]) : -1);
       }
+      if (!s.valid) continue;
       total.clients += s.clients;
       total.commits += s.commits;
       total.checkouts += s.checkouts;
@@ -203,13 +221,22 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
       for (int b = 0; b < kBuckets; ++b) total.hist[b] += s.hist[b];
     }
     // Clients that died are recovered now (every live one has retired).
-    sn::RsiClient sweeper(cluster, layout, (rank - m) * opt.clients, {});
+    sn::RsiOptions sweep_options;
+    sweep_options.lost_server = &watch.lost();
+    sn::RsiClient sweeper(cluster, layout, (rank - m) * opt.clients, sweep_options);
     const uint32_t swept = sweeper.recover_unretired();
     total.forward += sweeper.stats().recovered_forward;
     total.back += sweeper.stats().recovered_back;
     total.recovered += swept;
-    const sn::CheckResult check =
-        sn::check_invariants(cluster, layout, opt.workload, total.checkouts, dead_clients);
+    const sn::CheckResult check = sn::check_invariants(cluster, layout, opt.workload, checkouts);
+    if (watch.lost().load() >= 0) {
+      std::fprintf(
+          stderr,
+          "sluice-nam: rank %u: PeerLost: memory server rank %lld is lost (%s); no results\n", rank,
+          static_cast<long long>(watch.lost().load()), watch.why().c_str());
+      cluster.barrier("nam-done", survivors, 0);
+      return 1;
+    }
     const double aborts = static_cast<double>(total.conflicts + total.too_old);
     const double abort_rate = total.commits + aborts > 0 ? aborts / (total.commits + aborts) : 0;
     const double tps = total.seconds > 0 ? total.commits / total.seconds : 0;
@@ -255,7 +282,7 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
     std::fflush(stdout);
   }
   cluster.barrier("nam-done", survivors, 0);
-  return code;
+  return failed ? 1 : code;
 }
 
 }  // namespace

@@ -159,7 +159,7 @@ Options parse_options(int argc, char** argv) {
     usage("--workload wants checkout, list-append or write-skew, not '" + w.workload + "'");
   }
   if (o.memory_servers == 0) usage("--memory-servers must be at least 1");
-  if (o.clients == 0) usage("--clients must be at least 1");
+  if (o.clients == 0 || o.clients > 64) usage("--clients must be 1 .. 64");
   if (o.versions < 2)
     usage("--versions must be at least 2 (a reader must never see the version being replaced)");
   if (w.record_bytes < 16) usage("--record-bytes must be at least 16 (stock and price)");

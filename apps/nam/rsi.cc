@@ -65,8 +65,12 @@ RsiClient::RsiClient(Cluster& cluster, const Layout& layout, uint32_t client, Rs
 void RsiClient::check(Status s, RemoteRegion& r, const char* what) {
   if (s == Status::kOk) return;
   const std::string where = "memory server rank " + std::to_string(r.owner());
-  if (s == Status::kPeerLost) {
-    throw PeerLostError(r.owner(), "nam: " + where + " is lost (" + what + "): " + r.error());
+  // kClosed: the region was withdrawn, which for a memory server means it
+  // is gone as far as the database is concerned (the ofi path also reports
+  // an owner that died this way).
+  if (s == Status::kPeerLost || s == Status::kClosed) {
+    throw PeerLostError(r.owner(), "nam: " + where + " is lost (" + what + ": " +
+                                       sluice::to_string(s) + "): " + r.error());
   }
   throw NamError("nam: " + std::string(what) + " on " + where + " failed: " + sluice::to_string(s) +
                  ": " + r.error());
@@ -136,7 +140,17 @@ const RsiClient::Seen& RsiClient::observe(uint32_t table, uint64_t key) {
   }
 }
 
+void RsiClient::check_servers() {
+  if (options_.lost_server == nullptr) return;
+  const int64_t lost = options_.lost_server->load(std::memory_order_acquire);
+  if (lost < 0) return;
+  throw PeerLostError(static_cast<uint32_t>(lost),
+                      "nam: memory server rank " + std::to_string(lost) +
+                          " is lost (its liveness flow ended with PeerLost)");
+}
+
 void RsiClient::begin() {
+  check_servers();
   if (in_txn_) throw NamError("nam: begin() inside a transaction (commit() or abort() it first)");
   seen_.clear();
   writes_.clear();
@@ -186,7 +200,9 @@ void RsiClient::begin() {
       continue;
     }
     rts_ = frontier - 1;
-    stall_check(frontier);
+    // A pending timestamp matters only if commits after it are held back
+    // (a live idle client gives its timestamps up then, see above).
+    if (hint > frontier) stall_check(frontier);
     // Read-your-writes (our last commit), and a retry after a conflict sees
     // the commit it collided with.
     if (rts_ >= std::max(last_commit_, wait_for_)) break;
@@ -391,7 +407,8 @@ Outcome RsiClient::commit() {
                   std::span<const std::byte>(v, 16 + payload)),
           r, "installing a version");
   }
-  // The commit point.
+  // The commit point: never once a memory server is known to be gone.
+  check_servers();
   if (transition(c, kPending, kCommitted) != kPending) throw NamError(fenced + std::to_string(c));
   maybe_kill(KillPoint::kAfterCommitBit);
   // Unlock: the header now names the new version (a CAS, so that a

@@ -43,6 +43,7 @@
 
 #include <sluice/sluice.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -72,6 +73,9 @@ enum class KillPoint : uint8_t { kNone, kAfterLock, kAfterCommitBit };
 
 struct RsiOptions {
   std::chrono::milliseconds recovery_timeout{2000};
+  // Set (to the rank) when a memory server is known to be gone (liveness.h):
+  // begin() and commit() then throw PeerLostError instead of going on.
+  const std::atomic<int64_t>* lost_server = nullptr;
   KillPoint test_kill = KillPoint::kNone;
   uint64_t test_kill_on_commit = 1;  // the n-th commit (1-based) that gets that far
 };
@@ -153,6 +157,7 @@ class RsiClient {
   void resolve(uint64_t c, const std::vector<LogEntry>& entries);
   void roll_back(const LogEntry& e, uint64_t c);
   void maybe_kill(KillPoint at);
+  void check_servers();
 
   Cluster& cluster_;
   Layout layout_;

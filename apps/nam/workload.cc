@@ -260,8 +260,12 @@ ClientResult run_client(RsiClient& db, const WorkloadOptions& w, uint32_t client
   return res;
 }
 
+uint64_t orders_per_client(const WorkloadOptions& w, uint32_t clients) {
+  return orders_capacity(w, clients) / clients;
+}
+
 CheckResult check_invariants(Cluster& cluster, const Layout& layout, const WorkloadOptions& w,
-                             uint64_t checkouts, uint64_t unreported) {
+                             const std::vector<int64_t>& checkouts) {
   CheckResult res;
   auto problem = [&](const std::string& p) {
     res.ok = false;
@@ -367,12 +371,22 @@ CheckResult check_invariants(Cluster& cluster, const Layout& layout, const Workl
       problem("order " + std::to_string(o) + " is absent but has " + std::to_string(lines_of[o]) +
               " lines");
   }
-  if (res.orders < checkouts || res.orders > checkouts + unreported) {
-    problem(std::to_string(res.orders) + " orders in the database, but the clients committed " +
-            std::to_string(checkouts) + " checkouts" +
-            (unreported
-                 ? " (and up to " + std::to_string(unreported) + " unreported by dead clients)"
-                 : ""));
+  // Every client's orders are its first keys, as many as it reported.
+  const uint64_t share = orders_per_client(w, layout.clients);
+  for (uint32_t c = 0; c < checkouts.size(); ++c) {
+    uint64_t n = 0;
+    while (n < share && order_present[c * share + n]) ++n;
+    for (uint64_t k = n; k < share; ++k) {
+      if (order_present[c * share + k]) {
+        problem("client " + std::to_string(c) + ": order " + std::to_string(c * share + k) +
+                " exists after a missing one (" + std::to_string(c * share + n) + ")");
+        break;
+      }
+    }
+    if (checkouts[c] >= 0 && n != static_cast<uint64_t>(checkouts[c])) {
+      problem("client " + std::to_string(c) + " committed " + std::to_string(checkouts[c]) +
+              " checkouts, but " + std::to_string(n) + " of its orders are in the database");
+    }
   }
   return res;
 }

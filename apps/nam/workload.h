@@ -73,9 +73,13 @@ struct CheckResult {
 };
 // Scans every table of every memory server with plain one-sided reads (after
 // all clients finished and recovery ran) and checks the invariants of the
-// workload. `checkouts` is what the clients reported committing; clients
-// that died may have committed up to `unreported` more.
+// workload. checkouts[j] is how many checkouts client j reported committing,
+// -1 if it died (then any number is fine, but its orders must still be
+// consecutive: order keys j * share + 0, 1, 2, ... with no hole).
 CheckResult check_invariants(Cluster& cluster, const Layout& layout, const WorkloadOptions& w,
-                             uint64_t checkouts, uint64_t unreported = 0);
+                             const std::vector<int64_t>& checkouts);
+
+// How many order keys each client owns (client j: j * share .. (j+1) * share - 1).
+uint64_t orders_per_client(const WorkloadOptions& w, uint32_t clients);
 
 }  // namespace sluice::nam
