@@ -72,13 +72,16 @@ void RsiClient::check(Status s, RemoteRegion& r, const char* what) {
     throw PeerLostError(r.owner(), "nam: " + where + " is lost (" + what + ": " +
                                        sluice::to_string(s) + "): " + r.error());
   }
+  // A timeout: first whether the memory server is known to be gone (some
+  // paths do not report a dead owner, see docs/nam.md).
+  if (s == Status::kTimeout) check_servers();
   throw NamError("nam: " + std::string(what) + " on " + where + " failed: " + sluice::to_string(s) +
                  ": " + r.error());
 }
 
 uint64_t RsiClient::cas(RemoteRegion& r, uint64_t offset, uint64_t expected, uint64_t desired) {
   uint64_t prev = 0;
-  check(r.compare_and_swap(offset, expected, desired, &prev), r, "compare-and-swap");
+  check(r.compare_and_swap(offset, expected, desired, &prev, deadline()), r, "compare-and-swap");
   return prev;
 }
 
@@ -89,7 +92,8 @@ void RsiClient::read_slot(uint32_t table, uint64_t key) {
                    std::to_string(layout_.tables[table].records) + " records)");
   }
   RemoteRegion& r = region(table, key);
-  check(r.read(layout_.slot_offset(table, key), std::span(slot_.data(), layout_.slot_bytes(table))),
+  check(r.read(layout_.slot_offset(table, key), std::span(slot_.data(), layout_.slot_bytes(table)),
+               deadline()),
         r, "reading a record");
 }
 
@@ -158,8 +162,9 @@ void RsiClient::begin() {
   doomed_ = Outcome::kCommitted;
   const uint64_t words_total = layout_.ts_words();
   for (;;) {
-    check(meta_.read(layout_.retire_offset(0), std::as_writable_bytes(std::span(retire_))), meta_,
-          "reading the retire words");
+    check(meta_.read(layout_.retire_offset(0), std::as_writable_bytes(std::span(retire_)),
+                     deadline()),
+          meta_, "reading the retire words");
     if (retire_[client_] != 0) {
       throw NamError(
           "nam: client " + std::to_string(client_) +
@@ -170,7 +175,7 @@ void RsiClient::begin() {
       const uint64_t w0 = ts_word(scan_);
       const uint64_t n = std::min<uint64_t>(words_.size(), words_total - w0);
       check(meta_.read(layout_.ts_offset() + 8 * w0,
-                       std::as_writable_bytes(std::span(words_.data(), n))),
+                       std::as_writable_bytes(std::span(words_.data(), n)), deadline()),
             meta_, "reading the timestamp vector");
       for (uint64_t t = scan_; ts_word(t) < w0 + n; ++t) {
         const TsState st = ts_state(words_[ts_word(t) - w0], t);
@@ -206,6 +211,7 @@ void RsiClient::begin() {
     // Read-your-writes (our last commit), and a retry after a conflict sees
     // the commit it collided with.
     if (rts_ >= std::max(last_commit_, wait_for_)) break;
+    check_servers();
     std::this_thread::yield();
   }
   in_txn_ = true;
@@ -312,7 +318,7 @@ void RsiClient::buffer(uint32_t table, uint64_t key, std::span<const std::byte> 
 
 TsState RsiClient::state_of(uint64_t ts) {
   uint64_t word = 0;
-  check(meta_.read(layout_.ts_offset() + 8 * ts_word(ts), bytes_of(word)), meta_,
+  check(meta_.read(layout_.ts_offset() + 8 * ts_word(ts), bytes_of(word), deadline()), meta_,
         "reading the timestamp vector");
   return ts_state(word, ts);
 }
@@ -374,7 +380,8 @@ Outcome RsiClient::commit() {
   entries_.clear();
   for (const Pending& w : writes_) entries_.push_back(LogEntry{w.table, w.key});
   encode_log(c, entries_, log_);
-  check(meta_.write(layout_.log_offset(client_), log_), meta_, "writing the commit log");
+  check(meta_.write(layout_.log_offset(client_), log_, deadline()), meta_,
+        "writing the commit log");
   // Validate and lock: one CAS per written record.
   for (Pending& w : writes_) {
     const uint64_t prev =
@@ -404,7 +411,7 @@ Outcome RsiClient::commit() {
     std::memcpy(v + 16, data.data(), payload);
     RemoteRegion& r = region(w.table, w.key);
     check(r.write(layout_.slot_offset(w.table, w.key) + layout_.version_offset(w.table, w.victim),
-                  std::span<const std::byte>(v, 16 + payload)),
+                  std::span<const std::byte>(v, 16 + payload), deadline()),
           r, "installing a version");
   }
   // The commit point: never once a memory server is known to be gone.
@@ -432,7 +439,7 @@ void RsiClient::retire() {
 uint64_t RsiClient::header(uint32_t table, uint64_t key) {
   uint64_t h = 0;
   RemoteRegion& r = region(table, key);
-  check(r.read(layout_.slot_offset(table, key), bytes_of(h)), r, "reading a header");
+  check(r.read(layout_.slot_offset(table, key), bytes_of(h), deadline()), r, "reading a header");
   return h;
 }
 
@@ -450,8 +457,9 @@ void RsiClient::roll_back(const LogEntry& e, uint64_t c) {
         sum != 0 && sum == version_checksum(cid, e.table, e.key, std::span(p + 16, payload));
     if ((valid && cid == c) || (!valid && (cid != 0 || sum != 0))) {
       const uint64_t zero[2] = {0, 0};  // drop the half-installed version
-      check(r.write(base + layout_.version_offset(e.table, v), std::as_bytes(std::span(zero))), r,
-            "rolling back a version");
+      check(r.write(base + layout_.version_offset(e.table, v), std::as_bytes(std::span(zero)),
+                    deadline()),
+            r, "rolling back a version");
     } else if (valid) {
       newest = std::max(newest, cid);
     }
@@ -486,7 +494,7 @@ void RsiClient::recover_client(uint32_t j, uint64_t p) {
   }
   std::vector<LogEntry> entries;
   uint64_t c = 0;
-  check(meta_.read(layout_.log_offset(j), log_), meta_, "reading a commit log");
+  check(meta_.read(layout_.log_offset(j), log_, deadline()), meta_, "reading a commit log");
   if (decode_log(log_, &c, &entries) && c != 0) resolve(c, entries);
   transition(p, kFenced, kAborted);
   cas(meta_, layout_.retire_offset(j), 0, p + layout_.clients);
@@ -498,8 +506,9 @@ void RsiClient::recover_client(uint32_t j, uint64_t p) {
 }
 
 uint32_t RsiClient::recover_unretired() {
-  check(meta_.read(layout_.retire_offset(0), std::as_writable_bytes(std::span(retire_))), meta_,
-        "reading the retire words");
+  check(
+      meta_.read(layout_.retire_offset(0), std::as_writable_bytes(std::span(retire_)), deadline()),
+      meta_, "reading the retire words");
   uint32_t n = 0;
   for (uint32_t j = 0; j < layout_.clients; ++j) {
     if (j == client_ || retire_[j] != 0) continue;

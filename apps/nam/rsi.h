@@ -76,6 +76,9 @@ struct RsiOptions {
   // Set (to the rank) when a memory server is known to be gone (liveness.h):
   // begin() and commit() then throw PeerLostError instead of going on.
   const std::atomic<int64_t>* lost_server = nullptr;
+  // Limit of every one-sided operation (then NamError, or PeerLostError if
+  // the memory server is known to be gone).
+  std::chrono::milliseconds op_timeout{10000};
   KillPoint test_kill = KillPoint::kNone;
   uint64_t test_kill_on_commit = 1;  // the n-th commit (1-based) that gets that far
 };
@@ -158,6 +161,7 @@ class RsiClient {
   void roll_back(const LogEntry& e, uint64_t c);
   void maybe_kill(KillPoint at);
   void check_servers();
+  Deadline deadline() const { return Clock::now() + options_.op_timeout; }
 
   Cluster& cluster_;
   Layout layout_;
