@@ -19,6 +19,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "liveness.h"
 #include "options.h"
 #include "rsi.h"
+#include "twopc.h"
 #include "workload.h"
 
 namespace sn = sluice::nam;
@@ -106,6 +108,17 @@ int memory_server(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     regions.push_back(cluster.expose("nam-results", compute * sizeof(Summary)));
   }
   sn::AliveSource alive(cluster, opt.memory_servers);
+  // The 2PC baseline: this memory server is a resource manager.
+  std::unique_ptr<sn::ResourceManager> rm;
+  sluice::DeclaredFlow requests, replies;
+  const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
+  if (opt.protocol == "2pc") {
+    requests = cluster.declare(flows.request);
+    replies = cluster.declare(flows.reply);
+    std::vector<std::byte*> tables;
+    for (uint32_t t = 0; t < layout.tables.size(); ++t) tables.push_back(regions[t].data());
+    rm = std::make_unique<sn::ResourceManager>(cluster, layout, flows, tables);
+  }
   cluster.barrier("nam-exposed");
   if (opt.test_kill_memory_server == static_cast<int64_t>(rank)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(opt.test_kill_after_ms));
@@ -113,7 +126,9 @@ int memory_server(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     std::fflush(stderr);
     ::raise(SIGKILL);
   }
-  // Passive from here on: the clients read, lock and install by themselves.
+  // RSI: passive from here on, the clients read, lock and install by
+  // themselves. 2PC: serve the clients' requests until they are done.
+  if (rm) rm->serve();
   cluster.barrier("nam-done", survivors, 0);
   alive.close();
   return 0;
@@ -123,6 +138,12 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
             const std::vector<sluice::Endpoint>& survivors, uint32_t doomed_rank) {
   const uint32_t rank = cluster.rank(), m = opt.memory_servers;
   sn::ServerWatch watch(cluster, m);
+  const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
+  sluice::DeclaredFlow requests, replies;
+  if (opt.protocol == "2pc") {
+    requests = cluster.declare(flows.request);
+    replies = cluster.declare(flows.reply);
+  }
   cluster.barrier("nam-exposed");
   std::vector<sn::ClientResult> results(opt.clients);
   std::vector<std::string> errors(opt.clients);
@@ -140,9 +161,16 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
             ro.test_kill = opt.test_kill_at;
             ro.test_kill_on_commit = opt.test_kill_on_commit;
           }
-          sn::RsiClient db(cluster, layout, id, ro);
-          if (t == 0) path = db.path();
-          results[t] = sn::run_client(db, opt.workload, id, layout.clients, !opt.history.empty());
+          std::unique_ptr<sn::Transactions> db;
+          if (opt.protocol == "2pc") {
+            db = std::make_unique<sn::TwoPcClient>(cluster, layout, flows, id, t);
+            if (t == 0) path = "flows";
+          } else {
+            auto rsi = std::make_unique<sn::RsiClient>(cluster, layout, id, ro);
+            if (t == 0) path = rsi->path();
+            db = std::move(rsi);
+          }
+          results[t] = sn::run_client(*db, opt.workload, id, layout.clients, !opt.history.empty());
           if (!opt.history.empty()) {
             std::ofstream out(opt.history + "." + std::to_string(id) + ".jsonl");
             out << results[t].history;
@@ -221,13 +249,15 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
       for (int b = 0; b < kBuckets; ++b) total.hist[b] += s.hist[b];
     }
     // Clients that died are recovered now (every live one has retired).
-    sn::RsiOptions sweep_options;
-    sweep_options.lost_server = &watch.lost();
-    sn::RsiClient sweeper(cluster, layout, (rank - m) * opt.clients, sweep_options);
-    const uint32_t swept = sweeper.recover_unretired();
-    total.forward += sweeper.stats().recovered_forward;
-    total.back += sweeper.stats().recovered_back;
-    total.recovered += swept;
+    if (opt.protocol == "rsi") {
+      sn::RsiOptions sweep_options;
+      sweep_options.lost_server = &watch.lost();
+      sn::RsiClient sweeper(cluster, layout, (rank - m) * opt.clients, sweep_options);
+      const uint32_t swept = sweeper.recover_unretired();
+      total.forward += sweeper.stats().recovered_forward;
+      total.back += sweeper.stats().recovered_back;
+      total.recovered += swept;
+    }
     const sn::CheckResult check = sn::check_invariants(cluster, layout, opt.workload, checkouts);
     if (watch.lost().load() >= 0) {
       std::fprintf(
@@ -244,7 +274,7 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
     const std::string transport = transport_label(cluster);
     std::printf(
         "sluice-nam: %s %s: %" PRIu64
-        " clients on %u compute ranks, %u memory servers (%s, regions %s)\n"
+        " clients on %u compute ranks, %u memory servers (%s, data path %s)\n"
         "  %" PRIu64 " committed (%" PRIu64 " checkouts, %" PRIu64
         " read-only) in %.3f s = %.0f txn/s; "
         "aborts %" PRIu64 " conflict + %" PRIu64

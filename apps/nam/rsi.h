@@ -52,21 +52,9 @@
 #include <vector>
 
 #include "layout.h"
+#include "txn.h"
 
 namespace sluice::nam {
-
-class NamError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-enum class Outcome : uint8_t {
-  kCommitted,
-  kConflict,  // a written record changed since the snapshot, or was locked
-  kTooOld,    // a record no longer holds a version old enough for the snapshot
-  kAborted,   // abort() was called
-};
-const char* to_string(Outcome o);
 
 // Where the test builds may kill the client (SIGKILL), on its n-th commit.
 enum class KillPoint : uint8_t { kNone, kAfterLock, kAfterCommitBit };
@@ -83,35 +71,29 @@ struct RsiOptions {
   uint64_t test_kill_on_commit = 1;  // the n-th commit (1-based) that gets that far
 };
 
-struct RsiStats {
-  uint64_t commits = 0, conflicts = 0, too_old = 0, read_only = 0;
-  uint64_t burned = 0;  // own timestamps given up so the read timestamp can pass them
-  uint64_t recovered_forward = 0, recovered_back = 0, clients_recovered = 0;
-};
-
-class RsiClient {
+class RsiClient final : public Transactions {
  public:
   // Opens the regions of every memory server (ranks 0 .. memory_servers-1).
   RsiClient(Cluster& cluster, const Layout& layout, uint32_t client, RsiOptions options = {});
 
-  void begin();
+  void begin() override;
   uint64_t read_timestamp() const { return rts_; }
   // Copies the visible version's payload into `out` (payload_bytes of the
   // table; a shorter `out` gets a prefix). False if the record is absent in
   // the snapshot. A record whose visible version was overwritten dooms the
   // transaction (commit() returns kTooOld; what read returned is then
   // meaningless).
-  bool read(uint32_t table, uint64_t key, std::span<std::byte> out);
+  bool read(uint32_t table, uint64_t key, std::span<std::byte> out) override;
   // Buffers a new version (zero-padded to payload_bytes).
-  void write(uint32_t table, uint64_t key, std::span<const std::byte> bytes);
+  void write(uint32_t table, uint64_t key, std::span<const std::byte> bytes) override;
   // write() of a record that must be absent in the snapshot; commit()
   // returns kConflict if it is not (or was inserted concurrently).
-  void insert(uint32_t table, uint64_t key, std::span<const std::byte> bytes);
-  Outcome commit();
-  void abort();
+  void insert(uint32_t table, uint64_t key, std::span<const std::byte> bytes) override;
+  Outcome commit() override;
+  void abort() override;
   // Gives up this client's remaining timestamps (call when done: an idle
   // client that holds the lowest pending timestamp stops everyone's reads).
-  void retire();
+  void retire() override;
 
   // Recovers every client that has not retired (call only once every live
   // client retired, e.g. after a barrier): returns how many were recovered.
@@ -119,7 +101,7 @@ class RsiClient {
   // Reads a slot's header directly (the end-of-run checks).
   uint64_t header(uint32_t table, uint64_t key);
 
-  const RsiStats& stats() const { return stats_; }
+  const TxnStats& stats() const override { return stats_; }
   uint32_t client() const { return client_; }
   const char* path() const { return meta_.path(); }
 
@@ -185,7 +167,7 @@ class RsiClient {
   uint64_t lock_ts_ = 0;
   Clock::time_point lock_since_{};
   uint64_t kill_countdown_ = 0;
-  RsiStats stats_;
+  TxnStats stats_;
 };
 
 }  // namespace sluice::nam

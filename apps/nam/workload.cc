@@ -111,8 +111,8 @@ void load_table(const Layout& layout, const WorkloadOptions& w, uint32_t table, 
   }
 }
 
-ClientResult run_client(RsiClient& db, const WorkloadOptions& w, uint32_t client, uint32_t clients,
-                        bool record_history) {
+ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t client,
+                        uint32_t clients, bool record_history) {
   ClientResult res;
   Rng rng{w.seed * 0x100000001b3ull + client * 7919 + 1};
   const auto start = Clock::now();

@@ -58,13 +58,13 @@ struct ClientResult {
   uint64_t commits = 0, read_only = 0, checkouts = 0, conflicts = 0, too_old = 0, out_of_stock = 0;
   double seconds = 0;
   std::vector<uint32_t> latency_us;  // per committed transaction, first attempt to commit
-  RsiStats rsi;
+  TxnStats rsi;
   std::string history;  // JSON lines (list-append and write-skew)
 };
 
 // Runs the closed loop of one client; throws what the client throws.
-ClientResult run_client(RsiClient& db, const WorkloadOptions& w, uint32_t client, uint32_t clients,
-                        bool record_history);
+ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t client,
+                        uint32_t clients, bool record_history);
 
 struct CheckResult {
   bool ok = true;
