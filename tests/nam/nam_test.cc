@@ -85,6 +85,20 @@ TEST(NamTest, HotProductsOnTwoMemoryServersConflictButKeepTheInvariants) {
   EXPECT_EQ(json_number(r.output, "orders"), json_number(r.output, "checkouts")) << r.output;
 }
 
+// The baseline: the same workload and invariants with the message-based
+// two-phase commit (the memory servers as resource managers).
+TEST(NamTest, TwoPhaseCommitBaselineKeepsTheInvariants) {
+  const ProcessResult r = run_nam(4, {"--protocol", "2pc", "--memory-servers", "2", "--clients", "2", "--products",
+                                      "200", "--record-bytes", "64", "--hot-products", "20", "--browse-percent",
+                                      "20", "--txns", txns(100, 25), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_invariants_ok(r);
+  EXPECT_EQ(json_field(r.output, "protocol"), "2pc") << r.output;
+  EXPECT_EQ(json_number(r.output, "commits"), 4u * (over_ofi() ? 25 : 100)) << r.output;
+  EXPECT_EQ(json_number(r.output, "orders"), json_number(r.output, "checkouts")) << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
 TEST(NamTest, HelpAndBadOptions) {
   ProcessResult r = run_process({sluice::testing::bin("sluice-nam"), "--help"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -93,6 +107,9 @@ TEST(NamTest, HelpAndBadOptions) {
   r = run_process({sluice::testing::bin("sluice-nam"), "--versions", "1"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--versions must be at least 2"), std::string::npos) << r.output;
+  r = run_process({sluice::testing::bin("sluice-nam"), "--protocol", "3pc"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--protocol wants rsi or 2pc"), std::string::npos) << r.output;
   r = run_process({sluice::testing::bin("sluice-nam"), "--workload", "tpcc"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("not 'tpcc'"), std::string::npos) << r.output;
@@ -163,6 +180,14 @@ TEST_F(NamHistoryTest, ListAppendHistoryIsSnapshotIsolation) {
   const Adya si = adya_check(h, "snapshot-isolation");
   EXPECT_EQ(si.exit_code, 0) << "the history must be valid under snapshot isolation\n" << si.output;
   EXPECT_NE(si.output.find("\ttrue"), std::string::npos) << si.output;
+}
+
+TEST_F(NamHistoryTest, TwoPhaseCommitHistoryIsSnapshotIsolation) {
+  const std::string h = record({"--protocol", "2pc", "--workload", "list-append", "--keys", "8", "--list-capacity",
+                                "256", "--txns", txns(100, 25)},
+                               4);
+  const Adya si = adya_check(h, "snapshot-isolation");
+  EXPECT_EQ(si.exit_code, 0) << "the history must be valid under snapshot isolation\n" << si.output;
 }
 
 // Read two lists, think, append to one: snapshot isolation admits write skew
