@@ -17,7 +17,7 @@ struct Options {
   uint32_t memory_servers = 1;   // --memory-servers: ranks 0 .. M-1
   uint32_t clients = 1;          // --clients: client threads per compute rank
   uint32_t versions = 2;         // --versions per record
-  uint64_t max_timestamps = 1 << 22;
+  uint64_t max_timestamps = uint64_t{1} << 27;  // 32 MiB of vector on memory server 0
   uint32_t recovery_timeout_ms = 2000;
   std::string history;  // --history PREFIX: PREFIX.<client>.jsonl
   bool json = false;

@@ -13,7 +13,7 @@ enum MsgType : uint8_t { kBegin = 1, kGetTs, kDone, kRead, kPrepare, kCommit, kA
 
 struct MsgHeader {
   uint8_t type;
-  uint8_t status;  // READ: 0 found, 1 absent, 2 too old; PREPARE: 0 yes, 1 no; GET_TS: 1 exhausted
+  uint8_t status;  // READ: 0 found, 1 absent, 2 too old; PREPARE: 0 yes, 1 no; GET_TS: 1 refused
   uint16_t count;  // entries (requests); the answering server (replies)
   uint32_t client;
   uint64_t ts;  // read or commit timestamp; a refused PREPARE: the commit id it collided with
@@ -149,15 +149,18 @@ struct ResourceManager::Impl {
         r.ts = watermark;
         break;
       case kGetTs:
-        if (issued + 1 >= done.size()) {
+        // Every client has at most one timestamp outstanding, so a window
+        // of done flags past the watermark suffices.
+        if (issued - watermark >= done.size() - 1) {
           r.status = 1;
           break;
         }
         r.ts = ++issued;
+        done[r.ts % done.size()] = 0;
         break;
       case kDone:
-        if (h.ts < done.size()) done[h.ts] = 1;
-        while (watermark + 1 <= issued && done[watermark + 1]) ++watermark;
+        if (h.ts > watermark && h.ts <= issued) done[h.ts % done.size()] = 1;
+        while (watermark < issued && done[(watermark + 1) % done.size()]) ++watermark;
         return 0;
       case kRead: {
         MsgEntry e;
@@ -230,7 +233,7 @@ struct ResourceManager::Impl {
 ResourceManager::ResourceManager(Cluster& cluster, const Layout& layout, const TwoPcFlows& flows,
                                  std::vector<std::byte*> tables)
     : impl_(new Impl{cluster, layout, flows, std::move(tables), cluster.rank(), 0, 0, {}, {}}) {
-  if (impl_->me == 0) impl_->done.assign(layout.max_timestamps + 1, 0);
+  if (impl_->me == 0) impl_->done.assign(std::max<uint64_t>(1024, 4ull * layout.clients), 0);
   impl_->out.resize(max_message(layout));
 }
 ResourceManager::~ResourceManager() = default;
