@@ -4,7 +4,7 @@
 //
 // Tables. A table is a fixed number of records, each a fixed-size slot;
 // record k of a table lives on memory server k % M at slot k / M of that
-// server's region "nam-<table>". A slot is
+// server's region "nam-<table>" (layout.prefix). A slot is
 //
 //   [ header: lock bit (bit 63) | 63-bit commit id of the newest version ]
 //   [ version 0: commit id | checksum | payload ] ... [ version V-1 ]
@@ -18,7 +18,7 @@
 // apart from a whole one without relying on the order in which a NIC or
 // memcpy places bytes. Loaded data carries commit id 0 (visible to everyone).
 //
-// Metadata, on memory server 0, region "nam-meta":
+// Metadata, on memory server 0, region "nam-meta" (layout.prefix):
 //   [ retire words: N x u64 ]   client i retired from timestamp retire[i] on
 //                               (0: active); its later timestamps count as done
 //   [ timestamp vector ]        2 bits per timestamp, 32 per word: 0 pending,
@@ -69,7 +69,11 @@ struct Layout {
   uint64_t version_offset(uint32_t table, uint32_t v) const { return 8 + v * version_bytes(table); }
   // Bytes of table `table`'s region on memory server `server`.
   uint64_t region_bytes(uint32_t table, uint32_t server) const;
-  static std::string region_name(const std::string& table) { return "nam-" + table; }
+  // Region names: "<prefix>-<table>", "<prefix>-meta" (several databases,
+  // e.g. one per protocol of a `--protocol both` run, live side by side).
+  std::string prefix = "nam";
+  std::string region_name(const std::string& table) const { return prefix + "-" + table; }
+  std::string meta_name() const { return prefix + "-meta"; }
 
   // The metadata region (server 0).
   uint64_t retire_offset(uint32_t client) const { return 8ull * client; }

@@ -93,34 +93,37 @@ std::string transport_label(sluice::Cluster& cluster) {
   return shm && ofi ? "shm+ofi" : ofi ? "ofi" : "shm";
 }
 
-int memory_server(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& layout,
+std::string phase_name(const char* what, size_t phase) {
+  return std::string(what) + "-" + std::to_string(phase);
+}
+
+// One protocol's run on a memory server: expose and load its tables, then
+// wait (RSI) or serve (2PC) until the clients are done.
+void memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& layout,
+                  const std::string& protocol, size_t phase,
                   const std::vector<sluice::Endpoint>& survivors) {
   const uint32_t rank = cluster.rank();
   std::vector<sluice::MemoryRegion> regions;
   for (uint32_t t = 0; t < layout.tables.size(); ++t) {
-    regions.push_back(cluster.expose(sn::Layout::region_name(layout.tables[t].name),
-                                     layout.region_bytes(t, rank)));
+    regions.push_back(
+        cluster.expose(layout.region_name(layout.tables[t].name), layout.region_bytes(t, rank)));
     sn::load_table(layout, opt.workload, t, rank, regions.back().data());
   }
-  if (rank == 0) {
-    regions.push_back(cluster.expose("nam-meta", layout.meta_bytes()));
-    const uint32_t compute = cluster.world_size() - opt.memory_servers;
-    regions.push_back(cluster.expose("nam-results", compute * sizeof(Summary)));
-  }
-  sn::AliveSource alive(cluster, opt.memory_servers);
+  if (rank == 0 && protocol == "rsi")
+    regions.push_back(cluster.expose(layout.meta_name(), layout.meta_bytes()));
   // The 2PC baseline: this memory server is a resource manager.
   std::unique_ptr<sn::ResourceManager> rm;
   sluice::DeclaredFlow requests, replies;
   const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
-  if (opt.protocol == "2pc") {
+  if (protocol == "2pc") {
     requests = cluster.declare(flows.request);
     replies = cluster.declare(flows.reply);
     std::vector<std::byte*> tables;
     for (uint32_t t = 0; t < layout.tables.size(); ++t) tables.push_back(regions[t].data());
     rm = std::make_unique<sn::ResourceManager>(cluster, layout, flows, tables);
   }
-  cluster.barrier("nam-exposed");
-  if (opt.test_kill_memory_server == static_cast<int64_t>(rank)) {
+  cluster.barrier(phase_name("nam-exposed", phase));
+  if (opt.test_kill_memory_server == static_cast<int64_t>(rank) && phase == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(opt.test_kill_after_ms));
     std::fprintf(stderr, "nam test hook: memory server rank %u kills itself\n", rank);
     std::fflush(stderr);
@@ -129,22 +132,37 @@ int memory_server(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
   // RSI: passive from here on, the clients read, lock and install by
   // themselves. 2PC: serve the clients' requests until they are done.
   if (rm) rm->serve();
-  cluster.barrier("nam-done", survivors, 0);
+  cluster.barrier(phase_name("nam-done", phase), survivors, 0);
+}
+
+int memory_server(sluice::Cluster& cluster, const sn::Options& opt,
+                  const std::vector<sn::Layout>& layouts, const std::vector<std::string>& protocols,
+                  const std::vector<sluice::Endpoint>& survivors) {
+  sluice::MemoryRegion results;
+  if (cluster.rank() == 0) {
+    const uint32_t compute = cluster.world_size() - opt.memory_servers;
+    results = cluster.expose("nam-results", protocols.size() * compute * sizeof(Summary));
+  }
+  sn::AliveSource alive(cluster, opt.memory_servers);
+  for (size_t p = 0; p < protocols.size(); ++p)
+    memory_phase(cluster, opt, layouts[p], protocols[p], p, survivors);
   alive.close();
   return 0;
 }
 
-int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& layout,
-            const std::vector<sluice::Endpoint>& survivors, uint32_t doomed_rank) {
+// One protocol's run on a compute rank; the reporter sets *tps.
+int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& layout,
+                  const std::string& protocol, size_t phase,
+                  const std::vector<sluice::Endpoint>& survivors, uint32_t doomed_rank,
+                  const sn::ServerWatch& watch, double* tps_out) {
   const uint32_t rank = cluster.rank(), m = opt.memory_servers;
-  sn::ServerWatch watch(cluster, m);
   const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
   sluice::DeclaredFlow requests, replies;
-  if (opt.protocol == "2pc") {
+  if (protocol == "2pc") {
     requests = cluster.declare(flows.request);
     replies = cluster.declare(flows.reply);
   }
-  cluster.barrier("nam-exposed");
+  cluster.barrier(phase_name("nam-exposed", phase));
   std::vector<sn::ClientResult> results(opt.clients);
   std::vector<std::string> errors(opt.clients);
   std::string path;
@@ -162,7 +180,7 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
             ro.test_kill_on_commit = opt.test_kill_on_commit;
           }
           std::unique_ptr<sn::Transactions> db;
-          if (opt.protocol == "2pc") {
+          if (protocol == "2pc") {
             db = std::make_unique<sn::TwoPcClient>(cluster, layout, flows, id, t);
             if (t == 0) path = "flows";
           } else {
@@ -199,8 +217,10 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
     mine.checkouts_of[t] = results[t].checkouts;
   }
   std::snprintf(mine.path, sizeof(mine.path), "%s", path.c_str());
+  const uint32_t compute_ranks = cluster.world_size() - m;
   sluice::RemoteRegion out = cluster.open_region("nam-results", 0);
-  if (out.write((rank - m) * sizeof(Summary), std::as_bytes(std::span(&mine, 1))) !=
+  const uint64_t base = phase * compute_ranks * sizeof(Summary);
+  if (out.write(base + (rank - m) * sizeof(Summary), std::as_bytes(std::span(&mine, 1))) !=
       sluice::Status::kOk) {
     std::fprintf(stderr, "sluice-nam: rank %u: writing the results failed: %s\n", rank,
                  out.error().c_str());
@@ -210,13 +230,12 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
   for (const sluice::Endpoint& e : survivors) {
     if (e.rank >= m) computing.push_back(e);
   }
-  cluster.barrier("nam-ran", computing, 0);
+  cluster.barrier(phase_name("nam-ran", phase), computing, 0);
   const uint32_t reporter = doomed_rank == m ? m + 1 : m;
   int code = 0;
   if (rank == reporter) {
-    const uint32_t compute_ranks = cluster.world_size() - m;
     std::vector<Summary> all(compute_ranks);
-    if (out.read(0, std::as_writable_bytes(std::span(all))) != sluice::Status::kOk) {
+    if (out.read(base, std::as_writable_bytes(std::span(all))) != sluice::Status::kOk) {
       std::fprintf(stderr, "sluice-nam: reading the results failed: %s\n", out.error().c_str());
       return 1;
     }
@@ -224,7 +243,7 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
     for (const Summary& s : all) any_failed = any_failed || s.valid == 2;
     if (any_failed) {
       std::fprintf(stderr, "sluice-nam: a client failed (see above): no results\n");
-      cluster.barrier("nam-done", survivors, 0);
+      cluster.barrier(phase_name("nam-done", phase), survivors, 0);
       return 1;
     }
     Summary total{};
@@ -249,7 +268,7 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
       for (int b = 0; b < kBuckets; ++b) total.hist[b] += s.hist[b];
     }
     // Clients that died are recovered now (every live one has retired).
-    if (opt.protocol == "rsi") {
+    if (protocol == "rsi") {
       sn::RsiOptions sweep_options;
       sweep_options.lost_server = &watch.lost();
       sn::RsiClient sweeper(cluster, layout, (rank - m) * opt.clients, sweep_options);
@@ -264,12 +283,13 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
           stderr,
           "sluice-nam: rank %u: PeerLost: memory server rank %lld is lost (%s); no results\n", rank,
           static_cast<long long>(watch.lost().load()), watch.why().c_str());
-      cluster.barrier("nam-done", survivors, 0);
+      cluster.barrier(phase_name("nam-done", phase), survivors, 0);
       return 1;
     }
     const double aborts = static_cast<double>(total.conflicts + total.too_old);
     const double abort_rate = total.commits + aborts > 0 ? aborts / (total.commits + aborts) : 0;
     const double tps = total.seconds > 0 ? total.commits / total.seconds : 0;
+    *tps_out = tps;
     const double p50 = percentile(total, 0.5), p99 = percentile(total, 0.99);
     const std::string transport = transport_label(cluster);
     std::printf(
@@ -281,7 +301,7 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
         " too-old = %.2f%%; latency p50 %.0f us, p99 %.0f us\n"
         "  recovery: %" PRIu64 " clients recovered, %" PRIu64 " records rolled forward, %" PRIu64
         " rolled back; %" PRIu64 " timestamps given up\n",
-        opt.protocol.c_str(), opt.workload.workload.c_str(), total.clients, compute_ranks, m,
+        protocol.c_str(), opt.workload.workload.c_str(), total.clients, compute_ranks, m,
         transport.c_str(), all[reporter - m].path, total.commits, total.checkouts, total.read_only,
         total.seconds, tps, total.conflicts, total.too_old, 100 * abort_rate, p50, p99,
         total.recovered, total.forward, total.back, total.burned);
@@ -303,7 +323,7 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
           "\"latency_p99_us\":%.1f,\"clients_recovered\":%" PRIu64 ",\"rolled_forward\":%" PRIu64
           ",\"rolled_back\":%" PRIu64 ",\"orders\":%" PRIu64 ",\"lines\":%" PRIu64
           ",\"locked\":%" PRIu64 ",\"invariants\":\"%s\"}\n",
-          opt.protocol.c_str(), opt.workload.workload.c_str(), transport.c_str(),
+          protocol.c_str(), opt.workload.workload.c_str(), transport.c_str(),
           all[reporter - m].path, total.clients, m, total.commits, total.checkouts, total.read_only,
           total.conflicts, total.too_old, total.out_of_stock, abort_rate, total.seconds, tps, p50,
           p99, total.recovered, total.forward, total.back, check.orders, check.lines, check.locked,
@@ -311,8 +331,26 @@ int compute(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& 
     }
     std::fflush(stdout);
   }
-  cluster.barrier("nam-done", survivors, 0);
+  cluster.barrier(phase_name("nam-done", phase), survivors, 0);
   return failed ? 1 : code;
+}
+
+int compute(sluice::Cluster& cluster, const sn::Options& opt,
+            const std::vector<sn::Layout>& layouts, const std::vector<std::string>& protocols,
+            const std::vector<sluice::Endpoint>& survivors, uint32_t doomed_rank) {
+  sn::ServerWatch watch(cluster, opt.memory_servers);
+  std::vector<double> tps(protocols.size(), 0);
+  int code = 0;
+  for (size_t p = 0; p < protocols.size(); ++p) {
+    const int c = compute_phase(cluster, opt, layouts[p], protocols[p], p, survivors, doomed_rank,
+                                watch, &tps[p]);
+    code = code != 0 ? code : c;
+  }
+  if (protocols.size() == 2 && tps[1] > 0) {
+    std::printf("sluice-nam: rsi / 2pc throughput on the same cores: %.2f (%.0f vs %.0f txn/s)\n",
+                tps[0] / tps[1], tps[0], tps[1]);
+  }
+  return code;
 }
 
 }  // namespace
@@ -330,8 +368,16 @@ int main(int argc, char** argv) {
       return 2;
     }
     const uint32_t clients = (world - m) * opt.clients;
-    const sn::Layout layout =
-        sn::make_layout(opt.workload, m, clients, opt.versions, opt.max_timestamps);
+    // `--protocol both`: RSI, then 2PC, each on its own fresh copy of the data.
+    const std::vector<std::string> protocols = opt.protocol == "both"
+                                                   ? std::vector<std::string>{"rsi", "2pc"}
+                                                   : std::vector<std::string>{opt.protocol};
+    std::vector<sn::Layout> layouts;
+    for (const std::string& p : protocols) {
+      layouts.push_back(
+          sn::make_layout(opt.workload, m, clients, opt.versions, opt.max_timestamps));
+      if (protocols.size() > 1) layouts.back().prefix = "nam-" + p;
+    }
     // The rank a test hook kills is left out of the closing barriers.
     uint32_t doomed = world;
     if (opt.test_kill_client >= 0 && opt.test_kill_client < clients)
@@ -342,8 +388,8 @@ int main(int argc, char** argv) {
     for (uint32_t r = 0; r < world; ++r) {
       if (r != doomed) survivors.push_back(sluice::Endpoint{r, 0});
     }
-    if (cluster.rank() < m) return memory_server(cluster, opt, layout, survivors);
-    return compute(cluster, opt, layout, survivors, doomed);
+    if (cluster.rank() < m) return memory_server(cluster, opt, layouts, protocols, survivors);
+    return compute(cluster, opt, layouts, protocols, survivors, doomed);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice-nam: rank failed: %s\n", e.what());
     return 1;

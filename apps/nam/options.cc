@@ -30,7 +30,9 @@ namespace {
       "with\n"
       "                       a message-based two-phase commit on shuffle flows (the memory "
       "servers\n"
-      "                       become resource managers)\n"
+      "                       become resource managers); both: RSI, then 2PC on a fresh copy of "
+      "the\n"
+      "                       data, in one job, and the throughput ratio\n"
       "  --versions V         versions kept per record, >= 2 (default 2)\n"
       "  --max-timestamps N   size of the timestamp vector (default 134217728, 32 MiB on rank 0;\n"
       "                       every commit, abort and given-up timestamp uses one)\n"
@@ -154,10 +156,15 @@ Options parse_options(int argc, char** argv) {
     else
       usage("unknown option: " + a);
   }
-  if (o.protocol != "rsi" && o.protocol != "2pc")
-    usage("--protocol wants rsi or 2pc, not '" + o.protocol + "'");
-  if (o.protocol == "2pc" && o.test_kill_at != KillPoint::kNone)
-    usage("the client kill hooks are for --protocol rsi");
+  if (o.protocol != "rsi" && o.protocol != "2pc" && o.protocol != "both") {
+    usage("--protocol wants rsi, 2pc or both, not '" + o.protocol + "'");
+  }
+  if (o.protocol != "rsi" &&
+      (o.test_kill_at != KillPoint::kNone || o.test_kill_memory_server >= 0)) {
+    usage("the kill hooks are for --protocol rsi");
+  }
+  if (o.protocol == "both" && !o.history.empty())
+    usage("--history needs one protocol (rsi or 2pc)");
   if (w.workload != "checkout" && w.workload != "list-append" && w.workload != "write-skew") {
     usage("--workload wants checkout, list-append or write-skew, not '" + w.workload + "'");
   }

@@ -42,14 +42,14 @@ RsiClient::RsiClient(Cluster& cluster, const Layout& layout, uint32_t client, Rs
   uint64_t max_slot = 0, max_payload = 0;
   for (uint32_t s = 0; s < layout_.memory_servers; ++s) {
     for (uint32_t t = 0; t < layout_.tables.size(); ++t) {
-      regions_[s].push_back(cluster_.open_region(Layout::region_name(layout_.tables[t].name), s));
+      regions_[s].push_back(cluster_.open_region(layout_.region_name(layout_.tables[t].name), s));
     }
   }
   for (uint32_t t = 0; t < layout_.tables.size(); ++t) {
     max_slot = std::max(max_slot, layout_.slot_bytes(t));
     max_payload = std::max(max_payload, layout_.version_bytes(t));
   }
-  meta_ = cluster_.open_region("nam-meta", 0);
+  meta_ = cluster_.open_region(layout_.meta_name(), 0);
   next_ts_ = client_ + 1;
   seen_.reserve(64);
   writes_.reserve(kMaxWrites);

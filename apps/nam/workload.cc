@@ -281,7 +281,7 @@ CheckResult check_invariants(Cluster& cluster, const Layout& layout, const Workl
     const uint64_t slot = layout.slot_bytes(t);
     const uint32_t payload = layout.tables[t].payload_bytes;
     for (uint32_t s = 0; s < layout.memory_servers; ++s) {
-      RemoteRegion r = cluster.open_region(Layout::region_name(layout.tables[t].name), s);
+      RemoteRegion r = cluster.open_region(layout.region_name(layout.tables[t].name), s);
       const uint64_t mine = layout.region_bytes(t, s) / slot;
       const uint64_t per_read = std::max<uint64_t>(1, (1 << 20) / slot);
       for (uint64_t first = 0; first < mine; first += per_read) {

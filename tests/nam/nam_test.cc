@@ -99,6 +99,21 @@ TEST(NamTest, TwoPhaseCommitBaselineKeepsTheInvariants) {
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
+// `--protocol both`: RSI and then 2PC in one job, each on its own fresh
+// copy of the data, each checked, and the ratio of their throughputs.
+TEST(NamTest, BothProtocolsInOneJob) {
+  const ProcessResult r =
+      run_nam(3, {"--protocol", "both", "--clients", "2", "--products", "300", "--record-bytes",
+                  "64", "--browse-percent", "20", "--txns", txns(80, 20), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "invariants: OK"), 2) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "\"protocol\":\"rsi\""), 1) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "\"protocol\":\"2pc\""), 1) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "rsi / 2pc throughput on the same cores"), 1) << r.output;
+  EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
 TEST(NamTest, HelpAndBadOptions) {
   ProcessResult r = run_process({sluice::testing::bin("sluice-nam"), "--help"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -109,7 +124,7 @@ TEST(NamTest, HelpAndBadOptions) {
   EXPECT_NE(r.output.find("--versions must be at least 2"), std::string::npos) << r.output;
   r = run_process({sluice::testing::bin("sluice-nam"), "--protocol", "3pc"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--protocol wants rsi or 2pc"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--protocol wants rsi, 2pc or both"), std::string::npos) << r.output;
   r = run_process({sluice::testing::bin("sluice-nam"), "--workload", "tpcc"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("not 'tpcc'"), std::string::npos) << r.output;
@@ -252,14 +267,15 @@ TEST(NamFaultTest, ClientKilledAfterItsTimestampBitIsRolledForward) {
   EXPECT_EQ(json_number(r.output, "rolled_back"), 0u) << r.output;
 }
 
-// Memory server 1 dies a second into a 4-second run: every client fails
-// with PeerLost naming it, and no result or invariant verdict is printed.
+// Memory server 1 dies a second into a 4-second run (1 ms think time, so
+// that the clients cannot fill the orders table and finish before): every
+// client fails with PeerLost naming it, and no result or verdict is printed.
 TEST(NamFaultTest, MemoryServerLossFailsTheClientsWithPeerLost) {
   const ProcessResult r =
       run_nam(4,
               {"--memory-servers", "2", "--products", "100", "--record-bytes", "32", "--txns", "0",
-               "--seconds", "4", "--browse-percent", "50", "--test-kill-memory-server", "1",
-               "--test-kill-after-ms", "1000"},
+               "--seconds", "4", "--browse-percent", "50", "--think-us", "1000",
+               "--test-kill-memory-server", "1", "--test-kill-after-ms", "1000"},
               "sluice-nam-test-hooks", {"--grace", "30"});
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
