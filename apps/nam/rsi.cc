@@ -512,8 +512,24 @@ uint32_t RsiClient::recover_unretired() {
   uint32_t n = 0;
   for (uint32_t j = 0; j < layout_.clients; ++j) {
     if (j == client_ || retire_[j] != 0) continue;
+    // j's first unfinished timestamp, reading the vector a few words at a time.
     uint64_t p = j + 1;
-    while (state_of(p) == kCommitted || state_of(p) == kAborted) p += layout_.clients;
+    for (bool found = false; !found;) {
+      const uint64_t w0 = ts_word(p);
+      if (w0 >= layout_.ts_words())
+        throw NamError("nam: no unfinished timestamp of client " + std::to_string(j));
+      const uint64_t n = std::min<uint64_t>(words_.size(), layout_.ts_words() - w0);
+      check(meta_.read(layout_.ts_offset() + 8 * w0,
+                       std::as_writable_bytes(std::span(words_.data(), n)), deadline()),
+            meta_, "reading the timestamp vector");
+      for (; ts_word(p) < w0 + n; p += layout_.clients) {
+        const TsState st = ts_state(words_[ts_word(p) - w0], p);
+        if (st == kPending || st == kFenced) {
+          found = true;
+          break;
+        }
+      }
+    }
     recover_client(j, p);
     ++n;
   }

@@ -298,7 +298,6 @@ struct TwoPcClient::Impl {
   Outcome doomed = Outcome::kCommitted;
   TxnStats stats;
 
-  MsgHeader& header() { return *reinterpret_cast<MsgHeader*>(msg.data()); }
   void start(MsgType t, uint64_t ts, uint16_t count) {
     const MsgHeader h{t, 0, count, client, ts};
     std::memcpy(msg.data(), &h, sizeof(h));
