@@ -60,6 +60,13 @@ TEST(NamTest, CheckoutKeepsItsInvariants) {
                                       "--txns", txns(150, 40), "--browse-percent", "20", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_invariants_ok(r);
+  // The one-sided operations took the path this variant is about.
+  const char* atomic = std::getenv("SLUICE_OFI_ATOMIC");
+  const std::string path = !over_ofi() ? "shm"
+                           : atomic != nullptr && std::string(atomic) == "0"
+                               ? "ofi (emulated atomics)"
+                               : "ofi";
+  EXPECT_EQ(json_field(r.output, "path"), path) << r.output;
   const uint64_t per_client = over_ofi() ? 40 : 150;
   EXPECT_EQ(json_number(r.output, "commits"), 4 * per_client) << r.output;
   EXPECT_EQ(json_number(r.output, "checkouts") + json_number(r.output, "read_only"), 4 * per_client)
