@@ -235,7 +235,7 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
           }
           if (ops[i].first == 0) {
             reads[i].resize(count);
-            std::memcpy(reads[i].data(), list_buf.data() + 8, 8 * count);
+            if (count != 0) std::memcpy(reads[i].data(), list_buf.data() + 8, 8 * count);
           }
         }
         if (w.workload == "write-skew") think();
