@@ -3,7 +3,8 @@
 # that are missing, so running it twice is cheap. Safe without a terminal
 # (CI=true, no stdin). Extra package names given as arguments are installed
 # the same way (tests/fuzz/run.sh passes clang and its runtime libraries).
-# Then the Python packages (scripts/install-python-deps.sh: DuckDB in .venv).
+# Then the Python packages (scripts/install-python-deps.sh: DuckDB in .venv)
+# and the adya history checker (scripts/install-adya.sh: .tools/adya).
 #   scripts/install-deps.sh [package ...]
 set -euo pipefail
 
@@ -27,6 +28,7 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   "$(dirname "$0")/install-python-deps.sh"
+  "$(dirname "$0")/install-adya.sh"
   exit 0
 fi
 
@@ -45,3 +47,4 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -q </dev/null
 $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
 "$(dirname "$0")/install-python-deps.sh"
+"$(dirname "$0")/install-adya.sh"

@@ -1,0 +1,539 @@
+#include "rsi.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+namespace sluice::nam {
+
+const char* to_string(Outcome o) {
+  switch (o) {
+    case Outcome::kCommitted:
+      return "committed";
+    case Outcome::kConflict:
+      return "conflict";
+    case Outcome::kTooOld:
+      return "too-old";
+    case Outcome::kAborted:
+      return "aborted";
+  }
+  return "?";
+}
+
+namespace {
+uint64_t load64(const std::byte* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+void store64(std::byte* p, uint64_t v) { std::memcpy(p, &v, 8); }
+std::span<std::byte> bytes_of(uint64_t& v) { return std::as_writable_bytes(std::span(&v, 1)); }
+}  // namespace
+
+RsiClient::RsiClient(Cluster& cluster, const Layout& layout, uint32_t client, RsiOptions options)
+    : cluster_(cluster), layout_(layout), client_(client), options_(options) {
+  if (layout_.versions < 2) throw NamError("nam: --versions must be at least 2");
+  if (client_ >= layout_.clients) throw NamError("nam: client id out of range");
+  regions_.resize(layout_.memory_servers);
+  uint64_t max_slot = 0, max_payload = 0;
+  for (uint32_t s = 0; s < layout_.memory_servers; ++s) {
+    for (uint32_t t = 0; t < layout_.tables.size(); ++t) {
+      regions_[s].push_back(cluster_.open_region(layout_.region_name(layout_.tables[t].name), s));
+    }
+  }
+  for (uint32_t t = 0; t < layout_.tables.size(); ++t) {
+    max_slot = std::max(max_slot, layout_.slot_bytes(t));
+    max_payload = std::max(max_payload, layout_.version_bytes(t));
+  }
+  meta_ = cluster_.open_region(layout_.meta_name(), 0);
+  next_ts_ = client_ + 1;
+  seen_.reserve(64);
+  writes_.reserve(kMaxWrites);
+  arena_.resize(kMaxWrites * max_payload);
+  slot_.resize(max_slot);
+  log_.resize(layout_.log_bytes());
+  retire_.resize(layout_.clients);
+  words_.resize(8);
+  entries_.reserve(kMaxWrites);
+  kill_countdown_ = options_.test_kill_on_commit;
+}
+
+void RsiClient::check(Status s, RemoteRegion& r, const char* what) {
+  if (s == Status::kOk) return;
+  const std::string where = "memory server rank " + std::to_string(r.owner());
+  // kClosed: the region was withdrawn, which for a memory server means it
+  // is gone as far as the database is concerned (the ofi path also reports
+  // an owner that died this way).
+  if (s == Status::kPeerLost || s == Status::kClosed) {
+    throw PeerLostError(r.owner(), "nam: " + where + " is lost (" + what + ": " +
+                                       sluice::to_string(s) + "): " + r.error());
+  }
+  // A timeout: first whether the memory server is known to be gone (some
+  // paths do not report a dead owner, see docs/nam.md).
+  if (s == Status::kTimeout) check_servers();
+  throw NamError("nam: " + std::string(what) + " on " + where + " failed: " + sluice::to_string(s) +
+                 ": " + r.error());
+}
+
+uint64_t RsiClient::cas(RemoteRegion& r, uint64_t offset, uint64_t expected, uint64_t desired) {
+  uint64_t prev = 0;
+  check(r.compare_and_swap(offset, expected, desired, &prev, deadline()), r, "compare-and-swap");
+  return prev;
+}
+
+void RsiClient::read_slot(uint32_t table, uint64_t key) {
+  if (key >= layout_.tables[table].records) {
+    throw NamError("nam: key " + std::to_string(key) + " is outside table '" +
+                   layout_.tables[table].name + "' (" +
+                   std::to_string(layout_.tables[table].records) + " records)");
+  }
+  RemoteRegion& r = region(table, key);
+  check(r.read(layout_.slot_offset(table, key), std::span(slot_.data(), layout_.slot_bytes(table)),
+               deadline()),
+        r, "reading a record");
+}
+
+// Reads the record and picks the version visible at the read timestamp,
+// leaving the slot image in slot_ and the chosen version in visible_.
+const RsiClient::Seen& RsiClient::observe(uint32_t table, uint64_t key) {
+  const uint32_t payload = layout_.tables[table].payload_bytes;
+  for (int attempt = 0;; ++attempt) {
+    read_slot(table, key);
+    int best = -1, free_v = -1, oldest = -1;
+    uint64_t best_cid = 0, oldest_cid = 0;
+    bool torn = false, any = false;
+    for (uint32_t v = 0; v < layout_.versions; ++v) {
+      const std::byte* p = slot_.data() + layout_.version_offset(table, v);
+      const uint64_t cid = load64(p), sum = load64(p + 8);
+      const bool valid =
+          sum != 0 && sum == version_checksum(cid, table, key, std::span(p + 16, payload));
+      if (!valid) {
+        if (sum != 0 || cid != 0) torn = true;
+        if (free_v < 0) free_v = static_cast<int>(v);
+        continue;
+      }
+      any = true;
+      if (cid <= rts_ && (best < 0 || cid > best_cid)) best = static_cast<int>(v), best_cid = cid;
+      if (oldest < 0 || cid < oldest_cid) oldest = static_cast<int>(v), oldest_cid = cid;
+    }
+    // A torn version is being installed (or was left by a dead client): if
+    // nothing visible was found, the version needed may be the one being
+    // overwritten; look again a few times before calling it gone.
+    if (best < 0 && torn && attempt < 3) {
+      std::this_thread::yield();
+      continue;
+    }
+    Seen s{table, key, best >= 0 ? best_cid : 0,
+           static_cast<uint32_t>(free_v >= 0 ? free_v : (oldest >= 0 ? oldest : 0)), best >= 0};
+    visible_ = best;
+    if (best < 0 && (any || torn))
+      doomed_ = doomed_ == Outcome::kCommitted ? Outcome::kTooOld : doomed_;
+    for (Seen& old : seen_) {
+      if (old.table == table && old.key == key) {
+        // The snapshot is fixed: the same version must be visible again.
+        if (old.cid != s.cid || old.found != s.found) doomed_ = Outcome::kTooOld;
+        return old;
+      }
+    }
+    seen_.push_back(s);
+    return seen_.back();
+  }
+}
+
+void RsiClient::check_servers() {
+  if (options_.lost_server == nullptr) return;
+  const int64_t lost = options_.lost_server->load(std::memory_order_acquire);
+  if (lost < 0) return;
+  throw PeerLostError(static_cast<uint32_t>(lost),
+                      "nam: memory server rank " + std::to_string(lost) +
+                          " is lost (its liveness flow ended with PeerLost)");
+}
+
+void RsiClient::begin() {
+  check_servers();
+  if (in_txn_) throw NamError("nam: begin() inside a transaction (commit() or abort() it first)");
+  seen_.clear();
+  writes_.clear();
+  arena_used_ = 0;
+  doomed_ = Outcome::kCommitted;
+  const uint64_t words_total = layout_.ts_words();
+  for (;;) {
+    check(meta_.read(layout_.retire_offset(0), std::as_writable_bytes(std::span(retire_)),
+                     deadline()),
+          meta_, "reading the retire words");
+    if (retire_[client_] != 0) {
+      throw NamError(
+          "nam: client " + std::to_string(client_) +
+          " was fenced: recovery presumed it dead (silent longer than the recovery timeout)");
+    }
+    uint64_t frontier = 0, hint = 0;
+    for (;;) {
+      const uint64_t w0 = ts_word(scan_);
+      const uint64_t n = std::min<uint64_t>(words_.size(), words_total - w0);
+      check(meta_.read(layout_.ts_offset() + 8 * w0,
+                       std::as_writable_bytes(std::span(words_.data(), n)), deadline()),
+            meta_, "reading the timestamp vector");
+      for (uint64_t t = scan_; ts_word(t) < w0 + n; ++t) {
+        const TsState st = ts_state(words_[ts_word(t) - w0], t);
+        const uint32_t owner = layout_.ts_owner(t);
+        const bool done =
+            st == kCommitted || st == kAborted || (retire_[owner] != 0 && t >= retire_[owner]);
+        if (!done && frontier == 0) frontier = t;
+        if (done && frontier == 0) scan_ = t + 1;
+        if ((st == kCommitted || st == kAborted) && frontier != 0) hint = t;
+      }
+      if (frontier != 0) break;
+      if (w0 + n >= words_total) {
+        throw NamError("nam: the timestamp vector is exhausted (raise --max-timestamps, now " +
+                       std::to_string(layout_.max_timestamps) + ")");
+      }
+    }
+    // Own timestamps below what others already finished only hold everyone
+    // back (reads stop below the lowest pending one): give them up.
+    if (next_ts_ < hint) {
+      while (next_ts_ < hint) {
+        if (transition(next_ts_, kPending, kAborted) != kPending) {
+          throw NamError("nam: client " + std::to_string(client_) + " was fenced by recovery");
+        }
+        ++stats_.burned;
+        next_timestamp();
+      }
+      continue;
+    }
+    rts_ = frontier - 1;
+    // A pending timestamp matters only if commits after it are held back
+    // (a live idle client gives its timestamps up then, see above).
+    if (hint > frontier) stall_check(frontier);
+    // Read-your-writes (our last commit), and a retry after a conflict sees
+    // the commit it collided with.
+    if (rts_ >= std::max(last_commit_, wait_for_)) break;
+    check_servers();
+    std::this_thread::yield();
+  }
+  in_txn_ = true;
+}
+
+void RsiClient::next_timestamp() {
+  next_ts_ += layout_.clients;
+  if (next_ts_ >= layout_.ts_words() * 32) {
+    throw NamError("nam: the timestamp vector is exhausted (raise --max-timestamps, now " +
+                   std::to_string(layout_.max_timestamps) + ")");
+  }
+}
+
+void RsiClient::stall_check(uint64_t frontier) {
+  const auto now = Clock::now();
+  if (frontier != stall_ts_) {
+    stall_ts_ = frontier;
+    stall_since_ = now;
+    return;
+  }
+  if (now - stall_since_ < options_.recovery_timeout) return;
+  const uint32_t j = layout_.ts_owner(frontier);
+  if (j != client_) recover_client(j, frontier);
+  stall_ts_ = 0;
+}
+
+void RsiClient::note_lock(uint64_t holder) {
+  const auto now = Clock::now();
+  if (holder != lock_ts_) {
+    lock_ts_ = holder;
+    lock_since_ = now;
+    return;
+  }
+  if (now - lock_since_ < options_.recovery_timeout) return;
+  const uint32_t j = layout_.ts_owner(holder);
+  lock_ts_ = 0;
+  if (j == client_) return;
+  // The first timestamp of j that is not finished: what to fence.
+  uint64_t p = holder;
+  for (;;) {
+    const TsState st = state_of(p);
+    if (st == kPending || st == kFenced) break;
+    p += layout_.clients;
+  }
+  recover_client(j, p);
+}
+
+bool RsiClient::read(uint32_t table, uint64_t key, std::span<std::byte> out) {
+  if (!in_txn_) throw NamError("nam: read() outside a transaction");
+  const uint32_t payload = layout_.tables[table].payload_bytes;
+  const size_t n = std::min<size_t>(out.size(), payload);
+  for (const Pending& w : writes_) {
+    if (w.table == table && w.key == key) {
+      std::memcpy(out.data(), arena_.data() + w.offset, n);
+      return true;
+    }
+  }
+  const Seen& s = observe(table, key);
+  if (!s.found || visible_ < 0) return false;
+  std::memcpy(out.data(), slot_.data() + layout_.version_offset(table, visible_) + 16, n);
+  return true;
+}
+
+void RsiClient::write(uint32_t table, uint64_t key, std::span<const std::byte> bytes) {
+  buffer(table, key, bytes, false);
+}
+void RsiClient::insert(uint32_t table, uint64_t key, std::span<const std::byte> bytes) {
+  buffer(table, key, bytes, true);
+}
+
+void RsiClient::buffer(uint32_t table, uint64_t key, std::span<const std::byte> bytes,
+                       bool insert) {
+  if (!in_txn_) throw NamError("nam: write() outside a transaction");
+  if (table >= layout_.tables.size()) throw NamError("nam: no table " + std::to_string(table));
+  const uint32_t payload = layout_.tables[table].payload_bytes;
+  if (bytes.size() > payload) {
+    throw NamError("nam: a " + std::to_string(bytes.size()) + "-byte value does not fit table '" +
+                   layout_.tables[table].name + "' (" + std::to_string(payload) + " bytes)");
+  }
+  Pending* w = nullptr;
+  for (Pending& x : writes_) {
+    if (x.table == table && x.key == key) w = &x;
+  }
+  if (w == nullptr) {
+    if (writes_.size() == kMaxWrites) {
+      throw NamError("nam: a transaction writes at most " + std::to_string(kMaxWrites) +
+                     " records");
+    }
+    bool known = false;
+    Seen s{};
+    for (const Seen& x : seen_) {
+      if (x.table == table && x.key == key) s = x, known = true;
+    }
+    if (!known) s = observe(table, key);  // a blind write: validation needs the visible commit id
+    if (insert && s.found && doomed_ == Outcome::kCommitted) doomed_ = Outcome::kConflict;
+    writes_.push_back(Pending{table, key, s.cid, s.victim, insert, arena_used_, false});
+    arena_used_ += layout_.version_bytes(table);
+    w = &writes_.back();
+  }
+  std::byte* dst = arena_.data() + w->offset;
+  std::memcpy(dst, bytes.data(), bytes.size());
+  std::memset(dst + bytes.size(), 0, payload - bytes.size());
+}
+
+TsState RsiClient::state_of(uint64_t ts) {
+  uint64_t word = 0;
+  check(meta_.read(layout_.ts_offset() + 8 * ts_word(ts), bytes_of(word), deadline()), meta_,
+        "reading the timestamp vector");
+  return ts_state(word, ts);
+}
+
+TsState RsiClient::transition(uint64_t ts, TsState from, TsState to) {
+  const uint64_t off = layout_.ts_offset() + 8 * ts_word(ts);
+  const uint32_t shift = ts_shift(ts);
+  uint64_t word = uint64_t{from} << shift;  // a guess; the CAS tells the truth
+  for (;;) {
+    const TsState st = ts_state(word, ts);
+    if (st != from) return st;
+    const uint64_t desired = (word & ~(uint64_t{3} << shift)) | (uint64_t{to} << shift);
+    const uint64_t prev = cas(meta_, off, word, desired);
+    if (prev == word) return from;
+    word = prev;
+  }
+}
+
+void RsiClient::maybe_kill(KillPoint at) {
+  if (options_.test_kill != at || kill_countdown_ == 0) return;
+  if (--kill_countdown_ != 0) return;
+  std::fprintf(stderr, "nam test hook: client %u kills itself %s (timestamp %" PRIu64 ")\n",
+               client_,
+               at == KillPoint::kAfterLock ? "after locking, before installing"
+                                           : "after setting its timestamp bit, before unlocking",
+               next_ts_);
+  std::fflush(stderr);
+  ::raise(SIGKILL);
+}
+
+void RsiClient::release_locks(uint64_t c) {
+  for (Pending& w : writes_) {
+    if (!w.locked) continue;
+    cas(region(w.table, w.key), layout_.slot_offset(w.table, w.key), kLockBit | c, w.expected);
+    w.locked = false;
+  }
+}
+
+void RsiClient::abort() {
+  if (!in_txn_) throw NamError("nam: abort() outside a transaction");
+  in_txn_ = false;
+}
+
+Outcome RsiClient::commit() {
+  if (!in_txn_) throw NamError("nam: commit() outside a transaction");
+  in_txn_ = false;
+  if (doomed_ != Outcome::kCommitted) {
+    (doomed_ == Outcome::kTooOld ? stats_.too_old : stats_.conflicts)++;
+    return doomed_;
+  }
+  if (writes_.empty()) {
+    ++stats_.read_only;
+    return Outcome::kCommitted;
+  }
+  const uint64_t c = next_ts_;
+  const std::string fenced =
+      "nam: client " + std::to_string(client_) + " was fenced by recovery at timestamp ";
+  // The commit log first: recovery must know every record this commit may lock.
+  entries_.clear();
+  for (const Pending& w : writes_) entries_.push_back(LogEntry{w.table, w.key});
+  encode_log(c, entries_, log_);
+  check(meta_.write(layout_.log_offset(client_), log_, deadline()), meta_,
+        "writing the commit log");
+  // Validate and lock: one CAS per written record.
+  for (Pending& w : writes_) {
+    const uint64_t prev =
+        cas(region(w.table, w.key), layout_.slot_offset(w.table, w.key), w.expected, kLockBit | c);
+    if (prev == w.expected) {
+      w.locked = true;
+      continue;
+    }
+    if (prev & kLockBit) note_lock(prev & ~kLockBit);
+    // A retry can only succeed on a snapshot that includes the commit we
+    // collided with (or sees its timestamp aborted): begin() waits for it.
+    wait_for_ = std::max(wait_for_, prev & ~kLockBit);
+    release_locks(c);
+    if (transition(c, kPending, kAborted) != kPending) throw NamError(fenced + std::to_string(c));
+    next_timestamp();
+    ++stats_.conflicts;
+    return Outcome::kConflict;
+  }
+  maybe_kill(KillPoint::kAfterLock);
+  // Install each new version over the record's oldest one.
+  for (const Pending& w : writes_) {
+    const uint32_t payload = layout_.tables[w.table].payload_bytes;
+    std::byte* v = slot_.data();
+    const std::span<const std::byte> data(arena_.data() + w.offset, payload);
+    store64(v, c);
+    store64(v + 8, version_checksum(c, w.table, w.key, data));
+    std::memcpy(v + 16, data.data(), payload);
+    RemoteRegion& r = region(w.table, w.key);
+    check(r.write(layout_.slot_offset(w.table, w.key) + layout_.version_offset(w.table, w.victim),
+                  std::span<const std::byte>(v, 16 + payload), deadline()),
+          r, "installing a version");
+  }
+  // The commit point: never once a memory server is known to be gone.
+  check_servers();
+  if (transition(c, kPending, kCommitted) != kPending) throw NamError(fenced + std::to_string(c));
+  maybe_kill(KillPoint::kAfterCommitBit);
+  // Unlock: the header now names the new version (a CAS, so that a
+  // recoverer that already rolled forward is not overwritten).
+  for (Pending& w : writes_)
+    cas(region(w.table, w.key), layout_.slot_offset(w.table, w.key), kLockBit | c, c);
+  last_commit_ = c;
+  next_timestamp();
+  ++stats_.commits;
+  return Outcome::kCommitted;
+}
+
+void RsiClient::retire() {
+  if (in_txn_) throw NamError("nam: retire() inside a transaction");
+  const uint64_t prev = cas(meta_, layout_.retire_offset(client_), 0, next_ts_);
+  if (prev != 0 && prev != next_ts_) {
+    std::fprintf(stderr, "nam: client %u had been retired by recovery already\n", client_);
+  }
+}
+
+uint64_t RsiClient::header(uint32_t table, uint64_t key) {
+  uint64_t h = 0;
+  RemoteRegion& r = region(table, key);
+  check(r.read(layout_.slot_offset(table, key), bytes_of(h), deadline()), r, "reading a header");
+  return h;
+}
+
+void RsiClient::roll_back(const LogEntry& e, uint64_t c) {
+  read_slot(e.table, e.key);
+  if (load64(slot_.data()) != (kLockBit | c)) return;
+  const uint32_t payload = layout_.tables[e.table].payload_bytes;
+  uint64_t newest = 0;
+  RemoteRegion& r = region(e.table, e.key);
+  const uint64_t base = layout_.slot_offset(e.table, e.key);
+  for (uint32_t v = 0; v < layout_.versions; ++v) {
+    const std::byte* p = slot_.data() + layout_.version_offset(e.table, v);
+    const uint64_t cid = load64(p), sum = load64(p + 8);
+    const bool valid =
+        sum != 0 && sum == version_checksum(cid, e.table, e.key, std::span(p + 16, payload));
+    if ((valid && cid == c) || (!valid && (cid != 0 || sum != 0))) {
+      const uint64_t zero[2] = {0, 0};  // drop the half-installed version
+      check(r.write(base + layout_.version_offset(e.table, v), std::as_bytes(std::span(zero)),
+                    deadline()),
+            r, "rolling back a version");
+    } else if (valid) {
+      newest = std::max(newest, cid);
+    }
+  }
+  if (cas(r, base, kLockBit | c, newest) == (kLockBit | c)) ++stats_.recovered_back;
+}
+
+void RsiClient::resolve(uint64_t c, const std::vector<LogEntry>& entries) {
+  TsState st = state_of(c);
+  if (st == kPending) st = transition(c, kPending, kFenced) == kPending ? kFenced : state_of(c);
+  if (st == kCommitted) {
+    for (const LogEntry& e : entries) {
+      if (cas(region(e.table, e.key), layout_.slot_offset(e.table, e.key), kLockBit | c, c) ==
+          (kLockBit | c)) {
+        ++stats_.recovered_forward;
+      }
+    }
+    return;
+  }
+  for (const LogEntry& e : entries) roll_back(e, c);
+  if (st == kFenced) transition(c, kFenced, kAborted);
+}
+
+void RsiClient::recover_client(uint32_t j, uint64_t p) {
+  if (j == client_) return;
+  // Fence j's first unfinished timestamp: j can then never commit it, nor
+  // any later one (they come after it).
+  for (;;) {
+    const TsState st = transition(p, kPending, kFenced);
+    if (st == kPending || st == kFenced) break;
+    p += layout_.clients;  // j finished p meanwhile (it is alive after all): chase it
+  }
+  std::vector<LogEntry> entries;
+  uint64_t c = 0;
+  check(meta_.read(layout_.log_offset(j), log_, deadline()), meta_, "reading a commit log");
+  if (decode_log(log_, &c, &entries) && c != 0) resolve(c, entries);
+  transition(p, kFenced, kAborted);
+  cas(meta_, layout_.retire_offset(j), 0, p + layout_.clients);
+  ++stats_.clients_recovered;
+  std::fprintf(stderr,
+               "nam: client %u recovered client %u (log timestamp %" PRIu64 ", fenced %" PRIu64
+               ")\n",
+               client_, j, c, p);
+}
+
+uint32_t RsiClient::recover_unretired() {
+  check(
+      meta_.read(layout_.retire_offset(0), std::as_writable_bytes(std::span(retire_)), deadline()),
+      meta_, "reading the retire words");
+  uint32_t n = 0;
+  for (uint32_t j = 0; j < layout_.clients; ++j) {
+    if (j == client_ || retire_[j] != 0) continue;
+    // j's first unfinished timestamp, reading the vector a few words at a time.
+    uint64_t p = j + 1;
+    for (bool found = false; !found;) {
+      const uint64_t w0 = ts_word(p);
+      if (w0 >= layout_.ts_words())
+        throw NamError("nam: no unfinished timestamp of client " + std::to_string(j));
+      const uint64_t n = std::min<uint64_t>(words_.size(), layout_.ts_words() - w0);
+      check(meta_.read(layout_.ts_offset() + 8 * w0,
+                       std::as_writable_bytes(std::span(words_.data(), n)), deadline()),
+            meta_, "reading the timestamp vector");
+      for (; ts_word(p) < w0 + n; p += layout_.clients) {
+        const TsState st = ts_state(words_[ts_word(p) - w0], p);
+        if (st == kPending || st == kFenced) {
+          found = true;
+          break;
+        }
+      }
+    }
+    recover_client(j, p);
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace sluice::nam

@@ -1,0 +1,173 @@
+// apps/nam/rsi.h: snapshot-isolation transactions on network-attached memory
+// with the RSI protocol ("The End of Slow Networks", section 4.2). The
+// compute client does everything with one-sided reads, writes and atomics on
+// the memory servers' regions (layout.h); the memory servers run no
+// transaction code.
+//
+//   begin()   read timestamp = the highest timestamp below which every
+//             timestamp of the vector is done (committed or aborted)
+//   read()    one read of the record's slot; the newest version whose commit
+//             id is at most the read timestamp
+//   write() / insert()  buffered here
+//   commit()  takes this client's next pre-assigned timestamp c, writes its
+//             commit log (the write set, for recovery), then per written
+//             record one compare-and-swap that validates (the header still
+//             holds the commit id read) and locks (header := lock | c); on a
+//             failed CAS releases the locks taken, marks c aborted and
+//             returns kConflict. Otherwise installs each new version with one
+//             write into the slot's oldest version, marks c committed in the
+//             vector (the commit point), and unlocks each header with a CAS
+//             lock | c -> c.
+//
+// Recovery (recover_client): a client that died is found by a timestamp of
+// its that stays pending longer than recovery_timeout (every other client's
+// read timestamp stops there), by a lock older than that, or, at the end of a
+// run, by not having retired. Its last commit log names the records it may
+// have locked: if its timestamp is committed they are rolled forward (the
+// versions were installed before the commit point; unlock), otherwise the
+// timestamp is first fenced (so the client, were it only slow, can no longer
+// commit it), every such record rolled back (its half-installed version
+// dropped, the header restored to the newest remaining commit id) and the
+// timestamp marked aborted. Then the client is retired: its later
+// timestamps count as done. A client fenced or retired by recovery finds out
+// at its next begin() or commit() (NamError "fenced"): the protocol assumes,
+// as the paper's does, that a client silent for recovery_timeout is dead.
+//
+// Errors: a memory server that is gone makes every call throw
+// sluice::PeerLostError naming its rank (never a stale or partial result);
+// other remote failures and misuse throw NamError.
+//
+// Thread safety: one RsiClient per thread (it owns that thread's region
+// handles). Many clients, in any processes, run against one database.
+#pragma once
+
+#include <sluice/sluice.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "layout.h"
+#include "txn.h"
+
+namespace sluice::nam {
+
+// Where the test builds may kill the client (SIGKILL), on its n-th commit.
+enum class KillPoint : uint8_t { kNone, kAfterLock, kAfterCommitBit };
+
+struct RsiOptions {
+  std::chrono::milliseconds recovery_timeout{2000};
+  // Set (to the rank) when a memory server is known to be gone (liveness.h):
+  // begin() and commit() then throw PeerLostError instead of going on.
+  const std::atomic<int64_t>* lost_server = nullptr;
+  // Limit of every one-sided operation (then NamError, or PeerLostError if
+  // the memory server is known to be gone).
+  std::chrono::milliseconds op_timeout{10000};
+  KillPoint test_kill = KillPoint::kNone;
+  uint64_t test_kill_on_commit = 1;  // the n-th commit (1-based) that gets that far
+};
+
+class RsiClient final : public Transactions {
+ public:
+  // Opens the regions of every memory server (ranks 0 .. memory_servers-1).
+  RsiClient(Cluster& cluster, const Layout& layout, uint32_t client, RsiOptions options = {});
+
+  void begin() override;
+  uint64_t read_timestamp() const { return rts_; }
+  // Copies the visible version's payload into `out` (payload_bytes of the
+  // table; a shorter `out` gets a prefix). False if the record is absent in
+  // the snapshot. A record whose visible version was overwritten dooms the
+  // transaction (commit() returns kTooOld; what read returned is then
+  // meaningless).
+  bool read(uint32_t table, uint64_t key, std::span<std::byte> out) override;
+  // Buffers a new version (zero-padded to payload_bytes).
+  void write(uint32_t table, uint64_t key, std::span<const std::byte> bytes) override;
+  // write() of a record that must be absent in the snapshot; commit()
+  // returns kConflict if it is not (or was inserted concurrently).
+  void insert(uint32_t table, uint64_t key, std::span<const std::byte> bytes) override;
+  Outcome commit() override;
+  void abort() override;
+  // Gives up this client's remaining timestamps (call when done: an idle
+  // client that holds the lowest pending timestamp stops everyone's reads).
+  void retire() override;
+
+  // Recovers every client that has not retired (call only once every live
+  // client retired, e.g. after a barrier): returns how many were recovered.
+  uint32_t recover_unretired();
+  // Reads a slot's header directly (the end-of-run checks).
+  uint64_t header(uint32_t table, uint64_t key);
+
+  const TxnStats& stats() const override { return stats_; }
+  uint32_t client() const { return client_; }
+  const char* path() const { return meta_.path(); }
+
+ private:
+  struct Seen {  // a record read in this transaction
+    uint32_t table;
+    uint64_t key;
+    uint64_t cid;     // commit id of the visible version (0 if absent)
+    uint32_t victim;  // the version an install overwrites
+    bool found;
+  };
+  struct Pending {  // a buffered write
+    uint32_t table;
+    uint64_t key;
+    uint64_t expected;  // the header value validation expects
+    uint32_t victim;
+    bool insert;
+    size_t offset;  // payload in arena_
+    bool locked;
+  };
+
+  RemoteRegion& region(uint32_t table, uint64_t key) {
+    return regions_[layout_.server_of(key)][table];
+  }
+  void check(Status s, RemoteRegion& r, const char* what);
+  uint64_t cas(RemoteRegion& r, uint64_t offset, uint64_t expected, uint64_t desired);
+  void read_slot(uint32_t table, uint64_t key);  // into slot_
+  const Seen& observe(uint32_t table, uint64_t key);
+  void buffer(uint32_t table, uint64_t key, std::span<const std::byte> bytes, bool insert);
+  // Moves ts from state `from` to `to`; returns the state found (== from on success).
+  TsState transition(uint64_t ts, TsState from, TsState to);
+  TsState state_of(uint64_t ts);
+  void release_locks(uint64_t c);
+  void next_timestamp();
+  void stall_check(uint64_t frontier);
+  void note_lock(uint64_t holder_ts);
+  void recover_client(uint32_t j, uint64_t pending_ts);
+  void resolve(uint64_t c, const std::vector<LogEntry>& entries);
+  void roll_back(const LogEntry& e, uint64_t c);
+  void maybe_kill(KillPoint at);
+  void check_servers();
+  Deadline deadline() const { return Clock::now() + options_.op_timeout; }
+
+  Cluster& cluster_;
+  Layout layout_;
+  uint32_t client_;
+  RsiOptions options_;
+  std::vector<std::vector<RemoteRegion>> regions_;  // [server][table]
+  RemoteRegion meta_;
+
+  uint64_t rts_ = 0, next_ts_ = 0, last_commit_ = 0, scan_ = 1, wait_for_ = 0;
+  bool in_txn_ = false;
+  Outcome doomed_ = Outcome::kCommitted;  // kCommitted: not doomed
+  int visible_ = -1;                      // observe(): the visible version in slot_
+  size_t arena_used_ = 0;
+  std::vector<Seen> seen_;
+  std::vector<Pending> writes_;
+  std::vector<std::byte> arena_, slot_, log_;
+  std::vector<uint64_t> retire_, words_;
+  std::vector<LogEntry> entries_;
+  uint64_t stall_ts_ = 0;
+  Clock::time_point stall_since_{};
+  uint64_t lock_ts_ = 0;
+  Clock::time_point lock_since_{};
+  uint64_t kill_countdown_ = 0;
+  TxnStats stats_;
+};
+
+}  // namespace sluice::nam
