@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "common/hex.h"
 #include "common/log.h"
@@ -16,6 +17,19 @@
 
 namespace sluice::detail {
 namespace {
+
+// How long a failed access or open waits for the registry to confirm that
+// the region's owner is gone before it reports the failure as something else.
+constexpr auto kLossConfirmation = std::chrono::milliseconds(1000);
+
+// True if `owner` is (or, by `until`, is confirmed) gone, or the registry is.
+bool owner_lost(const control::PeerTable& peers, uint32_t owner, Clock::time_point until) {
+  for (;;) {
+    if (peers.registry_lost() || peers.state(owner) != control::PeerTable::kAlive) return true;
+    if (Clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
 
 using region_layout::Header;
 using region_layout::ServiceMessage;
@@ -366,8 +380,9 @@ namespace {
 
 class ShmAccess final : public RegionAccess {
  public:
-  ShmAccess(std::string name, uint32_t owner, size_t bytes, SharedRegion map)
-      : RegionAccess(std::move(name), owner, bytes), map_(std::move(map)) {}
+  ShmAccess(std::string name, uint32_t owner, size_t bytes, SharedRegion map,
+            const control::PeerTable* peers)
+      : RegionAccess(std::move(name), owner, bytes), map_(std::move(map)), peers_(peers) {}
 
   Status read(uint64_t offset, std::byte* out, size_t len, Deadline) override {
     if (Status s = check(offset, len, false); s != Status::kOk) return s;
@@ -403,10 +418,18 @@ class ShmAccess final : public RegionAccess {
     if (reinterpret_cast<const Header*>(map_.data())->revoked.load(std::memory_order_acquire) != 0) {
       return fail(Status::kClosed, what() + " was revoked by its owner");
     }
+    // The mapping outlives a dead owner, but what it held is no longer
+    // anyone's: memory.h promises kPeerLost, as over ofi. (One relaxed-cost
+    // load of the peer table's state word per operation.)
+    if (peers_ != nullptr &&
+        (peers_->state(owner()) != control::PeerTable::kAlive || peers_->registry_lost())) {
+      return fail(Status::kPeerLost, what() + ": " + peers_->describe(owner()));
+    }
     return check_range(offset, len, atomic);
   }
 
   SharedRegion map_;
+  const control::PeerTable* peers_;
 };
 
 class OfiAccess final : public RegionAccess {
@@ -739,7 +762,7 @@ class OfiAccess final : public RegionAccess {
       idle_polls_ = 0;
     }
     const ssize_t n = ep_->poll(e, 8, &err, &failed);
-    if (n < 0) return failed_op(err);
+    if (n < 0) return failed_op(err, deadline);
     for (ssize_t i = 0; i < n; ++i) {
       if (e[i].op_context == &bufs_->ctx) done_[0] = true;
       if (e[i].op_context == &bufs_->reply_ctx) done_[1] = true;
@@ -752,8 +775,12 @@ class OfiAccess final : public RegionAccess {
     return Status::kOk;
   }
 
-  Status failed_op(const std::string& err) {
-    if (peers_ != nullptr && (peers_->registry_lost() || peers_->state(owner_) != control::PeerTable::kAlive)) {
+  Status failed_op(const std::string& err, Deadline deadline) {
+    // A transport error usually comes before the registry's word that the
+    // owner died: wait for that word a little before calling it a refusal.
+    if (peers_ != nullptr &&
+        owner_lost(*peers_, owner_,
+                   std::min<Clock::time_point>(deadline, Clock::now() + kLossConfirmation))) {
       broken_ = true;
       broken_why_ = err;
       return fail(Status::kPeerLost, what() + ": " + err + " (" + peers_->describe(owner_) + ")");
@@ -838,12 +865,18 @@ std::unique_ptr<RegionAccess> RegionAccess::open(const std::string& name, uint32
       // e.what() starts with its code's name; the message says it again.
       const std::string why = e.what();
       const size_t colon = why.find(": ");
-      throw Error(e.code(), "region '" + name + "' of rank " + std::to_string(owner) + ": " +
-                                (colon == std::string::npos ? why : why.substr(colon + 2)));
+      const std::string text = "region '" + name + "' of rank " + std::to_string(owner) + ": " +
+                               (colon == std::string::npos ? why : why.substr(colon + 2));
+      // The usual cause is an owner that has exited: say so as a lost peer
+      // once the registry confirms it.
+      if (peers != nullptr && owner_lost(*peers, owner, Clock::now() + kLossConfirmation)) {
+        throw PeerLostError(owner, text + " (" + peers->describe(owner) + ")");
+      }
+      throw Error(e.code(), text);
     }
     const auto* h = reinterpret_cast<const Header*>(map.data());
     if (h->magic != region_layout::kMagic || h->bytes != bytes) throw malformed();
-    return std::make_unique<ShmAccess>(name, owner, bytes, std::move(map));
+    return std::make_unique<ShmAccess>(name, owner, bytes, std::move(map), peers);
   }
   if (mode == "ofi") {
     std::string hex, caps, address;

@@ -131,6 +131,20 @@ TEST(MemoryRegionTest, DestroyedRegionIsRefusedAndNeverReachesTheMemoryThatRepla
   EXPECT_EQ(testing::count_lines_with(r.output, "'old' of rank 0 was destroyed by its owner"), 1) << r.output;
 }
 
+// The owner of a region is killed: every other rank's next reads fail with
+// kPeerLost naming it, never kOk from memory nobody owns (over shm the
+// mapping outlives the owner: before the check, reads went on with kOk), and
+// never kClosed as if the owner had revoked it (over ofi the transport error
+// came before the registry's word of the death).
+TEST(MemoryRegionTest, OwnersDeathFailsEveryReaderWithPeerLost) {
+  auto r = run_job(3, {"--mode", "owner-dies"});
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.exit_code, 0) << r.output;  // rank 1 was killed
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED owner-lost"), 2) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 TEST(MemoryRegionTest, DestroyedRegionNameCanBeExposedAgainAndOpenedFiveTimes) {
   auto r = run_job(2, {"--mode", "reexpose"});
   expect_clean(r);

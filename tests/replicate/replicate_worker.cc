@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -366,6 +367,51 @@ int run_reexpose(sluice::Cluster& c) {
   return 0;
 }
 
+// ------------------------------------------------------------ owner lost
+
+// Rank 1 exposes a region, every other rank opens it and reads it, then
+// rank 1 dies (SIGKILL). Each other rank keeps reading, with a deadline per
+// read, until a read fails: it must fail with kPeerLost naming rank 1,
+// within 20 s, over shm (whose mapping outlives the owner) and over ofi.
+int run_owner_dies(sluice::Cluster& c) {
+  const uint32_t me = c.rank();
+  constexpr uint32_t kOwner = 1;
+  sluice::MemoryRegion region;
+  if (me == kOwner) {
+    region = c.expose("mortal", 4096);
+    std::memset(region.data(), 0x5a, 4096);
+  }
+  c.barrier("exposed");
+  std::optional<sluice::RemoteRegion> r;
+  std::byte b[64];
+  if (me != kOwner) {
+    r.emplace(c.open_region("mortal", kOwner));
+    if (r->read(0, b, sluice::Clock::now() + std::chrono::seconds(5)) != sluice::Status::kOk ||
+        b[0] != std::byte{0x5a}) {
+      return fail("first read of 'mortal': " + r->error());
+    }
+  }
+  c.barrier("opened");
+  if (me == kOwner) {
+    std::fflush(stdout);
+    std::raise(SIGKILL);
+  }
+  const auto until = sluice::Clock::now() + std::chrono::seconds(20);
+  sluice::Status s = sluice::Status::kOk;
+  while (s == sluice::Status::kOk && sluice::Clock::now() < until) {
+    s = r->read(0, b, sluice::Clock::now() + std::chrono::seconds(2));
+    if (s == sluice::Status::kOk) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (s != sluice::Status::kPeerLost) {
+    return fail(std::string("reads after the owner died: ") + sluice::to_string(s) + ": " +
+                r->error());
+  }
+  if (r->error().find("rank 1") == std::string::npos)
+    return fail("kPeerLost names no rank 1: " + r->error());
+  std::printf("VERIFIED owner-lost rank %u over %s: %s\n", me, r->path(), r->error().c_str());
+  return 0;
+}
+
 // ------------------------------------------------------------ signals
 
 // Dies of `a.signal` with a region's ofi endpoint open (with
@@ -395,6 +441,7 @@ int main(int argc, char** argv) {
     if (a.mode == "signal") return run_signal(a, c);
     if (a.mode == "stale") return run_stale(c);
     if (a.mode == "reexpose") return run_reexpose(c);
+    if (a.mode == "owner-dies") return run_owner_dies(c);
     return fail("unknown mode " + a.mode);
   } catch (const sluice::Error& e) {
     return fail(std::string(sluice::to_string(e.code())) + ": " + e.what());
