@@ -99,6 +99,17 @@ TEST(SluiceTopTest, OnceJsonListsARunningJobsEndpointsWithCountersEqualToWhatThe
     // Each source published at least one segment (its END) to every target.
     EXPECT_GE(src.at("segments").get<uint64_t>(), static_cast<uint64_t>(kRanks)) << src.dump();
     EXPECT_EQ(src.at("peers"), kRanks);
+    // Peers one by one: every target took a segment of each source (its END
+    // at least) and saw it end; a source lists its targets.
+    ASSERT_EQ(dst.at("peer_detail").size(), static_cast<size_t>(kRanks)) << dst.dump();
+    ASSERT_EQ(src.at("peer_detail").size(), static_cast<size_t>(kRanks)) << src.dump();
+    for (uint64_t p = 0; p < kRanks; ++p) {
+      const nlohmann::json& in = dst.at("peer_detail")[p];
+      EXPECT_EQ(in.at("rank"), p) << dst.dump();
+      EXPECT_EQ(in.at("ended"), true) << dst.dump();
+      EXPECT_FALSE(in.at("last_segment_ns").is_null()) << dst.dump();
+      EXPECT_EQ(src.at("peer_detail")[p].at("rank"), p) << src.dump();
+    }
     total_in += dst.at("records").get<uint64_t>();
   }
   EXPECT_EQ(total_in, kRanks * kRecords);

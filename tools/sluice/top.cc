@@ -53,6 +53,19 @@ nlohmann::json to_json(const std::vector<Process>& procs) {
                           {"parks", e.parks},
                           {"opened_ns", e.opened_ns}};
       if (!e.cause.empty()) j["cause"] = e.cause;
+      // The first peers one by one: who they are and, for a target, when
+      // it last took a segment of each (null: never) and whether it ended.
+      nlohmann::json peers = nlohmann::json::array();
+      for (const ctr::PeerReading& pr : e.peer_detail) {
+        nlohmann::json q = {{"rank", pr.rank}, {"slot", pr.slot}};
+        if (e.role == ctr::Role::kTarget) {
+          q["last_segment_ns"] =
+              pr.heard_ns != 0 ? nlohmann::json(pr.heard_ns) : nlohmann::json(nullptr);
+          q["ended"] = pr.ended;
+        }
+        peers.push_back(std::move(q));
+      }
+      j["peer_detail"] = std::move(peers);
       es.push_back(std::move(j));
     }
     ps.push_back({{"pid", p.pid}, {"rank", p.rank}, {"job", p.job}, {"endpoints", std::move(es)}});
