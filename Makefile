@@ -7,12 +7,17 @@ CTEST_FLAGS ?= --output-on-failure --timeout 600
 # test asserts a timing. CTEST_JOBS=1 runs them one at a time.
 CTEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 
-.PHONY: all deps configure build demo demo-shuffle test test-slow asan tsan fuzz perf bench plot install clean
+.PHONY: all deps test-tools configure build demo demo-shuffle test test-slow asan tsan fuzz perf bench plot install clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+
+# What only the tests use: the adya history checker (crates.io, built into
+# .tools/adya), so that `make demo` does not wait for it.
+test-tools:
+	@scripts/install-adya.sh
 
 configure: deps
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
@@ -37,14 +42,14 @@ demo-shuffle: configure
 	build/bin/sluice run -n 4 -- build/bin/sluice-shuffle-demo --threads 2 --tuples 100000000
 
 # Every test but the long soaks (label `slow`) and the fuzzers (label `fuzz`).
-test: build
+test: build test-tools
 	cd build && ctest $(CTEST_FLAGS) -j$(CTEST_JOBS) -LE 'slow|fuzz'
 
-test-slow: build
+test-slow: build test-tools
 	cd build && ctest $(CTEST_FLAGS) -L slow
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
-asan: deps
+asan: deps test-tools
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=address $(CMAKE_FLAGS)
 	cmake --build build-asan
 	cd build-asan && ctest $(CTEST_FLAGS) -LE 'slow|fuzz'

@@ -3,8 +3,9 @@
 # that are missing, so running it twice is cheap. Safe without a terminal
 # (CI=true, no stdin). Extra package names given as arguments are installed
 # the same way (tests/fuzz/run.sh passes clang and its runtime libraries).
-# Then the Python packages (scripts/install-python-deps.sh: DuckDB in .venv)
-# and the adya history checker (scripts/install-adya.sh: .tools/adya).
+# Then the Python packages (scripts/install-python-deps.sh: DuckDB in .venv).
+# The adya history checker, which only the tests use, is built by
+# scripts/install-adya.sh (`make test` runs it; `make demo` does not).
 #   scripts/install-deps.sh [package ...]
 set -euo pipefail
 
@@ -28,7 +29,6 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   "$(dirname "$0")/install-python-deps.sh"
-  "$(dirname "$0")/install-adya.sh"
   exit 0
 fi
 
@@ -47,4 +47,3 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -q </dev/null
 $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
 "$(dirname "$0")/install-python-deps.sh"
-"$(dirname "$0")/install-adya.sh"
