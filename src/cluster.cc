@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "control/bootstrap.h"
 #include "control/registry_client.h"
+#include "control/signal_report.h"
 #include "flow/endpoint_counters.h"
 #include "flow/flow_core.h"
 #include "flow/layout.h"
@@ -554,6 +555,7 @@ Cluster Cluster::join(const ClusterOptions& options) {
   impl->ofi_config = detail::ofi::config_from_options(impl->options, impl->client->local_address());
   // `sluice top` groups this process's endpoints by job and rank.
   detail::counters::set_job(impl->options.registry, impl->boot.rank);
+  control::signal_report::install();
   log::info("joined as rank ", impl->boot.rank, " of ", impl->boot.world_size, " via ", impl->options.registry,
             " (bootstrap from ", impl->boot.source, ")");
   if (log::level() >= log::Level::kInfo) {
@@ -798,8 +800,11 @@ RemoteRegion Cluster::open_region(std::string_view name, uint32_t owner, Deadlin
                                                  " does not exist (the job has " + std::to_string(world_size()) +
                                                  " ranks)");
   }
-  return RemoteRegion(impl_->open_region("region/" + std::string(name) + "/" + std::to_string(owner),
-                                         std::string(name), owner, deadline));
+  std::unique_ptr<detail::RegionAccess> access =
+      impl_->open_region("region/" + std::string(name) + "/" + std::to_string(owner),
+                         std::string(name), owner, deadline);
+  access->count_as(impl_->boot.rank);
+  return RemoteRegion(std::move(access));
 }
 
 void Cluster::barrier(std::string_view name, Deadline deadline) {

@@ -35,6 +35,7 @@ const std::set<std::string>& known_variables() {
       "SLUICE_PEER_TIMEOUT_MS",
       "SLUICE_SETUP_TIMEOUT_MS",
       "SLUICE_SPIN",
+      "SLUICE_SIGUSR1",
       "SLUICE_TRANSPORT",
       "SLUICE_OFI_PROVIDER",
       "SLUICE_OFI_RMA",

@@ -119,6 +119,13 @@ std::string endpoint_name(const EndpointCounters& e) {
 }
 
 bool is_source(const EndpointCounters& e) { return e.role == 1; }
+bool is_region(const EndpointCounters& e) { return e.role == 3; }
+
+std::string peer_name(const PeerCounters& p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "(%u,%u)", p.rank, p.slot);
+  return buf;
+}
 
 }  // namespace
 
@@ -213,6 +220,7 @@ std::string JobMetrics::render(const std::string& job, const std::vector<RankVie
     x.begin(name, type, help);
     for (size_t r = 0; r < reports_.size(); ++r) {
       for (const EndpointCounters& e : reports_[r]) {
+        if (is_region(e)) continue;
         Labels labels = {{"rank", std::to_string(r)},
                          {"flow", e.flow},
                          {"role", is_source(e) ? "source" : "target"},
@@ -280,6 +288,88 @@ std::string JobMetrics::render(const std::string& job, const std::vector<RankVie
                [&](const EndpointCounters& e, const Labels& labels) {
                  x.sample(labels, number(e.opened_ns / 1e9, 3));
                });
+  // Per peer of a target: when it last delivered a segment, and whether its
+  // END arrived (the first kMaxReportedPeers peers of each endpoint).
+  per_endpoint("sluice_peer_last_heard_timestamp_seconds", "gauge",
+               "When a target last took a segment from each of its sources (Unix time; "
+               "absent until the first).",
+               [&](const EndpointCounters& e, const Labels& labels) {
+                 if (is_source(e)) return;
+                 for (const PeerCounters& p : e.peer_detail) {
+                   if (p.heard_ns == 0) continue;
+                   Labels l = labels;
+                   l.emplace_back("peer", peer_name(p));
+                   x.sample(l, number(p.heard_ns / 1e9, 3));
+                 }
+               });
+  per_endpoint("sluice_peer_ended", "gauge",
+               "1 once a target got the END of that source, 0 before.",
+               [&](const EndpointCounters& e, const Labels& labels) {
+                 if (is_source(e)) return;
+                 for (const PeerCounters& p : e.peer_detail) {
+                   Labels l = labels;
+                   l.emplace_back("peer", peer_name(p));
+                   x.sample(l, p.ended != 0 ? "1" : "0");
+                 }
+               });
+  // The sequencer of an ordered replicate flow, as each source uses it.
+  const auto sequencer = [&](const char* name, const char* help,
+                             uint64_t EndpointCounters::*field) {
+    per_endpoint(name, "counter", help, [&](const EndpointCounters& e, const Labels& labels) {
+      if (is_source(e) && e.ops != 0) x.sample(labels, number(e.*field));
+    });
+  };
+  sequencer("sluice_sequencer_numbers_total",
+            "Sequence numbers an ordered replicate source asked its flow's sequencer for.",
+            &EndpointCounters::ops);
+  sequencer("sluice_sequencer_timeouts_total", "Of those, the requests that timed out.",
+            &EndpointCounters::op_timeouts);
+  sequencer("sluice_sequencer_failures_total",
+            "Of those, the requests that failed otherwise (sequencer lost).",
+            &EndpointCounters::op_failures);
+
+  // Region handles (RemoteRegion): labels rank (that opened it), region,
+  // owner and handle (its number in its process).
+  const auto per_region = [&](const char* name, const char* type, const char* help, auto&& pick) {
+    x.begin(name, type, help);
+    for (size_t r = 0; r < reports_.size(); ++r) {
+      for (const EndpointCounters& e : reports_[r]) {
+        if (!is_region(e)) continue;
+        Labels labels = {{"rank", std::to_string(r)},
+                         {"region", e.flow},
+                         {"owner", e.peer_detail.empty() ? std::string("?")
+                                                         : std::to_string(e.peer_detail[0].rank)},
+                         {"handle", std::to_string(e.slot)}};
+        pick(e, labels);
+      }
+    }
+  };
+  const auto region_counter = [&](const char* name, const char* help,
+                                  uint64_t EndpointCounters::*field) {
+    per_region(name, "counter", help, [&](const EndpointCounters& e, const Labels& labels) {
+      x.sample(labels, number(e.*field));
+    });
+  };
+  region_counter("sluice_region_operations_total",
+                 "Reads, writes and atomics issued on a region handle.", &EndpointCounters::ops);
+  region_counter("sluice_region_bytes_total",
+                 "Bytes read and written by a region handle's operations that succeeded.",
+                 &EndpointCounters::bytes);
+  region_counter("sluice_region_timeouts_total",
+                 "A region handle's operations that reached their deadline.",
+                 &EndpointCounters::op_timeouts);
+  region_counter("sluice_region_failures_total",
+                 "A region handle's operations that failed otherwise (owner lost, revoked, out "
+                 "of bounds).",
+                 &EndpointCounters::op_failures);
+  per_region("sluice_region_failure_info", "gauge",
+             "Why a region handle became unusable (1, the cause as a label).",
+             [&](const EndpointCounters& e, const Labels& labels) {
+               if (e.state != 4) return;
+               Labels l = labels;
+               l.emplace_back("cause", e.cause);
+               x.sample(l, "1");
+             });
   return x.take();
 }
 

@@ -18,6 +18,13 @@
 //                 sluice_parks_total, sluice_endpoint_state{state},
 //                 sluice_endpoint_failure_info{cause}, sluice_endpoint_peers,
 //                 sluice_endpoint_opened_timestamp_seconds
+//   per peer      of a target, the labels above plus peer ("(r,s)"):
+//                 sluice_peer_last_heard_timestamp_seconds, sluice_peer_ended
+//   sequencer     of an ordered replicate source (endpoint labels):
+//                 sluice_sequencer_{numbers,timeouts,failures}_total
+//   per region    handle, labels rank, region, owner, handle:
+//                 sluice_region_{operations,bytes,timeouts,failures}_total,
+//                 sluice_region_failure_info{cause}
 //   registry      sluice_counters_reports_total,
 //                 sluice_counters_reports_rejected_total
 // A rank's series stay after it left or died, with its last report, so that

@@ -1,5 +1,6 @@
 #include "control/protocol.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -389,6 +390,17 @@ std::string encode(const CountersMsg& m) {
          {e.opened_ns, e.segments, e.bytes, e.credit_waits, e.credit_wait_ns, e.parks}) {
       w.u64(v);
     }
+    if (m.format < 2) continue;
+    for (uint64_t v : {e.ops, e.op_timeouts, e.op_failures}) w.u64(v);
+    const size_t peers = std::min<size_t>(e.peer_detail.size(), kMaxReportedPeers);
+    w.u8(static_cast<uint8_t>(peers));
+    for (size_t i = 0; i < peers; ++i) {
+      const PeerCounters& p = e.peer_detail[i];
+      w.u32(p.rank);
+      w.u32(p.slot);
+      w.u64(p.heard_ns);
+      w.u8(p.ended != 0 ? 1 : 0);
+    }
   }
   return w.take();
 }
@@ -402,8 +414,9 @@ bool decode(std::string_view payload, CountersMsg* m, std::string* problem) {
     why = log::cat("a report of ", payload.size(), " bytes is too short for its header");
     return false;
   }
-  if (m->format != kCountersFormat) {
-    why = log::cat("report format ", m->format, ", this registry reads format ", kCountersFormat);
+  if (m->format != 1 && m->format != 2) {
+    why = log::cat("report format ", m->format, ", this registry reads formats 1 and ",
+                   kCountersFormat);
     return false;
   }
   // The smallest entry: two empty strings, two u8, four u32, six u64.
@@ -428,9 +441,30 @@ bool decode(std::string_view payload, CountersMsg* m, std::string* problem) {
       why = log::cat("endpoint ", i, " of ", n, " (flow '", e.flow, "') is cut short");
       return false;
     }
-    if (e.role != 1 && e.role != 2) {
+    if (m->format >= 2) {
+      uint8_t peers = 0;
+      r.u64(&e.ops) && r.u64(&e.op_timeouts) && r.u64(&e.op_failures) && r.u8(&peers);
+      if (!r.ok() || peers > kMaxReportedPeers) {
+        why = log::cat("endpoint ", i, " of ", n, " (flow '", e.flow,
+                       "'): its operation counts or peer count are cut short, or it describes "
+                       "more than ",
+                       unsigned{kMaxReportedPeers}, " peers");
+        return false;
+      }
+      e.peer_detail.assign(peers, PeerCounters{});
+      for (PeerCounters& p : e.peer_detail) {
+        r.u32(&p.rank) && r.u32(&p.slot) && r.u64(&p.heard_ns) && r.u8(&p.ended);
+        if (!r.ok() || p.ended > 1) {
+          why = log::cat("endpoint ", i, " of ", n, " (flow '", e.flow,
+                         "'): a peer is cut short or its ended flag is neither 0 nor 1");
+          return false;
+        }
+      }
+    }
+    const uint8_t max_role = m->format >= 2 ? 3 : 2;
+    if (e.role < 1 || e.role > max_role) {
       why = log::cat("endpoint ", i, " of ", n, ": role ", unsigned{e.role},
-                     " is neither 1 (source) nor 2 (target)");
+                     " is not 1 (source), 2 (target)", max_role == 3 ? " or 3 (region)" : "");
       return false;
     }
     if (e.state < 1 || e.state > 5) {

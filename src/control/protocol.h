@@ -59,9 +59,14 @@
 //             u32 rank, u32 slot, u32 peers, u32 record_size, u8 state (1 open,
 //             2 closing, 3 ended, 4 failed, 5 aborted), str cause (<= 255 B),
 //             u64 opened_ns, u64 segments, u64 bytes, u64 credit_waits,
-//             u64 credit_wait_ns, u64 parks }.
+//             u64 credit_wait_ns, u64 parks
+//             [format 2 adds: u64 ops, u64 op_timeouts, u64 op_failures,
+//             u8 m (<= 16), m x { u32 rank, u32 slot, u64 heard_ns, u8 ended
+//             (0 or 1) } (the first peers of the endpoint); and role 3, a
+//             region handle] }.
 //             The format has its own number so that the report can grow
-//             without a new protocol version. A report the registry cannot
+//             without a new protocol version; the registry reads formats 1
+//             and 2. A report the registry cannot
 //             read is logged and counted, never fatal to the rank: telemetry
 //             must not fail a job.
 //
@@ -252,12 +257,18 @@ struct UndeclareMsg {
 };
 
 // COUNTERS: one endpoint's counters, as flow/endpoint_counters.h keeps them.
-inline constexpr uint16_t kCountersFormat = 1;
+inline constexpr uint16_t kCountersFormat = 2;
+inline constexpr uint8_t kMaxReportedPeers = 16;
+struct PeerCounters {
+  uint32_t rank = 0, slot = 0;
+  uint64_t heard_ns = 0;  // CLOCK_REALTIME of a target's last segment from it; 0: never
+  uint8_t ended = 0;      // a target got its END
+};
 inline constexpr uint32_t kMaxReportedEndpoints = 1024;
 inline constexpr size_t kMaxCountersText = 255;  // flow name, cause
 struct EndpointCounters {
   std::string flow;
-  uint8_t role = 1;   // 1 source, 2 target
+  uint8_t role = 1;   // 1 source, 2 target, 3 region handle (format 2)
   uint32_t rank = 0;  // the endpoint is (rank, slot)
   uint32_t slot = 0;
   uint32_t peers = 0;
@@ -265,6 +276,9 @@ struct EndpointCounters {
   uint8_t state = 1;         // 1 open, 2 closing, 3 ended, 4 failed, 5 aborted
   std::string cause;
   uint64_t opened_ns = 0, segments = 0, bytes = 0, credit_waits = 0, credit_wait_ns = 0, parks = 0;
+  // Format 2 (zero and empty in a format 1 report).
+  uint64_t ops = 0, op_timeouts = 0, op_failures = 0;
+  std::vector<PeerCounters> peer_detail;
 };
 struct CountersMsg {
   uint16_t format = kCountersFormat;

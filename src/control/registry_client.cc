@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "control/protocol.h"
+#include "control/signal_report.h"
 #include "control/tcp_liveness.h"
 #include "flow/endpoint_counters.h"
 #include "sluice/errors.h"
@@ -77,6 +78,13 @@ std::string counters_frame(uint32_t rank) {
     e.credit_waits = r.credit_waits;
     e.credit_wait_ns = r.credit_wait_ns;
     e.parks = r.parks;
+    e.ops = r.ops;
+    e.op_timeouts = r.op_timeouts;
+    e.op_failures = r.op_failures;
+    for (const detail::counters::PeerReading& p : r.peer_detail) {
+      if (e.peer_detail.size() == kMaxReportedPeers) break;
+      e.peer_detail.push_back({p.rank, p.slot, p.heard_ns, static_cast<uint8_t>(p.ended ? 1 : 0)});
+    }
     m.endpoints.push_back(std::move(e));
   }
   return make_frame(MsgType::kCounters, 0, encode(m));
@@ -491,6 +499,7 @@ void RegistryClient::Impl::loop() {
   Deadline last_sent = Clock::now();  // last time a byte left, or nothing was waiting
   bool write_shut = false;
   std::string reason;
+  uint64_t reports_seen = signal_report::requests();
   for (;;) {
     // stopping is set (release) before the eventfd write; once it reads true,
     // stop_deadline is visible too.
@@ -561,6 +570,13 @@ void RegistryClient::Impl::loop() {
       }
     }
     if (stop) continue;
+    if (const uint64_t asked = signal_report::requests(); asked != reports_seen) {
+      reports_seen = asked;
+      const std::string text = signal_report::report(info.rank, "on SIGUSR1",
+                                                     [this](uint32_t r) { return peers.host(r); });
+      std::fputs(text.c_str(), stderr);
+      std::fflush(stderr);
+    }
     if (now - last_heard >= silence_limit) {
       reason = log::cat("it sent nothing for ", silence_limit.count(),
                         " ms, not even a heartbeat reply (it is stopped, hung or unreachable)");

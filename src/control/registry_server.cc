@@ -145,6 +145,20 @@ struct RegistryServer::Impl : Waiters::Host {
       return log::cat("[", opt.bind_host, "]:", port);
     return log::cat(opt.bind_host, ":", port);
   }
+  bool binds_wildcard() const {
+    return opt.bind_host.empty() || opt.bind_host == "0.0.0.0" || opt.bind_host == "::";
+  }
+  // The job's name in metrics: the address ranks reach the registry at, as
+  // ranks and `sluice top` name the job. With a wildcard bind that is the
+  // local address the first rank connected to, not "0.0.0.0:PORT".
+  std::string job_label() const {
+    if (!binds_wildcard()) return address();
+    if (!joined_address.empty()) return joined_address;
+    char buf[256] = {};
+    ::gethostname(buf, sizeof buf - 1);
+    return log::cat(buf, ":", port);
+  }
+  std::string joined_address;  // see job_label()
   void on_timers(TimePoint now);
   TimePoint next_timer() const;
   void flush(Conn& c);
@@ -541,6 +555,13 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
   }
   c.rank = m.rank;
   c.deadline = kNever;
+  if (joined_address.empty() && binds_wildcard()) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getsockname(c.fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+      joined_address = peer_name(ss);
+    }
+  }
   info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now};
   log::info("registry: rank ", m.rank, " joined from ", m.host, " (pid ", m.pid, ", ", c.peer, ")");
 
@@ -646,7 +667,7 @@ std::string RegistryServer::Impl::render_metrics() const {
                                                       : "died";
     views[r].heard_age_s = std::chrono::duration<double>(now - info.last_seen).count();
   }
-  return metrics.render(address(), views);
+  return metrics.render(job_label(), views);
 }
 
 void RegistryServer::Impl::on_timers(TimePoint now) {

@@ -96,6 +96,10 @@ Reading read_slot(const Slot& s) {
   r.credit_waits = s.credit_waits.load(std::memory_order_relaxed);
   r.credit_wait_ns = s.credit_wait_ns.load(std::memory_order_relaxed);
   r.parks = s.parks.load(std::memory_order_relaxed);
+  r.ops = s.ops.load(std::memory_order_relaxed);
+  r.op_timeouts = s.op_timeouts.load(std::memory_order_relaxed);
+  r.op_failures = s.op_failures.load(std::memory_order_relaxed);
+  r.peer_detail = read_peers(s);
   return r;
 }
 
@@ -106,7 +110,17 @@ bool same_endpoint(const Reading& r, std::string_view flow, Role role, uint32_t 
 
 }  // namespace
 
-const char* to_string(Role r) { return r == Role::kSource ? "source" : "target"; }
+const char* to_string(Role r) {
+  switch (r) {
+    case Role::kSource:
+      return "source";
+    case Role::kTarget:
+      return "target";
+    case Role::kRegion:
+      return "region";
+  }
+  return "?";
+}
 
 const char* to_string(State s) {
   switch (s) {
@@ -194,8 +208,9 @@ Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_num
   slot->opened_ns = now_ns();
   copy_text(slot->flow, sizeof(slot->flow), flow);
   copy_text(slot->cause, sizeof(slot->cause), {});
-  for (std::atomic<uint64_t>* c : {&slot->segments, &slot->bytes, &slot->credit_waits,
-                                   &slot->credit_wait_ns, &slot->parks, &slot->peer_ended}) {
+  for (std::atomic<uint64_t>* c :
+       {&slot->segments, &slot->bytes, &slot->credit_waits, &slot->credit_wait_ns, &slot->parks,
+        &slot->ops, &slot->op_timeouts, &slot->op_failures, &slot->peer_ended}) {
     c->store(0, std::memory_order_relaxed);
   }
   for (uint32_t i = 0; i < kPeerDetail; ++i) {

@@ -14,7 +14,12 @@
 // state changes), never per record; each update is a relaxed load and store
 // by the one thread that owns the endpoint.
 //
-// Layout (version 2; every offset fixed, all little-endian words):
+// Regions count too: each RemoteRegion handle (memory.h) has a slot of role
+// kRegion (the region's name as its flow, the owner as its one peer), and
+// an ordered replicate source counts the numbers it takes from the flow's
+// sequencer; both in the `ops` words of the counters line.
+//
+// Layout (version 3; every offset fixed, all little-endian words):
 //   0     AreaHeader    (256 bytes)
 //   256   Slot[kSlots]  (kSlotBytes each)
 // A slot whose state is kFree is unused; one in kDestroyed belonged to an
@@ -44,7 +49,7 @@
 namespace sluice::detail::counters {
 
 inline constexpr uint64_t kMagic = 0x535245544E554F43ULL;  // "COUNTERS" little-endian
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 inline constexpr uint32_t kSlots = 512;
 inline constexpr size_t kHeaderBytes = 256;
 inline constexpr size_t kSlotBytes = 704;
@@ -54,7 +59,9 @@ inline constexpr uint32_t kPeerDetail = 16;
 // The memfd's name, as /proc/<pid>/fd shows it after "/memfd:".
 inline constexpr std::string_view kAreaName = "sluice-counters";
 
-enum class Role : uint32_t { kSource = 1, kTarget = 2 };
+// kRegion: a RemoteRegion handle (rank: the rank that opened it; slot: its
+// handle number in this process; peer 0: the region's owner).
+enum class Role : uint32_t { kSource = 1, kTarget = 2, kRegion = 3 };
 
 enum class State : uint32_t {
   kFree = 0,       // never used
@@ -104,7 +111,13 @@ struct alignas(64) Slot {
   std::atomic<uint64_t> credit_waits;    // times a source waited for credit
   std::atomic<uint64_t> credit_wait_ns;  // time spent in those waits
   std::atomic<uint64_t> parks;           // times the endpoint's thread slept in the kernel
-  std::atomic<uint64_t> pad1[3];
+  // Operations that are not segments: a region handle's reads, writes and
+  // atomics (its `bytes` are those read and written); an ordered replicate
+  // source's sequence numbers taken. Each also counted once more, by how
+  // it ended, if it timed out or failed otherwise.
+  std::atomic<uint64_t> ops;
+  std::atomic<uint64_t> op_timeouts;
+  std::atomic<uint64_t> op_failures;
   // --- Peers: the first kPeerDetail sources of a target (targets of a
   // source), identity written once after acquire(); for a target, per
   // segment: when each source was last heard from, and which have ended.
@@ -146,9 +159,25 @@ inline void set_peer(Slot* slot, uint32_t i, uint32_t rank, uint32_t slot_number
 // clock read (vDSO, no system call) and a store; `ended` if it was its END.
 void heard(Slot* slot, uint32_t i, bool ended);
 
+// One operation that is not a segment (see Slot::ops), by the slot's one
+// writer: `bytes` moved, and whether it timed out or failed otherwise.
+enum class Outcome { kDone, kTimedOut, kFailed };
+inline void op(Slot* slot, uint64_t bytes, Outcome outcome) {
+  add(slot->ops, 1);
+  if (bytes != 0) add(slot->bytes, bytes);
+  if (outcome == Outcome::kTimedOut) add(slot->op_timeouts, 1);
+  if (outcome == Outcome::kFailed) add(slot->op_failures, 1);
+}
+
 // Records the job and rank of this process (Cluster::join).
 void set_job(std::string_view registry, int64_t rank);
 
+// One peer of an endpoint, as its slot describes it.
+struct PeerReading {
+  uint32_t rank = 0, slot = 0;
+  uint64_t heard_ns = 0;  // a target's last segment from it (0: never)
+  bool ended = false;     // a target got its END
+};
 // One endpoint's identity and counters, copied out of its slot.
 struct Reading {
   std::string flow;
@@ -157,12 +186,8 @@ struct Reading {
   State state = State::kOpen;
   std::string cause;  // set once state is kFailed
   uint64_t opened_ns = 0, segments = 0, bytes = 0, credit_waits = 0, credit_wait_ns = 0, parks = 0;
-};
-// One peer of an endpoint, as its slot describes it.
-struct PeerReading {
-  uint32_t rank = 0, slot = 0;
-  uint64_t heard_ns = 0;  // a target's last segment from it (0: never)
-  bool ended = false;     // a target got its END
+  uint64_t ops = 0, op_timeouts = 0, op_failures = 0;
+  std::vector<PeerReading> peer_detail;  // read_peers() of the slot
 };
 // The described peers of a slot (at most kPeerDetail, at most slot.peers).
 std::vector<PeerReading> read_peers(const Slot& slot);

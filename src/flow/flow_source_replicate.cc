@@ -162,7 +162,12 @@ Status ReplicateSource::publish_all(uint32_t used, uint32_t flags, Deadline dead
     uint64_t number = kNoSequence;
     if (used > prefix_) {
       std::string why;
-      if (sequencer_->take(&number, &why) != Status::kOk) {
+      const Status taken = sequencer_->take(&number, &why);
+      counters::op(stats_, 0,
+                   taken == Status::kOk        ? counters::Outcome::kDone
+                   : taken == Status::kTimeout ? counters::Outcome::kTimedOut
+                                               : counters::Outcome::kFailed);
+      if (taken != Status::kOk) {
         return fail_for_good(ctx_->endpoint_name(true, index_) +
                              ": cannot take a sequence number: " + why);
       }
@@ -177,7 +182,11 @@ Status ReplicateSource::publish_all(uint32_t used, uint32_t flags, Deadline dead
     }
   }
   for (uint32_t t = 0; t < num_targets_; ++t) {
-    if (live(t)) mark_published(t, used, flags);
+    if (!live(t)) continue;
+    mark_published(t, used, flags);
+    // As publish_segment counts: per segment and target.
+    counters::add(stats_->segments, 1);
+    counters::add(stats_->bytes, used - prefix_);
   }
   // A numbered batch is handed to every provider before we return, even
   // from try_push and past the deadline: every target waits for its number,

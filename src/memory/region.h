@@ -54,6 +54,7 @@
 #include <thread>
 #include <vector>
 
+#include "flow/endpoint_counters.h"
 #include "sluice/memory.h"
 #include "transport/ofi/ofi.h"
 #include "transport/shm/region.h"
@@ -174,7 +175,7 @@ class RegionOwner {
 
 class RegionAccess {
  public:
-  virtual ~RegionAccess() = default;
+  virtual ~RegionAccess();
   // Opens region `name` of rank `owner` from the descriptor it published.
   // Throws Error naming the region on a malformed or unreachable descriptor.
   static std::unique_ptr<RegionAccess> open(const std::string& name, uint32_t owner, const std::string& descriptor,
@@ -192,6 +193,13 @@ class RegionAccess {
   uint32_t owner() const { return owner_; }
   const std::string& error() const { return error_; }
 
+  // Gives the handle a counters slot (role kRegion) as rank `rank`'s: what
+  // RemoteRegion does is then counted there (`sluice top`, Prometheus). The
+  // flows' own sequencers are not counted here but by their sources.
+  void count_as(uint32_t rank);
+  // Counts one operation that moved `bytes` and returned `s`; returns `s`.
+  Status counted(Status s, size_t bytes);
+
  protected:
   RegionAccess(std::string name, uint32_t owner, size_t bytes) : name_(std::move(name)), owner_(owner), bytes_(bytes) {}
   // kInvalid naming the problem if [offset, offset+len) is outside the
@@ -204,6 +212,7 @@ class RegionAccess {
   uint32_t owner_;
   size_t bytes_;
   std::string error_;
+  counters::Slot* stats_ = nullptr;  // set by count_as()
 };
 
 }  // namespace sluice::detail

@@ -136,6 +136,79 @@ TEST(CountersReportTest, RoundTripsAndRejectsEveryMalformedPayloadWithAReason) {
   EXPECT_EQ(back.endpoints[0].flow.size(), control::kMaxCountersText);
 }
 
+// Format 2 adds operation counts, the peers one by one and region handles;
+// a format 1 report (a rank of an older build) still reads.
+TEST(CountersReportTest, FormatTwoCarriesPeersAndOperationsAndFormatOneStillReads) {
+  CountersMsg m;
+  EndpointCounters target = endpoint("orders", 2, 0, 320);
+  target.peer_detail = {{0, 0, 1700000000123456789ULL, 1}, {1, 0, 0, 0}};
+  EndpointCounters region = endpoint("accounts", 3, 0, 800);
+  region.slot = 4;
+  region.ops = 100;
+  region.op_timeouts = 2;
+  region.op_failures = 1;
+  region.peer_detail = {{0, 0, 0, 0}};
+  m.endpoints = {target, region};
+  CountersMsg back;
+  std::string problem;
+  ASSERT_TRUE(decode(encode(m), &back, &problem)) << problem;
+  ASSERT_EQ(back.endpoints.size(), 2u);
+  ASSERT_EQ(back.endpoints[0].peer_detail.size(), 2u);
+  EXPECT_EQ(back.endpoints[0].peer_detail[0].heard_ns, 1700000000123456789ULL);
+  EXPECT_EQ(back.endpoints[0].peer_detail[0].ended, 1);
+  EXPECT_EQ(back.endpoints[0].peer_detail[1].rank, 1u);
+  EXPECT_EQ(back.endpoints[1].role, 3);
+  EXPECT_EQ(back.endpoints[1].ops, 100u);
+  EXPECT_EQ(back.endpoints[1].op_timeouts, 2u);
+  EXPECT_EQ(back.endpoints[1].op_failures, 1u);
+
+  // Rendered: a peer series per described source of the target, and the
+  // region's own families (not the flow endpoint ones).
+  JobMetrics metrics(1);
+  ASSERT_TRUE(metrics.report(0, encode(m), &problem)) << problem;
+  const Exposition x = parse_exposition(metrics.render("h:1", {RankView{"alive", "h", 0.5}}));
+  EXPECT_EQ(x.value("sluice_peer_ended", {{"peer", "(0,0)"}}), 1);
+  EXPECT_EQ(x.value("sluice_peer_ended", {{"peer", "(1,0)"}}), 0);
+  EXPECT_NEAR(x.value("sluice_peer_last_heard_timestamp_seconds", {{"peer", "(0,0)"}}),
+              1700000000.123, 0.001);
+  EXPECT_TRUE(x.find("sluice_peer_last_heard_timestamp_seconds", {{"peer", "(1,0)"}}).empty());
+  const std::map<std::string, std::string> r = {
+      {"region", "accounts"}, {"owner", "0"}, {"handle", "4"}};
+  EXPECT_EQ(x.value("sluice_region_operations_total", r), 100);
+  EXPECT_EQ(x.value("sluice_region_bytes_total", r), 800);
+  EXPECT_EQ(x.value("sluice_region_timeouts_total", r), 2);
+  EXPECT_EQ(x.value("sluice_region_failures_total", r), 1);
+  EXPECT_TRUE(x.find("sluice_endpoint_state", {{"flow", "accounts"}}).empty());
+  EXPECT_EQ(x.find("sluice_endpoint_state", {{"state", "open"}}).size(), 1u);
+
+  // Format 1: the same report without the format 2 fields, and no role 3.
+  CountersMsg old;
+  old.format = 1;
+  old.endpoints = {endpoint("orders", 1, 0, 160)};
+  old.endpoints[0].ops = 7;  // not written in format 1
+  ASSERT_TRUE(decode(encode(old), &back, &problem)) << problem;
+  EXPECT_EQ(back.format, 1);
+  EXPECT_EQ(back.endpoints[0].bytes, 160u);
+  EXPECT_EQ(back.endpoints[0].ops, 0u);
+  old.endpoints[0].role = 3;
+  EXPECT_FALSE(decode(encode(old), &back, &problem));
+  EXPECT_NE(problem.find("role 3"), std::string::npos) << problem;
+
+  // Too many peers, or an ended flag that is not 0 or 1, is malformed.
+  const std::string good = encode(m);
+  // The first entry ends with: u8 peer count, then 2 peers of 17 bytes.
+  const size_t first_peers = 2 + 4 + (4 + 6) + 1 + 4 * 4 + 1 + 4 + 6 * 8 + 3 * 8;
+  ASSERT_EQ(static_cast<uint8_t>(good[first_peers]), 2);
+  std::string many = good;
+  many[first_peers] = 17;
+  EXPECT_FALSE(decode(many, &back, &problem));
+  EXPECT_NE(problem.find("more than 16 peers"), std::string::npos) << problem;
+  std::string bad_flag = good;
+  bad_flag[first_peers + 1 + 16] = 2;
+  EXPECT_FALSE(decode(bad_flag, &back, &problem));
+  EXPECT_NE(problem.find("neither 0 nor 1"), std::string::npos) << problem;
+}
+
 TEST(JobMetricsTest, HostileNamesAndCausesParseBackExactly) {
   JobMetrics metrics(2);
   CountersMsg m;

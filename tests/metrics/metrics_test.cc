@@ -101,6 +101,19 @@ void expect_one_job(const Exposition& x) {
 
 std::string rank_label(int r) { return std::to_string(r); }
 
+// Starts the top job under `sluice run --metrics 127.0.0.1:0` on a thread;
+// the launcher's stderr goes to the file `err`, which the test reads while
+// the job runs (the metrics address), and its result to *job.
+std::thread start_job(int ranks, const std::vector<std::string>& args, const std::string& err,
+                      testing::ProcessResult* job) {
+  std::vector<std::string> argv = {"/bin/sh", "-c", "f=$1; shift; exec \"$@\" 2>\"$f\"", "sh", err};
+  for (const std::string& a :
+       testing::job_argv(ranks, 120, "sluice-test-top-job", args, {"--metrics", "127.0.0.1:0"})) {
+    argv.push_back(a);
+  }
+  return std::thread([argv, job] { *job = run_process(argv, {}, std::chrono::seconds(150)); });
+}
+
 TEST(SluiceRunMetricsTest, AStrictlyParsedScrapeHasTotalsEqualToWhatTheRanksPushedAndConsumed) {
   constexpr int kRanks = 3;
   constexpr uint64_t kRecords = 50000;
@@ -108,16 +121,9 @@ TEST(SluiceRunMetricsTest, AStrictlyParsedScrapeHasTotalsEqualToWhatTheRanksPush
   const std::string hold = base + ".hold", err = base + ".err";
   std::remove(hold.c_str());
   std::remove(err.c_str());
-  // The launcher's stderr goes to a file the test reads while the job runs.
-  std::vector<std::string> argv = {"/bin/sh", "-c", "f=$1; shift; exec \"$@\" 2>\"$f\"", "sh", err};
-  for (const std::string& a :
-       testing::job_argv(kRanks, 120, "sluice-test-top-job",
-                         {"--records", std::to_string(kRecords), "--hold-until", hold},
-                         {"--metrics", "127.0.0.1:0"})) {
-    argv.push_back(a);
-  }
   testing::ProcessResult job;
-  std::thread runner([&] { job = run_process(argv, {}, std::chrono::seconds(150)); });
+  std::thread runner =
+      start_job(kRanks, {"--records", std::to_string(kRecords), "--hold-until", hold}, err, &job);
   std::string host, client;
   uint16_t port = 0;
   const bool found = wait_for_address(err, &host, &port);
@@ -195,6 +201,103 @@ TEST(SluiceRunMetricsTest, AStrictlyParsedScrapeHasTotalsEqualToWhatTheRanksPush
   EXPECT_EQ(x.value("sluice_counters_reports_rejected_total", {}), 0);
   EXPECT_GE(x.value("sluice_counters_reports_total", {}), kRanks);
   EXPECT_TRUE(x.find("sluice_endpoint_failure_info").empty());
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// Beyond the flows' totals: each target names its sources one by one (peer
+// label: when each last delivered, whether it ended), ordered replicate
+// sources count the numbers they took from the sequencer, and every region
+// handle counts its operations and bytes.
+TEST(SluiceRunMetricsTest, PeersSequencersAndRegionHandlesHaveTheirOwnSeries) {
+  constexpr int kRanks = 3;
+  constexpr uint64_t kRecords = 20000, kRegionOps = 40, kOrdered = 3000;
+  const std::string base = "/tmp/sluice-metrics-test2-" + std::to_string(::getpid());
+  const std::string hold = base + ".hold", err = base + ".err";
+  std::remove(hold.c_str());
+  std::remove(err.c_str());
+  testing::ProcessResult job;
+  std::thread runner =
+      start_job(kRanks,
+                {"--records", std::to_string(kRecords), "--hold-until", hold, "--region-ops",
+                 std::to_string(kRegionOps), "--ordered", std::to_string(kOrdered)},
+                err, &job);
+  std::string host, client;
+  uint16_t port = 0;
+  const bool found = wait_for_address(err, &host, &port);
+  Exposition x;
+  if (found) {
+    x = scrape_until_ended(host, port, kRanks, &client);
+    // The "ticks" targets ended after the region and sequencer work was
+    // done, but a report may predate the last of it: wait for every seq
+    // source to be reported ended too.
+    const auto seq_ended = [](const Exposition& e) {
+      int n = 0;
+      for (const Sample& smp : e.find("sluice_endpoint_state",
+                                      {{"flow", "seq"}, {"role", "source"}, {"state", "ended"}})) {
+        n += smp.value == 1;
+      }
+      return n;
+    };
+    const auto until = Clock::now() + std::chrono::seconds(30);
+    while (seq_ended(x) != kRanks && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      x = parse_exposition(http_get(host, port, "/metrics", &client).body);
+    }
+  }
+  { std::ofstream touch(hold); }
+  runner.join();
+  const std::string launcher_err = slurp(err);
+  std::remove(hold.c_str());
+  std::remove(err.c_str());
+  ASSERT_TRUE(found) << launcher_err;
+  ASSERT_EQ(job.exit_code, 0) << job.output << launcher_err;
+  expect_one_job(x);
+  for (int r = 0; r < kRanks; ++r) {
+    // The region: every rank's handle did kRegionOps fetch_adds and a read.
+    EXPECT_NE(job.output.find("rank " + std::to_string(r) + " tally " +
+                              std::to_string(kRanks * kRegionOps)),
+              std::string::npos)
+        << job.output;
+    const std::map<std::string, std::string> region = {
+        {"rank", rank_label(r)}, {"region", "tally"}, {"owner", "0"}};
+    ASSERT_EQ(x.find("sluice_region_operations_total", region).size(), 1u) << r;
+    EXPECT_EQ(x.value("sluice_region_operations_total", region), kRegionOps + 1);
+    EXPECT_EQ(x.value("sluice_region_bytes_total", region), (kRegionOps + 1) * 8);
+    EXPECT_EQ(x.value("sluice_region_timeouts_total", region), 0);
+    EXPECT_EQ(x.value("sluice_region_failures_total", region), 0);
+    // The sequencer: every numbered segment took one number; at least one
+    // (its records), at most one per record.
+    const std::map<std::string, std::string> seq = {
+        {"rank", rank_label(r)}, {"flow", "seq"}, {"role", "source"}};
+    const double numbers = x.value("sluice_sequencer_numbers_total", seq);
+    EXPECT_GE(numbers, 1);
+    EXPECT_LE(numbers, kOrdered);
+    EXPECT_EQ(x.value("sluice_sequencer_timeouts_total", seq), 0);
+    EXPECT_EQ(x.value("sluice_sequencer_failures_total", seq), 0);
+    // A replicate source counts each record once per target it went to.
+    EXPECT_EQ(x.value("sluice_records_pushed_total", seq), kOrdered * kRanks);
+    EXPECT_EQ(x.value("sluice_records_consumed_total",
+                      {{"rank", rank_label(r)}, {"flow", "seq"}, {"role", "target"}}),
+              kRanks * kOrdered);
+    EXPECT_NE(job.output.find("rank " + std::to_string(r) + " seq consumed " +
+                              std::to_string(kRanks * kOrdered)),
+              std::string::npos)
+        << job.output;
+    // Peers: the "ticks" target of rank r names all three sources, each
+    // ended, each heard from.
+    for (int p = 0; p < kRanks; ++p) {
+      const std::map<std::string, std::string> peer = {{"rank", rank_label(r)},
+                                                       {"flow", "ticks"},
+                                                       {"role", "target"},
+                                                       {"peer", "(" + std::to_string(p) + ",0)"}};
+      EXPECT_EQ(x.value("sluice_peer_ended", peer), 1) << r << " " << p;
+      EXPECT_GT(x.value("sluice_peer_last_heard_timestamp_seconds", peer), 1.7e9) << r << " " << p;
+    }
+  }
+  // Sources have no peer series; region handles are not flow endpoints.
+  EXPECT_TRUE(x.find("sluice_peer_ended", {{"role", "source"}}).empty());
+  EXPECT_TRUE(x.find("sluice_endpoint_state", {{"flow", "tally"}}).empty());
+  EXPECT_EQ(x.value("sluice_counters_reports_rejected_total", {}), 0);
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 

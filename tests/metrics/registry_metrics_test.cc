@@ -147,7 +147,7 @@ TEST_F(RegistryMetricsTest, MalformedCountersReportsAreCountedAndIgnoredAndTheRa
   bad_role[16] = 9;
   const std::vector<std::string> malformed = {
       "",                                           // no header
-      std::string("\x02\x00", 2) + good.substr(2),  // another format
+      std::string("\x03\x00", 2) + good.substr(2),  // another format
       good.substr(0, 5) + "\xff" + good.substr(6),  // a count beyond the payload
       bad_role,                                     // role 9
       good.substr(0, good.size() - 1),              // cut short
@@ -253,6 +253,35 @@ TEST_F(RegistryMetricsTest, ARealClientReportsWithItsHeartbeats) {
     std::this_thread::sleep_for(20ms);
   }
   EXPECT_EQ(scrape().value("sluice_rank_state", {{"rank", "1"}, {"state", "left"}}), 1);
+}
+
+// A registry bound to every address names the job by the address its
+// ranks reached it at (as they and `sluice top` name it), not "0.0.0.0".
+TEST(RegistryJobLabelTest, AWildcardBindNamesTheJobByTheAddressTheRanksUsed) {
+  RegistryOptions o;
+  o.secret = kSecret;
+  o.world_size = 1;
+  o.bind_host = "0.0.0.0";
+  o.metrics = true;
+  o.heartbeat_timeout = 20s;
+  RegistryServer server(o);
+  std::thread thread([&] { server.run(); });
+  const auto port = static_cast<uint16_t>(std::stoul(server.metrics_address().substr(10)));
+  const auto job_of = [&] {
+    const Exposition x = parse_exposition(http_get("127.0.0.1", port, "/metrics").body);
+    return x.find("sluice_ranks").at(0).labels.at("job");
+  };
+  // Before any rank joined: the host's name and the port.
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  EXPECT_EQ(job_of(), std::string(host) + ":" + std::to_string(server.port()));
+  {
+    RawRank rank0(server.port(), 0, 1);  // connects to 127.0.0.1
+    ASSERT_TRUE(rank0.heartbeat_answered());
+    EXPECT_EQ(job_of(), "127.0.0.1:" + std::to_string(server.port()));
+  }
+  server.stop();
+  thread.join();
 }
 
 }  // namespace

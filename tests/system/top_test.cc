@@ -24,14 +24,14 @@ namespace {
 using testing::bin;
 using testing::run_process;
 
-// The endpoints of flow "ticks" in a snapshot, by (role, rank).
+// The endpoints of flow `flow` in a snapshot, by (role, rank).
 std::map<std::pair<std::string, uint64_t>, nlohmann::json> ticks_endpoints(
-    const nlohmann::json& snap, const std::string& job) {
+    const nlohmann::json& snap, const std::string& job, const std::string& flow) {
   std::map<std::pair<std::string, uint64_t>, nlohmann::json> out;
   for (const auto& p : snap.at("processes")) {
     if (p.at("job") != job) continue;
     for (const auto& e : p.at("endpoints")) {
-      if (e.at("flow") == "ticks")
+      if (e.at("flow") == flow)
         out[{e.at("role").get<std::string>(), e.at("rank").get<uint64_t>()}] = e;
     }
   }
@@ -42,13 +42,15 @@ TEST(SluiceTopTest, OnceJsonListsARunningJobsEndpointsWithCountersEqualToWhatThe
   constexpr int kRanks = 3;
   constexpr uint64_t kRecords = 50000;
   const std::string hold = "/tmp/sluice-top-test-" + std::to_string(::getpid());
+  // A flow name of its own: other tests' jobs may run the same program.
+  const std::string flow = "ticks-" + std::to_string(::getpid());
   std::remove(hold.c_str());
   testing::ProcessResult job;
   std::thread runner([&] {
-    job = run_process(
-        testing::job_argv(kRanks, 120, "sluice-test-top-job",
-                          {"--records", std::to_string(kRecords), "--hold-until", hold}),
-        {{"SLUICE_LOG", "info"}}, std::chrono::seconds(150));
+    job = run_process(testing::job_argv(kRanks, 120, "sluice-test-top-job",
+                                        {"--records", std::to_string(kRecords), "--hold-until",
+                                         hold, "--flow", flow}),
+                      {{"SLUICE_LOG", "info"}}, std::chrono::seconds(150));
   });
   // Poll until every rank's source and target have ended.
   nlohmann::json snap;
@@ -60,14 +62,14 @@ TEST(SluiceTopTest, OnceJsonListsARunningJobsEndpointsWithCountersEqualToWhatThe
         run_process({bin("sluice"), "top", "--once", "--json"}, {}, std::chrono::seconds(30));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     snap = nlohmann::json::parse(r.output);
-    // The job is the one whose processes have a "ticks" flow of 3 ranks.
+    // The job is the one whose processes have our flow.
     eps.clear();
     for (const auto& p : snap.at("processes")) {
       for (const auto& e : p.at("endpoints")) {
-        if (e.at("flow") == "ticks" && e.at("peers") == kRanks) job_id = p.at("job");
+        if (e.at("flow") == flow) job_id = p.at("job");
       }
     }
-    if (!job_id.empty()) eps = ticks_endpoints(snap, job_id);
+    if (!job_id.empty()) eps = ticks_endpoints(snap, job_id, flow);
     bool done = eps.size() == 2 * kRanks;
     for (const auto& [key, e] : eps) done = done && e.at("state") == "ended";
     if (done) break;
@@ -180,6 +182,69 @@ TEST(SluiceRunHangReportTest, ATimeoutAndSigusr1NameTheEndpointsThatNeverEnded) 
                                                     "): no segment taken yet; (1,0) on rank 1"),
             2)
       << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// SIGUSR1 to one rank (not the launcher) makes that rank print its own
+// report to stderr: its flow endpoints, its region handle and the sequence
+// numbers its ordered source took; the job goes on and ends well.
+TEST(RankSigusr1ReportTest, ARankReportsItsEndpointsAndRegionHandlesAndCarriesOn) {
+  const std::string hold = "/tmp/sluice-usr1-test-" + std::to_string(::getpid());
+  std::remove(hold.c_str());
+  // Once every rank pushed and consumed (and holds its endpoints), signal
+  // the launcher's child whose SLUICE_RANK is 1, give its control thread a
+  // heartbeat interval or two, then let the job end.
+  const std::string script =
+      ": >\"$2.out\"; "
+      "\"$0\" run -n 3 --timeout 60 -- \"$1\" --records 20000 --region-ops 25 --ordered 800 "
+      "--hold-until \"$2\" >>\"$2.out\" 2>&1 & p=$!; "
+      "i=0; while n=$(grep -c ' pushed ' \"$2.out\"); [ \"${n:-0}\" -lt 3 ] && [ $i -lt 600 ]; "
+      "do sleep 0.1; i=$((i+1)); done; "
+      "for c in /proc/[0-9]*; do "
+      "if grep -qs \"^PPid:[[:space:]]*$p\\$\" $c/status && "
+      "tr '\\0' '\\n' < $c/environ 2>/dev/null | grep -qx SLUICE_RANK=1; then "
+      "echo \"signalled ${c#/proc/}\"; kill -USR1 ${c#/proc/}; fi; done; "
+      "sleep 3; touch \"$2\"; wait $p; echo \"launcher exit $?\"; cat \"$2.out\"; rm -f \"$2.out\"";
+  const auto r =
+      run_process({"/bin/sh", "-c", script, bin("sluice"), bin("sluice-test-top-job"), hold}, {},
+                  std::chrono::seconds(90));
+  std::remove(hold.c_str());
+  EXPECT_EQ(testing::count_lines_with(r.output, "signalled "), 1) << r.output;
+  EXPECT_NE(r.output.find("launcher exit 0"), std::string::npos) << r.output;
+  // Only rank 1 reported, once, and it lists all its endpoints: ticks source
+  // and target, seq source and target, and the region handle.
+  EXPECT_EQ(testing::count_lines_with(r.output, "report on SIGUSR1: rank 1 (pid "), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "report on SIGUSR1: rank 0 "), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "has 5 endpoint(s), 0 flow endpoint(s) not ended"),
+            1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "flow 'ticks' source (1,0) ended: 20000 records"),
+            1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "flow 'ticks' target (1,0) ended: "), 1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "flow 'seq' source (1,0) ended: 2400 records in "),
+            1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, " sequence numbers taken"), 1) << r.output;
+  // Nothing failed on the way out (the flows are destroyed after their
+  // endpoints).
+  EXPECT_EQ(r.output.find("error"), std::string::npos) << r.output;
+  EXPECT_EQ(testing::count_lines_with(
+                r.output,
+                "region 'tally' handle 0 of rank 1 (owner rank 0) open: 26 operations, "
+                "208 bytes"),
+            1)
+      << r.output;
+  // The job itself was untouched: every record consumed once, and every
+  // rank consumed all 3 x 800 of the ordered flow.
+  uint64_t consumed = 0;
+  const std::regex line(R"(rank \d+ pushed 20000 consumed (\d+))");
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it) {
+    consumed += std::stoull((*it)[1]);
+  }
+  EXPECT_EQ(consumed, 3u * 20000) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, " seq consumed 2400"), 3) << r.output;
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 

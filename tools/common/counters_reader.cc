@@ -66,6 +66,9 @@ bool read_area(int pid, const std::string& fd_path, Process* out) {
       e.credit_waits = s.credit_waits.load(std::memory_order_relaxed);
       e.credit_wait_ns = s.credit_wait_ns.load(std::memory_order_relaxed);
       e.parks = s.parks.load(std::memory_order_relaxed);
+      e.ops = s.ops.load(std::memory_order_relaxed);
+      e.op_timeouts = s.op_timeouts.load(std::memory_order_relaxed);
+      e.op_failures = s.op_failures.load(std::memory_order_relaxed);
       e.peer_detail = ctr::read_peers(s);
       std::atomic_thread_fence(std::memory_order_acquire);
       // Reassigned while we copied (or being rewritten): skip it this round.
@@ -108,57 +111,6 @@ std::vector<Process> read_counters(int only_pid) {
     return std::tie(a.job, a.rank, a.pid) < std::tie(b.job, b.rank, b.pid);
   });
   return out;
-}
-
-std::string describe(const Endpoint& e) {
-  std::string s = "flow '" + e.flow + "' " + ctr::to_string(e.role) + " (" +
-                  std::to_string(e.rank) + "," + std::to_string(e.slot) + ") " +
-                  ctr::to_string(e.state) + ": ";
-  if (e.record_size != 0) {
-    s += std::to_string(e.bytes / e.record_size) + " records";
-  } else {
-    s += std::to_string(e.bytes) + " bytes";
-  }
-  s += " in " + std::to_string(e.segments) + " segments";
-  if (e.credit_waits != 0) {
-    s += ", " + std::to_string(e.credit_waits) + " credit waits (" +
-         std::to_string(e.credit_wait_ns / 1000000) + " ms)";
-  }
-  if (e.parks != 0) s += ", " + std::to_string(e.parks) + " parks";
-  if (!e.cause.empty()) s += "; failed: " + e.cause;
-  return s;
-}
-
-std::string waiting_for(const Endpoint& e, uint64_t now_ns,
-                        const std::function<std::string(uint32_t rank)>& host_of) {
-  if (e.role != ctr::Role::kTarget || e.state == ctr::State::kEnded) return "";
-  std::string waiting, ended;
-  size_t n_waiting = 0;
-  for (const ctr::PeerReading& p : e.peer_detail) {
-    const std::string name = "(" + std::to_string(p.rank) + "," + std::to_string(p.slot) + ")";
-    if (p.ended) {
-      ended += (ended.empty() ? "" : ",") + name;
-      continue;
-    }
-    ++n_waiting;
-    const std::string host = host_of ? host_of(p.rank) : "";
-    char heard[64] = "no segment taken yet";
-    if (p.heard_ns != 0) {
-      const double ago =
-          now_ns > p.heard_ns ? static_cast<double>(now_ns - p.heard_ns) * 1e-9 : 0.0;
-      std::snprintf(heard, sizeof(heard), "last segment taken %.1f s ago", ago);
-    }
-    waiting += (waiting.empty() ? "" : "; ") + name + " on rank " + std::to_string(p.rank) +
-               (host.empty() ? "" : " (" + host + ")") + ": " + heard;
-  }
-  std::string s = n_waiting == 0
-                      ? std::string("waiting for no described source")
-                      : "waiting for source" + std::string(n_waiting > 1 ? "s " : " ") + waiting;
-  if (!ended.empty()) s += "; " + ended + " ended";
-  if (e.peers > e.peer_detail.size()) {
-    s += "; " + std::to_string(e.peers - e.peer_detail.size()) + " more sources not described";
-  }
-  return s;
 }
 
 }  // namespace sluice::tool

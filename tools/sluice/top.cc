@@ -51,6 +51,9 @@ nlohmann::json to_json(const std::vector<Process>& procs) {
                           {"credit_waits", e.credit_waits},
                           {"credit_wait_ms", static_cast<double>(e.credit_wait_ns) / 1e6},
                           {"parks", e.parks},
+                          {"ops", e.ops},
+                          {"op_timeouts", e.op_timeouts},
+                          {"op_failures", e.op_failures},
                           {"opened_ns", e.opened_ns}};
       if (!e.cause.empty()) j["cause"] = e.cause;
       // The first peers one by one: who they are and, for a target, when
@@ -94,7 +97,12 @@ void print_screen(
       const double dw = b ? static_cast<double>(e.credit_wait_ns - b->credit_wait_ns) : 0;
       const double dp = b ? static_cast<double>(e.parks - b->parks) : 0;
       char records[32] = "-", rate[32] = "-";
-      if (e.record_size != 0) {
+      if (e.role == ctr::Role::kRegion) {
+        // A region handle: its operations in the records columns.
+        const double dops = b ? static_cast<double>(e.ops - b->ops) : 0;
+        std::snprintf(records, sizeof(records), "%llu ops", static_cast<unsigned long long>(e.ops));
+        std::snprintf(rate, sizeof(rate), "%.0f", seconds > 0 ? dops / seconds : 0);
+      } else if (e.record_size != 0) {
         std::snprintf(records, sizeof(records), "%llu",
                       static_cast<unsigned long long>(e.bytes / e.record_size));
         std::snprintf(rate, sizeof(rate), "%.0f", seconds > 0 ? db / e.record_size / seconds : 0);

@@ -1,0 +1,77 @@
+#include "flow/counters_report.h"
+
+#include <cstdio>
+
+namespace sluice::detail::counters {
+
+std::string describe(const Reading& e) {
+  if (e.role == Role::kRegion) {
+    std::string s = "region '" + e.flow + "' handle " + std::to_string(e.slot) + " of rank " +
+                    std::to_string(e.rank);
+    if (!e.peer_detail.empty()) s += " (owner rank " + std::to_string(e.peer_detail[0].rank) + ")";
+    s += std::string(" ") + to_string(e.state) + ": " + std::to_string(e.ops) + " operations, " +
+         std::to_string(e.bytes) + " bytes";
+    if (e.op_timeouts != 0) s += ", " + std::to_string(e.op_timeouts) + " timed out";
+    if (e.op_failures != 0) s += ", " + std::to_string(e.op_failures) + " failed";
+    if (!e.cause.empty()) s += "; failed: " + e.cause;
+    return s;
+  }
+  std::string s = "flow '" + e.flow + "' " + to_string(e.role) + " (" + std::to_string(e.rank) +
+                  "," + std::to_string(e.slot) + ") " + to_string(e.state) + ": ";
+  if (e.record_size != 0) {
+    s += std::to_string(e.bytes / e.record_size) + " records";
+  } else {
+    s += std::to_string(e.bytes) + " bytes";
+  }
+  s += " in " + std::to_string(e.segments) + " segments";
+  if (e.credit_waits != 0) {
+    s += ", " + std::to_string(e.credit_waits) + " credit waits (" +
+         std::to_string(e.credit_wait_ns / 1000000) + " ms)";
+  }
+  if (e.parks != 0) s += ", " + std::to_string(e.parks) + " parks";
+  if (e.ops != 0) {
+    s += ", " + std::to_string(e.ops) + " sequence numbers taken";
+    if (e.op_timeouts + e.op_failures != 0) {
+      s += " (" + std::to_string(e.op_timeouts + e.op_failures) + " failed)";
+    }
+  }
+  if (!e.cause.empty()) s += "; failed: " + e.cause;
+  return s;
+}
+
+std::string waiting_for(const Reading& e, uint64_t now_ns,
+                        const std::function<std::string(uint32_t rank)>& host_of) {
+  if (e.role != Role::kTarget || e.state == State::kEnded) return "";
+  std::string waiting, ended;
+  size_t n_waiting = 0;
+  for (const PeerReading& p : e.peer_detail) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "(%u,%u)", p.rank, p.slot);
+    if (p.ended) {
+      if (!ended.empty()) ended += ',';
+      ended += name;
+      continue;
+    }
+    ++n_waiting;
+    const std::string host = host_of ? host_of(p.rank) : "";
+    char heard[64] = "no segment taken yet";
+    if (p.heard_ns != 0) {
+      const double ago =
+          now_ns > p.heard_ns ? static_cast<double>(now_ns - p.heard_ns) * 1e-9 : 0.0;
+      std::snprintf(heard, sizeof(heard), "last segment taken %.1f s ago", ago);
+    }
+    if (!waiting.empty()) waiting += "; ";
+    waiting += std::string(name) + " on rank " + std::to_string(p.rank) +
+               (host.empty() ? "" : " (" + host + ")") + ": " + heard;
+  }
+  std::string s = n_waiting == 0
+                      ? std::string("waiting for no described source")
+                      : "waiting for source" + std::string(n_waiting > 1 ? "s " : " ") + waiting;
+  if (!ended.empty()) s += "; " + ended + " ended";
+  if (e.peers > e.peer_detail.size()) {
+    s += "; " + std::to_string(e.peers - e.peer_detail.size()) + " more sources not described";
+  }
+  return s;
+}
+
+}  // namespace sluice::detail::counters

@@ -1,0 +1,29 @@
+// Lines that describe endpoints from their counters, for reports: `sluice
+// run`'s (job timeout, SIGUSR1) and a rank's own on SIGUSR1.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "flow/endpoint_counters.h"
+
+namespace sluice::detail::counters {
+
+// "flow 'ticks' target (2,0) open: 1234 records in 56 segments, 3 parks",
+// "region 'accounts' region (1,4) open: 10 operations, 80 bytes, owner rank
+// 0" and the like, one line.
+std::string describe(const Reading& e);
+
+// For a target that has not ended: which sources it still waits for, with
+// the rank (and `host_of(rank)`, if not empty) of each and how long before
+// `now_ns` (CLOCK_REALTIME) it last took a segment of theirs, and which
+// have ended: "waiting for source (1,0) on rank 1 (hostB): last segment
+// taken 5.2 s ago; (0,0),(2,0) ended". Empty for a source, or a target that
+// ended.
+std::string waiting_for(const Reading& e, uint64_t now_ns,
+                        const std::function<std::string(uint32_t rank)>& host_of);
+
+}  // namespace sluice::detail::counters
