@@ -1,5 +1,6 @@
 // The registry wire format: small framed messages over TCP, spoken by
-// RegistryServer and RegistryClient and by nothing else.
+// RegistryServer, RegistryClient and the observer of registry_observer.h,
+// and by nothing else.
 //
 // Every frame is a 16-byte header followed by `length` payload bytes. All
 // integers are little-endian, whatever the host.
@@ -21,7 +22,9 @@
 // elements. Messages (-> reply):
 //
 //   HELLO     u32 rank, u32 world_size, str host, u32 pid, str secret
-//             -> WELCOME | ERROR
+//             -> WELCOME | ERROR. Rank kNoRank with world_size 0: an
+//             observer (registry_observer.h), which may send only GET,
+//             HEARTBEAT and LEAVE and is never one of the job's ranks.
 //   WELCOME   u32 heartbeat_ms, u32 n, n x PEER_EVENT body (every rank the
 //             registry has seen, including the new one)
 //   ERROR     u8 code (sluice::ErrorCode), u32 rank (kNoRank unless a peer was

@@ -94,6 +94,7 @@ struct RegistryServer::Impl : Waiters::Host {
     std::string out;
     size_t out_pos = 0;
     int64_t rank = -1;        // >= 0 once HELLO was accepted
+    bool observer = false;    // an observer's HELLO was accepted (rank stays -1)
     bool closing = false;     // refused or left: input is discarded until EOF
     bool write_shut = false;  // closing and every byte of `out` was sent
     // Reaped at the end of the loop iteration. Set by drop(), which may run
@@ -139,6 +140,7 @@ struct RegistryServer::Impl : Waiters::Host {
   void on_undeclare(Conn& c, const Frame& f, TimePoint now);
   void on_barrier(Conn& c, const Frame& f, TimePoint now);
   void on_counters(Conn& c, const Frame& f);
+  WelcomeMsg welcome_message() const;
   std::string render_metrics() const;
   std::string address() const {
     if (opt.bind_host.find(':') != std::string::npos)
@@ -404,12 +406,12 @@ void RegistryServer::Impl::accept_all(TimePoint now) {
 void RegistryServer::Impl::cap_unauthenticated() {
   size_t waiting = 0;
   for (const auto& [id, c] : conns) {
-    if (c->rank < 0 && !c->closing && !c->dead) ++waiting;
+    if (c->rank < 0 && !c->observer && !c->closing && !c->dead) ++waiting;
   }
   // conns is ordered by id, which grows with every accept: oldest first.
   for (auto it = conns.begin(); waiting > opt.max_unauthenticated && it != conns.end(); ++it) {
     Conn& c = *it->second;
-    if (c.rank >= 0 || c.closing || c.dead) continue;
+    if (c.rank >= 0 || c.observer || c.closing || c.dead) continue;
     c.dead = true;
     --waiting;
     // One line per burst, not per connection: a flood must not flood the log too.
@@ -465,6 +467,24 @@ void RegistryServer::Impl::on_readable(Conn& c, TimePoint now) {
 void RegistryServer::Impl::handle_frame(Conn& c, const Frame& f, TimePoint now) {
   const auto type = static_cast<MsgType>(f.header.type);
   const uint32_t req = f.header.request_id;
+  if (c.observer) {
+    // A tool that reads, never a rank: GET, HEARTBEAT and LEAVE only.
+    switch (type) {
+      case MsgType::kGet:
+        return on_get(c, f, now);
+      case MsgType::kHeartbeat:
+        send(c, MsgType::kHeartbeat, 0, "");
+        return;
+      case MsgType::kLeave:
+        start_closing(c, now);
+        return;
+      default:
+        refuse(c, ErrorCode::kProtocol,
+               log::cat("an observer may send GET, HEARTBEAT and LEAVE, not ", to_string(type)),
+               req);
+        return;
+    }
+  }
   if (c.rank < 0) {
     if (type == MsgType::kHello) {
       on_hello(c, f, now);
@@ -522,6 +542,15 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
     refuse(c, ErrorCode::kAuth, "wrong job secret", req);
     return;
   }
+  if (m.rank == kNoRank && m.world_size == 0) {
+    // An observer (`sluice info --registry`): it reads the job's members
+    // and their keys, and is never one of them.
+    c.observer = true;
+    c.deadline = kNever;
+    log::info("registry: an observer connected from ", m.host, " (pid ", m.pid, ", ", c.peer, ")");
+    send(c, MsgType::kWelcome, req, encode(welcome_message()));
+    return;
+  }
   if (m.world_size != opt.world_size) {
     refuse(c, ErrorCode::kRegistry,
            log::cat("rank ", m.rank, " says the job has ", m.world_size,
@@ -565,6 +594,12 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
   info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now};
   log::info("registry: rank ", m.rank, " joined from ", m.host, " (pid ", m.pid, ", ", c.peer, ")");
 
+  send(c, MsgType::kWelcome, req, encode(welcome_message()));
+  broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid}, c.id);
+}
+
+// Every rank the registry has seen, as WELCOME lists them.
+WelcomeMsg RegistryServer::Impl::welcome_message() const {
   WelcomeMsg welcome;
   welcome.heartbeat_ms = static_cast<uint32_t>(opt.heartbeat_timeout.count());
   for (uint32_t r = 0; r < ranks.size(); ++r) {
@@ -575,10 +610,8 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
                                                         : PeerState::kDied;
     welcome.peers.push_back(PeerEventMsg{r, st, ri.reason, ri.host, ri.pid});
   }
-  send(c, MsgType::kWelcome, req, encode(welcome));
-  broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid}, c.id);
+  return welcome;
 }
-
 
 void RegistryServer::Impl::on_declare(Conn& c, const Frame& f, TimePoint now) {
   DeclareMsg m;
@@ -675,7 +708,7 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
     if (c->dead || now < c->deadline) continue;
     if (c->closing) {
       c->dead = true;
-    } else if (c->rank < 0) {
+    } else if (c->rank < 0 && !c->observer) {
       refuse(*c, ErrorCode::kProtocol,
              log::cat("no HELLO within ", opt.heartbeat_timeout.count(), " ms"), 0);
     }

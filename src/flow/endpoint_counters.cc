@@ -227,6 +227,8 @@ Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_num
   return slot;
 }
 
+bool is_spare(const Slot* slot) { return slot == &area().spare; }
+
 void release(Slot* slot) {
   Area& a = area();
   std::lock_guard<std::mutex> lock(a.mu);

@@ -145,6 +145,10 @@ inline void add(std::atomic<uint64_t>& c, uint64_t n) {
 // slot nobody reads, so that counting never fails a flow.
 Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_number, uint32_t peers,
               uint32_t record_size);
+// True for the process-private spare slot acquire() hands out without an
+// area (or with a full one, or counters built out): several endpoints may
+// share it, so what it says of peers is not this endpoint's.
+bool is_spare(const Slot* slot);
 // The endpoint is gone: its slot is marked kDestroyed (reusable).
 void release(Slot* slot);
 // Sets the state; for kFailed also the cause (truncated to fit).

@@ -13,6 +13,7 @@
 #include "common/check.h"
 #include "common/futex.h"
 #include "common/log.h"
+#include "flow/counters_report.h"
 
 namespace sluice::detail {
 
@@ -349,6 +350,20 @@ void FlowTarget::lose(uint32_t s, std::string_view why) {
 }
 
 std::string FlowTarget::describe_wait(const char* what) const {
+  // The counters slot knows, for the first sources, when each last
+  // delivered and which ended: the hang report's line (counters_report.h).
+  if (!counters::is_spare(stats_)) {
+    counters::Reading r;
+    r.role = counters::Role::kTarget;
+    r.state = counters::State::kOpen;
+    r.peers = static_cast<uint32_t>(in_.size());
+    r.peer_detail = counters::read_peers(*stats_);
+    const auto host = [this](uint32_t rank) {
+      return rank < ctx_->hosts.size() ? ctx_->hosts[rank] : std::string();
+    };
+    return ctx_->endpoint_name(false, index_) + ": " + what + ", " +
+           counters::waiting_for(r, counters::now_ns(), host);
+  }
   std::string ranks;
   std::vector<uint32_t> seen;
   for (uint32_t s = 0; s < in_.size(); ++s) {

@@ -311,7 +311,9 @@ TEST(ImpersonationTest, ASourceSpeakingInAnothersNameIsCaughtAndNothingOfItsIsDe
   } else {
     // Which of the two depends on whether the victim's segment landed before
     // the forged completion naming it.
-    const bool never_ended = lost[0].error.find("deadline passed waiting for sources on rank(s) 2") != std::string::npos;
+    const bool never_ended =
+        lost[0].error.find("deadline passed, waiting for source (2,0) on rank 2") !=
+        std::string::npos;
     const bool caught = lost[0].error.find("from source (0,0) is corrupt (its footer carries another sequence number)") !=
                         std::string::npos;
     EXPECT_TRUE(never_ended || caught) << lost[0].error;

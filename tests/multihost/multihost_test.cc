@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -295,6 +296,52 @@ TEST_F(MultihostFaultTest, KilledRankIsReportedLostByTheOtherHosts) {
 // under load. A source now closes only after each target confirmed that
 // everything arrived, and a target sends nothing after confirming, so no
 // connection is ever reset. Counted by the kernel of a namespace of its own.
+// `sluice info --registry`, run in host 1 while a job spans the three hosts,
+// names the path a rank started there takes to each member: shared memory
+// to the rank on its own host, ofi to the two others.
+TEST(MultihostInfoTest, InfoNamesShmToTheRankOnItsHostAndOfiToTheOthers) {
+  SKIP_WITHOUT_NAMESPACES();
+  TestHosts hosts(kHosts, topology());
+  Registry registry(hosts, 0, kHosts);
+  ASSERT_FALSE(registry.address().empty()) << registry.output();
+  const std::string hold = "/tmp/sluice-multihost-info-" + std::to_string(::getpid());
+  std::remove(hold.c_str());
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (int r = 0; r < kHosts; ++r) {
+    ranks.push_back(
+        hosts.spawn(r, {bin("sluice-test-top-job"), "--records", "1000", "--hold-until", hold},
+                    job_environment({{"SLUICE_RANK", std::to_string(r)},
+                                     {"SLUICE_WORLD_SIZE", std::to_string(kHosts)},
+                                     {"SLUICE_REGISTRY", registry.address()},
+                                     {"SLUICE_SECRET", kSecret}})));
+  }
+  // Every rank joined (and published its host) once it printed its counts.
+  for (auto& rank : ranks) {
+    ASSERT_TRUE(rank->wait_for_output(std::regex("pushed 1000 consumed"), Clock::now() + kJobLimit))
+        << rank->output();
+  }
+  auto info = hosts.spawn(1, {bin("sluice"), "info", "--json", "--registry", registry.address()},
+                          job_environment({{"SLUICE_SECRET", kSecret}}));
+  const ProcessResult r = info->wait(Clock::now() + std::chrono::seconds(60));
+  { std::ofstream touch(hold); }
+  for (auto& rank : ranks) EXPECT_EQ(rank->wait(Clock::now() + kJobLimit).exit_code, 0);
+  std::remove(hold.c_str());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1));
+  const nlohmann::json& members = j.at("registry").at("members");
+  ASSERT_EQ(members.size(), static_cast<size_t>(kHosts)) << j.dump();
+  for (int m = 0; m < kHosts; ++m) {
+    EXPECT_EQ(members[m].at("rank"), m);
+    EXPECT_EQ(members[m].at("state"), "alive");
+    const std::string path = members[m].at("path");
+    if (m == 1) {
+      EXPECT_EQ(path, "shm (same host identity)") << j.dump();
+    } else {
+      EXPECT_EQ(path.rfind("ofi (", 0), 0u) << j.dump();
+    }
+  }
+}
+
 TEST(TcpCloseTest, ASourceNeverResetsItsConnectionsToASlowTarget) {
   SKIP_WITHOUT_NAMESPACES();
   for (const char* rma : {"0", "1"}) {

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/env.h"
+#include "control/registry_observer.h"
 #include "host_commands.h"
 #include "host_facts.h"
 #include "sluice/version.h"
@@ -94,6 +96,53 @@ void run_info(const InfoArgs& args) {
   j["libfabric"] = {
       {"version", libfabric_version()}, {"providers", provs}, {"auto", auto_provider(probes)}};
 
+  // The path a rank started here would take to each member of the job.
+  const std::string chosen_provider = auto_provider(probes);
+  std::string members_error;
+  std::vector<control::ObservedRank> members;
+  if (!args.registry.empty()) {
+    const auto secret = detail::env::get("SLUICE_SECRET");
+    if (!secret) {
+      members_error =
+          "not asked: SLUICE_SECRET is not set (the registry answers only holders of the job's "
+          "secret)";
+    } else {
+      std::string host;
+      uint16_t port = 0;
+      split_host_port(args.registry, "--registry", 0, &host, &port);
+      try {
+        members = control::observe_job(host, port, *secret, "host/", 200,
+                                       Clock::now() + std::chrono::seconds(5));
+      } catch (const std::exception& e) {
+        members_error = e.what();
+      }
+    }
+  }
+  const std::string transport = detail::env::get("SLUICE_TRANSPORT").value_or("auto");
+  const std::string here = detail::host_identity();
+  const auto path_to = [&](const control::ObservedRank& m) -> std::string {
+    if (m.value.empty()) return "unknown (it has not published its host identity)";
+    const bool same = m.value == here;
+    const std::string ofi = chosen_provider.empty() ? std::string("none: ofi is unusable here")
+                                                    : "ofi (" + chosen_provider + ")";
+    if (transport == "ofi") return ofi;
+    if (transport == "shm") return same ? "shm" : "none: SLUICE_TRANSPORT=shm and another host";
+    return same ? "shm (same host identity)" : ofi;
+  };
+  if (!args.registry.empty()) {
+    nlohmann::json ms = nlohmann::json::array();
+    for (const control::ObservedRank& m : members) {
+      ms.push_back({{"rank", m.rank},
+                    {"state", m.state},
+                    {"host", m.host},
+                    {"pid", m.pid},
+                    {"identity", m.value},
+                    {"path", path_to(m)}});
+    }
+    j["registry"]["members"] = ms;
+    if (!members_error.empty()) j["registry"]["members_error"] = members_error;
+  }
+
   if (args.json) {
     std::printf("%s\n", j.dump().c_str());
     return;
@@ -128,7 +177,7 @@ void run_info(const InfoArgs& args) {
     std::printf("registry %s: reached from %s, the address ofi endpoints bind to\n",
                 args.registry.c_str(), node.c_str());
   }
-  const std::string chosen = auto_provider(probes);
+  const std::string& chosen = chosen_provider;
   std::printf("libfabric %s; providers as a rank opens them (auto picks %s):\n",
               libfabric_version().c_str(),
               chosen.empty() ? "none: ofi is unusable here" : chosen.c_str());
@@ -149,6 +198,20 @@ void run_info(const InfoArgs& args) {
     std::printf("         CQ wait fd %s, message order %s, MR mode %s\n",
                 p.wait_fd ? "yes" : "no (parks in slices)", p.msg_order.c_str(), p.mr_mode.c_str());
   }
+  if (args.registry.empty()) return;
+  if (!members_error.empty()) {
+    std::printf("members of the job at %s: %s\n", args.registry.c_str(), members_error.c_str());
+    return;
+  }
+  std::printf(
+      "members of the job at %s (SLUICE_TRANSPORT=%s): the path a rank started here "
+      "takes to each\n",
+      args.registry.c_str(), transport.c_str());
+  if (members.empty()) std::printf("  none has joined yet\n");
+  for (const control::ObservedRank& m : members) {
+    std::printf("  rank %-4u %-5s %s (pid %u): %s\n", m.rank, m.state.c_str(), m.host.c_str(),
+                m.pid, path_to(m).c_str());
+  }
 }
 
 }  // namespace
@@ -163,7 +226,8 @@ void add_info_command(CLI::App& app) {
       "libfabric provider as sluice opens it (RMA, atomics, ordering, CQ data, MR mode)");
   sub->add_option("--registry", args->registry,
                   "HOST:PORT of a registry: show the local address that reaches it, which ofi "
-                  "endpoints bind to "
+                  "endpoints bind to, and (with the job's SLUICE_SECRET) the path, shm or ofi "
+                  "and its provider, a rank started here would take to each of the job's ranks "
                   "(default: SLUICE_REGISTRY)");
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
   sub->callback([args] {
