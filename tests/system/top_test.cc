@@ -135,11 +135,19 @@ TEST(SluiceRunHangReportTest, ATimeoutAndSigusr1NameTheEndpointsThatNeverEnded) 
   const std::string script =
       "\"$0\" run -n 3 --timeout 8 -- \"$1\" --records 20000 --stall-rank 1 --hold-until \"$2\" & "
       "p=$!; "
-      "sleep 4; kill -USR1 $p; wait $p; echo \"launcher exit $?\"";
+      "sleep 4; kill -USR1 $p; "
+      "echo \"top saw $(\"$0\" top --once | grep -c '^    waiting for source (1,0) on rank 1: last "
+      "segment taken')\"; "
+      "wait $p; echo \"launcher exit $?\"";
   const auto r =
       run_process({"/bin/sh", "-c", script, bin("sluice"), bin("sluice-test-top-job"), hold}, {},
                   std::chrono::seconds(60));
   EXPECT_NE(r.output.find("launcher exit 124"), std::string::npos) << r.output;
+  // The live view shows, under the two targets rank 1 starves, whom they
+  // wait for (at least those two: another run of this test may be beside it).
+  std::smatch saw;
+  ASSERT_TRUE(std::regex_search(r.output, saw, std::regex(R"(top saw (\d+))"))) << r.output;
+  EXPECT_GE(std::stoi(saw[1]), 2) << r.output;
   // Both reports: every rank, its source and its target.
   for (const char* when : {"on SIGUSR1", "at the timeout"}) {
     for (int rank = 0; rank < 3; ++rank) {

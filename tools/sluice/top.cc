@@ -76,6 +76,16 @@ nlohmann::json to_json(const std::vector<Process>& procs) {
   return {{"time_ns", ctr::now_ns()}, {"processes", std::move(ps)}};
 }
 
+// True for a target that has not ended with a described source, not ended
+// either, that delivered nothing for a second or more (or never).
+bool quiet_source(const Endpoint& e, uint64_t now_ns) {
+  if (e.role != ctr::Role::kTarget || e.state == ctr::State::kEnded) return false;
+  for (const ctr::PeerReading& p : e.peer_detail) {
+    if (!p.ended && (p.heard_ns == 0 || now_ns > p.heard_ns + 1000000000ULL)) return true;
+  }
+  return false;
+}
+
 // One screen: per endpoint, its rates since the previous screen.
 void print_screen(
     const std::vector<Process>& now,
@@ -115,6 +125,12 @@ void print_screen(
                   seconds > 0 ? db / 1e6 / seconds : 0, seconds > 0 ? dw / 1e7 / seconds : 0,
                   seconds > 0 ? dp / seconds : 0);
       if (!e.cause.empty()) std::printf("    failed: %s\n", e.cause.c_str());
+      // A target still open with a source silent for a second or more (or
+      // never heard from): whom it waits for and how long since each last
+      // delivered. Busy flows stay one line per endpoint.
+      if (quiet_source(e, ctr::now_ns())) {
+        std::printf("    %s\n", waiting_for(e, ctr::now_ns(), {}).c_str());
+      }
     }
   }
   std::fflush(stdout);
