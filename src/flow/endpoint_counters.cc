@@ -25,6 +25,8 @@ struct Area {
   Slot spare{};  // what acquire() hands out when there is no area, or it is full
   // Final readings of destroyed endpoints, oldest first (at most kRetired).
   std::deque<Reading> retired;
+  // Per slot and peer, the segment count stamp_peers() last saw.
+  uint64_t stamped[kSlots][kPeerDetail] = {};
 };
 
 // Constructed on first use and never destroyed: endpoints may outlive
@@ -142,23 +144,16 @@ const char* to_string(State s) {
   return "?";
 }
 
-void heard(Slot* slot, uint32_t i, bool ended) {
-#ifndef SLUICE_NO_COUNTERS
-  if (i >= kPeerDetail) return;
+namespace {
+uint64_t coarse_now_ns() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-  slot->peer_heard_ns[i].store(
-      static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec),
-      std::memory_order_relaxed);
-  if (ended) {
-    slot->peer_ended.store(slot->peer_ended.load(std::memory_order_relaxed) | (uint64_t{1} << i),
-                           std::memory_order_relaxed);
-  }
-#else
-  (void)slot;
-  (void)i;
-  (void)ended;
-#endif
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+}  // namespace
+
+void heard_first(Slot* slot, uint32_t i) {
+  slot->peer_heard_ns[i].store(coarse_now_ns(), std::memory_order_relaxed);
 }
 
 std::vector<PeerReading> read_peers(const Slot& slot) {
@@ -167,7 +162,8 @@ std::vector<PeerReading> read_peers(const Slot& slot) {
   const uint64_t ended = slot.peer_ended.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < n; ++i) {
     out.push_back({slot.peer_rank[i], slot.peer_slot[i],
-                   slot.peer_heard_ns[i].load(std::memory_order_relaxed), ((ended >> i) & 1) != 0});
+                   slot.peer_heard_ns[i].load(std::memory_order_relaxed), ((ended >> i) & 1) != 0,
+                   slot.peer_taken[i].load(std::memory_order_relaxed)});
   }
   return out;
 }
@@ -216,6 +212,10 @@ Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_num
   for (uint32_t i = 0; i < kPeerDetail; ++i) {
     slot->peer_rank[i] = slot->peer_slot[i] = 0;
     slot->peer_heard_ns[i].store(0, std::memory_order_relaxed);
+    slot->peer_taken[i].store(0, std::memory_order_relaxed);
+  }
+  if (slot != &a.spare) {
+    for (uint64_t& n : a.stamped[slot - a.slots]) n = 0;
   }
   slot->generation.fetch_add(1, std::memory_order_release);
   slot->state.store(static_cast<uint32_t>(State::kOpen), std::memory_order_release);
@@ -229,6 +229,14 @@ Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_num
 
 bool is_spare(const Slot* slot) { return slot == &area().spare; }
 
+void set_peer(Slot* slot, uint32_t i, uint32_t rank, uint32_t slot_number) {
+  if (i >= kPeerDetail) return;
+  Area& a = area();
+  std::lock_guard<std::mutex> lock(a.mu);
+  slot->peer_rank[i] = rank;
+  slot->peer_slot[i] = slot_number;
+}
+
 void release(Slot* slot) {
   Area& a = area();
   std::lock_guard<std::mutex> lock(a.mu);
@@ -239,11 +247,41 @@ void release(Slot* slot) {
   slot->state.store(static_cast<uint32_t>(State::kDestroyed), std::memory_order_release);
 }
 
+namespace {
+// stamp_peers() with the area's mutex held.
+void stamp_locked(Area& a) {
+  if (a.header == nullptr) return;
+  const uint64_t now = coarse_now_ns();
+  for (uint32_t k = 0; k < kSlots; ++k) {
+    Slot& s = a.slots[k];
+    const auto state = static_cast<State>(s.state.load(std::memory_order_acquire));
+    if (state == State::kFree || state == State::kDestroyed ||
+        s.role != static_cast<uint32_t>(Role::kTarget)) {
+      continue;
+    }
+    for (uint32_t i = 0; i < kPeerDetail; ++i) {
+      const uint64_t taken = s.peer_taken[i].load(std::memory_order_relaxed);
+      if (taken == a.stamped[k][i]) continue;
+      a.stamped[k][i] = taken;
+      // The first segment's own stamp stands until a later one arrives.
+      if (taken > 1) s.peer_heard_ns[i].store(now, std::memory_order_relaxed);
+    }
+  }
+}
+}  // namespace
+
+void stamp_peers() {
+  Area& a = area();
+  std::lock_guard<std::mutex> lock(a.mu);
+  stamp_locked(a);
+}
+
 std::vector<Reading> snapshot(uint32_t rank) {
   Area& a = area();
   std::lock_guard<std::mutex> lock(a.mu);
   std::vector<Reading> out;
   if (a.header == nullptr) return out;
+  stamp_locked(a);
   for (uint32_t i = 0; i < kSlots; ++i) {
     const Slot& s = a.slots[i];
     const auto state = static_cast<State>(s.state.load(std::memory_order_acquire));

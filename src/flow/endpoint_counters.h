@@ -19,7 +19,7 @@
 // an ordered replicate source counts the numbers it takes from the flow's
 // sequencer; both in the `ops` words of the counters line.
 //
-// Layout (version 3; every offset fixed, all little-endian words):
+// Layout (version 4; every offset fixed, all little-endian words):
 //   0     AreaHeader    (256 bytes)
 //   256   Slot[kSlots]  (kSlotBytes each)
 // A slot whose state is kFree is unused; one in kDestroyed belonged to an
@@ -34,7 +34,7 @@
 // kRetired of them), so a job's totals reach the registry even when its
 // endpoints live shorter than one heartbeat.
 //
-// Thread safety: acquire(), release() and snapshot() take a mutex (endpoint
+// Thread safety: acquire(), set_peer(), release() and snapshot() take a mutex (endpoint
 // creation and destruction, and the heartbeat timer only); a slot's counters
 // are written by its endpoint's thread only.
 #pragma once
@@ -49,10 +49,10 @@
 namespace sluice::detail::counters {
 
 inline constexpr uint64_t kMagic = 0x535245544E554F43ULL;  // "COUNTERS" little-endian
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 4;
 inline constexpr uint32_t kSlots = 512;
 inline constexpr size_t kHeaderBytes = 256;
-inline constexpr size_t kSlotBytes = 704;
+inline constexpr size_t kSlotBytes = 832;
 // How many of an endpoint's peers it describes one by one (who they are;
 // for a target, when each was last heard from and whether it ended).
 inline constexpr uint32_t kPeerDetail = 16;
@@ -120,12 +120,17 @@ struct alignas(64) Slot {
   std::atomic<uint64_t> op_failures;
   // --- Peers: the first kPeerDetail sources of a target (targets of a
   // source), identity written once after acquire(); for a target, per
-  // segment: when each source was last heard from, and which have ended.
+  // segment: how many segments each source delivered, and which have
+  // ended (the endpoint's thread). When each last delivered is stamped off
+  // the data path: at its first segment, then by the control thread at
+  // every heartbeat where its count moved (stamp_peers), so it is exact to
+  // within a heartbeat interval and costs the data path no clock read.
   alignas(64) uint32_t peer_rank[kPeerDetail];
   uint32_t peer_slot[kPeerDetail];
   std::atomic<uint64_t> peer_heard_ns[kPeerDetail];  // CLOCK_REALTIME_COARSE; 0: never
   std::atomic<uint64_t> peer_ended;                  // bit i: peer i's END arrived
   std::atomic<uint64_t> pad2[7];
+  alignas(64) std::atomic<uint64_t> peer_taken[kPeerDetail];  // segments from peer i
 };
 static_assert(sizeof(Slot) == kSlotBytes);
 
@@ -153,15 +158,34 @@ bool is_spare(const Slot* slot);
 void release(Slot* slot);
 // Sets the state; for kFailed also the cause (truncated to fit).
 void set_state(Slot* slot, State s, std::string_view cause = {});
-// Names peer i (the first kPeerDetail only), right after acquire().
-inline void set_peer(Slot* slot, uint32_t i, uint32_t rank, uint32_t slot_number) {
+// Names peer i (the first kPeerDetail only), right after acquire(). Under
+// the area's mutex, as the identity acquire() writes: snapshot() reads it
+// from the control thread.
+void set_peer(Slot* slot, uint32_t i, uint32_t rank, uint32_t slot_number);
+// A target heard from source i (a segment arrived): per segment, one add
+// to its count (the first also stamps the time); `ended` if it was its END.
+void heard_first(Slot* slot, uint32_t i);
+inline void heard(Slot* slot, uint32_t i, bool ended) {
+#ifndef SLUICE_NO_COUNTERS
   if (i >= kPeerDetail) return;
-  slot->peer_rank[i] = rank;
-  slot->peer_slot[i] = slot_number;
+  const uint64_t taken = slot->peer_taken[i].load(std::memory_order_relaxed);
+  slot->peer_taken[i].store(taken + 1, std::memory_order_relaxed);
+  if (taken == 0) [[unlikely]]
+    heard_first(slot, i);
+  if (ended) [[unlikely]] {
+    slot->peer_ended.store(slot->peer_ended.load(std::memory_order_relaxed) | (uint64_t{1} << i),
+                           std::memory_order_relaxed);
+  }
+#else
+  (void)slot;
+  (void)i;
+  (void)ended;
+#endif
 }
-// A target heard from source i (a segment arrived): per segment, one coarse
-// clock read (vDSO, no system call) and a store; `ended` if it was its END.
-void heard(Slot* slot, uint32_t i, bool ended);
+// Stamps, for every live slot of this process, the peers whose segment
+// count moved since the last call with the current coarse time. Called by
+// snapshot(), which the control thread calls at every heartbeat.
+void stamp_peers();
 
 // One operation that is not a segment (see Slot::ops), by the slot's one
 // writer: `bytes` moved, and whether it timed out or failed otherwise.
@@ -179,8 +203,9 @@ void set_job(std::string_view registry, int64_t rank);
 // One peer of an endpoint, as its slot describes it.
 struct PeerReading {
   uint32_t rank = 0, slot = 0;
-  uint64_t heard_ns = 0;  // a target's last segment from it (0: never)
+  uint64_t heard_ns = 0;  // a target's last segment from it, to within a heartbeat (0: never)
   bool ended = false;     // a target got its END
+  uint64_t taken = 0;     // segments a target took from it
 };
 // One endpoint's identity and counters, copied out of its slot.
 struct Reading {
@@ -199,7 +224,7 @@ std::vector<PeerReading> read_peers(const Slot& slot);
 inline constexpr size_t kRetired = 256;
 
 // This process's endpoints of `rank` (a process may host ranks of several
-// jobs' Clusters; each reports its own): every live one, then the final
+// jobs' Clusters; each reports its own), after stamp_peers(): every live one, then the final
 // readings of destroyed ones (the latest kRetired, minus those whose flow,
 // role and endpoint a live one has taken over). Empty without an area.
 std::vector<Reading> snapshot(uint32_t rank);

@@ -65,6 +65,7 @@ nlohmann::json to_json(const std::vector<Process>& procs) {
           q["last_segment_ns"] =
               pr.heard_ns != 0 ? nlohmann::json(pr.heard_ns) : nlohmann::json(nullptr);
           q["ended"] = pr.ended;
+          q["segments"] = pr.taken;
         }
         peers.push_back(std::move(q));
       }
