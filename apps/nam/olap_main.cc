@@ -211,7 +211,7 @@ int compute(sluice::Cluster& cluster, const so::OlapOptions& opt,
       ghj.push_back(so::ghj_flows(workers, tag));
       declared.push_back(cluster.declare(ghj.back().r));
       declared.push_back(cluster.declare(ghj.back().s));
-      declared.push_back(cluster.declare(ghj.back().bloom));
+      if (opt.algorithms[p] == "ghj-bloom") declared.push_back(cluster.declare(ghj.back().bloom));
     } else if (opt.algorithms[p] == "hierarchical") {
       hagg.push_back(so::hagg_flow(workers, tag));
       declared.push_back(cluster.declare(hagg.back()));
