@@ -47,6 +47,9 @@ namespace {
       "  --buffer-bytes B     software-managed buffer = chunk in the store (default 2048)\n"
       "  --space-factor F     partition space on the memory servers, relative to the input\n"
       "                       (default 1.25; running out is an error naming this flag)\n"
+      "  --shipping S         background (default): a shipper thread per compute thread writes\n"
+      "                       full buffers into the memory servers while partitioning goes on;\n"
+      "                       inline: the partitioning thread writes them itself\n"
       "  --seed N             generator seed (default 1)\n"
       "  --dump DIR           memory servers write what they hold as CSV into DIR (for DuckDB)\n"
       "  --json               also print one JSON line with the results\n");
@@ -134,7 +137,12 @@ OlapOptions parse_olap_options(int argc, char** argv) {
       o.join.chunk_bytes = o.agg.chunk_bytes = static_cast<uint32_t>(number(a, v));
     else if (a == "--space-factor")
       o.join.space_factor = o.agg.space_factor = real(a, v);
-    else if (a == "--seed")
+    else if (a == "--shipping") {
+      const std::string how = v;
+      if (how != "background" && how != "inline")
+        usage("--shipping wants background or inline, not '" + how + "'");
+      o.join.background = o.agg.background = how == "background";
+    } else if (a == "--seed")
       o.join.input.seed = o.agg.input.seed = number(a, v);
     else if (a == "--dump")
       o.dump = v;

@@ -82,18 +82,44 @@ StoreLayout make_store_layout(uint32_t servers, uint32_t writers, uint32_t parti
   return l;
 }
 
-PartitionWriter::PartitionWriter(const StoreLayout& layout, Remote& store, uint32_t writer)
+PartitionWriter::PartitionWriter(const StoreLayout& layout, Remote& store, uint32_t writer,
+                                 bool background)
     : layout_(layout),
       store_(store),
       writer_(writer),
       per_chunk_(layout.records_per_chunk()),
-      buffers_(static_cast<size_t>(layout.relations) * layout.partitions * layout.chunk_bytes),
-      fill_(static_cast<size_t>(layout.relations) * layout.partitions, 0),
-      last_(fill_.size(), 0) {}
+      background_(background),
+      spares_(background ? 32 : 0),
+      arena_((static_cast<size_t>(layout.relations) * layout.partitions + spares_) *
+             layout.chunk_bytes),
+      current_(static_cast<size_t>(layout.relations) * layout.partitions),
+      fill_(current_.size(), 0),
+      last_(current_.size(), 0),
+      jobs_(spares_ + 2),
+      free_(spares_ + 1) {
+  for (size_t b = 0; b < current_.size(); ++b) current_[b] = static_cast<uint32_t>(b);
+  if (!background_) return;
+  for (uint32_t k = 0; k < spares_; ++k) free_[k] = static_cast<uint32_t>(current_.size() + k);
+  free_tail_.store(spares_);
+  thread_ = std::thread([this] { shipper(); });
+}
 
-void PartitionWriter::ship(uint32_t relation, uint32_t partition) {
-  const size_t b = static_cast<size_t>(relation) * layout_.partitions + partition;
-  if (fill_[b] == 0) return;
+PartitionWriter::~PartitionWriter() { stop(); }
+
+void PartitionWriter::stop() {
+  if (!thread_.joinable()) return;
+  // There is always room for the stop: at most spares_ + 1 jobs are in
+  // flight (the one being handed off, if hand_off threw in its wait).
+  const uint64_t t = jobs_tail_.load(std::memory_order_relaxed);
+  jobs_[t % jobs_.size()] = Job{kStop, 0, 0};
+  jobs_tail_.store(t + 1, std::memory_order_release);
+  jobs_tail_.notify_one();
+  thread_.join();
+}
+
+void PartitionWriter::ship(const Job& job) {
+  if (job.fill == 0) return;
+  const uint32_t partition = job.list % layout_.partitions;
   const uint32_t server = layout_.server_of(partition);
   const uint64_t chunk = store_.fetch_add(server, StoreLayout::kPoolCursor, 1);
   if (chunk >= layout_.pool_chunks) {
@@ -102,20 +128,69 @@ void PartitionWriter::ship(uint32_t relation, uint32_t partition) {
                     " chunks of " + std::to_string(layout_.chunk_bytes) +
                     " bytes): raise --space-factor");
   }
-  std::byte* buf = buffers_.data() + b * layout_.chunk_bytes;
-  const uint64_t header[2] = {last_[b], fill_[b]};
+  std::byte* buf = arena_.data() + static_cast<size_t>(job.buffer) * layout_.chunk_bytes;
+  const uint64_t header[2] = {last_[job.list], job.fill};
   std::memcpy(buf, header, sizeof(header));
   store_.write(server, layout_.chunk_offset(chunk), buf,
-               StoreLayout::kChunkHeader + static_cast<size_t>(fill_[b]) * layout_.record_bytes);
-  last_[b] = chunk + 1;
-  fill_[b] = 0;
+               StoreLayout::kChunkHeader + static_cast<size_t>(job.fill) * layout_.record_bytes);
+  last_[job.list] = chunk + 1;
   ++chunks_;
 }
 
-void PartitionWriter::finish() {
-  for (uint32_t r = 0; r < layout_.relations; ++r) {
-    for (uint32_t p = 0; p < layout_.partitions; ++p) ship(r, p);
+void PartitionWriter::shipper() {
+  for (;;) {
+    const uint64_t h = jobs_head_.load(std::memory_order_relaxed);
+    uint64_t t = jobs_tail_.load(std::memory_order_acquire);
+    while (t == h) {
+      jobs_tail_.wait(t, std::memory_order_acquire);
+      t = jobs_tail_.load(std::memory_order_acquire);
+    }
+    const Job job = jobs_[h % jobs_.size()];
+    jobs_head_.store(h + 1, std::memory_order_release);
+    if (job.buffer == kStop) return;
+    if (!failed_.load(std::memory_order_relaxed)) {
+      try {
+        ship(job);
+      } catch (const std::exception& e) {
+        error_ = e.what();
+        failed_.store(true, std::memory_order_release);
+      }
+    }
+    const uint64_t ft = free_tail_.load(std::memory_order_relaxed);
+    free_[ft % free_.size()] = job.buffer;
+    free_tail_.store(ft + 1, std::memory_order_release);
   }
+}
+
+void PartitionWriter::hand_off(size_t list) {
+  const Job job{current_[list], static_cast<uint32_t>(list), fill_[list]};
+  fill_[list] = 0;
+  if (!background_) {
+    ship(job);
+    return;
+  }
+  if (failed_.load(std::memory_order_acquire)) throw OlapError(error_);
+  const uint64_t t = jobs_tail_.load(std::memory_order_relaxed);
+  jobs_[t % jobs_.size()] = job;
+  jobs_tail_.store(t + 1, std::memory_order_release);
+  jobs_tail_.notify_one();
+  // A spare to go on with; only when every one is in flight is there a wait
+  // (yielding: the shipper needs the core more than we do).
+  const uint64_t h = free_head_.load(std::memory_order_relaxed);
+  while (free_tail_.load(std::memory_order_acquire) == h) {
+    if (failed_.load(std::memory_order_acquire)) throw OlapError(error_);
+    std::this_thread::yield();
+  }
+  current_[list] = free_[h % free_.size()];
+  free_head_.store(h + 1, std::memory_order_release);
+}
+
+void PartitionWriter::finish() {
+  for (size_t b = 0; b < current_.size(); ++b) {
+    if (fill_[b] != 0) hand_off(b);
+  }
+  stop();
+  if (failed_.load(std::memory_order_acquire)) throw OlapError(error_);
   for (uint32_t r = 0; r < layout_.relations; ++r) {
     for (uint32_t p = 0; p < layout_.partitions; ++p) {
       const uint64_t head = last_[static_cast<size_t>(r) * layout_.partitions + p];

@@ -33,11 +33,13 @@
 
 #include <sluice/sluice.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "olap.h"
@@ -94,34 +96,67 @@ StoreLayout make_store_layout(uint32_t servers, uint32_t writers, uint32_t parti
                               uint64_t records, double space_factor);
 
 // One compute thread's buffers, shipped into the store.
+//
+// Background shipping (the default; the paper copies the buffers with
+// selectively signalled RDMA writes while partitioning goes on): a full
+// buffer is handed to a shipper thread of this writer through a
+// single-producer ring, and the partitioning thread takes a spare buffer
+// and goes on; the shipper does the fetch_add and the write and returns the
+// buffer. The partitioning thread only waits when every spare is in flight.
+// RemoteRegion has no asynchronous write, so a thread stands in for the
+// NIC. Inline shipping does both in the partitioning thread.
 class PartitionWriter {
  public:
-  PartitionWriter(const StoreLayout& layout, Remote& store, uint32_t writer);
+  PartitionWriter(const StoreLayout& layout, Remote& store, uint32_t writer, bool background);
+  // Stops the shipper (after an exception: what is in flight may or may not
+  // have been written; the run has failed anyway).
+  ~PartitionWriter();
+  PartitionWriter(const PartitionWriter&) = delete;
+  PartitionWriter& operator=(const PartitionWriter&) = delete;
 
-  // Appends a record to (relation, partition); ships the buffer when full.
-  // No allocation, no system call except the shipping itself.
+  // Appends a record to (relation, partition); hands the buffer over when
+  // full. No allocation, no lock, no system call except the shipping.
   template <class T>
   void add(uint32_t relation, uint32_t partition, const T& record) {
     const size_t b = static_cast<size_t>(relation) * layout_.partitions + partition;
-    std::byte* buf = buffers_.data() + b * layout_.chunk_bytes;
+    std::byte* buf = arena_.data() + static_cast<size_t>(current_[b]) * layout_.chunk_bytes;
     std::memcpy(buf + StoreLayout::kChunkHeader + fill_[b] * sizeof(T), &record, sizeof(T));
-    if (++fill_[b] == per_chunk_) ship(relation, partition);
+    if (++fill_[b] == per_chunk_) hand_off(b);
   }
-  // Ships every partly filled buffer, then writes this writer's list heads.
+  // Ships every partly filled buffer, waits for the shipper, then writes
+  // this writer's list heads. Throws OlapError if any shipping failed.
   void finish();
   uint64_t chunks() const { return chunks_; }
 
  private:
-  void ship(uint32_t relation, uint32_t partition);
+  struct Job {
+    uint32_t buffer, list, fill;
+  };
+  static constexpr uint32_t kStop = ~0u;
+  void hand_off(size_t list);
+  void ship(const Job& job);  // fetch_add + write; the list's head moves on
+  void shipper();
+  void stop();
 
   StoreLayout layout_;
   Remote& store_;
   uint32_t writer_;
   uint32_t per_chunk_;
-  std::vector<std::byte> buffers_;  // [relation][partition] chunk images
-  std::vector<uint32_t> fill_;      // records in each buffer
-  std::vector<uint64_t> last_;      // each list's head: chunk + 1, 0 none
+  bool background_;
+  uint32_t spares_;
+  std::vector<std::byte> arena_;   // chunk images: one per list, then the spares
+  std::vector<uint32_t> current_;  // each list's buffer in the arena
+  std::vector<uint32_t> fill_;     // records in it
+  std::vector<uint64_t> last_;     // each list's head: chunk + 1, 0 none (the shipper's)
   uint64_t chunks_ = 0;
+  // Full buffers to ship (partitioning thread -> shipper) and spare buffers
+  // (back): single-producer single-consumer rings.
+  std::vector<Job> jobs_;
+  std::vector<uint32_t> free_;
+  std::atomic<uint64_t> jobs_head_{0}, jobs_tail_{0}, free_head_{0}, free_tail_{0};
+  std::atomic<bool> failed_{false};
+  std::string error_;  // written by the shipper before failed_
+  std::thread thread_;
 };
 
 // Appends every record of (relation, partition) to `out` (records of

@@ -110,7 +110,7 @@ ThreadStats run_ragg(const Team& team, const AggConfig& config, const std::strin
     fetch_share(in, config.input.rows, team, rows);
     st.fetch = since(t0);
     const auto t1 = Clock::now();
-    PartitionWriter writer(layout, store, team.index);
+    PartitionWriter writer(layout, store, team.index, config.background);
     const auto spill = [&] {
       pre.for_each([&](const Partial& g) {
         writer.add(0, reduce_hash(hash64(g.key), layout.partitions), g);

@@ -34,6 +34,7 @@ struct AggConfig {
   uint32_t partitions = 0;  // overflow partitions (0: chosen from the rows)
   uint32_t chunk_bytes = 2048;
   double space_factor = 1.25;
+  bool background = true;          // ship full buffers from a shipper thread (part_store.h)
   uint32_t table_entries = 16384;  // the cache-sized pre-aggregation table (24 B a group)
 };
 

@@ -141,7 +141,7 @@ ThreadStats run_rrj(const Team& team, const JoinConfig& config, const std::strin
     st.fetch = since(t0);
     // Radix partitioning into the remote store through the buffers.
     const auto t1 = Clock::now();
-    PartitionWriter writer(layout, store, team.index);
+    PartitionWriter writer(layout, store, team.index, config.background);
     const uint32_t p = layout.partitions;
     for (const Tuple& t : r) writer.add(0, reduce_hash(hash64(t.key), p), t);
     for (const Tuple& t : s) writer.add(1, reduce_hash(hash64(t.key), p), t);

@@ -40,7 +40,9 @@ struct JoinConfig {
   JoinInput input;
   uint32_t partitions = 0;      // RRJ radix partitions (0: chosen from |R|)
   uint32_t chunk_bytes = 2048;  // a software-managed buffer, and a chunk in the store
-  double space_factor = 1.25;   // the store's pool, relative to the input
+  double space_factor = 1.25;
+  bool background = true;  // ship full buffers from a shipper thread (part_store.h)   // the
+                           // store's pool, relative to the input
   uint32_t bloom_bits_per_key = 10;
 };
 

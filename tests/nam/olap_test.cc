@@ -125,12 +125,14 @@ TEST(NamOlapTest, JoinsMatchTheReferenceAndDuckDB) {
 }
 
 // The paper's other selectivities (and a partly filled last chunk: odd
-// sizes), one memory server, against the reference.
+// sizes; S larger than R: R keys with two partners), one memory server,
+// against the reference; the first with inline shipping.
 TEST(NamOlapTest, JoinSelectivities) {
   for (const char* selectivity : {"0.25", "0.75", "1.0"}) {
+    const std::string shipping = std::string(selectivity) == "0.25" ? "inline" : "background";
     const ProcessResult r = run_olap(
         3, {"join", "--r", over_ofi() ? "3001" : "12345", "--s", over_ofi() ? "4999" : "15001",
-            "--selectivity", selectivity, "--partitions", "8", "--json"});
+            "--selectivity", selectivity, "--partitions", "8", "--shipping", shipping, "--json"});
     SCOPED_TRACE(selectivity);
     expect_join_ok(r, {"rrj", "ghj", "ghj_bloom"});
   }
@@ -172,8 +174,10 @@ TEST(NamOlapTest, AggregationGroupCounts) {
   for (const char* groups : {"1", "100000"}) {
     SCOPED_TRACE(groups);
     const uint64_t rows = over_ofi() ? 5000 : 20000;
-    const ProcessResult r = run_olap(3, {"agg", "--rows", std::to_string(rows), "--groups", groups,
-                                         "--table-entries", "1024", "--json"});
+    const std::string shipping = std::string(groups) == "1" ? "inline" : "background";
+    const ProcessResult r =
+        run_olap(3, {"agg", "--rows", std::to_string(rows), "--groups", groups, "--table-entries",
+                     "1024", "--shipping", shipping, "--json"});
     expect_agg_ok(r, rows);
     if (std::string(groups) == "1") {
       EXPECT_EQ(json_number(r.output, "reference_groups"), 1u);
@@ -195,6 +199,10 @@ TEST(NamOlapTest, HelpAndBadOptions) {
   r = run_process({bin, "join", "--selectivity", "half"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--selectivity wants a number, not 'half'"), std::string::npos)
+      << r.output;
+  r = run_process({bin, "agg", "--shipping", "later"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--shipping wants background or inline, not 'later'"), std::string::npos)
       << r.output;
   r = run_process({bin, "agg", "--groups", "0"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
