@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -76,6 +77,11 @@ void wind_down(sluice::Cluster& cluster, uint32_t lost) {
 int memory_server(sluice::Cluster& cluster, const so::OlapOptions& opt, uint32_t workers) {
   const uint32_t rank = cluster.rank(), m = opt.memory_servers;
   std::vector<sluice::MemoryRegion> regions;
+  if (!opt.dump.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opt.dump, ec);
+    if (ec) throw so::OlapError("--dump: cannot create " + opt.dump + ": " + ec.message());
+  }
   const auto dump = [&](const sluice::MemoryRegion& region, const char* what, uint64_t rows,
                         const char* header) {
     if (opt.dump.empty()) return;
