@@ -74,8 +74,10 @@ StoreLayout make_store_layout(uint32_t servers, uint32_t writers, uint32_t parti
     throw OlapError("--buffer-bytes " + std::to_string(chunk_bytes) +
                     " must be a multiple of 8 that holds a 16-byte header and a record");
   }
-  const double per_server =
-      std::ceil(static_cast<double>(records) / servers / l.records_per_chunk() * space_factor);
+  // A server holds ceil(P / M) partitions at most: its share of the input
+  // if keys spread evenly over the partitions.
+  const double per_server = std::ceil(static_cast<double>(records) * l.local_partitions() /
+                                      partitions / l.records_per_chunk() * space_factor);
   // Every writer may leave one partly filled chunk per list it has here.
   l.pool_chunks = static_cast<uint64_t>(per_server) +
                   static_cast<uint64_t>(writers) * relations * l.local_partitions() + 16;

@@ -87,9 +87,10 @@ struct StoreLayout {
   uint64_t bytes() const { return chunk_offset(pool_chunks); }
 };
 
-// A layout whose pool holds `records` records (all relations, all servers)
-// spread evenly over the servers, times `space_factor`, plus one partly
-// filled chunk per writer, relation and partition. Throws OlapError on a
+// A layout whose pool holds, on each server, its partitions' share of
+// `records` records (all relations) if they spread evenly over the
+// partitions, times `space_factor`, plus one partly filled chunk per writer,
+// relation and partition. Throws OlapError on a
 // chunk too small for one record.
 StoreLayout make_store_layout(uint32_t servers, uint32_t writers, uint32_t partitions,
                               uint32_t relations, uint32_t record_bytes, uint32_t chunk_bytes,

@@ -138,6 +138,26 @@ TEST(NamOlapTest, JoinSelectivities) {
   }
 }
 
+// All of S on one key (|R| = 1): one partition gets everything. Its memory
+// server, sized for an even share, runs out of space: a clear error naming
+// the flag and no result, never a partial one; with more space the skewed
+// join is exact (20000 matches of the one R row).
+TEST(NamOlapTest, SkewedJoinRunsOutOfSpaceClearlyAndFitsWithMore) {
+  const std::vector<std::string> args = {
+      "join", "--r",          "1", "--s",          "20000",  "--memory-servers",
+      "2",    "--partitions", "8", "--algorithms", "rrj,ghj"};
+  ProcessResult r = run_olap(4, args);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("is out of partition space"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("raise --space-factor"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("verify:"), std::string::npos) << r.output;
+  std::vector<std::string> more = args;
+  more.insert(more.end(), {"--space-factor", "2.5", "--json"});
+  r = run_olap(4, more);
+  expect_join_ok(r, {"rrj", "ghj"});
+  EXPECT_EQ(json_number(r.output, "reference_matches"), 20000u) << r.output;
+}
+
 void expect_agg_ok(const ProcessResult& r, uint64_t rows) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
