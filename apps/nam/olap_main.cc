@@ -224,6 +224,39 @@ int compute(sluice::Cluster& cluster, const so::OlapOptions& opt,
     }
   }
   cluster.barrier("olap-ready");
+  // Test hook: die in the middle of the first (one-sided) algorithm's
+  // partitioning, once an eighth of its chunks are on memory server 0
+  // (watched with one-sided reads of its pool cursor).
+  struct Watcher {
+    std::atomic<bool> stop{false};
+    std::thread thread;
+    ~Watcher() {
+      stop.store(true);
+      if (thread.joinable()) thread.join();
+    }
+  } watcher;
+  if (opt.test_kill_compute_rank == static_cast<int64_t>(rank) &&
+      one_sided(opt.algorithms.front())) {
+    const so::StoreLayout layout =
+        store_layout(opt, opt.algorithms.front(), static_cast<uint32_t>(workers.size()));
+    watcher.thread =
+        std::thread([&cluster, &watcher, layout, name = store_name(opt.algorithms.front())] {
+          try {
+            so::Remote store(cluster, name, 1);
+            uint64_t cursor = 0;
+            while (cursor < std::max<uint64_t>(1, layout.pool_chunks / 8)) {
+              if (watcher.stop.load()) return;
+              std::this_thread::sleep_for(std::chrono::microseconds(200));
+              store.read(0, so::StoreLayout::kPoolCursor, &cursor, sizeof(cursor));
+            }
+          } catch (const std::exception&) {
+            return;  // the run failed already
+          }
+          std::fprintf(stderr, "olap test hook: compute rank kills itself\n");
+          std::fflush(stderr);
+          ::raise(SIGKILL);
+        });
+  }
   const bool reporter = rank == m;
   std::vector<RankSummary> results;  // reporter: per algorithm, over all ranks
   std::string path = "flows";

@@ -57,7 +57,9 @@ namespace {
   std::printf(
       "test hooks (this build only):\n"
       "  --test-kill-memory-server R   memory server R kills itself (SIGKILL) once a quarter of\n"
-      "                       the first one-sided algorithm's chunks are in its store\n");
+      "                       the first one-sided algorithm's chunks are in its store\n"
+      "  --test-kill-compute-rank R    compute rank R kills itself once an eighth of the first\n"
+      "                       (one-sided) algorithm's chunks are on memory server 0\n");
 #endif
   std::exit(0);
 }
@@ -149,6 +151,8 @@ OlapOptions parse_olap_options(int argc, char** argv) {
 #ifdef SLUICE_NAM_TEST_HOOKS
     else if (a == "--test-kill-memory-server")
       o.test_kill_memory_server = static_cast<int64_t>(number(a, v));
+    else if (a == "--test-kill-compute-rank")
+      o.test_kill_compute_rank = static_cast<int64_t>(number(a, v));
 #endif
     else
       usage("unknown option: " + a);

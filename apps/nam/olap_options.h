@@ -22,6 +22,7 @@ struct OlapOptions {
   std::string dump;  // --dump DIR: the memory servers write their data as CSV
   bool json = false;
   int64_t test_kill_memory_server = -1;  // test builds only (SLUICE_NAM_TEST_HOOKS)
+  int64_t test_kill_compute_rank = -1;
 };
 
 // Parses argv; prints usage and exits(2) on a bad or unknown flag (naming

@@ -271,4 +271,32 @@ TEST(NamOlapFaultTest, MemoryServerLossDuringTheJoinFailsWithPeerLost) {
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
+// A compute rank dies while the threads spill into the overflow partitions:
+// every other rank fails with PeerLost naming it (at the barrier before the
+// post-aggregation, which cannot be complete without its partials), the
+// memory server too, and no result is printed.
+TEST(NamOlapFaultTest, ComputeRankLossDuringTheAggregationFailsWithPeerLost) {
+  const ProcessResult r =
+      run_olap(4,
+               {"agg", "--rows", over_ofi() ? "40000" : "400000", "--groups", "100000", "--threads",
+                threads(), "--algorithms", "rdma", "--test-kill-compute-rank", "2"},
+               "sluice-nam-olap-test-hooks", {"--grace", "30"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 2 was killed by signal 9"), std::string::npos) << r.output;
+  std::istringstream lines(r.output);
+  int failures = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("rdma failed:") == std::string::npos) continue;
+    ++failures;
+    EXPECT_NE(line.find("PeerLost"), std::string::npos) << line;
+    EXPECT_NE(line.find("rank 2"), std::string::npos) << line;
+  }
+  EXPECT_GE(failures, 2) << r.output;
+  EXPECT_NE(r.output.find("memory server rank 0: rank 2 is lost"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("verify:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("groups over"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 60) << "the job should end soon after the loss\n" << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
 }  // namespace
