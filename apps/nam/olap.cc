@@ -57,17 +57,32 @@ Range worker_share(Range slice, uint32_t w, uint32_t workers) {
 }
 
 JoinResult reference_join(const JoinInput& in) {
-  std::vector<Tuple> r(in.r_rows);
+  // A sort-merge join: nothing like the distributed hash joins it checks.
+  std::vector<Tuple> r(in.r_rows), s(in.s_rows);
   for (uint64_t i = 0; i < in.r_rows; ++i) r[i] = r_row(in, i);
-  std::sort(r.begin(), r.end(), [](const Tuple& a, const Tuple& b) { return a.key < b.key; });
+  for (uint64_t j = 0; j < in.s_rows; ++j) s[j] = s_row(in, j);
+  const auto by_key = [](const Tuple& a, const Tuple& b) { return a.key < b.key; };
+  std::sort(r.begin(), r.end(), by_key);
+  std::sort(s.begin(), s.end(), by_key);
   JoinResult out;
-  for (uint64_t j = 0; j < in.s_rows; ++j) {
-    const Tuple s = s_row(in, j);
-    auto it = std::lower_bound(r.begin(), r.end(), s.key,
-                               [](const Tuple& t, uint64_t k) { return t.key < k; });
-    for (; it != r.end() && it->key == s.key; ++it) {
-      ++out.matches;
-      out.checksum += pair_hash(s.key, it->payload, s.payload);
+  size_t a = 0, b = 0;
+  while (a < r.size() && b < s.size()) {
+    if (r[a].key < s[b].key) {
+      ++a;
+    } else if (s[b].key < r[a].key) {
+      ++b;
+    } else {
+      size_t a_end = a, b_end = b;
+      while (a_end < r.size() && r[a_end].key == r[a].key) ++a_end;
+      while (b_end < s.size() && s[b_end].key == s[b].key) ++b_end;
+      for (size_t x = a; x < a_end; ++x) {
+        for (size_t y = b; y < b_end; ++y) {
+          ++out.matches;
+          out.checksum += pair_hash(r[x].key, r[x].payload, s[y].payload);
+        }
+      }
+      a = a_end;
+      b = b_end;
     }
   }
   return out;

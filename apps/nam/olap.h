@@ -98,8 +98,8 @@ struct AggResult {
   uint64_t groups = 0, rows = 0, checksum = 0;
 };
 
-// The single-process references: regenerate everything, join by sorting R
-// and looking every S key up; aggregate by sorting the rows by key.
+// The single-process references: regenerate everything, join by sorting
+// both relations and merging; aggregate by sorting the rows by key.
 JoinResult reference_join(const JoinInput& in);
 AggResult reference_agg(const AggInput& in);
 
