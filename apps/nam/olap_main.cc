@@ -114,6 +114,9 @@ int memory_server(sluice::Cluster& cluster, const so::OlapOptions& opt, uint32_t
     stores.push_back(regions.size());
     store_algorithms.push_back(a);
     regions.push_back(cluster.expose(store_name(a), store_layout(opt, a, workers).bytes()));
+    // Allocate every page now, as an RDMA memory server registers (pins)
+    // its memory up front: the runs should not pay for first touches.
+    std::memset(regions.back().data(), 0, regions.back().size());
   }
   std::thread killer;
   std::atomic<bool> stop{false};

@@ -60,6 +60,13 @@ void fetch_share(Remote& input, uint64_t rows, const Team& team, std::vector<Tup
   }
 }
 
+void presize_share(uint64_t rows, const Team& team, std::vector<Tuple>& out) {
+  uint64_t n = 0;
+  for (uint32_t m = 0; m < team.servers; ++m)
+    n += worker_share(server_slice(rows, m, team.servers), team.index, team.size()).size();
+  out.assign(n, Tuple{});
+}
+
 StoreLayout make_store_layout(uint32_t servers, uint32_t writers, uint32_t partitions,
                               uint32_t relations, uint32_t record_bytes, uint32_t chunk_bytes,
                               uint64_t records, double space_factor) {

@@ -194,6 +194,11 @@ struct ThreadStats {
 // 1 MiB.
 void fetch_share(Remote& input, uint64_t rows, const Team& team, std::vector<Tuple>& out);
 
+// Sizes `out` for this thread's share of a relation of `rows` rows and
+// touches it, so that the timed fetch_share() into it neither allocates nor
+// takes page faults (setup, before a run's start barrier).
+void presize_share(uint64_t rows, const Team& team, std::vector<Tuple>& out);
+
 // Takes the next unclaimed partition number (fetch_add on server 0's claim
 // cursor); >= layout.partitions when none is left.
 inline uint32_t claim_partition(Remote& store) {

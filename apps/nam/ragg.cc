@@ -103,6 +103,7 @@ ThreadStats run_ragg(const Team& team, const AggConfig& config, const std::strin
   Remote in(*team.cluster, kRegionRows, team.servers),
       store(*team.cluster, store_region, team.servers);
   std::vector<Tuple> rows;
+  presize_share(config.input.rows, team, rows);
   GroupTable pre(config.table_entries, false);
   team.barrier(store_region + "-start");
   const auto t0 = Clock::now();
@@ -160,6 +161,7 @@ ThreadStats run_hagg(const Team& team, const AggConfig& config, const ShuffleSpe
   Cluster& cluster = *team.cluster;
   Remote in(cluster, kRegionRows, team.servers);
   std::vector<Tuple> rows;
+  presize_share(config.input.rows, team, rows);
   GroupTable local(config.table_entries, true), global(config.table_entries, true);
   team.barrier("olap-" + tag + "-start");
   const auto t0 = Clock::now();

