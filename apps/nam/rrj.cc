@@ -242,6 +242,7 @@ ThreadStats run_ghj(const Team& team, const JoinConfig& config, const GhjFlows& 
           any = any || words[first + i] != 0;
         }
         if (!any) continue;  // an empty piece changes no one's filter
+        if (!st.error.empty()) break;  // a failed flow: only close it
         if (w.push(out, piece) != Status::kOk) flow_failure("bloom push", out.error());
         ++st.flow_records;
       }
@@ -254,10 +255,10 @@ ThreadStats run_ghj(const Team& team, const JoinConfig& config, const GhjFlows& 
   {
     // The shuffle: both relations' flows open at once, one Worker.
     Worker w;
-    const auto id_r = w.add(cluster.target(flows.r, team.slot), [&](std::span<const Tuple> batch) {
+    w.add(cluster.target(flows.r, team.slot), [&](std::span<const Tuple> batch) {
       got_r.insert(got_r.end(), batch.begin(), batch.end());
     });
-    const auto id_s = w.add(cluster.target(flows.s, team.slot), [&](std::span<const Tuple> batch) {
+    w.add(cluster.target(flows.s, team.slot), [&](std::span<const Tuple> batch) {
       got_s.insert(got_s.end(), batch.begin(), batch.end());
     });
     Source<Tuple> out_r = cluster.source(flows.r, team.slot),
@@ -281,8 +282,6 @@ ThreadStats run_ghj(const Team& team, const JoinConfig& config, const GhjFlows& 
       flow_failure("shuffle", w.error(w.reported()));
       if (w.done()) break;
     }
-    (void)id_r;
-    (void)id_s;
   }
   st.partition = since(t1);
   const auto t2 = Clock::now();
