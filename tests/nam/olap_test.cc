@@ -1,0 +1,302 @@
+// sluice-nam-olap through `sluice run`: the RDMA radix join (and the grace
+// hash join with and without a Bloom-filter semi-join reduction) and the
+// RDMA aggregation (and the hierarchical one). Every run checks each
+// algorithm against the command's single-process reference (its exit status
+// and "verify: OK"); the tests also check the results against DuckDB
+// (tests/nam/duckdb_olap.py on the CSV the memory servers wrote with
+// --dump): match counts, group counts and order-independent checksums must
+// be equal exactly. The transport comes from SLUICE_TRANSPORT (CTest runs
+// the suite over shm, ofi, and ofi with emulated atomics).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/test_support.h"
+
+namespace {
+
+using sluice::testing::count_lines_with;
+using sluice::testing::json_field;
+using sluice::testing::json_number;
+using sluice::testing::ProcessResult;
+using sluice::testing::run_process;
+
+bool over_ofi() {
+  const char* t = std::getenv("SLUICE_TRANSPORT");
+  return t != nullptr && std::string(t) == "ofi";
+}
+
+// Compute threads per rank: over ofi (tcp) every thread's flow endpoints
+// take setup time on this shared machine.
+std::string threads() { return over_ofi() ? "1" : "2"; }
+
+std::string expected_path() {
+  const char* atomic = std::getenv("SLUICE_OFI_ATOMIC");
+  if (!over_ofi()) return "shm";
+  return atomic != nullptr && std::string(atomic) == "0" ? "ofi (emulated atomics)" : "ofi";
+}
+
+ProcessResult run_olap(int ranks, const std::vector<std::string>& args,
+                       const std::string& program = "sluice-nam-olap",
+                       const std::vector<std::string>& launcher = {}) {
+  return run_process(sluice::testing::job_argv(ranks, 90, program, args, launcher), {},
+                     std::chrono::seconds(120));
+}
+
+// A fresh directory for --dump, removed by the destructor.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() /
+           ("nam-olap-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+};
+
+// DuckDB's answer as "name value" pairs, or a skip reason.
+std::string duckdb(const std::string& kind, const std::string& dir) {
+  const ProcessResult r =
+      run_process({SLUICE_NAM_PYTHON, SLUICE_NAM_OLAP_ORACLE, "--kind", kind, "--dir", dir});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.output;
+}
+
+uint64_t word_after(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  for (std::string w; in >> w;) {
+    if (w == name) {
+      uint64_t v = 0;
+      in >> v;
+      return v;
+    }
+  }
+  ADD_FAILURE() << "no '" << name << "' in " << text;
+  return ~uint64_t{0};
+}
+
+bool have_python() { return ::access(SLUICE_NAM_PYTHON, X_OK) == 0; }
+
+void expect_join_ok(const ProcessResult& r, const std::vector<std::string>& algorithms) {
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
+  EXPECT_EQ(json_field(r.output, "path"), expected_path()) << r.output;
+  const uint64_t matches = json_number(r.output, "reference_matches");
+  const uint64_t checksum = json_number(r.output, "reference_checksum");
+  for (const std::string& a : algorithms) {
+    EXPECT_EQ(json_number(r.output, a + "_matches"), matches) << a << "\n" << r.output;
+    EXPECT_EQ(json_number(r.output, a + "_checksum"), checksum) << a << "\n" << r.output;
+    EXPECT_EQ(json_field(r.output, a + "_verify"), "OK") << a << "\n" << r.output;
+  }
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+// Two memory servers, two compute ranks of two threads: all three joins,
+// against the reference and DuckDB; the RRJ really used the one-sided path
+// and the Bloom filters really cut the shuffled tuples.
+TEST(NamOlapTest, JoinsMatchTheReferenceAndDuckDB) {
+  TempDir dir;
+  const std::string rows = over_ofi() ? "6000" : "20000";
+  const ProcessResult r =
+      run_olap(4, {"join", "--memory-servers", "2", "--threads", threads(), "--r", rows, "--s",
+                   rows, "--selectivity", "0.5", "--dump", dir.path.string(), "--json"});
+  expect_join_ok(r, {"rrj", "ghj", "ghj_bloom"});
+  const uint64_t matches = json_number(r.output, "reference_matches");
+  const uint64_t n = std::stoull(rows);
+  EXPECT_GT(matches, n * 4 / 10) << r.output;
+  EXPECT_LT(matches, n * 6 / 10) << r.output;
+  EXPECT_GT(json_number(r.output, "rrj_remote_ops"), 0u) << r.output;
+  EXPECT_EQ(json_number(r.output, "ghj_flow_records"), 2 * n) << r.output;
+  EXPECT_LT(json_number(r.output, "ghj_bloom_flow_records"), 2 * n * 7 / 10) << r.output;
+  if (!have_python())
+    GTEST_SKIP() << "no " << SLUICE_NAM_PYTHON << ": run scripts/install-deps.sh for DuckDB";
+  const std::string oracle = duckdb("join", dir.path.string());
+  EXPECT_EQ(word_after(oracle, "matches"), matches) << oracle;
+  EXPECT_EQ(word_after(oracle, "checksum"), json_number(r.output, "reference_checksum")) << oracle;
+}
+
+// The paper's other selectivities (and a partly filled last chunk: odd
+// sizes; S larger than R: R keys with two partners), one memory server,
+// against the reference; the first with inline shipping.
+TEST(NamOlapTest, JoinSelectivities) {
+  for (const char* selectivity : {"0.25", "0.75", "1.0"}) {
+    const std::string shipping = std::string(selectivity) == "0.25" ? "inline" : "background";
+    const ProcessResult r = run_olap(
+        3, {"join", "--r", over_ofi() ? "3001" : "12345", "--s", over_ofi() ? "4999" : "15001",
+            "--selectivity", selectivity, "--partitions", "8", "--shipping", shipping, "--json"});
+    SCOPED_TRACE(selectivity);
+    expect_join_ok(r, {"rrj", "ghj", "ghj_bloom"});
+  }
+}
+
+// All of S on one key (|R| = 1): one partition gets everything. Its memory
+// server, sized for an even share, runs out of space: a clear error naming
+// the flag and no result, never a partial one; with more space the skewed
+// join is exact (20000 matches of the one R row).
+TEST(NamOlapTest, SkewedJoinRunsOutOfSpaceClearlyAndFitsWithMore) {
+  const std::vector<std::string> args = {
+      "join", "--r",          "1", "--s",          "20000",  "--memory-servers",
+      "2",    "--partitions", "8", "--algorithms", "rrj,ghj"};
+  ProcessResult r = run_olap(4, args);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("is out of partition space"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("raise --space-factor"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("verify:"), std::string::npos) << r.output;
+  std::vector<std::string> more = args;
+  more.insert(more.end(), {"--space-factor", "2.5", "--json"});
+  r = run_olap(4, more);
+  expect_join_ok(r, {"rrj", "ghj"});
+  EXPECT_EQ(json_number(r.output, "reference_matches"), 20000u) << r.output;
+}
+
+void expect_agg_ok(const ProcessResult& r, uint64_t rows) {
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
+  for (const std::string a : {"rdma", "hierarchical"}) {
+    EXPECT_EQ(json_number(r.output, a + "_groups"), json_number(r.output, "reference_groups"))
+        << r.output;
+    EXPECT_EQ(json_number(r.output, a + "_rows"), rows) << r.output;
+    EXPECT_EQ(json_number(r.output, a + "_checksum"), json_number(r.output, "reference_checksum"))
+        << r.output;
+  }
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+// Many groups and a tiny pre-aggregation table, so that the threads spill
+// into the overflow partitions over and over; against DuckDB too.
+TEST(NamOlapTest, AggregationsMatchTheReferenceAndDuckDB) {
+  TempDir dir;
+  const uint64_t rows = over_ofi() ? 8000 : 30000;
+  const ProcessResult r = run_olap(
+      4, {"agg", "--memory-servers", "2", "--threads", threads(), "--rows", std::to_string(rows),
+          "--groups", "3000", "--table-entries", "64", "--dump", dir.path.string(), "--json"});
+  expect_agg_ok(r, rows);
+  EXPECT_GT(json_number(r.output, "reference_groups"), 2500u) << r.output;
+  if (!have_python())
+    GTEST_SKIP() << "no " << SLUICE_NAM_PYTHON << ": run scripts/install-deps.sh for DuckDB";
+  const std::string oracle = duckdb("agg", dir.path.string());
+  EXPECT_EQ(word_after(oracle, "groups"), json_number(r.output, "reference_groups")) << oracle;
+  EXPECT_EQ(word_after(oracle, "rows"), rows) << oracle;
+  EXPECT_EQ(word_after(oracle, "checksum"), json_number(r.output, "reference_checksum")) << oracle;
+}
+
+// One group (everything pre-aggregates) and groups outnumbering the table.
+TEST(NamOlapTest, AggregationGroupCounts) {
+  for (const char* groups : {"1", "100000"}) {
+    SCOPED_TRACE(groups);
+    const uint64_t rows = over_ofi() ? 5000 : 20000;
+    const std::string shipping = std::string(groups) == "1" ? "inline" : "background";
+    const ProcessResult r =
+        run_olap(3, {"agg", "--rows", std::to_string(rows), "--groups", groups, "--table-entries",
+                     "1024", "--shipping", shipping, "--json"});
+    expect_agg_ok(r, rows);
+    if (std::string(groups) == "1") {
+      EXPECT_EQ(json_number(r.output, "reference_groups"), 1u);
+    }
+  }
+}
+
+TEST(NamOlapTest, HelpAndBadOptions) {
+  const std::string bin = sluice::testing::bin("sluice-nam-olap");
+  ProcessResult r = run_process({bin, "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--selectivity"), std::string::npos) << r.output;
+  r = run_process({bin, "sort"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("must be join or agg, not 'sort'"), std::string::npos) << r.output;
+  r = run_process({bin, "join", "--selectivity", "1.5"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--selectivity must be within 0 .. 1"), std::string::npos) << r.output;
+  r = run_process({bin, "join", "--selectivity", "half"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--selectivity wants a number, not 'half'"), std::string::npos)
+      << r.output;
+  r = run_process({bin, "agg", "--shipping", "later"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--shipping wants background or inline, not 'later'"), std::string::npos)
+      << r.output;
+  r = run_process({bin, "agg", "--groups", "0"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--groups must be at least 1"), std::string::npos) << r.output;
+  r = run_process({bin, "agg", "--algorithms", "rrj"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--algorithms: 'rrj' is not one of rdma, hierarchical"),
+            std::string::npos)
+      << r.output;
+  r = run_process({bin, "join", "--frobnicate", "1"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown option: --frobnicate"), std::string::npos) << r.output;
+  r = run_olap(1, {"join", "--r", "10"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("at least one compute rank"), std::string::npos) << r.output;
+}
+
+// A memory server dies while the compute threads write partitions into it:
+// they fail with PeerLost naming it (in a one-sided operation, or, over shm
+// where the dead server's memory stays mapped until its death is known, at
+// the latest when the ranks exchange their results), and no result is
+// printed.
+TEST(NamOlapFaultTest, MemoryServerLossDuringTheJoinFailsWithPeerLost) {
+  const ProcessResult r =
+      run_olap(4,
+               {"join", "--memory-servers", "2", "--r", over_ofi() ? "20000" : "200000",
+                "--algorithms", "rrj", "--test-kill-memory-server", "1"},
+               "sluice-nam-olap-test-hooks", {"--grace", "30"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
+  // Both compute ranks fail, and every failure is the lost memory server's.
+  std::istringstream lines(r.output);
+  int failures = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("rrj failed:") == std::string::npos) continue;
+    ++failures;
+    EXPECT_NE(line.find("PeerLost"), std::string::npos) << line;
+    EXPECT_NE(line.find("rank 1"), std::string::npos) << line;
+  }
+  EXPECT_GE(failures, 2) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "region 'olap-rrj-store' of rank 0 was destroyed"), 0)
+      << r.output;
+  EXPECT_EQ(r.output.find("verify:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("matches,"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 60) << "the job should end soon after the loss\n" << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+// A compute rank dies while the threads spill into the overflow partitions:
+// every other rank fails with PeerLost naming it (at the barrier before the
+// post-aggregation, which cannot be complete without its partials), the
+// memory server too, and no result is printed.
+TEST(NamOlapFaultTest, ComputeRankLossDuringTheAggregationFailsWithPeerLost) {
+  const ProcessResult r =
+      run_olap(4,
+               {"agg", "--rows", over_ofi() ? "40000" : "400000", "--groups", "100000", "--threads",
+                threads(), "--algorithms", "rdma", "--test-kill-compute-rank", "2"},
+               "sluice-nam-olap-test-hooks", {"--grace", "30"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 2 was killed by signal 9"), std::string::npos) << r.output;
+  std::istringstream lines(r.output);
+  int failures = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("rdma failed:") == std::string::npos) continue;
+    ++failures;
+    EXPECT_NE(line.find("PeerLost"), std::string::npos) << line;
+    EXPECT_NE(line.find("rank 2"), std::string::npos) << line;
+  }
+  EXPECT_GE(failures, 2) << r.output;
+  EXPECT_NE(r.output.find("memory server rank 0: rank 2 is lost"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("verify:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("groups over"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 60) << "the job should end soon after the loss\n" << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+}  // namespace
