@@ -288,6 +288,16 @@ std::string JobMetrics::render(const std::string& job, const std::vector<RankVie
                [&](const EndpointCounters& e, const Labels& labels) {
                  x.sample(labels, number(e.opened_ns / 1e9, 3));
                });
+  per_endpoint("sluice_ring_segments", "gauge", "Segments per ring of a flow endpoint.",
+               [&](const EndpointCounters& e, const Labels& labels) {
+                 if (e.ring_segments != 0) x.sample(labels, number(uint64_t{e.ring_segments}));
+               });
+  per_endpoint("sluice_ring_fill_segments", "gauge",
+               "A source's ring fill: segments published and not yet consumed, as it last "
+               "looked for credit.",
+               [&](const EndpointCounters& e, const Labels& labels) {
+                 if (is_source(e) && e.ring_segments != 0) x.sample(labels, number(e.ring_fill));
+               });
   // Per peer of a target: when it last delivered a segment, and whether its
   // END arrived (the first kMaxReportedPeers peers of each endpoint).
   per_endpoint("sluice_peer_last_heard_timestamp_seconds", "gauge",

@@ -17,7 +17,8 @@
 //                 sluice_credit_waits_total, sluice_credit_wait_seconds_total,
 //                 sluice_parks_total, sluice_endpoint_state{state},
 //                 sluice_endpoint_failure_info{cause}, sluice_endpoint_peers,
-//                 sluice_endpoint_opened_timestamp_seconds
+//                 sluice_endpoint_opened_timestamp_seconds,
+//                 sluice_ring_segments, sluice_ring_fill_segments (sources)
 //   per peer      of a target, the labels above plus peer ("(r,s)"):
 //                 sluice_peer_last_heard_timestamp_seconds, sluice_peer_ended
 //   sequencer     of an ordered replicate source (endpoint labels):

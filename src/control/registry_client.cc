@@ -81,6 +81,8 @@ std::string counters_frame(uint32_t rank) {
     e.ops = r.ops;
     e.op_timeouts = r.op_timeouts;
     e.op_failures = r.op_failures;
+    e.ring_segments = r.ring_segments;
+    e.ring_fill = r.ring_fill;
     for (const detail::counters::PeerReading& p : r.peer_detail) {
       if (e.peer_detail.size() == kMaxReportedPeers) break;
       e.peer_detail.push_back({p.rank, p.slot, p.heard_ns, static_cast<uint8_t>(p.ended ? 1 : 0)});

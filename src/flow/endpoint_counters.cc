@@ -101,6 +101,8 @@ Reading read_slot(const Slot& s) {
   r.ops = s.ops.load(std::memory_order_relaxed);
   r.op_timeouts = s.op_timeouts.load(std::memory_order_relaxed);
   r.op_failures = s.op_failures.load(std::memory_order_relaxed);
+  r.ring_segments = s.ring_segments;
+  r.ring_fill = s.ring_fill.load(std::memory_order_relaxed);
   r.peer_detail = read_peers(s);
   return r;
 }
@@ -175,7 +177,7 @@ uint64_t now_ns() {
 }
 
 Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_number, uint32_t peers,
-              uint32_t record_size) {
+              uint32_t record_size, uint32_t ring_segments) {
   Area& a = area();
   std::lock_guard<std::mutex> lock(a.mu);
   Slot* slot = &a.spare;
@@ -201,12 +203,13 @@ Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_num
   slot->slot = slot_number;
   slot->peers = peers;
   slot->record_size = record_size;
+  slot->ring_segments = ring_segments;
   slot->opened_ns = now_ns();
   copy_text(slot->flow, sizeof(slot->flow), flow);
   copy_text(slot->cause, sizeof(slot->cause), {});
   for (std::atomic<uint64_t>* c :
        {&slot->segments, &slot->bytes, &slot->credit_waits, &slot->credit_wait_ns, &slot->parks,
-        &slot->ops, &slot->op_timeouts, &slot->op_failures, &slot->peer_ended}) {
+        &slot->ops, &slot->op_timeouts, &slot->op_failures, &slot->peer_ended, &slot->ring_fill}) {
     c->store(0, std::memory_order_relaxed);
   }
   for (uint32_t i = 0; i < kPeerDetail; ++i) {

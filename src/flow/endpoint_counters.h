@@ -100,7 +100,7 @@ struct alignas(64) Slot {
   uint32_t slot;                     // the endpoint is (rank, slot)
   uint32_t peers;                    // targets of a source, sources of a target
   uint32_t record_size;              // 0: byte records
-  uint32_t pad0;
+  uint32_t ring_segments;            // segments per ring (a flow endpoint's)
   uint64_t opened_ns;  // CLOCK_REALTIME
   char flow[88];
   char cause[192];  // why it failed, once state is kFailed
@@ -129,7 +129,11 @@ struct alignas(64) Slot {
   uint32_t peer_slot[kPeerDetail];
   std::atomic<uint64_t> peer_heard_ns[kPeerDetail];  // CLOCK_REALTIME_COARSE; 0: never
   std::atomic<uint64_t> peer_ended;                  // bit i: peer i's END arrived
-  std::atomic<uint64_t> pad2[7];
+  // A source's ring fill: segments of ring_segments published and not yet
+  // consumed, as it last learnt when it looked for credit (the slow path,
+  // at most once per ring_segments segments per target).
+  std::atomic<uint64_t> ring_fill;
+  std::atomic<uint64_t> pad2[6];
   alignas(64) std::atomic<uint64_t> peer_taken[kPeerDetail];  // segments from peer i
 };
 static_assert(sizeof(Slot) == kSlotBytes);
@@ -149,7 +153,7 @@ inline void add(std::atomic<uint64_t>& c, uint64_t n) {
 // Never null: if the area cannot be made (or is full), a process-private
 // slot nobody reads, so that counting never fails a flow.
 Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_number, uint32_t peers,
-              uint32_t record_size);
+              uint32_t record_size, uint32_t ring_segments = 0);
 // True for the process-private spare slot acquire() hands out without an
 // area (or with a full one, or counters built out): several endpoints may
 // share it, so what it says of peers is not this endpoint's.
@@ -216,6 +220,8 @@ struct Reading {
   std::string cause;  // set once state is kFailed
   uint64_t opened_ns = 0, segments = 0, bytes = 0, credit_waits = 0, credit_wait_ns = 0, parks = 0;
   uint64_t ops = 0, op_timeouts = 0, op_failures = 0;
+  uint32_t ring_segments = 0;
+  uint64_t ring_fill = 0;
   std::vector<PeerReading> peer_detail;  // read_peers() of the slot
 };
 // The described peers of a slot (at most kPeerDetail, at most slot.peers).

@@ -31,7 +31,8 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
   num_targets_ = static_cast<uint32_t>(rings_.size());
   prefix_ = spec.segment_prefix_bytes();
   stats_ = counters::acquire(counters::Role::kSource, spec.name, spec.sources[index_].rank,
-                             spec.sources[index_].slot, num_targets_, spec.record_size);
+                             spec.sources[index_].slot, num_targets_, spec.record_size,
+                             ctx->ring_segments);
   for (uint32_t t = 0; t < num_targets_; ++t) {
     counters::set_peer(stats_, t, spec.targets[t].rank, spec.targets[t].slot);
   }

@@ -262,6 +262,7 @@ class FlowSource : public SourceCore, protected FailureState {
     if (!rings_[t].remote) {
       if (o.k < o.limit) return true;
       o.limit = shm_ring::consumed(rings_[t].ring) + ctx_->ring_segments;
+      note_fill(o);
       return o.k < o.limit;
     }
     // Over ofi the staging slot must also be free: its previous segment's
@@ -271,7 +272,16 @@ class FlowSource : public SourceCore, protected FailureState {
     if (ready()) return true;
     (void)progress();
     o.limit = credit_seen_[t] + S;
+    note_fill(o);
     return ready();
+  }
+  // The ring's fill as just learnt (segments claimed, not yet consumed).
+  void note_fill(const Out& o) {
+#ifndef SLUICE_NO_COUNTERS
+    stats_->ring_fill.store(o.k + ctx_->ring_segments - o.limit, std::memory_order_relaxed);
+#else
+    (void)o;
+#endif
   }
 
   Status wait_for_credit(uint32_t t, Deadline deadline);

@@ -41,7 +41,7 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
   credit_batch_ = std::max<uint32_t>(1, S / 2);
   stats_ = counters::acquire(counters::Role::kTarget, ctx->spec.name,
                              ctx->spec.targets[index_].rank, ctx->spec.targets[index_].slot,
-                             static_cast<uint32_t>(in_.size()), ctx->spec.record_size);
+                             static_cast<uint32_t>(in_.size()), ctx->spec.record_size, S);
   for (uint32_t s = 0; s < in_.size(); ++s) {
     counters::set_peer(stats_, s, ctx->spec.sources[s].rank, ctx->spec.sources[s].slot);
   }

@@ -173,6 +173,10 @@ TEST(SluiceRunMetricsTest, AStrictlyParsedScrapeHasTotalsEqualToWhatTheRanksPush
     EXPECT_GE(x.value("sluice_segments_published_total", src), kRanks);
     EXPECT_GE(x.value("sluice_segments_consumed_total", dst), kRanks);
     EXPECT_EQ(x.value("sluice_endpoint_peers", src), kRanks);
+    // Default rings of 16 segments; a source's fill is within its ring.
+    EXPECT_EQ(x.value("sluice_ring_segments", src), 16);
+    EXPECT_EQ(x.value("sluice_ring_segments", dst), 16);
+    EXPECT_LE(x.value("sluice_ring_fill_segments", src), 16);
     EXPECT_EQ(x.value("sluice_endpoint_state",
                       [&] {
                         auto l = dst;

@@ -101,6 +101,9 @@ TEST(SluiceTopTest, OnceJsonListsARunningJobsEndpointsWithCountersEqualToWhatThe
     // Each source published at least one segment (its END) to every target.
     EXPECT_GE(src.at("segments").get<uint64_t>(), static_cast<uint64_t>(kRanks)) << src.dump();
     EXPECT_EQ(src.at("peers"), kRanks);
+    EXPECT_EQ(src.at("ring_segments"), 16) << src.dump();
+    EXPECT_LE(src.at("ring_fill").get<uint64_t>(), 16u) << src.dump();
+    EXPECT_TRUE(dst.at("ring_fill").is_null()) << dst.dump();
     // Peers one by one: every target took a segment of each source (its END
     // at least) and saw it end; a source lists its targets.
     ASSERT_EQ(dst.at("peer_detail").size(), static_cast<size_t>(kRanks)) << dst.dump();

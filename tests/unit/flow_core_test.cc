@@ -80,6 +80,41 @@ TEST(FlowCoreTest, AWorkersWaitForRoomCountsAsTheSourcesCreditWait) {
   EXPECT_TRUE(found);
 }
 
+// A source that finds its ring full records the fill as the whole ring
+// (sluice top's "fill", Prometheus' sluice_ring_fill_segments); once the
+// target consumed, the next look for credit records it emptier.
+TEST(FlowCoreTest, ASourceRecordsItsRingFillWhenItLooksForCredit) {
+  auto spec = small_spec();
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  auto in = flow.target<Rec>(0);
+  const auto source_reading = [] {
+    for (const detail::counters::Reading& r : detail::counters::snapshot(0)) {
+      if (r.flow == "small" && r.role == detail::counters::Role::kSource) return r;
+    }
+    ADD_FAILURE() << "no counters of the source";
+    return detail::counters::Reading{};
+  };
+  uint64_t pushed = 0;
+  Status s;
+  while ((s = out.try_push_to(0, Rec{pushed, pushed})) == Status::kOk) ++pushed;
+  ASSERT_EQ(s, Status::kWouldBlock);
+  const detail::counters::Reading full = source_reading();
+  ASSERT_NE(full.ring_segments, 0u);
+  EXPECT_EQ(full.ring_fill, full.ring_segments);
+  // Drain, then push until the source next looks for credit.
+  uint64_t got = 0;
+  while (auto b = in.try_consume()) got += b->size();
+  EXPECT_GT(got, 0u);
+  uint64_t more = 0;
+  while (source_reading().ring_fill == full.ring_segments && more < 10 * pushed) {
+    ASSERT_EQ(out.try_push_to(0, Rec{pushed + more, 0}), Status::kOk);
+    ++more;
+  }
+  EXPECT_LT(source_reading().ring_fill, full.ring_segments);
+  (void)out.close(Clock::now());
+}
+
 TEST(FlowCoreTest, DeliversInOrderThenEndOfFlow) {
   auto spec = small_spec();
   testing::LocalFlow flow(spec.spec());

@@ -54,6 +54,9 @@ nlohmann::json to_json(const std::vector<Process>& procs) {
                           {"ops", e.ops},
                           {"op_timeouts", e.op_timeouts},
                           {"op_failures", e.op_failures},
+                          {"ring_segments", e.ring_segments},
+                          {"ring_fill", e.role == ctr::Role::kSource ? nlohmann::json(e.ring_fill)
+                                                                     : nlohmann::json(nullptr)},
                           {"opened_ns", e.opened_ns}};
       if (!e.cause.empty()) j["cause"] = e.cause;
       // The first peers one by one: who they are and, for a target, when
@@ -97,8 +100,8 @@ void print_screen(
   for (const Process& p : now) endpoints += p.endpoints.size();
   std::printf("sluice top: %zu process(es), %zu endpoint(s); rates over %.1f s\n", now.size(),
               endpoints, seconds);
-  std::printf("%-22s %5s %7s %-16s %-10s %-7s %10s %10s %9s %6s %7s\n", "job", "rank", "pid",
-              "flow", "endpoint", "state", "records", "rec/s", "MB/s", "wait%", "parks/s");
+  std::printf("%-22s %5s %7s %-16s %-10s %-7s %10s %10s %9s %6s %7s %7s\n", "job", "rank", "pid",
+              "flow", "endpoint", "state", "records", "rec/s", "MB/s", "wait%", "parks/s", "fill");
   for (const Process& p : now) {
     for (const Endpoint& e : p.endpoints) {
       const auto key = std::make_tuple(p.pid, e.flow, static_cast<uint32_t>(e.role), e.slot);
@@ -120,11 +123,17 @@ void print_screen(
       }
       const std::string endpoint = std::string(ctr::to_string(e.role)) + " (" +
                                    std::to_string(e.rank) + "," + std::to_string(e.slot) + ")";
-      std::printf("%-22.22s %5lld %7d %-16.16s %-10s %-7s %10s %10s %9.1f %6.1f %7.0f\n",
+      // A source's ring fill as it last looked for credit: "fill/segments".
+      char fill[24] = "-";
+      if (e.role == ctr::Role::kSource && e.ring_segments != 0) {
+        std::snprintf(fill, sizeof(fill), "%llu/%u", static_cast<unsigned long long>(e.ring_fill),
+                      e.ring_segments);
+      }
+      std::printf("%-22.22s %5lld %7d %-16.16s %-10s %-7s %10s %10s %9.1f %6.1f %7.0f %7s\n",
                   p.job.c_str(), static_cast<long long>(p.rank), p.pid, e.flow.c_str(),
                   endpoint.c_str(), ctr::to_string(e.state), records, rate,
                   seconds > 0 ? db / 1e6 / seconds : 0, seconds > 0 ? dw / 1e7 / seconds : 0,
-                  seconds > 0 ? dp / seconds : 0);
+                  seconds > 0 ? dp / seconds : 0, fill);
       if (!e.cause.empty()) std::printf("    failed: %s\n", e.cause.c_str());
       // A target still open with a source silent for a second or more (or
       // never heard from): whom it waits for and how long since each last
