@@ -261,6 +261,11 @@ std::string JobMetrics::render(const std::string& job, const std::vector<RankVie
       "sluice_parks_total", "counter",
       "Times an endpoint's thread slept in the kernel waiting for it.",
       [&](const EndpointCounters& e, const Labels& labels) { x.sample(labels, number(e.parks)); });
+  per_endpoint("sluice_park_seconds_total", "counter",
+               "Seconds an endpoint's thread spent asleep in the kernel waiting for it.",
+               [&](const EndpointCounters& e, const Labels& labels) {
+                 x.sample(labels, number(e.park_ns / 1e9, 9));
+               });
   per_endpoint("sluice_endpoint_state", "gauge",
                "1 for the state each endpoint is in, 0 for the others.",
                [&](const EndpointCounters& e, const Labels& labels) {

@@ -15,7 +15,8 @@
 //                 records only), sluice_bytes_{pushed,consumed}_total,
 //                 sluice_segments_{published,consumed}_total,
 //                 sluice_credit_waits_total, sluice_credit_wait_seconds_total,
-//                 sluice_parks_total, sluice_endpoint_state{state},
+//                 sluice_parks_total, sluice_park_seconds_total,
+//                 sluice_endpoint_state{state},
 //                 sluice_endpoint_failure_info{cause}, sluice_endpoint_peers,
 //                 sluice_endpoint_opened_timestamp_seconds,
 //                 sluice_ring_segments, sluice_ring_fill_segments (sources)

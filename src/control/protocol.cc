@@ -394,6 +394,7 @@ std::string encode(const CountersMsg& m) {
     for (uint64_t v : {e.ops, e.op_timeouts, e.op_failures}) w.u64(v);
     w.u32(e.ring_segments);
     w.u64(e.ring_fill);
+    w.u64(e.park_ns);
     const size_t peers = std::min<size_t>(e.peer_detail.size(), kMaxReportedPeers);
     w.u8(static_cast<uint8_t>(peers));
     for (size_t i = 0; i < peers; ++i) {
@@ -446,7 +447,7 @@ bool decode(std::string_view payload, CountersMsg* m, std::string* problem) {
     if (m->format >= 2) {
       uint8_t peers = 0;
       r.u64(&e.ops) && r.u64(&e.op_timeouts) && r.u64(&e.op_failures) && r.u32(&e.ring_segments) &&
-          r.u64(&e.ring_fill) && r.u8(&peers);
+          r.u64(&e.ring_fill) && r.u64(&e.park_ns) && r.u8(&peers);
       if (!r.ok() || peers > kMaxReportedPeers) {
         why = log::cat("endpoint ", i, " of ", n, " (flow '", e.flow,
                        "'): its operation counts or peer count are cut short, or it describes "

@@ -64,7 +64,7 @@
 //             u64 opened_ns, u64 segments, u64 bytes, u64 credit_waits,
 //             u64 credit_wait_ns, u64 parks
 //             [format 2 adds: u64 ops, u64 op_timeouts, u64 op_failures,
-//             u32 ring_segments, u64 ring_fill,
+//             u32 ring_segments, u64 ring_fill, u64 park_ns,
 //             u8 m (<= 16), m x { u32 rank, u32 slot, u64 heard_ns, u8 ended
 //             (0 or 1) } (the first peers of the endpoint); and role 3, a
 //             region handle] }.
@@ -284,6 +284,7 @@ struct EndpointCounters {
   uint64_t ops = 0, op_timeouts = 0, op_failures = 0;
   uint32_t ring_segments = 0;  // a flow endpoint's segments per ring
   uint64_t ring_fill = 0;      // a source's: segments of a ring not yet consumed, last seen
+  uint64_t park_ns = 0;        // time its thread spent parked
   std::vector<PeerCounters> peer_detail;
 };
 struct CountersMsg {

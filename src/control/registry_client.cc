@@ -83,6 +83,7 @@ std::string counters_frame(uint32_t rank) {
     e.op_failures = r.op_failures;
     e.ring_segments = r.ring_segments;
     e.ring_fill = r.ring_fill;
+    e.park_ns = r.park_ns;
     for (const detail::counters::PeerReading& p : r.peer_detail) {
       if (e.peer_detail.size() == kMaxReportedPeers) break;
       e.peer_detail.push_back({p.rank, p.slot, p.heard_ns, static_cast<uint8_t>(p.ended ? 1 : 0)});

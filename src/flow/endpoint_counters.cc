@@ -103,6 +103,7 @@ Reading read_slot(const Slot& s) {
   r.op_failures = s.op_failures.load(std::memory_order_relaxed);
   r.ring_segments = s.ring_segments;
   r.ring_fill = s.ring_fill.load(std::memory_order_relaxed);
+  r.park_ns = s.park_ns.load(std::memory_order_relaxed);
   r.peer_detail = read_peers(s);
   return r;
 }
@@ -209,7 +210,8 @@ Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_num
   copy_text(slot->cause, sizeof(slot->cause), {});
   for (std::atomic<uint64_t>* c :
        {&slot->segments, &slot->bytes, &slot->credit_waits, &slot->credit_wait_ns, &slot->parks,
-        &slot->ops, &slot->op_timeouts, &slot->op_failures, &slot->peer_ended, &slot->ring_fill}) {
+        &slot->ops, &slot->op_timeouts, &slot->op_failures, &slot->peer_ended, &slot->ring_fill,
+        &slot->park_ns}) {
     c->store(0, std::memory_order_relaxed);
   }
   for (uint32_t i = 0; i < kPeerDetail; ++i) {

@@ -40,6 +40,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -133,7 +134,8 @@ struct alignas(64) Slot {
   // consumed, as it last learnt when it looked for credit (the slow path,
   // at most once per ring_segments segments per target).
   std::atomic<uint64_t> ring_fill;
-  std::atomic<uint64_t> pad2[6];
+  std::atomic<uint64_t> park_ns;  // time the endpoint's thread spent parked (slow path)
+  std::atomic<uint64_t> pad2[5];
   alignas(64) std::atomic<uint64_t> peer_taken[kPeerDetail];  // segments from peer i
 };
 static_assert(sizeof(Slot) == kSlotBytes);
@@ -191,6 +193,28 @@ inline void heard(Slot* slot, uint32_t i, bool ended) {
 // snapshot(), which the control thread calls at every heartbeat.
 void stamp_peers();
 
+// Counts one park of the endpoint's thread and, when it ends, its time:
+// { counters::Park p(slot); ...sleep... }. Parking is the slow path (the
+// thread is about to sleep), so the two clock reads cost nothing that
+// matters.
+class Park {
+ public:
+  explicit Park(Slot* slot) : slot_(slot), start_(std::chrono::steady_clock::now()) {
+    add(slot_->parks, 1);
+  }
+  ~Park() {
+    add(slot_->park_ns, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                  std::chrono::steady_clock::now() - start_)
+                                                  .count()));
+  }
+  Park(const Park&) = delete;
+  Park& operator=(const Park&) = delete;
+
+ private:
+  Slot* slot_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 // One operation that is not a segment (see Slot::ops), by the slot's one
 // writer: `bytes` moved, and whether it timed out or failed otherwise.
 enum class Outcome { kDone, kTimedOut, kFailed };
@@ -222,6 +246,7 @@ struct Reading {
   uint64_t ops = 0, op_timeouts = 0, op_failures = 0;
   uint32_t ring_segments = 0;
   uint64_t ring_fill = 0;
+  uint64_t park_ns = 0;
   std::vector<PeerReading> peer_detail;  // read_peers() of the slot
 };
 // The described peers of a slot (at most kPeerDetail, at most slot.peers).

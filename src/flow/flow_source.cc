@@ -280,7 +280,7 @@ Status FlowSource::wait_for_credit(uint32_t t, Deadline deadline) {
       if (Status s = park(deadline); s != Status::kOk) return s;
       continue;
     }
-    counters::add(stats_->parks, 1);
+    counters::Park parked(stats_);
     shm_ring::park(&hdr->source_waiting, &hdr->credit_seq, until(deadline),
                    [&] { return has_credit(t); });
   }

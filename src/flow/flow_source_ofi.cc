@@ -340,7 +340,7 @@ Status FlowSource::drain(Deadline deadline) {
 }
 
 Status FlowSource::park(Deadline deadline, std::chrono::milliseconds slice) {
-  counters::add(stats_->parks, 1);
+  counters::Park parked(stats_);
   return cq_.wait(*ofi_->ep, until_ms(deadline, slice), cq_handler(), cq_error_handler());
 }
 

@@ -298,7 +298,7 @@ Status FlowTarget::wait(Deadline deadline, SegmentView* out) {
       continue;
     }
     Status s = Status::kTimeout;
-    counters::add(stats_->parks, 1);
+    counters::Park parked(stats_);
     shm_ring::park(&bell_->waiting, &bell_->seq, until(deadline), [&] {
       s = scan(out);
       return s != Status::kTimeout || ended_ == in_.size();

@@ -217,7 +217,7 @@ Status FlowTarget::progress() {
 }
 
 Status FlowTarget::park(Deadline deadline) {
-  counters::add(stats_->parks, 1);
+  counters::Park parked(stats_);
   const auto slice = has_local_ ? kMixedParkSlice : kParkSlice;
   if (Status s = cq_.wait(*ofi_->ep, until_ms(deadline, slice), cq_handler(), cq_error_handler());
       s != Status::kOk) {

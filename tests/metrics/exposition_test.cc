@@ -151,6 +151,7 @@ TEST(CountersReportTest, FormatTwoCarriesPeersAndOperationsAndFormatOneStillRead
   EndpointCounters source = endpoint("orders", 1, 0, 320);
   source.ring_segments = 16;
   source.ring_fill = 5;
+  source.park_ns = 2500000000;
   region.peer_detail = {{0, 0, 0, 0}};
   m.endpoints = {target, region, source};
   CountersMsg back;
@@ -159,6 +160,7 @@ TEST(CountersReportTest, FormatTwoCarriesPeersAndOperationsAndFormatOneStillRead
   ASSERT_EQ(back.endpoints.size(), 3u);
   EXPECT_EQ(back.endpoints[2].ring_segments, 16u);
   EXPECT_EQ(back.endpoints[2].ring_fill, 5u);
+  EXPECT_EQ(back.endpoints[2].park_ns, 2500000000u);
   ASSERT_EQ(back.endpoints[0].peer_detail.size(), 2u);
   EXPECT_EQ(back.endpoints[0].peer_detail[0].heard_ns, 1700000000123456789ULL);
   EXPECT_EQ(back.endpoints[0].peer_detail[0].ended, 1);
@@ -189,6 +191,7 @@ TEST(CountersReportTest, FormatTwoCarriesPeersAndOperationsAndFormatOneStillRead
   // Ring size for both flow endpoints, the fill for the source only.
   EXPECT_EQ(x.find("sluice_ring_segments").size(), 2u);
   EXPECT_EQ(x.value("sluice_ring_fill_segments", {{"role", "source"}}), 5);
+  EXPECT_EQ(x.value("sluice_park_seconds_total", {{"role", "source"}}), 2.5);
   EXPECT_TRUE(x.find("sluice_ring_fill_segments", {{"role", "target"}}).empty());
 
   // Format 1: the same report without the format 2 fields, and no role 3.
@@ -207,7 +210,7 @@ TEST(CountersReportTest, FormatTwoCarriesPeersAndOperationsAndFormatOneStillRead
   // Too many peers, or an ended flag that is not 0 or 1, is malformed.
   const std::string good = encode(m);
   // The first entry ends with: u8 peer count, then 2 peers of 17 bytes.
-  const size_t first_peers = 2 + 4 + (4 + 6) + 1 + 4 * 4 + 1 + 4 + 6 * 8 + 3 * 8 + 4 + 8;
+  const size_t first_peers = 2 + 4 + (4 + 6) + 1 + 4 * 4 + 1 + 4 + 6 * 8 + 3 * 8 + 4 + 8 + 8;
   ASSERT_EQ(static_cast<uint8_t>(good[first_peers]), 2);
   std::string many = good;
   many[first_peers] = 17;

@@ -153,6 +153,16 @@ TEST(FlowCoreTest, ConsumeTimesOutAtItsDeadline) {
             std::string::npos)
       << in.error();
   EXPECT_NE(in.error().find("no segment taken yet"), std::string::npos) << in.error();
+  // It slept for most of those 20 ms, and counted the time (park%).
+  bool found = false;
+  for (const detail::counters::Reading& r : detail::counters::snapshot(0)) {
+    if (r.flow != "small" || r.role != detail::counters::Role::kTarget) continue;
+    found = true;
+    EXPECT_GE(r.parks, 1u);
+    EXPECT_GT(r.park_ns, 1000000u);     // more than 1 ms
+    EXPECT_LT(r.park_ns, 5000000000u);  // and not absurd
+  }
+  EXPECT_TRUE(found);
   (void)out.close();
 }
 

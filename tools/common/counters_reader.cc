@@ -71,6 +71,7 @@ bool read_area(int pid, const std::string& fd_path, Process* out) {
       e.op_failures = s.op_failures.load(std::memory_order_relaxed);
       e.ring_segments = s.ring_segments;
       e.ring_fill = s.ring_fill.load(std::memory_order_relaxed);
+      e.park_ns = s.park_ns.load(std::memory_order_relaxed);
       e.peer_detail = ctr::read_peers(s);
       std::atomic_thread_fence(std::memory_order_acquire);
       // Reassigned while we copied (or being rewritten): skip it this round.

@@ -51,6 +51,7 @@ nlohmann::json to_json(const std::vector<Process>& procs) {
                           {"credit_waits", e.credit_waits},
                           {"credit_wait_ms", static_cast<double>(e.credit_wait_ns) / 1e6},
                           {"parks", e.parks},
+                          {"park_ms", static_cast<double>(e.park_ns) / 1e6},
                           {"ops", e.ops},
                           {"op_timeouts", e.op_timeouts},
                           {"op_failures", e.op_failures},
@@ -100,8 +101,9 @@ void print_screen(
   for (const Process& p : now) endpoints += p.endpoints.size();
   std::printf("sluice top: %zu process(es), %zu endpoint(s); rates over %.1f s\n", now.size(),
               endpoints, seconds);
-  std::printf("%-22s %5s %7s %-16s %-10s %-7s %10s %10s %9s %6s %7s %7s\n", "job", "rank", "pid",
-              "flow", "endpoint", "state", "records", "rec/s", "MB/s", "wait%", "parks/s", "fill");
+  std::printf("%-22s %5s %7s %-16s %-10s %-7s %10s %10s %9s %6s %7s %6s %7s\n", "job", "rank",
+              "pid", "flow", "endpoint", "state", "records", "rec/s", "MB/s", "wait%", "parks/s",
+              "park%", "fill");
   for (const Process& p : now) {
     for (const Endpoint& e : p.endpoints) {
       const auto key = std::make_tuple(p.pid, e.flow, static_cast<uint32_t>(e.role), e.slot);
@@ -110,6 +112,7 @@ void print_screen(
       const double db = b ? static_cast<double>(e.bytes - b->bytes) : 0;
       const double dw = b ? static_cast<double>(e.credit_wait_ns - b->credit_wait_ns) : 0;
       const double dp = b ? static_cast<double>(e.parks - b->parks) : 0;
+      const double dpn = b ? static_cast<double>(e.park_ns - b->park_ns) : 0;
       char records[32] = "-", rate[32] = "-";
       if (e.role == ctr::Role::kRegion) {
         // A region handle: its operations in the records columns.
@@ -129,11 +132,11 @@ void print_screen(
         std::snprintf(fill, sizeof(fill), "%llu/%u", static_cast<unsigned long long>(e.ring_fill),
                       e.ring_segments);
       }
-      std::printf("%-22.22s %5lld %7d %-16.16s %-10s %-7s %10s %10s %9.1f %6.1f %7.0f %7s\n",
+      std::printf("%-22.22s %5lld %7d %-16.16s %-10s %-7s %10s %10s %9.1f %6.1f %7.0f %6.1f %7s\n",
                   p.job.c_str(), static_cast<long long>(p.rank), p.pid, e.flow.c_str(),
                   endpoint.c_str(), ctr::to_string(e.state), records, rate,
                   seconds > 0 ? db / 1e6 / seconds : 0, seconds > 0 ? dw / 1e7 / seconds : 0,
-                  seconds > 0 ? dp / seconds : 0, fill);
+                  seconds > 0 ? dp / seconds : 0, seconds > 0 ? dpn / 1e7 / seconds : 0, fill);
       if (!e.cause.empty()) std::printf("    failed: %s\n", e.cause.c_str());
       // A target still open with a source silent for a second or more (or
       // never heard from): whom it waits for and how long since each last
