@@ -78,36 +78,6 @@ void copy_text(char* dst, size_t cap, std::string_view src) {
   std::memset(dst + n, 0, cap - n);
 }
 
-// Copies a slot. Called with the area's mutex held, so its identity (written
-// by acquire() under the same mutex) is stable; the counters and the state
-// are atomics, and the cause is written once before the kFailed state that
-// announces it (set_state).
-Reading read_slot(const Slot& s) {
-  Reading r;
-  r.state = static_cast<State>(s.state.load(std::memory_order_acquire));
-  r.flow.assign(s.flow, strnlen(s.flow, sizeof(s.flow)));
-  r.role = static_cast<Role>(s.role);
-  r.rank = s.rank;
-  r.slot = s.slot;
-  r.peers = s.peers;
-  r.record_size = s.record_size;
-  r.opened_ns = s.opened_ns;
-  if (r.state == State::kFailed) r.cause.assign(s.cause, strnlen(s.cause, sizeof(s.cause)));
-  r.segments = s.segments.load(std::memory_order_relaxed);
-  r.bytes = s.bytes.load(std::memory_order_relaxed);
-  r.credit_waits = s.credit_waits.load(std::memory_order_relaxed);
-  r.credit_wait_ns = s.credit_wait_ns.load(std::memory_order_relaxed);
-  r.parks = s.parks.load(std::memory_order_relaxed);
-  r.ops = s.ops.load(std::memory_order_relaxed);
-  r.op_timeouts = s.op_timeouts.load(std::memory_order_relaxed);
-  r.op_failures = s.op_failures.load(std::memory_order_relaxed);
-  r.ring_segments = s.ring_segments;
-  r.ring_fill = s.ring_fill.load(std::memory_order_relaxed);
-  r.park_ns = s.park_ns.load(std::memory_order_relaxed);
-  r.peer_detail = read_peers(s);
-  return r;
-}
-
 bool same_endpoint(const Reading& r, std::string_view flow, Role role, uint32_t rank,
                    uint32_t slot) {
   return r.role == role && r.rank == rank && r.slot == slot && r.flow == flow;
@@ -157,6 +127,32 @@ uint64_t coarse_now_ns() {
 
 void heard_first(Slot* slot, uint32_t i) {
   slot->peer_heard_ns[i].store(coarse_now_ns(), std::memory_order_relaxed);
+}
+
+Reading read_slot(const Slot& s) {
+  Reading r;
+  r.state = static_cast<State>(s.state.load(std::memory_order_acquire));
+  r.flow.assign(s.flow, strnlen(s.flow, sizeof(s.flow)));
+  r.role = static_cast<Role>(s.role);
+  r.rank = s.rank;
+  r.slot = s.slot;
+  r.peers = s.peers;
+  r.record_size = s.record_size;
+  r.opened_ns = s.opened_ns;
+  if (r.state == State::kFailed) r.cause.assign(s.cause, strnlen(s.cause, sizeof(s.cause)));
+  r.segments = s.segments.load(std::memory_order_relaxed);
+  r.bytes = s.bytes.load(std::memory_order_relaxed);
+  r.credit_waits = s.credit_waits.load(std::memory_order_relaxed);
+  r.credit_wait_ns = s.credit_wait_ns.load(std::memory_order_relaxed);
+  r.parks = s.parks.load(std::memory_order_relaxed);
+  r.ops = s.ops.load(std::memory_order_relaxed);
+  r.op_timeouts = s.op_timeouts.load(std::memory_order_relaxed);
+  r.op_failures = s.op_failures.load(std::memory_order_relaxed);
+  r.ring_segments = s.ring_segments;
+  r.ring_fill = s.ring_fill.load(std::memory_order_relaxed);
+  r.park_ns = s.park_ns.load(std::memory_order_relaxed);
+  r.peer_detail = read_peers(s);
+  return r;
 }
 
 std::vector<PeerReading> read_peers(const Slot& slot) {

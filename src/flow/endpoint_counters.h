@@ -249,6 +249,13 @@ struct Reading {
   uint64_t park_ns = 0;
   std::vector<PeerReading> peer_detail;  // read_peers() of the slot
 };
+// Copies a slot's identity and counters. Its identity (flow, role, rank,
+// peers, ...) is stable only while the area's mutex is held (in this
+// process: snapshot, release) or between two equal, even reads of its
+// generation (a reader in another process: `sluice top`); the counters and
+// the state are atomics, and the cause is written before the kFailed state
+// that announces it.
+Reading read_slot(const Slot& s);
 // The described peers of a slot (at most kPeerDetail, at most slot.peers).
 std::vector<PeerReading> read_peers(const Slot& slot);
 // How many destroyed endpoints' final readings a process keeps.
