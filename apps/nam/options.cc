@@ -1,9 +1,11 @@
 #include "options.h"
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+
+#include "flag_values.h"
 
 namespace sluice::nam {
 
@@ -72,12 +74,9 @@ namespace {
 }
 
 uint64_t number(const std::string& flag, const char* v) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long x = std::strtoull(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0' || v[0] == '-')
-    usage(flag + " wants a non-negative integer, not '" + v + "'");
-  return x;
+  const std::optional<uint64_t> x = unsigned_value(v);
+  if (!x) usage(flag + " wants a non-negative integer, not '" + v + "'");
+  return *x;
 }
 
 }  // namespace

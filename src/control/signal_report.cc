@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -46,18 +47,12 @@ std::string report(uint32_t rank, const char* when,
                    const std::function<std::string(uint32_t)>& host_of) {
   namespace ctr = detail::counters;
   const std::vector<ctr::Reading> endpoints = ctr::snapshot(rank);
-  size_t open = 0;
-  for (const ctr::Reading& e : endpoints) {
-    open += e.role != ctr::Role::kRegion && e.state != ctr::State::kEnded &&
-            e.state != ctr::State::kDestroyed;
-  }
+  const auto open = std::count_if(endpoints.begin(), endpoints.end(), ctr::open_flow_endpoint);
   std::string out =
       log::cat("sluice[", rank, "] report ", when, ": rank ", rank, " (pid ", ::getpid(), ") has ",
                endpoints.size(), " endpoint(s), ", open, " flow endpoint(s) not ended\n");
-  const uint64_t now = ctr::now_ns();
-  for (const ctr::Reading& e : endpoints) {
-    out += "  " + ctr::describe(e) + "\n";
-    if (std::string w = ctr::waiting_for(e, now, host_of); !w.empty()) out += "    " + w + "\n";
+  for (const std::string& line : ctr::report_lines(endpoints, ctr::now_ns(), host_of, false)) {
+    out += line + "\n";
   }
   return out;
 }

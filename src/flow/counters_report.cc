@@ -39,6 +39,22 @@ std::string describe(const Reading& e) {
   return s;
 }
 
+bool open_flow_endpoint(const Reading& e) {
+  return e.role != Role::kRegion && e.state != State::kEnded && e.state != State::kDestroyed;
+}
+
+std::vector<std::string> report_lines(const std::vector<Reading>& endpoints, uint64_t now_ns,
+                                      const std::function<std::string(uint32_t rank)>& host_of,
+                                      bool mark_open) {
+  std::vector<std::string> lines;
+  for (const Reading& e : endpoints) {
+    lines.push_back("  " + describe(e) +
+                    (mark_open && open_flow_endpoint(e) ? "  <- not ended" : ""));
+    if (std::string w = waiting_for(e, now_ns, host_of); !w.empty()) lines.push_back("    " + w);
+  }
+  return lines;
+}
+
 std::string waiting_for(const Reading& e, uint64_t now_ns,
                         const std::function<std::string(uint32_t rank)>& host_of) {
   if (e.role != Role::kTarget || e.state == State::kEnded) return "";

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "flow/endpoint_counters.h"
 
@@ -25,5 +26,17 @@ std::string describe(const Reading& e);
 // ended.
 std::string waiting_for(const Reading& e, uint64_t now_ns,
                         const std::function<std::string(uint32_t rank)>& host_of);
+
+// A flow endpoint (not a region handle, which never ends) that has not
+// ended: what a hang report counts and marks.
+bool open_flow_endpoint(const Reading& e);
+
+// The lines of a report on `endpoints`: "  " + describe() per endpoint
+// (with "  <- not ended" appended to the open flow endpoints if
+// `mark_open`), and under a target still waiting, "    " + waiting_for().
+// `sluice run`'s report and a rank's own (SIGUSR1) print these.
+std::vector<std::string> report_lines(const std::vector<Reading>& endpoints, uint64_t now_ns,
+                                      const std::function<std::string(uint32_t rank)>& host_of,
+                                      bool mark_open);
 
 }  // namespace sluice::detail::counters

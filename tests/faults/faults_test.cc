@@ -14,11 +14,7 @@ namespace sluice {
 namespace {
 
 using testing::bin;
-
-bool over_ofi() {
-  const char* t = std::getenv("SLUICE_TRANSPORT");
-  return t != nullptr && std::string(t) == "ofi";
-}
+using testing::over_ofi;
 
 testing::ProcessResult run_job(int ranks, std::vector<std::string> args,
                                std::map<std::string, std::string> env = {}, int timeout_s = 90,

@@ -54,7 +54,9 @@ void expect_clean_job(const ProcessResult& r, int replicas, int clients, int ops
   for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it) {
     digests.insert((*it)[1].str());
     ++lines;
-    if (failover) EXPECT_NE((*it)[2].str(), "0") << "no view change happened\n" << r.output;
+    if (failover) {
+      EXPECT_NE((*it)[2].str(), "0") << "no view change happened\n" << r.output;
+    }
   }
   EXPECT_EQ(lines, replicas) << r.output;
   EXPECT_EQ(digests.size(), 1u) << r.output;

@@ -30,13 +30,9 @@ namespace {
 using sluice::testing::count_lines_with;
 using sluice::testing::json_field;
 using sluice::testing::json_number;
+using sluice::testing::over_ofi;
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
-
-bool over_ofi() {
-  const char* t = std::getenv("SLUICE_TRANSPORT");
-  return t != nullptr && std::string(t) == "ofi";
-}
 
 // Transaction counts: the ofi (tcp) path is far slower on this shared machine.
 std::string txns(int shm, int ofi) { return std::to_string(over_ofi() ? ofi : shm); }

@@ -23,13 +23,9 @@ namespace {
 using sluice::testing::count_lines_with;
 using sluice::testing::json_field;
 using sluice::testing::json_number;
+using sluice::testing::over_ofi;
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
-
-bool over_ofi() {
-  const char* t = std::getenv("SLUICE_TRANSPORT");
-  return t != nullptr && std::string(t) == "ofi";
-}
 
 // Compute threads per rank: over ofi (tcp) every thread's flow endpoints
 // take setup time on this shared machine.

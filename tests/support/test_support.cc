@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include <cstdlib>
 #include <regex>
 #include <sstream>
 
@@ -57,6 +58,11 @@ std::string json_field(const std::string& output, const std::string& name) {
 uint64_t json_number(const std::string& output, const std::string& name) {
   const std::string v = json_field(output, name);
   return v.empty() ? ~uint64_t{0} : std::stoull(v);
+}
+
+bool over_ofi() {
+  const char* t = std::getenv("SLUICE_TRANSPORT");
+  return t != nullptr && std::string(t) == "ofi";
 }
 
 }  // namespace sluice::testing

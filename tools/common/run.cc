@@ -360,22 +360,17 @@ void Launcher::report_endpoints(const std::vector<uint32_t>& ranks, const char* 
       continue;
     }
     namespace ctr = detail::counters;
-    // A region handle never "ends": only flow endpoints are counted as open.
-    const auto flow_open = [](const Endpoint& e) {
-      return e.role != ctr::Role::kRegion && e.state != ctr::State::kEnded;
-    };
-    size_t open = 0;
-    for (const Endpoint& e : procs[0].endpoints) open += flow_open(e);
+    const auto open = std::count_if(procs[0].endpoints.begin(), procs[0].endpoints.end(),
+                                    ctr::open_flow_endpoint);
     say("rank ", r, " (pid ", ranks_[r].pid, ") ", when, ": ", procs[0].endpoints.size(),
         " endpoint(s), ", open, " flow endpoint(s) not ended");
     // Every rank this launcher started runs on this host.
     const auto host_of = [this](uint32_t rank) {
       return rank < ranks_.size() ? local_host() : std::string();
     };
-    const uint64_t now = detail::counters::now_ns();
-    for (const Endpoint& e : procs[0].endpoints) {
-      say("  ", describe(e), flow_open(e) ? "  <- not ended" : "");
-      if (std::string w = waiting_for(e, now, host_of); !w.empty()) say("    ", w);
+    for (const std::string& line :
+         ctr::report_lines(procs[0].endpoints, ctr::now_ns(), host_of, true)) {
+      say(line);
     }
   }
 }
