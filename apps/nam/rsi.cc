@@ -193,9 +193,13 @@ void RsiClient::begin() {
       }
     }
     // Own timestamps below what others already finished only hold everyone
-    // back (reads stop below the lowest pending one): give them up.
-    if (next_ts_ < hint) {
-      while (next_ts_ < hint) {
+    // back (reads stop below the lowest pending one): give them up. So do
+    // those below a commit this client waits for (a retry after a conflict),
+    // which its snapshot can only include once they are finished.
+    const uint64_t wanted = std::max(last_commit_, wait_for_);
+    const uint64_t below = frontier > wanted ? hint : std::max(hint, wanted);
+    if (next_ts_ < below) {
+      while (next_ts_ < below) {
         if (transition(next_ts_, kPending, kAborted) != kPending) {
           throw NamError("nam: client " + std::to_string(client_) + " was fenced by recovery");
         }
@@ -205,12 +209,16 @@ void RsiClient::begin() {
       continue;
     }
     rts_ = frontier - 1;
-    // A pending timestamp matters only if commits after it are held back
-    // (a live idle client gives its timestamps up then, see above).
-    if (hint > frontier) stall_check(frontier);
     // Read-your-writes (our last commit), and a retry after a conflict sees
     // the commit it collided with.
-    if (rts_ >= std::max(last_commit_, wait_for_)) break;
+    const bool waiting = rts_ < wanted;
+    // A pending timestamp matters only if commits after it are held back
+    // (a live idle client gives its timestamps up then, see above), or if
+    // this client waits for it: the lock holder of a conflict that died
+    // between locking and its commit bit leaves nothing finished after its
+    // timestamp, and must still be recovered.
+    if (hint > frontier || waiting) stall_check(frontier);
+    if (!waiting) break;
     check_servers();
     std::this_thread::yield();
   }
@@ -346,6 +354,7 @@ void RsiClient::maybe_kill(KillPoint at) {
                                            : "after setting its timestamp bit, before unlocking",
                next_ts_);
   std::fflush(stderr);
+  if (options_.test_kill_throws) throw TestKilled("nam test hook: client killed");
   ::raise(SIGKILL);
 }
 

@@ -69,6 +69,13 @@ struct RsiOptions {
   std::chrono::milliseconds op_timeout{10000};
   KillPoint test_kill = KillPoint::kNone;
   uint64_t test_kill_on_commit = 1;  // the n-th commit (1-based) that gets that far
+  // In-process tests: throw TestKilled at the kill point instead of raising
+  // SIGKILL (the test then abandons the client, as if its process had died).
+  bool test_kill_throws = false;
+};
+
+struct TestKilled final : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 class RsiClient final : public Transactions {

@@ -1,0 +1,162 @@
+// RSI recovery with the clients' interleaving scripted step by step: a
+// one-rank job (CTest starts it with `sluice run -n 1`) whose rank is the
+// memory server and drives two RsiClients itself. A client "dies" at a kill
+// point by throwing (RsiOptions::test_kill_throws) and is abandoned, which
+// leaves the memory exactly as a killed process would. The system tests
+// (nam_test.cc) kill real processes, but where they land in the other
+// client's transaction is up to the scheduler; here it is fixed.
+#include <gtest/gtest.h>
+#include <sluice/sluice.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "layout.h"
+#include "rsi.h"
+#include "workload.h"
+
+namespace sn = sluice::nam;
+using namespace std::chrono_literals;
+
+namespace {
+
+sluice::Cluster* g_cluster = nullptr;
+
+class RsiRecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    w_.products = 16;
+    w_.record_bytes = 32;
+    layout_ = sn::make_layout(w_, 1, clients(), 2, 4096);
+    // Each test exposes fresh regions (a name is exposed once per job).
+    layout_.prefix.append("-").append(std::to_string(++generation_));
+    for (uint32_t t = 0; t < layout_.tables.size(); ++t) {
+      regions_.push_back(g_cluster->expose(layout_.region_name(layout_.tables[t].name),
+                                           layout_.region_bytes(t, 0)));
+      sn::load_table(layout_, w_, t, 0, regions_.back().data());
+    }
+    regions_.push_back(g_cluster->expose(layout_.meta_name(), layout_.meta_bytes()));
+  }
+
+  virtual uint32_t clients() const { return 2; }
+
+  // A client that presumes others dead after 200 ms; `doomed`: it dies
+  // (throws TestKilled) on its first commit, after locking.
+  std::unique_ptr<sn::RsiClient> client(uint32_t id, bool doomed = false) {
+    sn::RsiOptions o;
+    o.recovery_timeout = 200ms;
+    if (doomed) {
+      o.test_kill = sn::KillPoint::kAfterLock;
+      o.test_kill_throws = true;
+    }
+    return std::make_unique<sn::RsiClient>(*g_cluster, layout_, id, o);
+  }
+
+  static std::vector<std::byte> value(uint8_t v) { return std::vector<std::byte>(8, std::byte{v}); }
+
+  // begin() must come back (recovery) rather than wait for ever: a guard,
+  // not a timing assertion.
+  static bool begins(sn::RsiClient& c) {
+    auto f = std::async(std::launch::async, [&] { c.begin(); });
+    if (f.wait_for(60s) != std::future_status::ready) {
+      ADD_FAILURE() << "begin() still waiting after 60 s: the dead client was never recovered";
+      std::_Exit(1);  // the thread cannot be joined
+    }
+    f.get();
+    return true;
+  }
+
+  static inline int generation_ = 0;
+  sn::WorkloadOptions w_;
+  sn::Layout layout_;
+  std::vector<sluice::MemoryRegion> regions_;
+};
+
+// Client 1 locks product 3 with timestamp 2 and dies before installing.
+// Client 0, whose snapshot came first, then conflicts on that lock with its
+// timestamp 1: the retry must wait for timestamp 2, and nothing is finished
+// after it, so only recovery can end the wait. (begin() used to look for a
+// stalled timestamp only when something after it was finished, and spun for
+// ever here: nam.nam_test.ofi hung this way once in CI.)
+TEST_F(RsiRecoveryTest, AConflictOnADeadClientsLockWithAnEarlierTimestampRecoversIt) {
+  auto c0 = client(0);
+  auto c1 = client(1, true);
+
+  c0->begin();
+  c0->write(sn::kProducts, 3, value(0xa0));
+  c1->begin();
+  c1->write(sn::kProducts, 3, value(0xb1));
+  EXPECT_THROW(c1->commit(), sn::TestKilled);
+  EXPECT_EQ(c0->commit(), sn::Outcome::kConflict);
+
+  ASSERT_TRUE(begins(*c0));
+  EXPECT_EQ(c0->stats().clients_recovered, 1u);
+  EXPECT_EQ(c0->stats().recovered_back, 1u) << "the dead client's lock was rolled back";
+  EXPECT_GE(c0->read_timestamp(), 2u) << "the snapshot includes the finished timestamp 2";
+  c0->write(sn::kProducts, 3, value(0xa2));
+  EXPECT_EQ(c0->commit(), sn::Outcome::kCommitted);
+  // A fresh transaction sees client 0's value, and client 1's never.
+  ASSERT_TRUE(begins(*c0));
+  std::vector<std::byte> got(8);
+  ASSERT_TRUE(c0->read(sn::kProducts, 3, got));
+  EXPECT_EQ(got, value(0xa2));
+  c0->abort();
+  EXPECT_EQ(c0->header(sn::kProducts, 3) & sn::kLockBit, 0u);
+}
+
+// Three clients (timestamps: client j has j+1, j+4, j+7, ...). Client 2
+// commits at 3; client 1 gives up its timestamp 2 (below that commit), locks
+// product 5 at 5 and dies; client 0 conflicts on it at 1. Its retry waits for
+// timestamp 5 while its own next one, 4, is below it: 4 must be given up
+// too, or the lowest unfinished timestamp stays client 0's own and the dead
+// client behind it is never looked at.
+class RsiRecoveryThreeClientsTest : public RsiRecoveryTest {
+ protected:
+  uint32_t clients() const override { return 3; }
+};
+
+TEST_F(RsiRecoveryThreeClientsTest, AWaitPastTheClientsOwnNextTimestampGivesItUp) {
+  auto c0 = client(0);
+  auto c1 = client(1, true);
+  auto c2 = client(2);
+
+  c0->begin();
+  c0->write(sn::kProducts, 5, value(0xa0));
+  c2->begin();
+  c2->write(sn::kProducts, 9, value(0xc3));
+  ASSERT_EQ(c2->commit(), sn::Outcome::kCommitted);
+  c1->begin();
+  EXPECT_EQ(c1->stats().burned, 1u) << "timestamp 2 is below the commit at 3";
+  c1->write(sn::kProducts, 5, value(0xb5));
+  EXPECT_THROW(c1->commit(), sn::TestKilled);
+  EXPECT_EQ(c0->commit(), sn::Outcome::kConflict);
+
+  ASSERT_TRUE(begins(*c0));
+  EXPECT_EQ(c0->stats().burned, 1u) << "timestamp 4 is below the awaited 5";
+  EXPECT_EQ(c0->stats().clients_recovered, 1u);
+  EXPECT_EQ(c0->stats().recovered_back, 1u);
+  EXPECT_GE(c0->read_timestamp(), 5u);
+  c0->write(sn::kProducts, 5, value(0xa7));
+  EXPECT_EQ(c0->commit(), sn::Outcome::kCommitted);
+  ASSERT_TRUE(begins(*c0));
+  std::vector<std::byte> got(8);
+  ASSERT_TRUE(c0->read(sn::kProducts, 5, got));
+  EXPECT_EQ(got, value(0xa7));
+  ASSERT_TRUE(c0->read(sn::kProducts, 9, got));
+  EXPECT_EQ(got, value(0xc3));
+  c0->abort();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  sluice::Cluster cluster = sluice::Cluster::join();
+  g_cluster = &cluster;
+  const int code = RUN_ALL_TESTS();
+  g_cluster = nullptr;
+  return code;
+}
