@@ -15,9 +15,11 @@ deps:
 	@scripts/install-deps.sh
 
 # What only the tests use: the adya history checker (crates.io, built into
-# .tools/adya), so that `make demo` does not wait for it.
+# .tools/adya) and kv-porcupine (apps/kv/porcupine, a Go module, built into
+# .tools/kv-porcupine), so that `make demo` does not wait for them.
 test-tools:
 	@scripts/install-adya.sh
+	@scripts/install-porcupine.sh
 
 configure: deps
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)

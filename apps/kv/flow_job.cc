@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codec.h"
+#include "history.h"
 
 namespace kv {
 namespace {
@@ -379,7 +380,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         c.result.ok = ok != 0;
         c.result.value = value.substr(1);
         for (const Command& k : commands)
-          if (k.client == c.cmd.client && k.seq == c.cmd.seq) c.cmd.op = k.op;
+          if (k.client == c.cmd.client && k.seq == c.cmd.seq) c.cmd = k;
         history.push_back(c);
       }
       if (n != o.ops_per_client)
@@ -402,6 +403,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                        std::to_string(commands.size()));
   std::string lin = check_linearization(logs[0], commands, history);
   if (!lin.empty()) problems.push_back(lin);
+  std::string why;
+  if (!o.history.empty() && !write_history(o.history, history, &why)) problems.push_back(why);
   std::printf("clients: %u x %u operations completed (%zu in all, %" PRIu64
               " retries); log: %zu entries, %zu distinct operations\n",
               clients, o.ops_per_client, history.size(), retries, logs[0].size(), distinct.size());

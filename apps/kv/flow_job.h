@@ -46,6 +46,9 @@ struct FlowJobOptions {
   uint64_t heartbeat_ms = 20;           // leader heartbeats
   uint64_t election_timeout_ms = 2000;  // generous: a loaded 2-core machine stalls ranks
   bool trace_retries = false;
+  // Rank 0 writes the clients' completed operations here (history.h: JSON
+  // lines, the input of kv-porcupine); empty: none.
+  std::string history;
   // Called on every replica after each round of its loop with the number of
   // log entries it has applied (test builds stall a leader from here).
   std::function<void(uint32_t rank, bool leader, uint64_t applied)>

@@ -15,6 +15,7 @@
 
 #include "cluster_sim.h"
 #include "flow_job.h"
+#include "history.h"
 
 namespace {
 
@@ -37,6 +38,8 @@ const char* kUsage =
     "  --retry-ms MS       client retry timeout (default 2000)\n"
     "  --election-timeout-ms MS  follower wait before phase 1 or a view change (default 2000)\n"
     "  --trace-retries     clients print every retry to stderr\n"
+    "  --history FILE      rank 0 writes every completed operation to FILE (JSON lines;\n"
+    "                      check it with kv-porcupine, scripts/install-porcupine.sh)\n"
     "\n"
     "simulate: runs a replicated key-value store (2f+1 replicas, closed-loop clients) on a\n"
     "seeded simulated network with message loss, then checks that every replica\n"
@@ -52,6 +55,7 @@ const char* kUsage =
     "  --drop P            probability that a message is lost (default 0.01)\n"
     "  --seed S            seed of the network and the workload (default 1)\n"
     "  --crash-leader-at MS  crash the leader at simulated time MS (default: never)\n"
+    "  --history FILE      write every completed operation to FILE (JSON lines, for kv-porcupine)\n"
     "  --help              this text\n"
     "\n"
     "\n"
@@ -101,6 +105,10 @@ int run_main(int argc, char** argv) {
 #endif
     if (a == "--trace-retries") {
       o.trace_retries = true;
+      continue;
+    }
+    if (a == "--history" && i + 1 < argc) {
+      o.history = argv[++i];
       continue;
     }
     if (a == "--protocol" && i + 1 < argc) {
@@ -167,6 +175,7 @@ int main(int argc, char** argv) {
   o.keys = 8;
   o.sim.drop_rate = 0.01;
   uint64_t crash_at = 0;
+  std::string history;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help") {
@@ -188,6 +197,9 @@ int main(int argc, char** argv) {
       } else {
         ok = false;
       }
+    } else if (a == "--history") {
+      history = v;
+      ok = !history.empty();
     } else if (a == "--drop") {
       char* end = nullptr;
       o.sim.drop_rate = std::strtod(v, &end);
@@ -258,5 +270,10 @@ int main(int argc, char** argv) {
   std::printf("replicas agree: %s\n", rep.empty() ? "yes" : rep.c_str());
   std::printf("history linearizable (log as witness): %s\n", res.empty() ? "yes" : res.c_str());
   if (!done) std::printf("FAILED: clients did not finish\n");
+  std::string why;
+  if (!history.empty() && !kv::write_history(history, cluster.history(), &why)) {
+    std::fprintf(stderr, "sluice-kv: %s\n", why.c_str());
+    return 1;
+  }
   return done && rep.empty() && res.empty() ? 0 : 1;
 }

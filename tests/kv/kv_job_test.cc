@@ -4,12 +4,18 @@
 // completed and in the log exactly once, the log a linearization of the
 // clients' history); this test asserts that it said so, that the counts it
 // printed are the ones the options imply, and that nothing is left in
-// /dev/shm. The transport comes from SLUICE_TRANSPORT (CTest runs this suite
-// with shm and with ofi).
+// /dev/shm. Every job also writes its history (--history), which porcupine,
+// a checker we did not write, must find linearizable (kv-porcupine,
+// apps/kv/porcupine, built by scripts/install-porcupine.sh); the same checker
+// must reject known violations. The transport comes from SLUICE_TRANSPORT
+// (CTest runs this suite with shm and with ofi).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,10 +26,42 @@ namespace {
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
 
+// This test's history file (one per test, so the shm and ofi runs of the
+// suite, which CTest may run side by side, do not share one).
+std::string history_path() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const char* transport = std::getenv("SLUICE_TRANSPORT");
+  return ::testing::TempDir() + "kv-history-" + info->name() + "-" +
+         (transport != nullptr ? transport : "default") + ".jsonl";
+}
+
 ProcessResult run_kv(int ranks, std::vector<std::string> args,
                      const std::string& program = "sluice-kv") {
+  if (!args.empty() && args[0] == "run") {
+    args.push_back("--history");
+    args.push_back(history_path());
+  }
   return run_process(sluice::testing::job_argv(ranks, 100, program, args), {},
                      std::chrono::seconds(130));
+}
+
+ProcessResult porcupine(const std::string& history) {
+  const std::string checker = SLUICE_KV_PORCUPINE;
+  if (!std::filesystem::exists(checker)) {
+    return ProcessResult{-1, 0, false,
+                         "no " + checker + ": run scripts/install-porcupine.sh (needs go)", 0};
+  }
+  return run_process({checker, "-timeout", "100s", history}, {}, std::chrono::seconds(120));
+}
+
+// porcupine finds the history of `ops` operations linearizable.
+void expect_porcupine_linearizable(const std::string& history, int ops) {
+  const ProcessResult p = porcupine(history);
+  EXPECT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                p.output, "kv-porcupine: linearizable (" + std::to_string(ops) + " operations"),
+            1)
+      << p.output;
 }
 
 // `failover`: the replicas must have ended in a later view than the first.
@@ -61,6 +99,7 @@ void expect_clean_job(const ProcessResult& r, int replicas, int clients, int ops
   EXPECT_EQ(lines, replicas) << r.output;
   EXPECT_EQ(digests.size(), 1u) << r.output;
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+  expect_porcupine_linearizable(history_path(), total);
 }
 
 TEST(KvJobTest, ThreeReplicasAndTwoClientsAgreeOnManyKeys) {
@@ -119,6 +158,53 @@ TEST(KvJobTest, NoPaxosReplacesALeaderStalledPastTheViewChangeTimeout) {
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "test hook: leader rank 0 stalls"), 1)
       << r.output;
   expect_clean_job(r, 3, 2, 300, /*failover=*/true);
+}
+
+// The checker itself: it must reject what is not linearizable. Fixtures: a
+// read that misses a write completed before it began, and two swaps from the
+// same value that both succeeded.
+TEST(KvPorcupineTest, RejectsAStaleReadAndADoubleSwap) {
+  for (const char* name : {"stale_read.jsonl", "double_cas.jsonl"}) {
+    const ProcessResult p = porcupine(std::string(SLUICE_KV_FIXTURES) + "/" + name);
+    EXPECT_EQ(p.exit_code, 1) << name << "\n" << p.output;
+    EXPECT_NE(p.output.find("NOT linearizable"), std::string::npos) << name << "\n" << p.output;
+  }
+  const ProcessResult bad = porcupine(std::string(SLUICE_KV_FIXTURES) + "/../kv_job_test.cc");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+}
+
+// A simulated run with message loss and a leader crash (both protocols): its
+// history is linearizable; with one read's answer changed, it is not.
+TEST(KvPorcupineTest, SimulatedRunsWithLossAndALeaderCrashAndOneReadChanged) {
+  for (const char* protocol : {"multipaxos", "nopaxos"}) {
+    const std::string history = history_path() + "." + protocol;
+    const ProcessResult r =
+        run_process({std::string(SLUICE_BIN_DIR) + "/sluice-kv", "simulate", "--protocol", protocol,
+                     "--clients", "4", "--ops", "150", "--keys", "4", "--drop", "0.05",
+                     "--crash-leader-at", "300", "--history", history});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("crashing leader"), std::string::npos) << r.output;
+    expect_porcupine_linearizable(history, 600);
+    // Change the answer of the last read that found its key.
+    std::ifstream in(history);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    const std::string found = "\"op\":\"get\"", answer = "\"ok\":true,\"out\":\"";
+    size_t changed = lines.size();
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].find(found) != std::string::npos && lines[i].find(answer) != std::string::npos)
+        changed = i;
+    }
+    ASSERT_LT(changed, lines.size()) << "no read found its key";
+    const size_t at = lines[changed].find(answer) + answer.size();
+    lines[changed].insert(at, "never-written-");
+    const std::string mutated = history + ".changed";
+    std::ofstream out(mutated);
+    for (const std::string& l : lines) out << l << "\n";
+    out.close();
+    const ProcessResult p = porcupine(mutated);
+    EXPECT_EQ(p.exit_code, 1) << lines[changed] << "\n" << p.output;
+  }
 }
 
 TEST(KvJobTest, TooFewRanksForTheReplicasIsAClearError) {

@@ -1,0 +1,214 @@
+// kv-porcupine checks a history of sluice-kv operations for linearizability
+// with porcupine (github.com/anishathalye/porcupine), a checker we did not
+// write. The history is what `sluice-kv run --history FILE` writes: one JSON
+// object per completed operation,
+//
+//	{"client":3,"op":"cas","key":"k7","value":"new","expected":"old",
+//	 "ok":true,"out":"","call":1200,"return":1203}
+//
+// with op one of put, get, delete, cas; ok and out what the store answered
+// (get: ok = the key exists, out its value; delete: ok = the key existed;
+// cas: ok = swapped); call and return the invocation and completion times
+// (any unit, one clock for all clients). The model is a map from key to
+// value, checked key by key (porcupine's partitions).
+//
+// Usage: kv-porcupine [-timeout 60s] [-html FILE] HISTORY
+// Exit status: 0 linearizable, 1 not linearizable, 2 bad input or usage,
+// 3 no verdict within the timeout.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+type record struct {
+	Client   *int    `json:"client"`
+	Op       string  `json:"op"`
+	Key      *string `json:"key"`
+	Value    string  `json:"value"`
+	Expected string  `json:"expected"`
+	Ok       *bool   `json:"ok"`
+	Out      string  `json:"out"`
+	Call     *int64  `json:"call"`
+	Return   *int64  `json:"return"`
+}
+
+type input struct {
+	op, key, value, expected string
+}
+
+type output struct {
+	ok  bool
+	out string
+}
+
+// The state of one key: absent, or present with a value.
+type state struct {
+	present bool
+	value   string
+}
+
+var model = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		for _, o := range history {
+			k := o.Input.(input).key
+			byKey[k] = append(byKey[k], o)
+		}
+		keys := make([]string, 0, len(byKey))
+		for k := range byKey {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, byKey[k])
+		}
+		return parts
+	},
+	Init: func() interface{} { return state{} },
+	Step: func(s, in, out interface{}) (bool, interface{}) {
+		st, i, o := s.(state), in.(input), out.(output)
+		switch i.op {
+		case "put":
+			return o.ok, state{true, i.value}
+		case "get":
+			if o.ok {
+				return st.present && st.value == o.out, st
+			}
+			return !st.present, st
+		case "delete":
+			return o.ok == st.present, state{}
+		case "cas":
+			if st.present && st.value == i.expected {
+				return o.ok, state{true, i.value}
+			}
+			return !o.ok, st
+		}
+		return false, st
+	},
+	DescribeOperation: func(in, out interface{}) string {
+		i, o := in.(input), out.(output)
+		switch i.op {
+		case "put":
+			return fmt.Sprintf("put(%q, %q)", i.key, i.value)
+		case "get":
+			if !o.ok {
+				return fmt.Sprintf("get(%q) -> absent", i.key)
+			}
+			return fmt.Sprintf("get(%q) -> %q", i.key, o.out)
+		case "delete":
+			return fmt.Sprintf("delete(%q) -> %v", i.key, o.ok)
+		default:
+			return fmt.Sprintf("cas(%q, %q -> %q) -> %v", i.key, i.expected, i.value, o.ok)
+		}
+	},
+	DescribeState: func(s interface{}) string {
+		st := s.(state)
+		if !st.present {
+			return "absent"
+		}
+		return fmt.Sprintf("%q", st.value)
+	},
+}
+
+func load(path string) ([]porcupine.Operation, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var ops []porcupine.Operation
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var r record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+		}
+		missing := ""
+		switch {
+		case r.Client == nil:
+			missing = "client"
+		case r.Key == nil:
+			missing = "key"
+		case r.Ok == nil:
+			missing = "ok"
+		case r.Call == nil:
+			missing = "call"
+		case r.Return == nil:
+			missing = "return"
+		}
+		if missing != "" {
+			return nil, fmt.Errorf("%s:%d: no %q field", path, line, missing)
+		}
+		switch r.Op {
+		case "put", "get", "delete", "cas":
+		default:
+			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete or cas", path, line, r.Op)
+		}
+		if *r.Return < *r.Call {
+			return nil, fmt.Errorf("%s:%d: returns (%d) before it is called (%d)", path, line, *r.Return, *r.Call)
+		}
+		ops = append(ops, porcupine.Operation{
+			ClientId: *r.Client,
+			Input:    input{r.Op, *r.Key, r.Value, r.Expected},
+			Call:     *r.Call,
+			Output:   output{*r.Ok, r.Out},
+			Return:   *r.Return,
+		})
+	}
+	return ops, sc.Err()
+}
+
+func main() {
+	timeout := flag.Duration("timeout", 60*time.Second, "give up (exit 3) after this long")
+	html := flag.String("html", "", "write porcupine's visualization of the history to this file")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: kv-porcupine [-timeout 60s] [-html FILE] HISTORY\n"+
+			"Checks a sluice-kv history (sluice-kv run --history FILE) for linearizability with porcupine.\n"+
+			"Exit status: 0 linearizable, 1 not linearizable, 2 bad input, 3 no verdict in time.\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	ops, err := load(flag.Arg(0))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kv-porcupine: %v\n", err)
+		os.Exit(2)
+	}
+	keys := map[string]bool{}
+	for _, o := range ops {
+		keys[o.Input.(input).key] = true
+	}
+	result, info := porcupine.CheckOperationsVerbose(model, ops, *timeout)
+	if *html != "" {
+		if err := porcupine.VisualizePath(model, info, *html); err != nil {
+			fmt.Fprintf(os.Stderr, "kv-porcupine: writing %s: %v\n", *html, err)
+		}
+	}
+	switch result {
+	case porcupine.Ok:
+		fmt.Printf("kv-porcupine: linearizable (%d operations on %d keys)\n", len(ops), len(keys))
+	case porcupine.Illegal:
+		fmt.Printf("kv-porcupine: NOT linearizable (%d operations on %d keys)\n", len(ops), len(keys))
+		os.Exit(1)
+	default:
+		fmt.Printf("kv-porcupine: no verdict within %v (%d operations on %d keys)\n", *timeout, len(ops), len(keys))
+		os.Exit(3)
+	}
+}
