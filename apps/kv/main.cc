@@ -2,13 +2,17 @@
 // a `sluice run` job (Multi-Paxos replicas and clients over sluice flows,
 // flow_job.h); `sluice-kv simulate` runs either protocol on the
 // deterministic simulated network, the way the tests do (docs/kv.md).
+#include <signal.h>
 #include <sluice/errors.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <thread>
@@ -80,25 +84,50 @@ int run_main(int argc, char** argv) {
       return 0;
     }
 #ifdef SLUICE_KV_TEST_HOOKS
-    if (a == "--test-stall-leader-ms" && i + 2 < argc) {
-      // Test builds only: rank 0, the first leader, sleeps this long once it has applied
-      // --test-stall-after entries (a stop past the election timeout; its
-      // control thread keeps the rank alive, as a long pause would).
+    if ((a == "--test-stall-leader-ms" || a == "--test-sigstop-leader-ms") && i + 2 < argc) {
+      // Test builds only: rank 0, the first leader, once it has applied
+      // --test-stall-after entries, stops for MS (past the election timeout).
+      //   --test-stall-leader-ms: its worker thread sleeps; its control
+      //     thread keeps the rank alive, as a long pause would.
+      //   --test-sigstop-leader-ms: the whole process stops (SIGSTOP, every
+      //     thread, heartbeats too) and a forked child sends SIGCONT after MS.
       uint64_t ms = 0, after = 0;
       if (!parse_u64(argv[i + 1], &ms) || std::strcmp(argv[i + 2], "--test-stall-after") != 0 ||
           i + 3 >= argc || !parse_u64(argv[i + 3], &after)) {
-        std::fprintf(stderr, "sluice-kv run: --test-stall-leader-ms MS --test-stall-after N\n");
+        std::fprintf(stderr, "sluice-kv run: %s MS --test-stall-after N\n", a.c_str());
         return 2;
       }
       i += 3;
+      const bool sigstop = a == "--test-sigstop-leader-ms";
       auto stalled = std::make_shared<bool>(false);
-      o.on_progress = [ms, after, stalled](uint32_t rank, bool leader, uint64_t applied) {
+      o.on_progress = [ms, after, stalled, sigstop](uint32_t rank, bool leader, uint64_t applied) {
         if (*stalled || rank != 0 || !leader || applied < after) return;
         *stalled = true;
-        std::fprintf(stderr, "test hook: leader rank %u stalls for %llu ms after %llu entries\n",
-                     rank, static_cast<unsigned long long>(ms),
+        std::fprintf(stderr, "test hook: leader rank %u %s for %llu ms after %llu entries\n", rank,
+                     sigstop ? "stops (SIGSTOP)" : "stalls", static_cast<unsigned long long>(ms),
                      static_cast<unsigned long long>(applied));
-        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        std::fflush(stderr);
+        if (!sigstop) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+          return;
+        }
+        const pid_t self = ::getpid();
+        const pid_t waker = ::fork();
+        if (waker == 0) {  // async-signal-safe calls only: the parent has threads
+          const struct timespec pause {
+            static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000
+          };
+          ::nanosleep(&pause, nullptr);
+          ::kill(self, SIGCONT);
+          ::_exit(0);
+        }
+        if (waker < 0) {
+          std::perror("test hook: fork");
+          return;
+        }
+        ::raise(SIGSTOP);
+        ::waitpid(waker, nullptr, 0);
+        std::fprintf(stderr, "test hook: leader rank %u continues (SIGCONT)\n", rank);
       };
       continue;
     }

@@ -134,31 +134,41 @@ TEST(KvJobTest, LongRunNoPaxosKeepsEveryMessageWithinASegment) {
 
 // The first leader stops for 2.5 s, past the 0.5 s election timeout, while
 // the clients keep going: the others elect a new leader, and the old one
-// comes back as a follower and catches up. (Test builds only:
-// --test-stall-leader-ms.)
-std::vector<std::string> stall_args(const std::string& protocol) {
-  return {"run",    "--protocol",
-          protocol, "--ops",
-          "300",    "--election-timeout-ms",
-          "500",    "--retry-ms",
-          "500",    "--test-stall-leader-ms",
-          "2500",   "--test-stall-after",
-          "150"};
+// comes back as a follower and catches up (test builds only). How it stops:
+//   stall    its worker thread sleeps (--test-stall-leader-ms); its control
+//            thread keeps the rank alive, as a long pause would;
+//   sigstop  the whole process is stopped by SIGSTOP (every thread, its
+//            heartbeats too), shorter than the 5 s peer timeout, then
+//            continued (--test-sigstop-leader-ms): the rank is not lost.
+void expect_leader_replaced(const std::string& protocol, bool sigstop) {
+  const ProcessResult r =
+      run_kv(5,
+             {"run", "--protocol", protocol, "--ops", "300", "--election-timeout-ms", "500",
+              "--retry-ms", "500", sigstop ? "--test-sigstop-leader-ms" : "--test-stall-leader-ms",
+              "2500", "--test-stall-after", "150"},
+             "sluice-kv-test-hooks");
+  const std::vector<std::string> hook_lines =
+      sigstop ? std::vector<std::string>{"leader rank 0 stops (SIGSTOP)",
+                                         "leader rank 0 continues (SIGCONT)"}
+              : std::vector<std::string>{"test hook: leader rank 0 stalls for"};
+  for (const std::string& line : hook_lines)
+    EXPECT_EQ(sluice::testing::count_lines_with(r.output, line), 1) << r.output;
+  expect_clean_job(r, 3, 2, 300, /*failover=*/true);
 }
 
 TEST(KvJobTest, MultiPaxosReplacesALeaderStalledPastTheElectionTimeout) {
-  ProcessResult r = run_kv(5, stall_args("multipaxos"), "sluice-kv-test-hooks");
-  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "test hook: leader rank 0 stalls"), 1)
-      << r.output;
-  expect_clean_job(r, 3, 2, 300, /*failover=*/true);
+  expect_leader_replaced("multipaxos", false);
 }
 
 TEST(KvJobTest, NoPaxosReplacesALeaderStalledPastTheViewChangeTimeout) {
-  ProcessResult r = run_kv(5, stall_args("nopaxos"), "sluice-kv-test-hooks");
-  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "test hook: leader rank 0 stalls"), 1)
-      << r.output;
-  expect_clean_job(r, 3, 2, 300, /*failover=*/true);
+  expect_leader_replaced("nopaxos", false);
 }
+
+TEST(KvJobTest, MultiPaxosReplacesALeaderStoppedBySigstop) {
+  expect_leader_replaced("multipaxos", true);
+}
+
+TEST(KvJobTest, NoPaxosReplacesALeaderStoppedBySigstop) { expect_leader_replaced("nopaxos", true); }
 
 // The checker itself: it must reject what is not linearizable. Fixtures: a
 // read that misses a write completed before it began, and two swaps from the
