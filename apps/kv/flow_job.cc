@@ -7,6 +7,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -133,6 +134,16 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   uint32_t finish_leader = 0;
   bool finish_known = false, finish_sent = false, closed = false;
 
+  std::mt19937_64 loss_rng(o.test_drop_seed * 1000003 + rank);
+  std::bernoulli_distribution lose(o.test_drop);
+  uint64_t received = 0, lost = 0;
+  auto drop = [&] {
+    ++received;
+    if (o.test_drop <= 0 || !lose(loss_rng)) return false;
+    ++lost;
+    return true;
+  };
+
   auto deliver = [&](sluice::RecordBatch batch, bool from_accept) {
     if (client) client->set_now(now_ms());
     for (std::span<const std::byte> rec : batch) {
@@ -159,7 +170,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
           finished.insert(m.from);
           break;
         default:
-          if (!closed) node.receive(m, out);
+          if (!closed && !drop()) node.receive(m, out);
       }
     }
   };
@@ -182,7 +193,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       m.to = self_id;
       m.session = 1;
       m.a = info.sequence + 1;
-      if (!closed) node.receive(m, out);
+      if (!closed && !drop()) node.receive(m, out);
     }
   };
 
@@ -319,6 +330,16 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         failure = "rank " + std::to_string(rank) + ": input " + std::to_string(i) + ": " +
                   w.error(static_cast<sluice::Worker::InputId>(i));
   }
+  if (o.test_drop > 0)
+    std::fprintf(stderr,
+                 "sluice-kv: rank %u: test hook lost %" PRIu64 " of %" PRIu64
+                 " protocol messages received\n",
+                 rank, lost, received);
+  if (np && (o.test_drop > 0 || np->gaps_recovered() + np->gaps_committed() > 0))
+    std::fprintf(stderr,
+                 "sluice-kv: rank %u: gap agreement: %" PRIu64 " requests recovered, %" PRIu64
+                 " no-ops committed\n",
+                 rank, np->gaps_recovered(), np->gaps_committed());
   if (!failure.empty()) {
     std::fprintf(stderr, "sluice-kv: %s\n", failure.c_str());
     return 1;

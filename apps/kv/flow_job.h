@@ -46,6 +46,12 @@ struct FlowJobOptions {
   uint64_t heartbeat_ms = 20;           // leader heartbeats
   uint64_t election_timeout_ms = 2000;  // generous: a loaded 2-core machine stalls ranks
   bool trace_retries = false;
+  // Test builds: each rank loses this fraction of the protocol messages it
+  // receives (seeded by test_drop_seed and the rank): requests, replies,
+  // votes, Accepts, and NOPaxos's ordered requests, which then leave gaps.
+  // The job's own end-of-run messages are never lost.
+  double test_drop = 0;
+  uint64_t test_drop_seed = 1;
   // Rank 0 writes the clients' completed operations here (history.h: JSON
   // lines, the input of kv-porcupine); empty: none.
   std::string history;

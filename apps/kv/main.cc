@@ -131,6 +131,23 @@ int run_main(int argc, char** argv) {
       };
       continue;
     }
+    if (a == "--test-drop" && i + 1 < argc) {
+      // Test builds only: lose this fraction of the protocol messages received.
+      char* end = nullptr;
+      o.test_drop = std::strtod(argv[++i], &end);
+      if (end == argv[i] || *end != '\0' || !(o.test_drop >= 0 && o.test_drop < 1)) {
+        std::fprintf(stderr, "sluice-kv run: --test-drop is a fraction, 0 <= P < 1\n");
+        return 2;
+      }
+      continue;
+    }
+    if (a == "--test-drop-seed" && i + 1 < argc) {
+      if (!parse_u64(argv[++i], &o.test_drop_seed)) {
+        std::fprintf(stderr, "sluice-kv run: --test-drop-seed needs a number\n");
+        return 2;
+      }
+      continue;
+    }
 #endif
     if (a == "--trace-retries") {
       o.trace_retries = true;

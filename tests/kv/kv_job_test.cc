@@ -170,6 +170,41 @@ TEST(KvJobTest, MultiPaxosReplacesALeaderStoppedBySigstop) {
 
 TEST(KvJobTest, NoPaxosReplacesALeaderStoppedBySigstop) { expect_leader_replaced("nopaxos", true); }
 
+// Every rank loses 2% of the protocol messages it receives (seeded test
+// hook --test-drop): requests, replies, votes, Accepts and, for NOPaxos,
+// ordered requests, which leave gaps for gap agreement. Retries, resends and
+// gap agreement make up for them: the job's checks and porcupine pass.
+void expect_losses_survived(const std::string& protocol) {
+  const ProcessResult r =
+      run_kv(5,
+             {"run", "--protocol", protocol, "--ops", "300", "--keys", "20", "--retry-ms", "300",
+              "--election-timeout-ms", "1000", "--test-drop", "0.02", "--test-drop-seed", "3"},
+             "sluice-kv-test-hooks");
+  std::regex line("rank ([0-9]+): test hook lost ([0-9]+) of ([0-9]+) protocol messages");
+  uint64_t lost = 0;
+  int ranks = 0;
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it) {
+    lost += std::stoull((*it)[2].str());
+    ++ranks;
+  }
+  EXPECT_EQ(ranks, 5) << r.output;
+  EXPECT_GT(lost, 20u) << "the hook lost too little to test anything\n" << r.output;
+  if (protocol == "nopaxos") {
+    std::regex gaps("gap agreement: ([0-9]+) requests recovered, ([0-9]+) no-ops committed");
+    uint64_t agreed = 0;
+    for (std::sregex_iterator it(r.output.begin(), r.output.end(), gaps), end; it != end; ++it)
+      agreed += std::stoull((*it)[1].str()) + std::stoull((*it)[2].str());
+    EXPECT_GT(agreed, 0u) << "no gap agreement ran\n" << r.output;
+  }
+  expect_clean_job(r, 3, 2, 300);
+}
+
+TEST(KvJobTest, MultiPaxosSurvivesLostMessages) { expect_losses_survived("multipaxos"); }
+
+TEST(KvJobTest, NoPaxosSurvivesLostMessagesAndTheGapsTheyLeave) {
+  expect_losses_survived("nopaxos");
+}
+
 // The checker itself: it must reject what is not linearizable. Fixtures: a
 // read that misses a write completed before it began, and two swaps from the
 // same value that both succeeded.
