@@ -39,7 +39,7 @@ void Client::send(Outbox& out, bool to_all) {
 }
 
 void Client::complete(const Result& r) {
-  history_.push_back({ops_[next_ - 1], r, invoked_ms_, now_});
+  history_.push_back({ops_[next_ - 1], r, invoked_ms_, now_, invoked_us_, clock_us_});
   outstanding_ = false;
   acks_.clear();
   leader_results_.clear();
@@ -68,6 +68,7 @@ void Client::tick(uint64_t now_ms, Outbox& out) {
     ++next_;
     outstanding_ = true;
     invoked_ms_ = sent_ms_ = now_ms;
+    invoked_us_ = clock_us_;
     send(out, false);
     return;
   }

@@ -30,6 +30,10 @@ struct Completed {
   Result result;
   uint64_t invoked_ms = 0;
   uint64_t completed_ms = 0;
+  // The same on a finer clock, where the driver keeps one (set_clock_us:
+  // sluice-kv run, for latencies); 0 where it does not (the simulation).
+  uint64_t invoked_us = 0;
+  uint64_t completed_us = 0;
 };
 
 class Client : public Node {
@@ -45,6 +49,8 @@ class Client : public Node {
   // Moves the clock without acting (a driver calls it before handing over
   // replies, so completions are stamped no earlier than they arrived).
   void set_now(uint64_t now_ms) { now_ = now_ms; }
+  // A finer clock for the history's latencies; it drives nothing.
+  void set_clock_us(uint64_t now_us) { clock_us_ = now_us; }
 
   bool done() const { return next_ == ops_.size() && !outstanding_; }
   const std::vector<Completed>& history() const { return history_; }
@@ -66,6 +72,8 @@ class Client : public Node {
   uint64_t now_ = 0;
   uint64_t sent_ms_ = 0;
   uint64_t invoked_ms_ = 0;
+  uint64_t clock_us_ = 0;
+  uint64_t invoked_us_ = 0;
   uint64_t leader_hint_ = 0;
   uint64_t retries_ = 0;
   // NOPaxos: replicas that answered, per (view, session, slot), and the

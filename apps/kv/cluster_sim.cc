@@ -1,8 +1,11 @@
 #include "cluster_sim.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <memory>
 #include <random>
+#include <stdexcept>
 
 namespace kv {
 
@@ -18,13 +21,70 @@ std::string written(uint64_t client, uint64_t n) {
 }
 }  // namespace
 
+// YCSB's Zipfian generator (Gray et al., "Quickly generating billion-record
+// synthetic databases"), constant 0.99, over 0 .. n-1, scrambled by a hash as
+// YCSB's default ScrambledZipfian is, so that the popular keys are spread.
+class Zipfian {
+ public:
+  explicit Zipfian(uint64_t n) : n_(n) {
+    for (uint64_t i = 1; i <= n; ++i) zeta_n_ += 1.0 / std::pow(static_cast<double>(i), kTheta);
+    const double zeta2 = 1.0 + 1.0 / std::pow(2.0, kTheta);
+    alpha_ = 1.0 / (1.0 - kTheta);
+    eta_ = (1.0 - std::pow(2.0 / static_cast<double>(n), 1.0 - kTheta)) / (1.0 - zeta2 / zeta_n_);
+  }
+  uint64_t next(std::mt19937_64& rng) const {
+    const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    const double uz = u * zeta_n_;
+    uint64_t item = 0;
+    if (uz < 1.0) {
+      item = 0;
+    } else if (uz < 1.0 + std::pow(0.5, kTheta)) {
+      item = 1;
+    } else {
+      item =
+          static_cast<uint64_t>(static_cast<double>(n_) * std::pow(eta_ * u - eta_ + 1.0, alpha_));
+    }
+    item = std::min(item, n_ - 1);
+    // FNV-1a of the item's 8 bytes, as YCSB scrambles.
+    uint64_t h = 14695981039346656037ull;
+    for (int b = 0; b < 8; ++b) h = (h ^ ((item >> (8 * b)) & 0xff)) * 1099511628211ull;
+    return h % n_;
+  }
+
+ private:
+  static constexpr double kTheta = 0.99;
+  uint64_t n_;
+  double zeta_n_ = 0, alpha_ = 0, eta_ = 0;
+};
+
 std::vector<Command> generate_ops(const ClusterOptions& o, uint32_t index) {
   std::mt19937_64 rng(o.seed * 1000033 + index);
+  uint32_t read_percent = 0;
+  if (o.workload == "a") {
+    read_percent = 50;
+  } else if (o.workload == "b") {
+    read_percent = 95;
+  } else if (o.workload == "c") {
+    read_percent = 100;
+  } else if (o.workload != "mixed") {
+    throw std::invalid_argument("unknown workload '" + o.workload + "' (mixed, a, b or c)");
+  }
+  std::unique_ptr<Zipfian> zipf;
+  if (o.zipf) zipf = std::make_unique<Zipfian>(o.keys);
   std::vector<Command> ops;
   for (uint32_t i = 0; i < o.ops_per_client; ++i) {
     Command c;
     c.key = "k";
-    c.key.append(std::to_string(rng() % o.keys));
+    c.key.append(std::to_string(zipf ? zipf->next(rng) : rng() % o.keys));
+    if (o.workload != "mixed") {
+      c.op = rng() % 100 < read_percent ? Op::kGet : Op::kPut;
+      if (c.op == Op::kPut) {
+        c.value = written(index, i + 1);
+        if (c.value.size() < o.value_bytes) c.value.resize(o.value_bytes, '.');
+      }
+      ops.push_back(c);
+      continue;
+    }
     uint64_t p = rng() % 100;
     if (p < 40) {
       c.op = Op::kPut;

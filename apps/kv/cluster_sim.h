@@ -34,15 +34,24 @@ struct ClusterOptions {
   uint32_t ops_per_client = 20;
   uint32_t keys = 1;  // keys "k0" .. ; one key makes every operation conflict
   uint64_t seed = 1;
+  // The operation mix (generate_ops): "mixed", or YCSB's core workloads "a"
+  // (50% reads, 50% updates), "b" (95/5) and "c" (reads only); keys uniform
+  // or Zipfian (YCSB's scrambled Zipfian, constant 0.99); YCSB's values
+  // padded to at least value_bytes.
+  std::string workload = "mixed";
+  bool zipf = false;
+  uint32_t value_bytes = 0;
   SimOptions sim;
   MultiPaxosOptions multipaxos;
   NoPaxosOptions nopaxos;
   uint64_t client_retry_ms = 40;
 };
 
-// The operations client `index` runs: a seeded mix of put (40%), get (35%),
-// compare-and-set (20%, expecting a value some client may have written) and
-// delete (5%); values name their writer, so every write is distinct.
+// The operations client `index` runs. "mixed": a seeded mix of put (40%),
+// get (35%), compare-and-set (20%, expecting a value some client may have
+// written) and delete (5%). "a", "b", "c": YCSB's gets and puts. Values name
+// their writer, so every write is distinct (padded to value_bytes).
+// Throws std::invalid_argument for an unknown workload.
 std::vector<Command> generate_ops(const ClusterOptions& o, uint32_t index);
 
 // The check behind check_results(), for any applied log and history:

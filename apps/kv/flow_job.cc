@@ -18,13 +18,14 @@
 namespace kv {
 namespace {
 
-uint64_t now_ms() {
+uint64_t now_us() {
   // CLOCK_MONOTONIC: comparable between the processes of one host, which is
   // what the real-time part of the linearizability check needs.
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())
                                    .count());
 }
+uint64_t now_ms() { return now_us() / 1000; }
 
 // One rank's report, as a line of text for allgather.
 // `view`: the ballot (Multi-Paxos) or leader number (NOPaxos) the replica
@@ -42,7 +43,8 @@ std::string client_report(uint32_t rank, const Client& c) {
   // value as "v<value>" so that an empty value is still a word
   for (const Completed& h : c.history())
     o << " " << h.cmd.client << " " << h.cmd.seq << " " << h.invoked_ms << " " << h.completed_ms
-      << " " << h.result.ok << " v" << h.result.value;
+      << " " << h.invoked_us << " " << h.completed_us << " " << h.result.ok << " v"
+      << h.result.value;
   return o.str();
 }
 
@@ -97,6 +99,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   workload.ops_per_client = o.ops_per_client;
   workload.keys = o.keys;
   workload.seed = o.seed;
+  workload.workload = o.workload;
+  workload.zipf = o.zipf;
+  workload.value_bytes = o.value_bytes;
 
   std::unique_ptr<MultiPaxosReplica> replica;
   std::unique_ptr<NoPaxosReplica> np;
@@ -145,7 +150,11 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   };
 
   auto deliver = [&](sluice::RecordBatch batch, bool from_accept) {
-    if (client) client->set_now(now_ms());
+    if (client) {
+      const uint64_t us = now_us();
+      client->set_now(us / 1000);
+      client->set_clock_us(us);
+    }
     for (std::span<const std::byte> rec : batch) {
       Message m;
       std::string why;
@@ -286,7 +295,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   while (!w.done() && failure.empty()) {
     size_t work = w.poll();
     if (!closed) {
-      node.tick(now_ms(), out);
+      const uint64_t us = now_us();
+      if (client) client->set_clock_us(us);
+      node.tick(us / 1000, out);
       if (o.on_progress && is_replica)
         o.on_progress(rank, np ? np->is_leader() : replica->is_leader(),
                       (np ? np->store() : replica->store()).applied().size());
@@ -396,7 +407,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         Completed c;
         int ok = 0;
         std::string value;
-        in >> cmd_client >> c.cmd.seq >> c.invoked_ms >> c.completed_ms >> ok >> value;
+        in >> cmd_client >> c.cmd.seq >> c.invoked_ms >> c.completed_ms >> c.invoked_us >>
+            c.completed_us >> ok >> value;
         c.cmd.client = cmd_client;
         c.result.ok = ok != 0;
         c.result.value = value.substr(1);
@@ -429,6 +441,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   std::printf("clients: %u x %u operations completed (%zu in all, %" PRIu64
               " retries); log: %zu entries, %zu distinct operations\n",
               clients, o.ops_per_client, history.size(), retries, logs[0].size(), distinct.size());
+  for (const std::string& line : latency_report(history)) std::printf("%s\n", line.c_str());
   std::printf("replicas agree: %s\n", problems.empty() ? "yes" : "no");
   for (const std::string& p : problems) std::printf("MISMATCH: %s\n", p.c_str());
   std::printf(

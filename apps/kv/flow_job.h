@@ -42,6 +42,9 @@ struct FlowJobOptions {
   uint32_t ops_per_client = 1000;
   uint32_t keys = 100;
   uint64_t seed = 1;
+  std::string workload = "mixed";  // cluster_sim.h ClusterOptions: mixed, a, b, c
+  bool zipf = false;
+  uint32_t value_bytes = 64;            // YCSB workloads' values
   uint64_t retry_ms = 2000;             // client: resend after this long without an answer
   uint64_t heartbeat_ms = 20;           // leader heartbeats
   uint64_t election_timeout_ms = 2000;  // generous: a loaded 2-core machine stalls ranks

@@ -1,8 +1,11 @@
 #include "history.h"
 
+#include <algorithm>
 #include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 namespace kv {
 
@@ -29,12 +32,44 @@ std::string quoted(const std::string& s) {
 
 std::string history_line(const Completed& h) {
   char times[96];
-  std::snprintf(times, sizeof(times), ",\"call\":%" PRIu64 ",\"return\":%" PRIu64 "}", h.invoked_ms,
-                h.completed_ms);
+  const bool fine = h.completed_us != 0;
+  std::snprintf(times, sizeof(times), ",\"call\":%" PRIu64 ",\"return\":%" PRIu64 "}",
+                fine ? h.invoked_us : h.invoked_ms, fine ? h.completed_us : h.completed_ms);
   return "{\"client\":" + std::to_string(h.cmd.client) + ",\"op\":\"" + op_name(h.cmd.op) +
          "\",\"key\":" + quoted(h.cmd.key) + ",\"value\":" + quoted(h.cmd.value) +
          ",\"expected\":" + quoted(h.cmd.expected) + ",\"ok\":" + (h.result.ok ? "true" : "false") +
          ",\"out\":" + quoted(h.result.value) + times;
+}
+
+std::vector<std::string> latency_report(const std::vector<Completed>& history) {
+  std::vector<std::string> lines;
+  std::map<std::string, std::vector<uint64_t>> by_op;
+  uint64_t first = UINT64_MAX, last = 0;
+  for (const Completed& h : history) {
+    if (h.completed_us == 0) return lines;
+    by_op[op_name(h.cmd.op)].push_back(h.completed_us - h.invoked_us);
+    first = std::min(first, h.invoked_us);
+    last = std::max(last, h.completed_us);
+  }
+  if (history.empty()) return lines;
+  const double seconds = static_cast<double>(last - first) / 1e6;
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "throughput: %zu operations in %.3f s = %.0f ops/s",
+                history.size(), seconds,
+                seconds > 0 ? static_cast<double>(history.size()) / seconds : 0.0);
+  lines.emplace_back(buf);
+  for (auto& [op, us] : by_op) {
+    std::sort(us.begin(), us.end());
+    auto at = [&](double q) {
+      return us[std::min(us.size() - 1, static_cast<size_t>(q * us.size()))];
+    };
+    std::snprintf(buf, sizeof(buf),
+                  "latency %s: %zu operations, p50 %" PRIu64 " us, p99 %" PRIu64 " us, max %" PRIu64
+                  " us",
+                  op.c_str(), us.size(), at(0.5), at(0.99), us.back());
+    lines.emplace_back(buf);
+  }
+  return lines;
 }
 
 bool write_history(const std::string& path, const std::vector<Completed>& history,

@@ -2,7 +2,9 @@
 // input of kv-porcupine (apps/kv/porcupine, porcupine's linearizability
 // check): one object per operation with the client, the command (op, key,
 // value, expected), what the store answered (ok, out) and the invocation and
-// completion times ("call", "return", milliseconds of one clock).
+// completion times ("call", "return": microseconds of the host's monotonic
+// clock where the driver keeps one, as sluice-kv run does; else the
+// simulation's milliseconds).
 //
 // Thread safety: a pure function of its arguments.
 #pragma once
@@ -21,5 +23,11 @@ std::string history_line(const Completed& op);
 // and says why in *error.
 bool write_history(const std::string& path, const std::vector<Completed>& history,
                    std::string* error);
+
+// Per operation type (get, put, cas, delete): count and latency percentiles
+// (p50, p99, max) in microseconds, and the throughput over the run (first
+// invocation to last completion), as printable lines. Uses the microsecond
+// times; empty when the history has none (the simulation).
+std::vector<std::string> latency_report(const std::vector<Completed>& history);
 
 }  // namespace kv

@@ -33,7 +33,8 @@ const char* kUsage =
     "clients as the ordered multicast; both: a shuffle flow for the rest). Rank 0\n"
     "sequences the ordered flow. At the end rank 0\n"
     "checks that all replicas applied the same log with the same digest, that every\n"
-    "operation completed exactly once, and that the log linearizes the history.\n"
+    "operation completed exactly once, and that the log linearizes the history,\n"
+    "and prints the throughput and each operation type's latency percentiles.\n"
     "  --protocol multipaxos|nopaxos   (default multipaxos)\n"
     "  --replicas N        2f+1 replicas (default 3)\n"
     "  --ops N             operations per client (default 1000)\n"
@@ -42,6 +43,10 @@ const char* kUsage =
     "  --retry-ms MS       client retry timeout (default 2000)\n"
     "  --election-timeout-ms MS  follower wait before phase 1 or a view change (default 2000)\n"
     "  --trace-retries     clients print every retry to stderr\n"
+    "  --workload W        mixed (put 40%, get 35%, cas 20%, delete 5%; the default), or\n"
+    "                      YCSB's a (50% get, 50% put), b (95/5) or c (gets only)\n"
+    "  --distribution D    keys uniform (default) or zipf (YCSB's scrambled Zipfian, 0.99)\n"
+    "  --value-bytes N     YCSB workloads' value size (default 64)\n"
     "  --history FILE      rank 0 writes every completed operation to FILE (JSON lines;\n"
     "                      check it with kv-porcupine, scripts/install-porcupine.sh)\n"
     "\n"
@@ -59,6 +64,7 @@ const char* kUsage =
     "  --drop P            probability that a message is lost (default 0.01)\n"
     "  --seed S            seed of the network and the workload (default 1)\n"
     "  --crash-leader-at MS  crash the leader at simulated time MS (default: never)\n"
+    "  --workload W, --distribution D, --value-bytes N   as for run\n"
     "  --history FILE      write every completed operation to FILE (JSON lines, for kv-porcupine)\n"
     "  --help              this text\n"
     "\n"
@@ -73,6 +79,10 @@ bool parse_u64(const char* s, uint64_t* out) {
   if (errno != 0 || end == s || *end != '\0') return false;
   *out = v;
   return true;
+}
+
+bool known_workload(const std::string& w) {
+  return w == "mixed" || w == "a" || w == "b" || w == "c";
 }
 
 int run_main(int argc, char** argv) {
@@ -157,6 +167,25 @@ int run_main(int argc, char** argv) {
       o.history = argv[++i];
       continue;
     }
+    if (a == "--workload" && i + 1 < argc) {
+      o.workload = argv[++i];
+      if (!known_workload(o.workload)) {
+        std::fprintf(stderr, "sluice-kv run: --workload is mixed, a, b or c, not '%s'\n",
+                     o.workload.c_str());
+        return 2;
+      }
+      continue;
+    }
+    if (a == "--distribution" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v != "uniform" && v != "zipf") {
+        std::fprintf(stderr, "sluice-kv run: --distribution is uniform or zipf, not '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+      o.zipf = v == "zipf";
+      continue;
+    }
     if (a == "--protocol" && i + 1 < argc) {
       std::string v = argv[++i];
       if (v == "multipaxos") {
@@ -186,6 +215,8 @@ int run_main(int argc, char** argv) {
       o.seed = n;
     } else if (a == "--retry-ms" && n >= 1) {
       o.retry_ms = n;
+    } else if (a == "--value-bytes" && n <= 1024 * 1024) {
+      o.value_bytes = static_cast<uint32_t>(n);
     } else if (a == "--election-timeout-ms" && n >= 1) {
       o.election_timeout_ms = n;
     } else {
@@ -246,6 +277,12 @@ int main(int argc, char** argv) {
     } else if (a == "--history") {
       history = v;
       ok = !history.empty();
+    } else if (a == "--workload") {
+      o.workload = v;
+      ok = known_workload(o.workload);
+    } else if (a == "--distribution") {
+      o.zipf = std::strcmp(v, "zipf") == 0;
+      ok = o.zipf || std::strcmp(v, "uniform") == 0;
     } else if (a == "--drop") {
       char* end = nullptr;
       o.sim.drop_rate = std::strtod(v, &end);
@@ -263,6 +300,9 @@ int main(int argc, char** argv) {
     } else if (a == "--keys") {
       ok = n >= 1;
       o.keys = static_cast<uint32_t>(n);
+    } else if (a == "--value-bytes") {
+      ok = n <= 1024 * 1024;
+      o.value_bytes = static_cast<uint32_t>(n);
     } else if (a == "--seed") {
       o.seed = n;
       o.sim.seed = n;

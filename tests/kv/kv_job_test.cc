@@ -132,6 +132,36 @@ TEST(KvJobTest, LongRunNoPaxosKeepsEveryMessageWithinASegment) {
                    2, 1500);
 }
 
+// YCSB workload B (95% gets) on Zipfian keys with 64-byte values: the job's
+// checks and porcupine pass, and rank 0 reports the throughput and each
+// operation type's latency for every operation.
+TEST(KvJobTest, YcsbWorkloadBOnZipfianKeysReportsLatencies) {
+  const ProcessResult r = run_kv(5, {"run", "--workload", "b", "--distribution", "zipf", "--ops",
+                                     "400", "--keys", "1000", "--value-bytes", "64"});
+  expect_clean_job(r, 3, 2, 400);
+  std::regex latency("latency (get|put): ([0-9]+) operations, p50 ([0-9]+) us, p99 ([0-9]+) us");
+  uint64_t ops = 0, gets = 0;
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), latency), end; it != end; ++it) {
+    ops += std::stoull((*it)[2].str());
+    if ((*it)[1].str() == "get") gets = std::stoull((*it)[2].str());
+    EXPECT_LE(std::stoull((*it)[3].str()), std::stoull((*it)[4].str())) << r.output;
+  }
+  EXPECT_EQ(ops, 800u) << r.output;
+  EXPECT_GT(gets, 700u) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "throughput: 800 operations in"), 1)
+      << r.output;
+  std::ifstream in(history_path());
+  int puts = 0;
+  for (std::string l; std::getline(in, l);) {
+    if (l.find("\"op\":\"put\"") == std::string::npos) continue;
+    ++puts;
+    EXPECT_NE(l.find("\"value\":\"c"), std::string::npos) << l;
+    const size_t v = l.find("\"value\":\"") + 9;
+    EXPECT_EQ(l.find('"', v) - v, 64u) << l;
+  }
+  EXPECT_EQ(static_cast<uint64_t>(puts), 800 - gets);
+}
+
 // The first leader stops for 2.5 s, past the 0.5 s election timeout, while
 // the clients keep going: the others elect a new leader, and the old one
 // comes back as a follower and catches up (test builds only). How it stops:

@@ -5,6 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cluster_sim.h"
 #include "linearizability.h"
 
 namespace kv {
@@ -121,6 +128,44 @@ TEST(LinearizabilityTest, RejectsReadsThatSeeWritesInOppositeOrders) {
       done(cmd(Op::kGet, 4, 2, "a"), {true, "1"}, 7, 8),
   };
   EXPECT_FALSE(linearizable(h));
+}
+
+// YCSB's core workloads: the read share, the value size, and the Zipfian
+// keys' skew (YCSB's constant 0.99 over 1000 keys puts about 13% of the
+// operations on the most popular key; uniform keys about 0.1%).
+TEST(WorkloadTest, YcsbMixesValuesAndKeyDistributions) {
+  ClusterOptions o;
+  o.keys = 1000;
+  o.ops_per_client = 20000;
+  o.value_bytes = 64;
+  for (const auto& [workload, reads] :
+       std::vector<std::pair<std::string, double>>{{"a", 0.50}, {"b", 0.95}, {"c", 1.0}}) {
+    o.workload = workload;
+    size_t gets = 0;
+    for (const Command& c : generate_ops(o, 0)) {
+      ASSERT_TRUE(c.op == Op::kGet || c.op == Op::kPut) << workload;
+      if (c.op == Op::kGet) ++gets;
+      if (c.op == Op::kPut) {
+        ASSERT_EQ(c.value.size(), 64u) << c.value;
+      }
+    }
+    EXPECT_NEAR(static_cast<double>(gets) / o.ops_per_client, reads, 0.01) << workload;
+  }
+  auto top_share = [&](bool zipf) {
+    o.zipf = zipf;
+    std::map<std::string, size_t> count;
+    for (const Command& c : generate_ops(o, 0)) ++count[c.key];
+    size_t top = 0;
+    for (const auto& [key, n] : count) {
+      EXPECT_LT(std::stoul(key.substr(1)), 1000u) << key;
+      top = std::max(top, n);
+    }
+    return static_cast<double>(top) / o.ops_per_client;
+  };
+  EXPECT_GT(top_share(true), 0.09);
+  EXPECT_LT(top_share(false), 0.01);
+  o.workload = "z";
+  EXPECT_THROW(generate_ops(o, 0), std::invalid_argument);
 }
 
 }  // namespace
