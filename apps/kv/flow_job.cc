@@ -14,6 +14,7 @@
 
 #include "codec.h"
 #include "history.h"
+#include "job_report.h"
 
 namespace kv {
 namespace {
@@ -26,27 +27,6 @@ uint64_t now_us() {
                                    .count());
 }
 uint64_t now_ms() { return now_us() / 1000; }
-
-// One rank's report, as a line of text for allgather.
-// `view`: the ballot (Multi-Paxos) or leader number (NOPaxos) the replica
-// ended in; above 0 means a leader change happened.
-std::string replica_report(uint32_t rank, const Store& s, uint64_t view) {
-  std::ostringstream o;
-  o << "R " << rank << " " << view << " " << s.digest() << " " << s.applied().size();
-  for (const auto& [c, q] : s.applied()) o << " " << c << ":" << q;
-  return o.str();
-}
-
-std::string client_report(uint32_t rank, const Client& c) {
-  std::ostringstream o;
-  o << "C " << rank << " " << c.history().size() << " " << c.retries();
-  // value as "v<value>" so that an empty value is still a word
-  for (const Completed& h : c.history())
-    o << " " << h.cmd.client << " " << h.cmd.seq << " " << h.invoked_ms << " " << h.completed_ms
-      << " " << h.invoked_us << " " << h.completed_us << " " << h.result.ok << " v"
-      << h.result.value;
-  return o.str();
-}
 
 }  // namespace
 
@@ -88,6 +68,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                         .ordered()
                         .optimize(sluice::Optimize::kLatency)
                         .segment_bytes(1024);
+  const sluice::BytesShuffleSpec report_spec = report_flow(cluster);
+  sluice::DeclaredFlow report_declared = cluster.declare(report_spec);
   sluice::DeclaredFlow msg_flow = cluster.declare(msg_spec);
   sluice::DeclaredFlow accept_flow, order_flow;
   if (is_replica && !nopaxos) accept_flow = cluster.declare(accept_spec);
@@ -358,98 +340,10 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
 
   const std::string mine = np        ? replica_report(rank, np->store(), np->view())
                            : replica ? replica_report(rank, replica->store(), replica->ballot())
-                                     : client_report(rank, *client);
-  const std::vector<std::string> all = cluster.allgather("kv-report", mine);
+                                     : client_report(rank, *client, o.ops_per_client);
+  const std::vector<std::string> all = gather_reports(cluster, report_spec, mine);
   if (rank != 0) return 0;
-
-  // Rank 0 checks the whole job.
-  std::vector<std::string> problems;
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> logs;
-  std::vector<uint64_t> digests;
-  std::vector<Completed> history;
-  uint64_t retries = 0;
-  std::vector<Command> commands;
-  for (uint32_t c = 0; c < clients; ++c) {
-    std::vector<Command> ops = generate_ops(workload, c);
-    for (size_t i = 0; i < ops.size(); ++i) {
-      ops[i].client = config.client_id(c);
-      ops[i].seq = i + 1;
-      commands.push_back(ops[i]);
-    }
-  }
-  for (const std::string& line : all) {
-    std::istringstream in(line);
-    std::string kind;
-    uint32_t r = 0;
-    in >> kind >> r;
-    if (kind == "R") {
-      uint64_t digest = 0, n = 0;
-      uint64_t view = 0;
-      in >> view >> digest >> n;
-      std::vector<std::pair<uint64_t, uint64_t>> log;
-      for (uint64_t i = 0; i < n; ++i) {
-        std::string id;
-        in >> id;
-        size_t colon = id.find(':');
-        log.emplace_back(std::stoull(id.substr(0, colon)), std::stoull(id.substr(colon + 1)));
-      }
-      logs.push_back(std::move(log));
-      digests.push_back(digest);
-      std::printf("replica %u: applied %" PRIu64 " entries, digest %016" PRIx64 ", view %" PRIu64
-                  "\n",
-                  r, n, digest, view);
-    } else {
-      uint64_t n = 0, rt = 0;
-      in >> n >> rt;
-      retries += rt;
-      uint64_t cmd_client = 0;
-      for (uint64_t i = 0; i < n; ++i) {
-        Completed c;
-        int ok = 0;
-        std::string value;
-        in >> cmd_client >> c.cmd.seq >> c.invoked_ms >> c.completed_ms >> c.invoked_us >>
-            c.completed_us >> ok >> value;
-        c.cmd.client = cmd_client;
-        c.result.ok = ok != 0;
-        c.result.value = value.substr(1);
-        for (const Command& k : commands)
-          if (k.client == c.cmd.client && k.seq == c.cmd.seq) c.cmd = k;
-        history.push_back(c);
-      }
-      if (n != o.ops_per_client)
-        problems.push_back("client rank " + std::to_string(r) + " completed " + std::to_string(n) +
-                           " of " + std::to_string(o.ops_per_client) + " operations");
-    }
-  }
-  for (size_t i = 1; i < logs.size(); ++i) {
-    if (logs[i] != logs[0])
-      problems.push_back("replica " + std::to_string(i) +
-                         "'s applied log differs from replica 0's");
-    if (digests[i] != digests[0])
-      problems.push_back("replica " + std::to_string(i) + "'s digest differs from replica 0's");
-  }
-  std::set<std::pair<uint64_t, uint64_t>> distinct(logs[0].begin(), logs[0].end());
-  distinct.erase({0, 0});
-  if (distinct.size() != commands.size())
-    problems.push_back("the log holds " + std::to_string(distinct.size()) +
-                       " distinct operations, the clients issued " +
-                       std::to_string(commands.size()));
-  std::string lin = check_linearization(logs[0], commands, history);
-  if (!lin.empty()) problems.push_back(lin);
-  std::string why;
-  if (!o.history.empty() && !write_history(o.history, history, &why)) problems.push_back(why);
-  std::printf("clients: %u x %u operations completed (%zu in all, %" PRIu64
-              " retries); log: %zu entries, %zu distinct operations\n",
-              clients, o.ops_per_client, history.size(), retries, logs[0].size(), distinct.size());
-  for (const std::string& line : latency_report(history)) std::printf("%s\n", line.c_str());
-  std::printf("replicas agree: %s\n", problems.empty() ? "yes" : "no");
-  for (const std::string& p : problems) std::printf("MISMATCH: %s\n", p.c_str());
-  std::printf(
-      "job: %s\n",
-      problems.empty()
-          ? "every operation completed exactly once; replicas identical; history linearizable"
-          : "FAILED");
-  return problems.empty() ? 0 : 1;
+  return check_job(all, o, clients);
 }
 
 }  // namespace kv

@@ -18,12 +18,14 @@
 // replica and closes its source. Once every client is done and its log is
 // fully committed, the leader tells the followers the final slot; each
 // follower that applied it answers and closes; the leader closes last. Then
-// every rank reports (allgather) and rank 0 checks: equal digests and
-// applied logs on all replicas, every operation completed, and the log a
-// linearization of the clients' history (check_linearization).
+// every rank reports to rank 0 on the kv-report flow (job_report.h) and
+// rank 0 checks: equal digests and applied logs on all replicas, every
+// operation completed, and the log a linearization of the clients' history
+// (check_linearization).
 //
-// Not yet: faults (a lost rank ends the job with an error), NOPaxos on the
-// ordered replicate flow. See docs/kv.md.
+// Faults: a leader that stalls or is stopped (SIGSTOP) within the peer
+// timeout is replaced; lost messages are made up for (test hooks). A lost
+// rank still ends the job with an error. See docs/kv.md.
 #pragma once
 
 #include <sluice/cluster.h>
@@ -55,6 +57,9 @@ struct FlowJobOptions {
   // The job's own end-of-run messages are never lost.
   double test_drop = 0;
   uint64_t test_drop_seed = 1;
+  // Client ranks serve the Redis protocol on TCP port resp_port + (client
+  // index) instead of running a workload (resp_gateway.h); 0: off.
+  uint16_t resp_port = 0;
   // Rank 0 writes the clients' completed operations here (history.h: JSON
   // lines, the input of kv-porcupine); empty: none.
   std::string history;

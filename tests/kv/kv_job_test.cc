@@ -132,6 +132,14 @@ TEST(KvJobTest, LongRunNoPaxosKeepsEveryMessageWithinASegment) {
                    2, 1500);
 }
 
+// 24,000 operations: the clients' reports (every command and time, about
+// 2 MB) are more than one registry message may carry (1 MiB), so they reach
+// rank 0 on the kv-report flow; porcupine checks the whole history.
+TEST(KvJobTest, LongRunReportsTravelToRankZeroOnAFlow) {
+  expect_clean_job(run_kv(5, {"run", "--workload", "a", "--ops", "12000", "--keys", "1000"}), 3, 2,
+                   12000);
+}
+
 // YCSB workload B (95% gets) on Zipfian keys with 64-byte values: the job's
 // checks and porcupine pass, and rank 0 reports the throughput and each
 // operation type's latency for every operation.

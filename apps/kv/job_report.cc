@@ -1,0 +1,202 @@
+#include "job_report.h"
+
+#include <sluice/errors.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "cluster_sim.h"
+#include "history.h"
+
+namespace kv {
+
+namespace {
+
+// A string as one word: "-" for empty, else its bytes in hex.
+std::string hex(const std::string& s) {
+  if (s.empty()) return "-";
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * s.size());
+  for (const unsigned char ch : s) {
+    out.push_back(digits[ch >> 4]);
+    out.push_back(digits[ch & 15]);
+  }
+  return out;
+}
+
+bool unhex(const std::string& w, std::string* out) {
+  out->clear();
+  if (w == "-") return true;
+  if (w.size() % 2 != 0) return false;
+  auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  for (size_t i = 0; i < w.size(); i += 2) {
+    const int hi = nibble(w[i]), lo = nibble(w[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string replica_report(uint32_t rank, const Store& s, uint64_t view) {
+  std::ostringstream o;
+  o << "R " << rank << " " << view << " " << s.digest() << " " << s.applied().size();
+  for (const auto& [c, q] : s.applied()) o << " " << c << ":" << q;
+  return o.str();
+}
+
+std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops) {
+  std::ostringstream o;
+  o << "C " << rank << " " << c.history().size() << " " << c.retries() << " " << expected_ops;
+  for (const Completed& h : c.history()) {
+    o << " " << h.cmd.client << " " << h.cmd.seq << " " << static_cast<int>(h.cmd.op) << " "
+      << h.invoked_ms << " " << h.completed_ms << " " << h.invoked_us << " " << h.completed_us
+      << " " << h.result.ok << " " << hex(h.cmd.key) << " " << hex(h.cmd.value) << " "
+      << hex(h.cmd.expected) << " " << hex(h.result.value);
+  }
+  return o.str();
+}
+
+sluice::BytesShuffleSpec report_flow(sluice::Cluster& cluster) {
+  std::vector<uint32_t> others;
+  for (uint32_t r = 1; r < cluster.world_size(); ++r) others.push_back(r);
+  return sluice::shuffle_bytes("kv-report")
+      .sources(cluster.ranks(others))
+      .targets(cluster.ranks({0}))
+      .segment_bytes(64 * 1024);
+}
+
+std::vector<std::string> gather_reports(sluice::Cluster& cluster,
+                                        const sluice::BytesShuffleSpec& spec,
+                                        const std::string& mine) {
+  const uint32_t rank = cluster.rank(), world = cluster.world_size();
+  auto fail = [](const char* what, sluice::Status s, const std::string& error) {
+    const sluice::ErrorCode code = s == sluice::Status::kPeerLost  ? sluice::ErrorCode::kPeerLost
+                                   : s == sluice::Status::kTimeout ? sluice::ErrorCode::kTimeout
+                                                                   : sluice::ErrorCode::kInternal;
+    throw sluice::Error(
+        code, std::string("kv-report: ") + what + ": " + sluice::to_string(s) + ": " + error);
+  };
+  if (rank != 0) {
+    sluice::BytesSource out = cluster.source(spec, 0);
+    for (size_t at = 0; at < mine.size(); at += kReportPiece) {
+      const size_t n = std::min(kReportPiece, mine.size() - at);
+      const sluice::Status s = out.push(std::as_bytes(std::span(mine.data() + at, n)));
+      if (s != sluice::Status::kOk) fail("push", s, out.error());
+    }
+    const sluice::Status s = out.close();
+    if (s != sluice::Status::kOk) fail("close", s, out.error());
+    return {};
+  }
+  // Records of one source arrive in the order pushed (per-source FIFO), so
+  // a source's pieces concatenate back into its line.
+  std::vector<std::string> lines(world);
+  lines[0] = mine;
+  sluice::BytesTarget in = cluster.target(spec, 0);
+  while (auto batch = in.consume()) {
+    const uint32_t from = in.last_source();  // index in the spec's sources: rank - 1
+    for (std::span<const std::byte> rec : *batch)
+      lines.at(from + 1).append(reinterpret_cast<const char*>(rec.data()), rec.size());
+  }
+  if (in.status() != sluice::Status::kEndOfFlow) fail("consume", in.status(), in.error());
+  return lines;
+}
+
+int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, uint32_t clients) {
+  std::vector<std::string> problems;
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> logs;
+  std::vector<uint64_t> digests;
+  std::vector<Completed> history;
+  std::vector<Command> commands;
+  uint64_t retries = 0;
+  for (const std::string& line : reports) {
+    std::istringstream in(line);
+    std::string kind;
+    uint32_t r = 0;
+    in >> kind >> r;
+    if (kind == "R") {
+      uint64_t digest = 0, n = 0, view = 0;
+      in >> view >> digest >> n;
+      std::vector<std::pair<uint64_t, uint64_t>> log;
+      for (uint64_t i = 0; i < n; ++i) {
+        std::string id;
+        in >> id;
+        const size_t colon = id.find(':');
+        log.emplace_back(std::stoull(id.substr(0, colon)), std::stoull(id.substr(colon + 1)));
+      }
+      logs.push_back(std::move(log));
+      digests.push_back(digest);
+      std::printf("replica %u: applied %" PRIu64 " entries, digest %016" PRIx64 ", view %" PRIu64
+                  "\n",
+                  r, n, digest, view);
+      continue;
+    }
+    uint64_t n = 0, rt = 0, expected = 0;
+    in >> n >> rt >> expected;
+    retries += rt;
+    for (uint64_t i = 0; i < n; ++i) {
+      Completed c;
+      int op = 0, ok = 0;
+      std::string key, value, want, result;
+      in >> c.cmd.client >> c.cmd.seq >> op >> c.invoked_ms >> c.completed_ms >> c.invoked_us >>
+          c.completed_us >> ok >> key >> value >> want >> result;
+      if (!in || !unhex(key, &c.cmd.key) || !unhex(value, &c.cmd.value) ||
+          !unhex(want, &c.cmd.expected) || !unhex(result, &c.result.value)) {
+        problems.push_back("client rank " + std::to_string(r) + "'s report is malformed");
+        break;
+      }
+      c.cmd.op = static_cast<Op>(op);
+      c.result.ok = ok != 0;
+      commands.push_back(c.cmd);
+      history.push_back(c);
+    }
+    if (expected != 0 && n != expected)
+      problems.push_back("client rank " + std::to_string(r) + " completed " + std::to_string(n) +
+                         " of " + std::to_string(expected) + " operations");
+  }
+  for (size_t i = 1; i < logs.size(); ++i) {
+    if (logs[i] != logs[0])
+      problems.push_back("replica " + std::to_string(i) +
+                         "'s applied log differs from replica 0's");
+    if (digests[i] != digests[0])
+      problems.push_back("replica " + std::to_string(i) + "'s digest differs from replica 0's");
+  }
+  std::set<std::pair<uint64_t, uint64_t>> distinct(logs[0].begin(), logs[0].end());
+  distinct.erase({0, 0});
+  if (distinct.size() != commands.size())
+    problems.push_back("the log holds " + std::to_string(distinct.size()) +
+                       " distinct operations, the clients completed " +
+                       std::to_string(commands.size()));
+  const std::string lin = check_linearization(logs[0], commands, history);
+  if (!lin.empty()) problems.push_back(lin);
+  std::string why;
+  if (!o.history.empty() && !write_history(o.history, history, &why)) problems.push_back(why);
+  if (o.resp_port == 0) {
+    std::printf("clients: %u x %u operations completed (%zu in all, %" PRIu64
+                " retries); log: %zu entries, %zu distinct operations\n",
+                clients, o.ops_per_client, history.size(), retries, logs[0].size(),
+                distinct.size());
+  } else {
+    std::printf("clients: %u RESP gateways completed %zu operations (%" PRIu64
+                " retries); log: %zu entries, %zu distinct operations\n",
+                clients, history.size(), retries, logs[0].size(), distinct.size());
+  }
+  for (const std::string& line : latency_report(history)) std::printf("%s\n", line.c_str());
+  std::printf("replicas agree: %s\n", problems.empty() ? "yes" : "no");
+  for (const std::string& p : problems) std::printf("MISMATCH: %s\n", p.c_str());
+  std::printf(
+      "job: %s\n",
+      problems.empty()
+          ? "every operation completed exactly once; replicas identical; history linearizable"
+          : "FAILED");
+  return problems.empty() ? 0 : 1;
+}
+
+}  // namespace kv

@@ -1,0 +1,53 @@
+// apps/kv/job_report.h: the end of a `sluice-kv run` job — what each rank
+// reports, how the reports reach rank 0, and rank 0's checks.
+//
+// Each rank's report is one line of text: a replica's applied log (command
+// identities), digest and view; a client's completed operations with their
+// whole commands (hex-encoded strings) and times. The lines travel to rank
+// 0 on a flow ("kv-report", every other rank -> rank 0, in pieces of at most
+// kReportPiece bytes), not through the registry, so a report is as long as
+// the run makes it. Rank 0 then checks: equal digests and applied logs on
+// all replicas, every client operation in the log exactly once, the log a
+// linearization of the clients' history (check_linearization), and prints
+// the counts, throughput and latencies.
+//
+// Thread safety: none (the job's one thread per rank).
+#pragma once
+
+#include <sluice/cluster.h>
+#include <sluice/flow.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "client.h"
+#include "flow_job.h"
+#include "store.h"
+
+namespace kv {
+
+inline constexpr size_t kReportPiece = 60 * 1024;
+
+// `view`: the ballot (Multi-Paxos) or leader number (NOPaxos) the replica
+// ended in; above 0 means a leader change happened.
+std::string replica_report(uint32_t rank, const Store& s, uint64_t view);
+// `expected_ops`: how many operations the client had to complete (0: any
+// number, a RESP gateway's).
+std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops);
+
+// The kv-report flow: every rank but 0 -> rank 0. Declare it on every rank.
+sluice::BytesShuffleSpec report_flow(sluice::Cluster& cluster);
+
+// Sends `mine` to rank 0 (ranks > 0) or collects every rank's line (rank 0,
+// its own first). Throws sluice::Error if the flow fails.
+std::vector<std::string> gather_reports(sluice::Cluster& cluster,
+                                        const sluice::BytesShuffleSpec& spec,
+                                        const std::string& mine);
+
+// Rank 0: checks the job from every rank's report and prints the summary;
+// returns the exit status (0: every check passed).
+int check_job(const std::vector<std::string>& reports, const FlowJobOptions& options,
+              uint32_t clients);
+
+}  // namespace kv
