@@ -1,0 +1,134 @@
+#include "resp.h"
+
+#include <charconv>
+
+namespace kv::resp {
+
+namespace {
+
+// Where the line that starts at `at` ends (its CR); npos if no whole line
+// is there yet.
+size_t line_end(std::string_view in, size_t at) { return in.find("\r\n", at); }
+
+bool parse_int(std::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+Parsed fail(std::string* error, const std::string& what) {
+  error->assign("Protocol error: ").append(what);
+  return Parsed::kError;
+}
+
+Parsed parse_inline(std::string_view in, std::vector<std::string>* args, size_t* used,
+                    std::string* error) {
+  const size_t nl = in.find('\n');
+  if (nl == std::string_view::npos) {
+    if (in.size() > kMaxInline) return fail(error, "too big inline request");
+    return Parsed::kIncomplete;
+  }
+  if (nl > kMaxInline) return fail(error, "too big inline request");
+  std::string_view line = in.substr(0, nl);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  args->clear();
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    if (i == line.size()) break;
+    std::string word;
+    if (line[i] == '"') {  // a quoted argument, with \" and \\ escapes
+      ++i;
+      bool closed = false;
+      while (i < line.size()) {
+        char c = line[i++];
+        if (c == '\\' && i < line.size()) {
+          word.push_back(line[i++]);
+        } else if (c == '"') {
+          closed = true;
+          break;
+        } else {
+          word.push_back(c);
+        }
+      }
+      if (!closed) return fail(error, "unbalanced quotes in request");
+    } else {
+      while (i < line.size() && line[i] != ' ' && line[i] != '\t') word.push_back(line[i++]);
+    }
+    if (args->size() == kMaxArgs) return fail(error, "too many arguments");
+    args->push_back(std::move(word));
+  }
+  *used = nl + 1;
+  return Parsed::kRequest;
+}
+
+}  // namespace
+
+Parsed parse_request(std::string_view in, std::vector<std::string>* args, size_t* used,
+                     std::string* error) {
+  if (in.empty()) return Parsed::kIncomplete;
+  if (in[0] != '*') return parse_inline(in, args, used, error);
+  size_t end = line_end(in, 1);
+  if (end == std::string_view::npos) {
+    if (in.size() > 32) return fail(error, "invalid multibulk length");
+    return Parsed::kIncomplete;
+  }
+  int64_t count = 0;
+  if (!parse_int(in.substr(1, end - 1), &count) || count > static_cast<int64_t>(kMaxArgs))
+    return fail(error, "invalid multibulk length");
+  size_t at = end + 2;
+  args->clear();
+  for (int64_t k = 0; k < count; ++k) {
+    if (at >= in.size()) return Parsed::kIncomplete;
+    if (in[at] != '$') {
+      std::string what = "expected '$', got '";
+      what.push_back(in[at]);
+      what.push_back('\'');
+      return fail(error, what);
+    }
+    end = line_end(in, at + 1);
+    if (end == std::string_view::npos) {
+      if (in.size() - at > 32) return fail(error, "invalid bulk length");
+      return Parsed::kIncomplete;
+    }
+    int64_t len = 0;
+    if (!parse_int(in.substr(at + 1, end - at - 1), &len) || len < 0 ||
+        len > static_cast<int64_t>(kMaxBulk))
+      return fail(error, "invalid bulk length");
+    const size_t data = end + 2;
+    if (in.size() < data + static_cast<size_t>(len) + 2) return Parsed::kIncomplete;
+    if (in.substr(data + len, 2) != "\r\n") return fail(error, "bulk string not ended by CRLF");
+    args->emplace_back(in.substr(data, static_cast<size_t>(len)));
+    at = data + static_cast<size_t>(len) + 2;
+  }
+  *used = at;
+  return Parsed::kRequest;
+}
+
+namespace {
+// (Built with append: GCC 12 warns falsely on chains of string +.)
+std::string framed(char kind, std::string_view s) {
+  std::string out(1, kind);
+  out.append(s);
+  out.append("\r\n");
+  return out;
+}
+}  // namespace
+
+std::string simple(std::string_view s) { return framed('+', s); }
+std::string error(std::string_view s) { return framed('-', s); }
+std::string integer(int64_t n) { return framed(':', std::to_string(n)); }
+std::string bulk(std::string_view s) {
+  std::string out = framed('$', std::to_string(s.size()));
+  out.append(s);
+  out.append("\r\n");
+  return out;
+}
+std::string null_bulk() { return "$-1\r\n"; }
+std::string array(const std::vector<std::string>& items) {
+  std::string out = framed('*', std::to_string(items.size()));
+  for (const std::string& s : items) out.append(bulk(s));
+  return out;
+}
+
+}  // namespace kv::resp

@@ -1,0 +1,43 @@
+// apps/kv/resp.h: RESP2, the Redis serialization protocol, as far as the
+// store's front end needs it: requests parsed incrementally from a
+// connection's bytes (arrays of bulk strings, as redis-cli and
+// redis-benchmark send them, and inline commands, as typed into telnet),
+// and the replies.
+//
+// Limits (a request beyond them is a protocol error; the front end answers
+// it and closes the connection): at most kMaxArgs arguments, bulk strings of
+// at most kMaxBulk bytes, inline lines of at most kMaxInline bytes.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kv::resp {
+
+inline constexpr size_t kMaxArgs = 1024;
+inline constexpr size_t kMaxBulk = 1 << 20;
+inline constexpr size_t kMaxInline = 64 * 1024;
+
+enum class Parsed : uint8_t {
+  kIncomplete,  // more bytes needed
+  kRequest,     // *args holds one request; *used bytes of `in` were taken
+  kError,       // a protocol error, said in *error (the connection must close)
+};
+
+// Parses the first request in `in`.
+Parsed parse_request(std::string_view in, std::vector<std::string>* args, size_t* used,
+                     std::string* error);
+
+std::string simple(std::string_view s);                    // +s
+std::string error(std::string_view s);                     // -s
+std::string integer(int64_t n);                            // :n
+std::string bulk(std::string_view s);                      // $len s
+std::string null_bulk();                                   // $-1
+std::string array(const std::vector<std::string>& items);  // *n, items as bulk strings
+
+}  // namespace kv::resp

@@ -1,0 +1,86 @@
+// The RESP2 codec (apps/kv/resp.h): requests as redis-cli and
+// redis-benchmark send them, byte by byte and pipelined; inline commands;
+// and the protocol errors that close a connection (garbage, a bulk length
+// of 1 GiB, too many arguments).
+#include "resp.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace kv::resp {
+namespace {
+
+TEST(RespTest, AnArrayOfBulkStringsParsesAtOnceAndByteByByte) {
+  const std::string req = "*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nva\r\nl\r\n";
+  std::vector<std::string> args;
+  size_t used = 0;
+  std::string error;
+  ASSERT_EQ(parse_request(req, &args, &used, &error), Parsed::kRequest) << error;
+  EXPECT_EQ(used, req.size());
+  EXPECT_EQ(args, (std::vector<std::string>{"SET", "key", "va\r\nl"}));
+  for (size_t n = 0; n < req.size(); ++n) {
+    EXPECT_EQ(parse_request(req.substr(0, n), &args, &used, &error), Parsed::kIncomplete) << n;
+  }
+}
+
+TEST(RespTest, PipelinedRequestsComeOneAtATime) {
+  const std::string one = "*1\r\n$4\r\nPING\r\n";
+  const std::string two = "*2\r\n$3\r\nGET\r\n$0\r\n\r\n";
+  const std::string both = one + two;
+  std::vector<std::string> args;
+  size_t used = 0;
+  std::string error;
+  ASSERT_EQ(parse_request(both, &args, &used, &error), Parsed::kRequest);
+  EXPECT_EQ(args, std::vector<std::string>{"PING"});
+  ASSERT_EQ(used, one.size());
+  ASSERT_EQ(parse_request(std::string_view(both).substr(used), &args, &used, &error),
+            Parsed::kRequest);
+  EXPECT_EQ(args, (std::vector<std::string>{"GET", ""}));
+  EXPECT_EQ(used, two.size());
+}
+
+TEST(RespTest, InlineCommandsSplitOnSpacesAndHonourQuotes) {
+  std::vector<std::string> args;
+  size_t used = 0;
+  std::string error;
+  ASSERT_EQ(parse_request("set k \"a b\\\"c\"\r\nrest", &args, &used, &error), Parsed::kRequest);
+  EXPECT_EQ(args, (std::vector<std::string>{"set", "k", "a b\"c"}));
+  EXPECT_EQ(used, 16u);
+  EXPECT_EQ(parse_request("PING", &args, &used, &error), Parsed::kIncomplete);
+  EXPECT_EQ(parse_request("get \"open\r\n", &args, &used, &error), Parsed::kError);
+}
+
+TEST(RespTest, GarbageAndOversizedRequestsAreProtocolErrors) {
+  std::vector<std::string> args;
+  size_t used = 0;
+  std::string error;
+  EXPECT_EQ(parse_request("*x\r\n", &args, &used, &error), Parsed::kError);
+  EXPECT_NE(error.find("invalid multibulk length"), std::string::npos) << error;
+  EXPECT_EQ(parse_request("*1\r\n+OK\r\n", &args, &used, &error), Parsed::kError);
+  EXPECT_NE(error.find("expected '$'"), std::string::npos) << error;
+  // A 1 GiB bulk string is refused from its header, before any of its bytes.
+  EXPECT_EQ(parse_request("*2\r\n$3\r\nGET\r\n$1073741824\r\n", &args, &used, &error),
+            Parsed::kError);
+  EXPECT_NE(error.find("invalid bulk length"), std::string::npos) << error;
+  EXPECT_EQ(parse_request("*1\r\n$-5\r\n", &args, &used, &error), Parsed::kError);
+  EXPECT_EQ(parse_request("*100000\r\n", &args, &used, &error), Parsed::kError);
+  EXPECT_EQ(parse_request("*1\r\n$3\r\nabcXY", &args, &used, &error), Parsed::kError);
+  EXPECT_NE(error.find("CRLF"), std::string::npos) << error;
+  // A header that never ends is not waited for forever.
+  EXPECT_EQ(parse_request("*" + std::string(100, '1'), &args, &used, &error), Parsed::kError);
+  EXPECT_EQ(parse_request(std::string(kMaxInline + 1, 'a'), &args, &used, &error), Parsed::kError);
+}
+
+TEST(RespTest, RepliesAreEncodedAsRedisDoes) {
+  EXPECT_EQ(simple("OK"), "+OK\r\n");
+  EXPECT_EQ(error("ERR no"), "-ERR no\r\n");
+  EXPECT_EQ(integer(-3), ":-3\r\n");
+  EXPECT_EQ(bulk("a\r\nb"), "$4\r\na\r\nb\r\n");
+  EXPECT_EQ(null_bulk(), "$-1\r\n");
+  EXPECT_EQ(array({"x", ""}), "*2\r\n$1\r\nx\r\n$0\r\n\r\n");
+}
+
+}  // namespace
+}  // namespace kv::resp
