@@ -16,8 +16,10 @@ deps:
 
 # What only the tests use: the adya history checker (crates.io, built into
 # .tools/adya) and kv-porcupine (apps/kv/porcupine, a Go module, built into
-# .tools/kv-porcupine), so that `make demo` does not wait for them.
+# .tools/kv-porcupine), and redis-tools (redis-cli and redis-benchmark for
+# the kv RESP tests), so that `make demo` does not wait for them.
 test-tools:
+	@scripts/install-deps.sh redis-tools
 	@scripts/install-adya.sh
 	@scripts/install-porcupine.sh
 

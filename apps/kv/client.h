@@ -53,6 +53,14 @@ class Client : public Node {
   void set_clock_us(uint64_t now_us) { clock_us_ = now_us; }
 
   bool done() const { return next_ == ops_.size() && !outstanding_; }
+  // Appends an operation to run after the others (a front end's client,
+  // constructed with none); returns its seq, which its Completed carries.
+  uint64_t add(Command c) {
+    c.client = id_;
+    c.seq = ops_.size() + 1;
+    ops_.push_back(std::move(c));
+    return ops_.size();
+  }
   const std::vector<Completed>& history() const { return history_; }
   uint32_t id() const { return id_; }
   // How often an operation was sent again after a timeout.

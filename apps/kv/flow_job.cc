@@ -1,5 +1,6 @@
 #include "flow_job.h"
 
+#include <sluice/errors.h>
 #include <sluice/flow.h>
 #include <sluice/worker.h>
 
@@ -15,6 +16,7 @@
 #include "codec.h"
 #include "history.h"
 #include "job_report.h"
+#include "resp_gateway.h"
 
 namespace kv {
 namespace {
@@ -106,8 +108,23 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     replica = std::make_unique<MultiPaxosReplica>(config, rank, mo);
   } else {
     uint32_t index = rank - o.replicas;
-    client = std::make_unique<Client>(config, o.protocol, index, generate_ops(workload, index),
-                                      o.retry_ms);
+    client = std::make_unique<Client>(
+        config, o.protocol, index, o.resp ? std::vector<Command>{} : generate_ops(workload, index),
+        o.retry_ms);
+  }
+  // A RESP front end instead of a workload (resp_gateway.h).
+  std::unique_ptr<RespGateway> gateway;
+  if (client && o.resp) {
+    const uint32_t port = o.resp_port == 0 ? 0 : o.resp_port + (rank - o.replicas);
+    if (port > 65535) {
+      throw sluice::Error(sluice::ErrorCode::kInvalidArgument,
+                          "sluice-kv: --resp-port " + std::to_string(o.resp_port) +
+                              " leaves no TCP port for client rank " + std::to_string(rank));
+    }
+    gateway = std::make_unique<RespGateway>(static_cast<uint16_t>(port));
+    std::fprintf(stderr, "sluice-kv: rank %u serves RESP on TCP port %u\n", rank,
+                 static_cast<unsigned>(gateway->port()));
+    std::fflush(stderr);
   }
   Node& node = np        ? static_cast<Node&>(*np)
                : replica ? static_cast<Node&>(*replica)
@@ -276,6 +293,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   uint64_t traced_retries = 0;
   while (!w.done() && failure.empty()) {
     size_t work = w.poll();
+    if (gateway && !closed) work += gateway->poll(*client);
     if (!closed) {
       const uint64_t us = now_us();
       if (client) client->set_clock_us(us);
@@ -291,7 +309,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                      rank, traced_retries, now_ms() - started, client->history().size());
       }
       work += flush();
-      if (client && client->done()) {
+      if (client && client->done() && (!gateway || gateway->finished())) {
         for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
         close_all();
       } else if (is_replica && clients_done.size() == clients &&
@@ -315,7 +333,13 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         }
       }
     }
-    w.idle(work);
+    // A gateway with nothing in flight waits for its sockets (nothing can
+    // come on the flows for it then); else the worker idles on the flows.
+    if (gateway && !closed && work == 0 && client->done() && !gateway->finished()) {
+      gateway->wait(std::chrono::milliseconds(10));
+    } else {
+      w.idle(work);
+    }
   }
   if (failure.empty() && w.done()) {
     for (size_t i = 0; i < w.num_inputs(); ++i)
@@ -340,7 +364,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
 
   const std::string mine = np        ? replica_report(rank, np->store(), np->view())
                            : replica ? replica_report(rank, replica->store(), replica->ballot())
-                                     : client_report(rank, *client, o.ops_per_client);
+                                     : client_report(rank, *client, gateway ? 0 : o.ops_per_client);
   const std::vector<std::string> all = gather_reports(cluster, report_spec, mine);
   if (rank != 0) return 0;
   return check_job(all, o, clients);

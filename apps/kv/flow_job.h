@@ -57,8 +57,10 @@ struct FlowJobOptions {
   // The job's own end-of-run messages are never lost.
   double test_drop = 0;
   uint64_t test_drop_seed = 1;
-  // Client ranks serve the Redis protocol on TCP port resp_port + (client
-  // index) instead of running a workload (resp_gateway.h); 0: off.
+  // resp: client ranks serve the Redis protocol (resp_gateway.h) instead of
+  // running a workload, on TCP port resp_port + (client index), or on a port
+  // the kernel picks when resp_port is 0 (each prints its port).
+  bool resp = false;
   uint16_t resp_port = 0;
   // Rank 0 writes the clients' completed operations here (history.h: JSON
   // lines, the input of kv-porcupine); empty: none.

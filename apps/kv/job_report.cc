@@ -178,7 +178,7 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
   if (!lin.empty()) problems.push_back(lin);
   std::string why;
   if (!o.history.empty() && !write_history(o.history, history, &why)) problems.push_back(why);
-  if (o.resp_port == 0) {
+  if (!o.resp) {
     std::printf("clients: %u x %u operations completed (%zu in all, %" PRIu64
                 " retries); log: %zu entries, %zu distinct operations\n",
                 clients, o.ops_per_client, history.size(), retries, logs[0].size(),

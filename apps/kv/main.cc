@@ -47,6 +47,10 @@ const char* kUsage =
     "                      YCSB's a (50% get, 50% put), b (95/5) or c (gets only)\n"
     "  --distribution D    keys uniform (default) or zipf (YCSB's scrambled Zipfian, 0.99)\n"
     "  --value-bytes N     YCSB workloads' value size (default 64)\n"
+    "  --resp-port P       client ranks serve the Redis protocol (redis-cli,\n"
+    "                      redis-benchmark) on TCP port P + client index instead of\n"
+    "                      running a workload (0: ports the kernel picks; each is\n"
+    "                      printed); SHUTDOWN ends the job (docs/kv.md)\n"
     "  --history FILE      rank 0 writes every completed operation to FILE (JSON lines;\n"
     "                      check it with kv-porcupine, scripts/install-porcupine.sh)\n"
     "\n"
@@ -215,6 +219,9 @@ int run_main(int argc, char** argv) {
       o.seed = n;
     } else if (a == "--retry-ms" && n >= 1) {
       o.retry_ms = n;
+    } else if (a == "--resp-port" && n <= 65535) {
+      o.resp = true;
+      o.resp_port = static_cast<uint16_t>(n);
     } else if (a == "--value-bytes" && n <= 1024 * 1024) {
       o.value_bytes = static_cast<uint32_t>(n);
     } else if (a == "--election-timeout-ms" && n >= 1) {

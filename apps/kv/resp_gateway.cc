@@ -1,0 +1,308 @@
+#include "resp_gateway.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <stdexcept>
+
+#include "resp.h"
+
+namespace kv {
+
+namespace {
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+std::string wrong_args(const std::string& name) {
+  return resp::error("ERR wrong number of arguments for '" + name + "' command");
+}
+
+}  // namespace
+
+RespGateway::RespGateway(uint16_t port) {
+  // Many idle connections are a case to serve, not a crash: allow as many
+  // descriptors as the hard limit does.
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0)
+    throw std::runtime_error(std::string("resp: socket: ") + std::strerror(errno));
+  const int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(port);
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(listen_fd_, 1024) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(listen_fd_);
+    throw std::runtime_error("resp: cannot listen on TCP port " + std::to_string(port) + ": " +
+                             why);
+  }
+  socklen_t len = sizeof(addr);
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  set_nonblocking(listen_fd_);
+}
+
+RespGateway::~RespGateway() {
+  for (auto& [id, c] : conns_) ::close(c.fd);
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+bool RespGateway::finished() const { return stopping_ && conns_.empty() && inflight_.empty(); }
+
+size_t RespGateway::accept_all() {
+  size_t n = 0;
+  while (!stopping_) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) break;  // EAGAIN, or out of descriptors: try again next round
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    conns_[next_id_++].fd = fd;
+    ++stats_.connections;
+    ++n;
+  }
+  return n;
+}
+
+void RespGateway::handle(Conn& c, uint64_t id, std::vector<std::string>& args, Client& client) {
+  if (args.empty()) return;  // an empty inline line
+  ++stats_.requests;
+  c.replies.emplace_back();
+  Reply& r = c.replies.back();
+  auto local = [&r](std::string text) {
+    r.text = std::move(text);
+    r.ready = true;
+  };
+  const std::string name = upper(args[0]);
+  auto submit = [&](Op op, const std::string& key, const std::string& value,
+                    const std::string& expected) {
+    Command cmd;
+    cmd.op = op;
+    cmd.key = key;
+    cmd.value = value;
+    cmd.expected = expected;
+    inflight_[client.add(std::move(cmd))] = {id, &r};
+    ++r.waiting;
+  };
+  auto fits = [&](size_t from) {
+    size_t bytes = 0;
+    for (size_t i = from; i < args.size(); ++i) bytes += args[i].size();
+    return bytes <= kMaxEntryBytes;
+  };
+  const std::string too_big = resp::error("ERR sluice-kv takes keys and values of at most " +
+                                          std::to_string(kMaxEntryBytes) + " bytes in all");
+  if (name == "PING") {
+    if (args.size() > 2) return local(wrong_args("ping"));
+    return local(args.size() == 2 ? resp::bulk(args[1]) : resp::simple("PONG"));
+  }
+  if (name == "GET") {
+    if (args.size() != 2) return local(wrong_args("get"));
+    if (!fits(1)) return local(too_big);
+    r.kind = Kind::kGet;
+    return submit(Op::kGet, args[1], "", "");
+  }
+  if (name == "SET") {
+    if (args.size() != 3) {
+      return local(args.size() < 3 ? wrong_args("set")
+                                   : resp::error("ERR syntax error (sluice-kv's SET takes no "
+                                                 "options)"));
+    }
+    if (!fits(1)) return local(too_big);
+    r.kind = Kind::kSet;
+    return submit(Op::kPut, args[1], args[2], "");
+  }
+  if (name == "DEL" || name == "EXISTS") {
+    if (args.size() < 2) return local(wrong_args(name == "DEL" ? "del" : "exists"));
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (args[i].size() > kMaxEntryBytes) return local(too_big);
+    }
+    r.kind = Kind::kCount;
+    for (size_t i = 1; i < args.size(); ++i)
+      submit(name == "DEL" ? Op::kDelete : Op::kGet, args[i], "", "");
+    return;
+  }
+  if (name == "CAS") {
+    if (args.size() != 4) return local(wrong_args("cas"));
+    if (!fits(1)) return local(too_big);
+    r.kind = Kind::kCas;
+    return submit(Op::kCas, args[1], args[3], args[2]);
+  }
+  if (name == "INFO") {
+    return local(
+        resp::bulk("# Server\r\nredis_version:7.0.0\r\nsluice_kv:1\r\nrole:master\r\n"
+                   "# Stats\r\ntotal_connections_received:" +
+                   std::to_string(stats_.connections) +
+                   "\r\ntotal_commands_processed:" + std::to_string(stats_.requests) + "\r\n"));
+  }
+  if (name == "CONFIG" || name == "COMMAND") return local(resp::array({}));
+  if (name == "SELECT") {
+    return local(args.size() == 2 && args[1] == "0"
+                     ? resp::simple("OK")
+                     : resp::error("ERR sluice-kv has one database, 0"));
+  }
+  if (name == "QUIT") {
+    c.closing = true;
+    return local(resp::simple("OK"));
+  }
+  if (name == "SHUTDOWN") {
+    stopping_ = true;
+    return local(resp::simple("OK"));
+  }
+  std::string shown = args[0].substr(0, 64);
+  return local(resp::error("ERR unknown command '" + shown + "'"));
+}
+
+size_t RespGateway::read(Conn& c, uint64_t id, Client& client) {
+  if (c.closing || c.gone) return 0;
+  size_t n = 0;
+  char buf[16384];
+  for (;;) {
+    const ssize_t got = ::recv(c.fd, buf, sizeof(buf), 0);
+    if (got > 0) {
+      c.in.append(buf, static_cast<size_t>(got));
+      n += static_cast<size_t>(got);
+      if (c.in.size() > 4 * resp::kMaxBulk) break;  // parse before reading more
+      continue;
+    }
+    if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) c.gone = true;
+    break;
+  }
+  size_t at = 0;
+  std::vector<std::string> args;
+  while (!c.closing && !stopping_) {
+    size_t used = 0;
+    std::string error;
+    const resp::Parsed p =
+        resp::parse_request(std::string_view(c.in).substr(at), &args, &used, &error);
+    if (p == resp::Parsed::kIncomplete) break;
+    if (p == resp::Parsed::kError) {
+      ++stats_.protocol_errors;
+      c.replies.emplace_back();
+      c.replies.back().text = resp::error("ERR " + error);
+      c.replies.back().ready = true;
+      c.closing = true;
+      c.in.clear();
+      at = 0;
+      break;
+    }
+    at += used;
+    handle(c, id, args, client);
+  }
+  c.in.erase(0, at);
+  return n;
+}
+
+void RespGateway::complete(Client& client) {
+  const std::vector<Completed>& done = client.history();
+  for (; completed_seen_ < done.size(); ++completed_seen_) {
+    const Completed& h = done[completed_seen_];
+    auto it = inflight_.find(h.cmd.seq);
+    if (it == inflight_.end()) continue;
+    Reply& r = *it->second.second;
+    inflight_.erase(it);
+    --r.waiting;
+    switch (r.kind) {
+      case Kind::kGet:
+        r.text = h.result.ok ? resp::bulk(h.result.value) : resp::null_bulk();
+        break;
+      case Kind::kSet:
+        r.text = resp::simple("OK");
+        break;
+      case Kind::kCount:
+        r.count += h.result.ok ? 1 : 0;
+        if (r.waiting == 0) r.text = resp::integer(r.count);
+        break;
+      case Kind::kCas:
+        r.text = resp::integer(h.result.ok ? 1 : 0);
+        break;
+      case Kind::kLocal:
+        break;
+    }
+    r.ready = r.waiting == 0;
+  }
+}
+
+size_t RespGateway::write(Conn& c) {
+  while (!c.replies.empty() && c.replies.front().ready) {
+    if (!c.gone) c.out += c.replies.front().text;
+    c.replies.pop_front();
+  }
+  if (c.gone) {
+    c.out.clear();
+    return 0;
+  }
+  size_t n = 0;
+  while (!c.out.empty()) {
+    const ssize_t sent = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+    if (sent > 0) {
+      c.out.erase(0, static_cast<size_t>(sent));
+      n += static_cast<size_t>(sent);
+      continue;
+    }
+    if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) c.gone = true;
+    break;
+  }
+  return n;
+}
+
+void RespGateway::close_conn(uint64_t id) {
+  ::close(conns_[id].fd);
+  conns_.erase(id);
+}
+
+size_t RespGateway::poll(Client& client) {
+  size_t work = accept_all();
+  complete(client);
+  std::vector<uint64_t> closed;
+  for (auto& [id, c] : conns_) {
+    work += read(c, id, client);
+    work += write(c);
+    // A connection is closed once nothing of it is left: no reply waiting
+    // on a command in flight (its Reply lives in c.replies), nothing unsent.
+    const bool drained = c.replies.empty() && c.out.empty();
+    if (drained && (c.gone || c.closing || stopping_)) closed.push_back(id);
+    if (c.gone && c.replies.empty()) closed.push_back(id);
+  }
+  std::sort(closed.begin(), closed.end());
+  closed.erase(std::unique(closed.begin(), closed.end()), closed.end());
+  for (uint64_t id : closed) close_conn(id);
+  if (stopping_ && listen_fd_ >= 0) {
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+  }
+  return work;
+}
+
+void RespGateway::wait(std::chrono::milliseconds timeout) {
+  std::vector<pollfd> fds;
+  if (listen_fd_ >= 0) fds.push_back({listen_fd_, POLLIN, 0});
+  for (const auto& [id, c] : conns_) {
+    short events = c.closing || c.gone ? 0 : POLLIN;
+    if (!c.out.empty()) events |= POLLOUT;
+    fds.push_back({c.fd, events, 0});
+  }
+  ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+}
+
+}  // namespace kv

@@ -1,0 +1,259 @@
+// The RESP front end of a replicated store (sluice-kv run --resp-port 0): one
+// job (3 Multi-Paxos replicas and a gateway rank) serves the whole suite,
+// reached by Redis's own tools (redis-cli and redis-benchmark, Debian's
+// redis-tools, which `make test` installs) and by raw sockets sending
+// garbage, a 1 GiB bulk length and a thousand idle connections. At the end
+// SHUTDOWN stops the gateway, and the job must pass its own checks (replicas
+// identical, every operation exactly once, the log a linearization) and
+// porcupine must find the whole history linearizable. The transport comes
+// from SLUICE_TRANSPORT.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "support/test_support.h"
+
+namespace {
+
+namespace proc = sluice::proc;
+
+using sluice::testing::ProcessResult;
+using sluice::testing::run_process;
+using Clock = std::chrono::steady_clock;
+
+std::string history_file() {
+  const char* transport = std::getenv("SLUICE_TRANSPORT");
+  return ::testing::TempDir() + "kv-resp-history-" + (transport ? transport : "default") + ".jsonl";
+}
+
+// A connection to the gateway; every call has a deadline.
+class Conn {
+ public:
+  explicit Conn(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  ~Conn() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return ok_; }
+  void send(const std::string& bytes) {
+    ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
+  // What arrives within `wait` (stops early once `until` has arrived);
+  // *closed: the gateway closed the connection.
+  std::string receive(const std::string& until, bool* closed = nullptr,
+                      std::chrono::milliseconds wait = std::chrono::seconds(20)) {
+    std::string got;
+    const auto end = Clock::now() + wait;
+    if (closed) *closed = false;
+    while (Clock::now() < end && got.find(until) == std::string::npos) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        if (closed) *closed = true;
+        break;
+      }
+      got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+// (Built with append: GCC 12 warns falsely on chains of string +.)
+std::string request(const std::vector<std::string>& args) {
+  std::string out = "*";
+  out.append(std::to_string(args.size())).append("\r\n");
+  for (const std::string& a : args)
+    out.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
+  return out;
+}
+
+class RespJobTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::filesystem::remove(history_file());
+    proc::SpawnOptions o;
+    o.argv = sluice::testing::job_argv(4, 300, "sluice-kv",
+                                       {"run", "--resp-port", "0", "--history", history_file()});
+    o.out = proc::Output::kPipe;
+    o.err = proc::Output::kToStdout;
+    job_ = new proc::Process(proc::Process::spawn(o));
+    output_ = new std::string;
+    // The gateway prints the port the kernel gave it.
+    std::regex served("serves RESP on TCP port ([0-9]+)");
+    const auto end = Clock::now() + std::chrono::seconds(60);
+    std::smatch m;
+    while (Clock::now() < end && !std::regex_search(*output_, m, served)) {
+      if (!drain(std::chrono::milliseconds(100))) break;
+    }
+    if (std::regex_search(*output_, m, served)) port_ = static_cast<uint16_t>(std::stoi(m[1]));
+  }
+
+  static void TearDownTestSuite() {
+    delete job_;
+    delete output_;
+  }
+
+  void SetUp() override { ASSERT_NE(port_, 0) << "the job did not start a gateway:\n" << *output_; }
+
+  // Reads what the job printed meanwhile; false once its output ended.
+  static bool drain(std::chrono::milliseconds wait) {
+    pollfd p{job_->out().get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return true;
+    char buf[4096];
+    const ssize_t n = ::read(job_->out().get(), buf, sizeof(buf));
+    if (n <= 0) return false;
+    output_->append(buf, static_cast<size_t>(n));
+    return true;
+  }
+
+  static std::string redis_tool(const std::string& tool) {
+    std::string error;
+    int status = 0;
+    const auto path = proc::find_program(tool, &error, &status);
+    return path ? *path : "";
+  }
+
+  static ProcessResult redis_cli(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {redis_tool("redis-cli"), "-p", std::to_string(port_)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_process(argv, {}, std::chrono::seconds(30));
+  }
+
+  static inline proc::Process* job_ = nullptr;
+  static inline std::string* output_ = nullptr;
+  static inline uint16_t port_ = 0;
+};
+
+TEST_F(RespJobTest, RedisCliCommandsGoThroughTheReplicatedStore) {
+  ASSERT_NE(redis_tool("redis-cli"), "") << "redis-cli is missing: make test-tools installs "
+                                            "redis-tools (scripts/install-deps.sh)";
+  auto says = [](const std::vector<std::string>& args) {
+    const ProcessResult r = redis_cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::string out = r.output;
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out;
+  };
+  EXPECT_EQ(says({"PING"}), "PONG");
+  EXPECT_EQ(says({"SET", "fruit", "apple"}), "OK");
+  EXPECT_EQ(says({"GET", "fruit"}), "apple");
+  EXPECT_EQ(says({"EXISTS", "fruit", "nothing", "fruit"}), "2");
+  EXPECT_EQ(says({"CAS", "fruit", "pear", "plum"}), "0");
+  EXPECT_EQ(says({"CAS", "fruit", "apple", "plum"}), "1");
+  EXPECT_EQ(says({"GET", "fruit"}), "plum");
+  EXPECT_EQ(says({"DEL", "fruit", "nothing"}), "1");
+  EXPECT_EQ(says({"GET", "fruit"}), "");
+  EXPECT_NE(says({"FLUSHALL"}).find("unknown command"), std::string::npos);
+}
+
+TEST_F(RespJobTest, RedisBenchmarkRunsPipelinedAgainstIt) {
+  ASSERT_NE(redis_tool("redis-benchmark"), "")
+      << "redis-benchmark is missing: make test-tools installs redis-tools";
+  const ProcessResult r =
+      run_process({redis_tool("redis-benchmark"), "-p", std::to_string(port_), "-t", "set,get",
+                   "-n", "3000", "-c", "4", "-P", "16", "-r", "100", "-q"},
+                  {}, std::chrono::seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("SET: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("GET: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("requests per second"), std::string::npos) << r.output;
+}
+
+TEST_F(RespJobTest, GarbageAndAHugeBulkLengthGetAnErrorAndTheConnectionCloses) {
+  for (const std::string& bad :
+       {std::string("*x\r\n"), std::string("*2\r\n$3\r\nGET\r\n$1073741824\r\n"),
+        std::string("*1\r\n+OK\r\n")}) {
+    Conn c(port_);
+    ASSERT_TRUE(c.ok());
+    c.send(bad);
+    bool closed = false;
+    const std::string got = c.receive("\r\n", &closed);
+    EXPECT_EQ(got.rfind("-ERR Protocol error", 0), 0u) << got;
+    c.receive("never", &closed, std::chrono::seconds(5));
+    EXPECT_TRUE(closed) << "the connection stays open after: " << bad;
+  }
+  // A value past the entry limit is refused, and the connection goes on.
+  Conn c(port_);
+  c.send(request({"SET", "big", std::string(300, 'v')}) + request({"PING"}));
+  const std::string got = c.receive("+PONG\r\n");
+  EXPECT_NE(got.find("-ERR sluice-kv takes keys and values of at most 256 bytes"),
+            std::string::npos)
+      << got;
+  EXPECT_NE(got.find("+PONG\r\n"), std::string::npos) << got;
+}
+
+TEST_F(RespJobTest, AThousandIdleConnectionsDoNotStallIt) {
+  rlimit lim{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  if (lim.rlim_cur < 1100 && lim.rlim_max >= 1100) {
+    lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, 4096);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lim), 0);
+  }
+  ASSERT_GE(lim.rlim_cur, 1100u) << "this test needs 1100 file descriptors";
+  std::vector<std::unique_ptr<Conn>> idle;
+  for (int i = 0; i < 1000; ++i) {
+    idle.push_back(std::make_unique<Conn>(port_));
+    ASSERT_TRUE(idle.back()->ok()) << i;
+  }
+  Conn busy(port_);
+  busy.send(request({"SET", "while-idle", "1"}) + request({"GET", "while-idle"}));
+  const std::string got = busy.receive("$1\r\n1\r\n");
+  EXPECT_EQ(got, "+OK\r\n$1\r\n1\r\n");
+  // Half of them send half a request and go quiet: still nothing stalls.
+  for (size_t i = 0; i < idle.size(); i += 2) idle[i]->send("*2\r\n$3\r\nGET\r\n$5\r\nab");
+  busy.send(request({"PING"}));
+  EXPECT_EQ(busy.receive("+PONG\r\n"), "+PONG\r\n");
+}
+
+// Last (gtest runs a suite's tests in the order they are defined): SHUTDOWN ends the job, which
+// must pass its own checks, and porcupine must find the history linearizable.
+TEST_F(RespJobTest, ShutdownEndsTheJobWithItsChecksPassed) {
+  Conn c(port_);
+  c.send(request({"SHUTDOWN"}));
+  EXPECT_EQ(c.receive("+OK\r\n"), "+OK\r\n");
+  while (drain(std::chrono::milliseconds(200))) {
+  }
+  const auto status = job_->wait_until(Clock::now() + std::chrono::seconds(60));
+  ASSERT_TRUE(status.has_value()) << "the job did not end after SHUTDOWN\n" << *output_;
+  EXPECT_EQ(status->exit_code, 0) << *output_;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                *output_,
+                "job: every operation completed exactly once; replicas identical; history "
+                "linearizable"),
+            1)
+      << *output_;
+  EXPECT_NE(output_->find("RESP gateways completed"), std::string::npos) << *output_;
+  const ProcessResult p =
+      run_process({SLUICE_KV_PORCUPINE, history_file()}, {}, std::chrono::seconds(120));
+  EXPECT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("kv-porcupine: linearizable"), std::string::npos) << p.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+}  // namespace
