@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -89,6 +90,49 @@ class Client : public Node {
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, std::set<uint32_t>> acks_;
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Result> leader_results_;
   std::vector<Completed> history_;
+};
+
+// The closed-loop clients of one rank as one Node: a message goes to the
+// client it is addressed to (Message::to), a tick to every client.
+class ClientGroup final : public Node {
+ public:
+  void add(std::unique_ptr<Client> c) { clients_.push_back(std::move(c)); }
+  void receive(const Message& m, Outbox& out) override {
+    for (auto& c : clients_) {
+      if (c->id() == m.to) return c->receive(m, out);
+    }
+  }
+  void tick(uint64_t now_ms, Outbox& out) override {
+    for (auto& c : clients_) c->tick(now_ms, out);
+  }
+  void set_now(uint64_t now_ms) {
+    for (auto& c : clients_) c->set_now(now_ms);
+  }
+  void set_clock_us(uint64_t now_us) {
+    for (auto& c : clients_) c->set_clock_us(now_us);
+  }
+  bool done() const {
+    for (const auto& c : clients_) {
+      if (!c->done()) return false;
+    }
+    return true;
+  }
+  uint64_t retries() const {
+    uint64_t n = 0;
+    for (const auto& c : clients_) n += c->retries();
+    return n;
+  }
+  size_t completed() const {
+    size_t n = 0;
+    for (const auto& c : clients_) n += c->history().size();
+    return n;
+  }
+  size_t size() const { return clients_.size(); }
+  Client& client(size_t i) { return *clients_[i]; }
+  const Client& client(size_t i) const { return *clients_[i]; }
+
+ private:
+  std::vector<std::unique_ptr<Client>> clients_;
 };
 
 }  // namespace kv

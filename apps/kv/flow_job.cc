@@ -43,10 +43,14 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     return 2;
   }
   const Config config{o.replicas};
-  const uint32_t clients = world - o.replicas;
+  const uint32_t clients = world - o.replicas;  // client ranks
+  const uint32_t per_rank = o.resp ? 1 : std::max<uint32_t>(1, o.clients_per_rank);
   const bool is_replica = rank < o.replicas;
   const bool nopaxos = o.protocol == Protocol::kNoPaxos;
-  auto rank_of = [&](uint32_t id) { return id < o.replicas ? id : id - 1; };
+  // Client i (0-based over the job) is on client rank i / per_rank.
+  auto rank_of = [&](uint32_t id) {
+    return id < o.replicas ? id : o.replicas + (id - config.client_id(0)) / per_rank;
+  };
 
   std::vector<uint32_t> replica_ranks;
   for (uint32_t r = 0; r < o.replicas; ++r) replica_ranks.push_back(r);
@@ -79,7 +83,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
 
   ClusterOptions workload;
   workload.replicas = o.replicas;
-  workload.clients = clients;
+  workload.clients = clients * per_rank;
   workload.ops_per_client = o.ops_per_client;
   workload.keys = o.keys;
   workload.seed = o.seed;
@@ -89,7 +93,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
 
   std::unique_ptr<MultiPaxosReplica> replica;
   std::unique_ptr<NoPaxosReplica> np;
-  std::unique_ptr<Client> client;
+  std::unique_ptr<ClientGroup> client;
   if (is_replica && nopaxos) {
     NoPaxosOptions no;
     no.seed = o.seed;
@@ -107,10 +111,13 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     mo.max_resend = 128;  // keeps every message well inside a 64 KiB segment
     replica = std::make_unique<MultiPaxosReplica>(config, rank, mo);
   } else {
-    uint32_t index = rank - o.replicas;
-    client = std::make_unique<Client>(
-        config, o.protocol, index, o.resp ? std::vector<Command>{} : generate_ops(workload, index),
-        o.retry_ms);
+    client = std::make_unique<ClientGroup>();
+    for (uint32_t k = 0; k < per_rank; ++k) {
+      const uint32_t index = (rank - o.replicas) * per_rank + k;
+      client->add(std::make_unique<Client>(
+          config, o.protocol, index,
+          o.resp ? std::vector<Command>{} : generate_ops(workload, index), o.retry_ms));
+    }
   }
   // A RESP front end instead of a workload (resp_gateway.h).
   std::unique_ptr<RespGateway> gateway;
@@ -129,7 +136,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   Node& node = np        ? static_cast<Node&>(*np)
                : replica ? static_cast<Node&>(*replica)
                          : static_cast<Node&>(*client);
-  const uint32_t self_id = is_replica ? rank : config.client_id(rank - o.replicas);
+  // (A client rank's control messages name its first client.)
+  const uint32_t self_id = is_replica ? rank : config.client_id((rank - o.replicas) * per_rank);
 
   std::string failure;
   Outbox out;
@@ -293,7 +301,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   uint64_t traced_retries = 0;
   while (!w.done() && failure.empty()) {
     size_t work = w.poll();
-    if (gateway && !closed) work += gateway->poll(*client);
+    if (gateway && !closed) work += gateway->poll(client->client(0));
     if (!closed) {
       const uint64_t us = now_us();
       if (client) client->set_clock_us(us);
@@ -306,7 +314,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         std::fprintf(stderr,
                      "sluice-kv: rank %u: retry %" PRIu64 " at +%" PRIu64
                      " ms, %zu operations completed\n",
-                     rank, traced_retries, now_ms() - started, client->history().size());
+                     rank, traced_retries, now_ms() - started, client->completed());
       }
       work += flush();
       if (client && client->done() && (!gateway || gateway->finished())) {
@@ -362,12 +370,13 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     return 1;
   }
 
-  const std::string mine = np        ? replica_report(rank, np->store(), np->view())
-                           : replica ? replica_report(rank, replica->store(), replica->ballot())
-                                     : client_report(rank, *client, gateway ? 0 : o.ops_per_client);
+  const std::string mine = np ? replica_report(rank, np->store(), np->view())
+                           : replica
+                               ? replica_report(rank, replica->store(), replica->ballot())
+                               : client_reports(rank, *client, gateway ? 0 : o.ops_per_client);
   const std::vector<std::string> all = gather_reports(cluster, report_spec, mine);
   if (rank != 0) return 0;
-  return check_job(all, o, clients);
+  return check_job(all, o, clients * per_rank);
 }
 
 }  // namespace kv

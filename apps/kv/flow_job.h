@@ -42,6 +42,7 @@ struct FlowJobOptions {
   Protocol protocol = Protocol::kMultiPaxos;
   uint32_t replicas = 3;
   uint32_t ops_per_client = 1000;
+  uint32_t clients_per_rank = 1;  // closed-loop clients on each client rank
   uint32_t keys = 100;
   uint64_t seed = 1;
   std::string workload = "mixed";  // cluster_sim.h ClusterOptions: mixed, a, b, c

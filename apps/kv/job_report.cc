@@ -64,6 +64,15 @@ std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops)
   return o.str();
 }
 
+std::string client_reports(uint32_t rank, const ClientGroup& g, uint64_t expected_ops) {
+  std::string out;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (i > 0) out.push_back('\n');
+    out.append(client_report(rank, g.client(i), expected_ops));
+  }
+  return out;
+}
+
 sluice::BytesShuffleSpec report_flow(sluice::Cluster& cluster) {
   std::vector<uint32_t> others;
   for (uint32_t r = 1; r < cluster.world_size(); ++r) others.push_back(r);
@@ -116,7 +125,12 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
   std::vector<Completed> history;
   std::vector<Command> commands;
   uint64_t retries = 0;
-  for (const std::string& line : reports) {
+  std::vector<std::string> lines;  // a client rank's report holds a line per client
+  for (const std::string& report : reports) {
+    std::istringstream all(report);
+    for (std::string line; std::getline(all, line);) lines.push_back(line);
+  }
+  for (const std::string& line : lines) {
     std::istringstream in(line);
     std::string kind;
     uint32_t r = 0;

@@ -35,6 +35,8 @@ std::string replica_report(uint32_t rank, const Store& s, uint64_t view);
 // `expected_ops`: how many operations the client had to complete (0: any
 // number, a RESP gateway's).
 std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops);
+// The reports of every client of a rank, one line each.
+std::string client_reports(uint32_t rank, const ClientGroup& g, uint64_t expected_ops);
 
 // The kv-report flow: every rank but 0 -> rank 0. Declare it on every rank.
 sluice::BytesShuffleSpec report_flow(sluice::Cluster& cluster);

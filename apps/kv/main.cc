@@ -38,6 +38,7 @@ const char* kUsage =
     "  --protocol multipaxos|nopaxos   (default multipaxos)\n"
     "  --replicas N        2f+1 replicas (default 3)\n"
     "  --ops N             operations per client (default 1000)\n"
+    "  --clients-per-rank K  closed-loop clients on each client rank (default 1)\n"
     "  --keys N            distinct keys (default 100)\n"
     "  --seed S            workload seed (default 1)\n"
     "  --retry-ms MS       client retry timeout (default 2000)\n"
@@ -219,6 +220,8 @@ int run_main(int argc, char** argv) {
       o.seed = n;
     } else if (a == "--retry-ms" && n >= 1) {
       o.retry_ms = n;
+    } else if (a == "--clients-per-rank" && n >= 1 && n <= 256) {
+      o.clients_per_rank = static_cast<uint32_t>(n);
     } else if (a == "--resp-port" && n <= 65535) {
       o.resp = true;
       o.resp_port = static_cast<uint16_t>(n);

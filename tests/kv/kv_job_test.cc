@@ -132,6 +132,18 @@ TEST(KvJobTest, LongRunNoPaxosKeepsEveryMessageWithinASegment) {
                    2, 1500);
 }
 
+// Four closed-loop clients on each client rank (8 in all), both protocols:
+// replies find their client by its id, and each client's operations are
+// checked as a separate client's.
+TEST(KvJobTest, FourClientsPerRankBothProtocols) {
+  for (const char* protocol : {"multipaxos", "nopaxos"}) {
+    SCOPED_TRACE(protocol);
+    expect_clean_job(run_kv(5, {"run", "--protocol", protocol, "--clients-per-rank", "4", "--ops",
+                                "100", "--keys", "10"}),
+                     3, 8, 100);
+  }
+}
+
 // 24,000 operations: the clients' reports (every command and time, about
 // 2 MB) are more than one registry message may carry (1 MiB), so they reach
 // rank 0 on the kv-report flow; porcupine checks the whole history.
