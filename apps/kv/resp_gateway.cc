@@ -175,6 +175,9 @@ void RespGateway::handle(Conn& c, uint64_t id, std::vector<std::string>& args, C
 
 size_t RespGateway::read(Conn& c, uint64_t id, Client& client) {
   if (c.closing || c.gone) return 0;
+  // Back-pressure: a peer that sends without reading its replies is not
+  // read from until they drain.
+  if (c.out.size() > kMaxUnsentBytes || c.replies.size() > kMaxPendingReplies) return 0;
   size_t n = 0;
   char buf[16384];
   for (;;) {
@@ -298,7 +301,8 @@ void RespGateway::wait(std::chrono::milliseconds timeout) {
   std::vector<pollfd> fds;
   if (listen_fd_ >= 0) fds.push_back({listen_fd_, POLLIN, 0});
   for (const auto& [id, c] : conns_) {
-    short events = c.closing || c.gone ? 0 : POLLIN;
+    const bool held = c.out.size() > kMaxUnsentBytes || c.replies.size() > kMaxPendingReplies;
+    short events = c.closing || c.gone || held ? 0 : POLLIN;
     if (!c.out.empty()) events |= POLLOUT;
     fds.push_back({c.fd, events, 0});
   }

@@ -18,7 +18,8 @@
 // (they travel in flow records and log messages of bounded size); longer
 // ones get an error reply. A protocol error (resp.h: garbage, a bulk length
 // over 1 MiB, ...) gets an error reply and the connection is closed; the
-// gateway and the store go on. SHUTDOWN stops the gateway: it answers +OK,
+// gateway and the store go on. A peer that sends without reading is not
+// read from until its replies drain. SHUTDOWN stops the gateway: it answers +OK,
 // takes no more requests, finishes what is in flight, and the job then ends
 // as a workload's does, with rank 0's checks.
 //
@@ -38,6 +39,11 @@
 namespace kv {
 
 inline constexpr size_t kMaxEntryBytes = 256;
+// A connection is not read from while this much of its replies is unsent or
+// this many of its requests are unanswered (a peer that pipelines without
+// reading cannot grow the gateway's memory without bound).
+inline constexpr size_t kMaxUnsentBytes = size_t{1} << 20;
+inline constexpr size_t kMaxPendingReplies = 4096;
 
 class RespGateway {
  public:
