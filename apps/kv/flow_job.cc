@@ -44,7 +44,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   }
   const Config config{o.replicas};
   const uint32_t clients = world - o.replicas;  // client ranks
-  const uint32_t per_rank = o.resp ? 1 : std::max<uint32_t>(1, o.clients_per_rank);
+  const uint32_t per_rank = std::max<uint32_t>(1, o.clients_per_rank);
   const bool is_replica = rank < o.replicas;
   const bool nopaxos = o.protocol == Protocol::kNoPaxos;
   // Client i (0-based over the job) is on client rank i / per_rank.
@@ -301,7 +301,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   uint64_t traced_retries = 0;
   while (!w.done() && failure.empty()) {
     size_t work = w.poll();
-    if (gateway && !closed) work += gateway->poll(client->client(0));
+    if (gateway && !closed) work += gateway->poll(*client);
     if (!closed) {
       const uint64_t us = now_us();
       if (client) client->set_clock_us(us);

@@ -198,7 +198,7 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
                 clients, o.ops_per_client, history.size(), retries, logs[0].size(),
                 distinct.size());
   } else {
-    std::printf("clients: %u RESP gateways completed %zu operations (%" PRIu64
+    std::printf("clients: %u RESP gateway clients completed %zu operations (%" PRIu64
                 " retries); log: %zu entries, %zu distinct operations\n",
                 clients, history.size(), retries, logs[0].size(), distinct.size());
   }

@@ -85,7 +85,7 @@ size_t RespGateway::accept_all() {
   return n;
 }
 
-void RespGateway::handle(Conn& c, uint64_t id, std::vector<std::string>& args, Client& client) {
+void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client) {
   if (args.empty()) return;  // an empty inline line
   ++stats_.requests;
   c.replies.emplace_back();
@@ -102,7 +102,7 @@ void RespGateway::handle(Conn& c, uint64_t id, std::vector<std::string>& args, C
     cmd.key = key;
     cmd.value = value;
     cmd.expected = expected;
-    inflight_[client.add(std::move(cmd))] = {id, &r};
+    inflight_[{client.id(), client.add(std::move(cmd))}] = &r;
     ++r.waiting;
   };
   auto fits = [&](size_t from) {
@@ -173,7 +173,8 @@ void RespGateway::handle(Conn& c, uint64_t id, std::vector<std::string>& args, C
   return local(resp::error("ERR unknown command '" + shown + "'"));
 }
 
-size_t RespGateway::read(Conn& c, uint64_t id, Client& client) {
+size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
+  Client& client = clients.client(id % clients.size());
   if (c.closing || c.gone) return 0;
   // Back-pressure: a peer that sends without reading its replies is not
   // read from until they drain.
@@ -210,19 +211,24 @@ size_t RespGateway::read(Conn& c, uint64_t id, Client& client) {
       break;
     }
     at += used;
-    handle(c, id, args, client);
+    handle(c, args, client);
   }
   c.in.erase(0, at);
   return n;
 }
 
-void RespGateway::complete(Client& client) {
+void RespGateway::complete(ClientGroup& clients) {
+  completed_seen_.resize(clients.size());
+  for (size_t k = 0; k < clients.size(); ++k) complete(clients.client(k), completed_seen_[k]);
+}
+
+void RespGateway::complete(const Client& client, size_t& seen) {
   const std::vector<Completed>& done = client.history();
-  for (; completed_seen_ < done.size(); ++completed_seen_) {
-    const Completed& h = done[completed_seen_];
-    auto it = inflight_.find(h.cmd.seq);
+  for (; seen < done.size(); ++seen) {
+    const Completed& h = done[seen];
+    auto it = inflight_.find({client.id(), h.cmd.seq});
     if (it == inflight_.end()) continue;
-    Reply& r = *it->second.second;
+    Reply& r = *it->second;
     inflight_.erase(it);
     --r.waiting;
     switch (r.kind) {
@@ -274,12 +280,12 @@ void RespGateway::close_conn(uint64_t id) {
   conns_.erase(id);
 }
 
-size_t RespGateway::poll(Client& client) {
+size_t RespGateway::poll(ClientGroup& clients) {
   size_t work = accept_all();
-  complete(client);
+  complete(clients);
   std::vector<uint64_t> closed;
   for (auto& [id, c] : conns_) {
-    work += read(c, id, client);
+    work += read(c, id, clients);
     work += write(c);
     // A connection is closed once nothing of it is left: no reply waiting
     // on a command in flight (its Reply lives in c.replies), nothing unsent.

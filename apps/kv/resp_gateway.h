@@ -1,9 +1,11 @@
 // apps/kv/resp_gateway.h: the store's Redis-protocol (RESP2) front end. A
 // client rank of `sluice-kv run --resp-port P` listens on TCP port P + its
 // client index and turns each request of each connection into commands of
-// its one closed-loop Client (so every command goes through the replicated
-// log, one at a time, in arrival order), and each completed command into
-// the reply, in request order per connection:
+// one of its rank's closed-loop Clients (a connection keeps to one client,
+// round robin over --clients-per-rank, so its commands go through the
+// replicated log one at a time, in arrival order, while other connections'
+// go side by side), and each completed command into the reply, in request
+// order per connection:
 //
 //   PING [msg]            +PONG, or msg (answered here)
 //   GET key               bulk value, or null
@@ -56,10 +58,11 @@ class RespGateway {
 
   uint16_t port() const { return port_; }
 
-  // Accepts connections, reads and parses requests, hands commands to
-  // `client`, and writes the replies of completed ones. Never blocks.
+  // Accepts connections, reads and parses requests, hands commands to the
+  // connections' clients, and writes the replies of completed ones. Never
+  // blocks.
   // Returns how much it did (0: nothing), for the worker's idle().
-  size_t poll(Client& client);
+  size_t poll(ClientGroup& clients);
   // Sleeps in poll(2) on the sockets for at most `timeout` (call it when the
   // client has nothing in flight, instead of the worker's idle()).
   void wait(std::chrono::milliseconds timeout);
@@ -92,9 +95,10 @@ class RespGateway {
   };
 
   size_t accept_all();
-  size_t read(Conn& c, uint64_t id, Client& client);
-  void handle(Conn& c, uint64_t id, std::vector<std::string>& args, Client& client);
-  void complete(Client& client);
+  size_t read(Conn& c, uint64_t id, ClientGroup& clients);
+  void handle(Conn& c, std::vector<std::string>& args, Client& client);
+  void complete(ClientGroup& clients);
+  void complete(const Client& client, size_t& seen);
   size_t write(Conn& c);
   void close_conn(uint64_t id);
 
@@ -103,9 +107,9 @@ class RespGateway {
   bool stopping_ = false;
   uint64_t next_id_ = 0;
   std::map<uint64_t, Conn> conns_;
-  // A command in flight: its connection and its reply there.
-  std::map<uint64_t, std::pair<uint64_t, Reply*>> inflight_;  // by seq
-  size_t completed_seen_ = 0;
+  // A command in flight, by (client id, seq): the reply it goes into.
+  std::map<std::pair<uint32_t, uint64_t>, Reply*> inflight_;
+  std::vector<size_t> completed_seen_;  // per client of the group
   Stats stats_;
 };
 

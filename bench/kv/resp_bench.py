@@ -5,7 +5,8 @@ redis-tools). The servers are:
 
   redis-server                    (no persistence; the speed ceiling of one
                                    node without replication)
-  sluice-kv multipaxos (3 replicas + 1 gateway rank, sluice run, shm)
+  sluice-kv multipaxos (3 replicas + 1 gateway rank with --gateway-clients
+                       closed-loop clients, sluice run, shm)
   sluice-kv nopaxos    (the same, NOPaxos)
 
 For each, `redis-benchmark -t set,get -n N -c C -P P -q` runs --repeats
@@ -15,7 +16,7 @@ per server CPU-second, and the ratio to redis-server. sluice-kv's jobs end
 with SHUTDOWN, and their own checks must pass.
 
   bench/kv/resp_bench.py [--build build] [--requests 50000] [--clients 4]
-                         [--pipeline 16] [--repeats 3]
+                         [--pipeline 16] [--repeats 3] [--gateway-clients 4]
 
 Installs redis-server and redis-tools with scripts/install-deps.sh first.
 """
@@ -118,6 +119,8 @@ def main():
     ap.add_argument("--pipeline", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--transport", default="shm", choices=["shm", "ofi"])
+    ap.add_argument("--gateway-clients", type=int, default=4,
+                    help="closed-loop clients behind the gateway (--clients-per-rank)")
     args = ap.parse_args()
     subprocess.run([os.path.join(ROOT, "scripts", "install-deps.sh"), "redis-server",
                     "redis-tools"], check=True, stdout=subprocess.DEVNULL)
@@ -137,11 +140,13 @@ def main():
         results[f"sluice-kv {protocol}"] = run_server(
             f"sluice-kv {protocol}",
             [sluice, "run", "-n", "4", "--", kv, "run", "--protocol", protocol, "--resp-port",
-             str(port)], port, descendants, lambda p: redis_cli(p, "shutdown"), args)
+             str(port), "--clients-per-rank", str(args.gateway_clients)], port, descendants,
+            lambda p: redis_cli(p, "shutdown"), args)
 
     load = os.getloadavg()
     print(f"redis-benchmark -t set,get -n {args.requests} -c {args.clients} -P {args.pipeline} "
-          f"-q, median of {args.repeats}; sluice-kv over {args.transport}; "
+          f"-q, median of {args.repeats}; sluice-kv over {args.transport} with "
+          f"{args.gateway_clients} gateway clients; "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     base = results["redis-server"]
     print(f"{'server':24} {'SET/s':>10} {'GET/s':>10} {'cpu s':>7} {'req/cpu-s':>10} "

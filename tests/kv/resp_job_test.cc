@@ -1,5 +1,6 @@
 // The RESP front end of a replicated store (sluice-kv run --resp-port 0): one
-// job (3 Multi-Paxos replicas and a gateway rank) serves the whole suite,
+// job (3 Multi-Paxos replicas and a gateway rank whose connections share 2
+// clients) serves the whole suite,
 // reached by Redis's own tools (redis-cli and redis-benchmark, Debian's
 // redis-tools, which `make test` installs) and by raw sockets sending
 // garbage, a 1 GiB bulk length and a thousand idle connections. At the end
@@ -118,8 +119,9 @@ class RespJobTest : public ::testing::Test {
   static void SetUpTestSuite() {
     std::filesystem::remove(history_file());
     proc::SpawnOptions o;
-    o.argv = sluice::testing::job_argv(4, 300, "sluice-kv",
-                                       {"run", "--resp-port", "0", "--history", history_file()});
+    o.argv = sluice::testing::job_argv(
+        4, 300, "sluice-kv",
+        {"run", "--resp-port", "0", "--clients-per-rank", "2", "--history", history_file()});
     o.out = proc::Output::kPipe;
     o.err = proc::Output::kToStdout;
     job_ = new proc::Process(proc::Process::spawn(o));
@@ -283,7 +285,8 @@ TEST_F(RespJobTest, ShutdownEndsTheJobWithItsChecksPassed) {
                 "linearizable"),
             1)
       << *output_;
-  EXPECT_NE(output_->find("RESP gateways completed"), std::string::npos) << *output_;
+  EXPECT_NE(output_->find("clients: 2 RESP gateway clients completed"), std::string::npos)
+      << *output_;
   const ProcessResult p =
       run_process({SLUICE_KV_PORCUPINE, history_file()}, {}, std::chrono::seconds(120));
   EXPECT_EQ(p.exit_code, 0) << p.output;
