@@ -7,9 +7,8 @@
 //       [--bytes] [--latency] [--slow-consumer-us N] [--segment-bytes B]
 //       [--ring-segments S] [--kill-rank R --kill-after N --kill-stamp FILE [--kill-signal KILL|STOP]]
 //       [--expect-peer-lost R] [--wide-on-rank R]
-#include <sluice/sluice.h>
-
 #include <signal.h>
+#include <sluice/sluice.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -143,7 +143,8 @@ bool check_record(std::span<const std::byte> rec, uint64_t* key, uint64_t* value
 }
 
 template <class Out>
-void run_source(const Args& a, sluice::Cluster& c, Out out, uint32_t source_index, Shared* sh, uint32_t ntargets) {
+void run_source(const Args& a, sluice::Cluster& c, Out& out, uint32_t source_index, Shared* sh,
+                uint32_t ntargets) {
   std::vector<uint64_t> sent(2 * ntargets, 0);
   uint64_t backpressured = 0;
   std::byte buf[512];
@@ -203,7 +204,7 @@ void run_source(const Args& a, sluice::Cluster& c, Out out, uint32_t source_inde
 }
 
 template <class In>
-void run_target(const Args& a, In in, uint32_t target_index, uint32_t nsources, Shared* sh) {
+void run_target(const Args& a, In& in, uint32_t target_index, uint32_t nsources, Shared* sh) {
   uint64_t count = 0, sum = 0;
   std::vector<int64_t> last(nsources, -1);
   auto take = [&](uint64_t key, uint64_t value) -> bool {
@@ -288,20 +289,51 @@ int main(int argc, char** argv) {
       std::printf("FAILED: declare with a different record size succeeded\n");
       return 1;
     }
+    // Fault tests: an endpoint that ended (a failure included) is destroyed
+    // only once every survivor's endpoints have ended (a barrier of the
+    // survivors). Destroying it earlier aborts it, and a survivor could see
+    // that abort, second-hand, before its own endpoints learn of the killed
+    // rank, and then never name it (a rare failure of the multihost fault
+    // test).
+    std::atomic<size_t> ended{0};
+    std::promise<void> release;
+    const std::shared_future<void> released = release.get_future().share();
+    auto hold = [&] {
+      if (a.expect_lost < 0) return;
+      ended.fetch_add(1);
+      released.wait();
+    };
     auto run = [&](auto& spec) {
       configure(spec, a);
       auto flow = c.declare(spec);  // destroyed after the threads below ended
       for (uint32_t i = 0; i < srcs.size(); ++i) {
         if (srcs[i].rank != c.rank()) continue;
         threads.emplace_back([&, i, out = c.source(spec, srcs[i].slot)]() mutable {
-          run_source(a, c, std::move(out), i, &sh, static_cast<uint32_t>(tgts.size()));
+          run_source(a, c, out, i, &sh, static_cast<uint32_t>(tgts.size()));
+          hold();
         });
       }
       for (uint32_t i = 0; i < tgts.size(); ++i) {
         if (tgts[i].rank != c.rank()) continue;
         threads.emplace_back([&, i, in = c.target(spec, tgts[i].slot)]() mutable {
-          run_target(a, std::move(in), i, static_cast<uint32_t>(srcs.size()), &sh);
+          run_target(a, in, i, static_cast<uint32_t>(srcs.size()), &sh);
+          hold();
         });
+      }
+      if (a.expect_lost >= 0) {
+        while (ended.load() < threads.size())
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::vector<sluice::Endpoint> survivors;
+        for (uint32_t r = 0; r < c.world_size(); ++r) {
+          if (static_cast<int64_t>(r) != a.expect_lost) survivors.push_back(sluice::Endpoint{r, 0});
+        }
+        try {
+          c.barrier("endpoints-ended", survivors, 0,
+                    sluice::Deadline::clock::now() + std::chrono::seconds(60));
+        } catch (const std::exception& e) {
+          sh.error(std::string("the survivors' barrier failed: ") + e.what());
+        }
+        release.set_value();
       }
       for (auto& t : threads) t.join();
     };
