@@ -43,15 +43,6 @@ bool unhex(const std::string& w, std::string* out) {
   return true;
 }
 
-}  // namespace
-
-std::string replica_report(uint32_t rank, const Store& s, uint64_t view) {
-  std::ostringstream o;
-  o << "R " << rank << " " << view << " " << s.digest() << " " << s.applied().size();
-  for (const auto& [c, q] : s.applied()) o << " " << c << ":" << q;
-  return o.str();
-}
-
 std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops) {
   std::ostringstream o;
   o << "C " << rank << " " << c.history().size() << " " << c.retries() << " " << expected_ops;
@@ -61,6 +52,15 @@ std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops)
       << " " << h.result.ok << " " << hex(h.cmd.key) << " " << hex(h.cmd.value) << " "
       << hex(h.cmd.expected) << " " << hex(h.result.value);
   }
+  return o.str();
+}
+
+}  // namespace
+
+std::string replica_report(uint32_t rank, const Store& s, uint64_t view) {
+  std::ostringstream o;
+  o << "R " << rank << " " << view << " " << s.digest() << " " << s.applied().size();
+  for (const auto& [c, q] : s.applied()) o << " " << c << ":" << q;
   return o.str();
 }
 

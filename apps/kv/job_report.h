@@ -32,10 +32,9 @@ inline constexpr size_t kReportPiece = 60 * 1024;
 // `view`: the ballot (Multi-Paxos) or leader number (NOPaxos) the replica
 // ended in; above 0 means a leader change happened.
 std::string replica_report(uint32_t rank, const Store& s, uint64_t view);
-// `expected_ops`: how many operations the client had to complete (0: any
-// number, a RESP gateway's).
-std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops);
-// The reports of every client of a rank, one line each.
+// The reports of every client of a rank, one line each (its completed
+// operations with whole commands and times). `expected_ops`: how many each
+// had to complete (0: any number, a RESP gateway's).
 std::string client_reports(uint32_t rank, const ClientGroup& g, uint64_t expected_ops);
 
 // The kv-report flow: every rank but 0 -> rank 0. Declare it on every rank.

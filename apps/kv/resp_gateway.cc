@@ -10,7 +10,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <stdexcept>
@@ -275,27 +274,23 @@ size_t RespGateway::write(Conn& c) {
   return n;
 }
 
-void RespGateway::close_conn(uint64_t id) {
-  ::close(conns_[id].fd);
-  conns_.erase(id);
-}
-
 size_t RespGateway::poll(ClientGroup& clients) {
   size_t work = accept_all();
   complete(clients);
-  std::vector<uint64_t> closed;
-  for (auto& [id, c] : conns_) {
-    work += read(c, id, clients);
-    work += write(c);
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    Conn& c = it->second;
+    work += read(c, it->first, clients);
+    work += write(c);  // (a gone connection's unsent bytes are dropped here)
     // A connection is closed once nothing of it is left: no reply waiting
     // on a command in flight (its Reply lives in c.replies), nothing unsent.
     const bool drained = c.replies.empty() && c.out.empty();
-    if (drained && (c.gone || c.closing || stopping_)) closed.push_back(id);
-    if (c.gone && c.replies.empty()) closed.push_back(id);
+    if (drained && (c.gone || c.closing || stopping_)) {
+      ::close(c.fd);
+      it = conns_.erase(it);
+    } else {
+      ++it;
+    }
   }
-  std::sort(closed.begin(), closed.end());
-  closed.erase(std::unique(closed.begin(), closed.end()), closed.end());
-  for (uint64_t id : closed) close_conn(id);
   if (stopping_ && listen_fd_ >= 0) {
     ::close(listen_fd_);
     listen_fd_ = -1;

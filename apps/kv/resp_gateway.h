@@ -100,7 +100,6 @@ class RespGateway {
   void complete(ClientGroup& clients);
   void complete(const Client& client, size_t& seen);
   size_t write(Conn& c);
-  void close_conn(uint64_t id);
 
   int listen_fd_ = -1;
   uint16_t port_ = 0;
