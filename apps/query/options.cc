@@ -24,9 +24,9 @@ namespace {
       "                     against a single-process computation (prints verify: OK)\n"
       "  tpcc q1|q2|q3      the paper's TPC-C queries: 1 (four-way join, HAVING, ORDER BY),\n"
       "                     2 (promo revenue, order_line x item), 3 (per-ol_number aggregate)\n"
-      "                     over a\n"
-      "                     generated TPC-C database partitioned by warehouse; prints the\n"
-      "                     result rows (\"row: ...\"), the time and the rows each exchange moved\n"
+      "                     over a generated TPC-C database partitioned by warehouse (or\n"
+      "                     the CSV files of --input); prints the result rows (\"row: ...\"),\n"
+      "                     the time and the rows each exchange moved\n"
       "  tpcc-export        writes the generated tables as CSV files with a header to --dir\n"
       "                     (one process; for checking the queries with another engine)\n"
       "options:\n"
@@ -40,6 +40,10 @@ namespace {
       "  --warehouses W     tpcc: TPC-C warehouses (default 1)\n"
       "  --seed N           tpcc: generator seed (default 1)\n"
       "  --dir DIR          tpcc-export: where the CSV files go\n"
+      "  --input DIR        tpcc: scan DIR/customer.csv, orders.csv, new_order.csv,\n"
+      "                     order_line.csv and item.csv (a header, then the columns\n"
+      "                     tpcc-export writes) instead of generating: every worker reads\n"
+      "                     its own byte range of each file\n"
       "  --json             one JSON line per run\n"
       "  --help             this text\n");
 #ifdef SLUICE_QUERY_TEST_HOOKS
@@ -109,6 +113,8 @@ Options parse_options(int argc, char** argv) {
       o.seed = number(a, value(), 0, UINT64_MAX);
     } else if (a == "--dir") {
       o.dir = value();
+    } else if (a == "--input") {
+      o.input = value();
     } else if (a == "--json") {
       o.json = true;
 #ifdef SLUICE_QUERY_TEST_HOOKS

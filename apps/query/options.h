@@ -17,6 +17,7 @@ struct Options {
   uint32_t warehouses = 1;                        // --warehouses (tpcc)
   uint64_t seed = 1;                              // --seed (tpcc)
   std::string dir;                                // --dir (tpcc-export)
+  std::string input;                              // --input (tpcc: CSV files instead of generating)
   uint32_t threads = 1;                           // --threads
   uint64_t rows = 1000000;                        // --rows (per process)
   std::vector<uint32_t> batch_bytes{16384};       // --batch-bytes (a comma list sweeps)

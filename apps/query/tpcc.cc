@@ -2,9 +2,12 @@
 
 #include <sluice/hash.h>
 
+#include <filesystem>
 #include <numeric>
 #include <string>
 #include <vector>
+
+#include "csv.h"
 
 namespace sluice::query {
 
@@ -163,6 +166,34 @@ TpccTables generate_tpcc(uint32_t warehouses, uint32_t part, uint32_t parts, uin
   t.order_line.set_rows(lines);
   t.item.set_rows(items);
   return t;
+}
+
+TpccTables read_tpcc(const std::string& dir, uint32_t part, uint32_t parts) {
+  const std::string d = dir.empty() || dir.back() == '/' ? dir : dir + "/";
+  return TpccTables{read_csv_part(d + "customer.csv", tpcc_customer_schema(), part, parts),
+                    read_csv_part(d + "orders.csv", tpcc_orders_schema(), part, parts),
+                    read_csv_part(d + "new_order.csv", tpcc_new_order_schema(), part, parts),
+                    read_csv_part(d + "order_line.csv", tpcc_order_line_schema(), part, parts),
+                    read_csv_part(d + "item.csv", tpcc_item_schema(), part, parts)};
+}
+
+std::vector<std::pair<std::string, size_t>> write_tpcc_csv(const std::string& dir,
+                                                           const TpccTables& t) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw CsvError(dir + ": cannot create: " + ec.message());
+  const std::pair<const char*, const Batch*> tables[] = {{"customer", &t.customer},
+                                                         {"orders", &t.orders},
+                                                         {"new_order", &t.new_order},
+                                                         {"order_line", &t.order_line},
+                                                         {"item", &t.item}};
+  std::vector<std::pair<std::string, size_t>> written;
+  for (const auto& [name, b] : tables) {
+    const std::string path = dir + "/" + name + ".csv";
+    write_csv(path, *b);
+    written.emplace_back(path, b->rows());
+  }
+  return written;
 }
 
 }  // namespace sluice::query

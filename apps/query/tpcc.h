@@ -22,6 +22,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "batch.h"
 
@@ -39,5 +42,15 @@ Schema tpcc_item_schema();
 
 // Worker `part`'s share of a database of `warehouses` warehouses, among `parts` workers.
 TpccTables generate_tpcc(uint32_t warehouses, uint32_t part, uint32_t parts, uint64_t seed = 1);
+
+// Part `part` of `parts` of each table of dir/<table>.csv (customer,
+// orders, new_order, order_line, item; the columns of the schemas above, as
+// write_tpcc_csv writes them), split by byte ranges (csv.h). Throws CsvError.
+TpccTables read_tpcc(const std::string& dir, uint32_t part, uint32_t parts);
+
+// Writes the tables as dir/<table>.csv (dir is created); returns the files
+// written with their row counts. Throws CsvError.
+std::vector<std::pair<std::string, size_t>> write_tpcc_csv(const std::string& dir,
+                                                           const TpccTables& tables);
 
 }  // namespace sluice::query

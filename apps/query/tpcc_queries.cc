@@ -312,20 +312,42 @@ TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
                                       : q2 ? declare_q2(rt, config.name)
                                            : declare_q3(rt, config.name);
 
-  // Every worker generates its warehouses first (not part of the query time).
+  // Every worker generates its warehouses, or reads its part of the CSV
+  // files, first (not part of the query time).
   const uint32_t parts = rt.world() * threads;
   std::vector<TpccTables> tables(threads);
   std::vector<double> gen(threads, 0);
+  std::vector<std::string> load_error(threads);
   {
     std::vector<std::thread> pool;
     for (uint32_t t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         const auto t0 = std::chrono::steady_clock::now();
-        tables[t] = generate_tpcc(config.warehouses, rt.rank() * threads + t, parts, config.seed);
+        const uint32_t part = rt.rank() * threads + t;
+        try {
+          tables[t] = config.input_dir.empty()
+                          ? generate_tpcc(config.warehouses, part, parts, config.seed)
+                          : read_tpcc(config.input_dir, part, parts);
+        } catch (const std::exception& e) {
+          load_error[t] = e.what();
+        }
         gen[t] = since(t0);
       });
     }
     for (auto& th : pool) th.join();
+  }
+  // A rank that could not load its tables fails the query on every rank
+  // (rather than leaving the others at the start barrier).
+  std::string mine;
+  for (const auto& e : load_error) {
+    if (!e.empty()) mine = e;
+  }
+  const auto loads = cluster.allgather(config.name + ".load", mine);
+  for (size_t r = 0; r < loads.size(); ++r) {
+    if (!loads[r].empty()) {
+      result.error = "rank " + std::to_string(r) + " could not load its tables: " + loads[r];
+      return result;
+    }
   }
   cluster.barrier(config.name + ".start");
 

@@ -30,6 +30,11 @@ struct TpccConfig {
   std::string query = "q3";
   uint32_t warehouses = 1;
   uint64_t seed = 1;
+  // Non-empty: every worker reads its part of each table from
+  // input_dir/<table>.csv (csv.h; as tpcc-export writes them) instead of
+  // generating `warehouses` warehouses. The queries are correct on any
+  // partitioning of the rows, so the byte-range parts need not follow warehouses.
+  std::string input_dir;
   RuntimeOptions runtime;
   std::string name = "tpcc";                  // exchange names (unique per run in one job)
   std::function<void(uint64_t)> on_progress;  // test hook, as SyntheticConfig's
@@ -43,7 +48,7 @@ struct TpccExchangeReport {
 struct TpccResult {
   Batch rows;                                 // the result (rank 0 only)
   std::vector<TpccExchangeReport> exchanges;  // per exchange of the plan
-  double generate_seconds = 0;                // slowest worker's table generation
+  double generate_seconds = 0;                // slowest worker's table generation (or reading)
   double seconds = 0;                         // slowest worker's query
   std::string error;                          // empty: it ran
 };
