@@ -9,24 +9,58 @@ namespace sluice::query {
 
 namespace {
 
+// Appends rows `sel` of `in` to `out` (resized once, then written in place).
 void gather_column(const Column& in, const std::vector<uint32_t>& sel, Column* out) {
+  const size_t n = sel.size();
+  switch (in.type()) {
+    case Type::kDouble: {
+      const size_t at = out->reals.size();
+      out->reals.resize(at + n);
+      double* d = out->reals.data() + at;
+      for (size_t k = 0; k < n; ++k) d[k] = in.reals[sel[k]];
+      break;
+    }
+    case Type::kDate: {
+      const size_t at = out->days.size();
+      out->days.resize(at + n);
+      int32_t* d = out->days.data() + at;
+      for (size_t k = 0; k < n; ++k) d[k] = in.days[sel[k]];
+      break;
+    }
+    case Type::kString: {
+      const size_t w = in.field.width, at = out->chars.size();
+      out->chars.resize(at + n * w);
+      char* d = out->chars.data() + at;
+      for (size_t k = 0; k < n; ++k)
+        std::memcpy(d + k * w, in.chars.data() + size_t{sel[k]} * w, w);
+      break;
+    }
+    default: {
+      const size_t at = out->ints.size();
+      out->ints.resize(at + n);
+      int64_t* d = out->ints.data() + at;
+      for (size_t k = 0; k < n; ++k) d[k] = in.ints[sel[k]];
+    }
+  }
+}
+
+// Appends rows [from, from + n) of `in` to `out`.
+void copy_range(const Column& in, size_t from, size_t n, Column* out) {
   switch (in.type()) {
     case Type::kDouble:
-      for (uint32_t i : sel) out->reals.push_back(in.reals[i]);
+      out->reals.insert(out->reals.end(), in.reals.begin() + from, in.reals.begin() + from + n);
       break;
     case Type::kDate:
-      for (uint32_t i : sel) out->days.push_back(in.days[i]);
+      out->days.insert(out->days.end(), in.days.begin() + from, in.days.begin() + from + n);
       break;
     case Type::kString: {
       const size_t w = in.field.width;
-      for (uint32_t i : sel) {
-        const char* p = in.chars.data() + size_t{i} * w;
-        out->chars.insert(out->chars.end(), p, p + w);
-      }
+      out->chars.insert(out->chars.end(), in.chars.begin() + from * w,
+                        in.chars.begin() + (from + n) * w);
       break;
     }
     default:
-      for (uint32_t i : sel) out->ints.push_back(in.ints[i]);
+      out->ints.insert(out->ints.end(), in.ints.begin() + from, in.ints.begin() + from + n);
   }
 }
 
@@ -50,7 +84,23 @@ Scan::Scan(const Batch& table, size_t begin, size_t end, size_t batch_rows)
       pos_(std::min(begin, table.rows())),
       end_(std::min(end, table.rows())),
       batch_rows_(std::max<size_t>(1, batch_rows)),
-      slice_(table.schema()) {}
+      slice_(table.schema()) {
+  for (size_t c = 0; c < table.num_columns(); ++c) cols_.push_back(c);
+}
+
+Scan::Scan(const Batch& table, const std::vector<std::string>& columns, size_t begin, size_t end,
+           size_t batch_rows)
+    : table_(table),
+      pos_(std::min(begin, table.rows())),
+      end_(std::min(end, table.rows())),
+      batch_rows_(std::max<size_t>(1, batch_rows)) {
+  std::vector<Field> fields;
+  for (const std::string& name : columns) {
+    cols_.push_back(table.schema().index(name));
+    fields.push_back(table.schema()[cols_.back()]);
+  }
+  slice_ = Batch(Schema(std::move(fields)));
+}
 
 size_t Scan::step() {
   if (done_) return 0;
@@ -61,9 +111,10 @@ size_t Scan::step() {
   }
   const size_t n = std::min(batch_rows_, end_ - pos_);
   slice_.clear();
-  std::vector<uint32_t> sel(n);
-  for (size_t i = 0; i < n; ++i) sel[i] = static_cast<uint32_t>(pos_ + i);
-  gather(table_, sel, &slice_);
+  for (size_t k = 0; k < cols_.size(); ++k) {
+    copy_range(table_.column(cols_[k]), pos_, n, &slice_.column(k));
+  }
+  slice_.set_rows(n);
   pos_ += n;
   next_->push(slice_);
   return n;

@@ -66,18 +66,24 @@ class LocalSource {
   virtual bool done() const = 0;
 };
 
-// Pushes rows [begin, end) of a materialised table in batches of `batch_rows`.
+// Pushes rows [begin, end) of a materialised table in batches of
+// `batch_rows`: every column, or only `columns` (in that order; the
+// projection pushed into the scan, so that columns no operator reads are
+// never copied). Throws PlanError naming an unknown column.
 class Scan : public LocalSource {
  public:
   explicit Scan(const Batch& table, size_t begin = 0, size_t end = SIZE_MAX,
                 size_t batch_rows = 1024);
-  const Schema& schema() const { return table_.schema(); }
+  Scan(const Batch& table, const std::vector<std::string>& columns, size_t begin = 0,
+       size_t end = SIZE_MAX, size_t batch_rows = 1024);
+  const Schema& schema() const { return slice_.schema(); }
   void to(Sink* next) { next_ = next; }
   size_t step() override;
   bool done() const override { return done_; }
 
  private:
   const Batch& table_;
+  std::vector<size_t> cols_;  // the table's column of each output column
   size_t pos_, end_, batch_rows_;
   Batch slice_;
   Sink* next_ = nullptr;

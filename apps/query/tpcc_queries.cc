@@ -42,7 +42,7 @@ std::vector<ExchangeId> declare_q3(Runtime& rt, const std::string& name) {
 // merge, gather; at worker 0: averages and sort.
 struct Q3Plan : Plan {
   Q3Plan(QueryWorker& w, const TpccTables& t, const std::vector<ExchangeId>& x)
-      : scan(t.order_line),
+      : scan(t.order_line, {"ol_delivery_d", "ol_number", "ol_quantity", "ol_amount"}),
         filter(scan.schema(), gt(col("ol_delivery_d"), date(2013, 7, 1))),
         partial(filter.schema(), {"ol_number"}, q3_partials()),
         merge(partial.schema(), {"ol_number"},
@@ -139,14 +139,14 @@ std::vector<ExchangeId> declare_q1(Runtime& rt, const std::string& name) {
 //   order lines -> x4 by order; join, group, HAVING -> x5 gather; sort.
 struct Q1Plan : Plan {
   Q1Plan(QueryWorker& w, const TpccTables& t, const std::vector<ExchangeId>& x)
-      : cust_scan(t.customer),
+      : cust_scan(t.customer, {"c_w_id", "c_d_id", "c_id", "c_state"}),
         cust_filter(cust_scan.schema(), starts_with(col("c_state"), "A")),
         cust_project(q1_customers(cust_filter.schema())),
-        ord_scan(t.orders),
+        ord_scan(t.orders, {"o_w_id", "o_d_id", "o_c_id", "o_id", "o_entry_d"}),
         ord_filter(ord_scan.schema(), gt(col("o_entry_d"), date(2013, 7, 1))),
         ord_project(q1_orders(ord_filter.schema())),
         no_scan(t.new_order),
-        ol_scan(t.order_line),
+        ol_scan(t.order_line, {"ol_w_id", "ol_d_id", "ol_o_id", "ol_amount"}),
         ol_project(q1_lines(ol_scan.schema())),
         cust_build(cust_project.schema(), kCustomerKey),
         cust_probe(ord_project.schema(), kOrderCustomerKey, &cust_build),
@@ -251,10 +251,10 @@ std::vector<ExchangeId> declare_q2(Runtime& rt, const std::string& name) {
 
 struct Q2Plan : Plan {
   Q2Plan(QueryWorker& w, const TpccTables& t, const std::vector<ExchangeId>& x)
-      : item_scan(t.item),
+      : item_scan(t.item, {"i_id", "i_data"}),
         item_project(q2_items(item_scan.schema())),
         item_build(item_project.schema(), {"i_id"}),
-        ol_scan(t.order_line),
+        ol_scan(t.order_line, {"ol_delivery_d", "ol_i_id", "ol_amount"}),
         ol_filter(ol_scan.schema(), and_(ge(col("ol_delivery_d"), date(2013, 6, 1)),
                                          lt(col("ol_delivery_d"), date(2013, 8, 1)))),
         probe(ol_filter.schema(), {"ol_i_id"}, &item_build),

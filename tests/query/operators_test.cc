@@ -307,6 +307,30 @@ TEST(OperatorsTest, AggregateWithoutKeysGivesOneRowEvenForNoInput) {
   EXPECT_EQ(out.rows().to_text(), "0,0\n");
 }
 
+// A scan of some columns passes exactly those, in the order asked, in
+// batches that together are the table's rows [begin, end); an unknown
+// column is a PlanError naming it.
+TEST(OperatorsTest, ScanOfChosenColumnsPassesOnlyThoseInOrder) {
+  const Batch t = table_u();
+  Scan scan(t, {"factor", "ugrp"}, 2, 9, 3);
+  ASSERT_EQ(scan.schema().size(), 2u);
+  EXPECT_EQ(scan.schema()[0].name, "factor");
+  EXPECT_EQ(scan.schema()[1].name, "ugrp");
+  Collect out(scan.schema());
+  scan.to(&out);
+  size_t steps = 0;
+  while (scan.step() != 0) ++steps;
+  EXPECT_EQ(steps, 3u);  // 7 rows in batches of 3
+  EXPECT_TRUE(out.finished());
+  EXPECT_EQ(out.rows().to_text(), "1.50,2\n1.75,4\n2.00,4\n2.25,5\n2.50,6\n2.75,7\n3.00,8\n");
+  try {
+    Scan bad(t, {"ugrp", "nope"});
+    FAIL() << "an unknown column was scanned";
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("nope"), std::string::npos) << e.what();
+  }
+}
+
 // --- Against DuckDB ---
 
 class DuckDbTest : public ::testing::Test {
