@@ -9,7 +9,9 @@
 
 namespace sluice::query {
 
-const char* to_string(ExchangeImpl i) { return i == ExchangeImpl::kSluice ? "sluice" : "sockets"; }
+const char* to_string(ExchangeImpl i) {
+  return i == ExchangeImpl::kSluice ? "sluice" : i == ExchangeImpl::kSockets ? "sockets" : "none";
+}
 
 uint32_t record_stride(uint32_t packed_bytes) {
   for (uint32_t w : {8u, 16u, 24u, 32u, 48u, 64u, 96u, 128u, 192u, 256u, 384u, 512u})
@@ -213,6 +215,9 @@ Runtime::Runtime(sluice::Cluster& cluster, RuntimeOptions options)
   if (options_.batch_bytes < 512 || options_.batch_bytes % 64 != 0) {
     throw PlanError("the batch size must be a multiple of 64 bytes, at least 512 (got " +
                     std::to_string(options_.batch_bytes) + ")");
+  }
+  if (options_.impl == ExchangeImpl::kNone) {
+    throw PlanError("exchange 'none' is only the synthetic benchmark's compute-only baseline");
   }
   if (options_.impl == ExchangeImpl::kSockets)
     mesh_ = std::make_unique<SocketMesh>(cluster, options_);

@@ -56,7 +56,9 @@ struct QueryError : std::runtime_error {
 };
 
 enum class ExchangeKind : uint8_t { kShuffle, kBroadcast, kGather };
-enum class ExchangeImpl : uint8_t { kSluice, kSockets };
+// kNone is no exchange at all: the synthetic benchmark's compute-only
+// baseline (every worker keeps its own rows; Runtime refuses it).
+enum class ExchangeImpl : uint8_t { kSluice, kSockets, kNone };
 const char* to_string(ExchangeImpl i);
 
 struct RuntimeOptions {

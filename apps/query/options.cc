@@ -36,7 +36,9 @@ namespace {
       "                     a comma list (4096,16384,65536) runs once per value\n"
       "  --ring-segments N  sluice exchange: batches in flight per pair of workers (default 16)\n"
       "  --exchange E       sluice (default: sluice flows) or sockets (blocking TCP, one\n"
-      "                     connection per pair of processes, a sender thread per process)\n"
+      "                     connection per pair of processes, a sender thread per process);\n"
+      "                     synthetic also takes none: no exchange, every worker keeps its\n"
+      "                     rows (the compute-only time, to subtract for communication time)\n"
       "  --warehouses W     tpcc: TPC-C warehouses (default 1)\n"
       "  --seed N           tpcc: generator seed (default 1)\n"
       "  --dir DIR          tpcc-export: where the CSV files go\n"
@@ -104,8 +106,10 @@ Options parse_options(int argc, char** argv) {
         o.exchange = ExchangeImpl::kSluice;
       } else if (e == "sockets") {
         o.exchange = ExchangeImpl::kSockets;
+      } else if (e == "none") {
+        o.exchange = ExchangeImpl::kNone;
       } else {
-        usage("--exchange is sluice or sockets, not '" + e + "'");
+        usage("--exchange is sluice, sockets or none, not '" + e + "'");
       }
     } else if (a == "--warehouses") {
       o.warehouses = static_cast<uint32_t>(number(a, value(), 1, 100000));
@@ -140,6 +144,9 @@ Options parse_options(int argc, char** argv) {
                           : "unknown query '" + o.query + "' (q1, q2 or q3)");
   }
   if (o.command == "tpcc-export" && o.dir.empty()) usage("tpcc-export needs --dir");
+  if (o.command == "tpcc" && o.exchange == ExchangeImpl::kNone) {
+    usage("--exchange none is for synthetic only (the TPC-C plans need their exchanges)");
+  }
   return o;
 }
 

@@ -84,21 +84,26 @@ def less(a, b):
 
 def fig3(args):
     print(f"\nfig3: synthetic, {args.rows} rows per process, shuffled twice; median of "
-          f"{args.repeats}, seconds (job CPU seconds)")
-    print(f"{'P x T':6} {'sluice/shm':>18} {'sluice/ofi':>18} {'sockets':>18} "
-          f"{'shm vs sockets':>15} {'ofi vs sockets':>15}")  # time of each against sockets'
+          f"{args.repeats}, seconds (job CPU seconds). 'none' runs the same operators with no "
+          f"exchange (compute only); communication time is a time less that")
+    print(f"{'P x T':6} {'none':>7} {'sluice/shm':>18} {'sluice/ofi':>18} {'sockets':>18} "
+          f"{'shm vs sockets':>15} {'ofi vs sockets':>15} {'comm. shm/ofi vs sockets':>25}")
     best = {}
     for p, t in SHAPES:
         row = {}
+        base = ["synthetic", "--rows", str(args.rows), "--threads", str(t)]
+        none, _, _ = median_of(args, p, base + ["--exchange", "none"])
         for name, transport, extra in variants():
-            s, c, _ = median_of(args, p, ["synthetic", "--rows", str(args.rows), "--threads",
-                                          str(t)] + extra, transport)
+            s, c, _ = median_of(args, p, base + extra, transport)
             row[name] = (s, c)
             best[name] = min(best.get(name, s), s)
-        cut = lambda n: less(row[n][0], row["sockets"][0])
-        print(f"{p}x{t:<4} " + " ".join(f"{row[n][0]:8.3f} ({row[n][1]:5.2f})".rjust(18)
-                                         for n, _, _ in variants()) +
-              f" {cut('sluice/shm'):>15} {cut('sluice/ofi'):>15}", flush=True)
+        comm = {n: row[n][0] - none for n in row}
+        print(f"{p}x{t:<4} {none:7.3f} " +
+              " ".join(f"{row[n][0]:8.3f} ({row[n][1]:5.2f})".rjust(18) for n, _, _ in variants()) +
+              f" {less(row['sluice/shm'][0], row['sockets'][0]):>15}"
+              f" {less(row['sluice/ofi'][0], row['sockets'][0]):>15}"
+              f" {less(comm['sluice/shm'], comm['sockets']) + ' / ' + less(comm['sluice/ofi'], comm['sockets']):>25}",
+              flush=True)
     for n in ("sluice/shm", "sluice/ofi"):
         print(f"fastest {n} {best[n]:.3f} s against fastest sockets {best['sockets']:.3f} s: "
               f"{less(best[n], best['sockets'])} time")

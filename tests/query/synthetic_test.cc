@@ -109,7 +109,7 @@ TEST(SyntheticOptionsTest, BadOptionsAreNamed) {
       {sluice::testing::bin("sluice-query"), "synthetic", "--exchange", "carrier-pigeon"}, {},
       std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--exchange is sluice or sockets, not 'carrier-pigeon'"),
+  EXPECT_NE(r.output.find("--exchange is sluice, sockets or none, not 'carrier-pigeon'"),
             std::string::npos)
       << r.output;
   const ProcessResult b =
@@ -117,6 +117,25 @@ TEST(SyntheticOptionsTest, BadOptionsAreNamed) {
                   std::chrono::seconds(30));
   EXPECT_EQ(b.exit_code, 2) << b.output;
   EXPECT_NE(b.output.find("multiples of 64"), std::string::npos) << b.output;
+  const ProcessResult n =
+      run_process({sluice::testing::bin("sluice-query"), "tpcc", "q3", "--exchange", "none"}, {},
+                  std::chrono::seconds(30));
+  EXPECT_EQ(n.exit_code, 2) << n.output;
+  EXPECT_NE(n.output.find("--exchange none is for synthetic only"), std::string::npos) << n.output;
+}
+
+// The compute-only baseline: the same operators with no exchange give the
+// same count and checksum, and exchange nothing.
+TEST(SyntheticComputeOnlyTest, NoExchangeGivesTheSameResultAndMovesNothing) {
+  const ProcessResult r = run_query(
+      2, {"synthetic", "--json", "--threads", "2", "--rows", "100000", "--exchange", "none"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
+  EXPECT_EQ(json_field(r.output, "count"), "200000") << r.output;
+  EXPECT_EQ(json_field(r.output, "checksum"), json_field(r.output, "reference_checksum"))
+      << r.output;
+  EXPECT_EQ(json_field(r.output, "rows_exchanged"), "0") << r.output;
+  EXPECT_EQ(json_field(r.output, "exchange"), "none") << r.output;
 }
 
 // kill -9 of process 1 mid-query: the job fails, the launcher says which
