@@ -62,7 +62,81 @@ Parsed parse_inline(std::string_view in, std::vector<std::string>* args, size_t*
   return Parsed::kRequest;
 }
 
+Parsed parse_reply_at(std::string_view in, size_t at, int depth, Reply* reply, size_t* used,
+                      std::string* error) {
+  if (at >= in.size()) return Parsed::kIncomplete;
+  const size_t end = line_end(in, at + 1);
+  if (end == std::string_view::npos) {
+    if (in.size() - at > kMaxInline) return fail(error, "too long a reply line");
+    return Parsed::kIncomplete;
+  }
+  const std::string_view line = in.substr(at + 1, end - at - 1);
+  const size_t next = end + 2;
+  *reply = Reply{};
+  switch (in[at]) {
+    case '+':
+    case '-':
+      reply->kind = in[at] == '+' ? Reply::Kind::kSimple : Reply::Kind::kError;
+      reply->text.assign(line);
+      *used = next;
+      return Parsed::kRequest;
+    case ':':
+      if (!parse_int(line, &reply->integer)) return fail(error, "invalid integer reply");
+      reply->kind = Reply::Kind::kInteger;
+      *used = next;
+      return Parsed::kRequest;
+    case '$': {
+      int64_t n = 0;
+      if (!parse_int(line, &n) || n < -1 || n > static_cast<int64_t>(kMaxBulk)) {
+        return fail(error, "invalid bulk length");
+      }
+      if (n == -1) {
+        reply->kind = Reply::Kind::kNull;
+        *used = next;
+        return Parsed::kRequest;
+      }
+      const size_t len = static_cast<size_t>(n);
+      if (in.size() < next + len + 2) return Parsed::kIncomplete;
+      if (in.substr(next + len, 2) != "\r\n") return fail(error, "a bulk string without its CRLF");
+      reply->kind = Reply::Kind::kBulk;
+      reply->text.assign(in.substr(next, len));
+      *used = next + len + 2;
+      return Parsed::kRequest;
+    }
+    case '*': {
+      int64_t n = 0;
+      if (!parse_int(line, &n) || n < -1 || n > static_cast<int64_t>(kMaxArgs)) {
+        return fail(error, "invalid multibulk length");
+      }
+      if (n == -1) {
+        reply->kind = Reply::Kind::kNull;
+        *used = next;
+        return Parsed::kRequest;
+      }
+      if (depth >= 8) return fail(error, "arrays nested too deep");
+      reply->kind = Reply::Kind::kArray;
+      size_t pos = next;
+      for (int64_t i = 0; i < n; ++i) {
+        Reply item;
+        size_t item_end = 0;
+        const Parsed p = parse_reply_at(in, pos, depth + 1, &item, &item_end, error);
+        if (p != Parsed::kRequest) return p;
+        reply->items.push_back(std::move(item));
+        pos = item_end;
+      }
+      *used = pos;
+      return Parsed::kRequest;
+    }
+    default:
+      return fail(error, "a reply starts with '" + std::string(1, in[at]) + "'");
+  }
+}
+
 }  // namespace
+
+Parsed parse_reply(std::string_view in, Reply* reply, size_t* used, std::string* error) {
+  return parse_reply_at(in, 0, 0, reply, used, error);
+}
 
 Parsed parse_request(std::string_view in, std::vector<std::string>* args, size_t* used,
                      std::string* error) {

@@ -33,6 +33,20 @@ enum class Parsed : uint8_t {
 Parsed parse_request(std::string_view in, std::vector<std::string>* args, size_t* used,
                      std::string* error);
 
+// A reply, as a client reads it (kv_client.h).
+struct Reply {
+  enum class Kind : uint8_t { kSimple, kError, kInteger, kBulk, kNull, kArray };
+  Kind kind = Kind::kNull;
+  std::string text;          // kSimple, kError, kBulk
+  int64_t integer = 0;       // kInteger
+  std::vector<Reply> items;  // kArray
+};
+
+// Parses the first reply in `in` (kRequest: one reply is in *reply and
+// *used bytes were taken). Arrays nest at most 8 deep and hold at most
+// kMaxArgs items; bulk strings are at most kMaxBulk bytes.
+Parsed parse_reply(std::string_view in, Reply* reply, size_t* used, std::string* error);
+
 std::string simple(std::string_view s);                    // +s
 std::string error(std::string_view s);                     // -s
 std::string integer(int64_t n);                            // :n

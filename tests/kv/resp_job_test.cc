@@ -24,8 +24,10 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "kv_client.h"
 #include "support/test_support.h"
 
 namespace {
@@ -266,6 +268,75 @@ TEST_F(RespJobTest, APeerThatNeverReadsIsHeldBackAndOthersAreServed) {
   Conn other(port_);
   other.send(request({"SET", "served", "yes"}) + request({"GET", "served"}));
   EXPECT_EQ(other.receive("$3\r\nyes\r\n"), "+OK\r\n$3\r\nyes\r\n");
+}
+
+// The C++ client library (kv_client.h) against the replicated store: every
+// call through the log, binary-safe values, and a refused entry.
+TEST_F(RespJobTest, TheClientLibraryPutsGetsDeletesAndSwapsThroughTheStore) {
+  using namespace std::chrono_literals;
+  kv::KvClient c("127.0.0.1", port_);
+  const std::string odd("line\r\nbreak\0and nul", 20);
+  auto absent = c.get("lib:key", kv::within(30s));
+  ASSERT_TRUE(absent.ok()) << absent.error;
+  EXPECT_FALSE(absent.value.has_value());
+  ASSERT_TRUE(c.put("lib:key", odd, kv::within(30s)).ok());
+  auto got = c.get("lib:key", kv::within(30s));
+  ASSERT_TRUE(got.ok()) << got.error;
+  EXPECT_EQ(got.value, std::optional<std::string>(odd));
+  auto missed = c.cas("lib:key", "other", "new", kv::within(30s));
+  ASSERT_TRUE(missed.ok()) << missed.error;
+  EXPECT_FALSE(missed.value);
+  auto swapped = c.cas("lib:key", odd, "new", kv::within(30s));
+  ASSERT_TRUE(swapped.ok()) << swapped.error;
+  EXPECT_TRUE(swapped.value);
+  EXPECT_EQ(c.get("lib:key", kv::within(30s)).value, std::optional<std::string>("new"));
+  EXPECT_TRUE(c.del("lib:key", kv::within(30s)).value);
+  EXPECT_FALSE(c.del("lib:key", kv::within(30s)).value);
+  auto big = c.put("lib:big", std::string(300, 'v'), kv::within(30s));
+  EXPECT_EQ(big.status, kv::CallStatus::kRefused);
+  EXPECT_NE(big.error.find("at most 256 bytes"), std::string::npos) << big.error;
+  EXPECT_TRUE(c.connected()) << "a refused command keeps the connection";
+}
+
+// Four threads, each with its own client, add 10 to a counter by get and
+// compare-and-set, retrying a swap that lost a race: the counter ends at
+// exactly 40 (no lost or doubled update through the replicated log).
+TEST_F(RespJobTest, ClientLibraryThreadsCountByCompareAndSetExactlyOnce) {
+  using namespace std::chrono_literals;
+  kv::KvClient init("127.0.0.1", port_);
+  ASSERT_TRUE(init.put("lib:counter", "0", kv::within(30s)).ok());
+  constexpr int kThreads = 4, kEach = 10;
+  std::vector<std::string> errors(kThreads);
+  std::vector<int> lost_races(kThreads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t) {
+    pool.emplace_back([&, t] {
+      kv::KvClient c("127.0.0.1", port_);
+      for (int done = 0; done < kEach;) {
+        auto v = c.get("lib:counter", kv::within(30s));
+        if (!v.ok() || !v.value) {
+          errors[t] = "get: " + v.error;
+          return;
+        }
+        const std::string next = std::to_string(std::stoi(*v.value) + 1);
+        auto s = c.cas("lib:counter", *v.value, next, kv::within(30s));
+        if (!s.ok()) {
+          errors[t] = "cas: " + s.error;
+          return;
+        }
+        if (s.value) {
+          ++done;
+        } else {
+          ++lost_races[t];
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(errors[t], "") << "thread " << t;
+  auto end = init.get("lib:counter", kv::within(30s));
+  ASSERT_TRUE(end.ok()) << end.error;
+  EXPECT_EQ(end.value, std::optional<std::string>(std::to_string(kThreads * kEach)));
 }
 
 // Last (gtest runs a suite's tests in the order they are defined): SHUTDOWN ends the job, which
