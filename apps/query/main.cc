@@ -165,6 +165,7 @@ int tpcc(const sq::Options& opt, sluice::Cluster& cluster) {
   config.query = opt.query;
   config.warehouses = opt.warehouses;
   config.seed = opt.seed;
+  config.every_amount = opt.every_amount;
   config.input_dir = opt.input;
   config.runtime.threads = opt.threads;
   config.runtime.batch_bytes = opt.batch_bytes.front();
@@ -248,7 +249,7 @@ int tpcc(const sq::Options& opt, sluice::Cluster& cluster) {
 // Writes the whole generated database (one process) as CSV with a header.
 int tpcc_export(const sq::Options& opt) {
   try {
-    const sq::TpccTables t = sq::generate_tpcc(opt.warehouses, 0, 1, opt.seed);
+    const sq::TpccTables t = sq::generate_tpcc(opt.warehouses, 0, 1, opt.seed, opt.every_amount);
     for (const auto& [path, rows] : sq::write_tpcc_csv(opt.dir, t)) {
       std::printf("%s: %zu rows\n", path.c_str(), rows);
     }

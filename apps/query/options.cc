@@ -41,6 +41,8 @@ namespace {
       "                     rows (the compute-only time, to subtract for communication time)\n"
       "  --warehouses W     tpcc: TPC-C warehouses (default 1)\n"
       "  --seed N           tpcc: generator seed (default 1)\n"
+      "  --every-amount     tpcc, tpcc-export: delivered order lines get amounts too (TPC-C's\n"
+      "                     population gives them 0.00, so q2 and q3 would sum zeros)\n"
       "  --dir DIR          tpcc-export: where the CSV files go\n"
       "  --input DIR        tpcc: scan DIR/customer.csv, orders.csv, new_order.csv,\n"
       "                     order_line.csv and item.csv (a header, then the columns\n"
@@ -113,6 +115,8 @@ Options parse_options(int argc, char** argv) {
       }
     } else if (a == "--warehouses") {
       o.warehouses = static_cast<uint32_t>(number(a, value(), 1, 100000));
+    } else if (a == "--every-amount") {
+      o.every_amount = true;
     } else if (a == "--seed") {
       o.seed = number(a, value(), 0, UINT64_MAX);
     } else if (a == "--dir") {

@@ -16,6 +16,7 @@ struct Options {
   std::string query;                              // tpcc: q3
   uint32_t warehouses = 1;                        // --warehouses (tpcc)
   uint64_t seed = 1;                              // --seed (tpcc)
+  bool every_amount = false;                      // --every-amount (tpcc, tpcc-export)
   std::string dir;                                // --dir (tpcc-export)
   std::string input;                              // --input (tpcc: CSV files instead of generating)
   uint32_t threads = 1;                           // --threads

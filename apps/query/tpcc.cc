@@ -84,7 +84,8 @@ Schema tpcc_item_schema() {
                  decimal_field("i_price", 2), string_field("i_data", 50)});
 }
 
-TpccTables generate_tpcc(uint32_t warehouses, uint32_t part, uint32_t parts, uint64_t seed) {
+TpccTables generate_tpcc(uint32_t warehouses, uint32_t part, uint32_t parts, uint64_t seed,
+                         bool every_amount) {
   TpccTables t{Batch(tpcc_customer_schema()), Batch(tpcc_orders_schema()),
                Batch(tpcc_new_order_schema()), Batch(tpcc_order_line_schema()),
                Batch(tpcc_item_schema())};
@@ -138,7 +139,9 @@ TpccTables generate_tpcc(uint32_t warehouses, uint32_t part, uint32_t parts, uin
           t.order_line.column(5).ints.push_back(w);
           t.order_line.column(6).days.push_back(delivered ? entry : kNullDate);
           t.order_line.column(7).ints.push_back(5);
-          t.order_line.column(8).ints.push_back(delivered ? 0 : lr.uniform(1, 999999));
+          // Drawn for every line, so that the flag changes nothing else.
+          const int64_t amount = lr.uniform(1, 999999);
+          t.order_line.column(8).ints.push_back(delivered && !every_amount ? 0 : amount);
           t.order_line.column(9).push_string(lr.astring(24, 24));
           ++lines;
         }

@@ -40,8 +40,12 @@ Schema tpcc_new_order_schema();
 Schema tpcc_order_line_schema();
 Schema tpcc_item_schema();
 
-// Worker `part`'s share of a database of `warehouses` warehouses, among `parts` workers.
-TpccTables generate_tpcc(uint32_t warehouses, uint32_t part, uint32_t parts, uint64_t seed = 1);
+// Worker `part`'s share of a database of `warehouses` warehouses, among
+// `parts` workers. every_amount: delivered order lines get an amount too
+// (0.01..9999.99) instead of the population rules' 0.00, so that the
+// queries that read only delivered lines (q2, q3) sum real amounts.
+TpccTables generate_tpcc(uint32_t warehouses, uint32_t part, uint32_t parts, uint64_t seed = 1,
+                         bool every_amount = false);
 
 // Part `part` of `parts` of each table of dir/<table>.csv (customer,
 // orders, new_order, order_line, item; the columns of the schemas above, as

@@ -325,9 +325,9 @@ TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
         const auto t0 = std::chrono::steady_clock::now();
         const uint32_t part = rt.rank() * threads + t;
         try {
-          tables[t] = config.input_dir.empty()
-                          ? generate_tpcc(config.warehouses, part, parts, config.seed)
-                          : read_tpcc(config.input_dir, part, parts);
+          tables[t] = config.input_dir.empty() ? generate_tpcc(config.warehouses, part, parts,
+                                                               config.seed, config.every_amount)
+                                               : read_tpcc(config.input_dir, part, parts);
         } catch (const std::exception& e) {
           load_error[t] = e.what();
         }

@@ -30,6 +30,7 @@ struct TpccConfig {
   std::string query = "q3";
   uint32_t warehouses = 1;
   uint64_t seed = 1;
+  bool every_amount = false;  // generate_tpcc's every_amount
   // Non-empty: every worker reads its part of each table from
   // input_dir/<table>.csv (csv.h; as tpcc-export writes them) instead of
   // generating `warehouses` warehouses. The queries are correct on any

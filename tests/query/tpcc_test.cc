@@ -225,6 +225,30 @@ TEST_F(TpccTest, QueriesScanningTheCsvFilesEqualDuckDb) {
   check_q3({{1, 1, "sluice"}, {2, 2, "sluice"}}, *expected_q3_, input);
 }
 
+// With --every-amount the delivered lines q2 and q3 read carry amounts
+// (TPC-C's population rules make them 0.00), so the exact decimal sums and
+// the promo ratio are checked on real values.
+TEST_F(TpccTest, Q2AndQ3SumRealAmountsWithEveryAmount) {
+  const std::filesystem::path every = *dir_ / "every";
+  const ProcessResult e =
+      run_process({sluice::testing::bin("sluice-query"), "tpcc-export", "--warehouses",
+                   std::to_string(kWarehouses), "--every-amount", "--dir", every.string()},
+                  {}, std::chrono::seconds(60));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const ProcessResult d =
+      run_process({SLUICE_QUERY_PYTHON, SLUICE_QUERY_DUCKDB_SCRIPT, every.string()}, {},
+                  std::chrono::seconds(60));
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  const std::vector<std::string> q2 = rows(d.output, "q2 row: "), q3 = rows(d.output, "q3 row: ");
+  ASSERT_EQ(q2.size(), 1u) << d.output;
+  EXPECT_GT(std::stod(q2[0]), 0.0) << "the promo ratio of real amounts is not 0";
+  ASSERT_EQ(q3.size(), 15u) << d.output;
+  EXPECT_NE(split(q3[0], ',')[2], "0.00") << "delivered lines carry amounts";
+  const std::vector<Case> shapes = {{2, 2, "sluice"}, {1, 2, "sockets"}};
+  check_q2(shapes, q2, {"--every-amount"});
+  check_q3(shapes, q3, {"--every-amount"});
+}
+
 // A bad value in one file fails the query on every rank, naming the file,
 // the line's byte offset, the column and the value; nothing is left behind.
 TEST_F(TpccTest, ACsvFileWithABadValueFailsTheQueryNamingIt) {
