@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""sluice-stream against Timely Dataflow on the YSB query, on the same
+processes x workers and the same generated records (bench/stream/timely-ysb
+ports apps/stream's generator bit for bit). Four engines per shape:
+
+  slash        sluice-stream --strategy slash (eager partial state, epoch deltas)
+  uppar        sluice-stream --strategy uppar (records shuffled by campaign)
+  timely       timely-ysb --strategy repartition (records exchanged by campaign)
+  timely-pre   timely-ysb --strategy preagg (local pre-aggregation per window)
+
+Every run's result rows and checksum must be equal across the four (the
+script stops otherwise). Each figure is the median of --repeats runs:
+records/s (input records over the slowest worker's timed part) and records
+per CPU-second (over the CPU seconds of every process of the job, input
+generation excluded for both).
+
+  bench/stream/install.sh                      # builds timely-ysb (cargo, crates.io)
+  bench/stream/compare.py [--shapes 1x1,1x2,2x1,2x2] [--records 20000000]
+                          [--keys 100] [--repeats 5] [--build build]
+
+Run it on an idle machine; it prints the load average before and after.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TIMELY = os.path.join(ROOT, "bench", "stream", "timely-ysb", "target", "release", "timely-ysb")
+
+
+def sluice_run(args, strategy, p, t):
+    argv = [os.path.join(args.build, "bin", "sluice"), "run", "-n", str(p), "--",
+            os.path.join(args.build, "bin", "sluice-stream"), "--query", "ysb", "--strategy",
+            strategy, "--workers", str(t), "--records", str(args.records), "--keys",
+            str(args.keys), "--json"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    m = re.search(r"^\[0\] (\{.*\})$", out.stdout, re.M)
+    if out.returncode != 0 or not m:
+        sys.exit(f"compare: sluice-stream failed:\n{' '.join(argv)}\n{out.stdout}{out.stderr}")
+    j = json.loads(m.group(1))
+    return j["seconds"], j["cpu_seconds"], (j["rows"], j["checksum"])
+
+
+def timely_run(args, strategy, p, t):
+    base = [TIMELY, "--strategy", strategy, "--records", str(args.records), "--keys",
+            str(args.keys), "--"]
+    procs = [subprocess.Popen(base + ["-w", str(t), "-n", str(p), "-p", str(i)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(p)]
+    outs = [pr.communicate(timeout=900) for pr in procs]
+    if any(pr.returncode != 0 for pr in procs):
+        sys.exit(f"compare: timely-ysb failed:\n" + "\n".join(o + e for o, e in outs))
+    lines = [json.loads(line) for o, _ in outs for line in o.splitlines() if line.startswith("{")]
+    seconds = max(x["seconds"] for x in lines if "seconds" in x)
+    cpu = sum(x["process_cpu_seconds"] for x in lines if "process_cpu_seconds" in x)
+    result = [x for x in lines if "checksum" in x][0]
+    return seconds, cpu, (result["rows"], result["checksum"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--shapes", default="1x1,1x2,2x1,2x2")
+    ap.add_argument("--records", type=int, default=20000000)
+    ap.add_argument("--keys", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    if not os.path.exists(TIMELY):
+        sys.exit(f"compare: {TIMELY} is missing: run bench/stream/install.sh")
+    engines = [("slash", lambda p, t: sluice_run(args, "slash", p, t)),
+               ("uppar", lambda p, t: sluice_run(args, "uppar", p, t)),
+               ("timely", lambda p, t: timely_run(args, "repartition", p, t)),
+               ("timely-pre", lambda p, t: timely_run(args, "preagg", p, t))]
+    load = os.getloadavg()
+    print(f"YSB, {args.records} records, {args.keys} campaigns, 1 s windows; median of "
+          f"{args.repeats}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"{'P x T':6} " + " ".join(f"{n + ' M rec/s':>18} {'per CPU-s':>10}" for n, _ in engines)
+          + f" {'slash/timely':>13} {'per CPU-s':>10}")
+    for shape in args.shapes.split(","):
+        p, t = (int(x) for x in shape.split("x"))
+        med = {}
+        result = None
+        for name, run in engines:
+            secs, cpus = [], []
+            for _ in range(args.repeats):
+                s, c, r = run(p, t)
+                if result is None:
+                    result = r
+                elif r != result:
+                    sys.exit(f"compare: {name} at {shape} gave {r}, the others {result}")
+                secs.append(s)
+                cpus.append(c)
+            med[name] = (args.records / statistics.median(secs) / 1e6,
+                         args.records / max(statistics.median(cpus), 1e-9) / 1e6)
+        best_timely = max(med["timely"][0], med["timely-pre"][0])
+        best_timely_cpu = max(med["timely"][1], med["timely-pre"][1])
+        print(f"{shape:6} " + " ".join(f"{med[n][0]:18.1f} {med[n][1]:10.1f}" for n, _ in engines)
+              + f" {med['slash'][0] / best_timely:12.2f}x {med['slash'][1] / best_timely_cpu:9.2f}x",
+              flush=True)
+    print(f"rows and checksum equal for every engine: {result}")
+    load = os.getloadavg()
+    print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
