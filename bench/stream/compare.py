@@ -7,6 +7,7 @@ ports apps/stream's generator bit for bit). Four engines per shape:
   uppar        sluice-stream --strategy uppar (records shuffled by campaign)
   timely       timely-ysb --strategy repartition (records exchanged by campaign)
   timely-pre   timely-ysb --strategy preagg (local pre-aggregation per window)
+  flink        flink-ysb: Flink's MiniCluster, T task slots in one JVM (1 x T shapes only)
 
 Every run's result rows and checksum must be equal across the four (the
 script stops otherwise). Each figure is the median of --repeats runs:
@@ -30,6 +31,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TIMELY = os.path.join(ROOT, "bench", "stream", "timely-ysb", "target", "release", "timely-ysb")
+FLINK = os.path.join(ROOT, "bench", "stream", "flink-ysb", "target")
 
 
 def sluice_run(args, strategy, p, t):
@@ -61,6 +63,19 @@ def timely_run(args, strategy, p, t):
     return seconds, cpu, (result["rows"], result["checksum"])
 
 
+def flink_run(args, p, t):
+    if p != 1:
+        return None  # a MiniCluster is one process
+    argv = ["java", "-cp", f"{FLINK}/flink-ysb-0.1.0.jar:{FLINK}/lib/*", "sluice.bench.FlinkYsb",
+            "--parallelism", str(t), "--records", str(args.records), "--keys", str(args.keys)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    m = re.search(r"^(\{.*\})$", out.stdout, re.M)
+    if out.returncode != 0 or not m:
+        sys.exit(f"compare: flink-ysb failed:\n{' '.join(argv)}\n{out.stdout}{out.stderr}")
+    j = json.loads(m.group(1))
+    return j["seconds"], j["cpu_seconds"], (j["rows"], j["checksum"])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -69,17 +84,18 @@ def main():
     ap.add_argument("--keys", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    if not os.path.exists(TIMELY):
-        sys.exit(f"compare: {TIMELY} is missing: run bench/stream/install.sh")
+    if not os.path.exists(TIMELY) or not os.path.exists(f"{FLINK}/flink-ysb-0.1.0.jar"):
+        sys.exit("compare: the peers are missing: run bench/stream/install.sh")
     engines = [("slash", lambda p, t: sluice_run(args, "slash", p, t)),
                ("uppar", lambda p, t: sluice_run(args, "uppar", p, t)),
                ("timely", lambda p, t: timely_run(args, "repartition", p, t)),
-               ("timely-pre", lambda p, t: timely_run(args, "preagg", p, t))]
+               ("timely-pre", lambda p, t: timely_run(args, "preagg", p, t)),
+               ("flink", lambda p, t: flink_run(args, p, t))]
     load = os.getloadavg()
     print(f"YSB, {args.records} records, {args.keys} campaigns, 1 s windows; median of "
           f"{args.repeats}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"{'P x T':6} " + " ".join(f"{n + ' M rec/s':>18} {'per CPU-s':>10}" for n, _ in engines)
-          + f" {'slash/timely':>13} {'per CPU-s':>10}")
+          + f" {'slash/timely':>13} {'per CPU-s':>10} {'slash/flink':>12} {'per CPU-s':>10}")
     for shape in args.shapes.split(","):
         p, t = (int(x) for x in shape.split("x"))
         med = {}
@@ -87,20 +103,29 @@ def main():
         for name, run in engines:
             secs, cpus = [], []
             for _ in range(args.repeats):
-                s, c, r = run(p, t)
+                got = run(p, t)
+                if got is None:
+                    break
+                s, c, r = got
                 if result is None:
                     result = r
                 elif r != result:
                     sys.exit(f"compare: {name} at {shape} gave {r}, the others {result}")
                 secs.append(s)
                 cpus.append(c)
+            if not secs:
+                med[name] = None
+                continue
             med[name] = (args.records / statistics.median(secs) / 1e6,
                          args.records / max(statistics.median(cpus), 1e-9) / 1e6)
         best_timely = max(med["timely"][0], med["timely-pre"][0])
         best_timely_cpu = max(med["timely"][1], med["timely-pre"][1])
-        print(f"{shape:6} " + " ".join(f"{med[n][0]:18.1f} {med[n][1]:10.1f}" for n, _ in engines)
-              + f" {med['slash'][0] / best_timely:12.2f}x {med['slash'][1] / best_timely_cpu:9.2f}x",
-              flush=True)
+        cell = lambda n: (f"{med[n][0]:18.1f} {med[n][1]:10.1f}" if med[n] else f"{'-':>18} {'-':>10}")
+        flink = (f" {med['slash'][0] / med['flink'][0]:11.2f}x {med['slash'][1] / med['flink'][1]:9.2f}x"
+                 if med["flink"] else f" {'-':>12} {'-':>10}")
+        print(f"{shape:6} " + " ".join(cell(n) for n, _ in engines)
+              + f" {med['slash'][0] / best_timely:12.2f}x {med['slash'][1] / best_timely_cpu:9.2f}x"
+              + flink, flush=True)
     print(f"rows and checksum equal for every engine: {result}")
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# Builds the stream benchmark's Timely Dataflow peer (bench/stream/timely-ysb,
+# Builds the stream benchmark's peers: Timely Dataflow (bench/stream/timely-ysb,
 # Rust; timely 0.12.0 and libc from crates.io, pinned in its Cargo.lock) with
-# cargo, installing Debian's cargo first where none is on the PATH. The demo
-# and the tests never need it; only bench/stream/compare.py does.
+# cargo, and Apache Flink's MiniCluster (bench/stream/flink-ysb, Java; Flink
+# 1.18.1 from Maven Central) with Maven, installing Debian's cargo, JDK and
+# maven first where they are missing. The demo and the tests never need
+# them; only bench/stream/compare.py does.
 #
 #   bench/stream/install.sh
 set -euo pipefail
-cd "$(dirname "$0")/timely-ysb"
+cd "$(dirname "$0")"
 
-if ! command -v cargo >/dev/null; then
+missing=()
+command -v cargo >/dev/null || missing+=(cargo)
+command -v javac >/dev/null || missing+=(default-jdk-headless)
+command -v mvn >/dev/null || missing+=(maven)
+if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get update
-  $sudo apt-get install -y --no-install-recommends cargo
+  $sudo apt-get install -y --no-install-recommends "${missing[@]}"
 fi
-cargo build --release --locked
-echo "bench/stream/install.sh: $(pwd)/target/release/timely-ysb ($(cargo --version))"
+(cd timely-ysb && cargo build --release --locked)
+echo "bench/stream/install.sh: $(pwd)/timely-ysb/target/release/timely-ysb ($(cargo --version))"
+(cd flink-ysb && mvn -B -q package -DskipTests)
+echo "bench/stream/install.sh: $(pwd)/flink-ysb/target/flink-ysb-0.1.0.jar (Flink 1.18.1, $(java -version 2>&1 | head -1))"
