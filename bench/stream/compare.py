@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""sluice-stream against Timely Dataflow on the YSB query, on the same
-processes x workers and the same generated records (bench/stream/timely-ysb
-ports apps/stream's generator bit for bit). Four engines per shape:
+"""sluice-stream against Timely Dataflow and Apache Flink on YSB or NB7, on
+the same processes x workers and the same generated records (the peers port
+apps/stream's generators bit for bit). Five engines per shape:
 
   slash        sluice-stream --strategy slash (eager partial state, epoch deltas)
-  uppar        sluice-stream --strategy uppar (records shuffled by campaign)
-  timely       timely-ysb --strategy repartition (records exchanged by campaign)
-  timely-pre   timely-ysb --strategy preagg (local pre-aggregation per window)
-  flink        flink-ysb: Flink's MiniCluster, T task slots in one JVM (1 x T shapes only)
+  uppar        sluice-stream --strategy uppar (records shuffled by key)
+  timely       timely-peer --strategy repartition (records exchanged by key)
+  timely-pre   timely-peer --strategy preagg (local pre-aggregation per window)
+  flink        flink-peer: Flink's MiniCluster, T task slots in one JVM (1 x T shapes only)
 
 Every run's result rows and checksum must be equal across the four (the
 script stops otherwise). Each figure is the median of --repeats runs:
@@ -15,9 +15,10 @@ records/s (input records over the slowest worker's timed part) and records
 per CPU-second (over the CPU seconds of every process of the job, input
 generation excluded for both).
 
-  bench/stream/install.sh                      # builds timely-ysb (cargo, crates.io)
-  bench/stream/compare.py [--shapes 1x1,1x2,2x1,2x2] [--records 20000000]
-                          [--keys 100] [--repeats 5] [--build build]
+  bench/stream/install.sh                      # builds timely-peer (cargo, crates.io)
+  bench/stream/compare.py [--query ysb|nb7] [--shapes 1x1,1x2,2x1,2x2]
+                          [--records 20000000] [--keys K] [--window-ms W]
+                          [--repeats 5] [--build build]
 
 Run it on an idle machine; it prints the load average before and after.
 """
@@ -30,15 +31,25 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TIMELY = os.path.join(ROOT, "bench", "stream", "timely-ysb", "target", "release", "timely-ysb")
-FLINK = os.path.join(ROOT, "bench", "stream", "flink-ysb", "target")
+TIMELY = os.path.join(ROOT, "bench", "stream", "timely-peer", "target", "release", "timely-peer")
+FLINK = os.path.join(ROOT, "bench", "stream", "flink-peer", "target")
+
+
+def common(args):
+    """The data flags every engine takes (the query's defaults where not given)."""
+    out = []
+    if args.keys:
+        out += ["--keys", str(args.keys)]
+    if args.window_ms:
+        out += ["--window-ms", str(args.window_ms)]
+    return out
 
 
 def sluice_run(args, strategy, p, t):
     argv = [os.path.join(args.build, "bin", "sluice"), "run", "-n", str(p), "--",
-            os.path.join(args.build, "bin", "sluice-stream"), "--query", "ysb", "--strategy",
-            strategy, "--workers", str(t), "--records", str(args.records), "--keys",
-            str(args.keys), "--json"]
+            os.path.join(args.build, "bin", "sluice-stream"), "--query", args.query, "--strategy",
+            strategy, "--workers", str(t), "--records", str(args.records)] + common(args) + [
+            "--json"]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     m = re.search(r"^\[0\] (\{.*\})$", out.stdout, re.M)
     if out.returncode != 0 or not m:
@@ -48,14 +59,14 @@ def sluice_run(args, strategy, p, t):
 
 
 def timely_run(args, strategy, p, t):
-    base = [TIMELY, "--strategy", strategy, "--records", str(args.records), "--keys",
-            str(args.keys), "--"]
+    base = [TIMELY, "--query", args.query, "--strategy", strategy, "--records",
+            str(args.records)] + common(args) + ["--"]
     procs = [subprocess.Popen(base + ["-w", str(t), "-n", str(p), "-p", str(i)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(p)]
     outs = [pr.communicate(timeout=900) for pr in procs]
     if any(pr.returncode != 0 for pr in procs):
-        sys.exit(f"compare: timely-ysb failed:\n" + "\n".join(o + e for o, e in outs))
+        sys.exit(f"compare: timely-peer failed:\n" + "\n".join(o + e for o, e in outs))
     lines = [json.loads(line) for o, _ in outs for line in o.splitlines() if line.startswith("{")]
     seconds = max(x["seconds"] for x in lines if "seconds" in x)
     cpu = sum(x["process_cpu_seconds"] for x in lines if "process_cpu_seconds" in x)
@@ -66,12 +77,12 @@ def timely_run(args, strategy, p, t):
 def flink_run(args, p, t):
     if p != 1:
         return None  # a MiniCluster is one process
-    argv = ["java", "-cp", f"{FLINK}/flink-ysb-0.1.0.jar:{FLINK}/lib/*", "sluice.bench.FlinkYsb",
-            "--parallelism", str(t), "--records", str(args.records), "--keys", str(args.keys)]
+    argv = ["java", "-cp", f"{FLINK}/flink-peer-0.1.0.jar:{FLINK}/lib/*", "sluice.bench.FlinkPeer",
+            "--query", args.query, "--parallelism", str(t), "--records", str(args.records)] + common(args)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
     m = re.search(r"^(\{.*\})$", out.stdout, re.M)
     if out.returncode != 0 or not m:
-        sys.exit(f"compare: flink-ysb failed:\n{' '.join(argv)}\n{out.stdout}{out.stderr}")
+        sys.exit(f"compare: flink-peer failed:\n{' '.join(argv)}\n{out.stdout}{out.stderr}")
     j = json.loads(m.group(1))
     return j["seconds"], j["cpu_seconds"], (j["rows"], j["checksum"])
 
@@ -81,10 +92,13 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--shapes", default="1x1,1x2,2x1,2x2")
     ap.add_argument("--records", type=int, default=20000000)
-    ap.add_argument("--keys", type=int, default=100)
+    ap.add_argument("--query", default="ysb", choices=["ysb", "nb7"])
+    ap.add_argument("--keys", type=int, default=0, help="default: the query's (ysb 100, nb7 10000)")
+    ap.add_argument("--window-ms", type=int, default=0,
+                    help="default: the query's (ysb 1000, nb7 60000)")
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    if not os.path.exists(TIMELY) or not os.path.exists(f"{FLINK}/flink-ysb-0.1.0.jar"):
+    if not os.path.exists(TIMELY) or not os.path.exists(f"{FLINK}/flink-peer-0.1.0.jar"):
         sys.exit("compare: the peers are missing: run bench/stream/install.sh")
     engines = [("slash", lambda p, t: sluice_run(args, "slash", p, t)),
                ("uppar", lambda p, t: sluice_run(args, "uppar", p, t)),
@@ -92,7 +106,8 @@ def main():
                ("timely-pre", lambda p, t: timely_run(args, "preagg", p, t)),
                ("flink", lambda p, t: flink_run(args, p, t))]
     load = os.getloadavg()
-    print(f"YSB, {args.records} records, {args.keys} campaigns, 1 s windows; median of "
+    print(f"{args.query.upper()}, {args.records} records, keys {args.keys or 'default'}, windows "
+          f"{args.window_ms or 'default'} ms; median of "
           f"{args.repeats}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"{'P x T':6} " + " ".join(f"{n + ' M rec/s':>18} {'per CPU-s':>10}" for n, _ in engines)
           + f" {'slash/timely':>13} {'per CPU-s':>10} {'slash/flink':>12} {'per CPU-s':>10}")

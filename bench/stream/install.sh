@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the stream benchmark's peers: Timely Dataflow (bench/stream/timely-ysb,
+# Builds the stream benchmark's peers: Timely Dataflow (bench/stream/timely-peer,
 # Rust; timely 0.12.0 and libc from crates.io, pinned in its Cargo.lock) with
-# cargo, and Apache Flink's MiniCluster (bench/stream/flink-ysb, Java; Flink
+# cargo, and Apache Flink's MiniCluster (bench/stream/flink-peer, Java; Flink
 # 1.18.1 from Maven Central) with Maven, installing Debian's cargo, JDK and
 # maven first where they are missing. The demo and the tests never need
 # them; only bench/stream/compare.py does.
@@ -20,7 +20,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update
   $sudo apt-get install -y --no-install-recommends "${missing[@]}"
 fi
-(cd timely-ysb && cargo build --release --locked)
-echo "bench/stream/install.sh: $(pwd)/timely-ysb/target/release/timely-ysb ($(cargo --version))"
-(cd flink-ysb && mvn -B -q package -DskipTests)
-echo "bench/stream/install.sh: $(pwd)/flink-ysb/target/flink-ysb-0.1.0.jar (Flink 1.18.1, $(java -version 2>&1 | head -1))"
+(cd timely-peer && cargo build --release --locked)
+echo "bench/stream/install.sh: $(pwd)/timely-peer/target/release/timely-peer ($(cargo --version))"
+(cd flink-peer && mvn -B -q package -DskipTests)
+echo "bench/stream/install.sh: $(pwd)/flink-peer/target/flink-peer-0.1.0.jar (Flink 1.18.1, $(java -version 2>&1 | head -1))"
