@@ -19,7 +19,7 @@ namespace {
   }
   std::printf(
       "usage: sluice run -n RANKS -- sluice-stream [options]\n"
-      "  runs a windowed streaming aggregation on generated data across RANKS processes x "
+      "  runs a windowed streaming query on generated data across RANKS processes x "
       "--workers\n"
       "  threads; every worker ingests its own partition of the input.\n"
       "query and strategy:\n"
@@ -78,6 +78,8 @@ namespace {
       "  --lag MS            watermark = largest event time seen - MS (default: --disorder)\n"
       "  --allowed-lateness MS  windows wait MS past their end before they trigger (default 0);\n"
       "                      records behind a triggered watermark are counted as late per window\n"
+      "                      (sessions: records more than MS behind the watermark, per gap-sized\n"
+      "                      span of time)\n"
       "output:\n"
       "  --verify            rank 0 compares rows, checksum and late counts with a "
       "single-threaded\n"
