@@ -128,6 +128,12 @@ INSTANTIATE_TEST_SUITE_P(
               "--epoch-mib",
               "0.02"},
              true},
+        // One bidder: every worker's partial sessions of the one key chain
+        // into one another and must merge into few long sessions.
+        Case{"q11_one_key",
+             {"--query", "q11", "--records", "30000", "--rate", "5", "--keys", "1",
+              "--session-gap-ms", "50", "--disorder", "80", "--lag", "30", "--epoch-mib", "0.01"},
+             true},
         Case{"nb11_session_join",
              {"--query", "nb11", "--records", "30000", "--rate", "5", "--keys", "40",
               "--session-gap-ms", "200", "--disorder", "100", "--epoch-mib", "0.1"},
