@@ -20,6 +20,7 @@
 
 #include "options.h"
 #include "stream/engine.h"
+#include "stream/nexmark.h"
 #include "stream/reference.h"
 #include "stream/sinks.h"
 #include "stream/workloads.h"
@@ -49,6 +50,7 @@ std::string transport_label(const sluice::Cluster& cluster) {
 }
 
 std::string window_label(const ss::WindowSpec& w) {
+  if (w.is_session()) return "sessions with a gap of " + std::to_string(w.gap) + " ms";
   if (w.is_global()) return "one global window";
   if (w.step() == w.size) return "tumbling " + std::to_string(w.size) + " ms";
   return "sliding " + std::to_string(w.size) + " ms every " + std::to_string(w.step()) + " ms";
@@ -136,7 +138,8 @@ int run_query(const ss::Options& opt, sluice::Cluster& cluster, const Q& query,
         "\"transport\":\"%s\",\"records\":%" PRIu64 ",\"record_bytes\":%zu,\"keys\":%" PRIu64
         ",\"zipf\":%.3f,\"disorder_ms\":%" PRId64 ",\"lag_ms\":%" PRId64
         ",\"allowed_lateness_ms\":%" PRId64 ",\"window_ms\":%" PRId64 ",\"slide_ms\":%" PRId64
-        ",\"epoch_mib\":%.4g,\"seed\":%" PRIu64 ",\"rows\":%" PRIu64 ",\"checksum\":\"%016" PRIx64
+        ",\"session_gap_ms\":%" PRId64 ",\"epoch_mib\":%.4g,\"seed\":%" PRIu64 ",\"rows\":%" PRIu64
+        ",\"checksum\":\"%016" PRIx64
         "\",\"seconds\":%.6f,\"cpu_seconds\":%.3f,"
         "\"records_per_s\":%.0f,\"records_per_cpu_s\":%.0f,\"latency_p50_ms\":%.3f,\"latency_p99_"
         "ms\":%.3f,"
@@ -145,10 +148,11 @@ int run_query(const ss::Options& opt, sluice::Cluster& cluster, const Q& query,
         ",\"late_total\":%" PRIu64 ",\"late\":%s,\"verify\":\"%s\"}\n",
         opt.query.c_str(), ss::to_string(opt.strategy), world, opt.threads, transport.c_str(),
         total.records_in, record_bytes, opt.gen.keys, opt.gen.zipf, opt.gen.disorder, opt.lag,
-        opt.lateness, window.size, window.step(), opt.epoch_mib, opt.gen.seed, total.rows,
-        total.checksum, secs, total.cpu_seconds, rps, per_cpu, p50, p99, total.latency_ms.size(),
-        total.state_entries, total.state_bytes, total.bytes_moved, total.bytes_remote, total.epochs,
-        total.late_total(), late_json(total.late).c_str(), verdict.c_str());
+        opt.lateness, window.size, window.step(), window.gap, opt.epoch_mib, opt.gen.seed,
+        total.rows, total.checksum, secs, total.cpu_seconds, rps, per_cpu, p50, p99,
+        total.latency_ms.size(), total.state_entries, total.state_bytes, total.bytes_moved,
+        total.bytes_remote, total.epochs, total.late_total(), late_json(total.late).c_str(),
+        verdict.c_str());
   } else {
     std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n",
                 opt.query.c_str(), ss::to_string(opt.strategy), world, opt.threads,
@@ -205,7 +209,7 @@ int main(int argc, char** argv) {
   const ss::Options opt = ss::parse_options(argc, argv);
   try {
     opt.gen.validate();
-    const ss::WindowSpec window{opt.window_ms, opt.slide_ms == 0 ? opt.window_ms : opt.slide_ms};
+    const ss::WindowSpec window = ss::window_of(opt);
     window.validate();
     sluice::ClusterOptions options = sluice::ClusterOptions::from_env();
     // Every rank runs opt.threads busy workers: the library's spin budget
@@ -221,7 +225,18 @@ int main(int argc, char** argv) {
                        sizeof(ss::YsbEvent));
     if (opt.query == "ro")
       return run_query(opt, cluster, ss::ro_query(opt.gen, window, opt.live), sizeof(ss::RoRecord));
-    return run_query(opt, cluster, ss::cm_query(opt.gen, window, opt.live), sizeof(ss::CmEvent));
+    if (opt.query == "cm")
+      return run_query(opt, cluster, ss::cm_query(opt.gen, window, opt.live), sizeof(ss::CmEvent));
+    if (opt.query == "nb7")
+      return run_query(opt, cluster, ss::nb7_query(opt.gen, window, opt.live), sizeof(ss::Bid));
+    if (opt.query == "q11")
+      return run_query(opt, cluster, ss::q11_query(opt.gen, window, opt.live), sizeof(ss::Bid));
+    if (opt.query == "nb8") {
+      return run_query(opt, cluster, ss::nb8_query(opt.gen, window, opt.live),
+                       sizeof(ss::NexmarkEvent));
+    }
+    return run_query(opt, cluster, ss::nb11_query(opt.gen, window, opt.live),
+                     sizeof(ss::NexmarkEvent));
   } catch (const sluice::Error& e) {
     std::fprintf(stderr, "sluice-stream: %s\n", e.what());
     return e.code() == sluice::ErrorCode::kBootstrap ? 3 : 1;

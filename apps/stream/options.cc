@@ -19,7 +19,7 @@ namespace {
   }
   std::printf(
       "usage: sluice run -n RANKS -- sluice-stream [options]\n"
-      "  runs a windowed streaming aggregation on generated data across RANKS processes x "
+      "  runs a windowed streaming query on generated data across RANKS processes x "
       "--workers\n"
       "  threads; every worker ingests its own partition of the input.\n"
       "query and strategy:\n"
@@ -27,7 +27,16 @@ namespace {
       "records);\n"
       "                      ro: count per key (16 B records, one global window unless "
       "--window-ms);\n"
-      "                      cm: mean CPU per job per 2 s tumbling window (64 B records)\n"
+      "                      cm: mean CPU per job per 2 s tumbling window (64 B records);\n"
+      "                      nb7: NEXMark Q7 (Slash's NB7): the bids (32 B) at the highest "
+      "price of\n"
+      "                      each 60 s tumbling window, all of them on a tie;\n"
+      "                      nb8: persons (206 B) joined with auctions (269 B) on person.id =\n"
+      "                      auction.seller in 10 s tumbling windows (the paper: 12 h);\n"
+      "                      nb11: bids joined with persons on bid.bidder = person.id in "
+      "session\n"
+      "                      windows of the bidder (--session-gap-ms);\n"
+      "                      q11: the standard NEXMark Q11: bids per bidder per session\n"
       "  --strategy S        slash (default): eager thread-local partial state, deltas merged at "
       "the\n"
       "                      partition leaders at every epoch; uppar: every record shuffled by key "
@@ -42,7 +51,14 @@ namespace {
       "  --records N         records in all, over every worker (default 10000000)\n"
       "  --keys K            key cardinality: campaigns (ysb, default 100), keys (ro, default "
       "100000000),\n"
-      "                      jobs (cm, default 10000)\n"
+      "                      jobs (cm, default 10000), auctions (nb7, default 10000), bidders "
+      "(q11,\n"
+      "                      default 10000); nb8, nb11: auctions and bids refer to one of the K "
+      "most\n"
+      "                      recent persons of a random worker (default 1000)\n"
+      "  --max-price P       nb7, nb11, q11: bid prices in [1, P] cents (default 100000000; small "
+      "P\n"
+      "                      makes ties at the maximum)\n"
       "  --zipf THETA        Zipf exponent of the keys (default 0: uniform)\n"
       "  --disorder MS       event times are displaced back by up to MS ms (default 0: in order)\n"
       "  --rate R            records per ms of event time per worker (default 1000)\n"
@@ -52,11 +68,18 @@ namespace {
       "                      partition into memory before the timed run, and streams it from "
       "there)\n"
       "windows and watermarks:\n"
-      "  --window-ms W       window size (default: ysb 1000, cm 2000, ro 0 = one global window)\n"
+      "  --window-ms W       window size (default: ysb 1000, cm 2000, nb7 60000, nb8 10000, ro 0 "
+      "= one\n"
+      "                      global window)\n"
+      "  --session-gap-ms G  nb11, q11: a bidder's session ends after G ms without an event "
+      "(default\n"
+      "                      10000)\n"
       "  --slide-ms S        slide of a sliding window (default: tumbling); must divide W\n"
       "  --lag MS            watermark = largest event time seen - MS (default: --disorder)\n"
       "  --allowed-lateness MS  windows wait MS past their end before they trigger (default 0);\n"
       "                      records behind a triggered watermark are counted as late per window\n"
+      "                      (sessions: records more than MS behind the watermark, per gap-sized\n"
+      "                      span of time)\n"
       "output:\n"
       "  --verify            rank 0 compares rows, checksum and late counts with a "
       "single-threaded\n"
@@ -125,8 +148,9 @@ Options parse_options(int argc, char** argv) {
     const char* v = argv[++i];
     if (a == "--query") {
       o.query = v;
-      if (o.query != "ysb" && o.query != "ro" && o.query != "cm") {
-        usage("--query must be ysb, ro or cm, not '" + o.query + "'");
+      if (o.query != "ysb" && o.query != "ro" && o.query != "cm" && o.query != "nb7" &&
+          o.query != "nb8" && o.query != "nb11" && o.query != "q11") {
+        usage("--query must be ysb, ro, cm, nb7, nb8, nb11 or q11, not '" + o.query + "'");
       }
     } else if (a == "--strategy") {
       const std::string s = v;
@@ -159,6 +183,12 @@ Options parse_options(int argc, char** argv) {
     } else if (a == "--window-ms") {
       o.window_ms = static_cast<int64_t>(whole(a, v));
       window = true;
+    } else if (a == "--session-gap-ms") {
+      o.session_gap_ms = static_cast<int64_t>(whole(a, v));
+      if (o.session_gap_ms == 0) usage("--session-gap-ms must be at least 1");
+    } else if (a == "--max-price") {
+      o.gen.max_price = whole(a, v);
+      if (o.gen.max_price == 0) usage("--max-price must be at least 1");
     } else if (a == "--slide-ms") {
       o.slide_ms = static_cast<int64_t>(whole(a, v));
     } else if (a == "--epoch-mib") {
@@ -185,8 +215,24 @@ Options parse_options(int argc, char** argv) {
       usage("unknown option " + a);
     }
   }
-  if (!keys) o.gen.keys = o.query == "ysb" ? 100 : o.query == "ro" ? 100'000'000 : 10'000;
-  if (!window) o.window_ms = o.query == "ysb" ? 1000 : o.query == "cm" ? 2000 : 0;
+  const std::string& q = o.query;
+  if (!keys) {
+    o.gen.keys = q == "ysb"                  ? 100
+                 : q == "ro"                 ? 100'000'000
+                 : q == "nb8" || q == "nb11" ? 1'000
+                                             : 10'000;
+  }
+  if ((window || o.slide_ms != 0) && is_session_query(q)) {
+    usage("--window-ms and --slide-ms do not apply to " + q +
+          " (session windows: --session-gap-ms)");
+  }
+  if (!window) {
+    o.window_ms = q == "ysb"   ? 1000
+                  : q == "cm"  ? 2000
+                  : q == "nb7" ? 60'000
+                  : q == "nb8" ? 10'000
+                               : 0;
+  }
   if (!lag) o.lag = o.gen.disorder;
   if (o.slide_ms != 0 &&
       (o.window_ms == 0 || o.slide_ms > o.window_ms || o.window_ms % o.slide_ms != 0)) {

@@ -12,12 +12,13 @@
 namespace sluice::stream {
 
 struct Options {
-  std::string query = "ysb";             // --query ysb|ro|cm
+  std::string query = "ysb";             // --query ysb|ro|cm|nb7|nb8|nb11|q11
   Strategy strategy = Strategy::kSlash;  // --strategy
   uint32_t threads = 1;                  // --workers: worker threads per rank
   GenSpec gen;                           // --records --keys --zipf --disorder --rate --seed
   int64_t window_ms = 0;                 // --window-ms (default per query; 0: global)
   int64_t slide_ms = 0;                  // --slide-ms (0: tumbling)
+  int64_t session_gap_ms = 10'000;       // --session-gap-ms (nb11, q11)
   double epoch_mib = 64;                 // --epoch-mib
   int64_t lag = 0;                       // --lag (default: --disorder)
   int64_t lateness = 0;                  // --allowed-lateness
@@ -39,5 +40,13 @@ struct Options {
 Options parse_options(int argc, char** argv);
 
 const char* to_string(Strategy s);
+
+// True for the queries in session windows (nb11, q11).
+inline bool is_session_query(const std::string& q) { return q == "nb11" || q == "q11"; }
+// The query's window from the options.
+inline WindowSpec window_of(const Options& o) {
+  if (is_session_query(o.query)) return WindowSpec::session(o.session_gap_ms);
+  return {o.window_ms, o.slide_ms == 0 ? o.window_ms : o.slide_ms, 0};
+}
 
 }  // namespace sluice::stream

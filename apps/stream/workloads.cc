@@ -8,6 +8,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "stream/nexmark.h"
+
 namespace sluice::stream {
 
 void GenSpec::validate() const {
@@ -15,6 +17,7 @@ void GenSpec::validate() const {
   if (rate == 0) throw std::invalid_argument("--rate must be at least 1 record per ms");
   if (disorder < 0) throw std::invalid_argument("--disorder must be >= 0 ms");
   if (zipf < 0 || !std::isfinite(zipf)) throw std::invalid_argument("--zipf must be a number >= 0");
+  if (max_price == 0) throw std::invalid_argument("--max-price must be at least 1");
 }
 
 // ------------------------------------------------------------------ Zipf
@@ -189,6 +192,8 @@ void write_input_csv(const std::string& query, const GenSpec& spec, uint32_t wor
                        g, seq, e.time, e.job_id, e.task_index, e.machine_id, e.cpu, e.ram,
                        e.event_type, e.priority, e.user);
         });
+  } else if (query == "nb7" || query == "q11" || query == "nb8" || query == "nb11") {
+    write_nexmark_csv(query, spec, workers, dir);
   } else {
     throw std::invalid_argument("unknown query '" + query + "'");
   }

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "stream/aggregates.h"
+#include "stream/cells.h"
+#include "stream/nexmark.h"
 #include "stream/report.h"
 #include "stream/state_table.h"
 #include "stream/window.h"
@@ -87,6 +89,113 @@ TEST(AggregateTest, MergingPartialsEqualsFoldingEverything) {
     EXPECT_EQ(fold(ss::Max<int64_t>{}, split), 100);
     EXPECT_DOUBLE_EQ(fold(ss::Avg<int64_t>{}, split), 78.0 / 8);
   }
+}
+
+TEST(WindowTest, SessionWindowsValidateAndTheirLatenessRuleIsBehindTheWatermark) {
+  const auto s = ss::WindowSpec::session(100);
+  EXPECT_TRUE(s.is_session());
+  EXPECT_FALSE(s.is_global());
+  EXPECT_NO_THROW(s.validate());
+  EXPECT_THROW(ss::WindowSpec::session(-5).validate(), std::invalid_argument);
+  EXPECT_FALSE(ss::is_late_for_sessions(10, ss::kNoWatermark, 0));
+  EXPECT_FALSE(ss::is_late_for_sessions(10, 10, 0));
+  EXPECT_TRUE(ss::is_late_for_sessions(10, 11, 0));
+  EXPECT_FALSE(ss::is_late_for_sessions(10, 15, 5));
+  EXPECT_TRUE(ss::is_late_for_sessions(10, 16, 5));
+  EXPECT_EQ(ss::session_late_bucket(250, 100), 200);
+  EXPECT_EQ(ss::session_late_bucket(-1, 100), -100);
+}
+
+// Folds `items` into cells split at every point (two workers' partials),
+// ships one into the other, and returns the results.
+template <class Cells, class Rec>
+std::multiset<Rec> fold_split(const Cells& cells, const std::vector<Rec>& items, size_t split,
+                              bool absorb) {
+  typename Cells::Pool pa, pb;
+  auto a = cells.init(), b = cells.init();
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i < split) {
+      cells.add(a, pa, items[i]);
+    } else {
+      cells.add(b, pb, items[i]);
+    }
+  }
+  if (absorb) {
+    // Both in one pool: copy b's list into pa first (as sessions do).
+    auto c = cells.init();
+    cells.ship(b, pb, [&](const Rec& r) { cells.add(c, pa, r); });
+    cells.absorb(a, c, pa);
+  } else {
+    cells.ship(b, pb, [&](const Rec& r) { cells.take(a, pa, r); });
+  }
+  std::multiset<Rec> out;
+  cells.results(a, pa, [&](const Rec& r) { out.insert(r); });
+  return out;
+}
+
+TEST(CellsTest, ArgMaxKeepsEveryRecordAtTheMaximumWhateverTheSplit) {
+  struct V {
+    int64_t v, id;
+    auto operator<=>(const V&) const = default;
+  };
+  const std::vector<V> items = {{3, 0}, {7, 1}, {7, 2}, {1, 3}, {7, 4}, {2, 5}, {7, 6}, {6, 7}};
+  ss::ListCells<ss::ArgMaxPolicy<V, int64_t (*)(const V&)>> cells{{[](const V& x) { return x.v; }}};
+  const std::multiset<V> want = {{7, 1}, {7, 2}, {7, 4}, {7, 6}};
+  for (size_t split = 0; split <= items.size(); ++split) {
+    EXPECT_EQ(fold_split(cells, items, split, false), want) << split;
+    EXPECT_EQ(fold_split(cells, items, split, true), want) << split;
+  }
+}
+
+TEST(CellsTest, AJoinCellPairsEveryLeftWithEveryRightWhateverTheSplit) {
+  struct E {
+    bool right;
+    int64_t id;
+  };
+  auto side = [](const E& e) { return e.right; };
+  auto pair = [](const E& l, const E& r) { return l.id * 100 + r.id; };
+  ss::ListCells<ss::JoinPolicy<E, decltype(side), decltype(pair)>> cells{{side, pair, {}, {}}};
+  const std::vector<E> items = {{false, 1}, {true, 2}, {true, 3}, {false, 4}, {true, 5}};
+  for (size_t split = 0; split <= items.size(); ++split) {
+    typename decltype(cells)::Pool pa, pb;
+    auto a = cells.init(), b = cells.init();
+    for (size_t i = 0; i < items.size(); ++i)
+      cells.add(i < split ? a : b, i < split ? pa : pb, items[i]);
+    cells.ship(b, pb, [&](const E& e) { cells.take(a, pa, e); });
+    std::multiset<int64_t> got;
+    cells.results(a, pa, [&](int64_t v) { got.insert(v); });
+    EXPECT_EQ(got, (std::multiset<int64_t>{102, 103, 105, 402, 403, 405})) << split;
+  }
+}
+
+TEST(GeneratorTest, NexmarkPersonsHaveUniqueIdsAndOthersReferToRecentPersons) {
+  ss::GenSpec spec;
+  spec.records = 5000;
+  spec.keys = 20;
+  spec.rate = 10;
+  std::set<uint64_t> persons;
+  uint64_t others = 0, total = 0;
+  for (uint32_t g = 0; g < 3; ++g) {
+    ss::NexmarkSource src(spec, g, 3, ss::kAuctionEvent);
+    std::vector<ss::NexmarkEvent> buf(333);
+    for (size_t n; (n = src(buf)) != 0;) {
+      for (size_t i = 0; i < n; ++i, ++total) {
+        const ss::NexmarkEvent& e = buf[i];
+        if (e.kind == ss::kPersonEvent) {
+          const uint64_t id = e.person.id;
+          EXPECT_TRUE(persons.insert(id).second) << "person ids are unique";
+        } else {
+          ASSERT_EQ(e.kind, ss::kAuctionEvent);
+          const uint64_t seller = e.auction.seller;
+          EXPECT_LE(seller / 3, total / 5 + 1) << "sellers are persons made so far";
+          ++others;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(total, 5000u);
+  EXPECT_EQ(persons.size(), 1002u);  // every fifth record of each worker's 1667 (1666, 1666)
+  EXPECT_EQ(others, 5000u - 1002u);
 }
 
 TEST(ZipfTest, RankOneIsTheMostFrequentAndFrequenciesFollowThePowerLaw) {

@@ -33,8 +33,10 @@
 #include <span>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "stream/aggregates.h"
+#include "stream/cells.h"
 #include "stream/window.h"
 
 namespace sluice::stream {
@@ -83,6 +85,41 @@ struct AggregationQuery {
   KeyFn key_of;
   ValueFn value_of;
   Agg agg;
+
+  using Cells = AggCells<Agg>;
+  Cells cells() const { return {agg}; }
+  typename Agg::Input input_of(const Out& o) const { return value_of(o); }
+  // The definition, for the single-threaded reference: a plain fold.
+  template <class F>
+  void reference_group(const std::vector<Out>& group, F&& f) const {
+    typename Agg::State s = agg.init();
+    for (const Out& o : group) agg.add(s, value_of(o));
+    f(agg.result(s));
+  }
+};
+
+// A finished query whose state is a list of records per (window, key)
+// (cells.h): arg_max and join.
+template <class In, class Out, class MakeSource, class Chain, class TimeFn, class KeyFn,
+          class Policy>
+struct ListQuery {
+  using Input = In;
+  using Record = Out;
+  using Result = typename Policy::Result;
+  using Cells = ListCells<Policy>;
+  MakeSource make_source;
+  Chain chain;
+  WindowSpec window;
+  TimeFn time_of;
+  KeyFn key_of;
+  Policy policy;
+
+  Cells cells() const { return {policy}; }
+  const Out& input_of(const Out& o) const { return o; }
+  template <class F>
+  void reference_group(const std::vector<Out>& group, F&& f) const {
+    policy.reference(group, f);
+  }
 };
 
 template <class In, class Out, class MakeSource, class Chain, class TimeFn, class KeyFn>
@@ -109,6 +146,28 @@ class KeyedStream {
   template <MergeableAggregate Agg>
   requires std::is_same_v<typename Agg::Input, Unit>
   auto aggregate(Agg agg) const { return aggregate(agg, detail::NoValue{}); }
+
+  // Every record whose value_of(record) equals the largest value of its
+  // key and window (all of them when several tie): rows carry the record.
+  template <class ValueFn>
+  auto arg_max(ValueFn value_of) const {
+    auto v = detail::as_callable(std::move(value_of));
+    using P = ArgMaxPolicy<Out, decltype(v)>;
+    return ListQuery<In, Out, MakeSource, Chain, TimeFn, KeyFn, P>{
+        source_, chain_, window_, time_, key_, P{std::move(v)}};
+  }
+  // The windowed equi-join of the stream's two record kinds: side_of(r) is
+  // false for a left record, true for a right one; every (left, right) pair
+  // with the same key in the same window gives a row combine(left, right).
+  template <class SideFn, class CombineFn>
+  auto join(SideFn side_of, CombineFn combine) const {
+    auto s = detail::as_callable(std::move(side_of));
+    using P = JoinPolicy<Out, decltype(s), CombineFn>;
+    static_assert(std::is_trivially_copyable_v<typename P::Result>,
+                  "the join's combine must return a trivially copyable row value");
+    return ListQuery<In, Out, MakeSource, Chain, TimeFn, KeyFn, P>{
+        source_, chain_, window_, time_, key_, P{std::move(s), std::move(combine), {}, {}}};
+  }
 
  private:
   MakeSource source_;

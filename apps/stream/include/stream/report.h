@@ -52,6 +52,14 @@ uint64_t row_hash(int64_t start, uint64_t key, const R& value) {
                         sluice::hash_bytes({reinterpret_cast<const std::byte*>(bytes), sizeof(R)}));
 }
 
+// The checksum term of an output row: windows are named by their start,
+// sessions (whose end depends on their records) by start and end.
+template <class R>
+uint64_t row_checksum(const Row<R>& r, bool with_end) {
+  if (!with_end) return row_hash(r.start, r.key, r.value);
+  return row_hash(r.start, r.key ^ sluice::hash64(static_cast<uint64_t>(r.end)), r.value);
+}
+
 // p-th percentile (0..100) of `v` (sorted in place); 0 if empty.
 double percentile(std::vector<double>& v, double p);
 

@@ -24,9 +24,13 @@ namespace sluice::stream {
 
 // Writes a value as CSV text: integers exactly, floating point with 17
 // significant digits (so a reader gets the same double back).
+// A record (a row of arg_max or a join) writes its own fields, comma
+// separated, with a member write_csv(FILE*).
 template <class R>
 void write_csv_value(FILE* f, const R& v) {
-  if constexpr (std::is_floating_point_v<R>) {
+  if constexpr (requires { v.write_csv(f); }) {
+    v.write_csv(f);
+  } else if constexpr (std::is_floating_point_v<R>) {
     std::fprintf(f, "%.17g", static_cast<double>(v));
   } else if constexpr (std::is_signed_v<R>) {
     std::fprintf(f, "%" PRId64, static_cast<int64_t>(v));
@@ -52,10 +56,9 @@ class LockedSink {
 };
 
 // One CSV file per worker, "window_start,window_end,key,value" with a
-// header line: `pattern` with "{worker}" replaced by the worker's global
-// index (rank x threads + slot); without "{worker}", ".<worker>" is
-// appended. Files are opened by the constructor, so that a bad path fails
-// before the query starts.
+// header line (a record value takes several columns): `pattern` with "{worker}" replaced by the
+// worker's global index (rank x threads + slot); without "{worker}", ".<worker>" is appended. Files
+// are opened by the constructor, so that a bad path fails before the query starts.
 class CsvSink {
  public:
   // Opens the files of workers [first, first + count). Throws

@@ -58,6 +58,13 @@ class StateTable {
       if (used_[i]) f(slots_[i].key, slots_[i].state);
   }
 
+  // Calls f(key, state&) for every entry, in slot order; f may change the state.
+  template <class F>
+  void for_each_mut(F&& f) {
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (used_[i]) f(slots_[i].key, slots_[i].state);
+  }
+
   void clear() {
     if (size_ == 0) return;
     std::memset(used_.data(), 0, used_.size());

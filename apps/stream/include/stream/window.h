@@ -44,17 +44,30 @@ inline int64_t saturating_add(int64_t a, int64_t b) {
 }
 
 struct WindowSpec {
-  int64_t size = 0;   // ms; 0: one global window
+  int64_t size = 0;   // ms; 0: one global window (unless a session gap is set)
   int64_t slide = 0;  // ms; 0 or == size: tumbling
+  int64_t gap = 0;    // ms; > 0: session windows with this gap (size and slide unused)
 
   static WindowSpec global() { return {}; }
-  static WindowSpec tumbling(int64_t size_ms) { return {size_ms, size_ms}; }
-  static WindowSpec sliding(int64_t size_ms, int64_t slide_ms) { return {size_ms, slide_ms}; }
+  static WindowSpec tumbling(int64_t size_ms) { return {size_ms, size_ms, 0}; }
+  static WindowSpec sliding(int64_t size_ms, int64_t slide_ms) { return {size_ms, slide_ms, 0}; }
+  // Session windows: a key's records whose event times lie less than
+  // `gap_ms` apart (in time order) form one session; a session spans
+  // [first time, last time + gap), and two sessions of a key that overlap
+  // are one session. Sessions are merged wherever partial ones meet (see
+  // session_op.h), so the result does not depend on which worker saw what.
+  static WindowSpec session(int64_t gap_ms) { return {0, 0, gap_ms}; }
 
-  bool is_global() const { return size == 0; }
+  bool is_session() const { return gap > 0; }
+  bool is_global() const { return size == 0 && gap == 0; }
   int64_t step() const { return slide == 0 ? size : slide; }
   // Throws std::invalid_argument naming the problem.
   void validate() const {
+    if (gap < 0 || gap > (int64_t{1} << 60)) {
+      throw std::invalid_argument("session gap must lie in [1, 2^60] ms, not " +
+                                  std::to_string(gap));
+    }
+    if (gap > 0) return;
     if (size > (int64_t{1} << 60)) {
       throw std::invalid_argument("window size must be at most 2^60 ms, not " +
                                   std::to_string(size));
@@ -94,6 +107,23 @@ struct Row {
   uint64_t key = 0;
   R value{};
 };
+
+// True if a record at event time t reaching a worker at watermark wm is
+// late for session windows: it is behind the watermark by more than the
+// allowed lateness. A session triggers once the smallest watermark has
+// passed its end (last time + gap) plus the allowed lateness, so a record
+// that is not late (t >= wm - allowed_lateness) can neither touch nor
+// extend a session that has triggered.
+inline bool is_late_for_sessions(int64_t t, int64_t wm, int64_t allowed_lateness) {
+  return wm != kNoWatermark && saturating_add(t, allowed_lateness) < wm;
+}
+
+// Late records of session windows are counted per gap-sized span of event
+// time, keyed by its start (sessions have no fixed windows to name).
+inline int64_t session_late_bucket(int64_t t, int64_t gap) {
+  const int64_t q = t >= 0 ? t / gap : -((-t + gap - 1) / gap);
+  return q * gap;
+}
 
 // The watermark of a worker that has seen event times up to max_seen.
 inline int64_t watermark_of(int64_t max_seen, int64_t lag) {

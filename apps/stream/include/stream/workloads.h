@@ -41,6 +41,7 @@ struct GenSpec {
   int64_t disorder = 0;           // ms: largest displacement of an event time
   uint64_t rate = 1000;           // records per ms of event time, per worker
   uint64_t seed = 1;
+  uint64_t max_price = 100'000'000;  // nb7, q11, nb11: bid prices in [1, max_price] (cents)
   // Throws std::invalid_argument naming a bad field.
   void validate() const;
   // Records of worker g of `workers`.

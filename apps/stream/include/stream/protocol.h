@@ -1,0 +1,87 @@
+// stream/protocol.h: what the engine's parts share: the strategies and
+// options, the message that travels through the engine's flow, and its
+// control values.
+//
+// Thread safety: values and pure functions.
+#pragma once
+
+#include <time.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "stream/aggregates.h"
+#include "stream/window.h"
+
+namespace sluice::stream {
+
+enum class Strategy : uint8_t { kSlash, kUppar };
+
+struct EngineOptions {
+  Strategy strategy = Strategy::kSlash;  // how state is kept and moved (see top)
+  uint32_t threads = 1;                  // worker threads per rank
+  double epoch_mib = 64;                 // MiB of input per worker between epochs
+  int64_t lag = 0;                       // ms: watermark = largest event time seen - lag
+  int64_t allowed_lateness = 0;          // ms a window waits past its end
+  uint32_t batch = 1024;                 // records read from a source at a time
+  uint32_t segment_bytes = 0;            // flow segment payload (0: the flow default)
+  uint32_t ring_segments = 0;            // flow ring depth (0: the flow default)
+  std::string flow_name = "stream";      // the name of the flow the engine declares
+  // Called on each worker's thread after every batch with the records it
+  // has ingested so far (test hooks; empty: never).
+  std::function<void(uint32_t worker, uint64_t records)> on_progress;
+};
+
+namespace detail {
+
+// What travels through the engine's flow, one record per message (native
+// byte order; both ends run the same build):
+//
+//   offset 0   key      u64   data: the key; control: the value (below)
+//   offset 8   time     i64   data: slash: window (or session) start;
+//                             uppar: event time
+//                             control: one of the k*Msg values below
+//   offset 16  payload  P     the operator's (window_op.h, session_op.h):
+//                             slash: a delta (Agg::State, or one record of
+//                             a list); uppar: the record's input (none for
+//                             Count: Unit takes no bytes)
+//
+// Data records have time > kLastControl (event times are at least
+// kMinEventTime, window starts at least that minus a window size). A marker
+// is three control records in a row: epoch number, send time, watermark.
+template <class P>
+struct Msg {
+  uint64_t key;
+  int64_t time;
+  [[no_unique_address]] P payload;
+};
+static_assert(sizeof(Msg<Unit>) == 16 && offsetof(Msg<Unit>, time) == 8);
+static_assert(sizeof(Msg<uint64_t>) == 24 && offsetof(Msg<uint64_t>, payload) == 16);
+
+inline constexpr int64_t kEpochMsg = kNoWatermark;          // key: epoch number (1, 2, ...)
+inline constexpr int64_t kSentMsg = kNoWatermark + 1;       // key: send time, ns since 1970
+inline constexpr int64_t kWatermarkMsg = kNoWatermark + 2;  // key: the watermark (bits)
+inline constexpr int64_t kSkipMsg =
+    kNoWatermark + 3;  // key: first non-late window of the next record
+inline constexpr int64_t kLastControl = kNoWatermark + 15;
+static_assert(kLastControl < kMinEventTime - (int64_t{1} << 60),
+              "control values below any window start");
+
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+inline double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+}  // namespace detail
+
+}  // namespace sluice::stream
