@@ -60,7 +60,8 @@ std::string late_json(const std::map<int64_t, uint64_t>& late) {
   std::string s = "{";
   for (const auto& [w, n] : late) {
     if (s.size() > 1) s += ",";
-    s += "\"" + std::to_string(w) + "\":" + std::to_string(n);
+    // (append: GCC 12 warns falsely on chains of string +)
+    s.append("\"").append(std::to_string(w)).append("\":").append(std::to_string(n));
   }
   return s + "}";
 }
