@@ -20,6 +20,7 @@
 
 #include "options.h"
 #include "stream/engine.h"
+#include "stream/file_source.h"
 #include "stream/nexmark.h"
 #include "stream/reference.h"
 #include "stream/sinks.h"
@@ -204,6 +205,77 @@ int run_query(const ss::Options& opt, sluice::Cluster& cluster, const Q& query,
   return verdict == "MISMATCH" ? 1 : 0;
 }
 
+// The query on records read from files (--input): every rank reads its
+// workers' parts before the run, and if one cannot, every rank fails with
+// its message (rather than a worker thread dying mid-start).
+template <class Rec, class MakeQuery>
+int run_from_files(const ss::Options& opt, sluice::Cluster& cluster, MakeQuery make_query,
+                   typename ss::FileInput<Rec>::Parse parse) {
+  const bool csv =
+      opt.input_format.empty()
+          ? opt.input.size() >= 4 && opt.input.compare(opt.input.size() - 4, 4, ".csv") == 0
+          : opt.input_format == "csv";
+  if (csv && parse == nullptr) {
+    throw std::invalid_argument("--query " + opt.query +
+                                " reads binary input only (its CSV holds only some fields)");
+  }
+  ss::FileInput<Rec> in(opt.input, csv ? ss::FileFormat::kCsv : ss::FileFormat::kBinary, parse);
+  const uint32_t workers = cluster.world_size() * opt.threads;
+  std::string error;
+  try {
+    for (uint32_t t = 0; t < opt.threads; ++t) in.part(cluster.rank() * opt.threads + t, workers);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const auto errors = cluster.allgather("stream-input", error);
+  for (size_t r = 0; r < errors.size(); ++r) {
+    if (!errors[r].empty()) {
+      throw std::runtime_error("rank " + std::to_string(r) +
+                               " cannot read its input: " + errors[r]);
+    }
+  }
+  return run_query(opt, cluster, make_query(in.factory()), sizeof(Rec));
+}
+
+int run_files(const ss::Options& opt, sluice::Cluster& cluster, const ss::WindowSpec& window) {
+  auto with = [&window](auto build) {
+    return [build, window](auto make) { return build(std::move(make), window); };
+  };
+  if (opt.query == "ysb") {
+    return run_from_files<ss::YsbEvent>(
+        opt, cluster, with([](auto m, auto w) { return ss::ysb_query_from(std::move(m), w); }),
+        &ss::parse_csv);
+  }
+  if (opt.query == "ro") {
+    return run_from_files<ss::RoRecord>(
+        opt, cluster, with([](auto m, auto w) { return ss::ro_query_from(std::move(m), w); }),
+        &ss::parse_csv);
+  }
+  if (opt.query == "cm") {
+    return run_from_files<ss::CmEvent>(
+        opt, cluster, with([](auto m, auto w) { return ss::cm_query_from(std::move(m), w); }),
+        &ss::parse_csv);
+  }
+  if (opt.query == "nb7") {
+    return run_from_files<ss::Bid>(
+        opt, cluster, with([](auto m, auto w) { return ss::nb7_query_from(std::move(m), w); }),
+        &ss::parse_csv);
+  }
+  if (opt.query == "q11") {
+    return run_from_files<ss::Bid>(
+        opt, cluster, with([](auto m, auto w) { return ss::q11_query_from(std::move(m), w); }),
+        &ss::parse_csv);
+  }
+  if (opt.query == "nb8") {
+    return run_from_files<ss::NexmarkEvent>(
+        opt, cluster, with([](auto m, auto w) { return ss::nb8_query_from(std::move(m), w); }),
+        nullptr);
+  }
+  return run_from_files<ss::NexmarkEvent>(
+      opt, cluster, with([](auto m, auto w) { return ss::nb11_query_from(std::move(m), w); }),
+      nullptr);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,6 +293,11 @@ int main(int argc, char** argv) {
       ss::write_input_csv(opt.query, opt.gen, cluster.world_size() * opt.threads,
                           opt.input_csv_dir);
     }
+    if (!opt.input_binary_dir.empty() && cluster.rank() == 0) {
+      ss::write_input_binary(opt.query, opt.gen, cluster.world_size() * opt.threads,
+                             opt.input_binary_dir);
+    }
+    if (!opt.input.empty()) return run_files(opt, cluster, window);
     if (opt.query == "ysb")
       return run_query(opt, cluster, ss::ysb_query(opt.gen, window, opt.live),
                        sizeof(ss::YsbEvent));

@@ -1,5 +1,6 @@
 #include "stream/nexmark.h"
 
+#include <charconv>
 #include <cinttypes>
 #include <cstring>
 #include <memory>
@@ -158,6 +159,16 @@ void write_nexmark_csv(const std::string& query, const GenSpec& spec, uint32_t w
         std::fprintf(f, "%u,%" PRIu64 ",%u,%" PRIu64 ",%" PRId64 ",%" PRIu64 ",%" PRIu64 "\n", g,
                      seq, unsigned{e.kind}, id, e.time(), ref, price);
       });
+}
+
+bool parse_csv(std::string_view line, Bid* b) {
+  std::string_view f[6];
+  auto num = [](std::string_view s, auto* out) {
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+    return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+  };
+  return split_csv(line, f, 6) && num(f[2], &b->auction) && num(f[3], &b->bidder) &&
+         num(f[4], &b->price) && num(f[5], &b->time);
 }
 
 }  // namespace sluice::stream

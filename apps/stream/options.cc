@@ -90,6 +90,15 @@ namespace {
       "replaced\n"
       "                      by the worker's index (or FILE.<worker>)\n"
       "  --input-csv-dir DIR rank 0 writes the generated input as CSV, DIR/input-<worker>.csv\n"
+      "  --input-binary-dir DIR  the same as binary records, DIR/input-<worker>.bin\n"
+      "  --input PATTERN     read the input from files instead of generating it: with {worker}\n"
+      "                      in PATTERN, worker g reads that file with g in its place; without,\n"
+      "                      every worker reads its share of the one file (binary: a range of\n"
+      "                      records; CSV: the lines that begin in its byte range)\n"
+      "  --input-format F    binary (records of the query's type back to back) or csv (a header,\n"
+      "                      then the columns --input-csv-dir writes; not nb8, nb11); default: "
+      "csv\n"
+      "                      if PATTERN ends in .csv, else binary\n"
       "  --segment-bytes B   flow segment payload (default: the flow default)\n"
 #ifdef SLUICE_STREAM_TEST_HOOKS
       "test build only:\n"
@@ -205,6 +214,14 @@ Options parse_options(int argc, char** argv) {
       o.csv_out = v;
     } else if (a == "--input-csv-dir") {
       o.input_csv_dir = v;
+    } else if (a == "--input-binary-dir") {
+      o.input_binary_dir = v;
+    } else if (a == "--input") {
+      o.input = v;
+    } else if (a == "--input-format") {
+      const std::string f = v;
+      if (f != "binary" && f != "csv") usage("--input-format is binary or csv, not '" + f + "'");
+      o.input_format = f;
 #ifdef SLUICE_STREAM_TEST_HOOKS
     } else if (a == "--test-kill-rank") {
       o.test_kill_rank = static_cast<int64_t>(whole(a, v));

@@ -29,6 +29,9 @@ struct Options {
   bool live = false;                     // --live-generation
   std::string csv_out;                   // --csv-out FILE
   std::string input_csv_dir;             // --input-csv-dir DIR
+  std::string input_binary_dir;          // --input-binary-dir DIR
+  std::string input;                     // --input PATTERN (files instead of the generator)
+  std::string input_format;              // --input-format binary|csv ("": by the extension)
   // Test builds only (SLUICE_STREAM_TEST_HOOKS): this rank kills itself
   // with SIGKILL once one of its workers has ingested this many records.
   int64_t test_kill_rank = -1;

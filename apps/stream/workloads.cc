@@ -2,12 +2,14 @@
 
 #include <sluice/hash.h>
 
+#include <charconv>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
 
+#include "stream/file_source.h"
 #include "stream/nexmark.h"
 
 namespace sluice::stream {
@@ -197,6 +199,103 @@ void write_input_csv(const std::string& query, const GenSpec& spec, uint32_t wor
   } else {
     throw std::invalid_argument("unknown query '" + query + "'");
   }
+}
+
+// ------------------------------------------------------ binary input files
+
+namespace {
+
+template <class Gen, class Rec>
+void write_binary_all(const GenSpec& spec, uint32_t workers, const std::string& dir) {
+  for (uint32_t g = 0; g < workers; ++g) {
+    WorkloadSource<Gen, Rec> src(spec, g, workers, /*live=*/true);
+    std::vector<Rec> all(spec.count_of(g, workers));
+    size_t at = 0;
+    while (at < all.size()) at += src(std::span<Rec>(all).subspan(at));
+    write_binary<Rec>(dir + "/input-" + std::to_string(g) + ".bin", all);
+  }
+}
+
+}  // namespace
+
+void write_input_binary(const std::string& query, const GenSpec& spec, uint32_t workers,
+                        const std::string& dir) {
+  if (query == "ysb") return write_binary_all<YsbSource, YsbEvent>(spec, workers, dir);
+  if (query == "ro") return write_binary_all<RoSource, RoRecord>(spec, workers, dir);
+  if (query == "cm") return write_binary_all<CmSource, CmEvent>(spec, workers, dir);
+  if (query == "nb7") return write_binary_all<BidWorkload<false>, Bid>(spec, workers, dir);
+  if (query == "q11") return write_binary_all<BidWorkload<true>, Bid>(spec, workers, dir);
+  if (query == "nb8") {
+    return write_binary_all<NexmarkWorkload<kAuctionEvent>, NexmarkEvent>(spec, workers, dir);
+  }
+  if (query == "nb11") {
+    return write_binary_all<NexmarkWorkload<kBidEvent>, NexmarkEvent>(spec, workers, dir);
+  }
+  throw std::invalid_argument("unknown query '" + query + "'");
+}
+
+// ------------------------------------------------------ reading CSV back
+
+bool split_csv(std::string_view line, std::string_view* fields, size_t n) {
+  size_t k = 0, start = 0;
+  while (true) {
+    const size_t comma = line.find(',', start);
+    if (k == n) return false;
+    fields[k++] = line.substr(start, comma == line.npos ? line.npos : comma - start);
+    if (comma == line.npos) break;
+    start = comma + 1;
+  }
+  return k == n;
+}
+
+namespace {
+
+template <class T>
+bool number(std::string_view s, T* out, int base = 10) {
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out, base);
+  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+}
+
+// Two 64-bit words written as 32 hex digits.
+bool hex128(std::string_view s, uint64_t* hi, uint64_t* lo) {
+  return s.size() == 32 && number(s.substr(0, 16), hi, 16) && number(s.substr(16), lo, 16);
+}
+
+}  // namespace
+
+bool parse_csv(std::string_view line, YsbEvent* e) {
+  std::string_view f[10];
+  uint64_t ad = 0, campaign = 0;
+  unsigned ad_type = 0, event_type = 0;
+  int64_t t = 0;
+  uint32_t ip = 0;
+  if (!split_csv(line, f, 10) || !hex128(f[2], &e->user_id[0], &e->user_id[1]) ||
+      !hex128(f[3], &e->page_id[0], &e->page_id[1]) || !number(f[4], &ad) ||
+      !number(f[5], &campaign) || !number(f[6], &ad_type) || !number(f[7], &event_type) ||
+      !number(f[8], &t) || !number(f[9], &ip) || ad_type > 255 || event_type > 255) {
+    return false;
+  }
+  e->ad_id = ad;
+  e->campaign_id = campaign;
+  e->ad_type = static_cast<uint8_t>(ad_type);
+  e->event_type = static_cast<uint8_t>(event_type);
+  e->event_time = t;
+  e->ip = ip;
+  for (auto& p : e->padding) p = 0;
+  return true;
+}
+
+bool parse_csv(std::string_view line, RoRecord* r) {
+  std::string_view f[4];
+  return split_csv(line, f, 4) && number(f[2], &r->key) && number(f[3], &r->time);
+}
+
+bool parse_csv(std::string_view line, CmEvent* e) {
+  std::string_view f[11];
+  return split_csv(line, f, 11) && number(f[2], &e->time) && number(f[3], &e->job_id) &&
+         number(f[4], &e->task_index) && number(f[5], &e->machine_id) && number(f[6], &e->cpu) &&
+         number(f[7], &e->ram) && number(f[8], &e->event_type) && number(f[9], &e->priority) &&
+         number(f[10], &e->user);
 }
 
 }  // namespace sluice::stream

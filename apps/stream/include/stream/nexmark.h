@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "stream/query.h"
 #include "stream/workloads.h"
@@ -151,34 +152,48 @@ struct NexmarkWorkload {
 void write_nexmark_csv(const std::string& query, const GenSpec& spec, uint32_t workers,
                        const std::string& dir);
 
+// A line of write_nexmark_csv's nb7/q11 files as a bid (FileInput's parse).
+bool parse_csv(std::string_view line, Bid* out);
+
 // NB7's key: the index of the bid's tumbling window (one key per window).
 inline uint64_t nb7_key(int64_t t, const WindowSpec& w) {
   if (w.is_global() || w.is_session() || w.step() != w.size) return 0;
   return static_cast<uint64_t>(w.last_start(t) / w.size);
 }
 
-inline auto nb7_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return from<Bid>([spec, live](uint32_t g, uint32_t w) {
-           return WorkloadSource<BidWorkload<false>, Bid>(spec, g, w, live);
-         })
+template <class MakeSource>
+auto nb7_query_from(MakeSource make, WindowSpec window) {
+  return from<Bid>(std::move(make))
       .window(window, &Bid::time)
       .key_by([window](const Bid& b) { return nb7_key(b.time, window); })
       .arg_max(&Bid::price);
 }
+inline auto nb7_query(const GenSpec& spec, WindowSpec window, bool live = false) {
+  return nb7_query_from(
+      [spec, live](uint32_t g, uint32_t w) {
+        return WorkloadSource<BidWorkload<false>, Bid>(spec, g, w, live);
+      },
+      window);
+}
 
-inline auto q11_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return from<Bid>([spec, live](uint32_t g, uint32_t w) {
-           return WorkloadSource<BidWorkload<true>, Bid>(spec, g, w, live);
-         })
+template <class MakeSource>
+auto q11_query_from(MakeSource make, WindowSpec window) {
+  return from<Bid>(std::move(make))
       .window(window, &Bid::time)
       .key_by(&Bid::bidder)
       .aggregate(Count{});
 }
+inline auto q11_query(const GenSpec& spec, WindowSpec window, bool live = false) {
+  return q11_query_from(
+      [spec, live](uint32_t g, uint32_t w) {
+        return WorkloadSource<BidWorkload<true>, Bid>(spec, g, w, live);
+      },
+      window);
+}
 
-inline auto nb8_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return from<NexmarkEvent>([spec, live](uint32_t g, uint32_t w) {
-           return WorkloadSource<NexmarkWorkload<kAuctionEvent>, NexmarkEvent>(spec, g, w, live);
-         })
+template <class MakeSource>
+auto nb8_query_from(MakeSource make, WindowSpec window) {
+  return from<NexmarkEvent>(std::move(make))
       .window(window, [](const NexmarkEvent& e) { return e.time(); })
       .key_by([](const NexmarkEvent& e) -> uint64_t {
         return e.kind == kPersonEvent ? e.person.id : e.auction.seller;
@@ -189,11 +204,17 @@ inline auto nb8_query(const GenSpec& spec, WindowSpec window, bool live = false)
                             a.auction.time};
             });
 }
+inline auto nb8_query(const GenSpec& spec, WindowSpec window, bool live = false) {
+  return nb8_query_from(
+      [spec, live](uint32_t g, uint32_t w) {
+        return WorkloadSource<NexmarkWorkload<kAuctionEvent>, NexmarkEvent>(spec, g, w, live);
+      },
+      window);
+}
 
-inline auto nb11_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return from<NexmarkEvent>([spec, live](uint32_t g, uint32_t w) {
-           return WorkloadSource<NexmarkWorkload<kBidEvent>, NexmarkEvent>(spec, g, w, live);
-         })
+template <class MakeSource>
+auto nb11_query_from(MakeSource make, WindowSpec window) {
+  return from<NexmarkEvent>(std::move(make))
       .window(window, [](const NexmarkEvent& e) { return e.time(); })
       .key_by([](const NexmarkEvent& e) -> uint64_t {
         return e.kind == kPersonEvent ? e.person.id : e.bid.bidder;
@@ -202,6 +223,13 @@ inline auto nb11_query(const GenSpec& spec, WindowSpec window, bool live = false
             [](const NexmarkEvent& p, const NexmarkEvent& b) {
               return Nb11Row{p.person.id, b.bid.auction, b.bid.price, p.person.time, b.bid.time};
             });
+}
+inline auto nb11_query(const GenSpec& spec, WindowSpec window, bool live = false) {
+  return nb11_query_from(
+      [spec, live](uint32_t g, uint32_t w) {
+        return WorkloadSource<NexmarkWorkload<kBidEvent>, NexmarkEvent>(spec, g, w, live);
+      },
+      window);
 }
 
 }  // namespace sluice::stream

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stream/aggregates.h"
@@ -188,6 +189,22 @@ class WorkloadSource {
   size_t pos_ = 0;
 };
 
+// The same input as binary records, DIR/input-<worker>.bin (file_source.h's
+// kBinary format). Throws std::runtime_error naming a file it cannot write.
+void write_input_binary(const std::string& query, const GenSpec& spec, uint32_t workers,
+                        const std::string& dir);
+
+// A line of the CSV files write_input_csv writes (its worker and seq
+// columns are skipped) as a record: the parse functions of FileInput
+// (file_source.h). False if the line is malformed.
+bool parse_csv(std::string_view line, YsbEvent* out);
+bool parse_csv(std::string_view line, RoRecord* out);
+bool parse_csv(std::string_view line, CmEvent* out);
+
+// Splits a CSV line at commas into exactly n fields (no quoting: the
+// generated files hold only numbers); false if it has another count.
+bool split_csv(std::string_view line, std::string_view* fields, size_t n);
+
 // Writes every worker's generated input as CSV, one file per worker,
 // DIR/input-<worker>.csv, with the worker and the record's position in its
 // input first (the columns the SQL oracle needs to replay watermarks).
@@ -206,10 +223,9 @@ struct JobCpu {
   int64_t cpu;
 };
 
-inline auto ysb_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return from<YsbEvent>([spec, live](uint32_t g, uint32_t w) {
-           return WorkloadSource<YsbSource, YsbEvent>(spec, g, w, live);
-         })
+template <class MakeSource>
+auto ysb_query_from(MakeSource make, WindowSpec window) {
+  return from<YsbEvent>(std::move(make))
       .filter([](const YsbEvent& e) { return e.event_type == kYsbView; })
       .map([](const YsbEvent& e) {
         return CampaignView{e.campaign_id, e.event_time};
@@ -218,26 +234,45 @@ inline auto ysb_query(const GenSpec& spec, WindowSpec window, bool live = false)
       .key_by(&CampaignView::campaign)
       .aggregate(Count{});
 }
+inline auto ysb_query(const GenSpec& spec, WindowSpec window, bool live = false) {
+  return ysb_query_from(
+      [spec, live](uint32_t g, uint32_t w) {
+        return WorkloadSource<YsbSource, YsbEvent>(spec, g, w, live);
+      },
+      window);
+}
 
-inline auto ro_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return from<RoRecord>([spec, live](uint32_t g, uint32_t w) {
-           return WorkloadSource<RoSource, RoRecord>(spec, g, w, live);
-         })
+template <class MakeSource>
+auto ro_query_from(MakeSource make, WindowSpec window) {
+  return from<RoRecord>(std::move(make))
       .window(window, &RoRecord::time)
       .key_by(&RoRecord::key)
       .aggregate(Count{});
 }
+inline auto ro_query(const GenSpec& spec, WindowSpec window, bool live = false) {
+  return ro_query_from(
+      [spec, live](uint32_t g, uint32_t w) {
+        return WorkloadSource<RoSource, RoRecord>(spec, g, w, live);
+      },
+      window);
+}
 
-inline auto cm_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return from<CmEvent>([spec, live](uint32_t g, uint32_t w) {
-           return WorkloadSource<CmSource, CmEvent>(spec, g, w, live);
-         })
+template <class MakeSource>
+auto cm_query_from(MakeSource make, WindowSpec window) {
+  return from<CmEvent>(std::move(make))
       .map([](const CmEvent& e) {
         return JobCpu{e.job_id, e.time, e.cpu};
       })
       .window(window, &JobCpu::time)
       .key_by(&JobCpu::job)
       .aggregate(Avg<int64_t>{}, &JobCpu::cpu);
+}
+inline auto cm_query(const GenSpec& spec, WindowSpec window, bool live = false) {
+  return cm_query_from(
+      [spec, live](uint32_t g, uint32_t w) {
+        return WorkloadSource<CmSource, CmEvent>(spec, g, w, live);
+      },
+      window);
 }
 
 }  // namespace sluice::stream

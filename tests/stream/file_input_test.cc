@@ -1,0 +1,157 @@
+// sluice-stream reading its input from files (--input): the generator writes
+// every worker's input as binary records and as CSV (--input-binary-dir,
+// --input-csv-dir), and the query on those files must give the rows, the
+// checksum and the late counts of the query on the generated input, with
+// disorder and late records, over a file per worker ({worker}) and over one
+// file all workers share (and --verify against the reference on the files);
+// bad input fails every rank with a message naming it, nothing left in
+// /dev/shm. Reading files does not depend on the transport: shm only.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "support/test_support.h"
+
+namespace {
+
+using sluice::testing::json_field;
+using sluice::testing::ProcessResult;
+using sluice::testing::run_process;
+
+ProcessResult run_stream(int ranks, const std::vector<std::string>& args) {
+  return run_process(sluice::testing::job_argv(ranks, 90, "sluice-stream", args), {},
+                     std::chrono::seconds(120));
+}
+
+class FileInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("stream_files_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // What a run printed that must not depend on where its input came from.
+  static std::string result(const ProcessResult& r) {
+    return json_field(r.output, "records") + " records, " + json_field(r.output, "rows") +
+           " rows, checksum " + json_field(r.output, "checksum") + ", late " +
+           json_field(r.output, "late");
+  }
+  std::filesystem::path dir_;
+};
+
+// Each query kind from binary files (one per worker), and the ones whose
+// CSV holds whole records from CSV too, equal the generated run.
+TEST_F(FileInputTest, FilesGiveTheResultsOfTheGeneratedInput) {
+  struct Case {
+    std::string query;
+    std::vector<std::string> extra;
+    bool csv;
+  };
+  const std::vector<Case> cases = {
+      {"ysb", {"--disorder", "40", "--lag", "10"}, true},
+      {"cm", {}, true},
+      {"nb7", {"--window-ms", "100", "--max-price", "50", "--disorder", "20"}, true},
+      {"q11", {"--keys", "50"}, true},
+      {"nb8", {"--records", "40000"}, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.query);
+    const std::string sub = path(c.query);
+    std::filesystem::create_directories(sub);
+    std::vector<std::string> base = {"--query",   c.query,  "--workers", "2",
+                                     "--records", "200000", "--json"};
+    base.insert(base.end(), c.extra.begin(), c.extra.end());
+    std::vector<std::string> gen = base;
+    gen.insert(gen.end(), {"--input-binary-dir", sub, "--input-csv-dir", sub});
+    const ProcessResult g = run_stream(2, gen);
+    ASSERT_EQ(g.exit_code, 0) << g.output;
+    ASSERT_NE(json_field(g.output, "rows"), "0") << g.output;
+    for (const std::string& file : std::vector<std::string>{
+             sub + "/input-{worker}.bin", c.csv ? sub + "/input-{worker}.csv" : std::string()}) {
+      if (file.empty()) continue;
+      std::vector<std::string> args = base;
+      args.insert(args.end(), {"--input", file, "--verify"});
+      const ProcessResult r = run_stream(2, args);
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_EQ(result(r), result(g)) << file << "\n" << r.output;
+      EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
+    }
+  }
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+// One binary file shared by every worker: worker g takes records
+// [n*g/W, n*(g+1)/W). The workers' files concatenated in order, with equal
+// counts, are split back into the same parts.
+TEST_F(FileInputTest, OneSharedFileIsSplitAmongTheWorkers) {
+  const std::vector<std::string> base = {"--query",   "ysb",    "--workers",  "2",
+                                         "--records", "400000", "--disorder", "30",
+                                         "--lag",     "30",     "--json"};
+  std::vector<std::string> gen = base;
+  gen.insert(gen.end(), {"--input-binary-dir", dir_.string()});
+  const ProcessResult g = run_stream(2, gen);
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  {
+    std::ofstream all(path("all.bin"), std::ios::binary);
+    for (int w = 0; w < 4; ++w) {
+      std::ifstream in(path("input-" + std::to_string(w) + ".bin"), std::ios::binary);
+      all << in.rdbuf();
+    }
+  }
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--input", path("all.bin"), "--verify"});
+  const ProcessResult r = run_stream(2, args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(result(r), result(g)) << r.output;
+  EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
+}
+
+TEST_F(FileInputTest, BadInputFailsEveryRankNamingIt) {
+  const std::vector<std::string> base = {"--query", "ysb", "--workers", "1", "--json"};
+  // A file that is missing for one worker.
+  {
+    std::ofstream(path("in-0.bin"), std::ios::binary) << std::string(78 * 10, '\0');
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--input", path("in-{worker}.bin")});
+    const ProcessResult r = run_stream(2, args);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("rank 1 cannot read its input: cannot open the input file " +
+                            path("in-1.bin")),
+              std::string::npos)
+        << r.output;
+  }
+  // A binary file that is not a whole number of records.
+  {
+    std::ofstream(path("odd.bin"), std::ios::binary) << std::string(78 * 3 + 5, '\0');
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--input", path("odd.bin")});
+    const ProcessResult r = run_stream(1, args);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("holds 239 bytes, not a whole number of 78-byte records"),
+              std::string::npos)
+        << r.output;
+  }
+  // A malformed CSV line, and CSV for a query whose CSV is not whole records.
+  {
+    std::ofstream(path("bad.csv")) << "worker,seq,key,time\n0,0,5,1\n0,1,x,2\n";
+    std::vector<std::string> args = {"--query", "ro",      "--workers",    "1",
+                                     "--json",  "--input", path("bad.csv")};
+    const ProcessResult r = run_stream(1, args);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("bad.csv at byte 28: a malformed record: '0,1,x,2'"), std::string::npos)
+        << r.output;
+    args = {"--query", "nb8", "--workers", "1", "--input", path("bad.csv")};
+    const ProcessResult n = run_stream(1, args);
+    EXPECT_NE(n.exit_code, 0) << n.output;
+    EXPECT_NE(n.output.find("--query nb8 reads binary input only"), std::string::npos) << n.output;
+  }
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+}  // namespace
