@@ -98,8 +98,8 @@ std::string phase_name(const char* what, size_t phase) {
 }
 
 // One protocol's run on a memory server: expose and load its tables, then
-// wait (RSI) or serve (2PC) until the clients are done.
-void memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& layout,
+// wait (RSI) or serve (2PC) until the clients are done. False if it failed.
+bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& layout,
                   const std::string& protocol, size_t phase,
                   const std::vector<sluice::Endpoint>& survivors) {
   const uint32_t rank = cluster.rank();
@@ -113,11 +113,10 @@ void memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     regions.push_back(cluster.expose(layout.meta_name(), layout.meta_bytes()));
   // The 2PC baseline: this memory server is a resource manager.
   std::unique_ptr<sn::ResourceManager> rm;
-  sluice::DeclaredFlow requests, replies;
+  std::vector<sluice::DeclaredFlow> declared;
   const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
   if (protocol == "2pc") {
-    requests = cluster.declare(flows.request);
-    replies = cluster.declare(flows.reply);
+    declared = sn::declare_two_pc(cluster, flows);
     std::vector<std::byte*> tables;
     for (uint32_t t = 0; t < layout.tables.size(); ++t) tables.push_back(regions[t].data());
     rm = std::make_unique<sn::ResourceManager>(cluster, layout, flows, tables);
@@ -131,8 +130,22 @@ void memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
   }
   // RSI: passive from here on, the clients read, lock and install by
   // themselves. 2PC: serve the clients' requests until they are done.
-  if (rm) rm->serve();
+  bool ok = true;
+  if (rm) {
+    try {
+      rm->serve();
+    } catch (const std::exception& e) {
+      // Another memory server is gone (PeerLost): stop serving, but still
+      // meet the survivors so that the job ends.
+      std::fprintf(stderr, "sluice-nam: memory server rank %u: 2pc failed: %s\n", rank, e.what());
+      ok = false;
+    }
+    // The reporter scans the tables only once every server has resolved
+    // what clients that died left prepared.
+    cluster.barrier(phase_name("nam-served", phase), survivors, 0);
+  }
   cluster.barrier(phase_name("nam-done", phase), survivors, 0);
+  return ok;
 }
 
 int memory_server(sluice::Cluster& cluster, const sn::Options& opt,
@@ -144,10 +157,11 @@ int memory_server(sluice::Cluster& cluster, const sn::Options& opt,
     results = cluster.expose("nam-results", protocols.size() * compute * sizeof(Summary));
   }
   sn::AliveSource alive(cluster, opt.memory_servers);
+  bool ok = true;
   for (size_t p = 0; p < protocols.size(); ++p)
-    memory_phase(cluster, opt, layouts[p], protocols[p], p, survivors);
+    ok = memory_phase(cluster, opt, layouts[p], protocols[p], p, survivors) && ok;
   alive.close();
-  return 0;
+  return ok ? 0 : 1;
 }
 
 // One protocol's run on a compute rank; the reporter sets *tps.
@@ -157,11 +171,8 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
                   const sn::ServerWatch& watch, double* tps_out) {
   const uint32_t rank = cluster.rank(), m = opt.memory_servers;
   const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
-  sluice::DeclaredFlow requests, replies;
-  if (protocol == "2pc") {
-    requests = cluster.declare(flows.request);
-    replies = cluster.declare(flows.reply);
-  }
+  std::vector<sluice::DeclaredFlow> declared;
+  if (protocol == "2pc") declared = sn::declare_two_pc(cluster, flows);
   cluster.barrier(phase_name("nam-exposed", phase));
   std::vector<sn::ClientResult> results(opt.clients);
   std::vector<std::string> errors(opt.clients);
@@ -181,7 +192,10 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
           }
           std::unique_ptr<sn::Transactions> db;
           if (protocol == "2pc") {
-            db = std::make_unique<sn::TwoPcClient>(cluster, layout, flows, id, t);
+            const bool doomed = opt.test_kill_client == static_cast<int64_t>(id);
+            db = std::make_unique<sn::TwoPcClient>(cluster, layout, flows, id, t,
+                                                   doomed ? opt.test_kill_at : sn::KillPoint::kNone,
+                                                   opt.test_kill_on_commit);
             if (t == 0) path = "flows";
           } else {
             auto rsi = std::make_unique<sn::RsiClient>(cluster, layout, id, ro);
@@ -231,6 +245,8 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     if (e.rank >= m) computing.push_back(e);
   }
   cluster.barrier(phase_name("nam-ran", phase), computing, 0);
+  // 2PC: the resource managers have resolved what dead clients left.
+  if (protocol == "2pc") cluster.barrier(phase_name("nam-served", phase), survivors, 0);
   const uint32_t reporter = doomed_rank == m ? m + 1 : m;
   int code = 0;
   if (rank == reporter) {

@@ -65,9 +65,10 @@ namespace {
 #ifdef SLUICE_NAM_TEST_HOOKS
   std::printf(
       "test hooks (this build only):\n"
-      "  --test-kill-client J --test-kill-at lock|commit-bit [--test-kill-on-commit N]\n"
-      "                       client J's process kills itself (SIGKILL) on its N-th commit after\n"
-      "                       locking / after setting its timestamp bit\n"
+      "  --test-kill-client J --test-kill-at lock|commit-bit|prepared|partial-commit\n"
+      "      [--test-kill-on-commit N]  client J's process kills itself (SIGKILL) on its N-th\n"
+      "                       commit: RSI after locking / after setting its timestamp bit; 2PC\n"
+      "                       after every participant voted yes / after one of two committed\n"
       "  --test-kill-memory-server R --test-kill-after-ms T   memory server R dies T ms in\n");
 #endif
   std::exit(0);
@@ -148,8 +149,13 @@ Options parse_options(int argc, char** argv) {
         o.test_kill_at = KillPoint::kAfterLock;
       else if (at == "commit-bit")
         o.test_kill_at = KillPoint::kAfterCommitBit;
+      else if (at == "prepared")
+        o.test_kill_at = KillPoint::kPrepared;
+      else if (at == "partial-commit")
+        o.test_kill_at = KillPoint::kPartialCommit;
       else
-        usage("--test-kill-at wants lock or commit-bit, not '" + at + "'");
+        usage("--test-kill-at wants lock, commit-bit, prepared or partial-commit, not '" + at +
+              "'");
     }
 #endif
     else
@@ -158,10 +164,12 @@ Options parse_options(int argc, char** argv) {
   if (o.protocol != "rsi" && o.protocol != "2pc" && o.protocol != "both") {
     usage("--protocol wants rsi, 2pc or both, not '" + o.protocol + "'");
   }
-  if (o.protocol != "rsi" &&
-      (o.test_kill_at != KillPoint::kNone || o.test_kill_memory_server >= 0)) {
-    usage("the kill hooks are for --protocol rsi");
-  }
+  const bool rsi_kill =
+      o.test_kill_at == KillPoint::kAfterLock || o.test_kill_at == KillPoint::kAfterCommitBit;
+  const bool two_pc_kill =
+      o.test_kill_at == KillPoint::kPrepared || o.test_kill_at == KillPoint::kPartialCommit;
+  if ((rsi_kill && o.protocol != "rsi") || (two_pc_kill && o.protocol != "2pc"))
+    usage("--test-kill-at lock|commit-bit is for --protocol rsi, prepared|partial-commit for 2pc");
   if (o.protocol == "both" && !o.history.empty())
     usage("--history needs one protocol (rsi or 2pc)");
   if (w.workload != "checkout" && w.workload != "list-append" && w.workload != "write-skew") {

@@ -57,7 +57,10 @@
 namespace sluice::nam {
 
 // Where the test builds may kill the client (SIGKILL), on its n-th commit.
-enum class KillPoint : uint8_t { kNone, kAfterLock, kAfterCommitBit };
+// RSI: after locking / after the commit bit; 2PC (twopc.h): after every
+// participant voted yes, before any COMMIT / after one participant of two or
+// more committed, before the others heard.
+enum class KillPoint : uint8_t { kNone, kAfterLock, kAfterCommitBit, kPrepared, kPartialCommit };
 
 struct RsiOptions {
   std::chrono::milliseconds recovery_timeout{2000};
