@@ -48,7 +48,7 @@ int bucket_of(uint32_t us) {
 // What each compute rank leaves in the results area on memory server 0.
 struct Summary {
   uint64_t valid, clients, commits, checkouts, read_only, conflicts, too_old, out_of_stock, burned,
-      forward, back, recovered;
+      forward, back, recovered, overflow_moved, overflow_hits;
   double seconds;
   uint64_t hist[kBuckets];
   uint64_t checkouts_of[kMaxClientsPerRank];  // per client of the rank
@@ -64,6 +64,8 @@ void add(Summary& a, const sn::ClientResult& r) {
   a.too_old += r.too_old;
   a.out_of_stock += r.out_of_stock;
   a.burned += r.rsi.burned;
+  a.overflow_moved += r.rsi.overflow_moved;
+  a.overflow_hits += r.rsi.overflow_hits;
   a.forward += r.rsi.recovered_forward;
   a.back += r.rsi.recovered_back;
   a.recovered += r.rsi.clients_recovered;
@@ -111,6 +113,12 @@ bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
   }
   if (rank == 0 && protocol == "rsi")
     regions.push_back(cluster.expose(layout.meta_name(), layout.meta_bytes()));
+  if (protocol == "rsi" && layout.overflow_entries != 0) {
+    for (uint32_t t = 0; t < layout.tables.size(); ++t) {
+      regions.push_back(cluster.expose(layout.overflow_name(layout.tables[t].name),
+                                       layout.overflow_region_bytes(t)));
+    }
+  }
   // The 2PC baseline: this memory server is a resource manager.
   std::unique_ptr<sn::ResourceManager> rm;
   std::vector<sluice::DeclaredFlow> declared;
@@ -277,6 +285,8 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
       total.too_old += s.too_old;
       total.out_of_stock += s.out_of_stock;
       total.burned += s.burned;
+      total.overflow_moved += s.overflow_moved;
+      total.overflow_hits += s.overflow_hits;
       total.forward += s.forward;
       total.back += s.back;
       total.recovered += s.recovered;
@@ -308,19 +318,22 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     *tps_out = tps;
     const double p50 = percentile(total, 0.5), p99 = percentile(total, 0.99);
     const std::string transport = transport_label(cluster);
-    std::printf(
-        "sluice-nam: %s %s: %" PRIu64
-        " clients on %u compute ranks, %u memory servers (%s, data path %s)\n"
-        "  %" PRIu64 " committed (%" PRIu64 " checkouts, %" PRIu64
-        " read-only) in %.3f s = %.0f txn/s; "
-        "aborts %" PRIu64 " conflict + %" PRIu64
-        " too-old = %.2f%%; latency p50 %.0f us, p99 %.0f us\n"
-        "  recovery: %" PRIu64 " clients recovered, %" PRIu64 " records rolled forward, %" PRIu64
-        " rolled back; %" PRIu64 " timestamps given up\n",
-        protocol.c_str(), opt.workload.workload.c_str(), total.clients, compute_ranks, m,
-        transport.c_str(), all[reporter - m].path, total.commits, total.checkouts, total.read_only,
-        total.seconds, tps, total.conflicts, total.too_old, 100 * abort_rate, p50, p99,
-        total.recovered, total.forward, total.back, total.burned);
+    std::printf("sluice-nam: %s %s: %" PRIu64
+                " clients on %u compute ranks, %u memory servers (%s, data path %s)\n"
+                "  %" PRIu64 " committed (%" PRIu64 " checkouts, %" PRIu64
+                " read-only) in %.3f s = %.0f txn/s; "
+                "aborts %" PRIu64 " conflict + %" PRIu64
+                " too-old = %.2f%%; latency p50 %.0f us, p99 %.0f us\n"
+                "  recovery: %" PRIu64 " clients recovered, %" PRIu64
+                " records rolled forward, %" PRIu64 " rolled back; %" PRIu64
+                " timestamps given up\n"
+                "  overflow area: %" PRIu64 " old versions moved there, %" PRIu64
+                " read from there\n",
+                protocol.c_str(), opt.workload.workload.c_str(), total.clients, compute_ranks, m,
+                transport.c_str(), all[reporter - m].path, total.commits, total.checkouts,
+                total.read_only, total.seconds, tps, total.conflicts, total.too_old,
+                100 * abort_rate, p50, p99, total.recovered, total.forward, total.back,
+                total.burned, total.overflow_moved, total.overflow_hits);
     if (check.ok) {
       std::printf("invariants: OK (%" PRIu64 " products, %" PRIu64 " orders, %" PRIu64
                   " lines, %" PRIu64 " locked)\n",
@@ -338,12 +351,13 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
           ",\"abort_rate\":%.6f,\"seconds\":%.6f,\"txn_per_s\":%.1f,\"latency_p50_us\":%.1f,"
           "\"latency_p99_us\":%.1f,\"clients_recovered\":%" PRIu64 ",\"rolled_forward\":%" PRIu64
           ",\"rolled_back\":%" PRIu64 ",\"orders\":%" PRIu64 ",\"lines\":%" PRIu64
-          ",\"locked\":%" PRIu64 ",\"invariants\":\"%s\"}\n",
+          ",\"locked\":%" PRIu64 ",\"overflow_moved\":%" PRIu64 ",\"overflow_hits\":%" PRIu64
+          ",\"invariants\":\"%s\"}\n",
           protocol.c_str(), opt.workload.workload.c_str(), transport.c_str(),
           all[reporter - m].path, total.clients, m, total.commits, total.checkouts, total.read_only,
           total.conflicts, total.too_old, total.out_of_stock, abort_rate, total.seconds, tps, p50,
           p99, total.recovered, total.forward, total.back, check.orders, check.lines, check.locked,
-          check.ok ? "OK" : "FAILED");
+          total.overflow_moved, total.overflow_hits, check.ok ? "OK" : "FAILED");
     }
     std::fflush(stdout);
   }
@@ -392,6 +406,7 @@ int main(int argc, char** argv) {
     for (const std::string& p : protocols) {
       layouts.push_back(
           sn::make_layout(opt.workload, m, clients, opt.versions, opt.max_timestamps));
+      layouts.back().overflow_entries = opt.overflow_entries;
       if (protocols.size() > 1) layouts.back().prefix = "nam-" + p;
     }
     // The rank a test hook kills is left out of the closing barriers.
