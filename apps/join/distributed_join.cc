@@ -1,5 +1,6 @@
 #include "distributed_join.h"
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <bit>
@@ -340,9 +341,31 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
                     const std::vector<std::span<const T>>& s_parts, uint64_t r_total,
                     uint64_t s_total) {
   const uint32_t threads = config.threads;
-  const uint32_t world = cluster.world_size();
-  const uint32_t rank = cluster.rank();
+  // The ranks taking part; `world` and `rank` are this join's, not the job's:
+  // how many take part and this rank's place among them (flow endpoint
+  // indexes count only them).
+  std::vector<uint32_t> members = config.ranks;
+  if (members.empty()) {
+    for (uint32_t r = 0; r < cluster.world_size(); ++r) members.push_back(r);
+  }
+  const auto me = std::find(members.begin(), members.end(), cluster.rank());
+  if (me == members.end() || !std::is_sorted(members.begin(), members.end()) ||
+      std::adjacent_find(members.begin(), members.end()) != members.end() ||
+      members.back() >= cluster.world_size()) {
+    std::string list;
+    for (uint32_t r : members) list += (list.empty() ? "" : ",") + std::to_string(r);
+    throw Error(ErrorCode::kInvalidArgument,
+                "join: JoinConfig::ranks {" + list +
+                    "} must be ascending job ranks, each once, and name rank " +
+                    std::to_string(cluster.rank()) + " (which calls run_join)");
+  }
+  const bool every_rank = config.ranks.empty();
+  const uint32_t world = static_cast<uint32_t>(members.size());
+  const uint32_t rank = static_cast<uint32_t>(me - members.begin());
   const uint32_t workers = world * threads;
+  // The flows' endpoints: (member, thread), member-major.
+  const std::vector<Endpoint> endpoints =
+      every_rank ? cluster.all_ranks(threads) : cluster.ranks(members, threads);
   const bool swapped = s_total < r_total;
   const auto& build_parts = swapped ? s_parts : r_parts;
   const auto& probe_parts = swapped ? r_parts : s_parts;
@@ -355,7 +378,14 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
   // runs until its last worker ends.
   auto start_and_wait = [&] {
     ready.wait();
-    cluster.barrier("join-start");
+    if (every_rank) {
+      cluster.barrier("join-start");
+    } else {
+      // A barrier name serves one member set: name it after the set.
+      std::string name = "join-start";
+      for (uint32_t r : members) name += "-" + std::to_string(r);
+      cluster.barrier(name, cluster.ranks(members), 0);
+    }
     const double cpu0 = cpu_seconds();
     const auto start = Clock::now();
     go.count_down();
@@ -390,10 +420,7 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
     sh.probe_share = probe_total / workers;
     sh.fbits = choose_fanout_bits(sh.build_share, sizeof(T));
     auto make = [&](const char* name) {
-      auto spec = shuffle<T>(name)
-                      .sources(cluster.all_ranks(threads))
-                      .targets(cluster.all_ranks(threads))
-                      .explicit_targets();
+      auto spec = shuffle<T>(name).sources(endpoints).targets(endpoints).explicit_targets();
       if (config.segment_bytes != 0) spec.segment_bytes(config.segment_bytes);
       if (config.ring_segments != 0) spec.ring_segments(config.ring_segments);
       return spec;
@@ -425,9 +452,9 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
   std::vector<DeclaredFlow> bcast_flows;  // outlive the workers (joined by start_and_wait)
   for (uint32_t g = 0; g < threads; ++g) {
     std::vector<Endpoint> targets;
-    for (uint32_t r = 0; r < world; ++r) targets.push_back(Endpoint{r, g});
-    sh.specs.push_back(bcast_spec<T>("join-bcast-" + std::to_string(g), cluster.all_ranks(threads),
-                                     targets, config));
+    for (uint32_t r = 0; r < world; ++r) targets.push_back(Endpoint{members[r], g});
+    sh.specs.push_back(
+        bcast_spec<T>("join-bcast-" + std::to_string(g), endpoints, targets, config));
     bcast_flows.push_back(cluster.declare(sh.specs.back()));
   }
   std::barrier<> built(threads);

@@ -88,6 +88,11 @@ struct JoinConfig {
   uint32_t threads = 1;                     // worker threads per rank
   uint32_t segment_bytes = 0;               // flow segment payload; 0: the flow default
   uint32_t ring_segments = 0;               // segments per ring; 0: the flow default
+  // The ranks that take part (ascending, each once), every one of them
+  // calling run_join with the same config; the flows and the start barrier
+  // span only them, so the other ranks of the job may do something else
+  // meanwhile (the memory servers of apps/nam, say). Empty: every rank.
+  std::vector<uint32_t> ranks;
   // Test hook (may be empty): called by every worker thread after each
   // 4096 tuples it pushed, with the running count.
   std::function<void(uint64_t pushed)> on_progress;
@@ -95,7 +100,9 @@ struct JoinConfig {
 
 // Runs one join on this rank. `r_parts[t]` / `s_parts[t]` are worker t's
 // fragments of R and S; `r_total` / `s_total` are the relations' sizes over
-// all ranks (every rank must pass the same). Declares the flows itself
+// all taking part (every rank must pass the same). Throws
+// Error(kInvalidArgument) if config.ranks is not ascending or leaves this
+// rank out. Declares the flows itself
 // (names "join-R", "join-S", "join-bcast-<g>"). Does not throw for data-plane
 // failures: they come back in RankReport::error. Setup failures throw
 // sluice::Error.

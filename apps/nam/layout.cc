@@ -11,7 +11,9 @@ uint64_t Layout::version_bytes(uint32_t table) const {
   return 16 + (uint64_t{tables.at(table).payload_bytes} + 7) / 8 * 8;
 }
 
-uint64_t Layout::slot_bytes(uint32_t table) const { return 8 + versions * version_bytes(table); }
+uint64_t Layout::slot_bytes(uint32_t table) const {
+  return header_bytes() + versions * version_bytes(table);
+}
 
 uint64_t Layout::region_bytes(uint32_t table, uint32_t server) const {
   const uint64_t n = tables.at(table).records;
@@ -32,6 +34,14 @@ uint64_t version_checksum(uint64_t cid, uint32_t table, uint64_t key,
   h = hash64(h ^ (uint64_t{table} << 48) ^ key);
   h = hash64(h ^ hash_bytes(payload));
   return h | 1;
+}
+
+uint64_t overflow_checksum(uint64_t seq, uint64_t prev, uint64_t until, uint64_t cid,
+                           uint32_t table, uint64_t key, std::span<const std::byte> payload) {
+  const uint64_t v = version_checksum(cid, table, key, payload);
+  return hash64(v ^ hash64(seq ^ 0x6f766572666c6f77ull) ^ hash64(prev * 0x9e3779b97f4a7c15ull) ^
+                hash64(until + 0x756e74696cull)) |
+         1;
 }
 
 namespace {

@@ -18,6 +18,24 @@
 // apart from a whole one without relying on the order in which a NIC or
 // memcpy places bytes. Loaded data carries commit id 0 (visible to everyone).
 //
+// With an overflow area (overflow_entries > 0) a slot's header is followed
+// by one more word, the sequence number of the record's newest version moved
+// to the overflow area (0: none), and each memory server exposes, per table,
+// region "nam-<table>-overflow": a cursor (fetch_add hands out sequence
+// numbers), then a ring of overflow_entries entries
+//
+//   [ seq | prev seq | until | commit id | checksum | payload ]
+//
+// Sequence number q lives in entry (q - 1) % overflow_entries; an entry
+// names the record's next older overflowed version (prev, 0: none), so a
+// record's overflowed versions form a chain from new to old. `until` is the
+// commit id of the record's next newer version when this one was moved: it
+// is the version of snapshots in [commit id, until). A version overwritten
+// without being moved leaves a gap, which `until` shows (a reader then must
+// not take an older one). The checksum also covers seq, prev and until: an
+// entry the ring has since reused for another version, or one half
+// rewritten, is told from the one a chain points to.
+//
 // Metadata, on memory server 0, region "nam-meta" (layout.prefix):
 //   [ retire words: N x u64 ]   client i retired from timestamp retire[i] on
 //                               (0: active); its later timestamps count as done
@@ -26,6 +44,9 @@
 //   [ commit logs: N slots ]    client i's write set for its current commit
 //                               timestamp, written before it takes a lock, so
 //                               that recovery knows which records to resolve
+//   [ snapshots: N x u64 ]      with an overflow area: client i's read
+//                               timestamp + 1 (0: none), so that a writer
+//                               knows which old versions a reader may need
 // Timestamps start at 1 and are pre-assigned round-robin: client i owns
 // i + 1, i + 1 + N, i + 1 + 2N, ...
 //
@@ -58,15 +79,31 @@ struct Layout {
   uint32_t clients = 1;   // compute clients in the whole job
   uint32_t versions = 4;  // versions kept per record (>= 2)
   uint64_t max_timestamps = 1 << 20;
+  // Overflow entries per table and memory server (0: no overflow area).
+  uint32_t overflow_entries = 0;
 
   // Per table.
   uint64_t version_bytes(uint32_t table) const;  // 16 + payload rounded up to 8
-  uint64_t slot_bytes(uint32_t table) const;     // 8 + versions * version_bytes
+  uint64_t slot_bytes(uint32_t table) const;     // header_bytes + versions * version_bytes
+  // The header word, and with an overflow area the overflow head after it.
+  uint64_t header_bytes() const { return overflow_entries != 0 ? 16 : 8; }
+  static constexpr uint64_t kOverflowHead = 8;  // offset of the overflow head in a slot
   uint32_t server_of(uint64_t key) const { return static_cast<uint32_t>(key % memory_servers); }
   uint64_t slot_offset(uint32_t table, uint64_t key) const {
     return (key / memory_servers) * slot_bytes(table);
   }
-  uint64_t version_offset(uint32_t table, uint32_t v) const { return 8 + v * version_bytes(table); }
+  uint64_t version_offset(uint32_t table, uint32_t v) const {
+    return header_bytes() + v * version_bytes(table);
+  }
+  // The overflow area of a table on one memory server.
+  static constexpr uint64_t kOverflowCursor = 0, kOverflowStart = 64;
+  uint64_t overflow_entry_bytes(uint32_t table) const { return 24 + version_bytes(table); }
+  uint64_t overflow_offset(uint32_t table, uint64_t seq) const {
+    return kOverflowStart + ((seq - 1) % overflow_entries) * overflow_entry_bytes(table);
+  }
+  uint64_t overflow_region_bytes(uint32_t table) const {
+    return kOverflowStart + uint64_t{overflow_entries} * overflow_entry_bytes(table);
+  }
   // Bytes of table `table`'s region on memory server `server`.
   uint64_t region_bytes(uint32_t table, uint32_t server) const;
   // Region names: "<prefix>-<table>", "<prefix>-meta" (several databases,
@@ -74,6 +111,9 @@ struct Layout {
   std::string prefix = "nam";
   std::string region_name(const std::string& table) const { return prefix + "-" + table; }
   std::string meta_name() const { return prefix + "-meta"; }
+  std::string overflow_name(const std::string& table) const {
+    return prefix + "-" + table + "-overflow";
+  }
 
   // The metadata region (server 0).
   uint64_t retire_offset(uint32_t client) const { return 8ull * client; }
@@ -83,7 +123,8 @@ struct Layout {
   uint64_t log_offset(uint32_t client) const {
     return ts_offset() + 8 * ts_words() + client * log_bytes();
   }
-  uint64_t meta_bytes() const { return log_offset(clients); }
+  uint64_t snapshot_offset(uint32_t client) const { return log_offset(clients) + 8ull * client; }
+  uint64_t meta_bytes() const { return snapshot_offset(overflow_entries != 0 ? clients : 0); }
 
   uint32_t ts_owner(uint64_t ts) const { return static_cast<uint32_t>((ts - 1) % clients); }
   uint32_t find_table(const std::string& name) const;  // throws if absent
@@ -99,6 +140,10 @@ inline TsState ts_state(uint64_t word, uint64_t ts) {
 // A version's checksum: never 0.
 uint64_t version_checksum(uint64_t cid, uint32_t table, uint64_t key,
                           std::span<const std::byte> payload);
+
+// An overflow entry's checksum: never 0.
+uint64_t overflow_checksum(uint64_t seq, uint64_t prev, uint64_t until, uint64_t cid,
+                           uint32_t table, uint64_t key, std::span<const std::byte> payload);
 
 // One write-set entry of a commit log.
 struct LogEntry {

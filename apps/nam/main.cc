@@ -48,7 +48,7 @@ int bucket_of(uint32_t us) {
 // What each compute rank leaves in the results area on memory server 0.
 struct Summary {
   uint64_t valid, clients, commits, checkouts, read_only, conflicts, too_old, out_of_stock, burned,
-      forward, back, recovered;
+      forward, back, recovered, overflow_moved, overflow_hits;
   double seconds;
   uint64_t hist[kBuckets];
   uint64_t checkouts_of[kMaxClientsPerRank];  // per client of the rank
@@ -64,6 +64,8 @@ void add(Summary& a, const sn::ClientResult& r) {
   a.too_old += r.too_old;
   a.out_of_stock += r.out_of_stock;
   a.burned += r.rsi.burned;
+  a.overflow_moved += r.rsi.overflow_moved;
+  a.overflow_hits += r.rsi.overflow_hits;
   a.forward += r.rsi.recovered_forward;
   a.back += r.rsi.recovered_back;
   a.recovered += r.rsi.clients_recovered;
@@ -98,8 +100,8 @@ std::string phase_name(const char* what, size_t phase) {
 }
 
 // One protocol's run on a memory server: expose and load its tables, then
-// wait (RSI) or serve (2PC) until the clients are done.
-void memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& layout,
+// wait (RSI) or serve (2PC) until the clients are done. False if it failed.
+bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& layout,
                   const std::string& protocol, size_t phase,
                   const std::vector<sluice::Endpoint>& survivors) {
   const uint32_t rank = cluster.rank();
@@ -111,13 +113,18 @@ void memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
   }
   if (rank == 0 && protocol == "rsi")
     regions.push_back(cluster.expose(layout.meta_name(), layout.meta_bytes()));
+  if (protocol == "rsi" && layout.overflow_entries != 0) {
+    for (uint32_t t = 0; t < layout.tables.size(); ++t) {
+      regions.push_back(cluster.expose(layout.overflow_name(layout.tables[t].name),
+                                       layout.overflow_region_bytes(t)));
+    }
+  }
   // The 2PC baseline: this memory server is a resource manager.
   std::unique_ptr<sn::ResourceManager> rm;
-  sluice::DeclaredFlow requests, replies;
+  std::vector<sluice::DeclaredFlow> declared;
   const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
   if (protocol == "2pc") {
-    requests = cluster.declare(flows.request);
-    replies = cluster.declare(flows.reply);
+    declared = sn::declare_two_pc(cluster, flows);
     std::vector<std::byte*> tables;
     for (uint32_t t = 0; t < layout.tables.size(); ++t) tables.push_back(regions[t].data());
     rm = std::make_unique<sn::ResourceManager>(cluster, layout, flows, tables);
@@ -131,8 +138,22 @@ void memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
   }
   // RSI: passive from here on, the clients read, lock and install by
   // themselves. 2PC: serve the clients' requests until they are done.
-  if (rm) rm->serve();
+  bool ok = true;
+  if (rm) {
+    try {
+      rm->serve();
+    } catch (const std::exception& e) {
+      // Another memory server is gone (PeerLost): stop serving, but still
+      // meet the survivors so that the job ends.
+      std::fprintf(stderr, "sluice-nam: memory server rank %u: 2pc failed: %s\n", rank, e.what());
+      ok = false;
+    }
+    // The reporter scans the tables only once every server has resolved
+    // what clients that died left prepared.
+    cluster.barrier(phase_name("nam-served", phase), survivors, 0);
+  }
   cluster.barrier(phase_name("nam-done", phase), survivors, 0);
+  return ok;
 }
 
 int memory_server(sluice::Cluster& cluster, const sn::Options& opt,
@@ -144,10 +165,11 @@ int memory_server(sluice::Cluster& cluster, const sn::Options& opt,
     results = cluster.expose("nam-results", protocols.size() * compute * sizeof(Summary));
   }
   sn::AliveSource alive(cluster, opt.memory_servers);
+  bool ok = true;
   for (size_t p = 0; p < protocols.size(); ++p)
-    memory_phase(cluster, opt, layouts[p], protocols[p], p, survivors);
+    ok = memory_phase(cluster, opt, layouts[p], protocols[p], p, survivors) && ok;
   alive.close();
-  return 0;
+  return ok ? 0 : 1;
 }
 
 // One protocol's run on a compute rank; the reporter sets *tps.
@@ -157,11 +179,8 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
                   const sn::ServerWatch& watch, double* tps_out) {
   const uint32_t rank = cluster.rank(), m = opt.memory_servers;
   const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
-  sluice::DeclaredFlow requests, replies;
-  if (protocol == "2pc") {
-    requests = cluster.declare(flows.request);
-    replies = cluster.declare(flows.reply);
-  }
+  std::vector<sluice::DeclaredFlow> declared;
+  if (protocol == "2pc") declared = sn::declare_two_pc(cluster, flows);
   cluster.barrier(phase_name("nam-exposed", phase));
   std::vector<sn::ClientResult> results(opt.clients);
   std::vector<std::string> errors(opt.clients);
@@ -181,7 +200,10 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
           }
           std::unique_ptr<sn::Transactions> db;
           if (protocol == "2pc") {
-            db = std::make_unique<sn::TwoPcClient>(cluster, layout, flows, id, t);
+            const bool doomed = opt.test_kill_client == static_cast<int64_t>(id);
+            db = std::make_unique<sn::TwoPcClient>(cluster, layout, flows, id, t,
+                                                   doomed ? opt.test_kill_at : sn::KillPoint::kNone,
+                                                   opt.test_kill_on_commit);
             if (t == 0) path = "flows";
           } else {
             auto rsi = std::make_unique<sn::RsiClient>(cluster, layout, id, ro);
@@ -231,6 +253,8 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     if (e.rank >= m) computing.push_back(e);
   }
   cluster.barrier(phase_name("nam-ran", phase), computing, 0);
+  // 2PC: the resource managers have resolved what dead clients left.
+  if (protocol == "2pc") cluster.barrier(phase_name("nam-served", phase), survivors, 0);
   const uint32_t reporter = doomed_rank == m ? m + 1 : m;
   int code = 0;
   if (rank == reporter) {
@@ -261,6 +285,8 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
       total.too_old += s.too_old;
       total.out_of_stock += s.out_of_stock;
       total.burned += s.burned;
+      total.overflow_moved += s.overflow_moved;
+      total.overflow_hits += s.overflow_hits;
       total.forward += s.forward;
       total.back += s.back;
       total.recovered += s.recovered;
@@ -292,19 +318,22 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     *tps_out = tps;
     const double p50 = percentile(total, 0.5), p99 = percentile(total, 0.99);
     const std::string transport = transport_label(cluster);
-    std::printf(
-        "sluice-nam: %s %s: %" PRIu64
-        " clients on %u compute ranks, %u memory servers (%s, data path %s)\n"
-        "  %" PRIu64 " committed (%" PRIu64 " checkouts, %" PRIu64
-        " read-only) in %.3f s = %.0f txn/s; "
-        "aborts %" PRIu64 " conflict + %" PRIu64
-        " too-old = %.2f%%; latency p50 %.0f us, p99 %.0f us\n"
-        "  recovery: %" PRIu64 " clients recovered, %" PRIu64 " records rolled forward, %" PRIu64
-        " rolled back; %" PRIu64 " timestamps given up\n",
-        protocol.c_str(), opt.workload.workload.c_str(), total.clients, compute_ranks, m,
-        transport.c_str(), all[reporter - m].path, total.commits, total.checkouts, total.read_only,
-        total.seconds, tps, total.conflicts, total.too_old, 100 * abort_rate, p50, p99,
-        total.recovered, total.forward, total.back, total.burned);
+    std::printf("sluice-nam: %s %s: %" PRIu64
+                " clients on %u compute ranks, %u memory servers (%s, data path %s)\n"
+                "  %" PRIu64 " committed (%" PRIu64 " checkouts, %" PRIu64
+                " read-only) in %.3f s = %.0f txn/s; "
+                "aborts %" PRIu64 " conflict + %" PRIu64
+                " too-old = %.2f%%; latency p50 %.0f us, p99 %.0f us\n"
+                "  recovery: %" PRIu64 " clients recovered, %" PRIu64
+                " records rolled forward, %" PRIu64 " rolled back; %" PRIu64
+                " timestamps given up\n"
+                "  overflow area: %" PRIu64 " old versions moved there, %" PRIu64
+                " read from there\n",
+                protocol.c_str(), opt.workload.workload.c_str(), total.clients, compute_ranks, m,
+                transport.c_str(), all[reporter - m].path, total.commits, total.checkouts,
+                total.read_only, total.seconds, tps, total.conflicts, total.too_old,
+                100 * abort_rate, p50, p99, total.recovered, total.forward, total.back,
+                total.burned, total.overflow_moved, total.overflow_hits);
     if (check.ok) {
       std::printf("invariants: OK (%" PRIu64 " products, %" PRIu64 " orders, %" PRIu64
                   " lines, %" PRIu64 " locked)\n",
@@ -322,12 +351,13 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
           ",\"abort_rate\":%.6f,\"seconds\":%.6f,\"txn_per_s\":%.1f,\"latency_p50_us\":%.1f,"
           "\"latency_p99_us\":%.1f,\"clients_recovered\":%" PRIu64 ",\"rolled_forward\":%" PRIu64
           ",\"rolled_back\":%" PRIu64 ",\"orders\":%" PRIu64 ",\"lines\":%" PRIu64
-          ",\"locked\":%" PRIu64 ",\"invariants\":\"%s\"}\n",
+          ",\"locked\":%" PRIu64 ",\"overflow_moved\":%" PRIu64 ",\"overflow_hits\":%" PRIu64
+          ",\"invariants\":\"%s\"}\n",
           protocol.c_str(), opt.workload.workload.c_str(), transport.c_str(),
           all[reporter - m].path, total.clients, m, total.commits, total.checkouts, total.read_only,
           total.conflicts, total.too_old, total.out_of_stock, abort_rate, total.seconds, tps, p50,
           p99, total.recovered, total.forward, total.back, check.orders, check.lines, check.locked,
-          check.ok ? "OK" : "FAILED");
+          total.overflow_moved, total.overflow_hits, check.ok ? "OK" : "FAILED");
     }
     std::fflush(stdout);
   }
@@ -376,6 +406,7 @@ int main(int argc, char** argv) {
     for (const std::string& p : protocols) {
       layouts.push_back(
           sn::make_layout(opt.workload, m, clients, opt.versions, opt.max_timestamps));
+      layouts.back().overflow_entries = opt.overflow_entries;
       if (protocols.size() > 1) layouts.back().prefix = "nam-" + p;
     }
     // The rank a test hook kills is left out of the closing barriers.

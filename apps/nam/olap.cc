@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "tuples.h"
+
 namespace sluice::nam::olap {
 
 namespace {
@@ -79,6 +81,7 @@ JoinResult reference_join(const JoinInput& in) {
         for (size_t y = b; y < b_end; ++y) {
           ++out.matches;
           out.checksum += pair_hash(r[x].key, r[x].payload, s[y].payload);
+          out.flow_checksum += sluice::join::pair_checksum(r[x].key, r[x].payload, s[y].payload);
         }
       }
       a = a_end;

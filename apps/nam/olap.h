@@ -93,6 +93,9 @@ Range worker_share(Range slice, uint32_t w, uint32_t workers);
 // What a join or an aggregation produced (or must produce).
 struct JoinResult {
   uint64_t matches = 0, checksum = 0;
+  // The same pairs folded with apps/join's checksum (join::pair_checksum in
+  // apps/join/tuples.h), which the flow radix join of apps/join reports.
+  uint64_t flow_checksum = 0;
 };
 struct AggResult {
   uint64_t groups = 0, rows = 0, checksum = 0;

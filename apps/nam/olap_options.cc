@@ -26,7 +26,8 @@ namespace {
       "  join   R join S on a 64-bit key. Algorithms: rrj (RDMA radix join: partitions written\n"
       "         into the memory servers with one-sided writes, joined in cache-sized blocks),\n"
       "         ghj (grace hash join over shuffle flows), ghj-bloom (the same after a\n"
-      "         Bloom-filter semi-join reduction whose filters go over a replicate flow)\n"
+      "         Bloom-filter semi-join reduction whose filters go over a replicate flow),\n"
+      "         flow-radix (the flow radix join of apps/join, run by the compute ranks)\n"
       "  agg    SELECT key, COUNT(*), SUM(value) GROUP BY key. Algorithms: rdma (cache-sized\n"
       "         pre-aggregation spilling into overflow partitions on the memory servers, then\n"
       "         parallel post-aggregation), hierarchical (local aggregation, then a shuffle flow\n"
@@ -155,9 +156,9 @@ OlapOptions parse_olap_options(int argc, char** argv) {
       usage("unknown option: " + a);
   }
   if (!s_given) o.join.input.s_rows = o.join.input.r_rows;
-  const std::vector<std::string> all = o.kind == "join"
-                                           ? std::vector<std::string>{"rrj", "ghj", "ghj-bloom"}
-                                           : std::vector<std::string>{"rdma", "hierarchical"};
+  const std::vector<std::string> all =
+      o.kind == "join" ? std::vector<std::string>{"rrj", "ghj", "ghj-bloom", "flow-radix"}
+                       : std::vector<std::string>{"rdma", "hierarchical"};
   o.algorithms = algorithms.empty() ? all : split(algorithms);
   if (o.algorithms.empty()) usage("--algorithms names none");
   for (const std::string& name : o.algorithms) {

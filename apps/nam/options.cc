@@ -36,6 +36,10 @@ namespace {
       "the\n"
       "                       data, in one job, and the throughput ratio\n"
       "  --versions V         versions kept per record, >= 2 (default 2)\n"
+      "  --overflow-entries E RSI: an overflow area of E old versions per table and memory\n"
+      "                       server, where a writer moves the version it overwrites if another\n"
+      "                       client's snapshot still sees it, so a long reader finds it there\n"
+      "                       instead of aborting too-old (default 0: none)\n"
       "  --max-timestamps N   size of the timestamp vector (default 134217728, 32 MiB on rank 0;\n"
       "                       every commit, abort and given-up timestamp uses one)\n"
       "  --recovery-timeout-ms T  a client silent this long with a pending timestamp or a lock\n"
@@ -57,6 +61,8 @@ namespace {
       "  --max-orders N       orders table size (default clients x txns, or 200000 with "
       "--seconds)\n"
       "  --think-us U         sleep between a transaction's reads and its commit (default 0)\n"
+      "  --long-read-percent P  list-append: share of long read-only transactions that read\n"
+      "                       every list, sleeping --long-read-think-us U between reads\n"
       "  --seed N             random seed (default 1)\n"
       "output:\n"
       "  --history PREFIX     each client writes its transactions as Elle JSON lines to\n"
@@ -65,9 +71,10 @@ namespace {
 #ifdef SLUICE_NAM_TEST_HOOKS
   std::printf(
       "test hooks (this build only):\n"
-      "  --test-kill-client J --test-kill-at lock|commit-bit [--test-kill-on-commit N]\n"
-      "                       client J's process kills itself (SIGKILL) on its N-th commit after\n"
-      "                       locking / after setting its timestamp bit\n"
+      "  --test-kill-client J --test-kill-at lock|commit-bit|prepared|partial-commit\n"
+      "      [--test-kill-on-commit N]  client J's process kills itself (SIGKILL) on its N-th\n"
+      "                       commit: RSI after locking / after setting its timestamp bit; 2PC\n"
+      "                       after every participant voted yes / after one of two committed\n"
       "  --test-kill-memory-server R --test-kill-after-ms T   memory server R dies T ms in\n");
 #endif
   std::exit(0);
@@ -103,6 +110,8 @@ Options parse_options(int argc, char** argv) {
       o.versions = static_cast<uint32_t>(number(a, v));
     else if (a == "--max-timestamps")
       o.max_timestamps = number(a, v);
+    else if (a == "--overflow-entries")
+      o.overflow_entries = static_cast<uint32_t>(number(a, v));
     else if (a == "--recovery-timeout-ms")
       o.recovery_timeout_ms = static_cast<uint32_t>(number(a, v));
     else if (a == "--workload")
@@ -127,6 +136,10 @@ Options parse_options(int argc, char** argv) {
       w.seconds = std::atof(v);
     else if (a == "--max-orders")
       w.max_orders = number(a, v);
+    else if (a == "--long-read-percent")
+      w.long_read_percent = static_cast<uint32_t>(number(a, v));
+    else if (a == "--long-read-think-us")
+      w.long_read_think_us = static_cast<uint32_t>(number(a, v));
     else if (a == "--think-us")
       w.think_us = static_cast<uint32_t>(number(a, v));
     else if (a == "--seed")
@@ -148,8 +161,13 @@ Options parse_options(int argc, char** argv) {
         o.test_kill_at = KillPoint::kAfterLock;
       else if (at == "commit-bit")
         o.test_kill_at = KillPoint::kAfterCommitBit;
+      else if (at == "prepared")
+        o.test_kill_at = KillPoint::kPrepared;
+      else if (at == "partial-commit")
+        o.test_kill_at = KillPoint::kPartialCommit;
       else
-        usage("--test-kill-at wants lock or commit-bit, not '" + at + "'");
+        usage("--test-kill-at wants lock, commit-bit, prepared or partial-commit, not '" + at +
+              "'");
     }
 #endif
     else
@@ -158,10 +176,12 @@ Options parse_options(int argc, char** argv) {
   if (o.protocol != "rsi" && o.protocol != "2pc" && o.protocol != "both") {
     usage("--protocol wants rsi, 2pc or both, not '" + o.protocol + "'");
   }
-  if (o.protocol != "rsi" &&
-      (o.test_kill_at != KillPoint::kNone || o.test_kill_memory_server >= 0)) {
-    usage("the kill hooks are for --protocol rsi");
-  }
+  const bool rsi_kill =
+      o.test_kill_at == KillPoint::kAfterLock || o.test_kill_at == KillPoint::kAfterCommitBit;
+  const bool two_pc_kill =
+      o.test_kill_at == KillPoint::kPrepared || o.test_kill_at == KillPoint::kPartialCommit;
+  if ((rsi_kill && o.protocol != "rsi") || (two_pc_kill && o.protocol != "2pc"))
+    usage("--test-kill-at lock|commit-bit is for --protocol rsi, prepared|partial-commit for 2pc");
   if (o.protocol == "both" && !o.history.empty())
     usage("--history needs one protocol (rsi or 2pc)");
   if (w.workload != "checkout" && w.workload != "list-append" && w.workload != "write-skew") {
@@ -177,6 +197,10 @@ Options parse_options(int argc, char** argv) {
   if (w.workload != "checkout" && w.keys < 2) usage("--keys must be at least 2");
   if (w.txns == 0 && w.seconds <= 0) usage("--txns 0 needs --seconds");
   if (w.browse_percent > 100) usage("--browse-percent must be at most 100");
+  if (w.long_read_percent > 100) usage("--long-read-percent must be at most 100");
+  if (w.long_read_percent > 0 && w.workload != "list-append")
+    usage("--long-read-percent is for --workload list-append");
+  if (o.overflow_entries > (1u << 24)) usage("--overflow-entries must be at most 16777216");
   if (w.browse_reads > 64) usage("--browse-reads must be at most 64");
   if (o.max_timestamps < 64) usage("--max-timestamps must be at least 64");
   return o;

@@ -50,6 +50,18 @@ RsiClient::RsiClient(Cluster& cluster, const Layout& layout, uint32_t client, Rs
     max_payload = std::max(max_payload, layout_.version_bytes(t));
   }
   meta_ = cluster_.open_region(layout_.meta_name(), 0);
+  if (layout_.overflow_entries != 0) {
+    overflow_.resize(layout_.memory_servers);
+    for (uint32_t s = 0; s < layout_.memory_servers; ++s) {
+      for (uint32_t t = 0; t < layout_.tables.size(); ++t) {
+        overflow_[s].push_back(
+            cluster_.open_region(layout_.overflow_name(layout_.tables[t].name), s));
+      }
+    }
+    entry_.resize(24 + max_payload);
+    found_.resize(max_payload);
+    snapshots_.resize(layout_.clients);
+  }
   next_ts_ = client_ + 1;
   seen_.reserve(64);
   writes_.reserve(kMaxWrites);
@@ -104,7 +116,7 @@ const RsiClient::Seen& RsiClient::observe(uint32_t table, uint64_t key) {
   for (int attempt = 0;; ++attempt) {
     read_slot(table, key);
     int best = -1, free_v = -1, oldest = -1;
-    uint64_t best_cid = 0, oldest_cid = 0;
+    uint64_t best_cid = 0, oldest_cid = 0, second_cid = ~uint64_t{0};
     bool torn = false, any = false;
     for (uint32_t v = 0; v < layout_.versions; ++v) {
       const std::byte* p = slot_.data() + layout_.version_offset(table, v);
@@ -118,7 +130,12 @@ const RsiClient::Seen& RsiClient::observe(uint32_t table, uint64_t key) {
       }
       any = true;
       if (cid <= rts_ && (best < 0 || cid > best_cid)) best = static_cast<int>(v), best_cid = cid;
-      if (oldest < 0 || cid < oldest_cid) oldest = static_cast<int>(v), oldest_cid = cid;
+      if (oldest < 0 || cid < oldest_cid) {
+        if (oldest >= 0) second_cid = std::min(second_cid, oldest_cid);
+        oldest = static_cast<int>(v), oldest_cid = cid;
+      } else {
+        second_cid = std::min(second_cid, cid);
+      }
     }
     // A torn version is being installed (or was left by a dead client): if
     // nothing visible was found, the version needed may be the one being
@@ -127,10 +144,29 @@ const RsiClient::Seen& RsiClient::observe(uint32_t table, uint64_t key) {
       std::this_thread::yield();
       continue;
     }
-    Seen s{table, key, best >= 0 ? best_cid : 0,
-           static_cast<uint32_t>(free_v >= 0 ? free_v : (oldest >= 0 ? oldest : 0)), best >= 0};
+    // Every version here is too new: an older one may be in the overflow
+    // area. (Not found: a writer may have moved it between our reads of
+    // the head and of the versions; look again a few times.)
+    if (best < 0 && any && layout_.overflow_entries != 0) {
+      uint64_t cid = 0;
+      if (walk_overflow(table, key, load64(slot_.data() + Layout::kOverflowHead), &cid)) {
+        best = kInOverflow;
+        best_cid = cid;
+      } else if (attempt < 3) {
+        std::this_thread::yield();
+        continue;
+      }
+    }
+    Victim victim;
+    if (free_v >= 0) {
+      victim.index = static_cast<uint32_t>(free_v);
+    } else if (oldest >= 0) {
+      victim = Victim{static_cast<uint32_t>(oldest), true, oldest_cid, second_cid};
+    }
+    const bool found = best >= 0 || best == kInOverflow;
+    Seen s{table, key, found ? best_cid : 0, victim, found};
     visible_ = best;
-    if (best < 0 && (any || torn))
+    if (!found && (any || torn))
       doomed_ = doomed_ == Outcome::kCommitted ? Outcome::kTooOld : doomed_;
     for (Seen& old : seen_) {
       if (old.table == table && old.key == key) {
@@ -222,6 +258,8 @@ void RsiClient::begin() {
     check_servers();
     std::this_thread::yield();
   }
+  // Before anything is read: writers from now on keep what this snapshot sees.
+  if (layout_.overflow_entries != 0) publish_snapshot(rts_ + 1);
   in_txn_ = true;
 }
 
@@ -278,7 +316,11 @@ bool RsiClient::read(uint32_t table, uint64_t key, std::span<std::byte> out) {
     }
   }
   const Seen& s = observe(table, key);
-  if (!s.found || visible_ < 0) return false;
+  if (!s.found || (visible_ < 0 && visible_ != kInOverflow)) return false;
+  if (visible_ == kInOverflow) {
+    std::memcpy(out.data(), found_.data(), n);
+    return true;
+  }
   std::memcpy(out.data(), slot_.data() + layout_.version_offset(table, visible_) + 16, n);
   return true;
 }
@@ -410,6 +452,16 @@ Outcome RsiClient::commit() {
     return Outcome::kConflict;
   }
   maybe_kill(KillPoint::kAfterLock);
+  // Old versions another client's snapshot still sees go to the overflow
+  // area first (one read of the snapshot words if any install overwrites one).
+  if (layout_.overflow_entries != 0 &&
+      std::any_of(writes_.begin(), writes_.end(),
+                  [](const Pending& w) { return w.victim.valid; })) {
+    check(meta_.read(layout_.snapshot_offset(0), std::as_writable_bytes(std::span(snapshots_)),
+                     deadline()),
+          meta_, "reading the snapshot words");
+    for (const Pending& w : writes_) move_if_needed(w, c);
+  }
   // Install each new version over the record's oldest one.
   for (const Pending& w : writes_) {
     const uint32_t payload = layout_.tables[w.table].payload_bytes;
@@ -419,8 +471,9 @@ Outcome RsiClient::commit() {
     store64(v + 8, version_checksum(c, w.table, w.key, data));
     std::memcpy(v + 16, data.data(), payload);
     RemoteRegion& r = region(w.table, w.key);
-    check(r.write(layout_.slot_offset(w.table, w.key) + layout_.version_offset(w.table, w.victim),
-                  std::span<const std::byte>(v, 16 + payload), deadline()),
+    check(r.write(
+              layout_.slot_offset(w.table, w.key) + layout_.version_offset(w.table, w.victim.index),
+              std::span<const std::byte>(v, 16 + payload), deadline()),
           r, "installing a version");
   }
   // The commit point: never once a memory server is known to be gone.
@@ -439,6 +492,7 @@ Outcome RsiClient::commit() {
 
 void RsiClient::retire() {
   if (in_txn_) throw NamError("nam: retire() inside a transaction");
+  if (layout_.overflow_entries != 0) publish_snapshot(0);
   const uint64_t prev = cas(meta_, layout_.retire_offset(client_), 0, next_ts_);
   if (prev != 0 && prev != next_ts_) {
     std::fprintf(stderr, "nam: client %u had been retired by recovery already\n", client_);
@@ -507,6 +561,12 @@ void RsiClient::recover_client(uint32_t j, uint64_t p) {
   if (decode_log(log_, &c, &entries) && c != 0) resolve(c, entries);
   transition(p, kFenced, kAborted);
   cas(meta_, layout_.retire_offset(j), 0, p + layout_.clients);
+  if (layout_.overflow_entries != 0) {
+    // Its snapshot is gone with it: writers need not keep versions for it.
+    uint64_t zero = 0;
+    check(meta_.write(layout_.snapshot_offset(j), bytes_of(zero), deadline()), meta_,
+          "clearing a snapshot word");
+  }
   ++stats_.clients_recovered;
   std::fprintf(stderr,
                "nam: client %u recovered client %u (log timestamp %" PRIu64 ", fenced %" PRIu64
@@ -543,6 +603,91 @@ uint32_t RsiClient::recover_unretired() {
     ++n;
   }
   return n;
+}
+
+void RsiClient::publish_snapshot(uint64_t word) {
+  check(meta_.write(layout_.snapshot_offset(client_), bytes_of(word), deadline()), meta_,
+        "publishing the snapshot");
+}
+
+bool RsiClient::walk_overflow(uint32_t table, uint64_t key, uint64_t head, uint64_t* cid) {
+  const uint32_t payload = layout_.tables[table].payload_bytes;
+  const uint64_t bytes = layout_.overflow_entry_bytes(table);
+  RemoteRegion& r = overflow_[layout_.server_of(key)][table];
+  uint64_t seq = head;
+  for (uint32_t steps = 0; seq != 0 && steps < layout_.overflow_entries; ++steps) {
+    check(r.read(layout_.overflow_offset(table, seq), std::span(entry_.data(), bytes), deadline()),
+          r, "reading the overflow area");
+    const std::byte* e = entry_.data();
+    const uint64_t got = load64(e), prev = load64(e + 8), until = load64(e + 16),
+                   c = load64(e + 24), sum = load64(e + 32);
+    const std::span<const std::byte> data(e + 40, payload);
+    // Reused by the ring for a newer version (or being rewritten): the
+    // chain is cut here.
+    if (got != seq || sum != overflow_checksum(got, prev, until, c, table, key, data)) return false;
+    if (c <= rts_) {
+      // The version of snapshots in [c, until): a later version overwritten
+      // without being moved (no snapshot needed it when it was) leaves a
+      // gap, and this one is then too old for us.
+      if (rts_ >= until) return false;
+      std::memcpy(found_.data(), data.data(), payload);
+      *cid = c;
+      ++stats_.overflow_hits;
+      return true;
+    }
+    if (prev >= seq) return false;  // chains only go back in time
+    seq = prev;
+  }
+  return false;
+}
+
+void RsiClient::move_if_needed(const Pending& w, uint64_t commit) {
+  if (!w.victim.valid) return;
+  bool needed = false;
+  for (uint32_t j = 0; j < layout_.clients && !needed; ++j) {
+    if (j == client_ || snapshots_[j] == 0) continue;
+    const uint64_t rts = snapshots_[j] - 1;
+    needed = rts >= w.victim.cid && rts < w.victim.next_cid;
+  }
+  if (!needed) return;
+  // The slot as it is under our lock: its overflow head, and the victim
+  // (gone already if a rolled-back install took its place: nothing to move).
+  read_slot(w.table, w.key);
+  const uint32_t payload = layout_.tables[w.table].payload_bytes;
+  const std::byte* v = slot_.data() + layout_.version_offset(w.table, w.victim.index);
+  const uint64_t c = load64(v), sum = load64(v + 8);
+  const std::span<const std::byte> data(v + 16, payload);
+  if (c != w.victim.cid || sum == 0 || sum != version_checksum(c, w.table, w.key, data)) return;
+  // Its successor: the next newer version in the slot, or the one we install.
+  uint64_t until = commit;
+  for (uint32_t i = 0; i < layout_.versions; ++i) {
+    if (i == w.victim.index) continue;
+    const std::byte* o = slot_.data() + layout_.version_offset(w.table, i);
+    const uint64_t oc = load64(o), os = load64(o + 8);
+    if (os != 0 && os == version_checksum(oc, w.table, w.key, std::span(o + 16, payload)) && oc > c)
+      until = std::min(until, oc);
+  }
+  const uint64_t head = load64(slot_.data() + Layout::kOverflowHead);
+  RemoteRegion& r = overflow_[layout_.server_of(w.key)][w.table];
+  uint64_t seq = 0;
+  check(r.fetch_add(Layout::kOverflowCursor, 1, &seq, deadline()), r, "taking an overflow entry");
+  ++seq;  // sequence numbers start at 1 (0: no entry)
+  std::byte* e = entry_.data();
+  store64(e, seq);
+  store64(e + 8, head);
+  store64(e + 16, until);
+  store64(e + 24, c);
+  store64(e + 32, overflow_checksum(seq, head, until, c, w.table, w.key, data));
+  std::memcpy(e + 40, data.data(), payload);
+  check(r.write(layout_.overflow_offset(w.table, seq), std::span<const std::byte>(e, 40 + payload),
+                deadline()),
+        r, "writing an overflow entry");
+  // Then the head: a reader that sees it finds the entry whole.
+  RemoteRegion& rec = region(w.table, w.key);
+  check(rec.write(layout_.slot_offset(w.table, w.key) + Layout::kOverflowHead,
+                  std::as_bytes(std::span(&seq, 1)), deadline()),
+        rec, "writing an overflow head");
+  ++stats_.overflow_moved;
 }
 
 }  // namespace sluice::nam

@@ -19,6 +19,20 @@
 //             vector (the commit point), and unlocks each header with a CAS
 //             lock | c -> c.
 //
+// Old versions (Layout::overflow_entries > 0). A reader publishes its read
+// timestamp (a snapshot word per client on memory server 0) when it begins.
+// A writer, once it holds its locks, reads the snapshot words; where the
+// version its install overwrites (the record's oldest) is the one some
+// other client's snapshot sees (its read timestamp at least that version's
+// commit id and below the next version's), it first moves that version
+// into the table's overflow area on the record's memory server (fetch_add
+// for a sequence number, a write of the entry, a write of the slot's
+// overflow head, all under the record's lock). A reader that finds every
+// version in the slot too new walks the record's overflow chain from its
+// head to the newest version its snapshot sees. A snapshot published after
+// the writer looked, or a version the ring has since reused, leaves the
+// reader with too-old, as without the area: never a wrong version.
+//
 // Recovery (recover_client): a client that died is found by a timestamp of
 // its that stays pending longer than recovery_timeout (every other client's
 // read timestamp stops there), by a lock older than that, or, at the end of a
@@ -57,7 +71,10 @@
 namespace sluice::nam {
 
 // Where the test builds may kill the client (SIGKILL), on its n-th commit.
-enum class KillPoint : uint8_t { kNone, kAfterLock, kAfterCommitBit };
+// RSI: after locking / after the commit bit; 2PC (twopc.h): after every
+// participant voted yes, before any COMMIT / after one participant of two or
+// more committed, before the others heard.
+enum class KillPoint : uint8_t { kNone, kAfterLock, kAfterCommitBit, kPrepared, kPartialCommit };
 
 struct RsiOptions {
   std::chrono::milliseconds recovery_timeout{2000};
@@ -113,22 +130,30 @@ class RsiClient final : public Transactions {
   const char* path() const { return meta_.path(); }
 
  private:
+  // The version an install overwrites: a free one, or the oldest (then
+  // `valid`, with its commit id and the next older-to-newer one's).
+  struct Victim {
+    uint32_t index = 0;
+    bool valid = false;
+    uint64_t cid = 0, next_cid = 0;
+  };
   struct Seen {  // a record read in this transaction
     uint32_t table;
     uint64_t key;
-    uint64_t cid;     // commit id of the visible version (0 if absent)
-    uint32_t victim;  // the version an install overwrites
+    uint64_t cid;  // commit id of the visible version (0 if absent)
+    Victim victim;
     bool found;
   };
   struct Pending {  // a buffered write
     uint32_t table;
     uint64_t key;
     uint64_t expected;  // the header value validation expects
-    uint32_t victim;
+    Victim victim;
     bool insert;
     size_t offset;  // payload in arena_
     bool locked;
   };
+  static constexpr int kInOverflow = -2;  // visible_: the version came from the overflow area
 
   RemoteRegion& region(uint32_t table, uint64_t key) {
     return regions_[layout_.server_of(key)][table];
@@ -149,6 +174,13 @@ class RsiClient final : public Transactions {
   void resolve(uint64_t c, const std::vector<LogEntry>& entries);
   void roll_back(const LogEntry& e, uint64_t c);
   void maybe_kill(KillPoint at);
+  // Overflow area: the newest version of (table, key) at most rts_ along the
+  // chain from `head`, into found_; false if the chain does not reach one.
+  bool walk_overflow(uint32_t table, uint64_t key, uint64_t head, uint64_t* cid);
+  // Moves w's victim version into the overflow area if another client's
+  // published snapshot sees it (under w's lock; c: the commit installing).
+  void move_if_needed(const Pending& w, uint64_t c);
+  void publish_snapshot(uint64_t word);
   void check_servers();
   Deadline deadline() const { return Clock::now() + options_.op_timeout; }
 
@@ -158,6 +190,7 @@ class RsiClient final : public Transactions {
   RsiOptions options_;
   std::vector<std::vector<RemoteRegion>> regions_;  // [server][table]
   RemoteRegion meta_;
+  std::vector<std::vector<RemoteRegion>> overflow_;  // [server][table], with an overflow area
 
   uint64_t rts_ = 0, next_ts_ = 0, last_commit_ = 0, scan_ = 1, wait_for_ = 0;
   bool in_txn_ = false;
@@ -166,7 +199,8 @@ class RsiClient final : public Transactions {
   size_t arena_used_ = 0;
   std::vector<Seen> seen_;
   std::vector<Pending> writes_;
-  std::vector<std::byte> arena_, slot_, log_;
+  std::vector<std::byte> arena_, slot_, log_, entry_, found_;
+  std::vector<uint64_t> snapshots_;  // commit(): the published snapshot words
   std::vector<uint64_t> retire_, words_;
   std::vector<LogEntry> entries_;
   uint64_t stall_ts_ = 0;

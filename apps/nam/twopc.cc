@@ -1,103 +1,136 @@
 #include "twopc.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
-#include <thread>
+
+#include "twopc_wire.h"
 
 namespace sluice::nam {
 
-namespace {
-
-enum MsgType : uint8_t { kBegin = 1, kGetTs, kDone, kRead, kPrepare, kCommit, kAbort };
-
-struct MsgHeader {
-  uint8_t type;
-  uint8_t status;  // READ: 0 found, 1 absent, 2 too old; PREPARE: 0 yes, 1 no; GET_TS: 1 refused
-  uint16_t count;  // entries (requests); the answering server (replies)
-  uint32_t client;
-  uint64_t ts;  // read or commit timestamp; a refused PREPARE: the commit id it collided with
-};
-struct MsgEntry {
-  uint32_t table;
-  uint32_t insert;
-  uint64_t key;
-  uint64_t expected;
-};
-static_assert(sizeof(MsgHeader) == 16 && sizeof(MsgEntry) == 24);
-
-uint64_t padded(uint32_t payload) { return (uint64_t{payload} + 7) / 8 * 8; }
-
-uint64_t max_message(const Layout& layout) {
-  uint64_t biggest = 0;
-  for (const TableSpec& t : layout.tables) biggest = std::max(biggest, padded(t.payload_bytes));
-  return sizeof(MsgHeader) + kMaxWrites * (sizeof(MsgEntry) + biggest) + 8;
-}
-
-uint64_t load64(const std::byte* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-void store64(std::byte* p, uint64_t v) { std::memcpy(p, &v, 8); }
-
-// A version of a slot image, and whether it is whole.
-bool valid_version(const Layout& l, uint32_t table, uint64_t key, const std::byte* slot, uint32_t v,
-                   uint64_t* cid) {
-  const std::byte* p = slot + l.version_offset(table, v);
-  *cid = load64(p);
-  const uint64_t sum = load64(p + 8);
-  return sum != 0 && sum == version_checksum(*cid, table, key,
-                                             std::span(p + 16, l.tables[table].payload_bytes));
-}
-
-[[noreturn]] void fail(Status s, const std::string& what, const std::string& error,
-                       std::optional<LostPeer> peer) {
-  if (s == Status::kPeerLost) {
-    throw PeerLostError(peer ? peer->rank : 0, "nam 2pc: " + what + ": PeerLost: " + error);
-  }
-  throw NamError("nam 2pc: " + what + ": " + to_string(s) + ": " + error);
-}
-
-}  // namespace
+using namespace twopc_wire;
 
 TwoPcFlows two_pc_flows(const Cluster& cluster, const Layout& layout, uint32_t clients_per_rank) {
-  std::vector<uint32_t> servers, compute;
-  for (uint32_t r = 0; r < cluster.world_size(); ++r)
-    (r < layout.memory_servers ? servers : compute).push_back(r);
-  const uint32_t segment = static_cast<uint32_t>((max_message(layout) + 64 + 63) / 64 * 64);
+  std::vector<uint32_t> servers;
   TwoPcFlows f;
-  f.request.sources(cluster.ranks(compute, clients_per_rank))
+  f.memory_servers = layout.memory_servers;
+  f.clients_per_rank = clients_per_rank;
+  for (uint32_t r = 0; r < cluster.world_size(); ++r)
+    (r < layout.memory_servers ? servers : f.compute).push_back(r);
+  const uint32_t segment = static_cast<uint32_t>((max_message(layout) + 64 + 63) / 64 * 64);
+  for (uint32_t c : f.compute) {
+    const std::string tag = "nam-2pc-" + std::to_string(c);
+    f.request.emplace_back(tag + "-request");
+    f.request.back()
+        .sources(cluster.ranks({c}, clients_per_rank))
+        .targets(cluster.ranks(servers))
+        .explicit_targets()
+        .optimize(Optimize::kLatency)
+        .segment_bytes(segment);
+    f.reply.emplace_back(tag + "-reply");
+    f.reply.back()
+        .sources(cluster.ranks(servers))
+        .targets(cluster.ranks({c}, clients_per_rank))
+        .explicit_targets()
+        .optimize(Optimize::kLatency)
+        .segment_bytes(segment);
+  }
+  f.peer.sources(cluster.ranks(servers))
       .targets(cluster.ranks(servers))
-      .explicit_targets()
-      .optimize(Optimize::kLatency)
-      .segment_bytes(segment);
-  f.reply.sources(cluster.ranks(servers))
-      .targets(cluster.ranks(compute, clients_per_rank))
       .explicit_targets()
       .optimize(Optimize::kLatency)
       .segment_bytes(segment);
   return f;
 }
 
+std::vector<DeclaredFlow> declare_two_pc(Cluster& cluster, const TwoPcFlows& flows) {
+  std::vector<DeclaredFlow> out;
+  const uint32_t rank = cluster.rank();
+  for (size_t k = 0; k < flows.compute.size(); ++k) {
+    if (rank < flows.memory_servers || rank == flows.compute[k]) {
+      out.push_back(cluster.declare(flows.request[k]));
+      out.push_back(cluster.declare(flows.reply[k]));
+    }
+  }
+  if (rank < flows.memory_servers && flows.memory_servers > 1)
+    out.push_back(cluster.declare(flows.peer));
+  return out;
+}
+
 // ------------------------------------------------------------ server
 
+namespace {
+
+// What a server knows of a client's last transaction here.
+enum Phase : uint8_t { kIdle = 0, kPrepared, kCommittedHere, kAbortedHere };
+
+struct ClientTxn {
+  uint64_t ts = 0;
+  Phase phase = kIdle;
+  uint16_t count = 0;
+  MsgEntry entries[kMaxWrites];
+};
+
+// One client's line of a REPORT (its state here) or a DECIDE (the verdict
+// on timestamp ts: 1 commit, 0 abort).
+struct PeerEntry {
+  uint64_t ts;
+  uint64_t state;
+};
+
+}  // namespace
+
 struct ResourceManager::Impl {
+  Impl(Cluster& c, const Layout& l, const TwoPcFlows& f, std::vector<std::byte*> t)
+      : cluster(c),
+        layout(l),
+        flows(f),
+        tables(std::move(t)),
+        me(c.rank()),
+        ranks(static_cast<uint32_t>(f.compute.size())) {}
   Cluster& cluster;
   Layout layout;
   TwoPcFlows flows;
   std::vector<std::byte*> tables;
   uint32_t me;
+  uint32_t ranks;  // compute ranks
   // Server 0: the timestamp service.
   uint64_t issued = 0, watermark = 0;
   std::vector<uint8_t> done;
-  std::vector<std::byte> out;
+  std::vector<uint64_t> outstanding;  // per client: its timestamp not yet DONE (0: none)
+  std::vector<std::byte> out, peer_msg;
+  std::vector<ClientTxn> txns;  // per client
+  // Termination, per compute rank: its requests ended here (abnormally), a
+  // decision arrived and was applied here; server 0: reports and RESOLVEDs
+  // received, the verdict per client being assembled.
+  std::vector<uint8_t> ended, lost, decided, finished;
+  std::vector<uint32_t> reports, resolved;
+  std::vector<uint8_t> any_lost;
+  std::vector<PeerEntry> verdict;  // per client (server 0)
+  TwoPcRecovery recovery;
+  // The flows' ends (set by serve()).
+  Worker* w = nullptr;
+  std::vector<BytesSource>* replies = nullptr;
+  std::vector<uint8_t> reply_dead;
+  BytesSource* peer = nullptr;
+  // A memory server is lost: the first failure that says so. The server
+  // then stops serving but keeps its flows until every client has given up
+  // (so clients learn of the loss from the dead server's end, not from
+  // this one's teardown), and serve() throws it.
+  struct Loss {
+    Status status = Status::kOk;
+    std::string what, error;
+    std::optional<LostPeer> peer;
+  } loss;
 
   std::byte* slot(uint32_t t, uint64_t key) { return tables[t] + layout.slot_offset(t, key); }
 
-  void roll_back(uint32_t t, uint64_t key, uint64_t c) {
+  // Drops the version with commit id c and restores the header to the newest
+  // remaining one; false if the record was not locked by c.
+  bool roll_back(uint32_t t, uint64_t key, uint64_t c) {
     std::byte* s = slot(t, key);
-    if (load64(s) != (kLockBit | c)) return;
+    if (load64(s) != (kLockBit | c)) return false;
     uint64_t newest = 0;
     for (uint32_t v = 0; v < layout.versions; ++v) {
       uint64_t cid;
@@ -109,6 +142,7 @@ struct ResourceManager::Impl {
       }
     }
     store64(s, newest);
+    return true;
   }
 
   // Validates, locks and installs one record; false (nothing done) if it
@@ -137,30 +171,43 @@ struct ResourceManager::Impl {
     return true;
   }
 
+  void mark_done(uint64_t ts) {
+    if (ts > watermark && ts <= issued) done[ts % done.size()] = 1;
+    while (watermark < issued && done[(watermark + 1) % done.size()]) ++watermark;
+  }
+
   // Handles one request; returns the reply's length (0: no reply).
   size_t handle(std::span<const std::byte> rec) {
     MsgHeader h;
     std::memcpy(&h, rec.data(), sizeof(h));
+    if (h.client >= layout.clients) {
+      throw NamError("nam 2pc: server " + std::to_string(me) + " got a request of client " +
+                     std::to_string(h.client) + ", which does not exist");
+    }
     MsgHeader r{h.type, 0, static_cast<uint16_t>(me), h.client, 0};
     size_t n = sizeof(r);
     const std::byte* p = rec.data() + sizeof(h);
+    ClientTxn& txn = txns[h.client];
     switch (h.type) {
       case kBegin:
         r.ts = watermark;
         break;
       case kGetTs:
         // Every client has at most one timestamp outstanding, so a window
-        // of done flags past the watermark suffices.
+        // of done flags past the watermark suffices; a full window (a dead
+        // client's timestamp not yet resolved) is refused, and the client
+        // asks again.
         if (issued - watermark >= done.size() - 1) {
           r.status = 1;
           break;
         }
         r.ts = ++issued;
         done[r.ts % done.size()] = 0;
+        outstanding[h.client] = r.ts;
         break;
       case kDone:
-        if (h.ts > watermark && h.ts <= issued) done[h.ts % done.size()] = 1;
-        while (watermark < issued && done[(watermark + 1) % done.size()]) ++watermark;
+        if (outstanding[h.client] == h.ts) outstanding[h.client] = 0;
+        mark_done(h.ts);
         return 0;
       case kRead: {
         MsgEntry e;
@@ -187,24 +234,26 @@ struct ResourceManager::Impl {
         break;
       }
       case kPrepare: {
+        if (h.count > kMaxWrites) throw NamError("nam 2pc: a PREPARE of more than 16 records");
         const std::byte* q = p;
+        txn.ts = h.ts;
+        txn.phase = kPrepared;
+        txn.count = 0;
         for (uint16_t i = 0; i < h.count; ++i) {
           MsgEntry e;
           std::memcpy(&e, q, sizeof(e));
           uint64_t seen = 0;
           if (!prepare(e, q + sizeof(e), h.ts, &seen)) {
             // Undo this request's earlier records, then say no.
-            const std::byte* u = p;
-            for (uint16_t j = 0; j < i; ++j) {
-              MsgEntry d;
-              std::memcpy(&d, u, sizeof(d));
-              roll_back(d.table, d.key, h.ts);
-              u += sizeof(d) + padded(layout.tables[d.table].payload_bytes);
-            }
+            for (uint16_t j = 0; j < txn.count; ++j)
+              roll_back(txn.entries[j].table, txn.entries[j].key, h.ts);
+            txn.phase = kAbortedHere;
+            txn.count = 0;
             r.status = 1;
             r.ts = seen & ~kLockBit;
             break;
           }
+          txn.entries[txn.count++] = e;
           q += sizeof(e) + padded(layout.tables[e.table].payload_bytes);
         }
         break;
@@ -220,6 +269,7 @@ struct ResourceManager::Impl {
             store64(slot(e.table, e.key), h.ts);
           }
         }
+        if (txn.ts == h.ts) txn.phase = h.type == kCommit ? kCommittedHere : kAbortedHere;
         break;
       default:
         throw NamError("nam 2pc: server " + std::to_string(me) + " got a malformed request (type " +
@@ -228,331 +278,249 @@ struct ResourceManager::Impl {
     std::memcpy(out.data(), &r, sizeof(r));
     return n;
   }
+
+  // ---- termination (cooperative, coordinated by server 0)
+
+  void note_loss(Status s, const std::string& what, const std::string& error,
+                 std::optional<LostPeer> peer_info) {
+    if (loss.status == Status::kOk) loss = Loss{s, what, error, std::move(peer_info)};
+  }
+  [[noreturn]] void server_lost(Status s, const std::string& what, const std::string& error,
+                                std::optional<LostPeer> peer_info) {
+    const uint32_t who = peer_info ? peer_info->rank : 0;
+    if (s == Status::kPeerLost || peer_info) {
+      throw PeerLostError(who, "nam 2pc: memory server rank " + std::to_string(me) + ": " + what +
+                                   ": memory server rank " + std::to_string(who) +
+                                   " is lost: " + error);
+    }
+    fail(s, what, error, peer_info);
+  }
+
+  // A message to server `to` on the peer flow (or, to itself, at once).
+  void to_server(uint32_t to, uint8_t type, uint32_t rank_index, uint8_t status,
+                 const std::vector<PeerEntry>* entries) {
+    const uint16_t count = entries ? static_cast<uint16_t>(entries->size()) : 0;
+    const MsgHeader h{type, status, count, rank_index, me};
+    std::vector<std::byte> msg(sizeof(h) + count * sizeof(PeerEntry));
+    std::memcpy(msg.data(), &h, sizeof(h));
+    if (count) std::memcpy(msg.data() + sizeof(h), entries->data(), count * sizeof(PeerEntry));
+    if (to == me) {
+      on_peer(msg);
+      return;
+    }
+    if (loss.status != Status::kOk) return;
+    const Status s = w->push_to(*peer, to, std::span<const std::byte>(msg));
+    if (s != Status::kOk)
+      note_loss(s, "telling memory server " + std::to_string(to), peer->error(), peer->lost_peer());
+  }
+
+  uint32_t first_client(uint32_t k) const { return k * flows.clients_per_rank; }
+
+  // Compute rank k's requests ended here (abnormally: `was_lost`): report
+  // its clients' last transactions to server 0.
+  void rank_ended(uint32_t k, bool was_lost) {
+    ended[k] = 1;
+    lost[k] = was_lost;
+    std::vector<PeerEntry> e;
+    for (uint32_t j = first_client(k); j < first_client(k) + flows.clients_per_rank; ++j)
+      e.push_back(PeerEntry{txns[j].ts, txns[j].phase});
+    to_server(0, kReport, k, was_lost ? 1 : 0, &e);
+  }
+
+  void on_peer(std::span<const std::byte> rec) {
+    MsgHeader h;
+    std::memcpy(&h, rec.data(), sizeof(h));
+    const uint32_t k = h.client;
+    if (k >= ranks || rec.size() < sizeof(h) + h.count * sizeof(PeerEntry))
+      throw NamError("nam 2pc: a malformed message between memory servers");
+    std::vector<PeerEntry> e(h.count);
+    if (h.count) std::memcpy(e.data(), rec.data() + sizeof(h), h.count * sizeof(PeerEntry));
+    switch (h.type) {
+      case kReport: {  // server 0: one server's view of rank k
+        any_lost[k] |= h.status;
+        for (uint32_t i = 0; i < e.size(); ++i) {
+          PeerEntry& v = verdict[first_client(k) + i];
+          if (e[i].state == kIdle) continue;
+          if (e[i].ts > v.ts) v = PeerEntry{e[i].ts, 0};
+          if (e[i].ts == v.ts && e[i].state == kCommittedHere) v.state = 1;
+        }
+        if (++reports[k] < layout.memory_servers) return;
+        std::vector<PeerEntry> d(verdict.begin() + first_client(k),
+                                 verdict.begin() + first_client(k) + flows.clients_per_rank);
+        for (uint32_t s = 0; s < layout.memory_servers; ++s) to_server(s, kDecide, k, 0, &d);
+        return;
+      }
+      case kDecide: {  // every server: apply the verdict on rank k's clients
+        for (uint32_t i = 0; i < e.size(); ++i) {
+          uint64_t forward = 0, back = 0;
+          const uint32_t j = first_client(k) + i;
+          ClientTxn& t = txns[j];
+          if (t.phase != kPrepared || t.ts != e[i].ts) continue;
+          for (uint16_t x = 0; x < t.count; ++x) {
+            const MsgEntry& m = t.entries[x];
+            if (e[i].state == 1) {
+              if (load64(slot(m.table, m.key)) == (kLockBit | t.ts)) {
+                store64(slot(m.table, m.key), t.ts);
+                ++forward;
+              }
+            } else if (roll_back(m.table, m.key, t.ts)) {
+              ++back;
+            }
+          }
+          t.phase = e[i].state == 1 ? kCommittedHere : kAbortedHere;
+          ++recovery.clients_resolved;
+          std::fprintf(stderr,
+                       "nam 2pc: memory server rank %u: client %u (compute rank %u, requests "
+                       "ended %s) held timestamp %llu prepared here: %s, %llu records\n",
+                       me, j, flows.compute[k], lost[k] ? "abnormally" : "cleanly",
+                       static_cast<unsigned long long>(t.ts),
+                       e[i].state == 1 ? "committed by another server, rolled forward"
+                                       : "committed nowhere, rolled back",
+                       static_cast<unsigned long long>(e[i].state == 1 ? forward : back));
+          recovery.rolled_forward += forward;
+          recovery.rolled_back += back;
+        }
+        if (lost[k]) ++recovery.ranks_lost;
+        decided[k] = 1;
+        to_server(0, kResolved, k, 0, nullptr);
+        return;
+      }
+      case kResolved:  // server 0: once every server applied it, pass the timestamps
+        if (++resolved[k] < layout.memory_servers) return;
+        for (uint32_t j = first_client(k); j < first_client(k) + flows.clients_per_rank; ++j) {
+          if (outstanding[j] != 0) mark_done(outstanding[j]);
+          outstanding[j] = 0;
+        }
+        finished[k] = 1;
+        return;
+      default:
+        throw NamError("nam 2pc: a malformed message between memory servers (type " +
+                       std::to_string(h.type) + ")");
+    }
+  }
+
+  bool all(const std::vector<uint8_t>& v) const {
+    return std::all_of(v.begin(), v.end(), [](uint8_t x) { return x != 0; });
+  }
 };
 
 ResourceManager::ResourceManager(Cluster& cluster, const Layout& layout, const TwoPcFlows& flows,
                                  std::vector<std::byte*> tables)
-    : impl_(new Impl{cluster, layout, flows, std::move(tables), cluster.rank(), 0, 0, {}, {}}) {
-  if (impl_->me == 0) impl_->done.assign(std::max<uint64_t>(1024, 4ull * layout.clients), 0);
-  impl_->out.resize(max_message(layout));
+    : impl_(new Impl(cluster, layout, flows, std::move(tables))) {
+  Impl& m = *impl_;
+  if (m.me == 0) {
+    m.done.assign(std::max<uint64_t>(1 << 16, 4ull * layout.clients), 0);
+    m.verdict.assign(layout.clients, PeerEntry{0, 0});
+  }
+  m.outstanding.assign(layout.clients, 0);
+  m.out.resize(max_message(layout));
+  m.txns.assign(layout.clients, ClientTxn{});
+  for (auto* v : {&m.ended, &m.lost, &m.decided, &m.finished, &m.any_lost, &m.reply_dead})
+    v->assign(m.ranks, 0);
+  m.reports.assign(m.ranks, 0);
+  m.resolved.assign(m.ranks, 0);
 }
 ResourceManager::~ResourceManager() = default;
 
+const TwoPcRecovery& ResourceManager::recovery() const { return impl_->recovery; }
+
 void ResourceManager::serve() {
   Impl& m = *impl_;
-  BytesSource replies = m.cluster.source(m.flows.reply, 0);
+  const uint32_t servers = m.layout.memory_servers;
+  // The sources outlive the worker that drives them.
+  std::vector<BytesSource> replies;
+  BytesSource peer;
   Worker w;
-  Status failed = Status::kOk;
-  std::string why;
-  const Worker::InputId in = w.add(m.cluster.target(m.flows.request, 0), [&](RecordBatch batch) {
-    for (std::span<const std::byte> rec : batch) {
-      if (failed != Status::kOk) return;
-      if (rec.size() < sizeof(MsgHeader))
-        throw NamError("nam 2pc: a request shorter than its header");
-      const size_t n = m.handle(rec);
-      if (n == 0) continue;
-      MsgHeader h;
-      std::memcpy(&h, m.out.data(), sizeof(h));
-      const Status s = w.push_to(replies, h.client, std::span<const std::byte>(m.out.data(), n));
-      if (s != Status::kOk) failed = s, why = replies.error();
-    }
-  });
-  const Status s = w.run();
-  if (failed != Status::kOk) fail(failed, "answering a client", why, replies.lost_peer());
-  if (s != Status::kEndOfFlow) fail(s, "serving requests", w.error(in), w.lost_peer(in));
-  const Status c = w.close(replies);
-  if (c != Status::kOk) fail(c, "closing the replies", replies.error(), replies.lost_peer());
-}
-
-// ------------------------------------------------------------ client
-
-struct TwoPcClient::Impl {
-  Impl(Cluster& c, const Layout& l, uint32_t id) : cluster(c), layout(l), client(id) {}
-  struct Seen {
-    uint32_t table;
-    uint64_t key, cid;
-    bool found;
-  };
-  struct Pending {
-    uint32_t table;
-    uint64_t key, expected;
-    bool insert;
-    size_t offset;
-  };
-
-  Cluster& cluster;
-  Layout layout;
-  uint32_t client;
-  Worker w{};
-  BytesSource req;
-  Worker::InputId in{};
-  std::vector<std::vector<std::byte>> replies;
-  std::vector<size_t> reply_len;
-  size_t received = 0;
-  std::vector<std::byte> msg, arena;
-  size_t arena_used = 0;
-  std::vector<Seen> seen;
-  std::vector<Pending> writes;
-  uint64_t rts = 0, last_commit = 0, wait_for = 0;
-  bool in_txn = false, retired = false;
-  Outcome doomed = Outcome::kCommitted;
-  TxnStats stats;
-
-  void start(MsgType t, uint64_t ts, uint16_t count) {
-    const MsgHeader h{t, 0, count, client, ts};
-    std::memcpy(msg.data(), &h, sizeof(h));
+  std::vector<Worker::InputId> inputs;
+  m.w = &w;
+  m.replies = &replies;
+  m.peer = &peer;
+  for (uint32_t k = 0; k < m.ranks; ++k) replies.push_back(m.cluster.source(m.flows.reply[k], 0));
+  for (uint32_t k = 0; k < m.ranks; ++k) {
+    inputs.push_back(
+        w.add(m.cluster.target(m.flows.request[k], 0), [&m, &w, &replies, k](RecordBatch batch) {
+          for (std::span<const std::byte> rec : batch) {
+            if (m.loss.status != Status::kOk) return;  // serving no more
+            if (rec.size() < sizeof(MsgHeader))
+              throw NamError("nam 2pc: a request shorter than its header");
+            const size_t n = m.handle(rec);
+            if (n == 0 || m.reply_dead[k]) continue;
+            MsgHeader h;
+            std::memcpy(&h, m.out.data(), sizeof(h));
+            const Status s = w.push_to(replies[k], h.client % m.flows.clients_per_rank,
+                                       std::span<const std::byte>(m.out.data(), n));
+            // A compute rank that is gone: its requests end too, and the
+            // termination protocol resolves what it left.
+            if (s != Status::kOk) m.reply_dead[k] = 1;
+          }
+        }));
   }
-  void send(uint32_t server, size_t n) {
-    const Status s = w.push_to(req, server, std::span<const std::byte>(msg.data(), n));
-    if (s != Status::kOk)
-      fail(s, "sending to memory server " + std::to_string(server), req.error(), req.lost_peer());
-  }
-  // Waits until `n` replies arrived since the last reset.
-  void await(size_t n) {
-    while (received < n) {
-      const size_t work = w.poll();
-      if (received >= n) break;
-      if (w.status(in) != Status::kOk)
-        fail(w.status(in), "waiting for an answer", w.error(in), w.lost_peer(in));
-      w.idle(work);
-    }
-  }
-  MsgHeader reply(size_t i) {
-    MsgHeader h;
-    std::memcpy(&h, replies[i].data(), sizeof(h));
-    return h;
-  }
-
-  // READ of one record at rts into replies[0]; returns its status.
-  uint8_t read_remote(uint32_t table, uint64_t key, uint64_t* cid) {
-    if (key >= layout.tables[table].records) {
-      throw NamError("nam: key " + std::to_string(key) + " is outside table '" +
-                     layout.tables[table].name + "'");
-    }
-    start(kRead, rts, 1);
-    const MsgEntry e{table, 0, key, 0};
-    std::memcpy(msg.data() + sizeof(MsgHeader), &e, sizeof(e));
-    received = 0;
-    send(layout.server_of(key), sizeof(MsgHeader) + sizeof(e));
-    await(1);
-    const MsgHeader h = reply(0);
-    *cid = load64(replies[0].data() + sizeof(MsgHeader));
-    return h.status;
-  }
-  const Seen& observe(uint32_t table, uint64_t key, uint8_t* status) {
-    uint64_t cid = 0;
-    *status = read_remote(table, key, &cid);
-    if (*status == 2 && doomed == Outcome::kCommitted) doomed = Outcome::kTooOld;
-    const Seen s{table, key, cid, *status == 0};
-    for (Seen& old : seen) {
-      if (old.table == table && old.key == key) {
-        if (old.cid != s.cid || old.found != s.found) doomed = Outcome::kTooOld;
-        return old;
+  Worker::InputId peer_in = 0;
+  if (servers > 1) {
+    peer = m.cluster.source(m.flows.peer, 0);
+    peer_in = w.add(m.cluster.target(m.flows.peer, 0), [&m](RecordBatch batch) {
+      for (std::span<const std::byte> rec : batch) {
+        if (rec.size() < sizeof(MsgHeader))
+          throw NamError("nam 2pc: a malformed message between memory servers");
+        m.on_peer(rec);
       }
-    }
-    seen.push_back(s);
-    return seen.back();
+    });
   }
-  void buffer(uint32_t table, uint64_t key, std::span<const std::byte> bytes, bool insert) {
-    if (!in_txn) throw NamError("nam: write() outside a transaction");
-    const uint32_t payload = layout.tables[table].payload_bytes;
-    if (bytes.size() > payload)
-      throw NamError("nam: a value does not fit table '" + layout.tables[table].name + "'");
-    Pending* p = nullptr;
-    for (Pending& x : writes) {
-      if (x.table == table && x.key == key) p = &x;
-    }
-    if (p == nullptr) {
-      if (writes.size() == kMaxWrites)
-        throw NamError("nam: a transaction writes at most 16 records");
-      Seen s{};
-      bool known = false;
-      for (const Seen& x : seen) {
-        if (x.table == table && x.key == key) s = x, known = true;
-      }
-      if (!known) {
-        uint8_t st;
-        s = observe(table, key, &st);
-      }
-      if (insert && s.found && doomed == Outcome::kCommitted) doomed = Outcome::kConflict;
-      writes.push_back(Pending{table, key, s.found ? s.cid : 0, insert, arena_used});
-      arena_used += padded(payload);
-      p = &writes.back();
-    }
-    std::memcpy(arena.data() + p->offset, bytes.data(), bytes.size());
-    std::memset(arena.data() + p->offset + bytes.size(), 0, padded(payload) - bytes.size());
-  }
-};
-
-TwoPcClient::TwoPcClient(Cluster& cluster, const Layout& layout, const TwoPcFlows& flows,
-                         uint32_t client, uint32_t slot)
-    : impl_(new Impl(cluster, layout, client)) {
-  Impl& c = *impl_;
-  c.req = cluster.source(flows.request, slot);
-  const uint64_t max = max_message(layout);
-  c.replies.assign(layout.memory_servers + 1, std::vector<std::byte>(max));
-  c.msg.resize(max);
-  c.arena.resize(max);
-  c.seen.reserve(64);
-  c.writes.reserve(kMaxWrites);
-  c.in = c.w.add(cluster.target(flows.reply, slot), [&c](RecordBatch batch) {
-    for (std::span<const std::byte> rec : batch) {
-      if (c.received < c.replies.size()) {
-        std::memcpy(c.replies[c.received].data(), rec.data(),
-                    std::min(rec.size(), c.replies[c.received].size()));
-        ++c.received;
-      }
-    }
-  });
-}
-
-TwoPcClient::~TwoPcClient() {
-  if (impl_ && !impl_->retired) impl_->req.abort();
-}
-
-const TxnStats& TwoPcClient::stats() const { return impl_->stats; }
-
-void TwoPcClient::begin() {
-  Impl& c = *impl_;
-  if (c.in_txn) throw NamError("nam: begin() inside a transaction");
-  c.seen.clear();
-  c.writes.clear();
-  c.arena_used = 0;
-  c.doomed = Outcome::kCommitted;
+  bool closed = false;
+  Clock::time_point lost_at{};
   for (;;) {
-    c.start(kBegin, 0, 0);
-    c.received = 0;
-    c.send(0, sizeof(MsgHeader));
-    c.await(1);
-    c.rts = c.reply(0).ts;
-    // Read-your-writes, and a retry sees the commit it collided with.
-    if (c.rts >= std::max(c.last_commit, c.wait_for)) break;
-    std::this_thread::yield();
-  }
-  c.in_txn = true;
-}
-
-bool TwoPcClient::read(uint32_t table, uint64_t key, std::span<std::byte> out) {
-  Impl& c = *impl_;
-  if (!c.in_txn) throw NamError("nam: read() outside a transaction");
-  const size_t n = std::min<size_t>(out.size(), c.layout.tables[table].payload_bytes);
-  for (const auto& p : c.writes) {
-    if (p.table == table && p.key == key) {
-      std::memcpy(out.data(), c.arena.data() + p.offset, n);
-      return true;
+    const size_t work = w.poll();
+    if (m.loss.status != Status::kOk) {
+      // Wait (up to 30 s) until every client has given up, then fail.
+      if (lost_at == Clock::time_point{}) lost_at = Clock::now();
+      bool clients_gone = true;
+      for (uint32_t k = 0; k < m.ranks; ++k)
+        clients_gone = clients_gone && w.status(inputs[k]) != Status::kOk;
+      if (clients_gone || Clock::now() - lost_at > std::chrono::seconds(30))
+        m.server_lost(m.loss.status, m.loss.what, m.loss.error, m.loss.peer);
+      w.idle(work);
+      continue;
     }
-  }
-  uint8_t status = 0;
-  c.observe(table, key, &status);
-  if (status != 0) return false;
-  std::memcpy(out.data(), c.replies[0].data() + sizeof(MsgHeader) + 8, n);
-  return true;
-}
-
-void TwoPcClient::write(uint32_t table, uint64_t key, std::span<const std::byte> bytes) {
-  impl_->buffer(table, key, bytes, false);
-}
-void TwoPcClient::insert(uint32_t table, uint64_t key, std::span<const std::byte> bytes) {
-  impl_->buffer(table, key, bytes, true);
-}
-
-void TwoPcClient::abort() {
-  if (!impl_->in_txn) throw NamError("nam: abort() outside a transaction");
-  impl_->in_txn = false;
-}
-
-Outcome TwoPcClient::commit() {
-  Impl& c = *impl_;
-  if (!c.in_txn) throw NamError("nam: commit() outside a transaction");
-  c.in_txn = false;
-  if (c.doomed != Outcome::kCommitted) {
-    (c.doomed == Outcome::kTooOld ? c.stats.too_old : c.stats.conflicts)++;
-    return c.doomed;
-  }
-  if (c.writes.empty()) {
-    ++c.stats.read_only;
-    return Outcome::kCommitted;
-  }
-  // The commit timestamp.
-  c.start(kGetTs, 0, 0);
-  c.received = 0;
-  c.send(0, sizeof(MsgHeader));
-  c.await(1);
-  if (c.reply(0).status != 0)
-    throw NamError("nam 2pc: the timestamp space is exhausted (raise --max-timestamps)");
-  const uint64_t ts = c.reply(0).ts;
-  // Phase 1: PREPARE each participant's share.
-  const uint32_t servers = c.layout.memory_servers;
-  uint32_t participants = 0;
-  c.received = 0;
-  for (uint32_t s = 0; s < servers; ++s) {
-    size_t n = sizeof(MsgHeader);
-    uint16_t count = 0;
-    for (const auto& p : c.writes) {
-      if (c.layout.server_of(p.key) != s) continue;
-      const MsgEntry e{p.table, p.insert ? 1u : 0u, p.key, p.expected};
-      std::memcpy(c.msg.data() + n, &e, sizeof(e));
-      n += sizeof(e);
-      const uint64_t pb = padded(c.layout.tables[p.table].payload_bytes);
-      std::memcpy(c.msg.data() + n, c.arena.data() + p.offset, pb);
-      n += pb;
-      ++count;
+    for (uint32_t k = 0; k < m.ranks; ++k) {
+      const Status st = w.status(inputs[k]);
+      if (m.ended[k] || st == Status::kOk) continue;
+      if (st == Status::kEndOfFlow) {
+        const Status c = m.reply_dead[k] ? Status::kOk : w.close(replies[k]);
+        if (c != Status::kOk) m.reply_dead[k] = 1;
+      } else {
+        std::fprintf(stderr,
+                     "nam 2pc: memory server rank %u: the requests of compute rank %u ended: %s: "
+                     "%s\n",
+                     m.me, m.flows.compute[k], sluice::to_string(st), w.error(inputs[k]).c_str());
+        m.reply_dead[k] = 1;
+        replies[k].abort();
+      }
+      m.rank_ended(k, st != Status::kEndOfFlow);
     }
-    if (count == 0) continue;
-    c.start(kPrepare, ts, count);
-    c.send(s, n);
-    ++participants;
-  }
-  c.await(participants);
-  uint64_t yes_mask = 0;
-  bool all_yes = true;
-  for (uint32_t i = 0; i < participants; ++i) {
-    const MsgHeader h = c.reply(i);
-    if (h.status == 0) {
-      yes_mask |= uint64_t{1} << h.count;
-    } else {
-      all_yes = false;
-      c.wait_for = std::max(c.wait_for, h.ts);
+    if (servers > 1) {
+      const Status ps = w.status(peer_in);
+      if (ps != Status::kOk && ps != Status::kEndOfFlow) {
+        m.note_loss(ps, "between memory servers", w.error(peer_in), w.lost_peer(peer_in));
+        continue;
+      }
     }
-  }
-  // Phase 2: COMMIT everywhere, or ABORT where it was prepared.
-  c.received = 0;
-  uint32_t sent = 0;
-  for (uint32_t s = 0; s < servers; ++s) {
-    if (!(yes_mask >> s & 1)) continue;
-    size_t n = sizeof(MsgHeader);
-    uint16_t count = 0;
-    for (const auto& p : c.writes) {
-      if (c.layout.server_of(p.key) != s) continue;
-      const MsgEntry e{p.table, 0, p.key, p.expected};
-      std::memcpy(c.msg.data() + n, &e, sizeof(e));
-      n += sizeof(e);
-      ++count;
+    const bool settled = m.all(m.ended) && m.all(m.decided) && (m.me != 0 || m.all(m.finished));
+    if (settled && !closed) {
+      closed = true;
+      if (servers > 1) {
+        const Status c = w.close(peer);
+        if (c != Status::kOk) {
+          m.note_loss(c, "closing the peer flow", peer.error(), peer.lost_peer());
+          continue;
+        }
+      }
     }
-    c.start(all_yes ? kCommit : kAbort, ts, count);
-    c.send(s, n);
-    ++sent;
+    if (closed && (servers == 1 || w.status(peer_in) == Status::kEndOfFlow)) break;
+    w.idle(work);
   }
-  c.await(sent);
-  // Done: the timestamp service may let readers past ts.
-  c.start(kDone, ts, 0);
-  c.send(0, sizeof(MsgHeader));
-  if (!all_yes) {
-    ++c.stats.conflicts;
-    return Outcome::kConflict;
-  }
-  c.last_commit = ts;
-  ++c.stats.commits;
-  return Outcome::kCommitted;
-}
-
-void TwoPcClient::retire() {
-  Impl& c = *impl_;
-  if (c.retired) return;
-  c.retired = true;
-  const Status s = c.w.close(c.req);
-  if (s != Status::kOk) fail(s, "closing the requests", c.req.error(), c.req.lost_peer());
-  while (!c.w.done()) c.w.idle(c.w.poll());
+  // Over ofi, the last replies and END travel while the worker is driven.
+  while (!w.done()) w.idle(w.poll());
+  m.w = nullptr;
 }
 
 }  // namespace sluice::nam

@@ -15,12 +15,35 @@
 //             else ABORT to those that said yes (roll back); DONE(c) to
 //             server 0.
 //
-// Every request is one record on flow "nam-2pc-request" (clients -> servers,
-// explicit targets, Latency: published at once) and every answer one on
-// "nam-2pc-reply" (servers -> clients). A client waits for its answers in
-// its Worker; a server serves in its Worker until every client closed.
+// Flows: per compute rank c, "nam-2pc-request-<c>" (c's client threads ->
+// every server, explicit targets, Latency: published at once) and
+// "nam-2pc-reply-<c>" (back), so that the loss of one compute rank fails
+// only its own flows; and "nam-2pc-peer" (server -> server, with 2 or more
+// memory servers) for the termination protocol below. A client waits for
+// its answers in its Worker; a server serves in its Worker until every
+// compute rank's requests ended.
 //
-// Errors: a lost server or client surfaces as PeerLostError naming it.
+// A coordinator (client) that dies. 2PC blocks a participant that voted yes
+// until it hears the decision; here the coordinator is the client, and no
+// decision outlives it except in the COMMITs it got to deliver. The
+// resource managers therefore run the standard cooperative termination once
+// a compute rank's requests end (cleanly or not): each reports, to server 0,
+// the state of each of that rank's clients' last transaction here (its
+// timestamp; prepared, committed or aborted); server 0 decides per client
+// (commit if any server committed that timestamp, since a COMMIT went out;
+// else abort: no one committed, and the dead coordinator can never send
+// one) and sends the decision to every server, which commits (unlocks) or
+// rolls back what it still holds prepared and answers RESOLVED; after all
+// have, server 0 marks the client's outstanding timestamp done, so readers
+// pass it. A requests flow that ends abnormally is the only trigger: the
+// flows' liveness decides who is dead, and nothing arrives from a rank
+// after its input ended. Survivors go on throughout (a conflict on a dead
+// client's lock waits, in begin(), until its timestamp is done).
+//
+// A memory server that dies fails every client (its replies end with
+// PeerLost naming it) and every other server (its peer input does), never
+// with wrong data.
+//
 // Thread safety: one TwoPcClient per thread; one ResourceManager per server.
 #pragma once
 
@@ -31,16 +54,29 @@
 #include <vector>
 
 #include "layout.h"
+#include "rsi.h"
 #include "txn.h"
 
 namespace sluice::nam {
 
 struct TwoPcFlows {
-  BytesShuffleSpec request{"nam-2pc-request"}, reply{"nam-2pc-reply"};
+  uint32_t memory_servers = 1, clients_per_rank = 1;
+  std::vector<uint32_t> compute;  // the compute ranks, ascending
+  // Per compute rank (index in `compute`): its clients' requests and replies.
+  std::vector<BytesShuffleSpec> request, reply;
+  BytesShuffleSpec peer{"nam-2pc-peer"};  // servers -> servers (memory_servers > 1)
 };
 // The flows' specs, the same on every rank: clients are endpoints (rank,
 // slot) of the compute ranks, slot = thread; servers are (rank, 0).
 TwoPcFlows two_pc_flows(const Cluster& cluster, const Layout& layout, uint32_t clients_per_rank);
+// Declares the flows this rank takes part in (a memory server: all; a
+// compute rank: its own request and reply flows); keep them until done.
+std::vector<DeclaredFlow> declare_two_pc(Cluster& cluster, const TwoPcFlows& flows);
+
+// What a resource manager did for clients whose requests ended abnormally.
+struct TwoPcRecovery {
+  uint64_t ranks_lost = 0, clients_resolved = 0, rolled_forward = 0, rolled_back = 0;
+};
 
 class ResourceManager {
  public:
@@ -48,9 +84,11 @@ class ResourceManager {
   ResourceManager(Cluster& cluster, const Layout& layout, const TwoPcFlows& flows,
                   std::vector<std::byte*> tables);
   ~ResourceManager();
-  // Serves until every client has closed its requests; throws PeerLostError
-  // if one is lost.
+  // Serves until every compute rank's requests ended and the transactions
+  // of those that ended abnormally are resolved; throws PeerLostError naming
+  // a memory server that is lost.
   void serve();
+  const TwoPcRecovery& recovery() const;
 
  private:
   struct Impl;
@@ -61,8 +99,10 @@ class TwoPcClient final : public Transactions {
  public:
   // `client` is the global client id; the thread's endpoint is
   // (cluster.rank(), slot).
+  // Test builds: `kill` (KillPoint::kPrepared or kPartialCommit) on the
+  // `kill_on_commit`-th commit that gets that far.
   TwoPcClient(Cluster& cluster, const Layout& layout, const TwoPcFlows& flows, uint32_t client,
-              uint32_t slot);
+              uint32_t slot, KillPoint kill = KillPoint::kNone, uint64_t kill_on_commit = 1);
   ~TwoPcClient() override;
 
   void begin() override;

@@ -30,6 +30,9 @@ struct TxnStats {
   uint64_t commits = 0, conflicts = 0, too_old = 0, read_only = 0;
   uint64_t burned = 0;  // RSI: own timestamps given up so the read timestamp can pass them
   uint64_t recovered_forward = 0, recovered_back = 0, clients_recovered = 0;  // RSI recovery
+  // RSI with an overflow area: old versions this client moved there for a
+  // reader, and versions it read from there.
+  uint64_t overflow_moved = 0, overflow_hits = 0;
 };
 
 class Transactions {

@@ -200,6 +200,7 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
       // fresh values (appended values must be unique per key).
       for (;;) {
         ops.clear();
+        bool long_read = false;
         if (w.workload == "write-skew") {
           const uint64_t a = rng.below(w.keys);
           uint64_t b = rng.below(w.keys);
@@ -207,6 +208,9 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
           ops.push_back({0, {a, 0}});
           ops.push_back({0, {b, 0}});
           ops.push_back({1, {rng.below(2) ? a : b, (uint64_t{client} << 32) | ++seq}});
+        } else if (w.long_read_percent != 0 && rng.below(100) < w.long_read_percent) {
+          long_read = true;
+          for (uint64_t k = 0; k < w.keys; ++k) ops.push_back({0, {k, 0}});
         } else {
           const uint64_t n = 1 + rng.below(4);
           for (uint64_t i = 0; i < n; ++i) {
@@ -237,6 +241,8 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
             reads[i].resize(count);
             if (count != 0) std::memcpy(reads[i].data(), list_buf.data() + 8, 8 * count);
           }
+          if (long_read && w.long_read_think_us != 0)
+            std::this_thread::sleep_for(std::chrono::microseconds(w.long_read_think_us));
         }
         if (w.workload == "write-skew") think();
         outcome = db.commit();

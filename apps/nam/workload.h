@@ -10,7 +10,8 @@
 //                many orders as clients committed checkouts.
 //   list-append  Elle's list-append on --keys lists: 1-4 operations per
 //                transaction, each a read of a list or an append of a value
-//                unique to (client, transaction). Histories for `adya`.
+//                unique to (client, transaction); --long-read-percent of them
+//                read every list, slowly. Histories for `adya`.
 //   write-skew   read two of --keys lists, think, append to one of them:
 //                snapshot isolation lets two such transactions both commit
 //                (G2), serializability would not.
@@ -42,6 +43,10 @@ struct WorkloadOptions {
   double seconds = 0;
   uint64_t max_orders = 0;  // 0: clients * txns (or 200000 with --seconds)
   uint32_t think_us = 0;    // between the reads and the commit
+  // list-append: this share of transactions reads every list, sleeping
+  // long_read_think_us between reads (a long reader for the overflow area).
+  uint32_t long_read_percent = 0;
+  uint32_t long_read_think_us = 0;
   uint64_t seed = 1;
   int64_t initial_stock = 1000000;
 };

@@ -185,10 +185,12 @@ class NamHistoryTest : public ::testing::Test {
     }
     // Every committed transaction is in the history, once.
     EXPECT_EQ(static_cast<uint64_t>(oks_), json_number(r.output, "commits")) << r.output;
+    last_hits_ = json_number(r.output, "overflow_hits");
     return merged;
   }
   std::string dir_;
   int oks_ = 0;
+  uint64_t last_hits_ = 0;
 };
 
 TEST_F(NamHistoryTest, ListAppendHistoryIsSnapshotIsolation) {
@@ -225,6 +227,27 @@ TEST_F(NamHistoryTest, WriteSkewIsSnapshotIsolationButNotSerializable) {
     skew = ser.exit_code == 1 && ser.output.find("G2-item") != std::string::npos;
   }
   EXPECT_TRUE(skew) << "three write-skew runs without a G2 anomaly: the clients never overlapped";
+}
+
+// Long readers (every list, 3 ms between reads) among writers on 3 lists,
+// 2 versions per record, with an overflow area: writers move the versions
+// the readers' snapshots see into it, the readers find them there, and adya
+// finds the history valid under snapshot isolation: what they read there is
+// what their snapshots saw.
+TEST_F(NamHistoryTest, LongReadersReadOldVersionsFromTheOverflowArea) {
+  std::string merged;
+  uint64_t hits = 0;
+  for (int attempt = 0; attempt < 3 && hits == 0; ++attempt) {
+    merged = record(
+        {"--workload", "list-append", "--keys", "3", "--list-capacity", "256", "--versions", "2",
+         "--overflow-entries", "256", "--long-read-percent", "25", "--long-read-think-us", "3000",
+         "--txns", txns(60, 25), "--seed", std::to_string(attempt + 1)},
+        4);
+    hits = last_hits_;
+  }
+  EXPECT_GT(hits, 0u) << "three runs without a read from the overflow area";
+  const Adya si = adya_check(merged, "snapshot-isolation");
+  EXPECT_EQ(si.exit_code, 0) << "the history must be valid under snapshot isolation\n" << si.output;
 }
 
 TEST_F(NamHistoryTest, CheckerRejectsALostUpdateAndAReadSkew) {
@@ -284,6 +307,104 @@ TEST(NamFaultTest, MemoryServerLossFailsTheClientsWithPeerLost) {
   EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
   EXPECT_EQ(count_lines_with(r.output, "failed: PeerLost"), 2) << r.output;
   EXPECT_EQ(count_lines_with(r.output, "memory server rank 1 is lost"), 2) << r.output;
+  EXPECT_EQ(r.output.find("invariants:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("txn/s"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 60) << "the job should end soon after the loss\n" << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+// ------------------------------------------------------------ 2PC faults
+
+// The records the resource managers resolved for a dead client, summed over
+// their lines ("..., rolled back, N records" / "rolled forward, N records").
+uint64_t resolved_records(const std::string& output, const std::string& how) {
+  uint64_t total = 0;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find(how + ", ");
+    if (line.find("nam 2pc: memory server rank") == std::string::npos || at == std::string::npos)
+      continue;
+    total += std::stoull(line.substr(at + how.size() + 2));
+  }
+  return total;
+}
+
+// Two memory servers, two compute ranks of one client each; client 1 (rank
+// 3) kills itself in the middle of its 20th two-phase commit that gets to
+// `at`. The resource managers resolve what it left prepared, the survivor
+// goes on and finishes, and the invariants hold.
+ProcessResult kill_2pc_client(const std::string& at) {
+  const ProcessResult r =
+      run_nam(4,
+              {"--protocol", "2pc", "--memory-servers", "2", "--products", "50", "--record-bytes",
+               "32", "--txns", txns(150, 60), "--test-kill-client", "1", "--test-kill-at", at,
+               "--test-kill-on-commit", "20", "--json"},
+              "sluice-nam-test-hooks", {"--grace", "60"});
+  // (The job's status is the killed rank's; the survivors' verdict is below.)
+  EXPECT_NE(r.output.find("rank 3 was killed by signal 9"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("client 1 kills itself"), std::string::npos) << r.output;
+  expect_invariants_ok(r);
+  // The survivor committed every transaction it was asked for.
+  EXPECT_EQ(json_number(r.output, "commits"), std::stoull(txns(150, 60))) << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+  return r;
+}
+
+// Killed after every participant voted yes, before any COMMIT: no server
+// committed, so all 7 prepared records (3 products, the order, 3 lines) are
+// rolled back, and the dead client's orders are exactly its 19 commits.
+TEST(NamTwoPcFaultTest, ClientKilledAfterPrepareIsRolledBackEverywhere) {
+  const ProcessResult r = kill_2pc_client("prepared");
+  EXPECT_EQ(resolved_records(r.output, "rolled back"), 7u) << r.output;
+  EXPECT_EQ(resolved_records(r.output, "rolled forward"), 0u) << r.output;
+  EXPECT_EQ(json_number(r.output, "orders"), json_number(r.output, "checkouts") + 19) << r.output;
+}
+
+// Killed after one participant committed, before the other heard: the
+// other rolls its prepared records forward (the decision was commit), so
+// the checkout is whole: the invariants (stock + ordered = initial, 3 lines
+// per order) would fail on half of it.
+TEST(NamTwoPcFaultTest, ClientKilledBetweenTheCommitsIsRolledForward) {
+  const ProcessResult r = kill_2pc_client("partial-commit");
+  EXPECT_GT(resolved_records(r.output, "rolled forward"), 0u) << r.output;
+  EXPECT_LT(resolved_records(r.output, "rolled forward"), 7u) << r.output;
+  EXPECT_EQ(resolved_records(r.output, "rolled back"), 0u) << r.output;
+  EXPECT_GE(json_number(r.output, "orders"), json_number(r.output, "checkouts") + 20) << r.output;
+}
+
+// A resource manager dies a second into the run: every client fails with
+// PeerLost naming it, the other memory server stops with PeerLost naming
+// it, and no result or verdict is printed.
+TEST(NamTwoPcFaultTest, MemoryServerLossFailsEveryoneWithPeerLost) {
+  const ProcessResult r = run_nam(4,
+                                  {"--protocol",
+                                   "2pc",
+                                   "--memory-servers",
+                                   "2",
+                                   "--products",
+                                   "100",
+                                   "--record-bytes",
+                                   "32",
+                                   "--txns",
+                                   "0",
+                                   "--seconds",
+                                   "4",
+                                   "--browse-percent",
+                                   "50",
+                                   "--think-us",
+                                   "1000",
+                                   "--test-kill-memory-server",
+                                   "1",
+                                   "--test-kill-after-ms",
+                                   "1000"},
+                                  "sluice-nam-test-hooks", {"--grace", "30"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "failed: PeerLost: nam 2pc: memory server rank 1 is lost"),
+            2)
+      << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "memory server rank 0: 2pc failed: PeerLost"), 1)
+      << r.output;
   EXPECT_EQ(r.output.find("invariants:"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("txn/s"), std::string::npos) << r.output;
   EXPECT_LT(r.seconds, 60) << "the job should end soon after the loss\n" << r.output;
