@@ -353,7 +353,8 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
       std::adjacent_find(members.begin(), members.end()) != members.end() ||
       members.back() >= cluster.world_size()) {
     std::string list;
-    for (uint32_t r : members) list += (list.empty() ? "" : ",") + std::to_string(r);
+    // (append: GCC 12 warns falsely on chains of string +)
+    for (uint32_t r : members) list.append(list.empty() ? "" : ",").append(std::to_string(r));
     throw Error(ErrorCode::kInvalidArgument,
                 "join: JoinConfig::ranks {" + list +
                     "} must be ascending job ranks, each once, and name rank " +
@@ -383,7 +384,7 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
     } else {
       // A barrier name serves one member set: name it after the set.
       std::string name = "join-start";
-      for (uint32_t r : members) name += "-" + std::to_string(r);
+      for (uint32_t r : members) name.append("-").append(std::to_string(r));
       cluster.barrier(name, cluster.ranks(members), 0);
     }
     const double cpu0 = cpu_seconds();
