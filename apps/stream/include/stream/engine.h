@@ -114,9 +114,19 @@ class StreamWorker {
     uint64_t next_epoch_at = epoch_bytes_;
     auto ingest = [this](const Out& o) { this->ingest(o); };
     while (ok()) {
-      const size_t n = source(std::span<In>(buf));
+      // A source that holds its records in memory lends them in place
+      // (view); any other fills our buffer.
+      const In* data = buf.data();
+      size_t n = 0;
+      if constexpr (requires { source.view(size_t{1}); }) {
+        const std::span<const In> v = source.view(buf.size());
+        data = v.data();
+        n = v.size();
+      } else {
+        n = source(std::span<In>(buf));
+      }
       if (n == 0) break;
-      for (size_t i = 0; i < n; ++i) q_.chain(buf[i], ingest);
+      for (size_t i = 0; i < n; ++i) q_.chain(data[i], ingest);
       report_.records_in += n;
       report_.input_bytes += n * sizeof(In);
       if (opt_.on_progress) opt_.on_progress(me_, report_.records_in);

@@ -53,6 +53,13 @@ class MemorySource {
     pos_ += n;
     return n;
   }
+  // The next at most `max` records in place (the engine's zero-copy path).
+  std::span<const Rec> view(size_t max) {
+    const size_t n = std::min(max, data_->size() - pos_);
+    const std::span<const Rec> out(data_->data() + pos_, n);
+    pos_ += n;
+    return out;
+  }
 
  private:
   std::shared_ptr<const std::vector<Rec>> data_;

@@ -181,11 +181,23 @@ class WorkloadSource {
     pos_ += n;
     return n;
   }
+  // The next at most `max` records in place (no copy when generated
+  // beforehand); valid until the next call. Empty at the end.
+  std::span<const Rec> view(size_t max) {
+    if (live_) {
+      live_buf_.resize(max);
+      return {live_buf_.data(), gen_(std::span<Rec>(live_buf_))};
+    }
+    const size_t n = std::min(max, data_.size() - pos_);
+    const std::span<const Rec> out(data_.data() + pos_, n);
+    pos_ += n;
+    return out;
+  }
 
  private:
   Gen gen_;
   bool live_;
-  std::vector<Rec> data_;
+  std::vector<Rec> data_, live_buf_;
   size_t pos_ = 0;
 };
 
