@@ -150,8 +150,10 @@ fn generate_bids(spec: &Spec, g: u64, workers: u64) -> Vec<Bid> {
     out
 }
 
-/// CPU microseconds the workers spent generating their input (not timed).
-static GENERATION_CPU_US: AtomicU64 = AtomicU64::new(0);
+/// The process's CPU microseconds when its workers started the timed part
+/// together, and when the last of them ended it.
+static CPU_START_US: AtomicU64 = AtomicU64::new(0);
+static CPU_END_US: AtomicU64 = AtomicU64::new(0);
 
 fn cpu_seconds(who: libc::c_int) -> f64 {
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
@@ -294,20 +296,27 @@ fn main() {
     }
     let config = timely::Config::from_args(timely_args.into_iter())
         .unwrap_or_else(|e| usage(&format!("timely's options: {}", e)));
+    // This process's workers start the timed part together, after all have
+    // generated their input, and its CPU is read then and after the last
+    // one ends (so that neither generating nor freeing the input counts).
+    let local = match &config.communication {
+        timely::CommunicationConfig::Process(n) => *n,
+        timely::CommunicationConfig::Cluster { threads, .. } => *threads,
+        _ => 1,
+    };
+    let start_line = std::sync::Arc::new(std::sync::Barrier::new(local));
+    let end_line = start_line.clone();
     let guards = timely::execute(config, move |worker| {
         let index = worker.index() as u64;
         let peers = worker.peers() as u64;
         let spec = spec.clone();
         let window_ms = spec.window_ms;
         let preagg = spec.strategy == "preagg";
-        let cpu0 = cpu_seconds(libc::RUSAGE_THREAD);
         let (events, bids) = if nb7 {
             (Vec::new(), generate_bids(&spec, index, peers))
         } else {
             (generate(&spec, index, peers), Vec::new())
         };
-        let generation_us = ((cpu_seconds(libc::RUSAGE_THREAD) - cpu0) * 1e6) as u64;
-        GENERATION_CPU_US.fetch_add(generation_us, Ordering::Relaxed);
         let mut views_in = InputHandle::<u64, (u64, u64)>::new();
         let mut bids_in = InputHandle::<u64, Bid>::new();
         let mut probe = ProbeHandle::new();
@@ -367,6 +376,9 @@ fn main() {
             }
         });
 
+        if start_line.wait().is_leader() {
+            CPU_START_US.store((cpu_seconds(libc::RUSAGE_SELF) * 1e6) as u64, Ordering::Relaxed);
+        }
         let started = Instant::now();
         let records = if nb7 { bids.len() } else { events.len() };
         let mut window = 0u64;
@@ -396,6 +408,9 @@ fn main() {
             worker.step();
         }
         let seconds = started.elapsed().as_secs_f64();
+        if end_line.wait().is_leader() {
+            CPU_END_US.store((cpu_seconds(libc::RUSAGE_SELF) * 1e6) as u64, Ordering::Relaxed);
+        }
         println!(
             "{{\"program\":\"timely-peer\",\"worker\":{},\"workers\":{},\"records\":{},\"seconds\":{:.6}}}",
             index, peers, records, seconds
@@ -410,11 +425,7 @@ fn main() {
     })
     .unwrap_or_else(|e| usage(&format!("timely: {}", e)));
     drop(guards);
-    // The process's CPU less what generating the input took: start-up, the
-    // timed part (every worker and communication thread) and shutdown.
-    let generation = GENERATION_CPU_US.load(Ordering::Relaxed) as f64 / 1e6;
-    println!(
-        "{{\"program\":\"timely-peer\",\"process_cpu_seconds\":{:.3}}}",
-        cpu_seconds(libc::RUSAGE_SELF) - generation
-    );
+    // The process's CPU over the timed part: every worker and communication thread.
+    let cpu = CPU_END_US.load(Ordering::Relaxed) as f64 / 1e6 - CPU_START_US.load(Ordering::Relaxed) as f64 / 1e6;
+    println!("{{\"program\":\"timely-peer\",\"process_cpu_seconds\":{:.3}}}", cpu);
 }
