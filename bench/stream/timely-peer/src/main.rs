@@ -100,23 +100,32 @@ struct Spec {
     seed: u64,
 }
 
-/// Worker g's records (apps/stream/workloads.cc, RecordDice and YsbSource,
-/// uniform keys and no disorder).
-fn generate(spec: &Spec, g: u64, workers: u64) -> Vec<YsbEvent> {
+/// apps/stream/workloads.cc's RecordDice for worker g of `workers`: how many
+/// records it has, and the stream of 64-bit draws of each (uniform keys, no
+/// disorder); `f(i, next)` makes record i from its draws.
+fn generate_with<R>(spec: &Spec, g: u64, workers: u64, mut f: impl FnMut(u64, &mut dyn FnMut() -> u64) -> R) -> Vec<R> {
     let count = spec.records / workers + if g < spec.records % workers { 1 } else { 0 };
     let salt = mix64(spec.seed.wrapping_mul(GOLDEN).wrapping_add(g).wrapping_add(1));
-    let mut out = Vec::with_capacity(count as usize);
-    for i in 0..count {
-        let mut state = mix64(salt ^ i.wrapping_mul(0xd6e8feb86659fd93));
-        let mut next = || {
-            state = state.wrapping_add(GOLDEN);
-            mix64(state)
-        };
+    (0..count)
+        .map(|i| {
+            let mut state = mix64(salt ^ i.wrapping_mul(0xd6e8feb86659fd93));
+            let mut next = || {
+                state = state.wrapping_add(GOLDEN);
+                mix64(state)
+            };
+            f(i, &mut next)
+        })
+        .collect()
+}
+
+/// Worker g's records (apps/stream/workloads.cc, YsbSource).
+fn generate(spec: &Spec, g: u64, workers: u64) -> Vec<YsbEvent> {
+    generate_with(spec, g, workers, |i, next| {
         let campaign = next() % spec.keys;
         let (a, b) = (next(), next());
         let (p0, p1) = (next(), next());
         let c = next();
-        out.push(YsbEvent {
+        YsbEvent {
             user_id: [a, b],
             page_id: [p0, p1],
             ad_id: campaign * 10 + c % 10,
@@ -126,28 +135,18 @@ fn generate(spec: &Spec, g: u64, workers: u64) -> Vec<YsbEvent> {
             ad_type: ((c >> 8) % 5) as u8,
             event_type: ((c >> 16) % 3) as u8,
             padding: [0; 16],
-        });
-    }
-    out
+        }
+    })
 }
 
 /// Worker g's bids (apps/stream/nexmark.cc, BidSource keyed by auction).
 fn generate_bids(spec: &Spec, g: u64, workers: u64) -> Vec<Bid> {
-    let count = spec.records / workers + if g < spec.records % workers { 1 } else { 0 };
-    let salt = mix64(spec.seed.wrapping_mul(GOLDEN).wrapping_add(g).wrapping_add(1));
-    let mut out = Vec::with_capacity(count as usize);
-    for i in 0..count {
-        let mut state = mix64(salt ^ i.wrapping_mul(0xd6e8feb86659fd93));
-        let mut next = || {
-            state = state.wrapping_add(GOLDEN);
-            mix64(state)
-        };
+    generate_with(spec, g, workers, |i, next| {
         let auction = next() % spec.keys;
         let bidder = next() % 1_000_000;
         let price = 1 + next() % spec.max_price;
-        out.push((auction, bidder, price, (i / spec.rate) as i64));
-    }
-    out
+        (auction, bidder, price, (i / spec.rate) as i64)
+    })
 }
 
 /// The process's CPU microseconds when its workers started the timed part
