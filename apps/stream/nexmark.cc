@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "input_csv.h"
+
 namespace sluice::stream {
 
 void Bid::write_csv(FILE* f) const {
@@ -105,35 +107,11 @@ size_t NexmarkSource::operator()(std::span<NexmarkEvent> out) {
   return n;
 }
 
-namespace {
-struct FileCloser {
-  void operator()(FILE* f) const { std::fclose(f); }
-};
-
-template <class Rec, class MakeSource, class Line>
-void write_files(uint32_t workers, const std::string& dir, const char* header,
-                 MakeSource make_source, Line line) {
-  std::vector<Rec> buf(4096);
-  for (uint32_t g = 0; g < workers; ++g) {
-    const std::string path = dir + "/input-" + std::to_string(g) + ".csv";
-    std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "w"));
-    if (!f) throw std::runtime_error("cannot create the input CSV file " + path);
-    std::fputs(header, f.get());
-    auto src = make_source(g);
-    uint64_t seq = 0;
-    for (size_t n; (n = src(std::span<Rec>(buf))) != 0;) {
-      for (size_t i = 0; i < n; ++i) line(f.get(), g, seq++, buf[i]);
-    }
-    if (std::ferror(f.get())) throw std::runtime_error("writing " + path + " failed");
-  }
-}
-}  // namespace
-
 void write_nexmark_csv(const std::string& query, const GenSpec& spec, uint32_t workers,
                        const std::string& dir) {
   if (query == "nb7" || query == "q11") {
     const bool by_bidder = query == "q11";
-    write_files<Bid>(
+    detail::write_input_csv_files<Bid>(
         workers, dir, "worker,seq,auction,bidder,price,time\n",
         [&](uint32_t g) { return BidSource(spec, g, workers, by_bidder); },
         [](FILE* f, uint32_t g, uint64_t seq, const Bid& b) {
@@ -144,7 +122,7 @@ void write_nexmark_csv(const std::string& query, const GenSpec& spec, uint32_t w
     return;
   }
   const uint8_t other = query == "nb8" ? kAuctionEvent : kBidEvent;
-  write_files<NexmarkEvent>(
+  detail::write_input_csv_files<NexmarkEvent>(
       workers, dir, "worker,seq,kind,id,time,ref,price\n",
       [&](uint32_t g) { return NexmarkSource(spec, g, workers, other); },
       [](FILE* f, uint32_t g, uint64_t seq, const NexmarkEvent& e) {

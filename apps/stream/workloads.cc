@@ -9,6 +9,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "input_csv.h"
 #include "stream/file_source.h"
 #include "stream/nexmark.h"
 
@@ -140,27 +141,15 @@ size_t CmSource::operator()(std::span<CmEvent> out) {
 // ---------------------------------------------------------------- CSV
 
 namespace {
-struct FileCloser {
-  void operator()(FILE* f) const { std::fclose(f); }
-};
 
-template <class Source, class Rec, class Header, class Line>
-void write_all(const GenSpec& spec, uint32_t workers, const std::string& dir, Header header,
+// Worker g's input through its generator.
+template <class Source, class Rec, class Line>
+void write_all(const GenSpec& spec, uint32_t workers, const std::string& dir, const char* header,
                Line line) {
-  std::vector<Rec> buf(4096);
-  for (uint32_t g = 0; g < workers; ++g) {
-    const std::string path = dir + "/input-" + std::to_string(g) + ".csv";
-    std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "w"));
-    if (!f) throw std::runtime_error("cannot create the input CSV file " + path);
-    std::fputs(header, f.get());
-    Source src(spec, g, workers);
-    uint64_t seq = 0;
-    for (size_t n; (n = src(std::span<Rec>(buf))) != 0;) {
-      for (size_t i = 0; i < n; ++i) line(f.get(), g, seq++, buf[i]);
-    }
-    if (std::ferror(f.get())) throw std::runtime_error("writing " + path + " failed");
-  }
+  detail::write_input_csv_files<Rec>(
+      workers, dir, header, [&](uint32_t g) { return Source(spec, g, workers); }, line);
 }
+
 }  // namespace
 
 void write_input_csv(const std::string& query, const GenSpec& spec, uint32_t workers,
