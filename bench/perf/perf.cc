@@ -835,7 +835,8 @@ void add_perf_options(CLI::App& app) {
                   "Flow transports, a comma list: shm (one host) and/or ofi (SLUICE_TRANSPORT=ofi, libfabric)")
       ->capture_default_str();
   sub->add_option("--sizes", opt->sizes,
-                  "Record sizes, a comma list: 8..1024 in steps of 8, then powers of two to 1m (k = KiB, m = MiB)")
+                  "Record sizes, a comma list: 8..64 in steps of 8, then powers of two to 1m (k = "
+                  "KiB, m = MiB)")
       ->capture_default_str();
   sub->add_option("--shapes", opt->shapes, "Flow shapes SOURCESxTARGETS, a comma list (1:1, N:1, 1:N, N:M)")
       ->capture_default_str();

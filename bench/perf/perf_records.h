@@ -77,7 +77,7 @@ bool small_record_size(uint32_t bytes, Fn& fn, std::index_sequence<I...>) {
                : false) ||
           ...);
 }
-// The powers of two above kSmallRecordsMax: 2 KiB << I.
+// The powers of two above kSmallRecordsMax: 128 B << I.
 template <class Fn, size_t... I>
 bool large_record_size(uint32_t bytes, Fn& fn, std::index_sequence<I...>) {
   return ((bytes == (size_t{2 * kSmallRecordsMax} << I)
@@ -93,8 +93,10 @@ template <class Fn>
 void with_record_size(uint32_t bytes, Fn&& fn) {
   const bool hit =
       detail::small_record_size(
-          bytes, fn, std::make_index_sequence<(kSmallRecordsMax - kMinRecordBytes) / kRecordBytesStep + 1>{}) ||
-      detail::large_record_size(bytes, fn, std::make_index_sequence<10>{});  // 2 KiB .. 1 MiB
+          bytes, fn,
+          std::make_index_sequence<(kSmallRecordsMax - kMinRecordBytes) / kRecordBytesStep +
+                                   1>{}) ||
+      detail::large_record_size(bytes, fn, std::make_index_sequence<14>{});  // 128 B .. 1 MiB
   if (!hit) throw std::invalid_argument("record size " + std::to_string(bytes) + " is not supported");
 }
 

@@ -41,7 +41,7 @@ bool parse_u32(std::string_view s, uint32_t* out) {
 std::string fail_prefix(std::string_view option) { return std::string(option) + ": "; }
 
 const char* kAllowedSizes =
-    "8 to 1024 in steps of 8, then powers of two up to 1 MiB (2k, 4k, ..., 512k, 1m)";
+    "8 to 64 in steps of 8, then powers of two up to 1 MiB (128, 256, ..., 512k, 1m)";
 
 }  // namespace
 

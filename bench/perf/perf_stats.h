@@ -29,7 +29,9 @@ namespace sluice::tool::perf {
 // only these are instantiated: 8, multiples of 8 up to 1024, then the powers
 // of two up to 1 MiB.
 inline constexpr uint32_t kMinRecordBytes = 8;
-inline constexpr uint32_t kSmallRecordsMax = 1024;  // every multiple of 8 up to here
+// Every multiple of 8 up to here, then powers of two: each size is a record
+// type compiled into every mode, so the list stays short (22 sizes).
+inline constexpr uint32_t kSmallRecordsMax = 64;
 inline constexpr uint32_t kRecordBytesStep = 8;
 inline constexpr uint32_t kMaxRecordBytes = 1u << 20;
 bool is_supported_record_size(uint32_t bytes);

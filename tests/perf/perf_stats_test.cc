@@ -76,12 +76,15 @@ TEST(ParseSizes, RejectsEmpty) {
 }
 
 TEST(ParseSizes, RejectsSizesThatAreNotCompiledInAndNamesTheAllowedOnes) {
-  for (const char* bad : {"0", "4", "12", "20", "1032", "3000", "3k", "2m"}) {
+  for (const char* bad : {"0", "4", "12", "20", "72", "96", "1032", "3000", "3k", "2m"}) {
     const std::string e = error_of([&] { parse_sizes(bad); });
     EXPECT_NE(e.find("is not supported"), std::string::npos) << bad;
-    EXPECT_NE(e.find("8 to 1024 in steps of 8, then powers of two up to 1 MiB"), std::string::npos) << bad;
+    EXPECT_NE(e.find("8 to 64 in steps of 8, then powers of two up to 1 MiB"), std::string::npos)
+        << bad;
   }
   EXPECT_TRUE(is_supported_record_size(8));
+  EXPECT_TRUE(is_supported_record_size(24));
+  EXPECT_TRUE(is_supported_record_size(128));
   EXPECT_TRUE(is_supported_record_size(4096));
   EXPECT_FALSE(is_supported_record_size(4104));
 }
