@@ -71,6 +71,7 @@ struct PerfOptions {
   bool smoke = false;
   uint32_t segment_bytes = 0;  // 0: the flow default
   uint32_t ring_segments = 0;  // 0: the flow default
+  uint32_t push_batch = 1;     // records per Source::push call (> 1: push(span))
   std::string netns;           // ofi: "NS_A=IP_A,NS_B=IP_B"
 };
 
@@ -311,6 +312,7 @@ struct Sweep {
   uint32_t round_trips = 0;
   uint32_t segment_bytes = 0;  // as given (0: default)
   uint32_t ring_segments = 0;  // as given (0: default)
+  uint32_t push_batch = 1;
   std::string peers;           // the external peers program, or empty
   bool smoke = false;
 };
@@ -378,6 +380,7 @@ std::vector<std::string> geometry_args(const Sweep& sw) {
   std::vector<std::string> a;
   if (sw.segment_bytes != 0) a.insert(a.end(), {"--segment-bytes", std::to_string(sw.segment_bytes)});
   if (sw.ring_segments != 0) a.insert(a.end(), {"--ring-segments", std::to_string(sw.ring_segments)});
+  if (sw.push_batch > 1) a.insert(a.end(), {"--push-batch", std::to_string(sw.push_batch)});
   return a;
 }
 
@@ -736,6 +739,7 @@ void run_perf(const PerfOptions& opt) {
       sw.sizes = perf::parse_sizes(sw.sizes_arg);
       sw.segment_bytes = opt.segment_bytes;
       sw.ring_segments = opt.ring_segments;
+      sw.push_batch = opt.push_batch;
       check_geometry(opt, sw.sizes);
     }
     if (!opt.peers.empty() && ::access(opt.peers.c_str(), X_OK) != 0)
@@ -790,19 +794,21 @@ void run_perf(const PerfOptions& opt) {
     transports.push_back({{"transport", sw.transport}, {"placement", sw.transport == "shm" ? "one host" : sw.place.name()}});
     for (const perf::PerfMode* m : sw.modes) modes[m->traits().name] = m->description();
   }
-  nlohmann::json config = {{"modes", modes},
-                           {"sizes", all_sizes},
-                           {"shapes", shapes},
-                           {"transports", transports},
-                           {"repeats", repeats},
-                           {"mbytes_per_source", mbytes},
-                           {"round_trips", round_trips},
-                           {"segment_bytes", opt.segment_bytes},
-                           {"ring_segments", opt.ring_segments},
-                           {"smoke", opt.smoke},
-                           {"ring_bytes", perf::kRingBytes},
-                           {"peers_program", opt.peers.empty() ? nlohmann::json(nullptr) : nlohmann::json(opt.peers)},
-                           {"sluice_env", sluice_env()}};
+  nlohmann::json config = {
+      {"modes", modes},
+      {"sizes", all_sizes},
+      {"shapes", shapes},
+      {"transports", transports},
+      {"repeats", repeats},
+      {"mbytes_per_source", mbytes},
+      {"round_trips", round_trips},
+      {"segment_bytes", opt.segment_bytes},
+      {"ring_segments", opt.ring_segments},
+      {"push_batch", opt.push_batch},
+      {"smoke", opt.smoke},
+      {"ring_bytes", perf::kRingBytes},
+      {"peers_program", opt.peers.empty() ? nlohmann::json(nullptr) : nlohmann::json(opt.peers)},
+      {"sluice_env", sluice_env()}};
   const nlohmann::json report = perf::report_json(env, command, config, points, skipped);
 
   std::fputs(perf::report_table(report).c_str(), stdout);
@@ -844,6 +850,11 @@ void add_perf_options(CLI::App& app) {
                   "Bandwidth flows' segment payload in bytes (0: the flow default, 8192; never below one record); "
                   "also the TCP stream's write size");
   sub->add_option("--ring-segments", opt->ring_segments, "Segments per bandwidth flow ring (0: the default, 16)");
+  sub->add_option("--push-batch", opt->push_batch,
+                  "Streaming modes: records per push call; above 1 the sources push runs "
+                  "(Source::push(span))")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
   sub->add_option("--repeats", opt->repeats, "Runs of every point (median/min/max over them)")->capture_default_str();
   sub->add_option("--mbytes", opt->mbytes, "Bandwidth: MiB each source (and each bound and peer) moves per run")
       ->capture_default_str();

@@ -33,6 +33,7 @@ struct WorkerArgs {
   uint32_t round_trips = 0;    // latency-like modes: requested; see round_trips_for
   uint32_t segment_bytes = 0;  // 0: the flow default (raised to fit one record)
   uint32_t ring_segments = 0;  // 0: the flow default
+  uint32_t push_batch = 1;     // streaming modes: records per push (> 1: Source::push(span))
 };
 
 class PerfMode {

@@ -62,6 +62,7 @@ void add_perf_worker_command(CLI::App& app) {
   sub->add_option("--round-trips", o->args.round_trips);
   sub->add_option("--segment-bytes", o->args.segment_bytes);
   sub->add_option("--ring-segments", o->args.ring_segments);
+  sub->add_option("--push-batch", o->args.push_batch);
   sub->add_option("--out", o->out)->required();
   sub->callback([o] {
     try {

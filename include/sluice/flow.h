@@ -381,6 +381,23 @@ class Source {
     return last_ = write(target, r, deadline, false);
   }
   [[nodiscard]] Status try_push_to(uint32_t target, const T& r) { return last_ = write(target, r, kForever, true); }
+  // Pushes a run of records, in order, with the results of as many push()
+  // calls (the same routing; each target gets its records in run order) but
+  // not their cost: the flow's fields and rings are read once per run, and
+  // with one target (or on a replicate flow) a whole segment's worth is one
+  // copy. For tiny records this is several times faster. kOk when every
+  // record went; otherwise the status of the first that could not go, and
+  // last_pushed() says how many did (a prefix of `records`; push the rest).
+  [[nodiscard]] Status push(std::span<const T> records, Deadline deadline = kForever) {
+    return last_ = write_run(records, deadline, false);
+  }
+  // As push(records), but never waits: pushes the longest prefix that fits
+  // now and returns kWouldBlock if that is not all (see last_pushed()).
+  [[nodiscard]] Status try_push(std::span<const T> records) {
+    return last_ = write_run(records, kForever, true);
+  }
+  // How many records the last push(span) or try_push(span) pushed.
+  size_t last_pushed() const { return pushed_; }
   // The index into targets() that push(r) sends `r` to (num_targets() for a
   // flow declared explicit_targets()). Lets callers account per target.
   uint32_t target_of(const T& r) const { return core_->route(&r, sizeof(T)); }
@@ -433,6 +450,15 @@ class Source {
     return detail::replicate_write(core_.get(), sizeof(T), deadline, try_only,
                                    [&r](std::byte* dst) { std::memcpy(dst, &r, sizeof(T)); });
   }
+  Status write_run(std::span<const T> records, Deadline deadline, bool try_only) {
+    return detail::push_run<sizeof(T)>(
+        core_.get(), reinterpret_cast<const std::byte*>(records.data()), records.size(), deadline,
+        try_only, &pushed_, [&](size_t i) {
+          const T& r = records[i];
+          return core_->replicate_ ? replicate(r, deadline, try_only)
+                                   : write(core_->route(&r, sizeof(T)), r, deadline, try_only);
+        });
+  }
 
   // Sources come from Cluster::source (or detail::source_from_core).
   friend Source detail::source_from_core<T>(std::unique_ptr<detail::SourceCore> core);
@@ -441,12 +467,24 @@ class Source {
   friend class Worker;
   std::unique_ptr<detail::SourceCore> core_;
   Status last_ = Status::kOk;
+  size_t pushed_ = 0;
 };
 
 template <class T>
 Source<T> detail::source_from_core(std::unique_ptr<SourceCore> core) {
   return Source<T>(std::move(core));
 }
+
+namespace detail {
+// True when R is a run of a Source<T>'s records (a span, vector, array of
+// T) rather than one record: Worker::push takes it as a run.
+template <class S, class R>
+inline constexpr bool is_record_run = false;
+template <class T, class R>
+inline constexpr bool is_record_run<Source<T>, R> =
+    !std::is_same_v<std::remove_cvref_t<R>, T> &&
+    std::is_convertible_v<const R&, std::span<const T>>;
+}  // namespace detail
 
 // The receiving end of a flow for one endpoint. Move-only; one owning thread.
 template <class T>

@@ -197,13 +197,37 @@ class Worker {
   // source's push: kOk, kTimeout at the deadline, kPeerLost, kClosed,
   // kInvalid; details in s.error().
   template <class S, class R>
-  [[nodiscard]] Status push(S& s, const R& r, Deadline deadline = kForever) {
+  requires(!detail::is_record_run<S, R>) [[nodiscard]] Status
+      push(S& s, const R& r, Deadline deadline = kForever) {
     Status st = s.try_push(r);
     if (st != Status::kWouldBlock) [[likely]] {
       note(s.core_.get());
       return st;
     }
     return wait_for(s.core_.get(), deadline, [&] { return s.try_push(r); }, [&] { return s.push(r, deadline); });
+  }
+  // Source::push(span): a run of records (a std::span, std::vector, array,
+  // ... of T), delivering the inputs while a ring is full. Records already
+  // pushed are never pushed again on a retry: s.last_pushed() says how many
+  // of the run went when the status is not kOk.
+  template <class T, class Run>
+  requires detail::is_record_run<Source<T>, Run>
+  [[nodiscard]] Status push(Source<T>& s, const Run& run, Deadline deadline = kForever) {
+    const std::span<const T> all(run);
+    size_t done = 0;
+    auto rest = [&](Status st) {
+      done += s.last_pushed();
+      s.pushed_ = done;
+      return st;
+    };
+    Status st = rest(s.try_push(all));
+    if (st != Status::kWouldBlock) [[likely]] {
+      note(s.core_.get());
+      return st;
+    }
+    return wait_for(
+        s.core_.get(), deadline, [&] { return rest(s.try_push(all.subspan(done))); },
+        [&] { return rest(s.push(all.subspan(done), deadline)); });
   }
   template <class S, class R>
   [[nodiscard]] Status push_to(S& s, uint32_t target, const R& r, Deadline deadline = kForever) {

@@ -229,7 +229,8 @@ int main(int argc, char** argv) {
 
   // Exactly once, summed over the job.
   std::string mine = failure.empty() ? "ok" : "failed";
-  for (const auto& t : tally) mine += " " + std::to_string(t.count) + " " + std::to_string(t.sum);
+  for (const auto& t : tally)
+    mine.append(" ").append(std::to_string(t.count)).append(" ").append(std::to_string(t.sum));
   const auto all = cluster.allgather("tallies", mine);
   if (!failure.empty()) {
     std::printf("FAILED rank %u: %s\n", rank, failure.c_str());

@@ -194,6 +194,100 @@ inline Status replicate_write(SourceCore* c, size_t stride, Deadline deadline, b
   return Status::kOk;
 }
 
+// The most targets a run push keeps its lanes for in registers and on the
+// stack; a flow with more pushes a run one record at a time.
+inline constexpr uint32_t kMaxRunTargets = 64;
+
+// Source<T>::push(span): `n` records of kStride bytes at `recs`, in order,
+// as n single pushes would do it, but with the flow's fields and the lanes
+// read once per run instead of once per record (a single push reloads them
+// all after its memcpy, which may alias anything). One target: one memcpy
+// per segment. Replicate flows: one memcpy per lane and segment. Latency
+// mode and explicit routing go one record at a time through `one(i)` (the
+// single push). *pushed says how many went, a prefix, whatever the status.
+template <size_t kStride, class One>
+Status push_run(SourceCore* c, const std::byte* recs, size_t n, Deadline deadline, bool try_only,
+                size_t* pushed, One&& one) {
+  size_t i = 0;
+  const uint32_t nt = c->num_targets_;
+  if (c->latency_ || c->route_ == Route::kExplicit || nt > kMaxRunTargets || (nt > 1 && n < nt))
+      [[unlikely]] {
+    for (; i < n; ++i) {
+      if (Status s = one(i); s != Status::kOk) {
+        *pushed = i;
+        return s;
+      }
+    }
+    *pushed = n;
+    return Status::kOk;
+  }
+  if (c->replicate_ || nt == 1) {
+    // Every lane written fills in lockstep, so the first one's room is all
+    // lanes' room: copy as much of the run as fits, then claim new segments.
+    const uint32_t* fan = c->fan_;
+    static constexpr uint32_t kLaneZero = 0;
+    const uint32_t num_fan = c->replicate_ ? c->num_fan_ : 1;
+    if (!c->replicate_) fan = &kLaneZero;
+    Lane* lanes = c->lanes_;
+    while (i < n) {
+      Lane& first = lanes[fan[0]];
+      const size_t room = static_cast<size_t>(first.end - first.cur) / kStride;
+      if (room == 0) {
+        Status s =
+            c->reserve(c->replicate_ ? SourceCore::kAllTargets : 0, kStride, deadline, try_only);
+        if (s != Status::kOk) {
+          *pushed = i;
+          return s;
+        }
+        continue;
+      }
+      const size_t k = room < n - i ? room : n - i;
+      for (uint32_t f = 0; f < num_fan; ++f) {
+        Lane& lane = lanes[fan[f]];
+        std::memcpy(lane.cur, recs + i * kStride, k * kStride);
+        lane.cur += k * kStride;
+      }
+      i += k;
+    }
+    *pushed = n;
+    return Status::kOk;
+  }
+  // Shuffle to several targets: the lanes live in a local copy while the
+  // run is copied (nothing the ring writes can alias it), written back
+  // before anything else may look at them.
+  Lane lanes[kMaxRunTargets];
+  for (uint32_t t = 0; t < nt; ++t) lanes[t] = c->lanes_[t];
+  const bool key8 =
+      c->route_ == Route::kHashKey && c->key_size_ == 8 && c->key_offset_ + 8 <= kStride;
+  const size_t key_offset = c->key_offset_;
+  Status s = Status::kOk;
+  while (i < n) {
+    const std::byte* rec = recs + i * kStride;
+    uint32_t t;
+    if (key8) [[likely]] {
+      uint64_t k;
+      std::memcpy(&k, rec + key_offset, 8);
+      t = reduce(mix64(k), nt);
+    } else {
+      t = c->route(rec, kStride);
+    }
+    Lane& lane = lanes[t];
+    if (static_cast<size_t>(lane.end - lane.cur) < kStride) [[unlikely]] {
+      for (uint32_t u = 0; u < nt; ++u) c->lanes_[u] = lanes[u];
+      s = c->reserve(t, kStride, deadline, try_only);
+      for (uint32_t u = 0; u < nt; ++u) lanes[u] = c->lanes_[u];
+      if (s != Status::kOk) break;
+      continue;
+    }
+    std::memcpy(lane.cur, rec, kStride);
+    lane.cur += kStride;
+    ++i;
+  }
+  for (uint32_t t = 0; t < nt; ++t) c->lanes_[t] = lanes[t];
+  *pushed = i;
+  return s;
+}
+
 // One published segment as a target sees it.
 struct SegmentView {
   const std::byte* data = nullptr;
