@@ -136,7 +136,7 @@ class SourceCore : public Waitable {
 
   // The target index of a record: inline for the common cases (one target,
   // an 8- or 4-byte key), out of line for the rest.
-  uint32_t route(const void* rec, size_t n) const {
+  [[gnu::always_inline]] uint32_t route(const void* rec, size_t n) const {
     if (num_targets_ == 1 && route_ != Route::kExplicit) return 0;
     if (route_ == Route::kHashKey && key_offset_ + key_size_ <= n) {
       const auto* key = static_cast<const std::byte*>(rec) + key_offset_;
