@@ -74,14 +74,15 @@ class SluiceFlow final : public FlowHolder {
   struct Port final : QueryWorker::Port {
     Port(sluice::Worker& w, S s, bool broadcast)
         : w_(w), src_(std::move(s)), broadcast_(broadcast) {}
+    // One run per batch (Source::push / push_to of spans): the flow's
+    // fields and rings are read once per run, not once per row. `recs` is
+    // the sender's vector of packed rows, N bytes each (aligned like Rec<N>).
     bool send(const std::byte* recs, const uint32_t* targets, size_t n) override {
-      for (size_t i = 0; i < n; ++i) {
-        Rec<N> r;
-        std::memcpy(r.b, recs + i * N, N);
-        const sluice::Status st = broadcast_ ? w_.push(src_, r) : w_.push_to(src_, targets[i], r);
-        if (st != sluice::Status::kOk) return failed(st);
-      }
-      return true;
+      const std::span<const Rec<N>> run(reinterpret_cast<const Rec<N>*>(recs), n);
+      const sluice::Status st = broadcast_
+                                    ? w_.push(src_, run)
+                                    : w_.push_to(src_, std::span<const uint32_t>(targets, n), run);
+      return st == sluice::Status::kOk || failed(st);
     }
     bool close() override {
       const sluice::Status st = w_.close(src_);

@@ -396,7 +396,19 @@ class Source {
   [[nodiscard]] Status try_push(std::span<const T> records) {
     return last_ = write_run(records, kForever, true);
   }
-  // How many records the last push(span) or try_push(span) pushed.
+  // A run with the target of each record named, as push_to(targets[i],
+  // records[i]) for every i would send them (shuffle flows only; the two
+  // spans have the same length, else kInvalid and nothing goes). For
+  // applications that route themselves: a query engine's exchange, a
+  // partitioner that computed its radix bits.
+  [[nodiscard]] Status push_to(std::span<const uint32_t> targets, std::span<const T> records,
+                               Deadline deadline = kForever) {
+    return last_ = write_run_to(targets, records, deadline, false);
+  }
+  [[nodiscard]] Status try_push_to(std::span<const uint32_t> targets, std::span<const T> records) {
+    return last_ = write_run_to(targets, records, kForever, true);
+  }
+  // How many records the last push(span), push_to(spans) or their try forms pushed.
   size_t last_pushed() const { return pushed_; }
   // The index into targets() that push(r) sends `r` to (num_targets() for a
   // flow declared explicit_targets()). Lets callers account per target.
@@ -450,10 +462,21 @@ class Source {
     return detail::replicate_write(core_.get(), sizeof(T), deadline, try_only,
                                    [&r](std::byte* dst) { std::memcpy(dst, &r, sizeof(T)); });
   }
+  Status write_run_to(std::span<const uint32_t> targets, std::span<const T> records,
+                      Deadline deadline, bool try_only) {
+    if (targets.size() != records.size()) [[unlikely]] {
+      pushed_ = 0;
+      return core_->fail_invalid("push_to(targets, records): the spans differ in length");
+    }
+    return detail::push_run<sizeof(T)>(
+        core_.get(), reinterpret_cast<const std::byte*>(records.data()), targets.data(),
+        records.size(), deadline, try_only, &pushed_,
+        [&](size_t i) { return write(targets[i], records[i], deadline, try_only); });
+  }
   Status write_run(std::span<const T> records, Deadline deadline, bool try_only) {
     return detail::push_run<sizeof(T)>(
-        core_.get(), reinterpret_cast<const std::byte*>(records.data()), records.size(), deadline,
-        try_only, &pushed_, [&](size_t i) {
+        core_.get(), reinterpret_cast<const std::byte*>(records.data()), nullptr, records.size(),
+        deadline, try_only, &pushed_, [&](size_t i) {
           const T& r = records[i];
           return core_->replicate_ ? replicate(r, deadline, try_only)
                                    : write(core_->route(&r, sizeof(T)), r, deadline, try_only);

@@ -214,20 +214,25 @@ class Worker {
   requires detail::is_record_run<Source<T>, Run>
   [[nodiscard]] Status push(Source<T>& s, const Run& run, Deadline deadline = kForever) {
     const std::span<const T> all(run);
-    size_t done = 0;
-    auto rest = [&](Status st) {
-      done += s.last_pushed();
-      s.pushed_ = done;
-      return st;
-    };
-    Status st = rest(s.try_push(all));
-    if (st != Status::kWouldBlock) [[likely]] {
-      note(s.core_.get());
-      return st;
-    }
-    return wait_for(
-        s.core_.get(), deadline, [&] { return rest(s.try_push(all.subspan(done))); },
-        [&] { return rest(s.push(all.subspan(done), deadline)); });
+    return push_rest(s, deadline, [&](size_t done, Deadline d, bool try_only) {
+      return try_only ? s.try_push(all.subspan(done)) : s.push(all.subspan(done), d);
+    });
+  }
+  // Source::push_to(targets, records) the same way: a run whose records'
+  // targets are named.
+  template <class T, class Targets, class Run>
+  requires detail::is_record_run<Source<T>, Run> &&
+      std::is_convertible_v<const Targets&, std::span<const uint32_t>>
+  [[nodiscard]] Status push_to(Source<T>& s, const Targets& targets, const Run& run,
+                               Deadline deadline = kForever) {
+    const std::span<const uint32_t> to(targets);
+    const std::span<const T> all(run);
+    return push_rest(s, deadline, [&](size_t done, Deadline d, bool try_only) {
+      // Spans of different lengths fail at once (kInvalid), before any subspan.
+      if (to.size() != all.size()) return s.try_push_to(to, all);
+      return try_only ? s.try_push_to(to.subspan(done), all.subspan(done))
+                      : s.push_to(to.subspan(done), all.subspan(done), d);
+    });
   }
   template <class S, class R>
   [[nodiscard]] Status push_to(S& s, uint32_t target, const R& r, Deadline deadline = kForever) {
@@ -278,6 +283,27 @@ class Worker {
   }
 
  private:
+  // The runs' retry loop: `attempt(done, deadline, try_only)` pushes the
+  // run from record `done` on; each record goes once, and last_pushed()
+  // ends up counting the whole run.
+  template <class T, class Attempt>
+  Status push_rest(Source<T>& s, Deadline deadline, Attempt&& attempt) {
+    size_t done = 0;
+    auto step = [&](bool try_only, Deadline d) {
+      const Status st = attempt(done, d, try_only);
+      done += s.last_pushed();
+      s.pushed_ = done;
+      return st;
+    };
+    const Status st = step(true, kForever);
+    if (st != Status::kWouldBlock) [[likely]] {
+      note(s.core_.get());
+      return st;
+    }
+    return wait_for(
+        s.core_.get(), deadline, [&] { return step(true, kForever); },
+        [&] { return step(false, deadline); });
+  }
   // REQUIRES: `core` is the core of the target `input` owns (not null).
   InputId add_input(detail::TargetCore* core, std::unique_ptr<detail::WorkerInput> input);
   // Retries `attempt` (which never waits) until it stops reporting

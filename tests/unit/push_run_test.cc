@@ -4,6 +4,7 @@
 // is pushed twice or skipped.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -176,6 +177,66 @@ TEST(PushRunTest, LatencyModePublishesEveryRecordOfARun) {
     ASSERT_EQ(batch->size(), 1u);
     EXPECT_EQ((*batch)[0].value, i);
   }
+}
+
+TEST(PushRunTest, PushToNamesEveryRecordsTargetAndAWorkerWaitsForRoom) {
+  auto spec = shuffle<Rec>("named-runs")
+                  .sources(testing::slots(1))
+                  .targets(testing::slots(3))
+                  .segment_bytes(64)
+                  .ring_segments(4)
+                  .explicit_targets();
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  Worker w;
+  std::vector<uint64_t> got[3];
+  for (uint32_t t = 0; t < 3; ++t) {
+    w.add(flow.target<Rec>(t), [&got, t](std::span<const Rec> batch) {
+      for (const Rec& r : batch) got[t].push_back(r.value);
+    });
+  }
+  // 600 records, target i % 3 except every 7th to target 2: far more than
+  // the rings hold, so the worker delivers while the run waits.
+  const std::vector<Rec> run = records(600);
+  std::vector<uint32_t> to;
+  std::vector<uint64_t> want[3];
+  for (uint64_t i = 0; i < run.size(); ++i) {
+    to.push_back(i % 7 == 0 ? 2 : static_cast<uint32_t>(i % 3));
+    want[to.back()].push_back(i);
+  }
+  ASSERT_EQ(w.push_to(out, to, run), Status::kOk);
+  EXPECT_EQ(out.last_pushed(), run.size());
+  ASSERT_EQ(w.close(out), Status::kOk);
+  ASSERT_EQ(w.run(), Status::kEndOfFlow);
+  for (uint32_t t = 0; t < 3; ++t) EXPECT_EQ(got[t], want[t]) << "target " << t;
+}
+
+TEST(PushRunTest, PushToStopsAtATargetOutOfRangeAndRefusesSpansOfTwoLengths) {
+  auto spec = shuffle<Rec>("bad-runs")
+                  .sources(testing::slots(1))
+                  .targets(testing::slots(2))
+                  .explicit_targets();
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  const std::vector<Rec> run = records(5);
+  const std::vector<uint32_t> short_to = {0, 1};
+  EXPECT_EQ(out.push_to(short_to, std::span<const Rec>(run)), Status::kInvalid);
+  EXPECT_EQ(out.last_pushed(), 0u);
+  EXPECT_NE(out.error().find("differ in length"), std::string::npos) << out.error();
+  const std::vector<uint32_t> to = {0, 1, 0, 2, 1};
+  EXPECT_EQ(out.push_to(to, std::span<const Rec>(run)), Status::kInvalid);
+  EXPECT_EQ(out.last_pushed(), 3u);
+  EXPECT_NE(out.error().find("out of range"), std::string::npos) << out.error();
+  ASSERT_EQ(out.close(), Status::kOk);
+  std::vector<uint64_t> got;
+  for (uint32_t t = 0; t < 2; ++t) {
+    auto in = flow.target<Rec>(t);
+    while (auto batch = in.consume())
+      for (const Rec& r : *batch) got.push_back(r.value);
+    EXPECT_EQ(in.status(), Status::kEndOfFlow);
+  }
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<uint64_t>{0, 1, 2}));
 }
 
 TEST(PushRunTest, ExplicitTargetsRefuseARunAndPushNothing) {

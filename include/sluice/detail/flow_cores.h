@@ -205,13 +205,18 @@ inline constexpr uint32_t kMaxRunTargets = 64;
 // per segment. Replicate flows: one memcpy per lane and segment. Latency
 // mode and explicit routing go one record at a time through `one(i)` (the
 // single push). *pushed says how many went, a prefix, whatever the status.
+//
+// `to` (Source<T>::push_to(targets, records)) names each record's target
+// instead of the flow's routing; null: the flow routes.
 template <size_t kStride, class One>
-Status push_run(SourceCore* c, const std::byte* recs, size_t n, Deadline deadline, bool try_only,
-                size_t* pushed, One&& one) {
+Status push_run(SourceCore* c, const std::byte* recs, const uint32_t* to, size_t n,
+                Deadline deadline, bool try_only, size_t* pushed, One&& one) {
   size_t i = 0;
   const uint32_t nt = c->num_targets_;
-  if (c->latency_ || c->route_ == Route::kExplicit || nt > kMaxRunTargets || (nt > 1 && n < nt))
-      [[unlikely]] {
+  const bool one_by_one = c->latency_ || (c->replicate_ && to != nullptr) ||
+                          (!c->replicate_ && ((to == nullptr && c->route_ == Route::kExplicit) ||
+                                              nt > kMaxRunTargets || (nt > 1 && n < nt)));
+  if (one_by_one) [[unlikely]] {
     for (; i < n; ++i) {
       if (Status s = one(i); s != Status::kOk) {
         *pushed = i;
@@ -221,7 +226,7 @@ Status push_run(SourceCore* c, const std::byte* recs, size_t n, Deadline deadlin
     *pushed = n;
     return Status::kOk;
   }
-  if (c->replicate_ || nt == 1) {
+  if (c->replicate_ || (nt == 1 && to == nullptr)) {
     // Every lane written fills in lockstep, so the first one's room is all
     // lanes' room: copy as much of the run as fits, then claim new segments.
     const uint32_t* fan = c->fan_;
@@ -264,7 +269,14 @@ Status push_run(SourceCore* c, const std::byte* recs, size_t n, Deadline deadlin
   while (i < n) {
     const std::byte* rec = recs + i * kStride;
     uint32_t t;
-    if (key8) [[likely]] {
+    if (to != nullptr) {
+      t = to[i];
+      if (t >= nt) [[unlikely]] {
+        for (uint32_t u = 0; u < nt; ++u) c->lanes_[u] = lanes[u];
+        *pushed = i;
+        return c->fail_invalid("target index out of range in push_to(targets, records)");
+      }
+    } else if (key8) [[likely]] {
       uint64_t k;
       std::memcpy(&k, rec + key_offset, 8);
       t = reduce(mix64(k), nt);
