@@ -110,20 +110,25 @@ def join(args):
 def agg(args):
     print(f"\n### aggregation: {args.agg_rows} rows, 1 memory server, 2 compute ranks x "
           f"{args.agg_threads} threads, ms, median of {args.repeats} ({args.transport})\n")
-    print("| keys asked (found) | rdma | hierarchical | groups the hierarchical one shuffled |")
-    print("|---|---|---|---|")
+    algos = args.agg_algorithms
+    hier = "hierarchical" in algos
+    print("| keys asked (found) | " + " | ".join(algos) + " |" +
+          (" groups the hierarchical one shuffled |" if hier else ""))
+    print("|---|" + "---|" * (len(algos) + hier))
     for g in args.groups:
         runs = [job(args, 3, "sluice-nam-olap",
                     ["agg", "--threads", str(args.agg_threads), "--rows", str(args.agg_rows),
-                     "--groups", str(g)], 1)[0] for _ in range(args.repeats)]
+                     "--groups", str(g), "--algorithms", ",".join(algos)], 1)[0]
+                for _ in range(args.repeats)]
         for r in runs:
-            for a in ("rdma", "hierarchical"):
+            for a in algos:
                 if r[a + "_verify"] != "OK":
                     sys.exit(f"sweep: {a} did not verify: {r}")
-        print(f"| {g:,} ({runs[0]['reference_groups']:,}) | "
-              f"{1000 * median([r['rdma_seconds'] for r in runs]):.0f} | "
-              f"{1000 * median([r['hierarchical_seconds'] for r in runs]):.0f} | "
-              f"{runs[0]['hierarchical_flow_records']:,} |", flush=True)
+        cells = [f"{1000 * median([r[a + '_seconds'] for r in runs]):.0f}" for a in algos]
+        if hier:
+            cells.append(f"{runs[0]['hierarchical_flow_records']:,}")
+        print(f"| {g:,} ({runs[0]['reference_groups']:,}) | " + " | ".join(cells) + " |",
+              flush=True)
 
 
 def main():
@@ -143,6 +148,8 @@ def main():
     p.add_argument("--selectivities", type=float, nargs="+", default=[0.25, 0.5, 0.75, 1.0])
     p.add_argument("--agg-rows", type=int, default=4000000)
     p.add_argument("--agg-threads", type=int, default=2)
+    p.add_argument("--agg-algorithms", nargs="+", default=["rdma", "hierarchical"],
+                   choices=["rdma", "hierarchical"])
     p.add_argument("--groups", type=int, nargs="+", default=[1, 1000, 100000, 1000000, 4000000])
     args = p.parse_args()
     print(f"load average before: {loadavg()}")
