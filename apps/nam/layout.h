@@ -39,6 +39,10 @@
 // Metadata, on memory server 0, region "nam-meta" (layout.prefix):
 //   [ retire words: N x u64 ]   client i retired from timestamp retire[i] on
 //                               (0: active); its later timestamps count as done
+//   [ park words: N x u64 ]     client i runs read-only transactions from its
+//                               timestamp park[i] on (0: not parked): others
+//                               pass those timestamps while pending, but only
+//                               below a finished one (rsi.h, begin_read_only)
 //   [ timestamp vector ]        2 bits per timestamp, 32 per word: 0 pending,
 //                               1 committed, 2 fenced by recovery, 3 aborted
 //   [ commit logs: N slots ]    client i's write set for its current commit
@@ -117,8 +121,9 @@ struct Layout {
 
   // The metadata region (server 0).
   uint64_t retire_offset(uint32_t client) const { return 8ull * client; }
+  uint64_t park_offset(uint32_t client) const { return 8ull * (clients + client); }
   uint64_t ts_words() const { return max_timestamps / 32 + 1; }
-  uint64_t ts_offset() const { return 8ull * clients; }
+  uint64_t ts_offset() const { return 16ull * clients; }
   uint64_t log_bytes() const { return 24 + 16ull * kMaxWrites; }
   uint64_t log_offset(uint32_t client) const {
     return ts_offset() + 8 * ts_words() + client * log_bytes();

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -261,6 +262,23 @@ int compute(sluice::Cluster& cluster, const so::OlapOptions& opt,
           ::raise(SIGKILL);
         });
   }
+  // Test hook for the flow baselines (flow-radix, hierarchical) first: die
+  // once one thread pushed a quarter of its share into the flows.
+  std::function<void(uint64_t)> kill_after_pushing;
+  if (opt.test_kill_compute_rank == static_cast<int64_t>(rank) &&
+      (opt.algorithms.front() == "flow-radix" || opt.algorithms.front() == "hierarchical")) {
+    const uint64_t share =
+        opt.kind == "join"
+            ? (opt.join.input.r_rows + opt.join.input.s_rows) / workers.size()
+            : std::min<uint64_t>(opt.agg.input.groups, opt.agg.input.rows / workers.size());
+    kill_after_pushing = [threshold = std::max<uint64_t>(4096, share / 4)](uint64_t pushed) {
+      if (pushed < threshold) return;
+      std::fprintf(stderr, "olap test hook: compute rank kills itself after pushing %llu tuples\n",
+                   static_cast<unsigned long long>(pushed));
+      std::fflush(stderr);
+      ::raise(SIGKILL);
+    };
+  }
   const bool reporter = rank == m;
   std::vector<RankSummary> results;  // reporter: per algorithm, over all ranks
   std::string path = "flows";
@@ -280,7 +298,8 @@ int compute(sluice::Cluster& cluster, const so::OlapOptions& opt,
       // apps/join's run_join starts this rank's threads itself; its sums
       // come back as thread 0's.
       try {
-        stats[0] = so::run_flow_radix(cluster, opt.join, m, workers, opt.threads);
+        stats[0] = so::run_flow_radix(cluster, opt.join, m, workers, opt.threads,
+                                      p == 0 ? kill_after_pushing : nullptr);
       } catch (const std::exception& e) {
         stats[0].error = e.what();
       }
@@ -301,7 +320,7 @@ int compute(sluice::Cluster& cluster, const so::OlapOptions& opt,
           } else if (g != nullptr) {
             stats[t] = so::run_ghj(team, opt.join, *g, algorithm == "ghj-bloom", tag);
           } else {
-            stats[t] = so::run_hagg(team, opt.agg, *h, tag);
+            stats[t] = so::run_hagg(team, opt.agg, *h, tag, p == 0 ? kill_after_pushing : nullptr);
           }
         } catch (const std::exception& e) {
           stats[t].error = e.what();

@@ -62,7 +62,9 @@ namespace {
       "  --test-kill-memory-server R   memory server R kills itself (SIGKILL) once a quarter of\n"
       "                       the first one-sided algorithm's chunks are in its store\n"
       "  --test-kill-compute-rank R    compute rank R kills itself once an eighth of the first\n"
-      "                       (one-sided) algorithm's chunks are on memory server 0\n");
+      "                       (one-sided) algorithm's chunks are on memory server 0; when the\n"
+      "                       first is flow-radix or hierarchical, once one of its threads\n"
+      "                       pushed a quarter of its share into the flows\n");
 #endif
   std::exit(0);
 }

@@ -63,6 +63,9 @@ namespace {
       "  --think-us U         sleep between a transaction's reads and its commit (default 0)\n"
       "  --long-read-percent P  list-append: share of long read-only transactions that read\n"
       "                       every list, sleeping --long-read-think-us U between reads\n"
+      "  --no-read-only-begin start read-only transactions with begin(), not\n"
+      "                       begin_read_only() (RSI: they then hold their next timestamp\n"
+      "                       pending, and so hold back the writers)\n"
       "  --seed N             random seed (default 1)\n"
       "output:\n"
       "  --history PREFIX     each client writes its transactions as Elle JSON lines to\n"
@@ -96,6 +99,10 @@ Options parse_options(int argc, char** argv) {
     if (a == "--help" || a == "-h") usage("", 0);
     if (a == "--json") {
       o.json = true;
+      continue;
+    }
+    if (a == "--no-read-only-begin") {
+      w.read_only_begin = false;
       continue;
     }
     if (i + 1 >= argc) usage("unknown option or missing value: " + a);

@@ -156,7 +156,8 @@ ThreadStats run_ragg(const Team& team, const AggConfig& config, const std::strin
 }
 
 ThreadStats run_hagg(const Team& team, const AggConfig& config, const ShuffleSpec<Partial>& flow,
-                     const std::string& tag) {
+                     const std::string& tag,
+                     const std::function<void(uint64_t pushed)>& on_progress) {
   ThreadStats st;
   Cluster& cluster = *team.cluster;
   Remote in(cluster, kRegionRows, team.servers);
@@ -174,8 +175,9 @@ ThreadStats run_hagg(const Team& team, const AggConfig& config, const ShuffleSpe
   st.fetch = since(t0);
   const auto t1 = Clock::now();
   for (const Tuple& row : rows) (void)local.add(row.key, 1, row.payload);
-  const auto flow_failure = [&](const char* what, const std::string& why) {
-    if (st.error.empty()) st.error = std::string(what) + ": " + why;
+  // The status first (PeerLost: a rank is lost), then the flow's account.
+  const auto flow_failure = [&](const char* what, Status s, const std::string& why) {
+    if (st.error.empty()) st.error = std::string(what) + ": " + sluice::to_string(s) + ": " + why;
   };
   {
     // The global union: every local group to the thread that owns its key,
@@ -186,16 +188,19 @@ ThreadStats run_hagg(const Team& team, const AggConfig& config, const ShuffleSpe
     });
     Source<Partial> out = cluster.source(flow, team.slot);
     bool ok = true;
+    uint64_t pushed = 0;
     local.for_each([&](const Partial& g) {
       if (!ok) return;
-      if (w.push_to(out, reduce_hash(hash64(g.key), team.size()), g) != Status::kOk) {
-        flow_failure("push", out.error());
+      const Status s = w.push_to(out, reduce_hash(hash64(g.key), team.size()), g);
+      if (s != Status::kOk) {
+        flow_failure("push", s, out.error());
         ok = false;
       }
+      if ((++pushed & 4095) == 0 && on_progress) on_progress(pushed);
     });
     st.flow_records = local.size();
-    if (w.close(out) != Status::kOk) flow_failure("close", out.error());
-    if (w.run() != Status::kEndOfFlow) flow_failure("groups", w.error(0));
+    if (const Status s = w.close(out); s != Status::kOk) flow_failure("close", s, out.error());
+    if (const Status s = w.run(); s != Status::kEndOfFlow) flow_failure("groups", s, w.error(0));
   }
   st.partition = since(t1);
   const auto t2 = Clock::now();

@@ -68,8 +68,11 @@ RsiClient::RsiClient(Cluster& cluster, const Layout& layout, uint32_t client, Rs
   arena_.resize(kMaxWrites * max_payload);
   slot_.resize(max_slot);
   log_.resize(layout_.log_bytes());
-  retire_.resize(layout_.clients);
-  words_.resize(8);
+  retire_.resize(2 * uint64_t{layout_.clients});  // retire words, then park words
+  parks_.reserve(layout_.clients);
+  // A read of the vector covers more than a round of the clients' timestamps
+  // (begin() and highest_finished() rely on it).
+  words_.resize(std::max<uint64_t>(8, layout_.clients / 32 + 2));
   entries_.reserve(kMaxWrites);
   kill_countdown_ = options_.test_kill_on_commit;
 }
@@ -189,52 +192,101 @@ void RsiClient::check_servers() {
                           " is lost (its liveness flow ended with PeerLost)");
 }
 
-void RsiClient::begin() {
+void RsiClient::begin() { start(false); }
+
+void RsiClient::begin_read_only() { start(true); }
+
+void RsiClient::read_marks() {
+  check(
+      meta_.read(layout_.retire_offset(0), std::as_writable_bytes(std::span(retire_)), deadline()),
+      meta_, "reading the retire and park words");
+}
+
+void RsiClient::start(bool read_only) {
   check_servers();
   if (in_txn_) throw NamError("nam: begin() inside a transaction (commit() or abort() it first)");
   seen_.clear();
   writes_.clear();
   arena_used_ = 0;
   doomed_ = Outcome::kCommitted;
+  // A read-only transaction parks the client (its timestamps no longer hold
+  // anyone back) and it stays parked until a transaction that may write.
+  if (read_only && !parked_) park();
+  if (!read_only && parked_) unpark();
   const uint64_t words_total = layout_.ts_words();
+  const uint64_t* park = retire_.data() + layout_.clients;
   for (;;) {
-    check(meta_.read(layout_.retire_offset(0), std::as_writable_bytes(std::span(retire_)),
-                     deadline()),
-          meta_, "reading the retire words");
+    read_marks();
     if (retire_[client_] != 0) {
       throw NamError(
           "nam: client " + std::to_string(client_) +
           " was fenced: recovery presumed it dead (silent longer than the recovery timeout)");
     }
-    uint64_t frontier = 0, hint = 0;
+    // The frontier: the first timestamp not done. Done: committed, aborted,
+    // or retired; and a parked client's pending timestamp, but only below
+    // a finished one (so that a parked client can later abort every one
+    // anybody passed: unpark()). `run`: the first parked timestamp not yet
+    // known to lie below a finished one.
+    uint64_t frontier = 0, hint = 0, t = scan_, run = 0;
+    bool run_others = false, passed_others = false;
     for (;;) {
-      const uint64_t w0 = ts_word(scan_);
+      const uint64_t w0 = ts_word(t);
       const uint64_t n = std::min<uint64_t>(words_.size(), words_total - w0);
       check(meta_.read(layout_.ts_offset() + 8 * w0,
                        std::as_writable_bytes(std::span(words_.data(), n)), deadline()),
             meta_, "reading the timestamp vector");
-      for (uint64_t t = scan_; ts_word(t) < w0 + n; ++t) {
+      bool finished_here = false;
+      for (; ts_word(t) < w0 + n; ++t) {
         const TsState st = ts_state(words_[ts_word(t) - w0], t);
         const uint32_t owner = layout_.ts_owner(t);
-        const bool done =
-            st == kCommitted || st == kAborted || (retire_[owner] != 0 && t >= retire_[owner]);
-        if (!done && frontier == 0) frontier = t;
-        if (done && frontier == 0) scan_ = t + 1;
-        if ((st == kCommitted || st == kAborted) && frontier != 0) hint = t;
+        const bool finished = st == kCommitted || st == kAborted;
+        finished_here = finished_here || finished;
+        if (frontier != 0) {
+          if (finished) hint = t;
+          continue;
+        }
+        if (finished) {
+          passed_others = passed_others || run_others;
+          run = 0, run_others = false;
+          continue;
+        }
+        if (retire_[owner] != 0 && t >= retire_[owner]) continue;
+        if (st == kPending && park[owner] != 0 && t >= park[owner]) {
+          if (run == 0) run = t;
+          run_others = run_others || owner != client_;
+          continue;
+        }
+        frontier = run != 0 ? run : t;
       }
       if (frontier != 0) break;
+      // Nothing finished in a whole window (wider than the clients' round,
+      // so nothing finished beyond it either): the parked run stays ahead.
+      if (run != 0 && !finished_here) {
+        frontier = run;
+        break;
+      }
       if (w0 + n >= words_total) {
         throw NamError("nam: the timestamp vector is exhausted (raise --max-timestamps, now " +
                        std::to_string(layout_.max_timestamps) + ")");
       }
     }
+    // Another client's parked timestamps were passed: they count as done
+    // only if it was still parked after the vector was read (unpark() then
+    // aborts every one of them that lies below what it finds finished).
+    if (passed_others) {
+      parks_.assign(park, park + layout_.clients);
+      read_marks();
+      if (!std::equal(parks_.begin(), parks_.end(), park)) continue;
+    }
+    scan_ = frontier;
     // Own timestamps below what others already finished only hold everyone
     // back (reads stop below the lowest pending one): give them up. So do
     // those below a commit this client waits for (a retry after a conflict),
-    // which its snapshot can only include once they are finished.
+    // which its snapshot can only include once they are finished. (Parked:
+    // unpark() gives them up, all at once.)
     const uint64_t wanted = std::max(last_commit_, wait_for_);
     const uint64_t below = frontier > wanted ? hint : std::max(hint, wanted);
-    if (next_ts_ < below) {
+    if (!parked_ && next_ts_ < below) {
       while (next_ts_ < below) {
         if (transition(next_ts_, kPending, kAborted) != kPending) {
           throw NamError("nam: client " + std::to_string(client_) + " was fenced by recovery");
@@ -260,7 +312,82 @@ void RsiClient::begin() {
   }
   // Before anything is read: writers from now on keep what this snapshot sees.
   if (layout_.overflow_entries != 0) publish_snapshot(rts_ + 1);
+  read_only_ = read_only;
   in_txn_ = true;
+}
+
+// The park word changes by compare-and-swap, not a write: a CAS is also a
+// full fence on the shm path (a plain write is a memcpy), so the read of the
+// vector in unpark() cannot overtake the clearing of the word (else it could
+// miss a finished timestamp that a reader which still saw the park relied on).
+void RsiClient::set_park(uint64_t from, uint64_t to) {
+  if (cas(meta_, layout_.park_offset(client_), from, to) != from)
+    throw NamError("nam: client " + std::to_string(client_) + "'s park word changed under it");
+}
+
+void RsiClient::park() {
+  park_ts_ = next_ts_;
+  set_park(0, park_ts_);
+  parked_ = true;
+}
+
+// The highest finished timestamp from scan_ on (at least scan_ - 1: every
+// timestamp below scan_ counts as done for this client). Every client finishes its
+// own timestamps in order (commits, give-ups and unpark() leave no pending
+// one below a finished one of the same client), so below the highest
+// finished one every window of `clients` timestamps holds a finished one: a
+// window of words_ (wider) with none ends the search.
+uint64_t RsiClient::highest_finished() {
+  uint64_t highest = scan_ - 1;
+  for (uint64_t w0 = ts_word(scan_); w0 < layout_.ts_words();) {
+    const uint64_t n = std::min<uint64_t>(words_.size(), layout_.ts_words() - w0);
+    check(meta_.read(layout_.ts_offset() + 8 * w0,
+                     std::as_writable_bytes(std::span(words_.data(), n)), deadline()),
+          meta_, "reading the timestamp vector");
+    bool any = false;
+    for (uint64_t t = 32 * w0; t < 32 * (w0 + n); ++t) {
+      const TsState st = ts_state(words_[ts_word(t) - w0], t);
+      if (t != 0 && (st == kCommitted || st == kAborted)) highest = t, any = true;
+    }
+    if (!any) break;
+    w0 += n;
+  }
+  return highest;
+}
+
+// Ends the park: from now on others stop at this client's pending
+// timestamps again. Every own timestamp a reader may have passed while
+// this client was parked lies below a timestamp finished before the
+// reader's check of the park word, so below what is found finished here
+// after the park word is cleared: those are given up, a vector word (up to
+// 32 timestamps) per compare-and-swap, before this client commits anything.
+void RsiClient::unpark() {
+  set_park(park_ts_, 0);
+  parked_ = false;
+  // Own timestamps below `highest` + 1: those below scan_ this client passed
+  // itself while parked, and whatever others may have passed.
+  const uint64_t highest = highest_finished() + 1;
+  while (next_ts_ < highest) {
+    const uint64_t w = ts_word(next_ts_);
+    const uint64_t off = layout_.ts_offset() + 8 * w;
+    uint64_t word = 0, given = 0;  // a guess (all pending); the CAS tells the truth
+    for (;;) {
+      uint64_t desired = word;
+      given = 0;
+      for (uint64_t t = next_ts_; ts_word(t) == w && t < highest; t += layout_.clients) {
+        const TsState st = ts_state(word, t);
+        if (st == kFenced) {
+          throw NamError("nam: client " + std::to_string(client_) + " was fenced by recovery");
+        }
+        if (st == kPending) desired |= uint64_t{kAborted} << ts_shift(t), ++given;
+      }
+      const uint64_t prev = cas(meta_, off, word, desired);
+      if (prev == word) break;
+      word = prev;
+    }
+    stats_.burned += given;
+    while (ts_word(next_ts_) == w && next_ts_ < highest) next_timestamp();
+  }
 }
 
 void RsiClient::next_timestamp() {
@@ -335,6 +462,7 @@ void RsiClient::insert(uint32_t table, uint64_t key, std::span<const std::byte> 
 void RsiClient::buffer(uint32_t table, uint64_t key, std::span<const std::byte> bytes,
                        bool insert) {
   if (!in_txn_) throw NamError("nam: write() outside a transaction");
+  if (read_only_) throw NamError("nam: write() in a read-only transaction (begin_read_only())");
   if (table >= layout_.tables.size()) throw NamError("nam: no table " + std::to_string(table));
   const uint32_t payload = layout_.tables[table].payload_bytes;
   if (bytes.size() > payload) {
@@ -411,11 +539,13 @@ void RsiClient::release_locks(uint64_t c) {
 void RsiClient::abort() {
   if (!in_txn_) throw NamError("nam: abort() outside a transaction");
   in_txn_ = false;
+  read_only_ = false;
 }
 
 Outcome RsiClient::commit() {
   if (!in_txn_) throw NamError("nam: commit() outside a transaction");
   in_txn_ = false;
+  read_only_ = false;
   if (doomed_ != Outcome::kCommitted) {
     (doomed_ == Outcome::kTooOld ? stats_.too_old : stats_.conflicts)++;
     return doomed_;
@@ -493,9 +623,15 @@ Outcome RsiClient::commit() {
 void RsiClient::retire() {
   if (in_txn_) throw NamError("nam: retire() inside a transaction");
   if (layout_.overflow_entries != 0) publish_snapshot(0);
+  // Parked: next_ts_ is still the first parked timestamp, so the retire
+  // word covers every timestamp the park did, and the park word can go.
   const uint64_t prev = cas(meta_, layout_.retire_offset(client_), 0, next_ts_);
   if (prev != 0 && prev != next_ts_) {
     std::fprintf(stderr, "nam: client %u had been retired by recovery already\n", client_);
+  }
+  if (parked_) {
+    set_park(park_ts_, 0);
+    parked_ = false;
   }
 }
 

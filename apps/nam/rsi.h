@@ -101,6 +101,16 @@ class RsiClient final : public Transactions {
   RsiClient(Cluster& cluster, const Layout& layout, uint32_t client, RsiOptions options = {});
 
   void begin() override;
+  // A transaction that only reads: the same snapshot as begin() gives, but
+  // the client *parks* first (a park word on memory server 0): while parked,
+  // its pending timestamps do not hold back anyone's read timestamp, so a
+  // long reader no longer stops writers that committed past it (they wait
+  // in begin() for their own commits to become visible). commit() then does
+  // no remote operation at all. The client stays parked across read-only
+  // transactions; the next begin() unparks it, which gives up (one CAS per
+  // vector word) every own timestamp that others may have passed.
+  void begin_read_only() override;
+  bool parked() const { return parked_; }
   uint64_t read_timestamp() const { return rts_; }
   // Copies the visible version's payload into `out` (payload_bytes of the
   // table; a shorter `out` gets a prefix). False if the record is absent in
@@ -158,6 +168,12 @@ class RsiClient final : public Transactions {
   RemoteRegion& region(uint32_t table, uint64_t key) {
     return regions_[layout_.server_of(key)][table];
   }
+  void start(bool read_only);
+  void read_marks();  // the retire and park words, into retire_
+  void park();
+  void set_park(uint64_t from, uint64_t to);
+  void unpark();
+  uint64_t highest_finished();
   void check(Status s, RemoteRegion& r, const char* what);
   uint64_t cas(RemoteRegion& r, uint64_t offset, uint64_t expected, uint64_t desired);
   void read_slot(uint32_t table, uint64_t key);  // into slot_
@@ -193,7 +209,7 @@ class RsiClient final : public Transactions {
   std::vector<std::vector<RemoteRegion>> overflow_;  // [server][table], with an overflow area
 
   uint64_t rts_ = 0, next_ts_ = 0, last_commit_ = 0, scan_ = 1, wait_for_ = 0;
-  bool in_txn_ = false;
+  bool in_txn_ = false, read_only_ = false, parked_ = false;
   Outcome doomed_ = Outcome::kCommitted;  // kCommitted: not doomed
   int visible_ = -1;                      // observe(): the visible version in slot_
   size_t arena_used_ = 0;
@@ -201,8 +217,10 @@ class RsiClient final : public Transactions {
   std::vector<Pending> writes_;
   std::vector<std::byte> arena_, slot_, log_, entry_, found_;
   std::vector<uint64_t> snapshots_;  // commit(): the published snapshot words
-  std::vector<uint64_t> retire_, words_;
+  std::vector<uint64_t> retire_, words_;  // retire_: retire words, then park words
+  std::vector<uint64_t> parks_;           // begin(): the park words before the vector read
   std::vector<LogEntry> entries_;
+  uint64_t park_ts_ = 0;  // parked: the park word (the first parked timestamp)
   uint64_t stall_ts_ = 0;
   Clock::time_point stall_since_{};
   uint64_t lock_ts_ = 0;

@@ -39,6 +39,10 @@ class Transactions {
  public:
   virtual ~Transactions() = default;
   virtual void begin() = 0;
+  // A transaction that will only read (write() and insert() then throw).
+  // RSI: it holds back no other client's read timestamp, however long it
+  // runs (rsi.h). By default the same as begin().
+  virtual void begin_read_only() { begin(); }
   // Copies the visible version's payload into `out` (a prefix if shorter).
   // False if the record is absent in the snapshot, or if the transaction is
   // doomed (commit() will say kTooOld or kConflict).

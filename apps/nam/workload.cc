@@ -151,7 +151,10 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
       }
       bool stop = false;
       for (;;) {
-        db.begin();
+        if (browse && w.read_only_begin)
+          db.begin_read_only();
+        else
+          db.begin();
         if (browse) {
           Product prod{};
           for (uint32_t i = 0; i < w.browse_reads; ++i)
@@ -220,7 +223,12 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
           }
         }
         reads.assign(ops.size(), {});
-        db.begin();
+        // A transaction of reads only (every long reader) says so up front.
+        if (w.read_only_begin &&
+            std::all_of(ops.begin(), ops.end(), [](const auto& op) { return op.first == 0; }))
+          db.begin_read_only();
+        else
+          db.begin();
         for (size_t i = 0; i < ops.size(); ++i) {
           const uint64_t key = ops[i].second.first;
           std::fill(list_buf.begin(), list_buf.end(), std::byte{0});

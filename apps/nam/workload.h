@@ -47,6 +47,10 @@ struct WorkloadOptions {
   // long_read_think_us between reads (a long reader for the overflow area).
   uint32_t long_read_percent = 0;
   uint32_t long_read_think_us = 0;
+  // Transactions known to only read (browsing, long readers, list-append
+  // transactions of reads only) start with begin_read_only() (RSI: they hold
+  // no one back); false: with begin(), as before there was one.
+  bool read_only_begin = true;
   uint64_t seed = 1;
   int64_t initial_stock = 1000000;
 };

@@ -36,8 +36,9 @@ TEST(NamLayoutTest, RecordsAreSpreadOverTheServersInWholeSlots) {
   for (uint64_t k = 0; k < 10; ++k) {
     EXPECT_LE(l.slot_offset(0, k) + l.slot_bytes(0), l.region_bytes(0, l.server_of(k))) << k;
   }
-  // The metadata: retire words, then the vector, then the logs, disjoint.
-  EXPECT_EQ(l.ts_offset(), 8u * 4);
+  // The metadata: retire words, park words, then the vector, then the logs, disjoint.
+  EXPECT_EQ(l.park_offset(0), 8u * 4);
+  EXPECT_EQ(l.ts_offset(), 16u * 4);
   EXPECT_GE(l.log_offset(0), l.ts_offset() + 8 * l.ts_words());
   EXPECT_EQ(l.meta_bytes(), l.log_offset(3) + l.log_bytes());
   EXPECT_EQ(l.ts_owner(1), 0u);

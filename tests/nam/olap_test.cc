@@ -306,4 +306,59 @@ TEST(NamOlapFaultTest, ComputeRankLossDuringTheAggregationFailsWithPeerLost) {
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
+// The flow baselines: compute rank 2 (of 3) kills itself once one of its
+// threads pushed a quarter of its share into the first algorithm's flows.
+// Every survivor fails with PeerLost naming rank 2 (its threads in the
+// flows, the rank at the exchange of results), the memory server says so
+// too, no result is printed, the job ends well within its timeout, and
+// nothing is left in /dev/shm.
+void expect_flow_baseline_loss(const std::vector<std::string>& args, const std::string& algorithm) {
+  std::vector<std::string> a = args;
+  a.insert(a.end(),
+           {"--threads", threads(), "--algorithms", algorithm, "--test-kill-compute-rank", "2"});
+  const ProcessResult r = run_olap(4, a, "sluice-nam-olap-test-hooks", {"--grace", "30"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 2 was killed by signal 9"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("compute rank kills itself after pushing"), std::string::npos)
+      << r.output;
+  // Every thread's failure is PeerLost. Most name rank 2; a thread whose
+  // push went to a target of its own rank that had already failed (and was
+  // destroyed, worker.h) learns only that it is gone.
+  std::istringstream lines(r.output);
+  int failures = 0, naming = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(algorithm + " failed:") == std::string::npos) continue;
+    ++failures;
+    EXPECT_NE(line.find("PeerLost"), std::string::npos) << line;
+    naming += line.find("rank 2") != std::string::npos;
+    if (line.find("rank 2") == std::string::npos)
+      EXPECT_NE(line.find("destroyed before the end of the flow"), std::string::npos) << line;
+  }
+  EXPECT_GE(failures, 2) << r.output;
+  EXPECT_GE(naming, 2) << r.output;
+  // Each survivor's rank-level verdict (ranks 1 and 3) names rank 2.
+  for (const std::string rank : {"1", "3"}) {
+    EXPECT_NE(r.output.find("[" + rank + "] sluice-nam-olap: rank " + rank + ": " + algorithm +
+                            " failed: PeerLost: rank 2 is lost"),
+              std::string::npos)
+        << "rank " << rank << "\n"
+        << r.output;
+  }
+  EXPECT_NE(r.output.find("memory server rank 0: rank 2 is lost"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("verify:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("matches,"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("groups over"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 60) << "the job should end soon after the loss\n" << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+TEST(NamOlapFaultTest, ComputeRankLossDuringTheFlowRadixJoinFailsWithPeerLost) {
+  expect_flow_baseline_loss({"join", "--r", over_ofi() ? "20000" : "200000"}, "flow-radix");
+}
+
+TEST(NamOlapFaultTest, ComputeRankLossDuringTheHierarchicalAggregationFailsWithPeerLost) {
+  expect_flow_baseline_loss(
+      {"agg", "--rows", over_ofi() ? "40000" : "400000", "--groups", "100000"}, "hierarchical");
+}
+
 }  // namespace

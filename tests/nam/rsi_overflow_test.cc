@@ -28,10 +28,10 @@ class RsiOverflowTest : public ::testing::Test {
   // Timestamps: the writer (client 0) owns 1, 3, 5, ...; the reader
   // (client 1) 2, 4, ... Its pending 2 holds every snapshot at most at 1, so
   // the writer's commits at 1 and 3 need no read-your-writes wait.
-  void make(uint32_t overflow_entries) {
+  void make(uint32_t overflow_entries, uint32_t clients = 2) {
     w_.products = 16;
     w_.record_bytes = 32;
-    layout_ = sn::make_layout(w_, 1, 2, 2, 4096);
+    layout_ = sn::make_layout(w_, 1, clients, 2, 4096);
     layout_.overflow_entries = overflow_entries;
     layout_.prefix.append("-ovf-").append(std::to_string(++generation_));
     for (uint32_t t = 0; t < layout_.tables.size(); ++t) {
@@ -46,6 +46,7 @@ class RsiOverflowTest : public ::testing::Test {
     regions_.push_back(g_cluster->expose(layout_.meta_name(), layout_.meta_bytes()));
     writer_ = std::make_unique<sn::RsiClient>(*g_cluster, layout_, 0);
     reader_ = std::make_unique<sn::RsiClient>(*g_cluster, layout_, 1);
+    if (clients > 2) late_ = std::make_unique<sn::RsiClient>(*g_cluster, layout_, 2);
   }
 
   // The loaded payload of a product, straight from this rank's region
@@ -70,7 +71,7 @@ class RsiOverflowTest : public ::testing::Test {
   sn::WorkloadOptions w_;
   sn::Layout layout_;
   std::vector<sluice::MemoryRegion> regions_;
-  std::unique_ptr<sn::RsiClient> writer_, reader_;
+  std::unique_ptr<sn::RsiClient> writer_, reader_, late_;
 };
 
 TEST_F(RsiOverflowTest, ALongReaderFindsItsVersionInTheOverflowArea) {
@@ -139,6 +140,59 @@ TEST_F(RsiOverflowTest, AVersionTheRingReusedIsTooOldNeverWrong) {
   EXPECT_FALSE(reader_->read(sn::kProducts, 5, got)) << "its entry was reused";
   EXPECT_EQ(reader_->commit(), sn::Outcome::kTooOld);
 }
+
+// The gap check. Three clients, read-only readers (parked, so the writer
+// commits as often as it likes): the writer (client 0) owns timestamps
+// 1, 4, 7, the reader (client 1) begins at 0, the late reader (client 2)
+// after the writer's commit at 1, at 1. The writer's commit at 4 moves the
+// loaded version (the reader's) into the area, valid until 1; its commit at
+// 7 overwrites version 1, the late reader's. With the late reader's
+// snapshot word hidden from the writer (as when a snapshot is published
+// just after a writer read the words), version 1 is not moved: the late
+// reader walks the chain, finds the loaded version, whose interval [0, 1)
+// ends at or below its read timestamp 1 (a gap), and must be too-old, not
+// take the loaded version. Published, version 1 is moved and read.
+class RsiOverflowGapTest : public RsiOverflowTest {
+ protected:
+  void run(bool hide_late_snapshot) {
+    make(64, 3);
+    const std::vector<std::byte> five = loaded(5);
+    reader_->begin_read_only();
+    ASSERT_EQ(reader_->read_timestamp(), 0u);
+    write_all({5}, 0xa1);  // timestamp 1, into the free version
+    late_->begin_read_only();
+    ASSERT_EQ(late_->read_timestamp(), 1u);
+    if (hide_late_snapshot) {
+      std::byte* word = regions_.back().data() + layout_.snapshot_offset(2);
+      std::memset(word, 0, 8);
+    }
+    write_all({5}, 0xa2);  // 4: moves the loaded version, the reader's
+    EXPECT_EQ(writer_->stats().overflow_moved, 1u);
+    write_all({5}, 0xa3);  // 7: overwrites version 1, the late reader's
+    EXPECT_EQ(writer_->stats().overflow_moved, hide_late_snapshot ? 1u : 2u);
+    std::vector<std::byte> got(32);
+    ASSERT_TRUE(reader_->read(sn::kProducts, 5, got)) << "the loaded version is the reader's";
+    EXPECT_EQ(got, five);
+    EXPECT_EQ(reader_->commit(), sn::Outcome::kCommitted);
+    if (hide_late_snapshot) {
+      std::vector<std::byte> untouched = value(0xee);
+      EXPECT_FALSE(late_->read(sn::kProducts, 5, untouched))
+          << "the late reader must not get the loaded version (read timestamp 1 is past its "
+             "interval [0, 1))";
+      EXPECT_EQ(untouched, value(0xee)) << "nothing is copied out of a gap";
+      EXPECT_EQ(late_->commit(), sn::Outcome::kTooOld);
+    } else {
+      ASSERT_TRUE(late_->read(sn::kProducts, 5, got));
+      EXPECT_EQ(got, value(0xa1));
+      EXPECT_EQ(late_->commit(), sn::Outcome::kCommitted);
+    }
+    EXPECT_EQ(writer_->stats().clients_recovered, 0u);
+  }
+};
+
+TEST_F(RsiOverflowGapTest, AVersionOverwrittenWithoutAMoveLeavesAGapThatIsTooOld) { run(true); }
+
+TEST_F(RsiOverflowGapTest, PublishedTheSameSnapshotGetsItsVersionMoved) { run(false); }
 
 }  // namespace
 
