@@ -150,9 +150,10 @@ void MultiPaxosReplica::advance_commit(Outbox& out) {
   while (applied_ < commit_) {
     const Entry& e = *log_[applied_];
     ++applied_;
-    Result r = store_.apply(e.cmd);
-    if (role_ == Role::kLeader && !e.cmd.is_noop()) {
-      proposed_.erase({e.cmd.client, e.cmd.seq});
+    Applied how;
+    Result r = store_.apply(e.cmd, &how);
+    if (role_ == Role::kLeader && !e.cmd.is_noop()) proposed_.erase({e.cmd.client, e.cmd.seq});
+    if (role_ == Role::kLeader && (how == Applied::kExecuted || how == Applied::kDuplicate)) {
       Message reply;
       reply.type = MsgType::kReply;
       reply.from = id_;
@@ -181,6 +182,8 @@ void MultiPaxosReplica::on_request(const Message& m, Outbox& out) {
     out.push_back(reply);
     return;
   }
+  // Took effect so long ago that its client no longer waits for it.
+  if (m.cmd.seq <= store_.last_seq(m.cmd.client)) return;
   if (!proposed_.insert({m.cmd.client, m.cmd.seq}).second) return;  // already in the log
   pending_.push_back(m.cmd);
   if (pending_.size() >= options_.max_batch) propose_batch(out);
