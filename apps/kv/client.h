@@ -85,7 +85,7 @@ class Client : public Node {
     std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Result> leader_results;
   };
 
-  void send(const Command& c, Outbox& out, bool to_all);
+  void send(const std::vector<const Command*>& cmds, Outbox& out, bool to_all);
   void complete(InFlight& f, const Result& r);
 
   Config config_;
