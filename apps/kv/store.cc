@@ -76,6 +76,7 @@ Result Store::apply(const Command& c, Applied* what) {
     // Its predecessor is not in the log yet (lost on the way); executing
     // this one first would reorder the client's commands.
     how = Applied::kSkipped;
+    ++skipped_;
     applied_.emplace_back(0, 0);
     return {};
   }

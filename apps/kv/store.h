@@ -101,6 +101,8 @@ class Store {
   // the tests compare across replicas.
   const std::vector<std::pair<uint64_t, uint64_t>>& applied() const { return applied_; }
   size_t size() const { return data_.size(); }
+  // How many commands apply() skipped (kSkipped).
+  uint64_t skipped() const { return skipped_; }
   const std::map<std::string, std::string>& data() const { return data_; }
 
  private:
@@ -111,6 +113,7 @@ class Store {
   std::map<std::string, std::string> data_;
   std::map<uint64_t, ClientState> clients_;
   std::vector<std::pair<uint64_t, uint64_t>> applied_;
+  uint64_t skipped_ = 0;
 };
 
 // Executes `c` on a plain map with no client table: the sequential reference

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,19 @@ inline void expect_consistent(SimCluster& c) {
   if (c.options().keys == 1 && h.size() <= 62) {
     std::string why;
     EXPECT_TRUE(linearizable(h, &why)) << why;
+  }
+}
+
+// Each client's operations took effect in the order it issued them (their
+// first places in the applied log rise with seq), as a Redis connection's
+// pipelined commands do; what apply() skipped is a (0, 0) entry there.
+inline void expect_per_client_order(const SimCluster& c) {
+  std::map<uint64_t, uint64_t> last;  // client -> seq of its latest first occurrence
+  std::set<std::pair<uint64_t, uint64_t>> seen;
+  for (const auto& id : c.store(0).applied()) {
+    if (id.first == 0 || !seen.insert(id).second) continue;
+    EXPECT_EQ(id.second, last[id.first] + 1) << "client " << id.first << " out of order";
+    last[id.first] = id.second;
   }
 }
 

@@ -1,6 +1,7 @@
 // The RESP front end of a replicated store (sluice-kv run --resp-port 0): one
-// job (3 Multi-Paxos replicas and a gateway rank whose connections share 2
-// clients) serves the whole suite,
+// job (3 replicas, Multi-Paxos or, with SLUICE_KV_PROTOCOL=nopaxos, NOPaxos,
+// and a gateway rank whose connections share 2 clients) serves the whole
+// suite,
 // reached by Redis's own tools (redis-cli and redis-benchmark, Debian's
 // redis-tools, which `make test` installs) and by raw sockets sending
 // garbage, a 1 GiB bulk length and a thousand idle connections. At the end
@@ -38,9 +39,16 @@ using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
 using Clock = std::chrono::steady_clock;
 
+// The protocol behind the gateway: SLUICE_KV_PROTOCOL, multipaxos by default.
+std::string protocol() {
+  const char* p = std::getenv("SLUICE_KV_PROTOCOL");
+  return p ? p : "multipaxos";
+}
+
 std::string history_file() {
   const char* transport = std::getenv("SLUICE_TRANSPORT");
-  return ::testing::TempDir() + "kv-resp-history-" + (transport ? transport : "default") + ".jsonl";
+  return ::testing::TempDir() + "kv-resp-history-" + protocol() + "-" +
+         (transport ? transport : "default") + ".jsonl";
 }
 
 // A connection to the gateway; every call has a deadline.
@@ -121,9 +129,9 @@ class RespJobTest : public ::testing::Test {
   static void SetUpTestSuite() {
     std::filesystem::remove(history_file());
     proc::SpawnOptions o;
-    o.argv = sluice::testing::job_argv(
-        4, 300, "sluice-kv",
-        {"run", "--resp-port", "0", "--clients-per-rank", "2", "--history", history_file()});
+    o.argv = sluice::testing::job_argv(4, 300, "sluice-kv",
+                                       {"run", "--protocol", protocol(), "--resp-port", "0",
+                                        "--clients-per-rank", "2", "--history", history_file()});
     o.out = proc::Output::kPipe;
     o.err = proc::Output::kToStdout;
     job_ = new proc::Process(proc::Process::spawn(o));
@@ -337,6 +345,59 @@ TEST_F(RespJobTest, ClientLibraryThreadsCountByCompareAndSetExactlyOnce) {
   auto end = init.get("lib:counter", kv::within(30s));
   ASSERT_TRUE(end.ok()) << end.error;
   EXPECT_EQ(end.value, std::optional<std::string>(std::to_string(kThreads * kEach)));
+}
+
+// Pipelines of 16 commands on four connections at once (as redis-benchmark
+// -P 16 sends them; the gateway replicates a connection's pipeline
+// together, with its commands in flight side by side): each connection
+// counts its own key up by compare-and-set, reading it back after every
+// swap, 8 swaps per pipeline. Every swap succeeds and every read sees the
+// swap just before it only if the store executes each connection's
+// commands exactly once and in the order sent, and answers them in order.
+TEST_F(RespJobTest, PipelinedCommandsFromSeveralConnectionsTakeEffectInOrder) {
+  constexpr int kConns = 4, kRounds = 60, kSwaps = 8;
+  std::vector<std::string> errors(kConns);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kConns; ++t) {
+    pool.emplace_back([&, t] {
+      Conn c(port_);
+      if (!c.ok()) {
+        errors[t] = "cannot connect";
+        return;
+      }
+      const std::string key = "pipe:" + std::to_string(t);
+      // A first pipeline of chained commands of every kind.
+      std::string sent = request({"SET", key, "a"}) + request({"GET", key}) +
+                         request({"EXISTS", key, key}) + request({"DEL", key}) +
+                         request({"GET", key}) + request({"CAS", key, "", "x"}) +
+                         request({"SET", key, "0"}) + request({"GET", key});
+      std::string want = "+OK\r\n$1\r\na\r\n:2\r\n:1\r\n$-1\r\n:0\r\n+OK\r\n$1\r\n0\r\n";
+      for (int round = 0, n = 0; round < kRounds && errors[t].empty(); ++round) {
+        if (round > 0) {
+          sent.clear();
+          want.clear();
+        }
+        for (int j = 0; j < kSwaps; ++j, ++n) {
+          const std::string next = std::to_string(n + 1);
+          sent += request({"CAS", key, std::to_string(n), next}) + request({"GET", key});
+          want.append(":1\r\n$").append(std::to_string(next.size())).append("\r\n");
+          want.append(next).append("\r\n");
+        }
+        c.send(sent);
+        const std::string got = c.receive(want);
+        if (got != want) errors[t] = "round " + std::to_string(round) + ": got " + got;
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < kConns; ++t) EXPECT_EQ(errors[t], "") << "connection " << t;
+  // And all of it once more from a client of its own: each key at its end.
+  using namespace std::chrono_literals;
+  kv::KvClient check("127.0.0.1", port_);
+  for (int t = 0; t < kConns; ++t) {
+    EXPECT_EQ(check.get("pipe:" + std::to_string(t), kv::within(30s)).value,
+              std::optional<std::string>(std::to_string(kRounds * kSwaps)));
+  }
 }
 
 // Last (gtest runs a suite's tests in the order they are defined): SHUTDOWN ends the job, which
