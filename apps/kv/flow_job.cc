@@ -217,10 +217,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     }
   };
 
-  uint32_t exp_spin = 0, exp_yields = 16;
-  if (const char* e = std::getenv(client ? "KVX_CIDLE" : "KVX_RIDLE"))
-    std::sscanf(e, "%u,%u", &exp_spin, &exp_yields);
-  sluice::Worker w(sluice::IdleStrategy{exp_spin, exp_yields});
+  sluice::Worker w(sluice::IdleStrategy{0, 16});
   w.add(cluster.target(msg_spec, 0), [&](sluice::RecordBatch b) { deliver(b, false); });
   sluice::BytesSource msg_src = cluster.source(msg_spec, 0);
   sluice::BytesSource accept_src, order_src;

@@ -22,15 +22,6 @@ int left_ms(Deadline deadline) {
   return left.count() <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left.count(), 1 << 30));
 }
 
-std::string encode(const std::vector<std::string_view>& args) {
-  std::string out = "*";
-  out.append(std::to_string(args.size())).append("\r\n");
-  for (std::string_view a : args) {
-    out.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  }
-  return out;
-}
-
 template <class T>
 Call<T> failed(CallStatus s, std::string why) {
   Call<T> c;
@@ -121,7 +112,7 @@ Call<resp::Reply> KvClient::command(const std::vector<std::string_view>& args, D
     if (s != CallStatus::kOk) return failed<resp::Reply>(s, why);
   }
   const std::string where = host_ + ":" + std::to_string(port_);
-  const std::string out = encode(args);
+  const std::string out = resp::array(args);
   size_t sent = 0;
   while (sent < out.size()) {
     const ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);

@@ -68,10 +68,7 @@ TEST(MultiPaxosTest, ClientsWithEightInFlightKeepTheirOrderUnderLossAndReorderin
     o.sim.fifo = false;
     o.sim.max_delay_ms = 8;
     SimCluster c(o);
-    ASSERT_TRUE(c.run_until_done(60000));
-    expect_consistent(c);
-    expect_per_client_order(c);
-    skipped += c.store(0).skipped();
+    skipped += expect_consistent_in_client_order(c);
   }
   EXPECT_GT(skipped, 0u) << "no request ever overtook a lost one: the test tests nothing";
 }

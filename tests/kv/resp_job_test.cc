@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kv_client.h"
+#include "resp.h"
 #include "support/test_support.h"
 
 namespace {
@@ -115,13 +116,9 @@ class Conn {
   bool ok_ = false;
 };
 
-// (Built with append: GCC 12 warns falsely on chains of string +.)
+// A request as redis-cli sends it: an array of bulk strings.
 std::string request(const std::vector<std::string>& args) {
-  std::string out = "*";
-  out.append(std::to_string(args.size())).append("\r\n");
-  for (const std::string& a : args)
-    out.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  return out;
+  return kv::resp::array(std::vector<std::string_view>(args.begin(), args.end()));
 }
 
 class RespJobTest : public ::testing::Test {
