@@ -38,6 +38,11 @@ struct Completed {
   // sluice-kv run, for latencies); 0 where it does not (the simulation).
   uint64_t invoked_us = 0;
   uint64_t completed_us = 0;
+  // Its client gave up on it (kv_client.h: a deadline passed, or the
+  // connection broke, after the command was sent): it may have taken
+  // effect at any time after its invocation, or never. `result` and the
+  // completion times mean nothing then.
+  bool unknown = false;
 };
 
 class Client : public Node {
