@@ -135,10 +135,10 @@ bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
     e.cmd = r.cmd();
     m->entries.push_back(std::move(e));
   }
-  // A command takes at least 33 bytes, a result 5.
+  // A command takes at least 29 bytes (empty strings), a result 5.
   n = r.get<uint32_t>();
   m->cmds.clear();
-  if (r.ok && n > (in.size() - r.pos) / 33) r.ok = false;
+  if (r.ok && n > (in.size() - r.pos) / 29) r.ok = false;
   if (r.ok) m->cmds.reserve(n);
   for (uint32_t i = 0; r.ok && i < n; ++i) m->cmds.push_back(r.cmd());
   n = r.get<uint32_t>();
