@@ -1,82 +1,122 @@
 #include "client.h"
 
+#include <algorithm>
+
 namespace kv {
 
 Client::Client(Config config, Protocol protocol, uint32_t index, std::vector<Command> ops,
-               uint64_t retry_ms)
+               uint64_t retry_ms, uint32_t window)
     : config_(config),
       protocol_(protocol),
       id_(config.client_id(index)),
       ops_(std::move(ops)),
-      retry_ms_(retry_ms) {
+      retry_ms_(retry_ms),
+      window_(static_cast<uint32_t>(std::clamp<uint64_t>(window, 1, kClientWindow))) {
   for (size_t i = 0; i < ops_.size(); ++i) {
     ops_[i].client = id_;
     ops_[i].seq = i + 1;
   }
 }
 
-void Client::send(Outbox& out, bool to_all) {
-  Message m;
-  m.type = MsgType::kRequest;
-  m.from = id_;
-  m.cmd = ops_[next_ - 1];
+void Client::send(const std::vector<const Command*>& cmds, Outbox& out, bool to_all) {
   if (protocol_ == Protocol::kNoPaxos) {
-    m.to = config_.sequencer_id();
-    out.push_back(m);
+    // One request per message: the ordered flow gives each its own
+    // sequence number, which is its log slot.
+    for (const Command* c : cmds) {
+      Message m;
+      m.type = MsgType::kRequest;
+      m.from = id_;
+      m.to = config_.sequencer_id();
+      m.cmd = *c;
+      out.push_back(std::move(m));
+    }
     return;
   }
-  if (!to_all) {
-    m.to = static_cast<uint32_t>(leader_hint_ % config_.replicas);
-    out.push_back(m);
-    return;
-  }
-  // After a timeout the leader may have changed: ask everyone; only the
-  // leader of the current ballot acts on it.
-  for (uint32_t r = 0; r < config_.replicas; ++r) {
-    m.to = r;
-    out.push_back(m);
+  // Multi-Paxos: as few messages as the batch bound allows.
+  for (size_t i = 0; i < cmds.size();) {
+    Message m;
+    m.type = MsgType::kRequest;
+    m.from = id_;
+    size_t bytes = 0;
+    for (; i < cmds.size() && (m.cmds.empty() || bytes + wire_bytes(*cmds[i]) <= kMaxBatchBytes);
+         ++i) {
+      bytes += wire_bytes(*cmds[i]);
+      m.cmds.push_back(*cmds[i]);
+    }
+    if (!to_all) {
+      m.to = static_cast<uint32_t>(leader_hint_ % config_.replicas);
+      out.push_back(std::move(m));
+      continue;
+    }
+    // After a timeout the leader may have changed: ask everyone; only the
+    // leader of the current ballot acts on it.
+    for (uint32_t r = 0; r < config_.replicas; ++r) {
+      m.to = r;
+      out.push_back(m);
+    }
   }
 }
 
-void Client::complete(const Result& r) {
-  history_.push_back({ops_[next_ - 1], r, invoked_ms_, now_, invoked_us_, clock_us_});
-  outstanding_ = false;
-  acks_.clear();
-  leader_results_.clear();
+void Client::complete(InFlight& f, const Result& r) {
+  // (Never sent again: the history can have the command itself.)
+  history_.push_back({std::move(ops_[f.seq - 1]), r, f.invoked_ms, now_, f.invoked_us, clock_us_});
+  f.done = true;
+  f.acks.clear();
+  f.leader_results.clear();
+  while (!inflight_.empty() && inflight_.front().done) inflight_.pop_front();
 }
 
 void Client::receive(const Message& m, Outbox&) {
-  if (m.type != MsgType::kReply || !outstanding_ || m.cmd.client != id_ ||
-      m.cmd.seq != ops_[next_ - 1].seq)
-    return;
+  if (m.type != MsgType::kReply) return;
+  auto find = [&](const Command& c) -> InFlight* {
+    if (c.client != id_ || inflight_.empty() || c.seq < inflight_.front().seq) return nullptr;
+    const uint64_t at = c.seq - inflight_.front().seq;
+    if (at >= inflight_.size() || inflight_[at].done) return nullptr;
+    return &inflight_[at];
+  };
   if (protocol_ == Protocol::kMultiPaxos) {
     leader_hint_ = m.view;
-    complete(m.result);
+    for (size_t i = 0; i < m.cmds.size() && i < m.results.size(); ++i) {
+      if (InFlight* f = find(m.cmds[i])) complete(*f, m.results[i]);
+    }
     return;
   }
+  InFlight* f = find(m.cmd);
+  if (!f) return;
   auto key = std::make_tuple(m.view, m.session, m.a);
-  acks_[key].insert(m.from);
-  if (m.flag) leader_results_[key] = m.result;
-  if (acks_[key].size() >= config_.f() + 1 && leader_results_.count(key))
-    complete(leader_results_[key]);
+  std::set<uint32_t>& acks = f->acks[key];
+  acks.insert(m.from);
+  if (m.flag) f->leader_results[key] = m.result;
+  auto leader = f->leader_results.find(key);
+  if (acks.size() >= config_.f() + 1 && leader != f->leader_results.end())
+    complete(*f, Result(leader->second));
 }
 
 void Client::tick(uint64_t now_ms, Outbox& out) {
   now_ = now_ms;
-  if (!outstanding_) {
-    if (next_ == ops_.size()) return;
-    ++next_;
-    outstanding_ = true;
-    invoked_ms_ = sent_ms_ = now_ms;
-    invoked_us_ = clock_us_;
-    send(out, false);
-    return;
+  std::vector<const Command*> sending;
+  // The oldest unanswered operation was sent first: if it waited too long,
+  // send every unanswered one again, in order (a lost predecessor makes the
+  // store skip its successors, store.h).
+  if (!inflight_.empty() && now_ms - inflight_.front().sent_ms >= retry_ms_) {
+    for (InFlight& f : inflight_) {
+      if (f.done) continue;
+      ++retries_;
+      f.sent_ms = now_ms;
+      sending.push_back(&ops_[f.seq - 1]);
+    }
+    send(sending, out, true);
+    sending.clear();
   }
-  if (now_ms - sent_ms_ >= retry_ms_) {
-    ++retries_;
-    sent_ms_ = now_ms;
-    send(out, true);
+  while (next_ < ops_.size() && inflight_.size() < window_) {
+    InFlight f;
+    f.seq = ++next_;
+    f.invoked_ms = f.sent_ms = now_ms;
+    f.invoked_us = clock_us_;
+    inflight_.push_back(std::move(f));
+    sending.push_back(&ops_[next_ - 1]);
   }
+  if (!sending.empty()) send(sending, out, false);
 }
 
 }  // namespace kv

@@ -1,10 +1,12 @@
-// apps/kv/client.h: a closed-loop client of the replicated store, for either
-// protocol, as a deterministic Node (message.h).
+// apps/kv/client.h: a client of the replicated store, for either protocol,
+// as a deterministic Node (message.h).
 //
-// It issues its operations one at a time, retries one that got no answer
-// within the retry timeout (same (client, seq), so the store executes it at
-// most once), and records every completed operation with its invocation and
-// completion time for the linearizability checks.
+// It keeps up to `window` operations outstanding (1: closed-loop, one at a
+// time, as the workloads run), sends them in order, resends every
+// unanswered one after the retry timeout (same (client, seq), so the store
+// executes each at most once, and in seq order: store.h), and records every
+// completed operation with its invocation and completion time for the
+// linearizability checks.
 //
 // Completion: Multi-Paxos — the leader's reply. NOPaxos — f + 1 replies for
 // the same (view, session, log slot), one of them the leader's, which carries
@@ -14,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -35,14 +38,19 @@ struct Completed {
   // sluice-kv run, for latencies); 0 where it does not (the simulation).
   uint64_t invoked_us = 0;
   uint64_t completed_us = 0;
+  // Its client gave up on it (kv_client.h: a deadline passed, or the
+  // connection broke, after the command was sent): it may have taken
+  // effect at any time after its invocation, or never. `result` and the
+  // completion times mean nothing then.
+  bool unknown = false;
 };
 
 class Client : public Node {
  public:
   // `ops` are the operations to run, in order; their client and seq fields
-  // are filled in here.
+  // are filled in here. At most `window` (1 .. kClientWindow) are in flight.
   Client(Config config, Protocol protocol, uint32_t index, std::vector<Command> ops,
-         uint64_t retry_ms = 40);
+         uint64_t retry_ms = 40, uint32_t window = 1);
 
   void receive(const Message& m, Outbox& out) override;
   void tick(uint64_t now_ms, Outbox& out) override;
@@ -53,7 +61,7 @@ class Client : public Node {
   // A finer clock for the history's latencies; it drives nothing.
   void set_clock_us(uint64_t now_us) { clock_us_ = now_us; }
 
-  bool done() const { return next_ == ops_.size() && !outstanding_; }
+  bool done() const { return next_ == ops_.size() && inflight_.empty(); }
   // Appends an operation to run after the others (a front end's client,
   // constructed with none); returns its seq, which its Completed carries.
   uint64_t add(Command c) {
@@ -68,27 +76,35 @@ class Client : public Node {
   uint64_t retries() const { return retries_; }
 
  private:
-  void send(Outbox& out, bool to_all);
-  void complete(const Result& r);
+  // An operation sent and not yet completed; inflight_ holds consecutive
+  // seqs from inflight_.front().seq (completed ones in the middle wait for
+  // those before them to leave).
+  struct InFlight {
+    uint64_t seq = 0;
+    uint64_t invoked_ms = 0, invoked_us = 0;
+    uint64_t sent_ms = 0;  // last (re)sent
+    bool done = false;
+    // NOPaxos: replicas that answered, per (view, session, slot), and the
+    // leader's result where it answered.
+    std::map<std::tuple<uint64_t, uint64_t, uint64_t>, std::set<uint32_t>> acks;
+    std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Result> leader_results;
+  };
+
+  void send(const std::vector<const Command*>& cmds, Outbox& out, bool to_all);
+  void complete(InFlight& f, const Result& r);
 
   Config config_;
   Protocol protocol_;
   uint32_t id_;
   std::vector<Command> ops_;
   uint64_t retry_ms_;
-  size_t next_ = 0;
-  bool outstanding_ = false;
+  uint32_t window_;
+  size_t next_ = 0;  // ops_[next_] is the next to send
+  std::deque<InFlight> inflight_;
   uint64_t now_ = 0;
-  uint64_t sent_ms_ = 0;
-  uint64_t invoked_ms_ = 0;
   uint64_t clock_us_ = 0;
-  uint64_t invoked_us_ = 0;
   uint64_t leader_hint_ = 0;
   uint64_t retries_ = 0;
-  // NOPaxos: replicas that answered, per (view, session, slot), and the
-  // leader's result where it answered.
-  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, std::set<uint32_t>> acks_;
-  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Result> leader_results_;
   std::vector<Completed> history_;
 };
 

@@ -124,8 +124,9 @@ SimCluster::SimCluster(ClusterOptions options)
     net_.add(config_.sequencer_id(), sequencers_.back().get());
   }
   for (uint32_t c = 0; c < options_.clients; ++c) {
-    clients_.push_back(std::make_unique<Client>(
-        config_, options_.protocol, c, generate_ops(options_, c), options_.client_retry_ms));
+    clients_.push_back(std::make_unique<Client>(config_, options_.protocol, c,
+                                                generate_ops(options_, c), options_.client_retry_ms,
+                                                options_.client_window));
     net_.add(config_.client_id(c), clients_.back().get());
   }
 }

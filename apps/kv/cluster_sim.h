@@ -45,6 +45,7 @@ struct ClusterOptions {
   MultiPaxosOptions multipaxos;
   NoPaxosOptions nopaxos;
   uint64_t client_retry_ms = 40;
+  uint32_t client_window = 1;  // operations each client keeps in flight (client.h)
 };
 
 // The operations client `index` runs. "mixed": a seeded mix of put (40%),

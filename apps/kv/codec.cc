@@ -94,6 +94,13 @@ void encode(const Message& m, std::vector<std::byte>& out) {
     w.put(e.msgnum);
     w.cmd(e.cmd);
   }
+  w.put<uint32_t>(static_cast<uint32_t>(m.cmds.size()));
+  for (const Command& c : m.cmds) w.cmd(c);
+  w.put<uint32_t>(static_cast<uint32_t>(m.results.size()));
+  for (const Result& r : m.results) {
+    w.put<uint8_t>(r.ok);
+    w.str(r.value);
+  }
 }
 
 bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
@@ -127,6 +134,22 @@ bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
     e.msgnum = r.get<uint64_t>();
     e.cmd = r.cmd();
     m->entries.push_back(std::move(e));
+  }
+  // A command takes at least 29 bytes (empty strings), a result 5.
+  n = r.get<uint32_t>();
+  m->cmds.clear();
+  if (r.ok && n > (in.size() - r.pos) / 29) r.ok = false;
+  if (r.ok) m->cmds.reserve(n);
+  for (uint32_t i = 0; r.ok && i < n; ++i) m->cmds.push_back(r.cmd());
+  n = r.get<uint32_t>();
+  m->results.clear();
+  if (r.ok && n > (in.size() - r.pos) / 5) r.ok = false;
+  if (r.ok) m->results.reserve(n);
+  for (uint32_t i = 0; r.ok && i < n; ++i) {
+    Result res;
+    res.ok = r.get<uint8_t>() != 0;
+    res.value = r.str();
+    m->results.push_back(std::move(res));
   }
   if (!r.ok || r.pos != in.size()) {
     *why = "malformed message of " + std::to_string(in.size()) +

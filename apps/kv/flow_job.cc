@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <set>
@@ -116,7 +117,10 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       const uint32_t index = (rank - o.replicas) * per_rank + k;
       client->add(std::make_unique<Client>(
           config, o.protocol, index,
-          o.resp ? std::vector<Command>{} : generate_ops(workload, index), o.retry_ms));
+          o.resp ? std::vector<Command>{} : generate_ops(workload, index), o.retry_ms,
+          o.window != 0 ? o.window
+          : o.resp      ? static_cast<uint32_t>(kClientWindow)
+                        : 1));
     }
   }
   // A RESP front end instead of a workload (resp_gateway.h).

@@ -43,6 +43,9 @@ struct FlowJobOptions {
   uint32_t replicas = 3;
   uint32_t ops_per_client = 1000;
   uint32_t clients_per_rank = 1;  // closed-loop clients on each client rank
+  // Operations each client keeps in flight (client.h); 0: 1 for workload
+  // clients (closed-loop), kClientWindow behind a RESP gateway.
+  uint32_t window = 0;
   uint32_t keys = 100;
   uint64_t seed = 1;
   std::string workload = "mixed";  // cluster_sim.h ClusterOptions: mixed, a, b, c

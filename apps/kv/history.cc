@@ -32,13 +32,23 @@ std::string quoted(const std::string& s) {
 
 std::string history_line(const Completed& h) {
   char times[96];
-  const bool fine = h.completed_us != 0;
-  std::snprintf(times, sizeof(times), ",\"call\":%" PRIu64 ",\"return\":%" PRIu64 "}",
-                fine ? h.invoked_us : h.invoked_ms, fine ? h.completed_us : h.completed_ms);
-  return "{\"client\":" + std::to_string(h.cmd.client) + ",\"op\":\"" + op_name(h.cmd.op) +
-         "\",\"key\":" + quoted(h.cmd.key) + ",\"value\":" + quoted(h.cmd.value) +
-         ",\"expected\":" + quoted(h.cmd.expected) + ",\"ok\":" + (h.result.ok ? "true" : "false") +
-         ",\"out\":" + quoted(h.result.value) + times;
+  const bool fine = h.completed_us != 0 || h.invoked_us != 0;
+  const uint64_t call = fine ? h.invoked_us : h.invoked_ms;
+  if (h.unknown) {
+    std::snprintf(times, sizeof(times), ",\"unknown\":true,\"call\":%" PRIu64 "}", call);
+  } else {
+    std::snprintf(times, sizeof(times), ",\"call\":%" PRIu64 ",\"return\":%" PRIu64 "}", call,
+                  fine ? h.completed_us : h.completed_ms);
+  }
+  std::string line = "{\"client\":" + std::to_string(h.cmd.client) + ",\"op\":\"" +
+                     op_name(h.cmd.op) + "\",\"key\":" + quoted(h.cmd.key) +
+                     ",\"value\":" + quoted(h.cmd.value) +
+                     ",\"expected\":" + quoted(h.cmd.expected);
+  if (!h.unknown) {
+    line.append(",\"ok\":").append(h.result.ok ? "true" : "false");
+    line.append(",\"out\":").append(quoted(h.result.value));
+  }
+  return line.append(times);
 }
 
 std::vector<std::string> latency_report(const std::vector<Completed>& history) {
@@ -46,17 +56,19 @@ std::vector<std::string> latency_report(const std::vector<Completed>& history) {
   std::map<std::string, std::vector<uint64_t>> by_op;
   uint64_t first = UINT64_MAX, last = 0;
   for (const Completed& h : history) {
+    if (h.unknown) continue;  // (no completion time)
     if (h.completed_us == 0) return lines;
     by_op[op_name(h.cmd.op)].push_back(h.completed_us - h.invoked_us);
     first = std::min(first, h.invoked_us);
     last = std::max(last, h.completed_us);
   }
-  if (history.empty()) return lines;
+  if (by_op.empty()) return lines;
+  size_t known = 0;
+  for (const auto& [op, us] : by_op) known += us.size();
   const double seconds = static_cast<double>(last - first) / 1e6;
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "throughput: %zu operations in %.3f s = %.0f ops/s",
-                history.size(), seconds,
-                seconds > 0 ? static_cast<double>(history.size()) / seconds : 0.0);
+  std::snprintf(buf, sizeof(buf), "throughput: %zu operations in %.3f s = %.0f ops/s", known,
+                seconds, seconds > 0 ? static_cast<double>(known) / seconds : 0.0);
   lines.emplace_back(buf);
   for (auto& [op, us] : by_op) {
     std::sort(us.begin(), us.end());

@@ -4,7 +4,9 @@
 // value, expected), what the store answered (ok, out) and the invocation and
 // completion times ("call", "return": microseconds of the host's monotonic
 // clock where the driver keeps one, as sluice-kv run does; else the
-// simulation's milliseconds).
+// simulation's milliseconds). An operation of unknown outcome (Completed::
+// unknown) has "unknown":true and neither a result nor a "return": the
+// checker lets it take effect at any time after its call, or never.
 //
 // Thread safety: a pure function of its arguments.
 #pragma once

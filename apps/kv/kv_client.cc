@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
 
 namespace kv {
 
@@ -20,15 +21,6 @@ int left_ms(Deadline deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
   return left.count() <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left.count(), 1 << 30));
-}
-
-std::string encode(const std::vector<std::string_view>& args) {
-  std::string out = "*";
-  out.append(std::to_string(args.size())).append("\r\n");
-  for (std::string_view a : args) {
-    out.append("$").append(std::to_string(a.size())).append("\r\n").append(a).append("\r\n");
-  }
-  return out;
 }
 
 template <class T>
@@ -115,18 +107,20 @@ CallStatus KvClient::connect(Deadline deadline, std::string* why) {
 }
 
 Call<resp::Reply> KvClient::command(const std::vector<std::string_view>& args, Deadline deadline) {
+  sent_ = false;
   if (fd_ < 0) {
     std::string why;
     const CallStatus s = connect(deadline, &why);
     if (s != CallStatus::kOk) return failed<resp::Reply>(s, why);
   }
   const std::string where = host_ + ":" + std::to_string(port_);
-  const std::string out = encode(args);
+  const std::string out = resp::array(args);
   size_t sent = 0;
   while (sent < out.size()) {
     const ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<size_t>(n);
+      sent_ = true;
       continue;
     }
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
@@ -175,45 +169,88 @@ Call<resp::Reply> KvClient::command(const std::vector<std::string_view>& args, D
   }
 }
 
+namespace {
+uint64_t steady_us() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+}  // namespace
+
+template <class T, class F>
+Call<T> KvClient::call(const std::vector<std::string_view>& args, Op op, Deadline deadline,
+                       F result) {
+  Completed h;
+  h.invoked_us = steady_us();
+  Call<resp::Reply> c = command(args, deadline);
+  h.completed_us = steady_us();
+  Call<T> out = c.ok() ? result(c.value) : failed<T>(c.status, c.error);
+  if (history_ == nullptr) return out;
+  // Sent and unanswered: it may be in the log. Refused, or never sent: it is
+  // not an operation of the store.
+  h.unknown = !out.ok() && sent_ &&
+              (out.status == CallStatus::kTimeout || out.status == CallStatus::kDisconnected);
+  if (!out.ok() && !h.unknown) return out;
+  h.cmd.op = op;
+  h.cmd.client = client_id_;
+  h.cmd.seq = ++seq_;
+  h.cmd.key = args[1];
+  if (op == Op::kPut) h.cmd.value = args[2];
+  if (op == Op::kCas) {
+    h.cmd.expected = args[2];
+    h.cmd.value = args[3];
+  }
+  if (out.ok()) {
+    if constexpr (std::is_same_v<T, bool>) {
+      h.result.ok = out.value;
+    } else {
+      h.result.ok = out.value.has_value();
+      if (out.value) h.result.value = *out.value;
+    }
+  }
+  history_->push_back(std::move(h));
+  return out;
+}
+
 Call<std::optional<std::string>> KvClient::get(std::string_view key, Deadline deadline) {
   using R = std::optional<std::string>;
-  Call<resp::Reply> c = command({"GET", key}, deadline);
-  if (!c.ok()) return failed<R>(c.status, c.error);
-  Call<R> out;
-  if (c.value.kind == resp::Reply::Kind::kBulk) {
-    out.value = std::move(c.value.text);
-  } else if (c.value.kind != resp::Reply::Kind::kNull) {
-    return unexpected<R>(c.value);
-  }
-  return out;
+  return call<R>({"GET", key}, Op::kGet, deadline, [](resp::Reply& r) {
+    Call<R> out;
+    if (r.kind == resp::Reply::Kind::kBulk) {
+      out.value = std::move(r.text);
+    } else if (r.kind != resp::Reply::Kind::kNull) {
+      return unexpected<R>(r);
+    }
+    return out;
+  });
 }
 
 Call<bool> KvClient::put(std::string_view key, std::string_view value, Deadline deadline) {
-  Call<resp::Reply> c = command({"SET", key, value}, deadline);
-  if (!c.ok()) return failed<bool>(c.status, c.error);
-  if (c.value.kind != resp::Reply::Kind::kSimple) return unexpected<bool>(c.value);
-  Call<bool> out;
-  out.value = true;
-  return out;
+  return call<bool>({"SET", key, value}, Op::kPut, deadline, [](resp::Reply& r) {
+    if (r.kind != resp::Reply::Kind::kSimple) return unexpected<bool>(r);
+    Call<bool> out;
+    out.value = true;
+    return out;
+  });
 }
 
 Call<bool> KvClient::del(std::string_view key, Deadline deadline) {
-  Call<resp::Reply> c = command({"DEL", key}, deadline);
-  if (!c.ok()) return failed<bool>(c.status, c.error);
-  if (c.value.kind != resp::Reply::Kind::kInteger) return unexpected<bool>(c.value);
-  Call<bool> out;
-  out.value = c.value.integer > 0;
-  return out;
+  return call<bool>({"DEL", key}, Op::kDelete, deadline, [](resp::Reply& r) {
+    if (r.kind != resp::Reply::Kind::kInteger) return unexpected<bool>(r);
+    Call<bool> out;
+    out.value = r.integer > 0;
+    return out;
+  });
 }
 
 Call<bool> KvClient::cas(std::string_view key, std::string_view expected, std::string_view desired,
                          Deadline deadline) {
-  Call<resp::Reply> c = command({"CAS", key, expected, desired}, deadline);
-  if (!c.ok()) return failed<bool>(c.status, c.error);
-  if (c.value.kind != resp::Reply::Kind::kInteger) return unexpected<bool>(c.value);
-  Call<bool> out;
-  out.value = c.value.integer == 1;
-  return out;
+  return call<bool>({"CAS", key, expected, desired}, Op::kCas, deadline, [](resp::Reply& r) {
+    if (r.kind != resp::Reply::Kind::kInteger) return unexpected<bool>(r);
+    Call<bool> out;
+    out.value = r.integer == 1;
+    return out;
+  });
 }
 
 }  // namespace kv

@@ -32,6 +32,10 @@
 // clients (the gateway serves each connection's commands in order and
 // different connections' side by side).
 //
+// record() keeps a history of the calls for a linearizability check
+// (history.h, kv-porcupine): each executed command with its result, and
+// each one sent whose outcome is unknown (kTimeout, kDisconnected) as such.
+//
 // Thread safety: none; a KvClient belongs to one thread.
 #pragma once
 
@@ -42,6 +46,7 @@
 #include <string_view>
 #include <vector>
 
+#include "client.h"
 #include "resp.h"
 
 namespace kv {
@@ -82,9 +87,22 @@ class KvClient {
 
   bool connected() const { return fd_ >= 0; }
 
+  // From now on, appends every call to *history as client `client_id`
+  // (times: microseconds of the steady clock, as sluice-kv run's own
+  // history); a refused call, or one that never left, is not an operation
+  // and is left out. nullptr stops it.
+  void record(std::vector<Completed>* history, uint64_t client_id) {
+    history_ = history;
+    client_id_ = client_id;
+  }
+
  private:
   // Sends one command and reads its reply by the deadline.
   Call<resp::Reply> command(const std::vector<std::string_view>& args, Deadline deadline);
+  // command(), and the call in the history if one is recorded: `op` with its
+  // result from `result` (called on kOk only).
+  template <class T, class F>
+  Call<T> call(const std::vector<std::string_view>& args, Op op, Deadline deadline, F result);
   // kOk, or kTimeout / kDisconnected with *why.
   CallStatus connect(Deadline deadline, std::string* why);
   void drop();
@@ -92,7 +110,11 @@ class KvClient {
   std::string host_;
   uint16_t port_;
   int fd_ = -1;
-  std::string in_;  // bytes read and not yet parsed
+  std::string in_;     // bytes read and not yet parsed
+  bool sent_ = false;  // the last command() sent bytes of its request
+  std::vector<Completed>* history_ = nullptr;
+  uint64_t client_id_ = 0;
+  uint64_t seq_ = 0;
 };
 
 }  // namespace kv

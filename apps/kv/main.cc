@@ -52,6 +52,10 @@ const char* kUsage =
     "                      redis-benchmark) on TCP port P + client index instead of\n"
     "                      running a workload (0: ports the kernel picks; each is\n"
     "                      printed); SHUTDOWN ends the job (docs/kv.md)\n"
+    "  --window N          operations each client keeps in flight, 1 .. 256 (default: 1\n"
+    "                      for workloads, closed-loop; 256 behind --resp-port, so that a\n"
+    "                      connection's pipelined commands are replicated together; a\n"
+    "                      client's commands still take effect in order)\n"
     "  --history FILE      rank 0 writes every completed operation to FILE (JSON lines;\n"
     "                      check it with kv-porcupine, scripts/install-porcupine.sh)\n"
     "\n"
@@ -220,6 +224,8 @@ int run_main(int argc, char** argv) {
       o.seed = n;
     } else if (a == "--retry-ms" && n >= 1) {
       o.retry_ms = n;
+    } else if (a == "--window" && n >= 1 && n <= kv::kClientWindow) {
+      o.window = static_cast<uint32_t>(n);
     } else if (a == "--clients-per-rank" && n >= 1 && n <= 256) {
       o.clients_per_rank = static_cast<uint32_t>(n);
     } else if (a == "--resp-port" && n <= 65535) {

@@ -23,8 +23,8 @@ namespace kv {
 
 enum class MsgType : uint8_t {
   // Both protocols.
-  kRequest,  // client -> leader (Multi-Paxos) or client -> sequencer (NOPaxos)
-  kReply,    // replica -> client
+  kRequest,  // client -> leader (Multi-Paxos: a batch in cmds) or client -> sequencer (NOPaxos)
+  kReply,    // replica -> client (Multi-Paxos: a batch in cmds and results)
   // Multi-Paxos.
   kPrepare,    // candidate -> all: phase 1a for ballot `view`, a = its commit index
   kPromise,    // replica -> candidate: phase 1b, entries above the candidate's commit
@@ -75,10 +75,23 @@ struct Message {
   uint64_t a = 0;        // per type, see MsgType
   uint64_t b = 0;
   bool flag = false;
-  Command cmd;                 // kRequest, kOrdered, kReply (client, seq)
-  Result result;               // kReply from the leader
+  Command cmd;                 // NOPaxos kRequest, kOrdered, kReply (client, seq)
+  Result result;               // NOPaxos kReply from the leader
   std::vector<Entry> entries;  // log transfer
+  // Multi-Paxos batches. kRequest: one client's commands, in seq order.
+  // kReply: the results of some of one client's commands, pairwise with
+  // cmds (which then carry only client and seq).
+  std::vector<Command> cmds;
+  std::vector<Result> results;
 };
+
+// A batch of commands or results stays below this many bytes of message,
+// well inside the 64 KiB segments of the flows that carry them.
+inline constexpr size_t kMaxBatchBytes = 32 * 1024;
+// What a command takes in a message, near enough to bound batches.
+inline size_t wire_bytes(const Command& c) {
+  return 32 + c.key.size() + c.value.size() + c.expected.size();
+}
 
 using Outbox = std::vector<Message>;
 

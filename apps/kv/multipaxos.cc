@@ -1,8 +1,53 @@
 #include "multipaxos.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace kv {
+namespace {
+
+// Gathers a leader's replies into one kReply per client, or several where
+// they would pass kMaxBatchBytes, appended to an outbox.
+class ReplyBatch {
+ public:
+  ReplyBatch(Outbox& out, uint32_t from, uint64_t view) : out_(out), from_(from), view_(view) {}
+  void add(uint64_t client, uint64_t seq, const Result& r) {
+    const size_t bytes = 24 + r.value.size();
+    Open* open = nullptr;
+    for (Open& o : open_) {
+      if (o.client == client) open = &o;
+    }
+    if (!open || open->bytes + bytes > kMaxBatchBytes) {
+      if (!open) open = &open_.emplace_back();
+      Message m;
+      m.type = MsgType::kReply;
+      m.from = from_;
+      m.to = static_cast<uint32_t>(client);
+      m.view = view_;
+      *open = Open{client, out_.size(), 0};
+      out_.push_back(std::move(m));
+    }
+    Message& m = out_[open->index];
+    Command& c = m.cmds.emplace_back();
+    c.client = client;
+    c.seq = seq;
+    m.results.push_back(r);
+    open->bytes += bytes;
+  }
+
+ private:
+  struct Open {
+    uint64_t client = 0;
+    size_t index = 0;  // in out_
+    size_t bytes = 0;
+  };
+  Outbox& out_;
+  uint32_t from_;
+  uint64_t view_;
+  std::vector<Open> open_;
+};
+
+}  // namespace
 
 MultiPaxosReplica::MultiPaxosReplica(Config config, uint32_t id, MultiPaxosOptions options)
     : config_(config),
@@ -22,6 +67,13 @@ void MultiPaxosReplica::reset_election_timer() {
   last_heard_ = now_;
   std::uniform_int_distribution<uint64_t> d(0, options_.election_timeout_ms);
   election_timeout_ = options_.election_timeout_ms + d(rng_);
+}
+
+void MultiPaxosReplica::open_votes(uint64_t s) {
+  // Slots are opened in order, each once per ballot (votes_ is cleared
+  // with every change of role).
+  if (votes_.empty()) votes_first_ = s;
+  votes_.push_back(1u << id_);
 }
 
 void MultiPaxosReplica::become_follower(uint64_t ballot) {
@@ -94,7 +146,7 @@ void MultiPaxosReplica::become_leader(Outbox& out) {
     e.ballot = ballot_;
     e.committed = false;
     slot(s) = e;
-    votes_[s] = {id_};
+    open_votes(s);
     if (!e.cmd.is_noop()) proposed_.insert({e.cmd.client, e.cmd.seq});
   }
   log_.resize(last);
@@ -128,7 +180,7 @@ void MultiPaxosReplica::propose_batch(Outbox& out) {
     e.ballot = ballot_;
     e.cmd = pending_[i];
     slot(e.slot) = e;
-    votes_[e.slot] = {id_};
+    open_votes(e.slot);
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
   send_accept(first, log_.size(), out);
@@ -137,53 +189,47 @@ void MultiPaxosReplica::propose_batch(Outbox& out) {
 
 void MultiPaxosReplica::advance_commit(Outbox& out) {
   if (role_ == Role::kLeader) {
-    for (auto it = votes_.begin(); it != votes_.end();) {
-      if (it->second.size() >= config_.majority() && log_[it->first - 1]) {
-        log_[it->first - 1]->committed = true;
-        it = votes_.erase(it);
-      } else {
-        ++it;
-      }
+    for (size_t i = 0; i < votes_.size(); ++i) {
+      uint32_t& mask = votes_[i];
+      if (mask == kChosen || static_cast<uint32_t>(std::popcount(mask)) < config_.majority())
+        continue;
+      const uint64_t s = votes_first_ + i;
+      if (log_[s - 1]) log_[s - 1]->committed = true;
+      mask = kChosen;
+    }
+    while (!votes_.empty() && votes_.front() == kChosen) {
+      votes_.pop_front();
+      ++votes_first_;
     }
   }
   while (commit_ < log_.size() && log_[commit_] && log_[commit_]->committed) ++commit_;
+  ReplyBatch replies(out, id_, ballot_);
   while (applied_ < commit_) {
     const Entry& e = *log_[applied_];
     ++applied_;
-    Result r = store_.apply(e.cmd);
-    if (role_ == Role::kLeader && !e.cmd.is_noop()) {
-      proposed_.erase({e.cmd.client, e.cmd.seq});
-      Message reply;
-      reply.type = MsgType::kReply;
-      reply.from = id_;
-      reply.to = static_cast<uint32_t>(e.cmd.client);
-      reply.view = ballot_;
-      reply.cmd.client = e.cmd.client;
-      reply.cmd.seq = e.cmd.seq;
-      reply.result = r;
-      out.push_back(reply);
-    }
+    Applied how;
+    Result r = store_.apply(e.cmd, &how);
+    if (role_ == Role::kLeader && !e.cmd.is_noop()) proposed_.erase({e.cmd.client, e.cmd.seq});
+    if (role_ == Role::kLeader && (how == Applied::kExecuted || how == Applied::kDuplicate))
+      replies.add(e.cmd.client, e.cmd.seq, r);
   }
 }
 
 void MultiPaxosReplica::on_request(const Message& m, Outbox& out) {
   if (role_ != Role::kLeader) return;
-  Result r;
-  if (store_.already_applied(m.cmd.client, m.cmd.seq, &r)) {
-    Message reply;
-    reply.type = MsgType::kReply;
-    reply.from = id_;
-    reply.to = m.from;
-    reply.view = ballot_;
-    reply.cmd.client = m.cmd.client;
-    reply.cmd.seq = m.cmd.seq;
-    reply.result = r;
-    out.push_back(reply);
-    return;
+  ReplyBatch replies(out, id_, ballot_);
+  for (const Command& c : m.cmds) {
+    Result r;
+    if (store_.already_applied(c.client, c.seq, &r)) {
+      replies.add(c.client, c.seq, r);
+      continue;
+    }
+    // Took effect so long ago that its client no longer waits for it.
+    if (c.seq <= store_.last_seq(c.client)) continue;
+    if (!proposed_.insert({c.client, c.seq}).second) continue;  // already in the log
+    pending_.push_back(c);
   }
-  if (!proposed_.insert({m.cmd.client, m.cmd.seq}).second) return;  // already in the log
-  pending_.push_back(m.cmd);
-  if (pending_.size() >= options_.max_batch) propose_batch(out);
+  while (pending_.size() >= options_.max_batch) propose_batch(out);
 }
 
 void MultiPaxosReplica::on_prepare(const Message& m, Outbox& out) {
@@ -263,10 +309,11 @@ void MultiPaxosReplica::on_accept(const Message& m, Outbox& out) {
 }
 
 void MultiPaxosReplica::on_accepted(const Message& m, Outbox& out) {
-  if (role_ != Role::kLeader || m.view != ballot_) return;
-  for (uint64_t s = m.a; s <= m.b; ++s) {
-    auto it = votes_.find(s);
-    if (it != votes_.end()) it->second.insert(m.from);
+  if (role_ != Role::kLeader || m.view != ballot_ || m.from >= config_.replicas) return;
+  for (uint64_t s = std::max(m.a, votes_first_); s <= m.b && s - votes_first_ < votes_.size();
+       ++s) {
+    uint32_t& mask = votes_[s - votes_first_];
+    if (mask != kChosen) mask |= 1u << m.from;
   }
   advance_commit(out);
 }

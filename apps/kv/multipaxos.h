@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <random>
@@ -81,6 +82,7 @@ class MultiPaxosReplica : public Node {
   void propose_batch(Outbox& out);
   void advance_commit(Outbox& out);
   void reset_election_timer();
+  void open_votes(uint64_t slot);
 
   Config config_;
   uint32_t id_;
@@ -104,7 +106,11 @@ class MultiPaxosReplica : public Node {
   // twice), and who accepted each uncommitted slot in this ballot.
   std::vector<Command> pending_;
   std::set<std::pair<uint64_t, uint64_t>> proposed_;
-  std::map<uint64_t, std::set<uint32_t>> votes_;
+  // votes_[i]: the replicas (bit r for replica r) that accepted slot
+  // votes_first_ + i in this ballot, or kChosen once it is committed.
+  static constexpr uint32_t kChosen = ~0u;
+  std::deque<uint32_t> votes_;
+  uint64_t votes_first_ = 0;
   // Candidate: the promises for ballot_.
   std::map<uint32_t, Message> promises_;
 };

@@ -44,8 +44,9 @@ void NoPaxosReplica::execute_to(uint64_t slot, Outbox& out, bool reply) {
   while (executed_ < slot) {
     const Entry& e = log_[executed_];
     ++executed_;
-    Result r = store_.apply(e.cmd);
-    if (reply && !e.cmd.is_noop()) {
+    Applied how;
+    Result r = store_.apply(e.cmd, &how);
+    if (reply && (how == Applied::kExecuted || how == Applied::kDuplicate)) {
       Message m = make(MsgType::kReply, static_cast<uint32_t>(e.cmd.client));
       m.a = executed_;
       m.flag = true;

@@ -199,9 +199,9 @@ std::string bulk(std::string_view s) {
   return out;
 }
 std::string null_bulk() { return "$-1\r\n"; }
-std::string array(const std::vector<std::string>& items) {
+std::string array(const std::vector<std::string_view>& items) {
   std::string out = framed('*', std::to_string(items.size()));
-  for (const std::string& s : items) out.append(bulk(s));
+  for (std::string_view s : items) out.append(bulk(s));
   return out;
 }
 

@@ -5,7 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -61,14 +61,42 @@ RespGateway::RespGateway(uint16_t port) {
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
   port_ = ntohs(addr.sin_port);
   set_nonblocking(listen_fd_);
+  // One epoll set for the listener and every connection: a round of poll()
+  // asks the kernel once which sockets have input, instead of trying each
+  // (a thousand idle connections cost nothing then).
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = UINT64_MAX;
+  if (epoll_fd_ < 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(listen_fd_);
+    if (epoll_fd_ >= 0) ::close(epoll_fd_);
+    throw std::runtime_error("resp: epoll: " + why);
+  }
 }
 
 RespGateway::~RespGateway() {
   for (auto& [id, c] : conns_) ::close(c.fd);
   if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
-bool RespGateway::finished() const { return stopping_ && conns_.empty() && inflight_.empty(); }
+bool RespGateway::finished() const { return stopping_ && conns_.empty() && inflight_count_ == 0; }
+
+void RespGateway::watch(uint64_t id, Conn& c) {
+  // Input only from a connection we read (not one held back, closing or
+  // gone: level-triggered epoll would report its waiting bytes forever);
+  // output readiness only while bytes wait to be sent.
+  uint32_t want = c.closing || c.gone || held(c) ? 0 : EPOLLIN;
+  if (!c.out.empty() && !c.gone) want |= EPOLLOUT;
+  if (want == c.watched) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.u64 = id;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+  c.watched = want;
+}
 
 size_t RespGateway::accept_all() {
   size_t n = 0;
@@ -77,14 +105,24 @@ size_t RespGateway::accept_all() {
     if (fd < 0) break;  // EAGAIN, or out of descriptors: try again next round
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    conns_[next_id_++].fd = fd;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = next_id_;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      ::close(fd);  // out of kernel memory for the set: as if accept had failed
+      break;
+    }
+    Conn& c = conns_[next_id_++];
+    c.fd = fd;
+    c.watched = EPOLLIN;
+    c.readable = true;  // (bytes may have come with the connection)
     ++stats_.connections;
     ++n;
   }
   return n;
 }
 
-void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client) {
+void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client, size_t index) {
   if (args.empty()) return;  // an empty inline line
   ++stats_.requests;
   c.replies.emplace_back();
@@ -101,7 +139,11 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     cmd.key = key;
     cmd.value = value;
     cmd.expected = expected;
-    inflight_[{client.id(), client.add(std::move(cmd))}] = &r;
+    const uint64_t seq = client.add(std::move(cmd));
+    InFlight& f = inflight_[index];
+    if (f.replies.empty()) f.first = seq;
+    f.replies.push_back(&r);  // (seqs are consecutive: each comes from add)
+    ++inflight_count_;
     ++r.waiting;
   };
   auto fits = [&](size_t from) {
@@ -173,11 +215,12 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
 }
 
 size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
-  Client& client = clients.client(id % clients.size());
-  if (c.closing || c.gone) return 0;
+  const size_t index = id % clients.size();
+  Client& client = clients.client(index);
+  if (!c.readable || c.closing || c.gone) return 0;
   // Back-pressure: a peer that sends without reading its replies is not
   // read from until they drain.
-  if (c.out.size() > kMaxUnsentBytes || c.replies.size() > kMaxPendingReplies) return 0;
+  if (held(c)) return 0;
   size_t n = 0;
   char buf[16384];
   for (;;) {
@@ -186,9 +229,14 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
       c.in.append(buf, static_cast<size_t>(got));
       n += static_cast<size_t>(got);
       if (c.in.size() > 4 * resp::kMaxBulk) break;  // parse before reading more
+      if (static_cast<size_t>(got) < sizeof(buf)) {
+        c.readable = false;  // read dry (epoll reports it again when more comes)
+        break;
+      }
       continue;
     }
     if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) c.gone = true;
+    c.readable = false;
     break;
   }
   size_t at = 0;
@@ -210,7 +258,7 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
       break;
     }
     at += used;
-    handle(c, args, client);
+    handle(c, args, client, index);
   }
   c.in.erase(0, at);
   return n;
@@ -218,17 +266,25 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
 
 void RespGateway::complete(ClientGroup& clients) {
   completed_seen_.resize(clients.size());
-  for (size_t k = 0; k < clients.size(); ++k) complete(clients.client(k), completed_seen_[k]);
+  inflight_.resize(clients.size());
+  for (size_t k = 0; k < clients.size(); ++k) complete(clients.client(k), k, completed_seen_[k]);
 }
 
-void RespGateway::complete(const Client& client, size_t& seen) {
+void RespGateway::complete(const Client& client, size_t index, size_t& seen) {
   const std::vector<Completed>& done = client.history();
+  InFlight& f = inflight_[index];
   for (; seen < done.size(); ++seen) {
     const Completed& h = done[seen];
-    auto it = inflight_.find({client.id(), h.cmd.seq});
-    if (it == inflight_.end()) continue;
-    Reply& r = *it->second;
-    inflight_.erase(it);
+    if (h.cmd.seq < f.first || h.cmd.seq - f.first >= f.replies.size()) continue;
+    Reply*& slot = f.replies[h.cmd.seq - f.first];
+    if (slot == nullptr) continue;
+    Reply& r = *slot;
+    slot = nullptr;
+    --inflight_count_;
+    while (!f.replies.empty() && f.replies.front() == nullptr) {
+      f.replies.pop_front();
+      ++f.first;
+    }
     --r.waiting;
     switch (r.kind) {
       case Kind::kGet:
@@ -261,7 +317,7 @@ size_t RespGateway::write(Conn& c) {
     return 0;
   }
   size_t n = 0;
-  while (!c.out.empty()) {
+  while (!c.out.empty() && c.writable) {
     const ssize_t sent = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
     if (sent > 0) {
       c.out.erase(0, static_cast<size_t>(sent));
@@ -269,13 +325,27 @@ size_t RespGateway::write(Conn& c) {
       continue;
     }
     if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) c.gone = true;
+    c.writable = false;  // (until epoll reports room, see watch())
     break;
   }
   return n;
 }
 
 size_t RespGateway::poll(ClientGroup& clients) {
-  size_t work = accept_all();
+  inflight_.resize(clients.size());
+  epoll_event events[64];
+  const int ready = ::epoll_wait(epoll_fd_, events, 64, 0);
+  size_t work = 0;
+  for (int i = 0; i < ready; ++i) {
+    if (events[i].data.u64 == UINT64_MAX) {
+      work += accept_all();
+      continue;
+    }
+    auto it = conns_.find(events[i].data.u64);
+    if (it == conns_.end()) continue;
+    if (events[i].events & EPOLLOUT) it->second.writable = true;
+    if (events[i].events & ~EPOLLOUT) it->second.readable = true;  // input, a hang-up, an error
+  }
   complete(clients);
   for (auto it = conns_.begin(); it != conns_.end();) {
     Conn& c = it->second;
@@ -285,9 +355,10 @@ size_t RespGateway::poll(ClientGroup& clients) {
     // on a command in flight (its Reply lives in c.replies), nothing unsent.
     const bool drained = c.replies.empty() && c.out.empty();
     if (drained && (c.gone || c.closing || stopping_)) {
-      ::close(c.fd);
+      ::close(c.fd);  // (which also takes it out of the epoll set)
       it = conns_.erase(it);
     } else {
+      watch(it->first, c);
       ++it;
     }
   }
@@ -299,15 +370,9 @@ size_t RespGateway::poll(ClientGroup& clients) {
 }
 
 void RespGateway::wait(std::chrono::milliseconds timeout) {
-  std::vector<pollfd> fds;
-  if (listen_fd_ >= 0) fds.push_back({listen_fd_, POLLIN, 0});
-  for (const auto& [id, c] : conns_) {
-    const bool held = c.out.size() > kMaxUnsentBytes || c.replies.size() > kMaxPendingReplies;
-    short events = c.closing || c.gone || held ? 0 : POLLIN;
-    if (!c.out.empty()) events |= POLLOUT;
-    fds.push_back({c.fd, events, 0});
-  }
-  ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+  // (The events are picked up again by the next poll(): epoll is level-triggered.)
+  epoll_event events[64];
+  ::epoll_wait(epoll_fd_, events, 64, static_cast<int>(timeout.count()));
 }
 
 }  // namespace kv

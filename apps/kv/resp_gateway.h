@@ -89,25 +89,39 @@ class RespGateway {
   struct Conn {
     int fd = -1;
     std::string in, out;
-    std::deque<Reply> replies;
-    bool closing = false;  // close once `out` is written (QUIT, a protocol error)
-    bool gone = false;     // the peer closed or failed: replies are dropped
+    std::deque<Reply> replies;  // (a deque keeps each Reply in place: inflight points at it)
+    bool closing = false;       // close once `out` is written (QUIT, a protocol error)
+    bool gone = false;          // the peer closed or failed: replies are dropped
+    bool readable = false;      // epoll said so, and it has not been read dry since
+    bool writable = true;       // no send has found its buffer full since epoll said so
+    uint32_t watched = 0;       // the epoll events registered for it
+  };
+  // One client's commands in flight, in seq order from `first`: the reply
+  // each goes into (nullptr once answered).
+  struct InFlight {
+    uint64_t first = 1;
+    std::deque<Reply*> replies;
   };
 
+  bool held(const Conn& c) const {
+    return c.out.size() > kMaxUnsentBytes || c.replies.size() > kMaxPendingReplies;
+  }
+  void watch(uint64_t id, Conn& c);
   size_t accept_all();
   size_t read(Conn& c, uint64_t id, ClientGroup& clients);
-  void handle(Conn& c, std::vector<std::string>& args, Client& client);
+  void handle(Conn& c, std::vector<std::string>& args, Client& client, size_t index);
   void complete(ClientGroup& clients);
-  void complete(const Client& client, size_t& seen);
+  void complete(const Client& client, size_t index, size_t& seen);
   size_t write(Conn& c);
 
   int listen_fd_ = -1;
+  int epoll_fd_ = -1;
   uint16_t port_ = 0;
   bool stopping_ = false;
   uint64_t next_id_ = 0;
   std::map<uint64_t, Conn> conns_;
-  // A command in flight, by (client id, seq): the reply it goes into.
-  std::map<std::pair<uint32_t, uint64_t>, Reply*> inflight_;
+  std::vector<InFlight> inflight_;      // per client of the group
+  size_t inflight_count_ = 0;           // commands in flight, all clients
   std::vector<size_t> completed_seen_;  // per client of the group
   Stats stats_;
 };

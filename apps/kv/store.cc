@@ -52,26 +52,50 @@ Result execute(std::map<std::string, std::string>& data, const Command& c) {
   return r;
 }
 
-Result Store::apply(const Command& c) {
+Result Store::apply(const Command& c, Applied* what) {
+  Applied dummy;
+  Applied& how = what ? *what : dummy;
   if (c.is_noop()) {
+    how = Applied::kNoop;
     applied_.emplace_back(0, 0);
     return {};
   }
-  applied_.emplace_back(c.client, c.seq);
   ClientState& cs = clients_[c.client];
-  // Clients have one operation outstanding and number them upwards, so any
-  // seq at or below the last applied one is a retry already executed.
-  if (c.seq <= cs.seq) return cs.result;
+  if (c.seq <= cs.seq) {
+    // A retry that took effect before: its first result, if still kept.
+    applied_.emplace_back(c.client, c.seq);
+    const uint64_t back = cs.seq - c.seq;
+    if (back >= cs.results.size()) {
+      how = Applied::kForgotten;
+      return {};
+    }
+    how = Applied::kDuplicate;
+    return cs.results[cs.results.size() - 1 - back];
+  }
+  if (c.seq != cs.seq + 1) {
+    // Its predecessor is not in the log yet (lost on the way); executing
+    // this one first would reorder the client's commands.
+    how = Applied::kSkipped;
+    ++skipped_;
+    applied_.emplace_back(0, 0);
+    return {};
+  }
+  how = Applied::kExecuted;
+  applied_.emplace_back(c.client, c.seq);
   cs.seq = c.seq;
-  cs.result = execute(data_, c);
-  return cs.result;
+  cs.results.push_back(execute(data_, c));
+  if (cs.results.size() > kClientWindow) cs.results.pop_front();
+  return cs.results.back();
 }
 
 bool Store::already_applied(uint64_t client, uint64_t seq, Result* result) const {
   auto it = clients_.find(client);
   if (it == clients_.end() || seq > it->second.seq) return false;
-  if (seq == it->second.seq && result) *result = it->second.result;
-  return seq == it->second.seq;
+  const uint64_t back = it->second.seq - seq;
+  const std::deque<Result>& kept = it->second.results;
+  if (back >= kept.size()) return false;
+  if (result) *result = kept[kept.size() - 1 - back];
+  return true;
 }
 
 namespace {
@@ -98,8 +122,10 @@ uint64_t Store::digest() const {
   for (const auto& [client, cs] : clients_) {
     h = fnv(h, &client, sizeof client);
     h = fnv(h, &cs.seq, sizeof cs.seq);
-    h = fnv(h, &cs.result.ok, sizeof cs.result.ok);
-    h = fnv_str(h, cs.result.value);
+    for (const Result& r : cs.results) {
+      h = fnv(h, &r.ok, sizeof r.ok);
+      h = fnv_str(h, r.value);
+    }
   }
   return h;
 }

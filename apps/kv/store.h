@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,9 +25,15 @@ enum class Op : uint8_t { kNoop, kPut, kGet, kDelete, kCas };
 
 const char* op_name(Op op);
 
+// How many operations one client may have outstanding at once (client.h's
+// window): the store remembers the results of each client's last
+// kClientWindow operations, so that any retry it can still be waiting for
+// is answered with its first result.
+inline constexpr uint64_t kClientWindow = 256;
+
 // One client operation. (client, seq) names it uniquely: a client numbers its
-// operations 1, 2, 3, ... and has at most one outstanding at a time, so a
-// retry of seq carries the same (client, seq).
+// operations 1, 2, 3, ... and has at most kClientWindow of them outstanding,
+// so a retry of seq carries the same (client, seq).
 struct Command {
   Op op = Op::kNoop;
   uint64_t client = 0;
@@ -50,36 +57,63 @@ struct Result {
   friend bool operator==(const Result&, const Result&) = default;
 };
 
+// What Store::apply did with a log entry.
+enum class Applied : uint8_t {
+  kExecuted,   // the command took effect; the result is its own
+  kDuplicate,  // (client, seq) had taken effect before; the result is that first one's
+  kForgotten,  // had taken effect so long ago that its result is no longer kept
+  kSkipped,    // not executed: an earlier command of its client is missing (see apply)
+  kNoop,
+};
+
 class Store {
  public:
   // Applies one log entry. A command whose (client, seq) was already applied
   // is not executed again: its first result is returned (exactly-once under
   // client retries that land in the log twice). A no-op changes nothing.
-  Result apply(const Command& c);
+  //
+  // Each client's commands take effect in seq order, one after another,
+  // as a Redis connection's pipelined commands do: a command whose
+  // predecessor (seq - 1) has not taken effect yet is skipped, and left
+  // for the client to send again (a client with several in flight resends
+  // all of them after a timeout). That happens only where a message was
+  // lost: a client sends its commands in order and the transport keeps
+  // them in order. Whoever answers clients must answer only kExecuted and
+  // kDuplicate; *what says which it was.
+  Result apply(const Command& c, Applied* what = nullptr);
 
   // An order-independent summary of the whole state (keys, values and the
   // client table), equal on two replicas exactly when their states are.
   uint64_t digest() const;
 
-  // Whether (client, seq) is the client's latest applied operation; if so,
-  // *result receives its result. (Only the latest is remembered: a client
-  // has one operation outstanding, so older ones are no longer awaited.)
+  // Whether (client, seq) took effect and its result is still kept (one of
+  // the client's last kClientWindow); if so, *result receives it. Older
+  // ones are no longer awaited: their client has moved past them.
   bool already_applied(uint64_t client, uint64_t seq, Result* result) const;
+  // The client's last command that took effect (0: none).
+  uint64_t last_seq(uint64_t client) const {
+    auto it = clients_.find(client);
+    return it == clients_.end() ? 0 : it->second.seq;
+  }
 
-  // Identities of every applied log entry, in order ((0, 0) for a no-op):
-  // the "applied log" the tests compare across replicas.
+  // Identities of every applied log entry, in order ((0, 0) for a no-op or
+  // a skipped command, neither of which took effect): the "applied log"
+  // the tests compare across replicas.
   const std::vector<std::pair<uint64_t, uint64_t>>& applied() const { return applied_; }
   size_t size() const { return data_.size(); }
+  // How many commands apply() skipped (kSkipped).
+  uint64_t skipped() const { return skipped_; }
   const std::map<std::string, std::string>& data() const { return data_; }
 
  private:
   struct ClientState {
-    uint64_t seq = 0;
-    Result result;
+    uint64_t seq = 0;            // the last command that took effect
+    std::deque<Result> results;  // of seq - results.size() + 1 .. seq
   };
   std::map<std::string, std::string> data_;
   std::map<uint64_t, ClientState> clients_;
   std::vector<std::pair<uint64_t, uint64_t>> applied_;
+  uint64_t skipped_ = 0;
 };
 
 // Executes `c` on a plain map with no client table: the sequential reference

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,24 @@ inline void expect_consistent(SimCluster& c) {
     std::string why;
     EXPECT_TRUE(linearizable(h, &why)) << why;
   }
+}
+
+// Each client's operations took effect in the order it issued them (their
+// first places in the applied log rise with seq), as a Redis connection's
+// pipelined commands do; what apply() skipped is a (0, 0) entry there.
+// Runs the cluster to the end and makes expect_consistent's checks and this
+// one; returns how many commands replica 0's store skipped.
+inline uint64_t expect_consistent_in_client_order(SimCluster& c) {
+  EXPECT_TRUE(c.run_until_done(60000));
+  expect_consistent(c);
+  std::map<uint64_t, uint64_t> last;  // client -> seq of its latest first occurrence
+  std::set<std::pair<uint64_t, uint64_t>> seen;
+  for (const auto& id : c.store(0).applied()) {
+    if (id.first == 0 || !seen.insert(id).second) continue;
+    EXPECT_EQ(id.second, last[id.first] + 1) << "client " << id.first << " out of order";
+    last[id.first] = id.second;
+  }
+  return c.store(0).skipped();
 }
 
 // Each earlier snapshot of a replica's applied log is a prefix of its final

@@ -58,6 +58,40 @@ TEST(StoreTest, ExecutesARetriedOperationOnlyOnceAndReturnsItsFirstResult) {
   EXPECT_EQ(s.data().at("a"), "2");
 }
 
+// A client with several commands in flight: they take effect in seq order
+// only. One whose predecessor is missing is skipped (not executed, a (0, 0)
+// entry of the applied log), and a retry of one that took effect gets its
+// first result, for the client's last kClientWindow commands.
+TEST(StoreTest, AClientsCommandsTakeEffectInOrderAndRetriesGetTheirFirstResult) {
+  Store s;
+  Applied how;
+  s.apply(cmd(Op::kPut, 3, 2, "a", "second"), &how);
+  EXPECT_EQ(how, Applied::kSkipped);
+  EXPECT_EQ(s.size(), 0u);
+  EXPECT_TRUE(s.apply(cmd(Op::kPut, 3, 1, "a", "first"), &how).ok);
+  EXPECT_EQ(how, Applied::kExecuted);
+  EXPECT_TRUE(s.apply(cmd(Op::kCas, 3, 2, "a", "second", "first"), &how).ok);
+  EXPECT_EQ(how, Applied::kExecuted);
+  EXPECT_EQ(s.data().at("a"), "second");
+  EXPECT_EQ(s.skipped(), 1u);
+  EXPECT_EQ(s.applied(), (std::vector<std::pair<uint64_t, uint64_t>>{{0, 0}, {3, 1}, {3, 2}}));
+  // Retries: each gets its own first result.
+  EXPECT_EQ(s.apply(cmd(Op::kPut, 3, 1, "a", "first"), &how), (Result{true, ""}));
+  EXPECT_EQ(how, Applied::kDuplicate);
+  EXPECT_TRUE(s.apply(cmd(Op::kCas, 3, 2, "a", "second", "first"), &how).ok);
+  EXPECT_EQ(how, Applied::kDuplicate);
+  EXPECT_EQ(s.data().at("a"), "second");
+  // Past the window, results are forgotten (no client waits for them).
+  for (uint64_t seq = 3; seq <= 2 + kClientWindow; ++seq) s.apply(cmd(Op::kGet, 3, seq, "a"));
+  Result r;
+  EXPECT_FALSE(s.already_applied(3, 2, &r));
+  EXPECT_TRUE(s.already_applied(3, 3, &r));
+  EXPECT_EQ(r, (Result{true, "second"}));
+  s.apply(cmd(Op::kPut, 3, 2, "a", "x"), &how);
+  EXPECT_EQ(how, Applied::kForgotten);
+  EXPECT_EQ(s.data().at("a"), "second");
+}
+
 TEST(StoreTest, DigestsAgreeExactlyWhenStatesAgree) {
   Store a, b, c;
   for (Store* s : {&a, &b}) {

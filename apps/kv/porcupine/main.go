@@ -12,6 +12,13 @@
 // (any unit, one clock for all clients). The model is a map from key to
 // value, checked key by key (porcupine's partitions).
 //
+// An operation whose client gave up on it (a deadline passed) has
+// "unknown":true, a call and no ok, out or return: it may have taken
+// effect at any time after its call, or never. It is given a return after
+// every other operation's and an output the model accepts whatever the
+// state (Knossos's and porcupine's usual treatment of an indefinite
+// operation: taking effect after everything else is the same as never).
+//
 // Usage: kv-porcupine [-timeout 60s] [-html FILE] HISTORY
 // Exit status: 0 linearizable, 1 not linearizable, 2 bad input or usage,
 // 3 no verdict within the timeout.
@@ -39,6 +46,7 @@ type record struct {
 	Out      string  `json:"out"`
 	Call     *int64  `json:"call"`
 	Return   *int64  `json:"return"`
+	Unknown  bool    `json:"unknown"`
 }
 
 type input struct {
@@ -46,8 +54,9 @@ type input struct {
 }
 
 type output struct {
-	ok  bool
-	out string
+	ok      bool
+	out     string
+	unknown bool // the client never learnt the outcome
 }
 
 // The state of one key: absent, or present with a value.
@@ -79,24 +88,30 @@ var model = porcupine.Model{
 		st, i, o := s.(state), in.(input), out.(output)
 		switch i.op {
 		case "put":
-			return o.ok, state{true, i.value}
+			return o.ok || o.unknown, state{true, i.value}
 		case "get":
+			if o.unknown {
+				return true, st
+			}
 			if o.ok {
 				return st.present && st.value == o.out, st
 			}
 			return !st.present, st
 		case "delete":
-			return o.ok == st.present, state{}
+			return o.unknown || o.ok == st.present, state{}
 		case "cas":
 			if st.present && st.value == i.expected {
-				return o.ok, state{true, i.value}
+				return o.ok || o.unknown, state{true, i.value}
 			}
-			return !o.ok, st
+			return !o.ok || o.unknown, st
 		}
 		return false, st
 	},
 	DescribeOperation: func(in, out interface{}) string {
 		i, o := in.(input), out.(output)
+		if o.unknown {
+			return fmt.Sprintf("%s(%q, %q) -> unknown", i.op, i.key, i.value)
+		}
 		switch i.op {
 		case "put":
 			return fmt.Sprintf("put(%q, %q)", i.key, i.value)
@@ -143,11 +158,11 @@ func load(path string) ([]porcupine.Operation, error) {
 			missing = "client"
 		case r.Key == nil:
 			missing = "key"
-		case r.Ok == nil:
+		case r.Ok == nil && !r.Unknown:
 			missing = "ok"
 		case r.Call == nil:
 			missing = "call"
-		case r.Return == nil:
+		case r.Return == nil && !r.Unknown:
 			missing = "return"
 		}
 		if missing != "" {
@@ -158,6 +173,16 @@ func load(path string) ([]porcupine.Operation, error) {
 		default:
 			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete or cas", path, line, r.Op)
 		}
+		if r.Unknown {
+			ops = append(ops, porcupine.Operation{
+				ClientId: *r.Client,
+				Input:    input{r.Op, *r.Key, r.Value, r.Expected},
+				Call:     *r.Call,
+				Output:   output{unknown: true},
+				Return:   -1, // after everything, below
+			})
+			continue
+		}
 		if *r.Return < *r.Call {
 			return nil, fmt.Errorf("%s:%d: returns (%d) before it is called (%d)", path, line, *r.Return, *r.Call)
 		}
@@ -165,9 +190,24 @@ func load(path string) ([]porcupine.Operation, error) {
 			ClientId: *r.Client,
 			Input:    input{r.Op, *r.Key, r.Value, r.Expected},
 			Call:     *r.Call,
-			Output:   output{*r.Ok, r.Out},
+			Output:   output{ok: *r.Ok, out: r.Out},
 			Return:   *r.Return,
 		})
+	}
+	// Unknown outcomes return after every time in the history.
+	var last int64
+	for _, o := range ops {
+		if o.Call > last {
+			last = o.Call
+		}
+		if o.Return > last {
+			last = o.Return
+		}
+	}
+	for k := range ops {
+		if ops[k].Output.(output).unknown {
+			ops[k].Return = last + 1
+		}
 	}
 	return ops, sc.Err()
 }
@@ -203,7 +243,13 @@ func main() {
 	}
 	switch result {
 	case porcupine.Ok:
-		fmt.Printf("kv-porcupine: linearizable (%d operations on %d keys)\n", len(ops), len(keys))
+		unknown := 0
+		for _, o := range ops {
+			if o.Output.(output).unknown {
+				unknown++
+			}
+		}
+		fmt.Printf("kv-porcupine: linearizable (%d operations on %d keys, %d of unknown outcome)\n", len(ops), len(keys), unknown)
 	case porcupine.Illegal:
 		fmt.Printf("kv-porcupine: NOT linearizable (%d operations on %d keys)\n", len(ops), len(keys))
 		os.Exit(1)
