@@ -88,8 +88,8 @@ void RespGateway::watch(uint64_t id, Conn& c) {
   // Input only from a connection we read (not one held back, closing or
   // gone: level-triggered epoll would report its waiting bytes forever);
   // output readiness only while bytes wait to be sent.
-  uint32_t want = c.closing || c.gone || held(c) ? 0 : EPOLLIN;
-  if (!c.out.empty() && !c.gone) want |= EPOLLOUT;
+  uint32_t want = c.closing || c.gone || held(c) ? 0u : static_cast<uint32_t>(EPOLLIN);
+  if (!c.out.empty() && !c.gone) want |= static_cast<uint32_t>(EPOLLOUT);
   if (want == c.watched) return;
   epoll_event ev{};
   ev.events = want;
