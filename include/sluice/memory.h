@@ -103,8 +103,10 @@ class MemoryRegion {
 };
 
 // A peer's handle to a region, for one thread. Move-only. Every operation
-// waits until it completed at the owner (or fails); offsets are bytes from
-// the region's start.
+// waits until it completed at the owner (or fails), so the operations of a
+// handle take effect in the order they are issued: a write is visible to
+// every peer before the handle's next read or atomic runs (over shm a full
+// fence follows each write). Offsets are bytes from the region's start.
 class RemoteRegion {
  public:
   RemoteRegion();

@@ -217,8 +217,28 @@ Status FlowSource::finish_close(Deadline deadline) {
 // Why target t can no longer be delivered to (its rank is lost, or the
 // target was destroyed before this source's END), or empty.
 std::string FlowSource::target_lost(uint32_t t) const {
-  if (target_aborted(t)) return "it was destroyed before the end of the flow";
+  if (target_aborted(t)) return target_destroyed_reason();
   return lost_reason(ctx_, ctx_->spec.targets[t].rank);
+}
+
+// A target is mostly destroyed early because it failed (a Worker drops a
+// failed input), and mostly because a rank of the flow was lost: name the
+// first lost one, so that every end of the flow reports the same cause.
+std::string FlowSource::target_destroyed_reason() const {
+  std::string why = "it was destroyed before the end of the flow";
+  for (const auto* side : {&ctx_->spec.sources, &ctx_->spec.targets}) {
+    for (const Endpoint& e : *side) {
+      if (std::string lost = lost_reason(ctx_, e.rank); !lost.empty()) {
+        why.append(" (rank ")
+            .append(std::to_string(e.rank))
+            .append(" of the flow is lost: ")
+            .append(lost)
+            .append(")");
+        return why;
+      }
+    }
+  }
+  return why;
 }
 
 bool FlowSource::target_aborted(uint32_t t) const {

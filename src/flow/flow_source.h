@@ -178,6 +178,7 @@ class FlowSource : public SourceCore, protected FailureState {
   // Why target t can no longer be delivered to (its rank is lost, or the
   // target was destroyed before this source's END), or empty.
   std::string target_lost(uint32_t t) const;
+  std::string target_destroyed_reason() const;
   bool target_aborted(uint32_t t) const;
 
   // Target t is gone for `why`: the source goes on without it if the kind

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -387,11 +388,19 @@ class ShmAccess final : public RegionAccess {
   Status read(uint64_t offset, std::byte* out, size_t len, Deadline) override {
     if (Status s = check(offset, len, false); s != Status::kOk) return s;
     std::memcpy(out, data() + offset, len);
+    // Completed before the handle's next operation (memory.h): later
+    // loads and stores stay after these loads.
+    std::atomic_thread_fence(std::memory_order_acquire);
     return Status::kOk;
   }
   Status write(uint64_t offset, const std::byte* in, size_t len, Deadline) override {
     if (Status s = check(offset, len, false); s != Status::kOk) return s;
     std::memcpy(data() + offset, in, len);
+    // Completed before the handle's next operation (memory.h): without a
+    // full fence a later read of another word could be served before these
+    // stores leave the store buffer (x86 store->load), as RSI's park words
+    // showed; the ofi paths wait for each completion anyway.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     return Status::kOk;
   }
   Status compare_and_swap(uint64_t offset, uint64_t expected, uint64_t desired, uint64_t* previous,
