@@ -388,18 +388,15 @@ class ShmAccess final : public RegionAccess {
   Status read(uint64_t offset, std::byte* out, size_t len, Deadline) override {
     if (Status s = check(offset, len, false); s != Status::kOk) return s;
     std::memcpy(out, data() + offset, len);
-    // Completed before the handle's next operation (memory.h): later
-    // loads and stores stay after these loads.
-    std::atomic_thread_fence(std::memory_order_acquire);
+    std::atomic_thread_fence(
+        std::memory_order_acquire);  // done before the next operation (memory.h)
     return Status::kOk;
   }
   Status write(uint64_t offset, const std::byte* in, size_t len, Deadline) override {
     if (Status s = check(offset, len, false); s != Status::kOk) return s;
     std::memcpy(data() + offset, in, len);
-    // Completed before the handle's next operation (memory.h): without a
-    // full fence a later read of another word could be served before these
-    // stores leave the store buffer (x86 store->load), as RSI's park words
-    // showed; the ofi paths wait for each completion anyway.
+    // Done before the next operation (memory.h): a later read must not pass
+    // these stores in the store buffer (x86 store->load).
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return Status::kOk;
   }
