@@ -388,8 +388,8 @@ class ShmAccess final : public RegionAccess {
   Status read(uint64_t offset, std::byte* out, size_t len, Deadline) override {
     if (Status s = check(offset, len, false); s != Status::kOk) return s;
     std::memcpy(out, data() + offset, len);
-    std::atomic_thread_fence(
-        std::memory_order_acquire);  // done before the next operation (memory.h)
+    // Done before the next operation (memory.h), as the write below.
+    std::atomic_thread_fence(std::memory_order_acquire);
     return Status::kOk;
   }
   Status write(uint64_t offset, const std::byte* in, size_t len, Deadline) override {
