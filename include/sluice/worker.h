@@ -227,9 +227,8 @@ class Worker {
                                Deadline deadline = kForever) {
     const std::span<const uint32_t> to(targets);
     const std::span<const T> all(run);
+    // Spans of different lengths fail on the first attempt (kInvalid, nothing pushed).
     return push_rest(s, deadline, [&](size_t done, Deadline d, bool try_only) {
-      // Spans of different lengths fail at once (kInvalid), before any subspan.
-      if (to.size() != all.size()) return s.try_push_to(to, all);
       return try_only ? s.try_push_to(to.subspan(done), all.subspan(done))
                       : s.push_to(to.subspan(done), all.subspan(done), d);
     });

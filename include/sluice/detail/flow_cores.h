@@ -229,10 +229,9 @@ Status push_run(SourceCore* c, const std::byte* recs, const uint32_t* to, size_t
   if (c->replicate_ || (nt == 1 && to == nullptr)) {
     // Every lane written fills in lockstep, so the first one's room is all
     // lanes' room: copy as much of the run as fits, then claim new segments.
-    const uint32_t* fan = c->fan_;
     static constexpr uint32_t kLaneZero = 0;
+    const uint32_t* fan = c->replicate_ ? c->fan_ : &kLaneZero;
     const uint32_t num_fan = c->replicate_ ? c->num_fan_ : 1;
-    if (!c->replicate_) fan = &kLaneZero;
     Lane* lanes = c->lanes_;
     while (i < n) {
       Lane& first = lanes[fan[0]];
