@@ -448,6 +448,9 @@ class Source {
                                                    : "target index out of range (or push() on a flow declared "
                                                      "explicit_targets(): use push_to)");
     }
+    if (core_->latency_) [[unlikely]] {
+      if (detail::push_fast<sizeof(T)>(core_.get(), target, &r)) return Status::kOk;
+    }
     detail::Lane& lane = core_->lanes_[target];
     if (static_cast<size_t>(lane.end - lane.cur) < sizeof(T)) [[unlikely]] {
       Status s = core_->reserve(target, sizeof(T), deadline, try_only);
@@ -526,7 +529,8 @@ class Target {
   // which); the next consume() goes on after it.
   std::optional<std::span<const T>> consume(Deadline deadline = kForever) {
     detail::SegmentView v;
-    status_ = core_->next(deadline, &v);
+    status_ = core_->fast_ != nullptr ? detail::next_fast(core_.get(), deadline, &v)
+                                      : core_->next(deadline, &v);
     if (status_ != Status::kOk) return std::nullopt;
     last_source_ = v.source;
     last_sequence_ = v.sequence;

@@ -171,11 +171,12 @@ void set_peer(Slot* slot, uint32_t i, uint32_t rank, uint32_t slot_number);
 // A target heard from source i (a segment arrived): per segment, one add
 // to its count (the first also stamps the time); `ended` if it was its END.
 void heard_first(Slot* slot, uint32_t i);
-inline void heard(Slot* slot, uint32_t i, bool ended) {
+// (`n` segments at once: the Latency fast path counts them afterwards.)
+inline void heard(Slot* slot, uint32_t i, bool ended, uint64_t n = 1) {
 #ifndef SLUICE_NO_COUNTERS
   if (i >= kPeerDetail) return;
   const uint64_t taken = slot->peer_taken[i].load(std::memory_order_relaxed);
-  slot->peer_taken[i].store(taken + 1, std::memory_order_relaxed);
+  slot->peer_taken[i].store(taken + n, std::memory_order_relaxed);
   if (taken == 0) [[unlikely]]
     heard_first(slot, i);
   if (ended) [[unlikely]] {
@@ -186,6 +187,7 @@ inline void heard(Slot* slot, uint32_t i, bool ended) {
   (void)slot;
   (void)i;
   (void)ended;
+  (void)n;
 #endif
 }
 // Stamps, for every live slot of this process, the peers whose segment

@@ -34,6 +34,7 @@ class FailureState {
   Status fail_for_good(std::string message, uint32_t rank = kNoRank) {
     note_lost(rank);
     failed_ = Status::kPeerLost;
+    if (fast_gate_ != nullptr) *fast_gate_ = false;
     if (stats_ != nullptr) counters::set_state(stats_, counters::State::kFailed, message);
     return fail(Status::kPeerLost, std::move(message));
   }
@@ -53,6 +54,8 @@ class FailureState {
   // constructor and released by its destructor.
   counters::Slot* stats_ = nullptr;
   uint32_t lost_rank_ = kNoRank;
+  // A source's SourceCore::fast_open_: failing closes the inline path.
+  bool* fast_gate_ = nullptr;
 };
 
 }  // namespace sluice::detail

@@ -28,6 +28,7 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
   const FlowSpec& spec = ctx->spec;
   SLUICE_CHECK(rings_.size() == spec.targets.size());
   lanes_ = lane_store_.data();
+  out_rings_ = out_.data();
   num_targets_ = static_cast<uint32_t>(rings_.size());
   prefix_ = spec.segment_prefix_bytes();
   stats_ = counters::acquire(counters::Role::kSource, spec.name, spec.sources[index_].rank,
@@ -150,6 +151,7 @@ Status FlowSource::refuse(size_t bytes) {
 void FlowSource::abort() {
   if (closed_ || aborted_) return;
   aborted_ = true;
+  fast_open_ = false;
   counters::set_state(stats_, counters::State::kAborted);
   signal_abort();
   // Every later push goes to reserve(), which reports kClosed.
@@ -188,6 +190,12 @@ bool FlowSource::arm(WaitSet& set) {
   return true;
 }
 
+void FlowSource::wake_target(uint32_t t) {
+  layout::Doorbell* bell = rings_[t].bell;
+  bell->seq.fetch_add(1, std::memory_order_relaxed);
+  futex_wake_all(&bell->seq);
+}
+
 void FlowSource::disarm() {
   if (armed_ == kNotArmed) return;
   rings_[armed_].ring.header->source_waiting.store(0, std::memory_order_relaxed);
@@ -210,6 +218,7 @@ Status FlowSource::finish_close(Deadline deadline) {
     if (Status s = drain(brief); s != Status::kOk && s != Status::kTimeout) return s;
   }
   closed_ = true;
+  fast_open_ = false;
   counters::set_state(stats_, counters::State::kEnded);
   return Status::kOk;
 }

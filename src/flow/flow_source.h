@@ -81,6 +81,7 @@ class FlowSource : public SourceCore, protected FailureState {
     return ofi_ != nullptr && closed_ && failed_ == Status::kOk && transfers_busy();
   }
   void arm_driven(WaitSet& set) override;
+  void wake_target(uint32_t t) override;
   void count_wait(std::chrono::nanoseconds waited) override {
     counters::add(stats_->credit_waits, 1);
     counters::add(stats_->credit_wait_ns, static_cast<uint64_t>(waited.count()));
@@ -99,16 +100,9 @@ class FlowSource : public SourceCore, protected FailureState {
   // that this source ends without END. Then closes (or abandons) the endpoint.
   void retire();
 
-  struct Out {
-    uint64_t posted =
-        0;  // ofi: segments handed to the provider; [posted, k) are published, not yet sent
-    uint64_t k = 0;             // ring index of the segment being filled, or the next to claim
-    uint64_t limit = 0;         // k may be claimed while k < limit (consumed + S, cached)
-    std::byte* base = nullptr;  // payload of the segment being filled
-    bool filling = false;
-    bool ended = false;
-    bool dropped = false;  // replicate flows: the target was lost; the others go on
-  };
+  // A target's ring as this source fills it (flow_cores.h: the inline
+  // Latency push shares it).
+  using Out = OutRing;
 
   // Target t is gone: true if the source goes on without it (and from now
   // on leaves it out), false if that fails the source. After a transport
@@ -378,6 +372,9 @@ class ShuffleSource final : public FlowSource {
  private:
   // Records routed to a lost target cannot be delivered: never dropped.
   bool drop_if_lost(uint32_t, bool) override { return false; }
+
+  // Counts what the inline Latency push published towards target t.
+  void count_fast(uint32_t t);
 };
 
 // Replicate flows: every record goes to every target. One lane per shm

@@ -1,20 +1,57 @@
 // ShuffleSource: each record goes to the one target it is routed to, so
 // every target's segment fills, publishes and claims on its own, and a lost
 // target fails the source (what was routed to it cannot be delivered).
+#include <bit>
+#include <cstddef>
+
 #include "common/log.h"
 #include "flow/flow_source.h"
 
 namespace sluice::detail {
 
+// The inline Latency path (flow_cores.h) writes and reads layout.h's footer.
+static_assert(offsetof(layout::Footer, bytes_used) == 0 && offsetof(layout::Footer, flags) == 4 &&
+              offsetof(layout::Footer, seq) == kFastFooterSeqOffset);
+static_assert(layout::kConsumable == kFastConsumable);
+static_assert(std::endian::native == std::endian::little,
+              "the fast path packs the footer's first word");
+
 ShuffleSource::ShuffleSource(const FlowContext* ctx, uint32_t index, std::vector<OutRingRef> rings,
                              std::unique_ptr<OfiSource> ofi)
-    : FlowSource(ctx, index, std::move(rings), std::move(ofi)) {}
+    : FlowSource(ctx, index, std::move(rings), std::move(ofi)) {
+  // The inline Latency push (flow_cores.h) covers the local rings of a flow
+  // with one record size: each of its segments is one record, footer only.
+  const uint32_t S = ctx->ring_segments;
+  if (!latency_ || ctx->spec.record_size == 0 || prefix_ != 0 || (S & (S - 1)) != 0) return;
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    const OutRingRef& r = rings_[t];
+    if (r.remote) continue;
+    Out& o = out_[t];
+    o.fast = r.ring.segments;
+    o.target_waiting = &r.bell->waiting;
+    o.slot_mask = S - 1;
+    o.stride = r.ring.segment_stride;
+    o.footer = r.ring.payload_bytes();
+    fast_open_ = true;
+  }
+  fast_gate_ = &fast_open_;
+}
+
+// Counts what the inline push published towards target t since last time.
+void ShuffleSource::count_fast(uint32_t t) {
+  Out& o = out_[t];
+  if (o.fast_published == 0) return;
+  counters::add(stats_->segments, o.fast_published);
+  counters::add(stats_->bytes, o.fast_published * ctx_->spec.record_size);
+  o.fast_published = 0;
+}
 
 ShuffleSource::~ShuffleSource() { retire(); }
 
 Status ShuffleSource::reserve(uint32_t t, size_t bytes, Deadline deadline, bool try_only) {
   if (Status s = admit(bytes); s != Status::kOk) return s;
   Out& o = out_[t];
+  count_fast(t);
   if (o.filling) {
     const uint32_t used = used_bytes(t);
     if (used == 0) return Status::kOk;  // an empty segment always fits one record
@@ -48,6 +85,7 @@ Status ShuffleSource::flush(Deadline deadline) {
   if (closed_) return Status::kOk;
   for (uint32_t t = 0; t < num_targets_; ++t) {
     Out& o = out_[t];
+    count_fast(t);
     if (o.filling && used_bytes(t) != 0) {
       if (Status s = publish_segment(t, used_bytes(t), 0, deadline); s != Status::kOk) return s;
     }
@@ -63,8 +101,10 @@ Status ShuffleSource::close(Deadline deadline) {
   if (closed_) return Status::kOk;
   counters::set_state(stats_, counters::State::kClosing);
   Status first = Status::kOk;
+  fast_open_ = false;  // what is left goes through the slow path
   for (uint32_t t = 0; t < num_targets_; ++t) {
     Out& o = out_[t];
+    count_fast(t);
     if (o.ended) continue;
     if (!o.filling) {
       Status s = acquire(t, deadline, deadline == Deadline::min());

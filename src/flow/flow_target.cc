@@ -76,11 +76,31 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
     for (const Completion& c : ofi_->backlog) handle(c);
     ofi_->backlog.clear();
   }
+  // The inline Latency consume (flow_cores.h) covers a flow whose rings
+  // are all local, unordered, with one record size: each segment it takes
+  // is one record, proved well formed by its footer alone.
+  const FlowSpec& spec = ctx->spec;
+  if (!has_remote_ && spec.optimize == Optimize::kLatency && spec.record_size != 0 &&
+      prefix_ == 0 && (S & (S - 1)) == 0 && !in_.empty()) {
+    fast_in_.resize(in_.size());
+    for (size_t s = 0; s < in_.size(); ++s) {
+      fast_in_[s].segments = in_[s].ring.segments;
+      fast_in_[s].slot_mask = S - 1;
+      fast_in_[s].stride = in_[s].ring.segment_stride;
+      fast_in_[s].footer = in_[s].ring.payload_bytes();
+    }
+    fast_ = fast_in_.data();
+    fast_n_ = static_cast<uint32_t>(in_.size());
+    fast_credit_batch_ = credit_batch_;
+    fast_spin_ = ctx->spin_iterations;
+    fast_word_ = uint64_t{spec.record_size} | uint64_t{layout::kConsumable} << 32;
+  }
 }
 
 FlowTarget::~FlowTarget() { counters::release(stats_); }
 
 void FlowTarget::retire() {
+  absorb_fast();
   // Destroyed before every source's END: tell those sources, so that a
   // source waiting for our credit (or a replicate fan-out waiting on us)
   // reports us lost instead of waiting for the rank to exit.
@@ -101,6 +121,68 @@ void FlowTarget::retire() {
 }
 
 Status FlowTarget::next(Deadline deadline, SegmentView* out) {
+  if (fast_ == nullptr) return next_slow(deadline, out);
+  absorb_fast();
+  const Status s = next_slow(deadline, out);
+  fast_spun_ = false;
+  export_fast();
+  return s;
+}
+
+// Takes over the fast path's position in every ring, and the segment it
+// handed out (released by next_slow as its own).
+void FlowTarget::absorb_fast() {
+  if (fast_ == nullptr) return;
+  for (uint32_t s = 0; s < fast_n_; ++s) {
+    count_fast(s);
+    In& in = in_[s];
+    in.k = fast_[s].k;
+    in.released = fast_[s].released;
+    in.published = fast_[s].published;
+  }
+  if (fast_held_ >= 0) {
+    held_ = fast_held_;
+    held_slot_ = static_cast<uint32_t>((in_[held_].k - 1) % ctx_->ring_segments);
+    fast_held_ = -1;
+  }
+}
+
+// Hands the position in every ring back to the fast path, with the segment
+// next_slow handed out (the fast path releases it as its own).
+void FlowTarget::export_fast() {
+  for (uint32_t s = 0; s < fast_n_; ++s) {
+    In& in = in_[s];
+    fast_[s].k = in.k;
+    fast_[s].released = in.released;
+    fast_[s].published = in.published;
+    in.counted = in.k;
+  }
+  if (held_ >= 0) {
+    fast_held_ = held_;
+    held_ = -1;
+  }
+}
+
+void FlowTarget::count_fast(uint32_t s) {
+  In& in = in_[s];
+  const uint64_t taken = fast_[s].k - in.counted;
+  if (taken == 0) return;
+  counters::add(stats_->segments, taken);
+  counters::add(stats_->bytes, taken * ctx_->spec.record_size);
+  counters::heard(stats_, s, false, taken);
+  in.counted = fast_[s].k;
+}
+
+void FlowTarget::return_credit_fast(uint32_t s) {
+  In& in = in_[s];
+  count_fast(s);
+  in.released = fast_[s].released;
+  in.published = fast_[s].published;
+  publish_credit(in);
+  fast_[s].published = in.published;
+}
+
+Status FlowTarget::next_slow(Deadline deadline, SegmentView* out) {
   if (failed_ != Status::kOk) return failed_;
   if (held_ >= 0) {
     release(in_[static_cast<size_t>(held_)], held_slot_);
@@ -276,7 +358,8 @@ Status FlowTarget::wait(Deadline deadline, SegmentView* out) {
       return Status::kTimeout;
     }
   }
-  for (uint32_t i = 0;; ++i) {
+  // The inline fast path spun already (next_fast): go on from there.
+  for (uint32_t i = fast_spun_ ? ctx_->spin_iterations : 0;; ++i) {
     if (has_remote_ && (i % kSpinProgressEvery == 0 || i >= ctx_->spin_iterations)) {
       if (Status s = progress(); s != Status::kOk) return s;
     }

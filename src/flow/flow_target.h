@@ -49,6 +49,7 @@ class FlowTarget : public TargetCore, protected FailureState {
   ~FlowTarget() override;
 
   Status next(Deadline deadline, SegmentView* out) override;
+  void return_credit_fast(uint32_t s) override;
 
   const std::string& error() const override { return error_; }
   std::optional<LostPeer> lost_peer() const override { return FailureState::lost_peer(ctx_); }
@@ -107,6 +108,7 @@ class FlowTarget : public TargetCore, protected FailureState {
     uint64_t published = 0;  // `released` as last told to the source
     uint64_t arrived = 0;    // remote: segments whose transfer completed here
     uint64_t end_seq = 0;    // remote: the END segment's seq (its count), once it arrived
+    uint64_t counted = 0;    // fast path: `k` when the counters last caught up
     bool ended = false;
     bool confirmed = false;  // remote: END and all before it arrived, and we said so
     bool remote = false;
@@ -171,6 +173,14 @@ class FlowTarget : public TargetCore, protected FailureState {
 
   std::string corrupt(uint32_t s, uint64_t k, const char* problem) const;
 
+  // next() without the Latency fast path, which it takes over before and
+  // hands back after (absorb_fast, export_fast).
+  Status next_slow(Deadline deadline, SegmentView* out);
+  void absorb_fast();
+  void export_fast();
+  // Counts the segments the fast path took from ring s.
+  void count_fast(uint32_t s);
+
   // Checks a footer and payload written by another process before anything
   // is handed to the user: a corrupt segment must never cause an overrun.
   Status check_segment(uint32_t s, uint64_t k, uint32_t used, uint32_t flags,
@@ -232,6 +242,7 @@ class FlowTarget : public TargetCore, protected FailureState {
   CompletionReader cq_;
   std::unique_ptr<OfiRing> wire_;  // how segments and credit cross the endpoint
   bool by_message_ = false;        // wire_->by_message(), read on every scan
+  std::vector<FastIn> fast_in_;    // TargetCore::fast_, when the fast path is on
   // Declared last, so destroyed first (retire() closes it even earlier):
   // closing the endpoint may still touch the contexts (recv_ops_,
   // credit_ops_) of operations in flight.
@@ -252,8 +263,6 @@ class UnorderedTarget final : public FlowTarget {
   Status end_of_flow() override { return Status::kEndOfFlow; }
   bool go_on_without(uint32_t, std::string_view) override { return false; }
   Status check_stalled() override { return Status::kTimeout; }
-
-  uint32_t next_ = 0;  // the ring the next scan starts at
 };
 
 // Ordered replicate flows: every target hands segments out in the order of

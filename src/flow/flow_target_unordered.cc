@@ -14,7 +14,7 @@ UnorderedTarget::~UnorderedTarget() { retire(); }
 Status UnorderedTarget::scan(SegmentView* out) {
   const auto n = static_cast<uint32_t>(in_.size());
   for (uint32_t i = 0; i < n; ++i) {
-    uint32_t s = next_ + i;
+    uint32_t s = turn_ + i;
     if (s >= n) s -= n;
     Head h;
     if (Status st = head(s, &h); st != Status::kOk) {
@@ -28,7 +28,7 @@ Status UnorderedTarget::scan(SegmentView* out) {
       continue;
     }
     hold(s, h.slot);
-    next_ = s + 1 == n ? 0 : s + 1;
+    turn_ = s + 1 == n ? 0 : s + 1;
     *out = SegmentView{h.data, h.used, s};
     return Status::kOk;
   }

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
+#include "flow/endpoint_counters.h"
 #include "sluice/flow.h"
 #include "sluice/hash.h"
 #include "support/local_flow.h"
@@ -117,6 +119,62 @@ TEST(RingConcurrentTest, LatencyModeOneRecordPerSegment) {
   auto spec = shuffle<Rec>("lat");
   spec.optimize(Optimize::kLatency);
   run_shuffle(spec, 2, 2, 50'000 / kScale);
+}
+
+// Round trips between two threads through two Latency-mode flows with no
+// spinning: a consume that finds nothing yields, then parks on the
+// doorbell, and the inline push must wake it (its exchange against the
+// parking fence). The echo pauses now and then so that parking happens. A
+// lost wake-up shows as a stall of a park slice; every record must still
+// come back once, in order.
+TEST(RingConcurrentTest, LatencyRoundTripsWakeParkedConsumers) {
+  auto ping = shuffle<Rec>("ping")
+                  .sources(testing::slots(1))
+                  .targets(testing::slots(1, 1))
+                  .optimize(Optimize::kLatency);
+  auto pong = shuffle<Rec>("pong")
+                  .sources(testing::slots(1, 1))
+                  .targets(testing::slots(1))
+                  .optimize(Optimize::kLatency);
+  testing::LocalFlow there(ping.spec(), nullptr, /*spin=*/0),
+      back(pong.spec(), nullptr, /*spin=*/0);
+  const uint64_t n = 20'000 / kScale;
+  std::string echo_error;
+  std::thread echo([&, in = there.target<Rec>(0), out = back.source<Rec>(0)]() mutable {
+    while (auto b = in.consume()) {
+      for (const Rec& r : *b) {
+        // Now and then long enough for the other side to stop yielding and park.
+        if (r.key % 200 == 199) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        if (out.push(Rec{r.key, r.value + 1}) != Status::kOk) echo_error = out.error();
+      }
+    }
+    if (in.status() != Status::kEndOfFlow) echo_error = in.error();
+    if (out.close() != Status::kOk) echo_error = out.error();
+  });
+  auto out = there.source<Rec>(0);
+  auto in = back.target<Rec>(0);
+  uint64_t wrong = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(out.push(Rec{i, 2 * i}), Status::kOk);
+    auto b = in.consume();
+    ASSERT_TRUE(b) << in.error();
+    ASSERT_EQ(b->size(), 1u);
+    wrong += (*b)[0].key != i || (*b)[0].value != 2 * i + 1;
+  }
+  ASSERT_EQ(out.close(), Status::kOk);
+  EXPECT_FALSE(in.consume());
+  EXPECT_EQ(in.status(), Status::kEndOfFlow);
+  echo.join();
+  EXPECT_EQ(echo_error, "");
+  EXPECT_EQ(wrong, 0u);
+  uint64_t parks = 0;
+  for (const detail::counters::Reading& r : detail::counters::snapshot(0)) {
+    if ((r.flow == "ping" || r.flow == "pong") && r.role == detail::counters::Role::kTarget)
+      parks += r.parks;
+  }
+  std::printf("targets parked %llu times in %llu round trips\n",
+              static_cast<unsigned long long>(parks), static_cast<unsigned long long>(n));
+  EXPECT_GT(parks, 0u) << "the pauses should have made the initiator park";
 }
 
 TEST(RingConcurrentTest, VariableLengthRecordsSurviveConcurrentWrapAround) {

@@ -11,6 +11,7 @@
 // lanes_ and fan_ point into memory the core owns, valid as long as it lives.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -67,6 +68,65 @@ inline constexpr size_t kRecordHeaderBytes = 4;
 inline constexpr size_t record_stride(size_t n) {
   return (kRecordHeaderBytes + n + 7) & ~size_t{7};
 }
+
+// The Latency-mode fast path over shared memory. A Latency-mode flow puts
+// every record in a segment of its own, so a round trip is two
+// publications and two detections. Over a local ring of a flow with one
+// record size, the inline push writes the record, its footer and the
+// publication word itself, and the inline consume polls that word and
+// hands the record out, each without a call (the bound they are held to
+// is two processes bouncing one record; see docs/benchmarks.md). What the
+// fast path does not cover (credit, a segment that is not exactly one
+// record, END, waiting, failures) goes to the cores' slow paths, which
+// read and write the same state. The footer is layout.h's: u32
+// bytes_used | u32 flags | u64 seq at payload_bytes into the segment
+// (src/flow/layout.h checks these constants against it).
+inline constexpr uint32_t kFastFooterSeqOffset = 8;
+inline constexpr uint32_t kFastConsumable = 1;  // layout::kConsumable
+
+inline void fast_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// What a source knows of one target's ring: the segment it fills or
+// claims next and its cached credit, shared by the inline push and the
+// source's slow path (FlowSource::Out is this struct).
+struct OutRing {
+  uint64_t posted =
+      0;           // ofi: segments handed to the provider; [posted, k) are published, not yet sent
+  uint64_t k = 0;  // ring index of the segment being filled, or the next to claim
+  uint64_t limit = 0;         // k may be claimed while k < limit (consumed + S, cached)
+  std::byte* base = nullptr;  // payload of the segment being filled
+  bool filling = false;
+  bool ended = false;
+  bool dropped = false;  // replicate flows: the target was lost; the others go on
+  // Latency fast path (shuffle flows, local ring): segment 0's payload, or
+  // null where the fast path is off. slot_mask = S - 1 (S a power of two);
+  // footer = payload bytes, where the footer starts in a segment.
+  std::byte* fast = nullptr;
+  const std::atomic<uint32_t>* target_waiting = nullptr;  // the doorbell's `waiting`
+  uint64_t fast_published = 0;  // segments the fast path published, not yet counted
+  uint32_t slot_mask = 0;
+  uint32_t stride = 0;
+  uint32_t footer = 0;
+};
+
+// What a target knows of one source's ring on the fast path: the inline
+// consume's copy of the target's position in it (the slow path takes it
+// over on every call and hands it back).
+struct FastIn {
+  const std::byte* segments = nullptr;  // segment 0's payload
+  uint64_t k = 0;                       // next segment to read
+  uint64_t released = 0;                // segments finished with
+  uint64_t published = 0;               // `released` as last told to the source
+  uint32_t slot_mask = 0;
+  uint32_t stride = 0;
+  uint32_t footer = 0;
+};
 
 // What a parked Worker (worker.h) waits on, and the sources it drives
 // between the calls that name them; defined in src/flow/wait_set.h.
@@ -131,6 +191,9 @@ class SourceCore : public Waitable {
   // A Worker waited `waited` for this source's push, flush or close (its
   // own blocking calls count their waits themselves).
   virtual void count_wait(std::chrono::nanoseconds /*waited*/) {}
+  // The fast path published to target t, whose target announced that it
+  // parks: wake it.
+  virtual void wake_target(uint32_t /*t*/) {}
   bool drivable_ = false;            // set by the transport: may need driving
   DrivenSources* driver_ = nullptr;  // the Worker's list this source is on
 
@@ -165,6 +228,10 @@ class SourceCore : public Waitable {
   uint32_t key_offset_ = 0;
   uint32_t key_size_ = 0;
   bool latency_ = false;
+  // The Latency fast path may run: out_rings_ is set, and the source has
+  // neither failed nor closed (each ring's `fast` says whether it takes part).
+  bool fast_open_ = false;
+  OutRing* out_rings_ = nullptr;  // [target]
   RouteFn route_fn_;
   // Replicate flows: every record is copied into lanes_[fan_[0..num_fan_)],
   // which all fill in lockstep (one lane per shm target, one shared staging
@@ -192,6 +259,35 @@ inline Status replicate_write(SourceCore* c, size_t stride, Deadline deadline, b
   if (c->latency_) [[unlikely]]
     return c->publish(SourceCore::kAllTargets, deadline, try_only);
   return Status::kOk;
+}
+
+// The inline push of one record of N bytes in Latency mode: writes it into
+// target t's ring as a segment of its own and publishes it, if the fast
+// path covers that ring and it has credit. False: nothing was written, the
+// slow path must push it.
+template <size_t N>
+[[gnu::always_inline]] inline bool push_fast(SourceCore* c, uint32_t t, const void* rec) {
+  if (!c->fast_open_) return false;
+  OutRing& o = c->out_rings_[t];
+  if (o.fast == nullptr || o.k >= o.limit) return false;
+  std::byte* seg = o.fast + (o.k & o.slot_mask) * o.stride;
+  std::memcpy(seg, rec, N);
+  std::byte* foot = seg + o.footer;
+  const uint64_t word = uint64_t{N} | uint64_t{kFastConsumable} << 32;  // bytes_used, flags
+  std::memcpy(foot, &word, sizeof(word));
+  ++o.k;
+  ++o.fast_published;
+  // The publication (layout.h): the record and the footer are visible no
+  // later than seq. Sequentially consistent, as are the load of `waiting`
+  // and the parking target's fence between its store of `waiting` and its
+  // last look at seq (shm_ring.h): one of the two sees the other's store,
+  // so no wake-up is lost. On x86 this is one locked exchange, cheaper
+  // than a release store and a fence.
+  reinterpret_cast<std::atomic<uint64_t>*>(foot + kFastFooterSeqOffset)
+      ->store(o.k, std::memory_order_seq_cst);
+  if (o.target_waiting->load(std::memory_order_seq_cst) != 0) [[unlikely]]
+    c->wake_target(t);
+  return true;
 }
 
 // The most targets a run push keeps its lanes for in registers and on the
@@ -313,12 +409,79 @@ class TargetCore : public Waitable {
   // Releases the previous segment and returns the next one with records.
   // kOk: *out is set. kEndOfFlow / kTimeout / kPeerLost otherwise.
   virtual Status next(Deadline deadline, SegmentView* out) = 0;
+  // The fast path released enough of ring s to hand credit back.
+  virtual void return_credit_fast(uint32_t /*s*/) {}
+
+  // The Latency fast path (next_fast): set by a target whose rings are all
+  // local, of an unordered flow with one record size; null otherwise.
+  FastIn* fast_ = nullptr;  // [source]
+  uint32_t fast_n_ = 0;     // sources
+  uint32_t turn_ = 0;       // the ring the next scan starts at (fairness)
+  int32_t fast_held_ = -1;  // the ring whose segment k - 1 is handed out, or -1
+  uint32_t fast_credit_batch_ = 1;
+  uint32_t fast_spin_ = 0;  // polls before the slow path waits
+  bool fast_spun_ = false;  // the inline path spun already: the slow path need not
+  uint64_t fast_word_ = 0;  // the footer's first word of a one-record segment
   virtual const std::string& error() const = 0;
   // After kPeerLost: the peer it is about, if one is known.
   virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
   // After kGap: the sequence number that never arrived.
   virtual uint64_t gap() const { return 0; }
 };
+
+// One pass of the fast path over the rings, from turn_: takes the first
+// segment that holds exactly one record (its footer alone proves it well
+// formed): kFastTaken. kFastNone if none is published yet; kFastSlow if the
+// one at a head needs the slow path (END, empty, anything else).
+enum FastTake { kFastNone, kFastTaken, kFastSlow };
+[[gnu::always_inline]] inline FastTake take_fast(TargetCore* c, SegmentView* out) {
+  const uint32_t n = c->fast_n_;
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t s = c->turn_ + i;
+    if (s >= n) s -= n;
+    FastIn& r = c->fast_[s];
+    const std::byte* seg = r.segments + (r.k & r.slot_mask) * r.stride;
+    const std::byte* foot = seg + r.footer;
+    // Acquire: pairs with the source's release store of seq (layout.h).
+    if (reinterpret_cast<const std::atomic<uint64_t>*>(foot + kFastFooterSeqOffset)
+            ->load(std::memory_order_acquire) != r.k + 1)
+      continue;
+    uint64_t word;
+    std::memcpy(&word, foot, sizeof(word));
+    if (word != c->fast_word_) return kFastSlow;
+    ++r.k;
+    c->fast_held_ = static_cast<int32_t>(s);
+    c->turn_ = s + 1 == n ? 0 : s + 1;
+    *out = SegmentView{seg, static_cast<uint32_t>(word), s, 0};
+    return kFastTaken;
+  }
+  return kFastNone;
+}
+
+// TargetCore::next() through the fast path: releases the segment it handed
+// out, takes a published one-record segment, and (unless `deadline` has
+// passed, as for try_consume) polls the rings for a while; whatever else
+// happens is the slow path's.
+inline Status next_fast(TargetCore* c, Deadline deadline, SegmentView* out) {
+  if (c->fast_held_ >= 0) {
+    FastIn& r = c->fast_[c->fast_held_];
+    c->fast_held_ = -1;
+    if (++r.released - r.published >= c->fast_credit_batch_) [[unlikely]]
+      c->return_credit_fast(static_cast<uint32_t>(&r - c->fast_));
+  }
+  FastTake got = take_fast(c, out);
+  if (got == kFastTaken) return Status::kOk;
+  if (got == kFastNone && deadline != Deadline::min()) {
+    for (uint32_t i = 0; i < c->fast_spin_; ++i) {
+      fast_relax();
+      got = take_fast(c, out);
+      if (got == kFastTaken) return Status::kOk;
+      if (got == kFastSlow) break;
+    }
+    c->fast_spun_ = got == kFastNone;
+  }
+  return c->next(deadline, out);
+}
 
 // True if [data, data+bytes) is a well-formed sequence of byte records (every
 // length fits in what is left). Targets check every segment before handing
