@@ -197,11 +197,18 @@ void ClusterImpl::declare(const FlowSpec& spec) {
         fs->pair_remote[size_t{s} * nt + t] = transport_between(sr, tr, "flow '" + spec.name + "'") == Transport::kOfi;
       }
     }
-    // Spinning only pays when every busy thread has a CPU of its own.
+    // Spinning only pays when every busy thread has a CPU of its own. A
+    // Bandwidth flow leaves one CPU over for everything else (control
+    // threads, the kernel); a Latency flow asked for the shortest round
+    // trip, and a consumer that yields or parks on a miss adds a system
+    // call to every one: it spins as long as each busy thread has a CPU.
     const uint64_t cpus = std::max(1u, std::thread::hardware_concurrency());
-    fs->ctx.spin_iterations = options.spin_iterations >= 0 ? static_cast<uint32_t>(options.spin_iterations)
-                              : uint64_t{ranks_here} * options.threads_per_rank < cpus ? 4000u
-                                                                                       : 0u;
+    const uint64_t busy = uint64_t{ranks_here} * options.threads_per_rank;
+    const bool spin = spec.optimize == Optimize::kLatency ? busy <= cpus : busy < cpus;
+    fs->ctx.spin_iterations = options.spin_iterations >= 0
+                                  ? static_cast<uint32_t>(options.spin_iterations)
+                              : spin ? 4000u
+                                     : 0u;
 
     std::map<uint32_t, std::vector<uint32_t>> targets_by_rank;
     fs->local_index.resize(nt);

@@ -103,8 +103,9 @@ struct ClusterOptions {
   // Busy-wait iterations before a blocked push/consume yields and then parks.
   // SLUICE_SPIN: 0..2^30, or "auto". Default -1 (auto): 4000 (a few
   // microseconds) when this host's ranks of the flow times threads_per_rank
-  // is less than its CPUs, else 0 (spinning would only steal the CPU from
-  // the peer being waited for).
+  // is less than its CPUs (for an Optimize::kLatency flow: at most its
+  // CPUs), else 0 (spinning would only steal the CPU from the peer being
+  // waited for).
   int64_t spin_iterations = -1;
   // How many threads of each rank push or consume at once (worker threads):
   // only the automatic spin budget uses it. No variable. 1..65536; default 1.

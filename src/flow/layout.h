@@ -10,16 +10,18 @@
 //
 //   0            RegionHeader      magic, version, geometry (below)
 //   64           Doorbell[L]       one line per local target endpoint
-//   64 + 64*L    Ring[L][NS]       ring (lt, s) at rings_offset + (lt*NS + s) * ring_stride
+//   round_up(64 + 64*L, 128)
+//                Ring[L][NS]       ring (lt, s) at rings_offset + (lt*NS + s) * ring_stride
 //
-// Ring (ring_stride = 192 + S * segment_stride):
+// Ring (ring_stride = 256 + S * segment_stride):
 //
 //   0    line 0, written by the target:  u64 consumed | u32 credit_seq | u32 target_aborted | pad
 //   64   line 1, written by the source:  u32 source_waiting | u32 source_aborted | pad
 //   128  line 2, constant after setup:   u64 magic | u32 source | u32 target | u32 S | u32 stride
-//   192  Segment[S]
+//   192  line 3, padding
+//   256  Segment[S]
 //
-// Segment (segment_stride = round_up(payload + 16, 64)):
+// Segment (segment_stride = round_up(payload + 16, 128)):
 //
 //   0                   payload: records, packed from offset 0
 //   stride - 16         footer:  u32 bytes_used | u32 flags | u64 seq
@@ -52,8 +54,14 @@ namespace sluice::detail::layout {
 
 inline constexpr uint64_t kRegionMagic = 0x474552454349554CULL;  // "LUICEREG" little-endian
 inline constexpr uint64_t kRingMagic = 0x474E495245434955ULL;    // "UICERING"
-inline constexpr uint32_t kLayoutVersion = 2;
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr size_t kLine = 64;
+// Segments and ring headers start on 128-byte boundaries, and strides are
+// multiples of 128: x86 cores fetch lines in aligned pairs (the spatial
+// prefetcher), and a pair must not hold the footer of one segment and the
+// payload of the next, or a target reading one segment pulls in the line
+// its source is about to write.
+inline constexpr size_t kPair = 2 * kLine;
 inline constexpr size_t kFooterBytes = 16;
 
 // Footer flags.
@@ -98,8 +106,10 @@ struct RingHeader {
   uint32_t target;                // index into the flow's targets
   uint32_t ring_segments;
   uint32_t segment_stride;
+  // Line 3: padding, so that segment 0 starts on a pair (kPair).
+  alignas(kLine) uint8_t pad[kLine];
 };
-static_assert(sizeof(RingHeader) == 3 * kLine);
+static_assert(sizeof(RingHeader) == 4 * kLine);
 static_assert(offsetof(RingHeader, consumed) == 0);
 static_assert(offsetof(RingHeader, target_aborted) == 12);
 static_assert(offsetof(RingHeader, source_waiting) == kLine);
@@ -135,13 +145,14 @@ struct Geometry {
     g.local_targets = local_targets;
     g.sources = sources;
     g.ring_segments = ring_segments;
-    const uint64_t stride = round_up(uint64_t{payload_bytes} + kFooterBytes, kLine);
+    const uint64_t stride = round_up(uint64_t{payload_bytes} + kFooterBytes, kPair);
     if (stride > UINT32_MAX) {
       g.total_bytes = kTooLarge;
       return g;
     }
     g.segment_stride = static_cast<uint32_t>(stride);
-    g.rings_offset = sizeof(RegionHeader) + uint64_t{local_targets} * sizeof(Doorbell);
+    g.rings_offset =
+        round_up(sizeof(RegionHeader) + uint64_t{local_targets} * sizeof(Doorbell), kPair);
     uint64_t ring = 0, rings = 0, total = 0;
     if (__builtin_mul_overflow(uint64_t{ring_segments}, stride, &ring) ||
         __builtin_add_overflow(ring, uint64_t{sizeof(RingHeader)}, &g.ring_stride) ||
