@@ -54,6 +54,7 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
     cq_.enable_reordering(ofi_->ep->test_unordered());
     wire_ = make_ofi_ring(*ofi_->ep);
     coalesce_ = wire_->max_segments_per_send(rings_[0].ring.segment_stride, S);
+    post_batch_ = coalesce_;
     ops_ = std::vector<Op>(rings_.size() * S);
     credit_ops_ = std::vector<Op>(rings_.size());
     abort_ops_ = std::vector<Op>(rings_.size() + 1);

@@ -161,6 +161,15 @@ class FlowSource : public SourceCore, protected FailureState {
     lane(t).cur = lane(t).end = nullptr;
   }
 
+  // Ordered replicate flows whose every target is remote number their
+  // segments when they are handed to the provider, a run at a time
+  // (ReplicateSource::number_pending); post_pending then posts them
+  // whatever its deadline, as a number taken must reach every target.
+  virtual Status number_pending() { return Status::kOk; }
+  bool numbers_on_post_ = false;
+  // ofi: how many published full segments wait to go together (post_if_due).
+  uint32_t post_batch_ = 1;
+
   // Segments published because they are full (from reserve) wait for a
   // few more to go in one write; flush() posts what waits, and END and
   // Latency-mode segments go at once.
@@ -380,6 +389,11 @@ class ShuffleSource final : public FlowSource {
   bool drop_if_lost(uint32_t, bool) override { return false; }
 };
 
+// Ordered replicate flows over ofi: full segments wait in the staging ring
+// until this many (or half the ring) are published, so that one
+// fetch-and-add numbers them all (ReplicateSource::number_pending).
+inline constexpr uint32_t kNumberRun = 8;
+
 // Replicate flows: every record goes to every target. One lane per shm
 // target (records go straight into its ring), and one staging lane shared by
 // every ofi target: each segment is written once and moved to each of them
@@ -427,12 +441,21 @@ class ReplicateSource final : public FlowSource {
   // bytes), then hands the ofi ones to the provider.
   Status publish_all(uint32_t used, uint32_t flags, Deadline deadline, bool try_only);
 
+  // Takes `count` sequence numbers (the first in *first) with one
+  // fetch-and-add; a failure fails the source for good.
+  Status take_numbers(uint64_t count, uint64_t* first);
+
+  // Ordered, every target remote: gives the published segments not yet
+  // numbered their sequence numbers, with one fetch-and-add for the run.
+  Status number_pending() override;
+
   std::vector<uint32_t> fan_store_;       // the lanes every record is copied to (SourceCore::fan_)
   std::unique_ptr<Sequencer> sequencer_;  // ordered flows only
   std::string dropped_;                   // targets lost and left out
   // Test hook (common/test_hooks.h): 0 in the installed library.
   uint64_t die_after_sequence_ = 0;  // exit after taking this many sequence numbers
   uint64_t sequences_taken_ = 0;
+  uint64_t numbered_ = 0;  // number_pending: ring index up to which segments are numbered
 };
 
 }  // namespace sluice::detail
