@@ -39,6 +39,7 @@ struct Args {
   uint64_t ops = 1000;
   uint64_t rounds = 1000;
   uint64_t gap_ms = 3000;
+  uint64_t flush_every = 97;  // records between a source's flushes; 0: never
   int signal = 0;
 };
 
@@ -54,6 +55,7 @@ Args parse(int argc, char** argv) {
       .value("--ops", &a.ops)
       .value("--rounds", &a.rounds)
       .value("--gap-ms", &a.gap_ms)
+      .value("--flush-every", &a.flush_every)
       .value("--signal", &a.signal)
       .parse();
   return a;
@@ -94,7 +96,8 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
         return;
       }
       // Small batches, so sources interleave in the global order.
-      if (i % 97 == 96 && out.flush() != sluice::Status::kOk) {
+      if (a.flush_every != 0 && i % a.flush_every == a.flush_every - 1 &&
+          out.flush() != sluice::Status::kOk) {
         source_error = out.error();
         return;
       }
@@ -103,7 +106,7 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
   });
   // (A failed source reports at once: its target may still be waiting for others.)
   std::vector<uint64_t> next(n, 0);
-  uint64_t count = 0, sum = 0, order = 0, order_survivors = 0, last_seq = 0;
+  uint64_t count = 0, sum = 0, order = 0, order_survivors = 0, last_seq = 0, batches = 0;
   bool first = true;
   std::string gaps, problem;
   for (;;) {
@@ -119,6 +122,7 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
       if (!first && in.last_sequence() <= last_seq) problem = "sequence numbers went backwards";
       last_seq = in.last_sequence();
       first = false;
+      ++batches;
     }
     for (const Rec& r : *batch) {
       if (r.source >= n) {
@@ -145,6 +149,12 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
               static_cast<unsigned long long>(count), static_cast<unsigned long long>(sum),
               static_cast<unsigned long long>(order), static_cast<unsigned long long>(order_survivors), gaps.c_str(),
               sluice::to_string(in.status()));
+  if (a.ordered) {
+    // Without gaps, the numbers handed out are exactly 0 .. batches - 1.
+    std::printf("SEQUENCES target=%u batches=%llu last=%llu\n", me,
+                static_cast<unsigned long long>(batches),
+                static_cast<unsigned long long>(last_seq));
+  }
   if (in.status() != sluice::Status::kEndOfFlow) std::printf("target (%u,1): %s\n", me, in.error().c_str());
   std::fflush(stdout);
   return 0;
