@@ -267,7 +267,10 @@ class FlowSource : public SourceCore, protected FailureState {
 
   std::string lost_targets() const;
 
-  bool has_credit(uint32_t t) {
+  // `drive`: over ofi, read the completion queue first when no credit is
+  // known (a system call on tcp, whose progress is manual): a spinning
+  // caller does so only now and then.
+  bool has_credit(uint32_t t, bool drive = true) {
     Out& o = out_[t];
     if (!rings_[t].remote) {
       if (o.k < o.limit) return true;
@@ -280,7 +283,7 @@ class FlowSource : public SourceCore, protected FailureState {
     const uint32_t S = ctx_->ring_segments;
     auto ready = [&] { return o.k < o.limit && !ops_[t * S + o.k % S].busy; };
     if (ready()) return true;
-    (void)progress();
+    if (drive) (void)progress();
     o.limit = credit_seen_[t] + S;
     note_fill(o);
     return ready();
