@@ -248,6 +248,14 @@ Status ReplicateSource::number_pending() {
     std::memcpy(ring.payload(j), &number, sizeof(number));
   }
   numbered_ = end;
+  // The whole run goes to every target now, not only to the one whose post
+  // numbered it: a source that then waits for credit from a slow target
+  // must not hold back numbers the others were shown by other sources, or
+  // they would declare them gaps. (post_pending numbers nothing more.)
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (!live(t) || out_[t].posted >= out_[t].k) continue;
+    if (Status s = post_pending(t, kForever, false); s != Status::kOk) return s;
+  }
   return Status::kOk;
 }
 
