@@ -392,11 +392,6 @@ class ShuffleSource final : public FlowSource {
   bool drop_if_lost(uint32_t, bool) override { return false; }
 };
 
-// Ordered replicate flows over ofi: full segments wait in the staging ring
-// until this many (or half the ring) are published, so that one
-// fetch-and-add numbers them all (ReplicateSource::number_pending).
-inline constexpr uint32_t kNumberRun = 8;
-
 // Replicate flows: every record goes to every target. One lane per shm
 // target (records go straight into its ring), and one staging lane shared by
 // every ofi target: each segment is written once and moved to each of them
