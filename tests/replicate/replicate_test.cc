@@ -130,6 +130,29 @@ TEST(ReplicateFlowTest, SourceDyingInsideANumberedRunIsAGapOnEveryTarget) {
   }
 }
 
+// Two clients in a closed loop over an ordered Latency flow (NOPaxos' shape,
+// docs/kv.md's stall): each pushes its next request only once all three
+// replicas answered the last, so a request that waited for its source's
+// next push would hang the job (it fails at the job timeout). The replicas
+// see every request once, in one order.
+TEST(ReplicateFlowTest, ClosedLoopOverAnOrderedLatencyFlowNeverWaitsForTheNextPush) {
+  auto r = run_job(5, {"--mode", "closed-loop", "--rounds", "1500", "--gap-ms", "30000"});
+  expect_clean(r);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const std::regex re(R"(LOOP replica=(\d+) count=(\d+) order=(\w+))");
+  std::set<std::string> orders;
+  size_t replicas = 0;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    ++replicas;
+    EXPECT_EQ(std::stoull((*it)[2]), 2u * 1500) << r.output;
+    orders.insert((*it)[3]);
+  }
+  EXPECT_EQ(replicas, 3u) << r.output;
+  EXPECT_EQ(orders.size(), 1u) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "LOOP client="), 2) << r.output;
+}
+
 TEST(ReplicateFlowTest, OrderedLatencyModeAgreesToo) {
   auto r = run_job(3, {"--tuples", "3000", "--ordered", "--latency"});
   expect_clean(r);
