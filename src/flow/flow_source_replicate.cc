@@ -221,6 +221,8 @@ Status ReplicateSource::take_numbers(uint64_t count, uint64_t* first) {
     return fail_for_good(ctx_->endpoint_name(true, index_) +
                          ": cannot take a sequence number: " + why);
   }
+  // The counters report numbers taken, not fetches.
+  if (count > 1) counters::add(stats_->ops, count - 1);
   if (die_after_sequence_ != 0 && sequences_taken_ < die_after_sequence_ &&
       sequences_taken_ + count >= die_after_sequence_) [[unlikely]] {
     log::warn(ctx_->endpoint_name(true, index_), ": test hook: dying after taking sequence number ",
