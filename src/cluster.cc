@@ -498,7 +498,9 @@ class RegionSequencer final : public Sequencer {
  public:
   RegionSequencer(std::unique_ptr<RegionAccess> counter, const control::PeerTable* peers, uint32_t owner)
       : counter_(std::move(counter)), peers_(peers), owner_(owner) {}
-  Status take(uint64_t* number, std::string* error) override { return op(1, number, error); }
+  Status take(uint64_t count, uint64_t* first, std::string* error) override {
+    return op(count, first, error);
+  }
   Status taken(uint64_t* count, std::string* error) override { return op(0, count, error); }
 
  private:

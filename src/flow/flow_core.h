@@ -162,8 +162,10 @@ inline constexpr uint64_t kTagHello = 4ULL << 60;
 class Sequencer {
  public:
   virtual ~Sequencer() = default;
-  // Takes the next sequence number (fetch-and-add 1). On failure *error says why.
-  virtual Status take(uint64_t* number, std::string* error) = 0;
+  // Takes the next `count` sequence numbers with one fetch-and-add (count):
+  // *first and the count - 1 after it are this caller's. On failure *error
+  // says why.
+  virtual Status take(uint64_t count, uint64_t* first, std::string* error) = 0;
   // How many numbers were taken so far.
   virtual Status taken(uint64_t* count, std::string* error) = 0;
 };

@@ -55,6 +55,7 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
     cq_.enable_reordering(ofi_->ep->test_unordered());
     wire_ = make_ofi_ring(*ofi_->ep);
     coalesce_ = wire_->max_segments_per_send(rings_[0].ring.segment_stride, S);
+    post_batch_ = coalesce_;
     ops_ = std::vector<Op>(rings_.size() * S);
     credit_ops_ = std::vector<Op>(rings_.size());
     abort_ops_ = std::vector<Op>(rings_.size() + 1);
@@ -283,7 +284,11 @@ Status FlowSource::wait_for_credit(uint32_t t, Deadline deadline) {
     }
   } timed{stats_};
   for (uint32_t i = 0;; ++i) {
-    if (has_credit(t)) return Status::kOk;
+    // While spinning, an ofi ring reads its completion queue every
+    // kSpinProgressEvery rounds only, as targets do: on tcp each read is a
+    // system call of the provider's progress even when the queue is empty.
+    const bool drive = !remote || i % kSpinProgressEvery == 0 || i >= ctx_->spin_iterations;
+    if (has_credit(t, drive)) return Status::kOk;
     if (failed_ != Status::kOk) return failed_;
     // Liveness before the deadline: a caller polling with a past deadline
     // (close(Clock::now()) in a loop) must see a lost target too.

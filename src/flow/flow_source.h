@@ -155,6 +155,15 @@ class FlowSource : public SourceCore, protected FailureState {
     lane(t).cur = lane(t).end = nullptr;
   }
 
+  // Ordered replicate flows whose every target is remote number their
+  // segments when they are handed to the provider, a run at a time
+  // (ReplicateSource::number_pending); post_pending then posts them
+  // whatever its deadline, as a number taken must reach every target.
+  virtual Status number_pending() { return Status::kOk; }
+  bool numbers_on_post_ = false;
+  // ofi: how many published full segments wait to go together (post_if_due).
+  uint32_t post_batch_ = 1;
+
   // Segments published because they are full (from reserve) wait for a
   // few more to go in one write; flush() posts what waits, and END and
   // Latency-mode segments go at once.
@@ -252,7 +261,10 @@ class FlowSource : public SourceCore, protected FailureState {
 
   std::string lost_targets() const;
 
-  bool has_credit(uint32_t t) {
+  // `drive`: over ofi, read the completion queue first when no credit is
+  // known (a system call on tcp, whose progress is manual): a spinning
+  // caller does so only now and then.
+  bool has_credit(uint32_t t, bool drive = true) {
     Out& o = out_[t];
     if (!rings_[t].remote) {
       if (o.k < o.limit) return true;
@@ -265,7 +277,7 @@ class FlowSource : public SourceCore, protected FailureState {
     const uint32_t S = ctx_->ring_segments;
     auto ready = [&] { return o.k < o.limit && !ops_[t * S + o.k % S].busy; };
     if (ready()) return true;
-    (void)progress();
+    if (drive) (void)progress();
     o.limit = credit_seen_[t] + S;
     note_fill(o);
     return ready();
@@ -424,12 +436,21 @@ class ReplicateSource final : public FlowSource {
   // bytes), then hands the ofi ones to the provider.
   Status publish_all(uint32_t used, uint32_t flags, Deadline deadline, bool try_only);
 
+  // Takes `count` sequence numbers (the first in *first) with one
+  // fetch-and-add; a failure fails the source for good.
+  Status take_numbers(uint64_t count, uint64_t* first);
+
+  // Ordered, every target remote: gives the published segments not yet
+  // numbered their sequence numbers, with one fetch-and-add for the run.
+  Status number_pending() override;
+
   std::vector<uint32_t> fan_store_;       // the lanes every record is copied to (SourceCore::fan_)
   std::unique_ptr<Sequencer> sequencer_;  // ordered flows only
   std::string dropped_;                   // targets lost and left out
   // Test hook (common/test_hooks.h): 0 in the installed library.
   uint64_t die_after_sequence_ = 0;  // exit after taking this many sequence numbers
   uint64_t sequences_taken_ = 0;
+  uint64_t numbered_ = 0;  // number_pending: ring index up to which segments are numbered
 };
 
 }  // namespace sluice::detail

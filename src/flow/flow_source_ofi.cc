@@ -18,7 +18,7 @@ namespace sluice::detail {
 Status FlowSource::post_if_due(uint32_t t, uint32_t flags, Deadline deadline, bool try_only) {
   Out& o = out_[t];
   const uint32_t S = ctx_->ring_segments;
-  if (latency_ || (flags & layout::kEnd) || o.k - o.posted >= coalesce_ || o.k % S == 0) {
+  if (latency_ || (flags & layout::kEnd) || o.k - o.posted >= post_batch_ || o.k % S == 0) {
     return post_pending(t, deadline, try_only);
   }
   return Status::kOk;
@@ -31,6 +31,14 @@ Status FlowSource::post_if_due(uint32_t t, uint32_t flags, Deadline deadline, bo
 Status FlowSource::post_pending(uint32_t t, Deadline deadline, bool try_only) {
   Out& o = out_[t];
   const uint32_t S = ctx_->ring_segments;
+  if (numbers_on_post_ && o.posted < o.k) {
+    // An ordered flow's run gets its sequence numbers now; once taken they
+    // must reach every target even from try_push and past the deadline: a
+    // number left unsent while this source idles would be declared a gap.
+    if (Status s = number_pending(); s != Status::kOk) return s;
+    deadline = kForever;
+    try_only = false;
+  }
   while (o.posted < o.k) {
     const auto slot = static_cast<uint32_t>(o.posted % S);
     const auto count =

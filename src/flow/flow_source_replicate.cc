@@ -2,6 +2,7 @@
 // publish and claim segments in lockstep (numbered by the sequencer when the
 // flow is ordered), and a lost target leaves the fan-out while the source
 // goes on for the others.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -35,6 +36,21 @@ ReplicateSource::ReplicateSource(const FlowContext* ctx, uint32_t index,
   fan_ = fan_store_.data();
   num_fan_ = static_cast<uint32_t>(fan_store_.size());
   die_after_sequence_ = test_hooks::die_after_sequence();
+  // Ordered, Bandwidth mode, every target remote: a run of full segments
+  // waits in the staging ring and takes its numbers with one fetch-and-add
+  // when it is handed over (number_pending), not one remote round trip per
+  // segment. Numbers are taken only for segments already published, so an
+  // idle or closing source leaves no hole. An shm target reads a segment
+  // the moment it is published: with one, each segment is numbered then.
+  bool all_remote = has_ofi();
+  for (uint32_t t = 0; t < num_targets_; ++t) all_remote &= rings_[t].remote;
+  if (sequencer_ != nullptr && all_remote && !latency_) {
+    numbers_on_post_ = true;
+    // Half the ring: the other half fills while a run's numbers are fetched
+    // and its writes go. Shorter runs (one coalesced write each) measured
+    // slower: the fetch-and-add, not the overlap, is what costs.
+    post_batch_ = std::max(post_batch_, std::max(1u, ctx->ring_segments / 2));
+  }
 }
 
 ReplicateSource::~ReplicateSource() { retire(); }
@@ -158,24 +174,10 @@ Status ReplicateSource::reserve_all(Deadline deadline, bool try_only) {
 // bytes), then hands the ofi ones to the provider.
 Status ReplicateSource::publish_all(uint32_t used, uint32_t flags, Deadline deadline,
                                     bool try_only) {
-  if (sequencer_ != nullptr) {
+  if (sequencer_ != nullptr && !numbers_on_post_) {
     uint64_t number = kNoSequence;
     if (used > prefix_) {
-      std::string why;
-      const Status taken = sequencer_->take(&number, &why);
-      counters::op(stats_, 0,
-                   taken == Status::kOk        ? counters::Outcome::kDone
-                   : taken == Status::kTimeout ? counters::Outcome::kTimedOut
-                                               : counters::Outcome::kFailed);
-      if (taken != Status::kOk) {
-        return fail_for_good(ctx_->endpoint_name(true, index_) +
-                             ": cannot take a sequence number: " + why);
-      }
-      if (die_after_sequence_ != 0 && ++sequences_taken_ == die_after_sequence_) [[unlikely]] {
-        log::warn(ctx_->endpoint_name(true, index_),
-                  ": test hook: dying after taking sequence number ", number);
-        std::_Exit(17);
-      }
+      if (Status s = take_numbers(1, &number); s != Status::kOk) return s;
     }
     for (uint32_t t = 0; t < num_targets_; ++t) {
       if (live(t)) std::memcpy(out_[t].base, &number, sizeof(number));
@@ -193,7 +195,7 @@ Status ReplicateSource::publish_all(uint32_t used, uint32_t flags, Deadline dead
   // and one left unsent while this source idles would be declared a gap.
   // An ordered flow's segments without records (an END alone) go at once
   // as well.
-  const bool ordered = sequencer_ != nullptr;
+  const bool ordered = sequencer_ != nullptr && !numbers_on_post_;
   const bool numbered = ordered && used > prefix_;
   Status first = Status::kOk;
   for (uint32_t t = 0; t < num_targets_; ++t) {
@@ -204,6 +206,62 @@ Status ReplicateSource::publish_all(uint32_t used, uint32_t flags, Deadline dead
     if (first == Status::kOk) first = s;
   }
   return first;
+}
+
+// Takes `count` sequence numbers (the first in *first) with one
+// fetch-and-add; a failure fails the source for good.
+Status ReplicateSource::take_numbers(uint64_t count, uint64_t* first) {
+  std::string why;
+  const Status taken = sequencer_->take(count, first, &why);
+  counters::op(stats_, 0,
+               taken == Status::kOk        ? counters::Outcome::kDone
+               : taken == Status::kTimeout ? counters::Outcome::kTimedOut
+                                           : counters::Outcome::kFailed);
+  if (taken != Status::kOk) {
+    return fail_for_good(ctx_->endpoint_name(true, index_) +
+                         ": cannot take a sequence number: " + why);
+  }
+  // The counters report numbers taken, not fetches.
+  if (count > 1) counters::add(stats_->ops, count - 1);
+  if (die_after_sequence_ != 0 && sequences_taken_ < die_after_sequence_ &&
+      sequences_taken_ + count >= die_after_sequence_) [[unlikely]] {
+    log::warn(ctx_->endpoint_name(true, index_), ": test hook: dying after taking sequence number ",
+              *first + (die_after_sequence_ - sequences_taken_ - 1));
+    std::_Exit(17);
+  }
+  sequences_taken_ += count;
+  return Status::kOk;
+}
+
+// Every target is remote, so every lane is the one staging ring: a
+// segment's number is written once, into its prefix there, before any
+// target's transfer of it is posted. Segments without records (an END
+// alone) take no number.
+Status ReplicateSource::number_pending() {
+  const uint32_t f0 = rep();
+  const uint64_t end = out_[f0].k;
+  if (numbered_ >= end) return Status::kOk;
+  const layout::RingView& ring = rings_[f0].ring;
+  uint64_t count = 0;
+  for (uint64_t j = numbered_; j < end; ++j) count += ring.footer(j)->bytes_used > prefix_ ? 1 : 0;
+  uint64_t next = kNoSequence;
+  if (count > 0) {
+    if (Status s = take_numbers(count, &next); s != Status::kOk) return s;
+  }
+  for (uint64_t j = numbered_; j < end; ++j) {
+    const uint64_t number = ring.footer(j)->bytes_used > prefix_ ? next++ : kNoSequence;
+    std::memcpy(ring.payload(j), &number, sizeof(number));
+  }
+  numbered_ = end;
+  // The whole run goes to every target now, not only to the one whose post
+  // numbered it: a source that then waits for credit from a slow target
+  // must not hold back numbers the others were shown by other sources, or
+  // they would declare them gaps. (post_pending numbers nothing more.)
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (!live(t) || out_[t].posted >= out_[t].k) continue;
+    if (Status s = post_pending(t, kForever, false); s != Status::kOk) return s;
+  }
+  return Status::kOk;
 }
 
 }  // namespace sluice::detail

@@ -76,6 +76,83 @@ TEST(ReplicateFlowTest, OrderedFlowGivesFourTargetsOneIdenticalSequence) {
   }
 }
 
+// Sources that never flush: over ofi, runs of full segments take their
+// sequence numbers with one fetch-and-add each. Every target still gets one
+// identical sequence, and the numbers handed out are exactly 0 .. n - 1
+// (none lost, none twice).
+TEST(ReplicateFlowTest, OrderedRunsOfFullSegmentsAreNumberedWithoutHoles) {
+  auto r = run_job(3, {"--tuples", "60000", "--ordered", "--flush-every", "0"});
+  expect_clean(r);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto res = results(r.output);
+  ASSERT_EQ(res.size(), 3u) << r.output;
+  for (const auto& [t, x] : res) {
+    EXPECT_EQ(x.count, 3u * 60000) << "target " << t;
+    EXPECT_EQ(x.order, res.begin()->second.order) << "target " << t << "\n" << r.output;
+    EXPECT_EQ(x.gaps, "") << "target " << t;
+    EXPECT_EQ(x.status, "EndOfFlow");
+  }
+  const std::regex re(R"(SEQUENCES target=(\d+) batches=(\d+) last=(\d+))");
+  size_t seen = 0;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    ++seen;
+    EXPECT_GT(std::stoull((*it)[2]), 3u * 8) << r.output;  // several runs from every source
+    EXPECT_EQ(std::stoull((*it)[2]), std::stoull((*it)[3]) + 1) << "target " << (*it)[1] << "\n"
+                                                                << r.output;
+  }
+  EXPECT_EQ(seen, 3u) << r.output;
+}
+
+// A source that dies inside a numbered run: every number it took is a gap
+// on every surviving target, the one the hook names among them.
+TEST(ReplicateFlowTest, SourceDyingInsideANumberedRunIsAGapOnEveryTarget) {
+  auto r = run_job(3, {"--tuples", "40000", "--ordered", "--flush-every", "0", "--die-rank", "2",
+                       "--die-after", "20", "--gap-ms", "500"});
+  expect_clean(r);
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(r.output, m, std::regex(R"(dying after taking sequence number (\d+))")))
+      << r.output;
+  const std::string lost = m[1];
+  auto res = results(r.output);
+  ASSERT_EQ(res.size(), 2u) << r.output;
+  for (const auto& [t, x] : res) {
+    std::set<std::string> gaps;
+    std::istringstream in(x.gaps);
+    for (std::string g; std::getline(in, g, ',');) gaps.insert(g);
+    EXPECT_EQ(gaps.count(lost), 1u)
+        << "target " << t << " gaps [" << x.gaps << "], lost " << lost << "\n"
+        << r.output;
+    EXPECT_EQ(x.gaps, res.begin()->second.gaps) << "target " << t << "\n" << r.output;
+    EXPECT_EQ(x.survivors, res.begin()->second.survivors) << "target " << t << "\n" << r.output;
+    EXPECT_EQ(x.status, "PeerLost") << r.output;
+  }
+}
+
+// Two clients in a closed loop over an ordered Latency flow (NOPaxos' shape,
+// docs/kv.md's stall): each pushes its next request only once all three
+// replicas answered the last, so a request that waited for its source's
+// next push would hang the job (it fails at the job timeout). The replicas
+// see every request once, in one order.
+TEST(ReplicateFlowTest, ClosedLoopOverAnOrderedLatencyFlowNeverWaitsForTheNextPush) {
+  auto r = run_job(5, {"--mode", "closed-loop", "--rounds", "1500", "--gap-ms", "30000"});
+  expect_clean(r);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const std::regex re(R"(LOOP replica=(\d+) count=(\d+) order=(\w+))");
+  std::set<std::string> orders;
+  size_t replicas = 0;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    ++replicas;
+    EXPECT_EQ(std::stoull((*it)[2]), 2u * 1500) << r.output;
+    orders.insert((*it)[3]);
+  }
+  EXPECT_EQ(replicas, 3u) << r.output;
+  EXPECT_EQ(orders.size(), 1u) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "LOOP client="), 2) << r.output;
+}
+
 TEST(ReplicateFlowTest, OrderedLatencyModeAgreesToo) {
   auto r = run_job(3, {"--tuples", "3000", "--ordered", "--latency"});
   expect_clean(r);

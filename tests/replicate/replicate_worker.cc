@@ -39,6 +39,7 @@ struct Args {
   uint64_t ops = 1000;
   uint64_t rounds = 1000;
   uint64_t gap_ms = 3000;
+  uint64_t flush_every = 97;  // records between a source's flushes; 0: never
   int signal = 0;
 };
 
@@ -54,6 +55,7 @@ Args parse(int argc, char** argv) {
       .value("--ops", &a.ops)
       .value("--rounds", &a.rounds)
       .value("--gap-ms", &a.gap_ms)
+      .value("--flush-every", &a.flush_every)
       .value("--signal", &a.signal)
       .parse();
   return a;
@@ -94,7 +96,8 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
         return;
       }
       // Small batches, so sources interleave in the global order.
-      if (i % 97 == 96 && out.flush() != sluice::Status::kOk) {
+      if (a.flush_every != 0 && i % a.flush_every == a.flush_every - 1 &&
+          out.flush() != sluice::Status::kOk) {
         source_error = out.error();
         return;
       }
@@ -103,7 +106,7 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
   });
   // (A failed source reports at once: its target may still be waiting for others.)
   std::vector<uint64_t> next(n, 0);
-  uint64_t count = 0, sum = 0, order = 0, order_survivors = 0, last_seq = 0;
+  uint64_t count = 0, sum = 0, order = 0, order_survivors = 0, last_seq = 0, batches = 0;
   bool first = true;
   std::string gaps, problem;
   for (;;) {
@@ -119,6 +122,7 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
       if (!first && in.last_sequence() <= last_seq) problem = "sequence numbers went backwards";
       last_seq = in.last_sequence();
       first = false;
+      ++batches;
     }
     for (const Rec& r : *batch) {
       if (r.source >= n) {
@@ -145,7 +149,98 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
               static_cast<unsigned long long>(count), static_cast<unsigned long long>(sum),
               static_cast<unsigned long long>(order), static_cast<unsigned long long>(order_survivors), gaps.c_str(),
               sluice::to_string(in.status()));
+  if (a.ordered) {
+    // Without gaps, the numbers handed out are exactly 0 .. batches - 1.
+    std::printf("SEQUENCES target=%u batches=%llu last=%llu\n", me,
+                static_cast<unsigned long long>(batches),
+                static_cast<unsigned long long>(last_seq));
+  }
   if (in.status() != sluice::Status::kEndOfFlow) std::printf("target (%u,1): %s\n", me, in.error().c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+// ------------------------------------------------------------ closed loop
+
+// NOPaxos-like liveness: ranks 0..2 are replicas, the rest clients. Each
+// client pushes one request on an ordered Latency replicate flow through a
+// Worker and pushes nothing more until every replica answered it (a reply
+// flow back); a request that waits anywhere for a later push from its
+// source (a segment not handed over, or not driven while the Worker idles)
+// hangs the job. Replicas check they all saw one order.
+int run_closed_loop(const Args& a, sluice::Cluster& c) {
+  const uint32_t n = c.world_size(), me = c.rank();
+  const uint32_t replicas = 3;
+  if (n <= replicas) return fail("closed-loop needs more than 3 ranks");
+  std::vector<uint32_t> rep_ranks, client_ranks;
+  for (uint32_t r = 0; r < n; ++r) (r < replicas ? rep_ranks : client_ranks).push_back(r);
+  auto ord = sluice::replicate<Rec>("loop-ord")
+                 .sources(c.ranks(client_ranks))
+                 .targets(c.ranks(rep_ranks))
+                 .ordered()
+                 .optimize(sluice::Optimize::kLatency)
+                 .gap_timeout(std::chrono::milliseconds(a.gap_ms));
+  auto back = sluice::shuffle<Rec>("loop-rep")
+                  .sources(c.ranks(rep_ranks))
+                  .targets(c.ranks(client_ranks))
+                  .explicit_targets()
+                  .optimize(sluice::Optimize::kLatency);
+  auto ord_flow = c.declare(ord);
+  auto back_flow = c.declare(back);
+  sluice::Worker w;
+  std::string problem;
+  if (me < replicas) {
+    auto replies = c.source(back, 0);
+    uint64_t count = 0, order = 0, last = 0;
+    bool first = true;
+    w.add(
+        c.target(ord, 0),
+        [&](std::span<const Rec> batch, const sluice::BatchInfo& info) {
+          if (!first && info.sequence != last + 1)
+            problem = "sequence numbers skipped or went backwards";
+          first = false;
+          last = info.sequence;
+          for (const Rec& r : batch) {
+            ++count;
+            order = sluice::hash64(order ^ fingerprint(r));
+            Rec answer{me, 0, r.seq, r.value};
+            const uint32_t to = r.source - replicas;
+            if (w.push_to(replies, to, answer) != sluice::Status::kOk) problem = replies.error();
+          }
+        },
+        [&](uint64_t gap) { problem = "gap " + std::to_string(gap); });
+    const sluice::Status st = w.run();
+    if (st != sluice::Status::kEndOfFlow)
+      problem = std::string("ordered input: ") + sluice::to_string(st);
+    if (w.close(replies) != sluice::Status::kOk) problem = replies.error();
+    while (!w.done()) w.idle(w.poll());
+    if (!problem.empty()) return fail("replica " + std::to_string(me) + ": " + problem);
+    std::printf("LOOP replica=%u count=%llu order=%016llx\n", me,
+                static_cast<unsigned long long>(count), static_cast<unsigned long long>(order));
+    std::fflush(stdout);
+    return 0;
+  }
+  auto requests = c.source(ord, 0);
+  uint64_t id = 0, answered = 0;
+  w.add(c.target(back, 0), [&](std::span<const Rec> batch) {
+    for (const Rec& r : batch) {
+      if (r.seq != id || r.value != sluice::hash64(id * 31 + me))
+        problem = "an answer to another request";
+      ++answered;
+    }
+  });
+  for (; id < a.rounds && problem.empty(); ++id) {
+    answered = 0;
+    const Rec r{me, 0, id, sluice::hash64(id * 31 + me)};
+    if (w.push(requests, r) != sluice::Status::kOk) return fail(requests.error());
+    while (answered < replicas && problem.empty()) w.idle(w.poll());
+  }
+  if (w.close(requests) != sluice::Status::kOk) return fail(requests.error());
+  const sluice::Status st = w.run();
+  if (!problem.empty()) return fail("client " + std::to_string(me) + ": " + problem);
+  if (st != sluice::Status::kEndOfFlow)
+    return fail(std::string("answers: ") + sluice::to_string(st));
+  std::printf("LOOP client=%u rounds=%llu\n", me, static_cast<unsigned long long>(id));
   std::fflush(stdout);
   return 0;
 }
@@ -437,6 +532,7 @@ int main(int argc, char** argv) {
     auto c = sluice::Cluster::join();
     if (a.mode == "replicate") return run_replicate(a, c);
     if (a.mode == "regions") return run_regions(a, c);
+    if (a.mode == "closed-loop") return run_closed_loop(a, c);
     if (a.mode == "barriers") return run_barriers(a, c);
     if (a.mode == "signal") return run_signal(a, c);
     if (a.mode == "stale") return run_stale(c);

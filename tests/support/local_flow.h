@@ -18,8 +18,8 @@ namespace sluice::testing {
 class LocalSequencer final : public detail::Sequencer {
  public:
   explicit LocalSequencer(std::atomic<uint64_t>* counter) : counter_(counter) {}
-  Status take(uint64_t* number, std::string*) override {
-    *number = counter_->fetch_add(1);
+  Status take(uint64_t count, uint64_t* first, std::string*) override {
+    *first = counter_->fetch_add(count);
     return Status::kOk;
   }
   Status taken(uint64_t* count, std::string*) override {
