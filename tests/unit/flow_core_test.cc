@@ -146,14 +146,17 @@ TEST(FlowCoreTest, ConsumeTimesOutAtItsDeadline) {
   testing::LocalFlow flow(spec.spec());
   auto out = flow.source<Rec>(0);
   auto in = flow.target<Rec>(0);
-  EXPECT_FALSE(in.consume(Clock::now() + std::chrono::milliseconds(20)));
+  // 200 ms: long enough that the spin and yield rounds before parking end
+  // well before the deadline even when other processes hold the CPUs (at
+  // 20 ms, 64 sched_yield calls on a loaded machine sometimes took it all).
+  EXPECT_FALSE(in.consume(Clock::now() + std::chrono::milliseconds(200)));
   EXPECT_EQ(in.status(), Status::kTimeout);
   // It names the source it waits for and when it last delivered (never).
   EXPECT_NE(in.error().find("deadline passed, waiting for source (0,0) on rank 0"),
             std::string::npos)
       << in.error();
   EXPECT_NE(in.error().find("no segment taken yet"), std::string::npos) << in.error();
-  // It slept for most of those 20 ms, and counted the time (park%).
+  // It slept for most of those 200 ms, and counted the time (park%).
   bool found = false;
   for (const detail::counters::Reading& r : detail::counters::snapshot(0)) {
     if (r.flow != "small" || r.role != detail::counters::Role::kTarget) continue;
