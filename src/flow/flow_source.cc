@@ -191,11 +191,7 @@ bool FlowSource::arm(WaitSet& set) {
   return true;
 }
 
-void FlowSource::wake_target(uint32_t t) {
-  layout::Doorbell* bell = rings_[t].bell;
-  bell->seq.fetch_add(1, std::memory_order_relaxed);
-  futex_wake_all(&bell->seq);
-}
+void FlowSource::wake_target(uint32_t t) { shm_ring::wake(&rings_[t].bell->seq); }
 
 void FlowSource::disarm() {
   if (armed_ == kNotArmed) return;

@@ -20,16 +20,21 @@
 
 namespace sluice::detail::shm_ring {
 
+// Wakes whoever sleeps on `futex_word`: bumps it (so that a waiter about to
+// sleep on its old value does not), then wakes every sleeper.
+inline void wake(std::atomic<uint32_t>* futex_word) {
+  futex_word->fetch_add(1, std::memory_order_relaxed);
+  futex_wake_all(futex_word);
+}
+
 // Wakes the other side if it announced that it parks. The fence orders our
 // preceding publication before the load of `waiting`; the waiter has the
 // mirror fence between its store of `waiting` and its re-check, so at least
 // one side sees the other (Dekker), and no wake-up is lost.
 inline void wake_if_waiting(std::atomic<uint32_t>* waiting, std::atomic<uint32_t>* futex_word) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (waiting->load(std::memory_order_relaxed) != 0) [[unlikely]] {
-    futex_word->fetch_add(1, std::memory_order_relaxed);
-    futex_wake_all(futex_word);
-  }
+  if (waiting->load(std::memory_order_relaxed) != 0) [[unlikely]]
+    wake(futex_word);
 }
 
 // The waiter's half of wake_if_waiting(): announces in `waiting` that this
