@@ -11,10 +11,12 @@
 //                   --victim kills (or stops) itself after K records: the
 //                   others must report kPeerLost naming it.
 //   target-abort    rank 1 destroys its target after K records and stays
-//                   alive: rank 0's blocked push must report it.
+//                   alive (in a barrier) until rank 0's blocked push has
+//                   reported it.
 //   source-abort    rank 0 destroys its source without close() after K
 //                   records (with --abort: calls Source::abort() and keeps
-//                   it) and stays alive: rank 1's target must report it.
+//                   it) and stays alive (in a barrier) until rank 1's target
+//                   has reported it.
 //   ordered-idle    ordered replicate from ranks 0 and 1 to every rank; rank
 //                   1 goes idle for a while mid-flow: no gap may be declared.
 //   slow-target     rank 0 pushes N records to rank 1, closes and destroys
@@ -324,7 +326,8 @@ int target_abort(sluice::Cluster& c, const Args& a) {
       std::printf("TARGET destroyed after %" PRIu64 " records\n", got);
       std::fflush(stdout);
     }
-    std::this_thread::sleep_for(std::chrono::seconds(8));  // alive: only the abort can tell rank 0
+    // Alive until rank 0 has learnt: only the abort can have told it.
+    c.barrier("fault-learnt");
     return 0;
   }
   auto out = c.source(spec, 0);
@@ -335,6 +338,7 @@ int target_abort(sluice::Cluster& c, const Args& a) {
       if (s != Status::kPeerLost)
         failed(std::string("push: ") + sluice::to_string(s) + ": " + out.error());
       lost(start, out.error());
+      c.barrier("fault-learnt");
       return 0;
     }
   }
@@ -356,14 +360,15 @@ int source_abort(sluice::Cluster& c, const Args& a) {
         std::fflush(stdout);
         if (out.push(Rec{0, 0}) != Status::kClosed) failed("push after abort() is not kClosed: " + out.error());
         if (out.close() != Status::kClosed) failed("close after abort() is not kClosed: " + out.error());
-        // The source lives on: only the abort tells the target.
-        std::this_thread::sleep_for(std::chrono::seconds(8));
+        // The source lives on until the target has learnt: only the
+        // abort can have told it.
+        c.barrier("fault-learnt");
         return 0;
       }
       std::printf("SOURCE destroyed without close()\n");
       std::fflush(stdout);
     }
-    std::this_thread::sleep_for(std::chrono::seconds(8));
+    c.barrier("fault-learnt");  // alive until the target has learnt
     return 0;
   }
   auto in = c.target(spec, 0);
@@ -378,6 +383,7 @@ int source_abort(sluice::Cluster& c, const Args& a) {
   if (got != a.k)
     failed("got " + std::to_string(got) + " of the " + std::to_string(a.k) + " records published");
   lost(start, in.error());
+  c.barrier("fault-learnt");
   return 0;
 }
 
