@@ -80,7 +80,7 @@ inline constexpr size_t record_stride(size_t n) {
 // record, END, waiting, failures) goes to the cores' slow paths, which
 // read and write the same state. The footer is layout.h's: u32
 // bytes_used | u32 flags | u64 seq at payload_bytes into the segment
-// (src/flow/layout.h checks these constants against it).
+// (src/flow/flow_source_shuffle.cc checks these constants against it).
 inline constexpr uint32_t kFastFooterSeqOffset = 8;
 inline constexpr uint32_t kFastConsumable = 1;  // layout::kConsumable
 
@@ -96,9 +96,9 @@ inline void fast_relax() {
 // claims next and its cached credit, shared by the inline push and the
 // source's slow path (FlowSource::Out is this struct).
 struct OutRing {
-  uint64_t posted =
-      0;           // ofi: segments handed to the provider; [posted, k) are published, not yet sent
-  uint64_t k = 0;  // ring index of the segment being filled, or the next to claim
+  // ofi: segments handed to the provider; [posted, k) are published, not yet sent.
+  uint64_t posted = 0;
+  uint64_t k = 0;             // ring index of the segment being filled, or the next to claim
   uint64_t limit = 0;         // k may be claimed while k < limit (consumed + S, cached)
   std::byte* base = nullptr;  // payload of the segment being filled
   bool filling = false;
