@@ -9,15 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace sluice::detail {
+#include "sluice/detail/cpu.h"  // cpu_relax
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
+namespace sluice::detail {
 
 // Sleeps while *word == expected, at most `timeout`. Returns early on a wake,
 // a signal, or if the word already differs. Never throws.

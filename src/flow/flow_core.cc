@@ -82,6 +82,13 @@ void init_region(std::byte* base, const layout::Geometry& g, const std::vector<u
   }
 }
 
+bool latency_fast_path(const FlowContext& ctx) {
+  const FlowSpec& spec = ctx.spec;
+  const uint32_t S = ctx.ring_segments;
+  return spec.optimize == Optimize::kLatency && spec.record_size != 0 &&
+         spec.segment_prefix_bytes() == 0 && S != 0 && (S & (S - 1)) == 0;
+}
+
 const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32_t used, uint32_t flags,
                             const std::byte* data) {
   const uint32_t room = payload_bytes - std::min(payload_bytes, spec.segment_prefix_bytes());

@@ -204,6 +204,12 @@ struct OfiWiring {
 // peers that did not answer by `deadline`, PeerLostError if one is lost.
 void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline);
 
+// Whether the inline Latency path (flow_cores.h: push_fast, next_fast) may
+// cover the flow's local rings: Latency mode, one record size, no segment
+// prefix (unordered), and a power-of-two ring (slots found by a mask). The
+// source and the target decide alike from this.
+bool latency_fast_path(const FlowContext& ctx);
+
 // Why a published segment must not be handed out, or nullptr if it may:
 // `used` payload bytes after the flow's prefix at `data` (which lies in a
 // payload of `payload_bytes`, prefix included), with footer `flags`. Every

@@ -22,7 +22,7 @@ ShuffleSource::ShuffleSource(const FlowContext* ctx, uint32_t index, std::vector
   // The inline Latency push (flow_cores.h) covers the local rings of a flow
   // with one record size: each of its segments is one record, footer only.
   const uint32_t S = ctx->ring_segments;
-  if (!latency_ || ctx->spec.record_size == 0 || prefix_ != 0 || (S & (S - 1)) != 0) return;
+  if (!latency_fast_path(*ctx)) return;
   for (uint32_t t = 0; t < num_targets_; ++t) {
     const OutRingRef& r = rings_[t];
     if (r.remote) continue;

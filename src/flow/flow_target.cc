@@ -79,9 +79,7 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
   // The inline Latency consume (flow_cores.h) covers a flow whose rings
   // are all local, unordered, with one record size: each segment it takes
   // is one record, proved well formed by its footer alone.
-  const FlowSpec& spec = ctx->spec;
-  if (!has_remote_ && spec.optimize == Optimize::kLatency && spec.record_size != 0 &&
-      prefix_ == 0 && (S & (S - 1)) == 0 && !in_.empty()) {
+  if (!has_remote_ && !in_.empty() && latency_fast_path(*ctx)) {
     fast_in_.resize(in_.size());
     for (size_t s = 0; s < in_.size(); ++s) {
       fast_in_[s].segments = in_[s].ring.segments;
@@ -93,7 +91,7 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
     fast_n_ = static_cast<uint32_t>(in_.size());
     fast_credit_batch_ = credit_batch_;
     fast_spin_ = ctx->spin_iterations;
-    fast_word_ = uint64_t{spec.record_size} | uint64_t{layout::kConsumable} << 32;
+    fast_word_ = uint64_t{ctx->spec.record_size} | uint64_t{layout::kConsumable} << 32;
   }
 }
 

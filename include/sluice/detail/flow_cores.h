@@ -22,6 +22,7 @@
 #include <string>
 
 #include "sluice/deadline.h"
+#include "sluice/detail/cpu.h"
 #include "sluice/detail/hash.h"
 #include "sluice/errors.h"
 
@@ -83,14 +84,6 @@ inline constexpr size_t record_stride(size_t n) {
 // (src/flow/flow_source_shuffle.cc checks these constants against it).
 inline constexpr uint32_t kFastFooterSeqOffset = 8;
 inline constexpr uint32_t kFastConsumable = 1;  // layout::kConsumable
-
-inline void fast_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 // What a source knows of one target's ring: the segment it fills or
 // claims next and its cached credit, shared by the inline push and the
@@ -473,7 +466,7 @@ inline Status next_fast(TargetCore* c, Deadline deadline, SegmentView* out) {
   if (got == kFastTaken) return Status::kOk;
   if (got == kFastNone && deadline != Deadline::min()) {
     for (uint32_t i = 0; i < c->fast_spin_; ++i) {
-      fast_relax();
+      cpu_relax();
       got = take_fast(c, out);
       if (got == kFastTaken) return Status::kOk;
       if (got == kFastSlow) break;
