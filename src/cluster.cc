@@ -581,6 +581,24 @@ uint32_t Cluster::rank() const { return impl_->boot.rank; }
 uint32_t Cluster::world_size() const { return impl_->boot.world_size; }
 const ClusterOptions& Cluster::options() const { return impl_->options; }
 
+bool Cluster::alive(uint32_t rank) const {
+  if (rank >= world_size()) {
+    throw Error(ErrorCode::kInvalidArgument, "alive(" + std::to_string(rank) +
+                                                 "): no such rank; the job has " +
+                                                 std::to_string(world_size()));
+  }
+  const control::PeerTable& peers = impl_->client->peers();
+  return !peers.registry_lost() && peers.alive(rank);
+}
+
+std::vector<uint32_t> Cluster::live_ranks() const {
+  std::vector<uint32_t> out;
+  for (uint32_t r = 0; r < world_size(); ++r) {
+    if (alive(r)) out.push_back(r);
+  }
+  return out;
+}
+
 Transport Cluster::transport_to(uint32_t rank) const {
   if (rank >= world_size()) {
     throw Error(ErrorCode::kInvalidArgument,

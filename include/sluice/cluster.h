@@ -124,6 +124,18 @@ class Cluster {
   // registry and secret as the bootstrap resolved them.
   const ClusterOptions& options() const;
 
+  // Whether `rank` is still in the job: false once the registry reported it
+  // lost (it died, stopped heart-beating for peer_timeout, or left), and for
+  // every other rank once the registry itself is lost. A rank once lost stays
+  // lost. Cheap (an atomic load): a loop may poll it every round, e.g. to
+  // rebuild its flows among the ranks that remain (README "Guarantees and
+  // failure"; apps/kv does so).
+  // Throws Error(kInvalidArgument) if `rank` does not exist.
+  bool alive(uint32_t rank) const;
+  // The ranks alive() reports, in increasing order (this rank included while
+  // the registry is reachable).
+  std::vector<uint32_t> live_ranks() const;
+
   // The transport that carries flows (and memory regions) between this rank
   // and `rank`: Transport::kShm or Transport::kOfi, never kAuto. It follows
   // from options().transport and whether the two ranks share a host; every

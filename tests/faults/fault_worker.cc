@@ -22,6 +22,10 @@
 //   slow-target     rank 0 pushes N records to rank 1, closes and destroys
 //                   its source at once and waits; rank 1 consumes slowly
 //                   (a pause after every batch): it must get all N.
+//   rebuild         rank --victim kills itself after K records of a shuffle
+//                   among all ranks; the survivors rebuild the flow among
+//                   the live ranks (alive(), live_ranks()) and push N
+//                   records through it exactly once (sluice run --keep-going).
 //   combiner        a combiner flow from every rank to every rank, each
 //                   rank's thread a source and a target through a Worker;
 //                   rank --victim kills itself after K records: the others
@@ -264,6 +268,97 @@ int readme(sluice::Cluster& c, const Args& a) {
   if (in.status() == Status::kPeerLost) report("consume", in.error(), in.lost_peer());
   failed("rank " + std::to_string(c.rank()) + " finished without noticing the victim (" +
          sluice::to_string(in.status()) + ")");
+}
+
+// Survivors of a lost rank rebuild their flow among the ranks that remain
+// (what apps/kv does): rank --victim kills itself after K records of a
+// shuffle among all ranks; each survivor sees kPeerLost, checks that
+// alive() and live_ranks() have dropped the victim, destroys its ends and
+// the flow (the victim does not hold that up), declares a new flow among
+// the live ranks and pushes N records into it. The lowest survivor checks
+// the new flow's totals (exactly once) on a third flow among survivors.
+int rebuild(sluice::Cluster& c, const Args& a) {
+  const auto start = Clock::now();
+  {
+    auto spec =
+        sluice::shuffle<Rec>("orders").sources(c.all_ranks()).targets(c.all_ranks()).key(&Rec::key);
+    auto flow = c.declare(spec);
+    auto out = c.source(spec, 0);
+    sluice::Worker w;
+    w.add(c.target(spec, 0), [](std::span<const Rec>) {});
+    c.barrier("declared");
+    Status s = Status::kOk;
+    for (uint64_t i = 0; s == Status::kOk; ++i) {
+      if (c.rank() == a.victim && i == a.k) {
+        std::printf("VICTIM dies\n");
+        std::fflush(stdout);
+        ::kill(::getpid(), SIGKILL);
+      }
+      s = w.push(out, Rec{mix(i + c.rank()), i});
+    }
+    if (s != Status::kPeerLost)
+      failed("push: " + std::string(sluice::to_string(s)) + ": " + out.error());
+    lost(start, "push: " + out.error());
+    // Leaving the scope destroys the source, the target (in the Worker) and
+    // then the flow: collective among the participants still alive.
+  }
+  if (c.alive(a.victim)) failed("alive(" + std::to_string(a.victim) + ") is still true");
+  const std::vector<uint32_t> live = c.live_ranks();
+  std::string text;
+  for (uint32_t r : live) text += " " + std::to_string(r);
+  std::printf("LIVE%s (flow destroyed after %.0f ms)\n", text.c_str(), ms_since(start));
+  std::fflush(stdout);
+  if (live.size() + 1 != c.world_size())
+    failed("live_ranks() has " + std::to_string(live.size()) + " ranks");
+
+  auto spec2 = sluice::shuffle<Rec>("orders-without-" + std::to_string(a.victim))
+                   .sources(c.ranks(live))
+                   .targets(c.ranks(live))
+                   .key(&Rec::key);
+  auto totals_spec = sluice::shuffle<Totals>("totals-without-" + std::to_string(a.victim))
+                         .sources(c.ranks(live))
+                         .targets(c.ranks({live[0]}));
+  auto flow2 = c.declare(spec2);
+  auto flow3 = c.declare(totals_spec);
+  Totals got;
+  {
+    auto out = c.source(spec2, 0);
+    sluice::Worker w;
+    w.add(c.target(spec2, 0), [&](std::span<const Rec> b) {
+      for (const Rec& r : b) got.add(r);
+    });
+    for (uint64_t i = 0; i < a.n; ++i) {
+      const Status s = w.push(out, Rec{mix(i * 7919 + c.rank()), i + c.rank()});
+      if (s != Status::kOk) failed("push to the rebuilt flow: " + out.error());
+    }
+    if (w.close(out) != Status::kOk) failed("close the rebuilt flow: " + out.error());
+    if (w.run() != Status::kEndOfFlow) failed("the rebuilt flow's input did not end cleanly");
+  }
+  auto tout = c.source(totals_spec, 0);
+  if (tout.push(got) != Status::kOk || tout.close() != Status::kOk)
+    failed("totals: " + tout.error());
+  if (c.rank() != live[0]) return 0;
+  auto tin = c.target(totals_spec, 0);
+  Totals all;
+  while (auto b = tin.consume()) {
+    for (const Totals& t : *b) {
+      all.count += t.count;
+      all.sum += t.sum;
+    }
+  }
+  if (tin.status() != Status::kEndOfFlow) failed("totals: " + tin.error());
+  Totals expect;
+  for (uint32_t r : live) {
+    for (uint64_t i = 0; i < a.n; ++i) expect.add(Rec{0, i + r});
+  }
+  if (all.count != expect.count || all.sum != expect.sum) {
+    failed("rebuilt flow: got " + std::to_string(all.count) + " records (sum " +
+           std::to_string(all.sum) + "), expected " + std::to_string(expect.count) + " (sum " +
+           std::to_string(expect.sum) + ")");
+  }
+  std::printf("VERIFIED %" PRIu64 " records on the flow rebuilt among %zu ranks\n", all.count,
+              live.size());
+  return 0;
 }
 
 // The README's pattern over a combiner flow, through a Worker: survivors
@@ -842,6 +937,7 @@ int main(int argc, char** argv) {
     if (a.scenario == "impersonate") return impersonate(c, a);
     if (a.scenario == "soak") return soak(c, a);
     if (a.scenario == "combiner") return combiner(c, a);
+    if (a.scenario == "rebuild") return rebuild(c, a);
     failed("unknown scenario '" + a.scenario + "'");
   } catch (const sluice::PeerLostError& e) {
     lost(Clock::now(), std::string("exception: ") + e.what());

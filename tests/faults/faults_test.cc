@@ -143,6 +143,25 @@ TEST(ReadmePatternTest, SurvivorsReportAKilledRank) {
   expect_survivors_report(r, 3, 6000);
 }
 
+// Survivors rebuild their flow among the live ranks and go on exactly once
+// (the pattern apps/kv follows); the launcher lets them (--keep-going).
+TEST(RebuildTest, SurvivorsRebuildTheFlowAmongTheLiveRanksAndDeliverExactlyOnce) {
+  auto r = testing::run_process(
+      testing::job_argv(4, 90, "sluice-fault-worker",
+                        {"--scenario", "rebuild", "--n", "20000", "--k", "5000", "--victim", "2"},
+                        {"--keep-going"}),
+      {}, std::chrono::seconds(150));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 128 + 9) << r.output;  // the launcher still names the victim's death
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "LIVE 0 1 3 "), 3) << r.output;
+  EXPECT_EQ(testing::count_lines_with(
+                r.output, "[0] VERIFIED 60000 records on the flow rebuilt among 3 ranks"),
+            1)
+      << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 // Issue 11: the ends of a combiner flow (and a Worker's combiner input)
 // hand the lost rank over as a value, as a flow's Source and Target do.
 TEST(CombinerLossTest, SurvivorsOfACombinerFlowNameTheKilledRank) {

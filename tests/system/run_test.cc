@@ -245,6 +245,22 @@ TEST(SluiceRunTest, ReportsARankKilledBySignal) {
   EXPECT_LT(r.seconds, 8) << describe(r);
 }
 
+TEST(SluiceRunTest, KeepGoingLetsTheOthersRunOnAfterARankIsKilled) {
+  // Rank 0 dies at once; rank 1 outlives the grace period that would
+  // otherwise stop it, and finishes on its own.
+  ProcessResult r = run_process(
+      run_argv({"-n", "2", "--grace", "0.2", "--keep-going", "--", "/bin/sh", "-c",
+                "if [ $SLUICE_RANK = 0 ]; then kill -9 $$; fi; sleep 1.5; echo finished"}),
+      {}, kLimit);
+  EXPECT_EQ(r.exit_code, 128 + 9) << describe(r);  // the failure is still reported
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: rank 0 was killed by signal 9 (SIGKILL)"), 1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "the other ranks go on without rank 0 (--keep-going)"), 1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[1] finished"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "SIGTERM"), 0) << describe(r);
+}
+
 TEST(SluiceRunTest, TimeoutStopsTheJobAndExits124) {
   ProcessResult r =
       run_process(run_argv({"-n", "2", "--timeout", "1", "--", "/bin/sleep", "60"}), {}, kLimit);

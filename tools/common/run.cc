@@ -346,6 +346,10 @@ void Launcher::on_exit(Rank& rank, int status) {
     return;  // stopped or continued: not reported without WUNTRACED
   }
   set_exit_status(failure);
+  if (options_.keep_going) {
+    say("the other ranks go on without rank ", rank.index, " (--keep-going)");
+    return;
+  }
   begin_grace("rank " + std::to_string(rank.index) + " failed");
 }
 
@@ -439,6 +443,10 @@ void Launcher::on_silent_ranks() {
     if (::kill(-ranks_[r].pid, SIGKILL) != 0) ::kill(ranks_[r].pid, SIGKILL);
     ranks_[r].signalled = true;
     set_exit_status(128 + SIGKILL);
+    if (options_.keep_going) {
+      say("the other ranks go on without rank ", r, " (--keep-going)");
+      continue;
+    }
     begin_grace("rank " + std::to_string(r) + " stopped heart-beating");
   }
 }
@@ -698,8 +706,8 @@ void add_run_command(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("run", "Start a job on this host: a registry and N ranks of a program");
   sub->footer(
-      "Usage: sluice run -n N [--timeout S [--stacks-on-timeout]] [--grace S] [--bind HOST]\n"
-      "                       [--metrics HOST:PORT] -- "
+      "Usage: sluice run -n N [--timeout S [--stacks-on-timeout]] [--grace S | --keep-going]\n"
+      "                       [--bind HOST] [--metrics HOST:PORT] -- "
       "PROGRAM "
       "[ARGS...]\n"
       "       sluice run -n N --print-options");
@@ -714,6 +722,9 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--grace", options->grace_seconds,
                   "After a rank fails, seconds the others get to exit on their own before SIGTERM")
       ->capture_default_str();
+  sub->add_flag("--keep-going", options->keep_going,
+                "A rank that fails does not stop the others: they run on without it (for "
+                "programs that tolerate a lost rank); the exit status still names the failure");
   sub->add_option("--bind", options->bind_host, "Address the job's registry listens on")
       ->capture_default_str();
   sub->add_option("--metrics", options->metrics,

@@ -10,12 +10,11 @@
 //
 // Failure policy: when a rank exits non-zero or is killed by a signal, the
 // others get `grace` to notice the lost peer and exit on their own; then they
-// get SIGTERM and, 2 s later, SIGKILL. SIGINT, SIGTERM and SIGHUP sent to the
-// launcher are forwarded to every rank and then handled the same way (a
-// second one kills the ranks at once). Every rank runs in its own process
-// group, which is what the launcher signals, so helpers a rank started (e.g.
-// under `sh -c`) are stopped with it; a rank dies with SIGKILL if the launcher
-// itself dies.
+// get SIGTERM and, 2 s later, SIGKILL (with keep_going, they run on instead). SIGINT, SIGTERM and
+// SIGHUP sent to the launcher are forwarded to every rank and then handled the same way (a second
+// one kills the ranks at once). Every rank runs in its own process group, which is what the
+// launcher signals, so helpers a rank started (e.g. under `sh -c`) are stopped with it; a rank dies
+// with SIGKILL if the launcher itself dies.
 //
 // Thread safety: run_job blocks SIGCHLD, SIGINT, SIGTERM and SIGHUP for the
 // calling thread and ignores SIGPIPE; call it from the main thread before any
@@ -40,6 +39,12 @@ struct RunOptions {
   // After a rank fails, how long the others may take to exit on their own
   // before they get SIGTERM. Default 10 s.
   double grace_seconds = 10;
+  // --keep-going: a rank that fails (exits non-zero, is killed, or is killed
+  // for going silent) does not stop the others; they run on without it, as a
+  // job whose ranks tolerate a lost peer wants (every flow with the rank
+  // reports kPeerLost, Cluster::alive() turns false). The exit status still
+  // names the first failure. Default off: the others get `grace`, then SIGTERM.
+  bool keep_going = false;
   // Address the registry binds and the ranks connect to. Default 127.0.0.1.
   std::string bind_host = "127.0.0.1";
   // Variables set for every rank on top of this process's environment (the
