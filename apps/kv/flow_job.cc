@@ -4,6 +4,7 @@
 #include <sluice/flow.h>
 #include <sluice/worker.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "codec.h"
@@ -31,7 +33,65 @@ uint64_t now_us() {
 }
 uint64_t now_ms() { return now_us() / 1000; }
 
+// " 0 1 3": ranks for messages.
+std::string ranks_text(const std::vector<uint32_t>& ranks) {
+  std::string out;
+  for (uint32_t r : ranks) out += " " + std::to_string(r);
+  return out;
+}
+
+// One epoch's flows and this rank's ends of them, among the ranks that were
+// alive when it began. Members are destroyed in reverse order: the sources,
+// the Worker with its targets, then the flows (collective among the live).
+struct Epoch {
+  std::vector<uint32_t> live;
+  uint32_t session = 1;         // NOPaxos: this epoch's ordered flow is session 1 + ranks lost
+  uint32_t first_follower = 0;  // the follower whose copy of an Accept goes on kv-accept
+  sluice::DeclaredFlow msg_flow, accept_flow, order_flow;
+  sluice::Worker w;
+  sluice::BytesSource msg_src, accept_src, order_src;
+  sluice::Worker::InputId order_input = 0;
+  std::string broken;  // why the epoch ended early; empty while it runs
+
+  // Rank r's index among kv-msg's targets, or -1 if it is not in the epoch.
+  int target_of(uint32_t r) const {
+    for (size_t i = 0; i < live.size(); ++i)
+      if (live[i] == r) return static_cast<int>(i);
+    return -1;
+  }
+  void reset() {
+    msg_src = {};
+    accept_src = {};
+    order_src = {};
+    w = sluice::Worker();
+    order_flow = {};
+    accept_flow = {};
+    msg_flow = {};
+    broken.clear();
+  }
+};
+
 }  // namespace
+
+std::string epoch_suffix(uint32_t world, const std::vector<uint32_t>& live) {
+  std::string out;
+  for (uint32_t r = 0, i = 0; r < world; ++r) {
+    if (i < live.size() && live[i] == r) {
+      ++i;
+    } else {
+      out += (out.empty() ? "-without-" : "-") + std::to_string(r);
+    }
+  }
+  return out;
+}
+
+std::vector<uint32_t> lost_ranks(uint32_t world, const std::vector<uint32_t>& live,
+                                 uint32_t below) {
+  std::vector<uint32_t> out;
+  for (uint32_t r = 0; r < world && r < below; ++r)
+    if (!std::binary_search(live.begin(), live.end(), r)) out.push_back(r);
+  return out;
+}
 
 int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   const uint32_t rank = cluster.rank(), world = cluster.world_size();
@@ -52,35 +112,6 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   auto rank_of = [&](uint32_t id) {
     return id < o.replicas ? id : o.replicas + (id - config.client_id(0)) / per_rank;
   };
-
-  std::vector<uint32_t> replica_ranks;
-  for (uint32_t r = 0; r < o.replicas; ++r) replica_ranks.push_back(r);
-  auto msg_spec = sluice::shuffle_bytes("kv-msg")
-                      .sources(cluster.all_ranks())
-                      .targets(cluster.all_ranks())
-                      .explicit_targets()
-                      .segment_bytes(64 * 1024);
-  auto accept_spec = sluice::replicate_bytes("kv-accept")
-                         .sources(cluster.ranks(replica_ranks))
-                         .targets(cluster.ranks(replica_ranks))
-                         .segment_bytes(64 * 1024);
-  // NOPaxos: the ordered replicate flow is the ordered unreliable
-  // multicast. One request per segment (Latency), so that a sequence
-  // number names exactly one request: message number = sequence + 1.
-  std::vector<uint32_t> client_ranks;
-  for (uint32_t r = o.replicas; r < world; ++r) client_ranks.push_back(r);
-  auto order_spec = sluice::replicate_bytes("kv-order")
-                        .sources(cluster.ranks(client_ranks))
-                        .targets(cluster.ranks(replica_ranks))
-                        .ordered()
-                        .optimize(sluice::Optimize::kLatency)
-                        .segment_bytes(1024);
-  const sluice::BytesShuffleSpec report_spec = report_flow(cluster);
-  sluice::DeclaredFlow report_declared = cluster.declare(report_spec);
-  sluice::DeclaredFlow msg_flow = cluster.declare(msg_spec);
-  sluice::DeclaredFlow accept_flow, order_flow;
-  if (is_replica && !nopaxos) accept_flow = cluster.declare(accept_spec);
-  if (nopaxos) order_flow = cluster.declare(order_spec);
 
   ClusterOptions workload;
   workload.replicas = o.replicas;
@@ -196,8 +227,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   };
 
   uint64_t gaps = 0;
+  // The flows of the current epoch: every epoch's flows hold the ranks that
+  // were alive when it began (see the file comment).
+  Epoch ep;
   // A request from the ordered flow: stamped with its place in the one
-  // order every replica sees.
+  // order every replica sees. Each epoch's ordered flow is a new sequencer,
+  // hence a new NOPaxos session.
   auto deliver_ordered = [&](sluice::RecordBatch batch, const sluice::BatchInfo& info) {
     size_t n = 0;
     for (std::span<const std::byte> rec : batch) {
@@ -211,78 +246,66 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       m.type = MsgType::kOrdered;
       m.from = config.sequencer_id();
       m.to = self_id;
-      m.session = 1;
+      m.session = ep.session;
       m.a = info.sequence + 1;
       if (!closed && !drop()) node.receive(m, out);
     }
   };
 
-  sluice::Worker w(sluice::IdleStrategy{0, 16});
-  w.add(cluster.target(msg_spec, 0), [&](sluice::RecordBatch b) { deliver(b, false); });
-  sluice::BytesSource msg_src = cluster.source(msg_spec, 0);
-  sluice::BytesSource accept_src, order_src;
-  sluice::Worker::InputId order_input = 0;
-  if (is_replica && !nopaxos) {
-    w.add(cluster.target(accept_spec, 0), [&](sluice::RecordBatch b) { deliver(b, true); });
-    accept_src = cluster.source(accept_spec, 0);
-  }
-  if (is_replica && nopaxos) {
-    // A gap (a client died holding a sequence number) needs no handling
-    // here: the next request's number shows the replica the hole, which
-    // starts gap agreement.
-    order_input = w.add(
-        cluster.target(order_spec, 0),
-        [&](sluice::RecordBatch b, const sluice::BatchInfo& info) { deliver_ordered(b, info); },
-        [&](uint64_t) { ++gaps; });
-  }
-  if (client && nopaxos) order_src = cluster.source(order_spec, 0);
-
   std::vector<std::byte> buf;
+  // A failed push, flush or close ends the epoch; it is a failure of the job
+  // only if no rank turns out to be lost (end_epoch below).
   auto check = [&](sluice::Status st, sluice::BytesSource& s, const char* what) {
-    if (st != sluice::Status::kOk && failure.empty())
-      failure = "rank " + std::to_string(rank) + ": " + what + ": " + s.error();
+    if (st != sluice::Status::kOk && ep.broken.empty())
+      ep.broken = "rank " + std::to_string(rank) + ": " + what + ": " + s.error();
   };
   // Sends the outbox; an Accept goes once on the replicate flow for all
-  // followers (the protocol addresses one copy to each). A push or flush
-  // that waits for credit delivers inputs meanwhile, whose handlers add to
-  // the outbox: so it is swapped out before sending, and sending goes on
-  // until it stays empty.
+  // followers (the protocol addresses one copy to each; the copy for the
+  // first live follower is the one sent). A message to a lost rank is
+  // dropped, as the network would. A push or flush that waits for credit
+  // delivers inputs meanwhile, whose handlers add to the outbox: so it is
+  // swapped out before sending, and sending goes on until it stays empty.
   auto flush = [&]() -> size_t {
     if (closed) {
       out.clear();
       return 0;
     }
     size_t n = 0;
-    const uint32_t first_follower = self_id == 0 ? 1 : 0;
     Outbox sending;
-    while (!out.empty()) {
+    while (!out.empty() && ep.broken.empty()) {
       sending.clear();
       sending.swap(out);
       n += sending.size();
       bool msg = false, acc = false, ord = false;
       for (const Message& m : sending) {
+        if (!ep.broken.empty()) break;
         if (m.type == MsgType::kAccept) {
-          if (m.to != first_follower) continue;
+          if (m.to != ep.first_follower) continue;
           encode(m, buf);
-          check(w.push(accept_src, std::span<const std::byte>(buf)), accept_src,
+          check(ep.w.push(ep.accept_src, std::span<const std::byte>(buf)), ep.accept_src,
                 "push to kv-accept");
           acc = true;
         } else if (m.type == MsgType::kRequest && m.to == config.sequencer_id()) {
           encode(m, buf);
-          check(w.push(order_src, std::span<const std::byte>(buf)), order_src, "push to kv-order");
+          check(ep.w.push(ep.order_src, std::span<const std::byte>(buf)), ep.order_src,
+                "push to kv-order");
           ord = true;
         } else {
+          const int target = ep.target_of(rank_of(m.to));
+          if (target < 0) continue;
           encode(m, buf);
-          check(w.push_to(msg_src, rank_of(m.to), std::span<const std::byte>(buf)), msg_src,
-                "push to kv-msg");
+          check(ep.w.push_to(ep.msg_src, static_cast<uint32_t>(target),
+                             std::span<const std::byte>(buf)),
+                ep.msg_src, "push to kv-msg");
           msg = true;
         }
       }
-      if (msg) check(w.flush(msg_src), msg_src, "flush kv-msg");
-      if (acc) check(w.flush(accept_src), accept_src, "flush kv-accept");
-      if (ord) check(w.flush(order_src), order_src, "flush kv-order");
-      if (!failure.empty()) break;
+      if (msg && ep.broken.empty()) check(ep.w.flush(ep.msg_src), ep.msg_src, "flush kv-msg");
+      if (acc && ep.broken.empty())
+        check(ep.w.flush(ep.accept_src), ep.accept_src, "flush kv-accept");
+      if (ord && ep.broken.empty()) check(ep.w.flush(ep.order_src), ep.order_src, "flush kv-order");
     }
+    if (!ep.broken.empty()) out.clear();
     return n;
   };
   auto control = [&](MsgType t, uint32_t to, uint64_t a) {
@@ -293,71 +316,199 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     m.a = a;
     out.push_back(m);
   };
+  // What this rank said to end the job, said again in each new epoch (the
+  // old epoch's copies may have been lost with its flows); receivers keep
+  // sets or the latest slot, so a repeat changes nothing.
+  bool said_done = false, said_finished = false;
+  auto say_end = [&] {
+    if (said_done)
+      for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
+    if (finish_sent)
+      for (uint32_t r = 0; r < o.replicas; ++r)
+        if (r != rank) control(MsgType::kFinish, r, finish_slot);
+    if (said_finished) control(MsgType::kFinished, finish_leader, 0);
+  };
   auto close_all = [&] {
     flush();
-    check(w.close(msg_src), msg_src, "close kv-msg");
-    if (accept_src) check(w.close(accept_src), accept_src, "close kv-accept");
-    if (order_src) check(w.close(order_src), order_src, "close kv-order");
+    check(ep.w.close(ep.msg_src), ep.msg_src, "close kv-msg");
+    if (ep.accept_src) check(ep.w.close(ep.accept_src), ep.accept_src, "close kv-accept");
+    if (ep.order_src) check(ep.w.close(ep.order_src), ep.order_src, "close kv-order");
     closed = true;
+  };
+
+  // Declares the flows among the live ranks and opens this rank's ends.
+  // Throws sluice::PeerLostError if a rank is lost meanwhile (the caller
+  // begins again without it).
+  auto begin_epoch = [&](const std::vector<uint32_t>& live) {
+    ep.live = live;
+    ep.session = 1 + (world - static_cast<uint32_t>(live.size()));
+    const std::string suffix = epoch_suffix(world, live);
+    std::vector<uint32_t> live_replicas, live_clients;
+    for (uint32_t r : live) (r < o.replicas ? live_replicas : live_clients).push_back(r);
+    if (live_replicas.size() < config.majority()) {
+      throw sluice::Error(sluice::ErrorCode::kPeerLost,
+                          "sluice-kv: only " + std::to_string(live_replicas.size()) + " of " +
+                              std::to_string(o.replicas) +
+                              " replicas are left, fewer than a majority");
+    }
+    ep.first_follower =
+        live_replicas[0] == rank && live_replicas.size() > 1 ? live_replicas[1] : live_replicas[0];
+    auto msg_spec = sluice::shuffle_bytes("kv-msg" + suffix)
+                        .sources(cluster.ranks(live))
+                        .targets(cluster.ranks(live))
+                        .explicit_targets()
+                        .segment_bytes(64 * 1024);
+    auto accept_spec = sluice::replicate_bytes("kv-accept" + suffix)
+                           .sources(cluster.ranks(live_replicas))
+                           .targets(cluster.ranks(live_replicas))
+                           .segment_bytes(64 * 1024);
+    // NOPaxos: the ordered replicate flow is the ordered unreliable
+    // multicast. One request per segment (Latency), so that a sequence
+    // number names exactly one request: message number = sequence + 1. Its
+    // sequencer is on the first target: the lowest live replica.
+    auto order_spec = sluice::replicate_bytes("kv-order" + suffix)
+                          .sources(cluster.ranks(live_clients))
+                          .targets(cluster.ranks(live_replicas))
+                          .ordered()
+                          .optimize(sluice::Optimize::kLatency)
+                          .segment_bytes(1024);
+    ep.msg_flow = cluster.declare(msg_spec);
+    if (is_replica && !nopaxos) ep.accept_flow = cluster.declare(accept_spec);
+    if (nopaxos) ep.order_flow = cluster.declare(order_spec);
+    ep.w = sluice::Worker(sluice::IdleStrategy{0, 16});
+    ep.w.add(cluster.target(msg_spec, 0), [&](sluice::RecordBatch b) { deliver(b, false); });
+    ep.msg_src = cluster.source(msg_spec, 0);
+    if (is_replica && !nopaxos) {
+      ep.w.add(cluster.target(accept_spec, 0), [&](sluice::RecordBatch b) { deliver(b, true); });
+      ep.accept_src = cluster.source(accept_spec, 0);
+    }
+    if (is_replica && nopaxos) {
+      // A gap (a client died holding a sequence number) needs no handling
+      // here: the next request's number shows the replica the hole, which
+      // starts gap agreement.
+      ep.order_input = ep.w.add(
+          cluster.target(order_spec, 0),
+          [&](sluice::RecordBatch b, const sluice::BatchInfo& info) { deliver_ordered(b, info); },
+          [&](uint64_t) { ++gaps; });
+    }
+    if (client && nopaxos) ep.order_src = cluster.source(order_spec, 0);
+    // What this rank said towards the end of the job may have been lost
+    // with the old flows: say it again (a rank that had closed its sources
+    // closes this epoch's too).
+    const bool was_closed = closed;
+    closed = false;
+    say_end();
+    if (was_closed) close_all();
   };
 
   const uint64_t started = now_ms();
   uint64_t traced_retries = 0;
-  while (!w.done() && failure.empty()) {
-    size_t work = w.poll();
-    if (gateway && !closed) work += gateway->poll(*client);
-    if (!closed) {
-      const uint64_t us = now_us();
-      if (client) client->set_clock_us(us);
-      node.tick(us / 1000, out);
-      if (o.on_progress && is_replica)
-        o.on_progress(rank, np ? np->is_leader() : replica->is_leader(),
-                      (np ? np->store() : replica->store()).applied().size());
-      if (o.trace_retries && client && client->retries() != traced_retries) {
-        traced_retries = client->retries();
-        std::fprintf(stderr,
-                     "sluice-kv: rank %u: retry %" PRIu64 " at +%" PRIu64
-                     " ms, %zu operations completed\n",
-                     rank, traced_retries, now_ms() - started, client->completed());
-      }
-      work += flush();
-      if (client && client->done() && (!gateway || gateway->finished())) {
-        for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
-        close_all();
-      } else if (is_replica && clients_done.size() == clients &&
-                 (!nopaxos || w.status(order_input) != sluice::Status::kOk)) {
-        // (NOPaxos: only once the ordered flow has ended, so that a late
-        // retry cannot still land in one log and not another.)
-        const bool leader = np ? np->is_leader() : replica->is_leader();
-        const uint64_t settled = np ? np->sync_point() : replica->commit_index();
-        const uint64_t length = np ? np->log_size() : replica->log_size();
-        if (leader && !finish_sent && settled == length) {
-          finish_sent = true;
-          finish_slot = settled;
-          for (uint32_t r = 0; r < o.replicas; ++r)
-            if (r != rank) control(MsgType::kFinish, r, finish_slot);
-          work += flush();
+  uint32_t epochs = 0;
+  std::vector<uint32_t> live = cluster.live_ranks();
+  for (;;) {
+    try {
+      begin_epoch(live);
+    } catch (const sluice::Error& e) {
+      // A rank was lost while the flows were being declared: without it.
+      if (e.code() != sluice::ErrorCode::kPeerLost || cluster.live_ranks() == live) throw;
+      ep.reset();
+      live = cluster.live_ranks();
+      continue;
+    }
+    if (epochs++ > 0) {
+      std::fprintf(
+          stderr, "sluice-kv: rank %u: going on with ranks%s%s\n", rank, ranks_text(live).c_str(),
+          nopaxos ? (" (NOPaxos session " + std::to_string(ep.session) + ")").c_str() : "");
+      std::fflush(stderr);
+    }
+    while (!ep.w.done() && failure.empty() && ep.broken.empty()) {
+      size_t work = ep.w.poll();
+      if (gateway && !closed) work += gateway->poll(*client);
+      if (!closed) {
+        const uint64_t us = now_us();
+        if (client) client->set_clock_us(us);
+        node.tick(us / 1000, out);
+        if (o.on_progress && is_replica)
+          o.on_progress(rank, np ? np->is_leader() : replica->is_leader(),
+                        (np ? np->store() : replica->store()).applied().size());
+        if (o.trace_retries && client && client->retries() != traced_retries) {
+          traced_retries = client->retries();
+          std::fprintf(stderr,
+                       "sluice-kv: rank %u: retry %" PRIu64 " at +%" PRIu64
+                       " ms, %zu operations completed\n",
+                       rank, traced_retries, now_ms() - started, client->completed());
         }
-        if (finish_sent && finished.size() == o.replicas - 1) close_all();
-        if (!finish_sent && finish_known && settled >= finish_slot) {
-          control(MsgType::kFinished, finish_leader, 0);
+        work += flush();
+        if (client && client->done() && (!gateway || gateway->finished())) {
+          said_done = true;
+          for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
           close_all();
+        } else if (is_replica && clients_done.size() == clients &&
+                   (!nopaxos || ep.w.status(ep.order_input) != sluice::Status::kOk)) {
+          // (NOPaxos: only once the ordered flow has ended, so that a late
+          // retry cannot still land in one log and not another.)
+          const bool leader = np ? np->is_leader() : replica->is_leader();
+          const uint64_t settled = np ? np->sync_point() : replica->commit_index();
+          const uint64_t length = np ? np->log_size() : replica->log_size();
+          if (leader && !finish_sent && settled == length) {
+            finish_sent = true;
+            finish_slot = settled;
+            for (uint32_t r = 0; r < o.replicas; ++r)
+              if (r != rank) control(MsgType::kFinish, r, finish_slot);
+            work += flush();
+          }
+          // The leader closes last, once every live follower has finished.
+          bool all_finished = finish_sent;
+          for (uint32_t r : ep.live)
+            if (r < o.replicas && r != rank && finished.count(r) == 0) all_finished = false;
+          if (all_finished) close_all();
+          if (!finish_sent && finish_known && settled >= finish_slot) {
+            said_finished = true;
+            control(MsgType::kFinished, finish_leader, 0);
+            close_all();
+          }
         }
       }
+      // A rank of this epoch is lost: its flows are done for.
+      for (uint32_t r : ep.live)
+        if (!cluster.alive(r) && ep.broken.empty())
+          ep.broken = "rank " + std::to_string(r) + " is lost";
+      // A gateway with nothing in flight waits for its sockets (nothing can
+      // come on the flows for it then); else the worker idles on the flows.
+      if (gateway && !closed && work == 0 && client->done() && !gateway->finished()) {
+        gateway->wait(std::chrono::milliseconds(10));
+      } else {
+        ep.w.idle(work);
+      }
     }
-    // A gateway with nothing in flight waits for its sockets (nothing can
-    // come on the flows for it then); else the worker idles on the flows.
-    if (gateway && !closed && work == 0 && client->done() && !gateway->finished()) {
-      gateway->wait(std::chrono::milliseconds(10));
-    } else {
-      w.idle(work);
+    if (!failure.empty()) break;
+    if (ep.broken.empty()) {
+      // Every input ended: a clean end, or an input that failed.
+      for (size_t i = 0; i < ep.w.num_inputs(); ++i) {
+        const auto id = static_cast<sluice::Worker::InputId>(i);
+        if (ep.w.status(id) != sluice::Status::kEndOfFlow && ep.broken.empty())
+          ep.broken = "rank " + std::to_string(rank) + ": input " + std::to_string(i) + ": " +
+                      ep.w.error(id);
+      }
+      if (ep.broken.empty()) break;  // the job's end
     }
-  }
-  if (failure.empty() && w.done()) {
-    for (size_t i = 0; i < w.num_inputs(); ++i)
-      if (w.status(static_cast<sluice::Worker::InputId>(i)) != sluice::Status::kEndOfFlow)
-        failure = "rank " + std::to_string(rank) + ": input " + std::to_string(i) + ": " +
-                  w.error(static_cast<sluice::Worker::InputId>(i));
+    // The epoch broke. It is a failure unless a rank of it turns out to be
+    // lost (a rank that saw the loss first may end its flows, which this
+    // rank can see before the loss itself): wait for that up to the peer
+    // timeout, then go on with the ranks that are left.
+    const auto until =
+        std::chrono::steady_clock::now() + cluster.options().peer_timeout + std::chrono::seconds(1);
+    std::vector<uint32_t> now_live = cluster.live_ranks();
+    while (now_live == ep.live && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      now_live = cluster.live_ranks();
+    }
+    if (now_live == ep.live) {
+      failure = ep.broken;
+      break;
+    }
+    live = now_live;
+    ep.reset();  // destroys this epoch's ends, then its flows (collective)
   }
   if (o.test_drop > 0)
     std::fprintf(stderr,
@@ -373,14 +524,26 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     std::fprintf(stderr, "sluice-kv: %s\n", failure.c_str());
     return 1;
   }
+  ep.reset();
 
   const std::string mine = np ? replica_report(rank, np->store(), np->view())
                            : replica
                                ? replica_report(rank, replica->store(), replica->ballot())
                                : client_reports(rank, *client, gateway ? 0 : o.ops_per_client);
-  const std::vector<std::string> all = gather_reports(cluster, report_spec, mine);
-  if (rank != 0) return 0;
-  return check_job(all, o, clients * per_rank);
+  // The lowest live rank collects the reports; a rank lost meanwhile makes
+  // the others begin again without it.
+  for (;;) {
+    live = cluster.live_ranks();
+    try {
+      const std::vector<std::string> all = gather_reports(cluster, live, mine);
+      if (rank != live[0]) return 0;
+      return check_job(all, o, clients * per_rank, lost_ranks(world, live, o.replicas));
+    } catch (const sluice::Error& e) {
+      if (e.code() != sluice::ErrorCode::kPeerLost) throw;
+      std::fprintf(stderr, "sluice-kv: rank %u: reports: %s; again without the lost rank\n", rank,
+                   e.what());
+    }
+  }
 }
 
 }  // namespace kv

@@ -18,14 +18,23 @@
 // replica and closes its source. Once every client is done and its log is
 // fully committed, the leader tells the followers the final slot; each
 // follower that applied it answers and closes; the leader closes last. Then
-// every rank reports to rank 0 on the kv-report flow (job_report.h) and
-// rank 0 checks: equal digests and applied logs on all replicas, every
-// operation completed, and the log a linearization of the clients' history
-// (check_linearization).
+// every rank reports to the lowest live rank on a kv-report flow
+// (job_report.h), which checks: equal digests and applied logs on all live
+// replicas, every operation completed, and the log a linearization of the
+// clients' history (check_linearization).
 //
 // Faults: a leader that stalls or is stopped (SIGSTOP) within the peer
 // timeout is replaced; lost messages are made up for (test hooks). A lost
-// rank still ends the job with an error. See docs/kv.md.
+// replica (killed, or stopped past the peer timeout) ends the epoch: the
+// flows above belong to an epoch, the ranks alive when it began. Once
+// Cluster::alive() says a rank of the epoch is lost (or a flow fails and a
+// rank turns out lost within the peer timeout), every rank destroys the
+// epoch's flows and declares the next epoch's among the live ranks, under
+// names with epoch_suffix(). Messages in flight are lost, which the
+// protocols make up for; NOPaxos sees the new ordered flow (a new
+// sequencer, on the lowest live replica) as a new session. A majority of
+// the replicas must stay alive; a lost client rank fails the job's checks.
+// The lost rank cannot rejoin yet. See docs/kv.md.
 #pragma once
 
 #include <sluice/cluster.h>
@@ -33,6 +42,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "cluster_sim.h"
 
@@ -74,6 +84,13 @@ struct FlowJobOptions {
   std::function<void(uint32_t rank, bool leader, uint64_t applied)>
       on_progress;  // clients print each retry (when, how far they got) to stderr
 };
+
+// The suffix of an epoch's flow names: "" while every rank is alive, else
+// "-without-" and the lost ranks, e.g. "-without-0-2". Every rank that sees
+// the same live ranks (increasing) declares the same names.
+std::string epoch_suffix(uint32_t world, const std::vector<uint32_t>& live);
+// The ranks below `below` that are not in `live` (increasing).
+std::vector<uint32_t> lost_ranks(uint32_t world, const std::vector<uint32_t>& live, uint32_t below);
 
 // Runs this rank's part; returns the process exit status (0: every check
 // passed, on rank 0; other ranks: their part went well). Rank 0 prints the

@@ -73,19 +73,17 @@ std::string client_reports(uint32_t rank, const ClientGroup& g, uint64_t expecte
   return out;
 }
 
-sluice::BytesShuffleSpec report_flow(sluice::Cluster& cluster) {
-  std::vector<uint32_t> others;
-  for (uint32_t r = 1; r < cluster.world_size(); ++r) others.push_back(r);
-  return sluice::shuffle_bytes("kv-report")
+sluice::BytesShuffleSpec report_flow(sluice::Cluster& cluster, const std::vector<uint32_t>& live) {
+  const std::vector<uint32_t> others(live.begin() + 1, live.end());
+  return sluice::shuffle_bytes("kv-report" + epoch_suffix(cluster.world_size(), live))
       .sources(cluster.ranks(others))
-      .targets(cluster.ranks({0}))
+      .targets(cluster.ranks({live[0]}))
       .segment_bytes(64 * 1024);
 }
 
-std::vector<std::string> gather_reports(sluice::Cluster& cluster,
-                                        const sluice::BytesShuffleSpec& spec,
+std::vector<std::string> gather_reports(sluice::Cluster& cluster, const std::vector<uint32_t>& live,
                                         const std::string& mine) {
-  const uint32_t rank = cluster.rank(), world = cluster.world_size();
+  const uint32_t rank = cluster.rank();
   auto fail = [](const char* what, sluice::Status s, const std::string& error) {
     const sluice::ErrorCode code = s == sluice::Status::kPeerLost  ? sluice::ErrorCode::kPeerLost
                                    : s == sluice::Status::kTimeout ? sluice::ErrorCode::kTimeout
@@ -93,7 +91,10 @@ std::vector<std::string> gather_reports(sluice::Cluster& cluster,
     throw sluice::Error(
         code, std::string("kv-report: ") + what + ": " + sluice::to_string(s) + ": " + error);
   };
-  if (rank != 0) {
+  if (live.size() == 1) return {mine};
+  const sluice::BytesShuffleSpec spec = report_flow(cluster, live);
+  sluice::DeclaredFlow flow = cluster.declare(spec);
+  if (rank != live[0]) {
     sluice::BytesSource out = cluster.source(spec, 0);
     for (size_t at = 0; at < mine.size(); at += kReportPiece) {
       const size_t n = std::min(kReportPiece, mine.size() - at);
@@ -106,20 +107,24 @@ std::vector<std::string> gather_reports(sluice::Cluster& cluster,
   }
   // Records of one source arrive in the order pushed (per-source FIFO), so
   // a source's pieces concatenate back into its line.
-  std::vector<std::string> lines(world);
+  std::vector<std::string> lines(live.size());
   lines[0] = mine;
-  sluice::BytesTarget in = cluster.target(spec, 0);
-  while (auto batch = in.consume()) {
-    const uint32_t from = in.last_source();  // index in the spec's sources: rank - 1
-    for (std::span<const std::byte> rec : *batch)
-      lines.at(from + 1).append(reinterpret_cast<const char*>(rec.data()), rec.size());
+  {
+    sluice::BytesTarget in = cluster.target(spec, 0);
+    while (auto batch = in.consume()) {
+      const uint32_t from = in.last_source();  // index in the spec's sources: live[from + 1]
+      for (std::span<const std::byte> rec : *batch)
+        lines.at(from + 1).append(reinterpret_cast<const char*>(rec.data()), rec.size());
+    }
+    if (in.status() != sluice::Status::kEndOfFlow) fail("consume", in.status(), in.error());
   }
-  if (in.status() != sluice::Status::kEndOfFlow) fail("consume", in.status(), in.error());
   return lines;
 }
 
-int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, uint32_t clients) {
+int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, uint32_t clients,
+              const std::vector<uint32_t>& lost_replicas) {
   std::vector<std::string> problems;
+  std::vector<uint32_t> replica_of;  // the rank of each log
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> logs;
   std::vector<uint64_t> digests;
   std::vector<Completed> history;
@@ -147,6 +152,7 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
       }
       logs.push_back(std::move(log));
       digests.push_back(digest);
+      replica_of.push_back(r);
       std::printf("replica %u: applied %" PRIu64 " entries, digest %016" PRIx64 ", view %" PRIu64
                   "\n",
                   r, n, digest, view);
@@ -175,12 +181,21 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
       problems.push_back("client rank " + std::to_string(r) + " completed " + std::to_string(n) +
                          " of " + std::to_string(expected) + " operations");
   }
+  for (uint32_t r : lost_replicas) std::printf("replica %u: lost; the job went on without it\n", r);
+  if (logs.empty() || logs.size() + lost_replicas.size() != o.replicas) {
+    std::printf("MISMATCH: %zu replica reports and %zu lost replicas, of %u\n", logs.size(),
+                lost_replicas.size(), o.replicas);
+    std::printf("job: FAILED\n");
+    return 1;
+  }
   for (size_t i = 1; i < logs.size(); ++i) {
+    const std::string first = std::to_string(replica_of[0]) + "'s";
     if (logs[i] != logs[0])
-      problems.push_back("replica " + std::to_string(i) +
-                         "'s applied log differs from replica 0's");
+      problems.push_back("replica " + std::to_string(replica_of[i]) +
+                         "'s applied log differs from replica " + first);
     if (digests[i] != digests[0])
-      problems.push_back("replica " + std::to_string(i) + "'s digest differs from replica 0's");
+      problems.push_back("replica " + std::to_string(replica_of[i]) +
+                         "'s digest differs from replica " + first);
   }
   std::set<std::pair<uint64_t, uint64_t>> distinct(logs[0].begin(), logs[0].end());
   distinct.erase({0, 0});

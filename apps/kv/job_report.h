@@ -37,18 +37,22 @@ std::string replica_report(uint32_t rank, const Store& s, uint64_t view);
 // had to complete (0: any number, a RESP gateway's).
 std::string client_reports(uint32_t rank, const ClientGroup& g, uint64_t expected_ops);
 
-// The kv-report flow: every rank but 0 -> rank 0. Declare it on every rank.
-sluice::BytesShuffleSpec report_flow(sluice::Cluster& cluster);
+// The kv-report flow among the live ranks (increasing): every other live
+// rank -> the first, named "kv-report" + epoch_suffix (flow_job.h).
+sluice::BytesShuffleSpec report_flow(sluice::Cluster& cluster, const std::vector<uint32_t>& live);
 
-// Sends `mine` to rank 0 (ranks > 0) or collects every rank's line (rank 0,
-// its own first). Throws sluice::Error if the flow fails.
-std::vector<std::string> gather_reports(sluice::Cluster& cluster,
-                                        const sluice::BytesShuffleSpec& spec,
+// Declares the report flow among `live` and sends `mine` to its first rank
+// (the collector), or, on the collector, collects every live rank's line
+// (its own first, then in rank order). Throws sluice::Error if the flow
+// fails (code kPeerLost if a rank is lost: the caller may try again without it).
+std::vector<std::string> gather_reports(sluice::Cluster& cluster, const std::vector<uint32_t>& live,
                                         const std::string& mine);
 
-// Rank 0: checks the job from every rank's report and prints the summary;
-// returns the exit status (0: every check passed).
+// The collector: checks the job from every live rank's report and prints
+// the summary; `lost_replicas` are the replicas the job went on without
+// (each is named; the others must agree). Returns the exit status (0: every
+// check passed).
 int check_job(const std::vector<std::string>& reports, const FlowJobOptions& options,
-              uint32_t clients);
+              uint32_t clients, const std::vector<uint32_t>& lost_replicas);
 
 }  // namespace kv

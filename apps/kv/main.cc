@@ -150,6 +150,27 @@ int run_main(int argc, char** argv) {
       };
       continue;
     }
+    if (a == "--test-kill-rank" && i + 2 < argc) {
+      // Test builds only: replica R kills itself (SIGKILL) once it has
+      // applied --test-kill-after N entries; run the job with
+      // `sluice run --keep-going` and the others go on without it.
+      uint64_t victim = 0, after = 0;
+      if (!parse_u64(argv[i + 1], &victim) || std::strcmp(argv[i + 2], "--test-kill-after") != 0 ||
+          i + 3 >= argc || !parse_u64(argv[i + 3], &after)) {
+        std::fprintf(stderr, "sluice-kv run: --test-kill-rank R --test-kill-after N\n");
+        return 2;
+      }
+      i += 3;
+      o.on_progress = [victim, after](uint32_t rank, bool leader, uint64_t applied) {
+        if (rank != victim || applied < after) return;
+        std::fprintf(stderr, "test hook: rank %u (%s) kills itself after %llu entries\n", rank,
+                     leader ? "the leader" : "a follower",
+                     static_cast<unsigned long long>(applied));
+        std::fflush(stderr);
+        ::raise(SIGKILL);
+      };
+      continue;
+    }
     if (a == "--test-drop" && i + 1 < argc) {
       // Test builds only: lose this fraction of the protocol messages received.
       char* end = nullptr;

@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -36,12 +37,14 @@ std::string history_path() {
 }
 
 ProcessResult run_kv(int ranks, std::vector<std::string> args,
-                     const std::string& program = "sluice-kv") {
+                     const std::string& program = "sluice-kv",
+                     const std::vector<std::string>& launcher_args = {},
+                     const std::map<std::string, std::string>& env = {}) {
   if (!args.empty() && args[0] == "run") {
     args.push_back("--history");
     args.push_back(history_path());
   }
-  return run_process(sluice::testing::job_argv(ranks, 100, program, args), {},
+  return run_process(sluice::testing::job_argv(ranks, 100, program, args, launcher_args), env,
                      std::chrono::seconds(130));
 }
 
@@ -65,9 +68,18 @@ void expect_porcupine_linearizable(const std::string& history, int ops) {
 }
 
 // `failover`: the replicas must have ended in a later view than the first.
+// `lost`: the replica the job went on without (killed: the launcher's
+// status is 128 + SIGKILL), or -1; the others must all agree.
 void expect_clean_job(const ProcessResult& r, int replicas, int clients, int ops,
-                      bool failover = false) {
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+                      bool failover = false, int lost = -1) {
+  ASSERT_EQ(r.exit_code, lost < 0 ? 0 : 128 + 9) << r.output;
+  if (lost >= 0) {
+    EXPECT_EQ(sluice::testing::count_lines_with(r.output, "replica " + std::to_string(lost) +
+                                                              ": lost; the job went on without it"),
+              1)
+        << r.output;
+    --replicas;  // one report fewer
+  }
   EXPECT_EQ(sluice::testing::count_lines_with(
                 r.output,
                 "job: every operation completed exactly once; replicas identical; history "
@@ -219,6 +231,80 @@ TEST(KvJobTest, MultiPaxosReplacesALeaderStoppedBySigstop) {
 }
 
 TEST(KvJobTest, NoPaxosReplacesALeaderStoppedBySigstop) { expect_leader_replaced("nopaxos", true); }
+
+// A replica is killed (SIGKILL, test hook --test-kill-rank) once it has
+// applied 100 entries, and the job runs on without it (sluice run
+// --keep-going): every rank sees the rank lost, destroys the epoch's flows
+// and declares new ones among the live ranks; the protocols make up for the
+// messages lost with the old flows. Killing rank 0 kills the first leader,
+// and for NOPaxos the sequencer too (the flow's sequencer is on its first
+// target): the new ordered flow is a new session, on rank 1. The two live
+// replicas must agree, every operation complete exactly once, and
+// porcupine find the history linearizable.
+void expect_replica_loss_survived(const std::string& protocol, int victim) {
+  const ProcessResult r =
+      run_kv(5,
+             {"run", "--protocol", protocol, "--ops", "300", "--keys", "20", "--retry-ms", "500",
+              "--election-timeout-ms", "1000", "--test-kill-rank", std::to_string(victim),
+              "--test-kill-after", "100"},
+             "sluice-kv-test-hooks", {"--keep-going"});
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output, "test hook: rank " + std::to_string(victim) +
+                              (victim == 0 ? " (the leader)" : " (a follower)") + " kills itself"),
+            1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output, "sluice run: rank " + std::to_string(victim) + " was killed by signal 9"),
+            1)
+      << r.output;
+  std::string live;
+  for (int k = 0; k < 5; ++k)
+    if (k != victim) live += " " + std::to_string(k);
+  // Every survivor went on once, with the same ranks (and the same session).
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output, "going on with ranks" + live +
+                              (protocol == "nopaxos" ? " (NOPaxos session 2)" : "")),
+            4)
+      << r.output;
+  expect_clean_job(r, 3, 2, 300, /*failover=*/victim == 0, victim);
+}
+
+TEST(KvJobTest, MultiPaxosGoesOnWithoutAFollowerKilledBySigkill) {
+  expect_replica_loss_survived("multipaxos", 2);
+}
+
+TEST(KvJobTest, MultiPaxosElectsANewLeaderWhenTheLeaderIsKilled) {
+  expect_replica_loss_survived("multipaxos", 0);
+}
+
+TEST(KvJobTest, NoPaxosGoesOnWithoutAFollowerKilledBySigkill) {
+  expect_replica_loss_survived("nopaxos", 2);
+}
+
+TEST(KvJobTest, NoPaxosStartsANewSessionWhenTheSequencerAndLeaderAreKilled) {
+  expect_replica_loss_survived("nopaxos", 0);
+}
+
+// The first leader is stopped (SIGSTOP) for 8 s, past the peer timeout (2 s
+// here): the registry declares it lost, sluice run kills it (a silent rank
+// must not come back into a job that went on without it), and the others go
+// on without it as after a kill.
+TEST(KvJobTest, MultiPaxosGoesOnWithoutALeaderStoppedPastThePeerTimeout) {
+  const ProcessResult r =
+      run_kv(5,
+             {"run", "--protocol", "multipaxos", "--ops", "300", "--retry-ms", "500",
+              "--election-timeout-ms", "1000", "--test-sigstop-leader-ms", "8000",
+              "--test-stall-after", "100"},
+             "sluice-kv-test-hooks", {"--keep-going"}, {{"SLUICE_PEER_TIMEOUT_MS", "2000"}});
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "leader rank 0 stops (SIGSTOP)"), 1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "sluice run: rank 0 stopped heart-beating"),
+            1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "going on with ranks 1 2 3 4"), 4)
+      << r.output;
+  expect_clean_job(r, 3, 2, 300, /*failover=*/true, 0);
+}
 
 // Every rank loses 2% of the protocol messages it receives (seeded test
 // hook --test-drop): requests, replies, votes, Accepts and, for NOPaxos,
