@@ -56,6 +56,9 @@ struct FlowState {
   std::map<uint32_t, std::vector<InRingRef>> remote_in;    // [target][source]: filled for remote sources
   // Ordered flows, on the first target's rank: the sequencer's counter.
   std::unique_ptr<RegionOwner> sequencer;
+  // The peers as the flow sees them: each rank's incarnation at declare
+  // (ctx.liveness). A rank that died is lost to the flow even once it rejoins.
+  std::unique_ptr<control::PinnedLiveness> liveness;
   std::vector<bool> source_open;
   std::vector<bool> target_open;
 
@@ -174,7 +177,8 @@ void ClusterImpl::declare(const FlowSpec& spec) {
 
     auto fs = std::make_unique<FlowState>();
     fs->ctx.spec = spec;
-    fs->ctx.liveness = &client->peers();
+    fs->liveness = std::make_unique<control::PinnedLiveness>(client->peers());
+    fs->ctx.liveness = fs->liveness.get();
     fs->ctx.ring_segments = spec.effective_ring_segments();
     fs->ring_geometry = layout::Geometry::make(1, 1, fs->ctx.ring_segments, spec.effective_segment_bytes());
     // What a segment holds is segment_bytes, whatever padding the stride has:
@@ -329,9 +333,9 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
     } catch (const Error&) {
       // The usual cause: that rank has exited (it may have failed in its own
       // declare). Say so as a lost peer once the registry confirms it.
-      const control::PeerTable& peers = client->peers();
+      const detail::Liveness& peers = *fs.ctx.liveness;
       for (const auto until = Clock::now() + options.peer_timeout; Clock::now() < until;) {
-        if (peers.registry_lost() || peers.state(rank) != control::PeerTable::kAlive) {
+        if (peers.registry_lost() || !peers.alive(rank)) {
           throw PeerLostError(rank, "flow '" + name + "': " + peers.describe(rank) +
                                         " before this rank could map its rings");
         }
@@ -496,8 +500,12 @@ namespace {
 // counter region.
 class RegionSequencer final : public Sequencer {
  public:
-  RegionSequencer(std::unique_ptr<RegionAccess> counter, const control::PeerTable* peers, uint32_t owner)
-      : counter_(std::move(counter)), peers_(peers), owner_(owner) {}
+  RegionSequencer(std::unique_ptr<RegionAccess> counter, const control::PeerTable* peers,
+                  uint32_t owner)
+      : counter_(std::move(counter)),
+        peers_(peers),
+        owner_(owner),
+        incarnation_(peers->incarnation(owner)) {}
   Status take(uint64_t count, uint64_t* first, std::string* error) override {
     return op(count, first, error);
   }
@@ -507,8 +515,8 @@ class RegionSequencer final : public Sequencer {
   Status op(uint64_t delta, uint64_t* out, std::string* error) {
     // The same on every transport: a lost owner ends the sequencer. (Over
     // shm its memory would outlive it in our mapping; over ofi it goes.)
-    if (peers_->registry_lost() || peers_->state(owner_) != control::PeerTable::kAlive) {
-      *error = "the sequencer's owner is gone: " + peers_->describe(owner_);
+    if (peers_->registry_lost() || !peers_->alive_as(owner_, incarnation_)) {
+      *error = "the sequencer's owner is gone: " + peers_->describe_as(owner_, incarnation_);
       return Status::kPeerLost;
     }
     Status s = counter_->fetch_add(0, delta, out, kForever);
@@ -518,6 +526,7 @@ class RegionSequencer final : public Sequencer {
   std::unique_ptr<RegionAccess> counter_;
   const control::PeerTable* peers_;
   uint32_t owner_;
+  uint32_t incarnation_;  // the owner's when the sequencer was opened
 };
 
 }  // namespace
@@ -589,6 +598,15 @@ bool Cluster::alive(uint32_t rank) const {
   }
   const control::PeerTable& peers = impl_->client->peers();
   return !peers.registry_lost() && peers.alive(rank);
+}
+
+uint32_t Cluster::incarnation(uint32_t rank) const {
+  if (rank >= world_size()) {
+    throw Error(ErrorCode::kInvalidArgument, "incarnation(" + std::to_string(rank) +
+                                                 "): no such rank; the job has " +
+                                                 std::to_string(world_size()));
+  }
+  return impl_->client->peers().incarnation(rank);
 }
 
 std::vector<uint32_t> Cluster::live_ranks() const {

@@ -124,17 +124,24 @@ class Cluster {
   // registry and secret as the bootstrap resolved them.
   const ClusterOptions& options() const;
 
-  // Whether `rank` is still in the job: false once the registry reported it
-  // lost (it died, stopped heart-beating for peer_timeout, or left), and for
-  // every other rank once the registry itself is lost. A rank once lost stays
-  // lost. Cheap (an atomic load): a loop may poll it every round, e.g. to
-  // rebuild its flows among the ranks that remain (README "Guarantees and
-  // failure"; apps/kv does so).
+  // Whether `rank` is in the job: false once the registry reported it lost
+  // (it died, stopped heart-beating for peer_timeout, or left), and for
+  // every other rank once the registry itself is lost. A rank that died
+  // may join again as a new process (`sluice run --restarts`): alive() is
+  // then true again and incarnation() one higher. Flows and regions set up
+  // before stay failed: they belong to the old incarnation. Cheap (an atomic
+  // load): a loop may poll it every round, e.g. to rebuild its flows among
+  // the ranks that remain (README "Guarantees and failure"; apps/kv does so).
   // Throws Error(kInvalidArgument) if `rank` does not exist.
   bool alive(uint32_t rank) const;
   // The ranks alive() reports, in increasing order (this rank included while
   // the registry is reachable).
   std::vector<uint32_t> live_ranks() const;
+  // How many times `rank` joined the job again after it died: 0 for the
+  // process the job started with. incarnation(rank()) tells a restarted
+  // process that it is one (it starts with none of its old state). Throws
+  // Error(kInvalidArgument) if `rank` does not exist.
+  uint32_t incarnation(uint32_t rank) const;
 
   // The transport that carries flows (and memory regions) between this rank
   // and `rank`: Transport::kShm or Transport::kOfi, never kAuto. It follows

@@ -8,8 +8,9 @@ inline constexpr const char* kVersion = "0.1.0";
 // Carried in every control message; peers with another version are refused
 // with an error naming both. 3: ERASE and UNDECLARE (flows and regions can be
 // destroyed and their names used again). 4: COUNTERS (ranks report their
-// flow counters to the registry with their heartbeats).
-inline constexpr uint16_t kProtocolVersion = 4;
+// flow counters to the registry with their heartbeats). 5: PEER_EVENT
+// carries the rank's incarnation (a rank that died may join again).
+inline constexpr uint16_t kProtocolVersion = 5;
 // True if this process honours the test switches (SLUICE_TEST_* variables
 // that make a flow die or reorder on purpose): only test programs built in
 // the sluice tree, which link the library with its test hooks live. The

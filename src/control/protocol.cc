@@ -26,11 +26,12 @@ void encode_peer(Writer* w, const PeerEventMsg& m) {
   w->str(m.reason);
   w->str(m.host);
   w->u32(m.pid);
+  w->u32(m.incarnation);
 }
 bool decode_peer(Reader* r, PeerEventMsg* m) {
   uint8_t state = 0;
   if (!r->u32(&m->rank) || !r->u8(&state) || !r->str(&m->reason) || !r->str(&m->host) ||
-      !r->u32(&m->pid)) {
+      !r->u32(&m->pid) || !r->u32(&m->incarnation)) {
     return false;
   }
   if (state > static_cast<uint8_t>(PeerState::kDied)) return false;
@@ -214,9 +215,9 @@ bool decode(std::string_view payload, WelcomeMsg* m) {
   uint32_t n = 0;
   if (!r.u32(&m->heartbeat_ms) || !r.u32(&n)) return false;
   m->peers.clear();
-  // Each entry takes at least 17 bytes; checking the count against what is
+  // Each entry takes at least 21 bytes; checking the count against what is
   // left keeps a hostile count from making us loop (or allocate) for nothing.
-  constexpr size_t kMinPeerBytes = 4 + 1 + 4 + 4 + 4;
+  constexpr size_t kMinPeerBytes = 4 + 1 + 4 + 4 + 4 + 4;
   if (n > r.remaining() / kMinPeerBytes) return false;
   m->peers.resize(n);
   for (PeerEventMsg& p : m->peers) {

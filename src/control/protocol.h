@@ -52,7 +52,8 @@
 //             every one, so a client can tell that the registry is alive
 //   LEAVE     (empty), no reply; the registry then closes the connection
 //   PEER_EVENT (server -> client, request id 0)
-//             u32 rank, u8 state (PeerState), str reason, str host, u32 pid
+//             u32 rank, u8 state (PeerState), str reason, str host, u32 pid,
+//             u32 incarnation (how many times the rank joined again after it died)
 //   COUNTERS  (client -> server, request id 0, no reply; sent with every
 //             HEARTBEAT and once before LEAVE) the rank's flow endpoints'
 //             counters (flow/endpoint_counters.h), for the registry's
@@ -206,6 +207,7 @@ struct PeerEventMsg {
   std::string reason;
   std::string host;
   uint32_t pid = 0;
+  uint32_t incarnation = 0;  // times the rank joined again after it died
 };
 struct WelcomeMsg {
   uint32_t heartbeat_ms = 0;

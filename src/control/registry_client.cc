@@ -107,7 +107,19 @@ std::string local_host_name() {
 }  // namespace
 
 PeerTable::PeerTable(uint32_t world_size)
-    : states_(world_size), reasons_(world_size), hosts_(world_size), pids_(world_size, 0) {}
+    : words_(world_size), reasons_(world_size), hosts_(world_size), pids_(world_size, 0) {}
+
+std::string PeerTable::describe_as(uint32_t rank, uint32_t incarnation) const {
+  if (rank >= world_size() || this->incarnation(rank) == incarnation) return describe(rank);
+  std::lock_guard<std::mutex> lock(mu_);
+  return log::cat("rank ", rank, " died: ", reasons_[rank], "; it has since rejoined (incarnation ",
+                  this->incarnation(rank), ", ", hosts_[rank], ", pid ", pids_[rank], ")");
+}
+
+PinnedLiveness::PinnedLiveness(const PeerTable& peers)
+    : peers_(peers), incarnations_(peers.world_size()) {
+  for (uint32_t r = 0; r < peers.world_size(); ++r) incarnations_[r] = peers.incarnation(r);
+}
 
 std::string PeerTable::describe(uint32_t rank) const {
   if (rank >= world_size()) {
@@ -134,18 +146,21 @@ std::string PeerTable::host(uint32_t rank) const {
   return hosts_[rank];
 }
 
-void PeerTable::set(uint32_t rank, State state, const std::string& reason) {
+void PeerTable::set(uint32_t rank, State state, const std::string& reason, uint32_t incarnation) {
   if (rank >= world_size()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // A lost rank stays lost (and keeps the first reason): whatever it may
-    // still send, its peers have already given up on it.
-    if (states_[rank].load(std::memory_order_relaxed) != kAlive) return;
-    reasons_[rank] = reason;
+    const uint64_t now = words_[rank].load(std::memory_order_relaxed);
+    const auto now_incarnation = static_cast<uint32_t>(now >> 32);
+    if (incarnation < now_incarnation) return;
+    // Within an incarnation a lost rank stays lost (and keeps the first
+    // reason): whatever it may still send, its peers have given up on it.
+    if (incarnation == now_incarnation && (now & kStateMask) != kAlive) return;
+    if (state != kAlive) reasons_[rank] = reason;
   }
   // Release pairs with the acquire in state(): whoever sees the new state also
   // sees the reason (which describe() reads under mu_ in any case).
-  states_[rank].store(state, std::memory_order_release);
+  words_[rank].store(uint64_t{incarnation} << 32 | state, std::memory_order_release);
 }
 
 void PeerTable::set_info(uint32_t rank, const std::string& host, uint32_t pid) {
@@ -313,7 +328,7 @@ void RegistryClient::Impl::open_socket(Deadline deadline) {
 void RegistryClient::Impl::apply_peer(const PeerEventMsg& e) {
   if (e.rank >= peers.world_size()) return;
   if (!e.host.empty()) peers.set_info(e.rank, e.host, e.pid);
-  peers.set(e.rank, static_cast<PeerTable::State>(e.state), e.reason);
+  peers.set(e.rank, static_cast<PeerTable::State>(e.state), e.reason, e.incarnation);
 }
 
 void RegistryClient::Impl::handshake(Deadline deadline) {

@@ -113,6 +113,7 @@ struct RegistryServer::Impl : Waiters::Host {
     std::string reason;
     uint64_t conn_id = 0;
     TimePoint last_seen;
+    uint32_t incarnation = 0;  // times the rank joined again after it died
   };
 
   explicit Impl(RegistryOptions o)
@@ -366,9 +367,10 @@ void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::str
     log::warn("registry: ", who);
   }
   broadcast(PeerEventMsg{r, state == RankState::kLeft ? PeerState::kLeft : PeerState::kDied, reason,
-                         info.host, info.pid},
+                         info.host, info.pid, info.incarnation},
             gone_conn);
   waiters.lose_rank(r, gone_conn, who);
+  if (opt.on_lost_rank) opt.on_lost_rank(r);
 }
 
 void RegistryServer::Impl::accept_all(TimePoint now) {
@@ -566,15 +568,19 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
     return;
   }
   RankInfo& info = ranks[m.rank];
-  if (info.state == RankState::kLeft || info.state == RankState::kDied) {
-    // Its peers were told it is gone and may have failed flows because of it;
-    // taking it back would let a resumed process deliver after that.
+  if (info.state == RankState::kLeft) {
     refuse(c, ErrorCode::kRegistry,
-           log::cat(describe(m.rank), "; a rank reported lost cannot rejoin the job (pid ", m.pid,
-                    " on ", m.host, " tried): start the job again"),
+           log::cat(describe(m.rank), "; a rank that left cannot rejoin the job (pid ", m.pid,
+                    " on ", m.host, " tried)"),
            req);
     return;
   }
+  // A rank that died may join again, as its next incarnation: a new process
+  // (the old one's connection is gone, so a stopped process that resumed
+  // cannot come back this way). Its peers keep every flow and region of the
+  // old incarnation failed (clients pin incarnations).
+  const bool rejoin = info.state == RankState::kDied;
+  const uint32_t incarnation = rejoin ? info.incarnation + 1 : 0;
   if (info.state == RankState::kAlive) {
     refuse(c, ErrorCode::kRegistry,
            log::cat("rank ", m.rank, " already joined (", info.host, ", pid ", info.pid,
@@ -591,11 +597,18 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
       joined_address = peer_name(ss);
     }
   }
-  info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now};
-  log::info("registry: rank ", m.rank, " joined from ", m.host, " (pid ", m.pid, ", ", c.peer, ")");
+  info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now, incarnation};
+  if (rejoin) {
+    log::warn("registry: rank ", m.rank, " rejoined from ", m.host, " (pid ", m.pid, ", ", c.peer,
+              ") as incarnation ", incarnation);
+    waiters.rejoin_rank(m.rank);
+  } else {
+    log::info("registry: rank ", m.rank, " joined from ", m.host, " (pid ", m.pid, ", ", c.peer,
+              ")");
+  }
 
   send(c, MsgType::kWelcome, req, encode(welcome_message()));
-  broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid}, c.id);
+  broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid, incarnation}, c.id);
 }
 
 // Every rank the registry has seen, as WELCOME lists them.
@@ -608,7 +621,7 @@ WelcomeMsg RegistryServer::Impl::welcome_message() const {
     const PeerState st = ri.state == RankState::kAlive  ? PeerState::kAlive
                          : ri.state == RankState::kLeft ? PeerState::kLeft
                                                         : PeerState::kDied;
-    welcome.peers.push_back(PeerEventMsg{r, st, ri.reason, ri.host, ri.pid});
+    welcome.peers.push_back(PeerEventMsg{r, st, ri.reason, ri.host, ri.pid, ri.incarnation});
   }
   return welcome;
 }

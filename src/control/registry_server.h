@@ -57,6 +57,10 @@ struct RegistryOptions {
   // silence (its process may still exist, stopped or hung). Must not block.
   // `sluice run` uses it to stop such a rank. Default: none.
   std::function<void(uint32_t rank, const std::string& reason)> on_silent_rank;
+  // Called on the registry's thread whenever a joined rank is reported lost
+  // (left or died, for any reason). Must not block. `sluice run --restarts`
+  // waits for it before it starts the rank again. Default: none.
+  std::function<void(uint32_t rank)> on_lost_rank;
   // Serve the Prometheus text format over HTTP on metrics_host:metrics_port
   // (port 0: any free port): the ranks' flow counters, which they report
   // with their heartbeats, and the registry's view of the ranks

@@ -338,6 +338,20 @@ void Waiters::withdraw(BarrierState& b, uint64_t e, uint64_t gen) {
   for (uint64_t h : gens) complete_if_all_arrived(b, h);
 }
 
+void Waiters::rejoin_rank(uint32_t r) {
+  // The new incarnation's next call of a barrier meets the others' next one.
+  for (auto& [name, b] : barriers_) {
+    if (!b.has_rank(r)) continue;
+    uint64_t most = 0;
+    for (const auto& [q, n] : b.calls) {
+      if (static_cast<uint32_t>(q >> 32) != r) most = std::max(most, n);
+    }
+    for (uint64_t q : b.members) {
+      if (static_cast<uint32_t>(q >> 32) == r) b.calls[q] = most;
+    }
+  }
+}
+
 void Waiters::lose_rank(uint32_t r, uint64_t gone_conn, const std::string& who) {
   // No barrier the rank belongs to can complete any more.
   for (auto& [name, b] : barriers_) {
@@ -353,6 +367,10 @@ void Waiters::lose_rank(uint32_t r, uint64_t gone_conn, const std::string& who) 
   }
   for (auto it = flows_.begin(); it != flows_.end();) {
     FlowDecl& flow = it->second;
+    // Done with the flow for good: should the rank join again, its new
+    // incarnation knows nothing of this declaration.
+    if (std::binary_search(flow.participants.begin(), flow.participants.end(), r))
+      flow.gone.insert(r);
     std::erase_if(flow.undeclare_waiters, [&](const Waiter& w) { return w.conn_id == gone_conn; });
     if (flow.complete) {
       // A lost participant never undeclares: the others need not wait for it.

@@ -84,6 +84,10 @@ class Waiters {
   // Rank r left or died (`who` describes it): fails every waiter that can no
   // longer be answered because of it and forgets those of its connection.
   void lose_rank(uint32_t r, uint64_t gone_conn, const std::string& who);
+  // Rank r, lost before, joined again (a new incarnation): its calls of every
+  // barrier it belongs to count from the others' count, so that its next
+  // call meets theirs.
+  void rejoin_rank(uint32_t r);
   // Answers every waiter whose deadline passed with a timeout naming what it
   // still waited for.
   void expire(RegistryTime now);

@@ -23,10 +23,12 @@ namespace {
 // the region's owner is gone before it reports the failure as something else.
 constexpr auto kLossConfirmation = std::chrono::milliseconds(1000);
 
-// True if `owner` is (or, by `until`, is confirmed) gone, or the registry is.
-bool owner_lost(const control::PeerTable& peers, uint32_t owner, Clock::time_point until) {
+// True if incarnation `incarnation` of `owner` is (or, by `until`, is
+// confirmed) gone, or the registry is.
+bool owner_lost(const control::PeerTable& peers, uint32_t owner, uint32_t incarnation,
+                Clock::time_point until) {
   for (;;) {
-    if (peers.registry_lost() || peers.state(owner) != control::PeerTable::kAlive) return true;
+    if (peers.registry_lost() || !peers.alive_as(owner, incarnation)) return true;
     if (Clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -383,7 +385,10 @@ class ShmAccess final : public RegionAccess {
  public:
   ShmAccess(std::string name, uint32_t owner, size_t bytes, SharedRegion map,
             const control::PeerTable* peers)
-      : RegionAccess(std::move(name), owner, bytes), map_(std::move(map)), peers_(peers) {}
+      : RegionAccess(std::move(name), owner, bytes),
+        map_(std::move(map)),
+        peers_(peers),
+        incarnation_(peers != nullptr ? peers->incarnation(owner) : 0) {}
 
   Status read(uint64_t offset, std::byte* out, size_t len, Deadline) override {
     if (Status s = check(offset, len, false); s != Status::kOk) return s;
@@ -428,14 +433,15 @@ class ShmAccess final : public RegionAccess {
     // anyone's: memory.h promises kPeerLost, as over ofi. (One relaxed-cost
     // load of the peer table's state word per operation.)
     if (peers_ != nullptr &&
-        (peers_->state(owner()) != control::PeerTable::kAlive || peers_->registry_lost())) {
-      return fail(Status::kPeerLost, what() + ": " + peers_->describe(owner()));
+        (!peers_->alive_as(owner(), incarnation_) || peers_->registry_lost())) {
+      return fail(Status::kPeerLost, what() + ": " + peers_->describe_as(owner(), incarnation_));
     }
     return check_range(offset, len, atomic);
   }
 
   SharedRegion map_;
   const control::PeerTable* peers_;
+  uint32_t incarnation_;  // the owner's when the region was opened
 };
 
 class OfiAccess final : public RegionAccess {
@@ -447,7 +453,8 @@ class OfiAccess final : public RegionAccess {
         key_(key),
         base_(base),
         nonce_(nonce),
-        peers_(peers) {
+        peers_(peers),
+        incarnation_(peers != nullptr ? peers->incarnation(owner) : 0) {
     // The owner decided how atomics go, for every rank: follow it, whatever
     // this rank's SLUICE_OFI_ATOMIC says (mixing the NIC's atomics with the
     // service's CPU atomics on one word would not be atomic).
@@ -785,11 +792,12 @@ class OfiAccess final : public RegionAccess {
     // A transport error usually comes before the registry's word that the
     // owner died: wait for that word a little before calling it a refusal.
     if (peers_ != nullptr &&
-        owner_lost(*peers_, owner_,
+        owner_lost(*peers_, owner_, incarnation_,
                    std::min<Clock::time_point>(deadline, Clock::now() + kLossConfirmation))) {
       broken_ = true;
       broken_why_ = err;
-      return fail(Status::kPeerLost, what() + ": " + err + " (" + peers_->describe(owner_) + ")");
+      return fail(Status::kPeerLost,
+                  what() + ": " + err + " (" + peers_->describe_as(owner_, incarnation_) + ")");
     }
     // The owner is alive and refused the access: its key is gone.
     return fail(Status::kClosed, what() + " refused the access (" + err + "): it was revoked by its owner");
@@ -813,10 +821,10 @@ class OfiAccess final : public RegionAccess {
         }
         return s;
       }
-      if (i >= kSpinPolls && peers_ != nullptr && peers_->state(owner_) != control::PeerTable::kAlive) {
+      if (i >= kSpinPolls && peers_ != nullptr && !peers_->alive_as(owner_, incarnation_)) {
         broken_ = true;
-        broken_why_ = peers_->describe(owner_);
-        return fail(Status::kPeerLost, what() + ": " + peers_->describe(owner_));
+        broken_why_ = peers_->describe_as(owner_, incarnation_);
+        return fail(Status::kPeerLost, what() + ": " + broken_why_);
       }
     }
     return Status::kOk;
@@ -828,6 +836,7 @@ class OfiAccess final : public RegionAccess {
   uint64_t base_ = 0;
   uint64_t nonce_ = 0;  // the region's, which HELLO presents
   const control::PeerTable* peers_;
+  uint32_t incarnation_;  // the owner's when the region was opened
   bool native_rma_ = false;
   bool native_atomic_ = false;
   Buffers* bufs_ = nullptr;  // owned by ep_
@@ -875,7 +884,8 @@ std::unique_ptr<RegionAccess> RegionAccess::open(const std::string& name, uint32
                                (colon == std::string::npos ? why : why.substr(colon + 2));
       // The usual cause is an owner that has exited: say so as a lost peer
       // once the registry confirms it.
-      if (peers != nullptr && owner_lost(*peers, owner, Clock::now() + kLossConfirmation)) {
+      if (peers != nullptr &&
+          owner_lost(*peers, owner, peers->incarnation(owner), Clock::now() + kLossConfirmation)) {
         throw PeerLostError(owner, text + " (" + peers->describe(owner) + ")");
       }
       throw Error(e.code(), text);

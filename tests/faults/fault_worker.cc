@@ -26,6 +26,8 @@
 //                   among all ranks; the survivors rebuild the flow among
 //                   the live ranks (alive(), live_ranks()) and push N
 //                   records through it exactly once (sluice run --keep-going).
+//   rejoin          as rebuild, under sluice run --restarts 1: the victim
+//                   comes back as incarnation 1 and joins the new flow.
 //   combiner        a combiner flow from every rank to every rank, each
 //                   rank's thread a source and a target through a Worker;
 //                   rank --victim kills itself after K records: the others
@@ -358,6 +360,110 @@ int rebuild(sluice::Cluster& c, const Args& a) {
   }
   std::printf("VERIFIED %" PRIu64 " records on the flow rebuilt among %zu ranks\n", all.count,
               live.size());
+  return 0;
+}
+
+// A killed rank comes back (sluice run --restarts 1): rank --victim kills
+// itself after K records of a shuffle among all ranks; the launcher starts it
+// again and it rejoins as incarnation 1. The survivors' pushes, blocked on
+// the victim's full ring, must end in kPeerLost although the rank is alive
+// again by then (the flow belongs to incarnation 0). Then every rank,
+// the new victim included, declares a new flow among all ranks and pushes
+// N records (rank 0 checks them exactly once), and all meet again at the
+// barrier they met at before: the new process's first call meets the
+// survivors' second.
+int rejoin(sluice::Cluster& c, const Args& a) {
+  const auto start = Clock::now();
+  const uint32_t me = c.incarnation(c.rank());
+  if (me == 0) {
+    {
+      auto spec = sluice::shuffle<Rec>("orders")
+                      .sources(c.all_ranks())
+                      .targets(c.all_ranks())
+                      .key(&Rec::key);
+      auto flow = c.declare(spec);
+      auto out = c.source(spec, 0);
+      sluice::Worker w;
+      w.add(c.target(spec, 0), [](std::span<const Rec>) {});
+      c.barrier("declared");
+      Status s = Status::kOk;
+      auto await_rejoin = [&] {
+        for (const auto until = Clock::now() + std::chrono::seconds(30);
+             c.incarnation(a.victim) == 0 || !c.alive(a.victim);) {
+          if (Clock::now() > until)
+            failed("rank " + std::to_string(a.victim) + " did not rejoin within 30 s");
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        std::printf("REJOINED rank %u as incarnation %u\n", a.victim, c.incarnation(a.victim));
+        std::fflush(stdout);
+      };
+      for (uint64_t i = 0; s == Status::kOk; ++i) {
+        if (i == a.k) {
+          if (c.rank() == a.victim) {
+            std::printf("VICTIM dies\n");
+            std::fflush(stdout);
+            ::kill(::getpid(), SIGKILL);
+          }
+          // The survivors go on only once the victim is back: their pushes
+          // then wait on its full ring while the rank is alive again.
+          await_rejoin();
+        }
+        s = w.push(out, Rec{mix(i + c.rank()), i});
+      }
+      if (s != Status::kPeerLost)
+        failed("push: " + std::string(sluice::to_string(s)) + ": " + out.error());
+      lost(start, "push: " + out.error());
+    }
+  } else {
+    std::printf("RESTARTED as incarnation %u\n", me);
+  }
+  std::fflush(stdout);
+
+  auto spec2 = sluice::shuffle<Rec>("orders-again")
+                   .sources(c.all_ranks())
+                   .targets(c.all_ranks())
+                   .key(&Rec::key);
+  auto totals_spec =
+      sluice::shuffle<Totals>("totals-again").sources(c.all_ranks()).targets(c.ranks({0}));
+  auto flow2 = c.declare(spec2);
+  auto flow3 = c.declare(totals_spec);
+  Totals got;
+  {
+    auto out = c.source(spec2, 0);
+    sluice::Worker w;
+    w.add(c.target(spec2, 0), [&](std::span<const Rec> b) {
+      for (const Rec& r : b) got.add(r);
+    });
+    for (uint64_t i = 0; i < a.n; ++i) {
+      if (w.push(out, Rec{mix(i * 7919 + c.rank()), i + c.rank()}) != Status::kOk)
+        failed("push again: " + out.error());
+    }
+    if (w.close(out) != Status::kOk) failed("close again: " + out.error());
+    if (w.run() != Status::kEndOfFlow) failed("the new flow's input did not end cleanly");
+  }
+  auto tout = c.source(totals_spec, 0);
+  if (tout.push(got) != Status::kOk || tout.close() != Status::kOk)
+    failed("totals: " + tout.error());
+  c.barrier("declared");  // the survivors' second call, the new process's first
+  if (c.rank() != 0) return 0;
+  auto tin = c.target(totals_spec, 0);
+  Totals all;
+  while (auto b = tin.consume()) {
+    for (const Totals& t : *b) {
+      all.count += t.count;
+      all.sum += t.sum;
+    }
+  }
+  if (tin.status() != Status::kEndOfFlow) failed("totals: " + tin.error());
+  Totals expect;
+  for (uint32_t r = 0; r < c.world_size(); ++r) {
+    for (uint64_t i = 0; i < a.n; ++i) expect.add(Rec{0, i + r});
+  }
+  if (all.count != expect.count || all.sum != expect.sum) {
+    failed("new flow: got " + std::to_string(all.count) + " records, expected " +
+           std::to_string(expect.count));
+  }
+  std::printf("VERIFIED %" PRIu64 " records with rank %u rejoined\n", all.count, a.victim);
   return 0;
 }
 
@@ -938,6 +1044,7 @@ int main(int argc, char** argv) {
     if (a.scenario == "soak") return soak(c, a);
     if (a.scenario == "combiner") return combiner(c, a);
     if (a.scenario == "rebuild") return rebuild(c, a);
+    if (a.scenario == "rejoin") return rejoin(c, a);
     failed("unknown scenario '" + a.scenario + "'");
   } catch (const sluice::PeerLostError& e) {
     lost(Clock::now(), std::string("exception: ") + e.what());

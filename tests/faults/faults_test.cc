@@ -162,6 +162,45 @@ TEST(RebuildTest, SurvivorsRebuildTheFlowAmongTheLiveRanksAndDeliverExactlyOnce)
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
+// A killed rank is started again (sluice run --restarts 1) and rejoins as a
+// new incarnation: the old flow stays failed for the survivors although the
+// rank is alive again, and a new flow among all ranks, the new process
+// included, delivers exactly once; barrier counts carry over.
+TEST(RejoinTest, AKilledRankIsStartedAgainAndJoinsANewFlowAsIncarnationOne) {
+  auto r = testing::run_process(
+      testing::job_argv(3, 90, "sluice-fault-worker",
+                        {"--scenario", "rejoin", "--n", "20000", "--k", "5000", "--victim", "2"},
+                        {"--restarts", "1"}),
+      {}, std::chrono::seconds(150));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;  // the restarted failure does not count
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  EXPECT_EQ(
+      testing::count_lines_with(r.output, "sluice run: rank 2 was killed by signal 9 (SIGKILL)"), 1)
+      << r.output;
+  EXPECT_EQ(
+      testing::count_lines_with(r.output, "sluice run: starting rank 2 again (restart 1 of 1)"), 1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "[2] RESTARTED as incarnation 1"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "REJOINED rank 2 as incarnation 1"), 2) << r.output;
+  // The survivors' old flow failed naming the victim (over shm the registry's
+  // word that it died and has since rejoined; over ofi the connection it
+  // lost), after the victim was back: the flow belongs to incarnation 0.
+  const bool shm = std::getenv("SLUICE_TRANSPORT") == nullptr ||
+                   std::string(std::getenv("SLUICE_TRANSPORT")) == "shm";
+  for (const Lost& l : lost_lines(r.output)) {
+    EXPECT_NE(l.error.find("rank 2"), std::string::npos) << l.error;
+    if (shm) {
+      EXPECT_NE(l.error.find("it has since rejoined (incarnation 1"), std::string::npos) << l.error;
+    }
+  }
+  EXPECT_EQ(lost_lines(r.output).size(), 2u) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "[0] VERIFIED 60000 records with rank 2 rejoined"),
+            1)
+      << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 // Issue 11: the ends of a combiner flow (and a Worker's combiner input)
 // hand the lost rank over as a value, as a flow's Source and Target do.
 TEST(CombinerLossTest, SurvivorsOfACombinerFlowNameTheKilledRank) {

@@ -261,6 +261,39 @@ TEST(SluiceRunTest, KeepGoingLetsTheOthersRunOnAfterARankIsKilled) {
   EXPECT_EQ(count_lines_with(r.output, "SIGTERM"), 0) << describe(r);
 }
 
+TEST(SluiceRunTest, RestartsStartsAFailedRankAgainAndTheJobSucceeds) {
+  // Rank 1 fails in its first run only (a marker file remembers it); the
+  // launcher starts it again with the same rank, and the job exits 0.
+  const std::string mark =
+      ::testing::TempDir() + "sluice-restart-mark-" + std::to_string(::getpid());
+  std::remove(mark.c_str());
+  ProcessResult r = run_process(
+      run_argv({"-n", "2", "--restarts", "1", "--", "/bin/sh", "-c",
+                "if [ $SLUICE_RANK = 1 ] && [ ! -e " + mark + " ]; then touch " + mark +
+                    "; echo failing; exit 3; fi; sleep 0.2; echo rank $SLUICE_RANK done"}),
+      {}, kLimit);
+  std::remove(mark.c_str());
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: rank 1 exited with status 3"), 1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: starting rank 1 again (restart 1 of 1)"), 1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[1] failing"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[1] rank 1 done"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[0] rank 0 done"), 1) << describe(r);
+}
+
+TEST(SluiceRunTest, RestartsAreBoundedAndTheLastFailureCounts) {
+  ProcessResult r = run_process(
+      run_argv({"-n", "1", "--restarts", "2", "--grace", "1", "--", "/bin/sh", "-c", "exit 5"}), {},
+      kLimit);
+  EXPECT_EQ(r.exit_code, 5) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: rank 0 exited with status 5"), 3)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "again (restart 2 of 2)"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "again (restart 3"), 0) << describe(r);
+}
+
 TEST(SluiceRunTest, TimeoutStopsTheJobAndExits124) {
   ProcessResult r =
       run_process(run_argv({"-n", "2", "--timeout", "1", "--", "/bin/sleep", "60"}), {}, kLimit);

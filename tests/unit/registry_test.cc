@@ -537,34 +537,57 @@ TEST_F(RegistryTest, RegistryShutdownFailsPendingCallsAndMarksItLost) {
 }
 
 // A rank declared died (here: silent past the heartbeat timeout, as a
-// SIGSTOPped process is) that comes back must not rejoin: its peers already
-// failed what they shared with it. Its peers also keep seeing it lost.
-TEST_F(RegistryTest, LostRankCannotRejoin) {
+// SIGSTOPped process is) cannot come back on its old connection: the
+// registry closed it. A new process may join as the rank's next
+// incarnation, which its peers see (alive again, incarnation 1), while what
+// was pinned to incarnation 0 stays lost. A rank that left cannot rejoin.
+TEST_F(RegistryTest, ADeadRankRejoinsAsItsNextIncarnationButOneThatLeftCannot) {
   start(2, 300ms);
   auto c0 = join(0, 2, 300ms);
   auto zombie = raw_join(1, 2);  // says HELLO, then nothing, as if stopped
   ASSERT_TRUE(eventually([&] { return c0->peers().state(1) == PeerTable::kDied; }));
   EXPECT_TRUE(zombie->closed_by_peer());
+  const PinnedLiveness pinned(c0->peers());  // what a flow declared now would see
+  auto c1 = join(1, 2, 300ms);
+  EXPECT_EQ(c1->peers().incarnation(1), 1u) << "the new process learns its incarnation";
+  EXPECT_EQ(c1->peers().state(1), PeerTable::kAlive);
+  ASSERT_TRUE(eventually([&] { return c0->peers().incarnation(1) == 1; }));
+  EXPECT_EQ(c0->peers().state(1), PeerTable::kAlive);
+  EXPECT_TRUE(c0->peers().alive_as(1, 1));
+  EXPECT_FALSE(c0->peers().alive_as(1, 0));
+  EXPECT_FALSE(pinned.alive(1)) << "incarnation 0 stays lost";
+  EXPECT_NE(pinned.describe(1).find("rank 1 died: no heartbeat for 300 ms; it has since rejoined "
+                                    "(incarnation 1"),
+            std::string::npos)
+      << pinned.describe(1);
+  expect_serving(*c1, "k1");
+  // A rank that left cleanly cannot come back.
   std::string msg;
-  EXPECT_EQ(code_of([&] { join(1, 2, 300ms); }, &msg), ErrorCode::kRegistry);
-  EXPECT_NE(msg.find("rank 1 (rawhost, pid 1) died: no heartbeat for 300 ms"), std::string::npos)
-      << msg;
-  EXPECT_NE(msg.find("cannot rejoin"), std::string::npos) << msg;
-  // A rank that left cleanly cannot come back either.
   c0.reset();
   EXPECT_EQ(code_of([&] { join(0, 2, 300ms); }, &msg), ErrorCode::kRegistry);
   EXPECT_NE(msg.find("rank 0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("left the job"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cannot rejoin"), std::string::npos) << msg;
 }
 
-// The client side of the same rule: once told a rank is lost, a later
-// "alive" for it (from a registry that wrongly took it back) changes nothing.
-TEST(PeerTableTest, LostIsSticky) {
+// The client side: within an incarnation, once told a rank is lost, a later
+// "alive" for it changes nothing; an event of a newer incarnation does, and
+// one of an older incarnation is ignored.
+TEST(PeerTableTest, LostIsStickyWithinAnIncarnation) {
   PeerTable t(2);
   t.set(1, PeerTable::kDied, "connection closed");
   t.set(1, PeerTable::kAlive, "");
   EXPECT_EQ(t.state(1), PeerTable::kDied);
   EXPECT_NE(t.describe(1).find("died: connection closed"), std::string::npos) << t.describe(1);
+  t.set(1, PeerTable::kAlive, "", 1);
+  EXPECT_EQ(t.state(1), PeerTable::kAlive);
+  EXPECT_EQ(t.incarnation(1), 1u);
+  t.set(1, PeerTable::kDied, "late news of incarnation 0", 0);
+  EXPECT_EQ(t.state(1), PeerTable::kAlive);
+  EXPECT_NE(
+      t.describe_as(1, 0).find("died: connection closed; it has since rejoined (incarnation 1"),
+      std::string::npos)
+      << t.describe_as(1, 0);
 }
 
 // Connections that never say HELLO are capped: past the limit the oldest are

@@ -144,9 +144,24 @@ struct Rank {
   // The launcher sent it a signal (forwarded, or to stop it): its death by
   // a signal is a consequence, not a failure of its own.
   bool signalled = false;
+  // --restarts: how many times it was started again, and whether it waits
+  // to be (until the registry has reported the old process lost, so that
+  // the new one's HELLO is a rejoin, or restart_by passes).
+  uint32_t restarts = 0;
+  bool restart_pending = false;
+  bool restart_on_exit = false;  // killed by the launcher for silence, to be restarted
+  bool lost_seen = false;        // the registry reported it lost since it started
+  std::chrono::steady_clock::time_point restart_by;
   Stream out;
   Stream err;
 };
+
+// Events on the silent pipe: a rank's number, with this bit set when the
+// registry reported the rank lost (any cause) rather than silent.
+constexpr uint32_t kLostEvent = 0x80000000u;
+// How long a failed rank waits for the registry to report it lost before
+// it is started again anyway (it may never have joined).
+constexpr auto kRestartWait = std::chrono::seconds(1);
 
 // The signal state the launcher changed for itself, to be undone in ranks.
 struct InheritedSignals {
@@ -182,6 +197,14 @@ class Launcher {
   bool start_rank(Rank& rank);
   void reap();
   void on_exit(Rank& rank, int status);
+  bool can_restart(const Rank& rank) const {
+    return phase_ == Phase::kRunning && rank.restarts < options_.restarts;
+  }
+  void start_pending_restarts(Clock::time_point now);
+  bool restarts_pending() const {
+    return std::any_of(ranks_.begin(), ranks_.end(),
+                       [](const Rank& r) { return r.restart_pending; });
+  }
   void on_signal(int sig);
   void report_endpoints(const std::vector<uint32_t>& ranks, const char* when);
   void on_silent_ranks();
@@ -329,6 +352,22 @@ void Launcher::on_exit(Rank& rank, int status) {
     log::debug("rank ", rank.index, " exited with status 0");
     return;
   }
+  if ((WIFEXITED(status) || WIFSIGNALED(status)) && can_restart(rank) &&
+      (!rank.signalled || rank.restart_on_exit)) {
+    if (WIFEXITED(status)) {
+      say("rank ", rank.index, " exited with status ", WEXITSTATUS(status));
+    } else if (!rank.restart_on_exit) {
+      say("rank ", rank.index, " was killed by signal ", WTERMSIG(status), " (",
+          signal_name(WTERMSIG(status)), ")");
+    }
+    ++rank.restarts;
+    rank.restart_pending = true;
+    rank.restart_on_exit = false;
+    rank.restart_by = Clock::now() + kRestartWait;
+    say("starting rank ", rank.index, " again (restart ", rank.restarts, " of ", options_.restarts,
+        "): it rejoins the job as a new process");
+    return;
+  }
   int failure = 0;
   if (WIFEXITED(status)) {
     failure = WEXITSTATUS(status);
@@ -434,10 +473,33 @@ void Launcher::on_timers(Clock::time_point now) {
   }
 }
 
+void Launcher::start_pending_restarts(Clock::time_point now) {
+  for (Rank& r : ranks_) {
+    if (!r.restart_pending || (!r.lost_seen && now < r.restart_by)) continue;
+    r.restart_pending = false;
+    r.lost_seen = false;
+    r.signalled = false;
+    if (!start_rank(r))
+      begin_grace("rank " + std::to_string(r.index) + " could not be started again");
+  }
+}
+
 void Launcher::on_silent_ranks() {
   uint32_t r;
   while (::read(silent_fd_, &r, sizeof(r)) == static_cast<ssize_t>(sizeof(r))) {
+    if ((r & kLostEvent) != 0) {
+      if ((r & ~kLostEvent) < ranks_.size()) ranks_[r & ~kLostEvent].lost_seen = true;
+      continue;
+    }
     if (r >= ranks_.size() || !ranks_[r].running) continue;
+    if (can_restart(ranks_[r])) {
+      say("rank ", r, " stopped heart-beating (no heartbeat for ", heartbeat_timeout_.count(),
+          " ms; stopped or hung); killing it with SIGKILL, to start it again");
+      if (::kill(-ranks_[r].pid, SIGKILL) != 0) ::kill(ranks_[r].pid, SIGKILL);
+      ranks_[r].signalled = true;
+      ranks_[r].restart_on_exit = true;
+      continue;
+    }
     say("rank ", r, " stopped heart-beating (no heartbeat for ", heartbeat_timeout_.count(),
         " ms; stopped or hung); killing it with SIGKILL");
     if (::kill(-ranks_[r].pid, SIGKILL) != 0) ::kill(ranks_[r].pid, SIGKILL);
@@ -470,7 +532,8 @@ int Launcher::run() {
   std::vector<pollfd> fds;
   std::vector<Stream*> streams;
   while (true) {
-    const bool ranks_left = !running_ranks().empty();
+    start_pending_restarts(Clock::now());
+    const bool ranks_left = !running_ranks().empty() || restarts_pending();
     if (!ranks_left && !drain_deadline_) drain_deadline_ = Clock::now() + kDrainDelay;
     if (!ranks_left && (!any_stream_open() || Clock::now() >= *drain_deadline_)) break;
 
@@ -484,6 +547,8 @@ int Launcher::run() {
         consider(*job_deadline_);
       if (phase_ == Phase::kGrace) consider(grace_deadline_);
       if (phase_ == Phase::kTerminating) consider(kill_deadline_);
+      for (const Rank& r : ranks_)
+        if (r.restart_pending) consider(r.restart_by);
     } else {
       consider(*drain_deadline_);
     }
@@ -665,6 +730,12 @@ int run_job(const RunOptions& options) {
   registry_options.on_silent_rank = [fd = silent_w.get()](uint32_t rank, const std::string&) {
     (void)!::write(fd, &rank, sizeof(rank));
   };
+  if (options.restarts > 0) {
+    registry_options.on_lost_rank = [fd = silent_w.get()](uint32_t rank) {
+      const uint32_t event = rank | kLostEvent;
+      (void)!::write(fd, &event, sizeof(event));
+    };
+  }
 
   std::unique_ptr<control::RegistryServer> registry;
   try {
@@ -707,7 +778,7 @@ void add_run_command(CLI::App& app) {
       app.add_subcommand("run", "Start a job on this host: a registry and N ranks of a program");
   sub->footer(
       "Usage: sluice run -n N [--timeout S [--stacks-on-timeout]] [--grace S | --keep-going]\n"
-      "                       [--bind HOST] [--metrics HOST:PORT] -- "
+      "                       [--restarts K] [--bind HOST] [--metrics HOST:PORT] -- "
       "PROGRAM "
       "[ARGS...]\n"
       "       sluice run -n N --print-options");
@@ -725,6 +796,10 @@ void add_run_command(CLI::App& app) {
   sub->add_flag("--keep-going", options->keep_going,
                 "A rank that fails does not stop the others: they run on without it (for "
                 "programs that tolerate a lost rank); the exit status still names the failure");
+  sub->add_option("--restarts", options->restarts,
+                  "Start a rank that fails again, up to this many times per rank; it rejoins the "
+                  "job as a new process (Cluster::incarnation), and the others run on meanwhile")
+      ->capture_default_str();
   sub->add_option("--bind", options->bind_host, "Address the job's registry listens on")
       ->capture_default_str();
   sub->add_option("--metrics", options->metrics,

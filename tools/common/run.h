@@ -45,6 +45,14 @@ struct RunOptions {
   // reports kPeerLost, Cluster::alive() turns false). The exit status still
   // names the first failure. Default off: the others get `grace`, then SIGTERM.
   bool keep_going = false;
+  // --restarts K: a rank that fails (exits non-zero, is killed, or is
+  // killed for going silent) is started again with the same SLUICE_RANK, up
+  // to K times per rank, once the registry has reported the old process lost
+  // (or 1 s passed). The new process rejoins the job as the rank's next
+  // incarnation (Cluster::incarnation); the others run on meanwhile. A
+  // failure that was restarted does not count against the exit status.
+  // Default 0.
+  uint32_t restarts = 0;
   // Address the registry binds and the ranks connect to. Default 127.0.0.1.
   std::string bind_host = "127.0.0.1";
   // Variables set for every rank on top of this process's environment (the
