@@ -272,6 +272,64 @@ int readme(sluice::Cluster& c, const Args& a) {
          sluice::to_string(in.status()) + ")");
 }
 
+// A new shuffle among `ranks` ("orders" + suffix): each pushes n records
+// and the first of them checks every rank's totals (exactly once) on a
+// second flow. `meanwhile` runs on every rank once its totals went out.
+// Returns the records the check counted on the first rank, 0 elsewhere.
+template <class Fn>
+uint64_t deliver_among(sluice::Cluster& c, const std::vector<uint32_t>& ranks,
+                       const std::string& suffix, uint64_t n, Fn&& meanwhile) {
+  auto spec = sluice::shuffle<Rec>("orders" + suffix)
+                  .sources(c.ranks(ranks))
+                  .targets(c.ranks(ranks))
+                  .key(&Rec::key);
+  auto totals_spec = sluice::shuffle<Totals>("totals" + suffix)
+                         .sources(c.ranks(ranks))
+                         .targets(c.ranks({ranks[0]}));
+  auto flow = c.declare(spec);
+  auto totals_flow = c.declare(totals_spec);
+  Totals got;
+  {
+    auto out = c.source(spec, 0);
+    sluice::Worker w;
+    w.add(c.target(spec, 0), [&](std::span<const Rec> b) {
+      for (const Rec& r : b) got.add(r);
+    });
+    for (uint64_t i = 0; i < n; ++i) {
+      if (w.push(out, Rec{mix(i * 7919 + c.rank()), i + c.rank()}) != Status::kOk) {
+        failed("push to flow 'orders" + suffix + "': " + out.error());
+      }
+    }
+    if (w.close(out) != Status::kOk) failed("close flow 'orders" + suffix + "': " + out.error());
+    if (w.run() != Status::kEndOfFlow)
+      failed("flow 'orders" + suffix + "': the input did not end cleanly");
+  }
+  auto tout = c.source(totals_spec, 0);
+  if (tout.push(got) != Status::kOk || tout.close() != Status::kOk)
+    failed("totals: " + tout.error());
+  meanwhile();
+  if (c.rank() != ranks[0]) return 0;
+  auto tin = c.target(totals_spec, 0);
+  Totals all;
+  while (auto b = tin.consume()) {
+    for (const Totals& t : *b) {
+      all.count += t.count;
+      all.sum += t.sum;
+    }
+  }
+  if (tin.status() != Status::kEndOfFlow) failed("totals: " + tin.error());
+  Totals expect;
+  for (uint32_t r : ranks) {
+    for (uint64_t i = 0; i < n; ++i) expect.add(Rec{0, i + r});
+  }
+  if (all.count != expect.count || all.sum != expect.sum) {
+    failed("flow 'orders" + suffix + "': got " + std::to_string(all.count) + " records (sum " +
+           std::to_string(all.sum) + "), expected " + std::to_string(expect.count) + " (sum " +
+           std::to_string(expect.sum) + ")");
+  }
+  return all.count;
+}
+
 // Survivors of a lost rank rebuild their flow among the ranks that remain
 // (what apps/kv does): rank --victim kills itself after K records of a
 // shuffle among all ranks; each survivor sees kPeerLost, checks that
@@ -313,53 +371,10 @@ int rebuild(sluice::Cluster& c, const Args& a) {
   if (live.size() + 1 != c.world_size())
     failed("live_ranks() has " + std::to_string(live.size()) + " ranks");
 
-  auto spec2 = sluice::shuffle<Rec>("orders-without-" + std::to_string(a.victim))
-                   .sources(c.ranks(live))
-                   .targets(c.ranks(live))
-                   .key(&Rec::key);
-  auto totals_spec = sluice::shuffle<Totals>("totals-without-" + std::to_string(a.victim))
-                         .sources(c.ranks(live))
-                         .targets(c.ranks({live[0]}));
-  auto flow2 = c.declare(spec2);
-  auto flow3 = c.declare(totals_spec);
-  Totals got;
-  {
-    auto out = c.source(spec2, 0);
-    sluice::Worker w;
-    w.add(c.target(spec2, 0), [&](std::span<const Rec> b) {
-      for (const Rec& r : b) got.add(r);
-    });
-    for (uint64_t i = 0; i < a.n; ++i) {
-      const Status s = w.push(out, Rec{mix(i * 7919 + c.rank()), i + c.rank()});
-      if (s != Status::kOk) failed("push to the rebuilt flow: " + out.error());
-    }
-    if (w.close(out) != Status::kOk) failed("close the rebuilt flow: " + out.error());
-    if (w.run() != Status::kEndOfFlow) failed("the rebuilt flow's input did not end cleanly");
-  }
-  auto tout = c.source(totals_spec, 0);
-  if (tout.push(got) != Status::kOk || tout.close() != Status::kOk)
-    failed("totals: " + tout.error());
-  if (c.rank() != live[0]) return 0;
-  auto tin = c.target(totals_spec, 0);
-  Totals all;
-  while (auto b = tin.consume()) {
-    for (const Totals& t : *b) {
-      all.count += t.count;
-      all.sum += t.sum;
-    }
-  }
-  if (tin.status() != Status::kEndOfFlow) failed("totals: " + tin.error());
-  Totals expect;
-  for (uint32_t r : live) {
-    for (uint64_t i = 0; i < a.n; ++i) expect.add(Rec{0, i + r});
-  }
-  if (all.count != expect.count || all.sum != expect.sum) {
-    failed("rebuilt flow: got " + std::to_string(all.count) + " records (sum " +
-           std::to_string(all.sum) + "), expected " + std::to_string(expect.count) + " (sum " +
-           std::to_string(expect.sum) + ")");
-  }
-  std::printf("VERIFIED %" PRIu64 " records on the flow rebuilt among %zu ranks\n", all.count,
-              live.size());
+  const uint64_t n = deliver_among(c, live, "-without-" + std::to_string(a.victim), a.n, [] {});
+  if (n != 0)
+    std::printf("VERIFIED %" PRIu64 " records on the flow rebuilt among %zu ranks\n", n,
+                live.size());
   return 0;
 }
 
@@ -419,51 +434,11 @@ int rejoin(sluice::Cluster& c, const Args& a) {
   }
   std::fflush(stdout);
 
-  auto spec2 = sluice::shuffle<Rec>("orders-again")
-                   .sources(c.all_ranks())
-                   .targets(c.all_ranks())
-                   .key(&Rec::key);
-  auto totals_spec =
-      sluice::shuffle<Totals>("totals-again").sources(c.all_ranks()).targets(c.ranks({0}));
-  auto flow2 = c.declare(spec2);
-  auto flow3 = c.declare(totals_spec);
-  Totals got;
-  {
-    auto out = c.source(spec2, 0);
-    sluice::Worker w;
-    w.add(c.target(spec2, 0), [&](std::span<const Rec> b) {
-      for (const Rec& r : b) got.add(r);
-    });
-    for (uint64_t i = 0; i < a.n; ++i) {
-      if (w.push(out, Rec{mix(i * 7919 + c.rank()), i + c.rank()}) != Status::kOk)
-        failed("push again: " + out.error());
-    }
-    if (w.close(out) != Status::kOk) failed("close again: " + out.error());
-    if (w.run() != Status::kEndOfFlow) failed("the new flow's input did not end cleanly");
-  }
-  auto tout = c.source(totals_spec, 0);
-  if (tout.push(got) != Status::kOk || tout.close() != Status::kOk)
-    failed("totals: " + tout.error());
-  c.barrier("declared");  // the survivors' second call, the new process's first
-  if (c.rank() != 0) return 0;
-  auto tin = c.target(totals_spec, 0);
-  Totals all;
-  while (auto b = tin.consume()) {
-    for (const Totals& t : *b) {
-      all.count += t.count;
-      all.sum += t.sum;
-    }
-  }
-  if (tin.status() != Status::kEndOfFlow) failed("totals: " + tin.error());
-  Totals expect;
-  for (uint32_t r = 0; r < c.world_size(); ++r) {
-    for (uint64_t i = 0; i < a.n; ++i) expect.add(Rec{0, i + r});
-  }
-  if (all.count != expect.count || all.sum != expect.sum) {
-    failed("new flow: got " + std::to_string(all.count) + " records, expected " +
-           std::to_string(expect.count));
-  }
-  std::printf("VERIFIED %" PRIu64 " records with rank %u rejoined\n", all.count, a.victim);
+  std::vector<uint32_t> all;
+  for (uint32_t r = 0; r < c.world_size(); ++r) all.push_back(r);
+  // The barrier: the survivors' second call, the new process's first.
+  const uint64_t n = deliver_among(c, all, "-again", a.n, [&] { c.barrier("declared"); });
+  if (n != 0) std::printf("VERIFIED %" PRIu64 " records with rank %u rejoined\n", n, a.victim);
   return 0;
 }
 
