@@ -103,6 +103,17 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                    o.replicas, world, o.replicas + 1);
     return 2;
   }
+  if (cluster.incarnation(rank) > 0) {
+    // A restarted process (sluice run --restarts) has none of the replica's
+    // state, and a replica that forgot its promises must not vote again
+    // before a recovery protocol has caught it up: not built yet.
+    std::fprintf(stderr,
+                 "sluice-kv: rank %u is a restarted process (incarnation %u): a rank that lost its "
+                 "state cannot rejoin the store yet; run the job with sluice run --keep-going, "
+                 "not --restarts (docs/kv.md)\n",
+                 rank, cluster.incarnation(rank));
+    return 2;
+  }
   const Config config{o.replicas};
   const uint32_t clients = world - o.replicas;  // client ranks
   const uint32_t per_rank = std::max<uint32_t>(1, o.clients_per_rank);
