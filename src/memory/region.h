@@ -44,6 +44,7 @@
 // previous value in `a`.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -74,6 +75,11 @@ struct alignas(64) Header {
 };
 static_assert(sizeof(Header) == 64);
 inline constexpr size_t kDataOffset = sizeof(Header);
+// The mapping behind a region of `bytes` bytes: the header, then the data
+// rounded up to a cache line (at least 8 bytes, one atomic word).
+inline size_t mapped_bytes(size_t bytes) {
+  return kDataOffset + (std::max<size_t>(bytes, 8) + 63) / 64 * 64;
+}
 
 enum Op : uint16_t { kHello = 1, kRead = 2, kWrite = 3, kCas = 4, kFetchAdd = 5, kBye = 6 };
 enum ServiceStatus : uint16_t {
