@@ -36,7 +36,10 @@ uint64_t now_ms() { return now_us() / 1000; }
 // " 0 1 3": ranks for messages.
 std::string ranks_text(const std::vector<uint32_t>& ranks) {
   std::string out;
-  for (uint32_t r : ranks) out += " " + std::to_string(r);
+  for (uint32_t r : ranks) {
+    out.push_back(' ');
+    out.append(std::to_string(r));
+  }
   return out;
 }
 
@@ -189,7 +192,6 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   Outbox out;
   std::set<uint32_t> clients_done, finished;
   uint64_t finish_slot = 0;
-  uint32_t finish_leader = 0;
   bool finish_known = false, finish_sent = false, closed = false;
 
   std::mt19937_64 loss_rng(o.test_drop_seed * 1000003 + rank);
@@ -226,7 +228,6 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         case MsgType::kFinish:
           finish_known = true;
           finish_slot = m.a;
-          finish_leader = m.from;
           break;
         case MsgType::kFinished:
           finished.insert(m.from);
@@ -327,6 +328,13 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     m.a = a;
     out.push_back(m);
   };
+  // A follower's "finished" goes to every other replica, not only to the
+  // leader that sent the final slot: should that leader be lost, the next
+  // one counts it too.
+  auto finished_to_all = [&] {
+    for (uint32_t r = 0; r < o.replicas; ++r)
+      if (r != rank) control(MsgType::kFinished, r, 0);
+  };
   // What this rank said to end the job, said again in each new epoch (the
   // old epoch's copies may have been lost with its flows); receivers keep
   // sets or the latest slot, so a repeat changes nothing.
@@ -337,7 +345,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     if (finish_sent)
       for (uint32_t r = 0; r < o.replicas; ++r)
         if (r != rank) control(MsgType::kFinish, r, finish_slot);
-    if (said_finished) control(MsgType::kFinished, finish_leader, 0);
+    if (said_finished) finished_to_all();
   };
   auto close_all = [&] {
     flush();
@@ -475,7 +483,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
           if (all_finished) close_all();
           if (!finish_sent && finish_known && settled >= finish_slot) {
             said_finished = true;
-            control(MsgType::kFinished, finish_leader, 0);
+            finished_to_all();
             close_all();
           }
         }

@@ -17,7 +17,8 @@
 // End of the job: a client that finished its operations tells every
 // replica and closes its source. Once every client is done and its log is
 // fully committed, the leader tells the followers the final slot; each
-// follower that applied it answers and closes; the leader closes last. Then
+// follower that applied it answers (to every replica) and closes; the leader
+// closes last. Then
 // every rank reports to the lowest live rank on a kv-report flow
 // (job_report.h), which checks: equal digests and applied logs on all live
 // replicas, every operation completed, and the log a linearization of the

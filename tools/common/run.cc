@@ -375,9 +375,16 @@ void Launcher::on_exit(Rank& rank, int status) {
   } else if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     failure = 128 + sig;
-    if (rank.signalled) {
+    if (rank.signalled && !rank.restart_on_exit) {
       // The launcher already said why it signalled the ranks.
       log::info("rank ", rank.index, " was killed by signal ", sig, " (", signal_name(sig), ")");
+      return;
+    }
+    if (rank.restart_on_exit) {
+      // Killed for silence to be restarted, but the job is ending meanwhile:
+      // a failure after all.
+      rank.restart_on_exit = false;
+      set_exit_status(failure);
       return;
     }
     say("rank ", rank.index, " was killed by signal ", sig, " (", signal_name(sig), ")");
@@ -475,6 +482,14 @@ void Launcher::on_timers(Clock::time_point now) {
 
 void Launcher::start_pending_restarts(Clock::time_point now) {
   for (Rank& r : ranks_) {
+    if (r.restart_pending && phase_ != Phase::kRunning) {
+      // The job is ending (a signal, the timeout, another rank's failure):
+      // no new process. The failure the restart would have made up for counts.
+      r.restart_pending = false;
+      say("rank ", r.index, " is not started again: the job is ending");
+      set_exit_status(1);
+      continue;
+    }
     if (!r.restart_pending || (!r.lost_seen && now < r.restart_by)) continue;
     r.restart_pending = false;
     r.lost_seen = false;
