@@ -1,7 +1,7 @@
 // The registry's waiting requests: flow declarations waiting for every
 // participant, GETs waiting for a key to be put, and barrier calls waiting for
 // every member, with the key/value store that GETs read. RegistryServer
-// (registry_server.cc) decodes the requests, owns the connections and the
+// (registry_server.cc, registry_requests.cc) decodes the requests, owns the connections and the
 // membership table, and hands each request here; this unit decides when a
 // waiter is answered (OK, VALUE, or an error naming what is missing) and
 // answers it through the Host.

@@ -1,0 +1,265 @@
+// What each registry request does: HELLO (joining, rejoining as a new
+// incarnation, refusals), DECLARE, PUT, GET, ERASE, UNDECLARE, BARRIER and
+// COUNTERS. The connections, timers and losses are registry_server.cc's.
+#include <cstring>
+#include <string>
+
+#include "control/registry_server_impl.h"
+#include "sluice/errors.h"
+
+namespace sluice::control {
+namespace {
+
+// Constant-time comparison, so the reply time does not reveal how much of a
+// guessed secret was right.
+bool secrets_equal(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+using namespace registry_impl;
+
+void RegistryServer::Impl::handle_frame(Conn& c, const Frame& f, TimePoint now) {
+  const auto type = static_cast<MsgType>(f.header.type);
+  const uint32_t req = f.header.request_id;
+  if (c.observer) {
+    // A tool that reads, never a rank: GET, HEARTBEAT and LEAVE only.
+    switch (type) {
+      case MsgType::kGet:
+        return on_get(c, f, now);
+      case MsgType::kHeartbeat:
+        send(c, MsgType::kHeartbeat, 0, "");
+        return;
+      case MsgType::kLeave:
+        start_closing(c, now);
+        return;
+      default:
+        refuse(c, ErrorCode::kProtocol,
+               log::cat("an observer may send GET, HEARTBEAT and LEAVE, not ", to_string(type)),
+               req);
+        return;
+    }
+  }
+  if (c.rank < 0) {
+    if (type == MsgType::kHello) {
+      on_hello(c, f, now);
+    } else {
+      refuse(c, ErrorCode::kProtocol,
+             log::cat("the first message must be HELLO, got ", to_string(type)), req);
+    }
+    return;
+  }
+  switch (type) {
+    case MsgType::kDeclare:
+      return on_declare(c, f, now);
+    case MsgType::kPut:
+      return on_put(c, f);
+    case MsgType::kGet:
+      return on_get(c, f, now);
+    case MsgType::kBarrier:
+      return on_barrier(c, f, now);
+    case MsgType::kErase:
+      return on_erase(c, f);
+    case MsgType::kUndeclare:
+      return on_undeclare(c, f, now);
+    case MsgType::kHeartbeat:
+      if (!f.payload.empty()) {
+        refuse(c, ErrorCode::kProtocol, "malformed HEARTBEAT message", req);
+        return;
+      }
+      // The reply is how the client knows that the registry is alive.
+      send(c, MsgType::kHeartbeat, 0, "");
+      return;
+    case MsgType::kCounters:
+      return on_counters(c, f);
+    case MsgType::kLeave:
+      lose_rank(static_cast<uint32_t>(c.rank), RankState::kLeft, "left the job");
+      start_closing(c, now);
+      return;
+    case MsgType::kHello:
+      refuse(c, ErrorCode::kProtocol, "HELLO sent twice on one connection", req);
+      return;
+    default:
+      refuse(c, ErrorCode::kProtocol,
+             log::cat("unexpected ", to_string(type), " message from a client"), req);
+      return;
+  }
+}
+
+void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
+  const uint32_t req = f.header.request_id;
+  HelloMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed HELLO message", req);
+    return;
+  }
+  if (!secrets_equal(m.secret, opt.secret)) {
+    refuse(c, ErrorCode::kAuth, "wrong job secret", req);
+    return;
+  }
+  if (m.rank == kNoRank && m.world_size == 0) {
+    // An observer (`sluice info --registry`): it reads the job's members
+    // and their keys, and is never one of them.
+    c.observer = true;
+    c.deadline = kNever;
+    log::info("registry: an observer connected from ", m.host, " (pid ", m.pid, ", ", c.peer, ")");
+    send(c, MsgType::kWelcome, req, encode(welcome_message()));
+    return;
+  }
+  if (m.world_size != opt.world_size) {
+    refuse(c, ErrorCode::kRegistry,
+           log::cat("rank ", m.rank, " says the job has ", m.world_size,
+                    " ranks, but this registry serves a job of ", opt.world_size, " ranks"),
+           req);
+    return;
+  }
+  if (m.rank >= opt.world_size) {
+    refuse(c, ErrorCode::kRegistry,
+           log::cat("rank ", m.rank, " is out of range: the job has ", opt.world_size,
+                    " ranks (0..", opt.world_size - 1, ")"),
+           req);
+    return;
+  }
+  RankInfo& info = ranks[m.rank];
+  if (info.state == RankState::kLeft) {
+    refuse(c, ErrorCode::kRegistry,
+           log::cat(describe(m.rank), "; a rank that left cannot rejoin the job (pid ", m.pid,
+                    " on ", m.host, " tried)"),
+           req);
+    return;
+  }
+  // A rank that died may join again, as its next incarnation: a new process
+  // (the old one's connection is gone, so a stopped process that resumed
+  // cannot come back this way). Its peers keep every flow and region of the
+  // old incarnation failed (clients pin incarnations).
+  const bool rejoin = info.state == RankState::kDied;
+  const uint32_t incarnation = rejoin ? info.incarnation + 1 : 0;
+  if (info.state == RankState::kAlive) {
+    refuse(c, ErrorCode::kRegistry,
+           log::cat("rank ", m.rank, " already joined (", info.host, ", pid ", info.pid,
+                    "); is the same rank launched twice?"),
+           req);
+    return;
+  }
+  c.rank = m.rank;
+  c.deadline = kNever;
+  if (joined_address.empty() && binds_wildcard()) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getsockname(c.fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+      joined_address = peer_name(ss);
+    }
+  }
+  info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now, incarnation};
+  if (rejoin) {
+    log::warn("registry: rank ", m.rank, " rejoined from ", m.host, " (pid ", m.pid, ", ", c.peer,
+              ") as incarnation ", incarnation);
+    waiters.rejoin_rank(m.rank);
+  } else {
+    log::info("registry: rank ", m.rank, " joined from ", m.host, " (pid ", m.pid, ", ", c.peer,
+              ")");
+  }
+
+  send(c, MsgType::kWelcome, req, encode(welcome_message()));
+  broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid, incarnation}, c.id);
+}
+
+// Every rank the registry has seen, as WELCOME lists them.
+WelcomeMsg RegistryServer::Impl::welcome_message() const {
+  WelcomeMsg welcome;
+  welcome.heartbeat_ms = static_cast<uint32_t>(opt.heartbeat_timeout.count());
+  for (uint32_t r = 0; r < ranks.size(); ++r) {
+    const RankInfo& ri = ranks[r];
+    if (ri.state == RankState::kAbsent) continue;
+    const PeerState st = ri.state == RankState::kAlive  ? PeerState::kAlive
+                         : ri.state == RankState::kLeft ? PeerState::kLeft
+                                                        : PeerState::kDied;
+    welcome.peers.push_back(PeerEventMsg{r, st, ri.reason, ri.host, ri.pid, ri.incarnation});
+  }
+  return welcome;
+}
+
+void RegistryServer::Impl::on_declare(Conn& c, const Frame& f, TimePoint now) {
+  DeclareMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed DECLARE message", f.header.request_id);
+    return;
+  }
+  waiters.declare(Waiter{c.id, static_cast<uint32_t>(c.rank), f.header.request_id, m.timeout_ms,
+                         deadline_after(m.timeout_ms, now)},
+                  std::move(m));
+}
+
+void RegistryServer::Impl::on_put(Conn& c, const Frame& f) {
+  PutMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed PUT message", f.header.request_id);
+    return;
+  }
+  send(c, MsgType::kOk, f.header.request_id, "");
+  waiters.put(std::move(m.key), std::move(m.value));
+}
+
+void RegistryServer::Impl::on_erase(Conn& c, const Frame& f) {
+  EraseMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed ERASE message", f.header.request_id);
+    return;
+  }
+  const uint64_t n = waiters.erase(m.key, m.prefix);
+  send(c, MsgType::kOk, f.header.request_id, encode(ErasedMsg{n}));
+}
+
+void RegistryServer::Impl::on_undeclare(Conn& c, const Frame& f, TimePoint now) {
+  UndeclareMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed UNDECLARE message", f.header.request_id);
+    return;
+  }
+  waiters.undeclare(Waiter{c.id, static_cast<uint32_t>(c.rank), f.header.request_id, m.timeout_ms,
+                           deadline_after(m.timeout_ms, now)},
+                    m);
+}
+
+void RegistryServer::Impl::on_get(Conn& c, const Frame& f, TimePoint now) {
+  GetMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed GET message", f.header.request_id);
+    return;
+  }
+  waiters.get(Waiter{c.id, static_cast<uint32_t>(c.rank), f.header.request_id, m.timeout_ms,
+                     deadline_after(m.timeout_ms, now)},
+              m);
+}
+
+void RegistryServer::Impl::on_barrier(Conn& c, const Frame& f, TimePoint now) {
+  BarrierMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed BARRIER message", f.header.request_id);
+    return;
+  }
+  waiters.barrier(Waiter{c.id, static_cast<uint32_t>(c.rank), f.header.request_id, m.timeout_ms,
+                         deadline_after(m.timeout_ms, now)},
+                  std::move(m));
+}
+
+void RegistryServer::Impl::on_counters(Conn& c, const Frame& f) {
+  std::string problem;
+  if (metrics.report(static_cast<uint32_t>(c.rank), f.payload, &problem)) return;
+  // Telemetry must not fail a job: the report is dropped, the rank stays.
+  // One line per hundred, so a rank that keeps sending them cannot flood the log.
+  if (++counters_rejected % 100 == 1) {
+    log::warn("registry: ignored a malformed COUNTERS report from ", describe(c.rank), " (",
+              f.payload.size(), " bytes): ", problem, " (", counters_rejected, " so far)");
+  }
+}
+
+}  // namespace sluice::control
