@@ -1,6 +1,6 @@
 // The handles' side of one-sided memory (include/sluice/memory.h):
 // MemoryRegion and RemoteRegion forward to the owner's and the accessor's
-// implementations in region.cc, and every RemoteRegion operation is
+// implementations in region_owner.cc and region.cc, and every RemoteRegion operation is
 // counted in the handle's counters slot (sluice top, Prometheus).
 #include <atomic>
 
