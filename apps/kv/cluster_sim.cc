@@ -131,6 +131,42 @@ SimCluster::SimCluster(ClusterOptions options)
   }
 }
 
+void SimCluster::restart(uint32_t r) {
+  net_.purge(r);
+  ++restarts_;
+  for (uint32_t i = 0; i < config_.replicas; ++i) {
+    if (i == r) continue;
+    if (options_.protocol == Protocol::kMultiPaxos) {
+      mp_[i]->forget_replica(r);
+    } else {
+      np_[i]->forget_replica(r);
+    }
+  }
+  if (options_.protocol == Protocol::kMultiPaxos) {
+    MultiPaxosOptions mo = options_.multipaxos;
+    mo.seed = options_.seed + restarts_;
+    mo.recover = true;
+    mo.nonce = restarts_;
+    auto fresh = std::make_unique<MultiPaxosReplica>(config_, r, mo);
+    net_.replace(r, fresh.get());
+    mp_[r] = std::move(fresh);
+  } else {
+    NoPaxosOptions no = options_.nopaxos;
+    no.seed = options_.seed + restarts_;
+    no.recover = true;
+    no.nonce = restarts_;
+    auto fresh = std::make_unique<NoPaxosReplica>(config_, r, no);
+    net_.replace(r, fresh.get());
+    np_[r] = std::move(fresh);
+  }
+  net_.restore(r);
+}
+
+bool SimCluster::recovering(uint32_t r) const {
+  return options_.protocol == Protocol::kMultiPaxos ? mp_[r]->recovering()
+                                                    : np_[r]->recovering();
+}
+
 const Store& SimCluster::store(uint32_t i) const {
   return options_.protocol == Protocol::kMultiPaxos ? mp_[i]->store() : np_[i]->store();
 }
@@ -170,6 +206,9 @@ void SimCluster::new_sequencer() {
 }
 
 std::string SimCluster::check_replicas() const {
+  for (uint32_t r = 0; r < config_.replicas; ++r)
+    if (!net_.is_down(r) && recovering(r))
+      return "replica " + std::to_string(r) + " is still recovering";
   int ref = -1;
   for (uint32_t r = 0; r < config_.replicas; ++r) {
     if (net_.is_down(r)) continue;

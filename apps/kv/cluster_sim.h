@@ -82,6 +82,11 @@ class SimCluster {
   void quiesce(uint64_t ms = 300) { net_.run_for(ms); }
   // NOPaxos: replaces the sequencer by a new one with the next session.
   void new_sequencer();
+  // Replica r's process restarts without its state: what it had in flight
+  // is lost, the others forget its promises and votes, and a new replica
+  // under the same id recovers (message.h, Recovery).
+  void restart(uint32_t r);
+  bool recovering(uint32_t r) const;
 
   // "" when the check passes, else what differs.
   std::string check_replicas() const;
@@ -97,6 +102,7 @@ class SimCluster {
   std::vector<std::unique_ptr<NoPaxosReplica>> np_;
   std::vector<std::unique_ptr<Sequencer>> sequencers_;
   std::vector<std::unique_ptr<Client>> clients_;
+  uint64_t restarts_ = 0;
 };
 
 }  // namespace kv

@@ -81,6 +81,7 @@ void encode(const Message& m, std::vector<std::byte>& out) {
   w.put(m.session);
   w.put(m.a);
   w.put(m.b);
+  w.put(m.c);
   w.put<uint8_t>(m.flag);
   w.cmd(m.cmd);
   w.put<uint8_t>(m.result.ok);
@@ -117,6 +118,7 @@ bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
   m->session = r.get<uint64_t>();
   m->a = r.get<uint64_t>();
   m->b = r.get<uint64_t>();
+  m->c = r.get<uint64_t>();
   m->flag = r.get<uint8_t>() != 0;
   m->cmd = r.cmd();
   m->result.ok = r.get<uint8_t>() != 0;

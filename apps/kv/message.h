@@ -46,6 +46,13 @@ enum class MsgType : uint8_t {
   kViewChange,         // replica -> new leader: my log and last normal view (a)
   kStartView,          // new leader -> all: the merged log of view (view, session)
   kRecover,            // replica -> leader: I am behind your view; send StartView
+  // Both protocols: a replica restarted without its state (see Recovery below).
+  kRecoveryRequest,  // recovering -> replicas: a = nonce; b = 0 (whose view is latest?)
+                     // or, to the leader it chose, the first log slot it still needs
+  kRecoveryReply,    // replica -> recovering: a = nonce; view/session: the replier's;
+                     // flag = it leads that view in normal status; b = its last log
+                     // slot; c = its commit index (Multi-Paxos) or sync point (NOPaxos);
+                     // entries: the leader's log from the slot asked for (bounded)
   // Ending a job on flows (flow_job.h), not part of either protocol.
   kDone,      // client -> replicas: I finished my operations
   kFinish,    // leader -> followers: all clients are done; apply up to slot a, then stop
@@ -74,6 +81,7 @@ struct Message {
   uint64_t session = 0;  // NOPaxos session
   uint64_t a = 0;        // per type, see MsgType
   uint64_t b = 0;
+  uint64_t c = 0;
   bool flag = false;
   Command cmd;                 // NOPaxos kRequest, kOrdered, kReply (client, seq)
   Result result;               // NOPaxos kReply from the leader
@@ -95,6 +103,27 @@ inline size_t wire_bytes(const Command& c) {
 
 using Outbox = std::vector<Message>;
 
+// Recovery. A replica process that restarts has lost its log, its promises
+// and its votes, so it must not act as the replica it was: a vote it forgot
+// could let a later quorum miss a chosen value. It starts recovering (the
+// protocols' `recover` option, with a nonce no earlier incarnation used):
+//  1. It asks every replica which view is latest (RecoveryRequest, b = 0)
+//     and waits for f + 1 answers with its nonce, one of them from the
+//     leader of the highest view among them, in normal status. Any f + 1
+//     replicas other than itself meet every quorum it took part in, so that
+//     view is at least the last one it helped to form.
+//  2. It copies that leader's log up to the leader's last slot at its
+//     answer, in bounded pieces (RecoveryRequest, b = next slot), entries
+//     committed or not: the leader proposed every one of them in its view.
+//  3. It takes the leader's view and becomes a follower; normal operation
+//     (resends, catch-up, synchronization, gap requests) brings the rest.
+// While recovering it sends nothing else: no promise, vote, view change or
+// reply. If the leader's view changes under it, it starts again with the
+// next nonce. The others call Node::forget_replica(r) when they learn r
+// restarted (before any message of the new process reaches them): a
+// candidate drops r's promise, a leader the votes and sync state r forgot.
+inline constexpr size_t kRecoveryEntries = 128;  // log entries per RecoveryReply
+
 // 2f + 1 replicas.
 struct Config {
   uint32_t replicas = 3;
@@ -110,6 +139,10 @@ class Node {
   virtual void receive(const Message& m, Outbox& out) = 0;
   // Called as simulated (or real) time passes; `now_ms` never decreases.
   virtual void tick(uint64_t now_ms, Outbox& out) = 0;
+  // Replica `r` restarted without its state (see Recovery above).
+  virtual void forget_replica(uint32_t /*r*/) {}
+  // Whether this node is still recovering (see Recovery above).
+  virtual bool recovering() const { return false; }
 };
 
 }  // namespace kv

@@ -43,6 +43,11 @@ struct MultiPaxosOptions {
   uint64_t seed = 1;
   size_t max_batch = 64;
   size_t max_resend = 256;  // slots per resend or catch-up message
+  // A process restarted without its state: recover first (message.h,
+  // Recovery), with a nonce no earlier incarnation of this replica used.
+  bool recover = false;
+  uint64_t nonce = 0;
+  uint64_t recovery_retry_ms = 50;  // ask again after this long without progress
 };
 
 class MultiPaxosReplica : public Node {

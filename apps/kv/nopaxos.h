@@ -67,6 +67,11 @@ struct NoPaxosOptions {
   uint64_t view_timeout_ms = 60;  // follower: leader silence before a view change
   uint64_t seed = 1;
   uint64_t max_sync_entries = 256;  // log entries per SyncPrepare
+  // A process restarted without its state: recover first (message.h,
+  // Recovery), with a nonce no earlier incarnation of this replica used.
+  bool recover = false;
+  uint64_t nonce = 0;
+  uint64_t recovery_retry_ms = 50;  // ask again after this long without progress
 };
 
 class NoPaxosReplica : public Node {

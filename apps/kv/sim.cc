@@ -32,6 +32,19 @@ void SimNetwork::post(Outbox& out) {
   out.clear();
 }
 
+void SimNetwork::purge(uint32_t id) {
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> kept;
+  while (!queue_.empty()) {
+    if (queue_.top().m.from == id || queue_.top().m.to == id) {
+      ++dropped_;
+    } else {
+      kept.push(queue_.top());
+    }
+    queue_.pop();
+  }
+  queue_.swap(kept);
+}
+
 void SimNetwork::step() {
   Outbox out;
   while (!queue_.empty() && queue_.top().at <= now_) {

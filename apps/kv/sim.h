@@ -41,6 +41,9 @@ class SimNetwork {
   void crash(uint32_t id) { down_.insert(id); }
   void restore(uint32_t id) { down_.erase(id); }
   bool is_down(uint32_t id) const { return down_.count(id) > 0; }
+  // Drops every message in flight from or to `id`: they went with a process
+  // that restarted (on flows, with the epoch's flows).
+  void purge(uint32_t id);
 
   // Lets node `id` act outside a message or tick (a test forcing an
   // election, say): `f` appends to the outbox, which is then sent.
