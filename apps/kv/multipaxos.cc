@@ -54,8 +54,12 @@ MultiPaxosReplica::MultiPaxosReplica(Config config, uint32_t id, MultiPaxosOptio
       id_(id),
       options_(options),
       rng_(options.seed * 1000003 + id),
-      role_(id == 0 ? Role::kLeader : Role::kFollower) {
+      role_(id == 0 && !options.recover ? Role::kLeader : Role::kFollower) {
   reset_election_timer();
+  if (options.recover) {
+    recovering_ = true;
+    restart_recovery();
+  }
 }
 
 std::optional<Entry>& MultiPaxosReplica::slot(uint64_t s) {
@@ -343,8 +347,141 @@ void MultiPaxosReplica::on_committed(const Message& m, Outbox& out) {
   advance_commit(out);
 }
 
+void MultiPaxosReplica::forget_replica(uint32_t r) {
+  if (r >= config_.replicas || r == id_) return;
+  // A promise r forgot must not complete a quorum: r may now accept in a
+  // lower ballot what this ballot's phase 1 would have had to see.
+  promises_.erase(r);
+  // Nor may votes it forgot: it votes again when the resends reach it.
+  for (uint32_t& mask : votes_)
+    if (mask != kChosen) mask &= ~(1u << r);
+}
+
+// --- Recovery (message.h). Why it is safe: the replica that restarted made
+// promises and accepted values it no longer knows. Any f + 1 other replicas
+// meet every quorum that counted one of its promises, so the highest ballot
+// among their answers is at least the highest ballot it helped to form (a
+// quorum not yet complete when the others learnt of the restart cannot count
+// its promise: forget_replica). The leader of that ballot holds every value
+// chosen so far, and every entry in its log was proposed in its ballot or is
+// committed. Copying that log and then acting only in that ballot or later,
+// the new process says nothing the old one could have contradicted.
+
+void MultiPaxosReplica::restart_recovery() {
+  // Every attempt has its own nonce, so a late answer to an earlier one is
+  // not taken for a current one; incarnations' nonces (the option) differ
+  // by a million attempts.
+  nonce_ = options_.nonce * 1000000 + ++attempt_;
+  recovery_replies_.clear();
+  recovery_leader_ = -1;
+  recovery_next_ = 1;
+  recovery_commit_ = 0;
+  recovery_unanswered_ = 0;
+  recovery_asked_ = 0;
+  log_.clear();
+  commit_ = applied_ = 0;
+  store_ = Store();
+}
+
+void MultiPaxosReplica::ask_recovery(Outbox& out) {
+  recovery_asked_ = now_;
+  Message m;
+  m.type = MsgType::kRecoveryRequest;
+  m.from = id_;
+  m.a = nonce_;
+  if (recovery_leader_ >= 0) {
+    m.to = static_cast<uint32_t>(recovery_leader_);
+    m.b = recovery_next_;
+    out.push_back(m);
+    return;
+  }
+  for (uint32_t r = 0; r < config_.replicas; ++r) {
+    if (r == id_) continue;
+    m.to = r;
+    out.push_back(m);
+  }
+}
+
+void MultiPaxosReplica::on_recovery_request(const Message& m, Outbox& out) {
+  if (recovering_ || m.from >= config_.replicas || m.from == id_) return;
+  Message r;
+  r.type = MsgType::kRecoveryReply;
+  r.from = id_;
+  r.to = m.from;
+  r.a = m.a;
+  r.view = ballot_;
+  r.flag = role_ == Role::kLeader;
+  r.b = log_.size();
+  r.c = commit_;
+  if (m.b > 0 && r.flag) {
+    size_t bytes = 0;
+    for (uint64_t s = m.b; s <= log_.size() && r.entries.size() < kRecoveryEntries; ++s) {
+      if (!log_[s - 1]) continue;
+      bytes += 64 + wire_bytes(log_[s - 1]->cmd);
+      if (bytes > kMaxBatchBytes && !r.entries.empty()) break;
+      r.entries.push_back(*log_[s - 1]);
+    }
+  }
+  out.push_back(r);
+}
+
+void MultiPaxosReplica::on_recovery_reply(const Message& m, Outbox& out) {
+  if (!recovering_ || m.a != nonce_ || m.from >= config_.replicas) return;
+  if (recovery_leader_ < 0) {
+    // 1. Whose ballot is latest: f + 1 answers, the leader of the highest
+    // ballot among them one of them.
+    recovery_replies_[m.from] = m;
+    if (recovery_replies_.size() < config_.f() + 1) return;
+    uint64_t highest = 0;
+    for (const auto& [from, r] : recovery_replies_) highest = std::max(highest, r.view);
+    const uint32_t leader = static_cast<uint32_t>(highest % config_.replicas);
+    auto it = recovery_replies_.find(leader);
+    if (it == recovery_replies_.end() || !it->second.flag || it->second.view != highest) return;
+    recovery_leader_ = static_cast<int>(leader);
+    recovery_ballot_ = highest;
+    recovery_last_ = it->second.b;
+    recovery_commit_ = it->second.c;
+    recovery_next_ = 1;
+  } else {
+    // 2. A piece of the chosen leader's log.
+    if (m.from != static_cast<uint32_t>(recovery_leader_)) return;
+    if (!m.flag || m.view != recovery_ballot_) {
+      restart_recovery();  // it no longer leads that ballot: begin again
+      ask_recovery(out);
+      return;
+    }
+    for (const Entry& e : m.entries) {
+      if (e.slot < recovery_next_) continue;
+      slot(e.slot) = e;
+      recovery_next_ = e.slot + 1;
+    }
+    recovery_commit_ = std::max(recovery_commit_, m.c);
+    if (m.entries.empty() && m.b < recovery_next_) recovery_next_ = recovery_last_ + 1;
+  }
+  recovery_unanswered_ = 0;
+  if (recovery_next_ <= recovery_last_) return ask_recovery(out);
+  // 3. The leader's log up to its last slot when chosen: a follower in its
+  // ballot. Slots up to its commit index are chosen; the rest were proposed
+  // in its ballot, which is what this replica now accepts them in.
+  recovering_ = false;
+  recovery_replies_.clear();
+  ballot_ = recovery_ballot_;
+  role_ = Role::kFollower;
+  for (uint64_t s = 1; s <= recovery_commit_ && s <= log_.size(); ++s)
+    if (log_[s - 1]) log_[s - 1]->committed = true;
+  reset_election_timer();
+  advance_commit(out);
+}
+
 void MultiPaxosReplica::receive(const Message& m, Outbox& out) {
+  if (recovering_) {
+    // Nothing but its own recovery until it is over.
+    if (m.type == MsgType::kRecoveryReply) on_recovery_reply(m, out);
+    return;
+  }
   switch (m.type) {
+    case MsgType::kRecoveryRequest:
+      return on_recovery_request(m, out);
     case MsgType::kRequest:
       return on_request(m, out);
     case MsgType::kPrepare:
@@ -374,6 +511,15 @@ void MultiPaxosReplica::tick(uint64_t now_ms, Outbox& out) {
     // leader's silence is counted from the first tick.
     started_ = true;
     last_heard_ = now_ms;
+  }
+  if (recovering_) {
+    if (recovery_asked_ == 0 || now_ - recovery_asked_ >= options_.recovery_retry_ms) {
+      // The chosen leader went silent: choose again.
+      if (recovery_leader_ >= 0 && recovery_asked_ != 0 && ++recovery_unanswered_ >= 5)
+        restart_recovery();
+      ask_recovery(out);
+    }
+    return;
   }
   if (role_ == Role::kLeader) {
     propose_batch(out);

@@ -56,6 +56,8 @@ class MultiPaxosReplica : public Node {
 
   void receive(const Message& m, Outbox& out) override;
   void tick(uint64_t now_ms, Outbox& out) override;
+  void forget_replica(uint32_t r) override;
+  bool recovering() const override { return recovering_; }
 
   // Starts phase 1 for the next ballot this replica leads now, whatever the
   // timers say (tests use it to make candidates duel).
@@ -88,6 +90,11 @@ class MultiPaxosReplica : public Node {
   void advance_commit(Outbox& out);
   void reset_election_timer();
   void open_votes(uint64_t slot);
+  // Recovery (message.h): answering a recovering replica, and recovering.
+  void on_recovery_request(const Message& m, Outbox& out);
+  void on_recovery_reply(const Message& m, Outbox& out);
+  void ask_recovery(Outbox& out);
+  void restart_recovery();
 
   Config config_;
   uint32_t id_;
@@ -118,6 +125,20 @@ class MultiPaxosReplica : public Node {
   uint64_t votes_first_ = 0;
   // Candidate: the promises for ballot_.
   std::map<uint32_t, Message> promises_;
+  // Recovering (message.h, Recovery): the nonce of this attempt, the latest
+  // answer of each replica to it, and once a leader is chosen, its ballot,
+  // its last slot when chosen, the next slot to ask for and its commit index.
+  bool recovering_ = false;
+  uint64_t nonce_ = 0;
+  uint64_t attempt_ = 0;
+  std::map<uint32_t, Message> recovery_replies_;
+  int recovery_leader_ = -1;
+  uint64_t recovery_ballot_ = 0;
+  uint64_t recovery_last_ = 0;
+  uint64_t recovery_next_ = 1;
+  uint64_t recovery_commit_ = 0;
+  uint64_t recovery_asked_ = 0;  // when the last request went
+  uint32_t recovery_unanswered_ = 0;
 };
 
 }  // namespace kv
