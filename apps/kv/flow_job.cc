@@ -48,7 +48,9 @@ std::string ranks_text(const std::vector<uint32_t>& ranks) {
 // the Worker with its targets, then the flows (collective among the live).
 struct Epoch {
   std::vector<uint32_t> live;
-  uint32_t session = 1;         // NOPaxos: this epoch's ordered flow is session 1 + ranks lost
+  // Per rank: its incarnation while a member, the one that died if not.
+  std::vector<uint32_t> inc;
+  uint32_t session = 1;  // NOPaxos: this epoch's ordered flow's session (epoch_session)
   uint32_t first_follower = 0;  // the follower whose copy of an Accept goes on kv-accept
   sluice::DeclaredFlow msg_flow, accept_flow, order_flow;
   sluice::Worker w;
@@ -62,6 +64,7 @@ struct Epoch {
       if (live[i] == r) return static_cast<int>(i);
     return -1;
   }
+  bool member(uint32_t r) const { return target_of(r) >= 0; }
   void reset() {
     msg_src = {};
     accept_src = {};
@@ -88,6 +91,13 @@ std::string epoch_suffix(uint32_t world, const std::vector<uint32_t>& live) {
   return out;
 }
 
+uint32_t epoch_session(const std::vector<uint32_t>& live, const std::vector<uint32_t>& inc) {
+  uint32_t n = 1;
+  for (uint32_t r = 0; r < inc.size(); ++r)
+    n += 2 * inc[r] + (std::binary_search(live.begin(), live.end(), r) ? 0 : 1);
+  return n;
+}
+
 std::vector<uint32_t> lost_ranks(uint32_t world, const std::vector<uint32_t>& live,
                                  uint32_t below) {
   std::vector<uint32_t> out;
@@ -106,15 +116,15 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                    o.replicas, world, o.replicas + 1);
     return 2;
   }
-  if (cluster.incarnation(rank) > 0) {
-    // A restarted process (sluice run --restarts) has none of the replica's
-    // state, and a replica that forgot its promises must not vote again
-    // before a recovery protocol has caught it up: not built yet.
+  // A restarted process (sluice run --restarts) has none of its old state.
+  // A replica recovers it from the others (message.h, Recovery); a client's
+  // operations and history went with it, so a client rank cannot rejoin.
+  const uint32_t incarnation = cluster.incarnation(rank);
+  if (incarnation > 0 && rank >= o.replicas) {
     std::fprintf(stderr,
-                 "sluice-kv: rank %u is a restarted process (incarnation %u): a rank that lost its "
-                 "state cannot rejoin the store yet; run the job with sluice run --keep-going, "
-                 "not --restarts (docs/kv.md)\n",
-                 rank, cluster.incarnation(rank));
+                 "sluice-kv: rank %u is a restarted client (incarnation %u): a client's operations "
+                 "went with its process, so it cannot rejoin; only replicas can (docs/kv.md)\n",
+                 rank, incarnation);
     return 2;
   }
   const Config config{o.replicas};
@@ -148,6 +158,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     // Lost sequence numbers surface after the flow's gap timeout; our own
     // gap search may take as long as a round trip on a loaded machine.
     no.gap_timeout_ms = 200;
+    no.recover = incarnation > 0;
+    no.nonce = incarnation;
     np = std::make_unique<NoPaxosReplica>(config, rank, no);
   } else if (is_replica) {
     MultiPaxosOptions mo;
@@ -155,6 +167,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     mo.heartbeat_ms = o.heartbeat_ms;
     mo.election_timeout_ms = o.election_timeout_ms;
     mo.max_resend = 128;  // keeps every message well inside a 64 KiB segment
+    mo.recover = incarnation > 0;
+    mo.nonce = incarnation;
     replica = std::make_unique<MultiPaxosReplica>(config, rank, mo);
   } else {
     client = std::make_unique<ClientGroup>();
@@ -358,10 +372,24 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // Declares the flows among the live ranks and opens this rank's ends.
   // Throws sluice::PeerLostError if a rank is lost meanwhile (the caller
   // begins again without it).
-  auto begin_epoch = [&](const std::vector<uint32_t>& live) {
+  // The replicas' incarnations as of the last epoch each was a member of: a
+  // replica whose incarnation changed restarted without its state, and the
+  // protocol must forget what the old process promised or voted
+  // (Node::forget_replica) before the new one's messages arrive.
+  std::vector<uint32_t> known_inc(world, 0);
+  auto begin_epoch = [&](const std::vector<uint32_t>& live, const std::vector<uint32_t>& inc) {
     ep.live = live;
-    ep.session = 1 + (world - static_cast<uint32_t>(live.size()));
-    const std::string suffix = epoch_suffix(world, live);
+    ep.inc = inc;
+    ep.session = epoch_session(live, inc);
+    bool restarted = false;
+    for (uint32_t r = 0; r < world; ++r) restarted = restarted || inc[r] > 0;
+    // (After a restart the lost ranks alone no longer name the epoch.)
+    const std::string suffix =
+        epoch_suffix(world, live) + (restarted ? "-s" + std::to_string(ep.session) : "");
+    for (uint32_t r : live) {
+      if (r < o.replicas && r != rank && inc[r] != known_inc[r]) node.forget_replica(r);
+      known_inc[r] = inc[r];
+    }
     std::vector<uint32_t> live_replicas, live_clients;
     for (uint32_t r : live) (r < o.replicas ? live_replicas : live_clients).push_back(r);
     if (live_replicas.size() < config.majority()) {
@@ -421,17 +449,72 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   };
 
   const uint64_t started = now_ms();
+  bool recovering = node.recovering();
   uint64_t traced_retries = 0;
   uint32_t epochs = 0;
-  std::vector<uint32_t> live = cluster.live_ranks();
+  // The next epoch's members and incarnations (see Epoch and changed()).
+  std::vector<uint32_t> live, inc;
+  // The registry's view: the live ranks and every rank's incarnation, read
+  // until the two agree.
+  auto snapshot = [&] {
+    for (;;) {
+      std::vector<uint32_t> before(world), after(world);
+      for (uint32_t r = 0; r < world; ++r) before[r] = cluster.incarnation(r);
+      live = cluster.live_ranks();
+      for (uint32_t r = 0; r < world; ++r) after[r] = cluster.incarnation(r);
+      if (before == after) {
+        inc = after;
+        return;
+      }
+    }
+  };
+  // Whether the registry's view differs from the epoch's: a member lost or
+  // restarted, or a rank outside it alive again.
+  auto changed = [&] {
+    for (uint32_t r = 0; r < world; ++r) {
+      const bool alive = cluster.alive(r);
+      if (ep.member(r) ? !alive || cluster.incarnation(r) != ep.inc[r] : alive) return true;
+    }
+    return false;
+  };
+  // The next epoch after `ep`. A member lost or restarted: the same members
+  // without it, even if it is back already, so that every member, however
+  // late it looks, declares the same flows (a restarted rank comes back in
+  // the epoch after). Else the ranks alive now, with those back again.
+  auto next_members = [&] {
+    std::vector<uint32_t> kept;
+    for (uint32_t r : ep.live)
+      if (cluster.alive(r) && cluster.incarnation(r) == ep.inc[r]) kept.push_back(r);
+    if (kept != ep.live) {
+      live = kept;
+      inc = ep.inc;
+      return;
+    }
+    snapshot();
+  };
+  snapshot();
+  if (incarnation > 0) {
+    std::fprintf(stderr,
+                 "sluice-kv: rank %u: a restarted replica (incarnation %u): recovering its state "
+                 "from the others\n",
+                 rank, incarnation);
+    std::fflush(stderr);
+  }
   for (;;) {
     try {
-      begin_epoch(live);
+      begin_epoch(live, inc);
     } catch (const sluice::Error& e) {
-      // A rank was lost while the flows were being declared: without it.
-      if (e.code() != sluice::ErrorCode::kPeerLost || cluster.live_ranks() == live) throw;
+      // A rank was lost (or the others declared other flows: a rank came
+      // back meanwhile) while the flows were being declared: again, as the
+      // registry now sees the job.
+      if (e.code() != sluice::ErrorCode::kPeerLost && e.code() != sluice::ErrorCode::kTimeout)
+        throw;
+      const std::vector<uint32_t> tried = live;
       ep.reset();
-      live = cluster.live_ranks();
+      ep.live = tried;
+      ep.inc = inc;
+      if (!changed()) throw;
+      next_members();
       continue;
     }
     if (epochs++ > 0) {
@@ -447,7 +530,17 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         const uint64_t us = now_us();
         if (client) client->set_clock_us(us);
         node.tick(us / 1000, out);
-        if (o.on_progress && is_replica)
+        if (recovering && !node.recovering()) {
+          recovering = false;
+          const Store& st = np ? np->store() : replica->store();
+          std::fprintf(stderr,
+                       "sluice-kv: rank %u: recovered in %" PRIu64
+                       " ms: %zu log entries applied, view %" PRIu64 "\n",
+                       rank, now_ms() - started, st.applied().size(),
+                       np ? np->view() : replica->ballot());
+          std::fflush(stderr);
+        }
+        if (o.on_progress && is_replica && incarnation == 0)
           o.on_progress(rank, np ? np->is_leader() : replica->is_leader(),
                         (np ? np->store() : replica->store()).applied().size());
         if (o.trace_retries && client && client->retries() != traced_retries) {
@@ -488,10 +581,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
           }
         }
       }
-      // A rank of this epoch is lost: its flows are done for.
-      for (uint32_t r : ep.live)
-        if (!cluster.alive(r) && ep.broken.empty())
-          ep.broken = "rank " + std::to_string(r) + " is lost";
+      // A rank of this epoch is lost or restarted: its flows are done for. A
+      // rank back again joins the next epoch.
+      if (ep.broken.empty() && changed()) ep.broken = "the job's ranks changed";
       // A gateway with nothing in flight waits for its sockets (nothing can
       // come on the flows for it then); else the worker idles on the flows.
       if (gateway && !closed && work == 0 && client->done() && !gateway->finished()) {
@@ -517,16 +609,13 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     // timeout, then go on with the ranks that are left.
     const auto until =
         std::chrono::steady_clock::now() + cluster.options().peer_timeout + std::chrono::seconds(1);
-    std::vector<uint32_t> now_live = cluster.live_ranks();
-    while (now_live == ep.live && std::chrono::steady_clock::now() < until) {
+    while (!changed() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      now_live = cluster.live_ranks();
-    }
-    if (now_live == ep.live) {
+    if (!changed()) {
       failure = ep.broken;
       break;
     }
-    live = now_live;
+    next_members();
     ep.reset();  // destroys this epoch's ends, then its flows (collective)
   }
   if (o.test_drop > 0)

@@ -35,7 +35,11 @@
 // protocols make up for; NOPaxos sees the new ordered flow (a new
 // sequencer, on the lowest live replica) as a new session. A majority of
 // the replicas must stay alive; a lost client rank fails the job's checks.
-// The lost rank cannot rejoin yet. See docs/kv.md.
+// A replica restarted as a new process (sluice run --restarts; its
+// Cluster::incarnation is one higher) comes back in the epoch after the one
+// without it: it recovers its state from the others (message.h, Recovery)
+// while they serve, and the others forget what its old process promised or
+// voted. A restarted client rank exits with status 2. See docs/kv.md.
 #pragma once
 
 #include <sluice/cluster.h>
@@ -90,6 +94,11 @@ struct FlowJobOptions {
 // "-without-" and the lost ranks, e.g. "-without-0-2". Every rank that sees
 // the same live ranks (increasing) declares the same names.
 std::string epoch_suffix(uint32_t world, const std::vector<uint32_t>& live);
+// An epoch's number, which is also its NOPaxos session: 1 plus, for every
+// rank, two per restart (`inc`: its incarnation, or the one that died) and
+// one if it is not in `live` (increasing). Every change of the job's ranks
+// raises it, so sessions only grow and every epoch's flows have new names.
+uint32_t epoch_session(const std::vector<uint32_t>& live, const std::vector<uint32_t>& inc);
 // The ranks below `below` that are not in `live` (increasing).
 std::vector<uint32_t> lost_ranks(uint32_t world, const std::vector<uint32_t>& live, uint32_t below);
 

@@ -285,6 +285,58 @@ TEST(KvJobTest, NoPaxosStartsANewSessionWhenTheSequencerAndLeaderAreKilled) {
   expect_replica_loss_survived("nopaxos", 0);
 }
 
+// A replica killed by SIGKILL after 100 entries is started again (sluice run
+// --restarts 1): the new process has none of the old one's state. The
+// others go on without it for an epoch, then take it back in the next; it
+// recovers (message.h, Recovery: the latest view from f + 1 replicas, then
+// the leader's log in pieces) while they serve, and ends with the same
+// applied log and digest as the others. Killing rank 0 kills the first
+// leader (and for NOPaxos the sequencer): it comes back as a follower of
+// the leader elected without it. The job passes all its checks and exits 0
+// (a failure that was restarted does not fail it).
+void expect_replica_restart_recovered(const std::string& protocol, int victim) {
+  const ProcessResult r =
+      run_kv(5,
+             {"run", "--protocol", protocol, "--ops", "300", "--keys", "20", "--retry-ms", "500",
+              "--election-timeout-ms", "1000", "--test-kill-rank", std::to_string(victim),
+              "--test-kill-after", "100"},
+             "sluice-kv-test-hooks", {"--keep-going", "--restarts", "1"});
+  const std::string v = std::to_string(victim);
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "test hook: rank " + v), 1) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "sluice run: starting rank " + v + " again"),
+            1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output, "rank " + v + ": a restarted replica (incarnation 1): recovering"),
+            1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "rank " + v + ": recovered in"), 1)
+      << r.output;
+  // Every survivor went through the epoch without it, then the one with it
+  // back (NOPaxos: sessions 2, then 3).
+  std::string without;
+  for (int k = 0; k < 5; ++k)
+    if (k != victim) without += " " + std::to_string(k);
+  const bool np = protocol == "nopaxos";
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output, "going on with ranks" + without + (np ? " (NOPaxos session 2)" : "")),
+            4)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output, "going on with ranks 0 1 2 3 4" + std::string(np ? " (NOPaxos session 3)" : "")),
+            4)
+      << r.output;
+  expect_clean_job(r, 3, 2, 300, /*failover=*/victim == 0);
+}
+
+TEST(KvJobTest, MultiPaxosFollowerKilledAndRestartedRecoversItsState) {
+  expect_replica_restart_recovered("multipaxos", 2);
+}
+
+TEST(KvJobTest, MultiPaxosLeaderKilledAndRestartedRecoversAsAFollower) {
+  expect_replica_restart_recovered("multipaxos", 0);
+}
+
 // The first leader is stopped (SIGSTOP) for 8 s, past the peer timeout (2 s
 // here): the registry declares it lost, sluice run kills it (a silent rank
 // must not come back into a job that went on without it), and the others go
