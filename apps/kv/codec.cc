@@ -102,6 +102,7 @@ void encode(const Message& m, std::vector<std::byte>& out) {
     w.put<uint8_t>(r.ok);
     w.str(r.value);
   }
+  w.str(m.blob);
 }
 
 bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
@@ -153,6 +154,7 @@ bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
     res.value = r.str();
     m->results.push_back(std::move(res));
   }
+  m->blob = r.str();
   if (!r.ok || r.pos != in.size()) {
     *why = "malformed message of " + std::to_string(in.size()) +
            " bytes (truncated or trailing bytes)";

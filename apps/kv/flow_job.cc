@@ -168,6 +168,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     mo.election_timeout_ms = o.election_timeout_ms;
     mo.max_resend = 128;  // keeps every message well inside a 64 KiB segment
     mo.recover = incarnation > 0;
+    mo.snapshot_every = o.snapshot_every;
     mo.nonce = incarnation;
     replica = std::make_unique<MultiPaxosReplica>(config, rank, mo);
   } else {
@@ -551,7 +552,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                        rank, traced_retries, now_ms() - started, client->completed());
         }
         work += flush();
-        if (client && client->done() && (!gateway || gateway->finished())) {
+        if (client && client->done() && (!gateway || gateway->finished()) &&
+            (!o.test_await_rejoin || ep.live.size() == world ||
+             now_ms() - started > 60000)) {
           said_done = true;
           for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
           close_all();

@@ -35,6 +35,9 @@ const char* kUsage =
     "checks that all replicas applied the same log with the same digest, that every\n"
     "operation completed exactly once, and that the log linearizes the history,\n"
     "and prints the throughput and each operation type's latency percentiles.\n"
+    "A replica killed and started again (sluice run --keep-going --restarts K) recovers\n"
+    "its state from the others while they serve; a lost replica's ranks go on without\n"
+    "it while a majority is left (docs/kv.md).\n"
     "  --protocol multipaxos|nopaxos   (default multipaxos)\n"
     "  --replicas N        2f+1 replicas (default 3)\n"
     "  --ops N             operations per client (default 1000)\n"
@@ -58,6 +61,9 @@ const char* kUsage =
     "                      client's commands still take effect in order)\n"
     "  --history FILE      rank 0 writes every completed operation to FILE (JSON lines;\n"
     "                      check it with kv-porcupine, scripts/install-porcupine.sh)\n"
+    "  --snapshot-every N  Multi-Paxos: a snapshot of the store every N applied slots; the\n"
+    "                      log keeps the slots since the one before (default 8192; 0: keep\n"
+    "                      the whole log)\n"
     "\n"
     "simulate: runs a replicated key-value store (2f+1 replicas, closed-loop clients) on a\n"
     "seeded simulated network with message loss, then checks that every replica\n"
@@ -73,6 +79,9 @@ const char* kUsage =
     "  --drop P            probability that a message is lost (default 0.01)\n"
     "  --seed S            seed of the network and the workload (default 1)\n"
     "  --crash-leader-at MS  crash the leader at simulated time MS (default: never)\n"
+    "  --restart-follower-at MS  restart a follower without its state at simulated time\n"
+    "                      MS: it recovers from the others (default: never)\n"
+    "  --snapshot-every N  as for run\n"
     "  --workload W, --distribution D, --value-bytes N   as for run\n"
     "  --history FILE      write every completed operation to FILE (JSON lines, for kv-porcupine)\n"
     "  --help              this text\n"
@@ -181,6 +190,13 @@ int run_main(int argc, char** argv) {
       }
       continue;
     }
+    if (a == "--test-await-rejoin") {
+      // Test builds only: a client that finished its operations says so only
+      // once every rank of the job is back in its epoch (at most 60 s), so
+      // that a killed and restarted replica rejoins before the job ends.
+      o.test_await_rejoin = true;
+      continue;
+    }
     if (a == "--test-drop-seed" && i + 1 < argc) {
       if (!parse_u64(argv[++i], &o.test_drop_seed)) {
         std::fprintf(stderr, "sluice-kv run: --test-drop-seed needs a number\n");
@@ -256,6 +272,8 @@ int run_main(int argc, char** argv) {
       o.value_bytes = static_cast<uint32_t>(n);
     } else if (a == "--election-timeout-ms" && n >= 1) {
       o.election_timeout_ms = n;
+    } else if (a == "--snapshot-every") {
+      o.snapshot_every = n;
     } else {
       std::fprintf(stderr, "sluice-kv run: unknown option or bad value: %s %s (try --help)\n",
                    a.c_str(), argv[i]);
@@ -288,7 +306,7 @@ int main(int argc, char** argv) {
   o.ops_per_client = 200;
   o.keys = 8;
   o.sim.drop_rate = 0.01;
-  uint64_t crash_at = 0;
+  uint64_t crash_at = 0, restart_at = 0;
   std::string history;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
@@ -345,6 +363,10 @@ int main(int argc, char** argv) {
       o.sim.seed = n;
     } else if (a == "--crash-leader-at") {
       crash_at = n;
+    } else if (a == "--restart-follower-at") {
+      restart_at = n;
+    } else if (a == "--snapshot-every") {
+      o.multipaxos.snapshot_every = n;
     } else {
       std::fprintf(stderr, "sluice-kv: unknown option '%s' (try --help)\n", a.c_str());
       return 2;
@@ -358,15 +380,31 @@ int main(int argc, char** argv) {
     }
   }
   kv::SimCluster cluster(o);
-  if (crash_at > 0) {
-    cluster.net().run(crash_at, [] { return false; });
+  // The two faults in time order.
+  auto crash_leader = [&] {
+    cluster.net().run(crash_at - cluster.net().now(), [] { return false; });
     int l = cluster.leader();
     if (l >= 0) {
       std::printf("crashing leader replica %d at %llu ms\n", l,
                   static_cast<unsigned long long>(cluster.net().now()));
       cluster.net().crash(static_cast<uint32_t>(l));
     }
-  }
+  };
+  auto restart_follower = [&] {
+    cluster.net().run(restart_at - cluster.net().now(), [] { return false; });
+    const int l = cluster.leader();
+    for (uint32_t k = 1; k <= o.replicas && o.replicas > 1; ++k) {
+      const uint32_t r = (static_cast<uint32_t>(l < 0 ? 0 : l) + k) % o.replicas;
+      if (static_cast<int>(r) == l || cluster.net().is_down(r)) continue;
+      std::printf("restarting follower replica %u without its state at %llu ms\n", r,
+                  static_cast<unsigned long long>(cluster.net().now()));
+      cluster.restart(r);
+      break;
+    }
+  };
+  if (crash_at > 0 && (restart_at == 0 || crash_at <= restart_at)) crash_leader();
+  if (restart_at > 0) restart_follower();
+  if (crash_at > restart_at && restart_at > 0) crash_leader();
   bool done = cluster.run_until_done(600000);
   cluster.quiesce();
   std::string rep = cluster.check_replicas();

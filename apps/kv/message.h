@@ -52,7 +52,12 @@ enum class MsgType : uint8_t {
   kRecoveryReply,    // replica -> recovering: a = nonce; view/session: the replier's;
                      // flag = it leads that view in normal status; b = its last log
                      // slot; c = its commit index (Multi-Paxos) or sync point (NOPaxos);
-                     // entries: the leader's log from the slot asked for (bounded)
+                     // entries: the leader's log from the slot asked for (bounded);
+                     // Multi-Paxos: session = the slot its log starts after (its
+                     // snapshot's), when the slot asked for is not above it
+  // Both protocols: snapshots (see Snapshots below).
+  kSnapshotRequest,  // replica -> replica: send snapshot a (0: your latest) from byte b
+  kSnapshotChunk,    // answer: snapshot of slot a, bytes b .. b + blob.size() of c in all
   // Ending a job on flows (flow_job.h), not part of either protocol.
   kDone,      // client -> replicas: I finished my operations
   kFinish,    // leader -> followers: all clients are done; apply up to slot a, then stop
@@ -91,6 +96,7 @@ struct Message {
   // cmds (which then carry only client and seq).
   std::vector<Command> cmds;
   std::vector<Result> results;
+  std::string blob;  // kSnapshotChunk: a piece of a snapshot
 };
 
 // A batch of commands or results stays below this many bytes of message,
@@ -123,6 +129,19 @@ using Outbox = std::vector<Message>;
 // restarted (before any message of the new process reaches them): a
 // candidate drops r's promise, a leader the votes and sync state r forgot.
 inline constexpr size_t kRecoveryEntries = 128;  // log entries per RecoveryReply
+
+// Snapshots. Every `snapshot_every` applied slots a replica serializes its
+// store (Store::serialize) as its snapshot of that slot, and drops the log
+// entries up to its previous snapshot's slot: a log holds one to two
+// snapshot intervals of slots, whatever the run's length. Only applied
+// slots are dropped, and applied slots are chosen. A replica that needs
+// slots another one no longer keeps (catching up, recovering, a candidate
+// behind a promiser's snapshot) fetches that replica's snapshot in chunks
+// of kSnapshotChunkBytes (SnapshotRequest / SnapshotChunk), installs it,
+// and goes on from the slot after it. A replica keeps its latest snapshot
+// until it takes the next, so a transfer in progress can finish; if a newer
+// one replaced it, the transfer begins again with that one.
+inline constexpr size_t kSnapshotChunkBytes = 32 * 1024;
 
 // 2f + 1 replicas.
 struct Config {

@@ -63,8 +63,8 @@ MultiPaxosReplica::MultiPaxosReplica(Config config, uint32_t id, MultiPaxosOptio
 }
 
 std::optional<Entry>& MultiPaxosReplica::slot(uint64_t s) {
-  if (log_.size() < s) log_.resize(s);
-  return log_[s - 1];
+  if (last_slot() < s) log_.resize(s - base_);
+  return log_[s - base_ - 1];
 }
 
 void MultiPaxosReplica::reset_election_timer() {
@@ -108,8 +108,8 @@ void MultiPaxosReplica::start_election(Outbox& out) {
   self.from = id_;
   self.view = b;
   self.a = commit_;
-  for (uint64_t s = commit_ + 1; s <= log_.size(); ++s)
-    if (log_[s - 1]) self.entries.push_back(*log_[s - 1]);
+  for (uint64_t s = commit_ + 1; s <= last_slot(); ++s)
+    if (at(s)) self.entries.push_back(*at(s));
   promises_[id_] = self;
   for (uint32_t r = 0; r < config_.replicas; ++r) {
     if (r == id_) continue;
@@ -153,7 +153,7 @@ void MultiPaxosReplica::become_leader(Outbox& out) {
     open_votes(s);
     if (!e.cmd.is_noop()) proposed_.insert({e.cmd.client, e.cmd.seq});
   }
-  log_.resize(last);
+  log_.resize(last - base_);
   last_heartbeat_ = now_;
   send_accept(commit_ + 1, last, out);
   advance_commit(out);
@@ -166,7 +166,7 @@ void MultiPaxosReplica::send_accept(uint64_t first, uint64_t last, Outbox& out) 
   m.view = ballot_;
   m.a = first;
   m.b = commit_;
-  for (uint64_t s = first; s <= last && s <= log_.size(); ++s) m.entries.push_back(*log_[s - 1]);
+  for (uint64_t s = first; s <= last && s <= last_slot(); ++s) m.entries.push_back(*at(s));
   for (uint32_t r = 0; r < config_.replicas; ++r) {
     if (r == id_) continue;
     m.to = r;
@@ -177,7 +177,7 @@ void MultiPaxosReplica::send_accept(uint64_t first, uint64_t last, Outbox& out) 
 void MultiPaxosReplica::propose_batch(Outbox& out) {
   if (pending_.empty()) return;
   size_t n = std::min(pending_.size(), options_.max_batch);
-  uint64_t first = log_.size() + 1;
+  uint64_t first = last_slot() + 1;
   for (size_t i = 0; i < n; ++i) {
     Entry e;
     e.slot = first + i;
@@ -187,7 +187,7 @@ void MultiPaxosReplica::propose_batch(Outbox& out) {
     open_votes(e.slot);
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
-  send_accept(first, log_.size(), out);
+  send_accept(first, last_slot(), out);
   advance_commit(out);
 }
 
@@ -198,7 +198,7 @@ void MultiPaxosReplica::advance_commit(Outbox& out) {
       if (mask == kChosen || static_cast<uint32_t>(std::popcount(mask)) < config_.majority())
         continue;
       const uint64_t s = votes_first_ + i;
-      if (log_[s - 1]) log_[s - 1]->committed = true;
+      if (at(s)) at(s)->committed = true;
       mask = kChosen;
     }
     while (!votes_.empty() && votes_.front() == kChosen) {
@@ -206,16 +206,27 @@ void MultiPaxosReplica::advance_commit(Outbox& out) {
       ++votes_first_;
     }
   }
-  while (commit_ < log_.size() && log_[commit_] && log_[commit_]->committed) ++commit_;
+  while (commit_ < last_slot() && at(commit_ + 1) && at(commit_ + 1)->committed) ++commit_;
   ReplyBatch replies(out, id_, ballot_);
   while (applied_ < commit_) {
-    const Entry& e = *log_[applied_];
+    const Entry& e = *at(applied_ + 1);
     ++applied_;
     Applied how;
     Result r = store_.apply(e.cmd, &how);
     if (role_ == Role::kLeader && !e.cmd.is_noop()) proposed_.erase({e.cmd.client, e.cmd.seq});
     if (role_ == Role::kLeader && (how == Applied::kExecuted || how == Applied::kDuplicate))
       replies.add(e.cmd.client, e.cmd.seq, r);
+  }
+  if (options_.snapshot_every > 0 && applied_ >= snapshot_slot_ + options_.snapshot_every) {
+    // message.h, Snapshots: a new snapshot, and the log kept from the last.
+    const uint64_t previous = snapshot_slot_;
+    snapshot_ = store_.serialize();
+    snapshot_slot_ = applied_;
+    ++snapshots_taken_;
+    if (previous > base_) {
+      log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(previous - base_));
+      base_ = previous;
+    }
   }
 }
 
@@ -255,13 +266,25 @@ void MultiPaxosReplica::on_prepare(const Message& m, Outbox& out) {
   p.to = m.from;
   p.view = ballot_;
   p.a = commit_;
-  for (uint64_t s = m.a + 1; s <= log_.size(); ++s)
-    if (log_[s - 1]) p.entries.push_back(*log_[s - 1]);
+  // Slots this replica no longer keeps are chosen, but the candidate lacks
+  // them: it must take them from a snapshot before it may lead (flag, c).
+  p.flag = m.a < base_;
+  p.c = base_;
+  for (uint64_t s = std::max(m.a, base_) + 1; s <= last_slot(); ++s)
+    if (at(s)) p.entries.push_back(*at(s));
   out.push_back(p);
 }
 
 void MultiPaxosReplica::on_promise(const Message& m, Outbox& out) {
   if (role_ != Role::kCandidate || m.view != ballot_) return;
+  if (m.flag && m.c > commit_) {
+    // Behind the promiser's snapshot: slots up to m.c are chosen and nobody
+    // may send them in a promise. Stand down and fetch the snapshot; the
+    // election timer tries again later, from there.
+    become_follower(ballot_);
+    request_snapshot(m.from, 0, 0, out);
+    return;
+  }
   promises_[m.from] = m;
   if (promises_.size() >= config_.majority()) become_leader(out);
 }
@@ -279,6 +302,7 @@ void MultiPaxosReplica::on_accept(const Message& m, Outbox& out) {
   if (m.view > ballot_ || role_ != Role::kFollower) become_follower(m.view);
   reset_election_timer();
   for (const Entry& e : m.entries) {
+    if (e.slot <= base_) continue;  // applied long ago
     std::optional<Entry>& mine = slot(e.slot);
     // A committed entry already holds the chosen value; keep its flag.
     if (mine && mine->committed) continue;
@@ -297,8 +321,8 @@ void MultiPaxosReplica::on_accept(const Message& m, Outbox& out) {
   }
   // The leader proposes one value per slot per ballot, so an entry accepted
   // in this ballot at a slot the leader reports committed is the chosen one.
-  for (uint64_t s = commit_ + 1; s <= m.b && s <= log_.size(); ++s)
-    if (log_[s - 1] && log_[s - 1]->ballot == m.view) log_[s - 1]->committed = true;
+  for (uint64_t s = commit_ + 1; s <= m.b && s <= last_slot(); ++s)
+    if (at(s) && at(s)->ballot == m.view) at(s)->committed = true;
   advance_commit(out);
   if (commit_ < m.b && now_ >= next_catch_up_) {
     next_catch_up_ = now_ + options_.heartbeat_ms;
@@ -324,6 +348,7 @@ void MultiPaxosReplica::on_accepted(const Message& m, Outbox& out) {
 
 void MultiPaxosReplica::on_catch_up(const Message& m, Outbox& out) {
   if (m.a > commit_) return;
+  if (m.a <= base_) return send_snapshot(m.from, 0, 0, out);  // no longer in the log
   Message c;
   c.type = MsgType::kCommitted;
   c.from = id_;
@@ -331,7 +356,7 @@ void MultiPaxosReplica::on_catch_up(const Message& m, Outbox& out) {
   c.view = ballot_;
   c.a = m.a;
   for (uint64_t s = m.a; s <= commit_ && c.entries.size() < options_.max_resend; ++s)
-    c.entries.push_back(*log_[s - 1]);
+    c.entries.push_back(*at(s));
   out.push_back(c);
 }
 
@@ -379,8 +404,12 @@ void MultiPaxosReplica::restart_recovery() {
   recovery_unanswered_ = 0;
   recovery_asked_ = 0;
   log_.clear();
-  commit_ = applied_ = 0;
+  base_ = commit_ = applied_ = 0;
   store_ = Store();
+  snapshot_.clear();
+  snapshot_slot_ = 0;
+  incoming_.clear();
+  incoming_slot_ = 0;
 }
 
 void MultiPaxosReplica::ask_recovery(Outbox& out) {
@@ -411,15 +440,16 @@ void MultiPaxosReplica::on_recovery_request(const Message& m, Outbox& out) {
   r.a = m.a;
   r.view = ballot_;
   r.flag = role_ == Role::kLeader;
-  r.b = log_.size();
+  r.b = last_slot();
   r.c = commit_;
-  if (m.b > 0 && r.flag) {
+  r.session = base_;  // slots up to here come in the snapshot
+  if (m.b > base_ && r.flag) {
     size_t bytes = 0;
-    for (uint64_t s = m.b; s <= log_.size() && r.entries.size() < kRecoveryEntries; ++s) {
-      if (!log_[s - 1]) continue;
-      bytes += 64 + wire_bytes(log_[s - 1]->cmd);
+    for (uint64_t s = m.b; s <= last_slot() && r.entries.size() < kRecoveryEntries; ++s) {
+      if (!at(s)) continue;
+      bytes += 64 + wire_bytes(at(s)->cmd);
       if (bytes > kMaxBatchBytes && !r.entries.empty()) break;
-      r.entries.push_back(*log_[s - 1]);
+      r.entries.push_back(*at(s));
     }
   }
   out.push_back(r);
@@ -456,10 +486,26 @@ void MultiPaxosReplica::on_recovery_reply(const Message& m, Outbox& out) {
       recovery_next_ = e.slot + 1;
     }
     recovery_commit_ = std::max(recovery_commit_, m.c);
+    if (m.entries.empty() && m.session >= recovery_next_) {
+      // The slots wanted are in the leader's snapshot now.
+      recovery_unanswered_ = 0;
+      return request_snapshot(m.from, incoming_slot_, incoming_.size(), out);
+    }
     if (m.entries.empty() && m.b < recovery_next_) recovery_next_ = recovery_last_ + 1;
   }
   recovery_unanswered_ = 0;
-  if (recovery_next_ <= recovery_last_) return ask_recovery(out);
+  if (recovery_leader_ >= 0 && recovery_next_ <= recovery_last_) {
+    const Message& first = recovery_replies_[static_cast<uint32_t>(recovery_leader_)];
+    // Its log starts after its snapshot: that first, then the slots after.
+    if (recovery_next_ <= first.session && snapshot_slot_ < first.session)
+      return request_snapshot(static_cast<uint32_t>(recovery_leader_), incoming_slot_,
+                              incoming_.size(), out);
+    return ask_recovery(out);
+  }
+  finish_recovery(out);
+}
+
+void MultiPaxosReplica::finish_recovery(Outbox& out) {
   // 3. The leader's log up to its last slot when chosen: a follower in its
   // ballot. Slots up to its commit index are chosen; the rest were proposed
   // in its ballot, which is what this replica now accepts them in.
@@ -467,9 +513,89 @@ void MultiPaxosReplica::on_recovery_reply(const Message& m, Outbox& out) {
   recovery_replies_.clear();
   ballot_ = recovery_ballot_;
   role_ = Role::kFollower;
-  for (uint64_t s = 1; s <= recovery_commit_ && s <= log_.size(); ++s)
-    if (log_[s - 1]) log_[s - 1]->committed = true;
+  for (uint64_t s = base_ + 1; s <= recovery_commit_ && s <= last_slot(); ++s)
+    if (at(s)) at(s)->committed = true;
   reset_election_timer();
+  advance_commit(out);
+}
+
+// --- Snapshots (message.h).
+
+void MultiPaxosReplica::send_snapshot(uint32_t to, uint64_t slot, uint64_t offset, Outbox& out) {
+  if (snapshot_slot_ == 0) return;
+  if (slot != snapshot_slot_ || offset > snapshot_.size()) offset = 0;  // a newer one: from the start
+  Message c;
+  c.type = MsgType::kSnapshotChunk;
+  c.from = id_;
+  c.to = to;
+  c.view = ballot_;
+  c.a = snapshot_slot_;
+  c.b = offset;
+  c.c = snapshot_.size();
+  c.blob = snapshot_.substr(offset, kSnapshotChunkBytes);
+  out.push_back(std::move(c));
+}
+
+void MultiPaxosReplica::request_snapshot(uint32_t from, uint64_t slot, uint64_t offset,
+                                         Outbox& out) {
+  Message r;
+  r.type = MsgType::kSnapshotRequest;
+  r.from = id_;
+  r.to = from;
+  r.view = ballot_;
+  r.a = slot;
+  r.b = offset;
+  out.push_back(r);
+}
+
+void MultiPaxosReplica::on_snapshot_chunk(const Message& m, Outbox& out) {
+  if (recovering_ ? static_cast<int>(m.from) != recovery_leader_ : m.a <= commit_) return;
+  if (m.b == 0 && m.a != incoming_slot_) {
+    incoming_slot_ = m.a;
+    incoming_.clear();
+  }
+  if (m.a != incoming_slot_) return;  // a piece of an older one
+  if (m.b == incoming_.size()) {
+    incoming_.append(m.blob);
+  } else if (m.b != 0) {
+    return;  // a piece already held (or out of order): the next is asked for
+  }
+  // (A first piece while later ones are held answers a resent CatchUp or
+  // RecoveryRequest: go on from what is held, which resumes a transfer that
+  // lost a piece.)
+  if (incoming_.size() < m.c) return request_snapshot(m.from, incoming_slot_, incoming_.size(), out);
+  if (incoming_.size() != m.c) {
+    incoming_.clear();
+    incoming_slot_ = 0;
+    return;
+  }
+  Store restored;
+  std::string why;
+  if (!restored.restore(incoming_, &why)) {
+    incoming_.clear();
+    incoming_slot_ = 0;
+    return;
+  }
+  // Slots up to the snapshot's are applied in it; later ones stay.
+  const uint64_t s = incoming_slot_;
+  if (s >= last_slot()) {
+    log_.clear();
+  } else if (s > base_) {
+    log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(s - base_));
+  }
+  base_ = commit_ = applied_ = s;
+  store_ = std::move(restored);
+  snapshot_ = std::move(incoming_);
+  snapshot_slot_ = s;
+  incoming_.clear();
+  incoming_slot_ = 0;
+  ++snapshots_installed_;
+  if (recovering_) {
+    recovery_next_ = std::max(recovery_next_, s + 1);
+    recovery_commit_ = std::max(recovery_commit_, s);
+    if (recovery_next_ <= recovery_last_) return ask_recovery(out);
+    return finish_recovery(out);
+  }
   advance_commit(out);
 }
 
@@ -477,9 +603,14 @@ void MultiPaxosReplica::receive(const Message& m, Outbox& out) {
   if (recovering_) {
     // Nothing but its own recovery until it is over.
     if (m.type == MsgType::kRecoveryReply) on_recovery_reply(m, out);
+    if (m.type == MsgType::kSnapshotChunk) on_snapshot_chunk(m, out);
     return;
   }
   switch (m.type) {
+    case MsgType::kSnapshotRequest:
+      return send_snapshot(m.from, m.a, m.b, out);
+    case MsgType::kSnapshotChunk:
+      return on_snapshot_chunk(m, out);
     case MsgType::kRecoveryRequest:
       return on_recovery_request(m, out);
     case MsgType::kRequest:
@@ -527,7 +658,7 @@ void MultiPaxosReplica::tick(uint64_t now_ms, Outbox& out) {
       last_heartbeat_ = now_;
       // Resend what is not committed yet (repairs lost Accepts); an empty
       // Accept is the heartbeat that carries the commit index.
-      uint64_t last = std::min<uint64_t>(log_.size(), commit_ + options_.max_resend);
+      uint64_t last = std::min<uint64_t>(last_slot(), commit_ + options_.max_resend);
       send_accept(commit_ + 1, last, out);
     }
     return;

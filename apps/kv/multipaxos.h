@@ -48,6 +48,9 @@ struct MultiPaxosOptions {
   bool recover = false;
   uint64_t nonce = 0;
   uint64_t recovery_retry_ms = 50;  // ask again after this long without progress
+  // A snapshot every this many applied slots, the log kept from the one
+  // before (message.h, Snapshots); 0: never (the log grows without bound).
+  uint64_t snapshot_every = 8192;
 };
 
 class MultiPaxosReplica : public Node {
@@ -66,7 +69,13 @@ class MultiPaxosReplica : public Node {
   bool is_leader() const { return role_ == Role::kLeader; }
   uint64_t ballot() const { return ballot_; }
   uint64_t commit_index() const { return commit_; }
-  uint64_t log_size() const { return log_.size(); }
+  // The last slot in the log (slots up to log_base() are in the snapshot).
+  uint64_t log_size() const { return last_slot(); }
+  uint64_t log_base() const { return base_; }
+  uint64_t log_entries_held() const { return log_.size(); }
+  uint64_t snapshot_slot() const { return snapshot_slot_; }
+  uint64_t snapshots_taken() const { return snapshots_taken_; }
+  uint64_t snapshots_installed() const { return snapshots_installed_; }
   const Store& store() const { return store_; }
   // How many times this replica started phase 1.
   uint64_t elections() const { return elections_; }
@@ -74,7 +83,9 @@ class MultiPaxosReplica : public Node {
  private:
   enum class Role { kFollower, kCandidate, kLeader };
 
-  std::optional<Entry>& slot(uint64_t s);
+  std::optional<Entry>& slot(uint64_t s);  // s > base_; grows the log to s
+  std::optional<Entry>& at(uint64_t s) { return log_[s - base_ - 1]; }  // base_ < s <= last
+  uint64_t last_slot() const { return base_ + log_.size(); }
   void become_follower(uint64_t ballot);
   void start_election(Outbox& out);
   void become_leader(Outbox& out);
@@ -95,6 +106,11 @@ class MultiPaxosReplica : public Node {
   void on_recovery_reply(const Message& m, Outbox& out);
   void ask_recovery(Outbox& out);
   void restart_recovery();
+  void finish_recovery(Outbox& out);
+  // Snapshots (message.h).
+  void send_snapshot(uint32_t to, uint64_t slot, uint64_t offset, Outbox& out);
+  void request_snapshot(uint32_t from, uint64_t slot, uint64_t offset, Outbox& out);
+  void on_snapshot_chunk(const Message& m, Outbox& out);
 
   Config config_;
   uint32_t id_;
@@ -102,7 +118,15 @@ class MultiPaxosReplica : public Node {
   std::mt19937_64 rng_;
   Role role_;
   uint64_t ballot_ = 0;                    // the highest ballot promised (or led)
-  std::vector<std::optional<Entry>> log_;  // slot s at index s - 1
+  std::vector<std::optional<Entry>> log_;  // slot s at index s - base_ - 1
+  uint64_t base_ = 0;                      // slots up to here are in the snapshot only
+  // The latest snapshot (of slot snapshot_slot_), and one coming in.
+  std::string snapshot_;
+  uint64_t snapshot_slot_ = 0;
+  std::string incoming_;
+  uint64_t incoming_slot_ = 0;
+  uint64_t snapshots_taken_ = 0;
+  uint64_t snapshots_installed_ = 0;
   uint64_t commit_ = 0;                    // every slot up to here is committed
   uint64_t applied_ = 0;
   Store store_;

@@ -22,6 +22,10 @@ NoPaxosReplica::NoPaxosReplica(Config config, uint32_t id, NoPaxosOptions option
     : config_(config), id_(id), options_(options), rng_(options.seed * 7919 + id) {
   std::uniform_int_distribution<uint64_t> d(0, options_.view_timeout_ms);
   view_timeout_ = options_.view_timeout_ms + d(rng_);
+  if (options_.recover) {
+    status_ = Status::kRecovering;
+    restart_recovery();
+  }
 }
 
 Message NoPaxosReplica::make(MsgType t, uint32_t to) const {
@@ -439,8 +443,197 @@ void NoPaxosReplica::on_start_view(const Message& m, Outbox& out) {
   }
 }
 
+// --- Recovery (message.h). Why it is safe: the process that restarted may
+// have acknowledged requests, no-ops of gap commits and sync points, and
+// sent view changes, and remembers none of it.
+//  - While recovering it sends nothing but RecoveryRequests, so it neither
+//    contradicts what it said nor counts in any quorum.
+//  - Any f + 1 other replicas meet every quorum it was part of (such a
+//    quorum has f members among the 2f others), and each replica's (view,
+//    session) only grows, in both components. So the component-wise highest
+//    view among f + 1 answers sent after the restart (the nonce tells) is at
+//    or after every view a quorum it was part of could have formed.
+//  - It takes only that view, once its leader answers in normal status with
+//    exactly that view, and holds only that leader's log: a leader's log
+//    never changes within its view, and it holds everything the views before
+//    made durable. So the log it joins with is one the leader holds, and what
+//    it acknowledged before it forgot is in it again (forget_replica says why
+//    that was not lost in between).
+
+namespace {
+// A RecoveryReply stays below this many bytes (codec.cc: the header and
+// each entry's fixed fields), well inside a 64 KiB flow segment.
+constexpr size_t kRecoveryReplyBytes = 48 * 1024;
+constexpr size_t kReplyHeaderBytes = 128;
+constexpr size_t kEntryFixedBytes = 32;  // plus wire_bytes(cmd)
+// Phase 2 requests the chosen leader leaves unanswered before starting over.
+constexpr uint32_t kRecoveryPatience = 4;
+}  // namespace
+
+void NoPaxosReplica::forget_replica(uint32_t r) {
+  if (r >= config_.replicas || r == id_) return;
+  if (status_ == Status::kRecovering) {
+    // What r answered described a process that is gone; if we were copying
+    // its log, it leads no view now: begin again.
+    recovery_replies_.erase(r);
+    if (recovery_leader_ == static_cast<int>(r)) restart_recovery();
+    return;
+  }
+  // A candidate: r does not stand by the log and view it sent any more.
+  view_changes_msgs_.erase(r);
+  // A leader: r's log is gone, so its confirmed position must not count
+  // towards a sync point. Synchronization starts again at slot 1, in chunks
+  // of max_sync_entries (each answered chunk brings the next), and jumps to
+  // the end of what r copied when r reports it (kRecover, finish_recovery).
+  follower_synced_.erase(r);
+  // The gap commit in progress: r must hold the no-op again to count. One r
+  // acknowledged before it restarted, which we already went past, is not
+  // lost although only f replicas are now sure to hold it (us and f - 1
+  // followers): r sends no ViewChange until it recovered, so a view change
+  // quorum is f + 1 of the 2f others, only f of which lack the no-op; it
+  // sees the no-op (or a later view's log that carries it) and the merge
+  // keeps it. When r recovers it copies the log of this view's leader or a
+  // later one's, which holds the no-op, and counts again. (Each further
+  // replica that forgets leaves both sides alike.) The same holds for
+  // requests r acknowledged to clients and sync points it helped commit.
+  gap_acks_.erase(r);
+}
+
+void NoPaxosReplica::restart_recovery() {
+  // Every attempt has its own nonce, so a late answer to an earlier one is
+  // not taken for a current one; incarnations' nonces (the option, unique
+  // per incarnation) are a million attempts apart.
+  nonce_ = options_.nonce * 1000000 + ++attempt_;
+  recovery_replies_.clear();
+  recovery_leader_ = -1;
+  recovery_unanswered_ = 0;
+  recovery_due_ = true;
+  log_.clear();
+}
+
+void NoPaxosReplica::ask_recovery(Outbox& out) {
+  recovery_due_ = false;
+  recovery_asked_ = now_;
+  Message m = make(MsgType::kRecoveryRequest, 0);
+  m.a = nonce_;
+  if (recovery_leader_ >= 0) {
+    m.to = static_cast<uint32_t>(recovery_leader_);
+    m.b = log_.size() + 1;
+    out.push_back(m);
+    return;
+  }
+  for (uint32_t r = 0; r < config_.replicas; ++r) {
+    if (r == id_) continue;
+    m.to = r;
+    out.push_back(m);
+  }
+}
+
+void NoPaxosReplica::on_recovery_request(const Message& m, Outbox& out) {
+  if (m.from >= config_.replicas || m.from == id_) return;
+  Message r = make(MsgType::kRecoveryReply, m.from);
+  r.a = m.a;
+  // (A leader waiting on a gap commit is in normal operation: its last slot
+  // is the no-op, which the recovering replica copies and acknowledges.)
+  r.flag = leading() && normal();
+  r.b = log_.size();
+  r.c = sync_point_;
+  if (m.b > 0 && r.flag) {
+    // Phase 2: a piece of our log from slot m.b, bounded in entries and bytes.
+    size_t bytes = kReplyHeaderBytes;
+    for (uint64_t s = m.b; s <= log_.size() && r.entries.size() < kRecoveryEntries; ++s) {
+      bytes += kEntryFixedBytes + wire_bytes(log_[s - 1].cmd);
+      if (bytes > kRecoveryReplyBytes && !r.entries.empty()) break;
+      r.entries.push_back(log_[s - 1]);
+    }
+  }
+  out.push_back(r);
+}
+
+void NoPaxosReplica::on_recovery_reply(const Message& m, Outbox& out) {
+  if (m.a != nonce_ || m.from >= config_.replicas || m.from == id_) return;
+  if (recovery_leader_ < 0) {
+    // 1. Which view is latest: f + 1 answers, one of them from the leader of
+    // the highest among them, in normal status. Views are ordered component
+    // by component, so that view must be at or after each of the f + 1 in
+    // both; if the component-wise maximum is a view nobody leads yet (a view
+    // change to it is under way), wait and ask again. The f + 1 may be any
+    // of the answers: one in a later view that is not led yet (from a
+    // replica cut off in a view change) holds nothing up, and ignoring it
+    // is safe: had a quorum formed that view before they answered, one of
+    // the f + 1 would have been in it, and so at or after it.
+    recovery_replies_[m.from] = m;
+    const Message* chosen = nullptr;
+    for (const auto& [from, r] : recovery_replies_) {
+      if (!r.flag || from != leader_of(r.view)) continue;
+      size_t upto = 0;  // answers at or before its view, its own included
+      for (const auto& [other, o] : recovery_replies_)
+        upto += o.view <= r.view && o.session <= r.session;
+      if (upto < config_.f() + 1) continue;
+      if (!chosen || r.view > chosen->view ||
+          (r.view == chosen->view && r.session > chosen->session))
+        chosen = &r;
+    }
+    if (!chosen) return;
+    recovery_leader_ = static_cast<int>(chosen->from);
+    recovery_view_ = chosen->view;
+    recovery_session_ = chosen->session;
+    recovery_last_ = chosen->b;
+    recovery_sync_ = chosen->c;
+    log_.clear();
+  } else {
+    // 2. A piece of the chosen leader's log.
+    if (m.from != static_cast<uint32_t>(recovery_leader_)) return;
+    if (!m.flag || m.view != recovery_view_ || m.session != recovery_session_) {
+      restart_recovery();  // it no longer leads that view: begin again
+      ask_recovery(out);
+      return;
+    }
+    const size_t before = log_.size();
+    for (const Entry& e : m.entries)
+      if (e.slot == log_.size() + 1) log_.push_back(e);
+    if (log_.size() == before) return;  // a piece asked for twice, or late
+    recovery_sync_ = std::max(recovery_sync_, m.c);
+  }
+  recovery_unanswered_ = 0;
+  if (log_.size() < recovery_last_) return ask_recovery(out);
+  finish_recovery(out);
+}
+
+void NoPaxosReplica::finish_recovery(Outbox& out) {
+  // 3. A follower of the leader's view with the leader's log. Ordered
+  // requests it ignored meanwhile are gaps now (expected_msgnum() follows
+  // the log's last entry), which gap requests and synchronization fill.
+  status_ = Status::kNormal;
+  view_ = recovery_view_;
+  session_ = recovery_session_;
+  last_normal_view_ = view_;
+  last_normal_session_ = session_;
+  recovery_replies_.clear();
+  recovery_leader_ = -1;
+  pending_.clear();
+  gap_open_ = false;
+  synced_upto_ = log_.size();
+  sync_point_ = std::min<uint64_t>(recovery_sync_, log_.size());
+  execute_to(sync_point_, out, false);
+  last_heard_ = now_;
+  // Tell the leader where our log matches its, so synchronization goes on
+  // from there rather than from slot 1.
+  Message r = make(MsgType::kRecover, leader_of(view_));
+  r.flag = true;
+  r.a = log_.size();
+  out.push_back(r);
+}
+
 void NoPaxosReplica::receive(const Message& m, Outbox& out) {
+  if (status_ == Status::kRecovering) {
+    // Nothing but its own recovery until it is over: it acts on no view.
+    if (m.type == MsgType::kRecoveryReply) on_recovery_reply(m, out);
+    return;
+  }
   switch (m.type) {
+    case MsgType::kRecoveryRequest:
+      return on_recovery_request(m, out);
     case MsgType::kOrdered:
       return on_ordered(m, out);
     case MsgType::kGapRequest:
@@ -490,6 +683,15 @@ void NoPaxosReplica::tick(uint64_t now_ms, Outbox& out) {
     // leader's silence is counted from the first tick.
     started_ = true;
     last_heard_ = now_ms;
+  }
+  if (status_ == Status::kRecovering) {
+    if (recovery_due_ || now_ - recovery_asked_ >= options_.recovery_retry_ms) {
+      // The chosen leader went silent (crashed, or cut off): choose again.
+      if (!recovery_due_ && recovery_leader_ >= 0 && ++recovery_unanswered_ >= kRecoveryPatience)
+        restart_recovery();
+      ask_recovery(out);
+    }
+    return;  // and no view change: it has no view to leave
   }
   if (status_ == Status::kViewChange) {
     if (now_ - vc_started_ >= view_timeout_) start_view_change(view_ + 1, session_, out);

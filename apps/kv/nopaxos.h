@@ -34,6 +34,11 @@
 // then sends StartView. A replica whose executed prefix the new log
 // contradicts rebuilds its store from the log.
 //
+// Recovery (message.h): a replica restarted without its state learns the
+// latest view from f + 1 others, copies the log of that view's leader in
+// bounded pieces and joins as its follower; until then it says nothing but
+// RecoveryRequest. The others forget what it acknowledged (forget_replica).
+//
 // Thread safety: none.
 #pragma once
 
@@ -80,9 +85,11 @@ class NoPaxosReplica : public Node {
 
   void receive(const Message& m, Outbox& out) override;
   void tick(uint64_t now_ms, Outbox& out) override;
+  void forget_replica(uint32_t r) override;
+  bool recovering() const override { return status_ == Status::kRecovering; }
 
   bool is_leader() const { return status_ == Status::kNormal && view_ % config_.replicas == id_; }
-  bool normal() const { return status_ != Status::kViewChange; }
+  bool normal() const { return status_ == Status::kNormal || status_ == Status::kGapCommit; }
   uint64_t view() const { return view_; }
   uint64_t session() const { return session_; }
   uint64_t log_size() const { return log_.size(); }
@@ -92,9 +99,11 @@ class NoPaxosReplica : public Node {
   uint64_t gaps_committed() const { return gaps_committed_; }
   uint64_t gaps_recovered() const { return gaps_recovered_; }
   uint64_t view_changes() const { return view_changes_; }
+  // Recovery attempts so far (each with its own nonce); 0 if it never recovered.
+  uint64_t recovery_attempts() const { return attempt_; }
 
  private:
-  enum class Status { kNormal, kGapCommit, kViewChange };
+  enum class Status { kNormal, kGapCommit, kViewChange, kRecovering };
 
   uint32_t leader_of(uint64_t view) const { return static_cast<uint32_t>(view % config_.replicas); }
   bool leading() const { return leader_of(view_) == id_; }
@@ -120,6 +129,12 @@ class NoPaxosReplica : public Node {
   // Whether (view, session) is newer than ours in some component.
   bool newer(uint64_t view, uint64_t session) const { return view > view_ || session > session_; }
   uint64_t expected_msgnum() const;
+  // Recovery (message.h): answering a recovering replica, and recovering.
+  void on_recovery_request(const Message& m, Outbox& out);
+  void on_recovery_reply(const Message& m, Outbox& out);
+  void restart_recovery();
+  void ask_recovery(Outbox& out);
+  void finish_recovery(Outbox& out);
 
   Config config_;
   uint32_t id_;
@@ -151,6 +166,21 @@ class NoPaxosReplica : public Node {
   uint64_t gaps_committed_ = 0;
   uint64_t gaps_recovered_ = 0;
   uint64_t view_changes_ = 0;
+  // Recovering (status_ kRecovering): the nonce of this attempt; phase 1,
+  // the latest answer of each other replica; phase 2 (recovery_leader_ set),
+  // the leader chosen, its view, its last slot at its phase-1 answer and its
+  // latest sync point. log_ holds what was copied so far.
+  uint64_t attempt_ = 0;
+  uint64_t nonce_ = 0;
+  std::map<uint32_t, Message> recovery_replies_;
+  int recovery_leader_ = -1;
+  uint64_t recovery_view_ = 0;
+  uint64_t recovery_session_ = 0;
+  uint64_t recovery_last_ = 0;
+  uint64_t recovery_sync_ = 0;
+  bool recovery_due_ = false;    // ask at the next tick
+  uint64_t recovery_asked_ = 0;  // when the last request went
+  uint32_t recovery_unanswered_ = 0;
 };
 
 }  // namespace kv

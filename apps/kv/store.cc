@@ -1,5 +1,7 @@
 #include "store.h"
 
+#include <cstring>
+
 namespace kv {
 
 const char* op_name(Op op) {
@@ -128,6 +130,120 @@ uint64_t Store::digest() const {
     }
   }
   return h;
+}
+
+namespace {
+
+constexpr uint32_t kSnapshotMagic = 0x4b565331;  // "KVS1"
+
+void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
+void put_str(std::string& out, const std::string& s) {
+  put_u64(out, s.size());
+  out.append(s);
+}
+
+struct SnapshotReader {
+  std::string_view in;
+  bool ok = true;
+  uint64_t u64() {
+    uint64_t v = 0;
+    if (!ok || in.size() < 8) {
+      ok = false;
+      return 0;
+    }
+    std::memcpy(&v, in.data(), 8);
+    in.remove_prefix(8);
+    return v;
+  }
+  std::string str() {
+    const uint64_t n = u64();
+    if (!ok || in.size() < n) {
+      ok = false;
+      return {};
+    }
+    std::string s(in.substr(0, n));
+    in.remove_prefix(n);
+    return s;
+  }
+  // A count of items of at least `least` bytes each: more than what is left
+  // is malformed (and no vector is sized from it).
+  uint64_t count(size_t least) {
+    const uint64_t n = u64();
+    if (ok && n > in.size() / least) ok = false;
+    return ok ? n : 0;
+  }
+};
+
+}  // namespace
+
+std::string Store::serialize() const {
+  std::string out;
+  put_u64(out, kSnapshotMagic);
+  put_u64(out, data_.size());
+  for (const auto& [k, v] : data_) {
+    put_str(out, k);
+    put_str(out, v);
+  }
+  put_u64(out, clients_.size());
+  for (const auto& [client, cs] : clients_) {
+    put_u64(out, client);
+    put_u64(out, cs.seq);
+    put_u64(out, cs.results.size());
+    for (const Result& r : cs.results) {
+      out.push_back(r.ok ? 1 : 0);
+      put_str(out, r.value);
+    }
+  }
+  put_u64(out, applied_.size());
+  for (const auto& [client, seq] : applied_) {
+    put_u64(out, client);
+    put_u64(out, seq);
+  }
+  put_u64(out, skipped_);
+  return out;
+}
+
+bool Store::restore(std::string_view bytes, std::string* why) {
+  SnapshotReader r{bytes};
+  Store s;
+  if (r.u64() != kSnapshotMagic) {
+    *why = "not a store snapshot (bad magic)";
+    return false;
+  }
+  for (uint64_t n = r.count(16), i = 0; r.ok && i < n; ++i) {
+    std::string k = r.str();
+    s.data_[std::move(k)] = r.str();
+  }
+  for (uint64_t n = r.count(24), i = 0; r.ok && i < n; ++i) {
+    const uint64_t client = r.u64();
+    ClientState& cs = s.clients_[client];
+    cs.seq = r.u64();
+    for (uint64_t m = r.count(9), j = 0; r.ok && j < m; ++j) {
+      Result res;
+      if (r.in.empty()) {
+        r.ok = false;
+        break;
+      }
+      res.ok = r.in.front() != 0;
+      r.in.remove_prefix(1);
+      res.value = r.str();
+      cs.results.push_back(std::move(res));
+    }
+  }
+  const uint64_t applied = r.count(16);
+  s.applied_.reserve(applied);
+  for (uint64_t i = 0; r.ok && i < applied; ++i) {
+    const uint64_t client = r.u64();
+    s.applied_.emplace_back(client, r.u64());
+  }
+  s.skipped_ = r.u64();
+  if (!r.ok || !r.in.empty()) {
+    *why = "malformed store snapshot of " + std::to_string(bytes.size()) +
+           " bytes (truncated or trailing bytes)";
+    return false;
+  }
+  *this = std::move(s);
+  return true;
 }
 
 }  // namespace kv

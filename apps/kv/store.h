@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -104,6 +105,15 @@ class Store {
   // How many commands apply() skipped (kSkipped).
   uint64_t skipped() const { return skipped_; }
   const std::map<std::string, std::string>& data() const { return data_; }
+
+  // A snapshot: the whole state (keys and values, the client table, the
+  // applied log's identities and the skip count) as bytes, from which
+  // restore() makes an equal Store (same digest, same applied()). The
+  // protocols send it to a replica that needs slots they no longer keep.
+  std::string serialize() const;
+  // Replaces this store by the one `bytes` describe; false (and *why says
+  // what is wrong, the store unchanged) if they are not a whole snapshot.
+  bool restore(std::string_view bytes, std::string* why);
 
  private:
   struct ClientState {

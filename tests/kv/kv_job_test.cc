@@ -286,7 +286,11 @@ TEST(KvJobTest, NoPaxosStartsANewSessionWhenTheSequencerAndLeaderAreKilled) {
 }
 
 // A replica killed by SIGKILL after 100 entries is started again (sluice run
-// --restarts 1): the new process has none of the old one's state. The
+// --restarts 1): the new process has none of the old one's state. (The
+// clients say they are done only once it is back, --test-await-rejoin: the
+// job may otherwise end before a slow restart, all the more as a NOPaxos
+// follower applies in steps of a sync point and may reach its 100th entry
+// late.) The
 // others go on without it for an epoch, then take it back in the next; it
 // recovers (message.h, Recovery: the latest view from f + 1 replicas, then
 // the leader's log in pieces) while they serve, and ends with the same
@@ -299,7 +303,7 @@ void expect_replica_restart_recovered(const std::string& protocol, int victim) {
       run_kv(5,
              {"run", "--protocol", protocol, "--ops", "300", "--keys", "20", "--retry-ms", "500",
               "--election-timeout-ms", "1000", "--test-kill-rank", std::to_string(victim),
-              "--test-kill-after", "100"},
+              "--test-kill-after", "100", "--test-await-rejoin"},
              "sluice-kv-test-hooks", {"--keep-going", "--restarts", "1"});
   const std::string v = std::to_string(victim);
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "test hook: rank " + v), 1) << r.output;
@@ -335,6 +339,14 @@ TEST(KvJobTest, MultiPaxosFollowerKilledAndRestartedRecoversItsState) {
 
 TEST(KvJobTest, MultiPaxosLeaderKilledAndRestartedRecoversAsAFollower) {
   expect_replica_restart_recovered("multipaxos", 0);
+}
+
+TEST(KvJobTest, NoPaxosFollowerKilledAndRestartedRecoversItsState) {
+  expect_replica_restart_recovered("nopaxos", 2);
+}
+
+TEST(KvJobTest, NoPaxosLeaderAndSequencerKilledAndRestartedRecover) {
+  expect_replica_restart_recovered("nopaxos", 0);
 }
 
 // The first leader is stopped (SIGSTOP) for 8 s, past the peer timeout (2 s

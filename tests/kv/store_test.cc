@@ -105,6 +105,43 @@ TEST(StoreTest, DigestsAgreeExactlyWhenStatesAgree) {
   EXPECT_NE(a.digest(), c.digest());
 }
 
+// A snapshot restores an equal store: the same digest, applied log, skip
+// count and client table (a retry still gets its first result); a snapshot
+// cut short, with a byte more, or not a snapshot at all is refused and
+// leaves the store as it was.
+TEST(StoreTest, ASnapshotRestoresAnEqualStoreAndBadBytesAreRefused) {
+  Store a;
+  a.apply(cmd(Op::kPut, 1, 1, "k1", std::string("v\0\r\n", 4)));
+  a.apply(noop_command());
+  a.apply(cmd(Op::kCas, 2, 1, "k1", "x", std::string("v\0\r\n", 4)));
+  a.apply(cmd(Op::kPut, 2, 3, "k2", "skipped: seq 2 is missing"));
+  a.apply(cmd(Op::kDelete, 1, 2, "absent"));
+  const std::string bytes = a.serialize();
+  Store b;
+  std::string why;
+  ASSERT_TRUE(b.restore(bytes, &why)) << why;
+  EXPECT_EQ(b.digest(), a.digest());
+  EXPECT_EQ(b.applied(), a.applied());
+  EXPECT_EQ(b.skipped(), 1u);
+  EXPECT_EQ(b.data(), a.data());
+  Result first;
+  ASSERT_TRUE(b.already_applied(2, 1, &first));
+  EXPECT_TRUE(first.ok);
+  EXPECT_EQ(b.apply(cmd(Op::kCas, 2, 1, "k1", "y", "x")).ok, true) << "a retry: its first result";
+  EXPECT_EQ(b.data().at("k1"), "x");
+
+  Store c;
+  c.apply(cmd(Op::kPut, 9, 1, "keep", "me"));
+  const uint64_t before = c.digest();
+  for (size_t cut : {size_t{0}, size_t{7}, bytes.size() / 2, bytes.size() - 1}) {
+    EXPECT_FALSE(c.restore(std::string_view(bytes).substr(0, cut), &why)) << cut;
+    EXPECT_FALSE(why.empty());
+  }
+  EXPECT_FALSE(c.restore(bytes + "x", &why));
+  EXPECT_FALSE(c.restore(std::string(64, '\xff'), &why));
+  EXPECT_EQ(c.digest(), before) << "a refused snapshot changes nothing";
+}
+
 Completed done(Command c, Result r, uint64_t invoked, uint64_t completed) {
   return Completed{std::move(c), std::move(r), invoked, completed};
 }

@@ -1,7 +1,9 @@
 // Both protocols over thousands of seeded runs on the simulated network,
 // each with one fault scenario: none, a leader crash, a leader crash and
-// restart, and (NOPaxos) a sequencer replacement or (Multi-Paxos) a follower
-// crash and restart; 3 or 5 replicas, message loss from 0 to 21%, FIFO or
+// restart, (NOPaxos) a sequencer replacement or (Multi-Paxos) a follower
+// crash and restart, the leader down a while then restarted without its
+// state, and a follower restarted without its state at once (both recover:
+// message.h, Recovery); 3 or 5 replicas, message loss from 0 to 21%, FIFO or
 // reordering links, one to three keys. Every run must finish and pass
 // expect_consistent() (kv_test_util.h). Label slow: about ten seconds.
 #include <gtest/gtest.h>
@@ -27,16 +29,21 @@ void sweep(Protocol protocol, uint64_t seeds) {
     o.sim.drop_rate = 0.03 * static_cast<double>(seed % 8);
     o.sim.fifo = protocol == Protocol::kNoPaxos || seed % 2 == 0;
     SimCluster c(o);
-    const int scenario = static_cast<int>(seed % 4);
+    const int scenario = static_cast<int>(seed % 6);
     c.net().run(50 + seed * 37 % 400, [] { return false; });
     int crashed = -1;
     if (scenario == 1 || scenario == 2) crashed = c.leader();
     if (scenario == 3 && protocol == Protocol::kNoPaxos) c.new_sequencer();
     if (scenario == 3 && protocol == Protocol::kMultiPaxos)
       crashed = (c.leader() + 1) % static_cast<int>(o.replicas);
+    if (scenario == 4) crashed = c.leader();
+    if (scenario == 5 && c.leader() >= 0)
+      c.restart(static_cast<uint32_t>((c.leader() + 1) % static_cast<int>(o.replicas)));
     if (crashed >= 0) c.net().crash(static_cast<uint32_t>(crashed));
     c.net().run(300, [] { return false; });
-    if (crashed >= 0 && scenario != 1) c.net().restore(static_cast<uint32_t>(crashed));
+    if (crashed >= 0 && scenario == 4) c.restart(static_cast<uint32_t>(crashed));
+    if (crashed >= 0 && scenario != 1 && scenario != 4)
+      c.net().restore(static_cast<uint32_t>(crashed));
     ASSERT_TRUE(c.run_until_done(200000));
     expect_consistent(c);
     if (::testing::Test::HasFailure()) return;
