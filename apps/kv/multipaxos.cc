@@ -6,6 +6,10 @@
 namespace kv {
 namespace {
 
+// What an entry's fixed fields take in a message (codec.cc), besides its
+// command (wire_bytes): near enough to bound messages.
+constexpr size_t kEntryBytes = 40;
+
 // Gathers a leader's replies into one kReply per client, or several where
 // they would pass kMaxBatchBytes, appended to an outbox.
 class ReplyBatch {
@@ -87,6 +91,7 @@ void MultiPaxosReplica::become_follower(uint64_t ballot) {
   proposed_.clear();
   votes_.clear();
   promises_.clear();
+  promise_parts_.clear();
   reset_election_timer();
 }
 
@@ -98,6 +103,7 @@ void MultiPaxosReplica::start_election(Outbox& out) {
   role_ = Role::kCandidate;
   ++elections_;
   promises_.clear();
+  promise_parts_.clear();
   pending_.clear();
   proposed_.clear();
   votes_.clear();
@@ -110,7 +116,9 @@ void MultiPaxosReplica::start_election(Outbox& out) {
   self.a = commit_;
   for (uint64_t s = commit_ + 1; s <= last_slot(); ++s)
     if (at(s)) self.entries.push_back(*at(s));
+  self.b = 1;
   promises_[id_] = self;
+  promise_parts_[id_] = {0};
   for (uint32_t r = 0; r < config_.replicas; ++r) {
     if (r == id_) continue;
     Message m;
@@ -121,7 +129,7 @@ void MultiPaxosReplica::start_election(Outbox& out) {
     m.a = commit_;
     out.push_back(m);
   }
-  if (promises_.size() >= config_.majority()) become_leader(out);
+  if (config_.majority() <= 1) become_leader(out);
 }
 
 void MultiPaxosReplica::become_leader(Outbox& out) {
@@ -142,6 +150,7 @@ void MultiPaxosReplica::become_leader(Outbox& out) {
   last = std::max<uint64_t>(last, commit_);
   role_ = Role::kLeader;
   promises_.clear();
+  promise_parts_.clear();
   for (uint64_t s = commit_ + 1; s <= last; ++s) {
     Entry e;
     auto it = best.find(s);
@@ -160,18 +169,29 @@ void MultiPaxosReplica::become_leader(Outbox& out) {
 }
 
 void MultiPaxosReplica::send_accept(uint64_t first, uint64_t last, Outbox& out) {
-  Message m;
-  m.type = MsgType::kAccept;
-  m.from = id_;
-  m.view = ballot_;
-  m.a = first;
-  m.b = commit_;
-  for (uint64_t s = first; s <= last && s <= last_slot(); ++s) m.entries.push_back(*at(s));
-  for (uint32_t r = 0; r < config_.replicas; ++r) {
-    if (r == id_) continue;
-    m.to = r;
-    out.push_back(m);
-  }
+  // In messages of at most max_resend slots and about kMaxBatchBytes (a new
+  // leader re-proposes every slot above its commit index at once).
+  last = std::min(last, last_slot());
+  uint64_t s = first;
+  do {
+    Message m;
+    m.type = MsgType::kAccept;
+    m.from = id_;
+    m.view = ballot_;
+    m.a = s;
+    m.b = commit_;
+    size_t bytes = 0;
+    for (; s <= last && m.entries.size() < options_.max_resend; ++s) {
+      bytes += kEntryBytes + wire_bytes(at(s)->cmd);
+      if (bytes > kMaxBatchBytes && !m.entries.empty()) break;
+      m.entries.push_back(*at(s));
+    }
+    for (uint32_t r = 0; r < config_.replicas; ++r) {
+      if (r == id_) continue;
+      m.to = r;
+      out.push_back(m);
+    }
+  } while (s <= last);
 }
 
 void MultiPaxosReplica::propose_batch(Outbox& out) {
@@ -270,23 +290,57 @@ void MultiPaxosReplica::on_prepare(const Message& m, Outbox& out) {
   // them: it must take them from a snapshot before it may lead (flag, c).
   p.flag = m.a < base_;
   p.c = base_;
-  for (uint64_t s = std::max(m.a, base_) + 1; s <= last_slot(); ++s)
-    if (at(s)) p.entries.push_back(*at(s));
-  out.push_back(p);
+  // The entries above the candidate's commit index, in parts of bounded
+  // size: session = the part's index, b = how many parts there are. The
+  // candidate counts the promise once it holds every part.
+  std::vector<Message> parts(1, p);
+  size_t bytes = 0;
+  for (uint64_t s = std::max(m.a, base_) + 1; s <= last_slot(); ++s) {
+    if (!at(s)) continue;
+    bytes += kEntryBytes + wire_bytes(at(s)->cmd);
+    if (bytes > kMaxBatchBytes || parts.back().entries.size() >= options_.max_resend) {
+      parts.push_back(p);
+      parts.back().session = parts.size() - 1;
+      bytes = kEntryBytes + wire_bytes(at(s)->cmd);
+    }
+    parts.back().entries.push_back(*at(s));
+  }
+  for (Message& part : parts) {
+    part.b = parts.size();
+    out.push_back(std::move(part));
+  }
 }
 
 void MultiPaxosReplica::on_promise(const Message& m, Outbox& out) {
-  if (role_ != Role::kCandidate || m.view != ballot_) return;
+  if (role_ != Role::kCandidate || m.view != ballot_ || m.from >= config_.replicas) return;
   if (m.flag && m.c > commit_) {
     // Behind the promiser's snapshot: slots up to m.c are chosen and nobody
-    // may send them in a promise. Stand down and fetch the snapshot; the
-    // election timer tries again later, from there.
+    // may send them in a promise. Stand down and catch up from it (the
+    // snapshot, then committed slots); the election timer tries again
+    // later, from there.
     become_follower(ballot_);
-    request_snapshot(m.from, 0, 0, out);
+    Message c;
+    c.type = MsgType::kCatchUp;
+    c.from = id_;
+    c.to = m.from;
+    c.view = ballot_;
+    c.a = commit_ + 1;
+    out.push_back(c);
     return;
   }
-  promises_[m.from] = m;
-  if (promises_.size() >= config_.majority()) become_leader(out);
+  // Parts of one promise (on_prepare): gathered, counted once all are in.
+  std::set<uint64_t>& got = promise_parts_[m.from];
+  if (!got.insert(m.session).second) return;
+  Message& p = promises_[m.from];
+  if (got.size() == 1) {
+    p = m;
+  } else {
+    p.entries.insert(p.entries.end(), m.entries.begin(), m.entries.end());
+  }
+  size_t complete = 0;
+  for (const auto& [from, parts] : promise_parts_)
+    if (parts.size() >= promises_.at(from).b) ++complete;
+  if (complete >= config_.majority()) become_leader(out);
 }
 
 void MultiPaxosReplica::on_accept(const Message& m, Outbox& out) {
@@ -355,8 +409,13 @@ void MultiPaxosReplica::on_catch_up(const Message& m, Outbox& out) {
   c.to = m.from;
   c.view = ballot_;
   c.a = m.a;
-  for (uint64_t s = m.a; s <= commit_ && c.entries.size() < options_.max_resend; ++s)
+  c.b = commit_;
+  size_t bytes = 0;
+  for (uint64_t s = m.a; s <= commit_ && c.entries.size() < options_.max_resend; ++s) {
+    bytes += kEntryBytes + wire_bytes(at(s)->cmd);
+    if (bytes > kMaxBatchBytes && !c.entries.empty()) break;
     c.entries.push_back(*at(s));
+  }
   out.push_back(c);
 }
 
@@ -370,6 +429,17 @@ void MultiPaxosReplica::on_committed(const Message& m, Outbox& out) {
     mine->committed = true;
   }
   advance_commit(out);
+  // More where these came from: ask at once rather than at the next
+  // heartbeat (b: the sender's commit index).
+  if (!m.entries.empty() && commit_ < m.b) {
+    Message c;
+    c.type = MsgType::kCatchUp;
+    c.from = id_;
+    c.to = m.from;
+    c.view = ballot_;
+    c.a = commit_ + 1;
+    out.push_back(c);
+  }
 }
 
 void MultiPaxosReplica::forget_replica(uint32_t r) {
@@ -377,6 +447,7 @@ void MultiPaxosReplica::forget_replica(uint32_t r) {
   // A promise r forgot must not complete a quorum: r may now accept in a
   // lower ballot what this ballot's phase 1 would have had to see.
   promises_.erase(r);
+  promise_parts_.erase(r);
   // Nor may votes it forgot: it votes again when the resends reach it.
   for (uint32_t& mask : votes_)
     if (mask != kChosen) mask &= ~(1u << r);

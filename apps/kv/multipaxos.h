@@ -149,6 +149,7 @@ class MultiPaxosReplica : public Node {
   uint64_t votes_first_ = 0;
   // Candidate: the promises for ballot_.
   std::map<uint32_t, Message> promises_;
+  std::map<uint32_t, std::set<uint64_t>> promise_parts_;  // part indices received
   // Recovering (message.h, Recovery): the nonce of this attempt, the latest
   // answer of each replica to it, and once a leader is chosen, its ballot,
   // its last slot when chosen, the next slot to ask for and its commit index.
