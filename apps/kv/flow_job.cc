@@ -159,6 +159,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     // gap search may take as long as a round trip on a loaded machine.
     no.gap_timeout_ms = 200;
     no.recover = incarnation > 0;
+    no.snapshot_every = o.snapshot_every;
     no.nonce = incarnation;
     np = std::make_unique<NoPaxosReplica>(config, rank, no);
   } else if (is_replica) {
@@ -207,6 +208,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   Outbox out;
   std::set<uint32_t> clients_done, finished;
   uint64_t finish_slot = 0;
+  uint32_t finish_from = 0;  // the leader that sent the final slot
   bool finish_known = false, finish_sent = false, closed = false;
 
   std::mt19937_64 loss_rng(o.test_drop_seed * 1000003 + rank);
@@ -243,6 +245,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         case MsgType::kFinish:
           finish_known = true;
           finish_slot = m.a;
+          finish_from = m.from;
           break;
         case MsgType::kFinished:
           finished.insert(m.from);
@@ -553,8 +556,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         }
         work += flush();
         if (client && client->done() && (!gateway || gateway->finished()) &&
-            (!o.test_await_rejoin || ep.live.size() == world ||
-             now_ms() - started > 60000)) {
+            (!o.test_await_rejoin || now_ms() - started > 60000 ||
+             (ep.live.size() == world &&
+              std::any_of(ep.inc.begin(), ep.inc.end(), [](uint32_t i) { return i > 0; })))) {
           said_done = true;
           for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
           close_all();
@@ -578,9 +582,19 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
             if (r < o.replicas && r != rank && finished.count(r) == 0) all_finished = false;
           if (all_finished) close_all();
           if (!finish_sent && finish_known && settled >= finish_slot) {
-            said_finished = true;
-            finished_to_all();
-            close_all();
+            if (!said_finished) {
+              said_finished = true;
+              finished_to_all();
+            }
+            // A follower closes once every other live follower has finished
+            // too: till then it still answers the protocol, so that a
+            // replica recovering (which has not finished) finds f + 1
+            // replicas to recover from.
+            bool others_finished = true;
+            for (uint32_t r : ep.live)
+              if (r < o.replicas && r != rank && r != finish_from && finished.count(r) == 0)
+                others_finished = false;
+            if (others_finished) close_all();
           }
         }
       }

@@ -69,7 +69,7 @@ struct FlowJobOptions {
   uint64_t retry_ms = 2000;             // client: resend after this long without an answer
   uint64_t heartbeat_ms = 20;           // leader heartbeats
   uint64_t election_timeout_ms = 2000;  // generous: a loaded 2-core machine stalls ranks
-  uint64_t snapshot_every = 8192;       // Multi-Paxos: MultiPaxosOptions::snapshot_every
+  uint64_t snapshot_every = 8192;       // both protocols' snapshot_every (message.h, Snapshots)
   bool trace_retries = false;
   // Test builds: each rank loses this fraction of the protocol messages it
   // receives (seeded by test_drop_seed and the rank): requests, replies,
@@ -77,9 +77,9 @@ struct FlowJobOptions {
   // The job's own end-of-run messages are never lost.
   double test_drop = 0;
   uint64_t test_drop_seed = 1;
-  // Test builds: a client that finished says so only once every rank of the
-  // job is in its epoch again (or 60 s passed), so that a replica killed and
-  // restarted is back before the job ends.
+  // Test builds: a client that finished says so only once a rank has been
+  // restarted and every rank is in its epoch again (or 60 s passed), so
+  // that a replica killed and restarted is back before the job ends.
   bool test_await_rejoin = false;
   // resp: client ranks serve the Redis protocol (resp_gateway.h) instead of
   // running a workload, on TCP port resp_port + (client index), or on a port

@@ -61,9 +61,9 @@ const char* kUsage =
     "                      client's commands still take effect in order)\n"
     "  --history FILE      rank 0 writes every completed operation to FILE (JSON lines;\n"
     "                      check it with kv-porcupine, scripts/install-porcupine.sh)\n"
-    "  --snapshot-every N  Multi-Paxos: a snapshot of the store every N applied slots; the\n"
-    "                      log keeps the slots since the one before (default 8192; 0: keep\n"
-    "                      the whole log)\n"
+    "  --snapshot-every N  a snapshot of the store every N applied slots (NOPaxos: once\n"
+    "                      they are final); the log keeps the slots since the one before\n"
+    "                      (default 8192; 0: keep the whole log)\n"
     "\n"
     "simulate: runs a replicated key-value store (2f+1 replicas, closed-loop clients) on a\n"
     "seeded simulated network with message loss, then checks that every replica\n"
@@ -192,8 +192,9 @@ int run_main(int argc, char** argv) {
     }
     if (a == "--test-await-rejoin") {
       // Test builds only: a client that finished its operations says so only
-      // once every rank of the job is back in its epoch (at most 60 s), so
-      // that a killed and restarted replica rejoins before the job ends.
+      // once a rank was restarted and every rank is back in its epoch (at
+      // most 60 s), so that a killed and restarted replica rejoins before
+      // the job ends.
       o.test_await_rejoin = true;
       continue;
     }
@@ -367,6 +368,7 @@ int main(int argc, char** argv) {
       restart_at = n;
     } else if (a == "--snapshot-every") {
       o.multipaxos.snapshot_every = n;
+      o.nopaxos.snapshot_every = n;
     } else {
       std::fprintf(stderr, "sluice-kv: unknown option '%s' (try --help)\n", a.c_str());
       return 2;

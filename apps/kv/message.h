@@ -42,10 +42,16 @@ enum class MsgType : uint8_t {
   kSyncPrepare,        // leader -> followers: my log up to slot a (entries from b)
   kSyncReply,          // follower -> leader: my log matches yours up to a
   kSyncCommit,         // leader -> followers: slots up to a are final; execute them
-  kViewChangeRequest,  // anyone -> all: move to view (view, session)
-  kViewChange,         // replica -> new leader: my log and last normal view (a)
-  kStartView,          // new leader -> all: the merged log of view (view, session)
-  kRecover,            // replica -> leader: I am behind your view; send StartView
+  kViewChangeRequest,  // anyone -> all: move to view (view, session); from the new leader
+                       // of that view: a = the first slot of yours it still lacks
+  kViewChange,         // replica -> new leader: last normal view (a, b), sync point c,
+                       // its log after c (or from the slot asked for), in parts (flag:
+                       // more parts follow; the last carries its last entry)
+  kStartView,          // new leader -> all: view (view, session), entries from slot a,
+                       // b = the log's length when the view started, c = sync point;
+                       // a follower joins once it holds all of it (pulling with kRecover)
+  kRecover,            // replica -> leader: I am behind your view; send StartView. With
+                       // flag: I hold your log up to a; without: send your log from a
   // Both protocols: a replica restarted without its state (see Recovery below).
   kRecoveryRequest,  // recovering -> replicas: a = nonce; b = 0 (whose view is latest?)
                      // or, to the leader it chose, the first log slot it still needs
@@ -57,14 +63,16 @@ enum class MsgType : uint8_t {
                      // snapshot's), when the slot asked for is not above it
   // Both protocols: snapshots (see Snapshots below).
   kSnapshotRequest,  // replica -> replica: send snapshot a (0: your latest) from byte b
-  kSnapshotChunk,    // answer: snapshot of slot a, bytes b .. b + blob.size() of c in all
+  kSnapshotChunk,    // answer: snapshot of slot a, bytes b .. b + blob.size() of c in all;
+                     // NOPaxos: entries[0] holds the (session, msgnum) of slot a, and a
+                     // recovering replica asking for a slot inside the snapshot gets
+                     // this instead of a RecoveryReply
   // Ending a job on flows (flow_job.h), not part of either protocol.
   kDone,      // client -> replicas: I finished my operations
   kFinish,    // leader -> followers: all clients are done; apply up to slot a, then stop
   kFinished,  // follower -> leader: I applied up to the finish slot
 };
 
-const char* msg_name(MsgType t);
 
 // A log entry. Multi-Paxos uses `ballot` (the ballot it was accepted in);
 // NOPaxos uses `session`/`msgnum` (where the ordered multicast put it).

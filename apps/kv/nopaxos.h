@@ -19,8 +19,9 @@
 // follower that misses a message asks the leader for that slot (which holds
 // either the request or the no-op).
 //
-// Synchronization: the leader periodically sends its log since the last
-// sync point; followers install it and answer; at f answers the leader
+// Synchronization: the leader periodically sends each follower its log
+// from the last slot that follower confirmed, in pieces bounded in entries
+// and bytes; followers install it and answer; at f answers the leader
 // commits the new sync point and followers execute up to it. (Followers do
 // not execute before: their entries could still become no-ops.)
 //
@@ -29,15 +30,34 @@
 // follower that hears nothing from the leader moves to (leader + 1,
 // session); a replica that sees a request of a newer session (the sequencer
 // was replaced) moves to (leader, new session). Replicas send the new leader
-// their logs; from f + 1 of them it keeps the logs of the latest normal view
-// and merges them slot by slot (a no-op if any has one, else the request),
-// then sends StartView. A replica whose executed prefix the new log
-// contradicts rebuilds its store from the log.
+// their sync point and their log after it (in bounded parts); from f + 1 of
+// them it takes the final slots up to the highest sync point among them
+// (fetching those it lacks from the replica that has them), and merges the
+// logs of the latest normal view slot by slot above it (a no-op if any has
+// one, else the request). Followers copy the new log from the leader in
+// bounded pieces (StartView) and only then take part in the view. A replica
+// whose executed prefix the new log contradicts rebuilds its store from its
+// snapshot and the log. (nopaxos.cc, "View change", has the details and the
+// safety argument.)
+//
+// Snapshots (message.h): every snapshot_every executed slots a replica
+// serializes its store; once the sync point reaches that slot (at once on a
+// follower, which executes only final slots; later on the leader, which
+// executes ahead) it is the replica's snapshot of the slot, and the log is
+// dropped up to the previous snapshot's slot. Whoever needs slots below a
+// log's base (a follower behind, a new leader fetching final slots, a
+// recovering replica) gets the snapshot in chunks; each chunk carries, in
+// entries[0], the snapshot's last slot's (session, msgnum) with no command,
+// where the receiver's log goes on from.
 //
 // Recovery (message.h): a replica restarted without its state learns the
 // latest view from f + 1 others, copies the log of that view's leader in
 // bounded pieces and joins as its follower; until then it says nothing but
 // RecoveryRequest. The others forget what it acknowledged (forget_replica).
+// Where the slots it asks for are below the leader's log base, the leader
+// answers with its snapshot instead (a SnapshotChunk in place of the
+// RecoveryReply: NOPaxos's RecoveryReply carries the session in `session`,
+// where Multi-Paxos puts its base); it installs that and copies the log after.
 //
 // Thread safety: none.
 #pragma once
@@ -46,6 +66,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "message.h"
@@ -71,12 +92,16 @@ struct NoPaxosOptions {
   uint64_t gap_timeout_ms = 5;    // how long to look for a missing request
   uint64_t view_timeout_ms = 60;  // follower: leader silence before a view change
   uint64_t seed = 1;
-  uint64_t max_sync_entries = 256;  // log entries per SyncPrepare
+  uint64_t max_sync_entries = 256;  // log entries per SyncPrepare (and at most ~48 KiB)
   // A process restarted without its state: recover first (message.h,
   // Recovery), with a nonce no earlier incarnation of this replica used.
   bool recover = false;
   uint64_t nonce = 0;
   uint64_t recovery_retry_ms = 50;  // ask again after this long without progress
+  // A snapshot every this many executed (and final) slots, the log kept
+  // from the one before (message.h, Snapshots); 0: never (the log grows
+  // without bound).
+  uint64_t snapshot_every = 8192;
 };
 
 class NoPaxosReplica : public Node {
@@ -92,21 +117,48 @@ class NoPaxosReplica : public Node {
   bool normal() const { return status_ == Status::kNormal || status_ == Status::kGapCommit; }
   uint64_t view() const { return view_; }
   uint64_t session() const { return session_; }
-  uint64_t log_size() const { return log_.size(); }
+  // The last slot in the log (slots up to log_base() are in the snapshot).
+  uint64_t log_size() const { return last_slot(); }
+  uint64_t log_base() const { return base_; }
+  uint64_t log_entries_held() const { return log_.size(); }
   uint64_t sync_point() const { return sync_point_; }
+  // The entries held: slots log_base() + 1 .. log_size().
   const std::vector<Entry>& log() const { return log_; }
   const Store& store() const { return store_; }
+  uint64_t snapshot_slot() const { return snapshot_slot_; }
+  uint64_t snapshots_taken() const { return snapshots_taken_; }
+  uint64_t snapshots_installed() const { return snapshots_installed_; }
   uint64_t gaps_committed() const { return gaps_committed_; }
   uint64_t gaps_recovered() const { return gaps_recovered_; }
   uint64_t view_changes() const { return view_changes_; }
+  // Views this replica started as leader after fetching final slots it
+  // lacked from another replica (nopaxos.cc, View change).
+  uint64_t final_fetches() const { return final_fetches_; }
   // Recovery attempts so far (each with its own nonce); 0 if it never recovered.
   uint64_t recovery_attempts() const { return attempt_; }
 
  private:
   enum class Status { kNormal, kGapCommit, kViewChange, kRecovering };
 
+  // What the new leader has of one replica's ViewChange (sent in parts).
+  struct VcLog {
+    bool known = false;
+    uint64_t view = 0, session = 0;  // its last normal view
+    uint64_t sync = 0;               // its sync point
+    bool ended = false;              // its final part came: `last` is its last slot
+    uint64_t last = 0;
+    std::map<uint64_t, Entry> entries;  // by slot, from its sync point + 1 (or lower, fetched)
+  };
+
   uint32_t leader_of(uint64_t view) const { return static_cast<uint32_t>(view % config_.replicas); }
   bool leading() const { return leader_of(view_) == id_; }
+  uint64_t last_slot() const { return base_ + log_.size(); }
+  Entry& at(uint64_t s) { return log_[s - base_ - 1]; }  // base_ < s <= last_slot()
+  const Entry& at(uint64_t s) const { return log_[s - base_ - 1]; }
+  const Entry& last_entry() const { return log_.empty() ? base_entry_ : log_.back(); }
+  // Appends our entries from slot `from` to m.entries, as many as fit in
+  // one bounded message (and at most max_entries); returns the next slot.
+  uint64_t fill(Message& m, uint64_t from, uint64_t max_entries) const;
   Message make(MsgType t, uint32_t to) const;
   void on_ordered(const Message& m, Outbox& out);
   void append(const Entry& e, Outbox& out);
@@ -119,10 +171,22 @@ class NoPaxosReplica : public Node {
   void on_sync_prepare(const Message& m, Outbox& out);
   void on_sync_reply(const Message& m, Outbox& out);
   void on_sync_commit(const Message& m, Outbox& out);
+  void on_recover(const Message& m, Outbox& out);
+  // View change (nopaxos.cc).
+  void enter_view(uint64_t view, uint64_t session);
   void start_view_change(uint64_t view, uint64_t session, Outbox& out);
+  void send_view_change(uint64_t from, Outbox& out);
+  void on_view_change_request(const Message& m, Outbox& out);
   void on_view_change(const Message& m, Outbox& out);
+  static bool complete(const VcLog& v);
+  static uint64_t first_missing(const VcLog& v, uint64_t from);
+  void pull_view_changes(Outbox& out);
+  void try_start_view(Outbox& out);
+  void send_start_view(uint32_t to, uint64_t from, Outbox& out);
   void on_start_view(const Message& m, Outbox& out);
-  void adopt_log(std::vector<Entry> log, uint64_t execute_to_slot, Outbox& out, bool reply);
+  void ask_start_view(Outbox& out);
+  void adopt(std::vector<Entry> after_sync);
+  void rebuild_store();
   void send_sync(Outbox& out);
   void send_sync_to(uint32_t follower, Outbox& out);
   void commit_gap(Outbox& out);
@@ -132,9 +196,15 @@ class NoPaxosReplica : public Node {
   // Recovery (message.h): answering a recovering replica, and recovering.
   void on_recovery_request(const Message& m, Outbox& out);
   void on_recovery_reply(const Message& m, Outbox& out);
+  void reset_state();
   void restart_recovery();
   void ask_recovery(Outbox& out);
   void finish_recovery(Outbox& out);
+  // Snapshots (message.h).
+  void maybe_snapshot();
+  void send_snapshot(uint32_t to, uint64_t slot, uint64_t offset, Outbox& out);
+  void request_snapshot(uint32_t from, uint64_t slot, uint64_t offset, Outbox& out);
+  void on_snapshot_chunk(const Message& m, Outbox& out);
 
   Config config_;
   uint32_t id_;
@@ -145,27 +215,57 @@ class NoPaxosReplica : public Node {
   uint64_t session_ = 1;
   uint64_t last_normal_view_ = 0;
   uint64_t last_normal_session_ = 1;
-  std::vector<Entry> log_;               // slot s at index s - 1
+  std::vector<Entry> log_;  // slot s at index s - base_ - 1
+  uint64_t base_ = 0;       // slots up to here are in the snapshot only
+  Entry base_entry_;        // slot base_'s (session, msgnum), its command dropped
   std::map<uint64_t, Message> pending_;  // ordered messages past a gap, by msgnum
   uint64_t sync_point_ = 0;              // slots up to here are final
   uint64_t synced_upto_ = 0;  // follower: log matches the leader's up to here (this view)
   uint64_t executed_ = 0;
   Store store_;
+  // The latest snapshot (of slot snapshot_slot_, final), one taken at an
+  // executed slot not yet final (the leader executes ahead of its sync
+  // point: it becomes the snapshot once the sync point reaches it), and one
+  // coming in.
+  std::string snapshot_;
+  uint64_t snapshot_slot_ = 0;
+  Entry snapshot_entry_;
+  std::string candidate_;
+  uint64_t candidate_slot_ = 0;
+  Entry candidate_entry_;
+  std::string incoming_;
+  uint64_t incoming_slot_ = 0;
+  uint64_t snapshots_taken_ = 0;
+  uint64_t snapshots_installed_ = 0;
   uint64_t now_ = 0;
   uint64_t last_heard_ = 0;
   bool started_ = false;  // tick() has run once
   uint64_t view_timeout_ = 0;
-  uint64_t last_sync_ = 0;
+  uint64_t last_sync_ = 0;    // leader: the last synchronization (or, in a view change, pull)
   uint64_t gap_started_ = 0;  // when the current gap request or gap commit was (re)sent
   bool gap_open_ = false;     // a gap request is outstanding
   std::set<uint32_t> gap_acks_;
   // Leader: per follower, the last slot it confirmed holding as in our log.
   std::map<uint32_t, uint64_t> follower_synced_;
-  std::map<uint32_t, Message> view_changes_msgs_;
+  // Leader: its last slot when it started this view; a follower takes part
+  // in the view once it holds the leader's log up to there.
+  uint64_t view_start_ = 0;
+  // New leader in a view change: the ViewChanges so far, and the replica
+  // whose final slots it is fetching (fetching_).
+  std::map<uint32_t, VcLog> view_changes_msgs_;
+  bool fetching_ = false;
+  uint32_t fetch_from_ = 0;
+  // Follower in a view change: the new leader's log from its sync point + 1
+  // (sv_first_) as far as copied, for view (sv_view_, sv_session_).
+  uint64_t sv_view_ = 0;
+  uint64_t sv_session_ = 0;
+  uint64_t sv_first_ = 0;
+  std::vector<Entry> sv_entries_;
   uint64_t vc_started_ = 0;
   uint64_t gaps_committed_ = 0;
   uint64_t gaps_recovered_ = 0;
   uint64_t view_changes_ = 0;
+  uint64_t final_fetches_ = 0;
   // Recovering (status_ kRecovering): the nonce of this attempt; phase 1,
   // the latest answer of each other replica; phase 2 (recovery_leader_ set),
   // the leader chosen, its view, its last slot at its phase-1 answer and its

@@ -28,6 +28,8 @@ void sweep(Protocol protocol, uint64_t seeds) {
     o.sim.seed = seed;
     o.sim.drop_rate = 0.03 * static_cast<double>(seed % 8);
     o.sim.fifo = protocol == Protocol::kNoPaxos || seed % 2 == 0;
+    // Every other run snapshots every few slots (message.h, Snapshots).
+    if (seed % 2 == 1) o.nopaxos.snapshot_every = o.multipaxos.snapshot_every = 3 + seed % 17;
     SimCluster c(o);
     const int scenario = static_cast<int>(seed % 6);
     c.net().run(50 + seed * 37 % 400, [] { return false; });
