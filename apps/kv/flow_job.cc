@@ -537,11 +537,17 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         if (recovering && !node.recovering()) {
           recovering = false;
           const Store& st = np ? np->store() : replica->store();
+          const uint64_t snapshots = np ? np->snapshots_installed() : replica->snapshots_installed();
+          const uint64_t snapshot = np ? np->snapshot_slot() : replica->snapshot_slot();
           std::fprintf(stderr,
                        "sluice-kv: rank %u: recovered in %" PRIu64
-                       " ms: %zu log entries applied, view %" PRIu64 "\n",
+                       " ms: %zu log entries applied, view %" PRIu64 "%s\n",
                        rank, now_ms() - started, st.applied().size(),
-                       np ? np->view() : replica->ballot());
+                       np ? np->view() : replica->ballot(),
+                       snapshots > 0 ? (", from a snapshot of slot " + std::to_string(snapshot) +
+                                        " and the log after it")
+                                           .c_str()
+                                     : "");
           std::fflush(stderr);
         }
         if (o.on_progress && is_replica && incarnation == 0)

@@ -298,13 +298,20 @@ TEST(KvJobTest, NoPaxosStartsANewSessionWhenTheSequencerAndLeaderAreKilled) {
 // leader (and for NOPaxos the sequencer): it comes back as a follower of
 // the leader elected without it. The job passes all its checks and exits 0
 // (a failure that was restarted does not fail it).
-void expect_replica_restart_recovered(const std::string& protocol, int victim) {
+// With `snapshot_every`, the others keep short logs, so that the new process
+// must take a snapshot first (in chunks, over the flows).
+void expect_replica_restart_recovered(const std::string& protocol, int victim,
+                                      int snapshot_every = 0) {
+  std::vector<std::string> args = {"run", "--protocol", protocol, "--ops", "300", "--keys", "20",
+                                   "--retry-ms", "500", "--election-timeout-ms", "1000",
+                                   "--test-kill-rank", std::to_string(victim), "--test-kill-after",
+                                   "100", "--test-await-rejoin"};
+  if (snapshot_every > 0) {
+    args.push_back("--snapshot-every");
+    args.push_back(std::to_string(snapshot_every));
+  }
   const ProcessResult r =
-      run_kv(5,
-             {"run", "--protocol", protocol, "--ops", "300", "--keys", "20", "--retry-ms", "500",
-              "--election-timeout-ms", "1000", "--test-kill-rank", std::to_string(victim),
-              "--test-kill-after", "100", "--test-await-rejoin"},
-             "sluice-kv-test-hooks", {"--keep-going", "--restarts", "1"});
+      run_kv(5, args, "sluice-kv-test-hooks", {"--keep-going", "--restarts", "1"});
   const std::string v = std::to_string(victim);
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "test hook: rank " + v), 1) << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "sluice run: starting rank " + v + " again"),
@@ -315,6 +322,9 @@ void expect_replica_restart_recovered(const std::string& protocol, int victim) {
             1)
       << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "rank " + v + ": recovered in"), 1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "from a snapshot of slot"),
+            snapshot_every > 0 ? 1 : 0)
       << r.output;
   // Every survivor went through the epoch without it, then the one with it
   // back (NOPaxos: sessions 2, then 3).
@@ -347,6 +357,14 @@ TEST(KvJobTest, NoPaxosFollowerKilledAndRestartedRecoversItsState) {
 
 TEST(KvJobTest, NoPaxosLeaderAndSequencerKilledAndRestartedRecover) {
   expect_replica_restart_recovered("nopaxos", 0);
+}
+
+TEST(KvJobTest, MultiPaxosReplicaRestartedRecoversFromASnapshotOverFlows) {
+  expect_replica_restart_recovered("multipaxos", 1, 40);
+}
+
+TEST(KvJobTest, NoPaxosReplicaRestartedRecoversFromASnapshotOverFlows) {
+  expect_replica_restart_recovered("nopaxos", 1, 40);
 }
 
 // The first leader is stopped (SIGSTOP) for 8 s, past the peer timeout (2 s
