@@ -319,13 +319,7 @@ void MultiPaxosReplica::on_promise(const Message& m, Outbox& out) {
     // snapshot, then committed slots); the election timer tries again
     // later, from there.
     become_follower(ballot_);
-    Message c;
-    c.type = MsgType::kCatchUp;
-    c.from = id_;
-    c.to = m.from;
-    c.view = ballot_;
-    c.a = commit_ + 1;
-    out.push_back(c);
+    send_catch_up(m.from, out);
     return;
   }
   // Parts of one promise (on_prepare): gathered, counted once all are in.
@@ -380,13 +374,7 @@ void MultiPaxosReplica::on_accept(const Message& m, Outbox& out) {
   advance_commit(out);
   if (commit_ < m.b && now_ >= next_catch_up_) {
     next_catch_up_ = now_ + options_.heartbeat_ms;
-    Message c;
-    c.type = MsgType::kCatchUp;
-    c.from = id_;
-    c.to = m.from;
-    c.view = ballot_;
-    c.a = commit_ + 1;
-    out.push_back(c);
+    send_catch_up(m.from, out);
   }
 }
 
@@ -398,6 +386,16 @@ void MultiPaxosReplica::on_accepted(const Message& m, Outbox& out) {
     if (mask != kChosen) mask |= 1u << m.from;
   }
   advance_commit(out);
+}
+
+void MultiPaxosReplica::send_catch_up(uint32_t to, Outbox& out) {
+  Message c;
+  c.type = MsgType::kCatchUp;
+  c.from = id_;
+  c.to = to;
+  c.view = ballot_;
+  c.a = commit_ + 1;
+  out.push_back(c);
 }
 
 void MultiPaxosReplica::on_catch_up(const Message& m, Outbox& out) {
@@ -432,13 +430,7 @@ void MultiPaxosReplica::on_committed(const Message& m, Outbox& out) {
   // More where these came from: ask at once rather than at the next
   // heartbeat (b: the sender's commit index).
   if (!m.entries.empty() && commit_ < m.b) {
-    Message c;
-    c.type = MsgType::kCatchUp;
-    c.from = id_;
-    c.to = m.from;
-    c.view = ballot_;
-    c.a = commit_ + 1;
-    out.push_back(c);
+    send_catch_up(m.from, out);
   }
 }
 

@@ -94,6 +94,7 @@ class MultiPaxosReplica : public Node {
   void on_promise(const Message& m, Outbox& out);
   void on_accept(const Message& m, Outbox& out);
   void on_accepted(const Message& m, Outbox& out);
+  void send_catch_up(uint32_t to, Outbox& out);  // the committed slots after ours, please
   void on_catch_up(const Message& m, Outbox& out);
   void on_committed(const Message& m, Outbox& out);
   void send_accept(uint64_t first, uint64_t last, Outbox& out);
