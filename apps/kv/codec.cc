@@ -2,74 +2,12 @@
 
 #include <cstring>
 
+#include "wire.h"
+
 namespace kv {
-namespace {
 
-struct Writer {
-  std::vector<std::byte>& out;
-  void bytes(const void* p, size_t n) {
-    size_t at = out.size();
-    out.resize(at + n);
-    if (n != 0) std::memcpy(out.data() + at, p, n);
-  }
-  template <class T>
-  void put(T v) {
-    bytes(&v, sizeof v);
-  }
-  void str(const std::string& s) {
-    put<uint32_t>(static_cast<uint32_t>(s.size()));
-    bytes(s.data(), s.size());
-  }
-  void cmd(const Command& c) {
-    put<uint8_t>(static_cast<uint8_t>(c.op));
-    put(c.client);
-    put(c.seq);
-    str(c.key);
-    str(c.value);
-    str(c.expected);
-  }
-};
-
-struct Reader {
-  std::span<const std::byte> in;
-  size_t pos = 0;
-  bool ok = true;
-  template <class T>
-  T get() {
-    T v{};
-    if (!ok || in.size() - pos < sizeof v) {
-      ok = false;
-      return v;
-    }
-    std::memcpy(&v, in.data() + pos, sizeof v);
-    pos += sizeof v;
-    return v;
-  }
-  std::string str() {
-    uint32_t n = get<uint32_t>();
-    if (!ok || in.size() - pos < n) {
-      ok = false;
-      return {};
-    }
-    std::string s(reinterpret_cast<const char*>(in.data() + pos), n);
-    pos += n;
-    return s;
-  }
-  Command cmd() {
-    Command c;
-    uint8_t op = get<uint8_t>();
-    if (op > static_cast<uint8_t>(Op::kCas)) ok = false;
-    c.op = static_cast<Op>(op);
-    c.client = get<uint64_t>();
-    c.seq = get<uint64_t>();
-    c.key = str();
-    c.value = str();
-    c.expected = str();
-    return c;
-  }
-};
-
-}  // namespace
+using wire::Reader;
+using Writer = wire::Writer<std::vector<std::byte>>;
 
 void encode(const Message& m, std::vector<std::byte>& out) {
   out.clear();

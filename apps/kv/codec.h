@@ -1,11 +1,13 @@
 // apps/kv/codec.h: Message <-> bytes, for carrying protocol messages in the
 // byte records of sluice flows.
 //
-// Layout (little-endian, no padding): type u8, from u32, to u32, view u64,
-// session u64, a u64, b u64, flag u8, the command, the result (ok u8, value),
+// Layout (wire.h: little-endian, no padding): type u8, from u32, to u32,
+// view u64, session u64, a u64, b u64, c u64, flag u8, the command, the
+// result (ok u8, value),
 // entry count u32, then per entry: slot u64, ballot u64, committed u8,
 // session u64, msgnum u64, command; then the batch: a u32 count of commands
-// and each command, a u32 count of results and each result. A command is
+// and each command, a u32 count of results and each result; then the blob
+// (a u32 length and its bytes). A command is
 // op u8, client u64, seq u64, then key, value and expected, each as a u32
 // length and its bytes; a result is ok u8 and its value.
 //

@@ -472,7 +472,6 @@ void MultiPaxosReplica::restart_recovery() {
   snapshot_.clear();
   snapshot_slot_ = 0;
   incoming_.clear();
-  incoming_slot_ = 0;
 }
 
 void MultiPaxosReplica::ask_recovery(Outbox& out) {
@@ -552,7 +551,7 @@ void MultiPaxosReplica::on_recovery_reply(const Message& m, Outbox& out) {
     if (m.entries.empty() && m.session >= recovery_next_) {
       // The slots wanted are in the leader's snapshot now.
       recovery_unanswered_ = 0;
-      return request_snapshot(m.from, incoming_slot_, incoming_.size(), out);
+      return request_snapshot(m.from, incoming_.slot(), incoming_.offset(), out);
     }
     if (m.entries.empty() && m.b < recovery_next_) recovery_next_ = recovery_last_ + 1;
   }
@@ -561,8 +560,8 @@ void MultiPaxosReplica::on_recovery_reply(const Message& m, Outbox& out) {
     const Message& first = recovery_replies_[static_cast<uint32_t>(recovery_leader_)];
     // Its log starts after its snapshot: that first, then the slots after.
     if (recovery_next_ <= first.session && snapshot_slot_ < first.session)
-      return request_snapshot(static_cast<uint32_t>(recovery_leader_), incoming_slot_,
-                              incoming_.size(), out);
+      return request_snapshot(static_cast<uint32_t>(recovery_leader_), incoming_.slot(),
+                              incoming_.offset(), out);
     return ask_recovery(out);
   }
   finish_recovery(out);
@@ -586,7 +585,8 @@ void MultiPaxosReplica::finish_recovery(Outbox& out) {
 
 void MultiPaxosReplica::send_snapshot(uint32_t to, uint64_t slot, uint64_t offset, Outbox& out) {
   if (snapshot_slot_ == 0) return;
-  if (slot != snapshot_slot_ || offset > snapshot_.size()) offset = 0;  // a newer one: from the start
+  if (slot != snapshot_slot_ || offset > snapshot_.size())
+    offset = 0;  // a newer one: from the start
   Message c;
   c.type = MsgType::kSnapshotChunk;
   c.from = id_;
@@ -613,45 +613,25 @@ void MultiPaxosReplica::request_snapshot(uint32_t from, uint64_t slot, uint64_t 
 
 void MultiPaxosReplica::on_snapshot_chunk(const Message& m, Outbox& out) {
   if (recovering_ ? static_cast<int>(m.from) != recovery_leader_ : m.a <= commit_) return;
-  if (m.b == 0 && m.a != incoming_slot_) {
-    incoming_slot_ = m.a;
-    incoming_.clear();
-  }
-  if (m.a != incoming_slot_) return;  // a piece of an older one
-  if (m.b == incoming_.size()) {
-    incoming_.append(m.blob);
-  } else if (m.b != 0) {
-    return;  // a piece already held (or out of order): the next is asked for
-  }
-  // (A first piece while later ones are held answers a resent CatchUp or
-  // RecoveryRequest: go on from what is held, which resumes a transfer that
-  // lost a piece.)
-  if (incoming_.size() < m.c) return request_snapshot(m.from, incoming_slot_, incoming_.size(), out);
-  if (incoming_.size() != m.c) {
-    incoming_.clear();
-    incoming_slot_ = 0;
-    return;
-  }
-  Store restored;
-  std::string why;
-  if (!restored.restore(incoming_, &why)) {
-    incoming_.clear();
-    incoming_slot_ = 0;
-    return;
+  switch (incoming_.add(m)) {
+    case IncomingSnapshot::Step::kIgnored:
+      return;
+    case IncomingSnapshot::Step::kAskNext:
+      return request_snapshot(m.from, incoming_.slot(), incoming_.offset(), out);
+    case IncomingSnapshot::Step::kComplete:
+      break;
   }
   // Slots up to the snapshot's are applied in it; later ones stay.
-  const uint64_t s = incoming_slot_;
+  const uint64_t s = incoming_.slot();
   if (s >= last_slot()) {
     log_.clear();
   } else if (s > base_) {
     log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(s - base_));
   }
   base_ = commit_ = applied_ = s;
-  store_ = std::move(restored);
-  snapshot_ = std::move(incoming_);
+  store_ = incoming_.take_store();
+  snapshot_ = incoming_.take_bytes();
   snapshot_slot_ = s;
-  incoming_.clear();
-  incoming_slot_ = 0;
   ++snapshots_installed_;
   if (recovering_) {
     recovery_next_ = std::max(recovery_next_, s + 1);

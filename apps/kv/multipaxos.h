@@ -29,6 +29,7 @@
 #include <set>
 #include <vector>
 
+#include "incoming_snapshot.h"
 #include "message.h"
 #include "store.h"
 
@@ -124,8 +125,7 @@ class MultiPaxosReplica : public Node {
   // The latest snapshot (of slot snapshot_slot_), and one coming in.
   std::string snapshot_;
   uint64_t snapshot_slot_ = 0;
-  std::string incoming_;
-  uint64_t incoming_slot_ = 0;
+  IncomingSnapshot incoming_;
   uint64_t snapshots_taken_ = 0;
   uint64_t snapshots_installed_ = 0;
   uint64_t commit_ = 0;                    // every slot up to here is committed

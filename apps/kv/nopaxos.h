@@ -69,6 +69,7 @@
 #include <string>
 #include <vector>
 
+#include "incoming_snapshot.h"
 #include "message.h"
 #include "store.h"
 
@@ -233,8 +234,7 @@ class NoPaxosReplica : public Node {
   std::string candidate_;
   uint64_t candidate_slot_ = 0;
   Entry candidate_entry_;
-  std::string incoming_;
-  uint64_t incoming_slot_ = 0;
+  IncomingSnapshot incoming_;
   uint64_t snapshots_taken_ = 0;
   uint64_t snapshots_installed_ = 0;
   uint64_t now_ = 0;

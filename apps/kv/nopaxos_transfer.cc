@@ -81,32 +81,25 @@ void NoPaxosReplica::on_snapshot_chunk(const Message& m, Outbox& out) {
     if (m.a <= sync_point_) return;  // nothing we lack
     if (newer(m.view, m.session)) enter_view(m.view, m.session);
   }
-  if (m.b == 0 && m.a != incoming_slot_) {
-    incoming_slot_ = m.a;
-    incoming_.clear();
+  bool appended = false;
+  const IncomingSnapshot::Step step = incoming_.add(m, &appended);
+  if (appended) vc_started_ = last_heard_ = now_;  // progress
+  switch (step) {
+    case IncomingSnapshot::Step::kIgnored:
+      return;
+    case IncomingSnapshot::Step::kAskNext:
+      return request_snapshot(m.from, incoming_.slot(), incoming_.offset(), out);
+    case IncomingSnapshot::Step::kComplete:
+      break;
   }
-  if (m.a != incoming_slot_) return;  // a piece of an older one
-  if (m.b == incoming_.size()) {
-    incoming_.append(m.blob);
-    vc_started_ = last_heard_ = now_;  // progress
-  } else if (m.b != 0) {
-    return;  // a piece already held (or out of order): the next is asked for
-  }
-  // (A first piece while later ones are held answers a request sent again:
-  // go on from what is held, which resumes a transfer that lost a piece.)
-  if (incoming_.size() < m.c)
-    return request_snapshot(m.from, incoming_slot_, incoming_.size(), out);
-  Store restored;
-  std::string why;
-  if (incoming_.size() != m.c || m.entries.empty() || !restored.restore(incoming_, &why)) {
+  if (m.entries.empty()) {  // no place in the multicast to go on from
     incoming_.clear();
-    incoming_slot_ = 0;
     return;
   }
   // Slots up to the snapshot's are final and executed in it; later ones
   // stay (what they are for is unchanged: a follower's own, or a log it
   // sends in a view change, above its sync point).
-  const uint64_t s = incoming_slot_;
+  const uint64_t s = incoming_.slot();
   if (s >= last_slot()) {
     log_.clear();
   } else if (s > base_) {
@@ -115,16 +108,14 @@ void NoPaxosReplica::on_snapshot_chunk(const Message& m, Outbox& out) {
   base_ = s;
   base_entry_ = m.entries.front();
   base_entry_.slot = s;
-  store_ = std::move(restored);
+  store_ = incoming_.take_store();
   executed_ = sync_point_ = s;
   synced_upto_ = std::max(synced_upto_, s);
-  snapshot_ = std::move(incoming_);
+  snapshot_ = incoming_.take_bytes();
   snapshot_slot_ = s;
   snapshot_entry_ = base_entry_;
   candidate_.clear();
   candidate_slot_ = 0;
-  incoming_.clear();
-  incoming_slot_ = 0;
   ++snapshots_installed_;
   if (status_ == Status::kRecovering) {
     recovery_sync_ = std::max(recovery_sync_, s);
@@ -214,7 +205,6 @@ void NoPaxosReplica::reset_state() {
   candidate_.clear();
   candidate_slot_ = 0;
   incoming_.clear();
-  incoming_slot_ = 0;
 }
 
 void NoPaxosReplica::restart_recovery() {

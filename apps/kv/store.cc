@@ -1,6 +1,8 @@
 #include "store.h"
 
-#include <cstring>
+#include <span>
+
+#include "wire.h"
 
 namespace kv {
 
@@ -136,108 +138,75 @@ namespace {
 
 constexpr uint32_t kSnapshotMagic = 0x4b565331;  // "KVS1"
 
-void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
-void put_str(std::string& out, const std::string& s) {
-  put_u64(out, s.size());
-  out.append(s);
-}
-
-struct SnapshotReader {
-  std::string_view in;
-  bool ok = true;
-  uint64_t u64() {
-    uint64_t v = 0;
-    if (!ok || in.size() < 8) {
-      ok = false;
-      return 0;
-    }
-    std::memcpy(&v, in.data(), 8);
-    in.remove_prefix(8);
-    return v;
-  }
-  std::string str() {
-    const uint64_t n = u64();
-    if (!ok || in.size() < n) {
-      ok = false;
-      return {};
-    }
-    std::string s(in.substr(0, n));
-    in.remove_prefix(n);
-    return s;
-  }
-  // A count of items of at least `least` bytes each: more than what is left
-  // is malformed (and no vector is sized from it).
-  uint64_t count(size_t least) {
-    const uint64_t n = u64();
-    if (ok && n > in.size() / least) ok = false;
-    return ok ? n : 0;
-  }
-};
-
 }  // namespace
 
+// The layout of wire.h: the magic, then each part as a u32 count and its
+// items (a key and its value; a client, its last seq and its kept results;
+// an applied log identity), then the skip count.
 std::string Store::serialize() const {
   std::string out;
-  put_u64(out, kSnapshotMagic);
-  put_u64(out, data_.size());
+  wire::Writer<std::string> w{out};
+  w.put(kSnapshotMagic);
+  w.put<uint32_t>(static_cast<uint32_t>(data_.size()));
   for (const auto& [k, v] : data_) {
-    put_str(out, k);
-    put_str(out, v);
+    w.str(k);
+    w.str(v);
   }
-  put_u64(out, clients_.size());
+  w.put<uint32_t>(static_cast<uint32_t>(clients_.size()));
   for (const auto& [client, cs] : clients_) {
-    put_u64(out, client);
-    put_u64(out, cs.seq);
-    put_u64(out, cs.results.size());
+    w.put(client);
+    w.put(cs.seq);
+    w.put<uint32_t>(static_cast<uint32_t>(cs.results.size()));
     for (const Result& r : cs.results) {
-      out.push_back(r.ok ? 1 : 0);
-      put_str(out, r.value);
+      w.put<uint8_t>(r.ok);
+      w.str(r.value);
     }
   }
-  put_u64(out, applied_.size());
+  w.put<uint32_t>(static_cast<uint32_t>(applied_.size()));
   for (const auto& [client, seq] : applied_) {
-    put_u64(out, client);
-    put_u64(out, seq);
+    w.put(client);
+    w.put(seq);
   }
-  put_u64(out, skipped_);
+  w.put(skipped_);
   return out;
 }
 
 bool Store::restore(std::string_view bytes, std::string* why) {
-  SnapshotReader r{bytes};
+  wire::Reader r{std::as_bytes(std::span<const char>(bytes.data(), bytes.size()))};
+  // A count of items of at least `least` bytes each: more than what is left
+  // is malformed (and no container is sized from it).
+  auto count = [&r](size_t least) {
+    const uint32_t n = r.get<uint32_t>();
+    if (r.ok && n > (r.in.size() - r.pos) / least) r.ok = false;
+    return r.ok ? n : 0;
+  };
   Store s;
-  if (r.u64() != kSnapshotMagic) {
+  if (r.get<uint32_t>() != kSnapshotMagic) {
     *why = "not a store snapshot (bad magic)";
     return false;
   }
-  for (uint64_t n = r.count(16), i = 0; r.ok && i < n; ++i) {
+  for (uint32_t n = count(8), i = 0; r.ok && i < n; ++i) {
     std::string k = r.str();
     s.data_[std::move(k)] = r.str();
   }
-  for (uint64_t n = r.count(24), i = 0; r.ok && i < n; ++i) {
-    const uint64_t client = r.u64();
-    ClientState& cs = s.clients_[client];
-    cs.seq = r.u64();
-    for (uint64_t m = r.count(9), j = 0; r.ok && j < m; ++j) {
+  for (uint32_t n = count(20), i = 0; r.ok && i < n; ++i) {
+    ClientState& cs = s.clients_[r.get<uint64_t>()];
+    cs.seq = r.get<uint64_t>();
+    for (uint32_t m = count(5), j = 0; r.ok && j < m; ++j) {
       Result res;
-      if (r.in.empty()) {
-        r.ok = false;
-        break;
-      }
-      res.ok = r.in.front() != 0;
-      r.in.remove_prefix(1);
+      res.ok = r.get<uint8_t>() != 0;
       res.value = r.str();
       cs.results.push_back(std::move(res));
     }
   }
-  const uint64_t applied = r.count(16);
+  const uint32_t applied = count(16);
   s.applied_.reserve(applied);
-  for (uint64_t i = 0; r.ok && i < applied; ++i) {
-    const uint64_t client = r.u64();
-    s.applied_.emplace_back(client, r.u64());
+  for (uint32_t i = 0; r.ok && i < applied; ++i) {
+    const uint64_t client = r.get<uint64_t>();
+    s.applied_.emplace_back(client, r.get<uint64_t>());
   }
-  s.skipped_ = r.u64();
-  if (!r.ok || !r.in.empty()) {
+  s.skipped_ = r.get<uint64_t>();
+  if (!r.ok || r.pos != r.in.size()) {
     *why = "malformed store snapshot of " + std::to_string(bytes.size()) +
            " bytes (truncated or trailing bytes)";
     return false;
