@@ -184,12 +184,20 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
   cluster.barrier(phase_name("nam-exposed", phase));
   std::vector<sn::ClientResult> results(opt.clients);
   std::vector<std::string> errors(opt.clients);
+  // The client threads that start this phase: every compute rank's in the
+  // first; in later ones, not the rank a test hook may have killed.
+  std::vector<sluice::Endpoint> starters;
+  for (uint32_t r = m; r < cluster.world_size(); ++r) {
+    if (phase > 0 && r == doomed_rank) continue;
+    for (uint32_t t = 0; t < opt.clients; ++t) starters.push_back(sluice::Endpoint{r, t});
+  }
   std::string path;
   {
     std::vector<std::thread> threads;
     for (uint32_t t = 0; t < opt.clients; ++t) {
       threads.emplace_back([&, t] {
         const uint32_t id = (rank - m) * opt.clients + t;
+        std::unique_ptr<sn::Transactions> db;
         try {
           sn::RsiOptions ro;
           ro.recovery_timeout = std::chrono::milliseconds(opt.recovery_timeout_ms);
@@ -198,7 +206,6 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
             ro.test_kill = opt.test_kill_at;
             ro.test_kill_on_commit = opt.test_kill_on_commit;
           }
-          std::unique_ptr<sn::Transactions> db;
           if (protocol == "2pc") {
             const bool doomed = opt.test_kill_client == static_cast<int64_t>(id);
             db = std::make_unique<sn::TwoPcClient>(cluster, layout, flows, id, t,
@@ -210,6 +217,20 @@ int compute_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
             if (t == 0) path = rsi->path();
             db = std::move(rsi);
           }
+        } catch (const std::exception& e) {
+          errors[t] = e.what();
+        }
+        // Every client's first timestamp is pending until it begins; a client
+        // still opening its regions when the others start would be taken for
+        // dead after the recovery timeout. So all start together (one that
+        // failed to open still arrives, so that nobody waits for it).
+        try {
+          cluster.barrier(phase_name("nam-ready", phase), starters, t);
+        } catch (const std::exception& e) {
+          if (errors[t].empty()) errors[t] = e.what();
+        }
+        if (!errors[t].empty()) return;
+        try {
           results[t] = sn::run_client(*db, opt.workload, id, layout.clients, !opt.history.empty());
           if (!opt.history.empty()) {
             std::ofstream out(opt.history + "." + std::to_string(id) + ".jsonl");

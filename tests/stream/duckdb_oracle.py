@@ -54,8 +54,13 @@ def results(con, query, size, gap):
                                                  AND p.id = a.ref""").fetchall()
     con.execute(f"""CREATE VIEW breaks AS SELECT *, CASE WHEN t - lag(t) OVER (PARTITION BY key ORDER BY t)
                     < {gap} THEN 0 ELSE 1 END AS brk FROM assigned WHERE NOT late""")
+    # Records of a key at the same time are peers: in `breaks` only the first
+    # of them (in an order SQL leaves open, and DuckDB's threads vary) can be
+    # a break. RANGE sums over every peer, so they all get the same session;
+    # ROWS would give peers ordered before that break the previous session
+    # (a flaky extra row, e.g. 8 bids at t = 0 as a session of their own).
     con.execute("""CREATE VIEW sess AS SELECT *, sum(brk) OVER (PARTITION BY key ORDER BY t
-                   ROWS UNBOUNDED PRECEDING) AS sid FROM breaks""")
+                   RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS sid FROM breaks""")
     con.execute(f"""CREATE VIEW spans AS SELECT key, sid, min(t) AS start, max(t) + {gap} AS wend, count(*) AS n
                     FROM sess GROUP BY key, sid""")
     if query == "q11":
