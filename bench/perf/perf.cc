@@ -648,7 +648,14 @@ void run_sweep(const Sweep& sw, uint32_t repeats, Progress* prog, SweepData* dat
 // The flow's segment payload and ring length at a point, as the worker sets them.
 std::pair<uint32_t, uint32_t> flow_geometry(const Sweep& sw, const std::string& mode, uint32_t size) {
   if (mode == "latency") return {(size + 7) / 8 * 8, 64};
-  return {perf::segment_bytes_for(sw.segment_bytes, size), sw.ring_segments != 0 ? sw.ring_segments : 16};
+  const uint32_t segment = perf::segment_bytes_for(sw.segment_bytes, size);
+  // An ordered flow over ofi holds 512 KiB by default (FlowSpec::ring_segments).
+  // (The ordered flow's segment is 8 bytes longer: its sequence number.)
+  uint32_t ring = sw.ring_segments != 0 ? sw.ring_segments : 16;
+  if (sw.ring_segments == 0 && mode == "replicate_ordered" && sw.transport == "ofi") {
+    ring = std::clamp<uint32_t>((512 * 1024 + segment + 8 - 1) / (segment + 8), 16, 64);
+  }
+  return {segment, ring};
 }
 
 std::vector<Point> points_of(const Sweep& sw, const SweepData& data) {
@@ -849,7 +856,7 @@ void add_perf_options(CLI::App& app) {
   sub->add_option("--segment-bytes", opt->segment_bytes,
                   "Bandwidth flows' segment payload in bytes (0: the flow default, 8192; never below one record); "
                   "also the TCP stream's write size");
-  sub->add_option("--ring-segments", opt->ring_segments, "Segments per bandwidth flow ring (0: the default, 16)");
+  sub->add_option("--ring-segments", opt->ring_segments, "Segments per bandwidth flow ring (0: the default, 16; ordered flows over ofi: 512 KiB of segments, 16-64)");
   sub->add_option("--push-batch", opt->push_batch,
                   "Streaming modes: records per push call; above 1 the sources push runs "
                   "(Source::push(span))")

@@ -98,7 +98,11 @@ struct FlowSpec {
   detail::RouteFn route_fn;  // kFunction
   Optimize optimize = Optimize::kBandwidth;
   uint32_t segment_bytes = 0;  // payload per segment; 0: 8 KiB (Bandwidth), one record (Latency)
-  uint32_t ring_segments = 0;  // segments per ring; 0: 16 (Bandwidth), 64 (Latency)
+  // Segments per ring; 0: 16 (Bandwidth), 64 (Latency). An ordered
+  // Bandwidth flow with a target on another host, whose sources number half
+  // a ring at a time with one remote fetch-and-add, gets enough for 512 KiB
+  // (64 segments of the default 8 KiB; never fewer than 16).
+  uint32_t ring_segments = 0;
   // Replicate flows only: one global order for all targets (see above), and
   // how long a target waits for a missing sequence number before it reports
   // a gap (0: 2000 ms).

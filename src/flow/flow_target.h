@@ -306,7 +306,11 @@ class OrderedTarget final : public FlowTarget {
   // source took it after ours was taken), or a source was lost and the
   // sequencer says the number was taken. (A number that is merely the
   // latest taken, by a source that is slow but alive, is never a gap: that
-  // source will publish it.)
+  // source will publish it.) A number that was known taken when the stall
+  // on an earlier gap began has been missing as long, through a stall in
+  // which nothing held its source back (no ring held anything deliverable),
+  // so it is reported at once after that gap: a dead source's whole run of
+  // numbers costs one gap timeout, not one per number.
   Status check_gap();
 
   Status report_gap();
@@ -317,8 +321,11 @@ class OrderedTarget final : public FlowTarget {
   uint64_t gap_ = 0;       // the last one reported missing
   uint64_t late_ = 0;      // segments dropped because they came after their gap
   bool ahead_ = false;     // the last scan saw a ring holding a later number
+  uint64_t ahead_of_ = 0;  // then: the lowest such number
   bool peek_taken_ = false;
-  Deadline gap_since_ = Deadline::max();
+  uint64_t peek_count_ = 0;  // what the last peek said was taken
+  Deadline gap_since_ = Deadline::max();  // when the stall on expected_ began
+  uint64_t stall_known_ = 0;  // every number below was known taken by gap_since_
   Deadline next_peek_{};
 };
 

@@ -1,6 +1,7 @@
 // OrderedTarget, ordered replicate flows: hands segments out in the order
 // of the sequence numbers their sources took, reports a number that never
 // arrives as a gap, and goes on without a lost source.
+#include <algorithm>
 #include <cstring>
 
 #include "common/log.h"
@@ -23,6 +24,7 @@ Status OrderedTarget::scan(SegmentView* out) {
   for (;;) {
     bool moved = false;
     ahead_ = false;
+    ahead_of_ = UINT64_MAX;
     for (uint32_t s = 0; s < n; ++s) {
       Head h;
       if (Status st = head(s, &h); st != Status::kOk) {
@@ -35,6 +37,7 @@ Status OrderedTarget::scan(SegmentView* out) {
       const bool records = h.used > 0;
       if (records && number > expected_) {
         ahead_ = true;
+        ahead_of_ = std::min(ahead_of_, number);
         continue;
       }
       advance(s, in, h.flags, h.used);
@@ -82,6 +85,7 @@ Status OrderedTarget::check_gap() {
     std::string why;
     taken = sequencer_->taken(&count, &why) == Status::kOk && count > expected_;
     peek_taken_ = taken;
+    peek_count_ = taken ? count : 0;
   } else if (!taken) {
     taken = peek_taken_;
   }
@@ -89,14 +93,21 @@ Status OrderedTarget::check_gap() {
     gap_since_ = Deadline::max();
     return Status::kTimeout;
   }
-  if (gap_since_ == Deadline::max()) gap_since_ = now;
+  if (gap_since_ == Deadline::max()) {
+    gap_since_ = now;
+    // Numbers are taken in order: a later one in a ring means every number
+    // below it was taken too.
+    stall_known_ = std::max(ahead_ ? ahead_of_ : 0, peek_taken_ ? peek_count_ : 0);
+  }
   if (now - gap_since_ < gap_timeout_) return Status::kTimeout;
   return report_gap();
 }
 
 Status OrderedTarget::report_gap() {
   gap_ = expected_++;
-  gap_since_ = Deadline::max();
+  // The next number goes on in the same stall if it was known taken when
+  // the stall began (see check_gap); otherwise its own begins.
+  if (expected_ >= stall_known_) gap_since_ = Deadline::max();
   peek_taken_ = false;
   next_peek_ = Clock::now();
   return fail(Status::kGap, ctx_->endpoint_name(false, index_) + ": sequence number " +

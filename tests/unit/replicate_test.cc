@@ -198,6 +198,53 @@ TEST(ReplicateFlowTest, OrderedFlowReportsANumberThatNeverArrivesAsAGap) {
   }
 }
 
+// Numbers a lost source took at once (an ofi source numbers a run of
+// segments with one fetch-and-add) are gaps in a row: the first after the
+// gap timeout, each next one at once, since it was known taken when the
+// stall began. A number taken after the stall gets a whole timeout again.
+TEST(ReplicateFlowTest, ARunOfNumbersOfALostSourceCostsOneGapTimeout) {
+  auto spec = small_spec(2, 1, true).gap_timeout(std::chrono::milliseconds(1500));
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  {
+    auto doomed = flow.source<Rec>(1);  // destroyed without close(): lost
+    ASSERT_EQ(out.push(Rec{0, 1}), Status::kOk);
+    ASSERT_EQ(out.flush(), Status::kOk);   // number 0
+    flow.sequence_counter().fetch_add(3);  // numbers 1-3: the doomed source's run
+    ASSERT_EQ(out.push(Rec{0, 2}), Status::kOk);
+    ASSERT_EQ(out.flush(), Status::kOk);   // number 4
+  }
+  auto in = flow.target<Rec>(0);
+  ASSERT_TRUE(in.consume());
+  EXPECT_EQ(in.last_sequence(), 0u);
+  EXPECT_FALSE(in.consume());  // waits the gap timeout
+  ASSERT_EQ(in.status(), Status::kGap) << in.error();
+  EXPECT_EQ(in.gap(), 1u);
+  for (uint64_t n : {2u, 3u}) {
+    // At once, not after another 1.5 s (the deadline is a second).
+    EXPECT_FALSE(in.consume(Clock::now() + std::chrono::seconds(1)));
+    ASSERT_EQ(in.status(), Status::kGap) << "number " << n << ": " << in.error();
+    EXPECT_EQ(in.gap(), n);
+  }
+  auto b = in.consume();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(in.last_sequence(), 4u);
+  EXPECT_EQ((*b)[0].value, 2u);
+  // Number 5, taken now by a live source that has not published it yet:
+  // not a gap before its own timeout.
+  flow.sequence_counter().fetch_add(1);
+  EXPECT_FALSE(in.consume(Clock::now() + std::chrono::milliseconds(300)));
+  EXPECT_EQ(in.status(), Status::kTimeout) << in.error();
+  ASSERT_EQ(out.push(Rec{0, 3}), Status::kOk);
+  ASSERT_EQ(out.close(), Status::kOk);  // its segment is number 6
+  EXPECT_FALSE(in.consume());
+  ASSERT_EQ(in.status(), Status::kGap) << in.error();
+  EXPECT_EQ(in.gap(), 5u);
+  b = in.consume();
+  ASSERT_TRUE(b);
+  EXPECT_EQ((*b)[0].value, 3u);
+}
+
 TEST(ReplicateFlowTest, SpecRejectsKeysAndOrderedShuffles) {
   FlowSpec bad = small_spec(1, 1).spec();
   bad.route = detail::Route::kHashRecord;
