@@ -17,6 +17,13 @@ and p99 (us) and the operations per CPU-second of every process involved
   bench/kv/install.sh                 # etcd-server and the loader
   bench/kv/etcd_bench.py [--clients 2,4,8,16,32,64] [--ops-total 20000]
                          [--workload a] [--protocols multipaxos,nopaxos]
+                         [--transport ofi --netns]
+
+With --netns (as root; needs --transport ofi), both run across simulated
+hosts (bench/kv/netns.py): replica or member i in network namespace i, the
+clients (sluice-kv's 2 client ranks and its registry; the etcd loader) in a
+fourth, all joined by a bridge, so every replication message crosses a veth
+pair and the kernel's TCP, as between machines.
 
 Run it on an idle machine; it prints the load average before and after.
 """
@@ -34,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import curve  # noqa: E402  sluice-kv's points, as bench/kv/curve.py runs them
+import netns  # noqa: E402  simulated hosts for --netns
 
 LOADER = os.path.join(HERE, "etcd-loader", "etcd-loader")
 MEMBERS = 3
@@ -46,13 +54,32 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Etcd:
-    """Three members on 127.0.0.1; the data directories on tmpfs."""
+def reachable(host, port, hosts=None):
+    """Whether a TCP connection to host:port succeeds (from the clients'
+    namespace with `hosts`)."""
+    if hosts is None:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+    probe = f"import socket; socket.create_connection(('{host}', {port}), timeout=1).close()"
+    r = subprocess.run(["ip", "netns", "exec", hosts.name(hosts.count - 1), sys.executable, "-c", probe],
+                       capture_output=True, timeout=10)
+    return r.returncode == 0
 
-    def __init__(self, base_port):
+
+class Etcd:
+    """Three members, on 127.0.0.1 or member i in host i of `hosts`; the
+    data directories on tmpfs."""
+
+    def __init__(self, base_port, hosts=None):
         self.dir = tempfile.mkdtemp(prefix="etcd-bench-", dir="/dev/shm")
-        self.clients = [f"http://127.0.0.1:{base_port + i}" for i in range(MEMBERS)]
-        peers = [f"http://127.0.0.1:{base_port + 10 + i}" for i in range(MEMBERS)]
+        self.hosts = hosts
+        ip = [hosts.ip(i) if hosts else "127.0.0.1" for i in range(MEMBERS)]
+        self.addr = [(ip[i], base_port + i) for i in range(MEMBERS)]
+        self.clients = [f"http://{ip[i]}:{base_port + i}" for i in range(MEMBERS)]
+        peers = [f"http://{ip[i]}:{base_port + 10 + i}" for i in range(MEMBERS)]
         cluster = ",".join(f"m{i}={peers[i]}" for i in range(MEMBERS))
         self.procs = []
         for i in range(MEMBERS):
@@ -61,19 +88,19 @@ class Etcd:
                     self.clients[i], "--listen-peer-urls", peers[i],
                     "--initial-advertise-peer-urls", peers[i], "--initial-cluster", cluster,
                     "--initial-cluster-state", "new", "--log-level", "error", "--logger", "zap"]
-            self.procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                               stderr=open(os.path.join(self.dir, f"m{i}.log"), "w")))
+            log = open(os.path.join(self.dir, f"m{i}.log"), "w")
+            if hosts:
+                self.procs.append(hosts.spawn(i, argv, dict(os.environ), subprocess.DEVNULL, log,
+                                              resident=True))
+            else:
+                self.procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log))
         deadline = time.time() + 30
         for i in range(MEMBERS):
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", base_port + i), timeout=1).close()
-                    break
-                except OSError:
-                    if time.time() > deadline or self.procs[i].poll() is not None:
-                        self.stop()
-                        sys.exit(f"etcd_bench: etcd member {i} did not start")
-                    time.sleep(0.1)
+            while not reachable(*self.addr[i], hosts):
+                if time.time() > deadline or self.procs[i].poll() is not None:
+                    self.stop()
+                    sys.exit(f"etcd_bench: etcd member {i} did not start")
+                time.sleep(0.1)
 
     def cpu(self):
         return sum(proc_cpu(p.pid) for p in self.procs)
@@ -94,7 +121,18 @@ def etcd_point(args, etcd, clients):
             "--ops-total", str(args.ops_total), "--keys", "1000", "--workload", args.workload,
             "--distribution", "zipf"]
     cpu0 = etcd.cpu() + curve.children_cpu()
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    if etcd.hosts:
+        # In the clients' host; its CPU is counted once it is reaped.
+        p = etcd.hosts.spawn(etcd.hosts.count - 1, argv, dict(os.environ), subprocess.PIPE,
+                             subprocess.PIPE)
+        try:
+            stdout, stderr = p.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            stdout, stderr = p.communicate()
+        out = subprocess.CompletedProcess(argv, p.returncode, stdout.decode(), stderr.decode())
+    else:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     cpu = etcd.cpu() + curve.children_cpu() - cpu0
     if out.returncode != 0:
         sys.exit(f"etcd_bench: the loader failed:\n{' '.join(argv)}\n{out.stdout}{out.stderr}")
@@ -113,16 +151,38 @@ def main():
     ap.add_argument("--workload", default="a", choices=["a", "b", "c"])
     ap.add_argument("--protocols", default="multipaxos,nopaxos")
     ap.add_argument("--etcd-port", type=int, default=23790)
+    ap.add_argument("--netns", action="store_true",
+                    help="replicas and members on simulated hosts (network namespaces; root, --transport ofi)")
     args = ap.parse_args()
     if not os.path.exists(LOADER) or shutil.which("etcd") is None:
         sys.exit("etcd_bench: etcd or the loader is missing: run bench/kv/install.sh")
+    if args.netns and args.transport != "ofi":
+        ap.error("--netns runs the ranks on separate (simulated) hosts: it needs --transport ofi")
+    hosts = None
+    if args.netns:
+        why = netns.unavailable()
+        if why:
+            sys.exit(f"etcd_bench: --netns: {why}")
+        netns.exit_on_signals()
+        hosts = netns.Hosts(MEMBERS + 1)
+        try:
+            hosts.__enter__()
+        except netns.Unavailable as e:
+            sys.exit(f"etcd_bench: --netns: {e}")
     load = os.getloadavg()
+    where = (f"across {MEMBERS + 1} network namespaces (replica and member i in {netns.SUBNET}.(i+1), "
+             f"the clients in {netns.SUBNET}.{MEMBERS + 1})" if hosts else "on one host")
     print(f"YCSB {args.workload.upper()} (zipf 0.99, 1000 keys, 64 B values), {args.ops_total} "
-          f"operations per point, 3 replicas; sluice-kv over {args.transport}; load average "
+          f"operations per point, 3 replicas {where}; sluice-kv over {args.transport}; load average "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"{'system':11} {'clients':>7} {'ops/s':>8} {'get p50':>8} {'get p99':>8} "
           f"{'put p50':>8} {'put p99':>8} {'ops/cpu-s':>10}")
-    etcd = Etcd(args.etcd_port)
+    try:
+        etcd = Etcd(args.etcd_port, hosts)
+    except BaseException:
+        if hosts:
+            hosts.__exit__(None, None, None)
+        raise
     try:
         for clients in [int(c) for c in args.clients.split(",")]:
             if clients < 2 or clients % 2:
@@ -131,7 +191,7 @@ def main():
             for protocol in args.protocols.split(","):
                 curve_args = argparse.Namespace(build=args.build, transport=args.transport,
                                                 ops_total=args.ops_total, workload=args.workload)
-                rows.append((protocol,) + curve.point(curve_args, protocol, 3, clients))
+                rows.append((protocol,) + curve.point(curve_args, protocol, 3, clients, hosts))
             rows.append(("etcd",) + etcd_point(args, etcd, clients))
             for name, tput, lat, cpu, total in rows:
                 g, p = lat.get("get", (0, 0)), lat.get("put", (0, 0))
@@ -142,6 +202,8 @@ def main():
                   flush=True)
     finally:
         etcd.stop()
+        if hosts:
+            hosts.__exit__(None, None, None)
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 

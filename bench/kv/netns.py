@@ -162,6 +162,7 @@ class Hosts:
         self._names = [f"{tag}-h{i}" for i in range(count)]
         self._created = []
         self._children = []
+        self._residents = set()  # pids of spawn(resident=True)
 
     def __enter__(self):
         try:
@@ -275,14 +276,17 @@ class Hosts:
         m = re.search(r"mtu (\d+)", r.stdout)
         return int(m.group(1)) if m else 0
 
-    def spawn(self, i, argv, env, stdout, stderr):
+    def spawn(self, i, argv, env, stdout, stderr, resident=False):
         """Starts argv in host i (`ip netns exec`, which execs the program in
         place: the pid is the program's), in its own session, killed if this
-        process dies."""
+        process dies. A resident process (a server that outlives jobs, such
+        as a peer system's member) is not one of leftovers()."""
         p = subprocess.Popen(["ip", "netns", "exec", self.name(i), *argv], env=env, stdin=subprocess.DEVNULL,
                              stdout=stdout, stderr=stderr, start_new_session=True,
                              preexec_fn=_die_with_parent)
         self._children.append(p)
+        if resident:
+            self._residents.add(p.pid)
         return p
 
     def kill_all(self):
@@ -302,11 +306,12 @@ class Hosts:
         self._children = [p for p in self._children if p.returncode is None]
 
     def leftovers(self):
-        """Pids still inside the hosts (after a job they should be none)."""
+        """Pids still inside the hosts but the residents' (after a job they
+        should be none)."""
         out = []
         for ns in self._created:
             r = _ip("netns", "pids", ns, check=False)
-            out += [int(p) for p in r.stdout.split() if p.isdigit()]
+            out += [int(p) for p in r.stdout.split() if p.isdigit() and int(p) not in self._residents]
         return out
 
     def destroy(self):
