@@ -251,18 +251,21 @@ TEST_F(NamHistoryTest, LongReadersReadOldVersionsFromTheOverflowArea) {
   EXPECT_EQ(si.exit_code, 0) << "the history must be valid under snapshot isolation\n" << si.output;
 }
 
-// Long read-only readers (begin_read_only: every list, 150 ms between
-// reads, so 450 ms each) among writers, with a recovery timeout of 300 ms.
-// A reader started with begin() would hold its next timestamp pending that
-// long, the writers would wait for it in begin() and, after 300 ms, recover
-// it as dead (and the run would fail: a fenced client). Parked, it holds no
+// Long read-only readers (begin_read_only: every list, 1 s between reads,
+// so 3 s each) among writers, with the default recovery timeout of 2 s. A
+// reader started with begin() would hold its next timestamp pending that
+// long, the writers would wait for it in begin() and, after 2 s, recover it
+// as dead (and the run would fail: a fenced client). Parked, it holds no
 // one back: nobody is recovered, every commit is in the history once, and
-// adya finds the history valid under snapshot isolation.
+// adya finds the history valid under snapshot isolation. (The readers
+// outlast the timeout by a second, and a writer has the 2 s every other
+// test has: with 300 ms and readers of 450 ms, a writer slowed by a loaded
+// CI machine was itself recovered.)
 TEST_F(NamHistoryTest, LongReadOnlyReadersHoldNoWriterBack) {
   const std::string h = record(
       {"--workload", "list-append", "--keys", "3", "--list-capacity", "256", "--versions", "2",
-       "--overflow-entries", "1024", "--long-read-percent", "10", "--long-read-think-us", "150000",
-       "--recovery-timeout-ms", "300", "--txns", txns(30, 15)},
+       "--overflow-entries", "1024", "--long-read-percent", "10", "--long-read-think-us", "1000000",
+       "--recovery-timeout-ms", "2000", "--txns", txns(30, 15)},
       4);
   EXPECT_EQ(last_recovered_, 0u) << "a writer was held back long enough to recover a reader";
   const Adya si = adya_check(h, "snapshot-isolation");
