@@ -302,7 +302,9 @@ void QueryWorker::receive(ExchangeId x, Sink* downstream) {
 void QueryWorker::add_local(LocalSource* source) { locals_.push_back(source); }
 
 void QueryWorker::fail(const std::string& why) {
-  if (error_.empty()) error_ = why;
+  if (!error_.empty()) return;
+  error_ = why;
+  failed_at_ = std::chrono::steady_clock::now();
 }
 
 void QueryWorker::note_sent(ExchangeId x, uint64_t rows) {
@@ -371,7 +373,8 @@ void QueryWorker::run() {
   for (auto& p : ports_) p->abort();
   driver_.reset();
   throw QueryError("worker " + std::to_string(slot_) + " of rank " + std::to_string(rt_.rank()) +
-                   ": " + error_);
+                       ": " + error_,
+                   failed_at_);
 }
 
 }  // namespace sluice::query

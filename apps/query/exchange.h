@@ -50,9 +50,15 @@
 namespace sluice::query {
 
 // A query that failed while running: a lost peer (what() names its rank),
-// a transport error, a timeout.
+// a transport error, a timeout. `when`: when the failure was first seen,
+// which comes before the throw (a worker aborts its ports first, and its
+// peers may fail of that abort and throw sooner): of several workers'
+// failures the earliest `when` is the cause, the others its echoes.
 struct QueryError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit QueryError(const std::string& what,
+                      std::chrono::steady_clock::time_point when = std::chrono::steady_clock::now())
+      : std::runtime_error(what), when(when) {}
+  std::chrono::steady_clock::time_point when;
 };
 
 enum class ExchangeKind : uint8_t { kShuffle, kBroadcast, kGather };
@@ -162,6 +168,7 @@ class QueryWorker {
   uint64_t sent_total_ = 0;
   std::chrono::steady_clock::time_point start_;
   std::string error_;
+  std::chrono::steady_clock::time_point failed_at_;  // when error_ was set
 };
 
 // The record width class a row of `packed_bytes` travels in.

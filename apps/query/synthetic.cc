@@ -149,6 +149,9 @@ SyntheticResult run_synthetic(sluice::Cluster& cluster, const SyntheticConfig& c
         r.rows_shuffled_1 = w.stats(s1).rows_received;
         r.rows_shuffled_2 = w.stats(s2).rows_received;
         r.bytes_moved = w.stats(s1).bytes_received + w.stats(s2).bytes_received;
+      } catch (const QueryError& e) {
+        r.error = e.what();
+        per[t].failed_at = e.when;
       } catch (const std::exception& e) {
         r.error = e.what();
         per[t].failed_at = std::chrono::steady_clock::now();

@@ -379,6 +379,9 @@ TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
         per[t].seconds = since(t0);
         for (ExchangeId x : ids) per[t].stats.push_back(w.stats(x));
         if (plan->out) result.rows = plan->out->rows();
+      } catch (const QueryError& e) {
+        per[t].error = e.what();
+        per[t].failed_at = e.when;
       } catch (const std::exception& e) {
         per[t].error = e.what();
         per[t].failed_at = std::chrono::steady_clock::now();
