@@ -1,0 +1,463 @@
+// ClusterImpl's flows: declaring a flow (agreeing on it through the
+// registry, sizing and mapping its rings, preparing its ofi endpoints) and
+// destroying it; the ordered flows' sequencers.
+#include "cluster_impl.h"
+
+namespace sluice::detail {
+
+namespace {
+
+// The ring of an ordered Bandwidth flow with a target on another host,
+// unless the spec sets ring_segments (see declare()): at least this many
+// bytes of segments (so runs of half of it), 16 to 64 segments.
+constexpr uint64_t kOrderedRemoteRingBytes = 512 * 1024;
+constexpr uint32_t kOrderedRemoteRingMaxSegments = 64;
+
+uint32_t ordered_remote_ring_segments(uint32_t segment_bytes, uint32_t otherwise) {
+  const uint64_t want = (kOrderedRemoteRingBytes + segment_bytes - 1) / segment_bytes;
+  return static_cast<uint32_t>(
+      std::clamp<uint64_t>(want, otherwise, std::max(otherwise, kOrderedRemoteRingMaxSegments)));
+}
+
+}  // namespace
+
+const std::string& ClusterImpl::host_of(uint32_t rank) {
+  if (rank == boot.rank) return host_id;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = host_ids.find(rank); it != host_ids.end()) return it->second;
+  }
+  std::string id = client->get("host/" + std::to_string(rank), setup_deadline(), rank);
+  std::lock_guard<std::mutex> lock(mu);
+  return host_ids.emplace(rank, std::move(id)).first->second;
+}
+
+Transport ClusterImpl::transport_between(uint32_t a, uint32_t b, const std::string& what) {
+  const bool same_host = host_of(a) == host_of(b);
+  if (!same_host && options.transport == Transport::kShm) {
+    throw Error(ErrorCode::kInvalidArgument,
+                what + ": ranks " + std::to_string(a) + " and " + std::to_string(b) +
+                    " are on different hosts, but transport = shm (SLUICE_TRANSPORT=shm) allows only one host; "
+                    "use auto or ofi");
+  }
+  return options.transport == Transport::kOfi || !same_host ? Transport::kOfi : Transport::kShm;
+}
+
+void ClusterImpl::declare(const FlowSpec& spec) {
+  spec.validate();
+  const uint32_t me = boot.rank;
+  std::set<uint32_t> participants;
+  for (const Endpoint& e : spec.sources) participants.insert(e.rank);
+  for (const Endpoint& e : spec.targets) participants.insert(e.rank);
+  for (uint32_t r : participants) {
+    if (r >= boot.world_size) {
+      throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' names rank " + std::to_string(r) +
+                                                   " but the job has " + std::to_string(boot.world_size) + " ranks");
+    }
+  }
+  if (participants.count(me) == 0) {
+    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(me) + " declares flow '" + spec.name +
+                                                 "' but is none of its sources or targets");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (flows.count(spec.name) != 0) {
+      throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' is already declared on this rank");
+    }
+    flows[spec.name] = nullptr;  // reserve the name while we talk to the registry
+  }
+  bool agreed = false;
+  try {
+    // The transport setting decides each pair's transport on both sides:
+    // participants must agree on it as on the spec itself.
+    client->declare_flow(spec.name, spec.canonical() + "transport=" + to_string(options.transport) + "\n",
+                         {participants.begin(), participants.end()}, setup_deadline());
+    agreed = true;
+
+    auto fs = std::make_unique<FlowState>();
+    fs->ctx.spec = spec;
+    fs->liveness = std::make_unique<control::PinnedLiveness>(client->peers());
+    fs->ctx.liveness = fs->liveness.get();
+    // What a segment holds is segment_bytes, whatever padding the stride has:
+    // one record limit (FlowSpec::max_record_bytes), stated and enforced.
+    fs->ctx.payload_bytes = spec.effective_segment_bytes();
+    for (uint32_t r = 0; r < boot.world_size; ++r) fs->ctx.hosts.push_back(client->peers().host(r));
+    fs->source_open.assign(spec.sources.size(), false);
+    fs->target_open.assign(spec.targets.size(), false);
+
+    // The transport of every (source, target) pair: shm within a host, ofi
+    // across hosts, or as options.transport pins it.
+    uint32_t ranks_here = 0;
+    for (uint32_t r : participants) ranks_here += host_of(r) == host_id;
+    const size_t nt = spec.targets.size();
+    fs->pair_remote.assign(spec.sources.size() * nt, false);
+    for (uint32_t s = 0; s < spec.sources.size(); ++s) {
+      for (uint32_t t = 0; t < nt; ++t) {
+        const uint32_t sr = spec.sources[s].rank, tr = spec.targets[t].rank;
+        if (sr != me && tr != me) continue;
+        fs->pair_remote[size_t{s} * nt + t] = transport_between(sr, tr, "flow '" + spec.name + "'") == Transport::kOfi;
+      }
+    }
+    // An ordered flow's source numbers a run of half its ring with one
+    // remote fetch-and-add as it hands the run to the provider
+    // (ReplicateSource::number_pending): with a target on another host, and
+    // no ring size asked for, the ring holds at least 512 KiB (64 segments of
+    // the default 8 KiB, not 16), so that a run takes longer to send than
+    // its fetch-and-add takes to come back (over tcp, 1x1, 64 B records: 0.9
+    // of unordered instead of 0.46; docs/benchmarks.md). Every rank decides
+    // alike: the hosts and the transport setting are the job's.
+    fs->ctx.ring_segments = spec.effective_ring_segments();
+    if (spec.ordered && spec.ring_segments == 0 && spec.optimize == Optimize::kBandwidth) {
+      bool any_remote = false;
+      for (const Endpoint& src : spec.sources) {
+        for (const Endpoint& dst : spec.targets) {
+          any_remote |= transport_between(src.rank, dst.rank, "flow '" + spec.name + "'") == Transport::kOfi;
+        }
+      }
+      if (any_remote) {
+        fs->ctx.ring_segments =
+            ordered_remote_ring_segments(spec.effective_segment_bytes(), fs->ctx.ring_segments);
+      }
+    }
+    fs->ring_geometry = layout::Geometry::make(1, 1, fs->ctx.ring_segments, spec.effective_segment_bytes());
+    // Spinning only pays when every busy thread has a CPU of its own. A
+    // Bandwidth flow leaves one CPU over for everything else (control
+    // threads, the kernel); a Latency flow asked for the shortest round
+    // trip, and a consumer that yields or parks on a miss adds a system
+    // call to every one: it spins as long as each busy thread has a CPU.
+    const uint64_t cpus = std::max(1u, std::thread::hardware_concurrency());
+    const uint64_t busy = uint64_t{ranks_here} * options.threads_per_rank;
+    const bool spin = spec.optimize == Optimize::kLatency ? busy <= cpus : busy < cpus;
+    fs->ctx.spin_iterations = options.spin_iterations >= 0
+                                  ? static_cast<uint32_t>(options.spin_iterations)
+                              : spin ? 4000u
+                                     : 0u;
+
+    std::map<uint32_t, std::vector<uint32_t>> targets_by_rank;
+    fs->local_index.resize(nt);
+    for (uint32_t t = 0; t < nt; ++t) {
+      auto& list = targets_by_rank[spec.targets[t].rank];
+      fs->local_index[t] = static_cast<uint32_t>(list.size());
+      list.push_back(t);
+    }
+    for (const auto& [rank, list] : targets_by_rank) {
+      const layout::Geometry g = layout::Geometry::make(static_cast<uint32_t>(list.size()),
+                                                        static_cast<uint32_t>(spec.sources.size()),
+                                                        fs->ctx.ring_segments, spec.effective_segment_bytes());
+      if (g.total_bytes == layout::Geometry::kTooLarge) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    "flow '" + spec.name + "': the rings of rank " + std::to_string(rank) + " (" +
+                        std::to_string(list.size()) + " targets x " + std::to_string(spec.sources.size()) +
+                        " sources x " + std::to_string(fs->ctx.ring_segments) + " segments of " +
+                        std::to_string(spec.effective_segment_bytes()) +
+                        " bytes) exceed 2^64 bytes; lower ring_segments or segment_bytes");
+      }
+      fs->geometry[rank] = g;
+    }
+    if (auto it = targets_by_rank.find(me); it != targets_by_rank.end()) {
+      const layout::Geometry& g = fs->geometry[me];
+      fs->own = SharedRegion::create(spec.name, g.total_bytes);
+      init_region(fs->own.data(), g, it->second);
+      client->put("flow/" + spec.name + "/shm/" + std::to_string(me),
+                  std::to_string(::getpid()) + " " + std::to_string(fs->own.fd()) + " " +
+                      std::to_string(g.total_bytes) + " " + std::to_string(fs->own.nonce()) + " " + host_id);
+      log::info("flow '", spec.name, "': ", it->second.size(), " target(s) here, ", spec.sources.size(),
+                " source(s), ", g.total_bytes, " bytes of rings");
+    }
+    // Sources map the regions of the target ranks they reach over shm.
+    std::set<uint32_t> shm_ranks;
+    for (uint32_t s = 0; s < spec.sources.size(); ++s) {
+      if (spec.sources[s].rank != me) continue;
+      for (uint32_t t = 0; t < nt; ++t) {
+        if (!fs->remote(s, t)) shm_ranks.insert(spec.targets[t].rank);
+      }
+    }
+    map_regions(*fs, {shm_ranks.begin(), shm_ranks.end()});
+    setup_ofi(*fs);
+    if (spec.ordered && spec.targets[0].rank == me) {
+      fs->sequencer = std::make_unique<RegionOwner>("flow:" + spec.name + ":sequencer", 64, regions_use_ofi(),
+                                                    ofi_config, host_id);
+      client->put("flow/" + spec.name + "/sequencer", fs->sequencer->descriptor());
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    flows[spec.name] = std::move(fs);
+  } catch (...) {
+    if (agreed) {
+      // Withdraw at once, so that the other participants' destroy() need not
+      // wait for a rank that will never hold the flow.
+      try {
+        client->undeclare_flow(spec.name, Clock::now() + std::chrono::milliseconds(1));
+      } catch (const Error&) {  // a timeout, as expected: the withdrawal counts
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    flows.erase(spec.name);
+    throw;
+  }
+}
+
+std::unique_ptr<FlowState> ClusterImpl::take_flow(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = flows.find(name);
+  SLUICE_CHECK(it != flows.end() && it->second != nullptr, "flow '" + name + "' has a handle but no state");
+  if (const uint32_t open = it->second->ctx.open_cores.n.load(std::memory_order_relaxed); open != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "flow '" + name + "' cannot be destroyed on rank " + std::to_string(boot.rank) + ": " +
+                    std::to_string(open) + " of its sources/targets are still open here; destroy them first");
+  }
+  // The name stays reserved (null) until the registry has let go of it.
+  return std::move(it->second);
+}
+
+void ClusterImpl::destroy_flow(const std::string& name, std::unique_ptr<FlowState> fs, Deadline deadline) {
+  // Collective: this rank's memory goes only once no participant can touch
+  // it, and the registry erases the flow's keys before anyone returns.
+  std::exception_ptr failure;
+  try {
+    client->undeclare_flow(name, deadline);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  fs.reset();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    flows.erase(name);
+  }
+  log::info("flow '", name, "' destroyed", failure ? " (not confirmed by every participant)" : "");
+  if (failure) std::rethrow_exception(failure);
+}
+
+void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target_ranks) {
+  const std::string& name = fs.ctx.spec.name;
+  for (uint32_t rank : target_ranks) {
+    if (rank == boot.rank) continue;
+    std::string desc = client->get("flow/" + name + "/shm/" + std::to_string(rank), setup_deadline(), rank);
+    std::istringstream in(desc);
+    long long pid = 0, fd = -1;
+    unsigned long long bytes = 0, nonce = 0;
+    std::string their_host;
+    if (!(in >> pid >> fd >> bytes >> nonce >> their_host) || pid <= 0 || fd < 0) {
+      throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
+                                            " published a malformed ring descriptor '" + desc + "'");
+    }
+    const layout::Geometry& g = fs.geometry[rank];
+    if (bytes != g.total_bytes) {
+      throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) + "'s rings have " +
+                                            std::to_string(bytes) + " bytes, expected " +
+                                            std::to_string(g.total_bytes));
+    }
+    SharedRegion region;
+    try {
+      region = SharedRegion::open_peer(static_cast<pid_t>(pid), static_cast<int>(fd), bytes, nonce);
+    } catch (const Error&) {
+      // The usual cause: that rank has exited (it may have failed in its own
+      // declare). Say so as a lost peer once the registry confirms it.
+      const detail::Liveness& peers = *fs.ctx.liveness;
+      for (const auto until = Clock::now() + options.peer_timeout; Clock::now() < until;) {
+        if (peers.registry_lost() || !peers.alive(rank)) {
+          throw PeerLostError(rank, "flow '" + name + "': " + peers.describe(rank) +
+                                        " before this rank could map its rings");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      throw;
+    }
+    const auto* hdr = reinterpret_cast<const layout::RegionHeader*>(region.data());
+    if (hdr->magic != layout::kRegionMagic || hdr->version != layout::kLayoutVersion ||
+        hdr->local_targets != g.local_targets || hdr->sources != g.sources || hdr->ring_segments != g.ring_segments ||
+        hdr->segment_stride != g.segment_stride || hdr->total_bytes != g.total_bytes) {
+      throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
+                                            "'s ring region has an unexpected header (different sluice version?)");
+    }
+    log::info("flow '", name, "': rank ", rank, " is on this host: shm (mapped ", bytes, " bytes of pid ", pid, ")");
+    fs.peer.emplace(rank, std::move(region));
+  }
+}
+
+// Creates this rank's ofi endpoints for the flow, publishes their addresses
+// and keys, and reads those of the peers they talk to.
+void ClusterImpl::setup_ofi(FlowState& fs) {
+  const FlowSpec& spec = fs.ctx.spec;
+  const uint32_t me = boot.rank;
+  const size_t ns = spec.sources.size(), nt = spec.targets.size();
+  const layout::Geometry& rg = fs.ring_geometry;
+  const std::string prefix = "flow/" + spec.name + "/ofi/";
+  auto any_remote = [&](bool as_source, uint32_t index) {
+    for (uint32_t o = 0; o < (as_source ? nt : ns); ++o) {
+      if (as_source ? fs.remote(index, o) : fs.remote(o, index)) return true;
+    }
+    return false;
+  };
+  for (uint32_t t = 0; t < nt; ++t) {
+    if (spec.targets[t].rank != me || !any_remote(false, t)) continue;
+    auto ot = std::make_unique<OfiTarget>();
+    ot->ep = std::make_unique<ofi::Endpoint>(ofi_config);
+    const layout::Geometry& g = fs.geometry[me];
+    // Each remote source may write only the segments of its own ring: one
+    // registration (and key) per source, ring headers never exposed.
+    ot->ring_mrs.resize(ns);
+    for (uint32_t s = 0; s < ns; ++s) {
+      if (!fs.remote(s, t)) continue;
+      std::byte* segments = fs.own.data() + g.ring_offset(fs.local_index[t], s) + sizeof(layout::RingHeader);
+      ot->ring_mrs[s] = ot->ep->register_memory(segments, size_t{g.ring_segments} * g.segment_stride,
+                                                FI_REMOTE_WRITE | FI_RECV);
+    }
+    // Registered buffers belong to the endpoint: an abandoned one keeps them
+    // (a NIC may still write into them), a closed one frees them after.
+    ot->outbox = ot->ep->allocate_array<uint64_t>(ns);
+    ot->outbox_mr = ot->ep->register_memory(ot->outbox, ns * sizeof(uint64_t), FI_WRITE | FI_SEND);
+    ot->control = ot->ep->allocate_array<uint64_t>(ns + 2);
+    ot->control_mr = ot->ep->register_memory(ot->control, (ns + 2) * sizeof(uint64_t), FI_SEND | FI_RECV);
+    for (uint32_t s = 0; s < ns; ++s) {
+      if (!fs.remote(s, t)) continue;
+      client->put(prefix + "t/" + std::to_string(t) + "/" + std::to_string(s),
+                  to_hex(ot->ep->address()) + " " + (ot->ep->rma() ? "rma" : "msg") + " " +
+                      std::to_string(ot->ring_mrs[s].key) + " " + std::to_string(ot->ring_mrs[s].base));
+    }
+    log::info("flow '", spec.name, "' target ", t, ": ofi endpoint on ", ot->ep->provider_name(), " via ",
+              ofi_config.node.empty() ? "any interface" : ofi_config.node, ", ", ot->ep->rma() ? "RMA" : "messages");
+    fs.ofi_targets[t] = std::move(ot);
+  }
+  for (uint32_t s = 0; s < ns; ++s) {
+    if (spec.sources[s].rank != me || !any_remote(true, s)) continue;
+    auto os = std::make_unique<OfiSource>();
+    os->ep = std::make_unique<ofi::Endpoint>(ofi_config);
+    os->staging_bytes = nt * rg.ring_stride;
+    os->staging = os->ep->allocate(os->staging_bytes);
+    os->staging_mr = os->ep->register_memory(os->staging, os->staging_bytes, FI_WRITE | FI_SEND);
+    os->credits = os->ep->allocate_array<uint64_t>(nt);
+    os->credits_mr = os->ep->register_memory(os->credits, nt * sizeof(uint64_t), FI_REMOTE_WRITE | FI_RECV);
+    os->control = os->ep->allocate_array<uint64_t>(nt + 1);
+    os->control_mr = os->ep->register_memory(os->control, (nt + 1) * sizeof(uint64_t), FI_SEND | FI_RECV);
+    client->put(prefix + "s/" + std::to_string(s), to_hex(os->ep->address()) + " " + (os->ep->rma() ? "rma" : "msg") +
+                                                       " " + std::to_string(os->credits_mr.key) + " " +
+                                                       std::to_string(os->credits_mr.base));
+    log::info("flow '", spec.name, "' source ", s, ": ofi endpoint on ", os->ep->provider_name(), ", ",
+              os->ep->rma() ? "RMA" : "messages");
+    fs.ofi_sources[s] = std::move(os);
+  }
+  // A descriptor: hex address, data path, key, base. Everything in it comes
+  // from a peer, so it is checked before use.
+  auto fetch = [&](const std::string& key, const std::string& path, uint32_t owner,
+                   ofi::Endpoint& ep, fi_addr_t* peer, uint64_t* mr_key, uint64_t* base) {
+    const std::string desc = client->get(prefix + key, setup_deadline(), owner);
+    std::istringstream in(desc);
+    std::string hex, mode, addr;
+    unsigned long long k = 0, b = 0;
+    if (!(in >> hex >> mode >> k >> b) || !from_hex(hex, &addr) || addr.empty()) {
+      throw Error(ErrorCode::kProtocol, "flow '" + spec.name + "': rank " + std::to_string(owner) +
+                                            " published a malformed ofi descriptor for " + key);
+    }
+    if (mode != (ep.rma() ? "rma" : "msg")) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "flow '" + spec.name + "': rank " + std::to_string(owner) + " moves segments by " +
+                      (mode == "rma" ? "RMA" : "messages") + " but rank " + std::to_string(me) + " by " +
+                      (ep.rma() ? "RMA" : "messages") + "; give every rank the same SLUICE_OFI_RMA and provider");
+    }
+    *peer = ep.insert(addr);
+    *mr_key = k;
+    *base = b;
+    // The path this pair of endpoints takes, once per pair (SLUICE_LOG=info).
+    if (log::level() >= log::Level::kInfo) {
+      const std::string host = client->peers().host(owner);
+      log::info("flow '", spec.name, "' ", path, " (rank ", owner,
+                host.empty() ? "" : " on " + host, "): ofi ", ep.provider_name(), ", ",
+                ep.rma() ? "RMA" : "messages", ", peer at ", ep.address_text(addr));
+    }
+  };
+  for (auto& [s, os] : fs.ofi_sources) {
+    std::vector<OutRingRef>& outs = fs.remote_out[s];
+    outs.resize(nt);
+    for (uint32_t t = 0; t < nt; ++t) {
+      if (!fs.remote(s, t)) continue;
+      OutRingRef& r = outs[t];
+      r.remote = true;
+      r.ring = layout::RingView(os->staging + t * rg.ring_stride, rg.ring_segments, rg.segment_stride);
+      uint64_t base = 0;
+      fetch("t/" + std::to_string(t) + "/" + std::to_string(s),
+            "source " + std::to_string(s) + " -> target " + std::to_string(t), spec.targets[t].rank,
+            *os->ep, &r.peer, &r.ring_key, &base);
+      r.ring_addr = base;  // segment 0 of our ring: all the target registered for us
+    }
+  }
+  for (auto& [t, ot] : fs.ofi_targets) {
+    std::vector<InRingRef>& ins = fs.remote_in[t];
+    ins.resize(ns);
+    for (uint32_t s = 0; s < ns; ++s) {
+      if (!fs.remote(s, t)) continue;
+      InRingRef& r = ins[s];
+      r.remote = true;
+      uint64_t base = 0;
+      fetch("s/" + std::to_string(s),
+            "target " + std::to_string(t) + " <- source " + std::to_string(s), spec.sources[s].rank,
+            *ot->ep, &r.peer, &r.credit_key, &base);
+      r.credit_addr = base + t * sizeof(uint64_t);
+    }
+  }
+  // Every connection now, while every participant is in declare().
+  OfiWiring wiring;
+  for (auto& [s, os] : fs.ofi_sources) {
+    OfiWiring::Side side{s, os->ep.get(), os->control, os->control_mr.desc, {}, nullptr};
+    for (uint32_t t = 0; t < nt; ++t) {
+      if (fs.remote(s, t)) side.peers.emplace_back(t, fs.remote_out[s][t].peer);
+    }
+    wiring.sources.push_back(std::move(side));
+  }
+  for (auto& [t, ot] : fs.ofi_targets) {
+    OfiWiring::Side side{t, ot->ep.get(), ot->control, ot->control_mr.desc, {}, &ot->backlog};
+    for (uint32_t s = 0; s < ns; ++s) {
+      if (fs.remote(s, t)) side.peers.emplace_back(s, fs.remote_in[t][s].peer);
+    }
+    wiring.targets.push_back(std::move(side));
+  }
+  wire_up(fs.ctx, wiring, setup_deadline());
+}
+
+namespace {
+
+// An ordered flow's sequencer as one core uses it: its own handle to the
+// counter region.
+class RegionSequencer final : public Sequencer {
+ public:
+  RegionSequencer(std::unique_ptr<RegionAccess> counter, const control::PeerTable* peers,
+                  uint32_t owner)
+      : counter_(std::move(counter)),
+        peers_(peers),
+        owner_(owner),
+        incarnation_(peers->incarnation(owner)) {}
+  Status take(uint64_t count, uint64_t* first, std::string* error) override {
+    return op(count, first, error);
+  }
+  Status taken(uint64_t* count, std::string* error) override { return op(0, count, error); }
+
+ private:
+  Status op(uint64_t delta, uint64_t* out, std::string* error) {
+    // The same on every transport: a lost owner ends the sequencer. (Over
+    // shm its memory would outlive it in our mapping; over ofi it goes.)
+    if (peers_->registry_lost() || !peers_->alive_as(owner_, incarnation_)) {
+      *error = "the sequencer's owner is gone: " + peers_->describe_as(owner_, incarnation_);
+      return Status::kPeerLost;
+    }
+    Status s = counter_->fetch_add(0, delta, out, kForever);
+    if (s != Status::kOk) *error = counter_->error();
+    return s;
+  }
+  std::unique_ptr<RegionAccess> counter_;
+  const control::PeerTable* peers_;
+  uint32_t owner_;
+  uint32_t incarnation_;  // the owner's when the sequencer was opened
+};
+
+}  // namespace
+
+std::unique_ptr<Sequencer> open_sequencer(ClusterImpl& impl, const FlowSpec& spec) {
+  if (!spec.ordered) return nullptr;
+  const uint32_t owner = spec.targets[0].rank;
+  return std::make_unique<RegionSequencer>(impl.open_region("flow/" + spec.name + "/sequencer",
+                                                            "flow:" + spec.name + ":sequencer", owner,
+                                                            impl.setup_deadline()),
+                                           &impl.client->peers(), owner);
+}
+
+
+}  // namespace sluice::detail

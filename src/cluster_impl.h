@@ -1,0 +1,132 @@
+// The Cluster's state (ClusterImpl) and a flow's as this process holds it
+// (FlowState): shared by cluster.cc (the public Cluster API: joining,
+// membership, regions, barriers) and cluster_flows.cc (declaring flows and
+// wiring them to the shm and ofi transports).
+#pragma once
+
+#include "sluice/cluster.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "common/check.h"
+#include "common/hex.h"
+#include "common/log.h"
+#include "control/bootstrap.h"
+#include "control/registry_client.h"
+#include "control/signal_report.h"
+#include "flow/endpoint_counters.h"
+#include "flow/flow_core.h"
+#include "flow/layout.h"
+#include "memory/region.h"
+#include "transport/ofi/ofi.h"
+#include "transport/shm/region.h"
+
+namespace sluice::detail {
+
+// What a destroyed region's registry entry says instead of its descriptor:
+// openers fail at once rather than wait for an owner that is done with it.
+// Its fd numbers and keys are gone from the registry; the few bytes stay
+// until the name is exposed again.
+inline constexpr const char* kRegionDestroyed = "destroyed";
+
+// A flow as this process holds it.
+struct FlowState {
+  FlowContext ctx;
+  layout::Geometry ring_geometry;  // stride and ring size (the same for every rank)
+  // For each target index: its position among the targets on its rank.
+  std::vector<uint32_t> local_index;
+  // pair_remote[s * targets + t]: source s reaches target t over ofi.
+  std::vector<bool> pair_remote;
+  // Memory this rank owns (its targets' rings), if it hosts any target.
+  SharedRegion own;
+  // Regions of target ranks mapped for this rank's sources over shm.
+  std::map<uint32_t, SharedRegion> peer;
+  std::map<uint32_t, layout::Geometry> geometry;
+  // ofi: endpoints prepared at declare, handed to the core at open.
+  std::map<uint32_t, std::unique_ptr<OfiSource>> ofi_sources;
+  std::map<uint32_t, std::unique_ptr<OfiTarget>> ofi_targets;
+  std::map<uint32_t, std::vector<OutRingRef>> remote_out;  // [source][target]: filled for remote targets
+  std::map<uint32_t, std::vector<InRingRef>> remote_in;    // [target][source]: filled for remote sources
+  // Ordered flows, on the first target's rank: the sequencer's counter.
+  std::unique_ptr<RegionOwner> sequencer;
+  // The peers as the flow sees them: each rank's incarnation at declare
+  // (ctx.liveness). A rank that died is lost to the flow even once it rejoins.
+  std::unique_ptr<control::PinnedLiveness> liveness;
+  std::vector<bool> source_open;
+  std::vector<bool> target_open;
+
+  bool remote(uint32_t s, uint32_t t) const { return pair_remote[size_t{s} * ctx.spec.targets.size() + t]; }
+  std::byte* region_of(uint32_t rank, uint32_t me) {
+    if (rank == me) return own.data();
+    auto it = peer.find(rank);
+    return it == peer.end() ? nullptr : it->second.data();
+  }
+};
+
+class ClusterImpl {
+ public:
+  ClusterOptions options;
+  control::BootstrapInfo boot;
+  std::unique_ptr<control::RegistryClient> client;
+  std::string host_id;
+  ofi::Config ofi_config;
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<FlowState>> flows;
+  std::map<uint32_t, std::string> host_ids;  // cache of other ranks' host identities
+  std::set<std::string> exposed;             // names of regions this rank exposed
+  int regions_over_ofi = -1;                 // -1: not yet decided
+
+  // Regions go over ofi for every rank unless every rank shares this host.
+  bool regions_use_ofi() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (regions_over_ofi >= 0) return regions_over_ofi == 1;
+    }
+    bool ofi = options.transport == Transport::kOfi;
+    for (uint32_t r = 0; r < boot.world_size && !ofi; ++r) ofi = host_of(r) != host_id;
+    std::lock_guard<std::mutex> lock(mu);
+    regions_over_ofi = ofi ? 1 : 0;
+    return ofi;
+  }
+  std::unique_ptr<RegionAccess> open_region(const std::string& key, const std::string& name, uint32_t owner,
+                                            Deadline deadline) {
+    const std::string desc = client->get(key, deadline, owner);
+    if (desc == kRegionDestroyed) {
+      throw Error(ErrorCode::kInvalidArgument, "region '" + name + "' of rank " + std::to_string(owner) +
+                                                   " was destroyed by its owner; it can be opened again once the "
+                                                   "owner exposes it anew");
+    }
+    return RegionAccess::open(name, owner, desc, host_id, ofi_config, &client->peers());
+  }
+
+  Deadline setup_deadline() const { return Clock::now() + options.setup_timeout; }
+
+  void declare(const FlowSpec& spec);
+  // DeclaredFlow::destroy() in two steps: take the flow's state (throws if
+  // cores of it are open; nothing changes then), then withdraw it from the
+  // registry, free it and release the name.
+  std::unique_ptr<FlowState> take_flow(const std::string& name);
+  void destroy_flow(const std::string& name, std::unique_ptr<FlowState> fs, Deadline deadline);
+  const std::string& host_of(uint32_t rank);
+  // The transport between ranks a and b (kShm or kOfi); `what` names the
+  // caller's object in the error when transport is kShm across hosts.
+  Transport transport_between(uint32_t a, uint32_t b, const std::string& what);
+  void map_regions(FlowState& fs, const std::vector<uint32_t>& target_ranks);
+  void setup_ofi(FlowState& fs);
+};
+
+// An ordered flow's sequencer as one core uses it (nullptr for an unordered
+// flow): its own handle to the counter region on the first target's rank.
+std::unique_ptr<Sequencer> open_sequencer(ClusterImpl& impl, const FlowSpec& spec);
+
+}  // namespace sluice::detail
