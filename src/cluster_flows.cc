@@ -5,22 +5,6 @@
 
 namespace sluice::detail {
 
-namespace {
-
-// The ring of an ordered Bandwidth flow with a target on another host,
-// unless the spec sets ring_segments (see declare()): at least this many
-// bytes of segments (so runs of half of it), 16 to 64 segments.
-constexpr uint64_t kOrderedRemoteRingBytes = 512 * 1024;
-constexpr uint32_t kOrderedRemoteRingMaxSegments = 64;
-
-uint32_t ordered_remote_ring_segments(uint32_t segment_bytes, uint32_t otherwise) {
-  const uint64_t want = (kOrderedRemoteRingBytes + segment_bytes - 1) / segment_bytes;
-  return static_cast<uint32_t>(
-      std::clamp<uint64_t>(want, otherwise, std::max(otherwise, kOrderedRemoteRingMaxSegments)));
-}
-
-}  // namespace
-
 const std::string& ClusterImpl::host_of(uint32_t rank) {
   if (rank == boot.rank) return host_id;
   {
@@ -98,27 +82,15 @@ void ClusterImpl::declare(const FlowSpec& spec) {
         fs->pair_remote[size_t{s} * nt + t] = transport_between(sr, tr, "flow '" + spec.name + "'") == Transport::kOfi;
       }
     }
-    // An ordered flow's source numbers a run of half its ring with one
-    // remote fetch-and-add as it hands the run to the provider
-    // (ReplicateSource::number_pending): with a target on another host, and
-    // no ring size asked for, the ring holds at least 512 KiB (64 segments of
-    // the default 8 KiB, not 16), so that a run takes longer to send than
-    // its fetch-and-add takes to come back (over tcp, 1x1, 64 B records: 0.9
-    // of unordered instead of 0.46; docs/benchmarks.md). Every rank decides
-    // alike: the hosts and the transport setting are the job's.
-    fs->ctx.ring_segments = spec.effective_ring_segments();
-    if (spec.ordered && spec.ring_segments == 0 && spec.optimize == Optimize::kBandwidth) {
-      bool any_remote = false;
-      for (const Endpoint& src : spec.sources) {
-        for (const Endpoint& dst : spec.targets) {
-          any_remote |= transport_between(src.rank, dst.rank, "flow '" + spec.name + "'") == Transport::kOfi;
-        }
-      }
-      if (any_remote) {
-        fs->ctx.ring_segments =
-            ordered_remote_ring_segments(spec.effective_segment_bytes(), fs->ctx.ring_segments);
+    // An ordered flow over ofi gets a longer ring by default (FlowSpec).
+    // Every rank decides alike: the hosts and the transport setting are the job's.
+    bool over_ofi = false;
+    for (const Endpoint& src : spec.sources) {
+      for (const Endpoint& dst : spec.targets) {
+        over_ofi |= transport_between(src.rank, dst.rank, "flow '" + spec.name + "'") == Transport::kOfi;
       }
     }
+    fs->ctx.ring_segments = spec.effective_ring_segments(over_ofi);
     fs->ring_geometry = layout::Geometry::make(1, 1, fs->ctx.ring_segments, spec.effective_segment_bytes());
     // Spinning only pays when every busy thread has a CPU of its own. A
     // Bandwidth flow leaves one CPU over for everything else (control

@@ -649,13 +649,13 @@ void run_sweep(const Sweep& sw, uint32_t repeats, Progress* prog, SweepData* dat
 std::pair<uint32_t, uint32_t> flow_geometry(const Sweep& sw, const std::string& mode, uint32_t size) {
   if (mode == "latency") return {(size + 7) / 8 * 8, 64};
   const uint32_t segment = perf::segment_bytes_for(sw.segment_bytes, size);
-  // An ordered flow over ofi holds 512 KiB by default (FlowSpec::ring_segments).
-  // (The ordered flow's segment is 8 bytes longer: its sequence number.)
-  uint32_t ring = sw.ring_segments != 0 ? sw.ring_segments : 16;
-  if (sw.ring_segments == 0 && mode == "replicate_ordered" && sw.transport == "ofi") {
-    ring = std::clamp<uint32_t>((512 * 1024 + segment + 8 - 1) / (segment + 8), 16, 64);
-  }
-  return {segment, ring};
+  // The flow's own default, as the mode's spec asks it (an ordered flow's
+  // segment is 8 bytes longer: its sequence number).
+  FlowSpec spec;
+  spec.ordered = mode == "replicate_ordered";
+  spec.segment_bytes = segment + (spec.ordered ? 8 : 0);
+  spec.ring_segments = sw.ring_segments;
+  return {segment, spec.effective_ring_segments(sw.transport == "ofi")};
 }
 
 std::vector<Point> points_of(const Sweep& sw, const SweepData& data) {

@@ -115,6 +115,9 @@ struct FlowSpec {
   // Payload bytes per segment after defaults are applied.
   uint32_t effective_segment_bytes() const;
   uint32_t effective_ring_segments() const;
+  // The same, for a flow of which some (source, target) pair goes over ofi:
+  // an ordered Bandwidth flow's default ring then holds at least 512 KiB.
+  uint32_t effective_ring_segments(bool over_ofi) const;
   uint32_t effective_gap_timeout_ms() const { return gap_timeout_ms != 0 ? gap_timeout_ms : 2000; }
   // Bytes at the start of every segment's payload that carry its sequence
   // number (ordered replicate flows: 8, or the record alignment if that is

@@ -1,4 +1,5 @@
 // FlowSpec: validation, defaults and the canonical text participants compare.
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -11,6 +12,10 @@ namespace {
 constexpr uint32_t kDefaultSegmentBytes = 8192;
 constexpr uint32_t kDefaultRingSegments = 16;
 constexpr uint32_t kDefaultLatencyRingSegments = 64;
+// An ordered Bandwidth flow over ofi: at least this much ring, at most this
+// many segments (effective_ring_segments(true)).
+constexpr uint64_t kOrderedOfiRingBytes = 512 * 1024;
+constexpr uint32_t kOrderedOfiRingMaxSegments = 64;
 constexpr uint32_t kMaxSegmentBytes = 64u << 20;
 constexpr uint32_t kMaxRingSegments = 1u << 16;
 
@@ -67,6 +72,21 @@ uint32_t FlowSpec::max_record_bytes() const {
 uint32_t FlowSpec::effective_ring_segments() const {
   if (ring_segments != 0) return ring_segments;
   return optimize == Optimize::kLatency ? kDefaultLatencyRingSegments : kDefaultRingSegments;
+}
+
+// An ordered flow's source numbers a run of half its ring with one remote
+// fetch-and-add as it hands the run to the provider
+// (ReplicateSource::number_pending): over ofi, with no ring size asked for,
+// the ring holds at least 512 KiB (64 segments of the default 8 KiB, not
+// 16), so that a run takes longer to send than its fetch-and-add takes to
+// come back (over tcp, 1x1, 64 B records: 0.9 of unordered instead of 0.46;
+// docs/benchmarks.md).
+uint32_t FlowSpec::effective_ring_segments(bool over_ofi) const {
+  const uint32_t ring = effective_ring_segments();
+  if (!over_ofi || !ordered || ring_segments != 0 || optimize != Optimize::kBandwidth) return ring;
+  const uint64_t segment = effective_segment_bytes();
+  const uint64_t want = (kOrderedOfiRingBytes + segment - 1) / segment;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(want, ring, std::max(ring, kOrderedOfiRingMaxSegments)));
 }
 
 void FlowSpec::validate() const {

@@ -163,10 +163,7 @@ Entry in_session(uint64_t slot, uint64_t session, uint64_t msgnum, uint64_t clie
 
 TEST(NoPaxosRulesTest, ARecoveringReplicaJoinsOnlyTheLeaderOfTheHighestView) {
   Config cfg{3};
-  NoPaxosOptions no;
-  no.recover = true;
-  no.nonce = 7;
-  NoPaxosReplica r(cfg, 2, no);
+  NoPaxosReplica r(cfg, 2, recovering(7));
   ASSERT_TRUE(r.recovering());
   Outbox out;
   r.tick(0, out);
@@ -254,10 +251,7 @@ TEST(NoPaxosRulesTest, ARecoveringReplicaJoinsOnlyTheLeaderOfTheHighestView) {
 
 TEST(NoPaxosRulesTest, AViewChangeNobodyJoinedDoesNotHoldRecoveryUp) {
   Config cfg{5};  // f + 1 = 3 answers
-  NoPaxosOptions no;
-  no.recover = true;
-  no.nonce = 5;
-  NoPaxosReplica r(cfg, 4, no);
+  NoPaxosReplica r(cfg, 4, recovering(5));
   Outbox out;
   r.tick(0, out);
   ASSERT_EQ(count(out, MsgType::kRecoveryRequest), 4u);
@@ -277,10 +271,7 @@ TEST(NoPaxosRulesTest, AViewChangeNobodyJoinedDoesNotHoldRecoveryUp) {
 
 TEST(NoPaxosRulesTest, ARecoveringReplicaStartsAgainWhenItsLeaderMovedOn) {
   Config cfg{3};
-  NoPaxosOptions no;
-  no.recover = true;
-  no.nonce = 3;
-  NoPaxosReplica r(cfg, 0, no);
+  NoPaxosReplica r(cfg, 0, recovering(3));
   Outbox out;
   r.tick(0, out);
   ASSERT_EQ(count(out, MsgType::kRecoveryRequest), 2u);

@@ -86,6 +86,15 @@ inline Message view_change(uint32_t from, uint32_t to, uint64_t view, uint64_t l
   return m;
 }
 
+// Options of a replica that starts without its state and recovers, asking
+// with nonces from `nonce`.
+inline NoPaxosOptions recovering(uint64_t nonce) {
+  NoPaxosOptions no;
+  no.recover = true;
+  no.nonce = nonce;
+  return no;
+}
+
 // Runs until replica r finished recovering, or deadline_ms passed.
 inline bool run_until_recovered(SimCluster& c, uint32_t r, uint64_t deadline_ms) {
   return c.net().run(deadline_ms, [&] { return !c.recovering(r); });

@@ -31,6 +31,20 @@ TEST(FlowSpecTest, DefaultsAreEightKiBSegmentsAndSixteenDeepRings) {
   EXPECT_EQ(spec.spec().effective_ring_segments(), 64u);
 }
 
+// An ordered Bandwidth flow over ofi numbers half a ring per remote
+// fetch-and-add: its default ring holds at least 512 KiB, 16 to 64 segments.
+TEST(FlowSpecTest, OrderedFlowsOverOfiHaveLongerRingsByDefault) {
+  auto spec = replicate<Rec>("r").sources(testing::slots(1)).targets(testing::slots(1)).ordered();
+  EXPECT_EQ(spec.spec().effective_ring_segments(false), 16u);
+  EXPECT_EQ(spec.spec().effective_ring_segments(true), 64u);  // 8 KiB segments
+  spec.segment_bytes(64 * 1024);
+  EXPECT_EQ(spec.spec().effective_ring_segments(true), 16u);
+  spec.segment_bytes(16 * 1024).ring_segments(8);  // asked for: kept
+  EXPECT_EQ(spec.spec().effective_ring_segments(true), 8u);
+  auto unordered = replicate<Rec>("u").sources(testing::slots(1)).targets(testing::slots(1));
+  EXPECT_EQ(unordered.spec().effective_ring_segments(true), 16u);
+}
+
 TEST(FlowSpecTest, ValidationNamesTheProblem) {
   auto base = shuffle<Rec>("orders").sources(testing::slots(2)).targets(testing::slots(2));
   EXPECT_EQ(validation_error(base.spec()), "");
