@@ -5,13 +5,14 @@
 namespace kv {
 
 Client::Client(Config config, Protocol protocol, uint32_t index, std::vector<Command> ops,
-               uint64_t retry_ms, uint32_t window)
+               uint64_t retry_ms, uint32_t window, uint32_t batch)
     : config_(config),
       protocol_(protocol),
       id_(config.client_id(index)),
       ops_(std::move(ops)),
       retry_ms_(retry_ms),
-      window_(static_cast<uint32_t>(std::clamp<uint64_t>(window, 1, kClientWindow))) {
+      window_(static_cast<uint32_t>(std::clamp<uint64_t>(window, 1, kClientWindow))),
+      batch_(batch) {
   for (size_t i = 0; i < ops_.size(); ++i) {
     ops_[i].client = id_;
     ops_[i].seq = i + 1;
@@ -19,29 +20,24 @@ Client::Client(Config config, Protocol protocol, uint32_t index, std::vector<Com
 }
 
 void Client::send(const std::vector<const Command*>& cmds, Outbox& out, bool to_all) {
-  if (protocol_ == Protocol::kNoPaxos) {
-    // One request per message: the ordered flow gives each its own
-    // sequence number, which is its log slot.
-    for (const Command* c : cmds) {
-      Message m;
-      m.type = MsgType::kRequest;
-      m.from = id_;
-      m.to = config_.sequencer_id();
-      m.cmd = *c;
-      out.push_back(std::move(m));
-    }
-    return;
-  }
-  // Multi-Paxos: as few messages as the batch bound allows.
+  // As few messages as the batch bound allows. NOPaxos: each goes to the
+  // sequencer, which numbers the batch once (one log slot).
+  const size_t bound = protocol_ == Protocol::kNoPaxos ? kMaxOrderedBatchBytes : kMaxBatchBytes;
   for (size_t i = 0; i < cmds.size();) {
     Message m;
     m.type = MsgType::kRequest;
     m.from = id_;
     size_t bytes = 0;
-    for (; i < cmds.size() && (m.cmds.empty() || bytes + wire_bytes(*cmds[i]) <= kMaxBatchBytes);
+    for (; i < cmds.size() && (m.cmds.empty() || (bytes + wire_bytes(*cmds[i]) <= bound &&
+                                                   (batch_ == 0 || m.cmds.size() < batch_)));
          ++i) {
       bytes += wire_bytes(*cmds[i]);
       m.cmds.push_back(*cmds[i]);
+    }
+    if (protocol_ == Protocol::kNoPaxos) {
+      m.to = config_.sequencer_id();
+      out.push_back(std::move(m));
+      continue;
     }
     if (!to_all) {
       m.to = static_cast<uint32_t>(leader_hint_ % config_.replicas);
@@ -81,15 +77,19 @@ void Client::receive(const Message& m, Outbox&) {
     }
     return;
   }
-  InFlight* f = find(m.cmd);
-  if (!f) return;
+  // NOPaxos: every replica answers for the slot (view, session, m.a); the
+  // leader's answer (flag) carries the results.
   auto key = std::make_tuple(m.view, m.session, m.a);
-  std::set<uint32_t>& acks = f->acks[key];
-  acks.insert(m.from);
-  if (m.flag) f->leader_results[key] = m.result;
-  auto leader = f->leader_results.find(key);
-  if (acks.size() >= config_.f() + 1 && leader != f->leader_results.end())
-    complete(*f, Result(leader->second));
+  for (size_t i = 0; i < m.cmds.size(); ++i) {
+    InFlight* f = find(m.cmds[i]);
+    if (!f) continue;
+    std::set<uint32_t>& acks = f->acks[key];
+    acks.insert(m.from);
+    if (m.flag && i < m.results.size()) f->leader_results[key] = m.results[i];
+    auto leader = f->leader_results.find(key);
+    if (acks.size() >= config_.f() + 1 && leader != f->leader_results.end())
+      complete(*f, Result(leader->second));
+  }
 }
 
 void Client::tick(uint64_t now_ms, Outbox& out) {

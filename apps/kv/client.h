@@ -2,7 +2,8 @@
 // as a deterministic Node (message.h).
 //
 // It keeps up to `window` operations outstanding (1: closed-loop, one at a
-// time, as the workloads run), sends them in order, resends every
+// time, as the workloads run), sends them in order and in batches (NOPaxos:
+// the sequencer numbers a batch once, and it takes one log slot), resends every
 // unanswered one after the retry timeout (same (client, seq), so the store
 // executes each at most once, and in seq order: store.h), and records every
 // completed operation with its invocation and completion time for the
@@ -49,8 +50,11 @@ class Client : public Node {
  public:
   // `ops` are the operations to run, in order; their client and seq fields
   // are filled in here. At most `window` (1 .. kClientWindow) are in flight.
+  // Those sent together go in as few Requests as the batch bounds allow
+  // (kMaxBatchBytes, NOPaxos kMaxOrderedBatchBytes), and at most `batch`
+  // commands each (0: no bound but bytes).
   Client(Config config, Protocol protocol, uint32_t index, std::vector<Command> ops,
-         uint64_t retry_ms = 40, uint32_t window = 1);
+         uint64_t retry_ms = 40, uint32_t window = 1, uint32_t batch = 0);
 
   void receive(const Message& m, Outbox& out) override;
   void tick(uint64_t now_ms, Outbox& out) override;
@@ -99,6 +103,7 @@ class Client : public Node {
   std::vector<Command> ops_;
   uint64_t retry_ms_;
   uint32_t window_;
+  uint32_t batch_;
   size_t next_ = 0;  // ops_[next_] is the next to send
   std::deque<InFlight> inflight_;
   uint64_t now_ = 0;

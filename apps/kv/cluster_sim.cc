@@ -126,7 +126,7 @@ SimCluster::SimCluster(ClusterOptions options)
   for (uint32_t c = 0; c < options_.clients; ++c) {
     clients_.push_back(std::make_unique<Client>(config_, options_.protocol, c,
                                                 generate_ops(options_, c), options_.client_retry_ms,
-                                                options_.client_window));
+                                                options_.client_window, options_.client_batch));
     net_.add(config_.client_id(c), clients_.back().get());
   }
 }

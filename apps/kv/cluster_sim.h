@@ -46,6 +46,7 @@ struct ClusterOptions {
   NoPaxosOptions nopaxos;
   uint64_t client_retry_ms = 40;
   uint32_t client_window = 1;  // operations each client keeps in flight (client.h)
+  uint32_t client_batch = 0;   // commands per Request at most (client.h; 0: bytes only)
 };
 
 // The operations client `index` runs. "mixed": a seeded mix of put (40%),

@@ -21,9 +21,6 @@ void encode(const Message& m, std::vector<std::byte>& out) {
   w.put(m.b);
   w.put(m.c);
   w.put<uint8_t>(m.flag);
-  w.cmd(m.cmd);
-  w.put<uint8_t>(m.result.ok);
-  w.str(m.result.value);
   w.put<uint32_t>(static_cast<uint32_t>(m.entries.size()));
   for (const Entry& e : m.entries) {
     w.put(e.slot);
@@ -32,6 +29,8 @@ void encode(const Message& m, std::vector<std::byte>& out) {
     w.put(e.session);
     w.put(e.msgnum);
     w.cmd(e.cmd);
+    w.put<uint32_t>(static_cast<uint32_t>(e.cmds.size()));
+    for (const Command& c : e.cmds) w.cmd(c);
   }
   w.put<uint32_t>(static_cast<uint32_t>(m.cmds.size()));
   for (const Command& c : m.cmds) w.cmd(c);
@@ -59,13 +58,10 @@ bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
   m->b = r.get<uint64_t>();
   m->c = r.get<uint64_t>();
   m->flag = r.get<uint8_t>() != 0;
-  m->cmd = r.cmd();
-  m->result.ok = r.get<uint8_t>() != 0;
-  m->result.value = r.str();
   uint32_t n = r.get<uint32_t>();
   m->entries.clear();
-  // Every entry takes at least 50 bytes: a count beyond what is left is bad.
-  if (r.ok && n > (in.size() - r.pos) / 50) r.ok = false;
+  // Every entry takes at least 66 bytes: a count beyond what is left is bad.
+  if (r.ok && n > (in.size() - r.pos) / 66) r.ok = false;
   for (uint32_t i = 0; r.ok && i < n; ++i) {
     Entry e;
     e.slot = r.get<uint64_t>();
@@ -74,9 +70,13 @@ bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
     e.session = r.get<uint64_t>();
     e.msgnum = r.get<uint64_t>();
     e.cmd = r.cmd();
+    // A command takes at least 29 bytes (empty strings), a result 5.
+    uint32_t k = r.get<uint32_t>();
+    if (r.ok && k > (in.size() - r.pos) / 29) r.ok = false;
+    if (r.ok) e.cmds.reserve(k);
+    for (uint32_t j = 0; r.ok && j < k; ++j) e.cmds.push_back(r.cmd());
     m->entries.push_back(std::move(e));
   }
-  // A command takes at least 29 bytes (empty strings), a result 5.
   n = r.get<uint32_t>();
   m->cmds.clear();
   if (r.ok && n > (in.size() - r.pos) / 29) r.ok = false;

@@ -24,6 +24,10 @@
 namespace kv {
 namespace {
 
+// The ordered flow's segment: one NOPaxos batch (kMaxOrderedBatchBytes of
+// commands, or one command of the largest size) and the message around it.
+constexpr uint32_t kOrderSegmentBytes = kMaxOrderedBatchBytes + 1024;
+
 uint64_t now_us() {
   // CLOCK_MONOTONIC: comparable between the processes of one host, which is
   // what the real-time part of the linearizability check needs.
@@ -181,7 +185,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
           o.resp ? std::vector<Command>{} : generate_ops(workload, index), o.retry_ms,
           o.window != 0 ? o.window
           : o.resp      ? static_cast<uint32_t>(kClientWindow)
-                        : 1));
+                        : 1,
+          o.batch));
     }
   }
   // A RESP front end instead of a workload (resp_gateway.h).
@@ -295,6 +300,25 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // dropped, as the network would. A push or flush that waits for credit
   // delivers inputs meanwhile, whose handlers add to the outbox: so it is
   // swapped out before sending, and sending goes on until it stays empty.
+  Message order_batch;
+  order_batch.type = MsgType::kRequest;
+  order_batch.from = self_id;
+  order_batch.to = config.sequencer_id();
+  size_t order_bytes = 0;
+  bool order_pushed = false;
+  auto batch_bytes = [](const Message& m) {
+    size_t n = 0;
+    for (const Command& c : m.cmds) n += wire_bytes(c);
+    return n;
+  };
+  auto push_order_batch = [&] {
+    encode(order_batch, buf);
+    check(ep.w.push(ep.order_src, std::span<const std::byte>(buf)), ep.order_src,
+          "push to kv-order");
+    order_batch.cmds.clear();
+    order_bytes = 0;
+    order_pushed = true;
+  };
   auto flush = [&]() -> size_t {
     if (closed) {
       out.clear();
@@ -316,10 +340,14 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                 "push to kv-accept");
           acc = true;
         } else if (m.type == MsgType::kRequest && m.to == config.sequencer_id()) {
-          encode(m, buf);
-          check(ep.w.push(ep.order_src, std::span<const std::byte>(buf)), ep.order_src,
-                "push to kv-order");
-          ord = true;
+          // NOPaxos: the requests of all this rank's clients go as one
+          // batch (one record, one sequence number) as far as it holds.
+          if (!order_batch.cmds.empty() &&
+              (order_bytes + batch_bytes(m) > kMaxOrderedBatchBytes ||
+               (o.batch != 0 && order_batch.cmds.size() + m.cmds.size() > o.batch)))
+            push_order_batch();
+          for (const Command& c : m.cmds) order_batch.cmds.push_back(c);
+          order_bytes += batch_bytes(m);
         } else {
           const int target = ep.target_of(rank_of(m.to));
           if (target < 0) continue;
@@ -330,6 +358,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
           msg = true;
         }
       }
+      if (!order_batch.cmds.empty() && ep.broken.empty()) push_order_batch();
+      ord = ord || order_pushed;
+      order_pushed = false;
       if (msg && ep.broken.empty()) check(ep.w.flush(ep.msg_src), ep.msg_src, "flush kv-msg");
       if (acc && ep.broken.empty())
         check(ep.w.flush(ep.accept_src), ep.accept_src, "flush kv-accept");
@@ -414,15 +445,16 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                            .targets(cluster.ranks(live_replicas))
                            .segment_bytes(64 * 1024);
     // NOPaxos: the ordered replicate flow is the ordered unreliable
-    // multicast. One request per segment (Latency), so that a sequence
-    // number names exactly one request: message number = sequence + 1. Its
-    // sequencer is on the first target: the lowest live replica.
+    // multicast. One record per segment (Latency), so that a sequence
+    // number names exactly one batch of requests, one log slot: message
+    // number = sequence + 1. Its sequencer is on the first target: the
+    // lowest live replica.
     auto order_spec = sluice::replicate_bytes("kv-order" + suffix)
                           .sources(cluster.ranks(live_clients))
                           .targets(cluster.ranks(live_replicas))
                           .ordered()
                           .optimize(sluice::Optimize::kLatency)
-                          .segment_bytes(1024);
+                          .segment_bytes(kOrderSegmentBytes);
     ep.msg_flow = cluster.declare(msg_spec);
     if (is_replica && !nopaxos) ep.accept_flow = cluster.declare(accept_spec);
     if (nopaxos) ep.order_flow = cluster.declare(order_spec);

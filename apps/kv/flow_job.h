@@ -61,6 +61,10 @@ struct FlowJobOptions {
   // Operations each client keeps in flight (client.h); 0: 1 for workload
   // clients (closed-loop), kClientWindow behind a RESP gateway.
   uint32_t window = 0;
+  // Commands per Request at most, and NOPaxos: per ordered record, which
+  // this rank's clients share (0: bounded in bytes only; 1: one request per
+  // sequence number, as NOPaxos was first written).
+  uint32_t batch = 0;
   uint32_t keys = 100;
   uint64_t seed = 1;
   std::string workload = "mixed";  // cluster_sim.h ClusterOptions: mixed, a, b, c

@@ -59,6 +59,10 @@ const char* kUsage =
     "                      for workloads, closed-loop; 256 behind --resp-port, so that a\n"
     "                      connection's pipelined commands are replicated together; a\n"
     "                      client's commands still take effect in order)\n"
+    "  --batch N           commands per request message at most (NOPaxos: per ordered\n"
+    "                      record, which takes one sequence number and log slot and is\n"
+    "                      shared by a rank's clients); default 0: as many as 8 KiB\n"
+    "                      (NOPaxos) or 32 KiB (Multi-Paxos) of commands hold\n"
     "  --history FILE      rank 0 writes every completed operation to FILE (JSON lines;\n"
     "                      check it with kv-porcupine, scripts/install-porcupine.sh)\n"
     "  --snapshot-every N  a snapshot of the store every N applied slots (NOPaxos: once\n"
@@ -264,6 +268,8 @@ int run_main(int argc, char** argv) {
       o.retry_ms = n;
     } else if (a == "--window" && n >= 1 && n <= kv::kClientWindow) {
       o.window = static_cast<uint32_t>(n);
+    } else if (a == "--batch" && n <= kv::kClientWindow) {
+      o.batch = static_cast<uint32_t>(n);
     } else if (a == "--clients-per-rank" && n >= 1 && n <= 256) {
       o.clients_per_rank = static_cast<uint32_t>(n);
     } else if (a == "--resp-port" && n <= 65535) {

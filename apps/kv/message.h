@@ -23,8 +23,9 @@ namespace kv {
 
 enum class MsgType : uint8_t {
   // Both protocols.
-  kRequest,  // client -> leader (Multi-Paxos: a batch in cmds) or client -> sequencer (NOPaxos)
-  kReply,    // replica -> client (Multi-Paxos: a batch in cmds and results)
+  kRequest,  // client -> leader (Multi-Paxos) or -> sequencer (NOPaxos): a batch in cmds
+  kReply,    // replica -> client: a batch in cmds (client and seq only) and, from the
+             // Multi-Paxos leader or the NOPaxos leader (flag), results pairwise
   // Multi-Paxos.
   kPrepare,    // candidate -> all: phase 1a for ballot `view`, a = its commit index
   kPromise,    // replica -> candidate: phase 1b, entries above the candidate's commit
@@ -34,7 +35,8 @@ enum class MsgType : uint8_t {
   kCatchUp,    // follower -> leader: send me committed entries from slot a
   kCommitted,  // leader -> follower: committed entries from slot a
   // NOPaxos.
-  kOrdered,            // sequencer -> replicas: a request stamped (session, msgnum = a)
+  kOrdered,            // sequencer -> replicas: a batch of requests (cmds) stamped
+                       // (session, msgnum = a)
   kGapRequest,         // replica -> replica(s): do you have log slot a?
   kGapReply,           // answer; flag = found (the entry travels in entries[0])
   kGapCommit,          // leader -> followers: slot a is a no-op
@@ -74,15 +76,18 @@ enum class MsgType : uint8_t {
 };
 
 
-// A log entry. Multi-Paxos uses `ballot` (the ballot it was accepted in);
-// NOPaxos uses `session`/`msgnum` (where the ordered multicast put it).
+// A log entry. Multi-Paxos uses `ballot` (the ballot it was accepted in)
+// and holds one command; NOPaxos uses `session`/`msgnum` (where the ordered
+// multicast put it) and holds the batch of requests the multicast carried
+// under that one message number, in order (none: a no-op).
 struct Entry {
   uint64_t slot = 0;  // position in the log, from 1
   uint64_t ballot = 0;
   bool committed = false;  // Multi-Paxos promises: the sender knows it is chosen
   uint64_t session = 0;
   uint64_t msgnum = 0;
-  Command cmd;
+  Command cmd;                // Multi-Paxos
+  std::vector<Command> cmds;  // NOPaxos
   friend bool operator==(const Entry&, const Entry&) = default;
 };
 
@@ -96,12 +101,12 @@ struct Message {
   uint64_t b = 0;
   uint64_t c = 0;
   bool flag = false;
-  Command cmd;                 // NOPaxos kRequest, kOrdered, kReply (client, seq)
-  Result result;               // NOPaxos kReply from the leader
   std::vector<Entry> entries;  // log transfer
-  // Multi-Paxos batches. kRequest: one client's commands, in seq order.
-  // kReply: the results of some of one client's commands, pairwise with
-  // cmds (which then carry only client and seq).
+  // Batches. kRequest: commands in each client's seq order (Multi-Paxos:
+  // one client's; NOPaxos: a client rank may send several clients' as one
+  // batch, which the ordered multicast numbers once). kOrdered: that batch.
+  // kReply: some of one client's commands (client and seq only) and, where
+  // the reply carries results, theirs pairwise.
   std::vector<Command> cmds;
   std::vector<Result> results;
   std::string blob;  // kSnapshotChunk: a piece of a snapshot
@@ -110,9 +115,19 @@ struct Message {
 // A batch of commands or results stays below this many bytes of message,
 // well inside the 64 KiB segments of the flows that carry them.
 inline constexpr size_t kMaxBatchBytes = 32 * 1024;
+// A NOPaxos batch (one ordered record, one log slot) stays below this many
+// bytes of commands, so that the ordered flow's segments stay small and a
+// log message bounded in bytes (nopaxos_internal.h) holds several slots.
+inline constexpr size_t kMaxOrderedBatchBytes = 8 * 1024;
 // What a command takes in a message, near enough to bound batches.
 inline size_t wire_bytes(const Command& c) {
   return 32 + c.key.size() + c.value.size() + c.expected.size();
+}
+// What an entry's commands take in a message.
+inline size_t wire_bytes(const Entry& e) {
+  size_t n = wire_bytes(e.cmd) + 4;
+  for (const Command& c : e.cmds) n += wire_bytes(c);
+  return n;
 }
 
 using Outbox = std::vector<Message>;

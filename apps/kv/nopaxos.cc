@@ -22,7 +22,7 @@ void Sequencer::receive(const Message& m, Outbox& out) {
   o.from = config_.sequencer_id();
   o.session = session_;
   o.a = next_++;
-  o.cmd = m.cmd;
+  o.cmds = m.cmds;
   for (uint32_t r = 0; r < config_.replicas; ++r) {
     o.to = r;
     out.push_back(o);
@@ -53,7 +53,7 @@ uint64_t NoPaxosReplica::fill(Message& m, uint64_t from, uint64_t max_entries) c
   size_t bytes = kHeaderBytes;
   uint64_t s = std::max(from, base_ + 1);
   for (; s <= last_slot() && m.entries.size() < max_entries; ++s) {
-    bytes += kEntryFixedBytes + wire_bytes(at(s).cmd);
+    bytes += kEntryFixedBytes + wire_bytes(at(s));
     if (bytes > kMaxMessageBytes && !m.entries.empty()) break;
     m.entries.push_back(at(s));
   }
@@ -65,40 +65,66 @@ uint64_t NoPaxosReplica::expected_msgnum() const {
   return last_entry().msgnum + 1;
 }
 
+namespace {
+
+// The reply (or acknowledgement) for `client` among those from out[first]
+// on: a slot's commands are answered with one message per client.
+Message& reply_for(uint64_t client, Outbox& out, size_t first, const Message& blank) {
+  for (size_t i = first; i < out.size(); ++i)
+    if (out[i].to == client) return out[i];
+  out.push_back(blank);
+  out.back().to = static_cast<uint32_t>(client);
+  return out.back();
+}
+
+// A command's identity alone, which is all a reply needs to name it.
+Command identity(const Command& c) {
+  Command id;
+  id.client = c.client;
+  id.seq = c.seq;
+  return id;
+}
+
+}  // namespace
+
 void NoPaxosReplica::execute_to(uint64_t slot, Outbox& out, bool reply) {
   slot = std::min<uint64_t>(slot, last_slot());
   while (executed_ < slot) {
     const Entry& e = at(executed_ + 1);
     ++executed_;
-    Applied how;
-    Result r = store_.apply(e.cmd, &how);
-    if (reply && (how == Applied::kExecuted || how == Applied::kDuplicate)) {
-      Message m = make(MsgType::kReply, static_cast<uint32_t>(e.cmd.client));
-      m.a = executed_;
-      m.flag = true;
-      m.cmd.client = e.cmd.client;
-      m.cmd.seq = e.cmd.seq;
-      m.result = r;
-      out.push_back(m);
+    Message blank = make(MsgType::kReply, 0);
+    blank.a = executed_;
+    blank.flag = true;
+    const size_t first = out.size();
+    // (A no-op slot is a no-op in the store's applied log, as in Multi-Paxos.)
+    if (e.cmds.empty()) store_.apply(noop_command());
+    for (const Command& c : e.cmds) {
+      Applied how;
+      Result r = store_.apply(c, &how);
+      if (!reply || (how != Applied::kExecuted && how != Applied::kDuplicate)) continue;
+      Message& m = reply_for(c.client, out, first, blank);
+      m.cmds.push_back(identity(c));
+      m.results.push_back(std::move(r));
     }
   }
   maybe_snapshot();
 }
 
-void NoPaxosReplica::append(const Entry& e, Outbox& out) {
-  log_.push_back(e);
+void NoPaxosReplica::append(Entry e, Outbox& out) {
+  log_.push_back(std::move(e));
   const uint64_t slot = last_slot();
   log_.back().slot = slot;
   if (leading()) {
     // The leader executes speculatively, in log order, and answers.
     execute_to(slot, out, true);
-  } else if (!e.cmd.is_noop()) {
-    Message ack = make(MsgType::kReply, static_cast<uint32_t>(e.cmd.client));
-    ack.a = slot;
-    ack.cmd.client = e.cmd.client;
-    ack.cmd.seq = e.cmd.seq;
-    out.push_back(ack);
+    return;
   }
+  // A follower acknowledges the slot's commands, one message per client.
+  Message blank = make(MsgType::kReply, 0);
+  blank.a = slot;
+  const size_t first = out.size();
+  for (const Command& c : log_.back().cmds)
+    reply_for(c.client, out, first, blank).cmds.push_back(identity(c));
 }
 
 void NoPaxosReplica::drain(Outbox& out) {
@@ -111,9 +137,9 @@ void NoPaxosReplica::drain(Outbox& out) {
       Entry e;
       e.session = session_;
       e.msgnum = want;
-      e.cmd = it->second.cmd;
+      e.cmds = std::move(it->second.cmds);
       it = pending_.erase(it);
-      append(e, out);
+      append(std::move(e), out);
     } else {
       break;
     }
@@ -169,7 +195,7 @@ void NoPaxosReplica::on_gap_request(const Message& m, Outbox& out) {
   } else {
     // The leader looks for a request it missed: answer with ours, if any.
     for (const Entry& e : log_)
-      if (e.session == session_ && e.msgnum == m.b && !e.cmd.is_noop()) {
+      if (e.session == session_ && e.msgnum == m.b && !e.cmds.empty()) {
         r.flag = true;
         r.entries.push_back(e);
       }
@@ -178,7 +204,7 @@ void NoPaxosReplica::on_gap_request(const Message& m, Outbox& out) {
       Entry e;
       e.session = session_;
       e.msgnum = m.b;
-      e.cmd = it->second.cmd;
+      e.cmds = it->second.cmds;
       r.flag = true;
       r.entries.push_back(e);
     }

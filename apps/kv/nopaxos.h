@@ -8,10 +8,15 @@
 // Status::kGap.) A replica that sees message number k + 1 arrive while it
 // expects k has a drop notification for k.
 //
-// Normal operation: replicas append requests in message order; the leader
-// (replica view % n) executes each and replies with the result, the others
-// reply with an acknowledgement. A client completes on f + 1 replies for the
-// same (view, session, log slot) that include the leader's.
+// Batches: a multicast message carries a batch of requests (Message::cmds,
+// one or several clients'), and the batch takes one log slot
+// (Entry::cmds; none: a no-op). Everything below is per slot.
+//
+// Normal operation: replicas append batches in message order; the leader
+// (replica view % n) executes each command and answers each client once per
+// slot with its results, the others acknowledge each client once per slot. A
+// client completes a command on f + 1 replies for the same (view, session,
+// log slot) that include the leader's.
 //
 // Gap agreement: on a drop the leader asks the others for the missing
 // request; if none has it within the gap timeout it appends a no-op, sends
@@ -162,7 +167,7 @@ class NoPaxosReplica : public Node {
   uint64_t fill(Message& m, uint64_t from, uint64_t max_entries) const;
   Message make(MsgType t, uint32_t to) const;
   void on_ordered(const Message& m, Outbox& out);
-  void append(const Entry& e, Outbox& out);
+  void append(Entry e, Outbox& out);
   void drain(Outbox& out);
   void execute_to(uint64_t slot, Outbox& out, bool reply);
   void on_gap_request(const Message& m, Outbox& out);

@@ -24,6 +24,7 @@ inline constexpr uint32_t kRecoveryPatience = 4;
 inline Entry position(const Entry& e) {
   Entry p = e;
   p.cmd = Command{};
+  p.cmds.clear();
   return p;
 }
 

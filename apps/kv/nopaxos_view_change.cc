@@ -269,7 +269,7 @@ void NoPaxosReplica::try_start_view(Outbox& out) {
         const VcLog& v = view_changes_msgs_[r];
         if (s <= v.last) x = &v.entries.at(s);
       }
-      if (x && (!e || x->cmd.is_noop())) e = *x;
+      if (x && (!e || x->cmds.empty())) e = *x;
     }
     if (!e) {
       // Cannot happen (each log in `latest` holds every slot above its sync

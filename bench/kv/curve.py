@@ -49,9 +49,13 @@ def children_cpu():
 
 
 def kv_argv(args, protocol, replicas, per_rank, ops):
-    return [os.path.join(os.path.abspath(args.build), "bin", "sluice-kv"), "run", "--protocol", protocol,
+    """`protocol` is multipaxos or nopaxos, or either with ":N" for sluice-kv's
+    --batch N (nopaxos:1 numbers every request on its own, as before batches)."""
+    name, _, batch = protocol.partition(":")
+    argv = [os.path.join(os.path.abspath(args.build), "bin", "sluice-kv"), "run", "--protocol", name,
             "--replicas", str(replicas), "--clients-per-rank", str(per_rank), "--ops", str(ops),
             "--keys", "1000", "--workload", args.workload, "--distribution", "zipf"]
+    return argv + (["--batch", batch] if batch else [])
 
 
 def rank0_summary(text, prefixed):
@@ -134,6 +138,9 @@ def main():
     ap.add_argument("--ops-total", type=int, default=20000)
     ap.add_argument("--workload", default="a", choices=["a", "b", "c", "mixed"])
     ap.add_argument("--timeout", type=float, default=900, help="seconds per job (default 900)")
+    ap.add_argument("--protocols", default="multipaxos,nopaxos",
+                    help="comma-separated; NAME:N passes --batch N (e.g. nopaxos:1, one request "
+                         "per sequence number)")
     args = ap.parse_args()
     replica_counts = [int(r) for r in args.replicas.split(",")]
     client_counts = [int(c) for c in args.clients.split(",")]
@@ -173,7 +180,7 @@ def main():
         print(f"{'protocol':11} {'repl':>4} {'clients':>7} {'ops/s':>8} {'get p50':>8} {'get p99':>8} "
               f"{'put p50':>8} {'put p99':>8} {'cpu s':>7} {'ops/cpu-s':>10}", flush=True)
         for replicas in replica_counts:
-            for protocol in ("multipaxos", "nopaxos"):
+            for protocol in args.protocols.split(","):
                 for clients in client_counts:
                     tput, lat, cpu, total = point(args, protocol, replicas, clients, hosts)
                     g, p = lat.get("get", (0, 0)), lat.get("put", (0, 0))

@@ -149,7 +149,8 @@ def main():
     ap.add_argument("--clients", default="2,4,8,16,32,64")
     ap.add_argument("--ops-total", type=int, default=20000)
     ap.add_argument("--workload", default="a", choices=["a", "b", "c"])
-    ap.add_argument("--protocols", default="multipaxos,nopaxos")
+    ap.add_argument("--protocols", default="multipaxos,nopaxos",
+                    help="comma-separated; NAME:N passes sluice-kv --batch N (curve.py)")
     ap.add_argument("--etcd-port", type=int, default=23790)
     ap.add_argument("--netns", action="store_true",
                     help="replicas and members on simulated hosts (network namespaces; root, --transport ofi)")

@@ -313,8 +313,8 @@ TEST(NoPaxosRulesTest, ALeaderSendsItsLogInPiecesBoundedInEntriesAndBytes) {
   Outbox out;
   for (uint64_t n = 1; n <= 400; ++n) {
     Message m = ordered(0, 1, n, 20);
-    m.cmd.seq = n;
-    m.cmd.value.assign(n <= 200 ? 1000 : 10, 'x');  // larger than the store ever sees
+    m.cmds[0].seq = n;
+    m.cmds[0].value.assign(n <= 200 ? 1000 : 10, 'x');  // larger than the store ever sees
     leader.receive(m, out);
   }
   ASSERT_EQ(leader.log_size(), 400u);

@@ -142,6 +142,7 @@ TEST(NoPaxosSnapshotTest, AViewChangeAfterThousandsOfSlotsKeepsEveryMessageBound
   o.keys = 16;
   o.value_bytes = 300;
   o.client_window = 8;
+  o.client_batch = 1;  // a slot a request: thousands of slots
   o.nopaxos.sync_ms = 50;
   o.nopaxos.view_timeout_ms = 300;
   SimCluster c(o);
@@ -202,7 +203,7 @@ TEST(NoPaxosSnapshotTest, ANewLeaderBehindAnotherSyncPointFetchesTheFinalSlots) 
     ASSERT_GE(c.np(2).sync_point(), 3u);
     ASSERT_TRUE(c.np(2).store().applied().size() >= 3 && c.np(2).store().applied()[2].first == 0)
         << "replica 2 executed the no-op";
-    ASSERT_FALSE(c.np(1).log()[2].cmd.is_noop()) << "replica 1 holds the request";
+    ASSERT_FALSE(c.np(1).log()[2].cmds.empty()) << "replica 1 holds the request";
     c.net().set_filter(nullptr);
     c.net().crash(0);
     if (new_session) c.new_sequencer();
@@ -233,6 +234,7 @@ TEST(NoPaxosSnapshotTest, AFollowerJoinsANewViewOnlyWithItsWholeStartingLog) {
   o.keys = 16;
   o.value_bytes = 300;
   o.client_window = 8;
+  o.client_batch = 1;  // a slot a request: hundreds of slots
   o.nopaxos.sync_ms = 100;
   o.nopaxos.view_timeout_ms = 300;
   SimCluster c(o);
@@ -365,8 +367,8 @@ TEST(NoPaxosRulesTest, ANewLeaderFetchesTheFinalSlotsItLacksBeforeItStartsTheVie
   ASSERT_TRUE(r.is_leader());
   EXPECT_EQ(r.final_fetches(), 1u);
   ASSERT_EQ(r.log_size(), 2u);
-  EXPECT_TRUE(r.log()[0].cmd.is_noop());
-  EXPECT_EQ(r.log()[1].cmd.client, 30u);
+  EXPECT_TRUE(r.log()[0].cmds.empty());
+  EXPECT_EQ(r.log()[1].cmds.at(0).client, 30u);
   EXPECT_EQ(r.sync_point(), 1u);
 }
 
@@ -376,8 +378,8 @@ TEST(NoPaxosRulesTest, ViewChangesComeInBoundedPartsAndTheLeaderAsksForLostOnes)
   Outbox out;
   for (uint64_t n = 1; n <= 300; ++n) {
     Message m = ordered(2, 1, n, 20);
-    m.cmd.seq = n;
-    m.cmd.value.assign(1000, 'x');
+    m.cmds[0].seq = n;
+    m.cmds[0].value.assign(1000, 'x');
     f.receive(m, out);
   }
   out.clear();
@@ -463,7 +465,7 @@ TEST(NoPaxosRulesTest, AFollowerTakesPartInANewViewOnlyOnceItCopiedItsStartingLo
   f.receive(sv, out);
   ASSERT_TRUE(f.normal());
   ASSERT_EQ(f.log_size(), 3u);
-  EXPECT_TRUE(f.log()[0].cmd.is_noop());
+  EXPECT_TRUE(f.log()[0].cmds.empty());
   EXPECT_EQ(f.sync_point(), 1u);
   EXPECT_EQ(f.store().applied().size(), 1u);  // the no-op, final
   const Message* rec = find(out, MsgType::kRecover);
@@ -483,7 +485,7 @@ TEST(NoPaxosRulesTest, ASnapshotIsTakenOnlyFromTheLeaderOfTheFollowersViewOrALat
   Outbox out;
   f.receive(ordered(2, 1, 1, 20), out);
   Store st;
-  for (uint64_t n = 1; n <= 5; ++n) st.apply(ordered(0, 1, n, 30 + n).cmd);
+  for (uint64_t n = 1; n <= 5; ++n) st.apply(ordered(0, 1, n, 30 + n).cmds[0]);
   Message chunk;
   chunk.type = MsgType::kSnapshotChunk;
   chunk.to = 2;

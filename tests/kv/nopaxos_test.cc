@@ -8,6 +8,7 @@
 // reproduces, real-time order kept (kv_test_util.h).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -26,7 +27,7 @@ TEST(NoPaxosTest, OneOpCompletesWithALeaderReplyAndAQuorumOfLogs) {
   EXPECT_EQ(c.np(0).store().applied().size(), 1u);
   int logged = 0;
   for (uint32_t r = 0; r < 5; ++r)
-    if (c.np(r).log_size() >= 1 && c.np(r).log()[0].cmd.seq == 1) ++logged;
+    if (c.np(r).log_size() >= 1 && c.np(r).log()[0].cmds.at(0).seq == 1) ++logged;
   EXPECT_GE(logged, 3);
   expect_consistent(c);
   for (uint32_t r = 0; r < 5; ++r) EXPECT_EQ(c.np(r).log_size(), 1u);
@@ -38,7 +39,7 @@ TEST(NoPaxosTest, ManyOpsKeepOneOrderWithoutGaps) {
   expect_consistent(c);
   for (uint32_t r = 0; r < 5; ++r) {
     ASSERT_EQ(c.np(r).log_size(), 10u);
-    for (uint64_t s = 1; s <= 10; ++s) EXPECT_EQ(c.np(r).log()[s - 1].cmd.seq, s);
+    for (uint64_t s = 1; s <= 10; ++s) EXPECT_EQ(c.np(r).log()[s - 1].cmds.at(0).seq, s);
     EXPECT_EQ(noops(c.np(r)), 0u);
   }
 }
@@ -128,22 +129,125 @@ TEST(NoPaxosTest, RandomGapsOverManySeedsStayLinearizable) {
 // Clients with 8 operations in flight: a gap (a lost multicast, a no-op in
 // its slot) leaves the client's later requests in the log before it; the
 // store skips them until the lost one is back, so each client's operations
-// still take effect in order, once.
+// still take effect in order, once. With one request per sequence number,
+// with batches of 3 (a client's window is 3 slots) and with whole windows as
+// one batch (a lost batch is one no-op for all its requests). Whole windows
+// never skip: a batch's requests complete together, so a client's next
+// batch leaves only after the one before it is in the log.
 TEST(NoPaxosTest, ClientsWithEightInFlightKeepTheirOrderAcrossGaps) {
-  uint64_t skipped = 0;
-  for (uint64_t seed = 1; seed <= 10; ++seed) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    ClusterOptions o = nopaxos(3, 3, 40, seed);
-    o.client_window = 8;
-    o.sim.drop_rate = 0.02;
-    SimCluster c(o);
-    auto rng = std::make_shared<std::mt19937_64>(seed);
-    // Lose one in 30 copies of the ordered multicast: gaps.
-    c.net().set_filter(
-        [=](const Message& m) { return m.type != MsgType::kOrdered || (*rng)() % 30 != 0; });
-    skipped += expect_consistent_in_client_order(c);
+  for (uint32_t batch : {1u, 3u, 0u}) {
+    uint64_t skipped = 0, gaps = 0;
+    for (uint64_t seed = 1; seed <= 10; ++seed) {
+      SCOPED_TRACE("batch " + std::to_string(batch) + ", seed " + std::to_string(seed));
+      ClusterOptions o = nopaxos(3, 3, 40, seed);
+      o.client_window = 8;
+      o.client_batch = batch;
+      o.sim.drop_rate = 0.02;
+      SimCluster c(o);
+      auto rng = std::make_shared<std::mt19937_64>(seed);
+      // Lose one in 30 copies of the ordered multicast (batched: one in 4,
+      // there being far fewer of them): gaps.
+      const uint64_t one_in = batch == 1 ? 30 : 4;
+      c.net().set_filter(
+          [=](const Message& m) { return m.type != MsgType::kOrdered || (*rng)() % one_in != 0; });
+      skipped += expect_consistent_in_client_order(c);
+      for (uint32_t r = 0; r < 3; ++r) gaps += noops(c.np(r));
+    }
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    EXPECT_GT(gaps, 0u) << "no slot became a no-op: the test tests nothing";
+    if (batch != 0) EXPECT_GT(skipped, 0u) << "no request ever followed a gap: the test tests nothing";
   }
-  EXPECT_GT(skipped, 0u) << "no request ever followed a gap: the test tests nothing";
+}
+
+// One ordered multicast holding several clients' requests takes one log
+// slot; the leader executes them in order and answers each client once for
+// the slot, with every result; a follower acknowledges each client once.
+TEST(NoPaxosRulesTest, ABatchTakesOneSlotAndEachClientIsAnsweredOnce) {
+  Config cfg{3};
+  Message m = ordered(0, 1, 1, 20);
+  Message more = ordered(0, 1, 1, 21);
+  m.cmds.push_back(more.cmds[0]);
+  Command get = m.cmds[0];
+  get.op = Op::kGet;
+  get.seq = 2;
+  m.cmds.push_back(get);  // client 20's second: reads its own put
+  for (uint32_t id : {0u, 1u}) {
+    SCOPED_TRACE(id == 0 ? "leader" : "follower");
+    NoPaxosReplica r(cfg, id);
+    Outbox out;
+    m.to = id;
+    r.receive(m, out);
+    ASSERT_EQ(r.log_size(), 1u);
+    EXPECT_EQ(r.log()[0].cmds.size(), 3u);
+    ASSERT_EQ(count(out, MsgType::kReply), 2u);
+    for (const Message& reply : out) {
+      EXPECT_EQ(reply.a, 1u);
+      EXPECT_EQ(reply.flag, id == 0);
+      for (const Command& c : reply.cmds) {
+        EXPECT_EQ(c.client, reply.to);
+        EXPECT_TRUE(c.key.empty() && c.value.empty()) << "a reply names a command only";
+      }
+      if (reply.to == 20) {
+        ASSERT_EQ(reply.cmds.size(), 2u);
+        EXPECT_EQ(reply.cmds[0].seq, 1u);
+        EXPECT_EQ(reply.cmds[1].seq, 2u);
+        if (id == 0) {
+          ASSERT_EQ(reply.results.size(), 2u);
+          EXPECT_TRUE(reply.results[1].ok);
+          EXPECT_EQ(reply.results[1].value, "v21") << "client 21's put came first";
+        } else {
+          EXPECT_TRUE(reply.results.empty());
+        }
+      } else {
+        EXPECT_EQ(reply.to, 21u);
+        EXPECT_EQ(reply.cmds.size(), 1u);
+      }
+    }
+  }
+}
+
+// A client completes each command of a batch on f + 1 answers for its slot,
+// one of them the leader's, and not before.
+TEST(NoPaxosRulesTest, AClientCompletesABatchOnTheLeadersAnswerAndAFollowers) {
+  Config cfg{3};
+  std::vector<Command> ops(3);
+  for (uint64_t i = 0; i < ops.size(); ++i) {
+    ops[i].op = Op::kPut;
+    ops[i].key = "k" + std::to_string(i);
+    ops[i].value = "v";
+  }
+  Client client(cfg, Protocol::kNoPaxos, 0, ops, 40, 8);
+  Outbox out;
+  client.tick(0, out);
+  ASSERT_EQ(out.size(), 1u) << "the window goes out as one request";
+  ASSERT_EQ(out[0].cmds.size(), 3u);
+  EXPECT_EQ(out[0].to, cfg.sequencer_id());
+  Message ack;
+  ack.type = MsgType::kReply;
+  ack.from = 1;
+  ack.to = client.id();
+  ack.session = 1;
+  ack.a = 7;
+  for (const Command& c : out[0].cmds) {
+    Command id;
+    id.client = c.client;
+    id.seq = c.seq;
+    ack.cmds.push_back(id);
+  }
+  Message lead = ack;
+  lead.from = 0;
+  lead.flag = true;
+  lead.results.assign(3, Result{true, ""});
+  Outbox none;
+  client.receive(ack, none);
+  EXPECT_TRUE(client.history().empty()) << "one follower is not enough";
+  Message other_slot = lead;
+  other_slot.a = 8;
+  client.receive(other_slot, none);
+  EXPECT_TRUE(client.history().empty()) << "answers for different slots do not add up";
+  client.receive(lead, none);
+  EXPECT_EQ(client.history().size(), 3u);
+  EXPECT_TRUE(client.done());
 }
 
 TEST(NoPaxosTest, FollowersExecuteOnlyUpToTheSyncPointAndSynchronizationBringsThemUp) {
@@ -259,8 +363,8 @@ TEST(NoPaxosRulesTest, ViewChangeMergeKeepsACommittedNoOpOverTheRequest) {
   r.receive(view_change(2, 1, 1, 0, {logged(1, 1, 0), logged(2, 2, 30)}), out);
   ASSERT_TRUE(r.is_leader());
   ASSERT_EQ(r.log_size(), 2u);
-  EXPECT_TRUE(r.log()[0].cmd.is_noop());
-  EXPECT_EQ(r.log()[1].cmd.client, 30u);
+  EXPECT_TRUE(r.log()[0].cmds.empty());
+  EXPECT_EQ(r.log()[1].cmds.at(0).client, 30u);
   const Message* sv = find(out, MsgType::kStartView);
   ASSERT_NE(sv, nullptr);
   EXPECT_EQ(sv->entries, r.log());
@@ -285,7 +389,7 @@ TEST(NoPaxosRulesTest, ViewChangeMergeUsesOnlyLogsOfTheLatestNormalView) {
   r.receive(view_change(1, 2, 2, 1, {logged(1, 1, 0)}), out);
   ASSERT_TRUE(r.is_leader());
   ASSERT_EQ(r.log_size(), 1u);
-  EXPECT_TRUE(r.log()[0].cmd.is_noop());
+  EXPECT_TRUE(r.log()[0].cmds.empty());
   // As the new leader it executes the merged log, and only that.
   EXPECT_EQ(r.store().applied().size(), 1u);
 }
@@ -348,6 +452,36 @@ TEST(NoPaxosTest, SynchronizationSendsBoundedChunksToAFollowerFarBehind) {
   EXPECT_EQ(c.np(2).sync_point(), c.np(0).log_size());
   EXPECT_GT(c.np(0).log_size(), 100u);
   expect_consistent(c);
+}
+
+// Log entries travel with their batches (a sync or view change carries
+// them): an entry's commands, a no-op's none, round-trip exactly, and a
+// count of commands larger than the bytes left is refused, not allocated.
+TEST(NoPaxosCodecTest, BatchedEntriesRoundTrip) {
+  Message m;
+  m.type = MsgType::kSyncPrepare;
+  Entry batch = logged(1, 1, 20);
+  batch.cmds.push_back(ordered(0, 1, 1, 21).cmds[0]);
+  batch.cmds[1].expected = std::string("a\0b", 3);
+  m.entries = {batch, logged(2, 2, 0), logged(3, 3, 22)};
+  std::vector<std::byte> bytes;
+  encode(m, bytes);
+  Message back;
+  std::string why;
+  ASSERT_TRUE(decode(bytes, &back, &why)) << why;
+  EXPECT_EQ(back.entries, m.entries);
+  bytes.pop_back();
+  EXPECT_FALSE(decode(bytes, &back, &why));
+  // The first entry's count of commands (after its 33 fixed bytes and its
+  // empty Multi-Paxos command) said to be a billion.
+  encode(m, bytes);
+  const size_t count_at = 50 + 4 + 33 + 29;
+  uint32_t two = 0;
+  std::memcpy(&two, bytes.data() + count_at, sizeof two);
+  ASSERT_EQ(two, 2u);
+  uint32_t huge = 1u << 30;
+  std::memcpy(bytes.data() + count_at, &huge, sizeof huge);
+  EXPECT_FALSE(decode(bytes, &back, &why));
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ inline void drop_ordered(SimCluster& c, std::set<uint32_t> to, std::set<int> nth
 
 inline uint64_t noops(const NoPaxosReplica& r) {
   uint64_t n = 0;
-  for (const Entry& e : r.log()) n += e.cmd.is_noop();
+  for (const Entry& e : r.log()) n += e.cmds.empty();
   return n;
 }
 
@@ -41,11 +41,13 @@ inline Message ordered(uint32_t to, uint64_t session, uint64_t msgnum, uint64_t 
   m.to = to;
   m.session = session;
   m.a = msgnum;
-  m.cmd.op = Op::kPut;
-  m.cmd.client = client;
-  m.cmd.seq = 1;
-  m.cmd.key = "k";
-  m.cmd.value = "v" + std::to_string(client);
+  Command c;
+  c.op = Op::kPut;
+  c.client = client;
+  c.seq = 1;
+  c.key = "k";
+  c.value = "v" + std::to_string(client);
+  m.cmds.push_back(std::move(c));
   return m;
 }
 
@@ -67,7 +69,7 @@ inline Entry logged(uint64_t slot, uint64_t msgnum, uint64_t client) {
   e.session = 1;
   e.msgnum = msgnum;
   if (client != 0) {
-    e.cmd = ordered(0, 1, msgnum, client).cmd;
+    e.cmds = ordered(0, 1, msgnum, client).cmds;
   }
   return e;
 }
