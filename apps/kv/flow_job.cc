@@ -331,7 +331,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       sending.swap(out);
       n += sending.size();
       bool msg = false, acc = false, ord = false;
-      for (const Message& m : sending) {
+      for (Message& m : sending) {
         if (!ep.broken.empty()) break;
         if (m.type == MsgType::kAccept) {
           if (m.to != ep.first_follower) continue;
@@ -346,8 +346,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
               (order_bytes + batch_bytes(m) > kMaxOrderedBatchBytes ||
                (o.batch != 0 && order_batch.cmds.size() + m.cmds.size() > o.batch)))
             push_order_batch();
-          for (const Command& c : m.cmds) order_batch.cmds.push_back(c);
           order_bytes += batch_bytes(m);
+          for (Command& c : m.cmds) order_batch.cmds.push_back(std::move(c));
         } else {
           const int target = ep.target_of(rank_of(m.to));
           if (target < 0) continue;

@@ -151,15 +151,18 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     for (size_t i = from; i < args.size(); ++i) bytes += args[i].size();
     return bytes <= kMaxEntryBytes;
   };
-  const std::string too_big = resp::error("ERR sluice-kv takes keys and values of at most " +
-                                          std::to_string(kMaxEntryBytes) + " bytes in all");
+  // (Made only when needed: every command passes through here.)
+  auto too_big = [] {
+    return resp::error("ERR sluice-kv takes keys and values of at most " +
+                       std::to_string(kMaxEntryBytes) + " bytes in all");
+  };
   if (name == "PING") {
     if (args.size() > 2) return local(wrong_args("ping"));
     return local(args.size() == 2 ? resp::bulk(args[1]) : resp::simple("PONG"));
   }
   if (name == "GET") {
     if (args.size() != 2) return local(wrong_args("get"));
-    if (!fits(1)) return local(too_big);
+    if (!fits(1)) return local(too_big());
     r.kind = Kind::kGet;
     return submit(Op::kGet, args[1], "", "");
   }
@@ -169,14 +172,14 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
                                    : resp::error("ERR syntax error (sluice-kv's SET takes no "
                                                  "options)"));
     }
-    if (!fits(1)) return local(too_big);
+    if (!fits(1)) return local(too_big());
     r.kind = Kind::kSet;
     return submit(Op::kPut, args[1], args[2], "");
   }
   if (name == "DEL" || name == "EXISTS") {
     if (args.size() < 2) return local(wrong_args(name == "DEL" ? "del" : "exists"));
     for (size_t i = 1; i < args.size(); ++i) {
-      if (args[i].size() > kMaxEntryBytes) return local(too_big);
+      if (args[i].size() > kMaxEntryBytes) return local(too_big());
     }
     r.kind = Kind::kCount;
     for (size_t i = 1; i < args.size(); ++i)
@@ -185,7 +188,7 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
   }
   if (name == "CAS") {
     if (args.size() != 4) return local(wrong_args("cas"));
-    if (!fits(1)) return local(too_big);
+    if (!fits(1)) return local(too_big());
     r.kind = Kind::kCas;
     return submit(Op::kCas, args[1], args[3], args[2]);
   }
