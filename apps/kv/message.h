@@ -41,8 +41,11 @@ enum class MsgType : uint8_t {
   kGapReply,           // answer; flag = found (the entry travels in entries[0])
   kGapCommit,          // leader -> followers: slot a is a no-op
   kGapCommitReply,     // follower -> leader: slot a is a no-op in my log
-  kSyncPrepare,        // leader -> followers: my log up to slot a (entries from b)
-  kSyncReply,          // follower -> leader: my log matches yours up to a
+  kSyncPrepare,        // leader -> followers: my log up to slot a (entries from b);
+                       // flag: positions only (each entry's commands left out, their
+                       // count in its ballot)
+  kSyncReply,          // follower -> leader: my log matches yours up to a; c != 0:
+                       // I lack slot c's commands, send the full entries from c
   kSyncCommit,         // leader -> followers: slots up to a are final; execute them
   kViewChangeRequest,  // anyone -> all: move to view (view, session); from the new leader
                        // of that view: a = the first slot of yours it still lacks

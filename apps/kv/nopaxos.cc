@@ -278,24 +278,46 @@ void NoPaxosReplica::on_gap_commit_reply(const Message& m, Outbox& out) {
   }
 }
 
-void NoPaxosReplica::send_sync_to(uint32_t r, Outbox& out) {
+void NoPaxosReplica::send_sync_to(uint32_t r, Outbox& out, bool full) {
   // Each follower gets the leader's log from just after the last slot it
   // confirmed, at most max_sync_entries and ~48 KiB at a time (messages
   // stay bounded; a follower far behind catches up over several rounds).
   // One that confirmed less than our log base gets the slots after it: if
   // it lacks slots we keep only in our snapshot, it says so (Recover with
   // its sync point) and gets the snapshot (on_recover).
+  //
+  // Unless `full`, the slots go as positions (flag): each entry's session,
+  // message number and number of commands (in `ballot`), without the
+  // commands, which the follower almost always has from the multicast; one
+  // that lacks a slot's commands asks for the full entries from there
+  // (SyncReply c, on_sync_reply).
   const uint64_t from = std::min<uint64_t>(std::max(follower_synced_[r], base_), last_slot()) + 1;
   Message s = make(MsgType::kSyncPrepare, r);
   s.b = from;
-  s.a = fill(s, from, options_.max_sync_entries) - 1;
+  s.flag = !full;
+  s.a = (full ? fill(s, from, options_.max_sync_entries)
+              : fill_positions(s, from, options_.max_sync_entries)) -
+        1;
   out.push_back(s);
+}
+
+uint64_t NoPaxosReplica::fill_positions(Message& m, uint64_t from, uint64_t max_entries) const {
+  size_t bytes = kHeaderBytes;
+  uint64_t s = std::max(from, base_ + 1);
+  for (; s <= last_slot() && m.entries.size() < max_entries; ++s) {
+    bytes += kEntryFixedBytes + wire_bytes(Entry{});
+    if (bytes > kMaxMessageBytes) break;
+    Entry p = position(at(s));
+    p.ballot = at(s).cmds.size();
+    m.entries.push_back(std::move(p));
+  }
+  return s;
 }
 
 void NoPaxosReplica::send_sync(Outbox& out) {
   last_sync_ = now_;
   for (uint32_t r = 0; r < config_.replicas; ++r)
-    if (r != id_) send_sync_to(r, out);
+    if (r != id_) send_sync_to(r, out, false);
 }
 
 void NoPaxosReplica::on_sync_prepare(const Message& m, Outbox& out) {
@@ -332,21 +354,55 @@ void NoPaxosReplica::on_sync_prepare(const Message& m, Outbox& out) {
     return;
   }
   // The leader's log is the truth within a view: install it from slot m.b.
+  // Positions (m.flag): a slot we hold with the same (session, message
+  // number) holds the same batch, the multicast's; a no-op is installed as
+  // it is; a batch we lack (or hold a no-op for) stops the install there,
+  // and we ask for the full entries from that slot (need).
+  uint64_t need = 0;
   for (const Entry& e : m.entries) {
     if (e.slot <= base_) continue;  // final, in our snapshot
-    if (e.slot <= last_slot()) {
-      at(e.slot) = e;
-    } else {
-      append(e, out);  // new to us: acknowledged to its client like any other
+    if (!m.flag) {
+      if (e.slot > last_slot()) {
+        append(e, out);  // new to us: acknowledged to its client like any other
+      } else if (!(at(e.slot) == e)) {
+        at(e.slot) = e;
+      }
+      continue;
     }
+    if (e.slot <= last_slot()) {
+      Entry& mine = at(e.slot);
+      if (mine.session == e.session && mine.msgnum == e.msgnum && mine.cmds.size() == e.ballot)
+        continue;
+      if (e.ballot == 0) {
+        mine = position(e);
+        mine.ballot = 0;
+        continue;
+      }
+    } else if (e.slot == last_slot() + 1) {
+      Entry next = position(e);
+      next.ballot = 0;
+      auto it = pending_.find(e.msgnum);
+      if (e.ballot != 0 && e.session == session_ && it != pending_.end() &&
+          it->second.cmds.size() == e.ballot) {
+        next.cmds = std::move(it->second.cmds);
+        pending_.erase(it);
+      }
+      if (next.cmds.size() == e.ballot) {
+        append(std::move(next), out);
+        continue;
+      }
+    }
+    need = e.slot;
+    break;
   }
-  synced_upto_ = std::max(synced_upto_, m.a);
+  synced_upto_ = std::max(synced_upto_, need != 0 ? need - 1 : m.a);
   for (auto it = pending_.begin(); it != pending_.end();)
     it = it->first < expected_msgnum() ? pending_.erase(it) : std::next(it);
   gap_open_ = false;
   drain(out);
   Message r = make(MsgType::kSyncReply, m.from);
-  r.a = m.a;
+  r.a = need != 0 ? need - 1 : m.a;
+  r.c = need;
   out.push_back(r);
 }
 
@@ -355,7 +411,8 @@ void NoPaxosReplica::on_sync_reply(const Message& m, Outbox& out) {
     return;
   uint64_t& confirmed = follower_synced_[m.from];
   confirmed = std::max(confirmed, std::min<uint64_t>(m.a, last_slot()));
-  if (confirmed < last_slot()) send_sync_to(m.from, out);  // the next chunk at once
+  // The next chunk at once; the full entries from slot c if it lacks them.
+  if (confirmed < last_slot()) send_sync_to(m.from, out, m.c != 0);
   if (m.a <= sync_point_) {
     // Already committed (this follower missed the SyncCommit): resend it.
     Message c = make(MsgType::kSyncCommit, m.from);
@@ -397,7 +454,7 @@ void NoPaxosReplica::on_recover(const Message& m, Outbox& out) {
     follower_synced_[m.from] = std::min<uint64_t>(m.a, last_slot());
     // It lacks slots we keep only in our snapshot: that first.
     if (m.a < base_) return send_snapshot(m.from, 0, 0, out);
-    send_sync_to(m.from, out);
+    send_sync_to(m.from, out, true);
     return;
   }
   // A replica behind our view (or still copying its log): our log from the

@@ -28,7 +28,11 @@
 // from the last slot that follower confirmed, in pieces bounded in entries
 // and bytes; followers install it and answer; at f answers the leader
 // commits the new sync point and followers execute up to it. (Followers do
-// not execute before: their entries could still become no-ops.)
+// not execute before: their entries could still become no-ops.) The log
+// goes as positions ((session, message number, number of commands) per
+// slot): a follower holds the same batch wherever it holds the same
+// position, so only a no-op or a batch it lacks differs; for a batch it
+// lacks it asks for the full entries from that slot.
 //
 // View change: a view is (leader number, session number), compared component
 // by component; on a conflict replicas move to the component-wise maximum. A
@@ -194,7 +198,9 @@ class NoPaxosReplica : public Node {
   void adopt(std::vector<Entry> after_sync);
   void rebuild_store();
   void send_sync(Outbox& out);
-  void send_sync_to(uint32_t follower, Outbox& out);
+  void send_sync_to(uint32_t follower, Outbox& out, bool full);
+  // As fill(), but positions only (send_sync_to).
+  uint64_t fill_positions(Message& m, uint64_t from, uint64_t max_entries) const;
   void commit_gap(Outbox& out);
   // Whether (view, session) is newer than ours in some component.
   bool newer(uint64_t view, uint64_t session) const { return view > view_ || session > session_; }

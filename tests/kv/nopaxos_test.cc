@@ -454,6 +454,84 @@ TEST(NoPaxosTest, SynchronizationSendsBoundedChunksToAFollowerFarBehind) {
   expect_consistent(c);
 }
 
+// Synchronization sends positions, not commands: a follower that holds a
+// slot's batch keeps it; one that lacks a batch asks for the full entries
+// from that slot (SyncReply c) and gets them; a slot the leader made a no-op
+// becomes one at the follower without the leader sending anything more.
+TEST(NoPaxosRulesTest, SynchronizationSendsPositionsAndFullEntriesOnlyWhereMissing) {
+  Config cfg{3};
+  NoPaxosReplica leader(cfg, 0);
+  NoPaxosReplica follower(cfg, 1);
+  Outbox out;
+  leader.tick(0, out);
+  follower.tick(0, out);
+  for (uint64_t n = 1; n <= 3; ++n) leader.receive(ordered(0, 1, n, 20 + n), out);
+  follower.receive(ordered(1, 1, 1, 21), out);  // msgnums 2 and 3 lost on the way to it
+  out.clear();
+  leader.tick(10, out);
+  const Message* sync = nullptr;
+  for (const Message& m : out)
+    if (m.type == MsgType::kSyncPrepare && m.to == 1) sync = &m;
+  ASSERT_NE(sync, nullptr);
+  EXPECT_TRUE(sync->flag) << "positions";
+  ASSERT_EQ(sync->entries.size(), 3u);
+  for (const Entry& e : sync->entries) {
+    EXPECT_TRUE(e.cmds.empty()) << "slot " << e.slot << " carries its commands";
+    EXPECT_EQ(e.ballot, 1u) << "slot " << e.slot << "'s count of commands";
+  }
+  Outbox back;
+  follower.receive(*sync, back);
+  const Message* reply = find(back, MsgType::kSyncReply);
+  ASSERT_NE(reply, nullptr);
+  EXPECT_EQ(reply->a, 1u) << "it holds slot 1 as the leader does";
+  EXPECT_EQ(reply->c, 2u) << "it lacks slot 2's batch";
+  out.clear();
+  leader.receive(*reply, out);
+  sync = find(out, MsgType::kSyncPrepare);
+  ASSERT_NE(sync, nullptr);
+  EXPECT_FALSE(sync->flag) << "full entries";
+  EXPECT_EQ(sync->b, 2u);
+  ASSERT_EQ(sync->entries.size(), 2u);
+  EXPECT_EQ(sync->entries[0].cmds.size(), 1u);
+  back.clear();
+  follower.receive(*sync, back);
+  ASSERT_EQ(follower.log_size(), 3u);
+  EXPECT_EQ(follower.log(), leader.log());
+  reply = find(back, MsgType::kSyncReply);
+  ASSERT_NE(reply, nullptr);
+  EXPECT_EQ(reply->a, 3u);
+  EXPECT_EQ(reply->c, 0u);
+
+  // A no-op: the leader misses msgnum 4, nobody has it, and it commits a
+  // no-op in slot 4; the follower, which got msgnum 4, installs the no-op
+  // from the positions alone.
+  out.clear();
+  leader.receive(ordered(0, 1, 5, 25), out);  // 4 is missing: a gap request
+  leader.tick(20, out);  // the gap timeout passes (5 waits for the no-op's acks)
+  ASSERT_EQ(leader.gaps_committed(), 1u);
+  ASSERT_EQ(leader.log_size(), 4u);
+  ASSERT_TRUE(leader.log()[3].cmds.empty());
+  back.clear();
+  follower.receive(ordered(1, 1, 4, 24), back);
+  ASSERT_EQ(follower.log_size(), 4u);
+  ASSERT_FALSE(follower.log()[3].cmds.empty());
+  out.clear();
+  leader.tick(40, out);
+  sync = nullptr;
+  for (const Message& m : out)
+    if (m.type == MsgType::kSyncPrepare && m.to == 1) sync = &m;
+  ASSERT_NE(sync, nullptr);
+  ASSERT_TRUE(sync->flag);
+  back.clear();
+  follower.receive(*sync, back);
+  reply = find(back, MsgType::kSyncReply);
+  ASSERT_NE(reply, nullptr);
+  EXPECT_EQ(reply->a, 4u);
+  EXPECT_EQ(reply->c, 0u);
+  EXPECT_TRUE(follower.log()[3].cmds.empty()) << "slot 4 became the no-op";
+  EXPECT_EQ(follower.log(), leader.log());
+}
+
 // Log entries travel with their batches (a sync or view change carries
 // them): an entry's commands, a no-op's none, round-trip exactly, and a
 // count of commands larger than the bytes left is refused, not allocated.
