@@ -13,6 +13,18 @@
 
 namespace kv {
 
+// A message with its header set; the test sets the fields of its type.
+inline Message message(MsgType type, uint32_t from, uint32_t to = 0, uint64_t view = 0,
+                       uint64_t session = 0) {
+  Message m;
+  m.type = type;
+  m.from = from;
+  m.to = to;
+  m.view = view;
+  m.session = session;
+  return m;
+}
+
 // A simulated cluster of `replicas` and `clients` (each doing `ops`
 // operations on one key) under `protocol`, seeded by `seed`.
 inline ClusterOptions sim_options(Protocol protocol, uint32_t replicas, uint32_t clients,

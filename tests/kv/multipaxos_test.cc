@@ -189,11 +189,7 @@ Entry entry(uint64_t slot, uint64_t ballot, uint64_t client, bool committed = fa
 }
 
 Message promise(uint32_t from, uint64_t ballot, std::vector<Entry> entries) {
-  Message m;
-  m.type = MsgType::kPromise;
-  m.from = from;
-  m.to = 1;
-  m.view = ballot;
+  Message m = message(MsgType::kPromise, from, 1, ballot);
   m.entries = std::move(entries);
   return m;
 }
@@ -247,11 +243,7 @@ TEST(MultiPaxosRulesTest, FollowerCommitsOnlyEntriesOfTheLeadersBallot) {
   MultiPaxosReplica r(cfg, 2);
   Outbox out;
   // Slot 1 accepted from ballot 0 ...
-  Message a;
-  a.type = MsgType::kAccept;
-  a.from = 0;
-  a.to = 2;
-  a.view = 0;
+  Message a = message(MsgType::kAccept, 0, 2);
   a.a = 1;
   a.entries = {entry(1, 0, 20)};
   r.receive(a, out);
@@ -259,11 +251,7 @@ TEST(MultiPaxosRulesTest, FollowerCommitsOnlyEntriesOfTheLeadersBallot) {
   // ... but ballot 4's leader says slot 1 is committed: its value may differ,
   // so the follower must fetch it rather than apply its own.
   out.clear();
-  Message hb;
-  hb.type = MsgType::kAccept;
-  hb.from = 1;
-  hb.to = 2;
-  hb.view = 4;
+  Message hb = message(MsgType::kAccept, 1, 2, 4);
   hb.a = 2;
   hb.b = 1;
   r.receive(hb, out);
@@ -271,11 +259,7 @@ TEST(MultiPaxosRulesTest, FollowerCommitsOnlyEntriesOfTheLeadersBallot) {
   const Message* catch_up = find(out, MsgType::kCatchUp);
   ASSERT_NE(catch_up, nullptr);
   EXPECT_EQ(catch_up->a, 1u);
-  Message committed;
-  committed.type = MsgType::kCommitted;
-  committed.from = 1;
-  committed.to = 2;
-  committed.view = 4;
+  Message committed = message(MsgType::kCommitted, 1, 2, 4);
   committed.a = 1;
   committed.entries = {entry(1, 4, 30)};
   r.receive(committed, out);

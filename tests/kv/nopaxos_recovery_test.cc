@@ -142,10 +142,7 @@ TEST(NoPaxosRecoveryTest, ALongLogIsCopiedInBoundedPieces) {
 
 Message recovery_reply(uint32_t from, uint32_t to, uint64_t nonce, uint64_t view, uint64_t session,
                        bool leads, uint64_t last, uint64_t sync) {
-  Message m;
-  m.type = MsgType::kRecoveryReply;
-  m.from = from;
-  m.to = to;
+  Message m = message(MsgType::kRecoveryReply, from, to);
   m.a = nonce;
   m.view = view;
   m.session = session;
@@ -173,21 +170,12 @@ TEST(NoPaxosRulesTest, ARecoveringReplicaJoinsOnlyTheLeaderOfTheHighestView) {
   out.clear();
   // Nothing else moves it: not requests, not a leader's log, not views.
   r.receive(ordered(2, 1, 1, 20), out);
-  Message prepare;
-  prepare.type = MsgType::kSyncPrepare;
-  prepare.from = 0;
-  prepare.to = 2;
-  prepare.session = 1;
+  Message prepare = message(MsgType::kSyncPrepare, 0, 2, 0, 1);
   prepare.a = 1;
   prepare.b = 1;
   prepare.entries = {logged(1, 1, 20)};
   r.receive(prepare, out);
-  Message req;
-  req.type = MsgType::kViewChangeRequest;
-  req.from = 0;
-  req.to = 2;
-  req.view = 4;
-  req.session = 1;
+  Message req = message(MsgType::kViewChangeRequest, 0, 2, 4, 1);
   r.receive(req, out);
   r.tick(10, out);  // nor silence
   EXPECT_TRUE(out.empty());
@@ -233,12 +221,7 @@ TEST(NoPaxosRulesTest, ARecoveringReplicaJoinsOnlyTheLeaderOfTheHighestView) {
   EXPECT_EQ(gap->b, 3u);
   out.clear();
   // ... and which synchronization fills in as well.
-  Message sync;
-  sync.type = MsgType::kSyncPrepare;
-  sync.from = 1;
-  sync.to = 2;
-  sync.view = 1;
-  sync.session = 2;
+  Message sync = message(MsgType::kSyncPrepare, 1, 2, 1, 2);
   sync.a = 4;
   sync.b = 3;
   sync.entries = {in_session(3, 2, 3, 22), in_session(4, 2, 4, 23)};
@@ -319,10 +302,7 @@ TEST(NoPaxosRulesTest, ALeaderSendsItsLogInPiecesBoundedInEntriesAndBytes) {
   }
   ASSERT_EQ(leader.log_size(), 400u);
   auto piece = [&](uint64_t from) {
-    Message req;
-    req.type = MsgType::kRecoveryRequest;
-    req.from = 1;
-    req.to = 0;
+    Message req = message(MsgType::kRecoveryRequest, 1);
     req.a = 99;
     req.b = from;
     Outbox o;
@@ -358,10 +338,7 @@ TEST(NoPaxosRulesTest, AForgottenGapCommitAcknowledgementCountsNoMore) {
   leader.receive(ordered(0, 1, 2, 20), out);  // message 1 never arrives
   leader.tick(100, out);
   ASSERT_EQ(leader.gaps_committed(), 1u);
-  Message ack;
-  ack.type = MsgType::kGapCommitReply;
-  ack.to = 0;
-  ack.session = 1;
+  Message ack = message(MsgType::kGapCommitReply, 0, 0, 0, 1);
   ack.a = 1;
   ack.from = 1;
   leader.receive(ack, out);
@@ -378,12 +355,7 @@ TEST(NoPaxosRulesTest, AForgottenViewChangeCountsNoMore) {
   Config cfg{5};  // the new leader needs f + 1 = 3 logs
   NoPaxosReplica r(cfg, 1);
   Outbox out;
-  Message req;
-  req.type = MsgType::kViewChangeRequest;
-  req.from = 2;
-  req.to = 1;
-  req.view = 1;
-  req.session = 1;
+  Message req = message(MsgType::kViewChangeRequest, 2, 1, 1, 1);
   r.receive(req, out);
   r.receive(view_change(2, 1, 1, 0, {}), out);
   r.forget_replica(2);
@@ -399,11 +371,7 @@ TEST(NoPaxosRulesTest, AForgottenFollowerIsSynchronizedFromTheStart) {
   Outbox out;
   for (uint64_t n = 1; n <= 5; ++n) leader.receive(ordered(0, 1, n, 20 + n), out);
   leader.tick(0, out);
-  Message reply;
-  reply.type = MsgType::kSyncReply;
-  reply.from = 1;
-  reply.to = 0;
-  reply.session = 1;
+  Message reply = message(MsgType::kSyncReply, 1, 0, 0, 1);
   reply.a = 5;
   leader.receive(reply, out);
   ASSERT_EQ(leader.sync_point(), 5u);

@@ -342,12 +342,7 @@ TEST(NoPaxosRulesTest, ANewLeaderFetchesTheFinalSlotsItLacksBeforeItStartsTheVie
   Outbox out;
   r.receive(ordered(1, 1, 1, 20), out);  // slot 1: the request, sync point 0
   out.clear();
-  Message req;
-  req.type = MsgType::kViewChangeRequest;
-  req.from = 2;
-  req.to = 1;
-  req.view = 1;
-  req.session = 1;
+  Message req = message(MsgType::kViewChangeRequest, 2, 1, 1, 1);
   r.receive(req, out);
   // Replica 2's sync point is 1 (the slot is final there: a no-op), so its
   // ViewChange carries only slot 2 and after.
@@ -383,12 +378,7 @@ TEST(NoPaxosRulesTest, ViewChangesComeInBoundedPartsAndTheLeaderAsksForLostOnes)
     f.receive(m, out);
   }
   out.clear();
-  Message req;
-  req.type = MsgType::kViewChangeRequest;
-  req.from = 0;
-  req.to = 2;
-  req.view = 1;
-  req.session = 1;
+  Message req = message(MsgType::kViewChangeRequest, 0, 2, 1, 1);
   f.receive(req, out);
   std::vector<Message> parts;
   for (const Message& m : out)
@@ -440,12 +430,7 @@ TEST(NoPaxosRulesTest, AFollowerTakesPartInANewViewOnlyOnceItCopiedItsStartingLo
   const std::vector<Entry> before = f.log();
   out.clear();
   // View 1's leader started with 3 slots: a no-op where f has request 1.
-  Message sv;
-  sv.type = MsgType::kStartView;
-  sv.from = 1;
-  sv.to = 2;
-  sv.view = 1;
-  sv.session = 1;
+  Message sv = message(MsgType::kStartView, 1, 2, 1, 1);
   sv.a = 1;
   sv.b = 3;
   sv.c = 0;
@@ -486,11 +471,7 @@ TEST(NoPaxosRulesTest, ASnapshotIsTakenOnlyFromTheLeaderOfTheFollowersViewOrALat
   f.receive(ordered(2, 1, 1, 20), out);
   Store st;
   for (uint64_t n = 1; n <= 5; ++n) st.apply(ordered(0, 1, n, 30 + n).cmds[0]);
-  Message chunk;
-  chunk.type = MsgType::kSnapshotChunk;
-  chunk.to = 2;
-  chunk.view = 1;
-  chunk.session = 1;
+  Message chunk = message(MsgType::kSnapshotChunk, 0, 2, 1, 1);
   chunk.a = 5;
   chunk.b = 0;
   chunk.blob = st.serialize();
@@ -515,12 +496,7 @@ TEST(NoPaxosRulesTest, ASnapshotIsTakenOnlyFromTheLeaderOfTheFollowersViewOrALat
   EXPECT_FALSE(ask->flag);
   EXPECT_EQ(ask->a, 6u);
   // View 1's log from slot 6 (it started with 6 slots): it takes part.
-  Message sv;
-  sv.type = MsgType::kStartView;
-  sv.from = 1;
-  sv.to = 2;
-  sv.view = 1;
-  sv.session = 1;
+  Message sv = message(MsgType::kStartView, 1, 2, 1, 1);
   sv.a = 6;
   sv.b = 6;
   sv.c = 5;

@@ -222,11 +222,7 @@ TEST(NoPaxosRulesTest, AClientCompletesABatchOnTheLeadersAnswerAndAFollowers) {
   ASSERT_EQ(out.size(), 1u) << "the window goes out as one request";
   ASSERT_EQ(out[0].cmds.size(), 3u);
   EXPECT_EQ(out[0].to, cfg.sequencer_id());
-  Message ack;
-  ack.type = MsgType::kReply;
-  ack.from = 1;
-  ack.to = client.id();
-  ack.session = 1;
+  Message ack = message(MsgType::kReply, 1, client.id(), 0, 1);
   ack.a = 7;
   for (const Command& c : out[0].cmds) {
     Command id;
@@ -335,11 +331,7 @@ TEST(NoPaxosRulesTest, LeaderWaitsForFollowersToHoldTheNoOpBeforeGoingOn) {
   // request, so nothing after it may be executed or answered.
   EXPECT_EQ(count(out, MsgType::kReply), 0u);
   EXPECT_EQ(leader.store().applied().size(), 1u);  // just the no-op
-  Message ack;
-  ack.type = MsgType::kGapCommitReply;
-  ack.from = 1;
-  ack.to = 0;
-  ack.session = 1;
+  Message ack = message(MsgType::kGapCommitReply, 1, 0, 0, 1);
   ack.a = 1;
   leader.receive(ack, out);
   EXPECT_EQ(count(out, MsgType::kReply), 2u);
@@ -352,12 +344,7 @@ TEST(NoPaxosRulesTest, ViewChangeMergeKeepsACommittedNoOpOverTheRequest) {
   Outbox out;
   r.receive(ordered(1, 1, 1, 20), out);  // slot 1: the request, in r's own log
   out.clear();
-  Message req;
-  req.type = MsgType::kViewChangeRequest;
-  req.from = 2;
-  req.to = 1;
-  req.view = 1;
-  req.session = 1;
+  Message req = message(MsgType::kViewChangeRequest, 2, 1, 1, 1);
   r.receive(req, out);
   // Replica 2 holds the old leader's no-op for slot 1.
   r.receive(view_change(2, 1, 1, 0, {logged(1, 1, 0), logged(2, 2, 30)}), out);
@@ -377,12 +364,7 @@ TEST(NoPaxosRulesTest, ViewChangeMergeUsesOnlyLogsOfTheLatestNormalView) {
   r.receive(ordered(2, 1, 1, 20), out);
   r.receive(ordered(2, 1, 2, 21), out);  // r's stale log from view 0: two requests
   out.clear();
-  Message req;
-  req.type = MsgType::kViewChangeRequest;
-  req.from = 1;
-  req.to = 2;
-  req.view = 2;
-  req.session = 1;
+  Message req = message(MsgType::kViewChangeRequest, 1, 2, 2, 1);
   r.receive(req, out);
   // Replica 1 was normal in view 1, whose log has a no-op at slot 1 and
   // nothing after: that log wins whole; r's view-0 entries must not leak in.
@@ -402,19 +384,11 @@ TEST(NoPaxosRulesTest, FollowerExecutesOnlyWhatItInstalledFromTheLeader) {
   // ... but the leader made slot 1 a no-op and the follower missed both the
   // GapCommit and the SyncPrepare: a SyncCommit alone must not make it
   // execute its own, different, slot 1.
-  Message commit;
-  commit.type = MsgType::kSyncCommit;
-  commit.from = 0;
-  commit.to = 1;
-  commit.session = 1;
+  Message commit = message(MsgType::kSyncCommit, 0, 1, 0, 1);
   commit.a = 1;
   f.receive(commit, out);
   EXPECT_EQ(f.store().applied().size(), 0u);
-  Message prepare;
-  prepare.type = MsgType::kSyncPrepare;
-  prepare.from = 0;
-  prepare.to = 1;
-  prepare.session = 1;
+  Message prepare = message(MsgType::kSyncPrepare, 0, 1, 0, 1);
   prepare.a = 1;
   prepare.b = 1;
   prepare.entries = {logged(1, 1, 0)};

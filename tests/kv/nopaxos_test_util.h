@@ -35,11 +35,7 @@ inline uint64_t noops(const NoPaxosReplica& r) {
 }
 
 inline Message ordered(uint32_t to, uint64_t session, uint64_t msgnum, uint64_t client) {
-  Message m;
-  m.type = MsgType::kOrdered;
-  m.from = 3;
-  m.to = to;
-  m.session = session;
+  Message m = message(MsgType::kOrdered, 3, to, 0, session);
   m.a = msgnum;
   Command c;
   c.op = Op::kPut;
@@ -76,12 +72,7 @@ inline Entry logged(uint64_t slot, uint64_t msgnum, uint64_t client) {
 
 inline Message view_change(uint32_t from, uint32_t to, uint64_t view, uint64_t last_view,
                            std::vector<Entry> log) {
-  Message m;
-  m.type = MsgType::kViewChange;
-  m.from = from;
-  m.to = to;
-  m.view = view;
-  m.session = 1;
+  Message m = message(MsgType::kViewChange, from, to, view, 1);
   m.a = last_view;
   m.b = 1;
   m.entries = std::move(log);
