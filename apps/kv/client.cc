@@ -9,7 +9,8 @@ Client::Client(Config config, Protocol protocol, uint32_t index, std::vector<Com
     : config_(config),
       protocol_(protocol),
       id_(config.client_id(index)),
-      ops_(std::move(ops)),
+      ops_(std::make_move_iterator(ops.begin()), std::make_move_iterator(ops.end())),
+      ops_total_(ops.size()),
       retry_ms_(retry_ms),
       window_(static_cast<uint32_t>(std::clamp<uint64_t>(window, 1, kClientWindow))),
       batch_(batch) {
@@ -56,11 +57,17 @@ void Client::send(const std::vector<const Command*>& cmds, Outbox& out, bool to_
 
 void Client::complete(InFlight& f, const Result& r) {
   // (Never sent again: the history can have the command itself.)
-  history_.push_back({std::move(ops_[f.seq - 1]), r, f.invoked_ms, now_, f.invoked_us, clock_us_});
+  history_.push_back({std::move(op(f.seq)), r, f.invoked_ms, now_, f.invoked_us, clock_us_});
   f.done = true;
   f.acks.clear();
   f.leader_results.clear();
   while (!inflight_.empty() && inflight_.front().done) inflight_.pop_front();
+  // Every operation before the first one in flight has completed.
+  const uint64_t keep_from = inflight_.empty() ? next_ + 1 : inflight_.front().seq;
+  while (ops_base_ + 1 < keep_from) {
+    ops_.pop_front();
+    ++ops_base_;
+  }
 }
 
 void Client::receive(const Message& m, Outbox&) {
@@ -104,18 +111,18 @@ void Client::tick(uint64_t now_ms, Outbox& out) {
       if (f.done) continue;
       ++retries_;
       f.sent_ms = now_ms;
-      sending.push_back(&ops_[f.seq - 1]);
+      sending.push_back(&op(f.seq));
     }
     send(sending, out, true);
     sending.clear();
   }
-  while (next_ < ops_.size() && inflight_.size() < window_) {
+  while (next_ < ops_total_ && inflight_.size() < window_) {
     InFlight f;
     f.seq = ++next_;
     f.invoked_ms = f.sent_ms = now_ms;
     f.invoked_us = clock_us_;
     inflight_.push_back(std::move(f));
-    sending.push_back(&ops_[next_ - 1]);
+    sending.push_back(&op(next_));
   }
   if (!sending.empty()) send(sending, out, false);
 }

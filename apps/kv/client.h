@@ -65,16 +65,17 @@ class Client : public Node {
   // A finer clock for the history's latencies; it drives nothing.
   void set_clock_us(uint64_t now_us) { clock_us_ = now_us; }
 
-  bool done() const { return next_ == ops_.size() && inflight_.empty(); }
+  bool done() const { return next_ == ops_total_ && inflight_.empty(); }
   // Appends an operation to run after the others (a front end's client,
   // constructed with none); returns its seq, which its Completed carries.
   uint64_t add(Command c) {
     c.client = id_;
-    c.seq = ops_.size() + 1;
+    c.seq = ++ops_total_;
     ops_.push_back(std::move(c));
-    return ops_.size();
+    return ops_total_;
   }
-  const std::vector<Completed>& history() const { return history_; }
+  // (A deque: it grows for as long as a gateway runs, and is never moved.)
+  const std::deque<Completed>& history() const { return history_; }
   uint32_t id() const { return id_; }
   // How often an operation was sent again after a timeout.
   uint64_t retries() const { return retries_; }
@@ -100,17 +101,23 @@ class Client : public Node {
   Config config_;
   Protocol protocol_;
   uint32_t id_;
-  std::vector<Command> ops_;
+  Command& op(uint64_t seq) { return ops_[seq - 1 - ops_base_]; }
+
+  // The operations not yet completed (seqs from ops_base_ + 1); completed
+  // ones move into history_.
+  std::deque<Command> ops_;
+  uint64_t ops_base_ = 0;
+  uint64_t ops_total_ = 0;  // the last seq added
   uint64_t retry_ms_;
   uint32_t window_;
   uint32_t batch_;
-  size_t next_ = 0;  // ops_[next_] is the next to send
+  uint64_t next_ = 0;  // the last seq sent
   std::deque<InFlight> inflight_;
   uint64_t now_ = 0;
   uint64_t clock_us_ = 0;
   uint64_t leader_hint_ = 0;
   uint64_t retries_ = 0;
-  std::vector<Completed> history_;
+  std::deque<Completed> history_;
 };
 
 // The closed-loop clients of one rank as one Node: a message goes to the

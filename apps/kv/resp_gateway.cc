@@ -274,7 +274,7 @@ void RespGateway::complete(ClientGroup& clients) {
 }
 
 void RespGateway::complete(const Client& client, size_t index, size_t& seen) {
-  const std::vector<Completed>& done = client.history();
+  const auto& done = client.history();
   InFlight& f = inflight_[index];
   for (; seen < done.size(); ++seen) {
     const Completed& h = done[seen];
