@@ -240,7 +240,7 @@ void MultiPaxosReplica::advance_commit(Outbox& out) {
   if (options_.snapshot_every > 0 && applied_ >= snapshot_slot_ + options_.snapshot_every) {
     // message.h, Snapshots: a new snapshot, and the log kept from the last.
     const uint64_t previous = snapshot_slot_;
-    snapshot_ = store_.serialize();
+    snapshot_ = store_.snapshot();
     snapshot_slot_ = applied_;
     ++snapshots_taken_;
     if (previous > base_) {
@@ -595,7 +595,7 @@ void MultiPaxosReplica::send_snapshot(uint32_t to, uint64_t slot, uint64_t offse
   c.a = snapshot_slot_;
   c.b = offset;
   c.c = snapshot_.size();
-  c.blob = snapshot_.substr(offset, kSnapshotChunkBytes);
+  c.blob = snapshot_.bytes(store_, offset, kSnapshotChunkBytes);
   out.push_back(std::move(c));
 }
 
@@ -630,7 +630,7 @@ void MultiPaxosReplica::on_snapshot_chunk(const Message& m, Outbox& out) {
   }
   base_ = commit_ = applied_ = s;
   store_ = incoming_.take_store();
-  snapshot_ = incoming_.take_bytes();
+  snapshot_ = Snapshot(incoming_.take_bytes());
   snapshot_slot_ = s;
   ++snapshots_installed_;
   if (recovering_) {

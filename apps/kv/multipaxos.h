@@ -123,7 +123,7 @@ class MultiPaxosReplica : public Node {
   std::vector<std::optional<Entry>> log_;  // slot s at index s - base_ - 1
   uint64_t base_ = 0;                      // slots up to here are in the snapshot only
   // The latest snapshot (of slot snapshot_slot_), and one coming in.
-  std::string snapshot_;
+  Snapshot snapshot_;
   uint64_t snapshot_slot_ = 0;
   IncomingSnapshot incoming_;
   uint64_t snapshots_taken_ = 0;

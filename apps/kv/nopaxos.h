@@ -239,10 +239,10 @@ class NoPaxosReplica : public Node {
   // executed slot not yet final (the leader executes ahead of its sync
   // point: it becomes the snapshot once the sync point reaches it), and one
   // coming in.
-  std::string snapshot_;
+  Snapshot snapshot_;
   uint64_t snapshot_slot_ = 0;
   Entry snapshot_entry_;
-  std::string candidate_;
+  Snapshot candidate_;
   uint64_t candidate_slot_ = 0;
   Entry candidate_entry_;
   IncomingSnapshot incoming_;

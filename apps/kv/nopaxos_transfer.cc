@@ -19,7 +19,7 @@ void NoPaxosReplica::maybe_snapshot() {
   if (options_.snapshot_every == 0) return;
   if (candidate_slot_ == 0 && executed_ >= snapshot_slot_ + options_.snapshot_every &&
       executed_ > base_) {
-    candidate_ = store_.serialize();
+    candidate_ = store_.snapshot();
     candidate_slot_ = executed_;
     candidate_entry_ = position(at(executed_));
   }
@@ -47,7 +47,7 @@ void NoPaxosReplica::send_snapshot(uint32_t to, uint64_t slot, uint64_t offset, 
   c.a = snapshot_slot_;
   c.b = offset;
   c.c = snapshot_.size();
-  c.blob = snapshot_.substr(offset, kSnapshotChunkBytes);
+  c.blob = snapshot_.bytes(store_, offset, kSnapshotChunkBytes);
   // The snapshot's last slot's place in the multicast (its command is in
   // the store), where the receiver's log goes on from.
   c.entries.push_back(snapshot_entry_);
@@ -111,7 +111,7 @@ void NoPaxosReplica::on_snapshot_chunk(const Message& m, Outbox& out) {
   store_ = incoming_.take_store();
   executed_ = sync_point_ = s;
   synced_upto_ = std::max(synced_upto_, s);
-  snapshot_ = incoming_.take_bytes();
+  snapshot_ = Snapshot(incoming_.take_bytes());
   snapshot_slot_ = s;
   snapshot_entry_ = base_entry_;
   candidate_.clear();

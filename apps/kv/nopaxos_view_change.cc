@@ -320,10 +320,13 @@ void NoPaxosReplica::adopt(std::vector<Entry> after_sync) {
 }
 
 void NoPaxosReplica::rebuild_store() {
+  // (The snapshot's identities are read from the store it replaces, whose
+  // applied log begins with them: they are of final slots.)
+  const std::string bytes = snapshot_.bytes(store_, 0, snapshot_.size());
   store_ = Store();
   if (snapshot_slot_ > 0) {
     std::string why;
-    store_.restore(snapshot_, &why);  // our own serialize(): whole
+    store_.restore(bytes, &why);  // our own serialize(): whole
   }
   executed_ = snapshot_slot_;
   candidate_.clear();

@@ -1,5 +1,7 @@
 #include "store.h"
 
+#include <algorithm>
+#include <cstring>
 #include <span>
 
 #include "wire.h"
@@ -136,15 +138,17 @@ uint64_t Store::digest() const {
 
 namespace {
 
-constexpr uint32_t kSnapshotMagic = 0x4b565331;  // "KVS1"
+constexpr uint32_t kSnapshotMagic = 0x4b565332;  // "KVS2"
 
 }  // namespace
 
 // The layout of wire.h: the magic, then each part as a u32 count and its
-// items (a key and its value; a client, its last seq and its kept results;
-// an applied log identity), then the skip count.
-std::string Store::serialize() const {
-  std::string out;
+// items (a key and its value; a client, its last seq and its kept results),
+// the skip count, and last the applied log's count and identities (a client
+// and a seq each), which a Snapshot reads from the store when sent.
+Snapshot Store::snapshot() const {
+  Snapshot snap;
+  std::string& out = snap.head_;
   wire::Writer<std::string> w{out};
   w.put(kSnapshotMagic);
   w.put<uint32_t>(static_cast<uint32_t>(data_.size()));
@@ -162,12 +166,43 @@ std::string Store::serialize() const {
       w.str(r.value);
     }
   }
-  w.put<uint32_t>(static_cast<uint32_t>(applied_.size()));
-  for (const auto& [client, seq] : applied_) {
-    w.put(client);
-    w.put(seq);
-  }
   w.put(skipped_);
+  w.put<uint32_t>(static_cast<uint32_t>(applied_.size()));
+  snap.identities_ = applied_.size();
+  return snap;
+}
+
+std::string Store::serialize() const {
+  Snapshot snap = snapshot();
+  return snap.bytes(*this, 0, snap.size());
+}
+
+std::string Snapshot::bytes(const Store& store, size_t offset, size_t n) const {
+  std::string out;
+  if (offset >= size()) return out;
+  n = std::min(n, size() - offset);
+  out.reserve(n);
+  if (offset < head_.size()) {
+    const size_t k = std::min(n, head_.size() - offset);
+    out.append(head_, offset, k);
+    offset += k;
+    n -= k;
+  }
+  // The identities: each as wire.h writes a client and a seq.
+  const auto& applied = store.applied();
+  size_t at = offset - head_.size();
+  while (n > 0) {
+    const size_t i = at / kIdentityBytes, within = at % kIdentityBytes;
+    char one[kIdentityBytes];
+    const std::pair<uint64_t, uint64_t> id =
+        i < applied.size() ? applied[i] : std::pair<uint64_t, uint64_t>{};
+    std::memcpy(one, &id.first, 8);
+    std::memcpy(one + 8, &id.second, 8);
+    const size_t k = std::min(n, kIdentityBytes - within);
+    out.append(one + within, k);
+    at += k;
+    n -= k;
+  }
   return out;
 }
 
@@ -199,13 +234,13 @@ bool Store::restore(std::string_view bytes, std::string* why) {
       cs.results.push_back(std::move(res));
     }
   }
+  s.skipped_ = r.get<uint64_t>();
   const uint32_t applied = count(16);
   s.applied_.reserve(applied);
   for (uint32_t i = 0; r.ok && i < applied; ++i) {
     const uint64_t client = r.get<uint64_t>();
     s.applied_.emplace_back(client, r.get<uint64_t>());
   }
-  s.skipped_ = r.get<uint64_t>();
   if (!r.ok || r.pos != r.in.size()) {
     *why = "malformed store snapshot of " + std::to_string(bytes.size()) +
            " bytes (truncated or trailing bytes)";

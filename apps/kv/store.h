@@ -67,6 +67,38 @@ enum class Applied : uint8_t {
   kNoop,
 };
 
+class Store;
+
+// A snapshot as the replicas keep and send it (message.h, Snapshots). Its
+// bytes are those of Store::serialize(): the state, then the identities of
+// the applied log. Taken from a live store (Store::snapshot), it holds the
+// state alone and reads the identities, the first identities_ of that
+// store's applied log, when its bytes are asked for. The applied log only
+// grows and a snapshot is of applied slots, so they are still there; and
+// taking a snapshot every few thousand slots then costs the state's size,
+// not the whole history's (which made a long run's snapshots quadratic).
+// Made from received bytes, it holds them all.
+class Snapshot {
+ public:
+  Snapshot() = default;
+  explicit Snapshot(std::string bytes) : head_(std::move(bytes)) {}
+  size_t size() const { return head_.size() + kIdentityBytes * identities_; }
+  bool empty() const { return head_.empty(); }
+  void clear() {
+    head_.clear();
+    identities_ = 0;
+  }
+  // Bytes [offset, offset + n) of it, fewer at its end. `store` is the one
+  // it was taken from (or one whose applied log begins the same way).
+  std::string bytes(const Store& store, size_t offset, size_t n) const;
+
+ private:
+  friend class Store;
+  static constexpr size_t kIdentityBytes = 16;
+  std::string head_;
+  uint64_t identities_ = 0;
+};
+
 class Store {
  public:
   // Applies one log entry. A command whose (client, seq) was already applied
@@ -107,10 +139,14 @@ class Store {
   const std::map<std::string, std::string>& data() const { return data_; }
 
   // A snapshot: the whole state (keys and values, the client table, the
-  // applied log's identities and the skip count) as bytes, from which
+  // skip count and the applied log's identities) as bytes, from which
   // restore() makes an equal Store (same digest, same applied()). The
   // protocols send it to a replica that needs slots they no longer keep.
   std::string serialize() const;
+  // The same as a Snapshot, which reads the identities from this store
+  // when its bytes are asked for: it costs the state's size, not the
+  // history's.
+  Snapshot snapshot() const;
   // Replaces this store by the one `bytes` describe; false (and *why says
   // what is wrong, the store unchanged) if they are not a whole snapshot.
   bool restore(std::string_view bytes, std::string* why);

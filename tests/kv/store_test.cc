@@ -105,6 +105,37 @@ TEST(StoreTest, DigestsAgreeExactlyWhenStatesAgree) {
   EXPECT_NE(a.digest(), c.digest());
 }
 
+// A snapshot taken from a live store holds its state and reads the applied
+// log's identities from the store when its bytes are asked for, so taking
+// it does not copy the whole history; the store may go on applying
+// meanwhile. Its bytes, read in pieces of any size, are those serialize()
+// gave when it was taken, and they restore that store.
+TEST(StoreTest, ASnapshotReadsItsIdentitiesFromTheStoreWhenItsBytesAreRead) {
+  Store a;
+  for (uint64_t seq = 1; seq <= 100; ++seq)
+    a.apply(cmd(Op::kPut, 1 + seq % 3, seq / 3 + 1, "k", "v"));
+  const std::string then = a.serialize();
+  const uint64_t digest = a.digest();
+  const auto applied = a.applied();
+  const Snapshot snap = a.snapshot();
+  ASSERT_EQ(snap.size(), then.size());
+  for (uint64_t seq = 40; seq <= 90; ++seq) a.apply(cmd(Op::kPut, 7, seq - 39, "later", "w"));
+  for (size_t piece : {size_t{1}, size_t{7}, size_t{16}, size_t{4096}}) {
+    std::string read;
+    for (size_t at = 0; at < snap.size(); at += piece) read += snap.bytes(a, at, piece);
+    EXPECT_EQ(read, then) << "pieces of " << piece;
+  }
+  EXPECT_TRUE(snap.bytes(a, snap.size(), 10).empty());
+  Store b;
+  std::string why;
+  ASSERT_TRUE(b.restore(snap.bytes(a, 0, snap.size()), &why)) << why;
+  EXPECT_EQ(b.digest(), digest);
+  EXPECT_EQ(b.applied(), applied);
+  // Made from received bytes it holds them all, and needs no store.
+  const Snapshot received(then);
+  EXPECT_EQ(received.bytes(Store(), 0, received.size()), then);
+}
+
 // A snapshot restores an equal store: the same digest, applied log, skip
 // count and client table (a retry still gets its first result); a snapshot
 // cut short, with a byte more, or not a snapshot at all is refused and
