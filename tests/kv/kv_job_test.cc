@@ -326,16 +326,18 @@ void expect_replica_restart_recovered(const std::string& protocol, int victim,
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "from a snapshot of slot"),
             snapshot_every > 0 ? 1 : 0)
       << r.output;
-  // Every survivor went through the epoch without it, then the one with it
-  // back (NOPaxos: sessions 2, then 3).
+  // The survivors went on without it, then every one of them reached the
+  // epoch with it back (NOPaxos: sessions 2, then 3). A survivor may skip
+  // the first: on a loaded machine one that declares its flows late can
+  // find that epoch over (the victim back already) and join the next.
   std::string without;
   for (int k = 0; k < 5; ++k)
     if (k != victim) without += " " + std::to_string(k);
   const bool np = protocol == "nopaxos";
-  EXPECT_EQ(sluice::testing::count_lines_with(
-                r.output, "going on with ranks" + without + (np ? " (NOPaxos session 2)" : "")),
-            4)
-      << r.output;
+  const int went_on = sluice::testing::count_lines_with(
+      r.output, "going on with ranks" + without + (np ? " (NOPaxos session 2)" : ""));
+  EXPECT_GE(went_on, 1) << r.output;
+  EXPECT_LE(went_on, 4) << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(
                 r.output, "going on with ranks 0 1 2 3 4" + std::string(np ? " (NOPaxos session 3)" : "")),
             4)
@@ -395,14 +397,17 @@ TEST(KvJobTest, MultiPaxosGoesOnWithoutALeaderStoppedPastThePeerTimeout) {
 // With `window` above 1, each client keeps that many operations in flight:
 // a lost request then leaves later ones of the same client to arrive
 // first, which the store must not execute before it (store.h). (5% lost
-// then: Multi-Paxos sends a client's commands in one message.)
+// then: Multi-Paxos sends a client's commands in one message. NOPaxos
+// batches at most 2 of them under one sequence number there: whole windows
+// would make so few ordered messages, about 45 a replica, that the leader
+// lost none in about one run of ten, and no gap agreement ran.)
 void expect_losses_survived(const std::string& protocol, int window = 1) {
-  const ProcessResult r =
-      run_kv(5,
-             {"run", "--protocol", protocol, "--ops", "300", "--keys", "20", "--retry-ms", "300",
-              "--election-timeout-ms", "1000", "--test-drop", window > 1 ? "0.05" : "0.02",
-              "--test-drop-seed", "3", "--window", std::to_string(window)},
-             "sluice-kv-test-hooks");
+  std::vector<std::string> args = {
+      "run", "--protocol", protocol, "--ops", "300", "--keys", "20", "--retry-ms", "300",
+      "--election-timeout-ms", "1000", "--test-drop", window > 1 ? "0.05" : "0.02",
+      "--test-drop-seed", "3", "--window", std::to_string(window)};
+  if (protocol == "nopaxos" && window > 1) args.insert(args.end(), {"--batch", "2"});
+  const ProcessResult r = run_kv(5, args, "sluice-kv-test-hooks");
   std::regex line("rank ([0-9]+): test hook lost ([0-9]+) of ([0-9]+) protocol messages");
   uint64_t lost = 0;
   int ranks = 0;
