@@ -305,19 +305,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   order_batch.from = self_id;
   order_batch.to = config.sequencer_id();
   size_t order_bytes = 0;
-  bool order_pushed = false;
-  auto batch_bytes = [](const Message& m) {
-    size_t n = 0;
-    for (const Command& c : m.cmds) n += wire_bytes(c);
-    return n;
-  };
   auto push_order_batch = [&] {
     encode(order_batch, buf);
     check(ep.w.push(ep.order_src, std::span<const std::byte>(buf)), ep.order_src,
           "push to kv-order");
     order_batch.cmds.clear();
     order_bytes = 0;
-    order_pushed = true;
   };
   auto flush = [&]() -> size_t {
     if (closed) {
@@ -342,12 +335,14 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         } else if (m.type == MsgType::kRequest && m.to == config.sequencer_id()) {
           // NOPaxos: the requests of all this rank's clients go as one
           // batch (one record, one sequence number) as far as it holds.
-          if (!order_batch.cmds.empty() &&
-              (order_bytes + batch_bytes(m) > kMaxOrderedBatchBytes ||
-               (o.batch != 0 && order_batch.cmds.size() + m.cmds.size() > o.batch)))
+          size_t bytes = 0;
+          for (const Command& c : m.cmds) bytes += wire_bytes(c);
+          if (!batch_has_room(order_batch.cmds.size(), order_bytes, m.cmds.size(), bytes,
+                              kMaxOrderedBatchBytes, o.batch))
             push_order_batch();
-          order_bytes += batch_bytes(m);
+          order_bytes += bytes;
           for (Command& c : m.cmds) order_batch.cmds.push_back(std::move(c));
+          ord = true;
         } else {
           const int target = ep.target_of(rank_of(m.to));
           if (target < 0) continue;
@@ -359,8 +354,6 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         }
       }
       if (!order_batch.cmds.empty() && ep.broken.empty()) push_order_batch();
-      ord = ord || order_pushed;
-      order_pushed = false;
       if (msg && ep.broken.empty()) check(ep.w.flush(ep.msg_src), ep.msg_src, "flush kv-msg");
       if (acc && ep.broken.empty())
         check(ep.w.flush(ep.accept_src), ep.accept_src, "flush kv-accept");

@@ -126,6 +126,15 @@ inline constexpr size_t kMaxOrderedBatchBytes = 8 * 1024;
 inline size_t wire_bytes(const Command& c) {
   return 32 + c.key.size() + c.value.size() + c.expected.size();
 }
+// Whether a batch of `count` commands taking `bytes` has room for `more`
+// commands taking `more_bytes`: a batch holds at most `bound` bytes of
+// commands and at most `limit` commands (0: no limit but bytes), and it
+// always takes its first.
+inline bool batch_has_room(size_t count, size_t bytes, size_t more, size_t more_bytes,
+                           size_t bound, uint32_t limit) {
+  return count == 0 ||
+         (bytes + more_bytes <= bound && (limit == 0 || count + more <= limit));
+}
 // What an entry's commands take in a message.
 inline size_t wire_bytes(const Entry& e) {
   size_t n = wire_bytes(e.cmd) + 4;

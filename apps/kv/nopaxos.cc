@@ -49,13 +49,19 @@ Message NoPaxosReplica::make(MsgType t, uint32_t to) const {
   return m;
 }
 
-uint64_t NoPaxosReplica::fill(Message& m, uint64_t from, uint64_t max_entries) const {
+uint64_t NoPaxosReplica::fill(Message& m, uint64_t from, uint64_t max_entries,
+                              bool positions) const {
   size_t bytes = kHeaderBytes;
   uint64_t s = std::max(from, base_ + 1);
   for (; s <= last_slot() && m.entries.size() < max_entries; ++s) {
-    bytes += kEntryFixedBytes + wire_bytes(at(s));
+    bytes += kEntryFixedBytes + (positions ? wire_bytes(Entry{}) : wire_bytes(at(s)));
     if (bytes > kMaxMessageBytes && !m.entries.empty()) break;
-    m.entries.push_back(at(s));
+    if (positions) {
+      m.entries.push_back(position(at(s)));
+      m.entries.back().ballot = at(s).cmds.size();
+    } else {
+      m.entries.push_back(at(s));
+    }
   }
   return s;
 }
@@ -295,23 +301,8 @@ void NoPaxosReplica::send_sync_to(uint32_t r, Outbox& out, bool full) {
   Message s = make(MsgType::kSyncPrepare, r);
   s.b = from;
   s.flag = !full;
-  s.a = (full ? fill(s, from, options_.max_sync_entries)
-              : fill_positions(s, from, options_.max_sync_entries)) -
-        1;
+  s.a = fill(s, from, options_.max_sync_entries, !full) - 1;
   out.push_back(s);
-}
-
-uint64_t NoPaxosReplica::fill_positions(Message& m, uint64_t from, uint64_t max_entries) const {
-  size_t bytes = kHeaderBytes;
-  uint64_t s = std::max(from, base_ + 1);
-  for (; s <= last_slot() && m.entries.size() < max_entries; ++s) {
-    bytes += kEntryFixedBytes + wire_bytes(Entry{});
-    if (bytes > kMaxMessageBytes) break;
-    Entry p = position(at(s));
-    p.ballot = at(s).cmds.size();
-    m.entries.push_back(std::move(p));
-  }
-  return s;
 }
 
 void NoPaxosReplica::send_sync(Outbox& out) {
@@ -375,12 +366,10 @@ void NoPaxosReplica::on_sync_prepare(const Message& m, Outbox& out) {
         continue;
       if (e.ballot == 0) {
         mine = position(e);
-        mine.ballot = 0;
         continue;
       }
     } else if (e.slot == last_slot() + 1) {
       Entry next = position(e);
-      next.ballot = 0;
       auto it = pending_.find(e.msgnum);
       if (e.ballot != 0 && e.session == session_ && it != pending_.end() &&
           it->second.cmds.size() == e.ballot) {
@@ -395,13 +384,14 @@ void NoPaxosReplica::on_sync_prepare(const Message& m, Outbox& out) {
     need = e.slot;
     break;
   }
-  synced_upto_ = std::max(synced_upto_, need != 0 ? need - 1 : m.a);
+  const uint64_t installed = need != 0 ? need - 1 : m.a;
+  synced_upto_ = std::max(synced_upto_, installed);
   for (auto it = pending_.begin(); it != pending_.end();)
     it = it->first < expected_msgnum() ? pending_.erase(it) : std::next(it);
   gap_open_ = false;
   drain(out);
   Message r = make(MsgType::kSyncReply, m.from);
-  r.a = need != 0 ? need - 1 : m.a;
+  r.a = installed;
   r.c = need;
   out.push_back(r);
 }

@@ -168,7 +168,9 @@ class NoPaxosReplica : public Node {
   const Entry& last_entry() const { return log_.empty() ? base_entry_ : log_.back(); }
   // Appends our entries from slot `from` to m.entries, as many as fit in
   // one bounded message (and at most max_entries); returns the next slot.
-  uint64_t fill(Message& m, uint64_t from, uint64_t max_entries) const;
+  // `positions`: each entry's position only, its number of commands in
+  // `ballot` (a synchronization's; send_sync_to).
+  uint64_t fill(Message& m, uint64_t from, uint64_t max_entries, bool positions = false) const;
   Message make(MsgType t, uint32_t to) const;
   void on_ordered(const Message& m, Outbox& out);
   void append(Entry e, Outbox& out);
@@ -199,8 +201,6 @@ class NoPaxosReplica : public Node {
   void rebuild_store();
   void send_sync(Outbox& out);
   void send_sync_to(uint32_t follower, Outbox& out, bool full);
-  // As fill(), but positions only (send_sync_to).
-  uint64_t fill_positions(Message& m, uint64_t from, uint64_t max_entries) const;
   void commit_gap(Outbox& out);
   // Whether (view, session) is newer than ours in some component.
   bool newer(uint64_t view, uint64_t session) const { return view > view_ || session > session_; }

@@ -320,8 +320,10 @@ class OrderedTarget final : public FlowTarget {
   uint64_t expected_ = 0;  // the next sequence number to hand out
   uint64_t gap_ = 0;       // the last one reported missing
   uint64_t late_ = 0;      // segments dropped because they came after their gap
-  bool ahead_ = false;     // the last scan saw a ring holding a later number
-  uint64_t ahead_of_ = 0;  // then: the lowest such number
+  // The lowest later number the last scan saw a ring holding (kNoneAhead:
+  // none).
+  static constexpr uint64_t kNoneAhead = UINT64_MAX;
+  uint64_t ahead_of_ = kNoneAhead;
   bool peek_taken_ = false;
   uint64_t peek_count_ = 0;  // what the last peek said was taken
   Deadline gap_since_ = Deadline::max();  // when the stall on expected_ began

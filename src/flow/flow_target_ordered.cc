@@ -23,8 +23,7 @@ Status OrderedTarget::scan(SegmentView* out) {
   const auto n = static_cast<uint32_t>(in_.size());
   for (;;) {
     bool moved = false;
-    ahead_ = false;
-    ahead_of_ = UINT64_MAX;
+    ahead_of_ = kNoneAhead;
     for (uint32_t s = 0; s < n; ++s) {
       Head h;
       if (Status st = head(s, &h); st != Status::kOk) {
@@ -36,7 +35,6 @@ Status OrderedTarget::scan(SegmentView* out) {
       std::memcpy(&number, h.data - prefix_, sizeof(number));
       const bool records = h.used > 0;
       if (records && number > expected_) {
-        ahead_ = true;
         ahead_of_ = std::min(ahead_of_, number);
         continue;
       }
@@ -76,7 +74,7 @@ Status OrderedTarget::check_stalled() {
 
 Status OrderedTarget::check_gap() {
   const auto now = Clock::now();
-  bool taken = ahead_;
+  bool taken = ahead_of_ != kNoneAhead;
   if (!taken && !lost_.empty() && now >= next_peek_) {
     next_peek_ = now + gap_timeout_ / 4;
     // A sequencer that cannot be read (its owner finished first) says
@@ -97,7 +95,7 @@ Status OrderedTarget::check_gap() {
     gap_since_ = now;
     // Numbers are taken in order: a later one in a ring means every number
     // below it was taken too.
-    stall_known_ = std::max(ahead_ ? ahead_of_ : 0, peek_taken_ ? peek_count_ : 0);
+    stall_known_ = std::max(ahead_of_ != kNoneAhead ? ahead_of_ : 0, peek_taken_ ? peek_count_ : 0);
   }
   if (now - gap_since_ < gap_timeout_) return Status::kTimeout;
   return report_gap();
