@@ -324,14 +324,21 @@ void expect_flow_baseline_loss(const std::vector<std::string>& args, const std::
   // Every thread's failure is PeerLost naming rank 2, also that of a
   // thread whose push went to a target of its own rank that had already
   // failed and been destroyed (worker.h): its source names the lost rank
-  // of the flow beside "destroyed before the end of the flow".
+  // of the flow beside "destroyed before the end of the flow". A thread
+  // may instead name a survivor's source that aborted after rank 2's loss,
+  // if that abort reached it first (a clean-clone CI run: rank 3's thread
+  // saw rank 1's aborted join-S source); the rank-level verdicts below
+  // must still name rank 2.
   std::istringstream lines(r.output);
   int failures = 0;
   for (std::string line; std::getline(lines, line);) {
     if (line.find(algorithm + " failed:") == std::string::npos) continue;
     ++failures;
     EXPECT_NE(line.find("PeerLost"), std::string::npos) << line;
-    EXPECT_NE(line.find("rank 2"), std::string::npos) << line;
+    EXPECT_TRUE(line.find("rank 2") != std::string::npos ||
+                line.find(" was aborted (abort(), or destroyed without close())") !=
+                    std::string::npos)
+        << line;
   }
   EXPECT_GE(failures, 2) << r.output;
   // Each survivor's rank-level verdict (ranks 1 and 3) names rank 2.
