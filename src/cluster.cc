@@ -208,7 +208,7 @@ std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& flow
     const detail::layout::Geometry& g = fs.geometry.at(trank);
     std::byte* base = fs.region_of(trank, rank());
     const uint32_t lt = fs.local_index[t];
-    detail::layout::RingView ring(base + g.ring_offset(lt, s), g.ring_segments, g.segment_stride);
+    detail::layout::RingView ring(base + g.ring_offset(lt, s), g);
     if (ring.header->magic != detail::layout::kRingMagic || ring.header->source != s || ring.header->target != t) {
       throw Error(ErrorCode::kProtocol, "flow '" + flow + "': the ring from source " + std::to_string(s) +
                                             " to target " + std::to_string(t) + " has an unexpected header");
@@ -243,7 +243,7 @@ std::unique_ptr<detail::TargetCore> Cluster::open_target(const std::string& flow
   std::vector<detail::InRingRef> rings(spec.sources.size());
   for (uint32_t s = 0; s < spec.sources.size(); ++s) {
     if (fs.remote(s, t)) rings[s] = fs.remote_in.at(t)[s];
-    rings[s].ring = detail::layout::RingView(fs.own.data() + g.ring_offset(lt, s), g.ring_segments, g.segment_stride);
+    rings[s].ring = detail::layout::RingView(fs.own.data() + g.ring_offset(lt, s), g);
   }
   std::unique_ptr<detail::OfiTarget> ofi;
   if (auto it = fs.ofi_targets.find(t); it != fs.ofi_targets.end()) ofi = std::move(it->second);

@@ -237,7 +237,8 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
     const auto* hdr = reinterpret_cast<const layout::RegionHeader*>(region.data());
     if (hdr->magic != layout::kRegionMagic || hdr->version != layout::kLayoutVersion ||
         hdr->local_targets != g.local_targets || hdr->sources != g.sources || hdr->ring_segments != g.ring_segments ||
-        hdr->segment_stride != g.segment_stride || hdr->total_bytes != g.total_bytes) {
+        hdr->segment_stride != g.segment_stride || hdr->payload_bytes != g.payload_bytes() ||
+        hdr->total_bytes != g.total_bytes) {
       throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
                                             "'s ring region has an unexpected header (different sluice version?)");
     }
@@ -344,7 +345,7 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
       if (!fs.remote(s, t)) continue;
       OutRingRef& r = outs[t];
       r.remote = true;
-      r.ring = layout::RingView(os->staging + t * rg.ring_stride, rg.ring_segments, rg.segment_stride);
+      r.ring = layout::RingView(os->staging + t * rg.ring_stride, rg);
       uint64_t base = 0;
       fetch("t/" + std::to_string(t) + "/" + std::to_string(s),
             "source " + std::to_string(s) + " -> target " + std::to_string(t), spec.targets[t].rank,

@@ -76,7 +76,7 @@ void init_region(std::byte* base, const layout::Geometry& g, const std::vector<u
       h->target = local_targets[lt];
       h->ring_segments = g.ring_segments;
       h->segment_stride = g.segment_stride;
-      RingView ring(base + g.ring_offset(lt, s), g.ring_segments, g.segment_stride);
+      RingView ring(base + g.ring_offset(lt, s), g);
       for (uint32_t k = 0; k < g.ring_segments; ++k) new (ring.footer(k)) Footer{};
     }
   }

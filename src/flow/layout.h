@@ -24,7 +24,12 @@
 // Segment (segment_stride = round_up(payload + 16, 128)):
 //
 //   0                   payload: records, packed from offset 0
-//   stride - 16         footer:  u32 bytes_used | u32 flags | u64 seq
+//   P                   footer:  u32 bytes_used | u32 flags | u64 seq
+//
+// P (payload_bytes) is 48 when the payload and the footer fit one line
+// (payload <= 48: a small record of a Latency-mode flow, published and
+// detected on the one line the target polls; the second line of the pair
+// is padding), else stride - 16.
 //
 // Publication (the invariant that matters): the source writes the payload,
 // then bytes_used and flags, then stores seq = k + 1 for the ring's k-th
@@ -54,7 +59,7 @@ namespace sluice::detail::layout {
 
 inline constexpr uint64_t kRegionMagic = 0x474552454349554CULL;  // "LUICEREG" little-endian
 inline constexpr uint64_t kRingMagic = 0x474E495245434955ULL;    // "UICERING"
-inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kLayoutVersion = 4;
 inline constexpr size_t kLine = 64;
 // Segments and ring headers start on 128-byte boundaries, and strides are
 // multiples of 128: x86 cores fetch lines in aligned pairs (the spatial
@@ -75,7 +80,7 @@ struct alignas(kLine) RegionHeader {
   uint32_t sources;          // NS
   uint32_t ring_segments;    // S
   uint32_t segment_stride;   // bytes per segment, payload + footer, multiple of 64
-  uint32_t payload_bytes;    // segment_stride - kFooterBytes
+  uint32_t payload_bytes;    // where the footer starts in a segment (Geometry::payload_bytes)
   uint64_t ring_stride;      // bytes per ring
   uint64_t rings_offset;     // offset of ring (0, 0)
   uint64_t total_bytes;      // size of the region
@@ -126,6 +131,13 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t
 
 inline constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+// The footer's offset in a segment of `stride` bytes holding at least
+// `payload` bytes of records: in the first line when both fit there.
+inline constexpr uint32_t footer_offset_for(uint64_t payload, uint32_t stride) {
+  return payload + kFooterBytes <= kLine ? static_cast<uint32_t>(kLine - kFooterBytes)
+                                         : stride - static_cast<uint32_t>(kFooterBytes);
+}
+
 // Geometry of a region, computed alike by the target that creates it and
 // the sources that check it.
 struct Geometry {
@@ -133,6 +145,7 @@ struct Geometry {
   uint32_t sources = 0;
   uint32_t ring_segments = 0;
   uint32_t segment_stride = 0;
+  uint32_t footer_offset = 0;  // payload_bytes()
   uint64_t ring_stride = 0;
   uint64_t rings_offset = 0;
   uint64_t total_bytes = 0;
@@ -151,6 +164,7 @@ struct Geometry {
       return g;
     }
     g.segment_stride = static_cast<uint32_t>(stride);
+    g.footer_offset = footer_offset_for(payload_bytes, g.segment_stride);
     g.rings_offset =
         round_up(sizeof(RegionHeader) + uint64_t{local_targets} * sizeof(Doorbell), kPair);
     uint64_t ring = 0, rings = 0, total = 0;
@@ -164,7 +178,8 @@ struct Geometry {
     g.total_bytes = total;
     return g;
   }
-  uint32_t payload_bytes() const { return segment_stride - static_cast<uint32_t>(kFooterBytes); }
+  // Where the footer starts: the payload's room (at least what was asked).
+  uint32_t payload_bytes() const { return footer_offset; }
   uint64_t doorbell_offset(uint32_t lt) const { return sizeof(RegionHeader) + uint64_t{lt} * sizeof(Doorbell); }
   uint64_t ring_offset(uint32_t lt, uint32_t s) const {
     return rings_offset + (uint64_t{lt} * sources + s) * ring_stride;
@@ -177,15 +192,19 @@ struct RingView {
   std::byte* segments = nullptr;
   uint32_t ring_segments = 0;
   uint32_t segment_stride = 0;
+  uint32_t footer_offset = 0;
 
   RingView() = default;
-  RingView(std::byte* ring_base, uint32_t s, uint32_t stride)
+  // A ring of the region of geometry `g` (or of a one-ring staging area
+  // laid out alike) at `ring_base`.
+  RingView(std::byte* ring_base, const Geometry& g)
       : header(reinterpret_cast<RingHeader*>(ring_base)),
         segments(ring_base + sizeof(RingHeader)),
-        ring_segments(s),
-        segment_stride(stride) {}
+        ring_segments(g.ring_segments),
+        segment_stride(g.segment_stride),
+        footer_offset(g.footer_offset) {}
 
-  uint32_t payload_bytes() const { return segment_stride - static_cast<uint32_t>(kFooterBytes); }
+  uint32_t payload_bytes() const { return footer_offset; }
   std::byte* payload(uint64_t k) const { return segments + (k % ring_segments) * segment_stride; }
   Footer* footer(uint64_t k) const { return reinterpret_cast<Footer*>(payload(k) + payload_bytes()); }
 };

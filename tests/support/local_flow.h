@@ -91,7 +91,7 @@ class LocalFlow {
   }
 
   detail::layout::RingView ring(uint32_t t, uint32_t s) {
-    return detail::layout::RingView(mem_ + geo_.ring_offset(t, s), geo_.ring_segments, geo_.segment_stride);
+    return detail::layout::RingView(mem_ + geo_.ring_offset(t, s), geo_);
   }
   detail::layout::Doorbell* bell(uint32_t t) {
     return reinterpret_cast<detail::layout::Doorbell*>(mem_ + geo_.doorbell_offset(t));
