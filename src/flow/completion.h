@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "flow/flow_core.h"
+#include "flow/layout.h"
 #include "transport/ofi/ofi.h"
 
 namespace sluice::detail {
@@ -139,14 +140,24 @@ inline bool sent_by_peer(const ofi::Endpoint& ep, const Completion& c, fi_addr_t
 // Without it the peer's end is learnt only from its rank's liveness.
 void post_control_receive(ofi::Endpoint& ep, uint64_t* control, void* desc, uint32_t index, Op* op);
 
-// Sends this endpoint's abort message (its index, from control[n]) to every
-// peer in `to`, then drives the endpoint (`drive` reads its completion queue,
-// which counts the sends down in `op`) for at most kAbortFlush so that the
-// messages leave before the endpoint is abandoned. Teardown only.
+// An abort message's word: the sender's index in the low half, its abort
+// word (layout::abort_word of `cause_rank`) in the high half; kEndConfirmed
+// (bit 63) is never set in it. abort_word_of() reads the high half back.
+inline uint64_t abort_message(uint32_t index, uint32_t cause_rank) {
+  return uint64_t{layout::abort_word(cause_rank)} << 32 | index;
+}
+inline uint32_t abort_word_of(uint64_t message) {
+  return std::max<uint32_t>(1, static_cast<uint32_t>(message >> 32) & 0x7fffffffu);
+}
+
+// Sends this endpoint's abort message (abort_message, from control[n]) to
+// every peer in `to`, then drives the endpoint (`drive` reads its completion
+// queue, which counts the sends down in `op`) for at most kAbortFlush so
+// that the messages leave before the endpoint is abandoned. Teardown only.
 template <class Drive>
-void send_abort_messages(ofi::Endpoint& ep, uint64_t* control, uint32_t n, void* desc,
-                         uint32_t index, const std::vector<fi_addr_t>& to, Op* op, Drive&& drive) {
-  control[n] = index;
+void send_abort_messages(ofi::Endpoint& ep, uint64_t* control, uint32_t n, void* desc, uint32_t index,
+                         uint32_t cause_rank, const std::vector<fi_addr_t>& to, Op* op, Drive&& drive) {
+  control[n] = abort_message(index, cause_rank);
   *op = Op{{}, OpKind::kAbortSend, 0, 0, 0, false};
   for (fi_addr_t peer : to) {
     if (ep.tsend(&control[n], sizeof(uint64_t), desc, peer, kTagAbort | index, &op->ctx) == 0)

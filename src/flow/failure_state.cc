@@ -12,6 +12,16 @@ std::string lost_reason(const FlowContext* ctx, uint32_t rank) {
   return {};
 }
 
+uint32_t first_lost_rank(const FlowContext* ctx) {
+  if (ctx->liveness == nullptr) return layout::kNoCause;
+  for (const auto* side : {&ctx->spec.sources, &ctx->spec.targets}) {
+    for (const Endpoint& e : *side) {
+      if (!ctx->liveness->alive(e.rank)) return e.rank;
+    }
+  }
+  return layout::kNoCause;
+}
+
 std::string host_of(const FlowContext* ctx, uint32_t rank) {
   if (rank < ctx->hosts.size() && !ctx->hosts[rank].empty()) return " on " + ctx->hosts[rank];
   return {};

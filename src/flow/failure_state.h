@@ -11,6 +11,7 @@
 
 #include "flow/endpoint_counters.h"
 #include "flow/flow_core.h"
+#include "flow/layout.h"
 
 namespace sluice::detail {
 
@@ -18,6 +19,9 @@ namespace sluice::detail {
 std::string lost_reason(const FlowContext* ctx, uint32_t rank);
 // " on <host>" for messages about `rank`, or empty if its host is unknown.
 std::string host_of(const FlowContext* ctx, uint32_t rank);
+// The first rank of the flow (its sources', then its targets') that this
+// process knows is lost, or layout::kNoCause.
+uint32_t first_lost_rank(const FlowContext* ctx);
 
 // The failure state of a source or target: the last error's text, and
 // whether the core failed for good (a peer's transport broke, or it sent a
@@ -41,6 +45,12 @@ class FailureState {
   // The first rank lost, for lost_peer().
   void note_lost(uint32_t rank) {
     if (lost_rank_ == kNoRank) lost_rank_ = rank;
+  }
+  // Why this end aborts, for the peers' abort words (layout::abort_word):
+  // the rank it lost, else the first rank of the flow its process knows
+  // lost (its thread mostly fails, and drops it, because one was).
+  uint32_t abort_cause(const FlowContext* ctx) const {
+    return lost_rank_ != kNoRank ? lost_rank_ : first_lost_rank(ctx);
   }
   std::optional<LostPeer> lost_peer(const FlowContext* ctx) const {
     if (lost_rank_ == kNoRank) return std::nullopt;

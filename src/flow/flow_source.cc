@@ -130,7 +130,7 @@ void FlowSource::signal_abort() {
   if (ofi_ != nullptr) send_aborts();
   for (auto& r : rings_) {
     if (r.remote) continue;
-    shm_ring::abort_source(r.ring, r.bell);
+    shm_ring::abort_source(r.ring, r.bell, abort_cause(ctx_));
   }
 }
 
@@ -223,15 +223,22 @@ Status FlowSource::finish_close(Deadline deadline) {
 // Why target t can no longer be delivered to (its rank is lost, or the
 // target was destroyed before this source's END), or empty.
 std::string FlowSource::target_lost(uint32_t t) const {
-  if (target_aborted(t)) return target_destroyed_reason();
+  if (target_aborted(t)) return target_destroyed_reason(t);
   return lost_reason(ctx_, ctx_->spec.targets[t].rank);
 }
 
 // A target is mostly destroyed early because it failed (a Worker drops a
-// failed input), and mostly because a rank of the flow was lost: name the
-// first lost one, so that every end of the flow reports the same cause.
-std::string FlowSource::target_destroyed_reason() const {
+// failed input), and mostly because a rank of the flow was lost: name that
+// rank, as the target's process knew it when it aborted (its abort word),
+// else the first lost one this process knows of, so that every end of the
+// flow reports the same cause.
+std::string FlowSource::target_destroyed_reason(uint32_t t) const {
   std::string why = "it was destroyed before the end of the flow";
+  if (const uint32_t cause = layout::abort_cause(target_aborted(t)); cause != layout::kNoCause) {
+    why.append(" (its rank had lost rank ").append(std::to_string(cause)).append(" of the flow");
+    if (std::string lost = lost_reason(ctx_, cause); !lost.empty()) why.append(": ").append(lost);
+    return why.append(")");
+  }
   for (const auto* side : {&ctx_->spec.sources, &ctx_->spec.targets}) {
     for (const Endpoint& e : *side) {
       if (std::string lost = lost_reason(ctx_, e.rank); !lost.empty()) {
@@ -247,9 +254,9 @@ std::string FlowSource::target_destroyed_reason() const {
   return why;
 }
 
-bool FlowSource::target_aborted(uint32_t t) const {
-  return rings_[t].remote ? (!target_aborted_.empty() && target_aborted_[t] != 0)
-                          : shm_ring::target_aborted(rings_[t].ring);
+uint32_t FlowSource::target_aborted(uint32_t t) const {
+  if (rings_[t].remote) return target_aborted_.empty() ? 0 : target_aborted_[t];
+  return shm_ring::target_aborted(rings_[t].ring);
 }
 
 // Target t is gone for `why`. A shuffle source fails for good (records
@@ -260,7 +267,9 @@ Status FlowSource::lost_target(uint32_t t, const std::string& why) {
   std::string text = ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
                      ctx_->peer_name(false, t) + host_of(ctx_, ctx_->spec.targets[t].rank) + ": " +
                      why;
-  return fail_for_good(std::move(text), ctx_->spec.targets[t].rank);
+  // A target destroyed after its rank lost another: that one is the peer lost.
+  const uint32_t cause = layout::abort_cause(target_aborted(t));
+  return fail_for_good(std::move(text), cause != layout::kNoCause ? cause : ctx_->spec.targets[t].rank);
 }
 
 Status FlowSource::wait_for_credit(uint32_t t, Deadline deadline) {

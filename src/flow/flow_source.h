@@ -181,8 +181,9 @@ class FlowSource : public SourceCore, protected FailureState {
   // Why target t can no longer be delivered to (its rank is lost, or the
   // target was destroyed before this source's END), or empty.
   std::string target_lost(uint32_t t) const;
-  std::string target_destroyed_reason() const;
-  bool target_aborted(uint32_t t) const;
+  std::string target_destroyed_reason(uint32_t t) const;
+  // Target t's abort word (layout::abort_word), 0 while it has not aborted.
+  uint32_t target_aborted(uint32_t t) const;
 
   // Target t is gone for `why`: the source goes on without it if the kind
   // drops it (drop_if_lost), and fails for good otherwise.
@@ -320,7 +321,7 @@ class FlowSource : public SourceCore, protected FailureState {
   std::vector<Op> ops_;         // [target * S + slot]: the segment transfer from that staging slot
   std::vector<Op> credit_ops_;  // [target]: the posted credit receive (message path)
   std::vector<Op> abort_ops_;  // [target]: the posted abort receive; [num_targets]: our abort sends
-  std::vector<uint8_t> target_aborted_;  // [target]: it told us it ended before our END
+  std::vector<uint32_t> target_aborted_;  // [target]: its abort word (layout::abort_word), 0 if none
   std::vector<uint8_t> end_confirmed_;   // [target]: it told us all up to our END arrived
   std::vector<uint64_t> credit_seen_;    // [target]: highest consumed count heard of
   uint32_t coalesce_ = 1;                // ofi RMA: most segments moved by one write

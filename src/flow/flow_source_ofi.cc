@@ -145,8 +145,8 @@ void FlowSource::send_aborts() {
   for (uint32_t t = 0; t < num_targets_; ++t) {
     if (rings_[t].remote && live(t) && !target_aborted_[t]) to.push_back(rings_[t].peer);
   }
-  send_abort_messages(*ofi_->ep, ofi_->control, num_targets_, ofi_->control_mr.desc, index_, to,
-                      &abort_ops_[num_targets_], [this] { return progress(); });
+  send_abort_messages(*ofi_->ep, ofi_->control, num_targets_, ofi_->control_mr.desc, index_,
+                      abort_cause(ctx_), to, &abort_ops_[num_targets_], [this] { return progress(); });
 }
 
 void FlowSource::post_credit_receive(uint32_t t) {
@@ -207,7 +207,7 @@ void FlowSource::handle(const Completion& c) {
       if (ofi_->control[op->ring] & kEndConfirmed) {
         end_confirmed_[op->ring] = 1;
       } else {
-        target_aborted_[op->ring] = 1;
+        target_aborted_[op->ring] = abort_word_of(ofi_->control[op->ring]);
       }
       break;
     case OpKind::kAbortSend:

@@ -134,7 +134,7 @@ Status ShuffleSource::close(Deadline deadline) {
   // flow did not deliver what it promised. (Only the target's own word
   // counts here: a target rank that consumed our END may well have left.)
   for (uint32_t t = 0; t < num_targets_; ++t) {
-    if (target_aborted(t)) return lost_target(t, target_destroyed_reason());
+    if (target_aborted(t)) return lost_target(t, target_destroyed_reason(t));
   }
   return Status::kOk;
 }

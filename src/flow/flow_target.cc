@@ -397,15 +397,23 @@ Status FlowTarget::check_sources() {
     if (in.ended) continue;
     // The abort word first, then the ring: a source publishes before it
     // aborts, so a segment published before the abort is seen as ready.
-    const bool aborted = in.remote ? source_aborted_[s] != 0 : shm_ring::source_aborted(in.ring);
+    const uint32_t aborted = in.remote ? source_aborted_[s] : shm_ring::source_aborted(in.ring);
     const bool ready = locate(s, in) >= 0;
-    if (aborted && !ready) {
+    if (aborted != 0 && !ready) {
       if (go_on_without(s, "aborted: abort(), or destroyed without close()")) continue;
+      // A source aborted after its rank lost another (its abort word): that
+      // one is the peer lost, and the message names it.
+      const uint32_t cause = layout::abort_cause(aborted);
+      std::string why;
+      if (cause != layout::kNoCause) {
+        why = " after its rank lost rank " + std::to_string(cause) + " of the flow";
+        if (std::string lost = lost_reason(ctx_, cause); !lost.empty()) why += " (" + lost + ")";
+      }
       return fail_for_good(
           ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
               host_of(ctx_, ctx_->spec.sources[s].rank) +
-              " was aborted (abort(), or destroyed without close()); the flow is incomplete",
-          ctx_->spec.sources[s].rank);
+              " was aborted (abort(), or destroyed without close())" + why + "; the flow is incomplete",
+          cause != layout::kNoCause ? cause : ctx_->spec.sources[s].rank);
     }
     const uint32_t rank = ctx_->spec.sources[s].rank;
     if (std::string why = lost_reason(ctx_, rank); !why.empty()) {

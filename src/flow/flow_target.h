@@ -235,7 +235,7 @@ class FlowTarget : public TargetCore, protected FailureState {
   std::vector<Op> credit_ops_;      // [source]: the credit transfer in flight
   std::vector<uint8_t> credit_pending_;
   std::vector<Op> abort_ops_;  // [source]: the posted abort receive; [num_sources]: our abort sends
-  std::vector<uint8_t> source_aborted_;   // [source]: it told us it was destroyed without close()
+  std::vector<uint32_t> source_aborted_;  // [source]: its abort word (layout::abort_word), 0 if none
   std::vector<Op> confirm_ops_;           // [source]: the END confirmation sent to it
   std::vector<uint8_t> confirm_pending_;  // [source]: that confirmation awaits a retry
   Deadline next_liveness_{};

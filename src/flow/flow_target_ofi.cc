@@ -16,7 +16,7 @@ void FlowTarget::send_aborts() {
   for (auto& in : in_) {
     if (in.ended) continue;
     if (!in.remote) {
-      shm_ring::abort_target(in.ring);
+      shm_ring::abort_target(in.ring, abort_cause(ctx_));
     } else {
       remote = true;
     }
@@ -28,7 +28,7 @@ void FlowTarget::send_aborts() {
       to.push_back(in_[s].peer);
   }
   const auto n = static_cast<uint32_t>(in_.size());
-  send_abort_messages(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_, to,
+  send_abort_messages(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_, abort_cause(ctx_), to,
                       &abort_ops_[n], [this] { return drain_cq(); });
 }
 
@@ -152,7 +152,7 @@ void FlowTarget::handle(const Completion& c) {
       }
       break;
     case OpKind::kAbortRecv:
-      source_aborted_[op->ring] = 1;
+      source_aborted_[op->ring] = abort_word_of(ofi_->control[op->ring]);
       break;
     case OpKind::kAbortSend:
       if (op->count > 0) --op->count;

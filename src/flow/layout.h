@@ -97,13 +97,16 @@ struct RingHeader {
   // Line 0: target -> source.
   alignas(kLine) std::atomic<uint64_t> consumed;  // segments the target released
   std::atomic<uint32_t> credit_seq;               // futex word for a source out of credit
-  // 1 once the target was destroyed before this source's END: the source
-  // reports the target lost instead of waiting for credit that cannot come.
+  // Non-zero once the target was destroyed before this source's END: the
+  // source reports the target lost instead of waiting for credit that
+  // cannot come. The value says why, as far as the target's process knew
+  // (abort_word): 1, or 2 + the rank of the flow it had lost.
   std::atomic<uint32_t> target_aborted;
   // Line 1: source -> target.
   alignas(kLine) std::atomic<uint32_t> source_waiting;  // 1 while the source is parked for credit
-  // 1 once the source was destroyed without close(): the target reports the
-  // flow incomplete instead of waiting for an END that will never come.
+  // Non-zero once the source was destroyed without close(): the target
+  // reports the flow incomplete instead of waiting for an END that will
+  // never come. The value as in target_aborted.
   std::atomic<uint32_t> source_aborted;
   // Line 2: constant after setup, checked by the source when it attaches.
   alignas(kLine) uint64_t magic;  // kRingMagic
@@ -130,6 +133,17 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t
               "cross-process atomics must be lock-free");
 
 inline constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// The value of an abort word (RingHeader::target_aborted, source_aborted):
+// 1 if the end that aborted knew of no lost rank, else 2 + the rank of the
+// flow its process had lost (the likely cause: an end is mostly aborted
+// because its thread failed when a rank was lost). abort_cause() reverses
+// it; kNoCause: none known.
+inline constexpr uint32_t kNoCause = UINT32_MAX;
+inline constexpr uint32_t abort_word(uint32_t cause_rank) {
+  return cause_rank >= kNoCause - 2 ? 1u : cause_rank + 2;
+}
+inline constexpr uint32_t abort_cause(uint32_t word) { return word >= 2 ? word - 2 : kNoCause; }
 
 // The footer's offset in a segment of `stride` bytes holding at least
 // `payload` bytes of records: in the first line when both fit there.

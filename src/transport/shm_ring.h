@@ -86,25 +86,27 @@ inline void return_credit(const layout::RingView& ring, uint64_t released) {
 // Source: tells the target that this source ends without its END, and wakes
 // it. Release: pairs with the acquire load in source_aborted(), so that a
 // segment published before is seen too.
-inline void abort_source(const layout::RingView& ring, layout::Doorbell* bell) {
-  ring.header->source_aborted.store(1, std::memory_order_release);
+inline void abort_source(const layout::RingView& ring, layout::Doorbell* bell, uint32_t cause_rank) {
+  ring.header->source_aborted.store(layout::abort_word(cause_rank), std::memory_order_release);
   bell->seq.fetch_add(1, std::memory_order_relaxed);
   futex_wake_all(&bell->seq);
 }
-inline bool source_aborted(const layout::RingView& ring) {
-  return ring.header->source_aborted.load(std::memory_order_acquire) != 0;
+// The source's abort word (layout::abort_word), 0 while it has not aborted.
+inline uint32_t source_aborted(const layout::RingView& ring) {
+  return ring.header->source_aborted.load(std::memory_order_acquire);
 }
 
 // Target: tells the source that this target is gone before the source's
 // END, and wakes it. Release: pairs with the acquire load in
 // target_aborted().
-inline void abort_target(const layout::RingView& ring) {
-  ring.header->target_aborted.store(1, std::memory_order_release);
+inline void abort_target(const layout::RingView& ring, uint32_t cause_rank) {
+  ring.header->target_aborted.store(layout::abort_word(cause_rank), std::memory_order_release);
   ring.header->credit_seq.fetch_add(1, std::memory_order_relaxed);
   futex_wake_all(&ring.header->credit_seq);
 }
-inline bool target_aborted(const layout::RingView& ring) {
-  return ring.header->target_aborted.load(std::memory_order_acquire) != 0;
+// The target's abort word (layout::abort_word), 0 while it has not aborted.
+inline uint32_t target_aborted(const layout::RingView& ring) {
+  return ring.header->target_aborted.load(std::memory_order_acquire);
 }
 
 }  // namespace sluice::detail::shm_ring

@@ -327,7 +327,9 @@ void expect_flow_baseline_loss(const std::vector<std::string>& args, const std::
   // of the flow beside "destroyed before the end of the flow". A thread
   // may instead name a survivor's source that aborted after rank 2's loss,
   // if that abort reached it first (a clean-clone CI run: rank 3's thread
-  // saw rank 1's aborted join-S source); the rank-level verdicts below
+  // saw rank 1's aborted join-S source); such an abort carries the rank its
+  // process had lost (layout::abort_word), so the line names rank 2 unless
+  // that process had not heard of it yet; the rank-level verdicts below
   // must still name rank 2.
   std::istringstream lines(r.output);
   int failures = 0;

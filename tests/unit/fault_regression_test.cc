@@ -3,12 +3,15 @@
 // The multi-process and ofi ones are in tests/faults/.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "control/registry_client.h"
 #include "flow/layout.h"
+#include "flow/liveness.h"
 #include "sluice/flow.h"
 #include "support/local_flow.h"
 
@@ -221,6 +224,75 @@ TEST(TargetAbortTest, AReplicateFanOutGoesOnWithoutADestroyedTarget) {
   EXPECT_EQ(keep.status(), Status::kEndOfFlow) << keep.error();
   EXPECT_EQ(got, n);
   EXPECT_EQ(sum, n * (n - 1) / 2);
+}
+
+// A liveness whose one dead rank a test can set and clear (control's
+// PeerTable keeps a rank dead forever).
+class SwitchLiveness final : public detail::Liveness {
+ public:
+  std::atomic<int> dead{-1};
+  bool alive(uint32_t rank) const override { return static_cast<int>(rank) != dead.load(); }
+  bool registry_lost() const override { return false; }
+  std::string describe(uint32_t rank) const override {
+    return "rank " + std::to_string(rank) + " died: test";
+  }
+};
+
+// An end destroyed after its process lost a rank of the flow tells its
+// peers which (the abort word): a peer whose own process has not heard of
+// that loss yet still names it, and reports it as the lost peer, rather
+// than the rank of the end that was destroyed (a nam.olap_test flake: rank
+// 1 named only rank 3's destroyed target, when rank 2's death was why).
+TEST(AbortCauseTest, ADestroyedTargetNamesTheRankItsProcessHadLost) {
+  auto spec = shuffle<Rec>("cause-t")
+                  .sources({{0, 0}, {2, 0}})
+                  .targets({{1, 0}})
+                  .segment_bytes(64)
+                  .ring_segments(2);
+  SwitchLiveness peers;
+  testing::LocalFlow flow(spec.spec(), &peers);
+  auto out = flow.source<Rec>(0);
+  {
+    auto in = flow.target<Rec>(0);
+    peers.dead = 2;  // the target's process learns of rank 2's death, then drops it
+  }
+  peers.dead = -1;  // the source's process has not heard of it
+  Status s = Status::kOk;
+  for (int i = 0; i < 100 && s == Status::kOk; ++i) s = out.try_push(Rec{});
+  EXPECT_EQ(s, Status::kPeerLost);
+  EXPECT_NE(out.error().find("destroyed before the end of the flow (its rank had lost rank 2 of the flow)"),
+            std::string::npos)
+      << out.error();
+  ASSERT_TRUE(out.lost_peer().has_value());
+  EXPECT_EQ(out.lost_peer()->rank, 2u);
+}
+
+TEST(AbortCauseTest, AnAbortedSourceNamesTheRankItsProcessHadLost) {
+  auto spec = shuffle<Rec>("cause-s")
+                  .sources({{0, 0}})
+                  .targets({{1, 0}, {2, 0}})
+                  .segment_bytes(64)
+                  .ring_segments(2)
+                  .explicit_targets();
+  SwitchLiveness peers;
+  testing::LocalFlow flow(spec.spec(), &peers);
+  auto in = flow.target<Rec>(0);
+  {
+    auto out = flow.source<Rec>(0);
+    ASSERT_EQ(out.push_to(0, Rec{}), Status::kOk);
+    ASSERT_EQ(out.flush(), Status::kOk);
+    peers.dead = 2;  // destroyed without close() once its process lost rank 2
+  }
+  peers.dead = -1;
+  uint64_t got = 0;
+  while (auto batch = in.consume(Clock::now() + std::chrono::seconds(10))) got += batch->size();
+  EXPECT_EQ(got, 1u);  // what was published before the abort is delivered
+  EXPECT_EQ(in.status(), Status::kPeerLost);
+  EXPECT_NE(in.error().find("was aborted (abort(), or destroyed without close()) after its rank lost rank 2"),
+            std::string::npos)
+      << in.error();
+  ASSERT_TRUE(in.lost_peer().has_value());
+  EXPECT_EQ(in.lost_peer()->rank, 2u);
 }
 
 // Item 10: the non-blocking calls report a lost peer (they returned
