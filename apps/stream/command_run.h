@@ -13,9 +13,11 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -236,6 +238,56 @@ int run_from_files(const ss::Options& opt, sluice::Cluster& cluster, MakeQuery m
     }
   }
   return run_query(opt, cluster, make_query(in.factory()), sizeof(Rec));
+}
+
+// A worker's input, generated or read from files, as one type: the command
+// builds each query once for both (each query's engine is a template that
+// took about 10 s to compile, twice). One virtual call per batch of records.
+template <class Rec>
+class AnyInput {
+ public:
+  template <class Source>
+  explicit AnyInput(Source source) : impl_(std::make_unique<Impl<Source>>(std::move(source))) {}
+  size_t operator()(std::span<Rec> out) { return impl_->fill(out); }
+  std::span<const Rec> view(size_t max) { return impl_->view(max); }
+
+ private:
+  struct Base {
+    virtual ~Base() = default;
+    virtual size_t fill(std::span<Rec> out) = 0;
+    virtual std::span<const Rec> view(size_t max) = 0;
+  };
+  template <class Source>
+  struct Impl final : Base {
+    explicit Impl(Source s) : source(std::move(s)) {}
+    size_t fill(std::span<Rec> out) override { return source(out); }
+    std::span<const Rec> view(size_t max) override { return source.view(max); }
+    Source source;
+  };
+  std::unique_ptr<Base> impl_;
+};
+
+template <class Rec>
+using AnyMake = std::function<AnyInput<Rec>(uint32_t, uint32_t)>;
+
+template <class Rec, class Make>
+AnyMake<Rec> erase_input(Make make) {
+  return [make = std::move(make)](uint32_t worker, uint32_t workers) {
+    return AnyInput<Rec>(make(worker, workers));
+  };
+}
+
+// Runs one query on generated input (`generated`, a factory of sources) or
+// on files (--input), built by `build(AnyMake<Rec>)` either way.
+template <class Rec, class Build, class Generated>
+int run_either(const ss::Options& opt, sluice::Cluster& cluster, Build build, Generated generated,
+               typename ss::FileInput<Rec>::Parse parse) {
+  if (!opt.input.empty()) {
+    return run_from_files<Rec>(
+        opt, cluster, [&build](auto files) { return build(erase_input<Rec>(std::move(files))); },
+        parse);
+  }
+  return run_query(opt, cluster, build(erase_input<Rec>(std::move(generated))), sizeof(Rec));
 }
 
 // Runs the query of opt.query on this rank and returns the process's exit

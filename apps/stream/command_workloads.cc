@@ -5,29 +5,22 @@ namespace sluice::stream::command {
 // ysb, ro and cm, on generated input or on files (--input).
 int run_workload_query(const ss::Options& opt, sluice::Cluster& cluster,
                        const ss::WindowSpec& window) {
-  auto with = [&window](auto build) {
-    return [build, window](auto make) { return build(std::move(make), window); };
-  };
-  if (!opt.input.empty()) {
-    if (opt.query == "ysb") {
-      return run_from_files<ss::YsbEvent>(
-          opt, cluster, with([](auto m, auto w) { return ss::ysb_query_from(std::move(m), w); }),
-          &ss::parse_csv);
-    }
-    if (opt.query == "ro") {
-      return run_from_files<ss::RoRecord>(
-          opt, cluster, with([](auto m, auto w) { return ss::ro_query_from(std::move(m), w); }),
-          &ss::parse_csv);
-    }
-    return run_from_files<ss::CmEvent>(
-        opt, cluster, with([](auto m, auto w) { return ss::cm_query_from(std::move(m), w); }),
-        &ss::parse_csv);
+  if (opt.query == "ysb") {
+    return run_either<ss::YsbEvent>(
+        opt, cluster,
+        [&window](AnyMake<ss::YsbEvent> m) { return ss::ysb_query_from(std::move(m), window); },
+        ss::ysb_input(opt.gen, opt.live), &ss::parse_csv);
   }
-  if (opt.query == "ysb")
-    return run_query(opt, cluster, ss::ysb_query(opt.gen, window, opt.live), sizeof(ss::YsbEvent));
-  if (opt.query == "ro")
-    return run_query(opt, cluster, ss::ro_query(opt.gen, window, opt.live), sizeof(ss::RoRecord));
-  return run_query(opt, cluster, ss::cm_query(opt.gen, window, opt.live), sizeof(ss::CmEvent));
+  if (opt.query == "ro") {
+    return run_either<ss::RoRecord>(
+        opt, cluster,
+        [&window](AnyMake<ss::RoRecord> m) { return ss::ro_query_from(std::move(m), window); },
+        ss::ro_input(opt.gen, opt.live), &ss::parse_csv);
+  }
+  return run_either<ss::CmEvent>(
+      opt, cluster,
+      [&window](AnyMake<ss::CmEvent> m) { return ss::cm_query_from(std::move(m), window); },
+      ss::cm_input(opt.gen, opt.live), &ss::parse_csv);
 }
 
 }  // namespace sluice::stream::command

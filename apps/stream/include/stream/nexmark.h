@@ -168,12 +168,14 @@ auto nb7_query_from(MakeSource make, WindowSpec window) {
       .key_by([window](const Bid& b) { return nb7_key(b.time, window); })
       .arg_max(&Bid::price);
 }
+// nb7's generated input: a factory of each worker's source.
+inline auto nb7_input(const GenSpec& spec, bool live = false) {
+  return [spec, live](uint32_t g, uint32_t w) {
+    return WorkloadSource<BidWorkload<false>, Bid>(spec, g, w, live);
+  };
+}
 inline auto nb7_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return nb7_query_from(
-      [spec, live](uint32_t g, uint32_t w) {
-        return WorkloadSource<BidWorkload<false>, Bid>(spec, g, w, live);
-      },
-      window);
+  return nb7_query_from(nb7_input(spec, live), window);
 }
 
 template <class MakeSource>
@@ -183,12 +185,14 @@ auto q11_query_from(MakeSource make, WindowSpec window) {
       .key_by(&Bid::bidder)
       .aggregate(Count{});
 }
+// q11's generated input: a factory of each worker's source.
+inline auto q11_input(const GenSpec& spec, bool live = false) {
+  return [spec, live](uint32_t g, uint32_t w) {
+    return WorkloadSource<BidWorkload<true>, Bid>(spec, g, w, live);
+  };
+}
 inline auto q11_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return q11_query_from(
-      [spec, live](uint32_t g, uint32_t w) {
-        return WorkloadSource<BidWorkload<true>, Bid>(spec, g, w, live);
-      },
-      window);
+  return q11_query_from(q11_input(spec, live), window);
 }
 
 template <class MakeSource>
@@ -204,12 +208,14 @@ auto nb8_query_from(MakeSource make, WindowSpec window) {
                             a.auction.time};
             });
 }
+// nb8's generated input: a factory of each worker's source.
+inline auto nb8_input(const GenSpec& spec, bool live = false) {
+  return [spec, live](uint32_t g, uint32_t w) {
+    return WorkloadSource<NexmarkWorkload<kAuctionEvent>, NexmarkEvent>(spec, g, w, live);
+  };
+}
 inline auto nb8_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return nb8_query_from(
-      [spec, live](uint32_t g, uint32_t w) {
-        return WorkloadSource<NexmarkWorkload<kAuctionEvent>, NexmarkEvent>(spec, g, w, live);
-      },
-      window);
+  return nb8_query_from(nb8_input(spec, live), window);
 }
 
 template <class MakeSource>
@@ -224,12 +230,14 @@ auto nb11_query_from(MakeSource make, WindowSpec window) {
               return Nb11Row{p.person.id, b.bid.auction, b.bid.price, p.person.time, b.bid.time};
             });
 }
+// nb11's generated input: a factory of each worker's source.
+inline auto nb11_input(const GenSpec& spec, bool live = false) {
+  return [spec, live](uint32_t g, uint32_t w) {
+    return WorkloadSource<NexmarkWorkload<kBidEvent>, NexmarkEvent>(spec, g, w, live);
+  };
+}
 inline auto nb11_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return nb11_query_from(
-      [spec, live](uint32_t g, uint32_t w) {
-        return WorkloadSource<NexmarkWorkload<kBidEvent>, NexmarkEvent>(spec, g, w, live);
-      },
-      window);
+  return nb11_query_from(nb11_input(spec, live), window);
 }
 
 }  // namespace sluice::stream

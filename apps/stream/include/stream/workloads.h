@@ -246,12 +246,14 @@ auto ysb_query_from(MakeSource make, WindowSpec window) {
       .key_by(&CampaignView::campaign)
       .aggregate(Count{});
 }
+// ysb's generated input: a factory of each worker's source.
+inline auto ysb_input(const GenSpec& spec, bool live = false) {
+  return [spec, live](uint32_t g, uint32_t w) {
+    return WorkloadSource<YsbSource, YsbEvent>(spec, g, w, live);
+  };
+}
 inline auto ysb_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return ysb_query_from(
-      [spec, live](uint32_t g, uint32_t w) {
-        return WorkloadSource<YsbSource, YsbEvent>(spec, g, w, live);
-      },
-      window);
+  return ysb_query_from(ysb_input(spec, live), window);
 }
 
 template <class MakeSource>
@@ -261,12 +263,14 @@ auto ro_query_from(MakeSource make, WindowSpec window) {
       .key_by(&RoRecord::key)
       .aggregate(Count{});
 }
+// ro's generated input: a factory of each worker's source.
+inline auto ro_input(const GenSpec& spec, bool live = false) {
+  return [spec, live](uint32_t g, uint32_t w) {
+    return WorkloadSource<RoSource, RoRecord>(spec, g, w, live);
+  };
+}
 inline auto ro_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return ro_query_from(
-      [spec, live](uint32_t g, uint32_t w) {
-        return WorkloadSource<RoSource, RoRecord>(spec, g, w, live);
-      },
-      window);
+  return ro_query_from(ro_input(spec, live), window);
 }
 
 template <class MakeSource>
@@ -279,12 +283,14 @@ auto cm_query_from(MakeSource make, WindowSpec window) {
       .key_by(&JobCpu::job)
       .aggregate(Avg<int64_t>{}, &JobCpu::cpu);
 }
+// cm's generated input: a factory of each worker's source.
+inline auto cm_input(const GenSpec& spec, bool live = false) {
+  return [spec, live](uint32_t g, uint32_t w) {
+    return WorkloadSource<CmSource, CmEvent>(spec, g, w, live);
+  };
+}
 inline auto cm_query(const GenSpec& spec, WindowSpec window, bool live = false) {
-  return cm_query_from(
-      [spec, live](uint32_t g, uint32_t w) {
-        return WorkloadSource<CmSource, CmEvent>(spec, g, w, live);
-      },
-      window);
+  return cm_query_from(cm_input(spec, live), window);
 }
 
 }  // namespace sluice::stream
