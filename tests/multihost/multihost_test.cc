@@ -376,8 +376,17 @@ std::vector<std::string> command_lines() {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // A process may exit between the listing and the read: libstdc++'s
+    // filebuf then throws from underflow (ESRCH) whatever the stream's
+    // exception mask, which ended the whole test binary once (terminate in
+    // this watcher thread). Such a process is skipped.
+    std::string line;
+    try {
+      std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+      line.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::exception&) {
+      continue;
+    }
     std::replace(line.begin(), line.end(), '\0', ' ');
     if (!line.empty()) out.push_back(line);
   }
