@@ -30,10 +30,10 @@ void Client::send(const std::vector<const Command*>& cmds, Outbox& out, bool to_
     m.from = id_;
     size_t bytes = 0;
     m.cmds.reserve(std::min<size_t>(cmds.size() - i, batch_ == 0 ? cmds.size() : batch_));
-    for (; i < cmds.size() &&
-           batch_has_room(m.cmds.size(), bytes, 1, wire_bytes(*cmds[i]), bound, batch_);
-         ++i) {
-      bytes += wire_bytes(*cmds[i]);
+    for (; i < cmds.size(); ++i) {
+      const size_t more = wire_bytes(*cmds[i]);
+      if (!batch_has_room(m.cmds.size(), bytes, 1, more, bound, batch_)) break;
+      bytes += more;
       m.cmds.push_back(*cmds[i]);
     }
     if (protocol_ == Protocol::kNoPaxos) {

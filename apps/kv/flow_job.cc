@@ -335,8 +335,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         } else if (m.type == MsgType::kRequest && m.to == config.sequencer_id()) {
           // NOPaxos: the requests of all this rank's clients go as one
           // batch (one record, one sequence number) as far as it holds.
-          size_t bytes = 0;
-          for (const Command& c : m.cmds) bytes += wire_bytes(c);
+          const size_t bytes = wire_bytes(m.cmds);
           if (!batch_has_room(order_batch.cmds.size(), order_bytes, m.cmds.size(), bytes,
                               kMaxOrderedBatchBytes, o.batch))
             push_order_batch();

@@ -135,12 +135,14 @@ inline bool batch_has_room(size_t count, size_t bytes, size_t more, size_t more_
   return count == 0 ||
          (bytes + more_bytes <= bound && (limit == 0 || count + more <= limit));
 }
-// What an entry's commands take in a message.
-inline size_t wire_bytes(const Entry& e) {
-  size_t n = wire_bytes(e.cmd) + 4;
-  for (const Command& c : e.cmds) n += wire_bytes(c);
+// What a batch of commands takes in a message.
+inline size_t wire_bytes(const std::vector<Command>& cmds) {
+  size_t n = 0;
+  for (const Command& c : cmds) n += wire_bytes(c);
   return n;
 }
+// What an entry's commands take in a message.
+inline size_t wire_bytes(const Entry& e) { return wire_bytes(e.cmd) + 4 + wire_bytes(e.cmds); }
 
 using Outbox = std::vector<Message>;
 
