@@ -32,9 +32,9 @@
 //
 // Progress: poll() hands at most one batch per input to its handler, so one
 // busy flow cannot starve the others. An input that fails (kPeerLost, ...)
-// is destroyed at once, so that its live sources elsewhere learn it is gone
-// rather than wait for credit it can no longer return (a replicate source
-// goes on without it); run() then reports the failure. A handler may push (through the same
+// is destroyed at once (its live sources elsewhere learnt it is gone when
+// it failed, rather than wait for credit it can no longer return; a
+// replicate source goes on without it); run() then reports the failure. A handler may push (through the same
 // worker) into any flow, even one the worker's own inputs are fed by; while
 // a handler runs, its input is not polled again (its batch stays valid), the
 // other inputs are.

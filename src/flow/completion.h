@@ -150,19 +150,30 @@ inline uint32_t abort_word_of(uint64_t message) {
   return std::max<uint32_t>(1, static_cast<uint32_t>(message >> 32) & 0x7fffffffu);
 }
 
-// Sends this endpoint's abort message (abort_message, from control[n]) to
-// every peer in `to`, then drives the endpoint (`drive` reads its completion
-// queue, which counts the sends down in `op`) for at most kAbortFlush so
-// that the messages leave before the endpoint is abandoned. Teardown only.
-template <class Drive>
-void send_abort_messages(ofi::Endpoint& ep, uint64_t* control, uint32_t n, void* desc, uint32_t index,
-                         uint32_t cause_rank, const std::vector<fi_addr_t>& to, Op* op, Drive&& drive) {
-  control[n] = abort_message(index, cause_rank);
-  *op = Op{{}, OpKind::kAbortSend, 0, 0, 0, false};
-  for (fi_addr_t peer : to) {
-    if (ep.tsend(&control[n], sizeof(uint64_t), desc, peer, kTagAbort | index, &op->ctx) == 0)
-      ++op->count;
+// Posts this endpoint's abort message to `peer`, counted in `op` until its
+// completion (kAbortSend completions count it down). The first post writes
+// the message (abort_message) into control[n] and sets up `op`; later posts
+// send the same word, so that one in flight never changes under the
+// provider. False if the provider refused it for now.
+inline bool post_abort_message(ofi::Endpoint& ep, uint64_t* control, uint32_t n, void* desc,
+                               uint32_t index, uint32_t cause_rank, fi_addr_t peer, Op* op) {
+  if (op->kind != OpKind::kAbortSend) {
+    control[n] = abort_message(index, cause_rank);
+    *op = Op{{}, OpKind::kAbortSend, 0, 0, 0, false};
   }
+  if (ep.tsend(&control[n], sizeof(uint64_t), desc, peer, kTagAbort | index, &op->ctx) != 0)
+    return false;
+  ++op->count;
+  return true;
+}
+
+// Drives the endpoint (`drive` reads its completion queue) for at most
+// kAbortFlush, until the abort messages counted in `op` completed, so that
+// they leave before the endpoint is abandoned. Teardown only: not from
+// inside a completion handler.
+template <class Drive>
+void flush_abort_messages(Op* op, Drive&& drive) {
+  if (op->kind != OpKind::kAbortSend) return;
   for (const auto until = Clock::now() + kAbortFlush; op->count > 0 && Clock::now() < until;) {
     if (drive() != Status::kOk) break;
     if (op->count > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));

@@ -63,6 +63,7 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
     // Sized before any receive is posted: posting drives progress when the
     // provider's queue is full, and a completion handled then writes them.
     target_aborted_.assign(rings_.size(), 0);
+    abort_posted_.assign(rings_.size(), 0);
     end_confirmed_.assign(rings_.size(), 0);
     for (uint32_t t = 0; t < num_targets_; ++t) {
       if (!rings_[t].remote) continue;
@@ -115,7 +116,7 @@ void FlowSource::retire() {
     // rank exits), then leave the endpoint open: transfers may be in
     // flight, and a target that gave up already no longer drives its
     // endpoint.
-    if (!closed_ && !aborted_) signal_abort();
+    if (!closed_ && !aborted_) signal_abort(/*flush=*/true);
     if (ofi_ != nullptr) ofi_->ep->abandon();
   }
   // Let go of the endpoint now, before the kind's members (a replicate
@@ -126,12 +127,20 @@ void FlowSource::retire() {
 
 // Tells every target that this source ends without END: a ring-header
 // word (shm), an abort message (ofi).
-void FlowSource::signal_abort() {
-  if (ofi_ != nullptr) send_aborts();
+void FlowSource::signal_abort(bool flush) {
+  if (ofi_ != nullptr) send_aborts(flush);
+  if (abort_signalled_) return;
+  abort_signalled_ = true;
   for (auto& r : rings_) {
     if (r.remote) continue;
     shm_ring::abort_source(r.ring, r.bell, abort_cause(ctx_));
   }
+}
+
+Status FlowSource::fail_for_good(std::string message, uint32_t rank) {
+  const Status s = FailureState::fail_for_good(std::move(message), rank);
+  if (!closed_ && !aborted_) signal_abort(/*flush=*/false);
+  return s;
 }
 
 Status FlowSource::refuse(size_t bytes) {
@@ -154,7 +163,7 @@ void FlowSource::abort() {
   aborted_ = true;
   fast_open_ = false;
   counters::set_state(stats_, counters::State::kAborted);
-  signal_abort();
+  signal_abort(/*flush=*/true);
   // Every later push goes to reserve(), which reports kClosed.
   for (uint32_t t = 0; t < num_targets_; ++t) lanes_[lane_of_[t]] = Lane{};
   failed_ = Status::kClosed;
@@ -233,7 +242,7 @@ std::string FlowSource::target_lost(uint32_t t) const {
 // else the first lost one this process knows of, so that every end of the
 // flow reports the same cause.
 std::string FlowSource::target_destroyed_reason(uint32_t t) const {
-  std::string why = "it was destroyed before the end of the flow";
+  std::string why = "it failed or was destroyed before the end of the flow";
   if (const uint32_t cause = layout::abort_cause(target_aborted(t)); cause != layout::kNoCause) {
     why.append(" (its rank had lost rank ").append(std::to_string(cause)).append(" of the flow");
     if (std::string lost = lost_reason(ctx_, cause); !lost.empty()) why.append(": ").append(lost);
@@ -267,7 +276,7 @@ Status FlowSource::lost_target(uint32_t t, const std::string& why) {
   std::string text = ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
                      ctx_->peer_name(false, t) + host_of(ctx_, ctx_->spec.targets[t].rank) + ": " +
                      why;
-  // A target destroyed after its rank lost another: that one is the peer lost.
+  // A target that aborted after its rank lost another: that one is the peer lost.
   const uint32_t cause = layout::abort_cause(target_aborted(t));
   return fail_for_good(std::move(text), cause != layout::kNoCause ? cause : ctx_->spec.targets[t].rank);
 }

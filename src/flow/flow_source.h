@@ -185,6 +185,12 @@ class FlowSource : public SourceCore, protected FailureState {
   // Target t's abort word (layout::abort_word), 0 while it has not aborted.
   uint32_t target_aborted(uint32_t t) const;
 
+  // Fails for good (FailureState::fail_for_good) and, unless closed, tells
+  // the targets at once (signal_abort): a failed source sends nothing more,
+  // so a target waiting for its END would otherwise wait until it is
+  // destroyed (its rank lives on). Hides the base's, for every kind.
+  Status fail_for_good(std::string message, uint32_t rank = kNoRank);
+
   // Target t is gone for `why`: the source goes on without it if the kind
   // drops it (drop_if_lost), and fails for good otherwise.
   Status lost_target(uint32_t t, const std::string& why);
@@ -220,8 +226,10 @@ class FlowSource : public SourceCore, protected FailureState {
   Status refuse(size_t bytes);
 
   // Tells every target that this source ends without END: a ring-header
-  // word (shm), an abort message (ofi).
-  void signal_abort();
+  // word (shm), an abort message (ofi), each once. With `flush`, drives the
+  // endpoint for at most kAbortFlush so that the messages leave (not from
+  // inside a completion handler).
+  void signal_abort(bool flush);
 
   bool sent_by(const Completion& c, fi_addr_t peer) const {
     return sent_by_peer(*ofi_->ep, c, peer);
@@ -230,10 +238,8 @@ class FlowSource : public SourceCore, protected FailureState {
   Status post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t count, Deadline deadline,
                     bool try_only);
 
-  // Destroyed without close(): tells every remote target that this source
-  // ends without its END, and drives the endpoint briefly so that the
-  // message leaves before the endpoint is abandoned.
-  void send_aborts();
+  // signal_abort()'s remote targets.
+  void send_aborts(bool flush);
 
   void post_credit_receive(uint32_t t);
 
@@ -317,11 +323,13 @@ class FlowSource : public SourceCore, protected FailureState {
   uint32_t wait_target_ = kNotArmed;  // the target whose ring last had no credit
   uint32_t armed_ = kNotArmed;        // the ring whose source_waiting a Worker set
   bool aborted_ = false;
+  bool abort_signalled_ = false;  // signal_abort() ran: the shm rings' words are written
   // ofi only.
   std::vector<Op> ops_;         // [target * S + slot]: the segment transfer from that staging slot
   std::vector<Op> credit_ops_;  // [target]: the posted credit receive (message path)
   std::vector<Op> abort_ops_;  // [target]: the posted abort receive; [num_targets]: our abort sends
   std::vector<uint32_t> target_aborted_;  // [target]: its abort word (layout::abort_word), 0 if none
+  std::vector<uint8_t> abort_posted_;     // [target]: our abort message to it was posted
   std::vector<uint8_t> end_confirmed_;   // [target]: it told us all up to our END arrived
   std::vector<uint64_t> credit_seen_;    // [target]: highest consumed count heard of
   uint32_t coalesce_ = 1;                // ofi RMA: most segments moved by one write

@@ -137,16 +137,16 @@ void FlowSource::forget_transfers(uint32_t t) {
     ops_[t * ctx_->ring_segments + j].busy = false;
 }
 
-// Destroyed without close(): tells every remote target that this source
-// ends without its END, and drives the endpoint briefly so that the
-// message leaves before the endpoint is abandoned.
-void FlowSource::send_aborts() {
-  std::vector<fi_addr_t> to;
-  for (uint32_t t = 0; t < num_targets_; ++t) {
-    if (rings_[t].remote && live(t) && !target_aborted_[t]) to.push_back(rings_[t].peer);
+void FlowSource::send_aborts(bool flush) {
+  const uint32_t n = num_targets_;
+  // Sized once the endpoint is set up (a failure may come before).
+  if (abort_ops_.size() <= n || abort_posted_.size() != rings_.size()) return;
+  for (uint32_t t = 0; t < n; ++t) {
+    if (!rings_[t].remote || !live(t) || target_aborted_[t] || abort_posted_[t]) continue;
+    abort_posted_[t] = post_abort_message(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_,
+                                          abort_cause(ctx_), rings_[t].peer, &abort_ops_[n]);
   }
-  send_abort_messages(*ofi_->ep, ofi_->control, num_targets_, ofi_->control_mr.desc, index_,
-                      abort_cause(ctx_), to, &abort_ops_[num_targets_], [this] { return progress(); });
+  if (flush) flush_abort_messages(&abort_ops_[n], [this] { return progress(); });
 }
 
 void FlowSource::post_credit_receive(uint32_t t) {

@@ -57,6 +57,7 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
     credit_pending_.assign(in_.size(), 0);
     abort_ops_ = std::vector<Op>(in_.size() + 1);
     source_aborted_.assign(in_.size(), 0);
+    abort_posted_.assign(in_.size(), 0);
     confirm_ops_ = std::vector<Op>(in_.size());
     confirm_pending_.assign(in_.size(), 0);
     for (uint32_t s = 0; s < in_.size(); ++s) {
@@ -101,8 +102,9 @@ void FlowTarget::retire() {
   absorb_fast();
   // Destroyed before every source's END: tell those sources, so that a
   // source waiting for our credit (or a replicate fan-out waiting on us)
-  // reports us lost instead of waiting for the rank to exit.
-  if (ended_ != in_.size()) send_aborts();
+  // reports us lost instead of waiting for the rank to exit. A target that
+  // failed for good told them when it failed; this sees its messages off.
+  if (ended_ != in_.size() || aborts_sent_) send_aborts(true);
   // A source lost (or a failure) may have left a transfer half-received:
   // see ofi::Endpoint::abandon().
   if (ofi_ != nullptr && (failed_ != Status::kOk || ended_ != in_.size() || !lost_.empty()))
@@ -181,7 +183,15 @@ void FlowTarget::return_credit_fast(uint32_t s) {
 }
 
 Status FlowTarget::next_slow(Deadline deadline, SegmentView* out) {
-  if (failed_ != Status::kOk) return failed_;
+  if (failed_ != Status::kOk) [[unlikely]] {
+    // Drive the endpoint while our abort messages are in flight: on a
+    // provider with manual progress they may wait for it.
+    if (ofi_ != nullptr && abort_ops_.size() > in_.size()) {
+      const Op& sends = abort_ops_[in_.size()];
+      if (sends.kind == OpKind::kAbortSend && sends.count > 0) (void)drain_cq();
+    }
+    return failed_;
+  }
   if (held_ >= 0) {
     release(in_[static_cast<size_t>(held_)], held_slot_);
     held_ = -1;
@@ -400,7 +410,7 @@ Status FlowTarget::check_sources() {
     const uint32_t aborted = in.remote ? source_aborted_[s] : shm_ring::source_aborted(in.ring);
     const bool ready = locate(s, in) >= 0;
     if (aborted != 0 && !ready) {
-      if (go_on_without(s, "aborted: abort(), or destroyed without close()")) continue;
+      if (go_on_without(s, "aborted: abort(), a failure, or destroyed without close()")) continue;
       // A source aborted after its rank lost another (its abort word): that
       // one is the peer lost, and the message names it.
       const uint32_t cause = layout::abort_cause(aborted);
@@ -412,7 +422,7 @@ Status FlowTarget::check_sources() {
       return fail_for_good(
           ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
               host_of(ctx_, ctx_->spec.sources[s].rank) +
-              " was aborted (abort(), or destroyed without close())" + why + "; the flow is incomplete",
+              " was aborted (abort(), a failure, or destroyed without close())" + why + "; the flow is incomplete",
           cause != layout::kNoCause ? cause : ctx_->spec.sources[s].rank);
     }
     const uint32_t rank = ctx_->spec.sources[s].rank;

@@ -135,6 +135,12 @@ class FlowTarget : public TargetCore, protected FailureState {
   // counts as ended, and the sources lost are named in lost_.
   void lose(uint32_t s, std::string_view why);
 
+  // Fails for good (FailureState::fail_for_good) and tells the sources
+  // that have not ended at once: a failed target takes nothing more, so a
+  // source waiting for its credit would otherwise wait until it is
+  // destroyed (its rank lives on). Hides the base's, for every kind.
+  Status fail_for_good(std::string message, uint32_t rank = kNoRank);
+
   const FlowContext* ctx_;
   OpenCore open_{ctx_};  // counts this core in ctx_->open_cores (Cluster's destroy checks it)
   uint32_t index_;
@@ -149,7 +155,11 @@ class FlowTarget : public TargetCore, protected FailureState {
     return sent_by_peer(*ofi_->ep, c, peer);
   }
 
-  void send_aborts();
+  // Tells the sources that have not ended that this target takes nothing
+  // more: a ring-header word (shm), an abort message (ofi), each once. With
+  // `flush`, drives the endpoint for at most kAbortFlush so that the
+  // messages leave (teardown: not from inside a completion handler).
+  void send_aborts(bool flush);
 
   void publish_credit(In& in);
 
@@ -228,6 +238,7 @@ class FlowTarget : public TargetCore, protected FailureState {
   bool has_remote_ = false;
   bool has_local_ = false;
   bool armed_ = false;  // a Worker set bell_->waiting
+  bool aborts_sent_ = false;  // send_aborts() ran: the shm rings' words are written
   // ofi only.
   std::vector<uint8_t> arrived_;    // RMA: [source * S + slot] a segment landed there
   std::vector<int32_t> buffer_of_;  // messages: [source * S + k % S] the buffer segment k landed in
@@ -236,6 +247,7 @@ class FlowTarget : public TargetCore, protected FailureState {
   std::vector<uint8_t> credit_pending_;
   std::vector<Op> abort_ops_;  // [source]: the posted abort receive; [num_sources]: our abort sends
   std::vector<uint32_t> source_aborted_;  // [source]: its abort word (layout::abort_word), 0 if none
+  std::vector<uint8_t> abort_posted_;     // [source]: our abort message to it was posted
   std::vector<Op> confirm_ops_;           // [source]: the END confirmation sent to it
   std::vector<uint8_t> confirm_pending_;  // [source]: that confirmation awaits a retry
   Deadline next_liveness_{};

@@ -11,25 +11,30 @@ namespace sluice::detail {
 using layout::Footer;
 using layout::RingView;
 
-void FlowTarget::send_aborts() {
-  bool remote = false;
-  for (auto& in : in_) {
+void FlowTarget::send_aborts(bool flush) {
+  const auto n = static_cast<uint32_t>(in_.size());
+  const uint32_t cause = abort_cause(ctx_);
+  // Sized once the endpoint is set up (a failure may come before).
+  const bool ofi = ofi_ != nullptr && abort_ops_.size() > n && abort_posted_.size() == n;
+  for (uint32_t s = 0; s < n; ++s) {
+    In& in = in_[s];
     if (in.ended) continue;
     if (!in.remote) {
-      shm_ring::abort_target(in.ring, abort_cause(ctx_));
-    } else {
-      remote = true;
+      if (!aborts_sent_) shm_ring::abort_target(in.ring, cause);
+      continue;
     }
+    if (!ofi || abort_posted_[s] || source_aborted_[s] || in.confirmed) continue;
+    abort_posted_[s] = post_abort_message(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_,
+                                          cause, in.peer, &abort_ops_[n]);
   }
-  if (!remote || ofi_ == nullptr) return;
-  std::vector<fi_addr_t> to;
-  for (uint32_t s = 0; s < in_.size(); ++s) {
-    if (!in_[s].ended && in_[s].remote && !source_aborted_[s] && !in_[s].confirmed)
-      to.push_back(in_[s].peer);
-  }
-  const auto n = static_cast<uint32_t>(in_.size());
-  send_abort_messages(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_, abort_cause(ctx_), to,
-                      &abort_ops_[n], [this] { return drain_cq(); });
+  aborts_sent_ = true;
+  if (flush && ofi) flush_abort_messages(&abort_ops_[n], [this] { return drain_cq(); });
+}
+
+Status FlowTarget::fail_for_good(std::string message, uint32_t rank) {
+  const Status s = FailureState::fail_for_good(std::move(message), rank);
+  send_aborts(false);
+  return s;
 }
 
 void FlowTarget::retry_pending_credits() {

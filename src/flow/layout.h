@@ -97,15 +97,15 @@ struct RingHeader {
   // Line 0: target -> source.
   alignas(kLine) std::atomic<uint64_t> consumed;  // segments the target released
   std::atomic<uint32_t> credit_seq;               // futex word for a source out of credit
-  // Non-zero once the target was destroyed before this source's END: the
-  // source reports the target lost instead of waiting for credit that
+  // Non-zero once the target failed for good, or was destroyed, before
+  // this source's END: the source reports the target lost instead of waiting for credit that
   // cannot come. The value says why, as far as the target's process knew
   // (abort_word): 1, or 2 + the rank of the flow it had lost.
   std::atomic<uint32_t> target_aborted;
   // Line 1: source -> target.
   alignas(kLine) std::atomic<uint32_t> source_waiting;  // 1 while the source is parked for credit
-  // Non-zero once the source was destroyed without close(): the target
-  // reports the flow incomplete instead of waiting for an END that will
+  // Non-zero once the source failed for good, was aborted or was
+  // destroyed without close(): the target reports the flow incomplete instead of waiting for an END that will
   // never come. The value as in target_aborted.
   std::atomic<uint32_t> source_aborted;
   // Line 2: constant after setup, checked by the source when it attaches.

@@ -338,7 +338,7 @@ void expect_flow_baseline_loss(const std::vector<std::string>& args, const std::
     ++failures;
     EXPECT_NE(line.find("PeerLost"), std::string::npos) << line;
     EXPECT_TRUE(line.find("rank 2") != std::string::npos ||
-                line.find(" was aborted (abort(), or destroyed without close())") !=
+                line.find(" was aborted (abort(), a failure, or destroyed without close())") !=
                     std::string::npos)
         << line;
   }

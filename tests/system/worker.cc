@@ -289,22 +289,21 @@ int main(int argc, char** argv) {
       std::printf("FAILED: declare with a different record size succeeded\n");
       return 1;
     }
-    // Fault tests: a source that ended (a failure included) is destroyed
+    // Fault tests: an endpoint that ended (a failure included) is destroyed
     // only once every survivor's endpoints have ended (a barrier of the
-    // survivors). Destroying it earlier aborts it, and a target waiting on
-    // it then learns of the failure second-hand. A target is destroyed as
-    // soon as it ends: held, a failed target returns no credit, and a
-    // survivor's source waiting for that credit never ended (it waited on a
-    // live rank until the barrier timed out: a multihost fault test run that
-    // took 100 s). Its abort names the rank it lost (the abort word), so a
-    // source that learns of the loss from it still names the killed rank.
+    // survivors), as a program that keeps its endpoints to the end would.
+    // So the survivors' ends must learn of a failure from the failing end
+    // itself, not from its destruction: a failed target that returned no
+    // credit, held, left a survivor's source waiting on a live rank until
+    // the barrier timed out (a multihost fault test run that took 100 s),
+    // until an end that fails for good told its peers at once.
     std::atomic<size_t> ended{0};
     std::promise<void> release;
     const std::shared_future<void> released = release.get_future().share();
-    auto hold = [&](bool until_released) {
+    auto hold = [&] {
       if (a.expect_lost < 0) return;
       ended.fetch_add(1);
-      if (until_released) released.wait();
+      released.wait();
     };
     auto run = [&](auto& spec) {
       configure(spec, a);
@@ -313,15 +312,14 @@ int main(int argc, char** argv) {
         if (srcs[i].rank != c.rank()) continue;
         threads.emplace_back([&, i, out = c.source(spec, srcs[i].slot)]() mutable {
           run_source(a, c, out, i, &sh, static_cast<uint32_t>(tgts.size()));
-          hold(true);
+          hold();
         });
       }
       for (uint32_t i = 0; i < tgts.size(); ++i) {
         if (tgts[i].rank != c.rank()) continue;
         threads.emplace_back([&, i, in = c.target(spec, tgts[i].slot)]() mutable {
           run_target(a, in, i, static_cast<uint32_t>(srcs.size()), &sh);
-          { auto done = std::move(in); }  // destroyed now (see above)
-          hold(false);
+          hold();
         });
       }
       if (a.expect_lost >= 0) {

@@ -238,17 +238,35 @@ class SwitchLiveness final : public detail::Liveness {
   }
 };
 
+// `end` (a source or target) failed naming rank 2, with `text` in its error.
+template <class End>
+void expect_lost_rank_2(const End& end, const char* text) {
+  EXPECT_NE(end.error().find(text), std::string::npos) << end.error();
+  ASSERT_TRUE(end.lost_peer().has_value());
+  EXPECT_EQ(end.lost_peer()->rank, 2u);
+}
+
+// Sources on ranks 0 and 2 into a target on rank 1; tiny rings.
+auto two_sources_one_target(const char* name) {
+  return shuffle<Rec>(name).sources({{0, 0}, {2, 0}}).targets({{1, 0}}).segment_bytes(64).ring_segments(2);
+}
+// A source on rank 0 into targets on ranks 1 and 2, by explicit target.
+auto one_source_two_targets(const char* name) {
+  return shuffle<Rec>(name)
+      .sources({{0, 0}})
+      .targets({{1, 0}, {2, 0}})
+      .segment_bytes(64)
+      .ring_segments(2)
+      .explicit_targets();
+}
+
 // An end destroyed after its process lost a rank of the flow tells its
 // peers which (the abort word): a peer whose own process has not heard of
 // that loss yet still names it, and reports it as the lost peer, rather
 // than the rank of the end that was destroyed (a nam.olap_test flake: rank
 // 1 named only rank 3's destroyed target, when rank 2's death was why).
 TEST(AbortCauseTest, ADestroyedTargetNamesTheRankItsProcessHadLost) {
-  auto spec = shuffle<Rec>("cause-t")
-                  .sources({{0, 0}, {2, 0}})
-                  .targets({{1, 0}})
-                  .segment_bytes(64)
-                  .ring_segments(2);
+  auto spec = two_sources_one_target("cause-t");
   SwitchLiveness peers;
   testing::LocalFlow flow(spec.spec(), &peers);
   auto out = flow.source<Rec>(0);
@@ -260,20 +278,11 @@ TEST(AbortCauseTest, ADestroyedTargetNamesTheRankItsProcessHadLost) {
   Status s = Status::kOk;
   for (int i = 0; i < 100 && s == Status::kOk; ++i) s = out.try_push(Rec{});
   EXPECT_EQ(s, Status::kPeerLost);
-  EXPECT_NE(out.error().find("destroyed before the end of the flow (its rank had lost rank 2 of the flow)"),
-            std::string::npos)
-      << out.error();
-  ASSERT_TRUE(out.lost_peer().has_value());
-  EXPECT_EQ(out.lost_peer()->rank, 2u);
+  expect_lost_rank_2(out, "destroyed before the end of the flow (its rank had lost rank 2 of the flow)");
 }
 
 TEST(AbortCauseTest, AnAbortedSourceNamesTheRankItsProcessHadLost) {
-  auto spec = shuffle<Rec>("cause-s")
-                  .sources({{0, 0}})
-                  .targets({{1, 0}, {2, 0}})
-                  .segment_bytes(64)
-                  .ring_segments(2)
-                  .explicit_targets();
+  auto spec = one_source_two_targets("cause-s");
   SwitchLiveness peers;
   testing::LocalFlow flow(spec.spec(), &peers);
   auto in = flow.target<Rec>(0);
@@ -288,11 +297,65 @@ TEST(AbortCauseTest, AnAbortedSourceNamesTheRankItsProcessHadLost) {
   while (auto batch = in.consume(Clock::now() + std::chrono::seconds(10))) got += batch->size();
   EXPECT_EQ(got, 1u);  // what was published before the abort is delivered
   EXPECT_EQ(in.status(), Status::kPeerLost);
-  EXPECT_NE(in.error().find("was aborted (abort(), or destroyed without close()) after its rank lost rank 2"),
-            std::string::npos)
-      << in.error();
-  ASSERT_TRUE(in.lost_peer().has_value());
-  EXPECT_EQ(in.lost_peer()->rank, 2u);
+  expect_lost_rank_2(in, "was aborted (abort(), a failure, or destroyed without close()) after its rank lost rank 2");
+}
+
+// An end that failed for good tells its peers when it fails, not when it is
+// destroyed: a failed target takes nothing more, and a failed source sends
+// nothing more, but its rank lives on, so a peer watching only that rank
+// would wait for credit (or an END) until the end is destroyed. Found as a
+// deadlock of multihost_test's fault worker, which held its failed targets.
+TEST(FailedEndTest, ASourceWaitingForCreditLearnsThatItsTargetFailed) {
+  auto spec = two_sources_one_target("failed-t");
+  SwitchLiveness peers;
+  testing::LocalFlow flow(spec.spec(), &peers);
+  auto out = flow.source<Rec>(0);
+  auto in = flow.target<Rec>(0);
+  while (out.try_push(Rec{}) == Status::kOk) {
+  }
+  peers.dead = 2;  // source (1,0) is lost before it closed: the target fails
+  while (in.consume(Clock::now() + std::chrono::seconds(10))) {
+  }
+  ASSERT_EQ(in.status(), Status::kPeerLost) << in.error();
+  peers.dead = -1;  // the source's process has not heard of rank 2's death
+  // The target lives on, failed: the source fills the credit it returned,
+  // then must hear of the failure instead of waiting for more.
+  Status s = Status::kOk;
+  const auto start = Clock::now();
+  for (int i = 0; i < 1000 && s == Status::kOk; ++i)
+    s = out.push(Rec{}, Clock::now() + std::chrono::seconds(30));
+  EXPECT_EQ(s, Status::kPeerLost) << out.error();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  expect_lost_rank_2(out, "failed or was destroyed before the end of the flow (its rank had lost rank 2 of the flow)");
+  EXPECT_EQ(in.try_consume(), std::nullopt);  // still failed, still here
+}
+
+TEST(FailedEndTest, ATargetWaitingForAnEndLearnsThatItsSourceFailed) {
+  auto spec = one_source_two_targets("failed-s");
+  SwitchLiveness peers;
+  testing::LocalFlow flow(spec.spec(), &peers);
+  auto in = flow.target<Rec>(0);
+  auto out = flow.source<Rec>(0);
+  ASSERT_EQ(out.push_to(0, Rec{7, 7}), Status::kOk);
+  ASSERT_EQ(out.flush(), Status::kOk);
+  while (out.try_push_to(1, Rec{}) == Status::kOk) {
+  }
+  peers.dead = 2;  // target (1,0) is lost: the shuffle source fails for good
+  EXPECT_EQ(out.push_to(1, Rec{}, Clock::now() + std::chrono::seconds(10)), Status::kPeerLost);
+  peers.dead = -1;  // the target's process has not heard of rank 2's death
+  // The source lives on, failed: the target gets what was published, then
+  // must hear of the failure instead of waiting for an END.
+  uint64_t got = 0, sum = 0;
+  const auto start = Clock::now();
+  while (auto batch = in.consume(Clock::now() + std::chrono::seconds(30))) {
+    for (const Rec& r : *batch) sum += r.value, ++got;
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(got, 1u);
+  EXPECT_EQ(sum, 7u);
+  EXPECT_EQ(in.status(), Status::kPeerLost) << in.error();
+  expect_lost_rank_2(in, "was aborted (abort(), a failure, or destroyed without close()) after its rank lost rank 2");
+  EXPECT_EQ(out.try_push_to(0, Rec{}), Status::kPeerLost);  // still failed, still here
 }
 
 // Item 10: the non-blocking calls report a lost peer (they returned
