@@ -190,6 +190,11 @@ class FlowSource : public SourceCore, protected FailureState {
   // so a target waiting for its END would otherwise wait until it is
   // destroyed (its rank lives on). Hides the base's, for every kind.
   Status fail_for_good(std::string message, uint32_t rank = kNoRank);
+  // What every call on a failed source returns (failed_). Over ofi it first
+  // posts the abort messages the provider refused when the source failed,
+  // and drives those in flight: a provider with manual progress moves them
+  // only then.
+  Status failed();
 
   // Target t is gone for `why`: the source goes on without it if the kind
   // drops it (drop_if_lost), and fails for good otherwise.

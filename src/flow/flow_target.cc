@@ -184,9 +184,11 @@ void FlowTarget::return_credit_fast(uint32_t s) {
 
 Status FlowTarget::next_slow(Deadline deadline, SegmentView* out) {
   if (failed_ != Status::kOk) [[unlikely]] {
-    // Drive the endpoint while our abort messages are in flight: on a
-    // provider with manual progress they may wait for it.
+    // Post the abort messages the provider refused when we failed, and
+    // drive those in flight: on a provider with manual progress they may
+    // wait for it.
     if (ofi_ != nullptr && abort_ops_.size() > in_.size()) {
+      send_aborts(false);
       const Op& sends = abort_ops_[in_.size()];
       if (sends.kind == OpKind::kAbortSend && sends.count > 0) (void)drain_cq();
     }

@@ -32,9 +32,10 @@ void FlowTarget::send_aborts(bool flush) {
 }
 
 Status FlowTarget::fail_for_good(std::string message, uint32_t rank) {
-  const Status s = FailureState::fail_for_good(std::move(message), rank);
+  // The first failure is the one reported (a later one is mostly its echo).
+  if (failed_ == Status::kOk) FailureState::fail_for_good(std::move(message), rank);
   send_aborts(false);
-  return s;
+  return failed_;
 }
 
 void FlowTarget::retry_pending_credits() {
@@ -54,6 +55,10 @@ void FlowTarget::note_arrival(uint32_t s, uint32_t slot) {
   In& in = in_[s];
   const Footer* f = in.ring.footer(slot);
   ++in.arrived;
+  // A failed target confirms nothing (send_confirmation): it sent its
+  // sources an abort, and a confirmation matched before it would tell a
+  // source that all was delivered.
+  if (failed_ != Status::kOk) return;
   if (f->flags & layout::kEnd) in.end_seq = f->seq.load(std::memory_order_relaxed);
   if (!in.confirmed && in.end_seq != 0 && in.arrived >= in.end_seq) {
     in.confirmed = true;  // from here on, no credit goes to this source
@@ -62,6 +67,7 @@ void FlowTarget::note_arrival(uint32_t s, uint32_t slot) {
 }
 
 void FlowTarget::send_confirmation(uint32_t s) {
+  if (failed_ != Status::kOk) return;  // as in note_arrival
   const auto n = static_cast<uint32_t>(in_.size());
   Op& op = confirm_ops_[s];
   op = Op{{}, OpKind::kConfirmSend, s, 0, 1, false};

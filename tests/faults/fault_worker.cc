@@ -734,8 +734,10 @@ template <class Out, class In>
 void soak_run(sluice::Cluster& c, const Args& a, Out& out, In& in, Totals& got, uint64_t& gaps,
               uint64_t& order) {
   const auto start = Clock::now();
-  auto report = [&](const std::string& what, const std::string& error) {
-    lost(start, what + ": " + error);
+  auto report = [&](const std::string& what, const std::string& error,
+                    const std::optional<sluice::LostPeer>& peer) {
+    lost(start, "[lost_peer " + (peer ? std::to_string(peer->rank) : std::string("none")) + "] " + what +
+                    ": " + error);
     // Stay while the other survivors reach their own report: on an ordered
     // flow a source learns of a lost target only at close().
     std::this_thread::sleep_for(std::chrono::milliseconds(4000));
@@ -761,7 +763,7 @@ void soak_run(sluice::Cluster& c, const Args& a, Out& out, In& in, Totals& got, 
         ++gaps;
         continue;
       }
-      if (in.status() == Status::kPeerLost) report("try_consume", in.error());
+      if (in.status() == Status::kPeerLost) report("try_consume", in.error(), in.lost_peer());
       return;
     }
   };
@@ -783,12 +785,12 @@ void soak_run(sluice::Cluster& c, const Args& a, Out& out, In& in, Totals& got, 
            Status::kWouldBlock) {
       drain();
     }
-    if (s == Status::kPeerLost) report("try_push", out.error());
+    if (s == Status::kPeerLost) report("try_push", out.error(), out.lost_peer());
     if (s != Status::kOk) failed("try_push: " + out.error());
   }
   Status s;
   while ((s = out.close(Clock::now())) == Status::kTimeout) drain();
-  if (s == Status::kPeerLost) report("close", out.error());
+  if (s == Status::kPeerLost) report("close", out.error(), out.lost_peer());
   if (s != Status::kOk) failed("close: " + out.error());
   if (target_gone) {
     // What the sources sent us is lost with our target: the others must say
@@ -808,7 +810,7 @@ void soak_run(sluice::Cluster& c, const Args& a, Out& out, In& in, Totals& got, 
     }
     break;
   }
-  if (in.status() == Status::kPeerLost) report("consume", in.error());
+  if (in.status() == Status::kPeerLost) report("consume", in.error(), in.lost_peer());
   if (in.status() != Status::kEndOfFlow) {
     failed(std::string("consume: ") + sluice::to_string(in.status()) + ": " + in.error());
   }

@@ -75,11 +75,17 @@ TEST(FaultSoakTest, EveryRunIsExactlyOnceOrACleanPeerLostNamingTheRightRank) {
       if (!std::regex_search(line, m, re)) continue;
       const int rank = std::stoi(m[1]);
       if (rank == static_cast<int>(victim)) continue;
-      const std::string error = m[3];
-      // The peer named in the message: its first "rank N" or "(N,slot)".
+      std::string error = m[3];
+      // The peer blamed: lost_peer() where the end knows one (an abort names
+      // the rank its sender had lost, which may come before the name of the
+      // end that sent it), else the message's first "rank N" or "(N,slot)".
       std::smatch b;
       int who = -1;
-      for (auto it = std::sregex_iterator(error.begin(), error.end(), blamed); it != std::sregex_iterator(); ++it) {
+      if (std::regex_search(error, b, std::regex(R"(^\[lost_peer (\d+|none)\] )"))) {
+        if (b[1] != "none") who = std::stoi(b[1]);
+        error = b.suffix().str();
+      }
+      for (auto it = std::sregex_iterator(error.begin(), error.end(), blamed); who < 0 && it != std::sregex_iterator(); ++it) {
         const int r0 = (*it)[1].matched ? std::stoi((*it)[1]) : std::stoi((*it)[2]);
         if (r0 != rank) {
           who = r0;
