@@ -107,7 +107,23 @@ std::string local_host_name() {
 }  // namespace
 
 PeerTable::PeerTable(uint32_t world_size)
-    : words_(world_size), reasons_(world_size), hosts_(world_size), pids_(world_size, 0) {}
+    : words_(world_size), heard_until_(world_size), reasons_(world_size), hosts_(world_size), pids_(world_size, 0) {}
+
+namespace {
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void PeerTable::hear_lost(uint32_t rank) const {
+  if (rank >= world_size()) return;
+  heard_until_[rank].store(steady_ns() + std::chrono::nanoseconds(kHeardLostFor).count(), std::memory_order_relaxed);
+}
+
+bool PeerTable::heard_lost(uint32_t rank) const {
+  return rank < world_size() && steady_ns() < heard_until_[rank].load(std::memory_order_relaxed);
+}
 
 std::string PeerTable::describe_as(uint32_t rank, uint32_t incarnation) const {
   if (rank >= world_size() || this->incarnation(rank) == incarnation) return describe(rank);

@@ -61,6 +61,11 @@ class PeerTable final : public detail::Liveness {
   std::string describe_as(uint32_t rank, uint32_t incarnation) const;
   // Host name of a rank as it reported at HELLO (empty if not yet known).
   std::string host(uint32_t rank) const;
+  // Liveness hints (flow/liveness.h): a rank heard lost counts as such for
+  // kHeardLostFor, time enough for the registry to report a real death.
+  static constexpr std::chrono::seconds kHeardLostFor{10};
+  void hear_lost(uint32_t rank) const override;
+  bool heard_lost(uint32_t rank) const override;
 
   // Control-thread side. Within an incarnation a rank once left or died
   // stays so: set() ignores any later change of its state, and any event of
@@ -75,6 +80,8 @@ class PeerTable final : public detail::Liveness {
   // pairs the state of one incarnation with the number of another.
   std::vector<std::atomic<uint64_t>> words_;
   std::atomic<bool> registry_lost_{false};
+  // Per rank: until when (steady clock, ns) it counts as heard lost.
+  mutable std::vector<std::atomic<int64_t>> heard_until_;
   mutable std::mutex mu_;
   std::vector<std::string> reasons_;  // why each rank was last lost
   std::vector<std::string> hosts_;
@@ -93,6 +100,8 @@ class PinnedLiveness final : public detail::Liveness {
   std::string describe(uint32_t rank) const override {
     return peers_.describe_as(rank, incarnations_[rank]);
   }
+  void hear_lost(uint32_t rank) const override { peers_.hear_lost(rank); }
+  bool heard_lost(uint32_t rank) const override { return peers_.heard_lost(rank); }
 
  private:
   const PeerTable& peers_;

@@ -14,9 +14,12 @@ std::string lost_reason(const FlowContext* ctx, uint32_t rank) {
 
 uint32_t first_lost_rank(const FlowContext* ctx) {
   if (ctx->liveness == nullptr) return layout::kNoCause;
-  for (const auto* side : {&ctx->spec.sources, &ctx->spec.targets}) {
-    for (const Endpoint& e : *side) {
-      if (!ctx->liveness->alive(e.rank)) return e.rank;
+  // A death this process saw first, then one another process's abort named.
+  for (const bool heard : {false, true}) {
+    for (const auto* side : {&ctx->spec.sources, &ctx->spec.targets}) {
+      for (const Endpoint& e : *side) {
+        if (heard ? ctx->liveness->heard_lost(e.rank) : !ctx->liveness->alive(e.rank)) return e.rank;
+      }
     }
   }
   return layout::kNoCause;

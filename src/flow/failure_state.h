@@ -20,7 +20,8 @@ std::string lost_reason(const FlowContext* ctx, uint32_t rank);
 // " on <host>" for messages about `rank`, or empty if its host is unknown.
 std::string host_of(const FlowContext* ctx, uint32_t rank);
 // The first rank of the flow (its sources', then its targets') that this
-// process knows is lost, or layout::kNoCause.
+// process knows is lost, else the first one another process's abort named
+// lately (Liveness::heard_lost), or layout::kNoCause.
 uint32_t first_lost_rank(const FlowContext* ctx);
 
 // The failure state of a source or target: the last error's text, and

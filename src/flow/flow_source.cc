@@ -288,6 +288,7 @@ Status FlowSource::lost_target(uint32_t t, const std::string& why) {
                      why;
   // A target that aborted after its rank lost another: that one is the peer lost.
   const uint32_t cause = layout::abort_cause(target_aborted(t));
+  if (cause != layout::kNoCause && ctx_->liveness != nullptr) ctx_->liveness->hear_lost(cause);
   return fail_for_good(std::move(text), cause != layout::kNoCause ? cause : ctx_->spec.targets[t].rank);
 }
 

@@ -418,6 +418,7 @@ Status FlowTarget::check_sources() {
       const uint32_t cause = layout::abort_cause(aborted);
       std::string why;
       if (cause != layout::kNoCause) {
+        if (ctx_->liveness != nullptr) ctx_->liveness->hear_lost(cause);
         why = " after its rank lost rank " + std::to_string(cause) + " of the flow";
         if (std::string lost = lost_reason(ctx_, cause); !lost.empty()) why += " (" + lost + ")";
       }

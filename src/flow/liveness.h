@@ -27,6 +27,15 @@ class Liveness {
   // A sentence about `rank` for messages, e.g.
   // "rank 3 (host1, pid 1234) died: connection closed".
   virtual std::string describe(uint32_t rank) const = 0;
+  // Another process named `rank` as the cause of its abort (the rank its
+  // end had lost): this process's own aborts may name it too, for a while,
+  // in the flows it is part of (first_lost_rank), although its own liveness
+  // may not have heard of that loss yet. Aborts cascade across flows faster
+  // than the registry reports a death: without it, an end aborted because
+  // of rank 1's loss named no cause, and its peers blamed the aborting rank.
+  // A hint for naming causes only: alive() is unchanged. Default: ignored.
+  virtual void hear_lost(uint32_t /*rank*/) const {}
+  virtual bool heard_lost(uint32_t /*rank*/) const { return false; }
 };
 
 }  // namespace sluice::detail
