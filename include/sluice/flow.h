@@ -363,9 +363,9 @@ class Worker;
 // source's segments arrived (the targets' threads must drive them: any call
 // on a target does), at most 5 s; then it gives up, logs a warning and
 // leaves the endpoint open. Without close() it behaves as abort(): the targets learn at once
-// that the flow is incomplete; it returns within about 100 ms. A source (or
-// target) that fails for good (kPeerLost) tells its peers when it fails, as
-// abort() does, whether or not it is destroyed then.
+// that the flow is incomplete; it returns within about 100 ms. (A target
+// that fails for good tells its sources when it fails; a failed source
+// tells its targets when it is destroyed: destroy it, or abort() it.)
 template <class T>
 class Source {
  public:

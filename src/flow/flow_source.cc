@@ -140,21 +140,12 @@ void FlowSource::signal_abort(bool flush) {
 Status FlowSource::fail_for_good(std::string message, uint32_t rank) {
   // The first failure is the one reported (a later one is mostly its echo).
   if (failed_ == Status::kOk) FailureState::fail_for_good(std::move(message), rank);
-  if (!closed_ && !aborted_) signal_abort(/*flush=*/false);
   return failed_;
 }
 
-Status FlowSource::failed() {
-  if (ofi_ != nullptr && !closed_ && !aborted_) {
-    send_aborts(/*flush=*/false);
-    const Op& sends = abort_ops_[num_targets_];
-    if (sends.kind == OpKind::kAbortSend && sends.count > 0) (void)progress();
-  }
-  return failed_;
-}
 
 Status FlowSource::refuse(size_t bytes) {
-  if (failed_ != Status::kOk) return failed();
+  if (failed_ != Status::kOk) return failed_;
   if (closed_)
     return fail(Status::kClosed, ctx_->endpoint_name(true, index_) + ": push after close()");
   const FlowSpec& spec = ctx_->spec;

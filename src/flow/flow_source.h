@@ -185,16 +185,13 @@ class FlowSource : public SourceCore, protected FailureState {
   // Target t's abort word (layout::abort_word), 0 while it has not aborted.
   uint32_t target_aborted(uint32_t t) const;
 
-  // Fails for good (FailureState::fail_for_good) and, unless closed, tells
-  // the targets at once (signal_abort): a failed source sends nothing more,
-  // so a target waiting for its END would otherwise wait until it is
-  // destroyed (its rank lives on). Hides the base's, for every kind.
+  // Fails for good (FailureState::fail_for_good), keeping the first
+  // failure's text. Hides the base's, for every kind. (Unlike a target, a
+  // failed source tells its targets only when it is destroyed: told at
+  // once, an ordered flow's targets went on without it while its process
+  // still held its own target, and system.faults_test's
+  // LosingTheSequencerOwnerFailsTheSourcesOnEveryTransport hung 1 run in 8.)
   Status fail_for_good(std::string message, uint32_t rank = kNoRank);
-  // What every call on a failed source returns (failed_). Over ofi it first
-  // posts the abort messages the provider refused when the source failed,
-  // and drives those in flight: a provider with manual progress moves them
-  // only then.
-  Status failed();
 
   // Target t is gone for `why`: the source goes on without it if the kind
   // drops it (drop_if_lost), and fails for good otherwise.

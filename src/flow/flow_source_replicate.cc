@@ -69,7 +69,7 @@ Status ReplicateSource::publish(uint32_t, Deadline deadline, bool try_only) {
 }
 
 Status ReplicateSource::flush(Deadline deadline) {
-  if (failed_ != Status::kOk) return failed();
+  if (failed_ != Status::kOk) return failed_;
   if (closed_) return Status::kOk;
   if (out_[rep()].filling && used_bytes(rep()) > prefix_) {
     if (Status s = publish_all(used_bytes(rep()), 0, deadline, false); s != Status::kOk) return s;
@@ -81,7 +81,7 @@ Status ReplicateSource::flush(Deadline deadline) {
 // (marked) it is never published again: a retry after kWouldBlock or
 // kTimeout only hands over what is pending.
 Status ReplicateSource::close(Deadline deadline) {
-  if (failed_ != Status::kOk) return failed();
+  if (failed_ != Status::kOk) return failed_;
   if (closed_) return Status::kOk;
   counters::set_state(stats_, counters::State::kClosing);
   const uint32_t f0 = rep();

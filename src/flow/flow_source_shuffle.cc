@@ -81,7 +81,7 @@ Status ShuffleSource::publish(uint32_t t, Deadline deadline, bool try_only) {
 }
 
 Status ShuffleSource::flush(Deadline deadline) {
-  if (failed_ != Status::kOk) return failed();
+  if (failed_ != Status::kOk) return failed_;
   if (closed_) return Status::kOk;
   for (uint32_t t = 0; t < num_targets_; ++t) {
     Out& o = out_[t];
@@ -97,7 +97,7 @@ Status ShuffleSource::flush(Deadline deadline) {
 }
 
 Status ShuffleSource::close(Deadline deadline) {
-  if (failed_ != Status::kOk) return failed();
+  if (failed_ != Status::kOk) return failed_;
   if (closed_) return Status::kOk;
   counters::set_state(stats_, counters::State::kClosing);
   Status first = Status::kOk;

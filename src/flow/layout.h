@@ -104,8 +104,8 @@ struct RingHeader {
   std::atomic<uint32_t> target_aborted;
   // Line 1: source -> target.
   alignas(kLine) std::atomic<uint32_t> source_waiting;  // 1 while the source is parked for credit
-  // Non-zero once the source failed for good, was aborted or was
-  // destroyed without close(): the target reports the flow incomplete instead of waiting for an END that will
+  // Non-zero once the source was aborted or destroyed without close():
+  // the target reports the flow incomplete instead of waiting for an END that will
   // never come. The value as in target_aborted.
   std::atomic<uint32_t> source_aborted;
   // Line 2: constant after setup, checked by the source when it attaches.

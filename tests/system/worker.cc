@@ -292,11 +292,11 @@ int main(int argc, char** argv) {
     // Fault tests: an endpoint that ended (a failure included) is destroyed
     // only once every survivor's endpoints have ended (a barrier of the
     // survivors), as a program that keeps its endpoints to the end would.
-    // So the survivors' ends must learn of a failure from the failing end
+    // So a survivor's source must learn of a failed target from the target
     // itself, not from its destruction: a failed target that returned no
     // credit, held, left a survivor's source waiting on a live rank until
     // the barrier timed out (a multihost fault test run that took 100 s),
-    // until an end that fails for good told its peers at once.
+    // until a target that fails for good told its sources at once.
     std::atomic<size_t> ended{0};
     std::promise<void> release;
     const std::shared_future<void> released = release.get_future().share();
