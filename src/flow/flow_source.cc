@@ -63,7 +63,6 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
     // Sized before any receive is posted: posting drives progress when the
     // provider's queue is full, and a completion handled then writes them.
     target_aborted_.assign(rings_.size(), 0);
-    abort_posted_.assign(rings_.size(), 0);
     end_confirmed_.assign(rings_.size(), 0);
     for (uint32_t t = 0; t < num_targets_; ++t) {
       if (!rings_[t].remote) continue;
@@ -116,7 +115,7 @@ void FlowSource::retire() {
     // rank exits), then leave the endpoint open: transfers may be in
     // flight, and a target that gave up already no longer drives its
     // endpoint.
-    if (!closed_ && !aborted_) signal_abort(/*flush=*/true);
+    if (!closed_ && !aborted_) signal_abort();
     if (ofi_ != nullptr) ofi_->ep->abandon();
   }
   // Let go of the endpoint now, before the kind's members (a replicate
@@ -127,10 +126,8 @@ void FlowSource::retire() {
 
 // Tells every target that this source ends without END: a ring-header
 // word (shm), an abort message (ofi).
-void FlowSource::signal_abort(bool flush) {
-  if (ofi_ != nullptr) send_aborts(flush);
-  if (abort_signalled_) return;
-  abort_signalled_ = true;
+void FlowSource::signal_abort() {
+  if (ofi_ != nullptr) send_aborts();
   for (auto& r : rings_) {
     if (r.remote) continue;
     shm_ring::abort_source(r.ring, r.bell, abort_cause(ctx_));
@@ -142,7 +139,6 @@ Status FlowSource::fail_for_good(std::string message, uint32_t rank) {
   if (failed_ == Status::kOk) FailureState::fail_for_good(std::move(message), rank);
   return failed_;
 }
-
 
 Status FlowSource::refuse(size_t bytes) {
   if (failed_ != Status::kOk) return failed_;
@@ -164,7 +160,7 @@ void FlowSource::abort() {
   aborted_ = true;
   fast_open_ = false;
   counters::set_state(stats_, counters::State::kAborted);
-  signal_abort(/*flush=*/true);
+  signal_abort();
   // Every later push goes to reserve(), which reports kClosed.
   for (uint32_t t = 0; t < num_targets_; ++t) lanes_[lane_of_[t]] = Lane{};
   failed_ = Status::kClosed;

@@ -228,10 +228,8 @@ class FlowSource : public SourceCore, protected FailureState {
   Status refuse(size_t bytes);
 
   // Tells every target that this source ends without END: a ring-header
-  // word (shm), an abort message (ofi), each once. With `flush`, drives the
-  // endpoint for at most kAbortFlush so that the messages leave (not from
-  // inside a completion handler).
-  void signal_abort(bool flush);
+  // word (shm), an abort message (ofi). Once: from abort() or retire().
+  void signal_abort();
 
   bool sent_by(const Completion& c, fi_addr_t peer) const {
     return sent_by_peer(*ofi_->ep, c, peer);
@@ -240,8 +238,9 @@ class FlowSource : public SourceCore, protected FailureState {
   Status post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t count, Deadline deadline,
                     bool try_only);
 
-  // signal_abort()'s remote targets.
-  void send_aborts(bool flush);
+  // signal_abort()'s remote targets; drives the endpoint for at most
+  // kAbortFlush so that the messages leave before it is abandoned.
+  void send_aborts();
 
   void post_credit_receive(uint32_t t);
 
@@ -325,13 +324,11 @@ class FlowSource : public SourceCore, protected FailureState {
   uint32_t wait_target_ = kNotArmed;  // the target whose ring last had no credit
   uint32_t armed_ = kNotArmed;        // the ring whose source_waiting a Worker set
   bool aborted_ = false;
-  bool abort_signalled_ = false;  // signal_abort() ran: the shm rings' words are written
   // ofi only.
   std::vector<Op> ops_;         // [target * S + slot]: the segment transfer from that staging slot
   std::vector<Op> credit_ops_;  // [target]: the posted credit receive (message path)
   std::vector<Op> abort_ops_;  // [target]: the posted abort receive; [num_targets]: our abort sends
   std::vector<uint32_t> target_aborted_;  // [target]: its abort word (layout::abort_word), 0 if none
-  std::vector<uint8_t> abort_posted_;     // [target]: our abort message to it was posted
   std::vector<uint8_t> end_confirmed_;   // [target]: it told us all up to our END arrived
   std::vector<uint64_t> credit_seen_;    // [target]: highest consumed count heard of
   uint32_t coalesce_ = 1;                // ofi RMA: most segments moved by one write

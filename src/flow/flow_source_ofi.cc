@@ -137,16 +137,14 @@ void FlowSource::forget_transfers(uint32_t t) {
     ops_[t * ctx_->ring_segments + j].busy = false;
 }
 
-void FlowSource::send_aborts(bool flush) {
+void FlowSource::send_aborts() {
   const uint32_t n = num_targets_;
-  // Sized once the endpoint is set up (a failure may come before).
-  if (abort_ops_.size() <= n || abort_posted_.size() != rings_.size()) return;
   for (uint32_t t = 0; t < n; ++t) {
-    if (!rings_[t].remote || !live(t) || target_aborted_[t] || abort_posted_[t]) continue;
-    abort_posted_[t] = post_abort_message(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_,
-                                          abort_cause(ctx_), rings_[t].peer, &abort_ops_[n]);
+    if (!rings_[t].remote || !live(t) || target_aborted_[t]) continue;
+    (void)post_abort_message(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_, abort_cause(ctx_),
+                             rings_[t].peer, &abort_ops_[n]);
   }
-  if (flush) flush_abort_messages(&abort_ops_[n], [this] { return progress(); });
+  flush_abort_messages(&abort_ops_[n], [this] { return progress(); });
 }
 
 void FlowSource::post_credit_receive(uint32_t t) {
