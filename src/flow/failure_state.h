@@ -35,8 +35,10 @@ class FailureState {
     error_ = std::move(message);
     return s;
   }
-  // As above, about the peer on `rank` (kNoRank: none in particular).
+  // As above, about the peer on `rank` (kNoRank: none in particular). The
+  // first failure is the one reported (a later one is mostly its echo).
   Status fail_for_good(std::string message, uint32_t rank = kNoRank) {
+    if (failed_ != Status::kOk) return failed_;
     note_lost(rank);
     failed_ = Status::kPeerLost;
     if (fast_gate_ != nullptr) *fast_gate_ = false;

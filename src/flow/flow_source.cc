@@ -134,12 +134,6 @@ void FlowSource::signal_abort() {
   }
 }
 
-Status FlowSource::fail_for_good(std::string message, uint32_t rank) {
-  // The first failure is the one reported (a later one is mostly its echo).
-  if (failed_ == Status::kOk) FailureState::fail_for_good(std::move(message), rank);
-  return failed_;
-}
-
 Status FlowSource::refuse(size_t bytes) {
   if (failed_ != Status::kOk) return failed_;
   if (closed_)

@@ -185,13 +185,11 @@ class FlowSource : public SourceCore, protected FailureState {
   // Target t's abort word (layout::abort_word), 0 while it has not aborted.
   uint32_t target_aborted(uint32_t t) const;
 
-  // Fails for good (FailureState::fail_for_good), keeping the first
-  // failure's text. Hides the base's, for every kind. (Unlike a target, a
-  // failed source tells its targets only when it is destroyed: told at
-  // once, an ordered flow's targets went on without it while its process
-  // still held its own target, and system.faults_test's
+  // (Unlike a target, a source that fails for good tells its targets only
+  // when it is destroyed or aborted: told at once, an ordered flow's
+  // targets went on without it while its process still held its own
+  // target, and system.faults_test's
   // LosingTheSequencerOwnerFailsTheSourcesOnEveryTransport hung 1 run in 8.)
-  Status fail_for_good(std::string message, uint32_t rank = kNoRank);
 
   // Target t is gone for `why`: the source goes on without it if the kind
   // drops it (drop_if_lost), and fails for good otherwise.

@@ -187,7 +187,7 @@ Status FlowTarget::next_slow(Deadline deadline, SegmentView* out) {
     // Post the abort messages the provider refused when we failed, and
     // drive those in flight: on a provider with manual progress they may
     // wait for it.
-    if (ofi_ != nullptr && abort_ops_.size() > in_.size()) {
+    if (ofi_ != nullptr) {
       send_aborts(false);
       const Op& sends = abort_ops_[in_.size()];
       if (sends.kind == OpKind::kAbortSend && sends.count > 0) (void)drain_cq();

@@ -14,8 +14,7 @@ using layout::RingView;
 void FlowTarget::send_aborts(bool flush) {
   const auto n = static_cast<uint32_t>(in_.size());
   const uint32_t cause = abort_cause(ctx_);
-  // Sized once the endpoint is set up (a failure may come before).
-  const bool ofi = ofi_ != nullptr && abort_ops_.size() > n && abort_posted_.size() == n;
+  const bool ofi = ofi_ != nullptr;  // then sized before anything can fail
   for (uint32_t s = 0; s < n; ++s) {
     In& in = in_[s];
     if (in.ended) continue;
@@ -32,8 +31,7 @@ void FlowTarget::send_aborts(bool flush) {
 }
 
 Status FlowTarget::fail_for_good(std::string message, uint32_t rank) {
-  // The first failure is the one reported (a later one is mostly its echo).
-  if (failed_ == Status::kOk) FailureState::fail_for_good(std::move(message), rank);
+  FailureState::fail_for_good(std::move(message), rank);
   send_aborts(false);
   return failed_;
 }
