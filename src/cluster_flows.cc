@@ -402,6 +402,7 @@ class RegionSequencer final : public Sequencer {
     return op(count, first, error);
   }
   Status taken(uint64_t* count, std::string* error) override { return op(0, count, error); }
+  void set_while_waiting(void (*fn)(void*), void* arg) override { counter_->set_while_waiting(fn, arg); }
 
  private:
   Status op(uint64_t delta, uint64_t* out, std::string* error) {

@@ -168,6 +168,9 @@ class Sequencer {
   virtual Status take(uint64_t count, uint64_t* first, std::string* error) = 0;
   // How many numbers were taken so far.
   virtual Status taken(uint64_t* count, std::string* error) = 0;
+  // While take() or taken() waits for the counter's owner, fn(arg) is
+  // called between polls (RegionAccess::set_while_waiting).
+  virtual void set_while_waiting(void (*/*fn*/)(void*), void* /*arg*/) {}
 };
 
 // REQUIRES: rings[t] is the ring from `source_index` to target t, for every

@@ -51,6 +51,14 @@ ReplicateSource::ReplicateSource(const FlowContext* ctx, uint32_t index,
     // slower: the fetch-and-add, not the overlap, is what costs.
     post_batch_ = std::max(post_batch_, std::max(1u, ctx->ring_segments / 2));
   }
+  // While a fetch-and-add is out (tens of microseconds over tcp), the runs
+  // already handed over keep moving: with manual progress the provider
+  // writes to its sockets only while our queue is read. A failure found
+  // there is kept (failed_) and reported by the call that numbers.
+  if (sequencer_ != nullptr && has_ofi()) {
+    sequencer_->set_while_waiting([](void* self) { (void)static_cast<ReplicateSource*>(self)->progress(); },
+                                  this);
+  }
 }
 
 ReplicateSource::~ReplicateSource() { retire(); }

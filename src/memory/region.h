@@ -195,6 +195,18 @@ class RegionAccess {
   virtual Status fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous, Deadline deadline) = 0;
   virtual const char* path() const = 0;
 
+  // Calls fn(arg) between the polls of every operation this handle waits
+  // for, every few polls (ofi: an operation takes tens of microseconds;
+  // shm operations never wait). An
+  // ordered flow's source drives its own endpoint there, so that what it
+  // posted keeps moving while its fetch-and-add is out (a provider with
+  // manual progress moves data only while its queue is read). fn must not
+  // use this handle. Null: nothing.
+  void set_while_waiting(void (*fn)(void*), void* arg) {
+    while_waiting_ = fn;
+    while_waiting_arg_ = arg;
+  }
+
   size_t size() const { return bytes_; }
   uint32_t owner() const { return owner_; }
   const std::string& error() const { return error_; }
@@ -213,12 +225,17 @@ class RegionAccess {
   Status check_range(uint64_t offset, size_t len, bool atomic);
   Status fail(Status s, const std::string& what);
   std::string what() const;
+  void while_waiting() const {
+    if (while_waiting_ != nullptr) while_waiting_(while_waiting_arg_);
+  }
 
   std::string name_;
   uint32_t owner_;
   size_t bytes_;
   std::string error_;
   counters::Slot* stats_ = nullptr;  // set by count_as()
+  void (*while_waiting_)(void*) = nullptr;
+  void* while_waiting_arg_ = nullptr;
 };
 
 }  // namespace sluice::detail

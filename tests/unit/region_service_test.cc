@@ -72,6 +72,30 @@ TEST(RegionServiceTest, OpeningAndClosingHandlesDoesNotGrowTheClientTable) {
   EXPECT_EQ(owner.service_clients(), 0u);
 }
 
+// What waits for the owner's answer calls the handle's while-waiting hook
+// between polls (an ordered flow's source drives its own endpoint there),
+// and the answers are still right.
+TEST(RegionServiceTest, CallsTheWhileWaitingHookBetweenPolls) {
+  RegionOwner owner("hooked", 4096, true, loopback(false), "host");
+  auto h = open(owner, loopback(false));
+  uint64_t calls = 0;
+  h->set_while_waiting([](void* n) { ++*static_cast<uint64_t*>(n); }, &calls);
+  for (uint64_t i = 0; i < 50; ++i) {
+    uint64_t prev = 0;
+    ASSERT_EQ(h->fetch_add(0, 2, &prev, in_seconds(10)), Status::kOk) << h->error();
+    ASSERT_EQ(prev, 2 * i);
+  }
+  EXPECT_EQ(word(owner, 0), 100u);
+  // Each answer crosses the owner's service thread and loopback tcp: tens
+  // of microseconds, many polls.
+  EXPECT_GT(calls, 0u);
+  h->set_while_waiting(nullptr, nullptr);
+  const uint64_t before = calls;
+  uint64_t prev = 0;
+  ASSERT_EQ(h->fetch_add(0, 1, &prev, in_seconds(10)), Status::kOk) << h->error();
+  EXPECT_EQ(calls, before);
+}
+
 // A raw endpoint that speaks the service protocol by hand: it can say and
 // claim what no RegionAccess would.
 class RawClient {
