@@ -43,10 +43,9 @@ using region_layout::ServiceMessage;
 // A peer's staging buffer for RMA reads and writes: larger accesses go in
 // pieces of this size.
 constexpr size_t kBounceBytes = 64 * 1024;
-// Completion polls before a waiting peer blocks on its completion queue (an
-// operation over tcp takes tens of microseconds).
-constexpr uint32_t kSpinPolls = 2000;
-// Then this many polls with sched_yield() between them, then polls every kNap.
+// A waiting peer polls its completion queue spin_polls_ times
+// (set_spin_polls; an operation over tcp takes tens of microseconds), then
+// this many times with sched_yield() between polls, then every kNap.
 constexpr uint32_t kYieldPolls = 20000;
 constexpr auto kNap = std::chrono::microseconds(50);
 // The while-waiting hook runs every this many polls (a power of two). On
@@ -512,7 +511,7 @@ class OfiAccess final : public RegionAccess {
       return true;
     };
     for (uint32_t i = 0; !all_done(); ++i) {
-      if (Status s = poll_once(deadline, i >= kSpinPolls); s != Status::kOk) {
+      if (Status s = poll_once(deadline, i >= spin_polls_); s != Status::kOk) {
         if (s == Status::kClosed && !all_done()) {
           // A refused access fails only its own operation; a reply receive
           // posted beside it is still pending and is cancelled with the handle.
@@ -522,7 +521,7 @@ class OfiAccess final : public RegionAccess {
         return s;
       }
       if ((i & (kWhileWaitingEvery - 1)) == kWhileWaitingEvery - 1 && !all_done()) while_waiting();
-      if (i >= kSpinPolls && peers_ != nullptr && !peers_->alive_as(owner_, incarnation_)) {
+      if (i >= spin_polls_ && peers_ != nullptr && !peers_->alive_as(owner_, incarnation_)) {
         broken_ = true;
         broken_why_ = peers_->describe_as(owner_, incarnation_);
         return fail(Status::kPeerLost, what() + ": " + broken_why_);

@@ -207,6 +207,11 @@ class RegionAccess {
     while_waiting_arg_ = arg;
   }
 
+  // How many polls an operation spins before it yields its core between
+  // polls (ofi; default 2000, tens of operations' worth). A caller whose
+  // answer comes from a thread that may need this core spins less.
+  void set_spin_polls(uint32_t polls) { spin_polls_ = polls; }
+
   size_t size() const { return bytes_; }
   uint32_t owner() const { return owner_; }
   const std::string& error() const { return error_; }
@@ -236,6 +241,7 @@ class RegionAccess {
   counters::Slot* stats_ = nullptr;  // set by count_as()
   void (*while_waiting_)(void*) = nullptr;
   void* while_waiting_arg_ = nullptr;
+  uint32_t spin_polls_ = 2000;
 };
 
 }  // namespace sluice::detail

@@ -94,6 +94,13 @@ TEST(RegionServiceTest, CallsTheWhileWaitingHookBetweenPolls) {
   uint64_t prev = 0;
   ASSERT_EQ(h->fetch_add(0, 1, &prev, in_seconds(10)), Status::kOk) << h->error();
   EXPECT_EQ(calls, before);
+  // A handle that yields from its first poll (as a sequencer's does after
+  // 100) gets the same answers.
+  h->set_spin_polls(0);
+  for (uint64_t i = 0; i < 20; ++i) {
+    ASSERT_EQ(h->fetch_add(0, 1, &prev, in_seconds(10)), Status::kOk) << h->error();
+    ASSERT_EQ(prev, 101 + i);
+  }
 }
 
 // A raw endpoint that speaks the service protocol by hand: it can say and
