@@ -365,8 +365,14 @@ TEST(KvJobTest, MultiPaxosReplicaRestartedRecoversFromASnapshotOverFlows) {
   expect_replica_restart_recovered("multipaxos", 1, 40);
 }
 
+// NOPaxos drops its log only up to the snapshot before the last final one,
+// and a leader's snapshot is final only once the sync point reaches it: with
+// 40 slots, the leader's log still began at slot 0 when the victim (killed
+// at slot 101) asked, whenever the sync point lagged 21 slots behind (a
+// clean-clone run with a benchmark beside it). Every 20 slots leaves room
+// for 60.
 TEST(KvJobTest, NoPaxosReplicaRestartedRecoversFromASnapshotOverFlows) {
-  expect_replica_restart_recovered("nopaxos", 1, 40);
+  expect_replica_restart_recovered("nopaxos", 1, 20);
 }
 
 // The first leader is stopped (SIGSTOP) for 8 s, past the peer timeout (2 s
