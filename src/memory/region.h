@@ -195,13 +195,12 @@ class RegionAccess {
   virtual Status fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous, Deadline deadline) = 0;
   virtual const char* path() const = 0;
 
-  // Calls fn(arg) between the polls of every operation this handle waits
-  // for, every few polls (ofi: an operation takes tens of microseconds;
-  // shm operations never wait). An
-  // ordered flow's source drives its own endpoint there, so that what it
-  // posted keeps moving while its fetch-and-add is out (a provider with
-  // manual progress moves data only while its queue is read). fn must not
-  // use this handle. Null: nothing.
+  // Calls fn(arg) every few polls while an operation of this handle waits
+  // (ofi: an operation takes tens of microseconds; shm operations never
+  // wait). An ordered flow's source drives its own endpoint there, so that
+  // what it posted keeps moving while its fetch-and-add is out (a provider
+  // with manual progress moves data only while its queue is read). fn must
+  // not use this handle. Null: nothing.
   void set_while_waiting(void (*fn)(void*), void* arg) {
     while_waiting_ = fn;
     while_waiting_arg_ = arg;
