@@ -129,7 +129,7 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     if (auto it = targets_by_rank.find(me); it != targets_by_rank.end()) {
       const layout::Geometry& g = fs->geometry[me];
       fs->own = SharedRegion::create(spec.name, g.total_bytes);
-      init_region(fs->own.data(), g, it->second);
+      init_region(fs->own.data(), g, it->second, latency_tail_offset(spec, fs->ctx.ring_segments));
       client->put("flow/" + spec.name + "/shm/" + std::to_string(me),
                   std::to_string(::getpid()) + " " + std::to_string(fs->own.fd()) + " " +
                       std::to_string(g.total_bytes) + " " + std::to_string(fs->own.nonce()) + " " + host_id);

@@ -236,14 +236,26 @@ namespace {
 
 // One direction of the ping-pong: `seq` is the number of records written so
 // far. The record shares seq's line when it fits beside it (at most 56 B:
-// one line written, polled and read); a larger one starts on the next line,
-// which the poll prefetches so that both lines travel together. This is the
-// fastest layout of a count and a record known here (a flow's own layout
-// does the same: docs/protocol.md), so the bound stays a bound.
+// one line written, polled and read). A record of 64 B fills the line: its
+// own last word is the publication (written last, with release order; the
+// reader writes kTailEmpty back once it has read the record, before it
+// answers, so the next record's tail shows). A larger one starts on the
+// line after seq's, which the poll prefetches so that both lines travel
+// together. This is the fastest layout of a count and a record known here
+// (a flow's own layout does the same: docs/protocol.md), so the bound stays
+// a bound.
 struct Mailbox {
   alignas(64) std::atomic<uint64_t> seq;
 };
-constexpr size_t mailbox_record_offset(size_t record_bytes) { return record_bytes <= 56 ? 8 : 64; }
+constexpr size_t mailbox_record_offset(size_t record_bytes) {
+  return record_bytes <= 56 ? 8 : record_bytes <= 64 ? 0 : 64;
+}
+constexpr bool mailbox_tail_published(size_t record_bytes) { return record_bytes > 56 && record_bytes <= 64; }
+constexpr uint64_t kTailEmpty = 0xA5E1D0C4B3F29687ULL;  // as a flow's (src/flow/layout.h)
+
+inline std::atomic_ref<uint64_t> mailbox_tail(unsigned char* box, size_t record_bytes) {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(box + record_bytes - 8));
+}
 
 template <size_t B>
 void bounce(Shared* sh, unsigned char* out_box, unsigned char* in_box, uint32_t total, uint32_t warmup,
@@ -251,6 +263,21 @@ void bounce(Shared* sh, unsigned char* out_box, unsigned char* in_box, uint32_t 
   auto* out = reinterpret_cast<Mailbox*>(out_box);
   auto* in = reinterpret_cast<Mailbox*>(in_box);
   constexpr size_t kMailboxRecordOffset = mailbox_record_offset(B);
+  constexpr bool kTail = mailbox_tail_published(B);
+  // Writes the record and publishes it as round `i`.
+  auto send = [&](const Rec<B>& rec, uint32_t i) {
+    if constexpr (kTail) {
+      static_assert(B == 64 && kMailboxRecordOffset == 0);
+      uint64_t tail;
+      std::memcpy(out_box, &rec, B - 8);
+      std::memcpy(&tail, reinterpret_cast<const unsigned char*>(&rec) + B - 8, 8);
+      mailbox_tail(out_box, B).store(tail, std::memory_order_release);
+    } else {
+      std::memcpy(out_box + kMailboxRecordOffset, &rec, B);
+      // Release: the record's bytes are visible before the new count (pairs with the peer's acquire below).
+      out->seq.store(i + 1, std::memory_order_release);
+    }
+  };
   Rec<B> r = make_template_record<B>();
   Rec<B> scratch;
   std::vector<double> rtt;
@@ -261,23 +288,26 @@ void bounce(Shared* sh, unsigned char* out_box, unsigned char* in_box, uint32_t 
     const double t0 = initiator ? now_seconds() : 0;
     if (initiator) {
       r.key = key_of(i);
-      std::memcpy(out_box + kMailboxRecordOffset, &r, B);
-      // Release: the record's bytes are visible before the new count (pairs with the peer's acquire below).
-      out->seq.store(i + 1, std::memory_order_release);
+      send(r, i);
     }
     for (;;) {
-      const uint64_t seq = in->seq.load(std::memory_order_acquire);
-      if constexpr (kMailboxRecordOffset >= 64) __builtin_prefetch(in_box + kMailboxRecordOffset);
-      if (seq >= i + 1) break;
+      if constexpr (kTail) {
+        if (mailbox_tail(in_box, B).load(std::memory_order_acquire) != kTailEmpty) break;
+      } else {
+        const uint64_t seq = in->seq.load(std::memory_order_acquire);
+        if constexpr (kMailboxRecordOffset >= 64) __builtin_prefetch(in_box + kMailboxRecordOffset);
+        if (seq >= i + 1) break;
+      }
       pause_cpu();
     }
     r.key = take_record<B>(in_box + kMailboxRecordOffset, &scratch);
+    // Read: the box may take the next record (the answer below orders this first).
+    if constexpr (kTail) mailbox_tail(in_box, B).store(kTailEmpty, std::memory_order_relaxed);
     if (initiator) {
       if (r.key != key_of(i)) _exit(3);
       if (i >= warmup) rtt.push_back((now_seconds() - t0) * 1e6);
     } else {
-      std::memcpy(out_box + kMailboxRecordOffset, &r, B);
-      out->seq.store(i + 1, std::memory_order_release);
+      send(r, i);
     }
   }
   if (initiator) {
@@ -303,6 +333,10 @@ nlohmann::json run_shm_pingpong(uint32_t record_bytes, uint32_t round_trips) {
   unsigned char* b = a + box;                   // responder -> initiator
   new (a) Mailbox{};
   new (b) Mailbox{};
+  if (mailbox_tail_published(record_bytes)) {
+    mailbox_tail(a, record_bytes).store(kTailEmpty);
+    mailbox_tail(b, record_bytes).store(kTailEmpty);
+  }
   const std::string why = run_two_children([&](bool initiator) {
     with_record_size(record_bytes, [&](auto sz) {
       constexpr size_t B = decltype(sz)::value;

@@ -465,9 +465,14 @@ class Source {
       Status s = core_->reserve(target, sizeof(T), deadline, try_only);
       if (s != Status::kOk) return s;
     }
+    if (core_->latency_) [[unlikely]] {
+      // Its last word last (flow_cores.h: a Latency ring's target may poll it).
+      detail::copy_record<sizeof(T)>(lane.cur, &r);
+      lane.cur += sizeof(T);
+      return core_->publish(target, deadline, try_only);
+    }
     std::memcpy(lane.cur, &r, sizeof(T));
     lane.cur += sizeof(T);
-    if (core_->latency_) [[unlikely]] return core_->publish(target, deadline, try_only);
     return Status::kOk;
   }
   Status replicate(const T& r, Deadline deadline, bool try_only) {

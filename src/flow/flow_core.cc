@@ -54,7 +54,8 @@ std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_
 OfiSource::~OfiSource() = default;
 OfiTarget::~OfiTarget() = default;
 
-void init_region(std::byte* base, const layout::Geometry& g, const std::vector<uint32_t>& local_targets) {
+void init_region(std::byte* base, const layout::Geometry& g, const std::vector<uint32_t>& local_targets,
+                 uint32_t tail_offset) {
   SLUICE_CHECK(local_targets.size() == g.local_targets);
   auto* rh = reinterpret_cast<layout::RegionHeader*>(base);
   rh->magic = layout::kRegionMagic;
@@ -77,7 +78,13 @@ void init_region(std::byte* base, const layout::Geometry& g, const std::vector<u
       h->ring_segments = g.ring_segments;
       h->segment_stride = g.segment_stride;
       RingView ring(base + g.ring_offset(lt, s), g);
-      for (uint32_t k = 0; k < g.ring_segments; ++k) new (ring.footer(k)) Footer{};
+      for (uint32_t k = 0; k < g.ring_segments; ++k) {
+        new (ring.footer(k)) Footer{};
+        if (tail_offset != 0) {
+          SLUICE_CHECK(tail_offset % 8 == 0 && tail_offset + 8 <= g.payload_bytes());
+          std::memcpy(ring.payload(k) + tail_offset, &layout::kTailEmpty, sizeof(layout::kTailEmpty));
+        }
+      }
     }
   }
 }
@@ -87,6 +94,17 @@ bool latency_fast_path(const FlowContext& ctx) {
   const uint32_t S = ctx.ring_segments;
   return spec.optimize == Optimize::kLatency && spec.record_size != 0 &&
          spec.segment_prefix_bytes() == 0 && S != 0 && (S & (S - 1)) == 0;
+}
+
+uint32_t latency_tail_offset(const FlowSpec& spec, uint32_t ring_segments) {
+  const uint32_t n = spec.record_size;
+  const bool fits = n > layout::kLine - layout::kFooterBytes && n <= layout::kLine && n % 8 == 0;
+  if (spec.type != FlowType::kShuffle || spec.optimize != Optimize::kLatency || !fits ||
+      spec.effective_segment_bytes() != n || spec.segment_prefix_bytes() != 0 || ring_segments == 0 ||
+      (ring_segments & (ring_segments - 1)) != 0) {
+    return 0;
+  }
+  return n - 8;
 }
 
 const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32_t used, uint32_t flags,

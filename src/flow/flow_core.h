@@ -213,6 +213,14 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
 // source and the target decide alike from this.
 bool latency_fast_path(const FlowContext& ctx);
 
+// Where a record's last word publishes it too (layout.h, "A second
+// publication word"): record_size - 8 for a Latency-mode shuffle flow of one
+// record size of 56 or 64 B, one record a segment, on a power-of-two ring
+// of `ring_segments`; 0 for every other flow. The target's process lays its
+// rings out with it (init_region); sources write such records tail last
+// whatever it says (flow_cores.h, copy_record).
+uint32_t latency_tail_offset(const FlowSpec& spec, uint32_t ring_segments);
+
 // Why a published segment must not be handed out, or nullptr if it may:
 // `used` payload bytes after the flow's prefix at `data` (which lies in a
 // payload of `payload_bytes`, prefix included), with footer `flags`. Every
@@ -222,7 +230,10 @@ const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32
                             const std::byte* data);
 
 // Lays out fresh rings in `base` (zeroed memory of g.total_bytes) for the
-// given local targets (their indices into spec.targets) and all sources.
-void init_region(std::byte* base, const layout::Geometry& g, const std::vector<uint32_t>& local_targets);
+// given local targets (their indices into spec.targets) and all sources;
+// `tail_offset` (latency_tail_offset): where every slot's tail word starts
+// out kTailEmpty, or 0.
+void init_region(std::byte* base, const layout::Geometry& g, const std::vector<uint32_t>& local_targets,
+                 uint32_t tail_offset);
 
 }  // namespace sluice::detail

@@ -13,6 +13,7 @@ namespace sluice::detail {
 static_assert(offsetof(layout::Footer, bytes_used) == 0 && offsetof(layout::Footer, flags) == 4 &&
               offsetof(layout::Footer, seq) == kFastFooterSeqOffset);
 static_assert(layout::kConsumable == kFastConsumable);
+static_assert(layout::kTailEmpty == kFastTailEmpty);
 static_assert(std::endian::native == std::endian::little,
               "the fast path packs the footer's first word");
 

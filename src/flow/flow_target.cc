@@ -93,6 +93,9 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
     fast_credit_batch_ = credit_batch_;
     fast_spin_ = ctx->spin_iterations;
     fast_word_ = uint64_t{ctx->spec.record_size} | uint64_t{layout::kConsumable} << 32;
+    // Records of 56 or 64 B publish in their own line too (layout.h), and
+    // this target's process laid the tails out empty (init_region).
+    fast_tail_ = latency_tail_offset(ctx->spec, S);
   }
 }
 
@@ -264,6 +267,12 @@ void FlowTarget::publish_credit(In& in) {
 // `slot` is where the segment lies in the ring: k % S, or on the message
 // path the buffer it landed in.
 void FlowTarget::release(In& in, uint32_t slot) {
+  if (fast_tail_ != 0) {
+    // As next_fast does (flow_cores.h): the slot's tail empty again before
+    // the credit that lets its source reuse it.
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(in.ring.payload(slot) + fast_tail_))
+        .store(layout::kTailEmpty, std::memory_order_relaxed);
+  }
   if (in.remote) {
     const uint32_t s = index_of(in);
     const uint32_t S = ctx_->ring_segments;

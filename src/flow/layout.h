@@ -38,6 +38,23 @@
 // the publication word; a slot being reused carries the older k + 1 - S, so
 // no footer needs clearing.
 //
+// A second publication word, in the record's own line (layout version 5):
+// on a Latency-mode shuffle flow of one record size of 56 or 64 B, one
+// record a segment (latency_tail_offset() in flow_core.h), a record and
+// its footer are two lines, and the record's last 8 bytes (at
+// tail = record_size - 8) publish it too. The target's process writes
+// kTailEmpty there in every slot when it lays out the region, and the
+// target writes it back into a segment's tail when it releases the
+// segment, before the credit that lets the slot be reused. A source
+// writes the record's first tail bytes, then its last word with release
+// order, then the footer and seq as above. So a target that acquire-loads
+// a tail other than kTailEmpty has the whole record, one line pulled from
+// the source's cache instead of two, without reading the footer; a record
+// whose last word is kTailEmpty is found by seq alone. END and empty
+// segments leave the tail alone and are found by seq. seq is still written
+// for every segment, so a target that does not look at tails (one with a
+// source on another host) reads the ring as before.
+//
 // Credits: the target counts segments it has finished with in `consumed` and
 // publishes it with a release store, at least every S/2 segments and always
 // before it parks. The source may fill segment k only while k < consumed + S
@@ -59,7 +76,7 @@ namespace sluice::detail::layout {
 
 inline constexpr uint64_t kRegionMagic = 0x474552454349554CULL;  // "LUICEREG" little-endian
 inline constexpr uint64_t kRingMagic = 0x474E495245434955ULL;    // "UICERING"
-inline constexpr uint32_t kLayoutVersion = 4;
+inline constexpr uint32_t kLayoutVersion = 5;
 inline constexpr size_t kLine = 64;
 // Segments and ring headers start on 128-byte boundaries, and strides are
 // multiples of 128: x86 cores fetch lines in aligned pairs (the spatial
@@ -68,6 +85,10 @@ inline constexpr size_t kLine = 64;
 // its source is about to write.
 inline constexpr size_t kPair = 2 * kLine;
 inline constexpr size_t kFooterBytes = 16;
+
+// The tail publication word's value while a slot holds no unread record
+// (see above): arbitrary, so that a record ending in it is rare.
+inline constexpr uint64_t kTailEmpty = 0xA5E1D0C4B3F29687ULL;
 
 // Footer flags.
 inline constexpr uint32_t kConsumable = 1u << 0;  // always set on a published segment

@@ -312,17 +312,31 @@ class OfiAccess final : public RegionAccess {
     return wait({&bufs_->ctx}, deadline);
   }
 
+  // A provider whose queue to a lost owner never drains (its connection
+  // gone) keeps refusing with -FI_EAGAIN: after the spin, the owner's
+  // liveness is checked between attempts as wait() checks it, or a write
+  // with no deadline would retry forever.
   template <class Post>
   Status post_op(Deadline deadline, Post&& post) {
-    for (;;) {
+    for (uint32_t i = 0;; ++i) {
       const ssize_t rc = post();
       if (rc == 0) return Status::kOk;
       if (rc != -FI_EAGAIN) {
         return fail(Status::kPeerLost, what() + ": libfabric refused the operation: " +
                                            fi_strerror(static_cast<int>(-rc)));
       }
-      if (Status s = poll_once(deadline); s != Status::kOk) return s;
+      if (Status s = poll_once(deadline, i >= spin_polls_); s != Status::kOk) return s;
+      if (Status s = check_owner(i); s != Status::kOk) return s;
     }
+  }
+
+  // kPeerLost (the handle broken) once `polls` passed the spin and the
+  // owner's incarnation is gone; kOk otherwise.
+  Status check_owner(uint32_t polls) {
+    if (polls < spin_polls_ || peers_ == nullptr || peers_->alive_as(owner_, incarnation_)) return Status::kOk;
+    broken_ = true;
+    broken_why_ = peers_->describe_as(owner_, incarnation_);
+    return fail(Status::kPeerLost, what() + ": " + broken_why_);
   }
 
   // One emulated request and its answer; says HELLO first, and again once
@@ -521,11 +535,7 @@ class OfiAccess final : public RegionAccess {
         return s;
       }
       if ((i & (kWhileWaitingEvery - 1)) == kWhileWaitingEvery - 1 && !all_done()) while_waiting();
-      if (i >= spin_polls_ && peers_ != nullptr && !peers_->alive_as(owner_, incarnation_)) {
-        broken_ = true;
-        broken_why_ = peers_->describe_as(owner_, incarnation_);
-        return fail(Status::kPeerLost, what() + ": " + broken_why_);
-      }
+      if (Status s = check_owner(i); s != Status::kOk) return s;
     }
     return Status::kOk;
   }

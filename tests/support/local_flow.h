@@ -48,7 +48,7 @@ class LocalFlow {
     std::memset(mem_, 0, geo_.total_bytes);
     std::vector<uint32_t> all;
     for (uint32_t t = 0; t < spec.targets.size(); ++t) all.push_back(t);
-    detail::init_region(mem_, geo_, all);
+    detail::init_region(mem_, geo_, all, detail::latency_tail_offset(spec, ctx_.ring_segments));
   }
   ~LocalFlow() { std::free(mem_); }
   LocalFlow(const LocalFlow&) = delete;
@@ -84,14 +84,15 @@ class LocalFlow {
   // Ordered flows: the sequencer's counter (a test may take numbers it never publishes).
   std::atomic<uint64_t>& sequence_counter() { return counter_; }
 
+  // Ring (target t, source s), for tests that look at its bytes.
+  detail::layout::RingView ring(uint32_t t, uint32_t s) {
+    return detail::layout::RingView(mem_ + geo_.ring_offset(t, s), geo_);
+  }
+
  private:
   std::unique_ptr<detail::Sequencer> sequencer() {
     if (!ctx_.spec.ordered) return nullptr;
     return std::make_unique<LocalSequencer>(&counter_);
-  }
-
-  detail::layout::RingView ring(uint32_t t, uint32_t s) {
-    return detail::layout::RingView(mem_ + geo_.ring_offset(t, s), geo_);
   }
   detail::layout::Doorbell* bell(uint32_t t) {
     return reinterpret_cast<detail::layout::Doorbell*>(mem_ + geo_.doorbell_offset(t));

@@ -6,7 +6,11 @@
 // tests/concurrent/ring_concurrent_test.cc.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "control/registry_client.h"
+#include "flow/flow_core.h"
+#include "flow/layout.h"
 #include "flow/endpoint_counters.h"
 #include "sluice/flow.h"
 #include "support/local_flow.h"
@@ -182,6 +186,115 @@ TEST(LatencyFastTest, ATargetDestroyedHoldingAFastSegmentHandsItBack) {
     EXPECT_EQ(s, Status::kPeerLost);
   }
   EXPECT_NE(out.error().find("destroyed"), std::string::npos) << out.error();
+}
+
+// A record of 64 B (56 before its last word), its fields derived from its
+// number so that a torn or stale read shows.
+template <size_t N>
+struct Wide {
+  uint64_t w[N / 8];
+};
+template <size_t N>
+Wide<N> wide(uint64_t i, bool tail_empty) {
+  Wide<N> r;
+  for (size_t j = 0; j + 1 < N / 8; ++j) r.w[j] = i * 0x9e3779b97f4a7c15ULL + j;
+  r.w[N / 8 - 1] = tail_empty ? detail::layout::kTailEmpty : i;
+  return r;
+}
+
+TEST(LatencyFastTest, OnlyLatencyShuffleFlowsOf56Or64ByteRecordsPublishByTheLastWord) {
+  auto lat = [](auto spec) { return spec.optimize(Optimize::kLatency).spec(); };
+  auto ends = [](auto spec) { return spec.sources(testing::slots(1)).targets(testing::slots(1)); };
+  EXPECT_EQ(detail::latency_tail_offset(lat(ends(shuffle<Wide<64>>("a"))), 64), 56u);
+  EXPECT_EQ(detail::latency_tail_offset(lat(ends(shuffle<Wide<56>>("a"))), 64), 48u);
+  EXPECT_EQ(detail::latency_tail_offset(lat(ends(shuffle<Wide<48>>("a"))), 64), 0u)
+      << "48 B and its footer share a line: the footer publishes";
+  EXPECT_EQ(detail::latency_tail_offset(lat(ends(shuffle<Wide<72>>("a"))), 64), 0u);
+  EXPECT_EQ(detail::latency_tail_offset(ends(shuffle<Wide<64>>("a")).spec(), 16), 0u)
+      << "Bandwidth mode";
+  EXPECT_EQ(detail::latency_tail_offset(lat(ends(replicate<Wide<64>>("a"))), 64), 0u);
+  EXPECT_EQ(detail::latency_tail_offset(lat(ends(shuffle<Wide<64>>("a"))), 48), 0u)
+      << "a ring that is not a power of two has no fast path";
+  EXPECT_EQ(detail::latency_tail_offset(lat(ends(shuffle<Wide<64>>("a")).segment_bytes(128)), 64), 0u)
+      << "room for two records a segment";
+}
+
+// The tail word's life in one ring: empty when laid out, the record's last
+// word once pushed, empty again once released; records whose last word is
+// the empty value go by their footer; fast and slow paths (a ring of four,
+// kept full, so that pushes wait for credit and take the slow path) hand
+// every record over once, in order and whole.
+template <size_t N>
+void tail_round_trips(const char* name) {
+  auto spec = shuffle<Wide<N>>(name)
+                  .sources(testing::slots(1))
+                  .targets(testing::slots(1))
+                  .explicit_targets()
+                  .ring_segments(4)
+                  .optimize(Optimize::kLatency);
+  testing::LocalFlow flow(spec.spec());
+  const detail::layout::RingView ring = flow.ring(0, 0);
+  auto tail = [&](uint64_t k) {
+    uint64_t v;
+    std::memcpy(&v, ring.payload(k) + N - 8, 8);
+    return v;
+  };
+  for (uint64_t k = 0; k < 4; ++k) ASSERT_EQ(tail(k), detail::layout::kTailEmpty) << k;
+  auto out = flow.source<Wide<N>>(0);
+  auto in = flow.target<Wide<N>>(0);
+  constexpr uint64_t kRecords = 1000;
+  uint64_t pushed = 0, next = 0;
+  while (next < kRecords) {
+    // Fill the ring (the first pushes of a round find credit; the rest wait for none).
+    while (pushed < kRecords && out.try_push_to(0, wide<N>(pushed, pushed % 3 == 0)) == Status::kOk)
+      ++pushed;
+    auto b = in.try_consume();
+    ASSERT_TRUE(b) << next << ": " << in.error();
+    ASSERT_EQ(b->size(), 1u);
+    const Wide<N> want = wide<N>(next, next % 3 == 0);
+    ASSERT_EQ(std::memcmp(&(*b)[0], &want, N), 0) << "record " << next;
+    if (next > 0) {
+      EXPECT_EQ(tail(next - 1), detail::layout::kTailEmpty) << "released: " << next - 1;
+    }
+    ++next;
+  }
+  ASSERT_EQ(out.close(), Status::kOk);
+  EXPECT_FALSE(in.consume());
+  EXPECT_EQ(in.status(), Status::kEndOfFlow) << in.error();
+  EXPECT_EQ(pushed, kRecords);
+}
+
+TEST(LatencyFastTest, A64ByteRecordIsPublishedByItsLastWordAndEmptiedOnRelease) {
+  tail_round_trips<64>("tail64");
+}
+
+TEST(LatencyFastTest, A56ByteRecordIsPublishedByItsLastWordAndEmptiedOnRelease) {
+  tail_round_trips<56>("tail56");
+}
+
+// The target takes a record as soon as its last word lands, before any
+// footer: written here by hand, as a source's stores would arrive.
+TEST(LatencyFastTest, TheTargetTakesARecordWhoseLastWordLandedBeforeItsFooter) {
+  auto spec = shuffle<Wide<64>>("early")
+                  .sources(testing::slots(1))
+                  .targets(testing::slots(1))
+                  .optimize(Optimize::kLatency);
+  testing::LocalFlow flow(spec.spec());
+  const detail::layout::RingView ring = flow.ring(0, 0);
+  auto in = flow.target<Wide<64>>(0);
+  EXPECT_FALSE(in.try_consume());
+  const Wide<64> r = wide<64>(7, false);
+  std::memcpy(ring.payload(0), &r, 56);
+  EXPECT_FALSE(in.try_consume()) << "the body alone publishes nothing";
+  std::memcpy(ring.payload(0) + 56, &r.w[7], 8);
+  auto b = in.try_consume();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(std::memcmp(&(*b)[0], &r, 64), 0);
+  EXPECT_EQ(ring.footer(0)->seq.load(), 0u) << "no footer was written";
+  EXPECT_FALSE(in.try_consume());
+  uint64_t t;
+  std::memcpy(&t, ring.payload(0) + 56, 8);
+  EXPECT_EQ(t, detail::layout::kTailEmpty) << "released by the second call";
 }
 
 }  // namespace

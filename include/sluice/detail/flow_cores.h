@@ -85,6 +85,32 @@ inline constexpr size_t record_stride(size_t n) {
 inline constexpr uint32_t kFastFooterSeqOffset = 8;
 inline constexpr uint32_t kFastConsumable = 1;  // layout::kConsumable
 
+// A record of 56 or 64 B and its footer are two lines, so on such a flow
+// the record's last word publishes it too (layout.h, "A second publication
+// word"): the target polls it, in the line it reads the record from, and
+// writes kFastTailEmpty back when it releases the segment. Every write of
+// such a record into a Latency-mode ring puts that word last, with release
+// order (copy_record), whether or not the target looks at it.
+inline constexpr uint64_t kFastTailEmpty = 0xA5E1D0C4B3F29687ULL;  // layout::kTailEmpty
+template <size_t N>
+inline constexpr bool kTailPublished = N > 48 && N <= 64 && N % 8 == 0;
+
+// Copies a record of N bytes into a ring; for kTailPublished sizes, its
+// last word last, released (dst is 8-byte aligned: segments start on
+// 128 B and hold one such record in Latency mode).
+template <size_t N>
+[[gnu::always_inline]] inline void copy_record(std::byte* dst, const void* rec) {
+  if constexpr (kTailPublished<N>) {
+    std::memcpy(dst, rec, N - 8);
+    uint64_t tail;
+    std::memcpy(&tail, static_cast<const std::byte*>(rec) + N - 8, sizeof(tail));
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(dst + N - 8))
+        .store(tail, std::memory_order_release);
+  } else {
+    std::memcpy(dst, rec, N);
+  }
+}
+
 // What a source knows of one target's ring: the segment it fills or
 // claims next and its cached credit, shared by the inline push and the
 // source's slow path (FlowSource::Out is this struct).
@@ -112,7 +138,7 @@ struct OutRing {
 // consume's copy of the target's position in it (the slow path takes it
 // over on every call and hands it back).
 struct FastIn {
-  const std::byte* segments = nullptr;  // segment 0's payload
+  std::byte* segments = nullptr;  // segment 0's payload (the target writes tails: fast_tail_)
   uint64_t k = 0;                       // next segment to read
   uint64_t released = 0;                // segments finished with
   uint64_t published = 0;               // `released` as last told to the source
@@ -264,7 +290,7 @@ template <size_t N>
   OutRing& o = c->out_rings_[t];
   if (o.fast == nullptr || o.k >= o.limit) return false;
   std::byte* seg = o.fast + (o.k & o.slot_mask) * o.stride;
-  std::memcpy(seg, rec, N);
+  copy_record<N>(seg, rec);
   std::byte* foot = seg + o.footer;
   const uint64_t word = uint64_t{N} | uint64_t{kFastConsumable} << 32;  // bytes_used, flags
   std::memcpy(foot, &word, sizeof(word));
@@ -415,6 +441,10 @@ class TargetCore : public Waitable {
   uint32_t fast_spin_ = 0;  // polls before the slow path waits
   bool fast_spun_ = false;  // the inline path spun already: the slow path need not
   uint64_t fast_word_ = 0;  // the footer's first word of a one-record segment
+  // Where a segment's tail publication word is (latency_tail_offset in
+  // src/flow/flow_core.h; the record's last 8 bytes), or 0: the footer's
+  // seq alone publishes.
+  uint32_t fast_tail_ = 0;
   virtual const std::string& error() const = 0;
   // After kPeerLost: the peer it is about, if one is known.
   virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
@@ -427,24 +457,47 @@ class TargetCore : public Waitable {
 // formed): kFastTaken. kFastNone if none is published yet; kFastSlow if the
 // one at a head needs the slow path (END, empty, anything else).
 enum FastTake { kFastNone, kFastTaken, kFastSlow };
-[[gnu::always_inline]] inline FastTake take_fast(TargetCore* c, SegmentView* out) {
+//
+// `poll` counts the passes of one call from 1: where tails publish, the
+// footers' seq (for a record ending in kFastTailEmpty, END) is looked at on
+// every kFastSeqEvery-th pass only, so that the target does not pull the
+// footer's line away from the source while the source writes it.
+inline constexpr uint32_t kFastSeqEvery = 16;
+[[gnu::always_inline]] inline FastTake take_fast(TargetCore* c, SegmentView* out, uint32_t poll) {
   const uint32_t n = c->fast_n_;
   for (uint32_t i = 0; i < n; ++i) {
     uint32_t s = c->turn_ + i;
     if (s >= n) s -= n;
     FastIn& r = c->fast_[s];
     const std::byte* seg = r.segments + (r.k & r.slot_mask) * r.stride;
+    if (c->fast_tail_ != 0) {
+      // A record and its footer on two lines: the record's last word,
+      // polled in the record's own line, publishes it (acquire: pairs with
+      // copy_record's release). One line crosses between the cores
+      // instead of two. A record whose last word is kFastTailEmpty is
+      // found by its footer below.
+      const uint64_t tail =
+          std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(seg + c->fast_tail_))
+              .load(std::memory_order_acquire);
+      if (tail != kFastTailEmpty) {
+        ++r.k;
+        c->fast_held_ = static_cast<int32_t>(s);
+        c->turn_ = s + 1 == n ? 0 : s + 1;
+        *out = SegmentView{seg, c->fast_tail_ + 8, s, 0};
+        return kFastTaken;
+      }
+      if (poll % kFastSeqEvery != 0) continue;
+    }
     const std::byte* foot = seg + r.footer;
     // Acquire: pairs with the source's release store of seq (layout.h).
     const uint64_t seq = reinterpret_cast<const std::atomic<uint64_t>*>(foot + kFastFooterSeqOffset)
                              ->load(std::memory_order_acquire);
-    // A record whose footer is on a line of its own (over 48 B) is two
-    // lines the source writes: asking for the record's line on every poll
-    // fetches it beside the footer's instead of after it (one cross-core
-    // transfer in the round trip instead of two in a row; 64 B round trip
-    // 0.42 -> 0.34 us in a two-process test of this layout). A prefetch,
-    // not a load: it neither waits nor orders anything.
-    __builtin_prefetch(seg);
+    // Otherwise a record whose footer is on a line of its own (over 48 B)
+    // is two lines the source writes: asking for the record's line on
+    // every poll fetches it beside the footer's instead of after it (64 B
+    // round trip 0.42 -> 0.34 us in a two-process test of this layout). A
+    // prefetch, not a load: it neither waits nor orders anything.
+    if (c->fast_tail_ == 0) __builtin_prefetch(seg);
     if (seq != r.k + 1) continue;
     uint64_t word;
     std::memcpy(&word, foot, sizeof(word));
@@ -466,15 +519,26 @@ inline Status next_fast(TargetCore* c, Deadline deadline, SegmentView* out) {
   if (c->fast_held_ >= 0) {
     FastIn& r = c->fast_[c->fast_held_];
     c->fast_held_ = -1;
+    if (c->fast_tail_ != 0) {
+      // The slot's tail back to empty before the credit that lets its
+      // source write it again (that credit's release store orders it).
+      std::byte* seg = r.segments + ((r.k - 1) & r.slot_mask) * r.stride;
+      std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(seg + c->fast_tail_))
+          .store(kFastTailEmpty, std::memory_order_relaxed);
+    }
     if (++r.released - r.published >= c->fast_credit_batch_) [[unlikely]]
       c->return_credit_fast(static_cast<uint32_t>(&r - c->fast_));
   }
-  FastTake got = take_fast(c, out);
+  // Pass 1 first: a tail-published ring's footer is not read until pass
+  // kFastSeqEvery (what only seq publishes is rare: END, a record ending in
+  // kFastTailEmpty; the slow path, which reads seq, finds it sooner when
+  // the spin ends first).
+  FastTake got = take_fast(c, out, 1);
   if (got == kFastTaken) return Status::kOk;
   if (got == kFastNone && deadline != Deadline::min()) {
-    for (uint32_t i = 0; i < c->fast_spin_; ++i) {
+    for (uint32_t i = 2; i <= c->fast_spin_ + 1; ++i) {
       cpu_relax();
-      got = take_fast(c, out);
+      got = take_fast(c, out, i);
       if (got == kFastTaken) return Status::kOk;
       if (got == kFastSlow) break;
     }
