@@ -264,5 +264,30 @@ TEST(FlowCoreTest, LatencyModePublishesEveryRecordAtOnce) {
   EXPECT_EQ(in.status(), Status::kEndOfFlow);
 }
 
+// The same at 64 B, whose last word publishes it (layout.h): the inline
+// paths' instruction count per record is measured on this test
+// (docs/benchmarks.md).
+TEST(FlowCoreTest, LatencyModePublishesEvery64ByteRecordAtOnce) {
+  struct Rec64 {
+    uint64_t key;
+    uint64_t pad[7];
+  };
+  auto spec = shuffle<Rec64>("lat64").sources(testing::slots(1)).targets(testing::slots(1)).optimize(Optimize::kLatency);
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec64>(0);
+  auto in = flow.target<Rec64>(0);
+  for (uint64_t i = 0; i < 200; ++i) {
+    ASSERT_EQ(out.push(Rec64{i, {i, i, i, i, i, i, i}}), Status::kOk);
+    auto b = in.try_consume();
+    ASSERT_TRUE(b) << i;
+    ASSERT_EQ(b->size(), 1u);
+    EXPECT_EQ((*b)[0].key, i);
+    EXPECT_EQ((*b)[0].pad[6], i);
+  }
+  EXPECT_EQ(out.close(), Status::kOk);
+  EXPECT_FALSE(in.consume());
+  EXPECT_EQ(in.status(), Status::kEndOfFlow);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -457,6 +457,18 @@ class TargetCore : public Waitable {
 // formed): kFastTaken. kFastNone if none is published yet; kFastSlow if the
 // one at a head needs the slow path (END, empty, anything else).
 enum FastTake { kFastNone, kFastTaken, kFastSlow };
+// Whether the segment at `seg`, ring r's next, is published by its footer's
+// seq (acquire: pairs with the source's release store, layout.h), and the
+// footer's first word (bytes_used | flags << 32), read after that.
+[[gnu::always_inline]] inline bool seq_published(const FastIn& r, const std::byte* seg) {
+  return reinterpret_cast<const std::atomic<uint64_t>*>(seg + r.footer + kFastFooterSeqOffset)
+             ->load(std::memory_order_acquire) == r.k + 1;
+}
+[[gnu::always_inline]] inline uint64_t footer_word(const FastIn& r, const std::byte* seg) {
+  uint64_t word;
+  std::memcpy(&word, seg + r.footer, sizeof(word));
+  return word;
+}
 //
 // `poll` counts the passes of one call from 1: where tails publish, the
 // footers' seq (for a record ending in kFastTailEmpty, END) is looked at on
@@ -470,6 +482,7 @@ inline constexpr uint32_t kFastSeqEvery = 16;
     if (s >= n) s -= n;
     FastIn& r = c->fast_[s];
     const std::byte* seg = r.segments + (r.k & r.slot_mask) * r.stride;
+    uint32_t bytes;
     if (c->fast_tail_ != 0) {
       // A record and its footer on two lines: the record's last word,
       // polled in the record's own line, publishes it (acquire: pairs with
@@ -479,33 +492,29 @@ inline constexpr uint32_t kFastSeqEvery = 16;
       const uint64_t tail =
           std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(seg + c->fast_tail_))
               .load(std::memory_order_acquire);
-      if (tail != kFastTailEmpty) {
-        ++r.k;
-        c->fast_held_ = static_cast<int32_t>(s);
-        c->turn_ = s + 1 == n ? 0 : s + 1;
-        *out = SegmentView{seg, c->fast_tail_ + 8, s, 0};
-        return kFastTaken;
+      bytes = c->fast_tail_ + 8;
+      if (tail == kFastTailEmpty) [[unlikely]] {
+        if (poll % kFastSeqEvery != 0 || !seq_published(r, seg)) continue;
+        if (footer_word(r, seg) != c->fast_word_) return kFastSlow;
       }
-      if (poll % kFastSeqEvery != 0) continue;
+    } else {
+      // Otherwise a record whose footer is on a line of its own (over 48
+      // B) is two lines the source writes: asking for the record's line
+      // on every poll fetches it beside the footer's instead of after it
+      // (64 B round trip 0.42 -> 0.34 us in a two-process test of this
+      // layout). A prefetch, not a load: it neither waits nor orders
+      // anything.
+      const bool published = seq_published(r, seg);
+      __builtin_prefetch(seg);
+      if (!published) continue;
+      const uint64_t word = footer_word(r, seg);
+      if (word != c->fast_word_) return kFastSlow;
+      bytes = static_cast<uint32_t>(word);
     }
-    const std::byte* foot = seg + r.footer;
-    // Acquire: pairs with the source's release store of seq (layout.h).
-    const uint64_t seq = reinterpret_cast<const std::atomic<uint64_t>*>(foot + kFastFooterSeqOffset)
-                             ->load(std::memory_order_acquire);
-    // Otherwise a record whose footer is on a line of its own (over 48 B)
-    // is two lines the source writes: asking for the record's line on
-    // every poll fetches it beside the footer's instead of after it (64 B
-    // round trip 0.42 -> 0.34 us in a two-process test of this layout). A
-    // prefetch, not a load: it neither waits nor orders anything.
-    if (c->fast_tail_ == 0) __builtin_prefetch(seg);
-    if (seq != r.k + 1) continue;
-    uint64_t word;
-    std::memcpy(&word, foot, sizeof(word));
-    if (word != c->fast_word_) return kFastSlow;
     ++r.k;
     c->fast_held_ = static_cast<int32_t>(s);
     c->turn_ = s + 1 == n ? 0 : s + 1;
-    *out = SegmentView{seg, static_cast<uint32_t>(word), s, 0};
+    *out = SegmentView{seg, bytes, s, 0};
     return kFastTaken;
   }
   return kFastNone;
@@ -515,6 +524,24 @@ inline constexpr uint32_t kFastSeqEvery = 16;
 // out, takes a published one-record segment, and (unless `deadline` has
 // passed, as for try_consume) polls the rings for a while; whatever else
 // happens is the slow path's.
+// The rest of next_fast once its first pass found nothing ready: spins
+// (unless `deadline` has passed, as for try_consume), then the slow path.
+// Out of line, so that the first pass inlines small: a wait costs more
+// than the call.
+[[gnu::noinline]] inline Status next_fast_wait(TargetCore* c, Deadline deadline, SegmentView* out,
+                                               FastTake got) {
+  if (got == kFastNone && deadline != Deadline::min()) {
+    for (uint32_t i = 2; i <= c->fast_spin_ + 1; ++i) {
+      cpu_relax();
+      got = take_fast(c, out, i);
+      if (got == kFastTaken) return Status::kOk;
+      if (got == kFastSlow) break;
+    }
+    c->fast_spun_ = got == kFastNone;
+  }
+  return c->next(deadline, out);
+}
+
 inline Status next_fast(TargetCore* c, Deadline deadline, SegmentView* out) {
   if (c->fast_held_ >= 0) {
     FastIn& r = c->fast_[c->fast_held_];
@@ -533,18 +560,10 @@ inline Status next_fast(TargetCore* c, Deadline deadline, SegmentView* out) {
   // kFastSeqEvery (what only seq publishes is rare: END, a record ending in
   // kFastTailEmpty; the slow path, which reads seq, finds it sooner when
   // the spin ends first).
-  FastTake got = take_fast(c, out, 1);
-  if (got == kFastTaken) return Status::kOk;
-  if (got == kFastNone && deadline != Deadline::min()) {
-    for (uint32_t i = 2; i <= c->fast_spin_ + 1; ++i) {
-      cpu_relax();
-      got = take_fast(c, out, i);
-      if (got == kFastTaken) return Status::kOk;
-      if (got == kFastSlow) break;
-    }
-    c->fast_spun_ = got == kFastNone;
-  }
-  return c->next(deadline, out);
+  const FastTake got = take_fast(c, out, 1);
+  if (got == kFastTaken) [[likely]]
+    return Status::kOk;
+  return next_fast_wait(c, deadline, out, got);
 }
 
 // True if [data, data+bytes) is a well-formed sequence of byte records (every
