@@ -52,6 +52,10 @@ uint64_t ofi_impersonate(uint32_t rank) {
   if (colon == nullptr || *colon != ':' || r != rank) return 0;
   return std::strtoull(colon + 1, nullptr, 10) + 1;
 }
+bool region_post_refused() {
+  const char* v = std::getenv("SLUICE_TEST_REGION_POST_REFUSED");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
 #else
 bool enabled() { return false; }
 uint64_t die_after_sequence() { return 0; }
@@ -61,6 +65,7 @@ uint64_t ofi_close_delay_ms() { return 0; }
 uint64_t ofi_impersonate(uint32_t) { return 0; }
 bool ofi_no_wait_fd() { return false; }
 bool ofi_close_no_flush() { return false; }
+bool region_post_refused() { return false; }
 #endif
 
 }  // namespace sluice::detail::test_hooks

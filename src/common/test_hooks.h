@@ -1,4 +1,5 @@
-// Test-only fault and reordering switches, read from the environment once.
+// Test-only fault and reordering switches, read from the environment
+// (once, but for region_post_refused).
 //
 // The installed library is built without them: every function here returns
 // 0 / false whatever the environment says, so an ordinary program can never
@@ -41,5 +42,10 @@ bool ofi_no_wait_fd();
 // brief drain), as a thread descheduled right there would: what moves them
 // then is whoever reads the completion queue next.
 bool ofi_close_no_flush();
+// SLUICE_TEST_REGION_POST_REFUSED=1: every post of a one-sided region
+// operation is refused with -FI_EAGAIN, as by a provider whose queue to a
+// lost peer never drains. Read on every call, unlike the others, so that
+// one test in a process can turn it on and off.
+bool region_post_refused();
 
 }  // namespace sluice::detail::test_hooks

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "control/registry_client.h"
+#include "common/test_hooks.h"
 #include "flow/layout.h"
 
 namespace sluice::detail {
@@ -319,7 +320,7 @@ class OfiAccess final : public RegionAccess {
   template <class Post>
   Status post_op(Deadline deadline, Post&& post) {
     for (uint32_t i = 0;; ++i) {
-      const ssize_t rc = post();
+      const ssize_t rc = test_hooks::region_post_refused() ? -FI_EAGAIN : post();
       if (rc == 0) return Status::kOk;
       if (rc != -FI_EAGAIN) {
         return fail(Status::kPeerLost, what() + ": libfabric refused the operation: " +

@@ -5,11 +5,13 @@
 #include <rdma/fi_errno.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <thread>
 
 #include "common/hex.h"
+#include "control/registry_client.h"
 #include "memory/region.h"
 
 namespace sluice::detail {
@@ -101,6 +103,33 @@ TEST(RegionServiceTest, CallsTheWhileWaitingHookBetweenPolls) {
     ASSERT_EQ(h->fetch_add(0, 1, &prev, in_seconds(10)), Status::kOk) << h->error();
     ASSERT_EQ(prev, 101 + i);
   }
+}
+
+// A provider whose queue to a lost owner never drains refuses every post
+// with -FI_EAGAIN (the test hook does it here): a write with no deadline
+// must still end, with kPeerLost, once the owner is known lost, as a wait
+// for a completion does.
+TEST(RegionServiceTest, APostThatTheProviderKeepsRefusingEndsOnceTheOwnerIsLost) {
+  RegionOwner owner("refused", 4096, true, loopback(false), "host");
+  control::PeerTable peers(1);
+  auto h = RegionAccess::open(owner.name(), 0, owner.descriptor(), "host", loopback(false), &peers);
+  ASSERT_NE(h, nullptr);
+  const uint64_t v = 7;
+  ASSERT_EQ(h->write(0, reinterpret_cast<const std::byte*>(&v), 8, in_seconds(10)), Status::kOk)
+      << h->error();
+  ASSERT_EQ(::setenv("SLUICE_TEST_REGION_POST_REFUSED", "1", 1), 0);
+  // Refused, but the owner is alive: only the deadline ends it.
+  EXPECT_EQ(h->write(0, reinterpret_cast<const std::byte*>(&v), 8,
+                     Clock::now() + std::chrono::milliseconds(200)),
+            Status::kTimeout);
+  auto h2 = RegionAccess::open(owner.name(), 0, owner.descriptor(), "host", loopback(false), &peers);
+  ASSERT_NE(h2, nullptr);
+  peers.set(0, control::PeerTable::kDied, "no heartbeat for 5000 ms");
+  const auto start = Clock::now();
+  EXPECT_EQ(h2->write(0, reinterpret_cast<const std::byte*>(&v), 8, kForever), Status::kPeerLost);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));
+  EXPECT_NE(h2->error().find("no heartbeat"), std::string::npos) << h2->error();
+  ::unsetenv("SLUICE_TEST_REGION_POST_REFUSED");
 }
 
 // A raw endpoint that speaks the service protocol by hand: it can say and
