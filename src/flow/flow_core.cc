@@ -57,6 +57,7 @@ OfiTarget::~OfiTarget() = default;
 void init_region(std::byte* base, const layout::Geometry& g, const std::vector<uint32_t>& local_targets,
                  uint32_t tail_offset) {
   SLUICE_CHECK(local_targets.size() == g.local_targets);
+  SLUICE_CHECK(tail_offset % 8 == 0 && (tail_offset == 0 || tail_offset + 8 <= g.payload_bytes()));
   auto* rh = reinterpret_cast<layout::RegionHeader*>(base);
   rh->magic = layout::kRegionMagic;
   rh->version = layout::kLayoutVersion;
@@ -80,10 +81,7 @@ void init_region(std::byte* base, const layout::Geometry& g, const std::vector<u
       RingView ring(base + g.ring_offset(lt, s), g);
       for (uint32_t k = 0; k < g.ring_segments; ++k) {
         new (ring.footer(k)) Footer{};
-        if (tail_offset != 0) {
-          SLUICE_CHECK(tail_offset % 8 == 0 && tail_offset + 8 <= g.payload_bytes());
-          std::memcpy(ring.payload(k) + tail_offset, &layout::kTailEmpty, sizeof(layout::kTailEmpty));
-        }
+        if (tail_offset != 0) empty_tail(ring.payload(k), tail_offset);
       }
     }
   }
@@ -98,8 +96,7 @@ bool latency_fast_path(const FlowContext& ctx) {
 
 uint32_t latency_tail_offset(const FlowSpec& spec, uint32_t ring_segments) {
   const uint32_t n = spec.record_size;
-  const bool fits = n > layout::kLine - layout::kFooterBytes && n <= layout::kLine && n % 8 == 0;
-  if (spec.type != FlowType::kShuffle || spec.optimize != Optimize::kLatency || !fits ||
+  if (spec.type != FlowType::kShuffle || spec.optimize != Optimize::kLatency || !tail_published(n) ||
       spec.effective_segment_bytes() != n || spec.segment_prefix_bytes() != 0 || ring_segments == 0 ||
       (ring_segments & (ring_segments - 1)) != 0) {
     return 0;

@@ -267,12 +267,7 @@ void FlowTarget::publish_credit(In& in) {
 // `slot` is where the segment lies in the ring: k % S, or on the message
 // path the buffer it landed in.
 void FlowTarget::release(In& in, uint32_t slot) {
-  if (fast_tail_ != 0) {
-    // As next_fast does (flow_cores.h): the slot's tail empty again before
-    // the credit that lets its source reuse it.
-    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(in.ring.payload(slot) + fast_tail_))
-        .store(layout::kTailEmpty, std::memory_order_relaxed);
-  }
+  if (fast_tail_ != 0) empty_tail(in.ring.payload(slot), fast_tail_);  // as next_fast does
   if (in.remote) {
     const uint32_t s = index_of(in);
     const uint32_t S = ctx_->ring_segments;

@@ -207,8 +207,10 @@ class RegionAccess {
   }
 
   // How many polls an operation spins before it yields its core between
-  // polls (ofi; default 2000, tens of operations' worth). A caller whose
-  // answer comes from a thread that may need this core spins less.
+  // polls (ofi; default kDefaultSpinPolls, tens of operations' worth). A
+  // caller whose answer comes from a thread that may need this core spins
+  // less.
+  static constexpr uint32_t kDefaultSpinPolls = 2000;
   void set_spin_polls(uint32_t polls) { spin_polls_ = polls; }
 
   size_t size() const { return bytes_; }
@@ -240,7 +242,7 @@ class RegionAccess {
   counters::Slot* stats_ = nullptr;  // set by count_as()
   void (*while_waiting_)(void*) = nullptr;
   void* while_waiting_arg_ = nullptr;
-  uint32_t spin_polls_ = 2000;
+  uint32_t spin_polls_ = kDefaultSpinPolls;
 };
 
 }  // namespace sluice::detail

@@ -92,8 +92,19 @@ inline constexpr uint32_t kFastConsumable = 1;  // layout::kConsumable
 // such a record into a Latency-mode ring puts that word last, with release
 // order (copy_record), whether or not the target looks at it.
 inline constexpr uint64_t kFastTailEmpty = 0xA5E1D0C4B3F29687ULL;  // layout::kTailEmpty
+// The record sizes whose last word publishes them: too large to share a
+// line with the 16-byte footer, small enough to fill one.
+inline constexpr bool tail_published(size_t n) { return n > 48 && n <= 64 && n % 8 == 0; }
 template <size_t N>
-inline constexpr bool kTailPublished = N > 48 && N <= 64 && N % 8 == 0;
+inline constexpr bool kTailPublished = tail_published(N);
+
+// Puts the empty value back into the tail word at `tail` of a released
+// segment, before the credit that lets its source write it again (that
+// credit's release store orders it).
+[[gnu::always_inline]] inline void empty_tail(std::byte* seg, uint32_t tail) {
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(seg + tail))
+      .store(kFastTailEmpty, std::memory_order_relaxed);
+}
 
 // Copies a record of N bytes into a ring; for kTailPublished sizes, its
 // last word last, released (dst is 8-byte aligned: segments start on
@@ -452,11 +463,6 @@ class TargetCore : public Waitable {
   virtual uint64_t gap() const { return 0; }
 };
 
-// One pass of the fast path over the rings, from turn_: takes the first
-// segment that holds exactly one record (its footer alone proves it well
-// formed): kFastTaken. kFastNone if none is published yet; kFastSlow if the
-// one at a head needs the slow path (END, empty, anything else).
-enum FastTake { kFastNone, kFastTaken, kFastSlow };
 // Whether the segment at `seg`, ring r's next, is published by its footer's
 // seq (acquire: pairs with the source's release store, layout.h), and the
 // footer's first word (bytes_used | flags << 32), read after that.
@@ -469,12 +475,19 @@ enum FastTake { kFastNone, kFastTaken, kFastSlow };
   std::memcpy(&word, seg + r.footer, sizeof(word));
   return word;
 }
+
+// One pass of the fast path over the rings, from turn_: takes the first
+// segment that holds exactly one record (its footer alone proves it well
+// formed, or, where tails publish, its last word): kFastTaken. kFastNone if
+// none is published yet; kFastSlow if the one at a head needs the slow path
+// (END, empty, anything else).
 //
 // `poll` counts the passes of one call from 1: where tails publish, the
 // footers' seq (for a record ending in kFastTailEmpty, END) is looked at on
 // every kFastSeqEvery-th pass only, so that the target does not pull the
 // footer's line away from the source while the source writes it.
 inline constexpr uint32_t kFastSeqEvery = 16;
+enum FastTake { kFastNone, kFastTaken, kFastSlow };
 [[gnu::always_inline]] inline FastTake take_fast(TargetCore* c, SegmentView* out, uint32_t poll) {
   const uint32_t n = c->fast_n_;
   for (uint32_t i = 0; i < n; ++i) {
@@ -520,10 +533,6 @@ inline constexpr uint32_t kFastSeqEvery = 16;
   return kFastNone;
 }
 
-// TargetCore::next() through the fast path: releases the segment it handed
-// out, takes a published one-record segment, and (unless `deadline` has
-// passed, as for try_consume) polls the rings for a while; whatever else
-// happens is the slow path's.
 // The rest of next_fast once its first pass found nothing ready: spins
 // (unless `deadline` has passed, as for try_consume), then the slow path.
 // Out of line, so that the first pass inlines small: a wait costs more
@@ -542,17 +551,15 @@ inline constexpr uint32_t kFastSeqEvery = 16;
   return c->next(deadline, out);
 }
 
+// TargetCore::next() through the fast path: releases the segment it handed
+// out, takes a published one-record segment, and (unless `deadline` has
+// passed, as for try_consume) polls the rings for a while; whatever else
+// happens is the slow path's.
 inline Status next_fast(TargetCore* c, Deadline deadline, SegmentView* out) {
   if (c->fast_held_ >= 0) {
     FastIn& r = c->fast_[c->fast_held_];
     c->fast_held_ = -1;
-    if (c->fast_tail_ != 0) {
-      // The slot's tail back to empty before the credit that lets its
-      // source write it again (that credit's release store orders it).
-      std::byte* seg = r.segments + ((r.k - 1) & r.slot_mask) * r.stride;
-      std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(seg + c->fast_tail_))
-          .store(kFastTailEmpty, std::memory_order_relaxed);
-    }
+    if (c->fast_tail_ != 0) empty_tail(r.segments + ((r.k - 1) & r.slot_mask) * r.stride, c->fast_tail_);
     if (++r.released - r.published >= c->fast_credit_batch_) [[unlikely]]
       c->return_credit_fast(static_cast<uint32_t>(&r - c->fast_));
   }
