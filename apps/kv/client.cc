@@ -58,6 +58,8 @@ void Client::send(const std::vector<const Command*>& cmds, Outbox& out, bool to_
 void Client::complete(InFlight& f, const Result& r) {
   // (Never sent again: the history can have the command itself.)
   history_.push_back({std::move(op(f.seq)), r, f.invoked_ms, now_, f.invoked_us, clock_us_});
+  ++completed_count_;
+  completed_sum_ += identity_hash(id_, f.seq);
   f.done = true;
   f.acks.clear();
   f.leader_results.clear();

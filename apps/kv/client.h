@@ -74,8 +74,23 @@ class Client : public Node {
     ops_.push_back(std::move(c));
     return ops_total_;
   }
-  // (A deque: it grows for as long as a gateway runs, and is never moved.)
+  // The completed operations, in completion order, unless a driver takes
+  // them (take_completed).
   const std::deque<Completed>& history() const { return history_; }
+  // Hands each completed operation not taken yet to `f`, oldest first, and
+  // forgets it: a front end that runs for hours holds none of them.
+  template <class F>
+  void take_completed(F&& f) {
+    while (!history_.empty()) {
+      f(history_.front());
+      history_.pop_front();
+    }
+  }
+  // How many operations completed, taken or not, and the sum of their
+  // identity_hash (store.h): what a job compares with the replicas'
+  // AppliedSummary::executed and executed_sum.
+  uint64_t completed_count() const { return completed_count_; }
+  uint64_t completed_sum() const { return completed_sum_; }
   uint32_t id() const { return id_; }
   // How often an operation was sent again after a timeout.
   uint64_t retries() const { return retries_; }
@@ -117,6 +132,8 @@ class Client : public Node {
   uint64_t clock_us_ = 0;
   uint64_t leader_hint_ = 0;
   uint64_t retries_ = 0;
+  uint64_t completed_count_ = 0;
+  uint64_t completed_sum_ = 0;
   std::deque<Completed> history_;
 };
 
@@ -152,7 +169,7 @@ class ClientGroup final : public Node {
   }
   size_t completed() const {
     size_t n = 0;
-    for (const auto& c : clients_) n += c->history().size();
+    for (const auto& c : clients_) n += c->completed_count();
     return n;
   }
   size_t size() const { return clients_.size(); }

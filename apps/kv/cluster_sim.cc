@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -257,6 +258,10 @@ std::string check_linearization(const std::vector<std::pair<uint64_t, uint64_t>>
                                 const std::vector<Completed>& h) {
   std::map<std::pair<uint64_t, uint64_t>, Command> commands;
   for (const Command& c : command_list) commands[{c.client, c.seq}] = c;
+  // A command the store refused (maxmemory) took no effect where it stands.
+  std::set<std::pair<uint64_t, uint64_t>> refused;
+  for (const Completed& c : h)
+    if (c.result.refused) refused.insert({c.cmd.client, c.cmd.seq});
   // Replay the applied log sequentially: the first occurrence of each
   // operation is where it takes effect.
   std::map<std::string, std::string> data;
@@ -266,6 +271,12 @@ std::string check_linearization(const std::vector<std::pair<uint64_t, uint64_t>>
     auto it = commands.find(log[i]);
     if (it == commands.end()) return "applied log holds an operation no client issued";
     if (effect.count(log[i])) continue;
+    if (refused.count(log[i])) {
+      Result r;
+      r.refused = true;
+      effect[log[i]] = {i, r};
+      continue;
+    }
     effect[log[i]] = {i, execute(data, it->second)};
   }
   std::vector<size_t> pos;

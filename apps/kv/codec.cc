@@ -36,7 +36,7 @@ void encode(const Message& m, std::vector<std::byte>& out) {
   for (const Command& c : m.cmds) w.cmd(c);
   w.put<uint32_t>(static_cast<uint32_t>(m.results.size()));
   for (const Result& r : m.results) {
-    w.put<uint8_t>(r.ok);
+    w.put<uint8_t>(static_cast<uint8_t>(r.ok | r.refused << 1));
     w.str(r.value);
   }
   w.str(m.blob);
@@ -88,7 +88,9 @@ bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
   if (r.ok) m->results.reserve(n);
   for (uint32_t i = 0; r.ok && i < n; ++i) {
     Result res;
-    res.ok = r.get<uint8_t>() != 0;
+    const uint8_t flags = r.get<uint8_t>();
+    res.ok = (flags & 1) != 0;
+    res.refused = (flags & 2) != 0;
     res.value = r.str();
     m->results.push_back(std::move(res));
   }

@@ -1,6 +1,7 @@
 #include "flow_job.h"
 
 #include <sluice/errors.h>
+#include <unistd.h>
 #include <sluice/flow.h>
 #include <sluice/worker.h>
 
@@ -151,6 +152,11 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   workload.zipf = o.zipf;
   workload.value_bytes = o.value_bytes;
 
+  // A gateway's job runs for as long as it is used: its replicas keep no
+  // identity of what they applied (the checks use their summaries).
+  StoreOptions store_options;
+  store_options.maxmemory = o.maxmemory;
+  store_options.keep_applied = !o.resp;
   std::unique_ptr<MultiPaxosReplica> replica;
   std::unique_ptr<NoPaxosReplica> np;
   std::unique_ptr<ClientGroup> client;
@@ -165,6 +171,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     no.recover = incarnation > 0;
     no.snapshot_every = o.snapshot_every;
     no.nonce = incarnation;
+    no.store = store_options;
     np = std::make_unique<NoPaxosReplica>(config, rank, no);
   } else if (is_replica) {
     MultiPaxosOptions mo;
@@ -175,6 +182,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     mo.recover = incarnation > 0;
     mo.snapshot_every = o.snapshot_every;
     mo.nonce = incarnation;
+    mo.store = store_options;
     replica = std::make_unique<MultiPaxosReplica>(config, rank, mo);
   } else {
     client = std::make_unique<ClientGroup>();
@@ -189,19 +197,42 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
           o.batch));
     }
   }
-  // A RESP front end instead of a workload (resp_gateway.h).
+  // A RESP front end instead of a workload (resp_gateway.h). Every rank
+  // learns whether each gateway could start, so that a port in use ends the
+  // whole job at once, not only its gateway's rank.
   std::unique_ptr<RespGateway> gateway;
-  if (client && o.resp) {
-    const uint32_t port = o.resp_port == 0 ? 0 : o.resp_port + (rank - o.replicas);
-    if (port > 65535) {
-      throw sluice::Error(sluice::ErrorCode::kInvalidArgument,
-                          "sluice-kv: --resp-port " + std::to_string(o.resp_port) +
-                              " leaves no TCP port for client rank " + std::to_string(rank));
+  if (o.resp && incarnation == 0) {  // (a restarted replica's peers asked long ago)
+    std::string why;
+    if (client) {
+      GatewayOptions g = o.gateway;
+      const uint32_t port = g.port == 0 ? 0 : g.port + (rank - o.replicas);
+      g.port = static_cast<uint16_t>(port);
+      if (!o.history.empty())
+        g.history = clients == 1 ? o.history : o.history + "." + std::to_string(rank);
+      try {
+        if (port > 65535) {
+          throw std::runtime_error("--resp-port " + std::to_string(o.gateway.port) +
+                                   " leaves no TCP port for client rank " + std::to_string(rank));
+        }
+        gateway = std::make_unique<RespGateway>(g);
+        std::fprintf(stderr, "sluice-kv: rank %u serves RESP on %s port %u (pid %d)\n", rank,
+                     g.bind.c_str(), static_cast<unsigned>(gateway->port()),
+                     static_cast<int>(::getpid()));
+        std::fflush(stderr);
+      } catch (const std::runtime_error& e) {
+        why = "rank " + std::to_string(rank) + ": " + e.what();
+      }
     }
-    gateway = std::make_unique<RespGateway>(static_cast<uint16_t>(port));
-    std::fprintf(stderr, "sluice-kv: rank %u serves RESP on TCP port %u\n", rank,
-                 static_cast<unsigned>(gateway->port()));
-    std::fflush(stderr);
+    const std::vector<std::string> all = cluster.allgather("kv-gateways", why);
+    std::string failed;
+    for (const std::string& w : all)
+      if (!w.empty()) failed += (failed.empty() ? "" : "; ") + w;
+    if (!failed.empty()) {
+      if (rank == 0 || !why.empty())
+        std::fprintf(stderr, "sluice-kv: a RESP gateway could not start, so the job ends: %s\n",
+                     failed.c_str());
+      return 1;
+    }
   }
   Node& node = np        ? static_cast<Node&>(*np)
                : replica ? static_cast<Node&>(*replica)
@@ -565,8 +596,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
           const uint64_t snapshot = np ? np->snapshot_slot() : replica->snapshot_slot();
           std::fprintf(stderr,
                        "sluice-kv: rank %u: recovered in %" PRIu64
-                       " ms: %zu log entries applied, view %" PRIu64 "%s\n",
-                       rank, now_ms() - started, st.applied().size(),
+                       " ms: %" PRIu64 " log entries applied, view %" PRIu64 "%s\n",
+                       rank, now_ms() - started, st.applied_count(),
                        np ? np->view() : replica->ballot(),
                        snapshots > 0 ? (", from a snapshot of slot " + std::to_string(snapshot) +
                                         " and the log after it")
@@ -576,7 +607,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         }
         if (o.on_progress && is_replica && incarnation == 0)
           o.on_progress(rank, np ? np->is_leader() : replica->is_leader(),
-                        (np ? np->store() : replica->store()).applied().size());
+                        (np ? np->store() : replica->store()).applied_count());
         if (o.trace_retries && client && client->retries() != traced_retries) {
           traced_retries = client->retries();
           std::fprintf(stderr,
@@ -680,6 +711,13 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     return 1;
   }
   ep.reset();
+  if (gateway) {
+    std::string why;
+    if (!gateway->finish_history(&why)) {
+      std::fprintf(stderr, "sluice-kv: rank %u: %s\n", rank, why.c_str());
+      return 1;
+    }
+  }
 
   const std::string mine = np ? replica_report(rank, np->store(), np->view())
                            : replica

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "cluster_sim.h"
+#include "resp_gateway.h"
 
 namespace kv {
 
@@ -86,12 +87,19 @@ struct FlowJobOptions {
   // that a replica killed and restarted is back before the job ends.
   bool test_await_rejoin = false;
   // resp: client ranks serve the Redis protocol (resp_gateway.h) instead of
-  // running a workload, on TCP port resp_port + (client index), or on a port
-  // the kernel picks when resp_port is 0 (each prints its port).
+  // running a workload, on TCP port gateway.port + (client index), or on a
+  // port the kernel picks when it is 0 (each prints its port); the rest of
+  // `gateway` as given (its history is set from `history` below). Neither
+  // the gateways nor the replicas then keep what they completed or applied
+  // (StoreOptions::keep_applied), so a job runs for as long as it is used.
   bool resp = false;
-  uint16_t resp_port = 0;
-  // Rank 0 writes the clients' completed operations here (history.h: JSON
-  // lines, the input of kv-porcupine); empty: none.
+  GatewayOptions gateway;
+  // The store's limit (StoreOptions::maxmemory; 0: none).
+  uint64_t maxmemory = 0;
+  // The clients' completed operations (history.h: JSON lines, the input of
+  // kv-porcupine); empty: none. A workload's: rank 0 writes them all at the
+  // end. Behind --resp-port each gateway rank writes its own as they
+  // complete: to this file with one gateway rank, to FILE.<rank> with more.
   std::string history;
   // Called on every replica after each round of its loop with the number of
   // log entries it has applied (test builds stall a leader from here).

@@ -45,6 +45,7 @@ std::string history_line(const Completed& h) {
                      ",\"value\":" + quoted(h.cmd.value) +
                      ",\"expected\":" + quoted(h.cmd.expected);
   if (!h.unknown) {
+    if (h.result.refused) line.append(",\"refused\":true");
     line.append(",\"ok\":").append(h.result.ok ? "true" : "false");
     line.append(",\"out\":").append(quoted(h.result.value));
   }

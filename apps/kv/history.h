@@ -6,7 +6,8 @@
 // clock where the driver keeps one, as sluice-kv run does; else the
 // simulation's milliseconds). An operation of unknown outcome (Completed::
 // unknown) has "unknown":true and neither a result nor a "return": the
-// checker lets it take effect at any time after its call, or never.
+// checker lets it take effect at any time after its call, or never. One the
+// store refused (maxmemory, Result::refused) has "refused":true.
 //
 // Thread safety: a pure function of its arguments.
 #pragma once

@@ -7,12 +7,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -54,7 +56,25 @@ const char* kUsage =
     "  --resp-port P       client ranks serve the Redis protocol (redis-cli,\n"
     "                      redis-benchmark) on TCP port P + client index instead of\n"
     "                      running a workload (0: ports the kernel picks; each is\n"
-    "                      printed); SHUTDOWN ends the job (docs/kv.md)\n"
+    "                      printed); docs/kv.md. With it, as Redis's settings:\n"
+    "  --resp-bind ADDR    the address to listen on (default 127.0.0.1; 0.0.0.0 or ::\n"
+    "                      is every interface, with a warning)\n"
+    "  --requirepass-file F  clients must AUTH with the first line of F\n"
+    "  --requirepass PASS  the same, on the command line (visible to every user)\n"
+    "  --protected-mode yes|no  without a password, serve loopback clients only\n"
+    "                      (default yes)\n"
+    "  --enable-shutdown no|local|yes  who may end the job with SHUTDOWN: nobody\n"
+    "                      (default), loopback clients, anyone (authenticated)\n"
+    "  --maxclients N      connections per gateway (default 10000)\n"
+    "  --maxmemory BYTES   the store's data at most; writes past it get -OOM\n"
+    "                      (default 0: no limit). BYTES may end in kb, mb or gb\n"
+    "  --maxmemory-clients BYTES  all connections' buffers at most; past it the\n"
+    "                      client with the most is closed (default 64mb; 0: none)\n"
+    "  --client-query-buffer-limit BYTES  an unfinished request at most (1mb)\n"
+    "  --client-output-buffer-limit BYTES  a client's unsent replies at most;\n"
+    "                      past it it is closed (default 32mb)\n"
+    "  --proto-max-bulk-len BYTES  one argument at most, refused from its header\n"
+    "                      (default 64kb)\n"
     "  --window N          operations each client keeps in flight, 1 .. 256 (default: 1\n"
     "                      for workloads, closed-loop; 256 behind --resp-port, so that a\n"
     "                      connection's pipelined commands are replicated together; a\n"
@@ -63,8 +83,11 @@ const char* kUsage =
     "                      record, which takes one sequence number and log slot and is\n"
     "                      shared by a rank's clients); default 0: as many as 8 KiB\n"
     "                      (NOPaxos) or 32 KiB (Multi-Paxos) of commands hold\n"
-    "  --history FILE      rank 0 writes every completed operation to FILE (JSON lines;\n"
-    "                      check it with kv-porcupine, scripts/install-porcupine.sh)\n"
+    "  --history FILE      every completed operation, as JSON lines (check it with\n"
+    "                      kv-porcupine, scripts/install-porcupine.sh): a workload's\n"
+    "                      rank 0 writes them at the end; behind --resp-port each\n"
+    "                      gateway writes its own as they complete, to FILE (one\n"
+    "                      gateway rank) or FILE.<rank>. Nothing is kept otherwise\n"
     "  --snapshot-every N  a snapshot of the store every N applied slots (NOPaxos: once\n"
     "                      they are final); the log keeps the slots since the one before\n"
     "                      (default 8192; 0: keep the whole log)\n"
@@ -100,6 +123,28 @@ bool parse_u64(const char* s, uint64_t* out) {
   unsigned long long v = std::strtoull(s, &end, 10);
   if (errno != 0 || end == s || *end != '\0') return false;
   *out = v;
+  return true;
+}
+
+// A size in bytes as Redis's settings write it: a number, with kb, mb or
+// gb (powers of 1024; k, m, g too), any case.
+bool parse_bytes(const char* s, uint64_t* out) {
+  std::string text = s;
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  uint64_t unit = 1;
+  for (const auto& [suffix, size] :
+       {std::pair<const char*, uint64_t>{"kb", 1ull << 10}, {"mb", 1ull << 20}, {"gb", 1ull << 30},
+        {"k", 1ull << 10}, {"m", 1ull << 20}, {"g", 1ull << 30}, {"b", 1}}) {
+    const size_t n = std::strlen(suffix);
+    if (text.size() > n && text.compare(text.size() - n, n, suffix) == 0) {
+      text.resize(text.size() - n);
+      unit = size;
+      break;
+    }
+  }
+  uint64_t v = 0;
+  if (!parse_u64(text.c_str(), &v) || v > UINT64_MAX / unit) return false;
+  *out = v * unit;
   return true;
 }
 
@@ -218,6 +263,75 @@ int run_main(int argc, char** argv) {
       o.history = argv[++i];
       continue;
     }
+    if (a == "--resp-bind" && i + 1 < argc) {
+      o.gateway.bind = argv[++i];
+      continue;
+    }
+    if (a == "--requirepass" && i + 1 < argc) {
+      o.gateway.requirepass = argv[++i];
+      if (o.gateway.requirepass.empty()) {
+        std::fprintf(stderr, "sluice-kv run: --requirepass is empty\n");
+        return 2;
+      }
+      continue;
+    }
+    if (a == "--requirepass-file" && i + 1 < argc) {
+      const std::string path = argv[++i];
+      std::ifstream in(path);
+      std::string line;
+      if (!in || !std::getline(in, line) || line.empty()) {
+        std::fprintf(stderr,
+                     "sluice-kv run: --requirepass-file %s: cannot read it, or its first line is "
+                     "empty; write the password there\n",
+                     path.c_str());
+        return 2;
+      }
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      o.gateway.requirepass = line;
+      continue;
+    }
+    if ((a == "--protected-mode" || a == "--enable-shutdown") && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (a == "--protected-mode" && (v == "yes" || v == "no")) {
+        o.gateway.protected_mode = v == "yes";
+      } else if (a == "--enable-shutdown" && (v == "no" || v == "local" || v == "yes")) {
+        o.gateway.shutdown = v == "no"      ? kv::ShutdownFrom::kNobody
+                             : v == "local" ? kv::ShutdownFrom::kLocal
+                                            : kv::ShutdownFrom::kAnyone;
+      } else {
+        std::fprintf(stderr, "sluice-kv run: %s is %s, not '%s'\n", a.c_str(),
+                     a == "--protected-mode" ? "yes or no" : "no, local or yes", v.c_str());
+        return 2;
+      }
+      continue;
+    }
+    if ((a == "--maxmemory" || a == "--maxmemory-clients" || a == "--client-query-buffer-limit" ||
+         a == "--client-output-buffer-limit" || a == "--proto-max-bulk-len") &&
+        i + 1 < argc) {
+      uint64_t bytes = 0;
+      if (!parse_bytes(argv[++i], &bytes)) {
+        std::fprintf(stderr,
+                     "sluice-kv run: %s takes a size in bytes (e.g. 1048576, 512kb, 64mb), not "
+                     "'%s'\n",
+                     a.c_str(), argv[i]);
+        return 2;
+      }
+      if (a == "--maxmemory") {
+        o.maxmemory = bytes;
+      } else if (a == "--maxmemory-clients") {
+        o.gateway.maxmemory_clients = bytes;
+      } else if (bytes == 0) {
+        std::fprintf(stderr, "sluice-kv run: %s must be above 0\n", a.c_str());
+        return 2;
+      } else if (a == "--client-query-buffer-limit") {
+        o.gateway.query_buffer_limit = bytes;
+      } else if (a == "--client-output-buffer-limit") {
+        o.gateway.output_buffer_limit = bytes;
+      } else {
+        o.gateway.max_bulk = bytes;
+      }
+      continue;
+    }
     if (a == "--workload" && i + 1 < argc) {
       o.workload = argv[++i];
       if (!known_workload(o.workload)) {
@@ -274,7 +388,9 @@ int run_main(int argc, char** argv) {
       o.clients_per_rank = static_cast<uint32_t>(n);
     } else if (a == "--resp-port" && n <= 65535) {
       o.resp = true;
-      o.resp_port = static_cast<uint16_t>(n);
+      o.gateway.port = static_cast<uint16_t>(n);
+    } else if (a == "--maxclients" && n >= 1) {
+      o.gateway.maxclients = n;
     } else if (a == "--value-bytes" && n <= 1024 * 1024) {
       o.value_bytes = static_cast<uint32_t>(n);
     } else if (a == "--election-timeout-ms" && n >= 1) {
@@ -287,10 +403,34 @@ int run_main(int argc, char** argv) {
       return 2;
     }
   }
+  if (o.gateway.max_bulk > o.gateway.query_buffer_limit) {
+    std::fprintf(stderr,
+                 "sluice-kv run: --proto-max-bulk-len %zu is over --client-query-buffer-limit %zu: "
+                 "no request could carry such an argument\n",
+                 o.gateway.max_bulk, o.gateway.query_buffer_limit);
+    return 2;
+  }
+  if (o.resp && o.gateway.requirepass.empty() && !o.gateway.protected_mode)
+    std::fprintf(stderr,
+                 "sluice-kv run: warning: --protected-mode no without a password: any client "
+                 "that reaches the port can read, write and delete every key\n");
+  if (o.resp && (o.gateway.bind == "0.0.0.0" || o.gateway.bind == "::"))
+    std::fprintf(stderr,
+                 "sluice-kv run: warning: --resp-bind %s listens on every interface%s\n",
+                 o.gateway.bind.c_str(),
+                 o.gateway.requirepass.empty()
+                     ? (o.gateway.protected_mode
+                            ? "; without --requirepass, protected mode still refuses every client "
+                              "that is not on loopback"
+                            : "")
+                     : "; clients must AUTH");
   try {
     sluice::Cluster cluster = sluice::Cluster::join();
     return kv::run_flow_job(cluster, o);
   } catch (const sluice::Error& e) {
+    std::fprintf(stderr, "sluice-kv run: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice-kv run: %s\n", e.what());
     return 1;
   }

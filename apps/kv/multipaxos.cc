@@ -59,6 +59,7 @@ MultiPaxosReplica::MultiPaxosReplica(Config config, uint32_t id, MultiPaxosOptio
       options_(options),
       rng_(options.seed * 1000003 + id),
       role_(id == 0 && !options.recover ? Role::kLeader : Role::kFollower) {
+  store_ = Store(options.store);
   reset_election_timer();
   if (options.recover) {
     recovering_ = true;
@@ -468,7 +469,7 @@ void MultiPaxosReplica::restart_recovery() {
   recovery_asked_ = 0;
   log_.clear();
   base_ = commit_ = applied_ = 0;
-  store_ = Store();
+  store_ = Store(store_.options());
   snapshot_.clear();
   snapshot_slot_ = 0;
   incoming_.clear();

@@ -52,6 +52,9 @@ struct MultiPaxosOptions {
   // A snapshot every this many applied slots, the log kept from the one
   // before (message.h, Snapshots); 0: never (the log grows without bound).
   uint64_t snapshot_every = 8192;
+  // The store's options (store.h): its maxmemory, and whether it keeps
+  // every applied identity.
+  StoreOptions store;
 };
 
 class MultiPaxosReplica : public Node {

@@ -31,6 +31,7 @@ void Sequencer::receive(const Message& m, Outbox& out) {
 
 NoPaxosReplica::NoPaxosReplica(Config config, uint32_t id, NoPaxosOptions options)
     : config_(config), id_(id), options_(options), rng_(options.seed * 7919 + id) {
+  store_ = Store(options.store);
   std::uniform_int_distribution<uint64_t> d(0, options_.view_timeout_ms);
   view_timeout_ = options_.view_timeout_ms + d(rng_);
   if (options_.recover) {

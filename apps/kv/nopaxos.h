@@ -112,6 +112,9 @@ struct NoPaxosOptions {
   // from the one before (message.h, Snapshots); 0: never (the log grows
   // without bound).
   uint64_t snapshot_every = 8192;
+  // The store's options (store.h): its maxmemory, and whether it keeps
+  // every applied identity.
+  StoreOptions store;
 };
 
 class NoPaxosReplica : public Node {

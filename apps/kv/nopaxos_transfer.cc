@@ -197,7 +197,7 @@ void NoPaxosReplica::reset_state() {
   log_.clear();
   base_ = 0;
   base_entry_ = Entry{};
-  store_ = Store();
+  store_ = Store(store_.options());
   executed_ = sync_point_ = synced_upto_ = 0;
   snapshot_.clear();
   snapshot_slot_ = 0;

@@ -323,7 +323,7 @@ void NoPaxosReplica::rebuild_store() {
   // (The snapshot's identities are read from the store it replaces, whose
   // applied log begins with them: they are of final slots.)
   const std::string bytes = snapshot_.bytes(store_, 0, snapshot_.size());
-  store_ = Store();
+  store_ = Store(store_.options());
   if (snapshot_slot_ > 0) {
     std::string why;
     store_.restore(bytes, &why);  // our own serialize(): whole

@@ -139,7 +139,7 @@ Parsed parse_reply(std::string_view in, Reply* reply, size_t* used, std::string*
 }
 
 Parsed parse_request(std::string_view in, std::vector<std::string>* args, size_t* used,
-                     std::string* error) {
+                     std::string* error, size_t max_bulk) {
   if (in.empty()) return Parsed::kIncomplete;
   if (in[0] != '*') return parse_inline(in, args, used, error);
   size_t end = line_end(in, 1);
@@ -166,9 +166,12 @@ Parsed parse_request(std::string_view in, std::vector<std::string>* args, size_t
       return Parsed::kIncomplete;
     }
     int64_t len = 0;
-    if (!parse_int(in.substr(at + 1, end - at - 1), &len) || len < 0 ||
-        len > static_cast<int64_t>(kMaxBulk))
+    if (!parse_int(in.substr(at + 1, end - at - 1), &len) || len < 0)
       return fail(error, "invalid bulk length");
+    if (static_cast<uint64_t>(len) > max_bulk) {
+      return fail(error, "invalid bulk length: " + std::to_string(len) +
+                             " bytes is over the limit of " + std::to_string(max_bulk));
+    }
     const size_t data = end + 2;
     if (in.size() < data + static_cast<size_t>(len) + 2) return Parsed::kIncomplete;
     if (in.substr(data + len, 2) != "\r\n") return fail(error, "bulk string not ended by CRLF");
@@ -187,10 +190,16 @@ std::string framed(char kind, std::string_view s) {
   out.append("\r\n");
   return out;
 }
+std::string one_line(char kind, std::string_view s) {
+  std::string out = framed(kind, s);
+  for (size_t i = 1; i + 2 < out.size(); ++i)
+    if (out[i] == '\r' || out[i] == '\n') out[i] = ' ';
+  return out;
+}
 }  // namespace
 
-std::string simple(std::string_view s) { return framed('+', s); }
-std::string error(std::string_view s) { return framed('-', s); }
+std::string simple(std::string_view s) { return one_line('+', s); }
+std::string error(std::string_view s) { return one_line('-', s); }
 std::string integer(int64_t n) { return framed(':', std::to_string(n)); }
 std::string bulk(std::string_view s) {
   std::string out = framed('$', std::to_string(s.size()));

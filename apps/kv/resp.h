@@ -6,7 +6,9 @@
 //
 // Limits (a request beyond them is a protocol error; the front end answers
 // it and closes the connection): at most kMaxArgs arguments, bulk strings of
-// at most kMaxBulk bytes, inline lines of at most kMaxInline bytes.
+// at most `max_bulk` bytes (kMaxBulk by default; a longer one is refused
+// from its header, before any of its bytes is buffered), inline lines of at
+// most kMaxInline bytes.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -29,9 +31,10 @@ enum class Parsed : uint8_t {
   kError,       // a protocol error, said in *error (the connection must close)
 };
 
-// Parses the first request in `in`.
+// Parses the first request in `in`; a bulk string longer than `max_bulk`
+// is an error as soon as its header is read.
 Parsed parse_request(std::string_view in, std::vector<std::string>* args, size_t* used,
-                     std::string* error);
+                     std::string* error, size_t max_bulk = kMaxBulk);
 
 // A reply, as a client reads it (kv_client.h).
 struct Reply {
@@ -47,6 +50,9 @@ struct Reply {
 // kMaxArgs items; bulk strings are at most kMaxBulk bytes.
 Parsed parse_reply(std::string_view in, Reply* reply, size_t* used, std::string* error);
 
+// Simple strings and errors are one line: a CR or LF in `s` (say, a
+// client's own bytes quoted in an error) becomes a space, as Redis does, so
+// that no text can forge a second reply.
 std::string simple(std::string_view s);                    // +s
 std::string error(std::string_view s);                     // -s
 std::string integer(int64_t n);                            // :n

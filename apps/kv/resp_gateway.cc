@@ -10,10 +10,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <netdb.h>
+
 #include <cctype>
 #include <cstring>
 #include <stdexcept>
 
+#include "history.h"
 #include "resp.h"
 
 namespace kv {
@@ -25,15 +28,68 @@ std::string upper(std::string s) {
   return s;
 }
 
+constexpr size_t kIdleBufferBytes = 64 * 1024;
+
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 std::string wrong_args(const std::string& name) {
   return resp::error("ERR wrong number of arguments for '" + name + "' command");
 }
 
+bool is_loopback(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(a);
+    return (ntohl(in.sin_addr.s_addr) >> 24) == 127;
+  }
+  if (a.ss_family == AF_INET6) {
+    const in6_addr& in6 = reinterpret_cast<const sockaddr_in6&>(a).sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&in6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&in6) && in6.s6_addr[12] == 127;
+  }
+  return a.ss_family == AF_UNIX;
+}
+
+std::string address_text(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (a.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(a);
+    ::inet_ntop(AF_INET, &in.sin_addr, host, sizeof(host));
+    port = ntohs(in.sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
+    ::inet_ntop(AF_INET6, &in6.sin6_addr, host, sizeof(host));
+    port = ntohs(in6.sin6_port);
+  }
+  // (Built with append: GCC 12 warns falsely on "[" + string.)
+  std::string out = "[";
+  out.append(host).append("]:").append(std::to_string(port));
+  return out;
+}
+
+// Whether a request is an HTTP request's first line or a header (a web
+// page's cross-protocol request): as Redis, POST and Host: as a command;
+// and any request line "METHOD /path HTTP/x".
+bool looks_like_http(const std::string& name, const std::vector<std::string>& args) {
+  if (name == "POST" || name == "HOST:") return true;
+  return args.size() == 3 && !args[1].empty() && args[1][0] == '/' &&
+         args[2].rfind("HTTP/", 0) == 0;
+}
+
+// Compares without stopping at the first difference, so that the time a
+// wrong password takes says nothing of how much of it was right.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ (b.empty() ? 0 : b[i % b.size()]));
+  return diff == 0;
+}
+
 }  // namespace
 
-RespGateway::RespGateway(uint16_t port) {
+RespGateway::RespGateway(GatewayOptions options) : options_(std::move(options)) {
   // Many idle connections are a case to serve, not a crash: allow as many
   // descriptors as the hard limit does.
   rlimit lim{};
@@ -41,25 +97,44 @@ RespGateway::RespGateway(uint16_t port) {
     lim.rlim_cur = lim.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &lim);
   }
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0)
-    throw std::runtime_error(std::string("resp: socket: ") + std::strerror(errno));
+  const std::string where = options_.bind + " port " + std::to_string(options_.port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(options_.port);
+  if (const int rc = ::getaddrinfo(options_.bind.c_str(), service.c_str(), &hints, &found);
+      rc != 0 || found == nullptr) {
+    throw std::runtime_error("resp: --resp-bind '" + options_.bind +
+                             "' is not a numeric IPv4 or IPv6 address (" + ::gai_strerror(rc) +
+                             ")");
+  }
+  listen_fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) {
+    const std::string why = std::strerror(errno);
+    ::freeaddrinfo(found);
+    throw std::runtime_error("resp: socket: " + why);
+  }
   const int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(port);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::listen(listen_fd_, 1024) != 0) {
-    const std::string why = std::strerror(errno);
+  const bool bound = ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) == 0 &&
+                     ::listen(listen_fd_, 1024) == 0;
+  ::freeaddrinfo(found);
+  if (!bound) {
+    const int err = errno;
     ::close(listen_fd_);
-    throw std::runtime_error("resp: cannot listen on TCP port " + std::to_string(port) + ": " +
-                             why);
+    throw std::runtime_error(
+        "resp: cannot listen on " + where + ": " + std::strerror(err) +
+        (err == EADDRINUSE     ? " (another process has it: pick another --resp-port)"
+         : err == EADDRNOTAVAIL ? " (not an address of this host: check --resp-bind)"
+                                : ""));
   }
+  sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
+  port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(addr).sin6_port
+                                           : reinterpret_cast<sockaddr_in&>(addr).sin_port);
   set_nonblocking(listen_fd_);
   // One epoll set for the listener and every connection: a round of poll()
   // asks the kernel once which sockets have input, instead of trying each
@@ -74,9 +149,20 @@ RespGateway::RespGateway(uint16_t port) {
     if (epoll_fd_ >= 0) ::close(epoll_fd_);
     throw std::runtime_error("resp: epoll: " + why);
   }
+  if (!options_.history.empty()) {
+    history_ = std::fopen(options_.history.c_str(), "w");
+    if (history_ == nullptr) {
+      const std::string why = std::strerror(errno);
+      ::close(listen_fd_);
+      ::close(epoll_fd_);
+      throw std::runtime_error("resp: cannot write the history file '" + options_.history +
+                               "': " + why);
+    }
+  }
 }
 
 RespGateway::~RespGateway() {
+  if (history_) std::fclose(history_);
   for (auto& [id, c] : conns_) ::close(c.fd);
   if (listen_fd_ >= 0) ::close(listen_fd_);
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
@@ -98,11 +184,36 @@ void RespGateway::watch(uint64_t id, Conn& c) {
   c.watched = want;
 }
 
+void RespGateway::refuse(int fd, const char* reply) {
+  // (A best-effort write: the socket is new, its buffer empty.)
+  [[maybe_unused]] const ssize_t n = ::send(fd, reply, std::strlen(reply), MSG_NOSIGNAL);
+  ::close(fd);
+  ++stats_.refused_clients;
+}
+
 size_t RespGateway::accept_all() {
   size_t n = 0;
   while (!stopping_) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t len = sizeof(peer);
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;  // EAGAIN, or out of descriptors: try again next round
+    ++n;
+    if (conns_.size() >= options_.maxclients) {
+      refuse(fd, "-ERR max number of clients reached\r\n");
+      continue;
+    }
+    const bool loopback = is_loopback(peer);
+    if (!loopback && options_.requirepass.empty() && options_.protected_mode) {
+      log("refused a client from " + address_text(peer) +
+          ": protected mode (no --requirepass) serves loopback clients only");
+      refuse(fd,
+             "-DENIED sluice-kv is running in protected mode because no password is set: only "
+             "loopback clients are served. Set a password with --requirepass and connect with "
+             "AUTH, or, if this network is trusted, start it with --protected-mode no\r\n");
+      continue;
+    }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     epoll_event ev{};
@@ -114,16 +225,74 @@ size_t RespGateway::accept_all() {
     }
     Conn& c = conns_[next_id_++];
     c.fd = fd;
+    c.loopback = loopback;
+    c.authenticated = options_.requirepass.empty();
     c.watched = EPOLLIN;
     c.readable = true;  // (bytes may have come with the connection)
     ++stats_.connections;
-    ++n;
   }
   return n;
 }
 
+void RespGateway::log(const std::string& what) {
+  // At most one line a second, with the count of those left out: a flood
+  // of hostile clients must not become a flood of log lines.
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_log_ < std::chrono::seconds(1)) {
+    ++unlogged_;
+    return;
+  }
+  if (unlogged_ > 0) {
+    std::fprintf(stderr, "sluice-kv: resp: (%llu more such events in the last second)\n",
+                 static_cast<unsigned long long>(unlogged_));
+  }
+  std::fprintf(stderr, "sluice-kv: resp: %s\n", what.c_str());
+  std::fflush(stderr);
+  last_log_ = now;
+  unlogged_ = 0;
+}
+
+void RespGateway::drop(Conn& c, const std::string& why) {
+  log(why);
+  c.gone = true;
+  c.in.clear();
+  c.in.shrink_to_fit();
+  c.out.clear();
+  c.out.shrink_to_fit();
+}
+
+std::string RespGateway::auth(Conn& c, const std::vector<std::string>& args) {
+  if (args.size() != 2 && args.size() != 3) return wrong_args("auth");
+  if (options_.requirepass.empty()) {
+    return resp::error(
+        "ERR AUTH <password> called without any password configured for the default user. Are "
+        "you sure your configuration is correct?");
+  }
+  const bool user_ok = args.size() == 2 || args[1] == "default";
+  if (!user_ok || !same_secret(args.back(), options_.requirepass)) {
+    ++stats_.auth_failures;
+    c.authenticated = false;
+    return resp::error("WRONGPASS invalid username-password pair or user is disabled.");
+  }
+  c.authenticated = true;
+  return resp::simple("OK");
+}
+
 void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client, size_t index) {
   if (args.empty()) return;  // an empty inline line
+  const std::string name = upper(args[0]);
+  if (looks_like_http(name, args)) {
+    // Unanswered: a browser would show the reply, and what follows in the
+    // request (its body) is the attacker's command.
+    ++stats_.http_requests;
+    sockaddr_storage peer{};
+    socklen_t len = sizeof(peer);
+    ::getpeername(c.fd, reinterpret_cast<sockaddr*>(&peer), &len);
+    drop(c, "possible SECURITY ATTACK: a client from " + address_text(peer) +
+                " sent an HTTP request ('" + args[0].substr(0, 16) +
+                "'), as a web page's cross-protocol request would; connection closed");
+    return;
+  }
   ++stats_.requests;
   c.replies.emplace_back();
   Reply& r = c.replies.back();
@@ -131,7 +300,14 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     r.text = std::move(text);
     r.ready = true;
   };
-  const std::string name = upper(args[0]);
+  if (name == "AUTH") return local(auth(c, args));
+  if (!c.authenticated) {
+    if (name == "QUIT") {
+      c.closing = true;
+      return local(resp::simple("OK"));
+    }
+    return local(resp::error("NOAUTH Authentication required."));
+  }
   auto submit = [&](Op op, const std::string& key, const std::string& value,
                     const std::string& expected) {
     Command cmd;
@@ -210,6 +386,14 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     return local(resp::simple("OK"));
   }
   if (name == "SHUTDOWN") {
+    if (options_.shutdown == ShutdownFrom::kNobody ||
+        (options_.shutdown == ShutdownFrom::kLocal && !c.loopback)) {
+      return local(resp::error(
+          options_.shutdown == ShutdownFrom::kNobody
+              ? "ERR SHUTDOWN is disabled on this server (start it with --enable-shutdown local "
+                "or yes)"
+              : "ERR SHUTDOWN is allowed from loopback clients only (--enable-shutdown local)"));
+    }
     stopping_ = true;
     return local(resp::simple("OK"));
   }
@@ -231,7 +415,7 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
     if (got > 0) {
       c.in.append(buf, static_cast<size_t>(got));
       n += static_cast<size_t>(got);
-      if (c.in.size() > 4 * resp::kMaxBulk) break;  // parse before reading more
+      if (c.in.size() > options_.query_buffer_limit) break;  // parse before reading more
       if (static_cast<size_t>(got) < sizeof(buf)) {
         c.readable = false;  // read dry (epoll reports it again when more comes)
         break;
@@ -244,12 +428,27 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
   }
   size_t at = 0;
   std::vector<std::string> args;
-  while (!c.closing && !stopping_) {
+  // (Stops once replies pile up: what is left waits in `in` until they drain.)
+  while (!c.closing && !c.gone && !stopping_ && !held(c)) {
     size_t used = 0;
     std::string error;
-    const resp::Parsed p =
-        resp::parse_request(std::string_view(c.in).substr(at), &args, &used, &error);
-    if (p == resp::Parsed::kIncomplete) break;
+    const resp::Parsed p = resp::parse_request(std::string_view(c.in).substr(at), &args, &used,
+                                               &error, options_.max_bulk);
+    if (p == resp::Parsed::kIncomplete) {
+      if (c.in.size() - at > options_.query_buffer_limit) {
+        ++stats_.protocol_errors;
+        c.replies.emplace_back();
+        c.replies.back().text = resp::error(
+            "ERR Protocol error: an unfinished request of more than " +
+            std::to_string(options_.query_buffer_limit) +
+            " bytes (the client query buffer limit)");
+        c.replies.back().ready = true;
+        c.closing = true;
+        c.in.clear();
+        at = 0;
+      }
+      break;
+    }
     if (p == resp::Parsed::kError) {
       ++stats_.protocol_errors;
       c.replies.emplace_back();
@@ -263,24 +462,29 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
     at += used;
     handle(c, args, client, index);
   }
+  if (c.gone) return n;  // (dropped: `in` is gone already)
   c.in.erase(0, at);
+  // (A client that once sent a big request keeps no big buffer idle.)
+  if (c.in.empty() && c.in.capacity() > kIdleBufferBytes) c.in.shrink_to_fit();
   return n;
 }
 
 void RespGateway::complete(ClientGroup& clients) {
-  completed_seen_.resize(clients.size());
   inflight_.resize(clients.size());
-  for (size_t k = 0; k < clients.size(); ++k) complete(clients.client(k), k, completed_seen_[k]);
+  for (size_t k = 0; k < clients.size(); ++k) complete(clients.client(k), k);
 }
 
-void RespGateway::complete(const Client& client, size_t index, size_t& seen) {
-  const auto& done = client.history();
+void RespGateway::complete(Client& client, size_t index) {
   InFlight& f = inflight_[index];
-  for (; seen < done.size(); ++seen) {
-    const Completed& h = done[seen];
-    if (h.cmd.seq < f.first || h.cmd.seq - f.first >= f.replies.size()) continue;
+  client.take_completed([&](const Completed& h) {
+    if (history_ != nullptr && !history_failed_) {
+      const std::string line = history_line(h);
+      history_failed_ = std::fwrite(line.data(), 1, line.size(), history_) != line.size() ||
+                        std::fputc('\n', history_) == EOF;
+    }
+    if (h.cmd.seq < f.first || h.cmd.seq - f.first >= f.replies.size()) return;
     Reply*& slot = f.replies[h.cmd.seq - f.first];
-    if (slot == nullptr) continue;
+    if (slot == nullptr) return;
     Reply& r = *slot;
     slot = nullptr;
     --inflight_count_;
@@ -294,19 +498,45 @@ void RespGateway::complete(const Client& client, size_t index, size_t& seen) {
         r.text = h.result.ok ? resp::bulk(h.result.value) : resp::null_bulk();
         break;
       case Kind::kSet:
-        r.text = resp::simple("OK");
+      case Kind::kCas:
+        if (h.result.refused) {
+          r.text = resp::error("OOM command not allowed when used memory > 'maxmemory'.");
+        } else {
+          r.text = r.kind == Kind::kSet ? resp::simple("OK") : resp::integer(h.result.ok ? 1 : 0);
+        }
         break;
       case Kind::kCount:
         r.count += h.result.ok ? 1 : 0;
         if (r.waiting == 0) r.text = resp::integer(r.count);
         break;
-      case Kind::kCas:
-        r.text = resp::integer(h.result.ok ? 1 : 0);
-        break;
       case Kind::kLocal:
         break;
     }
     r.ready = r.waiting == 0;
+  });
+}
+
+bool RespGateway::finish_history(std::string* why) {
+  if (history_ == nullptr) return true;
+  const bool ok = !history_failed_ && std::fflush(history_) == 0;
+  if (!ok) *why = "cannot write the history file '" + options_.history + "'";
+  return ok;
+}
+
+void RespGateway::evict() {
+  if (options_.maxmemory_clients == 0) return;
+  while (buffered_ > options_.maxmemory_clients) {
+    Conn* biggest = nullptr;
+    for (auto& [id, c] : conns_)
+      if (!c.gone && (biggest == nullptr || buffered(c) > buffered(*biggest))) biggest = &c;
+    if (biggest == nullptr || buffered(*biggest) == 0) return;
+    ++stats_.evicted;
+    drop(*biggest, "closed the client with the most buffered (" +
+                       std::to_string(biggest->in.size()) + " bytes of requests, " +
+                       std::to_string(biggest->out.size()) +
+                       " of replies): all clients' buffers took more than --maxmemory-clients " +
+                       std::to_string(options_.maxmemory_clients));
+    account(*biggest);
   }
 }
 
@@ -314,6 +544,11 @@ size_t RespGateway::write(Conn& c) {
   while (!c.replies.empty() && c.replies.front().ready) {
     if (!c.gone) c.out += c.replies.front().text;
     c.replies.pop_front();
+  }
+  if (!c.gone && c.out.size() > options_.output_buffer_limit) {
+    ++stats_.evicted;
+    drop(c, "closed a client whose unsent replies passed --client-output-buffer-limit " +
+                std::to_string(options_.output_buffer_limit));
   }
   if (c.gone) {
     c.out.clear();
@@ -325,6 +560,7 @@ size_t RespGateway::write(Conn& c) {
     if (sent > 0) {
       c.out.erase(0, static_cast<size_t>(sent));
       n += static_cast<size_t>(sent);
+      if (c.out.empty() && c.out.capacity() > kIdleBufferBytes) c.out.shrink_to_fit();
       continue;
     }
     if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) c.gone = true;
@@ -354,11 +590,15 @@ size_t RespGateway::poll(ClientGroup& clients) {
     Conn& c = it->second;
     work += read(c, it->first, clients);
     work += write(c);  // (a gone connection's unsent bytes are dropped here)
+    account(c);
+    // (At once, not after the round: one round may read every client.)
+    if (options_.maxmemory_clients != 0 && buffered_ > options_.maxmemory_clients) evict();
     // A connection is closed once nothing of it is left: no reply waiting
     // on a command in flight (its Reply lives in c.replies), nothing unsent.
     const bool drained = c.replies.empty() && c.out.empty();
     if (drained && (c.gone || c.closing || stopping_)) {
       ::close(c.fd);  // (which also takes it out of the epoll set)
+      buffered_ -= c.accounted;
       it = conns_.erase(it);
     } else {
       watch(it->first, c);

@@ -14,14 +14,35 @@
 //   EXISTS key [key ...]  :number present
 //   CAS key old new       :1 if key held old and now holds new, else :0
 //                         (sluice-kv's compare-and-set, not a Redis command)
-//   INFO, CONFIG GET, COMMAND, SELECT 0, QUIT, SHUTDOWN
+//   INFO, CONFIG GET, COMMAND, SELECT 0, QUIT
+//   AUTH [default] password   (with --requirepass)
+//   SHUTDOWN              only where enabled (GatewayOptions::shutdown)
+//
+// Safe defaults, as Redis's:
+// - It listens on 127.0.0.1 unless GatewayOptions::bind says otherwise.
+// - With a password (requirepass), a connection must AUTH before any other
+//   command (-NOAUTH). Without one, in protected mode (the default), only
+//   loopback clients are served; others get -DENIED and are closed.
+// - A request that looks like HTTP (POST, Host:, or a request line such as
+//   "GET / HTTP/1.1": a web page's cross-protocol POST) closes the
+//   connection at once, unanswered, and is logged.
+// - Error replies are one line: CR and LF in them become spaces.
+// - Every buffer a client can fill has a limit: its query buffer (a bulk
+//   string over max_bulk is refused from its header, before any of its
+//   bytes is read; an unfinished request over query_buffer_limit closes the
+//   connection), its replies (not read from while more than kMaxUnsentBytes
+//   or kMaxPendingReplies wait; closed past output_buffer_limit), the number
+//   of connections (maxclients: -ERR max number of clients reached), and all
+//   clients' buffers together (maxmemory_clients: the client with the most
+//   buffered is closed, as Redis's client eviction does).
+// - Completed commands are not kept: each is answered and forgotten, or,
+//   with a history file, written to it as it completes.
 //
 // Keys and values: a key and its value take at most kMaxEntryBytes in all
 // (they travel in flow records and log messages of bounded size); longer
 // ones get an error reply. A protocol error (resp.h: garbage, a bulk length
-// over 1 MiB, ...) gets an error reply and the connection is closed; the
-// gateway and the store go on. A peer that sends without reading is not
-// read from until its replies drain. SHUTDOWN stops the gateway: it answers +OK,
+// over the limit, ...) gets an error reply and the connection is closed; the
+// gateway and the store go on. SHUTDOWN stops the gateway: it answers +OK,
 // takes no more requests, finishes what is in flight, and the job then ends
 // as a workload's does, with rank 0's checks.
 //
@@ -30,6 +51,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <memory>
@@ -47,11 +69,31 @@ inline constexpr size_t kMaxEntryBytes = 256;
 inline constexpr size_t kMaxUnsentBytes = size_t{1} << 20;
 inline constexpr size_t kMaxPendingReplies = 4096;
 
+// Who may stop the job with SHUTDOWN.
+enum class ShutdownFrom : uint8_t { kNobody, kLocal, kAnyone };
+
+struct GatewayOptions {
+  std::string bind = "127.0.0.1";  // a numeric IPv4 or IPv6 address
+  uint16_t port = 0;               // 0: a port the kernel picks
+  std::string requirepass;         // empty: no password
+  bool protected_mode = true;      // no password: loopback clients only
+  ShutdownFrom shutdown = ShutdownFrom::kNobody;  // kLocal: loopback clients only
+  size_t maxclients = 10000;
+  size_t max_bulk = 64 * 1024;                       // one argument's bytes
+  size_t query_buffer_limit = size_t{1} << 20;       // an unfinished request's bytes
+  size_t output_buffer_limit = size_t{32} << 20;     // unsent replies: closed past it
+  size_t maxmemory_clients = size_t{64} << 20;       // all clients' buffers; 0: no limit
+  // Where each completed command goes, as a JSON line (history.h); empty:
+  // nowhere.
+  std::string history;
+};
+
 class RespGateway {
  public:
-  // Listens on `port` (0: a port the kernel picks) on every address.
-  // Throws std::runtime_error naming the port if it cannot.
-  explicit RespGateway(uint16_t port);
+  // Listens on options.bind and options.port. Throws std::runtime_error
+  // naming the address, the port and why if it cannot (a port in use, an
+  // address not of this host), or if the history file cannot be opened.
+  explicit RespGateway(GatewayOptions options);
   ~RespGateway();
   RespGateway(const RespGateway&) = delete;
   RespGateway& operator=(const RespGateway&) = delete;
@@ -74,8 +116,15 @@ class RespGateway {
 
   struct Stats {
     uint64_t connections = 0, requests = 0, protocol_errors = 0;
+    uint64_t refused_clients = 0;  // maxclients, protected mode
+    uint64_t http_requests = 0;    // connections closed for looking like HTTP
+    uint64_t evicted = 0;          // closed for a buffer over its limit
+    uint64_t auth_failures = 0;
   };
   const Stats& stats() const { return stats_; }
+  // Writes what the history file still buffers; false (and *why) if any
+  // line could not be written.
+  bool finish_history(std::string* why);
 
  private:
   enum class Kind : uint8_t { kLocal, kGet, kSet, kCount, kCas };
@@ -88,8 +137,11 @@ class RespGateway {
   };
   struct Conn {
     int fd = -1;
+    bool loopback = false;      // the peer's address is a loopback one
+    bool authenticated = false; // AUTH passed, or no password is set
     std::string in, out;
     std::deque<Reply> replies;  // (a deque keeps each Reply in place: inflight points at it)
+    size_t accounted = 0;       // its buffered() as counted in buffered_
     bool closing = false;       // close once `out` is written (QUIT, a protocol error)
     bool gone = false;          // the peer closed or failed: replies are dropped
     bool readable = false;      // epoll said so, and it has not been read dry since
@@ -106,24 +158,46 @@ class RespGateway {
   bool held(const Conn& c) const {
     return c.out.size() > kMaxUnsentBytes || c.replies.size() > kMaxPendingReplies;
   }
+  // What a connection's buffers take (its share of maxmemory_clients).
+  static size_t buffered(const Conn& c) { return c.in.size() + c.out.size(); }
   void watch(uint64_t id, Conn& c);
   size_t accept_all();
+  // Refuses a new connection with `reply` and closes it.
+  void refuse(int fd, const char* reply);
   size_t read(Conn& c, uint64_t id, ClientGroup& clients);
   void handle(Conn& c, std::vector<std::string>& args, Client& client, size_t index);
+  // AUTH's answer; marks the connection authenticated on success.
+  std::string auth(Conn& c, const std::vector<std::string>& args);
   void complete(ClientGroup& clients);
-  void complete(const Client& client, size_t index, size_t& seen);
+  void complete(Client& client, size_t index);
   size_t write(Conn& c);
+  // Closes `c` at once, replies dropped, with `why` in the log (rate-limited).
+  void drop(Conn& c, const std::string& why);
+  // Brings buffered_ up to date with `c`'s buffers.
+  void account(Conn& c) {
+    buffered_ = buffered_ - c.accounted + buffered(c);
+    c.accounted = buffered(c);
+  }
+  // Closes the clients with the most buffered while all of them together
+  // take more than maxmemory_clients.
+  void evict();
+  void log(const std::string& what);
 
+  GatewayOptions options_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   uint16_t port_ = 0;
   bool stopping_ = false;
   uint64_t next_id_ = 0;
   std::map<uint64_t, Conn> conns_;
-  std::vector<InFlight> inflight_;      // per client of the group
-  size_t inflight_count_ = 0;           // commands in flight, all clients
-  std::vector<size_t> completed_seen_;  // per client of the group
+  std::vector<InFlight> inflight_;  // per client of the group
+  size_t inflight_count_ = 0;       // commands in flight, all clients
+  size_t buffered_ = 0;             // all connections' buffers (Conn::accounted)
   Stats stats_;
+  std::FILE* history_ = nullptr;
+  bool history_failed_ = false;
+  std::chrono::steady_clock::time_point last_log_{};
+  uint64_t unlogged_ = 0;  // events not logged since last_log_ (rate limit)
 };
 
 }  // namespace kv

@@ -58,18 +58,46 @@ Result execute(std::map<std::string, std::string>& data, const Command& c) {
   return r;
 }
 
+uint64_t identity_hash(uint64_t client, uint64_t seq) {
+  // splitmix64's finalizer over the two words.
+  uint64_t z = client * 0x9e3779b97f4a7c15ull + seq + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void Store::record(uint64_t client, uint64_t seq, bool executed) {
+  if (options_.keep_applied) applied_.emplace_back(client, seq);
+  ++summary_.entries;
+  summary_.chain = identity_hash(summary_.chain ^ client, seq + summary_.entries);
+  if (executed) {
+    ++summary_.executed;
+    summary_.executed_sum += identity_hash(client, seq);
+  }
+}
+
+bool Store::over_limit(const Command& c) const {
+  if (options_.maxmemory == 0 || (c.op != Op::kPut && c.op != Op::kCas)) return false;
+  auto it = data_.find(c.key);
+  if (c.op == Op::kCas && (it == data_.end() || it->second != c.expected)) return false;
+  const uint64_t before =
+      it == data_.end() ? 0 : kEntryOverhead + it->first.size() + it->second.size();
+  const uint64_t after = kEntryOverhead + c.key.size() + c.value.size();
+  return after > before && used_bytes_ - before + after > options_.maxmemory;
+}
+
 Result Store::apply(const Command& c, Applied* what) {
   Applied dummy;
   Applied& how = what ? *what : dummy;
   if (c.is_noop()) {
     how = Applied::kNoop;
-    applied_.emplace_back(0, 0);
+    record(0, 0, false);
     return {};
   }
   ClientState& cs = clients_[c.client];
   if (c.seq <= cs.seq) {
     // A retry that took effect before: its first result, if still kept.
-    applied_.emplace_back(c.client, c.seq);
+    record(c.client, c.seq, false);
     const uint64_t back = cs.seq - c.seq;
     if (back >= cs.results.size()) {
       how = Applied::kForgotten;
@@ -83,13 +111,26 @@ Result Store::apply(const Command& c, Applied* what) {
     // this one first would reorder the client's commands.
     how = Applied::kSkipped;
     ++skipped_;
-    applied_.emplace_back(0, 0);
+    record(0, 0, false);
     return {};
   }
   how = Applied::kExecuted;
-  applied_.emplace_back(c.client, c.seq);
+  record(c.client, c.seq, true);
   cs.seq = c.seq;
-  cs.results.push_back(execute(data_, c));
+  Result r;
+  if (over_limit(c)) {
+    r.refused = true;
+  } else {
+    auto it = data_.find(c.key);
+    const uint64_t before =
+        it == data_.end() ? 0 : kEntryOverhead + it->first.size() + it->second.size();
+    r = execute(data_, c);
+    it = data_.find(c.key);
+    const uint64_t after =
+        it == data_.end() ? 0 : kEntryOverhead + it->first.size() + it->second.size();
+    used_bytes_ = used_bytes_ - before + after;
+  }
+  cs.results.push_back(std::move(r));
   if (cs.results.size() > kClientWindow) cs.results.pop_front();
   return cs.results.back();
 }
@@ -129,7 +170,8 @@ uint64_t Store::digest() const {
     h = fnv(h, &client, sizeof client);
     h = fnv(h, &cs.seq, sizeof cs.seq);
     for (const Result& r : cs.results) {
-      h = fnv(h, &r.ok, sizeof r.ok);
+      const uint8_t flags = static_cast<uint8_t>(r.ok | r.refused << 1);
+      h = fnv(h, &flags, sizeof flags);
       h = fnv_str(h, r.value);
     }
   }
@@ -138,19 +180,24 @@ uint64_t Store::digest() const {
 
 namespace {
 
-constexpr uint32_t kSnapshotMagic = 0x4b565332;  // "KVS2"
+constexpr uint32_t kSnapshotMagic = 0x4b565333;  // "KVS3"
 
 }  // namespace
 
-// The layout of wire.h: the magic, then each part as a u32 count and its
-// items (a key and its value; a client, its last seq and its kept results),
-// the skip count, and last the applied log's count and identities (a client
-// and a seq each), which a Snapshot reads from the store when sent.
+// The layout of wire.h: the magic, the options (keep_applied as a byte,
+// maxmemory), then each part as a u32 count and its items (a key and its
+// value; a client, its last seq and its kept results, each result's ok and
+// refused as bits of a byte), the skip count, the applied summary (entries,
+// chain, executed, executed_sum), and last the count and identities of the
+// applied log (a client and a seq each; none unless keep_applied), which a
+// Snapshot reads from the store when sent.
 Snapshot Store::snapshot() const {
   Snapshot snap;
   std::string& out = snap.head_;
   wire::Writer<std::string> w{out};
   w.put(kSnapshotMagic);
+  w.put<uint8_t>(options_.keep_applied);
+  w.put(options_.maxmemory);
   w.put<uint32_t>(static_cast<uint32_t>(data_.size()));
   for (const auto& [k, v] : data_) {
     w.str(k);
@@ -162,11 +209,15 @@ Snapshot Store::snapshot() const {
     w.put(cs.seq);
     w.put<uint32_t>(static_cast<uint32_t>(cs.results.size()));
     for (const Result& r : cs.results) {
-      w.put<uint8_t>(r.ok);
+      w.put<uint8_t>(static_cast<uint8_t>(r.ok | r.refused << 1));
       w.str(r.value);
     }
   }
   w.put(skipped_);
+  w.put(summary_.entries);
+  w.put(summary_.chain);
+  w.put(summary_.executed);
+  w.put(summary_.executed_sum);
   w.put<uint32_t>(static_cast<uint32_t>(applied_.size()));
   snap.identities_ = applied_.size();
   return snap;
@@ -220,22 +271,37 @@ bool Store::restore(std::string_view bytes, std::string* why) {
     *why = "not a store snapshot (bad magic)";
     return false;
   }
+  s.options_.keep_applied = r.get<uint8_t>() != 0;
+  s.options_.maxmemory = r.get<uint64_t>();
   for (uint32_t n = count(8), i = 0; r.ok && i < n; ++i) {
     std::string k = r.str();
-    s.data_[std::move(k)] = r.str();
+    std::string v = r.str();
+    s.used_bytes_ += kEntryOverhead + k.size() + v.size();
+    s.data_[std::move(k)] = std::move(v);
   }
   for (uint32_t n = count(20), i = 0; r.ok && i < n; ++i) {
     ClientState& cs = s.clients_[r.get<uint64_t>()];
     cs.seq = r.get<uint64_t>();
     for (uint32_t m = count(5), j = 0; r.ok && j < m; ++j) {
       Result res;
-      res.ok = r.get<uint8_t>() != 0;
+      const uint8_t flags = r.get<uint8_t>();
+      res.ok = (flags & 1) != 0;
+      res.refused = (flags & 2) != 0;
       res.value = r.str();
       cs.results.push_back(std::move(res));
     }
   }
   s.skipped_ = r.get<uint64_t>();
+  s.summary_.entries = r.get<uint64_t>();
+  s.summary_.chain = r.get<uint64_t>();
+  s.summary_.executed = r.get<uint64_t>();
+  s.summary_.executed_sum = r.get<uint64_t>();
   const uint32_t applied = count(16);
+  if (r.ok && applied != (s.options_.keep_applied ? s.summary_.entries : 0)) {
+    *why = "store snapshot holds " + std::to_string(applied) + " applied identities for " +
+           std::to_string(s.summary_.entries) + " applied entries";
+    return false;
+  }
   s.applied_.reserve(applied);
   for (uint32_t i = 0; r.ok && i < applied; ++i) {
     const uint64_t client = r.get<uint64_t>();

@@ -51,12 +51,47 @@ Command noop_command();
 
 // What an operation returned. put: ok. get: ok = the key exists, value its
 // value. delete: ok = the key existed. cas: ok = the key held `expected` and
-// now holds `value`.
+// now holds `value`. refused: a put or cas that would have taken the store
+// past its maxmemory (StoreOptions) and changed nothing (ok false); Redis's
+// OOM error.
 struct Result {
   bool ok = false;
   std::string value;
+  bool refused = false;
   friend bool operator==(const Result&, const Result&) = default;
 };
+
+// What every replica of a job is configured with alike; a snapshot carries
+// it, so a store restored from one behaves as the one it was taken from.
+struct StoreOptions {
+  // The most the data may take (Store::used_bytes; 0: no limit). A put or a
+  // cas that would take it past this is refused (Result::refused); gets and
+  // deletes always run, so a full store can be emptied. Deterministic: it
+  // depends only on the log, so every replica refuses the same commands.
+  uint64_t maxmemory = 0;
+  // Keep every applied log entry's identity (Store::applied()), which the
+  // end-of-job checks replay; false keeps only their count and hashes
+  // (Store::summary()), so a store that runs for hours does not grow with
+  // its log (a RESP gateway's job).
+  bool keep_applied = true;
+  friend bool operator==(const StoreOptions&, const StoreOptions&) = default;
+};
+
+// What a store has applied, in constant space: equal on two replicas that
+// applied the same log (count and an order-dependent hash chain over the
+// identities, no-ops and skipped commands as (0, 0)), and what it executed
+// (count and an order-independent sum of identity_hash), which a job
+// compares with what its clients completed.
+struct AppliedSummary {
+  uint64_t entries = 0;
+  uint64_t chain = 0;
+  uint64_t executed = 0;
+  uint64_t executed_sum = 0;
+  friend bool operator==(const AppliedSummary&, const AppliedSummary&) = default;
+};
+
+// A well-mixed hash of a command's identity (client, seq).
+uint64_t identity_hash(uint64_t client, uint64_t seq);
 
 // What Store::apply did with a log entry.
 enum class Applied : uint8_t {
@@ -101,6 +136,10 @@ class Snapshot {
 
 class Store {
  public:
+  Store() = default;
+  explicit Store(StoreOptions options) : options_(options) {}
+  const StoreOptions& options() const { return options_; }
+
   // Applies one log entry. A command whose (client, seq) was already applied
   // is not executed again: its first result is returned (exactly-once under
   // client retries that land in the log twice). A no-op changes nothing.
@@ -131,9 +170,17 @@ class Store {
 
   // Identities of every applied log entry, in order ((0, 0) for a no-op or
   // a skipped command, neither of which took effect): the "applied log"
-  // the tests compare across replicas.
+  // the tests compare across replicas. Empty unless options().keep_applied.
   const std::vector<std::pair<uint64_t, uint64_t>>& applied() const { return applied_; }
+  // The applied log in constant space (kept whatever the options).
+  const AppliedSummary& summary() const { return summary_; }
+  // How many log entries were applied.
+  uint64_t applied_count() const { return summary_.entries; }
   size_t size() const { return data_.size(); }
+  // What the data takes, as maxmemory counts it: each key's and value's
+  // bytes and kEntryOverhead per key.
+  uint64_t used_bytes() const { return used_bytes_; }
+  static constexpr uint64_t kEntryOverhead = 96;
   // How many commands apply() skipped (kSkipped).
   uint64_t skipped() const { return skipped_; }
   const std::map<std::string, std::string>& data() const { return data_; }
@@ -156,14 +203,22 @@ class Store {
     uint64_t seq = 0;            // the last command that took effect
     std::deque<Result> results;  // of seq - results.size() + 1 .. seq
   };
+  void record(uint64_t client, uint64_t seq, bool executed);
+  // Whether `c` (a put or cas) would take the data past maxmemory.
+  bool over_limit(const Command& c) const;
+
+  StoreOptions options_;
   std::map<std::string, std::string> data_;
   std::map<uint64_t, ClientState> clients_;
   std::vector<std::pair<uint64_t, uint64_t>> applied_;
+  AppliedSummary summary_;
+  uint64_t used_bytes_ = 0;
   uint64_t skipped_ = 0;
 };
 
 // Executes `c` on a plain map with no client table: the sequential reference
-// the linearizability checks replay against.
+// the linearizability checks replay against. (It knows no maxmemory: a
+// refused command is one that took no effect, which the checks allow for.)
 Result execute(std::map<std::string, std::string>& data, const Command& c);
 
 }  // namespace kv

@@ -140,7 +140,8 @@ def main():
         results[f"sluice-kv {protocol}"] = run_server(
             f"sluice-kv {protocol}",
             [sluice, "run", "-n", "4", "--", kv, "run", "--protocol", protocol, "--resp-port",
-             str(port), "--clients-per-rank", str(args.gateway_clients)], port, descendants,
+             str(port), "--clients-per-rank", str(args.gateway_clients), "--enable-shutdown",
+             "local"], port, descendants,
             lambda p: redis_cli(p, "shutdown"), args)
 
     load = os.getloadavg()

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -31,6 +32,7 @@
 #include "history.h"
 #include "kv_client.h"
 #include "resp.h"
+#include "resp_test_util.h"
 #include "support/test_support.h"
 
 namespace {
@@ -39,7 +41,6 @@ namespace proc = sluice::proc;
 
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
-using Clock = std::chrono::steady_clock;
 
 // The protocol behind the gateway: SLUICE_KV_PROTOCOL, multipaxos by default.
 std::string protocol() {
@@ -53,113 +54,23 @@ std::string history_file() {
          (transport ? transport : "default") + ".jsonl";
 }
 
-// A connection to the gateway; every call has a deadline.
-class Conn {
- public:
-  explicit Conn(uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  }
-  ~Conn() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool ok() const { return ok_; }
-  // Sends `chunk` again and again without reading, until the gateway stops
-  // taking bytes (nothing goes out for `quiet`) or `cap` bytes went out.
-  // Returns how many went out.
-  size_t flood(const std::string& chunk, size_t cap, std::chrono::milliseconds quiet) {
-    ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
-    size_t sent = 0;
-    auto last = Clock::now();
-    while (sent < cap && Clock::now() - last < quiet) {
-      const ssize_t n = ::send(fd_, chunk.data(), chunk.size(), MSG_NOSIGNAL);
-      if (n > 0) {
-        sent += static_cast<size_t>(n);
-        last = Clock::now();
-      } else {
-        pollfd p{fd_, POLLOUT, 0};
-        ::poll(&p, 1, 10);
-      }
-    }
-    return sent;
-  }
-  void send(const std::string& bytes) {
-    ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(bytes.size()));
-  }
-  // What arrives within `wait` (stops early once `until` has arrived);
-  // *closed: the gateway closed the connection.
-  std::string receive(const std::string& until, bool* closed = nullptr,
-                      std::chrono::milliseconds wait = std::chrono::seconds(20)) {
-    std::string got;
-    const auto end = Clock::now() + wait;
-    if (closed) *closed = false;
-    while (Clock::now() < end && got.find(until) == std::string::npos) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      char buf[4096];
-      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) {
-        if (closed) *closed = true;
-        break;
-      }
-      got.append(buf, static_cast<size_t>(n));
-    }
-    return got;
-  }
-
- private:
-  int fd_ = -1;
-  bool ok_ = false;
-};
-
-// A request as redis-cli sends it: an array of bulk strings.
-std::string request(const std::vector<std::string>& args) {
-  return kv::resp::array(std::vector<std::string_view>(args.begin(), args.end()));
-}
+using kv::testing::Conn;
+using kv::testing::request;
 
 class RespJobTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     std::filesystem::remove(history_file());
-    proc::SpawnOptions o;
-    o.argv = sluice::testing::job_argv(4, 300, "sluice-kv",
-                                       {"run", "--protocol", protocol(), "--resp-port", "0",
-                                        "--clients-per-rank", "2", "--history", history_file()});
-    o.out = proc::Output::kPipe;
-    o.err = proc::Output::kToStdout;
-    job_ = new proc::Process(proc::Process::spawn(o));
-    output_ = new std::string;
-    // The gateway prints the port the kernel gave it.
-    std::regex served("serves RESP on TCP port ([0-9]+)");
-    const auto end = Clock::now() + std::chrono::seconds(60);
-    std::smatch m;
-    while (Clock::now() < end && !std::regex_search(*output_, m, served)) {
-      if (!drain(std::chrono::milliseconds(100))) break;
-    }
-    if (std::regex_search(*output_, m, served)) port_ = static_cast<uint16_t>(std::stoi(m[1]));
+    job_ = new kv::testing::RespJob(
+        4, {"--protocol", protocol(), "--resp-port", "0", "--clients-per-rank", "2", "--history",
+            history_file(), "--enable-shutdown", "local"});
+    port_ = job_->port();
   }
 
-  static void TearDownTestSuite() {
-    delete job_;
-    delete output_;
-  }
+  static void TearDownTestSuite() { delete job_; }
 
-  void SetUp() override { ASSERT_NE(port_, 0) << "the job did not start a gateway:\n" << *output_; }
-
-  // Reads what the job printed meanwhile; false once its output ended.
-  static bool drain(std::chrono::milliseconds wait) {
-    pollfd p{job_->out().get(), POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return true;
-    char buf[4096];
-    const ssize_t n = ::read(job_->out().get(), buf, sizeof(buf));
-    if (n <= 0) return false;
-    output_->append(buf, static_cast<size_t>(n));
-    return true;
+  void SetUp() override {
+    ASSERT_NE(port_, 0) << "the job did not start a gateway:\n" << job_->output();
   }
 
   static std::string redis_tool(const std::string& tool) {
@@ -175,8 +86,7 @@ class RespJobTest : public ::testing::Test {
     return run_process(argv, {}, std::chrono::seconds(30));
   }
 
-  static inline proc::Process* job_ = nullptr;
-  static inline std::string* output_ = nullptr;
+  static inline kv::testing::RespJob* job_ = nullptr;
   static inline uint16_t port_ = 0;
 };
 
@@ -236,6 +146,36 @@ TEST_F(RespJobTest, GarbageAndAHugeBulkLengthGetAnErrorAndTheConnectionCloses) {
             std::string::npos)
       << got;
   EXPECT_NE(got.find("+PONG\r\n"), std::string::npos) << got;
+}
+
+// A web page can make a browser send an HTTP POST to any port; its body is
+// then read as commands. The first line gives it away: the connection is
+// closed unanswered (and logged) before the body's SET runs.
+TEST_F(RespJobTest, ACrossProtocolPostFromAWebPageIsDroppedUnanswered) {
+  for (const std::string& attack :
+       {std::string("POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 26\r\n\r\n"
+                    "SET pwned by-a-web-page\r\n"),
+        std::string("GET /index.html HTTP/1.1\r\nHost: x\r\n\r\nSET pwned by-a-web-page\r\n"),
+        std::string("Host: 127.0.0.1\r\nSET pwned by-a-web-page\r\n")}) {
+    Conn c(port_);
+    ASSERT_TRUE(c.ok());
+    c.send(attack);
+    bool closed = false;
+    EXPECT_EQ(c.receive("never", &closed, std::chrono::seconds(10)), "") << attack;
+    EXPECT_TRUE(closed) << attack;
+  }
+  Conn check(port_);
+  check.send(request({"GET", "pwned"}));
+  EXPECT_EQ(check.receive("\r\n"), "$-1\r\n") << "the body's SET must not have run";
+}
+
+// An unknown command's name is quoted back in the error, but a CR LF in it
+// must not end that reply and forge another: one request, one reply.
+TEST_F(RespJobTest, AnErrorQuotingTheClientCannotForgeASecondReply) {
+  Conn c(port_);
+  c.send("*1\r\n$18\r\nFOO\r\n+INJECTED\r\n:7\r\n" + request({"PING"}));
+  const std::string got = c.receive("+PONG\r\n");
+  EXPECT_EQ(got, "-ERR unknown command 'FOO  +INJECTED  :7'\r\n+PONG\r\n");
 }
 
 TEST_F(RespJobTest, AThousandIdleConnectionsDoNotStallIt) {
@@ -483,24 +423,45 @@ TEST_F(RespJobTest, ShutdownEndsTheJobWithItsChecksPassed) {
   Conn c(port_);
   c.send(request({"SHUTDOWN"}));
   EXPECT_EQ(c.receive("+OK\r\n"), "+OK\r\n");
-  while (drain(std::chrono::milliseconds(200))) {
-  }
-  const auto status = job_->wait_until(Clock::now() + std::chrono::seconds(60));
-  ASSERT_TRUE(status.has_value()) << "the job did not end after SHUTDOWN\n" << *output_;
-  EXPECT_EQ(status->exit_code, 0) << *output_;
+  const auto status = job_->finish(std::chrono::seconds(60));
+  const std::string& output = job_->output();
+  ASSERT_TRUE(status.has_value()) << "the job did not end after SHUTDOWN\n" << output;
+  EXPECT_EQ(status->exit_code, 0) << output;
+  // (The gateway keeps no history, so the job checks counts and sums;
+  // porcupine checks the history it streamed to its file.)
   EXPECT_EQ(sluice::testing::count_lines_with(
-                *output_,
-                "job: every operation completed exactly once; replicas identical; history "
-                "linearizable"),
+                output, "job: every operation completed exactly once; replicas identical"),
             1)
-      << *output_;
-  EXPECT_NE(output_->find("clients: 2 RESP gateway clients completed"), std::string::npos)
-      << *output_;
+      << output;
+  EXPECT_NE(output.find("possible SECURITY ATTACK"), std::string::npos)
+      << "the cross-protocol request was logged\n"
+      << output;
+  EXPECT_NE(output.find("clients: 2 RESP gateway clients completed"), std::string::npos)
+      << output;
   const ProcessResult p =
       run_process({SLUICE_KV_PORCUPINE, history_file()}, {}, std::chrono::seconds(120));
   EXPECT_EQ(p.exit_code, 0) << p.output;
   EXPECT_NE(p.output.find("kv-porcupine: linearizable"), std::string::npos) << p.output;
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+  // Several gateways write a file each (FILE.<rank>), which kv-porcupine
+  // checks as one history: the same history cut in two gives the same
+  // verdict over the same operations.
+  std::ifstream in(history_file());
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_GT(lines.size(), 100u);
+  const std::string a = history_file() + ".3", b = history_file() + ".4";
+  {
+    std::ofstream fa(a), fb(b);
+    for (size_t i = 0; i < lines.size(); ++i) (i % 2 ? fb : fa) << lines[i] << '\n';
+  }
+  const ProcessResult split = run_process({SLUICE_KV_PORCUPINE, a, b}, {}, std::chrono::seconds(120));
+  EXPECT_EQ(split.exit_code, 0) << split.output;
+  const std::string count = "linearizable (" + std::to_string(lines.size()) + " operations";
+  EXPECT_NE(split.output.find(count), std::string::npos) << split.output;
+  EXPECT_NE(p.output.find(count), std::string::npos) << p.output;
+  std::filesystem::remove(a);
+  std::filesystem::remove(b);
 }
 
 }  // namespace

@@ -73,6 +73,33 @@ TEST(RespTest, GarbageAndOversizedRequestsAreProtocolErrors) {
   EXPECT_EQ(parse_request(std::string(kMaxInline + 1, 'a'), &args, &used, &error), Parsed::kError);
 }
 
+// A bulk string over the server's limit is refused from its header, before
+// any of its bytes has come, and the error names the length and the limit.
+TEST(RespTest, ABulkOverTheLimitIsRefusedFromItsHeader) {
+  std::vector<std::string> args;
+  size_t used = 0;
+  std::string error;
+  EXPECT_EQ(parse_request("*2\r\n$3\r\nSET\r\n$1025\r\n", &args, &used, &error, 1024),
+            Parsed::kError);
+  EXPECT_NE(error.find("1025 bytes is over the limit of 1024"), std::string::npos) << error;
+  EXPECT_EQ(parse_request("*2\r\n$3\r\nSET\r\n$1024\r\n", &args, &used, &error, 1024),
+            Parsed::kIncomplete);
+}
+
+// Error and status replies are one line whatever text they carry: a
+// client's CR LF quoted back cannot forge a second reply.
+TEST(RespTest, ErrorRepliesCannotCarryALineBreak) {
+  EXPECT_EQ(error("ERR unknown command 'FOO\r\n+INJECTED\r\n:7'"),
+            "-ERR unknown command 'FOO  +INJECTED  :7'\r\n");
+  EXPECT_EQ(simple("a\nb"), "+a b\r\n");
+  Reply r;
+  size_t used = 0;
+  std::string why;
+  const std::string one = error("x\r\n-y\n");
+  ASSERT_EQ(parse_reply(one, &r, &used, &why), Parsed::kRequest);
+  EXPECT_EQ(used, one.size()) << "one reply, nothing left over";
+}
+
 TEST(RespTest, RepliesAreEncodedAsRedisDoes) {
   EXPECT_EQ(simple("OK"), "+OK\r\n");
   EXPECT_EQ(error("ERR no"), "-ERR no\r\n");

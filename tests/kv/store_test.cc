@@ -173,6 +173,95 @@ TEST(StoreTest, ASnapshotRestoresAnEqualStoreAndBadBytesAreRefused) {
   EXPECT_EQ(c.digest(), before) << "a refused snapshot changes nothing";
 }
 
+// maxmemory: a put or swap that would take the data past the limit is
+// refused (no effect, Result::refused), a put that shrinks a value and every
+// get and delete still run, and once deletes make room writes succeed again.
+// The refusal is part of the state: a retry gets it back, and the digest and
+// a snapshot carry it.
+TEST(StoreTest, WritesPastMaxmemoryAreRefusedAndChangeNothing) {
+  StoreOptions o;
+  o.maxmemory = 3 * (Store::kEntryOverhead + 2 + 100);  // three keys "kN" of 100 bytes
+  Store s(o);
+  uint64_t seq = 0;
+  for (int k = 0; k < 3; ++k) {
+    const Result r = s.apply(cmd(Op::kPut, 1, ++seq, "k" + std::to_string(k), std::string(100, 'v')));
+    EXPECT_TRUE(r.ok && !r.refused) << k;
+  }
+  EXPECT_EQ(s.used_bytes(), o.maxmemory);
+  Applied how;
+  const Result full = s.apply(cmd(Op::kPut, 1, ++seq, "k3", "x"), &how);
+  EXPECT_EQ(how, Applied::kExecuted);
+  EXPECT_TRUE(full.refused);
+  EXPECT_FALSE(full.ok);
+  EXPECT_EQ(s.data().count("k3"), 0u);
+  EXPECT_TRUE(s.apply(cmd(Op::kPut, 1, seq, "k3", "x")).refused) << "a retry: the first result";
+  EXPECT_TRUE(s.apply(cmd(Op::kCas, 1, ++seq, "k0", std::string(101, 'w'), std::string(100, 'v')))
+                  .refused)
+      << "a swap that grows a value";
+  EXPECT_FALSE(s.apply(cmd(Op::kCas, 1, ++seq, "k0", "short", std::string(100, 'v'))).refused)
+      << "a swap that shrinks one";
+  EXPECT_EQ(s.data().at("k0"), "short");
+  EXPECT_FALSE(s.apply(cmd(Op::kCas, 1, ++seq, "k9", "x", "absent")).refused)
+      << "a swap that fails anyway changes nothing and is answered as such";
+  EXPECT_TRUE(s.apply(cmd(Op::kGet, 1, ++seq, "k1")).ok);
+  EXPECT_TRUE(s.apply(cmd(Op::kDelete, 1, ++seq, "k1")).ok);
+  EXPECT_FALSE(s.apply(cmd(Op::kPut, 1, ++seq, "k3", "x")).refused) << "room again";
+  // The refusal is state: a store without the refused result differs.
+  Store copy;
+  std::string why;
+  ASSERT_TRUE(copy.restore(s.serialize(), &why)) << why;
+  EXPECT_EQ(copy.digest(), s.digest());
+  EXPECT_EQ(copy.options(), o) << "a snapshot carries the options";
+  EXPECT_EQ(copy.used_bytes(), s.used_bytes());
+  Result again;
+  ASSERT_TRUE(copy.already_applied(1, 4, &again));
+  EXPECT_TRUE(again.refused);
+}
+
+// Without keep_applied a store keeps no identity of what it applied, only
+// its summary, which equals a keeping store's after the same log: count and
+// chain over every entry, and the executed ones' count and sum. A different
+// order gives a different chain; the executed sum is order-independent.
+TEST(StoreTest, AStoreThatKeepsNoIdentitiesKeepsTheSameSummary) {
+  StoreOptions lean;
+  lean.keep_applied = false;
+  Store keeping, summary_only(lean), reordered(lean);
+  std::vector<Command> log;
+  for (uint64_t seq = 1; seq <= 50; ++seq) {
+    log.push_back(cmd(Op::kPut, 1 + seq % 2, (seq + 1) / 2, "k" + std::to_string(seq % 5), "v"));
+    if (seq % 7 == 0) log.push_back(noop_command());
+    if (seq % 9 == 0) log.push_back(log.front());  // a duplicate
+  }
+  for (const Command& c : log) {
+    keeping.apply(c);
+    summary_only.apply(c);
+  }
+  EXPECT_TRUE(summary_only.applied().empty());
+  EXPECT_EQ(keeping.applied().size(), log.size());
+  EXPECT_EQ(summary_only.summary(), keeping.summary());
+  EXPECT_EQ(summary_only.digest(), keeping.digest());
+  EXPECT_EQ(summary_only.summary().entries, log.size());
+  uint64_t sum = 0, executed = 0;
+  for (uint64_t client = 1; client <= 2; ++client)
+    for (uint64_t seq = 1; seq <= summary_only.last_seq(client); ++seq, ++executed)
+      sum += identity_hash(client, seq);
+  EXPECT_EQ(summary_only.summary().executed, executed);
+  EXPECT_EQ(summary_only.summary().executed_sum, sum);
+  // The same commands with two of one client's swapped: one is skipped
+  // (its predecessor is missing), so the logs and their chains differ.
+  std::vector<Command> other = log;
+  std::swap(other[0], other[2]);
+  for (const Command& c : other) reordered.apply(c);
+  EXPECT_NE(reordered.summary().chain, summary_only.summary().chain);
+  // A snapshot of it restores the same summary, and no identities.
+  Store restored;
+  std::string why;
+  ASSERT_TRUE(restored.restore(summary_only.serialize(), &why)) << why;
+  EXPECT_EQ(restored.summary(), summary_only.summary());
+  EXPECT_FALSE(restored.options().keep_applied);
+  EXPECT_TRUE(restored.applied().empty());
+}
+
 Completed done(Command c, Result r, uint64_t invoked, uint64_t completed) {
   return Completed{std::move(c), std::move(r), invoked, completed};
 }

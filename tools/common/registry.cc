@@ -65,8 +65,9 @@ int serve_registry(const RegistryCommandOptions& options) {
     split_host_port(options.bind, "--bind", 0, &registry_options.bind_host, &registry_options.port);
     if (!options.metrics.empty()) {
       registry_options.metrics = true;
-      split_host_port(options.metrics, "--metrics", 0, &registry_options.metrics_host,
-                      &registry_options.metrics_port);
+      const std::string warning = metrics_host_port(
+          options.metrics, &registry_options.metrics_host, &registry_options.metrics_port);
+      if (!warning.empty()) say(warning);
     }
     if (options.world < 1 || options.world > UINT32_MAX) {
       say("--world ", options.world, ": the number of ranks in the job must be at least 1");
@@ -193,7 +194,7 @@ void add_registry_command(CLI::App& app) {
                   "File whose first line is the job secret the ranks must present (default: SLUICE_SECRET, "
                   "else a new random one, printed)");
   sub->add_option("--metrics", options->metrics,
-                  "HOST[:PORT]: also serve the job's flow counters and rank states in the "
+                  "[HOST:]PORT: also serve the job's flow counters and rank states in the "
                   "Prometheus text format at http://HOST:PORT/metrics (PORT 0 or none: any free "
                   "port, printed)");
   sub->add_option("--secret", options->secret,

@@ -709,8 +709,9 @@ int run_job(const RunOptions& options) {
   try {
     if (!options.metrics.empty()) {
       registry_options.metrics = true;
-      split_host_port(options.metrics, "--metrics", 0, &registry_options.metrics_host,
-                      &registry_options.metrics_port);
+      const std::string warning = metrics_host_port(
+          options.metrics, &registry_options.metrics_host, &registry_options.metrics_port);
+      if (!warning.empty()) say(warning);
     }
     registry_options.heartbeat_timeout = read_environment().options.peer_timeout;
     registry_options.secret = random_secret();
@@ -818,7 +819,7 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--bind", options->bind_host, "Address the job's registry listens on")
       ->capture_default_str();
   sub->add_option("--metrics", options->metrics,
-                  "HOST[:PORT]: serve the job's flow counters and rank states in the Prometheus "
+                  "[HOST:]PORT: serve the job's flow counters and rank states in the Prometheus "
                   "text format at http://HOST:PORT/metrics while it runs (PORT 0 or none: any "
                   "free port, printed)");
   sub->add_flag("--stacks-on-timeout", options->stacks_on_timeout,

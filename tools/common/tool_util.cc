@@ -91,6 +91,20 @@ void split_host_port(const std::string& text, const char* what, uint16_t default
   *port = static_cast<uint16_t>(port_value);
 }
 
+std::string metrics_host_port(const std::string& text, std::string* host, uint16_t* port) {
+  const std::string digits = !text.empty() && text.front() == ':' ? text.substr(1) : text;
+  if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos) {
+    split_host_port("127.0.0.1:" + digits, "--metrics", 0, host, port);
+  } else {
+    split_host_port(text, "--metrics", 0, host, port);
+  }
+  if (*host != "0.0.0.0" && *host != "::") return "";
+  return "--metrics " + text +
+         ": the metrics endpoint listens on every interface, and anyone who reaches it reads the "
+         "job's flows and ranks; give this host's address on a trusted network instead, or "
+         "127.0.0.1";
+}
+
 bool write_all(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());

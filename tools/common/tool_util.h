@@ -46,6 +46,13 @@ ToolEnvironment read_environment();
 void split_host_port(const std::string& text, const char* what, uint16_t default_port,
                      std::string* host, uint16_t* port);
 
+// Parses a --metrics value: "PORT" or ":PORT" is that port on 127.0.0.1
+// (a metrics endpoint binds to loopback unless told otherwise), anything
+// else as split_host_port does (port 0 when none). Returns a warning for
+// the caller to print when it names every interface (0.0.0.0, ::), as the
+// registry's --bind warns; else "". Throws as split_host_port does.
+std::string metrics_host_port(const std::string& text, std::string* host, uint16_t* port);
+
 // Writes all of `data` to `fd` with as few write(2) calls as the kernel
 // allows, so that lines written in one call never interleave mid-line with
 // other writers of the same pipe (up to PIPE_BUF bytes, and with any other

@@ -19,7 +19,15 @@
 // state (Knossos's and porcupine's usual treatment of an indefinite
 // operation: taking effect after everything else is the same as never).
 //
-// Usage: kv-porcupine [-timeout 60s] [-html FILE] HISTORY
+// A put or cas the store refused (its maxmemory was reached, Redis's OOM
+// error) has "refused":true: it took no effect, and the model lets it
+// leave any state as it was (the limit is over the whole store, which a
+// check key by key cannot see).
+//
+// Several files (a job with several RESP gateways writes one per gateway
+// rank) are checked as one history: their times come from one host clock.
+//
+// Usage: kv-porcupine [-timeout 60s] [-html FILE] HISTORY...
 // Exit status: 0 linearizable, 1 not linearizable, 2 bad input or usage,
 // 3 no verdict within the timeout.
 package main
@@ -47,6 +55,7 @@ type record struct {
 	Call     *int64  `json:"call"`
 	Return   *int64  `json:"return"`
 	Unknown  bool    `json:"unknown"`
+	Refused  bool    `json:"refused"`
 }
 
 type input struct {
@@ -57,6 +66,7 @@ type output struct {
 	ok      bool
 	out     string
 	unknown bool // the client never learnt the outcome
+	refused bool // the store refused it (maxmemory): no effect
 }
 
 // The state of one key: absent, or present with a value.
@@ -86,6 +96,9 @@ var model = porcupine.Model{
 	Init: func() interface{} { return state{} },
 	Step: func(s, in, out interface{}) (bool, interface{}) {
 		st, i, o := s.(state), in.(input), out.(output)
+		if o.refused {
+			return !o.ok, st
+		}
 		switch i.op {
 		case "put":
 			return o.ok || o.unknown, state{true, i.value}
@@ -111,6 +124,9 @@ var model = porcupine.Model{
 		i, o := in.(input), out.(output)
 		if o.unknown {
 			return fmt.Sprintf("%s(%q, %q) -> unknown", i.op, i.key, i.value)
+		}
+		if o.refused {
+			return fmt.Sprintf("%s(%q, %q) -> refused (OOM)", i.op, i.key, i.value)
 		}
 		switch i.op {
 		case "put":
@@ -173,6 +189,9 @@ func load(path string) ([]porcupine.Operation, error) {
 		default:
 			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete or cas", path, line, r.Op)
 		}
+		if r.Refused && r.Op != "put" && r.Op != "cas" {
+			return nil, fmt.Errorf("%s:%d: a %s cannot be refused (only puts and swaps are)", path, line, r.Op)
+		}
 		if r.Unknown {
 			ops = append(ops, porcupine.Operation{
 				ClientId: *r.Client,
@@ -190,7 +209,7 @@ func load(path string) ([]porcupine.Operation, error) {
 			ClientId: *r.Client,
 			Input:    input{r.Op, *r.Key, r.Value, r.Expected},
 			Call:     *r.Call,
-			Output:   output{ok: *r.Ok, out: r.Out},
+			Output:   output{ok: *r.Ok, out: r.Out, refused: r.Refused},
 			Return:   *r.Return,
 		})
 	}
@@ -212,21 +231,54 @@ func load(path string) ([]porcupine.Operation, error) {
 	return ops, sc.Err()
 }
 
+// loadAll reads every file as one history; client ids must not repeat
+// across files (each gateway rank's clients have ids of their own).
+func loadAll(paths []string) ([]porcupine.Operation, error) {
+	var all []porcupine.Operation
+	for _, p := range paths {
+		ops, err := load(p)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ops...)
+	}
+	// Unknown outcomes return after every time in the whole history.
+	var last int64
+	for _, o := range all {
+		if !o.Output.(output).unknown {
+			if o.Call > last {
+				last = o.Call
+			}
+			if o.Return > last {
+				last = o.Return
+			}
+		} else if o.Call > last {
+			last = o.Call
+		}
+	}
+	for k := range all {
+		if all[k].Output.(output).unknown {
+			all[k].Return = last + 1
+		}
+	}
+	return all, nil
+}
+
 func main() {
 	timeout := flag.Duration("timeout", 60*time.Second, "give up (exit 3) after this long")
 	html := flag.String("html", "", "write porcupine's visualization of the history to this file")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: kv-porcupine [-timeout 60s] [-html FILE] HISTORY\n"+
-			"Checks a sluice-kv history (sluice-kv run --history FILE) for linearizability with porcupine.\n"+
+		fmt.Fprintf(os.Stderr, "usage: kv-porcupine [-timeout 60s] [-html FILE] HISTORY...\n"+
+			"Checks a sluice-kv history (sluice-kv run --history FILE; several files are one history) for linearizability with porcupine.\n"+
 			"Exit status: 0 linearizable, 1 not linearizable, 2 bad input, 3 no verdict in time.\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() != 1 {
+	if flag.NArg() < 1 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	ops, err := load(flag.Arg(0))
+	ops, err := loadAll(flag.Args())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kv-porcupine: %v\n", err)
 		os.Exit(2)
