@@ -145,6 +145,17 @@ double cpu_seconds() {
   return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+// What rank 0's flows to the other ranks run over: "shm", "ofi", or
+// "shm+ofi" where some ranks share its host and others do not.
+std::string transport_label(const sluice::Cluster& cluster) {
+  bool shm = false, ofi = false;
+  for (uint32_t r = 0; r < cluster.world_size(); ++r) {
+    if (r == cluster.rank() && cluster.world_size() > 1) continue;
+    (cluster.transport_to(r) == sluice::Transport::kOfi ? ofi : shm) = true;
+  }
+  return shm && ofi ? "shm+ofi" : ofi ? "ofi" : "shm";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -227,8 +238,8 @@ int main(int argc, char** argv) {
         total_cpu += v[3] / 1e9;
       }
       const double bytes = static_cast<double>(total) * sizeof(Tuple);
-      std::printf("sluice shuffle demo: %u ranks x %u threads, N:M shuffle of %zu-byte tuples over shm\n", world,
-                  opt.threads, sizeof(Tuple));
+      std::printf("sluice shuffle demo: %u ranks x %u threads, N:M shuffle of %zu-byte tuples over %s\n", world,
+                  opt.threads, sizeof(Tuple), transport_label(cluster).c_str());
       std::printf("  tuples    %" PRIu64 "\n", total);
       std::printf("  bytes     %.3f GB\n", bytes / 1e9);
       std::printf("  seconds   %.3f (slowest rank; %.2f CPU-seconds in all)\n", max_seconds, total_cpu);

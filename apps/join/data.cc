@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -188,27 +189,39 @@ std::vector<T> read_file(const std::string& path) {
     for (std::string line; std::getline(in, line);) {
       ++line_no;
       if (line.empty() || line[0] == '#' || line == "\r") continue;
-      const char* p = line.c_str();
-      char* end = nullptr;
-      errno = 0;
-      const unsigned long long key = std::strtoull(p, &end, 10);
-      if (end == p || errno != 0 || *p == '-') {
-        throw InputError(path + ":" + std::to_string(line_no) +
-                         ": expected 'key' or 'key,payload', got '" + line + "'");
-      }
-      unsigned long long payload = 0;
-      if (*end == ',') {
-        const char* q = end + 1;
-        payload = std::strtoull(q, &end, 10);
-        if (end == q || errno != 0 || *q == '-') {
-          throw InputError(path + ":" + std::to_string(line_no) + ": bad payload in '" + line +
-                           "'");
+      if (line.back() == '\r') line.pop_back();
+      // A field: spaces, then an unsigned decimal integer (from_chars takes
+      // no sign: " -7" is an error, not 2^64 - 7), then spaces.
+      size_t at = 0;
+      auto field = [&](const char* what) {
+        while (at < line.size() && (line[at] == ' ' || line[at] == '\t')) ++at;
+        const size_t start = at;
+        size_t stop = line.find(',', at);
+        if (stop == std::string::npos) stop = line.size();
+        size_t digits_end = stop;
+        while (digits_end > start && (line[digits_end - 1] == ' ' || line[digits_end - 1] == '\t'))
+          --digits_end;
+        uint64_t v = 0;
+        const auto [ptr, ec] = std::from_chars(line.data() + start, line.data() + digits_end, v);
+        if (start == digits_end || ec != std::errc() || ptr != line.data() + digits_end) {
+          throw InputError(path + ":" + std::to_string(line_no) + ":" +
+                           std::to_string(start + 1) + ": the " + what +
+                           " must be an unsigned integer below 2^64, not '" +
+                           line.substr(start, stop - start) + "' (a line is key or key,payload)");
+        }
+        at = stop;
+        return v;
+      };
+      const uint64_t key = field("key");
+      uint64_t payload = 0;
+      if (at < line.size()) {
+        ++at;  // the ','
+        payload = field("payload");
+        if (at < line.size()) {
+          throw InputError(path + ":" + std::to_string(line_no) + ":" + std::to_string(at + 1) +
+                           ": trailing text after key,payload: '" + line.substr(at) + "'");
         }
       }
-      while (*end == ' ' || *end == '\r' || *end == '\t') ++end;
-      if (*end != '\0')
-        throw InputError(path + ":" + std::to_string(line_no) + ": trailing text in '" + line +
-                         "'");
       rows.push_back(make_tuple<T>(key, payload));
     }
     return rows;

@@ -101,17 +101,22 @@ void Column::append_from(const Column& o, size_t i) {
   }
 }
 
+double decimal_scale(uint32_t scale) {
+  double p = 1;
+  for (uint32_t s = 0; s < scale; ++s) p *= 10;  // (exact up to 10^22: 5^22 < 2^53)
+  return p;
+}
+
 double Column::real_at(size_t i) const {
   switch (type()) {
     case Type::kDouble:
       return reals[i];
     case Type::kDate:
       return days[i];
-    case Type::kDecimal: {
-      double d = static_cast<double>(ints[i]);
-      for (uint32_t s = 0; s < field.scale; ++s) d /= 10;
-      return d;
-    }
+    case Type::kDecimal:
+      // One division by the exact power of ten, as DuckDB casts a decimal
+      // to a double (dividing by 10 scale times rounds scale times).
+      return static_cast<double>(ints[i]) / decimal_scale(field.scale);
     default:
       return static_cast<double>(ints[i]);
   }

@@ -53,6 +53,10 @@ class Schema {
   std::vector<Field> fields_;
 };
 
+// 10^scale as a double (exact up to 10^22): a decimal's unscaled value
+// divided by it once is its value as a double, as DuckDB computes it.
+double decimal_scale(uint32_t scale);
+
 // Field constructors, for writing schemas compactly.
 inline Field int64_field(std::string n) { return {std::move(n), Type::kInt64, 0, 0}; }
 inline Field double_field(std::string n) { return {std::move(n), Type::kDouble, 0, 0}; }

@@ -410,9 +410,8 @@ void HashAggregate::finish() {
         case AggKind::kAvg: {
           double sum = x.dsum;
           if (!real) {
-            sum = static_cast<double>(x.isum);
             const uint32_t scale = args_[a].type() == Type::kDecimal ? args_[a].field.scale : 0;
-            for (uint32_t s = 0; s < scale; ++s) sum /= 10;
+            sum = static_cast<double>(x.isum) / decimal_scale(scale);
           }
           c.reals.push_back(x.count == 0 ? 0 : sum / static_cast<double>(x.count));
           break;

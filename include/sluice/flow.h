@@ -476,7 +476,7 @@ class Source {
     return Status::kOk;
   }
   Status replicate(const T& r, Deadline deadline, bool try_only) {
-    return detail::replicate_write(core_.get(), sizeof(T), deadline, try_only,
+    return detail::replicate_write(core_.get(), sizeof(T), sizeof(T), deadline, try_only,
                                    [&r](std::byte* dst) { std::memcpy(dst, &r, sizeof(T)); });
   }
   Status write_run_to(std::span<const uint32_t> targets, std::span<const T> records,
@@ -630,7 +630,8 @@ class BytesSource {
     if (!rec.empty()) std::memcpy(dst + detail::kRecordHeaderBytes, rec.data(), rec.size());
   }
   Status replicate(std::span<const std::byte> rec, Deadline deadline, bool try_only) {
-    return detail::replicate_write(core_.get(), detail::record_stride(rec.size()), deadline, try_only,
+    return detail::replicate_write(core_.get(), detail::record_stride(rec.size()), rec.size(), deadline,
+                                   try_only,
                                    [rec](std::byte* dst) { put_record(dst, rec); });
   }
   Status write(uint32_t target, std::span<const std::byte> rec, Deadline deadline, bool try_only) {
@@ -642,6 +643,7 @@ class BytesSource {
     const size_t stride = detail::record_stride(rec.size());
     detail::Lane& lane = core_->lanes_[target];
     if (static_cast<size_t>(lane.end - lane.cur) < stride) [[unlikely]] {
+      core_->record_bytes_ = rec.size();
       Status s = core_->reserve(target, stride, deadline, try_only);
       if (s != Status::kOk) return s;
     }

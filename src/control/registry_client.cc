@@ -220,6 +220,9 @@ struct RegistryClient::Impl {
   void apply_peer(const PeerEventMsg& e);
   void loop();
   bool handle_frame(const Frame& f, std::string* problem);
+  // Handles every whole frame the parser holds; false (and *reason) on a
+  // malformed one.
+  bool handle_parsed(std::string* reason);
   void fail_all(const std::string& reason);
   void wake();
   void write_all(const std::string& bytes, Deadline deadline);
@@ -259,6 +262,9 @@ struct RegistryClient::Impl {
   uint32_t next_id = 1;
   bool lost = false;
   std::string lost_text;
+  // Why the registry is closing this rank's connection, where it said so
+  // (it declared this rank lost); empty otherwise.
+  std::string told_why;
 };
 
 int RegistryClient::Impl::try_connect(const addrinfo* ai, Deadline deadline, std::string* error) {
@@ -499,6 +505,18 @@ bool RegistryClient::Impl::handle_frame(const Frame& f, std::string* problem) {
     apply_peer(e);
     return true;
   }
+  if (type == MsgType::kError && f.header.request_id == 0) {
+    // Not a reply: the registry says why it is about to close on us (it
+    // declared this rank lost). Kept for the failure the close brings.
+    ErrorMsg e;
+    if (!decode(f.payload, &e)) {
+      *problem = "it sent a malformed ERROR";
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    told_why = e.text;
+    return true;
+  }
   std::lock_guard<std::mutex> lock(mu);
   // An unknown id is a reply to a request whose caller gave up; drop it.
   if (auto it = pending.find(f.header.request_id); it != pending.end()) {
@@ -510,9 +528,19 @@ bool RegistryClient::Impl::handle_frame(const Frame& f, std::string* problem) {
 
 void RegistryClient::Impl::fail_all(const std::string& reason) {
   const bool shutting_down = stopping.load(std::memory_order_acquire);
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    why = told_why;
+  }
   std::string text = log::cat("lost the registry at ", address, ": ", reason);
-  if (!shutting_down) {
+  if (!why.empty()) {
+    text = log::cat(why, "; the registry at ", address, " closed this rank's connection (",
+                    reason, "), so this rank cannot continue");
+  } else if (!shutting_down) {
     text += "; the registry process exited or the network failed, so this job cannot continue";
+  }
+  if (!shutting_down) {
     log::warn(text);
     peers.set_registry_lost(text);
   }
@@ -521,6 +549,20 @@ void RegistryClient::Impl::fail_all(const std::string& reason) {
   lost_text = text;
   for (auto& [id, promise] : pending) promise.set_value(Reply{MsgType::kError, "", true, text});
   pending.clear();
+}
+
+bool RegistryClient::Impl::handle_parsed(std::string* reason) {
+  for (;;) {
+    Frame f;
+    ErrorCode code = ErrorCode::kProtocol;
+    std::string problem;
+    const FrameParser::Result res = parser.next(&f, &code, &problem);
+    if (res == FrameParser::Result::kNeedMore) return true;
+    if (res == FrameParser::Result::kBad || !handle_frame(f, &problem)) {
+      *reason = "protocol error: " + problem;
+      return false;
+    }
+  }
 }
 
 void RegistryClient::Impl::loop() {
@@ -534,6 +576,12 @@ void RegistryClient::Impl::loop() {
   bool write_shut = false;
   std::string reason;
   uint64_t reports_seen = signal_report::requests();
+  // Frames that came in one read with WELCOME (connect() parsed only that)
+  // are handled now, not when more bytes come: none may come.
+  if (!handle_parsed(&reason)) {
+    fail_all(reason);
+    return;
+  }
   for (;;) {
     // stopping is set (release) before the eventfd write; once it reads true,
     // stop_deadline is visible too.
@@ -587,20 +635,7 @@ void RegistryClient::Impl::loop() {
       if (n > 0) {
         last_heard = now;
         parser.append(buf, static_cast<size_t>(n));
-        bool bad = false;
-        for (;;) {
-          Frame f;
-          ErrorCode code = ErrorCode::kProtocol;
-          std::string problem;
-          const FrameParser::Result res = parser.next(&f, &code, &problem);
-          if (res == FrameParser::Result::kNeedMore) break;
-          if (res == FrameParser::Result::kBad || !handle_frame(f, &problem)) {
-            reason = "protocol error: " + problem;
-            bad = true;
-            break;
-          }
-        }
-        if (bad) break;
+        if (!handle_parsed(&reason)) break;
       }
     }
     if (stop) continue;

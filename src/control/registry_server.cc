@@ -342,7 +342,17 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
     const uint64_t conn_id = info.conn_id;
     const std::string reason = log::cat("no heartbeat for ", opt.heartbeat_timeout.count(), " ms");
     lose_rank(r, RankState::kDied, reason);
-    if (Conn* c = find_conn(conn_id)) c->dead = true;
+    // Told why before the connection closes, so that a rank that was only
+    // stopped and resumes says it was declared lost, not that the
+    // registry went away (an ERROR that answers no request: id 0).
+    if (Conn* c = find_conn(conn_id); c != nullptr && !c->dead) {
+      send(*c, MsgType::kError, 0,
+           encode(ErrorMsg{ErrorCode::kPeerLost, r,
+                           log::cat("the registry declared this rank (", r, ") lost: ", reason,
+                                    " (was the process stopped, or too busy to heartbeat?); the "
+                                    "job went on without it")}));
+      if (!c->dead) start_closing(*c, now);
+    }
     // The process may still exist (stopped, or hung with its control thread);
     // whoever launched it should stop it.
     if (opt.on_silent_rank) opt.on_silent_rank(r, reason);

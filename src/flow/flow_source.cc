@@ -139,11 +139,14 @@ Status FlowSource::refuse(size_t bytes) {
   if (closed_)
     return fail(Status::kClosed, ctx_->endpoint_name(true, index_) + ": push after close()");
   const FlowSpec& spec = ctx_->spec;
+  // A byte record's own size where the push said it (record_bytes_, the
+  // slow path), else at least what its framed size shows.
+  const bool known = spec.record_size != 0 || record_stride(record_bytes_) == bytes;
+  const size_t own = spec.record_size != 0 ? bytes : record_bytes_;
   return fail(Status::kInvalid,
               ctx_->endpoint_name(true, index_) + ": a record of " +
-                  (spec.record_size != 0
-                       ? std::to_string(bytes) + " bytes"
-                       : "more than " + std::to_string(bytes - kRecordHeaderBytes - 8) + " bytes") +
+                  (known ? std::to_string(own) + " bytes"
+                         : "more than " + std::to_string(bytes - kRecordHeaderBytes - 8) + " bytes") +
                   " exceeds the largest this flow takes, " +
                   std::to_string(spec.max_record_bytes()) + " bytes (segment_bytes " +
                   std::to_string(spec.effective_segment_bytes()) + "); raise segment_bytes");

@@ -163,6 +163,42 @@ TEST(JoinFilesTest, MalformedInputIsAnErrorNamingTheFile) {
   ::unlink(path);
 }
 
+// Every CSV field is an unsigned decimal integer: a sign, an overflow or
+// text is an error naming file:line:column and the field, never a key
+// wrapped around 2^64 (strtoull read " -7" as 2^64 - 7 and joined it).
+TEST(JoinFilesTest, ACsvKeyThatIsNotAnUnsignedIntegerIsRejectedWithItsPosition) {
+  struct Case {
+    std::string text, where, field;
+  };
+  for (const Case& c : {Case{"1,2\n -7\n", ":2:2:", "the key must be an unsigned integer below 2^64, not '-7'"},
+                        Case{"18446744073709551616\n", ":1:1:", "not '18446744073709551616'"},
+                        Case{"4,+5\n", ":1:3:", "the payload must be an unsigned integer"},
+                        Case{"4,5,6\n", ":1:4:", "trailing text after key,payload"},
+                        Case{"x7\n", ":1:1:", "not 'x7'"}}) {
+    char path[] = "/tmp/sluice-join-key-XXXXXX.csv";
+    const int fd = ::mkstemps(path, 4);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, c.text.data(), c.text.size()), static_cast<ssize_t>(c.text.size()));
+    ::close(fd);
+    const ProcessResult r = run_join(1, {"--r-file", path, "--s-file", path});
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(std::string(path) + c.where), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.field), std::string::npos) << r.output;
+    ::unlink(path);
+  }
+  // Spaces around a field and a CRLF line end are fine.
+  char path[] = "/tmp/sluice-join-key-XXXXXX.csv";
+  const int fd = ::mkstemps(path, 4);
+  ASSERT_GE(fd, 0);
+  const std::string good = " 5 , 6 \r\n7\r\n";
+  ASSERT_EQ(::write(fd, good.data(), good.size()), static_cast<ssize_t>(good.size()));
+  ::close(fd);
+  const ProcessResult ok = run_join(1, {"--json", "--verify", "--r-file", path, "--s-file", path});
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_EQ(json_field(ok.output, "verify"), "OK") << ok.output;
+  ::unlink(path);
+}
+
 TEST(JoinBaselineTest, SingleThreadBaselineComputesTheSameResult) {
   const ProcessResult dist =
       run_join(2, {"--json", "--r", "50000", "--s", "80000", "--dist", "zipf"});

@@ -236,8 +236,12 @@ TEST_F(RespLimitsTest, ClientsHoldingBigUnfinishedRequestsAreEvictedAndMemorySta
     closed_count += closed;
   }
   EXPECT_GT(closed_count, 150u) << "4 MB holds about 17 of these clients' buffers";
+#if !defined(SLUICE_SANITIZED)
+  // (Not under the sanitizers: AddressSanitizer keeps freed memory in its
+  // quarantine, so a sanitized gateway's RSS grows with what it freed.)
   EXPECT_LT(during, before + 16 * 1024)
       << "the gateway grew from " << before << " to " << during << " KiB";
+#endif
   std::printf("gateway RSS %llu KiB before, %llu KiB with 200 hostile clients (%zu closed)\n",
               static_cast<unsigned long long>(before), static_cast<unsigned long long>(during),
               closed_count);

@@ -123,6 +123,25 @@ TEST(SluiceDoctorTest, TooLittleLockedMemoryFailsForAProviderThatPinsAndNamesThe
   }
 }
 
+// libfabric's shm provider keeps its queues in /dev/shm: with a 1 MiB one
+// it does not open, and doctor names /dev/shm and its room (it used to say
+// the provider was "not present ... install libfabric"). Needs a mount
+// namespace (root and unshare); skipped with the reason otherwise.
+TEST(SluiceDoctorTest, ASmallDevShmIsNamedWhenTheShmProviderCannotOpen) {
+  if (::geteuid() != 0 || ::access("/usr/bin/unshare", X_OK) != 0)
+    GTEST_SKIP() << "needs root and unshare(1) to mount a small /dev/shm in a namespace of its own";
+  const auto small = doctor("exec unshare -m /bin/sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm "
+                            "&& exec \"$0\" \"$@\"' \"$0\" doctor --json \"$@\"; : ",
+                            {"--ofi-provider", "shm"});
+  const nlohmann::json report = last_json(small.output);
+  ASSERT_FALSE(report.is_null()) << small.output;
+  const nlohmann::json c = check_named(report, "libfabric provider");
+  const std::string finding = c.at("finding").get<std::string>();
+  EXPECT_NE(finding.find("/dev/shm has 1 MiB free of 1 MiB"), std::string::npos) << c.dump();
+  EXPECT_EQ(finding.find("install libfabric"), std::string::npos) << c.dump();
+  EXPECT_NE(c.at("fix").get<std::string>().find("--shm-size"), std::string::npos) << c.dump();
+}
+
 TEST(SluiceDoctorTest, TooFewOpenFilesFailsAndNamesTheFix) {
   const auto r = doctor("ulimit -n 200", {"--ranks-per-host", "8"});
   EXPECT_EQ(r.exit_code, 1) << r.output;

@@ -187,6 +187,9 @@ TEST(FlowCoreTest, ByteRecordTooLargeForASegmentIsInvalid) {
   std::vector<std::byte> big(200);
   EXPECT_EQ(out.push(big), Status::kInvalid);
   EXPECT_NE(out.error().find("exceeds the largest this flow takes, 60 bytes"), std::string::npos) << out.error();
+  // The record's own size, not its framed one (203 bytes would be "more
+  // than 196").
+  EXPECT_NE(out.error().find("a record of 200 bytes exceeds"), std::string::npos) << out.error();
   std::vector<std::byte> ok(20, std::byte{7});
   EXPECT_EQ(out.push(ok), Status::kOk);
   EXPECT_EQ(out.close(), Status::kOk);

@@ -651,7 +651,9 @@ TEST_F(RegistryTest, SlowReaderOverflowingItsQueueIsReportedDiedAndOthersAreStil
 // the client's unsent bytes pile up sooner.
 class StuckRegistry {
  public:
-  explicit StuckRegistry(uint32_t heartbeat_ms, int receive_buffer = 0) {
+  // `then`: frames sent right after WELCOME (the connection then stays open
+  // until close(), as before).
+  explicit StuckRegistry(uint32_t heartbeat_ms, int receive_buffer = 0, std::string then = "") {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (receive_buffer > 0) ::setsockopt(listener_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
     sockaddr_in a{};
@@ -662,7 +664,7 @@ class StuckRegistry {
     socklen_t len = sizeof a;
     ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len);
     port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this, heartbeat_ms] {
+    thread_ = std::thread([this, heartbeat_ms, then] {
       const int fd = ::accept(listener_, nullptr, nullptr);
       FrameParser parser;
       Frame f;
@@ -677,6 +679,7 @@ class StuckRegistry {
       const std::string welcome =
           make_frame(MsgType::kWelcome, f.header.request_id, encode(WelcomeMsg{heartbeat_ms, {}}));
       (void)!::send(fd, welcome.data(), welcome.size(), MSG_NOSIGNAL);
+      if (!then.empty()) (void)!::send(fd, then.data(), then.size(), MSG_NOSIGNAL);
       done_.get_future().wait();
       ::close(fd);
     });
@@ -719,6 +722,53 @@ TEST(RegistryLivenessTest, SilentRegistryIsReportedLostAndEndsWaitsWithoutDeadli
   EXPECT_NE(msg.find("not even a heartbeat reply"), std::string::npos) << msg;
   EXPECT_TRUE(c->peers().registry_lost());
   EXPECT_EQ(code_of([&] { c->barrier("b", kForever); }), ErrorCode::kRegistry) << "lost stays lost";
+  c.reset();
+}
+
+// A rank the registry declared lost (stopped past the heartbeat timeout,
+// then resumed) is told so before its connection closes, and says that, not
+// that the registry went away (the registry still runs). Both halves: the
+// registry sends the stopped rank the reason, and a client that hears it
+// fails with it.
+TEST_F(RegistryTest, ARankDeclaredLostIsToldWhyBeforeItsConnectionCloses) {
+  start(2, 300ms);
+  auto c0 = join(0, 2, 300ms);
+  auto stopped = raw_join(1, 2);  // says HELLO, then nothing, as a stopped process
+  Frame f;
+  bool told = false;
+  while (stopped->read_frame(&f, 5000ms)) {
+    if (f.header.type != static_cast<uint16_t>(MsgType::kError)) continue;
+    ErrorMsg e;
+    ASSERT_TRUE(decode(f.payload, &e));
+    EXPECT_EQ(f.header.request_id, 0u);
+    EXPECT_EQ(e.code, ErrorCode::kPeerLost);
+    EXPECT_NE(e.text.find("declared this rank (1) lost: no heartbeat for 300 ms"),
+              std::string::npos)
+        << e.text;
+    told = true;
+    break;
+  }
+  EXPECT_TRUE(told) << "no ERROR before the close";
+  EXPECT_TRUE(stopped->closed_by_peer());
+}
+
+TEST(RegistryLivenessTest, AClientDeclaredLostSaysSoInsteadOfBlamingTheRegistry) {
+  StuckRegistry fake(0, 0,
+                     make_frame(MsgType::kError, 0,
+                                encode(ErrorMsg{ErrorCode::kPeerLost, 0,
+                                                "the registry declared this rank (0) lost: no "
+                                                "heartbeat for 300 ms"})));
+  ClientOptions o;
+  o.heartbeat_timeout = 60000ms;
+  auto c = fake.join(o);
+  std::this_thread::sleep_for(200ms);  // (the ERROR is read before the close)
+  fake.close();
+  std::string msg;
+  EXPECT_EQ(code_of([&] { c->get("never", kForever); }, &msg), ErrorCode::kRegistry);
+  EXPECT_NE(msg.find("the registry declared this rank (0) lost: no heartbeat for 300 ms"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("the registry process exited"), std::string::npos) << msg;
   c.reset();
 }
 

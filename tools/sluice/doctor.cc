@@ -182,10 +182,12 @@ Check check_providers(const DoctorArgs& a, const std::vector<ProviderProbe>& pro
         return c;
       }
       c.finding = p.error;
+      c.fix = p.fix;
     }
   }
   c.verdict = a.hosts > 1 ? Verdict::kFail : Verdict::kWarn;
   if (c.finding.empty()) c.finding = "no provider among verbs, efa and tcp opens an endpoint";
+  if (!c.fix.empty()) return c;
   c.fix =
       "install libfabric with the provider (Debian: apt-get install libfabric1; `fi_info -t "
       "FI_EP_RDM` "

@@ -41,6 +41,7 @@ struct ProviderProbe {
   std::string choice;  // sluice's name: "verbs", "efa", "tcp", "shm"
   bool usable = false;
   std::string error;  // why not, when !usable
+  std::string fix;    // what to do about it, where it is specific to this cause
   std::string libfabric_name;
   std::string fabric;
   std::string domain;

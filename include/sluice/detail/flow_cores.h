@@ -269,15 +269,20 @@ class SourceCore : public Waitable {
   bool replicate_ = false;
   const uint32_t* fan_ = nullptr;
   uint32_t num_fan_ = 0;
+  // The byte length of the record whose room reserve() is asked for, set
+  // on the slow path only, so that a refusal names the record's own size
+  // rather than its framed one.
+  size_t record_bytes_ = 0;
 };
 
 // The inline push of a replicate flow: room in one lane means room in all
 // (they fill in lockstep); `write(dst)` copies one record of `stride` bytes.
 template <class Write>
-inline Status replicate_write(SourceCore* c, size_t stride, Deadline deadline, bool try_only,
-                              Write&& write) {
+inline Status replicate_write(SourceCore* c, size_t stride, size_t record_bytes, Deadline deadline,
+                              bool try_only, Write&& write) {
   const Lane& first = c->lanes_[c->fan_[0]];
   if (static_cast<size_t>(first.end - first.cur) < stride) [[unlikely]] {
+    c->record_bytes_ = record_bytes;
     Status s = c->reserve(SourceCore::kAllTargets, stride, deadline, try_only);
     if (s != Status::kOk) return s;
   }

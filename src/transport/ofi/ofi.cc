@@ -11,6 +11,8 @@
 #include <functional>
 #include <mutex>
 #include <new>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "common/log.h"
@@ -123,6 +125,7 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   std::vector<std::string> candidates =
       cfg.provider.empty() ? std::vector<std::string>{"verbs", "efa", "tcp"} : std::vector<std::string>{cfg.provider};
   std::string tried;
+  std::set<std::string> present_but_refused;
   // What to ask for, best first: RMA with atomics (region endpoints), RMA,
   // messages only.
   struct Want {
@@ -161,6 +164,9 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
       if (!tried.empty()) tried += "; ";
       tried += libfabric_name(prov) + (want.atomic ? " with RMA and atomics" : rma ? " with RMA" : " messages only") +
                ": " + fi_error_text(rc);
+      // (FI_ENODATA: no such provider or device here; anything else: one
+      // that is here and refused.)
+      if (rc != -FI_ENODATA) present_but_refused.insert(libfabric_name(prov));
     }
     if (info_ != nullptr) break;
   }
@@ -175,15 +181,22 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   provider_ = info_->fabric_attr->prov_name;
   if (cfg.provider.empty() && !tried.empty() && !candidates.empty() &&
       libfabric_name(candidates.front()) != provider_) {
-    // Not the fabric an operator of an RDMA cluster expects: say so, once
-    // per process, with why the better ones were refused.
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true)) {
-      log::warn(
-          "ofi: fell back to ", provider_, " (", rma_ ? "RMA" : "messages only",
-          "): the providers preferred before it were not usable here (", tried,
-          "); SLUICE_OFI_PROVIDER=", provider_.find("tcp") != std::string::npos ? "tcp" : provider_,
-          " pins it and silences this");
+    // Not the fabric an operator of an RDMA cluster expects. Where a better
+    // provider is here and refused (a device, a driver or a limit), say so
+    // once per process with why; where none is here at all (a host without
+    // RDMA hardware), this is the expected fabric: say it at info level.
+    present_but_refused.erase(provider_);
+    static std::atomic<bool> told{false};
+    if (!told.exchange(true)) {
+      const std::string pin = provider_.find("tcp") != std::string::npos ? "tcp" : provider_;
+      if (!present_but_refused.empty()) {
+        log::warn("ofi: fell back to ", provider_, " (", rma_ ? "RMA" : "messages only",
+                  "): the providers preferred before it were not usable here (", tried,
+                  "); SLUICE_OFI_PROVIDER=", pin, " pins it and silences this");
+      } else {
+        log::info("ofi: using ", provider_, " (", rma_ ? "RMA" : "messages only",
+                  "): no RDMA provider (verbs, efa) is present on this host");
+      }
     }
   }
   rx_cq_data_ = (info_->mode & FI_RX_CQ_DATA) != 0 || cfg.test_data_receives;
