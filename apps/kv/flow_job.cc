@@ -25,9 +25,20 @@
 namespace kv {
 namespace {
 
-// The ordered flow's segment: one NOPaxos batch (kMaxOrderedBatchBytes of
-// commands, or one command of the largest size) and the message around it.
-constexpr uint32_t kOrderSegmentBytes = kMaxOrderedBatchBytes + 1024;
+// The flows' segments hold one message. Every message is bounded in bytes
+// and takes at least one item whatever its size (message.h): so a segment
+// holds that bound plus the largest command or result (`entry` bytes) and
+// the message around it. kv-msg and kv-accept: kMaxBatchBytes (NOPaxos's log
+// messages: kMaxMessageBytes) and one entry; kv-order: one NOPaxos batch
+// (kMaxOrderedBatchBytes of commands, or one command of the largest size).
+// (A segment's pages are touched only as far as it is filled: small
+// messages in large segments cost no memory.)
+uint32_t msg_segment_bytes(uint64_t entry) {
+  return static_cast<uint32_t>((64 * 1024 + entry + 4096 + 7) / 8 * 8);
+}
+uint32_t order_segment_bytes(uint64_t entry) {
+  return static_cast<uint32_t>((kMaxOrderedBatchBytes + entry + 2048 + 7) / 8 * 8);
+}
 
 uint64_t now_us() {
   // CLOCK_MONOTONIC: comparable between the processes of one host, which is
@@ -205,6 +216,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     std::string why;
     if (client) {
       GatewayOptions g = o.gateway;
+      g.max_entry_bytes = o.max_entry_bytes;
       const uint32_t port = g.port == 0 ? 0 : g.port + (rank - o.replicas);
       g.port = static_cast<uint16_t>(port);
       if (!o.history.empty())
@@ -462,11 +474,11 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                         .sources(cluster.ranks(live))
                         .targets(cluster.ranks(live))
                         .explicit_targets()
-                        .segment_bytes(64 * 1024);
+                        .segment_bytes(msg_segment_bytes(o.max_entry_bytes));
     auto accept_spec = sluice::replicate_bytes("kv-accept" + suffix)
                            .sources(cluster.ranks(live_replicas))
                            .targets(cluster.ranks(live_replicas))
-                           .segment_bytes(64 * 1024);
+                           .segment_bytes(msg_segment_bytes(o.max_entry_bytes));
     // NOPaxos: the ordered replicate flow is the ordered unreliable
     // multicast. One record per segment (Latency), so that a sequence
     // number names exactly one batch of requests, one log slot: message
@@ -477,7 +489,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                           .targets(cluster.ranks(live_replicas))
                           .ordered()
                           .optimize(sluice::Optimize::kLatency)
-                          .segment_bytes(kOrderSegmentBytes);
+                          .segment_bytes(order_segment_bytes(o.max_entry_bytes));
     ep.msg_flow = cluster.declare(msg_spec);
     if (is_replica && !nopaxos) ep.accept_flow = cluster.declare(accept_spec);
     if (nopaxos) ep.order_flow = cluster.declare(order_spec);

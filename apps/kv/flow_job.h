@@ -96,6 +96,11 @@ struct FlowJobOptions {
   GatewayOptions gateway;
   // The store's limit (StoreOptions::maxmemory; 0: none).
   uint64_t maxmemory = 0;
+  // The largest command (its key and values) the job carries: every flow's
+  // segment holds a message of bounded size plus one such command (or its
+  // result), and a gateway refuses larger ones (gateway.max_entry_bytes is
+  // set from it).
+  uint64_t max_entry_bytes = kDefaultMaxEntryBytes;
   // The clients' completed operations (history.h: JSON lines, the input of
   // kv-porcupine); empty: none. A workload's: rank 0 writes them all at the
   // end. Behind --resp-port each gateway rank writes its own as they

@@ -20,7 +20,7 @@
 //                  retries a put or a cas must allow for that, as with any
 //                  replicated store.
 //   kRefused       the store answered with an error and did not execute it
-//                  (a key and value over kMaxEntryBytes, ...); `error` says why.
+//                  (a key and value over the server's --max-value-bytes, ...); `error` says why.
 //   kDisconnected  the gateway could not be reached, or closed the
 //                  connection: as kTimeout, the outcome is unknown if the
 //                  command had been sent.

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -74,7 +75,12 @@ const char* kUsage =
     "  --client-output-buffer-limit BYTES  a client's unsent replies at most;\n"
     "                      past it it is closed (default 32mb)\n"
     "  --proto-max-bulk-len BYTES  one argument at most, refused from its header\n"
-    "                      (default 64kb)\n"
+    "                      (default: what --max-value-bytes allows)\n"
+    "  --max-value-bytes BYTES  values up to this size, with keys up to 1 KiB (a\n"
+    "                      command's key and values take at most BYTES + 1 KiB in\n"
+    "                      all; default 64kb). Every flow segment holds one such\n"
+    "                      command, so it costs memory: 512kb takes about 200 MB\n"
+    "                      more per rank over shm\n"
     "  --window N          operations each client keeps in flight, 1 .. 256 (default: 1\n"
     "                      for workloads, closed-loop; 256 behind --resp-port, so that a\n"
     "                      connection's pipelined commands are replicated together; a\n"
@@ -152,8 +158,13 @@ bool known_workload(const std::string& w) {
   return w == "mixed" || w == "a" || w == "b" || w == "c";
 }
 
+// --max-value-bytes at most: a flow's segment holds one such value and a
+// message (flow_job.cc), and segments are at most 64 MiB.
+constexpr uint64_t kMaxValueBytes = uint64_t{32} << 20;
+
 int run_main(int argc, char** argv) {
   kv::FlowJobOptions o;
+  bool bulk_given = false, query_limit_given = false;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help") {
@@ -306,7 +317,8 @@ int run_main(int argc, char** argv) {
       continue;
     }
     if ((a == "--maxmemory" || a == "--maxmemory-clients" || a == "--client-query-buffer-limit" ||
-         a == "--client-output-buffer-limit" || a == "--proto-max-bulk-len") &&
+         a == "--client-output-buffer-limit" || a == "--proto-max-bulk-len" ||
+         a == "--max-value-bytes") &&
         i + 1 < argc) {
       uint64_t bytes = 0;
       if (!parse_bytes(argv[++i], &bytes)) {
@@ -323,11 +335,20 @@ int run_main(int argc, char** argv) {
       } else if (bytes == 0) {
         std::fprintf(stderr, "sluice-kv run: %s must be above 0\n", a.c_str());
         return 2;
+      } else if (a == "--max-value-bytes") {
+        if (bytes > kMaxValueBytes) {
+          std::fprintf(stderr, "sluice-kv run: --max-value-bytes is at most %llu (32mb)\n",
+                       static_cast<unsigned long long>(kMaxValueBytes));
+          return 2;
+        }
+        o.max_entry_bytes = bytes + 1024;
       } else if (a == "--client-query-buffer-limit") {
+        query_limit_given = true;
         o.gateway.query_buffer_limit = bytes;
       } else if (a == "--client-output-buffer-limit") {
         o.gateway.output_buffer_limit = bytes;
       } else {
+        bulk_given = true;
         o.gateway.max_bulk = bytes;
       }
       continue;
@@ -402,6 +423,19 @@ int run_main(int argc, char** argv) {
                    a.c_str(), argv[i]);
       return 2;
     }
+  }
+  // Unless given, an argument may be as long as the largest command, and a
+  // request hold one such argument and its key.
+  if (!bulk_given) o.gateway.max_bulk = o.max_entry_bytes;
+  if (!query_limit_given)
+    o.gateway.query_buffer_limit =
+        std::max<size_t>(o.gateway.query_buffer_limit, o.gateway.max_bulk + 64 * 1024);
+  if (!o.resp && uint64_t{o.value_bytes} + 64 > o.max_entry_bytes) {
+    std::fprintf(stderr,
+                 "sluice-kv run: --value-bytes %u is over what --max-value-bytes lets the job "
+                 "carry (%llu with its key); raise --max-value-bytes\n",
+                 o.value_bytes, static_cast<unsigned long long>(o.max_entry_bytes - 1024));
+    return 2;
   }
   if (o.gateway.max_bulk > o.gateway.query_buffer_limit) {
     std::fprintf(stderr,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -102,16 +103,27 @@ void NoPaxosReplica::execute_to(uint64_t slot, Outbox& out, bool reply) {
     Message blank = make(MsgType::kReply, 0);
     blank.a = executed_;
     blank.flag = true;
-    const size_t first = out.size();
+    // The slot's replies, a message per client, or several where its
+    // results would pass kMaxBatchBytes (a batch of small GETs may read
+    // large values): client -> (its open message in `out`, result bytes).
+    std::map<uint64_t, std::pair<size_t, size_t>> open;
     // (A no-op slot is a no-op in the store's applied log, as in Multi-Paxos.)
     if (e.cmds.empty()) store_.apply(noop_command());
     for (const Command& c : e.cmds) {
       Applied how;
       Result r = store_.apply(c, &how);
       if (!reply || (how != Applied::kExecuted && how != Applied::kDuplicate)) continue;
-      Message& m = reply_for(c.client, out, first, blank);
+      const size_t bytes = 24 + r.value.size();
+      auto it = open.find(c.client);
+      if (it == open.end() || it->second.second + bytes > kMaxBatchBytes) {
+        out.push_back(blank);
+        out.back().to = static_cast<uint32_t>(c.client);
+        it = open.insert_or_assign(c.client, std::pair<size_t, size_t>{out.size() - 1, 0}).first;
+      }
+      Message& m = out[it->second.first];
       m.cmds.push_back(identity(c));
       m.results.push_back(std::move(r));
+      it->second.second += bytes;
     }
   }
   maybe_snapshot();

@@ -325,12 +325,13 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
   auto fits = [&](size_t from) {
     size_t bytes = 0;
     for (size_t i = from; i < args.size(); ++i) bytes += args[i].size();
-    return bytes <= kMaxEntryBytes;
+    return bytes <= options_.max_entry_bytes;
   };
   // (Made only when needed: every command passes through here.)
-  auto too_big = [] {
+  auto too_big = [this] {
     return resp::error("ERR sluice-kv takes keys and values of at most " +
-                       std::to_string(kMaxEntryBytes) + " bytes in all");
+                       std::to_string(options_.max_entry_bytes) +
+                       " bytes in all (--max-value-bytes)");
   };
   if (name == "PING") {
     if (args.size() > 2) return local(wrong_args("ping"));
@@ -355,7 +356,7 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
   if (name == "DEL" || name == "EXISTS") {
     if (args.size() < 2) return local(wrong_args(name == "DEL" ? "del" : "exists"));
     for (size_t i = 1; i < args.size(); ++i) {
-      if (args[i].size() > kMaxEntryBytes) return local(too_big());
+      if (args[i].size() > options_.max_entry_bytes) return local(too_big());
     }
     r.kind = Kind::kCount;
     for (size_t i = 1; i < args.size(); ++i)

@@ -38,9 +38,9 @@
 // - Completed commands are not kept: each is answered and forgotten, or,
 //   with a history file, written to it as it completes.
 //
-// Keys and values: a key and its value take at most kMaxEntryBytes in all
-// (they travel in flow records and log messages of bounded size); longer
-// ones get an error reply. A protocol error (resp.h: garbage, a bulk length
+// Keys and values: a command's key and value(s) take at most
+// GatewayOptions::max_entry_bytes in all (the job's flows are sized for
+// such a command: flow_job.h); a longer one gets an error reply at once. A protocol error (resp.h: garbage, a bulk length
 // over the limit, ...) gets an error reply and the connection is closed; the
 // gateway and the store go on. SHUTDOWN stops the gateway: it answers +OK,
 // takes no more requests, finishes what is in flight, and the job then ends
@@ -62,7 +62,11 @@
 
 namespace kv {
 
-inline constexpr size_t kMaxEntryBytes = 256;
+// The default of GatewayOptions::max_entry_bytes (FlowJobOptions'
+// max_entry_bytes, --max-value-bytes): a 64 KiB value with its key. (Every
+// flow's segment holds one such command, and shared-memory rings are
+// allocated whole: 512 KiB values take about 200 MB more per rank.)
+inline constexpr size_t kDefaultMaxEntryBytes = 64 * 1024 + 1024;
 // A connection is not read from while this much of its replies is unsent or
 // this many of its requests are unanswered (a peer that pipelines without
 // reading cannot grow the gateway's memory without bound).
@@ -79,7 +83,8 @@ struct GatewayOptions {
   bool protected_mode = true;      // no password: loopback clients only
   ShutdownFrom shutdown = ShutdownFrom::kNobody;  // kLocal: loopback clients only
   size_t maxclients = 10000;
-  size_t max_bulk = 64 * 1024;                       // one argument's bytes
+  size_t max_entry_bytes = kDefaultMaxEntryBytes;    // a command's key and values
+  size_t max_bulk = kDefaultMaxEntryBytes;           // one argument's bytes
   size_t query_buffer_limit = size_t{1} << 20;       // an unfinished request's bytes
   size_t output_buffer_limit = size_t{32} << 20;     // unsent replies: closed past it
   size_t maxmemory_clients = size_t{64} << 20;       // all clients' buffers; 0: no limit
