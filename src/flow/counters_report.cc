@@ -57,6 +57,30 @@ std::vector<std::string> report_lines(const std::vector<Reading>& endpoints, uin
 
 std::string waiting_for(const Reading& e, uint64_t now_ns,
                         const std::function<std::string(uint32_t rank)>& host_of) {
+  if (e.role == Role::kSource && e.waiting_since_ns != 0 &&
+      (e.state == State::kOpen || e.state == State::kClosing)) {
+    // A source blocked on a full ring: whose, and for how long.
+    const double for_s = now_ns > e.waiting_since_ns
+                             ? static_cast<double>(now_ns - e.waiting_since_ns) * 1e-9
+                             : 0.0;
+    char head[96];
+    std::snprintf(head, sizeof(head), "waiting %.1f s for credit from target ", for_s);
+    std::string s = head;
+    // (Built with append: GCC 12 warns falsely on chains of string +.)
+    if (e.waiting_peer < e.peer_detail.size()) {
+      const PeerReading& p = e.peer_detail[e.waiting_peer];
+      const std::string host = host_of ? host_of(p.rank) : "";
+      s.append("(").append(std::to_string(p.rank)).append(",").append(std::to_string(p.slot));
+      s.append(") on rank ").append(std::to_string(p.rank));
+      if (!host.empty()) s.append(" (").append(host).append(")");
+    } else {
+      s.append("#").append(std::to_string(e.waiting_peer)).append(" (not described)");
+    }
+    s.append(": its ring of ").append(std::to_string(e.ring_segments));
+    s.append(" segments is full (that target takes nothing, or more slowly than this source "
+             "pushes)");
+    return s;
+  }
   if (e.role != Role::kTarget || e.state == State::kEnded) return "";
   std::string waiting, ended;
   size_t n_waiting = 0;

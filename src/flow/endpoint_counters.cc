@@ -151,6 +151,13 @@ Reading read_slot(const Slot& s) {
   r.ring_segments = s.ring_segments;
   r.ring_fill = s.ring_fill.load(std::memory_order_relaxed);
   r.park_ns = s.park_ns.load(std::memory_order_relaxed);
+  // (Since first: a wait that ends between the two loads reads as none.)
+  const uint64_t since = s.waiting_since_ns.load(std::memory_order_acquire);
+  const uint64_t peer = s.waiting_peer.load(std::memory_order_acquire);
+  if (since != 0 && peer != 0) {
+    r.waiting_peer = static_cast<uint32_t>(peer - 1);
+    r.waiting_since_ns = since;
+  }
   r.peer_detail = read_peers(s);
   return r;
 }
@@ -207,7 +214,7 @@ Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_num
   for (std::atomic<uint64_t>* c :
        {&slot->segments, &slot->bytes, &slot->credit_waits, &slot->credit_wait_ns, &slot->parks,
         &slot->ops, &slot->op_timeouts, &slot->op_failures, &slot->peer_ended, &slot->ring_fill,
-        &slot->park_ns}) {
+        &slot->park_ns, &slot->waiting_peer, &slot->waiting_since_ns}) {
     c->store(0, std::memory_order_relaxed);
   }
   for (uint32_t i = 0; i < kPeerDetail; ++i) {

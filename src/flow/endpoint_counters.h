@@ -135,7 +135,13 @@ struct alignas(64) Slot {
   // at most once per ring_segments segments per target).
   std::atomic<uint64_t> ring_fill;
   std::atomic<uint64_t> park_ns;  // time the endpoint's thread spent parked (slow path)
-  std::atomic<uint64_t> pad2[5];
+  // A source waiting for credit now: the target it waits for (index + 1;
+  // 0: not waiting) and since when (CLOCK_REALTIME), set on the slow path
+  // when the wait begins and cleared when it ends, so that a hang report
+  // names the target whose ring is full.
+  std::atomic<uint64_t> waiting_peer;
+  std::atomic<uint64_t> waiting_since_ns;
+  std::atomic<uint64_t> pad2[3];
   alignas(64) std::atomic<uint64_t> peer_taken[kPeerDetail];  // segments from peer i
 };
 static_assert(sizeof(Slot) == kSlotBytes);
@@ -249,6 +255,10 @@ struct Reading {
   uint32_t ring_segments = 0;
   uint64_t ring_fill = 0;
   uint64_t park_ns = 0;
+  // A source waiting for credit: the index of the target it waits for
+  // (peers of a source are its targets), and since when (0: not waiting).
+  uint32_t waiting_peer = 0;
+  uint64_t waiting_since_ns = 0;
   std::vector<PeerReading> peer_detail;  // read_peers() of the slot
 };
 // Copies a slot's identity and counters. Its identity (flow, role, rank,

@@ -280,18 +280,22 @@ Status FlowSource::wait_for_credit(uint32_t t, Deadline deadline) {
   const bool remote = rings_[t].remote;
   auto* hdr = rings_[t].ring.header;
   const uint32_t target_rank = ctx_->spec.targets[t].rank;
-  // Counted on the way out, however the wait ends.
+  // Counted on the way out, however the wait ends; meanwhile the counters
+  // say which target this source waits for, and since when.
+  mark_waiting(t);
   struct Timed {
+    FlowSource* source;
     counters::Slot* stats;
     Clock::time_point start = Clock::now();
     ~Timed() {
+      source->clear_waiting();
       counters::add(stats->credit_waits, 1);
       counters::add(
           stats->credit_wait_ns,
           static_cast<uint64_t>(
               std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()));
     }
-  } timed{stats_};
+  } timed{this, stats_};
   for (uint32_t i = 0;; ++i) {
     // While spinning, an ofi ring reads its completion queue every
     // kSpinProgressEvery rounds only, as targets do: on tcp each read is a

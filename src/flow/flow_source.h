@@ -298,6 +298,22 @@ class FlowSource : public SourceCore, protected FailureState {
   }
 
   Status wait_for_credit(uint32_t t, Deadline deadline);
+  // The counters say that this source waits for target t's credit, since
+  // the first call of a wait (Slot::waiting_peer); clear_waiting() once it
+  // has credit again. Both off the fast path: at most once per segment.
+  void mark_waiting(uint32_t t) {
+    if (waiting_marked_ && waiting_for_ == t) return;
+    waiting_marked_ = true;
+    waiting_for_ = t;
+    stats_->waiting_peer.store(uint64_t{t} + 1, std::memory_order_relaxed);
+    stats_->waiting_since_ns.store(counters::now_ns(), std::memory_order_release);
+  }
+  void clear_waiting() {
+    waiting_marked_ = false;
+    stats_->waiting_since_ns.store(0, std::memory_order_release);
+  }
+  bool waiting_marked_ = false;
+  uint32_t waiting_for_ = 0;
 
   // Waits until every live remote target has confirmed that all our
   // segments arrived (kEndConfirmed), the deadline passes or one is lost.
@@ -354,8 +370,11 @@ inline Status FlowSource::publish_segment(uint32_t t, uint32_t used, uint32_t fl
 }
 
 inline Status FlowSource::acquire(uint32_t t, Deadline deadline, bool try_only) {
-  if (has_credit(t)) [[likely]]
+  if (has_credit(t)) [[likely]] {
+    if (waiting_marked_) [[unlikely]]
+      clear_waiting();
     return Status::kOk;
+  }
   // Before waiting, unsent segments go: the target cannot return credit
   // for what it never got.
   if (rings_[t].remote && out_[t].posted < out_[t].k) {
@@ -369,6 +388,7 @@ inline Status FlowSource::acquire(uint32_t t, Deadline deadline, bool try_only) 
     // gone: back-pressure from a lost target would last forever.
     if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
     error_.clear();  // back-pressure needs no message, and building one would allocate
+    mark_waiting(t);  // (until a later acquire finds credit)
     return Status::kWouldBlock;
   }
   return wait_for_credit(t, deadline);

@@ -325,4 +325,57 @@ TEST(SluiceLogInfoTest, NamesThePathOfEveryPairOfEndpointsAndWarnsOfAProviderFal
 }
 
 }  // namespace
+// A rank stopped (SIGSTOP) while the others push to it: their sources
+// block on its full rings, and a hang report (SIGUSR1 to rank 0) names the
+// target each waits for and for how long, as `sluice top --json` does
+// (waiting_for_credit). Nobody is told which rank stops: the test stops it
+// from outside, and lets it go on; the job then ends as usual.
+TEST(SluiceRunHangReportTest, ASourceBlockedOnAFullRingNamesItsTarget) {
+  const std::string hold = "/tmp/sluice-credit-test-" + std::to_string(::getpid());
+  std::remove(hold.c_str());
+  const std::string pid_of =
+      "pid_of() { for c in /proc/[0-9]*; do "
+      "if grep -qs \"^PPid:[[:space:]]*$p\\$\" $c/status && "
+      "tr '\\0' '\\n' < $c/environ 2>/dev/null | grep -qx SLUICE_RANK=$1; then "
+      "echo ${c#/proc/}; fi; done; }; ";
+  const std::string script =
+      pid_of + ": >\"$2.out\"; "
+      "\"$0\" run -n 3 --timeout 90 -- \"$1\" --records 50000000 --hold-until \"$2\" "
+      ">>\"$2.out\" 2>&1 & p=$!; "
+      // (Once both ranks' ticks endpoints exist: their flows are declared
+      // and the records moving.)
+      "i=0; while r2=$(pid_of 2); r0=$(pid_of 0); "
+      "n=$(\"$0\" top --once 2>/dev/null | grep -cE \" ($r0|$r2) +ticks \"); "
+      "[ \"${n:-0}\" -lt 4 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
+      "sleep 1; kill -STOP $r2; sleep 2; "
+      "kill -USR1 $r0; sleep 1; "
+      "\"$0\" top --once --json > \"$2.top\"; "
+      "kill -CONT $r2; touch \"$2\"; wait $p; echo \"launcher exit $?\"; cat \"$2.out\"; "
+      "echo \"top: $(cat \"$2.top\")\"; rm -f \"$2.out\" \"$2.top\"";
+  const auto r =
+      run_process({"/bin/sh", "-c", script, bin("sluice"), bin("sluice-test-top-job"), hold},
+                  {{"SLUICE_PEER_TIMEOUT_MS", "30000"}}, std::chrono::seconds(150));
+  std::remove(hold.c_str());
+  EXPECT_NE(r.output.find("launcher exit 0"), std::string::npos) << r.output;
+  // Rank 0's report: its source waits for target (2,0), the stopped rank.
+  EXPECT_EQ(testing::count_lines_with(r.output, "report on SIGUSR1: rank 0 (pid "), 1) << r.output;
+  EXPECT_TRUE(std::regex_search(
+      r.output, std::regex(R"(waiting \d+\.\d s for credit from target \(2,0\) on rank 2 \(.*\): its ring of \d+ segments is full)")))
+      << r.output;
+  // top saw rank 0's source (and rank 1's) waiting for target (2,0).
+  const size_t at = r.output.find("top: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const nlohmann::json top = nlohmann::json::parse(r.output.substr(at + 5));
+  int waiting_for_2 = 0;
+  for (const auto& proc : top.at("processes")) {
+    for (const auto& e : proc.at("endpoints")) {
+      if (e.at("role") != "source" || !e.contains("waiting_for_credit")) continue;
+      const auto& w = e.at("waiting_for_credit");
+      if (!w.is_null() && w.value("rank", -1) == 2) ++waiting_for_2;
+    }
+  }
+  EXPECT_GE(waiting_for_2, 1) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 }  // namespace sluice

@@ -60,6 +60,18 @@ nlohmann::json to_json(const std::vector<Process>& procs) {
                                                                      : nlohmann::json(nullptr)},
                           {"opened_ns", e.opened_ns}};
       if (!e.cause.empty()) j["cause"] = e.cause;
+      // A source waiting for credit now: the target whose ring is full.
+      if (e.role == ctr::Role::kSource) {
+        nlohmann::json w = nullptr;
+        if (e.waiting_since_ns != 0) {
+          w = {{"target", e.waiting_peer}, {"since_ns", e.waiting_since_ns}};
+          if (e.waiting_peer < e.peer_detail.size()) {
+            w["rank"] = e.peer_detail[e.waiting_peer].rank;
+            w["slot"] = e.peer_detail[e.waiting_peer].slot;
+          }
+        }
+        j["waiting_for_credit"] = std::move(w);
+      }
       // The first peers one by one: who they are and, for a target, when
       // it last took a segment of each (null: never) and whether it ended.
       nlohmann::json peers = nlohmann::json::array();
@@ -81,14 +93,27 @@ nlohmann::json to_json(const std::vector<Process>& procs) {
   return {{"time_ns", ctr::now_ns()}, {"processes", std::move(ps)}};
 }
 
-// True for a target that has not ended with a described source, not ended
-// either, that delivered nothing for a second or more (or never).
+// True for an endpoint worth a second line: a source waiting for credit
+// for a second or more; a target that has not ended, with a described
+// source, not ended either, that delivered before and then nothing for a
+// second or more, or that took nothing from anyone for a second or more.
+// (A source that never sent to this target is not by itself a sign of
+// trouble: in a job whose messages go to chosen targets, such as the kv
+// store's, most pairs never carry a segment.)
 bool quiet_source(const Endpoint& e, uint64_t now_ns) {
+  constexpr uint64_t kSecond = 1000000000ULL;
+  if (e.role == ctr::Role::kSource)
+    return e.waiting_since_ns != 0 && now_ns > e.waiting_since_ns + kSecond;
   if (e.role != ctr::Role::kTarget || e.state == ctr::State::kEnded) return false;
+  uint64_t latest = 0;
+  bool open = false;
   for (const ctr::PeerReading& p : e.peer_detail) {
-    if (!p.ended && (p.heard_ns == 0 || now_ns > p.heard_ns + 1000000000ULL)) return true;
+    latest = std::max(latest, p.heard_ns);
+    if (p.ended) continue;
+    open = true;
+    if (p.heard_ns != 0 && now_ns > p.heard_ns + kSecond) return true;
   }
-  return false;
+  return open && now_ns > std::max(latest, e.opened_ns) + kSecond;
 }
 
 // One screen: per endpoint, its rates since the previous screen.
@@ -138,9 +163,9 @@ void print_screen(
                   seconds > 0 ? db / 1e6 / seconds : 0, seconds > 0 ? dw / 1e7 / seconds : 0,
                   seconds > 0 ? dp / seconds : 0, seconds > 0 ? dpn / 1e7 / seconds : 0, fill);
       if (!e.cause.empty()) std::printf("    failed: %s\n", e.cause.c_str());
-      // A target still open with a source silent for a second or more (or
-      // never heard from): whom it waits for and how long since each last
-      // delivered. Busy flows stay one line per endpoint.
+      // A target starved for a second or more: whom it waits for and how
+      // long since each last delivered; a source blocked as long: on whom.
+      // Busy flows stay one line per endpoint.
       if (quiet_source(e, ctr::now_ns())) {
         std::printf("    %s\n", waiting_for(e, ctr::now_ns(), {}).c_str());
       }
