@@ -58,6 +58,7 @@ std::string error(std::string_view s);                     // -s
 std::string integer(int64_t n);                            // :n
 std::string bulk(std::string_view s);                      // $len s
 std::string null_bulk();                                   // $-1
+std::string null_reply(bool resp3);                        // RESP3: _; RESP2: $-1
 std::string array(const std::vector<std::string_view>& items);  // *n, items as bulk strings
 
 }  // namespace kv::resp

@@ -227,6 +227,7 @@ size_t RespGateway::accept_all() {
     c.fd = fd;
     c.loopback = loopback;
     c.authenticated = options_.requirepass.empty();
+    c.id = next_id_;
     c.watched = EPOLLIN;
     c.readable = true;  // (bytes may have come with the connection)
     ++stats_.connections;
@@ -296,6 +297,7 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
   ++stats_.requests;
   c.replies.emplace_back();
   Reply& r = c.replies.back();
+  r.resp3 = c.resp3;
   auto local = [&r](std::string text) {
     r.text = std::move(text);
     r.ready = true;
@@ -306,7 +308,8 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
       c.closing = true;
       return local(resp::simple("OK"));
     }
-    return local(resp::error("NOAUTH Authentication required."));
+    // (HELLO may authenticate, with AUTH in it.)
+    if (name != "HELLO") return local(resp::error("NOAUTH Authentication required."));
   }
   auto submit = [&](Op op, const std::string& key, const std::string& value,
                     const std::string& expected) {
@@ -369,14 +372,9 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     r.kind = Kind::kCas;
     return submit(Op::kCas, args[1], args[3], args[2]);
   }
-  if (name == "INFO") {
-    return local(
-        resp::bulk("# Server\r\nredis_version:7.0.0\r\nsluice_kv:1\r\nrole:master\r\n"
-                   "# Stats\r\ntotal_connections_received:" +
-                   std::to_string(stats_.connections) +
-                   "\r\ntotal_commands_processed:" + std::to_string(stats_.requests) + "\r\n"));
-  }
-  if (name == "CONFIG" || name == "COMMAND") return local(resp::array({}));
+  bool handled = false;
+  std::string answer = local_command(c, name, args, &handled);
+  if (handled) return local(std::move(answer));
   if (name == "SELECT") {
     return local(args.size() == 2 && args[1] == "0"
                      ? resp::simple("OK")
@@ -496,7 +494,7 @@ void RespGateway::complete(Client& client, size_t index) {
     --r.waiting;
     switch (r.kind) {
       case Kind::kGet:
-        r.text = h.result.ok ? resp::bulk(h.result.value) : resp::null_bulk();
+        r.text = h.result.ok ? resp::bulk(h.result.value) : resp::null_reply(r.resp3);
         break;
       case Kind::kSet:
       case Kind::kCas:

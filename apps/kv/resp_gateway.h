@@ -14,7 +14,10 @@
 //   EXISTS key [key ...]  :number present
 //   CAS key old new       :1 if key held old and now holds new, else :0
 //                         (sluice-kv's compare-and-set, not a Redis command)
-//   INFO, CONFIG GET, COMMAND, SELECT 0, QUIT
+//   ECHO, INFO [section], CONFIG GET pattern (CONFIG SET: an error),
+//   COMMAND [COUNT|DOCS], CLIENT SETNAME/GETNAME/ID/SETINFO/INFO/LIST,
+//   HELLO [2|3 [AUTH user pass] [SETNAME name]] (3: RESP3 replies from then on),
+//   SELECT 0, QUIT      (answered here: resp_local.cc)
 //   AUTH [default] password   (with --requirepass)
 //   SHUTDOWN              only where enabled (GatewayOptions::shutdown)
 //
@@ -139,11 +142,15 @@ class RespGateway {
     uint32_t waiting = 0;  // commands still in flight
     int64_t count = 0;     // kCount: how many succeeded
     bool ready = false;
+    bool resp3 = false;    // the connection spoke RESP3 when it asked (HELLO 3)
   };
   struct Conn {
     int fd = -1;
     bool loopback = false;      // the peer's address is a loopback one
     bool authenticated = false; // AUTH passed, or no password is set
+    uint64_t id = 0;            // CLIENT ID: the connection's number
+    bool resp3 = false;         // HELLO 3: replies in RESP3 (nulls and maps differ)
+    std::string name, lib_name, lib_ver;  // CLIENT SETNAME, CLIENT SETINFO
     std::string in, out;
     std::deque<Reply> replies;  // (a deque keeps each Reply in place: inflight points at it)
     size_t accounted = 0;       // its buffered() as counted in buffered_
@@ -173,6 +180,14 @@ class RespGateway {
   void handle(Conn& c, std::vector<std::string>& args, Client& client, size_t index);
   // AUTH's answer; marks the connection authenticated on success.
   std::string auth(Conn& c, const std::vector<std::string>& args);
+  // The commands the gateway answers itself, without the store (resp_local.cc):
+  // ECHO, INFO, CONFIG, COMMAND, CLIENT, HELLO. Sets *handled; the reply.
+  std::string local_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
+                            bool* handled);
+  std::string info(const std::vector<std::string>& args) const;
+  std::string hello(Conn& c, const std::vector<std::string>& args);
+  std::string client_command(Conn& c, const std::vector<std::string>& args);
+  std::string config_command(const Conn& c, const std::vector<std::string>& args) const;
   void complete(ClientGroup& clients);
   void complete(Client& client, size_t index);
   size_t write(Conn& c);

@@ -122,6 +122,30 @@ TEST_F(RespLimitsTest, NothingButAuthIsServedBeforeTheRightPassword) {
   EXPECT_EQ(c.receive("$1\r\nv\r\n"), "+OK\r\n+OK\r\n$1\r\nv\r\n");
 }
 
+// redis-py with the password (AUTH first), and without it or with a wrong
+// one (refused): tests/kv/redis_py_client.py.
+TEST_F(RespLimitsTest, RedisPyAuthenticatesWithThePassword) {
+  const sluice::proc::ProcessResult r = sluice::testing::run_process(
+      {SLUICE_KV_PYTHON, SLUICE_KV_REDIS_PY, std::to_string(job_->port()), kPassword}, {},
+      std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("redis-py: all "), std::string::npos) << r.output;
+}
+
+// HELLO can authenticate (HELLO 2 AUTH default PASS); without it, HELLO
+// before AUTH is refused.
+TEST_F(RespLimitsTest, HelloAuthenticatesOrIsRefusedBeforeAuth) {
+  Conn c(job_->port());
+  c.send(request({"HELLO", "2"}) + request({"HELLO", "2", "AUTH", "default", "wrong"}) +
+         request({"HELLO", "2", "AUTH", "default", kPassword}) + request({"PING"}));
+  const std::string got = c.receive("+PONG\r\n");
+  EXPECT_EQ(got.rfind("-NOAUTH HELLO must be called with the client already authenticated", 0), 0u)
+      << got;
+  EXPECT_NE(got.find("-WRONGPASS invalid username-password pair"), std::string::npos) << got;
+  EXPECT_NE(got.find("*14\r\n$6\r\nserver\r\n"), std::string::npos) << got;
+  EXPECT_NE(got.find("+PONG\r\n"), std::string::npos) << got;
+}
+
 TEST_F(RespLimitsTest, ShutdownIsRefusedUnlessEnabled) {
   auto c = authed();
   c->send(request({"SHUTDOWN"}) + request({"PING"}));

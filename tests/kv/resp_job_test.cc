@@ -217,6 +217,46 @@ TEST_F(RespJobTest, APeerThatNeverReadsIsHeldBackAndOthersAreServed) {
   EXPECT_EQ(other.receive("$3\r\nyes\r\n"), "+OK\r\n$3\r\nyes\r\n");
 }
 
+// redis-py, a client we did not write, uses the store as it uses Redis
+// (tests/kv/redis_py_client.py: it connects with CLIENT SETINFO, and uses
+// ECHO, binary SET/GET, EXISTS/DEL, a pipeline, CLIENT, INFO and CONFIG GET).
+TEST_F(RespJobTest, RedisPyUsesItAsItUsesRedis) {
+  const ProcessResult r = run_process({SLUICE_KV_PYTHON, SLUICE_KV_REDIS_PY, std::to_string(port_)},
+                                      {}, std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("redis-py: all "), std::string::npos) << r.output;
+}
+
+// What clients send on connecting, answered by the gateway itself: HELLO
+// 2 and 3 (RESP3 from then on: nulls as _, maps as %), COMMAND DOCS,
+// CONFIG GET with a pattern, CLIENT SETNAME/GETNAME.
+TEST_F(RespJobTest, TheConnectionCommandsAnswerAsRedisDoes) {
+  Conn c(port_);
+  c.send(request({"HELLO", "4"}) + request({"HELLO", "2", "SETNAME", "conn-test"}) +
+         request({"CLIENT", "GETNAME"}) + request({"COMMAND", "DOCS"}) +
+         request({"CONFIG", "GET", "max*clients"}) + request({"CLIENT", "SETNAME", "a b"}) +
+         request({"ECHO", "e"}) + request({"PING"}));
+  const std::string got = c.receive("+PONG\r\n");
+  EXPECT_EQ(got.rfind("-NOPROTO unsupported protocol version\r\n*14\r\n", 0), 0u) << got;
+  EXPECT_NE(got.find("$5\r\nproto\r\n:2\r\n"), std::string::npos) << got;
+  EXPECT_NE(got.find("$9\r\nconn-test\r\n*0\r\n"), std::string::npos) << got;
+  EXPECT_NE(got.find("*4\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n$17\r\nmaxmemory-clients\r\n"),
+            std::string::npos)
+      << got;
+  EXPECT_NE(got.find("-ERR Client names cannot contain spaces"), std::string::npos) << got;
+  EXPECT_NE(got.find("$1\r\ne\r\n+PONG\r\n"), std::string::npos) << got;
+  // RESP3: the HELLO reply is a map, a missing key's GET is _, CONFIG GET a map.
+  Conn three(port_);
+  three.send(request({"HELLO", "3"}) + request({"GET", "resp3:none"}) +
+             request({"CONFIG", "GET", "databases"}) + request({"PING"}));
+  const std::string r3 = three.receive("+PONG\r\n");
+  EXPECT_EQ(r3.rfind("%7\r\n$6\r\nserver\r\n", 0), 0u) << r3;
+  EXPECT_NE(r3.find("$5\r\nproto\r\n:3\r\n"), std::string::npos) << r3;
+  EXPECT_NE(r3.find("*0\r\n_\r\n%1\r\n$9\r\ndatabases\r\n$1\r\n1\r\n+PONG\r\n"),
+            std::string::npos)
+      << r3;
+}
+
 // The C++ client library (kv_client.h) against the replicated store: every
 // call through the log, binary-safe values, and a refused entry.
 TEST_F(RespJobTest, TheClientLibraryPutsGetsDeletesAndSwapsThroughTheStore) {

@@ -1,0 +1,278 @@
+// The commands a RESP gateway answers itself, without the replicated store:
+// what clients send when they connect (HELLO, CLIENT SETINFO/SETNAME,
+// COMMAND DOCS, CONFIG GET) and what operators ask (INFO, CLIENT LIST).
+// Their replies follow Redis 7's, in RESP2 or, after HELLO 3, RESP3 (the
+// protocol redis-py 8 asks for first): nulls as _ and key-value replies as
+// maps.
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "resp.h"
+#include "resp_gateway.h"
+
+namespace kv {
+
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Redis's glob as CONFIG GET uses it: '*' and '?' (no classes).
+bool glob(const char* p, const char* s) {
+  if (*p == '\0') return *s == '\0';
+  if (*p == '*') return glob(p + 1, s) || (*s != '\0' && glob(p, s + 1));
+  return *s != '\0' && (*p == '?' || *p == *s) && glob(p + 1, s + 1);
+}
+
+// A reply array of already-encoded items.
+std::string array_of(const std::vector<std::string>& items) {
+  std::string out = "*" + std::to_string(items.size()) + "\r\n";
+  for (const std::string& i : items) out += i;
+  return out;
+}
+
+// Key-value pairs (already encoded, key then value): a RESP3 map, or in
+// RESP2 the flat array Redis sends instead.
+std::string map_of(const std::vector<std::string>& pairs, bool resp3) {
+  if (!resp3) return array_of(pairs);
+  std::string out = "%" + std::to_string(pairs.size() / 2) + "\r\n";
+  for (const std::string& i : pairs) out += i;
+  return out;
+}
+
+// A client name may not hold spaces, newlines or other special characters
+// (CLIENT LIST prints it space-separated).
+bool valid_name(const std::string& n) {
+  for (const unsigned char ch : n)
+    if (ch < '!' || ch > '~') return false;
+  return true;
+}
+
+std::string wrong_args(const std::string& name) {
+  return resp::error("ERR wrong number of arguments for '" + name + "' command");
+}
+
+uint64_t resident_bytes() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+// The commands of this gateway, for COMMAND COUNT.
+constexpr const char* kCommands[] = {"PING",   "ECHO",    "GET",    "SET",      "DEL",
+                                     "EXISTS", "CAS",     "INFO",   "CONFIG",   "COMMAND",
+                                     "CLIENT", "HELLO",   "SELECT", "AUTH",     "QUIT",
+                                     "SHUTDOWN"};
+
+}  // namespace
+
+std::string RespGateway::local_command(Conn& c, const std::string& name,
+                                       const std::vector<std::string>& args, bool* handled) {
+  *handled = true;
+  if (name == "HELLO") return hello(c, args);
+  if (name == "ECHO") return args.size() == 2 ? resp::bulk(args[1]) : wrong_args("echo");
+  if (name == "INFO") return info(args);
+  if (name == "CLIENT") return client_command(c, args);
+  if (name == "CONFIG") return config_command(c, args);
+  if (name == "COMMAND") {
+    const std::string sub = args.size() > 1 ? upper(args[1]) : "";
+    if (sub == "COUNT") return resp::integer(static_cast<int64_t>(std::size(kCommands)));
+    // (No documentation or key specs: clients take an empty answer as
+    // "nothing known" and go on.)
+    if (sub == "DOCS") return map_of({}, c.resp3);
+    if (sub.empty() || sub == "INFO" || sub == "LIST") return "*0\r\n";
+    return resp::error("ERR unknown subcommand '" + args[1].substr(0, 64) +
+                       "'. Try COMMAND HELP.");
+  }
+  *handled = false;
+  return {};
+}
+
+std::string RespGateway::hello(Conn& c, const std::vector<std::string>& args) {
+  size_t i = 1;
+  bool resp3 = c.resp3;
+  if (args.size() > 1) {
+    const std::string& v = args[1];
+    if (v != "2" && v != "3") return resp::error("NOPROTO unsupported protocol version");
+    resp3 = v == "3";
+    i = 2;
+  }
+  std::string setname;
+  bool authed_now = false;
+  for (; i < args.size(); ++i) {
+    const std::string opt = upper(args[i]);
+    if (opt == "AUTH" && i + 2 < args.size()) {
+      const std::string reply = auth(c, {"AUTH", args[i + 1], args[i + 2]});
+      if (reply != resp::simple("OK")) return reply;
+      authed_now = true;
+      i += 2;
+    } else if (opt == "SETNAME" && i + 1 < args.size()) {
+      setname = args[++i];
+      if (!valid_name(setname)) {
+        return resp::error("ERR Client names cannot contain spaces, newlines or special characters.");
+      }
+    } else {
+      return resp::error("ERR Syntax error in HELLO option '" + args[i].substr(0, 64) + "'");
+    }
+  }
+  if (!c.authenticated && !authed_now) {
+    return resp::error(
+        "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO "
+        "<proto> AUTH <user> <pass> option can be used to authenticate the client and select the "
+        "RESP protocol version at the same time");
+  }
+  if (!setname.empty()) c.name = setname;
+  c.resp3 = resp3;
+  return map_of({resp::bulk("server"), resp::bulk("redis"), resp::bulk("version"),
+                 resp::bulk("7.0.0"), resp::bulk("proto"), resp::integer(resp3 ? 3 : 2),
+                 resp::bulk("id"), resp::integer(static_cast<int64_t>(c.id)), resp::bulk("mode"),
+                 resp::bulk("standalone"), resp::bulk("role"), resp::bulk("master"),
+                 resp::bulk("modules"), "*0\r\n"},
+                resp3);
+}
+
+std::string RespGateway::client_command(Conn& c, const std::vector<std::string>& args) {
+  if (args.size() < 2) return wrong_args("client");
+  const std::string sub = upper(args[1]);
+  auto describe = [this](const Conn& x) {
+    return "id=" + std::to_string(x.id) + " name=" + x.name + " lib-name=" + x.lib_name +
+           " lib-ver=" + x.lib_ver + " qbuf=" + std::to_string(x.in.size()) +
+           " omem=" + std::to_string(x.out.size()) +
+           " user=" + (options_.requirepass.empty() || x.authenticated ? "default" : "(none)");
+  };
+  if (sub == "SETNAME" && args.size() == 3) {
+    if (!valid_name(args[2])) {
+      return resp::error("ERR Client names cannot contain spaces, newlines or special characters.");
+    }
+    c.name = args[2];
+    return resp::simple("OK");
+  }
+  if (sub == "GETNAME" && args.size() == 2)
+    return c.name.empty() ? resp::null_reply(c.resp3) : resp::bulk(c.name);
+  if (sub == "ID" && args.size() == 2) return resp::integer(static_cast<int64_t>(c.id));
+  if (sub == "SETINFO" && args.size() == 4) {
+    const std::string attr = upper(args[2]);
+    if (!valid_name(args[3]) && !args[3].empty()) {
+      return resp::error("ERR " + lower(attr) +
+                         " cannot contain spaces, newlines or special characters.");
+    }
+    if (attr == "LIB-NAME") {
+      c.lib_name = args[3];
+    } else if (attr == "LIB-VER") {
+      c.lib_ver = args[3];
+    } else {
+      return resp::error("ERR Unrecognized option '" + args[2].substr(0, 64) + "'");
+    }
+    return resp::simple("OK");
+  }
+  if (sub == "INFO" && args.size() == 2) return resp::bulk(describe(c) + "\n");
+  if (sub == "LIST" && args.size() == 2) {
+    std::string all;
+    for (const auto& [id, x] : conns_)
+      if (!x.gone) all += describe(x) + "\n";
+    return resp::bulk(all);
+  }
+  // (CLIENT NO-EVICT and NO-TOUCH change nothing here: accepted.)
+  if ((sub == "NO-EVICT" || sub == "NO-TOUCH") && args.size() == 3) return resp::simple("OK");
+  return resp::error("ERR unknown subcommand or wrong number of arguments for 'CLIENT|" +
+                     lower(args[1]).substr(0, 32) + "' (sluice-kv: SETNAME, GETNAME, ID, SETINFO, "
+                     "INFO, LIST)");
+}
+
+std::string RespGateway::config_command(const Conn& c, const std::vector<std::string>& args) const {
+  if (args.size() < 2) return wrong_args("config");
+  const std::string sub = upper(args[1]);
+  if (sub == "GET") {
+    if (args.size() < 3) return wrong_args("config|get");
+    // What this gateway and its store run with (sluice-kv run's options);
+    // the password is never shown.
+    const std::vector<std::pair<std::string, std::string>> known = {
+        {"bind", options_.bind},
+        {"port", std::to_string(port_)},
+        {"protected-mode", options_.protected_mode ? "yes" : "no"},
+        {"maxclients", std::to_string(options_.maxclients)},
+        {"maxmemory-clients", std::to_string(options_.maxmemory_clients)},
+        {"proto-max-bulk-len", std::to_string(options_.max_bulk)},
+        {"client-query-buffer-limit", std::to_string(options_.query_buffer_limit)},
+        {"databases", "1"},
+        {"appendonly", "no"},
+        {"save", ""},
+        {"maxmemory-policy", "noeviction"},
+    };
+    std::vector<std::string> items;
+    for (const auto& [k, v] : known) {
+      for (size_t i = 2; i < args.size(); ++i) {
+        if (glob(lower(args[i]).c_str(), k.c_str())) {
+          items.push_back(resp::bulk(k));
+          items.push_back(resp::bulk(v));
+          break;
+        }
+      }
+    }
+    return map_of(items, c.resp3);
+  }
+  if (sub == "SET") {
+    return resp::error("ERR CONFIG SET is not supported: sluice-kv's settings are given when the "
+                       "job starts (sluice-kv run --help)" +
+                       (args.size() > 2 ? "; '" + args[2].substr(0, 64) + "' cannot be changed"
+                                        : std::string()));
+  }
+  if (sub == "RESETSTAT") return resp::simple("OK");
+  return resp::error("ERR unknown subcommand '" + args[1].substr(0, 64) +
+                     "'. Try CONFIG GET or CONFIG SET.");
+}
+
+std::string RespGateway::info(const std::vector<std::string>& args) const {
+  // Sections as Redis names them; no argument: the default set.
+  std::vector<std::string> want;
+  for (size_t i = 1; i < args.size(); ++i) want.push_back(lower(args[i]));
+  auto wanted = [&](const char* section) {
+    if (want.empty()) return true;
+    for (const std::string& w : want)
+      if (w == section || w == "all" || w == "everything" || w == "default") return true;
+    return false;
+  };
+  std::string s;
+  if (wanted("server")) {
+    s += "# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\nsluice_kv:1\r\n"
+         "tcp_port:" +
+         std::to_string(port_) + "\r\nprocess_id:" + std::to_string(::getpid()) + "\r\n\r\n";
+  }
+  if (wanted("clients")) {
+    s += "# Clients\r\nconnected_clients:" + std::to_string(conns_.size()) +
+         "\r\nmaxclients:" + std::to_string(options_.maxclients) + "\r\n\r\n";
+  }
+  if (wanted("memory")) {
+    const uint64_t rss = resident_bytes();
+    s += "# Memory\r\nused_memory_rss:" + std::to_string(rss) +
+         "\r\nmem_clients_normal:" + std::to_string(buffered_) +
+         "\r\nmaxmemory_clients:" + std::to_string(options_.maxmemory_clients) + "\r\n\r\n";
+  }
+  if (wanted("stats")) {
+    s += "# Stats\r\ntotal_connections_received:" + std::to_string(stats_.connections) +
+         "\r\ntotal_commands_processed:" + std::to_string(stats_.requests) +
+         "\r\nrejected_connections:" + std::to_string(stats_.refused_clients) +
+         "\r\nevicted_clients:" + std::to_string(stats_.evicted) +
+         "\r\ntotal_error_replies_protocol:" + std::to_string(stats_.protocol_errors) +
+         "\r\nsecurity_attacks_dropped:" + std::to_string(stats_.http_requests) +
+         "\r\nauth_failures:" + std::to_string(stats_.auth_failures) + "\r\n\r\n";
+  }
+  if (wanted("replication")) s += "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n";
+  return resp::bulk(s);
+}
+
+}  // namespace kv

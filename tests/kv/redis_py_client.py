@@ -1,0 +1,106 @@
+"""redis-py, a client we did not write, against a sluice-kv RESP gateway.
+
+Usage: redis_py_client.py PORT [PASSWORD]
+
+Connects as any redis-py program does (redis-py sends CLIENT SETINFO on
+connect, and AUTH first when given a password), then uses the commands
+sluice-kv serves: PING, ECHO, SET/GET (binary-safe), EXISTS and DEL of
+several keys, a pipeline whose commands take effect in order, CLIENT
+SETNAME/GETNAME/ID/INFO, INFO sections and CONFIG GET. Every check that
+fails is printed; the last line says how many checks there were and how
+many failed, and the exit status is 0 only if none failed.
+"""
+import sys
+
+import redis
+
+
+def main():
+    port = int(sys.argv[1])
+    password = sys.argv[2] if len(sys.argv) > 2 else None
+    passed, failed = 0, 0
+
+    def check(what, got, want):
+        nonlocal passed, failed
+        if got == want:
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAILED {what}: got {got!r}, want {want!r}")
+
+    r = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=30)
+    check("ping", r.ping(), True)
+    check("echo", r.echo("hello"), b"hello")
+    odd = b"bin\x00ary\r\nvalue"
+    check("set", r.set("py:key", odd), True)
+    check("get", r.get("py:key"), odd)
+    check("get of a missing key", r.get("py:missing"), None)
+    check("exists", r.exists("py:key", "py:missing", "py:key"), 2)
+    check("delete", r.delete("py:key", "py:missing"), 1)
+    check("get after delete", r.get("py:key"), None)
+
+    # A pipeline (no MULTI): sent together, answered in order, taking effect
+    # in the order sent (each GET reads the SET before it). A key per pair:
+    # the whole pipeline is concurrent in the history, and porcupine checks
+    # key by key.
+    p = r.pipeline(transaction=False)
+    for i in range(50):
+        p.set(f"py:pipe:{i}", str(i))
+        p.get(f"py:pipe:{i}")
+    replies = p.execute()
+    check("pipeline length", len(replies), 100)
+    check("pipeline reads its own writes",
+          [replies[2 * i + 1] for i in range(50)], [str(i).encode() for i in range(50)])
+
+    check("client setname", r.client_setname("py-test"), True)
+    name = r.client_getname()
+    check("client getname", name.decode() if isinstance(name, bytes) else name, "py-test")
+    check("client id is a number", isinstance(r.client_id(), int), True)
+    info = r.client_info()
+    check("client info names the library", info.get("lib-name"), "redis-py")
+    check("client info names the client", info.get("name"), "py-test")
+    server = r.info("server")
+    check("info server", server.get("redis_mode"), "standalone")
+    check("info stats has commands", "total_commands_processed" in r.info("stats"), True)
+    check("config get", r.config_get("maxclients").get("maxclients", "").isdigit(), True)
+    try:
+        r.config_set("maxclients", "5")
+        check("config set refused", "no error", "an error")
+    except redis.ResponseError as e:
+        check("config set refused", "CONFIG SET is not supported" in str(e), True)
+    try:
+        r.execute_command("FLUSHALL")
+        check("unknown command refused", "no error", "an error")
+    except redis.ResponseError as e:
+        check("unknown command refused", "unknown command" in str(e), True)
+    r.close()
+
+    if password is not None:
+        # Without the password: every command is refused.
+        bare = redis.Redis(host="127.0.0.1", port=port, socket_timeout=30)
+        try:
+            bare.get("py:key")
+            check("NOAUTH without a password", "no error", "an error")
+        except redis.AuthenticationError:
+            check("NOAUTH without a password", True, True)
+        except redis.ResponseError as e:
+            check("NOAUTH without a password", "NOAUTH" in str(e), True)
+        bare.close()
+        wrong = redis.Redis(host="127.0.0.1", port=port, password="not " + password,
+                            socket_timeout=30)
+        try:
+            wrong.ping()
+            check("a wrong password", "no error", "an error")
+        except redis.AuthenticationError:
+            check("a wrong password", True, True)
+        wrong.close()
+
+    if failed == 0:
+        print(f"redis-py: all {passed} checks ok")
+    else:
+        print(f"redis-py: {failed} of {passed + failed} checks FAILED")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
