@@ -84,18 +84,23 @@ SocketMesh::SocketMesh(sluice::Cluster& cluster, const RuntimeOptions& options)
       batch_bytes_(options.batch_bytes),
       fds_(cluster.world_size(), -1) {
   for (uint32_t s = 0; s < threads_; ++s) mailboxes_.push_back(std::make_unique<Mailbox>());
+  // Listens on the one address the peers are told (the one this host
+  // reaches the registry from: 127.0.0.1 for a job on one host), never on
+  // every interface.
+  const std::string host = local_address(cluster.options().registry);
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
   socklen_t len = sizeof addr;
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    throw QueryError("sockets exchange: this host's address '" + host + "' is not IPv4");
+  }
   if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::listen(listen_fd_, static_cast<int>(world_) + 8) != 0 ||
       ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    throw QueryError("sockets exchange: cannot listen: " + errno_text());
+    throw QueryError("sockets exchange: cannot listen on " + host + ": " + errno_text());
   }
-  const std::string me =
-      local_address(cluster.options().registry) + ":" + std::to_string(ntohs(addr.sin_port));
+  const std::string me = host + ":" + std::to_string(ntohs(addr.sin_port));
   const std::vector<std::string> peers = cluster.allgather("query.sockets", me);
 
   // Connect to every lower rank (their listeners are up: they published
