@@ -469,7 +469,7 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
 }
 
 void RespGateway::complete(ClientGroup& clients) {
-  inflight_.resize(clients.size());
+  // (poll() sized inflight_ for the group.)
   for (size_t k = 0; k < clients.size(); ++k) complete(clients.client(k), k);
 }
 

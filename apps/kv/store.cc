@@ -76,12 +76,16 @@ void Store::record(uint64_t client, uint64_t seq, bool executed) {
   }
 }
 
+uint64_t Store::entry_bytes(const std::string& key) const {
+  auto it = data_.find(key);
+  return it == data_.end() ? 0 : kEntryOverhead + it->first.size() + it->second.size();
+}
+
 bool Store::over_limit(const Command& c) const {
   if (options_.maxmemory == 0 || (c.op != Op::kPut && c.op != Op::kCas)) return false;
   auto it = data_.find(c.key);
   if (c.op == Op::kCas && (it == data_.end() || it->second != c.expected)) return false;
-  const uint64_t before =
-      it == data_.end() ? 0 : kEntryOverhead + it->first.size() + it->second.size();
+  const uint64_t before = entry_bytes(c.key);
   const uint64_t after = kEntryOverhead + c.key.size() + c.value.size();
   return after > before && used_bytes_ - before + after > options_.maxmemory;
 }
@@ -121,14 +125,9 @@ Result Store::apply(const Command& c, Applied* what) {
   if (over_limit(c)) {
     r.refused = true;
   } else {
-    auto it = data_.find(c.key);
-    const uint64_t before =
-        it == data_.end() ? 0 : kEntryOverhead + it->first.size() + it->second.size();
+    const uint64_t before = entry_bytes(c.key);
     r = execute(data_, c);
-    it = data_.find(c.key);
-    const uint64_t after =
-        it == data_.end() ? 0 : kEntryOverhead + it->first.size() + it->second.size();
-    used_bytes_ = used_bytes_ - before + after;
+    used_bytes_ = used_bytes_ - before + entry_bytes(c.key);
   }
   cs.results.push_back(std::move(r));
   if (cs.results.size() > kClientWindow) cs.results.pop_front();

@@ -204,6 +204,8 @@ class Store {
     std::deque<Result> results;  // of seq - results.size() + 1 .. seq
   };
   void record(uint64_t client, uint64_t seq, bool executed);
+  // What `key` and its value take in used_bytes() (0: absent).
+  uint64_t entry_bytes(const std::string& key) const;
   // Whether `c` (a put or cas) would take the data past maxmemory.
   bool over_limit(const Command& c) const;
 

@@ -127,6 +127,14 @@ TEST(SluiceTopTest, OnceJsonListsARunningJobsEndpointsWithCountersEqualToWhatThe
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
+// A shell function for the tests' scripts: `pid_of R` prints the pid of
+// the child of the launcher $p whose SLUICE_RANK is R (nothing if none).
+constexpr const char* kPidOfRank =
+    "pid_of() { for c in /proc/[0-9]*; do "
+    "if grep -qs \"^PPid:[[:space:]]*$p\\$\" $c/status && "
+    "tr '\\0' '\\n' < $c/environ 2>/dev/null | grep -qx SLUICE_RANK=$1; then "
+    "echo ${c#/proc/}; fi; done; }; ";
+
 // A job whose rank 1 never closes: every target waits for its END. When
 // --timeout passes, `sluice run` reports each rank's endpoints and marks the
 // ones that never ended; SIGUSR1 gets the same report without stopping it.
@@ -206,15 +214,12 @@ TEST(RankSigusr1ReportTest, ARankReportsItsEndpointsAndRegionHandlesAndCarriesOn
   // the launcher's child whose SLUICE_RANK is 1, give its control thread a
   // heartbeat interval or two, then let the job end.
   const std::string script =
-      ": >\"$2.out\"; "
+      std::string(kPidOfRank) + ": >\"$2.out\"; "
       "\"$0\" run -n 3 --timeout 60 -- \"$1\" --records 20000 --region-ops 25 --ordered 800 "
       "--hold-until \"$2\" >>\"$2.out\" 2>&1 & p=$!; "
       "i=0; while n=$(grep -c ' pushed ' \"$2.out\"); [ \"${n:-0}\" -lt 3 ] && [ $i -lt 600 ]; "
       "do sleep 0.1; i=$((i+1)); done; "
-      "for c in /proc/[0-9]*; do "
-      "if grep -qs \"^PPid:[[:space:]]*$p\\$\" $c/status && "
-      "tr '\\0' '\\n' < $c/environ 2>/dev/null | grep -qx SLUICE_RANK=1; then "
-      "echo \"signalled ${c#/proc/}\"; kill -USR1 ${c#/proc/}; fi; done; "
+      "r1=$(pid_of 1); [ -n \"$r1\" ] && echo \"signalled $r1\" && kill -USR1 $r1; "
       "sleep 3; touch \"$2\"; wait $p; echo \"launcher exit $?\"; cat \"$2.out\"; rm -f \"$2.out\"";
   const auto r =
       run_process({"/bin/sh", "-c", script, bin("sluice"), bin("sluice-test-top-job"), hold}, {},
@@ -333,13 +338,8 @@ TEST(SluiceLogInfoTest, NamesThePathOfEveryPairOfEndpointsAndWarnsOfAProviderFal
 TEST(SluiceRunHangReportTest, ASourceBlockedOnAFullRingNamesItsTarget) {
   const std::string hold = "/tmp/sluice-credit-test-" + std::to_string(::getpid());
   std::remove(hold.c_str());
-  const std::string pid_of =
-      "pid_of() { for c in /proc/[0-9]*; do "
-      "if grep -qs \"^PPid:[[:space:]]*$p\\$\" $c/status && "
-      "tr '\\0' '\\n' < $c/environ 2>/dev/null | grep -qx SLUICE_RANK=$1; then "
-      "echo ${c#/proc/}; fi; done; }; ";
   const std::string script =
-      pid_of + ": >\"$2.out\"; "
+      std::string(kPidOfRank) + ": >\"$2.out\"; "
       "\"$0\" run -n 3 --timeout 90 -- \"$1\" --records 50000000 --hold-until \"$2\" "
       ">>\"$2.out\" 2>&1 & p=$!; "
       // (Once both ranks' ticks endpoints exist: their flows are declared
