@@ -143,8 +143,8 @@ Field arith_field(Op op, const Field& a, const Field& b, const std::string& name
 
 }  // namespace
 
-void bind(Expr& e, const Schema& schema, const std::string& name) {
-  for (auto& a : e.args) bind(*a, schema, name);
+void bind_expr(Expr& e, const Schema& schema, const std::string& name) {
+  for (auto& a : e.args) bind_expr(*a, schema, name);
   switch (e.op) {
     case Op::kColumn:
       e.column = schema.index(e.name);

@@ -4,7 +4,7 @@
 //   ExprPtr e = mul(col("ol_amount"), dec(150, 2));          // ol_amount * 1.50
 //   ExprPtr p = and_(ge(col("o_entry_d"), date(2007, 1, 2)), eq(col("c_state"), str("A")));
 //
-// An expression is bound to the schema of its input once (bind(): resolves
+// An expression is bound to the schema of its input once (bind_expr(): resolves
 // columns, works out the result type, throws PlanError on a mismatch) and
 // then evaluated per batch into a column. Arithmetic on integers, decimals
 // and dates is exact (decimal scales are aligned as SQL does: + and - take
@@ -54,7 +54,7 @@ struct Expr {
   uint32_t scale = 0;  // kDecimal
   std::vector<std::shared_ptr<Expr>> args;
 
-  // Set by bind():
+  // Set by bind_expr():
   Field out;
   size_t column = 0;
   std::vector<Column> scratch;  // the children's values of the current batch
@@ -88,7 +88,9 @@ ExprPtr starts_with(ExprPtr s, std::string prefix);
 
 // Resolves columns against `schema` and sets out (the result field, named
 // `name`) throughout the tree. Throws PlanError naming what does not fit.
-void bind(Expr& e, const Schema& schema, const std::string& name = "expr");
+// (Not `bind`: with <functional> in scope, a call whose arguments include a
+// std::string finds std::bind by argument-dependent lookup, a better match.)
+void bind_expr(Expr& e, const Schema& schema, const std::string& name = "expr");
 // Evaluates bound `e` over every row of `in` into `out` (cleared first;
 // its field becomes e.out).
 void eval(Expr& e, const Batch& in, Column* out);

@@ -123,7 +123,7 @@ size_t Scan::step() {
 // --- Filter, Project ---
 
 Filter::Filter(const Schema& in, ExprPtr predicate) : pred_(std::move(predicate)), out_(in) {
-  bind(*pred_, in, "filter");
+  bind_expr(*pred_, in, "filter");
   if (pred_->out.type != Type::kInt64) {
     throw PlanError(std::string("a filter takes a condition, not a ") + to_string(pred_->out.type));
   }
@@ -144,7 +144,7 @@ void Filter::push(const Batch& b) {
 Project::Project(const Schema& in, std::vector<Projection> outputs) : outputs_(std::move(outputs)) {
   std::vector<Field> fields;
   for (Projection& p : outputs_) {
-    bind(*p.expr, in, p.name);
+    bind_expr(*p.expr, in, p.name);
     fields.push_back(p.expr->out);
   }
   out_schema_ = Schema(std::move(fields));
@@ -338,7 +338,7 @@ HashAggregate::HashAggregate(const Schema& in, std::vector<std::string> keys,
       continue;
     }
     if (a.arg == nullptr) throw PlanError("aggregate " + a.name + " needs an argument");
-    bind(*a.arg, in, a.name);
+    bind_expr(*a.arg, in, a.name);
     if (a.arg->out.type == Type::kString) {
       throw PlanError("aggregate " + a.name + " over a string column");
     }

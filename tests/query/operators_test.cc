@@ -178,7 +178,7 @@ TEST(ExprTest, DecimalAndDateArithmeticIsExact) {
   b.column(1).days = {days_from_civil(2024, 2, 28), days_from_civil(1999, 12, 31)};
   b.set_rows(2);
   ExprPtr m = mul(col("a"), dec(225, 2));  // a * 2.25: scale 4
-  bind(*m, b.schema(), "m");
+  bind_expr(*m, b.schema(), "m");
   Column out;
   eval(*m, b, &out);
   std::string s;
@@ -187,12 +187,12 @@ TEST(ExprTest, DecimalAndDateArithmeticIsExact) {
   out.format(1, &s);
   EXPECT_EQ(s, "3.3750 -5.0625");
   ExprPtr d = add(col("d"), lit(2));
-  bind(*d, b.schema(), "d2");
+  bind_expr(*d, b.schema(), "d2");
   eval(*d, b, &out);
   EXPECT_EQ(civil_from_days(out.days[0]), "2024-03-01");
   EXPECT_EQ(civil_from_days(out.days[1]), "2000-01-02");
   ExprPtr c = and_(gt(col("a"), dec(1, 0)), lt(col("d"), date(2025, 1, 1)));
-  bind(*c, b.schema(), "c");
+  bind_expr(*c, b.schema(), "c");
   eval(*c, b, &out);
   EXPECT_EQ(out.ints, (std::vector<int64_t>{1, 0}));
 }
@@ -204,7 +204,7 @@ TEST(ExprTest, PrefixMatchAndMissingDatesFollowSql) {
                       kNullDate};
   b.set_rows(4);
   ExprPtr p = starts_with(col("s"), "A");
-  bind(*p, b.schema(), "p");
+  bind_expr(*p, b.schema(), "p");
   Column out;
   eval(*p, b, &out);
   EXPECT_EQ(out.ints, (std::vector<int64_t>{1, 0, 1, 0}));
@@ -212,7 +212,7 @@ TEST(ExprTest, PrefixMatchAndMissingDatesFollowSql) {
   for (auto [e, want] :
        {std::pair{gt(col("d"), date(2013, 7, 1)), std::vector<int64_t>{0, 1, 0, 0}},
         std::pair{le(col("d"), date(2013, 7, 1)), std::vector<int64_t>{0, 0, 1, 0}}}) {
-    bind(*e, b.schema(), "c");
+    bind_expr(*e, b.schema(), "c");
     eval(*e, b, &out);
     EXPECT_EQ(out.ints, want);
   }
