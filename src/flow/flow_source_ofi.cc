@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "flow/flow_source.h"
+#include "transport/ofi/fabric_lib.h"
 
 namespace sluice::detail {
 
@@ -92,7 +93,7 @@ Status FlowSource::post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t co
       if (drop_if_lost(t, true)) return failed_;
       return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot send a segment to " +
                                ctx_->peer_name(false, t) + ": " +
-                               fi_strerror(static_cast<int>(-rc)) +
+                               ofi::lib::strerror(static_cast<int>(-rc)) +
                                lost_suffix(ctx_->spec.targets[t].rank),
                            ctx_->spec.targets[t].rank);
     }
@@ -157,7 +158,7 @@ void FlowSource::post_credit_receive(uint32_t t) {
   }
   if (rc != 0) {
     fail_for_good(ctx_->endpoint_name(true, index_) +
-                  ": cannot post a credit receive: " + fi_strerror(static_cast<int>(-rc)));
+                  ": cannot post a credit receive: " + ofi::lib::strerror(static_cast<int>(-rc)));
   }
 }
 

@@ -14,6 +14,7 @@
 #include "common/futex.h"
 #include "common/log.h"
 #include "flow/counters_report.h"
+#include "transport/ofi/fabric_lib.h"
 
 namespace sluice::detail {
 
@@ -260,7 +261,7 @@ void FlowTarget::publish_credit(In& in) {
   credit_pending_[s] = 1;
   if (rc != -FI_EAGAIN) {
     log::debug(ctx_->endpoint_name(false, index_), ": returning credit to ",
-               ctx_->peer_name(true, s), " failed for now: ", fi_strerror(static_cast<int>(-rc)));
+               ctx_->peer_name(true, s), " failed for now: ", ofi::lib::strerror(static_cast<int>(-rc)));
   }
 }
 

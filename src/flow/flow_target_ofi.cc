@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "flow/flow_target.h"
+#include "transport/ofi/fabric_lib.h"
 
 namespace sluice::detail {
 
@@ -77,7 +78,7 @@ void FlowTarget::send_confirmation(uint32_t s) {
   if (rc != 0 && rc != -FI_EAGAIN) {
     // The source then waits out its linger and leaves its endpoint open.
     log::debug(ctx_->endpoint_name(false, index_), ": cannot confirm the END of ",
-               ctx_->peer_name(true, s), ": ", fi_strerror(static_cast<int>(-rc)));
+               ctx_->peer_name(true, s), ": ", ofi::lib::strerror(static_cast<int>(-rc)));
   }
 }
 
@@ -92,7 +93,7 @@ void FlowTarget::post_receive(uint32_t s, uint32_t j) {
   }
   if (rc != 0) {
     fail_for_good(ctx_->endpoint_name(false, index_) +
-                  ": cannot post a receive: " + fi_strerror(static_cast<int>(-rc)));
+                  ": cannot post a receive: " + ofi::lib::strerror(static_cast<int>(-rc)));
   }
 }
 

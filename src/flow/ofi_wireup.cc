@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "flow/flow_core.h"
+#include "transport/ofi/fabric_lib.h"
 
 namespace sluice::detail {
 namespace {
@@ -96,7 +97,7 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
     throw Error(ErrorCode::kResource,
                 "flow '" + ctx.spec.name + "' " + name_of(ctx, st.source, st.side->index) +
                     ": cannot " + what +
-                    " while connecting: " + fi_strerror(static_cast<int>(-rc)));
+                    " while connecting: " + ofi::lib::strerror(static_cast<int>(-rc)));
   };
 
   const uint32_t spin = 1000;

@@ -19,6 +19,7 @@
 #include "control/registry_client.h"
 #include "common/test_hooks.h"
 #include "flow/layout.h"
+#include "transport/ofi/fabric_lib.h"
 
 namespace sluice::detail {
 namespace {
@@ -324,7 +325,7 @@ class OfiAccess final : public RegionAccess {
       if (rc == 0) return Status::kOk;
       if (rc != -FI_EAGAIN) {
         return fail(Status::kPeerLost, what() + ": libfabric refused the operation: " +
-                                           fi_strerror(static_cast<int>(-rc)));
+                                           ofi::lib::strerror(static_cast<int>(-rc)));
       }
       if (Status s = poll_once(deadline, i >= spin_polls_); s != Status::kOk) return s;
       if (Status s = check_owner(i); s != Status::kOk) return s;

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "memory/region.h"
+#include "transport/ofi/fabric_lib.h"
 
 namespace sluice::detail {
 namespace {
@@ -97,7 +98,7 @@ void RegionOwner::post_request_receive(uint32_t slot) {
   }
   if (rc != 0 && rc != -FI_EAGAIN) {
     log::warn("region '", name_,
-              "': cannot post a request receive: ", fi_strerror(static_cast<int>(-rc)));
+              "': cannot post a request receive: ", ofi::lib::strerror(static_cast<int>(-rc)));
   }
 }
 

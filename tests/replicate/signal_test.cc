@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <fstream>
+#include <string>
 
 #include "support/test_support.h"
 #include "transport/ofi/ofi.h"
@@ -40,15 +42,30 @@ TEST(RankSignalTest, RankWithAnOfiEndpointThatCrashesIsReportedAsKilledBySignal1
   EXPECT_EQ(count_lines_with(r.output, "exited with status"), 0) << r.output;
 }
 
-TEST(RankSignalTest, NoLibfabricDependencyKeepsAHandlerForTerminatingSignals) {
-  // This test program links libfabric too; by now its dispositions are back
-  // to the default, whatever the libraries installed before main.
+TEST(RankSignalTest, AProgramThatOpensNoOfiEndpointDoesNotLoadLibfabric) {
+  // (Linking it would cost every process the PSM libraries' start-up sleeps.)
+  // Before the next test, which loads it into this process.
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) EXPECT_EQ(line.find("libfabric"), std::string::npos) << line;
+}
+
+void program_handler(int) {}
+
+TEST(RankSignalTest, LoadingLibfabricKeepsTheProgramsHandlersAndTheDefaults) {
+  // libfabric is loaded when first needed, here: its dependencies'
+  // constructors install handlers for all six signals, which loading puts
+  // back to what they were (the program's own for SIGTERM, else the default).
+  struct sigaction mine {};
+  mine.sa_handler = program_handler;
+  sigemptyset(&mine.sa_mask);
+  ASSERT_EQ(::sigaction(SIGTERM, &mine, nullptr), 0);
   detail::ofi::restore_signal_dispositions();
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT, SIGTERM}) {
     struct sigaction now {};
     ASSERT_EQ(::sigaction(sig, nullptr, &now), 0);
-    EXPECT_EQ(reinterpret_cast<void*>(now.sa_handler), reinterpret_cast<void*>(SIG_DFL))
-        << "signal " << sig;
+    void* expected = reinterpret_cast<void*>(sig == SIGTERM ? program_handler : SIG_DFL);
+    EXPECT_EQ(reinterpret_cast<void*>(now.sa_handler), expected) << "signal " << sig;
   }
 }
 

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "transport/ofi/fabric_lib.h"
 #include "transport/ofi/ofi.h"
 
 namespace sluice::tool {
@@ -96,15 +97,17 @@ std::string read_first_line(const std::string& path) {
 // Whether libfabric has any RDM endpoint of this provider, whatever its
 // capabilities (so that "absent" and "lacks what sluice asks" read apart).
 bool provider_present(const std::string& choice) {
-  fi_info* hints = fi_allocinfo();
+  namespace lib = sluice::detail::ofi::lib;
+  fi_info* hints = lib::allocinfo();
+  if (hints == nullptr) return false;  // libfabric cannot be loaded
   hints->ep_attr->type = FI_EP_RDM;
   hints->fabric_attr->prov_name = ::strdup(choice == "tcp"     ? "tcp;ofi_rxm"
                                            : choice == "verbs" ? "verbs;ofi_rxm"
                                                                : choice.c_str());
   fi_info* found = nullptr;
-  const int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &found);
-  fi_freeinfo(hints);
-  if (found != nullptr) fi_freeinfo(found);
+  const int rc = lib::getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &found);
+  lib::freeinfo(hints);
+  lib::freeinfo(found);
   return rc == 0;
 }
 
@@ -247,9 +250,9 @@ std::vector<ProviderProbe> probe_providers(const std::string& node) {
       p.cq_data_size = ep.cq_data_size();
       p.wait_fd = ep.wait_fd() >= 0;
       uint64_t order = info->tx_attr->msg_order;
-      p.msg_order = order == 0 ? "none" : fi_tostr(&order, FI_TYPE_MSG_ORDER);
+      p.msg_order = order == 0 ? "none" : sluice::detail::ofi::lib::tostr(&order, FI_TYPE_MSG_ORDER);
       int mr_mode = info->domain_attr->mr_mode;
-      p.mr_mode = mr_mode == 0 ? "none" : fi_tostr(&mr_mode, FI_TYPE_MR_MODE);
+      p.mr_mode = mr_mode == 0 ? "none" : sluice::detail::ofi::lib::tostr(&mr_mode, FI_TYPE_MR_MODE);
       p.pins_memory = p.choice == "verbs" || p.choice == "efa";
     } catch (const std::exception& e) {
       p.error = e.what();
@@ -451,7 +454,8 @@ uint64_t memory_available() {
 }
 
 std::string libfabric_version() {
-  const uint32_t v = fi_version();
+  const uint32_t v = sluice::detail::ofi::lib::version();
+  if (v == 0) return "not loadable";
   return std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v));
 }
 

@@ -1,6 +1,5 @@
 #include "transport/ofi/ofi.h"
 
-#include <dlfcn.h>
 #include <rdma/fi_errno.h>
 #include <signal.h>
 
@@ -19,6 +18,7 @@
 #include "common/random.h"
 #include "common/test_hooks.h"
 #include "sluice/errors.h"
+#include "transport/ofi/fabric_lib.h"
 
 namespace sluice::detail::ofi {
 namespace {
@@ -28,7 +28,7 @@ constexpr int kApiVersion = FI_VERSION(1, 9);
 // write with data consumes one and the owner reposts it at once.
 constexpr int kDataReceives = 256;
 
-std::string fi_error_text(int rc) { return std::string(fi_strerror(-rc)) + " (" + std::to_string(rc) + ")"; }
+std::string fi_error_text(int rc) { return std::string(lib::strerror(-rc)) + " (" + std::to_string(rc) + ")"; }
 
 // libfabric's name for a provider choice: RDM endpoints over tcp and verbs
 // come from the rxm utility provider layered on them.
@@ -40,7 +40,12 @@ std::string libfabric_name(const std::string& p) {
 
 fi_info* make_hints(const Config& cfg, const std::string& prov, bool rma, bool atomic,
                     bool source) {
-  fi_info* h = fi_allocinfo();
+  fi_info* h = lib::allocinfo();
+  if (h == nullptr) {
+    std::string why;
+    lib::load(&why);
+    throw Error(ErrorCode::kResource, why.empty() ? "fi_allocinfo failed: out of memory" : why);
+  }
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV;
   if (source) h->caps |= FI_SOURCE;
@@ -56,44 +61,12 @@ fi_info* make_hints(const Config& cfg, const std::string& prov, bool rma, bool a
   return h;
 }
 
-// Debian's libfabric links the PSM provider's libpsm_infinipath, whose
-// libinfinipath installs, from a constructor that runs before main, handlers
-// for SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM that print a
-// backtrace and call exit(1). A rank that was terminated, or that crashed,
-// then looks to its launcher like one that failed with status 1, and the
-// atexit handlers run inside a signal handler. Those handlers are put back to
-// the default (their documented-nowhere switch, IPATH_NO_BACKTRACE, is read
-// before main, too late for a library to set). Handlers anyone else installed
-// are left alone.
-int restore_foreign_handlers() {
-  int restored = 0;
-  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT, SIGTERM}) {
-    struct sigaction now {};
-    if (::sigaction(sig, nullptr, &now) != 0) continue;
-    void* handler = (now.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(now.sa_sigaction)
-                                                : reinterpret_cast<void*>(now.sa_handler);
-    if (handler == reinterpret_cast<void*>(SIG_DFL) || handler == reinterpret_cast<void*>(SIG_IGN))
-      continue;
-    Dl_info where{};
-    if (::dladdr(handler, &where) == 0 || where.dli_fname == nullptr ||
-        std::strstr(where.dli_fname, "libinfinipath") == nullptr) {
-      continue;
-    }
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    if (::sigaction(sig, &dfl, nullptr) == 0) ++restored;
-  }
-  return restored;
-}
-
-// At load, before main: so that a sluice program dies of its signals even if
-// it never opens an endpoint (its own handlers, installed later, win).
-const int restored_at_load = restore_foreign_handlers();
-
 }  // namespace
 
-int restore_signal_dispositions() { return restored_at_load + restore_foreign_handlers(); }
+int restore_signal_dispositions() {
+  lib::load();
+  return lib::signal_dispositions_restored();
+}
 
 Config config_from_options(const ClusterOptions& options, const std::string& node) {
   Config c;
@@ -147,11 +120,11 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
         fi_info* hints = make_hints(cfg, prov, rma, want.atomic, source);
         fi_info* found = nullptr;
         const char* node = cfg.node.empty() ? nullptr : cfg.node.c_str();
-        rc = fi_getinfo(kApiVersion, node, nullptr, node ? FI_SOURCE : 0, hints, &found);
-        fi_freeinfo(hints);
+        rc = lib::getinfo(kApiVersion, node, nullptr, node ? FI_SOURCE : 0, hints, &found);
+        lib::freeinfo(hints);
         if (rc == 0 && found != nullptr) {
-          info_ = fi_dupinfo(found);
-          fi_freeinfo(found);
+          info_ = lib::dupinfo(found);
+          lib::freeinfo(found);
           source_ = (info_->caps & FI_SOURCE) != 0;
           break;
         }
@@ -176,8 +149,6 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
                     " (" + tried + "); check `fi_info -t FI_EP_RDM`, or pin one with SLUICE_OFI_PROVIDER" +
                     (cfg.require_rma || need_atomic ? "; RMA or atomics are required (SLUICE_OFI_RMA / SLUICE_OFI_ATOMIC = on)" : ""));
   }
-  // A provider loaded by fi_getinfo may have brought its own handlers.
-  restore_signal_dispositions();
   provider_ = info_->fabric_attr->prov_name;
   if (cfg.provider.empty() && !tried.empty() && !candidates.empty() &&
       libfabric_name(candidates.front()) != provider_) {
@@ -202,7 +173,7 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   rx_cq_data_ = (info_->mode & FI_RX_CQ_DATA) != 0 || cfg.test_data_receives;
   cq_data_size_ = info_->domain_attr->cq_data_size;
 
-  check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+  check(lib::fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
   check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
   if (atomic_) {
     // The two operations regions need, on the one type they use.
@@ -214,7 +185,7 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
     // The constructor's throw skips the destructor: close what is open.
     fi_close(&domain_->fid);
     fi_close(&fabric_->fid);
-    fi_freeinfo(info_);
+    lib::freeinfo(info_);
     domain_ = nullptr;
     fabric_ = nullptr;
     info_ = nullptr;
@@ -274,7 +245,7 @@ Endpoint::~Endpoint() {
   if (av_ != nullptr) fi_close(&av_->fid);
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
-  if (info_ != nullptr) fi_freeinfo(info_);
+  if (info_ != nullptr) lib::freeinfo(info_);
   // Only now: nothing can reach this memory any more.
   for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) it->second(it->first);
 }
@@ -457,7 +428,7 @@ ssize_t Endpoint::complete(ssize_t n, fi_cq_data_entry* out, std::string* error,
     if (is_data_receive(err.op_context))
       data_rx_done_.push_back(static_cast<fi_context2*>(err.op_context));
     if (failed_context != nullptr) *failed_context = err.op_context;
-    *error = std::string("a libfabric operation failed: ") + fi_strerror(err.err) + " (" +
+    *error = std::string("a libfabric operation failed: ") + lib::strerror(err.err) + " (" +
              fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0) + ")";
     return -static_cast<ssize_t>(err.err == 0 ? FI_EIO : err.err);
   }

@@ -83,12 +83,11 @@ struct Config {
 // and wait_fd come from the test hooks (common/test_hooks.h).
 Config config_from_options(const ClusterOptions& options, const std::string& node);
 
-// Puts SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM back to their
-// default action where libfabric's dependencies (Debian's libinfinipath, for
-// the PSM provider) installed handlers that turn them into exit(1). Runs once
-// when the library is loaded and again after each fi_getinfo; returns how
-// many dispositions were restored so far (for tests). Handlers the program
-// installed itself are never touched.
+// Loads libfabric (fabric_lib.h) if it is not loaded yet; returns how many
+// of SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM loading put back to
+// what they were before, where libfabric's dependencies (Debian's
+// libinfinipath, for the PSM provider) installed handlers that turn them
+// into exit(1). Handlers the program installed itself are kept.
 int restore_signal_dispositions();
 
 // A registered memory region.
