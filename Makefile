@@ -2,12 +2,14 @@
 BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure --timeout 600
-# Tests run side by side, one per core up to 4: most of a system test's time
-# is spent waiting (process start, connection set-up, peer timeouts), and no
-# test asserts a timing. CTEST_JOBS=1 runs them one at a time.
-CTEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+# Every gtest case is its own CTest test (cmake/SluiceTest.cmake), labelled
+# with its tier (unit, system, app) and component. Cases run side by side,
+# three per core up to 8: most of a system test's time is spent waiting
+# (process start, connection set-up, peer timeouts), and no test asserts a
+# timing. CTEST_JOBS=1 runs them one at a time.
+CTEST_JOBS ?= $(shell n=$$(( $$(nproc 2>/dev/null || echo 1) * 3 )); [ $$n -gt 8 ] && n=8; echo $$n)
 
-.PHONY: all deps test-tools configure build demo demo-shuffle test test-slow asan tsan fuzz perf bench plot install clean
+.PHONY: all deps test-tools configure build demo demo-shuffle test test-unit test-slow asan tsan fuzz perf bench plot install clean
 
 all: build
 
@@ -48,6 +50,10 @@ demo-shuffle: configure
 # Every test but the long soaks (label `slow`) and the fuzzers (label `fuzz`).
 test: build test-tools
 	cd build && ctest $(CTEST_FLAGS) -j$(CTEST_JOBS) -LE 'slow|fuzz'
+
+# The unit tier alone (one process per case, no job): about 20 s.
+test-unit: build
+	cd build && ctest $(CTEST_FLAGS) -j$(CTEST_JOBS) -L unit -LE 'slow|fuzz'
 
 test-slow: build test-tools
 	cd build && ctest $(CTEST_FLAGS) -L slow

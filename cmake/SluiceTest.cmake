@@ -1,0 +1,55 @@
+# sluice_gtest: registers a gtest executable with CTest, one test per case.
+#
+#   sluice_gtest(<target> NAME <prefix> LABELS <tier> <component>...
+#                [ENV VAR=value...] [FILTER <gtest filter>] [SLOW <gtest filter>]
+#                [TIMEOUT <seconds>] [PER_SUITE] [ARGS <arg>...] [PROPERTIES <name> <value>...])
+#
+# Each case becomes the CTest test <prefix>.<Suite>.<Case>, so that a failure
+# names its case and `ctest -j` balances cases rather than whole binaries.
+# The cases are listed (<exe> --gtest_list_tests) when ctest reads the tests,
+# and again only after the executable changes; the list is cached beside the
+# build files. CMake's gtest_discover_tests does the same but cannot carry a
+# list-valued property (two labels, two environment variables).
+#
+#   LABELS      the tier (unit, system or app) and the component; every case
+#               gets them all.
+#   ENV         environment variables of every case (a variant's transport).
+#   FILTER      only the cases this gtest filter selects (default: all).
+#   SLOW        the cases this filter selects also get the label `slow`, which
+#               `make test` leaves out and `make test-slow` runs.
+#   PER_SUITE   one test per suite (<prefix>.<Suite>) instead of per case: for
+#               suites that start one job in SetUpTestSuite and share it.
+#   ARGS        extra arguments after --gtest_filter.
+#   PROPERTIES  further CTest properties of every case (RESOURCE_LOCK ...).
+#
+# A case that is DISABLED_ is not registered. An executable that cannot list
+# its cases registers one failing test <prefix>.list_failed that says why.
+set(SLUICE_GTEST_DISCOVER_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/SluiceTestDiscover.cmake)
+
+function(sluice_gtest target)
+  cmake_parse_arguments(PARSE_ARGV 1 G "PER_SUITE" "NAME;FILTER;SLOW;TIMEOUT"
+                        "LABELS;ENV;ARGS;PROPERTIES")
+  if(NOT G_NAME OR NOT G_LABELS)
+    message(FATAL_ERROR "sluice_gtest(${target}): NAME and LABELS are required")
+  endif()
+  if(NOT G_FILTER)
+    set(G_FILTER "*")
+  endif()
+  if(NOT G_TIMEOUT)
+    set(G_TIMEOUT 300)
+  endif()
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/gtest)
+  set(include_file ${dir}/${G_NAME}.cmake)
+  # The generated include file only sets the registration's variables (with
+  # bracket arguments, so that lists and gtest filters pass untouched) and
+  # includes the shared discovery script.
+  set(content "")
+  foreach(var NAME FILTER SLOW TIMEOUT PER_SUITE LABELS ENV ARGS PROPERTIES)
+    string(APPEND content "set(G_${var} [==[${G_${var}}]==])\n")
+  endforeach()
+  string(APPEND content "set(G_EXE [==[$<TARGET_FILE:${target}>]==])\n")
+  string(APPEND content "set(G_CACHE [==[${dir}/${G_NAME}.cases]==])\n")
+  string(APPEND content "include([==[${SLUICE_GTEST_DISCOVER_SCRIPT}]==])\n")
+  file(GENERATE OUTPUT ${include_file} CONTENT "${content}")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${include_file})
+endfunction()
