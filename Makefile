@@ -9,7 +9,7 @@ CTEST_FLAGS ?= --output-on-failure --timeout 600
 # timing. CTEST_JOBS=1 runs them one at a time.
 CTEST_JOBS ?= $(shell n=$$(( $$(nproc 2>/dev/null || echo 1) * 3 )); [ $$n -gt 8 ] && n=8; echo $$n)
 
-.PHONY: all deps test-tools configure build demo demo-shuffle test test-unit test-slow asan tsan fuzz perf bench plot install clean
+.PHONY: all deps test-tools format configure build demo demo-shuffle test test-unit test-slow asan tsan fuzz perf bench plot install clean
 
 all: build
 
@@ -18,12 +18,18 @@ deps:
 
 # What only the tests use: the adya history checker (crates.io, built into
 # .tools/adya) and kv-porcupine (apps/kv/porcupine, a Go module, built into
-# .tools/kv-porcupine), and redis-tools (redis-cli and redis-benchmark for
-# the kv RESP tests), so that `make demo` does not wait for them.
+# .tools/kv-porcupine), redis-tools (redis-cli and redis-benchmark for the
+# kv RESP tests) and clang-format (hygiene.format checks every C++ file), so
+# that `make demo` does not wait for them.
 test-tools:
-	@scripts/install-deps.sh redis-tools
+	@scripts/install-deps.sh redis-tools clang-format
 	@scripts/install-adya.sh
 	@scripts/install-porcupine.sh
+
+# Formats every tracked C++ file with .clang-format (make test checks it).
+format:
+	@scripts/install-deps.sh clang-format
+	git ls-files '*.cc' '*.h' | xargs clang-format -i
 
 configure: deps
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)

@@ -5,26 +5,29 @@
 #include <cstdio>
 #include <string>
 
-struct Order { uint64_t key; uint64_t amount; };   // any trivially copyable type
+struct Order {
+  uint64_t key;
+  uint64_t amount;
+};  // any trivially copyable type
 
 int main() {
-  auto cluster = sluice::Cluster::join();           // reads the env `sluice run` sets
+  auto cluster = sluice::Cluster::join();  // reads the env `sluice run` sets
   auto spec = sluice::shuffle<Order>("orders")
-                  .sources(cluster.all_ranks())     // (rank, slot 0) for every rank
+                  .sources(cluster.all_ranks())  // (rank, slot 0) for every rank
                   .targets(cluster.all_ranks())
-                  .key(&Order::key);                // route by a hash of the key
-  auto flow = cluster.declare(spec);                // every participant must agree; lives until `flow` ends
+                  .key(&Order::key);  // route by a hash of the key
+  auto flow = cluster.declare(spec);  // every participant must agree; lives until `flow` ends
 
-  sluice::Worker worker;                            // this thread's progress loop
+  sluice::Worker worker;  // this thread's progress loop
   uint64_t received = 0;
   worker.add(cluster.target(spec, /*slot=*/0), [&](std::span<const Order> batch) {
     for (const Order& o : batch) received += o.amount;
   });
   auto out = cluster.source(spec, /*slot=*/0);
-  for (uint64_t i = 0; i < 1'000'000; ++i)          // consumes while the ring is full
+  for (uint64_t i = 0; i < 1'000'000; ++i)  // consumes while the ring is full
     if (worker.push(out, Order{i, 1}) != sluice::Status::kOk) return 1;  // out.error() says why
   if (worker.close(out) != sluice::Status::kOk) return 1;
-  if (worker.run() != sluice::Status::kEndOfFlow) { // until every source has closed
+  if (worker.run() != sluice::Status::kEndOfFlow) {  // until every source has closed
     std::fprintf(stderr, "rank %u: %s\n", cluster.rank(), worker.error(0).c_str());
     return 1;
   }

@@ -19,11 +19,12 @@ Cluster Cluster::join(const ClusterOptions& options) {
   log::set_level(options.log_level);
   auto impl = std::make_shared<detail::ClusterImpl>();
   impl->options = options;
-  impl->boot = control::parse_bootstrap(control::process_env(), options.rank, options.world_size, options.registry,
-                                        options.secret);
+  impl->boot = control::parse_bootstrap(control::process_env(), options.rank, options.world_size,
+                                        options.registry, options.secret);
   impl->options.rank = impl->boot.rank;
   impl->options.world_size = impl->boot.world_size;
-  impl->options.registry = impl->boot.registry_host + ":" + std::to_string(impl->boot.registry_port);
+  impl->options.registry =
+      impl->boot.registry_host + ":" + std::to_string(impl->boot.registry_port);
   impl->options.secret = impl->boot.secret;
   impl->host_id = detail::host_identity();
   log::set_tag("rank " + std::to_string(impl->boot.rank));
@@ -39,13 +40,14 @@ Cluster Cluster::join(const ClusterOptions& options) {
   // `sluice top` groups this process's endpoints by job and rank.
   detail::counters::set_job(impl->options.registry, impl->boot.rank);
   control::signal_report::install();
-  log::info("joined as rank ", impl->boot.rank, " of ", impl->boot.world_size, " via ", impl->options.registry,
-            " (bootstrap from ", impl->boot.source, ")");
+  log::info("joined as rank ", impl->boot.rank, " of ", impl->boot.world_size, " via ",
+            impl->options.registry, " (bootstrap from ", impl->boot.source, ")");
   if (log::level() >= log::Level::kInfo) {
     // One line, so that ranks' logs interleave readably.
     std::string settings;
     std::istringstream lines(impl->options.describe());
-    for (std::string line; std::getline(lines, line);) settings += (settings.empty() ? "" : "; ") + line;
+    for (std::string line; std::getline(lines, line);)
+      settings += (settings.empty() ? "" : "; ") + line;
     log::info("settings: ", settings);
   }
   return Cluster(std::move(impl));
@@ -84,8 +86,9 @@ std::vector<uint32_t> Cluster::live_ranks() const {
 
 Transport Cluster::transport_to(uint32_t rank) const {
   if (rank >= world_size()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "transport_to(" + std::to_string(rank) + "): no such rank; the job has " + std::to_string(world_size()));
+    throw Error(ErrorCode::kInvalidArgument, "transport_to(" + std::to_string(rank) +
+                                                 "): no such rank; the job has " +
+                                                 std::to_string(world_size()));
   }
   return impl_->transport_between(this->rank(), rank, "transport_to(" + std::to_string(rank) + ")");
 }
@@ -102,8 +105,9 @@ std::vector<Endpoint> Cluster::ranks(std::vector<uint32_t> ranks, uint32_t slots
   std::vector<Endpoint> out;
   for (uint32_t r : ranks) {
     if (r >= world_size()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "rank " + std::to_string(r) + " does not exist: the job has " + std::to_string(world_size()));
+      throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(r) +
+                                                   " does not exist: the job has " +
+                                                   std::to_string(world_size()));
     }
     for (uint32_t s = 0; s < slots; ++s) out.push_back({r, s});
   }
@@ -160,19 +164,21 @@ void Cluster::check_record(const FlowSpec& spec, size_t record_size) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->flows.find(spec.name);
   if (it == impl_->flows.end() || it->second == nullptr) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "flow '" + spec.name + "' was not declared on rank " + std::to_string(rank()) + "; call declare() first");
+    throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' was not declared on rank " +
+                                                 std::to_string(rank()) + "; call declare() first");
   }
   if (it->second->ctx.spec.type != spec.type) {
-    throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' was declared as a " +
-                                                 (spec.type == FlowType::kReplicate ? "shuffle" : "replicate") +
-                                                 " flow but is opened as a " +
-                                                 (spec.type == FlowType::kReplicate ? "replicate" : "shuffle") + " one");
+    throw Error(ErrorCode::kInvalidArgument,
+                "flow '" + spec.name + "' was declared as a " +
+                    (spec.type == FlowType::kReplicate ? "shuffle" : "replicate") +
+                    " flow but is opened as a " +
+                    (spec.type == FlowType::kReplicate ? "replicate" : "shuffle") + " one");
   }
   if (it->second->ctx.spec.record_size != record_size) {
     throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' was declared with " +
                                                  std::to_string(it->second->ctx.spec.record_size) +
-                                                 "-byte records but is opened with " + std::to_string(record_size));
+                                                 "-byte records but is opened with " +
+                                                 std::to_string(record_size));
   }
 }
 
@@ -190,13 +196,15 @@ std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& flow
   const Endpoint me{rank(), slot};
   auto pos = std::find(spec.sources.begin(), spec.sources.end(), me);
   if (pos == spec.sources.end()) {
-    throw Error(ErrorCode::kInvalidArgument, "endpoint (" + std::to_string(me.rank) + "," + std::to_string(slot) +
+    throw Error(ErrorCode::kInvalidArgument, "endpoint (" + std::to_string(me.rank) + "," +
+                                                 std::to_string(slot) +
                                                  ") is not a source of flow '" + flow + "'");
   }
   const auto s = static_cast<uint32_t>(pos - spec.sources.begin());
   if (fs.source_open[s]) {
-    throw Error(ErrorCode::kInvalidArgument, "source (" + std::to_string(me.rank) + "," + std::to_string(slot) +
-                                                 ") of flow '" + flow + "' is already open");
+    throw Error(ErrorCode::kInvalidArgument, "source (" + std::to_string(me.rank) + "," +
+                                                 std::to_string(slot) + ") of flow '" + flow +
+                                                 "' is already open");
   }
   std::vector<detail::OutRingRef> rings(spec.targets.size());
   for (uint32_t t = 0; t < spec.targets.size(); ++t) {
@@ -209,9 +217,11 @@ std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& flow
     std::byte* base = fs.region_of(trank, rank());
     const uint32_t lt = fs.local_index[t];
     detail::layout::RingView ring(base + g.ring_offset(lt, s), g);
-    if (ring.header->magic != detail::layout::kRingMagic || ring.header->source != s || ring.header->target != t) {
-      throw Error(ErrorCode::kProtocol, "flow '" + flow + "': the ring from source " + std::to_string(s) +
-                                            " to target " + std::to_string(t) + " has an unexpected header");
+    if (ring.header->magic != detail::layout::kRingMagic || ring.header->source != s ||
+        ring.header->target != t) {
+      throw Error(ErrorCode::kProtocol, "flow '" + flow + "': the ring from source " +
+                                            std::to_string(s) + " to target " + std::to_string(t) +
+                                            " has an unexpected header");
     }
     rings[t].ring = ring;
     rings[t].bell = reinterpret_cast<detail::layout::Doorbell*>(base + g.doorbell_offset(lt));
@@ -230,13 +240,15 @@ std::unique_ptr<detail::TargetCore> Cluster::open_target(const std::string& flow
   const Endpoint me{rank(), slot};
   auto pos = std::find(spec.targets.begin(), spec.targets.end(), me);
   if (pos == spec.targets.end()) {
-    throw Error(ErrorCode::kInvalidArgument, "endpoint (" + std::to_string(me.rank) + "," + std::to_string(slot) +
+    throw Error(ErrorCode::kInvalidArgument, "endpoint (" + std::to_string(me.rank) + "," +
+                                                 std::to_string(slot) +
                                                  ") is not a target of flow '" + flow + "'");
   }
   const auto t = static_cast<uint32_t>(pos - spec.targets.begin());
   if (fs.target_open[t]) {
-    throw Error(ErrorCode::kInvalidArgument, "target (" + std::to_string(me.rank) + "," + std::to_string(slot) +
-                                                 ") of flow '" + flow + "' is already open");
+    throw Error(ErrorCode::kInvalidArgument, "target (" + std::to_string(me.rank) + "," +
+                                                 std::to_string(slot) + ") of flow '" + flow +
+                                                 "' is already open");
   }
   const detail::layout::Geometry& g = fs.geometry.at(rank());
   const uint32_t lt = fs.local_index[t];
@@ -249,17 +261,20 @@ std::unique_ptr<detail::TargetCore> Cluster::open_target(const std::string& flow
   if (auto it = fs.ofi_targets.find(t); it != fs.ofi_targets.end()) ofi = std::move(it->second);
   fs.target_open[t] = true;
   auto* bell = reinterpret_cast<detail::layout::Doorbell*>(fs.own.data() + g.doorbell_offset(lt));
-  return detail::make_target(&fs.ctx, t, bell, std::move(rings), std::move(ofi), std::move(sequencer));
+  return detail::make_target(&fs.ctx, t, bell, std::move(rings), std::move(ofi),
+                             std::move(sequencer));
 }
 
 static void check_region_name(std::string_view name) {
   if (name.empty() || name.size() > 200) {
-    throw Error(ErrorCode::kInvalidArgument, "a region name must have 1 to 200 bytes, not " + std::to_string(name.size()));
+    throw Error(ErrorCode::kInvalidArgument,
+                "a region name must have 1 to 200 bytes, not " + std::to_string(name.size()));
   }
   for (char c : name) {
     if (c <= ' ' || c == '/' || c == ':' || c == 127) {
-      throw Error(ErrorCode::kInvalidArgument, "region name '" + std::string(name) +
-                                                   "' contains a space, control character, '/' or ':'");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "region name '" + std::string(name) +
+                      "' contains a space, control character, '/' or ':'");
     }
   }
 }
@@ -267,34 +282,37 @@ static void check_region_name(std::string_view name) {
 MemoryRegion Cluster::expose(std::string_view name, size_t bytes) {
   check_region_name(name);
   if (bytes == 0 || bytes > (size_t{1} << 40)) {
-    throw Error(ErrorCode::kInvalidArgument, "region '" + std::string(name) + "': size " + std::to_string(bytes) +
+    throw Error(ErrorCode::kInvalidArgument, "region '" + std::string(name) + "': size " +
+                                                 std::to_string(bytes) +
                                                  " is outside [1, 2^40] bytes");
   }
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (!impl_->exposed.insert(std::string(name)).second) {
-      throw Error(ErrorCode::kInvalidArgument, "region '" + std::string(name) + "' is already exposed on rank " +
+      throw Error(ErrorCode::kInvalidArgument, "region '" + std::string(name) +
+                                                   "' is already exposed on rank " +
                                                    std::to_string(rank()));
     }
   }
   try {
-    auto owner = std::make_unique<detail::RegionOwner>(std::string(name), bytes, impl_->regions_use_ofi(),
-                                                       impl_->ofi_config, impl_->host_id);
+    auto owner = std::make_unique<detail::RegionOwner>(
+        std::string(name), bytes, impl_->regions_use_ofi(), impl_->ofi_config, impl_->host_id);
     const std::string key = "region/" + std::string(name) + "/" + std::to_string(rank());
     impl_->client->put(key, owner->descriptor());
     // The Cluster may be gone by then (the handle's contract says it must
     // not be, but a weak reference costs nothing here).
-    owner->on_destroy([weak = std::weak_ptr<detail::ClusterImpl>(impl_), key, name = std::string(name)] {
-      auto impl = weak.lock();
-      if (impl == nullptr) return;
-      try {
-        impl->client->put(key, detail::kRegionDestroyed);
-      } catch (const Error& e) {
-        log::warn("region '", name, "': could not withdraw it from the registry: ", e.what());
-      }
-      std::lock_guard<std::mutex> lock(impl->mu);
-      impl->exposed.erase(name);
-    });
+    owner->on_destroy(
+        [weak = std::weak_ptr<detail::ClusterImpl>(impl_), key, name = std::string(name)] {
+          auto impl = weak.lock();
+          if (impl == nullptr) return;
+          try {
+            impl->client->put(key, detail::kRegionDestroyed);
+          } catch (const Error& e) {
+            log::warn("region '", name, "': could not withdraw it from the registry: ", e.what());
+          }
+          std::lock_guard<std::mutex> lock(impl->mu);
+          impl->exposed.erase(name);
+        });
     return MemoryRegion(std::move(owner));
   } catch (...) {
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -306,9 +324,9 @@ MemoryRegion Cluster::expose(std::string_view name, size_t bytes) {
 RemoteRegion Cluster::open_region(std::string_view name, uint32_t owner, Deadline deadline) {
   check_region_name(name);
   if (owner >= world_size()) {
-    throw Error(ErrorCode::kInvalidArgument, "region '" + std::string(name) + "': rank " + std::to_string(owner) +
-                                                 " does not exist (the job has " + std::to_string(world_size()) +
-                                                 " ranks)");
+    throw Error(ErrorCode::kInvalidArgument,
+                "region '" + std::string(name) + "': rank " + std::to_string(owner) +
+                    " does not exist (the job has " + std::to_string(world_size()) + " ranks)");
   }
   std::unique_ptr<detail::RegionAccess> access =
       impl_->open_region("region/" + std::string(name) + "/" + std::to_string(owner),
@@ -321,15 +339,18 @@ void Cluster::barrier(std::string_view name, Deadline deadline) {
   impl_->client->barrier(std::string(name), deadline);
 }
 
-void Cluster::barrier(std::string_view name, const std::vector<Endpoint>& members, uint32_t slot, Deadline deadline) {
-  if (members.empty()) throw Error(ErrorCode::kInvalidArgument, "barrier '" + std::string(name) + "' has no members");
+void Cluster::barrier(std::string_view name, const std::vector<Endpoint>& members, uint32_t slot,
+                      Deadline deadline) {
+  if (members.empty())
+    throw Error(ErrorCode::kInvalidArgument, "barrier '" + std::string(name) + "' has no members");
   std::vector<uint64_t> ids;
   ids.reserve(members.size());
   for (const Endpoint& e : members) ids.push_back(uint64_t{e.rank} << 32 | e.slot);
   impl_->client->barrier(std::string(name), ids, uint64_t{rank()} << 32 | slot, deadline);
 }
 
-std::vector<std::string> Cluster::allgather(std::string_view name, std::string_view value, Deadline deadline) {
+std::vector<std::string> Cluster::allgather(std::string_view name, std::string_view value,
+                                            Deadline deadline) {
   // The registry numbers the calls: a barrier gives every rank of one meeting
   // the same generation, whichever threads of each rank make the calls and
   // in whatever order; a call that fails in it does not count. (A counter of
@@ -340,7 +361,8 @@ std::vector<std::string> Cluster::allgather(std::string_view name, std::string_v
   impl_->client->put(prefix + std::to_string(rank()), std::string(value));
   std::vector<std::string> out(world_size());
   for (uint32_t r = 0; r < world_size(); ++r) {
-    out[r] = r == rank() ? std::string(value) : impl_->client->get(prefix + std::to_string(r), deadline, r);
+    out[r] = r == rank() ? std::string(value)
+                         : impl_->client->get(prefix + std::to_string(r), deadline, r);
   }
   return out;
 }

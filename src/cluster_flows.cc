@@ -19,10 +19,11 @@ const std::string& ClusterImpl::host_of(uint32_t rank) {
 Transport ClusterImpl::transport_between(uint32_t a, uint32_t b, const std::string& what) {
   const bool same_host = host_of(a) == host_of(b);
   if (!same_host && options.transport == Transport::kShm) {
-    throw Error(ErrorCode::kInvalidArgument,
-                what + ": ranks " + std::to_string(a) + " and " + std::to_string(b) +
-                    " are on different hosts, but transport = shm (SLUICE_TRANSPORT=shm) allows only one host; "
-                    "use auto or ofi");
+    throw Error(ErrorCode::kInvalidArgument, what + ": ranks " + std::to_string(a) + " and " +
+                                                 std::to_string(b) +
+                                                 " are on different hosts, but transport = shm "
+                                                 "(SLUICE_TRANSPORT=shm) allows only one host; "
+                                                 "use auto or ofi");
   }
   return options.transport == Transport::kOfi || !same_host ? Transport::kOfi : Transport::kShm;
 }
@@ -35,18 +36,21 @@ void ClusterImpl::declare(const FlowSpec& spec) {
   for (const Endpoint& e : spec.targets) participants.insert(e.rank);
   for (uint32_t r : participants) {
     if (r >= boot.world_size) {
-      throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' names rank " + std::to_string(r) +
-                                                   " but the job has " + std::to_string(boot.world_size) + " ranks");
+      throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' names rank " +
+                                                   std::to_string(r) + " but the job has " +
+                                                   std::to_string(boot.world_size) + " ranks");
     }
   }
   if (participants.count(me) == 0) {
-    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(me) + " declares flow '" + spec.name +
+    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(me) + " declares flow '" +
+                                                 spec.name +
                                                  "' but is none of its sources or targets");
   }
   {
     std::lock_guard<std::mutex> lock(mu);
     if (flows.count(spec.name) != 0) {
-      throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' is already declared on this rank");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "flow '" + spec.name + "' is already declared on this rank");
     }
     flows[spec.name] = nullptr;  // reserve the name while we talk to the registry
   }
@@ -54,7 +58,8 @@ void ClusterImpl::declare(const FlowSpec& spec) {
   try {
     // The transport setting decides each pair's transport on both sides:
     // participants must agree on it as on the spec itself.
-    client->declare_flow(spec.name, spec.canonical() + "transport=" + to_string(options.transport) + "\n",
+    client->declare_flow(spec.name,
+                         spec.canonical() + "transport=" + to_string(options.transport) + "\n",
                          {participants.begin(), participants.end()}, setup_deadline());
     agreed = true;
 
@@ -79,7 +84,8 @@ void ClusterImpl::declare(const FlowSpec& spec) {
       for (uint32_t t = 0; t < nt; ++t) {
         const uint32_t sr = spec.sources[s].rank, tr = spec.targets[t].rank;
         if (sr != me && tr != me) continue;
-        fs->pair_remote[size_t{s} * nt + t] = transport_between(sr, tr, "flow '" + spec.name + "'") == Transport::kOfi;
+        fs->pair_remote[size_t{s} * nt + t] =
+            transport_between(sr, tr, "flow '" + spec.name + "'") == Transport::kOfi;
       }
     }
     // An ordered flow over ofi gets a longer ring by default (FlowSpec).
@@ -87,11 +93,13 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     bool over_ofi = false;
     for (const Endpoint& src : spec.sources) {
       for (const Endpoint& dst : spec.targets) {
-        over_ofi |= transport_between(src.rank, dst.rank, "flow '" + spec.name + "'") == Transport::kOfi;
+        over_ofi |=
+            transport_between(src.rank, dst.rank, "flow '" + spec.name + "'") == Transport::kOfi;
       }
     }
     fs->ctx.ring_segments = spec.effective_ring_segments(over_ofi);
-    fs->ring_geometry = layout::Geometry::make(1, 1, fs->ctx.ring_segments, spec.effective_segment_bytes());
+    fs->ring_geometry =
+        layout::Geometry::make(1, 1, fs->ctx.ring_segments, spec.effective_segment_bytes());
     // Spinning only pays when every busy thread has a CPU of its own. A
     // Bandwidth flow leaves one CPU over for everything else (control
     // threads, the kernel); a Latency flow asked for the shortest round
@@ -113,14 +121,15 @@ void ClusterImpl::declare(const FlowSpec& spec) {
       list.push_back(t);
     }
     for (const auto& [rank, list] : targets_by_rank) {
-      const layout::Geometry g = layout::Geometry::make(static_cast<uint32_t>(list.size()),
-                                                        static_cast<uint32_t>(spec.sources.size()),
-                                                        fs->ctx.ring_segments, spec.effective_segment_bytes());
+      const layout::Geometry g = layout::Geometry::make(
+          static_cast<uint32_t>(list.size()), static_cast<uint32_t>(spec.sources.size()),
+          fs->ctx.ring_segments, spec.effective_segment_bytes());
       if (g.total_bytes == layout::Geometry::kTooLarge) {
         throw Error(ErrorCode::kInvalidArgument,
                     "flow '" + spec.name + "': the rings of rank " + std::to_string(rank) + " (" +
-                        std::to_string(list.size()) + " targets x " + std::to_string(spec.sources.size()) +
-                        " sources x " + std::to_string(fs->ctx.ring_segments) + " segments of " +
+                        std::to_string(list.size()) + " targets x " +
+                        std::to_string(spec.sources.size()) + " sources x " +
+                        std::to_string(fs->ctx.ring_segments) + " segments of " +
                         std::to_string(spec.effective_segment_bytes()) +
                         " bytes) exceed 2^64 bytes; lower ring_segments or segment_bytes");
       }
@@ -132,9 +141,10 @@ void ClusterImpl::declare(const FlowSpec& spec) {
       init_region(fs->own.data(), g, it->second, latency_tail_offset(spec, fs->ctx.ring_segments));
       client->put("flow/" + spec.name + "/shm/" + std::to_string(me),
                   std::to_string(::getpid()) + " " + std::to_string(fs->own.fd()) + " " +
-                      std::to_string(g.total_bytes) + " " + std::to_string(fs->own.nonce()) + " " + host_id);
-      log::info("flow '", spec.name, "': ", it->second.size(), " target(s) here, ", spec.sources.size(),
-                " source(s), ", g.total_bytes, " bytes of rings");
+                      std::to_string(g.total_bytes) + " " + std::to_string(fs->own.nonce()) + " " +
+                      host_id);
+      log::info("flow '", spec.name, "': ", it->second.size(), " target(s) here, ",
+                spec.sources.size(), " source(s), ", g.total_bytes, " bytes of rings");
     }
     // Sources map the regions of the target ranks they reach over shm.
     std::set<uint32_t> shm_ranks;
@@ -147,8 +157,8 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     map_regions(*fs, {shm_ranks.begin(), shm_ranks.end()});
     setup_ofi(*fs);
     if (spec.ordered && spec.targets[0].rank == me) {
-      fs->sequencer = std::make_unique<RegionOwner>("flow:" + spec.name + ":sequencer", 64, regions_use_ofi(),
-                                                    ofi_config, host_id);
+      fs->sequencer = std::make_unique<RegionOwner>("flow:" + spec.name + ":sequencer", 64,
+                                                    regions_use_ofi(), ofi_config, host_id);
       client->put("flow/" + spec.name + "/sequencer", fs->sequencer->descriptor());
     }
     std::lock_guard<std::mutex> lock(mu);
@@ -171,17 +181,21 @@ void ClusterImpl::declare(const FlowSpec& spec) {
 std::unique_ptr<FlowState> ClusterImpl::take_flow(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = flows.find(name);
-  SLUICE_CHECK(it != flows.end() && it->second != nullptr, "flow '" + name + "' has a handle but no state");
-  if (const uint32_t open = it->second->ctx.open_cores.n.load(std::memory_order_relaxed); open != 0) {
+  SLUICE_CHECK(it != flows.end() && it->second != nullptr,
+               "flow '" + name + "' has a handle but no state");
+  if (const uint32_t open = it->second->ctx.open_cores.n.load(std::memory_order_relaxed);
+      open != 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                "flow '" + name + "' cannot be destroyed on rank " + std::to_string(boot.rank) + ": " +
-                    std::to_string(open) + " of its sources/targets are still open here; destroy them first");
+                "flow '" + name + "' cannot be destroyed on rank " + std::to_string(boot.rank) +
+                    ": " + std::to_string(open) +
+                    " of its sources/targets are still open here; destroy them first");
   }
   // The name stays reserved (null) until the registry has let go of it.
   return std::move(it->second);
 }
 
-void ClusterImpl::destroy_flow(const std::string& name, std::unique_ptr<FlowState> fs, Deadline deadline) {
+void ClusterImpl::destroy_flow(const std::string& name, std::unique_ptr<FlowState> fs,
+                               Deadline deadline) {
   // Collective: this rank's memory goes only once no participant can touch
   // it, and the registry erases the flow's keys before anyone returns.
   std::exception_ptr failure;
@@ -203,20 +217,22 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
   const std::string& name = fs.ctx.spec.name;
   for (uint32_t rank : target_ranks) {
     if (rank == boot.rank) continue;
-    std::string desc = client->get("flow/" + name + "/shm/" + std::to_string(rank), setup_deadline(), rank);
+    std::string desc =
+        client->get("flow/" + name + "/shm/" + std::to_string(rank), setup_deadline(), rank);
     std::istringstream in(desc);
     long long pid = 0, fd = -1;
     unsigned long long bytes = 0, nonce = 0;
     std::string their_host;
     if (!(in >> pid >> fd >> bytes >> nonce >> their_host) || pid <= 0 || fd < 0) {
       throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
-                                            " published a malformed ring descriptor '" + desc + "'");
+                                            " published a malformed ring descriptor '" + desc +
+                                            "'");
     }
     const layout::Geometry& g = fs.geometry[rank];
     if (bytes != g.total_bytes) {
-      throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) + "'s rings have " +
-                                            std::to_string(bytes) + " bytes, expected " +
-                                            std::to_string(g.total_bytes));
+      throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
+                                            "'s rings have " + std::to_string(bytes) +
+                                            " bytes, expected " + std::to_string(g.total_bytes));
     }
     SharedRegion region;
     try {
@@ -236,13 +252,15 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
     }
     const auto* hdr = reinterpret_cast<const layout::RegionHeader*>(region.data());
     if (hdr->magic != layout::kRegionMagic || hdr->version != layout::kLayoutVersion ||
-        hdr->local_targets != g.local_targets || hdr->sources != g.sources || hdr->ring_segments != g.ring_segments ||
-        hdr->segment_stride != g.segment_stride || hdr->payload_bytes != g.payload_bytes() ||
-        hdr->total_bytes != g.total_bytes) {
-      throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
-                                            "'s ring region has an unexpected header (different sluice version?)");
+        hdr->local_targets != g.local_targets || hdr->sources != g.sources ||
+        hdr->ring_segments != g.ring_segments || hdr->segment_stride != g.segment_stride ||
+        hdr->payload_bytes != g.payload_bytes() || hdr->total_bytes != g.total_bytes) {
+      throw Error(ErrorCode::kProtocol,
+                  "flow '" + name + "': rank " + std::to_string(rank) +
+                      "'s ring region has an unexpected header (different sluice version?)");
     }
-    log::info("flow '", name, "': rank ", rank, " is on this host: shm (mapped ", bytes, " bytes of pid ", pid, ")");
+    log::info("flow '", name, "': rank ", rank, " is on this host: shm (mapped ", bytes,
+              " bytes of pid ", pid, ")");
     fs.peer.emplace(rank, std::move(region));
   }
 }
@@ -271,24 +289,28 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     ot->ring_mrs.resize(ns);
     for (uint32_t s = 0; s < ns; ++s) {
       if (!fs.remote(s, t)) continue;
-      std::byte* segments = fs.own.data() + g.ring_offset(fs.local_index[t], s) + sizeof(layout::RingHeader);
-      ot->ring_mrs[s] = ot->ep->register_memory(segments, size_t{g.ring_segments} * g.segment_stride,
-                                                FI_REMOTE_WRITE | FI_RECV);
+      std::byte* segments =
+          fs.own.data() + g.ring_offset(fs.local_index[t], s) + sizeof(layout::RingHeader);
+      ot->ring_mrs[s] = ot->ep->register_memory(
+          segments, size_t{g.ring_segments} * g.segment_stride, FI_REMOTE_WRITE | FI_RECV);
     }
     // Registered buffers belong to the endpoint: an abandoned one keeps them
     // (a NIC may still write into them), a closed one frees them after.
     ot->outbox = ot->ep->allocate_array<uint64_t>(ns);
     ot->outbox_mr = ot->ep->register_memory(ot->outbox, ns * sizeof(uint64_t), FI_WRITE | FI_SEND);
     ot->control = ot->ep->allocate_array<uint64_t>(ns + 2);
-    ot->control_mr = ot->ep->register_memory(ot->control, (ns + 2) * sizeof(uint64_t), FI_SEND | FI_RECV);
+    ot->control_mr =
+        ot->ep->register_memory(ot->control, (ns + 2) * sizeof(uint64_t), FI_SEND | FI_RECV);
     for (uint32_t s = 0; s < ns; ++s) {
       if (!fs.remote(s, t)) continue;
       client->put(prefix + "t/" + std::to_string(t) + "/" + std::to_string(s),
                   to_hex(ot->ep->address()) + " " + (ot->ep->rma() ? "rma" : "msg") + " " +
-                      std::to_string(ot->ring_mrs[s].key) + " " + std::to_string(ot->ring_mrs[s].base));
+                      std::to_string(ot->ring_mrs[s].key) + " " +
+                      std::to_string(ot->ring_mrs[s].base));
     }
-    log::info("flow '", spec.name, "' target ", t, ": ofi endpoint on ", ot->ep->provider_name(), " via ",
-              ofi_config.node.empty() ? "any interface" : ofi_config.node, ", ", ot->ep->rma() ? "RMA" : "messages");
+    log::info("flow '", spec.name, "' target ", t, ": ofi endpoint on ", ot->ep->provider_name(),
+              " via ", ofi_config.node.empty() ? "any interface" : ofi_config.node, ", ",
+              ot->ep->rma() ? "RMA" : "messages");
     fs.ofi_targets[t] = std::move(ot);
   }
   for (uint32_t s = 0; s < ns; ++s) {
@@ -299,14 +321,16 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     os->staging = os->ep->allocate(os->staging_bytes);
     os->staging_mr = os->ep->register_memory(os->staging, os->staging_bytes, FI_WRITE | FI_SEND);
     os->credits = os->ep->allocate_array<uint64_t>(nt);
-    os->credits_mr = os->ep->register_memory(os->credits, nt * sizeof(uint64_t), FI_REMOTE_WRITE | FI_RECV);
+    os->credits_mr =
+        os->ep->register_memory(os->credits, nt * sizeof(uint64_t), FI_REMOTE_WRITE | FI_RECV);
     os->control = os->ep->allocate_array<uint64_t>(nt + 1);
-    os->control_mr = os->ep->register_memory(os->control, (nt + 1) * sizeof(uint64_t), FI_SEND | FI_RECV);
-    client->put(prefix + "s/" + std::to_string(s), to_hex(os->ep->address()) + " " + (os->ep->rma() ? "rma" : "msg") +
-                                                       " " + std::to_string(os->credits_mr.key) + " " +
-                                                       std::to_string(os->credits_mr.base));
-    log::info("flow '", spec.name, "' source ", s, ": ofi endpoint on ", os->ep->provider_name(), ", ",
-              os->ep->rma() ? "RMA" : "messages");
+    os->control_mr =
+        os->ep->register_memory(os->control, (nt + 1) * sizeof(uint64_t), FI_SEND | FI_RECV);
+    client->put(prefix + "s/" + std::to_string(s),
+                to_hex(os->ep->address()) + " " + (os->ep->rma() ? "rma" : "msg") + " " +
+                    std::to_string(os->credits_mr.key) + " " + std::to_string(os->credits_mr.base));
+    log::info("flow '", spec.name, "' source ", s, ": ofi endpoint on ", os->ep->provider_name(),
+              ", ", os->ep->rma() ? "RMA" : "messages");
     fs.ofi_sources[s] = std::move(os);
   }
   // A descriptor: hex address, data path, key, base. Everything in it comes
@@ -323,9 +347,10 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     }
     if (mode != (ep.rma() ? "rma" : "msg")) {
       throw Error(ErrorCode::kInvalidArgument,
-                  "flow '" + spec.name + "': rank " + std::to_string(owner) + " moves segments by " +
-                      (mode == "rma" ? "RMA" : "messages") + " but rank " + std::to_string(me) + " by " +
-                      (ep.rma() ? "RMA" : "messages") + "; give every rank the same SLUICE_OFI_RMA and provider");
+                  "flow '" + spec.name + "': rank " + std::to_string(owner) +
+                      " moves segments by " + (mode == "rma" ? "RMA" : "messages") + " but rank " +
+                      std::to_string(me) + " by " + (ep.rma() ? "RMA" : "messages") +
+                      "; give every rank the same SLUICE_OFI_RMA and provider");
     }
     *peer = ep.insert(addr);
     *mr_key = k;
@@ -412,7 +437,9 @@ class RegionSequencer final : public Sequencer {
     return op(count, first, error);
   }
   Status taken(uint64_t* count, std::string* error) override { return op(0, count, error); }
-  void set_while_waiting(void (*fn)(void*), void* arg) override { counter_->set_while_waiting(fn, arg); }
+  void set_while_waiting(void (*fn)(void*), void* arg) override {
+    counter_->set_while_waiting(fn, arg);
+  }
 
  private:
   Status op(uint64_t delta, uint64_t* out, std::string* error) {
@@ -437,11 +464,10 @@ class RegionSequencer final : public Sequencer {
 std::unique_ptr<Sequencer> open_sequencer(ClusterImpl& impl, const FlowSpec& spec) {
   if (!spec.ordered) return nullptr;
   const uint32_t owner = spec.targets[0].rank;
-  return std::make_unique<RegionSequencer>(impl.open_region("flow/" + spec.name + "/sequencer",
-                                                            "flow:" + spec.name + ":sequencer", owner,
-                                                            impl.setup_deadline()),
-                                           &impl.client->peers(), owner);
+  return std::make_unique<RegionSequencer>(
+      impl.open_region("flow/" + spec.name + "/sequencer", "flow:" + spec.name + ":sequencer",
+                       owner, impl.setup_deadline()),
+      &impl.client->peers(), owner);
 }
-
 
 }  // namespace sluice::detail

@@ -4,8 +4,6 @@
 // wiring them to the shm and ofi transports).
 #pragma once
 
-#include "sluice/cluster.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +26,7 @@
 #include "flow/flow_core.h"
 #include "flow/layout.h"
 #include "memory/region.h"
+#include "sluice/cluster.h"
 #include "transport/ofi/ofi.h"
 #include "transport/shm/region.h"
 
@@ -55,8 +54,10 @@ struct FlowState {
   // ofi: endpoints prepared at declare, handed to the core at open.
   std::map<uint32_t, std::unique_ptr<OfiSource>> ofi_sources;
   std::map<uint32_t, std::unique_ptr<OfiTarget>> ofi_targets;
-  std::map<uint32_t, std::vector<OutRingRef>> remote_out;  // [source][target]: filled for remote targets
-  std::map<uint32_t, std::vector<InRingRef>> remote_in;    // [target][source]: filled for remote sources
+  std::map<uint32_t, std::vector<OutRingRef>>
+      remote_out;  // [source][target]: filled for remote targets
+  std::map<uint32_t, std::vector<InRingRef>>
+      remote_in;  // [target][source]: filled for remote sources
   // Ordered flows, on the first target's rank: the sequencer's counter.
   std::unique_ptr<RegionOwner> sequencer;
   // The peers as the flow sees them: each rank's incarnation at declare
@@ -65,7 +66,9 @@ struct FlowState {
   std::vector<bool> source_open;
   std::vector<bool> target_open;
 
-  bool remote(uint32_t s, uint32_t t) const { return pair_remote[size_t{s} * ctx.spec.targets.size() + t]; }
+  bool remote(uint32_t s, uint32_t t) const {
+    return pair_remote[size_t{s} * ctx.spec.targets.size() + t];
+  }
   std::byte* region_of(uint32_t rank, uint32_t me) {
     if (rank == me) return own.data();
     auto it = peer.find(rank);
@@ -98,13 +101,14 @@ class ClusterImpl {
     regions_over_ofi = ofi ? 1 : 0;
     return ofi;
   }
-  std::unique_ptr<RegionAccess> open_region(const std::string& key, const std::string& name, uint32_t owner,
-                                            Deadline deadline) {
+  std::unique_ptr<RegionAccess> open_region(const std::string& key, const std::string& name,
+                                            uint32_t owner, Deadline deadline) {
     const std::string desc = client->get(key, deadline, owner);
     if (desc == kRegionDestroyed) {
-      throw Error(ErrorCode::kInvalidArgument, "region '" + name + "' of rank " + std::to_string(owner) +
-                                                   " was destroyed by its owner; it can be opened again once the "
-                                                   "owner exposes it anew");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "region '" + name + "' of rank " + std::to_string(owner) +
+                      " was destroyed by its owner; it can be opened again once the "
+                      "owner exposes it anew");
     }
     return RegionAccess::open(name, owner, desc, host_id, ofi_config, &client->peers());
   }

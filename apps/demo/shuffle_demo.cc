@@ -10,7 +10,6 @@
 // what the sources sent against what the target received, and each target
 // checks that every source's tuples arrived in the order they were pushed.
 #include <sluice/sluice.h>
-
 #include <sys/resource.h>
 
 #include <cinttypes>
@@ -51,13 +50,15 @@ struct Options {
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "sluice-shuffle-demo: %s\n"
-               "usage: sluice run -n RANKS -- sluice-shuffle-demo [--threads T] [--tuples N] [--segment-bytes B]\n"
-               "  --threads T        worker threads per rank, each a source and a target (default 2)\n"
-               "  --tuples N         tuples in the whole job (default 100000000)\n"
-               "  --segment-bytes B  segment payload (default 8192)\n",
-               why);
+  std::fprintf(
+      stderr,
+      "sluice-shuffle-demo: %s\n"
+      "usage: sluice run -n RANKS -- sluice-shuffle-demo [--threads T] [--tuples N] "
+      "[--segment-bytes B]\n"
+      "  --threads T        worker threads per rank, each a source and a target (default 2)\n"
+      "  --tuples N         tuples in the whole job (default 100000000)\n"
+      "  --segment-bytes B  segment payload (default 8192)\n",
+      why);
   std::exit(2);
 }
 
@@ -77,10 +78,14 @@ Options parse(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") usage("a verified N:M shuffle over sluice flows");
     if (i + 1 >= argc) usage((a + " needs a value").c_str());
-    if (a == "--threads") o.threads = static_cast<uint32_t>(parse_number("--threads", argv[++i]));
-    else if (a == "--tuples") o.tuples = parse_number("--tuples", argv[++i]);
-    else if (a == "--segment-bytes") o.segment_bytes = static_cast<uint32_t>(parse_number("--segment-bytes", argv[++i]));
-    else usage(("unknown option " + a).c_str());
+    if (a == "--threads")
+      o.threads = static_cast<uint32_t>(parse_number("--threads", argv[++i]));
+    else if (a == "--tuples")
+      o.tuples = parse_number("--tuples", argv[++i]);
+    else if (a == "--segment-bytes")
+      o.segment_bytes = static_cast<uint32_t>(parse_number("--segment-bytes", argv[++i]));
+    else
+      usage(("unknown option " + a).c_str());
   }
   if (o.threads == 0 || o.threads > 64) usage("--threads must be in [1, 64]");
   return o;
@@ -94,8 +99,8 @@ struct WorkerResult {
   std::string error;
 };
 
-void worker(sluice::Cluster& cluster, const sluice::ShuffleSpec<Tuple>& spec, uint32_t slot, uint64_t first,
-            uint64_t count, WorkerResult* result) {
+void worker(sluice::Cluster& cluster, const sluice::ShuffleSpec<Tuple>& spec, uint32_t slot,
+            uint64_t first, uint64_t count, WorkerResult* result) {
   auto out = cluster.source(spec, slot);
   const uint32_t threads = static_cast<uint32_t>(spec.spec().sources.size() / cluster.world_size());
   const uint32_t source_index = cluster.rank() * threads + slot;  // all_ranks() is rank-major
@@ -110,14 +115,17 @@ void worker(sluice::Cluster& cluster, const sluice::ShuffleSpec<Tuple>& spec, ui
       result->received.add(t);
       const uint64_t src = t.value >> kSeqBits;
       const uint64_t seq = t.value & ((uint64_t{1} << kSeqBits) - 1);
-      if (src >= next_seq.size() || seq < next_seq[src]) ++result->order_violations;
-      else next_seq[src] = seq + 1;
+      if (src >= next_seq.size() || seq < next_seq[src])
+        ++result->order_violations;
+      else
+        next_seq[src] = seq + 1;
     }
   });
 
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t seq = first + i;
-    Tuple t{sluice::hash64(seq * 0x100000001b3ULL + source_index), uint64_t{source_index} << kSeqBits | i};
+    Tuple t{sluice::hash64(seq * 0x100000001b3ULL + source_index),
+            uint64_t{source_index} << kSeqBits | i};
     const uint32_t target = out.target_of(t);
     if (w.push_to(out, target, t) != sluice::Status::kOk) {
       result->error = out.error();
@@ -132,7 +140,9 @@ void worker(sluice::Cluster& cluster, const sluice::ShuffleSpec<Tuple>& spec, ui
   if (w.run() != sluice::Status::kEndOfFlow) result->error = w.error(0);
 }
 
-std::string encode(const std::vector<uint64_t>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8); }
+std::string encode(const std::vector<uint64_t>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8);
+}
 std::vector<uint64_t> decode(const std::string& s) {
   std::vector<uint64_t> v(s.size() / 8);
   std::memcpy(v.data(), s.data(), v.size() * 8);
@@ -142,7 +152,8 @@ std::vector<uint64_t> decode(const std::string& s) {
 double cpu_seconds() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 // What rank 0's flows to the other ranks run over: "shm", "ofi", or
@@ -179,7 +190,8 @@ int main(int argc, char** argv) {
     for (uint32_t slot = 0; slot < opt.threads; ++slot) {
       const uint64_t index = uint64_t{cluster.rank()} * opt.threads + slot;
       const uint64_t share = opt.tuples / sources + (index < opt.tuples % sources ? 1 : 0);
-      threads.emplace_back(worker, std::ref(cluster), std::cref(spec), slot, uint64_t{0}, share, &results[slot]);
+      threads.emplace_back(worker, std::ref(cluster), std::cref(spec), slot, uint64_t{0}, share,
+                           &results[slot]);
     }
     for (auto& t : threads) t.join();
     const double seconds = std::chrono::duration<double>(sluice::Clock::now() - start).count();
@@ -212,14 +224,17 @@ int main(int argc, char** argv) {
       const Tally& got = results[slot].received;
       received += got.count;
       if (got.count != expected[2 * t] || got.sum != expected[2 * t + 1]) {
-        std::fprintf(stderr, "target (%u,%u): received %" PRIu64 " tuples (checksum %016" PRIx64 "), sources sent %" PRIu64
-                     " (checksum %016" PRIx64 ")\n",
-                     cluster.rank(), slot, got.count, got.sum, expected[2 * t], expected[2 * t + 1]);
+        std::fprintf(stderr,
+                     "target (%u,%u): received %" PRIu64 " tuples (checksum %016" PRIx64
+                     "), sources sent %" PRIu64 " (checksum %016" PRIx64 ")\n",
+                     cluster.rank(), slot, got.count, got.sum, expected[2 * t],
+                     expected[2 * t + 1]);
         ok = false;
       }
       if (results[slot].order_violations != 0) {
-        std::fprintf(stderr, "target (%u,%u): %" PRIu64 " tuples arrived out of their source's order\n", cluster.rank(),
-                     slot, results[slot].order_violations);
+        std::fprintf(stderr,
+                     "target (%u,%u): %" PRIu64 " tuples arrived out of their source's order\n",
+                     cluster.rank(), slot, results[slot].order_violations);
         ok = false;
       }
     }
@@ -238,18 +253,23 @@ int main(int argc, char** argv) {
         total_cpu += v[3] / 1e9;
       }
       const double bytes = static_cast<double>(total) * sizeof(Tuple);
-      std::printf("sluice shuffle demo: %u ranks x %u threads, N:M shuffle of %zu-byte tuples over %s\n", world,
-                  opt.threads, sizeof(Tuple), transport_label(cluster).c_str());
+      std::printf(
+          "sluice shuffle demo: %u ranks x %u threads, N:M shuffle of %zu-byte tuples over %s\n",
+          world, opt.threads, sizeof(Tuple), transport_label(cluster).c_str());
       std::printf("  tuples    %" PRIu64 "\n", total);
       std::printf("  bytes     %.3f GB\n", bytes / 1e9);
-      std::printf("  seconds   %.3f (slowest rank; %.2f CPU-seconds in all)\n", max_seconds, total_cpu);
+      std::printf("  seconds   %.3f (slowest rank; %.2f CPU-seconds in all)\n", max_seconds,
+                  total_cpu);
       std::printf("  tuples/s  %.1f M\n", total / max_seconds / 1e6);
       std::printf("  GB/s      %.2f\n", bytes / max_seconds / 1e9);
       if (all_ok && total == opt.tuples) {
-        std::printf("  verified: every tuple delivered exactly once (per-target counts and checksums, per-source order)\n");
+        std::printf(
+            "  verified: every tuple delivered exactly once (per-target counts and checksums, "
+            "per-source order)\n");
       } else {
-        std::printf("  NOT verified: %" PRIu64 " of %" PRIu64 " tuples accounted for; see the errors above\n", total,
-                    opt.tuples);
+        std::printf("  NOT verified: %" PRIu64 " of %" PRIu64
+                    " tuples accounted for; see the errors above\n",
+                    total, opt.tuples);
       }
       std::fflush(stdout);
       return all_ok && total == opt.tuples ? 0 : 1;

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -58,7 +58,7 @@ constexpr uint64_t kStreamR = 1, kStreamS = 2, kStreamSelect = 3;
 // any process computes the same value for the same row.
 inline uint64_t random_u64(uint64_t seed, uint64_t stream, uint64_t row, uint64_t attempt) {
   return hash64(hash64(seed * 0x9e3779b97f4a7c15ULL + stream) + row * 0xd1b54a32d192ed03ULL +
-               attempt * 0x8cb92ba72f3d8dd7ULL);
+                attempt * 0x8cb92ba72f3d8dd7ULL);
 }
 
 inline double to_unit(uint64_t v) { return static_cast<double>(v >> 11) * 0x1.0p-53; }
@@ -204,9 +204,8 @@ std::vector<T> read_file(const std::string& path) {
         uint64_t v = 0;
         const auto [ptr, ec] = std::from_chars(line.data() + start, line.data() + digits_end, v);
         if (start == digits_end || ec != std::errc() || ptr != line.data() + digits_end) {
-          throw InputError(path + ":" + std::to_string(line_no) + ":" +
-                           std::to_string(start + 1) + ": the " + what +
-                           " must be an unsigned integer below 2^64, not '" +
+          throw InputError(path + ":" + std::to_string(line_no) + ":" + std::to_string(start + 1) +
+                           ": the " + what + " must be an unsigned integer below 2^64, not '" +
                            line.substr(start, stop - start) + "' (a line is key or key,payload)");
         }
         at = stop;

@@ -101,8 +101,8 @@ std::string describe(const char* what, Status s, const std::string& error) {
 // each tuple to `take`, and accounts bytes and time (the wait before a batch
 // is network time, handling it is `phase`).
 template <class T, class Take>
-auto batch_handler(Take& take, uint32_t my_rank, uint32_t threads_per_source_rank, PhaseClock& clock,
-                   Phase phase, RankReport* stats) {
+auto batch_handler(Take& take, uint32_t my_rank, uint32_t threads_per_source_rank,
+                   PhaseClock& clock, Phase phase, RankReport* stats) {
   return [&take, my_rank, threads_per_source_rank, &clock, phase, stats](std::span<const T> batch,
                                                                          const BatchInfo& info) {
     clock.lap(kNetworkPhase);
@@ -115,7 +115,8 @@ auto batch_handler(Take& take, uint32_t my_rank, uint32_t threads_per_source_ran
 }
 
 // Runs the worker until every input ended; false (with *error) if one failed.
-bool run_inputs(Worker& w, PhaseClock& clock, const std::vector<std::string>& flows, std::string* error) {
+bool run_inputs(Worker& w, PhaseClock& clock, const std::vector<std::string>& flows,
+                std::string* error) {
   const Status s = w.run();
   clock.lap(kNetworkPhase);
   if (s == Status::kEndOfFlow) return true;
@@ -181,8 +182,10 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
   // takes what arrived on either flow, so no two workers ever wait on each
   // other with full rings, and parks on both when nothing moves.
   Worker w(IdleStrategy{0, 64});  // ranks outnumber cores here: never spin
-  w.add(std::move(build_in), batch_handler<T>(take_build, my_rank, threads, clock, kBuildPhase, out));
-  w.add(std::move(probe_in), batch_handler<T>(take_probe, my_rank, threads, clock, kProbePhase, out));
+  w.add(std::move(build_in),
+        batch_handler<T>(take_build, my_rank, threads, clock, kBuildPhase, out));
+  w.add(std::move(probe_in),
+        batch_handler<T>(take_probe, my_rank, threads, clock, kProbePhase, out));
   const std::vector<std::string> flows = {sh.build_spec.spec().name, sh.probe_spec.spec().name};
   uint64_t pushed = 0;
   auto push_relation = [&](Source<T>& src, std::span<const T> rows, const char* what) {

@@ -71,7 +71,7 @@ inline uint32_t network_partition(uint64_t hash, uint32_t n) {
 // different multipliers, so swapping them changes it.
 inline uint64_t pair_checksum(uint64_t key, uint64_t r_payload, uint64_t s_payload) {
   return hash64(key * 0x9e3779b97f4a7c15ULL ^ r_payload * 0xc2b2ae3d27d4eb4fULL ^
-               (s_payload + 0x165667b19e3779f9ULL) * 0xd6e8feb86659fd93ULL);
+                (s_payload + 0x165667b19e3779f9ULL) * 0xd6e8feb86659fd93ULL);
 }
 
 // The result of a join, or of part of one: sums of parts give the whole.

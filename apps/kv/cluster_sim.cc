@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <memory>
 #include <random>
+#include <set>
 #include <stdexcept>
 
 namespace kv {
@@ -164,8 +164,7 @@ void SimCluster::restart(uint32_t r) {
 }
 
 bool SimCluster::recovering(uint32_t r) const {
-  return options_.protocol == Protocol::kMultiPaxos ? mp_[r]->recovering()
-                                                    : np_[r]->recovering();
+  return options_.protocol == Protocol::kMultiPaxos ? mp_[r]->recovering() : np_[r]->recovering();
 }
 
 const Store& SimCluster::store(uint32_t i) const {

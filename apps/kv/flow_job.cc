@@ -1,9 +1,9 @@
 #include "flow_job.h"
 
 #include <sluice/errors.h>
-#include <unistd.h>
 #include <sluice/flow.h>
 #include <sluice/worker.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -66,7 +66,7 @@ struct Epoch {
   std::vector<uint32_t> live;
   // Per rank: its incarnation while a member, the one that died if not.
   std::vector<uint32_t> inc;
-  uint32_t session = 1;  // NOPaxos: this epoch's ordered flow's session (epoch_session)
+  uint32_t session = 1;         // NOPaxos: this epoch's ordered flow's session (epoch_session)
   uint32_t first_follower = 0;  // the follower whose copy of an Accept goes on kv-accept
   sluice::DeclaredFlow msg_flow, accept_flow, order_flow;
   sluice::Worker w;
@@ -604,11 +604,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         if (recovering && !node.recovering()) {
           recovering = false;
           const Store& st = np ? np->store() : replica->store();
-          const uint64_t snapshots = np ? np->snapshots_installed() : replica->snapshots_installed();
+          const uint64_t snapshots =
+              np ? np->snapshots_installed() : replica->snapshots_installed();
           const uint64_t snapshot = np ? np->snapshot_slot() : replica->snapshot_slot();
           std::fprintf(stderr,
-                       "sluice-kv: rank %u: recovered in %" PRIu64
-                       " ms: %" PRIu64 " log entries applied, view %" PRIu64 "%s\n",
+                       "sluice-kv: rank %u: recovered in %" PRIu64 " ms: %" PRIu64
+                       " log entries applied, view %" PRIu64 "%s\n",
                        rank, now_ms() - started, st.applied_count(),
                        np ? np->view() : replica->ballot(),
                        snapshots > 0 ? (", from a snapshot of slot " + std::to_string(snapshot) +

@@ -49,9 +49,9 @@ std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops)
     << " " << c.completed_sum() << " " << c.history().size();
   for (const Completed& h : c.history()) {
     o << " " << h.cmd.client << " " << h.cmd.seq << " " << static_cast<int>(h.cmd.op) << " "
- << h.invoked_ms << " " << h.completed_ms << " " << h.invoked_us << " " << h.completed_us
-      << " " << (h.result.ok | h.result.refused << 1) << " " << hex(h.cmd.key) << " " << hex(h.cmd.value) << " "
-      << hex(h.cmd.expected) << " " << hex(h.result.value);
+      << h.invoked_ms << " " << h.completed_ms << " " << h.invoked_us << " " << h.completed_us
+      << " " << (h.result.ok | h.result.refused << 1) << " " << hex(h.cmd.key) << " "
+      << hex(h.cmd.value) << " " << hex(h.cmd.expected) << " " << hex(h.result.value);
   }
   return o.str();
 }
@@ -61,8 +61,8 @@ std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops)
 std::string replica_report(uint32_t rank, const Store& s, uint64_t view) {
   std::ostringstream o;
   const AppliedSummary& a = s.summary();
-  o << "R " << rank << " " << view << " " << s.digest() << " " << a.entries << " " << a.chain
-    << " " << a.executed << " " << a.executed_sum << " " << s.applied().size();
+  o << "R " << rank << " " << view << " " << s.digest() << " " << a.entries << " " << a.chain << " "
+    << a.executed << " " << a.executed_sum << " " << s.applied().size();
   for (const auto& [c, q] : s.applied()) o << " " << c << ":" << q;
   return o.str();
 }
@@ -194,8 +194,7 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
     }
     if (expected != 0 && count != expected)
       problems.push_back("client rank " + std::to_string(r) + " completed " +
-                         std::to_string(count) + " of " + std::to_string(expected) +
-                         " operations");
+                         std::to_string(count) + " of " + std::to_string(expected) + " operations");
   }
   for (uint32_t r : lost_replicas) std::printf("replica %u: lost; the job went on without it\n", r);
   if (logs.empty() || logs.size() + lost_replicas.size() != o.replicas) {

@@ -138,9 +138,13 @@ bool parse_bytes(const char* s, uint64_t* out) {
   std::string text = s;
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   uint64_t unit = 1;
-  for (const auto& [suffix, size] :
-       {std::pair<const char*, uint64_t>{"kb", 1ull << 10}, {"mb", 1ull << 20}, {"gb", 1ull << 30},
-        {"k", 1ull << 10}, {"m", 1ull << 20}, {"g", 1ull << 30}, {"b", 1}}) {
+  for (const auto& [suffix, size] : {std::pair<const char*, uint64_t>{"kb", 1ull << 10},
+                                     {"mb", 1ull << 20},
+                                     {"gb", 1ull << 30},
+                                     {"k", 1ull << 10},
+                                     {"m", 1ull << 20},
+                                     {"g", 1ull << 30},
+                                     {"b", 1}}) {
     const size_t n = std::strlen(suffix);
     if (text.size() > n && text.compare(text.size() - n, n, suffix) == 0) {
       text.resize(text.size() - n);
@@ -449,8 +453,7 @@ int run_main(int argc, char** argv) {
                  "sluice-kv run: warning: --protected-mode no without a password: any client "
                  "that reaches the port can read, write and delete every key\n");
   if (o.resp && (o.gateway.bind == "0.0.0.0" || o.gateway.bind == "::"))
-    std::fprintf(stderr,
-                 "sluice-kv run: warning: --resp-bind %s listens on every interface%s\n",
+    std::fprintf(stderr, "sluice-kv run: warning: --resp-bind %s listens on every interface%s\n",
                  o.gateway.bind.c_str(),
                  o.gateway.requirepass.empty()
                      ? (o.gateway.protected_mode

@@ -78,7 +78,6 @@ enum class MsgType : uint8_t {
   kFinished,  // follower -> leader: I applied up to the finish slot
 };
 
-
 // A log entry. Multi-Paxos uses `ballot` (the ballot it was accepted in)
 // and holds one command; NOPaxos uses `session`/`msgnum` (where the ordered
 // multicast put it) and holds the batch of requests the multicast carried
@@ -130,10 +129,9 @@ inline size_t wire_bytes(const Command& c) {
 // commands taking `more_bytes`: a batch holds at most `bound` bytes of
 // commands and at most `limit` commands (0: no limit but bytes), and it
 // always takes its first.
-inline bool batch_has_room(size_t count, size_t bytes, size_t more, size_t more_bytes,
-                           size_t bound, uint32_t limit) {
-  return count == 0 ||
-         (bytes + more_bytes <= bound && (limit == 0 || count + more <= limit));
+inline bool batch_has_room(size_t count, size_t bytes, size_t more, size_t more_bytes, size_t bound,
+                           uint32_t limit) {
+  return count == 0 || (bytes + more_bytes <= bound && (limit == 0 || count + more <= limit));
 }
 // What a batch of commands takes in a message.
 inline size_t wire_bytes(const std::vector<Command>& cmds) {

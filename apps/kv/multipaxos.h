@@ -131,7 +131,7 @@ class MultiPaxosReplica : public Node {
   IncomingSnapshot incoming_;
   uint64_t snapshots_taken_ = 0;
   uint64_t snapshots_installed_ = 0;
-  uint64_t commit_ = 0;                    // every slot up to here is committed
+  uint64_t commit_ = 0;  // every slot up to here is committed
   uint64_t applied_ = 0;
   Store store_;
   uint64_t now_ = 0;

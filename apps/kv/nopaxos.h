@@ -230,9 +230,9 @@ class NoPaxosReplica : public Node {
   uint64_t session_ = 1;
   uint64_t last_normal_view_ = 0;
   uint64_t last_normal_session_ = 1;
-  std::vector<Entry> log_;  // slot s at index s - base_ - 1
-  uint64_t base_ = 0;       // slots up to here are in the snapshot only
-  Entry base_entry_;        // slot base_'s (session, msgnum), its command dropped
+  std::vector<Entry> log_;               // slot s at index s - base_ - 1
+  uint64_t base_ = 0;                    // slots up to here are in the snapshot only
+  Entry base_entry_;                     // slot base_'s (session, msgnum), its command dropped
   std::map<uint64_t, Message> pending_;  // ordered messages past a gap, by msgnum
   uint64_t sync_point_ = 0;              // slots up to here are final
   uint64_t synced_upto_ = 0;  // follower: log matches the leader's up to here (this view)

@@ -53,12 +53,12 @@ Parsed parse_reply(std::string_view in, Reply* reply, size_t* used, std::string*
 // Simple strings and errors are one line: a CR or LF in `s` (say, a
 // client's own bytes quoted in an error) becomes a space, as Redis does, so
 // that no text can forge a second reply.
-std::string simple(std::string_view s);                    // +s
-std::string error(std::string_view s);                     // -s
-std::string integer(int64_t n);                            // :n
-std::string bulk(std::string_view s);                      // $len s
-std::string null_bulk();                                   // $-1
-std::string null_reply(bool resp3);                        // RESP3: _; RESP2: $-1
+std::string simple(std::string_view s);                         // +s
+std::string error(std::string_view s);                          // -s
+std::string integer(int64_t n);                                 // :n
+std::string bulk(std::string_view s);                           // $len s
+std::string null_bulk();                                        // $-1
+std::string null_reply(bool resp3);                             // RESP3: _; RESP2: $-1
 std::string array(const std::vector<std::string_view>& items);  // *n, items as bulk strings
 
 }  // namespace kv::resp

@@ -3,14 +3,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <netdb.h>
 
 #include <cctype>
 #include <cstring>
@@ -118,15 +117,15 @@ RespGateway::RespGateway(GatewayOptions options) : options_(std::move(options)) 
   }
   const int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  const bool bound = ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) == 0 &&
-                     ::listen(listen_fd_, 1024) == 0;
+  const bool bound =
+      ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) == 0 && ::listen(listen_fd_, 1024) == 0;
   ::freeaddrinfo(found);
   if (!bound) {
     const int err = errno;
     ::close(listen_fd_);
     throw std::runtime_error(
         "resp: cannot listen on " + where + ": " + std::strerror(err) +
-        (err == EADDRINUSE     ? " (another process has it: pick another --resp-port)"
+        (err == EADDRINUSE      ? " (another process has it: pick another --resp-port)"
          : err == EADDRNOTAVAIL ? " (not an address of this host: check --resp-bind)"
                                 : ""));
   }
@@ -439,8 +438,7 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
         c.replies.emplace_back();
         c.replies.back().text = resp::error(
             "ERR Protocol error: an unfinished request of more than " +
-            std::to_string(options_.query_buffer_limit) +
-            " bytes (the client query buffer limit)");
+            std::to_string(options_.query_buffer_limit) + " bytes (the client query buffer limit)");
         c.replies.back().ready = true;
         c.closing = true;
         c.in.clear();

@@ -43,8 +43,8 @@
 //
 // Keys and values: a command's key and value(s) take at most
 // GatewayOptions::max_entry_bytes in all (the job's flows are sized for
-// such a command: flow_job.h); a longer one gets an error reply at once. A protocol error (resp.h: garbage, a bulk length
-// over the limit, ...) gets an error reply and the connection is closed; the
+// such a command: flow_job.h); a longer one gets an error reply at once. A protocol error (resp.h:
+// garbage, a bulk length over the limit, ...) gets an error reply and the connection is closed; the
 // gateway and the store go on. SHUTDOWN stops the gateway: it answers +OK,
 // takes no more requests, finishes what is in flight, and the job then ends
 // as a workload's does, with rank 0's checks.
@@ -80,17 +80,17 @@ inline constexpr size_t kMaxPendingReplies = 4096;
 enum class ShutdownFrom : uint8_t { kNobody, kLocal, kAnyone };
 
 struct GatewayOptions {
-  std::string bind = "127.0.0.1";  // a numeric IPv4 or IPv6 address
-  uint16_t port = 0;               // 0: a port the kernel picks
-  std::string requirepass;         // empty: no password
-  bool protected_mode = true;      // no password: loopback clients only
+  std::string bind = "127.0.0.1";                 // a numeric IPv4 or IPv6 address
+  uint16_t port = 0;                              // 0: a port the kernel picks
+  std::string requirepass;                        // empty: no password
+  bool protected_mode = true;                     // no password: loopback clients only
   ShutdownFrom shutdown = ShutdownFrom::kNobody;  // kLocal: loopback clients only
   size_t maxclients = 10000;
-  size_t max_entry_bytes = kDefaultMaxEntryBytes;    // a command's key and values
-  size_t max_bulk = kDefaultMaxEntryBytes;           // one argument's bytes
-  size_t query_buffer_limit = size_t{1} << 20;       // an unfinished request's bytes
-  size_t output_buffer_limit = size_t{32} << 20;     // unsent replies: closed past it
-  size_t maxmemory_clients = size_t{64} << 20;       // all clients' buffers; 0: no limit
+  size_t max_entry_bytes = kDefaultMaxEntryBytes;  // a command's key and values
+  size_t max_bulk = kDefaultMaxEntryBytes;         // one argument's bytes
+  size_t query_buffer_limit = size_t{1} << 20;     // an unfinished request's bytes
+  size_t output_buffer_limit = size_t{32} << 20;   // unsent replies: closed past it
+  size_t maxmemory_clients = size_t{64} << 20;     // all clients' buffers; 0: no limit
   // Where each completed command goes, as a JSON line (history.h); empty:
   // nowhere.
   std::string history;
@@ -142,14 +142,14 @@ class RespGateway {
     uint32_t waiting = 0;  // commands still in flight
     int64_t count = 0;     // kCount: how many succeeded
     bool ready = false;
-    bool resp3 = false;    // the connection spoke RESP3 when it asked (HELLO 3)
+    bool resp3 = false;  // the connection spoke RESP3 when it asked (HELLO 3)
   };
   struct Conn {
     int fd = -1;
-    bool loopback = false;      // the peer's address is a loopback one
-    bool authenticated = false; // AUTH passed, or no password is set
-    uint64_t id = 0;            // CLIENT ID: the connection's number
-    bool resp3 = false;         // HELLO 3: replies in RESP3 (nulls and maps differ)
+    bool loopback = false;                // the peer's address is a loopback one
+    bool authenticated = false;           // AUTH passed, or no password is set
+    uint64_t id = 0;                      // CLIENT ID: the connection's number
+    bool resp3 = false;                   // HELLO 3: replies in RESP3 (nulls and maps differ)
     std::string name, lib_name, lib_ver;  // CLIENT SETNAME, CLIENT SETINFO
     std::string in, out;
     std::deque<Reply> replies;  // (a deque keeps each Reply in place: inflight points at it)

@@ -49,7 +49,9 @@ std::string aggregate_of(char kind, size_t count, const std::vector<std::string>
 }
 
 // A reply array of already-encoded items.
-std::string array_of(const std::vector<std::string>& items) { return aggregate_of('*', items.size(), items); }
+std::string array_of(const std::vector<std::string>& items) {
+  return aggregate_of('*', items.size(), items);
+}
 
 // Key-value pairs (already encoded, key then value): a RESP3 map, or in
 // RESP2 the flat array Redis sends instead.
@@ -77,10 +79,9 @@ uint64_t resident_bytes() {
 }
 
 // The commands of this gateway, for COMMAND COUNT.
-constexpr const char* kCommands[] = {"PING",   "ECHO",    "GET",    "SET",      "DEL",
-                                     "EXISTS", "CAS",     "INFO",   "CONFIG",   "COMMAND",
-                                     "CLIENT", "HELLO",   "SELECT", "AUTH",     "QUIT",
-                                     "SHUTDOWN"};
+constexpr const char* kCommands[] = {"PING",   "ECHO", "GET",    "SET",     "DEL",    "EXISTS",
+                                     "CAS",    "INFO", "CONFIG", "COMMAND", "CLIENT", "HELLO",
+                                     "SELECT", "AUTH", "QUIT",   "SHUTDOWN"};
 
 }  // namespace
 
@@ -99,8 +100,7 @@ std::string RespGateway::local_command(Conn& c, const std::string& name,
     // "nothing known" and go on.)
     if (sub == "DOCS") return map_of({}, c.resp3);
     if (sub.empty() || sub == "INFO" || sub == "LIST") return "*0\r\n";
-    return resp::error("ERR unknown subcommand '" + args[1].substr(0, 64) +
-                       "'. Try COMMAND HELP.");
+    return resp::error("ERR unknown subcommand '" + args[1].substr(0, 64) + "'. Try COMMAND HELP.");
   }
   *handled = false;
   return {};
@@ -127,7 +127,8 @@ std::string RespGateway::hello(Conn& c, const std::vector<std::string>& args) {
     } else if (opt == "SETNAME" && i + 1 < args.size()) {
       setname = args[++i];
       if (!valid_name(setname)) {
-        return resp::error("ERR Client names cannot contain spaces, newlines or special characters.");
+        return resp::error(
+            "ERR Client names cannot contain spaces, newlines or special characters.");
       }
     } else {
       return resp::error("ERR Syntax error in HELLO option '" + args[i].substr(0, 64) + "'");
@@ -141,12 +142,12 @@ std::string RespGateway::hello(Conn& c, const std::vector<std::string>& args) {
   }
   if (!setname.empty()) c.name = setname;
   c.resp3 = resp3;
-  return map_of({resp::bulk("server"), resp::bulk("redis"), resp::bulk("version"),
-                 resp::bulk("7.0.0"), resp::bulk("proto"), resp::integer(resp3 ? 3 : 2),
-                 resp::bulk("id"), resp::integer(static_cast<int64_t>(c.id)), resp::bulk("mode"),
-                 resp::bulk("standalone"), resp::bulk("role"), resp::bulk("master"),
-                 resp::bulk("modules"), "*0\r\n"},
-                resp3);
+  return map_of(
+      {resp::bulk("server"), resp::bulk("redis"), resp::bulk("version"), resp::bulk("7.0.0"),
+       resp::bulk("proto"), resp::integer(resp3 ? 3 : 2), resp::bulk("id"),
+       resp::integer(static_cast<int64_t>(c.id)), resp::bulk("mode"), resp::bulk("standalone"),
+       resp::bulk("role"), resp::bulk("master"), resp::bulk("modules"), "*0\r\n"},
+      resp3);
 }
 
 std::string RespGateway::client_command(Conn& c, const std::vector<std::string>& args) {
@@ -193,7 +194,8 @@ std::string RespGateway::client_command(Conn& c, const std::vector<std::string>&
   // (CLIENT NO-EVICT and NO-TOUCH change nothing here: accepted.)
   if ((sub == "NO-EVICT" || sub == "NO-TOUCH") && args.size() == 3) return resp::simple("OK");
   return resp::error("ERR unknown subcommand or wrong number of arguments for 'CLIENT|" +
-                     lower(args[1]).substr(0, 32) + "' (sluice-kv: SETNAME, GETNAME, ID, SETINFO, "
+                     lower(args[1]).substr(0, 32) +
+                     "' (sluice-kv: SETNAME, GETNAME, ID, SETINFO, "
                      "INFO, LIST)");
 }
 
@@ -230,10 +232,10 @@ std::string RespGateway::config_command(const Conn& c, const std::vector<std::st
     return map_of(items, c.resp3);
   }
   if (sub == "SET") {
-    return resp::error("ERR CONFIG SET is not supported: sluice-kv's settings are given when the "
-                       "job starts (sluice-kv run --help)" +
-                       (args.size() > 2 ? "; '" + args[2].substr(0, 64) + "' cannot be changed"
-                                        : std::string()));
+    return resp::error(
+        "ERR CONFIG SET is not supported: sluice-kv's settings are given when the "
+        "job starts (sluice-kv run --help)" +
+        (args.size() > 2 ? "; '" + args[2].substr(0, 64) + "' cannot be changed" : std::string()));
   }
   if (sub == "RESETSTAT") return resp::simple("OK");
   return resp::error("ERR unknown subcommand '" + args[1].substr(0, 64) +

@@ -241,7 +241,7 @@ ThreadStats run_ghj(const Team& team, const JoinConfig& config, const GhjFlows& 
           piece[2 + i] = words[first + i];
           any = any || words[first + i] != 0;
         }
-        if (!any) continue;  // an empty piece changes no one's filter
+        if (!any) continue;            // an empty piece changes no one's filter
         if (!st.error.empty()) break;  // a failed flow: only close it
         if (w.push(out, piece) != Status::kOk) flow_failure("bloom push", out.error());
         ++st.flow_records;

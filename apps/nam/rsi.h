@@ -216,7 +216,7 @@ class RsiClient final : public Transactions {
   std::vector<Seen> seen_;
   std::vector<Pending> writes_;
   std::vector<std::byte> arena_, slot_, log_, entry_, found_;
-  std::vector<uint64_t> snapshots_;  // commit(): the published snapshot words
+  std::vector<uint64_t> snapshots_;       // commit(): the published snapshot words
   std::vector<uint64_t> retire_, words_;  // retire_: retire words, then park words
   std::vector<uint64_t> parks_;           // begin(): the park words before the vector read
   std::vector<LogEntry> entries_;

@@ -64,8 +64,8 @@ inline uint64_t load64(const std::byte* p) {
 inline void store64(std::byte* p, uint64_t v) { std::memcpy(p, &v, 8); }
 
 // A version of a slot image, and whether it is whole.
-inline bool valid_version(const Layout& l, uint32_t table, uint64_t key, const std::byte* slot, uint32_t v,
-                   uint64_t* cid) {
+inline bool valid_version(const Layout& l, uint32_t table, uint64_t key, const std::byte* slot,
+                          uint32_t v, uint64_t* cid) {
   const std::byte* p = slot + l.version_offset(table, v);
   *cid = load64(p);
   const uint64_t sum = load64(p + 8);
@@ -74,12 +74,11 @@ inline bool valid_version(const Layout& l, uint32_t table, uint64_t key, const s
 }
 
 [[noreturn]] inline void fail(Status s, const std::string& what, const std::string& error,
-                       std::optional<LostPeer> peer) {
+                              std::optional<LostPeer> peer) {
   if (s == Status::kPeerLost) {
     throw PeerLostError(peer ? peer->rank : 0, "nam 2pc: " + what + ": PeerLost: " + error);
   }
   throw NamError("nam 2pc: " + what + ": " + to_string(s) + ": " + error);
 }
-
 
 }  // namespace sluice::nam::twopc_wire

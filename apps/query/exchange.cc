@@ -372,9 +372,9 @@ void QueryWorker::run() {
   // Tell the peers at once rather than when this process exits.
   for (auto& p : ports_) p->abort();
   driver_.reset();
-  throw QueryError("worker " + std::to_string(slot_) + " of rank " + std::to_string(rt_.rank()) +
-                       ": " + error_,
-                   failed_at_);
+  throw QueryError(
+      "worker " + std::to_string(slot_) + " of rank " + std::to_string(rt_.rank()) + ": " + error_,
+      failed_at_);
 }
 
 }  // namespace sluice::query

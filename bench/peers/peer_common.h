@@ -82,19 +82,23 @@ inline std::vector<uint32_t> parse_list(const std::string& s) {
   while (start < s.size()) {
     size_t comma = s.find(',', start);
     if (comma == std::string::npos) comma = s.size();
-    out.push_back(static_cast<uint32_t>(std::strtoul(s.substr(start, comma - start).c_str(), nullptr, 10)));
+    out.push_back(
+        static_cast<uint32_t>(std::strtoul(s.substr(start, comma - start).c_str(), nullptr, 10)));
     start = comma + 1;
   }
   return out;
 }
 
 // One sample line (perf_stats.h fields); rtt < 0 leaves the latency fields out.
-inline void print_sample(uint32_t bytes, double records, double seconds, double src_cpu, double tgt_cpu,
-                         double p50 = -1, double p99 = -1, double p999 = -1) {
-  std::printf("{\"record_bytes\": %u, \"records\": %.0f, \"seconds\": %.9f, \"cpu_seconds\": %.6f, "
-              "\"src_cpu_seconds\": %.6f, \"tgt_cpu_seconds\": %.6f",
-              bytes, records, seconds, src_cpu + tgt_cpu, src_cpu, tgt_cpu);
-  if (p50 >= 0) std::printf(", \"rtt_us_p50\": %.4f, \"rtt_us_p99\": %.4f, \"rtt_us_p999\": %.4f", p50, p99, p999);
+inline void print_sample(uint32_t bytes, double records, double seconds, double src_cpu,
+                         double tgt_cpu, double p50 = -1, double p99 = -1, double p999 = -1) {
+  std::printf(
+      "{\"record_bytes\": %u, \"records\": %.0f, \"seconds\": %.9f, \"cpu_seconds\": %.6f, "
+      "\"src_cpu_seconds\": %.6f, \"tgt_cpu_seconds\": %.6f",
+      bytes, records, seconds, src_cpu + tgt_cpu, src_cpu, tgt_cpu);
+  if (p50 >= 0)
+    std::printf(", \"rtt_us_p50\": %.4f, \"rtt_us_p99\": %.4f, \"rtt_us_p999\": %.4f", p50, p99,
+                p999);
   std::printf("}\n");
   std::fflush(stdout);
 }

@@ -1,10 +1,10 @@
 // The ZeroMQ peer of `sluice perf` (started by bench/peers/run, one process
 // per end):
 //
-//   sluice-peer-zmq pull --bind EP --sizes 8,64 --bytes B --senders S --index t --targets T [--max-records M]
-//   sluice-peer-zmq push --connect EP0,EP1,.. --sizes 8,64 --bytes B --index s [--max-records M]
-//   sluice-peer-zmq rep  --bind EP --sizes 8,64 --round-trips N
-//   sluice-peer-zmq req  --connect EP --sizes 8,64 --round-trips N
+//   sluice-peer-zmq pull --bind EP --sizes 8,64 --bytes B --senders S --index t --targets T
+//   [--max-records M] sluice-peer-zmq push --connect EP0,EP1,.. --sizes 8,64 --bytes B --index s
+//   [--max-records M] sluice-peer-zmq rep  --bind EP --sizes 8,64 --round-trips N sluice-peer-zmq
+//   req  --connect EP --sizes 8,64 --round-trips N
 //
 // PUSH/PULL: every pusher has one PUSH socket per puller and sends record i
 // (one message per record) to puller (i + s) % T, N = min(B / size, M)
@@ -47,11 +47,15 @@ uint64_t share(uint64_t n, uint32_t senders, uint32_t targets, uint32_t t) {
 }
 
 // One figure line of one process: records it moved, its own time and CPU.
-void report(const char* role, uint32_t bytes, uint64_t records, double seconds, double cpu, double p50 = -1,
-            double p99 = -1, double p999 = -1) {
-  std::printf("{\"role\": \"%s\", \"record_bytes\": %u, \"records\": %llu, \"seconds\": %.9f, \"cpu_seconds\": %.6f",
-              role, bytes, static_cast<unsigned long long>(records), seconds, cpu);
-  if (p50 >= 0) std::printf(", \"rtt_us_p50\": %.4f, \"rtt_us_p99\": %.4f, \"rtt_us_p999\": %.4f", p50, p99, p999);
+void report(const char* role, uint32_t bytes, uint64_t records, double seconds, double cpu,
+            double p50 = -1, double p99 = -1, double p999 = -1) {
+  std::printf(
+      "{\"role\": \"%s\", \"record_bytes\": %u, \"records\": %llu, \"seconds\": %.9f, "
+      "\"cpu_seconds\": %.6f",
+      role, bytes, static_cast<unsigned long long>(records), seconds, cpu);
+  if (p50 >= 0)
+    std::printf(", \"rtt_us_p50\": %.4f, \"rtt_us_p99\": %.4f, \"rtt_us_p999\": %.4f", p50, p99,
+                p999);
   std::printf("}\n");
   std::fflush(stdout);
 }
@@ -60,18 +64,27 @@ void report(const char* role, uint32_t bytes, uint64_t records, double seconds, 
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: sluice-peer-zmq push|pull|req|rep [options] (see bench/peers/zmq_peer.cc)\n");
+    std::fprintf(
+        stderr,
+        "usage: sluice-peer-zmq push|pull|req|rep [options] (see bench/peers/zmq_peer.cc)\n");
     return 2;
   }
   const std::string role = argv[1];
   const std::vector<uint32_t> sizes = peers::parse_list(peers::arg(argc, argv, "--sizes", "64"));
-  const uint64_t bytes_total = std::strtoull(peers::arg(argc, argv, "--bytes", "67108864").c_str(), nullptr, 10);
-  const uint64_t max_records = std::strtoull(peers::arg(argc, argv, "--max-records", "4000000").c_str(), nullptr, 10);
-  const uint32_t round_trips = static_cast<uint32_t>(std::strtoul(peers::arg(argc, argv, "--round-trips", "10000").c_str(), nullptr, 10));
-  const uint32_t index = static_cast<uint32_t>(std::atoi(peers::arg(argc, argv, "--index", "0").c_str()));
+  const uint64_t bytes_total =
+      std::strtoull(peers::arg(argc, argv, "--bytes", "67108864").c_str(), nullptr, 10);
+  const uint64_t max_records =
+      std::strtoull(peers::arg(argc, argv, "--max-records", "4000000").c_str(), nullptr, 10);
+  const uint32_t round_trips = static_cast<uint32_t>(
+      std::strtoul(peers::arg(argc, argv, "--round-trips", "10000").c_str(), nullptr, 10));
+  const uint32_t index =
+      static_cast<uint32_t>(std::atoi(peers::arg(argc, argv, "--index", "0").c_str()));
   void* ctx = zmq_ctx_new();
   std::vector<void*> socks;
-  const int type = role == "push" ? ZMQ_PUSH : role == "pull" ? ZMQ_PULL : role == "req" ? ZMQ_REQ : ZMQ_REP;
+  const int type = role == "push"   ? ZMQ_PUSH
+                   : role == "pull" ? ZMQ_PULL
+                   : role == "req"  ? ZMQ_REQ
+                                    : ZMQ_REP;
   if (role == "pull" || role == "rep") {
     void* s = zmq_socket(ctx, type);
     if (zmq_bind(s, peers::arg(argc, argv, "--bind", "").c_str()) != 0) die("bind");
@@ -98,8 +111,10 @@ int main(int argc, char** argv) {
       }
       report("S", bytes, n, peers::now_seconds() - t0, peers::cpu_seconds() - cpu0);
     } else if (role == "pull") {
-      const uint32_t senders = static_cast<uint32_t>(std::atoi(peers::arg(argc, argv, "--senders", "1").c_str()));
-      const uint32_t targets = static_cast<uint32_t>(std::atoi(peers::arg(argc, argv, "--targets", "1").c_str()));
+      const uint32_t senders =
+          static_cast<uint32_t>(std::atoi(peers::arg(argc, argv, "--senders", "1").c_str()));
+      const uint32_t targets =
+          static_cast<uint32_t>(std::atoi(peers::arg(argc, argv, "--targets", "1").c_str()));
       const uint64_t expect = share(n, senders, targets, index);
       uint64_t sum = 0;
       double cpu0 = 0, t0 = 0;
@@ -121,7 +136,8 @@ int main(int argc, char** argv) {
           peers::set_key(rec.data(), peers::key_of(i));
           if (zmq_send(socks[0], rec.data(), bytes, 0) < 0) die("send");
           if (zmq_recv(socks[0], buf.data(), bytes, 0) < 0) die("recv");
-          if (peers::take_record(buf.data(), scratch.data(), bytes) != peers::key_of(i)) die("wrong reply");
+          if (peers::take_record(buf.data(), scratch.data(), bytes) != peers::key_of(i))
+            die("wrong reply");
           if (i >= warmup) rtt.push_back((peers::now_seconds() - s) * 1e6);
         } else {
           if (zmq_recv(socks[0], buf.data(), bytes, 0) < 0) die("recv");
@@ -130,8 +146,9 @@ int main(int argc, char** argv) {
         }
       }
       if (role == "req")
-        report("S", bytes, rt, peers::now_seconds() - t0, peers::cpu_seconds() - cpu0, peers::percentile(rtt, 50),
-               peers::percentile(rtt, 99), peers::percentile(rtt, 99.9));
+        report("S", bytes, rt, peers::now_seconds() - t0, peers::cpu_seconds() - cpu0,
+               peers::percentile(rtt, 50), peers::percentile(rtt, 99),
+               peers::percentile(rtt, 99.9));
       else
         report("T", bytes, rt, peers::now_seconds() - t0, peers::cpu_seconds() - cpu0);
     }

@@ -13,11 +13,13 @@
 // by run_job (one host) or by hand inside the namespaces (--netns). The
 // series of one repeat are therefore back to back, which is what the paired
 // ratios use.
-#include <signal.h>
-#include <sys/utsname.h>
+#include "perf.h"
+
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,13 +41,12 @@
 #include <thread>
 #include <vector>
 
-#include "perf.h"
-#include "process.h"
 #include "perf_mode.h"
 #include "perf_ring.h"
 #include "perf_stats.h"
 #include "perf_tcp.h"
 #include "perf_worker.h"
+#include "process.h"
 #include "run.h"
 #include "sluice/sluice.h"
 #include "tool_util.h"
@@ -65,8 +66,8 @@ struct PerfOptions {
   uint32_t repeats = 5;
   double mbytes = 1024;
   uint32_t round_trips = 10000;
-  int64_t latency = -1;        // the older spelling of --round-trips; 0 drops the latency mode
-  std::string peers;           // bench/peers/run, or empty: built-in series only
+  int64_t latency = -1;  // the older spelling of --round-trips; 0 drops the latency mode
+  std::string peers;     // bench/peers/run, or empty: built-in series only
   std::string json_file;
   bool smoke = false;
   uint32_t segment_bytes = 0;  // 0: the flow default
@@ -183,9 +184,9 @@ void check_geometry(const PerfOptions& opt, const std::vector<uint32_t>& sizes) 
     try {
       spec.validate();
     } catch (const std::exception& e) {
-      throw std::invalid_argument("--segment-bytes " + std::to_string(opt.segment_bytes) + " / --ring-segments " +
-                                  std::to_string(opt.ring_segments) + " with " + std::to_string(size) +
-                                  " B records: " + e.what());
+      throw std::invalid_argument("--segment-bytes " + std::to_string(opt.segment_bytes) +
+                                  " / --ring-segments " + std::to_string(opt.ring_segments) +
+                                  " with " + std::to_string(size) + " B records: " + e.what());
     }
   }
 }
@@ -277,7 +278,8 @@ void stop_child(Child& c) {
   if (c.failed != 0) return;
   const pid_t pid = c.process.pid();
   c.process.signal_group(SIGTERM);
-  if (wait_child(c, Clock::now() + std::chrono::seconds(5)) == 124) progress("had to SIGKILL pid " + std::to_string(pid));
+  if (wait_child(c, Clock::now() + std::chrono::seconds(5)) == 124)
+    progress("had to SIGKILL pid " + std::to_string(pid));
 }
 
 std::string temp_file() {
@@ -313,13 +315,14 @@ struct Sweep {
   uint32_t segment_bytes = 0;  // as given (0: default)
   uint32_t ring_segments = 0;  // as given (0: default)
   uint32_t push_batch = 1;
-  std::string peers;           // the external peers program, or empty
+  std::string peers;  // the external peers program, or empty
   bool smoke = false;
 };
 
 // Runs one job of `ranks` worker ranks with `args`; ranks below
 // `first_in_b` go to the first host. Returns the job's exit status.
-int run_ranks(const Sweep& sw, const std::vector<std::string>& args, uint32_t ranks, uint32_t first_in_b) {
+int run_ranks(const Sweep& sw, const std::vector<std::string>& args, uint32_t ranks,
+              uint32_t first_in_b) {
   const double timeout = sw.smoke ? 120 : 1800;
   std::vector<std::string> command = {sw.exe, "worker"};
   command.insert(command.end(), args.begin(), args.end());
@@ -348,7 +351,8 @@ int run_ranks(const Sweep& sw, const std::vector<std::string>& args, uint32_t ra
                     {{"SLUICE_SECRET", secret}}, true);
   std::string registry;
   for (int i = 0; i < 4 && registry.empty(); ++i) {
-    const std::string line = reg.failed != 0 ? std::string() : read_line(reg.process.out().get(), 10);
+    const std::string line =
+        reg.failed != 0 ? std::string() : read_line(reg.process.out().get(), 10);
     if (line.rfind("SLUICE_REGISTRY=", 0) == 0) registry = line.substr(16);
     if (line.empty()) break;
   }
@@ -378,19 +382,23 @@ int run_ranks(const Sweep& sw, const std::vector<std::string>& args, uint32_t ra
 
 std::vector<std::string> geometry_args(const Sweep& sw) {
   std::vector<std::string> a;
-  if (sw.segment_bytes != 0) a.insert(a.end(), {"--segment-bytes", std::to_string(sw.segment_bytes)});
-  if (sw.ring_segments != 0) a.insert(a.end(), {"--ring-segments", std::to_string(sw.ring_segments)});
+  if (sw.segment_bytes != 0)
+    a.insert(a.end(), {"--segment-bytes", std::to_string(sw.segment_bytes)});
+  if (sw.ring_segments != 0)
+    a.insert(a.end(), {"--ring-segments", std::to_string(sw.ring_segments)});
   if (sw.push_batch > 1) a.insert(a.end(), {"--push-batch", std::to_string(sw.push_batch)});
   return a;
 }
 
 // Reads the samples `path` holds into one per size (in the order of `sizes`),
 // from lines whose `kind` (or, without one, whose `mode`) is `kind`.
-std::vector<nlohmann::json> samples_by_size(const std::string& path, const std::vector<uint32_t>& sizes,
+std::vector<nlohmann::json> samples_by_size(const std::string& path,
+                                            const std::vector<uint32_t>& sizes,
                                             const std::string& kind, std::string* missing) {
   std::vector<nlohmann::json> out(sizes.size());
   for (const nlohmann::json& j : read_lines(path)) {
-    if (j.value("kind", j.value("mode", std::string())) != kind || !j.contains("record_bytes")) continue;
+    if (j.value("kind", j.value("mode", std::string())) != kind || !j.contains("record_bytes"))
+      continue;
     const auto it = std::find(sizes.begin(), sizes.end(), j["record_bytes"].get<uint32_t>());
     if (it != sizes.end()) out[static_cast<size_t>(it - sizes.begin())] = j;
   }
@@ -402,26 +410,32 @@ std::vector<nlohmann::json> samples_by_size(const std::string& path, const std::
 
 // Runs one flow job (all sizes of one repeat for one mode and shape) and
 // returns one sample per size, in the order of `sizes`.
-std::vector<nlohmann::json> run_flow_job(const Sweep& sw, const perf::PerfMode& mode, const Shape& shape,
-                                         uint32_t rep) {
+std::vector<nlohmann::json> run_flow_job(const Sweep& sw, const perf::PerfMode& mode,
+                                         const Shape& shape, uint32_t rep) {
   const std::string path = temp_file();
   const std::string name = mode.traits().name;
-  std::vector<std::string> args = {"--mode",  name,          "--sources", std::to_string(shape.sources),
-                                   "--targets", std::to_string(shape.targets), "--sizes", sw.sizes_arg,
-                                   "--rep",   std::to_string(rep), "--bytes", std::to_string(sw.bytes),
-                                   "--round-trips", std::to_string(sw.round_trips), "--out", path};
+  std::vector<std::string> args = {"--mode",        name,
+                                   "--sources",     std::to_string(shape.sources),
+                                   "--targets",     std::to_string(shape.targets),
+                                   "--sizes",       sw.sizes_arg,
+                                   "--rep",         std::to_string(rep),
+                                   "--bytes",       std::to_string(sw.bytes),
+                                   "--round-trips", std::to_string(sw.round_trips),
+                                   "--out",         path};
   for (const std::string& a : geometry_args(sw)) args.push_back(a);
   const int status = run_ranks(sw, args, shape.sources + shape.targets, shape.sources);
   std::string missing;
   std::vector<nlohmann::json> out = samples_by_size(path, sw.sizes, name, &missing);
   ::unlink(path.c_str());
   if (status != 0) {
-    progress("the " + sw.transport + " " + name + " " + shape.name() + " flow job failed (exit status " +
-             std::to_string(status) + "); see the rank messages above");
+    progress("the " + sw.transport + " " + name + " " + shape.name() +
+             " flow job failed (exit status " + std::to_string(status) +
+             "); see the rank messages above");
     throw CLI::RuntimeError(status);
   }
   if (!missing.empty()) {
-    progress("the " + name + " " + shape.name() + " flow job exited 0 but reported nothing for " + missing);
+    progress("the " + name + " " + shape.name() + " flow job exited 0 but reported nothing for " +
+             missing);
     throw CLI::RuntimeError(1);
   }
   return out;
@@ -430,10 +444,15 @@ std::vector<nlohmann::json> run_flow_job(const Sweep& sw, const perf::PerfMode& 
 // The kernel TCP peer of one repeat for every size: "stream" or "pingpong".
 std::vector<nlohmann::json> run_tcp_peer(const Sweep& sw, uint32_t rep, const std::string& mode) {
   const std::string path = temp_file();
-  const std::vector<std::string> common = {"--mode", mode, "--sizes", sw.sizes_arg, "--bytes", std::to_string(sw.bytes),
-                                           "--chunk-bytes", std::to_string(perf::segment_bytes_for(sw.segment_bytes, 8)),
-                                           "--round-trips", std::to_string(sw.round_trips), "--rep", std::to_string(rep)};
-  std::vector<std::string> reader = {sw.exe, "tcp", "--listen", sw.place.ip(true) + ":0", "--out", path};
+  const std::vector<std::string> common = {
+      "--mode",        mode,
+      "--sizes",       sw.sizes_arg,
+      "--bytes",       std::to_string(sw.bytes),
+      "--chunk-bytes", std::to_string(perf::segment_bytes_for(sw.segment_bytes, 8)),
+      "--round-trips", std::to_string(sw.round_trips),
+      "--rep",         std::to_string(rep)};
+  std::vector<std::string> reader = {sw.exe,  "tcp", "--listen", sw.place.ip(true) + ":0",
+                                     "--out", path};
   reader.insert(reader.end(), common.begin(), common.end());
   Child r = spawn(sw.place.in(true, reader), {}, true);
   const std::string line = r.failed != 0 ? std::string() : read_line(r.process.out().get(), 20);
@@ -443,7 +462,8 @@ std::vector<nlohmann::json> run_tcp_peer(const Sweep& sw, uint32_t rep, const st
     progress("the TCP peer's reader did not start (said '" + line + "')");
     throw CLI::RuntimeError(1);
   }
-  std::vector<std::string> writer = {sw.exe, "tcp", "--connect", sw.place.ip(true) + ":" + line.substr(5)};
+  std::vector<std::string> writer = {sw.exe, "tcp", "--connect",
+                                     sw.place.ip(true) + ":" + line.substr(5)};
   writer.insert(writer.end(), common.begin(), common.end());
   Child w = spawn(sw.place.in(false, writer), {}, false);
   const auto deadline = Clock::now() + std::chrono::seconds(sw.smoke ? 120 : 1800);
@@ -453,8 +473,9 @@ std::vector<nlohmann::json> run_tcp_peer(const Sweep& sw, uint32_t rep, const st
   std::vector<nlohmann::json> out = samples_by_size(path, sw.sizes, "tcp_" + mode, &missing);
   ::unlink(path.c_str());
   if (ws != 0 || rs != 0 || !missing.empty()) {
-    progress("the TCP " + mode + " peer failed (writer exit " + std::to_string(ws) + ", reader exit " +
-             std::to_string(rs) + (missing.empty() ? "" : ", nothing for " + missing) + "); see its messages above");
+    progress("the TCP " + mode + " peer failed (writer exit " + std::to_string(ws) +
+             ", reader exit " + std::to_string(rs) +
+             (missing.empty() ? "" : ", nothing for " + missing) + "); see its messages above");
     throw CLI::RuntimeError(1);
   }
   return out;
@@ -468,9 +489,12 @@ struct Builtin {
 
 Builtin builtin_info(const Sweep& sw, const std::string& name) {
   if (name == "shm_ring")
-    return {"bound", "two-process SPSC shm ring, record-sized slots, publishing every 16 slots, 1:1 (the bound the "
-                     "issue defines; N:M flows are compared with this same 1:1 ring)"};
-  if (name == "memcpy") return {"bound", "one thread copying each record into a 1 MiB buffer; no second process"};
+    return {"bound",
+            "two-process SPSC shm ring, record-sized slots, publishing every 16 slots, 1:1 (the "
+            "bound the "
+            "issue defines; N:M flows are compared with this same 1:1 ring)"};
+  if (name == "memcpy")
+    return {"bound", "one thread copying each record into a 1 MiB buffer; no second process"};
   if (name == "shm_pingpong")
     return {"bound", "two processes bouncing one record through two shm mailboxes, both spinning"};
   if (name == "tcp_stream")
@@ -491,7 +515,8 @@ std::vector<nlohmann::json> run_builtin(const Sweep& sw, const std::string& name
     for (uint32_t size : sw.sizes) {
       if (name == "shm_ring") out.push_back(perf::run_ring({size, sw.bytes / size, 16}));
       if (name == "memcpy") out.push_back(perf::run_memcpy(size, sw.bytes / size));
-      if (name == "shm_pingpong") out.push_back(perf::run_shm_pingpong(size, perf::round_trips_for(sw.round_trips, size)));
+      if (name == "shm_pingpong")
+        out.push_back(perf::run_shm_pingpong(size, perf::round_trips_for(sw.round_trips, size)));
     }
   } catch (const std::exception& e) {
     progress(name + " failed: " + e.what());
@@ -502,21 +527,38 @@ std::vector<nlohmann::json> run_builtin(const Sweep& sw, const std::string& name
 
 // The external peers (bench/peers/run) of one repeat and mode: every line
 // it wrote (samples and skips).
-std::vector<nlohmann::json> run_external_peers(const Sweep& sw, const std::string& mode, uint32_t rep) {
+std::vector<nlohmann::json> run_external_peers(const Sweep& sw, const std::string& mode,
+                                               uint32_t rep) {
   const std::string path = temp_file();
   std::string shapes;
   for (const Shape& s : sw.shapes) shapes += (shapes.empty() ? "" : ",") + s.name();
   std::string sizes;  // in bytes: the harness need not know the k/m suffixes
   for (uint32_t b : sw.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
-  std::vector<std::string> argv = {sw.peers, "--mode", mode, "--transport", sw.transport, "--sizes", sizes,
-                                   "--shapes", shapes, "--rep", std::to_string(rep), "--mbytes",
-                                   std::to_string(static_cast<double>(sw.bytes) / (1 << 20)), "--round-trips",
-                                   std::to_string(sw.round_trips), "--segment-bytes",
-                                   std::to_string(perf::segment_bytes_for(sw.segment_bytes, 8)), "--bin-dir",
-                                   sw.exe.substr(0, sw.exe.rfind('/')), "--out", path};
+  std::vector<std::string> argv = {sw.peers,
+                                   "--mode",
+                                   mode,
+                                   "--transport",
+                                   sw.transport,
+                                   "--sizes",
+                                   sizes,
+                                   "--shapes",
+                                   shapes,
+                                   "--rep",
+                                   std::to_string(rep),
+                                   "--mbytes",
+                                   std::to_string(static_cast<double>(sw.bytes) / (1 << 20)),
+                                   "--round-trips",
+                                   std::to_string(sw.round_trips),
+                                   "--segment-bytes",
+                                   std::to_string(perf::segment_bytes_for(sw.segment_bytes, 8)),
+                                   "--bin-dir",
+                                   sw.exe.substr(0, sw.exe.rfind('/')),
+                                   "--out",
+                                   path};
   if (sw.place.netns) {
     const auto& n = *sw.place.netns;
-    argv.insert(argv.end(), {"--netns", n[0].netns + "=" + n[0].ip + "," + n[1].netns + "=" + n[1].ip});
+    argv.insert(argv.end(),
+                {"--netns", n[0].netns + "=" + n[0].ip + "," + n[1].netns + "=" + n[1].ip});
   }
   Child c = spawn(argv, {}, false);
   const int status = wait_child(c, Clock::now() + std::chrono::seconds(sw.smoke ? 300 : 3600));
@@ -527,7 +569,9 @@ std::vector<nlohmann::json> run_external_peers(const Sweep& sw, const std::strin
     progress("unreadable output from " + sw.peers + ": " + e.what());
   }
   ::unlink(path.c_str());
-  if (status != 0) progress(sw.peers + " exited with status " + std::to_string(status) + "; keeping what it reported");
+  if (status != 0)
+    progress(sw.peers + " exited with status " + std::to_string(status) +
+             "; keeping what it reported");
   return lines;
 }
 
@@ -560,8 +604,8 @@ class Progress {
     ++done_;
     const double elapsed = std::chrono::duration<double>(Clock::now() - t0_).count();
     const double left = done_ > 0 ? elapsed / done_ * (total_ - done_) : 0;
-    progress("[" + std::to_string(done_) + "/" + std::to_string(total_) + ", " + fmt("%.0f", elapsed) + " s, ~" +
-             fmt("%.0f", left) + " s left] " + what);
+    progress("[" + std::to_string(done_) + "/" + std::to_string(total_) + ", " +
+             fmt("%.0f", elapsed) + " s, ~" + fmt("%.0f", left) + " s left] " + what);
   }
 
  private:
@@ -577,13 +621,16 @@ std::string headline(const nlohmann::json& s, uint32_t bytes) {
   const double sec = s.value("seconds", 0.0);
   const double rec = s.value("records", 0.0);
   if (sec <= 0) return "?";
-  return fmt("%.2f", rec * bytes / sec / 1e9) + " GB/s, " + fmt("%.1f", rec / sec / 1e6) + " M rec/s";
+  return fmt("%.2f", rec * bytes / sec / 1e9) + " GB/s, " + fmt("%.1f", rec / sec / 1e6) +
+         " M rec/s";
 }
 
-std::string size_list(const std::vector<nlohmann::json>& samples, const std::vector<uint32_t>& sizes) {
+std::string size_list(const std::vector<nlohmann::json>& samples,
+                      const std::vector<uint32_t>& sizes) {
   std::string out;
   for (size_t i = 0; i < sizes.size() && i < samples.size(); ++i) {
-    out += (out.empty() ? "" : "; ") + std::to_string(sizes[i]) + " B " + headline(samples[i], sizes[i]);
+    out += (out.empty() ? "" : "; ") + std::to_string(sizes[i]) + " B " +
+           headline(samples[i], sizes[i]);
   }
   return out;
 }
@@ -623,12 +670,17 @@ void run_sweep(const Sweep& sw, uint32_t repeats, Progress* prog, SweepData* dat
             continue;
           }
           if (!j.contains("name") || !j.contains("record_bytes")) continue;
-          const auto it = std::find(sw.sizes.begin(), sw.sizes.end(), j["record_bytes"].get<uint32_t>());
+          const auto it =
+              std::find(sw.sizes.begin(), sw.sizes.end(), j["record_bytes"].get<uint32_t>());
           if (it == sw.sizes.end()) continue;
           const std::string shape = j.value("shape", std::string("1x1"));
           Collected& c = data->at(m + "/" + j["name"].get<std::string>() + "/" + shape, n);
-          c.series = {j["name"], j.value("kind", std::string("peer")), shape, j.value("note", std::string()),
-                      j.value("command", std::string()), {}};
+          c.series = {j["name"],
+                      j.value("kind", std::string("peer")),
+                      shape,
+                      j.value("note", std::string()),
+                      j.value("command", std::string()),
+                      {}};
           c.by_size[static_cast<size_t>(it - sw.sizes.begin())].push_back(j);
           ++count;
         }
@@ -646,7 +698,8 @@ void run_sweep(const Sweep& sw, uint32_t repeats, Progress* prog, SweepData* dat
 }
 
 // The flow's segment payload and ring length at a point, as the worker sets them.
-std::pair<uint32_t, uint32_t> flow_geometry(const Sweep& sw, const std::string& mode, uint32_t size) {
+std::pair<uint32_t, uint32_t> flow_geometry(const Sweep& sw, const std::string& mode,
+                                            uint32_t size) {
   if (mode == "latency") return {(size + 7) / 8 * 8, 64};
   const uint32_t segment = perf::segment_bytes_for(sw.segment_bytes, size);
   // The flow's own default, as the mode's spec asks it (an ordered flow's
@@ -699,10 +752,13 @@ void run_perf(const PerfOptions& opt) {
   try {
     std::vector<std::string> modes = perf::parse_words(opt.modes, perf::mode_names(), "--modes");
     if (round_trips == 0) std::erase(modes, "latency");
-    if (modes.empty()) throw std::invalid_argument("--modes: nothing left to run (--latency 0 drops latency)");
-    const std::vector<std::string> transports = perf::parse_words(opt.transport, {"shm", "ofi"}, "--transport");
+    if (modes.empty())
+      throw std::invalid_argument("--modes: nothing left to run (--latency 0 drops latency)");
+    const std::vector<std::string> transports =
+        perf::parse_words(opt.transport, {"shm", "ofi"}, "--transport");
     if (!opt.netns.empty()) {
-      if (transports != std::vector<std::string>{"ofi"}) throw std::invalid_argument("--netns needs --transport ofi");
+      if (transports != std::vector<std::string>{"ofi"})
+        throw std::invalid_argument("--netns needs --transport ofi");
       place.netns = perf::parse_netns_hosts(opt.netns);
     }
     auto mode_list = [](const std::vector<std::string>& names) {
@@ -750,7 +806,8 @@ void run_perf(const PerfOptions& opt) {
       check_geometry(opt, sw.sizes);
     }
     if (!opt.peers.empty() && ::access(opt.peers.c_str(), X_OK) != 0)
-      throw std::invalid_argument("--peers " + opt.peers + ": not an executable file (use bench/peers/run)");
+      throw std::invalid_argument("--peers " + opt.peers +
+                                  ": not an executable file (use bench/peers/run)");
   } catch (const std::invalid_argument& e) {
     progress(e.what());
     throw CLI::RuntimeError(2);
@@ -768,7 +825,8 @@ void run_perf(const PerfOptions& opt) {
     sw.bytes = bytes;
     for (uint32_t s : sw.sizes) {
       if (bytes / s == 0) {
-        progress("--mbytes " + fmt("%g", mbytes) + " is less than one " + std::to_string(s) + " B record");
+        progress("--mbytes " + fmt("%g", mbytes) + " is less than one " + std::to_string(s) +
+                 " B record");
         throw CLI::RuntimeError(2);
       }
     }
@@ -795,10 +853,13 @@ void run_perf(const PerfOptions& opt) {
   nlohmann::json modes = nlohmann::json::object();
   for (const Sweep& sw : sweeps) {
     for (uint32_t s : sw.sizes)
-      if (std::find(all_sizes.begin(), all_sizes.end(), s) == all_sizes.end()) all_sizes.push_back(s);
+      if (std::find(all_sizes.begin(), all_sizes.end(), s) == all_sizes.end())
+        all_sizes.push_back(s);
     for (const Shape& s : sw.shapes)
-      if (std::find(shapes.begin(), shapes.end(), s.name()) == shapes.end()) shapes.push_back(s.name());
-    transports.push_back({{"transport", sw.transport}, {"placement", sw.transport == "shm" ? "one host" : sw.place.name()}});
+      if (std::find(shapes.begin(), shapes.end(), s.name()) == shapes.end())
+        shapes.push_back(s.name());
+    transports.push_back({{"transport", sw.transport},
+                          {"placement", sw.transport == "shm" ? "one host" : sw.place.name()}});
     for (const perf::PerfMode* m : sw.modes) modes[m->traits().name] = m->description();
   }
   nlohmann::json config = {
@@ -839,45 +900,58 @@ void add_perf_options(CLI::App& app) {
   auto opt = std::make_shared<PerfOptions>();
   CLI::App* sub = &app;
   sub->description(
-      "Measure flows (bandwidth, latency, replicate fan-out and ordering, remote atomics) against bounds and peers measured in the same run (shm ring, shm "
+      "Measure flows (bandwidth, latency, replicate fan-out and ordering, remote atomics) against "
+      "bounds and peers measured in the same run (shm ring, shm "
       "ping-pong, memcpy, kernel TCP; with --peers: UCX, Open MPI, ZeroMQ, fabtests)");
   std::string modes;
   for (const std::string& m : perf::mode_names()) modes += (modes.empty() ? "" : ", ") + m;
-  sub->add_option("--modes", opt->modes, "Modes, a comma list (" + modes + ")")->capture_default_str();
+  sub->add_option("--modes", opt->modes, "Modes, a comma list (" + modes + ")")
+      ->capture_default_str();
   sub->add_option("--transport", opt->transport,
-                  "Flow transports, a comma list: shm (one host) and/or ofi (SLUICE_TRANSPORT=ofi, libfabric)")
+                  "Flow transports, a comma list: shm (one host) and/or ofi (SLUICE_TRANSPORT=ofi, "
+                  "libfabric)")
       ->capture_default_str();
   sub->add_option("--sizes", opt->sizes,
                   "Record sizes, a comma list: 8..64 in steps of 8, then powers of two to 1m (k = "
                   "KiB, m = MiB)")
       ->capture_default_str();
-  sub->add_option("--shapes", opt->shapes, "Flow shapes SOURCESxTARGETS, a comma list (1:1, N:1, 1:N, N:M)")
+  sub->add_option("--shapes", opt->shapes,
+                  "Flow shapes SOURCESxTARGETS, a comma list (1:1, N:1, 1:N, N:M)")
       ->capture_default_str();
   sub->add_option("--segment-bytes", opt->segment_bytes,
-                  "Bandwidth flows' segment payload in bytes (0: the flow default, 8192; never below one record); "
+                  "Bandwidth flows' segment payload in bytes (0: the flow default, 8192; never "
+                  "below one record); "
                   "also the TCP stream's write size");
-  sub->add_option("--ring-segments", opt->ring_segments, "Segments per bandwidth flow ring (0: the default, 16; ordered flows over ofi: 512 KiB of segments, 16-64)");
+  sub->add_option("--ring-segments", opt->ring_segments,
+                  "Segments per bandwidth flow ring (0: the default, 16; ordered flows over ofi: "
+                  "512 KiB of segments, 16-64)");
   sub->add_option("--push-batch", opt->push_batch,
                   "Streaming modes: records per push call; above 1 the sources push runs "
                   "(Source::push(span))")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
-  sub->add_option("--repeats", opt->repeats, "Runs of every point (median/min/max over them)")->capture_default_str();
-  sub->add_option("--mbytes", opt->mbytes, "Bandwidth: MiB each source (and each bound and peer) moves per run")
+  sub->add_option("--repeats", opt->repeats, "Runs of every point (median/min/max over them)")
+      ->capture_default_str();
+  sub->add_option("--mbytes", opt->mbytes,
+                  "Bandwidth: MiB each source (and each bound and peer) moves per run")
       ->capture_default_str();
   sub->add_option("--round-trips", opt->round_trips,
                   "Latency: round trips per run (at most 256 MiB of records, at least 100)")
       ->capture_default_str();
-  sub->add_option("--latency", opt->latency, "The older spelling of --round-trips; 0 leaves the latency mode out");
+  sub->add_option("--latency", opt->latency,
+                  "The older spelling of --round-trips; 0 leaves the latency mode out");
   sub->add_option("--peers", opt->peers,
-                  "External peers program run in every repeat (bench/peers/run): UCX, Open MPI, ZeroMQ, fabtests "
+                  "External peers program run in every repeat (bench/peers/run): UCX, Open MPI, "
+                  "ZeroMQ, fabtests "
                   "where installed");
   sub->add_option("--netns", opt->netns,
-                  "ofi: run the two ends in network namespaces NS_A=IP_A,NS_B=IP_B (root; see bench/ofi_netns.sh)");
+                  "ofi: run the two ends in network namespaces NS_A=IP_A,NS_B=IP_B (root; see "
+                  "bench/ofi_netns.sh)");
   sub->add_option("--json", opt->json_file, "Write the JSON report to this file instead of stdout");
-  sub->add_flag("--smoke", opt->smoke,
-                "A seconds-long run of every mode (shm: sizes 8,2k, shapes 1x1,2x2; ofi: 64 B 1x1; 1 repeat, "
-                "2 MiB, 200 round trips)");
+  sub->add_flag(
+      "--smoke", opt->smoke,
+      "A seconds-long run of every mode (shm: sizes 8,2k, shapes 1x1,2x2; ofi: 64 B 1x1; 1 repeat, "
+      "2 MiB, 200 round trips)");
   sub->callback([opt] {
     try {
       run_perf(*opt);

@@ -19,7 +19,8 @@ namespace sluice::tool::perf {
 namespace {
 
 nlohmann::json measure(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) {
-  const std::string name = "perf-atomics-" + std::to_string(record_bytes) + "-" + std::to_string(a.rep);
+  const std::string name =
+      "perf-atomics-" + std::to_string(record_bytes) + "-" + std::to_string(a.rep);
   const uint32_t rank = c.rank();
   const uint32_t owner = a.sources;  // the first target rank
   MemoryRegion region;
@@ -35,8 +36,8 @@ nlohmann::json measure(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) {
       if (r.read(0, std::as_writable_bytes(std::span(words, 2))) != Status::kOk)
         throw std::runtime_error("read: " + r.error());
     }
-    return {{"role", "T"}, {"records", 0}, {"fetch_add_word", words[0]}, {"cas_word", words[1]},
-            {"seconds", 0.0}, {"cpu_seconds", 0.0}};
+    return {{"role", "T"},          {"records", 0},   {"fetch_add_word", words[0]},
+            {"cas_word", words[1]}, {"seconds", 0.0}, {"cpu_seconds", 0.0}};
   }
   RemoteRegion r = c.open_region(name, owner);
   std::vector<double> us;
@@ -46,14 +47,16 @@ nlohmann::json measure(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) {
   uint64_t prev = 0;
   for (uint32_t i = 0; i < warmup + n; ++i) {
     const auto t0 = Clock::now();
-    if (r.fetch_add(0, 1, &prev) != Status::kOk) throw std::runtime_error("fetch_add: " + r.error());
+    if (r.fetch_add(0, 1, &prev) != Status::kOk)
+      throw std::runtime_error("fetch_add: " + r.error());
     if (i >= warmup) us.push_back(std::chrono::duration<double>(Clock::now() - t0).count() * 1e6);
   }
   uint64_t seen = 0;
   for (uint32_t i = 0; i < warmup + n; ++i) {
     const auto t0 = Clock::now();
     for (;;) {
-      if (r.compare_and_swap(8, seen, seen + 1, &prev) != Status::kOk) throw std::runtime_error("cas: " + r.error());
+      if (r.compare_and_swap(8, seen, seen + 1, &prev) != Status::kOk)
+        throw std::runtime_error("cas: " + r.error());
       if (prev == seen) break;
       seen = prev;  // lost a race: retry from what is there
     }
@@ -62,17 +65,22 @@ nlohmann::json measure(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) {
   }
   const double seconds = t.seconds(), cpu = t.cpu_seconds();
   c.barrier(name + "-done");
-  return {{"role", "S"},          {"records", 2 * n},
-          {"seconds", seconds},   {"cpu_seconds", cpu},
-          {"path", r.path()},     {"rtt_us_p50", percentile(us, 50)},
-          {"rtt_us_p99", percentile(us, 99)}, {"rtt_us_p999", percentile(us, 99.9)}};
+  return {{"role", "S"},
+          {"records", 2 * n},
+          {"seconds", seconds},
+          {"cpu_seconds", cpu},
+          {"path", r.path()},
+          {"rtt_us_p50", percentile(us, 50)},
+          {"rtt_us_p99", percentile(us, 99)},
+          {"rtt_us_p999", percentile(us, 99.9)}};
 }
 
 class AtomicsMode final : public PerfMode {
  public:
   ModeTraits traits() const override { return {"atomics", "rtt_us_p50", false}; }
   std::string description() const override {
-    return "remote 64-bit fetch_add and compare_and_swap on a memory region the first target rank exposes; every "
+    return "remote 64-bit fetch_add and compare_and_swap on a memory region the first target rank "
+           "exposes; every "
            "source runs its loops against the same two words";
   }
   nlohmann::json run_rank(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) const override {
@@ -93,8 +101,9 @@ class AtomicsMode final : public PerfMode {
     const uint32_t n = round_trips_for(a.round_trips, record_bytes);
     const uint64_t per_word = uint64_t{a.sources} * (n + warmup_for(n));
     if (fetch_word != per_word || cas_word != per_word) {
-      throw std::runtime_error("remote atomics were not exact: fetch_add word " + std::to_string(fetch_word) +
-                               ", CAS word " + std::to_string(cas_word) + ", expected " + std::to_string(per_word));
+      throw std::runtime_error("remote atomics were not exact: fetch_add word " +
+                               std::to_string(fetch_word) + ", CAS word " +
+                               std::to_string(cas_word) + ", expected " + std::to_string(per_word));
     }
     return sources.sample(0.0);
   }

@@ -14,7 +14,8 @@ template <size_t B>
 RankPart measure(Cluster& c, const WorkerArgs& a) {
   using R = Rec<B>;
   const std::string name = "perf-bw-" + std::to_string(B) + "-" + std::to_string(a.rep);
-  auto spec = shuffle<R>(name).sources(source_endpoints(c, a)).targets(target_endpoints(c, a)).key(&R::key);
+  auto spec =
+      shuffle<R>(name).sources(source_endpoints(c, a)).targets(target_endpoints(c, a)).key(&R::key);
   spec.segment_bytes(segment_bytes_for(a.segment_bytes, B));
   if (a.ring_segments != 0) spec.ring_segments(a.ring_segments);
   auto flow = c.declare(spec);
@@ -25,8 +26,10 @@ class BandwidthMode final : public PerfMode {
  public:
   ModeTraits traits() const override { return {"bandwidth", "gbytes_per_s", true}; }
   std::string description() const override {
-    return "shuffle flow, key-hash routing, Optimize::kBandwidth; every source pushes --mbytes of records and "
-           "closes, every target copies each record out and checksums its key; time: slowest target";
+    return "shuffle flow, key-hash routing, Optimize::kBandwidth; every source pushes --mbytes of "
+           "records and "
+           "closes, every target copies each record out and checksums its key; time: slowest "
+           "target";
   }
   nlohmann::json run_rank(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) const override {
     return run_part(record_bytes, false, [&](auto b) { return measure<decltype(b)::value>(c, a); });

@@ -23,7 +23,9 @@ inline double process_cpu_seconds() {
 class CpuTimer {
  public:
   CpuTimer() : cpu0_(process_cpu_seconds()), t0_(std::chrono::steady_clock::now()) {}
-  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
   double cpu_seconds() const { return process_cpu_seconds() - cpu0_; }
 
  private:

@@ -25,10 +25,16 @@ RankPart measure(Cluster& c, const WorkerArgs& a) {
   using R = Rec<B>;
   const std::string base = "perf-lat-" + std::to_string(B) + "-" + std::to_string(a.rep);
   const std::vector<Endpoint> src = source_endpoints(c, a), dst = target_endpoints(c, a);
-  auto ping = shuffle<R>(base + "-ping").sources(src).targets(dst).key(&R::key)
+  auto ping = shuffle<R>(base + "-ping")
+                  .sources(src)
+                  .targets(dst)
+                  .key(&R::key)
                   .optimize(Optimize::kLatency);
-  auto pong = shuffle<R>(base + "-pong").sources(dst).targets(src)
-                  .explicit_targets().optimize(Optimize::kLatency);
+  auto pong = shuffle<R>(base + "-pong")
+                  .sources(dst)
+                  .targets(src)
+                  .explicit_targets()
+                  .optimize(Optimize::kLatency);
   auto ping_flow = c.declare(ping);
   auto pong_flow = c.declare(pong);
   if (c.rank() < a.sources) {
@@ -45,7 +51,8 @@ class LatencyMode final : public PerfMode {
  public:
   ModeTraits traits() const override { return {"latency", "rtt_us_p50", false}; }
   std::string description() const override {
-    return "round trips through two Optimize::kLatency shuffle flows (ping: sources -> targets by key hash; pong: "
+    return "round trips through two Optimize::kLatency shuffle flows (ping: sources -> targets by "
+           "key hash; pong: "
            "each target echoes to the record's source); each source keeps one record in flight";
   }
   nlohmann::json run_rank(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) const override {

@@ -6,17 +6,17 @@
 
 namespace sluice::tool::perf {
 
-const PerfMode& bandwidth_mode();  // perf_bandwidth.cc
-const PerfMode& latency_mode();    // perf_latency.cc
+const PerfMode& bandwidth_mode();          // perf_bandwidth.cc
+const PerfMode& latency_mode();            // perf_latency.cc
 const PerfMode& replicate_mode();          // perf_replicate.cc
 const PerfMode& replicate_ordered_mode();  // perf_replicate.cc
 const PerfMode& replicate_latency_mode();  // perf_replicate_latency.cc
 const PerfMode& atomics_mode();            // perf_atomics.cc
 
 const std::vector<const PerfMode*>& perf_modes() {
-  static const std::vector<const PerfMode*> modes = {&bandwidth_mode(), &latency_mode(), &replicate_mode(),
-                                                     &replicate_ordered_mode(), &replicate_latency_mode(),
-                                                     &atomics_mode()};
+  static const std::vector<const PerfMode*> modes = {
+      &bandwidth_mode(),         &latency_mode(),           &replicate_mode(),
+      &replicate_ordered_mode(), &replicate_latency_mode(), &atomics_mode()};
   return modes;
 }
 
@@ -45,7 +45,8 @@ std::vector<Endpoint> target_endpoints(const Cluster& c, const WorkerArgs& a) {
 }
 
 uint32_t segment_bytes_for(uint32_t requested, uint32_t record_bytes) {
-  constexpr uint32_t kDefault = 8192;  // the flow default (FlowSpec), spelled out so records can exceed it
+  constexpr uint32_t kDefault =
+      8192;  // the flow default (FlowSpec), spelled out so records can exceed it
   return std::max(requested != 0 ? requested : kDefault, record_bytes);
 }
 

@@ -72,10 +72,11 @@ inline uint64_t take_record(const void* src, Rec<B>* scratch) {
 namespace detail {
 template <class Fn, size_t... I>
 bool small_record_size(uint32_t bytes, Fn& fn, std::index_sequence<I...>) {
-  return ((bytes == kMinRecordBytes + kRecordBytesStep * I
-               ? (fn(std::integral_constant<size_t, kMinRecordBytes + kRecordBytesStep * I>{}), true)
-               : false) ||
-          ...);
+  return (
+      (bytes == kMinRecordBytes + kRecordBytesStep * I
+           ? (fn(std::integral_constant<size_t, kMinRecordBytes + kRecordBytesStep * I>{}), true)
+           : false) ||
+      ...);
 }
 // The powers of two above kSmallRecordsMax: 128 B << I.
 template <class Fn, size_t... I>
@@ -97,7 +98,8 @@ void with_record_size(uint32_t bytes, Fn&& fn) {
           std::make_index_sequence<(kSmallRecordsMax - kMinRecordBytes) / kRecordBytesStep +
                                    1>{}) ||
       detail::large_record_size(bytes, fn, std::make_index_sequence<14>{});  // 128 B .. 1 MiB
-  if (!hit) throw std::invalid_argument("record size " + std::to_string(bytes) + " is not supported");
+  if (!hit)
+    throw std::invalid_argument("record size " + std::to_string(bytes) + " is not supported");
 }
 
 }  // namespace sluice::tool::perf

@@ -15,11 +15,14 @@ namespace {
 template <size_t B>
 RankPart measure(Cluster& c, const WorkerArgs& a, bool ordered) {
   using R = Rec<B>;
-  const std::string name = std::string(ordered ? "perf-ord-" : "perf-rep-") + std::to_string(B) + "-" +
-                           std::to_string(a.rep);
+  const std::string name = std::string(ordered ? "perf-ord-" : "perf-rep-") + std::to_string(B) +
+                           "-" + std::to_string(a.rep);
   // A throughput run, not a gap test: a generous gap timeout on a loaded machine.
-  auto spec = replicate<R>(name).sources(source_endpoints(c, a)).targets(target_endpoints(c, a))
-                  .ordered(ordered).gap_timeout(std::chrono::seconds(30));
+  auto spec = replicate<R>(name)
+                  .sources(source_endpoints(c, a))
+                  .targets(target_endpoints(c, a))
+                  .ordered(ordered)
+                  .gap_timeout(std::chrono::seconds(30));
   spec.segment_bytes(segment_bytes_for(a.segment_bytes, B) + (ordered ? 8 : 0));
   if (a.ring_segments != 0) spec.ring_segments(a.ring_segments);
   auto flow = c.declare(spec);
@@ -33,12 +36,15 @@ class ReplicateMode final : public PerfMode {
     return {ordered_ ? "replicate_ordered" : "replicate", "gbytes_per_s", true};
   }
   std::string description() const override {
-    return std::string(ordered_ ? "ordered replicate flow (one sequence number per segment)" : "replicate flow") +
-           ", Optimize::kBandwidth; every source pushes --mbytes of records to every target; records = deliveries "
+    return std::string(ordered_ ? "ordered replicate flow (one sequence number per segment)"
+                                : "replicate flow") +
+           ", Optimize::kBandwidth; every source pushes --mbytes of records to every target; "
+           "records = deliveries "
            "(sources x records x targets); time: slowest target";
   }
   nlohmann::json run_rank(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) const override {
-    return run_part(record_bytes, false, [&](auto b) { return measure<decltype(b)::value>(c, a, ordered_); });
+    return run_part(record_bytes, false,
+                    [&](auto b) { return measure<decltype(b)::value>(c, a, ordered_); });
   }
   nlohmann::json merge(const std::vector<nlohmann::json>& parts, const WorkerArgs& a,
                        uint32_t record_bytes) const override {

@@ -19,9 +19,16 @@ RankPart measure(Cluster& c, const WorkerArgs& a) {
   using R = Rec<B>;
   const std::string base = "perf-replat-" + std::to_string(B) + "-" + std::to_string(a.rep);
   const std::vector<Endpoint> src = source_endpoints(c, a), dst = target_endpoints(c, a);
-  auto ping = replicate<R>(base + "-ping").sources(src).targets(dst).ordered().optimize(Optimize::kLatency)
+  auto ping = replicate<R>(base + "-ping")
+                  .sources(src)
+                  .targets(dst)
+                  .ordered()
+                  .optimize(Optimize::kLatency)
                   .gap_timeout(std::chrono::seconds(30));
-  auto pong = shuffle<R>(base + "-pong").sources({dst[0]}).targets(src).explicit_targets()
+  auto pong = shuffle<R>(base + "-pong")
+                  .sources({dst[0]})
+                  .targets(src)
+                  .explicit_targets()
                   .optimize(Optimize::kLatency);
   auto ping_flow = c.declare(ping);
   const uint32_t rank = c.rank();
@@ -43,7 +50,8 @@ class ReplicateLatencyMode final : public PerfMode {
  public:
   ModeTraits traits() const override { return {"replicate_latency", "rtt_us_p50", false}; }
   std::string description() const override {
-    return "round trips through an ordered Optimize::kLatency replicate flow (a sequence number per record, every "
+    return "round trips through an ordered Optimize::kLatency replicate flow (a sequence number "
+           "per record, every "
            "target consumes every record) and back from the first target on a Latency shuffle flow";
   }
   nlohmann::json run_rank(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) const override {

@@ -10,13 +10,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <memory>
-#include <vector>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "perf_clock.h"
 #include "perf_records.h"
@@ -201,7 +201,8 @@ nlohmann::json run_ring(const RingOptions& o) {
   }
   // A power-of-two slot count keeps the index a mask, as a tuned ring would.
   uint64_t slots = 1;
-  while (slots * 2 * o.record_bytes <= std::max<uint64_t>(kRingBytes, uint64_t{4} * o.record_bytes)) slots *= 2;
+  while (slots * 2 * o.record_bytes <= std::max<uint64_t>(kRingBytes, uint64_t{4} * o.record_bytes))
+    slots *= 2;
   const SharedMapping map(kSlotsOffset + slots * o.record_bytes);
   auto* sh = new (map.get()) Shared{};
   unsigned char* ring = map.get() + kSlotsOffset;
@@ -250,7 +251,9 @@ struct Mailbox {
 constexpr size_t mailbox_record_offset(size_t record_bytes) {
   return record_bytes <= 56 ? 8 : record_bytes <= 64 ? 0 : 64;
 }
-constexpr bool mailbox_tail_published(size_t record_bytes) { return record_bytes > 56 && record_bytes <= 64; }
+constexpr bool mailbox_tail_published(size_t record_bytes) {
+  return record_bytes > 56 && record_bytes <= 64;
+}
 constexpr uint64_t kTailEmpty = 0xA5E1D0C4B3F29687ULL;  // as a flow's (src/flow/layout.h)
 
 inline std::atomic_ref<uint64_t> mailbox_tail(unsigned char* box, size_t record_bytes) {
@@ -258,8 +261,8 @@ inline std::atomic_ref<uint64_t> mailbox_tail(unsigned char* box, size_t record_
 }
 
 template <size_t B>
-void bounce(Shared* sh, unsigned char* out_box, unsigned char* in_box, uint32_t total, uint32_t warmup,
-            bool initiator) {
+void bounce(Shared* sh, unsigned char* out_box, unsigned char* in_box, uint32_t total,
+            uint32_t warmup, bool initiator) {
   auto* out = reinterpret_cast<Mailbox*>(out_box);
   auto* in = reinterpret_cast<Mailbox*>(in_box);
   constexpr size_t kMailboxRecordOffset = mailbox_record_offset(B);
@@ -274,7 +277,8 @@ void bounce(Shared* sh, unsigned char* out_box, unsigned char* in_box, uint32_t 
       mailbox_tail(out_box, B).store(tail, std::memory_order_release);
     } else {
       std::memcpy(out_box + kMailboxRecordOffset, &rec, B);
-      // Release: the record's bytes are visible before the new count (pairs with the peer's acquire below).
+      // Release: the record's bytes are visible before the new count (pairs with the peer's acquire
+      // below).
       out->seq.store(i + 1, std::memory_order_release);
     }
   };
@@ -379,7 +383,8 @@ nlohmann::json run_memcpy(uint32_t record_bytes, uint64_t records) {
     seconds = t.seconds();
     cpu = t.cpu_seconds();
   });
-  return {{"records", records}, {"seconds", seconds}, {"cpu_seconds", cpu}, {"src_cpu_seconds", cpu}};
+  return {
+      {"records", records}, {"seconds", seconds}, {"cpu_seconds", cpu}, {"src_cpu_seconds", cpu}};
 }
 
 }  // namespace sluice::tool::perf

@@ -74,14 +74,17 @@ double percentile(std::vector<double> values, double p) {
 std::vector<NetnsHost> parse_netns_hosts(std::string_view text, std::string_view option) {
   const char* usage = "; use NS_A=IP_A,NS_B=IP_B, e.g. perfA=198.18.200.1,perfB=198.18.200.2";
   std::vector<NetnsHost> out;
-  if (trim(text).empty()) throw std::invalid_argument(fail_prefix(option) + "no hosts given" + usage);
+  if (trim(text).empty())
+    throw std::invalid_argument(fail_prefix(option) + "no hosts given" + usage);
   for (std::string_view item : split_commas(text)) {
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0) {
-      throw std::invalid_argument(fail_prefix(option) + "'" + std::string(item) + "' is not NS=IP" + usage);
+      throw std::invalid_argument(fail_prefix(option) + "'" + std::string(item) + "' is not NS=IP" +
+                                  usage);
     }
     NetnsHost h{std::string(trim(item.substr(0, eq))), std::string(trim(item.substr(eq + 1)))};
-    if (h.netns.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") !=
+    if (h.netns.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") !=
         std::string::npos) {
       throw std::invalid_argument(fail_prefix(option) + "namespace name '" + h.netns +
                                   "' may only hold letters, digits, '-', '_' and '.'");
@@ -98,7 +101,8 @@ std::vector<NetnsHost> parse_netns_hosts(std::string_view text, std::string_view
       rest.remove_prefix(dot + 1);
     }
     if (!ok || parts != 4) {
-      throw std::invalid_argument(fail_prefix(option) + "'" + h.ip + "' is not a dotted IPv4 address" + usage);
+      throw std::invalid_argument(fail_prefix(option) + "'" + h.ip +
+                                  "' is not a dotted IPv4 address" + usage);
     }
     out.push_back(std::move(h));
   }
@@ -107,7 +111,8 @@ std::vector<NetnsHost> parse_netns_hosts(std::string_view text, std::string_view
                                 std::to_string(out.size()) + usage);
   }
   if (out[0].netns == out[1].netns) {
-    throw std::invalid_argument(fail_prefix(option) + "the two hosts are the same namespace '" + out[0].netns + "'");
+    throw std::invalid_argument(fail_prefix(option) + "the two hosts are the same namespace '" +
+                                out[0].netns + "'");
   }
   return out;
 }
@@ -122,7 +127,8 @@ bool is_supported_record_size(uint32_t v) {
 
 std::vector<uint32_t> parse_sizes(std::string_view text, std::string_view option) {
   if (trim(text).empty()) {
-    throw std::invalid_argument(fail_prefix(option) + "no record sizes given; use a comma list like 8,64,1k");
+    throw std::invalid_argument(fail_prefix(option) +
+                                "no record sizes given; use a comma list like 8,64,1k");
   }
   std::vector<uint32_t> out;
   for (std::string_view item : split_commas(text)) {
@@ -144,12 +150,14 @@ std::vector<uint32_t> parse_sizes(std::string_view text, std::string_view option
     // Too large for 32 bits is as unsupported as any other size over 1 MiB.
     v = uint64_t{v} * unit > kMaxRecordBytes ? kMaxRecordBytes + 1 : v * unit;
     if (!is_supported_record_size(v)) {
-      throw std::invalid_argument(fail_prefix(option) + "a record size of " +
-                                  (v > kMaxRecordBytes ? std::string(item) : std::to_string(v) + " bytes") +
-                                  " is not supported; allowed: " + kAllowedSizes);
+      throw std::invalid_argument(
+          fail_prefix(option) + "a record size of " +
+          (v > kMaxRecordBytes ? std::string(item) : std::to_string(v) + " bytes") +
+          " is not supported; allowed: " + kAllowedSizes);
     }
     if (std::find(out.begin(), out.end(), v) != out.end()) {
-      throw std::invalid_argument(fail_prefix(option) + "record size " + std::to_string(v) + " is listed twice");
+      throw std::invalid_argument(fail_prefix(option) + "record size " + std::to_string(v) +
+                                  " is listed twice");
     }
     out.push_back(v);
   }
@@ -160,7 +168,8 @@ std::vector<std::string> parse_words(std::string_view text, const std::vector<st
                                      std::string_view option) {
   std::string names;
   for (const std::string& a : allowed) names += (names.empty() ? "" : ", ") + a;
-  if (trim(text).empty()) throw std::invalid_argument(fail_prefix(option) + "nothing given; use some of " + names);
+  if (trim(text).empty())
+    throw std::invalid_argument(fail_prefix(option) + "nothing given; use some of " + names);
   std::vector<std::string> out;
   for (std::string_view item : split_commas(text)) {
     const std::string w(item);
@@ -233,7 +242,8 @@ nlohmann::json derive_metrics(const nlohmann::json& s, uint32_t record_bytes, do
   if (records > 0 && cpu > 0) m["records_per_cpu_s"] = records / cpu;
   for (const char* side : {"src", "tgt"}) {
     const double c = num(s, (std::string(side) + "_cpu_seconds").c_str());
-    if (records > 0 && c >= 0 && cpu_ghz > 0) m[std::string(side) + "_cycles_per_record"] = c * cpu_ghz * 1e9 / records;
+    if (records > 0 && c >= 0 && cpu_ghz > 0)
+      m[std::string(side) + "_cycles_per_record"] = c * cpu_ghz * 1e9 / records;
   }
   for (const char* k : {"rtt_us_p50", "rtt_us_p99", "rtt_us_p999"}) {
     if (num(s, k) >= 0) m[k] = num(s, k);
@@ -241,7 +251,8 @@ nlohmann::json derive_metrics(const nlohmann::json& s, uint32_t record_bytes, do
   return m;
 }
 
-nlohmann::json metrics_json(const std::vector<nlohmann::json>& samples, uint32_t record_bytes, double cpu_ghz) {
+nlohmann::json metrics_json(const std::vector<nlohmann::json>& samples, uint32_t record_bytes,
+                            double cpu_ghz) {
   std::vector<std::string> keys;
   std::vector<nlohmann::json> derived;
   for (const nlohmann::json& s : samples) {
@@ -286,9 +297,12 @@ double advantage(double a, double b, bool higher_is_better) {
   return higher_is_better ? a / b : b / a;
 }
 
-nlohmann::json num_or_null(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+nlohmann::json num_or_null(double v) {
+  return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v);
+}
 
-nlohmann::json paired(const Series& flow, const Series& other, const ModeTraits& t, uint32_t bytes) {
+nlohmann::json paired(const Series& flow, const Series& other, const ModeTraits& t,
+                      uint32_t bytes) {
   const std::vector<double> f = per_sample(flow, t.metric, bytes);
   const std::vector<double> o = per_sample(other, t.metric, bytes);
   std::vector<double> r;
@@ -329,9 +343,12 @@ nlohmann::json point_json(const Point& p, double cpu_ghz) {
     const std::string shape = o.shape.empty() ? own : o.shape;
     const double om = median_of(o, t.metric, p.record_bytes);
     const double adv = advantage(fm, om, t.higher_is_better);
-    nlohmann::json j = {{"name", o.name},       {"kind", o.kind},
-                        {"shape", shape},       {"metrics", metrics_json(o.samples, p.record_bytes, cpu_ghz)},
-                        {"ratio", num_or_null(adv)}, {"ratio_paired", paired(p.flow, o, t, p.record_bytes)}};
+    nlohmann::json j = {{"name", o.name},
+                        {"kind", o.kind},
+                        {"shape", shape},
+                        {"metrics", metrics_json(o.samples, p.record_bytes, cpu_ghz)},
+                        {"ratio", num_or_null(adv)},
+                        {"ratio_paired", paired(p.flow, o, t, p.record_bytes)}};
     if (!o.note.empty()) j["note"] = o.note;
     if (!o.command.empty()) j["command"] = o.command;
     row["peers"].push_back(std::move(j));
@@ -342,7 +359,8 @@ nlohmann::json point_json(const Point& p, double cpu_ghz) {
     }
     if (o.kind != "peer") continue;
     const int slot = shape == own ? 0 : shape == "1x1" ? 1 : -1;
-    if (slot >= 0 && (best[slot] == nullptr || adv < best_adv[slot])) best[slot] = &o, best_adv[slot] = adv;
+    if (slot >= 0 && (best[slot] == nullptr || adv < best_adv[slot]))
+      best[slot] = &o, best_adv[slot] = adv;
   }
   const int use = best[0] != nullptr ? 0 : 1;
   if (best[use] != nullptr) {
@@ -374,7 +392,8 @@ double flow_median(const nlohmann::json& row, const std::string& metric) {
 
 std::string point_name(const nlohmann::json& r) {
   return r["mode"].get<std::string>() + " " + r["transport"].get<std::string>() + " " +
-         r["shape"].get<std::string>() + " " + std::to_string(r["record_bytes"].get<uint32_t>()) + " B";
+         r["shape"].get<std::string>() + " " + std::to_string(r["record_bytes"].get<uint32_t>()) +
+         " B";
 }
 
 // met over the checks: null without checks, else all of them.
@@ -385,7 +404,9 @@ nlohmann::json all_met(const nlohmann::json& checks) {
   return true;
 }
 
-bool loopback(const nlohmann::json& r) { return r["placement"].get<std::string>().rfind("loopback", 0) == 0; }
+bool loopback(const nlohmann::json& r) {
+  return r["placement"].get<std::string>().rfind("loopback", 0) == 0;
+}
 
 }  // namespace
 
@@ -396,7 +417,9 @@ nlohmann::json goals_json(const nlohmann::json& results, uint32_t nproc) {
   //    by 10x, at least 50% of the ring bound.
   nlohmann::json checks = nlohmann::json::array();
   for (const auto& r : results) {
-    if (r["mode"] != "bandwidth" || r["transport"] != "shm" || r["record_bytes"].get<uint32_t>() > 256) continue;
+    if (r["mode"] != "bandwidth" || r["transport"] != "shm" ||
+        r["record_bytes"].get<uint32_t>() > 256)
+      continue;
     const double best = jnum(r, "ratio_to_best_peer");
     double zmq = std::nan(""), ring = std::nan("");
     for (const auto& p : r["peers"]) {
@@ -405,7 +428,8 @@ nlohmann::json goals_json(const nlohmann::json& results, uint32_t nproc) {
       if (n.rfind("zmq", 0) == 0 && (std::isnan(zmq) || v < zmq)) zmq = v;
       if (n == "shm_ring") ring = v;
     }
-    const bool met = !std::isnan(best) && best > 1 && (std::isnan(zmq) || zmq >= 10) && !std::isnan(ring) && ring >= 0.5;
+    const bool met = !std::isnan(best) && best > 1 && (std::isnan(zmq) || zmq >= 10) &&
+                     !std::isnan(ring) && ring >= 0.5;
     checks.push_back({{"point", point_name(r)},
                       {"best_peer", r["best_peer"]},
                       {"ratio_to_best_peer", num_or_null(best)},
@@ -413,16 +437,20 @@ nlohmann::json goals_json(const nlohmann::json& results, uint32_t nproc) {
                       {"ratio_to_ring", num_or_null(ring)},
                       {"met", met}});
   }
-  goals.push_back({{"goal", "intra-host streaming, records <= 256 B: ratio to every peer > 1, to ZeroMQ >= 10, "
-                            "to the shm ring bound >= 0.5"},
-                   {"met", all_met(checks)},
-                   {"checks", checks}});
+  goals.push_back(
+      {{"goal",
+        "intra-host streaming, records <= 256 B: ratio to every peer > 1, to ZeroMQ >= 10, "
+        "to the shm ring bound >= 0.5"},
+       {"met", all_met(checks)},
+       {"checks", checks}});
 
   // 2. Intra-host latency, 64 B round trip: within 1.5x of the shm ping-pong
   //    bound and below every peer.
   checks = nlohmann::json::array();
   for (const auto& r : results) {
-    if (r["mode"] != "latency" || r["transport"] != "shm" || r["record_bytes"] != 64 || r["shape"] != "1x1") continue;
+    if (r["mode"] != "latency" || r["transport"] != "shm" || r["record_bytes"] != 64 ||
+        r["shape"] != "1x1")
+      continue;
     const double flow = flow_median(r, "rtt_us_p50");
     double bound = std::nan("");
     for (const auto& p : r["peers"])
@@ -439,10 +467,12 @@ nlohmann::json goals_json(const nlohmann::json& results, uint32_t nproc) {
                       {"ratio_to_best_peer", num_or_null(best)},
                       {"met", met}});
   }
-  goals.push_back({{"goal", "intra-host latency, 64 B round trip (Latency mode): at most 1.5x the shm ping-pong "
-                            "bound, below every peer"},
-                   {"met", all_met(checks)},
-                   {"checks", checks}});
+  goals.push_back(
+      {{"goal",
+        "intra-host latency, 64 B round trip (Latency mode): at most 1.5x the shm ping-pong "
+        "bound, below every peer"},
+       {"met", all_met(checks)},
+       {"checks", checks}});
 
   // 3. Loopback ofi bandwidth for >= 64 KiB segments: >= 80% of kernel TCP.
   checks = nlohmann::json::array();
@@ -460,9 +490,11 @@ nlohmann::json goals_json(const nlohmann::json& results, uint32_t nproc) {
                       {"ratio_paired_to_tcp_stream", tcp_paired},
                       {"met", !std::isnan(tcp) && tcp >= 0.8}});
   }
-  goals.push_back({{"goal", "loopback ofi bandwidth, segments >= 64 KiB: at least 0.8 of the kernel TCP stream"},
-                   {"met", all_met(checks)},
-                   {"checks", checks}});
+  goals.push_back(
+      {{"goal",
+        "loopback ofi bandwidth, segments >= 64 KiB: at least 0.8 of the kernel TCP stream"},
+       {"met", all_met(checks)},
+       {"checks", checks}});
 
   // 4. N:M scale-out 1x1 .. 4x4: per-core efficiency relative to 1x1 holds
   //    (>= 0.8). Cores usable by a shape: min(processes, nproc).
@@ -491,20 +523,23 @@ nlohmann::json goals_json(const nlohmann::json& results, uint32_t nproc) {
                         {"met", !std::isnan(eff) && eff >= 0.8}});
     }
   }
-  goals.push_back({{"goal", "N:M shuffle scale-out NxN (N = 2..4): aggregate records/s per usable core at least "
-                            "0.8 of 1x1's (cores usable = min(processes, nproc))"},
-                   {"met", all_met(checks)},
-                   {"checks", checks}});
+  goals.push_back(
+      {{"goal",
+        "N:M shuffle scale-out NxN (N = 2..4): aggregate records/s per usable core at least "
+        "0.8 of 1x1's (cores usable = min(processes, nproc))"},
+       {"met", all_met(checks)},
+       {"checks", checks}});
   return goals;
 }
 
-nlohmann::json report_json(const Environment& env, const std::string& command, const nlohmann::json& config,
-                           const std::vector<Point>& points, const nlohmann::json& skipped) {
+nlohmann::json report_json(const Environment& env, const std::string& command,
+                           const nlohmann::json& config, const std::vector<Point>& points,
+                           const nlohmann::json& skipped) {
   nlohmann::json j;
   j["tool"] = "sluice perf";
   j["version"] = kVersion;
-  j["env"] = {{"hostname", env.hostname},   {"nproc", env.nproc},     {"kernel", env.kernel},
-              {"cpu_model", env.cpu_model}, {"cpu_ghz", env.cpu_ghz}, {"date", env.date},
+  j["env"] = {{"hostname", env.hostname},    {"nproc", env.nproc},     {"kernel", env.kernel},
+              {"cpu_model", env.cpu_model},  {"cpu_ghz", env.cpu_ghz}, {"date", env.date},
               {"git_commit", env.git_commit}};
   j["command"] = command;
   j["config"] = config;
@@ -529,11 +564,12 @@ std::string pad(std::string s, size_t w) {
 }
 
 // "12.3 [11.9-13.0]" of a summary, scaled.
-std::string med_range(const nlohmann::json& m, const std::string& key, double scale, const char* f) {
+std::string med_range(const nlohmann::json& m, const std::string& key, double scale,
+                      const char* f) {
   if (!m.contains(key)) return "-";
   const auto& s = m[key];
-  return fmt(f, s["median"].get<double>() * scale) + " [" + fmt(f, s["min"].get<double>() * scale) + "-" +
-         fmt(f, s["max"].get<double>() * scale) + "]";
+  return fmt(f, s["median"].get<double>() * scale) + " [" + fmt(f, s["min"].get<double>() * scale) +
+         "-" + fmt(f, s["max"].get<double>() * scale) + "]";
 }
 
 std::string med(const nlohmann::json& m, const std::string& key, double scale, const char* f) {
@@ -541,7 +577,9 @@ std::string med(const nlohmann::json& m, const std::string& key, double scale, c
   return fmt(f, m[key]["median"].get<double>() * scale);
 }
 
-std::string ratio(const nlohmann::json& v) { return v.is_number() ? fmt("%.2f", v.get<double>()) : "-"; }
+std::string ratio(const nlohmann::json& v) {
+  return v.is_number() ? fmt("%.2f", v.get<double>()) : "-";
+}
 
 std::string size_name(uint32_t b) {
   if (b >= (1u << 20) && b % (1u << 20) == 0) return std::to_string(b >> 20) + "M";
@@ -556,35 +594,44 @@ std::string report_table(const nlohmann::json& report) {
   std::string last_group;
   for (const auto& r : report["results"]) {
     const bool bw = r["metric"].get<std::string>().rfind("rtt", 0) != 0;
-    const std::string group = r["mode"].get<std::string>() + "/" + r["transport"].get<std::string>() + "/" +
+    const std::string group = r["mode"].get<std::string>() + "/" +
+                              r["transport"].get<std::string>() + "/" +
                               r["placement"].get<std::string>();
     if (group != last_group) {
       if (!last_group.empty()) out += "\n";
-      out += r["mode"].get<std::string>() + " mode, transport " + r["transport"].get<std::string>() + " (" +
-             r["placement"].get<std::string>() + "), median [min-max] over repeats\n";
+      out += r["mode"].get<std::string>() + " mode, transport " +
+             r["transport"].get<std::string>() + " (" + r["placement"].get<std::string>() +
+             "), median [min-max] over repeats\n";
       out += pad("shape", 5) + pad("bytes", 6) +
-             (bw ? pad("flow GB/s", 22) + pad("Mrec/s", 9) : pad("rtt us p50", 22) + pad("p99", 9) + pad("p99.9", 9)) +
-             pad("cyc/rec src", 12) + pad("tgt", 8) + pad("best peer", 22) + pad("x peer", 7) + pad("paired", 7) +
-             pad("bound", 14) + pad("x bound", 8) + "\n";
+             (bw ? pad("flow GB/s", 22) + pad("Mrec/s", 9)
+                 : pad("rtt us p50", 22) + pad("p99", 9) + pad("p99.9", 9)) +
+             pad("cyc/rec src", 12) + pad("tgt", 8) + pad("best peer", 22) + pad("x peer", 7) +
+             pad("paired", 7) + pad("bound", 14) + pad("x bound", 8) + "\n";
       last_group = group;
     }
     const auto& f = r["flow"];
-    out += pad(r["shape"].get<std::string>(), 5) + pad(size_name(r["record_bytes"].get<uint32_t>()), 6);
+    out += pad(r["shape"].get<std::string>(), 5) +
+           pad(size_name(r["record_bytes"].get<uint32_t>()), 6);
     if (bw) {
-      out += pad(med_range(f, "gbytes_per_s", 1, "%.2f"), 22) + pad(med(f, "records_per_s", 1e-6, "%.1f"), 9);
+      out += pad(med_range(f, "gbytes_per_s", 1, "%.2f"), 22) +
+             pad(med(f, "records_per_s", 1e-6, "%.1f"), 9);
     } else {
-      out += pad(med_range(f, "rtt_us_p50", 1, "%.2f"), 22) + pad(med(f, "rtt_us_p99", 1, "%.2f"), 9) +
-             pad(med(f, "rtt_us_p999", 1, "%.2f"), 9);
+      out += pad(med_range(f, "rtt_us_p50", 1, "%.2f"), 22) +
+             pad(med(f, "rtt_us_p99", 1, "%.2f"), 9) + pad(med(f, "rtt_us_p999", 1, "%.2f"), 9);
     }
     const nlohmann::json& pp = r["ratio_paired_to_best_peer"];
-    out += pad(med(f, "src_cycles_per_record", 1, "%.0f"), 12) + pad(med(f, "tgt_cycles_per_record", 1, "%.0f"), 8) +
+    out += pad(med(f, "src_cycles_per_record", 1, "%.0f"), 12) +
+           pad(med(f, "tgt_cycles_per_record", 1, "%.0f"), 8) +
            pad(r["best_peer"].is_string() ? r["best_peer"].get<std::string>() : "-", 22) +
-           pad(ratio(r["ratio_to_best_peer"]), 7) + pad(pp.is_object() ? ratio(pp["median"]) : "-", 7) +
+           pad(ratio(r["ratio_to_best_peer"]), 7) +
+           pad(pp.is_object() ? ratio(pp["median"]) : "-", 7) +
            pad(r["bound"].is_string() ? r["bound"].get<std::string>() : "-", 14) +
            pad(ratio(r["ratio_to_bound"]), 8) + "\n";
   }
-  out += "\nx peer / x bound: flow advantage over the best peer / the bound (> 1: sluice ahead; latency: their "
-         "round trip / the flow's); paired: median of per-repeat ratios\n";
+  out +=
+      "\nx peer / x bound: flow advantage over the best peer / the bound (> 1: sluice ahead; "
+      "latency: their "
+      "round trip / the flow's); paired: median of per-repeat ratios\n";
   if (report.contains("skipped")) {
     for (const auto& s : report["skipped"])
       out += "skipped " + s["name"].get<std::string>() + ": " + s["why"].get<std::string>() + "\n";
@@ -592,7 +639,9 @@ std::string report_table(const nlohmann::json& report) {
   if (report.contains("goals")) {
     out += "\ngoals:\n";
     for (const auto& g : report["goals"]) {
-      const std::string met = g["met"].is_null() ? "not measured" : g["met"].get<bool>() ? "MET" : "MISSED";
+      const std::string met = g["met"].is_null()     ? "not measured"
+                              : g["met"].get<bool>() ? "MET"
+                                                     : "MISSED";
       out += "  [" + met + "] " + g["goal"].get<std::string>() + "\n";
       for (const auto& c : g["checks"]) {
         std::string vals;
@@ -600,8 +649,8 @@ std::string report_table(const nlohmann::json& report) {
           if (k == "point" || k == "met") continue;
           vals += " " + k + "=" + (v.is_number_float() ? fmt("%.3g", v.get<double>()) : v.dump());
         }
-        out += std::string("      ") + (c["met"].get<bool>() ? "ok  " : "MISS") + " " + c["point"].get<std::string>() +
-               ":" + vals + "\n";
+        out += std::string("      ") + (c["met"].get<bool>() ? "ok  " : "MISS") + " " +
+               c["point"].get<std::string>() + ":" + vals + "\n";
       }
     }
   }

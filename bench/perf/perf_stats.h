@@ -81,7 +81,8 @@ struct NetnsHost {
 // The first host runs the registry and the sources (and the TCP peer's
 // writer), the second the targets (and the reader). Throws
 // std::invalid_argument like parse_sizes.
-std::vector<NetnsHost> parse_netns_hosts(std::string_view text, std::string_view option = "--netns");
+std::vector<NetnsHost> parse_netns_hosts(std::string_view text,
+                                         std::string_view option = "--netns");
 
 // Where and on what the benchmark ran.
 struct Environment {
@@ -109,7 +110,9 @@ uint32_t round_trips_for(uint32_t requested, uint32_t record_bytes);
 
 // Untimed round trips made before `round_trips` timed ones: a tenth and
 // ten, at most 1000.
-inline uint32_t warmup_for(uint32_t round_trips) { return std::min<uint32_t>(round_trips / 10 + 10, 1000); }
+inline uint32_t warmup_for(uint32_t round_trips) {
+  return std::min<uint32_t>(round_trips / 10 + 10, 1000);
+}
 
 // One sample is a JSON object of raw numbers from one repeat:
 //   records, seconds, cpu_seconds            (every sample)
@@ -124,22 +127,23 @@ inline uint32_t warmup_for(uint32_t round_trips) { return std::min<uint32_t>(rou
 //   and the rtt_us_* values as given.
 nlohmann::json derive_metrics(const nlohmann::json& sample, uint32_t record_bytes, double cpu_ghz);
 // {metric: {median, min, max, n}} over the samples, plus "runs": the samples.
-nlohmann::json metrics_json(const std::vector<nlohmann::json>& samples, uint32_t record_bytes, double cpu_ghz);
+nlohmann::json metrics_json(const std::vector<nlohmann::json>& samples, uint32_t record_bytes,
+                            double cpu_ghz);
 nlohmann::json summary_json(const Summary& s);
 
 // A flow, bound or peer measured at one point.
 struct Series {
-  std::string name;          // "sluice", "shm_ring", "tcp_stream", "ucx_posix_put_bw", ...
+  std::string name;           // "sluice", "shm_ring", "tcp_stream", "ucx_posix_put_bw", ...
   std::string kind = "peer";  // "flow", "bound" or "peer"
-  std::string shape;         // the shape it ran as ("1x1"); empty: the point's
-  std::string note;          // how to read it (e.g. UCX put is the sender's store rate)
-  std::string command;       // how it was run, where it is one command
+  std::string shape;          // the shape it ran as ("1x1"); empty: the point's
+  std::string note;           // how to read it (e.g. UCX put is the sender's store rate)
+  std::string command;        // how it was run, where it is one command
   std::vector<nlohmann::json> samples;  // one per repeat, in repeat order
 };
 
 struct Point {
   ModeTraits traits{"bandwidth", "gbytes_per_s", true};
-  std::string transport = "shm";   // the flow's
+  std::string transport = "shm";  // the flow's
   std::string placement = "one host";
   Shape shape;
   uint32_t record_bytes = 0;
@@ -172,8 +176,9 @@ nlohmann::json goals_json(const nlohmann::json& results, uint32_t nproc);
 // The whole report:
 //   {"tool", "version", "env", "command", "config", "results": [point_json...],
 //    "skipped": [{"name", "why"}], "goals": goals_json}
-nlohmann::json report_json(const Environment& env, const std::string& command, const nlohmann::json& config,
-                           const std::vector<Point>& points, const nlohmann::json& skipped);
+nlohmann::json report_json(const Environment& env, const std::string& command,
+                           const nlohmann::json& config, const std::vector<Point>& points,
+                           const nlohmann::json& skipped);
 
 // A fixed-width table of the report for people: one block per (mode,
 // transport), one row per point, then the goals.

@@ -28,7 +28,7 @@ namespace sluice::tool::perf {
 struct RankPart {
   bool source = false;
   uint64_t records = 0;
-  uint64_t checksum = 0;     // streaming: the folded keys
+  uint64_t checksum = 0;  // streaming: the folded keys
   double seconds = 0;
   double cpu_seconds = 0;
   std::vector<double> rtt_us;  // round trips of a source: one per timed round trip
@@ -140,12 +140,17 @@ inline nlohmann::json merge_stream(const std::vector<nlohmann::json>& parts, con
   if (pushed != expected || got != expected * copies || pushed_sum != key_sum(0, expected) ||
       got_sum != pushed_sum * copies) {
     throw std::runtime_error("records lost or duplicated with " + std::to_string(record_bytes) +
-                             " B records: sources pushed " + std::to_string(pushed) + ", targets consumed " +
-                             std::to_string(got) + ", expected " + std::to_string(expected * copies) +
+                             " B records: sources pushed " + std::to_string(pushed) +
+                             ", targets consumed " + std::to_string(got) + ", expected " +
+                             std::to_string(expected * copies) +
                              (got_sum != pushed_sum * copies ? ", key checksums differ" : ""));
   }
-  return {{"records", got},           {"seconds", slowest_target},   {"cpu_seconds", src_cpu + tgt_cpu},
-          {"src_cpu_seconds", src_cpu}, {"tgt_cpu_seconds", tgt_cpu}, {"source_seconds", slowest_source}};
+  return {{"records", got},
+          {"seconds", slowest_target},
+          {"cpu_seconds", src_cpu + tgt_cpu},
+          {"src_cpu_seconds", src_cpu},
+          {"tgt_cpu_seconds", tgt_cpu},
+          {"source_seconds", slowest_source}};
 }
 
 // Round trips, on a source rank: pushes one record on `out`, waits for it to
@@ -153,7 +158,7 @@ inline nlohmann::json merge_stream(const std::vector<nlohmann::json>& parts, con
 // after the warm-up. Closes `out` and drains `in`.
 template <size_t B>
 RankPart run_round_trips(Cluster& c, const WorkerArgs& a, Source<Rec<B>>& out, Target<Rec<B>>& in,
-                               const std::string& base) {
+                         const std::string& base) {
   using R = Rec<B>;
   auto rec = std::make_unique<R>();
   auto scratch = std::make_unique<R>();
@@ -199,7 +204,8 @@ RankPart run_echoes(Cluster& c, Target<Rec<B>>& in, Source<Rec<B>>* echo, const 
     const uint32_t back = in.last_source();
     for (const R& r : *batch) {
       rec->key = take_record<B>(&r, scratch.get());
-      if (echo != nullptr && echo->push_to(back, *rec) != Status::kOk) flow_failed("push", echo->error());
+      if (echo != nullptr && echo->push_to(back, *rec) != Status::kOk)
+        flow_failed("push", echo->error());
       ++consumed;
     }
   }
@@ -227,16 +233,22 @@ struct RoundTripSources {
   }
   // The sample, with the targets' CPU time beside the sources'.
   nlohmann::json sample(double tgt_cpu) const {
-    return {{"records", timed},       {"seconds", seconds},          {"cpu_seconds", cpu + tgt_cpu},
-            {"src_cpu_seconds", cpu}, {"tgt_cpu_seconds", tgt_cpu}, {"rtt_us_p50", summarize(p50).median},
-            {"rtt_us_p99", p99},      {"rtt_us_p999", p999}};
+    return {{"records", timed},
+            {"seconds", seconds},
+            {"cpu_seconds", cpu + tgt_cpu},
+            {"src_cpu_seconds", cpu},
+            {"tgt_cpu_seconds", tgt_cpu},
+            {"rtt_us_p50", summarize(p50).median},
+            {"rtt_us_p99", p99},
+            {"rtt_us_p999", p999}};
   }
 };
 
 // One sample from round-trip parts (RoundTripSources). Targets' parts count
 // the records they consumed: every round trip's record `copies` times.
-inline nlohmann::json merge_round_trips(const std::vector<nlohmann::json>& parts, const WorkerArgs& a,
-                                        uint32_t record_bytes, uint32_t copies) {
+inline nlohmann::json merge_round_trips(const std::vector<nlohmann::json>& parts,
+                                        const WorkerArgs& a, uint32_t record_bytes,
+                                        uint32_t copies) {
   RoundTripSources sources;
   uint64_t consumed = 0;
   double tgt_cpu = 0;
@@ -251,8 +263,9 @@ inline nlohmann::json merge_round_trips(const std::vector<nlohmann::json>& parts
   const uint32_t n = round_trips_for(a.round_trips, record_bytes);
   const uint64_t expected = uint64_t{a.sources} * (n + warmup_for(n)) * copies;
   if (sources.timed != uint64_t{a.sources} * n || consumed != expected) {
-    throw std::runtime_error("round trips lost with " + std::to_string(record_bytes) + " B records: targets consumed " +
-                             std::to_string(consumed) + " of " + std::to_string(expected));
+    throw std::runtime_error("round trips lost with " + std::to_string(record_bytes) +
+                             " B records: targets consumed " + std::to_string(consumed) + " of " +
+                             std::to_string(expected));
   }
   return sources.sample(tgt_cpu);
 }

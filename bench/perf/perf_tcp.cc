@@ -33,7 +33,7 @@ struct TcpOptions {
   std::string listen;   // HOST:PORT (reader side)
   std::string connect;  // HOST:PORT (writer side)
   std::string sizes;
-  uint64_t bytes = 0;          // per size
+  uint64_t bytes = 0;           // per size
   uint32_t chunk_bytes = 8192;  // bytes per write (rounded down to whole records)
   std::string mode = "stream";  // or "pingpong"
   uint32_t round_trips = 2000;  // pingpong: requested per size (round_trips_for)
@@ -43,7 +43,8 @@ struct TcpOptions {
 };
 
 [[noreturn]] void fail(const std::string& what) {
-  throw std::runtime_error(what + (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string()));
+  throw std::runtime_error(what +
+                           (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string()));
 }
 
 sockaddr_in address(const std::string& text, const char* what) {
@@ -62,7 +63,8 @@ sockaddr_in address(const std::string& text, const char* what) {
 
 void nodelay(int fd) {
   int one = 1;
-  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) fail("setsockopt TCP_NODELAY");
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+    fail("setsockopt TCP_NODELAY");
 }
 
 void send_all(int fd, const void* data, size_t n) {
@@ -168,8 +170,10 @@ void ping(int fd, const TcpOptions& o) {
     std::memcpy(msg.data(), &key, sizeof key);
     send_all(fd, msg.data(), B);
     recv_all(fd, back.data(), B, true);
-    if (std::memcmp(back.data(), &key, sizeof key) != 0) throw std::runtime_error("tcp ping-pong: wrong message back");
-    if (i >= warmup_for(n)) rtt.push_back(std::chrono::duration<double>(Clock::now() - t0).count() * 1e6);
+    if (std::memcmp(back.data(), &key, sizeof key) != 0)
+      throw std::runtime_error("tcp ping-pong: wrong message back");
+    if (i >= warmup_for(n))
+      rtt.push_back(std::chrono::duration<double>(Clock::now() - t0).count() * 1e6);
   }
   const double seconds = t.seconds(), cpu = t.cpu_seconds();
   double responder_cpu = 0;
@@ -215,7 +219,8 @@ void run_listener(const TcpOptions& o, const std::vector<uint32_t>& sizes) {
   if (!s.valid()) fail("socket");
   int one = 1;
   ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(s.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) fail("bind " + o.listen);
+  if (::bind(s.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0)
+    fail("bind " + o.listen);
   if (::listen(s.get(), 1) != 0) fail("listen");
   sockaddr_in bound{};
   socklen_t len = sizeof bound;
@@ -282,7 +287,8 @@ void add_perf_tcp_command(CLI::App& app) {
   sub->callback([o] {
     try {
       const std::vector<uint32_t> sizes = parse_sizes(o->sizes);
-      if (o->chunk_bytes == 0 && o->mode == "stream") throw std::invalid_argument("--chunk-bytes must be positive");
+      if (o->chunk_bytes == 0 && o->mode == "stream")
+        throw std::invalid_argument("--chunk-bytes must be positive");
       if (!o->listen.empty()) {
         run_listener(*o, sizes);
       } else if (!o->connect.empty()) {

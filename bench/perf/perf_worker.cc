@@ -28,13 +28,15 @@ void run_worker(const WorkerOptions& o) {
   Cluster c = Cluster::join();
   const WorkerArgs& a = o.args;
   if (c.world_size() != a.sources + a.targets) {
-    throw std::invalid_argument("the job has " + std::to_string(c.world_size()) + " ranks but --sources " +
-                                std::to_string(a.sources) + " --targets " + std::to_string(a.targets) + " need " +
+    throw std::invalid_argument("the job has " + std::to_string(c.world_size()) +
+                                " ranks but --sources " + std::to_string(a.sources) +
+                                " --targets " + std::to_string(a.targets) + " need " +
                                 std::to_string(a.sources + a.targets));
   }
   for (uint32_t size : sizes) {
     const nlohmann::json mine = mode->run_rank(c, a, size);
-    const std::string tag = "perf-" + o.mode + "-" + std::to_string(size) + "-" + std::to_string(a.rep) + "-result";
+    const std::string tag =
+        "perf-" + o.mode + "-" + std::to_string(size) + "-" + std::to_string(a.rep) + "-result";
     const std::vector<std::string> all = c.allgather(tag, mine.dump());
     if (c.rank() != 0) continue;
     std::vector<nlohmann::json> parts;

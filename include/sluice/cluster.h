@@ -169,15 +169,23 @@ class Cluster {
   // participant of its previous declaration has not destroyed that one yet.
   [[nodiscard]] DeclaredFlow declare(const FlowSpec& spec);
   template <class T>
-  [[nodiscard]] DeclaredFlow declare(const ShuffleSpec<T>& spec) { return declare(spec.spec()); }
+  [[nodiscard]] DeclaredFlow declare(const ShuffleSpec<T>& spec) {
+    return declare(spec.spec());
+  }
   [[nodiscard]] DeclaredFlow declare(const BytesShuffleSpec& spec) { return declare(spec.spec()); }
   template <class T>
-  [[nodiscard]] DeclaredFlow declare(const ReplicateSpec<T>& spec) { return declare(spec.spec()); }
-  [[nodiscard]] DeclaredFlow declare(const BytesReplicateSpec& spec) { return declare(spec.spec()); }
+  [[nodiscard]] DeclaredFlow declare(const ReplicateSpec<T>& spec) {
+    return declare(spec.spec());
+  }
+  [[nodiscard]] DeclaredFlow declare(const BytesReplicateSpec& spec) {
+    return declare(spec.spec());
+  }
   // A combiner flow (combiner.h): participants must also agree on its
   // group key, value fields and aggregates.
   template <class T>
-  [[nodiscard]] DeclaredFlow declare(const CombinerSpec<T>& spec) { return declare(spec.untyped().flow_spec()); }
+  [[nodiscard]] DeclaredFlow declare(const CombinerSpec<T>& spec) {
+    return declare(spec.untyped().flow_spec());
+  }
 
   // The source for endpoint (rank(), slot) of a declared flow. REQUIRES: the
   // endpoint is one of the flow's sources, opened at most once.

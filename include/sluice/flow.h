@@ -93,8 +93,8 @@ struct FlowSpec {
   std::vector<Endpoint> sources;
   std::vector<Endpoint> targets;
   detail::Route route = detail::Route::kHashRecord;
-  uint32_t key_offset = 0;  // kHashKey: where the key lives in a record
-  uint32_t key_size = 0;    // kHashKey: its size in bytes
+  uint32_t key_offset = 0;   // kHashKey: where the key lives in a record
+  uint32_t key_size = 0;     // kHashKey: its size in bytes
   detail::RouteFn route_fn;  // kFunction
   Optimize optimize = Optimize::kBandwidth;
   uint32_t segment_bytes = 0;  // payload per segment; 0: 8 KiB (Bandwidth), one record (Latency)
@@ -122,7 +122,9 @@ struct FlowSpec {
   // Bytes at the start of every segment's payload that carry its sequence
   // number (ordered replicate flows: 8, or the record alignment if that is
   // larger, so records after it stay aligned), or 0.
-  uint32_t segment_prefix_bytes() const { return ordered ? (record_align > 8 ? record_align : 8) : 0; }
+  uint32_t segment_prefix_bytes() const {
+    return ordered ? (record_align > 8 ? record_align : 8) : 0;
+  }
   // The largest record push() takes: record_size for typed flows; for byte
   // records, what fits one segment with its 4-byte length and padding to 8:
   // segment_bytes - 4, rounded down to a multiple of 8 first, less 8 on an
@@ -272,19 +274,19 @@ class ShuffleSpec : public detail::ShuffleBuilder<ShuffleSpec<T>> {
  public:
   using Record = T;
   explicit ShuffleSpec(std::string name)
-      : detail::ShuffleBuilder<ShuffleSpec>(std::move(name), FlowType::kShuffle, sizeof(T), alignof(T),
-                                            typeid(T).name()) {}
+      : detail::ShuffleBuilder<ShuffleSpec>(std::move(name), FlowType::kShuffle, sizeof(T),
+                                            alignof(T), typeid(T).name()) {}
   // Route by a hash of this field (the default routing once a key is named).
   // (Records that are not classes, such as uint64_t, are routed by a hash
   // of the whole record, the default.)
   template <class K, class C = T>
-    requires std::is_class_v<C>
-  ShuffleSpec& key(K C::*member) {
+  requires std::is_class_v<C> ShuffleSpec& key(K C::*member) {
     static_assert(std::is_trivially_copyable_v<K>);
     alignas(T) static const unsigned char probe[sizeof(T)] = {};
     const C* p = reinterpret_cast<const C*>(probe);
-    this->hash_key(static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(&(p->*member)) - probe),
-                   sizeof(K));
+    this->hash_key(
+        static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(&(p->*member)) - probe),
+        sizeof(K));
     return *this;
   }
   // Route by any callable `uint32_t(const T&, uint32_t num_targets)` returning
@@ -302,7 +304,9 @@ class ShuffleSpec : public detail::ShuffleBuilder<ShuffleSpec<T>> {
 };
 
 template <class T>
-ShuffleSpec<T> shuffle(std::string name) { return ShuffleSpec<T>(std::move(name)); }
+ShuffleSpec<T> shuffle(std::string name) {
+  return ShuffleSpec<T>(std::move(name));
+}
 
 // A shuffle flow of variable-length byte records. A record never spans two
 // segments, so the largest record is FlowSpec::max_record_bytes()
@@ -310,7 +314,8 @@ ShuffleSpec<T> shuffle(std::string name) { return ShuffleSpec<T>(std::move(name)
 class BytesShuffleSpec : public detail::ShuffleBuilder<BytesShuffleSpec> {
  public:
   explicit BytesShuffleSpec(std::string name)
-      : detail::ShuffleBuilder<BytesShuffleSpec>(std::move(name), FlowType::kShuffle, 0, 1, "bytes") {}
+      : detail::ShuffleBuilder<BytesShuffleSpec>(std::move(name), FlowType::kShuffle, 0, 1,
+                                                 "bytes") {}
   // Route by a hash of bytes [offset, offset+size) of each record; a record
   // shorter than that is routed by a hash of all its bytes.
   BytesShuffleSpec& key(uint32_t offset, uint32_t size) {
@@ -327,7 +332,9 @@ class BytesShuffleSpec : public detail::ShuffleBuilder<BytesShuffleSpec> {
   }
 };
 
-inline BytesShuffleSpec shuffle_bytes(std::string name) { return BytesShuffleSpec(std::move(name)); }
+inline BytesShuffleSpec shuffle_bytes(std::string name) {
+  return BytesShuffleSpec(std::move(name));
+}
 
 // A typed replicate flow spec: every record goes to every target.
 template <class T>
@@ -337,21 +344,26 @@ class ReplicateSpec : public detail::ReplicateBuilder<ReplicateSpec<T>> {
  public:
   using Record = T;
   explicit ReplicateSpec(std::string name)
-      : detail::ReplicateBuilder<ReplicateSpec>(std::move(name), FlowType::kReplicate, sizeof(T), alignof(T),
-                                                typeid(T).name()) {}
+      : detail::ReplicateBuilder<ReplicateSpec>(std::move(name), FlowType::kReplicate, sizeof(T),
+                                                alignof(T), typeid(T).name()) {}
 };
 
 template <class T>
-ReplicateSpec<T> replicate(std::string name) { return ReplicateSpec<T>(std::move(name)); }
+ReplicateSpec<T> replicate(std::string name) {
+  return ReplicateSpec<T>(std::move(name));
+}
 
 // A replicate flow of variable-length byte records.
 class BytesReplicateSpec : public detail::ReplicateBuilder<BytesReplicateSpec> {
  public:
   explicit BytesReplicateSpec(std::string name)
-      : detail::ReplicateBuilder<BytesReplicateSpec>(std::move(name), FlowType::kReplicate, 0, 1, "bytes") {}
+      : detail::ReplicateBuilder<BytesReplicateSpec>(std::move(name), FlowType::kReplicate, 0, 1,
+                                                     "bytes") {}
 };
 
-inline BytesReplicateSpec replicate_bytes(std::string name) { return BytesReplicateSpec(std::move(name)); }
+inline BytesReplicateSpec replicate_bytes(std::string name) {
+  return BytesReplicateSpec(std::move(name));
+}
 
 class Worker;
 
@@ -389,7 +401,9 @@ class Source {
   [[nodiscard]] Status push_to(uint32_t target, const T& r, Deadline deadline = kForever) {
     return last_ = write(target, r, deadline, false);
   }
-  [[nodiscard]] Status try_push_to(uint32_t target, const T& r) { return last_ = write(target, r, kForever, true); }
+  [[nodiscard]] Status try_push_to(uint32_t target, const T& r) {
+    return last_ = write(target, r, kForever, true);
+  }
   // Pushes a run of records, in order, with the results of as many push()
   // calls (the same routing; each target gets its records in run order) but
   // not their cost: the flow's fields and rings are read once per run, and
@@ -423,11 +437,15 @@ class Source {
   // flow declared explicit_targets()). Lets callers account per target.
   uint32_t target_of(const T& r) const { return core_->route(&r, sizeof(T)); }
   // Publishes every partly filled segment now.
-  [[nodiscard]] Status flush(Deadline deadline = kForever) { return last_ = core_->flush(deadline); }
+  [[nodiscard]] Status flush(Deadline deadline = kForever) {
+    return last_ = core_->flush(deadline);
+  }
   // Publishes what is left and marks this source's end on every target.
   // Afterwards push returns kClosed. Idempotent. After kTimeout or
   // kWouldBlock call it again: it resumes (nothing is sent twice).
-  [[nodiscard]] Status close(Deadline deadline = kForever) { return last_ = core_->close(deadline); }
+  [[nodiscard]] Status close(Deadline deadline = kForever) {
+    return last_ = core_->close(deadline);
+  }
   // close(), then waits until every segment is delivered (over shm at once;
   // over ofi when every target confirmed that all of them arrived), so that
   // the process may exit at once afterwards. Without it, an ofi source's
@@ -453,9 +471,10 @@ class Source {
  private:
   Status write(uint32_t target, const T& r, Deadline deadline, bool try_only) {
     if (target >= core_->num_targets_ || core_->replicate_) [[unlikely]] {
-      return core_->fail_invalid(core_->replicate_ ? "push_to() on a replicate flow: push() sends to every target"
-                                                   : "target index out of range (or push() on a flow declared "
-                                                     "explicit_targets(): use push_to)");
+      return core_->fail_invalid(core_->replicate_
+                                     ? "push_to() on a replicate flow: push() sends to every target"
+                                     : "target index out of range (or push() on a flow declared "
+                                       "explicit_targets(): use push_to)");
     }
     if (core_->latency_) [[unlikely]] {
       if (detail::push_fast<sizeof(T)>(core_.get(), target, &r)) return Status::kOk;
@@ -603,14 +622,19 @@ class BytesSource {
     if (core_->replicate_) return last_ = replicate(rec, kForever, true);
     return last_ = write(core_->route(rec.data(), rec.size()), rec, kForever, true);
   }
-  [[nodiscard]] Status push_to(uint32_t target, std::span<const std::byte> rec, Deadline deadline = kForever) {
+  [[nodiscard]] Status push_to(uint32_t target, std::span<const std::byte> rec,
+                               Deadline deadline = kForever) {
     return last_ = write(target, rec, deadline, false);
   }
   [[nodiscard]] Status try_push_to(uint32_t target, std::span<const std::byte> rec) {
     return last_ = write(target, rec, kForever, true);
   }
-  [[nodiscard]] Status flush(Deadline deadline = kForever) { return last_ = core_->flush(deadline); }
-  [[nodiscard]] Status close(Deadline deadline = kForever) { return last_ = core_->close(deadline); }
+  [[nodiscard]] Status flush(Deadline deadline = kForever) {
+    return last_ = core_->flush(deadline);
+  }
+  [[nodiscard]] Status close(Deadline deadline = kForever) {
+    return last_ = core_->close(deadline);
+  }
   [[nodiscard]] Status close_and_wait(Deadline deadline = kForever) {
     if (Status s = core_->close(deadline); s != Status::kOk) return last_ = s;
     return last_ = core_->wait_delivered(deadline);
@@ -630,15 +654,16 @@ class BytesSource {
     if (!rec.empty()) std::memcpy(dst + detail::kRecordHeaderBytes, rec.data(), rec.size());
   }
   Status replicate(std::span<const std::byte> rec, Deadline deadline, bool try_only) {
-    return detail::replicate_write(core_.get(), detail::record_stride(rec.size()), rec.size(), deadline,
-                                   try_only,
+    return detail::replicate_write(core_.get(), detail::record_stride(rec.size()), rec.size(),
+                                   deadline, try_only,
                                    [rec](std::byte* dst) { put_record(dst, rec); });
   }
   Status write(uint32_t target, std::span<const std::byte> rec, Deadline deadline, bool try_only) {
     if (target >= core_->num_targets_ || core_->replicate_) [[unlikely]] {
-      return core_->fail_invalid(core_->replicate_ ? "push_to() on a replicate flow: push() sends to every target"
-                                                   : "target index out of range (or push() on a flow declared "
-                                                     "explicit_targets(): use push_to)");
+      return core_->fail_invalid(core_->replicate_
+                                     ? "push_to() on a replicate flow: push() sends to every target"
+                                     : "target index out of range (or push() on a flow declared "
+                                       "explicit_targets(): use push_to)");
     }
     const size_t stride = detail::record_stride(rec.size());
     detail::Lane& lane = core_->lanes_[target];
@@ -649,7 +674,8 @@ class BytesSource {
     }
     put_record(lane.cur, rec);
     lane.cur += stride;
-    if (core_->latency_) [[unlikely]] return core_->publish(target, deadline, try_only);
+    if (core_->latency_) [[unlikely]]
+      return core_->publish(target, deadline, try_only);
     return Status::kOk;
   }
 
@@ -688,7 +714,11 @@ class RecordBatch {
       load();
       return *this;
     }
-    iterator operator++(int) { iterator t = *this; ++*this; return t; }
+    iterator operator++(int) {
+      iterator t = *this;
+      ++*this;
+      return t;
+    }
     bool operator==(const iterator& o) const { return p_ == o.p_; }
 
    private:

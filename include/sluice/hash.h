@@ -23,12 +23,16 @@ inline uint64_t hash64(uint64_t x) { return detail::mix64(x); }
 
 // Hash of a byte string; up to 8 bytes hash as hash64 of their zero-extended
 // little-endian value (a uint32_t and a uint64_t key of one value agree).
-inline uint64_t hash_bytes(std::span<const std::byte> bytes) { return detail::hash_bytes(bytes.data(), bytes.size()); }
+inline uint64_t hash_bytes(std::span<const std::byte> bytes) {
+  return detail::hash_bytes(bytes.data(), bytes.size());
+}
 
 // Maps a 64-bit hash onto [0, n) (multiply-shift; uses its high bits).
 inline uint32_t reduce_hash(uint64_t hash, uint32_t n) { return detail::reduce(hash, n); }
 
 // The target index of a key of up to 8 bytes among n targets.
-inline uint32_t route_key(uint64_t key, uint32_t num_targets) { return reduce_hash(hash64(key), num_targets); }
+inline uint32_t route_key(uint64_t key, uint32_t num_targets) {
+  return reduce_hash(hash64(key), num_targets);
+}
 
 }  // namespace sluice

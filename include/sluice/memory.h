@@ -116,16 +116,19 @@ class RemoteRegion {
   ~RemoteRegion();
 
   // Copies [offset, offset + out.size()) of the region into `out`.
-  [[nodiscard]] Status read(uint64_t offset, std::span<std::byte> out, Deadline deadline = kForever);
+  [[nodiscard]] Status read(uint64_t offset, std::span<std::byte> out,
+                            Deadline deadline = kForever);
   // Copies `in` to [offset, offset + in.size()).
-  [[nodiscard]] Status write(uint64_t offset, std::span<const std::byte> in, Deadline deadline = kForever);
+  [[nodiscard]] Status write(uint64_t offset, std::span<const std::byte> in,
+                             Deadline deadline = kForever);
   // Atomically: *previous = word; if (word == expected) word = desired.
   // REQUIRES: offset is a multiple of 8.
-  [[nodiscard]] Status compare_and_swap(uint64_t offset, uint64_t expected, uint64_t desired, uint64_t* previous,
-                                        Deadline deadline = kForever);
+  [[nodiscard]] Status compare_and_swap(uint64_t offset, uint64_t expected, uint64_t desired,
+                                        uint64_t* previous, Deadline deadline = kForever);
   // Atomically: *previous = word; word += delta (wrapping).
   // REQUIRES: offset is a multiple of 8.
-  [[nodiscard]] Status fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous, Deadline deadline = kForever);
+  [[nodiscard]] Status fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous,
+                                 Deadline deadline = kForever);
 
   size_t size() const;
   uint32_t owner() const;

@@ -34,10 +34,9 @@
 // busy flow cannot starve the others. An input that fails (kPeerLost, ...)
 // is destroyed at once (its live sources elsewhere learnt it is gone when
 // it failed, rather than wait for credit it can no longer return; a
-// replicate source goes on without it); run() then reports the failure. A handler may push (through the same
-// worker) into any flow, even one the worker's own inputs are fed by; while
-// a handler runs, its input is not polled again (its batch stays valid), the
-// other inputs are.
+// replicate source goes on without it); run() then reports the failure. A handler may push (through
+// the same worker) into any flow, even one the worker's own inputs are fed by; while a handler
+// runs, its input is not polled again (its batch stays valid), the other inputs are.
 //
 // Parking: a parked worker sleeps in one system call on everything it
 // waits for: the futex words of its shm endpoints (one futex_waitv), or the
@@ -118,14 +117,16 @@ class Worker {
   template <class T, class F>
   InputId add(Target<T> target, F on_batch) {
     detail::TargetCore* core = target.core_.get();
-    return add_input(core, std::make_unique<detail::TypedInput<BatchInfo, Target<T>, F, std::nullptr_t>>(
-                               std::move(target), std::move(on_batch), nullptr));
+    return add_input(core,
+                     std::make_unique<detail::TypedInput<BatchInfo, Target<T>, F, std::nullptr_t>>(
+                         std::move(target), std::move(on_batch), nullptr));
   }
   template <class F>
   InputId add(BytesTarget target, F on_batch) {
     detail::TargetCore* core = target.core_.get();
-    return add_input(core, std::make_unique<detail::TypedInput<BatchInfo, BytesTarget, F, std::nullptr_t>>(
-                               std::move(target), std::move(on_batch), nullptr));
+    return add_input(
+        core, std::make_unique<detail::TypedInput<BatchInfo, BytesTarget, F, std::nullptr_t>>(
+                  std::move(target), std::move(on_batch), nullptr));
   }
   // Ordered replicate flows: `on_gap(uint64_t sequence)` is told of every
   // sequence number that never arrived (see Target::consume), and delivery
@@ -204,7 +205,9 @@ class Worker {
       note(s.core_.get());
       return st;
     }
-    return wait_for(s.core_.get(), deadline, [&] { return s.try_push(r); }, [&] { return s.push(r, deadline); });
+    return wait_for(
+        s.core_.get(), deadline, [&] { return s.try_push(r); },
+        [&] { return s.push(r, deadline); });
   }
   // Source::push(span): a run of records (a std::span, std::vector, array,
   // ... of T), delivering the inputs while a ring is full. Records already
@@ -240,8 +243,9 @@ class Worker {
       note(s.core_.get());
       return st;
     }
-    return wait_for(s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
-                    [&] { return s.push_to(target, r, deadline); });
+    return wait_for(
+        s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
+        [&] { return s.push_to(target, r, deadline); });
   }
   // CombinerSource::push, delivering the inputs while the source's partials
   // wait for credit. Same results as the source's push.
@@ -252,19 +256,22 @@ class Worker {
       note(s.core_->flow_source());
       return st;
     }
-    return wait_for(s.core_->flow_source(), deadline, [&] { return s.try_push(r); },
-                    [&] { return s.push(r, deadline); });
+    return wait_for(
+        s.core_->flow_source(), deadline, [&] { return s.try_push(r); },
+        [&] { return s.push(r, deadline); });
   }
   // CombinerSource::flush and close, delivering the inputs while they wait.
   template <class T>
   [[nodiscard]] Status flush(CombinerSource<T>& s, Deadline deadline = kForever) {
-    return wait_for(s.core_->flow_source(), deadline, [&] { return s.flush(Deadline::min()); },
-                    [&] { return s.flush(deadline); });
+    return wait_for(
+        s.core_->flow_source(), deadline, [&] { return s.flush(Deadline::min()); },
+        [&] { return s.flush(deadline); });
   }
   template <class T>
   [[nodiscard]] Status close(CombinerSource<T>& s, Deadline deadline = kForever) {
-    return wait_for(s.core_->flow_source(), deadline, [&] { return s.close(Deadline::min()); },
-                    [&] { return s.close(deadline); });
+    return wait_for(
+        s.core_->flow_source(), deadline, [&] { return s.close(Deadline::min()); },
+        [&] { return s.close(deadline); });
   }
   // Source::flush and Source::close (any other source type), delivering the
   // inputs while they wait. close()'s rules hold: after kTimeout, call again.

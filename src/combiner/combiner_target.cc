@@ -102,7 +102,8 @@ Status CombinerTargetImpl::poll_one() {
   if (done_) return Status::kEndOfFlow;
   if (failed_ != Status::kOk) return failed_;
   auto batch = in_.try_consume();
-  if (!batch) return in_.status() == Status::kWouldBlock ? Status::kWouldBlock : settle(in_.status());
+  if (!batch)
+    return in_.status() == Status::kWouldBlock ? Status::kWouldBlock : settle(in_.status());
   return merge(*batch);
 }
 

@@ -64,11 +64,11 @@ void CombinerSpecCore::validate() const {
   }
   const size_t stride = record_stride(l.partial_bytes());
   if (stride > flow_.effective_segment_bytes()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "combiner '" + l.name + "': a partial of " + std::to_string(stride) +
-                    " bytes does not fit a segment of " +
-                    std::to_string(flow_.effective_segment_bytes()) +
-                    " bytes; raise segment_bytes");
+    throw Error(ErrorCode::kInvalidArgument, "combiner '" + l.name + "': a partial of " +
+                                                 std::to_string(stride) +
+                                                 " bytes does not fit a segment of " +
+                                                 std::to_string(flow_.effective_segment_bytes()) +
+                                                 " bytes; raise segment_bytes");
   }
 }
 

@@ -6,11 +6,12 @@
 #include <string>
 
 namespace sluice::detail {
-[[noreturn]] void check_failed(const char* cond, const char* file, int line, const std::string& msg);
+[[noreturn]] void check_failed(const char* cond, const char* file, int line,
+                               const std::string& msg);
 }
 
-#define SLUICE_CHECK(cond, ...)                                                            \
-  do {                                                                                     \
-    if (!(cond)) [[unlikely]]                                                              \
+#define SLUICE_CHECK(cond, ...)                                                              \
+  do {                                                                                       \
+    if (!(cond)) [[unlikely]]                                                                \
       ::sluice::detail::check_failed(#cond, __FILE__, __LINE__, ::std::string{__VA_ARGS__}); \
   } while (0)

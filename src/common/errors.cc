@@ -1,37 +1,56 @@
+#include "sluice/errors.h"
+
 #include <cstdio>
 #include <cstdlib>
 
 #include "common/check.h"
-#include "sluice/errors.h"
 
 namespace sluice {
 
 const char* to_string(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "InvalidArgument";
-    case ErrorCode::kSpecMismatch: return "SpecMismatch";
-    case ErrorCode::kPeerLost: return "PeerLost";
-    case ErrorCode::kTimeout: return "Timeout";
-    case ErrorCode::kBootstrap: return "Bootstrap";
-    case ErrorCode::kRegistry: return "Registry";
-    case ErrorCode::kProtocol: return "Protocol";
-    case ErrorCode::kAuth: return "Auth";
-    case ErrorCode::kResource: return "Resource";
-    case ErrorCode::kInternal: return "Internal";
+    case ErrorCode::kInvalidArgument:
+      return "InvalidArgument";
+    case ErrorCode::kSpecMismatch:
+      return "SpecMismatch";
+    case ErrorCode::kPeerLost:
+      return "PeerLost";
+    case ErrorCode::kTimeout:
+      return "Timeout";
+    case ErrorCode::kBootstrap:
+      return "Bootstrap";
+    case ErrorCode::kRegistry:
+      return "Registry";
+    case ErrorCode::kProtocol:
+      return "Protocol";
+    case ErrorCode::kAuth:
+      return "Auth";
+    case ErrorCode::kResource:
+      return "Resource";
+    case ErrorCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }
 
 const char* to_string(Status status) {
   switch (status) {
-    case Status::kOk: return "Ok";
-    case Status::kWouldBlock: return "WouldBlock";
-    case Status::kEndOfFlow: return "EndOfFlow";
-    case Status::kTimeout: return "Timeout";
-    case Status::kPeerLost: return "PeerLost";
-    case Status::kClosed: return "Closed";
-    case Status::kInvalid: return "Invalid";
-    case Status::kGap: return "Gap";
+    case Status::kOk:
+      return "Ok";
+    case Status::kWouldBlock:
+      return "WouldBlock";
+    case Status::kEndOfFlow:
+      return "EndOfFlow";
+    case Status::kTimeout:
+      return "Timeout";
+    case Status::kPeerLost:
+      return "PeerLost";
+    case Status::kClosed:
+      return "Closed";
+    case Status::kInvalid:
+      return "Invalid";
+    case Status::kGap:
+      return "Gap";
   }
   return "Unknown";
 }

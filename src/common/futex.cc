@@ -11,7 +11,8 @@
 
 namespace sluice::detail {
 
-static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words must be plain 32-bit words");
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t),
+              "futex words must be plain 32-bit words");
 
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout) {
   if (timeout.count() <= 0) return;
@@ -39,7 +40,8 @@ void futex_wait_any(const FutexWaiter* waiters, size_t count, std::chrono::nanos
     // futex_waitv takes an absolute CLOCK_MONOTONIC timeout.
     timespec now;
     ::clock_gettime(CLOCK_MONOTONIC, &now);
-    const int64_t until = static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec + timeout.count();
+    const int64_t until =
+        static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec + timeout.count();
     timespec ts;
     ts.tv_sec = static_cast<time_t>(until / 1000000000);
     ts.tv_nsec = static_cast<long>(until % 1000000000);
@@ -50,7 +52,8 @@ void futex_wait_any(const FutexWaiter* waiters, size_t count, std::chrono::nanos
     unsupported.store(true, std::memory_order_relaxed);
   }
 #endif
-  futex_wait(waiters[0].word, waiters[0].expected, std::min<std::chrono::nanoseconds>(timeout, std::chrono::milliseconds(1)));
+  futex_wait(waiters[0].word, waiters[0].expected,
+             std::min<std::chrono::nanoseconds>(timeout, std::chrono::milliseconds(1)));
 }
 
 void futex_wake_all(std::atomic<uint32_t>* word) {

@@ -14,10 +14,14 @@ std::string g_tag;
 
 const char* name(Level l) {
   switch (l) {
-    case Level::kError: return "error";
-    case Level::kWarn: return "warn";
-    case Level::kInfo: return "info";
-    case Level::kDebug: return "debug";
+    case Level::kError:
+      return "error";
+    case Level::kWarn:
+      return "warn";
+    case Level::kInfo:
+      return "info";
+    case Level::kDebug:
+      return "debug";
   }
   return "?";
 }

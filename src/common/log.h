@@ -37,12 +37,20 @@ std::string cat(const Args&... args) {
 }
 
 template <class... Args>
-void error(const Args&... args) { if (level() >= Level::kError) write(Level::kError, cat(args...)); }
+void error(const Args&... args) {
+  if (level() >= Level::kError) write(Level::kError, cat(args...));
+}
 template <class... Args>
-void warn(const Args&... args) { if (level() >= Level::kWarn) write(Level::kWarn, cat(args...)); }
+void warn(const Args&... args) {
+  if (level() >= Level::kWarn) write(Level::kWarn, cat(args...));
+}
 template <class... Args>
-void info(const Args&... args) { if (level() >= Level::kInfo) write(Level::kInfo, cat(args...)); }
+void info(const Args&... args) {
+  if (level() >= Level::kInfo) write(Level::kInfo, cat(args...));
+}
 template <class... Args>
-void debug(const Args&... args) { if (level() >= Level::kDebug) write(Level::kDebug, cat(args...)); }
+void debug(const Args&... args) {
+  if (level() >= Level::kDebug) write(Level::kDebug, cat(args...));
+}
 
 }  // namespace sluice::log

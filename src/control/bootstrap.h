@@ -32,8 +32,9 @@ struct BootstrapInfo {
 // the missing or malformed variable and how to fix it (e.g. "run under
 // `sluice run -n N`, or set SLUICE_RANK, SLUICE_WORLD_SIZE and SLUICE_REGISTRY").
 // Overrides: fields of `override_*` that are set (>= 0 / non-empty) win.
-BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int64_t override_rank = -1,
-                              int64_t override_world = -1, const std::string& override_registry = "",
+BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env,
+                              int64_t override_rank = -1, int64_t override_world = -1,
+                              const std::string& override_registry = "",
                               const std::string& override_secret = "");
 
 // The process environment as a map (common/env.h reads it).

@@ -107,18 +107,24 @@ std::string local_host_name() {
 }  // namespace
 
 PeerTable::PeerTable(uint32_t world_size)
-    : words_(world_size), heard_until_(world_size), reasons_(world_size), hosts_(world_size), pids_(world_size, 0) {}
+    : words_(world_size),
+      heard_until_(world_size),
+      reasons_(world_size),
+      hosts_(world_size),
+      pids_(world_size, 0) {}
 
 namespace {
 int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 }  // namespace
 
 void PeerTable::hear_lost(uint32_t rank) const {
   if (rank >= world_size()) return;
-  heard_until_[rank].store(steady_ns() + std::chrono::nanoseconds(kHeardLostFor).count(), std::memory_order_relaxed);
+  heard_until_[rank].store(steady_ns() + std::chrono::nanoseconds(kHeardLostFor).count(),
+                           std::memory_order_relaxed);
 }
 
 bool PeerTable::heard_lost(uint32_t rank) const {
@@ -535,8 +541,8 @@ void RegistryClient::Impl::fail_all(const std::string& reason) {
   }
   std::string text = log::cat("lost the registry at ", address, ": ", reason);
   if (!why.empty()) {
-    text = log::cat(why, "; the registry at ", address, " closed this rank's connection (",
-                    reason, "), so this rank cannot continue");
+    text = log::cat(why, "; the registry at ", address, " closed this rank's connection (", reason,
+                    "), so this rank cannot continue");
   } else if (!shutting_down) {
     text += "; the registry process exited or the network failed, so this job cannot continue";
   }
@@ -680,12 +686,16 @@ RegistryClient::Impl::Reply RegistryClient::Impl::call(MsgType type, const std::
     const size_t queued = outbox.size() + sending_left.load(std::memory_order_relaxed);
     const size_t frame_bytes = kHeaderSize + payload.size();
     if (queued + frame_bytes > options.max_queued_bytes) {
-      throw Error(ErrorCode::kResource,
-                  log::cat(what, ": not queued: ", queued, " bytes of requests are already waiting to be sent to "
-                           "the registry at ", address, " and this one (", frame_bytes,
-                           " bytes) would pass the limit of ", options.max_queued_bytes,
-                           " bytes (ClientOptions::max_queued_bytes); the registry is not reading, or too many "
-                           "calls are outstanding: retry once earlier calls have returned"));
+      throw Error(
+          ErrorCode::kResource,
+          log::cat(
+              what, ": not queued: ", queued,
+              " bytes of requests are already waiting to be sent to "
+              "the registry at ",
+              address, " and this one (", frame_bytes, " bytes) would pass the limit of ",
+              options.max_queued_bytes,
+              " bytes (ClientOptions::max_queued_bytes); the registry is not reading, or too many "
+              "calls are outstanding: retry once earlier calls have returned"));
     }
     id = next_id++;
     if (next_id == 0) next_id = 1;  // 0 marks frames that are not replies
@@ -775,7 +785,8 @@ std::string RegistryClient::local_address() const {
   socklen_t len = sizeof(ss);
   if (::getsockname(impl_->fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
   char host[NI_MAXHOST];
-  if (::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0) {
+  if (::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof(host), nullptr, 0,
+                    NI_NUMERICHOST) != 0) {
     return {};
   }
   return host;
@@ -835,8 +846,9 @@ uint64_t RegistryClient::barrier(const std::string& name, Deadline deadline) {
 uint64_t RegistryClient::barrier(const std::string& name, const std::vector<uint64_t>& members,
                                  uint64_t self, Deadline deadline) {
   const std::string what = log::cat("barrier '", name, "'");
-  const auto r = impl_->call(MsgType::kBarrier, encode(BarrierMsg{name, timeout_ms(deadline), members, self}),
-                             deadline, what);
+  const auto r =
+      impl_->call(MsgType::kBarrier, encode(BarrierMsg{name, timeout_ms(deadline), members, self}),
+                  deadline, what);
   impl_->expect(r, MsgType::kOk, what);
   BarrierDoneMsg done;
   if (!decode(r.payload, &done)) {

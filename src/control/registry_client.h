@@ -109,8 +109,10 @@ class PinnedLiveness final : public detail::Liveness {
 };
 
 struct ClientOptions {
-  std::chrono::milliseconds heartbeat_timeout{5000};  // the registry's limit; heart-beat every 1/5 of it
-  std::chrono::milliseconds connect_timeout{60000};   // total time to keep retrying connect (bounded backoff)
+  std::chrono::milliseconds heartbeat_timeout{
+      5000};  // the registry's limit; heart-beat every 1/5 of it
+  std::chrono::milliseconds connect_timeout{
+      60000};  // total time to keep retrying connect (bounded backoff)
   // Requests waiting for the control thread to send them are bounded: a call
   // whose request would take the bytes not yet sent beyond this throws
   // Error(kResource) naming the limit instead of queueing (the registry is
@@ -127,7 +129,8 @@ class RegistryClient {
   // Error(kProtocol) on a version mismatch naming both versions,
   // Error(kTimeout) naming the address if nothing answers, Error(kRegistry)
   // for any other refusal (duplicate rank, rank >= world size...).
-  static std::unique_ptr<RegistryClient> connect(const BootstrapInfo& info, const ClientOptions& options);
+  static std::unique_ptr<RegistryClient> connect(const BootstrapInfo& info,
+                                                 const ClientOptions& options);
   // Sends LEAVE (so peers see "left") and joins the control thread; waits at
   // most about a second for a registry that does not answer.
   ~RegistryClient();

@@ -411,10 +411,10 @@ void Waiters::expire(RegistryTime now) {
     FlowDecl& flow = flow_entry.second;
     std::erase_if(flow.undeclare_waiters, [&](const Waiter& w) {
       if (now < w.deadline) return false;
-      reply_error(w, ErrorCode::kTimeout,
-                  log::cat("flow '", name, "' was not destroyed by every participant within ",
-                           w.timeout_ms, " ms: waiting for ",
-                           host_.describe_missing(not_gone(flow))));
+      reply_error(
+          w, ErrorCode::kTimeout,
+          log::cat("flow '", name, "' was not destroyed by every participant within ", w.timeout_ms,
+                   " ms: waiting for ", host_.describe_missing(not_gone(flow))));
       return true;
     });
     std::erase_if(flow.waiters, [&](const Waiter& w) {

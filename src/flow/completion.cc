@@ -15,7 +15,8 @@ void post_control_receive(ofi::Endpoint& ep, uint64_t* control, void* desc, uint
     if (rc == -FI_EAGAIN) sched_yield();
   }
   op->busy = rc == 0;
-  if (rc != 0) log::warn("cannot post an abort receive: ", ofi::lib::strerror(static_cast<int>(-rc)));
+  if (rc != 0)
+    log::warn("cannot post an abort receive: ", ofi::lib::strerror(static_cast<int>(-rc)));
 }
 
 }  // namespace sluice::detail

@@ -60,9 +60,8 @@ std::string waiting_for(const Reading& e, uint64_t now_ns,
   if (e.role == Role::kSource && e.waiting_since_ns != 0 &&
       (e.state == State::kOpen || e.state == State::kClosing)) {
     // A source blocked on a full ring: whose, and for how long.
-    const double for_s = now_ns > e.waiting_since_ns
-                             ? static_cast<double>(now_ns - e.waiting_since_ns) * 1e-9
-                             : 0.0;
+    const double for_s =
+        now_ns > e.waiting_since_ns ? static_cast<double>(now_ns - e.waiting_since_ns) * 1e-9 : 0.0;
     char head[96];
     std::snprintf(head, sizeof(head), "waiting %.1f s for credit from target ", for_s);
     std::string s = head;
@@ -77,8 +76,9 @@ std::string waiting_for(const Reading& e, uint64_t now_ns,
       s.append("#").append(std::to_string(e.waiting_peer)).append(" (not described)");
     }
     s.append(": its ring of ").append(std::to_string(e.ring_segments));
-    s.append(" segments is full (that target takes nothing, or more slowly than this source "
-             "pushes)");
+    s.append(
+        " segments is full (that target takes nothing, or more slowly than this source "
+        "pushes)");
     return s;
   }
   if (e.role != Role::kTarget || e.state == State::kEnded) return "";

@@ -102,7 +102,7 @@ struct alignas(64) Slot {
   uint32_t peers;                    // targets of a source, sources of a target
   uint32_t record_size;              // 0: byte records
   uint32_t ring_segments;            // segments per ring (a flow endpoint's)
-  uint64_t opened_ns;  // CLOCK_REALTIME
+  uint64_t opened_ns;                // CLOCK_REALTIME
   char flow[88];
   char cause[192];  // why it failed, once state is kFailed
   // --- Counters (their own line).

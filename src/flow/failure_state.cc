@@ -18,7 +18,8 @@ uint32_t first_lost_rank(const FlowContext* ctx) {
   for (const bool heard : {false, true}) {
     for (const auto* side : {&ctx->spec.sources, &ctx->spec.targets}) {
       for (const Endpoint& e : *side) {
-        if (heard ? ctx->liveness->heard_lost(e.rank) : !ctx->liveness->alive(e.rank)) return e.rank;
+        if (heard ? ctx->liveness->heard_lost(e.rank) : !ctx->liveness->alive(e.rank))
+          return e.rank;
       }
     }
   }

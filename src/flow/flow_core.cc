@@ -22,14 +22,17 @@ std::string FlowContext::endpoint_name(bool source, uint32_t index) const {
 
 std::string FlowContext::peer_name(bool source, uint32_t index) const {
   const Endpoint& e = source ? spec.sources[index] : spec.targets[index];
-  return std::string(source ? "source" : "target") + " (" + std::to_string(e.rank) + "," + std::to_string(e.slot) + ")";
+  return std::string(source ? "source" : "target") + " (" + std::to_string(e.rank) + "," +
+         std::to_string(e.slot) + ")";
 }
 
 // One class per flow kind: a replicate flow's source fans out (and numbers
 // its segments when ordered); an ordered flow's target merges by sequence
 // number. Combiner flows are shuffle flows of partials.
-std::unique_ptr<SourceCore> make_source(const FlowContext* ctx, uint32_t source_index, std::vector<OutRingRef> rings,
-                                        std::unique_ptr<OfiSource> ofi, std::unique_ptr<Sequencer> sequencer) {
+std::unique_ptr<SourceCore> make_source(const FlowContext* ctx, uint32_t source_index,
+                                        std::vector<OutRingRef> rings,
+                                        std::unique_ptr<OfiSource> ofi,
+                                        std::unique_ptr<Sequencer> sequencer) {
   SLUICE_CHECK((sequencer != nullptr) == ctx->spec.ordered);
   if (ctx->spec.type == FlowType::kReplicate) {
     return std::make_unique<ReplicateSource>(ctx, source_index, std::move(rings), std::move(ofi),
@@ -38,15 +41,17 @@ std::unique_ptr<SourceCore> make_source(const FlowContext* ctx, uint32_t source_
   return std::make_unique<ShuffleSource>(ctx, source_index, std::move(rings), std::move(ofi));
 }
 
-std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_index, layout::Doorbell* bell,
-                                        std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi,
+std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_index,
+                                        layout::Doorbell* bell, std::vector<InRingRef> rings,
+                                        std::unique_ptr<OfiTarget> ofi,
                                         std::unique_ptr<Sequencer> sequencer) {
   SLUICE_CHECK((sequencer != nullptr) == ctx->spec.ordered);
   if (ctx->spec.ordered) {
-    return std::make_unique<OrderedTarget>(ctx, target_index, bell, std::move(rings), std::move(ofi),
-                                           std::move(sequencer));
+    return std::make_unique<OrderedTarget>(ctx, target_index, bell, std::move(rings),
+                                           std::move(ofi), std::move(sequencer));
   }
-  return std::make_unique<UnorderedTarget>(ctx, target_index, bell, std::move(rings), std::move(ofi));
+  return std::make_unique<UnorderedTarget>(ctx, target_index, bell, std::move(rings),
+                                           std::move(ofi));
 }
 
 // The buffers belong to the endpoint (ofi::Endpoint::allocate): it frees
@@ -54,8 +59,8 @@ std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_
 OfiSource::~OfiSource() = default;
 OfiTarget::~OfiTarget() = default;
 
-void init_region(std::byte* base, const layout::Geometry& g, const std::vector<uint32_t>& local_targets,
-                 uint32_t tail_offset) {
+void init_region(std::byte* base, const layout::Geometry& g,
+                 const std::vector<uint32_t>& local_targets, uint32_t tail_offset) {
   SLUICE_CHECK(local_targets.size() == g.local_targets);
   SLUICE_CHECK(tail_offset % 8 == 0 && (tail_offset == 0 || tail_offset + 8 <= g.payload_bytes()));
   auto* rh = reinterpret_cast<layout::RegionHeader*>(base);
@@ -96,21 +101,24 @@ bool latency_fast_path(const FlowContext& ctx) {
 
 uint32_t latency_tail_offset(const FlowSpec& spec, uint32_t ring_segments) {
   const uint32_t n = spec.record_size;
-  if (spec.type != FlowType::kShuffle || spec.optimize != Optimize::kLatency || !tail_published(n) ||
-      spec.effective_segment_bytes() != n || spec.segment_prefix_bytes() != 0 || ring_segments == 0 ||
+  if (spec.type != FlowType::kShuffle || spec.optimize != Optimize::kLatency ||
+      !tail_published(n) || spec.effective_segment_bytes() != n ||
+      spec.segment_prefix_bytes() != 0 || ring_segments == 0 ||
       (ring_segments & (ring_segments - 1)) != 0) {
     return 0;
   }
   return n - 8;
 }
 
-const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32_t used, uint32_t flags,
-                            const std::byte* data) {
+const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32_t used,
+                            uint32_t flags, const std::byte* data) {
   const uint32_t room = payload_bytes - std::min(payload_bytes, spec.segment_prefix_bytes());
   if (!(flags & layout::kConsumable)) return "flags lack CONSUMABLE";
   if (used > room) return "bytes_used exceeds the segment payload";
-  if (spec.record_size != 0 && used % spec.record_size != 0) return "bytes_used is not a whole number of records";
-  if (spec.record_size == 0 && !validate_records(data, used)) return "a record length overruns the segment";
+  if (spec.record_size != 0 && used % spec.record_size != 0)
+    return "bytes_used is not a whole number of records";
+  if (spec.record_size == 0 && !validate_records(data, used))
+    return "a record length overruns the segment";
   return nullptr;
 }
 

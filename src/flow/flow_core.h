@@ -64,7 +64,9 @@ struct FlowContext {
 // that hand-over already orders these updates before the read.
 class OpenCore {
  public:
-  explicit OpenCore(const FlowContext* ctx) : ctx_(ctx) { ctx_->open_cores.n.fetch_add(1, std::memory_order_relaxed); }
+  explicit OpenCore(const FlowContext* ctx) : ctx_(ctx) {
+    ctx_->open_cores.n.fetch_add(1, std::memory_order_relaxed);
+  }
   ~OpenCore() { ctx_->open_cores.n.fetch_sub(1, std::memory_order_relaxed); }
   OpenCore(const OpenCore&) = delete;
   OpenCore& operator=(const OpenCore&) = delete;
@@ -125,7 +127,7 @@ struct OfiTarget {
   // [source]: the segments of that source's ring (in the region), registered
   // alone so that a remote source can write nothing else; remote sources only.
   std::vector<ofi::Memory> ring_mrs;
-  uint64_t* outbox = nullptr;    // one credit word per source, sent from here
+  uint64_t* outbox = nullptr;  // one credit word per source, sent from here
   ofi::Memory outbox_mr;
   // Control messages: one receive word per source, then the word aborts
   // are sent from, then the word END confirmations are sent from.
@@ -170,20 +172,22 @@ class Sequencer {
   virtual Status taken(uint64_t* count, std::string* error) = 0;
   // While take() or taken() waits for the counter's owner, fn(arg) is
   // called between polls (RegionAccess::set_while_waiting).
-  virtual void set_while_waiting(void (*/*fn*/)(void*), void* /*arg*/) {}
+  virtual void set_while_waiting(void (* /*fn*/)(void*), void* /*arg*/) {}
 };
 
 // REQUIRES: rings[t] is the ring from `source_index` to target t, for every
 // target of ctx->spec; `ofi` is set iff some ring is remote; ctx outlives the
 // core; `sequencer` is set iff the flow is ordered.
-std::unique_ptr<SourceCore> make_source(const FlowContext* ctx, uint32_t source_index, std::vector<OutRingRef> rings,
+std::unique_ptr<SourceCore> make_source(const FlowContext* ctx, uint32_t source_index,
+                                        std::vector<OutRingRef> rings,
                                         std::unique_ptr<OfiSource> ofi,
                                         std::unique_ptr<Sequencer> sequencer = nullptr);
 // REQUIRES: rings[s] is the ring from source s to `target_index`; `bell` is
 // its doorbell; `ofi` is set iff some ring is remote; `sequencer` is set iff
 // the flow is ordered.
-std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_index, layout::Doorbell* bell,
-                                        std::vector<InRingRef> rings, std::unique_ptr<OfiTarget> ofi,
+std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_index,
+                                        layout::Doorbell* bell, std::vector<InRingRef> rings,
+                                        std::unique_ptr<OfiTarget> ofi,
                                         std::unique_ptr<Sequencer> sequencer = nullptr);
 
 // The ofi endpoints of one flow on this rank, with the peers they talk to.
@@ -226,14 +230,14 @@ uint32_t latency_tail_offset(const FlowSpec& spec, uint32_t ring_segments);
 // payload of `payload_bytes`, prefix included), with footer `flags`. Every
 // byte of it comes from another process. A segment that passes can be
 // iterated without leaving [data, data + used).
-const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32_t used, uint32_t flags,
-                            const std::byte* data);
+const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32_t used,
+                            uint32_t flags, const std::byte* data);
 
 // Lays out fresh rings in `base` (zeroed memory of g.total_bytes) for the
 // given local targets (their indices into spec.targets) and all sources;
 // `tail_offset` (latency_tail_offset): where every slot's tail word starts
 // out kTailEmpty, or 0.
-void init_region(std::byte* base, const layout::Geometry& g, const std::vector<uint32_t>& local_targets,
-                 uint32_t tail_offset);
+void init_region(std::byte* base, const layout::Geometry& g,
+                 const std::vector<uint32_t>& local_targets, uint32_t tail_offset);
 
 }  // namespace sluice::detail

@@ -40,7 +40,8 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
   for (uint32_t t = 0; t < num_targets_; ++t) lane_of_[t] = t;
   test_eagain_every_ = test_hooks::ofi_eagain_every();
   wire_index_ = index_;
-  if (const uint64_t forged = test_hooks::ofi_impersonate(ctx->spec.sources[index_].rank); forged != 0) {
+  if (const uint64_t forged = test_hooks::ofi_impersonate(ctx->spec.sources[index_].rank);
+      forged != 0) {
     wire_index_ = static_cast<uint32_t>(forged - 1);
   }
   route_ = spec.route;
@@ -143,13 +144,14 @@ Status FlowSource::refuse(size_t bytes) {
   // slow path), else at least what its framed size shows.
   const bool known = spec.record_size != 0 || record_stride(record_bytes_) == bytes;
   const size_t own = spec.record_size != 0 ? bytes : record_bytes_;
-  return fail(Status::kInvalid,
-              ctx_->endpoint_name(true, index_) + ": a record of " +
-                  (known ? std::to_string(own) + " bytes"
-                         : "more than " + std::to_string(bytes - kRecordHeaderBytes - 8) + " bytes") +
-                  " exceeds the largest this flow takes, " +
-                  std::to_string(spec.max_record_bytes()) + " bytes (segment_bytes " +
-                  std::to_string(spec.effective_segment_bytes()) + "); raise segment_bytes");
+  return fail(
+      Status::kInvalid,
+      ctx_->endpoint_name(true, index_) + ": a record of " +
+          (known ? std::to_string(own) + " bytes"
+                 : "more than " + std::to_string(bytes - kRecordHeaderBytes - 8) + " bytes") +
+          " exceeds the largest this flow takes, " + std::to_string(spec.max_record_bytes()) +
+          " bytes (segment_bytes " + std::to_string(spec.effective_segment_bytes()) +
+          "); raise segment_bytes");
 }
 
 void FlowSource::abort() {
@@ -273,7 +275,8 @@ Status FlowSource::lost_target(uint32_t t, const std::string& why) {
   // A target that aborted after its rank lost another: that one is the peer lost.
   const uint32_t cause = layout::abort_cause(target_aborted(t));
   if (cause != layout::kNoCause && ctx_->liveness != nullptr) ctx_->liveness->hear_lost(cause);
-  return fail_for_good(std::move(text), cause != layout::kNoCause ? cause : ctx_->spec.targets[t].rank);
+  return fail_for_good(std::move(text),
+                       cause != layout::kNoCause ? cause : ctx_->spec.targets[t].rank);
 }
 
 Status FlowSource::wait_for_credit(uint32_t t, Deadline deadline) {

@@ -342,10 +342,11 @@ class FlowSource : public SourceCore, protected FailureState {
   std::vector<Op> ops_;         // [target * S + slot]: the segment transfer from that staging slot
   std::vector<Op> credit_ops_;  // [target]: the posted credit receive (message path)
   std::vector<Op> abort_ops_;  // [target]: the posted abort receive; [num_targets]: our abort sends
-  std::vector<uint32_t> target_aborted_;  // [target]: its abort word (layout::abort_word), 0 if none
-  std::vector<uint8_t> end_confirmed_;   // [target]: it told us all up to our END arrived
-  std::vector<uint64_t> credit_seen_;    // [target]: highest consumed count heard of
-  uint32_t coalesce_ = 1;                // ofi RMA: most segments moved by one write
+  std::vector<uint32_t>
+      target_aborted_;                  // [target]: its abort word (layout::abort_word), 0 if none
+  std::vector<uint8_t> end_confirmed_;  // [target]: it told us all up to our END arrived
+  std::vector<uint64_t> credit_seen_;   // [target]: highest consumed count heard of
+  uint32_t coalesce_ = 1;               // ofi RMA: most segments moved by one write
   CompletionReader cq_;
   std::unique_ptr<OfiRing> wire_;  // how segments and credit cross the endpoint
   // Declared last, so destroyed first (retire() closes it even earlier):
@@ -387,7 +388,7 @@ inline Status FlowSource::acquire(uint32_t t, Deadline deadline, bool try_only) 
     // A caller polling with try_push must still learn that the target is
     // gone: back-pressure from a lost target would last forever.
     if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
-    error_.clear();  // back-pressure needs no message, and building one would allocate
+    error_.clear();   // back-pressure needs no message, and building one would allocate
     mark_waiting(t);  // (until a later acquire finds credit)
     return Status::kWouldBlock;
   }

@@ -84,9 +84,10 @@ Status FlowSource::post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t co
       }
       continue;
     }
-    const ssize_t rc = wire_->send_segments(
-        r.ring.payload(k), count, ofi_->staging_mr.desc,
-        RemoteRing{r.peer, r.ring_addr, r.ring_key, r.ring.segment_stride}, wire_index_, slot, &op.ctx);
+    const ssize_t rc =
+        wire_->send_segments(r.ring.payload(k), count, ofi_->staging_mr.desc,
+                             RemoteRing{r.peer, r.ring_addr, r.ring_key, r.ring.segment_stride},
+                             wire_index_, slot, &op.ctx);
     if (rc == 0) return Status::kOk;
     if (rc != -FI_EAGAIN) {
       set_busy(false);
@@ -142,8 +143,8 @@ void FlowSource::send_aborts() {
   const uint32_t n = num_targets_;
   for (uint32_t t = 0; t < n; ++t) {
     if (!rings_[t].remote || !live(t) || target_aborted_[t]) continue;
-    (void)post_abort_message(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_, abort_cause(ctx_),
-                             rings_[t].peer, &abort_ops_[n]);
+    (void)post_abort_message(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_,
+                             abort_cause(ctx_), rings_[t].peer, &abort_ops_[n]);
   }
   flush_abort_messages(&abort_ops_[n], [this] { return progress(); });
 }

@@ -56,8 +56,8 @@ ReplicateSource::ReplicateSource(const FlowContext* ctx, uint32_t index,
   // writes to its sockets only while our queue is read. A failure found
   // there is kept (failed_) and reported by the call that numbers.
   if (sequencer_ != nullptr && has_ofi()) {
-    sequencer_->set_while_waiting([](void* self) { (void)static_cast<ReplicateSource*>(self)->progress(); },
-                                  this);
+    sequencer_->set_while_waiting(
+        [](void* self) { (void)static_cast<ReplicateSource*>(self)->progress(); }, this);
   }
 }
 

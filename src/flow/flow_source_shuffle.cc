@@ -14,7 +14,8 @@ static_assert(offsetof(layout::Footer, bytes_used) == 0 && offsetof(layout::Foot
               offsetof(layout::Footer, seq) == kFastFooterSeqOffset);
 static_assert(layout::kConsumable == kFastConsumable);
 static_assert(layout::kTailEmpty == kFastTailEmpty);
-static_assert(!tail_published(layout::kLine - layout::kFooterBytes) && tail_published(layout::kLine),
+static_assert(!tail_published(layout::kLine - layout::kFooterBytes) &&
+                  tail_published(layout::kLine),
               "tails publish exactly the records too large to share a line with the footer");
 static_assert(std::endian::native == std::endian::little,
               "the fast path packs the footer's first word");

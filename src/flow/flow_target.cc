@@ -261,7 +261,8 @@ void FlowTarget::publish_credit(In& in) {
   credit_pending_[s] = 1;
   if (rc != -FI_EAGAIN) {
     log::debug(ctx_->endpoint_name(false, index_), ": returning credit to ",
-               ctx_->peer_name(true, s), " failed for now: ", ofi::lib::strerror(static_cast<int>(-rc)));
+               ctx_->peer_name(true, s),
+               " failed for now: ", ofi::lib::strerror(static_cast<int>(-rc)));
   }
 }
 
@@ -427,11 +428,11 @@ Status FlowTarget::check_sources() {
         why = " after its rank lost rank " + std::to_string(cause) + " of the flow";
         if (std::string lost = lost_reason(ctx_, cause); !lost.empty()) why += " (" + lost + ")";
       }
-      return fail_for_good(
-          ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
-              host_of(ctx_, ctx_->spec.sources[s].rank) +
-              " was aborted (abort(), a failure, or destroyed without close())" + why + "; the flow is incomplete",
-          cause != layout::kNoCause ? cause : ctx_->spec.sources[s].rank);
+      return fail_for_good(ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
+                               host_of(ctx_, ctx_->spec.sources[s].rank) +
+                               " was aborted (abort(), a failure, or destroyed without close())" +
+                               why + "; the flow is incomplete",
+                           cause != layout::kNoCause ? cause : ctx_->spec.sources[s].rank);
     }
     const uint32_t rank = ctx_->spec.sources[s].rank;
     if (std::string why = lost_reason(ctx_, rank); !why.empty()) {

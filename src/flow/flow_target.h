@@ -237,7 +237,7 @@ class FlowTarget : public TargetCore, protected FailureState {
   uint32_t held_slot_ = 0;
   bool has_remote_ = false;
   bool has_local_ = false;
-  bool armed_ = false;  // a Worker set bell_->waiting
+  bool armed_ = false;        // a Worker set bell_->waiting
   bool aborts_sent_ = false;  // send_aborts() ran: the shm rings' words are written
   // ofi only.
   std::vector<uint8_t> arrived_;    // RMA: [source * S + slot] a segment landed there
@@ -246,9 +246,10 @@ class FlowTarget : public TargetCore, protected FailureState {
   std::vector<Op> credit_ops_;      // [source]: the credit transfer in flight
   std::vector<uint8_t> credit_pending_;
   std::vector<Op> abort_ops_;  // [source]: the posted abort receive; [num_sources]: our abort sends
-  std::vector<uint32_t> source_aborted_;  // [source]: its abort word (layout::abort_word), 0 if none
-  std::vector<uint8_t> abort_posted_;     // [source]: our abort message to it was posted
-  std::vector<Op> confirm_ops_;           // [source]: the END confirmation sent to it
+  std::vector<uint32_t>
+      source_aborted_;                 // [source]: its abort word (layout::abort_word), 0 if none
+  std::vector<uint8_t> abort_posted_;  // [source]: our abort message to it was posted
+  std::vector<Op> confirm_ops_;        // [source]: the END confirmation sent to it
   std::vector<uint8_t> confirm_pending_;  // [source]: that confirmation awaits a retry
   Deadline next_liveness_{};
   CompletionReader cq_;
@@ -337,9 +338,9 @@ class OrderedTarget final : public FlowTarget {
   static constexpr uint64_t kNoneAhead = UINT64_MAX;
   uint64_t ahead_of_ = kNoneAhead;
   bool peek_taken_ = false;
-  uint64_t peek_count_ = 0;  // what the last peek said was taken
+  uint64_t peek_count_ = 0;               // what the last peek said was taken
   Deadline gap_since_ = Deadline::max();  // when the stall on expected_ began
-  uint64_t stall_known_ = 0;  // every number below was known taken by gap_since_
+  uint64_t stall_known_ = 0;              // every number below was known taken by gap_since_
   Deadline next_peek_{};
 };
 

@@ -24,8 +24,8 @@ void FlowTarget::send_aborts(bool flush) {
       continue;
     }
     if (!ofi || abort_posted_[s] || source_aborted_[s] || in.confirmed) continue;
-    abort_posted_[s] = post_abort_message(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_,
-                                          cause, in.peer, &abort_ops_[n]);
+    abort_posted_[s] = post_abort_message(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc,
+                                          index_, cause, in.peer, &abort_ops_[n]);
   }
   aborts_sent_ = true;
   if (flush && ofi) flush_abort_messages(&abort_ops_[n], [this] { return drain_cq(); });
@@ -135,8 +135,8 @@ void FlowTarget::handle(const Completion& c) {
         rank = ctx_->spec.sources[s].rank;
       }
     }
-    fail_for_good(ctx_->endpoint_name(false, index_) + ": " + who + " sent a message in the name of " +
-                      ctx_->peer_name(true, op->ring),
+    fail_for_good(ctx_->endpoint_name(false, index_) + ": " + who +
+                      " sent a message in the name of " + ctx_->peer_name(true, op->ring),
                   rank);
     return;
   }

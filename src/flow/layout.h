@@ -95,16 +95,16 @@ inline constexpr uint32_t kConsumable = 1u << 0;  // always set on a published s
 inline constexpr uint32_t kEnd = 1u << 1;         // the source's last segment on this ring
 
 struct alignas(kLine) RegionHeader {
-  uint64_t magic;            // kRegionMagic
-  uint32_t version;          // kLayoutVersion
-  uint32_t local_targets;    // L
-  uint32_t sources;          // NS
-  uint32_t ring_segments;    // S
-  uint32_t segment_stride;   // bytes per segment, payload + footer, multiple of 64
-  uint32_t payload_bytes;    // where the footer starts in a segment (Geometry::payload_bytes)
-  uint64_t ring_stride;      // bytes per ring
-  uint64_t rings_offset;     // offset of ring (0, 0)
-  uint64_t total_bytes;      // size of the region
+  uint64_t magic;           // kRegionMagic
+  uint32_t version;         // kLayoutVersion
+  uint32_t local_targets;   // L
+  uint32_t sources;         // NS
+  uint32_t ring_segments;   // S
+  uint32_t segment_stride;  // bytes per segment, payload + footer, multiple of 64
+  uint32_t payload_bytes;   // where the footer starts in a segment (Geometry::payload_bytes)
+  uint64_t ring_stride;     // bytes per ring
+  uint64_t rings_offset;    // offset of ring (0, 0)
+  uint64_t total_bytes;     // size of the region
 };
 static_assert(sizeof(RegionHeader) == kLine);
 
@@ -145,12 +145,13 @@ static_assert(offsetof(RingHeader, source_waiting) == kLine);
 static_assert(offsetof(RingHeader, magic) == 2 * kLine);
 
 struct Footer {
-  uint32_t bytes_used;          // payload bytes holding records
-  uint32_t flags;               // kConsumable | kEnd
-  std::atomic<uint64_t> seq;    // publication word: k + 1 for the ring's k-th segment
+  uint32_t bytes_used;        // payload bytes holding records
+  uint32_t flags;             // kConsumable | kEnd
+  std::atomic<uint64_t> seq;  // publication word: k + 1 for the ring's k-th segment
 };
 static_assert(sizeof(Footer) == kFooterBytes);
-static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+                  std::atomic<uint32_t>::is_always_lock_free,
               "cross-process atomics must be lock-free");
 
 inline constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -188,7 +189,8 @@ struct Geometry {
   // total_bytes is kTooLarge when the sizes overflow 64 bits (or a stride
   // 32 bits): callers refuse such a flow rather than map a wrapped size.
   static constexpr uint64_t kTooLarge = ~uint64_t{0};
-  static Geometry make(uint32_t local_targets, uint32_t sources, uint32_t ring_segments, uint32_t payload_bytes) {
+  static Geometry make(uint32_t local_targets, uint32_t sources, uint32_t ring_segments,
+                       uint32_t payload_bytes) {
     Geometry g;
     g.local_targets = local_targets;
     g.sources = sources;
@@ -215,7 +217,9 @@ struct Geometry {
   }
   // Where the footer starts: the payload's room (at least what was asked).
   uint32_t payload_bytes() const { return footer_offset; }
-  uint64_t doorbell_offset(uint32_t lt) const { return sizeof(RegionHeader) + uint64_t{lt} * sizeof(Doorbell); }
+  uint64_t doorbell_offset(uint32_t lt) const {
+    return sizeof(RegionHeader) + uint64_t{lt} * sizeof(Doorbell);
+  }
   uint64_t ring_offset(uint32_t lt, uint32_t s) const {
     return rings_offset + (uint64_t{lt} * sources + s) * ring_stride;
   }
@@ -241,7 +245,9 @@ struct RingView {
 
   uint32_t payload_bytes() const { return footer_offset; }
   std::byte* payload(uint64_t k) const { return segments + (k % ring_segments) * segment_stride; }
-  Footer* footer(uint64_t k) const { return reinterpret_cast<Footer*>(payload(k) + payload_bytes()); }
+  Footer* footer(uint64_t k) const {
+    return reinterpret_cast<Footer*>(payload(k) + payload_bytes());
+  }
 };
 
 }  // namespace sluice::detail::layout

@@ -155,10 +155,10 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
         const uint32_t rank =
             st.source ? ctx.spec.targets[peer_index].rank : ctx.spec.sources[peer_index].rank;
         if (ctx.liveness != nullptr && !ctx.liveness->alive(rank)) {
-          throw PeerLostError(rank, "flow '" + ctx.spec.name + "': " + ctx.liveness->describe(rank) +
-                                        " while connecting " +
-                                        name_of(ctx, st.source, st.side->index) + " to " +
-                                        name_of(ctx, !st.source, peer_index));
+          throw PeerLostError(
+              rank, "flow '" + ctx.spec.name + "': " + ctx.liveness->describe(rank) +
+                        " while connecting " + name_of(ctx, st.source, st.side->index) + " to " +
+                        name_of(ctx, !st.source, peer_index));
         }
         if (Clock::now() >= deadline) {
           throw Error(ErrorCode::kTimeout,

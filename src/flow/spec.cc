@@ -25,16 +25,21 @@ constexpr uint32_t kMaxRingSegments = 1u << 16;
 
 const char* route_name(detail::Route r) {
   switch (r) {
-    case detail::Route::kHashKey: return "hash_key";
-    case detail::Route::kHashRecord: return "hash_record";
-    case detail::Route::kFunction: return "function";
-    case detail::Route::kExplicit: return "explicit";
+    case detail::Route::kHashKey:
+      return "hash_key";
+    case detail::Route::kHashRecord:
+      return "hash_record";
+    case detail::Route::kFunction:
+      return "function";
+    case detail::Route::kExplicit:
+      return "explicit";
   }
   return "?";
 }
 
 void check_endpoints(const FlowSpec& spec, const std::vector<Endpoint>& eps, const char* what) {
-  if (eps.empty()) invalid(spec, std::string("has no ") + what + "; name them with ." + what + "(...)");
+  if (eps.empty())
+    invalid(spec, std::string("has no ") + what + "; name them with ." + what + "(...)");
   std::set<Endpoint> seen;
   for (const Endpoint& e : eps) {
     if (!seen.insert(e).second) {
@@ -66,7 +71,9 @@ uint32_t FlowSpec::effective_segment_bytes() const {
 uint32_t FlowSpec::max_record_bytes() const {
   if (record_size != 0) return record_size;
   const uint32_t room = (effective_segment_bytes() - segment_prefix_bytes()) & ~7u;
-  return room >= detail::kRecordHeaderBytes ? room - static_cast<uint32_t>(detail::kRecordHeaderBytes) : 0;
+  return room >= detail::kRecordHeaderBytes
+             ? room - static_cast<uint32_t>(detail::kRecordHeaderBytes)
+             : 0;
 }
 
 uint32_t FlowSpec::effective_ring_segments() const {
@@ -86,7 +93,8 @@ uint32_t FlowSpec::effective_ring_segments(bool over_ofi) const {
   if (!over_ofi || !ordered || ring_segments != 0 || optimize != Optimize::kBandwidth) return ring;
   const uint64_t segment = effective_segment_bytes();
   const uint64_t want = (kOrderedOfiRingBytes + segment - 1) / segment;
-  return static_cast<uint32_t>(std::clamp<uint64_t>(want, ring, std::max(ring, kOrderedOfiRingMaxSegments)));
+  return static_cast<uint32_t>(
+      std::clamp<uint64_t>(want, ring, std::max(ring, kOrderedOfiRingMaxSegments)));
 }
 
 void FlowSpec::validate() const {
@@ -103,33 +111,42 @@ void FlowSpec::validate() const {
   check_endpoints(*this, targets, "targets");
   const uint32_t seg = effective_segment_bytes();
   if (seg < 8 || seg > kMaxSegmentBytes) {
-    invalid(*this, "segment_bytes " + std::to_string(seg) + " is outside [8, " + std::to_string(kMaxSegmentBytes) + "]");
+    invalid(*this, "segment_bytes " + std::to_string(seg) + " is outside [8, " +
+                       std::to_string(kMaxSegmentBytes) + "]");
   }
   const uint32_t ring = effective_ring_segments();
   if (ring < 2 || ring > kMaxRingSegments) {
-    invalid(*this, "ring_segments " + std::to_string(ring) + " is outside [2, " + std::to_string(kMaxRingSegments) + "]");
+    invalid(*this, "ring_segments " + std::to_string(ring) + " is outside [2, " +
+                       std::to_string(kMaxRingSegments) + "]");
   }
-  if (record_size != 0 && record_align > 64) invalid(*this, "records aligned to more than 64 bytes are not supported");
+  if (record_size != 0 && record_align > 64)
+    invalid(*this, "records aligned to more than 64 bytes are not supported");
   if (uint64_t{segment_prefix_bytes()} + (record_size != 0 ? record_size : 8) > seg) {
-    invalid(*this, "a record of " + std::to_string(record_size) + " bytes does not fit a segment of " +
-                       std::to_string(seg) + " bytes" +
-                       (ordered ? " (" + std::to_string(segment_prefix_bytes()) + " of which carry the sequence number)"
+    invalid(*this, "a record of " + std::to_string(record_size) +
+                       " bytes does not fit a segment of " + std::to_string(seg) + " bytes" +
+                       (ordered ? " (" + std::to_string(segment_prefix_bytes()) +
+                                      " of which carry the sequence number)"
                                 : std::string()) +
                        "; raise segment_bytes");
   }
   if (type == FlowType::kReplicate && route != detail::Route::kExplicit) {
-    invalid(*this, "a replicate flow sends every record to every target, so it takes no key or route");
+    invalid(*this,
+            "a replicate flow sends every record to every target, so it takes no key or route");
   }
-  if (ordered && type != FlowType::kReplicate) invalid(*this, "ordered() applies to replicate flows only");
-  if (sources.size() > 0xffff || targets.size() > 0xffff) invalid(*this, "more than 65535 sources or targets");
+  if (ordered && type != FlowType::kReplicate)
+    invalid(*this, "ordered() applies to replicate flows only");
+  if (sources.size() > 0xffff || targets.size() > 0xffff)
+    invalid(*this, "more than 65535 sources or targets");
   if (route == detail::Route::kHashKey) {
     if (key_size == 0) invalid(*this, "key has size 0");
     if (record_size != 0 && uint64_t{key_offset} + key_size > record_size) {
-      invalid(*this, "key bytes [" + std::to_string(key_offset) + ", " + std::to_string(key_offset + key_size) +
-                         ") lie outside the " + std::to_string(record_size) + "-byte record");
+      invalid(*this, "key bytes [" + std::to_string(key_offset) + ", " +
+                         std::to_string(key_offset + key_size) + ") lie outside the " +
+                         std::to_string(record_size) + "-byte record");
     }
   }
-  if (route == detail::Route::kFunction && !route_fn) invalid(*this, "route() was given an empty function");
+  if (route == detail::Route::kFunction && !route_fn)
+    invalid(*this, "route() was given an empty function");
 }
 
 std::string FlowSpec::canonical() const {
@@ -160,7 +177,8 @@ uint32_t SourceCore::route_slow(const void* rec, size_t n) const {
   switch (route_) {
     case Route::kHashKey:
       if (key_offset_ + key_size_ <= n) {
-        return reduce(hash_bytes(static_cast<const std::byte*>(rec) + key_offset_, key_size_), num_targets_);
+        return reduce(hash_bytes(static_cast<const std::byte*>(rec) + key_offset_, key_size_),
+                      num_targets_);
       }
       [[fallthrough]];  // a byte record shorter than its key: hash all of it
     case Route::kHashRecord:

@@ -22,8 +22,8 @@ class Endpoint;
 
 struct WaitSet {
   struct Ofi {
-    Waitable* core;         // blocks alone on the endpoint's queue
-    ofi::Endpoint* ep;      // its wait fd, for several at once
+    Waitable* core;     // blocks alone on the endpoint's queue
+    ofi::Endpoint* ep;  // its wait fd, for several at once
   };
   std::vector<FutexWaiter> words;  // shm: sleep while each holds its value
   std::vector<Ofi> ofi;            // ofi endpoints: their completion queues

@@ -16,8 +16,8 @@
 #include "common/hex.h"
 #include "common/log.h"
 #include "common/random.h"
-#include "control/registry_client.h"
 #include "common/test_hooks.h"
+#include "control/registry_client.h"
 #include "flow/layout.h"
 #include "transport/ofi/fabric_lib.h"
 
@@ -66,12 +66,15 @@ Status RegionAccess::fail(Status s, const std::string& what) {
   return s;
 }
 
-std::string RegionAccess::what() const { return "region '" + name_ + "' of rank " + std::to_string(owner_); }
+std::string RegionAccess::what() const {
+  return "region '" + name_ + "' of rank " + std::to_string(owner_);
+}
 
 Status RegionAccess::check_range(uint64_t offset, size_t len, bool atomic) {
   if (offset > bytes_ || len > bytes_ - offset) {
-    return fail(Status::kInvalid, what() + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + len) +
-                                      ") lie outside its " + std::to_string(bytes_) + " bytes");
+    return fail(Status::kInvalid, what() + ": bytes [" + std::to_string(offset) + ", " +
+                                      std::to_string(offset + len) + ") lie outside its " +
+                                      std::to_string(bytes_) + " bytes");
   }
   if (atomic && offset % 8 != 0) {
     return fail(Status::kInvalid, what() + ": atomic at offset " + std::to_string(offset) +
@@ -127,7 +130,8 @@ class ShmAccess final : public RegionAccess {
   }
   Status check(uint64_t offset, size_t len, bool atomic) {
     // Acquire: pairs with the owner's release store in revoke().
-    if (reinterpret_cast<const Header*>(map_.data())->revoked.load(std::memory_order_acquire) != 0) {
+    if (reinterpret_cast<const Header*>(map_.data())->revoked.load(std::memory_order_acquire) !=
+        0) {
       return fail(Status::kClosed, what() + " was revoked by its owner");
     }
     // The mapping outlives a dead owner, but what it held is no longer
@@ -203,7 +207,8 @@ class OfiAccess final : public RegionAccess {
         std::memcpy(out + done, bufs_->bounce, n);
       } else {
         ServiceMessage rep;
-        if (Status s = call(region_layout::kRead, offset + done, n, 0, 0, nullptr, &rep, deadline); s != Status::kOk) {
+        if (Status s = call(region_layout::kRead, offset + done, n, 0, 0, nullptr, &rep, deadline);
+            s != Status::kOk) {
           return s;
         }
         std::memcpy(out + done, bufs_->reply + sizeof(ServiceMessage), n);
@@ -262,11 +267,13 @@ class OfiAccess final : public RegionAccess {
     return s;
   }
 
-  Status fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous, Deadline deadline) override {
+  Status fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous,
+                   Deadline deadline) override {
     if (Status s = ready(offset, 8, true); s != Status::kOk) return s;
     if (!native_atomic_) {
       ServiceMessage rep;
-      if (Status s = call(region_layout::kFetchAdd, offset, 0, delta, 0, nullptr, &rep, deadline); s != Status::kOk) {
+      if (Status s = call(region_layout::kFetchAdd, offset, 0, delta, 0, nullptr, &rep, deadline);
+          s != Status::kOk) {
         return s;
       }
       *previous = rep.a;
@@ -335,7 +342,8 @@ class OfiAccess final : public RegionAccess {
   // kPeerLost (the handle broken) once `polls` passed the spin and the
   // owner's incarnation is gone; kOk otherwise.
   Status check_owner(uint32_t polls) {
-    if (polls < spin_polls_ || peers_ == nullptr || peers_->alive_as(owner_, incarnation_)) return Status::kOk;
+    if (polls < spin_polls_ || peers_ == nullptr || peers_->alive_as(owner_, incarnation_))
+      return Status::kOk;
     broken_ = true;
     broken_why_ = peers_->describe_as(owner_, incarnation_);
     return fail(Status::kPeerLost, what() + ": " + broken_why_);
@@ -343,8 +351,8 @@ class OfiAccess final : public RegionAccess {
 
   // One emulated request and its answer; says HELLO first, and again once
   // if the service no longer knows this client (it evicted it).
-  Status call(uint16_t op, uint64_t offset, size_t len, uint64_t a, uint64_t b, const std::byte* data,
-              ServiceMessage* rep, Deadline deadline) {
+  Status call(uint16_t op, uint64_t offset, size_t len, uint64_t a, uint64_t b,
+              const std::byte* data, ServiceMessage* rep, Deadline deadline) {
     for (int attempt = 0;; ++attempt) {
       if (client_ < 0) {
         ServiceMessage hello_rep;
@@ -418,8 +426,8 @@ class OfiAccess final : public RegionAccess {
 
   // Sends one request and waits for its answer (the answer's status is the
   // caller's to interpret).
-  Status exchange(uint16_t op, uint64_t offset, size_t len, uint64_t a, uint64_t b, const std::byte* data,
-                  ServiceMessage* rep, Deadline deadline) {
+  Status exchange(uint16_t op, uint64_t offset, size_t len, uint64_t a, uint64_t b,
+                  const std::byte* data, ServiceMessage* rep, Deadline deadline) {
     ServiceMessage req;
     fill_request(op, offset, len, a, b, &req);
     const bool carries = op == region_layout::kWrite || op == region_layout::kHello;
@@ -515,7 +523,8 @@ class OfiAccess final : public RegionAccess {
                   what() + ": " + err + " (" + peers_->describe_as(owner_, incarnation_) + ")");
     }
     // The owner is alive and refused the access: its key is gone.
-    return fail(Status::kClosed, what() + " refused the access (" + err + "): it was revoked by its owner");
+    return fail(Status::kClosed,
+                what() + " refused the access (" + err + "): it was revoked by its owner");
   }
 
   Status wait(std::initializer_list<const fi_context2*> ops, Deadline deadline) {
@@ -564,7 +573,8 @@ class OfiAccess final : public RegionAccess {
 
 }  // namespace
 
-std::unique_ptr<RegionAccess> RegionAccess::open(const std::string& name, uint32_t owner, const std::string& descriptor,
+std::unique_ptr<RegionAccess> RegionAccess::open(const std::string& name, uint32_t owner,
+                                                 const std::string& descriptor,
                                                  const std::string& host_id, const ofi::Config& cfg,
                                                  const control::PeerTable* peers) {
   std::istringstream in(descriptor);
@@ -581,8 +591,9 @@ std::unique_ptr<RegionAccess> RegionAccess::open(const std::string& name, uint32
     std::string their_host;
     if (!(in >> pid >> fd >> nonce >> their_host) || pid <= 0 || fd < 0) throw malformed();
     if (their_host != host_id) {
-      throw Error(ErrorCode::kInvalidArgument, "region '" + name + "' of rank " + std::to_string(owner) +
-                                                   " is reachable over shared memory only, from its own host");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "region '" + name + "' of rank " + std::to_string(owner) +
+                      " is reachable over shared memory only, from its own host");
     }
     SharedRegion map;
     try {

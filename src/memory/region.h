@@ -154,7 +154,9 @@ class RegionOwner {
   void retire(fi_addr_t addr);
   void post_request_receive(uint32_t slot);
   void send_reply(uint32_t slot, const region_layout::ServiceMessage& rep, fi_addr_t to);
-  region_layout::Header* header() const { return reinterpret_cast<region_layout::Header*>(mem_.data()); }
+  region_layout::Header* header() const {
+    return reinterpret_cast<region_layout::Header*>(mem_.data());
+  }
 
   std::string name_;
   size_t bytes_;
@@ -184,15 +186,17 @@ class RegionAccess {
   virtual ~RegionAccess();
   // Opens region `name` of rank `owner` from the descriptor it published.
   // Throws Error naming the region on a malformed or unreachable descriptor.
-  static std::unique_ptr<RegionAccess> open(const std::string& name, uint32_t owner, const std::string& descriptor,
+  static std::unique_ptr<RegionAccess> open(const std::string& name, uint32_t owner,
+                                            const std::string& descriptor,
                                             const std::string& host_id, const ofi::Config& cfg,
                                             const control::PeerTable* peers);
 
   virtual Status read(uint64_t offset, std::byte* out, size_t len, Deadline deadline) = 0;
   virtual Status write(uint64_t offset, const std::byte* in, size_t len, Deadline deadline) = 0;
-  virtual Status compare_and_swap(uint64_t offset, uint64_t expected, uint64_t desired, uint64_t* previous,
-                                  Deadline deadline) = 0;
-  virtual Status fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous, Deadline deadline) = 0;
+  virtual Status compare_and_swap(uint64_t offset, uint64_t expected, uint64_t desired,
+                                  uint64_t* previous, Deadline deadline) = 0;
+  virtual Status fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous,
+                           Deadline deadline) = 0;
   virtual const char* path() const = 0;
 
   // Calls fn(arg) every few polls while an operation of this handle waits
@@ -225,7 +229,8 @@ class RegionAccess {
   Status counted(Status s, size_t bytes);
 
  protected:
-  RegionAccess(std::string name, uint32_t owner, size_t bytes) : name_(std::move(name)), owner_(owner), bytes_(bytes) {}
+  RegionAccess(std::string name, uint32_t owner, size_t bytes)
+      : name_(std::move(name)), owner_(owner), bytes_(bytes) {}
   // kInvalid naming the problem if [offset, offset+len) is outside the
   // region, or (atomics) not one aligned 64-bit word.
   Status check_range(uint64_t offset, size_t len, bool atomic);

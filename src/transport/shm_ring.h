@@ -86,7 +86,8 @@ inline void return_credit(const layout::RingView& ring, uint64_t released) {
 // Source: tells the target that this source ends without its END, and wakes
 // it. Release: pairs with the acquire load in source_aborted(), so that a
 // segment published before is seen too.
-inline void abort_source(const layout::RingView& ring, layout::Doorbell* bell, uint32_t cause_rank) {
+inline void abort_source(const layout::RingView& ring, layout::Doorbell* bell,
+                         uint32_t cause_rank) {
   ring.header->source_aborted.store(layout::abort_word(cause_rank), std::memory_order_release);
   bell->seq.fetch_add(1, std::memory_order_relaxed);
   futex_wake_all(&bell->seq);

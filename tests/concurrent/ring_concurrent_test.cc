@@ -72,8 +72,10 @@ void run_shuffle(ShuffleSpec<Rec> spec, uint32_t nsrc, uint32_t ntgt, uint64_t p
         for (const Rec& r : *b) {
           const uint64_t src = r.value >> 40;
           const auto seq = static_cast<int64_t>(r.value & ((1ULL << 40) - 1));
-          if (src >= nsrc || seq <= last[src]) ++order_errors;
-          else last[src] = seq;
+          if (src >= nsrc || seq <= last[src])
+            ++order_errors;
+          else
+            last[src] = seq;
           ++c;
           sum += fp(r);
         }
@@ -258,7 +260,11 @@ TEST(RingConcurrentTest, LatencyRoundTripsWakeParkedConsumers) {
 }
 
 TEST(RingConcurrentTest, VariableLengthRecordsSurviveConcurrentWrapAround) {
-  auto spec = shuffle_bytes("bytes").sources(testing::slots(2)).targets(testing::slots(1, 1)).segment_bytes(256).ring_segments(3);
+  auto spec = shuffle_bytes("bytes")
+                  .sources(testing::slots(2))
+                  .targets(testing::slots(1, 1))
+                  .segment_bytes(256)
+                  .ring_segments(3);
   testing::LocalFlow flow(spec.spec());
   const uint64_t n = 100'000 / kScale;
   std::atomic<uint64_t> bad{0}, got{0};
@@ -281,7 +287,10 @@ TEST(RingConcurrentTest, VariableLengthRecordsSurviveConcurrentWrapAround) {
       for (auto rec : *b) {
         const uint64_t i = next[s]++;
         const size_t len = (i * 7 + s) % 200;
-        if (rec.size() != len) { ++bad; continue; }
+        if (rec.size() != len) {
+          ++bad;
+          continue;
+        }
         for (size_t j = 0; j < len; ++j) bad += rec[j] != static_cast<std::byte>(i + j);
         ++got;
       }

@@ -83,9 +83,7 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-[[noreturn]] void failed(const std::string& what) {
-  std::_Exit(sluice::testing::fail(what));
-}
+[[noreturn]] void failed(const std::string& what) { std::_Exit(sluice::testing::fail(what)); }
 
 void lost(Clock::time_point since, const std::string& error) {
   std::printf("LOST %.0f %s\n", ms_since(since), error.c_str());
@@ -97,9 +95,11 @@ void lost(Clock::time_point since, const std::string& error) {
 // survivors see the victim's end, not ours) and exit 3. With a Worker, the
 // stay keeps consuming through it: the others' pushes into this rank must go
 // on until they too run into the victim rather than into this rank's stay.
-[[noreturn]] void report_lost(Clock::time_point since, const std::string& what, const std::string& error,
-                              const std::optional<sluice::LostPeer>& peer, sluice::Worker* keep_consuming = nullptr) {
-  const std::string who = peer ? "[lost_peer " + std::to_string(peer->rank) + "] " : "[lost_peer none] ";
+[[noreturn]] void report_lost(Clock::time_point since, const std::string& what,
+                              const std::string& error, const std::optional<sluice::LostPeer>& peer,
+                              sluice::Worker* keep_consuming = nullptr) {
+  const std::string who =
+      peer ? "[lost_peer " + std::to_string(peer->rank) + "] " : "[lost_peer none] ";
   lost(since, who + what + ": " + error);
   const auto until = Clock::now() + std::chrono::milliseconds(3000);
   if (keep_consuming != nullptr) {
@@ -243,7 +243,9 @@ int readme(sluice::Cluster& c, const Args& a) {
   c.barrier("declared");
   const auto start = Clock::now();
   auto report = [&](const std::string& what, const std::string& error,
-                    const std::optional<sluice::LostPeer>& peer) { report_lost(start, what, error, peer); };
+                    const std::optional<sluice::LostPeer>& peer) {
+    report_lost(start, what, error, peer);
+  };
   auto drain = [&] {
     while (auto b = in.try_consume()) {
     }
@@ -459,7 +461,8 @@ int combiner(sluice::Cluster& c, const Args& a) {
   c.barrier("declared");
   const auto start = Clock::now();
   auto check_input = [&] {
-    if (w.status(in) == Status::kPeerLost) report_lost(start, "worker input", w.error(in), w.lost_peer(in), &w);
+    if (w.status(in) == Status::kPeerLost)
+      report_lost(start, "worker input", w.error(in), w.lost_peer(in), &w);
   };
   for (uint64_t i = 0; i < a.n; ++i) {
     if (c.rank() == a.victim && i == a.k) {
@@ -534,8 +537,10 @@ int source_abort(sluice::Cluster& c, const Args& a) {
         out.abort();
         std::printf("SOURCE aborted\n");
         std::fflush(stdout);
-        if (out.push(Rec{0, 0}) != Status::kClosed) failed("push after abort() is not kClosed: " + out.error());
-        if (out.close() != Status::kClosed) failed("close after abort() is not kClosed: " + out.error());
+        if (out.push(Rec{0, 0}) != Status::kClosed)
+          failed("push after abort() is not kClosed: " + out.error());
+        if (out.close() != Status::kClosed)
+          failed("close after abort() is not kClosed: " + out.error());
         // The source lives on until the target has learnt: only the
         // abort can have told it.
         c.barrier("fault-learnt");
@@ -595,7 +600,8 @@ int impersonate(sluice::Cluster& c, const Args& a) {
       if (from == 0) honest.add(r);
     }
   }
-  if (in.status() == Status::kEndOfFlow) failed("the flow ended complete although a source spoke in another's name");
+  if (in.status() == Status::kEndOfFlow)
+    failed("the flow ended complete although a source spoke in another's name");
   if (in.status() == Status::kTimeout) {
     // Over RMA the forged completions name segments of source 0's ring that
     // source 0 wrote itself, and the impostor's own ring never completes:
@@ -603,14 +609,15 @@ int impersonate(sluice::Cluster& c, const Args& a) {
     Totals want;
     for (uint64_t i = 0; i < a.k; ++i) want.add(Rec{0, i});
     if (honest.count != want.count || honest.sum != want.sum) {
-      failed("source 0: " + std::to_string(honest.count) + " records (want " + std::to_string(want.count) +
-             ") or a wrong checksum");
+      failed("source 0: " + std::to_string(honest.count) + " records (want " +
+             std::to_string(want.count) + ") or a wrong checksum");
     }
   } else if (in.status() != Status::kPeerLost) {
     failed(std::string("consume: ") + sluice::to_string(in.status()) + ": " + in.error());
   }
   const auto peer = in.lost_peer();
-  lost(start, in.error() + " [lost_peer " + (peer ? std::to_string(peer->rank) : std::string("none")) + "]");
+  lost(start, in.error() + " [lost_peer " +
+                  (peer ? std::to_string(peer->rank) : std::string("none")) + "]");
   return 0;
 }
 
@@ -736,8 +743,8 @@ void soak_run(sluice::Cluster& c, const Args& a, Out& out, In& in, Totals& got, 
   const auto start = Clock::now();
   auto report = [&](const std::string& what, const std::string& error,
                     const std::optional<sluice::LostPeer>& peer) {
-    lost(start, "[lost_peer " + (peer ? std::to_string(peer->rank) : std::string("none")) + "] " + what +
-                    ": " + error);
+    lost(start, "[lost_peer " + (peer ? std::to_string(peer->rank) : std::string("none")) + "] " +
+                    what + ": " + error);
     // Stay while the other survivors reach their own report: on an ordered
     // flow a source learns of a lost target only at close().
     std::this_thread::sleep_for(std::chrono::milliseconds(4000));
@@ -902,9 +909,11 @@ int main(int argc, char** argv) {
       };
       try {
         if (c.rank() == 0) {
-          auto flow = c.declare(sluice::shuffle<Rec>("tt").sources(c.all_ranks()).targets(c.all_ranks()));
+          auto flow =
+              c.declare(sluice::shuffle<Rec>("tt").sources(c.all_ranks()).targets(c.all_ranks()));
         } else {
-          auto flow = c.declare(sluice::shuffle<Other>("tt").sources(c.all_ranks()).targets(c.all_ranks()));
+          auto flow =
+              c.declare(sluice::shuffle<Other>("tt").sources(c.all_ranks()).targets(c.all_ranks()));
         }
       } catch (const sluice::Error& e) {
         std::printf("REFUSED %s: %s\n", sluice::to_string(e.code()), e.what());
@@ -936,7 +945,8 @@ int main(int argc, char** argv) {
       const auto start = Clock::now();
       while (in.consume(Clock::now() + std::chrono::seconds(30))) {
       }
-      if (in.status() != Status::kPeerLost) failed(std::string("consume: ") + sluice::to_string(in.status()));
+      if (in.status() != Status::kPeerLost)
+        failed(std::string("consume: ") + sluice::to_string(in.status()));
       lost(start, "consume: " + in.error());
       return 3;
     }

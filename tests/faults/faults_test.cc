@@ -350,7 +350,8 @@ TEST(DeclareTest, RanksThatDisagreeOnTheRecordTypeAreRefused) {
 // say who wrote).
 TEST(ImpersonationTest, ASourceSpeakingInAnothersNameIsCaughtAndNothingOfItsIsDelivered) {
   if (!over_ofi()) GTEST_SKIP() << "the impersonation hook exists on the ofi transport only";
-  auto r = run_job(3, {"--scenario", "impersonate", "--k", "3000"}, {{"SLUICE_TEST_OFI_IMPERSONATE", "2:0"}}, 90);
+  auto r = run_job(3, {"--scenario", "impersonate", "--k", "3000"},
+                   {{"SLUICE_TEST_OFI_IMPERSONATE", "2:0"}}, 90);
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
@@ -359,7 +360,8 @@ TEST(ImpersonationTest, ASourceSpeakingInAnothersNameIsCaughtAndNothingOfItsIsDe
   EXPECT_EQ(lost[0].rank, 1) << r.output;
   const char* rma = std::getenv("SLUICE_OFI_RMA");
   if (rma != nullptr && std::string(rma) == "0") {
-    EXPECT_NE(lost[0].error.find("source (2,0) sent a message in the name of source (0,0)"), std::string::npos)
+    EXPECT_NE(lost[0].error.find("source (2,0) sent a message in the name of source (0,0)"),
+              std::string::npos)
         << lost[0].error;
     EXPECT_NE(lost[0].error.find("[lost_peer 2]"), std::string::npos) << lost[0].error;
   } else {
@@ -368,8 +370,10 @@ TEST(ImpersonationTest, ASourceSpeakingInAnothersNameIsCaughtAndNothingOfItsIsDe
     const bool never_ended =
         lost[0].error.find("deadline passed, waiting for source (2,0) on rank 2") !=
         std::string::npos;
-    const bool caught = lost[0].error.find("from source (0,0) is corrupt (its footer carries another sequence number)") !=
-                        std::string::npos;
+    const bool caught =
+        lost[0].error.find(
+            "from source (0,0) is corrupt (its footer carries another sequence number)") !=
+        std::string::npos;
     EXPECT_TRUE(never_ended || caught) << lost[0].error;
   }
 }

@@ -85,15 +85,17 @@ TEST(FaultSoakTest, EveryRunIsExactlyOnceOrACleanPeerLostNamingTheRightRank) {
         if (b[1] != "none") who = std::stoi(b[1]);
         error = b.suffix().str();
       }
-      for (auto it = std::sregex_iterator(error.begin(), error.end(), blamed); who < 0 && it != std::sregex_iterator(); ++it) {
+      for (auto it = std::sregex_iterator(error.begin(), error.end(), blamed);
+           who < 0 && it != std::sregex_iterator(); ++it) {
         const int r0 = (*it)[1].matched ? std::stoi((*it)[1]) : std::stoi((*it)[2]);
         if (r0 != rank) {
           who = r0;
           break;
         }
       }
-      EXPECT_TRUE(blamable.count(who) == 1) << what << ": rank " << rank << " blamed rank " << who
-                                            << ", neither the victim nor a rank that had ended: " << error;
+      EXPECT_TRUE(blamable.count(who) == 1)
+          << what << ": rank " << rank << " blamed rank " << who
+          << ", neither the victim nor a rank that had ended: " << error;
       EXPECT_LT(std::stod(m[2]), 30000) << what << ": " << line;
       reported.insert(rank);
       blamable.insert(rank);

@@ -25,11 +25,11 @@ std::vector<uint8_t> byte_records(size_t n, size_t prefix) {
   return p;
 }
 
-void write(const std::string& dir, int index, uint8_t kind, const std::vector<uint8_t>& payload, size_t prefix,
-           uint32_t at, uint32_t value) {
+void write(const std::string& dir, int index, uint8_t kind, const std::vector<uint8_t>& payload,
+           size_t prefix, uint32_t at, uint32_t value) {
   std::vector<uint8_t> in = {kind};
   put32(in, static_cast<uint32_t>(payload.size() - prefix));  // bytes_used after the prefix
-  put32(in, 1);                                                // CONSUMABLE
+  put32(in, 1);                                               // CONSUMABLE
   put32(in, at);
   put32(in, value);
   in.insert(in.end(), payload.begin(), payload.end());
@@ -49,11 +49,11 @@ int main(int argc, char** argv) {
   }
   const std::string dir = argv[1];
   int i = 0;
-  write(dir, i++, 0, byte_records(5, 0), 0, 0, 3);            // byte records, a length rewritten to 3
-  write(dir, i++, 0, byte_records(9, 0), 0, 8, 0x7fffffff);   // rewritten to a huge length
+  write(dir, i++, 0, byte_records(5, 0), 0, 0, 3);  // byte records, a length rewritten to 3
+  write(dir, i++, 0, byte_records(9, 0), 0, 8, 0x7fffffff);  // rewritten to a huge length
   std::vector<uint8_t> fixed(64, 0x11);
-  write(dir, i++, 1, fixed, 0, 0, 0);                         // four 16-byte records
-  write(dir, i++, 2, byte_records(4, 8), 8, 0, 1);            // ordered: 8-byte sequence prefix
-  write(dir, i++, 3, byte_records(0, 0), 0, 0, 0);            // an empty segment of a tiny flow
+  write(dir, i++, 1, fixed, 0, 0, 0);               // four 16-byte records
+  write(dir, i++, 2, byte_records(4, 8), 8, 0, 1);  // ordered: 8-byte sequence prefix
+  write(dir, i++, 3, byte_records(0, 0), 0, 0, 0);  // an empty segment of a tiny flow
   return 0;
 }

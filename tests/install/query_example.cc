@@ -38,8 +38,9 @@ int main() {
         QueryWorker w(rt, slot);
         Scan scan(mine, mine.rows() * slot / rt.threads(), mine.rows() * (slot + 1) / rt.threads());
         scan.to(w.sender(by_key));
-        HashAggregate agg(rows, {"key"},
-                          {{AggKind::kCount, nullptr, "n"}, {AggKind::kSum, expr::col("value"), "sum"}});
+        HashAggregate agg(
+            rows, {"key"},
+            {{AggKind::kCount, nullptr, "n"}, {AggKind::kSum, expr::col("value"), "sum"}});
         agg.to(w.sender(to_root));
         w.receive(by_key, &agg);
         if (w.receives(to_root)) w.receive(to_root, &results[slot]);

@@ -170,11 +170,12 @@ TEST(JoinFilesTest, ACsvKeyThatIsNotAnUnsignedIntegerIsRejectedWithItsPosition) 
   struct Case {
     std::string text, where, field;
   };
-  for (const Case& c : {Case{"1,2\n -7\n", ":2:2:", "the key must be an unsigned integer below 2^64, not '-7'"},
-                        Case{"18446744073709551616\n", ":1:1:", "not '18446744073709551616'"},
-                        Case{"4,+5\n", ":1:3:", "the payload must be an unsigned integer"},
-                        Case{"4,5,6\n", ":1:4:", "trailing text after key,payload"},
-                        Case{"x7\n", ":1:1:", "not 'x7'"}}) {
+  for (const Case& c :
+       {Case{"1,2\n -7\n", ":2:2:", "the key must be an unsigned integer below 2^64, not '-7'"},
+        Case{"18446744073709551616\n", ":1:1:", "not '18446744073709551616'"},
+        Case{"4,+5\n", ":1:3:", "the payload must be an unsigned integer"},
+        Case{"4,5,6\n", ":1:4:", "trailing text after key,payload"},
+        Case{"x7\n", ":1:1:", "not 'x7'"}}) {
     char path[] = "/tmp/sluice-join-key-XXXXXX.csv";
     const int fd = ::mkstemps(path, 4);
     ASSERT_GE(fd, 0);

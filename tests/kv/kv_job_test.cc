@@ -302,10 +302,22 @@ TEST(KvJobTest, NoPaxosStartsANewSessionWhenTheSequencerAndLeaderAreKilled) {
 // must take a snapshot first (in chunks, over the flows).
 void expect_replica_restart_recovered(const std::string& protocol, int victim,
                                       int snapshot_every = 0) {
-  std::vector<std::string> args = {"run", "--protocol", protocol, "--ops", "300", "--keys", "20",
-                                   "--retry-ms", "500", "--election-timeout-ms", "1000",
-                                   "--test-kill-rank", std::to_string(victim), "--test-kill-after",
-                                   "100", "--test-await-rejoin"};
+  std::vector<std::string> args = {"run",
+                                   "--protocol",
+                                   protocol,
+                                   "--ops",
+                                   "300",
+                                   "--keys",
+                                   "20",
+                                   "--retry-ms",
+                                   "500",
+                                   "--election-timeout-ms",
+                                   "1000",
+                                   "--test-kill-rank",
+                                   std::to_string(victim),
+                                   "--test-kill-after",
+                                   "100",
+                                   "--test-await-rejoin"};
   if (snapshot_every > 0) {
     args.push_back("--snapshot-every");
     args.push_back(std::to_string(snapshot_every));
@@ -314,8 +326,8 @@ void expect_replica_restart_recovered(const std::string& protocol, int victim,
       run_kv(5, args, "sluice-kv-test-hooks", {"--keep-going", "--restarts", "1"});
   const std::string v = std::to_string(victim);
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "test hook: rank " + v), 1) << r.output;
-  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "sluice run: starting rank " + v + " again"),
-            1)
+  EXPECT_EQ(
+      sluice::testing::count_lines_with(r.output, "sluice run: starting rank " + v + " again"), 1)
       << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(
                 r.output, "rank " + v + ": a restarted replica (incarnation 1): recovering"),
@@ -339,7 +351,8 @@ void expect_replica_restart_recovered(const std::string& protocol, int victim,
   EXPECT_GE(went_on, 1) << r.output;
   EXPECT_LE(went_on, 4) << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(
-                r.output, "going on with ranks 0 1 2 3 4" + std::string(np ? " (NOPaxos session 3)" : "")),
+                r.output,
+                "going on with ranks 0 1 2 3 4" + std::string(np ? " (NOPaxos session 3)" : "")),
             4)
       << r.output;
   expect_clean_job(r, 3, 2, 300, /*failover=*/victim == 0);
@@ -408,10 +421,23 @@ TEST(KvJobTest, MultiPaxosGoesOnWithoutALeaderStoppedPastThePeerTimeout) {
 // would make so few ordered messages, about 45 a replica, that the leader
 // lost none in about one run of ten, and no gap agreement ran.)
 void expect_losses_survived(const std::string& protocol, int window = 1) {
-  std::vector<std::string> args = {
-      "run", "--protocol", protocol, "--ops", "300", "--keys", "20", "--retry-ms", "300",
-      "--election-timeout-ms", "1000", "--test-drop", window > 1 ? "0.05" : "0.02",
-      "--test-drop-seed", "3", "--window", std::to_string(window)};
+  std::vector<std::string> args = {"run",
+                                   "--protocol",
+                                   protocol,
+                                   "--ops",
+                                   "300",
+                                   "--keys",
+                                   "20",
+                                   "--retry-ms",
+                                   "300",
+                                   "--election-timeout-ms",
+                                   "1000",
+                                   "--test-drop",
+                                   window > 1 ? "0.05" : "0.02",
+                                   "--test-drop-seed",
+                                   "3",
+                                   "--window",
+                                   std::to_string(window)};
   if (protocol == "nopaxos" && window > 1) args.insert(args.end(), {"--batch", "2"});
   const ProcessResult r = run_kv(5, args, "sluice-kv-test-hooks");
   std::regex line("rank ([0-9]+): test hook lost ([0-9]+) of ([0-9]+) protocol messages");

@@ -407,7 +407,8 @@ TEST(MultiPaxosRecoveryTest, RestartsUnderLossOverManySeeds) {
     // The leader on odd seeds, a follower on even ones; on every third seed
     // a second replica restarts once the first recovered.
     const int l = std::max(c.leader(), 0);
-    const uint32_t r = seed % 2 ? static_cast<uint32_t>(l) : (static_cast<uint32_t>(l) + 1) % o.replicas;
+    const uint32_t r =
+        seed % 2 ? static_cast<uint32_t>(l) : (static_cast<uint32_t>(l) + 1) % o.replicas;
     c.restart(r);
     ASSERT_TRUE(recovered(c, r, 10000));
     if (seed % 3 == 0) {

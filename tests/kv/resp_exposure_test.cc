@@ -83,11 +83,10 @@ class RespLimitsTest : public ::testing::Test {
     ASSERT_NE(f, nullptr);
     std::fprintf(f, "%s\n", kPassword);
     std::fclose(f);
-    job_ = new RespJob(4, {"--resp-port", "0", "--requirepass-file", password_file_,
-                           "--maxclients", "250", "--maxmemory", "64kb", "--maxmemory-clients",
-                           "4mb", "--client-query-buffer-limit", "256kb",
-                           "--proto-max-bulk-len", "128kb", "--client-output-buffer-limit",
-                           "256kb"});
+    job_ = new RespJob(
+        4, {"--resp-port", "0", "--requirepass-file", password_file_, "--maxclients", "250",
+            "--maxmemory", "64kb", "--maxmemory-clients", "4mb", "--client-query-buffer-limit",
+            "256kb", "--proto-max-bulk-len", "128kb", "--client-output-buffer-limit", "256kb"});
   }
   static void TearDownTestSuite() {
     delete job_;
@@ -114,7 +113,8 @@ TEST_F(RespLimitsTest, NothingButAuthIsServedBeforeTheRightPassword) {
   c.send(request({"SET", "k", "v"}) + request({"GET", "k"}) + request({"AUTH", "wrong"}) +
          request({"AUTH", "someone", kPassword}) + request({"PING"}));
   const std::string noauth = "-NOAUTH Authentication required.\r\n";
-  const std::string wrongpass = "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+  const std::string wrongpass =
+      "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
   EXPECT_EQ(c.receive(noauth + noauth + wrongpass + wrongpass + noauth),
             noauth + noauth + wrongpass + wrongpass + noauth);
   c.send(request({"AUTH", "default", kPassword}) + request({"SET", "k", "v"}) +
@@ -159,7 +159,8 @@ TEST_F(RespLimitsTest, WritesPastMaxmemoryGetOomAndDeletesMakeRoom) {
   // 64 KiB holds about 270 keys of 8 + 128 bytes (and 96 of overhead each).
   const std::string value(128, 'm');
   std::string pipeline;
-  for (int i = 0; i < 400; ++i) pipeline += request({"SET", "mem:" + std::to_string(1000 + i), value});
+  for (int i = 0; i < 400; ++i)
+    pipeline += request({"SET", "mem:" + std::to_string(1000 + i), value});
   c->send(pipeline);
   const std::string oom = "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
   std::string got;
@@ -327,13 +328,12 @@ TEST(RespProtectedModeTest, AClientFromAnotherHostIsDeniedWithoutAPassword) {
   if (auto p = sluice::proc::find_program("redis-cli", &error, &status)) redis_cli = *p;
   ASSERT_FALSE(redis_cli.empty()) << "redis-cli is missing: make test-tools installs redis-tools";
   for (const bool with_password : {false, true}) {
-    std::vector<std::string> args = {"--resp-port", "0", "--resp-bind", "0.0.0.0",
+    std::vector<std::string> args = {"--resp-port",       "0",    "--resp-bind", "0.0.0.0",
                                      "--enable-shutdown", "local"};
     if (with_password) args.insert(args.end(), {"--requirepass", kPassword});
     RespJob job(4, args, {}, hosts.in_host(0, {}));
     ASSERT_NE(job.port(), 0) << job.output();
-    EXPECT_NE(job.output().find("listens on every interface"), std::string::npos)
-        << job.output();
+    EXPECT_NE(job.output().find("listens on every interface"), std::string::npos) << job.output();
     const std::string port = std::to_string(job.port());
     std::vector<std::string> remote = {redis_cli, "-h", hosts.ip(0), "-p", port};
     if (with_password) remote.insert(remote.end(), {"-a", kPassword, "--no-auth-warning"});

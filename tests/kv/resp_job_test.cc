@@ -252,8 +252,7 @@ TEST_F(RespJobTest, TheConnectionCommandsAnswerAsRedisDoes) {
   const std::string r3 = three.receive("+PONG\r\n");
   EXPECT_EQ(r3.rfind("%7\r\n$6\r\nserver\r\n", 0), 0u) << r3;
   EXPECT_NE(r3.find("$5\r\nproto\r\n:3\r\n"), std::string::npos) << r3;
-  EXPECT_NE(r3.find("*0\r\n_\r\n%1\r\n$9\r\ndatabases\r\n$1\r\n1\r\n+PONG\r\n"),
-            std::string::npos)
+  EXPECT_NE(r3.find("*0\r\n_\r\n%1\r\n$9\r\ndatabases\r\n$1\r\n1\r\n+PONG\r\n"), std::string::npos)
       << r3;
 }
 
@@ -500,8 +499,7 @@ TEST_F(RespJobTest, ShutdownEndsTheJobWithItsChecksPassed) {
   EXPECT_NE(output.find("possible SECURITY ATTACK"), std::string::npos)
       << "the cross-protocol request was logged\n"
       << output;
-  EXPECT_NE(output.find("clients: 2 RESP gateway clients completed"), std::string::npos)
-      << output;
+  EXPECT_NE(output.find("clients: 2 RESP gateway clients completed"), std::string::npos) << output;
   const ProcessResult p =
       run_process({SLUICE_KV_PORCUPINE, history_file()}, {}, std::chrono::seconds(120));
   EXPECT_EQ(p.exit_code, 0) << p.output;
@@ -519,7 +517,8 @@ TEST_F(RespJobTest, ShutdownEndsTheJobWithItsChecksPassed) {
     std::ofstream fa(a), fb(b);
     for (size_t i = 0; i < lines.size(); ++i) (i % 2 ? fb : fa) << lines[i] << '\n';
   }
-  const ProcessResult split = run_process({SLUICE_KV_PORCUPINE, a, b}, {}, std::chrono::seconds(120));
+  const ProcessResult split =
+      run_process({SLUICE_KV_PORCUPINE, a, b}, {}, std::chrono::seconds(120));
   EXPECT_EQ(split.exit_code, 0) << split.output;
   const std::string count = "linearizable (" + std::to_string(lines.size()) + " operations";
   EXPECT_NE(split.output.find(count), std::string::npos) << split.output;

@@ -59,8 +59,8 @@ TEST(RespMemoryTest, EveryRanksMemoryStaysFlatOverTenMillionSets) {
   const char* n = std::getenv("SLUICE_KV_MEMORY_SETS");
   const uint64_t total = n ? std::strtoull(n, nullptr, 10) : 10'000'000;
   ASSERT_GE(total, 2'000'000u);
-  RespJob job(4, {"--protocol", protocol, "--resp-port", "0", "--enable-shutdown", "local"}, {},
-              {}, 3000);
+  RespJob job(4, {"--protocol", protocol, "--resp-port", "0", "--enable-shutdown", "local"}, {}, {},
+              3000);
   ASSERT_NE(job.port(), 0) << job.output();
   const std::vector<int> ranks = children_of(job.process().pid());
   ASSERT_EQ(ranks.size(), 4u) << "the launcher's ranks";
@@ -69,7 +69,8 @@ TEST(RespMemoryTest, EveryRanksMemoryStaysFlatOverTenMillionSets) {
         {*bench, "-p", std::to_string(job.port()), "-t", "set", "-n", std::to_string(sets), "-d",
          "200", "-r", "1000", "-c", "32", "-P", "16", "-q"},
         {}, std::chrono::minutes(45));
-    EXPECT_EQ(r.exit_code, 0) << r.output.substr(r.output.size() - std::min<size_t>(2000, r.output.size()));
+    EXPECT_EQ(r.exit_code, 0) << r.output.substr(r.output.size() -
+                                                 std::min<size_t>(2000, r.output.size()));
     std::printf("%s", r.output.substr(r.output.rfind("SET")).c_str());
     job.drain(0ms);
   };

@@ -143,7 +143,7 @@ class RespJob {
   }
 
   uint16_t port() const { return port_; }  // 0: no gateway started
-  int pid() const { return pid_; }          // the gateway rank's process
+  int pid() const { return pid_; }         // the gateway rank's process
   sluice::proc::Process& process() { return *job_; }
   const std::string& output() const { return output_; }
 

@@ -184,7 +184,8 @@ TEST(StoreTest, WritesPastMaxmemoryAreRefusedAndChangeNothing) {
   Store s(o);
   uint64_t seq = 0;
   for (int k = 0; k < 3; ++k) {
-    const Result r = s.apply(cmd(Op::kPut, 1, ++seq, "k" + std::to_string(k), std::string(100, 'v')));
+    const Result r =
+        s.apply(cmd(Op::kPut, 1, ++seq, "k" + std::to_string(k), std::string(100, 'v')));
     EXPECT_TRUE(r.ok && !r.refused) << k;
   }
   EXPECT_EQ(s.used_bytes(), o.maxmemory);
@@ -195,8 +196,8 @@ TEST(StoreTest, WritesPastMaxmemoryAreRefusedAndChangeNothing) {
   EXPECT_FALSE(full.ok);
   EXPECT_EQ(s.data().count("k3"), 0u);
   EXPECT_TRUE(s.apply(cmd(Op::kPut, 1, seq, "k3", "x")).refused) << "a retry: the first result";
-  EXPECT_TRUE(s.apply(cmd(Op::kCas, 1, ++seq, "k0", std::string(101, 'w'), std::string(100, 'v')))
-                  .refused)
+  EXPECT_TRUE(
+      s.apply(cmd(Op::kCas, 1, ++seq, "k0", std::string(101, 'w'), std::string(100, 'v'))).refused)
       << "a swap that grows a value";
   EXPECT_FALSE(s.apply(cmd(Op::kCas, 1, ++seq, "k0", "short", std::string(100, 'v'))).refused)
       << "a swap that shrinks one";

@@ -384,20 +384,19 @@ TEST(SluiceRunMetricsTest, ABarePortIsLoopbackAndEveryInterfaceWarns) {
         run_process({sluice, "run", "-n", "1", "--metrics", bare, "--", "/bin/true"}, {},
                     std::chrono::seconds(60));
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_TRUE(std::regex_search(r.output,
-                                  std::regex(R"(Prometheus metrics at http://127\.0\.0\.1:[0-9]+/)")))
+    EXPECT_TRUE(std::regex_search(
+        r.output, std::regex(R"(Prometheus metrics at http://127\.0\.0\.1:[0-9]+/)")))
         << bare << ": " << r.output;
     EXPECT_EQ(r.output.find("every interface"), std::string::npos) << r.output;
   }
-  const testing::ProcessResult all = run_process(
-      {sluice, "run", "-n", "1", "--metrics", "0.0.0.0:0", "--", "/bin/true"}, {},
-      std::chrono::seconds(60));
+  const testing::ProcessResult all =
+      run_process({sluice, "run", "-n", "1", "--metrics", "0.0.0.0:0", "--", "/bin/true"}, {},
+                  std::chrono::seconds(60));
   EXPECT_EQ(all.exit_code, 0) << all.output;
   EXPECT_NE(all.output.find("--metrics 0.0.0.0:0: the metrics endpoint listens on every interface"),
             std::string::npos)
       << all.output;
 }
-
 
 }  // namespace
 }  // namespace sluice::metrics_test

@@ -1,6 +1,4 @@
 #include "multihost/child_process.h"
-#include "process.h"
-#include "support/test_support.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,6 +11,9 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+
+#include "process.h"
+#include "support/test_support.h"
 
 namespace sluice::testing {
 

@@ -354,13 +354,15 @@ TEST(TcpCloseTest, ASourceNeverResetsItsConnectionsToASlowTarget) {
         std::chrono::seconds(90));
     EXPECT_EQ(r.exit_code, 0) << "SLUICE_OFI_RMA=" << rma << ":\n" << r.output;
     EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED 200000 records"), 1) << r.output;
-    ProcessResult counts = hosts.run(0, {"nstat", "-az", "TcpExtTCPAbortOnClose", "TcpExtTCPAbortOnData"},
-                                     std::chrono::seconds(10));
+    ProcessResult counts =
+        hosts.run(0, {"nstat", "-az", "TcpExtTCPAbortOnClose", "TcpExtTCPAbortOnData"},
+                  std::chrono::seconds(10));
     std::smatch m;
     std::string text = counts.output;
     uint64_t resets = 0;
     const std::regex line("TcpExtTCPAbortOn(Close|Data) +([0-9]+)");
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), line);
+         it != std::sregex_iterator(); ++it) {
       resets += std::stoull((*it)[2]);
     }
     EXPECT_NE(counts.output.find("TcpExtTCPAbortOnClose"), std::string::npos) << counts.output;

@@ -91,9 +91,10 @@ TEST(NamTest, HotProductsOnTwoMemoryServersConflictButKeepTheInvariants) {
 // The baseline: the same workload and invariants with the message-based
 // two-phase commit (the memory servers as resource managers).
 TEST(NamTest, TwoPhaseCommitBaselineKeepsTheInvariants) {
-  const ProcessResult r = run_nam(4, {"--protocol", "2pc", "--memory-servers", "2", "--clients", "2", "--products",
-                                      "200", "--record-bytes", "64", "--hot-products", "20", "--browse-percent",
-                                      "20", "--txns", txns(100, 25), "--json"});
+  const ProcessResult r =
+      run_nam(4, {"--protocol", "2pc", "--memory-servers", "2", "--clients", "2", "--products",
+                  "200", "--record-bytes", "64", "--hot-products", "20", "--browse-percent", "20",
+                  "--txns", txns(100, 25), "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_invariants_ok(r);
   EXPECT_EQ(json_field(r.output, "protocol"), "2pc") << r.output;
@@ -204,8 +205,8 @@ TEST_F(NamHistoryTest, ListAppendHistoryIsSnapshotIsolation) {
 }
 
 TEST_F(NamHistoryTest, TwoPhaseCommitHistoryIsSnapshotIsolation) {
-  const std::string h = record({"--protocol", "2pc", "--workload", "list-append", "--keys", "8", "--list-capacity",
-                                "256", "--txns", txns(100, 25)},
+  const std::string h = record({"--protocol", "2pc", "--workload", "list-append", "--keys", "8",
+                                "--list-capacity", "256", "--txns", txns(100, 25)},
                                4);
   const Adya si = adya_check(h, "snapshot-isolation");
   EXPECT_EQ(si.exit_code, 0) << "the history must be valid under snapshot isolation\n" << si.output;

@@ -64,14 +64,16 @@ TEST(ParseSizes, AcceptsACommaListWithKAndMSuffixes) {
 TEST(ParseSizes, RejectsWhatIsNotANumber) {
   EXPECT_EQ(error_of([] { parse_sizes("12x"); }),
             "--sizes: '12x' is not a record size; use a comma list like 8,64,1k");
-  EXPECT_NE(error_of([] { parse_sizes("-16"); }).find("'-16' is not a record size"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_sizes("-16"); }).find("'-16' is not a record size"),
+            std::string::npos);
   EXPECT_NE(error_of([] { parse_sizes("16,,64"); }).find("empty item"), std::string::npos);
   EXPECT_NE(error_of([] { parse_sizes("k"); }).find("'k' is not a record size"), std::string::npos);
   EXPECT_NE(error_of([] { parse_sizes("99999999m"); }).find("is not supported"), std::string::npos);
 }
 
 TEST(ParseSizes, RejectsEmpty) {
-  EXPECT_NE(error_of([] { parse_sizes(""); }).find("--sizes: no record sizes given"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_sizes(""); }).find("--sizes: no record sizes given"),
+            std::string::npos);
   EXPECT_NE(error_of([] { parse_sizes("  "); }).find("no record sizes given"), std::string::npos);
 }
 
@@ -97,12 +99,15 @@ TEST(ParseSizes, RejectsDuplicatesAndNamesTheOption) {
 
 TEST(ParseWords, AcceptsAllowedWordsOnce) {
   const std::vector<std::string> modes = {"bandwidth", "latency"};
-  EXPECT_EQ(parse_words("latency,bandwidth", modes, "--modes"), (std::vector<std::string>{"latency", "bandwidth"}));
+  EXPECT_EQ(parse_words("latency,bandwidth", modes, "--modes"),
+            (std::vector<std::string>{"latency", "bandwidth"}));
   EXPECT_EQ(error_of([&] { parse_words("bw", modes, "--modes"); }),
             "--modes: 'bw' is not one of bandwidth, latency");
-  EXPECT_NE(error_of([&] { parse_words("latency,latency", modes, "--modes"); }).find("listed twice"),
+  EXPECT_NE(
+      error_of([&] { parse_words("latency,latency", modes, "--modes"); }).find("listed twice"),
+      std::string::npos);
+  EXPECT_NE(error_of([&] { parse_words("", modes, "--modes"); }).find("nothing given"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { parse_words("", modes, "--modes"); }).find("nothing given"), std::string::npos);
 }
 
 TEST(ParseShapes, AcceptsACommaList) {
@@ -144,7 +149,8 @@ nlohmann::json rtt_sample(double p50) {
   return s;
 }
 
-Series series(std::string name, std::string kind, std::string shape, std::vector<nlohmann::json> samples) {
+Series series(std::string name, std::string kind, std::string shape,
+              std::vector<nlohmann::json> samples) {
   Series s;
   s.name = std::move(name);
   s.kind = std::move(kind);
@@ -172,10 +178,12 @@ TEST(DeriveMetrics, RatesAndCyclesPerRecordFromCpuTime) {
 }
 
 TEST(MetricsJson, SummarizesEveryMetricOverTheRepeats) {
-  const nlohmann::json m = metrics_json({sample(1000, 1.0), sample(1000, 2.0), sample(1000, 4.0)}, 64, 1.0);
-  for (const char* k : {"records_per_s", "gbytes_per_s", "records_per_cpu_s", "src_cycles_per_record",
-                        "tgt_cycles_per_record"}) {
-    for (const char* f : {"median", "min", "max", "n"}) EXPECT_TRUE(m[k].contains(f)) << k << "." << f;
+  const nlohmann::json m =
+      metrics_json({sample(1000, 1.0), sample(1000, 2.0), sample(1000, 4.0)}, 64, 1.0);
+  for (const char* k : {"records_per_s", "gbytes_per_s", "records_per_cpu_s",
+                        "src_cycles_per_record", "tgt_cycles_per_record"}) {
+    for (const char* f : {"median", "min", "max", "n"})
+      EXPECT_TRUE(m[k].contains(f)) << k << "." << f;
   }
   EXPECT_DOUBLE_EQ(m["records_per_s"]["median"].get<double>(), 500);
   EXPECT_DOUBLE_EQ(m["records_per_s"]["min"].get<double>(), 250);
@@ -271,7 +279,8 @@ TEST(Goals, StreamingGoalNeedsEveryPeerZeroMqTenfoldAndHalfTheRing) {
   ASSERT_FALSE(g.is_null());
   EXPECT_EQ(g["met"], true);
   EXPECT_DOUBLE_EQ(g["checks"][0]["ratio_to_ring"].get<double>(), 1000 / 1500.0);
-  p.others[1] = series("zmq_ipc_push_pull", "peer", "1x1", {sample(200, 1)});  // only 5x ahead of ZeroMQ
+  p.others[1] =
+      series("zmq_ipc_push_pull", "peer", "1x1", {sample(200, 1)});  // only 5x ahead of ZeroMQ
   results = nlohmann::json::array({point_json(p, 0)});
   EXPECT_EQ((goal(goals_json(results, 2), "intra-host streaming"))["met"], false);
   // Records over 256 B are not part of it: nothing measured.
@@ -325,7 +334,8 @@ TEST(Goals, ScaleOutIsPerUsableCoreAgainst1x1) {
     return point_json(p, 0);
   };
   // On 2 CPUs every shape has 2 usable cores: 4x4 must keep 80% of 1x1's rate.
-  nlohmann::json results = nlohmann::json::array({point({1, 1}, 1000), point({2, 2}, 900), point({4, 4}, 700)});
+  nlohmann::json results =
+      nlohmann::json::array({point({1, 1}, 1000), point({2, 2}, 900), point({4, 4}, 700)});
   nlohmann::json g = goal(goals_json(results, 2), "N:M shuffle scale-out");
   ASSERT_EQ(g["checks"].size(), 2u);
   EXPECT_EQ(g["checks"][0]["met"], true);
@@ -334,7 +344,8 @@ TEST(Goals, ScaleOutIsPerUsableCoreAgainst1x1) {
   EXPECT_EQ(g["met"], false);
   // With 16 CPUs a 4x4 job has 8 cores, 1x1 has 2.
   g = goal(goals_json(results, 16), "N:M shuffle scale-out");
-  EXPECT_DOUBLE_EQ(g["checks"][1]["per_core_efficiency_vs_1x1"].get<double>(), (700.0 / 8) / (1000.0 / 2));
+  EXPECT_DOUBLE_EQ(g["checks"][1]["per_core_efficiency_vs_1x1"].get<double>(),
+                   (700.0 / 8) / (1000.0 / 2));
 }
 
 TEST(Report, HasTheSchemaFieldsAndATable) {
@@ -349,9 +360,12 @@ TEST(Report, HasTheSchemaFieldsAndATable) {
   l.flow = series("sluice", "flow", "1x1", {rtt_sample(1.0)});
   l.others = {series("shm_pingpong", "bound", "1x1", {rtt_sample(0.8)}),
               series("tcp_pingpong", "peer", "1x1", {rtt_sample(10)})};
-  const nlohmann::json skipped = nlohmann::json::array({{{"name", "fabtests"}, {"why", "not installed"}}});
-  const nlohmann::json j = report_json(env, "sluice perf --smoke", {{"repeats", 1}}, {p, l}, skipped);
-  for (const char* k : {"hostname", "nproc", "kernel", "cpu_model", "cpu_ghz", "date", "git_commit"}) {
+  const nlohmann::json skipped =
+      nlohmann::json::array({{{"name", "fabtests"}, {"why", "not installed"}}});
+  const nlohmann::json j =
+      report_json(env, "sluice perf --smoke", {{"repeats", 1}}, {p, l}, skipped);
+  for (const char* k :
+       {"hostname", "nproc", "kernel", "cpu_model", "cpu_ghz", "date", "git_commit"}) {
     EXPECT_TRUE(j["env"].contains(k)) << k;
   }
   EXPECT_EQ(j["command"], "sluice perf --smoke");
@@ -400,18 +414,27 @@ TEST(ParseNetnsHosts, AcceptsTwoHosts) {
 }
 
 TEST(ParseNetnsHosts, RejectsWhatIsNotTwoNamedIpv4Hosts) {
-  EXPECT_NE(error_of([] { parse_netns_hosts(""); }).find("--netns: no hosts given"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_netns_hosts("a=198.18.200.1"); }).find("exactly two hosts"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3.4,b=1.2.3.5,c=1.2.3.6"); }).find("exactly two hosts"),
+  EXPECT_NE(error_of([] { parse_netns_hosts(""); }).find("--netns: no hosts given"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_netns_hosts("a,b=1.2.3.4"); }).find("'a' is not NS=IP"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3,b=1.2.3.4"); }).find("'1.2.3' is not a dotted IPv4"),
+  EXPECT_NE(error_of([] { parse_netns_hosts("a=198.18.200.1"); }).find("exactly two hosts"),
             std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_netns_hosts("a=1.2.3.4,b=1.2.3.5,c=1.2.3.6");
+            }).find("exactly two hosts"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_netns_hosts("a,b=1.2.3.4"); }).find("'a' is not NS=IP"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([] { parse_netns_hosts("a=1.2.3,b=1.2.3.4"); }).find("'1.2.3' is not a dotted IPv4"),
+      std::string::npos);
   EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3.256,b=1.2.3.4"); }).find("not a dotted IPv4"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3.4,b=host"); }).find("not a dotted IPv4"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_netns_hosts("a b=1.2.3.4,c=1.2.3.5"); }).find("may only hold"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3.4,a=1.2.3.5"); }).find("same namespace"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3.4,b=host"); }).find("not a dotted IPv4"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_netns_hosts("a b=1.2.3.4,c=1.2.3.5"); }).find("may only hold"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_netns_hosts("a=1.2.3.4,a=1.2.3.5"); }).find("same namespace"),
+            std::string::npos);
 }
 
 TEST(QuoteCommand, QuotesOnlyWhatNeedsIt) {

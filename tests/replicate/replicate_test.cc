@@ -130,10 +130,12 @@ TEST(ReplicateFlowTest, SourceDyingInsideANumberedRunIsAGapOnEveryTarget) {
         << r.output;
     const char* transport = std::getenv("SLUICE_TRANSPORT");
     if (transport != nullptr && std::string(transport) == "ofi") {
-      EXPECT_GT(gaps.size(), 1u) << "a whole run's numbers: target " << t << " gaps [" << x.gaps << "]";
+      EXPECT_GT(gaps.size(), 1u) << "a whole run's numbers: target " << t << " gaps [" << x.gaps
+                                 << "]";
     }
     EXPECT_EQ(r.output.find("still running"), std::string::npos)
-        << "the survivors did not end in time\n" << r.output;
+        << "the survivors did not end in time\n"
+        << r.output;
     EXPECT_EQ(x.gaps, res.begin()->second.gaps) << "target " << t << "\n" << r.output;
     EXPECT_EQ(x.survivors, res.begin()->second.survivors) << "target " << t << "\n" << r.output;
     EXPECT_EQ(x.status, "PeerLost") << r.output;
@@ -179,10 +181,13 @@ TEST(ReplicateFlowTest, OrderedLatencyModeAgreesToo) {
 // surviving target reports that number as a gap (never hangs), agrees on
 // the order of the surviving sources' records, and ends naming the loss.
 TEST(ReplicateFlowTest, SourceDyingAfterTakingASequenceNumberIsAGapOnEveryTarget) {
-  auto r = run_job(4, {"--tuples", "40000", "--ordered", "--die-rank", "3", "--die-after", "20", "--gap-ms", "2000"});
+  auto r = run_job(4, {"--tuples", "40000", "--ordered", "--die-rank", "3", "--die-after", "20",
+                       "--gap-ms", "2000"});
   expect_clean(r);
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(dying after taking sequence number (\d+))"))) << r.output;
+  ASSERT_TRUE(
+      std::regex_search(r.output, m, std::regex(R"(dying after taking sequence number (\d+))")))
+      << r.output;
   const std::string lost = m[1];
   auto res = results(r.output);
   ASSERT_EQ(res.size(), 3u) << r.output;  // targets 0..2; target 3 died with its process
@@ -190,7 +195,9 @@ TEST(ReplicateFlowTest, SourceDyingAfterTakingASequenceNumberIsAGapOnEveryTarget
     std::set<std::string> gaps;
     std::istringstream in(x.gaps);
     for (std::string g; std::getline(in, g, ',');) gaps.insert(g);
-    EXPECT_EQ(gaps.count(lost), 1u) << "target " << t << " gaps [" << x.gaps << "], lost " << lost << "\n" << r.output;
+    EXPECT_EQ(gaps.count(lost), 1u)
+        << "target " << t << " gaps [" << x.gaps << "], lost " << lost << "\n"
+        << r.output;
     EXPECT_EQ(x.survivors, res.begin()->second.survivors) << "target " << t << "\n" << r.output;
     EXPECT_EQ(x.status, "PeerLost") << r.output;
   }
@@ -215,7 +222,8 @@ TEST(MemoryRegionTest, DestroyedRegionIsRefusedAndNeverReachesTheMemoryThatRepla
   expect_clean(r);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "STALE refused"), 1) << r.output;
-  EXPECT_EQ(testing::count_lines_with(r.output, "'old' of rank 0 was destroyed by its owner"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "'old' of rank 0 was destroyed by its owner"), 1)
+      << r.output;
 }
 
 // The owner of a region is killed: every other rank's next reads fail with
@@ -245,7 +253,10 @@ TEST(BarrierTest, EndpointSetBarrierHoldsAThousandRounds) {
   expect_clean(r);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED barriers"), 3) << r.output;
-  EXPECT_EQ(testing::count_lines_with(r.output, "barrier 'lonely' timed out after 300 ms waiting for endpoint (2,7)"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(
+                r.output, "barrier 'lonely' timed out after 300 ms waiting for endpoint (2,7)"),
+            1)
+      << r.output;
 }
 
 }  // namespace

@@ -27,7 +27,9 @@ struct Rec {
   uint64_t value;
 };
 
-uint64_t fingerprint(const Rec& r) { return sluice::hash64(r.value ^ (uint64_t{r.source} << 48) ^ r.seq); }
+uint64_t fingerprint(const Rec& r) {
+  return sluice::hash64(r.value ^ (uint64_t{r.source} << 48) ^ r.seq);
+}
 
 struct Args {
   std::string mode = "replicate";
@@ -130,8 +132,8 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
         continue;
       }
       if (r.seq != next[r.source]) {
-        problem = "source " + std::to_string(r.source) + " out of order: got " + std::to_string(r.seq) +
-                  ", expected " + std::to_string(next[r.source]);
+        problem = "source " + std::to_string(r.source) + " out of order: got " +
+                  std::to_string(r.seq) + ", expected " + std::to_string(next[r.source]);
       }
       next[r.source] = r.seq + 1;
       if (r.value != sluice::hash64(r.seq * 7919 + r.source)) problem = "corrupt record";
@@ -139,23 +141,27 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
       ++count;
       sum += fp;
       order = sluice::hash64(order ^ fp);
-      if (static_cast<int64_t>(r.source) != a.die_rank) order_survivors = sluice::hash64(order_survivors ^ fp);
+      if (static_cast<int64_t>(r.source) != a.die_rank)
+        order_survivors = sluice::hash64(order_survivors ^ fp);
     }
   }
   producer.join();
   if (!problem.empty()) return fail("target (" + std::to_string(me) + ",1): " + problem);
   if (!source_error.empty()) std::printf("source (%u,0): %s\n", me, source_error.c_str());
-  std::printf("RESULT target=%u count=%llu sum=%016llx order=%016llx survivors=%016llx gaps=[%s] status=%s\n", me,
-              static_cast<unsigned long long>(count), static_cast<unsigned long long>(sum),
-              static_cast<unsigned long long>(order), static_cast<unsigned long long>(order_survivors), gaps.c_str(),
-              sluice::to_string(in.status()));
+  std::printf(
+      "RESULT target=%u count=%llu sum=%016llx order=%016llx survivors=%016llx gaps=[%s] "
+      "status=%s\n",
+      me, static_cast<unsigned long long>(count), static_cast<unsigned long long>(sum),
+      static_cast<unsigned long long>(order), static_cast<unsigned long long>(order_survivors),
+      gaps.c_str(), sluice::to_string(in.status()));
   if (a.ordered) {
     // Without gaps, the numbers handed out are exactly 0 .. batches - 1.
     std::printf("SEQUENCES target=%u batches=%llu last=%llu\n", me,
                 static_cast<unsigned long long>(batches),
                 static_cast<unsigned long long>(last_seq));
   }
-  if (in.status() != sluice::Status::kEndOfFlow) std::printf("target (%u,1): %s\n", me, in.error().c_str());
+  if (in.status() != sluice::Status::kEndOfFlow)
+    std::printf("target (%u,1): %s\n", me, in.error().c_str());
   std::fflush(stdout);
   return 0;
 }
@@ -261,9 +267,11 @@ int run_regions(const Args& a, sluice::Cluster& c) {
   // CAS loops and fetch_adds from every rank, the owner included.
   for (uint64_t i = 0; i < a.ops; ++i) {
     uint64_t seen = 0, prev = 0;
-    if (ctr.read(0, std::as_writable_bytes(std::span(&seen, 1))) != sluice::Status::kOk) return fail(ctr.error());
+    if (ctr.read(0, std::as_writable_bytes(std::span(&seen, 1))) != sluice::Status::kOk)
+      return fail(ctr.error());
     for (;;) {
-      if (ctr.compare_and_swap(0, seen, seen + 1, &prev) != sluice::Status::kOk) return fail(ctr.error());
+      if (ctr.compare_and_swap(0, seen, seen + 1, &prev) != sluice::Status::kOk)
+        return fail(ctr.error());
       if (prev == seen) break;
       seen = prev;
     }
@@ -276,29 +284,37 @@ int run_regions(const Args& a, sluice::Cluster& c) {
   // Bounds and alignment are refused, and nothing breaks.
   uint64_t prev;
   std::byte two[16];
-  if (ctr.read(4090, two) != sluice::Status::kInvalid) return fail("read past the end was not refused");
-  if (ctr.error().find("outside") == std::string::npos) return fail("bounds error does not say why: " + ctr.error());
-  if (ctr.fetch_add(4, 1, &prev) != sluice::Status::kInvalid) return fail("misaligned fetch_add was not refused");
+  if (ctr.read(4090, two) != sluice::Status::kInvalid)
+    return fail("read past the end was not refused");
+  if (ctr.error().find("outside") == std::string::npos)
+    return fail("bounds error does not say why: " + ctr.error());
+  if (ctr.fetch_add(4, 1, &prev) != sluice::Status::kInvalid)
+    return fail("misaligned fetch_add was not refused");
   try {
     (void)c.open_region("nonexistent", 0, sluice::Clock::now() + std::chrono::milliseconds(200));
     return fail("opening a region nobody exposed succeeded");
   } catch (const sluice::Error& e) {
-    if (e.code() != sluice::ErrorCode::kTimeout) return fail(std::string("unexpected error: ") + e.what());
+    if (e.code() != sluice::ErrorCode::kTimeout)
+      return fail(std::string("unexpected error: ") + e.what());
   }
   c.barrier("written");
   const uint32_t peer = (me + 1) % n;
   if (data.read(peer * 12000, theirs) != sluice::Status::kOk) return fail(data.error());
   for (size_t i = 0; i < kBlock; ++i) {
     if (theirs[i] != std::byte(static_cast<unsigned char>(i * 31 + peer))) {
-      return fail("block of rank " + std::to_string(peer) + " differs at byte " + std::to_string(i));
+      return fail("block of rank " + std::to_string(peer) + " differs at byte " +
+                  std::to_string(i));
     }
   }
   c.barrier("counted");
   if (me == 0) {
     uint64_t words[2];
-    if (ctr.read(0, std::as_writable_bytes(std::span(words, 2))) != sluice::Status::kOk) return fail(ctr.error());
-    std::printf("COUNTERS cas=%llu fetch_add=%llu expected=%llu\n", static_cast<unsigned long long>(words[0]),
-                static_cast<unsigned long long>(words[1]), static_cast<unsigned long long>(a.ops * n));
+    if (ctr.read(0, std::as_writable_bytes(std::span(words, 2))) != sluice::Status::kOk)
+      return fail(ctr.error());
+    std::printf("COUNTERS cas=%llu fetch_add=%llu expected=%llu\n",
+                static_cast<unsigned long long>(words[0]),
+                static_cast<unsigned long long>(words[1]),
+                static_cast<unsigned long long>(a.ops * n));
     if (words[0] != a.ops * n || words[1] != a.ops * n) return fail("counters are not exact");
     counter.revoke();
   }
@@ -357,18 +373,20 @@ int run_barriers(const Args& a, sluice::Cluster& c) {
   // A member that never comes: a timeout naming it.
   if (me == 0) {
     try {
-      c.barrier("lonely", {{0, 0}, {n - 1, 7}}, 0, sluice::Clock::now() + std::chrono::milliseconds(300));
+      c.barrier("lonely", {{0, 0}, {n - 1, 7}}, 0,
+                sluice::Clock::now() + std::chrono::milliseconds(300));
       return fail("a barrier with an absent member completed");
     } catch (const sluice::Error& e) {
-      if (e.code() != sluice::ErrorCode::kTimeout || std::string(e.what()).find("(" + std::to_string(n - 1) + ",7)") ==
-                                                          std::string::npos) {
+      if (e.code() != sluice::ErrorCode::kTimeout ||
+          std::string(e.what()).find("(" + std::to_string(n - 1) + ",7)") == std::string::npos) {
         return fail(std::string("unexpected barrier error: ") + e.what());
       }
       std::printf("timeout: %s\n", e.what());
     }
   }
   c.barrier("done");
-  std::printf("VERIFIED barriers rank %u rounds %llu\n", me, static_cast<unsigned long long>(a.rounds));
+  std::printf("VERIFIED barriers rank %u rounds %llu\n", me,
+              static_cast<unsigned long long>(a.rounds));
   return 0;
 }
 
@@ -429,9 +447,11 @@ int run_reexpose(sluice::Cluster& c) {
       r = c.open_region("again", 0);
       std::byte b[8];
       const sluice::Status s = r.read(0, b, sluice::Clock::now() + std::chrono::seconds(10));
-      if (s != sluice::Status::kOk) return fail("read of incarnation " + std::to_string(round) + ": " + r.error());
+      if (s != sluice::Status::kOk)
+        return fail("read of incarnation " + std::to_string(round) + ": " + r.error());
       if (b[0] != fill || b[7] != fill) {
-        return fail("incarnation " + std::to_string(round) + " read byte " + std::to_string(static_cast<int>(b[0])));
+        return fail("incarnation " + std::to_string(round) + " read byte " +
+                    std::to_string(static_cast<int>(b[0])));
       }
     }
     c.barrier("read");
@@ -448,12 +468,15 @@ int run_reexpose(sluice::Cluster& c) {
         return fail("opened a destroyed region");
       } catch (const sluice::Error& e) {
         const auto ms =
-            std::chrono::duration_cast<std::chrono::milliseconds>(sluice::Clock::now() - started).count();
-        if (e.code() != sluice::ErrorCode::kInvalidArgument || std::string(e.what()).find("destroyed") == std::string::npos ||
-            ms > 2000) {
-          return fail(std::string("opening a destroyed region: ") + e.what() + " after " + std::to_string(ms) + " ms");
+            std::chrono::duration_cast<std::chrono::milliseconds>(sluice::Clock::now() - started)
+                .count();
+        if (e.code() != sluice::ErrorCode::kInvalidArgument ||
+            std::string(e.what()).find("destroyed") == std::string::npos || ms > 2000) {
+          return fail(std::string("opening a destroyed region: ") + e.what() + " after " +
+                      std::to_string(ms) + " ms");
         }
-        if (round == 0) std::printf("DESTROYED refused in %lld ms: %s\n", static_cast<long long>(ms), e.what());
+        if (round == 0)
+          std::printf("DESTROYED refused in %lld ms: %s\n", static_cast<long long>(ms), e.what());
       }
     }
     c.barrier("checked");

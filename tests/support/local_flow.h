@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "flow/layout.h"
 #include "flow/flow_core.h"
+#include "flow/layout.h"
 #include "sluice/flow.h"
 
 namespace sluice::testing {
@@ -42,9 +42,10 @@ class LocalFlow {
     ctx_.ring_segments = spec.effective_ring_segments();
     ctx_.payload_bytes = spec.effective_segment_bytes();  // as src/cluster.cc sets it
     geo_ = detail::layout::Geometry::make(static_cast<uint32_t>(spec.targets.size()),
-                                          static_cast<uint32_t>(spec.sources.size()), ctx_.ring_segments,
-                                          spec.effective_segment_bytes());
-    mem_ = static_cast<std::byte*>(std::aligned_alloc(64, detail::layout::round_up(geo_.total_bytes, 64)));
+                                          static_cast<uint32_t>(spec.sources.size()),
+                                          ctx_.ring_segments, spec.effective_segment_bytes());
+    mem_ = static_cast<std::byte*>(
+        std::aligned_alloc(64, detail::layout::round_up(geo_.total_bytes, 64)));
     std::memset(mem_, 0, geo_.total_bytes);
     std::vector<uint32_t> all;
     for (uint32_t t = 0; t < spec.targets.size(); ++t) all.push_back(t);
@@ -74,9 +75,13 @@ class LocalFlow {
     return detail::make_target(&ctx_, t, bell(t), std::move(rings), nullptr, sequencer());
   }
   template <class T>
-  Source<T> source(uint32_t s) { return detail::source_from_core<T>(source_core(s)); }
+  Source<T> source(uint32_t s) {
+    return detail::source_from_core<T>(source_core(s));
+  }
   template <class T>
-  Target<T> target(uint32_t t) { return detail::target_from_core<T>(target_core(t)); }
+  Target<T> target(uint32_t t) {
+    return detail::target_from_core<T>(target_core(t));
+  }
   BytesSource bytes_source(uint32_t s) { return detail::bytes_source_from_core(source_core(s)); }
   BytesTarget bytes_target(uint32_t t) { return detail::bytes_target_from_core(target_core(t)); }
 

@@ -130,9 +130,10 @@ TEST(SluiceDoctorTest, TooLittleLockedMemoryFailsForAProviderThatPinsAndNamesThe
 TEST(SluiceDoctorTest, ASmallDevShmIsNamedWhenTheShmProviderCannotOpen) {
   if (::geteuid() != 0 || ::access("/usr/bin/unshare", X_OK) != 0)
     GTEST_SKIP() << "needs root and unshare(1) to mount a small /dev/shm in a namespace of its own";
-  const auto small = doctor("exec unshare -m /bin/sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm "
-                            "&& exec \"$0\" \"$@\"' \"$0\" doctor --json \"$@\"; : ",
-                            {"--ofi-provider", "shm"});
+  const auto small = doctor(
+      "exec unshare -m /bin/sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm "
+      "&& exec \"$0\" \"$@\"' \"$0\" doctor --json \"$@\"; : ",
+      {"--ofi-provider", "shm"});
   const nlohmann::json report = last_json(small.output);
   ASSERT_FALSE(report.is_null()) << small.output;
   const nlohmann::json c = check_named(report, "libfabric provider");

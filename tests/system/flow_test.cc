@@ -4,7 +4,6 @@
 // per-source order; that happens inside sluice-test-worker, which prints
 // VERIFIED only if all of it holds.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -58,7 +57,9 @@ std::vector<long> detection_ms(const std::string& output, const std::string& pat
 
 void expect_verified(const testing::ProcessResult& r, uint64_t records) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED " + std::to_string(records) + " records"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED " + std::to_string(records) + " records"),
+            1)
+      << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
@@ -84,16 +85,18 @@ TEST(ShuffleFlowTest, OneSourceToThreeTargets) {
 }
 
 TEST(ShuffleFlowTest, DeliversEveryTupleOnceAcrossFourRanksTimesTwoSlots) {
-  auto r = run_job(4, {"--sources", "0,1,2,3", "--targets", "0,1,2,3", "--slots", "2", "--tuples", "100000"});
+  auto r = run_job(
+      4, {"--sources", "0,1,2,3", "--targets", "0,1,2,3", "--slots", "2", "--tuples", "100000"});
   expect_verified(r, 800000);
 }
 
 TEST(ShuffleFlowTest, SlowConsumerForcesBackPressureWithoutLoss) {
-  auto r = run_job(2, {"--sources", "0", "--targets", "1", "--tuples", "20000", "--segment-bytes", "256",
-                       "--ring-segments", "2", "--slow-consumer-us", "100"});
+  auto r = run_job(2, {"--sources", "0", "--targets", "1", "--tuples", "20000", "--segment-bytes",
+                       "256", "--ring-segments", "2", "--slow-consumer-us", "100"});
   expect_verified(r, 20000);
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("backpressured ([0-9]+) times"))) << r.output;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("backpressured ([0-9]+) times")))
+      << r.output;
   EXPECT_GT(std::stoull(m[1]), 100u) << "the source never hit a full ring";
 }
 
@@ -109,7 +112,8 @@ TEST(ShuffleFlowTest, LatencyModeDeliversEveryRecord) {
 }
 
 TEST(ShuffleFlowTest, SpecMismatchIsAnErrorNamingBothSides) {
-  auto r = run_job(2, {"--sources", "0,1", "--targets", "0,1", "--wide-on-rank", "1"}, {"--grace", "5"});
+  auto r =
+      run_job(2, {"--sources", "0,1", "--targets", "0,1", "--wide-on-rank", "1"}, {"--grace", "5"});
   EXPECT_NE(r.exit_code, 0) << r.output;
   // Both ranks fail, each with a message naming both ranks and the field.
   std::regex both("SpecMismatch.*record_size.*rank [01].*rank [01]");
@@ -121,10 +125,11 @@ TEST(ShuffleFlowTest, SpecMismatchIsAnErrorNamingBothSides) {
 
 TEST(ShuffleFlowFaultTest, KillNineOfOneRankMakesTheOthersReportPeerLostInTime) {
   StampFile stamp;
-  auto r = run_job(3,
-                   {"--sources", "0,1,2", "--targets", "0,1,2", "--tuples", "50000000", "--kill-rank", "1",
-                    "--kill-after", "200000", "--kill-stamp", stamp.path(), "--expect-peer-lost", "1"},
-                   {"--grace", "20"});
+  auto r = run_job(
+      3,
+      {"--sources", "0,1,2", "--targets", "0,1,2", "--tuples", "50000000", "--kill-rank", "1",
+       "--kill-after", "200000", "--kill-stamp", stamp.path(), "--expect-peer-lost", "1"},
+      {"--grace", "20"});
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
   // Both survivors saw PeerLost naming rank 1, within the 5 s deadline.
@@ -143,21 +148,39 @@ TEST(ShuffleFlowFaultTest, StoppedRankIsReportedLostWhenItsHeartbeatsStop) {
   StampFile stamp;
   // A 1 s peer timeout keeps the test short; the default is 5 s.
   auto r = run_job(3,
-                   {"--sources", "0,1,2", "--targets", "0,1,2", "--tuples", "50000000", "--kill-rank", "2",
-                    "--kill-after", "100000", "--kill-signal", "STOP", "--kill-stamp", stamp.path(),
-                    "--expect-peer-lost", "2"},
+                   {"--sources", "0,1,2", "--targets", "0,1,2", "--tuples", "50000000",
+                    "--kill-rank", "2", "--kill-after", "100000", "--kill-signal", "STOP",
+                    "--kill-stamp", stamp.path(), "--expect-peer-lost", "2"},
                    {"--grace", "20"}, {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
   EXPECT_NE(r.exit_code, 0) << r.output;
-  const auto delays = detection_ms(r.output, "PEERLOST detected in (-?[0-9]+) ms: .*rank 2.*no heartbeat");
+  const auto delays =
+      detection_ms(r.output, "PEERLOST detected in (-?[0-9]+) ms: .*rank 2.*no heartbeat");
   EXPECT_EQ(delays.size(), 2u) << r.output;
   for (long ms : delays) EXPECT_LT(ms, 1000 + 4000) << "the peer timeout is 1 s: " << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
 }
 
 TEST(ShuffleFlowTest, JoinOutsideAJobSaysHowToLaunch) {
-  auto r = run_process({"/usr/bin/env", "-u", "SLUICE_RANK", "-u", "SLUICE_WORLD_SIZE", "-u", "SLUICE_REGISTRY", "-u",
-                        "SLURM_PROCID", "-u", "OMPI_COMM_WORLD_RANK", "-u", "PMIX_RANK", "-u", "RANK",
-                        bin("sluice-test-worker"), "--sources", "0", "--targets", "0"});
+  auto r = run_process({"/usr/bin/env",
+                        "-u",
+                        "SLUICE_RANK",
+                        "-u",
+                        "SLUICE_WORLD_SIZE",
+                        "-u",
+                        "SLUICE_REGISTRY",
+                        "-u",
+                        "SLURM_PROCID",
+                        "-u",
+                        "OMPI_COMM_WORLD_RANK",
+                        "-u",
+                        "PMIX_RANK",
+                        "-u",
+                        "RANK",
+                        bin("sluice-test-worker"),
+                        "--sources",
+                        "0",
+                        "--targets",
+                        "0"});
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("Bootstrap"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("sluice run"), std::string::npos) << r.output;

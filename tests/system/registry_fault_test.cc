@@ -119,8 +119,8 @@ TEST(RegistryFaultTest, GarbageAndWrongSecretGetErrorsWhileAJobCompletes) {
   std::vector<std::future<testing::ProcessResult>> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.push_back(std::async(std::launch::async, [&, r] {
-      return testing::run_process({bin("sluice-test-worker"), "--sources", "0,1", "--targets", "0,1", "--tuples",
-                                   "2000000", "--slow-consumer-us", "20"},
+      return testing::run_process({bin("sluice-test-worker"), "--sources", "0,1", "--targets",
+                                   "0,1", "--tuples", "2000000", "--slow-consumer-us", "20"},
                                   {{"SLUICE_RANK", std::to_string(r)},
                                    {"SLUICE_WORLD_SIZE", "2"},
                                    {"SLUICE_REGISTRY", registry.address()},
@@ -130,8 +130,9 @@ TEST(RegistryFaultTest, GarbageAndWrongSecretGetErrorsWhileAJobCompletes) {
   }
 
   // Meanwhile, hostile and broken clients.
-  EXPECT_NE(send_and_read_error(registry.port(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n").find("Protocol"),
-            std::string::npos);
+  EXPECT_NE(
+      send_and_read_error(registry.port(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n").find("Protocol"),
+      std::string::npos);
   std::string huge = control::make_frame(control::MsgType::kHello, 1, "");
   huge[control::kLengthOffset + 3] = 0x7f;  // a length far over the limit
   EXPECT_NE(send_and_read_error(registry.port(), huge).find("Protocol"), std::string::npos);
@@ -140,9 +141,11 @@ TEST(RegistryFaultTest, GarbageAndWrongSecretGetErrorsWhileAJobCompletes) {
   hello.world_size = 2;
   hello.host = "intruder";
   hello.secret = "wrong";
-  std::string wrong = send_and_read_error(registry.port(), control::make_frame(control::MsgType::kHello, 1, control::encode(hello)));
+  std::string wrong = send_and_read_error(
+      registry.port(), control::make_frame(control::MsgType::kHello, 1, control::encode(hello)));
   EXPECT_NE(wrong.find("Auth"), std::string::npos) << wrong;
-  std::string old_version = control::make_frame(control::MsgType::kHello, 1, control::encode(hello), 99);
+  std::string old_version =
+      control::make_frame(control::MsgType::kHello, 1, control::encode(hello), 99);
   std::string skew = send_and_read_error(registry.port(), old_version);
   EXPECT_NE(skew.find("99"), std::string::npos) << skew;
   EXPECT_NE(skew.find(std::to_string(kProtocolVersion)), std::string::npos) << skew;

@@ -61,7 +61,8 @@ std::vector<std::string> lines_of(const std::string& text) {
 // while it runs, for commands that serve until signalled.
 class LiveProcess {
  public:
-  explicit LiveProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {}) {
+  explicit LiveProcess(const std::vector<std::string>& argv,
+                       const std::map<std::string, std::string>& env = {}) {
     proc::SpawnOptions o;
     o.argv = argv;
     if (!env.empty()) o.env = proc::environment_with(env);
@@ -379,29 +380,33 @@ TEST(SluiceRunTest, RejectsABadPeerTimeout) {
 }
 
 TEST(SluiceRunTest, PrintOptionsShowsTheSettingsEveryRankWouldGetAndStartsNothing) {
-  ProcessResult r = run_process(run_argv({"-n", "3", "--print-options"}),
-                                {{"SLUICE_TRANSPORT", "ofi"}, {"SLUICE_PEER_TIMEOUT_MS", "1234"}}, kLimit);
+  ProcessResult r =
+      run_process(run_argv({"-n", "3", "--print-options"}),
+                  {{"SLUICE_TRANSPORT", "ofi"}, {"SLUICE_PEER_TIMEOUT_MS", "1234"}}, kLimit);
   ASSERT_EQ(r.exit_code, 0) << describe(r);
-  for (const char* line : {"world_size = 3", "transport = ofi", "peer_timeout_ms = 1234", "secret = (set)",
-                           "rank = (from the environment at join)"}) {
+  for (const char* line : {"world_size = 3", "transport = ofi", "peer_timeout_ms = 1234",
+                           "secret = (set)", "rank = (from the environment at join)"}) {
     EXPECT_EQ(count_lines_with(r.output, line), 1) << line << describe(r);
   }
   EXPECT_EQ(count_lines_with(r.output, "registry at"), 0) << "no registry started: " << describe(r);
 }
 
 TEST(SluiceRunTest, PrintOptionsRefusesAMalformedVariableNamingIt) {
-  ProcessResult r = run_process(run_argv({"-n", "2", "--print-options"}), {{"SLUICE_OFI_RMA", "maybe"}}, kLimit);
+  ProcessResult r =
+      run_process(run_argv({"-n", "2", "--print-options"}), {{"SLUICE_OFI_RMA", "maybe"}}, kLimit);
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "SLUICE_OFI_RMA='maybe' is not one of"), 1) << describe(r);
 }
 
 TEST(SluiceRunTest, TakesItsLogLevelFromSluiceLog) {
-  ProcessResult r = run_process(run_argv({"-n", "1", "--", "/bin/true"}), {{"SLUICE_LOG", "info"}}, kLimit);
+  ProcessResult r =
+      run_process(run_argv({"-n", "1", "--", "/bin/true"}), {{"SLUICE_LOG", "info"}}, kLimit);
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "registry at 127.0.0.1:"), 1) << describe(r);
   r = run_process(run_argv({"-n", "1", "--", "/bin/true"}), {{"SLUICE_LOG", "loud"}}, kLimit);
   EXPECT_EQ(r.exit_code, 2) << describe(r);
-  EXPECT_EQ(count_lines_with(r.output, "SLUICE_LOG='loud' is not one of error, warn, info or debug"), 1)
+  EXPECT_EQ(
+      count_lines_with(r.output, "SLUICE_LOG='loud' is not one of error, warn, info or debug"), 1)
       << describe(r);
 }
 
@@ -412,8 +417,7 @@ TEST(SluiceRegistryTest, PrintsItsAddressAndSecretAndStopsOnSigterm) {
   p.signal(SIGTERM);
   proc::ExitStatus status;
   ASSERT_TRUE(p.wait_exit(seconds(10), &status)) << p.output();
-  EXPECT_EQ(status.exit_code, 0)
-      << "signal " << status.term_signal << ": " << p.output();
+  EXPECT_EQ(status.exit_code, 0) << "signal " << status.term_signal << ": " << p.output();
   std::vector<std::string> lines = lines_of(p.output());
   ASSERT_GE(lines.size(), 2u) << p.output();
   EXPECT_TRUE(std::regex_match(lines[0], std::regex(R"(SLUICE_REGISTRY=127\.0\.0\.1:[1-9]\d*)")))
@@ -444,7 +448,8 @@ TEST(SluiceRegistryTest, TakesTheSecretFromASecretFile) {
   const std::string text = "from-a-file-secret\n";
   ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
   ::close(fd);
-  LiveProcess p({bin("sluice"), "registry", "--bind", "127.0.0.1:0", "--world", "1", "--secret-file", path});
+  LiveProcess p(
+      {bin("sluice"), "registry", "--bind", "127.0.0.1:0", "--world", "1", "--secret-file", path});
   ASSERT_TRUE(p.started());
   ASSERT_TRUE(p.wait_for_output("SLUICE_REGISTRY=", seconds(10))) << p.output();
   p.signal(SIGTERM);
@@ -453,13 +458,15 @@ TEST(SluiceRegistryTest, TakesTheSecretFromASecretFile) {
   ::unlink(path);
   EXPECT_EQ(status.exit_code, 0) << p.output();
   EXPECT_EQ(p.output().find("from-a-file"), std::string::npos) << p.output();
-  EXPECT_EQ(p.output().find("SLUICE_SECRET="), std::string::npos) << "not generated: " << p.output();
+  EXPECT_EQ(p.output().find("SLUICE_SECRET="), std::string::npos)
+      << "not generated: " << p.output();
 
-  ProcessResult r = run_process(
-      {bin("sluice"), "registry", "--bind", "127.0.0.1:0", "--world", "1", "--secret-file", "/nonexistent/secret"}, {},
-      kLimit);
+  ProcessResult r = run_process({bin("sluice"), "registry", "--bind", "127.0.0.1:0", "--world", "1",
+                                 "--secret-file", "/nonexistent/secret"},
+                                {}, kLimit);
   EXPECT_EQ(r.exit_code, 2) << describe(r);
-  EXPECT_EQ(count_lines_with(r.output, "--secret-file /nonexistent/secret: cannot open it"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "--secret-file /nonexistent/secret: cannot open it"), 1)
+      << describe(r);
 }
 
 TEST(SluiceRegistryTest, SecretOnTheCommandLineStillWorksButWarns) {
@@ -470,11 +477,11 @@ TEST(SluiceRegistryTest, SecretOnTheCommandLineStillWorksButWarns) {
   p.signal(SIGINT);
   proc::ExitStatus status;
   ASSERT_TRUE(p.wait_exit(seconds(10), &status)) << p.output();
-  EXPECT_EQ(status.exit_code, 0)
-      << "signal " << status.term_signal << ": " << p.output();
+  EXPECT_EQ(status.exit_code, 0) << "signal " << status.term_signal << ": " << p.output();
   EXPECT_EQ(p.output().find("hunter2"), std::string::npos) << p.output();
   EXPECT_EQ(p.output().find("SLUICE_SECRET="), std::string::npos) << p.output();
-  EXPECT_EQ(count_lines_with(p.output(), "warning: --secret puts the job secret on the command line"), 1)
+  EXPECT_EQ(
+      count_lines_with(p.output(), "warning: --secret puts the job secret on the command line"), 1)
       << p.output();
 }
 
@@ -500,8 +507,9 @@ TEST(SluiceVersionTest, PrintsLibraryAndProtocolVersions) {
 // The library the tool links is the installed one: its test hooks are off
 // whatever the environment says (they made an ordinary program exit with 17).
 TEST(SluiceVersionTest, TheInstalledLibraryIgnoresTestHooks) {
-  ProcessResult r = run_process({bin("sluice"), "version"},
-                                {{"SLUICE_TEST_DIE_AFTER_SEQUENCE", "1"}, {"SLUICE_OFI_TEST_UNORDERED", "1"}}, kLimit);
+  ProcessResult r = run_process(
+      {bin("sluice"), "version"},
+      {{"SLUICE_TEST_DIE_AFTER_SEQUENCE", "1"}, {"SLUICE_OFI_TEST_UNORDERED", "1"}}, kLimit);
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "test hooks: off"), 1) << describe(r);
 }

@@ -214,7 +214,8 @@ TEST(RankSigusr1ReportTest, ARankReportsItsEndpointsAndRegionHandlesAndCarriesOn
   // the launcher's child whose SLUICE_RANK is 1, give its control thread a
   // heartbeat interval or two, then let the job end.
   const std::string script =
-      std::string(kPidOfRank) + ": >\"$2.out\"; "
+      std::string(kPidOfRank) +
+      ": >\"$2.out\"; "
       "\"$0\" run -n 3 --timeout 60 -- \"$1\" --records 20000 --region-ops 25 --ordered 800 "
       "--hold-until \"$2\" >>\"$2.out\" 2>&1 & p=$!; "
       "i=0; while n=$(grep -c ' pushed ' \"$2.out\"); [ \"${n:-0}\" -lt 3 ] && [ $i -lt 600 ]; "
@@ -307,8 +308,8 @@ TEST(SluiceLogInfoTest, NamesThePathOfEveryPairOfEndpointsAndWarnsOfAProviderFal
     // where one of them is here and refused, at info level where none is
     // (a host without RDMA hardware, as this one).
     const size_t fell_back = testing::count_lines_with(job.output, "warn: ofi: fell back to");
-    const size_t none_here = testing::count_lines_with(
-        job.output, "info: ofi: using " + provider + " (");
+    const size_t none_here =
+        testing::count_lines_with(job.output, "info: ofi: using " + provider + " (");
     if (std::getenv("SLUICE_OFI_PROVIDER") == nullptr &&
         provider.find("verbs") == std::string::npos && provider != "efa") {
       EXPECT_EQ(fell_back + none_here, static_cast<size_t>(kRanks)) << job.output;
@@ -339,7 +340,8 @@ TEST(SluiceRunHangReportTest, ASourceBlockedOnAFullRingNamesItsTarget) {
   const std::string hold = "/tmp/sluice-credit-test-" + std::to_string(::getpid());
   std::remove(hold.c_str());
   const std::string script =
-      std::string(kPidOfRank) + ": >\"$2.out\"; "
+      std::string(kPidOfRank) +
+      ": >\"$2.out\"; "
       "\"$0\" run -n 3 --timeout 90 -- \"$1\" --records 50000000 --hold-until \"$2\" "
       ">>\"$2.out\" 2>&1 & p=$!; "
       // (Once both ranks' ticks endpoints exist: their flows are declared
@@ -360,7 +362,9 @@ TEST(SluiceRunHangReportTest, ASourceBlockedOnAFullRingNamesItsTarget) {
   // Rank 0's report: its source waits for target (2,0), the stopped rank.
   EXPECT_EQ(testing::count_lines_with(r.output, "report on SIGUSR1: rank 0 (pid "), 1) << r.output;
   EXPECT_TRUE(std::regex_search(
-      r.output, std::regex(R"(waiting \d+\.\d s for credit from target \(2,0\) on rank 2 \(.*\): its ring of \d+ segments is full)")))
+      r.output,
+      std::regex(
+          R"(waiting \d+\.\d s for credit from target \(2,0\) on rank 2 \(.*\): its ring of \d+ segments is full)")))
       << r.output;
   // top saw rank 0's source (and rank 1's) waiting for target (2,0).
   const size_t at = r.output.find("top: ");

@@ -5,7 +5,8 @@
 //
 //   sluice-test-worker --sources 0,1 --targets 2,3 --slots 2 --tuples 100000
 //       [--bytes] [--latency] [--slow-consumer-us N] [--segment-bytes B]
-//       [--ring-segments S] [--kill-rank R --kill-after N --kill-stamp FILE [--kill-signal KILL|STOP]]
+//       [--ring-segments S] [--kill-rank R --kill-after N --kill-stamp FILE [--kill-signal
+//       KILL|STOP]]
 //       [--expect-peer-lost R] [--wide-on-rank R]
 #include <signal.h>
 #include <sluice/sluice.h>
@@ -60,7 +61,8 @@ struct Args {
 std::vector<uint32_t> parse_list(const std::string& s) {
   std::vector<uint32_t> out;
   std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(static_cast<uint32_t>(std::stoul(item)));
+  for (std::string item; std::getline(in, item, ',');)
+    out.push_back(static_cast<uint32_t>(std::stoul(item)));
   return out;
 }
 
@@ -116,8 +118,8 @@ struct Shared {
   std::vector<uint64_t> sent;      // per target: count, checksum
   std::vector<uint64_t> received;  // per target: count, checksum
   std::vector<std::string> errors;
-  std::vector<std::string> lost;   // PeerLost messages
-  uint64_t backpressured = 0;      // try_push calls that found a full ring
+  std::vector<std::string> lost;  // PeerLost messages
+  uint64_t backpressured = 0;     // try_push calls that found a full ring
   void error(const std::string& e) {
     std::lock_guard<std::mutex> l(mu);
     errors.push_back(e);
@@ -139,7 +141,8 @@ bool check_record(std::span<const std::byte> rec, uint64_t* key, uint64_t* value
   std::memcpy(key, rec.data(), 8);
   std::memcpy(value, rec.data() + 8, 8);
   std::byte expect[512];
-  return make_record(*key, *value, expect) == rec.size() && std::memcmp(expect, rec.data(), rec.size()) == 0;
+  return make_record(*key, *value, expect) == rec.size() &&
+         std::memcmp(expect, rec.data(), rec.size()) == 0;
 }
 
 template <class Out>
@@ -197,7 +200,8 @@ void run_source(const Args& a, sluice::Cluster& c, Out& out, uint32_t source_ind
     sh->lost.push_back(out.error());
     return;
   }
-  if (s != sluice::Status::kOk) return sh->error(std::string("close: ") + sluice::to_string(s) + ": " + out.error());
+  if (s != sluice::Status::kOk)
+    return sh->error(std::string("close: ") + sluice::to_string(s) + ": " + out.error());
   std::lock_guard<std::mutex> l(sh->mu);
   for (size_t i = 0; i < sent.size(); ++i) sh->sent[i] += sent[i];
   sh->backpressured += backpressured;
@@ -211,8 +215,9 @@ void run_target(const Args& a, In& in, uint32_t target_index, uint32_t nsources,
     const uint64_t src = value >> 32;
     const int64_t seq = static_cast<int64_t>(value & 0xffffffffULL);
     if (src >= nsources || seq <= last[src]) {
-      sh->error("target " + std::to_string(target_index) + ": record from source " + std::to_string(src) +
-                " seq " + std::to_string(seq) + " out of order or duplicated");
+      sh->error("target " + std::to_string(target_index) + ": record from source " +
+                std::to_string(src) + " seq " + std::to_string(seq) +
+                " out of order or duplicated");
       return false;
     }
     last[src] = seq;
@@ -228,7 +233,8 @@ void run_target(const Args& a, In& in, uint32_t target_index, uint32_t nsources,
       for (std::span<const std::byte> rec : *batch) {
         uint64_t k, v;
         if (!check_record(rec, &k, &v)) {
-          sh->error("target " + std::to_string(target_index) + ": corrupt byte record of " + std::to_string(rec.size()) + " bytes");
+          sh->error("target " + std::to_string(target_index) + ": corrupt byte record of " +
+                    std::to_string(rec.size()) + " bytes");
           return;
         }
         ok &= take(k, v);
@@ -261,7 +267,9 @@ void configure(SpecT& spec, const Args& a) {
   if (a.ring_segments) spec.ring_segments(a.ring_segments);
 }
 
-std::string encode(const std::vector<uint64_t>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8); }
+std::string encode(const std::vector<uint64_t>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8);
+}
 std::vector<uint64_t> decode(const std::string& s) {
   std::vector<uint64_t> v(s.size() / 8);
   std::memcpy(v.data(), s.data(), v.size() * 8);
@@ -283,7 +291,8 @@ int main(int argc, char** argv) {
     std::vector<std::thread> threads;
 
     if (static_cast<int64_t>(c.rank()) == a.wide_rank) {
-      auto spec = sluice::shuffle<WideTuple>("test").sources(srcs).targets(tgts).key(&WideTuple::key);
+      auto spec =
+          sluice::shuffle<WideTuple>("test").sources(srcs).targets(tgts).key(&WideTuple::key);
       configure(spec, a);
       auto flow = c.declare(spec);  // expected to throw SpecMismatch
       std::printf("FAILED: declare with a different record size succeeded\n");
@@ -368,8 +377,10 @@ int main(int argc, char** argv) {
       for (auto r : a.targets) involved |= r == c.rank();
       if (!involved) return 0;
       if (!named || !sh.errors.empty()) {
-        std::printf("FAILED: expected PeerLost naming %s; lost=%zu errors=%zu%s%s\n", needle.c_str(), sh.lost.size(),
-                    sh.errors.size(), sh.lost.empty() ? "" : " first lost: ", sh.lost.empty() ? "" : sh.lost[0].c_str());
+        std::printf(
+            "FAILED: expected PeerLost naming %s; lost=%zu errors=%zu%s%s\n", needle.c_str(),
+            sh.lost.size(), sh.errors.size(),
+            sh.lost.empty() ? "" : " first lost: ", sh.lost.empty() ? "" : sh.lost[0].c_str());
         for (auto& e : sh.errors) std::printf("  error: %s\n", e.c_str());
         return 1;
       }
@@ -385,28 +396,37 @@ int main(int argc, char** argv) {
     auto bp_all = c.allgather("backpressured", std::to_string(sh.backpressured));
     if (c.rank() == 0) {
       std::vector<uint64_t> sent(2 * tgts.size(), 0), recv(2 * tgts.size(), 0);
-      for (auto& s : sent_all) { auto v = decode(s); for (size_t i = 0; i < v.size(); ++i) sent[i] += v[i]; }
-      for (auto& s : recv_all) { auto v = decode(s); for (size_t i = 0; i < v.size(); ++i) recv[i] += v[i]; }
+      for (auto& s : sent_all) {
+        auto v = decode(s);
+        for (size_t i = 0; i < v.size(); ++i) sent[i] += v[i];
+      }
+      for (auto& s : recv_all) {
+        auto v = decode(s);
+        for (size_t i = 0; i < v.size(); ++i) recv[i] += v[i];
+      }
       bool ok = true;
       for (auto& s : ok_all) ok &= s == "1";
       uint64_t total = 0;
       for (size_t t = 0; t < tgts.size(); ++t) {
         total += recv[2 * t];
         if (sent[2 * t] != recv[2 * t] || sent[2 * t + 1] != recv[2 * t + 1]) {
-          std::printf("FAILED: target %zu received %" PRIu64 " (sum %016" PRIx64 ") but was sent %" PRIu64 " (sum %016" PRIx64 ")\n",
+          std::printf("FAILED: target %zu received %" PRIu64 " (sum %016" PRIx64
+                      ") but was sent %" PRIu64 " (sum %016" PRIx64 ")\n",
                       t, recv[2 * t], recv[2 * t + 1], sent[2 * t], sent[2 * t + 1]);
           ok = false;
         }
       }
       const uint64_t expected = a.tuples * srcs.size();
       if (total != expected) {
-        std::printf("FAILED: %" PRIu64 " records delivered, %" PRIu64 " expected\n", total, expected);
+        std::printf("FAILED: %" PRIu64 " records delivered, %" PRIu64 " expected\n", total,
+                    expected);
         ok = false;
       }
       if (!ok) return 1;
       uint64_t bp = 0;
       for (auto& s : bp_all) bp += std::stoull(s);
-      std::printf("VERIFIED %" PRIu64 " records, %zu sources, %zu targets, exactly once, per-source order, "
+      std::printf("VERIFIED %" PRIu64
+                  " records, %zu sources, %zu targets, exactly once, per-source order, "
                   "backpressured %" PRIu64 " times, %.2f s\n",
                   total, srcs.size(), tgts.size(), bp,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

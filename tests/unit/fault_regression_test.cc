@@ -251,7 +251,11 @@ void expect_lost_rank(const End& end, const char* text, uint32_t rank = 2) {
 
 // Sources on ranks 0 and 2 into a target on rank 1; tiny rings.
 auto two_sources_one_target(const char* name) {
-  return shuffle<Rec>(name).sources({{0, 0}, {2, 0}}).targets({{1, 0}}).segment_bytes(64).ring_segments(2);
+  return shuffle<Rec>(name)
+      .sources({{0, 0}, {2, 0}})
+      .targets({{1, 0}})
+      .segment_bytes(64)
+      .ring_segments(2);
 }
 // A source on rank 0 into targets on ranks 1 and 2, by explicit target.
 auto one_source_two_targets(const char* name) {
@@ -281,7 +285,8 @@ TEST(AbortCauseTest, ADestroyedTargetNamesTheRankItsProcessHadLost) {
   Status s = Status::kOk;
   for (int i = 0; i < 100 && s == Status::kOk; ++i) s = out.try_push(Rec{});
   EXPECT_EQ(s, Status::kPeerLost);
-  expect_lost_rank(out, "destroyed before the end of the flow (its rank had lost rank 2 of the flow)");
+  expect_lost_rank(out,
+                   "destroyed before the end of the flow (its rank had lost rank 2 of the flow)");
 }
 
 TEST(AbortCauseTest, AnAbortedSourceNamesTheRankItsProcessHadLost) {
@@ -300,7 +305,9 @@ TEST(AbortCauseTest, AnAbortedSourceNamesTheRankItsProcessHadLost) {
   while (auto batch = in.consume(Clock::now() + std::chrono::seconds(10))) got += batch->size();
   EXPECT_EQ(got, 1u);  // what was published before the abort is delivered
   EXPECT_EQ(in.status(), Status::kPeerLost);
-  expect_lost_rank(in, "was aborted (abort(), a failure, or destroyed without close()) after its rank lost rank 2");
+  expect_lost_rank(
+      in,
+      "was aborted (abort(), a failure, or destroyed without close()) after its rank lost rank 2");
 }
 
 // A cause heard in one flow's abort is the cause of the process's next
@@ -366,7 +373,9 @@ TEST(FailedEndTest, ASourceWaitingForCreditLearnsThatItsTargetFailed) {
     s = out.push(Rec{}, Clock::now() + std::chrono::seconds(30));
   EXPECT_EQ(s, Status::kPeerLost) << out.error();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
-  expect_lost_rank(out, "failed or was destroyed before the end of the flow (its rank had lost rank 2 of the flow)");
+  expect_lost_rank(
+      out,
+      "failed or was destroyed before the end of the flow (its rank had lost rank 2 of the flow)");
   EXPECT_EQ(in.try_consume(), std::nullopt);  // still failed, still here
 }
 

@@ -122,7 +122,8 @@ TEST(FlowCoreTest, DeliversInOrderThenEndOfFlow) {
   auto in = flow.target<Rec>(0);
   uint64_t next = 0, pushed = 0;
   for (int round = 0; round < 50; ++round) {
-    for (int i = 0; i < 7; ++i, ++pushed) ASSERT_EQ(out.push_to(0, Rec{pushed, pushed}), Status::kOk);
+    for (int i = 0; i < 7; ++i, ++pushed)
+      ASSERT_EQ(out.push_to(0, Rec{pushed, pushed}), Status::kOk);
     ASSERT_EQ(out.flush(), Status::kOk);
     while (auto b = in.try_consume()) {
       for (const Rec& r : *b) EXPECT_EQ(r.key, next++);
@@ -175,18 +176,21 @@ TEST(FlowCoreTest, BlockedPushTimesOutNamingTheTarget) {
   auto out = flow.source<Rec>(0);
   auto in = flow.target<Rec>(0);
   Status s = Status::kOk;
-  for (int i = 0; i < 1000 && s == Status::kOk; ++i) s = out.push_to(0, Rec{}, Clock::now() + std::chrono::milliseconds(20));
+  for (int i = 0; i < 1000 && s == Status::kOk; ++i)
+    s = out.push_to(0, Rec{}, Clock::now() + std::chrono::milliseconds(20));
   EXPECT_EQ(s, Status::kTimeout);
   EXPECT_NE(out.error().find("target (0,0)"), std::string::npos) << out.error();
 }
 
 TEST(FlowCoreTest, ByteRecordTooLargeForASegmentIsInvalid) {
-  auto spec = shuffle_bytes("b").sources(testing::slots(1)).targets(testing::slots(1)).segment_bytes(64);
+  auto spec =
+      shuffle_bytes("b").sources(testing::slots(1)).targets(testing::slots(1)).segment_bytes(64);
   testing::LocalFlow flow(spec.spec());
   auto out = flow.bytes_source(0);
   std::vector<std::byte> big(200);
   EXPECT_EQ(out.push(big), Status::kInvalid);
-  EXPECT_NE(out.error().find("exceeds the largest this flow takes, 60 bytes"), std::string::npos) << out.error();
+  EXPECT_NE(out.error().find("exceeds the largest this flow takes, 60 bytes"), std::string::npos)
+      << out.error();
   // The record's own size, not its framed one (203 bytes would be "more
   // than 196").
   EXPECT_NE(out.error().find("a record of 200 bytes exceeds"), std::string::npos) << out.error();
@@ -222,7 +226,8 @@ TEST(FlowCoreTest, SourceDestroyedWithoutCloseIsReportedNotAwaitedForever) {
 }
 
 TEST(FlowCoreTest, LostSourceRankIsReportedAfterItsDataIsDrained) {
-  auto spec = shuffle<Rec>("lost").sources({{1, 0}}).targets({{0, 0}}).segment_bytes(64).ring_segments(4);
+  auto spec =
+      shuffle<Rec>("lost").sources({{1, 0}}).targets({{0, 0}}).segment_bytes(64).ring_segments(4);
   control::PeerTable peers(2);
   testing::LocalFlow flow(spec.spec(), &peers);
   auto out = flow.source<Rec>(0);
@@ -239,19 +244,24 @@ TEST(FlowCoreTest, LostSourceRankIsReportedAfterItsDataIsDrained) {
 }
 
 TEST(FlowCoreTest, LostTargetRankFailsABlockedPush) {
-  auto spec = shuffle<Rec>("lost").sources({{0, 0}}).targets({{1, 0}}).segment_bytes(64).ring_segments(2);
+  auto spec =
+      shuffle<Rec>("lost").sources({{0, 0}}).targets({{1, 0}}).segment_bytes(64).ring_segments(2);
   control::PeerTable peers(2);
   testing::LocalFlow flow(spec.spec(), &peers);
   auto out = flow.source<Rec>(0);
   peers.set(1, control::PeerTable::kDied, "no heartbeat for 5000 ms");
   Status s = Status::kOk;
-  for (int i = 0; i < 100 && s == Status::kOk; ++i) s = out.push(Rec{}, Clock::now() + std::chrono::seconds(10));
+  for (int i = 0; i < 100 && s == Status::kOk; ++i)
+    s = out.push(Rec{}, Clock::now() + std::chrono::seconds(10));
   EXPECT_EQ(s, Status::kPeerLost);
   EXPECT_NE(out.error().find("rank 1"), std::string::npos) << out.error();
 }
 
 TEST(FlowCoreTest, LatencyModePublishesEveryRecordAtOnce) {
-  auto spec = shuffle<Rec>("lat").sources(testing::slots(1)).targets(testing::slots(1)).optimize(Optimize::kLatency);
+  auto spec = shuffle<Rec>("lat")
+                  .sources(testing::slots(1))
+                  .targets(testing::slots(1))
+                  .optimize(Optimize::kLatency);
   testing::LocalFlow flow(spec.spec());
   auto out = flow.source<Rec>(0);
   auto in = flow.target<Rec>(0);
@@ -275,7 +285,10 @@ TEST(FlowCoreTest, LatencyModePublishesEvery64ByteRecordAtOnce) {
     uint64_t key;
     uint64_t pad[7];
   };
-  auto spec = shuffle<Rec64>("lat64").sources(testing::slots(1)).targets(testing::slots(1)).optimize(Optimize::kLatency);
+  auto spec = shuffle<Rec64>("lat64")
+                  .sources(testing::slots(1))
+                  .targets(testing::slots(1))
+                  .optimize(Optimize::kLatency);
   testing::LocalFlow flow(spec.spec());
   auto out = flow.source<Rec64>(0);
   auto in = flow.target<Rec64>(0);

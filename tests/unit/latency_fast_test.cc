@@ -9,9 +9,9 @@
 #include <cstring>
 
 #include "control/registry_client.h"
+#include "flow/endpoint_counters.h"
 #include "flow/flow_core.h"
 #include "flow/layout.h"
-#include "flow/endpoint_counters.h"
 #include "sluice/flow.h"
 #include "support/local_flow.h"
 
@@ -215,7 +215,8 @@ TEST(LatencyFastTest, OnlyLatencyShuffleFlowsOf56Or64ByteRecordsPublishByTheLast
   EXPECT_EQ(detail::latency_tail_offset(lat(ends(replicate<Wide<64>>("a"))), 64), 0u);
   EXPECT_EQ(detail::latency_tail_offset(lat(ends(shuffle<Wide<64>>("a"))), 48), 0u)
       << "a ring that is not a power of two has no fast path";
-  EXPECT_EQ(detail::latency_tail_offset(lat(ends(shuffle<Wide<64>>("a")).segment_bytes(128)), 64), 0u)
+  EXPECT_EQ(detail::latency_tail_offset(lat(ends(shuffle<Wide<64>>("a")).segment_bytes(128)), 64),
+            0u)
       << "room for two records a segment";
 }
 

@@ -225,8 +225,9 @@ TEST(OfiEndpointTest, ARemoteWriteReachesOnlyTheAreaItsKeyWasGivenFor) {
   // Writes one of `len` bytes at `offset` into the area of `m`, by m's key,
   // and returns the writer's completion status (0, or a negative fi_errno).
   auto write_at = [&](const Memory& m, uint64_t offset, size_t len, fi_context2* c) -> ssize_t {
-    const ssize_t rc = post([&] { return writer.write(tx, len, nullptr, to, m.base + offset, m.key, c); },
-                            writer, target);
+    const ssize_t rc =
+        post([&] { return writer.write(tx, len, nullptr, to, m.base + offset, m.key, c); }, writer,
+             target);
     if (rc != 0) return rc;
     const auto give_up = Clock::now() + std::chrono::seconds(10);
     while (Clock::now() < give_up) {
@@ -254,7 +255,8 @@ TEST(OfiEndpointTest, ARemoteWriteReachesOnlyTheAreaItsKeyWasGivenFor) {
   Memory guessed = other;
   guessed.key = other.key + 1;
   EXPECT_LT(write_at(guessed, 0, 64, &ctx[3]), 0);
-  for (size_t i = kArea; i < 2 * kArea; ++i) ASSERT_EQ(rings[i], std::byte{0}) << "byte " << i - kArea << " of the neighbour";
+  for (size_t i = kArea; i < 2 * kArea; ++i)
+    ASSERT_EQ(rings[i], std::byte{0}) << "byte " << i - kArea << " of the neighbour";
 }
 
 int released = 0;

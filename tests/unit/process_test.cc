@@ -24,8 +24,9 @@ TEST(ProcessTest, CapturesStdoutAndStderrAndTheExitCode) {
 }
 
 TEST(ProcessTest, PassesExtraEnvironmentOnTopOfOwn) {
-  ProcessResult r = run_process({"/bin/sh", "-c", "echo \"[$SLUICE_PROCESS_TEST] [${PATH:+path}]\""},
-                                {{"SLUICE_PROCESS_TEST", "x y"}});
+  ProcessResult r =
+      run_process({"/bin/sh", "-c", "echo \"[$SLUICE_PROCESS_TEST] [${PATH:+path}]\""},
+                  {{"SLUICE_PROCESS_TEST", "x y"}});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[x y] [path]"), std::string::npos) << r.output;
 }
@@ -38,7 +39,8 @@ TEST(ProcessTest, ReportsAMissingProgramAsSpawnErrorWith127) {
     FAIL() << "spawn of a missing program returned";
   } catch (const SpawnError& e) {
     EXPECT_EQ(e.exit_status(), 127);
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/sluice-no-such-program"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/sluice-no-such-program"), std::string::npos)
+        << e.what();
   }
   ProcessResult r = run_process({"/nonexistent/sluice-no-such-program"});
   EXPECT_EQ(r.exit_code, 127);

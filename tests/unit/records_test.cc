@@ -50,7 +50,7 @@ TEST(RecordFramingTest, ValidateRejectsLengthsThatOverrun) {
   EXPECT_FALSE(detail::validate_records(buf.data(), static_cast<uint32_t>(buf.size())));
   EXPECT_FALSE(detail::validate_records(buf.data(), 3));  // a torn length prefix
   auto ok = frame({"abc"});
-  EXPECT_FALSE(detail::validate_records(ok.data(), 7));   // padding cut off
+  EXPECT_FALSE(detail::validate_records(ok.data(), 7));  // padding cut off
   uint32_t max = 0xffffffff;
   std::memcpy(ok.data(), &max, 4);
   EXPECT_FALSE(detail::validate_records(ok.data(), static_cast<uint32_t>(ok.size())));

@@ -122,7 +122,8 @@ TEST(RegionServiceTest, APostThatTheProviderKeepsRefusingEndsOnceTheOwnerIsLost)
   EXPECT_EQ(h->write(0, reinterpret_cast<const std::byte*>(&v), 8,
                      Clock::now() + std::chrono::milliseconds(200)),
             Status::kTimeout);
-  auto h2 = RegionAccess::open(owner.name(), 0, owner.descriptor(), "host", loopback(false), &peers);
+  auto h2 =
+      RegionAccess::open(owner.name(), 0, owner.descriptor(), "host", loopback(false), &peers);
   ASSERT_NE(h2, nullptr);
   peers.set(0, control::PeerTable::kDied, "no heartbeat for 5000 ms");
   const auto start = Clock::now();
@@ -155,21 +156,23 @@ class RawClient {
 
   // Sends `req` (with `payload`) and waits up to `wait` for the answer with
   // its id; false if none came.
-  bool call(region_layout::ServiceMessage req, const std::string& payload, region_layout::ServiceMessage* rep,
-            std::chrono::milliseconds wait) {
+  bool call(region_layout::ServiceMessage req, const std::string& payload,
+            region_layout::ServiceMessage* rep, std::chrono::milliseconds wait) {
     req.magic = region_layout::kServiceMagic;
     req.len = static_cast<uint32_t>(payload.size());
     std::memcpy(buf_, &req, sizeof(req));
     std::memcpy(buf_ + sizeof(req), payload.data(), payload.size());
     std::byte* reply = buf_ + region_layout::kServiceMessageBytes;
     if (!reply_posted_) {
-      EXPECT_EQ(ep_.trecv(reply, region_layout::kServiceMessageBytes, nullptr, region_layout::kTagReply, &ctx_[1]), 0);
+      EXPECT_EQ(ep_.trecv(reply, region_layout::kServiceMessageBytes, nullptr,
+                          region_layout::kTagReply, &ctx_[1]),
+                0);
       reply_posted_ = true;
     }
     ssize_t rc;
     const auto posted_by = Clock::now() + std::chrono::seconds(10);
-    while ((rc = ep_.tsend(buf_, sizeof(req) + payload.size(), nullptr, service_, region_layout::kTagRequest,
-                           &ctx_[0])) == -FI_EAGAIN &&
+    while ((rc = ep_.tsend(buf_, sizeof(req) + payload.size(), nullptr, service_,
+                           region_layout::kTagRequest, &ctx_[0])) == -FI_EAGAIN &&
            Clock::now() < posted_by) {
       fi_cq_data_entry e[1];
       std::string err;
@@ -184,7 +187,8 @@ class RawClient {
       for (ssize_t i = 0; i < n; ++i) {
         if (e[i].op_context != &ctx_[1]) continue;
         std::memcpy(rep, reply, sizeof(*rep));
-        EXPECT_EQ(ep_.trecv(reply, region_layout::kServiceMessageBytes, nullptr, region_layout::kTagReply, &ctx_[1]),
+        EXPECT_EQ(ep_.trecv(reply, region_layout::kServiceMessageBytes, nullptr,
+                            region_layout::kTagReply, &ctx_[1]),
                   0);
         if (rep->id == req.id) return true;  // else an answer to someone else's words
       }
@@ -264,7 +268,8 @@ TEST(RegionServiceTest, AHelloClaimingAClientsAddressDoesNotEvictIt) {
 
   add.id = 4;
   ASSERT_TRUE(honest.call(add, "", &rep, std::chrono::seconds(10)));
-  EXPECT_EQ(rep.status, region_layout::kServed) << "the honest client was evicted by a claim of its address";
+  EXPECT_EQ(rep.status, region_layout::kServed)
+      << "the honest client was evicted by a claim of its address";
   EXPECT_EQ(rep.a, 1u);  // the old value: the second add was applied
   EXPECT_EQ(word(owner, 0), 2u);
   EXPECT_EQ(owner.service_clients(), 1u);

@@ -414,7 +414,8 @@ TEST_F(RegistryTest, UndeclaringAFlowNeverDeclaredIsAnError) {
   start(1);
   auto c0 = join(0, 1);
   std::string msg;
-  EXPECT_EQ(code_of([&] { c0->undeclare_flow("nope", in(1s)); }, &msg), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { c0->undeclare_flow("nope", in(1s)); }, &msg),
+            ErrorCode::kInvalidArgument);
   EXPECT_NE(msg.find("'nope'"), std::string::npos) << msg;
 }
 
@@ -655,7 +656,8 @@ class StuckRegistry {
   // until close(), as before).
   explicit StuckRegistry(uint32_t heartbeat_ms, int receive_buffer = 0, std::string then = "") {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (receive_buffer > 0) ::setsockopt(listener_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+    if (receive_buffer > 0)
+      ::setsockopt(listener_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

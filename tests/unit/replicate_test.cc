@@ -94,7 +94,10 @@ TEST(ReplicateFlowTest, TryPushIsAllOrNothingWhenOneTargetIsFull) {
 }
 
 TEST(ReplicateFlowTest, BytesRecordsReachEveryTarget) {
-  auto spec = replicate_bytes("bytes").sources(testing::slots(1)).targets(testing::slots(2)).segment_bytes(256);
+  auto spec = replicate_bytes("bytes")
+                  .sources(testing::slots(1))
+                  .targets(testing::slots(2))
+                  .segment_bytes(256);
   testing::LocalFlow flow(spec.spec());
   auto out = flow.bytes_source(0);
   for (uint32_t i = 0; i < 100; ++i) {
@@ -212,7 +215,7 @@ TEST(ReplicateFlowTest, ARunOfNumbersOfALostSourceCostsOneGapTimeout) {
     ASSERT_EQ(out.flush(), Status::kOk);   // number 0
     flow.sequence_counter().fetch_add(3);  // numbers 1-3: the doomed source's run
     ASSERT_EQ(out.push(Rec{0, 2}), Status::kOk);
-    ASSERT_EQ(out.flush(), Status::kOk);   // number 4
+    ASSERT_EQ(out.flush(), Status::kOk);  // number 4
   }
   auto in = flow.target<Rec>(0);
   ASSERT_TRUE(in.consume());
@@ -249,7 +252,8 @@ TEST(ReplicateFlowTest, SpecRejectsKeysAndOrderedShuffles) {
   FlowSpec bad = small_spec(1, 1).spec();
   bad.route = detail::Route::kHashRecord;
   EXPECT_THROW(bad.validate(), Error);
-  FlowSpec ordered_shuffle = shuffle<Rec>("s").sources(testing::slots(1)).targets(testing::slots(1)).spec();
+  FlowSpec ordered_shuffle =
+      shuffle<Rec>("s").sources(testing::slots(1)).targets(testing::slots(1)).spec();
   ordered_shuffle.ordered = true;
   EXPECT_THROW(ordered_shuffle.validate(), Error);
 }

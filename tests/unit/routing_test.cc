@@ -49,11 +49,13 @@ TEST(RoutingTest, ReduceStaysInRange) {
 TEST(RoutingTest, ShortKeysHashLikeTheirZeroExtendedValue) {
   uint32_t k32 = 12345;
   uint64_t k64 = 12345;
-  EXPECT_EQ(hash_bytes(std::as_bytes(std::span(&k32, 1))), hash_bytes(std::as_bytes(std::span(&k64, 1))));
+  EXPECT_EQ(hash_bytes(std::as_bytes(std::span(&k32, 1))),
+            hash_bytes(std::as_bytes(std::span(&k64, 1))));
 }
 
 TEST(RoutingTest, KeyFieldRoutingDependsOnlyOnTheKey) {
-  auto spec = shuffle<Rec>("r").sources(testing::slots(1)).targets(testing::slots(5)).key(&Rec::key);
+  auto spec =
+      shuffle<Rec>("r").sources(testing::slots(1)).targets(testing::slots(5)).key(&Rec::key);
   EXPECT_EQ(spec.spec().key_offset, offsetof(Rec, key));
   EXPECT_EQ(spec.spec().key_size, 8u);
   testing::LocalFlow flow(spec.spec());
@@ -67,17 +69,21 @@ TEST(RoutingTest, KeyFieldRoutingDependsOnlyOnTheKey) {
 }
 
 TEST(RoutingTest, RouteFunctionAndExplicitTargets) {
-  auto spec = shuffle<Rec>("r").sources(testing::slots(1)).targets(testing::slots(4)).route(
-      [](const Rec& r, uint32_t n) { return r.other % n; });
+  auto spec = shuffle<Rec>("r")
+                  .sources(testing::slots(1))
+                  .targets(testing::slots(4))
+                  .route([](const Rec& r, uint32_t n) { return r.other % n; });
   testing::LocalFlow flow(spec.spec());
   auto out = flow.source<Rec>(0);
   EXPECT_EQ(out.target_of(Rec{6, 0}), 2u);
   (void)out.close();
 
-  auto spec2 = shuffle<Rec>("e").sources(testing::slots(1)).targets(testing::slots(4)).explicit_targets();
+  auto spec2 =
+      shuffle<Rec>("e").sources(testing::slots(1)).targets(testing::slots(4)).explicit_targets();
   testing::LocalFlow flow2(spec2.spec());
   auto out2 = flow2.source<Rec>(0);
-  EXPECT_EQ(out2.push(Rec{}), Status::kInvalid);  // push() needs a route; explicit flows use push_to
+  EXPECT_EQ(out2.push(Rec{}),
+            Status::kInvalid);  // push() needs a route; explicit flows use push_to
   EXPECT_NE(out2.error().find("push_to"), std::string::npos);
   EXPECT_EQ(out2.push_to(4, Rec{}), Status::kInvalid);
   EXPECT_EQ(out2.push_to(3, Rec{}), Status::kOk);

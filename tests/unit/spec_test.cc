@@ -48,9 +48,11 @@ TEST(FlowSpecTest, OrderedFlowsOverOfiHaveLongerRingsByDefault) {
 TEST(FlowSpecTest, ValidationNamesTheProblem) {
   auto base = shuffle<Rec>("orders").sources(testing::slots(2)).targets(testing::slots(2));
   EXPECT_EQ(validation_error(base.spec()), "");
-  EXPECT_NE(validation_error(shuffle<Rec>("orders").targets(testing::slots(1)).spec()).find("has no sources"),
+  EXPECT_NE(validation_error(shuffle<Rec>("orders").targets(testing::slots(1)).spec())
+                .find("has no sources"),
             std::string::npos);
-  EXPECT_NE(validation_error(shuffle<Rec>("orders").sources(testing::slots(1)).spec()).find("has no targets"),
+  EXPECT_NE(validation_error(shuffle<Rec>("orders").sources(testing::slots(1)).spec())
+                .find("has no targets"),
             std::string::npos);
   auto dup = base;
   dup.sources({{0, 1}, {0, 1}});
@@ -61,7 +63,8 @@ TEST(FlowSpecTest, ValidationNamesTheProblem) {
   auto shallow = base;
   shallow.ring_segments(1);
   EXPECT_NE(validation_error(shallow.spec()).find("ring_segments 1"), std::string::npos);
-  EXPECT_NE(validation_error(shuffle<Rec>("").sources(testing::slots(1)).targets(testing::slots(1)).spec())
+  EXPECT_NE(validation_error(
+                shuffle<Rec>("").sources(testing::slots(1)).targets(testing::slots(1)).spec())
                 .find("non-empty name"),
             std::string::npos);
   auto bytes = shuffle_bytes("b").sources(testing::slots(1)).targets(testing::slots(1)).key(0, 0);
@@ -97,16 +100,42 @@ std::string common_fields(const FlowSpec& s) {
 TEST(FlowSpecTest, EveryKindTakesTheCommonSettersInAnyOrder) {
   const std::string want = "s0:0 s0:1 t0:0 1024/4";
   // Kind-specific setters before and after the common ones keep chaining.
-  auto typed = shuffle<Rec>("a").key(&Rec::key).sources(testing::slots(2)).targets(testing::slots(1))
-                   .segment_bytes(1024).ring_segments(4).type_tag("rec-v1").optimize(Optimize::kBandwidth);
-  auto bytes = shuffle_bytes("b").sources(testing::slots(2)).key(0, 8).targets(testing::slots(1))
-                   .segment_bytes(1024).explicit_targets().ring_segments(4).type_tag("bytes-v1");
-  auto rep = replicate<Rec>("c").ordered().sources(testing::slots(2)).targets(testing::slots(1))
-                 .segment_bytes(1024).ring_segments(4).gap_timeout(std::chrono::milliseconds(50));
-  auto rep_bytes = replicate_bytes("d").sources(testing::slots(2)).ordered(false).targets(testing::slots(1))
-                       .segment_bytes(1024).ring_segments(4);
-  auto comb = combiner<Rec>("e").group_by(&Rec::key).sources(testing::slots(2)).sum(&Rec::value)
-                  .targets(testing::slots(1)).segment_bytes(1024).ring_segments(4);
+  auto typed = shuffle<Rec>("a")
+                   .key(&Rec::key)
+                   .sources(testing::slots(2))
+                   .targets(testing::slots(1))
+                   .segment_bytes(1024)
+                   .ring_segments(4)
+                   .type_tag("rec-v1")
+                   .optimize(Optimize::kBandwidth);
+  auto bytes = shuffle_bytes("b")
+                   .sources(testing::slots(2))
+                   .key(0, 8)
+                   .targets(testing::slots(1))
+                   .segment_bytes(1024)
+                   .explicit_targets()
+                   .ring_segments(4)
+                   .type_tag("bytes-v1");
+  auto rep = replicate<Rec>("c")
+                 .ordered()
+                 .sources(testing::slots(2))
+                 .targets(testing::slots(1))
+                 .segment_bytes(1024)
+                 .ring_segments(4)
+                 .gap_timeout(std::chrono::milliseconds(50));
+  auto rep_bytes = replicate_bytes("d")
+                       .sources(testing::slots(2))
+                       .ordered(false)
+                       .targets(testing::slots(1))
+                       .segment_bytes(1024)
+                       .ring_segments(4);
+  auto comb = combiner<Rec>("e")
+                  .group_by(&Rec::key)
+                  .sources(testing::slots(2))
+                  .sum(&Rec::value)
+                  .targets(testing::slots(1))
+                  .segment_bytes(1024)
+                  .ring_segments(4);
   EXPECT_EQ(common_fields(typed.spec()), want);
   EXPECT_EQ(common_fields(bytes.spec()), want);
   EXPECT_EQ(common_fields(rep.spec()), want);

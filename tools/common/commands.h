@@ -25,5 +25,4 @@ void add_run_command(CLI::App& app);
 // a warning: a command line is readable by every user).
 void add_registry_command(CLI::App& app);
 
-
 }  // namespace sluice::tool

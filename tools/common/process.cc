@@ -112,7 +112,8 @@ Process Process::spawn(const SpawnOptions& o) {
     devnull.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!devnull.valid()) {
       const int e = errno;
-      throw SpawnError(std::string("cannot open /dev/null for a child's stdin: ") + std::strerror(e), e, 1);
+      throw SpawnError(
+          std::string("cannot open /dev/null for a child's stdin: ") + std::strerror(e), e, 1);
     }
   }
   if (o.out == Output::kPipe) make_pipe(&out_r, &out_w);
@@ -236,7 +237,8 @@ pid_t Process::release() {
   return std::exchange(pid_, -1);
 }
 
-std::optional<std::string> find_program(const std::string& program, std::string* error, int* status) {
+std::optional<std::string> find_program(const std::string& program, std::string* error,
+                                        int* status) {
   auto executable = [](const std::string& path, int* err) {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) {
@@ -275,10 +277,10 @@ std::optional<std::string> find_program(const std::string& program, std::string*
     begin = end + 1;
   }
   *status = found_unusable ? 126 : 127;
-  *error = found_unusable
-               ? "cannot run program '" + program + "': found in PATH but not executable; check its permissions"
-               : "cannot find program '" + program + "' in PATH (" + path +
-                     "); check the spelling or give its path";
+  *error = found_unusable ? "cannot run program '" + program +
+                                "': found in PATH but not executable; check its permissions"
+                          : "cannot find program '" + program + "' in PATH (" + path +
+                                "); check the spelling or give its path";
   return std::nullopt;
 }
 
@@ -300,11 +302,13 @@ std::vector<std::string> environment_with(const std::map<std::string, std::strin
 std::string self_exe() {
   char buf[4096];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw std::runtime_error(std::string("readlink /proc/self/exe: ") + std::strerror(errno));
+  if (n <= 0)
+    throw std::runtime_error(std::string("readlink /proc/self/exe: ") + std::strerror(errno));
   return std::string(buf, static_cast<size_t>(n));
 }
 
-ProcessResult run_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          const std::map<std::string, std::string>& env,
                           std::chrono::milliseconds limit) {
   ProcessResult result;
   const auto start = Clock::now();
@@ -340,7 +344,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::map<s
     }
     pollfd pf{fd, POLLIN, 0};
     const int ms =
-        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
+        static_cast<int>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) +
+        1;
     const int r = ::poll(&pf, 1, ms);
     if (r <= 0) continue;  // EINTR, or the deadline: checked above
     const ssize_t n = ::read(fd, buf, sizeof(buf));
@@ -350,7 +356,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::map<s
   }
   // Drain what is left after a kill.
   ::fcntl(fd, F_SETFL, O_NONBLOCK);
-  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) result.output.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;)
+    result.output.append(buf, static_cast<size_t>(n));
   // Its output is closed (or it was killed): the exit is at most moments away.
   const ExitStatus s = p.wait_or_kill(Clock::now() + std::chrono::seconds(30));
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -361,7 +368,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::map<s
 
 std::string stacks_of_group(pid_t pgid) {
   static const char* const kGdb = "/usr/bin/gdb";
-  if (::access(kGdb, X_OK) != 0) return "\n(no stacks of the timed-out processes: gdb is not installed)\n";
+  if (::access(kGdb, X_OK) != 0)
+    return "\n(no stacks of the timed-out processes: gdb is not installed)\n";
   std::vector<std::string> pids;
   if (DIR* d = ::opendir("/proc")) {
     while (dirent* e = ::readdir(d)) {
@@ -382,8 +390,9 @@ std::string stacks_of_group(pid_t pgid) {
   std::string out;
   constexpr size_t kMostProcesses = 8;
   for (size_t i = 0; i < pids.size() && i < kMostProcesses; ++i) {
-    ProcessResult r = run_process({kGdb, "-batch", "-nx", "-p", pids[i], "-ex", "thread apply all bt"}, {},
-                                  std::chrono::seconds(30));
+    ProcessResult r =
+        run_process({kGdb, "-batch", "-nx", "-p", pids[i], "-ex", "thread apply all bt"}, {},
+                    std::chrono::seconds(30));
     out += "\n--- stacks of pid " + pids[i] + " (timed out)\n" + r.output;
   }
   return out;

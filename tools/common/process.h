@@ -161,7 +161,8 @@ class Process {
 // Finds `program` the way execvp would. Returns its path, or nullopt with
 // `error` (what to tell the user) and `status` (127 not found, 126 not
 // executable) set.
-std::optional<std::string> find_program(const std::string& program, std::string* error, int* status);
+std::optional<std::string> find_program(const std::string& program, std::string* error,
+                                        int* status);
 
 // This process's environment with `set` applied, minus every variable whose
 // name starts with one of `drop_prefixes` (unless `set` names it).

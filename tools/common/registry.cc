@@ -65,8 +65,8 @@ int serve_registry(const RegistryCommandOptions& options) {
     split_host_port(options.bind, "--bind", 0, &registry_options.bind_host, &registry_options.port);
     if (!options.metrics.empty()) {
       registry_options.metrics = true;
-      const std::string warning = metrics_host_port(
-          options.metrics, &registry_options.metrics_host, &registry_options.metrics_port);
+      const std::string warning = metrics_host_port(options.metrics, &registry_options.metrics_host,
+                                                    &registry_options.metrics_port);
       if (!warning.empty()) say(warning);
     }
     if (options.world < 1 || options.world > UINT32_MAX) {
@@ -77,11 +77,13 @@ int serve_registry(const RegistryCommandOptions& options) {
     const ToolEnvironment env = read_environment();
     registry_options.heartbeat_timeout = env.options.peer_timeout;
     if (!options.secret.empty() && !options.secret_file.empty()) {
-      say("--secret and --secret-file both name the job secret; give one (better: --secret-file or SLUICE_SECRET)");
+      say("--secret and --secret-file both name the job secret; give one (better: --secret-file or "
+          "SLUICE_SECRET)");
       return 2;
     }
     if (!options.secret.empty()) {
-      say("warning: --secret puts the job secret on the command line, which every user of this machine can read "
+      say("warning: --secret puts the job secret on the command line, which every user of this "
+          "machine can read "
           "(/proc/<pid>/cmdline, ps); pass it in SLUICE_SECRET or --secret-file FILE instead");
       registry_options.secret = options.secret;
     } else if (!options.secret_file.empty()) {
@@ -162,8 +164,7 @@ int serve_registry(const RegistryCommandOptions& options) {
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo info;
       if (::read(signal_fd.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-        log::info("received ", signal_name(static_cast<int>(info.ssi_signo)),
-                  "; stopping");
+        log::info("received ", signal_name(static_cast<int>(info.ssi_signo)), "; stopping");
       }
       break;
     }
@@ -190,15 +191,17 @@ void add_registry_command(CLI::App& app) {
                   "(PORT 0 or none: any free port)")
       ->required();
   sub->add_option("--world", options->world, "Number of ranks in the job")->required();
-  sub->add_option("--secret-file", options->secret_file,
-                  "File whose first line is the job secret the ranks must present (default: SLUICE_SECRET, "
-                  "else a new random one, printed)");
+  sub->add_option(
+      "--secret-file", options->secret_file,
+      "File whose first line is the job secret the ranks must present (default: SLUICE_SECRET, "
+      "else a new random one, printed)");
   sub->add_option("--metrics", options->metrics,
                   "[HOST:]PORT: also serve the job's flow counters and rank states in the "
                   "Prometheus text format at http://HOST:PORT/metrics (PORT 0 or none: any free "
                   "port, printed)");
-  sub->add_option("--secret", options->secret,
-                  "Deprecated (any user can read a command line): the job secret itself; prints a warning");
+  sub->add_option(
+      "--secret", options->secret,
+      "Deprecated (any user can read a command line): the job secret itself; prints a warning");
   sub->footer(
       "Prints SLUICE_REGISTRY=HOST:PORT (and SLUICE_SECRET=... if it made one up); export them on\n"
       "every host with SLUICE_RANK and SLUICE_WORLD_SIZE. Serves until SIGINT or SIGTERM.");

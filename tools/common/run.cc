@@ -709,8 +709,8 @@ int run_job(const RunOptions& options) {
   try {
     if (!options.metrics.empty()) {
       registry_options.metrics = true;
-      const std::string warning = metrics_host_port(
-          options.metrics, &registry_options.metrics_host, &registry_options.metrics_port);
+      const std::string warning = metrics_host_port(options.metrics, &registry_options.metrics_host,
+                                                    &registry_options.metrics_port);
       if (!warning.empty()) say(warning);
     }
     registry_options.heartbeat_timeout = read_environment().options.peer_timeout;
@@ -826,8 +826,8 @@ void add_run_command(CLI::App& app) {
                 "When --timeout passes, print the stack of every thread of every rank still "
                 "running (needs gdb) before stopping them");
   sub->add_flag("--print-options", options->print_options,
-               "Print the settings (ClusterOptions::describe()) each rank would get from this "
-               "environment, checked as join() checks them, and exit without starting anything");
+                "Print the settings (ClusterOptions::describe()) each rank would get from this "
+                "environment, checked as join() checks them, and exit without starting anything");
   sub->add_option("command", options->command, "The program each rank runs, and its arguments");
   sub->callback([options] {
     int status = options->print_options ? print_job_options(*options) : run_job(*options);

@@ -1,5 +1,6 @@
-// Small helpers shared by the `sluice` subcommands and `sluice-perf`: owned fds, job secrets, settings read
-// from the environment (through the library's options layer), whole-line writes and signal names.
+// Small helpers shared by the `sluice` subcommands and `sluice-perf`: owned fds, job secrets,
+// settings read from the environment (through the library's options layer), whole-line writes and
+// signal names.
 //
 // Thread safety: every function may be called from any thread.
 #pragma once

@@ -220,8 +220,9 @@ std::vector<ProviderProbe> probe_providers(const std::string& node) {
         if (::statvfs("/dev/shm", &st) != 0) {
           p.error = "libfabric's shm provider does not open: /dev/shm is missing (" +
                     std::string(std::strerror(errno)) + ")";
-          p.fix = "mount a tmpfs on /dev/shm (docker does; in a chroot or a minimal container: "
-                  "mount -t tmpfs -o size=1g tmpfs /dev/shm)";
+          p.fix =
+              "mount a tmpfs on /dev/shm (docker does; in a chroot or a minimal container: "
+              "mount -t tmpfs -o size=1g tmpfs /dev/shm)";
         } else if (const uint64_t free_bytes = uint64_t{st.f_bavail} * st.f_frsize;
                    free_bytes < kShmProviderNeeds) {
           p.error = "libfabric's shm provider does not open: /dev/shm has " +
@@ -229,8 +230,9 @@ std::vector<ProviderProbe> probe_providers(const std::string& node) {
                     std::to_string((uint64_t{st.f_blocks} * st.f_frsize) >> 20) +
                     " MiB, and it keeps its queues there (it needs about " +
                     std::to_string(kShmProviderNeeds >> 20) + " MiB)";
-          p.fix = "give /dev/shm more room (docker: --shm-size 1g; Kubernetes: an emptyDir of "
-                  "medium Memory at /dev/shm; or remount it: mount -o remount,size=1g /dev/shm)";
+          p.fix =
+              "give /dev/shm more room (docker: --shm-size 1g; Kubernetes: an emptyDir of "
+              "medium Memory at /dev/shm; or remount it: mount -o remount,size=1g /dev/shm)";
         }
       }
       out.push_back(std::move(p));
@@ -250,9 +252,11 @@ std::vector<ProviderProbe> probe_providers(const std::string& node) {
       p.cq_data_size = ep.cq_data_size();
       p.wait_fd = ep.wait_fd() >= 0;
       uint64_t order = info->tx_attr->msg_order;
-      p.msg_order = order == 0 ? "none" : sluice::detail::ofi::lib::tostr(&order, FI_TYPE_MSG_ORDER);
+      p.msg_order =
+          order == 0 ? "none" : sluice::detail::ofi::lib::tostr(&order, FI_TYPE_MSG_ORDER);
       int mr_mode = info->domain_attr->mr_mode;
-      p.mr_mode = mr_mode == 0 ? "none" : sluice::detail::ofi::lib::tostr(&mr_mode, FI_TYPE_MR_MODE);
+      p.mr_mode =
+          mr_mode == 0 ? "none" : sluice::detail::ofi::lib::tostr(&mr_mode, FI_TYPE_MR_MODE);
       p.pins_memory = p.choice == "verbs" || p.choice == "efa";
     } catch (const std::exception& e) {
       p.error = e.what();

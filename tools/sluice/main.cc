@@ -32,8 +32,8 @@ constexpr const char* kPerfProgram = "sluice-perf";
     const std::string self = proc::self_exe();
     dir = self.substr(0, self.rfind('/') + 1);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sluice perf: cannot find the directory of sluice (%s) to run %s from\n", e.what(),
-                 kPerfProgram);
+    std::fprintf(stderr, "sluice perf: cannot find the directory of sluice (%s) to run %s from\n",
+                 e.what(), kPerfProgram);
     std::exit(127);
   }
   std::string perf = dir + kPerfProgram;
@@ -43,11 +43,13 @@ constexpr const char* kPerfProgram = "sluice-perf";
   ::execv(perf.c_str(), args.data());
   const int e = errno;
   if (e == ENOENT) {
-    std::fprintf(stderr,
-                 "sluice perf: runs the program %s, which was not built or installed beside sluice (%s does "
-                 "not exist); build it with `make perf` or `cmake --build build --target %s` (in a project that "
-                 "embeds sluice: -DSLUICE_BUILD_BENCHMARKS=ON)\n",
-                 kPerfProgram, perf.c_str(), kPerfProgram);
+    std::fprintf(
+        stderr,
+        "sluice perf: runs the program %s, which was not built or installed beside sluice (%s does "
+        "not exist); build it with `make perf` or `cmake --build build --target %s` (in a project "
+        "that "
+        "embeds sluice: -DSLUICE_BUILD_BENCHMARKS=ON)\n",
+        kPerfProgram, perf.c_str(), kPerfProgram);
   } else {
     std::fprintf(stderr, "sluice perf: cannot run %s: %s\n", perf.c_str(), std::strerror(e));
   }
@@ -68,8 +70,9 @@ void add_version_command(CLI::App& app) {
 // Listed in --help only: main() hands `sluice perf ...` to exec_perf before
 // parsing, so that sluice-perf parses (and documents) its own options.
 void add_perf_command(CLI::App& app) {
-  app.add_subcommand("perf", std::string("Benchmark flows against bounds and peers: runs ") + kPerfProgram +
-                                 " (beside sluice) with the same arguments; see `sluice perf --help`");
+  app.add_subcommand("perf",
+                     std::string("Benchmark flows against bounds and peers: runs ") + kPerfProgram +
+                         " (beside sluice) with the same arguments; see `sluice perf --help`");
 }
 
 }  // namespace

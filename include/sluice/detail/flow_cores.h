@@ -150,9 +150,9 @@ struct OutRing {
 // over on every call and hands it back).
 struct FastIn {
   std::byte* segments = nullptr;  // segment 0's payload (the target writes tails: fast_tail_)
-  uint64_t k = 0;                       // next segment to read
-  uint64_t released = 0;                // segments finished with
-  uint64_t published = 0;               // `released` as last told to the source
+  uint64_t k = 0;                 // next segment to read
+  uint64_t released = 0;          // segments finished with
+  uint64_t published = 0;         // `released` as last told to the source
   uint32_t slot_mask = 0;
   uint32_t stride = 0;
   uint32_t footer = 0;
@@ -564,7 +564,8 @@ inline Status next_fast(TargetCore* c, Deadline deadline, SegmentView* out) {
   if (c->fast_held_ >= 0) {
     FastIn& r = c->fast_[c->fast_held_];
     c->fast_held_ = -1;
-    if (c->fast_tail_ != 0) empty_tail(r.segments + ((r.k - 1) & r.slot_mask) * r.stride, c->fast_tail_);
+    if (c->fast_tail_ != 0)
+      empty_tail(r.segments + ((r.k - 1) & r.slot_mask) * r.stride, c->fast_tail_);
     if (++r.released - r.published >= c->fast_credit_batch_) [[unlikely]]
       c->return_credit_fast(static_cast<uint32_t>(&r - c->fast_));
   }

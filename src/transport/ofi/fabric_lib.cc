@@ -75,7 +75,8 @@ Api load_api() {
   api.restored = restore_dispositions(before);
   if (handle == nullptr) {
     const char* err = ::dlerror();
-    api.why = std::string("cannot load ") + kLibrary + " (install libfabric1): " + (err ? err : "unknown error");
+    api.why = std::string("cannot load ") + kLibrary +
+              " (install libfabric1): " + (err ? err : "unknown error");
     return api;
   }
   if (!resolve(handle, "fi_getinfo", &api.getinfo, &api.why) ||
@@ -106,8 +107,8 @@ bool load(std::string* why) {
 
 int signal_dispositions_restored() { return api().restored; }
 
-int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
-            fi_info** info) {
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+            const fi_info* hints, fi_info** info) {
   if (!api().loaded) return -FI_ENOSYS;
   const int rc = api().getinfo(version, node, service, flags, hints, info);
   // A provider plugin fi_getinfo loaded may have brought libinfinipath's
@@ -129,7 +130,9 @@ int fabric(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
   return api().fabric(attr, fabric, context);
 }
 
-const char* strerror(int errnum) { return api().loaded ? api().strerror(errnum) : api().why.c_str(); }
+const char* strerror(int errnum) {
+  return api().loaded ? api().strerror(errnum) : api().why.c_str();
+}
 
 const char* tostr(const void* data, fi_type datatype) {
   return api().loaded ? api().tostr(data, datatype) : "?";

@@ -28,7 +28,9 @@ constexpr int kApiVersion = FI_VERSION(1, 9);
 // write with data consumes one and the owner reposts it at once.
 constexpr int kDataReceives = 256;
 
-std::string fi_error_text(int rc) { return std::string(lib::strerror(-rc)) + " (" + std::to_string(rc) + ")"; }
+std::string fi_error_text(int rc) {
+  return std::string(lib::strerror(-rc)) + " (" + std::to_string(rc) + ")";
+}
 
 // libfabric's name for a provider choice: RDM endpoints over tcp and verbs
 // come from the rxm utility provider layered on them.
@@ -54,7 +56,8 @@ fi_info* make_hints(const Config& cfg, const std::string& prov, bool rma, bool a
   if (atomic) h->caps |= FI_ATOMIC;
   // The modes sluice can honour; a provider may require any subset.
   h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
-  h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  h->domain_attr->mr_mode =
+      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
   h->domain_attr->threading = FI_THREAD_DOMAIN;
   h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
   if (!prov.empty()) h->fabric_attr->prov_name = strdup(libfabric_name(prov).c_str());
@@ -72,11 +75,20 @@ Config config_from_options(const ClusterOptions& options, const std::string& nod
   Config c;
   c.node = node;
   switch (options.ofi_provider) {
-    case OfiProvider::kAuto: break;
-    case OfiProvider::kTcp: c.provider = "tcp"; break;
-    case OfiProvider::kVerbs: c.provider = "verbs"; break;
-    case OfiProvider::kEfa: c.provider = "efa"; break;
-    case OfiProvider::kShm: c.provider = "shm"; break;
+    case OfiProvider::kAuto:
+      break;
+    case OfiProvider::kTcp:
+      c.provider = "tcp";
+      break;
+    case OfiProvider::kVerbs:
+      c.provider = "verbs";
+      break;
+    case OfiProvider::kEfa:
+      c.provider = "efa";
+      break;
+    case OfiProvider::kShm:
+      c.provider = "shm";
+      break;
   }
   c.allow_rma = options.ofi_rma != Switch::kOff;
   c.require_rma = options.ofi_rma == Switch::kOn;
@@ -90,13 +102,15 @@ Config config_from_options(const ClusterOptions& options, const std::string& nod
 void Endpoint::check(int rc, const char* what) {
   if (rc == 0) return;
   throw Error(ErrorCode::kResource, std::string("libfabric ") + what + " failed on provider " +
-                                        (provider_.empty() ? "?" : provider_) + ": " + fi_error_text(rc));
+                                        (provider_.empty() ? "?" : provider_) + ": " +
+                                        fi_error_text(rc));
 }
 
 Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   // Preference order when no provider is pinned: hardware first.
-  std::vector<std::string> candidates =
-      cfg.provider.empty() ? std::vector<std::string>{"verbs", "efa", "tcp"} : std::vector<std::string>{cfg.provider};
+  std::vector<std::string> candidates = cfg.provider.empty()
+                                            ? std::vector<std::string>{"verbs", "efa", "tcp"}
+                                            : std::vector<std::string>{cfg.provider};
   std::string tried;
   std::set<std::string> present_but_refused;
   // What to ask for, best first: RMA with atomics (region endpoints), RMA,
@@ -135,7 +149,10 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
         break;
       }
       if (!tried.empty()) tried += "; ";
-      tried += libfabric_name(prov) + (want.atomic ? " with RMA and atomics" : rma ? " with RMA" : " messages only") +
+      tried += libfabric_name(prov) +
+               (want.atomic ? " with RMA and atomics"
+                : rma       ? " with RMA"
+                            : " messages only") +
                ": " + fi_error_text(rc);
       // (FI_ENODATA: no such provider or device here; anything else: one
       // that is here and refused.)
@@ -145,9 +162,12 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   }
   if (info_ == nullptr) {
     throw Error(ErrorCode::kResource,
-                "no usable libfabric provider for address " + (cfg.node.empty() ? std::string("(any)") : cfg.node) +
-                    " (" + tried + "); check `fi_info -t FI_EP_RDM`, or pin one with SLUICE_OFI_PROVIDER" +
-                    (cfg.require_rma || need_atomic ? "; RMA or atomics are required (SLUICE_OFI_RMA / SLUICE_OFI_ATOMIC = on)" : ""));
+                "no usable libfabric provider for address " +
+                    (cfg.node.empty() ? std::string("(any)") : cfg.node) + " (" + tried +
+                    "); check `fi_info -t FI_EP_RDM`, or pin one with SLUICE_OFI_PROVIDER" +
+                    (cfg.require_rma || need_atomic
+                         ? "; RMA or atomics are required (SLUICE_OFI_RMA / SLUICE_OFI_ATOMIC = on)"
+                         : ""));
   }
   provider_ = info_->fabric_attr->prov_name;
   if (cfg.provider.empty() && !tried.empty() && !candidates.empty() &&
@@ -189,9 +209,10 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
     domain_ = nullptr;
     fabric_ = nullptr;
     info_ = nullptr;
-    throw Error(ErrorCode::kResource, "provider " + provider_ +
-                                          " has no 64-bit fetch-add and compare-swap, but ofi_atomic = on "
-                                          "(SLUICE_OFI_ATOMIC=on) requires them; use auto");
+    throw Error(ErrorCode::kResource,
+                "provider " + provider_ +
+                    " has no 64-bit fetch-add and compare-swap, but ofi_atomic = on "
+                    "(SLUICE_OFI_ATOMIC=on) requires them; use auto");
   }
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
@@ -223,8 +244,8 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
     for (int i = 0; i < kDataReceives; ++i) post_data_receive(&data_rx_ctx_[i]);
   }
   log::debug("ofi endpoint on ", provider_, " (", info_->domain_attr->name, "), ",
-             rma_ ? "RMA" : "messages", wait_fd_ >= 0 ? ", CQ wait fd" : "", rx_cq_data_ ? ", FI_RX_CQ_DATA" : "",
-             source_ ? ", FI_SOURCE" : "");
+             rma_ ? "RMA" : "messages", wait_fd_ >= 0 ? ", CQ wait fd" : "",
+             rx_cq_data_ ? ", FI_RX_CQ_DATA" : "", source_ ? ", FI_SOURCE" : "");
 }
 
 Endpoint::~Endpoint() {
@@ -236,7 +257,8 @@ Endpoint::~Endpoint() {
     kept->insert(kept->end(), {info_, fabric_, domain_, av_, cq_, ep_});
     kept->insert(kept->end(), mrs_.begin(), mrs_.end());
     for (const auto& o : owned_) kept->push_back(o.first);
-    log::info("ofi: left an endpoint on ", provider_, " open: a peer left it in the middle of a transfer");
+    log::info("ofi: left an endpoint on ", provider_,
+              " open: a peer left it in the middle of a transfer");
     return;
   }
   if (ep_ != nullptr) fi_close(&ep_->fid);
@@ -276,7 +298,8 @@ std::string Endpoint::address() const {
   char buf[256];
   size_t len = sizeof(buf);
   int rc = fi_getname(&ep_->fid, buf, &len);
-  if (rc != 0) throw Error(ErrorCode::kResource, "libfabric fi_getname failed: " + fi_error_text(rc));
+  if (rc != 0)
+    throw Error(ErrorCode::kResource, "libfabric fi_getname failed: " + fi_error_text(rc));
   return std::string(buf, len);
 }
 
@@ -291,8 +314,9 @@ fi_addr_t Endpoint::insert(const std::string& address) {
   fi_addr_t a = FI_ADDR_UNSPEC;
   int n = fi_av_insert(av_, address.data(), 1, &a, 0, nullptr);
   if (n != 1) {
-    throw Error(ErrorCode::kResource, "libfabric fi_av_insert of a peer address (" + std::to_string(address.size()) +
-                                          " bytes) failed on " + provider_);
+    throw Error(ErrorCode::kResource, "libfabric fi_av_insert of a peer address (" +
+                                          std::to_string(address.size()) + " bytes) failed on " +
+                                          provider_);
   }
   return a;
 }
@@ -327,8 +351,8 @@ Memory Endpoint::register_memory(void* buf, size_t len, uint64_t access) {
   return m;
 }
 
-ssize_t Endpoint::write_data(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t peer, uint64_t addr,
-                             uint64_t key, void* context) {
+ssize_t Endpoint::write_data(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t peer,
+                             uint64_t addr, uint64_t key, void* context) {
   return fi_writedata(ep_, buf, len, desc, data, peer, addr, key, context);
 }
 
@@ -344,28 +368,31 @@ void Endpoint::unregister(Memory& m) {
   m = Memory{};
 }
 
-ssize_t Endpoint::read(void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key,
-                       void* context) {
+ssize_t Endpoint::read(void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr,
+                       uint64_t key, void* context) {
   return fi_read(ep_, buf, len, desc, peer, addr, key, context);
 }
 
-ssize_t Endpoint::write(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key,
-                        void* context) {
+ssize_t Endpoint::write(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr,
+                        uint64_t key, void* context) {
   return fi_write(ep_, buf, len, desc, peer, addr, key, context);
 }
 
-ssize_t Endpoint::fetch_add(const uint64_t* operand, uint64_t* result, void* desc, fi_addr_t peer, uint64_t addr,
-                            uint64_t key, void* context) {
-  return fi_fetch_atomic(ep_, operand, 1, desc, result, desc, peer, addr, key, FI_UINT64, FI_SUM, context);
+ssize_t Endpoint::fetch_add(const uint64_t* operand, uint64_t* result, void* desc, fi_addr_t peer,
+                            uint64_t addr, uint64_t key, void* context) {
+  return fi_fetch_atomic(ep_, operand, 1, desc, result, desc, peer, addr, key, FI_UINT64, FI_SUM,
+                         context);
 }
 
-ssize_t Endpoint::compare_swap(const uint64_t* desired, const uint64_t* expected, uint64_t* result, void* desc,
-                               fi_addr_t peer, uint64_t addr, uint64_t key, void* context) {
-  return fi_compare_atomic(ep_, desired, 1, desc, expected, desc, result, desc, peer, addr, key, FI_UINT64, FI_CSWAP,
-                           context);
+ssize_t Endpoint::compare_swap(const uint64_t* desired, const uint64_t* expected, uint64_t* result,
+                               void* desc, fi_addr_t peer, uint64_t addr, uint64_t key,
+                               void* context) {
+  return fi_compare_atomic(ep_, desired, 1, desc, expected, desc, result, desc, peer, addr, key,
+                           FI_UINT64, FI_CSWAP, context);
 }
 
-ssize_t Endpoint::tsend(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t tag, void* context) {
+ssize_t Endpoint::tsend(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t tag,
+                        void* context) {
   return fi_tsend(ep_, buf, len, desc, peer, tag, context);
 }
 
@@ -399,7 +426,8 @@ void Endpoint::repost_data_receive() {
   post_data_receive(ctx);
 }
 
-ssize_t Endpoint::poll(fi_cq_data_entry* out, size_t max, std::string* error, void** failed_context) {
+ssize_t Endpoint::poll(fi_cq_data_entry* out, size_t max, std::string* error,
+                       void** failed_context) {
   return complete(fi_cq_read(cq_, out, max), out, error, failed_context);
 }
 
@@ -442,8 +470,8 @@ bool Endpoint::ready_to_block() {
   return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
 }
 
-ssize_t Endpoint::wait(fi_cq_data_entry* out, size_t max, std::chrono::milliseconds timeout, std::string* error,
-                       void** failed_context) {
+ssize_t Endpoint::wait(fi_cq_data_entry* out, size_t max, std::chrono::milliseconds timeout,
+                       std::string* error, void** failed_context) {
   if (!cq_waitable_) {
     ssize_t n = poll(out, max, error, failed_context);
     if (n == 0) {

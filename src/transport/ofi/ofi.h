@@ -93,9 +93,9 @@ int restore_signal_dispositions();
 // A registered memory region.
 struct Memory {
   fid_mr* mr = nullptr;
-  void* desc = nullptr;    // for local operations (FI_MR_LOCAL providers)
-  uint64_t key = 0;        // for peers
-  uint64_t base = 0;       // remote address of byte 0 (virtual address or 0)
+  void* desc = nullptr;  // for local operations (FI_MR_LOCAL providers)
+  uint64_t key = 0;      // for peers
+  uint64_t base = 0;     // remote address of byte 0 (virtual address or 0)
 };
 
 class Endpoint {
@@ -136,19 +136,22 @@ class Endpoint {
 
   // Posts. Return 0, or -FI_EAGAIN when the provider is out of resources
   // (the caller progresses and retries), or another negative fi_errno.
-  ssize_t write_data(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t peer, uint64_t addr,
-                     uint64_t key, void* context);
-  ssize_t tsend(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t tag, void* context);
+  ssize_t write_data(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t peer,
+                     uint64_t addr, uint64_t key, void* context);
+  ssize_t tsend(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t tag,
+                void* context);
   // An untagged message: it lands in one of the data receives (if any).
   ssize_t send(const void* buf, size_t len, void* desc, fi_addr_t peer, void* context);
   ssize_t trecv(void* buf, size_t len, void* desc, uint64_t tag, void* context);
-  ssize_t read(void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key, void* context);
-  ssize_t write(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key, void* context);
+  ssize_t read(void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key,
+               void* context);
+  ssize_t write(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr,
+                uint64_t key, void* context);
   // 64-bit atomics on the peer's word at addr; the old value lands in *result.
-  ssize_t fetch_add(const uint64_t* operand, uint64_t* result, void* desc, fi_addr_t peer, uint64_t addr, uint64_t key,
-                    void* context);
-  ssize_t compare_swap(const uint64_t* desired, const uint64_t* expected, uint64_t* result, void* desc,
-                       fi_addr_t peer, uint64_t addr, uint64_t key, void* context);
+  ssize_t fetch_add(const uint64_t* operand, uint64_t* result, void* desc, fi_addr_t peer,
+                    uint64_t addr, uint64_t key, void* context);
+  ssize_t compare_swap(const uint64_t* desired, const uint64_t* expected, uint64_t* result,
+                       void* desc, fi_addr_t peer, uint64_t addr, uint64_t key, void* context);
 
   // Gives the endpoint ownership of `p`, memory that a posted operation or a
   // registration may still touch (a registered buffer, an fi_context2):
@@ -178,8 +181,8 @@ class Endpoint {
   // *failed_context is that operation's context).
   ssize_t poll(fi_cq_data_entry* out, size_t max, std::string* error, void** failed_context);
   // As poll, but blocks up to `timeout` for the first completion.
-  ssize_t wait(fi_cq_data_entry* out, size_t max, std::chrono::milliseconds timeout, std::string* error,
-               void** failed_context);
+  ssize_t wait(fi_cq_data_entry* out, size_t max, std::chrono::milliseconds timeout,
+               std::string* error, void** failed_context);
   // A file descriptor that poll(2) reports readable when completions may be
   // waiting (the CQ's FI_WAIT_FD wait object), for a thread that sleeps on
   // several endpoints at once; -1 where the provider has none (then use

@@ -15,7 +15,9 @@
 namespace sluice::detail {
 namespace {
 
-std::string errno_text(int e) { return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")"; }
+std::string errno_text(int e) {
+  return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
+}
 
 // Seals every region carries: its size is fixed for good.
 constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
@@ -41,24 +43,27 @@ SharedRegion SharedRegion::create(const std::string& name, size_t bytes) {
   if (memfd_name.size() > kMaxMemfdName) memfd_name.resize(kMaxMemfdName);
   r.fd_ = ::memfd_create(memfd_name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (r.fd_ < 0) {
-    throw Error(ErrorCode::kResource, "cannot create shared memory for " + name + ": memfd_create: " + errno_text(errno));
+    throw Error(ErrorCode::kResource,
+                "cannot create shared memory for " + name + ": memfd_create: " + errno_text(errno));
   }
   if (::ftruncate(r.fd_, static_cast<off_t>(bytes)) != 0) {
-    throw Error(ErrorCode::kResource, "cannot size shared memory for " + name + " to " + std::to_string(bytes) +
-                                          " bytes: " + errno_text(errno));
+    throw Error(ErrorCode::kResource, "cannot size shared memory for " + name + " to " +
+                                          std::to_string(bytes) + " bytes: " + errno_text(errno));
   }
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r.fd_, 0);
   if (p == MAP_FAILED) {
-    throw Error(ErrorCode::kResource, "cannot map " + std::to_string(bytes) + " bytes of shared memory for " + name +
-                                          ": " + errno_text(errno) + "; check `ulimit -v` and free memory");
+    throw Error(ErrorCode::kResource,
+                "cannot map " + std::to_string(bytes) + " bytes of shared memory for " + name +
+                    ": " + errno_text(errno) + "; check `ulimit -v` and free memory");
   }
   r.data_ = static_cast<std::byte*>(p);
   r.size_ = bytes;
   // tmpfs allocates on first touch; do it now, and fail here with a clear
   // message rather than with SIGBUS in the data path if memory is short.
   if (::fallocate(r.fd_, 0, 0, static_cast<off_t>(bytes)) != 0 && errno != EOPNOTSUPP) {
-    throw Error(ErrorCode::kResource, "cannot reserve " + std::to_string(bytes) + " bytes of shared memory for " +
-                                          name + ": " + errno_text(errno));
+    throw Error(ErrorCode::kResource, "cannot reserve " + std::to_string(bytes) +
+                                          " bytes of shared memory for " + name + ": " +
+                                          errno_text(errno));
   }
   // Sealed last: fallocate above must still be free to allocate the pages.
   if (::fcntl(r.fd_, F_ADD_SEALS, kSizeSeals) != 0) {
@@ -172,7 +177,8 @@ std::string host_identity() {
   // flows between them go over the network, like between machines.
   char net[64] = {};
   ssize_t n = ::readlink("/proc/self/ns/net", net, sizeof(net) - 1);
-  return host_name() + "/" + boot + "/" + (n > 0 ? std::string(net, static_cast<size_t>(n)) : std::string("net"));
+  return host_name() + "/" + boot + "/" +
+         (n > 0 ? std::string(net, static_cast<size_t>(n)) : std::string("net"));
 }
 
 }  // namespace sluice::detail
