@@ -6,7 +6,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/tcp_listen.h"
 #include "control/metrics.h"
 #include "control/metrics_http.h"
 #include "control/protocol.h"
@@ -57,46 +57,9 @@ std::string peer_name(const sockaddr_storage& ss) {
 using namespace registry_impl;
 
 void RegistryServer::Impl::bind_and_listen() {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const std::string port_text = std::to_string(opt.port);
-  const std::string where = log::cat(opt.bind_host, ":", opt.port);
-  if (int rc = ::getaddrinfo(opt.bind_host.c_str(), port_text.c_str(), &hints, &res); rc != 0) {
-    throw Error(ErrorCode::kResource, log::cat("registry cannot resolve its bind address ", where,
-                                               ": ", gai_strerror(rc)));
-  }
-  std::string last_error = "no addresses";
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    // A restarted registry must be able to take its port back while old
-    // connections sit in TIME_WAIT.
-    int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 128) == 0) {
-      listen_fd = fd;
-      break;
-    }
-    last_error = std::strerror(errno);
-    ::close(fd);
-  }
-  ::freeaddrinfo(res);
-  if (listen_fd < 0) {
-    throw Error(ErrorCode::kResource,
-                log::cat("registry cannot listen on ", where, ": ", last_error,
-                         "; choose another address or port (port 0 picks a free one)"));
-  }
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                                  : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  const detail::TcpListener l = detail::tcp_listen("registry", opt.bind_host, opt.port, 128);
+  listen_fd = l.fd;
+  port = l.port;
   wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) {
     throw Error(ErrorCode::kResource,
