@@ -22,13 +22,13 @@
 #include "control/bootstrap.h"
 #include "control/registry_client.h"
 #include "control/signal_report.h"
-#include "flow/endpoint_counters.h"
 #include "flow/flow_core.h"
-#include "flow/layout.h"
 #include "memory/region.h"
+#include "observe/endpoint_counters.h"
 #include "sluice/cluster.h"
 #include "transport/ofi/ofi.h"
 #include "transport/shm/region.h"
+#include "wire/layout.h"
 
 namespace sluice::detail {
 

@@ -1,4 +1,4 @@
-// What the per-endpoint counters (src/flow/endpoint_counters.h) cost the
+// What the per-endpoint counters (src/observe/endpoint_counters.h) cost the
 // data path, counted in instructions rather than timed: one rank pushes
 // --records 16-byte records into a flow whose source and target are both its
 // own, on one thread (try_push until the ring is full, then drain it), so

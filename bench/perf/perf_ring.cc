@@ -254,7 +254,7 @@ constexpr size_t mailbox_record_offset(size_t record_bytes) {
 constexpr bool mailbox_tail_published(size_t record_bytes) {
   return record_bytes > 56 && record_bytes <= 64;
 }
-constexpr uint64_t kTailEmpty = 0xA5E1D0C4B3F29687ULL;  // as a flow's (src/flow/layout.h)
+constexpr uint64_t kTailEmpty = 0xA5E1D0C4B3F29687ULL;  // as a flow's (src/wire/layout.h)
 
 inline std::atomic_ref<uint64_t> mailbox_tail(unsigned char* box, size_t record_bytes) {
   return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(box + record_bytes - 8));

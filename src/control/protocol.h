@@ -56,7 +56,7 @@
 //             u32 incarnation (how many times the rank joined again after it died)
 //   COUNTERS  (client -> server, request id 0, no reply; sent with every
 //             HEARTBEAT and once before LEAVE) the rank's flow endpoints'
-//             counters (flow/endpoint_counters.h), for the registry's
+//             counters (observe/endpoint_counters.h), for the registry's
 //             Prometheus endpoint:
 //             u16 format (kCountersFormat), u32 n (<= kMaxReportedEndpoints),
 //             n x { str flow (<= 255 B), u8 role (1 source, 2 target),
@@ -262,7 +262,7 @@ struct UndeclareMsg {
   uint64_t timeout_ms = 0;
 };
 
-// COUNTERS: one endpoint's counters, as flow/endpoint_counters.h keeps them.
+// COUNTERS: one endpoint's counters, as observe/endpoint_counters.h keeps them.
 inline constexpr uint16_t kCountersFormat = 2;
 inline constexpr uint8_t kMaxReportedPeers = 16;
 struct PeerCounters {

@@ -20,7 +20,7 @@
 #include "control/protocol.h"
 #include "control/signal_report.h"
 #include "control/tcp_liveness.h"
-#include "flow/endpoint_counters.h"
+#include "observe/endpoint_counters.h"
 #include "sluice/errors.h"
 
 namespace sluice::control {

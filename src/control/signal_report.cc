@@ -9,8 +9,8 @@
 
 #include "common/env.h"
 #include "common/log.h"
-#include "flow/counters_report.h"
-#include "flow/endpoint_counters.h"
+#include "observe/counters_report.h"
+#include "observe/endpoint_counters.h"
 
 namespace sluice::control::signal_report {
 namespace {

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "flow/flow_core.h"
-#include "flow/layout.h"
 #include "transport/ofi/ofi.h"
+#include "wire/layout.h"
 
 namespace sluice::detail {
 

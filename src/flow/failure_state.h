@@ -9,9 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "flow/endpoint_counters.h"
 #include "flow/flow_core.h"
-#include "flow/layout.h"
+#include "observe/endpoint_counters.h"
+#include "wire/layout.h"
 
 namespace sluice::detail {
 
@@ -63,7 +63,7 @@ class FailureState {
   }
   Status failed_ = Status::kOk;
   std::string error_;
-  // This endpoint's counters (flow/endpoint_counters.h), set by the core's
+  // This endpoint's counters (observe/endpoint_counters.h), set by the core's
   // constructor and released by its destructor.
   counters::Slot* stats_ = nullptr;
   uint32_t lost_rank_ = kNoRank;

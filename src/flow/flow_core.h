@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "flow/layout.h"
 #include "flow/liveness.h"
 #include "sluice/flow.h"
 #include "transport/ofi/ofi.h"
 #include "transport/ofi_ring.h"
+#include "wire/layout.h"
 
 namespace sluice::detail {
 

@@ -31,12 +31,12 @@
 #include "flow/completion.h"
 #include "flow/failure_state.h"
 #include "flow/flow_core.h"
-#include "flow/layout.h"
 #include "flow/parking.h"
 #include "flow/wait_set.h"
 #include "sluice/flow.h"
 #include "transport/ofi_ring.h"
 #include "transport/shm_ring.h"
+#include "wire/layout.h"
 
 namespace sluice::detail {
 

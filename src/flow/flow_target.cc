@@ -13,7 +13,7 @@
 #include "common/check.h"
 #include "common/futex.h"
 #include "common/log.h"
-#include "flow/counters_report.h"
+#include "observe/counters_report.h"
 #include "transport/ofi/fabric_lib.h"
 
 namespace sluice::detail {

@@ -3,8 +3,8 @@
 #include <set>
 #include <sstream>
 
-#include "flow/layout.h"
 #include "sluice/flow.h"
+#include "wire/layout.h"
 
 namespace sluice {
 namespace {

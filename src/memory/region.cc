@@ -18,8 +18,8 @@
 #include "common/random.h"
 #include "common/test_hooks.h"
 #include "control/registry_client.h"
-#include "flow/layout.h"
 #include "transport/ofi/fabric_lib.h"
+#include "wire/layout.h"
 
 namespace sluice::detail {
 namespace {

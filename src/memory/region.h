@@ -55,7 +55,7 @@
 #include <thread>
 #include <vector>
 
-#include "flow/endpoint_counters.h"
+#include "observe/endpoint_counters.h"
 #include "sluice/memory.h"
 #include "transport/ofi/ofi.h"
 #include "transport/shm/region.h"

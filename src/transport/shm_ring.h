@@ -1,5 +1,5 @@
 // The shm ring transport: the few stores and loads by which a source and a
-// target share a ring in one memfd mapping (src/flow/layout.h draws it).
+// target share a ring in one memfd mapping (src/wire/layout.h draws it).
 // The source writes records straight into the target's segment and
 // publishes it with a release store of the footer's seq; the target returns
 // credit with a release store of `consumed`; each side wakes the other only
@@ -16,7 +16,7 @@
 #include <cstdint>
 
 #include "common/futex.h"
-#include "flow/layout.h"
+#include "wire/layout.h"
 
 namespace sluice::detail::shm_ring {
 

@@ -8,11 +8,11 @@
 #include <thread>
 #include <vector>
 
-#include "flow/endpoint_counters.h"
-#include "flow/layout.h"
+#include "observe/endpoint_counters.h"
 #include "sluice/flow.h"
 #include "sluice/hash.h"
 #include "support/local_flow.h"
+#include "wire/layout.h"
 
 namespace sluice {
 namespace {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "flow/flow_core.h"
-#include "flow/layout.h"
 #include "sluice/flow.h"
+#include "wire/layout.h"
 
 namespace sluice::testing {
 

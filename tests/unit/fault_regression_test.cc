@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "control/registry_client.h"
-#include "flow/layout.h"
 #include "flow/liveness.h"
 #include "sluice/flow.h"
 #include "support/local_flow.h"
+#include "wire/layout.h"
 
 namespace sluice {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "control/registry_client.h"
-#include "flow/endpoint_counters.h"
+#include "observe/endpoint_counters.h"
 #include "sluice/flow.h"
 #include "sluice/worker.h"
 #include "support/local_flow.h"

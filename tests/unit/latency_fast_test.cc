@@ -9,11 +9,11 @@
 #include <cstring>
 
 #include "control/registry_client.h"
-#include "flow/endpoint_counters.h"
 #include "flow/flow_core.h"
-#include "flow/layout.h"
+#include "observe/endpoint_counters.h"
 #include "sluice/flow.h"
 #include "support/local_flow.h"
+#include "wire/layout.h"
 
 namespace sluice {
 namespace {

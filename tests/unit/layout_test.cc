@@ -1,4 +1,4 @@
-#include "flow/layout.h"
+#include "wire/layout.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Reading the counters areas sluice processes publish
-// (src/flow/endpoint_counters.h): what `sluice top` shows, and what `sluice
+// (src/observe/endpoint_counters.h): what `sluice top` shows, and what `sluice
 // run` reports about its ranks when a job times out or on SIGUSR1.
 //
 // Thread safety: the functions may be called from any thread.
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "flow/counters_report.h"
-#include "flow/endpoint_counters.h"
+#include "observe/counters_report.h"
+#include "observe/endpoint_counters.h"
 
 namespace sluice::tool {
 

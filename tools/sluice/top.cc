@@ -1,6 +1,6 @@
 // `sluice top`: every sluice process on this host, per rank and per flow
 // endpoint, read from the counters areas the processes publish
-// (src/flow/endpoint_counters.h): live, refreshing like top, or one JSON
+// (src/observe/endpoint_counters.h): live, refreshing like top, or one JSON
 // snapshot for scripts (--once --json).
 #include <unistd.h>
 
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "counters_reader.h"
-#include "flow/endpoint_counters.h"
 #include "host_commands.h"
 #include "host_facts.h"
+#include "observe/endpoint_counters.h"
 
 namespace sluice::tool {
 namespace {

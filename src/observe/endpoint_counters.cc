@@ -1,4 +1,4 @@
-#include "flow/endpoint_counters.h"
+#include "observe/endpoint_counters.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "flow/endpoint_counters.h"
+#include "observe/endpoint_counters.h"
 
 namespace sluice::detail::counters {
 

@@ -1,4 +1,4 @@
-#include "flow/counters_report.h"
+#include "observe/counters_report.h"
 
 #include <cstdio>
 
