@@ -260,11 +260,21 @@ void expect_replica_loss_survived(const std::string& protocol, int victim) {
   std::string live;
   for (int k = 0; k < 5; ++k)
     if (k != victim) live += " " + std::to_string(k);
-  // Every survivor went on once, with the same ranks (and the same session).
-  EXPECT_EQ(sluice::testing::count_lines_with(
-                r.output, "going on with ranks" + live +
-                              (protocol == "nopaxos" ? " (NOPaxos session 2)" : "")),
-            4)
+  // Every surviving replica (ranks 0-2) went on once, with the same ranks
+  // (and the same session); so did each client rank (3, 4) unless it had
+  // finished its operations before it learnt of the loss, and no rank went
+  // on with other ranks.
+  const std::string went_on =
+      "going on with ranks" + live + (protocol == "nopaxos" ? " (NOPaxos session 2)" : "");
+  for (int k = 0; k < 3; ++k) {
+    if (k == victim) continue;
+    EXPECT_EQ(
+        sluice::testing::count_lines_with(r.output, "rank " + std::to_string(k) + ": " + went_on),
+        1)
+        << r.output;
+  }
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, went_on),
+            sluice::testing::count_lines_with(r.output, "going on with ranks"))
       << r.output;
   expect_clean_job(r, 3, 2, 300, /*failover=*/victim == 0, victim);
 }

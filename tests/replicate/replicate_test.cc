@@ -16,10 +16,17 @@ namespace {
 
 using testing::bin;
 
-testing::ProcessResult run_job(int ranks, std::vector<std::string> args) {
-  return testing::run_process(testing::job_argv(ranks, 200, "sluice-replicate-worker", args), {},
-                              std::chrono::seconds(240));
+testing::ProcessResult run_job(int ranks, std::vector<std::string> args,
+                               std::vector<std::string> launcher_args = {}) {
+  return testing::run_process(
+      testing::job_argv(ranks, 200, "sluice-replicate-worker", args, launcher_args), {},
+      std::chrono::seconds(240));
 }
+
+// For a job where a rank dies: the survivors must end on their own, in
+// however long a loaded machine takes (the launcher's default is 10 s
+// before it stops them).
+const std::vector<std::string> kSurvivorsEndOnTheirOwn = {"--grace", "120"};
 
 struct TargetResult {
   uint64_t count = 0;
@@ -107,12 +114,13 @@ TEST(ReplicateFlowTest, OrderedRunsOfFullSegmentsAreNumberedWithoutHoles) {
 
 // A source that dies inside a numbered run: every number it took is a gap
 // on every surviving target, the one the hook names among them. Over ofi
-// the run is half a ring of 64 segments, so many gaps in a row: they must
-// cost one gap timeout, not one each (32 x 500 ms would outlast the
-// launcher's 10 s for the others to end after a rank failed).
+// the run is half a ring of 64 segments, so many gaps in a row: they cost
+// one gap timeout, not one each (32 x 500 ms).
 TEST(ReplicateFlowTest, SourceDyingInsideANumberedRunIsAGapOnEveryTarget) {
-  auto r = run_job(3, {"--tuples", "40000", "--ordered", "--flush-every", "0", "--die-rank", "2",
-                       "--die-after", "20", "--gap-ms", "500"});
+  auto r = run_job(3,
+                   {"--tuples", "40000", "--ordered", "--flush-every", "0", "--die-rank", "2",
+                    "--die-after", "20", "--gap-ms", "500"},
+                   kSurvivorsEndOnTheirOwn);
   expect_clean(r);
   std::smatch m;
   ASSERT_TRUE(
@@ -181,8 +189,10 @@ TEST(ReplicateFlowTest, OrderedLatencyModeAgreesToo) {
 // surviving target reports that number as a gap (never hangs), agrees on
 // the order of the surviving sources' records, and ends naming the loss.
 TEST(ReplicateFlowTest, SourceDyingAfterTakingASequenceNumberIsAGapOnEveryTarget) {
-  auto r = run_job(4, {"--tuples", "40000", "--ordered", "--die-rank", "3", "--die-after", "20",
-                       "--gap-ms", "2000"});
+  auto r = run_job(4,
+                   {"--tuples", "40000", "--ordered", "--die-rank", "3", "--die-after", "20",
+                    "--gap-ms", "2000"},
+                   kSurvivorsEndOnTheirOwn);
   expect_clean(r);
   std::smatch m;
   ASSERT_TRUE(

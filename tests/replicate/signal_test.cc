@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "support/test_support.h"
@@ -42,31 +43,48 @@ TEST(RankSignalTest, RankWithAnOfiEndpointThatCrashesIsReportedAsKilledBySignal1
   EXPECT_EQ(count_lines_with(r.output, "exited with status"), 0) << r.output;
 }
 
+// Whether libfabric is mapped into this process.
+bool libfabric_loaded() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("libfabric") != std::string::npos) return true;
+  }
+  return false;
+}
+
 TEST(RankSignalTest, AProgramThatOpensNoOfiEndpointDoesNotLoadLibfabric) {
   // (Linking it would cost every process the PSM libraries' start-up sleeps.)
   // Before the next test, which loads it into this process.
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) EXPECT_EQ(line.find("libfabric"), std::string::npos) << line;
+  EXPECT_FALSE(libfabric_loaded());
 }
 
 void program_handler(int) {}
 
-TEST(RankSignalTest, LoadingLibfabricKeepsTheProgramsHandlersAndTheDefaults) {
+TEST(RankSignalTest, LoadingLibfabricKeepsWhatTheSignalsHadBefore) {
   // libfabric is loaded when first needed, here: its dependencies'
   // constructors install handlers for all six signals, which loading puts
-  // back to what they were (the program's own for SIGTERM, else the default).
+  // back to what they were: the program's own for SIGTERM, and whatever the
+  // others had (the default, or a sanitizer runtime's handler).
+  ASSERT_FALSE(libfabric_loaded()) << "the test needs a process that has not loaded it yet";
   struct sigaction mine {};
   mine.sa_handler = program_handler;
   sigemptyset(&mine.sa_mask);
   ASSERT_EQ(::sigaction(SIGTERM, &mine, nullptr), 0);
-  detail::ofi::restore_signal_dispositions();
-  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT, SIGTERM}) {
+  const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT, SIGTERM};
+  void* before[std::size(sigs)];
+  for (size_t i = 0; i < std::size(sigs); ++i) {
     struct sigaction now {};
-    ASSERT_EQ(::sigaction(sig, nullptr, &now), 0);
-    void* expected = reinterpret_cast<void*>(sig == SIGTERM ? program_handler : SIG_DFL);
-    EXPECT_EQ(reinterpret_cast<void*>(now.sa_handler), expected) << "signal " << sig;
+    ASSERT_EQ(::sigaction(sigs[i], nullptr, &now), 0);
+    before[i] = reinterpret_cast<void*>(now.sa_handler);
   }
+  detail::ofi::restore_signal_dispositions();
+  ASSERT_TRUE(libfabric_loaded());
+  for (size_t i = 0; i < std::size(sigs); ++i) {
+    struct sigaction now {};
+    ASSERT_EQ(::sigaction(sigs[i], nullptr, &now), 0);
+    EXPECT_EQ(reinterpret_cast<void*>(now.sa_handler), before[i]) << "signal " << sigs[i];
+  }
+  EXPECT_EQ(before[std::size(sigs) - 1], reinterpret_cast<void*>(program_handler));
 }
 
 }  // namespace

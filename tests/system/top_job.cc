@@ -10,7 +10,8 @@
 // adds 1 to its first word N times through its own handle (kept open until
 // the end): the region counters; with --ordered N, every rank pushes N
 // records into an ordered replicate flow "seq" that every rank consumes:
-// the sequencer counters.
+// the sequencer counters. With --records 0, every rank pushes until the
+// --hold-until file exists (a job that runs until the test lets it end).
 #include <sluice/sluice.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,6 +31,11 @@ struct Tick {
   uint64_t key;
   uint64_t value;
 };
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
 
 // Until `path` exists (at most 60 s); at once if it is empty.
 void wait_for(const std::string& path) {
@@ -120,7 +126,12 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  for (uint64_t i = 0; i < records; ++i) {
+  const bool until_hold = records == 0 && !hold.empty();
+  for (uint64_t i = 0; until_hold || i < records; ++i) {
+    if (until_hold && i % 4096 == 0 && exists(hold)) {
+      records = i;
+      break;
+    }
     if (worker.push(out, Tick{i * cluster.world_size() + cluster.rank(), i}) !=
         sluice::Status::kOk) {
       std::fprintf(stderr, "push: %s\n", out.error().c_str());

@@ -335,21 +335,22 @@ TEST(SluiceLogInfoTest, NamesThePathOfEveryPairOfEndpointsAndWarnsOfAProviderFal
 // block on its full rings, and a hang report (SIGUSR1 to rank 0) names the
 // target each waits for and for how long, as `sluice top --json` does
 // (waiting_for_credit). Nobody is told which rank stops: the test stops it
-// from outside, and lets it go on; the job then ends as usual.
+// from outside, and lets it go on; the ranks push until the test lets the
+// job end, which then delivers every record exactly once.
 TEST(SluiceRunHangReportTest, ASourceBlockedOnAFullRingNamesItsTarget) {
   const std::string hold = "/tmp/sluice-credit-test-" + std::to_string(::getpid());
   std::remove(hold.c_str());
   const std::string script =
       std::string(kPidOfRank) +
       ": >\"$2.out\"; "
-      "\"$0\" run -n 3 --timeout 90 -- \"$1\" --records 50000000 --hold-until \"$2\" "
+      "\"$0\" run -n 3 --timeout 90 -- \"$1\" --records 0 --hold-until \"$2\" "
       ">>\"$2.out\" 2>&1 & p=$!; "
       // (Once both ranks' ticks endpoints exist: their flows are declared
       // and the records moving.)
       "i=0; while r2=$(pid_of 2); r0=$(pid_of 0); "
       "n=$(\"$0\" top --once 2>/dev/null | grep -cE \" ($r0|$r2) +ticks \"); "
       "[ \"${n:-0}\" -lt 4 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
-      "sleep 1; kill -STOP $r2; sleep 2; "
+      "sleep 1; kill -STOP $r2; echo \"rank 0 is pid $r0\"; sleep 2; "
       "kill -USR1 $r0; sleep 1; "
       "\"$0\" top --once --json > \"$2.top\"; "
       "kill -CONT $r2; touch \"$2\"; wait $p; echo \"launcher exit $?\"; cat \"$2.out\"; "
@@ -366,12 +367,26 @@ TEST(SluiceRunHangReportTest, ASourceBlockedOnAFullRingNamesItsTarget) {
       std::regex(
           R"(waiting \d+\.\d s for credit from target \(2,0\) on rank 2 \(.*\): its ring of \d+ segments is full)")))
       << r.output;
-  // top saw rank 0's source (and rank 1's) waiting for target (2,0).
+  // Every record pushed was consumed once (the ranks pushed until the end).
+  uint64_t pushed = 0, consumed = 0;
+  const std::regex counts(R"(rank \d+ pushed (\d+) consumed (\d+))");
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), counts);
+       it != std::sregex_iterator(); ++it) {
+    pushed += std::stoull((*it)[1]);
+    consumed += std::stoull((*it)[2]);
+  }
+  EXPECT_GT(pushed, 0u) << r.output;
+  EXPECT_EQ(pushed, consumed) << r.output;
+  // top saw rank 0's source waiting for target (2,0). (top lists every job
+  // on the host: other tests' too.)
+  std::smatch pid;
+  ASSERT_TRUE(std::regex_search(r.output, pid, std::regex(R"(rank 0 is pid (\d+))"))) << r.output;
   const size_t at = r.output.find("top: ");
   ASSERT_NE(at, std::string::npos) << r.output;
   const nlohmann::json top = nlohmann::json::parse(r.output.substr(at + 5));
   int waiting_for_2 = 0;
   for (const auto& proc : top.at("processes")) {
+    if (proc.at("pid") != std::stoll(pid[1])) continue;
     for (const auto& e : proc.at("endpoints")) {
       if (e.at("role") != "source" || !e.contains("waiting_for_credit")) continue;
       const auto& w = e.at("waiting_for_credit");
