@@ -19,7 +19,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,7 +29,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <exception>
 #include <fstream>
 #include <map>
@@ -41,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "perf_host.h"
 #include "perf_mode.h"
 #include "perf_ring.h"
 #include "perf_stats.h"
@@ -87,86 +86,6 @@ std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
-}
-
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  for (std::string line; std::getline(f, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
-}
-
-// The nominal clock: "cpu MHz" of /proc/cpuinfo (a VM reports the host's
-// nominal rate there), or 0 if it says nothing; cycles per record are then
-// left out of the report.
-double cpu_ghz() {
-  std::ifstream f("/proc/cpuinfo");
-  for (std::string line; std::getline(f, line);) {
-    if (line.rfind("cpu MHz", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return std::strtod(line.c_str() + colon + 1, nullptr) / 1e3;
-    }
-  }
-  return 0;
-}
-
-// `git rev-parse HEAD` in the cwd, or "unknown" (not a work tree, no git).
-std::string git_commit() {
-  FILE* p = popen("git rev-parse HEAD 2>/dev/null", "r");
-  if (p == nullptr) return "unknown";
-  char buf[128] = {};
-  const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
-  const int status = pclose(p);
-  std::string s = got ? buf : "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  if (status != 0 || s.size() < 7) return "unknown";
-  return s;
-}
-
-perf::Environment environment() {
-  perf::Environment env;
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  env.hostname = host;
-  env.nproc = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
-  utsname u;
-  if (uname(&u) == 0) env.kernel = std::string(u.sysname) + " " + u.release + " " + u.version;
-  env.cpu_model = cpu_model();
-  env.cpu_ghz = cpu_ghz();
-  char date[64];
-  const std::time_t now = std::time(nullptr);
-  std::tm tm;
-  gmtime_r(&now, &tm);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  env.date = date;
-  env.git_commit = git_commit();
-  return env;
-}
-
-// The command line exactly as this process was started.
-std::string own_command() {
-  std::ifstream f("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> argv;
-  for (std::string arg; std::getline(f, arg, '\0');) argv.push_back(arg);
-  return perf::quote_command(argv);
-}
-
-// SLUICE_* settings the ranks inherit (e.g. SLUICE_SPIN), so a report says
-// which knobs were turned.
-nlohmann::json sluice_env() {
-  nlohmann::json j = nlohmann::json::object();
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv = *e;
-    if (kv.rfind("SLUICE_", 0) != 0) continue;
-    const size_t eq = kv.find('=');
-    if (kv.rfind("SLUICE_SECRET", 0) == 0) continue;  // never print a secret
-    j[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
-  }
-  return j;
 }
 
 // Checks --segment-bytes / --ring-segments against every record size (as
@@ -833,8 +752,8 @@ void run_perf(const PerfOptions& opt) {
   }
 
   // Everything that forks a shell happens before the measurements.
-  const perf::Environment env = environment();
-  const std::string command = own_command();
+  const perf::Environment env = perf::environment();
+  const std::string command = perf::own_command();
 
   uint32_t total_steps = 0;
   for (const Sweep& sw : sweeps) total_steps += steps_of(sw, repeats);
@@ -876,7 +795,7 @@ void run_perf(const PerfOptions& opt) {
       {"smoke", opt.smoke},
       {"ring_bytes", perf::kRingBytes},
       {"peers_program", opt.peers.empty() ? nlohmann::json(nullptr) : nlohmann::json(opt.peers)},
-      {"sluice_env", sluice_env()}};
+      {"sluice_env", perf::sluice_env()}};
   const nlohmann::json report = perf::report_json(env, command, config, points, skipped);
 
   std::fputs(perf::report_table(report).c_str(), stdout);
