@@ -170,6 +170,7 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
 
   send(c, MsgType::kWelcome, req, encode(welcome_message()));
   broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid, incarnation}, c.id);
+  if (opt.on_joined) opt.on_joined(m.rank, incarnation);
 }
 
 // Every rank the registry has seen, as WELCOME lists them.

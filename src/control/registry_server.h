@@ -61,6 +61,12 @@ struct RegistryOptions {
   // (left or died, for any reason). Must not block. `sluice run --restarts`
   // waits for it before it starts the rank again. Default: none.
   std::function<void(uint32_t rank)> on_lost_rank;
+  // Called on the registry's thread whenever a rank's HELLO is accepted: it
+  // joined the job (incarnation 0) or joined again after it died
+  // (incarnation > 0). Must not block. `sluice run` uses it to tell when the
+  // job started (every rank's first incarnation joined), which its --kill
+  // and --stop times count from. Default: none.
+  std::function<void(uint32_t rank, uint32_t incarnation)> on_joined;
   // Serve the Prometheus text format over HTTP on metrics_host:metrics_port
   // (port 0: any free port): the ranks' flow counters, which they report
   // with their heartbeats, and the registry's view of the ranks

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -65,6 +67,10 @@ std::string seconds_text(double s) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", s);
   return buf;
+}
+
+Clock::duration after_seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
 // "0,2".
@@ -151,14 +157,21 @@ struct Rank {
   bool restart_pending = false;
   bool restart_on_exit = false;  // killed by the launcher for silence, to be restarted
   bool lost_seen = false;        // the registry reported it lost since it started
+  // Killed by an injected --kill: a failure for the failure policy, but its
+  // death by SIGKILL does not count against the exit status.
+  bool killed_by_fault = false;
+  // Stopped by an injected --stop and not continued yet.
+  bool stopped_by_fault = false;
   std::chrono::steady_clock::time_point restart_by;
   Stream out;
   Stream err;
 };
 
 // Events on the silent pipe: a rank's number, with this bit set when the
-// registry reported the rank lost (any cause) rather than silent.
+// registry reported the rank lost (any cause) rather than silent...
 constexpr uint32_t kLostEvent = 0x80000000u;
+// ... or this one when the rank's first incarnation joined (faults only).
+constexpr uint32_t kJoinedEvent = 0x40000000u;
 // How long a failed rank waits for the registry to report it lost before
 // it is started again anyway (it may never have joined).
 constexpr auto kRestartWait = std::chrono::seconds(1);
@@ -186,6 +199,20 @@ class Launcher {
   int run();
 
  private:
+  // One of options_.faults and how far it got.
+  struct FaultState {
+    enum class Step {
+      kDue,         // waits for its time
+      kToContinue,  // --stop: the rank is stopped, SIGCONT at continue_at
+      kDone,        // injected or skipped
+    };
+    Fault fault;
+    std::string text;  // "--kill 2@1.5"
+    Step step = Step::kDue;
+    pid_t stopped_pid = -1;  // kToContinue: the process (group) stopped
+    Clock::time_point continue_at;
+  };
+
   enum class Phase {
     kRunning,      // no failure yet
     kGrace,        // a rank failed or a signal was forwarded: others may finish
@@ -208,7 +235,10 @@ class Launcher {
   void on_signal(int sig);
   void report_endpoints(const std::vector<uint32_t>& ranks, const char* when);
   void on_silent_ranks();
+  void on_joined(uint32_t rank);
   void on_timers(Clock::time_point now);
+  void on_faults(Clock::time_point now);
+  void report_faults_not_injected() const;
   void signal_running(int sig);
   void begin_grace(const std::string& reason);
   void begin_terminate();
@@ -239,7 +269,20 @@ class Launcher {
   std::string grace_reason_;
   int signals_received_ = 0;
   std::optional<int> exit_status_;
+  std::vector<FaultState> faults_;
+  // Which ranks' first incarnation joined the registry, and when the last
+  // did: the job started, and the faults' times count from then.
+  std::vector<bool> joined_;
+  uint32_t joined_count_ = 0;
+  std::optional<Clock::time_point> job_started_;
 };
+
+// SIGKILL/SIGSTOP/SIGCONT for a rank's process group (or the process, if its
+// group is already gone). REQUIRES: rank.running, so that the pid is not
+// reaped and neither it nor its group id can have been reused.
+void signal_rank(const Rank& rank, int sig) {
+  if (::kill(-rank.pid, sig) != 0) ::kill(rank.pid, sig);
+}
 
 bool Launcher::start_ranks() {
   ranks_.resize(options_.ranks);
@@ -288,6 +331,8 @@ bool Launcher::start_rank(Rank& rank) {
   // The launcher's event loop reaps its ranks itself (SIGCHLD, WNOHANG).
   rank.pid = child.release();
   rank.running = true;
+  rank.killed_by_fault = false;
+  rank.stopped_by_fault = false;
   for (Stream* s : {&rank.out, &rank.err}) s->prefix = "[" + std::to_string(rank.index) + "] ";
   rank.out.out_fd = STDOUT_FILENO;
   rank.err.out_fd = STDERR_FILENO;
@@ -314,6 +359,12 @@ void Launcher::signal_running(int sig) {
     // been reused.
     if (::kill(-r.pid, sig) != 0) ::kill(r.pid, sig);
     r.signalled = true;
+    // A rank an injected --stop holds would get the signal only when
+    // continued.
+    if (r.stopped_by_fault && sig != SIGKILL) {
+      signal_rank(r, SIGCONT);
+      r.stopped_by_fault = false;
+    }
   }
 }
 
@@ -352,13 +403,17 @@ void Launcher::on_exit(Rank& rank, int status) {
     log::debug("rank ", rank.index, " exited with status 0");
     return;
   }
+  // Its death was asked for (--kill): the failure policy applies, but the
+  // exit status does not count it.
+  const bool injected = rank.killed_by_fault && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+  const char* const injected_note = injected ? ", as injected (--kill)" : "";
   if ((WIFEXITED(status) || WIFSIGNALED(status)) && can_restart(rank) &&
       (!rank.signalled || rank.restart_on_exit)) {
     if (WIFEXITED(status)) {
       say("rank ", rank.index, " exited with status ", WEXITSTATUS(status));
     } else if (!rank.restart_on_exit) {
       say("rank ", rank.index, " was killed by signal ", WTERMSIG(status), " (",
-          signal_name(WTERMSIG(status)), ")");
+          signal_name(WTERMSIG(status)), ")", injected_note);
     }
     ++rank.restarts;
     rank.restart_pending = true;
@@ -378,6 +433,10 @@ void Launcher::on_exit(Rank& rank, int status) {
     if (rank.signalled && !rank.restart_on_exit) {
       // The launcher already said why it signalled the ranks.
       log::info("rank ", rank.index, " was killed by signal ", sig, " (", signal_name(sig), ")");
+      // Whatever made the launcher signal it has set the exit status, except
+      // an injected --kill, which does not count: then the ranks the
+      // launcher had to stop after it are the failure.
+      set_exit_status(failure);
       return;
     }
     if (rank.restart_on_exit) {
@@ -387,11 +446,12 @@ void Launcher::on_exit(Rank& rank, int status) {
       set_exit_status(failure);
       return;
     }
-    say("rank ", rank.index, " was killed by signal ", sig, " (", signal_name(sig), ")");
+    say("rank ", rank.index, " was killed by signal ", sig, " (", signal_name(sig), ")",
+        injected_note);
   } else {
     return;  // stopped or continued: not reported without WUNTRACED
   }
-  set_exit_status(failure);
+  if (!injected) set_exit_status(failure);
   if (options_.keep_going) {
     say("the other ranks go on without rank ", rank.index, " (--keep-going)");
     return;
@@ -506,6 +566,10 @@ void Launcher::on_silent_ranks() {
       if ((r & ~kLostEvent) < ranks_.size()) ranks_[r & ~kLostEvent].lost_seen = true;
       continue;
     }
+    if ((r & kJoinedEvent) != 0) {
+      on_joined(r & ~kJoinedEvent);
+      continue;
+    }
     if (r >= ranks_.size() || !ranks_[r].running) continue;
     if (can_restart(ranks_[r])) {
       say("rank ", r, " stopped heart-beating (no heartbeat for ", heartbeat_timeout_.count(),
@@ -528,8 +592,83 @@ void Launcher::on_silent_ranks() {
   }
 }
 
+void Launcher::on_joined(uint32_t rank) {
+  if (rank >= joined_.size() || joined_[rank]) return;
+  joined_[rank] = true;
+  if (++joined_count_ < options_.ranks) return;
+  job_started_ = Clock::now();
+  char elapsed[32];
+  std::snprintf(elapsed, sizeof(elapsed), "%.2f",
+                std::chrono::duration<double>(*job_started_ - start_).count());
+  log::info("every rank joined the job ", elapsed, " s after the launch; --kill and --stop ",
+            "count from now");
+}
+
+void Launcher::on_faults(Clock::time_point now) {
+  if (!job_started_) return;
+  for (FaultState& f : faults_) {
+    Rank& rank = ranks_[f.fault.rank];
+    const uint32_t r = rank.index;
+    if (f.step == FaultState::Step::kDue &&
+        now >= *job_started_ + after_seconds(f.fault.at_seconds)) {
+      f.step = FaultState::Step::kDone;
+      if (!rank.running) {
+        say(f.text, " skipped: rank ", r, " is not running (",
+            rank.restart_pending ? "it waits to be started again" : "it exited", ")");
+        continue;
+      }
+      if (phase_ == Phase::kTerminating || phase_ == Phase::kKilled) {
+        say(f.text, " skipped: the launcher is stopping the job");
+        continue;
+      }
+      if (f.fault.kind == Fault::Kind::kKill) {
+        say("injecting ", f.text, ": SIGKILL to rank ", r, " (pid ", rank.pid, ")");
+        signal_rank(rank, SIGKILL);
+        rank.killed_by_fault = true;
+        continue;
+      }
+      say("injecting ", f.text, ": SIGSTOP to rank ", r, " (pid ", rank.pid, "), SIGCONT in ",
+          seconds_text(f.fault.duration_seconds), " s");
+      signal_rank(rank, SIGSTOP);
+      rank.stopped_by_fault = true;
+      f.step = FaultState::Step::kToContinue;
+      f.stopped_pid = rank.pid;
+      f.continue_at = now + after_seconds(f.fault.duration_seconds);
+    } else if (f.step == FaultState::Step::kToContinue && now >= f.continue_at) {
+      f.step = FaultState::Step::kDone;
+      if (!rank.running || rank.pid != f.stopped_pid) {
+        say(f.text, ": SIGCONT skipped: rank ", r, " (pid ", f.stopped_pid,
+            ") is no longer running");
+        continue;
+      }
+      if (!rank.stopped_by_fault) continue;  // the launcher continued it to signal it
+      say(f.text, ": SIGCONT to rank ", r, " (pid ", rank.pid, ") after ",
+          seconds_text(f.fault.duration_seconds), " s stopped");
+      signal_rank(rank, SIGCONT);
+      rank.stopped_by_fault = false;
+    }
+  }
+}
+
+void Launcher::report_faults_not_injected() const {
+  for (const FaultState& f : faults_) {
+    if (f.step != FaultState::Step::kDue) continue;
+    if (job_started_) {
+      say(f.text, " was not injected: the job ended first");
+    } else {
+      say(f.text, " was not injected: the job never started (", joined_count_, " of ",
+          options_.ranks,
+          " ranks joined its registry; --kill and --stop count from when all have)");
+    }
+  }
+}
+
 int Launcher::run() {
   start_ = Clock::now();
+  joined_.assign(options_.ranks, false);
+  for (const Fault& fault : options_.faults) {
+    faults_.push_back(FaultState{fault, fault_text(fault)});
+  }
   if (options_.timeout_seconds > 0) {
     job_deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double>(options_.timeout_seconds));
@@ -564,6 +703,13 @@ int Launcher::run() {
       if (phase_ == Phase::kTerminating) consider(kill_deadline_);
       for (const Rank& r : ranks_)
         if (r.restart_pending) consider(r.restart_by);
+      if (job_started_) {
+        for (const FaultState& f : faults_) {
+          if (f.step == FaultState::Step::kDue)
+            consider(*job_started_ + after_seconds(f.fault.at_seconds));
+          if (f.step == FaultState::Step::kToContinue) consider(f.continue_at);
+        }
+      }
     } else {
       consider(*drain_deadline_);
     }
@@ -618,11 +764,13 @@ int Launcher::run() {
       }
     }
     on_timers(Clock::now());
+    on_faults(Clock::now());
   }
   for (Rank& r : ranks_) {
     r.out.flush();
     r.err.flush();
   }
+  report_faults_not_injected();
 
   if (exit_status_) return *exit_status_;
   char elapsed[32];
@@ -646,7 +794,69 @@ void ensure_stdio_open() {
   }
 }
 
+// `text` as a finite number, the whole of it (std::from_chars: no '+', no
+// spaces; "inf" and "nan" are refused here).
+std::optional<double> parse_number(std::string_view text) {
+  double value = 0;
+  const char* const last = text.data() + text.size();
+  const auto [end, ec] = std::from_chars(text.data(), last, value);
+  if (text.empty() || ec != std::errc() || end != last || !std::isfinite(value))
+    return std::nullopt;
+  return value;
+}
+
 }  // namespace
+
+std::optional<Fault> parse_fault(Fault::Kind kind, std::string_view text, std::string* error) {
+  const bool stop = kind == Fault::Kind::kStop;
+  const auto fail = [&](const std::string& why) -> std::optional<Fault> {
+    if (error) {
+      *error =
+          log::cat(stop ? "--stop" : "--kill", " '", text, "': ", why, "; expected ",
+                   stop ? "RANK@SECONDS:DURATION (e.g. 1@0.3:0.5)" : "RANK@SECONDS (e.g. 2@1.5)",
+                   ", SECONDS counted from when every rank has joined the job");
+    }
+    return std::nullopt;
+  };
+  const size_t at = text.find('@');
+  if (at == std::string_view::npos) return fail("no '@'");
+  Fault fault;
+  fault.kind = kind;
+  const std::string_view rank_text = text.substr(0, at);
+  const auto [rank_end, rank_ec] =
+      std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), fault.rank);
+  if (rank_text.empty()) return fail("no RANK before '@'");
+  if (rank_ec != std::errc() || rank_end != rank_text.data() + rank_text.size())
+    return fail(log::cat("RANK '", rank_text, "' is not a rank number (0, 1, ...)"));
+  std::string_view when = text.substr(at + 1);
+  std::string_view duration;
+  const size_t colon = when.find(':');
+  if (stop) {
+    if (colon == std::string_view::npos) return fail("no ':DURATION' after SECONDS");
+    duration = when.substr(colon + 1);
+    when = when.substr(0, colon);
+  } else if (colon != std::string_view::npos) {
+    return fail("a ':DURATION' is for --stop only");
+  }
+  const std::optional<double> seconds = parse_number(when);
+  if (!seconds || *seconds < 0)
+    return fail(log::cat("SECONDS '", when, "' is not a number of seconds >= 0"));
+  fault.at_seconds = *seconds;
+  if (stop) {
+    const std::optional<double> length = parse_number(duration);
+    if (!length || *length <= 0)
+      return fail(log::cat("DURATION '", duration, "' is not a number of seconds > 0"));
+    fault.duration_seconds = *length;
+  }
+  return fault;
+}
+
+std::string fault_text(const Fault& fault) {
+  if (fault.kind == Fault::Kind::kKill)
+    return log::cat("--kill ", fault.rank, "@", seconds_text(fault.at_seconds));
+  return log::cat("--stop ", fault.rank, "@", seconds_text(fault.at_seconds), ":",
+                  seconds_text(fault.duration_seconds));
+}
 
 int print_job_options(const RunOptions& options) {
   if (options.ranks < 1) {
@@ -689,6 +899,22 @@ int run_job(const RunOptions& options) {
   if (options.bind_host.empty()) {
     say("--bind needs a host address, e.g. 127.0.0.1 or this host's address on the fast network");
     return 2;
+  }
+  for (const Fault& fault : options.faults) {
+    if (fault.rank >= options.ranks) {
+      say(fault_text(fault), ": there is no rank ", fault.rank, " in a job of ", options.ranks,
+          " ranks (0..", options.ranks - 1, ")");
+      return 2;
+    }
+    if (!(fault.at_seconds >= 0) || !std::isfinite(fault.at_seconds)) {
+      say(fault_text(fault), ": the time must be a number of seconds >= 0");
+      return 2;
+    }
+    if (fault.kind == Fault::Kind::kStop &&
+        (!(fault.duration_seconds > 0) || !std::isfinite(fault.duration_seconds))) {
+      say(fault_text(fault), ": the duration must be a number of seconds > 0");
+      return 2;
+    }
   }
   ensure_stdio_open();
   log::set_tag("run");
@@ -752,6 +978,14 @@ int run_job(const RunOptions& options) {
       (void)!::write(fd, &event, sizeof(event));
     };
   }
+  if (!options.faults.empty()) {
+    // Only first incarnations: the job starts once, and faults count from then.
+    registry_options.on_joined = [fd = silent_w.get()](uint32_t rank, uint32_t incarnation) {
+      if (incarnation != 0) return;
+      const uint32_t event = rank | kJoinedEvent;
+      (void)!::write(fd, &event, sizeof(event));
+    };
+  }
 
   std::unique_ptr<control::RegistryServer> registry;
   try {
@@ -794,10 +1028,13 @@ void add_run_command(CLI::App& app) {
       app.add_subcommand("run", "Start a job on this host: a registry and N ranks of a program");
   sub->footer(
       "Usage: sluice run -n N [--timeout S [--stacks-on-timeout]] [--grace S | --keep-going]\n"
-      "                       [--restarts K] [--bind HOST] [--metrics HOST:PORT] -- "
-      "PROGRAM "
-      "[ARGS...]\n"
-      "       sluice run -n N --print-options");
+      "                       [--restarts K] [--kill RANK@S]... [--stop RANK@S:D]...\n"
+      "                       [--bind HOST] [--metrics HOST:PORT] -- PROGRAM [ARGS...]\n"
+      "       sluice run -n N --print-options\n"
+      "Injected faults (--kill, --stop) count from when every rank has joined the job's\n"
+      "registry (never, for a program that does not join). A rank killed by --kill fails as\n"
+      "if it had crashed (--grace, --keep-going, --restarts apply), but its own death does not\n"
+      "count against the exit status: it is 0 if every other rank exits 0.");
   // Everything after the program name belongs to the program, even when it
   // looks like an option, so `--` is optional.
   sub->positionals_at_end();
@@ -816,6 +1053,21 @@ void add_run_command(CLI::App& app) {
                   "Start a rank that fails again, up to this many times per rank; it rejoins the "
                   "job as a new process (Cluster::incarnation), and the others run on meanwhile")
       ->capture_default_str();
+  auto kills = std::make_shared<std::vector<std::string>>();
+  auto stops = std::make_shared<std::vector<std::string>>();
+  sub->add_option("--kill", *kills,
+                  "SIGKILL rank RANK (its process group) SECONDS s after every rank joined the "
+                  "job's registry (repeatable). A failure like a crash for --grace, --keep-going "
+                  "and --restarts, but its own death does not count against the exit status")
+      ->allow_extra_args(false)
+      ->type_name("RANK@SECONDS");
+  sub->add_option("--stop", *stops,
+                  "SIGSTOP rank RANK (its process group) SECONDS s after every rank joined the "
+                  "job's registry, and SIGCONT it DURATION s later (repeatable). Stopped past the "
+                  "peer timeout (SLUICE_PEER_TIMEOUT_MS), it is killed as a silent rank, which "
+                  "counts as a failure")
+      ->allow_extra_args(false)
+      ->type_name("RANK@SECONDS:DURATION");
   sub->add_option("--bind", options->bind_host, "Address the job's registry listens on")
       ->capture_default_str();
   sub->add_option("--metrics", options->metrics,
@@ -829,7 +1081,19 @@ void add_run_command(CLI::App& app) {
                 "Print the settings (ClusterOptions::describe()) each rank would get from this "
                 "environment, checked as join() checks them, and exit without starting anything");
   sub->add_option("command", options->command, "The program each rank runs, and its arguments");
-  sub->callback([options] {
+  sub->callback([options, kills, stops] {
+    for (const auto& [kind, texts] :
+         {std::pair{Fault::Kind::kKill, kills.get()}, std::pair{Fault::Kind::kStop, stops.get()}}) {
+      for (const std::string& text : *texts) {
+        std::string error;
+        std::optional<Fault> fault = parse_fault(kind, text, &error);
+        if (!fault) {
+          say(error);
+          throw CLI::RuntimeError(2);
+        }
+        options->faults.push_back(*fault);
+      }
+    }
     int status = options->print_options ? print_job_options(*options) : run_job(*options);
     if (status != 0) throw CLI::RuntimeError(status);
   });

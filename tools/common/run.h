@@ -16,6 +16,13 @@
 // launcher signals, so helpers a rank started (e.g. under `sh -c`) are stopped with it; a rank dies
 // with SIGKILL if the launcher itself dies.
 //
+// Fault injection from outside (--kill, --stop): the launcher itself kills
+// or stops a rank's process group at a time counted from the moment the job
+// started, i.e. every rank's first incarnation joined the job's registry, so
+// that no rank is told in advance which rank fails or when. A job whose ranks
+// never all join (a program that does not use the registry) is never
+// injected a fault; the launcher says so at the end.
+//
 // Thread safety: run_job blocks SIGCHLD, SIGINT, SIGTERM and SIGHUP for the
 // calling thread and ignores SIGPIPE; call it from the main thread before any
 // other thread starts.
@@ -23,10 +30,40 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sluice::tool {
+
+// One fault the launcher injects into a running job (RunOptions::faults).
+struct Fault {
+  enum class Kind {
+    kKill,  // --kill RANK@SECONDS: SIGKILL to the rank's process group
+    kStop,  // --stop RANK@SECONDS:DURATION: SIGSTOP, then SIGCONT DURATION s later
+  };
+  Kind kind = Kind::kKill;
+  // The rank whose process (group) gets the signal, whichever incarnation of
+  // it runs at the time. REQUIRES: < RunOptions::ranks (run_job checks).
+  uint32_t rank = 0;
+  // Seconds after the job started (every rank joined); finite, >= 0.
+  double at_seconds = 0;
+  // kStop: seconds the rank stays stopped, finite, > 0; 0 for kKill.
+  double duration_seconds = 0;
+};
+
+// Parses the value of --kill ("RANK@SECONDS", e.g. "2@1.5") or --stop
+// ("RANK@SECONDS:DURATION", e.g. "1@0.3:0.5"): RANK a decimal number,
+// SECONDS a finite number >= 0, DURATION a finite number > 0; nothing else
+// (no sign, no spaces). On a malformed value returns nullopt and sets *error
+// to a message naming the option and the value, e.g. "--kill '2': expected
+// RANK@SECONDS (e.g. 2@1.5), found no '@'". Whether RANK exists in the job
+// is run_job's to check.
+std::optional<Fault> parse_fault(Fault::Kind kind, std::string_view text, std::string* error);
+
+// "--kill 2@1.5", "--stop 1@0.3:0.5": the option that gives `fault`.
+std::string fault_text(const Fault& fault);
 
 struct RunOptions {
   // Number of ranks; REQUIRES: >= 1.
@@ -68,17 +105,34 @@ struct RunOptions {
   // text format at http://HOST:PORT/metrics (port 0: any free port; the
   // address is printed). Empty (default): no metrics endpoint.
   std::string metrics;
+  // --kill RANK@SECONDS (repeatable): SIGKILL to the rank's process group
+  // SECONDS after the job started (every rank joined its registry).
+  // --stop RANK@SECONDS:DURATION (repeatable): SIGSTOP to it then, and
+  // SIGCONT DURATION seconds later if it still runs. A fault that comes due
+  // while its rank is not running (it exited, or waits to be restarted) or
+  // while the launcher is already stopping the job is skipped with a
+  // message. A rank killed by --kill is a failed rank like any other for
+  // the failure policy (grace, keep_going, restarts: it is started again),
+  // but its own death does not count against the exit status, which is 0
+  // if every other rank (and every restarted incarnation) exits 0; ranks
+  // the launcher then has to stop after `grace` do count (128+N if the
+  // signal kills them). A rank stopped past the peer timeout stops
+  // heart-beating and is killed as a silent rank: that is a failure of its
+  // own and counts. Default none.
+  std::vector<Fault> faults;
   // --print-options: print_job_options() instead of run_job().
   bool print_options = false;
 };
 
 // Runs the job to completion and returns the launcher's exit status:
-//   0        every rank exited 0;
+//   0        every rank exited 0 (a rank killed by an injected --kill
+//            aside);
 //   S        the first rank that failed on its own exited with status S,
 //   128+N    ... or was killed by signal N, or the launcher received signal N;
 //   124      the job ran past timeout_seconds;
 //   126/127  the program could not be executed / was not found;
-//   1 or 2   the launcher itself could not start the job (message printed).
+//   1 or 2   the launcher itself could not start the job (message printed;
+//            2: a bad option, e.g. a fault naming a rank the job lacks).
 // Diagnostics go to stderr prefixed "sluice run: ".
 int run_job(const RunOptions& options);
 

@@ -1,0 +1,300 @@
+// Fault injection from outside by the launcher: `sluice run --kill
+// RANK@SECONDS` and `--stop RANK@SECONDS:DURATION`, counted from the moment
+// every rank joined the job's registry, so that no rank knows in advance
+// which rank fails or when. The parsing of the two options, and jobs of
+// sluice-test-fault-rank (fault_rank.cc: joins, waits, prints how long it was
+// stopped). Timings are checked only against generous bounds.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run.h"
+#include "support/test_support.h"
+
+namespace sluice {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::bin;
+using testing::count_lines_with;
+using testing::ProcessResult;
+using testing::run_process;
+using tool::Fault;
+using tool::fault_text;
+using tool::parse_fault;
+
+// Every job here takes a few seconds; a loaded machine may take several times as long.
+constexpr milliseconds kLimit = seconds(90);
+
+std::vector<std::string> run_argv(std::vector<std::string> args) {
+  args.insert(args.begin(), {bin("sluice"), "run"});
+  return args;
+}
+
+std::string describe(const ProcessResult& r) {
+  std::ostringstream os;
+  os << "exit " << r.exit_code << ", signal " << r.term_signal << ", " << r.seconds
+     << " s, timed out " << r.timed_out << ", output:\n"
+     << r.output;
+  return os.str();
+}
+
+// Where `text` first appears in `output`, or npos.
+size_t position(const std::string& output, const std::string& text) { return output.find(text); }
+
+TEST(ParseFaultTest, AcceptsRankAtSecondsAndForStopADuration) {
+  std::string error;
+  std::optional<Fault> f = parse_fault(Fault::Kind::kKill, "2@1.5", &error);
+  ASSERT_TRUE(f) << error;
+  EXPECT_EQ(f->kind, Fault::Kind::kKill);
+  EXPECT_EQ(f->rank, 2u);
+  EXPECT_DOUBLE_EQ(f->at_seconds, 1.5);
+  EXPECT_EQ(f->duration_seconds, 0);
+
+  f = parse_fault(Fault::Kind::kKill, "0@0", &error);
+  ASSERT_TRUE(f) << error;
+  EXPECT_EQ(f->rank, 0u);
+  EXPECT_EQ(f->at_seconds, 0);
+
+  f = parse_fault(Fault::Kind::kStop, "1@0.3:0.5", &error);
+  ASSERT_TRUE(f) << error;
+  EXPECT_EQ(f->kind, Fault::Kind::kStop);
+  EXPECT_EQ(f->rank, 1u);
+  EXPECT_DOUBLE_EQ(f->at_seconds, 0.3);
+  EXPECT_DOUBLE_EQ(f->duration_seconds, 0.5);
+
+  f = parse_fault(Fault::Kind::kStop, "12@3:1e-1", &error);
+  ASSERT_TRUE(f) << error;
+  EXPECT_EQ(f->rank, 12u);
+  EXPECT_DOUBLE_EQ(f->duration_seconds, 0.1);
+}
+
+TEST(ParseFaultTest, FaultTextGivesTheOptionBack) {
+  std::string error;
+  EXPECT_EQ(fault_text(*parse_fault(Fault::Kind::kKill, "2@1.5", &error)), "--kill 2@1.5");
+  EXPECT_EQ(fault_text(*parse_fault(Fault::Kind::kStop, "1@0.3:0.5", &error)), "--stop 1@0.3:0.5");
+}
+
+TEST(ParseFaultTest, RejectsMalformedValuesWithAMessageNamingThem) {
+  struct Case {
+    Fault::Kind kind;
+    const char* text;
+    const char* message;  // what the error must contain
+  };
+  const Case cases[] = {
+      {Fault::Kind::kKill, "1", "--kill '1': no '@'"},
+      {Fault::Kind::kKill, "", "--kill '': no '@'"},
+      {Fault::Kind::kKill, "@1", "--kill '@1': no RANK before '@'"},
+      {Fault::Kind::kKill, "-1@1", "RANK '-1' is not a rank number"},
+      {Fault::Kind::kKill, "+1@1", "RANK '+1' is not a rank number"},
+      {Fault::Kind::kKill, "one@1", "RANK 'one' is not a rank number"},
+      {Fault::Kind::kKill, "1x@1", "RANK '1x' is not a rank number"},
+      {Fault::Kind::kKill, "99999999999@1", "RANK '99999999999' is not a rank number"},
+      {Fault::Kind::kKill, "1@", "SECONDS '' is not a number of seconds >= 0"},
+      {Fault::Kind::kKill, "1@-0.5", "SECONDS '-0.5' is not a number of seconds >= 0"},
+      {Fault::Kind::kKill, "1@soon", "SECONDS 'soon' is not a number of seconds >= 0"},
+      {Fault::Kind::kKill, "1@ 2", "SECONDS ' 2' is not a number of seconds >= 0"},
+      {Fault::Kind::kKill, "1@2s", "SECONDS '2s' is not a number of seconds >= 0"},
+      {Fault::Kind::kKill, "1@inf", "SECONDS 'inf' is not a number of seconds >= 0"},
+      {Fault::Kind::kKill, "1@nan", "SECONDS 'nan' is not a number of seconds >= 0"},
+      {Fault::Kind::kKill, "1@1@2", "SECONDS '1@2' is not a number of seconds >= 0"},
+      {Fault::Kind::kKill, "1@1:2", "--kill '1@1:2': a ':DURATION' is for --stop only"},
+      {Fault::Kind::kStop, "1@2", "--stop '1@2': no ':DURATION' after SECONDS"},
+      {Fault::Kind::kStop, "1@-2:1", "SECONDS '-2' is not a number of seconds >= 0"},
+      {Fault::Kind::kStop, "1@2:0", "DURATION '0' is not a number of seconds > 0"},
+      {Fault::Kind::kStop, "1@2:-1", "DURATION '-1' is not a number of seconds > 0"},
+      {Fault::Kind::kStop, "1@2:", "DURATION '' is not a number of seconds > 0"},
+      {Fault::Kind::kStop, "1@2:1:1", "DURATION '1:1' is not a number of seconds > 0"},
+      {Fault::Kind::kStop, "x@2:1", "RANK 'x' is not a rank number"},
+  };
+  for (const Case& c : cases) {
+    std::string error;
+    EXPECT_FALSE(parse_fault(c.kind, c.text, &error)) << c.text;
+    EXPECT_NE(error.find(c.message), std::string::npos) << c.text << ": " << error;
+    // Every message says what the value should look like.
+    const char* form = c.kind == Fault::Kind::kKill ? "expected RANK@SECONDS (e.g. 2@1.5)"
+                                                    : "expected RANK@SECONDS:DURATION";
+    EXPECT_NE(error.find(form), std::string::npos) << c.text << ": " << error;
+  }
+  EXPECT_FALSE(parse_fault(Fault::Kind::kKill, "junk", nullptr));  // no message wanted
+}
+
+TEST(SluiceRunFaultTest, RejectsAFaultForARankTheJobLacksBeforeStartingAnything) {
+  ProcessResult r = run_process(run_argv({"-n", "3", "--kill", "5@1", "--", "/bin/true"}),
+                                {{"SLUICE_LOG", "info"}}, kLimit);
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "sluice run: --kill 5@1: there is no rank 5 in a job of 3 "
+                             "ranks (0..2)"),
+            1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "registry at"), 0) << "nothing started: " << describe(r);
+
+  r = run_process(run_argv({"-n", "3", "--stop", "3@1:1", "--", "/bin/true"}), {}, kLimit);
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "--stop 3@1:1: there is no rank 3"), 1) << describe(r);
+}
+
+TEST(SluiceRunFaultTest, RejectsAMalformedFaultNamingIt) {
+  ProcessResult r =
+      run_process(run_argv({"-n", "2", "--kill", "1@soon", "--", "/bin/true"}), {}, kLimit);
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: --kill '1@soon': SECONDS 'soon' is not"), 1)
+      << describe(r);
+
+  r = run_process(run_argv({"-n", "2", "--stop", "1@2", "--", "/bin/true"}), {}, kLimit);
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: --stop '1@2': no ':DURATION'"), 1)
+      << describe(r);
+}
+
+// A program that never joins the registry never starts the job as far as
+// faults are concerned: nothing is injected, and the launcher says why.
+TEST(SluiceRunFaultTest, InjectsNothingIntoAJobWhoseRanksNeverJoin) {
+  ProcessResult r = run_process(run_argv({"-n", "2", "--timeout", "2", "--kill", "1@0.1", "--stop",
+                                          "0@0:0.2", "--", "/bin/sleep", "30"}),
+                                {}, kLimit);
+  EXPECT_EQ(r.exit_code, 124) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "injecting"), 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "was killed by signal 9"), 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "sluice run: --kill 1@0.1 was not injected: the job never "
+                             "started (0 of 2 ranks joined its registry"),
+            1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: --stop 0@0:0.2 was not injected"), 1)
+      << describe(r);
+}
+
+// The README's case for --keep-going: the others run on without the rank
+// the launcher killed, and since that death was asked for, the job succeeds.
+TEST(SluiceRunFaultTest, KillWithKeepGoingKillsTheRankAndTheJobStillSucceeds) {
+  ProcessResult r = run_process(run_argv({"-n", "3", "--keep-going", "--kill", "1@0.5", "--",
+                                          bin("sluice-test-fault-rank"), "--seconds", "3"}),
+                                {}, kLimit);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(
+      count_lines_with(r.output, "sluice run: injecting --kill 1@0.5: SIGKILL to rank 1 (pid "), 1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "sluice run: rank 1 was killed by signal 9 (SIGKILL), as injected "
+                             "(--kill)"),
+            1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "the other ranks go on without rank 1 (--keep-going)"), 1)
+      << describe(r);
+  // Rank 1 had joined (the job started), and died before it was done.
+  EXPECT_EQ(count_lines_with(r.output, "[1] rank 1 joined as incarnation 0"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[1] rank 1 (incarnation 0) done"), 0) << describe(r);
+  for (const char* line : {"[0] rank 0 (incarnation 0) done", "[2] rank 2 (incarnation 0) done"}) {
+    EXPECT_EQ(count_lines_with(r.output, line), 1) << line << ": " << describe(r);
+    // Killed about 0.5 s after the start: well before the others' 3 s were up.
+    EXPECT_LT(position(r.output, "injecting --kill"), position(r.output, line)) << describe(r);
+  }
+  EXPECT_EQ(count_lines_with(r.output, "SIGTERM"), 0) << describe(r);
+}
+
+// Without --keep-going the kill is a failure like a crash: the others get
+// the grace period, then SIGTERM, and those deaths are the job's failure.
+TEST(SluiceRunFaultTest, KillWithoutKeepGoingStopsTheOthersAfterTheGraceAndFails) {
+  ProcessResult r = run_process(run_argv({"-n", "3", "--grace", "0.5", "--kill", "1@0.5", "--",
+                                          bin("sluice-test-fault-rank"), "--seconds", "60"}),
+                                {}, kLimit);
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: injecting --kill 1@0.5: SIGKILL to rank 1"), 1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "ranks 0,2 still running 0.5 s after rank 1 failed; sending "
+                             "SIGTERM"),
+            1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, ") done"), 0) << describe(r);
+  EXPECT_LT(r.seconds, 45) << "the ranks were to wait 60 s: " << describe(r);
+}
+
+// With --restarts the killed rank is started again, rejoins as incarnation
+// 1 and finishes; the job succeeds.
+TEST(SluiceRunFaultTest, KillWithRestartsStartsTheRankAgainAndTheJobSucceeds) {
+  ProcessResult r = run_process(run_argv({"-n", "2", "--restarts", "1", "--kill", "1@0.3", "--",
+                                          bin("sluice-test-fault-rank"), "--seconds", "2"}),
+                                {}, kLimit);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: injecting --kill 1@0.3: SIGKILL to rank 1"), 1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: starting rank 1 again (restart 1 of 1)"), 1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[1] rank 1 joined as incarnation 1"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[1] rank 1 (incarnation 1) done"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[0] rank 0 (incarnation 0) done"), 1) << describe(r);
+}
+
+// A fault that comes due when its rank has already exited is skipped, and
+// the job's status is the ranks' own.
+TEST(SluiceRunFaultTest, SkipsAKillWhoseRankHasExited) {
+  ProcessResult r = run_process(
+      run_argv({"-n", "2", "--kill", "1@1.5", "--", "/bin/sh", "-c",
+                "if [ $SLUICE_RANK = 1 ]; then s=0; else s=4; fi; exec \"$0\" --seconds $s",
+                bin("sluice-test-fault-rank")}),
+      {}, kLimit);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[1] rank 1 (incarnation 0) done"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "sluice run: --kill 1@1.5 skipped: rank 1 is not running (it exited)"),
+            1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "injecting"), 0) << describe(r);
+}
+
+// --stop holds the rank for the duration and lets it go on: the rank sees a
+// pause at least that long, and the job succeeds.
+TEST(SluiceRunFaultTest, StopPausesTheRankForTheDurationAndTheJobSucceeds) {
+  ProcessResult r = run_process(run_argv({"-n", "3", "--stop", "1@0.3:0.5", "--",
+                                          bin("sluice-test-fault-rank"), "--seconds", "2.5"}),
+                                {}, kLimit);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(
+      count_lines_with(r.output, "sluice run: injecting --stop 1@0.3:0.5: SIGSTOP to rank 1 (pid "),
+      1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: --stop 1@0.3:0.5: SIGCONT to rank 1 (pid "), 1)
+      << describe(r);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.output, m, std::regex(R"(\[1\] rank 1 \(incarnation 0\) done, longest pause (\d+) ms)")))
+      << describe(r);
+  EXPECT_GE(std::stoi(m[1]), 400) << "rank 1 was stopped for 0.5 s: " << describe(r);
+  for (const char* line : {"[0] rank 0 (incarnation 0) done", "[2] rank 2 (incarnation 0) done"})
+    EXPECT_EQ(count_lines_with(r.output, line), 1) << line << ": " << describe(r);
+}
+
+// Stopped past the peer timeout, the rank stops heart-beating: the silent-
+// rank logic kills it (about 2 s in), a failure of its own that counts, and
+// the SIGCONT due 4 s in is skipped (rank 0 keeps the job going for 6 s).
+TEST(SluiceRunFaultTest, StopPastThePeerTimeoutKillsTheRankAsSilentAndCounts) {
+  ProcessResult r = run_process(run_argv({"-n", "2", "--keep-going", "--stop", "1@0.2:4", "--",
+                                          bin("sluice-test-fault-rank"), "--seconds", "6"}),
+                                {{"SLUICE_PEER_TIMEOUT_MS", "2000"}}, kLimit);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: injecting --stop 1@0.2:4: SIGSTOP to rank 1"),
+            1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "sluice run: rank 1 stopped heart-beating (no heartbeat for "
+                             "2000 ms; stopped or hung); killing it with SIGKILL"),
+            1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: --stop 1@0.2:4: SIGCONT skipped: rank 1 (pid "),
+            1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[0] rank 0 (incarnation 0) done"), 1) << describe(r);
+}
+
+}  // namespace
+}  // namespace sluice
