@@ -1,0 +1,326 @@
+// The job harness (sluice/job.h): command line, exit statuses, worker pool.
+#include "sluice/job.h"
+
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "common/mutex.h"
+
+namespace sluice {
+
+namespace {
+
+// Thrown by StartLine::wait() when the start is called off; not a cause.
+class StartCalledOff : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+std::optional<Transport> transport_named(const std::string& text) {
+  if (text == "auto") return Transport::kAuto;
+  if (text == "shm") return Transport::kShm;
+  if (text == "ofi") return Transport::kOfi;
+  return std::nullopt;
+}
+
+// The failure a PeerLostError reports, without what() saying "PeerLost: "
+// again after "rank R was lost".
+JobFailure lost_peer_failure(const PeerLostError& e) {
+  std::string_view text = e.what();
+  constexpr std::string_view kPrefix = "PeerLost: ";
+  if (text.substr(0, kPrefix.size()) == kPrefix) text.remove_prefix(kPrefix.size());
+  return JobFailure{std::string(text), LostPeer{e.rank(), ""}};
+}
+
+}  // namespace
+
+double process_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+std::string JobFailure::describe() const {
+  if (!lost_peer) return message;
+  std::string out = "rank " + std::to_string(lost_peer->rank);
+  if (!lost_peer->host.empty()) out.append(" (").append(lost_peer->host).append(")");
+  out.append(" was lost");
+  if (!message.empty()) out.append(": ").append(message);
+  return out;
+}
+
+// ---------------------------------------------------------------- StartLine
+
+struct StartLine::State {
+  Mutex mu;
+  std::condition_variable_any cv;
+  uint32_t arrived SLUICE_GUARDED_BY(mu) = 0;
+  bool open SLUICE_GUARDED_BY(mu) = false;
+  bool called_off SLUICE_GUARDED_BY(mu) = false;
+
+  void arrive() {
+    MutexLock lock(mu);
+    ++arrived;
+    cv.notify_all();
+  }
+};
+
+void StartLine::wait() {
+  if (arrived_) return;
+  arrived_ = true;
+  State& s = *state_;
+  MutexLock lock(s.mu);
+  ++s.arrived;
+  s.cv.notify_all();
+  while (!s.open && !s.called_off) s.cv.wait(lock);
+  if (!s.open) throw StartCalledOff("the start was called off");
+}
+
+// ---------------------------------------------------------------- Job
+
+Job::Job(std::string name, std::string summary, JobFlagSet flags)
+    : name_(std::move(name)), cli_(std::make_unique<CLI::App>(std::move(summary), name_)) {
+  cli_->footer("Run it through the launcher: sluice run -n RANKS -- " + name_ + " [options]");
+  if (flags & kFlagThreads) {
+    cli_->add_option("--threads", flags_.threads, "Worker threads per rank")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
+  }
+  if (flags & kFlagJson)
+    cli_->add_flag("--json", flags_.json, "Rank 0 prints its report as one JSON object");
+  if (flags & kFlagVerify)
+    cli_->add_flag("--verify", flags_.verify, "Check the result against a reference");
+  if (flags & kFlagSeed)
+    cli_->add_option("--seed", flags_.seed, "Seed of the generated input")->capture_default_str();
+  if (flags & kFlagCluster) {
+    cli_->add_option_function<std::string>(
+            "--transport",
+            [this](const std::string& text) {
+              flags_.transport = transport_named(text);
+              if (!flags_.transport)
+                throw CLI::ValidationError("--transport",
+                                           "'" + text + "' is not one of auto, shm, ofi");
+            },
+            "auto, shm or ofi: the transport between ranks (default: SLUICE_TRANSPORT, else "
+            "auto)")
+        ->type_name("NAME");
+    cli_->add_option_function<uint32_t>(
+            "--setup-timeout-ms", [this](uint32_t ms) { flags_.setup_timeout_ms = ms; },
+            "How long set-up calls wait for the other ranks (default: SLUICE_SETUP_TIMEOUT_MS, "
+            "else 60000)")
+        ->type_name("MS");
+    cli_->add_option_function<uint32_t>(
+            "--peer-timeout-ms", [this](uint32_t ms) { flags_.peer_timeout_ms = ms; },
+            "A peer silent this long is lost (default: SLUICE_PEER_TIMEOUT_MS, else 5000)")
+        ->type_name("MS");
+  }
+}
+
+Job::~Job() = default;
+
+CLI::App& Job::cli() { return *cli_; }
+
+std::optional<int> Job::parse(int argc, const char* const* argv) {
+  try {
+    cli_->parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return cli_->exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return cli_->exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return cli_->exit(e);
+    std::fprintf(stderr, "%s: %s (--help lists the options)\n", name_.c_str(), e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {  // UsageError from the program's callbacks
+    std::fprintf(stderr, "%s: %s (--help lists the options)\n", name_.c_str(), e.what());
+    return 2;
+  }
+  return std::nullopt;
+}
+
+ClusterOptions Job::cluster_options() const {
+  ClusterOptions options = ClusterOptions::from_env();
+  // Every rank runs `threads` busy workers: the automatic spin budget must
+  // count them, or spinning workers of one process steal each other's CPU.
+  options.threads_per_rank = flags_.threads;
+  if (flags_.transport) options.transport = *flags_.transport;
+  if (flags_.setup_timeout_ms)
+    options.setup_timeout = std::chrono::milliseconds(*flags_.setup_timeout_ms);
+  if (flags_.peer_timeout_ms)
+    options.peer_timeout = std::chrono::milliseconds(*flags_.peer_timeout_ms);
+  options.validate();
+  return options;
+}
+
+int Job::guarded(Cluster* cluster, const std::function<int()>& body) {
+  const std::string who =
+      cluster != nullptr ? name_ + ": rank " + std::to_string(cluster->rank()) : name_;
+  auto say = [&](const char* what) { std::fprintf(stderr, "%s: %s\n", who.c_str(), what); };
+  try {
+    return body();
+  } catch (const PeerLostError& e) {
+    JobFailure failure = lost_peer_failure(e);
+    say(failure.describe().c_str());
+    return 1;
+  } catch (const Error& e) {
+    say(e.what());
+    if (e.code() == ErrorCode::kBootstrap) return 3;
+    if (e.code() == ErrorCode::kInvalidArgument) return 2;
+    return 1;
+  } catch (const std::invalid_argument& e) {
+    say(e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    say(e.what());
+    return 1;
+  }
+}
+
+int Job::run(const std::function<int(JobContext&)>& body) {
+  std::optional<Cluster> cluster;
+  const int joined = guarded(nullptr, [&] {
+    cluster.emplace(Cluster::join(cluster_options()));
+    return 0;
+  });
+  if (joined != 0) return joined;
+  JobContext context(*this, *cluster);
+  const int status = guarded(&*cluster, [&] { return body(context); });
+  std::fflush(stdout);
+  return status;
+}
+
+int Job::run_local(const std::function<int()>& body) {
+  const int status = guarded(nullptr, body);
+  std::fflush(stdout);
+  return status;
+}
+
+int Job::main(int argc, const char* const* argv, const std::function<int(JobContext&)>& body) {
+  if (std::optional<int> status = parse(argc, argv)) return *status;
+  return run(body);
+}
+
+// ---------------------------------------------------------------- JobContext
+
+PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
+                       const std::function<void(uint32_t, StartLine&)>& work) {
+  const uint32_t threads = std::max(1u, options.threads);
+  StartLine::State state;
+  Mutex failures_mu;
+  std::vector<JobFailure> failures;  // guarded by failures_mu until the workers end
+  auto record = [&](JobFailure f) {
+    MutexLock lock(failures_mu);
+    failures.push_back(std::move(f));
+  };
+
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  for (uint32_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      StartLine line(state);
+      try {
+        work(t, line);
+      } catch (const StartCalledOff&) {
+      } catch (const PeerLostError& e) {
+        record(lost_peer_failure(e));
+      } catch (const std::exception& e) {
+        record(JobFailure{e.what(), std::nullopt});
+      }
+      if (!line.arrived()) state.arrive();
+    });
+  }
+
+  PoolReport report;
+  {
+    MutexLock lock(state.mu);
+    while (state.arrived != threads) state.cv.wait(lock);
+  }
+  bool failed_setup;
+  {
+    MutexLock lock(failures_mu);
+    failed_setup = !failures.empty();
+  }
+  if (!failed_setup) {
+    try {
+      if (options.members.empty()) {
+        cluster.barrier(options.name);
+      } else {
+        cluster.barrier(options.name, options.members, 0);
+      }
+    } catch (const PeerLostError& e) {
+      record(lost_peer_failure(e));
+      failed_setup = true;
+    } catch (const std::exception& e) {
+      record(JobFailure{e.what(), std::nullopt});
+      failed_setup = true;
+    }
+  }
+  const double cpu0 = process_cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    MutexLock lock(state.mu);
+    (failed_setup ? state.called_off : state.open) = true;
+  }
+  state.cv.notify_all();
+  for (std::thread& t : pool) t.join();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  report.cpu_seconds = process_cpu_seconds() - cpu0;
+
+  if (!failures.empty()) {
+    // Several workers may fail, most only because a sibling's failure or a
+    // lost peer ended their flows: the root cause is the lost peer.
+    auto cause = std::find_if(failures.begin(), failures.end(),
+                              [](const JobFailure& f) { return f.lost_peer.has_value(); });
+    JobFailure chosen = cause != failures.end() ? *cause : failures.front();
+    if (!chosen.lost_peer) {
+      for (uint32_t r = 0; r < cluster.world_size(); ++r) {
+        if (r != cluster.rank() && !cluster.alive(r)) {
+          chosen.lost_peer = LostPeer{r, ""};
+          break;
+        }
+      }
+    }
+    report.failure = std::move(chosen);
+  }
+  return report;
+}
+
+std::vector<std::string> JobContext::gather_bytes(std::string_view name, std::string_view mine) {
+  std::vector<std::string> all = cluster_->allgather(name, mine);
+  if (rank() != 0) all.clear();
+  return all;
+}
+
+void JobContext::bad_gather(std::string_view name, size_t rank, size_t got, size_t want) {
+  throw Error(ErrorCode::kProtocol, "gather '" + std::string(name) + "': rank " +
+                                        std::to_string(rank) + " sent " + std::to_string(got) +
+                                        " bytes where " + std::to_string(want) +
+                                        " were expected (ranks built from different sources?)");
+}
+
+int JobContext::fail(const JobFailure& failure) { return fail(failure.describe()); }
+
+int JobContext::fail(std::string_view message) {
+  std::fprintf(stderr, "%s: rank %u: %.*s\n", job_->name().c_str(), rank(),
+               static_cast<int>(message.size()), message.data());
+  return 1;
+}
+
+std::string JobContext::transport_label() const {
+  bool shm = false, ofi = false;
+  for (uint32_t r = 0; r < world_size(); ++r) {
+    if (r == cluster_->rank() && world_size() > 1) continue;
+    (cluster_->transport_to(r) == Transport::kOfi ? ofi : shm) = true;
+  }
+  return shm && ofi ? "shm+ofi" : ofi ? "ofi" : "shm";
+}
+
+}  // namespace sluice

@@ -1,0 +1,199 @@
+// The job harness (sluice/job.h). JobTest: its command line, the options it
+// joins with and the exit statuses, in process. JobSystemTest: a job written
+// on it alone (job_program.cc) through `sluice run`: exactly-once delivery,
+// and the root cause each survivor names when a rank is killed from outside.
+#include "sluice/job.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "support/test_support.h"
+
+namespace sluice {
+namespace {
+
+int parse(Job& job, std::vector<const char*> args) {
+  args.insert(args.begin(), "prog");
+  std::optional<int> status = job.parse(static_cast<int>(args.size()), args.data());
+  return status ? *status : -1;
+}
+
+TEST(JobTest, HelpListsTheStandardFlagsAndTheProgramsOwnAndExitsZero) {
+  Job job("prog", "does a thing");
+  uint64_t records = 5;
+  job.cli().add_option("--records", records, "how many");
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(parse(job, {"--help"}), 0);
+  const std::string help = ::testing::internal::GetCapturedStdout();
+  for (const char* flag :
+       {"--threads", "--transport", "--json", "--verify", "--seed", "--setup-timeout-ms",
+        "--peer-timeout-ms", "--records", "does a thing", "sluice run -n RANKS -- prog"}) {
+    EXPECT_NE(help.find(flag), std::string::npos) << flag << " missing from\n" << help;
+  }
+}
+
+TEST(JobTest, ParsesTheStandardFlagsIntoTheClusterOptions) {
+  Job job("prog", "does a thing");
+  ASSERT_EQ(parse(job, {"--threads", "3", "--transport", "ofi", "--json", "--seed", "9",
+                        "--setup-timeout-ms", "1500", "--peer-timeout-ms", "700"}),
+            -1);
+  EXPECT_EQ(job.flags().threads, 3u);
+  EXPECT_TRUE(job.flags().json);
+  EXPECT_FALSE(job.flags().verify);
+  EXPECT_EQ(job.flags().seed, 9u);
+  const ClusterOptions options = job.cluster_options();
+  EXPECT_EQ(options.threads_per_rank, 3u);
+  EXPECT_EQ(options.transport, Transport::kOfi);
+  EXPECT_EQ(options.setup_timeout.count(), 1500);
+  EXPECT_EQ(options.peer_timeout.count(), 700);
+}
+
+TEST(JobTest, DefaultsSetBeforeParsingStandUnlessAFlagChangesThem) {
+  Job job("prog", "does a thing");
+  job.flags().threads = 4;
+  ASSERT_EQ(parse(job, {}), -1);
+  EXPECT_EQ(job.flags().threads, 4u);
+  EXPECT_EQ(job.cluster_options().threads_per_rank, 4u);
+}
+
+TEST(JobTest, BadFlagsExitTwoNamingWhatWasWrong) {
+  struct Case {
+    std::vector<const char*> args;
+    const char* named;
+  };
+  for (const Case& c : std::vector<Case>{{{"--threads", "0"}, "--threads"},
+                                         {{"--transport", "rdma"}, "rdma"},
+                                         {{"--seed", "x"}, "--seed"},
+                                         {{"--bogus"}, "--bogus"},
+                                         {{"--records", "-3"}, "--records"}}) {
+    Job job("prog", "does a thing");
+    uint64_t records = 5;
+    job.cli().add_option("--records", records, "how many")->check(CLI::NonNegativeNumber);
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(parse(job, c.args), 2) << c.args[0];
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("prog: "), std::string::npos) << err;
+    EXPECT_NE(err.find(c.named), std::string::npos) << err;
+  }
+}
+
+TEST(JobTest, AFlagTheProgramDoesNotOfferIsRejected) {
+  Job job("prog", "does a thing", kFlagThreads);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(parse(job, {"--verify"}), 2);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("--verify"), std::string::npos);
+}
+
+TEST(JobTest, WhatTheBodyThrowsBecomesTheExitStatusAndAMessage) {
+  Job job("prog", "does a thing");
+  struct Case {
+    std::function<int()> body;
+    int status;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {[] { return 0; }, 0, nullptr},
+      {[] { return 7; }, 7, nullptr},
+      {[]() -> int { throw UsageError("--r-file x.csv:3:5: ' -7' is not a key"); }, 2,
+       "prog: --r-file x.csv:3:5: ' -7' is not a key"},
+      {[]() -> int { throw std::invalid_argument("bad window"); }, 2, "prog: bad window"},
+      {[]() -> int { throw Error(ErrorCode::kInvalidArgument, "bad spec"); }, 2, "bad spec"},
+      {[]() -> int { throw Error(ErrorCode::kBootstrap, "no SLUICE_RANK"); }, 3, "no SLUICE_RANK"},
+      {[]() -> int { throw PeerLostError(2, "flow f: peer died"); }, 1,
+       "prog: rank 2 was lost: flow f: peer died"},
+      {[]() -> int { throw std::runtime_error("disk full"); }, 1, "prog: disk full"},
+  };
+  for (const Case& c : cases) {
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(job.run_local(c.body), c.status);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    if (c.message != nullptr) {
+      EXPECT_NE(err.find(c.message), std::string::npos) << err;
+    } else {
+      EXPECT_EQ(err, "");
+    }
+  }
+}
+
+TEST(JobTest, RunWithoutALauncherExitsThreeSayingHowToJoin) {
+  for (const char* var : {"SLUICE_RANK", "SLUICE_WORLD_SIZE", "SLUICE_REGISTRY", "SLURM_PROCID",
+                          "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "RANK", "WORLD_SIZE"}) {
+    ::unsetenv(var);
+  }
+  Job job("prog", "does a thing");
+  bool ran = false;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(job.run([&](JobContext&) {
+    ran = true;
+    return 0;
+  }),
+            3);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(ran);
+  EXPECT_NE(err.find("prog: "), std::string::npos) << err;
+}
+
+TEST(JobTest, AFailureDescribesTheLostPeerFirst) {
+  EXPECT_EQ((JobFailure{"flow x: died", LostPeer{3, "host-b"}}.describe()),
+            "rank 3 (host-b) was lost: flow x: died");
+  EXPECT_EQ((JobFailure{"disk full", std::nullopt}.describe()), "disk full");
+}
+
+// ---------------------------------------------------------------- through sluice run
+
+testing::ProcessResult run_job(const std::vector<std::string>& program_args,
+                               const std::vector<std::string>& launcher_args = {}) {
+  return testing::run_process(
+      testing::job_argv(3, 150, "sluice-test-job-program", program_args, launcher_args), {},
+      std::chrono::seconds(180));
+}
+
+TEST(JobSystemTest, WorkersOfEveryRankDeliverEveryRecordOnce) {
+  for (const char* transport : {"shm", "ofi"}) {
+    const testing::ProcessResult r =
+        run_job({"--threads", "2", "--records", "20000", "--transport", transport});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(testing::count_lines_with(r.output,
+                                        std::string("VERIFIED 120000 records over ") + transport),
+              1)
+        << r.output;
+    EXPECT_EQ(testing::count_lines_with(r.output, "warn"), 0) << r.output;
+  }
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+TEST(JobSystemTest, ABadFlagEndsEveryRankWithStatusTwo) {
+  const testing::ProcessResult r = run_job({"--threads", "0"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_GE(testing::count_lines_with(r.output, "--threads"), 1) << r.output;
+}
+
+// The launcher kills rank 1 a second into the job; no rank is told. Every
+// survivor names rank 1 as the cause, not the echoes of its loss in its own
+// flows, and the job ends long before its 60 s of sending.
+TEST(JobSystemTest, SurvivorsOfARankKilledFromOutsideNameItAsTheCause) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const testing::ProcessResult r =
+      run_job({"--threads", "2", "--seconds", "60"}, {"--kill", "1@1"});
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "--kill 1@1"), 1) << r.output;
+  EXPECT_EQ(
+      testing::count_lines_with(r.output, "[0] sluice-test-job-program: rank 0: rank 1 was lost"),
+      1)
+      << r.output;
+  EXPECT_EQ(
+      testing::count_lines_with(r.output, "[2] sluice-test-job-program: rank 2: rank 1 was lost"),
+      1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED"), 0) << r.output;
+  EXPECT_LT(took, 50) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+}  // namespace
+}  // namespace sluice
