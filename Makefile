@@ -9,7 +9,7 @@ CTEST_FLAGS ?= --output-on-failure --timeout 600
 # timing. CTEST_JOBS=1 runs them one at a time.
 CTEST_JOBS ?= $(shell n=$$(( $$(nproc 2>/dev/null || echo 1) * 3 )); [ $$n -gt 8 ] && n=8; echo $$n)
 
-.PHONY: all deps test-tools format configure build demo demo-shuffle test test-unit test-slow asan tsan fuzz perf bench plot install clean
+.PHONY: all deps test-tools format configure build demo demo-shuffle test test-unit test-slow asan tsan thread-safety fuzz perf bench plot install clean
 
 all: build
 
@@ -81,6 +81,16 @@ tsan: deps
 	cd build-tsan && ctest $(CTEST_FLAGS) -L concurrent
 	cd build-tsan && ctest $(CTEST_FLAGS) -R $(TSAN_TESTS)
 
+# clang's thread-safety analysis of the library (src/common/mutex.h: every
+# member a lock guards says so) in build-tsa; a warning fails the target. Not
+# part of `make test` (it needs clang).
+thread-safety:
+	@scripts/install-deps.sh clang
+	cmake -S . -B build-tsa -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+	  -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_APPS=OFF -DSLUICE_BUILD_TOOLS=OFF -DSLUICE_BUILD_BENCHMARKS=OFF \
+	  "-DCMAKE_CXX_FLAGS=-Wthread-safety -Werror=thread-safety"
+	cmake --build build-tsa --target sluice sluice_job
+
 # The libFuzzer targets (tests/fuzz), built with clang in build-fuzz, each run
 # for FUZZ_SECONDS (default 60); prints executions and coverage.
 FUZZ_SECONDS ?= 60
@@ -109,4 +119,4 @@ install: build
 	cmake --install build --prefix $(or $(PREFIX),/usr/local)
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-tsa build-fuzz

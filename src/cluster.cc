@@ -4,6 +4,7 @@
 #include "sluice/cluster.h"
 
 #include "cluster_impl.h"
+#include "common/mutex.h"
 
 namespace sluice {
 
@@ -161,7 +162,7 @@ void DeclaredFlow::destroy(Deadline deadline) {
 }
 
 void Cluster::check_record(const FlowSpec& spec, size_t record_size) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   auto it = impl_->flows.find(spec.name);
   if (it == impl_->flows.end() || it->second == nullptr) {
     throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' was not declared on rank " +
@@ -184,13 +185,13 @@ void Cluster::check_record(const FlowSpec& spec, size_t record_size) const {
 
 // The spec of a declared flow (declare() checked it exists).
 static FlowSpec declared_spec(detail::ClusterImpl& impl, const std::string& flow) {
-  std::lock_guard<std::mutex> lock(impl.mu);
+  MutexLock lock(impl.mu);
   return impl.flows.at(flow)->ctx.spec;
 }
 
 std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& flow, uint32_t slot) {
   auto sequencer = detail::open_sequencer(*impl_, declared_spec(*impl_, flow));
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   detail::FlowState& fs = *impl_->flows.at(flow);
   const FlowSpec& spec = fs.ctx.spec;
   const Endpoint me{rank(), slot};
@@ -234,7 +235,7 @@ std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& flow
 
 std::unique_ptr<detail::TargetCore> Cluster::open_target(const std::string& flow, uint32_t slot) {
   auto sequencer = detail::open_sequencer(*impl_, declared_spec(*impl_, flow));
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   detail::FlowState& fs = *impl_->flows.at(flow);
   const FlowSpec& spec = fs.ctx.spec;
   const Endpoint me{rank(), slot};
@@ -287,7 +288,7 @@ MemoryRegion Cluster::expose(std::string_view name, size_t bytes) {
                                                  " is outside [1, 2^40] bytes");
   }
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     if (!impl_->exposed.insert(std::string(name)).second) {
       throw Error(ErrorCode::kInvalidArgument, "region '" + std::string(name) +
                                                    "' is already exposed on rank " +
@@ -310,12 +311,12 @@ MemoryRegion Cluster::expose(std::string_view name, size_t bytes) {
           } catch (const Error& e) {
             log::warn("region '", name, "': could not withdraw it from the registry: ", e.what());
           }
-          std::lock_guard<std::mutex> lock(impl->mu);
+          MutexLock lock(impl->mu);
           impl->exposed.erase(name);
         });
     return MemoryRegion(std::move(owner));
   } catch (...) {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->exposed.erase(std::string(name));
     throw;
   }

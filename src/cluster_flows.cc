@@ -2,17 +2,18 @@
 // registry, sizing and mapping its rings, preparing its ofi endpoints) and
 // destroying it; the ordered flows' sequencers.
 #include "cluster_impl.h"
+#include "common/mutex.h"
 
 namespace sluice::detail {
 
 const std::string& ClusterImpl::host_of(uint32_t rank) {
   if (rank == boot.rank) return host_id;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     if (auto it = host_ids.find(rank); it != host_ids.end()) return it->second;
   }
   std::string id = client->get("host/" + std::to_string(rank), setup_deadline(), rank);
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   return host_ids.emplace(rank, std::move(id)).first->second;
 }
 
@@ -47,7 +48,7 @@ void ClusterImpl::declare(const FlowSpec& spec) {
                                                  "' but is none of its sources or targets");
   }
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     if (flows.count(spec.name) != 0) {
       throw Error(ErrorCode::kInvalidArgument,
                   "flow '" + spec.name + "' is already declared on this rank");
@@ -161,7 +162,7 @@ void ClusterImpl::declare(const FlowSpec& spec) {
                                                     regions_use_ofi(), ofi_config, host_id);
       client->put("flow/" + spec.name + "/sequencer", fs->sequencer->descriptor());
     }
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     flows[spec.name] = std::move(fs);
   } catch (...) {
     if (agreed) {
@@ -172,14 +173,14 @@ void ClusterImpl::declare(const FlowSpec& spec) {
       } catch (const Error&) {  // a timeout, as expected: the withdrawal counts
       }
     }
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     flows.erase(spec.name);
     throw;
   }
 }
 
 std::unique_ptr<FlowState> ClusterImpl::take_flow(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   auto it = flows.find(name);
   SLUICE_CHECK(it != flows.end() && it->second != nullptr,
                "flow '" + name + "' has a handle but no state");
@@ -206,7 +207,7 @@ void ClusterImpl::destroy_flow(const std::string& name, std::unique_ptr<FlowStat
   }
   fs.reset();
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     flows.erase(name);
   }
   log::info("flow '", name, "' destroyed", failure ? " (not confirmed by every participant)" : "");

@@ -19,6 +19,7 @@
 #include "common/check.h"
 #include "common/hex.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "control/bootstrap.h"
 #include "control/registry_client.h"
 #include "control/signal_report.h"
@@ -83,21 +84,22 @@ class ClusterImpl {
   std::unique_ptr<control::RegistryClient> client;
   std::string host_id;
   ofi::Config ofi_config;
-  std::mutex mu;
-  std::map<std::string, std::unique_ptr<FlowState>> flows;
-  std::map<uint32_t, std::string> host_ids;  // cache of other ranks' host identities
-  std::set<std::string> exposed;             // names of regions this rank exposed
-  int regions_over_ofi = -1;                 // -1: not yet decided
+  Mutex mu;
+  std::map<std::string, std::unique_ptr<FlowState>> flows SLUICE_GUARDED_BY(mu);
+  // Cache of other ranks' host identities.
+  std::map<uint32_t, std::string> host_ids SLUICE_GUARDED_BY(mu);
+  std::set<std::string> exposed SLUICE_GUARDED_BY(mu);  // names of regions this rank exposed
+  int regions_over_ofi SLUICE_GUARDED_BY(mu) = -1;      // -1: not yet decided
 
   // Regions go over ofi for every rank unless every rank shares this host.
   bool regions_use_ofi() {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       if (regions_over_ofi >= 0) return regions_over_ofi == 1;
     }
     bool ofi = options.transport == Transport::kOfi;
     for (uint32_t r = 0; r < boot.world_size && !ofi; ++r) ofi = host_of(r) != host_id;
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     regions_over_ofi = ofi ? 1 : 0;
     return ofi;
   }

@@ -5,12 +5,14 @@
 #include <atomic>
 #include <mutex>
 
+#include "common/mutex.h"
+
 namespace sluice::log {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(Level::kWarn)};
-std::mutex g_tag_mu;
-std::string g_tag;
+Mutex g_tag_mu;
+std::string g_tag SLUICE_GUARDED_BY(g_tag_mu);
 
 const char* name(Level l) {
   switch (l) {
@@ -40,14 +42,14 @@ static_assert(static_cast<int>(LogLevel::kError) == static_cast<int>(Level::kErr
 void set_level(LogLevel l) { set_level(static_cast<Level>(l)); }
 
 void set_tag(const std::string& tag) {
-  std::lock_guard<std::mutex> lock(g_tag_mu);
+  MutexLock lock(g_tag_mu);
   g_tag = tag;
 }
 
 void write(Level l, const std::string& message) {
   std::string tag;
   {
-    std::lock_guard<std::mutex> lock(g_tag_mu);
+    MutexLock lock(g_tag_mu);
     tag = g_tag.empty() ? "pid " + std::to_string(::getpid()) : g_tag;
   }
   std::string line = "sluice[" + tag + "] " + name(l) + ": " + message + "\n";

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "control/protocol.h"
 #include "control/signal_report.h"
 #include "control/tcp_liveness.h"
@@ -106,101 +107,6 @@ std::string local_host_name() {
 
 }  // namespace
 
-PeerTable::PeerTable(uint32_t world_size)
-    : words_(world_size),
-      heard_until_(world_size),
-      reasons_(world_size),
-      hosts_(world_size),
-      pids_(world_size, 0) {}
-
-namespace {
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
-void PeerTable::hear_lost(uint32_t rank) const {
-  if (rank >= world_size()) return;
-  heard_until_[rank].store(steady_ns() + std::chrono::nanoseconds(kHeardLostFor).count(),
-                           std::memory_order_relaxed);
-}
-
-bool PeerTable::heard_lost(uint32_t rank) const {
-  return rank < world_size() && steady_ns() < heard_until_[rank].load(std::memory_order_relaxed);
-}
-
-std::string PeerTable::describe_as(uint32_t rank, uint32_t incarnation) const {
-  if (rank >= world_size() || this->incarnation(rank) == incarnation) return describe(rank);
-  std::lock_guard<std::mutex> lock(mu_);
-  return log::cat("rank ", rank, " died: ", reasons_[rank], "; it has since rejoined (incarnation ",
-                  this->incarnation(rank), ", ", hosts_[rank], ", pid ", pids_[rank], ")");
-}
-
-PinnedLiveness::PinnedLiveness(const PeerTable& peers)
-    : peers_(peers), incarnations_(peers.world_size()) {
-  for (uint32_t r = 0; r < peers.world_size(); ++r) incarnations_[r] = peers.incarnation(r);
-}
-
-std::string PeerTable::describe(uint32_t rank) const {
-  if (rank >= world_size()) {
-    return log::cat("rank ", rank, " (not in this job of ", world_size(), " ranks)");
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  std::string s = log::cat("rank ", rank);
-  if (!hosts_[rank].empty()) s += log::cat(" (", hosts_[rank], ", pid ", pids_[rank], ")");
-  switch (state(rank)) {
-    case kAlive:
-      if (registry_lost()) return s + " is in an unknown state: " + registry_reason_;
-      return s + " is alive";
-    case kLeft:
-      return s + " left the job";
-    case kDied:
-      return s + " died: " + reasons_[rank];
-  }
-  return s;
-}
-
-std::string PeerTable::host(uint32_t rank) const {
-  if (rank >= world_size()) return "";
-  std::lock_guard<std::mutex> lock(mu_);
-  return hosts_[rank];
-}
-
-void PeerTable::set(uint32_t rank, State state, const std::string& reason, uint32_t incarnation) {
-  if (rank >= world_size()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const uint64_t now = words_[rank].load(std::memory_order_relaxed);
-    const auto now_incarnation = static_cast<uint32_t>(now >> 32);
-    if (incarnation < now_incarnation) return;
-    // Within an incarnation a lost rank stays lost (and keeps the first
-    // reason): whatever it may still send, its peers have given up on it.
-    if (incarnation == now_incarnation && (now & kStateMask) != kAlive) return;
-    if (state != kAlive) reasons_[rank] = reason;
-  }
-  // Release pairs with the acquire in state(): whoever sees the new state also
-  // sees the reason (which describe() reads under mu_ in any case).
-  words_[rank].store(uint64_t{incarnation} << 32 | state, std::memory_order_release);
-}
-
-void PeerTable::set_info(uint32_t rank, const std::string& host, uint32_t pid) {
-  if (rank >= world_size()) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  hosts_[rank] = host;
-  pids_[rank] = pid;
-}
-
-void PeerTable::set_registry_lost(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    registry_reason_ = reason;
-  }
-  // Release pairs with the acquire in registry_lost(), as in set().
-  registry_lost_.store(true, std::memory_order_release);
-}
-
 struct RegistryClient::Impl {
   struct Reply {
     MsgType type = MsgType::kOk;
@@ -260,17 +166,17 @@ struct RegistryClient::Impl {
   std::atomic<bool> stopping{false};
   Deadline stop_deadline = kForever;  // written before the wake-up, read by the thread after
 
-  std::mutex mu;  // guards everything below
+  Mutex mu;  // guards everything below
   // Frames for the control thread to send: callers never write to the
   // socket themselves, so no call blocks on a registry that stopped reading.
-  std::string outbox;
-  std::map<uint32_t, std::promise<Reply>> pending;
-  uint32_t next_id = 1;
-  bool lost = false;
-  std::string lost_text;
+  std::string outbox SLUICE_GUARDED_BY(mu);
+  std::map<uint32_t, std::promise<Reply>> pending SLUICE_GUARDED_BY(mu);
+  uint32_t next_id SLUICE_GUARDED_BY(mu) = 1;
+  bool lost SLUICE_GUARDED_BY(mu) = false;
+  std::string lost_text SLUICE_GUARDED_BY(mu);
   // Why the registry is closing this rank's connection, where it said so
   // (it declared this rank lost); empty otherwise.
-  std::string told_why;
+  std::string told_why SLUICE_GUARDED_BY(mu);
 };
 
 int RegistryClient::Impl::try_connect(const addrinfo* ai, Deadline deadline, std::string* error) {
@@ -477,7 +383,7 @@ bool RegistryClient::Impl::pump_out(std::string* problem) {
   if (sending_pos == sending.size()) {
     sending.clear();
     sending_pos = 0;
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     sending.swap(outbox);
   }
   while (sending_pos < sending.size()) {
@@ -519,11 +425,11 @@ bool RegistryClient::Impl::handle_frame(const Frame& f, std::string* problem) {
       *problem = "it sent a malformed ERROR";
       return false;
     }
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     told_why = e.text;
     return true;
   }
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   // An unknown id is a reply to a request whose caller gave up; drop it.
   if (auto it = pending.find(f.header.request_id); it != pending.end()) {
     it->second.set_value(Reply{type, f.payload, false, ""});
@@ -536,7 +442,7 @@ void RegistryClient::Impl::fail_all(const std::string& reason) {
   const bool shutting_down = stopping.load(std::memory_order_acquire);
   std::string why;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     why = told_why;
   }
   std::string text = log::cat("lost the registry at ", address, ": ", reason);
@@ -550,7 +456,7 @@ void RegistryClient::Impl::fail_all(const std::string& reason) {
     log::warn(text);
     peers.set_registry_lost(text);
   }
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   lost = true;
   lost_text = text;
   for (auto& [id, promise] : pending) promise.set_value(Reply{MsgType::kError, "", true, text});
@@ -599,7 +505,7 @@ void RegistryClient::Impl::loop() {
     if (stop && !backlog && !write_shut) {
       bool empty;
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         empty = outbox.empty();
       }
       if (empty) {
@@ -667,7 +573,7 @@ void RegistryClient::Impl::loop() {
       // still waiting: a registry that reads slowly gets fewer reports,
       // never a growing queue of them.
       const std::string report = backlog ? std::string() : counters_frame(info.rank);
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       outbox += heartbeat;
       outbox += report;
       next_heartbeat = now + heartbeat_interval;
@@ -681,7 +587,7 @@ RegistryClient::Impl::Reply RegistryClient::Impl::call(MsgType type, const std::
   std::future<Reply> reply;
   uint32_t id = 0;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     if (lost) throw Error(ErrorCode::kRegistry, what + ": " + lost_text);
     const size_t queued = outbox.size() + sending_left.load(std::memory_order_relaxed);
     const size_t frame_bytes = kHeaderSize + payload.size();
@@ -707,7 +613,7 @@ RegistryClient::Impl::Reply RegistryClient::Impl::call(MsgType type, const std::
   if (!bounded) {
     reply.wait();
   } else if (reply.wait_until(deadline + kReplyGrace) == std::future_status::timeout) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     // The control thread may have answered in between; then take the answer.
     if (pending.erase(id) == 1) {
       throw Error(ErrorCode::kTimeout,
@@ -743,7 +649,7 @@ void RegistryClient::Impl::shut_down() {
     // The last counters go first, so the registry has this rank's final
     // totals even if its flows lived shorter than a heartbeat.
     const std::string report = counters_frame(info.rank);
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     if (!lost) outbox += report + make_frame(MsgType::kLeave, 0, "");
   }
   stop_deadline = Clock::now() + kLeaveLinger;

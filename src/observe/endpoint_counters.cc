@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "common/mutex.h"
 
 namespace sluice::detail::counters {
 namespace {
@@ -18,15 +19,15 @@ namespace {
 constexpr size_t kAreaBytes = kHeaderBytes + kSlots * kSlotBytes;
 
 struct Area {
-  std::mutex mu;
+  Mutex mu;
   bool tried = false;
   AreaHeader* header = nullptr;
   Slot* slots = nullptr;
   Slot spare{};  // what acquire() hands out when there is no area, or it is full
   // Final readings of destroyed endpoints, oldest first (at most kRetired).
-  std::deque<Reading> retired;
+  std::deque<Reading> retired SLUICE_GUARDED_BY(mu);
   // Per slot and peer, the segment count stamp_peers() last saw.
-  uint64_t stamped[kSlots][kPeerDetail] = {};
+  uint64_t stamped[kSlots][kPeerDetail] SLUICE_GUARDED_BY(mu) = {};
 };
 
 // Constructed on first use and never destroyed: endpoints may outlive
@@ -183,7 +184,7 @@ uint64_t now_ns() {
 Slot* acquire(Role role, std::string_view flow, uint32_t rank, uint32_t slot_number, uint32_t peers,
               uint32_t record_size, uint32_t ring_segments) {
   Area& a = area();
-  std::lock_guard<std::mutex> lock(a.mu);
+  MutexLock lock(a.mu);
   Slot* slot = &a.spare;
 #ifndef SLUICE_NO_COUNTERS
   const bool counting = true;
@@ -240,14 +241,14 @@ bool is_spare(const Slot* slot) { return slot == &area().spare; }
 void set_peer(Slot* slot, uint32_t i, uint32_t rank, uint32_t slot_number) {
   if (i >= kPeerDetail) return;
   Area& a = area();
-  std::lock_guard<std::mutex> lock(a.mu);
+  MutexLock lock(a.mu);
   slot->peer_rank[i] = rank;
   slot->peer_slot[i] = slot_number;
 }
 
 void release(Slot* slot) {
   Area& a = area();
-  std::lock_guard<std::mutex> lock(a.mu);
+  MutexLock lock(a.mu);
   if (slot == &a.spare) return;
   // The endpoint's thread is done with the slot: its last counters are final.
   if (a.retired.size() == kRetired) a.retired.pop_front();
@@ -257,7 +258,7 @@ void release(Slot* slot) {
 
 namespace {
 // stamp_peers() with the area's mutex held.
-void stamp_locked(Area& a) {
+void stamp_locked(Area& a) SLUICE_REQUIRES(a.mu) {
   if (a.header == nullptr) return;
   const uint64_t now = coarse_now_ns();
   for (uint32_t k = 0; k < kSlots; ++k) {
@@ -280,13 +281,13 @@ void stamp_locked(Area& a) {
 
 void stamp_peers() {
   Area& a = area();
-  std::lock_guard<std::mutex> lock(a.mu);
+  MutexLock lock(a.mu);
   stamp_locked(a);
 }
 
 std::vector<Reading> snapshot(uint32_t rank) {
   Area& a = area();
-  std::lock_guard<std::mutex> lock(a.mu);
+  MutexLock lock(a.mu);
   std::vector<Reading> out;
   if (a.header == nullptr) return out;
   stamp_locked(a);
@@ -316,7 +317,7 @@ void set_state(Slot* slot, State s, std::string_view cause) {
 
 void set_job(std::string_view registry, int64_t rank) {
   Area& a = area();
-  std::lock_guard<std::mutex> lock(a.mu);
+  MutexLock lock(a.mu);
   if (!map_locked(a)) return;
   copy_text(a.header->job, sizeof(a.header->job), registry);
   a.header->rank = rank;

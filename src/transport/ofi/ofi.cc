@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/random.h"
 #include "common/test_hooks.h"
 #include "sluice/errors.h"
@@ -251,9 +252,9 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
 Endpoint::~Endpoint() {
   if (abandoned_) {
     // Kept reachable, so that leak checkers see them as deliberately kept.
-    static std::mutex mu;
-    static auto* kept = new std::vector<void*>;
-    std::lock_guard<std::mutex> lock(mu);
+    static Mutex mu;
+    static auto* kept SLUICE_PT_GUARDED_BY(mu) = new std::vector<void*>;
+    MutexLock lock(mu);
     kept->insert(kept->end(), {info_, fabric_, domain_, av_, cq_, ep_});
     kept->insert(kept->end(), mrs_.begin(), mrs_.end());
     for (const auto& o : owned_) kept->push_back(o.first);

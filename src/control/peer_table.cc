@@ -1,0 +1,104 @@
+#include "control/peer_table.h"
+
+#include <chrono>
+
+#include "common/log.h"
+
+namespace sluice::control {
+
+PeerTable::PeerTable(uint32_t world_size)
+    : words_(world_size),
+      heard_until_(world_size),
+      reasons_(world_size),
+      hosts_(world_size),
+      pids_(world_size, 0) {}
+
+namespace {
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void PeerTable::hear_lost(uint32_t rank) const {
+  if (rank >= world_size()) return;
+  heard_until_[rank].store(steady_ns() + std::chrono::nanoseconds(kHeardLostFor).count(),
+                           std::memory_order_relaxed);
+}
+
+bool PeerTable::heard_lost(uint32_t rank) const {
+  return rank < world_size() && steady_ns() < heard_until_[rank].load(std::memory_order_relaxed);
+}
+
+std::string PeerTable::describe_as(uint32_t rank, uint32_t incarnation) const {
+  if (rank >= world_size() || this->incarnation(rank) == incarnation) return describe(rank);
+  MutexLock lock(mu_);
+  return log::cat("rank ", rank, " died: ", reasons_[rank], "; it has since rejoined (incarnation ",
+                  this->incarnation(rank), ", ", hosts_[rank], ", pid ", pids_[rank], ")");
+}
+
+PinnedLiveness::PinnedLiveness(const PeerTable& peers)
+    : peers_(peers), incarnations_(peers.world_size()) {
+  for (uint32_t r = 0; r < peers.world_size(); ++r) incarnations_[r] = peers.incarnation(r);
+}
+
+std::string PeerTable::describe(uint32_t rank) const {
+  if (rank >= world_size()) {
+    return log::cat("rank ", rank, " (not in this job of ", world_size(), " ranks)");
+  }
+  MutexLock lock(mu_);
+  std::string s = log::cat("rank ", rank);
+  if (!hosts_[rank].empty()) s += log::cat(" (", hosts_[rank], ", pid ", pids_[rank], ")");
+  switch (state(rank)) {
+    case kAlive:
+      if (registry_lost()) return s + " is in an unknown state: " + registry_reason_;
+      return s + " is alive";
+    case kLeft:
+      return s + " left the job";
+    case kDied:
+      return s + " died: " + reasons_[rank];
+  }
+  return s;
+}
+
+std::string PeerTable::host(uint32_t rank) const {
+  if (rank >= world_size()) return "";
+  MutexLock lock(mu_);
+  return hosts_[rank];
+}
+
+void PeerTable::set(uint32_t rank, State state, const std::string& reason, uint32_t incarnation) {
+  if (rank >= world_size()) return;
+  {
+    MutexLock lock(mu_);
+    const uint64_t now = words_[rank].load(std::memory_order_relaxed);
+    const auto now_incarnation = static_cast<uint32_t>(now >> 32);
+    if (incarnation < now_incarnation) return;
+    // Within an incarnation a lost rank stays lost (and keeps the first
+    // reason): whatever it may still send, its peers have given up on it.
+    if (incarnation == now_incarnation && (now & kStateMask) != kAlive) return;
+    if (state != kAlive) reasons_[rank] = reason;
+  }
+  // Release pairs with the acquire in state(): whoever sees the new state also
+  // sees the reason (which describe() reads under mu_ in any case).
+  words_[rank].store(uint64_t{incarnation} << 32 | state, std::memory_order_release);
+}
+
+void PeerTable::set_info(uint32_t rank, const std::string& host, uint32_t pid) {
+  if (rank >= world_size()) return;
+  MutexLock lock(mu_);
+  hosts_[rank] = host;
+  pids_[rank] = pid;
+}
+
+void PeerTable::set_registry_lost(const std::string& reason) {
+  {
+    MutexLock lock(mu_);
+    registry_reason_ = reason;
+  }
+  // Release pairs with the acquire in registry_lost(), as in set().
+  registry_lost_.store(true, std::memory_order_release);
+}
+
+}  // namespace sluice::control
