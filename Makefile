@@ -9,7 +9,7 @@ CTEST_FLAGS ?= --output-on-failure --timeout 600
 # timing. CTEST_JOBS=1 runs them one at a time.
 CTEST_JOBS ?= $(shell n=$$(( $$(nproc 2>/dev/null || echo 1) * 3 )); [ $$n -gt 8 ] && n=8; echo $$n)
 
-.PHONY: all deps test-tools format configure build demo demo-shuffle test test-unit test-slow asan tsan thread-safety fuzz perf bench plot install clean
+.PHONY: all deps test-tools format configure build demo demo-shuffle test test-unit test-slow asan tsan thread-safety checkheaders fuzz perf bench plot install clean
 
 all: build
 
@@ -90,6 +90,10 @@ thread-safety:
 	  -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_APPS=OFF -DSLUICE_BUILD_TOOLS=OFF -DSLUICE_BUILD_BENCHMARKS=OFF \
 	  "-DCMAKE_CXX_FLAGS=-Wthread-safety -Werror=thread-safety"
 	cmake --build build-tsa --target sluice sluice_job
+
+# Every public header compiled on its own (make test checks it too: hygiene.headers).
+checkheaders: configure
+	cmake --build build --target checkheaders
 
 # The libFuzzer targets (tests/fuzz), built with clang in build-fuzz, each run
 # for FUZZ_SECONDS (default 60); prints executions and coverage.

@@ -33,10 +33,12 @@
 
 #include "sluice/combiner.h"
 #include "sluice/errors.h"
+#include "sluice/export.h"
 #include "sluice/flow.h"
 #include "sluice/memory.h"
 #include "sluice/options.h"
 
+SLUICE_API_BEGIN
 namespace sluice {
 
 namespace detail {
@@ -295,3 +297,4 @@ class Cluster {
 };
 
 }  // namespace sluice
+SLUICE_API_END

@@ -121,8 +121,10 @@
 
 #include "sluice/detail/combiner_cores.h"
 #include "sluice/errors.h"
+#include "sluice/export.h"
 #include "sluice/flow.h"
 
+SLUICE_API_BEGIN
 namespace sluice {
 
 // The form an aggregate is held in: int64_t, uint64_t or double.
@@ -439,3 +441,4 @@ CombinerTarget<T> detail::combiner_target_from_core(std::unique_ptr<CombinerTarg
 }
 
 }  // namespace sluice
+SLUICE_API_END

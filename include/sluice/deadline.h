@@ -14,6 +14,9 @@
 
 #include <chrono>
 
+#include "sluice/export.h"
+
+SLUICE_API_BEGIN
 namespace sluice {
 
 using Clock = std::chrono::steady_clock;
@@ -22,3 +25,4 @@ using Deadline = Clock::time_point;
 inline constexpr Deadline kForever = Deadline::max();
 
 }  // namespace sluice
+SLUICE_API_END

@@ -16,6 +16,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "sluice/export.h"
+
+SLUICE_API_BEGIN
 namespace sluice {
 
 // What went wrong, for callers that branch on the kind of failure.
@@ -93,3 +96,4 @@ struct LostPeer {
 };
 
 }  // namespace sluice
+SLUICE_API_END

@@ -61,7 +61,9 @@
 #include "sluice/detail/flow_cores.h"
 #include "sluice/detail/hash.h"
 #include "sluice/errors.h"
+#include "sluice/export.h"
 
+SLUICE_API_BEGIN
 namespace sluice {
 
 // One worker thread of one process: the unit a flow sends from and to.
@@ -802,3 +804,4 @@ inline BytesTarget detail::bytes_target_from_core(std::unique_ptr<TargetCore> co
 }
 
 }  // namespace sluice
+SLUICE_API_END

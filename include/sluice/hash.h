@@ -14,7 +14,9 @@
 #include <span>
 
 #include "sluice/detail/hash.h"
+#include "sluice/export.h"
 
+SLUICE_API_BEGIN
 namespace sluice {
 
 // A 64-bit finaliser (murmur3's fmix64): every input bit affects every
@@ -36,3 +38,4 @@ inline uint32_t route_key(uint64_t key, uint32_t num_targets) {
 }
 
 }  // namespace sluice
+SLUICE_API_END

@@ -69,8 +69,10 @@
 #include <string>
 
 #include "sluice/errors.h"
+#include "sluice/export.h"
 #include "sluice/flow.h"
 
+SLUICE_API_BEGIN
 namespace sluice {
 
 namespace detail {
@@ -144,3 +146,4 @@ class RemoteRegion {
 };
 
 }  // namespace sluice
+SLUICE_API_END

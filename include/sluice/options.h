@@ -37,6 +37,9 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/export.h"
+
+SLUICE_API_BEGIN
 namespace sluice {
 
 // Which transport carries a flow's data between two ranks.
@@ -156,3 +159,4 @@ struct ClusterOptions {
 };
 
 }  // namespace sluice
+SLUICE_API_END

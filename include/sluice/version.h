@@ -3,8 +3,11 @@
 
 #include <cstdint>
 
+#include "sluice/export.h"
+
+SLUICE_API_BEGIN
 namespace sluice {
-inline constexpr const char* kVersion = "0.1.0";
+inline constexpr const char* kVersion = "1.1.0";  // = the CMake project version (checked)
 // Carried in every control message; peers with another version are refused
 // with an error naming both. 3: ERASE and UNDECLARE (flows and regions can be
 // destroyed and their names used again). 4: COUNTERS (ranks report their
@@ -17,3 +20,4 @@ inline constexpr uint16_t kProtocolVersion = 5;
 // installed library always returns false. Any thread may call it.
 bool test_hooks_enabled();
 }  // namespace sluice
+SLUICE_API_END

@@ -79,8 +79,10 @@
 
 #include "sluice/combiner.h"
 #include "sluice/detail/worker_inputs.h"
+#include "sluice/export.h"
 #include "sluice/flow.h"
 
+SLUICE_API_BEGIN
 namespace sluice {
 
 // How a worker with nothing to do waits: `spin` idle rounds busy-waiting,
@@ -371,3 +373,4 @@ class Worker {
 };
 
 }  // namespace sluice
+SLUICE_API_END

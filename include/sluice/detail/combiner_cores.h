@@ -19,8 +19,10 @@
 
 #include "sluice/detail/hash.h"
 #include "sluice/errors.h"
+#include "sluice/export.h"
 #include "sluice/flow.h"
 
+SLUICE_API_BEGIN
 namespace sluice {
 
 class CombinerResult;
@@ -177,3 +179,4 @@ CombinerTarget<T> combiner_target_from_core(std::unique_ptr<CombinerTargetCore> 
 
 }  // namespace detail
 }  // namespace sluice
+SLUICE_API_END

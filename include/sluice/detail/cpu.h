@@ -3,6 +3,9 @@
 // Internal: applications never name it.
 #pragma once
 
+#include "sluice/export.h"
+
+SLUICE_API_BEGIN
 namespace sluice::detail {
 
 // Tells the core that this thread spins (x86 `pause`, Arm `yield`), so that
@@ -16,3 +19,4 @@ inline void cpu_relax() {
 }
 
 }  // namespace sluice::detail
+SLUICE_API_END

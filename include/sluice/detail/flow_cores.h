@@ -25,7 +25,9 @@
 #include "sluice/detail/cpu.h"
 #include "sluice/detail/hash.h"
 #include "sluice/errors.h"
+#include "sluice/export.h"
 
+SLUICE_API_BEGIN
 namespace sluice {
 
 class RecordBatch;
@@ -602,3 +604,4 @@ inline BytesTarget bytes_target_from_core(std::unique_ptr<TargetCore> core);
 
 }  // namespace detail
 }  // namespace sluice
+SLUICE_API_END

@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "sluice/export.h"
+
+SLUICE_API_BEGIN
 namespace sluice::detail {
 
 // A 64-bit finaliser (murmur3's fmix64): every input bit affects every output
@@ -57,3 +60,4 @@ inline uint32_t reduce(uint64_t hash, uint32_t n) {
 }
 
 }  // namespace sluice::detail
+SLUICE_API_END

@@ -17,8 +17,10 @@
 
 #include "sluice/combiner.h"
 #include "sluice/errors.h"
+#include "sluice/export.h"
 #include "sluice/flow.h"
 
+SLUICE_API_BEGIN
 namespace sluice {
 namespace detail {
 
@@ -128,3 +130,4 @@ class CombinerInput final : public WorkerInput {
 
 }  // namespace detail
 }  // namespace sluice
+SLUICE_API_END
