@@ -28,9 +28,10 @@
 // shared by threads; the free functions are reentrant.
 #pragma once
 
+#include <sluice/job.h>
+
 #include <cstdint>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -45,10 +46,11 @@ enum class Relation : uint8_t { kR, kS };
 const char* to_string(KeyDist d);
 const char* to_string(RKeys k);
 
-// Thrown for unusable input: a bad option value, an unreadable or malformed file.
-class InputError : public std::runtime_error {
+// Thrown for unusable input: a bad option value, an unreadable or malformed
+// file. A UsageError: the job harness exits with status 2.
+class InputError : public UsageError {
  public:
-  using std::runtime_error::runtime_error;
+  using UsageError::UsageError;
 };
 
 struct DataSpec {

@@ -1,17 +1,19 @@
 #include "distributed_join.h"
 
+#include <sluice/job.h>
+
 #include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <bit>
 #include <chrono>
 #include <cstdio>
-#include <latch>
-#include <memory>
-#include <thread>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
 
 #include "local_join.h"
-#include "timing.h"
 
 namespace sluice::join {
 
@@ -93,8 +95,34 @@ class PhaseClock {
   Clock::duration acc_[kNumPhases]{};
 };
 
-std::string describe(const char* what, Status s, const std::string& error) {
-  return std::string(what) + ": " + to_string(s) + (error.empty() ? "" : ": " + error);
+std::string describe(const std::string& what, Status s, const std::string& error) {
+  return what + ": " + to_string(s) + (error.empty() ? "" : ": " + error);
+}
+
+// What a failed flow call says, as the exception a worker ends with: a
+// PeerLostError when the call names a lost rank (run_workers reports it as
+// the root cause before any echo of it), else a runtime_error. The rank is
+// the handle's lost peer unless the Cluster still counts that rank in and
+// knows another is gone: an end can fail because a survivor gave up its
+// own ends after losing a rank, and name the survivor (a replicate source
+// names the first target it dropped, not the rank that target had lost).
+std::exception_ptr failure(const Cluster& cluster, const std::string& message,
+                           std::optional<LostPeer> lost) {
+  if (lost && cluster.alive(lost->rank)) {
+    for (uint32_t r = 0; r < cluster.world_size(); ++r) {
+      if (r != cluster.rank() && !cluster.alive(r)) {
+        lost = LostPeer{r, ""};
+        break;
+      }
+    }
+  }
+  if (lost) return std::make_exception_ptr(PeerLostError(lost->rank, message));
+  return std::make_exception_ptr(std::runtime_error(message));
+}
+template <class Handle>
+std::exception_ptr failure(const Cluster& cluster, const std::string& what, Status s,
+                           const Handle& h) {
+  return failure(cluster, describe(what, s, h.error()), h.lost_peer());
 }
 
 // One worker thread's receiving end of a flow, as a Worker handler: hands
@@ -114,14 +142,15 @@ auto batch_handler(Take& take, uint32_t my_rank, uint32_t threads_per_source_ran
   };
 }
 
-// Runs the worker until every input ended; false (with *error) if one failed.
-bool run_inputs(Worker& w, PhaseClock& clock, const std::vector<std::string>& flows,
-                std::string* error) {
+// Runs the worker until every input ended; what failed if one did.
+std::exception_ptr run_inputs(const Cluster& cluster, Worker& w, PhaseClock& clock,
+                              const std::vector<std::string>& flows) {
   const Status s = w.run();
   clock.lap(kNetworkPhase);
-  if (s == Status::kEndOfFlow) return true;
-  *error = describe(("consuming flow " + flows[w.reported()]).c_str(), s, w.error(w.reported()));
-  return false;
+  if (s == Status::kEndOfFlow) return nullptr;
+  return failure(cluster,
+                 describe("consuming flow " + flows[w.reported()], s, w.error(w.reported())),
+                 w.lost_peer(w.reported()));
 }
 
 constexpr uint64_t kProgressEvery = 4096;
@@ -131,39 +160,39 @@ constexpr uint64_t kProgressEvery = 4096;
 // The partitioning loop: each tuple to the worker that owns its partition.
 // Flattened so that the flow's push fast path (a bounds check and a 16-byte
 // copy into the target's ring) is inlined here; only a full ring leaves the
-// loop, for `when_full(target, tuple)` (which drains and retries).
+// loop, for `when_full(target, tuple)` (which drains and retries, or throws).
 template <class T, class WhenFull>
-[[gnu::flatten]] bool push_rows(Source<T>& src, std::span<const T> rows, uint32_t workers,
+[[gnu::flatten]] void push_rows(Source<T>& src, std::span<const T> rows, uint32_t workers,
                                 WhenFull&& when_full, const JoinConfig& config, uint64_t& pushed) {
   const bool report = static_cast<bool>(config.on_progress);
   for (const T& t : rows) {
     const uint32_t target = network_partition(key_hash(t.key), workers);
-    if (src.try_push_to(target, t) != Status::kOk) [[unlikely]] {
-      if (!when_full(target, t)) return false;
-    }
+    if (src.try_push_to(target, t) != Status::kOk) [[unlikely]]
+      when_full(target, t);
     if (report && ++pushed % kProgressEvery == 0) [[unlikely]]
       config.on_progress(pushed);
   }
-  return true;
 }
 
 template <class T>
 struct RadixShared {
+  const Cluster* cluster = nullptr;
   ShuffleSpec<T> build_spec{""}, probe_spec{""};
   bool swapped = false;  // build side is S
   uint32_t fbits = 0;
   uint64_t build_share = 0, probe_share = 0;  // expected tuples per worker
 };
 
+// One worker thread of the radix join: sets up, waits at the start line,
+// joins its share into *out. Throws what failed (its ends are then
+// destroyed, so their peers learn at once that it is gone).
 template <class T>
 void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t my_rank,
                   uint32_t world, Source<T> build_out, Target<T> build_in, Source<T> probe_out,
                   Target<T> probe_in, std::span<const T> build_local,
-                  std::span<const T> probe_local, std::latch& ready, std::latch& go,
-                  RankReport* out) {
+                  std::span<const T> probe_local, StartLine& start, RankReport* out) {
   const uint32_t threads = config.threads;
   const uint32_t workers = world * threads;
-  std::string& error = out->error;
   PhaseClock clock;
   // Setup, not timed: buffers sized from the expected share (with room for
   // imbalance; skew beyond that takes extra arena blocks, never per tuple),
@@ -189,45 +218,34 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
   const std::vector<std::string> flows = {sh.build_spec.spec().name, sh.probe_spec.spec().name};
   uint64_t pushed = 0;
   auto push_relation = [&](Source<T>& src, std::span<const T> rows, const char* what) {
-    if (!push_rows(
-            src, rows, workers,
-            [&](uint32_t target, const T& t) {
-              clock.lap(kPartitionPhase);
-              const Status s = w.push_to(src, target, t);
-              clock.lap(kNetworkPhase);
-              if (s == Status::kOk) return true;
-              error = describe(what, s, src.error());
-              return false;
-            },
-            config, pushed)) {
-      return false;
-    }
+    push_rows(
+        src, rows, workers,
+        [&](uint32_t target, const T& t) {
+          clock.lap(kPartitionPhase);
+          const Status s = w.push_to(src, target, t);
+          clock.lap(kNetworkPhase);
+          if (s != Status::kOk) std::rethrow_exception(failure(*sh.cluster, what, s, src));
+        },
+        config, pushed);
     clock.lap(kPartitionPhase);
     const Status s = w.close(src);
     clock.lap(kNetworkPhase);
-    if (s == Status::kOk) return true;
-    error = describe(what, s, src.error());
-    return false;
+    if (s != Status::kOk) std::rethrow_exception(failure(*sh.cluster, what, s, src));
   };
 
-  ready.count_down();
-  go.wait();
+  start.wait();
   clock.start();
-  JoinResult result;
-  // On failure `error` says why; the result is then not reported.
-  [&] {
-    if (!push_relation(build_out, build_local, "pushing the build relation")) return false;
-    if (!push_relation(probe_out, probe_local, "pushing the probe relation")) return false;
-    // Ours are out; take the rest until both flows end (every source has
-    // closed them): the only synchronisation there is.
-    if (!run_inputs(w, clock, flows, &error)) return false;
-    clock.lap(kProbePhase);
-    double build_seconds = 0;
-    result = join_partitions<T, Clock>(build_parts, probe_parts, sh.swapped, table, &build_seconds);
-    clock.lap(kProbePhase);
-    clock.move(kProbePhase, kBuildPhase, build_seconds);
-    return true;
-  }();
+  push_relation(build_out, build_local, "pushing the build relation");
+  push_relation(probe_out, probe_local, "pushing the probe relation");
+  // Ours are out; take the rest until both flows end (every source has
+  // closed them): the only synchronisation there is.
+  if (std::exception_ptr e = run_inputs(*sh.cluster, w, clock, flows)) std::rethrow_exception(e);
+  clock.lap(kProbePhase);
+  double build_seconds = 0;
+  const JoinResult result =
+      join_partitions<T, Clock>(build_parts, probe_parts, sh.swapped, table, &build_seconds);
+  clock.lap(kProbePhase);
+  clock.move(kProbePhase, kBuildPhase, build_seconds);
   out->result = result;
   out->phases = clock.times();
   out->arena_blocks_added = build_parts.arena_blocks_added() + probe_parts.arena_blocks_added();
@@ -249,6 +267,7 @@ ReplicateSpec<T> bcast_spec(const std::string& name, std::vector<Endpoint> sourc
 
 template <class T>
 struct ReplicateShared {
+  const Cluster* cluster = nullptr;
   std::vector<ReplicateSpec<T>> specs;  // one per slot
   bool swapped = false;                 // the replicated (build) side is S
   uint32_t fbits = 0;
@@ -257,13 +276,15 @@ struct ReplicateShared {
   std::atomic<bool> failed{false};
 };
 
+// One worker thread of the fragment-and-replicate join (slot `slot`): sets
+// up, waits at the start line, builds its table, meets its siblings at
+// `built`, probes. Throws what failed, after meeting its siblings.
 template <class T>
 void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t slot,
                       uint32_t my_rank, std::vector<Source<T>> outs, Target<T> in,
                       std::span<const T> build_local, std::span<const T> probe_local,
-                      std::latch& ready, std::latch& go, std::barrier<>& built, RankReport* out) {
+                      StartLine& start, std::barrier<>& built, RankReport* out) {
   const uint32_t threads = config.threads;
-  std::string& error = out->error;
   PhaseClock clock;
   const uint64_t fmask = (uint64_t{1} << sh.fbits) - 1;
   const uint64_t expected = sh.build_total / threads + sh.build_total / threads / 8 + 64;
@@ -277,38 +298,40 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
   const std::vector<std::string> flows = {sh.specs[slot].spec().name};
   JoinResult result;
 
-  ready.count_down();
-  go.wait();
+  start.wait();
   clock.start();
-  bool ok = [&] {
-    uint64_t pushed = 0;
-    for (const T& t : build_local) {
-      Source<T>& dst = outs[(key_hash(t.key) & fmask) % threads];
-      if (dst.try_push(t) != Status::kOk) [[unlikely]] {
-        clock.lap(kPartitionPhase);
-        const Status s = w.push(dst, t);
-        clock.lap(kNetworkPhase);
-        if (s != Status::kOk) {
-          error = describe("replicating the build relation", s, dst.error());
-          return false;
+  // Until `built` every failure is kept, not thrown: every sibling must
+  // arrive there, failed or not, or the others would wait forever.
+  std::exception_ptr failed;
+  try {
+    failed = [&]() -> std::exception_ptr {
+      uint64_t pushed = 0;
+      for (const T& t : build_local) {
+        Source<T>& dst = outs[(key_hash(t.key) & fmask) % threads];
+        if (dst.try_push(t) != Status::kOk) [[unlikely]] {
+          clock.lap(kPartitionPhase);
+          const Status s = w.push(dst, t);
+          clock.lap(kNetworkPhase);
+          if (s != Status::kOk)
+            return failure(*sh.cluster, "replicating the build relation", s, dst);
         }
+        if (config.on_progress && ++pushed % kProgressEvery == 0) config.on_progress(pushed);
       }
-      if (config.on_progress && ++pushed % kProgressEvery == 0) config.on_progress(pushed);
-    }
-    clock.lap(kPartitionPhase);
-    for (auto& o : outs) {
-      const Status s = w.close(o);
-      clock.lap(kNetworkPhase);
-      if (s != Status::kOk) {
-        error = describe("closing a replicate flow", s, o.error());
-        return false;
+      clock.lap(kPartitionPhase);
+      for (auto& o : outs) {
+        const Status s = w.close(o);
+        clock.lap(kNetworkPhase);
+        if (s != Status::kOk) return failure(*sh.cluster, "closing a replicate flow", s, o);
       }
-    }
-    if (!run_inputs(w, clock, flows, &error)) return false;
-    table.build(parts);
-    clock.lap(kBuildPhase);
-    return true;
-  }();
+      if (std::exception_ptr e = run_inputs(*sh.cluster, w, clock, flows)) return e;
+      table.build(parts);
+      clock.lap(kBuildPhase);
+      return nullptr;
+    }();
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  const bool ok = failed == nullptr;
   if (!ok) {
     sh.failed.store(true, std::memory_order_relaxed);
     // Give up our ends before waiting for the siblings: our targets' live
@@ -334,6 +357,7 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
   out->fanout_bits = sh.fbits;
   // The tables stay alive until every sibling has probed them.
   built.arrive_and_wait();
+  if (failed) std::rethrow_exception(failed);
 }
 
 }  // namespace
@@ -374,28 +398,19 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
   const auto& build_parts = swapped ? s_parts : r_parts;
   const auto& probe_parts = swapped ? r_parts : s_parts;
   std::vector<RankReport> per_thread(threads);
-  std::vector<std::thread> pool;
-  std::latch ready(threads), go(1);
-  RankReport report;
 
-  // Once every worker is set up, all ranks start together; the rank's time
-  // runs until its last worker ends.
-  auto start_and_wait = [&] {
-    ready.wait();
-    if (every_rank) {
-      cluster.barrier("join-start");
-    } else {
-      // A barrier name serves one member set: name it after the set.
-      std::string name = "join-start";
-      for (uint32_t r : members) name.append("-").append(std::to_string(r));
-      cluster.barrier(name, cluster.ranks(members), 0);
-    }
-    const double cpu0 = cpu_seconds();
-    const auto start = Clock::now();
-    go.count_down();
-    for (auto& t : pool) t.join();
-    report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    report.cpu_seconds = cpu_seconds() - cpu0;
+  // Once every worker is set up, all taking part start together; the
+  // rank's time runs until its last worker ends. A barrier name serves one
+  // member set: a subset's is named after it.
+  PoolOptions pool{threads, "join-start", {}};
+  if (!every_rank) {
+    for (uint32_t r : members) pool.name.append("-").append(std::to_string(r));
+    pool.members = cluster.ranks(members);
+  }
+  auto report_of = [&](const PoolReport& run) {
+    RankReport report;
+    report.seconds = run.seconds;
+    report.cpu_seconds = run.cpu_seconds;
     for (const RankReport& r : per_thread) {
       report.result.add(r.result);
       report.phases.add(r.phases);
@@ -403,20 +418,14 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
       report.bytes_remote += r.bytes_remote;
       report.arena_blocks_added += r.arena_blocks_added;
       report.fanout_bits = r.fanout_bits;
-      // Several threads may fail, some only because a sibling's failure
-      // ended its flows: report the one that names a dead peer if any.
-      const auto root_cause = [](const std::string& e) {
-        return e.find("died") != std::string::npos || e.find("heartbeat") != std::string::npos;
-      };
-      if (!r.error.empty() &&
-          (report.error.empty() || (root_cause(r.error) && !root_cause(report.error)))) {
-        report.error = r.error;
-      }
     }
+    if (run.failure) report.error = run.failure->describe();
+    return report;
   };
 
   if (config.algorithm == Algorithm::kRadix) {
     RadixShared<T> sh;
+    sh.cluster = &cluster;
     sh.swapped = swapped;
     const uint64_t build_total = swapped ? s_total : r_total,
                    probe_total = swapped ? r_total : s_total;
@@ -431,29 +440,27 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
     };
     sh.build_spec = make(swapped ? "join-S" : "join-R");
     sh.probe_spec = make(swapped ? "join-R" : "join-S");
-    // Destroyed when this returns, after start_and_wait() joined every
-    // worker (and with it every source and target of the two flows).
+    // Destroyed when this returns, after run_workers joined every worker
+    // (and with it every source and target of the two flows).
     const DeclaredFlow build_flow = cluster.declare(sh.build_spec);
     const DeclaredFlow probe_flow = cluster.declare(sh.probe_spec);
-    for (uint32_t t = 0; t < threads; ++t) {
-      pool.emplace_back(radix_worker<T>, std::cref(config), std::cref(sh), rank, world,
-                        cluster.source(sh.build_spec, t), cluster.target(sh.build_spec, t),
-                        cluster.source(sh.probe_spec, t), cluster.target(sh.probe_spec, t),
-                        build_parts[t], probe_parts[t], std::ref(ready), std::ref(go),
-                        &per_thread[t]);
-    }
-    start_and_wait();
-    return report;
+    return report_of(run_workers(cluster, pool, [&](uint32_t t, StartLine& start) {
+      radix_worker<T>(config, sh, rank, world, cluster.source(sh.build_spec, t),
+                      cluster.target(sh.build_spec, t), cluster.source(sh.probe_spec, t),
+                      cluster.target(sh.probe_spec, t), build_parts[t], probe_parts[t], start,
+                      &per_thread[t]);
+    }));
   }
 
   ReplicateShared<T> sh;
+  sh.cluster = &cluster;
   sh.swapped = swapped;
   sh.build_total = swapped ? s_total : r_total;
   // At least one sub-partition per thread, so that every thread builds a part.
   sh.fbits = std::max<uint32_t>(choose_fanout_bits(sh.build_total, sizeof(T)),
                                 static_cast<uint32_t>(std::bit_width(threads - 1)));
   sh.tables.assign(threads, nullptr);
-  std::vector<DeclaredFlow> bcast_flows;  // outlive the workers (joined by start_and_wait)
+  std::vector<DeclaredFlow> bcast_flows;  // outlive the workers (joined by run_workers)
   for (uint32_t g = 0; g < threads; ++g) {
     std::vector<Endpoint> targets;
     for (uint32_t r = 0; r < world; ++r) targets.push_back(Endpoint{members[r], g});
@@ -462,16 +469,12 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
     bcast_flows.push_back(cluster.declare(sh.specs.back()));
   }
   std::barrier<> built(threads);
-  for (uint32_t t = 0; t < threads; ++t) {
+  return report_of(run_workers(cluster, pool, [&](uint32_t t, StartLine& start) {
     std::vector<Source<T>> outs;
     for (uint32_t g = 0; g < threads; ++g) outs.push_back(cluster.source(sh.specs[g], t));
-    pool.emplace_back(replicate_worker<T>, std::cref(config), std::ref(sh), t, rank,
-                      std::move(outs), cluster.target(sh.specs[t], t), build_parts[t],
-                      probe_parts[t], std::ref(ready), std::ref(go), std::ref(built),
-                      &per_thread[t]);
-  }
-  start_and_wait();
-  return report;
+    replicate_worker<T>(config, sh, t, rank, std::move(outs), cluster.target(sh.specs[t], t),
+                        build_parts[t], probe_parts[t], start, built, &per_thread[t]);
+  }));
 }
 
 template RankReport run_join<Tuple8>(Cluster&, const JoinConfig&,

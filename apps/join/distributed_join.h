@@ -24,8 +24,9 @@
 // ranks), every thread probes its local fragment of the large relation
 // against its rank's tables.
 //
-// Thread safety: run_join starts its own worker threads and returns after
-// they have ended; call it from one thread per Cluster.
+// Thread safety: run_join starts its own worker threads (sluice::run_workers
+// of sluice/job.h) and returns after they have ended; call it from one thread
+// per Cluster.
 #pragma once
 
 #include <sluice/sluice.h>
@@ -74,13 +75,16 @@ struct PhaseTimes {
 struct RankReport {
   JoinResult result;
   PhaseTimes phases;
-  double seconds = 0;               // from the start barrier until every worker of this rank ended
+  double seconds = 0;               // from the start line until every worker of this rank ended
   double cpu_seconds = 0;           // this process's CPU time in that interval
   uint64_t bytes_in = 0;            // bytes its targets consumed from flows
   uint64_t bytes_remote = 0;        // of those, from other ranks
   uint64_t arena_blocks_added = 0;  // partition buffers that outgrew their estimate
   uint32_t fanout_bits = 0;         // sub-partition bits per worker
-  std::string error;                // empty on success, else what failed first
+  // Empty on success, else the root cause run_workers found
+  // (JobFailure::describe(): "rank R was lost: <what failed>" when a peer was
+  // lost, else the first worker's failure).
+  std::string error;
 };
 
 struct JoinConfig {
@@ -93,8 +97,9 @@ struct JoinConfig {
   // span only them, so the other ranks of the job may do something else
   // meanwhile (the memory servers of apps/nam, say). Empty: every rank.
   std::vector<uint32_t> ranks;
-  // Test hook (may be empty): called by every worker thread after each
-  // 4096 tuples it pushed, with the running count.
+  // Test hook (may be empty; sluice-nam-olap's fault tests use it): called
+  // by every worker thread after each 4096 tuples it pushed, with the
+  // running count.
   std::function<void(uint64_t pushed)> on_progress;
 };
 
@@ -102,10 +107,12 @@ struct JoinConfig {
 // fragments of R and S; `r_total` / `s_total` are the relations' sizes over
 // all taking part (every rank must pass the same). Throws
 // Error(kInvalidArgument) if config.ranks is not ascending or leaves this
-// rank out. Declares the flows itself
-// (names "join-R", "join-S", "join-bcast-<g>"). Does not throw for data-plane
-// failures: they come back in RankReport::error. Setup failures throw
-// sluice::Error.
+// rank out. Declares the flows itself (names "join-R", "join-S",
+// "join-bcast-<g>"; declaring them throws sluice::Error on failure), then
+// runs config.threads workers from a start barrier ("join-start", or
+// "join-start-<r>-<r>..." for a subset of ranks). Does not throw for what
+// fails in the workers (opening their ends, the data plane): the root cause
+// comes back in RankReport::error.
 template <class T>
 RankReport run_join(Cluster& cluster, const JoinConfig& config,
                     const std::vector<std::span<const T>>& r_parts,

@@ -24,6 +24,8 @@
 // JoinTable is immutable, and const probes may run from several threads.
 #pragma once
 
+#include <sluice/job.h>
+
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -38,7 +40,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "timing.h"
 #include "tuples.h"
 
 namespace sluice::join {
@@ -459,7 +460,7 @@ JoinResult radix_join(std::span<const T> r, std::span<const T> s, LocalTimes* ti
   PartitionBuffers<T> bp(fbits, build.size()), pp(fbits, probe.size());
   JoinTable<T> table(fbits);
   table.reserve(largest_partition_estimate(build.size(), fbits));
-  const double cpu1 = cpu_seconds();
+  const double cpu1 = process_cpu_seconds();
   auto t1 = Clock::now();
   for (const T& t : build) bp.add(t);
   for (const T& t : probe) pp.add(t);
@@ -471,7 +472,7 @@ JoinResult radix_join(std::span<const T> r, std::span<const T> s, LocalTimes* ti
     times->partition = std::chrono::duration<double>(t2 - t1).count();
     times->build = build_seconds;
     times->probe = std::chrono::duration<double>(t3 - t2).count() - build_seconds;
-    times->cpu = cpu_seconds() - cpu1;
+    times->cpu = process_cpu_seconds() - cpu1;
   }
   return out;
 }

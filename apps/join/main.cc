@@ -8,16 +8,13 @@
 // distributed_join.h), and rank 0 prints the match count, an
 // order-independent checksum of the result, timings per phase and, with
 // --verify, whether a single-process reference join of the same data agrees.
-#include <signal.h>
+#include <sluice/job.h>
 #include <sluice/sluice.h>
 
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "data.h"
@@ -29,20 +26,11 @@ namespace sj = sluice::join;
 
 namespace {
 
-// What every rank reports to rank 0 (through allgather, after the join).
-struct Wire {
-  uint64_t ok, matches, checksum, bytes_in, bytes_remote, arena_blocks_added, fanout_bits;
+// What every rank reports to rank 0 (JobContext::gather, after the join).
+struct Report {
+  uint64_t matches, checksum, bytes_in, bytes_remote, arena_blocks_added, fanout_bits;
   double seconds, cpu_seconds, partition, network, build, probe;
 };
-
-std::string encode(const Wire& w) {
-  return std::string(reinterpret_cast<const char*>(&w), sizeof(w));
-}
-Wire decode(const std::string& s) {
-  Wire w{};
-  std::memcpy(&w, s.data(), std::min(s.size(), sizeof(w)));
-  return w;
-}
 
 std::string json_escape(const std::string& s) {
   std::string out;
@@ -54,25 +42,15 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-// The transport rank 0's flows took to the other ranks (to itself if it is
-// alone): "shm", "ofi", or "shm+ofi" when some ranks share its host and
-// others do not.
-std::string transport_label(const sluice::Cluster& cluster) {
-  bool shm = false, ofi = false;
-  for (uint32_t r = 0; r < cluster.world_size(); ++r) {
-    if (r == cluster.rank() && cluster.world_size() > 1) continue;
-    (cluster.transport_to(r) == sluice::Transport::kOfi ? ofi : shm) = true;
-  }
-  return shm && ofi ? "shm+ofi" : ofi ? "ofi" : "shm";
-}
-
 template <class T>
-int run(const sj::Options& opt, sluice::Cluster& cluster) {
-  const uint32_t rank = cluster.rank(), world = cluster.world_size();
+int run(sluice::JobContext& ctx, const sj::Options& opt) {
+  sluice::Cluster& cluster = ctx.cluster();
+  const uint32_t rank = ctx.rank(), world = ctx.world_size();
+  const uint32_t threads = ctx.flags().threads;
   const sj::DataSpec& data = opt.data;
 
   // This rank's fragments (setup: not timed).
-  auto [r_local, s_local] = sj::local_fragments<T>(data, rank, world, opt.threads);
+  auto [r_local, s_local] = sj::local_fragments<T>(data, rank, world, threads);
   uint64_t r_total = data.r_tuples, s_total = data.s_tuples;
   if (data.from_files()) {
     r_total = s_total = 0;
@@ -89,9 +67,9 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
   if (!opt.save_s.empty()) sj::save_fragment(opt.save_s, rank, s_local);
   auto split = [&](const std::vector<T>& rows) {
     std::vector<std::span<const T>> parts;
-    for (uint32_t t = 0; t < opt.threads; ++t) {
-      const uint64_t b = sj::part_begin(rows.size(), opt.threads, t);
-      const uint64_t e = sj::part_begin(rows.size(), opt.threads, t + 1);
+    for (uint32_t t = 0; t < threads; ++t) {
+      const uint64_t b = sj::part_begin(rows.size(), threads, t);
+      const uint64_t e = sj::part_begin(rows.size(), threads, t + 1);
       parts.emplace_back(rows.data() + b, e - b);
     }
     return parts;
@@ -100,49 +78,26 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
   const sj::AlgorithmChoice choice = sj::choose_algorithm(opt.algorithm, r_total, s_total, world);
   sj::JoinConfig config;
   config.algorithm = choice.algorithm;
-  config.threads = opt.threads;
+  config.threads = threads;
   config.segment_bytes = opt.segment_bytes;
   config.ring_segments = opt.ring_segments;
-  if (opt.test_kill_rank == static_cast<int64_t>(rank)) {
-    const uint64_t after = opt.test_kill_after;
-    config.on_progress = [after](uint64_t pushed) {
-      if (pushed >= after) {
-        std::fprintf(stderr, "test hook: killing this rank after %" PRIu64 " pushed tuples\n",
-                     pushed);
-        std::fflush(stderr);
-        ::raise(SIGKILL);
-      }
-    };
-  }
 
   const sj::RankReport report =
       sj::run_join<T>(cluster, config, split(r_local), split(s_local), r_total, s_total);
-  if (!report.error.empty()) {
-    std::fprintf(stderr, "sluice-join: rank %u: join failed: %s\n", rank, report.error.c_str());
-    return 1;
-  }
+  if (!report.error.empty()) return ctx.fail("join failed: " + report.error);
 
-  Wire mine{1,
-            report.result.matches,
-            report.result.checksum,
-            report.bytes_in,
-            report.bytes_remote,
-            report.arena_blocks_added,
-            report.fanout_bits,
-            report.seconds,
-            report.cpu_seconds,
-            report.phases.partition,
-            report.phases.network,
-            report.phases.build,
-            report.phases.probe};
-  const auto all = cluster.allgather("join-result", encode(mine));
+  const Report mine{
+      report.result.matches,     report.result.checksum, report.bytes_in,     report.bytes_remote,
+      report.arena_blocks_added, report.fanout_bits,     report.seconds,      report.cpu_seconds,
+      report.phases.partition,   report.phases.network,  report.phases.build, report.phases.probe,
+  };
+  const std::vector<Report> all = ctx.gather("join-result", mine);
   if (rank != 0) return 0;
 
   sj::JoinResult total;
-  Wire sum{};
+  Report sum{};
   double slowest = 0;
-  for (const auto& s : all) {
-    const Wire w = decode(s);
+  for (const Report& w : all) {
     total.add(sj::JoinResult{w.matches, w.checksum});
     sum.bytes_in += w.bytes_in;
     sum.bytes_remote += w.bytes_remote;
@@ -154,22 +109,22 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
     sum.probe += w.probe;
     slowest = std::max(slowest, w.seconds);
   }
-  const double workers = static_cast<double>(world) * opt.threads;
+  const double workers = static_cast<double>(world) * threads;
   const double tuples = static_cast<double>(r_total + s_total);
-  const std::string transport_name = transport_label(cluster);
+  const std::string transport_name = ctx.transport_label();
   const char* transport = transport_name.c_str();
   std::string verdict = "skipped";
   sj::JoinResult reference;
   double reference_seconds = 0;
-  if (opt.verify) {
-    const auto all_rows = sj::whole_relations<T>(data, world, opt.threads);
+  if (ctx.flags().verify) {
+    const auto all_rows = sj::whole_relations<T>(data, world, threads);
     const auto t0 = sluice::Clock::now();
     reference = sj::hash_join<T>(all_rows.r, all_rows.s);
     reference_seconds = std::chrono::duration<double>(sluice::Clock::now() - t0).count();
     verdict = reference == total ? "OK" : "MISMATCH";
   }
 
-  if (opt.json) {
+  if (ctx.flags().json) {
     std::printf(
         "{\"program\":\"sluice-join\",\"algorithm\":\"%s\",\"why\":\"%s\",\"ranks\":%u,\"threads\":"
         "%u,"
@@ -182,16 +137,16 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
         ",\"phases_mean_per_worker\":{\"partition\":%.6f,"
         "\"network\":%.6f,\"build\":%.6f,\"probe\":%.6f},\"fanout_bits\":%" PRIu64
         ",\"verify\":\"%s\"}\n",
-        sj::to_string(choice.algorithm), json_escape(choice.why).c_str(), world, opt.threads,
-        transport, data.width, r_total, s_total, sj::to_string(data.dist), data.theta,
+        sj::to_string(choice.algorithm), json_escape(choice.why).c_str(), world, threads, transport,
+        data.width, r_total, s_total, sj::to_string(data.dist), data.theta,
         sj::to_string(data.r_keys), data.effective_domain(), data.selectivity, data.seed,
         total.matches, total.checksum, slowest, sum.cpu_seconds, tuples / std::max(slowest, 1e-9),
         sum.bytes_in, sum.bytes_remote, sum.partition / workers, sum.network / workers,
-        sum.build / workers, sum.probe / workers, decode(all[0]).fanout_bits, verdict.c_str());
+        sum.build / workers, sum.probe / workers, all[0].fanout_bits, verdict.c_str());
   } else {
     std::printf("sluice-join: %s join, %u ranks x %u threads over %s\n",
                 choice.algorithm == sj::Algorithm::kRadix ? "radix hash" : "fragment-and-replicate",
-                world, opt.threads, transport);
+                world, threads, transport);
     std::printf("  data      %s\n", data.describe().c_str());
     std::printf("  choice    %s\n", choice.why.c_str());
     std::printf("  result    %" PRIu64 " matches, checksum %016" PRIx64 "\n", total.matches,
@@ -205,13 +160,13 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
         sum.partition / workers, sum.network / workers, sum.build / workers, sum.probe / workers);
     std::printf("  moved     %.1f MB through flows, %.1f MB of it between ranks; %" PRIu64
                 " sub-partition bits per worker\n",
-                sum.bytes_in / 1e6, sum.bytes_remote / 1e6, decode(all[0]).fanout_bits);
+                sum.bytes_in / 1e6, sum.bytes_remote / 1e6, all[0].fanout_bits);
     if (sum.arena_blocks_added != 0) {
       std::printf("  skew      partition buffers outgrew their estimate %" PRIu64 " times\n",
                   sum.arena_blocks_added);
     }
   }
-  if (opt.verify) {
+  if (ctx.flags().verify) {
     if (verdict == "OK") {
       std::printf("verify: OK (%" PRIu64 " matches, checksum %016" PRIx64
                   " equal to a single-process reference hash join, which took %.3f s)\n",
@@ -229,24 +184,12 @@ int run(const sj::Options& opt, sluice::Cluster& cluster) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const sj::Options opt = sj::parse_options(argc, argv, sj::Program::kJoin);
-  try {
-    // Every rank runs opt.threads busy workers: the library's automatic spin
-    // budget must count them, or 1 rank x 2 workers on 2 vCPUs would spin,
-    // and spinning workers of one process then take turns stealing each
-    // other's CPU (seen: 2.3x the wall time, 3x the CPU).
-    sluice::ClusterOptions options = sluice::ClusterOptions::from_env();
-    options.threads_per_rank = std::max(1u, opt.threads);
-    auto cluster = sluice::Cluster::join(options);
-    return opt.data.width == 8 ? run<sj::Tuple8>(opt, cluster) : run<sj::Tuple16>(opt, cluster);
-  } catch (const sluice::Error& e) {
-    std::fprintf(stderr, "sluice-join: %s\n", e.what());
-    return e.code() == sluice::ErrorCode::kBootstrap ? 3 : 1;
-  } catch (const sj::InputError& e) {
-    std::fprintf(stderr, "sluice-join: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sluice-join: %s\n", e.what());
-    return 1;
-  }
+  sluice::Job job(
+      "sluice-join", "Joins R and S on a 64-bit key across the ranks x --threads workers",
+      sluice::kFlagThreads | sluice::kFlagJson | sluice::kFlagVerify | sluice::kFlagCluster);
+  sj::Options opt;
+  sj::add_join_options(job.cli(), opt);
+  return job.main(argc, argv, [&](sluice::JobContext& ctx) {
+    return opt.data.width == 8 ? run<sj::Tuple8>(ctx, opt) : run<sj::Tuple16>(ctx, opt);
+  });
 }

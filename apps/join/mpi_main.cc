@@ -13,30 +13,28 @@
 // Same data flags as sluice-join; with P processes, rank r's fragment is the
 // same as sluice-join's rank r with --threads 1.
 #include <mpi.h>
+#include <sluice/job.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "data.h"
 #include "local_join.h"
 #include "options.h"
-#include "timing.h"
 
 namespace sj = sluice::join;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-[[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "sluice-join-mpi: %s\n", why.c_str());
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::exit(1);
-}
+constexpr const char* kTooMany = "more than 2^31 tuples for one process; use more processes";
 
 // One relation's exchange: histogram, counts, scatter, MPI_Alltoallv.
 template <class T>
@@ -58,7 +56,7 @@ class Exchange {
     std::vector<uint64_t> at(procs_, 0);
     uint64_t sum = 0;
     for (int p = 0; p < procs_; ++p) {
-      if (counts[p] > INT_MAX) die("more than 2^31 tuples for one process; use more processes");
+      if (counts[p] > INT_MAX) throw std::runtime_error(kTooMany);
       send_counts_[p] = static_cast<int>(counts[p]);
       send_displs_[p] = static_cast<int>(sum);
       at[p] = sum;
@@ -72,7 +70,7 @@ class Exchange {
     MPI_Alltoall(send_counts_.data(), 1, MPI_INT, recv_counts_.data(), 1, MPI_INT, MPI_COMM_WORLD);
     uint64_t sum = 0;
     for (int p = 0; p < procs_; ++p) {
-      if (sum > INT_MAX) die("more than 2^31 tuples for one process; use more processes");
+      if (sum > INT_MAX) throw std::runtime_error(kTooMany);
       recv_displs_[p] = static_cast<int>(sum);
       sum += static_cast<uint64_t>(recv_counts_[p]);
     }
@@ -90,7 +88,7 @@ class Exchange {
 };
 
 template <class T>
-int run(const sj::Options& opt, int rank, int procs) {
+int run(const sj::Options& opt, const sluice::JobFlags& flags, int rank, int procs) {
   const sj::DataSpec& data = opt.data;
   const auto [r_local, s_local] = sj::local_fragments<T>(data, rank, procs, 1);
   uint64_t r_total = data.r_tuples, s_total = data.s_tuples;
@@ -119,7 +117,7 @@ int run(const sj::Options& opt, int rank, int procs) {
   table.reserve(sj::largest_partition_estimate(build_share, fbits));
 
   MPI_Barrier(MPI_COMM_WORLD);
-  const double cpu0 = sj::cpu_seconds();
+  const double cpu0 = sluice::process_cpu_seconds();
   const auto t0 = Clock::now();
   build_x.partition(build_local);
   probe_x.partition(probe_local);
@@ -138,7 +136,7 @@ int run(const sj::Options& opt, int rank, int procs) {
   const sj::JoinResult result =
       sj::join_partitions<T, Clock>(build_parts, probe_parts, swapped, table, &build_seconds);
   const auto t4 = Clock::now();
-  const double cpu = sj::cpu_seconds() - cpu0;
+  const double cpu = sluice::process_cpu_seconds() - cpu0;
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   const double seconds = secs(t0, t4);
 
@@ -163,14 +161,14 @@ int run(const sj::Options& opt, int rank, int procs) {
   const sj::JoinResult total{sum[0], sum[1]};
   std::string verdict = "skipped";
   sj::JoinResult reference;
-  if (opt.verify) {
+  if (flags.verify) {
     const auto all_rows = sj::whole_relations<T>(data, procs, 1);
     reference = sj::hash_join<T>(all_rows.r, all_rows.s);
     verdict = reference == total ? "OK" : "MISMATCH";
   }
   const double tuples = static_cast<double>(r_total + s_total);
   const double slowest = max_d[5];
-  if (opt.json) {
+  if (flags.json) {
     std::printf(
         "{\"program\":\"sluice-join-mpi\",\"algorithm\":\"mpi-radix\",\"ranks\":%d,\"threads\":1,"
         "\"width\":%u,"
@@ -199,7 +197,7 @@ int run(const sj::Options& opt, int rank, int procs) {
         "process)\n",
         sum_d[0] / procs, sum_d[1] / procs, sum_d[2] / procs, sum_d[3] / procs);
   }
-  if (opt.verify) {
+  if (flags.verify) {
     std::printf(verdict == "OK" ? "verify: OK (%" PRIu64 " matches, checksum %016" PRIx64 ")\n"
                                 : "verify: MISMATCH (got %" PRIu64 " matches, checksum %016" PRIx64
                                   ")\n",
@@ -216,14 +214,27 @@ int main(int argc, char** argv) {
   int rank = 0, procs = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &procs);
-  const sj::Options opt = sj::parse_options(argc, argv, sj::Program::kMpi);
-  int code = 0;
-  try {
-    code = opt.data.width == 8 ? run<sj::Tuple8>(opt, rank, procs)
-                               : run<sj::Tuple16>(opt, rank, procs);
-  } catch (const std::exception& e) {
-    die(e.what());
+  sluice::Job job("sluice-join-mpi",
+                  "The MPI baseline: histogram pass, MPI_Alltoallv of both relations, local "
+                  "radix join",
+                  sluice::kFlagJson | sluice::kFlagVerify);
+  sj::Options opt;
+  sj::add_mpi_options(job.cli(), opt);
+  // Every process parses the same arguments: all stop here alike.
+  if (std::optional<int> status = job.parse(argc, argv)) {
+    MPI_Finalize();
+    return *status;
   }
+  bool finished = false;  // past every collective: the others need nothing more from this one
+  const int status = job.run_local([&] {
+    const int code = opt.data.width == 8 ? run<sj::Tuple8>(opt, job.flags(), rank, procs)
+                                         : run<sj::Tuple16>(opt, job.flags(), rank, procs);
+    finished = true;
+    return code;
+  });
+  // A process that failed before the end would leave the others waiting in
+  // a collective: take them down with it.
+  if (!finished) MPI_Abort(MPI_COMM_WORLD, status);
   MPI_Finalize();
-  return code;
+  return status;
 }

@@ -1,8 +1,13 @@
-// apps/join/options.h: the command line shared by sluice-join and the two
-// baselines (sluice-join-single, sluice-join-mpi), so that all three read
-// the same flags and generate the same data.
+// apps/join/options.h: the command-line options of sluice-join and of the
+// two baselines (sluice-join-single, sluice-join-mpi). The data flags are
+// the same for all three, so that all three generate the same tuples
+// (add_data_options); each program adds them and its own to its sluice::Job's
+// command line (CLI11) with add_join_options, add_single_options or
+// add_mpi_options. --threads, --verify, --json and the cluster flags are the
+// job harness's (sluice/job.h: JobFlags).
 //
-// Thread safety: plain values; parse() is reentrant.
+// Thread safety: call from main()'s thread before parsing; `options` must
+// outlive the parse (CLI11 writes the values into it).
 #pragma once
 
 #include <cstdint>
@@ -11,30 +16,32 @@
 #include "data.h"
 #include "distributed_join.h"
 
+namespace CLI {
+class App;
+}
+
 namespace sluice::join {
 
-enum class Program : uint8_t { kJoin, kSingle, kMpi };
-
 struct Options {
-  DataSpec data;
-  Algorithm algorithm = Algorithm::kRadix;  // --algorithm
-  uint32_t threads = 1;                     // --threads
-  uint32_t segment_bytes = 0;               // --segment-bytes (0: flow default)
-  uint32_t ring_segments = 0;               // --ring-segments (0: flow default)
-  bool verify = false;                      // --verify
-  bool json = false;                        // --json
-  uint32_t repeat = 1;                      // --repeat (single-thread baseline)
-  std::string method = "both";  // --method (single-thread baseline): hash, radix or both
-  std::string save_r, save_s;   // --save-r / --save-s patterns
-  uint32_t file_ranks = 1;      // --ranks (single-thread baseline): per-rank files to read
-  // Test builds of sluice-join only (SLUICE_JOIN_TEST_HOOKS): rank that
-  // kills itself with SIGKILL after pushing this many tuples.
-  int64_t test_kill_rank = -1;
-  uint64_t test_kill_after = 0;
+  DataSpec data;                            // the data flags (add_data_options)
+  Algorithm algorithm = Algorithm::kRadix;  // --algorithm (sluice-join)
+  uint32_t segment_bytes = 0;               // --segment-bytes (sluice-join); 0: the flow default
+  uint32_t ring_segments = 0;               // --ring-segments (sluice-join); 0: the flow default
+  std::string save_r, save_s;   // --save-r / --save-s patterns (sluice-join); empty: none
+  uint32_t repeat = 1;          // --repeat (sluice-join-single)
+  std::string method = "both";  // --method (sluice-join-single): hash, radix or both
+  uint32_t file_ranks = 1;      // --ranks (sluice-join-single): per-rank files to read
 };
 
-// Parses argv for `program`; prints usage and exits(2) on a bad or unknown
-// flag, exits(0) after --help.
-Options parse_options(int argc, char** argv, Program program);
+// The data flags: --r, --s, --width, --dist, --theta, --r-keys, --domain,
+// --selectivity, --seed, --r-file, --s-file (data.h says what they mean).
+void add_data_options(CLI::App& app, DataSpec& data);
+// sluice-join's own: --algorithm, --segment-bytes, --ring-segments,
+// --save-r, --save-s; and the data flags.
+void add_join_options(CLI::App& app, Options& options);
+// sluice-join-single's own: --method, --repeat, --ranks; and the data flags.
+void add_single_options(CLI::App& app, Options& options);
+// sluice-join-mpi's: the data flags alone.
+void add_mpi_options(CLI::App& app, Options& options);
 
 }  // namespace sluice::join

@@ -9,17 +9,19 @@
 // probe each: the same local kernel the distributed join runs per thread).
 // Generating the data is not timed; allocating the partition buffers is not
 // timed either (the distributed joins preallocate theirs at setup too).
+#include <sluice/job.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "data.h"
 #include "local_join.h"
 #include "options.h"
-#include "timing.h"
 
 namespace sj = sluice::join;
 using Clock = std::chrono::steady_clock;
@@ -45,14 +47,14 @@ struct Runs {
 };
 
 template <class T>
-int run(const sj::Options& opt) {
+int run(const sj::Options& opt, const sluice::JobFlags& flags) {
   const auto [r, s] = sj::whole_relations<T>(opt.data, opt.file_ranks, 2);
   std::vector<std::pair<std::string, Runs>> methods;
   for (const char* m : {"hash", "radix"}) {
     if (opt.method != "both" && opt.method != m) continue;
     Runs runs;
     for (uint32_t i = 0; i < opt.repeat; ++i) {
-      const double c0 = sj::cpu_seconds();
+      const double c0 = sluice::process_cpu_seconds();
       const auto t0 = Clock::now();
       sj::LocalTimes times;
       const sj::JoinResult res = std::string(m) == "hash" ? sj::hash_join<T>(r, s)
@@ -62,7 +64,7 @@ int run(const sj::Options& opt) {
                               ? std::chrono::duration<double>(Clock::now() - t0).count()
                               : times.partition + times.build + times.probe;
       runs.seconds.push_back(secs);
-      runs.cpu.push_back(std::string(m) == "hash" ? sj::cpu_seconds() - c0 : times.cpu);
+      runs.cpu.push_back(std::string(m) == "hash" ? sluice::process_cpu_seconds() - c0 : times.cpu);
       runs.result = res;
       runs.last_times = times;
     }
@@ -72,7 +74,7 @@ int run(const sj::Options& opt) {
   for (const auto& [name, runs] : methods) agree &= runs.result == methods.front().second.result;
   const double tuples = static_cast<double>(r.size() + s.size());
   for (const auto& [name, runs] : methods) {
-    if (opt.json) {
+    if (flags.json) {
       std::printf(
           "{\"program\":\"sluice-join-single\",\"method\":\"%s\",\"width\":%u,\"r\":%zu,\"s\":%zu,"
           "\"dist\":\"%s\",\"theta\":%.3f,\"seed\":%" PRIu64 ",\"matches\":%" PRIu64
@@ -97,18 +99,20 @@ int run(const sj::Options& opt) {
     std::printf("verify: MISMATCH: the hash and radix methods disagree\n");
     return 1;
   }
-  if (opt.verify) std::printf("verify: OK (methods agree)\n");
+  if (flags.verify) std::printf("verify: OK (methods agree)\n");
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const sj::Options opt = sj::parse_options(argc, argv, sj::Program::kSingle);
-  try {
-    return opt.data.width == 8 ? run<sj::Tuple8>(opt) : run<sj::Tuple16>(opt);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sluice-join-single: %s\n", e.what());
-    return 1;
-  }
+  sluice::Job job("sluice-join-single", "The COST baseline: one thread joins all of R and S",
+                  sluice::kFlagJson | sluice::kFlagVerify);
+  sj::Options opt;
+  sj::add_single_options(job.cli(), opt);
+  if (std::optional<int> status = job.parse(argc, argv)) return *status;
+  return job.run_local([&] {
+    return opt.data.width == 8 ? run<sj::Tuple8>(opt, job.flags())
+                               : run<sj::Tuple16>(opt, job.flags());
+  });
 }
