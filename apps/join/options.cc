@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include <sluice/job_cli.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <map>
@@ -8,26 +10,6 @@
 namespace sluice::join {
 
 namespace {
-
-// CLI11 2.1 reads an integer with strtoull(text, base 0): " -7" as
-// 2^64 - 7, "010" as 8. A whole number here is decimal digits and nothing
-// else (a transform, so that leading zeros cannot make it octal).
-CLI::Validator whole_number() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
-          return "needs a whole number, not '" + text + "'";
-        const size_t first = text.find_first_not_of('0');
-        text = first == std::string::npos ? "0" : text.substr(first);
-        return {};
-      },
-      "", "whole number");
-}
-
-template <class T>
-CLI::Option* add_number(CLI::App& app, const std::string& flag, T& value, const std::string& help) {
-  return app.add_option(flag, value, help)->transform(whole_number())->type_name("N");
-}
 
 // A flag whose value is one of `names`, stored as the matching enumerator.
 template <class E>

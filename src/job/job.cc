@@ -1,6 +1,7 @@
 // The job harness (sluice/job.h): command line, exit statuses, worker pool.
 #include "sluice/job.h"
 
+#include <sluice/job_cli.h>
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -90,8 +91,9 @@ Job::Job(std::string name, std::string summary, JobFlagSet flags)
     : name_(std::move(name)), cli_(std::make_unique<CLI::App>(std::move(summary), name_)) {
   cli_->footer("Run it through the launcher: sluice run -n RANKS -- " + name_ + " [options]");
   if (flags & kFlagThreads) {
-    cli_->add_option("--threads", flags_.threads, "Worker threads per rank")
+    add_number(*cli_, "--threads", flags_.threads, "Worker threads per rank")
         ->check(CLI::Range(1, 1024))
+        ->default_function([this] { return std::to_string(flags_.threads); })
         ->capture_default_str();
   }
   if (flags & kFlagJson)
@@ -99,7 +101,9 @@ Job::Job(std::string name, std::string summary, JobFlagSet flags)
   if (flags & kFlagVerify)
     cli_->add_flag("--verify", flags_.verify, "Check the result against a reference");
   if (flags & kFlagSeed)
-    cli_->add_option("--seed", flags_.seed, "Seed of the generated input")->capture_default_str();
+    add_number(*cli_, "--seed", flags_.seed, "Seed of the generated input")
+        ->default_function([this] { return std::to_string(flags_.seed); })
+        ->capture_default_str();
   if (flags & kFlagCluster) {
     cli_->add_option_function<std::string>(
             "--transport",
@@ -116,10 +120,12 @@ Job::Job(std::string name, std::string summary, JobFlagSet flags)
             "--setup-timeout-ms", [this](uint32_t ms) { flags_.setup_timeout_ms = ms; },
             "How long set-up calls wait for the other ranks (default: SLUICE_SETUP_TIMEOUT_MS, "
             "else 60000)")
+        ->transform(whole_number())
         ->type_name("MS");
     cli_->add_option_function<uint32_t>(
             "--peer-timeout-ms", [this](uint32_t ms) { flags_.peer_timeout_ms = ms; },
             "A peer silent this long is lost (default: SLUICE_PEER_TIMEOUT_MS, else 5000)")
+        ->transform(whole_number())
         ->type_name("MS");
   }
 }
@@ -129,6 +135,10 @@ Job::~Job() = default;
 CLI::App& Job::cli() { return *cli_; }
 
 std::optional<int> Job::parse(int argc, const char* const* argv) {
+  // --help shows the defaults the program set after adding the flags.
+  for (const char* flag : {"--threads", "--seed"}) {
+    if (CLI::Option* o = cli_->get_option_no_throw(flag)) o->capture_default_str();
+  }
   try {
     cli_->parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -280,7 +290,10 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
     auto cause = std::find_if(failures.begin(), failures.end(),
                               [](const JobFailure& f) { return f.lost_peer.has_value(); });
     JobFailure chosen = cause != failures.end() ? *cause : failures.front();
-    if (!chosen.lost_peer) {
+    // A flow may name the peer whose end it lost rather than the rank that
+    // died (a replicate source names the target that dropped out because
+    // another rank died): prefer a rank the job knows is gone.
+    if (!chosen.lost_peer || cluster.alive(chosen.lost_peer->rank)) {
       for (uint32_t r = 0; r < cluster.world_size(); ++r) {
         if (r != cluster.rank() && !cluster.alive(r)) {
           chosen.lost_peer = LostPeer{r, ""};

@@ -60,6 +60,27 @@ TEST(JobTest, DefaultsSetBeforeParsingStandUnlessAFlagChangesThem) {
   EXPECT_EQ(job.cluster_options().threads_per_rank, 4u);
 }
 
+TEST(JobTest, WholeNumbersAreDecimalAndHelpShowsTheProgramsDefault) {
+  Job job("prog", "does a thing");
+  job.flags().threads = 3;
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(parse(job, {"--help"}), 0);
+  const std::string help = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(help.find("=3"), std::string::npos) << help;
+
+  Job octal("prog", "does a thing");
+  ASSERT_EQ(parse(octal, {"--threads", "010", "--seed", "0017"}), -1);
+  EXPECT_EQ(octal.flags().threads, 10u);
+  EXPECT_EQ(octal.flags().seed, 17u);
+  for (const char* bad : {"-1", " 5", "0x10", "5x"}) {
+    Job job2("prog", "does a thing");
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(parse(job2, {"--seed", bad}), 2) << bad;
+    EXPECT_NE(::testing::internal::GetCapturedStderr().find("whole number"), std::string::npos)
+        << bad;
+  }
+}
+
 TEST(JobTest, BadFlagsExitTwoNamingWhatWasWrong) {
   struct Case {
     std::vector<const char*> args;
