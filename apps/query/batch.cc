@@ -107,6 +107,15 @@ double decimal_scale(uint32_t scale) {
   return p;
 }
 
+double exact_mean(int64_t unscaled_sum, int64_t count, uint32_t scale) {
+  if (count == 0) return 0;
+  // DuckDB's steps: divisor = count, times 10^scale as a double; the sum
+  // converted exactly; one long double division.
+  long double divisor = static_cast<long double>(count);
+  divisor *= static_cast<long double>(decimal_scale(scale));
+  return static_cast<double>(static_cast<long double>(unscaled_sum) / divisor);
+}
+
 double Column::real_at(size_t i) const {
   switch (type()) {
     case Type::kDouble:

@@ -57,6 +57,14 @@ class Schema {
 // divided by it once is its value as a double, as DuckDB computes it.
 double decimal_scale(uint32_t scale);
 
+// SQL's AVG of integers or decimals from their exact sum (unscaled, `scale`
+// digits after the point) and count, bit for bit as DuckDB computes it
+// (src/core_functions/aggregate/algebraic/avg.cpp: IntegerAverageOperationHugeint,
+// for BIGINT and DECIMAL wider than 4 digits): sum / (count x 10^scale) in
+// long double, rounded once to double. (sum / 10^scale / count rounds
+// twice: a last bit off in about a third of q3's groups.) 0 for no rows.
+double exact_mean(int64_t unscaled_sum, int64_t count, uint32_t scale);
+
 // Field constructors, for writing schemas compactly.
 inline Field int64_field(std::string n) { return {std::move(n), Type::kInt64, 0, 0}; }
 inline Field double_field(std::string n) { return {std::move(n), Type::kDouble, 0, 0}; }

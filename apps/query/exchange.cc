@@ -91,7 +91,7 @@ class SluiceFlow final : public FlowHolder {
     void abort() override { src_.abort(); }
     bool failed(sluice::Status st) {
       why = std::string(sluice::to_string(st)) + ": " + src_.error();
-      if (auto lost = src_.lost_peer()) why += " (lost rank " + std::to_string(lost->rank) + ")";
+      if (auto lost = src_.lost_peer()) lost_rank = lost->rank;
       return false;
     }
     sluice::Worker& w_;
@@ -147,15 +147,14 @@ class SluiceDriver final : public QueryWorker::Driver {
   explicit SluiceDriver(sluice::IdleStrategy idle) : w(idle) {}
   size_t poll() override { return w.poll(); }
   void idle(size_t work) override { w.idle(work); }
-  InputState state(ExchangeId x, std::string* why) override {
+  InputState state(ExchangeId x, std::string* why, std::optional<uint32_t>* lost_rank) override {
     const auto it = inputs.find(x);
     if (it == inputs.end()) return InputState::kEnded;
     const sluice::Status st = w.status(it->second);
     if (st == sluice::Status::kOk) return InputState::kOpen;
     if (st == sluice::Status::kEndOfFlow) return InputState::kEnded;
     *why = std::string(sluice::to_string(st)) + ": " + w.error(it->second);
-    if (auto lost = w.lost_peer(it->second))
-      why->append(" (lost rank " + std::to_string(lost->rank) + ")");
+    if (auto lost = w.lost_peer(it->second)) *lost_rank = lost->rank;
     return InputState::kFailed;
   }
   sluice::Worker w;
@@ -190,12 +189,13 @@ class Sender final : public Sink {
                         ? sluice::reduce_hash(enc_->encode(b, i, key_.data()), num_targets_)
                         : 0;
     }
-    if (!port_->send(recs_.data(), targets_.data(), n)) return qw_.fail(port_->why);
+    if (!port_->send(recs_.data(), targets_.data(), n))
+      return qw_.fail(port_->why, port_->lost_rank);
     qw_.note_sent(x_, n);
   }
   void finish() override {
     if (qw_.failed()) return;
-    if (!port_->close()) qw_.fail(port_->why);
+    if (!port_->close()) qw_.fail(port_->why, port_->lost_rank);
   }
 
  private:
@@ -301,17 +301,13 @@ void QueryWorker::receive(ExchangeId x, Sink* downstream) {
 
 void QueryWorker::add_local(LocalSource* source) { locals_.push_back(source); }
 
-void QueryWorker::fail(const std::string& why) {
+void QueryWorker::fail(const std::string& why, std::optional<uint32_t> lost_rank) {
   if (!error_.empty()) return;
   error_ = why;
-  failed_at_ = std::chrono::steady_clock::now();
+  lost_rank_ = lost_rank;
 }
 
-void QueryWorker::note_sent(ExchangeId x, uint64_t rows) {
-  stats_[x].rows_sent += rows;
-  sent_total_ += rows;
-  if (on_progress) on_progress(sent_total_);
-}
+void QueryWorker::note_sent(ExchangeId x, uint64_t rows) { stats_[x].rows_sent += rows; }
 
 void QueryWorker::deliver(ExchangeId x, const std::byte* recs, size_t n, uint32_t stride) {
   if (failed() || n == 0) return;
@@ -340,7 +336,8 @@ void QueryWorker::run() {
     for (size_t x = 0; x < downstream_.size() && !failed(); ++x) {
       if (ended_[x] || !receives(static_cast<ExchangeId>(x))) continue;
       std::string why;
-      switch (driver_->state(static_cast<ExchangeId>(x), &why)) {
+      std::optional<uint32_t> lost;
+      switch (driver_->state(static_cast<ExchangeId>(x), &why, &lost)) {
         case InputState::kOpen:
           open = true;
           break;
@@ -352,7 +349,7 @@ void QueryWorker::run() {
           downstream_[x]->finish();
           break;
         case InputState::kFailed:
-          fail("exchange " + rt_.exchange(x).name + ": " + why);
+          fail("exchange " + rt_.exchange(x).name + ": " + why, lost);
           break;
       }
     }
@@ -372,9 +369,10 @@ void QueryWorker::run() {
   // Tell the peers at once rather than when this process exits.
   for (auto& p : ports_) p->abort();
   driver_.reset();
-  throw QueryError(
-      "worker " + std::to_string(slot_) + " of rank " + std::to_string(rt_.rank()) + ": " + error_,
-      failed_at_);
+  const std::string what =
+      "worker " + std::to_string(slot_) + " of rank " + std::to_string(rt_.rank()) + ": " + error_;
+  if (lost_rank_) throw sluice::PeerLostError(*lost_rank_, what);
+  throw QueryError(what);
 }
 
 }  // namespace sluice::query

@@ -29,7 +29,7 @@
 //   Scan scan(part); scan.to(w.sender(x));
 //   Collect out(schema); w.receive(x, &out);
 //   w.add_local(&scan);
-//   w.run();     // throws QueryError on failure (a lost peer is named)
+//   w.run();     // throws PeerLostError (naming the rank) or QueryError on failure
 //
 // Thread safety: declare() on one thread, before the workers start, in the
 // same order on every process. A QueryWorker belongs to its thread.
@@ -39,8 +39,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -49,16 +50,10 @@
 
 namespace sluice::query {
 
-// A query that failed while running: a lost peer (what() names its rank),
-// a transport error, a timeout. `when`: when the failure was first seen,
-// which comes before the throw (a worker aborts its ports first, and its
-// peers may fail of that abort and throw sooner): of several workers'
-// failures the earliest `when` is the cause, the others its echoes.
+// A query that failed while running: a transport error, a timeout, a bad
+// plan. A lost peer is a sluice::PeerLostError naming its rank instead.
 struct QueryError : std::runtime_error {
-  explicit QueryError(const std::string& what,
-                      std::chrono::steady_clock::time_point when = std::chrono::steady_clock::now())
-      : std::runtime_error(what), when(when) {}
-  std::chrono::steady_clock::time_point when;
+  using std::runtime_error::runtime_error;
 };
 
 enum class ExchangeKind : uint8_t { kShuffle, kBroadcast, kGather };
@@ -138,18 +133,17 @@ class QueryWorker {
   // Local work, run a batch at a time while no input has data.
   void add_local(LocalSource* source);
   // The worker loop, until every local source is done and every input has
-  // ended. Throws QueryError on failure (after aborting this worker's sources).
+  // ended. On failure it aborts this worker's sources, then throws
+  // sluice::PeerLostError if a peer was lost (its rank), else QueryError.
   void run();
 
   const ExchangeStats& stats(ExchangeId x) const { return stats_[x]; }
   uint32_t slot() const { return slot_; }
-  // Test hook: called with the rows this worker has sent so far, after each batch.
-  std::function<void(uint64_t)> on_progress;
-
   // Internals shared with the two implementations.
   struct Port;    // this worker's end of one exchange
   struct Driver;  // polls the inputs, idles
-  void fail(const std::string& why);
+  // The first failure wins; `lost_rank`: the peer whose loss caused it.
+  void fail(const std::string& why, std::optional<uint32_t> lost_rank = std::nullopt);
   bool failed() const { return !error_.empty(); }
   void deliver(ExchangeId x, const std::byte* recs, size_t n, uint32_t stride);
   void note_sent(ExchangeId x, uint64_t rows);
@@ -165,10 +159,9 @@ class QueryWorker {
   std::vector<bool> ended_;
   std::vector<LocalSource*> locals_;
   std::vector<ExchangeStats> stats_;
-  uint64_t sent_total_ = 0;
   std::chrono::steady_clock::time_point start_;
   std::string error_;
-  std::chrono::steady_clock::time_point failed_at_;  // when error_ was set
+  std::optional<uint32_t> lost_rank_;  // the lost peer behind error_, if one was
 };
 
 // The record width class a row of `packed_bytes` travels in.

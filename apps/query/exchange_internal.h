@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,8 @@ namespace sluice::query {
 enum class InputState : uint8_t { kOpen, kEnded, kFailed };
 
 // One worker's end of one exchange: sends packed records (each `stride`
-// bytes) and closes. A false return means it failed; `why` says how.
+// bytes) and closes. A false return means it failed; `why` says how, and
+// `lost_rank` names the peer whose loss it was, if it was one.
 struct QueryWorker::Port {
   virtual ~Port() = default;
   // Record i goes to targets[i] (an index into the exchange's targets);
@@ -24,6 +26,7 @@ struct QueryWorker::Port {
   // Ends this worker's part without closing: the targets learn at once.
   virtual void abort() = 0;
   std::string why;
+  std::optional<uint32_t> lost_rank;
 };
 
 // Hands arrived records to QueryWorker::deliver, and waits when there is no work.
@@ -32,8 +35,9 @@ struct QueryWorker::Driver {
   virtual size_t poll() = 0;
   virtual void idle(size_t work) = 0;
   // Whether this worker's input of x is open, has ended (every source
-  // closed and everything delivered), or failed (`why`).
-  virtual InputState state(ExchangeId x, std::string* why) = 0;
+  // closed and everything delivered), or failed (`why`; `lost_rank`: the
+  // peer whose loss it was, if it was one).
+  virtual InputState state(ExchangeId x, std::string* why, std::optional<uint32_t>* lost_rank) = 0;
 };
 
 // The sluice flow of one exchange on this process (exchange.cc).

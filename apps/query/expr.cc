@@ -67,6 +67,9 @@ ExprPtr starts_with(ExprPtr s, std::string prefix) {
   e->name = std::move(prefix);
   return e;
 }
+ExprPtr mean(ExprPtr sum, ExprPtr count) {
+  return node(Op::kMean, {std::move(sum), std::move(count)});
+}
 ExprPtr between(ExprPtr x, ExprPtr lo, ExprPtr hi) {
   return and_(ge(x, std::move(lo)), le(x, std::move(hi)));
 }
@@ -110,6 +113,8 @@ const char* op_name(Op op) {
       return "OR";
     case Op::kNot:
       return "NOT";
+    case Op::kMean:
+      return "mean";
     default:
       return "leaf";
   }
@@ -187,6 +192,15 @@ void bind_expr(Expr& e, const Schema& schema, const std::string& name) {
                         to_string(b) + " in expression " + name);
       }
       e.out = int64_field(name);
+      break;
+    }
+    case Op::kMean: {
+      const Type sum = e.args[0]->out.type, count = e.args[1]->out.type;
+      if (sum == Type::kString || sum == Type::kDate || count != Type::kInt64) {
+        throw PlanError(std::string("mean takes a numeric sum and an int64 count, not ") +
+                        to_string(sum) + " and " + to_string(count) + ", in expression " + name);
+      }
+      e.out = double_field(name);
       break;
     }
     case Op::kPrefix:
@@ -296,6 +310,19 @@ void eval(Expr& e, const Batch& in, Column* out) {
     case Op::kOr:
       for (size_t i = 0; i < n; ++i) o.push_back(a.ints[i] != 0 || e.scratch[1].ints[i] != 0);
       return;
+    case Op::kMean: {
+      const Column& count = e.scratch[1];
+      std::vector<double>& r = out->reals;
+      r.reserve(n);
+      if (a.type() == Type::kDouble) {
+        for (size_t i = 0; i < n; ++i)
+          r.push_back(count.ints[i] == 0 ? 0 : a.reals[i] / static_cast<double>(count.ints[i]));
+      } else {
+        for (size_t i = 0; i < n; ++i)
+          r.push_back(exact_mean(a.int_at(i), count.ints[i], scale_of(a.field)));
+      }
+      return;
+    }
     default:
       break;
   }

@@ -8,8 +8,8 @@
 // columns, works out the result type, throws PlanError on a mismatch) and
 // then evaluated per batch into a column. Arithmetic on integers, decimals
 // and dates is exact (decimal scales are aligned as SQL does: + and - take
-// the larger scale, * adds them); / gives a double. Comparisons and logic
-// give int64 0/1.
+// the larger scale, * adds them); / gives a double, and so does mean()
+// (AVG from a sum and a count). Comparisons and logic give int64 0/1.
 //
 // Thread safety: a bound expression keeps scratch columns; use it from one
 // thread (each worker builds its own plan).
@@ -44,6 +44,7 @@ enum class Op : uint8_t {
   kOr,
   kNot,
   kPrefix,  // s LIKE 'prefix%'
+  kMean,    // AVG from a sum and a count
 };
 
 struct Expr {
@@ -84,6 +85,11 @@ ExprPtr not_(ExprPtr a);
 ExprPtr between(ExprPtr x, ExprPtr lo, ExprPtr hi);
 // s LIKE 'prefix%' (s a string).
 ExprPtr starts_with(ExprPtr s, std::string prefix);
+// SQL's AVG of the values whose sum is `sum` and number `count` (an int64):
+// a double; for an integer or decimal sum, exact_mean() (bit-equal to
+// DuckDB's avg()), for a double sum, sum / count. For a plan that merges
+// partial sums and counts before it averages.
+ExprPtr mean(ExprPtr sum, ExprPtr count);
 }  // namespace expr
 
 // Resolves columns against `schema` and sets out (the result field, named

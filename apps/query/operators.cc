@@ -408,12 +408,9 @@ void HashAggregate::finish() {
           c.ints.push_back(x.count);
           break;
         case AggKind::kAvg: {
-          double sum = x.dsum;
-          if (!real) {
-            const uint32_t scale = args_[a].type() == Type::kDecimal ? args_[a].field.scale : 0;
-            sum = static_cast<double>(x.isum) / decimal_scale(scale);
-          }
-          c.reals.push_back(x.count == 0 ? 0 : sum / static_cast<double>(x.count));
+          const uint32_t scale = args_[a].type() == Type::kDecimal ? args_[a].field.scale : 0;
+          c.reals.push_back(real ? (x.count == 0 ? 0 : x.dsum / static_cast<double>(x.count))
+                                 : exact_mean(x.isum, x.count, scale));
           break;
         }
         default: {

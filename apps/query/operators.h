@@ -210,7 +210,8 @@ struct Aggregate {
 // GROUP BY keys with aggregates; on finish() emits one row per group: the
 // keys, then the aggregates. count gives int64; sum the argument's type
 // (decimal sums exact); min/max the argument's type (not strings); avg a
-// double. No keys: one row even for no input (count 0, others 0).
+// double (of integers and decimals: exact_mean(), bit-equal to DuckDB's avg). No keys: one row even
+// for no input (count 0, others 0).
 class HashAggregate : public Operator {
  public:
   HashAggregate(const Schema& in, std::vector<std::string> keys, std::vector<Aggregate> aggs);

@@ -343,7 +343,7 @@ void SocketDriver::idle(size_t work) {
   box.cv.wait_for(g, std::chrono::milliseconds(1), [&] { return !box.frames.empty(); });
 }
 
-InputState SocketDriver::state(ExchangeId x, std::string* why) {
+InputState SocketDriver::state(ExchangeId x, std::string* why, std::optional<uint32_t>* lost_rank) {
   if (x >= inputs_.size() || !inputs_[x].active) return InputState::kEnded;
   const Input& in = inputs_[x];
   if (in.ended == in.sources) return InputState::kEnded;
@@ -352,6 +352,7 @@ InputState SocketDriver::state(ExchangeId x, std::string* why) {
     if (gone_[r] && ended < mesh_.threads()) {
       *why = "PeerLost: rank " + std::to_string(r) +
              " closed its connection before it finished sending";
+      *lost_rank = r;
       return InputState::kFailed;
     }
   }

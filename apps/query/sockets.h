@@ -93,7 +93,7 @@ class SocketDriver final : public QueryWorker::Driver {
   SocketDriver(SocketMesh& mesh, QueryWorker& qw, uint32_t slot, size_t exchanges);
   size_t poll() override;
   void idle(size_t work) override;
-  InputState state(ExchangeId x, std::string* why) override;
+  InputState state(ExchangeId x, std::string* why, std::optional<uint32_t>* lost_rank) override;
 
   void add_input(ExchangeId x, uint32_t stride, uint32_t sources);
   SocketMesh& mesh() { return mesh_; }

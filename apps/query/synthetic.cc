@@ -1,8 +1,7 @@
 #include "synthetic.h"
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
+#include <vector>
 
 namespace sluice::query {
 
@@ -80,31 +79,27 @@ namespace {
 SyntheticResult run_compute_only(sluice::Cluster& cluster, const SyntheticConfig& config) {
   const uint32_t threads = std::max(1u, config.runtime.threads);
   std::vector<SyntheticResult> per(threads);
-  cluster.barrier(config.name + ".start");
-  std::vector<std::thread> pool;
-  for (uint32_t t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      const uint64_t base = static_cast<uint64_t>(cluster.rank()) * config.rows;
-      ThreeHalves step;
-      Checksum sum;
-      IntGenerator gen(base + config.rows * t / threads, base + config.rows * (t + 1) / threads,
-                       &step);
-      step.to(&sum);
-      const auto t0 = std::chrono::steady_clock::now();
-      while (gen.step() != 0) {
-      }
-      per[t].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      per[t].count = sum.count;
-      per[t].checksum = sum.sum;
-    });
-  }
-  for (auto& th : pool) th.join();
+  const sluice::PoolReport run = sluice::run_workers(
+      cluster, {threads, config.name + ".start", {}}, [&](uint32_t t, sluice::StartLine& start) {
+        const uint64_t base = static_cast<uint64_t>(cluster.rank()) * config.rows;
+        ThreeHalves step;
+        Checksum sum;
+        IntGenerator gen(base + config.rows * t / threads, base + config.rows * (t + 1) / threads,
+                         &step);
+        step.to(&sum);
+        start.wait();
+        while (gen.step() != 0) {
+        }
+        per[t].count = sum.count;
+        per[t].checksum = sum.sum;
+      });
   SyntheticResult total;
   for (const SyntheticResult& r : per) {
     total.count += r.count;
     total.checksum += r.checksum;
-    total.seconds = std::max(total.seconds, r.seconds);
   }
+  total.seconds = run.seconds;
+  total.failure = run.failure;
   return total;
 }
 
@@ -117,21 +112,10 @@ SyntheticResult run_synthetic(sluice::Cluster& cluster, const SyntheticConfig& c
   const ExchangeId s1 = rt.declare(config.name + ".1", ExchangeKind::kShuffle, int_schema(), {"n"});
   const ExchangeId s2 = rt.declare(config.name + ".2", ExchangeKind::kShuffle, int_schema(), {"n"});
 
-  struct PerThread {
-    SyntheticResult r;
-    // When its error was caught: the first worker to fail saw the root
-    // cause; later ones mostly see the sources that gave up after it.
-    std::chrono::steady_clock::time_point failed_at = std::chrono::steady_clock::time_point::max();
-  };
-  std::vector<PerThread> per(threads);
-  cluster.barrier(config.name + ".start");
-  std::vector<std::thread> pool;
-  for (uint32_t t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      SyntheticResult& r = per[t].r;
-      try {
+  std::vector<SyntheticResult> per(threads);
+  const sluice::PoolReport run = sluice::run_workers(
+      cluster, {threads, config.name + ".start", {}}, [&](uint32_t t, sluice::StartLine& start) {
         QueryWorker w(rt, t);
-        w.on_progress = config.on_progress;
         const uint64_t base = static_cast<uint64_t>(rt.rank()) * config.rows;
         IntGenerator gen(base + config.rows * t / threads, base + config.rows * (t + 1) / threads,
                          w.sender(s1));
@@ -141,38 +125,25 @@ SyntheticResult run_synthetic(sluice::Cluster& cluster, const SyntheticConfig& c
         w.receive(s1, &step);
         w.receive(s2, &sum);
         w.add_local(&gen);
-        const auto t0 = std::chrono::steady_clock::now();
+        start.wait();
         w.run();
-        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        SyntheticResult& r = per[t];
         r.count = sum.count;
         r.checksum = sum.sum;
         r.rows_shuffled_1 = w.stats(s1).rows_received;
         r.rows_shuffled_2 = w.stats(s2).rows_received;
         r.bytes_moved = w.stats(s1).bytes_received + w.stats(s2).bytes_received;
-      } catch (const QueryError& e) {
-        r.error = e.what();
-        per[t].failed_at = e.when;
-      } catch (const std::exception& e) {
-        r.error = e.what();
-        per[t].failed_at = std::chrono::steady_clock::now();
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
+      });
   SyntheticResult total;
-  auto first_failure = std::chrono::steady_clock::time_point::max();
-  for (const PerThread& p : per) {
-    total.count += p.r.count;
-    total.checksum += p.r.checksum;
-    total.rows_shuffled_1 += p.r.rows_shuffled_1;
-    total.rows_shuffled_2 += p.r.rows_shuffled_2;
-    total.bytes_moved += p.r.bytes_moved;
-    total.seconds = std::max(total.seconds, p.r.seconds);
-    if (!p.r.error.empty() && (total.error.empty() || p.failed_at < first_failure)) {
-      total.error = p.r.error;
-      first_failure = p.failed_at;
-    }
+  for (const SyntheticResult& r : per) {
+    total.count += r.count;
+    total.checksum += r.checksum;
+    total.rows_shuffled_1 += r.rows_shuffled_1;
+    total.rows_shuffled_2 += r.rows_shuffled_2;
+    total.bytes_moved += r.bytes_moved;
   }
+  total.seconds = run.seconds;
+  total.failure = run.failure;
   return total;
 }
 

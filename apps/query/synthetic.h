@@ -7,13 +7,15 @@
 // sluice::hash64(n), mod 2^64). reference() computes the same in one
 // process without exchanges.
 //
-// Thread safety: run_synthetic() starts and joins its own worker threads.
+// Thread safety: run_synthetic() starts and joins its own worker threads
+// (sluice::run_workers).
 #pragma once
 
+#include <sluice/job.h>
 #include <sluice/sluice.h>
 
 #include <cstdint>
-#include <functional>
+#include <optional>
 #include <string>
 
 #include "exchange.h"
@@ -24,8 +26,8 @@ struct SyntheticResult {
   uint64_t count = 0, checksum = 0;
   uint64_t rows_shuffled_1 = 0, rows_shuffled_2 = 0;  // rows received by the two exchanges
   uint64_t bytes_moved = 0;                           // record bytes received by both
-  double seconds = 0;                                 // slowest worker of this process
-  std::string error;                                  // empty: it ran
+  double seconds = 0;  // from the common start of every worker to this process's last one's end
+  std::optional<sluice::JobFailure> failure;  // empty: it ran; else the root cause
   friend bool operator==(const SyntheticResult& a, const SyntheticResult& b) {
     return a.count == b.count && a.checksum == b.checksum;
   }
@@ -35,8 +37,6 @@ struct SyntheticConfig {
   uint64_t rows = 1000000;  // integers generated per process
   RuntimeOptions runtime;
   std::string name = "synthetic";  // exchange names (unique per run in one job)
-  // Test hook: called on a worker with the rows it has sent so far.
-  std::function<void(uint64_t)> on_progress;
 };
 
 // This process's part of one run (collective: every process calls it).

@@ -1,8 +1,7 @@
 #include "tpcc_queries.h"
 
-#include <chrono>
+#include <algorithm>
 #include <memory>
-#include <thread>
 
 #include "exchange_internal.h"
 #include "operators.h"
@@ -13,10 +12,6 @@ namespace sluice::query {
 namespace {
 
 using namespace expr;
-
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // A worker's plan: its operators live as long as the worker runs; `out`
 // (worker 0 of process 0 only) receives the result.
@@ -61,8 +56,8 @@ struct Q3Plan : Plan {
         std::vector<Projection>{{"ol_number", col("ol_number")},
                                 {"sum_qty", col("sum_qty")},
                                 {"sum_amount", col("sum_amount")},
-                                {"avg_qty", div(col("sum_qty"), col("count_order"))},
-                                {"avg_amount", div(col("sum_amount"), col("count_order"))},
+                                {"avg_qty", mean(col("sum_qty"), col("count_order"))},
+                                {"avg_amount", mean(col("sum_amount"), col("count_order"))},
                                 {"count_order", col("count_order")}});
     sort = std::make_unique<Sort>(project->schema(),
                                   std::vector<SortKey>{{"sum_qty", true}, {"ol_number", false}});
@@ -301,7 +296,7 @@ bool is_tpcc_query(const std::string& q) { return q == "q1" || q == "q2" || q ==
 TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
   TpccResult result;
   if (!is_tpcc_query(config.query)) {
-    result.error = "unknown query '" + config.query + "' (q1, q2, q3)";
+    result.failure = sluice::JobFailure{"unknown query '" + config.query + "' (q1, q2, q3)", {}};
     return result;
   }
   const uint32_t threads = config.runtime.threads;
@@ -316,56 +311,35 @@ TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
   // files, first (not part of the query time).
   const uint32_t parts = rt.world() * threads;
   std::vector<TpccTables> tables(threads);
-  std::vector<double> gen(threads, 0);
-  std::vector<std::string> load_error(threads);
-  {
-    std::vector<std::thread> pool;
-    for (uint32_t t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        const auto t0 = std::chrono::steady_clock::now();
+  const sluice::PoolReport load = sluice::run_workers(
+      cluster, {threads, config.name + ".load", {}}, [&](uint32_t t, sluice::StartLine& start) {
+        start.wait();
         const uint32_t part = rt.rank() * threads + t;
-        try {
-          tables[t] = config.input_dir.empty() ? generate_tpcc(config.warehouses, part, parts,
-                                                               config.seed, config.every_amount)
-                                               : read_tpcc(config.input_dir, part, parts);
-        } catch (const std::exception& e) {
-          load_error[t] = e.what();
-        }
-        gen[t] = since(t0);
+        tables[t] = config.input_dir.empty() ? generate_tpcc(config.warehouses, part, parts,
+                                                             config.seed, config.every_amount)
+                                             : read_tpcc(config.input_dir, part, parts);
       });
-    }
-    for (auto& th : pool) th.join();
+  result.generate_seconds = load.seconds;
+  if (load.failure && load.failure->lost_peer) {
+    result.failure = load.failure;
+    return result;
   }
   // A rank that could not load its tables fails the query on every rank
   // (rather than leaving the others at the start barrier).
-  std::string mine;
-  for (const auto& e : load_error) {
-    if (!e.empty()) mine = e;
-  }
-  const auto loads = cluster.allgather(config.name + ".load", mine);
+  const auto loads = cluster.allgather(config.name + ".load-errors",
+                                       load.failure ? load.failure->message : std::string());
   for (size_t r = 0; r < loads.size(); ++r) {
     if (!loads[r].empty()) {
-      result.error = "rank " + std::to_string(r) + " could not load its tables: " + loads[r];
+      result.failure = sluice::JobFailure{
+          "rank " + std::to_string(r) + " could not load its tables: " + loads[r], {}};
       return result;
     }
   }
-  cluster.barrier(config.name + ".start");
 
-  struct PerThread {
-    std::vector<ExchangeStats> stats;
-    double seconds = 0;
-    std::string error;
-    // When its error was caught: the first worker to fail saw the root
-    // cause; later ones mostly see the sources that gave up after it.
-    std::chrono::steady_clock::time_point failed_at = std::chrono::steady_clock::time_point::max();
-  };
-  std::vector<PerThread> per(threads);
-  std::vector<std::thread> pool;
-  for (uint32_t t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      try {
+  std::vector<std::vector<ExchangeStats>> stats(threads);
+  const sluice::PoolReport run = sluice::run_workers(
+      cluster, {threads, config.name + ".start", {}}, [&](uint32_t t, sluice::StartLine& start) {
         QueryWorker w(rt, t);
-        w.on_progress = config.on_progress;
         std::unique_ptr<Plan> plan;
         if (q1) {
           plan = std::make_unique<Q1Plan>(w, tables[t], ids);
@@ -374,36 +348,21 @@ TpccResult run_tpcc(sluice::Cluster& cluster, const TpccConfig& config) {
         } else {
           plan = std::make_unique<Q3Plan>(w, tables[t], ids);
         }
-        const auto t0 = std::chrono::steady_clock::now();
+        start.wait();
         w.run();
-        per[t].seconds = since(t0);
-        for (ExchangeId x : ids) per[t].stats.push_back(w.stats(x));
+        for (ExchangeId x : ids) stats[t].push_back(w.stats(x));
         if (plan->out) result.rows = plan->out->rows();
-      } catch (const QueryError& e) {
-        per[t].error = e.what();
-        per[t].failed_at = e.when;
-      } catch (const std::exception& e) {
-        per[t].error = e.what();
-        per[t].failed_at = std::chrono::steady_clock::now();
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
+      });
+  result.seconds = run.seconds;
+  result.failure = run.failure;
   for (ExchangeId x : ids) result.exchanges.push_back({rt.exchange(x).name, {}});
-  auto first_failure = std::chrono::steady_clock::time_point::max();
   for (uint32_t t = 0; t < threads; ++t) {
-    result.generate_seconds = std::max(result.generate_seconds, gen[t]);
-    result.seconds = std::max(result.seconds, per[t].seconds);
-    if (!per[t].error.empty() && (result.error.empty() || per[t].failed_at < first_failure)) {
-      result.error = per[t].error;
-      first_failure = per[t].failed_at;
-    }
-    for (size_t i = 0; i < per[t].stats.size(); ++i) {
+    for (size_t i = 0; i < stats[t].size(); ++i) {
       ExchangeStats& s = result.exchanges[i].stats;
-      s.rows_sent += per[t].stats[i].rows_sent;
-      s.rows_received += per[t].stats[i].rows_received;
-      s.bytes_received += per[t].stats[i].bytes_received;
-      s.ended_seconds = std::max(s.ended_seconds, per[t].stats[i].ended_seconds);
+      s.rows_sent += stats[t][i].rows_sent;
+      s.rows_received += stats[t][i].rows_received;
+      s.bytes_received += stats[t][i].bytes_received;
+      s.ended_seconds = std::max(s.ended_seconds, stats[t][i].ended_seconds);
     }
   }
   return result;

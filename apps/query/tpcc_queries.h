@@ -3,7 +3,7 @@
 //
 // q3 (the per-ol_number aggregate of Listing 1.1):
 //   select ol_number, sum(ol_quantity) as sum_qty, sum(ol_amount) as sum_amount,
-//          sum(ol_quantity) / count(*) as avg_qty, sum(ol_amount) / count(*) as avg_amount,
+//          avg(ol_quantity) as avg_qty, avg(ol_amount) as avg_amount,
 //          count(*) as count_order
 //   from order_line where ol_delivery_d > '2013-07-01'
 //   group by ol_number order by sum(ol_quantity) desc   -- ties: ol_number
@@ -11,13 +11,17 @@
 // (partial sums and counts per ol_number), shuffles the partials by
 // ol_number, merges them, and gathers the groups to worker 0 of process 0,
 // which computes the averages and sorts: two exchanges, both active at once.
+// The averages are the exact sums divided once (expr::mean: bit-equal to
+// DuckDB's avg()).
 //
-// Thread safety: run_tpcc() starts and joins its own worker threads.
+// Thread safety: run_tpcc() starts and joins its own worker threads
+// (sluice::run_workers).
 #pragma once
 
+#include <sluice/job.h>
 #include <sluice/sluice.h>
 
-#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,8 +41,7 @@ struct TpccConfig {
   // partitioning of the rows, so the byte-range parts need not follow warehouses.
   std::string input_dir;
   RuntimeOptions runtime;
-  std::string name = "tpcc";                  // exchange names (unique per run in one job)
-  std::function<void(uint64_t)> on_progress;  // test hook, as SyntheticConfig's
+  std::string name = "tpcc";  // exchange names (unique per run in one job)
 };
 
 struct TpccExchangeReport {
@@ -49,9 +52,10 @@ struct TpccExchangeReport {
 struct TpccResult {
   Batch rows;                                 // the result (rank 0 only)
   std::vector<TpccExchangeReport> exchanges;  // per exchange of the plan
-  double generate_seconds = 0;                // slowest worker's table generation (or reading)
-  double seconds = 0;                         // slowest worker's query
-  std::string error;                          // empty: it ran
+  double generate_seconds =
+      0;               // generating (or reading) the tables, until the slowest worker's end
+  double seconds = 0;  // the query, until the slowest worker's end
+  std::optional<sluice::JobFailure> failure;  // empty: it ran; else the root cause
 };
 
 // The queries run_tpcc() knows.

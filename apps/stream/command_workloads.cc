@@ -3,22 +3,22 @@
 namespace sluice::stream::command {
 
 // ysb, ro and cm, on generated input or on files (--input).
-int run_workload_query(const ss::Options& opt, sluice::Cluster& cluster,
+int run_workload_query(const ss::Options& opt, sluice::JobContext& ctx,
                        const ss::WindowSpec& window) {
   if (opt.query == "ysb") {
     return run_either<ss::YsbEvent>(
-        opt, cluster,
+        opt, ctx,
         [&window](AnyMake<ss::YsbEvent> m) { return ss::ysb_query_from(std::move(m), window); },
         ss::ysb_input(opt.gen, opt.live), &ss::parse_csv);
   }
   if (opt.query == "ro") {
     return run_either<ss::RoRecord>(
-        opt, cluster,
+        opt, ctx,
         [&window](AnyMake<ss::RoRecord> m) { return ss::ro_query_from(std::move(m), window); },
         ss::ro_input(opt.gen, opt.live), &ss::parse_csv);
   }
   return run_either<ss::CmEvent>(
-      opt, cluster,
+      opt, ctx,
       [&window](AnyMake<ss::CmEvent> m) { return ss::cm_query_from(std::move(m), window); },
       ss::cm_input(opt.gen, opt.live), &ss::parse_csv);
 }

@@ -1,5 +1,5 @@
-// sluice-stream: a windowed streaming aggregation (YSB, RO or CM) on
-// generated data, run through the launcher:
+// sluice-stream: a windowed streaming query (YSB, RO, CM or NEXMark) on
+// generated data or files, run through the launcher:
 //
 //   sluice run -n 2 -- sluice-stream --query ysb --strategy slash --workers 2 --verify
 //
@@ -7,12 +7,9 @@
 // (stream/engine.h) aggregates them with the chosen strategy, and rank 0
 // prints throughput, window output latency, state size, bytes moved and
 // late records, and with --verify whether a single-threaded reference on
-// the same input agrees.
-#include <sluice/sluice.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <stdexcept>
+// the same input agrees. The command line, exit statuses, worker pool and
+// reports to rank 0 are the job harness's (sluice/job.h).
+#include <sluice/job.h>
 
 #include "command_run.h"
 #include "options.h"
@@ -21,35 +18,22 @@
 namespace ss = sluice::stream;
 
 int main(int argc, char** argv) {
-  const ss::Options opt = ss::parse_options(argc, argv);
-  try {
-    opt.gen.validate();
+  sluice::Job job(
+      "sluice-stream",
+      "A windowed streaming query (YSB, RO, CM, NEXMark) on generated data, every "
+      "worker ingesting its own partition",
+      sluice::kFlagJson | sluice::kFlagVerify | sluice::kFlagSeed | sluice::kFlagCluster);
+  ss::Options opt;
+  ss::add_options(job.cli(), job.flags(), opt);
+  return job.main(argc, argv, [&](sluice::JobContext& ctx) {
     const ss::WindowSpec window = ss::window_of(opt);
-    window.validate();
-    sluice::ClusterOptions options = sluice::ClusterOptions::from_env();
-    // Every rank runs opt.threads busy workers: the library's spin budget
-    // must count them (see apps/join/main.cc).
-    options.threads_per_rank = std::max(1u, opt.threads);
-    auto cluster = sluice::Cluster::join(options);
-    if (!opt.input_csv_dir.empty() && cluster.rank() == 0) {
-      ss::write_input_csv(opt.query, opt.gen, cluster.world_size() * opt.threads,
-                          opt.input_csv_dir);
-    }
-    if (!opt.input_binary_dir.empty() && cluster.rank() == 0) {
-      ss::write_input_binary(opt.query, opt.gen, cluster.world_size() * opt.threads,
-                             opt.input_binary_dir);
-    }
+    const uint32_t workers = ctx.world_size() * opt.threads;
+    if (!opt.input_csv_dir.empty() && ctx.rank() == 0)
+      ss::write_input_csv(opt.query, opt.gen, workers, opt.input_csv_dir);
+    if (!opt.input_binary_dir.empty() && ctx.rank() == 0)
+      ss::write_input_binary(opt.query, opt.gen, workers, opt.input_binary_dir);
     const bool workload = opt.query == "ysb" || opt.query == "ro" || opt.query == "cm";
-    return workload ? ss::command::run_workload_query(opt, cluster, window)
-                    : ss::command::run_nexmark_query(opt, cluster, window);
-  } catch (const sluice::Error& e) {
-    std::fprintf(stderr, "sluice-stream: %s\n", e.what());
-    return e.code() == sluice::ErrorCode::kBootstrap ? 3 : 1;
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "sluice-stream: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sluice-stream: %s\n", e.what());
-    return 1;
-  }
+    return workload ? ss::command::run_workload_query(opt, ctx, window)
+                    : ss::command::run_nexmark_query(opt, ctx, window);
+  });
 }

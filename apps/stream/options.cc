@@ -1,9 +1,9 @@
 #include "options.h"
 
-#include <cerrno>
+#include <sluice/job.h>
+
+#include <CLI/CLI.hpp>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 namespace sluice::stream {
@@ -12,250 +12,238 @@ const char* to_string(Strategy s) { return s == Strategy::kSlash ? "slash" : "up
 
 namespace {
 
-[[noreturn]] void usage(const std::string& why, int code = 2) {
-  if (code != 0) {
-    std::fprintf(stderr, "sluice-stream: %s (--help lists the options)\n", why.c_str());
-    std::exit(code);
-  }
-  std::printf(
-      "usage: sluice run -n RANKS -- sluice-stream [options]\n"
-      "  runs a windowed streaming query on generated data across RANKS processes x "
-      "--workers\n"
-      "  threads; every worker ingests its own partition of the input.\n"
-      "query and strategy:\n"
-      "  --query Q           ysb (default): count views per campaign per tumbling window (78 B "
-      "records);\n"
-      "                      ro: count per key (16 B records, one global window unless "
-      "--window-ms);\n"
-      "                      cm: mean CPU per job per 2 s tumbling window (64 B records);\n"
-      "                      nb7: NEXMark Q7 (Slash's NB7): the bids (32 B) at the highest "
-      "price of\n"
-      "                      each 60 s tumbling window, all of them on a tie;\n"
-      "                      nb8: persons (206 B) joined with auctions (269 B) on person.id =\n"
-      "                      auction.seller in 10 s tumbling windows (the paper: 12 h);\n"
-      "                      nb11: bids joined with persons on bid.bidder = person.id in "
-      "session\n"
-      "                      windows of the bidder (--session-gap-ms);\n"
-      "                      q11: the standard NEXMark Q11: bids per bidder per session\n"
-      "  --strategy S        slash (default): eager thread-local partial state, deltas merged at "
-      "the\n"
-      "                      partition leaders at every epoch; uppar: every record shuffled by key "
-      "to\n"
-      "                      the worker that owns it (the re-partitioning baseline)\n"
-      "  --workers T         worker threads per rank (default 1)\n"
-      "  --epoch-mib M       slash/uppar: end an epoch (ship deltas / send watermarks) every M MiB "
-      "of\n"
-      "                      input per worker, and early when a window can trigger (default 64;\n"
-      "                      fractions allowed)\n"
-      "data (deterministic; the same flags give the same input):\n"
-      "  --records N         records in all, over every worker (default 10000000)\n"
-      "  --keys K            key cardinality: campaigns (ysb, default 100), keys (ro, default "
-      "100000000),\n"
-      "                      jobs (cm, default 10000), auctions (nb7, default 10000), bidders "
-      "(q11,\n"
-      "                      default 10000); nb8, nb11: auctions and bids refer to one of the K "
-      "most\n"
-      "                      recent persons of a random worker (default 1000)\n"
-      "  --max-price P       nb7, nb11, q11: bid prices in [1, P] cents (default 100000000; small "
-      "P\n"
-      "                      makes ties at the maximum)\n"
-      "  --zipf THETA        Zipf exponent of the keys (default 0: uniform)\n"
-      "  --disorder MS       event times are displaced back by up to MS ms (default 0: in order)\n"
-      "  --rate R            records per ms of event time per worker (default 1000)\n"
-      "  --seed N            generator seed (default 1)\n"
-      "  --live-generation   generate records while ingesting them (default: each worker generates "
-      "its\n"
-      "                      partition into memory before the timed run, and streams it from "
-      "there)\n"
-      "windows and watermarks:\n"
-      "  --window-ms W       window size (default: ysb 1000, cm 2000, nb7 60000, nb8 10000, ro 0 "
-      "= one\n"
-      "                      global window)\n"
-      "  --session-gap-ms G  nb11, q11: a bidder's session ends after G ms without an event "
-      "(default\n"
-      "                      10000)\n"
-      "  --slide-ms S        slide of a sliding window (default: tumbling); must divide W\n"
-      "  --lag MS            watermark = largest event time seen - MS (default: --disorder)\n"
-      "  --allowed-lateness MS  windows wait MS past their end before they trigger (default 0);\n"
-      "                      records behind a triggered watermark are counted as late per window\n"
-      "                      (sessions: records more than MS behind the watermark, per gap-sized\n"
-      "                      span of time)\n"
-      "output:\n"
-      "  --verify            rank 0 compares rows, checksum and late counts with a "
-      "single-threaded\n"
-      "                      reference on the same input; prints 'verify: OK' or exits 1\n"
-      "  --json              print one JSON line with the results\n"
-      "  --print-rows        print every output row to stdout\n"
-      "  --csv-out FILE      write the rows as CSV, one file per worker: FILE with {worker} "
-      "replaced\n"
-      "                      by the worker's index (or FILE.<worker>)\n"
-      "  --input-csv-dir DIR rank 0 writes the generated input as CSV, DIR/input-<worker>.csv\n"
-      "  --input-binary-dir DIR  the same as binary records, DIR/input-<worker>.bin\n"
-      "  --input PATTERN     read the input from files instead of generating it: with {worker}\n"
-      "                      in PATTERN, worker g reads that file with g in its place; without,\n"
-      "                      every worker reads its share of the one file (binary: a range of\n"
-      "                      records; CSV: the lines that begin in its byte range)\n"
-      "  --input-format F    binary (records of the query's type back to back) or csv (a header,\n"
-      "                      then the columns --input-csv-dir writes; not nb8, nb11); default: "
-      "csv\n"
-      "                      if PATTERN ends in .csv, else binary\n"
-      "  --segment-bytes B   flow segment payload (default: the flow default)\n"
-#ifdef SLUICE_STREAM_TEST_HOOKS
-      "test build only:\n"
-      "  --test-kill-rank R --test-kill-after N  rank R kills itself (SIGKILL) after N records\n"
-#endif
-  );
-  std::exit(0);
-}
+// A finite number above 0 (CLI11's PositiveNumber lets "inf" through). The
+// validators' descriptions are empty: --help shows the type name alone.
+const CLI::Validator kPositive(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || !(v > 0))
+        return "needs a positive number, not '" + text + "'";
+      return {};
+    },
+    "");
 
-uint64_t whole(const std::string& flag, const char* text) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || text[0] == '-') {
-    usage(flag + " needs a whole number, not '" + text + "'");
-  }
-  return v;
-}
+// A whole number (digits only: CLI11 reads "-5" into an unsigned as 2^64 - 5).
+const CLI::Validator kWhole(
+    [](std::string& text) -> std::string {
+      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+        return "needs a whole number, not '" + text + "'";
+      return {};
+    },
+    "");
 
-double real(const std::string& flag, const char* text) {
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(text, &end);
-  if (errno != 0 || end == text || *end != '\0' || !std::isfinite(v)) {
-    usage(flag + " needs a number, not '" + text + "'");
-  }
-  return v;
-}
+// A whole number from 1.
+const CLI::Validator kCount(
+    [](std::string& text) -> std::string {
+      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+          text.find_first_not_of('0') == std::string::npos)
+        return "needs a whole number from 1, not '" + text + "'";
+      return {};
+    },
+    "");
 
-}  // namespace
+// A finite number at least 0.
+const CLI::Validator kNonNegative(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < 0)
+        return "needs a number >= 0, not '" + text + "'";
+      return {};
+    },
+    "");
 
-Options parse_options(int argc, char** argv) {
-  Options o;
-  bool keys = false, window = false, lag = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") usage("", 0);
-    if (a == "--verify") {
-      o.verify = true;
-      continue;
-    }
-    if (a == "--json") {
-      o.json = true;
-      continue;
-    }
-    if (a == "--live-generation") {
-      o.live = true;
-      continue;
-    }
-    if (a == "--print-rows") {
-      o.print_rows = true;
-      continue;
-    }
-    if (a.rfind("--", 0) != 0) usage("unexpected argument '" + a + "'");
-    if (i + 1 >= argc) usage(a + " needs a value");
-    const char* v = argv[++i];
-    if (a == "--query") {
-      o.query = v;
-      if (o.query != "ysb" && o.query != "ro" && o.query != "cm" && o.query != "nb7" &&
-          o.query != "nb8" && o.query != "nb11" && o.query != "q11") {
-        usage("--query must be ysb, ro, cm, nb7, nb8, nb11 or q11, not '" + o.query + "'");
-      }
-    } else if (a == "--strategy") {
-      const std::string s = v;
-      if (s == "slash") {
-        o.strategy = Strategy::kSlash;
-      } else if (s == "uppar") {
-        o.strategy = Strategy::kUppar;
-      } else {
-        usage("--strategy must be slash or uppar, not '" + s + "'");
-      }
-    } else if (a == "--workers") {
-      o.threads = static_cast<uint32_t>(whole(a, v));
-      if (o.threads == 0 || o.threads > 256) usage("--workers must be in 1..256");
-    } else if (a == "--records") {
-      o.gen.records = whole(a, v);
-    } else if (a == "--keys") {
-      o.gen.keys = whole(a, v);
-      keys = true;
-      if (o.gen.keys == 0) usage("--keys must be at least 1");
-    } else if (a == "--zipf") {
-      o.gen.zipf = real(a, v);
-      if (o.gen.zipf < 0) usage("--zipf must be >= 0");
-    } else if (a == "--disorder") {
-      o.gen.disorder = static_cast<int64_t>(whole(a, v));
-    } else if (a == "--rate") {
-      o.gen.rate = whole(a, v);
-      if (o.gen.rate == 0) usage("--rate must be at least 1");
-    } else if (a == "--seed") {
-      o.gen.seed = whole(a, v);
-    } else if (a == "--window-ms") {
-      o.window_ms = static_cast<int64_t>(whole(a, v));
-      window = true;
-    } else if (a == "--session-gap-ms") {
-      o.session_gap_ms = static_cast<int64_t>(whole(a, v));
-      if (o.session_gap_ms == 0) usage("--session-gap-ms must be at least 1");
-    } else if (a == "--max-price") {
-      o.gen.max_price = whole(a, v);
-      if (o.gen.max_price == 0) usage("--max-price must be at least 1");
-    } else if (a == "--slide-ms") {
-      o.slide_ms = static_cast<int64_t>(whole(a, v));
-    } else if (a == "--epoch-mib") {
-      o.epoch_mib = real(a, v);
-      if (!(o.epoch_mib > 0)) usage("--epoch-mib must be positive");
-    } else if (a == "--lag") {
-      o.lag = static_cast<int64_t>(whole(a, v));
-      lag = true;
-    } else if (a == "--allowed-lateness") {
-      o.lateness = static_cast<int64_t>(whole(a, v));
-    } else if (a == "--segment-bytes") {
-      o.segment_bytes = static_cast<uint32_t>(whole(a, v));
-    } else if (a == "--csv-out") {
-      o.csv_out = v;
-    } else if (a == "--input-csv-dir") {
-      o.input_csv_dir = v;
-    } else if (a == "--input-binary-dir") {
-      o.input_binary_dir = v;
-    } else if (a == "--input") {
-      o.input = v;
-    } else if (a == "--input-format") {
-      const std::string f = v;
-      if (f != "binary" && f != "csv") usage("--input-format is binary or csv, not '" + f + "'");
-      o.input_format = f;
-#ifdef SLUICE_STREAM_TEST_HOOKS
-    } else if (a == "--test-kill-rank") {
-      o.test_kill_rank = static_cast<int64_t>(whole(a, v));
-    } else if (a == "--test-kill-after") {
-      o.test_kill_after = whole(a, v);
-#endif
-    } else {
-      usage("unknown option " + a);
-    }
-  }
+// The defaults that depend on the query, and the checks that involve more
+// than one flag. `given(name)`: whether the flag was on the command line.
+template <class Given>
+void finish(Options& o, Given given) {
   const std::string& q = o.query;
-  if (!keys) {
+  if (!given("--keys")) {
     o.gen.keys = q == "ysb"                  ? 100
                  : q == "ro"                 ? 100'000'000
                  : q == "nb8" || q == "nb11" ? 1'000
                                              : 10'000;
   }
-  if ((window || o.slide_ms != 0) && is_session_query(q)) {
-    usage("--window-ms and --slide-ms do not apply to " + q +
-          " (session windows: --session-gap-ms)");
+  if ((given("--window-ms") || o.slide_ms != 0) && is_session_query(q)) {
+    throw UsageError("--window-ms and --slide-ms do not apply to " + q +
+                     " (session windows: --session-gap-ms)");
   }
-  if (!window) {
+  if (!given("--window-ms")) {
     o.window_ms = q == "ysb"   ? 1000
                   : q == "cm"  ? 2000
                   : q == "nb7" ? 60'000
                   : q == "nb8" ? 10'000
                                : 0;
   }
-  if (!lag) o.lag = o.gen.disorder;
+  if (!given("--lag")) o.lag = o.gen.disorder;
   if (o.slide_ms != 0 &&
       (o.window_ms == 0 || o.slide_ms > o.window_ms || o.window_ms % o.slide_ms != 0)) {
-    usage("--slide-ms must divide --window-ms (and a global window cannot slide)");
+    throw UsageError("--slide-ms must divide --window-ms (and a global window cannot slide)");
   }
-  return o;
+  o.gen.validate();         // throws std::invalid_argument naming the field
+  window_of(o).validate();  // the same
+}
+
+}  // namespace
+
+void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
+  cli.footer(
+      "Run it through the launcher: sluice run -n RANKS -- sluice-stream [options]. Every worker "
+      "(RANKS x --workers) ingests its own partition of the input; docs/stream.md has the "
+      "details.");
+
+  // Query and strategy.
+  cli.add_option_function<std::string>(
+         "--query",
+         [&o](const std::string& q) {
+           if (q != "ysb" && q != "ro" && q != "cm" && q != "nb7" && q != "nb8" && q != "nb11" &&
+               q != "q11") {
+             throw UsageError("--query must be ysb, ro, cm, nb7, nb8, nb11 or q11, not '" + q +
+                              "'");
+           }
+           o.query = q;
+         },
+         "ysb (default): count views per campaign per tumbling window (78 B records); ro: count "
+         "per key (16 B records, one global window unless --window-ms); cm: mean CPU per job per "
+         "2 s tumbling window (64 B records); nb7: NEXMark Q7 (Slash's NB7): the bids (32 B) at "
+         "the highest price of each 60 s tumbling window, all of them on a tie; nb8: persons "
+         "(206 B) joined with auctions (269 B) on person.id = auction.seller in 10 s tumbling "
+         "windows (the paper: 12 h); nb11: bids joined with persons on bid.bidder = person.id in "
+         "session windows of the bidder (--session-gap-ms); q11: the standard NEXMark Q11: bids "
+         "per bidder per session")
+      ->type_name("Q");
+  cli.add_option_function<std::string>(
+         "--strategy",
+         [&o](const std::string& s) {
+           if (s == "slash") {
+             o.strategy = Strategy::kSlash;
+           } else if (s == "uppar") {
+             o.strategy = Strategy::kUppar;
+           } else {
+             throw UsageError("--strategy must be slash or uppar, not '" + s + "'");
+           }
+         },
+         "slash (default): eager thread-local partial state, deltas merged at the partition "
+         "leaders at every epoch; uppar: every record shuffled by key to the worker that owns it "
+         "(the re-partitioning baseline)")
+      ->type_name("S");
+  // The harness's worker count under the name users know.
+  cli.add_option("--workers", flags.threads, "Worker threads per rank")
+      ->check(CLI::Range(1u, 256u))
+      ->type_name("T")
+      ->capture_default_str();
+  cli.add_option("--epoch-mib", o.epoch_mib,
+                 "slash/uppar: end an epoch (ship deltas / send watermarks) every M MiB of input "
+                 "per worker, and early when a window can trigger (fractions allowed)")
+      ->check(kPositive)
+      ->type_name("M")
+      ->capture_default_str();
+
+  // Data (deterministic: the same flags give the same input; --seed is the harness's).
+  cli.add_option("--records", o.gen.records, "Records in all, over every worker")
+      ->check(kWhole)
+      ->type_name("N")
+      ->capture_default_str();
+  cli.add_option("--keys", o.gen.keys,
+                 "Key cardinality: campaigns (ysb, default 100), keys (ro, default 100000000), "
+                 "jobs (cm, default 10000), auctions (nb7, default 10000), bidders (q11, default "
+                 "10000); nb8, nb11: auctions and bids refer to one of the K most recent persons "
+                 "of a random worker (default 1000)")
+      ->check(kCount)
+      ->type_name("K");
+  cli.add_option("--max-price", o.gen.max_price,
+                 "nb7, nb11, q11: bid prices in [1, P] cents (small P makes ties at the maximum)")
+      ->check(kCount)
+      ->type_name("P")
+      ->capture_default_str();
+  cli.add_option("--zipf", o.gen.zipf, "Zipf exponent of the keys (default 0: uniform)")
+      ->check(kNonNegative)
+      ->type_name("THETA");
+  cli.add_option("--disorder", o.gen.disorder,
+                 "Event times are displaced back by up to MS ms (default 0: in order)")
+      ->check(kWhole)
+      ->type_name("MS");
+  cli.add_option("--rate", o.gen.rate, "Records per ms of event time per worker")
+      ->check(kCount)
+      ->type_name("R")
+      ->capture_default_str();
+  cli.add_flag("--live-generation", o.live,
+               "Generate records while ingesting them (default: each worker generates its "
+               "partition into memory before the timed run, and streams it from there)");
+
+  // Windows and watermarks.
+  cli.add_option("--window-ms", o.window_ms,
+                 "Window size (default: ysb 1000, cm 2000, nb7 60000, nb8 10000, ro 0 = one "
+                 "global window)")
+      ->check(kWhole)
+      ->type_name("W");
+  cli.add_option("--session-gap-ms", o.session_gap_ms,
+                 "nb11, q11: a bidder's session ends after G ms without an event")
+      ->check(kCount)
+      ->type_name("G")
+      ->capture_default_str();
+  cli.add_option("--slide-ms", o.slide_ms,
+                 "Slide of a sliding window (default: tumbling); must divide W")
+      ->check(kWhole)
+      ->type_name("S");
+  cli.add_option("--lag", o.lag, "Watermark = largest event time seen - MS (default: --disorder)")
+      ->check(kWhole)
+      ->type_name("MS");
+  cli.add_option("--allowed-lateness", o.lateness,
+                 "Windows wait MS past their end before they trigger (default 0); records behind "
+                 "a triggered watermark are counted as late per window (sessions: records more "
+                 "than MS behind the watermark, per gap-sized span of time)")
+      ->check(kWhole)
+      ->type_name("MS");
+
+  // Output and input files. (--verify and --json are the harness's: --verify
+  // compares rows, checksum and late counts with a single-threaded reference
+  // on the same input on rank 0, printing 'verify: OK' or exiting 1.)
+  cli.add_flag("--print-rows", o.print_rows, "Print every output row to stdout");
+  cli.add_option("--csv-out", o.csv_out,
+                 "Write the rows as CSV, one file per worker: FILE with {worker} replaced by the "
+                 "worker's index (or FILE.<worker>)")
+      ->type_name("FILE");
+  cli.add_option("--input-csv-dir", o.input_csv_dir,
+                 "Rank 0 writes the generated input as CSV, DIR/input-<worker>.csv")
+      ->type_name("DIR");
+  cli.add_option("--input-binary-dir", o.input_binary_dir,
+                 "The same as binary records, DIR/input-<worker>.bin")
+      ->type_name("DIR");
+  cli.add_option("--input", o.input,
+                 "Read the input from files instead of generating it: with {worker} in PATTERN, "
+                 "worker g reads that file with g in its place; without, every worker reads its "
+                 "share of the one file (binary: a range of records; CSV: the lines that begin in "
+                 "its byte range)")
+      ->type_name("PATTERN");
+  cli.add_option_function<std::string>(
+         "--input-format",
+         [&o](const std::string& f) {
+           if (f != "binary" && f != "csv")
+             throw UsageError("--input-format is binary or csv, not '" + f + "'");
+           o.input_format = f;
+         },
+         "binary (records of the query's type back to back) or csv (a header, then the columns "
+         "--input-csv-dir writes; not nb8, nb11); default: csv if PATTERN ends in .csv, else "
+         "binary")
+      ->type_name("F");
+  cli.add_option("--segment-bytes", o.segment_bytes,
+                 "Flow segment payload (default: the flow default)")
+      ->check(kWhole)
+      ->type_name("B");
+
+  // A flag given twice takes its last value (as before the harness; the
+  // harness's own flags too).
+  for (CLI::Option* opt : cli.get_options())
+    opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+
+  // After every option: the harness's flags into `o`, the query's defaults.
+  cli.callback([&cli, &flags, &o] {
+    o.threads = flags.threads;
+    o.verify = flags.verify;
+    o.json = flags.json;
+    o.gen.seed = flags.seed;
+    finish(o, [&cli](const char* name) { return cli.get_option(name)->count() > 0; });
+  });
 }
 
 }  // namespace sluice::stream

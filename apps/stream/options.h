@@ -1,6 +1,10 @@
-// apps/stream/options.h: the command line of sluice-stream.
+// apps/stream/options.h: the command line of sluice-stream, on the job
+// harness (sluice/job.h): the harness owns --json, --verify, --seed and the
+// cluster flags; add_options() adds the rest, --workers among them (the
+// harness's worker count, JobFlags::threads).
 //
-// Thread safety: plain values; parse_options() is reentrant.
+// Thread safety: plain values, filled in by the harness's parse on main()'s
+// thread.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +12,14 @@
 
 #include "stream/engine.h"
 #include "stream/workloads.h"
+
+namespace CLI {
+class App;
+}
+
+namespace sluice {
+struct JobFlags;
+}
 
 namespace sluice::stream {
 
@@ -32,15 +44,16 @@ struct Options {
   std::string input_binary_dir;          // --input-binary-dir DIR
   std::string input;                     // --input PATTERN (files instead of the generator)
   std::string input_format;              // --input-format binary|csv ("": by the extension)
-  // Test builds only (SLUICE_STREAM_TEST_HOOKS): this rank kills itself
-  // with SIGKILL once one of its workers has ingested this many records.
-  int64_t test_kill_rank = -1;
-  uint64_t test_kill_after = 0;
 };
 
-// Parses argv; prints usage and exits(2) on a bad or unknown flag, exits(0)
-// after --help.
-Options parse_options(int argc, char** argv);
+// Adds sluice-stream's options to `cli` (the Job's), --workers bound to
+// flags.threads (so that ClusterOptions::threads_per_rank counts the
+// workers). After the parse, `o` holds every option, the harness's
+// (--workers, --json, --verify, --seed) included, with the defaults that
+// depend on the query filled in. A value or a combination the command
+// cannot use throws sluice::UsageError (or std::invalid_argument) from the
+// parse: exit status 2, the message naming the flag.
+void add_options(CLI::App& cli, JobFlags& flags, Options& o);
 
 const char* to_string(Strategy s);
 

@@ -253,22 +253,37 @@ TEST(GeneratorTest, WorkersGetDisjointDeterministicPartitionsOfTheInput) {
   EXPECT_EQ(users.size(), 10001u) << "no two records alike: the workers' partitions are disjoint";
 }
 
-TEST(ReportTest, SurvivesItsWireForm) {
-  ss::Report r;
-  r.records_in = 12;
-  r.rows = 3;
-  r.checksum = 0xfedcba9876543210ULL;
-  r.late = {{-100, 4}, {2000, 1}};
-  r.latency_ms = {0.5, 1.25};
-  r.seconds = 1.5;
-  r.error = "consuming flow stream: PeerLost: rank 1 died";
-  const ss::Report d = ss::Report::decode(r.encode());
-  EXPECT_EQ(d.records_in, 12u);
-  EXPECT_EQ(d.rows, 3u);
-  EXPECT_EQ(d.checksum, r.checksum);
-  EXPECT_EQ(d.late, r.late);
-  EXPECT_EQ(d.latency_ms, r.latency_ms);
-  EXPECT_EQ(d.error, r.error);
+// A rank's report sums its workers' (and rank 0's, every rank's): counts
+// and checksums add, late counts merge per window, latencies concatenate,
+// the time is the slowest one's.
+TEST(ReportTest, AddSumsFiguresAndMergesLateCountsPerWindow) {
+  ss::Report a, b;
+  a.records_in = 12;
+  a.rows = 3;
+  a.checksum = 0xfedcba9876543210ULL;
+  a.late = {{-100, 4}, {2000, 1}};
+  a.latency_ms = {0.5, 1.25};
+  a.seconds = 1.5;
+  a.cpu_seconds = 2;
+  b.records_in = 8;
+  b.rows = 2;
+  b.checksum = 0x0123456789abcdf0ULL;
+  b.late = {{2000, 2}, {3000, 7}};
+  b.latency_ms = {4};
+  b.seconds = 1.25;
+  b.cpu_seconds = 1;
+  ss::Report total;
+  total.add(a);
+  total.add(b);
+  EXPECT_EQ(total.records_in, 20u);
+  EXPECT_EQ(total.rows, 5u);
+  EXPECT_EQ(total.checksum, 0xfedcba9876543210ULL + 0x0123456789abcdf0ULL);
+  EXPECT_EQ(total.late, (std::map<int64_t, uint64_t>{{-100, 4}, {2000, 3}, {3000, 7}}));
+  EXPECT_EQ(total.late_total(), 14u);
+  EXPECT_EQ(total.latency_ms, (std::vector<double>{0.5, 1.25, 4}));
+  EXPECT_EQ(total.seconds, 1.5);
+  EXPECT_EQ(total.cpu_seconds, 3);
+  EXPECT_FALSE(total.failure.has_value());
 }
 
 }  // namespace

@@ -39,27 +39,24 @@
 // triggered; either failure ends the run with an error naming it.
 //
 // Thread safety: run() is called by one thread per process; it starts and
-// joins the worker threads. The sink is called concurrently from the
-// workers (each with its own worker index).
+// joins the worker threads (sluice::run_workers). The sink is called
+// concurrently from the workers (each with its own worker index).
 #pragma once
 
+#include <sluice/job.h>
 #include <sluice/sluice.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <latch>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -106,11 +103,13 @@ class StreamWorker {
   }
 
   // Ingests this worker's input, then takes part in the flow until it ends.
-  void run(std::latch& ready, std::latch& go) {
+  // The clock starts at `start` (every worker of every rank has its source
+  // ready). Throws sluice::PeerLostError (a lost peer, by rank) or
+  // std::runtime_error (any other failure) after giving up its ends.
+  void run(StartLine& start) {
     auto source = q_.make_source(me_, workers_);
     std::vector<In> buf(std::max<uint32_t>(1, opt_.batch));
-    ready.count_down();
-    go.wait();
+    start.wait();
     uint64_t next_epoch_at = epoch_bytes_;
     auto ingest = [this](const Out& o) { this->ingest(o); };
     while (ok()) {
@@ -129,7 +128,6 @@ class StreamWorker {
       for (size_t i = 0; i < n; ++i) q_.chain(data[i], ingest);
       report_.records_in += n;
       report_.input_bytes += n * sizeof(In);
-      if (opt_.on_progress) opt_.on_progress(me_, report_.records_in);
       if (!ok()) break;
       const int64_t wm = watermark_of(max_seen_, opt_.lag);
       if (report_.input_bytes >= next_epoch_at || op_.crosses_boundary(published_, wm)) {
@@ -161,14 +159,12 @@ class StreamWorker {
       // instead of waiting for it.
       w_ = Worker();
       out_.abort();
+      if (lost_rank_) throw PeerLostError(*lost_rank_, error_);
+      throw std::runtime_error(error_);
     }
-    report_.error = error_;
   }
 
   Report& report() { return report_; }
-  // After a kPeerLost: the rank it named, if one was known.
-  std::optional<uint32_t> lost_rank() const { return lost_rank_; }
-  std::chrono::steady_clock::time_point failed_at() const { return failed_at_; }
 
   // ---- the operator's context
   uint32_t me() const { return me_; }
@@ -203,7 +199,6 @@ class StreamWorker {
     if (!ok()) return;
     error_ = what + ": " + to_string(s) + (detail.empty() ? "" : ": " + detail);
     if (lost) lost_rank_ = lost->rank;
-    failed_at_ = std::chrono::steady_clock::now();
   }
   void fail_input(const char* what, Status s) {
     fail(what + std::string(" flow ") + opt_.flow_name, s, w_.error(0), w_.lost_peer(0));
@@ -314,15 +309,14 @@ class StreamWorker {
   Worker w_;
   uint64_t epoch_bytes_ = 0;
   uint64_t epoch_ = 0;
-  int64_t max_seen_ = kNoWatermark;   // largest event time ingested
-  int64_t published_ = kNoWatermark;  // watermark of the last epoch marker
-  int64_t triggered_ = kNoWatermark;  // smallest watermark at the last trigger
-  std::vector<int64_t> vc_;           // every worker's watermark, as last heard
-  std::vector<uint64_t> next_epoch_;  // per source: the epoch number due next
-  std::vector<int64_t> sent_;         // per source: send time of its marker being read
-  std::string error_;
-  std::optional<uint32_t> lost_rank_;
-  std::chrono::steady_clock::time_point failed_at_{};
+  int64_t max_seen_ = kNoWatermark;    // largest event time ingested
+  int64_t published_ = kNoWatermark;   // watermark of the last epoch marker
+  int64_t triggered_ = kNoWatermark;   // smallest watermark at the last trigger
+  std::vector<int64_t> vc_;            // every worker's watermark, as last heard
+  std::vector<uint64_t> next_epoch_;   // per source: the epoch number due next
+  std::vector<int64_t> sent_;          // per source: send time of its marker being read
+  std::string error_;                  // the first failure; empty: none
+  std::optional<uint32_t> lost_rank_;  // the lost peer behind error_, if one was
   Report report_;
 };
 
@@ -345,40 +339,15 @@ Report run_with(Cluster& cluster, const Q& q, const EngineOptions& opt, Sink& si
     ws.push_back(std::make_unique<SW>(q, opt, sink, rank, t, workers, cluster.source(spec, t),
                                       cluster.target(spec, t)));
   }
-  std::latch ready(threads), go(1);
-  std::vector<std::thread> pool;
-  for (auto& w : ws) pool.emplace_back([&ready, &go, p = w.get()] { p->run(ready, go); });
-  ready.wait();
+  const PoolReport run = run_workers(cluster, {threads, opt.flow_name + "-start", {}},
+                                     [&ws](uint32_t t, StartLine& start) { ws[t]->run(start); });
+  // Every worker's figures, a failed one's too; the failure is the root
+  // cause run_workers found (a lost peer first).
   Report total;
-  try {
-    cluster.barrier("stream-start");
-  } catch (...) {
-    go.count_down();
-    for (auto& t : pool) t.join();
-    throw;
-  }
-  const double cpu0 = process_cpu_seconds();
-  const auto t0 = std::chrono::steady_clock::now();
-  go.count_down();
-  for (auto& t : pool) t.join();
-  total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  total.cpu_seconds = process_cpu_seconds() - cpu0;
-  // Several workers may fail, most only because a sibling's failure ended
-  // its end of the flow (a failed worker abandons its ends at once): report
-  // the first failure on this rank, the root cause here.
-  SW* first = nullptr;
-  for (auto& w : ws) {
-    Report& r = w->report();
-    if (!r.error.empty() && (first == nullptr || w->failed_at() < first->failed_at()))
-      first = w.get();
-  }
-  for (auto& w : ws) {
-    Report r = w->report();
-    r.error.clear();
-    r.seconds = 0;
-    total.add(r);
-  }
-  if (first != nullptr) total.error = first->report().error;
+  for (auto& w : ws) total.add(w->report());
+  total.seconds = run.seconds;
+  total.cpu_seconds = run.cpu_seconds;
+  total.failure = run.failure;
   ws.clear();  // sources and targets go before the flow
   return total;
 }
@@ -388,9 +357,9 @@ Report run_with(Cluster& cluster, const Q& q, const EngineOptions& opt, Sink& si
 // Runs `query` on this rank's workers (all ranks of the job call it with
 // the same query and options) and returns this rank's report; rows go to
 // sink(worker, Row<Result>) as windows trigger. A failure (a lost peer, a
-// protocol violation, an event time out of range) is in report.error.
-// Throws sluice::Error on a setup failure (declaring the flow, the start
-// barrier).
+// protocol violation, an event time out of range, the start barrier) is in
+// report.failure, its root cause. Throws sluice::Error when declaring the
+// flow fails.
 template <class Q, class Sink>
 Report run(Cluster& cluster, const Q& query, const EngineOptions& options, Sink& sink) {
   if (options.threads == 0)

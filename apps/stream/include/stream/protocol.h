@@ -5,12 +5,9 @@
 // Thread safety: values and pure functions.
 #pragma once
 
-#include <time.h>
-
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
 
 #include "stream/aggregates.h"
@@ -29,10 +26,8 @@ struct EngineOptions {
   uint32_t batch = 1024;                 // records read from a source at a time
   uint32_t segment_bytes = 0;            // flow segment payload (0: the flow default)
   uint32_t ring_segments = 0;            // flow ring depth (0: the flow default)
-  std::string flow_name = "stream";      // the name of the flow the engine declares
-  // Called on each worker's thread after every batch with the records it
-  // has ingested so far (test hooks; empty: never).
-  std::function<void(uint32_t worker, uint64_t records)> on_progress;
+  std::string flow_name = "stream";      // the flow the engine declares (its start barrier:
+                                         // flow_name + "-start")
 };
 
 namespace detail {
@@ -74,12 +69,6 @@ inline int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-inline double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 }  // namespace detail

@@ -5,11 +5,12 @@
 #pragma once
 
 #include <sluice/hash.h>
+#include <sluice/job.h>
 
 #include <cstdint>
 #include <cstring>
 #include <map>
-#include <string>
+#include <optional>
 #include <vector>
 
 #include "stream/window.h"
@@ -18,27 +19,25 @@ namespace sluice::stream {
 
 // What one rank (all its workers) did.
 struct Report {
-  std::string error;                 // empty: the run succeeded
-  uint64_t records_in = 0;           // source records ingested
-  uint64_t input_bytes = 0;          // their bytes
-  uint64_t rows = 0;                 // output rows handed to the sink
-  uint64_t checksum = 0;             // sum of row_hash over those rows (order-independent)
-  uint64_t bytes_moved = 0;          // bytes consumed from flows (deltas, records, markers)
-  uint64_t bytes_remote = 0;         // of them, from other ranks
-  uint64_t epochs = 0;               // epochs ended, summed over workers
-  uint64_t state_entries = 0;        // peak (key, window) entries, summed over workers
-  uint64_t state_bytes = 0;          // peak table bytes, summed over workers
-  std::map<int64_t, uint64_t> late;  // window start -> late records (never aggregated)
-  std::vector<double> latency_ms;    // per triggered window with rows: watermark passed -> sink
-  double seconds = 0;                // wall time of the run on this rank
-  double cpu_seconds = 0;            // process CPU time during the run
+  std::optional<JobFailure> failure;  // empty: the run succeeded; else its root cause
+  uint64_t records_in = 0;            // source records ingested
+  uint64_t input_bytes = 0;           // their bytes
+  uint64_t rows = 0;                  // output rows handed to the sink
+  uint64_t checksum = 0;              // sum of row_hash over those rows (order-independent)
+  uint64_t bytes_moved = 0;           // bytes consumed from flows (deltas, records, markers)
+  uint64_t bytes_remote = 0;          // of them, from other ranks
+  uint64_t epochs = 0;                // epochs ended, summed over workers
+  uint64_t state_entries = 0;         // peak (key, window) entries, summed over workers
+  uint64_t state_bytes = 0;           // peak table bytes, summed over workers
+  std::map<int64_t, uint64_t> late;   // window start -> late records (never aggregated)
+  std::vector<double> latency_ms;     // per triggered window with rows: watermark passed -> sink
+  double seconds = 0;                 // wall time of the run on this rank
+  double cpu_seconds = 0;             // process CPU time during the run
 
-  // Adds another worker's or rank's figures (seconds: the larger).
+  // Adds another worker's or rank's figures (seconds: the larger; not the
+  // failure).
   void add(const Report& o);
   uint64_t late_total() const;
-  // A compact text form for Cluster::allgather, and back.
-  std::string encode() const;
-  static Report decode(const std::string& s);
 };
 
 // The hash of one output row that checksums sum up.

@@ -1,0 +1,211 @@
+// What sluice-stream does with the reports of a query run (command_run.h):
+// every rank's to rank 0 (ctx.gather), the verdict of --verify, the summary
+// or the JSON line.
+#include "command_run.h"
+
+#include <sluice/job.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace sluice::stream::command {
+
+namespace {
+
+// The fixed-size part of a rank's Report (ctx.gather copies it byte for byte).
+struct Figures {
+  uint64_t records_in, input_bytes, rows, checksum, bytes_moved, bytes_remote, epochs,
+      state_entries, state_bytes;
+  double seconds, cpu_seconds;
+};
+
+struct LateCount {
+  int64_t window;
+  uint64_t records;
+};
+
+// Every rank's array of T on rank 0 (empty elsewhere): the elements' bytes
+// through ctx.gather_bytes, T trivially copyable.
+template <class T>
+std::vector<std::vector<T>> gather_array(sluice::JobContext& ctx, const std::string& name,
+                                         std::span<const T> mine) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  const std::vector<std::string> all = ctx.gather_bytes(
+      name, std::string_view(reinterpret_cast<const char*>(mine.data()), mine.size_bytes()));
+  std::vector<std::vector<T>> out(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].size() % sizeof(T) != 0) {
+      throw Error(ErrorCode::kProtocol, "gather '" + name + "': rank " + std::to_string(r) +
+                                            " sent " + std::to_string(all[r].size()) +
+                                            " bytes, not a whole number of elements");
+    }
+    out[r].resize(all[r].size() / sizeof(T));
+    if (!out[r].empty()) std::memcpy(out[r].data(), all[r].data(), all[r].size());
+  }
+  return out;
+}
+
+// Every rank's report, summed, on rank 0 (empty elsewhere).
+std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine) {
+  const std::vector<Figures> figures = ctx.gather(
+      "stream-report", Figures{mine.records_in, mine.input_bytes, mine.rows, mine.checksum,
+                               mine.bytes_moved, mine.bytes_remote, mine.epochs, mine.state_entries,
+                               mine.state_bytes, mine.seconds, mine.cpu_seconds});
+  std::vector<LateCount> late;
+  for (const auto& [w, n] : mine.late) late.push_back({w, n});
+  const auto lates = gather_array<LateCount>(ctx, "stream-late", late);
+  const auto latencies = gather_array<double>(ctx, "stream-latency", mine.latency_ms);
+  if (ctx.rank() != 0) return std::nullopt;
+  Report total;
+  for (size_t r = 0; r < figures.size(); ++r) {
+    const Figures& f = figures[r];
+    Report one;
+    one.records_in = f.records_in;
+    one.input_bytes = f.input_bytes;
+    one.rows = f.rows;
+    one.checksum = f.checksum;
+    one.bytes_moved = f.bytes_moved;
+    one.bytes_remote = f.bytes_remote;
+    one.epochs = f.epochs;
+    one.state_entries = f.state_entries;
+    one.state_bytes = f.state_bytes;
+    one.seconds = f.seconds;
+    one.cpu_seconds = f.cpu_seconds;
+    for (const LateCount& l : lates[r]) one.late[l.window] += l.records;
+    one.latency_ms = latencies[r];
+    total.add(one);
+  }
+  return total;
+}
+
+std::string window_label(const WindowSpec& w) {
+  if (w.is_session()) return "sessions with a gap of " + std::to_string(w.gap) + " ms";
+  if (w.is_global()) return "one global window";
+  if (w.step() == w.size) return "tumbling " + std::to_string(w.size) + " ms";
+  return "sliding " + std::to_string(w.size) + " ms every " + std::to_string(w.step()) + " ms";
+}
+
+std::string late_json(const std::map<int64_t, uint64_t>& late) {
+  std::string s = "{";
+  for (const auto& [w, n] : late) {
+    if (s.size() > 1) s += ",";
+    // (append: GCC 12 warns falsely on chains of string +)
+    s.append("\"").append(std::to_string(w)).append("\":").append(std::to_string(n));
+  }
+  return s + "}";
+}
+
+}  // namespace
+
+int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
+           const std::function<Expected()>& expected, size_t record_bytes,
+           const WindowSpec& window) {
+  const std::optional<Report> gathered = gather_reports(ctx, mine);
+  if (!gathered) return 0;
+  const Report& total = *gathered;
+  const uint32_t world = ctx.world_size();
+
+  std::string verdict = "skipped", why;
+  if (opt.verify) {
+    const Expected ref = expected();
+    if (ref.records != total.records_in) {
+      why = "records ingested " + std::to_string(total.records_in) + ", reference read " +
+            std::to_string(ref.records);
+    } else if (ref.rows != total.rows || ref.checksum != total.checksum) {
+      char buf[200];
+      std::snprintf(buf, sizeof(buf),
+                    "rows %" PRIu64 " checksum %016" PRIx64 ", reference rows %" PRIu64
+                    " checksum %016" PRIx64,
+                    total.rows, total.checksum, ref.rows, ref.checksum);
+      why = buf;
+    } else if (ref.late != total.late) {
+      why = "late counts " + late_json(total.late) + ", reference " + late_json(ref.late);
+    }
+    verdict = why.empty() ? "OK" : "MISMATCH";
+  }
+
+  const double secs = std::max(total.seconds, 1e-9);
+  const double rps = static_cast<double>(total.records_in) / secs;
+  const double per_cpu = static_cast<double>(total.records_in) / std::max(total.cpu_seconds, 1e-9);
+  std::vector<double> lat = total.latency_ms;
+  const double p50 = percentile(lat, 50), p99 = percentile(lat, 99);
+  const std::string transport = ctx.transport_label();
+  if (opt.json) {
+    std::printf(
+        "{\"program\":\"sluice-stream\",\"query\":\"%s\",\"strategy\":\"%s\",\"ranks\":%u,"
+        "\"threads\":%u,"
+        "\"transport\":\"%s\",\"records\":%" PRIu64 ",\"record_bytes\":%zu,\"keys\":%" PRIu64
+        ",\"zipf\":%.3f,\"disorder_ms\":%" PRId64 ",\"lag_ms\":%" PRId64
+        ",\"allowed_lateness_ms\":%" PRId64 ",\"window_ms\":%" PRId64 ",\"slide_ms\":%" PRId64
+        ",\"session_gap_ms\":%" PRId64 ",\"epoch_mib\":%.4g,\"seed\":%" PRIu64 ",\"rows\":%" PRIu64
+        ",\"checksum\":\"%016" PRIx64
+        "\",\"seconds\":%.6f,\"cpu_seconds\":%.3f,"
+        "\"records_per_s\":%.0f,\"records_per_cpu_s\":%.0f,\"latency_p50_ms\":%.3f,\"latency_p99_"
+        "ms\":%.3f,"
+        "\"windows_triggered\":%zu,\"state_entries\":%" PRIu64 ",\"state_bytes\":%" PRIu64
+        ",\"bytes_moved\":%" PRIu64 ",\"bytes_remote\":%" PRIu64 ",\"epochs\":%" PRIu64
+        ",\"late_total\":%" PRIu64 ",\"late\":%s,\"verify\":\"%s\"}\n",
+        opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str(),
+        total.records_in, record_bytes, opt.gen.keys, opt.gen.zipf, opt.gen.disorder, opt.lag,
+        opt.lateness, window.size, window.step(), window.gap, opt.epoch_mib, opt.gen.seed,
+        total.rows, total.checksum, secs, total.cpu_seconds, rps, per_cpu, p50, p99,
+        total.latency_ms.size(), total.state_entries, total.state_bytes, total.bytes_moved,
+        total.bytes_remote, total.epochs, total.late_total(), late_json(total.late).c_str(),
+        verdict.c_str());
+  } else {
+    std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n",
+                opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str());
+    std::printf("  data      %" PRIu64 " records of %zu B, %" PRIu64 " keys %s, disorder %" PRId64
+                " ms, %" PRIu64 " records/ms/worker, seed %" PRIu64 "\n",
+                total.records_in, record_bytes, opt.gen.keys,
+                opt.gen.zipf > 0 ? ("zipf " + std::to_string(opt.gen.zipf)).c_str() : "uniform",
+                opt.gen.disorder, opt.gen.rate, opt.gen.seed);
+    std::printf("  windows   %s, watermark lag %" PRId64 " ms, allowed lateness %" PRId64
+                " ms, epoch %.4g MiB\n",
+                window_label(window).c_str(), opt.lag, opt.lateness, opt.epoch_mib);
+    std::printf("  result    %" PRIu64 " rows, checksum %016" PRIx64 "\n", total.rows,
+                total.checksum);
+    std::printf(
+        "  time      %.3f s (slowest rank), %.2f M records/s, %.2f M records per CPU-second (%.2f "
+        "CPU-s)\n",
+        secs, rps / 1e6, per_cpu / 1e6, total.cpu_seconds);
+    std::printf("  latency   window output p50 %.3f ms, p99 %.3f ms over %zu window triggers\n",
+                p50, p99, total.latency_ms.size());
+    std::printf("  state     %" PRIu64 " (key, window) entries at peak, %.1f MB of tables\n",
+                total.state_entries, static_cast<double>(total.state_bytes) / 1e6);
+    std::printf("  moved     %.2f MB through flows, %.2f MB of it between ranks, %" PRIu64
+                " epochs\n",
+                static_cast<double>(total.bytes_moved) / 1e6,
+                static_cast<double>(total.bytes_remote) / 1e6, total.epochs);
+    std::printf("  late      %" PRIu64 " late records", total.late_total());
+    int shown = 0;
+    for (const auto& [w, n] : total.late) {
+      if (shown++ == 8) {
+        std::printf(" ...");
+        break;
+      }
+      std::printf("%s window %" PRId64 ": %" PRIu64, shown == 1 ? ":" : ",", w, n);
+    }
+    std::printf("\n");
+  }
+  if (opt.verify) {
+    if (verdict == "OK") {
+      std::printf("verify: OK (%" PRIu64 " rows, checksum %016" PRIx64 ", %" PRIu64
+                  " late records, equal to a single-threaded reference)\n",
+                  total.rows, total.checksum, total.late_total());
+    } else {
+      std::printf("verify: MISMATCH: %s\n", why.c_str());
+    }
+  }
+  std::fflush(stdout);
+  return verdict == "MISMATCH" ? 1 : 0;
+}
+
+}  // namespace sluice::stream::command
