@@ -51,8 +51,7 @@ double since(Clock::time_point t) {
 }  // namespace
 
 ThreadStats run_flow_radix(Cluster& cluster, const JoinConfig& config, uint32_t servers,
-                           const std::vector<Endpoint>& workers, uint32_t threads,
-                           std::function<void(uint64_t pushed)> on_progress) {
+                           const std::vector<Endpoint>& workers, uint32_t threads) {
   ThreadStats st;
   const uint32_t rank = cluster.rank();
   const uint32_t total = static_cast<uint32_t>(workers.size());
@@ -113,7 +112,6 @@ ThreadStats run_flow_radix(Cluster& cluster, const JoinConfig& config, uint32_t 
   jc.algorithm = sluice::join::Algorithm::kRadix;
   jc.threads = threads;
   jc.ranks = compute_ranks;
-  jc.on_progress = std::move(on_progress);
   const sluice::join::RankReport rep = sluice::join::run_join<FlowTuple>(
       cluster, jc, r_parts, s_parts, config.input.r_rows, config.input.s_rows);
   st.seconds = since(t0);

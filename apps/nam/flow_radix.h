@@ -17,7 +17,6 @@
 
 #include <sluice/sluice.h>
 
-#include <functional>
 #include <vector>
 
 #include "part_store.h"
@@ -32,10 +31,7 @@ namespace sluice::nam::olap {
 // partition the shuffle (pushing and waiting on flows) and finish building
 // and probing (both per thread, averaged); flow_records the tuples this
 // rank's threads received. A failure comes back in ThreadStats::error.
-// `on_progress` (a test hook, may be empty): apps/join's, called by every
-// thread after each 4096 tuples it pushed, with its running count.
 ThreadStats run_flow_radix(Cluster& cluster, const JoinConfig& config, uint32_t servers,
-                           const std::vector<Endpoint>& workers, uint32_t threads,
-                           std::function<void(uint64_t pushed)> on_progress = {});
+                           const std::vector<Endpoint>& workers, uint32_t threads);
 
 }  // namespace sluice::nam::olap

@@ -1,6 +1,8 @@
 #include "liveness.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <set>
 
 namespace sluice::nam {
 
@@ -49,6 +51,33 @@ ServerWatch::~ServerWatch() {
 std::string ServerWatch::why() const {
   std::lock_guard<std::mutex> lock(mu_);
   return why_;
+}
+
+std::vector<uint32_t> meet_survivors(Cluster& cluster, const std::string& name,
+                                     const std::vector<uint32_t>& candidates) {
+  std::set<uint32_t> lost;
+  for (;;) {
+    std::vector<uint32_t> members;
+    std::string without;
+    for (uint32_t r : candidates) {
+      if (r == cluster.rank() || (lost.count(r) == 0 && cluster.alive(r))) {
+        members.push_back(r);
+      } else {
+        without += (without.empty() ? "-without-" : "-") + std::to_string(r);
+      }
+    }
+    // A barrier's name serves one member set for the whole job: each set
+    // gets its own.
+    try {
+      cluster.barrier(name + without, cluster.ranks(members), 0);
+      return members;
+    } catch (const PeerLostError& e) {
+      if (e.rank() == cluster.rank() || lost.count(e.rank()) != 0 ||
+          std::find(members.begin(), members.end(), e.rank()) == members.end())
+        throw;
+      lost.insert(e.rank());
+    }
+  }
 }
 
 }  // namespace sluice::nam

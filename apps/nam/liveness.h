@@ -11,8 +11,12 @@
 // transaction and before its commit point (RsiOptions::lost_server). A
 // client thus never commits, nor starts, after the loss is known.
 //
+// The end of a phase (meet_survivors): the ranks meet at a barrier of the
+// ranks still alive, which no rank knows in advance when a rank is killed
+// from outside (sluice run --kill), and agree on who met.
+//
 // Thread safety: lost() and why() from any thread; the rest from the thread
-// that made the object.
+// that made the object; meet_survivors from any one thread of a rank.
 #pragma once
 
 #include <sluice/sluice.h>
@@ -60,5 +64,21 @@ class ServerWatch {
   std::string why_;
   std::thread thread_;
 };
+
+// Meets the ranks of `candidates` that are still alive at a barrier and
+// returns the ranks that met (increasing), the same on every rank that
+// returns. Every rank of `candidates` that takes part calls it with the same
+// `name` and `candidates` (which include the caller); a rank lost before or
+// while they meet is left out. How: each rank tries the barrier
+// `name` + the members it believes alive (Cluster::alive), and on a
+// PeerLostError tries again without the lost rank. The registry completes a
+// barrier for all of its members or for none (a member lost fails every
+// waiter), a lost rank stays lost, and every member set a rank tries holds
+// every rank not yet lost, the caller included; so any two sets tried share
+// a rank, which passes at most one of them: at most one set completes.
+// Throws what the barrier throws other than PeerLostError (e.g. the
+// registry is gone). Blocks until the others arrive or are lost.
+std::vector<uint32_t> meet_survivors(Cluster& cluster, const std::string& name,
+                                     const std::vector<uint32_t>& candidates);
 
 }  // namespace sluice::nam

@@ -8,29 +8,27 @@
 // Ranks 0 .. M-1 are memory servers: they expose and load the input, expose
 // one partition store per one-sided algorithm, and then only wait. The other
 // ranks run --threads compute threads each through every algorithm in turn.
-// The first compute rank gathers the results, computes the single-process
-// reference and prints both; the exit status is 0 only if every algorithm
-// matched it exactly.
-#include <signal.h>
+// After each algorithm every rank gathers its summary to rank 0, which at the
+// end computes the single-process reference and prints both; the exit
+// status is 0 only if every algorithm matched it exactly. The options are in
+// options.cc (`sluice-nam-olap --help`); the harness (sluice/job.h) runs
+// main(), the compute threads and the gathers.
+#include <sluice/job.h>
 #include <sluice/sluice.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <functional>
 #include <memory>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "flow_radix.h"
 #include "olap.h"
-#include "olap_options.h"
+#include "options.h"
 #include "part_store.h"
 #include "ragg.h"
 #include "rrj.h"
@@ -76,117 +74,17 @@ void wind_down(sluice::Cluster& cluster, uint32_t lost) {
   }
 }
 
-int memory_server(sluice::Cluster& cluster, const so::OlapOptions& opt, uint32_t workers) {
-  const uint32_t rank = cluster.rank(), m = opt.memory_servers;
-  std::vector<sluice::MemoryRegion> regions;
-  if (!opt.dump.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(opt.dump, ec);
-    if (ec) throw so::OlapError("--dump: cannot create " + opt.dump + ": " + ec.message());
-  }
-  const auto dump = [&](const sluice::MemoryRegion& region, const char* what, uint64_t rows,
-                        const char* header) {
-    if (opt.dump.empty()) return;
-    so::dump_csv(reinterpret_cast<const so::Tuple*>(region.data()), rows, header,
-                 opt.dump + "/" + what + "-" + std::to_string(rank) + ".csv");
-  };
-  if (opt.kind == "join") {
-    const so::JoinInput& in = opt.join.input;
-    const so::Range r = so::server_slice(in.r_rows, rank, m),
-                    s = so::server_slice(in.s_rows, rank, m);
-    regions.push_back(load(cluster, so::kRegionR, r, [&](uint64_t i) { return so::r_row(in, i); }));
-    dump(regions.back(), "R", r.size(), "key,payload");
-    regions.push_back(load(cluster, so::kRegionS, s, [&](uint64_t j) { return so::s_row(in, j); }));
-    dump(regions.back(), "S", s.size(), "key,payload");
-  } else {
-    const so::AggInput& in = opt.agg.input;
-    const so::Range rows = so::server_slice(in.rows, rank, m);
-    regions.push_back(load(cluster, so::kRegionRows, rows, [&](uint64_t i) {
-      const so::Row row = so::agg_row(in, i);
-      return so::Tuple{row.key, row.value};
-    }));
-    dump(regions.back(), "rows", rows.size(), "key,value");
-  }
-  // One partition store per one-sided algorithm, so that each run starts
-  // from empty lists and cursors.
-  std::vector<size_t> stores;
-  std::vector<std::string> store_algorithms;
-  for (const std::string& a : opt.algorithms) {
-    if (!one_sided(a)) continue;
-    stores.push_back(regions.size());
-    store_algorithms.push_back(a);
-    regions.push_back(cluster.expose(store_name(a), store_layout(opt, a, workers).bytes()));
-    // Allocate every page now, as an RDMA memory server registers (pins)
-    // its memory up front: the runs should not pay for first touches.
-    std::memset(regions.back().data(), 0, regions.back().size());
-  }
-  std::thread killer;
-  std::atomic<bool> stop{false};
-  if (opt.test_kill_memory_server == static_cast<int64_t>(rank) && !stores.empty()) {
-    // Test hook: die in the middle of the first one-sided algorithm's
-    // partitioning, once a quarter of its expected chunks are here.
-    const sluice::MemoryRegion& store = regions[stores.front()];
-    const so::StoreLayout layout = store_layout(opt, store_algorithms.front(), workers);
-    const uint64_t threshold = std::max<uint64_t>(1, layout.pool_chunks / 4);
-    killer = std::thread([&store, &stop, threshold] {
-      auto* cursor = reinterpret_cast<uint64_t*>(store.data());
-      while (std::atomic_ref<uint64_t>(*cursor).load() < threshold) {
-        if (stop.load()) return;
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
-      std::fprintf(stderr, "olap test hook: memory server kills itself\n");
-      std::fflush(stderr);
-      ::raise(SIGKILL);
-    });
-  }
-  cluster.barrier("olap-ready");
-  // Passive from here on: the compute ranks read and write the regions.
-  for (size_t p = 0; p < opt.algorithms.size(); ++p) {
-    try {
-      (void)cluster.allgather("olap-run-" + std::to_string(p), "");
-    } catch (const sluice::PeerLostError& e) {
-      stop.store(true);
-      if (killer.joinable()) killer.join();
-      // Keep this server's memory for the compute ranks still running.
-      wind_down(cluster, e.rank());
-      std::fprintf(stderr, "sluice-nam-olap: memory server rank %u: rank %u is lost\n", rank,
-                   e.rank());
-      return 1;
-    }
-  }
-  stop.store(true);
-  if (killer.joinable()) killer.join();
-  return 0;
-}
-
-// A rank's summary of one algorithm run, as text for allgather.
+// A rank's summary of one algorithm run, gathered to rank 0 (memory servers
+// send an empty one).
 struct RankSummary {
-  so::ThreadStats total;
-  bool failed = false;
+  uint64_t a = 0, b = 0, c = 0;  // so::ThreadStats's
+  double seconds = 0, fetch = 0, partition = 0, finish = 0;
+  uint64_t remote_ops = 0, flow_records = 0, chunks = 0;
+  uint32_t failed = 0;
+  char path[32] = {};  // how the one-sided operations travelled ("" for flows)
 };
 
-std::string encode(const RankSummary& s) {
-  char buf[512];
-  std::snprintf(
-      buf, sizeof(buf),
-      "%d %" PRIu64 " %" PRIu64 " %" PRIu64 " %.9f %.9f %.9f %.9f %" PRIu64 " %" PRIu64 " %" PRIu64,
-      s.failed ? 1 : 0, s.total.a, s.total.b, s.total.c, s.total.seconds, s.total.fetch,
-      s.total.partition, s.total.finish, s.total.remote_ops, s.total.flow_records, s.total.chunks);
-  return buf;
-}
-
-RankSummary decode(const std::string& text) {
-  RankSummary s;
-  int failed = 1;
-  std::istringstream in(text);
-  in >> failed >> s.total.a >> s.total.b >> s.total.c >> s.total.seconds >> s.total.fetch >>
-      s.total.partition >> s.total.finish >> s.total.remote_ops >> s.total.flow_records >>
-      s.total.chunks;
-  s.failed = failed != 0 || !in;
-  return s;
-}
-
-void add(so::ThreadStats& into, const so::ThreadStats& t) {
+void add(RankSummary& into, const so::ThreadStats& t) {
   into.a += t.a;
   into.b += t.b;
   into.c += t.c;
@@ -199,170 +97,29 @@ void add(so::ThreadStats& into, const so::ThreadStats& t) {
   into.chunks += t.chunks;
 }
 
-std::string transport_label(sluice::Cluster& cluster) {
-  bool shm = false, ofi = false;
-  for (uint32_t r = 0; r < cluster.world_size(); ++r) {
-    if (r == cluster.rank() && cluster.world_size() > 1) continue;
-    (cluster.transport_to(r) == sluice::Transport::kOfi ? ofi : shm) = true;
-  }
-  return shm && ofi ? "shm+ofi" : ofi ? "ofi" : "shm";
+void add(RankSummary& into, const RankSummary& s) {
+  so::ThreadStats t;
+  t.a = s.a;
+  t.b = s.b;
+  t.c = s.c;
+  t.seconds = s.seconds;
+  t.fetch = s.fetch;
+  t.partition = s.partition;
+  t.finish = s.finish;
+  t.remote_ops = s.remote_ops;
+  t.flow_records = s.flow_records;
+  t.chunks = s.chunks;
+  add(into, t);
+  into.failed = into.failed || s.failed;
 }
 
-int compute(sluice::Cluster& cluster, const so::OlapOptions& opt,
-            const std::vector<sluice::Endpoint>& workers) {
-  const uint32_t rank = cluster.rank(), m = opt.memory_servers;
-  const uint32_t compute_ranks = cluster.world_size() - m;
-  // Every flow of every baseline run is declared up front by every compute rank.
-  std::vector<so::GhjFlows> ghj;
-  std::vector<sluice::ShuffleSpec<so::Partial>> hagg;
-  std::vector<sluice::DeclaredFlow> declared;
-  for (size_t p = 0; p < opt.algorithms.size(); ++p) {
-    const std::string tag = opt.algorithms[p] + "-" + std::to_string(p);
-    if (opt.algorithms[p] == "ghj" || opt.algorithms[p] == "ghj-bloom") {
-      ghj.push_back(so::ghj_flows(workers, tag));
-      declared.push_back(cluster.declare(ghj.back().r));
-      declared.push_back(cluster.declare(ghj.back().s));
-      if (opt.algorithms[p] == "ghj-bloom") declared.push_back(cluster.declare(ghj.back().bloom));
-    } else if (opt.algorithms[p] == "hierarchical") {
-      hagg.push_back(so::hagg_flow(workers, tag));
-      declared.push_back(cluster.declare(hagg.back()));
-    }
-  }
-  cluster.barrier("olap-ready");
-  // Test hook: die in the middle of the first (one-sided) algorithm's
-  // partitioning, once an eighth of its chunks are on memory server 0
-  // (watched with one-sided reads of its pool cursor).
-  struct Watcher {
-    std::atomic<bool> stop{false};
-    std::thread thread;
-    ~Watcher() {
-      stop.store(true);
-      if (thread.joinable()) thread.join();
-    }
-  } watcher;
-  if (opt.test_kill_compute_rank == static_cast<int64_t>(rank) &&
-      one_sided(opt.algorithms.front())) {
-    const so::StoreLayout layout =
-        store_layout(opt, opt.algorithms.front(), static_cast<uint32_t>(workers.size()));
-    watcher.thread =
-        std::thread([&cluster, &watcher, layout, name = store_name(opt.algorithms.front())] {
-          try {
-            so::Remote store(cluster, name, 1);
-            uint64_t cursor = 0;
-            while (cursor < std::max<uint64_t>(1, layout.pool_chunks / 8)) {
-              if (watcher.stop.load()) return;
-              std::this_thread::sleep_for(std::chrono::microseconds(200));
-              store.read(0, so::StoreLayout::kPoolCursor, &cursor, sizeof(cursor));
-            }
-          } catch (const std::exception&) {
-            return;  // the run failed already
-          }
-          std::fprintf(stderr, "olap test hook: compute rank kills itself\n");
-          std::fflush(stderr);
-          ::raise(SIGKILL);
-        });
-  }
-  // Test hook for the flow baselines (flow-radix, hierarchical) first: die
-  // once one thread pushed a quarter of its share into the flows.
-  std::function<void(uint64_t)> kill_after_pushing;
-  if (opt.test_kill_compute_rank == static_cast<int64_t>(rank) &&
-      (opt.algorithms.front() == "flow-radix" || opt.algorithms.front() == "hierarchical")) {
-    const uint64_t share =
-        opt.kind == "join"
-            ? (opt.join.input.r_rows + opt.join.input.s_rows) / workers.size()
-            : std::min<uint64_t>(opt.agg.input.groups, opt.agg.input.rows / workers.size());
-    kill_after_pushing = [threshold = std::max<uint64_t>(4096, share / 4)](uint64_t pushed) {
-      if (pushed < threshold) return;
-      std::fprintf(stderr, "olap test hook: compute rank kills itself after pushing %llu tuples\n",
-                   static_cast<unsigned long long>(pushed));
-      std::fflush(stderr);
-      ::raise(SIGKILL);
-    };
-  }
-  const bool reporter = rank == m;
-  std::vector<RankSummary> results;  // reporter: per algorithm, over all ranks
-  std::string path = "flows";
-  bool any_failed = false;
-  size_t next_ghj = 0, next_hagg = 0;
-  for (size_t p = 0; p < opt.algorithms.size(); ++p) {
-    const std::string& algorithm = opt.algorithms[p];
-    const std::string tag = algorithm + "-" + std::to_string(p);
-    const so::GhjFlows* g = nullptr;
-    const sluice::ShuffleSpec<so::Partial>* h = nullptr;
-    if (algorithm == "ghj" || algorithm == "ghj-bloom") g = &ghj[next_ghj++];
-    if (algorithm == "hierarchical") h = &hagg[next_hagg++];
-    std::vector<so::ThreadStats> stats(opt.threads);
-    std::vector<std::thread> threads;
-    std::string my_path;
-    if (algorithm == "flow-radix") {
-      // apps/join's run_join starts this rank's threads itself; its sums
-      // come back as thread 0's.
-      try {
-        stats[0] = so::run_flow_radix(cluster, opt.join, m, workers, opt.threads,
-                                      p == 0 ? kill_after_pushing : nullptr);
-      } catch (const std::exception& e) {
-        stats[0].error = e.what();
-      }
-    }
-    for (uint32_t t = 0; t < opt.threads && algorithm != "flow-radix"; ++t) {
-      threads.emplace_back([&, t] {
-        so::Team team;
-        team.cluster = &cluster;
-        team.servers = m;
-        team.workers = workers;
-        team.index = (rank - m) * opt.threads + t;
-        team.slot = t;
-        try {
-          if (algorithm == "rrj") {
-            stats[t] = so::run_rrj(team, opt.join, store_name(algorithm));
-          } else if (algorithm == "rdma") {
-            stats[t] = so::run_ragg(team, opt.agg, store_name(algorithm));
-          } else if (g != nullptr) {
-            stats[t] = so::run_ghj(team, opt.join, *g, algorithm == "ghj-bloom", tag);
-          } else {
-            stats[t] = so::run_hagg(team, opt.agg, *h, tag, p == 0 ? kill_after_pushing : nullptr);
-          }
-        } catch (const std::exception& e) {
-          stats[t].error = e.what();
-        }
-      });
-    }
-    for (auto& th : threads) th.join();
-    RankSummary mine;
-    for (uint32_t t = 0; t < opt.threads; ++t) {
-      add(mine.total, stats[t]);
-      if (t == 0 && one_sided(algorithm)) my_path = stats[t].path;
-      if (stats[t].error.empty()) continue;
-      mine.failed = true;
-      std::fprintf(stderr, "sluice-nam-olap: rank %u thread %u: %s failed: %s\n", rank, t,
-                   algorithm.c_str(), stats[t].error.c_str());
-    }
-    if (!my_path.empty()) path = my_path;
-    std::vector<std::string> all;
-    try {
-      all = cluster.allgather("olap-run-" + std::to_string(p), encode(mine));
-    } catch (const sluice::PeerLostError& e) {
-      std::fprintf(
-          stderr,
-          "sluice-nam-olap: rank %u: %s failed: PeerLost: rank %u is lost (%s); no results\n", rank,
-          algorithm.c_str(), e.rank(), e.what());
-      wind_down(cluster, e.rank());
-      return 1;
-    }
-    RankSummary sum;
-    for (uint32_t r = m; r < m + compute_ranks; ++r) {
-      const RankSummary s = decode(all[r]);
-      add(sum.total, s.total);
-      sum.failed = sum.failed || s.failed;
-    }
-    any_failed = any_failed || sum.failed;
-    results.push_back(sum);
-  }
-  if (!reporter) return any_failed ? 1 : 0;
-  if (any_failed) {
-    std::fprintf(stderr, "sluice-nam-olap: an algorithm failed (see above): no results\n");
-    return 1;
-  }
+// Rank 0, once every algorithm ran: the single-process reference and the
+// verdict. `results[p]`: algorithm p summed over the compute ranks; `path`:
+// how the one-sided operations travelled.
+int report(sluice::JobContext& ctx, const so::OlapOptions& opt,
+           const std::vector<RankSummary>& results, const std::string& path) {
+  const uint32_t m = opt.memory_servers;
+  const uint32_t compute_ranks = ctx.world_size() - m;
   // The single-process reference, after the runs (it would compete with them).
   const bool join = opt.kind == "join";
   so::JoinResult jref;
@@ -371,7 +128,7 @@ int compute(sluice::Cluster& cluster, const so::OlapOptions& opt,
     jref = so::reference_join(opt.join.input);
   else
     aref = so::reference_agg(opt.agg.input);
-  const std::string transport = transport_label(cluster);
+  const std::string transport = ctx.transport_label();
   if (join) {
     const so::JoinInput& in = opt.join.input;
     std::printf("sluice-nam-olap join: |R| %" PRIu64 ", |S| %" PRIu64
@@ -413,7 +170,7 @@ int compute(sluice::Cluster& cluster, const so::OlapOptions& opt,
   }
   for (size_t p = 0; p < opt.algorithms.size(); ++p) {
     const std::string& a = opt.algorithms[p];
-    const so::ThreadStats& s = results[p].total;
+    const RankSummary& s = results[p];
     // The flow radix join folds its pairs with apps/join's checksum.
     const uint64_t want_checksum = a == "flow-radix" ? jref.flow_checksum : jref.checksum;
     const bool ok = join ? s.a == jref.matches && s.b == want_checksum
@@ -457,29 +214,203 @@ int compute(sluice::Cluster& cluster, const so::OlapOptions& opt,
   return all_ok ? 0 : 1;
 }
 
+int memory_server(sluice::JobContext& ctx, const so::OlapOptions& opt, uint32_t workers) {
+  sluice::Cluster& cluster = ctx.cluster();
+  const uint32_t rank = cluster.rank(), m = opt.memory_servers;
+  std::vector<sluice::MemoryRegion> regions;
+  if (!opt.dump.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opt.dump, ec);
+    if (ec) throw so::OlapError("--dump: cannot create " + opt.dump + ": " + ec.message());
+  }
+  const auto dump = [&](const sluice::MemoryRegion& region, const char* what, uint64_t rows,
+                        const char* header) {
+    if (opt.dump.empty()) return;
+    so::dump_csv(reinterpret_cast<const so::Tuple*>(region.data()), rows, header,
+                 opt.dump + "/" + what + "-" + std::to_string(rank) + ".csv");
+  };
+  if (opt.kind == "join") {
+    const so::JoinInput& in = opt.join.input;
+    const so::Range r = so::server_slice(in.r_rows, rank, m),
+                    s = so::server_slice(in.s_rows, rank, m);
+    regions.push_back(load(cluster, so::kRegionR, r, [&](uint64_t i) { return so::r_row(in, i); }));
+    dump(regions.back(), "R", r.size(), "key,payload");
+    regions.push_back(load(cluster, so::kRegionS, s, [&](uint64_t j) { return so::s_row(in, j); }));
+    dump(regions.back(), "S", s.size(), "key,payload");
+  } else {
+    const so::AggInput& in = opt.agg.input;
+    const so::Range rows = so::server_slice(in.rows, rank, m);
+    regions.push_back(load(cluster, so::kRegionRows, rows, [&](uint64_t i) {
+      const so::Row row = so::agg_row(in, i);
+      return so::Tuple{row.key, row.value};
+    }));
+    dump(regions.back(), "rows", rows.size(), "key,value");
+  }
+  // One partition store per one-sided algorithm, so that each run starts
+  // from empty lists and cursors.
+  for (const std::string& a : opt.algorithms) {
+    if (!one_sided(a)) continue;
+    regions.push_back(cluster.expose(store_name(a), store_layout(opt, a, workers).bytes()));
+    // Allocate every page now, as an RDMA memory server registers (pins)
+    // its memory up front: the runs should not pay for first touches.
+    std::memset(regions.back().data(), 0, regions.back().size());
+  }
+  cluster.barrier("olap-ready");
+  // Passive from here on: the compute ranks read and write the regions.
+  // Rank 0 gathers each algorithm's summaries and reports at the end.
+  std::vector<RankSummary> results;
+  std::string path = "flows";
+  for (size_t p = 0; p < opt.algorithms.size(); ++p) {
+    std::vector<RankSummary> all;
+    try {
+      all = ctx.gather("olap-run-" + std::to_string(p), RankSummary{});
+    } catch (const sluice::PeerLostError& e) {
+      // Keep this server's memory for the compute ranks still running.
+      wind_down(cluster, e.rank());
+      std::fprintf(stderr, "sluice-nam-olap: memory server rank %u: rank %u is lost\n", rank,
+                   e.rank());
+      return 1;
+    }
+    if (rank != 0) continue;
+    RankSummary sum;
+    for (uint32_t r = m; r < all.size(); ++r) add(sum, all[r]);
+    if (one_sided(opt.algorithms[p]) && all[m].path[0] != '\0') path = all[m].path;
+    results.push_back(sum);
+  }
+  if (rank != 0) return 0;
+  for (const RankSummary& r : results) {
+    if (r.failed) return ctx.fail("an algorithm failed (see above): no results");
+  }
+  return report(ctx, opt, results, path);
+}
+
+// Why this rank's run of an algorithm failed: the lost rank first (the
+// harness's root cause), else the message.
+std::string failure_text(const sluice::JobFailure& f) {
+  if (!f.lost_peer) return f.message;
+  return "PeerLost: rank " + std::to_string(f.lost_peer->rank) + " is lost (" + f.message + ")";
+}
+
+int compute(sluice::JobContext& ctx, const so::OlapOptions& opt,
+            const std::vector<sluice::Endpoint>& workers) {
+  sluice::Cluster& cluster = ctx.cluster();
+  const uint32_t rank = cluster.rank(), m = opt.memory_servers;
+  std::vector<uint32_t> compute_ranks;
+  for (uint32_t r = m; r < cluster.world_size(); ++r) compute_ranks.push_back(r);
+  // Every flow of every baseline run is declared up front by every compute rank.
+  std::vector<so::GhjFlows> ghj;
+  std::vector<sluice::ShuffleSpec<so::Partial>> hagg;
+  std::vector<sluice::DeclaredFlow> declared;
+  for (size_t p = 0; p < opt.algorithms.size(); ++p) {
+    const std::string tag = opt.algorithms[p] + "-" + std::to_string(p);
+    if (opt.algorithms[p] == "ghj" || opt.algorithms[p] == "ghj-bloom") {
+      ghj.push_back(so::ghj_flows(workers, tag));
+      declared.push_back(cluster.declare(ghj.back().r));
+      declared.push_back(cluster.declare(ghj.back().s));
+      if (opt.algorithms[p] == "ghj-bloom") declared.push_back(cluster.declare(ghj.back().bloom));
+    } else if (opt.algorithms[p] == "hierarchical") {
+      hagg.push_back(so::hagg_flow(workers, tag));
+      declared.push_back(cluster.declare(hagg.back()));
+    }
+  }
+  cluster.barrier("olap-ready");
+  size_t next_ghj = 0, next_hagg = 0;
+  bool any_failed = false;
+  for (size_t p = 0; p < opt.algorithms.size(); ++p) {
+    const std::string& algorithm = opt.algorithms[p];
+    const std::string tag = algorithm + "-" + std::to_string(p);
+    const so::GhjFlows* g = nullptr;
+    const sluice::ShuffleSpec<so::Partial>* h = nullptr;
+    if (algorithm == "ghj" || algorithm == "ghj-bloom") g = &ghj[next_ghj++];
+    if (algorithm == "hierarchical") h = &hagg[next_hagg++];
+    std::vector<so::ThreadStats> stats(opt.threads);
+    std::optional<sluice::JobFailure> failure;
+    if (algorithm == "flow-radix") {
+      // apps/join's run_join starts this rank's threads itself; its sums
+      // come back as thread 0's.
+      try {
+        stats[0] = so::run_flow_radix(cluster, opt.join, m, workers, opt.threads);
+      } catch (const std::exception& e) {
+        stats[0].error = e.what();
+      }
+      if (!stats[0].error.empty()) {
+        failure = sluice::JobFailure{stats[0].error, std::nullopt};
+        for (uint32_t r = 0; r < cluster.world_size() && !failure->lost_peer; ++r)
+          if (!cluster.alive(r)) failure->lost_peer = sluice::LostPeer{r, ""};
+      }
+    } else {
+      const sluice::PoolReport run = sluice::run_workers(
+          cluster,
+          sluice::PoolOptions{opt.threads, "olap-start-" + tag, cluster.ranks(compute_ranks)},
+          [&](uint32_t t, sluice::StartLine& start) {
+            so::Team team;
+            team.cluster = &cluster;
+            team.servers = m;
+            team.workers = workers;
+            team.index = (rank - m) * opt.threads + t;
+            team.slot = t;
+            start.wait();
+            if (algorithm == "rrj") {
+              stats[t] = so::run_rrj(team, opt.join, store_name(algorithm));
+            } else if (algorithm == "rdma") {
+              stats[t] = so::run_ragg(team, opt.agg, store_name(algorithm));
+            } else if (g != nullptr) {
+              stats[t] = so::run_ghj(team, opt.join, *g, algorithm == "ghj-bloom", tag);
+            } else {
+              stats[t] = so::run_hagg(team, opt.agg, *h, tag);
+            }
+            if (!stats[t].error.empty()) throw so::OlapError(stats[t].error);
+          });
+      failure = run.failure;
+    }
+    RankSummary mine;
+    for (const so::ThreadStats& t : stats) add(mine, t);
+    if (one_sided(algorithm))
+      std::snprintf(mine.path, sizeof(mine.path), "%s", stats[0].path.c_str());
+    if (failure) {
+      mine.failed = 1;
+      any_failed = true;
+      std::fprintf(stderr, "sluice-nam-olap: rank %u: %s failed: %s\n", rank, algorithm.c_str(),
+                   failure_text(*failure).c_str());
+    }
+    try {
+      (void)ctx.gather("olap-run-" + std::to_string(p), mine);
+    } catch (const sluice::PeerLostError& e) {
+      std::fprintf(
+          stderr,
+          "sluice-nam-olap: rank %u: %s failed: PeerLost: rank %u is lost (%s); no results\n", rank,
+          algorithm.c_str(), e.rank(), e.what());
+      wind_down(cluster, e.rank());
+      return 1;
+    }
+  }
+  return any_failed ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const so::OlapOptions opt = so::parse_olap_options(argc, argv);
-  try {
-    sluice::Cluster cluster = sluice::Cluster::join();
-    const uint32_t world = cluster.world_size(), m = opt.memory_servers;
+  sluice::Job job(
+      "sluice-nam-olap",
+      "The RDMA radix join and aggregation on network-attached memory, against their "
+      "shared-nothing baselines",
+      sluice::kFlagThreads | sluice::kFlagJson | sluice::kFlagSeed | sluice::kFlagCluster);
+  so::OlapOptions opt;
+  so::add_olap_options(job.cli(), &opt);
+  return job.main(argc, argv, [&](sluice::JobContext& ctx) {
+    opt.threads = ctx.flags().threads;
+    opt.json = ctx.flags().json;
+    opt.join.input.seed = opt.agg.input.seed = ctx.flags().seed;
+    const uint32_t world = ctx.world_size(), m = opt.memory_servers;
     if (world <= m) {
-      std::fprintf(stderr,
-                   "sluice-nam-olap: %u ranks but %u memory servers: run at least one compute "
-                   "rank more\n",
-                   world, m);
-      return 2;
+      throw sluice::UsageError(std::to_string(world) + " ranks but " + std::to_string(m) +
+                               " memory servers: run at least one compute rank more");
     }
     std::vector<sluice::Endpoint> workers;
     for (uint32_t r = m; r < world; ++r) {
       for (uint32_t t = 0; t < opt.threads; ++t) workers.push_back(sluice::Endpoint{r, t});
     }
-    if (cluster.rank() < m)
-      return memory_server(cluster, opt, static_cast<uint32_t>(workers.size()));
-    return compute(cluster, opt, workers);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sluice-nam-olap: rank failed: %s\n", e.what());
-    return 1;
-  }
+    if (ctx.rank() < m) return memory_server(ctx, opt, static_cast<uint32_t>(workers.size()));
+    return compute(ctx, opt, workers);
+  });
 }

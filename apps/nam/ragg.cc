@@ -156,8 +156,7 @@ ThreadStats run_ragg(const Team& team, const AggConfig& config, const std::strin
 }
 
 ThreadStats run_hagg(const Team& team, const AggConfig& config, const ShuffleSpec<Partial>& flow,
-                     const std::string& tag,
-                     const std::function<void(uint64_t pushed)>& on_progress) {
+                     const std::string& tag) {
   ThreadStats st;
   Cluster& cluster = *team.cluster;
   Remote in(cluster, kRegionRows, team.servers);
@@ -188,7 +187,6 @@ ThreadStats run_hagg(const Team& team, const AggConfig& config, const ShuffleSpe
     });
     Source<Partial> out = cluster.source(flow, team.slot);
     bool ok = true;
-    uint64_t pushed = 0;
     local.for_each([&](const Partial& g) {
       if (!ok) return;
       const Status s = w.push_to(out, reduce_hash(hash64(g.key), team.size()), g);
@@ -196,7 +194,6 @@ ThreadStats run_hagg(const Team& team, const AggConfig& config, const ShuffleSpe
         flow_failure("push", s, out.error());
         ok = false;
       }
-      if ((++pushed & 4095) == 0 && on_progress) on_progress(pushed);
     });
     st.flow_records = local.size();
     if (const Status s = w.close(out); s != Status::kOk) flow_failure("close", s, out.error());

@@ -22,7 +22,6 @@
 
 #include <sluice/sluice.h>
 
-#include <functional>
 #include <string>
 
 #include "olap.h"
@@ -45,10 +44,7 @@ StoreLayout ragg_layout(const AggConfig& config, uint32_t servers, uint32_t work
 ShuffleSpec<Partial> hagg_flow(const std::vector<Endpoint>& workers, const std::string& tag);
 
 ThreadStats run_ragg(const Team& team, const AggConfig& config, const std::string& store_region);
-// `on_progress` (a test hook, may be empty): called after each 4096 local
-// groups the thread pushed into the flow, with the running count.
 ThreadStats run_hagg(const Team& team, const AggConfig& config, const ShuffleSpec<Partial>& flow,
-                     const std::string& tag,
-                     const std::function<void(uint64_t pushed)>& on_progress = {});
+                     const std::string& tag);
 
 }  // namespace sluice::nam::olap

@@ -68,11 +68,13 @@ void expect_porcupine_linearizable(const std::string& history, int ops) {
 }
 
 // `failover`: the replicas must have ended in a later view than the first.
-// `lost`: the replica the job went on without (killed: the launcher's
-// status is 128 + SIGKILL), or -1; the others must all agree.
+// `lost`: the replica the job went on without, or -1; the others must all
+// agree. `status`: the launcher's (0 when the replica was killed by its
+// --kill, which does not count against the job; 128 + SIGKILL when the
+// launcher killed it for going silent).
 void expect_clean_job(const ProcessResult& r, int replicas, int clients, int ops,
-                      bool failover = false, int lost = -1) {
-  ASSERT_EQ(r.exit_code, lost < 0 ? 0 : 128 + 9) << r.output;
+                      bool failover = false, int lost = -1, int status = 0) {
+  ASSERT_EQ(r.exit_code, status) << r.output;
   if (lost >= 0) {
     EXPECT_EQ(sluice::testing::count_lines_with(r.output, "replica " + std::to_string(lost) +
                                                               ": lost; the job went on without it"),
@@ -232,25 +234,66 @@ TEST(KvJobTest, MultiPaxosReplacesALeaderStoppedBySigstop) {
 
 TEST(KvJobTest, NoPaxosReplacesALeaderStoppedBySigstop) { expect_leader_replaced("nopaxos", true); }
 
-// A replica is killed (SIGKILL, test hook --test-kill-rank) once it has
-// applied 100 entries, and the job runs on without it (sluice run
-// --keep-going): every rank sees the rank lost, destroys the epoch's flows
-// and declares new ones among the live ranks; the protocols make up for the
-// messages lost with the old flows. Killing rank 0 kills the first leader,
-// and for NOPaxos the sequencer too (the flow's sequencer is on its first
-// target): the new ordered flow is a new session, on rank 1. The two live
-// replicas must agree, every operation complete exactly once, and
-// porcupine find the history linearizable.
+// A job the launcher kills replica `victim` in (sluice run --kill, timed
+// from when every rank joined): `args` and `launcher` without --ops and
+// --kill. The kill must land while the clients run, after the first
+// epoch's flows are declared, and the speed of both varies five-fold with
+// the machine's load (over ofi 400 to 2100 operations a second, after
+// about 3 s of set-up; over shm 12 000 to 75 000). So the job starts with
+// 2 x 50 000 operations and the kill at 0.6 s over shm, 2 x 3000 and 4 s
+// over ofi; a job that ended before the kill ("was not injected") runs
+// again with three times the operations, one killed before any rank went
+// on to an epoch without it (no "going on with ranks" without it) with the
+// kill twice as late; four tries at most.
+struct KilledJob {
+  ProcessResult result;
+  int ops = 0;  // per client, as run
+};
+
+KilledJob run_kv_killed(const std::vector<std::string>& args, const std::string& program,
+                        const std::vector<std::string>& launcher, int victim) {
+  KilledJob job;
+  job.ops = sluice::testing::over_ofi() ? 3000 : 50000;
+  double at = sluice::testing::over_ofi() ? 4 : 0.6;
+  std::string without = "going on with ranks";
+  for (int k = 0; k < 5; ++k)
+    if (k != victim) without += " " + std::to_string(k);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--ops", std::to_string(job.ops)});
+    std::vector<std::string> l = launcher;
+    char when[32];
+    std::snprintf(when, sizeof(when), "%d@%.2f", victim, at);
+    l.insert(l.end(), {"--kill", when});
+    job.result = run_kv(5, a, program, l);
+    if (job.result.output.find("was not injected") != std::string::npos) {
+      job.ops *= 3;
+    } else if (sluice::testing::count_lines_with(job.result.output, without) == 0) {
+      at *= 2;
+    } else {
+      break;
+    }
+  }
+  return job;
+}
+
+// The launcher kills a replica (SIGKILL, `sluice run --kill`) while the
+// clients run, and the job runs on without it (sluice run --keep-going):
+// no rank is told in advance; every rank sees the rank lost, destroys the
+// epoch's flows and declares new ones among the live ranks; the protocols
+// make up for the messages lost with the old flows. Killing rank 0 kills
+// the first leader, and for NOPaxos the sequencer too (the flow's sequencer
+// is on its first target): the new ordered flow is a new session, on rank
+// 1. The two live replicas must agree, every operation complete exactly
+// once, and porcupine find the history linearizable.
 void expect_replica_loss_survived(const std::string& protocol, int victim) {
-  const ProcessResult r =
-      run_kv(5,
-             {"run", "--protocol", protocol, "--ops", "300", "--keys", "20", "--retry-ms", "500",
-              "--election-timeout-ms", "1000", "--test-kill-rank", std::to_string(victim),
-              "--test-kill-after", "100"},
-             "sluice-kv-test-hooks", {"--keep-going"});
+  const KilledJob job = run_kv_killed({"run", "--protocol", protocol, "--keys", "20", "--retry-ms",
+                                       "500", "--election-timeout-ms", "1000"},
+                                      "sluice-kv", {"--keep-going"}, victim);
+  const ProcessResult& r = job.result;
+  const int ops = job.ops;
   EXPECT_EQ(sluice::testing::count_lines_with(
-                r.output, "test hook: rank " + std::to_string(victim) +
-                              (victim == 0 ? " (the leader)" : " (a follower)") + " kills itself"),
+                r.output, "sluice run: injecting --kill " + std::to_string(victim) + "@"),
             1)
       << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(
@@ -276,7 +319,7 @@ void expect_replica_loss_survived(const std::string& protocol, int victim) {
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, went_on),
             sluice::testing::count_lines_with(r.output, "going on with ranks"))
       << r.output;
-  expect_clean_job(r, 3, 2, 300, /*failover=*/victim == 0, victim);
+  expect_clean_job(r, 3, 2, ops, /*failover=*/victim == 0, victim);
 }
 
 TEST(KvJobTest, MultiPaxosGoesOnWithoutAFollowerKilledBySigkill) {
@@ -295,12 +338,10 @@ TEST(KvJobTest, NoPaxosStartsANewSessionWhenTheSequencerAndLeaderAreKilled) {
   expect_replica_loss_survived("nopaxos", 0);
 }
 
-// A replica killed by SIGKILL after 100 entries is started again (sluice run
-// --restarts 1): the new process has none of the old one's state. (The
-// clients say they are done only once it is back, --test-await-rejoin: the
-// job may otherwise end before a slow restart, all the more as a NOPaxos
-// follower applies in steps of a sync point and may reach its 100th entry
-// late.) The
+// A replica killed by the launcher (--kill) while the clients run is
+// started again (sluice run --restarts 1): the new process has none of the
+// old one's state. (The clients say they are done only once it is back,
+// --test-await-rejoin: the job may otherwise end before a slow restart.) The
 // others go on without it for an epoch, then take it back in the next; it
 // recovers (message.h, Recovery: the latest view from f + 1 replicas, then
 // the leader's log in pieces) while they serve, and ends with the same
@@ -312,30 +353,21 @@ TEST(KvJobTest, NoPaxosStartsANewSessionWhenTheSequencerAndLeaderAreKilled) {
 // must take a snapshot first (in chunks, over the flows).
 void expect_replica_restart_recovered(const std::string& protocol, int victim,
                                       int snapshot_every = 0) {
-  std::vector<std::string> args = {"run",
-                                   "--protocol",
-                                   protocol,
-                                   "--ops",
-                                   "300",
-                                   "--keys",
-                                   "20",
-                                   "--retry-ms",
-                                   "500",
-                                   "--election-timeout-ms",
-                                   "1000",
-                                   "--test-kill-rank",
-                                   std::to_string(victim),
-                                   "--test-kill-after",
-                                   "100",
-                                   "--test-await-rejoin"};
-  if (snapshot_every > 0) {
-    args.push_back("--snapshot-every");
-    args.push_back(std::to_string(snapshot_every));
-  }
-  const ProcessResult r =
-      run_kv(5, args, "sluice-kv-test-hooks", {"--keep-going", "--restarts", "1"});
+  std::vector<std::string> args = {"run",  "--protocol",         protocol, "--keys",
+                                   "20",   "--retry-ms",         "500",    "--election-timeout-ms",
+                                   "1000", "--test-await-rejoin"};
+  // (Without `snapshot_every` the whole log stays: the new process takes it
+  // all, however far the job got before the kill.)
+  args.push_back("--snapshot-every");
+  args.push_back(std::to_string(snapshot_every));
+  const KilledJob job =
+      run_kv_killed(args, "sluice-kv-test-hooks", {"--keep-going", "--restarts", "1"}, victim);
+  const ProcessResult& r = job.result;
+  const int ops = job.ops;
   const std::string v = std::to_string(victim);
-  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "test hook: rank " + v), 1) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "sluice run: injecting --kill " + v + "@"),
+            1)
+      << r.output;
   EXPECT_EQ(
       sluice::testing::count_lines_with(r.output, "sluice run: starting rank " + v + " again"), 1)
       << r.output;
@@ -365,7 +397,7 @@ void expect_replica_restart_recovered(const std::string& protocol, int victim,
                 "going on with ranks 0 1 2 3 4" + std::string(np ? " (NOPaxos session 3)" : "")),
             4)
       << r.output;
-  expect_clean_job(r, 3, 2, 300, /*failover=*/victim == 0);
+  expect_clean_job(r, 3, 2, ops, /*failover=*/victim == 0);
 }
 
 TEST(KvJobTest, MultiPaxosFollowerKilledAndRestartedRecoversItsState) {
@@ -390,9 +422,9 @@ TEST(KvJobTest, MultiPaxosReplicaRestartedRecoversFromASnapshotOverFlows) {
 
 // NOPaxos drops its log only up to the snapshot before the last final one,
 // and a leader's snapshot is final only once the sync point reaches it: with
-// 40 slots, the leader's log still began at slot 0 when the victim (killed
-// at slot 101) asked, whenever the sync point lagged 21 slots behind (a
-// clean-clone run with a benchmark beside it). Every 20 slots leaves room
+// 40 slots, the leader's log once still began at slot 0 when a victim killed
+// early (at slot 101) asked, because the sync point lagged 21 slots behind
+// (a clean-clone run with a benchmark beside it). Every 20 slots leaves room
 // for 60.
 TEST(KvJobTest, NoPaxosReplicaRestartedRecoversFromASnapshotOverFlows) {
   expect_replica_restart_recovered("nopaxos", 1, 20);
@@ -416,7 +448,7 @@ TEST(KvJobTest, MultiPaxosGoesOnWithoutALeaderStoppedPastThePeerTimeout) {
       << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "going on with ranks 1 2 3 4"), 4)
       << r.output;
-  expect_clean_job(r, 3, 2, 300, /*failover=*/true, 0);
+  expect_clean_job(r, 3, 2, 300, /*failover=*/true, 0, 128 + 9);
 }
 
 // Every rank loses 2% of the protocol messages it receives (seeded test

@@ -3,8 +3,10 @@
 // memory server and drives two RsiClients itself. A client "dies" at a kill
 // point by throwing (RsiOptions::test_kill_throws) and is abandoned, which
 // leaves the memory exactly as a killed process would. The system tests
-// (nam_test.cc) kill real processes, but where they land in the other
-// client's transaction is up to the scheduler; here it is fixed.
+// (nam_test.cc) kill real processes (sluice run --kill), but where the kill
+// lands in a transaction is up to the scheduler; here it is fixed at each
+// of the two delicate points of a commit: after locking (rolled back) and
+// after the commit point (rolled forward).
 #include <gtest/gtest.h>
 #include <sluice/sluice.h>
 
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <future>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "layout.h"
@@ -44,12 +47,14 @@ class RsiRecoveryTest : public ::testing::Test {
   virtual uint32_t clients() const { return 2; }
 
   // A client that presumes others dead after 200 ms; `doomed`: it dies
-  // (throws TestKilled) on its first commit, after locking.
-  std::unique_ptr<sn::RsiClient> client(uint32_t id, bool doomed = false) {
+  // (throws TestKilled) on its first commit at `at` (by default after
+  // locking).
+  std::unique_ptr<sn::RsiClient> client(uint32_t id, bool doomed = false,
+                                        sn::KillPoint at = sn::KillPoint::kAfterLock) {
     sn::RsiOptions o;
     o.recovery_timeout = 200ms;
     if (doomed) {
-      o.test_kill = sn::KillPoint::kAfterLock;
+      o.test_kill = at;
       o.test_kill_throws = true;
     }
     return std::make_unique<sn::RsiClient>(*g_cluster, layout_, id, o);
@@ -105,6 +110,47 @@ TEST_F(RsiRecoveryTest, AConflictOnADeadClientsLockWithAnEarlierTimestampRecover
   EXPECT_EQ(got, value(0xa2));
   c0->abort();
   EXPECT_EQ(c0->header(sn::kProducts, 3) & sn::kLockBit, 0u);
+}
+
+// Client 1 writes products 4 and 5 and dies after setting its timestamp
+// bit (the commit point), before unlocking: the versions are installed and
+// the transaction committed, but both records stay locked. Client 0's write
+// of product 4 conflicts on that lock until it has seen it held for the
+// recovery timeout; then it recovers client 1, which rolls both records
+// forward (unlocks them, keeping client 1's versions), and commits.
+TEST_F(RsiRecoveryTest, AClientDeadAfterItsCommitBitIsRolledForward) {
+  auto c0 = client(0);
+  auto c1 = client(1, true, sn::KillPoint::kAfterCommitBit);
+
+  c1->begin();
+  c1->write(sn::kProducts, 4, value(0xb4));
+  c1->write(sn::kProducts, 5, value(0xb5));
+  EXPECT_THROW(c1->commit(), sn::TestKilled);
+  EXPECT_NE(c0->header(sn::kProducts, 4) & sn::kLockBit, 0u);
+  EXPECT_NE(c0->header(sn::kProducts, 5) & sn::kLockBit, 0u);
+
+  // Each conflict on the same lock counts towards its age; the deadline is
+  // a guard, not a timing assertion.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  sn::Outcome outcome = sn::Outcome::kConflict;
+  while (outcome != sn::Outcome::kCommitted && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(begins(*c0));
+    c0->write(sn::kProducts, 4, value(0xa4));
+    outcome = c0->commit();
+    if (outcome != sn::Outcome::kCommitted) std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(outcome, sn::Outcome::kCommitted) << "client 1's locks were never recovered";
+  EXPECT_EQ(c0->stats().clients_recovered, 1u);
+  EXPECT_EQ(c0->stats().recovered_forward, 2u) << "both of client 1's records rolled forward";
+  EXPECT_EQ(c0->stats().recovered_back, 0u);
+  ASSERT_TRUE(begins(*c0));
+  std::vector<std::byte> got(8);
+  ASSERT_TRUE(c0->read(sn::kProducts, 5, got));
+  EXPECT_EQ(got, value(0xb5)) << "client 1's committed version stays";
+  ASSERT_TRUE(c0->read(sn::kProducts, 4, got));
+  EXPECT_EQ(got, value(0xa4));
+  c0->abort();
+  EXPECT_EQ(c0->header(sn::kProducts, 5) & sn::kLockBit, 0u);
 }
 
 // Three clients (timestamps: client j has j+1, j+4, j+7, ...). Client 2
