@@ -1,27 +1,28 @@
-// sluice/cluster.h: joining a job, declaring flows, opening their endpoints.
-//
-// A Cluster is this process's membership in one sluice job. Cluster::join()
-// reads the bootstrap environment that `sluice run`, Slurm, mpirun or torchrun
-// set (see README "Environment"), connects to the job's registry and
-// authenticates with the job secret. From then on the process can declare
-// flows, open sources and targets for its own endpoints, and meet the other
-// ranks at barriers.
-//
-// Failure: setup calls throw sluice::Error (see errors.h). A peer that dies,
-// leaves, or stops heart-beating (ClusterOptions::peer_timeout) is reported to
-// every flow that waits on it as Status::kPeerLost naming the rank.
-//
-// Thread safety: every Cluster method may be called from any thread
-// concurrently. Several Clusters may live in one process (each joins with its
-// own options). The Sources and Targets it hands out are single-owner; see
-// flow.h.
-//
-// Ownership: the Cluster owns the registry connection, one control thread
-// (heart-beats and peer events; never on the data path), and the shared
-// memory of every flow declared through it until that flow's DeclaredFlow is
-// destroyed (or the Cluster is). Destroy every Source and Target before its
-// flow's DeclaredFlow, and every handle before the Cluster. Destroying the
-// Cluster leaves the job cleanly (peers see "left", not "died").
+/// @file
+/// sluice/cluster.h: joining a job, declaring flows, opening their endpoints.
+///
+/// A Cluster is this process's membership in one sluice job. Cluster::join()
+/// reads the bootstrap environment that `sluice run`, Slurm, mpirun or torchrun
+/// set (see README "Environment"), connects to the job's registry and
+/// authenticates with the job secret. From then on the process can declare
+/// flows, open sources and targets for its own endpoints, and meet the other
+/// ranks at barriers.
+///
+/// Failure: setup calls throw sluice::Error (see errors.h). A peer that dies,
+/// leaves, or stops heart-beating (ClusterOptions::peer_timeout) is reported to
+/// every flow that waits on it as Status::kPeerLost naming the rank.
+///
+/// Thread safety: every Cluster method may be called from any thread
+/// concurrently. Several Clusters may live in one process (each joins with its
+/// own options). The Sources and Targets it hands out are single-owner; see
+/// flow.h.
+///
+/// Ownership: the Cluster owns the registry connection, one control thread
+/// (heart-beats and peer events; never on the data path), and the shared
+/// memory of every flow declared through it until that flow's DeclaredFlow is
+/// destroyed (or the Cluster is). Destroy every Source and Target before its
+/// flow's DeclaredFlow, and every handle before the Cluster. Destroying the
+/// Cluster leaves the job cleanly (peers see "left", not "died").
 #pragma once
 
 #include <chrono>
@@ -45,131 +46,152 @@ namespace detail {
 class ClusterImpl;
 }
 
-// A flow declared by this rank: its rings, mappings, ofi endpoints and
-// registered memory here, and its entries in the registry. Move-only; the
-// name can be declared again once every participant destroyed its handle.
-//
-// Lifecycle (the rule that makes a re-declaration safe): destroying a flow is
-// collective among its participants. destroy() (or the destructor) tells the
-// registry that this rank is done with the flow and waits until every other
-// participant is done too (or lost); only then does it free this rank's
-// memory and endpoints, and by then the registry has forgotten the
-// declaration and erased its keys ("flow/<name>/..."). So a new declaration
-// of the name, with the same spec or another, never sees a key, a ring or an
-// endpoint of the old one, and no peer is still using the old one: every
-// peer had destroyed its Sources and Targets of it first (REQUIRES below).
-// A participant that is lost does not hold the others up.
-//
-// REQUIRES: every Source and Target (and combiner end) of the flow opened on
-// this rank is destroyed before its DeclaredFlow; destroy() refuses
-// otherwise (Error(kInvalidArgument) counting them) and leaves the flow
-// declared. The DeclaredFlow is destroyed before its Cluster (one that
-// outlives it does nothing: the Cluster freed the flow).
-//
-// Thread safety: one thread at a time per handle; handles of different flows
-// may be destroyed concurrently.
+/// A flow declared by this rank: its rings, mappings, ofi endpoints and
+/// registered memory here, and its entries in the registry. Move-only; the
+/// name can be declared again once every participant destroyed its handle.
+///
+/// Lifecycle (the rule that makes a re-declaration safe): destroying a flow is
+/// collective among its participants. destroy() (or the destructor) tells the
+/// registry that this rank is done with the flow and waits until every other
+/// participant is done too (or lost); only then does it free this rank's
+/// memory and endpoints, and by then the registry has forgotten the
+/// declaration and erased its keys ("flow/<name>/..."). So a new declaration
+/// of the name, with the same spec or another, never sees a key, a ring or an
+/// endpoint of the old one, and no peer is still using the old one: every
+/// peer had destroyed its Sources and Targets of it first (REQUIRES below).
+/// A participant that is lost does not hold the others up.
+///
+/// REQUIRES: every Source and Target (and combiner end) of the flow opened on
+/// this rank is destroyed before its DeclaredFlow; destroy() refuses
+/// otherwise (Error(kInvalidArgument) counting them) and leaves the flow
+/// declared. The DeclaredFlow is destroyed before its Cluster (one that
+/// outlives it does nothing: the Cluster freed the flow).
+///
+/// Thread safety: one thread at a time per handle; handles of different flows
+/// may be destroyed concurrently.
 class [[nodiscard]] DeclaredFlow {
  public:
   DeclaredFlow() = default;
+  /// Takes over `other`'s flow; `other` is left empty.
   DeclaredFlow(DeclaredFlow&& other) noexcept;
+  /// Destroys the flow this handle held, as the destructor does, then takes
+  /// over `other`'s; `other` is left empty.
   DeclaredFlow& operator=(DeclaredFlow&& other) noexcept;
-  // destroy(now + options().setup_timeout), logging instead of throwing on
-  // failure: may block that long for peers that have not destroyed theirs.
-  // If the flow still has open Sources or Targets here, logs an error and
-  // leaves the flow declared until the Cluster ends (never frees memory a
-  // core uses).
+  /// destroy(now + options().setup_timeout), logging instead of throwing on
+  /// failure: may block that long for peers that have not destroyed theirs.
+  /// If the flow still has open Sources or Targets here, logs an error and
+  /// leaves the flow declared until the Cluster ends (never frees memory a
+  /// core uses).
   ~DeclaredFlow();
 
-  // Destroys the flow on this rank as described above. Idempotent; an empty
-  // handle does nothing. Throws Error(kInvalidArgument) if Sources or
-  // Targets of the flow are still open here (nothing is done then);
-  // Error(kTimeout) naming the participants that have not destroyed theirs
-  // by `deadline`, or PeerLostError if the registry is lost: this rank's
-  // resources are freed either way, and the name can be declared again once
-  // the others have destroyed theirs.
+  /// Destroys the flow on this rank as described above. Idempotent; an empty
+  /// handle does nothing. Throws Error(kInvalidArgument) if Sources or
+  /// Targets of the flow are still open here (nothing is done then);
+  /// Error(kTimeout) naming the participants that have not destroyed theirs
+  /// by `deadline`, or PeerLostError if the registry is lost: this rank's
+  /// resources are freed either way, and the name can be declared again once
+  /// the others have destroyed theirs.
   void destroy(Deadline deadline = kForever);
 
+  /// The flow's name; empty for an empty handle.
   const std::string& name() const { return name_; }
+  /// False for an empty handle: default-constructed, moved from, or
+  /// destroyed.
   explicit operator bool() const { return !name_.empty(); }
 
  private:
   friend class Cluster;
-  void release() noexcept;  // the destructor's destroy()
+  void release() noexcept;  ///< the destructor's destroy()
   DeclaredFlow(std::weak_ptr<detail::ClusterImpl> cluster, std::string name)
       : cluster_(std::move(cluster)), name_(std::move(name)) {}
   std::weak_ptr<detail::ClusterImpl> cluster_;
-  std::string name_;  // empty: no flow
+  std::string name_;  ///< empty: no flow
 };
 
+/// This process's membership in one sluice job: joins it, declares flows,
+/// opens their endpoints, exposes memory regions and meets the other ranks
+/// at barriers. Move-only. See the top of this file for its thread safety
+/// and what it owns.
 class Cluster {
  public:
-  // Joins the job described by `options` (see options.h); join() without
-  // arguments is join(ClusterOptions::from_env()). Explicit options win over
-  // the environment, except that bootstrap fields left unset (rank,
-  // world_size, registry, secret) come from the launcher's variables.
-  // Throws Error(kInvalidArgument) naming the field if options.validate()
-  // fails (or, for join(), naming the SLUICE_* variable that is malformed),
-  // Error(kBootstrap) if the environment does not name a job, Error(kAuth) on
-  // a wrong secret, Error(kTimeout) if the registry does not answer within
-  // setup_timeout. Sets the process's log level to options.log_level and, at
-  // info, logs options.describe() once.
+  /// Joins the job described by `options` (see options.h); join() without
+  /// arguments is join(ClusterOptions::from_env()). Explicit options win over
+  /// the environment, except that bootstrap fields left unset (rank,
+  /// world_size, registry, secret) come from the launcher's variables.
+  /// Throws Error(kInvalidArgument) naming the field if options.validate()
+  /// fails (or, for join(), naming the SLUICE_* variable that is malformed),
+  /// Error(kBootstrap) if the environment does not name a job, Error(kAuth) on
+  /// a wrong secret, Error(kTimeout) if the registry does not answer within
+  /// setup_timeout. Sets the process's log level to options.log_level and, at
+  /// info, logs options.describe() once.
+  ///@{
   static Cluster join();
   static Cluster join(const ClusterOptions& options);
+  ///@}
 
+  /// Moves the membership; the moved-from Cluster may only be destroyed or
+  /// assigned to.
+  ///@{
   Cluster(Cluster&&) noexcept;
   Cluster& operator=(Cluster&&) noexcept;
+  ///@}
   ~Cluster();
 
+  /// This process's rank in the job: 0 .. world_size() - 1.
   uint32_t rank() const;
+  /// The number of ranks in the job.
   uint32_t world_size() const;
-  // The options in force: those given to join(), with rank, world_size,
-  // registry and secret as the bootstrap resolved them.
+  /// The options in force: those given to join(), with rank, world_size,
+  /// registry and secret as the bootstrap resolved them.
   const ClusterOptions& options() const;
 
-  // Whether `rank` is in the job: false once the registry reported it lost
-  // (it died, stopped heart-beating for peer_timeout, or left), and for
-  // every other rank once the registry itself is lost. A rank that died
-  // may join again as a new process (`sluice run --restarts`): alive() is
-  // then true again and incarnation() one higher. Flows and regions set up
-  // before stay failed: they belong to the old incarnation. Cheap (an atomic
-  // load): a loop may poll it every round, e.g. to rebuild its flows among
-  // the ranks that remain (README "Guarantees and failure"; apps/kv does so).
-  // Throws Error(kInvalidArgument) if `rank` does not exist.
+  /// Whether `rank` is in the job: false once the registry reported it lost
+  /// (it died, stopped heart-beating for peer_timeout, or left), and for
+  /// every other rank once the registry itself is lost. A rank that died
+  /// may join again as a new process (`sluice run --restarts`): alive() is
+  /// then true again and incarnation() one higher. Flows and regions set up
+  /// before stay failed: they belong to the old incarnation. Cheap (an atomic
+  /// load): a loop may poll it every round, e.g. to rebuild its flows among
+  /// the ranks that remain (README "Guarantees and failure"; apps/kv does so).
+  /// Throws Error(kInvalidArgument) if `rank` does not exist.
   bool alive(uint32_t rank) const;
-  // The ranks alive() reports, in increasing order (this rank included while
-  // the registry is reachable).
+  /// The ranks alive() reports, in increasing order (this rank included while
+  /// the registry is reachable).
   std::vector<uint32_t> live_ranks() const;
-  // How many times `rank` joined the job again after it died: 0 for the
-  // process the job started with. incarnation(rank()) tells a restarted
-  // process that it is one (it starts with none of its old state). Throws
-  // Error(kInvalidArgument) if `rank` does not exist.
+  /// How many times `rank` joined the job again after it died: 0 for the
+  /// process the job started with. incarnation(rank()) tells a restarted
+  /// process that it is one (it starts with none of its old state). Throws
+  /// Error(kInvalidArgument) if `rank` does not exist.
   uint32_t incarnation(uint32_t rank) const;
 
-  // The transport that carries flows (and memory regions) between this rank
-  // and `rank`: Transport::kShm or Transport::kOfi, never kAuto. It follows
-  // from options().transport and whether the two ranks share a host; every
-  // flow between them uses it. Asks the registry for the rank's host the
-  // first time (then cached). Throws Error(kInvalidArgument) if `rank` does
-  // not exist, or if transport is kShm and `rank` is on another host;
-  // Error(kTimeout) / PeerLostError if the registry cannot say within
-  // setup_timeout.
+  /// The transport that carries flows (and memory regions) between this rank
+  /// and `rank`: Transport::kShm or Transport::kOfi, never kAuto. It follows
+  /// from options().transport and whether the two ranks share a host; every
+  /// flow between them uses it. Asks the registry for the rank's host the
+  /// first time (then cached). Throws Error(kInvalidArgument) if `rank` does
+  /// not exist, or if transport is kShm and `rank` is on another host;
+  /// Error(kTimeout) / PeerLostError if the registry cannot say within
+  /// setup_timeout.
   Transport transport_to(uint32_t rank) const;
 
-  // Endpoints (r, 0..slots-1) for every rank r, in rank-major order.
+  /// Endpoints (r, 0..slots-1) for every rank r, in rank-major order.
   std::vector<Endpoint> all_ranks(uint32_t slots = 1) const;
-  // Endpoints (rank, 0..slots-1) for one rank.
+  /// Endpoints (rank, 0..slots-1) for one rank.
   std::vector<Endpoint> ranks(std::vector<uint32_t> ranks, uint32_t slots = 1) const;
 
-  // Declares a flow and returns this rank's handle to it: the flow lives
-  // until the handle is destroyed (see DeclaredFlow; a discarded handle would
-  // destroy the flow at once, hence [[nodiscard]]). Every rank that appears
-  // in its sources or targets must declare it with an identical spec; the
-  // call returns once all have, and throws Error(kSpecMismatch) naming both
-  // ranks and the differing fields if one disagrees, Error(kTimeout) naming
-  // the missing ranks, or PeerLostError. Declaring a name this rank has
-  // declared and not destroyed is an error; so is declaring it anew while a
-  // participant of its previous declaration has not destroyed that one yet.
+  /// Declares a flow and returns this rank's handle to it: the flow lives
+  /// until the handle is destroyed (see DeclaredFlow; a discarded handle would
+  /// destroy the flow at once, hence [[nodiscard]]). Every rank that appears
+  /// in its sources or targets must declare it with an identical spec; the
+  /// call returns once all have, and throws Error(kSpecMismatch) naming both
+  /// ranks and the differing fields if one disagrees, Error(kTimeout) naming
+  /// the missing ranks, or PeerLostError. Declaring a name this rank has
+  /// declared and not destroyed is an error; so is declaring it anew while a
+  /// participant of its previous declaration has not destroyed that one yet.
   [[nodiscard]] DeclaredFlow declare(const FlowSpec& spec);
+  /// The same for the spec a shuffle or replicate builder holds:
+  /// declare(spec.spec()).
+  ///@{
   template <class T>
   [[nodiscard]] DeclaredFlow declare(const ShuffleSpec<T>& spec) {
     return declare(spec.spec());
@@ -182,34 +204,40 @@ class Cluster {
   [[nodiscard]] DeclaredFlow declare(const BytesReplicateSpec& spec) {
     return declare(spec.spec());
   }
-  // A combiner flow (combiner.h): participants must also agree on its
-  // group key, value fields and aggregates.
+  ///@}
+  /// A combiner flow (combiner.h): participants must also agree on its
+  /// group key, value fields and aggregates.
   template <class T>
   [[nodiscard]] DeclaredFlow declare(const CombinerSpec<T>& spec) {
     return declare(spec.untyped().flow_spec());
   }
 
-  // The source for endpoint (rank(), slot) of a declared flow. REQUIRES: the
-  // endpoint is one of the flow's sources, opened at most once.
+  /// The source for endpoint (rank(), slot) of a declared flow. REQUIRES: the
+  /// endpoint is one of the flow's sources, opened at most once.
   template <class T>
   Source<T> source(const ShuffleSpec<T>& spec, uint32_t slot) {
     check_record(spec.spec(), sizeof(T));
     return detail::source_from_core<T>(open_source(spec.spec().name, slot));
   }
+  /// The target for endpoint (rank(), slot) of a declared flow. REQUIRES: the
+  /// endpoint is one of the flow's targets, opened at most once.
   template <class T>
   Target<T> target(const ShuffleSpec<T>& spec, uint32_t slot) {
     check_record(spec.spec(), sizeof(T));
     return detail::target_from_core<T>(open_target(spec.spec().name, slot));
   }
+  /// As source(const ShuffleSpec<T>&, uint32_t), for a flow of byte records.
   BytesSource source(const BytesShuffleSpec& spec, uint32_t slot) {
     check_record(spec.spec(), 0);
     return detail::bytes_source_from_core(open_source(spec.spec().name, slot));
   }
+  /// As target(const ShuffleSpec<T>&, uint32_t), for a flow of byte records.
   BytesTarget target(const BytesShuffleSpec& spec, uint32_t slot) {
     check_record(spec.spec(), 0);
     return detail::bytes_target_from_core(open_target(spec.spec().name, slot));
   }
-  // The same for replicate flows: push() writes to every target.
+  /// The same for replicate flows: push() writes to every target.
+  ///@{
   template <class T>
   Source<T> source(const ReplicateSpec<T>& spec, uint32_t slot) {
     check_record(spec.spec(), sizeof(T));
@@ -228,8 +256,10 @@ class Cluster {
     check_record(spec.spec(), 0);
     return detail::bytes_target_from_core(open_target(spec.spec().name, slot));
   }
-  // The same for combiner flows: push() folds into the source's table,
-  // the target ends up with the final groups.
+  ///@}
+  /// The same for combiner flows: push() folds into the source's table,
+  /// the target ends up with the final groups.
+  ///@{
   template <class T>
   CombinerSource<T> source(const CombinerSpec<T>& spec, uint32_t slot) {
     const FlowSpec flow = spec.untyped().flow_spec();
@@ -244,44 +274,45 @@ class Cluster {
     return detail::combiner_target_from_core<T>(
         detail::make_combiner_target(spec.untyped(), open_target(flow.name, slot)));
   }
+  ///@}
 
-  // Waits until every rank of the job has called barrier with the same name
-  // (reusable: the n-th call meets the others' n-th call; a call that threw
-  // does not count, so its retry meets the others' same call). Calls of one
-  // name made at once by several threads of a rank are counted in the order
-  // the registry receives them. Throws on timeout (naming the missing ranks)
-  // or PeerLostError.
+  /// Waits until every rank of the job has called barrier with the same name
+  /// (reusable: the n-th call meets the others' n-th call; a call that threw
+  /// does not count, so its retry meets the others' same call). Calls of one
+  /// name made at once by several threads of a rank are counted in the order
+  /// the registry receives them. Throws on timeout (naming the missing ranks)
+  /// or PeerLostError.
   void barrier(std::string_view name, Deadline deadline = kForever);
-  // Arrive-and-wait for a set of endpoints (threads of any ranks): returns
-  // once every endpoint of `members` has made its n-th call of barrier
-  // `name` with the same members; the caller is endpoint (rank(), slot).
-  // Reusable as above. Throws Error(kTimeout) naming the missing endpoints,
-  // PeerLostError if a member's rank is gone, Error(kInvalidArgument) if the
-  // caller is not a member or members disagree (a name serves one member
-  // set for the whole job; every-rank barriers are the set of all (rank, 0)).
+  /// Arrive-and-wait for a set of endpoints (threads of any ranks): returns
+  /// once every endpoint of `members` has made its n-th call of barrier
+  /// `name` with the same members; the caller is endpoint (rank(), slot).
+  /// Reusable as above. Throws Error(kTimeout) naming the missing endpoints,
+  /// PeerLostError if a member's rank is gone, Error(kInvalidArgument) if the
+  /// caller is not a member or members disagree (a name serves one member
+  /// set for the whole job; every-rank barriers are the set of all (rank, 0)).
   void barrier(std::string_view name, const std::vector<Endpoint>& members, uint32_t slot,
                Deadline deadline = kForever);
 
-  // Exposes `bytes` of zeroed memory of this rank under `name` for one-sided
-  // access by every rank (see memory.h). Names are per rank: two ranks may
-  // expose the same name. Destroying the MemoryRegion withdraws it: its
-  // registry entry no longer describes it (later open_region calls fail at
-  // once) and the name may be exposed again. Throws Error(kInvalidArgument)
-  // on a bad name or one this rank exposes already, Error(kResource) if
-  // memory or an endpoint cannot be had.
+  /// Exposes `bytes` of zeroed memory of this rank under `name` for one-sided
+  /// access by every rank (see memory.h). Names are per rank: two ranks may
+  /// expose the same name. Destroying the MemoryRegion withdraws it: its
+  /// registry entry no longer describes it (later open_region calls fail at
+  /// once) and the name may be exposed again. Throws Error(kInvalidArgument)
+  /// on a bad name or one this rank exposes already, Error(kResource) if
+  /// memory or an endpoint cannot be had.
   MemoryRegion expose(std::string_view name, size_t bytes);
-  // Opens region `name` of rank `owner`, waiting until the owner exposed it.
-  // Throws Error(kTimeout) at the deadline, PeerLostError if the owner is
-  // gone, Error(kInvalidArgument) at once if the owner exposed it and has
-  // since destroyed it (and not exposed it again), Error(kProtocol) on a
-  // malformed descriptor.
+  /// Opens region `name` of rank `owner`, waiting until the owner exposed it.
+  /// Throws Error(kTimeout) at the deadline, PeerLostError if the owner is
+  /// gone, Error(kInvalidArgument) at once if the owner exposed it and has
+  /// since destroyed it (and not exposed it again), Error(kProtocol) on a
+  /// malformed descriptor.
   RemoteRegion open_region(std::string_view name, uint32_t owner, Deadline deadline = kForever);
 
-  // Every rank contributes `value`; returns all contributions indexed by rank.
-  // Setup-time only (goes through the registry). The n-th call meets the
-  // others' n-th call, counted as for barrier() (concurrent calls of one name
-  // from several threads of a rank each meet one call of every other rank,
-  // and all of them see the same values). Same failure rules as barrier.
+  /// Every rank contributes `value`; returns all contributions indexed by rank.
+  /// Setup-time only (goes through the registry). The n-th call meets the
+  /// others' n-th call, counted as for barrier() (concurrent calls of one name
+  /// from several threads of a rank each meet one call of every other rank,
+  /// and all of them see the same values). Same failure rules as barrier.
   std::vector<std::string> allgather(std::string_view name, std::string_view value,
                                      Deadline deadline = kForever);
 
@@ -291,8 +322,8 @@ class Cluster {
   std::unique_ptr<detail::SourceCore> open_source(const std::string& flow, uint32_t slot);
   std::unique_ptr<detail::TargetCore> open_target(const std::string& flow, uint32_t slot);
 
-  // Shared only with weak references: handles that outlive the Cluster
-  // against their contract (regions, declared flows) find it gone.
+  /// Shared only with weak references: handles that outlive the Cluster
+  /// against their contract (regions, declared flows) find it gone.
   std::shared_ptr<detail::ClusterImpl> impl_;
 };
 

@@ -1,15 +1,16 @@
-// sluice/errors.h: the two ways sluice reports failure.
-//
-// Setup and the control plane (joining a cluster, declaring flows, opening
-// sources and targets, barriers) throw exceptions derived from sluice::Error.
-// Each carries an ErrorCode and a message that says what happened, to what,
-// and what to do about it.
-//
-// The data plane (push, flush, close, consume) never throws. It returns a
-// Status, and on kPeerLost or kTimeout the handle's error() says which peer or
-// which endpoints it was waiting for.
-//
-// Thread safety: all types here are values; share them freely.
+/// @file
+/// sluice/errors.h: the two ways sluice reports failure.
+///
+/// Setup and the control plane (joining a cluster, declaring flows, opening
+/// sources and targets, barriers) throw exceptions derived from sluice::Error.
+/// Each carries an ErrorCode and a message that says what happened, to what,
+/// and what to do about it.
+///
+/// The data plane (push, flush, close, consume) never throws. It returns a
+/// Status, and on kPeerLost or kTimeout the handle's error() says which peer or
+/// which endpoints it was waiting for.
+///
+/// Thread safety: all types here are values; share them freely.
 #pragma once
 
 #include <cstdint>
@@ -21,78 +22,82 @@
 SLUICE_API_BEGIN
 namespace sluice {
 
-// What went wrong, for callers that branch on the kind of failure.
+/// What went wrong, for callers that branch on the kind of failure.
 enum class ErrorCode : uint8_t {
-  kInvalidArgument,  // a bad option, spec, endpoint or record
-  kSpecMismatch,     // participants declared the same flow differently
-  kPeerLost,         // a peer process died, left or stopped heart-beating
-  kTimeout,          // a deadline passed before the operation could complete
-  kBootstrap,        // the environment does not say how to join the job
-  kRegistry,         // the registry refused or failed a request
-  kProtocol,         // a malformed or incompatible control message
-  kAuth,             // the job secret was missing or wrong
-  kResource,         // the OS refused memory, a file descriptor or a mapping
-  kInternal,         // a bug in sluice; please report it
+  kInvalidArgument,  ///< a bad option, spec, endpoint or record
+  kSpecMismatch,     ///< participants declared the same flow differently
+  kPeerLost,         ///< a peer process died, left or stopped heart-beating
+  kTimeout,          ///< a deadline passed before the operation could complete
+  kBootstrap,        ///< the environment does not say how to join the job
+  kRegistry,         ///< the registry refused or failed a request
+  kProtocol,         ///< a malformed or incompatible control message
+  kAuth,             ///< the job secret was missing or wrong
+  kResource,         ///< the OS refused memory, a file descriptor or a mapping
+  kInternal,         ///< a bug in sluice; please report it
 };
 
-// A short stable name for `code`, e.g. "PeerLost".
+/// A short stable name for `code`, e.g. "PeerLost".
 const char* to_string(ErrorCode code);
 
-// Base of every exception sluice throws.
+/// Base of every exception sluice throws.
 class Error : public std::runtime_error {
  public:
+  /// An error of kind `code`; what() returns `message`.
   Error(ErrorCode code, const std::string& message);
+  /// What went wrong.
   ErrorCode code() const { return code_; }
 
  private:
   ErrorCode code_;
 };
 
-// Thrown by setup calls when a peer is gone; the data plane returns
-// Status::kPeerLost instead.
+/// Thrown by setup calls when a peer is gone; the data plane returns
+/// Status::kPeerLost instead.
 class PeerLostError : public Error {
  public:
+  /// A kPeerLost error about `rank`; what() returns `message`.
   PeerLostError(uint32_t rank, const std::string& message)
       : Error(ErrorCode::kPeerLost, message), rank_(rank) {}
+  /// The rank that was lost.
   uint32_t rank() const { return rank_; }
 
  private:
   uint32_t rank_;
 };
 
-// Result of a data-plane call. Never ignore it: kPeerLost means the flow
-// cannot deliver everything it promised. Each status is either retryable
-// (the same call may succeed later; nothing was lost or half-done) or
-// terminal (every later call on that source or target returns it again).
+/// Result of a data-plane call. Never ignore it: kPeerLost means the flow
+/// cannot deliver everything it promised. Each status is either retryable
+/// (the same call may succeed later; nothing was lost or half-done) or
+/// terminal (every later call on that source or target returns it again).
 enum class Status : uint8_t {
-  kOk = 0,
-  kWouldBlock,  // retryable. A try_* call that would have to wait:
-                // try_push: the target's ring (or the provider's queue) is
-                // full, nothing was written; try_consume: nothing is ready
-  kEndOfFlow,   // terminal, success. consume: every source closed and every
-                // record was consumed
-  kTimeout,     // retryable. A call with a deadline: it passed first.
-                // close() after kTimeout resumes (nothing is sent twice)
-  kPeerLost,    // terminal. A peer this call depends on is gone (died, left,
-                // destroyed its end, or abort()ed); error() names it
-  kClosed,      // terminal. push after close() or abort()
-  kInvalid,     // that call only: a bad argument, e.g. an explicit target out
-                // of range or a record larger than a segment; see error()
-  kGap,         // retryable. consume on an ordered replicate flow: a sequence
-                // number never arrived (see Target::gap()); the next consume
-                // goes on after it
+  kOk = 0,      ///< success
+  kWouldBlock,  ///< retryable. A try_* call that would have to wait:
+                ///< try_push: the target's ring (or the provider's queue) is
+                ///< full, nothing was written; try_consume: nothing is ready
+  kEndOfFlow,   ///< terminal, success. consume: every source closed and every
+                ///< record was consumed
+  kTimeout,     ///< retryable. A call with a deadline: it passed first.
+                ///< close() after kTimeout resumes (nothing is sent twice)
+  kPeerLost,    ///< terminal. A peer this call depends on is gone (died, left,
+                ///< destroyed its end, or abort()ed); error() names it
+  kClosed,      ///< terminal. push after close() or abort()
+  kInvalid,     ///< that call only: a bad argument, e.g.\ an explicit target out
+                ///< of range or a record larger than a segment; see error()
+  kGap,         ///< retryable. consume on an ordered replicate flow: a sequence
+                ///< number never arrived (see Target::gap()); the next consume
+                ///< goes on after it
 };
 
-// A short stable name for `status`, e.g. "WouldBlock".
+/// A short stable name for `status`, e.g. "WouldBlock".
 const char* to_string(Status status);
 
-// Who a kPeerLost is about, for callers that act on it (fence the rank,
-// re-route its work): the rank whose process died, left, stopped
-// heart-beating, destroyed or aborted its end, or sent corrupt data, and its
-// host where the registry knew it. Where several were lost, the first seen.
+/// Who a kPeerLost is about, for callers that act on it (fence the rank,
+/// re-route its work): the rank whose process died, left, stopped
+/// heart-beating, destroyed or aborted its end, or sent corrupt data, and its
+/// host where the registry knew it. Where several were lost, the first seen.
 struct LostPeer {
-  uint32_t rank = 0;
-  std::string host;  // hostname, or empty if unknown
+  uint32_t rank = 0;  ///< the rank that was lost
+  std::string host;   ///< hostname, or empty if unknown
 };
 
 }  // namespace sluice

@@ -1,45 +1,50 @@
-// sluice/job.h: the harness a job's command shares with every other: its
-// command line, its main(), its worker threads and its report to rank 0.
-//
-//   int main(int argc, char** argv) {
-//     sluice::Job job("sluice-count", "counts records across the ranks");
-//     uint64_t records = 1000;
-//     job.cli().add_option("--records", records, "records per worker");  // CLI11
-//     return job.main(argc, argv, [&](sluice::JobContext& ctx) {
-//       sluice::PoolReport run = ctx.run_workers([&](uint32_t thread, sluice::StartLine& start) {
-//         ... declare flows, open this thread's ends ...
-//         start.wait();  // every worker of every rank is set up: the clock starts
-//         ... push and consume ...
-//       });
-//       if (run.failure) return ctx.fail(*run.failure);
-//       auto all = ctx.gather("count-report", Report{...});  // rank 0 gets every rank's
-//       if (ctx.rank() == 0) ... print ...
-//       return 0;
-//     });
-//   }
-//
-// Job parses the standard flags (JobFlags: --threads, --transport, --json,
-// --verify, --seed, --setup-timeout-ms, --peer-timeout-ms) and the program's
-// own, which it adds to cli() (a CLI::App of CLI11: include <CLI/CLI.hpp> in
-// the file that adds them). It joins the Cluster with
-// ClusterOptions::from_env() overridden by those flags, runs the body, and
-// turns what the body returns or throws into the exit status:
-//   0  the body returned 0 (or --help was asked);
-//   1  the job failed while it ran (a lost peer, a failed flow, a wrong
-//      result the body reported), or the body returned 1;
-//   2  bad usage: an unknown or malformed flag, or UsageError /
-//      std::invalid_argument / Error(kInvalidArgument) from the body;
-//   3  the process could not join the job (Error(kBootstrap));
-//   any other value the body returns, as it is.
-// Every message it prints goes to stderr as "<name>: rank R: <what>".
-//
-// Fault injection is not the program's business: `sluice run --kill
-// RANK@SECONDS` and `--stop RANK@SECONDS:DURATION` do it from outside, so no
-// rank learns which rank will fail or when.
-//
-// Thread safety: Job is used by main()'s thread. A JobContext may be used by
-// the body's thread; run_workers' threads use only the StartLine they get
-// (and the Cluster, which is thread-safe).
+/// @file
+/// sluice/job.h: the harness a job's command shares with every other: its
+/// command line, its main(), its worker threads and its report to rank 0.
+///
+/// @code
+///   int main(int argc, char** argv) {
+///     sluice::Job job("sluice-count", "counts records across the ranks");
+///     uint64_t records = 1000;
+///     job.cli().add_option("--records", records, "records per worker");  // CLI11
+///     return job.main(argc, argv, [&](sluice::JobContext& ctx) {
+///       sluice::PoolReport run = ctx.run_workers([&](uint32_t thread, sluice::StartLine& start) {
+///         ... declare flows, open this thread's ends ...
+///         start.wait();  // every worker of every rank is set up: the clock starts
+///         ... push and consume ...
+///       });
+///       if (run.failure) return ctx.fail(*run.failure);
+///       auto all = ctx.gather("count-report", Report{...});  // rank 0 gets every rank's
+///       if (ctx.rank() == 0) ... print ...
+///       return 0;
+///     });
+///   }
+/// @endcode
+///
+/// Job parses the standard flags (JobFlags: `--threads`, `--transport`, `--json`,
+/// `--verify`, `--seed`, `--setup-timeout-ms`, `--peer-timeout-ms`) and the program's
+/// own, which it adds to cli() (a CLI::App of CLI11: include <CLI/CLI.hpp> in
+/// the file that adds them). It joins the Cluster with
+/// ClusterOptions::from_env() overridden by those flags, runs the body, and
+/// turns what the body returns or throws into the exit status:
+/// @code{.unparsed}
+///   0  the body returned 0 (or --help was asked);
+///   1  the job failed while it ran (a lost peer, a failed flow, a wrong
+///      result the body reported), or the body returned 1;
+///   2  bad usage: an unknown or malformed flag, or UsageError /
+///      std::invalid_argument / Error(kInvalidArgument) from the body;
+///   3  the process could not join the job (Error(kBootstrap));
+///   any other value the body returns, as it is.
+/// @endcode
+/// Every message it prints goes to stderr as "<name>: rank R: <what>".
+///
+/// Fault injection is not the program's business: `sluice run --kill
+/// RANK@SECONDS` and `--stop RANK@SECONDS:DURATION` do it from outside, so no
+/// rank learns which rank will fail or when.
+///
+/// Thread safety: Job is used by main()'s thread. A JobContext may be used by
+/// the body's thread; run_workers' threads use only the StartLine they get
+/// (and the Cluster, which is thread-safe).
 #pragma once
 
 #include <cstdint>
@@ -63,79 +68,87 @@ class App;
 
 namespace sluice {
 
-// Thrown by a program (or its option checks) for input it cannot use: a
-// file that does not parse, a flag value out of range. Exit status 2.
+/// Thrown by a program (or its option checks) for input it cannot use: a
+/// file that does not parse, a flag value out of range. Exit status 2.
 class UsageError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };
 
-// The flags every job command shares. Set defaults before Job::parse (e.g.
-// job.flags().threads = 2); read the parsed values after.
+/// The flags every job command shares. Set defaults before Job::parse (e.g.
+/// job.flags().threads = 2); read the parsed values after.
 struct JobFlags {
-  // --threads: worker threads per rank (run_workers starts this many).
-  // 1..1024; default 1. Also sets ClusterOptions::threads_per_rank.
+  /// `--threads`: worker threads per rank (run_workers starts this many).
+  /// 1..1024; default 1. Also sets ClusterOptions::threads_per_rank.
   uint32_t threads = 1;
-  // --transport auto|shm|ofi: overrides SLUICE_TRANSPORT. Default: the
-  // environment's (auto).
+  /// `--transport` auto|shm|ofi: overrides SLUICE_TRANSPORT. Default: the
+  /// environment's (auto).
   std::optional<Transport> transport;
-  // --json: rank 0 prints its report as one JSON object. Default off.
+  /// `--json`: rank 0 prints its report as one JSON object. Default off.
   bool json = false;
-  // --verify: check the result against a reference. Default off.
+  /// `--verify`: check the result against a reference. Default off.
   bool verify = false;
-  // --seed: for generated input. Default 1.
+  /// `--seed`: for generated input. Default 1.
   uint64_t seed = 1;
-  // --setup-timeout-ms, --peer-timeout-ms: override SLUICE_SETUP_TIMEOUT_MS
-  // and SLUICE_PEER_TIMEOUT_MS. Default: the environment's.
+  /// `--setup-timeout-ms`, `--peer-timeout-ms`: override SLUICE_SETUP_TIMEOUT_MS
+  /// and SLUICE_PEER_TIMEOUT_MS. Default: the environment's.
+  ///@{
   std::optional<uint32_t> setup_timeout_ms;
   std::optional<uint32_t> peer_timeout_ms;
+  ///@}
 };
 
-// Which standard flags a program offers (a program without a reference to
-// check against does not offer --verify). Bits of JobFlagSet.
+/// Which standard flags a program offers (a program without a reference to
+/// check against does not offer `--verify`). Bits of JobFlagSet.
 enum JobFlag : uint32_t {
-  kFlagThreads = 1u << 0,
-  kFlagJson = 1u << 1,
-  kFlagVerify = 1u << 2,
-  kFlagSeed = 1u << 3,
-  // --transport, --setup-timeout-ms and --peer-timeout-ms.
+  kFlagThreads = 1u << 0,  ///< `--threads`
+  kFlagJson = 1u << 1,     ///< `--json`
+  kFlagVerify = 1u << 2,   ///< `--verify`
+  kFlagSeed = 1u << 3,     ///< `--seed`
+  /// `--transport`, `--setup-timeout-ms` and `--peer-timeout-ms`.
   kFlagCluster = 1u << 4,
+  /// All of them (Job's default).
   kStandardFlags = kFlagThreads | kFlagJson | kFlagVerify | kFlagSeed | kFlagCluster,
 };
+/// JobFlag bits or-ed together.
 using JobFlagSet = uint32_t;
 
-// Why a rank's job failed, as run_workers (or the body) found it: the root
-// cause, not the echoes. When a peer was lost, lost_peer names it and
-// `message` is what the first worker that saw it said; otherwise the first
-// failure of any worker.
+/// Why a rank's job failed, as run_workers (or the body) found it: the root
+/// cause, not the echoes. When a peer was lost, lost_peer names it and
+/// `message` is what the first worker that saw it said; otherwise the first
+/// failure of any worker.
 struct JobFailure {
-  std::string message;
-  std::optional<LostPeer> lost_peer;
-  // "rank 2 (host-b) was lost: <message>" or just the message.
+  std::string message;                ///< what the worker said (see above)
+  std::optional<LostPeer> lost_peer;  ///< the peer that was lost, if one was
+  /// "rank 2 (host-b) was lost: <message>" or just the message.
   std::string describe() const;
 };
 
-// What run_workers measured. Times run from the moment every worker of every
-// rank passed StartLine::wait() to the end of this rank's last worker.
+/// What run_workers measured. Times run from the moment every worker of every
+/// rank passed StartLine::wait() to the end of this rank's last worker.
 struct PoolReport {
-  double seconds = 0;      // wall time of this rank's workers
-  double cpu_seconds = 0;  // CPU time of this process (all threads) meanwhile
+  double seconds = 0;      ///< wall time of this rank's workers
+  double cpu_seconds = 0;  ///< CPU time of this process (all threads) meanwhile
+  /// The root cause if the start or a worker failed (see run_workers);
+  /// empty if none did.
   std::optional<JobFailure> failure;
 };
 
-// The line every worker of every rank starts from: set up first (declare
-// flows, open ends), then wait(), then work. A worker that returns or throws
-// without calling wait() counts as having arrived.
+/// The line every worker of every rank starts from: set up first (declare
+/// flows, open ends), then wait(), then work. A worker that returns or throws
+/// without calling wait() counts as having arrived.
 class StartLine {
  public:
-  // Blocks until every worker of this rank has arrived and every rank's
-  // workers have met at a barrier. Throws if the start was called off (a
-  // worker of this rank failed in its set-up, or the barrier failed): let it
-  // propagate, run_workers does not count it as a cause.
+  /// Blocks until every worker of this rank has arrived and every rank's
+  /// workers have met at a barrier. Throws if the start was called off (a
+  /// worker of this rank failed in its set-up, or the barrier failed): let it
+  /// propagate, run_workers does not count it as a cause.
   void wait();
 
   struct State;
+  /// run_workers makes one per worker, on its private State.
   explicit StartLine(State& state) : state_(&state) {}
+  /// Whether this worker has called wait().
   bool arrived() const { return arrived_; }
 
  private:
@@ -143,63 +156,66 @@ class StartLine {
   bool arrived_ = false;
 };
 
-// How run_workers starts its threads.
+/// How run_workers starts its threads.
 struct PoolOptions {
-  // Worker threads on this rank. REQUIRES: >= 1. Default 1.
+  /// Worker threads on this rank. REQUIRES: >= 1. Default 1.
   uint32_t threads = 1;
-  // The start barrier's name: the same on every rank, different for each
-  // call. Default "job-start".
+  /// The start barrier's name: the same on every rank, different for each
+  /// call. Default "job-start".
   std::string name = "job-start";
-  // The ranks that start together, as endpoints (rank, 0) (Cluster::ranks):
-  // empty (default) for every rank of the job. REQUIRES: names this rank.
+  /// The ranks that start together, as endpoints (rank, 0) (Cluster::ranks):
+  /// empty (default) for every rank of the job. REQUIRES: names this rank.
   std::vector<Endpoint> members;
 };
 
-// Runs work(thread, start) on options.threads threads of this rank and waits
-// for them; every rank of options.members calls it. The threads start
-// together (StartLine); the report times them from there. Exceptions a
-// worker throws are caught: the report's failure says the root cause (a
-// PeerLostError's rank, or else a rank Cluster::alive() reports gone, before
-// any other worker's message). Never throws.
+/// Runs work(thread, start) on options.threads threads of this rank and waits
+/// for them; every rank of options.members calls it. The threads start
+/// together (StartLine); the report times them from there. Exceptions a
+/// worker throws are caught: the report's failure says the root cause (a
+/// PeerLostError's rank, or else a rank Cluster::alive() reports gone, before
+/// any other worker's message). Never throws.
 PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
                        const std::function<void(uint32_t thread, StartLine& start)>& work);
 
 class JobContext;
 
-// One program's harness: command line, main(), exit status. See the top of
-// the file.
+/// One program's harness: command line, main(), exit status. See the top of
+/// the file.
 class Job {
  public:
-  // name: the program's name in messages and --help; summary: one line
-  // saying what it does. `flags`: the standard flags it offers.
+  /// name: the program's name in messages and `--help`; summary: one line
+  /// saying what it does. `flags`: the standard flags it offers.
   Job(std::string name, std::string summary, JobFlagSet flags = kStandardFlags);
   ~Job();
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
 
-  // The command line, to add the program's own options and subcommands to
-  // before parse(). CLI11's; include <CLI/CLI.hpp> to use it.
+  /// The command line, to add the program's own options and subcommands to
+  /// before parse(). CLI11's; include <CLI/CLI.hpp> to use it.
   CLI::App& cli();
-  // The standard flags: defaults before parse(), values after.
+  /// The standard flags: defaults before parse(), values after.
+  ///@{
   JobFlags& flags() { return flags_; }
   const JobFlags& flags() const { return flags_; }
+  ///@}
+  /// The program's name, as given to the constructor.
   const std::string& name() const { return name_; }
 
-  // Parses argv. Returns nothing to go on, or the status to exit with: 0
-  // after printing --help, 2 after naming a bad flag.
+  /// Parses argv. Returns nothing to go on, or the status to exit with: 0
+  /// after printing `--help`, 2 after naming a bad flag.
   std::optional<int> parse(int argc, const char* const* argv);
 
-  // The ClusterOptions this program joins with: from_env(), then the flags.
-  // Throws Error(kInvalidArgument) naming a malformed variable.
+  /// The ClusterOptions this program joins with: from_env(), then the flags.
+  /// Throws Error(kInvalidArgument) naming a malformed variable.
   ClusterOptions cluster_options() const;
 
-  // Joins the job and runs body(ctx) on this rank; returns the exit status
-  // (top of the file). Never throws.
+  /// Joins the job and runs body(ctx) on this rank; returns the exit status
+  /// (top of the file). Never throws.
   int run(const std::function<int(JobContext&)>& body);
-  // For a command that joins no job (a local simulation, a file check):
-  // runs body() with the same exit statuses and messages. Never throws.
+  /// For a command that joins no job (a local simulation, a file check):
+  /// runs body() with the same exit statuses and messages. Never throws.
   int run_local(const std::function<int()>& body);
-  // parse() then run().
+  /// parse() then run().
   int main(int argc, const char* const* argv, const std::function<int(JobContext&)>& body);
 
  private:
@@ -210,19 +226,24 @@ class Job {
   std::unique_ptr<CLI::App> cli_;
 };
 
-// What the body of a job gets: the Cluster and the harness's helpers.
+/// What the body of a job gets: the Cluster and the harness's helpers.
 class JobContext {
  public:
+  /// Job::run makes it; it refers to both, which outlive it.
   JobContext(Job& job, Cluster& cluster) : job_(&job), cluster_(&cluster) {}
 
+  /// The Cluster this rank joined.
   Cluster& cluster() { return *cluster_; }
+  /// The standard flags, as parsed (Job::flags()).
   const JobFlags& flags() const { return job_->flags(); }
+  /// This rank (Cluster::rank()).
   uint32_t rank() const { return cluster_->rank(); }
+  /// The number of ranks (Cluster::world_size()).
   uint32_t world_size() const { return cluster_->world_size(); }
 
-  // sluice::run_workers on flags().threads threads (or `threads`) of every
-  // rank of the job, starting at a barrier named `name` (the same on every
-  // rank, different for each call).
+  /// sluice::run_workers on flags().threads threads (or `threads`) of every
+  /// rank of the job, starting at a barrier named `name` (the same on every
+  /// rank, different for each call).
   PoolReport run_workers(const std::function<void(uint32_t thread, StartLine& start)>& work,
                          std::string_view name = "job-start", uint32_t threads = 0) {
     return sluice::run_workers(
@@ -230,10 +251,10 @@ class JobContext {
         work);
   }
 
-  // Every rank's `mine`, indexed by rank, on rank 0; empty elsewhere. Every
-  // rank must call it with the same name (setup-time: goes through the
-  // registry). T is copied byte for byte: REQUIRES trivially copyable, and
-  // every rank built from the same source.
+  /// Every rank's `mine`, indexed by rank, on rank 0; empty elsewhere. Every
+  /// rank must call it with the same name (setup-time: goes through the
+  /// registry). T is copied byte for byte: REQUIRES trivially copyable, and
+  /// every rank built from the same source.
   template <class T>
   std::vector<T> gather(std::string_view name, const T& mine) {
     static_assert(std::is_trivially_copyable_v<T>, "gather<T> copies T byte for byte");
@@ -246,16 +267,18 @@ class JobContext {
     }
     return out;
   }
-  // The same for byte strings of any length.
+  /// The same for byte strings of any length.
   std::vector<std::string> gather_bytes(std::string_view name, std::string_view mine);
 
-  // Prints "<name>: rank R: <failure>" to stderr and returns 1, for `return
-  // ctx.fail(...)` from the body.
+  /// Prints "<name>: rank R: <failure>" to stderr and returns 1, for `return
+  /// ctx.fail(...)` from the body.
+  ///@{
   int fail(const JobFailure& failure);
   int fail(std::string_view message);
+  ///@}
 
-  // The transport this rank's flows take to the others: "shm", "ofi" or
-  // "shm+ofi" (this rank alone: "shm").
+  /// The transport this rank's flows take to the others: "shm", "ofi" or
+  /// "shm+ofi" (this rank alone: "shm").
   std::string transport_label() const;
 
  private:
@@ -265,7 +288,7 @@ class JobContext {
   Cluster* cluster_;
 };
 
-// User + system CPU seconds of this process (all threads) so far.
+/// User + system CPU seconds of this process (all threads) so far.
 double process_cpu_seconds();
 
 }  // namespace sluice

@@ -1,8 +1,9 @@
-// sluice/sluice.h: everything a sluice program needs. Read cluster.h (joining
-// and declaring), flow.h (sources, targets, records), worker.h (one loop for
-// a thread that sends and receives) and errors.h (failure); memory.h has
-// one-sided memory regions, options.h every setting and its SLUICE_*
-// variable.
+/// @file
+/// sluice/sluice.h: everything a sluice program needs. Read cluster.h (joining
+/// and declaring), flow.h (sources, targets, records), worker.h (one loop for
+/// a thread that sends and receives) and errors.h (failure); memory.h has
+/// one-sided memory regions, options.h every setting and its SLUICE_*
+/// variable.
 #pragma once
 
 #include "sluice/cluster.h"

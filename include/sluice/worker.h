@@ -1,68 +1,73 @@
-// sluice/worker.h: one progress loop for a thread that sends and receives.
-//
-// The worker threads of a stream engine, a replicated store or a query
-// engine are sources and targets at once, and must keep consuming while one
-// of their outputs is back-pressured (the peer they wait for may be waiting
-// for them). A Worker holds a thread's targets with a handler each, and
-// pushes and closes its sources: whenever a push or close would wait,
-// arriving batches are delivered to their handlers instead, and when
-// nothing at all can move, the thread parks (no CPU) until any of them can.
-//
-//   sluice::Worker w;
-//   w.add(cluster.target(spec, slot), [&](std::span<const Order> batch) {
-//     for (const Order& o : batch) total += o.amount;
-//   });
-//   auto out = cluster.source(spec, slot);
-//   for (const Order& o : orders)
-//     if (w.push(out, o) != sluice::Status::kOk) { ... out.error() ... }
-//   if (w.close(out) != sluice::Status::kOk) { ... }
-//   if (w.run() != sluice::Status::kEndOfFlow) { ... w.error(0) ... }
-//
-// Combiner flows take part the same way: w.add(cluster.target(combiner_spec,
-// slot), on_result) merges partials as they arrive and hands the final
-// groups to on_result(CombinerResult&&) at end of flow, and w.push(src, r) /
-// w.close(src) take a CombinerSource.
-//
-// A worker that also has local work polls, works, and idles (the worker loop
-// of the shuffle-middleware paper): idle(n) with the work done this round
-// resets the back-off when n > 0, and otherwise spins, yields, then parks
-// until an input has data or a slice passes.
-//
-//   while (!w.done()) w.idle(w.poll() + do_local_work());
-//
-// Progress: poll() hands at most one batch per input to its handler, so one
-// busy flow cannot starve the others. An input that fails (kPeerLost, ...)
-// is destroyed at once (its live sources elsewhere learnt it is gone when
-// it failed, rather than wait for credit it can no longer return; a
-// replicate source goes on without it); run() then reports the failure. A handler may push (through
-// the same worker) into any flow, even one the worker's own inputs are fed by; while a handler
-// runs, its input is not polled again (its batch stays valid), the other inputs are.
-//
-// Parking: a parked worker sleeps in one system call on everything it
-// waits for: the futex words of its shm endpoints (one futex_waitv), or the
-// completion queues of its ofi endpoints (one poll(2) on their wait fds).
-// With shm and ofi endpoints mixed (a futex cannot wake a poll), or on a
-// provider without completion-queue wait fds, it sleeps in slices of 1 ms.
-// Deadlines and peer failure are honoured as in the blocking calls: a parked
-// worker looks at its peers' liveness at least every 50 ms.
-//
-// Background progress: over ofi, what a source handed to the provider
-// (close()'s END above all) may move only while its endpoint is driven.
-// A worker that pushed or closed an ofi source keeps driving it in poll()
-// and wakes for it when parked, until its last transfers completed and its
-// targets confirmed the end, or the source is destroyed; run() and done()
-// wait for the last transfers of the sources closed through it, so that a
-// thread may go on to a barrier (or anything that does not drive the
-// worker) right after run() without holding back what its peers wait for.
-//
-// Giving up: a thread that stops driving its worker (after a failure, say)
-// should destroy it, and abort() its sources, before it waits on anything
-// else: until then its peers may wait for it to consume.
-//
-// Thread safety: a Worker and everything added to it belong to one thread at
-// a time (it may be moved to another). Ownership: it owns the targets added
-// to it (destroyed with it, before their Cluster); sources stay the caller's
-// and must outlive the calls that name them.
+/// @file
+/// sluice/worker.h: one progress loop for a thread that sends and receives.
+///
+/// The worker threads of a stream engine, a replicated store or a query
+/// engine are sources and targets at once, and must keep consuming while one
+/// of their outputs is back-pressured (the peer they wait for may be waiting
+/// for them). A Worker holds a thread's targets with a handler each, and
+/// pushes and closes its sources: whenever a push or close would wait,
+/// arriving batches are delivered to their handlers instead, and when
+/// nothing at all can move, the thread parks (no CPU) until any of them can.
+///
+/// @code
+///   sluice::Worker w;
+///   w.add(cluster.target(spec, slot), [&](std::span<const Order> batch) {
+///     for (const Order& o : batch) total += o.amount;
+///   });
+///   auto out = cluster.source(spec, slot);
+///   for (const Order& o : orders)
+///     if (w.push(out, o) != sluice::Status::kOk) { ... out.error() ... }
+///   if (w.close(out) != sluice::Status::kOk) { ... }
+///   if (w.run() != sluice::Status::kEndOfFlow) { ... w.error(0) ... }
+/// @endcode
+///
+/// Combiner flows take part the same way: w.add(cluster.target(combiner_spec,
+/// slot), on_result) merges partials as they arrive and hands the final
+/// groups to on_result(CombinerResult&&) at end of flow, and w.push(src, r) /
+/// w.close(src) take a CombinerSource.
+///
+/// A worker that also has local work polls, works, and idles (the worker loop
+/// of the shuffle-middleware paper): idle(n) with the work done this round
+/// resets the back-off when n > 0, and otherwise spins, yields, then parks
+/// until an input has data or a slice passes.
+///
+/// @code
+///   while (!w.done()) w.idle(w.poll() + do_local_work());
+/// @endcode
+///
+/// Progress: poll() hands at most one batch per input to its handler, so one
+/// busy flow cannot starve the others. An input that fails (kPeerLost, ...)
+/// is destroyed at once (its live sources elsewhere learnt it is gone when
+/// it failed, rather than wait for credit it can no longer return; a
+/// replicate source goes on without it); run() then reports the failure. A handler may push
+/// (through the same worker) into any flow, even one the worker's own inputs are fed by; while a
+/// handler runs, its input is not polled again (its batch stays valid), the other inputs are.
+///
+/// Parking: a parked worker sleeps in one system call on everything it
+/// waits for: the futex words of its shm endpoints (one futex_waitv), or the
+/// completion queues of its ofi endpoints (one poll(2) on their wait fds).
+/// With shm and ofi endpoints mixed (a futex cannot wake a poll), or on a
+/// provider without completion-queue wait fds, it sleeps in slices of 1 ms.
+/// Deadlines and peer failure are honoured as in the blocking calls: a parked
+/// worker looks at its peers' liveness at least every 50 ms.
+///
+/// Background progress: over ofi, what a source handed to the provider
+/// (close()'s END above all) may move only while its endpoint is driven.
+/// A worker that pushed or closed an ofi source keeps driving it in poll()
+/// and wakes for it when parked, until its last transfers completed and its
+/// targets confirmed the end, or the source is destroyed; run() and done()
+/// wait for the last transfers of the sources closed through it, so that a
+/// thread may go on to a barrier (or anything that does not drive the
+/// worker) right after run() without holding back what its peers wait for.
+///
+/// Giving up: a thread that stops driving its worker (after a failure, say)
+/// should destroy it, and abort() its sources, before it waits on anything
+/// else: until then its peers may wait for it to consume.
+///
+/// Thread safety: a Worker and everything added to it belong to one thread at
+/// a time (it may be moved to another). Ownership: it owns the targets added
+/// to it (destroyed with it, before their Cluster); sources stay the caller's
+/// and must outlive the calls that name them.
 #pragma once
 
 #include <chrono>
@@ -85,37 +90,45 @@
 SLUICE_API_BEGIN
 namespace sluice {
 
-// How a worker with nothing to do waits: `spin` idle rounds busy-waiting,
-// then `yields` rounds of sched_yield(), then parking. Spinning answers in
-// microseconds but costs a CPU; on a machine with fewer cores than busy
-// threads, set spin to 0.
+/// How a worker with nothing to do waits: `spin` idle rounds busy-waiting,
+/// then `yields` rounds of sched_yield(), then parking. Spinning answers in
+/// microseconds but costs a CPU; on a machine with fewer cores than busy
+/// threads, set spin to 0.
 struct IdleStrategy {
-  uint32_t spin = 200;
-  uint32_t yields = 64;
+  uint32_t spin = 200;   ///< idle rounds that busy-wait
+  uint32_t yields = 64;  ///< idle rounds after those that call sched_yield()
 };
 
-// Where a batch came from: the index of its source in the flow's sources(),
-// and on ordered replicate flows its sequence number.
+/// Where a batch came from: the index of its source in the flow's sources(),
+/// and on ordered replicate flows its sequence number.
 struct BatchInfo {
-  uint32_t source = 0;
-  uint64_t sequence = 0;
+  uint32_t source = 0;    ///< index into the flow's sources() (Target::last_source)
+  uint64_t sequence = 0;  ///< ordered replicate flows: the sequence number (Target::last_sequence)
 };
 
+/// One thread's progress loop over its targets and sources; see the top of
+/// this file. Move-only; one owning thread.
 class Worker {
  public:
-  // Index of an input, in the order add() was called.
+  /// Index of an input, in the order add() was called.
   using InputId = uint32_t;
 
+  /// A worker with no inputs, that idles as `idle` says.
   explicit Worker(IdleStrategy idle = {});
   ~Worker();
+  /// Moves the inputs and everything the worker drives (to another thread,
+  /// say); the moved-from Worker may only be destroyed or assigned to.
+  ///@{
   Worker(Worker&&) noexcept;
   Worker& operator=(Worker&&) noexcept;
+  ///@}
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // Adds a target; poll() hands its batches to `on_batch`, called as
-  // on_batch(std::span<const T>) or on_batch(std::span<const T>, const BatchInfo&)
-  // (for byte flows, with a RecordBatch). The batch is valid during the call.
+  /// Adds a target; poll() hands its batches to `on_batch`, called as
+  /// on_batch(std::span<const T>) or on_batch(std::span<const T>, const BatchInfo&)
+  /// (for byte flows, with a RecordBatch). The batch is valid during the call.
+  ///@{
   template <class T, class F>
   InputId add(Target<T> target, F on_batch) {
     detail::TargetCore* core = target.core_.get();
@@ -130,9 +143,11 @@ class Worker {
         core, std::make_unique<detail::TypedInput<BatchInfo, BytesTarget, F, std::nullptr_t>>(
                   std::move(target), std::move(on_batch), nullptr));
   }
-  // Ordered replicate flows: `on_gap(uint64_t sequence)` is told of every
-  // sequence number that never arrived (see Target::consume), and delivery
-  // goes on. Without it, run() returns kGap.
+  ///@}
+  /// Ordered replicate flows: `on_gap(uint64_t sequence)` is told of every
+  /// sequence number that never arrived (see Target::consume), and delivery
+  /// goes on. Without it, run() returns kGap.
+  ///@{
   template <class T, class F, class G>
   InputId add(Target<T> target, F on_batch, G on_gap) {
     detail::TargetCore* core = target.core_.get();
@@ -145,13 +160,14 @@ class Worker {
     return add_input(core, std::make_unique<detail::TypedInput<BatchInfo, BytesTarget, F, G>>(
                                std::move(target), std::move(on_batch), std::move(on_gap)));
   }
+  ///@}
 
-  // Combiner flows (combiner.h): poll() merges the partials as they arrive,
-  // one batch at a time, and once every source has closed hands the final
-  // groups to `on_result`, called once as on_result(CombinerResult&&) (a
-  // handler taking a CombinerResult by value or by const reference works
-  // too). A failure (kPeerLost, kInvalid from partials of another layout)
-  // ends the input without a result; run() reports it.
+  /// Combiner flows (combiner.h): poll() merges the partials as they arrive,
+  /// one batch at a time, and once every source has closed hands the final
+  /// groups to `on_result`, called once as on_result(CombinerResult&&) (a
+  /// handler taking a CombinerResult by value or by const reference works
+  /// too). A failure (kPeerLost, kInvalid from partials of another layout)
+  /// ends the input without a result; run() reports it.
   template <class T, class F>
   InputId add(CombinerTarget<T> target, F on_result) {
     static_assert(std::is_invocable_v<F&, CombinerResult&&>,
@@ -162,43 +178,46 @@ class Worker {
                                std::move(target), combiner, std::move(on_result)));
   }
 
-  // Hands at most one ready batch per input to its handler, at most `limit`
-  // in all, and notes inputs that ended or failed. Returns the batches
-  // handed out plus the inputs that ended (the work done). Never waits.
+  /// Hands at most one ready batch per input to its handler, at most `limit`
+  /// in all, and notes inputs that ended or failed. Returns the batches
+  /// handed out plus the inputs that ended (the work done). Never waits.
   size_t poll(size_t limit = std::numeric_limits<size_t>::max());
-  // Back-off between rounds of a loop: `work` is what the round did (0: it
-  // found nothing). Resets on work; otherwise spins, yields, then parks
-  // until an input may have data or a park slice passes.
+  /// Back-off between rounds of a loop: `work` is what the round did (0: it
+  /// found nothing). Resets on work; otherwise spins, yields, then parks
+  /// until an input may have data or a park slice passes.
   void idle(size_t work);
-  // Polls and idles until every input has ended, and every ofi source
-  // closed through this worker has handed its last segments over (see
-  // Background progress above). Returns kEndOfFlow then;
-  // or, at once, the first failure of an input (kPeerLost, ...: reported()
-  // says which, error(id) why; the others go on if run() is called again), kGap from an ordered
-  // input without an on_gap handler (gap(reported()) is the missing number; call run() again to go
-  // on), or kTimeout at the deadline (call again).
+  /// Polls and idles until every input has ended, and every ofi source
+  /// closed through this worker has handed its last segments over (see
+  /// Background progress above). Returns kEndOfFlow then;
+  /// or, at once, the first failure of an input (kPeerLost, ...: reported()
+  /// says which, error(id) why; the others go on if run() is called again), kGap from an ordered
+  /// input without an on_gap handler (gap(reported()) is the missing number; call run() again to go
+  /// on), or kTimeout at the deadline (call again).
   Status run(Deadline deadline = kForever);
-  // The input whose failure or gap run() returned last.
+  /// The input whose failure or gap run() returned last.
   InputId reported() const { return reported_; }
 
-  // True once every input has ended (kEndOfFlow or a failure) and no ofi
-  // source closed through this worker is still handing its last segments
-  // over.
+  /// True once every input has ended (kEndOfFlow or a failure) and no ofi
+  /// source closed through this worker is still handing its last segments
+  /// over.
   bool done() const;
+  /// How many inputs add() added (ended ones included).
   size_t num_inputs() const { return inputs_.size(); }
-  // kOk while input `id` is open; kEndOfFlow or the failure that ended it.
+  /// kOk while input `id` is open; kEndOfFlow or the failure that ended it.
   Status status(InputId id) const { return inputs_[id]->status; }
-  // Why input `id` failed; empty while it is fine.
+  /// Why input `id` failed; empty while it is fine.
   const std::string& error(InputId id) const { return inputs_[id]->error(); }
-  // After kPeerLost on input `id`: the rank (and host) it is about, where
-  // one is known (combiner inputs too).
+  /// After kPeerLost on input `id`: the rank (and host) it is about, where
+  /// one is known (combiner inputs too).
   std::optional<LostPeer> lost_peer(InputId id) const { return inputs_[id]->lost_peer(); }
+  /// After run() returned kGap for input `id`: the sequence number that never
+  /// arrived (as Target::gap).
   uint64_t gap(InputId id) const { return inputs_[id]->gap(); }
 
-  // Source::push (or BytesSource::push with a span of bytes), delivering
-  // the inputs while the record's ring is full. Same results as the
-  // source's push: kOk, kTimeout at the deadline, kPeerLost, kClosed,
-  // kInvalid; details in s.error().
+  /// Source::push (or BytesSource::push with a span of bytes), delivering
+  /// the inputs while the record's ring is full. Same results as the
+  /// source's push: kOk, kTimeout at the deadline, kPeerLost, kClosed,
+  /// kInvalid; details in s.error().
   template <class S, class R>
   requires(!detail::is_record_run<S, R>) [[nodiscard]] Status
       push(S& s, const R& r, Deadline deadline = kForever) {
@@ -211,10 +230,10 @@ class Worker {
         s.core_.get(), deadline, [&] { return s.try_push(r); },
         [&] { return s.push(r, deadline); });
   }
-  // Source::push(span): a run of records (a std::span, std::vector, array,
-  // ... of T), delivering the inputs while a ring is full. Records already
-  // pushed are never pushed again on a retry: s.last_pushed() says how many
-  // of the run went when the status is not kOk.
+  /// Source::push(span): a run of records (a std::span, std::vector, array,
+  /// ... of T), delivering the inputs while a ring is full. Records already
+  /// pushed are never pushed again on a retry: s.last_pushed() says how many
+  /// of the run went when the status is not kOk.
   template <class T, class Run>
   requires detail::is_record_run<Source<T>, Run>
   [[nodiscard]] Status push(Source<T>& s, const Run& run, Deadline deadline = kForever) {
@@ -223,8 +242,8 @@ class Worker {
       return try_only ? s.try_push(all.subspan(done)) : s.push(all.subspan(done), d);
     });
   }
-  // Source::push_to(targets, records) the same way: a run whose records'
-  // targets are named.
+  /// Source::push_to(targets, records) the same way: a run whose records'
+  /// targets are named.
   template <class T, class Targets, class Run>
   requires detail::is_record_run<Source<T>, Run> &&
       std::is_convertible_v<const Targets&, std::span<const uint32_t>>
@@ -238,6 +257,8 @@ class Worker {
                       : s.push_to(to.subspan(done), all.subspan(done), d);
     });
   }
+  /// Source::push_to(target, r) (or BytesSource's), delivering the inputs
+  /// while that target's ring is full. Same results as the source's push_to.
   template <class S, class R>
   [[nodiscard]] Status push_to(S& s, uint32_t target, const R& r, Deadline deadline = kForever) {
     Status st = s.try_push_to(target, r);
@@ -249,8 +270,8 @@ class Worker {
         s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
         [&] { return s.push_to(target, r, deadline); });
   }
-  // CombinerSource::push, delivering the inputs while the source's partials
-  // wait for credit. Same results as the source's push.
+  /// CombinerSource::push, delivering the inputs while the source's partials
+  /// wait for credit. Same results as the source's push.
   template <class T>
   [[nodiscard]] Status push(CombinerSource<T>& s, const T& r, Deadline deadline = kForever) {
     Status st = s.try_push(r);
@@ -262,7 +283,8 @@ class Worker {
         s.core_->flow_source(), deadline, [&] { return s.try_push(r); },
         [&] { return s.push(r, deadline); });
   }
-  // CombinerSource::flush and close, delivering the inputs while they wait.
+  /// CombinerSource::flush and close, delivering the inputs while they wait.
+  ///@{
   template <class T>
   [[nodiscard]] Status flush(CombinerSource<T>& s, Deadline deadline = kForever) {
     return wait_for(
@@ -275,8 +297,10 @@ class Worker {
         s.core_->flow_source(), deadline, [&] { return s.close(Deadline::min()); },
         [&] { return s.close(deadline); });
   }
-  // Source::flush and Source::close (any other source type), delivering the
-  // inputs while they wait. close()'s rules hold: after kTimeout, call again.
+  ///@}
+  /// Source::flush and Source::close (any other source type), delivering the
+  /// inputs while they wait. close()'s rules hold: after kTimeout, call again.
+  ///@{
   template <class S>
   [[nodiscard]] Status flush(S& s, Deadline deadline = kForever) {
     return wait_for(
@@ -289,11 +313,12 @@ class Worker {
         s.core_.get(), deadline, [&] { return s.last_ = s.core_->close(Deadline::min()); },
         [&] { return s.close(deadline); });
   }
+  ///@}
 
  private:
-  // The runs' retry loop: `attempt(done, deadline, try_only)` pushes the
-  // run from record `done` on; each record goes once, and last_pushed()
-  // ends up counting the whole run.
+  /// The runs' retry loop: `attempt(done, deadline, try_only)` pushes the
+  /// run from record `done` on; each record goes once, and last_pushed()
+  /// ends up counting the whole run.
   template <class T, class Attempt>
   Status push_rest(Source<T>& s, Deadline deadline, Attempt&& attempt) {
     size_t done = 0;
@@ -312,11 +337,11 @@ class Worker {
         s.core_.get(), deadline, [&] { return step(true, kForever); },
         [&] { return step(false, deadline); });
   }
-  // REQUIRES: `core` is the core of the target `input` owns (not null).
+  /// REQUIRES: `core` is the core of the target `input` owns (not null).
   InputId add_input(detail::TargetCore* core, std::unique_ptr<detail::WorkerInput> input);
-  // Retries `attempt` (which never waits) until it stops reporting
-  // back-pressure, delivering the inputs and backing off meanwhile; at the
-  // deadline, `last` (the blocking call with that deadline) gives the answer.
+  /// Retries `attempt` (which never waits) until it stops reporting
+  /// back-pressure, delivering the inputs and backing off meanwhile; at the
+  /// deadline, `last` (the blocking call with that deadline) gives the answer.
   template <class Attempt, class Last>
   Status wait_for(detail::SourceCore* core, Deadline deadline, Attempt&& attempt, Last&& last) {
     drive(core);
@@ -345,29 +370,29 @@ class Worker {
       if (back_off(round, deadline)) round = 0;
     }
   }
-  // From now on, poll() drives `core` in the background, and park() wakes
-  // for its completions, until nothing of it is left to move (ofi sources
-  // only; see SourceCore::drive).
+  /// From now on, poll() drives `core` in the background, and park() wakes
+  /// for its completions, until nothing of it is left to move (ofi sources
+  /// only; see SourceCore::drive).
   void drive(detail::SourceCore* core);
-  // drive(core) unless done already: one test per push on the fast path.
+  /// drive(core) unless done already: one test per push on the fast path.
   void note(detail::SourceCore* core) {
     if (core->drivable_ && core->driver_ != driven_.get()) [[unlikely]]
       drive(core);
   }
-  // One idle round: spin, yield or park, by how many came before it.
-  // True if it did work (a park's last look delivered batches).
+  /// One idle round: spin, yield or park, by how many came before it.
+  /// True if it did work (a park's last look delivered batches).
   bool back_off(uint32_t round, Deadline deadline);
-  // Parks until something this worker waits on may have changed.
+  /// Parks until something this worker waits on may have changed.
   bool park(Deadline deadline);
 
   IdleStrategy idle_;
   std::vector<std::unique_ptr<detail::WorkerInput>> inputs_;
-  std::vector<detail::SourceCore*> waiting_;  // sources whose push/close waits (handlers nest)
+  std::vector<detail::SourceCore*> waiting_;  ///< sources whose push/close waits (handlers nest)
   std::unique_ptr<detail::WaitSet> set_;
   std::unique_ptr<detail::DrivenSources> driven_;
   size_t active_ = 0;
-  uint32_t rounds_ = 0;   // idle() rounds without work
-  int64_t problem_ = -1;  // an input whose failure or gap run() has yet to report
+  uint32_t rounds_ = 0;   ///< idle() rounds without work
+  int64_t problem_ = -1;  ///< an input whose failure or gap run() has yet to report
   InputId reported_ = 0;
   bool parking_ = false;
 };
