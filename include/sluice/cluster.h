@@ -3,7 +3,7 @@
 ///
 /// A Cluster is this process's membership in one sluice job. Cluster::join()
 /// reads the bootstrap environment that `sluice run`, Slurm, mpirun or torchrun
-/// set (see README "Environment"), connects to the job's registry and
+/// set (see docs/operations.md, "Environment"), connects to the job's registry and
 /// authenticates with the job secret. From then on the process can declare
 /// flows, open sources and targets for its own endpoints, and meet the other
 /// ranks at barriers.
@@ -152,7 +152,7 @@ class Cluster {
   /// then true again and incarnation() one higher. Flows and regions set up
   /// before stay failed: they belong to the old incarnation. Cheap (an atomic
   /// load): a loop may poll it every round, e.g. to rebuild its flows among
-  /// the ranks that remain (README "Guarantees and failure"; apps/kv does so).
+  /// the ranks that remain (docs/guide.md, "Guarantees and failure"; apps/kv does so).
   /// Throws Error(kInvalidArgument) if `rank` does not exist.
   bool alive(uint32_t rank) const;
   /// The ranks alive() reports, in increasing order (this rank included while

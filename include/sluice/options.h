@@ -4,7 +4,7 @@
 ///
 /// Every setting the library reads is a typed field of ClusterOptions, and
 /// every SLUICE_* variable the library reads is the twin of one field (the
-/// table is in README "Environment"). There are two ways to fill them:
+/// table is in docs/operations.md, "Environment"). There are two ways to fill them:
 ///   - in code:  ClusterOptions o; o.transport = Transport::kOfi;
 ///               auto cluster = Cluster::join(o);
 ///   - from the environment: ClusterOptions::from_env() starts from the
