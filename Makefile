@@ -99,7 +99,7 @@ checkheaders: configure
 # (docs/reference/Doxyfile) into build/docs/html. Every public name must be
 # documented: an undocumented one (or any other Doxygen warning) fails it.
 docs:
-	@scripts/install-deps.sh doxygen
+	@command -v doxygen >/dev/null || scripts/install-deps.sh doxygen
 	mkdir -p build/docs
 	SLUICE_DOCS_OUT=build/docs doxygen docs/reference/Doxyfile
 	@echo "API reference: build/docs/html/index.html"
