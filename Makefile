@@ -34,7 +34,8 @@ format:
 configure: deps
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
 
-# Everything: the library, tools, apps, sluice-perf and the tests.
+# Everything: the library, tools, apps, the tests and sluice-perf-smoke (the
+# benchmark with the sizes of its --smoke run; make perf builds the full one).
 build: configure
 	cmake --build build
 
@@ -121,6 +122,7 @@ bench: build
 	bench/peers/install.sh
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
 	cmake --build build
+	cmake --build build --target sluice-perf
 	build/bin/sluice perf --peers bench/peers/run --json build/perf_shm.json
 	build/bin/sluice perf --transport ofi --segment-bytes 65536 --peers bench/peers/run --json build/perf_ofi.json
 	bench/plot build/perf_shm.json build/perf_ofi.json --out docs/img
@@ -129,6 +131,7 @@ plot:
 	bench/plot build/perf_shm.json build/perf_ofi.json --out docs/img
 
 install: build
+	cmake --build build --target sluice-perf
 	cmake --install build --prefix $(or $(PREFIX),/usr/local)
 
 clean:

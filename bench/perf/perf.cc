@@ -41,6 +41,7 @@
 
 #include "perf_host.h"
 #include "perf_mode.h"
+#include "perf_records.h"
 #include "perf_ring.h"
 #include "perf_stats.h"
 #include "perf_tcp.h"
@@ -719,6 +720,7 @@ void run_perf(const PerfOptions& opt) {
       sw.peers = opt.peers;
       sw.round_trips = round_trips;
       sw.sizes = perf::parse_sizes(sw.sizes_arg);
+      perf::check_built_sizes(sw.sizes);
       sw.segment_bytes = opt.segment_bytes;
       sw.ring_segments = opt.ring_segments;
       sw.push_batch = opt.push_batch;

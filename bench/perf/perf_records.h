@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "perf_stats.h"
 
@@ -88,6 +89,46 @@ bool large_record_size(uint32_t bytes, Fn& fn, std::index_sequence<I...>) {
 }
 }  // namespace detail
 
+// Throws std::invalid_argument naming a size this build cannot measure
+// (sluice-perf-smoke measures only the sizes of --smoke), before any job starts.
+inline void check_built_sizes(const std::vector<uint32_t>& sizes) {
+#if defined(SLUICE_PERF_SMOKE_ONLY)
+  for (uint32_t b : sizes) {
+    if (b != 8 && b != 64 && b != 2048) {
+      throw std::invalid_argument(
+          "record size " + std::to_string(b) +
+          ": this is sluice-perf-smoke, built for the sizes of --smoke (8, 64, 2048) only; "
+          "`make perf` builds sluice-perf, which measures every size");
+    }
+  }
+#else
+  (void)sizes;
+#endif
+}
+
+#if defined(SLUICE_PERF_SMOKE_ONLY)
+// sluice-perf-smoke (the build `make test` runs with --smoke): only the
+// sizes --smoke measures are compiled in, a tenth of the code of every size.
+template <class Fn>
+void with_record_size(uint32_t bytes, Fn&& fn) {
+  switch (bytes) {
+    case 8:
+      fn(std::integral_constant<size_t, 8>{});
+      return;
+    case 64:
+      fn(std::integral_constant<size_t, 64>{});
+      return;
+    case 2048:
+      fn(std::integral_constant<size_t, 2048>{});
+      return;
+    default:
+      throw std::invalid_argument(
+          "record size " + std::to_string(bytes) +
+          ": this is sluice-perf-smoke, built for the sizes of --smoke (8, 64, 2048) only; "
+          "`make perf` builds sluice-perf, which measures every size");
+  }
+}
+#else
 // Calls fn(std::integral_constant<size_t, bytes>{}) for a runtime record size
 // that parse_sizes accepted (is_supported_record_size).
 template <class Fn>
@@ -101,5 +142,6 @@ void with_record_size(uint32_t bytes, Fn&& fn) {
   if (!hit)
     throw std::invalid_argument("record size " + std::to_string(bytes) + " is not supported");
 }
+#endif
 
 }  // namespace sluice::tool::perf
