@@ -101,21 +101,9 @@ std::string describe(const std::string& what, Status s, const std::string& error
 
 // What a failed flow call says, as the exception a worker ends with: a
 // PeerLostError when the call names a lost rank (run_workers reports it as
-// the root cause before any echo of it), else a runtime_error. The rank is
-// the handle's lost peer unless the Cluster still counts that rank in and
-// knows another is gone: an end can fail because a survivor gave up its
-// own ends after losing a rank, and name the survivor (a replicate source
-// names the first target it dropped, not the rank that target had lost).
-std::exception_ptr failure(const Cluster& cluster, const std::string& message,
+// the root cause before any echo of it), else a runtime_error.
+std::exception_ptr failure(const Cluster&, const std::string& message,
                            std::optional<LostPeer> lost) {
-  if (lost && cluster.alive(lost->rank)) {
-    for (uint32_t r = 0; r < cluster.world_size(); ++r) {
-      if (r != cluster.rank() && !cluster.alive(r)) {
-        lost = LostPeer{r, ""};
-        break;
-      }
-    }
-  }
   if (lost) return std::make_exception_ptr(PeerLostError(lost->rank, message));
   return std::make_exception_ptr(std::runtime_error(message));
 }

@@ -135,7 +135,11 @@ bool ReplicateSource::drop_if_lost(uint32_t t, bool broken) {
     why = target_lost(t);
   }
   if (why.empty()) return false;
-  note_lost(ctx_->spec.targets[t].rank);
+  // A target that aborted after its rank lost another: that one is the peer
+  // lost (as FlowSource::lost_target says for a shuffle source).
+  const uint32_t cause = layout::abort_cause(target_aborted(t));
+  if (cause != layout::kNoCause && ctx_->liveness != nullptr) ctx_->liveness->hear_lost(cause);
+  note_lost(cause != layout::kNoCause ? cause : ctx_->spec.targets[t].rank);
   out_[t].dropped = true;
   forget_transfers(t);
   bool lane_used = false;

@@ -310,6 +310,37 @@ TEST(AbortCauseTest, AnAbortedSourceNamesTheRankItsProcessHadLost) {
       "was aborted (abort(), a failure, or destroyed without close()) after its rank lost rank 2");
 }
 
+// A replicate source drops a target whose end was destroyed and goes on for
+// the others; the peer it reports lost is the rank the target's process had
+// lost, as for a shuffle source, not the target's own (live) rank (the
+// join's replicate survivors named rank 0 when rank 1 was killed).
+TEST(AbortCauseTest, AReplicateSourceNamesTheRankADroppedTargetsProcessHadLost) {
+  auto spec = replicate<Rec>("cause-r")
+                  .sources({{0, 0}})
+                  .targets({{1, 0}, {2, 0}, {3, 0}})
+                  .segment_bytes(64)
+                  .ring_segments(2);
+  SwitchLiveness peers;
+  testing::LocalFlow flow(spec.spec(), &peers);
+  auto kept = flow.target<Rec>(1);
+  auto kept_too = flow.target<Rec>(2);
+  auto out = flow.source<Rec>(0);
+  {
+    auto dropped = flow.target<Rec>(0);
+    peers.dead = 2;  // the target's process learns of rank 2's death, then drops it
+  }
+  peers.dead = -1;  // the source's process has not heard of it
+  ASSERT_EQ(out.push(Rec{7, 7}), Status::kOk);
+  EXPECT_EQ(out.close(), Status::kPeerLost);
+  expect_lost_rank(out, "every other target got every record");
+  for (auto* in : {&kept, &kept_too}) {
+    uint64_t got = 0;
+    while (auto batch = in->consume(Clock::now() + std::chrono::seconds(10))) got += batch->size();
+    EXPECT_EQ(got, 1u);
+    EXPECT_EQ(in->status(), Status::kEndOfFlow);
+  }
+}
+
 // A cause heard in one flow's abort is the cause of the process's next
 // abort in another flow that has that rank, though its own liveness has not
 // heard of the loss yet (nam.nam_test's 2PC flake: a server aborted its
