@@ -2,6 +2,7 @@
 #include "options.h"
 
 #include <sluice/job.h>
+#include <sluice/job_cli.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -14,21 +15,9 @@ namespace sluice::nam {
 
 namespace {
 
-// Numbers as the commands have always taken them: the whole text, decimal,
-// no sign (CLI11 alone would take "-1" or "010").
-const CLI::Validator& digits() {
-  static const CLI::Validator v(
-      [](std::string& text) -> std::string {
-        const bool ok = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-        return ok ? "" : "wants a non-negative integer, not '" + text + "'";
-      },
-      "N");
-  return v;
-}
-
 template <class T>
 CLI::Option* add_count(CLI::App& app, const std::string& name, T& value, const std::string& help) {
-  return app.add_option(name, value, help)->check(digits())->capture_default_str();
+  return app.add_option(name, value, help)->transform(whole_number())->capture_default_str();
 }
 
 // A real number; "--selectivity wants a number, not 'half'".
@@ -232,12 +221,12 @@ void add_olap_options(CLI::App& app, OlapOptions* options) {
   app.add_option_function<uint32_t>(
          "--partitions", [&o](uint32_t p) { o.join.partitions = o.agg.partitions = p; },
          "Partitions on the memory servers (default: from the input size)")
-      ->check(digits())
+      ->transform(whole_number())
       ->group(both);
   app.add_option_function<uint32_t>(
          "--buffer-bytes", [&o](uint32_t b) { o.join.chunk_bytes = o.agg.chunk_bytes = b; },
          "Software-managed buffer = chunk in the store (default 2048)")
-      ->check(digits())
+      ->transform(whole_number())
       ->group(both);
   add_real(app, "--space-factor", &o.join.space_factor,
            "Partition space on the memory servers, relative to the input (default 1.25; running "

@@ -1,6 +1,7 @@
 #include "options.h"
 
 #include <sluice/job.h>
+#include <sluice/job_cli.h>
 
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -23,22 +24,10 @@ const CLI::Validator kPositive(
     },
     "");
 
-// A whole number (digits only: CLI11 reads "-5" into an unsigned as 2^64 - 5).
-const CLI::Validator kWhole(
+// A whole number from 1 (after whole_number(), sluice/job_cli.h).
+const CLI::Validator kFromOne(
     [](std::string& text) -> std::string {
-      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
-        return "needs a whole number, not '" + text + "'";
-      return {};
-    },
-    "");
-
-// A whole number from 1.
-const CLI::Validator kCount(
-    [](std::string& text) -> std::string {
-      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
-          text.find_first_not_of('0') == std::string::npos)
-        return "needs a whole number from 1, not '" + text + "'";
-      return {};
+      return text == "0" ? "needs a whole number from 1, not '" + text + "'" : "";
     },
     "");
 
@@ -140,7 +129,7 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
 
   // Data (deterministic: the same flags give the same input; --seed is the harness's).
   cli.add_option("--records", o.gen.records, "Records in all, over every worker")
-      ->check(kWhole)
+      ->transform(whole_number())
       ->type_name("N")
       ->capture_default_str();
   cli.add_option("--keys", o.gen.keys,
@@ -148,11 +137,13 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                  "jobs (cm, default 10000), auctions (nb7, default 10000), bidders (q11, default "
                  "10000); nb8, nb11: auctions and bids refer to one of the K most recent persons "
                  "of a random worker (default 1000)")
-      ->check(kCount)
+      ->transform(whole_number())
+      ->check(kFromOne)
       ->type_name("K");
   cli.add_option("--max-price", o.gen.max_price,
                  "nb7, nb11, q11: bid prices in [1, P] cents (small P makes ties at the maximum)")
-      ->check(kCount)
+      ->transform(whole_number())
+      ->check(kFromOne)
       ->type_name("P")
       ->capture_default_str();
   cli.add_option("--zipf", o.gen.zipf, "Zipf exponent of the keys (default 0: uniform)")
@@ -160,10 +151,11 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
       ->type_name("THETA");
   cli.add_option("--disorder", o.gen.disorder,
                  "Event times are displaced back by up to MS ms (default 0: in order)")
-      ->check(kWhole)
+      ->transform(whole_number())
       ->type_name("MS");
   cli.add_option("--rate", o.gen.rate, "Records per ms of event time per worker")
-      ->check(kCount)
+      ->transform(whole_number())
+      ->check(kFromOne)
       ->type_name("R")
       ->capture_default_str();
   cli.add_flag("--live-generation", o.live,
@@ -174,25 +166,26 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
   cli.add_option("--window-ms", o.window_ms,
                  "Window size (default: ysb 1000, cm 2000, nb7 60000, nb8 10000, ro 0 = one "
                  "global window)")
-      ->check(kWhole)
+      ->transform(whole_number())
       ->type_name("W");
   cli.add_option("--session-gap-ms", o.session_gap_ms,
                  "nb11, q11: a bidder's session ends after G ms without an event")
-      ->check(kCount)
+      ->transform(whole_number())
+      ->check(kFromOne)
       ->type_name("G")
       ->capture_default_str();
   cli.add_option("--slide-ms", o.slide_ms,
                  "Slide of a sliding window (default: tumbling); must divide W")
-      ->check(kWhole)
+      ->transform(whole_number())
       ->type_name("S");
   cli.add_option("--lag", o.lag, "Watermark = largest event time seen - MS (default: --disorder)")
-      ->check(kWhole)
+      ->transform(whole_number())
       ->type_name("MS");
   cli.add_option("--allowed-lateness", o.lateness,
                  "Windows wait MS past their end before they trigger (default 0); records behind "
                  "a triggered watermark are counted as late per window (sessions: records more "
                  "than MS behind the watermark, per gap-sized span of time)")
-      ->check(kWhole)
+      ->transform(whole_number())
       ->type_name("MS");
 
   // Output and input files. (--verify and --json are the harness's: --verify
@@ -228,7 +221,7 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
       ->type_name("F");
   cli.add_option("--segment-bytes", o.segment_bytes,
                  "Flow segment payload (default: the flow default)")
-      ->check(kWhole)
+      ->transform(whole_number())
       ->type_name("B");
 
   // A flag given twice takes its last value (as before the harness; the
