@@ -27,6 +27,19 @@ std::vector<std::string> job_argv(int ranks, int timeout_s, const std::string& p
   return argv;
 }
 
+std::vector<std::string> run_argv(std::vector<std::string> args) {
+  args.insert(args.begin(), {bin("sluice"), "run"});
+  return args;
+}
+
+std::string describe(const ProcessResult& r) {
+  std::ostringstream os;
+  os << "exit " << r.exit_code << ", signal " << r.term_signal << ", " << r.seconds
+     << " s, timed out " << r.timed_out << ", output:\n"
+     << r.output;
+  return os.str();
+}
+
 std::vector<std::string> sluice_shm_entries() {
   std::vector<std::string> out;
   if (DIR* d = ::opendir("/dev/shm")) {

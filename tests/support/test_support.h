@@ -37,6 +37,12 @@ std::string json_field(const std::string& output, const std::string& name);
 // json_field as an unsigned number; all ones if absent.
 uint64_t json_number(const std::string& output, const std::string& name);
 
+// `sluice run ARGS...`: bin("sluice"), "run", then args.
+std::vector<std::string> run_argv(std::vector<std::string> args);
+// A finished process as a failure message shows it: exit status, signal,
+// seconds, whether it timed out, and its output.
+std::string describe(const ProcessResult& r);
+
 // Names of /dev/shm entries containing "sluice".
 std::vector<std::string> sluice_shm_entries();
 

@@ -24,7 +24,9 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::bin;
 using testing::count_lines_with;
+using testing::describe;
 using testing::ProcessResult;
+using testing::run_argv;
 using testing::run_process;
 using tool::Fault;
 using tool::fault_text;
@@ -32,19 +34,6 @@ using tool::parse_fault;
 
 // Every job here takes a few seconds; a loaded machine may take several times as long.
 constexpr milliseconds kLimit = seconds(90);
-
-std::vector<std::string> run_argv(std::vector<std::string> args) {
-  args.insert(args.begin(), {bin("sluice"), "run"});
-  return args;
-}
-
-std::string describe(const ProcessResult& r) {
-  std::ostringstream os;
-  os << "exit " << r.exit_code << ", signal " << r.term_signal << ", " << r.seconds
-     << " s, timed out " << r.timed_out << ", output:\n"
-     << r.output;
-  return os.str();
-}
 
 // Where `text` first appears in `output`, or npos.
 size_t position(const std::string& output, const std::string& text) { return output.find(text); }

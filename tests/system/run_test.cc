@@ -30,25 +30,14 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::bin;
 using testing::count_lines_with;
+using testing::describe;
 using testing::ProcessResult;
+using testing::run_argv;
 using testing::run_process;
 
 // Every test process gets at most this long; the behaviours tested take a
 // few seconds at most.
 constexpr milliseconds kLimit = seconds(30);
-
-std::vector<std::string> run_argv(std::vector<std::string> args) {
-  args.insert(args.begin(), {bin("sluice"), "run"});
-  return args;
-}
-
-std::string describe(const ProcessResult& r) {
-  std::ostringstream os;
-  os << "exit " << r.exit_code << ", signal " << r.term_signal << ", " << r.seconds
-     << " s, timed out " << r.timed_out << ", output:\n"
-     << r.output;
-  return os.str();
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
