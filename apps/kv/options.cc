@@ -82,6 +82,16 @@ Protocol protocol_named(const std::string& name) {
 }
 
 // The options `run` and `simulate` share, with their meanings.
+void add_protocol(CLI::App& app, Protocol* protocol, uint32_t* replicas) {
+  app.add_option_function<std::string>(
+         "--protocol", [protocol](const std::string& p) { *protocol = protocol_named(p); },
+         "multipaxos (default) or nopaxos")
+      ->check(CLI::IsMember({"multipaxos", "nopaxos"}));
+  app.add_option("--replicas", *replicas, "2f+1 replicas")
+      ->check(odd_replicas())
+      ->capture_default_str();
+}
+
 void add_workload(CLI::App& app, std::string* workload, bool* zipf, uint32_t* value_bytes) {
   app.add_option("--workload", *workload,
                  "mixed (put 40%, get 35%, cas 20%, delete 5%), or YCSB's a (50% get, 50% put), "
@@ -108,13 +118,7 @@ void add_run(CLI::App& app, RunCommand* c) {
       "started again (sluice run --keep-going --restarts K) recovers its state from the others; "
       "a lost replica's ranks go on without it while a majority is left (docs/kv.md). "
       "--transport, --setup-timeout-ms and --peer-timeout-ms: see sluice-kv --help.");
-  app.add_option_function<std::string>(
-         "--protocol", [&o](const std::string& p) { o.protocol = protocol_named(p); },
-         "multipaxos (default) or nopaxos")
-      ->check(CLI::IsMember({"multipaxos", "nopaxos"}));
-  app.add_option("--replicas", o.replicas, "2f+1 replicas")
-      ->check(odd_replicas())
-      ->capture_default_str();
+  add_protocol(app, &o.protocol, &o.replicas);
   app.add_option("--ops", o.ops_per_client, "Operations per client")->capture_default_str();
   app.add_option("--clients-per-rank", o.clients_per_rank,
                  "Closed-loop clients on each client rank")
@@ -290,13 +294,7 @@ void add_simulate(CLI::App& app, SimulateCommand* c) {
       "message loss, then checks that every replica applied the same log with the same store "
       "digest and that the log is a linearization of the clients' history. Exit status 0 when "
       "all checks pass.");
-  app.add_option_function<std::string>(
-         "--protocol", [&o](const std::string& p) { o.protocol = protocol_named(p); },
-         "multipaxos (default) or nopaxos")
-      ->check(CLI::IsMember({"multipaxos", "nopaxos"}));
-  app.add_option("--replicas", o.replicas, "2f+1 replicas")
-      ->check(odd_replicas())
-      ->capture_default_str();
+  add_protocol(app, &o.protocol, &o.replicas);
   app.add_option("--clients", o.clients, "Closed-loop clients")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
