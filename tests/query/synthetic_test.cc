@@ -167,12 +167,13 @@ void expect_clean_failure_after_kill(const std::string& exchange) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "injecting --kill " + kill), 1) << r.output;
   EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
-  // Both survivors fail mid-query, and each names rank 1 as the root cause.
-  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "query failed: "), 2) << r.output;
+  // Each survivor names rank 1 as the root cause: mostly as "query failed:
+  // rank 1 was lost", or without the "query failed" where a loaded machine
+  // was still setting up the flows when the kill came.
   for (const std::string rank : {"0", "2"}) {
     EXPECT_EQ(
-        sluice::testing::count_lines_with(r.output, "[" + rank + "] sluice-query: rank " + rank +
-                                                        ": query failed: rank 1 was lost: "),
+        sluice::testing::count_lines_with_all(
+            r.output, {"[" + rank + "] sluice-query: rank " + rank + ": ", "rank 1 was lost: "}),
         1)
         << r.output;
   }

@@ -52,6 +52,17 @@ std::vector<std::string> sluice_shm_entries() {
   return out;
 }
 
+int count_lines_with_all(const std::string& text, const std::vector<std::string>& needles) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    bool all = true;
+    for (const std::string& needle : needles) all = all && line.find(needle) != std::string::npos;
+    n += all ? 1 : 0;
+  }
+  return n;
+}
+
 int count_lines_with(const std::string& text, const std::string& needle) {
   std::istringstream in(text);
   int n = 0;

@@ -48,6 +48,8 @@ std::vector<std::string> sluice_shm_entries();
 
 // Number of lines of `text` that contain `needle`.
 int count_lines_with(const std::string& text, const std::string& needle);
+// Number of lines of `text` that contain every one of `needles`.
+int count_lines_with_all(const std::string& text, const std::vector<std::string>& needles);
 
 // True when the test runs over ofi (SLUICE_TRANSPORT=ofi, as the ctest
 // variants set it): tests scale their sizes down on that slower path.
