@@ -8,7 +8,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -32,6 +31,7 @@
 #include "control/registry_server.h"
 #include "counters_reader.h"
 #include "process.h"
+#include "rank_output.h"
 #include "sluice/errors.h"
 #include "tool_util.h"
 
@@ -52,21 +52,12 @@ constexpr auto kKillDelay = std::chrono::seconds(2);
 // After the last rank exited, how long to keep reading output that helpers
 // it left behind may still write into its pipes.
 constexpr auto kDrainDelay = std::chrono::milliseconds(500);
-// A "line" longer than this is cut, so that one rank printing without
-// newlines cannot make the launcher buffer without bound.
-constexpr size_t kMaxLine = 64 * 1024;
 
 // Launcher diagnostics are written in one call each so that they never split
 // a rank's line on the shared stderr.
 template <class... Args>
 void say(const Args&... args) {
   write_all(STDERR_FILENO, "sluice run: " + log::cat(args...) + "\n");
-}
-
-std::string seconds_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", s);
-  return buf;
 }
 
 Clock::duration after_seconds(double s) {
@@ -84,64 +75,6 @@ std::string rank_list(const std::vector<uint32_t>& ranks) {
 std::string ranks_text(const std::vector<uint32_t>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
 }
-
-// One output stream of a rank (its stdout or its stderr), cut into lines
-// that are re-emitted with the rank's prefix.
-struct Stream {
-  Fd fd;                // read end, non-blocking; invalid after EOF
-  int out_fd = -1;      // where the prefixed lines go
-  std::string prefix;   // "[<rank>] "
-  std::string partial;  // bytes after the last newline seen
-
-  // Reads what is available now. Whole lines are written in one write(2)
-  // per batch; at EOF the unterminated last line is flushed too.
-  void pump() {
-    if (!fd.valid()) return;
-    char buf[65536];
-    // A bounded number of reads per call keeps one chatty rank from
-    // starving the others; poll() is level-triggered, so the rest follows.
-    for (int i = 0; i < 16; ++i) {
-      ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      if (n <= 0) {  // EOF, or an error that ends the stream just the same
-        fd.reset();
-        flush();
-        return;
-      }
-      emit_lines(std::string_view(buf, static_cast<size_t>(n)));
-    }
-  }
-
-  // Emits the unterminated last line, if any, ending it with a newline.
-  void flush() {
-    if (partial.empty()) return;
-    write_all(out_fd, prefix + partial + "\n");
-    partial.clear();
-  }
-
- private:
-  void emit_lines(std::string_view data) {
-    std::string batch;
-    while (!data.empty()) {
-      size_t nl = data.find('\n');
-      if (nl == std::string_view::npos) {
-        partial.append(data);
-        break;
-      }
-      batch += prefix;
-      batch += partial;
-      batch.append(data.substr(0, nl + 1));
-      partial.clear();
-      data.remove_prefix(nl + 1);
-    }
-    if (partial.size() >= kMaxLine) {
-      batch += prefix + partial + "\n";
-      partial.clear();
-    }
-    if (!batch.empty()) write_all(out_fd, batch);
-  }
-};
 
 struct Rank {
   uint32_t index = 0;
@@ -794,69 +727,7 @@ void ensure_stdio_open() {
   }
 }
 
-// `text` as a finite number, the whole of it (std::from_chars: no '+', no
-// spaces; "inf" and "nan" are refused here).
-std::optional<double> parse_number(std::string_view text) {
-  double value = 0;
-  const char* const last = text.data() + text.size();
-  const auto [end, ec] = std::from_chars(text.data(), last, value);
-  if (text.empty() || ec != std::errc() || end != last || !std::isfinite(value))
-    return std::nullopt;
-  return value;
-}
-
 }  // namespace
-
-std::optional<Fault> parse_fault(Fault::Kind kind, std::string_view text, std::string* error) {
-  const bool stop = kind == Fault::Kind::kStop;
-  const auto fail = [&](const std::string& why) -> std::optional<Fault> {
-    if (error) {
-      *error =
-          log::cat(stop ? "--stop" : "--kill", " '", text, "': ", why, "; expected ",
-                   stop ? "RANK@SECONDS:DURATION (e.g. 1@0.3:0.5)" : "RANK@SECONDS (e.g. 2@1.5)",
-                   ", SECONDS counted from when every rank has joined the job");
-    }
-    return std::nullopt;
-  };
-  const size_t at = text.find('@');
-  if (at == std::string_view::npos) return fail("no '@'");
-  Fault fault;
-  fault.kind = kind;
-  const std::string_view rank_text = text.substr(0, at);
-  const auto [rank_end, rank_ec] =
-      std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), fault.rank);
-  if (rank_text.empty()) return fail("no RANK before '@'");
-  if (rank_ec != std::errc() || rank_end != rank_text.data() + rank_text.size())
-    return fail(log::cat("RANK '", rank_text, "' is not a rank number (0, 1, ...)"));
-  std::string_view when = text.substr(at + 1);
-  std::string_view duration;
-  const size_t colon = when.find(':');
-  if (stop) {
-    if (colon == std::string_view::npos) return fail("no ':DURATION' after SECONDS");
-    duration = when.substr(colon + 1);
-    when = when.substr(0, colon);
-  } else if (colon != std::string_view::npos) {
-    return fail("a ':DURATION' is for --stop only");
-  }
-  const std::optional<double> seconds = parse_number(when);
-  if (!seconds || *seconds < 0)
-    return fail(log::cat("SECONDS '", when, "' is not a number of seconds >= 0"));
-  fault.at_seconds = *seconds;
-  if (stop) {
-    const std::optional<double> length = parse_number(duration);
-    if (!length || *length <= 0)
-      return fail(log::cat("DURATION '", duration, "' is not a number of seconds > 0"));
-    fault.duration_seconds = *length;
-  }
-  return fault;
-}
-
-std::string fault_text(const Fault& fault) {
-  if (fault.kind == Fault::Kind::kKill)
-    return log::cat("--kill ", fault.rank, "@", seconds_text(fault.at_seconds));
-  return log::cat("--stop ", fault.rank, "@", seconds_text(fault.at_seconds), ":",
-                  seconds_text(fault.duration_seconds));
-}
 
 int print_job_options(const RunOptions& options) {
   if (options.ranks < 1) {
@@ -1020,83 +891,6 @@ int run_job(const RunOptions& options) {
   return Launcher(options, *program, address, registry_options.secret, inherited, signal_fd.get(),
                   silent_r.get(), registry_options.heartbeat_timeout)
       .run();
-}
-
-void add_run_command(CLI::App& app) {
-  auto options = std::make_shared<RunOptions>();
-  CLI::App* sub =
-      app.add_subcommand("run", "Start a job on this host: a registry and N ranks of a program");
-  sub->footer(
-      "Usage: sluice run -n N [--timeout S [--stacks-on-timeout]] [--grace S | --keep-going]\n"
-      "                       [--restarts K] [--kill RANK@S]... [--stop RANK@S:D]...\n"
-      "                       [--bind HOST] [--metrics HOST:PORT] -- PROGRAM [ARGS...]\n"
-      "       sluice run -n N --print-options\n"
-      "Injected faults (--kill, --stop) count from when every rank has joined the job's\n"
-      "registry (never, for a program that does not join). A rank killed by --kill fails as\n"
-      "if it had crashed (--grace, --keep-going, --restarts apply), but its own death does not\n"
-      "count against the exit status: it is 0 if every other rank exits 0.");
-  // Everything after the program name belongs to the program, even when it
-  // looks like an option, so `--` is optional.
-  sub->positionals_at_end();
-  sub->add_option("-n,--ranks", options->ranks, "Number of ranks to start (at least 1)")
-      ->required();
-  sub->add_option(
-      "--timeout", options->timeout_seconds,
-      "Kill the job and exit 124 if it runs longer than this many seconds (default 0: no limit)");
-  sub->add_option("--grace", options->grace_seconds,
-                  "After a rank fails, seconds the others get to exit on their own before SIGTERM")
-      ->capture_default_str();
-  sub->add_flag("--keep-going", options->keep_going,
-                "A rank that fails does not stop the others: they run on without it (for "
-                "programs that tolerate a lost rank); the exit status still names the failure");
-  sub->add_option("--restarts", options->restarts,
-                  "Start a rank that fails again, up to this many times per rank; it rejoins the "
-                  "job as a new process (Cluster::incarnation), and the others run on meanwhile")
-      ->capture_default_str();
-  auto kills = std::make_shared<std::vector<std::string>>();
-  auto stops = std::make_shared<std::vector<std::string>>();
-  sub->add_option("--kill", *kills,
-                  "SIGKILL rank RANK (its process group) SECONDS s after every rank joined the "
-                  "job's registry (repeatable). A failure like a crash for --grace, --keep-going "
-                  "and --restarts, but its own death does not count against the exit status")
-      ->allow_extra_args(false)
-      ->type_name("RANK@SECONDS");
-  sub->add_option("--stop", *stops,
-                  "SIGSTOP rank RANK (its process group) SECONDS s after every rank joined the "
-                  "job's registry, and SIGCONT it DURATION s later (repeatable). Stopped past the "
-                  "peer timeout (SLUICE_PEER_TIMEOUT_MS), it is killed as a silent rank, which "
-                  "counts as a failure")
-      ->allow_extra_args(false)
-      ->type_name("RANK@SECONDS:DURATION");
-  sub->add_option("--bind", options->bind_host, "Address the job's registry listens on")
-      ->capture_default_str();
-  sub->add_option("--metrics", options->metrics,
-                  "[HOST:]PORT: serve the job's flow counters and rank states in the Prometheus "
-                  "text format at http://HOST:PORT/metrics while it runs (PORT 0 or none: any "
-                  "free port, printed)");
-  sub->add_flag("--stacks-on-timeout", options->stacks_on_timeout,
-                "When --timeout passes, print the stack of every thread of every rank still "
-                "running (needs gdb) before stopping them");
-  sub->add_flag("--print-options", options->print_options,
-                "Print the settings (ClusterOptions::describe()) each rank would get from this "
-                "environment, checked as join() checks them, and exit without starting anything");
-  sub->add_option("command", options->command, "The program each rank runs, and its arguments");
-  sub->callback([options, kills, stops] {
-    for (const auto& [kind, texts] :
-         {std::pair{Fault::Kind::kKill, kills.get()}, std::pair{Fault::Kind::kStop, stops.get()}}) {
-      for (const std::string& text : *texts) {
-        std::string error;
-        std::optional<Fault> fault = parse_fault(kind, text, &error);
-        if (!fault) {
-          say(error);
-          throw CLI::RuntimeError(2);
-        }
-        options->faults.push_back(*fault);
-      }
-    }
-    int status = options->print_options ? print_job_options(*options) : run_job(*options);
-    if (status != 0) throw CLI::RuntimeError(status);
-  });
 }
 
 }  // namespace sluice::tool

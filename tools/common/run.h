@@ -65,6 +65,9 @@ std::optional<Fault> parse_fault(Fault::Kind kind, std::string_view text, std::s
 // "--kill 2@1.5", "--stop 1@0.3:0.5": the option that gives `fault`.
 std::string fault_text(const Fault& fault);
 
+// A number of seconds as the launcher's messages write it ("%g": 1.5, 10).
+std::string seconds_text(double seconds);
+
 struct RunOptions {
   // Number of ranks; REQUIRES: >= 1.
   uint32_t ranks = 0;
