@@ -84,9 +84,9 @@ function(_sluice_gtest_add name filter is_slow)
     list(APPEND labels slow)
   endif()
   set_tests_properties("${name}" PROPERTIES LABELS "${labels}" TIMEOUT "${G_TIMEOUT}" ${G_PROPERTIES})
-  if(G_ENV)
-    set_tests_properties("${name}" PROPERTIES ENVIRONMENT "${G_ENV}")
-  endif()
+  # Every case checks that no destructor of the library entered a blocking
+  # wait (src/common/test_hooks.h): a process that did exits with status 86.
+  set_tests_properties("${name}" PROPERTIES ENVIRONMENT "SLUICE_TEST_DESTRUCTOR_WAITS=1;${G_ENV}")
 endfunction()
 
 if(G_PER_SUITE)

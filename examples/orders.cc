@@ -28,7 +28,8 @@ int main() {
     if (worker.push(out, Order{i, 1}) != sluice::Status::kOk) return 1;  // out.error() says why
   if (worker.close(out) != sluice::Status::kOk) return 1;
   if (worker.run() != sluice::Status::kEndOfFlow) {  // until every source has closed
-    std::fprintf(stderr, "rank %u: %s\n", cluster.rank(), worker.error(0).c_str());
+    std::fprintf(stderr, "rank %u: %s\n", cluster.rank(),
+                 worker.error(worker.reported()).c_str());  // the input that failed
     return 1;
   }
 
@@ -40,5 +41,6 @@ int main() {
   std::printf("rank %u received %llu\n", cluster.rank(), static_cast<unsigned long long>(received));
   const bool ok = total == 1'000'000ULL * cluster.world_size();
   if (cluster.rank() == 0) std::printf("job: %s\n", ok ? "totals match" : "MISMATCH");
-  return ok ? 0 : 1;
+  // Leaves the job cleanly (no destructor waits for the network).
+  return cluster.leave() == sluice::Status::kOk && ok ? 0 : 1;
 }

@@ -5,13 +5,22 @@
 
 #include "cluster_impl.h"
 #include "common/mutex.h"
+#include "common/test_hooks.h"
 
 namespace sluice {
 
 Cluster::Cluster(std::shared_ptr<detail::ClusterImpl> impl) : impl_(std::move(impl)) {}
 Cluster::Cluster(Cluster&&) noexcept = default;
 Cluster& Cluster::operator=(Cluster&&) noexcept = default;
-Cluster::~Cluster() = default;
+Cluster::~Cluster() {
+  detail::test_hooks::DestructorScope scope;
+  impl_.reset();
+}
+
+Status Cluster::leave(Deadline deadline) {
+  if (impl_->left.exchange(true)) return Status::kClosed;
+  return impl_->leave(deadline);
+}
 
 Cluster Cluster::join() { return join(ClusterOptions::from_env()); }
 
@@ -136,13 +145,12 @@ DeclaredFlow::~DeclaredFlow() { release(); }
 
 void DeclaredFlow::release() noexcept {
   if (name_.empty()) return;
-  const std::string name = name_;
+  detail::test_hooks::DestructorScope scope;
   try {
-    auto impl = cluster_.lock();
-    destroy(impl != nullptr ? impl->setup_deadline() : Clock::now());
+    if (auto impl = cluster_.lock(); impl != nullptr) impl->retire_flow(name_);
   } catch (const std::exception& e) {
-    log::error("flow '", name, "': ", e.what(),
-               name_.empty() ? "" : "; it stays declared on this rank until the Cluster ends");
+    log::error("flow '", name_, "': ", e.what(),
+               "; it stays declared on this rank until the Cluster ends");
   }
   name_.clear();
   cluster_.reset();
@@ -155,6 +163,14 @@ void DeclaredFlow::destroy(Deadline deadline) {
     name_.clear();
     return;
   }
+  // Its sources destroyed right after close() finish their last transfers first.
+  const void* key = nullptr;
+  {
+    MutexLock lock(impl->mu);
+    if (auto it = impl->flows.find(name_); it != impl->flows.end() && it->second != nullptr)
+      key = &it->second->ctx;
+  }
+  if (key != nullptr) (void)impl->linger.drain(key, deadline);
   auto fs = impl->take_flow(name_);  // throws, leaving the handle as it was, if cores are open
   const std::string name = std::exchange(name_, {});
   cluster_.reset();

@@ -48,7 +48,20 @@ void ClusterImpl::declare(const FlowSpec& spec) {
                                                  "' but is none of its sources or targets");
   }
   {
+    // A declaration of the name this rank destroyed is let go of in the
+    // background (DeclaredFlow's destructor): wait for that to finish.
+    const Deadline until = setup_deadline();
     MutexLock lock(mu);
+    while (retiring.count(spec.name) != 0 && Clock::now() < until) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      lock.lock();
+    }
+    if (retiring.count(spec.name) != 0) {
+      throw Error(ErrorCode::kTimeout, "flow '" + spec.name +
+                                           "' cannot be declared again yet: its previous "
+                                           "declaration is still being destroyed on this rank");
+    }
     if (flows.count(spec.name) != 0) {
       throw Error(ErrorCode::kInvalidArgument,
                   "flow '" + spec.name + "' is already declared on this rank");
@@ -68,6 +81,7 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     fs->ctx.spec = spec;
     fs->liveness = std::make_unique<control::PinnedLiveness>(client->peers());
     fs->ctx.liveness = fs->liveness.get();
+    fs->ctx.linger = &linger;
     // What a segment holds is segment_bytes, whatever padding the stride has:
     // one record limit (FlowSpec::max_record_bytes), stated and enforced.
     fs->ctx.payload_bytes = spec.effective_segment_bytes();
@@ -179,13 +193,15 @@ void ClusterImpl::declare(const FlowSpec& spec) {
   }
 }
 
-std::unique_ptr<FlowState> ClusterImpl::take_flow(const std::string& name) {
+std::unique_ptr<FlowState> ClusterImpl::take_flow(const std::string& name, bool lingering_ok) {
   MutexLock lock(mu);
   auto it = flows.find(name);
   SLUICE_CHECK(it != flows.end() && it->second != nullptr,
                "flow '" + name + "' has a handle but no state");
-  if (const uint32_t open = it->second->ctx.open_cores.n.load(std::memory_order_relaxed);
-      open != 0) {
+  uint32_t open = it->second->ctx.open_cores.n.load(std::memory_order_relaxed);
+  // Sources the Linger finishes are no user's any more.
+  if (lingering_ok) open -= static_cast<uint32_t>(linger.pending(&it->second->ctx));
+  if (open != 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "flow '" + name + "' cannot be destroyed on rank " + std::to_string(boot.rank) +
                     ": " + std::to_string(open) +
@@ -212,6 +228,115 @@ void ClusterImpl::destroy_flow(const std::string& name, std::unique_ptr<FlowStat
   }
   log::info("flow '", name, "' destroyed", failure ? " (not confirmed by every participant)" : "");
   if (failure) std::rethrow_exception(failure);
+}
+
+namespace {
+
+// A flow whose DeclaredFlow was destroyed: once its lingering sources are
+// done, it withdraws from the registry without waiting, and is freed when
+// every participant has withdrawn (or is lost), as DeclaredFlow::destroy()
+// would have waited for; or at its deadline, or when the Cluster ends.
+class FlowRetirement final : public Linger::Task {
+ public:
+  FlowRetirement(ClusterImpl* impl, std::string name, std::unique_ptr<FlowState> fs)
+      : impl_(impl),
+        name_(std::move(name)),
+        fs_(std::move(fs)),
+        key_(&fs_->ctx),
+        deadline_(impl->setup_deadline()),
+        reply_(std::make_shared<Reply>()) {}
+
+  ~FlowRetirement() override {
+    fs_.reset();
+    MutexLock lock(impl_->mu);
+    impl_->flows.erase(name_);
+    impl_->retiring.erase(name_);
+  }
+
+  bool step(std::chrono::milliseconds slice) override {
+    if (fs_->ctx.open_cores.n.load(std::memory_order_relaxed) != 0) {
+      std::this_thread::sleep_for(slice);  // its sources' last transfers (their own tasks)
+      return false;
+    }
+    if (!sent_) {
+      sent_ = true;
+      try {
+        auto reply = reply_;
+        impl_->client->undeclare_flow_async(name_, deadline_, [reply](std::string error) {
+          reply->error = std::move(error);
+          reply->done.store(true, std::memory_order_release);
+        });
+      } catch (const std::exception& e) {
+        log::warn("flow '", name_, "': ", e.what());
+        return true;
+      }
+    }
+    if (!reply_->done.load(std::memory_order_acquire)) {
+      std::this_thread::sleep_for(slice);
+      return false;
+    }
+    if (reply_->error.empty()) {
+      log::info("flow '", name_, "' destroyed");
+    } else {
+      log::warn("flow '", name_, "': ", reply_->error);
+    }
+    return true;
+  }
+  Deadline deadline() const override { return deadline_; }
+  std::string describe() const override {
+    return "flow '" + name_ + "': its withdrawal from the job";
+  }
+  void give_up(const std::string& why) override {
+    log::warn("flow '", name_, "' freed before every participant confirmed it is done with it (",
+              why, ")");
+  }
+  const void* key() const override { return key_; }
+
+ private:
+  struct Reply {
+    std::atomic<bool> done{false};
+    std::string error;  // written before done
+  };
+  ClusterImpl* impl_;
+  std::string name_;
+  std::unique_ptr<FlowState> fs_;
+  const void* key_;
+  Deadline deadline_;
+  std::shared_ptr<Reply> reply_;  // shared with the registry client's callback
+  bool sent_ = false;
+};
+
+}  // namespace
+
+void ClusterImpl::retire_flow(const std::string& name) {
+  auto fs = take_flow(name, /*lingering_ok=*/true);  // throws if the user has cores open
+  if (left.load()) {
+    // The registry let go of every flow of this rank when it left.
+    fs.reset();
+    MutexLock lock(mu);
+    flows.erase(name);
+    return;
+  }
+  {
+    MutexLock lock(mu);
+    retiring.insert(name);
+  }
+  linger.add(std::make_unique<FlowRetirement>(this, name, std::move(fs)));
+}
+
+Status ClusterImpl::leave(Deadline deadline) {
+  bool clean = linger.drain(deadline);
+  if (!clean) {
+    log::warn(
+        "leave(): the last transfers of destroyed sources, or the withdrawal of destroyed "
+        "flows, were not finished by the deadline");
+  }
+  linger.close();
+  if (!client->leave(deadline)) {
+    clean = false;
+    log::warn("leave(): the registry did not confirm by the deadline that this rank left");
+  }
+  return clean ? Status::kOk : Status::kTimeout;
 }
 
 void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target_ranks) {

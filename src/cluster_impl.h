@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -24,6 +25,7 @@
 #include "control/registry_client.h"
 #include "control/signal_report.h"
 #include "flow/flow_core.h"
+#include "flow/linger.h"
 #include "memory/region.h"
 #include "observe/endpoint_counters.h"
 #include "sluice/cluster.h"
@@ -90,6 +92,9 @@ class ClusterImpl {
   std::map<uint32_t, std::string> host_ids SLUICE_GUARDED_BY(mu);
   std::set<std::string> exposed SLUICE_GUARDED_BY(mu);  // names of regions this rank exposed
   int regions_over_ofi SLUICE_GUARDED_BY(mu) = -1;      // -1: not yet decided
+  // Flows whose DeclaredFlow was destroyed, not yet let go of (FlowRetirement).
+  std::set<std::string> retiring SLUICE_GUARDED_BY(mu);
+  std::atomic<bool> left{false};  // leave() was called
 
   // Regions go over ofi for every rank unless every rank shares this host.
   bool regions_use_ofi() {
@@ -119,16 +124,26 @@ class ClusterImpl {
 
   void declare(const FlowSpec& spec);
   // DeclaredFlow::destroy() in two steps: take the flow's state (throws if
-  // cores of it are open; nothing changes then), then withdraw it from the
+  // cores of it are open, but for sources lingering on `linger` where
+  // `lingering_ok`; nothing changes then), then withdraw it from the
   // registry, free it and release the name.
-  std::unique_ptr<FlowState> take_flow(const std::string& name);
+  std::unique_ptr<FlowState> take_flow(const std::string& name, bool lingering_ok = false);
   void destroy_flow(const std::string& name, std::unique_ptr<FlowState> fs, Deadline deadline);
+  // DeclaredFlow's destructor: take_flow, then let `linger` withdraw and
+  // free it. Never waits.
+  void retire_flow(const std::string& name);
+  // Cluster::leave().
+  Status leave(Deadline deadline);
   const std::string& host_of(uint32_t rank);
   // The transport between ranks a and b (kShm or kOfi); `what` names the
   // caller's object in the error when transport is kShm across hosts.
   Transport transport_between(uint32_t a, uint32_t b, const std::string& what);
   void map_regions(FlowState& fs, const std::vector<uint32_t>& target_ranks);
   void setup_ofi(FlowState& fs);
+
+  // Last, so destroyed first: what it still holds refers to the flows and
+  // the registry client above.
+  Linger linger;
 };
 
 // An ordered flow's sequencer as one core uses it (nullptr for an unordered

@@ -47,6 +47,7 @@ const std::set<std::string>& known_variables() {
       "SLUICE_TEST_OFI_IMPERSONATE",
       "SLUICE_TEST_OFI_NO_WAIT_FD",
       "SLUICE_TEST_OFI_CLOSE_NO_FLUSH",
+      "SLUICE_TEST_DESTRUCTOR_WAITS",
   };
   return names;
 }

@@ -92,5 +92,6 @@ int main(int argc, char** argv) {
   std::printf("records %llu consumed %llu checksum %s\n", static_cast<unsigned long long>(records),
               static_cast<unsigned long long>(consumed),
               consumed == records && sum == want ? "ok" : "WRONG");
-  return consumed == records && sum == want ? 0 : 1;
+  const bool left = cluster.leave() == sluice::Status::kOk;
+  return consumed == records && sum == want && left ? 0 : 1;
 }

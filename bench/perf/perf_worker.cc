@@ -47,6 +47,7 @@ void run_worker(const WorkerOptions& o) {
     line["rep"] = a.rep;
     emit_json_line(o.out, line);
   }
+  (void)c.leave();
 }
 
 }  // namespace

@@ -21,8 +21,9 @@
 /// (heart-beats and peer events; never on the data path), and the shared
 /// memory of every flow declared through it until that flow's DeclaredFlow is
 /// destroyed (or the Cluster is). Destroy every Source and Target before its
-/// flow's DeclaredFlow, and every handle before the Cluster. Destroying the
-/// Cluster leaves the job cleanly (peers see "left", not "died").
+/// flow's DeclaredFlow, and every handle before the Cluster; then call
+/// leave(), which leaves the job cleanly (peers see "left", not "died").
+/// No destructor waits for the network (docs/guide.md, "Lifecycle").
 #pragma once
 
 #include <chrono>
@@ -77,20 +78,22 @@ class [[nodiscard]] DeclaredFlow {
   /// Destroys the flow this handle held, as the destructor does, then takes
   /// over `other`'s; `other` is left empty.
   DeclaredFlow& operator=(DeclaredFlow&& other) noexcept;
-  /// destroy(now + options().setup_timeout), logging instead of throwing on
-  /// failure: may block that long for peers that have not destroyed theirs.
-  /// If the flow still has open Sources or Targets here, logs an error and
-  /// leaves the flow declared until the Cluster ends (never frees memory a
-  /// core uses).
+  /// Never waits: withdraws the flow in the background, freeing this rank's
+  /// memory once every participant destroyed theirs (or is lost), as
+  /// destroy() does, or after options().setup_timeout, or when the Cluster
+  /// ends; declaring the name again on this rank waits for that. If the
+  /// flow still has open Sources or Targets here, logs an error and leaves
+  /// the flow declared until the Cluster ends (never frees memory a core
+  /// uses).
   ~DeclaredFlow();
 
-  /// Destroys the flow on this rank as described above. Idempotent; an empty
-  /// handle does nothing. Throws Error(kInvalidArgument) if Sources or
-  /// Targets of the flow are still open here (nothing is done then);
-  /// Error(kTimeout) naming the participants that have not destroyed theirs
-  /// by `deadline`, or PeerLostError if the registry is lost: this rank's
-  /// resources are freed either way, and the name can be declared again once
-  /// the others have destroyed theirs.
+  /// Destroys the flow on this rank as described above, waiting for it
+  /// (first for the last transfers of its sources destroyed right after
+  /// close()). Idempotent; an empty handle does nothing. Throws Error(kInvalidArgument) if Sources
+  /// or Targets of the flow are still open here (nothing is done then); Error(kTimeout) naming the
+  /// participants that have not destroyed theirs by `deadline`, or PeerLostError if the registry is
+  /// lost: this rank's resources are freed either way, and the name can be declared again once the
+  /// others have destroyed theirs.
   void destroy(Deadline deadline = kForever);
 
   /// The flow's name; empty for an empty handle.
@@ -135,7 +138,23 @@ class Cluster {
   Cluster(Cluster&&) noexcept;
   Cluster& operator=(Cluster&&) noexcept;
   ///@}
+  /// Never waits (docs/guide.md, "Lifecycle"). After leave() it only frees
+  /// memory. Without it, it gives up on what destroyed handles left
+  /// unfinished (an ofi source's last transfers after close(), a destroyed
+  /// flow's withdrawal), saying so in a warning, and sends LEAVE without
+  /// waiting for the registry: peers mostly see "left", but a target may
+  /// see a source's rank lost before its last segments. End with leave().
   ~Cluster();
+
+  /// Leaves the job cleanly: waits until what destroyed handles left
+  /// unfinished is done (the last transfers of ofi sources destroyed right
+  /// after close(), the withdrawal of flows whose DeclaredFlow was
+  /// destroyed), then tells the registry this rank leaves and waits until
+  /// it confirmed (peers then see "left", not "died"). kOk; kTimeout if
+  /// something was not done by `deadline` (a warning says what; the rank has
+  /// left all the same); kClosed if it was called before. Every other call
+  /// on the Cluster is an error afterwards; destroy its handles first.
+  [[nodiscard]] Status leave(Deadline deadline = kForever);
 
   /// This process's rank in the job: 0 .. world_size() - 1.
   uint32_t rank() const;

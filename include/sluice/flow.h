@@ -410,18 +410,35 @@ class Worker;
 /// The sending end of a flow for one endpoint. Move-only; one owning thread.
 ///
 /// Lifecycle: push ... then close() (or close_and_wait()) for the guarantee,
-/// or abort() to end without it. The destructor after a successful close()
-/// waits, over ofi only, until every target confirmed that all of this
-/// source's segments arrived (the targets' threads must drive them: any call
-/// on a target does), at most 5 s; then it gives up, logs a warning and
-/// leaves the endpoint open. Without close() it behaves as abort(): the targets learn at once
-/// that the flow is incomplete; it returns within about 100 ms. (A target
-/// that fails for good tells its sources when it fails; a failed source
-/// tells its targets when it is destroyed: destroy it, or abort() it.)
+/// or abort() to end without it. The destructor never waits. After a
+/// successful close(), over ofi, the last segments may still be in flight
+/// and the targets' confirmations still to come: the destructor hands the
+/// endpoint to its Cluster, which finishes them in the background (at most
+/// 5 s, then it gives up with a warning); Cluster::leave() waits for that,
+/// so end a process with leave() (or use close_and_wait(), which waits
+/// itself). Without close() the destructor behaves as abort(): the targets
+/// learn at once that the flow is incomplete. (A target that fails for good
+/// tells its sources when it fails; a failed source tells its targets when
+/// it is destroyed: destroy it, or abort() it.)
 template <class T>
 class Source {
  public:
   Source() = default;
+  /// Takes over `other`'s endpoint; `other` is left empty.
+  Source(Source&& other) noexcept = default;
+  /// Ends this handle's endpoint (as the destructor does), then takes over
+  /// `other`'s.
+  Source& operator=(Source&& other) noexcept {
+    if (this != &other) {
+      detail::release_source(std::move(core_));
+      core_ = std::move(other.core_);
+      last_ = other.last_;
+      pushed_ = other.pushed_;
+    }
+    return *this;
+  }
+  /// Never waits (docs/guide.md, "Lifecycle"): see the class comment.
+  ~Source() { detail::release_source(std::move(core_)); }
 
   /// Routes `r` and writes it into its target's ring, waiting for credit if
   /// the ring is full. kOk, kTimeout, kPeerLost, kClosed or kInvalid.
@@ -595,6 +612,22 @@ template <class T>
 class Target {
  public:
   Target() = default;
+  /// Takes over `other`'s endpoint; `other` is left empty.
+  Target(Target&& other) noexcept = default;
+  /// Ends this handle's endpoint (as the destructor does), then takes over
+  /// `other`'s.
+  Target& operator=(Target&& other) noexcept {
+    if (this != &other) {
+      detail::release_target(std::move(core_));
+      core_ = std::move(other.core_);
+      status_ = other.status_;
+      last_source_ = other.last_source_;
+      last_sequence_ = other.last_sequence_;
+    }
+    return *this;
+  }
+  /// Never waits (docs/guide.md, "Lifecycle"): see the class comment.
+  ~Target() { detail::release_target(std::move(core_)); }
 
   /// The next batch of records (one segment of one source), waiting until one
   /// is published. The view points into the ring and stays valid until the
@@ -661,6 +694,20 @@ Target<T> target_from_core(std::unique_ptr<TargetCore> core) {
 class BytesSource {
  public:
   BytesSource() = default;
+  /// Takes over `other`'s endpoint; `other` is left empty.
+  BytesSource(BytesSource&& other) noexcept = default;
+  /// Ends this handle's endpoint (as the destructor does), then takes over
+  /// `other`'s.
+  BytesSource& operator=(BytesSource&& other) noexcept {
+    if (this != &other) {
+      detail::release_source(std::move(core_));
+      core_ = std::move(other.core_);
+      last_ = other.last_;
+    }
+    return *this;
+  }
+  /// Never waits (docs/guide.md, "Lifecycle"): see the class comment.
+  ~BytesSource() { detail::release_source(std::move(core_)); }
 
   /// As Source::push, for a byte record.
   [[nodiscard]] Status push(std::span<const std::byte> rec, Deadline deadline = kForever) {
@@ -833,6 +880,22 @@ inline RecordBatch make_record_batch(const std::byte* data, uint32_t bytes) {
 class BytesTarget {
  public:
   BytesTarget() = default;
+  /// Takes over `other`'s endpoint; `other` is left empty.
+  BytesTarget(BytesTarget&& other) noexcept = default;
+  /// Ends this handle's endpoint (as the destructor does), then takes over
+  /// `other`'s.
+  BytesTarget& operator=(BytesTarget&& other) noexcept {
+    if (this != &other) {
+      detail::release_target(std::move(core_));
+      core_ = std::move(other.core_);
+      status_ = other.status_;
+      last_source_ = other.last_source_;
+      last_sequence_ = other.last_sequence_;
+    }
+    return *this;
+  }
+  /// Never waits (docs/guide.md, "Lifecycle"): see the class comment.
+  ~BytesTarget() { detail::release_target(std::move(core_)); }
 
   /// As Target::consume: the next segment's byte records.
   std::optional<RecordBatch> consume(Deadline deadline = kForever) {

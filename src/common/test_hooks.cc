@@ -1,7 +1,11 @@
 #include "common/test_hooks.h"
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
 
 #include "sluice/version.h"
 
@@ -56,7 +60,46 @@ bool region_post_refused() {
   const char* v = std::getenv("SLUICE_TEST_REGION_POST_REFUSED");
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
+
+namespace {
+thread_local int destructor_depth = 0;
+std::atomic<uint64_t> waits_in_destructors{0};
+std::once_flag first_wait_once;
+std::string first_wait;  // written once, under first_wait_once
+
+bool check_destructor_waits() {
+  static const bool on = number("SLUICE_TEST_DESTRUCTOR_WAITS") != 0;
+  return on;
+}
+
+void report_destructor_waits() {
+  const uint64_t n = waits_in_destructors.load();
+  if (n == 0) return;
+  std::fprintf(stderr,
+               "sluice: %llu blocking wait(s) were entered from a destructor (the first: %s); "
+               "destructors must never block\n",
+               static_cast<unsigned long long>(n), first_wait.c_str());
+  std::fflush(stderr);
+  std::_Exit(kDestructorWaitStatus);
+}
+}  // namespace
+
+DestructorScope::DestructorScope() { ++destructor_depth; }
+DestructorScope::~DestructorScope() { --destructor_depth; }
+void note_blocking_wait(const char* what) {
+  if (destructor_depth == 0 || !check_destructor_waits()) return;
+  std::call_once(first_wait_once, [what] {
+    first_wait = what;
+    std::atexit(report_destructor_waits);
+  });
+  waits_in_destructors.fetch_add(1);
+}
+uint64_t destructor_waits() { return waits_in_destructors.load(); }
 #else
+DestructorScope::DestructorScope() {}
+DestructorScope::~DestructorScope() {}
+void note_blocking_wait(const char*) {}
+uint64_t destructor_waits() { return 0; }
 bool enabled() { return false; }
 uint64_t die_after_sequence() { return 0; }
 uint64_t ofi_eagain_every() { return 0; }

@@ -48,4 +48,23 @@ bool ofi_close_no_flush();
 // one test in a process can turn it on and off.
 bool region_post_refused();
 
+// Destructors never block on the network (docs/guide.md, "Lifecycle"). The
+// destructor of every public handle runs inside a DestructorScope, and
+// every blocking wait of the library (a registry request, a source waiting
+// for its last transfers, a region's goodbye) calls note_blocking_wait().
+// With SLUICE_TEST_DESTRUCTOR_WAITS=1, a wait entered inside a scope is
+// counted, and a process that counted any says which at exit and exits
+// with status kDestructorWaitStatus; the tests set it for every case.
+class DestructorScope {
+ public:
+  DestructorScope();
+  ~DestructorScope();
+  DestructorScope(const DestructorScope&) = delete;
+  DestructorScope& operator=(const DestructorScope&) = delete;
+};
+void note_blocking_wait(const char* what);
+// Waits counted so far in this process (0 unless the switch is on).
+uint64_t destructor_waits();
+inline constexpr int kDestructorWaitStatus = 86;
+
 }  // namespace sluice::detail::test_hooks

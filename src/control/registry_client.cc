@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <map>
 #include <thread>
 
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/test_hooks.h"
 #include "control/protocol.h"
 #include "control/signal_report.h"
 #include "control/tcp_liveness.h"
@@ -140,8 +142,17 @@ struct RegistryClient::Impl {
   void write_all(const std::string& bytes, Deadline deadline);
   bool pump_out(std::string* problem);
   Reply call(MsgType type, const std::string& payload, Deadline deadline, const std::string& what);
+  // Queues a request; `on_reply` runs once, on the control thread with mu
+  // held (it must not call back into the client), when the reply comes or
+  // the registry is lost. Throws as call() does when it cannot be queued.
+  uint32_t enqueue(MsgType type, const std::string& payload, const std::string& what,
+                   std::function<void(Reply)> on_reply);
   void expect(const Reply& r, MsgType type, const std::string& what);
-  void shut_down();
+  // The error text of a reply that is not `type`, or empty.
+  std::string reply_problem(const Reply& r, MsgType type, const std::string& what) const;
+  // Sends LEAVE and half-closes, then gives the registry until `deadline` to
+  // close its side; true if it did (it read everything this rank sent).
+  bool shut_down(Deadline deadline);
 
   BootstrapInfo info;
   ClientOptions options;
@@ -165,12 +176,14 @@ struct RegistryClient::Impl {
   std::thread thread;
   std::atomic<bool> stopping{false};
   Deadline stop_deadline = kForever;  // written before the wake-up, read by the thread after
+  // The registry closed its side after this rank's LEAVE and half-close.
+  std::atomic<bool> clean_close{false};
 
   Mutex mu;  // guards everything below
   // Frames for the control thread to send: callers never write to the
   // socket themselves, so no call blocks on a registry that stopped reading.
   std::string outbox SLUICE_GUARDED_BY(mu);
-  std::map<uint32_t, std::promise<Reply>> pending SLUICE_GUARDED_BY(mu);
+  std::map<uint32_t, std::function<void(Reply)>> pending SLUICE_GUARDED_BY(mu);
   uint32_t next_id SLUICE_GUARDED_BY(mu) = 1;
   bool lost SLUICE_GUARDED_BY(mu) = false;
   std::string lost_text SLUICE_GUARDED_BY(mu);
@@ -432,8 +445,9 @@ bool RegistryClient::Impl::handle_frame(const Frame& f, std::string* problem) {
   MutexLock lock(mu);
   // An unknown id is a reply to a request whose caller gave up; drop it.
   if (auto it = pending.find(f.header.request_id); it != pending.end()) {
-    it->second.set_value(Reply{type, f.payload, false, ""});
+    auto on_reply = std::move(it->second);
     pending.erase(it);
+    on_reply(Reply{type, f.payload, false, ""});
   }
   return true;
 }
@@ -459,8 +473,9 @@ void RegistryClient::Impl::fail_all(const std::string& reason) {
   MutexLock lock(mu);
   lost = true;
   lost_text = text;
-  for (auto& [id, promise] : pending) promise.set_value(Reply{MsgType::kError, "", true, text});
+  auto waiting = std::move(pending);
   pending.clear();
+  for (auto& [id, on_reply] : waiting) on_reply(Reply{MsgType::kError, "", true, text});
 }
 
 bool RegistryClient::Impl::handle_parsed(std::string* reason) {
@@ -527,6 +542,10 @@ void RegistryClient::Impl::loop() {
     }
     const Deadline now = Clock::now();
     if (stop && now >= stop_deadline) {
+      // Read what the registry sent meanwhile: closing a socket with unread
+      // bytes resets the connection, which may drop our LEAVE.
+      while (::recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+      }
       reason = "the client was shut down";
       break;
     }
@@ -538,6 +557,7 @@ void RegistryClient::Impl::loop() {
       const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
       if (n == 0) {
         reason = "the registry closed the connection";
+        if (write_shut) clean_close.store(true, std::memory_order_release);
         break;
       }
       if (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -582,9 +602,9 @@ void RegistryClient::Impl::loop() {
   fail_all(reason);
 }
 
-RegistryClient::Impl::Reply RegistryClient::Impl::call(MsgType type, const std::string& payload,
-                                                       Deadline deadline, const std::string& what) {
-  std::future<Reply> reply;
+uint32_t RegistryClient::Impl::enqueue(MsgType type, const std::string& payload,
+                                       const std::string& what,
+                                       std::function<void(Reply)> on_reply) {
   uint32_t id = 0;
   {
     MutexLock lock(mu);
@@ -605,10 +625,20 @@ RegistryClient::Impl::Reply RegistryClient::Impl::call(MsgType type, const std::
     }
     id = next_id++;
     if (next_id == 0) next_id = 1;  // 0 marks frames that are not replies
-    reply = pending[id].get_future();
+    pending[id] = std::move(on_reply);
     outbox += make_frame(type, id, payload);
   }
   wake();
+  return id;
+}
+
+RegistryClient::Impl::Reply RegistryClient::Impl::call(MsgType type, const std::string& payload,
+                                                       Deadline deadline, const std::string& what) {
+  detail::test_hooks::note_blocking_wait("a registry request");
+  auto promise = std::make_shared<std::promise<Reply>>();
+  std::future<Reply> reply = promise->get_future();
+  const uint32_t id =
+      enqueue(type, payload, what, [promise](Reply r) { promise->set_value(std::move(r)); });
   const bool bounded = deadline != kForever && deadline < Deadline::max() - kReplyGrace;
   if (!bounded) {
     reply.wait();
@@ -634,6 +664,23 @@ RegistryClient::Impl::Reply RegistryClient::Impl::call(MsgType type, const std::
   return r;
 }
 
+std::string RegistryClient::Impl::reply_problem(const Reply& r, MsgType type,
+                                                const std::string& what) const {
+  if (r.registry_lost) return what + ": " + r.lost_text;
+  if (r.type == MsgType::kError) {
+    ErrorMsg e;
+    if (!decode(r.payload, &e)) {
+      return log::cat(what, ": the registry at ", address, " sent a malformed ERROR reply");
+    }
+    return e.text;
+  }
+  if (r.type != type) {
+    return log::cat(what, ": the registry at ", address, " answered ", to_string(r.type),
+                    " instead of ", to_string(type));
+  }
+  return {};
+}
+
 void RegistryClient::Impl::expect(const Reply& r, MsgType type, const std::string& what) {
   if (r.type != type) {
     throw Error(ErrorCode::kProtocol, log::cat(what, ": the registry at ", address, " answered ",
@@ -641,21 +688,22 @@ void RegistryClient::Impl::expect(const Reply& r, MsgType type, const std::strin
   }
 }
 
-void RegistryClient::Impl::shut_down() {
-  if (!thread.joinable()) return;
+bool RegistryClient::Impl::shut_down(Deadline deadline) {
+  if (!thread.joinable()) return false;
   {
-    // The control thread sends LEAVE, then half-closes; a registry that
-    // stopped reading costs at most kLeaveLinger.
+    // The control thread sends LEAVE, then half-closes, and waits until
+    // `deadline` for the registry to close its side.
     // The last counters go first, so the registry has this rank's final
     // totals even if its flows lived shorter than a heartbeat.
     const std::string report = counters_frame(info.rank);
     MutexLock lock(mu);
     if (!lost) outbox += report + make_frame(MsgType::kLeave, 0, "");
   }
-  stop_deadline = Clock::now() + kLeaveLinger;
+  stop_deadline = deadline;
   stopping.store(true, std::memory_order_release);
   wake();
   thread.join();
+  return clean_close.load(std::memory_order_acquire);
 }
 
 std::unique_ptr<RegistryClient> RegistryClient::connect(const BootstrapInfo& info,
@@ -680,7 +728,12 @@ std::unique_ptr<RegistryClient> RegistryClient::connect(const BootstrapInfo& inf
 
 RegistryClient::RegistryClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-RegistryClient::~RegistryClient() { impl_->shut_down(); }
+// Never waits for the registry: LEAVE goes out if the socket takes it at
+// once (it mostly does), and the registry then reports this rank as left;
+// leave() is the call that waits for that.
+RegistryClient::~RegistryClient() { (void)impl_->shut_down(Clock::now()); }
+
+bool RegistryClient::leave(Deadline deadline) { return impl_->shut_down(deadline); }
 
 uint32_t RegistryClient::rank() const { return impl_->info.rank; }
 uint32_t RegistryClient::world_size() const { return impl_->info.world_size; }
@@ -712,6 +765,16 @@ void RegistryClient::undeclare_flow(const std::string& name, Deadline deadline) 
   const auto r = impl_->call(MsgType::kUndeclare, encode(UndeclareMsg{name, timeout_ms(deadline)}),
                              deadline, what);
   impl_->expect(r, MsgType::kOk, what);
+}
+
+void RegistryClient::undeclare_flow_async(const std::string& name, Deadline deadline,
+                                          std::function<void(std::string)> done) {
+  const std::string what = log::cat("destroying flow '", name, "'");
+  Impl* impl = impl_.get();
+  impl_->enqueue(MsgType::kUndeclare, encode(UndeclareMsg{name, timeout_ms(deadline)}), what,
+                 [impl, what, done = std::move(done)](Impl::Reply r) {
+                   done(impl->reply_problem(r, MsgType::kOk, what));
+                 });
 }
 
 uint64_t RegistryClient::erase(const std::string& key, bool prefix) {

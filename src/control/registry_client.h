@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,9 +52,13 @@ class RegistryClient {
   // for any other refusal (duplicate rank, rank >= world size...).
   static std::unique_ptr<RegistryClient> connect(const BootstrapInfo& info,
                                                  const ClientOptions& options);
-  // Sends LEAVE (so peers see "left") and joins the control thread; waits at
-  // most about a second for a registry that does not answer.
+  // Sends LEAVE (so peers see "left") if the socket takes it at once and
+  // joins the control thread; never waits for the registry.
   ~RegistryClient();
+  // Sends LEAVE, half-closes and waits until `deadline` for the registry to
+  // close its side; true if it did (it read everything this rank sent).
+  // Every call after it fails as if the registry were lost. Once only.
+  bool leave(Deadline deadline);
 
   uint32_t rank() const;
   uint32_t world_size() const;
@@ -76,6 +81,12 @@ class RegistryClient {
   // have not withdrawn (the withdrawal still counts), Error(kInvalidArgument)
   // if this rank has not declared the flow.
   void undeclare_flow(const std::string& name, Deadline deadline);
+  // The same without waiting: `done` runs once with "" when every
+  // participant withdrew (or is lost), or with the error's text; on the
+  // control thread, so it must be quick and must not call the client.
+  // Throws as a call does if the request cannot be queued.
+  void undeclare_flow_async(const std::string& name, Deadline deadline,
+                            std::function<void(std::string)> done);
   // Erases `key`, or with prefix = true every key that starts with `key`;
   // returns how many keys went. A get() waiting for an erased key keeps
   // waiting (until it is put again or its deadline).

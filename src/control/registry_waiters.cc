@@ -114,11 +114,9 @@ void Waiters::declare(const Waiter& w, DeclareMsg m) {
   auto it = flows_.find(m.name);
   if (it != flows_.end() && it->second.gone.count(rank) != 0) {
     // Its previous declaration is still being destroyed by the others:
-    // joining that one would hand out its keys as the new flow's.
-    reply_error(w, ErrorCode::kInvalidArgument,
-                log::cat("flow '", m.name, "' cannot be declared again by rank ", rank,
-                         " yet: ranks ", rank_list_text(not_gone(it->second)),
-                         " have not destroyed its previous declaration"));
+    // joining that one would hand out its keys as the new flow's. The
+    // declaration waits (until its deadline) for the others to let go.
+    it->second.redeclares.emplace_back(w, std::move(m));
     return;
   }
   if (it == flows_.end()) {
@@ -192,8 +190,11 @@ bool Waiters::forget_if_gone(std::map<std::string, FlowDecl>::iterator it) {
   // read a key of this one.
   erase("flow/" + it->first + "/", true);
   const std::vector<Waiter> waiters = std::move(flow.undeclare_waiters);
+  auto redeclares = std::move(flow.redeclares);
   flows_.erase(it);
   for (const Waiter& w : waiters) host_.reply(w, MsgType::kOk, "");
+  // The name is free: the declarations that waited for it start the next one.
+  for (auto& [w, m] : redeclares) declare(w, std::move(m));
   return true;
 }
 
@@ -372,6 +373,7 @@ void Waiters::lose_rank(uint32_t r, uint64_t gone_conn, const std::string& who) 
     if (std::binary_search(flow.participants.begin(), flow.participants.end(), r))
       flow.gone.insert(r);
     std::erase_if(flow.undeclare_waiters, [&](const Waiter& w) { return w.conn_id == gone_conn; });
+    std::erase_if(flow.redeclares, [&](const auto& d) { return d.first.conn_id == gone_conn; });
     if (flow.complete) {
       // A lost participant never undeclares: the others need not wait for it.
       const auto next = std::next(it);
@@ -415,6 +417,15 @@ void Waiters::expire(RegistryTime now) {
           w, ErrorCode::kTimeout,
           log::cat("flow '", name, "' was not destroyed by every participant within ", w.timeout_ms,
                    " ms: waiting for ", host_.describe_missing(not_gone(flow))));
+      return true;
+    });
+    std::erase_if(flow.redeclares, [&](const auto& d) {
+      const Waiter& w = d.first;
+      if (now < w.deadline) return false;
+      reply_error(w, ErrorCode::kTimeout,
+                  log::cat("flow '", name, "' cannot be declared again by rank ", w.rank,
+                           " within ", w.timeout_ms, " ms: ranks ", rank_list_text(not_gone(flow)),
+                           " have not destroyed its previous declaration"));
       return true;
     });
     std::erase_if(flow.waiters, [&](const Waiter& w) {
@@ -481,6 +492,7 @@ RegistryTime Waiters::next_deadline() const {
   for (const auto& [name, flow] : flows_) {
     for (const Waiter& w : flow.waiters) next = std::min(next, w.deadline);
     for (const Waiter& w : flow.undeclare_waiters) next = std::min(next, w.deadline);
+    for (const auto& d : flow.redeclares) next = std::min(next, d.first.deadline);
   }
   for (const GetWaiter& g : gets_) next = std::min(next, g.waiter.deadline);
   for (const auto& [name, b] : barriers_) {

@@ -106,6 +106,9 @@ class Waiters {
     // the others.
     std::set<uint32_t> gone;
     std::vector<Waiter> undeclare_waiters;
+    // DECLAREs of the name by participants done with this declaration,
+    // waiting until the others are done too (then they start the next one).
+    std::vector<std::pair<Waiter, DeclareMsg>> redeclares;
   };
 
   struct GetWaiter {

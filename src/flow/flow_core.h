@@ -28,6 +28,8 @@
 
 namespace sluice::detail {
 
+class Linger;
+
 // How many cores of a flow exist in this process: a core counts itself from
 // its construction to its destruction (OpenCore), so that the flow's owner can
 // refuse to free the context under one. A copy starts at zero.
@@ -51,6 +53,10 @@ struct FlowContext {
   std::vector<std::string> hosts;
   // The cores of this flow alive in this process (see OpenCore).
   CoreCount open_cores;
+  // Where a destroyed source finishes its last transfers (the Cluster's;
+  // null in tests that wire flows without one: a source is then destroyed
+  // at once, giving up on what is unconfirmed).
+  Linger* linger = nullptr;
 
   // "flow 'orders' source (1,0)" and the like, for messages.
   std::string endpoint_name(bool source, uint32_t index) const;

@@ -82,29 +82,23 @@ FlowSource::~FlowSource() { counters::release(stats_); }
 
 void FlowSource::retire() {
   if (ofi_ != nullptr && closed_ && failed_ == Status::kOk) {
-    // Linger until the provider delivered what we posted (the END above
-    // all), so that the process may exit right after; bounded, and cut
-    // short when the peer is known to be gone. Transfers still in flight
-    // then: leave the endpoint open rather than tear it down under them.
-    const auto start = Clock::now();
-    const Deadline linger = start + kLinger;
-    Status s = drain(linger);
-    if (s == Status::kOk) s = await_confirmations(linger);
-    if (const auto waited = Clock::now() - start; waited > kCloseFlush) {
-      log::debug(ctx_->endpoint_name(true, index_), ": lingered ",
-                 std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
-                 " ms for the last transfers and the targets' confirmations");
-    }
-    if (s != Status::kOk) {
-      // close() succeeded, so nobody else will hear of this: a target
-      // may now wait for what never left.
-      if (failed_ == Status::kOk) {
-        log::warn(ctx_->endpoint_name(true, index_), ": gave up after ", kLinger.count(),
-                  " ms: ", error_);
-      } else {
-        log::warn(ctx_->endpoint_name(true, index_),
-                  ": the last transfers after close() failed: ", error_);
-      }
+    // After a successful close() the last transfers and the targets'
+    // confirmations of the END are awaited by whoever destroyed the source
+    // in time: its Worker drives it until they are in, and a source
+    // destroyed before parks on the Cluster's Linger (release_source),
+    // which destroys it once they are, or at its deadline. Not waited for
+    // here: destructors never block. What is still missing now is given up
+    // on: transfers still in flight leave the endpoint open rather than be
+    // torn down under.
+    (void)progress();
+    if (failed_ == Status::kOk && (transfers_busy() || !all_confirmed())) {
+      log::warn(ctx_->endpoint_name(true, index_),
+                ": destroyed before its last transfers were confirmed by every target; gave up "
+                "on them (call Cluster::leave() before the Cluster ends, or close_and_wait())");
+      ofi_->ep->abandon();
+    } else if (failed_ != Status::kOk) {
+      log::warn(ctx_->endpoint_name(true, index_),
+                ": the last transfers after close() failed: ", error_);
       ofi_->ep->abandon();
     }
     if (const uint64_t ms = test_hooks::ofi_close_delay_ms(); ms > 0) {
@@ -166,7 +160,13 @@ void FlowSource::abort() {
   error_ = ctx_->endpoint_name(true, index_) + ": aborted";
 }
 
+bool FlowSource::lingers() const {
+  return ofi_ != nullptr && closed_ && failed_ == Status::kOk && !aborted_ &&
+         (transfers_busy() || !all_confirmed());
+}
+
 Status FlowSource::wait_delivered(Deadline deadline) {
+  test_hooks::note_blocking_wait("a source waiting for its last transfers");
   if (!closed_)
     return fail(Status::kInvalid, ctx_->endpoint_name(true, index_) + ": wait before close()");
   if (ofi_ == nullptr) return failed_;

@@ -31,6 +31,7 @@
 #include "flow/completion.h"
 #include "flow/failure_state.h"
 #include "flow/flow_core.h"
+#include "flow/linger.h"
 #include "flow/parking.h"
 #include "flow/wait_set.h"
 #include "sluice/flow.h"
@@ -47,8 +48,8 @@ inline constexpr auto kCloseFlush = std::chrono::milliseconds(100);
 // Replicate flows: how long a transport error waits for the registry to
 // confirm that the target's rank is gone before it fails the source.
 inline constexpr auto kLossConfirmation = std::chrono::milliseconds(2000);
-// How long a destroyed ofi source waits for its last transfers after a
-// successful close().
+// How long a destroyed ofi source lingers (on the Cluster's Linger) for its
+// last transfers after a successful close().
 inline constexpr auto kLinger = std::chrono::milliseconds(5000);
 
 // What every kind of source shares. Not a source by itself: a kind
@@ -61,6 +62,12 @@ class FlowSource : public SourceCore, protected FailureState {
   void abort() override;
 
   Status wait_delivered(Deadline deadline) override;
+  // Closed successfully, with transfers or confirmations still to come: a
+  // destroyed handle parks it on the Linger (release_source).
+  bool lingers() const;
+  Linger* linger() const { return ctx_->linger; }
+  const FlowContext* context() const { return ctx_; }
+  std::string name() const { return ctx_->endpoint_name(true, index_); }
 
   Status fail_invalid(const char* what) override;
 
@@ -95,9 +102,10 @@ class FlowSource : public SourceCore, protected FailureState {
 
   // The end of the source's life, which every kind's destructor runs first
   // (it may call the kind's drop_if_lost, which the base destructor no longer
-  // can). After a successful close(): lingers until the last ofi transfers
-  // completed and the targets confirmed them. Otherwise: tells every target
-  // that this source ends without END. Then closes (or abandons) the endpoint.
+  // can). Never waits: after a successful close(), what is not yet confirmed
+  // is given up on (with a warning; the Linger waited for it where there was
+  // one). Otherwise: tells every target that this source ends without END.
+  // Then closes (or abandons) the endpoint.
   void retire();
 
   // A target's ring as this source fills it (flow_cores.h: the inline

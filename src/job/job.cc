@@ -202,7 +202,14 @@ int Job::run(const std::function<int(JobContext&)>& body) {
   });
   if (joined != 0) return joined;
   JobContext context(*this, *cluster);
-  const int status = guarded(&*cluster, [&] { return body(context); });
+  int status = guarded(&*cluster, [&] { return body(context); });
+  // The body's handles are gone: leave once what they left unfinished (the
+  // last transfers of sources, flows' withdrawals) is done.
+  const int left = guarded(&*cluster, [&] {
+    (void)cluster->leave(Clock::now() + cluster->options().setup_timeout);
+    return 0;
+  });
+  if (status == 0) status = left;
   std::fflush(stdout);
   return status;
 }

@@ -331,6 +331,10 @@ int main(int argc, char** argv) {
         std::to_string(private_groups) + " " + std::to_string(sh.table_flushes) + " " +
         std::to_string(sh.partials_sent) + " " + std::to_string(sh.partials_merged);
     const auto all = c.allgather("combiner-result", mine);
+    if (c.leave() != sluice::Status::kOk) {
+      std::printf("FAILED: rank %u: leave() did not finish cleanly\n", c.rank());
+      return 1;
+    }
     if (c.rank() == 0) {
       bool ok = true;
       uint64_t groups = 0, privates = 0, flushes = 0, sent = 0, merged = 0;

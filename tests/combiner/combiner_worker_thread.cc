@@ -224,6 +224,7 @@ int main(int argc, char** argv) {
                   errors.empty() ? 1 : 0, mine, counted, sums_out.partials_sent(),
                   result.partials(), sums_out.table_flushes(), echo_count, echo_sum);
     const auto all = c.allgather("combiner-worker-thread", line);
+    if (c.leave() != sluice::Status::kOk) errors.push_back("leave() did not finish cleanly");
     if (c.rank() != 0) return errors.empty() ? 0 : 1;
     bool ok = errors.empty();
     uint64_t groups = 0, count = 0, sent = 0, merged = 0, flushes = 0, echoed = 0, echo_total = 0;

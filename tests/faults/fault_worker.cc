@@ -1020,18 +1020,19 @@ int main(int argc, char** argv) {
       std::printf("VERIFIED %" PRIu64 " records\n", got.count);
       return 0;
     }
-    if (a.scenario == "single-thread") return single_thread(c, a);
-    if (a.scenario == "replicate-lead") return replicate_lead(c, a);
-    if (a.scenario == "readme") return readme(c, a);
-    if (a.scenario == "target-abort") return target_abort(c, a);
-    if (a.scenario == "source-abort") return source_abort(c, a);
-    if (a.scenario == "ordered-idle") return ordered_idle(c, a);
-    if (a.scenario == "slow-target") return slow_target(c, a);
-    if (a.scenario == "impersonate") return impersonate(c, a);
-    if (a.scenario == "soak") return soak(c, a);
-    if (a.scenario == "combiner") return combiner(c, a);
-    if (a.scenario == "rebuild") return rebuild(c, a);
-    if (a.scenario == "rejoin") return rejoin(c, a);
+    if (a.scenario == "single-thread") return sluice::testing::leave_after(c, single_thread(c, a));
+    if (a.scenario == "replicate-lead")
+      return sluice::testing::leave_after(c, replicate_lead(c, a));
+    if (a.scenario == "readme") return sluice::testing::leave_after(c, readme(c, a));
+    if (a.scenario == "target-abort") return sluice::testing::leave_after(c, target_abort(c, a));
+    if (a.scenario == "source-abort") return sluice::testing::leave_after(c, source_abort(c, a));
+    if (a.scenario == "ordered-idle") return sluice::testing::leave_after(c, ordered_idle(c, a));
+    if (a.scenario == "slow-target") return sluice::testing::leave_after(c, slow_target(c, a));
+    if (a.scenario == "impersonate") return sluice::testing::leave_after(c, impersonate(c, a));
+    if (a.scenario == "soak") return sluice::testing::leave_after(c, soak(c, a));
+    if (a.scenario == "combiner") return sluice::testing::leave_after(c, combiner(c, a));
+    if (a.scenario == "rebuild") return sluice::testing::leave_after(c, rebuild(c, a));
+    if (a.scenario == "rejoin") return sluice::testing::leave_after(c, rejoin(c, a));
     failed("unknown scenario '" + a.scenario + "'");
   } catch (const sluice::PeerLostError& e) {
     lost(Clock::now(), std::string("exception: ") + e.what());

@@ -52,6 +52,10 @@ int main() {
     });
   }
   for (auto& t : pool) t.join();
+  if (cluster.leave() != sluice::Status::kOk) {
+    std::printf("FAILED: leave() did not finish cleanly\n");
+    return 1;
+  }
   for (const std::string& e : errors) {
     if (!e.empty()) {
       std::printf("FAILED: %s\n", e.c_str());

@@ -34,6 +34,10 @@ struct Args {
   uint32_t cycles = 100;
   uint64_t records = 3000;
   uint32_t warmup = 5;
+  // End each cycle's flow by its destructor (which never waits: the Cluster
+  // lets go of it in the background, and the next declaration of the name
+  // waits for that) rather than by destroy().
+  bool by_destructor = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -42,6 +46,7 @@ Args parse(int argc, char** argv) {
       .value("--cycles", &a.cycles)
       .value("--records", &a.records)
       .value("--warmup", &a.warmup)
+      .flag("--by-destructor", &a.by_destructor)
       .parse();
   return a;
 }
@@ -145,8 +150,15 @@ int main(int argc, char** argv) {
           return fail("cycle " + std::to_string(cycle) + ": run: " + w.error(0));
         }
       }  // the worker (with its target) and the source end before their flow
-      flow.destroy(sluice::Clock::now() + std::chrono::seconds(30));
+      if (!a.by_destructor) flow.destroy(sluice::Clock::now() + std::chrono::seconds(30));
       if (cycle + 1 == a.warmup) warm = measure();
+    }
+    if (a.by_destructor) {
+      // Declaring the name once more waits until every rank let go of the
+      // last cycle's flow; destroy() then frees this one before measuring.
+      auto last =
+          c.declare(sluice::shuffle<Rec>("cycle").sources(c.all_ranks()).targets(c.all_ranks()));
+      last.destroy(sluice::Clock::now() + std::chrono::seconds(30));
     }
     const Resources end = measure();
     std::printf("RESOURCES rank %u after %u warm-up cycles: %s; after %u cycles: %s\n", me,
@@ -190,7 +202,7 @@ int main(int argc, char** argv) {
     }
     std::printf("VERIFIED %u cycles rank %u: %" PRIu64 " records each\n", a.cycles, me,
                 uint64_t{world} * a.records);
-    return 0;
+    return sluice::testing::leave_after(c, 0);
   } catch (const sluice::Error& e) {
     return fail(std::string(sluice::to_string(e.code())) + ": " + e.what());
   }

@@ -29,12 +29,15 @@ constexpr const char* kCycles = "25";
 constexpr const char* kCycles = "100";
 #endif
 
-void run_cycles(const std::string& cycles) {
-  const testing::ProcessResult r =
-      run_job(3, {"--cycles", cycles, "--records", "3000", "--warmup", "5"});
+void run_cycles(const std::string& cycles, bool by_destructor = false) {
+  std::vector<std::string> args = {"--cycles", cycles, "--records", "3000", "--warmup", "5"};
+  if (by_destructor) args.push_back("--by-destructor");
+  const testing::ProcessResult r = run_job(3, args);
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  // Nothing a destructor handed over was given up on.
+  EXPECT_EQ(testing::count_lines_with(r.output, "gave up"), 0) << r.output;
   // (Built by append: GCC 12 at -O3 warns falsely of string + literal here.)
   std::string verified = "VERIFIED ";
   verified.append(cycles).append(" cycles");
@@ -54,6 +57,14 @@ TEST(FlowLifecycleTest, HundredDeclareUseDestroyCyclesDeliverExactlyOnceWithoutG
 // check the same growth at a third of the time; the hundred run under `slow`.
 TEST(FlowLifecycleTest, ThirtyDeclareUseDestroyCyclesDeliverExactlyOnceWithoutGrowth) {
   run_cycles("30");
+}
+
+// The same with every flow ended by its destructor, which never waits: the
+// next cycle's declaration of the name waits, on this rank and at the
+// registry, until every rank let go of the last one; no destructor enters a
+// blocking wait (the suite's SLUICE_TEST_DESTRUCTOR_WAITS check).
+TEST(FlowLifecycleTest, ThirtyCyclesEndedByDestructorsDeliverExactlyOnceWithoutGrowth) {
+  run_cycles("30", /*by_destructor=*/true);
 }
 
 }  // namespace

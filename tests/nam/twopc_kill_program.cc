@@ -78,10 +78,10 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(check.locked), check.problems.c_str());
       std::fflush(stdout);
       cluster.barrier("twopc-kill-checked", cluster.ranks({0, 1}), 0);
-      return check.ok ? 0 : 1;
+      return cluster.leave() == sluice::Status::kOk && check.ok ? 0 : 1;
     }
     cluster.barrier("twopc-kill-checked", cluster.ranks({0, 1}), 0);
-    return 0;
+    return cluster.leave() == sluice::Status::kOk ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "twopc_kill_program: %s\n", e.what());
     return 1;

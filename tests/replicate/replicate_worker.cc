@@ -553,14 +553,14 @@ int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   try {
     auto c = sluice::Cluster::join();
-    if (a.mode == "replicate") return run_replicate(a, c);
-    if (a.mode == "regions") return run_regions(a, c);
-    if (a.mode == "closed-loop") return run_closed_loop(a, c);
-    if (a.mode == "barriers") return run_barriers(a, c);
-    if (a.mode == "signal") return run_signal(a, c);
-    if (a.mode == "stale") return run_stale(c);
-    if (a.mode == "reexpose") return run_reexpose(c);
-    if (a.mode == "owner-dies") return run_owner_dies(c);
+    if (a.mode == "replicate") return sluice::testing::leave_after(c, run_replicate(a, c));
+    if (a.mode == "regions") return sluice::testing::leave_after(c, run_regions(a, c));
+    if (a.mode == "closed-loop") return sluice::testing::leave_after(c, run_closed_loop(a, c));
+    if (a.mode == "barriers") return sluice::testing::leave_after(c, run_barriers(a, c));
+    if (a.mode == "signal") return sluice::testing::leave_after(c, run_signal(a, c));
+    if (a.mode == "stale") return sluice::testing::leave_after(c, run_stale(c));
+    if (a.mode == "reexpose") return sluice::testing::leave_after(c, run_reexpose(c));
+    if (a.mode == "owner-dies") return sluice::testing::leave_after(c, run_owner_dies(c));
     return fail("unknown mode " + a.mode);
   } catch (const sluice::Error& e) {
     return fail(std::string(sluice::to_string(e.code())) + ": " + e.what());

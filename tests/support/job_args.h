@@ -34,6 +34,20 @@ inline int fail(const std::string& what) {
   return 1;
 }
 
+// Leaves the job cleanly (Cluster::leave(): no destructor waits for the
+// network, so a program waits here for what its handles left unfinished)
+// and returns `status`, or fail()'s 1 if a successful run could not leave
+// cleanly. `cluster` is a sluice::Cluster (a template: this header names no
+// sluice type).
+template <class Cluster>
+int leave_after(Cluster& cluster, int status) {
+  using Status = decltype(cluster.leave());
+  if (cluster.leave() != Status::kOk && status == 0) {
+    return fail("leave() did not finish cleanly (see the warning above)");
+  }
+  return status;
+}
+
 // `--key value` options and `--key` switches, each stored into the variable
 // it was declared with. parse() takes them in any order; an unknown option,
 // a missing value or a value that is not a number of the variable's type

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     std::printf("rank %u (incarnation %u) done, longest pause %lld ms\n", rank, incarnation,
                 static_cast<long long>(
                     std::chrono::duration_cast<std::chrono::milliseconds>(longest).count()));
-    return 0;
+    return cluster.leave() == sluice::Status::kOk ? 0 : 1;
   } catch (const std::exception& e) {
     return sluice::testing::fail(std::string("fault rank: ") + e.what());
   }

@@ -160,5 +160,5 @@ int main(int argc, char** argv) {
   wait_for(hold);
   // No handle outlives the region it reaches.
   if (region_ops != 0) cluster.barrier("tally-done");
-  return 0;
+  return cluster.leave() == sluice::Status::kOk ? 0 : 1;
 }

@@ -394,6 +394,7 @@ int main(int argc, char** argv) {
     auto recv_all = c.allgather("received", encode(sh.received));
     auto ok_all = c.allgather("ok", sh.errors.empty() ? "1" : "0");
     auto bp_all = c.allgather("backpressured", std::to_string(sh.backpressured));
+    if (c.leave() != sluice::Status::kOk) sh.errors.push_back("leave() did not finish cleanly");
     if (c.rank() == 0) {
       std::vector<uint64_t> sent(2 * tgts.size(), 0), recv(2 * tgts.size(), 0);
       for (auto& s : sent_all) {

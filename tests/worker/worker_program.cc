@@ -232,6 +232,10 @@ int main(int argc, char** argv) {
   for (const auto& t : tally)
     mine.append(" ").append(std::to_string(t.count)).append(" ").append(std::to_string(t.sum));
   const auto all = cluster.allgather("tallies", mine);
+  if (cluster.leave() != sluice::Status::kOk) {
+    std::printf("FAILED rank %u: leave() did not finish cleanly\n", rank);
+    return 1;
+  }
   if (!failure.empty()) {
     std::printf("FAILED rank %u: %s\n", rank, failure.c_str());
     return 1;

@@ -277,6 +277,15 @@ class SourceCore : public Waitable {
   size_t record_bytes_ = 0;
 };
 
+// The end of a Source's or Target's handle (their destructors and move
+// assignments call these): a core is destroyed at once, never waiting, but
+// an ofi source closed before its targets confirmed everything is handed to
+// its Cluster, which finishes its last transfers in the background
+// (Cluster::leave() waits for them).
+class TargetCore;
+void release_source(std::unique_ptr<SourceCore> core) noexcept;
+void release_target(std::unique_ptr<TargetCore> core) noexcept;
+
 // The inline push of a replicate flow: room in one lane means room in all
 // (they fill in lockstep); `write(dst)` copies one record of `stride` bytes.
 template <class Write>
