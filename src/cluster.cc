@@ -323,7 +323,9 @@ MemoryRegion Cluster::expose(std::string_view name, size_t bytes) {
           auto impl = weak.lock();
           if (impl == nullptr) return;
           try {
-            impl->client->put(key, detail::kRegionDestroyed);
+            // Not waited for (a destructor runs this), and ordered before
+            // any later exposure of the name, whose put follows it.
+            impl->client->put_async(key, detail::kRegionDestroyed);
           } catch (const Error& e) {
             log::warn("region '", name, "': could not withdraw it from the registry: ", e.what());
           }
@@ -349,6 +351,7 @@ RemoteRegion Cluster::open_region(std::string_view name, uint32_t owner, Deadlin
       impl_->open_region("region/" + std::string(name) + "/" + std::to_string(owner),
                          std::string(name), owner, deadline);
   access->count_as(impl_->boot.rank);
+  access->linger = &impl_->linger;  // its goodbye to the owner, when it ends
   return RemoteRegion(std::move(access));
 }
 

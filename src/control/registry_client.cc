@@ -777,6 +777,16 @@ void RegistryClient::undeclare_flow_async(const std::string& name, Deadline dead
                  });
 }
 
+void RegistryClient::put_async(const std::string& key, const std::string& value) {
+  const std::string what = log::cat("putting key '", key, "'");
+  Impl* impl = impl_.get();
+  impl_->enqueue(MsgType::kPut, encode(PutMsg{key, value}), what, [impl, what](Impl::Reply r) {
+    if (std::string problem = impl->reply_problem(r, MsgType::kOk, what); !problem.empty()) {
+      log::warn(problem);
+    }
+  });
+}
+
 uint64_t RegistryClient::erase(const std::string& key, bool prefix) {
   const std::string what = log::cat("erasing key ", prefix ? "prefix '" : "'", key, "'");
   const auto r = impl_->call(MsgType::kErase, encode(EraseMsg{key, prefix}), kForever, what);

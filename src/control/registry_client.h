@@ -93,6 +93,9 @@ class RegistryClient {
   uint64_t erase(const std::string& key, bool prefix = false);
   // Stores key -> value (overwrites).
   void put(const std::string& key, const std::string& value);
+  // The same without waiting for the registry's answer; a failure is logged.
+  // Ordered with the calls after it, as every request is.
+  void put_async(const std::string& key, const std::string& value);
   // Waits until `key` exists and returns its value. If `owner_rank` >= 0 and
   // that rank dies or leaves before putting it, throws PeerLostError.
   // Throws Error(kTimeout) naming the key on deadline.

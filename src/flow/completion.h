@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/test_hooks.h"
 #include "flow/flow_core.h"
 #include "transport/ofi/ofi.h"
 #include "wire/layout.h"
@@ -174,6 +175,7 @@ inline bool post_abort_message(ofi::Endpoint& ep, uint64_t* control, uint32_t n,
 template <class Drive>
 void flush_abort_messages(Op* op, Drive&& drive) {
   if (op->kind != OpKind::kAbortSend) return;
+  if (op->count > 0) test_hooks::note_blocking_wait("sending abort messages");
   for (const auto until = Clock::now() + kAbortFlush; op->count > 0 && Clock::now() < until;) {
     if (drive() != Status::kOk) break;
     if (op->count > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));

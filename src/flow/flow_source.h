@@ -65,6 +65,13 @@ class FlowSource : public SourceCore, protected FailureState {
   // Closed successfully, with transfers or confirmations still to come: a
   // destroyed handle parks it on the Linger (release_source).
   bool lingers() const;
+  // Destroying it now would send its abort messages over ofi and drive the
+  // endpoint until they left (at most kAbortFlush): release_source destroys
+  // it on the Linger.
+  // (An ordered flow's sequencer handle may say goodbye to its owner.)
+  bool ends_with_wait() const {
+    return ctx_->spec.ordered || (ofi_ != nullptr && !closed_ && !aborted_);
+  }
   Linger* linger() const { return ctx_->linger; }
   const FlowContext* context() const { return ctx_; }
   std::string name() const { return ctx_->endpoint_name(true, index_); }

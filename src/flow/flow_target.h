@@ -54,6 +54,15 @@ class FlowTarget : public TargetCore, protected FailureState {
   const std::string& error() const override { return error_; }
   std::optional<LostPeer> lost_peer() const override { return FailureState::lost_peer(ctx_); }
 
+  // Destroying it now would drive its ofi endpoint until its abort messages
+  // left (at most kAbortFlush): release_target destroys it on the Linger.
+  // (An ordered flow's sequencer handle may say goodbye to its owner.)
+  bool ends_with_wait() const {
+    return ctx_->spec.ordered || (ofi_ != nullptr && (ended_ != in_.size() || aborts_sent_));
+  }
+  const FlowContext* context() const { return ctx_; }
+  std::string name() const { return ctx_->endpoint_name(false, index_); }
+
   // A Worker parks on this target's doorbell (shm rings) and completion
   // queue (ofi rings). Something to report (a failure, the end of the flow)
   // is work: no parking then.

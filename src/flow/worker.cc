@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "common/futex.h"
+#include "common/test_hooks.h"
 #include "flow/parking.h"
 #include "flow/wait_set.h"
 
@@ -26,7 +27,10 @@ Worker::Worker(IdleStrategy idle)
     : idle_(idle),
       set_(std::make_unique<detail::WaitSet>()),
       driven_(std::make_unique<detail::DrivenSources>()) {}
-Worker::~Worker() = default;
+Worker::~Worker() {
+  detail::test_hooks::DestructorScope scope;
+  inputs_.clear();
+}
 Worker::Worker(Worker&&) noexcept = default;
 Worker& Worker::operator=(Worker&&) noexcept = default;
 

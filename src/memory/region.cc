@@ -186,6 +186,7 @@ class OfiAccess final : public RegionAccess {
     bufs_ = ep_->allocate_array<Buffers>(1);
     bufs_mr_ = ep_->register_memory(bufs_, sizeof(Buffers), FI_READ | FI_WRITE | FI_SEND | FI_RECV);
   }
+  bool ends_with_wait() const override { return !broken_ && client_ >= 0; }
   ~OfiAccess() override {
     if (!broken_ && client_ >= 0) say_bye();
     // Operations may still be in flight towards an owner that died or never
@@ -466,6 +467,7 @@ class OfiAccess final : public RegionAccess {
   // Tells the service this client is done, so it frees the client's entry.
   // Best effort: an owner that does not take it evicts the entry later.
   void say_bye() {
+    test_hooks::note_blocking_wait("a region handle saying goodbye to its owner");
     ServiceMessage req;
     fill_request(region_layout::kBye, 0, 0, 0, 0, &req);
     const Deadline deadline = Clock::now() + std::chrono::milliseconds(200);

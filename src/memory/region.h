@@ -66,6 +66,8 @@ class PeerTable;
 
 namespace sluice::detail {
 
+class Linger;
+
 namespace region_layout {
 inline constexpr uint64_t kMagic = 0x4e4f494745524d53ULL;  // "SMREGION" little-endian
 struct alignas(64) Header {
@@ -181,6 +183,11 @@ class RegionOwner {
   std::thread service_;
 };
 
+class RegionAccess;
+// ~RemoteRegion: destroys `access` at once, or on its Linger if that would
+// wait for a goodbye to the owner (flow/release.cc).
+void release_region(std::unique_ptr<RegionAccess> access) noexcept;
+
 class RegionAccess {
  public:
   virtual ~RegionAccess();
@@ -198,6 +205,11 @@ class RegionAccess {
   virtual Status fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous,
                            Deadline deadline) = 0;
   virtual const char* path() const = 0;
+  // Destroying it now would wait (at most 200 ms) for its goodbye to the
+  // owner's service to leave: ~RemoteRegion destroys it on `linger` then.
+  virtual bool ends_with_wait() const { return false; }
+  // The Cluster's Linger (set by Cluster::open_region; null elsewhere).
+  Linger* linger = nullptr;
 
   // Calls fn(arg) every few polls while an operation of this handle waits
   // (ofi: an operation takes tens of microseconds; shm operations never

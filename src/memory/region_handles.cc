@@ -4,6 +4,7 @@
 // counted in the handle's counters slot (sluice top, Prometheus).
 #include <atomic>
 
+#include "common/test_hooks.h"
 #include "memory/region.h"
 
 namespace sluice::detail {
@@ -43,7 +44,10 @@ MemoryRegion::MemoryRegion() = default;
 MemoryRegion::MemoryRegion(std::unique_ptr<detail::RegionOwner> impl) : impl_(std::move(impl)) {}
 MemoryRegion::MemoryRegion(MemoryRegion&&) noexcept = default;
 MemoryRegion& MemoryRegion::operator=(MemoryRegion&&) noexcept = default;
-MemoryRegion::~MemoryRegion() = default;
+MemoryRegion::~MemoryRegion() {
+  detail::test_hooks::DestructorScope scope;
+  impl_.reset();
+}
 std::byte* MemoryRegion::data() const { return impl_->data(); }
 size_t MemoryRegion::size() const { return impl_->size(); }
 const std::string& MemoryRegion::name() const { return impl_->name(); }
@@ -54,7 +58,10 @@ RemoteRegion::RemoteRegion() = default;
 RemoteRegion::RemoteRegion(std::unique_ptr<detail::RegionAccess> impl) : impl_(std::move(impl)) {}
 RemoteRegion::RemoteRegion(RemoteRegion&&) noexcept = default;
 RemoteRegion& RemoteRegion::operator=(RemoteRegion&&) noexcept = default;
-RemoteRegion::~RemoteRegion() = default;
+RemoteRegion::~RemoteRegion() {
+  detail::test_hooks::DestructorScope scope;
+  detail::release_region(std::move(impl_));
+}
 
 Status RemoteRegion::read(uint64_t offset, std::span<std::byte> out, Deadline deadline) {
   return impl_->counted(impl_->read(offset, out.data(), out.size(), deadline), out.size());

@@ -13,6 +13,7 @@
 #include "common/hex.h"
 #include "common/log.h"
 #include "common/random.h"
+#include "common/test_hooks.h"
 #include "memory/region.h"
 #include "transport/ofi/fabric_lib.h"
 
