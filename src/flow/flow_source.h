@@ -68,10 +68,9 @@ class FlowSource : public SourceCore, protected FailureState {
   // Destroying it now would send its abort messages over ofi and drive the
   // endpoint until they left (at most kAbortFlush): release_source destroys
   // it on the Linger.
-  // (An ordered flow's sequencer handle may say goodbye to its owner.)
-  bool ends_with_wait() const {
-    return ctx_->spec.ordered || (ofi_ != nullptr && !closed_ && !aborted_);
-  }
+  // (Or close its ofi endpoint, milliseconds over tcp; or let an ordered
+  // flow's sequencer handle say goodbye to its owner.)
+  bool ends_with_wait() const { return ctx_->spec.ordered || ofi_ != nullptr; }
   Linger* linger() const { return ctx_->linger; }
   const FlowContext* context() const { return ctx_; }
   std::string name() const { return ctx_->endpoint_name(true, index_); }

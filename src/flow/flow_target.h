@@ -54,12 +54,11 @@ class FlowTarget : public TargetCore, protected FailureState {
   const std::string& error() const override { return error_; }
   std::optional<LostPeer> lost_peer() const override { return FailureState::lost_peer(ctx_); }
 
-  // Destroying it now would drive its ofi endpoint until its abort messages
-  // left (at most kAbortFlush): release_target destroys it on the Linger.
-  // (An ordered flow's sequencer handle may say goodbye to its owner.)
-  bool ends_with_wait() const {
-    return ctx_->spec.ordered || (ofi_ != nullptr && (ended_ != in_.size() || aborts_sent_));
-  }
+  // Destroying it here would drive its ofi endpoint until its abort
+  // messages left (at most kAbortFlush), close the endpoint (milliseconds
+  // over tcp), or let an ordered flow's sequencer handle say goodbye to its
+  // owner: release_target destroys it on the Linger instead.
+  bool ends_with_wait() const { return ctx_->spec.ordered || ofi_ != nullptr; }
   const FlowContext* context() const { return ctx_; }
   std::string name() const { return ctx_->endpoint_name(false, index_); }
 

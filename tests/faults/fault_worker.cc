@@ -362,7 +362,13 @@ int rebuild(sluice::Cluster& c, const Args& a) {
       failed("push: " + std::string(sluice::to_string(s)) + ": " + out.error());
     lost(start, "push: " + out.error());
     // Leaving the scope destroys the source, the target (in the Worker) and
-    // then the flow: collective among the participants still alive.
+    // then the flow, which the Cluster lets go of in the background.
+  }
+  // The transport may see the victim gone before the registry does: its
+  // loss is confirmed within the peer timeout.
+  for (const auto until = Clock::now() + std::chrono::seconds(30);
+       c.alive(a.victim) && Clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (c.alive(a.victim)) failed("alive(" + std::to_string(a.victim) + ") is still true");
   const std::vector<uint32_t> live = c.live_ranks();

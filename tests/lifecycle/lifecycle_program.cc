@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <sluice/sluice.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -101,6 +102,22 @@ int main(int argc, char** argv) {
     const uint32_t me = c.rank(), world = c.world_size();
     std::vector<uint64_t> count(a.cycles, 0), sum(a.cycles, 0);
     Resources warm;
+    // How long each destructor took (printed, never asserted: timings are
+    // the machine's; that none waits is what the suite checks).
+    std::vector<double> source_us, worker_us, flow_us;
+    auto timed_end = [](auto& handle, std::vector<double>* took) {
+      const auto start = sluice::Clock::now();
+      { auto gone = std::move(handle); }
+      took->push_back(
+          std::chrono::duration<double, std::micro>(sluice::Clock::now() - start).count());
+    };
+    auto median_max = [](std::vector<double> v) {
+      if (v.empty()) return std::string("-");
+      std::sort(v.begin(), v.end());
+      char text[64];
+      std::snprintf(text, sizeof text, "%.0f/%.0f us", v[v.size() / 2], v.back());
+      return std::string(text);
+    };
     for (uint32_t cycle = 0; cycle < a.cycles; ++cycle) {
       const bool narrow = cycle % 2 == 1;
       const uint32_t target_rank = (cycle / 2) % world;
@@ -147,10 +164,13 @@ int main(int argc, char** argv) {
         if (w.close(out) != sluice::Status::kOk)
           return fail("cycle " + std::to_string(cycle) + ": close: " + out.error());
         if (target_here && w.run() != sluice::Status::kEndOfFlow) {
-          return fail("cycle " + std::to_string(cycle) + ": run: " + w.error(0));
+          return fail("cycle " + std::to_string(cycle) + ": run: " + w.error(w.reported()));
         }
+        timed_end(out, &source_us);
+        timed_end(w, &worker_us);
       }  // the worker (with its target) and the source end before their flow
       if (!a.by_destructor) flow.destroy(sluice::Clock::now() + std::chrono::seconds(30));
+      if (a.by_destructor) timed_end(flow, &flow_us);
       if (cycle + 1 == a.warmup) warm = measure();
     }
     if (a.by_destructor) {
@@ -159,6 +179,12 @@ int main(int argc, char** argv) {
       auto last =
           c.declare(sluice::shuffle<Rec>("cycle").sources(c.all_ranks()).targets(c.all_ranks()));
       last.destroy(sluice::Clock::now() + std::chrono::seconds(30));
+    }
+    if (a.by_destructor) {
+      std::printf(
+          "DESTRUCTORS rank %u, median/longest of %u cycles: source %s, worker %s, flow %s\n", me,
+          a.cycles, median_max(source_us).c_str(), median_max(worker_us).c_str(),
+          median_max(flow_us).c_str());
     }
     const Resources end = measure();
     std::printf("RESOURCES rank %u after %u warm-up cycles: %s; after %u cycles: %s\n", me,
