@@ -209,8 +209,10 @@ class Job {
   /// Throws Error(kInvalidArgument) naming a malformed variable.
   ClusterOptions cluster_options() const;
 
-  /// Joins the job and runs body(ctx) on this rank; returns the exit status
-  /// (top of the file). Never throws.
+  /// Joins the job and runs body(ctx) on this rank, then leaves it with
+  /// Cluster::leave() (waiting, up to the setup timeout, for what the body's
+  /// handles left unfinished); returns the exit status (top of the file).
+  /// Never throws.
   int run(const std::function<int(JobContext&)>& body);
   /// For a command that joins no job (a local simulation, a file check):
   /// runs body() with the same exit statuses and messages. Never throws.

@@ -34,9 +34,6 @@ using std::chrono::milliseconds;
 // The registry enforces request deadlines itself and answers kTimeout; the
 // client waits this much longer before concluding the registry is stuck.
 constexpr milliseconds kReplyGrace{2000};
-// How long the destructor waits for the registry to acknowledge LEAVE (by
-// closing) before it closes anyway.
-constexpr milliseconds kLeaveLinger{1000};
 // One connect attempt to an address that does not answer (SYN lost) gives up
 // after this, so later addresses and retries still get their turn.
 constexpr milliseconds kMaxAttempt{3000};
