@@ -424,21 +424,6 @@ template <class T>
 class Source {
  public:
   Source() = default;
-  /// Takes over `other`'s endpoint; `other` is left empty.
-  Source(Source&& other) noexcept = default;
-  /// Ends this handle's endpoint (as the destructor does), then takes over
-  /// `other`'s.
-  Source& operator=(Source&& other) noexcept {
-    if (this != &other) {
-      detail::release_source(std::move(core_));
-      core_ = std::move(other.core_);
-      last_ = other.last_;
-      pushed_ = other.pushed_;
-    }
-    return *this;
-  }
-  /// Never waits (docs/guide.md, "Lifecycle"): see the class comment.
-  ~Source() { detail::release_source(std::move(core_)); }
 
   /// Routes `r` and writes it into its target's ring, waiting for credit if
   /// the ring is full. kOk, kTimeout, kPeerLost, kClosed or kInvalid.
@@ -583,10 +568,10 @@ class Source {
 
   // Sources come from Cluster::source (or detail::source_from_core).
   friend Source detail::source_from_core<T>(std::unique_ptr<detail::SourceCore> core);
-  explicit Source(std::unique_ptr<detail::SourceCore> core) : core_(std::move(core)) {}
+  explicit Source(std::unique_ptr<detail::SourceCore> core) : core_(core.release()) {}
 
   friend class Worker;
-  std::unique_ptr<detail::SourceCore> core_;
+  detail::SourceOwner core_;  // its deleter is release_source: never waits
   Status last_ = Status::kOk;
   size_t pushed_ = 0;
 };
@@ -612,22 +597,6 @@ template <class T>
 class Target {
  public:
   Target() = default;
-  /// Takes over `other`'s endpoint; `other` is left empty.
-  Target(Target&& other) noexcept = default;
-  /// Ends this handle's endpoint (as the destructor does), then takes over
-  /// `other`'s.
-  Target& operator=(Target&& other) noexcept {
-    if (this != &other) {
-      detail::release_target(std::move(core_));
-      core_ = std::move(other.core_);
-      status_ = other.status_;
-      last_source_ = other.last_source_;
-      last_sequence_ = other.last_sequence_;
-    }
-    return *this;
-  }
-  /// Never waits (docs/guide.md, "Lifecycle"): see the class comment.
-  ~Target() { detail::release_target(std::move(core_)); }
 
   /// The next batch of records (one segment of one source), waiting until one
   /// is published. The view points into the ring and stays valid until the
@@ -674,10 +643,10 @@ class Target {
  private:
   // Targets come from Cluster::target (or detail::target_from_core).
   friend Target detail::target_from_core<T>(std::unique_ptr<detail::TargetCore> core);
-  explicit Target(std::unique_ptr<detail::TargetCore> core) : core_(std::move(core)) {}
+  explicit Target(std::unique_ptr<detail::TargetCore> core) : core_(core.release()) {}
 
   friend class Worker;
-  std::unique_ptr<detail::TargetCore> core_;
+  detail::TargetOwner core_;  // its deleter is release_target: never waits
   Status status_ = Status::kOk;
   uint32_t last_source_ = 0;
   uint64_t last_sequence_ = 0;
@@ -694,20 +663,6 @@ Target<T> target_from_core(std::unique_ptr<TargetCore> core) {
 class BytesSource {
  public:
   BytesSource() = default;
-  /// Takes over `other`'s endpoint; `other` is left empty.
-  BytesSource(BytesSource&& other) noexcept = default;
-  /// Ends this handle's endpoint (as the destructor does), then takes over
-  /// `other`'s.
-  BytesSource& operator=(BytesSource&& other) noexcept {
-    if (this != &other) {
-      detail::release_source(std::move(core_));
-      core_ = std::move(other.core_);
-      last_ = other.last_;
-    }
-    return *this;
-  }
-  /// Never waits (docs/guide.md, "Lifecycle"): see the class comment.
-  ~BytesSource() { detail::release_source(std::move(core_)); }
 
   /// As Source::push, for a byte record.
   [[nodiscard]] Status push(std::span<const std::byte> rec, Deadline deadline = kForever) {
@@ -786,10 +741,10 @@ class BytesSource {
 
   // Sources come from Cluster::source (or detail::bytes_source_from_core).
   friend BytesSource detail::bytes_source_from_core(std::unique_ptr<detail::SourceCore> core);
-  explicit BytesSource(std::unique_ptr<detail::SourceCore> core) : core_(std::move(core)) {}
+  explicit BytesSource(std::unique_ptr<detail::SourceCore> core) : core_(core.release()) {}
 
   friend class Worker;
-  std::unique_ptr<detail::SourceCore> core_;
+  detail::SourceOwner core_;  // its deleter is release_source: never waits
   Status last_ = Status::kOk;
 };
 
@@ -880,22 +835,6 @@ inline RecordBatch make_record_batch(const std::byte* data, uint32_t bytes) {
 class BytesTarget {
  public:
   BytesTarget() = default;
-  /// Takes over `other`'s endpoint; `other` is left empty.
-  BytesTarget(BytesTarget&& other) noexcept = default;
-  /// Ends this handle's endpoint (as the destructor does), then takes over
-  /// `other`'s.
-  BytesTarget& operator=(BytesTarget&& other) noexcept {
-    if (this != &other) {
-      detail::release_target(std::move(core_));
-      core_ = std::move(other.core_);
-      status_ = other.status_;
-      last_source_ = other.last_source_;
-      last_sequence_ = other.last_sequence_;
-    }
-    return *this;
-  }
-  /// Never waits (docs/guide.md, "Lifecycle"): see the class comment.
-  ~BytesTarget() { detail::release_target(std::move(core_)); }
 
   /// As Target::consume: the next segment's byte records.
   std::optional<RecordBatch> consume(Deadline deadline = kForever) {
@@ -930,10 +869,10 @@ class BytesTarget {
  private:
   // Targets come from Cluster::target (or detail::bytes_target_from_core).
   friend BytesTarget detail::bytes_target_from_core(std::unique_ptr<detail::TargetCore> core);
-  explicit BytesTarget(std::unique_ptr<detail::TargetCore> core) : core_(std::move(core)) {}
+  explicit BytesTarget(std::unique_ptr<detail::TargetCore> core) : core_(core.release()) {}
 
   friend class Worker;
-  std::unique_ptr<detail::TargetCore> core_;
+  detail::TargetOwner core_;  // its deleter is release_target: never waits
   Status status_ = Status::kOk;
   uint32_t last_source_ = 0;
   uint64_t last_sequence_ = 0;

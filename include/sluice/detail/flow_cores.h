@@ -277,15 +277,6 @@ class SourceCore : public Waitable {
   size_t record_bytes_ = 0;
 };
 
-// The end of a Source's or Target's handle (their destructors and move
-// assignments call these): a core is destroyed at once, never waiting, but
-// an ofi source closed before its targets confirmed everything is handed to
-// its Cluster, which finishes its last transfers in the background
-// (Cluster::leave() waits for them).
-class TargetCore;
-void release_source(std::unique_ptr<SourceCore> core) noexcept;
-void release_target(std::unique_ptr<TargetCore> core) noexcept;
-
 // The inline push of a replicate flow: room in one lane means room in all
 // (they fill in lockstep); `write(dst)` copies one record of `stride` bytes.
 template <class Write>
@@ -610,6 +601,27 @@ template <class T>
 Target<T> target_from_core(std::unique_ptr<TargetCore> core);
 inline BytesSource bytes_source_from_core(std::unique_ptr<SourceCore> core);
 inline BytesTarget bytes_target_from_core(std::unique_ptr<TargetCore> core);
+
+// The end of a Source's or Target's handle: a core is destroyed at once,
+// never waiting for the network; what its end still needs from it (an ofi
+// source's last transfers, abort messages, an endpoint's close) is handed
+// to its Cluster, which finishes it in the background (Cluster::leave()
+// waits for that). The handles own their cores through SourceOwner and
+// TargetOwner, whose deleters call these.
+void release_source(std::unique_ptr<SourceCore> core) noexcept;
+void release_target(std::unique_ptr<TargetCore> core) noexcept;
+struct ReleaseSource {
+  void operator()(SourceCore* core) const noexcept {
+    release_source(std::unique_ptr<SourceCore>(core));
+  }
+};
+struct ReleaseTarget {
+  void operator()(TargetCore* core) const noexcept {
+    release_target(std::unique_ptr<TargetCore>(core));
+  }
+};
+using SourceOwner = std::unique_ptr<SourceCore, ReleaseSource>;
+using TargetOwner = std::unique_ptr<TargetCore, ReleaseTarget>;
 
 }  // namespace detail
 }  // namespace sluice
