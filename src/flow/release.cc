@@ -84,7 +84,8 @@ void release_source(std::unique_ptr<SourceCore> core) noexcept {
   test_hooks::DestructorScope scope;
   auto* source = dynamic_cast<FlowSource*>(core.get());
   Linger* linger = source != nullptr ? source->linger() : nullptr;
-  if (linger != nullptr && (source->lingers() || source->ends_with_wait())) {
+  // (A source that lingers is an ofi source: ends_with_wait() covers it.)
+  if (linger != nullptr && source->ends_with_wait()) {
     // The Linger's thread owns it from now on: no Worker may drive it.
     if (core->driver_ != nullptr) core->driver_->remove(core.get());
     const std::string name = source->name();
