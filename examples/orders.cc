@@ -23,13 +23,13 @@ int main() {
   worker.add(cluster.target(spec, /*slot=*/0), [&](std::span<const Order> batch) {
     for (const Order& o : batch) received += o.amount;
   });
-  auto out = cluster.source(spec, /*slot=*/0);
+  auto& out = worker.add_output(cluster.source(spec, /*slot=*/0));  // the worker owns it
   for (uint64_t i = 0; i < 1'000'000; ++i)  // consumes while the ring is full
     if (worker.push(out, Order{i, 1}) != sluice::Status::kOk) return 1;  // out.error() says why
   if (worker.close(out) != sluice::Status::kOk) return 1;
   if (worker.run() != sluice::Status::kEndOfFlow) {  // until every source has closed
     std::fprintf(stderr, "rank %u: %s\n", cluster.rank(),
-                 worker.error(worker.reported()).c_str());  // the input that failed
+                 worker.failure()->error.c_str());  // the input that failed, and why
     return 1;
   }
 

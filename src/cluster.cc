@@ -130,13 +130,20 @@ DeclaredFlow Cluster::declare(const FlowSpec& spec) {
 }
 
 DeclaredFlow::DeclaredFlow(DeclaredFlow&& other) noexcept
-    : cluster_(std::move(other.cluster_)), name_(std::exchange(other.name_, {})) {}
+    : cluster_(std::move(other.cluster_)),
+      name_(std::exchange(other.name_, {})),
+      last_(std::exchange(other.last_, Status::kOk)),
+      error_(std::move(other.error_)),
+      lost_(std::exchange(other.lost_, std::nullopt)) {}
 
 DeclaredFlow& DeclaredFlow::operator=(DeclaredFlow&& other) noexcept {
   if (this != &other) {
     release();
     cluster_ = std::move(other.cluster_);
     name_ = std::exchange(other.name_, {});
+    last_ = std::exchange(other.last_, Status::kOk);
+    error_ = std::move(other.error_);
+    lost_ = std::exchange(other.lost_, std::nullopt);
   }
   return *this;
 }
@@ -156,7 +163,34 @@ void DeclaredFlow::release() noexcept {
   cluster_.reset();
 }
 
-void DeclaredFlow::destroy(Deadline deadline) {
+const std::string& DeclaredFlow::error() const { return detail::error_text(last_, error_); }
+
+Status DeclaredFlow::destroy(Deadline deadline) {
+  error_.clear();
+  lost_.reset();
+  try {
+    destroy_or_throw(deadline);
+    return last_ = Status::kOk;
+  } catch (const PeerLostError& e) {
+    error_ = e.what();
+    lost_ = LostPeer{e.rank(), {}};
+    return last_ = Status::kPeerLost;
+  } catch (const Error& e) {
+    error_ = e.what();
+    switch (e.code()) {
+      case ErrorCode::kInvalidArgument:
+        return last_ = Status::kInvalid;
+      case ErrorCode::kTimeout:
+        return last_ = Status::kTimeout;
+      case ErrorCode::kPeerLost:
+        return last_ = Status::kPeerLost;
+      default:
+        throw;  // a protocol error or a bug: not an outcome a caller handles
+    }
+  }
+}
+
+void DeclaredFlow::destroy_or_throw(Deadline deadline) {
   if (name_.empty()) return;
   auto impl = cluster_.lock();
   if (impl == nullptr) {  // the Cluster freed the flow already

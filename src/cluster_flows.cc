@@ -324,6 +324,10 @@ void ClusterImpl::retire_flow(const std::string& name) {
   linger.add(std::make_unique<FlowRetirement>(this, name, std::move(fs)));
 }
 
+namespace {
+constexpr std::chrono::seconds kLeaveReserve{1};
+}  // namespace
+
 Status ClusterImpl::leave(Deadline deadline) {
   bool clean = linger.drain(deadline);
   if (!clean) {
@@ -332,7 +336,9 @@ Status ClusterImpl::leave(Deadline deadline) {
         "flows, were not finished by the deadline");
   }
   linger.close();
-  if (!client->leave(deadline)) {
+  // LEAVE itself takes milliseconds: a drain that used the whole deadline
+  // still leaves a second for the registry to confirm it.
+  if (!client->leave(clean ? deadline : std::max(deadline, Clock::now() + kLeaveReserve))) {
     clean = false;
     log::warn("leave(): the registry did not confirm by the deadline that this rank left");
   }

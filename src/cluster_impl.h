@@ -112,6 +112,13 @@ class ClusterImpl {
                                             uint32_t owner, Deadline deadline) {
     const std::string desc = client->get(key, deadline, owner);
     if (desc == kRegionDestroyed) {
+      // An owner that is gone (died, or left after a failure) took its
+      // regions with it: that is a lost peer, not a caller's mistake.
+      if (!client->peers().alive(owner)) {
+        throw PeerLostError(owner,
+                            "region '" + name + "' of rank " + std::to_string(owner) +
+                                " is gone with its owner: " + client->peers().describe(owner));
+      }
       throw Error(ErrorCode::kInvalidArgument,
                   "region '" + name + "' of rank " + std::to_string(owner) +
                       " was destroyed by its owner; it can be opened again once the "

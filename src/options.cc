@@ -48,6 +48,7 @@ const std::set<std::string>& known_variables() {
       "SLUICE_TEST_OFI_NO_WAIT_FD",
       "SLUICE_TEST_OFI_CLOSE_NO_FLUSH",
       "SLUICE_TEST_DESTRUCTOR_WAITS",
+      "SLUICE_TEST_KV_HOOKS",  // apps/kv: its test switches
   };
   return names;
 }

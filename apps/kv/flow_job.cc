@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "codec.h"
@@ -571,6 +572,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                  rank, incarnation);
     std::fflush(stderr);
   }
+  bool retried = false;  // an epoch's set-up failed for a lost rank, and was tried again
   for (;;) {
     try {
       begin_epoch(live, inc);
@@ -586,9 +588,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       ep.inc = inc;
       if (!changed()) throw;
       next_members();
+      retried = true;
       continue;
     }
-    if (epochs++ > 0) {
+    // A rank lost while the first epoch was set up is reported as one lost
+    // later is: the survivors go on with the others either way.
+    if (epochs++ > 0 || std::exchange(retried, false)) {
       std::fprintf(
           stderr, "sluice-kv: rank %u: going on with ranks%s%s\n", rank, ranks_text(live).c_str(),
           nopaxos ? (" (NOPaxos session " + std::to_string(ep.session) + ")").c_str() : "");

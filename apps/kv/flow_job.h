@@ -76,13 +76,13 @@ struct FlowJobOptions {
   uint64_t election_timeout_ms = 2000;  // generous: a loaded 2-core machine stalls ranks
   uint64_t snapshot_every = 8192;       // both protocols' snapshot_every (message.h, Snapshots)
   bool trace_retries = false;
-  // Test builds: each rank loses this fraction of the protocol messages it
+  // Test switch: each rank loses this fraction of the protocol messages it
   // receives (seeded by test_drop_seed and the rank): requests, replies,
   // votes, Accepts, and NOPaxos's ordered requests, which then leave gaps.
   // The job's own end-of-run messages are never lost.
   double test_drop = 0;
   uint64_t test_drop_seed = 1;
-  // Test builds: a client that finished says so only once a rank has been
+  // Test switch: a client that finished says so only once a rank has been
   // restarted and every rank is in its epoch again (or 60 s passed), so
   // that a replica killed and restarted is back before the job ends.
   bool test_await_rejoin = false;
@@ -107,7 +107,7 @@ struct FlowJobOptions {
   // complete: to this file with one gateway rank, to FILE.<rank> with more.
   std::string history;
   // Called on every replica after each round of its loop with the number of
-  // log entries it has applied (test builds stall a leader from here).
+  // log entries it has applied (the test switches stall a leader from here).
   std::function<void(uint32_t rank, bool leader, uint64_t applied)>
       on_progress;  // clients print each retry (when, how far they got) to stderr
 };

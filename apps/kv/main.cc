@@ -41,12 +41,10 @@ void warn_about_exposure(const kv::FlowJobOptions& o) {
                      : "; clients must AUTH");
 }
 
-#ifdef SLUICE_KV_TEST_HOOKS
-// Test builds: rank 0, the first leader, once it has applied `after`
-// entries, stops for `ms` (past the election timeout). Its worker thread
-// sleeps (its control thread keeps the rank alive, as a long pause would),
-// or with `sigstop` the whole process stops (SIGSTOP, every thread,
-// heartbeats too) and a forked child sends SIGCONT after `ms`.
+// Test switches (SLUICE_TEST_KV_HOOKS=1, options.cc): rank 0, the first leader, once it has applied
+// `after` entries, stops for `ms` (past the election timeout). Its worker thread sleeps (its
+// control thread keeps the rank alive, as a long pause would), or with `sigstop` the whole process
+// stops (SIGSTOP, every thread, heartbeats too) and a forked child sends SIGCONT after `ms`.
 void install_leader_stall(kv::FlowJobOptions& o, uint64_t ms, uint64_t after, bool sigstop) {
   auto stalled = std::make_shared<bool>(false);
   o.on_progress = [ms, after, stalled, sigstop](uint32_t rank, bool leader, uint64_t applied) {
@@ -79,7 +77,6 @@ void install_leader_stall(kv::FlowJobOptions& o, uint64_t ms, uint64_t after, bo
     std::fprintf(stderr, "test hook: leader rank %u continues (SIGCONT)\n", rank);
   };
 }
-#endif
 
 int simulate(const kv::SimulateCommand& c) {
   const kv::ClusterOptions& o = c.cluster;
@@ -153,8 +150,6 @@ int main(int argc, char** argv) {
 
   kv::RunCommand& run = commands.run;
   warn_about_exposure(run.job);
-#ifdef SLUICE_KV_TEST_HOOKS
   if (run.stall_ms > 0) install_leader_stall(run.job, run.stall_ms, run.stall_after, run.sigstop);
-#endif
   return job.run([&](sluice::JobContext& ctx) { return kv::run_flow_job(ctx.cluster(), run.job); });
 }

@@ -107,6 +107,12 @@ void add_workload(CLI::App& app, std::string* workload, bool* zipf, uint32_t* va
       ->capture_default_str();
 }
 
+// SLUICE_TEST_KV_HOOKS=1: the test switches below are offered.
+bool test_hooks_enabled() {
+  const char* v = std::getenv("SLUICE_TEST_KV_HOOKS");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 void add_run(CLI::App& app, RunCommand* c) {
   FlowJobOptions& o = c->job;
   GatewayOptions& g = o.gateway;
@@ -229,38 +235,40 @@ void add_run(CLI::App& app, RunCommand* c) {
                  "A snapshot of the store every N applied slots (NOPaxos: once final); 0: keep "
                  "the whole log")
       ->capture_default_str();
-#ifdef SLUICE_KV_TEST_HOOKS
-  auto* stall = app.add_option("--test-stall-leader-ms", c->stall_ms,
-                               "Test build: rank 0, the first leader, stalls its worker thread "
-                               "for MS once it applied --test-stall-after entries");
-  auto* sigstop = app.add_option_function<uint64_t>(
-      "--test-sigstop-leader-ms",
-      [c](uint64_t ms) {
-        c->stall_ms = ms;
-        c->sigstop = true;
-      },
-      "Test build: the same, but the whole process stops (SIGSTOP) and a forked child continues "
-      "it after MS");
-  sigstop->excludes(stall);
-  auto* after = app.add_option("--test-stall-after", c->stall_after,
-                               "Test build: entries the leader applies before it stops");
-  stall->needs(after);
-  sigstop->needs(after);
-  app.add_option("--test-drop", o.test_drop,
-                 "Test build: every rank loses this fraction of the protocol messages it receives")
-      ->check(CLI::Validator(
-          [](std::string& p) {
-            const double v = std::strtod(p.c_str(), nullptr);
-            return v >= 0 && v < 1 ? std::string() : "is a fraction, 0 <= P < 1";
-          },
-          "0<=P<1"));
-  app.add_option("--test-drop-seed", o.test_drop_seed, "Test build: seeds the losses");
-  app.add_flag("--test-await-rejoin", o.test_await_rejoin,
-               "Test build: a finished client says so only once a rank was restarted and every "
-               "rank is back in its epoch (at most 60 s)");
-#else
-  (void)c;
-#endif
+  // The test switches exist only with SLUICE_TEST_KV_HOOKS=1 in the
+  // environment (the tests set it): they are not in --help, and a run
+  // without it refuses them as unknown options.
+  if (test_hooks_enabled()) {
+    auto* stall = app.add_option("--test-stall-leader-ms", c->stall_ms,
+                                 "Test switch: rank 0, the first leader, stalls its worker thread "
+                                 "for MS once it applied --test-stall-after entries");
+    auto* sigstop = app.add_option_function<uint64_t>(
+        "--test-sigstop-leader-ms",
+        [c](uint64_t ms) {
+          c->stall_ms = ms;
+          c->sigstop = true;
+        },
+        "Test switch: the same, but the whole process stops (SIGSTOP) and a forked child continues "
+        "it after MS");
+    sigstop->excludes(stall);
+    auto* after = app.add_option("--test-stall-after", c->stall_after,
+                                 "Test switch: entries the leader applies before it stops");
+    stall->needs(after);
+    sigstop->needs(after);
+    app.add_option(
+           "--test-drop", o.test_drop,
+           "Test switch: every rank loses this fraction of the protocol messages it receives")
+        ->check(CLI::Validator(
+            [](std::string& p) {
+              const double v = std::strtod(p.c_str(), nullptr);
+              return v >= 0 && v < 1 ? std::string() : "is a fraction, 0 <= P < 1";
+            },
+            "0<=P<1"));
+    app.add_option("--test-drop-seed", o.test_drop_seed, "Test switch: seeds the losses");
+    app.add_flag("--test-await-rejoin", o.test_await_rejoin,
+                 "Test switch: a finished client says so only once a rank was restarted and every "
+                 "rank is back in its epoch (at most 60 s)");
+  }
   // The limits left unsaid follow from the others; then they must fit.
   app.callback([c, query_limit, bulk] {
     FlowJobOptions& o = c->job;

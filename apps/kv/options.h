@@ -21,7 +21,7 @@ namespace kv {
 // `sluice-kv run`.
 struct RunCommand {
   FlowJobOptions job;
-  // Test builds (SLUICE_KV_TEST_HOOKS) only: rank 0, the first leader, once
+  // Test switch (SLUICE_TEST_KV_HOOKS=1) only: rank 0, the first leader, once
   // it has applied stall_after entries, stops for stall_ms (past the
   // election timeout): its worker thread sleeps, or (sigstop) the whole
   // process stops (SIGSTOP) and a forked child continues it. 0: never.

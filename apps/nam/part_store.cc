@@ -37,11 +37,9 @@ void Remote::write(uint32_t server, uint64_t offset, const void* in, size_t byte
 
 uint64_t Remote::fetch_add(uint32_t server, uint64_t offset, uint64_t delta) {
   ++operations_;
-  uint64_t previous = 0;
-  const Status st =
-      regions_[server].fetch_add(offset, delta, &previous, Clock::now() + op_timeout_);
-  if (st != Status::kOk) fail(server, "fetch_add", st);
-  return previous;
+  const auto previous = regions_[server].fetch_add(offset, delta, Clock::now() + op_timeout_);
+  if (!previous) fail(server, "fetch_add", previous.status());
+  return *previous;
 }
 
 void fetch_share(Remote& input, uint64_t rows, const Team& team, std::vector<Tuple>& out) {

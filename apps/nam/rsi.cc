@@ -95,9 +95,9 @@ void RsiClient::check(Status s, RemoteRegion& r, const char* what) {
 }
 
 uint64_t RsiClient::cas(RemoteRegion& r, uint64_t offset, uint64_t expected, uint64_t desired) {
-  uint64_t prev = 0;
-  check(r.compare_and_swap(offset, expected, desired, &prev, deadline()), r, "compare-and-swap");
-  return prev;
+  const auto prev = r.compare_and_swap(offset, expected, desired, deadline());
+  check(prev.status(), r, "compare-and-swap");
+  return *prev;
 }
 
 void RsiClient::read_slot(uint32_t table, uint64_t key) {
@@ -805,9 +805,9 @@ void RsiClient::move_if_needed(const Pending& w, uint64_t commit) {
   }
   const uint64_t head = load64(slot_.data() + Layout::kOverflowHead);
   RemoteRegion& r = overflow_[layout_.server_of(w.key)][w.table];
-  uint64_t seq = 0;
-  check(r.fetch_add(Layout::kOverflowCursor, 1, &seq, deadline()), r, "taking an overflow entry");
-  ++seq;  // sequence numbers start at 1 (0: no entry)
+  const auto taken = r.fetch_add(Layout::kOverflowCursor, 1, deadline());
+  check(taken.status(), r, "taking an overflow entry");
+  const uint64_t seq = *taken + 1;  // sequence numbers start at 1 (0: no entry)
   std::byte* e = entry_.data();
   store64(e, seq);
   store64(e + 8, head);

@@ -44,21 +44,19 @@ nlohmann::json measure(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) {
   us.reserve(2 * n);
   c.barrier(name + "-go");
   const CpuTimer t;
-  uint64_t prev = 0;
   for (uint32_t i = 0; i < warmup + n; ++i) {
     const auto t0 = Clock::now();
-    if (r.fetch_add(0, 1, &prev) != Status::kOk)
-      throw std::runtime_error("fetch_add: " + r.error());
+    if (!r.fetch_add(0, 1)) throw std::runtime_error("fetch_add: " + r.error());
     if (i >= warmup) us.push_back(std::chrono::duration<double>(Clock::now() - t0).count() * 1e6);
   }
   uint64_t seen = 0;
   for (uint32_t i = 0; i < warmup + n; ++i) {
     const auto t0 = Clock::now();
     for (;;) {
-      if (r.compare_and_swap(8, seen, seen + 1, &prev) != Status::kOk)
-        throw std::runtime_error("cas: " + r.error());
-      if (prev == seen) break;
-      seen = prev;  // lost a race: retry from what is there
+      const auto prev = r.compare_and_swap(8, seen, seen + 1);
+      if (!prev) throw std::runtime_error("cas: " + r.error());
+      if (*prev == seen) break;
+      seen = *prev;  // lost a race: retry from what is there
     }
     ++seen;
     if (i >= warmup) us.push_back(std::chrono::duration<double>(Clock::now() - t0).count() * 1e6);

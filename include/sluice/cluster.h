@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,12 +90,20 @@ class [[nodiscard]] DeclaredFlow {
 
   /// Destroys the flow on this rank as described above, waiting for it
   /// (first for the last transfers of its sources destroyed right after
-  /// close()). Idempotent; an empty handle does nothing. Throws Error(kInvalidArgument) if Sources
-  /// or Targets of the flow are still open here (nothing is done then); Error(kTimeout) naming the
-  /// participants that have not destroyed theirs by `deadline`, or PeerLostError if the registry is
-  /// lost: this rank's resources are freed either way, and the name can be declared again once the
-  /// others have destroyed theirs.
-  void destroy(Deadline deadline = kForever);
+  /// close()). Idempotent; an empty handle does nothing and returns kOk.
+  /// Returns kOk once every participant destroyed theirs (or is lost);
+  /// kInvalid if Sources or Targets of the flow are still open here (nothing
+  /// is done, the handle still holds the flow; error() counts them);
+  /// kTimeout naming the participants that have not destroyed theirs by
+  /// `deadline`, or kPeerLost if the registry is lost (lost_peer() names a
+  /// rank where one is known): after these two this rank's resources are
+  /// freed all the same, and the name can be declared again once the others
+  /// have destroyed theirs. Throws Error only for a malformed registry reply.
+  [[nodiscard]] Status destroy(Deadline deadline = kForever);
+  /// Why the last destroy() failed; empty after kOk.
+  const std::string& error() const;
+  /// After kPeerLost: the rank it is about, where one is known.
+  std::optional<LostPeer> lost_peer() const { return lost_; }
 
   /// The flow's name; empty for an empty handle.
   const std::string& name() const { return name_; }
@@ -105,10 +114,14 @@ class [[nodiscard]] DeclaredFlow {
  private:
   friend class Cluster;
   void release() noexcept;  ///< the destructor's destroy()
+  void destroy_or_throw(Deadline deadline);
   DeclaredFlow(std::weak_ptr<detail::ClusterImpl> cluster, std::string name)
       : cluster_(std::move(cluster)), name_(std::move(name)) {}
   std::weak_ptr<detail::ClusterImpl> cluster_;
   std::string name_;  ///< empty: no flow
+  Status last_ = Status::kOk;
+  std::string error_;
+  std::optional<LostPeer> lost_;
 };
 
 /// This process's membership in one sluice job: joins it, declares flows,
@@ -152,7 +165,8 @@ class Cluster {
   /// destroyed), then tells the registry this rank leaves and waits until
   /// it confirmed (peers then see "left", not "died"). kOk; kTimeout if
   /// something was not done by `deadline` (a warning says what; the rank has
-  /// left all the same); kClosed if it was called before. Every other call
+  /// left all the same: after such a wait the registry still gets a second to
+  /// confirm); kClosed if it was called before. Every other call
   /// on the Cluster is an error afterwards; destroy its handles first.
   [[nodiscard]] Status leave(Deadline deadline = kForever);
 
@@ -228,7 +242,7 @@ class Cluster {
   /// group key, value fields and aggregates.
   template <class T>
   [[nodiscard]] DeclaredFlow declare(const CombinerSpec<T>& spec) {
-    return declare(spec.untyped().flow_spec());
+    return declare(spec.spec());
   }
 
   /// The source for endpoint (rank(), slot) of a declared flow. REQUIRES: the
@@ -281,17 +295,17 @@ class Cluster {
   ///@{
   template <class T>
   CombinerSource<T> source(const CombinerSpec<T>& spec, uint32_t slot) {
-    const FlowSpec flow = spec.untyped().flow_spec();
+    const FlowSpec flow = spec.spec();
     check_record(flow, 0);
-    return detail::combiner_source_from_core<T>(
-        detail::make_combiner_source(spec.untyped(), open_source(flow.name, slot)));
+    return detail::combiner_source_from_core<T>(detail::make_combiner_source(
+        detail::CombinerSpecAccess::core(spec), open_source(flow.name, slot)));
   }
   template <class T>
   CombinerTarget<T> target(const CombinerSpec<T>& spec, uint32_t slot) {
-    const FlowSpec flow = spec.untyped().flow_spec();
+    const FlowSpec flow = spec.spec();
     check_record(flow, 0);
-    return detail::combiner_target_from_core<T>(
-        detail::make_combiner_target(spec.untyped(), open_target(flow.name, slot)));
+    return detail::combiner_target_from_core<T>(detail::make_combiner_target(
+        detail::CombinerSpecAccess::core(spec), open_target(flow.name, slot)));
   }
   ///@}
 
@@ -322,7 +336,8 @@ class Cluster {
   MemoryRegion expose(std::string_view name, size_t bytes);
   /// Opens region `name` of rank `owner`, waiting until the owner exposed it.
   /// Throws Error(kTimeout) at the deadline, PeerLostError if the owner is
-  /// gone, Error(kInvalidArgument) at once if the owner exposed it and has
+  /// gone (also when it destroyed the region by leaving or dying),
+  /// Error(kInvalidArgument) at once if the live owner exposed it and has
   /// since destroyed it (and not exposed it again), Error(kProtocol) on a
   /// malformed descriptor.
   RemoteRegion open_region(std::string_view name, uint32_t owner, Deadline deadline = kForever);

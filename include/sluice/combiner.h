@@ -132,6 +132,12 @@
 SLUICE_API_BEGIN
 namespace sluice {
 
+/// The type a SUM of a field of type V is held in: double for a floating
+/// point field, int64_t for a signed one, uint64_t for an unsigned one.
+template <class V>
+using SumType = std::conditional_t<std::is_floating_point_v<V>, double,
+                                   std::conditional_t<std::is_signed_v<V>, int64_t, uint64_t>>;
+
 /// The form an aggregate is held in: int64_t, uint64_t or double.
 enum class ValueKind : uint8_t { kSigned, kUnsigned, kFloat };
 
@@ -192,8 +198,8 @@ class Group {
   /// and MAX in the field's own type (exact), AVG as double.
   ///@{
   template <class T, class V>
-  detail::SumType<V> sum(V T::*m) const {
-    return sum(field_of(m)).template as<detail::SumType<V>>();
+  SumType<V> sum(V T::*m) const {
+    return sum(field_of(m)).template as<SumType<V>>();
   }
   template <class T, class V>
   V min(V T::*m) const {
@@ -334,11 +340,12 @@ class CombinerSpec : public detail::FlowBuilder<CombinerSpec<T>> {
   /// The expected_groups(n) set (default 4096).
   uint32_t expected_groups() const { return core_.expected_groups(); }
 
-  /// The untyped spec (for Cluster and tests).
-  const detail::CombinerSpecCore& untyped() const { return core_; }
+  /// The flow it declares (a shuffle by the group key's hash, of partials).
+  FlowSpec spec() const { return core_.flow_spec(); }
 
  private:
   friend class detail::FlowBuilder<CombinerSpec>;
+  friend struct detail::CombinerSpecAccess;
   FlowSpec& mutable_flow_spec() { return core_.flow(); }
   template <class V>
   CombinerSpec& add(V T::*m, uint8_t agg) {
@@ -376,25 +383,35 @@ class CombinerSource {
   /// kTimeout call again with the same record, it resumes. kClosed after
   /// close() or abort().
   [[nodiscard]] Status push(const T& r, Deadline deadline = kForever) {
-    return core_->push(reinterpret_cast<const std::byte*>(&r), deadline, false);
+    return last_ = core_->push(reinterpret_cast<const std::byte*>(&r), deadline, false);
   }
   /// As push, but never waits: kWouldBlock (nothing taken) if a partial
   /// found its target's ring full. Call again later with the same record
   /// (or push it through a Worker, which waits for you).
   [[nodiscard]] Status try_push(const T& r) {
-    return core_->push(reinterpret_cast<const std::byte*>(&r), kForever, true);
+    return last_ = core_->push(reinterpret_cast<const std::byte*>(&r), kForever, true);
   }
   /// Pushes every partial held now and publishes them (Source::flush).
-  [[nodiscard]] Status flush(Deadline deadline = kForever) { return core_->flush(deadline); }
+  [[nodiscard]] Status flush(Deadline deadline = kForever) {
+    return last_ = core_->flush(deadline);
+  }
   /// Pushes what is left and closes the underlying source. Resumes after
   /// kTimeout (nothing is sent twice); idempotent.
-  [[nodiscard]] Status close(Deadline deadline = kForever) { return core_->close(deadline); }
+  [[nodiscard]] Status close(Deadline deadline = kForever) {
+    return last_ = core_->close(deadline);
+  }
+  /// close(), then waits until every target confirmed it has every partial
+  /// (Source::close_and_wait).
+  [[nodiscard]] Status close_and_wait(Deadline deadline = kForever) {
+    if (Status s = core_->close(deadline); s != Status::kOk) return last_ = s;
+    return last_ = core_->flow_source()->wait_delivered(deadline);
+  }
   /// Ends this source without the guarantee (Source::abort): what its table
   /// holds is dropped, and its targets learn at once that the flow is
   /// incomplete. Later calls return kClosed.
   void abort() { core_->abort(); }
-  /// Why the last call failed (empty when nothing failed).
-  const std::string& error() const { return core_->error(); }
+  /// Why the last call failed; empty after kOk (as Source::error).
+  const std::string& error() const { return detail::error_text(last_, core_->error()); }
   /// After kPeerLost: the rank (and host) it is about, where one is known
   /// (as Source::lost_peer).
   std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
@@ -415,6 +432,7 @@ class CombinerSource {
 
   friend class Worker;
   std::unique_ptr<detail::CombinerSourceCore> core_;
+  Status last_ = Status::kOk;
 };
 
 namespace detail {

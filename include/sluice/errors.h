@@ -6,9 +6,12 @@
 /// Each carries an ErrorCode and a message that says what happened, to what,
 /// and what to do about it.
 ///
-/// The data plane (push, flush, close, consume) never throws. It returns a
-/// Status, and on kPeerLost or kTimeout the handle's error() says which peer or
-/// which endpoints it was waiting for.
+/// The data plane (push, flush, close, consume, the region operations) and
+/// the ending verbs (close, abort, DeclaredFlow::destroy, Cluster::leave)
+/// never throw for an outcome a caller handles. They return a Status, or a
+/// Result carrying one with the value (consume's batch, an atomic's previous
+/// word), and on failure the handle's error() says what happened and its
+/// lost_peer() which rank it is about.
 ///
 /// Thread safety: all types here are values; share them freely.
 #pragma once
@@ -16,6 +19,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "sluice/export.h"
 
@@ -90,6 +94,45 @@ enum class Status : uint8_t {
 
 /// A short stable name for `status`, e.g. "WouldBlock".
 const char* to_string(Status status);
+
+/// A value or the Status that explains its absence, as consume() and the
+/// region atomics return them (std::expected's shape, with Status as the
+/// error): tests true and holds a value exactly when status() is kOk.
+/// @code
+///   while (auto batch = target.consume())
+///     for (const Order& o : *batch) total += o.amount;
+///   // here batch.status() is kEndOfFlow, or why the flow failed
+///   auto old = region.fetch_add(0, 1);
+///   if (!old) { ... old.status(), region.error() ... } else use(*old);
+/// @endcode
+template <class V>
+class [[nodiscard]] Result {
+ public:
+  /// A value (status() kOk).
+  Result(V value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  /// No value, for this reason. REQUIRES: status is not kOk.
+  Result(Status status) : status_(status) {}  // NOLINT(google-explicit-constructor)
+
+  /// kOk with a value, else why there is none.
+  Status status() const { return status_; }
+  /// status() == kOk.
+  bool has_value() const { return status_ == Status::kOk; }
+  /// has_value().
+  explicit operator bool() const { return has_value(); }
+  /// The value. REQUIRES: has_value() (without one it is a default V).
+  ///@{
+  const V& value() const { return value_; }
+  V& value() { return value_; }
+  const V& operator*() const { return value_; }
+  V& operator*() { return value_; }
+  const V* operator->() const { return &value_; }
+  V* operator->() { return &value_; }
+  ///@}
+
+ private:
+  V value_{};
+  Status status_ = Status::kOk;
+};
 
 /// Who a kPeerLost is about, for callers that act on it (fence the rank,
 /// re-route its work): the rank whose process died, left, stopped

@@ -18,9 +18,10 @@
 ///   if (out.push(order) != sluice::Status::kOk) { ... out.error() ... }
 ///   (void)out.close();
 ///   auto in = cluster.target(spec, slot);
-///   while (auto batch = in.consume())
+///   auto batch = in.consume();
+///   for (; batch; batch = in.consume())
 ///     for (const Order& o : *batch) total += o.amount;
-///   if (in.status() != sluice::Status::kEndOfFlow) { ... in.error() ... }
+///   if (batch.status() != sluice::Status::kEndOfFlow) { ... in.error() ... }
 /// @endcode
 ///
 /// Delivery (shuffle flows): every record pushed by a source that closes
@@ -65,6 +66,7 @@
 #include "sluice/detail/hash.h"
 #include "sluice/errors.h"
 #include "sluice/export.h"
+#include "sluice/hash.h"
 
 SLUICE_API_BEGIN
 namespace sluice {
@@ -107,10 +109,10 @@ struct FlowSpec {
   /// How a record's target is chosen: a hash of the whole record (the
   /// default), of a key (kHashKey), a function (kFunction), or named by the
   /// caller (kExplicit; every replicate flow). The builders set it.
-  detail::Route route = detail::Route::kHashRecord;
-  uint32_t key_offset = 0;   ///< kHashKey: where the key lives in a record
-  uint32_t key_size = 0;     ///< kHashKey: its size in bytes
-  detail::RouteFn route_fn;  ///< kFunction
+  Route route = Route::kHashRecord;
+  uint32_t key_offset = 0;  ///< kHashKey: where the key lives in a record
+  uint32_t key_size = 0;    ///< kHashKey: its size in bytes
+  RouteFunction route_fn;   ///< kFunction
   /// Bandwidth (the default) or Latency; see Optimize.
   Optimize optimize = Optimize::kBandwidth;
   uint32_t segment_bytes = 0;  ///< payload per segment; 0: 8 KiB (Bandwidth), one record (Latency)
@@ -600,27 +602,27 @@ class Target {
 
   /// The next batch of records (one segment of one source), waiting until one
   /// is published. The view points into the ring and stays valid until the
-  /// next consume() on this target. Returns nullopt when every source has
-  /// closed and all was consumed (status() == kEndOfFlow), on kTimeout, or
-  /// kPeerLost (see error()).
+  /// next consume() on this target. Returns no batch, with its Status (also
+  /// status()), when every source has closed and all was consumed
+  /// (kEndOfFlow), on kTimeout, or kPeerLost (see error() and lost_peer()).
   ///
-  /// Ordered replicate flows also return nullopt with status() == kGap when a
+  /// Ordered replicate flows also return no batch with kGap when a
   /// sequence number never arrived within the flow's gap timeout (gap() says
   /// which); the next consume() goes on after it.
-  std::optional<std::span<const T>> consume(Deadline deadline = kForever) {
+  Result<std::span<const T>> consume(Deadline deadline = kForever) {
     detail::SegmentView v;
     status_ = core_->fast_ != nullptr ? detail::next_fast(core_.get(), deadline, &v)
                                       : core_->next(deadline, &v);
-    if (status_ != Status::kOk) return std::nullopt;
+    if (status_ != Status::kOk) return status_;
     last_source_ = v.source;
     last_sequence_ = v.sequence;
     return std::span<const T>(reinterpret_cast<const T*>(v.data), v.bytes / sizeof(T));
   }
-  /// consume() that never waits: nullopt with status() == kWouldBlock if
-  /// nothing is ready (the one "would block" status of every try_* call).
-  std::optional<std::span<const T>> try_consume() {
+  /// consume() that never waits: no batch, with kWouldBlock, if nothing is
+  /// ready (the one "would block" status of every try_* call).
+  Result<std::span<const T>> try_consume() {
     auto batch = consume(Deadline::min());
-    if (status_ == Status::kTimeout) status_ = Status::kWouldBlock;
+    if (status_ == Status::kTimeout) return status_ = Status::kWouldBlock;
     return batch;
   }
   /// The outcome of the last consume(): kOk, kEndOfFlow, kTimeout (try_consume:
@@ -809,6 +811,8 @@ class RecordBatch {
     size_t len_ = 0;
   };
 
+  /// An empty batch (what a failed consume() holds).
+  RecordBatch() = default;
   /// The first record.
   iterator begin() const { return {data_, data_ + bytes_}; }
   /// Past the last record.
@@ -821,8 +825,8 @@ class RecordBatch {
   friend RecordBatch detail::make_record_batch(const std::byte* data, uint32_t bytes);
   RecordBatch(const std::byte* data, uint32_t bytes) : data_(data), bytes_(bytes) {}
 
-  const std::byte* data_;
-  uint32_t bytes_;
+  const std::byte* data_ = nullptr;
+  uint32_t bytes_ = 0;
 };
 
 namespace detail {
@@ -837,18 +841,18 @@ class BytesTarget {
   BytesTarget() = default;
 
   /// As Target::consume: the next segment's byte records.
-  std::optional<RecordBatch> consume(Deadline deadline = kForever) {
+  Result<RecordBatch> consume(Deadline deadline = kForever) {
     detail::SegmentView v;
     status_ = core_->next(deadline, &v);
-    if (status_ != Status::kOk) return std::nullopt;
+    if (status_ != Status::kOk) return status_;
     last_source_ = v.source;
     last_sequence_ = v.sequence;
     return detail::make_record_batch(v.data, v.bytes);
   }
   /// As Target::try_consume: kWouldBlock if nothing is ready.
-  std::optional<RecordBatch> try_consume() {
+  Result<RecordBatch> try_consume() {
     auto batch = consume(Deadline::min());
-    if (status_ == Status::kTimeout) status_ = Status::kWouldBlock;
+    if (status_ == Status::kTimeout) return status_ = Status::kWouldBlock;
     return batch;
   }
   /// As Target::status().

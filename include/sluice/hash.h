@@ -7,11 +7,15 @@
 /// targets()[route_key(r.field, num_targets)] when the key has up to 8 bytes;
 /// Source::target_of(r) says the same for any flow.
 ///
+/// It also names how a flow chooses a record's target (Route): the shuffle
+/// builders set it, FlowSpec carries it.
+///
 /// Thread safety: pure functions.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "sluice/detail/hash.h"
@@ -37,6 +41,21 @@ inline uint32_t reduce_hash(uint64_t hash, uint32_t n) { return detail::reduce(h
 inline uint32_t route_key(uint64_t key, uint32_t num_targets) {
   return reduce_hash(hash64(key), num_targets);
 }
+
+/// How a shuffle flow chooses each record's target (FlowSpec::route). The
+/// builders set it: shuffle<T>() hashes the whole record, .key() a field,
+/// .route() calls a function, .explicit_targets() (and every replicate flow)
+/// leaves the choice to the caller's push_to().
+enum class Route : uint8_t {
+  kHashKey,     ///< a hash of a key field (FlowSpec::key_offset, key_size)
+  kHashRecord,  ///< a hash of the whole record (no key declared)
+  kFunction,    ///< FlowSpec::route_fn
+  kExplicit,    ///< the caller names the target on every push (push_to)
+};
+
+/// A routing function for Route::kFunction: (record bytes, record size,
+/// number of targets) -> the target's index, below the number of targets.
+using RouteFunction = std::function<uint32_t(const void*, size_t, uint32_t)>;
 
 }  // namespace sluice
 SLUICE_API_END

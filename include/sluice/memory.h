@@ -10,8 +10,8 @@
 ///   auto counter = cluster.expose("counter", 4096);          // on rank 0
 ///   cluster.barrier("exposed");
 ///   auto r = cluster.open_region("counter", /*owner=*/0);    // on any rank
-///   uint64_t old;
-///   if (r.fetch_add(0, 1, &old) != sluice::Status::kOk) { ... r.error() ... }
+///   auto old = r.fetch_add(0, 1);                          // the word before
+///   if (!old) { ... old.status(), r.error() ... } else use(*old);
 /// @endcode
 ///
 /// How a region is reached is decided once, when it is exposed, for every
@@ -52,7 +52,7 @@
 /// unusable (an operation may still be in flight); open a new one.
 /// A write, compare_and_swap or fetch_add that returned kTimeout or kPeerLost
 /// may nevertheless have been applied at the owner (the request reached it,
-/// the answer did not come back in time), and *previous is then not set:
+/// the answer did not come back in time), and no previous word is known then:
 /// before retrying on a new handle, read the word (or make the update
 /// idempotent, e.g. a CAS from a value only this caller can produce).
 ///
@@ -87,9 +87,8 @@ class RegionAccess;
 /// The owner's side of an exposed region. Move-only.
 class MemoryRegion {
  public:
+  /// An empty handle; Cluster::expose makes regions.
   MemoryRegion();
-  /// Cluster::expose makes them (detail::RegionOwner is the library's).
-  explicit MemoryRegion(std::unique_ptr<detail::RegionOwner> impl);
   /// Moves the region; the moved-from handle is empty.
   ///@{
   MemoryRegion(MemoryRegion&&) noexcept;
@@ -112,6 +111,8 @@ class MemoryRegion {
   explicit operator bool() const { return impl_ != nullptr; }
 
  private:
+  friend class Cluster;
+  explicit MemoryRegion(std::unique_ptr<detail::RegionOwner> impl);
   std::unique_ptr<detail::RegionOwner> impl_;
 };
 
@@ -122,9 +123,8 @@ class MemoryRegion {
 /// fence follows each write). Offsets are bytes from the region's start.
 class RemoteRegion {
  public:
+  /// An empty handle; Cluster::open_region opens regions.
   RemoteRegion();
-  /// Cluster::open_region makes them (detail::RegionAccess is the library's).
-  explicit RemoteRegion(std::unique_ptr<detail::RegionAccess> impl);
   /// Moves the handle; the moved-from one is empty.
   ///@{
   RemoteRegion(RemoteRegion&&) noexcept;
@@ -138,14 +138,16 @@ class RemoteRegion {
   /// Copies `in` to [offset, offset + in.size()).
   [[nodiscard]] Status write(uint64_t offset, std::span<const std::byte> in,
                              Deadline deadline = kForever);
-  /// Atomically: *previous = word; if (word == expected) word = desired.
+  /// Atomically: previous = word; if (word == expected) word = desired.
+  /// Returns the previous word (it swapped exactly when that equals
+  /// `expected`), or no value with the Status that says why.
   /// REQUIRES: offset is a multiple of 8.
-  [[nodiscard]] Status compare_and_swap(uint64_t offset, uint64_t expected, uint64_t desired,
-                                        uint64_t* previous, Deadline deadline = kForever);
-  /// Atomically: *previous = word; word += delta (wrapping).
+  Result<uint64_t> compare_and_swap(uint64_t offset, uint64_t expected, uint64_t desired,
+                                    Deadline deadline = kForever);
+  /// Atomically: previous = word; word += delta (wrapping). Returns the
+  /// previous word, or no value with the Status that says why.
   /// REQUIRES: offset is a multiple of 8.
-  [[nodiscard]] Status fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous,
-                                 Deadline deadline = kForever);
+  Result<uint64_t> fetch_add(uint64_t offset, uint64_t delta, Deadline deadline = kForever);
 
   /// The region's size in bytes.
   size_t size() const;
@@ -160,6 +162,8 @@ class RemoteRegion {
   explicit operator bool() const { return impl_ != nullptr; }
 
  private:
+  friend class Cluster;
+  explicit RemoteRegion(std::unique_ptr<detail::RegionAccess> impl);
   std::unique_ptr<detail::RegionAccess> impl_;
 };
 

@@ -14,11 +14,11 @@
 ///   w.add(cluster.target(spec, slot), [&](std::span<const Order> batch) {
 ///     for (const Order& o : batch) total += o.amount;
 ///   });
-///   auto out = cluster.source(spec, slot);
+///   auto& out = w.add_output(cluster.source(spec, slot));  // lives as long as w
 ///   for (const Order& o : orders)
 ///     if (w.push(out, o) != sluice::Status::kOk) { ... out.error() ... }
 ///   if (w.close(out) != sluice::Status::kOk) { ... }
-///   if (w.run() != sluice::Status::kEndOfFlow) { ... w.error(0) ... }
+///   if (w.run() != sluice::Status::kEndOfFlow) { ... w.failure()->error ... }
 /// @endcode
 ///
 /// Combiner flows take part the same way: w.add(cluster.target(combiner_spec,
@@ -66,8 +66,10 @@
 ///
 /// Thread safety: a Worker and everything added to it belong to one thread at
 /// a time (it may be moved to another). Ownership: it owns the targets added
-/// to it (destroyed with it, before their Cluster); sources stay the caller's
-/// and must outlive the calls that name them.
+/// to it and the sources given to add_output() (destroyed with it, targets
+/// first, before their Cluster), so a source cannot end before the loop that
+/// drives its last transfers; a source the caller keeps must outlive the
+/// calls that name it.
 #pragma once
 
 #include <chrono>
@@ -104,6 +106,16 @@ struct IdleStrategy {
 struct BatchInfo {
   uint32_t source = 0;    ///< index into the flow's sources() (Target::last_source)
   uint64_t sequence = 0;  ///< ordered replicate flows: the sequence number (Target::last_sequence)
+};
+
+/// Why a Worker's input failed (Worker::failure).
+struct WorkerFailure {
+  uint32_t input = 0;            ///< the input, as add() numbered it (Worker::InputId)
+  std::string flow;              ///< its flow's name
+  uint32_t slot = 0;             ///< its endpoint's slot on this rank
+  Status status = Status::kOk;   ///< kPeerLost, kInvalid, ...: how it ended
+  std::string error;             ///< what happened, as the target said it
+  std::optional<LostPeer> peer;  ///< after kPeerLost: the rank it is about, where known
 };
 
 /// One thread's progress loop over its targets and sources; see the top of
@@ -196,6 +208,24 @@ class Worker {
   Status run(Deadline deadline = kForever);
   /// The input whose failure or gap run() returned last.
   InputId reported() const { return reported_; }
+  /// The failure run() reported last, or else the first input that failed
+  /// (any status but kOk and kEndOfFlow); nullopt while none has.
+  std::optional<WorkerFailure> failure() const;
+
+  /// Takes `source` (a Source<T>, BytesSource or CombinerSource<T>) into the
+  /// worker, which owns it from now on and destroys it with itself, after
+  /// its inputs; returns it, valid as long as the worker, to push and close
+  /// through the worker. Throws Error(kInvalidArgument) for an empty source.
+  template <class S>
+  S& add_output(S source) {
+    static_assert(detail::is_source<S>,
+                  "add_output takes a Source<T>, BytesSource or CombinerSource<T> by value");
+    if (!source) empty_output();
+    auto out = std::make_unique<detail::OwnedOutput<S>>(std::move(source));
+    S& s = out->source;
+    outputs_.push_back(std::move(out));
+    return s;
+  }
 
   /// True once every input has ended (kEndOfFlow or a failure) and no ofi
   /// source closed through this worker is still handing its last segments
@@ -339,6 +369,7 @@ class Worker {
   }
   /// REQUIRES: `core` is the core of the target `input` owns (not null).
   InputId add_input(detail::TargetCore* core, std::unique_ptr<detail::WorkerInput> input);
+  [[noreturn]] static void empty_output();
   /// Retries `attempt` (which never waits) until it stops reporting
   /// back-pressure, delivering the inputs and backing off meanwhile; at the
   /// deadline, `last` (the blocking call with that deadline) gives the answer.
@@ -387,6 +418,7 @@ class Worker {
 
   IdleStrategy idle_;
   std::vector<std::unique_ptr<detail::WorkerInput>> inputs_;
+  std::vector<std::unique_ptr<detail::WorkerOutput>> outputs_;  ///< add_output()'s
   std::vector<detail::SourceCore*> waiting_;  ///< sources whose push/close waits (handlers nest)
   std::unique_ptr<detail::WaitSet> set_;
   std::unique_ptr<detail::DrivenSources> driven_;

@@ -61,6 +61,8 @@ class FlowTarget : public TargetCore, protected FailureState {
   bool ends_with_wait() const { return ctx_->spec.ordered || ofi_ != nullptr; }
   const FlowContext* context() const { return ctx_; }
   std::string name() const { return ctx_->endpoint_name(false, index_); }
+  std::string flow_name() const override { return ctx_->spec.name; }
+  uint32_t slot() const override { return ctx_->spec.targets[index_].slot; }
 
   // A Worker parks on this target's doorbell (shm rings) and completion
   // queue (ofi rings). Something to report (a failure, the end of the flow)

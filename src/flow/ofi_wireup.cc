@@ -11,6 +11,7 @@
 #include <rdma/fi_errno.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -100,6 +101,16 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
                     " while connecting: " + ofi::lib::strerror(static_cast<int>(-rc)));
   };
 
+  // Every rank of the flow: one lost while the flow is wired up fails the
+  // declaration here as the registry fails it for one lost before. A peer
+  // this side waits for may be alive but never greet: it gave up the flow
+  // because a third rank of it was lost (its own wire-up needed that one).
+  std::vector<uint32_t> participants;
+  for (const auto* eps : {&ctx.spec.sources, &ctx.spec.targets})
+    for (const Endpoint& e : *eps) participants.push_back(e.rank);
+  std::sort(participants.begin(), participants.end());
+  participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
+
   const uint32_t spin = 1000;
   for (uint32_t round = 0;; ++round) {
     bool all_done = true;
@@ -148,6 +159,16 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
     if (all_done) break;
     if (round < spin) continue;
     // Bounded, and a lost peer ends the wait at once.
+    if (ctx.liveness != nullptr) {
+      for (uint32_t rank : participants) {
+        if (ctx.liveness->alive(rank)) continue;
+        const SideState& st = sides.front();
+        throw PeerLostError(rank, "flow '" + ctx.spec.name + "': " + ctx.liveness->describe(rank) +
+                                      " while connecting " +
+                                      name_of(ctx, st.source, st.side->index) +
+                                      " (a participant of the flow)");
+      }
+    }
     for (const SideState& st : sides) {
       for (uint32_t p = 0; p < st.recvs.size(); ++p) {
         if (st.recvs[p].done && st.sends[p].done) continue;

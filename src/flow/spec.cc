@@ -23,15 +23,15 @@ constexpr uint32_t kMaxRingSegments = 1u << 16;
   throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "': " + what);
 }
 
-const char* route_name(detail::Route r) {
+const char* route_name(Route r) {
   switch (r) {
-    case detail::Route::kHashKey:
+    case Route::kHashKey:
       return "hash_key";
-    case detail::Route::kHashRecord:
+    case Route::kHashRecord:
       return "hash_record";
-    case detail::Route::kFunction:
+    case Route::kFunction:
       return "function";
-    case detail::Route::kExplicit:
+    case Route::kExplicit:
       return "explicit";
   }
   return "?";
@@ -129,7 +129,7 @@ void FlowSpec::validate() const {
                                 : std::string()) +
                        "; raise segment_bytes");
   }
-  if (type == FlowType::kReplicate && route != detail::Route::kExplicit) {
+  if (type == FlowType::kReplicate && route != Route::kExplicit) {
     invalid(*this,
             "a replicate flow sends every record to every target, so it takes no key or route");
   }
@@ -137,7 +137,7 @@ void FlowSpec::validate() const {
     invalid(*this, "ordered() applies to replicate flows only");
   if (sources.size() > 0xffff || targets.size() > 0xffff)
     invalid(*this, "more than 65535 sources or targets");
-  if (route == detail::Route::kHashKey) {
+  if (route == Route::kHashKey) {
     if (key_size == 0) invalid(*this, "key has size 0");
     if (record_size != 0 && uint64_t{key_offset} + key_size > record_size) {
       invalid(*this, "key bytes [" + std::to_string(key_offset) + ", " +
@@ -145,8 +145,7 @@ void FlowSpec::validate() const {
                          std::to_string(record_size) + "-byte record");
     }
   }
-  if (route == detail::Route::kFunction && !route_fn)
-    invalid(*this, "route() was given an empty function");
+  if (route == Route::kFunction && !route_fn) invalid(*this, "route() was given an empty function");
 }
 
 std::string FlowSpec::canonical() const {

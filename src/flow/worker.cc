@@ -30,15 +30,38 @@ Worker::Worker(IdleStrategy idle)
 Worker::~Worker() {
   detail::test_hooks::DestructorScope scope;
   inputs_.clear();
+  outputs_.clear();  // while the sources it drives are still known to driven_
 }
 Worker::Worker(Worker&&) noexcept = default;
 Worker& Worker::operator=(Worker&&) noexcept = default;
+
+void Worker::empty_output() {
+  throw Error(ErrorCode::kInvalidArgument, "Worker::add_output: the source is empty (moved from?)");
+}
+
+std::optional<WorkerFailure> Worker::failure() const {
+  auto failed = [this](size_t i) {
+    const Status s = inputs_[i]->status;
+    return s != Status::kOk && s != Status::kEndOfFlow;
+  };
+  size_t i = reported_;
+  if (i >= inputs_.size() || !failed(i)) {
+    for (i = 0; i < inputs_.size() && !failed(i); ++i) {
+    }
+    if (i == inputs_.size()) return std::nullopt;
+  }
+  const detail::WorkerInput& in = *inputs_[i];
+  return WorkerFailure{
+      static_cast<uint32_t>(i), in.flow, in.slot, in.status, in.error(), in.lost_peer()};
+}
 
 Worker::InputId Worker::add_input(detail::TargetCore* core,
                                   std::unique_ptr<detail::WorkerInput> input) {
   if (core == nullptr)
     throw Error(ErrorCode::kInvalidArgument, "Worker::add: the target is empty (moved from?)");
   input->core = core;
+  input->flow = core->flow_name();
+  input->slot = core->slot();
   inputs_.push_back(std::move(input));
   ++active_;
   set_->reserve(inputs_.size() + 4);

@@ -204,9 +204,14 @@ int Job::run(const std::function<int(JobContext&)>& body) {
   JobContext context(*this, *cluster);
   int status = guarded(&*cluster, [&] { return body(context); });
   // The body's handles are gone: leave once what they left unfinished (the
-  // last transfers of sources, flows' withdrawals) is done.
+  // last transfers of sources, flows' withdrawals) is done. After a failure
+  // nothing is worth finishing, and peers may wait for this rank to be gone
+  // (a survivors' barrier) before they let go of the flows it shares with
+  // them: leave within a second.
   const int left = guarded(&*cluster, [&] {
-    (void)cluster->leave(Clock::now() + cluster->options().setup_timeout);
+    const Deadline deadline = status == 0 ? Clock::now() + cluster->options().setup_timeout
+                                          : Clock::now() + std::chrono::seconds(1);
+    (void)cluster->leave(deadline);
     return 0;
   });
   if (status == 0) status = left;

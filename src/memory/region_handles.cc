@@ -69,13 +69,19 @@ Status RemoteRegion::read(uint64_t offset, std::span<std::byte> out, Deadline de
 Status RemoteRegion::write(uint64_t offset, std::span<const std::byte> in, Deadline deadline) {
   return impl_->counted(impl_->write(offset, in.data(), in.size(), deadline), in.size());
 }
-Status RemoteRegion::compare_and_swap(uint64_t offset, uint64_t expected, uint64_t desired,
-                                      uint64_t* previous, Deadline deadline) {
-  return impl_->counted(impl_->compare_and_swap(offset, expected, desired, previous, deadline), 8);
+Result<uint64_t> RemoteRegion::compare_and_swap(uint64_t offset, uint64_t expected,
+                                                uint64_t desired, Deadline deadline) {
+  uint64_t previous = 0;
+  const Status s =
+      impl_->counted(impl_->compare_and_swap(offset, expected, desired, &previous, deadline), 8);
+  if (s != Status::kOk) return s;
+  return previous;
 }
-Status RemoteRegion::fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous,
-                               Deadline deadline) {
-  return impl_->counted(impl_->fetch_add(offset, delta, previous, deadline), 8);
+Result<uint64_t> RemoteRegion::fetch_add(uint64_t offset, uint64_t delta, Deadline deadline) {
+  uint64_t previous = 0;
+  const Status s = impl_->counted(impl_->fetch_add(offset, delta, &previous, deadline), 8);
+  if (s != Status::kOk) return s;
+  return previous;
 }
 size_t RemoteRegion::size() const { return impl_->size(); }
 uint32_t RemoteRegion::owner() const { return impl_->owner(); }

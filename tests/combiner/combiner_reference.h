@@ -72,7 +72,7 @@ inline double float_sum_tolerance(uint64_t n, double abs_sum) {
 // left to right, MIN/MAX with < and > (inputs here are never NaN).
 template <class V>
 struct RefField {
-  using Sum = detail::SumType<V>;
+  using Sum = SumType<V>;
   uint64_t count = 0;
   Sum sum = 0;
   double abs_sum = 0;

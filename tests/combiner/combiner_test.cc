@@ -133,12 +133,12 @@ std::string diff(const Group& g, const RefGroup& ref) {
 template <class T>
 CombinerSource<T> local_source(const CombinerSpec<T>& spec, testing::LocalFlow& flow, uint32_t s) {
   return detail::combiner_source_from_core<T>(
-      detail::make_combiner_source(spec.untyped(), flow.source_core(s)));
+      detail::make_combiner_source(detail::CombinerSpecAccess::core(spec), flow.source_core(s)));
 }
 template <class T>
 CombinerTarget<T> local_target(const CombinerSpec<T>& spec, testing::LocalFlow& flow, uint32_t t) {
   return detail::combiner_target_from_core<T>(
-      detail::make_combiner_target(spec.untyped(), flow.target_core(t)));
+      detail::make_combiner_target(detail::CombinerSpecAccess::core(spec), flow.target_core(t)));
 }
 
 // What running a combiner over a LocalFlow produced.
@@ -156,8 +156,8 @@ struct Run {
 // size drain. Then closes every source and runs the Worker to the end.
 template <class T>
 Run<T> run_local(const CombinerSpec<T>& spec, const std::vector<std::vector<T>>& inputs) {
-  testing::LocalFlow flow(spec.untyped().flow_spec());
-  const size_t ntargets = spec.untyped().flow_spec().targets.size();
+  testing::LocalFlow flow(spec.spec());
+  const size_t ntargets = spec.spec().targets.size();
   const Deadline deadline = Clock::now() + std::chrono::seconds(10);
   std::vector<CombinerSource<T>> sources;
   for (uint32_t s = 0; s < inputs.size(); ++s) sources.push_back(local_source(spec, flow, s));
@@ -245,11 +245,11 @@ TEST(CombinerSpecTest, FieldsAreNumberedInOrderOfFirstDeclaration) {
   EXPECT_EQ(spec.field(&Sale::qty), 0u);
   EXPECT_EQ(spec.field(&Sale::price), 1u);
   // qty: one SUM slot (AVG shares it); price: SUM (for AVG), MIN, MAX.
-  EXPECT_EQ(spec.untyped().layout()->slots, 4u);
-  EXPECT_EQ(spec.untyped().layout()->partial_bytes(), 20u + 4 * 8);
+  EXPECT_EQ(detail::CombinerSpecAccess::core(spec).layout()->slots, 4u);
+  EXPECT_EQ(detail::CombinerSpecAccess::core(spec).layout()->partial_bytes(), 20u + 4 * 8);
   EXPECT_EQ(spec.describe(), "key u64@0; count; f0 i64@8 sum avg; f1 f64@16 min max avg");
   EXPECT_NO_THROW(spec.validate());
-  const FlowSpec flow = spec.untyped().flow_spec();
+  const FlowSpec flow = spec.spec();
   EXPECT_EQ(flow.record_size, 0u);  // partials are byte records
   EXPECT_EQ(flow.key_offset, detail::kPartialKeyOffset);
   EXPECT_EQ(flow.key_size, 8u);
@@ -268,10 +268,10 @@ TEST(CombinerSpecTest, DeclareSeesTheLayoutSoParticipantsThatAggregateDifferentl
         .group_by(&R::k);
   };
   // Cluster::declare compares FlowSpec::canonical() between participants.
-  const std::string sum = base().sum(&R::v).untyped().flow_spec().canonical();
-  EXPECT_EQ(sum, base().sum(&R::v).untyped().flow_spec().canonical());
-  EXPECT_NE(sum, base().min(&R::v).untyped().flow_spec().canonical());
-  EXPECT_NE(sum, base().sum(&R::v).count().untyped().flow_spec().canonical());
+  const std::string sum = base().sum(&R::v).spec().canonical();
+  EXPECT_EQ(sum, base().sum(&R::v).spec().canonical());
+  EXPECT_NE(sum, base().min(&R::v).spec().canonical());
+  EXPECT_NE(sum, base().sum(&R::v).count().spec().canonical());
   EXPECT_NE(sum.find("f0 i64@8 sum"), std::string::npos) << sum;
   // A copy keeps its layout when the original changes.
   auto a = base().sum(&R::v);
@@ -309,7 +309,7 @@ TEST(GroupTableTest, BoundedTableRefusesOnlyNewGroupsWhenFull) {
     int64_t v;
   };
   auto spec = combiner<R>("t").group_by(&R::k).sum(&R::v);
-  auto layout = spec.untyped().layout();
+  auto layout = detail::CombinerSpecAccess::core(spec).layout();
   auto table = detail::GroupTable::bounded(layout, 3);
   auto add = [&](uint64_t k, int64_t v) {
     R r{k, v};
@@ -338,7 +338,7 @@ TEST(GroupTableTest, GrowingTableKeepsEveryGroupAcrossRehashes) {
     uint32_t v;
   };
   auto spec = combiner<R>("t").group_by(&R::k).sum(&R::v).max(&R::v);
-  auto table = detail::GroupTable::growing(spec.untyped().layout(), 4);
+  auto table = detail::GroupTable::growing(detail::CombinerSpecAccess::core(spec).layout(), 4);
   const size_t before = table.capacity();
   for (uint64_t i = 0; i < 3 * 10000; ++i) {
     R r{(i * 7919) % 10000, static_cast<uint32_t>(i)};
@@ -361,7 +361,7 @@ TEST(GroupTableTest, GrowingTableKeepsEveryGroupAcrossRehashes) {
 
 TEST(GroupTableTest, MergingPartialsOfChunksEqualsFoldingAllRecords) {
   auto spec = rec_spec("t", 1, 1, 1);
-  auto layout = spec.untyped().layout();
+  auto layout = detail::CombinerSpecAccess::core(spec).layout();
   auto inputs = random_inputs(1, 5000, 50, 7);
   auto whole = detail::GroupTable::growing(layout, 16);
   auto merged = detail::GroupTable::growing(layout, 16);
@@ -578,16 +578,21 @@ TEST(CombinerFlowTest, TryPushReportsBackPressureAndTakesTheRecordWhenRetried) {
   expect_matches(spec, run, reference_of(inputs));
 }
 
+// One source and one target counting records by key.
+struct Key {
+  uint64_t k;
+};
+CombinerSpec<Key> count_spec(const char* name) {
+  return combiner<Key>(name)
+      .sources(testing::slots(1))
+      .targets(testing::slots(1))
+      .group_by(&Key::k)
+      .count();
+}
+
 TEST(CombinerFlowTest, PushAfterCloseReturnsClosed) {
-  struct R {
-    uint64_t k;
-  };
-  auto spec = combiner<R>("closed")
-                  .sources(testing::slots(1))
-                  .targets(testing::slots(1))
-                  .group_by(&R::k)
-                  .count();
-  testing::LocalFlow flow(spec.untyped().flow_spec());
+  auto spec = count_spec("closed");
+  testing::LocalFlow flow(spec.spec());
   auto src = local_source(spec, flow, 0);
   EXPECT_EQ(src.push({1}), Status::kOk);
   EXPECT_EQ(src.close(), Status::kOk);
@@ -602,6 +607,26 @@ TEST(CombinerFlowTest, PushAfterCloseReturnsClosed) {
   EXPECT_EQ(dst.result().groups()[0].count, 1u);
 }
 
+// A combiner source has close_and_wait() (over shm its partials are
+// delivered once published, so it returns at once; over ofi it waits for its
+// targets' confirmations), and its error() says nothing once a later call
+// succeeded, as every source's does.
+TEST(CombinerFlowTest, CloseAndWaitDeliversAndErrorClearsOnSuccess) {
+  auto spec = count_spec("close-wait");
+  testing::LocalFlow flow(spec.spec());
+  auto src = local_source(spec, flow, 0);
+  EXPECT_EQ(src.push({1}), Status::kOk);
+  EXPECT_EQ(src.push({2}), Status::kOk);
+  EXPECT_EQ(src.close_and_wait(Clock::now() + std::chrono::seconds(5)), Status::kOk) << src.error();
+  EXPECT_EQ(src.push({3}), Status::kClosed);
+  EXPECT_NE(src.error().find("after close"), std::string::npos) << src.error();
+  EXPECT_EQ(src.close_and_wait(Clock::now() + std::chrono::seconds(5)), Status::kOk);
+  EXPECT_TRUE(src.error().empty()) << src.error();
+  auto dst = local_target(spec, flow, 0);
+  ASSERT_EQ(dst.collect(Clock::now() + std::chrono::seconds(5)), Status::kOk) << dst.error();
+  ASSERT_EQ(dst.result().size(), 2u);
+}
+
 // One key and one value, for specs of one flow that aggregate it differently.
 struct KV {
   uint64_t k;
@@ -614,7 +639,7 @@ CombinerSpec<KV> kv_spec(const char* name) {
 TEST(CombinerFlowTest, TargetRejectsPartialsOfAnotherLayoutNamingTheFix) {
   auto sender = kv_spec("mismatch").sum(&KV::v);
   auto receiver = kv_spec("mismatch").min(&KV::v);
-  testing::LocalFlow flow(sender.untyped().flow_spec());
+  testing::LocalFlow flow(sender.spec());
   auto src = local_source(sender, flow, 0);
   EXPECT_EQ(src.push({1, 2}), Status::kOk);
   EXPECT_EQ(src.close(), Status::kOk);
@@ -629,7 +654,7 @@ TEST(CombinerFlowTest, TargetRejectsPartialsOfAnotherLayoutNamingTheFix) {
 TEST(CombinerFlowTest, WorkerReportsATargetThatGetsPartialsOfAnotherLayoutWithoutAResult) {
   auto sender = kv_spec("worker-mismatch").sum(&KV::v);
   auto receiver = kv_spec("worker-mismatch").max(&KV::v);
-  testing::LocalFlow flow(sender.untyped().flow_spec());
+  testing::LocalFlow flow(sender.spec());
   auto src = local_source(sender, flow, 0);
   bool handed = false;
   Worker w;

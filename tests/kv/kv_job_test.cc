@@ -44,8 +44,15 @@ ProcessResult run_kv(int ranks, std::vector<std::string> args,
     args.push_back("--history");
     args.push_back(history_path());
   }
-  return run_process(sluice::testing::job_argv(ranks, 100, program, args, launcher_args), env,
-                     std::chrono::seconds(130));
+  // "sluice-kv-test-hooks": sluice-kv with its test switches on.
+  std::map<std::string, std::string> environment = env;
+  std::string binary = program;
+  if (binary == "sluice-kv-test-hooks") {
+    binary = "sluice-kv";
+    environment["SLUICE_TEST_KV_HOOKS"] = "1";
+  }
+  return run_process(sluice::testing::job_argv(ranks, 100, binary, args, launcher_args),
+                     environment, std::chrono::seconds(130));
 }
 
 ProcessResult porcupine(const std::string& history) {
@@ -114,6 +121,24 @@ void expect_clean_job(const ProcessResult& r, int replicas, int clients, int ops
   EXPECT_EQ(digests.size(), 1u) << r.output;
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
   expect_porcupine_linearizable(history_path(), total);
+}
+
+// The test switches are offered only with SLUICE_TEST_KV_HOOKS=1: without
+// it --help does not show them and a run refuses them as unknown options,
+// before it joins any job.
+TEST(KvJobTest, TestSwitchesExistOnlyWithTheirVariable) {
+  const std::string kv = sluice::testing::bin("sluice-kv");
+  const ProcessResult help = run_process({kv, "run", "--help"}, {}, std::chrono::seconds(30));
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_EQ(help.output.find("--test-"), std::string::npos) << help.output;
+  const ProcessResult refused =
+      run_process({kv, "run", "--test-drop", "0.1"}, {}, std::chrono::seconds(30));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("--test-drop"), std::string::npos) << refused.output;
+  const ProcessResult offered =
+      run_process({kv, "run", "--help"}, {{"SLUICE_TEST_KV_HOOKS", "1"}}, std::chrono::seconds(30));
+  EXPECT_EQ(offered.exit_code, 0) << offered.output;
+  EXPECT_NE(offered.output.find("--test-drop"), std::string::npos) << offered.output;
 }
 
 TEST(KvJobTest, ThreeReplicasAndTwoClientsAgreeOnManyKeys) {
@@ -243,15 +268,17 @@ TEST(KvJobTest, NoPaxosReplacesALeaderStoppedBySigstop) { expect_leader_replaced
 // 2 x 50 000 operations and the kill at 0.6 s over shm, 2 x 3000 and 4 s
 // over ofi; a job that ended before the kill ("was not injected") runs
 // again with three times the operations, one killed before any rank went
-// on to an epoch without it (no "going on with ranks" without it) with the
-// kill twice as late; four tries at most.
+// on to an epoch without it (no "going on with ranks" without it), or
+// before the line `after` says what the test needs happened (a snapshot),
+// with the kill twice as late; four tries at most.
 struct KilledJob {
   ProcessResult result;
   int ops = 0;  // per client, as run
 };
 
 KilledJob run_kv_killed(const std::vector<std::string>& args, const std::string& program,
-                        const std::vector<std::string>& launcher, int victim) {
+                        const std::vector<std::string>& launcher, int victim,
+                        const std::string& after = {}) {
   KilledJob job;
   job.ops = sluice::testing::over_ofi() ? 3000 : 50000;
   double at = sluice::testing::over_ofi() ? 4 : 0.6;
@@ -268,7 +295,8 @@ KilledJob run_kv_killed(const std::vector<std::string>& args, const std::string&
     job.result = run_kv(5, a, program, l);
     if (job.result.output.find("was not injected") != std::string::npos) {
       job.ops *= 3;
-    } else if (sluice::testing::count_lines_with(job.result.output, without) == 0) {
+    } else if (sluice::testing::count_lines_with(job.result.output, without) == 0 ||
+               (!after.empty() && job.result.output.find(after) == std::string::npos)) {
       at *= 2;
     } else {
       break;
@@ -360,8 +388,11 @@ void expect_replica_restart_recovered(const std::string& protocol, int victim,
   // all, however far the job got before the kill.)
   args.push_back("--snapshot-every");
   args.push_back(std::to_string(snapshot_every));
+  // A kill before the first snapshot (a loaded machine starts slowly) is
+  // tried again later, as one before any rank went on without the victim.
   const KilledJob job =
-      run_kv_killed(args, "sluice-kv-test-hooks", {"--keep-going", "--restarts", "1"}, victim);
+      run_kv_killed(args, "sluice-kv-test-hooks", {"--keep-going", "--restarts", "1"}, victim,
+                    snapshot_every > 0 ? "from a snapshot of slot" : "");
   const ProcessResult& r = job.result;
   const int ops = job.ops;
   const std::string v = std::to_string(victim);

@@ -140,14 +140,13 @@ int main(int argc, char** argv) {
         auto out = c.source(spec, 0);
         if (cycle == 0) {
           // While a source is open the flow cannot go, and its name stays taken.
-          try {
-            flow.destroy(sluice::Clock::now() + std::chrono::seconds(5));
-            return fail("destroyed a flow with an open source");
-          } catch (const sluice::Error& e) {
-            if (e.code() != sluice::ErrorCode::kInvalidArgument)
-              return fail(std::string("destroy: ") + e.what());
-            std::printf("REFUSED rank %u: %s\n", me, e.what());
-          }
+          const sluice::Status refused =
+              flow.destroy(sluice::Clock::now() + std::chrono::seconds(5));
+          if (refused == sluice::Status::kOk) return fail("destroyed a flow with an open source");
+          if (refused != sluice::Status::kInvalid || !flow)
+            return fail(std::string("destroy: ") + sluice::to_string(refused) + ": " +
+                        flow.error());
+          std::printf("REFUSED rank %u: %s\n", me, flow.error().c_str());
           try {
             auto again = c.declare(spec);
             return fail("declared a declared name again");
@@ -169,7 +168,12 @@ int main(int argc, char** argv) {
         timed_end(out, &source_us);
         timed_end(w, &worker_us);
       }  // the worker (with its target) and the source end before their flow
-      if (!a.by_destructor) flow.destroy(sluice::Clock::now() + std::chrono::seconds(30));
+      if (!a.by_destructor) {
+        if (sluice::Status s = flow.destroy(sluice::Clock::now() + std::chrono::seconds(30));
+            s != sluice::Status::kOk) {
+          return fail("cycle " + std::to_string(cycle) + ": destroy: " + flow.error());
+        }
+      }
       if (a.by_destructor) timed_end(flow, &flow_us);
       if (cycle + 1 == a.warmup) warm = measure();
     }
@@ -178,7 +182,8 @@ int main(int argc, char** argv) {
       // last cycle's flow; destroy() then frees this one before measuring.
       auto last =
           c.declare(sluice::shuffle<Rec>("cycle").sources(c.all_ranks()).targets(c.all_ranks()));
-      last.destroy(sluice::Clock::now() + std::chrono::seconds(30));
+      if (last.destroy(sluice::Clock::now() + std::chrono::seconds(30)) != sluice::Status::kOk)
+        return fail("destroy: " + last.error());
     }
     if (a.by_destructor) {
       std::printf(

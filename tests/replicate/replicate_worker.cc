@@ -266,29 +266,28 @@ int run_regions(const Args& a, sluice::Cluster& c) {
   if (me == 0) std::printf("region path: %s (owner: %s)\n", ctr.path(), counter.path());
   // CAS loops and fetch_adds from every rank, the owner included.
   for (uint64_t i = 0; i < a.ops; ++i) {
-    uint64_t seen = 0, prev = 0;
+    uint64_t seen = 0;
     if (ctr.read(0, std::as_writable_bytes(std::span(&seen, 1))) != sluice::Status::kOk)
       return fail(ctr.error());
     for (;;) {
-      if (ctr.compare_and_swap(0, seen, seen + 1, &prev) != sluice::Status::kOk)
-        return fail(ctr.error());
-      if (prev == seen) break;
-      seen = prev;
+      const auto prev = ctr.compare_and_swap(0, seen, seen + 1);
+      if (!prev) return fail(ctr.error());
+      if (*prev == seen) break;
+      seen = *prev;
     }
-    if (ctr.fetch_add(8, 1, &prev) != sluice::Status::kOk) return fail(ctr.error());
+    if (!ctr.fetch_add(8, 1)) return fail(ctr.error());
   }
   // Bulk write and read back, larger than one emulated message.
   std::vector<std::byte> mine(kBlock), theirs(kBlock);
   for (size_t i = 0; i < kBlock; ++i) mine[i] = std::byte(static_cast<unsigned char>(i * 31 + me));
   if (data.write(me * 12000, mine) != sluice::Status::kOk) return fail(data.error());
   // Bounds and alignment are refused, and nothing breaks.
-  uint64_t prev;
   std::byte two[16];
   if (ctr.read(4090, two) != sluice::Status::kInvalid)
     return fail("read past the end was not refused");
   if (ctr.error().find("outside") == std::string::npos)
     return fail("bounds error does not say why: " + ctr.error());
-  if (ctr.fetch_add(4, 1, &prev) != sluice::Status::kInvalid)
+  if (ctr.fetch_add(4, 1).status() != sluice::Status::kInvalid)
     return fail("misaligned fetch_add was not refused");
   try {
     (void)c.open_region("nonexistent", 0, sluice::Clock::now() + std::chrono::milliseconds(200));
@@ -319,7 +318,7 @@ int run_regions(const Args& a, sluice::Cluster& c) {
     counter.revoke();
   }
   c.barrier("revoked");
-  if (ctr.fetch_add(8, 1, &prev) != sluice::Status::kClosed) {
+  if (ctr.fetch_add(8, 1).status() != sluice::Status::kClosed) {
     return fail("an access after revoke was not refused: " + ctr.error());
   }
   std::printf("revoked: %s\n", ctr.error().c_str());
@@ -345,8 +344,7 @@ int run_barriers(const Args& a, sluice::Cluster& c) {
     threads.emplace_back([&, slot] {
       auto r = c.open_region("arrivals", 0);
       for (uint64_t round = 0; round < a.rounds; ++round) {
-        uint64_t prev;
-        if (r.fetch_add(0, 1, &prev) != sluice::Status::kOk) {
+        if (!r.fetch_add(0, 1)) {
           std::printf("FAILED: %s\n", r.error().c_str());
           ++failures;
           return;

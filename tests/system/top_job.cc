@@ -90,8 +90,7 @@ int main(int argc, char** argv) {
     cluster.barrier("tally-exposed");
     handle = cluster.open_region("tally", 0);
     for (uint64_t i = 0; i < region_ops; ++i) {
-      uint64_t previous = 0;
-      if (handle.fetch_add(0, 1, &previous) != sluice::Status::kOk) {
+      if (!handle.fetch_add(0, 1)) {
         std::fprintf(stderr, "fetch_add: %s\n", handle.error().c_str());
         return 1;
       }

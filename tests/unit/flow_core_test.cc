@@ -80,6 +80,86 @@ TEST(FlowCoreTest, AWorkersWaitForRoomCountsAsTheSourcesCreditWait) {
   EXPECT_TRUE(found);
 }
 
+// A Worker that owns its source (add_output) delivers through it as through
+// one the caller keeps, and the source lives exactly as long as the worker:
+// nothing can end it before the loop that drives it.
+TEST(FlowCoreTest, AWorkerOwnsTheSourceGivenToItAndDeliversThroughIt) {
+  auto spec = small_spec();
+  testing::LocalFlow flow(spec.spec());
+  Worker w;
+  uint64_t got = 0, sum = 0;
+  w.add(flow.target<Rec>(0), [&](std::span<const Rec> batch) {
+    for (const Rec& r : batch) {
+      ++got;
+      sum += r.value;
+    }
+  });
+  Source<Rec>& out = w.add_output(flow.source<Rec>(0));
+  constexpr uint64_t kRecords = 1000;
+  for (uint64_t i = 0; i < kRecords; ++i) ASSERT_EQ(w.push_to(out, 0, Rec{i, i}), Status::kOk);
+  ASSERT_EQ(w.close(out), Status::kOk) << out.error();
+  ASSERT_EQ(w.run(), Status::kEndOfFlow);
+  EXPECT_EQ(got, kRecords);
+  EXPECT_EQ(sum, kRecords * (kRecords - 1) / 2);
+  EXPECT_FALSE(w.failure());
+  EXPECT_THROW(w.add_output(Source<Rec>()), Error);
+}
+
+// consume() returns its Status with the batch: a batch tests true, the end
+// of the flow is a Result without one that says kEndOfFlow.
+TEST(FlowCoreTest, ConsumeCarriesItsStatus) {
+  auto spec = small_spec();
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  auto in = flow.target<Rec>(0);
+  ASSERT_EQ(out.push_to(0, Rec{7, 7}), Status::kOk);
+  ASSERT_EQ(out.close(), Status::kOk);
+  Result<std::span<const Rec>> batch = in.consume(Clock::now() + std::chrono::seconds(10));
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch.status(), Status::kOk);
+  ASSERT_EQ(batch->size(), 1u);
+  EXPECT_EQ((*batch)[0].key, 7u);
+  auto end = in.consume(Clock::now() + std::chrono::seconds(10));
+  EXPECT_FALSE(end);
+  EXPECT_FALSE(end.has_value());
+  EXPECT_EQ(end.status(), Status::kEndOfFlow);
+  EXPECT_EQ(in.status(), Status::kEndOfFlow);
+  auto none = in.try_consume();
+  EXPECT_EQ(none.status(), Status::kEndOfFlow);
+}
+
+// Worker::failure() names the input that failed, its flow and slot, the
+// status, the target's own words and the rank that was lost.
+TEST(FlowCoreTest, AWorkersFailureNamesTheInputItsFlowAndTheLostRank) {
+  auto spec = shuffle<Rec>("lost-input")
+                  .sources({{1, 0}})
+                  .targets({{0, 3}})
+                  .segment_bytes(64)
+                  .ring_segments(4);
+  control::PeerTable peers(2);
+  testing::LocalFlow flow(spec.spec(), &peers);
+  auto out = flow.source<Rec>(0);
+  Worker w;
+  uint64_t got = 0;
+  const Worker::InputId id =
+      w.add(flow.target<Rec>(0), [&](std::span<const Rec> batch) { got += batch.size(); });
+  ASSERT_EQ(out.push(Rec{5, 5}), Status::kOk);
+  ASSERT_EQ(out.flush(), Status::kOk);
+  EXPECT_FALSE(w.failure());
+  peers.set(1, control::PeerTable::kDied, "connection closed");
+  ASSERT_EQ(w.run(Clock::now() + std::chrono::seconds(10)), Status::kPeerLost);
+  EXPECT_EQ(got, 1u);  // what was published is delivered first
+  const std::optional<WorkerFailure> f = w.failure();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->input, id);
+  EXPECT_EQ(f->flow, "lost-input");
+  EXPECT_EQ(f->slot, 3u);
+  EXPECT_EQ(f->status, Status::kPeerLost);
+  EXPECT_NE(f->error.find("rank 1"), std::string::npos) << f->error;
+  ASSERT_TRUE(f->peer) << f->error;
+  EXPECT_EQ(f->peer->rank, 1u);
+}
+
 // A source that finds its ring full records the fill as the whole ring
 // (sluice top's "fill", Prometheus' sluice_ring_fill_segments); once the
 // target consumed, the next look for credit records it emptier.

@@ -140,19 +140,19 @@ TEST(FlowSpecTest, EveryKindTakesTheCommonSettersInAnyOrder) {
   EXPECT_EQ(common_fields(bytes.spec()), want);
   EXPECT_EQ(common_fields(rep.spec()), want);
   EXPECT_EQ(common_fields(rep_bytes.spec()), want);
-  EXPECT_EQ(common_fields(comb.untyped().flow_spec()), want);
+  EXPECT_EQ(common_fields(comb.spec()), want);
 
   EXPECT_EQ(typed.spec().type_name, "rec-v1");
-  EXPECT_EQ(typed.spec().route, detail::Route::kHashKey);
+  EXPECT_EQ(typed.spec().route, Route::kHashKey);
   EXPECT_EQ(bytes.spec().type_name, "bytes-v1");
-  EXPECT_EQ(bytes.spec().route, detail::Route::kExplicit);
+  EXPECT_EQ(bytes.spec().route, Route::kExplicit);
   EXPECT_EQ(rep.spec().type, FlowType::kReplicate);
   EXPECT_TRUE(rep.spec().ordered);
   EXPECT_EQ(rep.spec().gap_timeout_ms, 50u);
   EXPECT_EQ(rep_bytes.spec().record_size, 0u);
   EXPECT_FALSE(rep_bytes.spec().ordered);
-  EXPECT_EQ(comb.untyped().flow_spec().type, FlowType::kShuffle);
-  EXPECT_EQ(comb.untyped().flow_spec().route, detail::Route::kHashKey);
+  EXPECT_EQ(comb.spec().type, FlowType::kShuffle);
+  EXPECT_EQ(comb.spec().route, Route::kHashKey);
 }
 
 }  // namespace

@@ -58,11 +58,6 @@ constexpr ValueType value_type_of() {
   }
 }
 
-// The type a SUM of a field of type V is held in.
-template <class V>
-using SumType = std::conditional_t<std::is_floating_point_v<V>, double,
-                                   std::conditional_t<std::is_signed_v<V>, int64_t, uint64_t>>;
-
 // Byte offset of `member` in T (T is trivially copyable, so this is its
 // offsetof; the same probe flow.h's key() uses).
 template <class T, class V>
@@ -122,6 +117,14 @@ class CombinerSpecCore {
   std::shared_ptr<const CombineLayout> layout_;
   uint32_t local_groups_ = 1u << 14;
   uint32_t expected_groups_ = 4096;
+};
+
+// The untyped core of a CombinerSpec<T> (combiner.h), for Cluster and tests.
+struct CombinerSpecAccess {
+  template <class Spec>
+  static const CombinerSpecCore& core(const Spec& spec) {
+    return spec.core_;
+  }
 };
 
 // The untyped half of a CombinerSource (src/combiner/combiner_source.cc).

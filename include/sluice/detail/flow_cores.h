@@ -26,6 +26,7 @@
 #include "sluice/detail/hash.h"
 #include "sluice/errors.h"
 #include "sluice/export.h"
+#include "sluice/hash.h"
 
 SLUICE_API_BEGIN
 namespace sluice {
@@ -40,15 +41,8 @@ class BytesTarget;
 
 namespace detail {
 
-enum class Route : uint8_t {
-  kHashKey,     // hash of a key field (key_offset, key_size) of the record
-  kHashRecord,  // hash of the whole record (no key declared)
-  kFunction,    // a user callable
-  kExplicit,    // the caller names the target on every push (push_to)
-};
-
-// (record bytes, record size, number of targets) -> target index.
-using RouteFn = std::function<uint32_t(const void*, size_t, uint32_t)>;
+using sluice::Route;
+using RouteFn = sluice::RouteFunction;
 
 // The text error() shows for the last call's status: the core's message for
 // a failure, nothing after kOk or kEndOfFlow (so a message never outlives
@@ -468,6 +462,9 @@ class TargetCore : public Waitable {
   virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
   // After kGap: the sequence number that never arrived.
   virtual uint64_t gap() const { return 0; }
+  // The flow's name and this target's slot on its rank (Worker::failure).
+  virtual std::string flow_name() const { return {}; }
+  virtual uint32_t slot() const { return 0; }
 };
 
 // Whether the segment at `seg`, ring r's next, is published by its footer's

@@ -42,7 +42,9 @@ class WorkerInput {
   // gap is reported by Worker::run().
   virtual bool on_gap(uint64_t /*sequence*/) { return false; }
 
-  TargetCore* core = nullptr;   // the target's (owned by it); null once released
+  TargetCore* core = nullptr;  // the target's (owned by it); null once released
+  std::string flow;            // its flow's name and its slot (for Worker::failure)
+  uint32_t slot = 0;
   Status status = Status::kOk;  // kOk while open; how it ended otherwise
   bool busy = false;            // its handler is running
   bool ended = false;
@@ -127,6 +129,28 @@ class CombinerInput final : public WorkerInput {
   std::string released_error_;
   std::optional<LostPeer> released_lost_;
 };
+
+// A source the Worker owns (Worker::add_output): Source<T>, BytesSource or
+// CombinerSource<T>, destroyed with the worker, after its inputs.
+class WorkerOutput {
+ public:
+  virtual ~WorkerOutput() = default;
+};
+template <class S>
+class OwnedOutput final : public WorkerOutput {
+ public:
+  explicit OwnedOutput(S s) : source(std::move(s)) {}
+  S source;
+};
+
+template <class S>
+inline constexpr bool is_source = false;
+template <class T>
+inline constexpr bool is_source<Source<T>> = true;
+template <>
+inline constexpr bool is_source<BytesSource> = true;
+template <class T>
+inline constexpr bool is_source<CombinerSource<T>> = true;
 
 }  // namespace detail
 }  // namespace sluice
