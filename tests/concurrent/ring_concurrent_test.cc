@@ -203,12 +203,23 @@ TEST(RingConcurrentTest, LatencyRecordsOf56BytesPublishedByTheirLastWord) {
   run_wide<56>(2, 1, 200'000 / kScale, 2);
 }
 
+// How often the targets of the round trips' flows parked so far.
+uint64_t round_trip_parks() {
+  uint64_t parks = 0;
+  for (const detail::counters::Reading& r : detail::counters::snapshot(0)) {
+    if ((r.flow == "ping" || r.flow == "pong") && r.role == detail::counters::Role::kTarget)
+      parks += r.parks;
+  }
+  return parks;
+}
+
 // Round trips between two threads through two Latency-mode flows with no
 // spinning: a consume that finds nothing yields, then parks on the
 // doorbell, and the inline push must wake it (its exchange against the
-// parking fence). The echo pauses now and then so that parking happens. A
-// lost wake-up shows as a stall of a park slice; every record must still
-// come back once, in order.
+// parking fence). Now and then the echo holds its answer until the
+// initiator has parked (or a second passed), so that parking happens however
+// slowly a loaded machine runs the yields. A lost wake-up shows as a stall
+// of a park slice; every record must still come back once, in order.
 TEST(RingConcurrentTest, LatencyRoundTripsWakeParkedConsumers) {
   auto ping = shuffle<Rec>("ping")
                   .sources(testing::slots(1))
@@ -225,8 +236,13 @@ TEST(RingConcurrentTest, LatencyRoundTripsWakeParkedConsumers) {
   std::thread echo([&, in = there.target<Rec>(0), out = back.source<Rec>(0)]() mutable {
     while (auto b = in.consume()) {
       for (const Rec& r : *b) {
-        // Now and then long enough for the other side to stop yielding and park.
-        if (r.key % 200 == 199) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        // Now and then until the other side stopped yielding and parked.
+        if (r.key % 200 == 199) {
+          const uint64_t before = round_trip_parks();
+          const auto give_up = Clock::now() + std::chrono::seconds(1);
+          while (round_trip_parks() == before && Clock::now() < give_up)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
         if (out.push(Rec{r.key, r.value + 1}) != Status::kOk) echo_error = out.error();
       }
     }
@@ -249,11 +265,7 @@ TEST(RingConcurrentTest, LatencyRoundTripsWakeParkedConsumers) {
   echo.join();
   EXPECT_EQ(echo_error, "");
   EXPECT_EQ(wrong, 0u);
-  uint64_t parks = 0;
-  for (const detail::counters::Reading& r : detail::counters::snapshot(0)) {
-    if ((r.flow == "ping" || r.flow == "pong") && r.role == detail::counters::Role::kTarget)
-      parks += r.parks;
-  }
+  const uint64_t parks = round_trip_parks();
   std::printf("targets parked %llu times in %llu round trips\n",
               static_cast<unsigned long long>(parks), static_cast<unsigned long long>(n));
   EXPECT_GT(parks, 0u) << "the pauses should have made the initiator park";
