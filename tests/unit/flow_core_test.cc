@@ -49,6 +49,25 @@ TEST(FlowCoreTest, SourceRunsAheadExactlyOneRingThenIsBackPressured) {
   EXPECT_EQ(out.try_push_to(0, Rec{pushed, pushed}), Status::kOk);
 }
 
+// Adds `in` to `w` with a handler that counts, pushes 1000 records (250
+// segments through a ring of 4) into `out` through `w`, closes it and runs
+// `w` to the end: every record arrived once (count and sum).
+constexpr uint64_t kRecords = 1000;
+void push_through_worker(Worker& w, Target<Rec> in, Source<Rec>& out) {
+  uint64_t got = 0, sum = 0;
+  w.add(std::move(in), [&](std::span<const Rec> batch) {
+    for (const Rec& r : batch) {
+      ++got;
+      sum += r.value;
+    }
+  });
+  for (uint64_t i = 0; i < kRecords; ++i) ASSERT_EQ(w.push_to(out, 0, Rec{i, i}), Status::kOk);
+  ASSERT_EQ(w.close(out), Status::kOk) << out.error();
+  ASSERT_EQ(w.run(), Status::kEndOfFlow);
+  EXPECT_EQ(got, kRecords);
+  EXPECT_EQ(sum, kRecords * (kRecords - 1) / 2);
+}
+
 // A push that waits inside a Worker (which consumes meanwhile) counts as
 // the source's credit wait, as a blocking push's wait does: sluice top and
 // the Prometheus endpoint show back-pressure whichever way a thread waits.
@@ -57,19 +76,7 @@ TEST(FlowCoreTest, AWorkersWaitForRoomCountsAsTheSourcesCreditWait) {
   testing::LocalFlow flow(spec.spec());
   auto out = flow.source<Rec>(0);
   Worker w;
-  uint64_t got = 0, sum = 0;
-  w.add(flow.target<Rec>(0), [&](std::span<const Rec> batch) {
-    for (const Rec& r : batch) {
-      ++got;
-      sum += r.value;
-    }
-  });
-  constexpr uint64_t kRecords = 1000;  // 250 segments through a ring of 4
-  for (uint64_t i = 0; i < kRecords; ++i) ASSERT_EQ(w.push_to(out, 0, Rec{i, i}), Status::kOk);
-  ASSERT_EQ(w.close(out), Status::kOk);
-  ASSERT_EQ(w.run(), Status::kEndOfFlow);
-  EXPECT_EQ(got, kRecords);
-  EXPECT_EQ(sum, kRecords * (kRecords - 1) / 2);
+  push_through_worker(w, flow.target<Rec>(0), out);
   bool found = false;
   for (const detail::counters::Reading& r : detail::counters::snapshot(0)) {
     if (r.flow != "small" || r.role != detail::counters::Role::kSource) continue;
@@ -87,20 +94,8 @@ TEST(FlowCoreTest, AWorkerOwnsTheSourceGivenToItAndDeliversThroughIt) {
   auto spec = small_spec();
   testing::LocalFlow flow(spec.spec());
   Worker w;
-  uint64_t got = 0, sum = 0;
-  w.add(flow.target<Rec>(0), [&](std::span<const Rec> batch) {
-    for (const Rec& r : batch) {
-      ++got;
-      sum += r.value;
-    }
-  });
   Source<Rec>& out = w.add_output(flow.source<Rec>(0));
-  constexpr uint64_t kRecords = 1000;
-  for (uint64_t i = 0; i < kRecords; ++i) ASSERT_EQ(w.push_to(out, 0, Rec{i, i}), Status::kOk);
-  ASSERT_EQ(w.close(out), Status::kOk) << out.error();
-  ASSERT_EQ(w.run(), Status::kEndOfFlow);
-  EXPECT_EQ(got, kRecords);
-  EXPECT_EQ(sum, kRecords * (kRecords - 1) / 2);
+  push_through_worker(w, flow.target<Rec>(0), out);
   EXPECT_FALSE(w.failure());
   EXPECT_THROW(w.add_output(Source<Rec>()), Error);
 }
