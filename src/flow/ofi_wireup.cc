@@ -101,10 +101,13 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
                     " while connecting: " + ofi::lib::strerror(static_cast<int>(-rc)));
   };
 
-  // Every rank of the flow: one lost while the flow is wired up fails the
-  // declaration here as the registry fails it for one lost before. A peer
-  // this side waits for may be alive but never greet: it gave up the flow
-  // because a third rank of it was lost (its own wire-up needed that one).
+  // Every rank of the flow: a peer this side still waits to hear from may be
+  // alive but never greet, because it gave up the flow when a third rank of
+  // it was lost (its own wire-up needed that one). So while a greeting is
+  // missing, any lost participant fails the declaration, as the registry
+  // fails it for one lost before. Once every peer has greeted, only a lost
+  // peer does: a replicate target whose source has greeted it goes on when
+  // another target dies (its source goes on without that one too).
   std::vector<uint32_t> participants;
   for (const auto* eps : {&ctx.spec.sources, &ctx.spec.targets})
     for (const Endpoint& e : *eps) participants.push_back(e.rank);
@@ -159,7 +162,10 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
     if (all_done) break;
     if (round < spin) continue;
     // Bounded, and a lost peer ends the wait at once.
-    if (ctx.liveness != nullptr) {
+    bool greeting_missing = false;
+    for (const SideState& st : sides)
+      for (const HelloOp& op : st.recvs) greeting_missing |= !op.done;
+    if (ctx.liveness != nullptr && greeting_missing) {
       for (uint32_t rank : participants) {
         if (ctx.liveness->alive(rank)) continue;
         const SideState& st = sides.front();
