@@ -38,6 +38,7 @@
 #include "sluice/errors.h"
 #include "sluice/export.h"
 #include "sluice/flow.h"
+#include "sluice/membership.h"
 #include "sluice/memory.h"
 #include "sluice/options.h"
 
@@ -341,6 +342,36 @@ class Cluster {
   /// since destroyed it (and not exposed it again), Error(kProtocol) on a
   /// malformed descriptor.
   RemoteRegion open_region(std::string_view name, uint32_t owner, Deadline deadline = kForever);
+
+  /// The current membership view (membership.h): its epoch, members and
+  /// incarnations, read together. Cheap (no registry round trip).
+  View view() const;
+  /// Waits until the view's epoch is greater than `after_epoch` and returns
+  /// the new view; kTimeout at the deadline. Throws Error(kRegistry) if the
+  /// registry is lost (no later view can come).
+  Result<View> await_view(uint64_t after_epoch, Deadline deadline = kForever) const;
+  /// A view-scoped allgather: every member of `view` contributes `value`;
+  /// returns every member's value, the same on every member (the n-th call
+  /// of `name` in a view meets the others' n-th; one call of a name per
+  /// rank at a time). kViewChanged, on every member alike, if `view` is not
+  /// the current one or the membership changes before every member called
+  /// (view() then has the new view; nothing was gathered). Throws
+  /// Error(kTimeout) naming the members that did not call, Error(kRegistry)
+  /// if the registry is lost, Error(kInvalidArgument) if the values exceed
+  /// a registry message (1 MiB together). Setup-time (through the registry).
+  Result<Gathered> allgather(const View& view, std::string_view name, std::string_view value,
+                             Deadline deadline = kForever);
+  /// allgather(view, name, "") as a barrier: kOk once every member of
+  /// `view` called it, kViewChanged as above.
+  [[nodiscard]] Status barrier(const View& view, std::string_view name,
+                               Deadline deadline = kForever);
+  /// The survivors agree (MPI ULFM's agree): every live rank contributes
+  /// `value`, and every rank that is not lost during the call returns the
+  /// same Gathered, from the members of the first view in which all of them
+  /// contributed (a loss during the call moves it to the next view; the
+  /// lost rank's value is not in it). For example, how far each rank got
+  /// before a failure. Throws as allgather(view, ...) does.
+  Gathered agree(std::string_view name, std::string_view value, Deadline deadline = kForever);
 
   /// Every rank contributes `value`; returns all contributions indexed by rank.
   /// Setup-time only (goes through the registry). The n-th call meets the

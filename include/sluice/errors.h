@@ -38,6 +38,7 @@ enum class ErrorCode : uint8_t {
   kAuth,             ///< the job secret was missing or wrong
   kResource,         ///< the OS refused memory, a file descriptor or a mapping
   kInternal,         ///< a bug in sluice; please report it
+  kViewChanged,      ///< the membership view changed during a view-scoped call
 };
 
 /// A short stable name for `code`, e.g. "PeerLost".
@@ -74,22 +75,25 @@ class PeerLostError : public Error {
 /// (the same call may succeed later; nothing was lost or half-done) or
 /// terminal (every later call on that source or target returns it again).
 enum class Status : uint8_t {
-  kOk = 0,      ///< success
-  kWouldBlock,  ///< retryable. A try_* call that would have to wait:
-                ///< try_push: the target's ring (or the provider's queue) is
-                ///< full, nothing was written; try_consume: nothing is ready
-  kEndOfFlow,   ///< terminal, success. consume: every source closed and every
-                ///< record was consumed
-  kTimeout,     ///< retryable. A call with a deadline: it passed first.
-                ///< close() after kTimeout resumes (nothing is sent twice)
-  kPeerLost,    ///< terminal. A peer this call depends on is gone (died, left,
-                ///< destroyed its end, or abort()ed); error() names it
-  kClosed,      ///< terminal. push after close() or abort()
-  kInvalid,     ///< that call only: a bad argument, e.g.\ an explicit target out
-                ///< of range or a record larger than a segment; see error()
-  kGap,         ///< retryable. consume on an ordered replicate flow: a sequence
-                ///< number never arrived (see Target::gap()); the next consume
-                ///< goes on after it
+  kOk = 0,       ///< success
+  kWouldBlock,   ///< retryable. A try_* call that would have to wait:
+                 ///< try_push: the target's ring (or the provider's queue) is
+                 ///< full, nothing was written; try_consume: nothing is ready
+  kEndOfFlow,    ///< terminal, success. consume: every source closed and every
+                 ///< record was consumed
+  kTimeout,      ///< retryable. A call with a deadline: it passed first.
+                 ///< close() after kTimeout resumes (nothing is sent twice)
+  kPeerLost,     ///< terminal. A peer this call depends on is gone (died, left,
+                 ///< destroyed its end, or abort()ed); error() names it
+  kClosed,       ///< terminal. push after close() or abort()
+  kInvalid,      ///< that call only: a bad argument, e.g.\ an explicit target out
+                 ///< of range or a record larger than a segment; see error()
+  kGap,          ///< retryable. consume on an ordered replicate flow: a sequence
+                 ///< number never arrived (see Target::gap()); the next consume
+                 ///< goes on after it
+  kViewChanged,  ///< retryable in the new view. A call scoped to one membership
+                 ///< view (Cluster::allgather(view, ...)): the job's membership
+                 ///< changed first; Cluster::view() has the new one
 };
 
 /// A short stable name for `status`, e.g. "WouldBlock".

@@ -29,6 +29,8 @@ const char* to_string(ErrorCode code) {
       return "Resource";
     case ErrorCode::kInternal:
       return "Internal";
+    case ErrorCode::kViewChanged:
+      return "ViewChanged";
   }
   return "Unknown";
 }
@@ -51,6 +53,8 @@ const char* to_string(Status status) {
       return "Invalid";
     case Status::kGap:
       return "Gap";
+    case Status::kViewChanged:
+      return "ViewChanged";
   }
   return "Unknown";
 }

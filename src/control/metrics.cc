@@ -179,8 +179,14 @@ bool JobMetrics::report(uint32_t rank, std::string_view payload, std::string* pr
   return true;
 }
 
-std::string JobMetrics::render(const std::string& job, const std::vector<RankView>& ranks) const {
+std::string JobMetrics::render(const std::string& job, const std::vector<RankView>& ranks,
+                               uint64_t epoch) const {
   Exposition x(job);
+
+  x.begin("sluice_membership_epoch", "gauge",
+          "The membership view's epoch: 0 as launched, one more at every loss, departure and "
+          "rejoin.");
+  x.sample({}, number(epoch));
 
   x.begin("sluice_ranks", "gauge", "Ranks of the job in each state (absent: not joined yet).");
   for (const char* state : kRankStates) {

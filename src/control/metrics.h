@@ -59,7 +59,10 @@ class JobMetrics {
   // the rank's previous report stays, and the rejection is counted.
   bool report(uint32_t rank, std::string_view payload, std::string* problem);
   // The exposition text, one RankView per rank of the job.
-  std::string render(const std::string& job, const std::vector<RankView>& ranks) const;
+  // `epoch`: the membership view's (the registry's count of losses,
+  // departures and rejoins; 0 for the job as launched).
+  std::string render(const std::string& job, const std::vector<RankView>& ranks,
+                     uint64_t epoch = 0) const;
 
  private:
   std::vector<std::vector<EndpointCounters>> reports_;

@@ -68,10 +68,17 @@ std::string PeerTable::host(uint32_t rank) const {
   return hosts_[rank];
 }
 
-void PeerTable::set(uint32_t rank, State state, const std::string& reason, uint32_t incarnation) {
+void PeerTable::set(uint32_t rank, State state, const std::string& reason, uint32_t incarnation,
+                    uint64_t epoch) {
   if (rank >= world_size()) return;
   {
     MutexLock lock(mu_);
+    // The states and the epoch change under mu_ together, so that view()
+    // never pairs the members of one view with the number of another.
+    if (epoch > epoch_.load(std::memory_order_relaxed)) {
+      epoch_.store(epoch, std::memory_order_release);
+      epoch_moved_.notify_all();
+    }
     const uint64_t now = words_[rank].load(std::memory_order_relaxed);
     const auto now_incarnation = static_cast<uint32_t>(now >> 32);
     if (incarnation < now_incarnation) return;
@@ -79,10 +86,29 @@ void PeerTable::set(uint32_t rank, State state, const std::string& reason, uint3
     // reason): whatever it may still send, its peers have given up on it.
     if (incarnation == now_incarnation && (now & kStateMask) != kAlive) return;
     if (state != kAlive) reasons_[rank] = reason;
+    // Release pairs with the acquire in state(): whoever sees the new state
+    // also sees the reason (which describe() reads under mu_ in any case).
+    words_[rank].store(uint64_t{incarnation} << 32 | state, std::memory_order_release);
   }
-  // Release pairs with the acquire in state(): whoever sees the new state also
-  // sees the reason (which describe() reads under mu_ in any case).
-  words_[rank].store(uint64_t{incarnation} << 32 | state, std::memory_order_release);
+}
+
+PeerTable::ViewState PeerTable::view() const {
+  ViewState v;
+  MutexLock lock(mu_);
+  v.epoch = epoch_.load(std::memory_order_relaxed);
+  for (uint32_t r = 0; r < world_size(); ++r) {
+    if (state(r) == kAlive) v.members.push_back(r);
+    v.incarnations.push_back(incarnation(r));
+  }
+  return v;
+}
+
+bool PeerTable::await_epoch(uint64_t after, std::chrono::steady_clock::time_point deadline) const {
+  MutexLock lock(mu_);
+  return epoch_moved_.wait_until(lock, deadline, [&] {
+    return epoch_.load(std::memory_order_relaxed) > after ||
+           registry_lost_.load(std::memory_order_relaxed);
+  });
 }
 
 void PeerTable::set_info(uint32_t rank, const std::string& host, uint32_t pid) {
@@ -93,12 +119,11 @@ void PeerTable::set_info(uint32_t rank, const std::string& host, uint32_t pid) {
 }
 
 void PeerTable::set_registry_lost(const std::string& reason) {
-  {
-    MutexLock lock(mu_);
-    registry_reason_ = reason;
-  }
+  MutexLock lock(mu_);
+  registry_reason_ = reason;
   // Release pairs with the acquire in registry_lost(), as in set().
   registry_lost_.store(true, std::memory_order_release);
+  epoch_moved_.notify_all();
 }
 
 }  // namespace sluice::control

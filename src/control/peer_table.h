@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,10 +57,26 @@ class PeerTable final : public detail::Liveness {
   void hear_lost(uint32_t rank) const override;
   bool heard_lost(uint32_t rank) const override;
 
+  // The membership view (sluice::View): its epoch, as the registry numbers
+  // them (0: the job as launched), the ranks not lost, and every rank's
+  // incarnation, read together so that they belong to one epoch.
+  struct ViewState {
+    uint64_t epoch = 0;
+    std::vector<uint32_t> members;
+    std::vector<uint32_t> incarnations;
+  };
+  uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  ViewState view() const;
+  // Waits until epoch() > after or the registry is lost (true), or the
+  // deadline passes (false).
+  bool await_epoch(uint64_t after, std::chrono::steady_clock::time_point deadline) const;
+
   // Control-thread side. Within an incarnation a rank once left or died
   // stays so: set() ignores any later change of its state, and any event of
   // an older incarnation; an event of a newer incarnation replaces the state.
-  void set(uint32_t rank, State state, const std::string& reason, uint32_t incarnation = 0);
+  // `epoch` is the view's after the event (it never goes back).
+  void set(uint32_t rank, State state, const std::string& reason, uint32_t incarnation = 0,
+           uint64_t epoch = 0);
   void set_info(uint32_t rank, const std::string& host, uint32_t pid);
   void set_registry_lost(const std::string& reason);
 
@@ -69,6 +86,8 @@ class PeerTable final : public detail::Liveness {
   // pairs the state of one incarnation with the number of another.
   std::vector<std::atomic<uint64_t>> words_;
   std::atomic<bool> registry_lost_{false};
+  std::atomic<uint64_t> epoch_{0};  // written under mu_, with the states of its view
+  mutable std::condition_variable_any epoch_moved_;
   // Per rank: until when (steady clock, ns) it counts as heard lost.
   mutable std::vector<std::atomic<int64_t>> heard_until_;
   mutable Mutex mu_;

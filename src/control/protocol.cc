@@ -27,11 +27,12 @@ void encode_peer(Writer* w, const PeerEventMsg& m) {
   w->str(m.host);
   w->u32(m.pid);
   w->u32(m.incarnation);
+  w->u64(m.epoch);
 }
 bool decode_peer(Reader* r, PeerEventMsg* m) {
   uint8_t state = 0;
   if (!r->u32(&m->rank) || !r->u8(&state) || !r->str(&m->reason) || !r->str(&m->host) ||
-      !r->u32(&m->pid) || !r->u32(&m->incarnation)) {
+      !r->u32(&m->pid) || !r->u32(&m->incarnation) || !r->u64(&m->epoch)) {
     return false;
   }
   if (state > static_cast<uint8_t>(PeerState::kDied)) return false;
@@ -73,6 +74,10 @@ std::string to_string(MsgType type) {
       return "UNDECLARE";
     case MsgType::kCounters:
       return "COUNTERS";
+    case MsgType::kGather:
+      return "GATHER";
+    case MsgType::kGathered:
+      return "GATHERED";
   }
   return log::cat("type ", static_cast<unsigned>(type));
 }
@@ -215,9 +220,9 @@ bool decode(std::string_view payload, WelcomeMsg* m) {
   uint32_t n = 0;
   if (!r.u32(&m->heartbeat_ms) || !r.u32(&n)) return false;
   m->peers.clear();
-  // Each entry takes at least 21 bytes; checking the count against what is
+  // Each entry takes at least 29 bytes; checking the count against what is
   // left keeps a hostile count from making us loop (or allocate) for nothing.
-  constexpr size_t kMinPeerBytes = 4 + 1 + 4 + 4 + 4 + 4;
+  constexpr size_t kMinPeerBytes = 4 + 1 + 4 + 4 + 4 + 4 + 8;
   if (n > r.remaining() / kMinPeerBytes) return false;
   m->peers.resize(n);
   for (PeerEventMsg& p : m->peers) {
@@ -237,7 +242,7 @@ bool decode(std::string_view payload, ErrorMsg* m) {
   Reader r(payload);
   uint8_t code = 0;
   r.u8(&code) && r.u32(&m->rank) && r.str(&m->text);
-  if (!r.done() || code > static_cast<uint8_t>(ErrorCode::kInternal)) return false;
+  if (!r.done() || code > static_cast<uint8_t>(ErrorCode::kViewChanged)) return false;
   m->code = static_cast<ErrorCode>(code);
   return true;
 }
@@ -366,6 +371,45 @@ std::string encode(const UndeclareMsg& m) {
 bool decode(std::string_view payload, UndeclareMsg* m) {
   Reader r(payload);
   r.str(&m->name) && r.u64(&m->timeout_ms);
+  return r.done();
+}
+
+std::string encode(const GatherMsg& m) {
+  Writer w;
+  w.str(m.name);
+  w.u64(m.epoch);
+  w.u64(m.timeout_ms);
+  w.str(m.value);
+  return w.take();
+}
+bool decode(std::string_view payload, GatherMsg* m) {
+  Reader r(payload);
+  r.str(&m->name) && r.u64(&m->epoch) && r.u64(&m->timeout_ms) && r.str(&m->value);
+  return r.done();
+}
+
+std::string encode(const GatheredMsg& m) {
+  Writer w;
+  w.u64(m.epoch);
+  w.u32(static_cast<uint32_t>(m.ranks.size()));
+  for (size_t i = 0; i < m.ranks.size(); ++i) {
+    w.u32(m.ranks[i]);
+    w.str(m.values[i]);
+  }
+  return w.take();
+}
+bool decode(std::string_view payload, GatheredMsg* m) {
+  Reader r(payload);
+  uint32_t n = 0;
+  if (!r.u64(&m->epoch) || !r.u32(&n)) return false;
+  // An entry takes at least 8 bytes (rank, empty value): a hostile count
+  // cannot make us allocate more than the payload justifies.
+  if (n > r.remaining() / 8) return false;
+  m->ranks.resize(n);
+  m->values.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!r.u32(&m->ranks[i]) || !r.str(&m->values[i])) return false;
+  }
   return r.done();
 }
 

@@ -53,7 +53,17 @@
 //   LEAVE     (empty), no reply; the registry then closes the connection
 //   PEER_EVENT (server -> client, request id 0)
 //             u32 rank, u8 state (PeerState), str reason, str host, u32 pid,
-//             u32 incarnation (how many times the rank joined again after it died)
+//             u32 incarnation (how many times the rank joined again after it died),
+//             u64 epoch (the membership view's epoch after the event: 0 for
+//             the job as launched, one more at every loss, departure and
+//             rejoin; a WELCOME's entries carry the current one)
+//   GATHER    str name, u64 epoch, u64 timeout_ms, str value -> GATHERED |
+//             ERROR: the n-th call of `name` in view `epoch` (counted per
+//             rank and view; a failed call does not count). Answered once
+//             every member of the view (every rank not lost) made its n-th
+//             call; ERROR kViewChanged at once if `epoch` is not the
+//             current view, or when the view changes before then.
+//   GATHERED  u64 epoch, u32 n, n x { u32 rank, str value } (rank order)
 //   COUNTERS  (client -> server, request id 0, no reply; sent with every
 //             HEARTBEAT and once before LEAVE) the rank's flow endpoints'
 //             counters (observe/endpoint_counters.h), for the registry's
@@ -128,6 +138,8 @@ enum class MsgType : uint16_t {
   kErase = 13,
   kUndeclare = 14,
   kCounters = 15,
+  kGather = 16,
+  kGathered = 17,
 };
 // "HELLO", "PEER_EVENT", ... or "type 99" for an unknown value.
 std::string to_string(MsgType type);
@@ -208,6 +220,7 @@ struct PeerEventMsg {
   std::string host;
   uint32_t pid = 0;
   uint32_t incarnation = 0;  // times the rank joined again after it died
+  uint64_t epoch = 0;        // the membership view's epoch after this event
 };
 struct WelcomeMsg {
   uint32_t heartbeat_ms = 0;
@@ -261,6 +274,20 @@ struct UndeclareMsg {
   std::string name;
   uint64_t timeout_ms = 0;
 };
+// A view-scoped allgather call: the caller's contribution to the n-th
+// gather `name` among the members of view `epoch`.
+struct GatherMsg {
+  std::string name;
+  uint64_t epoch = 0;
+  uint64_t timeout_ms = 0;
+  std::string value;
+};
+// Its answer: every member's value, in rank order.
+struct GatheredMsg {
+  uint64_t epoch = 0;
+  std::vector<uint32_t> ranks;
+  std::vector<std::string> values;
+};
 
 // COUNTERS: one endpoint's counters, as observe/endpoint_counters.h keeps them.
 inline constexpr uint16_t kCountersFormat = 2;
@@ -307,6 +334,8 @@ std::string encode(const BarrierDoneMsg& m);
 std::string encode(const EraseMsg& m);
 std::string encode(const ErasedMsg& m);
 std::string encode(const UndeclareMsg& m);
+std::string encode(const GatherMsg& m);
+std::string encode(const GatheredMsg& m);
 [[nodiscard]] bool decode(std::string_view payload, HelloMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, PeerEventMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, WelcomeMsg* m);
@@ -320,6 +349,8 @@ std::string encode(const UndeclareMsg& m);
 [[nodiscard]] bool decode(std::string_view payload, EraseMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, ErasedMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, UndeclareMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, GatherMsg* m);
+[[nodiscard]] bool decode(std::string_view payload, GatheredMsg* m);
 std::string encode(const CountersMsg& m);
 // *problem (if given) says what is wrong, e.g. "endpoint 3 of 10: role 7 is
 // neither 1 (source) nor 2 (target)".

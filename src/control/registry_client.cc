@@ -21,6 +21,7 @@
 #include "common/mutex.h"
 #include "common/test_hooks.h"
 #include "control/protocol.h"
+#include "control/registry_client_impl.h"
 #include "control/signal_report.h"
 #include "control/tcp_liveness.h"
 #include "observe/endpoint_counters.h"
@@ -43,15 +44,6 @@ constexpr milliseconds kMaxBackoff{500};
 int remaining_ms(Deadline deadline, milliseconds cap) {
   const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
   return static_cast<int>(std::clamp(left, milliseconds{0}, cap).count());
-}
-
-// Deadline -> DECLARE/GET/BARRIER timeout_ms: 0 means no limit, so a deadline
-// that already passed becomes 1 ms (the registry still answers at once if it
-// can, e.g. a GET of a key that exists).
-uint64_t timeout_ms(Deadline deadline) {
-  if (deadline == kForever) return 0;
-  const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
-  return static_cast<uint64_t>(std::max<int64_t>(left, 1));
 }
 
 // The COUNTERS frame of this rank's flow endpoints (protocol.h): what the
@@ -105,89 +97,6 @@ std::string local_host_name() {
 }
 
 }  // namespace
-
-struct RegistryClient::Impl {
-  struct Reply {
-    MsgType type = MsgType::kOk;
-    std::string payload;
-    bool registry_lost = false;
-    std::string lost_text;
-  };
-
-  Impl(const BootstrapInfo& i, const ClientOptions& o)
-      : info(i), options(o), peers(i.world_size), parser(/*check_version=*/false) {
-    address = info.registry_host.find(':') != std::string::npos
-                  ? log::cat("[", info.registry_host, "]:", info.registry_port)
-                  : log::cat(info.registry_host, ":", info.registry_port);
-  }
-  ~Impl() {
-    if (fd >= 0) ::close(fd);
-    if (wake_fd >= 0) ::close(wake_fd);
-  }
-
-  void open_socket(Deadline deadline);
-  int try_connect(const addrinfo* ai, Deadline deadline, std::string* error);
-  void handshake(Deadline deadline);
-  void apply_peer(const PeerEventMsg& e);
-  void loop();
-  bool handle_frame(const Frame& f, std::string* problem);
-  // Handles every whole frame the parser holds; false (and *reason) on a
-  // malformed one.
-  bool handle_parsed(std::string* reason);
-  void fail_all(const std::string& reason);
-  void wake();
-  void write_all(const std::string& bytes, Deadline deadline);
-  bool pump_out(std::string* problem);
-  Reply call(MsgType type, const std::string& payload, Deadline deadline, const std::string& what);
-  // Queues a request; `on_reply` runs once, on the control thread with mu
-  // held (it must not call back into the client), when the reply comes or
-  // the registry is lost. Throws as call() does when it cannot be queued.
-  uint32_t enqueue(MsgType type, const std::string& payload, const std::string& what,
-                   std::function<void(Reply)> on_reply);
-  void expect(const Reply& r, MsgType type, const std::string& what);
-  // The error text of a reply that is not `type`, or empty.
-  std::string reply_problem(const Reply& r, MsgType type, const std::string& what) const;
-  // Sends LEAVE and half-closes, then gives the registry until `deadline` to
-  // close its side; true if it did (it read everything this rank sent).
-  bool shut_down(Deadline deadline);
-
-  BootstrapInfo info;
-  ClientOptions options;
-  std::string address;  // "host:port", for messages
-  int fd = -1;
-  int wake_fd = -1;
-  PeerTable peers;
-  FrameParser parser;  // control thread only (and connect() before it starts)
-  milliseconds heartbeat_interval{1000};
-  // The registry is declared lost when it sends nothing (it answers every
-  // HEARTBEAT) or accepts none of our bytes for this long: the smaller of our
-  // heartbeat_timeout and the registry's.
-  milliseconds silence_limit{5000};
-  // Control thread only: bytes taken from `outbox` and not yet sent.
-  std::string sending;
-  size_t sending_pos = 0;
-  // sending.size() - sending_pos, for call()'s bound on queued bytes. Written
-  // by the control thread only; relaxed is enough, as the bound needs no
-  // ordering with anything else (a stale value errs by one batch at most).
-  std::atomic<size_t> sending_left{0};
-  std::thread thread;
-  std::atomic<bool> stopping{false};
-  Deadline stop_deadline = kForever;  // written before the wake-up, read by the thread after
-  // The registry closed its side after this rank's LEAVE and half-close.
-  std::atomic<bool> clean_close{false};
-
-  Mutex mu;  // guards everything below
-  // Frames for the control thread to send: callers never write to the
-  // socket themselves, so no call blocks on a registry that stopped reading.
-  std::string outbox SLUICE_GUARDED_BY(mu);
-  std::map<uint32_t, std::function<void(Reply)>> pending SLUICE_GUARDED_BY(mu);
-  uint32_t next_id SLUICE_GUARDED_BY(mu) = 1;
-  bool lost SLUICE_GUARDED_BY(mu) = false;
-  std::string lost_text SLUICE_GUARDED_BY(mu);
-  // Why the registry is closing this rank's connection, where it said so
-  // (it declared this rank lost); empty otherwise.
-  std::string told_why SLUICE_GUARDED_BY(mu);
-};
 
 int RegistryClient::Impl::try_connect(const addrinfo* ai, Deadline deadline, std::string* error) {
   int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
@@ -272,7 +181,7 @@ void RegistryClient::Impl::open_socket(Deadline deadline) {
 void RegistryClient::Impl::apply_peer(const PeerEventMsg& e) {
   if (e.rank >= peers.world_size()) return;
   if (!e.host.empty()) peers.set_info(e.rank, e.host, e.pid);
-  peers.set(e.rank, static_cast<PeerTable::State>(e.state), e.reason, e.incarnation);
+  peers.set(e.rank, static_cast<PeerTable::State>(e.state), e.reason, e.incarnation, e.epoch);
 }
 
 void RegistryClient::Impl::handshake(Deadline deadline) {
@@ -746,92 +655,6 @@ std::string RegistryClient::local_address() const {
     return {};
   }
   return host;
-}
-
-void RegistryClient::declare_flow(const std::string& name, const std::string& canonical,
-                                  const std::vector<uint32_t>& participants, Deadline deadline) {
-  const std::string what = log::cat("declaring flow '", name, "'");
-  const auto r = impl_->call(
-      MsgType::kDeclare, encode(DeclareMsg{name, canonical, participants, timeout_ms(deadline)}),
-      deadline, what);
-  impl_->expect(r, MsgType::kOk, what);
-}
-
-void RegistryClient::undeclare_flow(const std::string& name, Deadline deadline) {
-  const std::string what = log::cat("destroying flow '", name, "'");
-  const auto r = impl_->call(MsgType::kUndeclare, encode(UndeclareMsg{name, timeout_ms(deadline)}),
-                             deadline, what);
-  impl_->expect(r, MsgType::kOk, what);
-}
-
-void RegistryClient::undeclare_flow_async(const std::string& name, Deadline deadline,
-                                          std::function<void(std::string)> done) {
-  const std::string what = log::cat("destroying flow '", name, "'");
-  Impl* impl = impl_.get();
-  impl_->enqueue(MsgType::kUndeclare, encode(UndeclareMsg{name, timeout_ms(deadline)}), what,
-                 [impl, what, done = std::move(done)](Impl::Reply r) {
-                   done(impl->reply_problem(r, MsgType::kOk, what));
-                 });
-}
-
-void RegistryClient::put_async(const std::string& key, const std::string& value) {
-  const std::string what = log::cat("putting key '", key, "'");
-  Impl* impl = impl_.get();
-  impl_->enqueue(MsgType::kPut, encode(PutMsg{key, value}), what, [impl, what](Impl::Reply r) {
-    if (std::string problem = impl->reply_problem(r, MsgType::kOk, what); !problem.empty()) {
-      log::warn(problem);
-    }
-  });
-}
-
-uint64_t RegistryClient::erase(const std::string& key, bool prefix) {
-  const std::string what = log::cat("erasing key ", prefix ? "prefix '" : "'", key, "'");
-  const auto r = impl_->call(MsgType::kErase, encode(EraseMsg{key, prefix}), kForever, what);
-  impl_->expect(r, MsgType::kOk, what);
-  ErasedMsg done;
-  if (!decode(r.payload, &done)) {
-    throw Error(ErrorCode::kProtocol,
-                log::cat(what, ": the registry at ", impl_->address, " sent a malformed OK reply"));
-  }
-  return done.count;
-}
-
-void RegistryClient::put(const std::string& key, const std::string& value) {
-  const std::string what = log::cat("putting key '", key, "'");
-  const auto r = impl_->call(MsgType::kPut, encode(PutMsg{key, value}), kForever, what);
-  impl_->expect(r, MsgType::kOk, what);
-}
-
-std::string RegistryClient::get(const std::string& key, Deadline deadline, int64_t owner_rank) {
-  const std::string what = log::cat("getting key '", key, "'");
-  const auto r = impl_->call(MsgType::kGet, encode(GetMsg{key, owner_rank, timeout_ms(deadline)}),
-                             deadline, what);
-  impl_->expect(r, MsgType::kValue, what);
-  ValueMsg v;
-  if (!decode(r.payload, &v)) {
-    throw Error(ErrorCode::kProtocol, log::cat(what, ": the registry at ", impl_->address,
-                                               " sent a malformed VALUE reply"));
-  }
-  return std::move(v.value);
-}
-
-uint64_t RegistryClient::barrier(const std::string& name, Deadline deadline) {
-  return barrier(name, {}, 0, deadline);
-}
-
-uint64_t RegistryClient::barrier(const std::string& name, const std::vector<uint64_t>& members,
-                                 uint64_t self, Deadline deadline) {
-  const std::string what = log::cat("barrier '", name, "'");
-  const auto r =
-      impl_->call(MsgType::kBarrier, encode(BarrierMsg{name, timeout_ms(deadline), members, self}),
-                  deadline, what);
-  impl_->expect(r, MsgType::kOk, what);
-  BarrierDoneMsg done;
-  if (!decode(r.payload, &done)) {
-    throw Error(ErrorCode::kProtocol,
-                log::cat(what, ": the registry at ", impl_->address, " sent a malformed OK reply"));
-  }
-  return done.generation;
 }
 
 }  // namespace sluice::control

@@ -25,6 +25,7 @@
 
 #include "control/bootstrap.h"
 #include "control/peer_table.h"
+#include "control/protocol.h"
 #include "sluice/deadline.h"
 
 namespace sluice::control {
@@ -110,6 +111,14 @@ class RegistryClient {
   // The same for a set of endpoints (rank << 32 | slot), `self` among them.
   uint64_t barrier(const std::string& name, const std::vector<uint64_t>& members, uint64_t self,
                    Deadline deadline);
+  // A view-scoped allgather: `value` as this rank's contribution to the n-th
+  // gather `name` of view `epoch`; returns every member's value. Throws
+  // Error(kViewChanged) if the view is not current or changes first (the
+  // PeerTable has the new view by then), Error(kTimeout) naming the members
+  // that have not called, Error(kInvalidArgument) if this rank's previous
+  // call of `name` still waits.
+  GatheredMsg gather(const std::string& name, uint64_t epoch, const std::string& value,
+                     Deadline deadline);
 
  private:
   struct Impl;

@@ -1,5 +1,5 @@
 // What each registry request does: HELLO (joining, rejoining as a new
-// incarnation, refusals), DECLARE, PUT, GET, ERASE, UNDECLARE, BARRIER and
+// incarnation, refusals), DECLARE, PUT, GET, ERASE, UNDECLARE, BARRIER, GATHER and
 // COUNTERS. The connections, timers and losses are registry_server.cc's.
 #include <cstring>
 #include <string>
@@ -66,6 +66,8 @@ void RegistryServer::Impl::handle_frame(Conn& c, const Frame& f, TimePoint now) 
       return on_get(c, f, now);
     case MsgType::kBarrier:
       return on_barrier(c, f, now);
+    case MsgType::kGather:
+      return on_gather(c, f, now);
     case MsgType::kErase:
       return on_erase(c, f);
     case MsgType::kUndeclare:
@@ -159,6 +161,9 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
     }
   }
   info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now, incarnation};
+  // A new incarnation makes a new view; the first joins form the job's
+  // first one (epoch 0, every rank).
+  if (rejoin) ++epoch;
   if (rejoin) {
     log::warn("registry: rank ", m.rank, " rejoined from ", m.host, " (pid ", m.pid, ", ", c.peer,
               ") as incarnation ", incarnation);
@@ -169,7 +174,9 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
   }
 
   send(c, MsgType::kWelcome, req, encode(welcome_message()));
-  broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid, incarnation}, c.id);
+  broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid, incarnation, epoch}, c.id);
+  // After the event: a member reads of the new view before its call fails.
+  if (rejoin) waiters.view_changed(epoch);
   if (opt.on_joined) opt.on_joined(m.rank, incarnation);
 }
 
@@ -183,7 +190,7 @@ WelcomeMsg RegistryServer::Impl::welcome_message() const {
     const PeerState st = ri.state == RankState::kAlive  ? PeerState::kAlive
                          : ri.state == RankState::kLeft ? PeerState::kLeft
                                                         : PeerState::kDied;
-    welcome.peers.push_back(PeerEventMsg{r, st, ri.reason, ri.host, ri.pid, ri.incarnation});
+    welcome.peers.push_back(PeerEventMsg{r, st, ri.reason, ri.host, ri.pid, ri.incarnation, epoch});
   }
   return welcome;
 }
@@ -250,6 +257,17 @@ void RegistryServer::Impl::on_barrier(Conn& c, const Frame& f, TimePoint now) {
   waiters.barrier(Waiter{c.id, static_cast<uint32_t>(c.rank), f.header.request_id, m.timeout_ms,
                          deadline_after(m.timeout_ms, now)},
                   std::move(m));
+}
+
+void RegistryServer::Impl::on_gather(Conn& c, const Frame& f, TimePoint now) {
+  GatherMsg m;
+  if (!decode(f.payload, &m)) {
+    refuse(c, ErrorCode::kProtocol, "malformed GATHER message", f.header.request_id);
+    return;
+  }
+  waiters.gather(Waiter{c.id, static_cast<uint32_t>(c.rank), f.header.request_id, m.timeout_ms,
+                        deadline_after(m.timeout_ms, now)},
+                 std::move(m));
 }
 
 void RegistryServer::Impl::on_counters(Conn& c, const Frame& f) {

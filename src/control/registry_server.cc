@@ -174,10 +174,13 @@ void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::str
   } else {
     log::warn("registry: ", who);
   }
+  ++epoch;  // every loss or departure makes a new view
   broadcast(PeerEventMsg{r, state == RankState::kLeft ? PeerState::kLeft : PeerState::kDied, reason,
-                         info.host, info.pid, info.incarnation},
+                         info.host, info.pid, info.incarnation, epoch},
             gone_conn);
   waiters.lose_rank(r, gone_conn, who);
+  // After the event, so that a member has the new view before its call fails.
+  waiters.view_changed(epoch);
   if (opt.on_lost_rank) opt.on_lost_rank(r);
 }
 
@@ -286,7 +289,7 @@ std::string RegistryServer::Impl::render_metrics() const {
                                                       : "died";
     views[r].heard_age_s = std::chrono::duration<double>(now - info.last_seen).count();
   }
-  return metrics.render(job_label(), views);
+  return metrics.render(job_label(), views, epoch);
 }
 
 void RegistryServer::Impl::on_timers(TimePoint now) {

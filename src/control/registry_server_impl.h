@@ -112,6 +112,7 @@ struct RegistryServer::Impl : Waiters::Host {
   void on_erase(Conn& c, const Frame& f);
   void on_undeclare(Conn& c, const Frame& f, TimePoint now);
   void on_barrier(Conn& c, const Frame& f, TimePoint now);
+  void on_gather(Conn& c, const Frame& f, TimePoint now);
   void on_counters(Conn& c, const Frame& f);
   WelcomeMsg welcome_message() const;
   std::string render_metrics() const;
@@ -156,6 +157,7 @@ struct RegistryServer::Impl : Waiters::Host {
     return ranks[r].state == RankState::kLeft || ranks[r].state == RankState::kDied;
   }
   bool absent(uint32_t r) const override { return ranks[r].state == RankState::kAbsent; }
+  uint64_t epoch_now() const override { return epoch; }
   std::string describe(uint32_t r) const override;
   std::string describe_missing(const std::vector<uint32_t>& missing) const override;
 
@@ -169,6 +171,9 @@ struct RegistryServer::Impl : Waiters::Host {
   uint64_t evicted = 0;  // connections closed by cap_unauthenticated()
   std::map<uint64_t, std::unique_ptr<Conn>> conns;
   std::vector<RankInfo> ranks;
+  // The membership view's epoch: 0 for the job as launched (every rank), one
+  // more at every loss, departure and rejoin (PEER_EVENT carries it).
+  uint64_t epoch = 0;
   Waiters waiters;
   // Ranks whose connection was dropped and whose loss lose_rank() has not
   // yet announced: (rank, connection id, reason). See drop() and settle().

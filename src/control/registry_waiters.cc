@@ -451,6 +451,7 @@ void Waiters::expire(RegistryTime now) {
     return true;
   });
   for (auto& [name, b] : barriers_) expire_barrier(name, b, now);
+  expire_gathers(now);
 }
 
 void Waiters::expire_barrier(const std::string& name, BarrierState& b, RegistryTime now) {
@@ -495,6 +496,10 @@ RegistryTime Waiters::next_deadline() const {
     for (const auto& d : flow.redeclares) next = std::min(next, d.first.deadline);
   }
   for (const GetWaiter& g : gets_) next = std::min(next, g.waiter.deadline);
+  for (const auto& [name, g] : gathers_) {
+    for (const auto& [gen, calls] : g.generations)
+      for (const auto& [r, call] : calls) next = std::min(next, call.waiter.deadline);
+  }
   for (const auto& [name, b] : barriers_) {
     for (const auto& [gen, arrived] : b.generations) {
       for (const auto& [r, w] : arrived) next = std::min(next, w.deadline);

@@ -57,6 +57,8 @@ class Waiters {
     virtual std::string describe(uint32_t r) const = 0;
     // "ranks 1,3 (rank 1 on hostA; rank 3 has not joined)".
     virtual std::string describe_missing(const std::vector<uint32_t>& missing) const = 0;
+    // The membership view's epoch; its members are the ranks not lost().
+    virtual uint64_t epoch_now() const = 0;
   };
 
   // REQUIRES: host outlives this; world_size >= 1.
@@ -80,6 +82,15 @@ class Waiters {
   // A BARRIER call: answered when every member made the same generation's
   // call.
   void barrier(const Waiter& w, BarrierMsg m);
+
+  // A GATHER: refused with kViewChanged at once unless its epoch is the
+  // current one; answered (GATHERED, to every member alike) once every member
+  // of the view made the same call. One call of a name per rank at a time.
+  void gather(const Waiter& w, GatherMsg m);
+  // The view became `epoch` (after a loss, departure or rejoin): every
+  // gather of the old view fails with kViewChanged, and calls count from 0
+  // again in the new one.
+  void view_changed(uint64_t epoch);
 
   // Rank r left or died (`who` describes it): fails every waiter that can no
   // longer be answered because of it and forgets those of its connection.
@@ -142,12 +153,27 @@ class Waiters {
   void withdraw(BarrierState& b, uint64_t endpoint, uint64_t gen);
   void expire_barrier(const std::string& name, BarrierState& b, RegistryTime now);
 
+  // The gathers of the current view (registry_gathers.cc).
+  struct GatherCall {
+    Waiter waiter;
+    std::string value;
+  };
+  struct GatherState {
+    std::map<uint32_t, uint64_t> calls;  // per rank: calls made in this view
+    // Generation n: the ranks that made their n-th call, with their values.
+    std::map<uint64_t, std::map<uint32_t, GatherCall>> generations;
+  };
+  std::vector<uint32_t> view_members() const;
+  void complete_gather_if_all(const std::string& name, GatherState& g, uint64_t gen);
+  void expire_gathers(RegistryTime now);
+
   Host& host_;
   uint32_t world_size_;
   std::map<std::string, FlowDecl> flows_;
   std::map<std::string, std::string> kv_;
   std::vector<GetWaiter> gets_;
   std::map<std::string, BarrierState> barriers_;
+  std::map<std::string, GatherState> gathers_;
 };
 
 }  // namespace sluice::control

@@ -174,7 +174,8 @@ TEST(CountersReportTest, FormatTwoCarriesPeersAndOperationsAndFormatOneStillRead
   // region's own families (not the flow endpoint ones).
   JobMetrics metrics(1);
   ASSERT_TRUE(metrics.report(0, encode(m), &problem)) << problem;
-  const Exposition x = parse_exposition(metrics.render("h:1", {RankView{"alive", "h", 0.5}}));
+  const Exposition x = parse_exposition(metrics.render("h:1", {RankView{"alive", "h", 0.5}}, 3));
+  EXPECT_EQ(x.value("sluice_membership_epoch", {}), 3);  // the view's epoch, as given
   EXPECT_EQ(x.value("sluice_peer_ended", {{"peer", "(0,0)"}}), 1);
   EXPECT_EQ(x.value("sluice_peer_ended", {{"peer", "(1,0)"}}), 0);
   EXPECT_NEAR(x.value("sluice_peer_last_heard_timestamp_seconds", {{"peer", "(0,0)"}}),

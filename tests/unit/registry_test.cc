@@ -20,6 +20,7 @@
 #include "control/protocol.h"
 #include "control/registry_client.h"
 #include "control/registry_server.h"
+#include "registry_fixture.h"
 #include "sluice/cluster.h"
 #include "sluice/errors.h"
 
@@ -29,9 +30,7 @@ namespace {
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 
-constexpr const char* kSecret = "test-secret";
-
-Deadline in(milliseconds d) { return Clock::now() + d; }
+constexpr const char* kSecret = kTestSecret;
 
 // Polls `pred` until it holds or `limit` passes.
 bool eventually(const std::function<bool()>& pred, milliseconds limit = 5000ms) {
@@ -122,41 +121,8 @@ std::string hello_frame(uint32_t rank, uint32_t world, const std::string& secret
                     version);
 }
 
-class RegistryTest : public ::testing::Test {
+class RegistryTest : public RegistryFixture {
  protected:
-  void start(uint32_t world, milliseconds heartbeat = 5000ms) {
-    RegistryOptions o;
-    o.heartbeat_timeout = heartbeat;
-    start(world, o);
-  }
-  void start(uint32_t world, RegistryOptions o) {
-    o.secret = kSecret;
-    o.world_size = world;
-    server_ = std::make_unique<RegistryServer>(o);
-    thread_ = std::thread([this] { server_->run(); });
-  }
-  void TearDown() override {
-    if (server_) {
-      server_->stop();
-      thread_.join();
-    }
-  }
-  BootstrapInfo info(uint32_t rank, uint32_t world, const std::string& secret = kSecret) {
-    BootstrapInfo i;
-    i.rank = rank;
-    i.world_size = world;
-    i.registry_host = "127.0.0.1";
-    i.registry_port = server_->port();
-    i.secret = secret;
-    return i;
-  }
-  std::unique_ptr<RegistryClient> join(uint32_t rank, uint32_t world,
-                                       milliseconds heartbeat = 5000ms) {
-    ClientOptions o;
-    o.heartbeat_timeout = heartbeat;
-    o.connect_timeout = 10s;
-    return RegistryClient::connect(info(rank, world), o);
-  }
   // Joins `rank` on a raw socket and reads the WELCOME.
   std::unique_ptr<RawConn> raw_join(uint32_t rank, uint32_t world) {
     auto raw = std::make_unique<RawConn>(server_->port());
@@ -172,9 +138,6 @@ class RegistryTest : public ::testing::Test {
     c.put(key, "alive");
     EXPECT_EQ(c.get(key, in(5s)), "alive");
   }
-
-  std::unique_ptr<RegistryServer> server_;
-  std::thread thread_;
 };
 
 template <class Fn>

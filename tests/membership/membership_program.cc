@@ -1,0 +1,145 @@
+// A job that lives through a rank's death on membership views alone
+// (sluice/membership.h), for membership_test.cc. Every rank runs `--rounds`
+// rounds; in each, the members of the current view gather their round
+// number. At every view a rank has not agreed in yet (a gather that a loss or
+// a rejoin interrupted failed with kViewChanged on every member, or the view
+// changed between two rounds) the members agree on the furthest round any of
+// them reached and go on from there. A restarted rank (incarnation > 0)
+// starts with that agreement. Nobody is told which rank dies or when: the
+// launcher kills it (sluice run --kill).
+//
+// Prints, per rank: "VIEW rank R epoch E members M" at each view change it
+// reacts to, "DONE rank R incarnation I rounds C last L epoch E" and
+// "AGREED epoch E ranks M values V" (the final agreement, identical on every
+// member). A round seen twice, or a member at another round, prints MISMATCH.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "sluice/cluster.h"
+
+namespace {
+
+std::string join_list(const std::vector<uint32_t>& v) {
+  std::string s;
+  for (uint32_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"membership views through a rank's death (a test program)"};
+  uint64_t rounds = 60;
+  int interval_ms = 50;
+  app.add_option("--rounds", rounds, "rounds to run")->check(CLI::PositiveNumber);
+  app.add_option("--interval-ms", interval_ms, "pause between rounds")
+      ->check(CLI::NonNegativeNumber);
+  bool watch = false;
+  app.add_flag("--watch", watch,
+               "print 'PID rank R pid P' at the start and 'EPOCH rank R epoch E at_us T' "
+               "(CLOCK_REALTIME) the moment each new view arrives, for measuring how fast a kill "
+               "becomes a view (bench/membership_latency.py)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    sluice::Cluster cluster = sluice::Cluster::join();
+    const uint32_t me = cluster.rank();
+    const uint32_t incarnation = cluster.incarnation(me);
+    const sluice::Deadline deadline = sluice::Clock::now() + std::chrono::seconds(90);
+    std::thread watcher;
+    std::atomic<bool> done_watching{false};
+    if (watch) {
+      std::printf("PID rank %u pid %d\n", me, static_cast<int>(::getpid()));
+      std::fflush(stdout);
+      watcher = std::thread([&] {
+        uint64_t seen = cluster.view().epoch;
+        while (!done_watching.load()) {
+          sluice::Result<sluice::View> v =
+              cluster.await_view(seen, sluice::Clock::now() + std::chrono::milliseconds(100));
+          if (!v) continue;
+          const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+          std::printf("EPOCH rank %u epoch %llu at_us %lld\n", me,
+                      static_cast<unsigned long long>(v->epoch), static_cast<long long>(us));
+          std::fflush(stdout);
+          seen = v->epoch;
+        }
+      });
+    }
+    struct StopWatching {
+      std::atomic<bool>& flag;
+      std::thread& t;
+      ~StopWatching() {
+        flag.store(true);
+        if (t.joinable()) t.join();
+      }
+    } stop_watching{done_watching, watcher};
+    uint64_t epoch = cluster.view().epoch;  // the view this rank last agreed in
+    uint64_t next = 0;                      // the round to run next
+    uint64_t completed = 0;                 // rounds this process completed
+    bool mismatch = false;
+    auto resume = [&] {
+      const sluice::Gathered g = cluster.agree("resume", std::to_string(next), deadline);
+      uint64_t furthest = 0;
+      for (const std::string& v : g.values) furthest = std::max<uint64_t>(furthest, std::stoull(v));
+      std::printf("VIEW rank %u epoch %llu members %s resume %llu\n", me,
+                  static_cast<unsigned long long>(g.epoch), join_list(g.ranks).c_str(),
+                  static_cast<unsigned long long>(furthest));
+      std::fflush(stdout);
+      next = furthest;
+      epoch = g.epoch;
+    };
+    if (incarnation > 0) resume();
+    while (next < rounds) {
+      const sluice::View view = cluster.view();
+      // A view this rank has not agreed in yet, whether a call failed on it
+      // or it came between two rounds: every member comes here for it (a
+      // restarted rank starts here), so the agreement meets them all.
+      if (view.epoch != epoch) {
+        resume();
+        continue;
+      }
+      sluice::Result<sluice::Gathered> r =
+          cluster.allgather(view, "round", std::to_string(next), deadline);
+      if (r.status() == sluice::Status::kViewChanged) {
+        resume();
+        continue;
+      }
+      for (const std::string& v : r->values) {
+        if (std::stoull(v) != next) {
+          std::printf("MISMATCH rank %u round %llu: a member is at round %s\n", me,
+                      static_cast<unsigned long long>(next), v.c_str());
+          mismatch = true;
+        }
+      }
+      ++completed;
+      ++next;
+      std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    }
+    const sluice::Gathered done = cluster.agree("done", std::to_string(next), deadline);
+    std::string values;
+    for (const std::string& v : done.values) values += (values.empty() ? "" : ",") + v;
+    std::printf("DONE rank %u incarnation %u rounds %llu last %llu epoch %llu\n", me, incarnation,
+                static_cast<unsigned long long>(completed),
+                static_cast<unsigned long long>(next - 1),
+                static_cast<unsigned long long>(done.epoch));
+    std::printf("AGREED epoch %llu ranks %s values %s\n",
+                static_cast<unsigned long long>(done.epoch), join_list(done.ranks).c_str(),
+                values.c_str());
+    std::fflush(stdout);
+    done_watching.store(true);  // no call on the Cluster after leave()
+    if (watcher.joinable()) watcher.join();
+    (void)cluster.leave(sluice::Clock::now() + std::chrono::seconds(10));
+    return mismatch ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "FAILED: %s\n", e.what());
+    return 1;
+  }
+}
