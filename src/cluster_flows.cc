@@ -349,8 +349,8 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
   const std::string& name = fs.ctx.spec.name;
   for (uint32_t rank : target_ranks) {
     if (rank == boot.rank) continue;
-    std::string desc =
-        client->get("flow/" + name + "/shm/" + std::to_string(rank), setup_deadline(), rank);
+    std::string desc = client->get("flow/" + name + "/shm/" + std::to_string(rank),
+                                   setup_deadline(), rank, fs.liveness->incarnation(rank));
     std::istringstream in(desc);
     long long pid = 0, fd = -1;
     unsigned long long bytes = 0, nonce = 0;
@@ -469,7 +469,10 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
   // from a peer, so it is checked before use.
   auto fetch = [&](const std::string& key, const std::string& path, uint32_t owner,
                    ofi::Endpoint& ep, fi_addr_t* peer, uint64_t* mr_key, uint64_t* base) {
-    const std::string desc = client->get(prefix + key, setup_deadline(), owner);
+    // From the owner's process the flow is pinned to: if it died and its
+    // rank rejoined, the new process will never put this key.
+    const std::string desc =
+        client->get(prefix + key, setup_deadline(), owner, fs.liveness->incarnation(owner));
     std::istringstream in(desc);
     std::string hex, mode, addr;
     unsigned long long k = 0, b = 0;

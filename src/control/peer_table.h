@@ -104,6 +104,8 @@ class PinnedLiveness final : public detail::Liveness {
  public:
   explicit PinnedLiveness(const PeerTable& peers);
   bool alive(uint32_t rank) const override { return peers_.alive_as(rank, incarnations_[rank]); }
+  // The incarnation of `rank` this view is pinned to.
+  uint32_t incarnation(uint32_t rank) const { return incarnations_[rank]; }
   bool registry_lost() const override { return peers_.registry_lost(); }
   std::string describe(uint32_t rank) const override {
     return peers_.describe_as(rank, incarnations_[rank]);

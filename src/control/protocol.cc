@@ -284,11 +284,12 @@ std::string encode(const GetMsg& m) {
   w.str(m.key);
   w.i64(m.owner_rank);
   w.u64(m.timeout_ms);
+  w.u32(m.owner_incarnation);
   return w.take();
 }
 bool decode(std::string_view payload, GetMsg* m) {
   Reader r(payload);
-  r.str(&m->key) && r.i64(&m->owner_rank) && r.u64(&m->timeout_ms);
+  r.str(&m->key) && r.i64(&m->owner_rank) && r.u64(&m->timeout_ms) && r.u32(&m->owner_incarnation);
   return r.done();
 }
 

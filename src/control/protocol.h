@@ -34,7 +34,8 @@
 //   DECLARE   str name, str canonical spec, u32 n, n x u32 participant rank,
 //             u64 timeout_ms (0: no limit) -> OK | ERROR
 //   PUT       str key, str value -> OK
-//   GET       str key, i64 owner_rank (-1: none), u64 timeout_ms -> VALUE | ERROR
+//   GET       str key, i64 owner_rank (-1: none), u64 timeout_ms,
+//             u32 owner_incarnation (0xFFFFFFFF: any) -> VALUE | ERROR
 //   VALUE     str value
 //   BARRIER   str name, u64 timeout_ms, u64 n, n x u64 member, u64 self
 //             -> OK (u64 generation: the caller's call counted from 0, the
@@ -241,10 +242,15 @@ struct PutMsg {
   std::string key;
   std::string value;
 };
+// A GET's owner_incarnation when any incarnation of the owner will do.
+inline constexpr uint32_t kAnyIncarnation = 0xFFFFFFFFu;
 struct GetMsg {
   std::string key;
   int64_t owner_rank = -1;
   uint64_t timeout_ms = 0;
+  // The owner's incarnation the caller waits for (a flow pinned to it):
+  // once another one joined, the key will never be put by this one.
+  uint32_t owner_incarnation = kAnyIncarnation;
 };
 struct ValueMsg {
   std::string value;

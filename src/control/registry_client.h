@@ -100,7 +100,11 @@ class RegistryClient {
   // Waits until `key` exists and returns its value. If `owner_rank` >= 0 and
   // that rank dies or leaves before putting it, throws PeerLostError.
   // Throws Error(kTimeout) naming the key on deadline.
-  std::string get(const std::string& key, Deadline deadline, int64_t owner_rank = -1);
+  // With `owner_incarnation` (kAnyIncarnation: any), the key is awaited
+  // from that process of the owner only: PeerLostError once it died, even
+  // if the rank rejoined since (what a flow pinned to it must see).
+  std::string get(const std::string& key, Deadline deadline, int64_t owner_rank = -1,
+                  uint32_t owner_incarnation = kAnyIncarnation);
   // Waits until every rank of the job entered barrier `name` for the n-th
   // time (the registry counts generations per name and endpoint; a call that
   // failed does not count) and returns n, counted from 0: the same for every

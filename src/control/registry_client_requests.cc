@@ -65,10 +65,12 @@ void RegistryClient::put(const std::string& key, const std::string& value) {
   impl_->expect(r, MsgType::kOk, what);
 }
 
-std::string RegistryClient::get(const std::string& key, Deadline deadline, int64_t owner_rank) {
+std::string RegistryClient::get(const std::string& key, Deadline deadline, int64_t owner_rank,
+                                uint32_t owner_incarnation) {
   const std::string what = log::cat("getting key '", key, "'");
-  const auto r = impl_->call(MsgType::kGet, encode(GetMsg{key, owner_rank, timeout_ms(deadline)}),
-                             deadline, what);
+  const auto r = impl_->call(
+      MsgType::kGet, encode(GetMsg{key, owner_rank, timeout_ms(deadline), owner_incarnation}),
+      deadline, what);
   impl_->expect(r, MsgType::kValue, what);
   ValueMsg v;
   if (!decode(r.payload, &v)) {

@@ -158,6 +158,7 @@ struct RegistryServer::Impl : Waiters::Host {
   }
   bool absent(uint32_t r) const override { return ranks[r].state == RankState::kAbsent; }
   uint64_t epoch_now() const override { return epoch; }
+  uint32_t incarnation_of(uint32_t r) const override { return ranks[r].incarnation; }
   std::string describe(uint32_t r) const override;
   std::string describe_missing(const std::vector<uint32_t>& missing) const override;
 

@@ -240,7 +240,17 @@ void Waiters::get(const Waiter& w, const GetMsg& m) {
                 owner);
     return;
   }
-  gets_.push_back(GetWaiter{w, m.key, m.owner_rank});
+  if (m.owner_rank >= 0 && m.owner_incarnation != kAnyIncarnation &&
+      host_.incarnation_of(static_cast<uint32_t>(m.owner_rank)) != m.owner_incarnation) {
+    const auto owner = static_cast<uint32_t>(m.owner_rank);
+    reply_error(w, ErrorCode::kPeerLost,
+                log::cat("key '", m.key, "' will never be put: its owner rank ", owner,
+                         " was incarnation ", m.owner_incarnation, ", which died; it has since ",
+                         "rejoined as incarnation ", host_.incarnation_of(owner)),
+                owner);
+    return;
+  }
+  gets_.push_back(GetWaiter{w, m.key, m.owner_rank, m.owner_incarnation});
 }
 
 void Waiters::barrier(const Waiter& w, BarrierMsg m) {
@@ -340,6 +350,17 @@ void Waiters::withdraw(BarrierState& b, uint64_t e, uint64_t gen) {
 }
 
 void Waiters::rejoin_rank(uint32_t r) {
+  // A key awaited from an older incarnation of the rank will never come.
+  std::erase_if(gets_, [&](const GetWaiter& g) {
+    if (g.owner != static_cast<int64_t>(r) || g.owner_incarnation == kAnyIncarnation) return false;
+    reply_error(
+        g.waiter, ErrorCode::kPeerLost,
+        log::cat("key '", g.key, "' will never be put: its owner rank ", r, " was incarnation ",
+                 g.owner_incarnation, ", which died; it has since rejoined as incarnation ",
+                 host_.incarnation_of(r)),
+        r);
+    return true;
+  });
   // The new incarnation's next call of a barrier meets the others' next one.
   for (auto& [name, b] : barriers_) {
     if (!b.has_rank(r)) continue;

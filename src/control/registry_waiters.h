@@ -59,6 +59,8 @@ class Waiters {
     virtual std::string describe_missing(const std::vector<uint32_t>& missing) const = 0;
     // The membership view's epoch; its members are the ranks not lost().
     virtual uint64_t epoch_now() const = 0;
+    // How many times rank r joined again after it died.
+    virtual uint32_t incarnation_of(uint32_t r) const = 0;
   };
 
   // REQUIRES: host outlives this; world_size >= 1.
@@ -126,6 +128,7 @@ class Waiters {
     Waiter waiter;
     std::string key;
     int64_t owner = -1;
+    uint32_t owner_incarnation = kAnyIncarnation;
   };
 
   struct BarrierState {

@@ -147,8 +147,13 @@ TEST(SluiceRunHangReportTest, ATimeoutAndSigusr1NameTheEndpointsThatNeverEnded) 
       "\"$0\" run -n 3 --timeout 8 -- \"$1\" --records 20000 --stall-rank 1 --hold-until \"$2\" & "
       "p=$!; "
       "sleep 4; kill -USR1 $p; "
-      "echo \"top saw $(\"$0\" top --once | grep -c '^    waiting for source (1,0) on rank 1: last "
-      "segment taken')\"; "
+      // A loaded machine may not have published the targets' counters yet:
+      // look again (five times, half a second apart) before counting, and
+      // show what top printed when it did not see them.
+      "for i in 1 2 3 4 5; do "
+      "n=$(\"$0\" top --once | grep -c '^    waiting for source (1,0) on rank 1: last "
+      "segment taken'); [ \"$n\" -ge 2 ] && break; sleep 0.5; done; "
+      "echo \"top saw $n\"; [ \"$n\" -ge 2 ] || \"$0\" top --once; "
       "wait $p; echo \"launcher exit $?\"";
   const auto r =
       run_process({"/bin/sh", "-c", script, bin("sluice"), bin("sluice-test-top-job"), hold}, {},

@@ -534,6 +534,35 @@ TEST_F(RegistryTest, ADeadRankRejoinsAsItsNextIncarnationButOneThatLeftCannot) {
   EXPECT_NE(msg.find("cannot rejoin"), std::string::npos) << msg;
 }
 
+// A key awaited from one incarnation of its owner (what a flow's set-up
+// asks) fails once that process died and the rank rejoined: the new process
+// will never put it. Waiting before the rejoin, or asking after it, alike.
+TEST_F(RegistryTest, AGetPinnedToAnIncarnationFailsOnceTheOwnerRejoined) {
+  start(2, 300ms);
+  auto c0 = join(0, 2, 300ms);
+  auto zombie = raw_join(1, 2);  // says HELLO, then nothing, as if stopped
+  auto waiting = std::async(std::launch::async, [&] {
+    std::string msg;
+    const ErrorCode code = code_of([&] { c0->get("k/pinned", in(20s), 1, 0); }, &msg);
+    return std::make_pair(code, msg);
+  });
+  ASSERT_TRUE(eventually([&] { return c0->peers().state(1) == PeerTable::kDied; }));
+  // A plain GET of its key fails at the death already; the pinned one too.
+  const auto [code, msg] = waiting.get();
+  EXPECT_EQ(code, ErrorCode::kPeerLost) << msg;
+  auto c1 = join(1, 2, 300ms);
+  ASSERT_TRUE(eventually([&] { return c0->peers().incarnation(1) == 1; }));
+  std::string after;
+  EXPECT_EQ(code_of([&] { c0->get("k/pinned", in(5s), 1, 0); }, &after), ErrorCode::kPeerLost);
+  EXPECT_NE(after.find("was incarnation 0, which died; it has since rejoined as incarnation 1"),
+            std::string::npos)
+      << after;
+  // Awaited from the new incarnation, the key arrives.
+  auto from_new = std::async(std::launch::async, [&] { return c0->get("k/new", in(10s), 1, 1); });
+  c1->put("k/new", "v");
+  EXPECT_EQ(from_new.get(), "v");
+}
+
 // The client side: within an incarnation, once told a rank is lost, a later
 // "alive" for it changes nothing; an event of a newer incarnation does, and
 // one of an older incarnation is ignored.
