@@ -350,17 +350,9 @@ void Waiters::withdraw(BarrierState& b, uint64_t e, uint64_t gen) {
 }
 
 void Waiters::rejoin_rank(uint32_t r) {
-  // A key awaited from an older incarnation of the rank will never come.
-  std::erase_if(gets_, [&](const GetWaiter& g) {
-    if (g.owner != static_cast<int64_t>(r) || g.owner_incarnation == kAnyIncarnation) return false;
-    reply_error(
-        g.waiter, ErrorCode::kPeerLost,
-        log::cat("key '", g.key, "' will never be put: its owner rank ", r, " was incarnation ",
-                 g.owner_incarnation, ", which died; it has since rejoined as incarnation ",
-                 host_.incarnation_of(r)),
-        r);
-    return true;
-  });
+  // (No GET pinned to an older incarnation of r can be waiting here: one
+  // asked while r was dead failed at once, one asked before failed when r
+  // was lost; get() refuses one asked after.)
   // The new incarnation's next call of a barrier meets the others' next one.
   for (auto& [name, b] : barriers_) {
     if (!b.has_rank(r)) continue;
