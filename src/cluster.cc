@@ -41,6 +41,9 @@ Cluster Cluster::join(const ClusterOptions& options) {
   control::ClientOptions co;
   co.heartbeat_timeout = options.peer_timeout;
   co.connect_timeout = options.setup_timeout;
+  // `sluice top` shows the view each process is in.
+  co.on_epoch = [](uint64_t epoch) { detail::counters::set_epoch(epoch); };
+  detail::counters::set_epoch(0);  // a new job's; WELCOME may move it (a rejoin)
   impl->client = control::RegistryClient::connect(impl->boot, co);
   // Peers compare host identities to choose shm or ofi per pair.
   impl->client->put("host/" + std::to_string(impl->boot.rank), impl->host_id);

@@ -14,6 +14,8 @@ View Cluster::view() const {
   return View{v.epoch, std::move(v.members), std::move(v.incarnations)};
 }
 
+uint64_t Cluster::epoch() const { return impl_->client->peers().epoch(); }
+
 Result<View> Cluster::await_view(uint64_t after_epoch, Deadline deadline) const {
   control::PeerTable& peers = impl_->client->peers();
   if (!peers.await_epoch(after_epoch, deadline)) return Status::kTimeout;

@@ -328,6 +328,7 @@ int compute(sluice::JobContext& ctx, const so::OlapOptions& opt,
     if (algorithm == "flow-radix") {
       // apps/join's run_join starts this rank's threads itself; its sums
       // come back as thread 0's.
+      if (rank == m) std::fprintf(stderr, "sluice-nam-olap: %s starting\n", algorithm.c_str());
       try {
         stats[0] = so::run_flow_radix(cluster, opt.join, m, workers, opt.threads);
       } catch (const std::exception& e) {
@@ -350,6 +351,11 @@ int compute(sluice::JobContext& ctx, const so::OlapOptions& opt,
             team.index = (rank - m) * opt.threads + t;
             team.slot = t;
             start.wait();
+            // Progress for the user (and the point a fault test's
+            // `sluice run --faults-after` waits for).
+            if (rank == m && t == 0)
+              std::fprintf(stderr, "sluice-nam-olap: %s started on every compute rank\n",
+                           algorithm.c_str());
             if (algorithm == "rrj") {
               stats[t] = so::run_rrj(team, opt.join, store_name(algorithm));
             } else if (algorithm == "rdma") {

@@ -346,6 +346,9 @@ class Cluster {
   /// The current membership view (membership.h): its epoch, members and
   /// incarnations, read together. Cheap (no registry round trip).
   View view() const;
+  /// The current view's epoch (view().epoch without copying the members):
+  /// one atomic load, cheap enough to test in a loop.
+  uint64_t epoch() const;
   /// Waits until the view's epoch is greater than `after_epoch` and returns
   /// the new view; kTimeout at the deadline. Throws Error(kRegistry) if the
   /// registry is lost (no later view can come).

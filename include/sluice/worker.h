@@ -75,6 +75,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -88,6 +89,7 @@
 #include "sluice/detail/worker_inputs.h"
 #include "sluice/export.h"
 #include "sluice/flow.h"
+#include "sluice/membership.h"
 
 SLUICE_API_BEGIN
 namespace sluice {
@@ -107,6 +109,8 @@ struct BatchInfo {
   uint32_t source = 0;    ///< index into the flow's sources() (Target::last_source)
   uint64_t sequence = 0;  ///< ordered replicate flows: the sequence number (Target::last_sequence)
 };
+
+class Cluster;
 
 /// Why a Worker's input failed (Worker::failure).
 struct WorkerFailure {
@@ -225,6 +229,21 @@ class Worker {
     S& s = out->source;
     outputs_.push_back(std::move(out));
     return s;
+  }
+
+  /// Membership views (membership.h): from now on, poll() (and so run(), and
+  /// push() and close() while they wait) calls `on_view(const View&)` with
+  /// the new view whenever `cluster`'s view moved past the last one this
+  /// worker reported (several changes between two polls: once, with the
+  /// latest). A parked worker notices within its park slice (50 ms). The
+  /// handler may call the Cluster (agree(), declare(), ...) and this worker;
+  /// while it runs, it is not called again. `cluster` must outlive the
+  /// worker or the next on_view(); a second call replaces the first.
+  template <class F>
+  void on_view(const Cluster& cluster, F on_view) {
+    static_assert(std::is_invocable_v<F&, const View&>,
+                  "on_view is called as on_view(const View&)");
+    watch_views(cluster, std::function<void(const View&)>(std::move(on_view)));
   }
 
   /// True once every input has ended (kEndOfFlow or a failure) and no ofi
@@ -370,6 +389,9 @@ class Worker {
   /// REQUIRES: `core` is the core of the target `input` owns (not null).
   InputId add_input(detail::TargetCore* core, std::unique_ptr<detail::WorkerInput> input);
   [[noreturn]] static void empty_output();
+  void watch_views(const Cluster& cluster, std::function<void(const View&)> on_view);
+  /// poll()'s test for a new view; true if it called the handler.
+  bool check_view();
   /// Retries `attempt` (which never waits) until it stops reporting
   /// back-pressure, delivering the inputs and backing off meanwhile; at the
   /// deadline, `last` (the blocking call with that deadline) gives the answer.
@@ -427,6 +449,13 @@ class Worker {
   int64_t problem_ = -1;  ///< an input whose failure or gap run() has yet to report
   InputId reported_ = 0;
   bool parking_ = false;
+  struct ViewWatch {
+    const Cluster* cluster = nullptr;
+    std::function<void(const View&)> handler;
+    uint64_t seen = 0;  ///< the epoch last reported (or current at on_view())
+    bool busy = false;  ///< the handler runs
+  };
+  ViewWatch views_;
 };
 
 }  // namespace sluice

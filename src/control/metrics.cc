@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -14,6 +15,7 @@ using Labels = std::vector<std::pair<const char*, std::string>>;
 // Endpoint states as COUNTERS numbers them (1..5), and rank states.
 constexpr const char* kEndpointStates[] = {"open", "closing", "ended", "failed", "aborted"};
 constexpr const char* kRankStates[] = {"absent", "alive", "left", "died"};
+constexpr const char* kViewCauses[] = {"died", "left", "rejoined"};
 
 // Length of the UTF-8 sequence at s[i], or 0 if it is not a valid one
 // (overlong forms, surrogates and code points above U+10FFFF included).
@@ -179,6 +181,11 @@ bool JobMetrics::report(uint32_t rank, std::string_view payload, std::string* pr
   return true;
 }
 
+void JobMetrics::view_changed(std::string_view cause) {
+  for (size_t i = 0; i < std::size(kViewCauses); ++i)
+    if (cause == kViewCauses[i]) ++view_changes_[i];
+}
+
 std::string JobMetrics::render(const std::string& job, const std::vector<RankView>& ranks,
                                uint64_t epoch) const {
   Exposition x(job);
@@ -187,6 +194,11 @@ std::string JobMetrics::render(const std::string& job, const std::vector<RankVie
           "The membership view's epoch: 0 as launched, one more at every loss, departure and "
           "rejoin.");
   x.sample({}, number(epoch));
+  x.begin("sluice_membership_view_changes_total", "counter",
+          "Changes of the membership view by cause: a rank died (closed connection or silent "
+          "past the peer timeout), left, or rejoined as a new incarnation.");
+  for (size_t i = 0; i < std::size(kViewCauses); ++i)
+    x.sample({{"cause", kViewCauses[i]}}, number(view_changes_[i]));
 
   x.begin("sluice_ranks", "gauge", "Ranks of the job in each state (absent: not joined yet).");
   for (const char* state : kRankStates) {

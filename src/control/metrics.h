@@ -27,6 +27,8 @@
 //   per region    handle, labels rank, region, owner, handle:
 //                 sluice_region_{operations,bytes,timeouts,failures}_total,
 //                 sluice_region_failure_info{cause}
+//   membership    sluice_membership_epoch,
+//                 sluice_membership_view_changes_total{cause}
 //   registry      sluice_counters_reports_total,
 //                 sluice_counters_reports_rejected_total
 // A rank's series stay after it left or died, with its last report, so that
@@ -63,8 +65,12 @@ class JobMetrics {
   // departures and rejoins; 0 for the job as launched).
   std::string render(const std::string& job, const std::vector<RankView>& ranks,
                      uint64_t epoch = 0) const;
+  // Counts a change of the membership view by its cause: "died", "left" or
+  // "rejoined" (others are ignored).
+  void view_changed(std::string_view cause);
 
  private:
+  uint64_t view_changes_[3] = {0, 0, 0};  // by kViewCauses
   std::vector<std::vector<EndpointCounters>> reports_;
   uint64_t accepted_ = 0;
   uint64_t rejected_ = 0;

@@ -181,7 +181,9 @@ void RegistryClient::Impl::open_socket(Deadline deadline) {
 void RegistryClient::Impl::apply_peer(const PeerEventMsg& e) {
   if (e.rank >= peers.world_size()) return;
   if (!e.host.empty()) peers.set_info(e.rank, e.host, e.pid);
+  const uint64_t before = peers.epoch();
   peers.set(e.rank, static_cast<PeerTable::State>(e.state), e.reason, e.incarnation, e.epoch);
+  if (options.on_epoch && peers.epoch() != before) options.on_epoch(peers.epoch());
 }
 
 void RegistryClient::Impl::handshake(Deadline deadline) {

@@ -42,6 +42,10 @@ struct ClientOptions {
   // LEAVE are exempt (a few bytes each, sent at most once per interval).
   // Default 64 MiB (the registry's own limit per connection).
   size_t max_queued_bytes = size_t{64} << 20;
+  // Called with the new epoch whenever the membership view moved (on the
+  // control thread, or in connect() for WELCOME's view); it must not block
+  // nor call this client. Empty: none.
+  std::function<void(uint64_t epoch)> on_epoch;
 };
 
 class RegistryClient {

@@ -163,10 +163,11 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
   info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now, incarnation};
   // A new incarnation makes a new view; the first joins form the job's
   // first one (epoch 0, every rank).
-  if (rejoin) ++epoch;
   if (rejoin) {
+    ++epoch;
     log::warn("registry: rank ", m.rank, " rejoined from ", m.host, " (pid ", m.pid, ", ", c.peer,
               ") as incarnation ", incarnation);
+    announce_view("rejoined", m.rank, log::cat("incarnation ", incarnation));
     waiters.rejoin_rank(m.rank);
   } else {
     log::info("registry: rank ", m.rank, " joined from ", m.host, " (pid ", m.pid, ", ", c.peer,

@@ -175,6 +175,10 @@ void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::str
     log::warn("registry: ", who);
   }
   ++epoch;  // every loss or departure makes a new view
+  const auto heard_ms =
+      std::chrono::duration_cast<milliseconds>(Clock::now() - info.last_seen).count();
+  announce_view(state == RankState::kLeft ? "left" : "died", r,
+                log::cat("last heard ", heard_ms, " ms before"));
   broadcast(PeerEventMsg{r, state == RankState::kLeft ? PeerState::kLeft : PeerState::kDied, reason,
                          info.host, info.pid, info.incarnation, epoch},
             gone_conn);
@@ -182,6 +186,22 @@ void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::str
   // After the event, so that a member has the new view before its call fails.
   waiters.view_changed(epoch);
   if (opt.on_lost_rank) opt.on_lost_rank(r);
+}
+
+void RegistryServer::Impl::announce_view(const char* cause, uint32_t rank,
+                                         const std::string& detail) {
+  std::vector<uint32_t> members;
+  for (uint32_t r = 0; r < ranks.size(); ++r)
+    if (ranks[r].state == RankState::kAlive) members.push_back(r);
+  const std::string line =
+      log::cat("registry: view ", epoch, ": rank ", rank, " ", cause, " (", detail, "); members ",
+               members.empty() ? "none" : rank_list_text(members));
+  if (std::string_view(cause) != "left") {  // as the loss or rejoin itself is logged
+    log::warn(line);
+  } else {
+    log::info(line);
+  }
+  metrics.view_changed(cause);
 }
 
 void RegistryServer::Impl::accept_all(TimePoint now) {

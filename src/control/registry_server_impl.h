@@ -147,6 +147,10 @@ struct RegistryServer::Impl : Waiters::Host {
   void drop(Conn& c, const std::string& reason);
   void settle();
   void lose_rank(uint32_t rank, RankState state, const std::string& reason);
+  // After `epoch` moved: the view-change log line (the new epoch, its cause
+  // and `detail`, the members) and the metrics' count of changes by cause
+  // ("died", "left", "rejoined").
+  void announce_view(const char* cause, uint32_t rank, const std::string& detail);
   void broadcast(const PeerEventMsg& event, uint64_t except_conn);
 
   Conn* find_conn(uint64_t id) {

@@ -14,6 +14,15 @@ namespace sluice::detail {
 
 void WaitSet::sleep(std::chrono::nanoseconds timeout, std::chrono::milliseconds mixed_slice) {
   if (ofi.empty()) {
+    if (words.empty()) {
+      // Nothing to wait on (a worker with no open input, watching views):
+      // sleep the slice rather than return at once and spin.
+      if (timeout.count() <= 0) return;
+      timespec ts{static_cast<time_t>(timeout.count() / 1000000000),
+                  static_cast<long>(timeout.count() % 1000000000)};
+      ::nanosleep(&ts, nullptr);
+      return;
+    }
     futex_wait_any(words.data(), words.size(), timeout);
     return;
   }

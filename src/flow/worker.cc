@@ -10,6 +10,7 @@
 #include "common/test_hooks.h"
 #include "flow/parking.h"
 #include "flow/wait_set.h"
+#include "sluice/cluster.h"
 
 namespace sluice {
 namespace {
@@ -70,12 +71,33 @@ Worker::InputId Worker::add_input(detail::TargetCore* core,
 
 void Worker::drive(detail::SourceCore* core) { driven_->add(core); }
 
+void Worker::watch_views(const Cluster& cluster, std::function<void(const View&)> on_view) {
+  views_.cluster = &cluster;
+  views_.handler = std::move(on_view);
+  views_.seen = cluster.epoch();
+}
+
+bool Worker::check_view() {
+  if (views_.busy || views_.cluster->epoch() == views_.seen) return false;
+  const View v = views_.cluster->view();
+  views_.seen = v.epoch;
+  views_.busy = true;
+  struct Done {
+    bool* b;
+    ~Done() { *b = false; }
+  } done{&views_.busy};
+  views_.handler(v);
+  return true;
+}
+
 size_t Worker::poll(size_t limit) {
   // Sources first: what they finish sending may be what a peer needs before
   // it sends what the inputs wait for.
   if (!driven_->sources.empty()) [[unlikely]]
     driven_->drive();
   size_t work = 0;
+  if (views_.cluster != nullptr) [[unlikely]]
+    work += check_view() ? 1 : 0;
   for (size_t i = 0; i < inputs_.size() && work < limit; ++i) {
     detail::WorkerInput& in = *inputs_[i];
     if (in.ended || in.busy) continue;

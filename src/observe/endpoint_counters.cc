@@ -323,4 +323,11 @@ void set_job(std::string_view registry, int64_t rank) {
   a.header->rank = rank;
 }
 
+void set_epoch(uint64_t epoch) {
+  Area& a = area();
+  MutexLock lock(a.mu);
+  if (!map_locked(a)) return;
+  a.header->epoch.store(epoch, std::memory_order_relaxed);
+}
+
 }  // namespace sluice::detail::counters

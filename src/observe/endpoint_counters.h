@@ -50,7 +50,7 @@
 namespace sluice::detail::counters {
 
 inline constexpr uint64_t kMagic = 0x535245544E554F43ULL;  // "COUNTERS" little-endian
-inline constexpr uint32_t kVersion = 4;
+inline constexpr uint32_t kVersion = 5;
 inline constexpr uint32_t kSlots = 512;
 inline constexpr size_t kHeaderBytes = 256;
 inline constexpr size_t kSlotBytes = 832;
@@ -83,10 +83,11 @@ struct AreaHeader {
   uint32_t slots;
   uint32_t slot_bytes;
   int32_t pid;
-  int64_t rank;         // the rank of the process's (latest) Cluster, -1 before join
-  uint64_t created_ns;  // CLOCK_REALTIME
-  char job[64];         // the job's registry address, "" before join
-  char pad[kHeaderBytes - 104];
+  int64_t rank;                 // the rank of the process's (latest) Cluster, -1 before join
+  uint64_t created_ns;          // CLOCK_REALTIME
+  char job[64];                 // the job's registry address, "" before join
+  std::atomic<uint64_t> epoch;  // the membership view's epoch the process is in
+  char pad[kHeaderBytes - 112];
 };
 static_assert(sizeof(AreaHeader) == kHeaderBytes);
 
@@ -235,6 +236,10 @@ inline void op(Slot* slot, uint64_t bytes, Outcome outcome) {
 
 // Records the job and rank of this process (Cluster::join).
 void set_job(std::string_view registry, int64_t rank);
+
+// Records the membership view's epoch the process's Cluster is in (0 at
+// join; RegistryClient's on_epoch after every change).
+void set_epoch(uint64_t epoch);
 
 // One peer of an endpoint, as its slot describes it.
 struct PeerReading {

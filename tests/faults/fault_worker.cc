@@ -6,10 +6,14 @@
 //                   records, close(), then consume (--try: try_push and a
 //                   drain, --latency: Latency mode). Rank 0 checks the totals.
 //   replicate-lead  rank 0 replicates N records to targets on ranks 1 and 2;
-//                   rank 1 dies after K; rank 2 must get all N.
-//   readme          the README's single-thread pattern on every rank; rank
-//                   --victim kills (or stops) itself after K records: the
-//                   others must report kPeerLost naming it.
+//                   each target marks K records ("AT rank R record K"),
+//                   where the test's launcher kills rank 1; rank 2 must get
+//                   all N.
+//   readme          the README's single-thread pattern on every rank; each
+//                   prints "AT rank R record K" after K records and pauses
+//                   100 ms; the test has the launcher kill (or stop) one
+//                   rank on its line (sluice run --faults-after; no rank is
+//                   told): the others must report kPeerLost naming it.
 //   target-abort    rank 1 destroys its target after K records and stays
 //                   alive (in a barrier) until rank 0's blocked push has
 //                   reported it.
@@ -30,9 +34,10 @@
 //                   rank comes back as incarnation 1 and joins the new flow.
 //   combiner        a combiner flow from every rank to every rank, each
 //                   rank's thread a source and a target through a Worker;
-//                   rank --victim kills itself after K records: the others
-//                   must report kPeerLost naming it (lost_peer() of the
-//                   combiner source or of the Worker's combiner input).
+//                   the launcher kills a rank at its "AT rank R record K"
+//                   line, as in readme: the others must report kPeerLost
+//                   naming it (lost_peer() of the combiner source or of the
+//                   Worker's combiner input).
 #include <signal.h>
 #include <sluice/sluice.h>
 #include <unistd.h>
@@ -64,10 +69,9 @@ struct Args {
   uint64_t n = 10000;
   uint64_t k = 1000;
   uint32_t victim = 2;
-  bool stop = false;
   bool try_mode = false;
   bool latency = false;
-  std::string fault = "none";  // soak: none, kill, stop, target
+  std::string fault = "none";  // soak: none, or target (rank --victim destroys its target)
   bool ordered = false;        // soak: an ordered replicate flow instead of a shuffle
   bool abort = false;          // source-abort: Source::abort() instead of destruction
 };
@@ -84,6 +88,13 @@ double ms_since(Clock::time_point t) {
 }
 
 [[noreturn]] void failed(const std::string& what) { std::_Exit(sluice::testing::fail(what)); }
+
+// Every rank's mark after K records, for `sluice run --faults-after "AT rank
+// R record"`: the launcher kills (or stops) rank R there, unannounced.
+void mark(const sluice::Cluster& c, uint64_t k) {
+  std::printf("AT rank %u record %" PRIu64 "\n", c.rank(), k);
+  std::fflush(stdout);
+}
 
 void lost(Clock::time_point since, const std::string& error) {
   std::printf("LOST %.0f %s\n", ms_since(since), error.c_str());
@@ -212,9 +223,9 @@ int replicate_lead(sluice::Cluster& c, const Args& a) {
   while (auto b = in.consume(Clock::now() + std::chrono::seconds(60))) {
     for (const Rec& r : *b) {
       got.add(r);
-      if (c.rank() == 1 && got.count == a.k) {
-        std::fflush(stdout);
-        ::kill(::getpid(), SIGKILL);
+      if (got.count == a.k) {  // where the test's launcher kills rank 1
+        mark(c, a.k);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
   }
@@ -252,17 +263,15 @@ int readme(sluice::Cluster& c, const Args& a) {
     if (in.status() == Status::kPeerLost) report("try_consume", in.error(), in.lost_peer());
   };
   for (uint64_t i = 0; i < a.n; ++i) {
-    if (c.rank() == a.victim && i == a.k) {
-      std::printf("VICTIM %s\n", a.stop ? "stops" : "dies");
-      std::fflush(stdout);
-      ::kill(::getpid(), a.stop ? SIGSTOP : SIGKILL);
-    }
     Status s;
     while ((s = out.try_push(Rec{mix(i + c.rank()), i})) == Status::kWouldBlock) drain();
     if (s == Status::kPeerLost) report("try_push", out.error(), out.lost_peer());
     if (s != Status::kOk) failed("try_push: " + out.error());
-    // Everyone waits here a little so that the victim's end finds them mid-flow.
-    if (i == a.k) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Everyone waits here a little so that a kill at the mark finds them mid-flow.
+    if (i == a.k) {
+      mark(c, a.k);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
   Status s;
   while ((s = out.close(Clock::now())) == Status::kTimeout) drain();
@@ -478,16 +487,14 @@ int combiner(sluice::Cluster& c, const Args& a) {
       report_lost(start, "worker input", w.error(in), w.lost_peer(in), &w);
   };
   for (uint64_t i = 0; i < a.n; ++i) {
-    if (c.rank() == a.victim && i == a.k) {
-      std::printf("VICTIM dies\n");
-      std::fflush(stdout);
-      ::kill(::getpid(), SIGKILL);
-    }
     const Status s = w.push(out, Rec{mix(i + c.rank()), i});
     if (s == Status::kPeerLost) report_lost(start, "push", out.error(), out.lost_peer(), &w);
     if (s != Status::kOk) failed("push: " + out.error());
     check_input();
-    if (i == a.k) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (i == a.k) {
+      mark(c, a.k);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
   const Status s = w.close(out);
   if (s == Status::kPeerLost) report_lost(start, "close", out.error(), out.lost_peer(), &w);
@@ -746,8 +753,9 @@ int ordered_idle(sluice::Cluster& c, const Args& a) {
 
 // One soak iteration: every rank is a source and a target of an N:M shuffle
 // (or of an ordered replicate flow), driven by the README's single-thread
-// pattern; the victim kills itself, stops itself, or destroys its target
-// after --k records, or nothing happens. A run without a fault must verify
+// pattern; every rank marks --k records ("AT rank R record K"), where the
+// test's launcher may kill or stop one (unannounced), or the --victim
+// destroys its target there (--fault target), or nothing happens. A run without a fault must verify
 // exact totals; a run with one must end on every survivor with kPeerLost
 // naming the victim, never with wrong totals or a hang.
 template <class Out, class In>
@@ -763,7 +771,9 @@ void soak_run(sluice::Cluster& c, const Args& a, Out& out, In& in, Totals& got, 
     std::this_thread::sleep_for(std::chrono::milliseconds(4000));
     std::_Exit(3);
   };
-  const bool victim = c.rank() == a.victim && a.fault != "none";
+  // The one fault the program makes itself (an app's own act, not a crash):
+  // --fault target. Kills and stops come from the launcher at the mark.
+  const bool victim = c.rank() == a.victim && a.fault == "target";
   bool target_gone = false;
   auto take = [&](auto b) {
     for (const Rec& r : *b) {
@@ -788,17 +798,13 @@ void soak_run(sluice::Cluster& c, const Args& a, Out& out, In& in, Totals& got, 
     }
   };
   for (uint64_t i = 0; i < a.n; ++i) {
-    if (victim && i == a.k) {
-      if (a.fault == "target") {
+    if (i == a.k) {
+      if (victim) {
         in = In();
         target_gone = true;
         std::printf("VICTIM destroyed its target\n");
-      } else {
-        std::printf("VICTIM %s\n", a.fault == "stop" ? "stops" : "dies");
-        std::fflush(stdout);
-        ::kill(::getpid(), a.fault == "stop" ? SIGSTOP : SIGKILL);
       }
-      std::fflush(stdout);
+      mark(c, a.k);
     }
     Status s;
     while ((s = out.try_push(Rec{mix(i * 7 + c.rank()), uint64_t{c.rank()} << 40 | i})) ==
@@ -886,7 +892,6 @@ int main(int argc, char** argv) {
       .value("--n", &a.n)
       .value("--k", &a.k)
       .value("--victim", &a.victim)
-      .flag("--stop", &a.stop)
       .flag("--try", &a.try_mode)
       .flag("--latency", &a.latency)
       .value("--fault", &a.fault)
@@ -980,8 +985,13 @@ int main(int argc, char** argv) {
           if (!b) failed("consume: " + in.error());
           got += b->size();
         }
-        std::fflush(stdout);
-        ::kill(::getpid(), SIGKILL);
+        // The test's launcher kills this rank here; until then it consumes
+        // (the sources push until they learn of the loss).
+        mark(c, a.k);
+        while (in.consume(Clock::now() + std::chrono::seconds(60))) {
+        }
+        failed("rank 0's flow ended (" + std::string(sluice::to_string(in.status())) +
+               ") before the launcher killed it");
       }
       auto out = c.source(spec, 0);
       const auto start = Clock::now();

@@ -19,10 +19,21 @@ using testing::over_ofi;
 
 testing::ProcessResult run_job(int ranks, std::vector<std::string> args,
                                std::map<std::string, std::string> env = {}, int timeout_s = 90,
-                               int grace_s = 30) {
-  return testing::run_process(testing::job_argv(ranks, timeout_s, "sluice-fault-worker", args,
-                                                {"--grace", std::to_string(grace_s)}),
-                              env, std::chrono::seconds(timeout_s + grace_s + 30));
+                               int grace_s = 30, std::vector<std::string> launcher = {}) {
+  launcher.insert(launcher.begin(), {"--grace", std::to_string(grace_s)});
+  return testing::run_process(
+      testing::job_argv(ranks, timeout_s, "sluice-fault-worker", args, launcher), env,
+      std::chrono::seconds(timeout_s + grace_s + 30));
+}
+
+// The launcher's fault at rank `victim`'s mark ("AT rank R record K", which
+// every rank of the scenario prints): `--kill R@0`, or with `stop` a
+// `--stop` long enough that the peer timeout finds it first. No rank is
+// told which rank or when.
+std::vector<std::string> fault_at_mark(int victim, bool stop = false) {
+  const std::string r = std::to_string(victim);
+  return {"--faults-after", "AT rank " + r + " record", stop ? "--stop" : "--kill",
+          stop ? r + "@0:60" : r + "@0"};
 }
 
 // (rank, milliseconds, error) of every "LOST" line.
@@ -117,7 +128,8 @@ TEST(SingleThreadTest, ASourceDestroyedBeforeItsSlowTargetHasAllStillDeliversIt)
 }
 
 TEST(ReplicateLossTest, LosingOneTargetLosesNothingForTheOthers) {
-  auto r = run_job(3, {"--scenario", "replicate-lead", "--n", "20000", "--k", "300"});
+  auto r = run_job(3, {"--scenario", "replicate-lead", "--n", "20000", "--k", "300"}, {}, 90, 30,
+                   fault_at_mark(1));
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "[2] VERIFIED rank 2 got all 20000 records"), 1)
@@ -149,8 +161,8 @@ void expect_survivors_report(const testing::ProcessResult& r, int survivors, dou
 }
 
 TEST(ReadmePatternTest, SurvivorsReportAKilledRank) {
-  auto r = run_job(4, {"--scenario", "readme", "--n", "200000", "--k", "20000", "--victim", "2"},
-                   {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
+  auto r = run_job(4, {"--scenario", "readme", "--n", "200000", "--k", "20000"},
+                   {{"SLUICE_PEER_TIMEOUT_MS", "1000"}}, 90, 30, fault_at_mark(2));
   expect_survivors_report(r, 3, 6000);
 }
 
@@ -213,38 +225,37 @@ TEST(RejoinTest, AKilledRankIsStartedAgainAndJoinsANewFlowAsIncarnationOne) {
 // Issue 11: the ends of a combiner flow (and a Worker's combiner input)
 // hand the lost rank over as a value, as a flow's Source and Target do.
 TEST(CombinerLossTest, SurvivorsOfACombinerFlowNameTheKilledRank) {
-  auto r = run_job(4, {"--scenario", "combiner", "--n", "200000", "--k", "20000", "--victim", "2"},
-                   {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
+  auto r = run_job(4, {"--scenario", "combiner", "--n", "200000", "--k", "20000"},
+                   {{"SLUICE_PEER_TIMEOUT_MS", "1000"}}, 90, 30, fault_at_mark(2));
   expect_survivors_report(r, 3, 6000);
 }
 
 TEST(ReadmePatternTest, SurvivorsReportAStoppedRank) {
-  auto r = run_job(
-      4, {"--scenario", "readme", "--n", "200000", "--k", "20000", "--victim", "2", "--stop"},
-      {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
+  auto r = run_job(4, {"--scenario", "readme", "--n", "200000", "--k", "20000"},
+                   {{"SLUICE_PEER_TIMEOUT_MS", "1000"}}, 90, 30, fault_at_mark(2, /*stop=*/true));
   expect_survivors_report(r, 3, 6000);
 }
 
 // The same without a launcher (a standalone registry, as across hosts):
 // nothing ends the survivors but their own kPeerLost.
-testing::ProcessResult run_standalone(std::vector<std::string> args) {
+// The script kills (or stops) rank 2 at its mark from outside.
+testing::ProcessResult run_standalone(std::vector<std::string> args, bool stop = false) {
   std::vector<std::string> argv = {
       std::string(SLUICE_SOURCE_DIR) + "/tests/faults/standalone_job.sh", bin("sluice"),
-      bin("sluice-fault-worker")};
+      bin("sluice-fault-worker"), stop ? "STOP" : "KILL"};
   argv.insert(argv.end(), args.begin(), args.end());
   return testing::run_process(argv, {{"SLUICE_PEER_TIMEOUT_MS", "1000"}},
                               std::chrono::seconds(120));
 }
 
 TEST(ReadmePatternTest, SurvivorsReportAKilledRankWithAStandaloneRegistry) {
-  auto r =
-      run_standalone({"--scenario", "readme", "--n", "200000", "--k", "20000", "--victim", "2"});
+  auto r = run_standalone({"--scenario", "readme", "--n", "200000", "--k", "20000"});
   expect_survivors_report(r, 3, 6000);
 }
 
 TEST(ReadmePatternTest, SurvivorsReportAStoppedRankWithAStandaloneRegistry) {
-  auto r = run_standalone(
-      {"--scenario", "readme", "--n", "200000", "--k", "20000", "--victim", "2", "--stop"});
+  auto r = run_standalone({"--scenario", "readme", "--n", "200000", "--k", "20000"},
+                          /*stop=*/true);
   expect_survivors_report(r, 3, 6000);
   // Resumed after the others gave up on it, the victim must find out by
   // itself (it spun in try_push for good before), not deliver as if alive.
@@ -318,7 +329,7 @@ TEST(DeclareTest, ARankThatExitsDuringDeclareIsReportedLost) {
 // alike on shm and ofi (on shm they went on with the dead owner's counter).
 TEST(OrderedIdleTest, LosingTheSequencerOwnerFailsTheSourcesOnEveryTransport) {
   auto r = run_job(3, {"--scenario", "sequencer-lost", "--k", "2000"},
-                   {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
+                   {{"SLUICE_PEER_TIMEOUT_MS", "1000"}}, 90, 30, fault_at_mark(0));
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
   auto lost = lost_lines(r.output);

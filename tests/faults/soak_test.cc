@@ -1,6 +1,8 @@
 // The fault soak (label `slow`): many short jobs of 4 ranks, N:M shuffle or
 // ordered replicate, over shm and ofi, each with a random fault: a rank
-// SIGKILLed, SIGSTOPped, or destroying its target early, or no fault. Every
+// SIGKILLed or SIGSTOPped by the launcher at a random record (sluice run
+// --faults-after its mark; no rank is told), or destroying its target
+// early, or no fault. Every
 // run must end either exactly-once (verified totals and, for ordered flows,
 // one order) or with every survivor reporting kPeerLost naming the right
 // rank; never a hang, never a wrong count. SLUICE_SOAK_ITERATIONS overrides
@@ -38,11 +40,21 @@ TEST(FaultSoakTest, EveryRunIsExactlyOnceOrACleanPeerLostNamingTheRightRank) {
     const uint32_t victim = static_cast<uint32_t>(rng() % 4);
     const uint64_t n = 20000;
     const uint64_t k = 100 + rng() % (n - 200);
+    // A kill or stop comes from the launcher when the victim prints its
+    // mark after k records (no rank is told); destroying a target early is
+    // the victim's own act (--fault target).
+    std::vector<std::string> launcher = {"--grace", "20"};
+    const std::string v = std::to_string(victim);
+    if (fault == "kill" || fault == "stop") {
+      launcher.insert(launcher.end(), {"--faults-after", "AT rank " + v + " record"});
+      launcher.insert(launcher.end(), {fault == "kill" ? "--kill" : "--stop",
+                                       fault == "kill" ? v + "@0" : v + "@0:60"});
+    }
+    std::vector<std::string> program = {"--scenario",      "soak", "--n",
+                                        std::to_string(n), "--k",  std::to_string(k)};
+    if (fault == "target") program.insert(program.end(), {"--victim", v, "--fault", "target"});
     std::vector<std::string> argv =
-        testing::job_argv(4, 60, "sluice-fault-worker",
-                          {"--scenario", "soak", "--n", std::to_string(n), "--k", std::to_string(k),
-                           "--victim", std::to_string(victim), "--fault", fault},
-                          {"--grace", "20"});
+        testing::job_argv(4, 60, "sluice-fault-worker", program, launcher);
     if (ordered) argv.push_back("--ordered");
     const std::string what = "iteration " + std::to_string(it) + " (seed " + std::to_string(seed) +
                              "): " + transport + (ordered ? " ordered" : " shuffle") + ", fault " +

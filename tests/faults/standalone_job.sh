@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Runs one fault-worker job of 4 ranks without a launcher, as a multi-host
 # job would run: a standalone `sluice registry` and four ranks started with
-# the bootstrap environment. Nothing stops the ranks but themselves. The
-# victim (rank 2) is resumed with SIGCONT after the others ended, and gets
-# 10 s to notice on its own that the job went on without it; then it is
-# killed. Each line a rank prints is prefixed "[rank] ".
-#   standalone_job.sh SLUICE_BIN WORKER args...
+# the bootstrap environment. The script injects the fault from outside, as
+# `sluice run --faults-after "AT rank 2 record" --kill 2@0` would: when rank
+# 2 prints its mark ("AT rank 2 record K"), it sends SIGNAL (KILL or STOP)
+# to rank 2's process; no rank is told. Nothing else stops the ranks but
+# themselves. A stopped rank 2 is resumed with SIGCONT after the others
+# ended, and gets 10 s to notice on its own that the job went on without
+# it; then it is killed. Each line a rank prints is prefixed "[rank] ".
+#   standalone_job.sh SLUICE_BIN WORKER KILL|STOP args...
 set -u
-sluice=$1 worker=$2
-shift 2
+sluice=$1 worker=$2 signal=$3
+shift 3
 out=$(mktemp)
+log=$(mktemp)
 SLUICE_SECRET=standalone-test "$sluice" registry --bind 127.0.0.1:0 --world 4 >"$out" 2>&1 &
 registry=$!
 for _ in $(seq 200); do grep -q '^SLUICE_REGISTRY=' "$out" && break; sleep 0.05; done
@@ -18,9 +22,23 @@ addr=$(sed -n 's/^SLUICE_REGISTRY=//p' "$out")
 declare -a runs
 for r in 0 1 2 3; do
   (SLUICE_RANK=$r SLUICE_WORLD_SIZE=4 SLUICE_REGISTRY=$addr SLUICE_SECRET=standalone-test \
-    "$worker" "$@" 2>&1 | sed -u "s/^/[$r] /") &
+    "$worker" "$@" 2>&1 | sed -u "s/^/[$r] /" | tee -a "$log") &
   runs[$r]=$!
 done
+# The fault, from outside: rank 2's worker process (not its sed or tee).
+(
+  for _ in $(seq 6000); do
+    grep -q '^\[2\] AT rank 2 record' "$log" && break
+    sleep 0.01
+  done
+  if grep -q '^\[2\] AT rank 2 record' "$log"; then
+    echo "standalone_job.sh: SIG$signal to rank 2 at its mark"
+    pkill "-$signal" -P "${runs[2]}" -f "$worker"
+  else
+    echo "standalone_job.sh: rank 2 never printed its mark: no fault injected"
+  fi
+) &
+injector=$!
 wait "${runs[0]}" "${runs[1]}" "${runs[3]}"
 echo "survivors ended"
 pkill -CONT -P "${runs[2]}" 2>/dev/null
@@ -30,6 +48,8 @@ if kill -0 "${runs[2]}" 2>/dev/null; then
   pkill -KILL -P "${runs[2]}" 2>/dev/null
 fi
 wait "${runs[2]}" 2>/dev/null
+kill "$injector" 2>/dev/null
+wait "$injector" 2>/dev/null
 kill "$registry" 2>/dev/null
 wait "$registry" 2>/dev/null
-rm -f "$out"
+rm -f "$out" "$log"

@@ -12,6 +12,8 @@
 // reacts to, "DONE rank R incarnation I rounds C last L epoch E" and
 // "AGREED epoch E ranks M values V" (the final agreement, identical on every
 // member). A round seen twice, or a member at another round, prints MISMATCH.
+// With --worker-watch, a Worker's on_view handler prints "WORKER rank R view
+// epoch E members M" for each view it is told of.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +25,7 @@
 #include <thread>
 
 #include "sluice/cluster.h"
+#include "sluice/worker.h"
 
 namespace {
 
@@ -46,6 +49,10 @@ int main(int argc, char** argv) {
                "print 'PID rank R pid P' at the start and 'EPOCH rank R epoch E at_us T' "
                "(CLOCK_REALTIME) the moment each new view arrives, for measuring how fast a kill "
                "becomes a view (bench/membership_latency.py)");
+  bool worker_watch = false;
+  app.add_flag("--worker-watch", worker_watch,
+               "also run a thread whose Worker (no inputs) reports views through on_view: "
+               "'WORKER rank R view epoch E members M' per view it is told of");
   CLI11_PARSE(app, argc, argv);
   try {
     sluice::Cluster cluster = sluice::Cluster::join();
@@ -73,14 +80,28 @@ int main(int argc, char** argv) {
         }
       });
     }
+    std::thread worker_watcher;
+    if (worker_watch) {
+      worker_watcher = std::thread([&] {
+        sluice::Worker w(sluice::IdleStrategy{0, 0});
+        w.on_view(cluster, [&](const sluice::View& v) {
+          std::printf("WORKER rank %u view epoch %llu members %s\n", me,
+                      static_cast<unsigned long long>(v.epoch), join_list(v.members).c_str());
+          std::fflush(stdout);
+        });
+        while (!done_watching.load()) w.idle(w.poll());
+      });
+    }
     struct StopWatching {
       std::atomic<bool>& flag;
       std::thread& t;
+      std::thread& t2;
       ~StopWatching() {
         flag.store(true);
         if (t.joinable()) t.join();
+        if (t2.joinable()) t2.join();
       }
-    } stop_watching{done_watching, watcher};
+    } stop_watching{done_watching, watcher, worker_watcher};
     uint64_t epoch = cluster.view().epoch;  // the view this rank last agreed in
     uint64_t next = 0;                      // the round to run next
     uint64_t completed = 0;                 // rounds this process completed
@@ -136,6 +157,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     done_watching.store(true);  // no call on the Cluster after leave()
     if (watcher.joinable()) watcher.join();
+    if (worker_watcher.joinable()) worker_watcher.join();
     (void)cluster.leave(sluice::Clock::now() + std::chrono::seconds(10));
     return mismatch ? 1 : 0;
   } catch (const std::exception& e) {

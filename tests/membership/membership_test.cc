@@ -47,7 +47,8 @@ TEST(MembershipTest, UndisturbedRanksStayInViewZeroAndAgree) {
 // Unannounced: the program takes no victim; the launcher picks the moment.
 TEST(MembershipTest, SurvivorsOfAKilledRankLearnTheNextViewAndFinishEveryRound) {
   const testing::ProcessResult r =
-      run_job(4, {"--keep-going", "--kill", "2@1.5"}, {"--rounds", "60", "--interval-ms", "50"});
+      run_job(4, {"--keep-going", "--kill", "2@1.5"},
+              {"--rounds", "60", "--interval-ms", "50", "--worker-watch"});
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;  // an injected death does not count against it
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
@@ -59,8 +60,17 @@ TEST(MembershipTest, SurvivorsOfAKilledRankLearnTheNextViewAndFinishEveryRound) 
         << r.output;
     EXPECT_EQ(testing::count_lines_with_all(r.output, {"DONE " + me, "last 59 epoch 1"}), 1)
         << r.output;
+    // A Worker watching the views (Worker::on_view) is told of it once.
+    EXPECT_EQ(testing::count_lines_with(r.output, "WORKER " + me), 1) << r.output;
+    EXPECT_EQ(testing::count_lines_with(r.output, "WORKER " + me + "view epoch 1 members 0,1,3"), 1)
+        << r.output;
   }
   expect_one_agreement(r, 3, "AGREED epoch 1 ranks 0,1,3 values 60,60,60");
+  // The registry's view-change line: the epoch, its cause, the members.
+  EXPECT_EQ(testing::count_lines_with_all(r.output, {"registry: view 1: rank 2 died (last heard ",
+                                                     " ms before); members 0,1,3"}),
+            1)
+      << r.output;
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
@@ -77,6 +87,14 @@ TEST(MembershipTest, ARestartedRankEntersTheNextViewAndFinishesWithTheOthers) {
       << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "last 79 epoch 2"), 4) << r.output;
   expect_one_agreement(r, 4, "AGREED epoch 2 ranks 0,1,2,3 values 80,80,80,80");
+  EXPECT_EQ(
+      testing::count_lines_with_all(r.output, {"registry: view 1: rank 2 died", "members 0,1,3"}),
+      1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with_all(
+                r.output, {"registry: view 2: rank 2 rejoined (incarnation 1); members 0,1,2,3"}),
+            1)
+      << r.output;
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 

@@ -174,8 +174,16 @@ TEST(CountersReportTest, FormatTwoCarriesPeersAndOperationsAndFormatOneStillRead
   // region's own families (not the flow endpoint ones).
   JobMetrics metrics(1);
   ASSERT_TRUE(metrics.report(0, encode(m), &problem)) << problem;
+  metrics.view_changed("died");
+  metrics.view_changed("rejoined");
+  metrics.view_changed("died");
+  metrics.view_changed("vanished");  // not a cause: not counted
   const Exposition x = parse_exposition(metrics.render("h:1", {RankView{"alive", "h", 0.5}}, 3));
   EXPECT_EQ(x.value("sluice_membership_epoch", {}), 3);  // the view's epoch, as given
+  EXPECT_EQ(x.value("sluice_membership_view_changes_total", {{"cause", "died"}}), 2);
+  EXPECT_EQ(x.value("sluice_membership_view_changes_total", {{"cause", "left"}}), 0);
+  EXPECT_EQ(x.value("sluice_membership_view_changes_total", {{"cause", "rejoined"}}), 1);
+  EXPECT_TRUE(x.find("sluice_membership_view_changes_total", {{"cause", "vanished"}}).empty());
   EXPECT_EQ(x.value("sluice_peer_ended", {{"peer", "(0,0)"}}), 1);
   EXPECT_EQ(x.value("sluice_peer_ended", {{"peer", "(1,0)"}}), 0);
   EXPECT_NEAR(x.value("sluice_peer_last_heard_timestamp_seconds", {{"peer", "(0,0)"}}),

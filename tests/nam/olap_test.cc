@@ -252,13 +252,12 @@ TEST(NamOlapTest, HelpAndBadOptions) {
 
 // ------------------------------------------------------------ faults
 //
-// The launcher kills a rank (sluice run --kill RANK@SECONDS, counted from
-// when every rank joined) and no rank is told which or when. The runs are
-// sized to last a second or so (small chunks shipped inline make the
-// one-sided algorithms slow), but the input's loading and the machine's load
-// move them: run_killed() tries kill times until one lands while the
-// algorithm runs, halving the distance between one that came too early
-// (before the ranks met at 'olap-ready') and one that came too late.
+// The launcher kills a rank and no rank is told which or when: the kill's
+// clock starts when the first compute rank prints that the algorithm
+// started on every compute rank (sluice run --faults-after), so it lands
+// while the algorithm runs however long the input's loading took on a
+// loaded machine. A run that still finished first (too late) is tried
+// again with the kill at the start line itself.
 
 std::string seconds_text(double s) {
   char buf[32];
@@ -279,19 +278,16 @@ bool run_failed(const std::string& output, const std::string& algorithm) {
 }
 
 ProcessResult run_killed(const std::vector<std::string>& args, int victim,
-                         const std::string& algorithm, double first_at) {
-  double early = 0, late = 0, at = first_at;
+                         const std::string& algorithm, double after_start) {
   ProcessResult r;
-  for (int attempt = 0; attempt < 6; ++attempt) {
+  for (const double at : {after_start, 0.0}) {
     r = run_olap(4, args, "sluice-nam-olap",
-                 {"--kill", std::to_string(victim) + "@" + seconds_text(at)});
-    const bool too_early =
-        r.output.find("barrier 'olap-ready' cannot complete") != std::string::npos;
-    if (!too_early && run_failed(r.output, algorithm)) return r;
-    (too_early ? early : late) = at;
-    at = early > 0 && late > 0 ? (early + late) / 2 : too_early ? at * 2 : at / 2;
+                 {"--faults-after", "sluice-nam-olap: " + algorithm + " start", "--kill",
+                  std::to_string(victim) + "@" + seconds_text(at)});
+    EXPECT_NE(r.output.find("sluice run: a rank printed"), std::string::npos) << r.output;
+    if (run_failed(r.output, algorithm)) return r;
   }
-  ADD_FAILURE() << "six kill times and none landed while " << algorithm << " ran";
+  ADD_FAILURE() << "the kill at the start of " << algorithm << " landed after its end";
   return r;
 }
 
@@ -339,7 +335,7 @@ TEST(NamOlapFaultTest, MemoryServerLossDuringTheJoinFailsWithPeerLost) {
   const ProcessResult r =
       run_killed({"join", "--memory-servers", "2", "--r", over_ofi() ? "20000" : "2000000",
                   "--buffer-bytes", "64", "--shipping", "inline", "--algorithms", "rrj"},
-                 1, "rrj", over_ofi() ? 4 : 0.8);
+                 1, "rrj", over_ofi() ? 0.5 : 0.1);
   expect_loss_reported(r, 1);
   expect_failures_name(r, "rrj", 1, 2);
   EXPECT_EQ(count_lines_with(r.output, "region 'olap-rrj-store' of rank 0 was destroyed"), 0)
@@ -355,7 +351,7 @@ TEST(NamOlapFaultTest, ComputeRankLossDuringTheAggregationFailsWithPeerLost) {
       run_killed({"agg", "--rows", over_ofi() ? "40000" : "3000000", "--groups", "1000000",
                   "--table-entries", "16", "--buffer-bytes", "64", "--shipping", "inline",
                   "--threads", threads(), "--algorithms", "rdma"},
-                 2, "rdma", over_ofi() ? 4 : 0.8);
+                 2, "rdma", over_ofi() ? 0.5 : 0.1);
   expect_loss_reported(r, 2);
   expect_failures_name(r, "rdma", 2, 2);
   EXPECT_NE(r.output.find("memory server rank 0: rank 2 is lost"), std::string::npos) << r.output;
@@ -367,10 +363,10 @@ TEST(NamOlapFaultTest, ComputeRankLossDuringTheAggregationFailsWithPeerLost) {
 // of results), the memory server says so too, no result is printed, the job
 // ends well within its timeout, and nothing is left in /dev/shm.
 void expect_flow_baseline_loss(const std::vector<std::string>& args, const std::string& algorithm,
-                               double first_at) {
+                               double after_start) {
   std::vector<std::string> a = args;
   a.insert(a.end(), {"--threads", threads(), "--algorithms", algorithm});
-  const ProcessResult r = run_killed(a, 2, algorithm, first_at);
+  const ProcessResult r = run_killed(a, 2, algorithm, after_start);
   expect_loss_reported(r, 2);
   // Every failure is PeerLost naming rank 2, also that of a thread whose
   // push went to a target of its own rank that had already failed and been
@@ -396,13 +392,13 @@ void expect_flow_baseline_loss(const std::vector<std::string>& args, const std::
 
 TEST(NamOlapFaultTest, ComputeRankLossDuringTheFlowRadixJoinFailsWithPeerLost) {
   expect_flow_baseline_loss({"join", "--r", over_ofi() ? "200000" : "4000000"}, "flow-radix",
-                            over_ofi() ? 4 : 1.0);
+                            over_ofi() ? 0.5 : 0.1);
 }
 
 TEST(NamOlapFaultTest, ComputeRankLossDuringTheHierarchicalAggregationFailsWithPeerLost) {
   expect_flow_baseline_loss(
       {"agg", "--rows", over_ofi() ? "400000" : "4000000", "--groups", "2000000"}, "hierarchical",
-      over_ofi() ? 4 : 0.8);
+      over_ofi() ? 0.5 : 0.1);
 }
 
 }  // namespace

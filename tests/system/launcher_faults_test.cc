@@ -162,6 +162,47 @@ TEST(SluiceRunFaultTest, InjectsNothingIntoAJobWhoseRanksNeverJoin) {
       << describe(r);
 }
 
+// --faults-after: the faults' clock starts at the first line any rank prints
+// that contains the text (no rank joins here: the clock needs none), and
+// the kill lands after that line; a text nobody prints injects nothing and
+// says so; the option alone, with no fault to time, is a usage error.
+TEST(SluiceRunFaultTest, FaultsAfterCountsFromTheFirstLineThatContainsTheText) {
+  const std::string script = "sleep 0.5; echo phase two begins; sleep 3";
+  ProcessResult r = run_process(run_argv({"-n", "2", "--keep-going", "--faults-after", "phase two",
+                                          "--kill", "1@0", "--", "/bin/sh", "-c", script}),
+                                {}, kLimit);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "sluice run: a rank printed 'phase two'; --kill and "
+                             "--stop count from now"),
+            1)
+      << describe(r);
+  const size_t said = position(r.output, "phase two begins");
+  const size_t injected = position(r.output, "sluice run: injecting --kill 1@0: SIGKILL to rank 1");
+  ASSERT_NE(said, std::string::npos) << describe(r);
+  ASSERT_NE(injected, std::string::npos) << describe(r);
+  EXPECT_LT(said, injected) << describe(r);
+
+  r = run_process(run_argv({"-n", "2", "--faults-after", "never printed", "--kill", "1@0", "--",
+                            "/bin/sh", "-c", "echo something else"}),
+                  {}, kLimit);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "injecting"), 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "sluice run: --kill 1@0 was not injected: no rank printed a line "
+                             "containing 'never printed' (--faults-after)"),
+            1)
+      << describe(r);
+
+  r = run_process(run_argv({"-n", "2", "--faults-after", "x", "--", "/bin/true"}), {}, kLimit);
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "sluice run: --faults-after 'x' starts the clock of --kill "
+                             "and --stop, and there is neither"),
+            1)
+      << describe(r);
+}
+
 // The README's case for --keep-going: the others run on without the rank
 // the launcher killed, and since that death was asked for, the job succeeds.
 TEST(SluiceRunFaultTest, KillWithKeepGoingKillsTheRankAndTheJobStillSucceeds) {

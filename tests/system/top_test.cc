@@ -80,6 +80,12 @@ TEST(SluiceTopTest, OnceJsonListsARunningJobsEndpointsWithCountersEqualToWhatThe
   std::remove(hold.c_str());
   ASSERT_EQ(job.exit_code, 0) << job.output;
   ASSERT_EQ(eps.size(), 2u * kRanks) << snap.dump();
+  // Nobody was lost: every process of the job is in the job's first view.
+  for (const auto& p : snap.at("processes")) {
+    if (p.at("job") == job_id) {
+      EXPECT_EQ(p.at("epoch"), 0) << p.dump();
+    }
+  }
 
   // What each rank says it consumed.
   std::map<uint64_t, uint64_t> consumed;

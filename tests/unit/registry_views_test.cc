@@ -7,7 +7,9 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "control/protocol.h"
 #include "control/registry_client.h"
@@ -113,6 +115,38 @@ TEST_F(RegistryViewsTest, ADepartureMakesTheNextEpochAsALossDoes) {
   EXPECT_NE(text.find("view 1"), std::string::npos) << text;
   // Alone in view 1, rank 0's gather completes at once.
   EXPECT_EQ(c0->gather("g", 1, "solo", in(5s)).ranks, (std::vector<uint32_t>{0}));
+}
+
+// ClientOptions::on_epoch (what `sluice top` shows through the counters
+// area) hears every change of the view once, with its number.
+TEST_F(RegistryViewsTest, OnEpochHearsEveryChangeOnce) {
+  start(3);
+  std::mutex mu;
+  std::vector<uint64_t> heard;
+  ClientOptions o;
+  o.connect_timeout = std::chrono::seconds(10);
+  o.on_epoch = [&](uint64_t epoch) {
+    std::lock_guard<std::mutex> lock(mu);
+    heard.push_back(epoch);
+  };
+  auto c0 = RegistryClient::connect(info(0, 3), o);
+  auto c1 = join(1, 3);
+  auto c2 = join(2, 3);
+  c2.reset();  // dies: view 1
+  ASSERT_TRUE(c0->peers().await_epoch(0, std::chrono::steady_clock::now() + 5s));
+  EXPECT_TRUE(c1->leave(in(5s)));  // leaves: view 2
+  ASSERT_TRUE(c0->peers().await_epoch(1, std::chrono::steady_clock::now() + 5s));
+  // on_epoch runs right after the view is stored: wait for its second call.
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (heard.size() >= 2 || std::chrono::steady_clock::now() >= until) break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(heard, (std::vector<uint64_t>{1, 2}));
 }
 
 TEST_F(RegistryViewsTest, AGatherTimesOutNamingTheMissingMemberAndDoesNotCount) {

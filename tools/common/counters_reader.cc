@@ -43,6 +43,7 @@ bool read_area(int pid, const std::string& fd_path, Process* out) {
     std::atomic_thread_fence(std::memory_order_acquire);
     out->pid = pid;
     out->rank = header->rank;
+    out->epoch = header->epoch.load(std::memory_order_relaxed);
     out->job = text_of(header->job, sizeof(header->job));
     const auto* slots =
         reinterpret_cast<const ctr::Slot*>(static_cast<const std::byte*>(p) + ctr::kHeaderBytes);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,9 @@ struct Stream {
   int out_fd = -1;      // where the prefixed lines go
   std::string prefix;   // "[<rank>] "
   std::string partial;  // bytes after the last newline seen
+  // Called with every line (without its newline) before it is written
+  // again; empty: none.
+  std::function<void(std::string_view)> on_line;
 
   // Reads what is available now. Whole lines are written in one write(2)
   // per batch; at EOF the unterminated last line is flushed too.
@@ -49,6 +53,7 @@ struct Stream {
   // Emits the unterminated last line, if any, ending it with a newline.
   void flush() {
     if (partial.empty()) return;
+    if (on_line) on_line(partial);
     write_all(out_fd, prefix + partial + "\n");
     partial.clear();
   }
@@ -63,12 +68,15 @@ struct Stream {
         break;
       }
       batch += prefix;
+      const size_t line_at = batch.size();
       batch += partial;
       batch.append(data.substr(0, nl + 1));
+      if (on_line) on_line(std::string_view(batch).substr(line_at, batch.size() - 1 - line_at));
       partial.clear();
       data.remove_prefix(nl + 1);
     }
     if (partial.size() >= kMaxLine) {
+      if (on_line) on_line(partial);
       batch += prefix + partial + "\n";
       partial.clear();
     }

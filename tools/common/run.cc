@@ -208,6 +208,10 @@ class Launcher {
   std::vector<bool> joined_;
   uint32_t joined_count_ = 0;
   std::optional<Clock::time_point> job_started_;
+  // When the faults' clock started: job_started_, or with --faults-after the
+  // first line a rank printed that contains its text.
+  std::optional<Clock::time_point> faults_clock_;
+  void on_rank_line(std::string_view line);
 };
 
 // SIGKILL/SIGSTOP/SIGCONT for a rank's process group (or the process, if its
@@ -266,7 +270,11 @@ bool Launcher::start_rank(Rank& rank) {
   rank.running = true;
   rank.killed_by_fault = false;
   rank.stopped_by_fault = false;
-  for (Stream* s : {&rank.out, &rank.err}) s->prefix = "[" + std::to_string(rank.index) + "] ";
+  for (Stream* s : {&rank.out, &rank.err}) {
+    s->prefix = "[" + std::to_string(rank.index) + "] ";
+    if (!options_.faults_after.empty())
+      s->on_line = [this](std::string_view line) { on_rank_line(line); };
+  }
   rank.out.out_fd = STDOUT_FILENO;
   rank.err.out_fd = STDERR_FILENO;
   return true;
@@ -533,17 +541,31 @@ void Launcher::on_joined(uint32_t rank) {
   char elapsed[32];
   std::snprintf(elapsed, sizeof(elapsed), "%.2f",
                 std::chrono::duration<double>(*job_started_ - start_).count());
+  if (!options_.faults_after.empty()) {
+    log::info("every rank joined the job ", elapsed, " s after the launch");
+    return;
+  }
+  faults_clock_ = job_started_;
   log::info("every rank joined the job ", elapsed, " s after the launch; --kill and --stop ",
             "count from now");
 }
 
+// --faults-after: the first line of any rank that contains the text starts
+// the faults' clock (a line may come before the launcher has read every
+// rank's join: both arrive through pipes it reads in one loop).
+void Launcher::on_rank_line(std::string_view line) {
+  if (faults_clock_ || line.find(options_.faults_after) == std::string_view::npos) return;
+  faults_clock_ = Clock::now();
+  say("a rank printed '", options_.faults_after, "'; --kill and --stop count from now");
+}
+
 void Launcher::on_faults(Clock::time_point now) {
-  if (!job_started_) return;
+  if (!faults_clock_) return;
   for (FaultState& f : faults_) {
     Rank& rank = ranks_[f.fault.rank];
     const uint32_t r = rank.index;
     if (f.step == FaultState::Step::kDue &&
-        now >= *job_started_ + after_seconds(f.fault.at_seconds)) {
+        now >= *faults_clock_ + after_seconds(f.fault.at_seconds)) {
       f.step = FaultState::Step::kDone;
       if (!rank.running) {
         say(f.text, " skipped: rank ", r, " is not running (",
@@ -586,8 +608,11 @@ void Launcher::on_faults(Clock::time_point now) {
 void Launcher::report_faults_not_injected() const {
   for (const FaultState& f : faults_) {
     if (f.step != FaultState::Step::kDue) continue;
-    if (job_started_) {
+    if (faults_clock_) {
       say(f.text, " was not injected: the job ended first");
+    } else if (!options_.faults_after.empty()) {
+      say(f.text, " was not injected: no rank printed a line containing '", options_.faults_after,
+          "' (--faults-after)");
     } else {
       say(f.text, " was not injected: the job never started (", joined_count_, " of ",
           options_.ranks,
@@ -636,10 +661,10 @@ int Launcher::run() {
       if (phase_ == Phase::kTerminating) consider(kill_deadline_);
       for (const Rank& r : ranks_)
         if (r.restart_pending) consider(r.restart_by);
-      if (job_started_) {
+      if (faults_clock_) {
         for (const FaultState& f : faults_) {
           if (f.step == FaultState::Step::kDue)
-            consider(*job_started_ + after_seconds(f.fault.at_seconds));
+            consider(*faults_clock_ + after_seconds(f.fault.at_seconds));
           if (f.step == FaultState::Step::kToContinue) consider(f.continue_at);
         }
       }
@@ -769,6 +794,11 @@ int run_job(const RunOptions& options) {
   }
   if (options.bind_host.empty()) {
     say("--bind needs a host address, e.g. 127.0.0.1 or this host's address on the fast network");
+    return 2;
+  }
+  if (!options.faults_after.empty() && options.faults.empty()) {
+    say("--faults-after '", options.faults_after,
+        "' starts the clock of --kill and --stop, and there is neither");
     return 2;
   }
   for (const Fault& fault : options.faults) {

@@ -123,6 +123,12 @@ struct RunOptions {
   // heart-beating and is killed as a silent rank: that is a failure of its
   // own and counts. Default none.
   std::vector<Fault> faults;
+  // --faults-after TEXT: the faults' SECONDS count from the first line any
+  // rank prints (stdout or stderr) that contains TEXT, instead of from when
+  // every rank joined; so a test can land a fault inside a phase of the job
+  // that the program announces to its users ("aggregation started") while
+  // no rank is told of the fault. Empty (default): from the join.
+  std::string faults_after;
   // --print-options: print_job_options() instead of run_job().
   bool print_options = false;
 };

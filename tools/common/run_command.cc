@@ -20,10 +20,12 @@ void add_run_command(CLI::App& app) {
   sub->footer(
       "Usage: sluice run -n N [--timeout S [--stacks-on-timeout]] [--grace S | --keep-going]\n"
       "                       [--restarts K] [--kill RANK@S]... [--stop RANK@S:D]...\n"
+      "                       [--faults-after TEXT]\n"
       "                       [--bind HOST] [--metrics HOST:PORT] -- PROGRAM [ARGS...]\n"
       "       sluice run -n N --print-options\n"
       "Injected faults (--kill, --stop) count from when every rank has joined the job's\n"
-      "registry (never, for a program that does not join). A rank killed by --kill fails as\n"
+      "registry (never, for a program that does not join), or with --faults-after from the\n"
+      "first line a rank prints that contains TEXT. A rank killed by --kill fails as\n"
       "if it had crashed (--grace, --keep-going, --restarts apply), but its own death does not\n"
       "count against the exit status: it is 0 if every other rank exits 0.");
   // Everything after the program name belongs to the program, even when it
@@ -59,6 +61,11 @@ void add_run_command(CLI::App& app) {
                   "counts as a failure")
       ->allow_extra_args(false)
       ->type_name("RANK@SECONDS:DURATION");
+  sub->add_option("--faults-after", options->faults_after,
+                  "--kill and --stop count from the first line a rank prints (stdout or stderr) "
+                  "that contains TEXT, instead of from when every rank joined: a fault lands in a "
+                  "phase the program announces, and no rank is told of it")
+      ->type_name("TEXT");
   sub->add_option("--bind", options->bind_host, "Address the job's registry listens on")
       ->capture_default_str();
   sub->add_option("--metrics", options->metrics,

@@ -88,7 +88,11 @@ nlohmann::json to_json(const std::vector<Process>& procs) {
       j["peer_detail"] = std::move(peers);
       es.push_back(std::move(j));
     }
-    ps.push_back({{"pid", p.pid}, {"rank", p.rank}, {"job", p.job}, {"endpoints", std::move(es)}});
+    ps.push_back({{"pid", p.pid},
+                  {"rank", p.rank},
+                  {"job", p.job},
+                  {"epoch", p.epoch},
+                  {"endpoints", std::move(es)}});
   }
   return {{"time_ns", ctr::now_ns()}, {"processes", std::move(ps)}};
 }
@@ -126,6 +130,20 @@ void print_screen(
   for (const Process& p : now) endpoints += p.endpoints.size();
   std::printf("sluice top: %zu process(es), %zu endpoint(s); rates over %.1f s\n", now.size(),
               endpoints, seconds);
+  // Each job's membership view as its ranks here know it (a rank whose
+  // epoch lags has not heard of the latest change yet).
+  std::map<std::string, std::map<uint64_t, std::string>> views;
+  for (const Process& p : now) {
+    if (p.rank < 0) continue;
+    std::string& ranks = views[p.job][p.epoch];
+    ranks += (ranks.empty() ? "" : ",") + std::to_string(p.rank);
+  }
+  for (const auto& [job, epochs] : views) {
+    std::string line;
+    for (const auto& [epoch, ranks] : epochs)
+      line += (line.empty() ? "" : "; ") + ("epoch " + std::to_string(epoch) + ": ranks " + ranks);
+    std::printf("job %s view: %s\n", job.c_str(), line.c_str());
+  }
   std::printf("%-22s %5s %7s %-16s %-10s %-7s %10s %10s %9s %6s %7s %6s %7s\n", "job", "rank",
               "pid", "flow", "endpoint", "state", "records", "rec/s", "MB/s", "wait%", "parks/s",
               "park%", "fill");
