@@ -151,5 +151,8 @@ int main(int argc, char** argv) {
   kv::RunCommand& run = commands.run;
   warn_about_exposure(run.job);
   if (run.stall_ms > 0) install_leader_stall(run.job, run.stall_ms, run.stall_after, run.sigstop);
+  // A restarted replica restores its state and enters the next view
+  // (flow_job.cc); a restarted client says it cannot go on.
+  job.set_rejoin(true);
   return job.run([&](sluice::JobContext& ctx) { return kv::run_flow_job(ctx.cluster(), run.job); });
 }

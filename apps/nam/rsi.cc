@@ -696,13 +696,17 @@ void RsiClient::recover_client(uint32_t j, uint64_t p) {
   check(meta_.read(layout_.log_offset(j), log_, deadline()), meta_, "reading a commit log");
   if (decode_log(log_, &c, &entries) && c != 0) resolve(c, entries);
   transition(p, kFenced, kAborted);
-  cas(meta_, layout_.retire_offset(j), 0, p + layout_.clients);
+  // Two live clients may recover the same dead one side by side (each saw
+  // its timestamp pending past the timeout; every step above is a CAS and
+  // idempotent): the one whose retirement of j lands counts it.
+  const bool retired_it = cas(meta_, layout_.retire_offset(j), 0, p + layout_.clients) == 0;
   if (layout_.overflow_entries != 0) {
     // Its snapshot is gone with it: writers need not keep versions for it.
     uint64_t zero = 0;
     check(meta_.write(layout_.snapshot_offset(j), bytes_of(zero), deadline()), meta_,
           "clearing a snapshot word");
   }
+  if (!retired_it) return;
   ++stats_.clients_recovered;
   std::fprintf(stderr,
                "nam: client %u recovered client %u (log timestamp %" PRIu64 ", fenced %" PRIu64

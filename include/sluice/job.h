@@ -209,6 +209,17 @@ class Job {
   /// Throws Error(kInvalidArgument) naming a malformed variable.
   ClusterOptions cluster_options() const;
 
+  /// Whether the body can take a restarted rank back (`sluice run
+  /// --restarts K`: the rank's new process joins as Cluster::incarnation()
+  /// > 0 while the others run on, and must find its way into what they are
+  /// doing, as sluice-kv's replicas do). Default false: such a process says
+  /// that this program cannot take a rank back, leaves at once and exits 1,
+  /// and the others carry on as after losing the rank: a job that fails
+  /// then fails at once and cleanly, as it would without --restarts, rather
+  /// than wait for collectives the others passed long ago (or hold theirs
+  /// up until a timeout).
+  void set_rejoin(bool takes_restarted_ranks) { rejoin_ = takes_restarted_ranks; }
+
   /// Joins the job and runs body(ctx) on this rank, then leaves it with
   /// Cluster::leave() (waiting, up to the setup timeout, for what the body's
   /// handles left unfinished); returns the exit status (top of the file).
@@ -226,6 +237,7 @@ class Job {
   std::string name_;
   JobFlags flags_;
   std::unique_ptr<CLI::App> cli_;
+  bool rejoin_ = false;
 };
 
 /// What the body of a job gets: the Cluster and the harness's helpers.

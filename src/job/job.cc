@@ -202,7 +202,20 @@ int Job::run(const std::function<int(JobContext&)>& body) {
   });
   if (joined != 0) return joined;
   JobContext context(*this, *cluster);
-  int status = guarded(&*cluster, [&] { return body(context); });
+  const uint32_t me = cluster->rank(), incarnation = cluster->incarnation(me);
+  int status = 0;
+  if (incarnation > 0 && !rejoin_) {
+    // The others lost this rank's first process: their run has failed (or
+    // goes on without it), and nothing here can enter it again.
+    std::fprintf(stderr,
+                 "%s: rank %u: started again as incarnation %u, but %s cannot take a rank back "
+                 "into a running job: this process leaves, and the others carry on as they do "
+                 "after losing a rank\n",
+                 name_.c_str(), me, incarnation, name_.c_str());
+    status = 1;
+  } else {
+    status = guarded(&*cluster, [&] { return body(context); });
+  }
   // The body's handles are gone: leave once what they left unfinished (the
   // last transfers of sources, flows' withdrawals) is done. After a failure
   // nothing is worth finishing, and peers may wait for this rank to be gone

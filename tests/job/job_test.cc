@@ -216,5 +216,33 @@ TEST(JobSystemTest, SurvivorsOfARankKilledFromOutsideNameItAsTheCause) {
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
+// The same kill with --restarts 1: this program cannot take a rank back
+// (Job::set_rejoin is not called), so rank 1's new process says so and
+// leaves at once, and the survivors fail naming rank 1 as without
+// --restarts, instead of the new process waiting for flows and barriers the
+// others passed long ago (a 60 s set-up timeout before).
+TEST(JobSystemTest, ARestartedRankOfAJobThatCannotTakeItBackLeavesAtOnce) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const testing::ProcessResult r =
+      run_job({"--threads", "2", "--seconds", "60"}, {"--restarts", "1", "--kill", "1@1"});
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: starting rank 1 again"), 1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(
+                r.output,
+                "[1] sluice-test-job-program: rank 1: started again as incarnation 1, but "
+                "sluice-test-job-program cannot take a rank back into a running job"),
+            1)
+      << r.output;
+  for (const char* survivor : {"[0] sluice-test-job-program: rank 0: rank 1 was lost",
+                               "[2] sluice-test-job-program: rank 2: rank 1 was lost"}) {
+    EXPECT_EQ(testing::count_lines_with(r.output, survivor), 1) << r.output;
+  }
+  EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED"), 0) << r.output;
+  EXPECT_LT(took, 30) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 }  // namespace
 }  // namespace sluice

@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
     sluice::Cluster cluster = sluice::Cluster::join();
     const uint32_t me = cluster.rank();
     const uint32_t incarnation = cluster.incarnation(me);
-    const sluice::Deadline deadline = sluice::Clock::now() + std::chrono::seconds(90);
+    // Each call may wait this long for the others (a job may run for hours).
+    const auto deadline = [] { return sluice::Clock::now() + std::chrono::seconds(90); };
     std::thread watcher;
     std::atomic<bool> done_watching{false};
     if (watch) {
@@ -107,7 +108,7 @@ int main(int argc, char** argv) {
     uint64_t completed = 0;                 // rounds this process completed
     bool mismatch = false;
     auto resume = [&] {
-      const sluice::Gathered g = cluster.agree("resume", std::to_string(next), deadline);
+      const sluice::Gathered g = cluster.agree("resume", std::to_string(next), deadline());
       uint64_t furthest = 0;
       for (const std::string& v : g.values) furthest = std::max<uint64_t>(furthest, std::stoull(v));
       std::printf("VIEW rank %u epoch %llu members %s resume %llu\n", me,
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
         continue;
       }
       sluice::Result<sluice::Gathered> r =
-          cluster.allgather(view, "round", std::to_string(next), deadline);
+          cluster.allgather(view, "round", std::to_string(next), deadline());
       if (r.status() == sluice::Status::kViewChanged) {
         resume();
         continue;
@@ -144,7 +145,7 @@ int main(int argc, char** argv) {
       ++next;
       std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
     }
-    const sluice::Gathered done = cluster.agree("done", std::to_string(next), deadline);
+    const sluice::Gathered done = cluster.agree("done", std::to_string(next), deadline());
     std::string values;
     for (const std::string& v : done.values) values += (values.empty() ? "" : ",") + v;
     std::printf("DONE rank %u incarnation %u rounds %llu last %llu epoch %llu\n", me, incarnation,
