@@ -68,8 +68,14 @@ int main(int argc, char** argv) {
       watcher = std::thread([&] {
         uint64_t seen = cluster.view().epoch;
         while (!done_watching.load()) {
-          sluice::Result<sluice::View> v =
-              cluster.await_view(seen, sluice::Clock::now() + std::chrono::milliseconds(100));
+          sluice::Result<sluice::View> v = sluice::Status::kTimeout;
+          try {
+            v = cluster.await_view(seen, sluice::Clock::now() + std::chrono::milliseconds(100));
+          } catch (const std::exception& e) {  // the registry is lost: no view can follow
+            std::printf("WATCH stopped: %s\n", e.what());
+            std::fflush(stdout);
+            return;
+          }
           if (!v) continue;
           const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                               std::chrono::system_clock::now().time_since_epoch())

@@ -77,17 +77,23 @@ std::vector<std::string> job_environment(std::map<std::string, std::string> set)
   return proc::environment_with(set, {"SLUICE_"});
 }
 
+std::map<std::string, std::string> with_secret(std::map<std::string, std::string> env) {
+  env["SLUICE_SECRET"] = kSecret;
+  return env;
+}
+
 // A standalone registry in one host, bound to that host's address, as the
 // first step of a job a cluster manager starts. Stopped on destruction.
 class Registry {
  public:
-  Registry(const TestHosts& hosts, int host, int world)
+  // `env`: more of its environment (SLUICE_PEER_TIMEOUT_MS, ...).
+  Registry(const TestHosts& hosts, int host, int world, std::map<std::string, std::string> env = {})
       : child_(hosts.spawn(host,
                            {bin("sluice"), "registry", "--bind", hosts.ip(host) + ":0", "--world",
                             std::to_string(world)},
                            // The secret in the environment: a command line is
                            // readable by every user (/proc/<pid>/cmdline).
-                           job_environment({{"SLUICE_SECRET", kSecret}}))) {
+                           job_environment(with_secret(std::move(env))))) {
     address_ = child_
                    ->wait_for_output(std::regex("SLUICE_REGISTRY=([^\\s]+)\n"),
                                      Clock::now() + kRegistryStartLimit)
@@ -523,6 +529,144 @@ TEST(MultihostHarnessTest, LeftoversOfAKilledRunAreRemovedByTheNextRun) {
     TestHosts next(1);  // removes what dead runs left before building its own
     EXPECT_TRUE(present().empty()) << "left behind: " << ::testing::PrintToString(present());
   }
+}
+
+// ------------------------------------------------------------ partitions
+//
+// A partition never yields two views that both go on: the side that holds
+// the registry goes on in the next view, the other stops with a clear error
+// (it lost the registry, so it cannot know who is alive). Each host runs one
+// rank of the membership program (tests/membership: rounds of a view-scoped
+// allgather, an agreement at every new view); the registry is in host 0.
+// The test cuts a host off after the ranks started, from outside: no rank
+// is told. The peer timeout is 1 s, so each side learns within seconds.
+
+struct PartitionRun {
+  Job job;
+  double cut_to_end_s[kHosts] = {0, 0, 0};  // from the cut to each rank's end
+  int64_t cut_us = 0;                       // the cut, CLOCK_REALTIME (as --watch prints)
+};
+
+// Prints, for the closing note's measure, how long after the cut rank `r`
+// (on the registry's side) got each view it reports (--watch's EPOCH lines).
+void print_view_times(const PartitionRun& run, int r) {
+  const std::string& out = run.job.ranks[r].output;
+  const std::regex epoch_line("EPOCH rank [0-9]+ epoch ([0-9]+) at_us ([0-9]+)");
+  for (std::sregex_iterator it(out.begin(), out.end(), epoch_line), end; it != end; ++it) {
+    std::printf("multihost: rank %d got view %s %.3f s after the cut\n", r, (*it)[1].str().c_str(),
+                static_cast<double>(std::stoll((*it)[2]) - run.cut_us) / 1e6);
+  }
+}
+
+PartitionRun run_partitioned(const TestHosts& hosts, int cut_host) {
+  PartitionRun run;
+  const auto start = Clock::now();
+  // The registry and the ranks share the peer timeout, as `sluice run`'s do.
+  Registry registry(hosts, 0, hosts.size(), {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
+  if (registry.address().empty()) {
+    ADD_FAILURE() << "sluice registry printed no address:\n" << registry.output();
+    return run;
+  }
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  std::vector<Clock::time_point> spawned;
+  for (int r = 0; r < hosts.size(); ++r) {
+    spawned.push_back(Clock::now());
+    std::map<std::string, std::string> env = transport_env(/*rma=*/true);
+    env["SLUICE_RANK"] = std::to_string(r);
+    env["SLUICE_WORLD_SIZE"] = std::to_string(hosts.size());
+    env["SLUICE_REGISTRY"] = registry.address();
+    env["SLUICE_SECRET"] = kSecret;
+    env["SLUICE_PEER_TIMEOUT_MS"] = "1000";
+    ranks.push_back(hosts.spawn(r,
+                                {bin("sluice-test-membership-program"), "--rounds", "300",
+                                 "--interval-ms", "50", "--watch"},
+                                job_environment(env)));
+  }
+  // Every rank is running its rounds once each printed its pid and the
+  // rounds had a second to go.
+  for (int r = 0; r < hosts.size(); ++r) {
+    if (!ranks[r]->wait_for_output(std::regex("PID rank [0-9]+ pid ([0-9]+)"),
+                                   Clock::now() + kRegistryStartLimit)) {
+      ADD_FAILURE() << "rank " << r << " did not start";
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  hosts.isolate(cut_host);
+  const auto cut = Clock::now();
+  run.cut_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+  std::printf("multihost: cut host %d off\n", cut_host);
+  const auto deadline = start + kJobLimit;
+  for (int r = 0; r < hosts.size(); ++r) {
+    run.job.ranks.push_back(ranks[r]->wait(deadline));
+    // The process's own run time: when it ended, whichever was waited for first.
+    run.cut_to_end_s[r] =
+        std::chrono::duration<double>(spawned[r] - cut).count() + run.job.ranks[r].seconds;
+  }
+  run.job.registry_output = registry.output();
+  run.job.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return run;
+}
+
+// A rank on the side without the registry: it stops, saying it lost the
+// registry, and finishes no round after the cut as if nothing happened.
+void expect_stopped_without_the_registry(const PartitionRun& run, int r) {
+  const ProcessResult& p = run.job.ranks[r];
+  EXPECT_FALSE(p.timed_out) << "rank " << r;
+  EXPECT_NE(p.exit_code, 0) << "rank " << r;
+  EXPECT_EQ(testing::count_lines_with(p.output, "FAILED"), 1) << "rank " << r;
+  EXPECT_NE(p.output.find("lost the registry"), std::string::npos) << "rank " << r;
+  EXPECT_EQ(testing::count_lines_with(p.output, "DONE"), 0) << "rank " << r;
+  std::printf("multihost: rank %d (cut off) stopped %.2f s after the cut\n", r,
+              run.cut_to_end_s[r]);
+}
+
+class MultihostPartitionTest : public MultihostShuffleTest {};
+
+// Host 2 is cut off: ranks 0 and 1 (with the registry) go on in view 1 and
+// finish every round; rank 2 stops.
+TEST_F(MultihostPartitionTest, TheSideWithTheRegistryGoesOnAndTheOtherStops) {
+  const PartitionRun run = run_partitioned(*hosts_, 2);
+  ASSERT_EQ(run.job.ranks.size(), static_cast<size_t>(kHosts));
+  for (int r : {0, 1}) {
+    const ProcessResult& p = run.job.ranks[r];
+    EXPECT_FALSE(p.timed_out) << "rank " << r;
+    EXPECT_EQ(p.exit_code, 0) << "rank " << r;
+    EXPECT_EQ(testing::count_lines_with(p.output, "FAILED"), 0) << "rank " << r;
+    EXPECT_EQ(testing::count_lines_with(p.output, "MISMATCH"), 0) << "rank " << r;
+    EXPECT_EQ(testing::count_lines_with(p.output, "EPOCH rank " + std::to_string(r) + " epoch 1 "),
+              1)
+        << "rank " << r;
+    EXPECT_EQ(testing::count_lines_with_all(p.output,
+                                            {"DONE rank " + std::to_string(r), "last 299 epoch 1"}),
+              1)
+        << "rank " << r;
+    EXPECT_EQ(testing::count_lines_with(p.output, "AGREED epoch 1 ranks 0,1 values 300,300"), 1)
+        << "rank " << r;
+  }
+  expect_stopped_without_the_registry(run, 2);
+  EXPECT_NE(run.job.registry_output.find("view 1: rank 2 died"), std::string::npos);
+  for (int r : {0, 1}) print_view_times(run, r);
+  if (HasFailure()) ADD_FAILURE() << "the job's output:\n" << run.job.describe();
+}
+
+// Host 0, with the registry and rank 0, is cut off from hosts 1 and 2: the
+// registry's side is rank 0 alone, which goes on (views 1 and 2: both
+// others lost) and finishes; ranks 1 and 2 both stop, although they still
+// reach each other.
+TEST_F(MultihostPartitionTest, TheRegistrysSideGoesOnEvenWhenItIsTheSmallerOne) {
+  const PartitionRun run = run_partitioned(*hosts_, 0);
+  ASSERT_EQ(run.job.ranks.size(), static_cast<size_t>(kHosts));
+  const ProcessResult& p = run.job.ranks[0];
+  EXPECT_FALSE(p.timed_out);
+  EXPECT_EQ(p.exit_code, 0);
+  EXPECT_EQ(testing::count_lines_with(p.output, "FAILED"), 0);
+  EXPECT_EQ(testing::count_lines_with_all(p.output, {"DONE rank 0", "last 299 epoch 2"}), 1);
+  EXPECT_EQ(testing::count_lines_with(p.output, "AGREED epoch 2 ranks 0 values 300"), 1);
+  for (int r : {1, 2}) expect_stopped_without_the_registry(run, r);
+  print_view_times(run, 0);
+  if (HasFailure()) ADD_FAILURE() << "the job's output:\n" << run.job.describe();
 }
 
 }  // namespace

@@ -399,6 +399,17 @@ void TestHosts::check_connectivity() const {
   }
 }
 
+void TestHosts::isolate(int i) const {
+  if (topology_ == Topology::kBridge) {
+    sluice::testing::ip({"-n", names_.at(i), "link", "set", "eth0", "down"});
+    return;
+  }
+  for (int j = 0; j < size(); ++j) {
+    if (j != i)
+      sluice::testing::ip({"-n", names_.at(i), "link", "set", "to" + std::to_string(j), "down"});
+  }
+}
+
 std::vector<std::string> TestHosts::in_host(int i, const std::vector<std::string>& argv) const {
   std::vector<std::string> out = {ip_program(), "netns", "exec", name(i)};
   out.insert(out.end(), argv.begin(), argv.end());

@@ -80,6 +80,10 @@ class TestHosts {
   // proc::environment_with); returns at once.
   std::unique_ptr<ChildProcess> spawn(int i, const std::vector<std::string>& argv,
                                       const std::vector<std::string>& env) const;
+  // Cuts host i off the others (a network partition): every link of its
+  // namespace but lo goes down, so nothing it sends arrives and no reset
+  // tells anyone (TCP connections across the cut time out).
+  void isolate(int i) const;
   // Runs argv in host i to completion or `limit`, capturing its output.
   ProcessResult run(int i, const std::vector<std::string>& argv,
                     std::chrono::milliseconds limit = std::chrono::seconds(60)) const;
