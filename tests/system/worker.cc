@@ -5,9 +5,14 @@
 //
 //   sluice-test-worker --sources 0,1 --targets 2,3 --slots 2 --tuples 100000
 //       [--bytes] [--latency] [--slow-consumer-us N] [--segment-bytes B]
-//       [--ring-segments S] [--kill-rank R --kill-after N --kill-stamp FILE [--kill-signal
-//       KILL|STOP]]
+//       [--ring-segments S] [--mark-after N]
 //       [--expect-peer-lost R] [--wide-on-rank R]
+//
+// Fault tests: --mark-after N makes every source print "AT rank R source S
+// record N" at its record N, where the test's injector kills or stops a
+// rank from outside; with --expect-peer-lost R every other rank must see
+// PeerLost naming R and prints "PEERLOST at_us T: <error>" (CLOCK_REALTIME
+// microseconds at its report, for the test to time against the injection).
 #include <signal.h>
 #include <sluice/sluice.h>
 #include <time.h>
@@ -50,10 +55,7 @@ struct Args {
   uint32_t slow_us = 0;
   uint32_t segment_bytes = 0;
   uint32_t ring_segments = 0;
-  int64_t kill_rank = -1;
-  int kill_signal = SIGKILL;
-  uint64_t kill_after = 0;
-  std::string kill_stamp;
+  int64_t mark_after = -1;  // each source prints "AT rank R source S record N" at record N
   int64_t expect_lost = -1;
   int64_t wide_rank = -1;
 };
@@ -68,12 +70,12 @@ std::vector<uint32_t> parse_list(const std::string& s) {
 
 Args parse(int argc, char** argv) {
   Args a;
-  std::string sources, targets, kill_signal;
+  std::string sources, targets;
   sluice::testing::JobArgs(argc, argv,
                            "--sources R,R... --targets R,R... [--slots S] [--tuples N] "
                            "[--bytes] [--latency] [--slow-consumer-us N] [--segment-bytes B] "
-                           "[--ring-segments S] [--kill-rank R --kill-after N --kill-stamp FILE "
-                           "[--kill-signal KILL|STOP]] [--expect-peer-lost R] [--wide-on-rank R]")
+                           "[--ring-segments S] [--mark-after N] [--expect-peer-lost R] "
+                           "[--wide-on-rank R]")
       .value("--sources", &sources)
       .value("--targets", &targets)
       .value("--slots", &a.slots)
@@ -83,16 +85,12 @@ Args parse(int argc, char** argv) {
       .value("--slow-consumer-us", &a.slow_us)
       .value("--segment-bytes", &a.segment_bytes)
       .value("--ring-segments", &a.ring_segments)
-      .value("--kill-rank", &a.kill_rank)
-      .value("--kill-after", &a.kill_after)
-      .value("--kill-signal", &kill_signal)
-      .value("--kill-stamp", &a.kill_stamp)
+      .value("--mark-after", &a.mark_after)
       .value("--expect-peer-lost", &a.expect_lost)
       .value("--wide-on-rank", &a.wide_rank)
       .parse();
   a.sources = parse_list(sources);
   a.targets = parse_list(targets);
-  if (!kill_signal.empty()) a.kill_signal = kill_signal == "STOP" ? SIGSTOP : SIGKILL;
   return a;
 }
 
@@ -152,13 +150,12 @@ void run_source(const Args& a, sluice::Cluster& c, Out& out, uint32_t source_ind
   uint64_t backpressured = 0;
   std::byte buf[512];
   for (uint64_t i = 0; i < a.tuples; ++i) {
-    if (static_cast<int64_t>(c.rank()) == a.kill_rank && i == a.kill_after) {
-      if (!a.kill_stamp.empty()) {
-        std::ofstream(a.kill_stamp) << realtime_ns() << "\n";
-      }
-      // SIGSTOP freezes the whole process, heart-beats included: the peers
-      // must notice the silence. SIGKILL closes its sockets at once.
-      ::raise(a.kill_signal);
+    if (static_cast<int64_t>(i) == a.mark_after) {
+      // Where a fault test's injector (sluice run --faults-after, or the
+      // multihost test itself) kills or stops a rank; no rank is told which.
+      std::printf("AT rank %u source %u record %llu\n", c.rank(), source_index,
+                  static_cast<unsigned long long>(i));
+      std::fflush(stdout);
     }
     const uint64_t key = sluice::hash64(i * 0x9e3779b97f4a7c15ULL + source_index);
     const uint64_t value = uint64_t{source_index} << 32 | i;
@@ -366,12 +363,7 @@ int main(int argc, char** argv) {
         if (m.find(needle) != std::string::npos) naming = &m;
       }
       const bool named = naming != nullptr;
-      double detect_ms = -1;
-      if (!a.kill_stamp.empty()) {
-        std::ifstream in(a.kill_stamp);
-        int64_t t = 0;
-        if (in >> t) detect_ms = (realtime_ns() - t) / 1e6;
-      }
+      const int64_t detected_us = realtime_ns() / 1000;
       bool involved = false;
       for (auto r : a.sources) involved |= r == c.rank();
       for (auto r : a.targets) involved |= r == c.rank();
@@ -384,7 +376,12 @@ int main(int argc, char** argv) {
         for (auto& e : sh.errors) std::printf("  error: %s\n", e.c_str());
         return 1;
       }
-      std::printf("PEERLOST detected in %.0f ms: %s\n", detect_ms, naming->c_str());
+      // The injector knows when the fault was; the test subtracts.
+      std::printf("PEERLOST at_us %lld: %s\n", static_cast<long long>(detected_us),
+                  naming->c_str());
+      // What the failed endpoints left (their abort messages over ofi) ends
+      // in leave(), not in the Cluster's destructor.
+      (void)c.leave(sluice::Clock::now() + std::chrono::seconds(10));
       return 0;
     }
 

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -559,6 +560,17 @@ void Launcher::on_rank_line(std::string_view line) {
   say("a rank printed '", options_.faults_after, "'; --kill and --stop count from now");
 }
 
+// Now, as CLOCK_REALTIME seconds with microseconds ("1796236451.123456"),
+// so that an injected fault can be placed among the ranks' own logs.
+std::string realtime_text() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%lld.%06ld", static_cast<long long>(ts.tv_sec),
+                ts.tv_nsec / 1000);
+  return buf;
+}
+
 void Launcher::on_faults(Clock::time_point now) {
   if (!faults_clock_) return;
   for (FaultState& f : faults_) {
@@ -577,13 +589,14 @@ void Launcher::on_faults(Clock::time_point now) {
         continue;
       }
       if (f.fault.kind == Fault::Kind::kKill) {
-        say("injecting ", f.text, ": SIGKILL to rank ", r, " (pid ", rank.pid, ")");
+        say("injecting ", f.text, ": SIGKILL to rank ", r, " (pid ", rank.pid, ", at ",
+            realtime_text(), ")");
         signal_rank(rank, SIGKILL);
         rank.killed_by_fault = true;
         continue;
       }
-      say("injecting ", f.text, ": SIGSTOP to rank ", r, " (pid ", rank.pid, "), SIGCONT in ",
-          seconds_text(f.fault.duration_seconds), " s");
+      say("injecting ", f.text, ": SIGSTOP to rank ", r, " (pid ", rank.pid, ", at ",
+          realtime_text(), "), SIGCONT in ", seconds_text(f.fault.duration_seconds), " s");
       signal_rank(rank, SIGSTOP);
       rank.stopped_by_fault = true;
       f.step = FaultState::Step::kToContinue;
