@@ -41,6 +41,21 @@ void warn_about_exposure(const kv::FlowJobOptions& o) {
                      : "; clients must AUTH");
 }
 
+// Test switch (SLUICE_TEST_KV_HOOKS=1, options.cc): the leader prints once that it has applied `n`
+// entries; a fault test's launcher kills a rank from that line (sluice run --faults-after).
+void install_applied_mark(kv::FlowJobOptions& o, uint64_t n) {
+  auto said = std::make_shared<bool>(false);
+  auto before = o.on_progress;
+  o.on_progress = [n, said, before](uint32_t rank, bool leader, uint64_t applied) {
+    if (before) before(rank, leader, applied);
+    if (*said || !leader || applied < n) return;
+    *said = true;
+    std::fprintf(stderr, "test hook: leader rank %u applied %llu entries\n", rank,
+                 static_cast<unsigned long long>(applied));
+    std::fflush(stderr);
+  };
+}
+
 // Test switches (SLUICE_TEST_KV_HOOKS=1, options.cc): rank 0, the first leader, once it has applied
 // `after` entries, stops for `ms` (past the election timeout). Its worker thread sleeps (its
 // control thread keeps the rank alive, as a long pause would), or with `sigstop` the whole process
@@ -151,6 +166,7 @@ int main(int argc, char** argv) {
   kv::RunCommand& run = commands.run;
   warn_about_exposure(run.job);
   if (run.stall_ms > 0) install_leader_stall(run.job, run.stall_ms, run.stall_after, run.sigstop);
+  if (run.mark_applied > 0) install_applied_mark(run.job, run.mark_applied);
   // A restarted replica restores its state and enters the next view
   // (flow_job.cc); a restarted client says it cannot go on.
   job.set_rejoin(true);

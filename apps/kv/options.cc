@@ -251,6 +251,9 @@ void add_run(CLI::App& app, RunCommand* c) {
         "Test switch: the same, but the whole process stops (SIGSTOP) and a forked child continues "
         "it after MS");
     sigstop->excludes(stall);
+    app.add_option("--test-mark-applied", c->mark_applied,
+                   "Test switch: the leader prints once that it has applied N entries (a fault "
+                   "test's launcher times its kill from that line)");
     auto* after = app.add_option("--test-stall-after", c->stall_after,
                                  "Test switch: entries the leader applies before it stops");
     stall->needs(after);

@@ -28,6 +28,11 @@ struct RunCommand {
   uint64_t stall_ms = 0;
   uint64_t stall_after = 0;
   bool sigstop = false;
+  // Test switch: the leader says once that it has applied this many
+  // entries ("test hook: leader rank R applied N entries"), where a fault
+  // test's launcher times its kill from (sluice run --faults-after); no rank
+  // is told of the fault. 0: never.
+  uint64_t mark_applied = 0;
 };
 
 // `sluice-kv simulate`.

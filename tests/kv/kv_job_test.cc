@@ -259,48 +259,38 @@ TEST(KvJobTest, MultiPaxosReplacesALeaderStoppedBySigstop) {
 
 TEST(KvJobTest, NoPaxosReplacesALeaderStoppedBySigstop) { expect_leader_replaced("nopaxos", true); }
 
-// A job the launcher kills replica `victim` in (sluice run --kill, timed
-// from when every rank joined): `args` and `launcher` without --ops and
-// --kill. The kill must land while the clients run, after the first
-// epoch's flows are declared, and the speed of both varies five-fold with
-// the machine's load (over ofi 400 to 2100 operations a second, after
-// about 3 s of set-up; over shm 12 000 to 75 000). So the job starts with
-// 2 x 50 000 operations and the kill at 0.6 s over shm, 2 x 3000 and 4 s
-// over ofi; a job that ended before the kill ("was not injected") runs
-// again with three times the operations, one killed before any rank went
-// on to an epoch without it (no "going on with ranks" without it), or
-// before the line `after` says what the test needs happened (a snapshot),
-// with the kill twice as late; four tries at most.
+// A job the launcher kills replica `victim` in, unannounced: the leader
+// prints once that it has applied a number of entries (the test switch
+// --test-mark-applied), and the launcher kills the victim at that line
+// (sluice run --faults-after ... --kill V@0), so the kill lands while the
+// clients run however slowly a loaded machine runs them (their speed
+// varies thirty-fold: 75 000 operations a second over shm on an idle
+// machine, a few thousand beside a full ctest). `args` and `launcher`
+// without --ops and --kill. The clients run 2 x 5000 operations (2 x 1500
+// over ofi) and the mark comes at a tenth of them; a job whose kill came
+// before the line `after` said what the test needs (a snapshot) runs again
+// with the mark twice as late; three tries at most.
 struct KilledJob {
   ProcessResult result;
   int ops = 0;  // per client, as run
 };
 
-KilledJob run_kv_killed(const std::vector<std::string>& args, const std::string& program,
+KilledJob run_kv_killed(const std::vector<std::string>& args,
                         const std::vector<std::string>& launcher, int victim,
                         const std::string& after = {}) {
   KilledJob job;
-  job.ops = sluice::testing::over_ofi() ? 3000 : 50000;
-  double at = sluice::testing::over_ofi() ? 4 : 0.6;
-  std::string without = "going on with ranks";
-  for (int k = 0; k < 5; ++k)
-    if (k != victim) without += " " + std::to_string(k);
-  for (int attempt = 0; attempt < 4; ++attempt) {
+  job.ops = sluice::testing::over_ofi() ? 1500 : 5000;
+  uint64_t mark = static_cast<uint64_t>(job.ops) / 5;  // a tenth of both clients' operations
+  for (int attempt = 0; attempt < 3; ++attempt) {
     std::vector<std::string> a = args;
-    a.insert(a.end(), {"--ops", std::to_string(job.ops)});
+    a.insert(a.end(),
+             {"--ops", std::to_string(job.ops), "--test-mark-applied", std::to_string(mark)});
     std::vector<std::string> l = launcher;
-    char when[32];
-    std::snprintf(when, sizeof(when), "%d@%.2f", victim, at);
-    l.insert(l.end(), {"--kill", when});
-    job.result = run_kv(5, a, program, l);
-    if (job.result.output.find("was not injected") != std::string::npos) {
-      job.ops *= 3;
-    } else if (sluice::testing::count_lines_with(job.result.output, without) == 0 ||
-               (!after.empty() && job.result.output.find(after) == std::string::npos)) {
-      at *= 2;
-    } else {
-      break;
-    }
+    l.insert(l.end(),
+             {"--faults-after", "test hook: leader rank", "--kill", std::to_string(victim) + "@0"});
+    job.result = run_kv(5, a, "sluice-kv-test-hooks", l);
+    if (after.empty() || job.result.output.find(after) != std::string::npos) break;
+    mark *= 2;
   }
   return job;
 }
@@ -317,7 +307,7 @@ KilledJob run_kv_killed(const std::vector<std::string>& args, const std::string&
 void expect_replica_loss_survived(const std::string& protocol, int victim) {
   const KilledJob job = run_kv_killed({"run", "--protocol", protocol, "--keys", "20", "--retry-ms",
                                        "500", "--election-timeout-ms", "1000"},
-                                      "sluice-kv", {"--keep-going"}, victim);
+                                      {"--keep-going"}, victim);
   const ProcessResult& r = job.result;
   const int ops = job.ops;
   EXPECT_EQ(sluice::testing::count_lines_with(
@@ -390,9 +380,8 @@ void expect_replica_restart_recovered(const std::string& protocol, int victim,
   args.push_back(std::to_string(snapshot_every));
   // A kill before the first snapshot (a loaded machine starts slowly) is
   // tried again later, as one before any rank went on without the victim.
-  const KilledJob job =
-      run_kv_killed(args, "sluice-kv-test-hooks", {"--keep-going", "--restarts", "1"}, victim,
-                    snapshot_every > 0 ? "from a snapshot of slot" : "");
+  const KilledJob job = run_kv_killed(args, {"--keep-going", "--restarts", "1"}, victim,
+                                      snapshot_every > 0 ? "from a snapshot of slot" : "");
   const ProcessResult& r = job.result;
   const int ops = job.ops;
   const std::string v = std::to_string(victim);
