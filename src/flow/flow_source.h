@@ -71,6 +71,9 @@ class FlowSource : public SourceCore, protected FailureState {
   // (Or close its ofi endpoint, milliseconds over tcp; or let an ordered
   // flow's sequencer handle say goodbye to its owner.)
   bool ends_with_wait() const { return ctx_->spec.ordered || ofi_ != nullptr; }
+  // Its end was given up (the Cluster ended without leave()): destroying it
+  // posts its abort messages but does not wait for them to leave.
+  void give_up_end() { end_given_up_ = true; }
   Linger* linger() const { return ctx_->linger; }
   const FlowContext* context() const { return ctx_; }
   std::string name() const { return ctx_->endpoint_name(true, index_); }
@@ -253,6 +256,7 @@ class FlowSource : public SourceCore, protected FailureState {
   // signal_abort()'s remote targets; drives the endpoint for at most
   // kAbortFlush so that the messages leave before it is abandoned.
   void send_aborts();
+  bool end_given_up_ = false;  // give_up_end(): send_aborts() does not wait
 
   void post_credit_receive(uint32_t t);
 

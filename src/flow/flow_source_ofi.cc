@@ -146,7 +146,7 @@ void FlowSource::send_aborts() {
     (void)post_abort_message(*ofi_->ep, ofi_->control, n, ofi_->control_mr.desc, index_,
                              abort_cause(ctx_), rings_[t].peer, &abort_ops_[n]);
   }
-  flush_abort_messages(&abort_ops_[n], [this] { return progress(); });
+  if (!end_given_up_) flush_abort_messages(&abort_ops_[n], [this] { return progress(); });
 }
 
 void FlowSource::post_credit_receive(uint32_t t) {

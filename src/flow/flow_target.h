@@ -59,6 +59,9 @@ class FlowTarget : public TargetCore, protected FailureState {
   // over tcp), or let an ordered flow's sequencer handle say goodbye to its
   // owner: release_target destroys it on the Linger instead.
   bool ends_with_wait() const { return ctx_->spec.ordered || ofi_ != nullptr; }
+  // As FlowSource::give_up_end(): destroying it does not wait for its abort
+  // messages to leave.
+  void give_up_end() { end_given_up_ = true; }
   const FlowContext* context() const { return ctx_; }
   std::string name() const { return ctx_->endpoint_name(false, index_); }
   std::string flow_name() const override { return ctx_->spec.name; }
@@ -247,8 +250,9 @@ class FlowTarget : public TargetCore, protected FailureState {
   uint32_t held_slot_ = 0;
   bool has_remote_ = false;
   bool has_local_ = false;
-  bool armed_ = false;        // a Worker set bell_->waiting
-  bool aborts_sent_ = false;  // send_aborts() ran: the shm rings' words are written
+  bool armed_ = false;         // a Worker set bell_->waiting
+  bool end_given_up_ = false;  // give_up_end(): send_aborts(true) does not wait
+  bool aborts_sent_ = false;   // send_aborts() ran: the shm rings' words are written
   // ofi only.
   std::vector<uint8_t> arrived_;    // RMA: [source * S + slot] a segment landed there
   std::vector<int32_t> buffer_of_;  // messages: [source * S + k % S] the buffer segment k landed in

@@ -28,7 +28,8 @@ void FlowTarget::send_aborts(bool flush) {
                                           index_, cause, in.peer, &abort_ops_[n]);
   }
   aborts_sent_ = true;
-  if (flush && ofi) flush_abort_messages(&abort_ops_[n], [this] { return drain_cq(); });
+  if (flush && ofi && !end_given_up_)
+    flush_abort_messages(&abort_ops_[n], [this] { return drain_cq(); });
 }
 
 Status FlowTarget::fail_for_good(std::string message, uint32_t rank) {

@@ -2,6 +2,7 @@
 // unless it is an ofi source whose last transfers are still to be
 // confirmed, which the flow's Linger finishes (flow/linger.h).
 #include <memory>
+#include <type_traits>
 
 #include "common/log.h"
 #include "common/test_hooks.h"
@@ -56,7 +57,15 @@ class EndTask final : public Linger::Task {
   }
   Deadline deadline() const override { return kForever; }
   std::string describe() const override { return name_ + ": its abort messages"; }
-  void give_up(const std::string&) override {}
+  // The Cluster ends without leave(): the core is destroyed at once on the
+  // caller's thread (a destructor), which must not wait for its messages.
+  void give_up(const std::string&) override {
+    if constexpr (std::is_same_v<Core, SourceCore>) {
+      if (auto* s = dynamic_cast<FlowSource*>(core_.get())) s->give_up_end();
+    } else if constexpr (std::is_same_v<Core, TargetCore>) {
+      if (auto* t = dynamic_cast<FlowTarget*>(core_.get())) t->give_up_end();
+    }
+  }
   const void* key() const override { return key_; }
 
  private:

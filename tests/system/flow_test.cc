@@ -140,6 +140,21 @@ TEST(ShuffleFlowFaultTest, KillNineOfOneRankMakesTheOthersReportPeerLostInTime) 
 
 // The launcher stops rank 2 at its record 100000 for longer than the peer
 // timeout (1 s here, to keep the test short; the default is 5 s).
+// The same loss, but the survivors end without Cluster::leave(): the
+// Cluster's destructor gives up what its failed endpoints left (over ofi,
+// their abort messages) without waiting for it. Before, it flushed them,
+// a blocking wait in a destructor (exit 86 under SLUICE_TEST_DESTRUCTOR_WAITS).
+TEST(ShuffleFlowFaultTest, AClusterEndingWithoutLeaveAfterALossDoesNotWaitInItsDestructor) {
+  auto r = run_job(3,
+                   {"--sources", "0,1,2", "--targets", "0,1,2", "--tuples", "50000000",
+                    "--mark-after", "200000", "--expect-peer-lost", "1", "--no-leave"},
+                   {"--grace", "20", "--faults-after", "AT rank 1 ", "--kill", "1@0"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "PEERLOST at_us"), 2) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "destructors must never block"), 0) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 TEST(ShuffleFlowFaultTest, StoppedRankIsReportedLostWhenItsHeartbeatsStop) {
   auto r = run_job(3,
                    {"--sources", "0,1,2", "--targets", "0,1,2", "--tuples", "50000000",

@@ -6,13 +6,15 @@
 //   sluice-test-worker --sources 0,1 --targets 2,3 --slots 2 --tuples 100000
 //       [--bytes] [--latency] [--slow-consumer-us N] [--segment-bytes B]
 //       [--ring-segments S] [--mark-after N]
-//       [--expect-peer-lost R] [--wide-on-rank R]
+//       [--expect-peer-lost R] [--no-leave] [--wide-on-rank R]
 //
 // Fault tests: --mark-after N makes every source print "AT rank R source S
 // record N" at its record N, where the test's injector kills or stops a
 // rank from outside; with --expect-peer-lost R every other rank must see
 // PeerLost naming R and prints "PEERLOST at_us T: <error>" (CLOCK_REALTIME
-// microseconds at its report, for the test to time against the injection).
+// microseconds at its report, for the test to time against the injection),
+// then leaves (--no-leave: lets the Cluster's destructor end what its
+// failed endpoints left).
 #include <signal.h>
 #include <sluice/sluice.h>
 #include <time.h>
@@ -56,6 +58,7 @@ struct Args {
   uint32_t segment_bytes = 0;
   uint32_t ring_segments = 0;
   int64_t mark_after = -1;  // each source prints "AT rank R source S record N" at record N
+  bool no_leave = false;    // after a PeerLost report, end without Cluster::leave()
   int64_t expect_lost = -1;
   int64_t wide_rank = -1;
 };
@@ -86,6 +89,7 @@ Args parse(int argc, char** argv) {
       .value("--segment-bytes", &a.segment_bytes)
       .value("--ring-segments", &a.ring_segments)
       .value("--mark-after", &a.mark_after)
+      .flag("--no-leave", &a.no_leave)
       .value("--expect-peer-lost", &a.expect_lost)
       .value("--wide-on-rank", &a.wide_rank)
       .parse();
@@ -381,7 +385,7 @@ int main(int argc, char** argv) {
                   naming->c_str());
       // What the failed endpoints left (their abort messages over ofi) ends
       // in leave(), not in the Cluster's destructor.
-      (void)c.leave(sluice::Clock::now() + std::chrono::seconds(10));
+      if (!a.no_leave) (void)c.leave(sluice::Clock::now() + std::chrono::seconds(10));
       return 0;
     }
 
