@@ -10,6 +10,7 @@ PeerTable::PeerTable(uint32_t world_size)
     : words_(world_size),
       heard_until_(world_size),
       reasons_(world_size),
+      ends_(world_size),
       hosts_(world_size),
       pids_(world_size, 0) {}
 
@@ -34,8 +35,14 @@ bool PeerTable::heard_lost(uint32_t rank) const {
 std::string PeerTable::describe_as(uint32_t rank, uint32_t incarnation) const {
   if (rank >= world_size() || this->incarnation(rank) == incarnation) return describe(rank);
   MutexLock lock(mu_);
-  return log::cat("rank ", rank, " died: ", reasons_[rank], "; it has since rejoined (incarnation ",
-                  this->incarnation(rank), ", ", hosts_[rank], ", pid ", pids_[rank], ")");
+  std::string how = log::cat("rank ", rank, " (incarnation ", incarnation, ") is gone");
+  for (const End& e : ends_[rank]) {
+    if (e.incarnation != incarnation) continue;
+    how = e.state == kLeft ? log::cat("rank ", rank, " left the job")
+                           : log::cat("rank ", rank, " died: ", e.reason);
+  }
+  return log::cat(how, "; it has since rejoined (incarnation ", this->incarnation(rank), ", ",
+                  hosts_[rank], ", pid ", pids_[rank], ")");
 }
 
 PinnedLiveness::PinnedLiveness(const PeerTable& peers)
@@ -85,7 +92,12 @@ void PeerTable::set(uint32_t rank, State state, const std::string& reason, uint3
     // Within an incarnation a lost rank stays lost (and keeps the first
     // reason): whatever it may still send, its peers have given up on it.
     if (incarnation == now_incarnation && (now & kStateMask) != kAlive) return;
-    if (state != kAlive) reasons_[rank] = reason;
+    if (state != kAlive) {
+      reasons_[rank] = reason;
+      std::vector<End>& ends = ends_[rank];
+      if (ends.size() == kMaxEnds) ends.erase(ends.begin());
+      ends.push_back(End{incarnation, state, reason});
+    }
     // Release pairs with the acquire in state(): whoever sees the new state
     // also sees the reason (which describe() reads under mu_ in any case).
     words_[rank].store(uint64_t{incarnation} << 32 | state, std::memory_order_release);

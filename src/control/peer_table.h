@@ -92,6 +92,16 @@ class PeerTable final : public detail::Liveness {
   mutable std::vector<std::atomic<int64_t>> heard_until_;
   mutable Mutex mu_;
   std::vector<std::string> reasons_ SLUICE_GUARDED_BY(mu_);  // why each rank was last lost
+  // Per rank: how its earlier incarnations ended, the latest kMaxEnds, so
+  // that describe_as() names the end of the incarnation asked about (not a
+  // later one's).
+  struct End {
+    uint32_t incarnation;
+    State state;  // kLeft or kDied
+    std::string reason;
+  };
+  static constexpr size_t kMaxEnds = 16;
+  std::vector<std::vector<End>> ends_ SLUICE_GUARDED_BY(mu_);
   std::vector<std::string> hosts_ SLUICE_GUARDED_BY(mu_);
   std::vector<uint32_t> pids_ SLUICE_GUARDED_BY(mu_);
   std::string registry_reason_ SLUICE_GUARDED_BY(mu_);

@@ -581,6 +581,15 @@ TEST(PeerTableTest, LostIsStickyWithinAnIncarnation) {
       t.describe_as(1, 0).find("died: connection closed; it has since rejoined (incarnation 1"),
       std::string::npos)
       << t.describe_as(1, 0);
+  // Incarnation 1 leaves: incarnation 0 is still described by its own end
+  // (it used to take the latest reason, "died: left the job").
+  t.set(1, PeerTable::kLeft, "left the job", 1);
+  EXPECT_NE(t.describe_as(1, 0).find(
+                "rank 1 died: connection closed; it has since rejoined (incarnation 1"),
+            std::string::npos)
+      << t.describe_as(1, 0);
+  EXPECT_NE(t.describe_as(1, 1).find("rank 1 left the job"), std::string::npos)
+      << t.describe_as(1, 1);
 }
 
 // Connections that never say HELLO are capped: past the limit the oldest are
