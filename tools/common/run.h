@@ -145,6 +145,15 @@ struct RunOptions {
 // Diagnostics go to stderr prefixed "sluice run: ".
 int run_job(const RunOptions& options);
 
+// Checks the faults of `options` against the job (a rank it lacks, a time
+// or duration out of range, --faults-after without a fault): "" if they
+// are fine, else the message, naming the option.
+std::string check_faults(const RunOptions& options);
+
+// Now, as CLOCK_REALTIME seconds with microseconds ("1796236451.123456"),
+// so that an injected fault can be placed among the ranks' own logs.
+std::string realtime_text();
+
 // `sluice run -n N --print-options`: prints ClusterOptions::describe() of the
 // settings each of the N ranks would get from this environment (from_env(),
 // the world size and a generated secret; rank and registry each rank reads at

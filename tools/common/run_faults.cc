@@ -1,5 +1,7 @@
 // `sluice run --kill RANK@SECONDS` and `--stop RANK@SECONDS:DURATION`:
-// reading and writing the faults (run.h); the launcher injects them.
+// reading, checking and writing the faults (run.h); the launcher injects them.
+#include <time.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -74,6 +76,35 @@ std::optional<Fault> parse_fault(Fault::Kind kind, std::string_view text, std::s
 std::string seconds_text(double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", seconds);
+  return buf;
+}
+
+std::string check_faults(const RunOptions& options) {
+  if (!options.faults_after.empty() && options.faults.empty()) {
+    return log::cat("--faults-after '", options.faults_after,
+                    "' starts the clock of --kill and --stop, and there is neither");
+  }
+  for (const Fault& fault : options.faults) {
+    if (fault.rank >= options.ranks) {
+      return log::cat(fault_text(fault), ": there is no rank ", fault.rank, " in a job of ",
+                      options.ranks, " ranks (0..", options.ranks - 1, ")");
+    }
+    if (!(fault.at_seconds >= 0) || !std::isfinite(fault.at_seconds))
+      return log::cat(fault_text(fault), ": the time must be a number of seconds >= 0");
+    if (fault.kind == Fault::Kind::kStop &&
+        (!(fault.duration_seconds > 0) || !std::isfinite(fault.duration_seconds))) {
+      return log::cat(fault_text(fault), ": the duration must be a number of seconds > 0");
+    }
+  }
+  return "";
+}
+
+std::string realtime_text() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%lld.%06ld", static_cast<long long>(ts.tv_sec),
+                ts.tv_nsec / 1000);
   return buf;
 }
 
