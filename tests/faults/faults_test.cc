@@ -31,9 +31,7 @@ testing::ProcessResult run_job(int ranks, std::vector<std::string> args,
 // `--stop` long enough that the peer timeout finds it first. No rank is
 // told which rank or when.
 std::vector<std::string> fault_at_mark(int victim, bool stop = false) {
-  const std::string r = std::to_string(victim);
-  return {"--faults-after", "AT rank " + r + " record", stop ? "--stop" : "--kill",
-          stop ? r + "@0:60" : r + "@0"};
+  return testing::fault_at_line("AT rank " + std::to_string(victim) + " record", victim, 0, stop);
 }
 
 // (rank, milliseconds, error) of every "LOST" line.

@@ -46,9 +46,9 @@ TEST(FaultSoakTest, EveryRunIsExactlyOnceOrACleanPeerLostNamingTheRightRank) {
     std::vector<std::string> launcher = {"--grace", "20"};
     const std::string v = std::to_string(victim);
     if (fault == "kill" || fault == "stop") {
-      launcher.insert(launcher.end(), {"--faults-after", "AT rank " + v + " record"});
-      launcher.insert(launcher.end(), {fault == "kill" ? "--kill" : "--stop",
-                                       fault == "kill" ? v + "@0" : v + "@0:60"});
+      const auto at_mark = testing::fault_at_line("AT rank " + v + " record",
+                                                  static_cast<int>(victim), 0, fault == "stop");
+      launcher.insert(launcher.end(), at_mark.begin(), at_mark.end());
     }
     std::vector<std::string> program = {"--scenario",      "soak", "--n",
                                         std::to_string(n), "--k",  std::to_string(k)};

@@ -286,8 +286,8 @@ KilledJob run_kv_killed(const std::vector<std::string>& args,
     a.insert(a.end(),
              {"--ops", std::to_string(job.ops), "--test-mark-applied", std::to_string(mark)});
     std::vector<std::string> l = launcher;
-    l.insert(l.end(),
-             {"--faults-after", "test hook: leader rank", "--kill", std::to_string(victim) + "@0"});
+    const auto at_mark = sluice::testing::fault_at_line("test hook: leader rank", victim);
+    l.insert(l.end(), at_mark.begin(), at_mark.end());
     job.result = run_kv(5, a, "sluice-kv-test-hooks", l);
     if (after.empty() || job.result.output.find(after) != std::string::npos) break;
     mark *= 2;

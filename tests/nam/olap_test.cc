@@ -259,12 +259,6 @@ TEST(NamOlapTest, HelpAndBadOptions) {
 // loaded machine. A run that still finished first (too late) is tried
 // again with the kill at the start line itself.
 
-std::string seconds_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3f", s);
-  return buf;
-}
-
 // Whether a rank said that its run of `algorithm` failed (not only the
 // exchange of results after it, "...; no results").
 bool run_failed(const std::string& output, const std::string& algorithm) {
@@ -281,9 +275,9 @@ ProcessResult run_killed(const std::vector<std::string>& args, int victim,
                          const std::string& algorithm, double after_start) {
   ProcessResult r;
   for (const double at : {after_start, 0.0}) {
-    r = run_olap(4, args, "sluice-nam-olap",
-                 {"--faults-after", "sluice-nam-olap: " + algorithm + " start", "--kill",
-                  std::to_string(victim) + "@" + seconds_text(at)});
+    r = run_olap(
+        4, args, "sluice-nam-olap",
+        sluice::testing::fault_at_line("sluice-nam-olap: " + algorithm + " start", victim, at));
     EXPECT_NE(r.output.find("sluice run: a rank printed"), std::string::npos) << r.output;
     if (run_failed(r.output, algorithm)) return r;
   }

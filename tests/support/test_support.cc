@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <sstream>
@@ -25,6 +26,13 @@ std::vector<std::string> job_argv(int ranks, int timeout_s, const std::string& p
   argv.push_back(bin(program));
   argv.insert(argv.end(), program_args.begin(), program_args.end());
   return argv;
+}
+
+std::vector<std::string> fault_at_line(const std::string& line, int rank, double after_s,
+                                       bool stop) {
+  char at[64];
+  std::snprintf(at, sizeof(at), stop ? "%d@%.3f:60" : "%d@%.3f", rank, after_s);
+  return {"--faults-after", line, stop ? "--stop" : "--kill", at};
 }
 
 std::vector<std::string> run_argv(std::vector<std::string> args) {

@@ -23,6 +23,13 @@ std::vector<std::string> job_argv(int ranks, int timeout_s, const std::string& p
                                   const std::vector<std::string>& program_args = {},
                                   const std::vector<std::string>& launcher_args = {});
 
+// The launcher options of a fault injected from outside, unannounced, at a
+// line a rank prints: `--faults-after LINE --kill RANK@AFTER_S`, or with
+// `stop` `--stop RANK@AFTER_S:60` (stopped long enough that the peer
+// timeout finds it first).
+std::vector<std::string> fault_at_line(const std::string& line, int rank, double after_s = 0,
+                                       bool stop = false);
+
 // Running a program with a time limit while capturing its output, and the
 // gdb stacks of a process group that timed out: tools/common/process.h, the
 // one process helper the tools and the tests share.

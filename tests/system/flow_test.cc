@@ -26,6 +26,13 @@ testing::ProcessResult run_job(int ranks, std::vector<std::string> worker_args,
       std::chrono::seconds(270));
 }
 
+// `--grace 20` and then `fault`'s options.
+std::vector<std::string> with_grace(const std::vector<std::string>& fault) {
+  std::vector<std::string> launcher = {"--grace", "20"};
+  launcher.insert(launcher.end(), fault.begin(), fault.end());
+  return launcher;
+}
+
 // The survivors' detection delays (ms) after the launcher's injection:
 // "PEERLOST at_us T: ..." lines matching `pattern` (after the T) against
 // the CLOCK_REALTIME the launcher printed when it sent the signal.
@@ -122,7 +129,7 @@ TEST(ShuffleFlowFaultTest, KillNineOfOneRankMakesTheOthersReportPeerLostInTime) 
   auto r = run_job(3,
                    {"--sources", "0,1,2", "--targets", "0,1,2", "--tuples", "50000000",
                     "--mark-after", "200000", "--expect-peer-lost", "1"},
-                   {"--grace", "20", "--faults-after", "AT rank 1 ", "--kill", "1@0"});
+                   with_grace(testing::fault_at_line("AT rank 1 ", 1)));
   // The injected death does not count, and the survivors expected the loss.
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
@@ -148,7 +155,7 @@ TEST(ShuffleFlowFaultTest, AClusterEndingWithoutLeaveAfterALossDoesNotWaitInItsD
   auto r = run_job(3,
                    {"--sources", "0,1,2", "--targets", "0,1,2", "--tuples", "50000000",
                     "--mark-after", "200000", "--expect-peer-lost", "1", "--no-leave"},
-                   {"--grace", "20", "--faults-after", "AT rank 1 ", "--kill", "1@0"});
+                   with_grace(testing::fault_at_line("AT rank 1 ", 1)));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "PEERLOST at_us"), 2) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "destructors must never block"), 0) << r.output;
@@ -159,7 +166,7 @@ TEST(ShuffleFlowFaultTest, StoppedRankIsReportedLostWhenItsHeartbeatsStop) {
   auto r = run_job(3,
                    {"--sources", "0,1,2", "--targets", "0,1,2", "--tuples", "50000000",
                     "--mark-after", "100000", "--expect-peer-lost", "2"},
-                   {"--grace", "20", "--faults-after", "AT rank 2 ", "--stop", "2@0:60"},
+                   with_grace(testing::fault_at_line("AT rank 2 ", 2, 0, /*stop=*/true)),
                    {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
   EXPECT_NE(r.exit_code, 0) << r.output;
   const auto delays = detection_ms(r.output, ".*rank 2.*no heartbeat");
