@@ -437,6 +437,9 @@ class Source {
   /// As push, but never waits: kWouldBlock if the target's ring is full
   /// (on a replicate flow: if any target's is; then no target got `r`).
   /// Reports kPeerLost (not kWouldBlock) once the target is known lost.
+  /// A shuffle source that lost a target has failed: from then on every
+  /// push, to any target, reports kPeerLost (a replicate source goes on
+  /// without a lost target while any is left).
   [[nodiscard]] Status try_push(const T& r) {
     if (core_->replicate_) return last_ = replicate(r, kForever, true);
     return last_ = write(core_->route(&r, sizeof(T)), r, kForever, true);

@@ -41,7 +41,6 @@ class FailureState {
     if (failed_ != Status::kOk) return failed_;
     note_lost(rank);
     failed_ = Status::kPeerLost;
-    if (fast_gate_ != nullptr) *fast_gate_ = false;
     if (stats_ != nullptr) counters::set_state(stats_, counters::State::kFailed, message);
     return fail(Status::kPeerLost, std::move(message));
   }
@@ -67,8 +66,6 @@ class FailureState {
   // constructor and released by its destructor.
   counters::Slot* stats_ = nullptr;
   uint32_t lost_rank_ = kNoRank;
-  // A source's SourceCore::fast_open_: failing closes the inline path.
-  bool* fast_gate_ = nullptr;
 };
 
 }  // namespace sluice::detail

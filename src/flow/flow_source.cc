@@ -148,6 +148,13 @@ Status FlowSource::refuse(size_t bytes) {
           "); raise segment_bytes");
 }
 
+Status FlowSource::fail_for_good(std::string message, uint32_t rank) {
+  const Status s = FailureState::fail_for_good(std::move(message), rank);
+  fast_open_ = false;
+  for (Lane& l : lane_store_) l = Lane{};
+  return s;
+}
+
 void FlowSource::abort() {
   if (closed_ || aborted_) return;
   aborted_ = true;

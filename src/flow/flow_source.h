@@ -127,6 +127,12 @@ class FlowSource : public SourceCore, protected FailureState {
   // moments: a kind that may drop the target waits for it a little.
   virtual bool drop_if_lost(uint32_t t, bool broken) = 0;
 
+  // FailureState::fail_for_good, and every later write is refused: the
+  // lanes (and the inline Latency path) close, so that a push into a target
+  // whose segment still has room reaches reserve() and reports the failure
+  // rather than succeed on a source that failed (as after abort()).
+  Status fail_for_good(std::string message, uint32_t rank = kNoRank);
+
   Lane& lane(uint32_t t) { return lanes_[lane_of_[t]]; }
   bool live(uint32_t t) const { return !out_[t].dropped; }
   bool has_ofi() const { return ofi_ != nullptr; }

@@ -38,7 +38,6 @@ ShuffleSource::ShuffleSource(const FlowContext* ctx, uint32_t index, std::vector
     o.footer = r.ring.payload_bytes();
     fast_open_ = true;
   }
-  fast_gate_ = &fast_open_;
 }
 
 // Counts what the inline push published towards target t since last time.

@@ -155,6 +155,37 @@ TEST(FlowCoreTest, AWorkersFailureNamesTheInputItsFlowAndTheLostRank) {
   EXPECT_EQ(f->peer->rank, 1u);
 }
 
+// A shuffle source that lost one target has failed for good: a push to a
+// live target whose segment still has room fails as well (the flow cannot
+// deliver what was routed to the lost one), run pushes and the inline path
+// included, and the error names the lost rank.
+TEST(FlowCoreTest, AFailedSourceRefusesPushesToItsLiveTargetsToo) {
+  auto spec = shuffle<Rec>("half-lost")
+                  .sources({{0, 0}})
+                  .targets({{0, 0}, {1, 0}})
+                  .segment_bytes(64)
+                  .ring_segments(4)
+                  .explicit_targets();
+  control::PeerTable peers(2);
+  testing::LocalFlow flow(spec.spec(), &peers);
+  auto out = flow.source<Rec>(0);
+  auto in = flow.target<Rec>(0);
+  ASSERT_EQ(out.push_to(0, Rec{1, 1}), Status::kOk);  // target 0's segment is open, with room
+  while (out.try_push_to(1, Rec{2, 2}) == Status::kOk) {
+  }
+  peers.set(1, control::PeerTable::kDied, "connection closed");
+  ASSERT_EQ(out.push_to(1, Rec{2, 2}, Clock::now() + std::chrono::seconds(5)), Status::kPeerLost);
+  EXPECT_EQ(out.push_to(0, Rec{3, 3}), Status::kPeerLost) << out.error();
+  EXPECT_EQ(out.try_push_to(0, Rec{3, 3}), Status::kPeerLost);
+  const Rec run[2] = {{4, 4}, {5, 5}};
+  EXPECT_EQ(out.push_to(std::vector<uint32_t>{0, 0}, run), Status::kPeerLost);
+  EXPECT_EQ(out.last_pushed(), 0u);
+  EXPECT_NE(out.error().find("rank 1"), std::string::npos) << out.error();
+  ASSERT_TRUE(out.lost_peer());
+  EXPECT_EQ(out.lost_peer()->rank, 1u);
+  EXPECT_EQ(out.flush(), Status::kPeerLost);
+}
+
 // A source that finds its ring full records the fill as the whole ring
 // (sluice top's "fill", Prometheus' sluice_ring_fill_segments); once the
 // target consumed, the next look for credit records it emptier.
