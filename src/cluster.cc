@@ -40,6 +40,7 @@ Cluster Cluster::join(const ClusterOptions& options) {
   log::set_tag("rank " + std::to_string(impl->boot.rank));
   control::ClientOptions co;
   co.heartbeat_timeout = options.peer_timeout;
+  co.fence_lost_ranks = options.fence_lost_ranks;
   co.connect_timeout = options.setup_timeout;
   // `sluice top` shows the view each process is in.
   co.on_epoch = [](uint64_t epoch) { detail::counters::set_epoch(epoch); };

@@ -34,6 +34,7 @@ const std::set<std::string>& known_variables() {
       "SLUICE_LOG",
       "SLUICE_PEER_TIMEOUT_MS",
       "SLUICE_SETUP_TIMEOUT_MS",
+      "SLUICE_FENCE",
       "SLUICE_SPIN",
       "SLUICE_SIGUSR1",
       "SLUICE_TRANSPORT",
@@ -64,7 +65,8 @@ void warn_unknown_variables(const Env& env, LogLevel level) {
       log::warn("ignoring unknown environment variable ", name,
                 " (known: SLUICE_RANK, SLUICE_WORLD_SIZE, SLUICE_REGISTRY, SLUICE_REGISTRY_PORT, "
                 "SLUICE_SECRET, ",
-                "SLUICE_LOG, SLUICE_PEER_TIMEOUT_MS, SLUICE_SETUP_TIMEOUT_MS, SLUICE_SPIN, "
+                "SLUICE_LOG, SLUICE_PEER_TIMEOUT_MS, SLUICE_SETUP_TIMEOUT_MS, SLUICE_FENCE, "
+                "SLUICE_SPIN, "
                 "SLUICE_TRANSPORT, ",
                 "SLUICE_OFI_PROVIDER, SLUICE_OFI_RMA, SLUICE_OFI_ATOMIC)");
     }
@@ -117,6 +119,10 @@ const Spellings<Switch>& switch_names() {
                                       {"on", Switch::kOn},
                                       {"1", Switch::kAuto},
                                       {"0", Switch::kOff}};
+  return s;
+}
+const Spellings<bool>& on_off_names() {
+  static const Spellings<bool> s = {{"on", true}, {"off", false}, {"1", true}, {"0", false}};
   return s;
 }
 const Spellings<LogLevel>& level_names() {
@@ -179,6 +185,7 @@ ClusterOptions options_from(const Env& env) {
   if (auto v = parse_number(env, "SLUICE_SETUP_TIMEOUT_MS", 100, 86400000)) {
     o.setup_timeout = std::chrono::milliseconds(*v);
   }
+  if (auto v = parse_enum(env, "SLUICE_FENCE", on_off_names())) o.fence_lost_ranks = *v;
   if (const std::string* spin = find(env, "SLUICE_SPIN"); spin != nullptr && *spin == "auto") {
     o.spin_iterations = -1;
   } else if (auto v = parse_number(env, "SLUICE_SPIN", 0, uint64_t{1} << 30)) {
@@ -265,6 +272,7 @@ std::string ClusterOptions::describe() const {
      << "secret = " << (secret.empty() ? "(unset)" : "(set)") << "\n"
      << "peer_timeout_ms = " << peer_timeout.count() << "\n"
      << "setup_timeout_ms = " << setup_timeout.count() << "\n"
+     << "fence_lost_ranks = " << (fence_lost_ranks ? "on" : "off") << "\n"
      << "spin_iterations = "
      << (spin_iterations < 0 ? std::string("auto") : std::to_string(spin_iterations)) << "\n"
      << "threads_per_rank = " << threads_per_rank << "\n"

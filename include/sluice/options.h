@@ -111,6 +111,13 @@ struct ClusterOptions {
   /// (declare, barrier) wait for the other ranks. SLUICE_SETUP_TIMEOUT_MS,
   /// 100..86400000. Default 60000 ms.
   std::chrono::milliseconds setup_timeout{60000};
+  /// Fence a rank the registry declared lost before moving to the view
+  /// without it: if its process still runs on this host (stopped and
+  /// resumed, or too busy to heartbeat), kill it with SIGKILL and wait for
+  /// it to exit, so that it writes nothing more into the shared memory of
+  /// this host's flows and regions (docs/architecture.md, "Fencing").
+  /// SLUICE_FENCE: on (or 1) or off (or 0). Default true.
+  bool fence_lost_ranks = true;
   /// @}
 
   /// @name Waiting

@@ -28,11 +28,12 @@ void encode_peer(Writer* w, const PeerEventMsg& m) {
   w->u32(m.pid);
   w->u32(m.incarnation);
   w->u64(m.epoch);
+  w->str(m.fence);
 }
 bool decode_peer(Reader* r, PeerEventMsg* m) {
   uint8_t state = 0;
   if (!r->u32(&m->rank) || !r->u8(&state) || !r->str(&m->reason) || !r->str(&m->host) ||
-      !r->u32(&m->pid) || !r->u32(&m->incarnation) || !r->u64(&m->epoch)) {
+      !r->u32(&m->pid) || !r->u32(&m->incarnation) || !r->u64(&m->epoch) || !r->str(&m->fence)) {
     return false;
   }
   if (state > static_cast<uint8_t>(PeerState::kDied)) return false;
@@ -189,12 +190,13 @@ std::string encode(const HelloMsg& m) {
   w.str(m.host);
   w.u32(m.pid);
   w.str(m.secret);
+  w.str(m.fence);
   return w.take();
 }
 bool decode(std::string_view payload, HelloMsg* m) {
   Reader r(payload);
   r.u32(&m->rank) && r.u32(&m->world_size) && r.str(&m->host) && r.u32(&m->pid) &&
-      r.str(&m->secret);
+      r.str(&m->secret) && r.str(&m->fence);
   return r.done();
 }
 
@@ -222,7 +224,7 @@ bool decode(std::string_view payload, WelcomeMsg* m) {
   m->peers.clear();
   // Each entry takes at least 29 bytes; checking the count against what is
   // left keeps a hostile count from making us loop (or allocate) for nothing.
-  constexpr size_t kMinPeerBytes = 4 + 1 + 4 + 4 + 4 + 4 + 8;
+  constexpr size_t kMinPeerBytes = 4 + 1 + 4 + 4 + 4 + 4 + 8 + 4;
   if (n > r.remaining() / kMinPeerBytes) return false;
   m->peers.resize(n);
   for (PeerEventMsg& p : m->peers) {

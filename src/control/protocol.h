@@ -213,6 +213,7 @@ struct HelloMsg {
   std::string host;
   uint32_t pid = 0;
   std::string secret;
+  std::string fence;  // control/fence.h's identity of the process (empty: none)
 };
 struct PeerEventMsg {
   uint32_t rank = 0;
@@ -222,6 +223,7 @@ struct PeerEventMsg {
   uint32_t pid = 0;
   uint32_t incarnation = 0;  // times the rank joined again after it died
   uint64_t epoch = 0;        // the membership view's epoch after this event
+  std::string fence;         // the process's fence identity (control/fence.h), if it sent one
 };
 struct WelcomeMsg {
   uint32_t heartbeat_ms = 0;

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/test_hooks.h"
+#include "control/fence.h"
 #include "control/protocol.h"
 #include "control/registry_client_impl.h"
 #include "control/signal_report.h"
@@ -178,17 +179,47 @@ void RegistryClient::Impl::open_socket(Deadline deadline) {
   }
 }
 
+void RegistryClient::Impl::fence_lost(const PeerEventMsg& e) {
+  if (e.fence.empty()) return;
+  const auto wait = std::min(kFenceWait, options.heartbeat_timeout / 4);
+  const auto start = Clock::now();
+  const FenceOutcome out = fence(e.fence, e.pid, wait);
+  const auto ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  const std::string who = log::cat("rank ", e.rank, " (incarnation ", e.incarnation, ", pid ",
+                                   e.pid, ", declared lost: ", e.reason, ")");
+  switch (out.kind) {
+    case FenceOutcome::kElsewhere:
+      return;
+    case FenceOutcome::kGone:
+      log::debug("fence: ", who, " had already exited");
+      return;
+    case FenceOutcome::kKilled:
+      log::warn("fenced ", who,
+                ": it still ran on this host; killed it with SIGKILL and saw it exit ",
+                static_cast<int64_t>(ms * 1000), " us later, before moving to view ", e.epoch);
+      return;
+    case FenceOutcome::kNoExit:
+    case FenceOutcome::kFailed:
+      log::warn("cannot fence ", who, " on this host: ", out.text,
+                "; its writes into this host's shared memory may land after view ", e.epoch);
+      return;
+  }
+}
+
 void RegistryClient::Impl::apply_peer(const PeerEventMsg& e) {
   if (e.rank >= peers.world_size()) return;
   if (!e.host.empty()) peers.set_info(e.rank, e.host, e.pid);
+  // Fenced before anyone here can learn that it is lost: once a thread of
+  // this process acts on the new view, the lost process writes no more.
+  if (e.state == PeerState::kDied && options.fence_lost_ranks) fence_lost(e);
   const uint64_t before = peers.epoch();
   peers.set(e.rank, static_cast<PeerTable::State>(e.state), e.reason, e.incarnation, e.epoch);
   if (options.on_epoch && peers.epoch() != before) options.on_epoch(peers.epoch());
 }
 
 void RegistryClient::Impl::handshake(Deadline deadline) {
-  HelloMsg hello{info.rank, info.world_size, local_host_name(), static_cast<uint32_t>(::getpid()),
-                 info.secret};
+  HelloMsg hello{info.rank,   info.world_size, local_host_name(), static_cast<uint32_t>(::getpid()),
+                 info.secret, fence_identity()};
   write_all(make_frame(MsgType::kHello, 0, encode(hello)), deadline);
   const std::string refused =
       log::cat("the registry at ", address, " refused rank ", info.rank, ": ");

@@ -46,6 +46,9 @@ struct ClientOptions {
   // control thread, or in connect() for WELCOME's view); it must not block
   // nor call this client. Empty: none.
   std::function<void(uint64_t epoch)> on_epoch;
+  // Fence a rank reported died whose process is on this host (control/fence.h)
+  // before the view moves past it.
+  bool fence_lost_ranks = true;
 };
 
 class RegistryClient {

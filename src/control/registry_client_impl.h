@@ -60,6 +60,11 @@ struct RegistryClient::Impl {
   int try_connect(const addrinfo* ai, Deadline deadline, std::string* error);
   void handshake(Deadline deadline);
   void apply_peer(const PeerEventMsg& e);
+  // Kills the process of a rank reported died if it runs on this host, and
+  // waits (at most kFenceWait, and a quarter of the heartbeat timeout) to see
+  // it exit: control/fence.h.
+  void fence_lost(const PeerEventMsg& e);
+  static constexpr std::chrono::milliseconds kFenceWait{1000};
   void loop();
   bool handle_frame(const Frame& f, std::string* problem);
   // Handles every whole frame the parser holds; false (and *reason) on a

@@ -160,7 +160,7 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
       joined_address = peer_name(ss);
     }
   }
-  info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now, incarnation};
+  info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now, incarnation, m.fence};
   // A new incarnation makes a new view; the first joins form the job's
   // first one (epoch 0, every rank).
   if (rejoin) {
@@ -175,7 +175,8 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
   }
 
   send(c, MsgType::kWelcome, req, encode(welcome_message()));
-  broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid, incarnation, epoch}, c.id);
+  broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid, incarnation, epoch, m.fence},
+            c.id);
   // After the event: a member reads of the new view before its call fails.
   if (rejoin) waiters.view_changed(epoch);
   if (opt.on_joined) opt.on_joined(m.rank, incarnation);
@@ -191,7 +192,8 @@ WelcomeMsg RegistryServer::Impl::welcome_message() const {
     const PeerState st = ri.state == RankState::kAlive  ? PeerState::kAlive
                          : ri.state == RankState::kLeft ? PeerState::kLeft
                                                         : PeerState::kDied;
-    welcome.peers.push_back(PeerEventMsg{r, st, ri.reason, ri.host, ri.pid, ri.incarnation, epoch});
+    welcome.peers.push_back(
+        PeerEventMsg{r, st, ri.reason, ri.host, ri.pid, ri.incarnation, epoch, ri.fence});
   }
   return welcome;
 }

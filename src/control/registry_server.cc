@@ -180,7 +180,7 @@ void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::str
   announce_view(state == RankState::kLeft ? "left" : "died", r,
                 log::cat("last heard ", heard_ms, " ms before"));
   broadcast(PeerEventMsg{r, state == RankState::kLeft ? PeerState::kLeft : PeerState::kDied, reason,
-                         info.host, info.pid, info.incarnation, epoch},
+                         info.host, info.pid, info.incarnation, epoch, info.fence},
             gone_conn);
   waiters.lose_rank(r, gone_conn, who);
   // After the event, so that a member has the new view before its call fails.
@@ -327,6 +327,11 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
     if (info.state != RankState::kAlive || now - info.last_seen < opt.heartbeat_timeout) continue;
     const uint64_t conn_id = info.conn_id;
     const std::string reason = log::cat("no heartbeat for ", opt.heartbeat_timeout.count(), " ms");
+    // The process may still exist (stopped, or hung with its control
+    // thread): whoever launched it should stop it. Told before the peers
+    // are, so that a launcher hears of it before a survivor on the rank's
+    // host fences (kills) it (control/fence.h).
+    if (opt.on_silent_rank) opt.on_silent_rank(r, reason);
     lose_rank(r, RankState::kDied, reason);
     // Told why before the connection closes, so that a rank that was only
     // stopped and resumes says it was declared lost, not that the
@@ -339,9 +344,6 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
                                     "job went on without it")}));
       if (!c->dead) start_closing(*c, now);
     }
-    // The process may still exist (stopped, or hung with its control thread);
-    // whoever launched it should stop it.
-    if (opt.on_silent_rank) opt.on_silent_rank(r, reason);
   }
 
   waiters.expire(now);

@@ -54,8 +54,9 @@ struct RegistryOptions {
   // also closed if it sends no HELLO within heartbeat_timeout. Default 64.
   size_t max_unauthenticated = 64;
   // Called on the registry's thread when a joined rank is declared died for
-  // silence (its process may still exist, stopped or hung). Must not block.
-  // `sluice run` uses it to stop such a rank. Default: none.
+  // silence (its process may still exist, stopped or hung), before its
+  // peers are told. Must not block. `sluice run` uses it to stop such a
+  // rank. Default: none.
   std::function<void(uint32_t rank, const std::string& reason)> on_silent_rank;
   // Called on the registry's thread whenever a joined rank is reported lost
   // (left or died, for any reason). Must not block. `sluice run --restarts`

@@ -86,6 +86,7 @@ struct RegistryServer::Impl : Waiters::Host {
     uint64_t conn_id = 0;
     TimePoint last_seen;
     uint32_t incarnation = 0;  // times the rank joined again after it died
+    std::string fence;         // its process's fence identity (HELLO)
   };
 
   explicit Impl(RegistryOptions o)

@@ -6,9 +6,12 @@
 # 2 prints its mark ("AT rank 2 record K"), it sends SIGNAL (KILL or STOP)
 # to rank 2's process; no rank is told. Nothing else stops the ranks but
 # themselves. A stopped rank 2 is resumed with SIGCONT after the others
-# ended, and gets 10 s to notice on its own that the job went on without
-# it; then it is killed. Each line a rank prints is prefixed "[rank] ".
-#   standalone_job.sh SLUICE_BIN WORKER KILL|STOP args...
+# ended (or, with RESUME_AT=TEXT in the environment, as soon as a rank
+# printed a line holding TEXT; the script then says whether rank 2's
+# process still existed at that line), and gets 10 s to notice on its own that the
+# job went on without it; then it is killed. Each line a rank prints is
+# prefixed "[rank] ".
+#   [RESUME_AT=TEXT] standalone_job.sh SLUICE_BIN WORKER KILL|STOP args...
 set -u
 sluice=$1 worker=$2 signal=$3
 shift 3
@@ -33,7 +36,23 @@ done
   done
   if grep -q '^\[2\] AT rank 2 record' "$log"; then
     echo "standalone_job.sh: SIG$signal to rank 2 at its mark"
+    victim=$(pgrep -P "${runs[2]}" -f "$worker" | head -n 1)
     pkill "-$signal" -P "${runs[2]}" -f "$worker"
+    if [ "$signal" = STOP ] && [ -n "${RESUME_AT:-}" ]; then
+      for _ in $(seq 6000); do
+        grep -qF -- "$RESUME_AT" "$log" && break
+        sleep 0.01
+      done
+      # Field 3 of /proc/PID/stat: T while stopped, Z once it exited (not reaped yet).
+      state=$(sed 's/.*) \([A-Za-z]\).*/\1/' "/proc/$victim/stat" 2>/dev/null)
+      if [ -z "$state" ] || [ "$state" = Z ]; then
+        echo "standalone_job.sh: rank 2's process had exited when a rank printed '$RESUME_AT'"
+      else
+        echo "standalone_job.sh: rank 2's process still existed (state $state) when a rank printed '$RESUME_AT'"
+      fi
+      echo "standalone_job.sh: SIGCONT to rank 2 (a rank printed '$RESUME_AT')"
+      pkill -CONT -P "${runs[2]}" -f "$worker"
+    fi
   else
     echo "standalone_job.sh: rank 2 never printed its mark: no fault injected"
   fi

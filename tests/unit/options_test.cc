@@ -96,6 +96,7 @@ TEST(OptionsTest, FromEnvSetsEveryFieldFromItsVariable) {
   env.set("SLUICE_OFI_RMA", "off");
   env.set("SLUICE_OFI_ATOMIC", "off");
   env.set("SLUICE_LOG", "debug");
+  env.set("SLUICE_FENCE", "off");
   const ClusterOptions o = ClusterOptions::from_env();
   EXPECT_EQ(o.peer_timeout, 1500ms);
   EXPECT_EQ(o.setup_timeout, 2500ms);
@@ -105,7 +106,11 @@ TEST(OptionsTest, FromEnvSetsEveryFieldFromItsVariable) {
   EXPECT_EQ(o.ofi_rma, Switch::kOff);
   EXPECT_EQ(o.ofi_atomic, Switch::kOff);
   EXPECT_EQ(o.log_level, LogLevel::kDebug);
+  EXPECT_FALSE(o.fence_lost_ranks);
+  EXPECT_NE(o.describe().find("fence_lost_ranks = off\n"), std::string::npos) << o.describe();
   EXPECT_NO_THROW(o.validate());
+  env.set("SLUICE_FENCE", "1");
+  EXPECT_TRUE(ClusterOptions::from_env().fence_lost_ranks);
 }
 
 TEST(OptionsTest, FromEnvAcceptsEverySpellingOfEachEnum) {
@@ -167,13 +172,21 @@ TEST(OptionsTest, AnEmptyVariableCountsAsUnset) {
 
 TEST(OptionsTest, FromEnvRefusesAMalformedValueNamingTheVariableAndTheValue) {
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"SLUICE_PEER_TIMEOUT_MS", "99"},    {"SLUICE_PEER_TIMEOUT_MS", "5s"},
-      {"SLUICE_PEER_TIMEOUT_MS", "-5000"}, {"SLUICE_SETUP_TIMEOUT_MS", "86400001"},
-      {"SLUICE_SETUP_TIMEOUT_MS", " 100"}, {"SLUICE_SPIN", "-1"},
-      {"SLUICE_SPIN", "1073741825"},       {"SLUICE_SPIN", "lots"},
-      {"SLUICE_TRANSPORT", "rdma"},        {"SLUICE_TRANSPORT", "OFI"},
-      {"SLUICE_OFI_PROVIDER", "psm3"},     {"SLUICE_OFI_RMA", "yes"},
-      {"SLUICE_OFI_ATOMIC", "2"},          {"SLUICE_LOG", "verbose"},
+      {"SLUICE_PEER_TIMEOUT_MS", "99"},
+      {"SLUICE_PEER_TIMEOUT_MS", "5s"},
+      {"SLUICE_PEER_TIMEOUT_MS", "-5000"},
+      {"SLUICE_SETUP_TIMEOUT_MS", "86400001"},
+      {"SLUICE_SETUP_TIMEOUT_MS", " 100"},
+      {"SLUICE_SPIN", "-1"},
+      {"SLUICE_SPIN", "1073741825"},
+      {"SLUICE_SPIN", "lots"},
+      {"SLUICE_TRANSPORT", "rdma"},
+      {"SLUICE_TRANSPORT", "OFI"},
+      {"SLUICE_OFI_PROVIDER", "psm3"},
+      {"SLUICE_OFI_RMA", "yes"},
+      {"SLUICE_OFI_ATOMIC", "2"},
+      {"SLUICE_LOG", "verbose"},
+      {"SLUICE_FENCE", "yes"},
   };
   for (const auto& [name, value] : bad) {
     ScopedEnv env;
