@@ -284,6 +284,71 @@ TEST(SluiceRunTest, RestartsAreBoundedAndTheLastFailureCounts) {
   EXPECT_EQ(count_lines_with(r.output, "again (restart 3"), 0) << describe(r);
 }
 
+// --restart-delay: each restart of a rank waits twice as long as the one
+// before, up to --restart-delay-max (the rank prints when each process
+// started: the gaps are at least the delays).
+TEST(SluiceRunTest, RestartDelayBacksOffExponentiallyUpToItsMaximum) {
+  ProcessResult r = run_process(run_argv({"-n", "1", "--restarts", "3", "--restart-delay", "0.2",
+                                          "--restart-delay-max", "0.5", "--grace", "1", "--",
+                                          "/bin/sh", "-c", "echo started $(date +%s.%N); exit 5"}),
+                                {}, kLimit);
+  EXPECT_EQ(r.exit_code, 5) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "again (restart 1 of 3) in 0.2 s"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "again (restart 2 of 3) in 0.4 s"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "again (restart 3 of 3) in 0.5 s"), 1) << describe(r);
+  std::vector<double> starts;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("[0] started ", 0) == 0) starts.push_back(std::stod(line.substr(12)));
+  }
+  ASSERT_EQ(starts.size(), 4u) << describe(r);
+  const double delays[] = {0.2, 0.4, 0.5};
+  for (size_t i = 0; i < 3; ++i) EXPECT_GE(starts[i + 1] - starts[i], delays[i]) << describe(r);
+}
+
+// --max-restart-rate N/S: the (N+1)-th failure within S seconds is not
+// restarted; it ends the job as without --restarts.
+TEST(SluiceRunTest, MaxRestartRateEndsTheJobAtTheFailureBeyondIt) {
+  ProcessResult r = run_process(
+      run_argv({"-n", "2", "--restarts", "10", "--max-restart-rate", "2/60", "--grace", "1", "--",
+                "/bin/sh", "-c", "[ $SLUICE_RANK = 1 ] && exit 5; sleep 30"}),
+      {}, kLimit);
+  EXPECT_EQ(r.exit_code, 5) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: rank 1 exited with status 5"), 3)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: starting rank 1 again"), 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "sluice run: rank 1 is not started again: 2 restarts within the last "
+                             "60 s already (--max-restart-rate 2/60)"),
+            1)
+      << describe(r);
+  EXPECT_LT(r.seconds, 25) << describe(r);  // the others were stopped after the grace period
+}
+
+TEST(SluiceRunTest, RestartStrategyOptionsAreCheckedBeforeAnythingStarts) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--restart-delay", "1"}, "--restart-delay needs --restarts K"},
+      {{"--max-restart-rate", "2/60"}, "--max-restart-rate needs --restarts K"},
+      {{"--restarts", "1", "--max-restart-rate", "3"},
+       "expected N/SECONDS (e.g. 3/60), found no '/'"},
+      {{"--restarts", "1", "--max-restart-rate", "0/60"}, "with N a whole number from 1"},
+      {{"--restarts", "1", "--max-restart-rate", "2/0"}, "with SECONDS above 0"},
+      {{"--restarts", "1", "--max-restart-rate", "2/x"}, "expected N/SECONDS"},
+      {{"--restarts", "1", "--restart-delay", "2", "--restart-delay-max", "1"},
+       "--restart-delay-max 1 is shorter than --restart-delay 2"},
+      {{"--restarts", "1", "--restart-delay", "-1"},
+       "--restart-delay -1: expected seconds from 0 to 1e9"},
+  };
+  for (const auto& [options, message] : bad) {
+    std::vector<std::string> args = {"-n", "1"};
+    args.insert(args.end(), options.begin(), options.end());
+    args.insert(args.end(), {"--", "/bin/true"});
+    ProcessResult r = run_process(run_argv(args), {}, kLimit);
+    EXPECT_EQ(r.exit_code, 2) << describe(r);
+    EXPECT_NE(r.output.find(message), std::string::npos) << describe(r);
+  }
+}
+
 TEST(SluiceRunTest, TimeoutStopsTheJobAndExits124) {
   ProcessResult r =
       run_process(run_argv({"-n", "2", "--timeout", "1", "--", "/bin/sleep", "60"}), {}, kLimit);

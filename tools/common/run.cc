@@ -33,18 +33,12 @@
 #include "counters_reader.h"
 #include "process.h"
 #include "rank_output.h"
+#include "restart_policy.h"
 #include "sluice/errors.h"
 #include "tool_util.h"
 
 namespace sluice::tool {
 namespace {
-
-// This host's name, for reports about the ranks `sluice run` started here.
-std::string local_host() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
-  return buf;
-}
 
 using Clock = std::chrono::steady_clock;
 
@@ -97,6 +91,7 @@ struct Rank {
   // Stopped by an injected --stop and not continued yet.
   bool stopped_by_fault = false;
   std::chrono::steady_clock::time_point restart_by;
+  std::chrono::steady_clock::time_point restart_not_before;  // --restart-delay
   Stream out;
   Stream err;
 };
@@ -122,6 +117,7 @@ class Launcher {
            std::string secret, const InheritedSignals& inherited, int signal_fd, int silent_fd,
            std::chrono::milliseconds heartbeat_timeout)
       : options_(options),
+        restart_policy_(options),
         program_path_(std::move(program_path)),
         registry_address_(std::move(registry_address)),
         secret_(std::move(secret)),
@@ -158,8 +154,13 @@ class Launcher {
   bool start_rank(Rank& rank);
   void reap();
   void on_exit(Rank& rank, int status);
-  bool can_restart(const Rank& rank) const {
-    return phase_ == Phase::kRunning && rank.restarts < options_.restarts;
+  // Says why when the restart rate is what refuses it.
+  bool can_restart(const Rank& rank) {
+    if (phase_ != Phase::kRunning) return false;
+    std::string why;
+    if (restart_policy_.allows(rank.restarts, Clock::now(), &why)) return true;
+    if (!why.empty()) say("rank ", rank.index, " is not started again: ", why);
+    return false;
   }
   void start_pending_restarts(Clock::time_point now);
   bool restarts_pending() const {
@@ -183,6 +184,7 @@ class Launcher {
   }
 
   const RunOptions& options_;
+  RestartPolicy restart_policy_;
   const std::string program_path_;
   const std::string registry_address_;
   const std::string secret_;
@@ -349,8 +351,8 @@ void Launcher::on_exit(Rank& rank, int status) {
   // exit status does not count it.
   const bool injected = rank.killed_by_fault && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
   const char* const injected_note = injected ? ", as injected (--kill)" : "";
-  if ((WIFEXITED(status) || WIFSIGNALED(status)) && can_restart(rank) &&
-      (!rank.signalled || rank.restart_on_exit)) {
+  if ((WIFEXITED(status) || WIFSIGNALED(status)) && (!rank.signalled || rank.restart_on_exit) &&
+      can_restart(rank)) {
     if (WIFEXITED(status)) {
       say("rank ", rank.index, " exited with status ", WEXITSTATUS(status));
     } else if (!rank.restart_on_exit) {
@@ -360,9 +362,16 @@ void Launcher::on_exit(Rank& rank, int status) {
     ++rank.restarts;
     rank.restart_pending = true;
     rank.restart_on_exit = false;
-    rank.restart_by = Clock::now() + kRestartWait;
+    const Clock::time_point now = Clock::now();
+    const Clock::duration delay = restart_policy_.record(rank.restarts, now);
+    rank.restart_by = now + kRestartWait;
+    rank.restart_not_before = now + delay;
     say("starting rank ", rank.index, " again (restart ", rank.restarts, " of ", options_.restarts,
-        "): it rejoins the job as a new process");
+        ")",
+        delay > Clock::duration::zero()
+            ? log::cat(" in ", seconds_text(std::chrono::duration<double>(delay).count()), " s")
+            : "",
+        ": it rejoins the job as a new process");
     return;
   }
   int failure = 0;
@@ -492,7 +501,8 @@ void Launcher::start_pending_restarts(Clock::time_point now) {
       set_exit_status(1);
       continue;
     }
-    if (!r.restart_pending || (!r.lost_seen && now < r.restart_by)) continue;
+    if (!r.restart_pending || now < r.restart_not_before || (!r.lost_seen && now < r.restart_by))
+      continue;
     r.restart_pending = false;
     r.lost_seen = false;
     r.signalled = false;
@@ -662,7 +672,10 @@ int Launcher::run() {
       if (phase_ == Phase::kGrace) consider(grace_deadline_);
       if (phase_ == Phase::kTerminating) consider(kill_deadline_);
       for (const Rank& r : ranks_)
-        if (r.restart_pending) consider(r.restart_by);
+        if (r.restart_pending) {
+          consider(r.restart_by);
+          consider(r.restart_not_before);
+        }
       if (faults_clock_) {
         for (const FaultState& f : faults_) {
           if (f.step == FaultState::Step::kDue)
@@ -738,20 +751,6 @@ int Launcher::run() {
                 std::chrono::duration<double>(Clock::now() - start_).count());
   log::info("all ", options_.ranks, " ranks exited with status 0 after ", elapsed, " s");
   return 0;
-}
-
-// Opens /dev/null on any of fds 0-2 that is closed, so that pipes created
-// later never land there and get clobbered when a child dup2()s its stdio.
-void ensure_stdio_open() {
-  for (int fd = 0; fd <= 2; ++fd) {
-    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
-      int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-      if (opened >= 0 && opened != fd) {
-        ::dup2(opened, fd);
-        ::close(opened);
-      }
-    }
-  }
 }
 
 }  // namespace

@@ -93,6 +93,17 @@ struct RunOptions {
   // failure that was restarted does not count against the exit status.
   // Default 0.
   uint32_t restarts = 0;
+  // --restart-delay S: the first restart of a rank waits at least S seconds
+  // after its failure, each further one of the same rank twice as long as
+  // the one before (exponential backoff, as Flink's exponential-delay
+  // strategy), at most restart_delay_max_seconds. Default 0: at once.
+  double restart_delay_seconds = 0;
+  double restart_delay_max_seconds = 60;
+  // --max-restart-rate N/S: at most N restarts (of any ranks) within any S
+  // seconds (Flink's failure-rate strategy); a failure beyond that is not
+  // restarted but handled as without --restarts. 0 (default): no limit.
+  uint32_t rate_restarts = 0;
+  double rate_seconds = 0;
   // Address the registry binds and the ranks connect to. Default 127.0.0.1.
   std::string bind_host = "127.0.0.1";
   // Variables set for every rank on top of this process's environment (the

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -45,13 +46,56 @@ int print_job_options(const RunOptions& options) {
   return write_all(STDOUT_FILENO, job.describe()) ? 0 : 1;
 }
 
+namespace {
+
+// Checks the restart strategy's options and reads --max-restart-rate's N/S
+// into *options; the message naming the first problem, or empty.
+std::string restart_options(const CLI::App* sub, const std::string& rate, RunOptions* options) {
+  for (const char* name : {"--restart-delay", "--restart-delay-max", "--max-restart-rate"}) {
+    if (sub->count(name) != 0 && options->restarts == 0)
+      return std::string(name) + " needs --restarts K (K >= 1): nothing would be restarted";
+  }
+  for (const auto& [name, value] :
+       {std::pair{"--restart-delay", options->restart_delay_seconds},
+        std::pair{"--restart-delay-max", options->restart_delay_max_seconds}}) {
+    if (!(value >= 0) || value > 1e9)
+      return std::string(name) + " " + seconds_text(value) + ": expected seconds from 0 to 1e9";
+  }
+  if (options->restart_delay_max_seconds < options->restart_delay_seconds) {
+    return "--restart-delay-max " + seconds_text(options->restart_delay_max_seconds) +
+           " is shorter than --restart-delay " + seconds_text(options->restart_delay_seconds);
+  }
+  if (rate.empty()) return {};
+  const std::string bad = "--max-restart-rate '" + rate + "': expected N/SECONDS (e.g. 3/60)";
+  const size_t slash = rate.find('/');
+  if (slash == std::string::npos) return bad + ", found no '/'";
+  try {
+    size_t used = 0;
+    const unsigned long n = std::stoul(rate.substr(0, slash), &used);
+    if (used != slash || n == 0 || n > 1000000 || rate[0] == '-')
+      return bad + ", with N a whole number from 1";
+    const std::string s_text = rate.substr(slash + 1);
+    const double s = std::stod(s_text, &used);
+    if (used != s_text.size() || !(s > 0) || s > 1e9) return bad + ", with SECONDS above 0";
+    options->rate_restarts = static_cast<uint32_t>(n);
+    options->rate_seconds = s;
+  } catch (const std::exception&) {
+    return bad;
+  }
+  return {};
+}
+
+}  // namespace
+
 void add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* sub =
       app.add_subcommand("run", "Start a job on this host: a registry and N ranks of a program");
   sub->footer(
       "Usage: sluice run -n N [--timeout S [--stacks-on-timeout]] [--grace S | --keep-going]\n"
-      "                       [--restarts K] [--kill RANK@S]... [--stop RANK@S:D]...\n"
+      "                       [--restarts K [--restart-delay S [--restart-delay-max S]]\n"
+      "                                     [--max-restart-rate N/S]]\n"
+      "                       [--kill RANK@S]... [--stop RANK@S:D]...\n"
       "                       [--faults-after TEXT]\n"
       "                       [--bind HOST] [--metrics HOST:PORT] -- PROGRAM [ARGS...]\n"
       "       sluice run -n N --print-options\n"
@@ -78,6 +122,20 @@ void add_run_command(CLI::App& app) {
                   "Start a rank that fails again, up to this many times per rank; it rejoins the "
                   "job as a new process (Cluster::incarnation), and the others run on meanwhile")
       ->capture_default_str();
+  sub->add_option("--restart-delay", options->restart_delay_seconds,
+                  "With --restarts: wait this many seconds after a rank's failure before its "
+                  "first restart, twice as long before each further one of it (exponential "
+                  "backoff, up to --restart-delay-max)")
+      ->capture_default_str();
+  sub->add_option("--restart-delay-max", options->restart_delay_max_seconds,
+                  "The longest --restart-delay backoff, in seconds")
+      ->capture_default_str();
+  auto rate = std::make_shared<std::string>();
+  sub->add_option("--max-restart-rate", *rate,
+                  "With --restarts: at most N restarts (of any ranks) within any S seconds; a "
+                  "failure beyond that is not restarted but ends the job as without --restarts "
+                  "(Flink's failure-rate strategy)")
+      ->type_name("N/S");
   auto kills = std::make_shared<std::vector<std::string>>();
   auto stops = std::make_shared<std::vector<std::string>>();
   sub->add_option("--kill", *kills,
@@ -111,7 +169,11 @@ void add_run_command(CLI::App& app) {
                 "Print the settings (ClusterOptions::describe()) each rank would get from this "
                 "environment, checked as join() checks them, and exit without starting anything");
   sub->add_option("command", options->command, "The program each rank runs, and its arguments");
-  sub->callback([options, kills, stops] {
+  sub->callback([options, kills, stops, rate, sub] {
+    if (std::string error = restart_options(sub, *rate, options.get()); !error.empty()) {
+      say_error(error);
+      throw CLI::RuntimeError(2);
+    }
     for (const auto& [kind, texts] :
          {std::pair{Fault::Kind::kKill, kills.get()}, std::pair{Fault::Kind::kStop, stops.get()}}) {
       for (const std::string& text : *texts) {

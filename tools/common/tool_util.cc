@@ -1,5 +1,6 @@
 #include "tool_util.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -129,6 +130,24 @@ std::string signal_name(int sig) {
   if (const char* abbrev = ::sigabbrev_np(sig); abbrev != nullptr)
     return std::string("SIG") + abbrev;
   return "SIG" + std::to_string(sig);
+}
+
+std::string local_host() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
+}
+
+void ensure_stdio_open() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (opened >= 0 && opened != fd) {
+        ::dup2(opened, fd);
+        ::close(opened);
+      }
+    }
+  }
 }
 
 }  // namespace sluice::tool
