@@ -263,6 +263,18 @@ TEST(ReadmePatternTest, SurvivorsReportAStoppedRankWithAStandaloneRegistry) {
   EXPECT_EQ(testing::count_lines_with(r.output, "victim still running"), 0) << r.output;
 }
 
+// `sluice registry --peer-timeout-ms` sets the registry's limit, over
+// SLUICE_PEER_TIMEOUT_MS (1000 here): the survivors hear of the stopped
+// rank as silent for 700 ms.
+TEST(ReadmePatternTest, TheStandaloneRegistrysPeerTimeoutFlagDecidesWhenARankIsLost) {
+  auto r = run_standalone({"--scenario", "readme", "--n", "200000", "--k", "20000"},
+                          /*stop=*/true, {{"REGISTRY_ARGS", "--peer-timeout-ms 700"}});
+  expect_survivors_report(r, 3, 6000);
+  EXPECT_GE(testing::count_lines_with(r.output, "declared lost: no heartbeat for 700 ms"), 1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "no heartbeat for 1000 ms"), 0) << r.output;
+}
+
 // With fencing off (SLUICE_FENCE=0), a stopped rank resumed after the
 // others gave up on it must find out by itself (it spun in try_push for
 // good before), not deliver as if alive.

@@ -11,13 +11,15 @@
 # process still existed at that line), and gets 10 s to notice on its own that the
 # job went on without it; then it is killed. Each line a rank prints is
 # prefixed "[rank] ".
-#   [RESUME_AT=TEXT] standalone_job.sh SLUICE_BIN WORKER KILL|STOP args...
+#   [RESUME_AT=TEXT] [REGISTRY_ARGS=...] standalone_job.sh SLUICE_BIN WORKER KILL|STOP args...
 set -u
 sluice=$1 worker=$2 signal=$3
 shift 3
 out=$(mktemp)
 log=$(mktemp)
-SLUICE_SECRET=standalone-test "$sluice" registry --bind 127.0.0.1:0 --world 4 >"$out" 2>&1 &
+# shellcheck disable=SC2086 # REGISTRY_ARGS: more options of `sluice registry`, split on spaces
+SLUICE_SECRET=standalone-test "$sluice" registry --bind 127.0.0.1:0 --world 4 ${REGISTRY_ARGS:-} \
+  >"$out" 2>&1 &
 registry=$!
 for _ in $(seq 200); do grep -q '^SLUICE_REGISTRY=' "$out" && break; sleep 0.05; done
 addr=$(sed -n 's/^SLUICE_REGISTRY=//p' "$out")

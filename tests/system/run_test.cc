@@ -549,6 +549,13 @@ TEST(SluiceRegistryTest, RejectsZeroRanksAndABadPort) {
                   kLimit);
   EXPECT_NE(r.exit_code, 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "port '99999'"), 1) << describe(r);
+
+  r = run_process({bin("sluice"), "registry", "--bind", "127.0.0.1:0", "--world", "2",
+                   "--peer-timeout-ms", "99"},
+                  {}, kLimit);
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "--peer-timeout-ms 99: expected 100 to 3600000 ms"), 1)
+      << describe(r);
 }
 
 TEST(SluiceVersionTest, PrintsLibraryAndProtocolVersions) {

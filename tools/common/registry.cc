@@ -30,9 +30,10 @@ namespace {
 struct RegistryCommandOptions {
   std::string bind;  // HOST[:PORT]
   int64_t world = 0;
-  std::string secret_file;  // empty: --secret, SLUICE_SECRET, else generated
-  std::string secret;       // deprecated: on the command line, every user can read it
-  std::string metrics;      // HOST[:PORT] of the Prometheus endpoint; empty: none
+  std::string secret_file;      // empty: --secret, SLUICE_SECRET, else generated
+  std::string secret;           // deprecated: on the command line, every user can read it
+  std::string metrics;          // HOST[:PORT] of the Prometheus endpoint; empty: none
+  int64_t peer_timeout_ms = 0;  // 0: SLUICE_PEER_TIMEOUT_MS, else 5000
 };
 
 template <class... Args>
@@ -76,6 +77,13 @@ int serve_registry(const RegistryCommandOptions& options) {
     registry_options.world_size = static_cast<uint32_t>(options.world);
     const ToolEnvironment env = read_environment();
     registry_options.heartbeat_timeout = env.options.peer_timeout;
+    if (options.peer_timeout_ms != 0) {
+      if (options.peer_timeout_ms < 100 || options.peer_timeout_ms > 3600000) {
+        say("--peer-timeout-ms ", options.peer_timeout_ms, ": expected 100 to 3600000 ms");
+        return 2;
+      }
+      registry_options.heartbeat_timeout = std::chrono::milliseconds(options.peer_timeout_ms);
+    }
     if (!options.secret.empty() && !options.secret_file.empty()) {
       say("--secret and --secret-file both name the job secret; give one (better: --secret-file or "
           "SLUICE_SECRET)");
@@ -149,7 +157,8 @@ int serve_registry(const RegistryCommandOptions& options) {
         registry_options.bind_host);
   }
   log::info("serving ", registry_options.world_size, " ranks at ", server->address(),
-            "; stop with SIGINT or SIGTERM");
+            "; a rank silent for ", registry_options.heartbeat_timeout.count(),
+            " ms is lost; stop with SIGINT or SIGTERM");
 
   pollfd fds[2] = {{signal_fd.get(), POLLIN, 0}, {done_fd.get(), POLLIN, 0}};
   int status = 0;
@@ -199,6 +208,11 @@ void add_registry_command(CLI::App& app) {
                   "[HOST:]PORT: also serve the job's flow counters and rank states in the "
                   "Prometheus text format at http://HOST:PORT/metrics (PORT 0 or none: any free "
                   "port, printed)");
+  sub->add_option("--peer-timeout-ms", options->peer_timeout_ms,
+                  "A rank silent this long is declared lost (100..3600000; default: "
+                  "SLUICE_PEER_TIMEOUT_MS, else 5000). Ranks heartbeat at a fifth of it, whatever "
+                  "their own setting")
+      ->type_name("MS");
   sub->add_option(
       "--secret", options->secret,
       "Deprecated (any user can read a command line): the job secret itself; prints a warning");
