@@ -599,6 +599,17 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
           nopaxos ? (" (NOPaxos session " + std::to_string(ep.session) + ")").c_str() : "");
       std::fflush(stderr);
     }
+    // A workload's client rank lost: its operations went with its process
+    // and cannot complete (a restarted client cannot rejoin), so the job
+    // cannot pass its checks. Every rank ends now, saying so, rather than
+    // wait for that client's operations for ever.
+    for (uint32_t r = o.replicas; r < world && !o.resp && failure.empty(); ++r) {
+      if (!ep.member(r))
+        failure = "rank " + std::to_string(rank) + ": client rank " + std::to_string(r) +
+                  " was lost: its operations cannot complete (a client's operations go with its "
+                  "process; docs/kv.md), so the job ends without its checks";
+    }
+    if (!failure.empty()) break;
     while (!ep.w.done() && failure.empty() && ep.broken.empty()) {
       size_t work = ep.w.poll();
       if (gateway && !closed) work += gateway->poll(*client);

@@ -61,7 +61,8 @@ FenceOutcome fence(const std::string& identity, uint32_t pid, std::chrono::milli
     return {FenceOutcome::kFailed, std::string("pidfd_open: ") + std::strerror(errno)};
   }
   FenceOutcome out;
-  if (start_time(pid) != started) {
+  pollfd exited{pidfd, POLLIN, 0};  // readable once the process exited (a zombie too)
+  if (start_time(pid) != started || ::poll(&exited, 1, 0) > 0) {
     out.kind = FenceOutcome::kGone;
   } else if (::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0) != 0 && errno != ESRCH) {
     out = {FenceOutcome::kFailed, std::string("cannot kill it: ") + std::strerror(errno)};

@@ -185,7 +185,7 @@ void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::str
   waiters.lose_rank(r, gone_conn, who);
   // After the event, so that a member has the new view before its call fails.
   waiters.view_changed(epoch);
-  if (opt.on_lost_rank) opt.on_lost_rank(r);
+  if (opt.on_lost_rank) opt.on_lost_rank(r, state == RankState::kLeft);
 }
 
 void RegistryServer::Impl::announce_view(const char* cause, uint32_t rank,

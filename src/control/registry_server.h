@@ -59,9 +59,10 @@ struct RegistryOptions {
   // rank. Default: none.
   std::function<void(uint32_t rank, const std::string& reason)> on_silent_rank;
   // Called on the registry's thread whenever a joined rank is reported lost
-  // (left or died, for any reason). Must not block. `sluice run --restarts`
-  // waits for it before it starts the rank again. Default: none.
-  std::function<void(uint32_t rank)> on_lost_rank;
+  // (left, or died for any reason). Must not block. `sluice run --restarts`
+  // waits for it before it starts the rank again, and does not start again
+  // a rank that left (it cannot rejoin). Default: none.
+  std::function<void(uint32_t rank, bool left)> on_lost_rank;
   // Called on the registry's thread whenever a rank's HELLO is accepted: it
   // joined the job (incarnation 0) or joined again after it died
   // (incarnation > 0). Must not block. `sluice run` uses it to tell when the

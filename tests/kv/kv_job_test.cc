@@ -340,6 +340,36 @@ void expect_replica_loss_survived(const std::string& protocol, int victim) {
   expect_clean_job(r, 3, 2, ops, /*failover=*/victim == 0, victim);
 }
 
+// A client rank killed from outside: its operations cannot complete (a
+// client cannot rejoin), so every rank ends the job at once, saying why,
+// rather than wait for them until the launcher's timeout; and the launcher
+// does not start again the ranks that left (they could not rejoin).
+TEST(KvJobTest, ALostClientRankEndsTheJobAtOnceOnEveryRank) {
+  const KilledJob job = run_kv_killed({"run", "--protocol", "multipaxos", "--keys", "20",
+                                       "--retry-ms", "500", "--election-timeout-ms", "1000"},
+                                      {"--keep-going", "--restarts", "1"}, 4);
+  const ProcessResult& r = job.result;
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "sluice run: injecting --kill 4@"), 1)
+      << r.output;
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(sluice::testing::count_lines_with(
+                  r.output, "sluice-kv: rank " + std::to_string(k) +
+                                ": client rank 4 was lost: its operations cannot complete"),
+              1)
+        << r.output;
+    EXPECT_EQ(sluice::testing::count_lines_with(
+                  r.output, "sluice run: rank " + std::to_string(k) +
+                                " left the job before it ended: it is not started again"),
+              1)
+        << r.output;
+  }
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "job: every operation"), 0) << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
 TEST(KvJobTest, MultiPaxosGoesOnWithoutAFollowerKilledBySigkill) {
   expect_replica_loss_survived("multipaxos", 2);
 }

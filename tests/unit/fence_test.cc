@@ -90,6 +90,15 @@ TEST(FenceTest, AProcessThatAlreadyExitedIsGone) {
   EXPECT_EQ(fence(c.identity, pid, milliseconds(100)).kind, FenceOutcome::kGone);
 }
 
+TEST(FenceTest, AProcessThatExitedButIsNotReapedYetIsGone) {
+  Child c;
+  ::kill(c.pid, SIGKILL);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOWAIT), 0);  // a zombie
+  EXPECT_EQ(fence(c.identity, static_cast<uint32_t>(c.pid), milliseconds(100)).kind,
+            FenceOutcome::kGone);
+}
+
 TEST(FenceTest, NeverItself) {
   EXPECT_EQ(fence(fence_identity(), static_cast<uint32_t>(::getpid()), milliseconds(100)).kind,
             FenceOutcome::kElsewhere);

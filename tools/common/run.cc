@@ -85,6 +85,7 @@ struct Rank {
   bool restart_pending = false;
   bool restart_on_exit = false;  // killed by the launcher for silence, to be restarted
   bool lost_seen = false;        // the registry reported it lost since it started
+  bool left_job = false;         // ... as having left (LEAVE): it cannot rejoin
   // Killed by an injected --kill: a failure for the failure policy, but its
   // death by SIGKILL does not count against the exit status.
   bool killed_by_fault = false;
@@ -99,8 +100,10 @@ struct Rank {
 // Events on the silent pipe: a rank's number, with this bit set when the
 // registry reported the rank lost (any cause) rather than silent...
 constexpr uint32_t kLostEvent = 0x80000000u;
-// ... or this one when the rank's first incarnation joined (faults only).
+// ... or this one when the rank's first incarnation joined (faults only);
 constexpr uint32_t kJoinedEvent = 0x40000000u;
+// with kLostEvent, this one when it left the job (rather than died).
+constexpr uint32_t kLeftEvent = 0x20000000u;
 // How long a failed rank waits for the registry to report it lost before
 // it is started again anyway (it may never have joined).
 constexpr auto kRestartWait = std::chrono::seconds(1);
@@ -351,8 +354,12 @@ void Launcher::on_exit(Rank& rank, int status) {
   // exit status does not count it.
   const bool injected = rank.killed_by_fault && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
   const char* const injected_note = injected ? ", as injected (--kill)" : "";
+  // A rank that left the job before it failed cannot rejoin it (the
+  // registry refuses a rank that left): it is not started again.
+  if (rank.left_job && options_.restarts > 0 && phase_ == Phase::kRunning)
+    say("rank ", rank.index, " left the job before it ended: it is not started again");
   if ((WIFEXITED(status) || WIFSIGNALED(status)) && (!rank.signalled || rank.restart_on_exit) &&
-      can_restart(rank)) {
+      !rank.left_job && can_restart(rank)) {
     if (WIFEXITED(status)) {
       say("rank ", rank.index, " exited with status ", WEXITSTATUS(status));
     } else if (!rank.restart_on_exit) {
@@ -505,6 +512,7 @@ void Launcher::start_pending_restarts(Clock::time_point now) {
       continue;
     r.restart_pending = false;
     r.lost_seen = false;
+    r.left_job = false;
     r.signalled = false;
     if (!start_rank(r))
       begin_grace("rank " + std::to_string(r.index) + " could not be started again");
@@ -515,7 +523,11 @@ void Launcher::on_silent_ranks() {
   uint32_t r;
   while (::read(silent_fd_, &r, sizeof(r)) == static_cast<ssize_t>(sizeof(r))) {
     if ((r & kLostEvent) != 0) {
-      if ((r & ~kLostEvent) < ranks_.size()) ranks_[r & ~kLostEvent].lost_seen = true;
+      const uint32_t rank = r & ~(kLostEvent | kLeftEvent);
+      if (rank < ranks_.size()) {
+        ranks_[rank].lost_seen = true;
+        ranks_[rank].left_job = (r & kLeftEvent) != 0;
+      }
       continue;
     }
     if ((r & kJoinedEvent) != 0) {
@@ -523,18 +535,13 @@ void Launcher::on_silent_ranks() {
       continue;
     }
     if (r >= ranks_.size() || !ranks_[r].running) continue;
-    if (can_restart(ranks_[r])) {
-      say("rank ", r, " stopped heart-beating (no heartbeat for ", heartbeat_timeout_.count(),
-          " ms; stopped or hung); killing it with SIGKILL, to start it again");
-      if (::kill(-ranks_[r].pid, SIGKILL) != 0) ::kill(ranks_[r].pid, SIGKILL);
-      ranks_[r].signalled = true;
-      ranks_[r].restart_on_exit = true;
-      continue;
-    }
+    const bool again = can_restart(ranks_[r]);
     say("rank ", r, " stopped heart-beating (no heartbeat for ", heartbeat_timeout_.count(),
-        " ms; stopped or hung); killing it with SIGKILL");
+        " ms; stopped or hung); killing it with SIGKILL", again ? ", to start it again" : "");
     if (::kill(-ranks_[r].pid, SIGKILL) != 0) ::kill(ranks_[r].pid, SIGKILL);
     ranks_[r].signalled = true;
+    ranks_[r].restart_on_exit = again;
+    if (again) continue;
     set_exit_status(128 + SIGKILL);
     if (options_.keep_going) {
       say("the other ranks go on without rank ", r, " (--keep-going)");
@@ -838,8 +845,8 @@ int run_job(const RunOptions& options) {
     (void)!::write(fd, &rank, sizeof(rank));
   };
   if (options.restarts > 0) {
-    registry_options.on_lost_rank = [fd = silent_w.get()](uint32_t rank) {
-      const uint32_t event = rank | kLostEvent;
+    registry_options.on_lost_rank = [fd = silent_w.get()](uint32_t rank, bool left) {
+      const uint32_t event = rank | kLostEvent | (left ? kLeftEvent : 0);
       (void)!::write(fd, &event, sizeof(event));
     };
   }

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""The applications' fault soak (issue 37, label `slow`).
+
+Many short sluice-kv and sluice-nam jobs, over shm and ofi, each with one
+fault injected from outside by the launcher at a random moment: a random
+rank SIGKILLed (`sluice run --kill`), or SIGSTOPped (`--stop`) for less than
+the peer timeout (a pause) or for longer (a rank that goes silent and is
+killed for it). No rank is told which rank or when.
+
+With recovery on (kv: --keep-going --restarts 1, its replicas recover; nam:
+--keep-going, its clients are recovered) every job must end with the result
+of an undisturbed run (kv: every operation exactly once, replicas identical,
+its own verdict and porcupine's: linearizable; nam: the invariants hold and
+no record stays locked), unless the victim is a role the docs declare
+fail-stop (a nam memory server; a kv client rank, whose operations never
+complete), which may fail the job cleanly. Never a hang, never a wrong
+result. With --no-recovery (the negative control: the launcher's default
+policy, which stops the job when a rank fails), the faults that landed must
+show up as failed jobs.
+
+Prints one line per job and a summary:
+  jobs 200: finished-correct 170 (121 with the fault landed while the job ran),
+  failed-clean 30, hung 0, wrong 0
+Exit status 0 when the soak holds, 1 when it does not.
+"""
+import argparse
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+PEER_TIMEOUT_MS = 1000
+
+
+def job_shape(app, transport):
+    """(ranks, program args, expected seconds, fail-stop ranks) of one job."""
+    if app.startswith("kv-"):
+        ops = "40000" if transport == "shm" else "12000"
+        args = ["run", "--protocol", app[3:], "--ops", ops, "--keys", "50", "--retry-ms", "500",
+                "--election-timeout-ms", "1000"]
+        return 5, "sluice-kv", args, 1.5, {3, 4}
+    if app == "nam-rsi":
+        args = ["--products", "200", "--record-bytes", "32", "--txns", "0", "--seconds", "3",
+                "--think-us", "200", "--recovery-timeout-ms", "500", "--json"]
+        return 3, "sluice-nam", args, 3.0, {0}
+    args = ["--protocol", "2pc", "--memory-servers", "2", "--products", "200", "--record-bytes",
+            "32", "--txns", "0", "--seconds", "3", "--think-us", "200", "--json"]
+    return 4, "sluice-nam", args, 3.0, {0, 1}
+
+
+def classify(app, out, rc, timed_out, victim, fail_stop, porcupine, history):
+    """One of: correct, failed-clean, hung, wrong; and why."""
+    if timed_out or rc == 124:
+        return "hung", "no end within the limit"
+    if app.startswith("kv-"):
+        verdict = ("job: every operation completed exactly once; replicas identical; "
+                   "history linearizable") in out
+        if rc == 0 and verdict and "MISMATCH" not in out:
+            if porcupine:
+                p = subprocess.run([porcupine, "-timeout", "100s", history], capture_output=True,
+                                   text=True)
+                if p.returncode != 0 or "linearizable" not in p.stdout or "not linearizable" in \
+                        p.stdout:
+                    return "wrong", "porcupine: " + (p.stdout + p.stderr).strip()[-300:]
+            return "correct", ""
+        if "MISMATCH" in out or "not linearizable" in out:
+            return "wrong", "a wrong result"
+    else:
+        ok = "invariants: OK" in out and '"locked":0' in out and "FAILED" not in out
+        if ok:
+            # A rank stopped past the peer timeout is killed for it, and the
+            # launcher counts that (137) though the survivors finished.
+            silent = "stopped heart-beating" in out
+            if rc == 0 or silent:
+                return "correct", ""
+        if "invariants: FAILED" in out or re.search(r'"locked":[1-9]', out):
+            return "wrong", "the invariants do not hold"
+    if victim in fail_stop:
+        return "failed-clean", "a fail-stop role was lost (exit %d)" % rc
+    return "wrong", "exit %d without the result" % rc
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", required=True, help="the build's bin directory")
+    ap.add_argument("--porcupine", default="", help="kv-porcupine, to check kv histories")
+    ap.add_argument("--jobs", type=int, default=int(os.environ.get("SLUICE_SOAK_JOBS", "200")))
+    ap.add_argument("--seed", type=int, default=int(os.environ.get("SLUICE_SOAK_SEED", "37")))
+    ap.add_argument("--transport", choices=["shm", "ofi", "both"], default="both")
+    ap.add_argument("--no-recovery", action="store_true",
+                    help="the negative control: the launcher stops the job when a rank fails")
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    sluice = os.path.join(a.bin, "sluice")
+    apps = ["kv-multipaxos", "kv-nopaxos", "nam-rsi", "nam-2pc"]
+    counts = {"correct": 0, "failed-clean": 0, "hung": 0, "wrong": 0}
+    landed_correct = 0
+    landed_failed = 0
+    landed = 0
+    tmp = tempfile.mkdtemp(prefix="sluice-app-soak-")
+    history = os.path.join(tmp, "history.jsonl")
+    start = time.time()
+    for i in range(a.jobs):
+        transport = a.transport if a.transport != "both" else ("shm" if i % 2 == 0 else "ofi")
+        app = apps[rng.randrange(len(apps))]
+        ranks, program, args, seconds, fail_stop = job_shape(app, transport)
+        victim = rng.randrange(ranks)
+        fault = rng.choice(["kill", "kill", "pause", "silence"])
+        at = round(rng.uniform(0.05, 0.9) * seconds, 2)
+        if fault == "kill":
+            inject = ["--kill", "%d@%g" % (victim, at)]
+        elif fault == "pause":
+            inject = ["--stop", "%d@%g:%g" % (victim, at, round(rng.uniform(0.1, 0.6), 2))]
+        else:
+            inject = ["--stop", "%d@%g:%g" % (victim, at, 3 * PEER_TIMEOUT_MS / 1000)]
+        policy = []
+        if not a.no_recovery:
+            policy = ["--keep-going"] + (["--restarts", "1"] if app.startswith("kv-") else [])
+        if app.startswith("kv-"):
+            args = args + ["--history", history]
+        argv = [sluice, "run", "-n", str(ranks), "--timeout", "120", "--stacks-on-timeout",
+                "--grace", "20"] + policy + inject + ["--", os.path.join(a.bin, program)] + args
+        env = dict(os.environ, SLUICE_TRANSPORT=transport, SLUICE_PEER_TIMEOUT_MS=str(
+            PEER_TIMEOUT_MS))
+        t0 = time.time()
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=180)
+            out, rc, timed_out = p.stdout + p.stderr, p.returncode, False
+        except subprocess.TimeoutExpired as e:
+            out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (
+                e.stdout or "")
+            rc, timed_out = -1, True
+        took = time.time() - t0
+        injected = "sluice run: injecting " in out
+        landed += injected
+        kind, why = classify(app, out, rc, timed_out, victim, fail_stop, a.porcupine, history)
+        counts[kind] += 1
+        if injected:
+            if kind == "correct":
+                landed_correct += 1
+            else:
+                landed_failed += 1
+        print("job %d: %s %s, %s of rank %d at %g s (%s): %s%s, exit %d, %.1f s" % (
+            i, app, transport, fault, victim, at, "landed" if injected else "after the job ended",
+            kind, (" (" + why + ")") if why else "", rc, took), flush=True)
+        if kind in ("hung", "wrong"):
+            print("---- job %d's output (its last 6000 characters):\n%s\n----" % (i, out[-6000:]),
+                  flush=True)
+    print("jobs %d (seed %d, %s%s, %.0f s): finished-correct %d (%d with the fault landed while "
+          "the job ran), failed-clean %d, hung %d, wrong %d; faults landed: %d" % (
+              a.jobs, a.seed, a.transport, ", no recovery" if a.no_recovery else "",
+              time.time() - start, counts["correct"], landed_correct, counts["failed-clean"],
+              counts["hung"], counts["wrong"], landed))
+    if a.no_recovery:
+        # The negative control: faults that landed must fail jobs.
+        if landed_failed == 0:
+            print("FAILED: without recovery, no landed fault failed its job")
+            return 1
+        return 0
+    if counts["hung"] or counts["wrong"]:
+        print("FAILED: %d hung, %d wrong" % (counts["hung"], counts["wrong"]))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
