@@ -1,5 +1,6 @@
 #include "control/fence.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -7,7 +8,6 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "transport/shm/region.h"
@@ -18,9 +18,18 @@ namespace {
 // Field 22 of /proc/<pid>/stat (the start time, in clock ticks after boot),
 // or empty if the process does not exist. The command name (field 2) may
 // hold spaces and parentheses: the fields after it follow the last ')'.
+// (Read with read(2): a process that exits while its file is read makes
+// the read fail with ESRCH, which an ifstream would throw.)
 std::string start_time(uint32_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string stat;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) stat.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  if (n < 0) return {};
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return {};
   std::istringstream rest(stat.substr(close + 1));
@@ -37,15 +46,18 @@ std::string pid_namespace() {
   return n > 0 ? std::string(ns, static_cast<size_t>(n)) : std::string("pid");
 }
 
-// Everything of this process's identity but its start time.
-std::string this_host() { return detail::host_identity() + "|" + pid_namespace() + "|"; }
+// Everything of this process's identity but its start time (read once).
+const std::string& this_host() {
+  static const std::string host = detail::host_identity() + "|" + pid_namespace() + "|";
+  return host;
+}
 
 }  // namespace
 
 std::string fence_identity() { return this_host() + start_time(static_cast<uint32_t>(::getpid())); }
 
 FenceOutcome fence(const std::string& identity, uint32_t pid, std::chrono::milliseconds wait) {
-  const std::string here = this_host();
+  const std::string& here = this_host();
   if (pid == 0 || pid == static_cast<uint32_t>(::getpid()) || identity.size() <= here.size() ||
       identity.compare(0, here.size(), here) != 0) {
     return {FenceOutcome::kElsewhere, {}};

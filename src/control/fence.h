@@ -41,7 +41,7 @@ struct FenceOutcome {
 
 // Fences the process `identity` names, whose pid is `pid`: if it is on this
 // host, kills it with SIGKILL and waits up to `wait` for it to exit.
-// Never throws.
+// Throws only std::bad_alloc.
 FenceOutcome fence(const std::string& identity, uint32_t pid, std::chrono::milliseconds wait);
 
 }  // namespace sluice::control

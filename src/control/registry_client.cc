@@ -183,7 +183,12 @@ void RegistryClient::Impl::fence_lost(const PeerEventMsg& e) {
   if (e.fence.empty()) return;
   const auto wait = std::min(kFenceWait, options.heartbeat_timeout / 4);
   const auto start = Clock::now();
-  const FenceOutcome out = fence(e.fence, e.pid, wait);
+  FenceOutcome out;
+  try {
+    out = fence(e.fence, e.pid, wait);
+  } catch (const std::exception& x) {  // (memory): the control thread must go on
+    out = {FenceOutcome::kFailed, x.what()};
+  }
   const auto ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   const std::string who = log::cat("rank ", e.rank, " (incarnation ", e.incarnation, ", pid ",
                                    e.pid, ", declared lost: ", e.reason, ")");
@@ -195,7 +200,7 @@ void RegistryClient::Impl::fence_lost(const PeerEventMsg& e) {
       return;
     case FenceOutcome::kKilled:
       log::warn("fenced ", who,
-                ": it still ran on this host; killed it with SIGKILL and saw it exit ",
+                ": it had not exited on this host; killed it with SIGKILL and saw it exit ",
                 static_cast<int64_t>(ms * 1000), " us later, before moving to view ", e.epoch);
       return;
     case FenceOutcome::kNoExit:

@@ -4,8 +4,8 @@
 Many short sluice-kv and sluice-nam jobs, over shm and ofi, each with one
 fault injected from outside by the launcher at a random moment: a random
 rank SIGKILLed (`sluice run --kill`), or SIGSTOPped (`--stop`) for less than
-the peer timeout (a pause) or for longer (a rank that goes silent and is
-killed for it). No rank is told which rank or when.
+every failure detector of the job (a pause, at most 0.3 s) or for longer
+than the peer timeout (a rank that goes silent and is killed for it). No rank is told which rank or when.
 
 With recovery on (kv: --keep-going --restarts 1, its replicas recover; nam:
 --keep-going, its clients are recovered) every job must end with the result
@@ -113,7 +113,10 @@ def main():
         if fault == "kill":
             inject = ["--kill", "%d@%g" % (victim, at)]
         elif fault == "pause":
-            inject = ["--stop", "%d@%g:%g" % (victim, at, round(rng.uniform(0.1, 0.6), 2))]
+            # Shorter than every failure detector of the jobs (the peer
+            # timeout, kv's election and retry timeouts, nam's recovery
+            # timeout of 500 ms): a pause that must change nothing.
+            inject = ["--stop", "%d@%g:%g" % (victim, at, round(rng.uniform(0.05, 0.3), 2))]
         else:
             inject = ["--stop", "%d@%g:%g" % (victim, at, 3 * PEER_TIMEOUT_MS / 1000)]
         policy = []
