@@ -49,12 +49,16 @@ int bucket_of(uint32_t us) {
 // What each compute rank leaves in the results area on memory server 0 (a
 // one-sided write, not a gather to rank 0: the ranks that report are the
 // ones still alive at the end, which the job learns only then).
+// checkouts_of of a client that recovery fenced (sn::FencedError): it
+// counts as a client that died.
+constexpr uint64_t kFencedClient = UINT64_MAX;
+
 struct Summary {
   uint64_t valid, clients, commits, checkouts, read_only, conflicts, too_old, out_of_stock, burned,
       forward, back, recovered, overflow_moved, overflow_hits;
   double seconds;
   uint64_t hist[kBuckets];
-  uint64_t checkouts_of[kMaxClientsPerRank];  // per client of the rank
+  uint64_t checkouts_of[kMaxClientsPerRank];  // per client of the rank; kFencedClient: fenced
   char path[32];
 };
 
@@ -217,7 +221,8 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
     // missing or half written): its clients are recovered below.
     const bool met = std::binary_search(ran.begin(), ran.end(), m + k);
     for (uint32_t t = 0; t < opt.clients; ++t)
-      checkouts.push_back(met ? static_cast<int64_t>(s.checkouts_of[t]) : -1);
+      checkouts.push_back(
+          met && s.checkouts_of[t] != kFencedClient ? static_cast<int64_t>(s.checkouts_of[t]) : -1);
     if (!met) continue;
     total.clients += s.clients;
     total.commits += s.commits;
@@ -319,6 +324,7 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
   // still opening its regions when the others start would be taken for
   // dead after the recovery timeout. So all start together (run_workers).
   std::vector<sn::ClientResult> results(opt.clients);
+  std::vector<char> fenced(opt.clients, 0);
   std::string path;
   const sluice::PoolReport run = sluice::run_workers(
       cluster,
@@ -337,7 +343,19 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
         // One that failed to open still arrives, so that nobody waits for it.
         start.wait();
         if (failed_to_open) std::rethrow_exception(failed_to_open);
-        results[t] = sn::run_client(*db, opt.workload, id, layout.clients, !opt.history.empty());
+        try {
+          results[t] = sn::run_client(*db, opt.workload, id, layout.clients, !opt.history.empty());
+        } catch (const sn::FencedError& e) {
+          // It stalled past --recovery-timeout-ms, another client took it
+          // for dead and recovered its work: it stops, and counts as a
+          // client that died (its orders are checked as they are).
+          std::fprintf(stderr,
+                       "sluice-nam: rank %u: %s; it stalled past the recovery timeout and "
+                       "counts as a client that died\n",
+                       rank, e.what());
+          fenced[t] = 1;
+          return;
+        }
         if (!opt.history.empty()) {
           std::ofstream out(opt.history + "." + std::to_string(id) + ".jsonl");
           out << results[t].history;
@@ -351,6 +369,10 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
   Summary mine{};
   mine.valid = failed ? 2 : 1;
   for (uint32_t t = 0; t < opt.clients; ++t) {
+    if (fenced[t] != 0) {
+      mine.checkouts_of[t] = kFencedClient;
+      continue;
+    }
     add(mine, results[t]);
     mine.checkouts_of[t] = results[t].checkouts;
   }

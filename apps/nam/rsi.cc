@@ -218,7 +218,7 @@ void RsiClient::start(bool read_only) {
   for (;;) {
     read_marks();
     if (retire_[client_] != 0) {
-      throw NamError(
+      throw FencedError(
           "nam: client " + std::to_string(client_) +
           " was fenced: recovery presumed it dead (silent longer than the recovery timeout)");
     }
@@ -289,7 +289,7 @@ void RsiClient::start(bool read_only) {
     if (!parked_ && next_ts_ < below) {
       while (next_ts_ < below) {
         if (transition(next_ts_, kPending, kAborted) != kPending) {
-          throw NamError("nam: client " + std::to_string(client_) + " was fenced by recovery");
+          throw FencedError("nam: client " + std::to_string(client_) + " was fenced by recovery");
         }
         ++stats_.burned;
         next_timestamp();
@@ -377,7 +377,7 @@ void RsiClient::unpark() {
       for (uint64_t t = next_ts_; ts_word(t) == w && t < highest; t += layout_.clients) {
         const TsState st = ts_state(word, t);
         if (st == kFenced) {
-          throw NamError("nam: client " + std::to_string(client_) + " was fenced by recovery");
+          throw FencedError("nam: client " + std::to_string(client_) + " was fenced by recovery");
         }
         if (st == kPending) desired |= uint64_t{kAborted} << ts_shift(t), ++given;
       }
@@ -576,7 +576,8 @@ Outcome RsiClient::commit() {
     // collided with (or sees its timestamp aborted): begin() waits for it.
     wait_for_ = std::max(wait_for_, prev & ~kLockBit);
     release_locks(c);
-    if (transition(c, kPending, kAborted) != kPending) throw NamError(fenced + std::to_string(c));
+    if (transition(c, kPending, kAborted) != kPending)
+      throw FencedError(fenced + std::to_string(c));
     next_timestamp();
     ++stats_.conflicts;
     return Outcome::kConflict;
@@ -608,7 +609,8 @@ Outcome RsiClient::commit() {
   }
   // The commit point: never once a memory server is known to be gone.
   check_servers();
-  if (transition(c, kPending, kCommitted) != kPending) throw NamError(fenced + std::to_string(c));
+  if (transition(c, kPending, kCommitted) != kPending)
+    throw FencedError(fenced + std::to_string(c));
   maybe_kill(KillPoint::kAfterCommitBit);
   // Unlock: the header now names the new version (a CAS, so that a
   // recoverer that already rolled forward is not overwritten).

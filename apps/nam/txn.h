@@ -18,6 +18,14 @@ class NamError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A client that recovery presumed dead (silent longer than the recovery
+// timeout: stalled, not dead) and fenced: its work was rolled forward or
+// back by another client, and it must stop. It counts as a client that died.
+class FencedError : public NamError {
+ public:
+  using NamError::NamError;
+};
+
 enum class Outcome : uint8_t {
   kCommitted,
   kConflict,  // a written record changed since the snapshot, or was locked

@@ -367,6 +367,29 @@ TEST(NamFaultTest, ClientRankKilledMidRunIsRecoveredAndTheInvariantsHold) {
   EXPECT_GT(json_number(r.output, "commits"), 0u) << r.output;
 }
 
+// A client stalled (SIGSTOP from outside, shorter than the peer timeout,
+// longer than nam's --recovery-timeout-ms) is taken for dead, recovered
+// and fenced by another client; resumed, it stops and counts as a client
+// that died, and the job's results and invariants come as after a death
+// (before, the fenced client failed its rank and the job ended with "a
+// client failed: no results").
+TEST(NamFaultTest, AClientStalledPastTheRecoveryTimeoutIsFencedAndCountsAsDied) {
+  const std::string at = over_ofi() ? "2@10" : "2@1.5";
+  const ProcessResult r =
+      run_nam(3,
+              {"--products", "50", "--record-bytes", "32", "--txns", "0", "--seconds",
+               fault_seconds(), "--think-us", "1000", "--recovery-timeout-ms", "500", "--json"},
+              "sluice-nam", {"--stop", at + ":1.5", "--grace", "30"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: injecting --stop " + at), 1) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "counts as a client that died"), 1) << r.output;
+  expect_invariants_ok(r);
+  EXPECT_EQ(json_number(r.output, "clients_recovered"), 1u) << r.output;
+  EXPECT_EQ(json_number(r.output, "clients"), 1u) << "the fenced client is not counted\n"
+                                                  << r.output;
+  EXPECT_GT(json_number(r.output, "commits"), 0u) << r.output;
+}
+
 // Memory server 1 dies in the middle of the run: every
 // client fails with PeerLost naming it, each compute rank says so once (the
 // harness's root cause) after the ranks closed the run without it, and no
