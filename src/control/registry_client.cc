@@ -27,6 +27,7 @@
 #include "control/tcp_liveness.h"
 #include "observe/endpoint_counters.h"
 #include "sluice/errors.h"
+#include "transport/shm/region.h"
 
 namespace sluice::control {
 namespace {
@@ -84,12 +85,6 @@ std::string counters_frame(uint32_t rank) {
     m.endpoints.push_back(std::move(e));
   }
   return make_frame(MsgType::kCounters, 0, encode(m));
-}
-
-std::string local_host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
-  return buf;
 }
 
 [[noreturn]] void throw_error(const ErrorMsg& e) {
@@ -223,8 +218,9 @@ void RegistryClient::Impl::apply_peer(const PeerEventMsg& e) {
 }
 
 void RegistryClient::Impl::handshake(Deadline deadline) {
-  HelloMsg hello{info.rank,   info.world_size, local_host_name(), static_cast<uint32_t>(::getpid()),
-                 info.secret, fence_identity()};
+  HelloMsg hello{info.rank,           info.world_size,
+                 detail::host_name(), static_cast<uint32_t>(::getpid()),
+                 info.secret,         fence_identity()};
   write_all(make_frame(MsgType::kHello, 0, encode(hello)), deadline);
   const std::string refused =
       log::cat("the registry at ", address, " refused rank ", info.rank, ": ");

@@ -36,6 +36,7 @@
 #include "restart_policy.h"
 #include "sluice/errors.h"
 #include "tool_util.h"
+#include "transport/shm/region.h"
 
 namespace sluice::tool {
 namespace {
@@ -434,7 +435,7 @@ void Launcher::report_endpoints(const std::vector<uint32_t>& ranks, const char* 
         " endpoint(s), ", open, " flow endpoint(s) not ended");
     // Every rank this launcher started runs on this host.
     const auto host_of = [this](uint32_t rank) {
-      return rank < ranks_.size() ? local_host() : std::string();
+      return rank < ranks_.size() ? detail::host_name() : std::string();
     };
     for (const std::string& line :
          ctr::report_lines(procs[0].endpoints, ctr::now_ns(), host_of, true)) {

@@ -132,12 +132,6 @@ std::string signal_name(int sig) {
   return "SIG" + std::to_string(sig);
 }
 
-std::string local_host() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
-  return buf;
-}
-
 void ensure_stdio_open() {
   for (int fd = 0; fd <= 2; ++fd) {
     if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {

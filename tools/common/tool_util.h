@@ -69,9 +69,6 @@ std::string signal_name(int sig);
 // (empty, sign where none allowed, trailing characters, overflow).
 bool parse_int(std::string_view text, int64_t min, int64_t max, int64_t* out);
 
-// This host's name (gethostname), or empty.
-std::string local_host();
-
 // Opens /dev/null on any of fds 0-2 that is closed, so that pipes created
 // later never land there and get clobbered when a child dup2()s its stdio.
 void ensure_stdio_open();
