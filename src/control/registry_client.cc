@@ -184,6 +184,7 @@ void RegistryClient::Impl::fence_lost(const PeerEventMsg& e) {
   } catch (const std::exception& x) {  // (memory): the control thread must go on
     out = {FenceOutcome::kFailed, x.what()};
   }
+  if (out.kind == FenceOutcome::kElsewhere) return;  // most losses: nothing to word
   const auto ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   const std::string who = log::cat("rank ", e.rank, " (incarnation ", e.incarnation, ", pid ",
                                    e.pid, ", declared lost: ", e.reason, ")");

@@ -30,21 +30,23 @@ for r in 0 1 2 3; do
     "$worker" "$@" 2>&1 | sed -u "s/^/[$r] /" | tee -a "$log") &
   runs[$r]=$!
 done
-# The fault, from outside: rank 2's worker process (not its sed or tee).
-(
+# Waits up to 60 s for a line of the ranks' log that `grep ARGS` matches;
+# false if none came.
+await_line() {
   for _ in $(seq 6000); do
-    grep -q '^\[2\] AT rank 2 record' "$log" && break
+    grep -q "$@" "$log" && return 0
     sleep 0.01
   done
-  if grep -q '^\[2\] AT rank 2 record' "$log"; then
+  return 1
+}
+# The fault, from outside: rank 2's worker process (not its sed or tee).
+(
+  if await_line '^\[2\] AT rank 2 record'; then
     echo "standalone_job.sh: SIG$signal to rank 2 at its mark"
     victim=$(pgrep -P "${runs[2]}" -f "$worker" | head -n 1)
     pkill "-$signal" -P "${runs[2]}" -f "$worker"
     if [ "$signal" = STOP ] && [ -n "${RESUME_AT:-}" ]; then
-      for _ in $(seq 6000); do
-        grep -qF -- "$RESUME_AT" "$log" && break
-        sleep 0.01
-      done
+      await_line -F -- "$RESUME_AT"
       # Field 3 of /proc/PID/stat: T while stopped, Z once it exited (not reaped yet).
       state=$(sed 's/.*) \([A-Za-z]\).*/\1/' "/proc/$victim/stat" 2>/dev/null)
       if [ -z "$state" ] || [ "$state" = Z ]; then
