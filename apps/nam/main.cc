@@ -134,12 +134,14 @@ bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
   std::vector<sluice::DeclaredFlow> declared;
   const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
   if (protocol == "2pc") {
-    declared = sn::declare_two_pc(cluster, flows);
+    std::vector<std::string> lost_at_setup;
+    declared = sn::declare_two_pc(cluster, flows, &lost_at_setup);
     std::vector<std::byte*> tables;
     for (uint32_t t = 0; t < layout.tables.size(); ++t) tables.push_back(regions[t].data());
-    rm = std::make_unique<sn::ResourceManager>(cluster, layout, flows, tables);
+    rm = std::make_unique<sn::ResourceManager>(cluster, layout, flows, tables,
+                                               std::move(lost_at_setup));
   }
-  *ranks = sn::meet_survivors(cluster, phase_name("nam-exposed", phase), *ranks);
+  *ranks = sluice::meet_survivors(cluster, phase_name("nam-exposed", phase), *ranks);
   // RSI: passive from here on, the clients read, lock and install by
   // themselves. 2PC: serve the clients' requests until they are done.
   bool ok = true;
@@ -154,9 +156,9 @@ bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     }
     // The reporter scans the tables only once every server has resolved
     // what clients that died left prepared.
-    *ranks = sn::meet_survivors(cluster, phase_name("nam-served", phase), *ranks);
+    *ranks = sluice::meet_survivors(cluster, phase_name("nam-served", phase), *ranks);
   }
-  *ranks = sn::meet_survivors(cluster, phase_name("nam-done", phase), *ranks);
+  *ranks = sluice::meet_survivors(cluster, phase_name("nam-done", phase), *ranks);
   return ok;
 }
 
@@ -168,13 +170,11 @@ int memory_server(sluice::Cluster& cluster, const sn::Options& opt,
     const uint32_t compute = cluster.world_size() - opt.memory_servers;
     results = cluster.expose("nam-results", protocols.size() * compute * sizeof(Summary));
   }
-  sn::AliveSource alive(cluster, opt.memory_servers);
   std::vector<uint32_t> ranks(cluster.world_size());
   std::iota(ranks.begin(), ranks.end(), 0u);
   bool ok = true;
   for (size_t p = 0; p < protocols.size(); ++p)
     ok = memory_phase(cluster, opt, layouts[p], protocols[p], p, &ranks) && ok;
-  alive.close();
   return ok ? 0 : 1;
 }
 
@@ -317,7 +317,7 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
   const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
   std::vector<sluice::DeclaredFlow> declared;
   if (protocol == "2pc") declared = sn::declare_two_pc(cluster, flows);
-  *ranks = sn::meet_survivors(cluster, phase_name("nam-exposed", phase), *ranks);
+  *ranks = sluice::meet_survivors(cluster, phase_name("nam-exposed", phase), *ranks);
   const std::vector<uint32_t> starters = compute_ranks_of(*ranks, m);
 
   // Every client's first timestamp is pending until it begins; a client
@@ -328,7 +328,10 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
   std::string path;
   const sluice::PoolReport run = sluice::run_workers(
       cluster,
-      sluice::PoolOptions{opt.clients, phase_name("nam-ready", phase), cluster.ranks(starters)},
+      // A compute rank lost before the start is left out: its clients never
+      // began, and the others recover what a client lost later left.
+      sluice::PoolOptions{opt.clients, phase_name("nam-ready", phase), cluster.ranks(starters),
+                          /*start_without_lost=*/true},
       [&](uint32_t t, sluice::StartLine& start) {
         const uint32_t id = (rank - m) * opt.clients + t;
         std::string client_path;
@@ -388,14 +391,14 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
   }
   // The compute ranks that wrote their results and met: the first reports.
   const std::vector<uint32_t> ran =
-      sn::meet_survivors(cluster, phase_name("nam-ran", phase), starters);
+      sluice::meet_survivors(cluster, phase_name("nam-ran", phase), starters);
   // 2PC: the resource managers have resolved what dead clients left.
   if (protocol == "2pc")
-    *ranks = sn::meet_survivors(cluster, phase_name("nam-served", phase), *ranks);
+    *ranks = sluice::meet_survivors(cluster, phase_name("nam-served", phase), *ranks);
   const uint32_t reporter = ran.front();
   int code = 0;
   if (rank == reporter) code = report(ctx, opt, layout, protocol, ran, out, base, watch, tps_out);
-  *ranks = sn::meet_survivors(cluster, phase_name("nam-done", phase), *ranks);
+  *ranks = sluice::meet_survivors(cluster, phase_name("nam-done", phase), *ranks);
   if (std::find(ranks->begin(), ranks->end(), reporter) == ranks->end())
     throw sluice::PeerLostError(reporter, "rank " + std::to_string(reporter) +
                                               ", which reports the results, was lost before "

@@ -189,7 +189,7 @@ void RsiClient::check_servers() {
   if (lost < 0) return;
   throw PeerLostError(static_cast<uint32_t>(lost),
                       "nam: memory server rank " + std::to_string(lost) +
-                          " is lost (its liveness flow ended with PeerLost)");
+                          " is lost (it is no longer in the job's membership view)");
 }
 
 void RsiClient::begin() { start(false); }

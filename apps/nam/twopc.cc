@@ -44,13 +44,25 @@ TwoPcFlows two_pc_flows(const Cluster& cluster, const Layout& layout, uint32_t c
   return f;
 }
 
-std::vector<DeclaredFlow> declare_two_pc(Cluster& cluster, const TwoPcFlows& flows) {
+std::vector<DeclaredFlow> declare_two_pc(Cluster& cluster, const TwoPcFlows& flows,
+                                         std::vector<std::string>* lost_at_setup) {
   std::vector<DeclaredFlow> out;
   const uint32_t rank = cluster.rank();
+  if (lost_at_setup != nullptr) lost_at_setup->assign(flows.compute.size(), "");
   for (size_t k = 0; k < flows.compute.size(); ++k) {
     if (rank < flows.memory_servers || rank == flows.compute[k]) {
-      out.push_back(cluster.declare(flows.request[k]));
-      out.push_back(cluster.declare(flows.reply[k]));
+      try {
+        out.push_back(cluster.declare(flows.request[k]));
+        out.push_back(cluster.declare(flows.reply[k]));
+      } catch (const PeerLostError& e) {
+        // A compute rank that died while the job started (sluice run
+        // --kill, unannounced): its clients never begin, and a memory server
+        // goes on without them.
+        if (rank >= flows.memory_servers || lost_at_setup == nullptr ||
+            e.rank() != flows.compute[k])
+          throw;
+        (*lost_at_setup)[k] = e.what();
+      }
     }
   }
   if (rank < flows.memory_servers && flows.memory_servers > 1)
@@ -82,19 +94,26 @@ struct PeerEntry {
 }  // namespace
 
 struct ResourceManager::Impl {
-  Impl(Cluster& c, const Layout& l, const TwoPcFlows& f, std::vector<std::byte*> t)
+  Impl(Cluster& c, const Layout& l, const TwoPcFlows& f, std::vector<std::byte*> t,
+       std::vector<std::string> lost)
       : cluster(c),
         layout(l),
         flows(f),
         tables(std::move(t)),
         me(c.rank()),
-        ranks(static_cast<uint32_t>(f.compute.size())) {}
+        ranks(static_cast<uint32_t>(f.compute.size())),
+        lost_at_setup(std::move(lost)) {
+    lost_at_setup.resize(ranks);
+  }
   Cluster& cluster;
   Layout layout;
   TwoPcFlows flows;
   std::vector<std::byte*> tables;
   uint32_t me;
   uint32_t ranks;  // compute ranks
+  // Per compute rank: why its ends could not be declared or opened (it was
+  // lost while the job started); empty if they were.
+  std::vector<std::string> lost_at_setup;
   // Server 0: the timestamp service.
   uint64_t issued = 0, watermark = 0;
   std::vector<uint8_t> done;
@@ -405,8 +424,9 @@ struct ResourceManager::Impl {
 };
 
 ResourceManager::ResourceManager(Cluster& cluster, const Layout& layout, const TwoPcFlows& flows,
-                                 std::vector<std::byte*> tables)
-    : impl_(new Impl(cluster, layout, flows, std::move(tables))) {
+                                 std::vector<std::byte*> tables,
+                                 std::vector<std::string> lost_at_setup)
+    : impl_(new Impl(cluster, layout, flows, std::move(tables), std::move(lost_at_setup))) {
   Impl& m = *impl_;
   if (m.me == 0) {
     m.done.assign(std::max<uint64_t>(1 << 16, 4ull * layout.clients), 0);
@@ -435,25 +455,50 @@ void ResourceManager::serve() {
   m.w = &w;
   m.replies = &replies;
   m.peer = &peer;
-  for (uint32_t k = 0; k < m.ranks; ++k) replies.push_back(m.cluster.source(m.flows.reply[k], 0));
+  // A compute rank lost while the ends open (it died while the job
+  // started) is one whose requests ended before they began.
+  auto open_lost = [&m](uint32_t k, const PeerLostError& e) {
+    if (e.rank() != m.flows.compute[k]) return false;
+    m.lost_at_setup[k] = e.what();
+    return true;
+  };
   for (uint32_t k = 0; k < m.ranks; ++k) {
-    inputs.push_back(
-        w.add(m.cluster.target(m.flows.request[k], 0), [&m, &w, &replies, k](RecordBatch batch) {
-          for (std::span<const std::byte> rec : batch) {
-            if (m.loss.status != Status::kOk) return;  // serving no more
-            if (rec.size() < sizeof(MsgHeader))
-              throw NamError("nam 2pc: a request shorter than its header");
-            const size_t n = m.handle(rec);
-            if (n == 0 || m.reply_dead[k]) continue;
-            MsgHeader h;
-            std::memcpy(&h, m.out.data(), sizeof(h));
-            const Status s = w.push_to(replies[k], h.client % m.flows.clients_per_rank,
-                                       std::span<const std::byte>(m.out.data(), n));
-            // A compute rank that is gone: its requests end too, and the
-            // termination protocol resolves what it left.
-            if (s != Status::kOk) m.reply_dead[k] = 1;
-          }
-        }));
+    replies.emplace_back();
+    if (!m.lost_at_setup[k].empty()) continue;
+    try {
+      replies[k] = m.cluster.source(m.flows.reply[k], 0);
+    } catch (const PeerLostError& e) {
+      if (!open_lost(k, e)) throw;
+    }
+  }
+  std::vector<char> opened(m.ranks, 0);
+  inputs.assign(m.ranks, Worker::InputId{});
+  for (uint32_t k = 0; k < m.ranks; ++k) {
+    if (!m.lost_at_setup[k].empty()) continue;
+    BytesTarget target;
+    try {
+      target = m.cluster.target(m.flows.request[k], 0);
+    } catch (const PeerLostError& e) {
+      if (!open_lost(k, e)) throw;
+      continue;
+    }
+    opened[k] = 1;
+    inputs[k] = w.add(std::move(target), [&m, &w, &replies, k](RecordBatch batch) {
+      for (std::span<const std::byte> rec : batch) {
+        if (m.loss.status != Status::kOk) return;  // serving no more
+        if (rec.size() < sizeof(MsgHeader))
+          throw NamError("nam 2pc: a request shorter than its header");
+        const size_t n = m.handle(rec);
+        if (n == 0 || m.reply_dead[k]) continue;
+        MsgHeader h;
+        std::memcpy(&h, m.out.data(), sizeof(h));
+        const Status s = w.push_to(replies[k], h.client % m.flows.clients_per_rank,
+                                   std::span<const std::byte>(m.out.data(), n));
+        // A compute rank that is gone: its requests end too, and the
+        // termination protocol resolves what it left.
+        if (s != Status::kOk) m.reply_dead[k] = 1;
+      }
+    });
   }
   Worker::InputId peer_in = 0;
   if (servers > 1) {
@@ -466,6 +511,16 @@ void ResourceManager::serve() {
       }
     });
   }
+  for (uint32_t k = 0; k < m.ranks; ++k) {
+    if (m.lost_at_setup[k].empty()) continue;
+    std::fprintf(stderr,
+                 "nam 2pc: memory server rank %u: compute rank %u was lost before its requests "
+                 "began: %s\n",
+                 m.me, m.flows.compute[k], m.lost_at_setup[k].c_str());
+    m.reply_dead[k] = 1;
+    replies[k].abort();
+    m.rank_ended(k, true);
+  }
   bool closed = false;
   Clock::time_point lost_at{};
   for (;;) {
@@ -475,15 +530,16 @@ void ResourceManager::serve() {
       if (lost_at == Clock::time_point{}) lost_at = Clock::now();
       bool clients_gone = true;
       for (uint32_t k = 0; k < m.ranks; ++k)
-        clients_gone = clients_gone && w.status(inputs[k]) != Status::kOk;
+        clients_gone = clients_gone && (opened[k] == 0 || w.status(inputs[k]) != Status::kOk);
       if (clients_gone || Clock::now() - lost_at > std::chrono::seconds(30))
         m.server_lost(m.loss.status, m.loss.what, m.loss.error, m.loss.peer);
       w.idle(work);
       continue;
     }
     for (uint32_t k = 0; k < m.ranks; ++k) {
+      if (m.ended[k]) continue;
       const Status st = w.status(inputs[k]);
-      if (m.ended[k] || st == Status::kOk) continue;
+      if (st == Status::kOk) continue;
       if (st == Status::kEndOfFlow) {
         const Status c = m.reply_dead[k] ? Status::kOk : w.close(replies[k]);
         if (c != Status::kOk) m.reply_dead[k] = 1;

@@ -71,7 +71,12 @@ struct TwoPcFlows {
 TwoPcFlows two_pc_flows(const Cluster& cluster, const Layout& layout, uint32_t clients_per_rank);
 // Declares the flows this rank takes part in (a memory server: all; a
 // compute rank: its own request and reply flows); keep them until done.
-std::vector<DeclaredFlow> declare_two_pc(Cluster& cluster, const TwoPcFlows& flows);
+// On a memory server with `lost_at_setup`, a compute rank lost before its
+// flows were declared does not fail the call: (*lost_at_setup)[k] says why
+// (index k in flows.compute; empty for the ranks whose flows were declared),
+// for the ResourceManager, which treats it as a rank whose requests ended.
+std::vector<DeclaredFlow> declare_two_pc(Cluster& cluster, const TwoPcFlows& flows,
+                                         std::vector<std::string>* lost_at_setup = nullptr);
 
 // What a resource manager did for clients whose requests ended abnormally.
 struct TwoPcRecovery {
@@ -80,13 +85,16 @@ struct TwoPcRecovery {
 
 class ResourceManager {
  public:
-  // `tables[t]`: this server's region bytes of table t.
+  // `tables[t]`: this server's region bytes of table t. `lost_at_setup`:
+  // declare_two_pc's (empty: every compute rank's flows were declared).
   ResourceManager(Cluster& cluster, const Layout& layout, const TwoPcFlows& flows,
-                  std::vector<std::byte*> tables);
+                  std::vector<std::byte*> tables, std::vector<std::string> lost_at_setup = {});
   ~ResourceManager();
   // Serves until every compute rank's requests ended and the transactions
-  // of those that ended abnormally are resolved; throws PeerLostError naming
-  // a memory server that is lost.
+  // of those that ended abnormally are resolved (a compute rank lost before
+  // its ends opened counts as one whose requests ended abnormally, with
+  // nothing to resolve); throws PeerLostError naming a memory server that
+  // is lost.
   void serve();
   const TwoPcRecovery& recovery() const;
 

@@ -409,7 +409,9 @@ class CombinerSource {
   /// Ends this source without the guarantee (Source::abort): what its table
   /// holds is dropped, and its targets learn at once that the flow is
   /// incomplete. Later calls return kClosed.
-  void abort() { core_->abort(); }
+  void abort() {
+    if (core_) core_->abort();
+  }
   /// Why the last call failed; empty after kOk (as Source::error).
   const std::string& error() const { return detail::error_text(last_, core_->error()); }
   /// After kPeerLost: the rank (and host) it is about, where one is known

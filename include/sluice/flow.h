@@ -508,9 +508,12 @@ class Source {
   /// targets learn at once, over shm and ofi, that the flow is incomplete
   /// (their consume() reports kPeerLost naming this source), rather than
   /// when this process exits. Later calls return kClosed. No effect after a
-  /// successful close(). Returns within 100 ms (over ofi it drives the
-  /// endpoint that long at most, so that the abort message leaves).
-  void abort() { core_->abort(); }
+  /// successful close(), or on a default-constructed or moved-from Source.
+  /// Returns within 100 ms (over ofi it drives the endpoint that long at
+  /// most, so that the abort message leaves).
+  void abort() {
+    if (core_) core_->abort();
+  }
   /// Why the last call failed; empty when the last call returned kOk.
   const std::string& error() const { return detail::error_text(last_, core_->error()); }
   /// After kPeerLost: the rank (and host) it is about, where one is known.
@@ -702,7 +705,9 @@ class BytesSource {
     return last_ = core_->wait_delivered(deadline);
   }
   /// As Source::abort().
-  void abort() { core_->abort(); }
+  void abort() {
+    if (core_) core_->abort();
+  }
   /// As Source::error().
   const std::string& error() const { return detail::error_text(last_, core_->error()); }
   /// After kPeerLost: the rank (and host) it is about, where one is known.

@@ -132,6 +132,10 @@ struct PoolReport {
   /// The root cause if the start or a worker failed (see run_workers);
   /// empty if none did.
   std::optional<JobFailure> failure;
+  /// The ranks whose workers started together, increasing: every member, or
+  /// with PoolOptions::start_without_lost those still alive at the start;
+  /// empty if the start failed.
+  std::vector<uint32_t> started;
 };
 
 /// The line every worker of every rank starts from: set up first (declare
@@ -166,6 +170,13 @@ struct PoolOptions {
   /// The ranks that start together, as endpoints (rank, 0) (Cluster::ranks):
   /// empty (default) for every rank of the job. REQUIRES: names this rank.
   std::vector<Endpoint> members;
+  /// What a member lost before the start does (it died, stopped
+  /// heart-beating or left: Cluster::alive). false (default): the start
+  /// fails on every member, naming it. true: the others start without it
+  /// (meet_survivors; PoolReport::started says who), for work that does not
+  /// need every member, e.g. clients of a store that recovers a lost
+  /// client's work.
+  bool start_without_lost = false;
 };
 
 /// Runs work(thread, start) on options.threads threads of this rank and waits
@@ -176,6 +187,23 @@ struct PoolOptions {
 /// any other worker's message). Never throws.
 PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
                        const std::function<void(uint32_t thread, StartLine& start)>& work);
+
+/// Meets the ranks of `candidates` that are still alive at a barrier and
+/// returns those that met (increasing), the same on every rank that returns.
+/// Every rank of `candidates` that takes part calls it with the same `name`
+/// (different for each meeting) and `candidates` (which include the caller);
+/// a rank lost before or while they meet is left out, and no rank needs to
+/// know of the loss in advance. How: each rank tries a barrier of the members
+/// it believes alive (Cluster::alive), and on a PeerLostError tries again
+/// without the lost rank. The registry completes a barrier for all of its
+/// members or for none, a lost rank stays lost, and every member set a rank
+/// tries holds every rank not yet lost, the caller included; so any two sets
+/// tried share a rank, which passes at most one of them: at most one set
+/// completes. Throws what the barrier throws other than such a
+/// PeerLostError (e.g. Error(kRegistry): the registry is gone). Blocks until
+/// the others arrive or are lost.
+std::vector<uint32_t> meet_survivors(Cluster& cluster, std::string_view name,
+                                     const std::vector<uint32_t>& candidates);
 
 class JobContext;
 

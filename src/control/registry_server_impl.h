@@ -161,6 +161,7 @@ struct RegistryServer::Impl : Waiters::Host {
   bool lost(uint32_t r) const override {
     return ranks[r].state == RankState::kLeft || ranks[r].state == RankState::kDied;
   }
+  bool left(uint32_t r) const override { return ranks[r].state == RankState::kLeft; }
   bool absent(uint32_t r) const override { return ranks[r].state == RankState::kAbsent; }
   uint64_t epoch_now() const override { return epoch; }
   uint32_t incarnation_of(uint32_t r) const override { return ranks[r].incarnation; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 
 #include "common/log.h"
 
@@ -280,13 +281,18 @@ void Waiters::barrier(const Waiter& w, BarrierMsg m) {
                  b.members.size(), "; every member must pass the same endpoints"));
     return;
   }
+  // A member that died is the cause; one that left has usually left
+  // because of it (its own call failed first), so it is named only when no
+  // member died.
+  std::optional<uint32_t> gone;
   for (uint64_t e : b.members) {
     const auto r = static_cast<uint32_t>(e >> 32);
-    if (host_.lost(r)) {
-      reply_error(w, ErrorCode::kPeerLost,
-                  log::cat("barrier '", m.name, "' cannot complete: ", host_.describe(r)), r);
-      return;
-    }
+    if (host_.lost(r) && (!gone || (host_.left(*gone) && !host_.left(r)))) gone = r;
+  }
+  if (gone) {
+    reply_error(w, ErrorCode::kPeerLost,
+                log::cat("barrier '", m.name, "' cannot complete: ", host_.describe(*gone)), *gone);
+    return;
   }
   const uint64_t gen = b.calls[m.self]++;
   b.generations[gen][m.self] = w;

@@ -52,6 +52,8 @@ class Waiters {
     virtual void reply(const Waiter& w, MsgType type, const std::string& payload) = 0;
     // True if rank r left or died; true if it has never joined.
     virtual bool lost(uint32_t r) const = 0;
+    // True if rank r left (it is lost, but did not die).
+    virtual bool left(uint32_t r) const = 0;
     virtual bool absent(uint32_t r) const = 0;
     // "rank 3 (host1, pid 7) died: ...".
     virtual std::string describe(uint32_t r) const = 0;

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/mutex.h"
@@ -38,6 +39,12 @@ JobFailure lost_peer_failure(const PeerLostError& e) {
   constexpr std::string_view kPrefix = "PeerLost: ";
   if (text.substr(0, kPrefix.size()) == kPrefix) text.remove_prefix(kPrefix.size());
   return JobFailure{std::string(text), LostPeer{e.rank(), ""}};
+}
+
+std::vector<uint32_t> all_ranks(const Cluster& cluster) {
+  std::vector<uint32_t> ranks(cluster.world_size());
+  for (uint32_t r = 0; r < ranks.size(); ++r) ranks[r] = r;
+  return ranks;
 }
 
 }  // namespace
@@ -285,10 +292,20 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
   }
   if (!failed_setup) {
     try {
-      if (options.members.empty()) {
-        cluster.barrier(options.name);
+      if (options.start_without_lost) {
+        std::vector<uint32_t> candidates;
+        for (const Endpoint& e : options.members) candidates.push_back(e.rank);
+        if (candidates.empty()) candidates = all_ranks(cluster);
+        report.started = meet_survivors(cluster, options.name, candidates);
       } else {
-        cluster.barrier(options.name, options.members, 0);
+        if (options.members.empty()) {
+          cluster.barrier(options.name);
+          report.started = all_ranks(cluster);
+        } else {
+          cluster.barrier(options.name, options.members, 0);
+          for (const Endpoint& e : options.members) report.started.push_back(e.rank);
+          std::sort(report.started.begin(), report.started.end());
+        }
       }
     } catch (const PeerLostError& e) {
       record(lost_peer_failure(e));
@@ -329,6 +346,34 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
     report.failure = std::move(chosen);
   }
   return report;
+}
+
+std::vector<uint32_t> meet_survivors(Cluster& cluster, std::string_view name,
+                                     const std::vector<uint32_t>& candidates) {
+  std::set<uint32_t> lost;
+  for (;;) {
+    std::vector<uint32_t> members;
+    std::string without;
+    for (uint32_t r : candidates) {
+      if (r == cluster.rank() || (lost.count(r) == 0 && cluster.alive(r))) {
+        members.push_back(r);
+      } else {
+        without += (without.empty() ? "-without-" : "-") + std::to_string(r);
+      }
+    }
+    std::sort(members.begin(), members.end());
+    // A barrier's name serves one member set for the whole job: each set
+    // gets its own.
+    try {
+      cluster.barrier(std::string(name) + without, cluster.ranks(members), 0);
+      return members;
+    } catch (const PeerLostError& e) {
+      if (e.rank() == cluster.rank() || lost.count(e.rank()) != 0 ||
+          std::find(members.begin(), members.end(), e.rank()) == members.end())
+        throw;
+      lost.insert(e.rank());
+    }
+  }
 }
 
 std::vector<std::string> JobContext::gather_bytes(std::string_view name, std::string_view mine) {

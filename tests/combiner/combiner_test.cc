@@ -612,6 +612,10 @@ TEST(CombinerFlowTest, PushAfterCloseReturnsClosed) {
 // targets' confirmations), and its error() says nothing once a later call
 // succeeded, as every source's does.
 TEST(CombinerFlowTest, CloseAndWaitDeliversAndErrorClearsOnSuccess) {
+  // abort() on an empty handle does nothing, as on every source.
+  decltype(local_source(count_spec("empty"), std::declval<testing::LocalFlow&>(), 0)) empty;
+  empty.abort();
+  EXPECT_FALSE(empty);
   auto spec = count_spec("close-wait");
   testing::LocalFlow flow(spec.spec());
   auto src = local_source(spec, flow, 0);

@@ -7,6 +7,14 @@
 //   sluice run -n 3 --kill 1@0.5 -- sluice-test-job-program --seconds 30
 //
 // Prints "VERIFIED <n> records" on rank 0, or the harness's root cause.
+//
+// With --local, no flow: each worker sums its own records, and the ranks
+// whose workers started agree on every rank's sum (Cluster::agree); each
+// prints "STARTED rank R with ranks L" and the lowest of them "AGREED ranks
+// L: every worker summed N records" (or MISMATCH). With --hold-ms each rank
+// prints "SET UP rank R" and its workers wait that long before the start, so
+// that the launcher can kill a rank there (--faults-after "SET UP"); with
+// --start-without-lost the others then start without it.
 #include <sluice/job.h>
 #include <sluice/sluice.h>
 
@@ -15,6 +23,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <stdexcept>
+#include <string>
+#include <thread>
 
 namespace {
 
@@ -43,6 +53,54 @@ template <class Handle>
   throw std::runtime_error(message);
 }
 
+std::string list(const std::vector<uint32_t>& ranks) {
+  std::string s;
+  for (uint32_t r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return s;
+}
+
+// --local: see the top of the file.
+int local_job(sluice::JobContext& ctx, uint64_t records, int hold_ms, bool without_lost) {
+  sluice::Cluster& cluster = ctx.cluster();
+  const uint32_t threads = ctx.flags().threads;
+  std::vector<uint64_t> sums(threads, 0);
+  sluice::PoolOptions options;
+  options.threads = threads;
+  options.start_without_lost = without_lost;
+  const sluice::PoolReport run =
+      sluice::run_workers(cluster, options, [&](uint32_t t, sluice::StartLine& start) {
+        if (hold_ms > 0) {
+          if (t == 0) {
+            std::printf("SET UP rank %u\n", ctx.rank());
+            std::fflush(stdout);
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+        }
+        start.wait();
+        for (uint64_t i = 0; i < records; ++i) sums[t] += mix(i);
+      });
+  if (run.failure) return ctx.fail(*run.failure);
+  std::printf("STARTED rank %u with ranks %s\n", ctx.rank(), list(run.started).c_str());
+  std::fflush(stdout);
+  uint64_t mine = 0;
+  for (uint64_t s : sums) mine += s;
+  const sluice::Gathered all = cluster.agree("job-program-sums", std::to_string(mine));
+  uint64_t expected = 0;
+  for (uint64_t i = 0; i < records; ++i) expected += mix(i);
+  expected *= threads;
+  for (size_t i = 0; i < all.ranks.size(); ++i) {
+    if (all.values[i] != std::to_string(expected)) {
+      return ctx.fail("MISMATCH: rank " + std::to_string(all.ranks[i]) + " summed " +
+                      all.values[i] + ", not " + std::to_string(expected));
+    }
+  }
+  if (ctx.rank() == all.ranks.front()) {
+    std::printf("AGREED ranks %s: every worker summed %" PRIu64 " records\n",
+                list(all.ranks).c_str(), records);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,9 +111,18 @@ int main(int argc, char** argv) {
   job.cli().add_option("--records", records, "Records each worker sends")->capture_default_str();
   job.cli().add_option("--seconds", seconds,
                        "Send for this long instead of a number of records (0: use --records)");
+  bool local = false, without_lost = false;
+  int hold_ms = 0;
+  job.cli().add_flag("--local", local, "No flow: each worker sums its own records");
+  job.cli().add_flag("--start-without-lost", without_lost,
+                     "Start without the ranks lost before the start (PoolOptions)");
+  job.cli()
+      .add_option("--hold-ms", hold_ms, "Print 'SET UP rank R' and wait this long before the start")
+      ->check(CLI::NonNegativeNumber);
   return job.main(argc, argv, [&](sluice::JobContext& ctx) {
     sluice::Cluster& cluster = ctx.cluster();
     const uint32_t threads = ctx.flags().threads;
+    if (local) return local_job(ctx, records, hold_ms, without_lost);
     auto spec = sluice::shuffle<Record>("job-program")
                     .sources(cluster.all_ranks(threads))
                     .targets(cluster.all_ranks(threads))

@@ -100,6 +100,24 @@ TEST(FlowCoreTest, AWorkerOwnsTheSourceGivenToItAndDeliversThroughIt) {
   EXPECT_THROW(w.add_output(Source<Rec>()), Error);
 }
 
+// abort() on an empty handle (default-constructed, or moved from) does
+// nothing, as its destructor does: a program that keeps a slot per peer and
+// aborts them all after a failure need not test each first.
+TEST(FlowCoreTest, AbortOnAnEmptySourceDoesNothing) {
+  Source<Rec> typed;
+  typed.abort();
+  BytesSource bytes;
+  bytes.abort();
+  auto spec = small_spec();
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  Source<Rec> moved = std::move(out);
+  out.abort();  // NOLINT(bugprone-use-after-move): the moved-from handle is empty
+  EXPECT_FALSE(out);
+  EXPECT_TRUE(moved);
+  EXPECT_EQ(moved.close(), Status::kOk);
+}
+
 // consume() returns its Status with the batch: a batch tests true, the end
 // of the flow is a Result without one that says kEndOfFlow.
 TEST(FlowCoreTest, ConsumeCarriesItsStatus) {
