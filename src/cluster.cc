@@ -81,6 +81,15 @@ bool Cluster::alive(uint32_t rank) const {
   return !peers.registry_lost() && peers.alive(rank);
 }
 
+bool Cluster::left(uint32_t rank) const {
+  if (rank >= world_size()) {
+    throw Error(ErrorCode::kInvalidArgument, "left(" + std::to_string(rank) +
+                                                 "): no such rank; the job has " +
+                                                 std::to_string(world_size()));
+  }
+  return impl_->client->peers().state(rank) == control::PeerTable::kLeft;
+}
+
 uint32_t Cluster::incarnation(uint32_t rank) const {
   if (rank >= world_size()) {
     throw Error(ErrorCode::kInvalidArgument, "incarnation(" + std::to_string(rank) +

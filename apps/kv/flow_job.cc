@@ -2,6 +2,7 @@
 
 #include <sluice/errors.h>
 #include <sluice/flow.h>
+#include <sluice/job.h>
 #include <sluice/worker.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -573,7 +575,24 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     std::fflush(stderr);
   }
   bool retried = false;  // an epoch's set-up failed for a lost rank, and was tried again
+  // A replica restarted after the run ended finds every client rank gone by
+  // leaving the job (their work done), not by a failure: there is nothing
+  // left to rejoin, and the others checked the job without it.
+  auto run_over = [&] {
+    if (incarnation == 0) return false;
+    for (uint32_t r = o.replicas; r < world; ++r)
+      if (!cluster.left(r)) return false;
+    return true;
+  };
   for (;;) {
+    if (run_over()) {
+      std::fprintf(stderr,
+                   "sluice-kv: rank %u: a restarted replica (incarnation %u): the run ended "
+                   "before it could rejoin (every client rank left the job, done); the others "
+                   "checked the job without it\n",
+                   rank, incarnation);
+      return 0;
+    }
     try {
       begin_epoch(live, inc);
     } catch (const sluice::Error& e) {
@@ -752,19 +771,58 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                            : replica
                                ? replica_report(rank, replica->store(), replica->ballot())
                                : client_reports(rank, *client, gateway ? 0 : o.ops_per_client);
-  // The lowest live rank collects the reports; a rank lost meanwhile makes
-  // the others begin again without it.
-  for (;;) {
-    live = cluster.live_ranks();
+  // The run's last members collect their reports at the lowest of them,
+  // who checks the job. They first meet (sluice::meet_survivors: a meeting
+  // of those still there, the same list on each), so that all gather among
+  // the same ranks; after the check they meet again, and the verdict stands
+  // once all of them met, the collector past its check: no member leaves
+  // while the verdict could still be lost with the collector. A member lost
+  // meanwhile (a replica, or the collector) makes the others begin again
+  // without it. Only the run's members take part, as the processes they
+  // were: a replica restarted after the run ended has nothing to report (it
+  // finds its clients gone and exits; see the epoch loop).
+  std::vector<uint32_t> candidates = live;
+  const std::vector<uint32_t> member_inc = inc;
+  for (uint32_t attempt = 0;; ++attempt) {
+    const std::string round = std::to_string(attempt);
+    const std::vector<uint32_t> now =
+        sluice::meet_survivors(cluster, "kv-reporters-" + round, candidates, member_inc);
+    for (uint32_t r : candidates) {
+      if (r >= o.replicas && !o.resp && std::find(now.begin(), now.end(), r) == now.end()) {
+        std::fprintf(stderr,
+                     "sluice-kv: rank %u: client rank %u was lost before its report reached the "
+                     "collector: its operations cannot be checked, so the job ends without its "
+                     "checks\n",
+                     rank, r);
+        return 1;
+      }
+    }
+    if (rank == now[0]) {
+      std::fprintf(stderr,
+                   "sluice-kv: rank %u: the run is done; collecting the reports of ranks%s\n", rank,
+                   ranks_text(now).c_str());
+      std::fflush(stderr);
+    }
+    std::optional<int> verdict;
     try {
-      const std::vector<std::string> all = gather_reports(cluster, live, mine);
-      if (rank != live[0]) return 0;
-      return check_job(all, o, clients * per_rank, lost_ranks(world, live, o.replicas));
+      const std::vector<std::string> all = gather_reports(cluster, now, mine);
+      if (rank == now[0])
+        verdict = check_job(all, o, clients * per_rank, lost_ranks(world, now, o.replicas));
+      std::fflush(stdout);
     } catch (const sluice::Error& e) {
       if (e.code() != sluice::ErrorCode::kPeerLost) throw;
       std::fprintf(stderr, "sluice-kv: rank %u: reports: %s; again without the lost rank\n", rank,
                    e.what());
     }
+    const std::vector<uint32_t> met =
+        sluice::meet_survivors(cluster, "kv-verdict-" + round, now, member_inc);
+    // Every member met, the collector past its check (a collector whose
+    // gather failed did so because a member was lost, who did not meet).
+    if (met == now) return rank == now[0] ? verdict.value_or(1) : 0;
+    std::fprintf(stderr,
+                 "sluice-kv: rank %u: ranks%s met after the reports, of%s; the reports go again\n",
+                 rank, ranks_text(met).c_str(), ranks_text(now).c_str());
+    candidates = met;
   }
 }
 

@@ -189,6 +189,14 @@ class Cluster {
   /// the ranks that remain (docs/guide.md, "Guarantees and failure"; apps/kv does so).
   /// Throws Error(kInvalidArgument) if `rank` does not exist.
   bool alive(uint32_t rank) const;
+  /// Whether `rank` left the job (Cluster::leave(), which the job harness
+  /// calls when its body returns) rather than being lost to a failure (it
+  /// died or stopped heart-beating): false while it is alive, after such a
+  /// failure, and once it joined again as a new incarnation. Lets a rank
+  /// tell a peer that finished from one that crashed, e.g. a replica
+  /// restarted after its clients were done. Cheap (an atomic load). Throws
+  /// Error(kInvalidArgument) if `rank` does not exist.
+  bool left(uint32_t rank) const;
   /// The ranks alive() reports, in increasing order (this rank included while
   /// the registry is reachable).
   std::vector<uint32_t> live_ranks() const;

@@ -193,17 +193,21 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
 /// Every rank of `candidates` that takes part calls it with the same `name`
 /// (different for each meeting) and `candidates` (which include the caller);
 /// a rank lost before or while they meet is left out, and no rank needs to
-/// know of the loss in advance. How: each rank tries a barrier of the members
-/// it believes alive (Cluster::alive), and on a PeerLostError tries again
-/// without the lost rank. The registry completes a barrier for all of its
-/// members or for none, a lost rank stays lost, and every member set a rank
-/// tries holds every rank not yet lost, the caller included; so any two sets
-/// tried share a rank, which passes at most one of them: at most one set
+/// know of the loss in advance. Each candidate takes part as one process:
+/// rank r as incarnation `incarnations[r]` (Cluster::incarnation; indexed by
+/// rank, world_size entries, the same on every caller), or with none given
+/// as the one it was when the call began; a rank that died and joined again
+/// as a new incarnation (`sluice run --restarts`) is left out too. How: each rank tries a barrier
+/// of the members it believes alive (Cluster::alive), and on a PeerLostError tries again without
+/// the lost rank. The registry completes a barrier for all of its members or for none, a lost rank
+/// stays lost, and every member set a rank tries holds every rank not yet lost, the caller
+/// included; so any two sets tried share a rank, which passes at most one of them: at most one set
 /// completes. Throws what the barrier throws other than such a
 /// PeerLostError (e.g. Error(kRegistry): the registry is gone). Blocks until
 /// the others arrive or are lost.
 std::vector<uint32_t> meet_survivors(Cluster& cluster, std::string_view name,
-                                     const std::vector<uint32_t>& candidates);
+                                     const std::vector<uint32_t>& candidates,
+                                     const std::vector<uint32_t>& incarnations = {});
 
 class JobContext;
 

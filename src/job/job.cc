@@ -334,14 +334,20 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
     JobFailure chosen = cause != failures.end() ? *cause : failures.front();
     // A flow may name the peer whose end it lost rather than the rank that
     // died (a replicate source names the target that dropped out because
-    // another rank died): prefer a rank the job knows is gone.
-    if (!chosen.lost_peer || cluster.alive(chosen.lost_peer->rank)) {
+    // another rank died; a rank that left after its own failure): prefer a
+    // rank the job knows is gone, and one that failed to one that left.
+    auto failed = [&](uint32_t r) { return !cluster.alive(r) && !cluster.left(r); };
+    if (!chosen.lost_peer || !failed(chosen.lost_peer->rank)) {
+      std::optional<uint32_t> gone;
       for (uint32_t r = 0; r < cluster.world_size(); ++r) {
-        if (r != cluster.rank() && !cluster.alive(r)) {
-          chosen.lost_peer = LostPeer{r, ""};
+        if (r == cluster.rank() || cluster.alive(r)) continue;
+        if (failed(r)) {
+          gone = r;
           break;
         }
+        if (!gone && (!chosen.lost_peer || cluster.alive(chosen.lost_peer->rank))) gone = r;
       }
+      if (gone) chosen.lost_peer = LostPeer{*gone, ""};
     }
     report.failure = std::move(chosen);
   }
@@ -349,13 +355,22 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
 }
 
 std::vector<uint32_t> meet_survivors(Cluster& cluster, std::string_view name,
-                                     const std::vector<uint32_t>& candidates) {
+                                     const std::vector<uint32_t>& candidates,
+                                     const std::vector<uint32_t>& as_incarnations) {
   std::set<uint32_t> lost;
+  // Each candidate as one process: one that dies and comes back as a new
+  // incarnation (sluice run --restarts) is lost to this meeting, not waited
+  // for.
+  std::vector<uint32_t> incarnations;
+  for (uint32_t r : candidates)
+    incarnations.push_back(as_incarnations.empty() ? cluster.incarnation(r) : as_incarnations[r]);
   for (;;) {
     std::vector<uint32_t> members;
     std::string without;
-    for (uint32_t r : candidates) {
-      if (r == cluster.rank() || (lost.count(r) == 0 && cluster.alive(r))) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const uint32_t r = candidates[i];
+      if (r == cluster.rank() ||
+          (lost.count(r) == 0 && cluster.alive(r) && cluster.incarnation(r) == incarnations[i])) {
         members.push_back(r);
       } else {
         without += (without.empty() ? "-without-" : "-") + std::to_string(r);

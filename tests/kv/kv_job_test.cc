@@ -370,6 +370,61 @@ TEST(KvJobTest, ALostClientRankEndsTheJobAtOnceOnEveryRank) {
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
+// The collector (rank 0) stopped from outside the moment it starts to
+// collect the reports, past the peer timeout: it is declared lost, fenced
+// and restarted (--restarts 1). The others meet without it after the
+// reports and collect them again at rank 1, which gives the verdict; the
+// restarted replica finds every client rank gone by leaving, says the run
+// ended before it could rejoin, and exits 0. Before, no member waited for
+// the verdict (one that had sent its report left), and the restarted
+// replica failed the job ("only 1 of 3 replicas are left"). Whether the
+// stop lands before the first collector's check or after it, the verdict
+// meeting misses rank 0, so the reports go again.
+TEST(KvJobTest, ACollectorLostWhileItCollectsIsReplacedAndARestartedReplicaFindsTheRunOver) {
+  const int ops = 5000;
+  const ProcessResult r =
+      run_kv(5,
+             {"run", "--protocol", "multipaxos", "--ops", std::to_string(ops), "--keys", "50",
+              "--retry-ms", "500", "--election-timeout-ms", "1000"},
+             "sluice-kv",
+             {"--keep-going", "--restarts", "1", "--faults-after", "collecting the reports",
+              "--stop", "0@0:3"},
+             {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "sluice run: injecting --stop 0@0:3"), 1)
+      << r.output;
+  EXPECT_GE(sluice::testing::count_lines_with(r.output,
+                                              "[1] sluice-kv: rank 1: ranks 1 2 3 4 met "
+                                              "after the reports, of 0 1 2 3 4"),
+            1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output,
+                "[1] sluice-kv: rank 1: the run is done; collecting the reports of "
+                "ranks 1 2 3 4"),
+            1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output,
+                "[0] sluice-kv: rank 0: a restarted replica (incarnation 1): the run "
+                "ended before it could rejoin"),
+            1)
+      << r.output;
+  // One verdict, or two if the first collector finished its check before
+  // it stopped: every one says the job passed.
+  const int verdicts = sluice::testing::count_lines_with(
+      r.output,
+      "job: every operation completed exactly once; replicas identical; history linearizable");
+  EXPECT_GE(verdicts, 1) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "job: "), verdicts) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  EXPECT_EQ(
+      sluice::testing::count_lines_with(r.output, "replica 0: lost; the job went on without it"), 1)
+      << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+  expect_porcupine_linearizable(history_path(), 2 * ops);
+}
+
 TEST(KvJobTest, MultiPaxosGoesOnWithoutAFollowerKilledBySigkill) {
   expect_replica_loss_survived("multipaxos", 2);
 }
