@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -20,7 +21,11 @@ namespace {
 // hold spaces and parentheses: the fields after it follow the last ')'.
 // (Read with read(2): a process that exits while its file is read makes
 // the read fail with ESRCH, which an ifstream would throw.)
-std::string start_time(uint32_t pid) {
+struct ProcStat {
+  std::string start_time;  // empty if the process could not be read
+  uint64_t flags = 0;      // the kernel's task flags (PF_*)
+};
+ProcStat proc_stat(uint32_t pid) {
   const std::string path = "/proc/" + std::to_string(pid) + "/stat";
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return {};
@@ -33,12 +38,17 @@ std::string start_time(uint32_t pid) {
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return {};
   std::istringstream rest(stat.substr(close + 1));
+  ProcStat out;
   std::string field;
   for (int i = 3; i <= 22; ++i) {
     if (!(rest >> field)) return {};
+    if (i == 9) out.flags = std::strtoull(field.c_str(), nullptr, 10);
   }
-  return field;
+  out.start_time = field;
+  return out;
 }
+
+std::string start_time(uint32_t pid) { return proc_stat(pid).start_time; }
 
 std::string pid_namespace() {
   char ns[64] = {};
@@ -74,7 +84,15 @@ FenceOutcome fence(const std::string& identity, uint32_t pid, std::chrono::milli
   }
   FenceOutcome out;
   pollfd exited{pidfd, POLLIN, 0};  // readable once the process exited (a zombie too)
-  if (start_time(pid) != started || ::poll(&exited, 1, 0) > 0) {
+  const ProcStat stat = proc_stat(pid);
+  // PF_EXITING (of its main thread): the process is already on its way out
+  // (killed from outside, or it returned), which is also how its connection
+  // to the registry closed. It is killed all the same (harmless if it is
+  // exiting; a process whose main thread alone exited still runs its other
+  // threads), but the outcome says it was exiting, for the log.
+  constexpr uint64_t kExiting = 0x4;
+  const bool exiting = (stat.flags & kExiting) != 0;
+  if (stat.start_time != started || ::poll(&exited, 1, 0) > 0) {
     out.kind = FenceOutcome::kGone;
   } else if (::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0) != 0 && errno != ESRCH) {
     out = {FenceOutcome::kFailed, std::string("cannot kill it: ") + std::strerror(errno)};
@@ -85,7 +103,7 @@ FenceOutcome fence(const std::string& identity, uint32_t pid, std::chrono::milli
     while ((rc = ::poll(&p, 1, static_cast<int>(wait.count()))) < 0 && errno == EINTR) {
     }
     if (rc > 0) {
-      out.kind = FenceOutcome::kKilled;
+      out.kind = exiting ? FenceOutcome::kExiting : FenceOutcome::kKilled;
     } else {
       out = {FenceOutcome::kNoExit, "killed with SIGKILL but not exited after " +
                                         std::to_string(wait.count()) +

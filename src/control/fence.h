@@ -31,6 +31,7 @@ struct FenceOutcome {
   enum Kind {
     kElsewhere,  // not on this host (or not in this pid namespace): nothing to do here
     kGone,       // the process had already exited
+    kExiting,    // already exiting when looked at (killed all the same), and seen to exit
     kKilled,     // killed with SIGKILL, and seen to exit
     kNoExit,     // killed, but not seen to exit within the wait (it runs no more user code)
     kFailed,     // could not be killed (text says why)

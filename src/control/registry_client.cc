@@ -194,6 +194,10 @@ void RegistryClient::Impl::fence_lost(const PeerEventMsg& e) {
     case FenceOutcome::kGone:
       log::debug("fence: ", who, " had already exited");
       return;
+    case FenceOutcome::kExiting:
+      log::debug("fence: ", who, " was already exiting; saw it exit ",
+                 static_cast<int64_t>(ms * 1000), " us later, before moving to view ", e.epoch);
+      return;
     case FenceOutcome::kKilled:
       log::warn("fenced ", who,
                 ": it had not exited on this host; killed it with SIGKILL and saw it exit ",

@@ -4,11 +4,14 @@
 #include "control/fence.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -17,11 +20,13 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// A child that sends its own fence identity up a pipe, then sleeps until killed.
+// A child that sends its own fence identity up a pipe, then sleeps until
+// killed; with `main_exits`, its main thread exits (SYS_exit) and
+// another thread sleeps on.
 struct Child {
   pid_t pid = -1;
   std::string identity;
-  Child() {
+  explicit Child(bool main_exits = false) {
     int fds[2];
     EXPECT_EQ(::pipe(fds), 0);
     pid = ::fork();
@@ -30,6 +35,16 @@ struct Child {
       const std::string id = fence_identity();
       (void)!::write(fds[1], id.data(), id.size());
       ::close(fds[1]);
+      if (main_exits) {
+        pthread_t t;
+        ::pthread_create(
+            &t, nullptr,
+            [](void*) -> void* {
+              for (;;) ::pause();
+            },
+            nullptr);
+        ::syscall(SYS_exit, 0);  // this thread alone, without unwinding gtest's frames
+      }
       for (;;) ::pause();
     }
     ::close(fds[1]);
@@ -52,6 +67,30 @@ struct Child {
     }
   }
 };
+
+// A process already exiting (its main thread's PF_EXITING: killed from
+// outside, or returned) is said to be exiting, for the log, and killed all
+// the same: here its main thread alone exited and another thread still
+// runs, which the kill ends.
+TEST(FenceTest, AProcessWhoseMainThreadExitedIsExitingAndStillKilled) {
+  Child c(/*main_exits=*/true);
+  ASSERT_FALSE(c.identity.empty());
+  // The main thread's exit is seen in /proc shortly after it sent its identity.
+  for (int i = 0; i < 200; ++i) {
+    std::string status;
+    if (FILE* f = std::fopen(("/proc/" + std::to_string(c.pid) + "/stat").c_str(), "r")) {
+      char buf[512] = {};
+      status.assign(buf, std::fread(buf, 1, sizeof(buf) - 1, f));
+      std::fclose(f);
+    }
+    const size_t close = status.rfind(')');
+    if (close != std::string::npos && status.substr(close + 2, 1) == "Z") break;
+    ::usleep(5000);
+  }
+  const FenceOutcome out = fence(c.identity, static_cast<uint32_t>(c.pid), milliseconds(2000));
+  EXPECT_EQ(out.kind, FenceOutcome::kExiting) << out.text;
+  EXPECT_EQ(c.ended_by(), SIGKILL);
+}
 
 TEST(FenceTest, KillsAProcessOfThisHostAndSeesItExit) {
   Child c;
