@@ -8,6 +8,8 @@
 #include <cstring>
 #include <thread>
 
+#include "words.h"
+
 namespace sluice::nam {
 
 const char* to_string(Outcome o) {
@@ -23,16 +25,6 @@ const char* to_string(Outcome o) {
   }
   return "?";
 }
-
-namespace {
-uint64_t load64(const std::byte* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-void store64(std::byte* p, uint64_t v) { std::memcpy(p, &v, 8); }
-std::span<std::byte> bytes_of(uint64_t& v) { return std::as_writable_bytes(std::span(&v, 1)); }
-}  // namespace
 
 RsiClient::RsiClient(Cluster& cluster, const Layout& layout, uint32_t client, RsiOptions options)
     : cluster_(cluster), layout_(layout), client_(client), options_(options) {
@@ -635,201 +627,6 @@ void RsiClient::retire() {
     set_park(park_ts_, 0);
     parked_ = false;
   }
-}
-
-uint64_t RsiClient::header(uint32_t table, uint64_t key) {
-  uint64_t h = 0;
-  RemoteRegion& r = region(table, key);
-  check(r.read(layout_.slot_offset(table, key), bytes_of(h), deadline()), r, "reading a header");
-  return h;
-}
-
-void RsiClient::roll_back(const LogEntry& e, uint64_t c) {
-  read_slot(e.table, e.key);
-  if (load64(slot_.data()) != (kLockBit | c)) return;
-  const uint32_t payload = layout_.tables[e.table].payload_bytes;
-  uint64_t newest = 0;
-  RemoteRegion& r = region(e.table, e.key);
-  const uint64_t base = layout_.slot_offset(e.table, e.key);
-  for (uint32_t v = 0; v < layout_.versions; ++v) {
-    const std::byte* p = slot_.data() + layout_.version_offset(e.table, v);
-    const uint64_t cid = load64(p), sum = load64(p + 8);
-    const bool valid =
-        sum != 0 && sum == version_checksum(cid, e.table, e.key, std::span(p + 16, payload));
-    if ((valid && cid == c) || (!valid && (cid != 0 || sum != 0))) {
-      const uint64_t zero[2] = {0, 0};  // drop the half-installed version
-      check(r.write(base + layout_.version_offset(e.table, v), std::as_bytes(std::span(zero)),
-                    deadline()),
-            r, "rolling back a version");
-    } else if (valid) {
-      newest = std::max(newest, cid);
-    }
-  }
-  if (cas(r, base, kLockBit | c, newest) == (kLockBit | c)) ++stats_.recovered_back;
-}
-
-void RsiClient::resolve(uint64_t c, const std::vector<LogEntry>& entries) {
-  TsState st = state_of(c);
-  if (st == kPending) st = transition(c, kPending, kFenced) == kPending ? kFenced : state_of(c);
-  if (st == kCommitted) {
-    for (const LogEntry& e : entries) {
-      if (cas(region(e.table, e.key), layout_.slot_offset(e.table, e.key), kLockBit | c, c) ==
-          (kLockBit | c)) {
-        ++stats_.recovered_forward;
-      }
-    }
-    return;
-  }
-  for (const LogEntry& e : entries) roll_back(e, c);
-  if (st == kFenced) transition(c, kFenced, kAborted);
-}
-
-void RsiClient::recover_client(uint32_t j, uint64_t p) {
-  if (j == client_) return;
-  // Fence j's first unfinished timestamp: j can then never commit it, nor
-  // any later one (they come after it).
-  for (;;) {
-    const TsState st = transition(p, kPending, kFenced);
-    if (st == kPending || st == kFenced) break;
-    p += layout_.clients;  // j finished p meanwhile (it is alive after all): chase it
-  }
-  std::vector<LogEntry> entries;
-  uint64_t c = 0;
-  check(meta_.read(layout_.log_offset(j), log_, deadline()), meta_, "reading a commit log");
-  if (decode_log(log_, &c, &entries) && c != 0) resolve(c, entries);
-  transition(p, kFenced, kAborted);
-  // Two live clients may recover the same dead one side by side (each saw
-  // its timestamp pending past the timeout; every step above is a CAS and
-  // idempotent): the one whose retirement of j lands counts it.
-  const bool retired_it = cas(meta_, layout_.retire_offset(j), 0, p + layout_.clients) == 0;
-  if (layout_.overflow_entries != 0) {
-    // Its snapshot is gone with it: writers need not keep versions for it.
-    uint64_t zero = 0;
-    check(meta_.write(layout_.snapshot_offset(j), bytes_of(zero), deadline()), meta_,
-          "clearing a snapshot word");
-  }
-  if (!retired_it) return;
-  ++stats_.clients_recovered;
-  std::fprintf(stderr,
-               "nam: client %u recovered client %u (log timestamp %" PRIu64 ", fenced %" PRIu64
-               ")\n",
-               client_, j, c, p);
-}
-
-uint32_t RsiClient::recover_unretired() {
-  check(
-      meta_.read(layout_.retire_offset(0), std::as_writable_bytes(std::span(retire_)), deadline()),
-      meta_, "reading the retire words");
-  uint32_t n = 0;
-  for (uint32_t j = 0; j < layout_.clients; ++j) {
-    if (j == client_ || retire_[j] != 0) continue;
-    // j's first unfinished timestamp, reading the vector a few words at a time.
-    uint64_t p = j + 1;
-    for (bool found = false; !found;) {
-      const uint64_t w0 = ts_word(p);
-      if (w0 >= layout_.ts_words())
-        throw NamError("nam: no unfinished timestamp of client " + std::to_string(j));
-      const uint64_t n = std::min<uint64_t>(words_.size(), layout_.ts_words() - w0);
-      check(meta_.read(layout_.ts_offset() + 8 * w0,
-                       std::as_writable_bytes(std::span(words_.data(), n)), deadline()),
-            meta_, "reading the timestamp vector");
-      for (; ts_word(p) < w0 + n; p += layout_.clients) {
-        const TsState st = ts_state(words_[ts_word(p) - w0], p);
-        if (st == kPending || st == kFenced) {
-          found = true;
-          break;
-        }
-      }
-    }
-    recover_client(j, p);
-    ++n;
-  }
-  return n;
-}
-
-void RsiClient::publish_snapshot(uint64_t word) {
-  check(meta_.write(layout_.snapshot_offset(client_), bytes_of(word), deadline()), meta_,
-        "publishing the snapshot");
-}
-
-bool RsiClient::walk_overflow(uint32_t table, uint64_t key, uint64_t head, uint64_t* cid) {
-  const uint32_t payload = layout_.tables[table].payload_bytes;
-  const uint64_t bytes = layout_.overflow_entry_bytes(table);
-  RemoteRegion& r = overflow_[layout_.server_of(key)][table];
-  uint64_t seq = head;
-  for (uint32_t steps = 0; seq != 0 && steps < layout_.overflow_entries; ++steps) {
-    check(r.read(layout_.overflow_offset(table, seq), std::span(entry_.data(), bytes), deadline()),
-          r, "reading the overflow area");
-    const std::byte* e = entry_.data();
-    const uint64_t got = load64(e), prev = load64(e + 8), until = load64(e + 16),
-                   c = load64(e + 24), sum = load64(e + 32);
-    const std::span<const std::byte> data(e + 40, payload);
-    // Reused by the ring for a newer version (or being rewritten): the
-    // chain is cut here.
-    if (got != seq || sum != overflow_checksum(got, prev, until, c, table, key, data)) return false;
-    if (c <= rts_) {
-      // The version of snapshots in [c, until): a later version overwritten
-      // without being moved (no snapshot needed it when it was) leaves a
-      // gap, and this one is then too old for us.
-      if (rts_ >= until) return false;
-      std::memcpy(found_.data(), data.data(), payload);
-      *cid = c;
-      ++stats_.overflow_hits;
-      return true;
-    }
-    if (prev >= seq) return false;  // chains only go back in time
-    seq = prev;
-  }
-  return false;
-}
-
-void RsiClient::move_if_needed(const Pending& w, uint64_t commit) {
-  if (!w.victim.valid) return;
-  bool needed = false;
-  for (uint32_t j = 0; j < layout_.clients && !needed; ++j) {
-    if (j == client_ || snapshots_[j] == 0) continue;
-    const uint64_t rts = snapshots_[j] - 1;
-    needed = rts >= w.victim.cid && rts < w.victim.next_cid;
-  }
-  if (!needed) return;
-  // The slot as it is under our lock: its overflow head, and the victim
-  // (gone already if a rolled-back install took its place: nothing to move).
-  read_slot(w.table, w.key);
-  const uint32_t payload = layout_.tables[w.table].payload_bytes;
-  const std::byte* v = slot_.data() + layout_.version_offset(w.table, w.victim.index);
-  const uint64_t c = load64(v), sum = load64(v + 8);
-  const std::span<const std::byte> data(v + 16, payload);
-  if (c != w.victim.cid || sum == 0 || sum != version_checksum(c, w.table, w.key, data)) return;
-  // Its successor: the next newer version in the slot, or the one we install.
-  uint64_t until = commit;
-  for (uint32_t i = 0; i < layout_.versions; ++i) {
-    if (i == w.victim.index) continue;
-    const std::byte* o = slot_.data() + layout_.version_offset(w.table, i);
-    const uint64_t oc = load64(o), os = load64(o + 8);
-    if (os != 0 && os == version_checksum(oc, w.table, w.key, std::span(o + 16, payload)) && oc > c)
-      until = std::min(until, oc);
-  }
-  const uint64_t head = load64(slot_.data() + Layout::kOverflowHead);
-  RemoteRegion& r = overflow_[layout_.server_of(w.key)][w.table];
-  const auto taken = r.fetch_add(Layout::kOverflowCursor, 1, deadline());
-  check(taken.status(), r, "taking an overflow entry");
-  const uint64_t seq = *taken + 1;  // sequence numbers start at 1 (0: no entry)
-  std::byte* e = entry_.data();
-  store64(e, seq);
-  store64(e + 8, head);
-  store64(e + 16, until);
-  store64(e + 24, c);
-  store64(e + 32, overflow_checksum(seq, head, until, c, w.table, w.key, data));
-  std::memcpy(e + 40, data.data(), payload);
-  check(r.write(layout_.overflow_offset(w.table, seq), std::span<const std::byte>(e, 40 + payload),
-                deadline()),
-        r, "writing an overflow entry");
-  // Then the head: a reader that sees it finds the entry whole.
-  RemoteRegion& rec = region(w.table, w.key);
-  check(rec.write(layout_.slot_offset(w.table, w.key) + Layout::kOverflowHead,
-                  std::as_bytes(std::span(&seq, 1)), deadline()),
-        rec, "writing an overflow head");
-  ++stats_.overflow_moved;
 }
 
 }  // namespace sluice::nam

@@ -16,6 +16,7 @@
 
 #include "layout.h"
 #include "txn.h"
+#include "words.h"
 
 namespace sluice::nam::twopc_wire {
 
@@ -56,12 +57,8 @@ inline uint64_t max_message(const Layout& layout) {
   return sizeof(MsgHeader) + kMaxWrites * (sizeof(MsgEntry) + biggest) + 8;
 }
 
-inline uint64_t load64(const std::byte* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-inline void store64(std::byte* p, uint64_t v) { std::memcpy(p, &v, 8); }
+using nam::load64;
+using nam::store64;
 
 // A version of a slot image, and whether it is whole.
 inline bool valid_version(const Layout& l, uint32_t table, uint64_t key, const std::byte* slot,
