@@ -605,6 +605,13 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       ep.reset();
       ep.live = tried;
       ep.inc = inc;
+      // The job may be changing still (the others ending it: a restarted
+      // replica then finds its clients gone by leaving, above): wait for
+      // that up to the peer timeout before giving up.
+      const auto until = std::chrono::steady_clock::now() + cluster.options().peer_timeout;
+      while (!changed() && !run_over() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (run_over()) continue;
       if (!changed()) throw;
       next_members();
       retried = true;

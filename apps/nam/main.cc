@@ -37,6 +37,7 @@ namespace sn = sluice::nam;
 namespace {
 
 constexpr int kBuckets = 160;
+constexpr size_t kTimelineSlots = 1200;  // 2 minutes of sn::kTimelineMs
 constexpr uint32_t kMaxClientsPerRank =
     64;  // latency histogram: bucket b holds [1.1^b, 1.1^(b+1)) us
 
@@ -60,7 +61,14 @@ struct Summary {
   uint64_t hist[kBuckets];
   uint64_t checkouts_of[kMaxClientsPerRank];  // per client of the rank; kFencedClient: fenced
   char path[32];
+  double start_unix;                  // the earliest client's start (0: none)
+  uint32_t timeline[kTimelineSlots];  // commits per sn::kTimelineMs
 };
+
+void add_timeline(Summary& a, double start_unix, const uint32_t* counts, size_t n) {
+  if (start_unix > 0 && (a.start_unix == 0 || start_unix < a.start_unix)) a.start_unix = start_unix;
+  for (size_t i = 0; i < n && i < kTimelineSlots; ++i) a.timeline[i] += counts[i];
+}
 
 void add(Summary& a, const sn::ClientResult& r) {
   a.clients += 1;
@@ -78,6 +86,7 @@ void add(Summary& a, const sn::ClientResult& r) {
   a.recovered += r.rsi.clients_recovered;
   a.seconds = std::max(a.seconds, r.seconds);
   for (uint32_t us : r.latency_us) ++a.hist[bucket_of(us)];
+  add_timeline(a, r.start_unix, r.timeline.data(), r.timeline.size());
 }
 
 double percentile(const Summary& s, double q) {
@@ -239,6 +248,7 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
     total.recovered += s.recovered;
     total.seconds = std::max(total.seconds, s.seconds);
     for (int b = 0; b < kBuckets; ++b) total.hist[b] += s.hist[b];
+    add_timeline(total, s.start_unix, s.timeline, kTimelineSlots);
   }
   // Clients that died are recovered now (every live one has retired).
   if (protocol == "rsi") {
@@ -301,7 +311,17 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
         total.forward, total.back, check.orders, check.lines, check.locked, total.overflow_moved,
         total.overflow_hits, check.ok ? "OK" : "FAILED");
   }
-  std::fflush(stdout);
+  if (opt.timeline) {
+    size_t n = kTimelineSlots;
+    while (n > 0 && total.timeline[n - 1] == 0) --n;
+    std::string counts;
+    for (size_t i = 0; i < n; ++i) {
+      if (i > 0) counts += ',';
+      counts += std::to_string(total.timeline[i]);
+    }
+    std::printf("timeline: {\"start_unix\":%.6f,\"interval_ms\":%u,\"commits\":[%s]}\n",
+                total.start_unix, sn::kTimelineMs, counts.c_str());
+  }
   std::fflush(stdout);
   return check.ok ? 0 : 1;
 }

@@ -131,6 +131,11 @@ void add_options(CLI::App& app, Options* options) {
                  "PREFIX.<client>.jsonl (list-append, write-skew)")
       ->type_name("PREFIX")
       ->group("Output");
+  app.add_flag("--timeline", o.timeline,
+               "Also print the reporting clients' commits per 100 ms of the run, as a line "
+               "'timeline: {\"start_unix\":S,\"interval_ms\":100,\"commits\":[...]}' "
+               "(bench/nam/client_loss.py reads it)")
+      ->group("Output");
 
   app.callback([options] {
     const Options& o = *options;

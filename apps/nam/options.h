@@ -35,6 +35,7 @@ struct Options {
   uint32_t overflow_entries = 0;  // --overflow-entries per table and memory server (RSI)
   std::string history;            // --history PREFIX: PREFIX.<client>.jsonl
   bool json = false;              // --json
+  bool timeline = false;          // --timeline
 };
 
 // Adds sluice-nam's options to `app`, writing into *options, which must

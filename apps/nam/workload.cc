@@ -116,6 +116,9 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
   ClientResult res;
   Rng rng{w.seed * 0x100000001b3ull + client * 7919 + 1};
   const auto start = Clock::now();
+  res.start_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  res.timeline.reserve(static_cast<size_t>(w.seconds * 1000 / kTimelineMs) + 16);
   const auto end =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w.seconds));
   res.latency_us.reserve(w.txns != 0 ? std::min<uint64_t>(w.txns, 1 << 20) : 1 << 16);
@@ -264,8 +267,13 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
       }
     }
     ++res.commits;
+    const auto now = Clock::now();
     res.latency_us.push_back(static_cast<uint32_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
+        std::chrono::duration_cast<std::chrono::microseconds>(now - t0).count()));
+    const auto interval = static_cast<size_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count() / kTimelineMs);
+    if (res.timeline.size() <= interval) res.timeline.resize(interval + 1, 0);
+    ++res.timeline[interval];
   }
   res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   db.retire();

@@ -63,9 +63,14 @@ Layout make_layout(const WorkloadOptions& w, uint32_t memory_servers, uint32_t c
 void load_table(const Layout& layout, const WorkloadOptions& w, uint32_t table, uint32_t server,
                 std::byte* data);
 
+// The width of one interval of ClientResult::timeline.
+constexpr uint32_t kTimelineMs = 100;
+
 struct ClientResult {
   uint64_t commits = 0, read_only = 0, checkouts = 0, conflicts = 0, too_old = 0, out_of_stock = 0;
   double seconds = 0;
+  double start_unix = 0;             // when the client began (CLOCK_REALTIME seconds)
+  std::vector<uint32_t> timeline;    // commits per kTimelineMs interval since then
   std::vector<uint32_t> latency_us;  // per committed transaction, first attempt to commit
   TxnStats rsi;
   std::string history;  // JSON lines (list-append and write-skew)

@@ -54,8 +54,9 @@ void expect_invariants_ok(const ProcessResult& r) {
 }
 
 TEST(NamTest, CheckoutKeepsItsInvariants) {
-  const ProcessResult r = run_nam(3, {"--clients", "2", "--products", "500", "--record-bytes", "64",
-                                      "--txns", txns(150, 40), "--browse-percent", "20", "--json"});
+  const ProcessResult r =
+      run_nam(3, {"--clients", "2", "--products", "500", "--record-bytes", "64", "--txns",
+                  txns(150, 40), "--browse-percent", "20", "--json", "--timeline"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_invariants_ok(r);
   // The one-sided operations took the path this variant is about.
@@ -70,6 +71,14 @@ TEST(NamTest, CheckoutKeepsItsInvariants) {
   EXPECT_EQ(json_number(r.output, "checkouts") + json_number(r.output, "read_only"), 4 * per_client)
       << r.output;
   EXPECT_GT(json_number(r.output, "read_only"), 0u) << r.output;
+  // --timeline: the commits per 100 ms add up to every commit.
+  const size_t at = r.output.find("timeline: {");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const size_t open = r.output.find('[', at), close = r.output.find(']', at);
+  std::istringstream counts(r.output.substr(open + 1, close - open - 1));
+  uint64_t sum = 0;
+  for (std::string c; std::getline(counts, c, ',');) sum += std::stoull(c);
+  EXPECT_EQ(sum, 4 * per_client) << r.output;
   // Every committed checkout is exactly one order with exactly 3 lines.
   EXPECT_EQ(json_number(r.output, "orders"), json_number(r.output, "checkouts")) << r.output;
   EXPECT_EQ(json_number(r.output, "lines"), 3 * json_number(r.output, "checkouts")) << r.output;
