@@ -788,18 +788,21 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // without it. Only the run's members take part, as the processes they
   // were: a replica restarted after the run ended has nothing to report (it
   // finds its clients gone and exits; see the epoch loop).
-  std::vector<uint32_t> candidates = live;
+  const std::vector<uint32_t> members = live;
+  std::vector<uint32_t> candidates = members;
   const std::vector<uint32_t> member_inc = inc;
   for (uint32_t attempt = 0;; ++attempt) {
     const std::string round = std::to_string(attempt);
     const std::vector<uint32_t> now =
         sluice::meet_survivors(cluster, "kv-reporters-" + round, candidates, member_inc);
-    for (uint32_t r : candidates) {
+    // (Against the run's members: a client lost in an earlier round is
+    // missing from the candidates too.)
+    for (uint32_t r : members) {
       if (r >= o.replicas && !o.resp && std::find(now.begin(), now.end(), r) == now.end()) {
         std::fprintf(stderr,
-                     "sluice-kv: rank %u: client rank %u was lost before its report reached the "
-                     "collector: its operations cannot be checked, so the job ends without its "
-                     "checks\n",
+                     "sluice-kv: rank %u: client rank %u was lost before every member had the "
+                     "verdict: its operations cannot be checked again, so the job ends without "
+                     "its checks\n",
                      rank, r);
         return 1;
       }
