@@ -225,8 +225,9 @@ void DeclaredFlow::destroy_or_throw(Deadline deadline) {
 }
 
 void Cluster::check_record(const FlowSpec& spec, size_t record_size) const {
+  const std::string held = impl_->resolve(spec.name);
   MutexLock lock(impl_->mu);
-  auto it = impl_->flows.find(spec.name);
+  auto it = impl_->flows.find(held);
   if (it == impl_->flows.end() || it->second == nullptr) {
     throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' was not declared on rank " +
                                                  std::to_string(rank()) + "; call declare() first");
@@ -252,7 +253,8 @@ static FlowSpec declared_spec(detail::ClusterImpl& impl, const std::string& flow
   return impl.flows.at(flow)->ctx.spec;
 }
 
-std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& flow, uint32_t slot) {
+std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& name, uint32_t slot) {
+  const std::string flow = impl_->resolve(name);
   auto sequencer = detail::open_sequencer(*impl_, declared_spec(*impl_, flow));
   MutexLock lock(impl_->mu);
   detail::FlowState& fs = *impl_->flows.at(flow);
@@ -296,7 +298,8 @@ std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& flow
   return detail::make_source(&fs.ctx, s, std::move(rings), std::move(ofi), std::move(sequencer));
 }
 
-std::unique_ptr<detail::TargetCore> Cluster::open_target(const std::string& flow, uint32_t slot) {
+std::unique_ptr<detail::TargetCore> Cluster::open_target(const std::string& name, uint32_t slot) {
+  const std::string flow = impl_->resolve(name);
   auto sequencer = detail::open_sequencer(*impl_, declared_spec(*impl_, flow));
   MutexLock lock(impl_->mu);
   detail::FlowState& fs = *impl_->flows.at(flow);

@@ -29,7 +29,7 @@ Transport ClusterImpl::transport_between(uint32_t a, uint32_t b, const std::stri
   return options.transport == Transport::kOfi || !same_host ? Transport::kOfi : Transport::kShm;
 }
 
-void ClusterImpl::declare(const FlowSpec& spec) {
+void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch) {
   spec.validate();
   const uint32_t me = boot.rank;
   std::set<uint32_t> participants;
@@ -74,7 +74,7 @@ void ClusterImpl::declare(const FlowSpec& spec) {
     // participants must agree on it as on the spec itself.
     client->declare_flow(spec.name,
                          spec.canonical() + "transport=" + to_string(options.transport) + "\n",
-                         {participants.begin(), participants.end()}, setup_deadline());
+                         {participants.begin(), participants.end()}, setup_deadline(), epoch);
     agreed = true;
 
     auto fs = std::make_unique<FlowState>();

@@ -94,6 +94,10 @@ class ClusterImpl {
   int regions_over_ofi SLUICE_GUARDED_BY(mu) = -1;      // -1: not yet decided
   // Flows whose DeclaredFlow was destroyed, not yet let go of (FlowRetirement).
   std::set<std::string> retiring SLUICE_GUARDED_BY(mu);
+  // Flows declared in a view (Cluster::declare(view, spec)) are declared as
+  // "name@epoch"; sources and targets are opened by the spec's own name,
+  // which stands for its latest declaration in a view.
+  std::map<std::string, std::string> in_view SLUICE_GUARDED_BY(mu);
   std::atomic<bool> left{false};  // leave() was called
 
   // Regions go over ofi for every rank unless every rank shares this host.
@@ -129,7 +133,17 @@ class ClusterImpl {
 
   Deadline setup_deadline() const { return Clock::now() + options.setup_timeout; }
 
-  void declare(const FlowSpec& spec);
+  // With an `epoch`, the registry agrees on the flow only within that view
+  // (Error(kViewChanged) otherwise).
+  void declare(const FlowSpec& spec, uint64_t epoch = control::kUnscopedEpoch);
+  // The name a flow declared as `name` is held under: `name` itself, or its
+  // latest declaration in a view.
+  std::string resolve(const std::string& name) {
+    MutexLock lock(mu);
+    if (flows.count(name) != 0) return name;
+    auto it = in_view.find(name);
+    return it == in_view.end() ? name : it->second;
+  }
   // DeclaredFlow::destroy() in two steps: take the flow's state (throws if
   // cores of it are open, but for sources lingering on `linger` where
   // `lingering_ok`; nothing changes then), then withdraw it from the

@@ -1,9 +1,11 @@
 // Membership views (sluice/membership.h): the registry's epochs as the
 // Cluster hands them out, and the calls scoped to one view.
+#include <algorithm>
 #include <string>
 
 #include "cluster_impl.h"
 #include "common/log.h"
+#include "control/registry_waiters.h"
 #include "sluice/cluster.h"
 #include "sluice/errors.h"
 
@@ -24,6 +26,92 @@ Result<View> Cluster::await_view(uint64_t after_epoch, Deadline deadline) const 
                                                ": the registry is lost, no view can follow"));
   }
   return view();
+}
+
+Result<DeclaredFlow> Cluster::declare(const View& view, const FlowSpec& spec) {
+  const uint32_t me = rank();
+  if (!view.contains(me)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                log::cat("flow '", spec.name, "': rank ", me, " is not a member of view ",
+                         view.epoch, " (members ", control::rank_list_text(view.members), ")"));
+  }
+  FlowSpec scoped = spec;
+  scoped.name = log::cat(spec.name, "@", view.epoch);
+  auto keep_members = [&](std::vector<Endpoint>& endpoints, const char* what) {
+    std::erase_if(endpoints, [&](const Endpoint& e) { return !view.contains(e.rank); });
+    if (endpoints.empty()) {
+      throw Error(ErrorCode::kPeerLost,
+                  log::cat("flow '", spec.name, "': none of its ", what, " is a member of view ",
+                           view.epoch, " (members ", control::rank_list_text(view.members), ")"));
+    }
+  };
+  keep_members(scoped.sources, "sources");
+  keep_members(scoped.targets, "targets");
+  try {
+    impl_->declare(scoped, view.epoch);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kViewChanged) return Status::kViewChanged;
+    if (e.code() != ErrorCode::kPeerLost) throw;
+    // A participant lost while the flow was set up: the registry moves the
+    // view past it (at once for a closed connection, within the peer
+    // timeout for a silent rank).
+    if (!impl_->client->peers().await_epoch(view.epoch, impl_->setup_deadline())) throw;
+    return Status::kViewChanged;
+  }
+  {
+    MutexLock lock(impl_->mu);
+    impl_->in_view[spec.name] = scoped.name;
+  }
+  return DeclaredFlow(impl_, scoped.name);
+}
+
+KeyGroups::KeyGroups(uint32_t groups, std::vector<uint32_t> owners)
+    : groups_(groups), owners_(std::move(owners)) {
+  if (groups_ == 0) throw Error(ErrorCode::kInvalidArgument, "KeyGroups: no key groups");
+  if (owners_.empty()) throw Error(ErrorCode::kInvalidArgument, "KeyGroups: no owners");
+  std::vector<uint32_t> sorted = owners_;
+  std::sort(sorted.begin(), sorted.end());
+  if (auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                log::cat("KeyGroups: owner rank ", *dup, " appears more than once"));
+  }
+}
+
+namespace {
+
+// A group's preference for an owner (rendezvous hashing): splitmix64's
+// finaliser over both, the same on every rank and every platform.
+uint64_t preference(uint32_t group, uint32_t owner) {
+  uint64_t z = (uint64_t{group} << 32 | owner) + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::vector<uint32_t> KeyGroups::assign(const View& view) const {
+  std::vector<uint32_t> present;
+  for (uint32_t o : owners_)
+    if (view.contains(o)) present.push_back(o);
+  if (present.empty()) {
+    throw Error(ErrorCode::kPeerLost,
+                log::cat("KeyGroups: none of the owners ", control::rank_list_text(owners_),
+                         " is a member of view ", view.epoch));
+  }
+  std::vector<uint32_t> out(groups_);
+  for (uint32_t g = 0; g < groups_; ++g) {
+    const uint32_t h = home(g);
+    if (view.contains(h)) {
+      out[g] = h;
+      continue;
+    }
+    uint32_t best = present[0];
+    for (uint32_t o : present)
+      if (preference(g, o) > preference(g, best)) best = o;
+    out[g] = best;
+  }
+  return out;
 }
 
 namespace {

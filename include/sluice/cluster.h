@@ -32,6 +32,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "sluice/combiner.h"
@@ -47,7 +48,11 @@ namespace sluice {
 
 namespace detail {
 class ClusterImpl;
-}
+template <class Spec>
+struct is_combiner_spec : std::false_type {};
+template <class T>
+struct is_combiner_spec<CombinerSpec<T>> : std::true_type {};
+}  // namespace detail
 
 /// A flow declared by this rank: its rings, mappings, ofi endpoints and
 /// registered memory here, and its entries in the registry. Move-only; the
@@ -253,6 +258,31 @@ class Cluster {
   [[nodiscard]] DeclaredFlow declare(const CombinerSpec<T>& spec) {
     return declare(spec.spec());
   }
+
+  /// Declares a flow among the members of `view` (membership.h): of the
+  /// spec's sources and targets, those whose rank is a member, in the spec's
+  /// order. Every member passes the same spec at every view, and the flow
+  /// re-forms among the living: a lost rank's endpoints drop out, a rank
+  /// back as a new incarnation is in again. It is held as "name@epoch" (one
+  /// declaration per view: nothing waits for the last view's to be
+  /// withdrawn); source(spec, slot) and target(spec, slot) open the latest.
+  /// A shuffle's explicit target index (push_to) counts the targets that
+  /// remain. kOk once every participant declared it in `view`; kViewChanged
+  /// on every participant alike if the view is not current, or changes (a
+  /// loss, departure or rejoin) before all declared; kViewChanged too where
+  /// a participant is lost while the flow is set up (a participant that had
+  /// finished sees the loss on the flow, as kPeerLost). Declare it again in
+  /// view() then. Throws as declare(spec) does otherwise, and
+  /// Error(kInvalidArgument) if this rank is not a member of `view`,
+  /// Error(kPeerLost) if none of the sources, or none of the targets, is.
+  /// Shuffle and replicate flows (combiner flows: not yet).
+  template <class Spec>
+  Result<DeclaredFlow> declare(const View& view, const Spec& spec) {
+    static_assert(!detail::is_combiner_spec<Spec>::value,
+                  "combiner flows cannot be declared in a view yet");
+    return declare(view, spec.spec());
+  }
+  Result<DeclaredFlow> declare(const View& view, const FlowSpec& spec);
 
   /// The source for endpoint (rank(), slot) of a declared flow. REQUIRES: the
   /// endpoint is one of the flow's sources, opened at most once.

@@ -12,7 +12,7 @@
 /// with Status::kViewChanged (MPI ULFM's revoke), never with a silently
 /// smaller result. See docs/guide.md, "Membership views".
 ///
-/// Thread safety: plain values.
+/// Thread safety: plain values (KeyGroups: const calls from any thread).
 #pragma once
 
 #include <algorithm>
@@ -50,6 +50,38 @@ struct Gathered {
   std::vector<uint32_t> ranks;
   /// values[i] is what ranks[i] contributed.
   std::vector<std::string> values;
+};
+
+/// Work keyed by groups that must move when their owner is lost: `size()`
+/// key groups (a key's group is its hash modulo size()), each with a home
+/// among `owners()`. assign(view) gives every group an owner that is a member
+/// of the view: its home while the home is a member; else the member owner
+/// that ranks highest for that group (rendezvous hashing), so that only a
+/// lost owner's groups move, spread over the others about evenly, and go
+/// home once it is back. Every rank computes the same map from the same
+/// view. Use it to route a shuffle declared in the view (Cluster::declare(
+/// view, spec)), and to know whose groups a rank took over.
+class KeyGroups {
+ public:
+  /// `groups` key groups over `owners` (distinct ranks, in any order; home
+  /// of group g: owners[g % owners.size()]). Throws Error(kInvalidArgument)
+  /// if there are no groups or no owners, or an owner appears twice.
+  KeyGroups(uint32_t groups, std::vector<uint32_t> owners);
+  /// The number of key groups.
+  uint32_t size() const { return groups_; }
+  /// The owners, as given.
+  const std::vector<uint32_t>& owners() const { return owners_; }
+  /// The group of a key whose hash (sluice/hash.h) is `key_hash`.
+  uint32_t group_of(uint64_t key_hash) const { return static_cast<uint32_t>(key_hash % groups_); }
+  /// Group `group`'s home owner.
+  uint32_t home(uint32_t group) const { return owners_[group % owners_.size()]; }
+  /// Each group's owner in `view` (size() entries). Throws Error(kPeerLost)
+  /// if no owner is a member.
+  std::vector<uint32_t> assign(const View& view) const;
+
+ private:
+  uint32_t groups_;
+  std::vector<uint32_t> owners_;
 };
 
 }  // namespace sluice

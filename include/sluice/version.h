@@ -16,7 +16,9 @@ inline constexpr const char* kVersion = "1.1.0";  // = the CMake project version
 /// flow counters to the registry with their heartbeats). 5: PEER_EVENT
 /// carries the rank's incarnation (a rank that died may join again). 6:
 /// PEER_EVENT carries the membership epoch; GATHER (view-scoped allgather).
-inline constexpr uint16_t kProtocolVersion = 7;
+/// 7: HELLO and PEER_EVENT carry the fence identity. 8: DECLARE carries a
+/// view's epoch (flows declared in a view, Cluster::declare(view, spec)).
+inline constexpr uint16_t kProtocolVersion = 8;
 /// True if this process honours the test switches (SLUICE_TEST_* variables
 /// that make a flow die or reorder on purpose): only test programs built in
 /// the sluice tree, which link the library with its test hooks live. The

@@ -256,6 +256,7 @@ std::string encode(const DeclareMsg& m) {
   w.u32(static_cast<uint32_t>(m.participants.size()));
   for (uint32_t p : m.participants) w.u32(p);
   w.u64(m.timeout_ms);
+  w.u64(m.epoch);
   return w.take();
 }
 bool decode(std::string_view payload, DeclareMsg* m) {
@@ -265,7 +266,7 @@ bool decode(std::string_view payload, DeclareMsg* m) {
   if (n > r.remaining() / sizeof(uint32_t)) return false;
   m->participants.resize(n);
   for (uint32_t& p : m->participants) r.u32(&p);
-  r.u64(&m->timeout_ms);
+  r.u64(&m->timeout_ms) && r.u64(&m->epoch);
   return r.done();
 }
 

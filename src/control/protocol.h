@@ -234,11 +234,17 @@ struct ErrorMsg {
   uint32_t rank = kNoRank;
   std::string text;
 };
+// A DECLARE's epoch when the declaration is not scoped to a view.
+inline constexpr uint64_t kUnscopedEpoch = ~uint64_t{0};
 struct DeclareMsg {
   std::string name;
   std::string canonical;
   std::vector<uint32_t> participants;
   uint64_t timeout_ms = 0;
+  // A view-scoped declaration (Cluster::declare(view, spec)): it agrees only
+  // within view `epoch`, and fails with kViewChanged for every participant
+  // if the view is not current or changes before all declared.
+  uint64_t epoch = kUnscopedEpoch;
 };
 struct PutMsg {
   std::string key;

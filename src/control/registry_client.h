@@ -79,9 +79,13 @@ class RegistryClient {
   // rank in `participants` declared it identically. Throws
   // Error(kSpecMismatch) naming both ranks and each differing field
   // ("record_size: rank 0 declared 16, rank 2 declared 24"), Error(kTimeout)
-  // naming the ranks that have not declared, or PeerLostError.
+  // naming the ranks that have not declared, or PeerLostError. With an
+  // `epoch` (a view's), the declaration belongs to that view: Error(kViewChanged)
+  // if the job is in another view, or moves on before every participant
+  // declared (every participant that declared gets it alike).
   void declare_flow(const std::string& name, const std::string& canonical,
-                    const std::vector<uint32_t>& participants, Deadline deadline);
+                    const std::vector<uint32_t>& participants, Deadline deadline,
+                    uint64_t epoch = kUnscopedEpoch);
   // Withdraws this rank from flow `name` (which it declared); returns once
   // every participant did so or is lost, by when the registry has forgotten
   // the declaration and erased every key under "flow/<name>/": the name can

@@ -12,11 +12,13 @@ namespace sluice::control {
 using registry_client_impl::timeout_ms;
 
 void RegistryClient::declare_flow(const std::string& name, const std::string& canonical,
-                                  const std::vector<uint32_t>& participants, Deadline deadline) {
+                                  const std::vector<uint32_t>& participants, Deadline deadline,
+                                  uint64_t epoch) {
   const std::string what = log::cat("declaring flow '", name, "'");
-  const auto r = impl_->call(
-      MsgType::kDeclare, encode(DeclareMsg{name, canonical, participants, timeout_ms(deadline)}),
-      deadline, what);
+  const auto r =
+      impl_->call(MsgType::kDeclare,
+                  encode(DeclareMsg{name, canonical, participants, timeout_ms(deadline), epoch}),
+                  deadline, what);
   impl_->expect(r, MsgType::kOk, what);
 }
 

@@ -86,6 +86,24 @@ void Waiters::view_changed(uint64_t epoch) {
   }
   // Calls count from 0 again in the new view.
   gathers_.clear();
+  // A flow declared in the old view that not every participant declared yet
+  // fails for those that did: the others may never declare it (they moved
+  // to the new view), and none will hold it. Its name (the library puts
+  // the epoch in it) is not declared again.
+  for (auto it = flows_.begin(); it != flows_.end();) {
+    FlowDecl& flow = it->second;
+    if (flow.epoch == kUnscopedEpoch || flow.epoch >= epoch || flow.complete) {
+      ++it;
+      continue;
+    }
+    for (const Waiter& w : flow.waiters) {
+      reply_error(w, ErrorCode::kViewChanged,
+                  log::cat("flow '", it->first, "': the job's membership changed to view ", epoch,
+                           " (members ", members, ") before every participant declared it in view ",
+                           flow.epoch));
+    }
+    it = flows_.erase(it);
+  }
 }
 
 void Waiters::expire_gathers(RegistryTime now) {

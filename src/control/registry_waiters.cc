@@ -112,6 +112,13 @@ void Waiters::declare(const Waiter& w, DeclareMsg m) {
     return;
   }
 
+  if (m.epoch != kUnscopedEpoch && m.epoch != host_.epoch_now()) {
+    reply_error(w, ErrorCode::kViewChanged,
+                log::cat("flow '", m.name, "': rank ", rank, " declared it in view ", m.epoch,
+                         ", but the job is in view ", host_.epoch_now(), " now (members ",
+                         rank_list_text(view_members()), ")"));
+    return;
+  }
   auto it = flows_.find(m.name);
   if (it != flows_.end() && it->second.gone.count(rank) != 0) {
     // Its previous declaration is still being destroyed by the others:
@@ -125,6 +132,7 @@ void Waiters::declare(const Waiter& w, DeclareMsg m) {
     fresh.first_rank = rank;
     fresh.canonical = m.canonical;
     fresh.participants = m.participants;
+    fresh.epoch = m.epoch;
     it = flows_.emplace(m.name, std::move(fresh)).first;
   } else if (std::string diff = spec_diff(it->second, rank, m.canonical, m.participants);
              !diff.empty()) {

@@ -114,6 +114,7 @@ class Waiters {
     uint32_t first_rank = 0;  // whose declaration the others are compared with
     std::string canonical;
     std::vector<uint32_t> participants;  // sorted, unique
+    uint64_t epoch = kUnscopedEpoch;     // the view a scoped declaration belongs to
     std::set<uint32_t> declared;
     std::vector<Waiter> waiters;
     bool complete = false;

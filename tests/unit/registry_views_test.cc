@@ -182,6 +182,74 @@ TEST_F(RegistryViewsTest, ASecondCallWhileTheFirstWaitsIsRefused) {
   EXPECT_EQ(first.get().values, (std::vector<std::string>{"a", "b"}));
 }
 
+// Throws what declare_flow() throws, as its code.
+ErrorCode declare_error(RegistryClient& c, const std::string& name, uint64_t epoch,
+                        std::string* text = nullptr) {
+  try {
+    c.declare_flow(name, "spec\n", {0, 1, 2}, std::chrono::steady_clock::now() + 10s, epoch);
+  } catch (const Error& e) {
+    if (text != nullptr) *text = e.what();
+    return e.code();
+  }
+  return ErrorCode::kInternal;  // (it agreed)
+}
+
+// A flow declared in a view (Cluster::declare(view, spec)) agrees within it
+// or fails with kViewChanged for every participant that declared: a view
+// change while some wait, or a declaration in a view that is over. An
+// unscoped declaration of the same participants is untouched by the change.
+TEST_F(RegistryViewsTest, AFlowDeclaredInAViewFailsForEveryDeclarerWhenTheViewChangesFirst) {
+  start(5);
+  auto c0 = join(0, 5);
+  auto c1 = join(1, 5);
+  auto c2 = join(2, 5);
+  auto c3 = join(3, 5);
+  auto c4 = join(4, 5);
+  // Complete in view 0: all three declare.
+  {
+    auto f1 = std::async(std::launch::async, [&] { return declare_error(*c1, "f@0", 0); });
+    auto f2 = std::async(std::launch::async, [&] { return declare_error(*c2, "f@0", 0); });
+    EXPECT_EQ(declare_error(*c0, "f@0", 0), ErrorCode::kInternal);
+    EXPECT_EQ(f1.get(), ErrorCode::kInternal);
+    EXPECT_EQ(f2.get(), ErrorCode::kInternal);
+  }
+  // Ranks 0 and 1 declare g@0 and wait for rank 2; rank 3 (no participant)
+  // leaves: view 1. Both fail alike, naming the new view.
+  auto p0 = std::async(std::launch::async, [&] {
+    std::string text;
+    const ErrorCode code = declare_error(*c0, "g@0", 0, &text);
+    return std::make_pair(code, text);
+  });
+  auto p1 = std::async(std::launch::async, [&] { return declare_error(*c1, "g@0", 0); });
+  std::this_thread::sleep_for(100ms);  // let both reach the registry
+  EXPECT_TRUE(c3->leave(in(5s)));
+  const auto [code, text] = p0.get();
+  EXPECT_EQ(code, ErrorCode::kViewChanged) << text;
+  EXPECT_NE(text.find("flow 'g@0'"), std::string::npos) << text;
+  EXPECT_NE(text.find("view 1"), std::string::npos) << text;
+  EXPECT_EQ(p1.get(), ErrorCode::kViewChanged);
+  // Rank 2, late, declares in view 0: refused at once.
+  std::string late;
+  EXPECT_EQ(declare_error(*c2, "g@0", 0, &late), ErrorCode::kViewChanged) << late;
+  EXPECT_NE(late.find("the job is in view 1"), std::string::npos) << late;
+  // The same in view 1 agrees.
+  auto f1 = std::async(std::launch::async, [&] { return declare_error(*c1, "g@1", 1); });
+  auto f2 = std::async(std::launch::async, [&] { return declare_error(*c2, "g@1", 1); });
+  EXPECT_EQ(declare_error(*c0, "g@1", 1), ErrorCode::kInternal);
+  EXPECT_EQ(f1.get(), ErrorCode::kInternal);
+  EXPECT_EQ(f2.get(), ErrorCode::kInternal);
+  // An unscoped declaration waits through a view change (rank 4 leaves:
+  // view 2) that loses none of its participants.
+  auto u0 = std::async(std::launch::async, [&] { return declare_error(*c0, "u", kUnscopedEpoch); });
+  auto u1 = std::async(std::launch::async, [&] { return declare_error(*c1, "u", kUnscopedEpoch); });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(c4->leave(in(5s)));
+  ASSERT_TRUE(c2->peers().await_epoch(1, std::chrono::steady_clock::now() + 5s));
+  EXPECT_EQ(declare_error(*c2, "u", kUnscopedEpoch), ErrorCode::kInternal);
+  EXPECT_EQ(u0.get(), ErrorCode::kInternal);
+  EXPECT_EQ(u1.get(), ErrorCode::kInternal);
+}
+
 TEST(GatherProtocolTest, MessagesRoundTripAndAHostileCountIsRejected) {
   const GatherMsg m{"name", 7, 100, std::string("v\0w", 3)};
   GatherMsg back;
@@ -201,6 +269,14 @@ TEST(GatherProtocolTest, MessagesRoundTripAndAHostileCountIsRejected) {
   w.u64(1);
   w.u32(0xFFFFFFFFu);
   EXPECT_FALSE(decode(w.take(), &gback));
+  DeclareMsg d{"f@3", "spec", {0, 2}, 100, 3};
+  DeclareMsg dback;
+  ASSERT_TRUE(decode(encode(d), &dback));
+  EXPECT_EQ(dback.epoch, 3u);
+  EXPECT_EQ(dback.participants, d.participants);
+  d.epoch = kUnscopedEpoch;
+  ASSERT_TRUE(decode(encode(d), &dback));
+  EXPECT_EQ(dback.epoch, kUnscopedEpoch);
   const PeerEventMsg e{1, PeerState::kDied, "gone", "h", 9, 2, 5};
   PeerEventMsg eback;
   ASSERT_TRUE(decode(encode(e), &eback));

@@ -1,0 +1,288 @@
+// A keyed sum whose flows re-form among the living (Cluster::declare(view,
+// spec), KeyGroups), for reform_test.cc. Every rank is a source and a target
+// of one shuffle per round. A round's input is `--splits` splits of
+// `--records` records each, generated from (round, split, i) alone, so that
+// any rank can produce any split; its keys fall into `--groups` key groups.
+// KeyGroups assign the splits and the groups to the members of the current
+// view: a lost rank's splits are read, and its groups summed, by the others;
+// a rank back as a new incarnation takes its own again. A round commits when
+// the view's members gather their groups' sums (a view-scoped allgather,
+// which completes on every member or fails on all): a loss at any moment of
+// a round makes every survivor run the round again in the next view, with
+// the flow declared anew. Nobody is told which rank dies or when: the
+// launcher kills it (sluice run --kill).
+//
+// Prints, per rank: "REFORMED rank R epoch E members M owns O took G gave G'"
+// for every view it ran a round in after its first (a restarted process: its
+// first too), with the groups it owns in it (O), took (G: owned now, not in
+// its previous view) and gave (G'), "RETRY rank R round N epoch E: why"
+// when a round fails, and at the end "DONE rank R incarnation I committed C
+// rounds N checksum X expect Y", and rank 0 "MARK round N begins" once (for
+// the launcher's --faults-after). Every committed round's sums are checked
+// against the sums of its generated input: a difference prints MISMATCH.
+// With --no-reform, the flows are declared once per round among every rank,
+// not in a view, and a loss fails the job: the negative control.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sluice/cluster.h"
+#include "sluice/hash.h"
+#include "sluice/worker.h"
+
+namespace {
+
+struct Rec {
+  uint64_t key;
+  uint64_t value;
+};
+
+// A group's sum: order-independent, so that any owner and any arrival order
+// give the same.
+struct Sum {
+  uint64_t count = 0;
+  uint64_t total = 0;
+  uint64_t digest = 0;  // sum of hash64(key ^ value): a record lost and another doubled differ
+  bool operator==(const Sum&) const = default;
+  void add(const Rec& r) {
+    ++count;
+    total += r.value;
+    digest += sluice::hash64(r.key ^ (r.value << 1));
+  }
+};
+
+Rec record(uint64_t round, uint32_t split, uint64_t i, uint64_t keys) {
+  const uint64_t h = sluice::hash64(round << 40 ^ uint64_t{split} << 32 ^ i);
+  return Rec{h % keys, (h >> 20) % 1000 + 1};
+}
+
+std::string join_list(const std::vector<uint32_t>& v) {
+  std::string s;
+  for (uint32_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s.empty() ? "-" : s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"a keyed sum whose flows re-form among the living (a test program)"};
+  uint64_t rounds = 60, records = 5000, keys = 1000;
+  uint32_t splits = 8, groups = 16;
+  int interval_ms = 10;
+  bool no_reform = false;
+  uint64_t mark_round = 10;
+  bool marked = false;
+  app.add_option("--rounds", rounds, "rounds to run")->check(CLI::PositiveNumber);
+  app.add_option("--records", records, "records per split per round")->check(CLI::PositiveNumber);
+  app.add_option("--splits", splits, "input splits per round")->check(CLI::PositiveNumber);
+  app.add_option("--groups", groups, "key groups")->check(CLI::PositiveNumber);
+  app.add_option("--keys", keys, "distinct keys")->check(CLI::PositiveNumber);
+  app.add_option("--interval-ms", interval_ms, "pause between rounds")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--mark-round", mark_round,
+                 "rank 0 prints 'MARK round N begins' when it first starts round N");
+  app.add_flag("--no-reform", no_reform,
+               "declare each round's flow among every rank, outside any view (a loss then fails "
+               "the job: the negative control)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    sluice::Cluster cluster = sluice::Cluster::join();
+    const uint32_t me = cluster.rank();
+    const uint32_t incarnation = cluster.incarnation(me);
+    const auto deadline = [] { return sluice::Clock::now() + std::chrono::seconds(90); };
+    std::vector<uint32_t> everyone;
+    for (uint32_t r = 0; r < cluster.world_size(); ++r) everyone.push_back(r);
+    const sluice::KeyGroups split_groups(splits, everyone);
+    const sluice::KeyGroups key_groups(groups, everyone);
+
+    // What the round's input sums to, per group: the reference every
+    // committed round is checked against.
+    auto expected = [&](uint64_t round) {
+      std::vector<Sum> sums(groups);
+      for (uint32_t s = 0; s < splits; ++s)
+        for (uint64_t i = 0; i < records; ++i) {
+          const Rec r = record(round, s, i, keys);
+          sums[key_groups.group_of(sluice::hash64(r.key))].add(r);
+        }
+      return sums;
+    };
+
+    uint64_t agreed = cluster.view().epoch;  // the view this rank last agreed in
+    uint64_t next = 0, committed = 0, checksum = 0, expect = 0;
+    bool mismatch = false;
+    std::vector<uint32_t> owned;  // the groups this rank summed in its last view
+    uint64_t owned_epoch = ~uint64_t{0};
+    auto resume = [&] {
+      const sluice::Gathered g = cluster.agree("resume", std::to_string(next), deadline());
+      uint64_t furthest = 0;
+      for (const std::string& v : g.values) furthest = std::max<uint64_t>(furthest, std::stoull(v));
+      next = furthest;
+      agreed = g.epoch;
+    };
+    if (incarnation > 0) resume();
+    while (next < rounds) {
+      const sluice::View view = cluster.view();
+      if (!no_reform && view.epoch != agreed) {
+        resume();
+        continue;
+      }
+      if (me == 0 && next == mark_round && !marked) {
+        // A line the launcher can inject a fault after (--faults-after).
+        std::printf("MARK round %llu begins\n", static_cast<unsigned long long>(next));
+        std::fflush(stdout);
+        marked = true;
+      }
+      auto spec = sluice::shuffle<Rec>("sum-" + std::to_string(next))
+                      .sources(cluster.all_ranks())
+                      .targets(cluster.all_ranks())
+                      .explicit_targets();
+      sluice::DeclaredFlow flow;
+      if (no_reform) {
+        flow = cluster.declare(spec);
+      } else {
+        sluice::Result<sluice::DeclaredFlow> declared = cluster.declare(view, spec);
+        if (!declared) {
+          std::printf("RETRY rank %u round %llu epoch %llu: declare: %s\n", me,
+                      static_cast<unsigned long long>(next),
+                      static_cast<unsigned long long>(view.epoch),
+                      sluice::to_string(declared.status()));
+          std::fflush(stdout);
+          continue;  // the view moved: agree in the new one
+        }
+        flow = std::move(*declared);
+      }
+      const std::vector<uint32_t> split_owner = split_groups.assign(view);
+      const std::vector<uint32_t> group_owner = key_groups.assign(view);
+      // The flow's targets are the members, in rank order: a rank's index.
+      std::vector<uint32_t> index(cluster.world_size(), ~0u);
+      for (uint32_t i = 0; i < view.members.size(); ++i) index[view.members[i]] = i;
+      std::vector<uint32_t> mine;
+      for (uint32_t g = 0; g < groups; ++g)
+        if (group_owner[g] == me) mine.push_back(g);
+      if (owned_epoch != view.epoch && (owned_epoch != ~uint64_t{0} || incarnation > 0)) {
+        std::vector<uint32_t> took, gave;
+        std::set_difference(mine.begin(), mine.end(), owned.begin(), owned.end(),
+                            std::back_inserter(took));
+        std::set_difference(owned.begin(), owned.end(), mine.begin(), mine.end(),
+                            std::back_inserter(gave));
+        std::printf("REFORMED rank %u epoch %llu members %s owns %s took %s gave %s\n", me,
+                    static_cast<unsigned long long>(view.epoch), join_list(view.members).c_str(),
+                    join_list(mine).c_str(), join_list(took).c_str(), join_list(gave).c_str());
+        std::fflush(stdout);
+      }
+      owned = mine;
+      owned_epoch = view.epoch;
+
+      std::vector<Sum> sums(groups);
+      uint64_t strays = 0;
+      std::string why;
+      {
+        sluice::Worker w(sluice::IdleStrategy{0, 16});
+        w.add(cluster.target(spec, 0), [&](std::span<const Rec> batch) {
+          for (const Rec& r : batch) {
+            const uint32_t g = key_groups.group_of(sluice::hash64(r.key));
+            if (group_owner[g] != me) ++strays;
+            sums[g].add(r);
+          }
+        });
+        auto& src = w.add_output(cluster.source(spec, 0));
+        sluice::Status st = sluice::Status::kOk;
+        for (uint32_t s = 0; s < splits && st == sluice::Status::kOk; ++s) {
+          if (split_owner[s] != me) continue;
+          for (uint64_t i = 0; i < records && st == sluice::Status::kOk; ++i) {
+            const Rec r = record(next, s, i, keys);
+            st = w.push_to(src, index[group_owner[key_groups.group_of(sluice::hash64(r.key))]], r,
+                           deadline());
+          }
+        }
+        if (st == sluice::Status::kOk) st = w.close(src, deadline());
+        if (st != sluice::Status::kOk) {
+          why = std::string("push: ") + sluice::to_string(st) + ": " + src.error();
+        } else if ((st = w.run(deadline())) != sluice::Status::kEndOfFlow) {
+          why = std::string("consume: ") + sluice::to_string(st) + ": " + w.error(w.reported());
+        }
+      }
+      if (!why.empty()) {
+        if (no_reform) throw std::runtime_error("round " + std::to_string(next) + ": " + why);
+        std::printf("RETRY rank %u round %llu epoch %llu: %s\n", me,
+                    static_cast<unsigned long long>(next),
+                    static_cast<unsigned long long>(view.epoch), why.c_str());
+        std::fflush(stdout);
+        flow = {};
+        (void)cluster.await_view(view.epoch, deadline());
+        continue;
+      }
+      flow = {};
+      if (strays != 0) {
+        std::printf("MISMATCH rank %u round %llu: %llu records of groups it does not own\n", me,
+                    static_cast<unsigned long long>(next), static_cast<unsigned long long>(strays));
+        mismatch = true;
+      }
+      // Commit: every member's sums of its groups, to every member.
+      std::string mine_bytes;
+      for (uint32_t g : mine) {
+        mine_bytes.append(reinterpret_cast<const char*>(&g), sizeof g);
+        mine_bytes.append(reinterpret_cast<const char*>(&sums[g]), sizeof(Sum));
+      }
+      std::vector<Sum> round_sums(groups);
+      std::vector<uint32_t> seen(groups, 0);
+      auto absorb = [&](const std::vector<std::string>& values) {
+        constexpr size_t kEntry = sizeof(uint32_t) + sizeof(Sum);
+        for (const std::string& v : values) {
+          for (size_t o = 0; o + kEntry <= v.size(); o += kEntry) {
+            uint32_t g;
+            std::memcpy(&g, v.data() + o, sizeof g);
+            std::memcpy(&round_sums[g], v.data() + o + sizeof g, sizeof(Sum));
+            ++seen[g];
+          }
+        }
+      };
+      if (no_reform) {
+        absorb(cluster.allgather("round", mine_bytes, deadline()));
+      } else {
+        sluice::Result<sluice::Gathered> r =
+            cluster.allgather(view, "round", mine_bytes, deadline());
+        if (!r) {
+          std::printf("RETRY rank %u round %llu epoch %llu: commit: %s\n", me,
+                      static_cast<unsigned long long>(next),
+                      static_cast<unsigned long long>(view.epoch), sluice::to_string(r.status()));
+          std::fflush(stdout);
+          continue;
+        }
+        absorb(r->values);
+      }
+      const std::vector<Sum> want = expected(next);
+      for (uint32_t g = 0; g < groups; ++g) {
+        if (seen[g] != 1 || !(round_sums[g] == want[g])) {
+          std::printf(
+              "MISMATCH rank %u round %llu group %u: reported %u times, count %llu of %llu\n", me,
+              static_cast<unsigned long long>(next), g, seen[g],
+              static_cast<unsigned long long>(round_sums[g].count),
+              static_cast<unsigned long long>(want[g].count));
+          mismatch = true;
+        }
+        checksum += round_sums[g].digest + round_sums[g].count;
+        expect += want[g].digest + want[g].count;
+      }
+      ++committed;
+      ++next;
+      std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    }
+    std::printf(
+        "DONE rank %u incarnation %u committed %llu rounds %llu checksum %llu expect %llu\n", me,
+        incarnation, static_cast<unsigned long long>(committed),
+        static_cast<unsigned long long>(next), static_cast<unsigned long long>(checksum),
+        static_cast<unsigned long long>(expect));
+    std::fflush(stdout);
+    (void)cluster.leave(sluice::Clock::now() + std::chrono::seconds(10));
+    return mismatch ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "FAILED: %s\n", e.what());
+    return 1;
+  }
+}

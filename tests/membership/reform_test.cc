@@ -1,0 +1,184 @@
+// Flows that re-form among the living, through `sluice run`
+// (reform_program.cc): a keyed sum in rounds, one shuffle per round declared
+// in the current view (Cluster::declare(view, spec)), its splits and key
+// groups spread by KeyGroups. The launcher kills a rank (or stops it past the
+// peer timeout) at a moment no rank knows; every survivor runs the round
+// again in the next view, the lost rank's groups move to the others, and
+// every round commits once with the sums of its input. With --restarts the
+// rank comes back and takes its groups again.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <string>
+
+#include "support/test_support.h"
+
+namespace sluice {
+namespace {
+
+testing::ProcessResult run_job(int ranks, const std::vector<std::string>& launcher_args,
+                               const std::vector<std::string>& program_args = {}) {
+  return testing::run_process(
+      testing::job_argv(ranks, 150, "sluice-test-reform-program", program_args, launcher_args),
+      {{"SLUICE_PEER_TIMEOUT_MS", "1000"}}, std::chrono::seconds(180));
+}
+
+// Rounds of 8 splits x 20,000 records: a round takes some milliseconds, so
+// that a fault 10 ms after round 10 began lands inside one (in the declare,
+// the pushes or the commit, as the machine's speed has it; each is covered).
+std::vector<std::string> program(int rounds, int interval_ms = 0,
+                                 std::vector<std::string> more = {}) {
+  std::vector<std::string> args = {"--rounds", std::to_string(rounds), "--records",
+                                   "20000",    "--interval-ms",        std::to_string(interval_ms)};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+std::vector<std::string> with_fault(std::vector<std::string> launcher, bool stop = false) {
+  for (const std::string& a : testing::fault_at_line("MARK round 10 begins", 2, 0.01, stop))
+    launcher.push_back(a);
+  return launcher;
+}
+
+// Rank `rank` printed its DONE line once, having committed `committed` of
+// `rounds` rounds with the sums their input gives.
+void expect_done(const testing::ProcessResult& r, int rank, int incarnation, int committed,
+                 int rounds) {
+  std::regex re("DONE rank " + std::to_string(rank) + " incarnation " +
+                std::to_string(incarnation) + " committed " + std::to_string(committed) +
+                " rounds " + std::to_string(rounds) + R"( checksum (\d+) expect (\d+))");
+  int count = 0;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    ++count;
+    EXPECT_EQ((*it)[1].str(), (*it)[2].str()) << it->str();
+  }
+  EXPECT_EQ(count, 1) << "rank " << rank << "\n" << r.output;
+}
+
+// The groups the REFORMED lines of view `epoch` say were taken (or given
+// back: `field` "gave"), over all ranks.
+std::set<int> groups_moved(const std::string& output, int epoch, const std::string& field) {
+  std::set<int> out;
+  std::regex re("REFORMED rank \\d+ epoch " + std::to_string(epoch) +
+                R"( members [0-9,]+ owns [0-9,-]+ took ([0-9,-]+) gave ([0-9,-]+))");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    const std::string list = (*it)[field == "took" ? 1 : 2].str();
+    if (list == "-") continue;
+    size_t pos = 0;
+    while (pos < list.size()) {
+      const size_t comma = list.find(',', pos);
+      out.insert(std::stoi(list.substr(pos, comma - pos)));
+      pos = comma == std::string::npos ? list.size() : comma + 1;
+    }
+  }
+  return out;
+}
+
+// Rank 2's home groups of 16 over 4 owners: g % 4 == 2.
+const std::set<int> kRank2Groups{2, 6, 10, 14};
+
+TEST(ReformTest, UndisturbedRoundsCommitOnceWithTheSumsOfTheirInput) {
+  const testing::ProcessResult r = run_job(4, {}, program(20));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 4; ++rank) expect_done(r, rank, 0, 20, 20);
+  EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "REFORMED"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "RETRY"), 0) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// Unannounced: the program takes no victim; the launcher kills rank 2 a
+// moment after rank 0 starts round 10.
+TEST(ReformTest, AKilledRanksGroupsMoveToTheSurvivorsAndEveryRoundCommitsOnce) {
+  const testing::ProcessResult r = run_job(4, with_fault({"--keep-going"}), program(30));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;  // an injected death does not count against it
+  EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: injecting --kill 2@"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  // Each survivor committed every round once, with the input's sums (the
+  // rounds before the kill included: it committed them in view 0).
+  for (int rank : {0, 1, 3}) {
+    expect_done(r, rank, 0, 30, 30);
+    EXPECT_EQ(testing::count_lines_with_all(
+                  r.output, {"REFORMED rank " + std::to_string(rank) + " ", "members 0,1,3"}),
+              1)
+        << r.output;
+  }
+  EXPECT_EQ(testing::count_lines_with(r.output, "DONE rank 2 "), 0) << r.output;
+  // Rank 2's groups, and only they, moved to the survivors.
+  EXPECT_EQ(groups_moved(r.output, 1, "took"), kRank2Groups) << r.output;
+  EXPECT_TRUE(groups_moved(r.output, 1, "gave").empty()) << r.output;
+  EXPECT_EQ(
+      testing::count_lines_with_all(r.output, {"registry: view 1: rank 2 died", "members 0,1,3"}),
+      1)
+      << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// Rank 2 stopped (SIGSTOP) past the 1 s peer timeout: the survivors fence
+// it (SIGKILL: the launcher's status is 137) and go on as after a kill.
+TEST(ReformTest, AStoppedRankIsFencedAndTheSurvivorsCommitEveryRoundOnce) {
+  const testing::ProcessResult r = run_job(4, with_fault({"--keep-going"}, true), program(30));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 137) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  for (int rank : {0, 1, 3}) expect_done(r, rank, 0, 30, 30);
+  EXPECT_EQ(groups_moved(r.output, 1, "took"), kRank2Groups) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// The same kill with --restarts 1: rank 2 comes back as incarnation 1, the
+// survivors give its groups back, and all four finish every round.
+TEST(ReformTest, ARestartedRankTakesItsGroupsBackAndFinishesWithTheOthers) {
+  const testing::ProcessResult r = run_job(4, with_fault({"--restarts", "1"}), program(40, 10));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  for (int rank : {0, 1, 3}) expect_done(r, rank, 0, 40, 40);
+  // The new process commits the rounds from where the others were when it
+  // joined: at least one, the last included.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.output, m, std::regex(R"(DONE rank 2 incarnation 1 committed (\d+) rounds 40)")))
+      << r.output;
+  EXPECT_GE(std::stoi(m[1].str()), 1) << r.output;
+  expect_done(r, 2, 1, std::stoi(m[1].str()), 40);
+  // In view 2 every rank owns its home groups again (g % 4 == rank); the
+  // survivors gave back what they took in view 1, if they ran a round there.
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string home = std::to_string(rank) + "," + std::to_string(rank + 4) + "," +
+                             std::to_string(rank + 8) + "," + std::to_string(rank + 12);
+    EXPECT_EQ(
+        testing::count_lines_with_all(r.output, {"REFORMED rank " + std::to_string(rank) +
+                                                 " epoch 2 members 0,1,2,3 owns " + home + " "}),
+        1)
+        << r.output;
+  }
+  EXPECT_EQ(groups_moved(r.output, 2, "gave"), groups_moved(r.output, 1, "took")) << r.output;
+  EXPECT_EQ(testing::count_lines_with_all(
+                r.output, {"registry: view 2: rank 2 rejoined (incarnation 1); members 0,1,2,3"}),
+            1)
+      << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// Negative control: the same kill with the flows declared among every rank,
+// outside any view, fails the job: the test sees what re-forming prevents.
+TEST(ReformTest, WithoutReformingAKilledRankFailsTheJob) {
+  const testing::ProcessResult r =
+      run_job(4, with_fault({"--keep-going"}), program(30, 0, {"--no-reform"}));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "DONE rank"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 3) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+}  // namespace
+}  // namespace sluice
