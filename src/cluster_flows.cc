@@ -3,6 +3,8 @@
 // destroying it; the ordered flows' sequencers.
 #include "cluster_impl.h"
 #include "common/mutex.h"
+#include "flow/failure_state.h"
+#include "transport/shm_ring.h"
 
 namespace sluice::detail {
 
@@ -27,6 +29,31 @@ Transport ClusterImpl::transport_between(uint32_t a, uint32_t b, const std::stri
                                                  "use auto or ofi");
   }
   return options.transport == Transport::kOfi || !same_host ? Transport::kOfi : Transport::kShm;
+}
+
+void FlowState::abort_unopened(uint32_t me) {
+  const FlowSpec& spec = ctx.spec;
+  const size_t nt = spec.targets.size();
+  if (local_index.size() != nt || pair_remote.size() != spec.sources.size() * nt) return;
+  const uint32_t cause = first_lost_rank(&ctx);
+  for (uint32_t t = 0; t < nt; ++t) {
+    const uint32_t trank = spec.targets[t].rank;
+    auto g = geometry.find(trank);
+    std::byte* base = region_of(trank, me);
+    if (g == geometry.end() || base == nullptr) continue;
+    for (uint32_t s = 0; s < spec.sources.size(); ++s) {
+      if (remote(s, t)) continue;
+      const layout::RingView ring(base + g->second.ring_offset(local_index[t], s), g->second);
+      if (trank == me && t < target_open.size() && !target_open[t]) {
+        shm_ring::abort_target(ring, cause);
+      }
+      if (spec.sources[s].rank == me && s < source_open.size() && !source_open[s]) {
+        auto* bell =
+            reinterpret_cast<layout::Doorbell*>(base + g->second.doorbell_offset(local_index[t]));
+        shm_ring::abort_source(ring, bell, cause);
+      }
+    }
+  }
 }
 
 void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch) {
@@ -78,6 +105,15 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch) {
     agreed = true;
 
     auto fs = std::make_unique<FlowState>();
+    // Should the set-up fail from here on, the ends it made here tell their
+    // peers (who may have finished theirs) that they will never open.
+    struct GiveUp {
+      FlowState* fs;
+      uint32_t me;
+      ~GiveUp() {
+        if (fs != nullptr) fs->abort_unopened(me);
+      }
+    } give_up{fs.get(), me};
     fs->ctx.spec = spec;
     fs->liveness = std::make_unique<control::PinnedLiveness>(client->peers());
     fs->ctx.liveness = fs->liveness.get();
@@ -176,6 +212,7 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch) {
                                                     regions_use_ofi(), ofi_config, host_id);
       client->put("flow/" + spec.name + "/sequencer", fs->sequencer->descriptor());
     }
+    give_up.fs = nullptr;
     MutexLock lock(mu);
     flows[spec.name] = std::move(fs);
   } catch (...) {
@@ -198,15 +235,32 @@ std::unique_ptr<FlowState> ClusterImpl::take_flow(const std::string& name, bool 
   auto it = flows.find(name);
   SLUICE_CHECK(it != flows.end() && it->second != nullptr,
                "flow '" + name + "' has a handle but no state");
-  uint32_t open = it->second->ctx.open_cores.n.load(std::memory_order_relaxed);
-  // Sources the Linger finishes are no user's any more.
-  if (lingering_ok) open -= static_cast<uint32_t>(linger.pending(&it->second->ctx));
+  const FlowContext* ctx = &it->second->ctx;
+  uint32_t open = ctx->open_cores.n.load(std::memory_order_relaxed);
+  if (lingering_ok) {
+    // Sources the Linger finishes are no user's any more. A task it has
+    // just finished may still count as pending after its core is gone
+    // (the Linger destroys finished tasks before it lets go of them): read
+    // again until the two agree, briefly, without the lock.
+    for (int tries = 0;; ++tries) {
+      const size_t pending = linger.pending(ctx);
+      open = ctx->open_cores.n.load(std::memory_order_relaxed);
+      if (open >= pending || tries == 1000) {
+        open = open >= pending ? open - static_cast<uint32_t>(pending) : 0;
+        break;
+      }
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      lock.lock();
+    }
+  }
   if (open != 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "flow '" + name + "' cannot be destroyed on rank " + std::to_string(boot.rank) +
                     ": " + std::to_string(open) +
                     " of its sources/targets are still open here; destroy them first");
   }
+  it->second->abort_unopened(boot.rank);
   // The name stays reserved (null) until the registry has let go of it.
   return std::move(it->second);
 }

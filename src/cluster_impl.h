@@ -72,6 +72,13 @@ struct FlowState {
   bool remote(uint32_t s, uint32_t t) const {
     return pair_remote[size_t{s} * ctx.spec.targets.size() + t];
   }
+  // The flow is given up on this rank (its set-up failed after the
+  // participants agreed, or its DeclaredFlow goes): every end of it here
+  // that was never opened tells its shm peers it is gone (the abort words a
+  // destroyed source or target writes), so that no peer waits for credit
+  // from a target, or an END from a source, that will never be. Ends over
+  // ofi are not told (their peers learn of it from the view's change).
+  void abort_unopened(uint32_t me);
   std::byte* region_of(uint32_t rank, uint32_t me) {
     if (rank == me) return own.data();
     auto it = peer.find(rank);

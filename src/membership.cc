@@ -51,11 +51,16 @@ Result<DeclaredFlow> Cluster::declare(const View& view, const FlowSpec& spec) {
     impl_->declare(scoped, view.epoch);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kViewChanged) return Status::kViewChanged;
-    if (e.code() != ErrorCode::kPeerLost) throw;
-    // A participant lost while the flow was set up: the registry moves the
-    // view past it (at once for a closed connection, within the peer
-    // timeout for a silent rank).
-    if (!impl_->client->peers().await_epoch(view.epoch, impl_->setup_deadline())) throw;
+    // A participant lost while the flow was set up (kPeerLost: the registry
+    // moves the view past it, at once for a closed connection, within the
+    // peer timeout for a silent rank), or one that gave the flow up for a
+    // new view after it published its memory (kResource: its region is
+    // gone; the new view is on its way here).
+    if (e.code() != ErrorCode::kPeerLost && e.code() != ErrorCode::kResource) throw;
+    const Deadline until = e.code() == ErrorCode::kPeerLost
+                               ? impl_->setup_deadline()
+                               : Clock::now() + impl_->options.peer_timeout;
+    if (!impl_->client->peers().await_epoch(view.epoch, until)) throw;
     return Status::kViewChanged;
   }
   {

@@ -47,6 +47,7 @@
 /// (and the Cluster, which is thread-safe).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -208,6 +209,46 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
 std::vector<uint32_t> meet_survivors(Cluster& cluster, std::string_view name,
                                      const std::vector<uint32_t>& candidates,
                                      const std::vector<uint32_t>& incarnations = {});
+
+/// What run_steps did on this rank.
+struct StepsReport {
+  /// Steps this process committed (a restarted process: from its return).
+  uint64_t committed = 0;
+  /// The step after the last one committed: the count once all are.
+  uint64_t next = 0;
+  /// Attempts undone by a view change (the step ran again in the next view).
+  uint64_t retries = 0;
+  /// The views this process agreed in (a change it went through, or its
+  /// return after a restart).
+  uint64_t agreements = 0;
+  /// The view the last step committed in.
+  uint64_t epoch = 0;
+};
+
+/// Runs steps 0 .. count-1 on the members of the job's current view, each
+/// committed once on all of them, through losses and rejoins no rank is
+/// told of in advance (MPI ULFM's revoke-and-agree loop, written once). Each
+/// step: `attempt(view, step)` does this rank's part of it in `view` (declares
+/// its flows with Cluster::declare(view, spec), pushes, consumes) and returns
+/// the value this rank commits, or Status::kViewChanged / kPeerLost (the
+/// view is changing: the step runs again in the next). The members then
+/// gather their values in `view`; once that completes, `commit(step, all)`
+/// runs on every member with every member's value (Gathered: ranks, values,
+/// epoch), and the step is done; if the view changed first, the step runs
+/// again. At every view this rank has not agreed in (a restarted process
+/// starts there), the members agree how far they got (Cluster::agree) and go
+/// on from the furthest step committed. So an attempt may run more than once
+/// (throw nothing from it that a rerun must not see), and commit runs once
+/// per step on every rank that is a member when the step commits. Every rank
+/// of the job calls it with the same `name` and `count`. Throws
+/// Error(kInvalidArgument) if an attempt returns another Status,
+/// Error(kTimeout) if one call waits longer than `patience` for the others
+/// or for a view, and what the calls throw (Error(kRegistry): the registry
+/// is lost; what the attempt and commit throw).
+StepsReport run_steps(Cluster& cluster, std::string_view name, uint64_t count,
+                      const std::function<Result<std::string>(const View&, uint64_t)>& attempt,
+                      const std::function<void(uint64_t, const Gathered&)>& commit,
+                      std::chrono::milliseconds patience = std::chrono::minutes(5));
 
 class JobContext;
 

@@ -92,7 +92,24 @@ void Waiters::view_changed(uint64_t epoch) {
   // the epoch in it) is not declared again.
   for (auto it = flows_.begin(); it != flows_.end();) {
     FlowDecl& flow = it->second;
-    if (flow.epoch == kUnscopedEpoch || flow.epoch >= epoch || flow.complete) {
+    if (flow.epoch == kUnscopedEpoch || flow.epoch >= epoch) {
+      ++it;
+      continue;
+    }
+    if (flow.complete) {
+      // Agreed, but its participants may still be setting it up: one that
+      // waits for another's key may wait for ever, since that one may have
+      // given the flow up for the new view. Every wait for one of its keys
+      // fails alike; the flow stays until its participants withdraw it.
+      const std::string keys = "flow/" + it->first + "/";
+      std::erase_if(gets_, [&](const GetWaiter& g) {
+        if (!g.key.starts_with(keys)) return false;
+        reply_error(
+            g.waiter, ErrorCode::kViewChanged,
+            log::cat("flow '", it->first, "': the job's membership changed to view ", epoch,
+                     " (members ", members, ") while it was being set up in view ", flow.epoch));
+        return true;
+      });
       ++it;
       continue;
     }

@@ -49,6 +49,24 @@ void run_cycles(const std::string& cycles, bool by_destructor = false) {
   std::printf("%s", r.output.c_str());
 }
 
+// Rank 1 declares a flow and destroys its handle without opening its ends
+// (as a rank does that gives a flow up for a new view); rank 0's target and
+// source learn at once that rank 1's ends will never be (kPeerLost naming
+// them), instead of waiting out their 20 s deadline. Before the abort words
+// of unopened ends, both waited it out: the source for credit from a ring
+// nobody consumes, the target for an END nobody sends.
+TEST(FlowLifecycleTest, EndsNeverOpenedByARankThatGaveTheFlowUpFailTheirPeersAtOnce) {
+  const testing::ProcessResult r = testing::run_process(
+      testing::job_argv(2, 120, "sluice-abandon-test-program"), {}, std::chrono::seconds(150));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with_all(r.output, {"CONSUME PeerLost", "source (1,0)"}), 1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with_all(r.output, {"PUSH PeerLost", "target (1,0)"}), 1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "Timeout"), 0) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 TEST(FlowLifecycleTest, HundredDeclareUseDestroyCyclesDeliverExactlyOnceWithoutGrowth) {
   run_cycles(kCycles);
 }

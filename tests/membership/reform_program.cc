@@ -33,6 +33,7 @@
 
 #include "sluice/cluster.h"
 #include "sluice/hash.h"
+#include "sluice/job.h"
 #include "sluice/worker.h"
 
 namespace {
@@ -112,48 +113,37 @@ int main(int argc, char** argv) {
       return sums;
     };
 
-    uint64_t agreed = cluster.view().epoch;  // the view this rank last agreed in
-    uint64_t next = 0, committed = 0, checksum = 0, expect = 0;
+    uint64_t checksum = 0, expect = 0;
     bool mismatch = false;
     std::vector<uint32_t> owned;  // the groups this rank summed in its last view
     uint64_t owned_epoch = ~uint64_t{0};
-    auto resume = [&] {
-      const sluice::Gathered g = cluster.agree("resume", std::to_string(next), deadline());
-      uint64_t furthest = 0;
-      for (const std::string& v : g.values) furthest = std::max<uint64_t>(furthest, std::stoull(v));
-      next = furthest;
-      agreed = g.epoch;
-    };
-    if (incarnation > 0) resume();
-    while (next < rounds) {
-      const sluice::View view = cluster.view();
-      if (!no_reform && view.epoch != agreed) {
-        resume();
-        continue;
-      }
-      if (me == 0 && next == mark_round && !marked) {
+    // A round: this rank's splits pushed to the groups' owners, its groups
+    // summed; the value it commits is its groups' sums.
+    auto attempt = [&](const sluice::View& view, uint64_t round) -> sluice::Result<std::string> {
+      if (me == 0 && round == mark_round && !marked) {
         // A line the launcher can inject a fault after (--faults-after).
-        std::printf("MARK round %llu begins\n", static_cast<unsigned long long>(next));
+        std::printf("MARK round %llu begins\n", static_cast<unsigned long long>(round));
         std::fflush(stdout);
         marked = true;
       }
-      auto spec = sluice::shuffle<Rec>("sum-" + std::to_string(next))
+      auto spec = sluice::shuffle<Rec>("sum-" + std::to_string(round))
                       .sources(cluster.all_ranks())
                       .targets(cluster.all_ranks())
                       .explicit_targets();
+      auto retry = [&](const std::string& why) -> sluice::Result<std::string> {
+        if (no_reform) throw std::runtime_error("round " + std::to_string(round) + ": " + why);
+        std::printf("RETRY rank %u round %llu epoch %llu: %s\n", me,
+                    static_cast<unsigned long long>(round),
+                    static_cast<unsigned long long>(view.epoch), why.c_str());
+        std::fflush(stdout);
+        return sluice::Status::kViewChanged;
+      };
       sluice::DeclaredFlow flow;
       if (no_reform) {
         flow = cluster.declare(spec);
       } else {
         sluice::Result<sluice::DeclaredFlow> declared = cluster.declare(view, spec);
-        if (!declared) {
-          std::printf("RETRY rank %u round %llu epoch %llu: declare: %s\n", me,
-                      static_cast<unsigned long long>(next),
-                      static_cast<unsigned long long>(view.epoch),
-                      sluice::to_string(declared.status()));
-          std::fflush(stdout);
-          continue;  // the view moved: agree in the new one
-        }
+        if (!declared) return retry(std::string("declare: ") + to_string(declared.status()));
         flow = std::move(*declared);
       }
       const std::vector<uint32_t> split_owner = split_groups.assign(view);
@@ -195,7 +185,7 @@ int main(int argc, char** argv) {
         for (uint32_t s = 0; s < splits && st == sluice::Status::kOk; ++s) {
           if (split_owner[s] != me) continue;
           for (uint64_t i = 0; i < records && st == sluice::Status::kOk; ++i) {
-            const Rec r = record(next, s, i, keys);
+            const Rec r = record(round, s, i, keys);
             st = w.push_to(src, index[group_owner[key_groups.group_of(sluice::hash64(r.key))]], r,
                            deadline());
           }
@@ -207,61 +197,39 @@ int main(int argc, char** argv) {
           why = std::string("consume: ") + sluice::to_string(st) + ": " + w.error(w.reported());
         }
       }
-      if (!why.empty()) {
-        if (no_reform) throw std::runtime_error("round " + std::to_string(next) + ": " + why);
-        std::printf("RETRY rank %u round %llu epoch %llu: %s\n", me,
-                    static_cast<unsigned long long>(next),
-                    static_cast<unsigned long long>(view.epoch), why.c_str());
-        std::fflush(stdout);
-        flow = {};
-        (void)cluster.await_view(view.epoch, deadline());
-        continue;
-      }
-      flow = {};
+      if (!why.empty()) return retry(why);
       if (strays != 0) {
         std::printf("MISMATCH rank %u round %llu: %llu records of groups it does not own\n", me,
-                    static_cast<unsigned long long>(next), static_cast<unsigned long long>(strays));
+                    static_cast<unsigned long long>(round),
+                    static_cast<unsigned long long>(strays));
         mismatch = true;
       }
-      // Commit: every member's sums of its groups, to every member.
-      std::string mine_bytes;
+      std::string value;
       for (uint32_t g : mine) {
-        mine_bytes.append(reinterpret_cast<const char*>(&g), sizeof g);
-        mine_bytes.append(reinterpret_cast<const char*>(&sums[g]), sizeof(Sum));
+        value.append(reinterpret_cast<const char*>(&g), sizeof g);
+        value.append(reinterpret_cast<const char*>(&sums[g]), sizeof(Sum));
       }
+      return value;
+    };
+    // Every member's sums of its groups: each group once, with its input's sums.
+    auto commit = [&](uint64_t round, const std::vector<std::string>& values) {
       std::vector<Sum> round_sums(groups);
       std::vector<uint32_t> seen(groups, 0);
-      auto absorb = [&](const std::vector<std::string>& values) {
-        constexpr size_t kEntry = sizeof(uint32_t) + sizeof(Sum);
-        for (const std::string& v : values) {
-          for (size_t o = 0; o + kEntry <= v.size(); o += kEntry) {
-            uint32_t g;
-            std::memcpy(&g, v.data() + o, sizeof g);
-            std::memcpy(&round_sums[g], v.data() + o + sizeof g, sizeof(Sum));
-            ++seen[g];
-          }
+      constexpr size_t kEntry = sizeof(uint32_t) + sizeof(Sum);
+      for (const std::string& v : values) {
+        for (size_t o = 0; o + kEntry <= v.size(); o += kEntry) {
+          uint32_t g;
+          std::memcpy(&g, v.data() + o, sizeof g);
+          std::memcpy(&round_sums[g], v.data() + o + sizeof g, sizeof(Sum));
+          ++seen[g];
         }
-      };
-      if (no_reform) {
-        absorb(cluster.allgather("round", mine_bytes, deadline()));
-      } else {
-        sluice::Result<sluice::Gathered> r =
-            cluster.allgather(view, "round", mine_bytes, deadline());
-        if (!r) {
-          std::printf("RETRY rank %u round %llu epoch %llu: commit: %s\n", me,
-                      static_cast<unsigned long long>(next),
-                      static_cast<unsigned long long>(view.epoch), sluice::to_string(r.status()));
-          std::fflush(stdout);
-          continue;
-        }
-        absorb(r->values);
       }
-      const std::vector<Sum> want = expected(next);
+      const std::vector<Sum> want = expected(round);
       for (uint32_t g = 0; g < groups; ++g) {
         if (seen[g] != 1 || !(round_sums[g] == want[g])) {
           std::printf(
               "MISMATCH rank %u round %llu group %u: reported %u times, count %llu of %llu\n", me,
-              static_cast<unsigned long long>(next), g, seen[g],
+              static_cast<unsigned long long>(round), g, seen[g],
               static_cast<unsigned long long>(round_sums[g].count),
               static_cast<unsigned long long>(want[g].count));
           mismatch = true;
@@ -269,9 +237,22 @@ int main(int argc, char** argv) {
         checksum += round_sums[g].digest + round_sums[g].count;
         expect += want[g].digest + want[g].count;
       }
-      ++committed;
-      ++next;
       std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    };
+    uint64_t committed = 0, next = 0;
+    if (no_reform) {
+      // Every rank, outside any view: the first loss ends the job.
+      const sluice::View all = cluster.view();
+      for (; next < rounds; ++next, ++committed) {
+        sluice::Result<std::string> mine = attempt(all, next);
+        commit(next, cluster.allgather("round", *mine, deadline()));
+      }
+    } else {
+      const sluice::StepsReport report = sluice::run_steps(
+          cluster, "sum", rounds, attempt,
+          [&](uint64_t round, const sluice::Gathered& all) { commit(round, all.values); });
+      committed = report.committed;
+      next = report.next;
     }
     std::printf(
         "DONE rank %u incarnation %u committed %llu rounds %llu checksum %llu expect %llu\n", me,

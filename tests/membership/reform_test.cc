@@ -99,6 +99,9 @@ TEST(ReformTest, AKilledRanksGroupsMoveToTheSurvivorsAndEveryRoundCommitsOnce) {
   EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: injecting --kill 2@"), 1) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  // Every survivor learnt of the loss from the library, none by waiting
+  // out its own deadline.
+  EXPECT_EQ(testing::count_lines_with_all(r.output, {"RETRY", "Timeout"}), 0) << r.output;
   // Each survivor committed every round once, with the input's sums (the
   // rounds before the kill included: it committed them in view 0).
   for (int rank : {0, 1, 3}) {

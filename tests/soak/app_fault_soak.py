@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """The applications' fault soak (issue 37, label `slow`).
 
-Many short sluice-kv and sluice-nam jobs, over shm and ofi, each with one
+Many short sluice-kv and sluice-nam jobs, and jobs of the keyed sum whose
+flows re-form in each view (tests/membership/reform_program.cc), over shm
+and ofi, each with one
 fault injected from outside by the launcher at a random moment: a random
 rank SIGKILLed (`sluice run --kill`), or SIGSTOPped (`--stop`) for less than
 every failure detector of the job (a pause, at most 0.3 s) or for longer
 than the peer timeout (a rank that goes silent and is killed for it). No rank is told which rank or when.
 
 With recovery on (kv: --keep-going --restarts 1, its replicas recover; nam:
---keep-going, its clients are recovered) every job must end with the result
-of an undisturbed run (kv: every operation exactly once, replicas identical,
-its own verdict and porcupine's: linearizable; nam: the invariants hold and
-no record stays locked), unless the victim is a role the docs declare
+--keep-going, its clients are recovered; the keyed sum: --keep-going
+--restarts 1) every job must end with the result of an undisturbed run (kv:
+every operation exactly once, replicas identical, its own verdict and
+porcupine's: linearizable; nam: the invariants hold and no record stays
+locked; the keyed sum: every survivor commits every round once with its
+input's sums), unless the victim is a role the docs declare
 fail-stop (a nam memory server; a kv client rank, whose operations never
 complete), which may fail the job cleanly. Never a hang, never a wrong
 result. With --no-recovery (the negative control: the launcher's default
@@ -42,6 +46,11 @@ def job_shape(app, transport):
         args = ["run", "--protocol", app[3:], "--ops", ops, "--keys", "50", "--retry-ms", "500",
                 "--election-timeout-ms", "1000"]
         return 5, "sluice-kv", args, 1.5, {3, 4}
+    if app == "reform":
+        # The keyed sum whose flows re-form in each view (Cluster::declare(
+        # view, spec), KeyGroups): every rank may die; none is fail-stop.
+        args = ["--rounds", "60", "--records", "20000", "--interval-ms", "5"]
+        return 4, "sluice-test-reform-program", args, 1.0 if transport == "shm" else 4.0, set()
     if app == "nam-rsi":
         args = ["--products", "200", "--record-bytes", "32", "--txns", "0", "--seconds", "3",
                 "--think-us", "200", "--recovery-timeout-ms", "500", "--json"]
@@ -55,7 +64,23 @@ def classify(app, out, rc, timed_out, victim, fail_stop, porcupine, history):
     """One of: correct, failed-clean, hung, wrong; and why."""
     if timed_out or rc == 124:
         return "hung", "no end within the limit"
-    if app.startswith("kv-"):
+    if app == "reform":
+        # Every survivor of the first processes committed all 60 rounds with
+        # its input's sums; a restarted process, the rounds from its return.
+        done = re.findall(r"DONE rank (\d+) incarnation (\d+) committed (\d+) rounds (\d+) "
+                          r"checksum (\d+) expect (\d+)", out)
+        if "MISMATCH" in out or any(d[4] != d[5] for d in done):
+            return "wrong", "a round's sums differ from its input's"
+        if re.search(r"RETRY .*Timeout", out):
+            # A survivor waited out its own deadline: the library did not
+            # tell it of the loss.
+            return "wrong", "a rank learnt of a loss only from its deadline"
+        silent = "stopped heart-beating" in out
+        first = {d[0] for d in done if d[1] == "0" and d[2] == "60" and d[3] == "60"}
+        survivors = {str(r) for r in range(4)} - {str(victim)}
+        if (rc == 0 or silent) and "FAILED" not in out and survivors <= first:
+            return "correct", ""
+    elif app.startswith("kv-"):
         verdict = ("job: every operation completed exactly once; replicas identical; "
                    "history linearizable") in out
         if rc == 0 and verdict and "MISMATCH" not in out:
@@ -92,10 +117,12 @@ def main():
     ap.add_argument("--transport", choices=["shm", "ofi", "both"], default="both")
     ap.add_argument("--no-recovery", action="store_true",
                     help="the negative control: the launcher stops the job when a rank fails")
+    ap.add_argument("--apps", default="kv-multipaxos,kv-nopaxos,nam-rsi,nam-2pc,reform",
+                    help="the kinds of job to draw from, comma-separated")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     sluice = os.path.join(a.bin, "sluice")
-    apps = ["kv-multipaxos", "kv-nopaxos", "nam-rsi", "nam-2pc"]
+    apps = a.apps.split(",")
     counts = {"correct": 0, "failed-clean": 0, "hung": 0, "wrong": 0}
     landed_correct = 0
     landed_failed = 0
@@ -121,7 +148,10 @@ def main():
             inject = ["--stop", "%d@%g:%g" % (victim, at, 3 * PEER_TIMEOUT_MS / 1000)]
         policy = []
         if not a.no_recovery:
-            policy = ["--keep-going"] + (["--restarts", "1"] if app.startswith("kv-") else [])
+            policy = ["--keep-going"] + (["--restarts", "1"] if app.startswith("kv-") or
+                                         app == "reform" else [])
+        elif app == "reform":
+            args = args + ["--no-reform"]
         if app.startswith("kv-"):
             args = args + ["--history", history]
         argv = [sluice, "run", "-n", str(ranks), "--timeout", "120", "--stacks-on-timeout",

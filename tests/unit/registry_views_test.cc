@@ -250,6 +250,41 @@ TEST_F(RegistryViewsTest, AFlowDeclaredInAViewFailsForEveryDeclarerWhenTheViewCh
   EXPECT_EQ(u1.get(), ErrorCode::kInternal);
 }
 
+// A flow that agreed in a view may still be set up when the view changes; a
+// participant that gave it up for the new view never puts its keys, so
+// every wait for a key of it fails with kViewChanged. Keys of an unscoped
+// flow are still awaited.
+TEST_F(RegistryViewsTest, AWaitForAKeyOfAFlowOfAnEndedViewFailsWithViewChanged) {
+  start(4);
+  auto c0 = join(0, 4);
+  auto c1 = join(1, 4);
+  auto c2 = join(2, 4);
+  auto c3 = join(3, 4);
+  auto f1 = std::async(std::launch::async, [&] { return declare_error(*c1, "k@0", 0); });
+  auto f2 = std::async(std::launch::async, [&] { return declare_error(*c2, "k@0", 0); });
+  ASSERT_EQ(declare_error(*c0, "k@0", 0), ErrorCode::kInternal);
+  ASSERT_EQ(f1.get(), ErrorCode::kInternal);
+  ASSERT_EQ(f2.get(), ErrorCode::kInternal);
+  auto scoped = std::async(std::launch::async, [&] {
+    try {
+      (void)c0->get("flow/k@0/shm/1", std::chrono::steady_clock::now() + 10s, 1);
+    } catch (const Error& e) {
+      return std::make_pair(e.code(), std::string(e.what()));
+    }
+    return std::make_pair(ErrorCode::kInternal, std::string("the key arrived"));
+  });
+  auto unscoped = std::async(std::launch::async, [&] {
+    return c1->get("flow/plain/shm/2", std::chrono::steady_clock::now() + 10s, 2);
+  });
+  std::this_thread::sleep_for(100ms);  // both waits reach the registry
+  EXPECT_TRUE(c3->leave(in(5s)));      // view 1
+  const auto [code, text] = scoped.get();
+  EXPECT_EQ(code, ErrorCode::kViewChanged) << text;
+  EXPECT_NE(text.find("while it was being set up in view 0"), std::string::npos) << text;
+  c2->put("flow/plain/shm/2", "v");
+  EXPECT_EQ(unscoped.get(), "v");
+}
+
 TEST(GatherProtocolTest, MessagesRoundTripAndAHostileCountIsRejected) {
   const GatherMsg m{"name", 7, 100, std::string("v\0w", 3)};
   GatherMsg back;
