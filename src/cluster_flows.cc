@@ -261,6 +261,11 @@ std::unique_ptr<FlowState> ClusterImpl::take_flow(const std::string& name, bool 
                     " of its sources/targets are still open here; destroy them first");
   }
   it->second->abort_unopened(boot.rank);
+  // A declaration in a view no longer stands for its spec's name.
+  if (const size_t at = name.rfind('@'); at != std::string::npos) {
+    auto alias = in_view.find(name.substr(0, at));
+    if (alias != in_view.end() && alias->second == name) in_view.erase(alias);
+  }
   // The name stays reserved (null) until the registry has let go of it.
   return std::move(it->second);
 }
