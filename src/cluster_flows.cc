@@ -3,6 +3,7 @@
 // destroying it; the ordered flows' sequencers.
 #include "cluster_impl.h"
 #include "common/mutex.h"
+#include "flow/completion.h"
 #include "flow/failure_state.h"
 #include "transport/shm_ring.h"
 
@@ -53,6 +54,32 @@ void FlowState::abort_unopened(uint32_t me) {
         shm_ring::abort_source(ring, bell, cause);
       }
     }
+  }
+}
+
+void FlowState::abort_unopened_ofi() {
+  // The endpoints made for the ends never opened (a core takes its
+  // endpoint when it opens) send their peers abort messages.
+  const FlowSpec& spec = ctx.spec;
+  const size_t nt = spec.targets.size();
+  const auto ns = static_cast<uint32_t>(spec.sources.size());
+  const uint32_t cause = first_lost_rank(&ctx);
+  for (auto& [t, ot] : ofi_targets) {
+    if (ot == nullptr || ot->ep == nullptr || t >= target_open.size() || target_open[t]) continue;
+    std::vector<fi_addr_t> peers;
+    if (auto in = remote_in.find(t); in != remote_in.end()) {
+      for (const InRingRef& r : in->second) peers.push_back(r.peer);
+    }
+    send_aborts_unopened(*ot->ep, ot->control, ot->control_mr.desc, ns, t, cause, peers);
+  }
+  for (auto& [s, os] : ofi_sources) {
+    if (os == nullptr || os->ep == nullptr || s >= source_open.size() || source_open[s]) continue;
+    std::vector<fi_addr_t> peers;
+    if (auto out = remote_out.find(s); out != remote_out.end()) {
+      for (const OutRingRef& r : out->second) peers.push_back(r.peer);
+    }
+    send_aborts_unopened(*os->ep, os->control, os->control_mr.desc, static_cast<uint32_t>(nt), s,
+                         cause, peers);
   }
 }
 
@@ -111,7 +138,9 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch) {
       FlowState* fs;
       uint32_t me;
       ~GiveUp() {
-        if (fs != nullptr) fs->abort_unopened(me);
+        if (fs == nullptr) return;
+        fs->abort_unopened(me);
+        fs->abort_unopened_ofi();
       }
     } give_up{fs.get(), me};
     fs->ctx.spec = spec;
@@ -275,6 +304,7 @@ void ClusterImpl::destroy_flow(const std::string& name, std::unique_ptr<FlowStat
   // Collective: this rank's memory goes only once no participant can touch
   // it, and the registry erases the flow's keys before anyone returns.
   std::exception_ptr failure;
+  fs->abort_unopened_ofi();
   try {
     client->undeclare_flow(name, deadline);
   } catch (...) {
@@ -319,6 +349,7 @@ class FlowRetirement final : public Linger::Task {
     }
     if (!sent_) {
       sent_ = true;
+      fs_->abort_unopened_ofi();  // here, not in the destructor that retired it
       try {
         auto reply = reply_;
         impl_->client->undeclare_flow_async(name_, deadline_, [reply](std::string error) {

@@ -74,11 +74,15 @@ struct FlowState {
   }
   // The flow is given up on this rank (its set-up failed after the
   // participants agreed, or its DeclaredFlow goes): every end of it here
-  // that was never opened tells its shm peers it is gone (the abort words a
-  // destroyed source or target writes), so that no peer waits for credit
-  // from a target, or an END from a source, that will never be. Ends over
-  // ofi are not told (their peers learn of it from the view's change).
+  // that was never opened tells its peers it is gone (over shm the abort
+  // words a destroyed source or target writes, over ofi its abort
+  // messages), so that no peer waits for credit from a target, or an END
+  // from a source, that will never be.
+  // The shm part (abort words: never waits) and the ofi part (drives each
+  // endpoint for at most kAbortFlush so that its messages leave: not from a
+  // destructor; the retirement of a destroyed handle runs it on the Linger).
   void abort_unopened(uint32_t me);
+  void abort_unopened_ofi();
   std::byte* region_of(uint32_t rank, uint32_t me) {
     if (rank == me) return own.data();
     auto it = peer.find(rank);

@@ -168,6 +168,13 @@ inline bool post_abort_message(ofi::Endpoint& ep, uint64_t* control, uint32_t n,
   return true;
 }
 
+// An endpoint no core ever took (its end was never opened) tells each of
+// `peers` that it ends (abort messages from endpoint `index`, with the
+// control words at `control`, n of them before the abort word), and drives
+// the endpoint for at most kAbortFlush so that they leave.
+void send_aborts_unopened(ofi::Endpoint& ep, uint64_t* control, void* desc, uint32_t n,
+                          uint32_t index, uint32_t cause_rank, const std::vector<fi_addr_t>& peers);
+
 // Drives the endpoint (`drive` reads its completion queue) for at most
 // kAbortFlush, until the abort messages counted in `op` completed, so that
 // they leave before the endpoint is abandoned. Teardown only: not from

@@ -1,7 +1,7 @@
 // A participant that gives a declared flow up without opening its ends (its
 // DeclaredFlow destroyed at once, as a rank does that moves on to a new
 // view): rank 1 does so; rank 0 opens its source and target and must learn
-// at once, over shm, that rank 1's will never be, rather than wait out its
+// at once that rank 1's will never be, rather than wait out its
 // deadline. Prints, on rank 0, "CONSUME <status> after <ms> ms: <error>" and
 // "PUSH <status> after <n> records, <ms> ms: <error>".
 #include <sluice/sluice.h>

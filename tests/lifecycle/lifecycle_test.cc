@@ -51,10 +51,10 @@ void run_cycles(const std::string& cycles, bool by_destructor = false) {
 
 // Rank 1 declares a flow and destroys its handle without opening its ends
 // (as a rank does that gives a flow up for a new view); rank 0's target and
-// source learn at once that rank 1's ends will never be (kPeerLost naming
-// them), instead of waiting out their 20 s deadline. Before the abort words
-// of unopened ends, both waited it out: the source for credit from a ring
-// nobody consumes, the target for an END nobody sends.
+// source (over shm, ofi RMA and ofi messages) learn at once that rank 1's ends will never be
+// (kPeerLost naming them), instead of waiting out their 20 s deadline. Before the abort words of
+// unopened ends, both waited it out: the source for credit from a ring nobody consumes, the target
+// for an END nobody sends.
 TEST(FlowLifecycleTest, EndsNeverOpenedByARankThatGaveTheFlowUpFailTheirPeersAtOnce) {
   const testing::ProcessResult r = testing::run_process(
       testing::job_argv(2, 120, "sluice-abandon-test-program"), {}, std::chrono::seconds(150));
