@@ -109,7 +109,11 @@ int main(int argc, char** argv) {
         if (t2.joinable()) t2.join();
       }
     } stop_watching{done_watching, watcher, worker_watcher};
-    uint64_t epoch = cluster.view().epoch;  // the view this rank last agreed in
+    // The view this rank last agreed in: view 0, the job as launched, for
+    // every first process (one that starts in a later view agrees in it, as
+    // the others do who see the change; starting from its own first view it
+    // would skip the agreement they wait in).
+    uint64_t epoch = 0;
     uint64_t next = 0;                      // the round to run next
     uint64_t completed = 0;                 // rounds this process completed
     bool mismatch = false;
