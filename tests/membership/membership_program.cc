@@ -114,8 +114,8 @@ int main(int argc, char** argv) {
     // the others do who see the change; starting from its own first view it
     // would skip the agreement they wait in).
     uint64_t epoch = 0;
-    uint64_t next = 0;                      // the round to run next
-    uint64_t completed = 0;                 // rounds this process completed
+    uint64_t next = 0;       // the round to run next
+    uint64_t completed = 0;  // rounds this process completed
     bool mismatch = false;
     auto resume = [&] {
       const sluice::Gathered g = cluster.agree("resume", std::to_string(next), deadline());
