@@ -5,7 +5,7 @@
 
 #include "cluster_impl.h"
 #include "common/log.h"
-#include "control/registry_waiters.h"
+#include "control/protocol.h"
 #include "sluice/cluster.h"
 #include "sluice/errors.h"
 

@@ -43,6 +43,15 @@ bool decode_peer(Reader* r, PeerEventMsg* m) {
 
 }  // namespace
 
+std::string rank_list_text(const std::vector<uint32_t>& ranks) {
+  std::string s;
+  for (uint32_t r : ranks) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(r);
+  }
+  return s.empty() ? "(none)" : s;
+}
+
 std::string to_string(MsgType type) {
   switch (type) {
     case MsgType::kHello:

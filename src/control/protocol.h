@@ -339,6 +339,9 @@ std::string encode(const HelloMsg& m);
 std::string encode(const PeerEventMsg& m);
 std::string encode(const WelcomeMsg& m);
 std::string encode(const ErrorMsg& m);
+// A list of ranks as messages of both sides print it: "1,3,4", or "(none)".
+std::string rank_list_text(const std::vector<uint32_t>& ranks);
+
 std::string encode(const DeclareMsg& m);
 std::string encode(const PutMsg& m);
 std::string encode(const GetMsg& m);

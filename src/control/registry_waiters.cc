@@ -36,15 +36,6 @@ std::string endpoint_text(uint64_t e) { return log::cat("(", e >> 32, ",", e & 0
 
 }  // namespace
 
-std::string rank_list_text(const std::vector<uint32_t>& ranks) {
-  std::string s;
-  for (uint32_t r : ranks) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(r);
-  }
-  return s.empty() ? "(none)" : s;
-}
-
 bool Waiters::BarrierState::has_rank(uint32_t r) const {
   for (uint64_t e : members) {
     if (e >> 32 == r) return true;

@@ -39,9 +39,6 @@ struct Waiter {
   RegistryTime deadline = kNever;
 };
 
-// "1,3,4", or "(none)".
-std::string rank_list_text(const std::vector<uint32_t>& ranks);
-
 class Waiters {
  public:
   // What the waiter tables need from the registry around them.

@@ -194,6 +194,17 @@ ErrorCode declare_error(RegistryClient& c, const std::string& name, uint64_t epo
   return ErrorCode::kInternal;  // (it agreed)
 }
 
+// Ranks 0, 1 and 2 declare `name` in view `epoch` at once; true if all three
+// agreed.
+bool all_three_agree(RegistryClient& c0, RegistryClient& c1, RegistryClient& c2,
+                     const std::string& name, uint64_t epoch) {
+  auto f1 = std::async(std::launch::async, [&] { return declare_error(c1, name, epoch); });
+  auto f2 = std::async(std::launch::async, [&] { return declare_error(c2, name, epoch); });
+  const ErrorCode e0 = declare_error(c0, name, epoch);
+  const ErrorCode e1 = f1.get(), e2 = f2.get();
+  return e0 == ErrorCode::kInternal && e1 == ErrorCode::kInternal && e2 == ErrorCode::kInternal;
+}
+
 // A flow declared in a view (Cluster::declare(view, spec)) agrees within it
 // or fails with kViewChanged for every participant that declared: a view
 // change while some wait, or a declaration in a view that is over. An
@@ -206,13 +217,7 @@ TEST_F(RegistryViewsTest, AFlowDeclaredInAViewFailsForEveryDeclarerWhenTheViewCh
   auto c3 = join(3, 5);
   auto c4 = join(4, 5);
   // Complete in view 0: all three declare.
-  {
-    auto f1 = std::async(std::launch::async, [&] { return declare_error(*c1, "f@0", 0); });
-    auto f2 = std::async(std::launch::async, [&] { return declare_error(*c2, "f@0", 0); });
-    EXPECT_EQ(declare_error(*c0, "f@0", 0), ErrorCode::kInternal);
-    EXPECT_EQ(f1.get(), ErrorCode::kInternal);
-    EXPECT_EQ(f2.get(), ErrorCode::kInternal);
-  }
+  EXPECT_TRUE(all_three_agree(*c0, *c1, *c2, "f@0", 0));
   // Ranks 0 and 1 declare g@0 and wait for rank 2; rank 3 (no participant)
   // leaves: view 1. Both fail alike, naming the new view.
   auto p0 = std::async(std::launch::async, [&] {
@@ -233,11 +238,7 @@ TEST_F(RegistryViewsTest, AFlowDeclaredInAViewFailsForEveryDeclarerWhenTheViewCh
   EXPECT_EQ(declare_error(*c2, "g@0", 0, &late), ErrorCode::kViewChanged) << late;
   EXPECT_NE(late.find("the job is in view 1"), std::string::npos) << late;
   // The same in view 1 agrees.
-  auto f1 = std::async(std::launch::async, [&] { return declare_error(*c1, "g@1", 1); });
-  auto f2 = std::async(std::launch::async, [&] { return declare_error(*c2, "g@1", 1); });
-  EXPECT_EQ(declare_error(*c0, "g@1", 1), ErrorCode::kInternal);
-  EXPECT_EQ(f1.get(), ErrorCode::kInternal);
-  EXPECT_EQ(f2.get(), ErrorCode::kInternal);
+  EXPECT_TRUE(all_three_agree(*c0, *c1, *c2, "g@1", 1));
   // An unscoped declaration waits through a view change (rank 4 leaves:
   // view 2) that loses none of its participants.
   auto u0 = std::async(std::launch::async, [&] { return declare_error(*c0, "u", kUnscopedEpoch); });
@@ -260,11 +261,7 @@ TEST_F(RegistryViewsTest, AWaitForAKeyOfAFlowOfAnEndedViewFailsWithViewChanged) 
   auto c1 = join(1, 4);
   auto c2 = join(2, 4);
   auto c3 = join(3, 4);
-  auto f1 = std::async(std::launch::async, [&] { return declare_error(*c1, "k@0", 0); });
-  auto f2 = std::async(std::launch::async, [&] { return declare_error(*c2, "k@0", 0); });
-  ASSERT_EQ(declare_error(*c0, "k@0", 0), ErrorCode::kInternal);
-  ASSERT_EQ(f1.get(), ErrorCode::kInternal);
-  ASSERT_EQ(f2.get(), ErrorCode::kInternal);
+  ASSERT_TRUE(all_three_agree(*c0, *c1, *c2, "k@0", 0));
   auto scoped = std::async(std::launch::async, [&] {
     try {
       (void)c0->get("flow/k@0/shm/1", std::chrono::steady_clock::now() + 10s, 1);
