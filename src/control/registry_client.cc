@@ -343,6 +343,7 @@ bool RegistryClient::Impl::pump_out(std::string* problem) {
     sending_pos = 0;
     MutexLock lock(mu);
     sending.swap(outbox);
+    leave_taken = leave_queued;
   }
   while (sending_pos < sending.size()) {
     const ssize_t n = ::send(fd, sending.data() + sending_pos, sending.size() - sending_pos,
@@ -398,7 +399,8 @@ bool RegistryClient::Impl::handle_frame(const Frame& f, std::string* problem) {
 }
 
 void RegistryClient::Impl::fail_all(const std::string& reason) {
-  const bool shutting_down = stopping.load(std::memory_order_acquire);
+  const bool shutting_down =
+      stopping.load(std::memory_order_acquire) || clean_close.load(std::memory_order_acquire);
   std::string why;
   {
     MutexLock lock(mu);
@@ -502,7 +504,11 @@ void RegistryClient::Impl::loop() {
       const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
       if (n == 0) {
         reason = "the registry closed the connection";
-        if (write_shut) clean_close.store(true, std::memory_order_release);
+        // After LEAVE went out whole, the close is the registry's answer to
+        // it, whether or not this loop has seen `stopping` yet.
+        if (write_shut || (leave_taken && sending_pos == sending.size())) {
+          clean_close.store(true, std::memory_order_release);
+        }
         break;
       }
       if (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -642,7 +648,10 @@ bool RegistryClient::Impl::shut_down(Deadline deadline) {
     // totals even if its flows lived shorter than a heartbeat.
     const std::string report = counters_frame(info.rank);
     MutexLock lock(mu);
-    if (!lost) outbox += report + make_frame(MsgType::kLeave, 0, "");
+    if (!lost) {
+      outbox += report + make_frame(MsgType::kLeave, 0, "");
+      leave_queued = true;
+    }
   }
   stop_deadline = deadline;
   stopping.store(true, std::memory_order_release);

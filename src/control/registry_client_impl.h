@@ -102,6 +102,10 @@ struct RegistryClient::Impl {
   // Control thread only: bytes taken from `outbox` and not yet sent.
   std::string sending;
   size_t sending_pos = 0;
+  // Control thread only: `sending` holds this rank's LEAVE (shut_down queued
+  // it before the swap). The registry closes its side once it reads LEAVE,
+  // which may be seen before `stopping` is: that EOF is a clean close too.
+  bool leave_taken = false;
   // sending.size() - sending_pos, for call()'s bound on queued bytes. Written
   // by the control thread only; relaxed is enough, as the bound needs no
   // ordering with anything else (a stale value errs by one batch at most).
@@ -116,6 +120,7 @@ struct RegistryClient::Impl {
   // Frames for the control thread to send: callers never write to the
   // socket themselves, so no call blocks on a registry that stopped reading.
   std::string outbox SLUICE_GUARDED_BY(mu);
+  bool leave_queued SLUICE_GUARDED_BY(mu) = false;  // LEAVE is in `outbox` or was taken from it
   std::map<uint32_t, std::function<void(Reply)>> pending SLUICE_GUARDED_BY(mu);
   uint32_t next_id SLUICE_GUARDED_BY(mu) = 1;
   bool lost SLUICE_GUARDED_BY(mu) = false;
