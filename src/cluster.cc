@@ -37,7 +37,13 @@ Cluster Cluster::join(const ClusterOptions& options) {
       impl->boot.registry_host + ":" + std::to_string(impl->boot.registry_port);
   impl->options.secret = impl->boot.secret;
   impl->host_id = detail::host_identity();
-  log::set_tag("rank " + std::to_string(impl->boot.rank));
+  if (impl->boot.spare) {
+    log::set_tag("spare");
+    log::info("waiting as a spare of the job at ", impl->options.registry, " until one of its ",
+              impl->boot.world_size, " ranks dies");
+  } else {
+    log::set_tag("rank " + std::to_string(impl->boot.rank));
+  }
   control::ClientOptions co;
   co.heartbeat_timeout = options.peer_timeout;
   co.fence_lost_ranks = options.fence_lost_ranks;
@@ -46,6 +52,13 @@ Cluster Cluster::join(const ClusterOptions& options) {
   co.on_epoch = [](uint64_t epoch) { detail::counters::set_epoch(epoch); };
   detail::counters::set_epoch(0);  // a new job's; WELCOME may move it (a rejoin)
   impl->client = control::RegistryClient::connect(impl->boot, co);
+  if (impl->boot.spare) {
+    // The registry gave this spare a died rank's place: from here on it is
+    // that rank's next incarnation, as a restarted process would be.
+    impl->boot.rank = impl->client->rank();
+    impl->options.rank = impl->boot.rank;
+    log::set_tag("rank " + std::to_string(impl->boot.rank));
+  }
   // Peers compare host identities to choose shm or ofi per pair.
   impl->client->put("host/" + std::to_string(impl->boot.rank), impl->host_id);
   // Data goes out through the interface that reaches the registry, unless

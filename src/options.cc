@@ -27,6 +27,7 @@ using Env = std::map<std::string, std::string>;
 const std::set<std::string>& known_variables() {
   static const std::set<std::string> names = {
       "SLUICE_RANK",
+      "SLUICE_SPARE",
       "SLUICE_WORLD_SIZE",
       "SLUICE_REGISTRY",
       "SLUICE_REGISTRY_PORT",
@@ -49,6 +50,7 @@ const std::set<std::string>& known_variables() {
       "SLUICE_TEST_OFI_NO_WAIT_FD",
       "SLUICE_TEST_OFI_CLOSE_NO_FLUSH",
       "SLUICE_TEST_DESTRUCTOR_WAITS",
+      "SLUICE_TEST_KILL_AT",   // sluice::kill_point (sluice/job.h), set by sluice run --kill-at
       "SLUICE_TEST_KV_HOOKS",  // apps/kv: its test switches
   };
   return names;
@@ -63,7 +65,8 @@ void warn_unknown_variables(const Env& env, LogLevel level) {
     for (const auto& [name, value] : env) {
       if (name.rfind("SLUICE_", 0) != 0 || known_variables().count(name) != 0) continue;
       log::warn("ignoring unknown environment variable ", name,
-                " (known: SLUICE_RANK, SLUICE_WORLD_SIZE, SLUICE_REGISTRY, SLUICE_REGISTRY_PORT, "
+                " (known: SLUICE_RANK, SLUICE_SPARE, SLUICE_WORLD_SIZE, SLUICE_REGISTRY, "
+                "SLUICE_REGISTRY_PORT, "
                 "SLUICE_SECRET, ",
                 "SLUICE_LOG, SLUICE_PEER_TIMEOUT_MS, SLUICE_SETUP_TIMEOUT_MS, SLUICE_FENCE, "
                 "SLUICE_SPIN, "

@@ -391,6 +391,10 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         } else {
           const int target = ep.target_of(rank_of(m.to));
           if (target < 0) continue;
+          // Accepted, not yet answered: a replica that dies here leaves its
+          // leader to the others' answers (`sluice run --kill-at
+          // RANK:kv-paxos-after-accept[:K]`, sluice/job.h).
+          if (m.type == MsgType::kAccepted) sluice::kill_point("kv-paxos-after-accept");
           encode(m, buf);
           check(ep.w.push_to(ep.msg_src, static_cast<uint32_t>(target),
                              std::span<const std::byte>(buf)),

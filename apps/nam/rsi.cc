@@ -1,6 +1,7 @@
 #include "rsi.h"
 
 #include <signal.h>
+#include <sluice/job.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -508,6 +509,9 @@ TsState RsiClient::transition(uint64_t ts, TsState from, TsState to) {
 }
 
 void RsiClient::maybe_kill(KillPoint at) {
+  // `sluice run --kill-at RANK:NAME[:K]` arms these from outside.
+  sluice::kill_point(at == KillPoint::kAfterLock ? "nam-rsi-after-lock"
+                                                 : "nam-rsi-after-commit-bit");
   if (options_.test_kill != at || kill_countdown_ == 0) return;
   if (--kill_countdown_ != 0) return;
   std::fprintf(stderr, "nam test hook: client %u kills itself %s (timestamp %" PRIu64 ")\n",

@@ -1,6 +1,7 @@
 // The 2PC baseline's client (twopc.h): each client thread is the
 // coordinator of its own transactions.
 #include <signal.h>
+#include <sluice/job.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -304,7 +305,11 @@ Outcome TwoPcClient::commit() {
       c.wait_for = std::max(c.wait_for, h.ts);
     }
   }
-  if (all_yes) c.maybe_kill(KillPoint::kPrepared, ts);
+  if (all_yes) {
+    // Every participant voted yes, no COMMIT is out (`sluice run --kill-at`).
+    sluice::kill_point("nam-2pc-prepared");
+    c.maybe_kill(KillPoint::kPrepared, ts);
+  }
   // Phase 2: COMMIT everywhere, or ABORT where it was prepared.
   c.received = 0;
   uint32_t sent = 0;

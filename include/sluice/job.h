@@ -40,7 +40,8 @@
 ///
 /// Fault injection is not the program's business: `sluice run --kill
 /// RANK@SECONDS` and `--stop RANK@SECONDS:DURATION` do it from outside, so no
-/// rank learns which rank will fail or when.
+/// rank learns which rank will fail or when; `--kill-at RANK:NAME[:K]` kills
+/// a rank at a place the program marked with kill_point("NAME").
 ///
 /// Thread safety: Job is used by main()'s thread. A JobContext may be used by
 /// the body's thread; run_workers' threads use only the StartLine they get
@@ -377,5 +378,17 @@ class JobContext {
 
 /// User + system CPU seconds of this process (all threads) so far.
 double process_cpu_seconds();
+
+/// A place in the program where a crash is worth testing at exactly that
+/// place: between taking locks and installing, between a Paxos accept and
+/// its reply. `sluice run --kill-at RANK:NAME[:K]` makes the K-th pass
+/// (default the first) of rank RANK's first process through
+/// kill_point("NAME") kill that process with SIGKILL, there; no other rank,
+/// and no code of the program, knows that it is armed (the launcher sets
+/// SLUICE_TEST_KILL_AT=NAME:K in that one process's environment, not in a
+/// restarted or spare one's). Without the variable it returns at once (one
+/// load of what the first call read). `name`: what --kill-at names.
+/// Thread safety: any thread; passes are counted over the whole process.
+void kill_point(std::string_view name);
 
 }  // namespace sluice

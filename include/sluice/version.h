@@ -18,7 +18,8 @@ inline constexpr const char* kVersion = "1.1.0";  // = the CMake project version
 /// PEER_EVENT carries the membership epoch; GATHER (view-scoped allgather).
 /// 7: HELLO and PEER_EVENT carry the fence identity. 8: DECLARE carries a
 /// view's epoch (flows declared in a view, Cluster::declare(view, spec)).
-inline constexpr uint16_t kProtocolVersion = 8;
+/// 9: WELCOME names the rank joined as (a spare learns whose place it takes).
+inline constexpr uint16_t kProtocolVersion = 9;
 /// True if this process honours the test switches (SLUICE_TEST_* variables
 /// that make a flow die or reorder on purpose): only test programs built in
 /// the sluice tree, which link the library with its test hooks live. The

@@ -96,18 +96,39 @@ BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int
                               int64_t override_world, const std::string& override_registry,
                               const std::string& override_secret) {
   BootstrapInfo info;
+  if (const std::string* spare = find(env, "SLUICE_SPARE"); spare != nullptr) {
+    if (*spare != "0" && *spare != "1") {
+      throw Error(ErrorCode::kBootstrap,
+                  log::cat("SLUICE_SPARE='", *spare, "' is not 0 or 1 (1: wait as a spare)"));
+    }
+    info.spare = *spare == "1";
+  }
   const Source* source = nullptr;
   for (const Source& s : sources()) {
-    if (find(env, s.rank_var) != nullptr) {
+    // A spare's world size is SLUICE_WORLD_SIZE's: a launcher's own count
+    // (SLURM_NTASKS, ...) would include the spares.
+    if (info.spare ? &s == &sources().front() && find(env, s.size_vars.front()) != nullptr
+                   : find(env, s.rank_var) != nullptr) {
       source = &s;
       break;
     }
+  }
+  if (info.spare && (override_rank >= 0 || find(env, "SLUICE_RANK") != nullptr)) {
+    throw Error(ErrorCode::kBootstrap,
+                log::cat("SLUICE_SPARE=1 and a rank (",
+                         override_rank >= 0 ? std::string("in the options")
+                                            : "SLUICE_RANK=" + *find(env, "SLUICE_RANK"),
+                         ") are both given: a spare has no rank until it takes a died rank's "
+                         "place; give one or the other"));
   }
 
   // Rank and world size: the options win over the environment, field by field.
   std::string rank_from = "the options";
   std::string world_from = "the options";
-  if (override_rank >= 0) {
+  if (info.spare) {
+    info.rank = kSpareRank;
+    rank_from = "SLUICE_SPARE";
+  } else if (override_rank >= 0) {
     if (override_rank > std::numeric_limits<int32_t>::max()) {
       throw Error(ErrorCode::kBootstrap,
                   log::cat("rank ", override_rank, " (from the options) is too large"));
@@ -145,6 +166,10 @@ BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int
                            " is not, so the world size is unknown; set it, or ", kHowToJoin));
     }
     info.world_size = parse_count(world_from, *value, "a world size");
+  } else if (info.spare) {
+    throw Error(ErrorCode::kBootstrap,
+                "SLUICE_SPARE=1 but SLUICE_WORLD_SIZE is not set: a spare must know the job's "
+                "world size (its ranks, spares not counted)");
   } else {
     throw Error(ErrorCode::kBootstrap,
                 log::cat("the rank is given in the options but the world size is not, and no "
@@ -155,7 +180,7 @@ BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int
     throw Error(ErrorCode::kBootstrap, log::cat("world size 0 (from ", world_from,
                                                 ") is invalid: a job has at least one rank"));
   }
-  if (info.rank >= info.world_size) {
+  if (!info.spare && info.rank >= info.world_size) {
     throw Error(ErrorCode::kBootstrap,
                 log::cat("rank ", info.rank, " (from ", rank_from, ") is not below the world size ",
                          info.world_size, " (from ", world_from, ")"));

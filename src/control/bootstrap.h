@@ -20,13 +20,20 @@
 namespace sluice::control {
 
 struct BootstrapInfo {
+  // For a spare, kSpareRank until the registry gives it a died rank's place.
   uint32_t rank = 0;
   uint32_t world_size = 0;
   std::string registry_host;
   uint16_t registry_port = 0;
   std::string secret;
   std::string source;  // which launcher's variables were used, e.g. "SLUICE_*", "Slurm"
+  // SLUICE_SPARE=1: the process waits in the job as a spare, without a rank,
+  // until a rank dies; then it joins as that rank's next incarnation.
+  bool spare = false;
 };
+
+// BootstrapInfo::rank of a spare that has no rank yet.
+inline constexpr uint32_t kSpareRank = 0xFFFFFFFFu;
 
 // Reads `env` (name -> value). Throws Error(kBootstrap) with a message naming
 // the missing or malformed variable and how to fix it (e.g. "run under

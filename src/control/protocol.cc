@@ -224,6 +224,7 @@ std::string encode(const WelcomeMsg& m) {
   w.u32(m.heartbeat_ms);
   w.u32(static_cast<uint32_t>(m.peers.size()));
   for (const PeerEventMsg& p : m.peers) encode_peer(&w, p);
+  w.u32(m.rank);
   return w.take();
 }
 bool decode(std::string_view payload, WelcomeMsg* m) {
@@ -239,7 +240,7 @@ bool decode(std::string_view payload, WelcomeMsg* m) {
   for (PeerEventMsg& p : m->peers) {
     if (!decode_peer(&r, &p)) return false;
   }
-  return r.done();
+  return r.u32(&m->rank) && r.done();
 }
 
 std::string encode(const ErrorMsg& m) {

@@ -228,6 +228,9 @@ struct PeerEventMsg {
 struct WelcomeMsg {
   uint32_t heartbeat_ms = 0;
   std::vector<PeerEventMsg> peers;
+  // The rank this connection joined as: the one its HELLO named, or for a
+  // spare the rank whose place it takes; kNoRank for an observer.
+  uint32_t rank = kNoRank;
 };
 struct ErrorMsg {
   ErrorCode code = ErrorCode::kInternal;

@@ -228,7 +228,11 @@ void RegistryClient::Impl::handshake(Deadline deadline) {
                  info.secret,         fence_identity()};
   write_all(make_frame(MsgType::kHello, 0, encode(hello)), deadline);
   const std::string refused =
-      log::cat("the registry at ", address, " refused rank ", info.rank, ": ");
+      log::cat("the registry at ", address, " refused ",
+               info.spare ? std::string("this spare") : log::cat("rank ", info.rank), ": ");
+  // A spare's WELCOME comes when a rank dies and it takes the rank's place:
+  // maybe never.
+  const Deadline answer_by = info.spare ? kForever : deadline;
   char buf[64 * 1024];
   for (;;) {
     Frame f;
@@ -270,6 +274,14 @@ void RegistryClient::Impl::handshake(Deadline deadline) {
                     log::cat("the registry at ", address, " answered HELLO with a malformed ",
                              to_string(type), " message"));
       }
+      if (info.spare) {
+        if (welcome.rank >= info.world_size) {
+          throw Error(ErrorCode::kProtocol,
+                      log::cat("the registry at ", address, " gave this spare rank ", welcome.rank,
+                               ", not below the world size ", info.world_size));
+        }
+        info.rank = welcome.rank;
+      }
       for (const PeerEventMsg& p : welcome.peers) apply_peer(p);
       milliseconds limit = options.heartbeat_timeout;
       if (welcome.heartbeat_ms > 0) limit = std::min(limit, milliseconds(welcome.heartbeat_ms));
@@ -279,11 +291,11 @@ void RegistryClient::Impl::handshake(Deadline deadline) {
       return;
     }
     pollfd p{fd, POLLIN, 0};
-    const int rc = ::poll(&p, 1, remaining_ms(deadline, milliseconds{1000}));
+    const int rc = ::poll(&p, 1, remaining_ms(answer_by, milliseconds{1000}));
     if (rc < 0 && errno != EINTR) {
       throw Error(ErrorCode::kRegistry, log::cat("poll failed: ", std::strerror(errno)));
     }
-    if (rc == 0 && Clock::now() >= deadline) {
+    if (rc == 0 && Clock::now() >= answer_by) {
       throw Error(ErrorCode::kTimeout, log::cat("the registry at ", address,
                                                 " accepted the connection but did not "
                                                 "answer HELLO within ",
@@ -292,6 +304,12 @@ void RegistryClient::Impl::handshake(Deadline deadline) {
     }
     if (rc <= 0) continue;
     const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 && info.spare) {
+      throw Error(ErrorCode::kRegistry,
+                  log::cat("the registry at ", address,
+                           " closed the connection while this process waited as a spare (no rank "
+                           "died, and the job ended or the registry exited)"));
+    }
     if (n == 0) {
       throw Error(ErrorCode::kRegistry, log::cat("the registry at ", address,
                                                  " closed the connection during HELLO; "
@@ -662,7 +680,7 @@ bool RegistryClient::Impl::shut_down(Deadline deadline) {
 
 std::unique_ptr<RegistryClient> RegistryClient::connect(const BootstrapInfo& info,
                                                         const ClientOptions& options) {
-  if (info.world_size == 0 || info.rank >= info.world_size) {
+  if (info.world_size == 0 || (!info.spare && info.rank >= info.world_size)) {
     throw Error(ErrorCode::kInvalidArgument,
                 log::cat("rank ", info.rank, " is not below the world size ", info.world_size));
   }
@@ -674,7 +692,8 @@ std::unique_ptr<RegistryClient> RegistryClient::connect(const BootstrapInfo& inf
   const Deadline deadline = Clock::now() + options.connect_timeout;
   impl->open_socket(deadline);
   impl->handshake(deadline);
-  log::info("rank ", info.rank, " joined the job through the registry at ", impl->address);
+  log::info("rank ", impl->info.rank, " joined the job through the registry at ", impl->address,
+            info.spare ? " (as a spare, in a died rank's place)" : "");
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->loop(); });
   return std::unique_ptr<RegistryClient>(new RegistryClient(std::move(impl)));

@@ -48,6 +48,13 @@ void RegistryServer::Impl::handle_frame(Conn& c, const Frame& f, TimePoint now) 
         return;
     }
   }
+  if (c.spare) {
+    // A spare is silent until it takes a rank's place.
+    refuse(c, ErrorCode::kProtocol,
+           log::cat("a spare sends nothing until it takes a rank's place, got ", to_string(type)),
+           req);
+    return;
+  }
   if (c.rank < 0) {
     if (type == MsgType::kHello) {
       on_hello(c, f, now);
@@ -118,9 +125,25 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
   }
   if (m.world_size != opt.world_size) {
     refuse(c, ErrorCode::kRegistry,
-           log::cat("rank ", m.rank, " says the job has ", m.world_size,
+           log::cat(m.rank == kNoRank ? std::string("a spare") : log::cat("rank ", m.rank),
+                    " says the job has ", m.world_size,
                     " ranks, but this registry serves a job of ", opt.world_size, " ranks"),
            req);
+    return;
+  }
+  if (m.rank == kNoRank) {
+    // A spare: it waits, silent, for a rank to die and then takes its place
+    // (place_spare, after this handler: a rank may have died already).
+    if (spares.size() >= kMaxSpares) {
+      refuse(c, ErrorCode::kRegistry,
+             log::cat("too many spares: ", kMaxSpares, " already wait for a rank's place"), req);
+      return;
+    }
+    c.spare = true;
+    c.deadline = kNever;
+    spares.push_back(Spare{c.id, req, m});
+    log::info("registry: a spare joined from ", m.host, " (pid ", m.pid, ", ", c.peer, "); ",
+              spares.size(), " wait for a rank's place");
     return;
   }
   if (m.rank >= opt.world_size) {
@@ -138,12 +161,6 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
            req);
     return;
   }
-  // A rank that died may join again, as its next incarnation: a new process
-  // (the old one's connection is gone, so a stopped process that resumed
-  // cannot come back this way). Its peers keep every flow and region of the
-  // old incarnation failed (clients pin incarnations).
-  const bool rejoin = info.state == RankState::kDied;
-  const uint32_t incarnation = rejoin ? info.incarnation + 1 : 0;
   if (info.state == RankState::kAlive) {
     refuse(c, ErrorCode::kRegistry,
            log::cat("rank ", m.rank, " already joined (", info.host, ", pid ", info.pid,
@@ -151,7 +168,21 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
            req);
     return;
   }
-  c.rank = m.rank;
+  admit(c, m, m.rank, req, now, nullptr);
+}
+
+void RegistryServer::Impl::admit(Conn& c, const HelloMsg& m, uint32_t rank, uint32_t req,
+                                 TimePoint now, const char* as) {
+  RankInfo& info = ranks[rank];
+  // A rank that died may join again, as its next incarnation: a new process
+  // (the old one's connection is gone, so a stopped process that resumed
+  // cannot come back this way), or a spare in its place. Its peers keep
+  // every flow and region of the old incarnation failed (clients pin
+  // incarnations).
+  const bool rejoin = info.state == RankState::kDied;
+  const uint32_t incarnation = rejoin ? info.incarnation + 1 : 0;
+  const TimePoint lost_at = info.lost_at;
+  c.rank = rank;
   c.deadline = kNever;
   if (joined_address.empty() && binds_wildcard()) {
     sockaddr_storage ss{};
@@ -160,26 +191,32 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
       joined_address = peer_name(ss);
     }
   }
-  info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now, incarnation, m.fence};
+  info = RankInfo{RankState::kAlive, m.host, m.pid, "", c.id, now, incarnation, m.fence, {}};
+  const std::string by = as != nullptr ? log::cat(" (", as, ")") : std::string();
   // A new incarnation makes a new view; the first joins form the job's
   // first one (epoch 0, every rank).
   if (rejoin) {
     ++epoch;
-    log::warn("registry: rank ", m.rank, " rejoined from ", m.host, " (pid ", m.pid, ", ", c.peer,
-              ") as incarnation ", incarnation);
-    announce_view("rejoined", m.rank, log::cat("incarnation ", incarnation));
-    waiters.rejoin_rank(m.rank);
+    const auto after_ms = std::chrono::duration_cast<milliseconds>(now - lost_at).count();
+    log::warn("registry: rank ", rank, " rejoined from ", m.host, " (pid ", m.pid, ", ", c.peer,
+              ")", by, " as incarnation ", incarnation, ", ", after_ms, " ms after it was lost");
+    announce_view("rejoined", rank,
+                  log::cat("incarnation ", incarnation, as != nullptr ? log::cat(", ", as) : "",
+                           ", ", after_ms, " ms after the loss"));
+    waiters.rejoin_rank(rank);
   } else {
-    log::info("registry: rank ", m.rank, " joined from ", m.host, " (pid ", m.pid, ", ", c.peer,
-              ")");
+    log::info("registry: rank ", rank, " joined from ", m.host, " (pid ", m.pid, ", ", c.peer, ")",
+              by);
   }
 
-  send(c, MsgType::kWelcome, req, encode(welcome_message()));
-  broadcast(PeerEventMsg{m.rank, PeerState::kAlive, "", m.host, m.pid, incarnation, epoch, m.fence},
+  WelcomeMsg welcome = welcome_message();
+  welcome.rank = rank;
+  send(c, MsgType::kWelcome, req, encode(welcome));
+  broadcast(PeerEventMsg{rank, PeerState::kAlive, "", m.host, m.pid, incarnation, epoch, m.fence},
             c.id);
   // After the event: a member reads of the new view before its call fails.
   if (rejoin) waiters.view_changed(epoch);
-  if (opt.on_joined) opt.on_joined(m.rank, incarnation);
+  if (opt.on_joined) opt.on_joined(rank, incarnation, m.pid);
 }
 
 // Every rank the registry has seen, as WELCOME lists them.

@@ -144,15 +144,37 @@ void RegistryServer::Impl::drop(Conn& c, const std::string& reason) {
 }
 
 void RegistryServer::Impl::settle() {
-  // lose_rank() may drop further connections (its PEER_EVENTs can overflow
-  // them), which queues more losses: loop until none is left.
-  while (!pending_losses.empty()) {
-    const PendingLoss loss = std::move(pending_losses.front());
-    pending_losses.erase(pending_losses.begin());
-    const RankInfo& info = ranks[loss.rank];
-    if (info.state != RankState::kAlive || info.conn_id != loss.conn_id) continue;
-    lose_rank(loss.rank, RankState::kDied, loss.reason);
+  // lose_rank() and a spare's admission may drop further connections (their
+  // PEER_EVENTs can overflow them), which queues more losses: loop until
+  // none is left and no spare can take a died rank's place.
+  do {
+    while (!pending_losses.empty()) {
+      const PendingLoss loss = std::move(pending_losses.front());
+      pending_losses.erase(pending_losses.begin());
+      const RankInfo& info = ranks[loss.rank];
+      if (info.state != RankState::kAlive || info.conn_id != loss.conn_id) continue;
+      lose_rank(loss.rank, RankState::kDied, loss.reason);
+    }
+  } while (place_spare());
+}
+
+bool RegistryServer::Impl::place_spare() {
+  // A spare whose connection ended meanwhile is gone from the queue.
+  std::erase_if(spares, [this](const Spare& s) {
+    const Conn* c = find_conn(s.conn_id);
+    return c == nullptr || c->closing;
+  });
+  if (spares.empty()) return false;
+  for (uint32_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r].state != RankState::kDied) continue;
+    const Spare spare = std::move(spares.front());
+    spares.erase(spares.begin());
+    Conn* c = find_conn(spare.conn_id);
+    c->spare = false;
+    admit(*c, spare.hello, r, spare.request_id, Clock::now(), "a spare");
+    return true;
   }
+  return false;
 }
 
 void RegistryServer::Impl::broadcast(const PeerEventMsg& event, uint64_t except_conn) {
@@ -167,6 +189,7 @@ void RegistryServer::Impl::lose_rank(uint32_t r, RankState state, const std::str
   RankInfo& info = ranks[r];
   info.state = state;
   info.reason = reason;
+  info.lost_at = Clock::now();
   const uint64_t gone_conn = info.conn_id;
   const std::string who = describe(r);
   if (state == RankState::kLeft) {
@@ -239,12 +262,12 @@ void RegistryServer::Impl::accept_all(TimePoint now) {
 void RegistryServer::Impl::cap_unauthenticated() {
   size_t waiting = 0;
   for (const auto& [id, c] : conns) {
-    if (c->rank < 0 && !c->observer && !c->closing && !c->dead) ++waiting;
+    if (!c->authenticated() && !c->closing && !c->dead) ++waiting;
   }
   // conns is ordered by id, which grows with every accept: oldest first.
   for (auto it = conns.begin(); waiting > opt.max_unauthenticated && it != conns.end(); ++it) {
     Conn& c = *it->second;
-    if (c.rank >= 0 || c.observer || c.closing || c.dead) continue;
+    if (c.authenticated() || c.closing || c.dead) continue;
     c.dead = true;
     --waiting;
     // One line per burst, not per connection: a flood must not flood the log too.
@@ -317,7 +340,7 @@ void RegistryServer::Impl::on_timers(TimePoint now) {
     if (c->dead || now < c->deadline) continue;
     if (c->closing) {
       c->dead = true;
-    } else if (c->rank < 0 && !c->observer) {
+    } else if (!c->authenticated()) {
       refuse(*c, ErrorCode::kProtocol,
              log::cat("no HELLO within ", opt.heartbeat_timeout.count(), " ms"), 0);
     }

@@ -67,8 +67,9 @@ struct RegistryOptions {
   // joined the job (incarnation 0) or joined again after it died
   // (incarnation > 0). Must not block. `sluice run` uses it to tell when the
   // job started (every rank's first incarnation joined), which its --kill
-  // and --stop times count from. Default: none.
-  std::function<void(uint32_t rank, uint32_t incarnation)> on_joined;
+  // and --stop times count from, and which process now is the rank (a
+  // spare that took a died rank's place: `pid`). Default: none.
+  std::function<void(uint32_t rank, uint32_t incarnation, uint32_t pid)> on_joined;
   // Serve the Prometheus text format over HTTP on metrics_host:metrics_port
   // (port 0: any free port): the ranks' flow counters, which they report
   // with their heartbeats, and the registry's view of the ranks

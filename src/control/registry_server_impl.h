@@ -67,6 +67,7 @@ struct RegistryServer::Impl : Waiters::Host {
     size_t out_pos = 0;
     int64_t rank = -1;        // >= 0 once HELLO was accepted
     bool observer = false;    // an observer's HELLO was accepted (rank stays -1)
+    bool spare = false;       // a spare's HELLO was accepted; rank stays -1 until it takes one
     bool closing = false;     // refused or left: input is discarded until EOF
     bool write_shut = false;  // closing and every byte of `out` was sent
     // Reaped at the end of the loop iteration. Set by drop(), which may run
@@ -76,7 +77,19 @@ struct RegistryServer::Impl : Waiters::Host {
     // Before HELLO: when the peer must have said it. Closing: when to stop
     // waiting for its EOF.
     TimePoint deadline = kNever;
+    // Said a HELLO the registry accepted (a rank, an observer or a spare).
+    bool authenticated() const { return rank >= 0 || observer || spare; }
   };
+
+  // A spare's accepted HELLO, kept until a rank dies and the spare takes
+  // its place (admit() then runs as for that rank's own HELLO).
+  struct Spare {
+    uint64_t conn_id = 0;
+    uint32_t request_id = 0;
+    HelloMsg hello;
+  };
+  // At most this many spares wait at once; more are refused.
+  static constexpr size_t kMaxSpares = 1024;
 
   struct RankInfo {
     RankState state = RankState::kAbsent;
@@ -87,6 +100,7 @@ struct RegistryServer::Impl : Waiters::Host {
     TimePoint last_seen;
     uint32_t incarnation = 0;  // times the rank joined again after it died
     std::string fence;         // its process's fence identity (HELLO)
+    TimePoint lost_at;         // kDied/kLeft: when the registry declared it so
   };
 
   explicit Impl(RegistryOptions o)
@@ -107,6 +121,14 @@ struct RegistryServer::Impl : Waiters::Host {
   void on_readable(Conn& c, TimePoint now);
   void handle_frame(Conn& c, const Frame& f, TimePoint now);
   void on_hello(Conn& c, const Frame& f, TimePoint now);
+  // Accepts `c` as rank `rank` (its HELLO `m`, or a spare's taking the rank's
+  // place): the join, or a dead rank's next incarnation. REQUIRES: rank is
+  // absent or died.
+  void admit(Conn& c, const HelloMsg& m, uint32_t rank, uint32_t request_id, TimePoint now,
+             const char* as);
+  // Gives the lowest died rank to the spare that waited longest, if there
+  // are both; true if it did.
+  bool place_spare();
   void on_declare(Conn& c, const Frame& f, TimePoint now);
   void on_put(Conn& c, const Frame& f);
   void on_get(Conn& c, const Frame& f, TimePoint now);
@@ -146,6 +168,7 @@ struct RegistryServer::Impl : Waiters::Host {
   void refuse(Conn& c, ErrorCode code, const std::string& problem, uint32_t request_id);
   void start_closing(Conn& c, TimePoint now);
   void drop(Conn& c, const std::string& reason);
+  // Announces the losses drop() queued and gives died ranks to spares.
   void settle();
   void lose_rank(uint32_t rank, RankState state, const std::string& reason);
   // After `epoch` moved: the view-change log line (the new epoch, its cause
@@ -190,6 +213,7 @@ struct RegistryServer::Impl : Waiters::Host {
     std::string reason;
   };
   std::vector<PendingLoss> pending_losses;
+  std::vector<Spare> spares;  // waiting, oldest first
   JobMetrics metrics;
   std::unique_ptr<MetricsHttp> metrics_http;  // null unless opt.metrics
   uint64_t counters_rejected = 0;             // for rate-limiting their log lines

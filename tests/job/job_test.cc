@@ -5,9 +5,12 @@
 #include "sluice/job.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -138,6 +141,32 @@ TEST(JobTest, WhatTheBodyThrowsBecomesTheExitStatusAndAMessage) {
       EXPECT_EQ(err, "");
     }
   }
+}
+
+// sluice::kill_point: armed by SLUICE_TEST_KILL_AT=NAME:K (read at the
+// first call, in the death test's own process), the K-th pass through NAME
+// is a SIGKILL, and no other name or pass does anything.
+TEST(JobTest, AKillPointKillsTheProcessAtItsKthPassOnly) {
+  EXPECT_EXIT(
+      {
+        ::setenv("SLUICE_TEST_KILL_AT", "here:3", 1);
+        sluice::kill_point("here");
+        sluice::kill_point("elsewhere");
+        sluice::kill_point("here");
+        std::fprintf(stderr, "two passes survived\n");
+        sluice::kill_point("here");
+        std::fprintf(stderr, "the third pass survived\n");
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGKILL),
+      "two passes survived\nsluice: kill point 'here' reached \\(pass 3\\): SIGKILL");
+  EXPECT_EXIT(
+      {
+        ::setenv("SLUICE_TEST_KILL_AT", "here:zero", 1);
+        sluice::kill_point("here");
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "SLUICE_TEST_KILL_AT='here:zero' is not NAME or NAME:K");
 }
 
 TEST(JobTest, RunWithoutALauncherExitsThreeSayingHowToJoin) {

@@ -533,6 +533,40 @@ void expect_replica_restart_recovered(const std::string& protocol, int victim,
   expect_clean_job(r, 3, 2, ops, /*failover=*/victim == 0);
 }
 
+// The same recovery with the death at an exact place and a spare in its
+// place: follower 2's first process kills itself the 200th time it has
+// accepted a leader's entries and not yet answered (sluice::kill_point,
+// armed by `sluice run --kill-at` in that process alone), and the spare the
+// launcher started with the job (--spares 1) joins as rank 2's incarnation
+// 1, recovers from the others, and ends with their log and digest.
+TEST(KvJobTest, AFollowerKilledBetweenAcceptAndReplyIsReplacedByASpareThatCatchesUp) {
+  const int ops = sluice::testing::over_ofi() ? 1500 : 5000;
+  const ProcessResult r =
+      run_kv(5,
+             {"run", "--protocol", "multipaxos", "--keys", "20", "--retry-ms", "500",
+              "--election-timeout-ms", "1000", "--test-await-rejoin", "--ops", std::to_string(ops)},
+             "sluice-kv-test-hooks",
+             {"--keep-going", "--spares", "1", "--kill-at", "2:kv-paxos-after-accept:200"});
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output, "[2] sluice: kill point 'kv-paxos-after-accept' reached (pass 200)"),
+            1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output,
+                "rank 2 was killed by signal 9 (SIGKILL), at its kill point (--kill-at); "
+                "a spare takes its place"),
+            1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "took the place of rank 2"), 1) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                r.output, "rank 2: a restarted replica (incarnation 1): recovering"),
+            1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "rank 2: recovered in"), 1) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "again (restart"), 0) << r.output;
+  expect_clean_job(r, 3, 2, ops);
+}
+
 TEST(KvJobTest, MultiPaxosFollowerKilledAndRestartedRecoversItsState) {
   expect_replica_restart_recovered("multipaxos", 2);
 }

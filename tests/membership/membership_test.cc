@@ -91,9 +91,10 @@ TEST(MembershipTest, ARestartedRankEntersTheNextViewAndFinishesWithTheOthers) {
       testing::count_lines_with_all(r.output, {"registry: view 1: rank 2 died", "members 0,1,3"}),
       1)
       << r.output;
-  EXPECT_EQ(testing::count_lines_with_all(
-                r.output, {"registry: view 2: rank 2 rejoined (incarnation 1); members 0,1,2,3"}),
-            1)
+  EXPECT_EQ(
+      testing::count_lines_with_all(r.output, {"registry: view 2: rank 2 rejoined (incarnation 1, ",
+                                               "after the loss); members 0,1,2,3"}),
+      1)
       << r.output;
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }

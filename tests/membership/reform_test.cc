@@ -164,9 +164,55 @@ TEST(ReformTest, ARestartedRankTakesItsGroupsBackAndFinishesWithTheOthers) {
         << r.output;
   }
   EXPECT_EQ(groups_moved(r.output, 2, "gave"), groups_moved(r.output, 1, "took")) << r.output;
-  EXPECT_EQ(testing::count_lines_with_all(
-                r.output, {"registry: view 2: rank 2 rejoined (incarnation 1); members 0,1,2,3"}),
+  EXPECT_EQ(testing::count_lines_with_all(r.output, {"registry: view 2: rank 2 rejoined "
+                                                     "(incarnation 1, ",
+                                                     "after the loss); members 0,1,2,3"}),
             1)
+      << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// The same kill with a spare (--spares 1, no --restarts or --keep-going): the
+// spare process, waiting in the job since the start, takes rank 2's place
+// as its incarnation 1 as soon as the registry declares it dead; the job
+// ends as with a restart, and no restart happened.
+TEST(ReformTest, ASpareTakesTheDeadRanksPlaceAndFinishesWithTheOthers) {
+  const testing::ProcessResult r = run_job(4, with_fault({"--spares", "1"}), program(40, 10));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: injecting --kill 2@"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with_all(
+                r.output, {"rank 2 was killed by signal 9", "a spare takes its place"}),
+            1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: spare 0 (pid "), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "again (restart"), 0) << r.output;
+  for (int rank : {0, 1, 3}) expect_done(r, rank, 0, 40, 40);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.output, m, std::regex(R"(\[2\] DONE rank 2 incarnation 1 committed (\d+) rounds 40)")))
+      << r.output;
+  EXPECT_GE(std::stoi(m[1].str()), 1) << r.output;
+  expect_done(r, 2, 1, std::stoi(m[1].str()), 40);
+  EXPECT_EQ(groups_moved(r.output, 2, "gave"), groups_moved(r.output, 1, "took")) << r.output;
+  EXPECT_EQ(testing::count_lines_with_all(r.output, {"registry: view 2: rank 2 rejoined "
+                                                     "(incarnation 1, a spare, ",
+                                                     "members 0,1,2,3"}),
+            1)
+      << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// A spare no rank needs waits the job out and is ended with it: the job's
+// status is its ranks'.
+TEST(ReformTest, ASpareNoRankNeededEndsWithTheJob) {
+  const testing::ProcessResult r = run_job(4, {"--spares", "2"}, program(5));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 4; ++rank) expect_done(r, rank, 0, 5, 5);
+  EXPECT_EQ(testing::count_lines_with(r.output, "ending spare(s) 0,1, which no rank needed"), 1)
       << r.output;
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }

@@ -376,6 +376,35 @@ TEST(NamFaultTest, ClientRankKilledMidRunIsRecoveredAndTheInvariantsHold) {
   EXPECT_GT(json_number(r.output, "commits"), 0u) << r.output;
 }
 
+// The death at the most delicate place of an RSI commit, with no rank told:
+// client 1 (alone on rank 2) kills itself on its 20th commit that has its
+// records locked and nothing installed (sluice::kill_point
+// "nam-rsi-after-lock", armed by `sluice run --kill-at` in that process
+// alone). The survivor recovers what it left: the locks released, the
+// commit aborted (its timestamp bit never set); no record stays locked and
+// the invariants hold.
+TEST(NamFaultTest, AClientKilledBetweenLockingAndInstallingIsRecoveredAndTheInvariantsHold) {
+  const ProcessResult r =
+      run_nam(3,
+              {"--products", "50", "--record-bytes", "32", "--txns", "0", "--seconds",
+               fault_seconds(), "--think-us", "1000", "--recovery-timeout-ms", "500", "--json"},
+              "sluice-nam", {"--kill-at", "2:nam-rsi-after-lock:20", "--grace", "30"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(
+      count_lines_with(r.output, "[2] sluice: kill point 'nam-rsi-after-lock' reached (pass 20)"),
+      1)
+      << r.output;
+  EXPECT_EQ(count_lines_with(r.output,
+                             "rank 2 was killed by signal 9 (SIGKILL), at its kill "
+                             "point (--kill-at)"),
+            1)
+      << r.output;
+  expect_invariants_ok(r);
+  EXPECT_EQ(json_number(r.output, "clients_recovered"), 1u) << r.output;
+  EXPECT_GT(json_number(r.output, "commits"), 0u) << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
 // A compute rank killed while the job starts (over ofi its set-up takes
 // seconds; 0.3 s in, the memory server is still loading its tables): the
 // others go on without it, and the job ends as after a death mid-run.

@@ -9,9 +9,9 @@ rank SIGKILLed (`sluice run --kill`), or SIGSTOPped (`--stop`) for less than
 every failure detector of the job (a pause, at most 0.3 s) or for longer
 than the peer timeout (a rank that goes silent and is killed for it). No rank is told which rank or when.
 
-With recovery on (kv: --keep-going --restarts 1, its replicas recover; nam:
---keep-going, its clients are recovered; the keyed sum: --keep-going
---restarts 1) every job must end with the result of an undisturbed run (kv:
+With recovery on (kv: --keep-going and --restarts 1 or --spares 1, its
+replicas recover; nam: --keep-going, its clients are recovered; the keyed
+sum: as kv) every job must end with the result of an undisturbed run (kv:
 every operation exactly once, replicas identical, its own verdict and
 porcupine's: linearizable; nam: the invariants hold and no record stays
 locked; the keyed sum: every survivor commits every round once with its
@@ -148,8 +148,12 @@ def main():
             inject = ["--stop", "%d@%g:%g" % (victim, at, 3 * PEER_TIMEOUT_MS / 1000)]
         policy = []
         if not a.no_recovery:
-            policy = ["--keep-going"] + (["--restarts", "1"] if app.startswith("kv-") or
-                                         app == "reform" else [])
+            # A lost kv replica or keyed-sum rank comes back: started again,
+            # or (half the jobs) a spare waiting since the start takes its place.
+            comes_back = []
+            if app.startswith("kv-") or app == "reform":
+                comes_back = rng.choice([["--restarts", "1"], ["--spares", "1"]])
+            policy = ["--keep-going"] + comes_back
         elif app == "reform":
             args = args + ["--no-reform"]
         if app.startswith("kv-"):
@@ -176,9 +180,11 @@ def main():
                 landed_correct += 1
             else:
                 landed_failed += 1
-        print("job %d: %s %s, %s of rank %d at %g s (%s): %s%s, exit %d, %.1f s" % (
-            i, app, transport, fault, victim, at, "landed" if injected else "after the job ended",
-            kind, (" (" + why + ")") if why else "", rc, took), flush=True)
+        spare = " (a spare waits)" if "--spares" in policy else ""
+        print("job %d: %s %s%s, %s of rank %d at %g s (%s): %s%s, exit %d, %.1f s" % (
+            i, app, transport, spare, fault, victim, at,
+            "landed" if injected else "after the job ended", kind,
+            (" (" + why + ")") if why else "", rc, took), flush=True)
         if kind in ("hung", "wrong"):
             print("---- job %d's output (its last 6000 characters):\n%s\n----" % (i, out[-6000:]),
                   flush=True)

@@ -30,7 +30,9 @@ using testing::run_argv;
 using testing::run_process;
 using tool::Fault;
 using tool::fault_text;
+using tool::KillAt;
 using tool::parse_fault;
+using tool::parse_kill_at;
 
 // Every job here takes a few seconds; a loaded machine may take several times as long.
 constexpr milliseconds kLimit = seconds(90);
@@ -113,6 +115,64 @@ TEST(ParseFaultTest, RejectsMalformedValuesWithAMessageNamingThem) {
     EXPECT_NE(error.find(form), std::string::npos) << c.text << ": " << error;
   }
   EXPECT_FALSE(parse_fault(Fault::Kind::kKill, "junk", nullptr));  // no message wanted
+}
+
+TEST(ParseKillAtTest, AcceptsRankNameAndAPassAndRejectsAnythingElseNamingIt) {
+  std::string error;
+  std::optional<KillAt> k = parse_kill_at("1:kv-paxos-after-accept", &error);
+  ASSERT_TRUE(k) << error;
+  EXPECT_EQ(k->rank, 1u);
+  EXPECT_EQ(k->name, "kv-paxos-after-accept");
+  EXPECT_EQ(k->pass, 1u);
+  k = parse_kill_at("12:a.b_C-9:40", &error);
+  ASSERT_TRUE(k) << error;
+  EXPECT_EQ(k->rank, 12u);
+  EXPECT_EQ(k->name, "a.b_C-9");
+  EXPECT_EQ(k->pass, 40u);
+  struct Case {
+    const char* text;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"1", "found no ':'"},
+      {"x:name", "RANK is not a number"},
+      {":name", "RANK is not a number"},
+      {"1:", "NAME must be letters"},
+      {"1:na me", "NAME must be letters"},
+      {"1:name:0", "K is not a number >= 1"},
+      {"1:name:", "K is not a number >= 1"},
+      {"1:name:2:3", "K is not a number >= 1"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_FALSE(parse_kill_at(c.text, &error)) << c.text;
+    EXPECT_NE(error.find(c.message), std::string::npos) << c.text << ": " << error;
+    EXPECT_NE(error.find("expected RANK:NAME[:K]"), std::string::npos) << c.text << ": " << error;
+  }
+}
+
+// --kill-at arms the named rank's first process alone: the restarted one,
+// and every other rank, get SLUICE_TEST_KILL_AT empty (over an inherited one).
+TEST(SluiceRunFaultTest, KillAtArmsOnlyTheFirstProcessOfItsRank) {
+  const std::string script =
+      "echo \"rank $SLUICE_RANK kill_at=[$SLUICE_TEST_KILL_AT]\"; "
+      "[ -n \"$SLUICE_TEST_KILL_AT\" ] && exit 3; exit 0";
+  ProcessResult r = run_process(
+      run_argv({"-n", "2", "--restarts", "1", "--kill-at", "1:p:3", "--", "sh", "-c", script}),
+      {{"SLUICE_TEST_KILL_AT", "inherited:1"}}, kLimit);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[1] rank 1 kill_at=[p:3]"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[1] rank 1 kill_at=[]"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "[0] rank 0 kill_at=[]"), 1) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: starting rank 1 again"), 1) << describe(r);
+
+  r = run_process(run_argv({"-n", "3", "--kill-at", "5:p", "--", "/bin/true"}), {}, kLimit);
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "--kill-at 5:p: there is no rank 5 in a job of 3"), 1)
+      << describe(r);
+  r = run_process(run_argv({"-n", "3", "--kill-at", "1:p", "--kill-at", "1:q", "--", "/bin/true"}),
+                  {}, kLimit);
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "rank 1 already has a kill point"), 1) << describe(r);
 }
 
 TEST(SluiceRunFaultTest, RejectsAFaultForARankTheJobLacksBeforeStartingAnything) {

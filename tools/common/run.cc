@@ -31,6 +31,7 @@
 #include "common/log.h"
 #include "control/registry_server.h"
 #include "counters_reader.h"
+#include "launcher.h"
 #include "process.h"
 #include "rank_output.h"
 #include "restart_policy.h"
@@ -38,195 +39,7 @@
 #include "tool_util.h"
 #include "transport/shm/region.h"
 
-namespace sluice::tool {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// How long ranks get between SIGTERM and SIGKILL.
-constexpr auto kKillDelay = std::chrono::seconds(2);
-// After the last rank exited, how long to keep reading output that helpers
-// it left behind may still write into its pipes.
-constexpr auto kDrainDelay = std::chrono::milliseconds(500);
-
-// Launcher diagnostics are written in one call each so that they never split
-// a rank's line on the shared stderr.
-template <class... Args>
-void say(const Args&... args) {
-  write_all(STDERR_FILENO, "sluice run: " + log::cat(args...) + "\n");
-}
-
-Clock::duration after_seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
-// "0,2".
-std::string rank_list(const std::vector<uint32_t>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i == 0 ? "" : ",") + std::to_string(ranks[i]);
-  return out;
-}
-
-// "rank 3" or "ranks 0,2".
-std::string ranks_text(const std::vector<uint32_t>& ranks) {
-  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
-}
-
-struct Rank {
-  uint32_t index = 0;
-  pid_t pid = -1;
-  bool running = false;
-  // The launcher sent it a signal (forwarded, or to stop it): its death by
-  // a signal is a consequence, not a failure of its own.
-  bool signalled = false;
-  // --restarts: how many times it was started again, and whether it waits
-  // to be (until the registry has reported the old process lost, so that
-  // the new one's HELLO is a rejoin, or restart_by passes).
-  uint32_t restarts = 0;
-  bool restart_pending = false;
-  bool restart_on_exit = false;  // killed by the launcher for silence, to be restarted
-  bool lost_seen = false;        // the registry reported it lost since it started
-  bool left_job = false;         // ... as having left (LEAVE): it cannot rejoin
-  // Killed by an injected --kill: a failure for the failure policy, but its
-  // death by SIGKILL does not count against the exit status.
-  bool killed_by_fault = false;
-  // Stopped by an injected --stop and not continued yet.
-  bool stopped_by_fault = false;
-  std::chrono::steady_clock::time_point restart_by;
-  std::chrono::steady_clock::time_point restart_not_before;  // --restart-delay
-  Stream out;
-  Stream err;
-};
-
-// Events on the silent pipe: a rank's number, with this bit set when the
-// registry reported the rank lost (any cause) rather than silent...
-constexpr uint32_t kLostEvent = 0x80000000u;
-// ... or this one when the rank's first incarnation joined (faults only);
-constexpr uint32_t kJoinedEvent = 0x40000000u;
-// with kLostEvent, this one when it left the job (rather than died).
-constexpr uint32_t kLeftEvent = 0x20000000u;
-// How long a failed rank waits for the registry to report it lost before
-// it is started again anyway (it may never have joined).
-constexpr auto kRestartWait = std::chrono::seconds(1);
-
-// The signal state the launcher changed for itself, to be undone in ranks.
-struct InheritedSignals {
-  sigset_t mask;                 // the mask before the launcher blocked its signals
-  bool sigpipe_ignored = false;  // SIGPIPE was SIG_IGN before the launcher set it so
-};
-
-class Launcher {
- public:
-  Launcher(const RunOptions& options, std::string program_path, std::string registry_address,
-           std::string secret, const InheritedSignals& inherited, int signal_fd, int silent_fd,
-           std::chrono::milliseconds heartbeat_timeout)
-      : options_(options),
-        restart_policy_(options),
-        program_path_(std::move(program_path)),
-        registry_address_(std::move(registry_address)),
-        secret_(std::move(secret)),
-        inherited_(inherited),
-        signal_fd_(signal_fd),
-        silent_fd_(silent_fd),
-        heartbeat_timeout_(heartbeat_timeout) {}
-
-  int run();
-
- private:
-  // One of options_.faults and how far it got.
-  struct FaultState {
-    enum class Step {
-      kDue,         // waits for its time
-      kToContinue,  // --stop: the rank is stopped, SIGCONT at continue_at
-      kDone,        // injected or skipped
-    };
-    Fault fault;
-    std::string text;  // "--kill 2@1.5"
-    Step step = Step::kDue;
-    pid_t stopped_pid = -1;  // kToContinue: the process (group) stopped
-    Clock::time_point continue_at;
-  };
-
-  enum class Phase {
-    kRunning,      // no failure yet
-    kGrace,        // a rank failed or a signal was forwarded: others may finish
-    kTerminating,  // SIGTERM sent; SIGKILL at kill_deadline_
-    kKilled,       // SIGKILL sent; only reaping is left
-  };
-
-  bool start_ranks();
-  bool start_rank(Rank& rank);
-  void reap();
-  void on_exit(Rank& rank, int status);
-  // Says why when the restart rate is what refuses it.
-  bool can_restart(const Rank& rank) {
-    if (phase_ != Phase::kRunning) return false;
-    std::string why;
-    if (restart_policy_.allows(rank.restarts, Clock::now(), &why)) return true;
-    if (!why.empty()) say("rank ", rank.index, " is not started again: ", why);
-    return false;
-  }
-  void start_pending_restarts(Clock::time_point now);
-  bool restarts_pending() const {
-    return std::any_of(ranks_.begin(), ranks_.end(),
-                       [](const Rank& r) { return r.restart_pending; });
-  }
-  void on_signal(int sig);
-  void report_endpoints(const std::vector<uint32_t>& ranks, const char* when);
-  void on_silent_ranks();
-  void on_joined(uint32_t rank);
-  void on_timers(Clock::time_point now);
-  void on_faults(Clock::time_point now);
-  void report_faults_not_injected() const;
-  void signal_running(int sig);
-  void begin_grace(const std::string& reason);
-  void begin_terminate();
-  std::vector<uint32_t> running_ranks() const;
-  bool any_stream_open() const;
-  void set_exit_status(int status) {
-    if (!exit_status_) exit_status_ = status;
-  }
-
-  const RunOptions& options_;
-  RestartPolicy restart_policy_;
-  const std::string program_path_;
-  const std::string registry_address_;
-  const std::string secret_;
-  const InheritedSignals inherited_;
-  const int signal_fd_;
-  // Ranks (u32 each) the registry declared dead for silence: stopped or hung
-  // processes that would otherwise keep the job alive forever.
-  const int silent_fd_;
-  const std::chrono::milliseconds heartbeat_timeout_;
-
-  std::vector<Rank> ranks_;
-  Phase phase_ = Phase::kRunning;
-  Clock::time_point start_;
-  std::optional<Clock::time_point> job_deadline_;
-  Clock::time_point grace_deadline_;
-  Clock::time_point kill_deadline_;
-  std::optional<Clock::time_point> drain_deadline_;
-  std::string grace_reason_;
-  int signals_received_ = 0;
-  std::optional<int> exit_status_;
-  std::vector<FaultState> faults_;
-  // Which ranks' first incarnation joined the registry, and when the last
-  // did: the job started, and the faults' times count from then.
-  std::vector<bool> joined_;
-  uint32_t joined_count_ = 0;
-  std::optional<Clock::time_point> job_started_;
-  // When the faults' clock started: job_started_, or with --faults-after the
-  // first line a rank printed that contains its text.
-  std::optional<Clock::time_point> faults_clock_;
-  void on_rank_line(std::string_view line);
-};
-
-// SIGKILL/SIGSTOP/SIGCONT for a rank's process group (or the process, if its
-// group is already gone). REQUIRES: rank.running, so that the pid is not
-// reaped and neither it nor its group id can have been reused.
-void signal_rank(const Rank& rank, int sig) {
-  if (::kill(-rank.pid, sig) != 0) ::kill(rank.pid, sig);
-}
+namespace sluice::tool::launch {
 
 bool Launcher::start_ranks() {
   ranks_.resize(options_.ranks);
@@ -244,11 +57,29 @@ bool Launcher::start_rank(Rank& rank) {
   // The job's variables replace any inherited ones (a nested `sluice run`,
   // or leftovers in the user's shell).
   std::map<std::string, std::string> env = options_.env;
-  env["SLUICE_RANK"] = std::to_string(rank.index);
+  if (rank.spare) {
+    env.erase("SLUICE_RANK");
+    env["SLUICE_SPARE"] = "1";
+  } else {
+    env["SLUICE_SPARE"] = "0";  // over an inherited one (a nested `sluice run`)
+    env["SLUICE_RANK"] = std::to_string(rank.index);
+  }
+  // --kill-at: the rank's first process only, and no other process at all.
+  env["SLUICE_TEST_KILL_AT"] = "";
+  rank.kill_point_armed = false;
+  if (!rank.spare && rank.restarts == 0 && rank.replaced == 0) {
+    for (const KillAt& k : options_.kill_at) {
+      if (k.rank != rank.index) continue;
+      env["SLUICE_TEST_KILL_AT"] = log::cat(k.name, ":", k.pass);
+      rank.kill_point_armed = true;
+    }
+  }
   env["SLUICE_WORLD_SIZE"] = std::to_string(options_.ranks);
   env["SLUICE_REGISTRY"] = registry_address_;
   env["SLUICE_SECRET"] = secret_;
-  spawn.env = proc::environment_with(env);
+  // A spare has no rank: an inherited SLUICE_RANK would contradict it.
+  spawn.env =
+      rank.spare ? proc::environment_with(env, {"SLUICE_RANK"}) : proc::environment_with(env);
   spawn.out = proc::Output::kPipe;
   spawn.err = proc::Output::kPipe;
   // Own process group: the launcher signals the whole group, which reaches
@@ -264,7 +95,7 @@ bool Launcher::start_rank(Rank& rank) {
   try {
     child = proc::Process::spawn(spawn);
   } catch (const proc::SpawnError& e) {
-    say("cannot start rank ", rank.index, ": ", e.what());
+    say("cannot start ", rank.spare ? "spare " : "rank ", rank.index, ": ", e.what());
     set_exit_status(e.exit_status());
     return false;
   }
@@ -278,7 +109,7 @@ bool Launcher::start_rank(Rank& rank) {
   rank.killed_by_fault = false;
   rank.stopped_by_fault = false;
   for (Stream* s : {&rank.out, &rank.err}) {
-    s->prefix = "[" + std::to_string(rank.index) + "] ";
+    s->prefix = log::cat(rank.spare ? "[spare " : "[", rank.index, "] ");
     if (!options_.faults_after.empty())
       s->on_line = [this](std::string_view line) { on_rank_line(line); };
   }
@@ -296,8 +127,10 @@ std::vector<uint32_t> Launcher::running_ranks() const {
 }
 
 bool Launcher::any_stream_open() const {
-  return std::any_of(ranks_.begin(), ranks_.end(),
-                     [](const Rank& r) { return r.out.fd.valid() || r.err.fd.valid(); });
+  const auto open = [](const Rank& r) { return r.out.fd.valid() || r.err.fd.valid(); };
+  return std::any_of(ranks_.begin(), ranks_.end(), open) ||
+         std::any_of(spares_.begin(), spares_.end(), open) ||
+         std::any_of(retired_.begin(), retired_.end(), open);
 }
 
 void Launcher::signal_running(int sig) {
@@ -312,6 +145,14 @@ void Launcher::signal_running(int sig) {
     if (r.stopped_by_fault && sig != SIGKILL) {
       signal_rank(r, SIGCONT);
       r.stopped_by_fault = false;
+    }
+  }
+  // Spares and replaced processes end with the job.
+  for (std::vector<Rank>* list : {&spares_, &retired_}) {
+    for (Rank& r : *list) {
+      if (!r.running) continue;
+      signal_rank(r, sig);
+      r.signalled = true;
     }
   }
 }
@@ -332,17 +173,23 @@ void Launcher::begin_terminate() {
 
 void Launcher::reap() {
   for (Rank& r : ranks_) {
-    if (!r.running) continue;
     int status = 0;
-    pid_t got;
-    do {
-      got = ::waitpid(r.pid, &status, WNOHANG);
-    } while (got < 0 && errno == EINTR);
-    if (got == r.pid) on_exit(r, status);
+    if (r.running && reaped(r, &status)) on_exit(r, status);
   }
+  reap_others();
 }
 
-void Launcher::on_exit(Rank& rank, int status) {
+std::string Launcher::ended_text(const Rank& rank, int status) const {
+  if (WIFEXITED(status)) return log::cat("exited with status ", WEXITSTATUS(status));
+  const int sig = WTERMSIG(status);
+  const char* note = sig != SIGKILL          ? ""
+                     : rank.killed_by_fault  ? ", as injected (--kill)"
+                     : rank.kill_point_armed ? ", at its kill point (--kill-at)"
+                                             : "";
+  return log::cat("was killed by signal ", sig, " (", signal_name(sig), ")", note);
+}
+
+void Launcher::on_exit(Rank& rank, int status, bool spares_ok) {
   rank.running = false;
   // Its last words come before the launcher's report about it.
   rank.out.pump();
@@ -353,8 +200,22 @@ void Launcher::on_exit(Rank& rank, int status) {
   }
   // Its death was asked for (--kill): the failure policy applies, but the
   // exit status does not count it.
-  const bool injected = rank.killed_by_fault && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-  const char* const injected_note = injected ? ", as injected (--kill)" : "";
+  const bool injected = (rank.killed_by_fault || rank.kill_point_armed) && WIFSIGNALED(status) &&
+                        WTERMSIG(status) == SIGKILL;
+  const char* const injected_note = !injected              ? ""
+                                    : rank.killed_by_fault ? ", as injected (--kill)"
+                                                           : ", at its kill point (--kill-at)";
+  if ((WIFEXITED(status) || WIFSIGNALED(status)) && (!rank.signalled || rank.restart_on_exit) &&
+      !rank.left_job && spares_ok && phase_ == Phase::kRunning && idle_spares() > 0) {
+    // The registry gives its place to a spare once it has declared it lost
+    // (on_spare_joined): a closed connection, at once.
+    say("rank ", rank.index, " ", ended_text(rank, status), "; a spare takes its place");
+    rank.awaiting_spare = true;
+    rank.failed_status = status;
+    rank.failed_at = Clock::now();
+    rank.spare_by = rank.failed_at + std::max<Clock::duration>(kSpareWait, 2 * heartbeat_timeout_);
+    return;
+  }
   // A rank that left the job before it failed cannot rejoin it (the
   // registry refuses a rank that left): it is not started again.
   if (rank.left_job && options_.restarts > 0 && phase_ == Phase::kRunning)
@@ -535,10 +396,21 @@ void Launcher::on_silent_ranks() {
       on_joined(r & ~kJoinedEvent);
       continue;
     }
+    if ((r & kSpareEvent) != 0) {
+      // Written with its pid in one write(2), so the pid is there.
+      uint32_t pid = 0;
+      if (::read(silent_fd_, &pid, sizeof(pid)) == static_cast<ssize_t>(sizeof(pid)))
+        on_spare_joined(r & ~kSpareEvent, pid);
+      continue;
+    }
     if (r >= ranks_.size() || !ranks_[r].running) continue;
-    const bool again = can_restart(ranks_[r]);
+    const bool spare = phase_ == Phase::kRunning && idle_spares() > 0;
+    const bool again = spare || can_restart(ranks_[r]);
     say("rank ", r, " stopped heart-beating (no heartbeat for ", heartbeat_timeout_.count(),
-        " ms; stopped or hung); killing it with SIGKILL", again ? ", to start it again" : "");
+        " ms; stopped or hung); killing it with SIGKILL",
+        spare   ? "; a spare takes its place"
+        : again ? ", to start it again"
+                : "");
     if (::kill(-ranks_[r].pid, SIGKILL) != 0) ::kill(ranks_[r].pid, SIGKILL);
     ranks_[r].signalled = true;
     ranks_[r].restart_on_exit = again;
@@ -569,78 +441,6 @@ void Launcher::on_joined(uint32_t rank) {
             "count from now");
 }
 
-// --faults-after: the first line of any rank that contains the text starts
-// the faults' clock (a line may come before the launcher has read every
-// rank's join: both arrive through pipes it reads in one loop).
-void Launcher::on_rank_line(std::string_view line) {
-  if (faults_clock_ || line.find(options_.faults_after) == std::string_view::npos) return;
-  faults_clock_ = Clock::now();
-  say("a rank printed '", options_.faults_after, "'; --kill and --stop count from now");
-}
-
-void Launcher::on_faults(Clock::time_point now) {
-  if (!faults_clock_) return;
-  for (FaultState& f : faults_) {
-    Rank& rank = ranks_[f.fault.rank];
-    const uint32_t r = rank.index;
-    if (f.step == FaultState::Step::kDue &&
-        now >= *faults_clock_ + after_seconds(f.fault.at_seconds)) {
-      f.step = FaultState::Step::kDone;
-      if (!rank.running) {
-        say(f.text, " skipped: rank ", r, " is not running (",
-            rank.restart_pending ? "it waits to be started again" : "it exited", ")");
-        continue;
-      }
-      if (phase_ == Phase::kTerminating || phase_ == Phase::kKilled) {
-        say(f.text, " skipped: the launcher is stopping the job");
-        continue;
-      }
-      if (f.fault.kind == Fault::Kind::kKill) {
-        say("injecting ", f.text, ": SIGKILL to rank ", r, " (pid ", rank.pid, ", at ",
-            realtime_text(), ")");
-        signal_rank(rank, SIGKILL);
-        rank.killed_by_fault = true;
-        continue;
-      }
-      say("injecting ", f.text, ": SIGSTOP to rank ", r, " (pid ", rank.pid, ", at ",
-          realtime_text(), "), SIGCONT in ", seconds_text(f.fault.duration_seconds), " s");
-      signal_rank(rank, SIGSTOP);
-      rank.stopped_by_fault = true;
-      f.step = FaultState::Step::kToContinue;
-      f.stopped_pid = rank.pid;
-      f.continue_at = now + after_seconds(f.fault.duration_seconds);
-    } else if (f.step == FaultState::Step::kToContinue && now >= f.continue_at) {
-      f.step = FaultState::Step::kDone;
-      if (!rank.running || rank.pid != f.stopped_pid) {
-        say(f.text, ": SIGCONT skipped: rank ", r, " (pid ", f.stopped_pid,
-            ") is no longer running");
-        continue;
-      }
-      if (!rank.stopped_by_fault) continue;  // the launcher continued it to signal it
-      say(f.text, ": SIGCONT to rank ", r, " (pid ", rank.pid, ") after ",
-          seconds_text(f.fault.duration_seconds), " s stopped");
-      signal_rank(rank, SIGCONT);
-      rank.stopped_by_fault = false;
-    }
-  }
-}
-
-void Launcher::report_faults_not_injected() const {
-  for (const FaultState& f : faults_) {
-    if (f.step != FaultState::Step::kDue) continue;
-    if (faults_clock_) {
-      say(f.text, " was not injected: the job ended first");
-    } else if (!options_.faults_after.empty()) {
-      say(f.text, " was not injected: no rank printed a line containing '", options_.faults_after,
-          "' (--faults-after)");
-    } else {
-      say(f.text, " was not injected: the job never started (", joined_count_, " of ",
-          options_.ranks,
-          " ranks joined its registry; --kill and --stop count from when all have)");
-    }
-  }
-}
-
 int Launcher::run() {
   start_ = Clock::now();
   joined_.assign(options_.ranks, false);
@@ -651,7 +451,7 @@ int Launcher::run() {
     job_deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double>(options_.timeout_seconds));
   }
-  if (!start_ranks()) {
+  if (!start_ranks() || !start_spares()) {
     // Ranks already started would wait for the missing one until their own
     // timeout; stop them now instead of granting a grace period.
     if (std::vector<uint32_t> started = running_ranks(); !started.empty()) {
@@ -665,9 +465,12 @@ int Launcher::run() {
   std::vector<Stream*> streams;
   while (true) {
     start_pending_restarts(Clock::now());
-    const bool ranks_left = !running_ranks().empty() || restarts_pending();
-    if (!ranks_left && !drain_deadline_) drain_deadline_ = Clock::now() + kDrainDelay;
-    if (!ranks_left && (!any_stream_open() || Clock::now() >= *drain_deadline_)) break;
+    on_spare_timers(Clock::now());
+    const bool ranks_left = !running_ranks().empty() || restarts_pending() || spares_awaited();
+    if (!ranks_left) end_spares(Clock::now());
+    const bool others = others_running();
+    if (!ranks_left && !others && !drain_deadline_) drain_deadline_ = Clock::now() + kDrainDelay;
+    if (!ranks_left && !others && (!any_stream_open() || Clock::now() >= *drain_deadline_)) break;
 
     // The nearest deadline bounds the wait; without one, wait for events.
     std::optional<Clock::time_point> next;
@@ -679,11 +482,13 @@ int Launcher::run() {
         consider(*job_deadline_);
       if (phase_ == Phase::kGrace) consider(grace_deadline_);
       if (phase_ == Phase::kTerminating) consider(kill_deadline_);
-      for (const Rank& r : ranks_)
+      for (const Rank& r : ranks_) {
         if (r.restart_pending) {
           consider(r.restart_by);
           consider(r.restart_not_before);
         }
+        if (r.awaiting_spare) consider(r.spare_by);
+      }
       if (faults_clock_) {
         for (const FaultState& f : faults_) {
           if (f.step == FaultState::Step::kDue)
@@ -691,6 +496,8 @@ int Launcher::run() {
           if (f.step == FaultState::Step::kToContinue) consider(f.continue_at);
         }
       }
+    } else if (others) {
+      if (spares_kill_at_) consider(*spares_kill_at_);
     } else {
       consider(*drain_deadline_);
     }
@@ -704,13 +511,11 @@ int Launcher::run() {
     streams.clear();
     fds.push_back({signal_fd_, POLLIN, 0});
     fds.push_back({silent_fd_, POLLIN, 0});
-    for (Rank& r : ranks_) {
-      for (Stream* s : {&r.out, &r.err}) {
-        if (!s->fd.valid()) continue;
-        fds.push_back({s->fd.get(), POLLIN, 0});
-        streams.push_back(s);
-      }
-    }
+    for_each_stream([&](Stream& s) {
+      if (!s.fd.valid()) return;
+      fds.push_back({s.fd.get(), POLLIN, 0});
+      streams.push_back(&s);
+    });
     int ready = ::poll(fds.data(), fds.size(), timeout_ms);
     if (ready < 0 && errno != EINTR) {
       // Without poll the launcher can watch nothing; end the job rather
@@ -747,10 +552,7 @@ int Launcher::run() {
     on_timers(Clock::now());
     on_faults(Clock::now());
   }
-  for (Rank& r : ranks_) {
-    r.out.flush();
-    r.err.flush();
-  }
+  for_each_stream([](Stream& s) { s.flush(); });
   report_faults_not_injected();
 
   if (exit_status_) return *exit_status_;
@@ -761,7 +563,10 @@ int Launcher::run() {
   return 0;
 }
 
-}  // namespace
+}  // namespace sluice::tool::launch
+
+namespace sluice::tool {
+using namespace launch;
 
 int run_job(const RunOptions& options) {
   if (options.ranks < 1) {
@@ -845,16 +650,22 @@ int run_job(const RunOptions& options) {
   registry_options.on_silent_rank = [fd = silent_w.get()](uint32_t rank, const std::string&) {
     (void)!::write(fd, &rank, sizeof(rank));
   };
-  if (options.restarts > 0) {
+  if (options.restarts > 0 || options.spares > 0) {
     registry_options.on_lost_rank = [fd = silent_w.get()](uint32_t rank, bool left) {
       const uint32_t event = rank | kLostEvent | (left ? kLeftEvent : 0);
       (void)!::write(fd, &event, sizeof(event));
     };
   }
-  if (!options.faults.empty()) {
-    // Only first incarnations: the job starts once, and faults count from then.
-    registry_options.on_joined = [fd = silent_w.get()](uint32_t rank, uint32_t incarnation) {
-      if (incarnation != 0) return;
+  if (!options.faults.empty() || options.spares > 0) {
+    // First incarnations: the job starts once, and faults count from then.
+    // Later ones, with --spares: which process now is the rank.
+    registry_options.on_joined = [fd = silent_w.get()](uint32_t rank, uint32_t incarnation,
+                                                       uint32_t pid) {
+      if (incarnation != 0) {
+        const uint32_t event[2] = {rank | kSpareEvent, pid};
+        (void)!::write(fd, event, sizeof(event));
+        return;
+      }
       const uint32_t event = rank | kJoinedEvent;
       (void)!::write(fd, &event, sizeof(event));
     };

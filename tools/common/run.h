@@ -65,6 +65,19 @@ std::optional<Fault> parse_fault(Fault::Kind kind, std::string_view text, std::s
 // "--kill 2@1.5", "--stop 1@0.3:0.5": the option that gives `fault`.
 std::string fault_text(const Fault& fault);
 
+// A deterministic crash (--kill-at RANK:NAME[:K]): the rank's first process
+// kills itself the K-th time it passes sluice::kill_point("NAME")
+// (sluice/job.h); the launcher arms it through SLUICE_TEST_KILL_AT.
+struct KillAt {
+  uint32_t rank = 0;
+  std::string name;  // [A-Za-z0-9._-]+
+  uint64_t pass = 1;
+};
+
+// Parses --kill-at's value ("1:kv-after-accept" or "1:kv-after-accept:40");
+// nullopt and *error naming the option and the value when malformed.
+std::optional<KillAt> parse_kill_at(std::string_view text, std::string* error);
+
 // A number of seconds as the launcher's messages write it ("%g": 1.5, 10).
 std::string seconds_text(double seconds);
 
@@ -93,6 +106,15 @@ struct RunOptions {
   // failure that was restarted does not count against the exit status.
   // Default 0.
   uint32_t restarts = 0;
+  // --spares K: K more processes of the program start with the ranks, with
+  // SLUICE_SPARE=1 instead of SLUICE_RANK: each waits in Cluster::join
+  // until a rank dies (fails, is killed, or is declared lost for silence),
+  // and then joins in its place as that rank's next incarnation (as a
+  // restarted process would, without the start-up). A failure a spare made
+  // up for does not count against the exit status; a rank whose failure no
+  // spare takes is handled by --restarts and --keep-going as before. Spares
+  // no rank needed get SIGTERM once every rank exited. Default 0.
+  uint32_t spares = 0;
   // --restart-delay S: the first restart of a rank waits at least S seconds
   // after its failure, each further one of the same rank twice as long as
   // the one before (exponential backoff, as Flink's exponential-delay
@@ -134,6 +156,11 @@ struct RunOptions {
   // heart-beating and is killed as a silent rank: that is a failure of its
   // own and counts. Default none.
   std::vector<Fault> faults;
+  // --kill-at RANK:NAME[:K] (repeatable, one per rank): rank RANK's first
+  // process (not a restarted or spare one) gets SLUICE_TEST_KILL_AT=NAME:K
+  // and kills itself at that pass of kill_point("NAME"). Its death is an
+  // injected one, as --kill's. Default none.
+  std::vector<KillAt> kill_at;
   // --faults-after TEXT: the faults' SECONDS count from the first line any
   // rank prints (stdout or stderr) that contains TEXT, instead of from when
   // every rank joined; so a test can land a fault inside a phase of the job

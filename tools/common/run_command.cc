@@ -94,8 +94,9 @@ void add_run_command(CLI::App& app) {
   sub->footer(
       "Usage: sluice run -n N [--timeout S [--stacks-on-timeout]] [--grace S | --keep-going]\n"
       "                       [--restarts K [--restart-delay S [--restart-delay-max S]]\n"
-      "                                     [--max-restart-rate N/S]]\n"
-      "                       [--kill RANK@S]... [--stop RANK@S:D]...\n"
+      "                                     [--max-restart-rate N/S]] [--spares K]\n"
+      "                       [--kill RANK@S]... [--stop RANK@S:D]... [--kill-at "
+      "RANK:NAME[:K]]...\n"
       "                       [--faults-after TEXT]\n"
       "                       [--bind HOST] [--metrics HOST:PORT] -- PROGRAM [ARGS...]\n"
       "       sluice run -n N --print-options\n"
@@ -121,6 +122,13 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--restarts", options->restarts,
                   "Start a rank that fails again, up to this many times per rank; it rejoins the "
                   "job as a new process (Cluster::incarnation), and the others run on meanwhile")
+      ->capture_default_str();
+  sub->add_option("--spares", options->spares,
+                  "Start this many spare processes of the program beside the ranks "
+                  "(SLUICE_SPARE=1, no rank): a rank that dies is replaced at once by a spare, "
+                  "which joins as its next incarnation; spares no rank needed get SIGTERM at the "
+                  "end")
+      ->check(CLI::Range(0u, 1024u))
       ->capture_default_str();
   sub->add_option("--restart-delay", options->restart_delay_seconds,
                   "With --restarts: wait this many seconds after a rank's failure before its "
@@ -151,6 +159,13 @@ void add_run_command(CLI::App& app) {
                   "counts as a failure")
       ->allow_extra_args(false)
       ->type_name("RANK@SECONDS:DURATION");
+  auto kill_ats = std::make_shared<std::vector<std::string>>();
+  sub->add_option("--kill-at", *kill_ats,
+                  "Rank RANK's first process kills itself (SIGKILL) the K-th time (default 1) it "
+                  "passes the program's sluice::kill_point(\"NAME\") (repeatable, one per rank); "
+                  "its death counts as --kill's")
+      ->allow_extra_args(false)
+      ->type_name("RANK:NAME[:K]");
   sub->add_option("--faults-after", options->faults_after,
                   "--kill and --stop count from the first line a rank prints (stdout or stderr) "
                   "that contains TEXT, instead of from when every rank joined: a fault lands in a "
@@ -169,7 +184,7 @@ void add_run_command(CLI::App& app) {
                 "Print the settings (ClusterOptions::describe()) each rank would get from this "
                 "environment, checked as join() checks them, and exit without starting anything");
   sub->add_option("command", options->command, "The program each rank runs, and its arguments");
-  sub->callback([options, kills, stops, rate, sub] {
+  sub->callback([options, kills, stops, kill_ats, rate, sub] {
     if (std::string error = restart_options(sub, *rate, options.get()); !error.empty()) {
       say_error(error);
       throw CLI::RuntimeError(2);
@@ -185,6 +200,15 @@ void add_run_command(CLI::App& app) {
         }
         options->faults.push_back(*fault);
       }
+    }
+    for (const std::string& text : *kill_ats) {
+      std::string error;
+      std::optional<KillAt> k = parse_kill_at(text, &error);
+      if (!k) {
+        say_error(error);
+        throw CLI::RuntimeError(2);
+      }
+      options->kill_at.push_back(*k);
     }
     int status = options->print_options ? print_job_options(*options) : run_job(*options);
     if (status != 0) throw CLI::RuntimeError(status);

@@ -1,16 +1,22 @@
 // `sluice run --kill RANK@SECONDS` and `--stop RANK@SECONDS:DURATION`:
-// reading, checking and writing the faults (run.h); the launcher injects them.
+// reading, checking and writing the faults (run.h), and the launcher's
+// injecting them (launcher.h).
 #include <time.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "common/log.h"
+#include "launcher.h"
 #include "run.h"
 
 namespace sluice::tool {
@@ -80,6 +86,18 @@ std::string seconds_text(double seconds) {
 }
 
 std::string check_faults(const RunOptions& options) {
+  std::vector<bool> armed(options.ranks, false);
+  for (const KillAt& k : options.kill_at) {
+    if (k.rank >= options.ranks) {
+      return log::cat("--kill-at ", k.rank, ":", k.name, ": there is no rank ", k.rank,
+                      " in a job of ", options.ranks, " ranks (0..", options.ranks - 1, ")");
+    }
+    if (armed[k.rank]) {
+      return log::cat("--kill-at ", k.rank, ":", k.name, ": rank ", k.rank,
+                      " already has a kill point (one per rank)");
+    }
+    armed[k.rank] = true;
+  }
   if (!options.faults_after.empty() && options.faults.empty()) {
     return log::cat("--faults-after '", options.faults_after,
                     "' starts the clock of --kill and --stop, and there is neither");
@@ -99,6 +117,55 @@ std::string check_faults(const RunOptions& options) {
   return "";
 }
 
+std::optional<KillAt> parse_kill_at(std::string_view text, std::string* error) {
+  const std::string bad =
+      log::cat("--kill-at '", text, "': expected RANK:NAME[:K] (e.g. 1:kv-after-accept:40)");
+  KillAt k;
+  const size_t first = text.find(':');
+  if (first == std::string_view::npos) {
+    *error = bad + ", found no ':'";
+    return std::nullopt;
+  }
+  const std::string_view rank = text.substr(0, first);
+  std::string_view rest = text.substr(first + 1);
+  const size_t second = rest.find(':');
+  std::string_view pass;
+  if (second != std::string_view::npos) {
+    pass = rest.substr(second + 1);
+    rest = rest.substr(0, second);
+  }
+  const auto number = [](std::string_view digits, uint64_t max, uint64_t* out) {
+    if (digits.empty() || digits.size() > 18) return false;
+    uint64_t v = 0;
+    for (char ch : digits) {
+      if (ch < '0' || ch > '9') return false;
+      v = v * 10 + static_cast<uint64_t>(ch - '0');
+    }
+    *out = v;
+    return v <= max;
+  };
+  uint64_t r = 0;
+  if (!number(rank, UINT32_MAX, &r)) {
+    *error = bad + ", RANK is not a number";
+    return std::nullopt;
+  }
+  const bool name_ok = !rest.empty() && std::all_of(rest.begin(), rest.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '.' || ch == '_' || ch == '-';
+  });
+  if (!name_ok) {
+    *error = bad + ", NAME must be letters, digits, '.', '_' or '-'";
+    return std::nullopt;
+  }
+  if (second != std::string_view::npos &&
+      (!number(pass, UINT64_MAX / 10, &k.pass) || k.pass == 0)) {
+    *error = bad + ", K is not a number >= 1";
+    return std::nullopt;
+  }
+  k.rank = static_cast<uint32_t>(r);
+  k.name = rest;
+  return k;
+}
+
 std::string realtime_text() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
@@ -116,3 +183,79 @@ std::string fault_text(const Fault& fault) {
 }
 
 }  // namespace sluice::tool
+
+namespace sluice::tool::launch {
+
+// --faults-after: the first line of any rank that contains the text starts
+// the faults' clock (a line may come before the launcher has read every
+// rank's join: both arrive through pipes it reads in one loop).
+void Launcher::on_rank_line(std::string_view line) {
+  if (faults_clock_ || line.find(options_.faults_after) == std::string_view::npos) return;
+  faults_clock_ = Clock::now();
+  say("a rank printed '", options_.faults_after, "'; --kill and --stop count from now");
+}
+
+void Launcher::on_faults(Clock::time_point now) {
+  if (!faults_clock_) return;
+  for (FaultState& f : faults_) {
+    Rank& rank = ranks_[f.fault.rank];
+    const uint32_t r = rank.index;
+    if (f.step == FaultState::Step::kDue &&
+        now >= *faults_clock_ + after_seconds(f.fault.at_seconds)) {
+      f.step = FaultState::Step::kDone;
+      if (!rank.running) {
+        say(f.text, " skipped: rank ", r, " is not running (",
+            rank.restart_pending ? "it waits to be started again" : "it exited", ")");
+        continue;
+      }
+      if (phase_ == Phase::kTerminating || phase_ == Phase::kKilled) {
+        say(f.text, " skipped: the launcher is stopping the job");
+        continue;
+      }
+      if (f.fault.kind == Fault::Kind::kKill) {
+        say("injecting ", f.text, ": SIGKILL to rank ", r, " (pid ", rank.pid, ", at ",
+            realtime_text(), ")");
+        signal_rank(rank, SIGKILL);
+        rank.killed_by_fault = true;
+        continue;
+      }
+      say("injecting ", f.text, ": SIGSTOP to rank ", r, " (pid ", rank.pid, ", at ",
+          realtime_text(), "), SIGCONT in ", seconds_text(f.fault.duration_seconds), " s");
+      signal_rank(rank, SIGSTOP);
+      rank.stopped_by_fault = true;
+      f.step = FaultState::Step::kToContinue;
+      f.stopped_pid = rank.pid;
+      f.continue_at = now + after_seconds(f.fault.duration_seconds);
+    } else if (f.step == FaultState::Step::kToContinue && now >= f.continue_at) {
+      f.step = FaultState::Step::kDone;
+      if (!rank.running || rank.pid != f.stopped_pid) {
+        say(f.text, ": SIGCONT skipped: rank ", r, " (pid ", f.stopped_pid,
+            ") is no longer running");
+        continue;
+      }
+      if (!rank.stopped_by_fault) continue;  // the launcher continued it to signal it
+      say(f.text, ": SIGCONT to rank ", r, " (pid ", rank.pid, ") after ",
+          seconds_text(f.fault.duration_seconds), " s stopped");
+      signal_rank(rank, SIGCONT);
+      rank.stopped_by_fault = false;
+    }
+  }
+}
+
+void Launcher::report_faults_not_injected() const {
+  for (const FaultState& f : faults_) {
+    if (f.step != FaultState::Step::kDue) continue;
+    if (faults_clock_) {
+      say(f.text, " was not injected: the job ended first");
+    } else if (!options_.faults_after.empty()) {
+      say(f.text, " was not injected: no rank printed a line containing '", options_.faults_after,
+          "' (--faults-after)");
+    } else {
+      say(f.text, " was not injected: the job never started (", joined_count_, " of ",
+          options_.ranks,
+          " ranks joined its registry; --kill and --stop count from when all have)");
+    }
+  }
+}
+
+}  // namespace sluice::tool::launch
