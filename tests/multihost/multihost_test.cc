@@ -679,5 +679,103 @@ TEST_F(MultihostPartitionTest, TheRegistrysSideGoesOnEvenWhenItIsTheSmallerOne) 
   if (HasFailure()) ADD_FAILURE() << "the job's output:\n" << run.job.describe();
 }
 
+// ------------------------------------------------------------ spares
+//
+// A spare in another host takes the place of a killed host's rank: the
+// keyed sum of tests/membership (one shuffle per round, declared in the
+// current view; key groups over the members) runs one rank in each host
+// under the standalone registry, and a spare (SLUICE_SPARE=1, no rank) waits
+// in host 1, started as a cluster manager would start it. Once rank 0
+// starts round 10, the test kills host 2's processes from outside; no rank
+// is told. The registry gives rank 2's place to the spare, which joins as
+// its incarnation 1 across the namespaces, and every rank commits every
+// round once with its input's sums.
+
+// "DONE rank R incarnation I committed C rounds N checksum X expect X" in
+// `out`, once, with equal sums; returns C (-1 if missing).
+int committed_rounds(const std::string& out, int rank, int incarnation, int rounds) {
+  const std::regex re("DONE rank " + std::to_string(rank) + " incarnation " +
+                      std::to_string(incarnation) + " committed ([0-9]+) rounds " +
+                      std::to_string(rounds) + " checksum ([0-9]+) expect ([0-9]+)");
+  int found = 0;
+  int committed = -1;
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it) {
+    ++found;
+    committed = std::stoi((*it)[1]);
+    EXPECT_EQ((*it)[2].str(), (*it)[3].str()) << it->str();
+  }
+  EXPECT_EQ(found, 1) << "rank " << rank << " incarnation " << incarnation;
+  return committed;
+}
+
+class MultihostSpareTest : public MultihostShuffleTest {};
+
+TEST_F(MultihostSpareTest, ASpareInAnotherHostTakesTheRankOfAKilledHost) {
+  const auto start = Clock::now();
+  Registry registry(*hosts_, 0, kHosts);
+  ASSERT_FALSE(registry.address().empty()) << registry.output();
+  const auto env_of = [&](int rank) {
+    std::map<std::string, std::string> env = transport_env(/*rma=*/true);
+    if (rank >= 0) {
+      env["SLUICE_RANK"] = std::to_string(rank);
+    } else {
+      env["SLUICE_SPARE"] = "1";
+    }
+    env["SLUICE_WORLD_SIZE"] = std::to_string(kHosts);
+    env["SLUICE_REGISTRY"] = registry.address();
+    env["SLUICE_SECRET"] = kSecret;
+    return job_environment(env);
+  };
+  constexpr int kRounds = 30;
+  const std::vector<std::string> program = {bin("sluice-test-reform-program"),
+                                            "--rounds",
+                                            std::to_string(kRounds),
+                                            "--records",
+                                            "20000",
+                                            "--interval-ms",
+                                            "10",
+                                            "--mark-round",
+                                            "10"};
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (int r = 0; r < kHosts; ++r) ranks.push_back(hosts_->spawn(r, program, env_of(r)));
+  std::unique_ptr<ChildProcess> spare = hosts_->spawn(1, program, env_of(-1));
+  const bool marked =
+      ranks[0]
+          ->wait_for_output(std::regex("MARK round 10 begins"), Clock::now() + kJobLimit)
+          .has_value();
+  EXPECT_TRUE(marked) << "rank 0 never began round 10";
+  if (marked) ::kill(-ranks[2]->pid(), SIGKILL);
+  Job job;
+  const auto deadline = start + kJobLimit;
+  for (auto& rank : ranks) job.ranks.push_back(rank->wait(deadline));
+  const ProcessResult taken = spare->wait(deadline);
+  job.registry_output = registry.output();
+  job.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(job.ranks[2].term_signal, SIGKILL) << "rank 2 should have died by the test's SIGKILL";
+  for (int r : {0, 1}) {
+    EXPECT_FALSE(job.ranks[r].timed_out) << "rank " << r;
+    EXPECT_EQ(job.ranks[r].exit_code, 0) << "rank " << r;
+    EXPECT_EQ(committed_rounds(job.ranks[r].output, r, 0, kRounds), kRounds) << "rank " << r;
+  }
+  // The spare, now rank 2: it committed the rounds from where the others
+  // were when it joined, the last one included, with the same sums.
+  EXPECT_FALSE(taken.timed_out);
+  EXPECT_EQ(taken.exit_code, 0);
+  EXPECT_GE(committed_rounds(taken.output, 2, 1, kRounds), 1);
+  EXPECT_EQ(testing::count_lines_with(taken.output, "FAILED"), 0);
+  EXPECT_EQ(testing::count_lines_with_all(job.registry_output,
+                                          {"registry: view 2: rank 2 rejoined (incarnation 1, "
+                                           "a spare, ",
+                                           "members 0,1,2"}),
+            1);
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+  if (HasFailure()) {
+    ADD_FAILURE() << "the job's output:\n"
+                  << job.describe() << "--- the spare (exit " << taken.exit_code << ")\n"
+                  << taken.output;
+  }
+  std::printf("multihost: job with a spare took %.2f s\n", job.seconds);
+}
+
 }  // namespace
 }  // namespace sluice
