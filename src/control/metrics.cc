@@ -187,7 +187,7 @@ void JobMetrics::view_changed(std::string_view cause) {
 }
 
 std::string JobMetrics::render(const std::string& job, const std::vector<RankView>& ranks,
-                               uint64_t epoch) const {
+                               uint64_t epoch, uint64_t spares) const {
   Exposition x(job);
 
   x.begin("sluice_membership_epoch", "gauge",
@@ -199,6 +199,10 @@ std::string JobMetrics::render(const std::string& job, const std::vector<RankVie
           "past the peer timeout), left, or rejoined as a new incarnation.");
   for (size_t i = 0; i < std::size(kViewCauses); ++i)
     x.sample({{"cause", kViewCauses[i]}}, number(view_changes_[i]));
+
+  x.begin("sluice_spares_waiting", "gauge",
+          "Spare processes (SLUICE_SPARE=1) waiting to take the place of a rank that dies.");
+  x.sample({}, number(spares));
 
   x.begin("sluice_ranks", "gauge", "Ranks of the job in each state (absent: not joined yet).");
   for (const char* state : kRankStates) {

@@ -27,7 +27,7 @@
 //   per region    handle, labels rank, region, owner, handle:
 //                 sluice_region_{operations,bytes,timeouts,failures}_total,
 //                 sluice_region_failure_info{cause}
-//   membership    sluice_membership_epoch,
+//   membership    sluice_membership_epoch, sluice_spares_waiting,
 //                 sluice_membership_view_changes_total{cause}
 //   registry      sluice_counters_reports_total,
 //                 sluice_counters_reports_rejected_total
@@ -63,8 +63,9 @@ class JobMetrics {
   // The exposition text, one RankView per rank of the job.
   // `epoch`: the membership view's (the registry's count of losses,
   // departures and rejoins; 0 for the job as launched).
-  std::string render(const std::string& job, const std::vector<RankView>& ranks,
-                     uint64_t epoch = 0) const;
+  // `spares`: spare processes waiting for a died rank's place.
+  std::string render(const std::string& job, const std::vector<RankView>& ranks, uint64_t epoch = 0,
+                     uint64_t spares = 0) const;
   // Counts a change of the membership view by its cause: "died", "left" or
   // "rejoined" (others are ignored).
   void view_changed(std::string_view cause);

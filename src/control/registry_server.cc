@@ -332,7 +332,11 @@ std::string RegistryServer::Impl::render_metrics() const {
                                                       : "died";
     views[r].heard_age_s = std::chrono::duration<double>(now - info.last_seen).count();
   }
-  return metrics.render(job_label(), views, epoch);
+  const auto waiting = std::count_if(spares.begin(), spares.end(), [this](const Spare& s) {
+    const Conn* c = find_conn(s.conn_id);
+    return c != nullptr && !c->closing;
+  });
+  return metrics.render(job_label(), views, epoch, static_cast<uint64_t>(waiting));
 }
 
 void RegistryServer::Impl::on_timers(TimePoint now) {

@@ -181,6 +181,10 @@ struct RegistryServer::Impl : Waiters::Host {
     auto it = conns.find(id);
     return it == conns.end() || it->second->dead ? nullptr : it->second.get();
   }
+  const Conn* find_conn(uint64_t id) const {
+    auto it = conns.find(id);
+    return it == conns.end() || it->second->dead ? nullptr : it->second.get();
+  }
   bool lost(uint32_t r) const override {
     return ranks[r].state == RankState::kLeft || ranks[r].state == RankState::kDied;
   }

@@ -178,8 +178,9 @@ TEST(CountersReportTest, FormatTwoCarriesPeersAndOperationsAndFormatOneStillRead
   metrics.view_changed("rejoined");
   metrics.view_changed("died");
   metrics.view_changed("vanished");  // not a cause: not counted
-  const Exposition x = parse_exposition(metrics.render("h:1", {RankView{"alive", "h", 0.5}}, 3));
+  const Exposition x = parse_exposition(metrics.render("h:1", {RankView{"alive", "h", 0.5}}, 3, 2));
   EXPECT_EQ(x.value("sluice_membership_epoch", {}), 3);  // the view's epoch, as given
+  EXPECT_EQ(x.value("sluice_spares_waiting", {}), 2);
   EXPECT_EQ(x.value("sluice_membership_view_changes_total", {{"cause", "died"}}), 2);
   EXPECT_EQ(x.value("sluice_membership_view_changes_total", {{"cause", "left"}}), 0);
   EXPECT_EQ(x.value("sluice_membership_view_changes_total", {{"cause", "rejoined"}}), 1);

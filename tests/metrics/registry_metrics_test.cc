@@ -12,10 +12,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <future>
 #include <memory>
 #include <random>
 #include <thread>
 
+#include "control/bootstrap.h"
 #include "control/protocol.h"
 #include "control/registry_client.h"
 #include "control/registry_server.h"
@@ -253,6 +255,39 @@ TEST_F(RegistryMetricsTest, ARealClientReportsWithItsHeartbeats) {
     std::this_thread::sleep_for(20ms);
   }
   EXPECT_EQ(scrape().value("sluice_rank_state", {{"rank", "1"}, {"state", "left"}}), 1);
+}
+
+// A spare waiting for a rank's place is counted; once it took one (rank 1's
+// connection closed: it died), it is a rank and no longer a spare.
+TEST_F(RegistryMetricsTest, SparesWaitingAreCountedUntilOneTakesADiedRanksPlace) {
+  const auto client_of = [this](uint32_t rank, bool spare) {
+    BootstrapInfo info;
+    info.rank = spare ? 0xFFFFFFFFu : rank;
+    info.spare = spare;
+    info.world_size = 2;
+    info.registry_host = "127.0.0.1";
+    info.registry_port = server_->port();
+    info.secret = kSecret;
+    ClientOptions o;
+    o.connect_timeout = 10s;
+    return RegistryClient::connect(info, o);
+  };
+  auto r0 = client_of(0, false);
+  auto r1 = std::make_unique<RawRank>(server_->port(), 1, 2);
+  EXPECT_EQ(scrape().value("sluice_spares_waiting", {}), 0);
+  auto spare = std::async(std::launch::async, [&] { return client_of(0, true); });
+  const auto waiting = [&](double n) {
+    const Deadline until = Clock::now() + 10s;
+    while (Clock::now() < until && scrape().value("sluice_spares_waiting", {}) != n)
+      std::this_thread::sleep_for(20ms);
+    return scrape().value("sluice_spares_waiting", {}) == n;
+  };
+  EXPECT_TRUE(waiting(1));
+  r1.reset();  // rank 1's process dies
+  ASSERT_EQ(spare.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(spare.get()->rank(), 1u);
+  EXPECT_TRUE(waiting(0));
+  EXPECT_EQ(scrape().value("sluice_membership_view_changes_total", {{"cause", "rejoined"}}), 1);
 }
 
 // A registry bound to every address names the job by the address its
