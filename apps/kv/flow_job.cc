@@ -358,6 +358,31 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     order_batch.cmds.clear();
     order_bytes = 0;
   };
+  // Whether the registry's view differs from the epoch's: a member lost or
+  // restarted, or a rank outside it alive again.
+  auto changed = [&] {
+    for (uint32_t r = 0; r < world; ++r) {
+      const bool alive = cluster.alive(r);
+      if (ep.member(r) ? !alive || cluster.incarnation(r) != ep.inc[r] : alive) return true;
+    }
+    return false;
+  };
+  // A flush waits for credit, delivering inputs meanwhile; in slices, so
+  // that a change of the job's ranks ends the epoch here too. (A peer whose
+  // set-up of this epoch failed before it made its end of a flow never
+  // returns credit; it is waiting for this rank in the next epoch's
+  // declaration, and only the change of ranks says so.)
+  auto flush_source = [&](sluice::BytesSource& src, const char* what) {
+    for (;;) {
+      const sluice::Status st =
+          ep.w.flush(src, std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
+      if (st != sluice::Status::kTimeout) return check(st, src, what);
+      if (changed()) {
+        if (ep.broken.empty()) ep.broken = "the job's ranks changed";
+        return;
+      }
+    }
+  };
   auto flush = [&]() -> size_t {
     if (closed) {
       out.clear();
@@ -403,10 +428,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         }
       }
       if (!order_batch.cmds.empty() && ep.broken.empty()) push_order_batch();
-      if (msg && ep.broken.empty()) check(ep.w.flush(ep.msg_src), ep.msg_src, "flush kv-msg");
-      if (acc && ep.broken.empty())
-        check(ep.w.flush(ep.accept_src), ep.accept_src, "flush kv-accept");
-      if (ord && ep.broken.empty()) check(ep.w.flush(ep.order_src), ep.order_src, "flush kv-order");
+      if (msg && ep.broken.empty()) flush_source(ep.msg_src, "flush kv-msg");
+      if (acc && ep.broken.empty()) flush_source(ep.accept_src, "flush kv-accept");
+      if (ord && ep.broken.empty()) flush_source(ep.order_src, "flush kv-order");
     }
     if (!ep.broken.empty()) out.clear();
     return n;
@@ -545,15 +569,6 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         return;
       }
     }
-  };
-  // Whether the registry's view differs from the epoch's: a member lost or
-  // restarted, or a rank outside it alive again.
-  auto changed = [&] {
-    for (uint32_t r = 0; r < world; ++r) {
-      const bool alive = cluster.alive(r);
-      if (ep.member(r) ? !alive || cluster.incarnation(r) != ep.inc[r] : alive) return true;
-    }
-    return false;
   };
   // The next epoch after `ep`. A member lost or restarted: the same members
   // without it, even if it is back already, so that every member, however
