@@ -11,7 +11,7 @@
 //                   all N.
 //   readme          the README's single-thread pattern on every rank; each
 //                   prints "AT rank R record K" after K records and pauses
-//                   100 ms; the test has the launcher kill (or stop) one
+//                   500 ms; the test has the launcher kill (or stop) one
 //                   rank on its line (sluice run --faults-after; no rank is
 //                   told): the others must report kPeerLost naming it.
 //   target-abort    rank 1 destroys its target after K records and stays
@@ -270,10 +270,12 @@ int readme(sluice::Cluster& c, const Args& a) {
     while ((s = out.try_push(Rec{mix(i + c.rank()), i})) == Status::kWouldBlock) drain();
     if (s == Status::kPeerLost) report("try_push", out.error(), out.lost_peer());
     if (s != Status::kOk) failed("try_push: " + out.error());
-    // Everyone waits here a little so that a kill at the mark finds them mid-flow.
+    // Everyone waits here a little so that a kill at the mark finds them
+    // mid-flow: long enough for standalone_job.sh, which polls the log and
+    // runs pkill, on a loaded machine (100 ms was not: the victim finished).
     if (i == a.k) {
       mark(c, a.k);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
   }
   Status s;
