@@ -10,12 +10,12 @@ int run_nexmark_query(const ss::Options& opt, sluice::JobContext& ctx,
   if (opt.query == "nb7") {
     return run_either<ss::Bid>(
         opt, ctx, [&window](Make m) { return ss::nb7_query_from(std::move(m), window); },
-        ss::nb7_input(opt.gen, opt.live), &ss::parse_csv);
+        ss::nb7_input(opt.gen, opt.live), &ss::bid_csv_schema());
   }
   if (opt.query == "q11") {
     return run_either<ss::Bid>(
         opt, ctx, [&window](Make m) { return ss::q11_query_from(std::move(m), window); },
-        ss::q11_input(opt.gen, opt.live), &ss::parse_csv);
+        ss::q11_input(opt.gen, opt.live), &ss::bid_csv_schema());
   }
   if (opt.query == "nb8") {
     return run_either<ss::NexmarkEvent>(

@@ -162,11 +162,16 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
   } else {
     std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n",
                 opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str());
-    std::printf("  data      %" PRIu64 " records of %zu B, %" PRIu64 " keys %s, disorder %" PRId64
-                " ms, %" PRIu64 " records/ms/worker, seed %" PRIu64 "\n",
-                total.records_in, record_bytes, opt.gen.keys,
-                opt.gen.zipf > 0 ? ("zipf " + std::to_string(opt.gen.zipf)).c_str() : "uniform",
-                opt.gen.disorder, opt.gen.rate, opt.gen.seed);
+    if (!opt.input.empty()) {
+      std::printf("  data      %" PRIu64 " records of %zu B from %s\n", total.records_in,
+                  record_bytes, opt.input.c_str());
+    } else {
+      std::printf("  data      %" PRIu64 " records of %zu B, %" PRIu64 " keys %s, disorder %" PRId64
+                  " ms, %" PRIu64 " records/ms/worker, seed %" PRIu64 "\n",
+                  total.records_in, record_bytes, opt.gen.keys,
+                  opt.gen.zipf > 0 ? ("zipf " + std::to_string(opt.gen.zipf)).c_str() : "uniform",
+                  opt.gen.disorder, opt.gen.rate, opt.gen.seed);
+    }
     std::printf("  windows   %s, watermark lag %" PRId64 " ms, allowed lateness %" PRId64
                 " ms, epoch %.4g MiB\n",
                 window_label(window).c_str(), opt.lag, opt.lateness, opt.epoch_mib);

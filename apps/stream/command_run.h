@@ -90,20 +90,23 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
 // its message (rather than a worker thread dying mid-start).
 template <class Rec, class MakeQuery>
 int run_from_files(const ss::Options& opt, sluice::JobContext& ctx, MakeQuery make_query,
-                   typename ss::FileInput<Rec>::Parse parse) {
+                   const ss::CsvSchema<Rec>* schema) {
   const bool csv =
       opt.input_format.empty()
           ? opt.input.size() >= 4 && opt.input.compare(opt.input.size() - 4, 4, ".csv") == 0
           : opt.input_format == "csv";
-  if (csv && parse == nullptr) {
+  if (csv && schema == nullptr) {
     throw std::invalid_argument("--query " + opt.query +
                                 " reads binary input only (its CSV holds only some fields)");
   }
-  ss::FileInput<Rec> in(opt.input, csv ? ss::FileFormat::kCsv : ss::FileFormat::kBinary, parse);
+  ss::FileInput<Rec> in(opt.input, csv ? ss::FileFormat::kCsv : ss::FileFormat::kBinary, schema,
+                        !opt.no_header);
   const uint32_t workers = ctx.world_size() * opt.threads;
   std::string error;
+  uint64_t records = 0;
   try {
-    for (uint32_t t = 0; t < opt.threads; ++t) in.part(ctx.rank() * opt.threads + t, workers);
+    for (uint32_t t = 0; t < opt.threads; ++t)
+      records += in.part(ctx.rank() * opt.threads + t, workers)->size();
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -115,6 +118,13 @@ int run_from_files(const ss::Options& opt, sluice::JobContext& ctx, MakeQuery ma
                                " cannot read its input: " + errors[r]);
     }
   }
+  // An input of no records is a mistake (a wrong path pattern, an empty
+  // export), not a query with an empty answer.
+  uint64_t total = 0;
+  for (const std::string& n :
+       ctx.cluster().allgather("stream-input-records", std::to_string(records)))
+    total += std::stoull(n);
+  if (total == 0) throw std::runtime_error("the input " + opt.input + " holds no records");
   return run_query(opt, ctx, make_query(in.factory()), sizeof(Rec));
 }
 
@@ -159,11 +169,11 @@ AnyMake<Rec> erase_input(Make make) {
 // on files (--input), built by `build(AnyMake<Rec>)` either way.
 template <class Rec, class Build, class Generated>
 int run_either(const ss::Options& opt, sluice::JobContext& ctx, Build build, Generated generated,
-               typename ss::FileInput<Rec>::Parse parse) {
+               const ss::CsvSchema<Rec>* schema) {
   if (!opt.input.empty()) {
     return run_from_files<Rec>(
         opt, ctx, [&build](auto files) { return build(erase_input<Rec>(std::move(files))); },
-        parse);
+        schema);
   }
   return run_query(opt, ctx, build(erase_input<Rec>(std::move(generated))), sizeof(Rec));
 }

@@ -9,18 +9,18 @@ int run_workload_query(const ss::Options& opt, sluice::JobContext& ctx,
     return run_either<ss::YsbEvent>(
         opt, ctx,
         [&window](AnyMake<ss::YsbEvent> m) { return ss::ysb_query_from(std::move(m), window); },
-        ss::ysb_input(opt.gen, opt.live), &ss::parse_csv);
+        ss::ysb_input(opt.gen, opt.live), &ss::ysb_csv_schema());
   }
   if (opt.query == "ro") {
     return run_either<ss::RoRecord>(
         opt, ctx,
         [&window](AnyMake<ss::RoRecord> m) { return ss::ro_query_from(std::move(m), window); },
-        ss::ro_input(opt.gen, opt.live), &ss::parse_csv);
+        ss::ro_input(opt.gen, opt.live), &ss::ro_csv_schema());
   }
   return run_either<ss::CmEvent>(
       opt, ctx,
       [&window](AnyMake<ss::CmEvent> m) { return ss::cm_query_from(std::move(m), window); },
-      ss::cm_input(opt.gen, opt.live), &ss::parse_csv);
+      ss::cm_input(opt.gen, opt.live), &ss::cm_csv_schema());
 }
 
 }  // namespace sluice::stream::command

@@ -139,14 +139,13 @@ void write_nexmark_csv(const std::string& query, const GenSpec& spec, uint32_t w
       });
 }
 
-bool parse_csv(std::string_view line, Bid* b) {
-  std::string_view f[6];
-  auto num = [](std::string_view s, auto* out) {
-    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-    return !s.empty() && ec == std::errc() && p == s.data() + s.size();
-  };
-  return split_csv(line, f, 6) && num(f[2], &b->auction) && num(f[3], &b->bidder) &&
-         num(f[4], &b->price) && num(f[5], &b->time);
+const CsvSchema<Bid>& bid_csv_schema() {
+  static const CsvSchema<Bid> schema{
+      "bids",
+      {SLUICE_STREAM_CSV_NUMBER(Bid, auction), SLUICE_STREAM_CSV_NUMBER(Bid, bidder),
+       SLUICE_STREAM_CSV_NUMBER(Bid, price), SLUICE_STREAM_CSV_NUMBER(Bid, time)},
+      {"worker", "seq"}};
+  return schema;
 }
 
 }  // namespace sluice::stream

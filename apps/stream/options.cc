@@ -68,6 +68,11 @@ void finish(Options& o, Given given) {
       (o.window_ms == 0 || o.slide_ms > o.window_ms || o.window_ms % o.slide_ms != 0)) {
     throw UsageError("--slide-ms must divide --window-ms (and a global window cannot slide)");
   }
+  if ((given("--input-format") || given("--no-header")) && o.input.empty())
+    throw UsageError(
+        "--input-format and --no-header describe --input files, and no --input is given");
+  if (o.no_header && o.input_format == "binary")
+    throw UsageError("--no-header applies to CSV input, not --input-format binary");
   o.gen.validate();         // throws std::invalid_argument naming the field
   window_of(o).validate();  // the same
 }
@@ -215,10 +220,13 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
              throw UsageError("--input-format is binary or csv, not '" + f + "'");
            o.input_format = f;
          },
-         "binary (records of the query's type back to back) or csv (a header, then the columns "
-         "--input-csv-dir writes; not nb8, nb11); default: csv if PATTERN ends in .csv, else "
-         "binary")
+         "binary (records of the query's type back to back) or csv (a header naming the query's "
+         "columns, then a record per line; docs/stream.md lists them; not nb8, nb11); default: "
+         "csv if PATTERN ends in .csv, else binary")
       ->type_name("F");
+  cli.add_flag("--no-header", o.no_header,
+               "CSV input files have no header line: each line holds the query's columns in the "
+               "order docs/stream.md lists");
   cli.add_option("--segment-bytes", o.segment_bytes,
                  "Flow segment payload (default: the flow default)")
       ->transform(whole_number())

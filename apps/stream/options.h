@@ -44,6 +44,7 @@ struct Options {
   std::string input_binary_dir;          // --input-binary-dir DIR
   std::string input;                     // --input PATTERN (files instead of the generator)
   std::string input_format;              // --input-format binary|csv ("": by the extension)
+  bool no_header = false;                // --no-header (CSV files without a header line)
 };
 
 // Adds sluice-stream's options to `cli` (the Job's), --workers bound to

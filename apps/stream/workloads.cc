@@ -225,66 +225,52 @@ void write_input_binary(const std::string& query, const GenSpec& spec, uint32_t 
 
 // ------------------------------------------------------ reading CSV back
 
-bool split_csv(std::string_view line, std::string_view* fields, size_t n) {
-  size_t k = 0, start = 0;
-  while (true) {
-    const size_t comma = line.find(',', start);
-    if (k == n) return false;
-    fields[k++] = line.substr(start, comma == line.npos ? line.npos : comma - start);
-    if (comma == line.npos) break;
-    start = comma + 1;
-  }
-  return k == n;
-}
-
 namespace {
-
-template <class T>
-bool number(std::string_view s, T* out, int base = 10) {
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out, base);
-  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
-}
 
 // Two 64-bit words written as 32 hex digits.
 bool hex128(std::string_view s, uint64_t* hi, uint64_t* lo) {
-  return s.size() == 32 && number(s.substr(0, 16), hi, 16) && number(s.substr(16), lo, 16);
+  return s.size() == 32 && csv_number(s.substr(0, 16), hi, 16) && csv_number(s.substr(16), lo, 16);
 }
+
+constexpr std::string_view kHex128 = "32 hex digits";
 
 }  // namespace
 
-bool parse_csv(std::string_view line, YsbEvent* e) {
-  std::string_view f[10];
-  uint64_t ad = 0, campaign = 0;
-  unsigned ad_type = 0, event_type = 0;
-  int64_t t = 0;
-  uint32_t ip = 0;
-  if (!split_csv(line, f, 10) || !hex128(f[2], &e->user_id[0], &e->user_id[1]) ||
-      !hex128(f[3], &e->page_id[0], &e->page_id[1]) || !number(f[4], &ad) ||
-      !number(f[5], &campaign) || !number(f[6], &ad_type) || !number(f[7], &event_type) ||
-      !number(f[8], &t) || !number(f[9], &ip) || ad_type > 255 || event_type > 255) {
-    return false;
-  }
-  e->ad_id = ad;
-  e->campaign_id = campaign;
-  e->ad_type = static_cast<uint8_t>(ad_type);
-  e->event_type = static_cast<uint8_t>(event_type);
-  e->event_time = t;
-  e->ip = ip;
-  for (auto& p : e->padding) p = 0;
-  return true;
+const CsvSchema<YsbEvent>& ysb_csv_schema() {
+  static const CsvSchema<YsbEvent> schema{
+      "ysb records",
+      {{"user_id", kHex128,
+        [](std::string_view v, YsbEvent* e) { return hex128(v, &e->user_id[0], &e->user_id[1]); }},
+       {"page_id", kHex128,
+        [](std::string_view v, YsbEvent* e) { return hex128(v, &e->page_id[0], &e->page_id[1]); }},
+       SLUICE_STREAM_CSV_NUMBER(YsbEvent, ad_id),
+       SLUICE_STREAM_CSV_NUMBER(YsbEvent, campaign_id),
+       SLUICE_STREAM_CSV_NUMBER(YsbEvent, ad_type),
+       SLUICE_STREAM_CSV_NUMBER(YsbEvent, event_type),
+       SLUICE_STREAM_CSV_NUMBER(YsbEvent, event_time),
+       SLUICE_STREAM_CSV_NUMBER(YsbEvent, ip)},
+      {"worker", "seq"}};
+  return schema;
 }
 
-bool parse_csv(std::string_view line, RoRecord* r) {
-  std::string_view f[4];
-  return split_csv(line, f, 4) && number(f[2], &r->key) && number(f[3], &r->time);
+const CsvSchema<RoRecord>& ro_csv_schema() {
+  static const CsvSchema<RoRecord> schema{
+      "ro records",
+      {SLUICE_STREAM_CSV_NUMBER(RoRecord, key), SLUICE_STREAM_CSV_NUMBER(RoRecord, time)},
+      {"worker", "seq"}};
+  return schema;
 }
 
-bool parse_csv(std::string_view line, CmEvent* e) {
-  std::string_view f[11];
-  return split_csv(line, f, 11) && number(f[2], &e->time) && number(f[3], &e->job_id) &&
-         number(f[4], &e->task_index) && number(f[5], &e->machine_id) && number(f[6], &e->cpu) &&
-         number(f[7], &e->ram) && number(f[8], &e->event_type) && number(f[9], &e->priority) &&
-         number(f[10], &e->user);
+const CsvSchema<CmEvent>& cm_csv_schema() {
+  static const CsvSchema<CmEvent> schema{
+      "cm records",
+      {SLUICE_STREAM_CSV_NUMBER(CmEvent, time), SLUICE_STREAM_CSV_NUMBER(CmEvent, job_id),
+       SLUICE_STREAM_CSV_NUMBER(CmEvent, task_index), SLUICE_STREAM_CSV_NUMBER(CmEvent, machine_id),
+       SLUICE_STREAM_CSV_NUMBER(CmEvent, cpu), SLUICE_STREAM_CSV_NUMBER(CmEvent, ram),
+       SLUICE_STREAM_CSV_NUMBER(CmEvent, event_type), SLUICE_STREAM_CSV_NUMBER(CmEvent, priority),
+       SLUICE_STREAM_CSV_NUMBER(CmEvent, user)},
+      {"worker", "seq"}};
+  return schema;
 }
 
 }  // namespace sluice::stream

@@ -112,6 +112,59 @@ TEST_F(FileInputTest, OneSharedFileIsSplitAmongTheWorkers) {
   EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
 }
 
+// A CSV file's header is read: columns in another order are read by name
+// (the same result), and a file without a header runs only with
+// --no-header (its first record is not taken for a header).
+TEST_F(FileInputTest, CsvColumnsAreReadByTheHeaderOrInOrderWithNoHeader) {
+  const std::vector<std::string> base = {"--query", "ro",        "--workers", "1",
+                                         "--json",  "--records", "20000",     "--window-ms",
+                                         "100",     "--keys",    "50"};
+  std::vector<std::string> gen = base;
+  gen.insert(gen.end(), {"--input-csv-dir", dir_.string()});
+  const ProcessResult g = run_stream(1, gen);
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  std::ifstream in(path("input-0.csv"));
+  std::string line;
+  std::getline(in, line);
+  ASSERT_EQ(line, "worker,seq,key,time");
+  std::ofstream swapped(path("swapped.csv")), bare(path("bare.csv"));
+  swapped << "time,key\n";
+  while (std::getline(in, line)) {
+    const auto c1 = line.find(','), c2 = line.find(',', c1 + 1);
+    const std::string key = line.substr(c2 + 1, line.rfind(',') - c2 - 1);
+    const std::string time = line.substr(line.rfind(',') + 1);
+    swapped << time << ',' << key << '\n';
+    bare << key << ',' << time << '\n';
+  }
+  swapped.close();
+  bare.close();
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--input", path("swapped.csv")},
+        std::vector<std::string>{"--input", path("bare.csv"), "--no-header"}}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back("--verify");
+    const ProcessResult r = run_stream(1, args);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(result(r), result(g)) << r.output;
+    EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
+  }
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--input", path("bare.csv")});
+  const ProcessResult r = run_stream(1, args);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("bare.csv:1: the header names a column"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("a file without a header needs --no-header"), std::string::npos)
+      << r.output;
+  args = base;
+  args.push_back("--no-header");
+  const ProcessResult u = run_stream(1, args);
+  EXPECT_EQ(u.exit_code, 2) << u.output;
+  EXPECT_NE(u.output.find("--no-header describe --input files, and no --input is given"),
+            std::string::npos)
+      << u.output;
+}
+
 TEST_F(FileInputTest, BadInputFailsEveryRankNamingIt) {
   const std::vector<std::string> base = {"--query", "ysb", "--workers", "1", "--json"};
   // A file that is missing for one worker.
@@ -137,15 +190,26 @@ TEST_F(FileInputTest, BadInputFailsEveryRankNamingIt) {
               std::string::npos)
         << r.output;
   }
-  // A malformed CSV line, and CSV for a query whose CSV is not whole records.
+  // A malformed CSV line (named by file, line, column and value), a file
+  // with a header and no records (an input of no records is refused), and
+  // CSV for a query whose CSV is not whole records.
   {
     std::ofstream(path("bad.csv")) << "worker,seq,key,time\n0,0,5,1\n0,1,x,2\n";
     std::vector<std::string> args = {"--query", "ro",      "--workers",    "1",
                                      "--json",  "--input", path("bad.csv")};
     const ProcessResult r = run_stream(1, args);
     EXPECT_NE(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find("bad.csv at byte 28: a malformed record: '0,1,x,2'"), std::string::npos)
+    EXPECT_NE(r.output.find("rank 0 cannot read its input: " + path("bad.csv") +
+                            ":3: column 3 (key): 'x' is not an unsigned 64-bit integer"),
+              std::string::npos)
         << r.output;
+    std::ofstream(path("none.csv")) << "key,time\n";
+    args = {"--query", "ro", "--workers", "1", "--input", path("none.csv")};
+    const ProcessResult none = run_stream(2, args);
+    EXPECT_NE(none.exit_code, 0) << none.output;
+    EXPECT_NE(none.output.find("the input " + path("none.csv") + " holds no records"),
+              std::string::npos)
+        << none.output;
     args = {"--query", "nb8", "--workers", "1", "--input", path("bad.csv")};
     const ProcessResult n = run_stream(1, args);
     EXPECT_NE(n.exit_code, 0) << n.output;

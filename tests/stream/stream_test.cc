@@ -361,6 +361,7 @@ TEST(StreamCommandTest, HelpExplainsEveryFlagAndBadFlagsAreNamed) {
                            "--input-binary-dir",
                            "--input",
                            "--input-format",
+                           "--no-header",
                            "--segment-bytes",
                            "--lag",
                            "--allowed-lateness",

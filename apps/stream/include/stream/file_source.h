@@ -11,15 +11,16 @@
 //     g-th of W equal byte ranges of its body. Every record is read by
 //     exactly one worker either way, in file order.
 // Binary files are records of sizeof(Rec) back to back (a size that is not a
-// multiple of it is an error). CSV files have a header line, then one record
-// per line, turned into a record by the caller's parse function (false: the
-// line is malformed); no field may hold a line break.
+// multiple of it is an error). CSV files hold the columns of the record's
+// CsvSchema (stream/csv.h): a header line that names them (or none, if the
+// input says so), then one record per line; no field may hold a line break,
+// and a line longer than 64 KiB means the file is not CSV.
 //
 // A worker's records are read into memory when its part is first asked for
 // (before the timed run, as generated input is), and kept for the other
 // callers (the single-threaded reference asks for every worker's part).
-// Errors throw std::runtime_error naming the file and, for a malformed CSV
-// line, its byte offset.
+// Errors throw std::runtime_error naming the file and, for CSV, the line
+// (path:line:), the column and the value.
 //
 // Thread safety: part() may be called from several threads.
 #pragma once
@@ -31,12 +32,15 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
+
+#include "stream/csv.h"
 
 namespace sluice::stream {
 
@@ -96,15 +100,38 @@ inline std::string read_range(FILE* f, const std::string& path, uint64_t from, u
   return out;
 }
 
-// The offset just past the first '\n' at or after `at` (the size if none).
-inline uint64_t next_line(FILE* f, const std::string& path, uint64_t at, uint64_t size) {
-  while (at < size) {
-    const std::string chunk = read_range(f, path, at, std::min(size, at + 65536));
-    const size_t nl = chunk.find('\n');
-    if (nl != std::string::npos) return at + nl + 1;
-    at += chunk.size();
+// The longest CSV line read (a record's line is about 100 bytes); a longer
+// one means the file is not CSV, and it is found out after reading a chunk.
+inline constexpr size_t kMaxCsvLine = 65536;
+inline constexpr uint64_t kCsvChunk = 1 << 20;
+
+// The offset just past the first '\n' at or after `at` (the size if the
+// file ends first). Throws if there is none within kMaxCsvLine bytes.
+inline uint64_t line_end(FILE* f, const std::string& path, uint64_t at, uint64_t size) {
+  const uint64_t to = std::min(size, at + kMaxCsvLine + 1);
+  const std::string chunk = read_range(f, path, at, to);
+  const size_t nl = chunk.find('\n');
+  if (nl != std::string::npos) return at + nl + 1;
+  if (to == size) return size;
+  throw std::runtime_error(path + (at == 0 ? ":1" : " at byte " + std::to_string(at)) +
+                           ": no line end within " + std::to_string(kMaxCsvLine) +
+                           " bytes: not a CSV file" +
+                           (chunk.find('\0') != std::string::npos
+                                ? " (it holds NUL bytes; binary records need --input-format binary)"
+                                : ""));
+}
+
+// The 1-based number of the line that begins at `offset` (for errors: it
+// reads the file up to there).
+inline uint64_t line_number(FILE* f, const std::string& path, uint64_t offset) {
+  uint64_t line = 1;
+  for (uint64_t at = 0; at < offset;) {
+    const uint64_t to = std::min(offset, at + kCsvChunk);
+    const std::string chunk = read_range(f, path, at, to);
+    line += static_cast<uint64_t>(std::count(chunk.begin(), chunk.end(), '\n'));
+    at = to;
   }
-  return size;
+  return line;
 }
 
 }  // namespace detail
@@ -113,16 +140,18 @@ template <class Rec>
 class FileInput {
  public:
   static_assert(std::is_trivially_copyable_v<Rec>, "records are trivially copyable");
-  using Parse = bool (*)(std::string_view line, Rec* out);
 
-  // parse: required for kCsv.
-  FileInput(std::string pattern, FileFormat format, Parse parse = nullptr)
+  // schema: required for kCsv (kept by pointer: it must outlive the
+  // input); header: whether a CSV file's first line names its columns.
+  FileInput(std::string pattern, FileFormat format, const CsvSchema<Rec>* schema = nullptr,
+            bool header = true)
       : state_(std::make_shared<State>()) {
     state_->pattern = std::move(pattern);
     state_->format = format;
-    state_->parse = parse;
-    if (format == FileFormat::kCsv && parse == nullptr) {
-      throw std::invalid_argument("CSV input needs a parse function for its records");
+    state_->schema = schema;
+    state_->header = header;
+    if (format == FileFormat::kCsv && schema == nullptr) {
+      throw std::invalid_argument("CSV input needs the schema of its records");
     }
   }
 
@@ -158,7 +187,8 @@ class FileInput {
   struct State {
     std::string pattern;
     FileFormat format = FileFormat::kBinary;
-    Parse parse = nullptr;
+    const CsvSchema<Rec>* schema = nullptr;
+    bool header = true;
     std::mutex mu;
     std::map<std::pair<uint32_t, uint32_t>, std::shared_ptr<const std::vector<Rec>>> parts;
   };
@@ -182,34 +212,82 @@ class FileInput {
       if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
       return out;
     }
-    // CSV: skip the header; with a shared file, the lines that begin in this worker's range.
-    const uint64_t body = detail::next_line(f.get(), path, 0, size);
-    const uint64_t n = size - body;
-    uint64_t begin = body, end = size;
-    if (shared) {
-      const uint64_t lo = body + n * g / workers, hi = body + n * (g + 1) / workers;
-      begin = lo == body ? body : detail::next_line(f.get(), path, lo - 1, size);
-      end = hi == size ? size : detail::next_line(f.get(), path, hi - 1, size);
+    return read_csv(f.get(), path, size, shared ? g : 0, shared ? workers : 1);
+  }
+
+  // CSV: the header checked against the schema, then the lines that begin
+  // in the g-th of `parts` equal byte ranges of the body, each a record.
+  std::vector<Rec> read_csv(FILE* f, const std::string& path, uint64_t size, uint32_t g,
+                            uint32_t parts) const {
+    uint64_t body = 0;
+    std::string header;
+    if (state_->header) {
+      if (size == 0) {
+        throw std::runtime_error(path +
+                                 " is empty: a CSV file starts with a header line naming its "
+                                 "columns (" +
+                                 CsvLayout<Rec>(*state_->schema, "", false).expected_columns() +
+                                 ")");
+      }
+      body = detail::line_end(f, path, 0, size);
+      header = detail::read_range(f, path, 0, body);
+      if (!header.empty() && header.back() == '\n') header.pop_back();
+      if (header.find('\0') != std::string::npos) {
+        throw std::runtime_error(path +
+                                 ":1: the header holds a NUL byte: not a CSV file (binary "
+                                 "records need --input-format binary)");
+      }
     }
+    std::optional<CsvLayout<Rec>> layout;
+    try {
+      layout.emplace(*state_->schema, header, state_->header);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(path + ":1: " + e.what());
+    }
+    const uint64_t n = size - body;
+    const uint64_t lo = body + n * g / parts, hi = body + n * (g + 1) / parts;
+    const uint64_t begin = lo == body ? body : detail::line_end(f, path, lo - 1, size);
+    const uint64_t end = hi == size ? size : detail::line_end(f, path, hi - 1, size);
     std::vector<Rec> out;
-    if (begin >= end) return out;
-    const std::string text = detail::read_range(f.get(), path, begin, end);
+    // The range in chunks, so that a file that is not CSV (one huge line)
+    // costs a bounded read before its error, not the whole file in memory.
+    std::string text;
+    uint64_t at = begin, text_at = begin;
     size_t pos = 0;
-    while (pos < text.size()) {
+    while (true) {
       size_t nl = text.find('\n', pos);
-      if (nl == std::string::npos) nl = text.size();
+      if (nl == std::string::npos) {
+        if (text.size() - pos > detail::kMaxCsvLine) {
+          throw std::runtime_error(
+              path + ":" + std::to_string(detail::line_number(f, path, text_at + pos)) +
+              ": a line longer than " + std::to_string(detail::kMaxCsvLine) +
+              " bytes: not a CSV file of " + std::string(state_->schema->name));
+        }
+        if (at < end) {
+          text.erase(0, pos);
+          text_at += pos;
+          pos = 0;
+          const uint64_t to = std::min(end, at + detail::kCsvChunk);
+          text += detail::read_range(f, path, at, to);
+          at = to;
+          continue;
+        }
+        if (pos == text.size()) break;
+        nl = text.size();  // the last line, without a line end
+      }
       std::string_view line(text.data() + pos, nl - pos);
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       if (!line.empty()) {
         Rec r{};
-        if (!state_->parse(line, &r)) {
-          throw std::runtime_error(path + " at byte " + std::to_string(begin + pos) +
-                                   ": a malformed record: '" + std::string(line.substr(0, 80)) +
-                                   "'");
+        if (auto bad = layout->parse(line, &r)) {
+          throw std::runtime_error(path + ":" +
+                                   std::to_string(detail::line_number(f, path, text_at + pos)) +
+                                   ": " + bad->message());
         }
         out.push_back(r);
       }
-      pos = nl + 1;
+      pos = std::min(nl + 1, text.size());
+      if (nl == text.size()) break;
     }
     return out;
   }

@@ -152,8 +152,10 @@ struct NexmarkWorkload {
 void write_nexmark_csv(const std::string& query, const GenSpec& spec, uint32_t workers,
                        const std::string& dir);
 
-// A line of write_nexmark_csv's nb7/q11 files as a bid (FileInput's parse).
-bool parse_csv(std::string_view line, Bid* out);
+// The columns of write_nexmark_csv's nb7/q11 files as FileInput
+// (file_source.h) reads them back: auction,bidder,price,time (a header may
+// also name worker and seq, which are not read).
+const CsvSchema<Bid>& bid_csv_schema();
 
 // NB7's key: the index of the bid's tumbling window (one key per window).
 inline uint64_t nb7_key(int64_t t, const WindowSpec& w) {

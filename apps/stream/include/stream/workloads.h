@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "stream/aggregates.h"
+#include "stream/csv.h"
 #include "stream/query.h"
 #include "stream/window.h"
 
@@ -206,16 +207,16 @@ class WorkloadSource {
 void write_input_binary(const std::string& query, const GenSpec& spec, uint32_t workers,
                         const std::string& dir);
 
-// A line of the CSV files write_input_csv writes (its worker and seq
-// columns are skipped) as a record: the parse functions of FileInput
-// (file_source.h). False if the line is malformed.
-bool parse_csv(std::string_view line, YsbEvent* out);
-bool parse_csv(std::string_view line, RoRecord* out);
-bool parse_csv(std::string_view line, CmEvent* out);
-
-// Splits a CSV line at commas into exactly n fields (no quoting: the
-// generated files hold only numbers); false if it has another count.
-bool split_csv(std::string_view line, std::string_view* fields, size_t n);
+// The columns of the CSV files write_input_csv writes, as FileInput
+// (file_source.h) reads them back: a header may also name worker and seq,
+// which are not read. Without a header: the columns listed, in order.
+//   ysb: user_id,page_id (32 hex digits each),ad_id,campaign_id,ad_type,
+//        event_type,event_time (ms),ip
+//   ro:  key,time
+//   cm:  time,job_id,task_index,machine_id,cpu,ram,event_type,priority,user
+const CsvSchema<YsbEvent>& ysb_csv_schema();
+const CsvSchema<RoRecord>& ro_csv_schema();
+const CsvSchema<CmEvent>& cm_csv_schema();
 
 // Writes every worker's generated input as CSV, one file per worker,
 // DIR/input-<worker>.csv, with the worker and the record's position in its
