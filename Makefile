@@ -19,12 +19,14 @@ deps:
 # What only the tests use: the adya history checker (crates.io, built into
 # .tools/adya) and kv-porcupine (apps/kv/porcupine, a Go module, built into
 # .tools/kv-porcupine), redis-tools (redis-cli and redis-benchmark for the
-# kv RESP tests) and clang-format (hygiene.format checks every C++ file), so
-# that `make demo` does not wait for them.
+# kv RESP tests), clang-format (hygiene.format checks every C++ file), kcat
+# and Apache Kafka's jars (Maven Central, into .tools/kafka) for the stream
+# Kafka tests, so that `make demo` does not wait for them.
 test-tools:
-	@scripts/install-deps.sh redis-tools clang-format
+	@scripts/install-deps.sh redis-tools clang-format kcat
 	@scripts/install-adya.sh
 	@scripts/install-porcupine.sh
+	@scripts/install-kafka.sh
 
 # Formats every tracked C++ file with .clang-format (make test checks it).
 format:

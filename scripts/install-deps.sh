@@ -13,6 +13,7 @@ packages=(
   cmake ninja-build g++ make pkg-config   # build
   libgtest-dev                            # tests
   libfabric-dev                           # the ofi transport (tcp, verbs, efa, shm providers)
+  librdkafka-dev                          # sluice-stream's Kafka sources and sinks
   libcli11-dev nlohmann-json3-dev         # the sluice tool: CLI parsing, JSON output
   iproute2 procps python3 python3-venv    # tests and scripts
   gdb                                     # stacks of a hung job (sluice run --stacks-on-timeout)

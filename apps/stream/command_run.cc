@@ -17,6 +17,42 @@
 
 namespace sluice::stream::command {
 
+ss::KafkaConfig kafka_config(const ss::Options& opt) {
+  ss::KafkaConfig c;
+  c.bootstrap = opt.kafka;
+  return c;
+}
+
+std::string settle_kafka_output(sluice::JobContext& ctx, ss::KafkaSink& sink, bool ok) {
+  // Prepared: every row this rank wrote is in the broker's log (invisible
+  // to read_committed) before it votes. All commit only if every rank
+  // votes yes. (A rank that dies between the vote and its commit leaves its
+  // transactions open: the broker aborts them at their timeout.)
+  std::string why = ok ? "" : "this rank's query failed";
+  if (ok) {
+    try {
+      sink.flush();
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+  }
+  sluice::kill_point("stream-kafka-before-vote");
+  try {
+    for (const std::string& v :
+         ctx.cluster().allgather("stream-kafka-commit", why.empty() ? "1" : "0")) {
+      if (v != "1" && why.empty()) why = "another rank failed";
+    }
+  } catch (const std::exception& e) {
+    if (why.empty()) why = std::string("the vote on committing failed: ") + e.what();
+  }
+  if (why.empty()) {
+    sink.commit();
+  } else {
+    sink.abort();
+  }
+  return why;
+}
+
 namespace {
 
 // The fixed-size part of a rank's Report (ctx.gather copies it byte for byte).
@@ -162,9 +198,10 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
   } else {
     std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n",
                 opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str());
-    if (!opt.input.empty()) {
-      std::printf("  data      %" PRIu64 " records of %zu B from %s\n", total.records_in,
-                  record_bytes, opt.input.c_str());
+    if (!opt.input.empty() || !opt.kafka_input.empty()) {
+      std::printf("  data      %" PRIu64 " records of %zu B from %s%s\n", total.records_in,
+                  record_bytes, opt.input.empty() ? "Kafka topic " : "",
+                  opt.input.empty() ? opt.kafka_input.c_str() : opt.input.c_str());
     } else {
       std::printf("  data      %" PRIu64 " records of %zu B, %" PRIu64 " keys %s, disorder %" PRId64
                   " ms, %" PRIu64 " records/ms/worker, seed %" PRIu64 "\n",

@@ -17,10 +17,12 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "options.h"
 #include "stream/engine.h"
 #include "stream/file_source.h"
+#include "stream/kafka.h"
 #include "stream/nexmark.h"
 #include "stream/reference.h"
 #include "stream/sinks.h"
@@ -34,12 +36,22 @@ namespace ss = sluice::stream;
 struct CliSink {
   ss::CsvSink* csv = nullptr;
   ss::StdoutSink* out = nullptr;
+  ss::KafkaSink* kafka = nullptr;
   template <class R>
   void operator()(uint32_t worker, const ss::Row<R>& row) {
     if (csv != nullptr) (*csv)(worker, row);
     if (out != nullptr) (*out)(worker, row);
+    if (kafka != nullptr) (*kafka)(worker, row);
   }
 };
+
+// --kafka's broker and properties.
+ss::KafkaConfig kafka_config(const ss::Options& opt);
+
+// Commits the Kafka sink's transactions once every rank's query succeeded
+// and its rows are flushed (`ok`: this rank's query did); aborts them
+// otherwise. Returns "" if they were committed, else why not.
+std::string settle_kafka_output(sluice::JobContext& ctx, ss::KafkaSink& sink, bool ok);
 
 // What --verify compares the job's result with: the single-threaded
 // reference's figures on the same input.
@@ -71,10 +83,20 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   if (!opt.csv_out.empty())
     csv = std::make_unique<ss::CsvSink>(opt.csv_out, rank * opt.threads, opt.threads);
   ss::StdoutSink out;
-  CliSink sink{csv.get(), opt.print_rows ? &out : nullptr};
+  std::unique_ptr<ss::KafkaSink> kafka;
+  if (!opt.kafka_output.empty()) {
+    kafka = std::make_unique<ss::KafkaSink>(kafka_config(opt), opt.kafka_output,
+                                            opt.kafka_transactional_id, rank * opt.threads,
+                                            opt.threads);
+  }
+  CliSink sink{csv.get(), opt.print_rows ? &out : nullptr, kafka.get()};
 
   const ss::Report mine = ss::run(ctx.cluster(), query, eo, sink);
   csv.reset();  // flushes the files before anyone reads them
+  if (kafka) {
+    const std::string why = settle_kafka_output(ctx, *kafka, !mine.failure);
+    if (!why.empty() && !mine.failure) return ctx.fail("the Kafka output was aborted: " + why);
+  }
   if (mine.failure) return ctx.fail("query failed: " + mine.failure->describe());
   return report(
       opt, ctx, mine,
@@ -138,19 +160,36 @@ class AnyInput {
   explicit AnyInput(Source source) : impl_(std::make_unique<Impl<Source>>(std::move(source))) {}
   size_t operator()(std::span<Rec> out) { return impl_->fill(out); }
   std::span<const Rec> view(size_t max) { return impl_->view(max); }
+  bool done() const { return impl_->done(); }
 
  private:
   struct Base {
     virtual ~Base() = default;
     virtual size_t fill(std::span<Rec> out) = 0;
     virtual std::span<const Rec> view(size_t max) = 0;
+    virtual bool done() const = 0;
   };
   template <class Source>
   struct Impl final : Base {
     explicit Impl(Source s) : source(std::move(s)) {}
     size_t fill(std::span<Rec> out) override { return source(out); }
-    std::span<const Rec> view(size_t max) override { return source.view(max); }
+    std::span<const Rec> view(size_t max) override {
+      if constexpr (requires { source.view(max); }) {
+        return source.view(max);
+      } else {  // a source that fills a buffer (Kafka): ours
+        buf.resize(max);
+        return std::span<const Rec>(buf.data(), source(std::span<Rec>(buf)));
+      }
+    }
+    bool done() const override {
+      if constexpr (requires { source.done(); }) {
+        return source.done();
+      } else {
+        return true;  // a source without done() ends when it gives nothing
+      }
+    }
     Source source;
+    std::vector<Rec> buf;
   };
   std::unique_ptr<Base> impl_;
 };
@@ -170,6 +209,15 @@ AnyMake<Rec> erase_input(Make make) {
 template <class Rec, class Build, class Generated>
 int run_either(const ss::Options& opt, sluice::JobContext& ctx, Build build, Generated generated,
                const ss::CsvSchema<Rec>* schema) {
+  if (!opt.kafka_input.empty()) {
+    if (schema == nullptr) {
+      throw std::invalid_argument("--query " + opt.query +
+                                  " cannot read Kafka (its records have no CSV form)");
+    }
+    ss::KafkaInput<Rec> in(kafka_config(opt), opt.kafka_input, schema);
+    in.connect();
+    return run_query(opt, ctx, build(erase_input<Rec>(in.factory())), sizeof(Rec));
+  }
   if (!opt.input.empty()) {
     return run_from_files<Rec>(
         opt, ctx, [&build](auto files) { return build(erase_input<Rec>(std::move(files))); },

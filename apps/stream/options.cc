@@ -68,6 +68,12 @@ void finish(Options& o, Given given) {
       (o.window_ms == 0 || o.slide_ms > o.window_ms || o.window_ms % o.slide_ms != 0)) {
     throw UsageError("--slide-ms must divide --window-ms (and a global window cannot slide)");
   }
+  if ((!o.kafka_input.empty() || !o.kafka_output.empty()) && o.kafka.empty())
+    throw UsageError("--kafka-input and --kafka-output need the broker: --kafka HOST:PORT");
+  if (!o.kafka_input.empty() && !o.input.empty())
+    throw UsageError("--input and --kafka-input are two inputs: give one");
+  if (o.kafka_transactional_id.empty())
+    o.kafka_transactional_id = "sluice-stream-" + o.kafka_output;
   if ((given("--input-format") || given("--no-header")) && o.input.empty())
     throw UsageError(
         "--input-format and --no-header describe --input files, and no --input is given");
@@ -227,6 +233,23 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
   cli.add_flag("--no-header", o.no_header,
                "CSV input files have no header line: each line holds the query's columns in the "
                "order docs/stream.md lists");
+  cli.add_option("--kafka", o.kafka, "The Kafka broker(s) of --kafka-input and --kafka-output")
+      ->type_name("HOST:PORT");
+  cli.add_option(
+         "--kafka-input", o.kafka_input,
+         "Read the input from this Kafka topic instead of generating it: a record per "
+         "message, its query's CSV columns in order (as --no-header); worker g of W reads "
+         "the partitions p with p % W == g, read_committed, from the beginning to their end")
+      ->type_name("TOPIC");
+  cli.add_option("--kafka-output", o.kafka_output,
+                 "Write the rows to this Kafka topic, window_start,window_end,key,value, in one "
+                 "transaction per worker committed when the query succeeded on every rank")
+      ->type_name("TOPIC");
+  cli.add_option(
+         "--kafka-transactional-id", o.kafka_transactional_id,
+         "The prefix of the output's transactional ids, ID-<worker> (default: "
+         "sluice-stream-TOPIC); a run with the same ID aborts what an earlier one left open")
+      ->type_name("ID");
   cli.add_option("--segment-bytes", o.segment_bytes,
                  "Flow segment payload (default: the flow default)")
       ->transform(whole_number())

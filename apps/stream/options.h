@@ -45,6 +45,10 @@ struct Options {
   std::string input;                     // --input PATTERN (files instead of the generator)
   std::string input_format;              // --input-format binary|csv ("": by the extension)
   bool no_header = false;                // --no-header (CSV files without a header line)
+  std::string kafka;                     // --kafka HOST:PORT (the broker)
+  std::string kafka_input;               // --kafka-input TOPIC
+  std::string kafka_output;              // --kafka-output TOPIC
+  std::string kafka_transactional_id;    // --kafka-transactional-id (default sluice-stream-TOPIC)
 };
 
 // Adds sluice-stream's options to `cli` (the Job's), --workers bound to

@@ -124,7 +124,20 @@ class StreamWorker {
       } else {
         n = source(std::span<In>(buf));
       }
-      if (n == 0) break;
+      if (n == 0) {
+        // A source with done() (Kafka) may have nothing now and more later:
+        // take what the flow brought meanwhile, then ask again.
+        if constexpr (requires { source.done(); }) {
+          if (!source.done()) {
+            if (workers_ > 1) {
+              w_.poll();
+              check_input();
+            }
+            continue;
+          }
+        }
+        break;
+      }
       for (size_t i = 0; i < n; ++i) q_.chain(data[i], ingest);
       report_.records_in += n;
       report_.input_bytes += n * sizeof(In);

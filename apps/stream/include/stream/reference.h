@@ -86,7 +86,12 @@ ReferenceResult<typename Q::Result> reference(const Q& q, uint32_t workers, int6
     };
     for (;;) {
       const size_t n = source(std::span<In>(buf));
-      if (n == 0) break;
+      if (n == 0) {
+        if constexpr (requires { source.done(); }) {
+          if (!source.done()) continue;  // nothing yet (Kafka): ask again
+        }
+        break;
+      }
       out.records += n;
       for (size_t i = 0; i < n; ++i) q.chain(buf[i], fold);
     }

@@ -1,0 +1,222 @@
+// stream/kafka.h: a query's input from a Kafka topic and its rows to one,
+// through librdkafka.
+//
+//   ss::KafkaConfig kafka{"127.0.0.1:9092"};
+//   ss::KafkaInput<ss::YsbEvent> in(kafka, "ysb-events", &ss::ysb_csv_schema());
+//   auto query = ss::ysb_query_from(in.factory(), window);
+//   ss::KafkaSink sink(kafka, "ysb-windows", "job-1", first_worker, threads);
+//   ... ss::run(cluster, query, options, sink) ...; sink.commit() (or abort())
+//
+// Input: a message's value is one record as a CSV line of the record's
+// schema, its columns in the schema's order (stream/csv.h; no header). The
+// topic's partitions are split among the job's workers (worker g of W
+// reads partitions p with p % W == g, from the beginning), read with
+// isolation.level=read_committed (records of aborted or open transactions
+// are never seen), and a partition ends when the reader has caught up with
+// its end: a bounded read of what the topic holds (as Flink's KafkaSource
+// with bounded offsets); unbounded reading and checkpointed offsets are not
+// built yet. A message that is not a record fails the query, naming the
+// topic, partition, offset, column and value.
+//
+// Output: rows as "window_start,window_end,key,value" messages (the CSV of
+// CsvSink, a value of several columns for a record), keyed by the row's
+// key, from one transactional producer per worker (transactional.id
+// "<id>-<worker>"): everything a worker emits is one transaction, committed
+// by commit() after the query succeeded on every rank, aborted otherwise;
+// a consumer with read_committed sees a run's rows once or not at all, and
+// a run started again with the same id fences and aborts what an earlier
+// run left open.
+//
+// Errors throw std::runtime_error naming the broker, topic and what failed.
+// Thread safety: a KafkaReader or KafkaWriter belongs to one thread;
+// KafkaSink may be called from every worker at once (each with its own
+// producer), commit()/abort() from one thread after the workers ended.
+#pragma once
+
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "stream/csv.h"
+#include "stream/sinks.h"
+#include "stream/window.h"
+
+namespace sluice::stream {
+
+struct KafkaConfig {
+  std::string bootstrap;  // "host:port[,host:port...]"
+  // Further librdkafka properties (name, value), applied last.
+  std::vector<std::pair<std::string, std::string>> properties;
+  int timeout_ms = 30'000;  // metadata, transaction and flush waits
+};
+
+// The number of partitions of `topic` (throws if the topic does not exist
+// or the broker cannot be reached within the timeout).
+int32_t kafka_partition_count(const KafkaConfig& config, const std::string& topic);
+
+// Creates `topic` with `partitions` partitions, replication 1 (throws
+// naming the broker's reason, for example that it exists).
+void kafka_create_topic(const KafkaConfig& config, const std::string& topic, int32_t partitions);
+
+// Reads partitions of a topic from their beginning to their end.
+class KafkaReader {
+ public:
+  KafkaReader(const KafkaConfig& config, const std::string& topic, std::vector<int32_t> partitions);
+  ~KafkaReader();
+  KafkaReader(KafkaReader&&) noexcept;
+  KafkaReader& operator=(KafkaReader&&) noexcept;
+
+  struct Message {
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp_ms;  // the record's timestamp (-1: none)
+    std::string_view value;
+  };
+  // Up to `max` messages, waiting up to `wait_ms` for the first: calls
+  // fn(message) for each (the value is valid during the call only).
+  // Returns false once every partition has reached its end.
+  bool poll(size_t max, int wait_ms, const std::function<void(const Message&)>& fn);
+  const std::string& topic() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A transactional producer of one topic.
+class KafkaWriter {
+ public:
+  // Connects and initialises transactions under `transactional_id`
+  // (fencing and aborting a transaction an earlier producer with the same
+  // id left open), then begins one.
+  KafkaWriter(const KafkaConfig& config, const std::string& topic,
+              const std::string& transactional_id);
+  ~KafkaWriter();  // aborts a transaction left open
+  KafkaWriter(const KafkaWriter&) = delete;
+  KafkaWriter& operator=(const KafkaWriter&) = delete;
+
+  void write(std::string_view key, std::string_view value);
+  void flush();   // everything written is in the broker's log (in the open transaction)
+  void commit();  // commits the open transaction (everything written)
+  void abort();   // aborts it
+  uint64_t written() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A make_source over a topic, for from<Rec>(...) and the queries.
+template <class Rec>
+class KafkaSource {
+ public:
+  KafkaSource(const KafkaConfig& config, const std::string& topic, const CsvSchema<Rec>* schema,
+              std::vector<int32_t> partitions)
+      : reader_(config, topic, std::move(partitions)), layout_(*schema, "", false) {}
+
+  // Up to out.size() records, waiting at most 10 ms for the first: 0 and
+  // !done() mean none has come yet (the engine polls its flow meanwhile).
+  size_t operator()(std::span<Rec> out) {
+    size_t n = 0;
+    if (!done_) {
+      done_ = !reader_.poll(out.size(), 10, [&](const KafkaReader::Message& m) {
+        std::string_view line = m.value;
+        while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+        Rec r{};
+        if (auto bad = layout_.parse(line, &r)) {
+          throw std::runtime_error("topic " + reader_.topic() + " partition " +
+                                   std::to_string(m.partition) + " offset " +
+                                   std::to_string(m.offset) + ": " + bad->message());
+        }
+        out[n++] = r;
+      });
+    }
+    return n;
+  }
+
+  // Every partition has reached its end.
+  bool done() const { return done_; }
+
+ private:
+  KafkaReader reader_;
+  CsvLayout<Rec> layout_;
+  bool done_ = false;
+};
+
+template <class Rec>
+class KafkaInput {
+ public:
+  // schema: kept by pointer (it must outlive the input).
+  KafkaInput(KafkaConfig config, std::string topic, const CsvSchema<Rec>* schema)
+      : config_(std::move(config)), topic_(std::move(topic)), schema_(schema) {
+    if (schema_ == nullptr) throw std::invalid_argument("Kafka input needs its records' schema");
+  }
+  // Reads the topic's partition count (throws if it cannot); factory() uses it.
+  void connect() { partitions_ = kafka_partition_count(config_, topic_); }
+  int32_t partitions() const { return partitions_; }
+  auto factory() const {
+    return [in = *this](uint32_t g, uint32_t workers) {
+      std::vector<int32_t> mine;
+      for (int32_t p = 0; p < in.partitions_; ++p) {
+        if (static_cast<uint32_t>(p) % workers == g) mine.push_back(p);
+      }
+      return KafkaSource<Rec>(in.config_, in.topic_, in.schema_, std::move(mine));
+    };
+  }
+
+ private:
+  KafkaConfig config_;
+  std::string topic_;
+  const CsvSchema<Rec>* schema_;
+  int32_t partitions_ = 0;
+};
+
+// Rows to a topic, one transactional producer per worker of this rank.
+class KafkaSink {
+ public:
+  // Workers [first, first + count) of this rank; their producers are made
+  // (and their transactions begun) here, so that a bad broker fails before
+  // the query starts.
+  KafkaSink(const KafkaConfig& config, const std::string& topic,
+            const std::string& transactional_id, uint32_t first, uint32_t count);
+  ~KafkaSink();  // aborts what was not committed
+
+  template <class R>
+  void operator()(uint32_t worker, const Row<R>& row) {
+    Slot& s = *slots_[worker - first_];
+    std::rewind(s.mem);
+    std::fprintf(s.mem, "%" PRId64 ",%" PRId64 ",%" PRIu64 ",", row.start, row.end, row.key);
+    write_csv_value(s.mem, row.value);
+    std::fflush(s.mem);
+    const long len = std::ftell(s.mem);  // open_memstream: s.buf holds the row
+    char key[24];
+    const int klen = std::snprintf(key, sizeof key, "%" PRIu64, row.key);
+    s.writer->write(std::string_view(key, static_cast<size_t>(klen)),
+                    std::string_view(s.buf, static_cast<size_t>(len)));
+  }
+  void flush();  // every worker's rows in the broker's log, still uncommitted
+  void commit();
+  void abort();
+  uint64_t written() const;
+
+ private:
+  struct Slot {
+    std::unique_ptr<KafkaWriter> writer;
+    char* buf = nullptr;  // open_memstream's buffer (it grows as a row needs)
+    size_t size = 0;
+    FILE* mem = nullptr;
+    ~Slot();
+  };
+  uint32_t first_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+};
+
+}  // namespace sluice::stream
