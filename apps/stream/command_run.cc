@@ -17,6 +17,21 @@
 
 namespace sluice::stream::command {
 
+std::string job_fingerprint(const ss::Options& opt, uint32_t world) {
+  const ss::WindowSpec w = ss::window_of(opt);
+  std::string f = opt.query + " " + to_string(opt.strategy) + " " + std::to_string(world) + "x" +
+                  std::to_string(opt.threads) + " window " + std::to_string(w.size) + "/" +
+                  std::to_string(w.step()) + "/" + std::to_string(w.gap) + " lag " +
+                  std::to_string(opt.lag) + " lateness " + std::to_string(opt.lateness) + " input ";
+  if (!opt.input.empty()) return f + opt.input;
+  if (!opt.kafka_input.empty()) return f + "kafka " + opt.kafka_input;
+  const ss::GenSpec& g = opt.gen;
+  return f + "generated " + std::to_string(g.records) + " records " + std::to_string(g.keys) +
+         " keys zipf " + std::to_string(g.zipf) + " disorder " + std::to_string(g.disorder) +
+         " rate " + std::to_string(g.rate) + " seed " + std::to_string(g.seed) + " max-price " +
+         std::to_string(g.max_price);
+}
+
 ss::KafkaConfig kafka_config(const ss::Options& opt) {
   ss::KafkaConfig c;
   c.bootstrap = opt.kafka;
@@ -58,7 +73,7 @@ namespace {
 // The fixed-size part of a rank's Report (ctx.gather copies it byte for byte).
 struct Figures {
   uint64_t records_in, input_bytes, rows, checksum, bytes_moved, bytes_remote, epochs,
-      state_entries, state_bytes;
+      state_entries, state_bytes, checkpoints, restored_from, resumed_at;
   double seconds, cpu_seconds;
 };
 
@@ -93,7 +108,8 @@ std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine
   const std::vector<Figures> figures = ctx.gather(
       "stream-report", Figures{mine.records_in, mine.input_bytes, mine.rows, mine.checksum,
                                mine.bytes_moved, mine.bytes_remote, mine.epochs, mine.state_entries,
-                               mine.state_bytes, mine.seconds, mine.cpu_seconds});
+                               mine.state_bytes, mine.checkpoints, mine.restored_from,
+                               mine.resumed_at, mine.seconds, mine.cpu_seconds});
   std::vector<LateCount> late;
   for (const auto& [w, n] : mine.late) late.push_back({w, n});
   const auto lates = gather_array<LateCount>(ctx, "stream-late", late);
@@ -112,6 +128,9 @@ std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine
     one.epochs = f.epochs;
     one.state_entries = f.state_entries;
     one.state_bytes = f.state_bytes;
+    one.checkpoints = f.checkpoints;
+    one.restored_from = f.restored_from;
+    one.resumed_at = f.resumed_at;
     one.seconds = f.seconds;
     one.cpu_seconds = f.cpu_seconds;
     for (const LateCount& l : lates[r]) one.late[l.window] += l.records;
@@ -187,14 +206,15 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
         "ms\":%.3f,"
         "\"windows_triggered\":%zu,\"state_entries\":%" PRIu64 ",\"state_bytes\":%" PRIu64
         ",\"bytes_moved\":%" PRIu64 ",\"bytes_remote\":%" PRIu64 ",\"epochs\":%" PRIu64
-        ",\"late_total\":%" PRIu64 ",\"late\":%s,\"verify\":\"%s\"}\n",
+        ",\"late_total\":%" PRIu64 ",\"late\":%s,\"checkpoints\":%" PRIu64
+        ",\"restored_from\":%" PRIu64 ",\"resumed_at\":%" PRIu64 ",\"verify\":\"%s\"}\n",
         opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str(),
         total.records_in, record_bytes, opt.gen.keys, opt.gen.zipf, opt.gen.disorder, opt.lag,
         opt.lateness, window.size, window.step(), window.gap, opt.epoch_mib, opt.gen.seed,
         total.rows, total.checksum, secs, total.cpu_seconds, rps, per_cpu, p50, p99,
         total.latency_ms.size(), total.state_entries, total.state_bytes, total.bytes_moved,
         total.bytes_remote, total.epochs, total.late_total(), late_json(total.late).c_str(),
-        verdict.c_str());
+        total.checkpoints, total.restored_from, total.resumed_at, verdict.c_str());
   } else {
     std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n",
                 opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str());
@@ -226,6 +246,15 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
                 " epochs\n",
                 static_cast<double>(total.bytes_moved) / 1e6,
                 static_cast<double>(total.bytes_remote) / 1e6, total.epochs);
+    if (!opt.checkpoint_dir.empty()) {
+      std::printf("  checkpoints %" PRIu64 " completed, every %" PRId64 " ms, in %s",
+                  total.checkpoints, opt.checkpoint_every_ms, opt.checkpoint_dir.c_str());
+      if (total.restored_from != 0) {
+        std::printf("; restored checkpoint %" PRIu64 " (%" PRIu64 " records had been ingested)",
+                    total.restored_from, total.resumed_at);
+      }
+      std::printf("\n");
+    }
     std::printf("  late      %" PRIu64 " late records", total.late_total());
     int shown = 0;
     for (const auto& [w, n] : total.late) {

@@ -10,13 +10,17 @@
 #include <sluice/job.h>
 #include <sluice/sluice.h>
 
+#include <chrono>
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "options.h"
@@ -43,7 +47,17 @@ struct CliSink {
     if (out != nullptr) (*out)(worker, row);
     if (kafka != nullptr) (*kafka)(worker, row);
   }
+  // Checkpoints (engine.h): the CSV files are the output that commits with
+  // them (stdout is not; the Kafka output refuses checkpoints for now).
+  std::string prepare(uint32_t worker) { return csv != nullptr ? csv->prepare(worker) : ""; }
+  void restore(uint32_t worker, const std::string& token) {
+    if (csv != nullptr) csv->restore(worker, token);
+  }
 };
+
+// What a checkpoint must have been taken by to be restored into this run:
+// the query and every option that changes its input or its results.
+std::string job_fingerprint(const ss::Options& opt, uint32_t world);
 
 // --kafka's broker and properties.
 ss::KafkaConfig kafka_config(const ss::Options& opt);
@@ -79,9 +93,24 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   eo.lag = opt.lag;
   eo.allowed_lateness = opt.lateness;
   eo.segment_bytes = opt.segment_bytes;
+  eo.throttle = opt.throttle;
+  const bool checkpoints = !opt.checkpoint_dir.empty();
+  if (checkpoints) {
+    eo.checkpoint.dir = opt.checkpoint_dir;
+    eo.checkpoint.every_ms = opt.checkpoint_every_ms;
+    eo.checkpoint.restore = opt.restore;
+    eo.checkpoint.fingerprint = job_fingerprint(opt, ctx.world_size());
+    if (rank == 0) {
+      eo.on_checkpoint = [](uint64_t id) {
+        std::fprintf(stderr, "sluice-stream: checkpoint %" PRIu64 " complete\n", id);
+      };
+    }
+  }
   std::unique_ptr<ss::CsvSink> csv;
-  if (!opt.csv_out.empty())
-    csv = std::make_unique<ss::CsvSink>(opt.csv_out, rank * opt.threads, opt.threads);
+  if (!opt.csv_out.empty()) {
+    csv = std::make_unique<ss::CsvSink>(opt.csv_out, rank * opt.threads, opt.threads,
+                                        /*transactional=*/checkpoints);
+  }
   ss::StdoutSink out;
   std::unique_ptr<ss::KafkaSink> kafka;
   if (!opt.kafka_output.empty()) {
@@ -92,7 +121,8 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   CliSink sink{csv.get(), opt.print_rows ? &out : nullptr, kafka.get()};
 
   const ss::Report mine = ss::run(ctx.cluster(), query, eo, sink);
-  csv.reset();  // flushes the files before anyone reads them
+  if (csv && !mine.failure) csv->commit();  // what the last checkpoint did not write
+  csv.reset();                              // flushes the files before anyone reads them
   if (kafka) {
     const std::string why = settle_kafka_output(ctx, *kafka, !mine.failure);
     if (!why.empty() && !mine.failure) return ctx.fail("the Kafka output was aborted: " + why);
@@ -220,7 +250,7 @@ int run_either(const ss::Options& opt, sluice::JobContext& ctx, Build build, Gen
   }
   if (!opt.input.empty()) {
     return run_from_files<Rec>(
-        opt, ctx, [&build](auto files) { return build(erase_input<Rec>(std::move(files))); },
+        opt, ctx, [&build, &opt](auto files) { return build(erase_input<Rec>(std::move(files))); },
         schema);
   }
   return run_query(opt, ctx, build(erase_input<Rec>(std::move(generated))), sizeof(Rec));

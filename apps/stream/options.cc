@@ -68,6 +68,13 @@ void finish(Options& o, Given given) {
       (o.window_ms == 0 || o.slide_ms > o.window_ms || o.window_ms % o.slide_ms != 0)) {
     throw UsageError("--slide-ms must divide --window-ms (and a global window cannot slide)");
   }
+  if ((o.restore || given("--checkpoint-every")) && o.checkpoint_dir.empty())
+    throw UsageError("--restore and --checkpoint-every need --checkpoint-dir");
+  if (!o.checkpoint_dir.empty() && is_session_query(q))
+    throw UsageError("--checkpoint-dir: checkpoints of session windows (" + q +
+                     ") are not built yet");
+  if (!o.checkpoint_dir.empty() && (!o.kafka_input.empty() || !o.kafka_output.empty()))
+    throw UsageError("--checkpoint-dir with Kafka input or output is not built yet");
   if ((!o.kafka_input.empty() || !o.kafka_output.empty()) && o.kafka.empty())
     throw UsageError("--kafka-input and --kafka-output need the broker: --kafka HOST:PORT");
   if (!o.kafka_input.empty() && !o.input.empty())
@@ -233,6 +240,23 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
   cli.add_flag("--no-header", o.no_header,
                "CSV input files have no header line: each line holds the query's columns in the "
                "order docs/stream.md lists");
+  cli.add_option("--throttle", o.throttle,
+                 "Feed each worker at most N records per second, as a live stream does (default: "
+                 "as fast as it can; for runs long enough to checkpoint, stop or kill)")
+      ->type_name("N");
+  cli.add_option("--checkpoint-dir", o.checkpoint_dir,
+                 "Take checkpoints (window state, input positions, the --csv-out files' length) "
+                 "into DIR: aligned barriers on the engine's epochs, DIR/ckpt-N/; --csv-out then "
+                 "holds only rows of completed checkpoints until the run ends")
+      ->type_name("DIR");
+  cli.add_option("--checkpoint-every", o.checkpoint_every_ms,
+                 "A checkpoint every MS milliseconds (default 1000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86'400'000}))
+      ->type_name("MS");
+  cli.add_flag("--restore", o.restore,
+               "Start from the latest complete checkpoint in --checkpoint-dir (a fresh start if "
+               "there is none): the state is loaded, each worker's input resumes where the "
+               "checkpoint left it, and --csv-out is cut back to the checkpoint's rows");
   cli.add_option("--kafka", o.kafka, "The Kafka broker(s) of --kafka-input and --kafka-output")
       ->type_name("HOST:PORT");
   cli.add_option(

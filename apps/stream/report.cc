@@ -16,6 +16,9 @@ void Report::add(const Report& o) {
   epochs += o.epochs;
   state_entries += o.state_entries;
   state_bytes += o.state_bytes;
+  checkpoints = std::max(checkpoints, o.checkpoints);
+  restored_from = std::max(restored_from, o.restored_from);
+  resumed_at += o.resumed_at;
   for (const auto& [w, n] : o.late) late[w] += n;
   latency_ms.insert(latency_ms.end(), o.latency_ms.begin(), o.latency_ms.end());
   seconds = std::max(seconds, o.seconds);

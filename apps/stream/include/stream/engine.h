@@ -57,6 +57,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -82,10 +83,12 @@ class StreamWorker {
 
  public:
   using Message = typename Op::Message;
+  const uint64_t restore_id_;  // the checkpoint to start from (0: none)
 
   StreamWorker(const Q& q, const EngineOptions& opt, Sink& sink, uint32_t rank, uint32_t slot,
-               uint32_t workers, Source<Message> out, Target<Message> in)
-      : q_(q),
+               uint32_t workers, Source<Message> out, Target<Message> in, uint64_t restore_id)
+      : restore_id_(restore_id),
+        q_(q),
         opt_(opt),
         sink_(sink),
         rank_(rank),
@@ -98,6 +101,8 @@ class StreamWorker {
         next_epoch_(workers, 1),
         sent_(workers, 0) {
     epoch_bytes_ = std::max<uint64_t>(1, static_cast<uint64_t>(opt.epoch_mib * 1024 * 1024));
+    ckpt_on_ = !opt.checkpoint.dir.empty();
+    ckpt_every_ns_ = std::max<int64_t>(1, opt.checkpoint.every_ms) * 1'000'000;
     w_.add(std::move(in),
            [this](std::span<const Message> batch, const BatchInfo& info) { take(batch, info); });
   }
@@ -109,20 +114,32 @@ class StreamWorker {
   void run(StartLine& start) {
     auto source = q_.make_source(me_, workers_);
     std::vector<In> buf(std::max<uint32_t>(1, opt_.batch));
+    if (ckpt_on_) restore(source);
     start.wait();
-    uint64_t next_epoch_at = epoch_bytes_;
+    uint64_t next_epoch_at = report_.input_bytes + epoch_bytes_;
+    next_ckpt_ns_ = now_ns() + ckpt_every_ns_;
     auto ingest = [this](const Out& o) { this->ingest(o); };
     while (ok()) {
       // A source that holds its records in memory lends them in place
       // (view); any other fills our buffer.
       const In* data = buf.data();
       size_t n = 0;
+      const size_t want = paced(buf.size());
+      if (want == 0) {  // ahead of --throttle's pace: the flow meanwhile
+        if (workers_ > 1) {
+          w_.poll();
+          check_input();
+        }
+        if (checkpoint_due()) checkpoint();
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        continue;
+      }
       if constexpr (requires { source.view(size_t{1}); }) {
-        const std::span<const In> v = source.view(buf.size());
+        const std::span<const In> v = source.view(want);
         data = v.data();
         n = v.size();
       } else {
-        n = source(std::span<In>(buf));
+        n = source(std::span<In>(buf).first(want));
       }
       if (n == 0) {
         // A source with done() (Kafka) may have nothing now and more later:
@@ -133,6 +150,7 @@ class StreamWorker {
               w_.poll();
               check_input();
             }
+            if (checkpoint_due()) checkpoint();
             continue;
           }
         }
@@ -147,12 +165,23 @@ class StreamWorker {
         end_epoch(wm);
         next_epoch_at = report_.input_bytes + epoch_bytes_;
       }
+      if (checkpoint_due()) {
+        checkpoint();  // ends an epoch first
+        next_epoch_at = report_.input_bytes + epoch_bytes_;
+      }
       if (workers_ > 1) {
         // Take what has arrived (a few rounds at most, so that a flood of
         // records from others cannot starve this worker's own input).
         for (int round = 0; round < 16 && w_.poll() != 0; ++round) {
         }
         check_input();
+      }
+    }
+    // No checkpoint from here on: a worker that waits for this one's
+    // barrier gives its checkpoint up.
+    if (ok() && ckpt_on_) {
+      for (uint32_t j = 0; j < workers_ && ok(); ++j) {
+        if (j != me_) push(j, Message{0, kFinalMsg, {}});
       }
     }
     if (ok()) end_epoch(kEndOfTime);
@@ -261,6 +290,207 @@ class StreamWorker {
     trigger(sent);
   }
 
+  // How many records to read now: `max`, or under EngineOptions::throttle
+  // what the pace allows since this worker started (0: none yet).
+  size_t paced(size_t max) {
+    if (opt_.throttle == 0) return max;
+    const int64_t now = now_ns();
+    if (pace_start_ns_ == 0) pace_start_ns_ = now;
+    const auto due = static_cast<uint64_t>(static_cast<double>(now - pace_start_ns_) * 1e-9 *
+                                           static_cast<double>(opt_.throttle)) +
+                     1;
+    const uint64_t taken = report_.records_in - report_.resumed_at;
+    return due <= taken ? 0 : static_cast<size_t>(std::min<uint64_t>(max, due - taken));
+  }
+
+  // ---- checkpoints (aligned, in two rounds; see the top of this file)
+
+  struct LateCount {
+    int64_t window;
+    uint64_t count;
+  };
+
+  bool checkpoint_due() const {
+    return ckpt_on_ && !ckpt_final_ && ok() && (want_ckpt_ > ckpt_id_ || now_ns() >= next_ckpt_ns_);
+  }
+
+  void flush_out() {
+    if (ok() && workers_ > 1) {
+      if (const Status s = w_.flush(out_); s != Status::kOk) fail_output("flushing", s);
+    }
+  }
+
+  // Takes what the flow brings until every other worker's message of
+  // checkpoint c is counted in `seen`; false if the checkpoint is given up
+  // (a worker finished its input) or the run failed.
+  bool wait_all(std::map<uint64_t, uint32_t>& seen, uint64_t c) {
+    while (ok() && !ckpt_final_ && seen[c] + 1 < workers_) {
+      if (w_.poll() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      check_input();
+    }
+    return ok() && !ckpt_final_;
+  }
+
+  // Checkpoint ckpt_id_ + 1: ends the epoch (deltas shipped), sends a
+  // barrier to every worker and takes messages until every worker's
+  // barrier came (so every update sent before any barrier is in), writes
+  // this worker's snapshot, says so, and waits until every worker said so
+  // before it ingests again (so that nothing sent after a barrier reaches a
+  // worker before its snapshot). Then marks the checkpoint complete.
+  void checkpoint() {
+    const uint64_t c = ckpt_id_ + 1;
+    end_epoch(watermark_of(max_seen_, opt_.lag));
+    for (uint32_t j = 0; j < workers_ && ok(); ++j) {
+      if (j != me_) push(j, Message{c, kBarrierMsg, {}});
+    }
+    flush_out();
+    if (!wait_all(barriers_, c)) return;
+    const std::string& dir = opt_.checkpoint.dir;
+    try {
+      write_durably(snapshot_path(dir, c, me_), snapshot(c));
+    } catch (const std::exception& e) {
+      if (ok()) error_ = e.what();
+      return;
+    }
+    for (uint32_t j = 0; j < workers_ && ok(); ++j) {
+      if (j != me_) push(j, Message{c, kDoneMsg, {}});
+    }
+    flush_out();
+    if (!wait_all(dones_, c)) return;
+    try {
+      write_durably(done_path(dir, c, me_), {});
+    } catch (const std::exception& e) {
+      if (ok()) error_ = e.what();
+      return;
+    }
+    barriers_.erase(c);
+    dones_.erase(c);
+    ckpt_id_ = c;
+    ++report_.checkpoints;
+    next_ckpt_ns_ = now_ns() + ckpt_every_ns_;
+    if (me_ % opt_.threads == 0) {
+      remove_older(dir, c);
+      if (opt_.on_checkpoint) opt_.on_checkpoint(c);
+    }
+  }
+
+  std::vector<char> snapshot(uint64_t c) {
+    SnapshotWriter w;
+    w.put(kSnapshotMagic);
+    w.put_string(opt_.checkpoint.fingerprint);
+    w.put(c);
+    w.put(me_);
+    w.put(workers_);
+    w.put(report_.records_in);
+    w.put(report_.input_bytes);
+    w.put(report_.rows);
+    w.put(report_.checksum);
+    w.put(report_.epochs);
+    std::vector<LateCount> late;
+    for (const auto& [w0, n] : report_.late) late.push_back({w0, n});
+    w.put_vector(late);
+    w.put(epoch_);
+    w.put(max_seen_);
+    w.put(published_);
+    w.put(triggered_);
+    w.put_vector(vc_);
+    w.put_vector(next_epoch_);
+    if constexpr (requires { op_.snapshot(w); }) {
+      op_.snapshot(w);
+    } else {
+      throw std::logic_error("this operator has no checkpoints (run() refuses it)");
+    }
+    std::string token;
+    if constexpr (requires { sink_.prepare(me_); }) token = sink_.prepare(me_);
+    w.put_string(token);
+    return w.bytes();
+  }
+
+  // Before the start: the state of checkpoint restore_id_ (0: a fresh
+  // start), and the source moved past what that checkpoint had ingested.
+  template <class Source>
+  void restore(Source& source) {
+    std::string token;
+    if (restore_id_ != 0) {
+      const std::string path = snapshot_path(opt_.checkpoint.dir, restore_id_, me_);
+      SnapshotReader r(read_whole(path), path);
+      token = read_snapshot(r);
+      ckpt_id_ = restore_id_;
+      report_.restored_from = restore_id_;
+      report_.resumed_at = report_.records_in;
+      skip(source, report_.records_in);
+    }
+    if constexpr (requires { sink_.restore(me_, token); }) sink_.restore(me_, token);
+  }
+
+  // snapshot()'s fields back; returns the sink's token.
+  std::string read_snapshot(SnapshotReader& r) {
+    const std::string& path = r.path();
+    if (r.get<uint64_t>() != kSnapshotMagic)
+      throw std::runtime_error(path + " is not a sluice-stream checkpoint");
+    const std::string theirs = r.get_string();
+    if (theirs != opt_.checkpoint.fingerprint) {
+      throw std::runtime_error("checkpoint " + std::to_string(restore_id_) + " in " +
+                               opt_.checkpoint.dir + " was taken by another job (" + theirs +
+                               "), not by this one (" + opt_.checkpoint.fingerprint + ")");
+    }
+    const auto id = r.get<uint64_t>();
+    const auto me = r.get<uint32_t>();
+    const auto workers = r.get<uint32_t>();
+    if (id != restore_id_ || me != me_ || workers != workers_) {
+      throw std::runtime_error(path + " holds worker " + std::to_string(me) + " of " +
+                               std::to_string(workers) + " at checkpoint " + std::to_string(id) +
+                               ", not worker " + std::to_string(me_) + " of " +
+                               std::to_string(workers_));
+    }
+    report_.records_in = r.get<uint64_t>();
+    report_.input_bytes = r.get<uint64_t>();
+    report_.rows = r.get<uint64_t>();
+    report_.checksum = r.get<uint64_t>();
+    report_.epochs = r.get<uint64_t>();
+    for (const LateCount& l : r.get_vector<LateCount>()) report_.late[l.window] = l.count;
+    epoch_ = r.get<uint64_t>();
+    max_seen_ = r.get<int64_t>();
+    published_ = r.get<int64_t>();
+    triggered_ = r.get<int64_t>();
+    vc_ = r.get_vector<int64_t>();
+    next_epoch_ = r.get_vector<uint64_t>();
+    if (vc_.size() != workers_ || next_epoch_.size() != workers_)
+      throw std::runtime_error(path + " is damaged: its watermark vector has the wrong size");
+    if constexpr (requires { op_.restore(r); }) {
+      op_.restore(r);
+    } else {
+      throw std::logic_error("this operator has no checkpoints (run() refuses it)");
+    }
+    std::string token = r.get_string();
+    if (!r.at_end()) throw std::runtime_error(path + " is damaged: bytes past its end");
+    return token;
+  }
+
+  template <class Source>
+  void skip(Source& source, uint64_t n) {
+    std::vector<In> buf;
+    while (n > 0) {
+      const auto want = static_cast<size_t>(std::min<uint64_t>(n, 1 << 16));
+      size_t k = 0;
+      if constexpr (requires { source.view(want); }) {
+        k = source.view(want).size();
+      } else {
+        buf.resize(want);
+        k = source(std::span<In>(buf));
+      }
+      if (k == 0) {
+        if constexpr (requires { source.done(); }) {
+          if (!source.done()) continue;
+        }
+        throw std::runtime_error("the input of worker " + std::to_string(me_) +
+                                 " is shorter than checkpoint " + std::to_string(restore_id_) +
+                                 " says it had read");
+      }
+      n -= k;
+    }
+  }
+
   void note_state_size() {
     uint64_t entries = 0, bytes = 0;
     op_.note_state(entries, bytes);
@@ -294,6 +524,16 @@ class StreamWorker {
         case kWatermarkMsg:
           vc_[src] = std::bit_cast<int64_t>(m.key);
           trigger(sent_[src]);
+          break;
+        case kBarrierMsg:
+          ++barriers_[m.key];
+          want_ckpt_ = std::max(want_ckpt_, m.key);
+          break;
+        case kDoneMsg:
+          ++dones_[m.key];
+          break;
+        case kFinalMsg:
+          ckpt_final_ = true;
           break;
         default:
           if (!op_.control(src, m)) {
@@ -331,6 +571,14 @@ class StreamWorker {
   std::string error_;                  // the first failure; empty: none
   std::optional<uint32_t> lost_rank_;  // the lost peer behind error_, if one was
   Report report_;
+  // checkpoints
+  bool ckpt_on_ = false;
+  bool ckpt_final_ = false;  // a worker finished its input: no more checkpoints
+  int64_t ckpt_every_ns_ = 0, next_ckpt_ns_ = 0;
+  int64_t pace_start_ns_ = 0;  // throttle: when this worker's pace began
+  uint64_t ckpt_id_ = 0;       // the last checkpoint completed (or restored) here
+  uint64_t want_ckpt_ = 0;     // the largest checkpoint another worker started
+  std::map<uint64_t, uint32_t> barriers_, dones_;  // checkpoint id -> workers heard from
 };
 
 template <class Q, class Sink, class Op>
@@ -346,11 +594,19 @@ Report run_with(Cluster& cluster, const Q& q, const EngineOptions& opt, Sink& si
                   .explicit_targets();
   if (opt.segment_bytes != 0) spec.segment_bytes(opt.segment_bytes);
   if (opt.ring_segments != 0) spec.ring_segments(opt.ring_segments);
+  // The checkpoint to restore: the largest that any rank has a done
+  // marker of (one marker proves every worker's snapshot was written).
+  uint64_t restore_id = 0;
+  if (!opt.checkpoint.dir.empty() && opt.checkpoint.restore) {
+    const uint64_t mine = latest_done(opt.checkpoint.dir, rank * threads, threads);
+    for (const std::string& v : cluster.allgather(opt.flow_name + "-restore", std::to_string(mine)))
+      restore_id = std::max<uint64_t>(restore_id, std::stoull(v));
+  }
   const DeclaredFlow flow = cluster.declare(spec);
   std::vector<std::unique_ptr<SW>> ws;
   for (uint32_t t = 0; t < threads; ++t) {
     ws.push_back(std::make_unique<SW>(q, opt, sink, rank, t, workers, cluster.source(spec, t),
-                                      cluster.target(spec, t)));
+                                      cluster.target(spec, t), restore_id));
   }
   const PoolReport run = run_workers(cluster, {threads, opt.flow_name + "-start", {}},
                                      [&ws](uint32_t t, StartLine& start) { ws[t]->run(start); });
@@ -384,6 +640,9 @@ Report run(Cluster& cluster, const Q& query, const EngineOptions& options, Sink&
   }
   query.window.validate();
   constexpr Strategy kSlash = Strategy::kSlash, kUppar = Strategy::kUppar;
+  if (query.window.is_session() && !options.checkpoint.dir.empty()) {
+    throw std::invalid_argument("checkpoints of session-window queries are not built yet");
+  }
   if (query.window.is_session()) {
     if (options.strategy == kSlash)
       return detail::run_with<Q, Sink, detail::SessionOp<Q, kSlash>>(cluster, query, options, sink);

@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "stream/aggregates.h"
+#include "stream/checkpoint.h"
 #include "stream/window.h"
 
 namespace sluice::stream {
@@ -24,10 +26,16 @@ struct EngineOptions {
   int64_t lag = 0;                       // ms: watermark = largest event time seen - lag
   int64_t allowed_lateness = 0;          // ms a window waits past its end
   uint32_t batch = 1024;                 // records read from a source at a time
+  uint64_t throttle = 0;                 // records per second per worker at most (0: no limit),
+                                         // as a live stream delivers them
   uint32_t segment_bytes = 0;            // flow segment payload (0: the flow default)
   uint32_t ring_segments = 0;            // flow ring depth (0: the flow default)
   std::string flow_name = "stream";      // the flow the engine declares (its start barrier:
                                          // flow_name + "-start")
+  CheckpointOptions checkpoint;          // checkpoints and restoring one (checkpoint.h)
+  // Called by the first worker of each rank when a checkpoint completed
+  // (with its id), from that worker's thread; may be empty.
+  std::function<void(uint64_t)> on_checkpoint;
 };
 
 namespace detail {
@@ -61,6 +69,11 @@ inline constexpr int64_t kSentMsg = kNoWatermark + 1;       // key: send time, n
 inline constexpr int64_t kWatermarkMsg = kNoWatermark + 2;  // key: the watermark (bits)
 inline constexpr int64_t kSkipMsg =
     kNoWatermark + 3;  // key: first non-late window of the next record
+// Checkpoints (engine.h): a barrier, a worker's snapshot written, and a
+// worker that finished its input (no checkpoint after it).
+inline constexpr int64_t kBarrierMsg = kNoWatermark + 4;  // key: checkpoint id
+inline constexpr int64_t kDoneMsg = kNoWatermark + 5;     // key: checkpoint id
+inline constexpr int64_t kFinalMsg = kNoWatermark + 6;    // key: 0
 inline constexpr int64_t kLastControl = kNoWatermark + 15;
 static_assert(kLastControl < kMinEventTime - (int64_t{1} << 60),
               "control values below any window start");

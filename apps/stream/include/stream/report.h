@@ -31,6 +31,9 @@ struct Report {
   uint64_t state_bytes = 0;           // peak table bytes, summed over workers
   std::map<int64_t, uint64_t> late;   // window start -> late records (never aggregated)
   std::vector<double> latency_ms;     // per triggered window with rows: watermark passed -> sink
+  uint64_t checkpoints = 0;           // checkpoints completed (the most of any worker)
+  uint64_t restored_from = 0;         // the checkpoint this run started from (0: none)
+  uint64_t resumed_at = 0;            // source records the restored checkpoint had ingested
   double seconds = 0;                 // wall time of the run on this rank
   double cpu_seconds = 0;             // process CPU time during the run
 

@@ -8,6 +8,8 @@
 // Ownership: CsvSink owns its files until it is destroyed (closing them).
 #pragma once
 
+#include <unistd.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
@@ -59,17 +61,28 @@ class LockedSink {
 // header line (a record value takes several columns): `pattern` with "{worker}" replaced by the
 // worker's global index (rank x threads + slot); without "{worker}", ".<worker>" is appended. Files
 // are opened by the constructor, so that a bad path fails before the query starts.
+//
+// Transactional (for checkpoints, engine.h): a worker's rows are kept in
+// memory until prepare(worker) appends them to its file and syncs it (at a
+// checkpoint; it returns the file's length as the checkpoint's token);
+// restore(worker, token) cuts the file back to a checkpoint's length ("":
+// to the header alone), and commit() writes what the last checkpoint did
+// not (at the end of a run that succeeded). Rows not written when the sink
+// is destroyed are dropped: a restore brings them back.
 class CsvSink {
  public:
   // Opens the files of workers [first, first + count). Throws
   // std::runtime_error naming a file that cannot be created.
-  CsvSink(const std::string& pattern, uint32_t first, uint32_t count) : first_(first) {
+  CsvSink(const std::string& pattern, uint32_t first, uint32_t count, bool transactional = false)
+      : first_(first), transactional_(transactional) {
     for (uint32_t w = first; w < first + count; ++w) {
       const std::string path = path_of(pattern, w);
-      FILE* f = std::fopen(path.c_str(), "w");
+      FILE* f = std::fopen(path.c_str(), transactional ? "a" : "w");
       if (f == nullptr) throw std::runtime_error("cannot create the CSV output file " + path);
-      std::fputs("window_start,window_end,key,value\n", f);
+      if (!transactional) std::fputs(kHeader, f);
       files_.emplace_back(f);
+      paths_.push_back(path);
+      pending_.emplace_back();
     }
   }
   static std::string path_of(const std::string& pattern, uint32_t worker) {
@@ -80,17 +93,60 @@ class CsvSink {
   template <class R>
   void operator()(uint32_t worker, const Row<R>& row) {
     FILE* f = files_[worker - first_].get();
+    if (!transactional_) return write_row(f, row);
+    // A row's text, kept until the next checkpoint.
+    char* buf = nullptr;
+    size_t len = 0;
+    FILE* mem = open_memstream(&buf, &len);
+    if (mem == nullptr) throw std::runtime_error("open_memstream failed");
+    write_row(mem, row);
+    std::fclose(mem);
+    pending_[worker - first_].append(buf, len);
+    std::free(buf);
+  }
+  std::string prepare(uint32_t worker) {
+    const uint32_t i = worker - first_;
+    FILE* f = files_[i].get();
+    const std::string& rows = pending_[i];
+    if ((!rows.empty() && std::fwrite(rows.data(), 1, rows.size(), f) != rows.size()) ||
+        std::fflush(f) != 0 || ::fsync(fileno(f)) != 0) {
+      throw std::runtime_error("cannot write the CSV output file " + paths_[i]);
+    }
+    pending_[i].clear();
+    return std::to_string(std::ftell(f));
+  }
+  void restore(uint32_t worker, const std::string& token) {
+    const uint32_t i = worker - first_;
+    FILE* f = files_[i].get();
+    const long len = token.empty() ? 0 : std::stol(token);
+    std::fflush(f);
+    if (::ftruncate(fileno(f), len) != 0 || std::fseek(f, 0, SEEK_END) != 0)
+      throw std::runtime_error("cannot cut " + paths_[i] + " back to its checkpoint");
+    if (token.empty()) std::fputs(kHeader, f);
+    pending_[i].clear();
+  }
+  void commit() {
+    for (uint32_t i = 0; i < files_.size(); ++i) {
+      if (transactional_) prepare(first_ + i);
+    }
+  }
+
+ private:
+  static constexpr const char* kHeader = "window_start,window_end,key,value\n";
+  template <class R>
+  static void write_row(FILE* f, const Row<R>& row) {
     std::fprintf(f, "%" PRId64 ",%" PRId64 ",%" PRIu64 ",", row.start, row.end, row.key);
     write_csv_value(f, row.value);
     std::fputc('\n', f);
   }
-
- private:
   struct Close {
     void operator()(FILE* f) const { std::fclose(f); }
   };
   uint32_t first_;
+  bool transactional_;
   std::vector<std::unique_ptr<FILE, Close>> files_;
+  std::vector<std::string> paths_;
+  std::vector<std::string> pending_;  // transactional: rows since the last checkpoint
 };
 
 // Prints "window [start, end) key K: value" lines to stdout.

@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "stream/checkpoint.h"
 #include "stream/protocol.h"
 #include "stream/state_table.h"
 #include "stream/window.h"
@@ -157,6 +158,27 @@ class WindowOp {
       if (!tab.cells.empty()) ctx.note_latency(since_ns);
       owned_.erase(it);
       owned_cache_ = nullptr;
+    }
+  }
+
+  // A checkpoint of the state (engine.h takes it right after an epoch
+  // ended, so slash's deltas are shipped and empty): every cell this worker
+  // leads or owns in its shipped form, (key, window start, element), which
+  // restore() folds back in as a leader folds deltas.
+  using StateMsg = Msg<typename Cells::Elem>;
+  void snapshot(SnapshotWriter& w) const {
+    std::vector<StateMsg> cells;
+    for (const auto& [start, tab] : owned_) {
+      tab.cells.for_each([&](uint64_t key, const Cell& c) {
+        cells_.ship(c, tab.pool, [&](const auto& e) { cells.push_back(StateMsg{key, start, e}); });
+      });
+    }
+    w.put_vector(cells);
+  }
+  void restore(SnapshotReader& r) {
+    for (const StateMsg& m : r.template get_vector<StateMsg>()) {
+      Table& tab = owned(m.time);
+      cells_.take(tab.cells.upsert(m.key, sluice::hash64(m.key), init()), tab.pool, m.payload);
     }
   }
 

@@ -1,0 +1,136 @@
+// sluice-stream's checkpoints (--checkpoint-dir) and restoring one
+// (--restore): a run fed at a live pace (--throttle) takes a checkpoint
+// every 200 ms; the launcher kills rank 1 from outside (unannounced) soon
+// after the third completes; the job fails; run again with --restore it
+// resumes from the last complete checkpoint (named in its report, with the
+// records it had ingested) and its rows, checksum, late counts and
+// --csv-out files equal an undisturbed run's: no row lost, none twice.
+// Restoring into a job with other options is refused, naming both.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "support/test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using sluice::testing::describe;
+using sluice::testing::json_field;
+using sluice::testing::json_number;
+using sluice::testing::ProcessResult;
+using sluice::testing::run_process;
+
+class CheckpointTest : public ::testing::TestWithParam<std::vector<std::string>> {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("stream_ckpt_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  static ProcessResult stream(std::vector<std::string> args,
+                              const std::vector<std::string>& launcher = {}) {
+    return run_process(sluice::testing::job_argv(2, 120, "sluice-stream", args, launcher), {},
+                       std::chrono::seconds(150));
+  }
+  static std::string result(const ProcessResult& r) {
+    return json_field(r.output, "records") + " records, " + json_field(r.output, "rows") +
+           " rows, checksum " + json_field(r.output, "checksum") + ", late " +
+           json_field(r.output, "late");
+  }
+  // The rows of the 4 workers' --csv-out files, sorted.
+  std::vector<std::string> rows(const std::string& stem) const {
+    std::vector<std::string> out;
+    for (int w = 0; w < 4; ++w) {
+      std::ifstream in(path(stem + "-" + std::to_string(w) + ".csv"));
+      std::string line;
+      std::getline(in, line);
+      EXPECT_EQ(line, "window_start,window_end,key,value");
+      while (std::getline(in, line)) out.push_back(line);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  fs::path dir_;
+};
+
+TEST_P(CheckpointTest, AKilledRunRestoredFromItsLastCheckpointEqualsAnUndisturbedRun) {
+  std::vector<std::string> base = {"--workers",  "2",      "--records", "1000000",
+                                   "--throttle", "100000", "--json"};
+  base.insert(base.end(), GetParam().begin(), GetParam().end());
+  std::vector<std::string> ref = base;
+  ref.insert(ref.end(), {"--csv-out", path("ref-{worker}.csv")});
+  const ProcessResult undisturbed = stream(ref);
+  ASSERT_EQ(undisturbed.exit_code, 0) << describe(undisturbed);
+  ASSERT_NE(json_field(undisturbed.output, "rows"), "0");
+
+  std::vector<std::string> ck = base;
+  ck.insert(ck.end(), {"--csv-out", path("out-{worker}.csv"), "--checkpoint-dir", path("state"),
+                       "--checkpoint-every", "200"});
+  const ProcessResult killed =
+      stream(ck, {"--faults-after", "checkpoint 3 complete", "--kill", "1@0.05"});
+  ASSERT_NE(killed.exit_code, 0) << "the run ended before the kill: " << describe(killed);
+  EXPECT_NE(killed.output.find("rank 1 was killed by signal 9"), std::string::npos)
+      << killed.output;
+
+  ck.insert(ck.end(), {"--restore", "--verify"});
+  const ProcessResult restored = stream(ck);
+  ASSERT_EQ(restored.exit_code, 0) << describe(restored);
+  EXPECT_GE(json_number(restored.output, "restored_from"), 3u) << restored.output;
+  const uint64_t resumed = json_number(restored.output, "resumed_at");
+  EXPECT_GT(resumed, 0u) << restored.output;
+  EXPECT_LT(resumed, 1000000u) << restored.output;
+  EXPECT_EQ(result(restored), result(undisturbed)) << restored.output;
+  EXPECT_EQ(json_field(restored.output, "verify"), "OK") << restored.output;
+  EXPECT_EQ(rows("out"), rows("ref"));
+  // Only the newest complete checkpoint is kept.
+  std::vector<std::string> kept;
+  for (const auto& e : fs::directory_iterator(path("state"))) {
+    kept.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(kept.size(), 1u) << ::testing::PrintToString(kept);
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+
+  // The same checkpoints restored into a job with other options: refused.
+  std::vector<std::string> other = ck;
+  other[3] = "999999";  // --records
+  const ProcessResult refused = stream(other);
+  EXPECT_NE(refused.exit_code, 0) << describe(refused);
+  EXPECT_NE(refused.output.find("was taken by another job"), std::string::npos) << refused.output;
+}
+
+// YSB (aggregation cells) with slash's deltas; NB7 (arg_max: lists of
+// records) with uppar's re-partitioning, and late records.
+INSTANTIATE_TEST_SUITE_P(Queries, CheckpointTest,
+                         ::testing::Values(std::vector<std::string>{"--query", "ysb", "--disorder",
+                                                                    "200", "--lag", "50"},
+                                           std::vector<std::string>{
+                                               "--query", "nb7", "--strategy", "uppar",
+                                               "--window-ms", "300", "--max-price", "50",
+                                               "--disorder", "100", "--lag", "20"}),
+                         [](const auto& info) { return info.param[1]; });
+
+TEST(CheckpointUsageTest, RestoreAndSessionsAreRefusedWhereTheyCannotWork) {
+  const std::string bin = sluice::testing::bin("sluice-stream");
+  const ProcessResult r = run_process({bin, "--restore"}, {}, std::chrono::seconds(20));
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.output.find("--restore and --checkpoint-every need --checkpoint-dir"),
+            std::string::npos)
+      << r.output;
+  const ProcessResult s = run_process({bin, "--query", "q11", "--checkpoint-dir", "/tmp/x"}, {},
+                                      std::chrono::seconds(20));
+  EXPECT_EQ(s.exit_code, 2) << describe(s);
+  EXPECT_NE(s.output.find("checkpoints of session windows (q11) are not built yet"),
+            std::string::npos)
+      << s.output;
+}
+
+}  // namespace
