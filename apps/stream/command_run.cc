@@ -17,6 +17,18 @@
 
 namespace sluice::stream::command {
 
+std::optional<sluice::View> await_all_ranks(sluice::JobContext& ctx, double seconds) {
+  const auto deadline =
+      sluice::Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  sluice::View v = ctx.cluster().view();
+  while (v.members.size() < ctx.world_size()) {
+    sluice::Result<sluice::View> next = ctx.cluster().await_view(v.epoch, deadline);
+    if (!next) return std::nullopt;
+    v = *next;
+  }
+  return v;
+}
+
 std::string job_fingerprint(const ss::Options& opt, uint32_t world) {
   const ss::WindowSpec w = ss::window_of(opt);
   std::string f = opt.query + " " + to_string(opt.strategy) + " " + std::to_string(world) + "x" +
@@ -73,7 +85,7 @@ namespace {
 // The fixed-size part of a rank's Report (ctx.gather copies it byte for byte).
 struct Figures {
   uint64_t records_in, input_bytes, rows, checksum, bytes_moved, bytes_remote, epochs,
-      state_entries, state_bytes, checkpoints, restored_from, resumed_at;
+      state_entries, state_bytes, checkpoints, restored_from, resumed_at, recoveries, replayed;
   double seconds, cpu_seconds;
 };
 
@@ -105,11 +117,12 @@ std::vector<std::vector<T>> gather_array(sluice::JobContext& ctx, const std::str
 
 // Every rank's report, summed, on rank 0 (empty elsewhere).
 std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine) {
-  const std::vector<Figures> figures = ctx.gather(
-      "stream-report", Figures{mine.records_in, mine.input_bytes, mine.rows, mine.checksum,
-                               mine.bytes_moved, mine.bytes_remote, mine.epochs, mine.state_entries,
-                               mine.state_bytes, mine.checkpoints, mine.restored_from,
-                               mine.resumed_at, mine.seconds, mine.cpu_seconds});
+  const std::vector<Figures> figures =
+      ctx.gather("stream-report",
+                 Figures{mine.records_in, mine.input_bytes, mine.rows, mine.checksum,
+                         mine.bytes_moved, mine.bytes_remote, mine.epochs, mine.state_entries,
+                         mine.state_bytes, mine.checkpoints, mine.restored_from, mine.resumed_at,
+                         mine.recoveries, mine.replayed, mine.seconds, mine.cpu_seconds});
   std::vector<LateCount> late;
   for (const auto& [w, n] : mine.late) late.push_back({w, n});
   const auto lates = gather_array<LateCount>(ctx, "stream-late", late);
@@ -131,6 +144,8 @@ std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine
     one.checkpoints = f.checkpoints;
     one.restored_from = f.restored_from;
     one.resumed_at = f.resumed_at;
+    one.recoveries = f.recoveries;
+    one.replayed = f.replayed;
     one.seconds = f.seconds;
     one.cpu_seconds = f.cpu_seconds;
     for (const LateCount& l : lates[r]) one.late[l.window] += l.records;
@@ -207,14 +222,16 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
         "\"windows_triggered\":%zu,\"state_entries\":%" PRIu64 ",\"state_bytes\":%" PRIu64
         ",\"bytes_moved\":%" PRIu64 ",\"bytes_remote\":%" PRIu64 ",\"epochs\":%" PRIu64
         ",\"late_total\":%" PRIu64 ",\"late\":%s,\"checkpoints\":%" PRIu64
-        ",\"restored_from\":%" PRIu64 ",\"resumed_at\":%" PRIu64 ",\"verify\":\"%s\"}\n",
+        ",\"restored_from\":%" PRIu64 ",\"resumed_at\":%" PRIu64 ",\"recoveries\":%" PRIu64
+        ",\"replayed\":%" PRIu64 ",\"verify\":\"%s\"}\n",
         opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str(),
         total.records_in, record_bytes, opt.gen.keys, opt.gen.zipf, opt.gen.disorder, opt.lag,
         opt.lateness, window.size, window.step(), window.gap, opt.epoch_mib, opt.gen.seed,
         total.rows, total.checksum, secs, total.cpu_seconds, rps, per_cpu, p50, p99,
         total.latency_ms.size(), total.state_entries, total.state_bytes, total.bytes_moved,
         total.bytes_remote, total.epochs, total.late_total(), late_json(total.late).c_str(),
-        total.checkpoints, total.restored_from, total.resumed_at, verdict.c_str());
+        total.checkpoints, total.restored_from, total.resumed_at, total.recoveries, total.replayed,
+        verdict.c_str());
   } else {
     std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n",
                 opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str());
@@ -250,8 +267,14 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
       std::printf("  checkpoints %" PRIu64 " completed, every %" PRId64 " ms, in %s",
                   total.checkpoints, opt.checkpoint_every_ms, opt.checkpoint_dir.c_str());
       if (total.restored_from != 0) {
-        std::printf("; restored checkpoint %" PRIu64 " (%" PRIu64 " records had been ingested)",
-                    total.restored_from, total.resumed_at);
+        std::printf("; restored checkpoint %" PRIu64 " (%" PRIu64 " records had been ingested)%s",
+                    total.restored_from, total.resumed_at,
+                    total.recoveries > 0 ? " in the running job" : "");
+        if (total.recoveries > 0) {
+          std::printf(", %" PRIu64 " recoveries, %" PRIu64
+                      " records ingested again by the survivors",
+                      total.recoveries, total.replayed);
+        }
       }
       std::printf("\n");
     }

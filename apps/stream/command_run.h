@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -54,6 +55,17 @@ struct CliSink {
     if (csv != nullptr) csv->restore(worker, token);
   }
 };
+
+// The engine's flow in a membership view: "stream" as launched, then one
+// name per view, so that a recovery's flow is a new one on every rank (the
+// replacement process's too).
+inline std::string flow_name_in(uint64_t epoch) {
+  return epoch == 0 ? "stream" : "stream-e" + std::to_string(epoch);
+}
+
+// Waits up to `seconds` for a view in which every rank of the job is a
+// member again; nullopt if none came.
+std::optional<sluice::View> await_all_ranks(sluice::JobContext& ctx, double seconds);
 
 // What a checkpoint must have been taken by to be restored into this run:
 // the query and every option that changes its input or its results.
@@ -120,7 +132,32 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   }
   CliSink sink{csv.get(), opt.print_rows ? &out : nullptr, kafka.get()};
 
-  const ss::Report mine = ss::run(ctx.cluster(), query, eo, sink);
+  // A replacement process (sluice run --restarts or --spares) starts from
+  // the last checkpoint, as the survivors do.
+  const sluice::View first = ctx.cluster().view();
+  if (checkpoints && ctx.cluster().incarnation(ctx.rank()) > 0) eo.checkpoint.restore = true;
+  eo.flow_name = flow_name_in(first.epoch);
+  ss::Report mine = ss::run(ctx.cluster(), query, eo, sink);
+  uint32_t recoveries = 0;
+  uint64_t replayed = 0;  // records this rank ingested again after recoveries
+  while (mine.failure && mine.failure->lost_peer && checkpoints && opt.recover_within_s > 0) {
+    // In-job recovery: wait for every rank to be back (a replacement took
+    // the lost one's place), then all restore the last complete checkpoint.
+    std::optional<sluice::View> all = await_all_ranks(ctx, opt.recover_within_s);
+    if (!all) break;
+    std::fprintf(stderr,
+                 "sluice-stream: rank %u recovers from %s in view %" PRIu64
+                 ", from the last complete checkpoint\n",
+                 rank, mine.failure->describe().c_str(), all->epoch);
+    eo.flow_name = flow_name_in(all->epoch);
+    eo.checkpoint.restore = true;
+    const uint64_t before = mine.records_in;
+    mine = ss::run(ctx.cluster(), query, eo, sink);
+    replayed += before - std::min(before, mine.resumed_at);
+    ++recoveries;
+  }
+  mine.recoveries = recoveries;
+  mine.replayed = replayed;
   if (csv && !mine.failure) csv->commit();  // what the last checkpoint did not write
   csv.reset();                              // flushes the files before anyone reads them
   if (kafka) {

@@ -11,6 +11,8 @@
 // reports to rank 0 are the job harness's (sluice/job.h).
 #include <sluice/job.h>
 
+#include <optional>
+
 #include "command_run.h"
 #include "options.h"
 #include "stream/workloads.h"
@@ -25,12 +27,17 @@ int main(int argc, char** argv) {
       sluice::kFlagJson | sluice::kFlagVerify | sluice::kFlagSeed | sluice::kFlagCluster);
   ss::Options opt;
   ss::add_options(job.cli(), job.flags(), opt);
-  return job.main(argc, argv, [&](sluice::JobContext& ctx) {
+  if (std::optional<int> status = job.parse(argc, argv)) return *status;
+  // A restarted or spare process takes the lost rank's place only where the
+  // job recovers in place (--recover-within); else it leaves at once.
+  job.set_rejoin(opt.recover_within_s > 0);
+  return job.run([&](sluice::JobContext& ctx) {
     const ss::WindowSpec window = ss::window_of(opt);
     const uint32_t workers = ctx.world_size() * opt.threads;
-    if (!opt.input_csv_dir.empty() && ctx.rank() == 0)
+    const bool first = ctx.cluster().incarnation(ctx.rank()) == 0;  // not a replacement
+    if (!opt.input_csv_dir.empty() && ctx.rank() == 0 && first)
       ss::write_input_csv(opt.query, opt.gen, workers, opt.input_csv_dir);
-    if (!opt.input_binary_dir.empty() && ctx.rank() == 0)
+    if (!opt.input_binary_dir.empty() && ctx.rank() == 0 && first)
       ss::write_input_binary(opt.query, opt.gen, workers, opt.input_binary_dir);
     const bool workload = opt.query == "ysb" || opt.query == "ro" || opt.query == "cm";
     return workload ? ss::command::run_workload_query(opt, ctx, window)

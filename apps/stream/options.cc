@@ -68,8 +68,9 @@ void finish(Options& o, Given given) {
       (o.window_ms == 0 || o.slide_ms > o.window_ms || o.window_ms % o.slide_ms != 0)) {
     throw UsageError("--slide-ms must divide --window-ms (and a global window cannot slide)");
   }
-  if ((o.restore || given("--checkpoint-every")) && o.checkpoint_dir.empty())
-    throw UsageError("--restore and --checkpoint-every need --checkpoint-dir");
+  if ((o.restore || given("--checkpoint-every") || o.recover_within_s > 0) &&
+      o.checkpoint_dir.empty())
+    throw UsageError("--restore, --checkpoint-every and --recover-within need --checkpoint-dir");
   if (!o.checkpoint_dir.empty() && is_session_query(q))
     throw UsageError("--checkpoint-dir: checkpoints of session windows (" + q +
                      ") are not built yet");
@@ -253,6 +254,13 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                  "A checkpoint every MS milliseconds (default 1000)")
       ->check(CLI::Range(int64_t{1}, int64_t{86'400'000}))
       ->type_name("MS");
+  cli.add_option("--recover-within", o.recover_within_s,
+                 "With --checkpoint-dir: when a rank is lost, wait up to S seconds for its "
+                 "replacement (sluice run --restarts or --spares), then every rank restores the "
+                 "last complete checkpoint and the job goes on (default 0: a lost rank fails the "
+                 "job)")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->type_name("S");
   cli.add_flag("--restore", o.restore,
                "Start from the latest complete checkpoint in --checkpoint-dir (a fresh start if "
                "there is none): the state is loaded, each worker's input resumes where the "

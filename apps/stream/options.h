@@ -49,6 +49,7 @@ struct Options {
   std::string checkpoint_dir;            // --checkpoint-dir DIR
   int64_t checkpoint_every_ms = 1000;    // --checkpoint-every MS
   bool restore = false;                  // --restore
+  double recover_within_s = 0;           // --recover-within S (0: a lost rank fails the job)
   std::string kafka;                     // --kafka HOST:PORT (the broker)
   std::string kafka_input;               // --kafka-input TOPIC
   std::string kafka_output;              // --kafka-output TOPIC

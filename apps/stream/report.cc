@@ -19,6 +19,8 @@ void Report::add(const Report& o) {
   checkpoints = std::max(checkpoints, o.checkpoints);
   restored_from = std::max(restored_from, o.restored_from);
   resumed_at += o.resumed_at;
+  recoveries = std::max(recoveries, o.recoveries);
+  replayed += o.replayed;
   for (const auto& [w, n] : o.late) late[w] += n;
   latency_ms.insert(latency_ms.end(), o.latency_ms.begin(), o.latency_ms.end());
   seconds = std::max(seconds, o.seconds);

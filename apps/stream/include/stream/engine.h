@@ -352,6 +352,7 @@ class StreamWorker {
       if (ok()) error_ = e.what();
       return;
     }
+    sluice::kill_point("stream-checkpoint-written");  // snapshot whole, checkpoint incomplete
     for (uint32_t j = 0; j < workers_ && ok(); ++j) {
       if (j != me_) push(j, Message{c, kDoneMsg, {}});
     }
@@ -363,6 +364,7 @@ class StreamWorker {
       if (ok()) error_ = e.what();
       return;
     }
+    sluice::kill_point("stream-checkpoint-complete");
     barriers_.erase(c);
     dones_.erase(c);
     ckpt_id_ = c;

@@ -34,6 +34,8 @@ struct Report {
   uint64_t checkpoints = 0;           // checkpoints completed (the most of any worker)
   uint64_t restored_from = 0;         // the checkpoint this run started from (0: none)
   uint64_t resumed_at = 0;            // source records the restored checkpoint had ingested
+  uint64_t recoveries = 0;            // in-job recoveries from a checkpoint (the most of any rank)
+  uint64_t replayed = 0;              // records the survivors ingested again after recovering
   double seconds = 0;                 // wall time of the run on this rank
   double cpu_seconds = 0;             // process CPU time during the run
 
