@@ -48,11 +48,19 @@ struct CliSink {
     if (out != nullptr) (*out)(worker, row);
     if (kafka != nullptr) (*kafka)(worker, row);
   }
-  // Checkpoints (engine.h): the CSV files are the output that commits with
-  // them (stdout is not; the Kafka output refuses checkpoints for now).
-  std::string prepare(uint32_t worker) { return csv != nullptr ? csv->prepare(worker) : ""; }
+  // Checkpoints (engine.h): the CSV files or the Kafka topic are the output
+  // that commits with them (one of the two; stdout does not).
+  std::string prepare(uint32_t worker, uint64_t c) {
+    if (csv != nullptr) return csv->prepare(worker, c);
+    if (kafka != nullptr) return kafka->prepare(worker, c);
+    return "";
+  }
+  void committed(uint32_t worker, uint64_t c) {
+    if (kafka != nullptr) kafka->committed(worker, c);
+  }
   void restore(uint32_t worker, const std::string& token) {
     if (csv != nullptr) csv->restore(worker, token);
+    if (kafka != nullptr) kafka->restore(worker, token);
   }
 };
 
@@ -128,7 +136,7 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   if (!opt.kafka_output.empty()) {
     kafka = std::make_unique<ss::KafkaSink>(kafka_config(opt), opt.kafka_output,
                                             opt.kafka_transactional_id, rank * opt.threads,
-                                            opt.threads);
+                                            opt.threads, /*per_checkpoint=*/checkpoints);
   }
   CliSink sink{csv.get(), opt.print_rows ? &out : nullptr, kafka.get()};
 
@@ -228,6 +236,8 @@ class AnyInput {
   size_t operator()(std::span<Rec> out) { return impl_->fill(out); }
   std::span<const Rec> view(size_t max) { return impl_->view(max); }
   bool done() const { return impl_->done(); }
+  std::string position() const { return impl_->position(); }
+  bool seek(const std::string& position) { return impl_->seek(position); }
 
  private:
   struct Base {
@@ -235,6 +245,8 @@ class AnyInput {
     virtual size_t fill(std::span<Rec> out) = 0;
     virtual std::span<const Rec> view(size_t max) = 0;
     virtual bool done() const = 0;
+    virtual std::string position() const = 0;
+    virtual bool seek(const std::string& position) = 0;
   };
   template <class Source>
   struct Impl final : Base {
@@ -253,6 +265,23 @@ class AnyInput {
         return source.done();
       } else {
         return true;  // a source without done() ends when it gives nothing
+      }
+    }
+    // A source that can say where it is (Kafka: offsets per partition);
+    // others are resumed by a count of records (engine.h).
+    std::string position() const override {
+      if constexpr (requires { source.position(); }) {
+        return source.position();
+      } else {
+        return "";
+      }
+    }
+    bool seek(const std::string& position) override {
+      if constexpr (requires { source.seek(position); }) {
+        source.seek(position);
+        return true;
+      } else {
+        return false;
       }
     }
     Source source;

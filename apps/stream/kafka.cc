@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
+#include <map>
 
 namespace sluice::stream {
 
@@ -124,6 +127,10 @@ void kafka_create_topic(const KafkaConfig& config, const std::string& topic, int
 
 struct KafkaReader::Impl {
   std::string topic;
+  std::vector<int32_t> partitions;
+  std::map<int32_t, int64_t> start;  // seek(): partition -> first offset to read
+  bool assigned = false;
+  void assign();
   KafkaPtr rk;
   rd_kafka_queue_t* queue = nullptr;
   size_t open = 0;  // partitions not at their end yet
@@ -138,6 +145,7 @@ KafkaReader::KafkaReader(const KafkaConfig& config, const std::string& topic,
                          std::vector<int32_t> partitions)
     : impl_(std::make_unique<Impl>()) {
   impl_->topic = topic;
+  impl_->partitions = partitions;
   impl_->open = partitions.size();
   // Offsets are never committed to the broker: a reader starts where it is
   // told (the beginning), and a job's position belongs to the job.
@@ -151,18 +159,33 @@ KafkaReader::KafkaReader(const KafkaConfig& config, const std::string& topic,
                            {"auto.offset.reset", "earliest"}});
   if (partitions.empty()) return;
   learn_topic(impl_->rk.get(), topic, config.timeout_ms);
+  impl_->queue = rd_kafka_queue_get_consumer(impl_->rk.get());
+  // The partitions are assigned at the first poll, from the offsets seek()
+  // set by then (else the beginning): a consumer that fetched from the
+  // beginning first would hold those messages when told to start elsewhere.
+}
+
+void KafkaReader::seek(const std::vector<std::pair<int32_t, int64_t>>& offsets) {
+  Impl& s = *impl_;
+  if (s.assigned) throw std::logic_error("KafkaReader::seek after the first poll");
+  for (const auto& [p, off] : offsets) s.start[p] = off;
+}
+
+void KafkaReader::Impl::assign() {
+  assigned = true;
   rd_kafka_topic_partition_list_t* list =
       rd_kafka_topic_partition_list_new(static_cast<int>(partitions.size()));
   for (int32_t p : partitions) {
-    rd_kafka_topic_partition_list_add(list, topic.c_str(), p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    const auto it = start.find(p);
+    rd_kafka_topic_partition_list_add(list, topic.c_str(), p)->offset =
+        it == start.end() ? RD_KAFKA_OFFSET_BEGINNING : it->second;
   }
-  const rd_kafka_resp_err_t err = rd_kafka_assign(impl_->rk.get(), list);
+  const rd_kafka_resp_err_t err = rd_kafka_assign(rk.get(), list);
   rd_kafka_topic_partition_list_destroy(list);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     throw std::runtime_error("cannot assign partitions of Kafka topic " + topic + ": " +
                              rd_kafka_err2str(err));
   }
-  impl_->queue = rd_kafka_queue_get_consumer(impl_->rk.get());
 }
 
 KafkaReader::~KafkaReader() = default;
@@ -174,6 +197,7 @@ const std::string& KafkaReader::topic() const { return impl_->topic; }
 bool KafkaReader::poll(size_t max, int wait_ms, const std::function<void(const Message&)>& fn) {
   Impl& s = *impl_;
   if (s.open == 0) return false;
+  if (!s.assigned) s.assign();
   s.batch.resize(std::max<size_t>(1, max));
   const ssize_t n = rd_kafka_consume_batch_queue(s.queue, wait_ms, s.batch.data(), s.batch.size());
   if (n < 0) {
@@ -283,6 +307,47 @@ void KafkaWriter::flush() {
   }
 }
 
+void KafkaWriter::commit_marked(const std::string& group, int64_t marker) {
+  Impl& s = *impl_;
+  if (!s.open) throw std::logic_error("KafkaWriter::commit_marked: no open transaction");
+  rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(offsets, s.topic.c_str(), 0)->offset = marker;
+  rd_kafka_consumer_group_metadata_t* cgm = rd_kafka_consumer_group_metadata_new(group.c_str());
+  rd_kafka_error_t* e =
+      rd_kafka_send_offsets_to_transaction(s.rk.get(), offsets, cgm, s.timeout_ms);
+  rd_kafka_consumer_group_metadata_destroy(cgm);
+  rd_kafka_topic_partition_list_destroy(offsets);
+  if (e != nullptr) {
+    s.open = false;
+    rd_kafka_error_t* a = rd_kafka_abort_transaction(s.rk.get(), s.timeout_ms);
+    if (a != nullptr) rd_kafka_error_destroy(a);
+    s.fail("send_offsets_to_transaction", e);
+  }
+  commit();
+  s.begin();
+}
+
+int64_t KafkaWriter::committed_marker(const KafkaConfig& config, const std::string& topic,
+                                      const std::string& group) {
+  KafkaPtr rk = make_client(RD_KAFKA_CONSUMER, config,
+                            {{"group.id", group},
+                             {"enable.auto.commit", "false"},
+                             {"isolation.level", "read_committed"}});
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(list, topic.c_str(), 0);
+  const rd_kafka_resp_err_t err = rd_kafka_committed(rk.get(), list, config.timeout_ms);
+  const int64_t marker = list->elems[0].offset;
+  const rd_kafka_resp_err_t perr = list->elems[0].err;
+  rd_kafka_topic_partition_list_destroy(list);
+  rd_kafka_consumer_close(rk.get());
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR || perr != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    throw std::runtime_error("cannot read the commit marker of " + group + " on Kafka topic " +
+                             topic + ": " +
+                             rd_kafka_err2str(err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : perr));
+  }
+  return marker < 0 ? -1 : marker;
+}
+
 void KafkaWriter::commit() {
   Impl& s = *impl_;
   if (!s.open) throw std::logic_error("KafkaWriter::commit: no open transaction");
@@ -294,6 +359,10 @@ void KafkaWriter::commit() {
     }
     s.fail("commit", e);
   }
+}
+
+void KafkaWriter::begin() {
+  if (!impl_->open) impl_->begin();
 }
 
 void KafkaWriter::abort() {
@@ -315,8 +384,13 @@ KafkaSink::Slot::~Slot() {
 }
 
 KafkaSink::KafkaSink(const KafkaConfig& config, const std::string& topic,
-                     const std::string& transactional_id, uint32_t first, uint32_t count)
-    : first_(first) {
+                     const std::string& transactional_id, uint32_t first, uint32_t count,
+                     bool per_checkpoint)
+    : config_(config),
+      topic_(topic),
+      transactional_id_(transactional_id),
+      first_(first),
+      per_checkpoint_(per_checkpoint) {
   for (uint32_t w = first; w < first + count; ++w) {
     auto slot = std::make_unique<Slot>();
     slot->mem = open_memstream(&slot->buf, &slot->size);
@@ -328,6 +402,49 @@ KafkaSink::KafkaSink(const KafkaConfig& config, const std::string& topic,
 }
 
 KafkaSink::~KafkaSink() = default;
+
+std::string KafkaSink::prepare(uint32_t worker, uint64_t c) {
+  Slot& s = *slots_[worker - first_];
+  s.writer->flush();
+  std::string token = std::to_string(c) + "\n" + s.pending;
+  s.pending.clear();
+  return token;
+}
+
+void KafkaSink::committed(uint32_t worker, uint64_t c) {
+  slots_[worker - first_]->writer->commit_marked(group_of(worker), static_cast<int64_t>(c));
+}
+
+void KafkaSink::restore(uint32_t worker, const std::string& token) {
+  Slot& s = *slots_[worker - first_];
+  s.pending.clear();
+  // A survivor's open transaction holds rows emitted after the checkpoint:
+  // the restored run emits them again.
+  s.writer->abort();
+  s.writer->begin();
+  if (token.empty()) return;  // a fresh start
+  const size_t nl = token.find('\n');
+  const auto c = static_cast<int64_t>(std::stoull(token.substr(0, nl)));
+  if (KafkaWriter::committed_marker(config_, topic_, group_of(worker)) >= c) return;
+  // Checkpoint c completed, but its transaction never committed: its rows
+  // again, committed with c now.
+  size_t at = nl + 1;
+  while (at < token.size()) {
+    const size_t end = token.find('\n', at);
+    const std::string_view line(token.data() + at, end - at);
+    // The key is the row's third field (window_start,window_end,key,...).
+    const size_t k0 = line.find(',', line.find(',') + 1) + 1;
+    const size_t k1 = line.find(',', k0);
+    s.writer->write(line.substr(k0, k1 - k0), line);
+    ++rewritten_;
+    at = end + 1;
+  }
+  s.writer->commit_marked(group_of(worker), c);
+  std::fprintf(stderr,
+               "sluice-stream: worker %u wrote the rows of checkpoint %" PRId64
+               " again: its transaction had not committed\n",
+               worker, c);
+}
 
 void KafkaSink::flush() {
   for (auto& s : slots_) s->writer->flush();

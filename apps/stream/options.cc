@@ -74,8 +74,9 @@ void finish(Options& o, Given given) {
   if (!o.checkpoint_dir.empty() && is_session_query(q))
     throw UsageError("--checkpoint-dir: checkpoints of session windows (" + q +
                      ") are not built yet");
-  if (!o.checkpoint_dir.empty() && (!o.kafka_input.empty() || !o.kafka_output.empty()))
-    throw UsageError("--checkpoint-dir with Kafka input or output is not built yet");
+  if (!o.checkpoint_dir.empty() && !o.kafka_output.empty() && !o.csv_out.empty())
+    throw UsageError(
+        "--checkpoint-dir commits one output with its checkpoints: --kafka-output or --csv-out");
   if ((!o.kafka_input.empty() || !o.kafka_output.empty()) && o.kafka.empty())
     throw UsageError("--kafka-input and --kafka-output need the broker: --kafka HOST:PORT");
   if (!o.kafka_input.empty() && !o.input.empty())

@@ -51,6 +51,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -114,6 +115,9 @@ class StreamWorker {
   void run(StartLine& start) {
     auto source = q_.make_source(me_, workers_);
     std::vector<In> buf(std::max<uint32_t>(1, opt_.batch));
+    if constexpr (requires { source.position(); }) {
+      position_ = [&source] { return source.position(); };
+    }
     if (ckpt_on_) restore(source);
     start.wait();
     uint64_t next_epoch_at = report_.input_bytes + epoch_bytes_;
@@ -365,6 +369,14 @@ class StreamWorker {
       return;
     }
     sluice::kill_point("stream-checkpoint-complete");
+    if constexpr (requires { sink_.committed(me_, c); }) {
+      try {
+        sink_.committed(me_, c);  // a sink whose output commits with checkpoints
+      } catch (const std::exception& e) {
+        if (ok()) error_ = e.what();
+        return;
+      }
+    }
     barriers_.erase(c);
     dones_.erase(c);
     ckpt_id_ = c;
@@ -402,8 +414,9 @@ class StreamWorker {
     } else {
       throw std::logic_error("this operator has no checkpoints (run() refuses it)");
     }
+    w.put_string(position_ ? position_() : std::string());
     std::string token;
-    if constexpr (requires { sink_.prepare(me_); }) token = sink_.prepare(me_);
+    if constexpr (requires { sink_.prepare(me_, c); }) token = sink_.prepare(me_, c);
     w.put_string(token);
     return w.bytes();
   }
@@ -416,17 +429,22 @@ class StreamWorker {
     if (restore_id_ != 0) {
       const std::string path = snapshot_path(opt_.checkpoint.dir, restore_id_, me_);
       SnapshotReader r(read_whole(path), path);
-      token = read_snapshot(r);
+      std::string position;
+      token = read_snapshot(r, &position);
       ckpt_id_ = restore_id_;
       report_.restored_from = restore_id_;
       report_.resumed_at = report_.records_in;
-      skip(source, report_.records_in);
+      bool sought = false;
+      if constexpr (requires { source.seek(position); }) {
+        if (!position.empty()) sought = source.seek(position);
+      }
+      if (!sought) skip(source, report_.records_in);
     }
     if constexpr (requires { sink_.restore(me_, token); }) sink_.restore(me_, token);
   }
 
   // snapshot()'s fields back; returns the sink's token.
-  std::string read_snapshot(SnapshotReader& r) {
+  std::string read_snapshot(SnapshotReader& r, std::string* position) {
     const std::string& path = r.path();
     if (r.get<uint64_t>() != kSnapshotMagic)
       throw std::runtime_error(path + " is not a sluice-stream checkpoint");
@@ -464,6 +482,7 @@ class StreamWorker {
     } else {
       throw std::logic_error("this operator has no checkpoints (run() refuses it)");
     }
+    *position = r.get_string();
     std::string token = r.get_string();
     if (!r.at_end()) throw std::runtime_error(path + " is damaged: bytes past its end");
     return token;
@@ -577,9 +596,10 @@ class StreamWorker {
   bool ckpt_on_ = false;
   bool ckpt_final_ = false;  // a worker finished its input: no more checkpoints
   int64_t ckpt_every_ns_ = 0, next_ckpt_ns_ = 0;
-  int64_t pace_start_ns_ = 0;  // throttle: when this worker's pace began
-  uint64_t ckpt_id_ = 0;       // the last checkpoint completed (or restored) here
-  uint64_t want_ckpt_ = 0;     // the largest checkpoint another worker started
+  int64_t pace_start_ns_ = 0;              // throttle: when this worker's pace began
+  std::function<std::string()> position_;  // the source's position, if it can say
+  uint64_t ckpt_id_ = 0;                   // the last checkpoint completed (or restored) here
+  uint64_t want_ckpt_ = 0;                 // the largest checkpoint another worker started
   std::map<uint64_t, uint32_t> barriers_, dones_;  // checkpoint id -> workers heard from
 };
 

@@ -33,10 +33,12 @@
 // producer), commit()/abort() from one thread after the workers ended.
 #pragma once
 
+#include <atomic>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -85,6 +87,9 @@ class KafkaReader {
   // Returns false once every partition has reached its end.
   bool poll(size_t max, int wait_ms, const std::function<void(const Message&)>& fn);
   const std::string& topic() const;
+  // Reads each partition from the offset given (partition -> next offset;
+  // partitions not named: from the beginning), as a fresh reader would.
+  void seek(const std::vector<std::pair<int32_t, int64_t>>& offsets);
 
  private:
   struct Impl;
@@ -106,7 +111,15 @@ class KafkaWriter {
   void write(std::string_view key, std::string_view value);
   void flush();   // everything written is in the broker's log (in the open transaction)
   void commit();  // commits the open transaction (everything written)
-  void abort();   // aborts it
+  // Commits the open transaction with `marker` as consumer group `group`'s
+  // offset of the topic's partition 0, atomically (the offsets of a
+  // transaction commit with it), then begins the next transaction.
+  void commit_marked(const std::string& group, int64_t marker);
+  // The marker the last committed transaction of `group` left (-1: none).
+  static int64_t committed_marker(const KafkaConfig& config, const std::string& topic,
+                                  const std::string& group);
+  void abort();  // aborts it
+  void begin();  // begins a transaction if none is open
   uint64_t written() const;
 
  private:
@@ -137,6 +150,7 @@ class KafkaSource {
                                    std::to_string(m.offset) + ": " + bad->message());
         }
         out[n++] = r;
+        next_[m.partition] = m.offset + 1;
       });
     }
     return n;
@@ -145,10 +159,42 @@ class KafkaSource {
   // Every partition has reached its end.
   bool done() const { return done_; }
 
+  // Where the reader is: "partition:next-offset,..." for the partitions it
+  // read from (a checkpoint's input position, engine.h); seek() goes back
+  // there. The interleaving of partitions is the broker's, so a count of
+  // records could not say this.
+  std::string position() const {
+    std::string s;
+    for (const auto& [p, off] : next_) {
+      if (!s.empty()) s += ',';
+      s += std::to_string(p) + ":" + std::to_string(off);
+    }
+    return s;
+  }
+  void seek(const std::string& position) {
+    std::vector<std::pair<int32_t, int64_t>> offsets;
+    size_t at = 0;
+    while (at < position.size()) {
+      size_t comma = position.find(',', at);
+      if (comma == std::string::npos) comma = position.size();
+      const std::string item = position.substr(at, comma - at);
+      const size_t colon = item.find(':');
+      if (colon == std::string::npos)
+        throw std::runtime_error("bad Kafka position '" + position + "'");
+      offsets.emplace_back(std::stoi(item.substr(0, colon)), std::stoll(item.substr(colon + 1)));
+      at = comma + 1;
+    }
+    reader_.seek(offsets);
+    next_.clear();
+    for (const auto& [p, off] : offsets) next_[p] = off;
+    done_ = false;
+  }
+
  private:
   KafkaReader reader_;
   CsvLayout<Rec> layout_;
   bool done_ = false;
+  std::map<int32_t, int64_t> next_;  // partition -> offset after the last record returned
 };
 
 template <class Rec>
@@ -185,8 +231,11 @@ class KafkaSink {
   // Workers [first, first + count) of this rank; their producers are made
   // (and their transactions begun) here, so that a bad broker fails before
   // the query starts.
+  // per_checkpoint: a transaction per checkpoint interval (engine.h calls
+  // prepare, committed and restore), as below.
   KafkaSink(const KafkaConfig& config, const std::string& topic,
-            const std::string& transactional_id, uint32_t first, uint32_t count);
+            const std::string& transactional_id, uint32_t first, uint32_t count,
+            bool per_checkpoint = false);
   ~KafkaSink();  // aborts what was not committed
 
   template <class R>
@@ -201,7 +250,23 @@ class KafkaSink {
     const int klen = std::snprintf(key, sizeof key, "%" PRIu64, row.key);
     s.writer->write(std::string_view(key, static_cast<size_t>(klen)),
                     std::string_view(s.buf, static_cast<size_t>(len)));
+    if (per_checkpoint_) s.pending.append(s.buf, static_cast<size_t>(len)).push_back('\n');
   }
+
+  // With checkpoints. A worker's rows since the last checkpoint are in its
+  // open transaction. prepare (at checkpoint c, before the snapshot) flushes
+  // them into the log and returns them, with c, as the snapshot's token;
+  // committed (once c is complete) commits the transaction with c as its
+  // marker (the offset of group "<id>-<worker>", which commits atomically
+  // with it) and begins the next. restore (from checkpoint c) finds the
+  // marker: if c's transaction committed, nothing is to do; if the worker
+  // died between c's completion and that commit (the new producer's fencing
+  // aborted it), it writes the token's rows again and commits them with c.
+  std::string prepare(uint32_t worker, uint64_t c);
+  void committed(uint32_t worker, uint64_t c);
+  void restore(uint32_t worker, const std::string& token);
+  // Rows written again by restore() on this rank (for tests and reports).
+  uint64_t rewritten() const { return rewritten_; }
   void flush();  // every worker's rows in the broker's log, still uncommitted
   void commit();
   void abort();
@@ -210,13 +275,21 @@ class KafkaSink {
  private:
   struct Slot {
     std::unique_ptr<KafkaWriter> writer;
+    std::string pending;  // per_checkpoint: the rows since the last checkpoint, a line each
     char* buf = nullptr;  // open_memstream's buffer (it grows as a row needs)
     size_t size = 0;
     FILE* mem = nullptr;
     ~Slot();
   };
+  std::string group_of(uint32_t worker) const {
+    return transactional_id_ + "-" + std::to_string(worker);
+  }
+  KafkaConfig config_;
+  std::string topic_, transactional_id_;
   uint32_t first_;
+  bool per_checkpoint_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::atomic<uint64_t> rewritten_{0};
 };
 
 }  // namespace sluice::stream

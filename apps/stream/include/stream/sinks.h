@@ -104,7 +104,7 @@ class CsvSink {
     pending_[worker - first_].append(buf, len);
     std::free(buf);
   }
-  std::string prepare(uint32_t worker) {
+  std::string prepare(uint32_t worker, uint64_t /*checkpoint*/ = 0) {
     const uint32_t i = worker - first_;
     FILE* f = files_[i].get();
     const std::string& rows = pending_[i];
