@@ -89,11 +89,6 @@ struct Figures {
   double seconds, cpu_seconds;
 };
 
-struct LateCount {
-  int64_t window;
-  uint64_t records;
-};
-
 // Every rank's array of T on rank 0 (empty elsewhere): the elements' bytes
 // through ctx.gather_bytes, T trivially copyable.
 template <class T>

@@ -378,11 +378,6 @@ uint64_t KafkaWriter::written() const { return impl_->written; }
 
 // -------------------------------------------------------------------- sink
 
-KafkaSink::Slot::~Slot() {
-  if (mem != nullptr) std::fclose(mem);
-  std::free(buf);
-}
-
 KafkaSink::KafkaSink(const KafkaConfig& config, const std::string& topic,
                      const std::string& transactional_id, uint32_t first, uint32_t count,
                      bool per_checkpoint)
@@ -393,8 +388,6 @@ KafkaSink::KafkaSink(const KafkaConfig& config, const std::string& topic,
       per_checkpoint_(per_checkpoint) {
   for (uint32_t w = first; w < first + count; ++w) {
     auto slot = std::make_unique<Slot>();
-    slot->mem = open_memstream(&slot->buf, &slot->size);
-    if (slot->mem == nullptr) throw std::runtime_error("open_memstream failed");
     slot->writer =
         std::make_unique<KafkaWriter>(config, topic, transactional_id + "-" + std::to_string(w));
     slots_.push_back(std::move(slot));

@@ -84,12 +84,10 @@ class StreamWorker {
 
  public:
   using Message = typename Op::Message;
-  const uint64_t restore_id_;  // the checkpoint to start from (0: none)
 
   StreamWorker(const Q& q, const EngineOptions& opt, Sink& sink, uint32_t rank, uint32_t slot,
                uint32_t workers, Source<Message> out, Target<Message> in, uint64_t restore_id)
-      : restore_id_(restore_id),
-        q_(q),
+      : q_(q),
         opt_(opt),
         sink_(sink),
         rank_(rank),
@@ -100,7 +98,8 @@ class StreamWorker {
         w_(IdleStrategy{0, 64}),  // ranks and threads outnumber cores here: never spin
         vc_(workers, kNoWatermark),
         next_epoch_(workers, 1),
-        sent_(workers, 0) {
+        sent_(workers, 0),
+        restore_id_(restore_id) {
     epoch_bytes_ = std::max<uint64_t>(1, static_cast<uint64_t>(opt.epoch_mib * 1024 * 1024));
     ckpt_on_ = !opt.checkpoint.dir.empty();
     ckpt_every_ns_ = std::max<int64_t>(1, opt.checkpoint.every_ms) * 1'000'000;
@@ -129,12 +128,8 @@ class StreamWorker {
       const In* data = buf.data();
       size_t n = 0;
       const size_t want = paced(buf.size());
-      if (want == 0) {  // ahead of --throttle's pace: the flow meanwhile
-        if (workers_ > 1) {
-          w_.poll();
-          check_input();
-        }
-        if (checkpoint_due()) checkpoint();
+      if (want == 0) {  // ahead of --throttle's pace
+        idle_turn();
         std::this_thread::sleep_for(std::chrono::microseconds(200));
         continue;
       }
@@ -150,11 +145,7 @@ class StreamWorker {
         // take what the flow brought meanwhile, then ask again.
         if constexpr (requires { source.done(); }) {
           if (!source.done()) {
-            if (workers_ > 1) {
-              w_.poll();
-              check_input();
-            }
-            if (checkpoint_due()) checkpoint();
+            idle_turn();
             continue;
           }
         }
@@ -294,6 +285,28 @@ class StreamWorker {
     trigger(sent);
   }
 
+  // Runs fn; an exception it throws becomes this worker's failure (false).
+  template <class F>
+  bool guarded(F fn) {
+    try {
+      fn();
+      return true;
+    } catch (const std::exception& e) {
+      if (ok()) error_ = e.what();
+      return false;
+    }
+  }
+
+  // A turn without input (none yet, or ahead of the throttle's pace): what
+  // the flow brought, and a checkpoint if one is due.
+  void idle_turn() {
+    if (workers_ > 1) {
+      w_.poll();
+      check_input();
+    }
+    if (checkpoint_due()) checkpoint();
+  }
+
   // How many records to read now: `max`, or under EngineOptions::throttle
   // what the pace allows since this worker started (0: none yet).
   size_t paced(size_t max) {
@@ -308,11 +321,6 @@ class StreamWorker {
   }
 
   // ---- checkpoints (aligned, in two rounds; see the top of this file)
-
-  struct LateCount {
-    int64_t window;
-    uint64_t count;
-  };
 
   bool checkpoint_due() const {
     return ckpt_on_ && !ckpt_final_ && ok() && (want_ckpt_ > ckpt_id_ || now_ns() >= next_ckpt_ns_);
@@ -350,32 +358,18 @@ class StreamWorker {
     flush_out();
     if (!wait_all(barriers_, c)) return;
     const std::string& dir = opt_.checkpoint.dir;
-    try {
-      write_durably(snapshot_path(dir, c, me_), snapshot(c));
-    } catch (const std::exception& e) {
-      if (ok()) error_ = e.what();
-      return;
-    }
+    if (!guarded([&] { write_durably(snapshot_path(dir, c, me_), snapshot(c)); })) return;
     sluice::kill_point("stream-checkpoint-written");  // snapshot whole, checkpoint incomplete
     for (uint32_t j = 0; j < workers_ && ok(); ++j) {
       if (j != me_) push(j, Message{c, kDoneMsg, {}});
     }
     flush_out();
     if (!wait_all(dones_, c)) return;
-    try {
-      write_durably(done_path(dir, c, me_), {});
-    } catch (const std::exception& e) {
-      if (ok()) error_ = e.what();
-      return;
-    }
+    if (!guarded([&] { write_durably(done_path(dir, c, me_), {}); })) return;
     sluice::kill_point("stream-checkpoint-complete");
     if constexpr (requires { sink_.committed(me_, c); }) {
-      try {
-        sink_.committed(me_, c);  // a sink whose output commits with checkpoints
-      } catch (const std::exception& e) {
-        if (ok()) error_ = e.what();
-        return;
-      }
+      // A sink whose output commits with checkpoints.
+      if (!guarded([&] { sink_.committed(me_, c); })) return;
     }
     barriers_.erase(c);
     dones_.erase(c);
@@ -468,7 +462,7 @@ class StreamWorker {
     report_.rows = r.get<uint64_t>();
     report_.checksum = r.get<uint64_t>();
     report_.epochs = r.get<uint64_t>();
-    for (const LateCount& l : r.get_vector<LateCount>()) report_.late[l.window] = l.count;
+    for (const LateCount& l : r.get_vector<LateCount>()) report_.late[l.window] = l.records;
     epoch_ = r.get<uint64_t>();
     max_seen_ = r.get<int64_t>();
     published_ = r.get<int64_t>();
@@ -593,6 +587,7 @@ class StreamWorker {
   std::optional<uint32_t> lost_rank_;  // the lost peer behind error_, if one was
   Report report_;
   // checkpoints
+  const uint64_t restore_id_;  // the checkpoint to start from (0: none)
   bool ckpt_on_ = false;
   bool ckpt_final_ = false;  // a worker finished its input: no more checkpoints
   int64_t ckpt_every_ns_ = 0, next_ckpt_ns_ = 0;

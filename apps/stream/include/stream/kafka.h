@@ -241,16 +241,11 @@ class KafkaSink {
   template <class R>
   void operator()(uint32_t worker, const Row<R>& row) {
     Slot& s = *slots_[worker - first_];
-    std::rewind(s.mem);
-    std::fprintf(s.mem, "%" PRId64 ",%" PRId64 ",%" PRIu64 ",", row.start, row.end, row.key);
-    write_csv_value(s.mem, row.value);
-    std::fflush(s.mem);
-    const long len = std::ftell(s.mem);  // open_memstream: s.buf holds the row
+    const std::string_view line = s.text.format(row);
     char key[24];
     const int klen = std::snprintf(key, sizeof key, "%" PRIu64, row.key);
-    s.writer->write(std::string_view(key, static_cast<size_t>(klen)),
-                    std::string_view(s.buf, static_cast<size_t>(len)));
-    if (per_checkpoint_) s.pending.append(s.buf, static_cast<size_t>(len)).push_back('\n');
+    s.writer->write(std::string_view(key, static_cast<size_t>(klen)), line);
+    if (per_checkpoint_) s.pending.append(line).push_back('\n');
   }
 
   // With checkpoints. A worker's rows since the last checkpoint are in its
@@ -276,10 +271,7 @@ class KafkaSink {
   struct Slot {
     std::unique_ptr<KafkaWriter> writer;
     std::string pending;  // per_checkpoint: the rows since the last checkpoint, a line each
-    char* buf = nullptr;  // open_memstream's buffer (it grows as a row needs)
-    size_t size = 0;
-    FILE* mem = nullptr;
-    ~Slot();
+    RowText text;
   };
   std::string group_of(uint32_t worker) const {
     return transactional_id_ + "-" + std::to_string(worker);

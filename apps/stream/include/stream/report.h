@@ -17,6 +17,13 @@
 
 namespace sluice::stream {
 
+// Late records of one window, as they travel (trivially copyable: the
+// reports gathered to rank 0, checkpoints).
+struct LateCount {
+  int64_t window;
+  uint64_t records;
+};
+
 // What one rank (all its workers) did.
 struct Report {
   std::optional<JobFailure> failure;  // empty: the run succeeded; else its root cause

@@ -12,10 +12,12 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -40,6 +42,42 @@ void write_csv_value(FILE* f, const R& v) {
     std::fprintf(f, "%" PRIu64, static_cast<uint64_t>(v));
   }
 }
+
+// Writes a row as a CSV line without its line end:
+// window_start,window_end,key,value (a record value takes several columns).
+template <class R>
+void write_csv_row(FILE* f, const Row<R>& row) {
+  std::fprintf(f, "%" PRId64 ",%" PRId64 ",%" PRIu64 ",", row.start, row.end, row.key);
+  write_csv_value(f, row.value);
+}
+
+// A row's CSV line in memory (write_csv_row), for sinks that keep or send
+// rows as text: one growing buffer, reused row after row. One per thread.
+class RowText {
+ public:
+  RowText() : mem_(open_memstream(&buf_, &size_)) {
+    if (mem_ == nullptr) throw std::runtime_error("open_memstream failed");
+  }
+  ~RowText() {
+    std::fclose(mem_);
+    std::free(buf_);
+  }
+  RowText(const RowText&) = delete;
+  RowText& operator=(const RowText&) = delete;
+  // The row's line; valid until the next call.
+  template <class R>
+  std::string_view format(const Row<R>& row) {
+    std::rewind(mem_);
+    write_csv_row(mem_, row);
+    std::fflush(mem_);
+    return {buf_, static_cast<size_t>(std::ftell(mem_))};
+  }
+
+ private:
+  char* buf_ = nullptr;
+  size_t size_ = 0;
+  FILE* mem_;
+};
 
 // Calls `fn(row)` under a lock: for callables that are not thread-safe.
 template <class F>
@@ -83,6 +121,7 @@ class CsvSink {
       files_.emplace_back(f);
       paths_.push_back(path);
       pending_.emplace_back();
+      if (transactional) text_.push_back(std::make_unique<RowText>());
     }
   }
   static std::string path_of(const std::string& pattern, uint32_t worker) {
@@ -92,17 +131,14 @@ class CsvSink {
   }
   template <class R>
   void operator()(uint32_t worker, const Row<R>& row) {
-    FILE* f = files_[worker - first_].get();
-    if (!transactional_) return write_row(f, row);
-    // A row's text, kept until the next checkpoint.
-    char* buf = nullptr;
-    size_t len = 0;
-    FILE* mem = open_memstream(&buf, &len);
-    if (mem == nullptr) throw std::runtime_error("open_memstream failed");
-    write_row(mem, row);
-    std::fclose(mem);
-    pending_[worker - first_].append(buf, len);
-    std::free(buf);
+    const uint32_t i = worker - first_;
+    if (!transactional_) {
+      write_csv_row(files_[i].get(), row);
+      std::fputc('\n', files_[i].get());
+      return;
+    }
+    // The row's text, kept until the next checkpoint.
+    pending_[i].append(text_[i]->format(row)).push_back('\n');
   }
   std::string prepare(uint32_t worker, uint64_t /*checkpoint*/ = 0) {
     const uint32_t i = worker - first_;
@@ -133,12 +169,6 @@ class CsvSink {
 
  private:
   static constexpr const char* kHeader = "window_start,window_end,key,value\n";
-  template <class R>
-  static void write_row(FILE* f, const Row<R>& row) {
-    std::fprintf(f, "%" PRId64 ",%" PRId64 ",%" PRIu64 ",", row.start, row.end, row.key);
-    write_csv_value(f, row.value);
-    std::fputc('\n', f);
-  }
   struct Close {
     void operator()(FILE* f) const { std::fclose(f); }
   };
@@ -146,7 +176,8 @@ class CsvSink {
   bool transactional_;
   std::vector<std::unique_ptr<FILE, Close>> files_;
   std::vector<std::string> paths_;
-  std::vector<std::string> pending_;  // transactional: rows since the last checkpoint
+  std::vector<std::string> pending_;            // transactional: rows since the last checkpoint
+  std::vector<std::unique_ptr<RowText>> text_;  // transactional: per worker
 };
 
 // Prints "window [start, end) key K: value" lines to stdout.
