@@ -9,7 +9,7 @@ CTEST_FLAGS ?= --output-on-failure --timeout 600
 # timing. CTEST_JOBS=1 runs them one at a time.
 CTEST_JOBS ?= $(shell n=$$(( $$(nproc 2>/dev/null || echo 1) * 3 )); [ $$n -gt 8 ] && n=8; echo $$n)
 
-.PHONY: all deps test-tools format configure build demo demo-shuffle test test-unit test-slow asan tsan thread-safety checkheaders docs fuzz perf bench plot install clean
+.PHONY: all deps test-tools test-packages test-programs format configure build demo demo-shuffle test test-unit test-slow asan tsan thread-safety checkheaders docs fuzz perf bench plot install clean
 
 all: build
 
@@ -21,9 +21,16 @@ deps:
 # .tools/kv-porcupine), redis-tools (redis-cli and redis-benchmark for the
 # kv RESP tests), clang-format (hygiene.format checks every C++ file), kcat
 # and Apache Kafka's jars (Maven Central, into .tools/kafka) for the stream
-# Kafka tests, so that `make demo` does not wait for them.
-test-tools:
+# Kafka tests, so that `make demo` does not wait for them. The packages come
+# first; the rest (test-programs: downloads and small builds) make test runs
+# beside the C++ build.
+test-tools: test-packages
+	@$(MAKE) --no-print-directory test-programs
+
+test-packages:
 	@scripts/install-deps.sh redis-tools clang-format kcat
+
+test-programs:
 	@scripts/install-adya.sh
 	@scripts/install-porcupine.sh
 	@scripts/install-kafka.sh
@@ -57,7 +64,10 @@ demo-shuffle: configure
 	build/bin/sluice run -n 4 -- build/bin/sluice-shuffle-demo --threads 2 --tuples 100000000
 
 # Every test but the long soaks (label `slow`) and the fuzzers (label `fuzz`).
-test: build test-tools
+# The tests' programs are fetched and built while the C++ build runs (their
+# downloads wait on the network, not the CPU).
+test: test-packages
+	@$(MAKE) --no-print-directory -j2 build test-programs
 	cd build && ctest $(CTEST_FLAGS) -j$(CTEST_JOBS) -LE 'slow|fuzz'
 
 # The unit tier alone (one process per case, no job): about 20 s.
