@@ -102,7 +102,7 @@ int report(const ss::Options& opt, sluice::JobContext& ctx, const ss::Report& mi
            const std::function<Expected()>& expected, size_t record_bytes,
            const ss::WindowSpec& window);
 
-template <class Q>
+template <ss::Windows kWindows, class Q>
 int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
               size_t record_bytes) {
   const uint32_t rank = ctx.rank(), workers = ctx.world_size() * opt.threads;
@@ -145,7 +145,7 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   const sluice::View first = ctx.cluster().view();
   if (checkpoints && ctx.cluster().incarnation(ctx.rank()) > 0) eo.checkpoint.restore = true;
   eo.flow_name = flow_name_in(first.epoch);
-  ss::Report mine = ss::run(ctx.cluster(), query, eo, sink);
+  ss::Report mine = ss::run<Q, CliSink, kWindows>(ctx.cluster(), query, eo, sink);
   uint32_t recoveries = 0;
   uint64_t replayed = 0;  // records this rank ingested again after recoveries
   while (mine.failure && mine.failure->lost_peer && checkpoints && opt.recover_within_s > 0) {
@@ -160,7 +160,7 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
     eo.flow_name = flow_name_in(all->epoch);
     eo.checkpoint.restore = true;
     const uint64_t before = mine.records_in;
-    mine = ss::run(ctx.cluster(), query, eo, sink);
+    mine = ss::run<Q, CliSink, kWindows>(ctx.cluster(), query, eo, sink);
     replayed += before - std::min(before, mine.resumed_at);
     ++recoveries;
   }
@@ -185,7 +185,7 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
 // The query on records read from files (--input): every rank reads its
 // workers' parts before the run, and if one cannot, every rank fails with
 // its message (rather than a worker thread dying mid-start).
-template <class Rec, class MakeQuery>
+template <class Rec, ss::Windows kWindows, class MakeQuery>
 int run_from_files(const ss::Options& opt, sluice::JobContext& ctx, MakeQuery make_query,
                    const ss::CsvSchema<Rec>* schema) {
   const bool csv =
@@ -222,7 +222,7 @@ int run_from_files(const ss::Options& opt, sluice::JobContext& ctx, MakeQuery ma
        ctx.cluster().allgather("stream-input-records", std::to_string(records)))
     total += std::stoull(n);
   if (total == 0) throw std::runtime_error("the input " + opt.input + " holds no records");
-  return run_query(opt, ctx, make_query(in.factory()), sizeof(Rec));
+  return run_query<kWindows>(opt, ctx, make_query(in.factory()), sizeof(Rec));
 }
 
 // A worker's input, generated or read from files, as one type: the command
@@ -301,8 +301,9 @@ AnyMake<Rec> erase_input(Make make) {
 }
 
 // Runs one query on generated input (`generated`, a factory of sources) or
-// on files (--input), built by `build(AnyMake<Rec>)` either way.
-template <class Rec, class Build, class Generated>
+// on files (--input), built by `build(AnyMake<Rec>)` either way; its
+// windows are of kind kWindows (options.h: is_session_query).
+template <class Rec, ss::Windows kWindows, class Build, class Generated>
 int run_either(const ss::Options& opt, sluice::JobContext& ctx, Build build, Generated generated,
                const ss::CsvSchema<Rec>* schema) {
   if (!opt.kafka_input.empty()) {
@@ -312,14 +313,14 @@ int run_either(const ss::Options& opt, sluice::JobContext& ctx, Build build, Gen
     }
     ss::KafkaInput<Rec> in(kafka_config(opt), opt.kafka_input, schema);
     in.connect();
-    return run_query(opt, ctx, build(erase_input<Rec>(in.factory())), sizeof(Rec));
+    return run_query<kWindows>(opt, ctx, build(erase_input<Rec>(in.factory())), sizeof(Rec));
   }
   if (!opt.input.empty()) {
-    return run_from_files<Rec>(
+    return run_from_files<Rec, kWindows>(
         opt, ctx, [&build, &opt](auto files) { return build(erase_input<Rec>(std::move(files))); },
         schema);
   }
-  return run_query(opt, ctx, build(erase_input<Rec>(std::move(generated))), sizeof(Rec));
+  return run_query<kWindows>(opt, ctx, build(erase_input<Rec>(std::move(generated))), sizeof(Rec));
 }
 
 // Runs the query of opt.query on this rank and returns the process's exit

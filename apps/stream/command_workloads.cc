@@ -6,18 +6,18 @@ namespace sluice::stream::command {
 int run_workload_query(const ss::Options& opt, sluice::JobContext& ctx,
                        const ss::WindowSpec& window) {
   if (opt.query == "ysb") {
-    return run_either<ss::YsbEvent>(
+    return run_either<ss::YsbEvent, ss::Windows::kFixed>(
         opt, ctx,
         [&window](AnyMake<ss::YsbEvent> m) { return ss::ysb_query_from(std::move(m), window); },
         ss::ysb_input(opt.gen, opt.live), &ss::ysb_csv_schema());
   }
   if (opt.query == "ro") {
-    return run_either<ss::RoRecord>(
+    return run_either<ss::RoRecord, ss::Windows::kFixed>(
         opt, ctx,
         [&window](AnyMake<ss::RoRecord> m) { return ss::ro_query_from(std::move(m), window); },
         ss::ro_input(opt.gen, opt.live), &ss::ro_csv_schema());
   }
-  return run_either<ss::CmEvent>(
+  return run_either<ss::CmEvent, ss::Windows::kFixed>(
       opt, ctx,
       [&window](AnyMake<ss::CmEvent> m) { return ss::cm_query_from(std::move(m), window); },
       ss::cm_input(opt.gen, opt.live), &ss::cm_csv_schema());

@@ -646,7 +646,14 @@ Report run_with(Cluster& cluster, const Q& q, const EngineOptions& opt, Sink& si
 // protocol violation, an event time out of range, the start barrier) is in
 // report.failure, its root cause. Throws sluice::Error when declaring the
 // flow fails.
-template <class Q, class Sink>
+// Which windows a run() instance can run: any (the query's WindowSpec
+// decides at run time), or only fixed (tumbling, sliding) or only session
+// windows, for a caller that knows its query's: each kind is the engine
+// compiled for two strategies, so naming one halves the code (and the
+// compile time) of every query instantiated.
+enum class Windows : uint8_t { kAny, kFixed, kSession };
+
+template <class Q, class Sink, Windows kWindows = Windows::kAny>
 Report run(Cluster& cluster, const Q& query, const EngineOptions& options, Sink& sink) {
   if (options.threads == 0)
     throw std::invalid_argument("EngineOptions::threads must be at least 1");
@@ -661,13 +668,24 @@ Report run(Cluster& cluster, const Q& query, const EngineOptions& options, Sink&
     throw std::invalid_argument("checkpoints of session-window queries are not built yet");
   }
   if (query.window.is_session()) {
-    if (options.strategy == kSlash)
-      return detail::run_with<Q, Sink, detail::SessionOp<Q, kSlash>>(cluster, query, options, sink);
-    return detail::run_with<Q, Sink, detail::SessionOp<Q, kUppar>>(cluster, query, options, sink);
+    if constexpr (kWindows == Windows::kFixed) {
+      throw std::invalid_argument("this run() was built for fixed windows, not session windows");
+    } else {
+      if (options.strategy == kSlash)
+        return detail::run_with<Q, Sink, detail::SessionOp<Q, kSlash>>(cluster, query, options,
+                                                                       sink);
+      return detail::run_with<Q, Sink, detail::SessionOp<Q, kUppar>>(cluster, query, options, sink);
+    }
+  } else {
+    if constexpr (kWindows == Windows::kSession) {
+      throw std::invalid_argument("this run() was built for session windows, not fixed windows");
+    } else {
+      if (options.strategy == kSlash)
+        return detail::run_with<Q, Sink, detail::WindowOp<Q, kSlash>>(cluster, query, options,
+                                                                      sink);
+      return detail::run_with<Q, Sink, detail::WindowOp<Q, kUppar>>(cluster, query, options, sink);
+    }
   }
-  if (options.strategy == kSlash)
-    return detail::run_with<Q, Sink, detail::WindowOp<Q, kSlash>>(cluster, query, options, sink);
-  return detail::run_with<Q, Sink, detail::WindowOp<Q, kUppar>>(cluster, query, options, sink);
 }
 
 }  // namespace sluice::stream
