@@ -1,0 +1,322 @@
+"""sluice for Python: the job, its collectives, and flows of numpy records.
+
+A program started by a launcher (``sluice run -n 4 -- python prog.py``, or
+Slurm, Open MPI or torchrun variables with a registry) joins its job with
+``Cluster.from_env()``, then declares flows whose records are a numpy
+structured dtype and pushes and consumes them as numpy arrays::
+
+    import numpy as np
+    import sluice
+
+    order = np.dtype([("key", "<u8"), ("amount", "<u8")])
+    with sluice.Cluster.from_env() as cluster:
+        mine = np.zeros(1000, order)
+        mine["key"] = np.arange(1000) * cluster.world_size + cluster.rank
+        with cluster.shuffle("orders", order, key="key") as flow:
+            got = flow.exchange(mine)   # every record of every rank, routed by key
+        total = cluster.allreduce(int(got["amount"].sum()))
+
+Every call that can wait releases the GIL. Failures raise ``sluice.Error``
+or a subclass: ``PeerLost`` (``.rank`` names the lost rank), ``SpecMismatch``,
+``Timeout``, ``InvalidArgument``, ``BootstrapError``, ``Closed``,
+``ViewChanged``.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import pickle
+from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _sluice
+from ._sluice import (
+    BootstrapError,
+    Closed,
+    Error,
+    InvalidArgument,
+    PeerLost,
+    SpecMismatch,
+    Timeout,
+    ViewChanged,
+)
+
+__all__ = [
+    "Cluster",
+    "Flow",
+    "Source",
+    "Target",
+    "Error",
+    "PeerLost",
+    "SpecMismatch",
+    "Timeout",
+    "InvalidArgument",
+    "BootstrapError",
+    "Closed",
+    "ViewChanged",
+]
+
+Endpoint = Tuple[int, int]  # (rank, slot)
+
+
+class Cluster:
+    """This process's membership of its job (``Cluster.from_env()``).
+
+    Collectives (``barrier``, ``allgather``, ``bcast``, ``allreduce``) go
+    through the job's registry, as mpi4py's lowercase ones go through MPI:
+    every rank calls them in the same order. They carry pickled Python
+    objects, at most 1 MiB for all ranks together; move bulk data in flows.
+    Leave the job with ``leave()`` or by ending a ``with`` block.
+    """
+
+    def __init__(self, impl: _sluice.Cluster):
+        self._c = impl
+
+    @classmethod
+    def from_env(cls) -> "Cluster":
+        """Joins the job the launcher's variables name (SLUICE_RANK, ...)."""
+        return cls(_sluice.Cluster.join())
+
+    @property
+    def rank(self) -> int:
+        """This process's rank, 0 .. world_size - 1."""
+        return self._c.rank
+
+    @property
+    def world_size(self) -> int:
+        """How many ranks the job has."""
+        return self._c.world_size
+
+    @property
+    def epoch(self) -> int:
+        """The job's membership view number (it changes when a rank is lost or rejoins)."""
+        return self._c.epoch
+
+    def live_ranks(self) -> list:
+        """The ranks not known to be lost or gone."""
+        return self._c.live_ranks()
+
+    def barrier(self, timeout: Optional[float] = None) -> None:
+        """Returns once every rank called it."""
+        self._c.barrier("sluice.py.barrier", timeout)
+
+    def allgather(self, obj: Any, timeout: Optional[float] = None) -> list:
+        """Every rank's ``obj``, indexed by rank, on every rank."""
+        values = self._c.allgather("sluice.py.allgather", pickle.dumps(obj), timeout)
+        return [pickle.loads(v) for v in values]
+
+    def bcast(self, obj: Any = None, root: int = 0, timeout: Optional[float] = None) -> Any:
+        """Rank ``root``'s ``obj`` on every rank."""
+        mine = pickle.dumps(obj) if self.rank == root else b""
+        values = self._c.allgather("sluice.py.bcast", mine, timeout)
+        return pickle.loads(values[root])
+
+    def allreduce(
+        self,
+        obj: Any,
+        op: Callable[[Any, Any], Any] = operator.add,
+        timeout: Optional[float] = None,
+    ) -> Any:
+        """``op`` folded over every rank's ``obj`` in rank order (numbers, numpy arrays, ...)."""
+        return functools.reduce(op, self.allgather(obj, timeout))
+
+    def all_ranks(self, slots: int = 1) -> list:
+        """Endpoints (rank, slot) for every rank and slot 0 .. slots - 1."""
+        return [(r, s) for r in range(self.world_size) for s in range(slots)]
+
+    def shuffle(
+        self,
+        name: str,
+        dtype: Any,
+        key: Optional[str] = None,
+        sources: Optional[Sequence[Endpoint]] = None,
+        targets: Optional[Sequence[Endpoint]] = None,
+        segment_bytes: int = 0,
+        ring_segments: int = 0,
+    ) -> "Flow":
+        """Declares a shuffle flow of ``dtype`` records: each goes to one target,
+        chosen by a hash of field ``key`` (else of the whole record), the hash a
+        C++ flow declared with ``.key()`` uses, or named per record by ``push``.
+        Every rank among ``sources`` and ``targets`` (default: every rank, slot
+        0) must declare it with the same arguments."""
+        return Flow(self, name, np.dtype(dtype), False, key, sources, targets, segment_bytes,
+                    ring_segments)
+
+    def replicate(
+        self,
+        name: str,
+        dtype: Any,
+        sources: Optional[Sequence[Endpoint]] = None,
+        targets: Optional[Sequence[Endpoint]] = None,
+        segment_bytes: int = 0,
+        ring_segments: int = 0,
+    ) -> "Flow":
+        """Declares a replicate flow: every record goes to every target."""
+        return Flow(self, name, np.dtype(dtype), True, None, sources, targets, segment_bytes,
+                    ring_segments)
+
+    def leave(self, timeout: Optional[float] = None) -> None:
+        """Leaves the job cleanly (peers see "left", not "died"). Idempotent."""
+        self._c.leave(timeout)
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.leave()
+
+
+def _type_tag(dtype: np.dtype, key: Optional[str]) -> str:
+    tag = "numpy:" + str(dtype.descr) + ":itemsize=" + str(dtype.itemsize)
+    if key is not None:
+        tag += ":key=" + key
+    return tag
+
+
+class Flow:
+    """A declared flow of numpy records (``Cluster.shuffle`` / ``Cluster.replicate``).
+
+    Its ends on this rank: ``source(slot)`` and ``target(slot)``, each opened
+    once, or ``exchange(records)``, which pushes this rank's records and
+    returns what it received, as one call. ``destroy()`` (or the end of a
+    ``with`` block) gives the flow up on this rank.
+    """
+
+    def __init__(self, cluster: Cluster, name: str, dtype: np.dtype, replicate: bool,
+                 key: Optional[str], sources: Optional[Sequence[Endpoint]],
+                 targets: Optional[Sequence[Endpoint]], segment_bytes: int, ring_segments: int):
+        if dtype.hasobject:
+            raise InvalidArgument(f"flow {name!r}: dtype {dtype} holds Python objects, "
+                                  "which cannot travel as bytes")
+        key_offset, key_size = None, 0
+        if key is not None:
+            if dtype.names is None or key not in dtype.names:
+                raise InvalidArgument(f"flow {name!r}: key {key!r} is not a field of {dtype}")
+            field, offset = dtype.fields[key][:2]
+            key_offset, key_size = offset, field.itemsize
+        self.name = name
+        self.dtype = dtype
+        self.replicate = replicate
+        self.cluster = cluster
+        all_ranks = cluster.all_ranks()
+        self.sources = [tuple(e) for e in (sources if sources is not None else all_ranks)]
+        self.targets = [tuple(e) for e in (targets if targets is not None else all_ranks)]
+        self._f = _sluice.Flow(cluster._c, name, replicate, dtype.itemsize,
+                               _type_tag(dtype, key), self.sources, self.targets, key_offset,
+                               key_size, segment_bytes, ring_segments)
+
+    def _bytes(self, records: np.ndarray) -> np.ndarray:
+        records = np.asarray(records)
+        if records.dtype != self.dtype:
+            raise InvalidArgument(f"flow {self.name!r} carries {self.dtype}, not {records.dtype}")
+        if records.ndim != 1:
+            raise InvalidArgument(f"flow {self.name!r}: records must be a 1-D array, "
+                                  f"not {records.ndim}-D")
+        if not records.flags.c_contiguous:
+            raise InvalidArgument(f"flow {self.name!r}: records must be contiguous "
+                                  "(numpy.ascontiguousarray makes a copy that is)")
+        return records.view(np.uint8)
+
+    def _records(self, raw: np.ndarray) -> np.ndarray:
+        return raw.view(self.dtype)
+
+    def target_of(self, records: np.ndarray) -> np.ndarray:
+        """The target index (into ``targets``) each record goes to: a uint32 array."""
+        return self._f.route(self._bytes(records))
+
+    def source(self, slot: int = 0) -> "Source":
+        """This rank's source of endpoint (rank, slot)."""
+        self._f.open_source(slot)
+        return Source(self)
+
+    def target(self, slot: int = 0) -> "Target":
+        """This rank's target of endpoint (rank, slot)."""
+        self._f.open_target(slot)
+        return Target(self)
+
+    def exchange(self, records: np.ndarray, targets: Optional[np.ndarray] = None,
+                 slot: int = 0, timeout: Optional[float] = None) -> np.ndarray:
+        """Pushes ``records`` (to ``targets[i]`` each, else routed) from this
+        rank's source and returns every record its target received, once every
+        source closed: an all-to-all. This rank must be both a source and a
+        target (endpoint slot ``slot``)."""
+        to = None if targets is None else np.ascontiguousarray(targets, dtype=np.uint32)
+        return self._records(self._f.exchange(self._bytes(records), to, slot, timeout))
+
+    def destroy(self) -> None:
+        """Gives the flow up on this rank (its ends with it). Never waits."""
+        self._f.destroy()
+
+    def __enter__(self) -> "Flow":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.destroy()
+
+
+class Source:
+    """The sending end of a flow on this rank (``Flow.source()``)."""
+
+    def __init__(self, flow: Flow):
+        self.flow = flow
+
+    def push(self, records: np.ndarray, targets: Optional[np.ndarray] = None,
+             timeout: Optional[float] = None) -> None:
+        """Pushes a 1-D contiguous array of the flow's dtype, routed by the
+        flow's key, or to ``targets[i]`` (an index into the flow's targets)
+        each; waits while a target's ring is full."""
+        to = None if targets is None else np.ascontiguousarray(targets, dtype=np.uint32)
+        self.flow._f.push(self.flow._bytes(records), to, timeout)
+
+    def flush(self, timeout: Optional[float] = None) -> None:
+        """Publishes every partly filled segment now."""
+        self.flow._f.flush(timeout)
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Publishes what is left, marks the end on every target and waits
+        until all of it was delivered."""
+        self.flow._f.close(timeout)
+
+    def abort(self) -> None:
+        """Ends the source without the flow's guarantee: targets see PeerLost."""
+        self.flow._f.abort()
+
+    def __enter__(self) -> "Source":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class Target:
+    """The receiving end of a flow on this rank (``Flow.target()``).
+
+    ``consume()`` returns the next batch (one segment of one source) as a
+    numpy array of the flow's dtype, or None once every source closed and
+    everything was consumed; iterating yields the batches. Each batch is a
+    copy of the ring's segment, owned by the array.
+    """
+
+    def __init__(self, flow: Flow):
+        self.flow = flow
+
+    def consume(self, timeout: Optional[float] = None) -> Optional[np.ndarray]:
+        raw = self.flow._f.consume(timeout)
+        return None if raw is None else self.flow._records(raw)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        while True:
+            batch = self.consume()
+            if batch is None:
+                return
+            yield batch
+
+    def collect(self) -> np.ndarray:
+        """Every remaining batch, concatenated."""
+        parts = list(self)
+        return np.concatenate(parts) if parts else np.empty(0, self.flow.dtype)

@@ -1,0 +1,424 @@
+// python/src/module.cc: sluice._sluice, the extension module under the
+// Python package (python/sluice): the job (Cluster), its collectives over
+// the registry, and flows of fixed-size records (records_flow.h) that the
+// package presents as numpy structured arrays. Every call that can wait
+// releases the GIL; every failure is a Python exception of the package's
+// hierarchy (Error and its subclasses, made here), PeerLost with .rank.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+#include <sluice/sluice.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "records_flow.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace sluice::python {
+namespace {
+
+// The package's exception classes (made in NB_MODULE below).
+struct Exceptions {
+  nb::handle error, peer_lost, spec_mismatch, timeout, invalid, bootstrap, closed, view_changed;
+};
+Exceptions exc;
+
+// A timeout in seconds (None: no limit) as a deadline.
+Deadline deadline_of(std::optional<double> seconds) {
+  if (!seconds) return kForever;
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(std::max(0.0, *seconds)));
+}
+
+[[noreturn]] void raise(nb::handle type, const std::string& message,
+                        std::optional<uint32_t> rank = std::nullopt) {
+  nb::object e = type(message);
+  if (rank) e.attr("rank") = *rank;
+  PyErr_SetObject(type.ptr(), e.ptr());
+  throw nb::python_error();
+}
+
+[[noreturn]] void raise_failure(const FlowFailure& f) {
+  switch (f.status) {
+    case Status::kPeerLost:
+      raise(exc.peer_lost, f.message, f.rank);
+    case Status::kTimeout:
+      raise(exc.timeout, f.message);
+    case Status::kInvalid:
+      raise(exc.invalid, f.message);
+    case Status::kClosed:
+      raise(exc.closed, f.message);
+    case Status::kViewChanged:
+      raise(exc.view_changed, f.message);
+    default:
+      raise(exc.error, std::string(to_string(f.status)) + ": " + f.message);
+  }
+}
+
+void translate(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const PeerLostError& e) {
+    nb::object o = exc.peer_lost(e.what());
+    o.attr("rank") = e.rank();
+    PyErr_SetObject(exc.peer_lost.ptr(), o.ptr());
+  } catch (const Error& e) {
+    nb::handle type = exc.error;
+    switch (e.code()) {
+      case ErrorCode::kSpecMismatch:
+        type = exc.spec_mismatch;
+        break;
+      case ErrorCode::kTimeout:
+        type = exc.timeout;
+        break;
+      case ErrorCode::kInvalidArgument:
+        type = exc.invalid;
+        break;
+      case ErrorCode::kBootstrap:
+      case ErrorCode::kAuth:
+        type = exc.bootstrap;
+        break;
+      case ErrorCode::kViewChanged:
+        type = exc.view_changed;
+        break;
+      case ErrorCode::kPeerLost:
+        type = exc.peer_lost;
+        break;
+      default:
+        break;
+    }
+    PyErr_SetString(type.ptr(), e.what());
+  }
+}
+
+// The job, as this process joined it.
+class PyCluster {
+ public:
+  static std::unique_ptr<PyCluster> join() {
+    auto c = std::make_unique<PyCluster>();
+    {
+      nb::gil_scoped_release unlocked;
+      c->cluster_ = std::make_unique<Cluster>(Cluster::join());
+    }
+    return c;
+  }
+  Cluster& get() {
+    if (!cluster_ || left_) raise(exc.closed, "the cluster was left (leave() was called)");
+    return *cluster_;
+  }
+  uint32_t rank() { return get().rank(); }
+  uint32_t world_size() { return get().world_size(); }
+  uint64_t epoch() { return get().epoch(); }
+  std::vector<uint32_t> live_ranks() { return get().live_ranks(); }
+  bool alive(uint32_t r) { return get().alive(r); }
+
+  void barrier(const std::string& name, std::optional<double> timeout) {
+    Cluster& c = get();
+    nb::gil_scoped_release unlocked;
+    c.barrier(name, deadline_of(timeout));
+  }
+  std::vector<nb::bytes> allgather(const std::string& name, nb::bytes value,
+                                   std::optional<double> timeout) {
+    Cluster& c = get();
+    const std::string v(value.c_str(), value.size());
+    std::vector<std::string> all;
+    {
+      nb::gil_scoped_release unlocked;
+      all = c.allgather(name, v, deadline_of(timeout));
+    }
+    std::vector<nb::bytes> out;
+    out.reserve(all.size());
+    for (const std::string& s : all) out.emplace_back(s.data(), s.size());
+    return out;
+  }
+  void leave(std::optional<double> timeout) {
+    if (!cluster_ || left_) return;
+    Status s;
+    {
+      nb::gil_scoped_release unlocked;
+      s = cluster_->leave(deadline_of(timeout));
+    }
+    left_ = true;
+    if (s == Status::kTimeout) raise(exc.timeout, "leave(): the registry did not confirm in time");
+  }
+
+ private:
+  std::unique_ptr<Cluster> cluster_;
+  bool left_ = false;
+};
+
+// A byte view of a C-contiguous numpy array (the package passes
+// `records.view(numpy.uint8)`): no copy.
+using ByteArray = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using TargetArray = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using OutArray = nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>;
+
+// Received bytes as a numpy uint8 array that owns them (the package views
+// it as the flow's dtype).
+OutArray to_array(RecordBytes&& bytes) {
+  auto* owned = new RecordBytes(std::move(bytes));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<RecordBytes*>(p); });
+  return OutArray(reinterpret_cast<uint8_t*>(owned->data()), {owned->size()}, owner);
+}
+
+class PyFlow {
+ public:
+  PyFlow(PyCluster& cluster, const std::string& name, bool replicate, uint32_t itemsize,
+         const std::string& type_tag, const std::vector<std::tuple<uint32_t, uint32_t>>& sources,
+         const std::vector<std::tuple<uint32_t, uint32_t>>& targets,
+         std::optional<uint32_t> key_offset, uint32_t key_size, uint32_t segment_bytes,
+         uint32_t ring_segments) {
+    RecordsFlowSpec s;
+    s.name = name;
+    s.replicate = replicate;
+    s.itemsize = itemsize;
+    s.type_tag = type_tag;
+    for (const auto& [r, slot] : sources) s.sources.push_back(Endpoint{r, slot});
+    for (const auto& [r, slot] : targets) s.targets.push_back(Endpoint{r, slot});
+    s.key_offset = key_offset;
+    s.key_size = key_size;
+    s.segment_bytes = segment_bytes;
+    s.ring_segments = ring_segments;
+    Cluster& c = cluster.get();
+    nb::gil_scoped_release unlocked;
+    flow_ = std::make_unique<RecordsFlow>(c, s);
+  }
+
+  RecordsFlow& get() {
+    if (!flow_) raise(exc.closed, "the flow was destroyed");
+    return *flow_;
+  }
+  // Counts a call in progress (a source's push in one thread and a
+  // target's consume in another may overlap; destroy() may not).
+  struct Busy {
+    explicit Busy(PyFlow& f) : f_(f) { f_.busy_.fetch_add(1); }
+    ~Busy() { f_.busy_.fetch_sub(1); }
+    PyFlow& f_;
+  };
+  uint32_t num_targets() { return get().num_targets(); }
+
+  // Each record's target by the flow's key: a uint32 array.
+  nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>> route(ByteArray records) {
+    RecordsFlow& f = get();
+    const size_t n = records.size() / f.spec().itemsize;
+    auto* out = new std::vector<uint32_t>(n);
+    nb::capsule owner(out, [](void* p) noexcept { delete static_cast<std::vector<uint32_t>*>(p); });
+    f.route(reinterpret_cast<const std::byte*>(records.data()), n, out->data());
+    return nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>>(out->data(), {n}, owner);
+  }
+
+  void open_source(uint32_t slot) {
+    RecordsFlow& f = get();
+    Busy busy(*this);
+    nb::gil_scoped_release unlocked;
+    f.open_source(slot);
+  }
+  void open_target(uint32_t slot) {
+    RecordsFlow& f = get();
+    Busy busy(*this);
+    nb::gil_scoped_release unlocked;
+    f.open_target(slot);
+  }
+
+  void push(ByteArray records, std::optional<TargetArray> targets, std::optional<double> timeout) {
+    RecordsFlow& f = get();
+    Busy busy(*this);
+    const size_t n = count(f, records);
+    std::vector<uint32_t> routed;
+    const uint32_t* to = targets_of(f, records, n, targets, &routed);
+    std::optional<FlowFailure> failed;
+    {
+      nb::gil_scoped_release unlocked;
+      failed =
+          f.push(reinterpret_cast<const std::byte*>(records.data()), n, to, deadline_of(timeout));
+    }
+    if (failed) raise_failure(*failed);
+  }
+  void flush(std::optional<double> timeout) {
+    RecordsFlow& f = get();
+    Busy busy(*this);
+    std::optional<FlowFailure> failed;
+    {
+      nb::gil_scoped_release unlocked;
+      failed = f.flush(deadline_of(timeout));
+    }
+    if (failed) raise_failure(*failed);
+  }
+  void close(std::optional<double> timeout) {
+    RecordsFlow& f = get();
+    Busy busy(*this);
+    std::optional<FlowFailure> failed;
+    {
+      nb::gil_scoped_release unlocked;
+      failed = f.close(deadline_of(timeout));
+    }
+    if (failed) raise_failure(*failed);
+  }
+  void abort() { get().abort(); }
+
+  // The next batch's records as bytes (a copy), or None at the end of the flow.
+  std::optional<OutArray> consume(std::optional<double> timeout) {
+    RecordsFlow& f = get();
+    Busy busy(*this);
+    RecordBytes out;
+    FlowFailure failure;
+    Status s;
+    {
+      nb::gil_scoped_release unlocked;
+      s = f.consume(deadline_of(timeout), &out, &failure);
+    }
+    if (s == Status::kEndOfFlow) return std::nullopt;
+    if (s != Status::kOk) raise_failure(failure);
+    return to_array(std::move(out));
+  }
+
+  OutArray exchange(ByteArray records, std::optional<TargetArray> targets, uint32_t slot,
+                    std::optional<double> timeout) {
+    RecordsFlow& f = get();
+    Busy busy(*this);
+    const size_t n = count(f, records);
+    std::vector<uint32_t> routed;
+    const uint32_t* to = targets_of(f, records, n, targets, &routed);
+    RecordBytes got;
+    {
+      nb::gil_scoped_release unlocked;
+      got = f.exchange(reinterpret_cast<const std::byte*>(records.data()), n, to, slot,
+                       deadline_of(timeout));
+    }
+    return to_array(std::move(got));
+  }
+
+  // Gives up the flow (its ends first): what the package's destroy() and
+  // context manager call. Never waits for the network.
+  void destroy() {
+    if (busy_.load() != 0) {
+      raise(exc.invalid,
+            "destroy(): another thread is inside a call on this flow; "
+            "join it first");
+    }
+    flow_.reset();
+  }
+
+ private:
+  // Where each of the n records goes: `targets` (checked), the flow's
+  // routing (into *routed), or nowhere on a replicate flow (nullptr).
+  static const uint32_t* targets_of(RecordsFlow& f, const ByteArray& records, size_t n,
+                                    const std::optional<TargetArray>& targets,
+                                    std::vector<uint32_t>* routed) {
+    if (f.spec().replicate) {
+      if (targets) raise(exc.invalid, "a replicate flow sends every record to every target");
+      return nullptr;
+    }
+    if (!targets) {
+      routed->resize(n);
+      f.route(reinterpret_cast<const std::byte*>(records.data()), n, routed->data());
+      return routed->data();
+    }
+    if (targets->size() != n) {
+      raise(exc.invalid, "targets: " + std::to_string(targets->size()) + " for " +
+                             std::to_string(n) + " records (one per record)");
+    }
+    const uint32_t* to = targets->data();
+    for (size_t i = 0; i < n; ++i) {
+      if (to[i] >= f.num_targets()) {
+        raise(exc.invalid, "targets[" + std::to_string(i) + "] = " + std::to_string(to[i]) +
+                               " is not below the flow's " + std::to_string(f.num_targets()) +
+                               " targets");
+      }
+    }
+    return to;
+  }
+  static size_t count(RecordsFlow& f, const ByteArray& records) {
+    const size_t size = f.spec().itemsize;
+    if (records.size() % size != 0) {
+      raise(exc.invalid, std::to_string(records.size()) + " bytes are not whole records of " +
+                             std::to_string(size) + " bytes");
+    }
+    return records.size() / size;
+  }
+  std::unique_ptr<RecordsFlow> flow_;
+  std::atomic<int> busy_{0};
+};
+
+nb::handle new_exception(nb::module_& m, const char* name, nb::handle base,
+                         nb::handle second = nb::handle(), const char* doc = nullptr) {
+  const std::string qualified = nb::cast<std::string>(m.attr("__name__")) + "." + name;
+  PyObject* bases = second ? PyTuple_Pack(2, base.ptr(), second.ptr()) : base.inc_ref().ptr();
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
+  Py_DECREF(bases);
+  if (type == nullptr) throw nb::python_error();
+  m.attr(name) = nb::steal(type);
+  return m.attr(name);
+}
+
+}  // namespace
+}  // namespace sluice::python
+
+NB_MODULE(_sluice, m) {
+  using namespace sluice::python;
+  m.doc() = "sluice's extension module; use the sluice package, which wraps it";
+
+  exc.error = new_exception(m, "Error", PyExc_RuntimeError, nb::handle(),
+                            "A sluice call failed; the message says what and why.");
+  exc.peer_lost = new_exception(m, "PeerLost", exc.error, nb::handle(),
+                                "A peer this call depends on is gone; .rank names it.");
+  exc.spec_mismatch = new_exception(m, "SpecMismatch", exc.error, nb::handle(),
+                                    "Ranks declared the same flow differently.");
+  exc.timeout =
+      new_exception(m, "Timeout", exc.error, PyExc_TimeoutError, "A deadline passed first.");
+  exc.invalid = new_exception(m, "InvalidArgument", exc.error, PyExc_ValueError,
+                              "A bad argument, spec or record; the message names it.");
+  exc.bootstrap = new_exception(m, "BootstrapError", exc.error, nb::handle(),
+                                "The environment does not say how to join a job.");
+  exc.closed = new_exception(m, "Closed", exc.error, nb::handle(),
+                             "The handle was closed, left or destroyed.");
+  exc.view_changed = new_exception(m, "ViewChanged", exc.error, nb::handle(),
+                                   "The job's membership changed during the call.");
+  nb::register_exception_translator(translate);
+
+  nb::class_<PyCluster>(m, "Cluster")
+      .def_static("join", &PyCluster::join, "Joins the job the environment names.")
+      .def_prop_ro("rank", &PyCluster::rank)
+      .def_prop_ro("world_size", &PyCluster::world_size)
+      .def_prop_ro("epoch", &PyCluster::epoch)
+      .def("live_ranks", &PyCluster::live_ranks)
+      .def("alive", &PyCluster::alive, "rank"_a)
+      .def("barrier", &PyCluster::barrier, "name"_a, "timeout"_a = nb::none())
+      .def("allgather", &PyCluster::allgather, "name"_a, "value"_a, "timeout"_a = nb::none())
+      .def("leave", &PyCluster::leave, "timeout"_a = nb::none());
+
+  nb::class_<PyFlow>(m, "Flow")
+      .def(nb::init<PyCluster&, const std::string&, bool, uint32_t, const std::string&,
+                    const std::vector<std::tuple<uint32_t, uint32_t>>&,
+                    const std::vector<std::tuple<uint32_t, uint32_t>>&, std::optional<uint32_t>,
+                    uint32_t, uint32_t, uint32_t>(),
+           "cluster"_a, "name"_a, "replicate"_a, "itemsize"_a, "type_tag"_a, "sources"_a,
+           "targets"_a, "key_offset"_a.none(), "key_size"_a, "segment_bytes"_a, "ring_segments"_a,
+           nb::keep_alive<1, 2>())
+      .def_prop_ro("num_targets", &PyFlow::num_targets)
+      .def("route", &PyFlow::route, "records"_a.noconvert())
+      .def("open_source", &PyFlow::open_source, "slot"_a)
+      .def("open_target", &PyFlow::open_target, "slot"_a)
+      .def("push", &PyFlow::push, "records"_a.noconvert(), "targets"_a.noconvert().none(),
+           "timeout"_a.none())
+      .def("flush", &PyFlow::flush, "timeout"_a.none())
+      .def("close", &PyFlow::close, "timeout"_a.none())
+      .def("abort", &PyFlow::abort)
+      .def("consume", &PyFlow::consume, "timeout"_a.none())
+      .def("exchange", &PyFlow::exchange, "records"_a.noconvert(), "targets"_a.noconvert().none(),
+           "slot"_a, "timeout"_a.none())
+      .def("destroy", &PyFlow::destroy);
+}

@@ -1,0 +1,37 @@
+"""Collectives for the tests: allgather, bcast and allreduce of Python
+objects and numpy arrays, and a barrier. Rank 0 prints `OK` or exits 1."""
+
+import sys
+
+import numpy as np
+
+import sluice
+
+with sluice.Cluster.from_env() as cluster:
+    me, world = cluster.rank, cluster.world_size
+    errors = []
+    got = cluster.allgather({"rank": me, "name": f"r{me}"})
+    if got != [{"rank": r, "name": f"r{r}"} for r in range(world)]:
+        errors.append(f"allgather: {got}")
+    root = world - 1
+    b = cluster.bcast({"from": me} if me == root else None, root=root)
+    if b != {"from": root}:
+        errors.append(f"bcast: {b}")
+    total = cluster.allreduce(me + 1)
+    if total != world * (world + 1) // 2:
+        errors.append(f"allreduce: {total}")
+    arr = cluster.allreduce(np.full(4, me, dtype=np.int64))
+    if not np.array_equal(arr, np.full(4, sum(range(world)), dtype=np.int64)):
+        errors.append(f"allreduce of arrays: {arr}")
+    biggest = cluster.allreduce(me, op=max)
+    if biggest != world - 1:
+        errors.append(f"allreduce max: {biggest}")
+    # (before the barrier: no rank can have left before every rank reached it)
+    if cluster.live_ranks() != list(range(world)):
+        errors.append(f"live_ranks: {cluster.live_ranks()}")
+    cluster.barrier()
+    for e in errors:
+        print(f"rank {me}: {e}", flush=True)
+    if me == 0 and not errors:
+        print(f"OK collectives world={world}", flush=True)
+    sys.exit(1 if errors else 0)
