@@ -641,6 +641,17 @@ class Target {
   uint64_t last_sequence() const { return last_sequence_; }
   /// After kGap: the sequence number that never arrived.
   uint64_t gap() const { return core_->gap(); }
+  /// Keeps the batch the last consume() returned: it stays valid, where it
+  /// is in the ring, after later consume() calls, until release() of the id
+  /// returned (0: no batch to keep; consume() did not return one). For
+  /// holding received records without copying them (a language binding's
+  /// arrays over the ring, a join's build side). While a batch is kept, its
+  /// source has one segment of its ring fewer to run ahead with: keeping
+  /// every segment of a ring stalls that source until one is released.
+  /// Kept batches are given up with the target.
+  [[nodiscard]] uint64_t keep() { return core_->keep_held(); }
+  /// Gives back a batch keep() kept (each id once; an unknown id is ignored).
+  void release(uint64_t kept) { core_->release_kept(kept); }
   /// Why the last consume() returned nothing; empty after kOk and kEndOfFlow.
   const std::string& error() const { return detail::error_text(status_, core_->error()); }
   /// After kPeerLost: the rank (and host) it is about, where one is known.

@@ -34,6 +34,7 @@ import numpy as np
 from . import _sluice
 from ._sluice import (
     BootstrapError,
+    copied_bytes,
     Closed,
     Error,
     InvalidArgument,
@@ -297,16 +298,24 @@ class Target:
     """The receiving end of a flow on this rank (``Flow.target()``).
 
     ``consume()`` returns the next batch (one segment of one source) as a
-    numpy array of the flow's dtype, or None once every source closed and
-    everything was consumed; iterating yields the batches. Each batch is a
-    copy of the ring's segment, owned by the array.
+    read-only numpy array of the flow's dtype over the ring itself (no copy),
+    or None once every source closed and everything was consumed; iterating
+    yields the batches. A batch stays valid as long as it (or any view of it)
+    is alive, whatever is consumed meanwhile: it holds its segment of its
+    source's ring, which goes back to the source once the batch is
+    collected. So a program that keeps batches holds ring space: keeping a
+    whole ring's worth from one source (``ring_segments``, 16 by default)
+    stops that source, and ``consume()`` then raises InvalidArgument saying
+    so. Copy what you keep (``batch.copy()``), or ``consume(copy=True)``.
     """
 
     def __init__(self, flow: Flow):
         self.flow = flow
 
-    def consume(self, timeout: Optional[float] = None) -> Optional[np.ndarray]:
-        raw = self.flow._f.consume(timeout)
+    def consume(self, timeout: Optional[float] = None, copy: bool = False) -> Optional[np.ndarray]:
+        """The next batch (None at the end of the flow): a view of the ring,
+        or with ``copy`` an array of its own."""
+        raw = self.flow._f.consume(timeout) if copy else self.flow._f.consume_view(timeout)
         return None if raw is None else self.flow._records(raw)
 
     def __iter__(self) -> Iterator[np.ndarray]:
@@ -317,6 +326,8 @@ class Target:
             yield batch
 
     def collect(self) -> np.ndarray:
-        """Every remaining batch, concatenated."""
-        parts = list(self)
+        """Every remaining batch, concatenated (copies: nothing stays held)."""
+        parts = []
+        while (batch := self.consume(copy=True)) is not None:
+            parts.append(batch)
         return np.concatenate(parts) if parts else np.empty(0, self.flow.dtype)

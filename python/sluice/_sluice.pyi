@@ -31,6 +31,11 @@ class Closed(Error):
 class ViewChanged(Error):
     """The job's membership changed during the call."""
 
+def copied_bytes() -> int:
+    """
+    Bytes copied out of rings so far (consume(copy=True), exchange()); consume() copies none.
+    """
+
 class Cluster:
     @staticmethod
     def join() -> Cluster:
@@ -76,6 +81,8 @@ class Flow:
     def abort(self) -> None: ...
 
     def consume(self, timeout: float | None) -> Annotated[NDArray[numpy.uint8], dict(shape=(None,))] | None: ...
+
+    def consume_view(self, timeout: float | None) -> Annotated[NDArray[numpy.uint8], dict(shape=(None,), writable=False)] | None: ...
 
     def exchange(self, records: Annotated[NDArray[numpy.uint8], dict(shape=(None,), order='C', device='cpu', writable=False)], targets: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)] | None, slot: int, timeout: float | None) -> Annotated[NDArray[numpy.uint8], dict(shape=(None,))]: ...
 

@@ -115,6 +115,9 @@ class PyCluster {
     }
     return c;
   }
+  ~PyCluster() { retire_flows(); }
+  // Every flow declared through this cluster, for leave().
+  void track(const std::shared_ptr<RecordsFlow>& f) { flows_.push_back(f); }
   Cluster& get() {
     if (!cluster_ || left_) raise(exc.closed, "the cluster was left (leave() was called)");
     return *cluster_;
@@ -146,6 +149,7 @@ class PyCluster {
   }
   void leave(std::optional<double> timeout) {
     if (!cluster_ || left_) return;
+    retire_flows();
     Status s;
     {
       nb::gil_scoped_release unlocked;
@@ -156,8 +160,21 @@ class PyCluster {
   }
 
  private:
+  // The handles go before the job is left (or the cluster destroyed): each
+  // flow still alive ends now, except one that arrays still read from,
+  // which stays as it is (its rings mapped) until the process exits.
+  void retire_flows() {
+    static auto* kept_for_arrays = new std::vector<std::shared_ptr<RecordsFlow>>;
+    for (const std::weak_ptr<RecordsFlow>& w : flows_) {
+      if (std::shared_ptr<RecordsFlow> f = w.lock(); f && !f->end_if_unpinned())
+        kept_for_arrays->push_back(std::move(f));
+    }
+    flows_.clear();
+  }
+
   std::unique_ptr<Cluster> cluster_;
   bool left_ = false;
+  std::vector<std::weak_ptr<RecordsFlow>> flows_;
 };
 
 // A byte view of a C-contiguous numpy array (the package passes
@@ -165,10 +182,16 @@ class PyCluster {
 using ByteArray = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using TargetArray = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using OutArray = nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>;
+using RingArray = nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>;
+
+// Received bytes copied out of a ring (consume(copy=True), exchange()),
+// which the tests count: receiving through consume() copies nothing.
+std::atomic<uint64_t> copied_bytes{0};
 
 // Received bytes as a numpy uint8 array that owns them (the package views
 // it as the flow's dtype).
 OutArray to_array(RecordBytes&& bytes) {
+  copied_bytes.fetch_add(bytes.size(), std::memory_order_relaxed);
   auto* owned = new RecordBytes(std::move(bytes));
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<RecordBytes*>(p); });
   return OutArray(reinterpret_cast<uint8_t*>(owned->data()), {owned->size()}, owner);
@@ -193,8 +216,11 @@ class PyFlow {
     s.segment_bytes = segment_bytes;
     s.ring_segments = ring_segments;
     Cluster& c = cluster.get();
-    nb::gil_scoped_release unlocked;
-    flow_ = std::make_unique<RecordsFlow>(c, s);
+    {
+      nb::gil_scoped_release unlocked;
+      flow_ = std::make_shared<RecordsFlow>(c, s);
+    }
+    cluster.track(flow_);
   }
 
   RecordsFlow& get() {
@@ -268,6 +294,42 @@ class PyFlow {
     if (failed) raise_failure(*failed);
   }
   void abort() { get().abort(); }
+
+  // The next batch's records as a read-only uint8 array over the ring
+  // itself, or None at the end of the flow. The array pins its segment: the
+  // target keeps it (Target::keep) until the array and every view of it are
+  // collected, whatever is consumed meanwhile; then the segment goes back
+  // to its source at the target's next call.
+  std::optional<RingArray> consume_view(std::optional<double> timeout) {
+    std::shared_ptr<RecordsFlow> f = flow_;
+    if (!f) raise(exc.closed, "the flow was destroyed");
+    Busy busy(*this);
+    RecordsFlow::Kept kept;
+    FlowFailure failure;
+    Status s;
+    {
+      nb::gil_scoped_release unlocked;
+      s = f->consume_kept(deadline_of(timeout), &kept, &failure);
+    }
+    if (s == Status::kEndOfFlow) return std::nullopt;
+    if (s != Status::kOk) raise_failure(failure);
+    // The pin: the flow's C++ object (the ring's mapping lives in it) and
+    // the Python flow (which keeps its cluster) live while the array does.
+    struct Pin {
+      std::shared_ptr<RecordsFlow> flow;
+      nb::object owner;
+      uint64_t id;
+    };
+    auto* pin = new Pin{f, nb::find(this), kept.id};
+    f->pin();
+    nb::capsule owner(pin, [](void* p) noexcept {
+      auto* pin = static_cast<Pin*>(p);
+      pin->flow->release_later(pin->id);
+      pin->flow->unpin();
+      delete pin;
+    });
+    return RingArray(reinterpret_cast<const uint8_t*>(kept.data), {kept.bytes}, owner);
+  }
 
   // The next batch's records as bytes (a copy), or None at the end of the flow.
   std::optional<OutArray> consume(std::optional<double> timeout) {
@@ -349,7 +411,9 @@ class PyFlow {
     }
     return records.size() / size;
   }
-  std::unique_ptr<RecordsFlow> flow_;
+  // Shared with the arrays received over the ring (consume_view's pins):
+  // destroy() gives up this handle's share; the flow ends when they are gone.
+  std::shared_ptr<RecordsFlow> flow_;
   std::atomic<int> busy_{0};
 };
 
@@ -388,6 +452,9 @@ NB_MODULE(_sluice, m) {
   exc.view_changed = new_exception(m, "ViewChanged", exc.error, nb::handle(),
                                    "The job's membership changed during the call.");
   nb::register_exception_translator(translate);
+  m.def(
+      "copied_bytes", [] { return copied_bytes.load(std::memory_order_relaxed); },
+      "Bytes copied out of rings so far (consume(copy=True), exchange()); consume() copies none.");
 
   nb::class_<PyCluster>(m, "Cluster")
       .def_static("join", &PyCluster::join, "Joins the job the environment names.")
@@ -418,6 +485,7 @@ NB_MODULE(_sluice, m) {
       .def("close", &PyFlow::close, "timeout"_a.none())
       .def("abort", &PyFlow::abort)
       .def("consume", &PyFlow::consume, "timeout"_a.none())
+      .def("consume_view", &PyFlow::consume_view, "timeout"_a.none())
       .def("exchange", &PyFlow::exchange, "records"_a.noconvert(), "targets"_a.noconvert().none(),
            "slot"_a, "timeout"_a.none())
       .def("destroy", &PyFlow::destroy);

@@ -56,6 +56,11 @@ struct RecordsFlow::Ends {
     }
   }
 
+  uint32_t ring_segments() const {
+    return replicate_spec ? replicate_spec->spec().effective_ring_segments()
+                          : shuffle_spec->spec().effective_ring_segments();
+  }
+
   Source<W> make_source(uint32_t slot) {
     return replicate_spec ? cluster.source(*replicate_spec, slot)
                           : cluster.source(*shuffle_spec, slot);
@@ -167,6 +172,20 @@ RecordsFlow::RecordsFlow(Cluster& cluster, const RecordsFlowSpec& spec)
 
 RecordsFlow::~RecordsFlow() = default;
 
+RecordsFlow::Impl& RecordsFlow::impl() {
+  if (!impl_) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "flow '" + spec_.name + "' ended when its job was left (Cluster.leave())");
+  }
+  return *impl_;
+}
+
+bool RecordsFlow::end_if_unpinned() {
+  if (pins_.load() != 0) return false;
+  impl_.reset();
+  return true;
+}
+
 void RecordsFlow::route(const std::byte* data, size_t n, uint32_t* out) const {
   const uint32_t nt = num_targets();
   const size_t size = spec_.itemsize;
@@ -179,14 +198,14 @@ void RecordsFlow::route(const std::byte* data, size_t n, uint32_t* out) const {
 }
 
 void RecordsFlow::open_source(uint32_t slot) {
-  impl_->visit([&](auto& e) {
+  impl().visit([&](auto& e) {
     if (e.source) throw Error(ErrorCode::kInvalidArgument, "this flow's source is open already");
     e.source = e.make_source(slot);
   });
 }
 
 void RecordsFlow::open_target(uint32_t slot) {
-  impl_->visit([&](auto& e) {
+  impl().visit([&](auto& e) {
     if (e.target) throw Error(ErrorCode::kInvalidArgument, "this flow's target is open already");
     e.target = e.make_target(slot);
   });
@@ -194,14 +213,14 @@ void RecordsFlow::open_target(uint32_t slot) {
 
 std::optional<FlowFailure> RecordsFlow::push(const std::byte* data, size_t n,
                                              const uint32_t* targets, Deadline deadline) {
-  return impl_->visit([&](auto& e) -> std::optional<FlowFailure> {
+  return impl().visit([&](auto& e) -> std::optional<FlowFailure> {
     if (!e.source) throw Error(ErrorCode::kInvalidArgument, "the source is not open");
     return e.push(data, n, targets, deadline);
   });
 }
 
 std::optional<FlowFailure> RecordsFlow::flush(Deadline deadline) {
-  return impl_->visit([&](auto& e) -> std::optional<FlowFailure> {
+  return impl().visit([&](auto& e) -> std::optional<FlowFailure> {
     if (!e.source) throw Error(ErrorCode::kInvalidArgument, "the source is not open");
     const Status s = e.source.flush(deadline);
     if (s == Status::kOk) return std::nullopt;
@@ -210,7 +229,7 @@ std::optional<FlowFailure> RecordsFlow::flush(Deadline deadline) {
 }
 
 std::optional<FlowFailure> RecordsFlow::close(Deadline deadline) {
-  return impl_->visit([&](auto& e) -> std::optional<FlowFailure> {
+  return impl().visit([&](auto& e) -> std::optional<FlowFailure> {
     if (!e.source) throw Error(ErrorCode::kInvalidArgument, "the source is not open");
     const Status s = e.source.close_and_wait(deadline);
     if (s == Status::kOk) return std::nullopt;
@@ -219,11 +238,12 @@ std::optional<FlowFailure> RecordsFlow::close(Deadline deadline) {
 }
 
 void RecordsFlow::abort() {
-  impl_->visit([](auto& e) { e.source.abort(); });
+  impl().visit([](auto& e) { e.source.abort(); });
 }
 
 Status RecordsFlow::consume(Deadline deadline, RecordBytes* out, FlowFailure* failure) {
-  return impl_->visit([&](auto& e) -> Status {
+  release_queued();
+  return impl().visit([&](auto& e) -> Status {
     if (!e.target) throw Error(ErrorCode::kInvalidArgument, "the target is not open");
     auto batch = e.target.consume(deadline);
     if (batch) {
@@ -236,9 +256,67 @@ Status RecordsFlow::consume(Deadline deadline, RecordBytes* out, FlowFailure* fa
   });
 }
 
+Status RecordsFlow::consume_kept(Deadline deadline, Kept* out, FlowFailure* failure) {
+  release_queued();
+  return impl().visit([&](auto& e) -> Status {
+    if (!e.target) throw Error(ErrorCode::kInvalidArgument, "the target is not open");
+    const uint32_t ring = e.ring_segments();
+    if (occupied_.empty()) occupied_.resize(spec_.sources.size());
+    for (size_t s = 0; s < occupied_.size(); ++s) {
+      if (occupied_[s].size() < ring) continue;
+      failure->status = Status::kInvalid;
+      failure->message =
+          "consume(): all " + std::to_string(ring) + " segments of the ring from source " +
+          std::to_string(s) + " (rank " + std::to_string(spec_.sources[s].rank) +
+          ") are held by arrays still alive, so it cannot send more: copy() the batches you "
+          "keep, drop them, or declare the flow with more ring_segments";
+      return Status::kInvalid;
+    }
+    auto batch = e.target.consume(deadline);
+    if (!batch) {
+      const Status s = batch.status();
+      if (s != Status::kEndOfFlow) *failure = failure_of(s, e.target.error(), e.target.lost_peer());
+      return s;
+    }
+    out->data = reinterpret_cast<const std::byte*>(batch->data());
+    out->bytes = batch->size_bytes();
+    out->source = e.target.last_source();
+    out->id = e.target.keep();
+    occupied_[out->source].emplace_back(out->id, false);
+    return Status::kOk;
+  });
+}
+
+void RecordsFlow::release_later(uint64_t id) {
+  std::lock_guard<std::mutex> lock(released_mu_);
+  released_.push_back(id);
+}
+
+void RecordsFlow::release_queued() {
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(released_mu_);
+    ids.swap(released_);
+  }
+  if (ids.empty() || !impl_) return;
+  impl().visit([&](auto& e) {
+    for (uint64_t id : ids) {
+      e.target.release(id);
+      for (auto& ring : occupied_) {
+        auto it =
+            std::find_if(ring.begin(), ring.end(), [id](const auto& k) { return k.first == id; });
+        if (it == ring.end()) continue;
+        it->second = true;
+        while (!ring.empty() && ring.front().second) ring.pop_front();
+        break;
+      }
+    }
+  });
+}
+
 RecordBytes RecordsFlow::exchange(const std::byte* data, size_t n, const uint32_t* targets,
                                   uint32_t slot, Deadline deadline) {
-  return impl_->visit([&](auto& e) {
+  return impl().visit([&](auto& e) {
     if (e.source || e.target) {
       throw Error(ErrorCode::kInvalidArgument,
                   "exchange() opens this rank's source and target itself: this flow's are open "

@@ -12,13 +12,17 @@
 
 #include <sluice/sluice.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -82,6 +86,31 @@ class RecordsFlow {
   // released at the next call). kOk, kEndOfFlow, or a failure.
   Status consume(Deadline deadline, RecordBytes* out, FlowFailure* failure);
 
+  // A batch left where it is in the ring (Target::keep): valid until
+  // release_later(id) and the next call of this target after it.
+  struct Kept {
+    const std::byte* data = nullptr;
+    size_t bytes = 0;
+    uint64_t id = 0;
+    uint32_t source = 0;
+  };
+  // The next batch, kept. kOk, kEndOfFlow, a failure, or kInvalid (in
+  // *failure) if every segment of some source's ring is kept already: the
+  // flow could not go on.
+  Status consume_kept(Deadline deadline, Kept* out, FlowFailure* failure);
+  // Gives a kept batch back, from any thread: the target releases it at its
+  // next call (its own thread's), or when the flow is destroyed.
+  void release_later(uint64_t id);
+
+  // Arrays over kept batches alive (the module counts them in and out).
+  void pin() { pins_.fetch_add(1); }
+  void unpin() { pins_.fetch_sub(1); }
+  // Ends the flow (its ends and declaration) if no array holds a batch of
+  // it, and returns true; else false, and the flow stays as it is (its
+  // rings mapped) for the arrays. Later calls throw. For the job's leave(),
+  // before which every handle must be gone.
+  bool end_if_unpinned();
+
   // The flow as an all-to-all: this rank's source and target of `slot`
   // together in one Worker, pushing the records while taking what arrives,
   // until every source closed. Returns what this rank's target received.
@@ -92,8 +121,20 @@ class RecordsFlow {
   struct Impl;
   template <class W>
   struct Ends;
+  // Releases what release_later() queued (the target's thread).
+  void release_queued();
+  // The ends, or Error(kInvalidArgument) once the flow ended.
+  Impl& impl();
+
   RecordsFlowSpec spec_;
   std::unique_ptr<Impl> impl_;
+  std::mutex released_mu_;
+  std::vector<uint64_t> released_;  // guarded by released_mu_
+  // Per source, the kept batches in ring order: (id, released). A ring's
+  // segments free up in ring order, so these are the ring's segments this
+  // target occupies; the front is popped once released.
+  std::vector<std::deque<std::pair<uint64_t, bool>>> occupied_;
+  std::atomic<int> pins_{0};
 };
 
 // The word type's width for a record size: 8, 4, 2 or 1.

@@ -54,3 +54,17 @@ def test_python_dash_m_sluice_runs_the_launcher(sluice_bin):
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
     assert p.returncode == 0, p.stdout
     assert "OK collectives world=2" in p.stdout, p.stdout
+
+
+def test_batches_are_views_of_the_ring_that_pin_their_segments(sluice_bin):
+    status, out = run_job("zero_copy.py", 2, "200000", "shm", transport="shm")
+    assert status == 0, out
+    assert "OK views records=400000 " in out and "copied=0" in out, out
+    assert "OK hoard records=400000 refusals=" in out, out
+
+
+def test_batches_over_ofi_are_exactly_once_too(sluice_bin):
+    status, out = run_job("zero_copy.py", 2, "50000", "ofi", transport="ofi")
+    assert status == 0, out
+    assert "OK views records=100000 " in out and "copied=0" in out, out
+    assert "OK hoard records=100000 refusals=" in out, out

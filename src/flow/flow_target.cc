@@ -113,8 +113,15 @@ void FlowTarget::retire() {
   // see ofi::Endpoint::abandon().
   if (ofi_ != nullptr && (failed_ != Status::kOk || ended_ != in_.size() || !lost_.empty()))
     ofi_->ep->abandon();
-  // Hand back whatever we hold so that shm sources blocked on us can finish.
+  // Hand back whatever we hold so that shm sources blocked on us can finish
+  // (kept segments too: their keeper is gone with this target).
   if (held_ >= 0 && !in_[held_].remote) release(in_[held_], held_slot_);
+  for (size_t s = 0; s < kept_.size(); ++s) {
+    for (const Kept& k : kept_[s]) {
+      if (!in_[s].remote) release_now(in_[s], k.slot);
+    }
+    kept_[s].clear();
+  }
   for (auto& in : in_) {
     if (!in.remote) publish_credit(in);
   }
@@ -269,6 +276,45 @@ void FlowTarget::publish_credit(In& in) {
 // `slot` is where the segment lies in the ring: k % S, or on the message
 // path the buffer it landed in.
 void FlowTarget::release(In& in, uint32_t slot) {
+  if (!kept_.empty()) [[unlikely]] {
+    std::deque<Kept>& q = kept_[index_of(in)];
+    if (!q.empty()) {
+      q.push_back(Kept{slot, 0, true});
+      return;
+    }
+  }
+  release_now(in, slot);
+}
+
+uint64_t FlowTarget::keep_held() {
+  absorb_fast();
+  uint64_t id = 0;
+  if (held_ >= 0) {
+    if (kept_.empty()) kept_.resize(in_.size());
+    id = ++kept_ids_;
+    kept_[static_cast<size_t>(held_)].push_back(Kept{held_slot_, id, false});
+    held_ = -1;
+  }
+  export_fast();
+  return id;
+}
+
+void FlowTarget::release_kept(uint64_t id) {
+  for (size_t s = 0; s < kept_.size(); ++s) {
+    std::deque<Kept>& q = kept_[s];
+    for (Kept& k : q) {
+      if (k.id != id || k.done) continue;
+      k.done = true;
+      while (!q.empty() && q.front().done) {
+        release_now(in_[s], q.front().slot);
+        q.pop_front();
+      }
+      return;
+    }
+  }
+}
+
+void FlowTarget::release_now(In& in, uint32_t slot) {
   if (fast_tail_ != 0) empty_tail(in.ring.payload(slot), fast_tail_);  // as next_fast does
   if (in.remote) {
     const uint32_t s = index_of(in);

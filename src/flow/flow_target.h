@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,8 @@ class FlowTarget : public TargetCore, protected FailureState {
 
   Status next(Deadline deadline, SegmentView* out) override;
   void return_credit_fast(uint32_t s) override;
+  uint64_t keep_held() override;
+  void release_kept(uint64_t id) override;
 
   const std::string& error() const override { return error_; }
   std::optional<LostPeer> lost_peer() const override { return FailureState::lost_peer(ctx_); }
@@ -188,8 +191,11 @@ class FlowTarget : public TargetCore, protected FailureState {
   void post_receive(uint32_t s, uint32_t j);
 
   // `slot` is where the segment lies in the ring: k % S, or on the message
-  // path the buffer it landed in.
+  // path the buffer it landed in. While an earlier segment of the ring is
+  // kept (keep_held), it waits behind it: a ring's credit counts segments
+  // released in ring order.
   void release(In& in, uint32_t slot);
+  void release_now(In& in, uint32_t slot);
 
   // Where segment `k` of ring `s` is, if it has arrived: its slot, or -1.
   int64_t locate(uint32_t s, const In& in) const;
@@ -248,6 +254,16 @@ class FlowTarget : public TargetCore, protected FailureState {
   uint32_t credit_batch_ = 1;
   int held_ = -1;
   uint32_t held_slot_ = 0;
+  // Segments kept past the next() that handed them out (Target::keep), and
+  // those released behind them, per ring in ring order; `done` once
+  // released. Empty until keep_held() is first called.
+  struct Kept {
+    uint32_t slot = 0;
+    uint64_t id = 0;
+    bool done = false;
+  };
+  std::vector<std::deque<Kept>> kept_;
+  uint64_t kept_ids_ = 0;
   bool has_remote_ = false;
   bool has_local_ = false;
   bool armed_ = false;         // a Worker set bell_->waiting

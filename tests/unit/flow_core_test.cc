@@ -49,6 +49,54 @@ TEST(FlowCoreTest, SourceRunsAheadExactlyOneRingThenIsBackPressured) {
   EXPECT_EQ(out.try_push_to(0, Rec{pushed, pushed}), Status::kOk);
 }
 
+// Target::keep: a kept batch stays where it is in the ring while later
+// batches are consumed, and its ring's credit returns in ring order, so
+// the source gets room back only once the kept segment is released, and
+// then for every segment released behind it.
+TEST(FlowCoreTest, AKeptBatchStaysInPlaceAndHoldsItsRingUntilReleased) {
+  auto spec = small_spec();
+  testing::LocalFlow flow(spec.spec());
+  const uint32_t per = flow.context().payload_bytes / sizeof(Rec);
+  auto out = flow.source<Rec>(0);
+  auto in = flow.target<Rec>(0);
+  uint64_t pushed = 0;
+  auto fill = [&] {
+    while (out.try_push_to(0, Rec{pushed, pushed}) == Status::kOk) ++pushed;
+  };
+  fill();
+  ASSERT_EQ(pushed, 4u * per);
+  auto first = in.consume();
+  ASSERT_TRUE(first);
+  const Rec* kept = first->data();
+  const uint64_t id = in.keep();
+  EXPECT_NE(id, 0u);
+  EXPECT_EQ(in.keep(), 0u);  // nothing held any more
+  auto second = in.consume();
+  ASSERT_TRUE(second);
+  const uint64_t id2 = in.keep();
+  EXPECT_NE(id2, id);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(in.consume());
+  EXPECT_EQ(in.try_consume().status(), Status::kWouldBlock);
+  // Everything consumed, but segment 0 is kept: the ring has no room.
+  fill();
+  EXPECT_EQ(pushed, 4u * per);
+  in.release(id2);  // behind the kept segment 0: frees nothing yet
+  EXPECT_EQ(in.try_consume().status(), Status::kWouldBlock);
+  fill();
+  EXPECT_EQ(pushed, 4u * per);
+  for (uint32_t i = 0; i < per; ++i) EXPECT_EQ(kept[i].key, i);  // never overwritten
+  in.release(id);
+  in.release(id);  // twice: ignored
+  EXPECT_EQ(in.try_consume().status(), Status::kWouldBlock);
+  fill();
+  EXPECT_EQ(pushed, 8u * per);
+  for (uint32_t s = 0; s < 4; ++s) {
+    auto b = in.consume();
+    ASSERT_TRUE(b);
+    EXPECT_EQ((*b)[0].key, (4u + s) * per);
+  }
+}
+
 // Adds `in` to `w` with a handler that counts, pushes 1000 records (250
 // segments through a ring of 4) into `out` through `w`, closes it and runs
 // `w` to the end: every record arrived once (count and sum).

@@ -442,6 +442,12 @@ class TargetCore : public Waitable {
   virtual Status next(Deadline deadline, SegmentView* out) = 0;
   // The fast path released enough of ring s to hand credit back.
   virtual void return_credit_fast(uint32_t /*s*/) {}
+  // Target::keep(): the segment the last next() handed out stays where it
+  // is after later calls, until release_kept(the id returned); 0 if none is
+  // held. Target::release(): gives a kept segment back (its ring's credit
+  // returns in ring order, once every earlier segment of it is released).
+  virtual uint64_t keep_held() { return 0; }
+  virtual void release_kept(uint64_t /*id*/) {}
 
   // The Latency fast path (next_fast): set by a target whose rings are all
   // local, of an unordered flow with one record size; null otherwise.
