@@ -385,6 +385,7 @@ class PyFlow {
       return nullptr;
     }
     if (!targets) {
+      if (f.routes_itself()) return nullptr;  // the flow routes by key
       routed->resize(n);
       f.route(reinterpret_cast<const std::byte*>(records.data()), n, routed->data());
       return routed->data();

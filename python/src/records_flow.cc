@@ -22,6 +22,12 @@ uint32_t segment_bytes_for(uint32_t itemsize, uint32_t requested) {
 
 namespace {
 
+// A record of N bytes as one flow element (8-byte aligned).
+template <size_t N>
+struct alignas(8) Block {
+  std::byte bytes[N];
+};
+
 FlowFailure failure_of(Status s, const std::string& error, std::optional<LostPeer> lost) {
   FlowFailure f;
   f.status = s;
@@ -38,7 +44,9 @@ struct RecordsFlow::Ends {
   using ReplicateWords = ReplicateSpec<W>;
 
   Ends(Cluster& c, const RecordsFlowSpec& s)
-      : cluster(c), words_per_record(s.itemsize / sizeof(W)) {
+      : cluster(c),
+        words_per_record(s.itemsize / sizeof(W)),
+        library_routes(!s.replicate && words_per_record == 1 && s.key_offset.has_value()) {
     const uint32_t seg = segment_bytes_for(s.itemsize, s.segment_bytes);
     if (s.replicate) {
       ReplicateWords spec(s.name);
@@ -49,10 +57,20 @@ struct RecordsFlow::Ends {
     } else {
       ShuffleWords spec(s.name);
       spec.sources(s.sources).targets(s.targets).type_tag(s.type_tag).segment_bytes(seg);
-      spec.explicit_targets();  // routed here (RecordsFlow::route), a record's words together
       if (s.ring_segments != 0) spec.ring_segments(s.ring_segments);
+      FlowSpec declared_as = spec.spec();
+      if (library_routes) {
+        // One element per record: the flow routes it by its key, as a C++
+        // flow declared with .key() does (and RecordsFlow::route agrees).
+        declared_as.route = Route::kHashKey;
+        declared_as.key_offset = *s.key_offset;
+        declared_as.key_size = s.key_size;
+      } else {
+        // Routed here (RecordsFlow::route), a record's words together.
+        declared_as.route = Route::kExplicit;
+      }
       shuffle_spec = spec;
-      declared = cluster.declare(spec);
+      declared = cluster.declare(declared_as);
     }
   }
 
@@ -83,8 +101,9 @@ struct RecordsFlow::Ends {
   std::optional<FlowFailure> push(const std::byte* data, size_t n, const uint32_t* targets,
                                   Deadline deadline) {
     const std::span<const W> words(reinterpret_cast<const W*>(data), n * words_per_record);
-    const Status s = replicate_spec ? source.push(words, deadline)
-                                    : source.push_to(word_targets(targets, n), words, deadline);
+    const Status s = replicate_spec || targets == nullptr
+                         ? source.push(words, deadline)
+                         : source.push_to(word_targets(targets, n), words, deadline);
     if (s == Status::kOk) return std::nullopt;
     return failure_of(s, source.error(), source.lost_peer());
   }
@@ -101,8 +120,9 @@ struct RecordsFlow::Ends {
     w.add(make_target(slot), [&received](std::span<const W> batch) { append(&received, batch); });
     Source<W>& src = w.add_output(make_source(slot));
     const std::span<const W> words(reinterpret_cast<const W*>(data), n * words_per_record);
-    Status s = replicate_spec ? w.push(src, words, deadline)
-                              : w.push_to(src, word_targets(targets, n), words, deadline);
+    Status s = replicate_spec || targets == nullptr
+                   ? w.push(src, words, deadline)
+                   : w.push_to(src, word_targets(targets, n), words, deadline);
     if (s == Status::kOk) s = w.close(src, deadline);
     if (s != Status::kOk) {
       const FlowFailure f = failure_of(s, src.error(), src.lost_peer());
@@ -129,6 +149,7 @@ struct RecordsFlow::Ends {
 
   Cluster& cluster;
   size_t words_per_record;
+  bool library_routes;  // pushed without targets: the flow routes by key
   std::optional<ShuffleWords> shuffle_spec;
   std::optional<ReplicateWords> replicate_spec;
   DeclaredFlow declared;
@@ -139,7 +160,8 @@ struct RecordsFlow::Ends {
 
 struct RecordsFlow::Impl {
   std::variant<std::unique_ptr<Ends<uint8_t>>, std::unique_ptr<Ends<uint16_t>>,
-               std::unique_ptr<Ends<uint32_t>>, std::unique_ptr<Ends<uint64_t>>>
+               std::unique_ptr<Ends<uint32_t>>, std::unique_ptr<Ends<uint64_t>>,
+               std::unique_ptr<Ends<Block<16>>>, std::unique_ptr<Ends<Block<32>>>>
       ends;
   template <class F>
   decltype(auto) visit(F&& f) {
@@ -154,6 +176,20 @@ RecordsFlow::RecordsFlow(Cluster& cluster, const RecordsFlowSpec& spec)
       (spec_.key_size == 0 || *spec_.key_offset + spec_.key_size > spec_.itemsize)) {
     throw Error(ErrorCode::kInvalidArgument, "the routing key lies outside the record");
   }
+  // Records of 16 and 32 bytes (a key and a value, two of each) travel as
+  // one element each: a push is one copy and, with a key, the flow's own
+  // routing per record (other sizes: words, routed here).
+  if (spec_.itemsize == 16) {
+    impl_->ends = std::make_unique<Ends<Block<16>>>(cluster, spec_);
+  } else if (spec_.itemsize == 32) {
+    impl_->ends = std::make_unique<Ends<Block<32>>>(cluster, spec_);
+  } else {
+    make_word_ends(cluster);
+  }
+  library_routes_ = impl_->visit([](auto& e) { return e.library_routes; });
+}
+
+void RecordsFlow::make_word_ends(Cluster& cluster) {
   switch (word_bytes_for(spec_.itemsize)) {
     case 8:
       impl_->ends = std::make_unique<Ends<uint64_t>>(cluster, spec_);

@@ -66,6 +66,10 @@ class RecordsFlow {
   RecordsFlow& operator=(const RecordsFlow&) = delete;
 
   const RecordsFlowSpec& spec() const { return spec_; }
+  // True if push() and exchange() without targets leave the routing to the
+  // flow (records of one element with a key); else they need targets
+  // (route() computes them).
+  bool routes_itself() const { return library_routes_; }
   uint32_t num_targets() const { return static_cast<uint32_t>(spec_.targets.size()); }
   // The target index of each of `n` records at `data` (the flow's key,
   // else the whole record), as sluice::hash_bytes and reduce_hash route.
@@ -123,6 +127,7 @@ class RecordsFlow {
   struct Ends;
   // Releases what release_later() queued (the target's thread).
   void release_queued();
+  void make_word_ends(Cluster& cluster);
   // The ends, or Error(kInvalidArgument) once the flow ended.
   Impl& impl();
 
@@ -135,6 +140,7 @@ class RecordsFlow {
   // target occupies; the front is popped once released.
   std::vector<std::deque<std::pair<uint64_t, bool>>> occupied_;
   std::atomic<int> pins_{0};
+  bool library_routes_ = false;
 };
 
 // The word type's width for a record size: 8, 4, 2 or 1.

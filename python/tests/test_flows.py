@@ -12,7 +12,7 @@ from conftest import run_job
 def test_shuffle_exchange_ends_small_records_and_replicate(sluice_bin, transport):
     status, out = run_job("shuffle.py", 3, "--records", "60000", transport=transport)
     assert status == 0, out
-    for name in ("exchange", "ends", "small", "replicate"):
+    for name in ("exchange", "ends", "small", "pair", "wide", "replicate"):
         assert f"OK {name} records=" in out, out
     assert "OK exchange records=180000 " in out, out
     assert "OK replicate records=9000" in out, out
