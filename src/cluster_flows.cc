@@ -655,7 +655,7 @@ class RegionSequencer final : public Sequencer {
     // host needs a core that a spinning source would hold: after about a
     // round trip's worth of polls, yield between them (2x2 ordered over
     // tcp, 64 KiB: 0.75 -> 0.91 of unordered against 2000 polls;
-    // docs/benchmarks.md).
+    // bench/results/history.md).
     counter_->set_spin_polls(kSequencerSpinPolls);
   }
   Status take(uint64_t count, uint64_t* first, std::string* error) override {

@@ -73,7 +73,7 @@ struct Epoch {
   uint32_t first_follower = 0;  // the follower whose copy of an Accept goes on kv-accept
   sluice::DeclaredFlow msg_flow, accept_flow, order_flow;
   sluice::Worker w;
-  sluice::BytesSource msg_src, accept_src, order_src;
+  sluice::Source<sluice::Bytes> msg_src, accept_src, order_src;
   sluice::Worker::InputId order_input = 0;
   std::string broken;  // why the epoch ended early; empty while it runs
 
@@ -336,7 +336,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   std::vector<std::byte> buf;
   // A failed push, flush or close ends the epoch; it is a failure of the job
   // only if no rank turns out to be lost (end_epoch below).
-  auto check = [&](sluice::Status st, sluice::BytesSource& s, const char* what) {
+  auto check = [&](sluice::Status st, sluice::Source<sluice::Bytes>& s, const char* what) {
     if (st != sluice::Status::kOk && ep.broken.empty())
       ep.broken = "rank " + std::to_string(rank) + ": " + what + ": " + s.error();
   };
@@ -372,7 +372,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // set-up of this epoch failed before it made its end of a flow never
   // returns credit; it is waiting for this rank in the next epoch's
   // declaration, and only the change of ranks says so.)
-  auto flush_source = [&](sluice::BytesSource& src, const char* what) {
+  auto flush_source = [&](sluice::Source<sluice::Bytes>& src, const char* what) {
     for (;;) {
       const sluice::Status st =
           ep.w.flush(src, std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
@@ -501,12 +501,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     }
     ep.first_follower =
         live_replicas[0] == rank && live_replicas.size() > 1 ? live_replicas[1] : live_replicas[0];
-    auto msg_spec = sluice::shuffle_bytes("kv-msg" + suffix)
+    auto msg_spec = sluice::shuffle<sluice::Bytes>("kv-msg" + suffix)
                         .sources(cluster.ranks(live))
                         .targets(cluster.ranks(live))
                         .explicit_targets()
                         .segment_bytes(msg_segment_bytes(o.max_entry_bytes));
-    auto accept_spec = sluice::replicate_bytes("kv-accept" + suffix)
+    auto accept_spec = sluice::replicate<sluice::Bytes>("kv-accept" + suffix)
                            .sources(cluster.ranks(live_replicas))
                            .targets(cluster.ranks(live_replicas))
                            .segment_bytes(msg_segment_bytes(o.max_entry_bytes));
@@ -515,7 +515,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     // number names exactly one batch of requests, one log slot: message
     // number = sequence + 1. Its sequencer is on the first target: the
     // lowest live replica.
-    auto order_spec = sluice::replicate_bytes("kv-order" + suffix)
+    auto order_spec = sluice::replicate<sluice::Bytes>("kv-order" + suffix)
                           .sources(cluster.ranks(live_clients))
                           .targets(cluster.ranks(live_replicas))
                           .ordered()

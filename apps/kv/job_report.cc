@@ -76,9 +76,10 @@ std::string client_reports(uint32_t rank, const ClientGroup& g, uint64_t expecte
   return out;
 }
 
-sluice::BytesShuffleSpec report_flow(sluice::Cluster& cluster, const std::vector<uint32_t>& live) {
+sluice::ShuffleSpec<sluice::Bytes> report_flow(sluice::Cluster& cluster,
+                                               const std::vector<uint32_t>& live) {
   const std::vector<uint32_t> others(live.begin() + 1, live.end());
-  return sluice::shuffle_bytes("kv-report" + epoch_suffix(cluster.world_size(), live))
+  return sluice::shuffle<sluice::Bytes>("kv-report" + epoch_suffix(cluster.world_size(), live))
       .sources(cluster.ranks(others))
       .targets(cluster.ranks({live[0]}))
       .segment_bytes(64 * 1024);
@@ -95,10 +96,10 @@ std::vector<std::string> gather_reports(sluice::Cluster& cluster, const std::vec
         code, std::string("kv-report: ") + what + ": " + sluice::to_string(s) + ": " + error);
   };
   if (live.size() == 1) return {mine};
-  const sluice::BytesShuffleSpec spec = report_flow(cluster, live);
+  const sluice::ShuffleSpec<sluice::Bytes> spec = report_flow(cluster, live);
   sluice::DeclaredFlow flow = cluster.declare(spec);
   if (rank != live[0]) {
-    sluice::BytesSource out = cluster.source(spec, 0);
+    sluice::Source<sluice::Bytes> out = cluster.source(spec, 0);
     for (size_t at = 0; at < mine.size(); at += kReportPiece) {
       const size_t n = std::min(kReportPiece, mine.size() - at);
       const sluice::Status s = out.push(std::as_bytes(std::span(mine.data() + at, n)));
@@ -113,7 +114,7 @@ std::vector<std::string> gather_reports(sluice::Cluster& cluster, const std::vec
   std::vector<std::string> lines(live.size());
   lines[0] = mine;
   {
-    sluice::BytesTarget in = cluster.target(spec, 0);
+    sluice::Target<sluice::Bytes> in = cluster.target(spec, 0);
     while (auto batch = in.consume()) {
       const uint32_t from = in.last_source();  // index in the spec's sources: live[from + 1]
       for (std::span<const std::byte> rec : *batch)

@@ -39,7 +39,8 @@ std::string client_reports(uint32_t rank, const ClientGroup& g, uint64_t expecte
 
 // The kv-report flow among the live ranks (increasing): every other live
 // rank -> the first, named "kv-report" + epoch_suffix (flow_job.h).
-sluice::BytesShuffleSpec report_flow(sluice::Cluster& cluster, const std::vector<uint32_t>& live);
+sluice::ShuffleSpec<sluice::Bytes> report_flow(sluice::Cluster& cluster,
+                                               const std::vector<uint32_t>& live);
 
 // Declares the report flow among `live` and sends `mine` to its first rank
 // (the collector), or, on the collector, collects every live rank's line

@@ -130,9 +130,9 @@ struct ResourceManager::Impl {
   TwoPcRecovery recovery;
   // The flows' ends (set by serve()).
   Worker* w = nullptr;
-  std::vector<BytesSource>* replies = nullptr;
+  std::vector<Source<Bytes>>* replies = nullptr;
   std::vector<uint8_t> reply_dead;
-  BytesSource* peer = nullptr;
+  Source<Bytes>* peer = nullptr;
   // A memory server is lost: the first failure that says so. The server
   // then stops serving but keeps its flows until every client has given up
   // (so clients learn of the loss from the dead server's end, not from
@@ -448,8 +448,8 @@ void ResourceManager::serve() {
   Impl& m = *impl_;
   const uint32_t servers = m.layout.memory_servers;
   // The sources outlive the worker that drives them.
-  std::vector<BytesSource> replies;
-  BytesSource peer;
+  std::vector<Source<Bytes>> replies;
+  Source<Bytes> peer;
   Worker w;
   std::vector<Worker::InputId> inputs;
   m.w = &w;
@@ -475,7 +475,7 @@ void ResourceManager::serve() {
   inputs.assign(m.ranks, Worker::InputId{});
   for (uint32_t k = 0; k < m.ranks; ++k) {
     if (!m.lost_at_setup[k].empty()) continue;
-    BytesTarget target;
+    Target<Bytes> target;
     try {
       target = m.cluster.target(m.flows.request[k], 0);
     } catch (const PeerLostError& e) {

@@ -63,8 +63,8 @@ struct TwoPcFlows {
   uint32_t memory_servers = 1, clients_per_rank = 1;
   std::vector<uint32_t> compute;  // the compute ranks, ascending
   // Per compute rank (index in `compute`): its clients' requests and replies.
-  std::vector<BytesShuffleSpec> request, reply;
-  BytesShuffleSpec peer{"nam-2pc-peer"};  // servers -> servers (memory_servers > 1)
+  std::vector<ShuffleSpec<Bytes>> request, reply;
+  ShuffleSpec<Bytes> peer{"nam-2pc-peer"};  // servers -> servers (memory_servers > 1)
 };
 // The flows' specs, the same on every rank: clients are endpoints (rank,
 // slot) of the compute ranks, slot = thread; servers are (rank, 0).

@@ -36,7 +36,7 @@ struct TwoPcClient::Impl {
   Layout layout;
   uint32_t client;
   Worker w{};
-  BytesSource req;
+  Source<Bytes> req;
   Worker::InputId in{};
   std::vector<std::vector<std::byte>> replies;
   std::vector<size_t> reply_len;

@@ -236,19 +236,15 @@ class Cluster {
   /// declared and not destroyed is an error; so is declaring it anew while a
   /// participant of its previous declaration has not destroyed that one yet.
   [[nodiscard]] DeclaredFlow declare(const FlowSpec& spec);
-  /// The same for the spec a shuffle or replicate builder holds:
-  /// declare(spec.spec()).
+  /// The same for the spec a shuffle or replicate builder holds (of any
+  /// record type, Bytes included): declare(spec.spec()).
   ///@{
   template <class T>
   [[nodiscard]] DeclaredFlow declare(const ShuffleSpec<T>& spec) {
     return declare(spec.spec());
   }
-  [[nodiscard]] DeclaredFlow declare(const BytesShuffleSpec& spec) { return declare(spec.spec()); }
   template <class T>
   [[nodiscard]] DeclaredFlow declare(const ReplicateSpec<T>& spec) {
-    return declare(spec.spec());
-  }
-  [[nodiscard]] DeclaredFlow declare(const BytesReplicateSpec& spec) {
     return declare(spec.spec());
   }
   ///@}
@@ -284,49 +280,33 @@ class Cluster {
   }
   Result<DeclaredFlow> declare(const View& view, const FlowSpec& spec);
 
-  /// The source for endpoint (rank(), slot) of a declared flow. REQUIRES: the
-  /// endpoint is one of the flow's sources, opened at most once.
+  /// The source for endpoint (rank(), slot) of a declared flow (T may be
+  /// Bytes). REQUIRES: the endpoint is one of the flow's sources, opened at
+  /// most once.
   template <class T>
   Source<T> source(const ShuffleSpec<T>& spec, uint32_t slot) {
-    check_record(spec.spec(), sizeof(T));
+    check_record(spec.spec(), detail::RecordShape<T>::kSize);
     return detail::source_from_core<T>(open_source(spec.spec().name, slot));
   }
-  /// The target for endpoint (rank(), slot) of a declared flow. REQUIRES: the
-  /// endpoint is one of the flow's targets, opened at most once.
+  /// The target for endpoint (rank(), slot) of a declared flow (T may be
+  /// Bytes). REQUIRES: the endpoint is one of the flow's targets, opened at
+  /// most once.
   template <class T>
   Target<T> target(const ShuffleSpec<T>& spec, uint32_t slot) {
-    check_record(spec.spec(), sizeof(T));
+    check_record(spec.spec(), detail::RecordShape<T>::kSize);
     return detail::target_from_core<T>(open_target(spec.spec().name, slot));
-  }
-  /// As source(const ShuffleSpec<T>&, uint32_t), for a flow of byte records.
-  BytesSource source(const BytesShuffleSpec& spec, uint32_t slot) {
-    check_record(spec.spec(), 0);
-    return detail::bytes_source_from_core(open_source(spec.spec().name, slot));
-  }
-  /// As target(const ShuffleSpec<T>&, uint32_t), for a flow of byte records.
-  BytesTarget target(const BytesShuffleSpec& spec, uint32_t slot) {
-    check_record(spec.spec(), 0);
-    return detail::bytes_target_from_core(open_target(spec.spec().name, slot));
   }
   /// The same for replicate flows: push() writes to every target.
   ///@{
   template <class T>
   Source<T> source(const ReplicateSpec<T>& spec, uint32_t slot) {
-    check_record(spec.spec(), sizeof(T));
+    check_record(spec.spec(), detail::RecordShape<T>::kSize);
     return detail::source_from_core<T>(open_source(spec.spec().name, slot));
   }
   template <class T>
   Target<T> target(const ReplicateSpec<T>& spec, uint32_t slot) {
-    check_record(spec.spec(), sizeof(T));
+    check_record(spec.spec(), detail::RecordShape<T>::kSize);
     return detail::target_from_core<T>(open_target(spec.spec().name, slot));
-  }
-  BytesSource source(const BytesReplicateSpec& spec, uint32_t slot) {
-    check_record(spec.spec(), 0);
-    return detail::bytes_source_from_core(open_source(spec.spec().name, slot));
-  }
-  BytesTarget target(const BytesReplicateSpec& spec, uint32_t slot) {
-    check_record(spec.spec(), 0);
-    return detail::bytes_target_from_core(open_target(spec.spec().name, slot));
   }
   ///@}
   /// The same for combiner flows: push() folds into the source's table,

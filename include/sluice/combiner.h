@@ -262,14 +262,23 @@ class CombinerResult {
 /// The description of a combiner flow over records of type T: the endpoints,
 /// the group key, the value fields and their aggregates, and the sources'
 /// local table size. Build it with combiner<T>(name); every participant must
-/// build the same one (Cluster::declare checks). sources(), targets(),
-/// segment_bytes() and ring_segments() (of the underlying flow of partials)
-/// are the setters every flow spec has (detail::FlowBuilder, flow.h).
+/// build the same one (Cluster::declare checks).
 template <class T>
-class CombinerSpec : public detail::FlowBuilder<CombinerSpec<T>> {
+class CombinerSpec : private detail::FlowBuilder<CombinerSpec<T>> {
   static_assert(std::is_trivially_copyable_v<T>, "combiner records must be trivially copyable");
+  using Base = detail::FlowBuilder<CombinerSpec<T>>;
+  friend Base;
 
  public:
+  /// The setters every flow spec has (detail::FlowBuilder, flow_spec.h), of
+  /// the underlying flow of partials: sources(), targets(), segment_bytes()
+  /// and ring_segments().
+  ///@{
+  using Base::ring_segments;
+  using Base::segment_bytes;
+  using Base::sources;
+  using Base::targets;
+  ///@}
   /// The record type.
   using Record = T;
   /// A spec for combiner flow `name`; name its endpoints, its group key and
@@ -344,7 +353,6 @@ class CombinerSpec : public detail::FlowBuilder<CombinerSpec<T>> {
   FlowSpec spec() const { return core_.flow_spec(); }
 
  private:
-  friend class detail::FlowBuilder<CombinerSpec>;
   friend struct detail::CombinerSpecAccess;
   FlowSpec& mutable_flow_spec() { return core_.flow(); }
   template <class V>

@@ -1,11 +1,14 @@
 /// @file
-/// sluice/flow.h: flows, and the sources and targets that feed and drain them.
+/// sluice/flow.h: the sources and targets that feed and drain flows.
 ///
 /// A flow moves records from a set of source endpoints to a set of target
-/// endpoints. It is declared once, by name, with the same spec on every
-/// participating rank (Cluster::declare checks that they agree). Each worker
-/// thread then opens its own Source or Target for its endpoint and uses it
-/// without further coordination.
+/// endpoints. It is declared once, by name, with the same spec (flow_spec.h)
+/// on every participating rank (Cluster::declare checks that they agree).
+/// Each worker thread then opens its own Source or Target for its endpoint
+/// and uses it without further coordination. One Source<T> and one Target<T>
+/// serve every kind of flow: T is the record type, or Bytes for
+/// variable-length byte records (Source<Bytes> pushes spans of bytes,
+/// Target<Bytes> consumes RecordBatch'es of them).
 ///
 /// @code
 ///   struct Order { uint64_t key; uint64_t amount; };
@@ -29,7 +32,7 @@
 /// records of one source reach a target in the order they were pushed
 /// (per-source FIFO). Records of different sources interleave arbitrarily.
 ///
-/// Replicate flows (replicate<T>() / replicate_bytes()): every target consumes
+/// Replicate flows (replicate<T>(), T may be Bytes): every target consumes
 /// every record of every source exactly once, per-source FIFO. With
 /// .ordered(), all targets also consume all records in one identical global
 /// order: sources take sequence numbers for their batches from a sequencer (a
@@ -47,365 +50,23 @@
 /// be destroyed (or moved from) before the Cluster is.
 #pragma once
 
-#include <chrono>
-#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
-#include <typeinfo>
-#include <vector>
 
 #include "sluice/deadline.h"
 #include "sluice/detail/flow_cores.h"
-#include "sluice/detail/hash.h"
 #include "sluice/errors.h"
 #include "sluice/export.h"
-#include "sluice/hash.h"
+#include "sluice/flow_spec.h"
 
 SLUICE_API_BEGIN
 namespace sluice {
-
-/// One worker thread of one process: the unit a flow sends from and to.
-struct Endpoint {
-  uint32_t rank = 0;  ///< the process: its rank in the job
-  uint32_t slot = 0;  ///< the thread: its index among its rank's endpoints, from 0
-  friend auto operator<=>(const Endpoint&, const Endpoint&) = default;
-};
-
-/// Bandwidth batches records into segments (default 8 KiB) that are published
-/// when full or on flush(); Latency publishes every record at once in a segment
-/// of its own and has consumers spin before they park.
-enum class Optimize : uint8_t { kBandwidth, kLatency };
-
-/// Whether each record goes to one target (kShuffle) or to every target
-/// (kReplicate).
-enum class FlowType : uint8_t { kShuffle, kReplicate };
-
-/// The untyped description of a flow, as the registry and transports see it.
-/// Users build one with shuffle<T>() or shuffle_bytes() rather than by hand.
-struct FlowSpec {
-  /// The name the flow is declared and opened by: 1 to 200 bytes, no
-  /// newline, NUL or '='.
-  std::string name;
-  /// Shuffle or replicate.
-  FlowType type = FlowType::kShuffle;
-  uint32_t record_size = 0;   ///< bytes per record; 0: variable-length byte records
-  uint32_t record_align = 1;  ///< alignof the record type
-  /// The record type's identity, compared at declare with its size and
-  /// alignment: typeid(T).name() by default (the same in every process built
-  /// from the same sources), "bytes" for byte records; set it with
-  /// type_tag() when processes built differently share a flow.
-  std::string type_name;
-  /// The endpoints that push into the flow; no endpoint twice.
-  std::vector<Endpoint> sources;
-  /// The endpoints that consume from it; no endpoint twice.
-  std::vector<Endpoint> targets;
-  /// How a record's target is chosen: a hash of the whole record (the
-  /// default), of a key (kHashKey), a function (kFunction), or named by the
-  /// caller (kExplicit; every replicate flow). The builders set it.
-  Route route = Route::kHashRecord;
-  uint32_t key_offset = 0;  ///< kHashKey: where the key lives in a record
-  uint32_t key_size = 0;    ///< kHashKey: its size in bytes
-  RouteFunction route_fn;   ///< kFunction
-  /// Bandwidth (the default) or Latency; see Optimize.
-  Optimize optimize = Optimize::kBandwidth;
-  uint32_t segment_bytes = 0;  ///< payload per segment; 0: 8 KiB (Bandwidth), one record (Latency)
-  /// Segments per ring; 0: 16 (Bandwidth), 64 (Latency). An ordered
-  /// Bandwidth flow with a target on another host, whose sources number half
-  /// a ring at a time with one remote fetch-and-add, gets enough for 512 KiB
-  /// (64 segments of the default 8 KiB; never fewer than 16).
-  uint32_t ring_segments = 0;
-  /// Replicate flows only: one global order for all targets (see above), and
-  /// how long a target waits for a missing sequence number before it reports
-  /// a gap (0: 2000 ms).
-  ///@{
-  bool ordered = false;
-  uint32_t gap_timeout_ms = 0;
-  ///@}
-
-  /// Throws Error(kInvalidArgument) naming the first problem: empty name, no
-  /// sources or targets, a duplicate endpoint, a key outside the record, ...
-  void validate() const;
-  /// Payload bytes per segment after defaults are applied.
-  uint32_t effective_segment_bytes() const;
-  /// Segments per ring after defaults are applied.
-  uint32_t effective_ring_segments() const;
-  /// The same, for a flow of which some (source, target) pair goes over ofi:
-  /// an ordered Bandwidth flow's default ring then holds at least 512 KiB.
-  uint32_t effective_ring_segments(bool over_ofi) const;
-  /// The gap timeout after the default (2000 ms) is applied.
-  uint32_t effective_gap_timeout_ms() const { return gap_timeout_ms != 0 ? gap_timeout_ms : 2000; }
-  /// Bytes at the start of every segment's payload that carry its sequence
-  /// number (ordered replicate flows: 8, or the record alignment if that is
-  /// larger, so records after it stay aligned), or 0.
-  uint32_t segment_prefix_bytes() const {
-    return ordered ? (record_align > 8 ? record_align : 8) : 0;
-  }
-  /// The largest record push() takes: record_size for typed flows; for byte
-  /// records, what fits one segment with its 4-byte length and padding to 8:
-  /// segment_bytes - 4, rounded down to a multiple of 8 first, less 8 on an
-  /// ordered flow. push() of a larger one returns kInvalid naming this limit.
-  uint32_t max_record_bytes() const;
-  /// The "field=value" lines every participant must agree on (one per line,
-  /// fixed order); the registry compares these and names fields that differ.
-  std::string canonical() const;
-};
-
-// Spec builders. Every flow kind is described by one builder: the setters
-// all kinds share (endpoints, segment size and ring depth; record flows also
-// type_tag and optimize) live in detail::FlowBuilder / detail::RecordFlowBuilder,
-// and each kind adds only its own (shuffle: key, route, explicit_targets;
-// replicate: ordered, gap_timeout; combiner.h: group_by and the aggregates).
-// Every setter returns the builder itself, so calls chain in any order:
-//   sluice::shuffle<T>("x").sources(...).targets(...).key(&T::k).segment_bytes(4096)
-namespace detail {
-
-/// The setters every flow kind has. `Derived` provides
-/// `FlowSpec& mutable_flow_spec()`, the spec the setters fill in.
-template <class Derived>
-class FlowBuilder {
- public:
-  /// The endpoints that push into the flow.
-  Derived& sources(std::vector<Endpoint> eps) {
-    flow().sources = std::move(eps);
-    return self();
-  }
-  /// The endpoints that consume from it.
-  Derived& targets(std::vector<Endpoint> eps) {
-    flow().targets = std::move(eps);
-    return self();
-  }
-  /// Payload bytes per segment (Bandwidth mode); a multiple of 64 is best.
-  Derived& segment_bytes(uint32_t n) {
-    flow().segment_bytes = n;
-    return self();
-  }
-  /// Segments per (source, target) ring: the most a source runs ahead.
-  Derived& ring_segments(uint32_t n) {
-    flow().ring_segments = n;
-    return self();
-  }
-
- protected:
-  FlowBuilder() = default;
-
- private:
-  Derived& self() { return static_cast<Derived&>(*this); }
-  FlowSpec& flow() { return self().mutable_flow_spec(); }
-};
-
-/// A builder that owns its FlowSpec: the shuffle and replicate kinds, typed
-/// or of byte records.
-template <class Derived>
-class RecordFlowBuilder : public FlowBuilder<Derived> {
- public:
-  /// Names the record type for the check at declare (see FlowSpec::type_name).
-  Derived& type_tag(std::string tag) {
-    spec_.type_name = std::move(tag);
-    return static_cast<Derived&>(*this);
-  }
-  Derived& optimize(Optimize o) {
-    spec_.optimize = o;
-    return static_cast<Derived&>(*this);
-  }
-  /// The untyped spec, as Cluster::declare takes it.
-  const FlowSpec& spec() const { return spec_; }
-
- protected:
-  /// record_size 0: byte records (type name "bytes").
-  RecordFlowBuilder(std::string name, FlowType type, uint32_t record_size, uint32_t record_align,
-                    std::string type_name) {
-    spec_.name = std::move(name);
-    spec_.type = type;
-    spec_.record_size = record_size;
-    spec_.record_align = record_align;
-    spec_.type_name = std::move(type_name);
-    if (type == FlowType::kReplicate) spec_.route = Route::kExplicit;
-  }
-  FlowSpec& mutable_flow_spec() { return spec_; }
-  FlowSpec spec_;
-
- private:
-  friend class FlowBuilder<Derived>;
-};
-
-/// What a typed flow's records must be.
-template <class T>
-constexpr bool check_record_type() {
-  static_assert(std::is_trivially_copyable_v<T>, "flow records must be trivially copyable");
-  static_assert(sizeof(T) > 0);
-  return true;
-}
-
-/// Shuffle flows: every record goes to one target.
-template <class Derived>
-class ShuffleBuilder : public RecordFlowBuilder<Derived> {
- public:
-  /// The caller names the target of every record with Source::push_to.
-  Derived& explicit_targets() {
-    this->spec_.route = Route::kExplicit;
-    return static_cast<Derived&>(*this);
-  }
-
- protected:
-  using RecordFlowBuilder<Derived>::RecordFlowBuilder;
-  /// Route by a hash of bytes [offset, offset+size) of each record.
-  void hash_key(uint32_t offset, uint32_t size) {
-    this->spec_.route = Route::kHashKey;
-    this->spec_.key_offset = offset;
-    this->spec_.key_size = size;
-  }
-  void route_by(RouteFn fn) {
-    this->spec_.route = Route::kFunction;
-    this->spec_.route_fn = std::move(fn);
-  }
-};
-
-/// Replicate flows: every record goes to every target.
-template <class Derived>
-class ReplicateBuilder : public RecordFlowBuilder<Derived> {
- public:
-  /// One identical order of all records at every target (see the top of this file).
-  Derived& ordered(bool on = true) {
-    this->spec_.ordered = on;
-    return static_cast<Derived&>(*this);
-  }
-  /// How long a target waits for a missing sequence number before kGap.
-  Derived& gap_timeout(std::chrono::milliseconds t) {
-    this->spec_.gap_timeout_ms = static_cast<uint32_t>(t.count());
-    return static_cast<Derived&>(*this);
-  }
-
- protected:
-  using RecordFlowBuilder<Derived>::RecordFlowBuilder;
-};
-
-}  // namespace detail
-
-/// A typed shuffle flow spec: records are T, routed to one target each.
-/// Its setters sources(), targets(), segment_bytes(), ring_segments(),
-/// type_tag(), optimize() and explicit_targets(), and spec(), come from
-/// detail::ShuffleBuilder (flow.h).
-template <class T>
-class ShuffleSpec : public detail::ShuffleBuilder<ShuffleSpec<T>> {
-  static_assert(detail::check_record_type<T>());
-
- public:
-  /// The record type.
-  using Record = T;
-  /// A spec for flow `name`, routed by a hash of the whole record until
-  /// key() or route() says otherwise.
-  explicit ShuffleSpec(std::string name)
-      : detail::ShuffleBuilder<ShuffleSpec>(std::move(name), FlowType::kShuffle, sizeof(T),
-                                            alignof(T), typeid(T).name()) {}
-  /// Route by a hash of this field (the default routing once a key is named).
-  /// (Records that are not classes, such as uint64_t, are routed by a hash
-  /// of the whole record, the default.)
-  template <class K, class C = T>
-  requires std::is_class_v<C> ShuffleSpec& key(K C::*member) {
-    static_assert(std::is_trivially_copyable_v<K>);
-    alignas(T) static const unsigned char probe[sizeof(T)] = {};
-    const C* p = reinterpret_cast<const C*>(probe);
-    this->hash_key(
-        static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(&(p->*member)) - probe),
-        sizeof(K));
-    return *this;
-  }
-  /// Route by any callable `uint32_t(const T&, uint32_t num_targets)` returning
-  /// an index into targets(). Not compared across participants: all must pass
-  /// the same function.
-  template <class F>
-  ShuffleSpec& route(F fn) {
-    this->route_by([fn = std::move(fn)](const void* rec, size_t, uint32_t n) -> uint32_t {
-      T t;
-      std::memcpy(&t, rec, sizeof(T));
-      return fn(t, n);
-    });
-    return *this;
-  }
-};
-
-/// A ShuffleSpec<T> for flow `name`, to chain setters on.
-template <class T>
-ShuffleSpec<T> shuffle(std::string name) {
-  return ShuffleSpec<T>(std::move(name));
-}
-
-/// A shuffle flow of variable-length byte records. A record never spans two
-/// segments, so the largest record is FlowSpec::max_record_bytes()
-/// (segment_bytes - 4 for a segment_bytes that is a multiple of 8: 8188 by default).
-/// Its other setters are ShuffleSpec's (detail::ShuffleBuilder, flow.h).
-class BytesShuffleSpec : public detail::ShuffleBuilder<BytesShuffleSpec> {
- public:
-  /// A spec for flow `name`, routed by a hash of the whole record until
-  /// key() or route() says otherwise.
-  explicit BytesShuffleSpec(std::string name)
-      : detail::ShuffleBuilder<BytesShuffleSpec>(std::move(name), FlowType::kShuffle, 0, 1,
-                                                 "bytes") {}
-  /// Route by a hash of bytes [offset, offset+size) of each record; a record
-  /// shorter than that is routed by a hash of all its bytes.
-  BytesShuffleSpec& key(uint32_t offset, uint32_t size) {
-    hash_key(offset, size);
-    return *this;
-  }
-  /// `uint32_t(std::span<const std::byte> record, uint32_t num_targets)`.
-  template <class F>
-  BytesShuffleSpec& route(F fn) {
-    route_by([fn = std::move(fn)](const void* rec, size_t n, uint32_t targets) -> uint32_t {
-      return fn(std::span<const std::byte>(static_cast<const std::byte*>(rec), n), targets);
-    });
-    return *this;
-  }
-};
-
-/// A BytesShuffleSpec for flow `name`, to chain setters on.
-inline BytesShuffleSpec shuffle_bytes(std::string name) {
-  return BytesShuffleSpec(std::move(name));
-}
-
-/// A typed replicate flow spec: every record goes to every target.
-/// Its setters sources(), targets(), segment_bytes(), ring_segments(),
-/// type_tag(), optimize(), ordered() and gap_timeout(), and spec(), come from
-/// detail::ReplicateBuilder (flow.h).
-template <class T>
-class ReplicateSpec : public detail::ReplicateBuilder<ReplicateSpec<T>> {
-  static_assert(detail::check_record_type<T>());
-
- public:
-  /// The record type.
-  using Record = T;
-  /// A spec for flow `name` (unordered until ordered() says otherwise).
-  explicit ReplicateSpec(std::string name)
-      : detail::ReplicateBuilder<ReplicateSpec>(std::move(name), FlowType::kReplicate, sizeof(T),
-                                                alignof(T), typeid(T).name()) {}
-};
-
-/// A ReplicateSpec<T> for flow `name`, to chain setters on.
-template <class T>
-ReplicateSpec<T> replicate(std::string name) {
-  return ReplicateSpec<T>(std::move(name));
-}
-
-/// A replicate flow of variable-length byte records. Its setters are
-/// ReplicateSpec's (detail::ReplicateBuilder, flow.h).
-class BytesReplicateSpec : public detail::ReplicateBuilder<BytesReplicateSpec> {
- public:
-  /// A spec for flow `name` (unordered until ordered() says otherwise).
-  explicit BytesReplicateSpec(std::string name)
-      : detail::ReplicateBuilder<BytesReplicateSpec>(std::move(name), FlowType::kReplicate, 0, 1,
-                                                     "bytes") {}
-};
-
-/// A BytesReplicateSpec for flow `name`, to chain setters on.
-inline BytesReplicateSpec replicate_bytes(std::string name) {
-  return BytesReplicateSpec(std::move(name));
-}
 
 class Worker;
 
@@ -678,10 +339,13 @@ Target<T> target_from_core(std::unique_ptr<TargetCore> core) {
 }
 }  // namespace detail
 
-/// Sending end of a byte-record flow.
-class BytesSource {
+/// The sending end of a flow of byte records (ShuffleSpec<Bytes>,
+/// ReplicateSpec<Bytes>): Source<T>'s verbs, each record a span of bytes of
+/// any length up to FlowSpec::max_record_bytes().
+template <>
+class Source<Bytes> {
  public:
-  BytesSource() = default;
+  Source() = default;
 
   /// As Source::push, for a byte record.
   [[nodiscard]] Status push(std::span<const std::byte> rec, Deadline deadline = kForever) {
@@ -725,7 +389,7 @@ class BytesSource {
   std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
   /// As Source::num_targets().
   uint32_t num_targets() const { return core_->num_targets_; }
-  /// False for a default-constructed or moved-from BytesSource.
+  /// False for a default-constructed or moved-from Source.
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
@@ -760,20 +424,14 @@ class BytesSource {
     return Status::kOk;
   }
 
-  // Sources come from Cluster::source (or detail::bytes_source_from_core).
-  friend BytesSource detail::bytes_source_from_core(std::unique_ptr<detail::SourceCore> core);
-  explicit BytesSource(std::unique_ptr<detail::SourceCore> core) : core_(core.release()) {}
+  // Sources come from Cluster::source (or detail::source_from_core).
+  friend Source detail::source_from_core<Bytes>(std::unique_ptr<detail::SourceCore> core);
+  explicit Source(std::unique_ptr<detail::SourceCore> core) : core_(core.release()) {}
 
   friend class Worker;
   detail::SourceOwner core_;  // its deleter is release_source: never waits
   Status last_ = Status::kOk;
 };
-
-namespace detail {
-inline BytesSource bytes_source_from_core(std::unique_ptr<SourceCore> core) {
-  return BytesSource(std::move(core));
-}
-}  // namespace detail
 
 /// The byte records of one segment, iterated in push order. Each record is a
 /// span into the ring, valid until the next consume() on its target.
@@ -840,7 +498,7 @@ class RecordBatch {
   uint32_t bytes() const { return bytes_; }
 
  private:
-  // Batches come from BytesTarget::consume (or detail::make_record_batch).
+  // Batches come from Target<Bytes>::consume (or detail::make_record_batch).
   friend RecordBatch detail::make_record_batch(const std::byte* data, uint32_t bytes);
   RecordBatch(const std::byte* data, uint32_t bytes) : data_(data), bytes_(bytes) {}
 
@@ -854,10 +512,12 @@ inline RecordBatch make_record_batch(const std::byte* data, uint32_t bytes) {
 }
 }  // namespace detail
 
-/// Receiving end of a byte-record flow.
-class BytesTarget {
+/// The receiving end of a flow of byte records: Target<T>'s verbs, each
+/// batch a RecordBatch (one segment's records, in push order).
+template <>
+class Target<Bytes> {
  public:
-  BytesTarget() = default;
+  Target() = default;
 
   /// As Target::consume: the next segment's byte records.
   Result<RecordBatch> consume(Deadline deadline = kForever) {
@@ -882,17 +542,22 @@ class BytesTarget {
   uint64_t last_sequence() const { return last_sequence_; }
   /// As Target::gap().
   uint64_t gap() const { return core_->gap(); }
+  /// As Target::keep(): the last batch's records stay where they are, valid
+  /// until release() of the id returned.
+  [[nodiscard]] uint64_t keep() { return core_->keep_held(); }
+  /// As Target::release(): gives back a batch keep() kept.
+  void release(uint64_t kept) { core_->release_kept(kept); }
   /// As Target::error().
   const std::string& error() const { return detail::error_text(status_, core_->error()); }
   /// After kPeerLost: the rank (and host) it is about, where one is known.
   std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
-  /// False for a default-constructed or moved-from BytesTarget.
+  /// False for a default-constructed or moved-from Target.
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
-  // Targets come from Cluster::target (or detail::bytes_target_from_core).
-  friend BytesTarget detail::bytes_target_from_core(std::unique_ptr<detail::TargetCore> core);
-  explicit BytesTarget(std::unique_ptr<detail::TargetCore> core) : core_(core.release()) {}
+  // Targets come from Cluster::target (or detail::target_from_core).
+  friend Target detail::target_from_core<Bytes>(std::unique_ptr<detail::TargetCore> core);
+  explicit Target(std::unique_ptr<detail::TargetCore> core) : core_(core.release()) {}
 
   friend class Worker;
   detail::TargetOwner core_;  // its deleter is release_target: never waits
@@ -901,11 +566,11 @@ class BytesTarget {
   uint64_t last_sequence_ = 0;
 };
 
-namespace detail {
-inline BytesTarget bytes_target_from_core(std::unique_ptr<TargetCore> core) {
-  return BytesTarget(std::move(core));
-}
-}  // namespace detail
+/// The 1.0 names of the byte-record ends, kept for existing code.
+///@{
+using BytesSource [[deprecated("use sluice::Source<sluice::Bytes>")]] = Source<Bytes>;
+using BytesTarget [[deprecated("use sluice::Target<sluice::Bytes>")]] = Target<Bytes>;
+///@}
 
 }  // namespace sluice
 SLUICE_API_END

@@ -1,6 +1,7 @@
 /// @file
 /// sluice/sluice.h: everything a sluice program needs. Read cluster.h (joining
-/// and declaring), flow.h (sources, targets, records), worker.h (one loop for
+/// and declaring), flow_spec.h (describing a flow), flow.h (sources, targets,
+/// records), worker.h (one loop for
 /// a thread that sends and receives) and errors.h (failure); memory.h has
 /// one-sided memory regions, options.h every setting and its SLUICE_*
 /// variable.
@@ -10,6 +11,7 @@
 #include "sluice/combiner.h"
 #include "sluice/errors.h"
 #include "sluice/flow.h"
+#include "sluice/flow_spec.h"
 #include "sluice/hash.h"
 #include "sluice/memory.h"
 #include "sluice/options.h"

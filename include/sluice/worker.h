@@ -143,40 +143,20 @@ class Worker {
 
   /// Adds a target; poll() hands its batches to `on_batch`, called as
   /// on_batch(std::span<const T>) or on_batch(std::span<const T>, const BatchInfo&)
-  /// (for byte flows, with a RecordBatch). The batch is valid during the call.
-  ///@{
+  /// (a Target<Bytes>'s with a RecordBatch). The batch is valid during the call.
   template <class T, class F>
   InputId add(Target<T> target, F on_batch) {
-    detail::TargetCore* core = target.core_.get();
-    return add_input(core,
-                     std::make_unique<detail::TypedInput<BatchInfo, Target<T>, F, std::nullptr_t>>(
-                         std::move(target), std::move(on_batch), nullptr));
+    return add(std::move(target), std::move(on_batch), nullptr);
   }
-  template <class F>
-  InputId add(BytesTarget target, F on_batch) {
-    detail::TargetCore* core = target.core_.get();
-    return add_input(
-        core, std::make_unique<detail::TypedInput<BatchInfo, BytesTarget, F, std::nullptr_t>>(
-                  std::move(target), std::move(on_batch), nullptr));
-  }
-  ///@}
   /// Ordered replicate flows: `on_gap(uint64_t sequence)` is told of every
   /// sequence number that never arrived (see Target::consume), and delivery
-  /// goes on. Without it, run() returns kGap.
-  ///@{
+  /// goes on. Without it (or with nullptr), run() returns kGap.
   template <class T, class F, class G>
   InputId add(Target<T> target, F on_batch, G on_gap) {
     detail::TargetCore* core = target.core_.get();
     return add_input(core, std::make_unique<detail::TypedInput<BatchInfo, Target<T>, F, G>>(
                                std::move(target), std::move(on_batch), std::move(on_gap)));
   }
-  template <class F, class G>
-  InputId add(BytesTarget target, F on_batch, G on_gap) {
-    detail::TargetCore* core = target.core_.get();
-    return add_input(core, std::make_unique<detail::TypedInput<BatchInfo, BytesTarget, F, G>>(
-                               std::move(target), std::move(on_batch), std::move(on_gap)));
-  }
-  ///@}
 
   /// Combiner flows (combiner.h): poll() merges the partials as they arrive,
   /// one batch at a time, and once every source has closed hands the final
@@ -216,14 +196,14 @@ class Worker {
   /// (any status but kOk and kEndOfFlow); nullopt while none has.
   std::optional<WorkerFailure> failure() const;
 
-  /// Takes `source` (a Source<T>, BytesSource or CombinerSource<T>) into the
+  /// Takes `source` (a Source<T> (T may be Bytes) or CombinerSource<T>) into the
   /// worker, which owns it from now on and destroys it with itself, after
   /// its inputs; returns it, valid as long as the worker, to push and close
   /// through the worker. Throws Error(kInvalidArgument) for an empty source.
   template <class S>
   S& add_output(S source) {
     static_assert(detail::is_source<S>,
-                  "add_output takes a Source<T>, BytesSource or CombinerSource<T> by value");
+                  "add_output takes a Source<T> (T may be Bytes) or CombinerSource<T> by value");
     if (!source) empty_output();
     auto out = std::make_unique<detail::OwnedOutput<S>>(std::move(source));
     S& s = out->source;
@@ -263,7 +243,7 @@ class Worker {
   /// arrived (as Target::gap).
   uint64_t gap(InputId id) const { return inputs_[id]->gap(); }
 
-  /// Source::push (or BytesSource::push with a span of bytes), delivering
+  /// Source::push (or Source<Bytes>::push with a span of bytes), delivering
   /// the inputs while the record's ring is full. Same results as the
   /// source's push: kOk, kTimeout at the deadline, kPeerLost, kClosed,
   /// kInvalid; details in s.error().
@@ -306,7 +286,7 @@ class Worker {
                       : s.push_to(to.subspan(done), all.subspan(done), d);
     });
   }
-  /// Source::push_to(target, r) (or BytesSource's), delivering the inputs
+  /// Source::push_to(target, r) (T may be Bytes), delivering the inputs
   /// while that target's ring is full. Same results as the source's push_to.
   template <class S, class R>
   [[nodiscard]] Status push_to(S& s, uint32_t target, const R& r, Deadline deadline = kForever) {

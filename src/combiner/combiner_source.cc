@@ -17,7 +17,7 @@ class CombinerSourceImpl final : public CombinerSourceCore {
                      std::unique_ptr<SourceCore> flow)
       : layout_(std::move(layout)),
         flow_(flow.get()),
-        out_(bytes_source_from_core(std::move(flow))) {
+        out_(source_from_core<Bytes>(std::move(flow))) {
     layout_->validate();
     table_ = GroupTable::bounded(layout_, local_groups);
     partial_.assign(layout_->partial_bytes(), std::byte{0});
@@ -54,7 +54,7 @@ class CombinerSourceImpl final : public CombinerSourceCore {
   std::shared_ptr<const CombineLayout> layout_;
   GroupTable table_;
   SourceCore* flow_;  // out_'s core, owned by it
-  BytesSource out_;
+  Source<Bytes> out_;
   std::vector<std::byte> partial_;  // one partial being built
   std::string error_;
   bool accepting_ = true;  // false while draining or once closed

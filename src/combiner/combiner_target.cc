@@ -23,7 +23,7 @@ class CombinerTargetImpl final : public CombinerTargetCore {
                      std::unique_ptr<TargetCore> flow)
       : layout_(std::move(layout)),
         flow_(flow.get()),
-        in_(bytes_target_from_core(std::move(flow))) {
+        in_(target_from_core<Bytes>(std::move(flow))) {
     layout_->validate();
     table_ = GroupTable::growing(layout_, expected_groups);
   }
@@ -46,7 +46,7 @@ class CombinerTargetImpl final : public CombinerTargetCore {
   std::shared_ptr<const CombineLayout> layout_;
   GroupTable table_;
   TargetCore* flow_;  // in_'s core, owned by it
-  BytesTarget in_;
+  Target<Bytes> in_;
   CombinerResult result_;
   std::string error_;
   Status failed_ = Status::kOk;

@@ -23,7 +23,7 @@ std::shared_ptr<const CombineLayout> changed(const CombineLayout& from, F&& chan
 }  // namespace
 
 CombinerSpecCore::CombinerSpecCore(std::string name, std::string type_name, uint32_t record_size)
-    : flow_(shuffle_bytes(name).key(kPartialKeyOffset, 8).spec()) {
+    : flow_(shuffle<Bytes>(name).key(kPartialKeyOffset, 8).spec()) {
   auto layout = std::make_shared<CombineLayout>();
   layout->name = std::move(name);
   layout->type_name = std::move(type_name);

@@ -87,7 +87,7 @@ uint32_t FlowSpec::effective_ring_segments() const {
 // the ring holds at least 512 KiB (64 segments of the default 8 KiB, not
 // 16), so that a run takes longer to send than its fetch-and-add takes to
 // come back (over tcp, 1x1, 64 B records: 0.9 of unordered instead of 0.46;
-// docs/benchmarks.md).
+// bench/results/history.md).
 uint32_t FlowSpec::effective_ring_segments(bool over_ofi) const {
   const uint32_t ring = effective_ring_segments();
   if (!over_ofi || !ordered || ring_segments != 0 || optimize != Optimize::kBandwidth) return ring;

@@ -54,7 +54,7 @@ constexpr auto kNap = std::chrono::microseconds(50);
 // every poll, an ordered 2x2 flow over tcp measured slower (0.71 of
 // unordered against 0.77 without the hook): each call is a system call of
 // its own on a machine whose every core is busy; every fourth kept 1x1's
-// gain (0.75 -> 1.0) and 2x2 where it was (docs/benchmarks.md).
+// gain (0.75 -> 1.0) and 2x2 where it was (bench/results/history.md).
 constexpr uint32_t kWhileWaitingEvery = 4;
 
 }  // namespace

@@ -272,7 +272,7 @@ TEST(RingConcurrentTest, LatencyRoundTripsWakeParkedConsumers) {
 }
 
 TEST(RingConcurrentTest, VariableLengthRecordsSurviveConcurrentWrapAround) {
-  auto spec = shuffle_bytes("bytes")
+  auto spec = shuffle<Bytes>("bytes")
                   .sources(testing::slots(2))
                   .targets(testing::slots(1, 1))
                   .segment_bytes(256)
@@ -282,7 +282,7 @@ TEST(RingConcurrentTest, VariableLengthRecordsSurviveConcurrentWrapAround) {
   std::atomic<uint64_t> bad{0}, got{0};
   std::vector<std::thread> threads;
   for (uint32_t s = 0; s < 2; ++s) {
-    threads.emplace_back([&, s, out = flow.bytes_source(s)]() mutable {
+    threads.emplace_back([&, s, out = flow.source<Bytes>(s)]() mutable {
       std::byte buf[200];
       for (uint64_t i = 0; i < n; ++i) {
         const size_t len = (i * 7 + s) % 200;
@@ -292,7 +292,7 @@ TEST(RingConcurrentTest, VariableLengthRecordsSurviveConcurrentWrapAround) {
       if (out.close() != Status::kOk) ++bad;
     });
   }
-  threads.emplace_back([&, in = flow.bytes_target(0)]() mutable {
+  threads.emplace_back([&, in = flow.target<Bytes>(0)]() mutable {
     std::vector<uint64_t> next(2, 0);
     while (auto b = in.consume()) {
       const uint32_t s = in.last_source();

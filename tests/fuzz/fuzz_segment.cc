@@ -21,7 +21,7 @@ struct Wide {
 sluice::FlowSpec spec_for(uint8_t kind) {
   switch (kind % 4) {
     case 0:
-      return sluice::shuffle_bytes("f")
+      return sluice::shuffle<sluice::Bytes>("f")
           .sources({{0, 0}})
           .targets({{0, 0}})
           .segment_bytes(256)
@@ -33,14 +33,18 @@ sluice::FlowSpec spec_for(uint8_t kind) {
           .segment_bytes(256)
           .spec();
     case 2:
-      return sluice::replicate_bytes("f")
+      return sluice::replicate<sluice::Bytes>("f")
           .sources({{0, 0}})
           .targets({{0, 0}})
           .segment_bytes(256)
           .ordered()
           .spec();
     default:
-      return sluice::shuffle_bytes("f").sources({{0, 0}}).targets({{0, 0}}).segment_bytes(8).spec();
+      return sluice::shuffle<sluice::Bytes>("f")
+          .sources({{0, 0}})
+          .targets({{0, 0}})
+          .segment_bytes(8)
+          .spec();
   }
 }
 

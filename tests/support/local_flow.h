@@ -82,8 +82,6 @@ class LocalFlow {
   Target<T> target(uint32_t t) {
     return detail::target_from_core<T>(target_core(t));
   }
-  BytesSource bytes_source(uint32_t s) { return detail::bytes_source_from_core(source_core(s)); }
-  BytesTarget bytes_target(uint32_t t) { return detail::bytes_target_from_core(target_core(t)); }
 
   const detail::FlowContext& context() const { return ctx_; }
   // Ordered flows: the sequencer's counter (a test may take numbers it never publishes).

@@ -165,7 +165,7 @@ void run_source(const Args& a, sluice::Cluster& c, Out& out, uint32_t source_ind
     const uint64_t value = uint64_t{source_index} << 32 | i;
     sluice::Status s;
     uint32_t t;
-    if constexpr (std::is_same_v<Out, sluice::BytesSource>) {
+    if constexpr (std::is_same_v<Out, sluice::Source<sluice::Bytes>>) {
       const size_t n = make_record(key, value, buf);
       // Route explicitly by key so the test can account per target.
       t = static_cast<uint32_t>(key % ntargets);
@@ -228,7 +228,7 @@ void run_target(const Args& a, In& in, uint32_t target_index, uint32_t nsources,
   };
   for (;;) {
     bool ok = true;
-    if constexpr (std::is_same_v<In, sluice::BytesTarget>) {
+    if constexpr (std::is_same_v<In, sluice::Target<sluice::Bytes>>) {
       auto batch = in.consume();
       if (!batch) break;
       for (std::span<const std::byte> rec : *batch) {
@@ -350,7 +350,8 @@ int main(int argc, char** argv) {
       for (auto& t : threads) t.join();
     };
     if (a.bytes) {
-      auto spec = sluice::shuffle_bytes("test").sources(srcs).targets(tgts).explicit_targets();
+      auto spec =
+          sluice::shuffle<sluice::Bytes>("test").sources(srcs).targets(tgts).explicit_targets();
       run(spec);
     } else {
       auto spec = sluice::shuffle<Tuple>("test").sources(srcs).targets(tgts).key(&Tuple::key);

@@ -110,17 +110,18 @@ TEST(RecordLimitTest, TheStatedByteRecordLimitIsTheEnforcedOne) {
   for (const Case& c :
        {Case{0, false, 8188}, Case{256, false, 252}, Case{100, false, 92}, Case{256, true, 244}}) {
     FlowSpec spec =
-        c.ordered ? replicate_bytes("b")
-                        .sources(testing::slots(1))
-                        .targets(testing::slots(1))
-                        .ordered()
-                        .spec()
-                  : shuffle_bytes("b").sources(testing::slots(1)).targets(testing::slots(1)).spec();
+        c.ordered
+            ? replicate<Bytes>("b")
+                  .sources(testing::slots(1))
+                  .targets(testing::slots(1))
+                  .ordered()
+                  .spec()
+            : shuffle<Bytes>("b").sources(testing::slots(1)).targets(testing::slots(1)).spec();
     spec.segment_bytes = c.segment_bytes;
     ASSERT_EQ(spec.max_record_bytes(), c.limit) << c.segment_bytes;
     testing::LocalFlow flow(spec);
-    auto out = flow.bytes_source(0);
-    auto in = flow.bytes_target(0);
+    auto out = flow.source<Bytes>(0);
+    auto in = flow.target<Bytes>(0);
     std::vector<std::byte> rec(c.limit + 1, std::byte{7});
     EXPECT_EQ(out.push(std::span(rec).first(c.limit)), Status::kOk) << c.segment_bytes;
     EXPECT_EQ(out.push(rec), Status::kInvalid) << c.segment_bytes;

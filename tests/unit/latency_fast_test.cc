@@ -56,13 +56,13 @@ TEST(LatencyFastTest, TheInlinePathsAreOnForLocalRingsOfOneRecordSize) {
   auto out2 = slow.source<Rec>(0);
   ASSERT_EQ(out2.push(Rec{1, 1}), Status::kOk);
   ASSERT_EQ(out2.close(), Status::kOk);
-  auto bytes = shuffle_bytes("bytes")
+  auto bytes = shuffle<Bytes>("bytes")
                    .sources(testing::slots(1))
                    .targets(testing::slots(1))
                    .optimize(Optimize::kLatency);
   testing::LocalFlow by(bytes.spec());
-  auto bin = by.bytes_target(0);
-  auto bout = by.bytes_source(0);
+  auto bin = by.target<Bytes>(0);
+  auto bout = by.source<Bytes>(0);
   const std::byte one[3] = {std::byte{1}, std::byte{2}, std::byte{3}};
   ASSERT_EQ(bout.push_to(0, one), Status::kOk);
   auto rb = bin.try_consume();

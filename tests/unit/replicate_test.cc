@@ -94,19 +94,19 @@ TEST(ReplicateFlowTest, TryPushIsAllOrNothingWhenOneTargetIsFull) {
 }
 
 TEST(ReplicateFlowTest, BytesRecordsReachEveryTarget) {
-  auto spec = replicate_bytes("bytes")
+  auto spec = replicate<Bytes>("bytes")
                   .sources(testing::slots(1))
                   .targets(testing::slots(2))
                   .segment_bytes(256);
   testing::LocalFlow flow(spec.spec());
-  auto out = flow.bytes_source(0);
+  auto out = flow.source<Bytes>(0);
   for (uint32_t i = 0; i < 100; ++i) {
     std::vector<std::byte> rec(i % 40, std::byte{static_cast<unsigned char>(i)});
     ASSERT_EQ(out.push(rec), Status::kOk);
   }
   ASSERT_EQ(out.close(), Status::kOk);
   for (uint32_t t = 0; t < 2; ++t) {
-    auto in = flow.bytes_target(t);
+    auto in = flow.target<Bytes>(t);
     uint32_t i = 0;
     while (auto b = in.consume()) {
       for (auto rec : *b) {

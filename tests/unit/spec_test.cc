@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <type_traits>
+#include <utility>
+
+#include "sluice/cluster.h"
 #include "sluice/combiner.h"
 #include "sluice/flow.h"
 #include "support/local_flow.h"
@@ -67,7 +71,7 @@ TEST(FlowSpecTest, ValidationNamesTheProblem) {
                 shuffle<Rec>("").sources(testing::slots(1)).targets(testing::slots(1)).spec())
                 .find("non-empty name"),
             std::string::npos);
-  auto bytes = shuffle_bytes("b").sources(testing::slots(1)).targets(testing::slots(1)).key(0, 0);
+  auto bytes = shuffle<Bytes>("b").sources(testing::slots(1)).targets(testing::slots(1)).key(0, 0);
   EXPECT_NE(validation_error(bytes.spec()).find("size 0"), std::string::npos);
 }
 
@@ -80,6 +84,38 @@ TEST(FlowSpecTest, CanonicalTextDiffersExactlyInTheChangedField) {
   EXPECT_NE(b.spec().canonical().find("segment_bytes=4096\n"), std::string::npos);
   EXPECT_NE(a.spec().canonical().find("targets=0:0 0:1 0:2\n"), std::string::npos);
   EXPECT_NE(a.spec().canonical().find("record_size=16\n"), std::string::npos);
+}
+
+// One spec per kind of flow, for typed and byte records alike, and no
+// detail type reachable through one: the shared setters' builders are
+// private bases. The 1.0 names still name the same types.
+TEST(FlowSpecTest, OneSpecPerKindWithPrivateBuildersAndThe10NamesAsAliases) {
+  static_assert(std::is_same_v<decltype(shuffle<Bytes>("b")), ShuffleSpec<Bytes>>);
+  static_assert(std::is_same_v<decltype(replicate<Bytes>("b")), ReplicateSpec<Bytes>>);
+  static_assert(!std::is_convertible_v<ShuffleSpec<Rec>&, detail::FlowBuilder<ShuffleSpec<Rec>>&>);
+  static_assert(
+      !std::is_convertible_v<ShuffleSpec<Bytes>&, detail::ShuffleBuilder<ShuffleSpec<Bytes>>&>);
+  static_assert(
+      !std::is_convertible_v<ReplicateSpec<Rec>&, detail::ReplicateBuilder<ReplicateSpec<Rec>>&>);
+  static_assert(
+      !std::is_convertible_v<CombinerSpec<Rec>&, detail::FlowBuilder<CombinerSpec<Rec>>&>);
+  static_assert(std::is_same_v<decltype(std::declval<Cluster&>().source(
+                                   std::declval<const ShuffleSpec<Bytes>&>(), 0u)),
+                               Source<Bytes>>);
+  static_assert(std::is_same_v<decltype(std::declval<Cluster&>().target(
+                                   std::declval<const ReplicateSpec<Bytes>&>(), 0u)),
+                               Target<Bytes>>);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  static_assert(std::is_same_v<BytesShuffleSpec, ShuffleSpec<Bytes>>);
+  static_assert(std::is_same_v<BytesReplicateSpec, ReplicateSpec<Bytes>>);
+  static_assert(std::is_same_v<BytesSource, Source<Bytes>>);
+  static_assert(std::is_same_v<BytesTarget, Target<Bytes>>);
+  EXPECT_EQ(shuffle_bytes("x").spec().canonical(), shuffle<Bytes>("x").spec().canonical());
+  EXPECT_EQ(replicate_bytes("x").spec().canonical(), replicate<Bytes>("x").spec().canonical());
+#pragma GCC diagnostic pop
+  EXPECT_EQ(shuffle<Bytes>("x").spec().record_size, 0u);
+  EXPECT_EQ(shuffle<Bytes>("x").spec().type_name, "bytes");
 }
 
 // The fields every kind's builder shares, as declare sees them.
@@ -108,7 +144,7 @@ TEST(FlowSpecTest, EveryKindTakesTheCommonSettersInAnyOrder) {
                    .ring_segments(4)
                    .type_tag("rec-v1")
                    .optimize(Optimize::kBandwidth);
-  auto bytes = shuffle_bytes("b")
+  auto bytes = shuffle<Bytes>("b")
                    .sources(testing::slots(2))
                    .key(0, 8)
                    .targets(testing::slots(1))
@@ -123,7 +159,7 @@ TEST(FlowSpecTest, EveryKindTakesTheCommonSettersInAnyOrder) {
                  .segment_bytes(1024)
                  .ring_segments(4)
                  .gap_timeout(std::chrono::milliseconds(50));
-  auto rep_bytes = replicate_bytes("d")
+  auto rep_bytes = replicate<Bytes>("d")
                        .sources(testing::slots(2))
                        .ordered(false)
                        .targets(testing::slots(1))

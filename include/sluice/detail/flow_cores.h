@@ -1,6 +1,6 @@
 // sluice/detail/flow_cores.h: what the inline push and consume paths of
 // flow.h need from the transports, and nothing else. Internal: applications
-// use Source, Target, BytesSource and BytesTarget (flow.h) and never name
+// use Source and Target (flow.h) and never name
 // anything here; the transports in src/flow implement SourceCore and
 // TargetCore. Included by flow.h.
 //
@@ -32,12 +32,15 @@ SLUICE_API_BEGIN
 namespace sluice {
 
 class RecordBatch;
+struct Bytes;
 template <class T>
 class Source;
 template <class T>
 class Target;
-class BytesSource;
-class BytesTarget;
+template <>
+class Source<Bytes>;
+template <>
+class Target<Bytes>;
 
 namespace detail {
 
@@ -591,7 +594,7 @@ bool validate_records(const std::byte* data, uint32_t bytes);
 
 // A RecordBatch over `bytes` bytes of records at `data`, which should have
 // passed validate_records() (iteration stays inside them either way). For the
-// transports and unit tests; applications get batches from BytesTarget.
+// transports and unit tests; applications get batches from Target<Bytes>.
 inline RecordBatch make_record_batch(const std::byte* data, uint32_t bytes);
 
 // The handle (flow.h) over a core, whose constructor from a core is private:
@@ -602,8 +605,6 @@ template <class T>
 Source<T> source_from_core(std::unique_ptr<SourceCore> core);
 template <class T>
 Target<T> target_from_core(std::unique_ptr<TargetCore> core);
-inline BytesSource bytes_source_from_core(std::unique_ptr<SourceCore> core);
-inline BytesTarget bytes_target_from_core(std::unique_ptr<TargetCore> core);
 
 // The end of a Source's or Target's handle: a core is destroyed at once,
 // never waiting for the network; what its end still needs from it (an ofi

@@ -50,7 +50,7 @@ class WorkerInput {
   bool ended = false;
 };
 
-// A target (Target<T> or BytesTarget) with its batch handler and, for
+// A target (Target<T>, T may be Bytes) with its batch handler and, for
 // ordered flows, its gap handler (std::nullptr_t: none). `Info` is
 // sluice::BatchInfo (worker.h): what a handler taking two arguments is
 // handed with each batch.
@@ -130,8 +130,8 @@ class CombinerInput final : public WorkerInput {
   std::optional<LostPeer> released_lost_;
 };
 
-// A source the Worker owns (Worker::add_output): Source<T>, BytesSource or
-// CombinerSource<T>, destroyed with the worker, after its inputs.
+// A source the Worker owns (Worker::add_output): Source<T> (T may be
+// Bytes) or CombinerSource<T>, destroyed with the worker, after its inputs.
 class WorkerOutput {
  public:
   virtual ~WorkerOutput() = default;
@@ -147,8 +147,6 @@ template <class S>
 inline constexpr bool is_source = false;
 template <class T>
 inline constexpr bool is_source<Source<T>> = true;
-template <>
-inline constexpr bool is_source<BytesSource> = true;
 template <class T>
 inline constexpr bool is_source<CombinerSource<T>> = true;
 
