@@ -205,6 +205,68 @@ TEST(ReformTest, ASpareTakesTheDeadRanksPlaceAndFinishesWithTheOthers) {
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
+// With --restarts too, a spare used is replaced by a new one (a restart of
+// the rank it replaced), so a second death of the same rank finds a spare
+// waiting again: rank 2 is killed twice, 0.01 s and 0.6 s after round 10
+// began (no rank is told), spare 0 takes its place as incarnation 1, the new
+// spare 1 as incarnation 2, and every round commits once. Without
+// --restarts (the negative control) no spare replaces spare 0: the second
+// death finds none, and rank 2 never comes back as incarnation 2.
+std::vector<std::string> two_kills(std::vector<std::string> launcher) {
+  for (const char* a :
+       {"--faults-after", "MARK round 10 begins", "--kill", "2@0.01", "--kill", "2@0.6"})
+    launcher.push_back(a);
+  return launcher;
+}
+
+TEST(ReformTest, AUsedSpareIsReplacedSoASecondDeathFindsOneToo) {
+  const testing::ProcessResult r =
+      run_job(4, two_kills({"--spares", "1", "--restarts", "2"}), program(120, 10));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: injecting --kill 2@"), 2) << r.output;
+  EXPECT_EQ(testing::count_lines_with_all(
+                r.output, {"sluice run: spare 0 (pid ", "took the place of rank 2"}),
+            1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with_all(
+                r.output, {"sluice run: spare 1 (pid ", "took the place of rank 2"}),
+            1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(
+                r.output, "starting a new spare in place of the one rank 2 took (restart 1 of 2)"),
+            1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(
+                r.output, "starting a new spare in place of the one rank 2 took (restart 2 of 2)"),
+            1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "again (restart"), 0) << r.output;
+  for (int rank : {0, 1, 3}) expect_done(r, rank, 0, 120, 120);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.output, m, std::regex(R"(\[2\] DONE rank 2 incarnation 2 committed (\d+) rounds 120)")))
+      << r.output;
+  expect_done(r, 2, 2, std::stoi(m[1].str()), 120);
+  EXPECT_EQ(testing::count_lines_with(r.output, "ending spare(s) 2, which no rank needed"), 1)
+      << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+TEST(ReformTest, WithoutRestartsAUsedSpareIsNotReplaced) {
+  const testing::ProcessResult r = run_job(4, two_kills({"--spares", "1"}), program(120, 10));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  // (The survivors may re-form without rank 2 and finish: an injected death
+  // does not count against the exit status, so the status proves nothing.)
+  EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: spare 0 (pid "), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: spare 1 (pid "), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "starting a new spare"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "DONE rank 2 incarnation 2"), 0) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 // A spare no rank needs waits the job out and is ended with it: the job's
 // status is its ranks'.
 TEST(ReformTest, ASpareNoRankNeededEndsWithTheJob) {

@@ -177,7 +177,11 @@ class Launcher {
   }
   // The registry took spare process `pid` in as `rank`'s next incarnation.
   void on_spare_joined(uint32_t rank, uint32_t pid);
+  // With --restarts: a spare that took `rank`'s place is replaced by a new
+  // one, as a restart of that rank (its --restarts, the rate and delay).
+  void replenish_spare(Rank& rank);
   // A failed rank whose spare did not come by spare_by: handled as without.
+  // And the new spares replenish_spare() scheduled, once due.
   void on_spare_timers(Clock::time_point now);
   bool spares_awaited() const {
     return std::any_of(ranks_.begin(), ranks_.end(),
@@ -239,7 +243,9 @@ class Launcher {
   const std::chrono::milliseconds heartbeat_timeout_;
 
   std::vector<Rank> ranks_;
-  std::vector<Rank> spares_;   // waiting (running) or exited before a rank needed them
+  std::vector<Rank> spares_;  // waiting (running) or exited before a rank needed them
+  std::vector<Clock::time_point> spare_starts_;  // replenish_spare()'s, when each is due
+  uint32_t next_spare_ = 0;                      // the index the next spare started gets
   std::vector<Rank> retired_;  // replaced by a spare while still running or draining
   std::optional<Clock::time_point> spares_kill_at_;  // end_spares() sent SIGTERM
   Phase phase_ = Phase::kRunning;

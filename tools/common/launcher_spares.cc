@@ -23,6 +23,7 @@ constexpr auto kExitWait = std::chrono::milliseconds(200);
 
 bool Launcher::start_spares() {
   spares_.resize(options_.spares);
+  next_spare_ = options_.spares;
   for (uint32_t i = 0; i < options_.spares; ++i) {
     spares_[i].index = i;
     spares_[i].spare = true;
@@ -88,9 +89,46 @@ void Launcher::on_spare_joined(uint32_t rank, uint32_t pid) {
   }
   slot = std::move(taken);
   spares_.erase(it);
+  replenish_spare(slot);
+}
+
+void Launcher::replenish_spare(Rank& rank) {
+  if (options_.restarts == 0) return;
+  if (!can_restart(rank)) {  // (it says why if the restart rate refuses)
+    if (rank.restarts >= options_.restarts) {
+      say("no new spare replaces the one rank ", rank.index, " took: its ", options_.restarts,
+          " restart(s) are used");
+    }
+    return;
+  }
+  ++rank.restarts;
+  const Clock::time_point now = Clock::now();
+  const Clock::duration delay = restart_policy_.record(rank.restarts, now);
+  spare_starts_.push_back(now + delay);
+  say("starting a new spare in place of the one rank ", rank.index, " took (restart ",
+      rank.restarts, " of ", options_.restarts, ")",
+      delay > Clock::duration::zero()
+          ? log::cat(" in ", seconds_text(std::chrono::duration<double>(delay).count()), " s")
+          : "");
 }
 
 void Launcher::on_spare_timers(Clock::time_point now) {
+  for (auto due = spare_starts_.begin(); due != spare_starts_.end();) {
+    if (phase_ == Phase::kRunning && now < *due) {
+      ++due;
+      continue;
+    }
+    due = spare_starts_.erase(due);
+    if (phase_ != Phase::kRunning) continue;  // the job is ending: no new process
+    Rank spare;
+    spare.index = next_spare_++;
+    spare.spare = true;
+    spares_.push_back(std::move(spare));
+    if (!start_rank(spares_.back())) {
+      say("a new spare could not be started");
+      spares_.pop_back();
+    }
+  }
   for (Rank& r : ranks_) {
     if (!r.awaiting_spare || (phase_ == Phase::kRunning && now < r.spare_by)) continue;
     r.awaiting_spare = false;

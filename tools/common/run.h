@@ -112,7 +112,9 @@ struct RunOptions {
   // and then joins in its place as that rank's next incarnation (as a
   // restarted process would, without the start-up). A failure a spare made
   // up for does not count against the exit status; a rank whose failure no
-  // spare takes is handled by --restarts and --keep-going as before. Spares
+  // spare takes is handled by --restarts and --keep-going as before. With
+  // --restarts, a spare that took a rank's place is replaced by a new one,
+  // as a restart of that rank (its restarts, the rate and the delay). Spares
   // no rank needed get SIGTERM once every rank exited. Default 0.
   uint32_t spares = 0;
   // --restart-delay S: the first restart of a rank waits at least S seconds

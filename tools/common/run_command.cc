@@ -126,8 +126,9 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--spares", options->spares,
                   "Start this many spare processes of the program beside the ranks "
                   "(SLUICE_SPARE=1, no rank): a rank that dies is replaced at once by a spare, "
-                  "which joins as its next incarnation; spares no rank needed get SIGTERM at the "
-                  "end")
+                  "which joins as its next incarnation; with --restarts, a new spare replaces "
+                  "each one used, as a restart of the rank it replaced; spares no rank needed get "
+                  "SIGTERM at the end")
       ->check(CLI::Range(0u, 1024u))
       ->capture_default_str();
   sub->add_option("--restart-delay", options->restart_delay_seconds,
