@@ -134,7 +134,7 @@ bench: build
 	bench/peers/install.sh
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
 	cmake --build build
-	cmake --build build --target sluice-perf
+	cmake --build build --target sluice-perf sluice-bench-python-baseline
 	build/bin/sluice perf --peers bench/peers/run --json build/perf_shm.json
 	build/bin/sluice perf --transport ofi --segment-bytes 65536 --peers bench/peers/run --json build/perf_ofi.json
 	bench/plot build/perf_shm.json build/perf_ofi.json --out docs/img

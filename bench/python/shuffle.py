@@ -8,12 +8,15 @@ either way the receiver reads every record once (a sum of its values), as
 sluice-shuffle-demo's receivers do (they check every tuple).
 Rank 0 prints one JSON line per way: records per second of the whole job
 (wall, from a barrier to the last rank's end) and per CPU-second (every
-rank's process time summed), to compare with sluice-shuffle-demo (the C++
-API, the same 16-byte tuples) in the same session:
+rank's process time summed), to compare with its C++ twin
+(bench/python/shuffle_baseline.cc: the same work through the C++ API, the
+same JSON lines) run back to back:
 
   PYTHONPATH=build/python build/bin/sluice run -n 2 -- .venv/bin/python \\
-      bench/python/shuffle.py --records 20000000
-  build/bin/sluice run -n 2 -- build/bin/sluice-shuffle-demo --threads 1 --tuples 40000000
+      bench/python/shuffle.py --records 10000000 --segment-bytes 65536
+  cmake --build build --target sluice-bench-python-baseline
+  build/bin/sluice run -n 2 -- build/bin/sluice-bench-python-baseline \\
+      --records 10000000 --segment-bytes 65536
 """
 
 import argparse
