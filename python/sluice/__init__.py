@@ -20,10 +20,18 @@ Every call that can wait releases the GIL. Failures raise ``sluice.Error``
 or a subclass: ``PeerLost`` (``.rank`` names the lost rank), ``SpecMismatch``,
 ``Timeout``, ``InvalidArgument``, ``BootstrapError``, ``Closed``,
 ``ViewChanged``.
+
+A job that must survive a lost rank works in membership views
+(``cluster.view``): flows declared with ``view=`` re-form among the view's
+members, collectives with ``view=`` raise ``ViewChanged`` on every member
+alike when the membership changes, and ``KeyGroups`` says who owns a lost
+rank's keys. Run such a job with ``sluice run --keep-going`` (the survivors
+go on), ``--restarts K`` or ``--spares K`` (the rank comes back).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import pickle
@@ -46,6 +54,9 @@ from ._sluice import (
 
 __all__ = [
     "Cluster",
+    "View",
+    "Gathered",
+    "KeyGroups",
     "Flow",
     "Source",
     "Target",
@@ -60,6 +71,67 @@ __all__ = [
 ]
 
 Endpoint = Tuple[int, int]  # (rank, slot)
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """A membership view: its ``epoch`` (0 for the job as launched, one more
+    at every loss, departure or rejoin), its ``members`` (increasing ranks)
+    and every rank's ``incarnations`` (how often it came back after dying)."""
+
+    epoch: int
+    members: Tuple[int, ...]
+    incarnations: Tuple[int, ...]
+
+    def __contains__(self, rank: int) -> bool:
+        return rank in self.members
+
+    def _tuple(self) -> tuple:
+        return (self.epoch, list(self.members), list(self.incarnations))
+
+
+def _view(t: tuple) -> View:
+    return View(t[0], tuple(t[1]), tuple(t[2]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Gathered:
+    """One value from every member of one view (``epoch``): ``values[i]``
+    is what ``ranks[i]`` contributed; the same on every member."""
+
+    epoch: int
+    ranks: Tuple[int, ...]
+    values: Tuple[Any, ...]
+
+    def by_rank(self) -> dict:
+        return dict(zip(self.ranks, self.values))
+
+
+def _gathered(t: tuple) -> Gathered:
+    return Gathered(t[0], tuple(t[1]), tuple(pickle.loads(v) for v in t[2]))
+
+
+class KeyGroups:
+    """``groups`` key groups, each with a home among ``owners`` (group g:
+    ``owners[g % len(owners)]``). ``assign(view)`` gives every group an owner
+    that is a member of the view: its home while the home is a member, else
+    another member, chosen so that only a lost owner's groups move, spread
+    about evenly, and go home once it is back. Every rank computes the same
+    map from the same view (the C++ ``sluice::KeyGroups``)."""
+
+    def __init__(self, groups: int, owners: Sequence[int]):
+        self._k = _sluice.KeyGroups(groups, list(owners))
+
+    @property
+    def size(self) -> int:
+        return self._k.size
+
+    def home(self, group: int) -> int:
+        return self._k.home(group)
+
+    def assign(self, view: View) -> np.ndarray:
+        """Each group's owner in ``view``: an array of ``size`` ranks."""
+        return np.asarray(self._k.assign(view._tuple()), dtype=np.uint32)
 
 
 class Cluster:
@@ -99,14 +171,47 @@ class Cluster:
         """The ranks not known to be lost or gone."""
         return self._c.live_ranks()
 
-    def barrier(self, timeout: Optional[float] = None) -> None:
-        """Returns once every rank called it."""
-        self._c.barrier("sluice.py.barrier", timeout)
+    @property
+    def view(self) -> View:
+        """The current membership view (no registry round trip)."""
+        return _view(self._c.view())
 
-    def allgather(self, obj: Any, timeout: Optional[float] = None) -> list:
-        """Every rank's ``obj``, indexed by rank, on every rank."""
+    def incarnation(self, rank: Optional[int] = None) -> int:
+        """How many times ``rank`` (default: this one) came back after it
+        died: 0 for the process the job started with. A restarted process
+        (``sluice run --restarts``) or a spare sees 1 or more for itself."""
+        return self._c.incarnation(self.rank if rank is None else rank)
+
+    def await_view(self, after: Optional[int] = None, timeout: Optional[float] = None) -> View:
+        """Waits for a view later than epoch ``after`` (default: the current
+        one) and returns it; ``Timeout`` if none comes in time."""
+        return _view(self._c.await_view(self.epoch if after is None else after, timeout))
+
+    def barrier(self, timeout: Optional[float] = None, view: Optional[View] = None) -> None:
+        """Returns once every rank called it. With ``view``: once every
+        member of the view did; ``ViewChanged`` on every member alike if the
+        membership changes first."""
+        if view is None:
+            self._c.barrier("sluice.py.barrier", timeout)
+        else:
+            self._c.allgather_in(view._tuple(), "sluice.py.barrier.view", b"", timeout)
+
+    def allgather(self, obj: Any, timeout: Optional[float] = None, view: Optional[View] = None):
+        """Every rank's ``obj``, indexed by rank, on every rank. With ``view``:
+        a ``Gathered`` of every member's ``obj``, the same on every member,
+        or ``ViewChanged`` on every member alike if the membership changes
+        before all called (nothing was gathered; go on in ``cluster.view``)."""
+        if view is not None:
+            return _gathered(self._c.allgather_in(view._tuple(), "sluice.py.allgather.view",
+                                                  pickle.dumps(obj), timeout))
         values = self._c.allgather("sluice.py.allgather", pickle.dumps(obj), timeout)
         return [pickle.loads(v) for v in values]
+
+    def agree(self, obj: Any, timeout: Optional[float] = None) -> Gathered:
+        """The survivors agree (MPI ULFM's agree): every live rank contributes
+        ``obj``; every rank not lost meanwhile gets the same ``Gathered``, from
+        the first view in which all its members contributed."""
+        return _gathered(self._c.agree("sluice.py.agree", pickle.dumps(obj), timeout))
 
     def bcast(self, obj: Any = None, root: int = 0, timeout: Optional[float] = None) -> Any:
         """Rank ``root``'s ``obj`` on every rank."""
@@ -136,14 +241,18 @@ class Cluster:
         targets: Optional[Sequence[Endpoint]] = None,
         segment_bytes: int = 0,
         ring_segments: int = 0,
+        view: Optional[View] = None,
     ) -> "Flow":
         """Declares a shuffle flow of ``dtype`` records: each goes to one target,
         chosen by a hash of field ``key`` (else of the whole record), the hash a
         C++ flow declared with ``.key()`` uses, or named per record by ``push``.
         Every rank among ``sources`` and ``targets`` (default: every rank, slot
-        0) must declare it with the same arguments."""
+        0) must declare it with the same arguments. With ``view``, the flow is
+        among the view's members only (``Flow.targets`` says which), re-formed
+        in each view it is declared in; ``ViewChanged`` if the view is not the
+        current one or changes before every member declared."""
         return Flow(self, name, np.dtype(dtype), False, key, sources, targets, segment_bytes,
-                    ring_segments)
+                    ring_segments, view)
 
     def replicate(
         self,
@@ -153,10 +262,12 @@ class Cluster:
         targets: Optional[Sequence[Endpoint]] = None,
         segment_bytes: int = 0,
         ring_segments: int = 0,
+        view: Optional[View] = None,
     ) -> "Flow":
-        """Declares a replicate flow: every record goes to every target."""
+        """Declares a replicate flow: every record goes to every target
+        (``view``: as for ``shuffle``)."""
         return Flow(self, name, np.dtype(dtype), True, None, sources, targets, segment_bytes,
-                    ring_segments)
+                    ring_segments, view)
 
     def leave(self, timeout: Optional[float] = None) -> None:
         """Leaves the job cleanly (peers see "left", not "died"). Idempotent."""
@@ -187,7 +298,8 @@ class Flow:
 
     def __init__(self, cluster: Cluster, name: str, dtype: np.dtype, replicate: bool,
                  key: Optional[str], sources: Optional[Sequence[Endpoint]],
-                 targets: Optional[Sequence[Endpoint]], segment_bytes: int, ring_segments: int):
+                 targets: Optional[Sequence[Endpoint]], segment_bytes: int, ring_segments: int,
+                 view: Optional[View] = None):
         if dtype.hasobject:
             raise InvalidArgument(f"flow {name!r}: dtype {dtype} holds Python objects, "
                                   "which cannot travel as bytes")
@@ -202,11 +314,18 @@ class Flow:
         self.replicate = replicate
         self.cluster = cluster
         all_ranks = cluster.all_ranks()
+        self.view = view
         self.sources = [tuple(e) for e in (sources if sources is not None else all_ranks)]
-        self.targets = [tuple(e) for e in (targets if targets is not None else all_ranks)]
+        targets = [tuple(e) for e in (targets if targets is not None else all_ranks)]
         self._f = _sluice.Flow(cluster._c, name, replicate, dtype.itemsize,
-                               _type_tag(dtype, key), self.sources, self.targets, key_offset,
-                               key_size, segment_bytes, ring_segments)
+                               _type_tag(dtype, key), self.sources, targets, key_offset,
+                               key_size, segment_bytes, ring_segments,
+                               None if view is None else view._tuple())
+        # The flow's targets (in a view: the members'), which push()'s
+        # target indexes and target_of() count.
+        self.targets = [tuple(e) for e in self._f.targets]
+        if view is not None:
+            self.sources = [e for e in self.sources if e[0] in view]
 
     def _bytes(self, records: np.ndarray) -> np.ndarray:
         records = np.asarray(records)

@@ -13,6 +13,7 @@
 #include <nanobind/stl/vector.h>
 #include <sluice/sluice.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -104,6 +105,26 @@ void translate(const std::exception_ptr& p, void*) {
   }
 }
 
+// A membership view as Python sees it: (epoch, members, incarnations).
+using ViewTuple = std::tuple<uint64_t, std::vector<uint32_t>, std::vector<uint32_t>>;
+ViewTuple to_tuple(const View& v) { return {v.epoch, v.members, v.incarnations}; }
+View to_view(const ViewTuple& t) {
+  View v;
+  v.epoch = std::get<0>(t);
+  v.members = std::get<1>(t);
+  v.incarnations = std::get<2>(t);
+  std::sort(v.members.begin(), v.members.end());
+  return v;
+}
+// What a view-scoped gather or an agreement returns: (epoch, ranks, values).
+using GatheredTuple = std::tuple<uint64_t, std::vector<uint32_t>, std::vector<nb::bytes>>;
+GatheredTuple to_tuple(const Gathered& g) {
+  std::vector<nb::bytes> values;
+  values.reserve(g.values.size());
+  for (const std::string& v : g.values) values.emplace_back(v.data(), v.size());
+  return {g.epoch, g.ranks, std::move(values)};
+}
+
 // The job, as this process joined it.
 class PyCluster {
  public:
@@ -127,6 +148,45 @@ class PyCluster {
   uint64_t epoch() { return get().epoch(); }
   std::vector<uint32_t> live_ranks() { return get().live_ranks(); }
   bool alive(uint32_t r) { return get().alive(r); }
+  uint32_t incarnation(uint32_t r) { return get().incarnation(r); }
+  ViewTuple view() { return to_tuple(get().view()); }
+  ViewTuple await_view(uint64_t after_epoch, std::optional<double> timeout) {
+    Cluster& c = get();
+    Result<View> v = Status::kTimeout;
+    {
+      nb::gil_scoped_release unlocked;
+      v = c.await_view(after_epoch, deadline_of(timeout));
+    }
+    if (!v) raise(exc.timeout, "await_view(): no view after epoch " + std::to_string(after_epoch));
+    return to_tuple(*v);
+  }
+  GatheredTuple allgather_in(const ViewTuple& view, const std::string& name, nb::bytes value,
+                             std::optional<double> timeout) {
+    Cluster& c = get();
+    const View v = to_view(view);
+    const std::string mine(value.c_str(), value.size());
+    Result<Gathered> g = Status::kTimeout;
+    {
+      nb::gil_scoped_release unlocked;
+      g = c.allgather(v, name, mine, deadline_of(timeout));
+    }
+    if (g.status() == Status::kViewChanged) {
+      raise(exc.view_changed, "'" + name + "' in view " + std::to_string(v.epoch) +
+                                  ": the membership changed (now view " +
+                                  std::to_string(c.epoch()) + ")");
+    }
+    return to_tuple(*g);
+  }
+  GatheredTuple agree(const std::string& name, nb::bytes value, std::optional<double> timeout) {
+    Cluster& c = get();
+    const std::string mine(value.c_str(), value.size());
+    Gathered g;
+    {
+      nb::gil_scoped_release unlocked;
+      g = c.agree(name, mine, deadline_of(timeout));
+    }
+    return to_tuple(g);
+  }
 
   void barrier(const std::string& name, std::optional<double> timeout) {
     Cluster& c = get();
@@ -203,7 +263,7 @@ class PyFlow {
          const std::string& type_tag, const std::vector<std::tuple<uint32_t, uint32_t>>& sources,
          const std::vector<std::tuple<uint32_t, uint32_t>>& targets,
          std::optional<uint32_t> key_offset, uint32_t key_size, uint32_t segment_bytes,
-         uint32_t ring_segments) {
+         uint32_t ring_segments, std::optional<ViewTuple> view) {
     RecordsFlowSpec s;
     s.name = name;
     s.replicate = replicate;
@@ -215,6 +275,7 @@ class PyFlow {
     s.key_size = key_size;
     s.segment_bytes = segment_bytes;
     s.ring_segments = ring_segments;
+    if (view) s.view = to_view(*view);
     Cluster& c = cluster.get();
     {
       nb::gil_scoped_release unlocked;
@@ -235,6 +296,12 @@ class PyFlow {
     PyFlow& f_;
   };
   uint32_t num_targets() { return get().num_targets(); }
+  // The flow's targets: in a view, the members' only.
+  std::vector<std::tuple<uint32_t, uint32_t>> targets() {
+    std::vector<std::tuple<uint32_t, uint32_t>> out;
+    for (const Endpoint& e : get().spec().targets) out.emplace_back(e.rank, e.slot);
+    return out;
+  }
 
   // Each record's target by the flow's key: a uint32 array.
   nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>> route(ByteArray records) {
@@ -464,19 +531,36 @@ NB_MODULE(_sluice, m) {
       .def_prop_ro("epoch", &PyCluster::epoch)
       .def("live_ranks", &PyCluster::live_ranks)
       .def("alive", &PyCluster::alive, "rank"_a)
+      .def("incarnation", &PyCluster::incarnation, "rank"_a)
+      .def("view", &PyCluster::view)
+      .def("await_view", &PyCluster::await_view, "after_epoch"_a, "timeout"_a = nb::none())
+      .def("allgather_in", &PyCluster::allgather_in, "view"_a, "name"_a, "value"_a,
+           "timeout"_a = nb::none())
+      .def("agree", &PyCluster::agree, "name"_a, "value"_a, "timeout"_a = nb::none())
       .def("barrier", &PyCluster::barrier, "name"_a, "timeout"_a = nb::none())
       .def("allgather", &PyCluster::allgather, "name"_a, "value"_a, "timeout"_a = nb::none())
       .def("leave", &PyCluster::leave, "timeout"_a = nb::none());
+
+  nb::class_<sluice::KeyGroups>(m, "KeyGroups")
+      .def(nb::init<uint32_t, std::vector<uint32_t>>(), "groups"_a, "owners"_a)
+      .def_prop_ro("size", &sluice::KeyGroups::size)
+      .def_prop_ro("owners", &sluice::KeyGroups::owners)
+      .def("home", &sluice::KeyGroups::home, "group"_a)
+      .def(
+          "assign",
+          [](const sluice::KeyGroups& k, const ViewTuple& v) { return k.assign(to_view(v)); },
+          "view"_a);
 
   nb::class_<PyFlow>(m, "Flow")
       .def(nb::init<PyCluster&, const std::string&, bool, uint32_t, const std::string&,
                     const std::vector<std::tuple<uint32_t, uint32_t>>&,
                     const std::vector<std::tuple<uint32_t, uint32_t>>&, std::optional<uint32_t>,
-                    uint32_t, uint32_t, uint32_t>(),
+                    uint32_t, uint32_t, uint32_t, std::optional<ViewTuple>>(),
            "cluster"_a, "name"_a, "replicate"_a, "itemsize"_a, "type_tag"_a, "sources"_a,
            "targets"_a, "key_offset"_a.none(), "key_size"_a, "segment_bytes"_a, "ring_segments"_a,
-           nb::keep_alive<1, 2>())
+           "view"_a.none(), nb::keep_alive<1, 2>())
       .def_prop_ro("num_targets", &PyFlow::num_targets)
+      .def_prop_ro("targets", &PyFlow::targets)
       .def("route", &PyFlow::route, "records"_a.noconvert())
       .def("open_source", &PyFlow::open_source, "slot"_a)
       .def("open_target", &PyFlow::open_target, "slot"_a)

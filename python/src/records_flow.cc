@@ -28,6 +28,22 @@ struct alignas(8) Block {
   std::byte bytes[N];
 };
 
+// Declares `spec` as given, or in spec.view (the flow then re-forms among
+// the view's members): kViewChanged is an Error of that code.
+template <class Spec>
+DeclaredFlow declare_flow(Cluster& c, const RecordsFlowSpec& s, const Spec& spec) {
+  if (!s.view) return c.declare(spec);
+  Result<DeclaredFlow> d = c.declare(*s.view, spec);
+  if (d) return std::move(*d);
+  if (d.status() == Status::kViewChanged) {
+    throw Error(ErrorCode::kViewChanged, "flow '" + s.name + "' was declared in view " +
+                                             std::to_string(s.view->epoch) +
+                                             ", which is no longer the current one");
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              "flow '" + s.name + "' could not be declared: " + to_string(d.status()));
+}
+
 FlowFailure failure_of(Status s, const std::string& error, std::optional<LostPeer> lost) {
   FlowFailure f;
   f.status = s;
@@ -53,7 +69,7 @@ struct RecordsFlow::Ends {
       spec.sources(s.sources).targets(s.targets).type_tag(s.type_tag).segment_bytes(seg);
       if (s.ring_segments != 0) spec.ring_segments(s.ring_segments);
       replicate_spec = spec;
-      declared = cluster.declare(spec);
+      declared = declare_flow(cluster, s, spec);
     } else {
       ShuffleWords spec(s.name);
       spec.sources(s.sources).targets(s.targets).type_tag(s.type_tag).segment_bytes(seg);
@@ -70,7 +86,7 @@ struct RecordsFlow::Ends {
         declared_as.route = Route::kExplicit;
       }
       shuffle_spec = spec;
-      declared = cluster.declare(declared_as);
+      declared = declare_flow(cluster, s, declared_as);
     }
   }
 
@@ -172,6 +188,20 @@ struct RecordsFlow::Impl {
 RecordsFlow::RecordsFlow(Cluster& cluster, const RecordsFlowSpec& spec)
     : spec_(spec), impl_(std::make_unique<Impl>()) {
   if (spec_.itemsize == 0) throw Error(ErrorCode::kInvalidArgument, "a record of 0 bytes");
+  if (spec_.view) {
+    // The flow's endpoints are the members' (as Cluster::declare(view, ...)
+    // takes them): target indexes and the key routing count those.
+    const auto members_only = [&](std::vector<Endpoint>& eps) {
+      std::erase_if(eps, [&](const Endpoint& e) { return !spec_.view->contains(e.rank); });
+    };
+    members_only(spec_.sources);
+    members_only(spec_.targets);
+    if (spec_.sources.empty() || spec_.targets.empty()) {
+      throw Error(ErrorCode::kPeerLost,
+                  "flow '" + spec_.name + "': no " + (spec_.sources.empty() ? "source" : "target") +
+                      " of it is a member of view " + std::to_string(spec_.view->epoch));
+    }
+  }
   if (spec_.key_offset &&
       (spec_.key_size == 0 || *spec_.key_offset + spec_.key_size > spec_.itemsize)) {
     throw Error(ErrorCode::kInvalidArgument, "the routing key lies outside the record");

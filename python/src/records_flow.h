@@ -47,6 +47,9 @@ struct RecordsFlowSpec {
   uint32_t key_size = 0;
   uint32_t segment_bytes = 0;  // 0: about 8 KiB of whole records
   uint32_t ring_segments = 0;  // 0: the library's default
+  // Declared in this membership view (Cluster::declare(view, spec)): the
+  // flow re-forms among its members; only the endpoints of members take part.
+  std::optional<View> view;
 };
 
 // The bytes received by exchange() or a target: whole records.
@@ -59,7 +62,10 @@ class RecordsFlow {
  public:
   // Declares the flow (every participant must, with an equal spec). Throws
   // sluice::Error (kInvalidArgument naming the problem, kSpecMismatch,
-  // kTimeout, kPeerLost) as Cluster::declare does.
+  // kTimeout, kPeerLost) as Cluster::declare does, and in a view
+  // Error(kViewChanged) when the view is not the current one or changes
+  // before every member declared. In a view, spec().sources and targets are
+  // the members' endpoints only: the flow's.
   RecordsFlow(Cluster& cluster, const RecordsFlowSpec& spec);
   ~RecordsFlow();
   RecordsFlow(const RecordsFlow&) = delete;

@@ -1,0 +1,62 @@
+"""Jobs that survive a lost rank, from Python: flows declared in membership
+views re-form among the living, view-scoped collectives raise ViewChanged
+on every member alike, and KeyGroups move a lost rank's keys to the others
+(programs/reform.py, a keyed sum in rounds). The launcher kills rank 1 50 ms
+after rank 0's "MARK round 5 begins" line; no rank is told which or when.
+Every committed round's sums are checked against its input on every rank."""
+
+import re
+
+import pytest
+
+from conftest import run_job
+
+ROUNDS = 40
+KILL = ("--faults-after", "MARK round 5 begins", "--kill", "1@0.05")
+
+
+def done_lines(out):
+    """{rank: (incarnation, committed, checksum == expect)} from the DONE lines."""
+    found = {}
+    for m in re.finditer(r"DONE rank (\d+) incarnation (\d+) committed (\d+) rounds (\d+) "
+                         r"checksum (\d+) expect (\d+)", out):
+        rank, inc, committed, rounds, got, want = map(int, m.groups())
+        assert rounds == ROUNDS, m.group(0)
+        assert rank not in found, out
+        found[rank] = (inc, committed, got == want)
+    return found
+
+
+@pytest.mark.parametrize("transport", ["shm", "ofi"])
+def test_the_survivors_re_form_and_commit_every_round_once(sluice_bin, transport):
+    status, out = run_job("reform.py", 3, str(ROUNDS), launcher_args=("--keep-going", *KILL),
+                          transport=transport, timeout=150)
+    assert "injecting --kill 1@0.05" in out, out
+    assert "MISMATCH" not in out, out
+    done = done_lines(out)
+    assert done == {0: (0, ROUNDS, True), 2: (0, ROUNDS, True)}, out
+    assert re.search(r"REFORMED rank 0 epoch 1 members 0,2", out), out
+    assert status == 0, out
+
+
+@pytest.mark.parametrize("comes_back", [("--restarts", "1"), ("--spares", "1")])
+def test_a_restarted_or_spare_rank_rejoins_and_finishes_with_the_others(sluice_bin, comes_back):
+    status, out = run_job("reform.py", 3, str(ROUNDS), launcher_args=(*comes_back, *KILL),
+                          transport="shm", timeout=150)
+    assert "MISMATCH" not in out, out
+    done = done_lines(out)
+    assert done[0] == (0, ROUNDS, True) and done[2] == (0, ROUNDS, True), out
+    incarnation, committed, ok = done[1]
+    assert incarnation == 1 and ok and 1 <= committed <= ROUNDS, out
+    assert "rank 1 rejoined" in out, out
+    assert status == 0, out
+
+
+def test_without_views_the_same_kill_fails_the_survivors(sluice_bin):
+    """The negative control: flows and collectives among every rank."""
+    status, out = run_job("reform.py", 3, str(ROUNDS), "--no-reform",
+                          launcher_args=("--keep-going", *KILL), transport="shm", timeout=150)
+    assert "injecting --kill 1@0.05" in out, out
+    assert done_lines(out) == {}, out
+    assert len(re.findall(r"FAILED rank [02] ", out)) == 2, out
+    assert status != 0, out
