@@ -47,6 +47,7 @@ std::string job_fingerprint(const ss::Options& opt, uint32_t world) {
 ss::KafkaConfig kafka_config(const ss::Options& opt) {
   ss::KafkaConfig c;
   c.bootstrap = opt.kafka;
+  if (opt.kafka_follow) c.stop = [] { return sluice::stop_requested(); };
   return c;
 }
 

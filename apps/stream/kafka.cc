@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace sluice::stream {
 
@@ -133,7 +134,9 @@ struct KafkaReader::Impl {
   void assign();
   KafkaPtr rk;
   rd_kafka_queue_t* queue = nullptr;
-  size_t open = 0;  // partitions not at their end yet
+  size_t open = 0;           // partitions not at their end yet
+  bool follow = false;       // an unbounded read: a partition's end does not end it
+  std::set<int32_t> at_end;  // partitions whose end came after their last message
   std::vector<rd_kafka_message_t*> batch;
   ~Impl() {
     if (queue != nullptr) rd_kafka_queue_destroy(queue);
@@ -147,6 +150,7 @@ KafkaReader::KafkaReader(const KafkaConfig& config, const std::string& topic,
   impl_->topic = topic;
   impl_->partitions = partitions;
   impl_->open = partitions.size();
+  impl_->follow = static_cast<bool>(config.stop);
   // Offsets are never committed to the broker: a reader starts where it is
   // told (the beginning), and a job's position belongs to the job.
   impl_->rk = make_client(RD_KAFKA_CONSUMER, config,
@@ -210,13 +214,15 @@ bool KafkaReader::poll(size_t max, int wait_ms, const std::function<void(const M
     for (; i < static_cast<size_t>(n); ++i) {
       rd_kafka_message_t* m = s.batch[i];
       if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        if (s.open > 0) --s.open;
+        s.at_end.insert(m->partition);
+        if (s.open > 0 && !s.follow) --s.open;
       } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         if (error.empty()) {
           error = "reading Kafka topic " + s.topic + " partition " + std::to_string(m->partition) +
                   ": " + rd_kafka_message_errstr(m);
         }
       } else if (error.empty()) {
+        s.at_end.erase(m->partition);
         fn(Message{m->partition, m->offset, rd_kafka_message_timestamp(m, nullptr),
                    std::string_view(static_cast<const char*>(m->payload), m->len)});
       }
@@ -229,8 +235,10 @@ bool KafkaReader::poll(size_t max, int wait_ms, const std::function<void(const M
     throw;
   }
   if (!error.empty()) throw std::runtime_error(error);
-  return s.open > 0 || n > 0;
+  return s.follow || s.open > 0 || n > 0;
 }
+
+bool KafkaReader::caught_up() const { return impl_->at_end.size() == impl_->partitions.size(); }
 
 // ------------------------------------------------------------------ writer
 

@@ -79,6 +79,14 @@ void finish(Options& o, Given given) {
         "--checkpoint-dir commits one output with its checkpoints: --kafka-output or --csv-out");
   if ((!o.kafka_input.empty() || !o.kafka_output.empty()) && o.kafka.empty())
     throw UsageError("--kafka-input and --kafka-output need the broker: --kafka HOST:PORT");
+  if (o.kafka_follow && o.kafka_input.empty())
+    throw UsageError("--kafka-follow follows the topic of --kafka-input: give it");
+  if (o.kafka_follow && o.verify) {
+    throw UsageError(
+        "--verify reads the input again after the run, and a followed topic (--kafka-follow) "
+        "may have grown past where the job stopped: check the output instead (--kafka-output "
+        "or --csv-out against a bounded run of the same records)");
+  }
   if (!o.kafka_input.empty() && !o.input.empty())
     throw UsageError("--input and --kafka-input are two inputs: give one");
   if (o.kafka_transactional_id.empty())
@@ -274,6 +282,13 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
          "message, its query's CSV columns in order (as --no-header); worker g of W reads "
          "the partitions p with p % W == g, read_committed, from the beginning to their end")
       ->type_name("TOPIC");
+  cli.add_flag("--kafka-follow", o.kafka_follow,
+               "Follow --kafka-input instead of reading it to its end: records producers add "
+               "while the job runs are read too, until the first SIGINT or SIGTERM (Ctrl-C, or "
+               "sluice run forwarding it), which ends the input where each reader got to; the "
+               "job then finishes as at the end of its input (every window fires, the output "
+               "commits) and a second signal ends it at once. Each reader says when it has "
+               "caught up with the topic");
   cli.add_option("--kafka-output", o.kafka_output,
                  "Write the rows to this Kafka topic, window_start,window_end,key,value, in one "
                  "transaction per worker committed when the query succeeded on every rank")

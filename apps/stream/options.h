@@ -52,6 +52,7 @@ struct Options {
   double recover_within_s = 0;           // --recover-within S (0: a lost rank fails the job)
   std::string kafka;                     // --kafka HOST:PORT (the broker)
   std::string kafka_input;               // --kafka-input TOPIC
+  bool kafka_follow = false;             // --kafka-follow: read until SIGINT/SIGTERM
   std::string kafka_output;              // --kafka-output TOPIC
   std::string kafka_transactional_id;    // --kafka-transactional-id (default sluice-stream-TOPIC)
 };

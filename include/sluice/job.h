@@ -391,4 +391,17 @@ double process_cpu_seconds();
 /// Thread safety: any thread; passes are counted over the whole process.
 void kill_point(std::string_view name);
 
+/// For a program that runs until it is stopped (an unbounded source, a
+/// service): from now on, the first SIGINT or SIGTERM this process gets
+/// (Ctrl-C, or `sluice run` forwarding its own) does not end it but makes
+/// stop_requested() true, says so on stderr, and restores the signal's
+/// default action, so a second one ends the process at once. The program
+/// then finishes as if its input had ended (flows closed, results written,
+/// transactions committed) and exits. Call it once, early (it replaces
+/// the handlers of both signals); programs that never call it keep the
+/// default action. Thread safety: any thread.
+void enable_stop_signals();
+/// Whether a stop was asked for (enable_stop_signals). Cheap: one atomic load.
+bool stop_requested();
+
 }  // namespace sluice

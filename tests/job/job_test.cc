@@ -169,6 +169,24 @@ TEST(JobTest, AKillPointKillsTheProcessAtItsKthPassOnly) {
       ::testing::ExitedWithCode(0), "SLUICE_TEST_KILL_AT='here:zero' is not NAME or NAME:K");
 }
 
+// enable_stop_signals: the first SIGTERM (or SIGINT) sets stop_requested()
+// and the process goes on; the second ends it as by default.
+TEST(JobTest, TheFirstStopSignalAsksToStopAndTheSecondEndsTheProcess) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    EXPECT_EXIT(
+        {
+          sluice::enable_stop_signals();
+          if (sluice::stop_requested()) std::exit(3);
+          ::raise(sig);
+          if (!sluice::stop_requested()) std::exit(4);
+          std::fprintf(stderr, "went on after the first\n");
+          ::raise(sig);
+          std::exit(0);
+        },
+        ::testing::KilledBySignal(sig), "stopping \\(send it again to end at once\\)\nwent on");
+  }
+}
+
 TEST(JobTest, RunWithoutALauncherExitsThreeSayingHowToJoin) {
   for (const char* var : {"SLUICE_RANK", "SLUICE_WORLD_SIZE", "SLUICE_REGISTRY", "SLURM_PROCID",
                           "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "RANK", "WORLD_SIZE"}) {

@@ -15,17 +15,24 @@
 // offset, column and value; a checkpointed job (offsets per partition, a
 // transaction per checkpoint interval) killed mid-run, from outside and
 // between a checkpoint's completion and its commit, recovers in place and
-// commits each row once. One test per suite (PER_SUITE): the broker is
-// started once.
+// commits each row once; a job that follows the topic (--kafka-follow)
+// reads what is added while it runs and, stopped by SIGTERM, commits the
+// same rows as the bounded run over everything. One test per suite
+// (PER_SUITE): the broker is started once.
 #include "stream/kafka.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -176,17 +183,20 @@ class KafkaTest : public ::testing::Test {
     }
     std::sort(expected_.begin(), expected_.end());
     ss::kafka_create_topic(config(), "ysb-in", 4);
-    for (int w = 0; w < 4; ++w) {
-      std::ifstream in(path("input-" + std::to_string(w) + ".csv"));
-      std::string line;
-      std::getline(in, line);  // header: worker,seq,...
-      std::vector<std::string> records;
-      while (std::getline(in, line)) {
-        const size_t second = line.find(',', line.find(',') + 1);
-        records.push_back(line.substr(second + 1));
-      }
-      produce("ysb-in", w, records);
+    for (int w = 0; w < 4; ++w) produce("ysb-in", w, worker_records(w));
+  }
+  // Generated worker w's records as messages: its file's lines without the
+  // worker and seq columns.
+  static std::vector<std::string> worker_records(int w) {
+    std::ifstream in(path("input-" + std::to_string(w) + ".csv"));
+    std::string line;
+    std::getline(in, line);  // header: worker,seq,...
+    std::vector<std::string> records;
+    while (std::getline(in, line)) {
+      const size_t second = line.find(',', line.find(',') + 1);
+      records.push_back(line.substr(second + 1));
     }
+    return records;
   }
 
   static inline fs::path dir_;
@@ -290,6 +300,103 @@ TEST_F(KafkaTest, AMessageThatIsNotARecordFailsTheJobNamingItsOffset) {
       1, {"--query", "ro", "--workers", "1", "--kafka", bootstrap_, "--kafka-input", "no-such"});
   EXPECT_NE(missing.exit_code, 0) << describe(missing);
   EXPECT_NE(missing.output.find("Kafka topic no-such"), std::string::npos) << missing.output;
+}
+
+// A job running in the background whose output the test reads as it goes.
+class BackgroundJob {
+ public:
+  explicit BackgroundJob(std::vector<std::string> argv) {
+    sluice::proc::SpawnOptions o;
+    o.argv = std::move(argv);
+    o.out = sluice::proc::Output::kPipe;
+    o.err = sluice::proc::Output::kToStdout;
+    job_ = sluice::proc::Process::spawn(o);
+  }
+  // Reads its output until pred(output) or `limit`; pred's last answer.
+  template <class Pred>
+  bool read_until(Pred pred, std::chrono::seconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!pred(output_) && std::chrono::steady_clock::now() < end) {
+      pollfd p{job_.out().get(), POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(job_.out().get(), buf, sizeof buf);
+      if (n <= 0) break;
+      output_.append(buf, static_cast<size_t>(n));
+    }
+    return pred(output_);
+  }
+  sluice::proc::Process& process() { return job_; }
+  const std::string& output() const { return output_; }
+
+ private:
+  sluice::proc::Process job_;
+  std::string output_;
+};
+
+// The records the job's readers last said they had caught up with, in all.
+uint64_t caught_up(const std::string& output) {
+  static const std::regex line(
+      R"(caught up with topic ysb-follow partitions ([0-9,]+): ([0-9]+) records read)");
+  std::map<std::string, uint64_t> latest;  // partitions -> records
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    latest[(*it)[1].str()] = std::stoull((*it)[2].str());
+  }
+  uint64_t sum = 0;
+  for (const auto& [p, n] : latest) sum += n;
+  return sum;
+}
+
+// --kafka-follow: the job reads the first half of every partition and says
+// it caught up; nothing is committed while it runs (its transactions are
+// open); kcat adds the second halves and the job reads them too; then
+// `sluice run` gets SIGTERM (as from Ctrl-C) and forwards it: every reader
+// ends its input where it got to, every window fires, the output commits.
+// The committed rows equal the bounded run's over the same records (the
+// file run's), and so do records, rows, checksum and late counts.
+TEST_F(KafkaTest, AFollowingJobReadsWhatIsAddedWhileItRunsAndStopsOnSigterm) {
+  load_ysb();
+  ASSERT_FALSE(expected_.empty());
+  ss::kafka_create_topic(config(), "ysb-follow", 4);
+  ss::kafka_create_topic(config(), "ysb-follow-out", 3);
+  std::vector<std::vector<std::string>> halves[2];
+  uint64_t first_half = 0, total = 0;
+  for (int w = 0; w < 4; ++w) {
+    const std::vector<std::string> all = worker_records(w);
+    const auto mid = all.begin() + static_cast<std::ptrdiff_t>(all.size() / 2);
+    halves[0].emplace_back(all.begin(), mid);
+    halves[1].emplace_back(mid, all.end());
+    first_half += halves[0].back().size();
+    total += all.size();
+    produce("ysb-follow", w, halves[0].back());
+  }
+  std::vector<std::string> args = query();
+  args.insert(args.end(), {"--json", "--kafka", bootstrap_, "--kafka-input", "ysb-follow",
+                           "--kafka-follow", "--kafka-output", "ysb-follow-out"});
+  BackgroundJob job(sluice::testing::job_argv(2, 120, "sluice-stream", args));
+  ASSERT_TRUE(job.read_until([&](const std::string& o) { return caught_up(o) == first_half; },
+                             std::chrono::seconds(60)))
+      << job.output();
+  EXPECT_TRUE(consume("ysb-follow-out").empty()) << "rows committed before the stop";
+  for (int w = 0; w < 4; ++w) produce("ysb-follow", w, halves[1][w]);
+  ASSERT_TRUE(job.read_until([&](const std::string& o) { return caught_up(o) == total; },
+                             std::chrono::seconds(60)))
+      << job.output();
+  ASSERT_EQ(::kill(job.process().pid(), SIGTERM), 0);
+  job.read_until([](const std::string&) { return false; }, std::chrono::seconds(60));
+  const auto status =
+      job.process().wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(status.has_value()) << job.output();
+  const std::string& out = job.output();
+  EXPECT_EQ(sluice::testing::count_lines_with(out, "sluice: SIGTERM: stopping"), 2) << out;
+  EXPECT_EQ(sluice::testing::count_lines_with(out, "stopping the input from topic ysb-follow"), 4)
+      << out;
+  EXPECT_EQ(sluice::testing::count_lines_with(out, "exited with status"), 0) << out;
+  ProcessResult r;
+  r.output = out;
+  EXPECT_EQ(result(r), file_result_) << out;
+  EXPECT_EQ(consume("ysb-follow-out"), expected_);
 }
 
 }  // namespace

@@ -14,9 +14,11 @@
 // isolation.level=read_committed (records of aborted or open transactions
 // are never seen), and a partition ends when the reader has caught up with
 // its end: a bounded read of what the topic holds (as Flink's KafkaSource
-// with bounded offsets); unbounded reading and checkpointed offsets are not
-// built yet. A message that is not a record fails the query, naming the
-// topic, partition, offset, column and value.
+// with bounded offsets), or, with KafkaConfig::stop, an unbounded one that
+// follows the topic until stop() says so. Checkpoints record each
+// partition's offset (KafkaSource::position). A message that is not a
+// record fails the query, naming the topic, partition, offset, column and
+// value.
 //
 // Output: rows as "window_start,window_end,key,value" messages (the CSV of
 // CsvSink, a value of several columns for a record), keyed by the row's
@@ -58,6 +60,12 @@ struct KafkaConfig {
   // Further librdkafka properties (name, value), applied last.
   std::vector<std::pair<std::string, std::string>> properties;
   int timeout_ms = 30'000;  // metadata, transaction and flush waits
+  // Input only. Empty: a bounded read (each partition ends where the topic
+  // ended when the reader caught up with it). Set: an unbounded one that
+  // follows the topic, reading what producers add while it runs, until
+  // stop() returns true (sluice-stream --kafka-follow: the first SIGINT or
+  // SIGTERM); the input then ends where the reader got to.
+  std::function<bool()> stop;
 };
 
 // The number of partitions of `topic` (throws if the topic does not exist
@@ -84,8 +92,12 @@ class KafkaReader {
   };
   // Up to `max` messages, waiting up to `wait_ms` for the first: calls
   // fn(message) for each (the value is valid during the call only).
-  // Returns false once every partition has reached its end.
+  // Returns false once every partition has reached its end (a reader that
+  // follows the topic, KafkaConfig::stop, never ends: it returns true).
   bool poll(size_t max, int wait_ms, const std::function<void(const Message&)>& fn);
+  // Every partition is at the end of what the topic held when the reader
+  // last looked (true until the first message once all reported their end).
+  bool caught_up() const;
   const std::string& topic() const;
   // Reads each partition from the offset given (partition -> next offset;
   // partitions not named: from the beginning), as a fresh reader would.
@@ -133,12 +145,24 @@ class KafkaSource {
  public:
   KafkaSource(const KafkaConfig& config, const std::string& topic, const CsvSchema<Rec>* schema,
               std::vector<int32_t> partitions)
-      : reader_(config, topic, std::move(partitions)), layout_(*schema, "", false) {}
+      : reader_(config, topic, partitions),
+        layout_(*schema, "", false),
+        stop_(config.stop),
+        partitions_(std::move(partitions)) {}
 
   // Up to out.size() records, waiting at most 10 ms for the first: 0 and
   // !done() mean none has come yet (the engine polls its flow meanwhile).
+  // Following the topic, the input ends once stop() says so; each time the
+  // reader catches up with the topic it says how many records it has read.
   size_t operator()(std::span<Rec> out) {
     size_t n = 0;
+    if (!done_ && stop_ && stop_()) {
+      done_ = true;
+      std::printf("sluice-stream: stopping the input from topic %s partitions %s at %" PRIu64
+                  " records\n",
+                  reader_.topic().c_str(), partition_list().c_str(), read_);
+      std::fflush(stdout);
+    }
     if (!done_) {
       done_ = !reader_.poll(out.size(), 10, [&](const KafkaReader::Message& m) {
         std::string_view line = m.value;
@@ -152,6 +176,14 @@ class KafkaSource {
         out[n++] = r;
         next_[m.partition] = m.offset + 1;
       });
+      read_ += n;
+      if (stop_ && reader_.caught_up() && read_ != reported_) {
+        reported_ = read_;
+        std::printf("sluice-stream: caught up with topic %s partitions %s: %" PRIu64
+                    " records read\n",
+                    reader_.topic().c_str(), partition_list().c_str(), read_);
+        std::fflush(stdout);
+      }
     }
     return n;
   }
@@ -191,9 +223,19 @@ class KafkaSource {
   }
 
  private:
+  std::string partition_list() const {
+    std::string s;
+    for (int32_t p : partitions_) s += (s.empty() ? "" : ",") + std::to_string(p);
+    return s;
+  }
+
   KafkaReader reader_;
   CsvLayout<Rec> layout_;
+  std::function<bool()> stop_;  // following the topic (KafkaConfig::stop)
+  std::vector<int32_t> partitions_;
   bool done_ = false;
+  uint64_t read_ = 0;                // records returned
+  uint64_t reported_ = UINT64_MAX;   // read_ at the last "caught up" line
   std::map<int32_t, int64_t> next_;  // partition -> offset after the last record returned
 };
 
