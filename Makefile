@@ -28,7 +28,7 @@ test-tools: test-packages
 	@$(MAKE) --no-print-directory test-programs
 
 test-packages:
-	@scripts/install-deps.sh redis-tools clang-format kcat
+	@scripts/install-deps.sh redis-tools clang-format kcat doxygen
 
 test-programs:
 	@scripts/install-adya.sh

@@ -278,6 +278,7 @@ class Cluster {
                   "combiner flows cannot be declared in a view yet");
     return declare(view, spec.spec());
   }
+  /// The same for an untyped FlowSpec (the spec a builder's spec() gives).
   Result<DeclaredFlow> declare(const View& view, const FlowSpec& spec);
 
   /// The source for endpoint (rank(), slot) of a declared flow (T may be

@@ -9,7 +9,7 @@ rank SIGKILLed (`sluice run --kill`), or SIGSTOPped (`--stop`) for less than
 every failure detector of the job (a pause, at most 0.3 s) or for longer
 than the peer timeout (a rank that goes silent and is killed for it). No rank is told which rank or when.
 
-With recovery on (kv: --keep-going and --restarts 1 or --spares 1, its
+With recovery on (kv: --keep-going and --restarts 1, --spares 1 or both, its
 replicas recover; nam: --keep-going, its clients are recovered; the keyed
 sum: as kv) every job must end with the result of an undisturbed run (kv:
 every operation exactly once, replicas identical, its own verdict and
@@ -149,10 +149,12 @@ def main():
         policy = []
         if not a.no_recovery:
             # A lost kv replica or keyed-sum rank comes back: started again,
-            # or (half the jobs) a spare waiting since the start takes its place.
+            # or a spare waiting since the start takes its place, or both (a
+            # used spare is then replaced by a new one).
             comes_back = []
             if app.startswith("kv-") or app == "reform":
-                comes_back = rng.choice([["--restarts", "1"], ["--spares", "1"]])
+                comes_back = rng.choice([["--restarts", "1"], ["--spares", "1"],
+                                         ["--spares", "1", "--restarts", "1"]])
             policy = ["--keep-going"] + comes_back
         elif app == "reform":
             args = args + ["--no-reform"]
