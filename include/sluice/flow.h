@@ -160,7 +160,8 @@ class Source {
   /// close(), then waits until every segment is delivered (over shm at once;
   /// over ofi when every target confirmed that all of them arrived), so that
   /// the process may exit at once afterwards. Without it, an ofi source's
-  /// destructor waits (up to 5 s) for the same. kTimeout: call again.
+  /// destructor hands that wait to its Cluster (at most 5 s, in the
+  /// background; Cluster::leave() waits for it). kTimeout: call again.
   [[nodiscard]] Status close_and_wait(Deadline deadline = kForever) {
     if (Status s = core_->close(deadline); s != Status::kOk) return last_ = s;
     return last_ = core_->wait_delivered(deadline);
