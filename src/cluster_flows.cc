@@ -83,7 +83,8 @@ void FlowState::abort_unopened_ofi() {
   }
 }
 
-void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch) {
+void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch,
+                          const std::vector<uint32_t>* incarnations) {
   spec.validate();
   const uint32_t me = boot.rank;
   std::set<uint32_t> participants;
@@ -144,7 +145,11 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch) {
       }
     } give_up{fs.get(), me};
     fs->ctx.spec = spec;
-    fs->liveness = std::make_unique<control::PinnedLiveness>(client->peers());
+    // Pinned to the view's incarnations where the flow was declared in one:
+    // a participant that died and rejoined (a spare takes a place within
+    // milliseconds) since is not the process the flow was declared with, and
+    // waits for its keys must fail at once, not for the set-up timeout.
+    fs->liveness = std::make_unique<control::PinnedLiveness>(client->peers(), incarnations);
     fs->ctx.liveness = fs->liveness.get();
     fs->ctx.linger = &linger;
     // What a segment holds is segment_bytes, whatever padding the stride has:

@@ -146,7 +146,10 @@ class ClusterImpl {
 
   // With an `epoch`, the registry agrees on the flow only within that view
   // (Error(kViewChanged) otherwise).
-  void declare(const FlowSpec& spec, uint64_t epoch = control::kUnscopedEpoch);
+  // `incarnations`: the view's, for a flow declared in a view (the flow is
+  // pinned to them), else null (the incarnations known now).
+  void declare(const FlowSpec& spec, uint64_t epoch = control::kUnscopedEpoch,
+               const std::vector<uint32_t>* incarnations = nullptr);
   // The name a flow declared as `name` is held under: `name` itself, or its
   // latest declaration in a view.
   std::string resolve(const std::string& name) {

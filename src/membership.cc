@@ -48,7 +48,7 @@ Result<DeclaredFlow> Cluster::declare(const View& view, const FlowSpec& spec) {
   keep_members(scoped.sources, "sources");
   keep_members(scoped.targets, "targets");
   try {
-    impl_->declare(scoped, view.epoch);
+    impl_->declare(scoped, view.epoch, &view.incarnations);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kViewChanged) return Status::kViewChanged;
     // A participant lost while the flow was set up (kPeerLost: the registry

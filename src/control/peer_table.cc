@@ -45,9 +45,12 @@ std::string PeerTable::describe_as(uint32_t rank, uint32_t incarnation) const {
                   hosts_[rank], ", pid ", pids_[rank], ")");
 }
 
-PinnedLiveness::PinnedLiveness(const PeerTable& peers)
+PinnedLiveness::PinnedLiveness(const PeerTable& peers, const std::vector<uint32_t>* incarnations)
     : peers_(peers), incarnations_(peers.world_size()) {
-  for (uint32_t r = 0; r < peers.world_size(); ++r) incarnations_[r] = peers.incarnation(r);
+  for (uint32_t r = 0; r < peers.world_size(); ++r) {
+    incarnations_[r] = incarnations != nullptr && r < incarnations->size() ? (*incarnations)[r]
+                                                                           : peers.incarnation(r);
+  }
 }
 
 std::string PeerTable::describe(uint32_t rank) const {

@@ -112,7 +112,11 @@ class PeerTable final : public detail::Liveness {
 // Handed to flows as their detail::Liveness.
 class PinnedLiveness final : public detail::Liveness {
  public:
-  explicit PinnedLiveness(const PeerTable& peers);
+  // Pinned to the incarnations `peers` knows now, or to `incarnations` (a
+  // flow declared in a membership view: the view's, which a rank that died
+  // and rejoined since the view was taken no longer is).
+  explicit PinnedLiveness(const PeerTable& peers,
+                          const std::vector<uint32_t>* incarnations = nullptr);
   bool alive(uint32_t rank) const override { return peers_.alive_as(rank, incarnations_[rank]); }
   // The incarnation of `rank` this view is pinned to.
   uint32_t incarnation(uint32_t rank) const { return incarnations_[rank]; }
