@@ -36,6 +36,7 @@ class PeerTable final : public detail::Liveness {
   }
   // Alive in its current incarnation, whichever that is.
   bool alive(uint32_t rank) const override { return state(rank) == kAlive; }
+  bool left(uint32_t rank) const override { return state(rank) == kLeft; }
   // Alive, and still the incarnation `incarnation` (what a flow or region
   // set up with that incarnation must ask: a rank that died and rejoined is
   // a new process that knows nothing of them).
@@ -118,6 +119,10 @@ class PinnedLiveness final : public detail::Liveness {
   explicit PinnedLiveness(const PeerTable& peers,
                           const std::vector<uint32_t>* incarnations = nullptr);
   bool alive(uint32_t rank) const override { return peers_.alive_as(rank, incarnations_[rank]); }
+  // Left in the pinned incarnation (a later incarnation's state is not its).
+  bool left(uint32_t rank) const override {
+    return peers_.incarnation(rank) == incarnations_[rank] && peers_.left(rank);
+  }
   // The incarnation of `rank` this view is pinned to.
   uint32_t incarnation(uint32_t rank) const { return incarnations_[rank]; }
   bool registry_lost() const override { return peers_.registry_lost(); }

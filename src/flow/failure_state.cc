@@ -14,16 +14,22 @@ std::string lost_reason(const FlowContext* ctx, uint32_t rank) {
 
 uint32_t first_lost_rank(const FlowContext* ctx) {
   if (ctx->liveness == nullptr) return layout::kNoCause;
-  // A death this process saw first, then one another process's abort named.
+  // A death this process saw first, then one another process's abort named,
+  // then a rank that left (mostly because it had seen a death first).
+  uint32_t left = layout::kNoCause;
   for (const bool heard : {false, true}) {
     for (const auto* side : {&ctx->spec.sources, &ctx->spec.targets}) {
       for (const Endpoint& e : *side) {
+        if (!heard && !ctx->liveness->alive(e.rank) && ctx->liveness->left(e.rank)) {
+          if (left == layout::kNoCause) left = e.rank;
+          continue;
+        }
         if (heard ? ctx->liveness->heard_lost(e.rank) : !ctx->liveness->alive(e.rank))
           return e.rank;
       }
     }
   }
-  return layout::kNoCause;
+  return left;
 }
 
 std::string host_of(const FlowContext* ctx, uint32_t rank) {

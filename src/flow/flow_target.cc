@@ -456,6 +456,8 @@ Status FlowTarget::wait(Deadline deadline, SegmentView* out) {
 // ring: report it (after scan() drained everything it did publish), unless
 // the kind goes on without it.
 Status FlowTarget::check_sources() {
+  constexpr uint32_t kNone = UINT32_MAX;
+  uint32_t left = kNone;  // the first source lost by its rank's leaving
   for (uint32_t s = 0; s < in_.size(); ++s) {
     In& in = in_[s];
     if (in.ended) continue;
@@ -484,13 +486,26 @@ Status FlowTarget::check_sources() {
     if (std::string why = lost_reason(ctx_, rank); !why.empty()) {
       if (ready) continue;  // drain first
       if (go_on_without(s, why)) continue;
-      return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " +
-                               ctx_->peer_name(true, s) + " before it closed (after " +
-                               std::to_string(in.k) + " of its segments): " + why,
-                           rank);
+      // A source whose rank left, rather than died, is named only if no
+      // other lost source died: the leaving rank mostly left because it
+      // had seen that death.
+      if (ctx_->liveness->left(rank) && !ctx_->liveness->registry_lost()) {
+        if (left == kNone) left = s;
+        continue;
+      }
+      return fail_lost_source(s, why);
     }
   }
+  if (left != kNone)
+    return fail_lost_source(left, lost_reason(ctx_, ctx_->spec.sources[left].rank));
   return Status::kOk;
+}
+
+Status FlowTarget::fail_lost_source(uint32_t s, const std::string& why) {
+  return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " + ctx_->peer_name(true, s) +
+                           " before it closed (after " + std::to_string(in_[s].k) +
+                           " of its segments): " + why,
+                       ctx_->spec.sources[s].rank);
 }
 
 void FlowTarget::lose(uint32_t s, std::string_view why) {

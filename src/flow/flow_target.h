@@ -247,6 +247,8 @@ class FlowTarget : public TargetCore, protected FailureState {
   // ring: report it (after scan() drained everything it did publish), unless
   // the kind goes on without it.
   Status check_sources();
+  // Fails the flow for good naming source `s`, lost before it closed: `why`.
+  Status fail_lost_source(uint32_t s, const std::string& why);
 
   std::string describe_wait(const char* what) const;
 

@@ -21,6 +21,11 @@ class Liveness {
   // False once `rank` has left the job or died (and forever after).
   // REQUIRES: rank < the job's world size.
   virtual bool alive(uint32_t rank) const = 0;
+  // True when `rank` is lost because it left the job (closed its connection
+  // to the registry), not because it died. A rank that leaves with a flow
+  // still open mostly does so because it saw another rank's death first: a
+  // target that finds both gone names the death. Default: never.
+  virtual bool left(uint32_t /*rank*/) const { return false; }
   // True once the connection to the job's registry itself is gone: no rank's
   // liveness can be known any more.
   virtual bool registry_lost() const = 0;

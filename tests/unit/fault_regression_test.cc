@@ -347,6 +347,33 @@ TEST(AbortCauseTest, AReplicateSourceNamesTheRankADroppedTargetsProcessHadLost) 
 // heard of the loss yet (nam.nam_test's 2PC flake: a server aborted its
 // reply flow because of rank 1's loss heard through its request flow, and
 // the clients blamed the server).
+// Rank 0 left the job (its process had seen rank 2 die and ended) and rank
+// 2 died, both with a source of the flow open: the target names the death,
+// whichever source it looks at first (a python.test_flows flake: rank 2
+// named rank 0's leaving when rank 1's death was why).
+class LeftAndDiedLiveness final : public detail::Liveness {
+ public:
+  bool alive(uint32_t rank) const override { return rank != 0 && rank != 2; }
+  bool left(uint32_t rank) const override { return rank == 0; }
+  bool registry_lost() const override { return false; }
+  std::string describe(uint32_t rank) const override {
+    return "rank " + std::to_string(rank) + (rank == 0 ? " left the job" : " died: test");
+  }
+};
+
+TEST(AbortCauseTest, ATargetThatLostASourceToALeaveAndOneToADeathNamesTheDeath) {
+  auto spec = two_sources_one_target("left-died");
+  LeftAndDiedLiveness peers;
+  testing::LocalFlow flow(spec.spec(), &peers);
+  auto in = flow.target<Rec>(0);
+  auto from_0 = flow.source<Rec>(0);  // open, neither closed nor aborted
+  auto from_2 = flow.source<Rec>(1);
+  EXPECT_FALSE(in.consume(Clock::now() + std::chrono::seconds(10)));
+  EXPECT_EQ(in.status(), Status::kPeerLost);
+  EXPECT_NE(in.error().find("lost source (2,0) before it closed"), std::string::npos) << in.error();
+  expect_lost_rank(in, "rank 2 died: test", 2);
+}
+
 TEST(AbortCauseTest, ACauseHeardInOneFlowNamesTheNextAbortInAnother) {
   auto spec_a = shuffle<Rec>("heard-a")
                     .sources({{0, 0}, {3, 0}})
