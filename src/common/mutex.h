@@ -28,6 +28,7 @@
 #define SLUICE_EXCLUDES(...) SLUICE_TSA(locks_excluded(__VA_ARGS__))
 #define SLUICE_ACQUIRE(...) SLUICE_TSA(acquire_capability(__VA_ARGS__))
 #define SLUICE_RELEASE(...) SLUICE_TSA(release_capability(__VA_ARGS__))
+#define SLUICE_TRY_ACQUIRE(...) SLUICE_TSA(try_acquire_capability(__VA_ARGS__))
 #define SLUICE_NO_THREAD_SAFETY_ANALYSIS SLUICE_TSA(no_thread_safety_analysis)
 
 namespace sluice {
@@ -40,6 +41,7 @@ class SLUICE_CAPABILITY("mutex") Mutex {
 
   void lock() SLUICE_ACQUIRE() { mu_.lock(); }
   void unlock() SLUICE_RELEASE() { mu_.unlock(); }
+  bool try_lock() SLUICE_TRY_ACQUIRE(true) { return mu_.try_lock(); }
 
  private:
   std::mutex mu_;

@@ -111,6 +111,26 @@ TEST(ShuffleFlowTest, LatencyModeDeliversEveryRecord) {
   expect_verified(r, 50000);
 }
 
+// Rank 0 waits for each answer on one flow while its 20 KiB request may
+// still be on its way through another: over ofi's message path such a
+// message (past tcp;ofi_rxm's 16 KiB eager size) moves only while its
+// endpoint is progressed, and both ranks waited for ever before the library
+// progressed endpoints whose owners were elsewhere.
+TEST(ShuffleFlowTest, PingPongOfRecordsPastTheEagerSizeNeverStalls) {
+  const testing::ProcessResult r =
+      run_process(testing::job_argv(2, 120, "sluice-test-ping-pong", {"--rounds", "300"}), {},
+                  std::chrono::seconds(150));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch sent, echoed;
+  ASSERT_TRUE(std::regex_search(
+      r.output, sent, std::regex("PINGPONG rounds=300 record_bytes=20480 checksum=([0-9a-f]+)")))
+      << r.output;
+  ASSERT_TRUE(
+      std::regex_search(r.output, echoed, std::regex("PINGPONG echoed=300 checksum=([0-9a-f]+)")))
+      << r.output;
+  EXPECT_EQ(sent[1], echoed[1]) << r.output;
+}
+
 TEST(ShuffleFlowTest, SpecMismatchIsAnErrorNamingBothSides) {
   auto r =
       run_job(2, {"--sources", "0,1", "--targets", "0,1", "--wide-on-rank", "1"}, {"--grace", "5"});

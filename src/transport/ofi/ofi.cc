@@ -20,6 +20,7 @@
 #include "common/test_hooks.h"
 #include "sluice/errors.h"
 #include "transport/ofi/fabric_lib.h"
+#include "transport/ofi/progress_agent.h"
 
 namespace sluice::detail::ofi {
 namespace {
@@ -106,6 +107,21 @@ void Endpoint::check(int rc, const char* what) {
                                         (provider_.empty() ? "?" : provider_) + ": " +
                                         fi_error_text(rc));
 }
+
+// One owner call: holds the endpoint against the ProgressAgent and counts.
+class SLUICE_SCOPED_CAPABILITY Endpoint::Call {
+ public:
+  explicit Call(Endpoint* ep) SLUICE_ACQUIRE(ep->call_mu_) : ep_(ep) {
+    ep_->call_mu_.lock();
+    ep_->calls_.store(ep_->calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  ~Call() SLUICE_RELEASE() { ep_->call_mu_.unlock(); }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+ private:
+  Endpoint* ep_;
+};
 
 Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   // Preference order when no provider is pinned: hardware first.
@@ -247,9 +263,34 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
   log::debug("ofi endpoint on ", provider_, " (", info_->domain_attr->name, "), ",
              rma_ ? "RMA" : "messages", wait_fd_ >= 0 ? ", CQ wait fd" : "",
              rx_cq_data_ ? ", FI_RX_CQ_DATA" : "", source_ ? ", FI_SOURCE" : "");
+  // A provider that moves data by itself needs nobody to call it.
+  if (info_->domain_attr->data_progress != FI_PROGRESS_AUTO) {
+    ProgressAgent::instance().add(this);
+    watched_ = true;
+  }
+}
+
+void Endpoint::abandon() {
+  // Nothing may touch an abandoned endpoint again, the agent included.
+  if (watched_) ProgressAgent::instance().remove(this);
+  watched_ = false;
+  abandoned_ = true;
+}
+
+bool Endpoint::progress_if_idle() {
+  if (!call_mu_.try_lock()) return false;  // the owner is in a call: it progresses
+  fi_cq_read(cq_, nullptr, 0);
+  call_mu_.unlock();
+  return true;
+}
+
+ssize_t Endpoint::posted(ssize_t rc) {
+  if (rc == 0) outstanding_.fetch_add(1, std::memory_order_relaxed);
+  return rc;
 }
 
 Endpoint::~Endpoint() {
+  if (watched_) ProgressAgent::instance().remove(this);
   if (abandoned_) {
     // Kept reachable, so that leak checkers see them as deliberately kept.
     static Mutex mu;
@@ -298,6 +339,7 @@ std::byte* Endpoint::allocate(size_t bytes) {
 std::string Endpoint::address() const {
   char buf[256];
   size_t len = sizeof(buf);
+  Call call(const_cast<Endpoint*>(this));
   int rc = fi_getname(&ep_->fid, buf, &len);
   if (rc != 0)
     throw Error(ErrorCode::kResource, "libfabric fi_getname failed: " + fi_error_text(rc));
@@ -313,7 +355,11 @@ std::string Endpoint::address_text(const std::string& address) const {
 
 fi_addr_t Endpoint::insert(const std::string& address) {
   fi_addr_t a = FI_ADDR_UNSPEC;
-  int n = fi_av_insert(av_, address.data(), 1, &a, 0, nullptr);
+  int n;
+  {
+    Call call(this);
+    n = fi_av_insert(av_, address.data(), 1, &a, 0, nullptr);
+  }
   if (n != 1) {
     throw Error(ErrorCode::kResource, "libfabric fi_av_insert of a peer address (" +
                                           std::to_string(address.size()) + " bytes) failed on " +
@@ -330,11 +376,15 @@ uint64_t Endpoint::requested_key() const {
   return key;
 }
 
-bool Endpoint::remove(fi_addr_t addr) { return fi_av_remove(av_, &addr, 1, 0) == 0; }
+bool Endpoint::remove(fi_addr_t addr) {
+  Call call(this);
+  return fi_av_remove(av_, &addr, 1, 0) == 0;
+}
 
 Memory Endpoint::register_memory(void* buf, size_t len, uint64_t access) {
   Memory m;
   int rc;
+  Call call(this);
   // A random key may collide with one in use: then draw another.
   for (int attempt = 0;; ++attempt) {
     rc = fi_mr_reg(domain_, buf, len, access, 0, requested_key(), 0, &m.mr, nullptr);
@@ -354,11 +404,13 @@ Memory Endpoint::register_memory(void* buf, size_t len, uint64_t access) {
 
 ssize_t Endpoint::write_data(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t peer,
                              uint64_t addr, uint64_t key, void* context) {
-  return fi_writedata(ep_, buf, len, desc, data, peer, addr, key, context);
+  Call call(this);
+  return posted(fi_writedata(ep_, buf, len, desc, data, peer, addr, key, context));
 }
 
 void Endpoint::unregister(Memory& m) {
   if (m.mr == nullptr) return;
+  Call call(this);
   for (auto it = mrs_.begin(); it != mrs_.end(); ++it) {
     if (*it == m.mr) {
       mrs_.erase(it);
@@ -371,37 +423,44 @@ void Endpoint::unregister(Memory& m) {
 
 ssize_t Endpoint::read(void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr,
                        uint64_t key, void* context) {
-  return fi_read(ep_, buf, len, desc, peer, addr, key, context);
+  Call call(this);
+  return posted(fi_read(ep_, buf, len, desc, peer, addr, key, context));
 }
 
 ssize_t Endpoint::write(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t addr,
                         uint64_t key, void* context) {
-  return fi_write(ep_, buf, len, desc, peer, addr, key, context);
+  Call call(this);
+  return posted(fi_write(ep_, buf, len, desc, peer, addr, key, context));
 }
 
 ssize_t Endpoint::fetch_add(const uint64_t* operand, uint64_t* result, void* desc, fi_addr_t peer,
                             uint64_t addr, uint64_t key, void* context) {
-  return fi_fetch_atomic(ep_, operand, 1, desc, result, desc, peer, addr, key, FI_UINT64, FI_SUM,
-                         context);
+  Call call(this);
+  return posted(fi_fetch_atomic(ep_, operand, 1, desc, result, desc, peer, addr, key, FI_UINT64,
+                                FI_SUM, context));
 }
 
 ssize_t Endpoint::compare_swap(const uint64_t* desired, const uint64_t* expected, uint64_t* result,
                                void* desc, fi_addr_t peer, uint64_t addr, uint64_t key,
                                void* context) {
-  return fi_compare_atomic(ep_, desired, 1, desc, expected, desc, result, desc, peer, addr, key,
-                           FI_UINT64, FI_CSWAP, context);
+  Call call(this);
+  return posted(fi_compare_atomic(ep_, desired, 1, desc, expected, desc, result, desc, peer, addr,
+                                  key, FI_UINT64, FI_CSWAP, context));
 }
 
 ssize_t Endpoint::tsend(const void* buf, size_t len, void* desc, fi_addr_t peer, uint64_t tag,
                         void* context) {
-  return fi_tsend(ep_, buf, len, desc, peer, tag, context);
+  Call call(this);
+  return posted(fi_tsend(ep_, buf, len, desc, peer, tag, context));
 }
 
 ssize_t Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t peer, void* context) {
-  return fi_send(ep_, buf, len, desc, peer, context);
+  Call call(this);
+  return posted(fi_send(ep_, buf, len, desc, peer, context));
 }
 
 ssize_t Endpoint::trecv(void* buf, size_t len, void* desc, uint64_t tag, void* context) {
+  Call call(this);
   return fi_trecv(ep_, buf, len, desc, FI_ADDR_UNSPEC, tag, 0, context);
 }
 
@@ -414,6 +473,7 @@ bool Endpoint::is_data_receive(const void* context) const {
 
 void Endpoint::post_data_receive(fi_context2* ctx) {
   ssize_t rc;
+  Call call(this);
   do {
     rc = fi_recv(ep_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, ctx);
     if (rc == -FI_EAGAIN) fi_cq_read(cq_, nullptr, 0);
@@ -429,26 +489,49 @@ void Endpoint::repost_data_receive() {
 
 ssize_t Endpoint::poll(fi_cq_data_entry* out, size_t max, std::string* error,
                        void** failed_context) {
+  Call call(this);
+  return poll_locked(out, max, error, failed_context);
+}
+
+ssize_t Endpoint::poll_locked(fi_cq_data_entry* out, size_t max, std::string* error,
+                              void** failed_context) {
   return complete(fi_cq_read(cq_, out, max), out, error, failed_context);
 }
 
 ssize_t Endpoint::poll_from(fi_cq_data_entry* out, fi_addr_t* sources, size_t max,
                             std::string* error, void** failed_context) {
+  Call call(this);
+  return poll_from_locked(out, sources, max, error, failed_context);
+}
+
+ssize_t Endpoint::poll_from_locked(fi_cq_data_entry* out, fi_addr_t* sources, size_t max,
+                                   std::string* error, void** failed_context) {
   if (!source_) {
     for (size_t i = 0; i < max; ++i) sources[i] = FI_ADDR_NOTAVAIL;
-    return poll(out, max, error, failed_context);
+    return poll_locked(out, max, error, failed_context);
   }
   return complete(fi_cq_readfrom(cq_, out, max, sources), out, error, failed_context);
 }
+
+namespace {
+// A completion of an operation this endpoint posted (not of a receive, nor
+// of a peer's write into it).
+bool posted_here(uint64_t flags) {
+  return (flags & (FI_SEND | FI_WRITE | FI_READ | FI_ATOMIC)) != 0 && (flags & FI_RECV) == 0;
+}
+}  // namespace
 
 // What poll and wait return for `n`, the result of a CQ read into `out`;
 // notes the data receives that completed.
 ssize_t Endpoint::complete(ssize_t n, fi_cq_data_entry* out, std::string* error,
                            void** failed_context) {
+  int64_t done = 0;
   for (ssize_t i = 0; i < n; ++i) {
     if (is_data_receive(out[i].op_context))
       data_rx_done_.push_back(static_cast<fi_context2*>(out[i].op_context));
+    if (posted_here(out[i].flags)) ++done;
   }
+  if (done != 0) outstanding_.fetch_sub(done, std::memory_order_relaxed);
   if (n >= 0) return n;
   if (n == -FI_EAGAIN) return 0;
   if (n == -FI_EAVAIL) {
@@ -456,6 +539,7 @@ ssize_t Endpoint::complete(ssize_t n, fi_cq_data_entry* out, std::string* error,
     fi_cq_readerr(cq_, &err, 0);
     if (is_data_receive(err.op_context))
       data_rx_done_.push_back(static_cast<fi_context2*>(err.op_context));
+    if (posted_here(err.flags)) outstanding_.fetch_sub(1, std::memory_order_relaxed);
     if (failed_context != nullptr) *failed_context = err.op_context;
     *error = std::string("a libfabric operation failed: ") + lib::strerror(err.err) + " (" +
              fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0) + ")";
@@ -467,6 +551,7 @@ ssize_t Endpoint::complete(ssize_t n, fi_cq_data_entry* out, std::string* error,
 
 bool Endpoint::ready_to_block() {
   if (wait_fd_ < 0) return false;
+  Call call(this);
   fid* f = &cq_->fid;
   return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
 }
@@ -481,9 +566,15 @@ ssize_t Endpoint::wait(fi_cq_data_entry* out, size_t max, std::chrono::milliseco
     }
     return n;
   }
+  Call call(this);
+  return wait_locked(out, max, timeout, error, failed_context);
+}
+
+ssize_t Endpoint::wait_locked(fi_cq_data_entry* out, size_t max, std::chrono::milliseconds timeout,
+                              std::string* error, void** failed_context) {
   ssize_t n = fi_cq_sread(cq_, out, max, nullptr, static_cast<int>(timeout.count()));
   if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR) return 0;
-  if (n == -FI_EAVAIL) return poll(out, max, error, failed_context);
+  if (n == -FI_EAVAIL) return poll_locked(out, max, error, failed_context);
   if (n >= 0) return complete(n, out, error, failed_context);
   *error = "fi_cq_sread: " + fi_error_text(static_cast<int>(n));
   return n;
@@ -504,9 +595,10 @@ ssize_t Endpoint::wait_from(fi_cq_data_entry* out, fi_addr_t* sources, size_t ma
     }
     return n;
   }
+  Call call(this);
   ssize_t n = fi_cq_sreadfrom(cq_, out, max, sources, nullptr, static_cast<int>(timeout.count()));
   if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR) return 0;
-  if (n == -FI_EAVAIL) return poll_from(out, sources, max, error, failed_context);
+  if (n == -FI_EAVAIL) return poll_from_locked(out, sources, max, error, failed_context);
   if (n >= 0) return complete(n, out, error, failed_context);
   *error = "fi_cq_sreadfrom: " + fi_error_text(static_cast<int>(n));
   return n;

@@ -32,6 +32,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "sluice/options.h"
 
 namespace sluice::detail::ofi {
@@ -229,9 +231,28 @@ class Endpoint {
   // reads that completion's context as its own. With manual data progress
   // nothing touches an abandoned endpoint again; its sockets and memory go
   // when the process exits. A job loses one endpoint per failed flow endpoint.
-  void abandon() { abandoned_ = true; }
+  void abandon();
+
+  // The ProgressAgent's view (progress_agent.h). Every libfabric call on
+  // this endpoint holds call_mu_, so that the agent's thread never enters
+  // the provider beside the owner's (FI_THREAD_DOMAIN).
+  // Calls the owner made so far (the agent compares two looks).
+  uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
+  // Operations this endpoint posted (sends, RMA, atomics) whose completion
+  // it has not read yet.
+  bool outstanding() const { return outstanding_.load(std::memory_order_relaxed) > 0; }
+  // Drives the provider once without reading a completion (they stay for
+  // the owner), unless the owner is in a call on it: true if it did.
+  bool progress_if_idle();
 
  private:
+  class Call;  // holds call_mu_ for one owner call
+  ssize_t posted(ssize_t rc);
+  ssize_t poll_locked(fi_cq_data_entry* out, size_t max, std::string* error, void** failed_context);
+  ssize_t wait_locked(fi_cq_data_entry* out, size_t max, std::chrono::milliseconds timeout,
+                      std::string* error, void** failed_context);
+  ssize_t poll_from_locked(fi_cq_data_entry* out, fi_addr_t* sources, size_t max,
+                           std::string* error, void** failed_context);
   void check(int rc, const char* what);
   ssize_t complete(ssize_t n, fi_cq_data_entry* out, std::string* error, void** failed_context);
   void post_data_receive(fi_context2* ctx);
@@ -259,6 +280,10 @@ class Endpoint {
   // and those whose receive completed and awaits repost_data_receive().
   fi_context2* data_rx_ctx_ = nullptr;
   std::vector<fi_context2*> data_rx_done_;
+  Mutex call_mu_;
+  std::atomic<uint64_t> calls_{0};
+  std::atomic<int64_t> outstanding_{0};
+  bool watched_ = false;  // registered with the ProgressAgent
 };
 
 }  // namespace sluice::detail::ofi
