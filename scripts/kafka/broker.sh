@@ -211,7 +211,13 @@ start_broker() {
     dir_opts=(-Djava.io.tmpdir="$dir/tmp" -XX:ErrorFile="$dir/logs/hs_err_%p.log")
 
     if [ ! -f "$dir/data/meta.properties" ]; then
-      cid="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)"
+      # A cluster id is 16 random bytes in URL-safe base64. Given as its own
+      # argument, one that starts with '-' (1 in 64) reads as an option
+      # ("argument --cluster-id/-t: expected one argument"): draw again.
+      cid="-"
+      while [ "${cid#-}" != "$cid" ]; do
+        cid="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)"
+      done
       # shellcheck disable=SC2086
       if ! java $jvm_opts "${dir_opts[@]}" -Dlog4j2.configurationFile="$here/log4j2.properties" \
         -Dkafka.logs.dir="$dir/logs" -cp "$libs/*" kafka.tools.StorageTool \
