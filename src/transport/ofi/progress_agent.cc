@@ -9,13 +9,13 @@
 namespace sluice::detail::ofi {
 
 namespace {
-// How often the agent looks: every millisecond for a while after it last
-// moved an endpoint on (a thread waits on one flow for what another's
-// steps bring: each step then waits about a look), else every 10 ms while
+// How often the agent looks: every 200 us for a while after it last moved
+// an endpoint on (a thread waits on one flow for what another's steps
+// bring: each step then waits about a look), else every 10 ms while
 // some endpoint has operations outstanding (their owners mostly call them
 // themselves; a wake-up a millisecond would take a core from a spinning
 // thread on a small host), else every 50 ms.
-constexpr std::chrono::milliseconds kHelpingTick{1};
+constexpr std::chrono::microseconds kHelpingTick{200};
 constexpr std::chrono::milliseconds kHelpingFor{200};
 constexpr std::chrono::milliseconds kBusyTick{10};
 constexpr std::chrono::milliseconds kIdleTick{50};

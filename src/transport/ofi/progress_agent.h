@@ -11,7 +11,7 @@
 //
 // The agent's one thread looks at the registered endpoints from time to
 // time (progress_agent.cc: every 10 ms while any has operations
-// outstanding, every millisecond for a while after it had to help): an
+// outstanding, every 200 us for a while after it had to help): an
 // endpoint with some whose owner made no call on it since the last look is
 // progressed once (Endpoint::progress_if_idle, which never waits for the
 // owner). It reads no completion: they stay for the owner, so no flow
