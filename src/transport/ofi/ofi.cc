@@ -283,14 +283,14 @@ Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
              rx_cq_data_ ? ", FI_RX_CQ_DATA" : "", source_ ? ", FI_SOURCE" : "");
   // A provider that moves data by itself needs nobody to call it.
   if (info_->domain_attr->data_progress != FI_PROGRESS_AUTO) {
-    ProgressAgent::instance().add(this);
+    ProgressAgent::add(this);
     watched_ = true;
   }
 }
 
 void Endpoint::abandon() {
   // Nothing may touch an abandoned endpoint again, the agent included.
-  if (watched_) ProgressAgent::instance().remove(this);
+  if (watched_) ProgressAgent::remove(this);
   watched_ = false;
   abandoned_ = true;
 }
@@ -308,7 +308,7 @@ ssize_t Endpoint::posted(ssize_t rc) {
 }
 
 Endpoint::~Endpoint() {
-  if (watched_) ProgressAgent::instance().remove(this);
+  if (watched_) ProgressAgent::remove(this);
   if (abandoned_) {
     // Kept reachable, so that leak checkers see them as deliberately kept.
     static Mutex mu;

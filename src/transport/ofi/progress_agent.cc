@@ -1,6 +1,7 @@
 #include "transport/ofi/progress_agent.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 
@@ -19,6 +20,9 @@ constexpr std::chrono::microseconds kHelpingTick{200};
 constexpr std::chrono::milliseconds kHelpingFor{200};
 constexpr std::chrono::milliseconds kBusyTick{10};
 constexpr std::chrono::milliseconds kIdleTick{50};
+
+// Set once the agent is destroyed; constant-initialised, so it outlives it.
+std::atomic<bool> agent_gone{false};
 }  // namespace
 
 ProgressAgent& ProgressAgent::instance() {
@@ -35,25 +39,29 @@ ProgressAgent::~ProgressAgent() {
   }
   changed_.notify_all();
   if (thread_.joinable()) thread_.join();
+  agent_gone.store(true, std::memory_order_release);
 }
 
 void ProgressAgent::add(Endpoint* ep) {
+  if (!agent_gone.load(std::memory_order_acquire)) instance().watch(ep);
+}
+
+void ProgressAgent::remove(Endpoint* ep) {
+  if (!agent_gone.load(std::memory_order_acquire)) instance().unwatch(ep);
+}
+
+void ProgressAgent::watch(Endpoint* ep) {
   MutexLock lock(mu_);
   watched_.push_back({ep, ep->calls()});
   if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { loop(); });
   changed_.notify_all();
 }
 
-void ProgressAgent::remove(Endpoint* ep) {
+void ProgressAgent::unwatch(Endpoint* ep) {
   MutexLock lock(mu_);  // the loop holds it while it touches an endpoint
   watched_.erase(std::remove_if(watched_.begin(), watched_.end(),
                                 [ep](const Watched& w) { return w.ep == ep; }),
                  watched_.end());
-}
-
-uint64_t ProgressAgent::progressed() const {
-  MutexLock lock(mu_);
-  return progressed_;
 }
 
 void ProgressAgent::loop() {
@@ -76,10 +84,7 @@ void ProgressAgent::loop() {
       if (w.ep->outstanding()) {
         busy = true;
         // The owner made no call since the last look: it is elsewhere.
-        if (calls == w.calls_seen && w.ep->progress_if_idle()) {
-          ++progressed_;
-          helping_until = now + kHelpingFor;
-        }
+        if (calls == w.calls_seen && w.ep->progress_if_idle()) helping_until = now + kHelpingFor;
       }
       w.calls_seen = calls;
     }

@@ -32,22 +32,24 @@ class Endpoint;
 
 class ProgressAgent {
  public:
-  // The process's agent; its thread starts with the first add().
-  static ProgressAgent& instance();
+  // The process's agent starts watching `ep` (its thread starts with the
+  // first). REQUIRES: remove(ep) before ep is destroyed.
+  static void add(Endpoint* ep);
+  // Stops watching `ep`; when it returns, the agent no longer touches it.
+  // After the agent itself was destroyed (static destruction at exit: an
+  // endpoint owned by a longer-lived static), does nothing.
+  static void remove(Endpoint* ep);
+
   // Stops and joins the thread (at process exit).
   ~ProgressAgent();
   ProgressAgent(const ProgressAgent&) = delete;
   ProgressAgent& operator=(const ProgressAgent&) = delete;
 
-  // Starts watching `ep`. REQUIRES: remove(ep) before ep is destroyed.
-  void add(Endpoint* ep) SLUICE_EXCLUDES(mu_);
-  // Stops watching `ep`; when it returns, the agent no longer touches it.
-  void remove(Endpoint* ep) SLUICE_EXCLUDES(mu_);
-  // How many endpoints it moved on while their owners were away (tests).
-  uint64_t progressed() const SLUICE_EXCLUDES(mu_);
-
  private:
   ProgressAgent() = default;
+  static ProgressAgent& instance();
+  void watch(Endpoint* ep) SLUICE_EXCLUDES(mu_);
+  void unwatch(Endpoint* ep) SLUICE_EXCLUDES(mu_);
   void loop() SLUICE_EXCLUDES(mu_);
 
   struct Watched {
@@ -57,7 +59,6 @@ class ProgressAgent {
   mutable Mutex mu_;
   std::condition_variable_any changed_;
   std::vector<Watched> watched_ SLUICE_GUARDED_BY(mu_);
-  uint64_t progressed_ SLUICE_GUARDED_BY(mu_) = 0;
   bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
