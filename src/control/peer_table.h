@@ -43,6 +43,10 @@ class PeerTable final : public detail::Liveness {
   bool alive_as(uint32_t rank, uint32_t incarnation) const {
     return words_[rank].load(std::memory_order_acquire) == (uint64_t{incarnation} << 32 | kAlive);
   }
+  // Left the job as the incarnation `incarnation` (one word read, as alive_as).
+  bool left_as(uint32_t rank, uint32_t incarnation) const {
+    return words_[rank].load(std::memory_order_acquire) == (uint64_t{incarnation} << 32 | kLeft);
+  }
   // True once the registry connection itself is gone: every peer is then unknown.
   bool registry_lost() const override { return registry_lost_.load(std::memory_order_acquire); }
   // A sentence for messages, e.g. "rank 3 (host1, pid 1234) died: connection closed".
@@ -120,9 +124,7 @@ class PinnedLiveness final : public detail::Liveness {
                           const std::vector<uint32_t>* incarnations = nullptr);
   bool alive(uint32_t rank) const override { return peers_.alive_as(rank, incarnations_[rank]); }
   // Left in the pinned incarnation (a later incarnation's state is not its).
-  bool left(uint32_t rank) const override {
-    return peers_.incarnation(rank) == incarnations_[rank] && peers_.left(rank);
-  }
+  bool left(uint32_t rank) const override { return peers_.left_as(rank, incarnations_[rank]); }
   // The incarnation of `rank` this view is pinned to.
   uint32_t incarnation(uint32_t rank) const { return incarnations_[rank]; }
   bool registry_lost() const override { return peers_.registry_lost(); }

@@ -129,7 +129,7 @@ void peer_accessible([[maybe_unused]] void* buf, [[maybe_unused]] size_t len) {
 // One owner call: holds the endpoint against the ProgressAgent and counts.
 class SLUICE_SCOPED_CAPABILITY Endpoint::Call {
  public:
-  explicit Call(Endpoint* ep) SLUICE_ACQUIRE(ep->call_mu_) : ep_(ep) {
+  explicit Call(const Endpoint* ep) SLUICE_ACQUIRE(ep->call_mu_) : ep_(ep) {
     ep_->call_mu_.lock();
     ep_->calls_.store(ep_->calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
@@ -138,7 +138,7 @@ class SLUICE_SCOPED_CAPABILITY Endpoint::Call {
   Call& operator=(const Call&) = delete;
 
  private:
-  Endpoint* ep_;
+  const Endpoint* ep_;
 };
 
 Endpoint::Endpoint(const Config& cfg) : test_unordered_(cfg.test_unordered) {
@@ -357,7 +357,7 @@ std::byte* Endpoint::allocate(size_t bytes) {
 std::string Endpoint::address() const {
   char buf[256];
   size_t len = sizeof(buf);
-  Call call(const_cast<Endpoint*>(this));
+  Call call(this);
   int rc = fi_getname(&ep_->fid, buf, &len);
   if (rc != 0)
     throw Error(ErrorCode::kResource, "libfabric fi_getname failed: " + fi_error_text(rc));

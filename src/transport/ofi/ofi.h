@@ -280,8 +280,8 @@ class Endpoint {
   // and those whose receive completed and awaits repost_data_receive().
   fi_context2* data_rx_ctx_ = nullptr;
   std::vector<fi_context2*> data_rx_done_;
-  Mutex call_mu_;
-  std::atomic<uint64_t> calls_{0};
+  mutable Mutex call_mu_;  // mutable: const calls (address()) hold it too
+  mutable std::atomic<uint64_t> calls_{0};
   std::atomic<int64_t> outstanding_{0};
   bool watched_ = false;  // registered with the ProgressAgent
 };
