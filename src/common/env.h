@@ -7,6 +7,10 @@
 // of the installed library). The sluice tools read the environment through
 // here and ClusterOptions::from_env() as well (tools/common/tool_util.h).
 //
+// The library changes the environment in one place: loading libfabric sets
+// defaults of two ofi_rxm variables the user did not set
+// (transport/ofi/fabric_lib.cc), before any provider reads them.
+//
 // Thread safety: both functions may be called from any thread, as long as
 // no thread changes the environment (setenv) at the same time.
 #pragma once

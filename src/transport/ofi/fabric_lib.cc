@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <rdma/fi_errno.h>
 #include <signal.h>
+#include <stdlib.h>
 
 #include <cstring>
 #include <iterator>
@@ -65,8 +66,23 @@ int restore_dispositions(const struct sigaction* before) {
   return restored;
 }
 
+// ofi_rxm (the RDM layer over tcp and verbs) posts FI_OFI_RXM_MSG_RX_SIZE
+// receive buffers of its eager size (16 KiB) on every connection of every
+// endpoint, and sluice opens an endpoint per flow end: its default of 128
+// made a rank of a 3-rank job touch about 240 MB. 64 covers the deepest ring
+// a flow has (a Latency flow's 64 segments), so a connection still takes
+// every message a ring can have in flight; bandwidth and round trips
+// measured the same (bench/results/history.md, 2026-12-04). Read once, when
+// libfabric initialises its providers (the first fi_getinfo); a value the
+// user set wins.
+void set_provider_defaults() {
+  ::setenv("FI_OFI_RXM_MSG_RX_SIZE", "64", /*overwrite=*/0);
+  ::setenv("FI_OFI_RXM_MSG_TX_SIZE", "64", /*overwrite=*/0);
+}
+
 Api load_api() {
   Api api;
+  set_provider_defaults();
   struct sigaction before[std::size(kSignals)] = {};
   for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], nullptr, &before[i]);
   // RTLD_GLOBAL: libfabric loads its own provider plugins, which look for
