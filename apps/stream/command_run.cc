@@ -36,7 +36,12 @@ std::string job_fingerprint(const ss::Options& opt, uint32_t world) {
                   std::to_string(w.step()) + "/" + std::to_string(w.gap) + " lag " +
                   std::to_string(opt.lag) + " lateness " + std::to_string(opt.lateness) + " input ";
   if (!opt.input.empty()) return f + opt.input;
-  if (!opt.kafka_input.empty()) return f + "kafka " + opt.kafka_input;
+  if (!opt.kafka_input.empty()) {
+    // The event time's source changes every record's time; idleness only
+    // when windows fire, not what they hold.
+    return f + "kafka " + opt.kafka_input +
+           (opt.kafka_event_time == "timestamp" ? " event time from timestamps" : "");
+  }
   const ss::GenSpec& g = opt.gen;
   return f + "generated " + std::to_string(g.records) + " records " + std::to_string(g.keys) +
          " keys zipf " + std::to_string(g.zipf) + " disorder " + std::to_string(g.disorder) +
@@ -48,6 +53,8 @@ ss::KafkaConfig kafka_config(const ss::Options& opt) {
   ss::KafkaConfig c;
   c.bootstrap = opt.kafka;
   if (opt.kafka_follow) c.stop = [] { return sluice::stop_requested(); };
+  c.event_time_from_timestamp = opt.kafka_event_time == "timestamp";
+  c.idle_ms = opt.kafka_idle_ms;
   return c;
 }
 

@@ -238,6 +238,9 @@ class AnyInput {
   bool done() const { return impl_->done(); }
   std::string position() const { return impl_->position(); }
   bool seek(const std::string& position) { return impl_->seek(position); }
+  int lanes() const { return impl_->lanes(); }
+  std::span<const uint32_t> batch_lanes() const { return impl_->batch_lanes(); }
+  void idle_lanes(std::vector<char>& idle) const { impl_->idle_lanes(idle); }
 
  private:
   struct Base {
@@ -247,6 +250,9 @@ class AnyInput {
     virtual bool done() const = 0;
     virtual std::string position() const = 0;
     virtual bool seek(const std::string& position) = 0;
+    virtual int lanes() const = 0;
+    virtual std::span<const uint32_t> batch_lanes() const = 0;
+    virtual void idle_lanes(std::vector<char>& idle) const = 0;
   };
   template <class Source>
   struct Impl final : Base {
@@ -283,6 +289,24 @@ class AnyInput {
       } else {
         return false;
       }
+    }
+    // A source with a watermark per partition (Kafka; engine.h); -1: none.
+    int lanes() const override {
+      if constexpr (requires { source.lanes(); }) {
+        return source.lanes();
+      } else {
+        return -1;
+      }
+    }
+    std::span<const uint32_t> batch_lanes() const override {
+      if constexpr (requires { source.batch_lanes(); }) {
+        return source.batch_lanes();
+      } else {
+        return {};
+      }
+    }
+    void idle_lanes(std::vector<char>& idle) const override {
+      if constexpr (requires { source.idle_lanes(idle); }) source.idle_lanes(idle);
     }
     Source source;
     std::vector<Rec> buf;

@@ -288,11 +288,14 @@ KafkaWriter::~KafkaWriter() {
   }
 }
 
-void KafkaWriter::write(std::string_view key, std::string_view value) {
+void KafkaWriter::write(std::string_view key, std::string_view value, int64_t timestamp_ms,
+                        int32_t partition) {
   Impl& s = *impl_;
   while (true) {
     const rd_kafka_resp_err_t err = rd_kafka_producev(
         s.rk.get(), RD_KAFKA_V_TOPIC(s.topic.c_str()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_PARTITION(partition < 0 ? RD_KAFKA_PARTITION_UA : partition),
+        RD_KAFKA_V_TIMESTAMP(timestamp_ms),
         RD_KAFKA_V_KEY(const_cast<char*>(key.data()), key.size()),
         RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()), RD_KAFKA_V_END);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;

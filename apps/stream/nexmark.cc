@@ -144,7 +144,9 @@ const CsvSchema<Bid>& bid_csv_schema() {
       "bids",
       {SLUICE_STREAM_CSV_NUMBER(Bid, auction), SLUICE_STREAM_CSV_NUMBER(Bid, bidder),
        SLUICE_STREAM_CSV_NUMBER(Bid, price), SLUICE_STREAM_CSV_NUMBER(Bid, time)},
-      {"worker", "seq"}};
+      {"worker", "seq"},
+      "time",
+      [](const Bid& b) { return static_cast<int64_t>(b.time); }};
   return schema;
 }
 

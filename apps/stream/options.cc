@@ -79,6 +79,8 @@ void finish(Options& o, Given given) {
         "--checkpoint-dir commits one output with its checkpoints: --kafka-output or --csv-out");
   if ((!o.kafka_input.empty() || !o.kafka_output.empty()) && o.kafka.empty())
     throw UsageError("--kafka-input and --kafka-output need the broker: --kafka HOST:PORT");
+  if ((o.kafka_event_time != "field" || o.kafka_idle_ms != 0) && o.kafka_input.empty())
+    throw UsageError("--kafka-event-time and --kafka-idle-ms are about --kafka-input: give it");
   if (o.kafka_follow && o.kafka_input.empty())
     throw UsageError("--kafka-follow follows the topic of --kafka-input: give it");
   if (o.kafka_follow && o.verify) {
@@ -289,6 +291,20 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                "job then finishes as at the end of its input (every window fires, the output "
                "commits) and a second signal ends it at once. Each reader says when it has "
                "caught up with the topic");
+  cli.add_option("--kafka-event-time", o.kafka_event_time,
+                 "Where a record's event time comes from: field (the query's time column, in "
+                 "the message's value) or timestamp (the message's timestamp, CreateTime or "
+                 "LogAppendTime; the value then holds the other columns, in order)")
+      ->check(CLI::IsMember({"field", "timestamp"}));
+  cli.add_option("--kafka-idle-ms", o.kafka_idle_ms,
+                 "A partition of --kafka-input from which no record came for this long is idle: "
+                 "it stops holding the watermark back until records come again, and a worker "
+                 "whose partitions are all idle stops holding the others' windows back (a worker "
+                 "with no partition holds none back, with or without this option). Watermarks are "
+                 "kept per partition either way. "
+                 "0: never idle")
+      ->check(CLI::Range(0, 3'600'000))
+      ->type_name("MS");
   cli.add_option("--kafka-output", o.kafka_output,
                  "Write the rows to this Kafka topic, window_start,window_end,key,value, in one "
                  "transaction per worker committed when the query succeeded on every rank")

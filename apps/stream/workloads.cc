@@ -249,7 +249,9 @@ const CsvSchema<YsbEvent>& ysb_csv_schema() {
        SLUICE_STREAM_CSV_NUMBER(YsbEvent, event_type),
        SLUICE_STREAM_CSV_NUMBER(YsbEvent, event_time),
        SLUICE_STREAM_CSV_NUMBER(YsbEvent, ip)},
-      {"worker", "seq"}};
+      {"worker", "seq"},
+      "event_time",
+      [](const YsbEvent& e) { return static_cast<int64_t>(e.event_time); }};
   return schema;
 }
 
@@ -257,7 +259,9 @@ const CsvSchema<RoRecord>& ro_csv_schema() {
   static const CsvSchema<RoRecord> schema{
       "ro records",
       {SLUICE_STREAM_CSV_NUMBER(RoRecord, key), SLUICE_STREAM_CSV_NUMBER(RoRecord, time)},
-      {"worker", "seq"}};
+      {"worker", "seq"},
+      "time",
+      [](const RoRecord& r) { return static_cast<int64_t>(r.time); }};
   return schema;
 }
 
@@ -269,7 +273,9 @@ const CsvSchema<CmEvent>& cm_csv_schema() {
        SLUICE_STREAM_CSV_NUMBER(CmEvent, cpu), SLUICE_STREAM_CSV_NUMBER(CmEvent, ram),
        SLUICE_STREAM_CSV_NUMBER(CmEvent, event_type), SLUICE_STREAM_CSV_NUMBER(CmEvent, priority),
        SLUICE_STREAM_CSV_NUMBER(CmEvent, user)},
-      {"worker", "seq"}};
+      {"worker", "seq"},
+      "time",
+      [](const CmEvent& e) { return static_cast<int64_t>(e.time); }};
   return schema;
 }
 

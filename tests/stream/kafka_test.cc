@@ -152,8 +152,9 @@ class KafkaTest : public ::testing::Test {
   }
 
   // The query of every run: YSB in 100 ms windows, 2 ranks x 2 workers.
-  static std::vector<std::string> query() {
-    return {"--query", "ysb", "--workers", "2", "--lag", "10", "--window-ms", "100"};
+  static std::vector<std::string> query(const std::string& workers = "2",
+                                        const std::string& lag = "10") {
+    return {"--query", "ysb", "--workers", workers, "--lag", lag, "--window-ms", "100"};
   }
 
   // YSB input once for the suite: generated as 4 worker files (2 ranks x 2
@@ -175,6 +176,7 @@ class KafkaTest : public ::testing::Test {
     ASSERT_EQ(f.exit_code, 0) << describe(f);
     ASSERT_NE(json_field(f.output, "rows"), "0");
     file_result_ = result(f);
+    file_output_ = f.output;
     for (int w = 0; w < 4; ++w) {
       std::ifstream rows(path("rows-" + std::to_string(w) + ".csv"));
       std::string line;
@@ -200,7 +202,7 @@ class KafkaTest : public ::testing::Test {
   }
 
   static inline fs::path dir_;
-  static inline std::string bootstrap_, skip_, file_result_;
+  static inline std::string bootstrap_, skip_, file_result_, file_output_;
   static inline std::vector<std::string> expected_;
 };
 
@@ -326,7 +328,13 @@ class BackgroundJob {
     }
     return pred(output_);
   }
-  sluice::proc::Process& process() { return job_; }
+  // SIGTERM (as Ctrl-C at sluice run), then its output to the end; true if
+  // it exited within the time.
+  bool stop() {
+    if (::kill(job_.pid(), SIGTERM) != 0) return false;
+    read_until([](const std::string&) { return false; }, std::chrono::seconds(60));
+    return job_.wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30)).has_value();
+  }
   const std::string& output() const { return output_; }
 
  private:
@@ -383,11 +391,7 @@ TEST_F(KafkaTest, AFollowingJobReadsWhatIsAddedWhileItRunsAndStopsOnSigterm) {
   ASSERT_TRUE(job.read_until([&](const std::string& o) { return caught_up(o) == total; },
                              std::chrono::seconds(60)))
       << job.output();
-  ASSERT_EQ(::kill(job.process().pid(), SIGTERM), 0);
-  job.read_until([](const std::string&) { return false; }, std::chrono::seconds(60));
-  const auto status =
-      job.process().wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30));
-  ASSERT_TRUE(status.has_value()) << job.output();
+  ASSERT_TRUE(job.stop()) << job.output();
   const std::string& out = job.output();
   EXPECT_EQ(sluice::testing::count_lines_with(out, "sluice: SIGTERM: stopping"), 2) << out;
   EXPECT_EQ(sluice::testing::count_lines_with(out, "stopping the input from topic ysb-follow"), 4)
@@ -397,6 +401,143 @@ TEST_F(KafkaTest, AFollowingJobReadsWhatIsAddedWhileItRunsAndStopsOnSigterm) {
   r.output = out;
   EXPECT_EQ(result(r), file_result_) << out;
   EXPECT_EQ(consume("ysb-follow-out"), expected_);
+}
+
+// --kafka-event-time timestamp: the generated records go to a topic
+// without their event_time column, each message stamped with its record's
+// event time (plus 2023-11-14, so that no stamp is 0, which a producer
+// reads as "now"); kcat reads the stamps back. The job's rows are the file
+// run's with every window moved by the same amount, and its counts of
+// records, rows and late records are the file run's.
+TEST_F(KafkaTest, MessageTimestampsAsEventTimeGiveTheFileRunsWindows) {
+  load_ysb();
+  ASSERT_FALSE(expected_.empty());
+  constexpr int64_t kBase = 1'700'000'000'000;  // ms; a multiple of the window
+  ss::kafka_create_topic(config(), "ysb-stamped", 4);
+  ss::kafka_create_topic(config(), "ysb-stamped-out", 3);
+  {
+    ss::KafkaWriter writer(config(), "ysb-stamped", "ysb-stamped-loader");
+    for (int w = 0; w < 4; ++w) {
+      for (const std::string& line : worker_records(w)) {
+        // user_id,page_id,ad_id,campaign_id,ad_type,event_type,event_time,ip
+        std::vector<std::string> f;
+        std::istringstream in(line);
+        for (std::string x; std::getline(in, x, ',');) f.push_back(x);
+        ASSERT_EQ(f.size(), 8u) << line;
+        const int64_t t = kBase + std::stoll(f[6]);
+        f.erase(f.begin() + 6);
+        std::string value;
+        for (const std::string& x : f) value += (value.empty() ? "" : ",") + x;
+        writer.write("", value, t, w);
+      }
+    }
+    writer.commit();
+  }
+  const ProcessResult stamps = run_process(
+      {kcat(), "-C", "-b", bootstrap_, "-t", "ysb-stamped", "-p", "0", "-o", "beginning", "-c", "1",
+       "-e", "-q", "-f", "%T %s\n", "-X", "isolation.level=read_committed"},
+      {}, std::chrono::seconds(60));
+  ASSERT_EQ(stamps.exit_code, 0) << describe(stamps);
+  EXPECT_EQ(stamps.output.rfind(std::to_string(kBase / 1000), 0), 0u) << stamps.output;
+  std::vector<std::string> args = query();
+  args.insert(args.end(), {"--json", "--kafka", bootstrap_, "--kafka-input", "ysb-stamped",
+                           "--kafka-event-time", "timestamp", "--kafka-output", "ysb-stamped-out"});
+  const ProcessResult r = stream(2, args);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  for (const char* field : {"records", "rows"}) {
+    EXPECT_EQ(json_field(r.output, field), json_field(file_output_, field)) << r.output;
+  }
+  // Late records per window start: the file run's, each window moved.
+  static const std::regex late_entry(R"re("(-?[0-9]+)":([0-9]+))re");
+  auto late_of = [](const std::string& output, int64_t shift) {
+    const std::string late = json_field(output, "late");
+    std::map<int64_t, uint64_t> m;
+    for (auto it = std::sregex_iterator(late.begin(), late.end(), late_entry);
+         it != std::sregex_iterator(); ++it) {
+      m[std::stoll((*it)[1].str()) - shift] = std::stoull((*it)[2].str());
+    }
+    return m;
+  };
+  EXPECT_EQ(late_of(r.output, kBase), late_of(file_output_, 0)) << r.output;
+  EXPECT_FALSE(late_of(file_output_, 0).empty()) << file_output_;
+  std::vector<std::string> moved;
+  for (const std::string& row : expected_) {
+    // window_start,window_end,key,value
+    const size_t a = row.find(','), b = row.find(',', a + 1);
+    moved.push_back(std::to_string(kBase + std::stoll(row.substr(0, a))) + "," +
+                    std::to_string(kBase + std::stoll(row.substr(a + 1, b - a - 1))) +
+                    row.substr(b));
+  }
+  std::sort(moved.begin(), moved.end());
+  const std::vector<std::string> got = consume("ysb-stamped-out");
+  EXPECT_TRUE(got == moved) << difference(got, moved);
+  // A message without the stamp's column count is refused by name.
+  ss::kafka_create_topic(config(), "ro-stamped-bad", 1);
+  produce("ro-stamped-bad", 0, {"5", "6,101"});
+  const ProcessResult bad =
+      stream(1, {"--query", "ro", "--workers", "1", "--kafka", bootstrap_, "--kafka-input",
+                 "ro-stamped-bad", "--kafka-event-time", "timestamp"});
+  EXPECT_NE(bad.exit_code, 0) << describe(bad);
+  EXPECT_NE(bad.output.find("topic ro-stamped-bad partition 0 offset 1: 2 fields where 1 are "
+                            "expected (without a header, the columns key)"),
+            std::string::npos)
+      << bad.output;
+}
+
+// Watermarks per partition: one rank of 2 workers reads the 4 partitions
+// of ysb-in, 2 each, interleaved as the broker returns them. With a lag
+// of 50 ms (the records' disorder is at most 40 ms within a partition) no
+// record is late, as in the file run where each worker reads one file; a
+// watermark per worker (the largest time of either partition) made
+// thousands late whenever one partition's batch ran ahead of the other's.
+TEST_F(KafkaTest, AWorkerReadingTwoPartitionsKeepsAWatermarkForEach) {
+  load_ysb();
+  ASSERT_FALSE(expected_.empty());
+  std::vector<std::string> files = query("2", "50");
+  files.insert(files.end(), {"--json", "--input", path("input-{worker}.csv")});
+  const ProcessResult f = stream(2, files);
+  ASSERT_EQ(f.exit_code, 0) << describe(f);
+  ASSERT_EQ(json_field(f.output, "late"), "{}") << f.output;
+  std::vector<std::string> args = query("2", "50");
+  args.insert(args.end(), {"--json", "--kafka", bootstrap_, "--kafka-input", "ysb-in"});
+  const ProcessResult r = stream(1, args);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(result(r), result(f)) << r.output;
+}
+
+// --kafka-idle-ms: a following job of 2 ranks x 3 workers reads a topic of
+// 6 partitions of which 4 hold records; workers 4 and 5 read the empty ones.
+// Without idleness their watermarks hold every window back until the stop
+// (nothing committed while it runs); with it they follow the others, so
+// windows fire and checkpoints commit rows while the job runs. After
+// SIGTERM the committed rows are the file run's, each once.
+TEST_F(KafkaTest, IdlePartitionsDoNotHoldAFollowingJobsWindowsBack) {
+  load_ysb();
+  ASSERT_FALSE(expected_.empty());
+  ss::kafka_create_topic(config(), "ysb-idle", 6);
+  ss::kafka_create_topic(config(), "ysb-idle-out", 3);
+  for (int w = 0; w < 4; ++w) produce("ysb-idle", w, worker_records(w));
+  std::vector<std::string> args = query("3");
+  args.insert(args.end(),
+              {"--json", "--kafka", bootstrap_, "--kafka-input", "ysb-idle", "--kafka-follow",
+               "--kafka-idle-ms", "300", "--kafka-output", "ysb-idle-out", "--checkpoint-dir",
+               path("state-idle"), "--checkpoint-every", "200"});
+  BackgroundJob job(sluice::testing::job_argv(2, 120, "sluice-stream", args));
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  size_t mid_run = 0;
+  while (mid_run == 0 && std::chrono::steady_clock::now() < end) {
+    job.read_until([](const std::string&) { return false; }, std::chrono::seconds(1));
+    mid_run = consume("ysb-idle-out").size();
+  }
+  EXPECT_GT(mid_run, 0u) << "no row committed while the job ran: " << job.output();
+  ASSERT_TRUE(job.stop()) << job.output();
+  const std::string& out = job.output();
+  EXPECT_EQ(sluice::testing::count_lines_with(out, "exited with status"), 0) << out;
+  ProcessResult r;
+  r.output = out;
+  EXPECT_EQ(result(r), file_result_) << out;
+  const std::vector<std::string> got = consume("ysb-idle-out");
+  EXPECT_TRUE(got == expected_) << difference(got, expected_);
 }
 
 }  // namespace

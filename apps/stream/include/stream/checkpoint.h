@@ -47,7 +47,7 @@ struct CheckpointOptions {
 
 namespace detail {
 
-inline constexpr uint64_t kSnapshotMagic = 0x31544e5043534c53ULL;  // "SLSCPNT1"
+inline constexpr uint64_t kSnapshotMagic = 0x32544e5043534c53ULL;  // "SLSCPNT2"
 
 class SnapshotWriter {
  public:

@@ -49,6 +49,11 @@ struct CsvSchema {
   std::string_view name;                  // "ysb records", for errors
   std::vector<CsvColumn<Rec>> columns;    // in the order of a file without a header
   std::vector<std::string_view> skipped;  // names a header may hold whose values are not read
+  // The column that holds a record's event time (ms), and the time of a
+  // record: what a Kafka input stamps from its messages' timestamps and
+  // tracks per partition (stream/kafka.h). Empty / null: none.
+  std::string_view time_column = {};
+  int64_t (*time_of)(const Rec&) = nullptr;
 };
 
 // The whole of `s` as a number of type T (decimal; base 16 for hex digits).
@@ -108,13 +113,25 @@ class CsvLayout {
  public:
   // header: the file's first line, if `has_header`. Throws
   // std::invalid_argument saying what is wrong with the header.
-  CsvLayout(const CsvSchema<Rec>& schema, std::string_view header, bool has_header)
+  // `absent` (without a header only): a column of the schema the lines do
+  // not hold, whose value fill() sets from elsewhere (a Kafka message's
+  // timestamp).
+  CsvLayout(const CsvSchema<Rec>& schema, std::string_view header, bool has_header,
+            std::string_view absent = {})
       : schema_(&schema) {
     if (!has_header) {
       names_ = "without a header, the columns ";
       for (size_t i = 0; i < schema.columns.size(); ++i) {
+        if (!absent.empty() && schema.columns[i].name == absent) {
+          absent_ = static_cast<int>(i);
+          continue;
+        }
+        names_ += (slots_.empty() ? "" : ",") + std::string(schema.columns[i].name);
         slots_.push_back(static_cast<int>(i));
-        names_ += (i > 0 ? "," : "") + std::string(schema.columns[i].name);
+      }
+      if (!absent.empty() && absent_ < 0) {
+        throw std::invalid_argument("'" + std::string(absent) + "' is not a column of " +
+                                    std::string(schema.name) + " (" + expected_columns() + ")");
       }
       return;
     }
@@ -167,6 +184,15 @@ class CsvLayout {
       return e;
     }
     return std::nullopt;
+  }
+
+  // Sets the absent column (see the constructor) of *out to `value`; false
+  // if the value is not one of that column's.
+  bool fill(int64_t value, Rec* out) const {
+    char text[24];
+    const auto [end, ec] = std::to_chars(text, text + sizeof text, value);
+    return absent_ >= 0 && ec == std::errc() &&
+           schema_->columns[absent_].set(std::string_view(text, end - text), out);
   }
 
   // "the columns of ysb records are user_id, ...; a header may also name worker, seq"
@@ -232,6 +258,7 @@ class CsvLayout {
 
   const CsvSchema<Rec>* schema_;
   std::vector<int> slots_;  // per field of a line: the schema's column, or -1 (skipped)
+  int absent_ = -1;         // the column fill() sets, if one
   std::string names_;       // the columns a line holds, for errors
 };
 

@@ -97,6 +97,7 @@ class StreamWorker {
         out_(std::move(out)),
         w_(IdleStrategy{0, 64}),  // ranks and threads outnumber cores here: never spin
         vc_(workers, kNoWatermark),
+        idle_of_(workers, 0),
         next_epoch_(workers, 1),
         sent_(workers, 0),
         restore_id_(restore_id) {
@@ -116,6 +117,13 @@ class StreamWorker {
     std::vector<In> buf(std::max<uint32_t>(1, opt_.batch));
     if constexpr (requires { source.position(); }) {
       position_ = [&source] { return source.position(); };
+    }
+    if constexpr (requires { source.lanes(); }) {
+      if (source.lanes() >= 0) {
+        lane_max_.assign(static_cast<size_t>(source.lanes()), kNoWatermark);
+        lane_idle_.assign(lane_max_.size(), 0);
+        idle_lanes_ = [&source](std::vector<char>& idle) { source.idle_lanes(idle); };
+      }
     }
     if (ckpt_on_) restore(source);
     start.wait();
@@ -151,11 +159,25 @@ class StreamWorker {
         }
         break;
       }
-      for (size_t i = 0; i < n; ++i) q_.chain(data[i], ingest);
+      if constexpr (requires { source.batch_lanes(); }) {
+        if (idle_lanes_) {
+          idle_lanes_(lane_idle_);
+          const std::span<const uint32_t> lanes = source.batch_lanes();
+          for (size_t i = 0; i < n; ++i) {
+            lane_ = lanes[i];
+            lane_idle_[lane_] = 0;  // a record came: not idle
+            q_.chain(data[i], ingest);
+          }
+        } else {
+          for (size_t i = 0; i < n; ++i) q_.chain(data[i], ingest);
+        }
+      } else {
+        for (size_t i = 0; i < n; ++i) q_.chain(data[i], ingest);
+      }
       report_.records_in += n;
       report_.input_bytes += n * sizeof(In);
       if (!ok()) break;
-      const int64_t wm = watermark_of(max_seen_, opt_.lag);
+      const int64_t wm = watermark();
       if (report_.input_bytes >= next_epoch_at || op_.crosses_boundary(published_, wm)) {
         end_epoch(wm);
         next_epoch_at = report_.input_bytes + epoch_bytes_;
@@ -258,7 +280,13 @@ class StreamWorker {
     const uint64_t key = static_cast<uint64_t>(q_.key_of(o));
     const uint64_t h = sluice::hash64(key);
     const uint32_t owner = sluice::reduce_hash(h, workers_);
-    const int64_t wm = watermark_of(max_seen_, opt_.lag);
+    int64_t wm;
+    if (idle_lanes_) {
+      wm = lane_watermark();
+      lane_max_[lane_] = std::max(lane_max_[lane_], t);
+    } else {
+      wm = watermark_of(max_seen_, opt_.lag);
+    }
     max_seen_ = std::max(max_seen_, t);
     op_.ingest(*this, o, t, key, h, owner, wm);
   }
@@ -271,16 +299,19 @@ class StreamWorker {
     note_state_size();
     op_.ship(*this, wm);
     const int64_t sent = now_ns();
+    const bool idle = idle_ && wm != kEndOfTime;
     for (uint32_t j = 0; j < workers_ && ok(); ++j) {
       if (j == me_) continue;
       push(j, Message{epoch_, kEpochMsg, {}});
       push(j, Message{static_cast<uint64_t>(sent), kSentMsg, {}});
-      push(j, Message{std::bit_cast<uint64_t>(wm), kWatermarkMsg, {}});
+      push(j, Message{std::bit_cast<uint64_t>(wm), idle ? kIdleWatermarkMsg : kWatermarkMsg, {}});
     }
     if (ok() && workers_ > 1) {
       if (const Status s = w_.flush(out_); s != Status::kOk) fail_output("flushing", s);
     }
     published_ = wm;
+    published_idle_ = idle;
+    wm_ = std::max(wm_, wm);
     vc_[me_] = wm;
     trigger(sent);
   }
@@ -304,7 +335,43 @@ class StreamWorker {
       w_.poll();
       check_input();
     }
+    if (idle_lanes_ && ok()) {
+      // No record now: a partition may have gone idle (the watermark moves
+      // past it), or every one has (this worker follows the others).
+      idle_lanes_(lane_idle_);
+      const int64_t wm = watermark();
+      if (idle_ != published_idle_ || op_.crosses_boundary(published_, wm)) end_epoch(wm);
+    }
     if (checkpoint_due()) checkpoint();
+  }
+
+  // This worker's watermark now: from the largest event time ingested, or,
+  // with a watermark per partition (lanes), the smallest over the
+  // partitions not idle; a worker whose partitions are all idle (or that
+  // has none) takes the smallest watermark of the other workers not idle,
+  // which holds back no window they would not. Never moves back.
+  int64_t watermark() {
+    if (!idle_lanes_) return watermark_of(max_seen_, opt_.lag);
+    bool active = false;
+    for (char idle : lane_idle_) active |= idle == 0;
+    idle_ = !active;
+    if (!idle_) return lane_watermark();
+    int64_t low = kEndOfTime;
+    for (uint32_t j = 0; j < workers_; ++j) {
+      if (j != me_ && idle_of_[j] == 0) low = std::min(low, vc_[j]);
+    }
+    if (low != kEndOfTime) wm_ = std::max(wm_, low);
+    return wm_;
+  }
+  // The smallest watermark over the partitions not idle (lanes), never
+  // below the last one.
+  int64_t lane_watermark() {
+    int64_t low = kEndOfTime;
+    for (size_t l = 0; l < lane_max_.size(); ++l) {
+      if (lane_idle_[l] == 0) low = std::min(low, watermark_of(lane_max_[l], opt_.lag));
+    }
+    if (low != kEndOfTime) wm_ = std::max(wm_, low);
+    return wm_;
   }
 
   // How many records to read now: `max`, or under EngineOptions::throttle
@@ -351,7 +418,7 @@ class StreamWorker {
   // worker before its snapshot). Then marks the checkpoint complete.
   void checkpoint() {
     const uint64_t c = ckpt_id_ + 1;
-    end_epoch(watermark_of(max_seen_, opt_.lag));
+    end_epoch(watermark());
     for (uint32_t j = 0; j < workers_ && ok(); ++j) {
       if (j != me_) push(j, Message{c, kBarrierMsg, {}});
     }
@@ -403,6 +470,7 @@ class StreamWorker {
     w.put(triggered_);
     w.put_vector(vc_);
     w.put_vector(next_epoch_);
+    w.put_vector(lane_max_);  // empty without lanes
     if constexpr (requires { op_.snapshot(w); }) {
       op_.snapshot(w);
     } else {
@@ -466,9 +534,16 @@ class StreamWorker {
     epoch_ = r.get<uint64_t>();
     max_seen_ = r.get<int64_t>();
     published_ = r.get<int64_t>();
+    wm_ = published_;
     triggered_ = r.get<int64_t>();
     vc_ = r.get_vector<int64_t>();
     next_epoch_ = r.get_vector<uint64_t>();
+    // Each partition's largest event time, so that its watermark after the
+    // restore is the one it had (the partitions are the same: the job's
+    // fingerprint names the topic and the worker count).
+    if (std::vector<int64_t> lanes = r.get_vector<int64_t>(); lanes.size() == lane_max_.size()) {
+      lane_max_ = std::move(lanes);
+    }
     if (vc_.size() != workers_ || next_epoch_.size() != workers_)
       throw std::runtime_error(path + " is damaged: its watermark vector has the wrong size");
     if constexpr (requires { op_.restore(r); }) {
@@ -537,7 +612,9 @@ class StreamWorker {
           sent_[src] = static_cast<int64_t>(m.key);
           break;
         case kWatermarkMsg:
+        case kIdleWatermarkMsg:
           vc_[src] = std::bit_cast<int64_t>(m.key);
+          idle_of_[src] = m.time == kIdleWatermarkMsg;
           trigger(sent_[src]);
           break;
         case kBarrierMsg:
@@ -577,10 +654,19 @@ class StreamWorker {
   Worker w_;
   uint64_t epoch_bytes_ = 0;
   uint64_t epoch_ = 0;
-  int64_t max_seen_ = kNoWatermark;    // largest event time ingested
-  int64_t published_ = kNoWatermark;   // watermark of the last epoch marker
-  int64_t triggered_ = kNoWatermark;   // smallest watermark at the last trigger
-  std::vector<int64_t> vc_;            // every worker's watermark, as last heard
+  int64_t max_seen_ = kNoWatermark;   // largest event time ingested
+  int64_t published_ = kNoWatermark;  // watermark of the last epoch marker
+  int64_t triggered_ = kNoWatermark;  // smallest watermark at the last trigger
+  std::vector<int64_t> vc_;           // every worker's watermark, as last heard
+  std::vector<char> idle_of_;         // per worker: its last watermark said it was idle
+  // A watermark per partition of the input (a source with lanes: Kafka).
+  std::function<void(std::vector<char>&)> idle_lanes_;  // set: the source has lanes
+  std::vector<int64_t> lane_max_;      // per lane: the largest event time ingested from it
+  std::vector<char> lane_idle_;        // per lane: idle (as of the last look)
+  uint32_t lane_ = 0;                  // the lane of the record being ingested
+  int64_t wm_ = kNoWatermark;          // the watermark (lanes): never moves back
+  bool idle_ = false;                  // every lane is idle (or there are none)
+  bool published_idle_ = false;        // the last marker said idle
   std::vector<uint64_t> next_epoch_;   // per source: the epoch number due next
   std::vector<int64_t> sent_;          // per source: send time of its marker being read
   std::string error_;                  // the first failure; empty: none

@@ -20,6 +20,11 @@
 // record fails the query, naming the topic, partition, offset, column and
 // value.
 //
+// Event time is the schema's time column, or with
+// KafkaConfig::event_time_from_timestamp the message's timestamp (the value
+// then holds every other column). Watermarks are kept per partition (see
+// KafkaSource), with idle partitions (KafkaConfig::idle_ms).
+//
 // Output: rows as "window_start,window_end,key,value" messages (the CSV of
 // CsvSink, a value of several columns for a record), keyed by the row's
 // key, from one transactional producer per worker (transactional.id
@@ -36,6 +41,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -66,6 +72,16 @@ struct KafkaConfig {
   // stop() returns true (sluice-stream --kafka-follow: the first SIGINT or
   // SIGTERM); the input then ends where the reader got to.
   std::function<bool()> stop;
+  // Input only. Event time from each message's timestamp (its CreateTime, or
+  // LogAppendTime where the topic says so) instead of the schema's time
+  // column: a message's value then holds every other column, in order.
+  bool event_time_from_timestamp = false;
+  // Input only. A partition from which no record came for this long (wall
+  // time) is idle: it stops holding the worker's watermark back until a
+  // record comes again, and a worker whose partitions are all idle (or
+  // that has none) stops holding the other workers' windows back (as
+  // Flink's withIdleness). 0: a partition is never idle.
+  int idle_ms = 0;
 };
 
 // The number of partitions of `topic` (throws if the topic does not exist
@@ -120,7 +136,10 @@ class KafkaWriter {
   KafkaWriter(const KafkaWriter&) = delete;
   KafkaWriter& operator=(const KafkaWriter&) = delete;
 
-  void write(std::string_view key, std::string_view value);
+  // timestamp_ms: the message's timestamp (CreateTime; 0: the time of the
+  // write); partition: -1 lets the key choose.
+  void write(std::string_view key, std::string_view value, int64_t timestamp_ms = 0,
+             int32_t partition = -1);
   void flush();   // everything written is in the broker's log (in the open transaction)
   void commit();  // commits the open transaction (everything written)
   // Commits the open transaction with `marker` as consumer group `group`'s
@@ -140,15 +159,33 @@ class KafkaWriter {
 };
 
 // A make_source over a topic, for from<Rec>(...) and the queries.
+//
+// Watermarks per partition: the source numbers its partitions 0..lanes()-1
+// and says which one each record of the last batch came from
+// (batch_lanes()); the engine keeps each one's largest event time, and a
+// worker's watermark is the smallest over its partitions that are not idle
+// (idle_lanes(); KafkaConfig::idle_ms), so records of a partition that
+// lags behind another are not late for being read after it.
 template <class Rec>
 class KafkaSource {
  public:
   KafkaSource(const KafkaConfig& config, const std::string& topic, const CsvSchema<Rec>* schema,
               std::vector<int32_t> partitions)
       : reader_(config, topic, partitions),
-        layout_(*schema, "", false),
+        layout_(*schema, "", false,
+                config.event_time_from_timestamp ? schema->time_column : std::string_view()),
         stop_(config.stop),
-        partitions_(std::move(partitions)) {}
+        stamped_(config.event_time_from_timestamp),
+        idle_ns_(int64_t{config.idle_ms} * 1'000'000),
+        partitions_(std::move(partitions)),
+        last_ns_(partitions_.size(), steady_ns()) {
+    if (stamped_ && schema->time_column.empty()) {
+      throw std::invalid_argument(std::string(schema->name) +
+                                  " have no event time column to take from the timestamps");
+    }
+    for (size_t i = 0; i < partitions_.size(); ++i)
+      lane_of_[partitions_[i]] = static_cast<uint32_t>(i);
+  }
 
   // Up to out.size() records, waiting at most 10 ms for the first: 0 and
   // !done() mean none has come yet (the engine polls its flow meanwhile).
@@ -156,6 +193,7 @@ class KafkaSource {
   // reader catches up with the topic it says how many records it has read.
   size_t operator()(std::span<Rec> out) {
     size_t n = 0;
+    lanes_.clear();
     if (!done_ && stop_ && stop_()) {
       done_ = true;
       std::printf("sluice-stream: stopping the input from topic %s partitions %s at %" PRIu64
@@ -164,17 +202,24 @@ class KafkaSource {
       std::fflush(stdout);
     }
     if (!done_) {
+      const int64_t now = idle_ns_ > 0 ? steady_ns() : 0;
       done_ = !reader_.poll(out.size(), 10, [&](const KafkaReader::Message& m) {
         std::string_view line = m.value;
         while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
         Rec r{};
         if (auto bad = layout_.parse(line, &r)) {
-          throw std::runtime_error("topic " + reader_.topic() + " partition " +
-                                   std::to_string(m.partition) + " offset " +
-                                   std::to_string(m.offset) + ": " + bad->message());
+          throw std::runtime_error(where(m) + ": " + bad->message());
+        }
+        if (stamped_ && (m.timestamp_ms < 0 || !layout_.fill(m.timestamp_ms, &r))) {
+          throw std::runtime_error(
+              where(m) + ": the message has no timestamp to take the event time from" +
+              (m.timestamp_ms < 0 ? std::string() : " (" + std::to_string(m.timestamp_ms) + ")"));
         }
         out[n++] = r;
         next_[m.partition] = m.offset + 1;
+        const uint32_t lane = lane_of_[m.partition];
+        lanes_.push_back(lane);
+        if (idle_ns_ > 0) last_ns_[lane] = now;
       });
       read_ += n;
       if (stop_ && reader_.caught_up() && read_ != reported_) {
@@ -190,6 +235,17 @@ class KafkaSource {
 
   // Every partition has reached its end.
   bool done() const { return done_; }
+
+  // The partitions this source reads (the engine's lanes), the lane of each
+  // record the last call returned, and which lanes are idle now.
+  int lanes() const { return static_cast<int>(partitions_.size()); }
+  std::span<const uint32_t> batch_lanes() const { return lanes_; }
+  void idle_lanes(std::vector<char>& idle) const {
+    idle.assign(partitions_.size(), 0);
+    if (idle_ns_ <= 0) return;
+    const int64_t now = steady_ns();
+    for (size_t i = 0; i < partitions_.size(); ++i) idle[i] = now - last_ns_[i] >= idle_ns_;
+  }
 
   // Where the reader is: "partition:next-offset,..." for the partitions it
   // read from (a checkpoint's input position, engine.h); seek() goes back
@@ -223,16 +279,33 @@ class KafkaSource {
   }
 
  private:
+  static int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  std::string where(const KafkaReader::Message& m) const {
+    return "topic " + reader_.topic() + " partition " + std::to_string(m.partition) + " offset " +
+           std::to_string(m.offset);
+  }
   std::string partition_list() const {
     std::string s;
-    for (int32_t p : partitions_) s += (s.empty() ? "" : ",") + std::to_string(p);
+    for (int32_t p : partitions_) {
+      if (!s.empty()) s += ',';
+      s += std::to_string(p);
+    }
     return s;
   }
 
   KafkaReader reader_;
   CsvLayout<Rec> layout_;
   std::function<bool()> stop_;  // following the topic (KafkaConfig::stop)
+  bool stamped_;                // event time from the messages' timestamps
+  int64_t idle_ns_;             // KafkaConfig::idle_ms (0: never idle)
   std::vector<int32_t> partitions_;
+  std::map<int32_t, uint32_t> lane_of_;  // partition -> its index in partitions_
+  std::vector<int64_t> last_ns_;         // per lane: when its last record came (steady clock)
+  std::vector<uint32_t> lanes_;          // the last batch's lanes, a record each
   bool done_ = false;
   uint64_t read_ = 0;                // records returned
   uint64_t reported_ = UINT64_MAX;   // read_ at the last "caught up" line

@@ -74,6 +74,9 @@ inline constexpr int64_t kSkipMsg =
 inline constexpr int64_t kBarrierMsg = kNoWatermark + 4;  // key: checkpoint id
 inline constexpr int64_t kDoneMsg = kNoWatermark + 5;     // key: checkpoint id
 inline constexpr int64_t kFinalMsg = kNoWatermark + 6;    // key: 0
+// A watermark (key: its bits) from a worker whose input is idle: it holds
+// no window back, so other idle workers leave it out of theirs (engine.h).
+inline constexpr int64_t kIdleWatermarkMsg = kNoWatermark + 7;
 inline constexpr int64_t kLastControl = kNoWatermark + 15;
 static_assert(kLastControl < kMinEventTime - (int64_t{1} << 60),
               "control values below any window start");
