@@ -81,9 +81,19 @@ std::vector<uint32_t> Waiters::undeclared(const FlowDecl& flow) const {
   return missing;
 }
 
+std::string Waiters::agreed(const FlowDecl& flow) const {
+  DeclaredMsg m;
+  for (uint32_t p : flow.participants) {
+    const auto it = flow.declarer.find(p);
+    m.incarnations.push_back(it != flow.declarer.end() ? it->second : host_.incarnation_of(p));
+  }
+  return encode(m);
+}
+
 void Waiters::complete_flow(FlowDecl& flow) {
   flow.complete = true;
-  for (const Waiter& w : flow.waiters) host_.reply(w, MsgType::kOk, "");
+  const std::string answer = agreed(flow);
+  for (const Waiter& w : flow.waiters) host_.reply(w, MsgType::kOk, answer);
   flow.waiters.clear();
 }
 
@@ -146,11 +156,13 @@ void Waiters::declare(const Waiter& w, DeclareMsg m) {
   }
   FlowDecl& flow = it->second;
   flow.declared.insert(rank);
+  // The connection is the rank's live process: its incarnation declared.
+  flow.declarer[rank] = host_.incarnation_of(rank);
 
   const std::vector<uint32_t> missing = undeclared(flow);
   if (missing.empty()) {
     if (!flow.complete) complete_flow(flow);
-    host_.reply(w, MsgType::kOk, "");
+    host_.reply(w, MsgType::kOk, agreed(flow));
     return;
   }
   for (uint32_t p : missing) {
