@@ -243,21 +243,21 @@ class Worker {
   /// arrived (as Target::gap).
   uint64_t gap(InputId id) const { return inputs_[id]->gap(); }
 
-  /// Source::push (or Source<Bytes>::push with a span of bytes), delivering
-  /// the inputs while the record's ring is full. Same results as the
-  /// source's push: kOk, kTimeout at the deadline, kPeerLost, kClosed,
+  /// Source::push (or Source<Bytes>::push with a span of bytes, or
+  /// CombinerSource::push), delivering the inputs while the record's ring
+  /// is full (a combiner source's partials wait for credit). Same results as
+  /// the source's push: kOk, kTimeout at the deadline, kPeerLost, kClosed,
   /// kInvalid; details in s.error().
   template <class S, class R>
   requires(!detail::is_record_run<S, R>) [[nodiscard]] Status
       push(S& s, const R& r, Deadline deadline = kForever) {
     Status st = s.try_push(r);
     if (st != Status::kWouldBlock) [[likely]] {
-      note(s.core_.get());
+      note(flow_core(s));
       return st;
     }
     return wait_for(
-        s.core_.get(), deadline, [&] { return s.try_push(r); },
-        [&] { return s.push(r, deadline); });
+        flow_core(s), deadline, [&] { return s.try_push(r); }, [&] { return s.push(r, deadline); });
   }
   /// Source::push(span): a run of records (a std::span, std::vector, array,
   /// ... of T), delivering the inputs while a ring is full. Records already
@@ -299,52 +299,34 @@ class Worker {
         s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
         [&] { return s.push_to(target, r, deadline); });
   }
-  /// CombinerSource::push, delivering the inputs while the source's partials
-  /// wait for credit. Same results as the source's push.
-  template <class T>
-  [[nodiscard]] Status push(CombinerSource<T>& s, const T& r, Deadline deadline = kForever) {
-    Status st = s.try_push(r);
-    if (st != Status::kWouldBlock) [[likely]] {
-      note(s.core_->flow_source());
-      return st;
-    }
-    return wait_for(
-        s.core_->flow_source(), deadline, [&] { return s.try_push(r); },
-        [&] { return s.push(r, deadline); });
-  }
-  /// CombinerSource::flush and close, delivering the inputs while they wait.
-  ///@{
-  template <class T>
-  [[nodiscard]] Status flush(CombinerSource<T>& s, Deadline deadline = kForever) {
-    return wait_for(
-        s.core_->flow_source(), deadline, [&] { return s.flush(Deadline::min()); },
-        [&] { return s.flush(deadline); });
-  }
-  template <class T>
-  [[nodiscard]] Status close(CombinerSource<T>& s, Deadline deadline = kForever) {
-    return wait_for(
-        s.core_->flow_source(), deadline, [&] { return s.close(Deadline::min()); },
-        [&] { return s.close(deadline); });
-  }
-  ///@}
-  /// Source::flush and Source::close (any other source type), delivering the
-  /// inputs while they wait. close()'s rules hold: after kTimeout, call again.
+  /// Source::flush and Source::close (and CombinerSource's), delivering
+  /// the inputs while they wait. close()'s rules hold: after kTimeout, call
+  /// again.
   ///@{
   template <class S>
   [[nodiscard]] Status flush(S& s, Deadline deadline = kForever) {
     return wait_for(
-        s.core_.get(), deadline, [&] { return s.last_ = s.core_->flush(Deadline::min()); },
+        flow_core(s), deadline, [&] { return s.last_ = s.core_->flush(Deadline::min()); },
         [&] { return s.flush(deadline); });
   }
   template <class S>
   [[nodiscard]] Status close(S& s, Deadline deadline = kForever) {
     return wait_for(
-        s.core_.get(), deadline, [&] { return s.last_ = s.core_->close(Deadline::min()); },
+        flow_core(s), deadline, [&] { return s.last_ = s.core_->close(Deadline::min()); },
         [&] { return s.close(deadline); });
   }
   ///@}
 
  private:
+  /// The flow source under `s` (a combiner source's partials go through one).
+  template <class S>
+  static detail::SourceCore* flow_core(S& s) {
+    if constexpr (requires { s.core_->flow_source(); }) {
+      return s.core_->flow_source();
+    } else {
+      return s.core_.get();
+    }
+  }
   /// The runs' retry loop: `attempt(done, deadline, try_only)` pushes the
   /// run from record `done` on; each record goes once, and last_pushed()
   /// ends up counting the whole run.
