@@ -42,25 +42,36 @@ struct CliSink {
   ss::CsvSink* csv = nullptr;
   ss::StdoutSink* out = nullptr;
   ss::KafkaSink* kafka = nullptr;
+  ss::CsvSink* late_csv = nullptr;  // --late-output: the late records' side output
   template <class R>
   void operator()(uint32_t worker, const ss::Row<R>& row) {
     if (csv != nullptr) (*csv)(worker, row);
     if (out != nullptr) (*out)(worker, row);
     if (kafka != nullptr) (*kafka)(worker, row);
   }
+  // A late record: the window it was late for, its key, its event time.
+  void late(uint32_t worker, const ss::Row<int64_t>& record) {
+    if (late_csv != nullptr) (*late_csv)(worker, record);
+  }
   // Checkpoints (engine.h): the CSV files or the Kafka topic are the output
-  // that commits with them (one of the two; stdout does not).
+  // that commits with them (one of the two; stdout does not), and the late
+  // records' files. The token: the late files' length, ':', the output's.
   std::string prepare(uint32_t worker, uint64_t c) {
-    if (csv != nullptr) return csv->prepare(worker, c);
-    if (kafka != nullptr) return kafka->prepare(worker, c);
-    return "";
+    std::string token = late_csv != nullptr ? late_csv->prepare(worker, c) + ":" : ":";
+    if (csv != nullptr) return token + csv->prepare(worker, c);
+    if (kafka != nullptr) return token + kafka->prepare(worker, c);
+    return token;
   }
   void committed(uint32_t worker, uint64_t c) {
     if (kafka != nullptr) kafka->committed(worker, c);
   }
   void restore(uint32_t worker, const std::string& token) {
-    if (csv != nullptr) csv->restore(worker, token);
-    if (kafka != nullptr) kafka->restore(worker, token);
+    const size_t colon = token.find(':');
+    const std::string late = colon == std::string::npos ? "" : token.substr(0, colon);
+    const std::string rest = colon == std::string::npos ? token : token.substr(colon + 1);
+    if (late_csv != nullptr) late_csv->restore(worker, late);
+    if (csv != nullptr) csv->restore(worker, rest);
+    if (kafka != nullptr) kafka->restore(worker, rest);
   }
 };
 
@@ -138,7 +149,12 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
                                             opt.kafka_transactional_id, rank * opt.threads,
                                             opt.threads, /*per_checkpoint=*/checkpoints);
   }
-  CliSink sink{csv.get(), opt.print_rows ? &out : nullptr, kafka.get()};
+  std::unique_ptr<ss::CsvSink> late;
+  if (!opt.late_output.empty()) {
+    late = std::make_unique<ss::CsvSink>(opt.late_output, rank * opt.threads, opt.threads,
+                                         /*transactional=*/checkpoints, ss::CsvSink::kLateHeader);
+  }
+  CliSink sink{csv.get(), opt.print_rows ? &out : nullptr, kafka.get(), late.get()};
 
   // A replacement process (sluice run --restarts or --spares) starts from
   // the last checkpoint, as the survivors do.
@@ -167,7 +183,8 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   mine.recoveries = recoveries;
   mine.replayed = replayed;
   if (csv && !mine.failure) csv->commit();  // what the last checkpoint did not write
-  csv.reset();                              // flushes the files before anyone reads them
+  if (late && !mine.failure) late->commit();
+  csv.reset();  // flushes the files before anyone reads them
   if (kafka) {
     const std::string why = settle_kafka_output(ctx, *kafka, !mine.failure);
     if (!why.empty() && !mine.failure) return ctx.fail("the Kafka output was aborted: " + why);

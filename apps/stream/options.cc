@@ -226,6 +226,13 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                  "Write the rows as CSV, one file per worker: FILE with {worker} replaced by the "
                  "worker's index (or FILE.<worker>)")
       ->type_name("FILE");
+  cli.add_option("--late-output", o.late_output,
+                 "Write every late record (one the watermark had passed, which no window "
+                 "counts) as CSV, one file per worker as --csv-out names them: "
+                 "window_start,window_end,key,event_time, a line per window it was late for "
+                 "(sessions: per gap-sized span of time); with --checkpoint-dir the files "
+                 "commit with the checkpoints")
+      ->type_name("FILE");
   cli.add_option("--input-csv-dir", o.input_csv_dir,
                  "Rank 0 writes the generated input as CSV, DIR/input-<worker>.csv")
       ->type_name("DIR");

@@ -40,6 +40,7 @@ struct Options {
   bool print_rows = false;                 // --print-rows
   bool live = false;                       // --live-generation
   std::string csv_out;                     // --csv-out FILE
+  std::string late_output;                 // --late-output FILE: late records, a file per worker
   std::string input_csv_dir;               // --input-csv-dir DIR
   std::string input_binary_dir;            // --input-binary-dir DIR
   std::string input;                       // --input PATTERN (files instead of the generator)

@@ -45,18 +45,23 @@ class CheckpointTest : public ::testing::TestWithParam<std::vector<std::string>>
            " rows, checksum " + json_field(r.output, "checksum") + ", late " +
            json_field(r.output, "late");
   }
-  // The rows of the 4 workers' --csv-out files, sorted.
-  std::vector<std::string> rows(const std::string& stem) const {
+  // The lines of the 4 workers' --csv-out (or --late-output) files, sorted.
+  std::vector<std::string> rows(
+      const std::string& stem,
+      const std::string& header = "window_start,window_end,key,value") const {
     std::vector<std::string> out;
     for (int w = 0; w < 4; ++w) {
       std::ifstream in(path(stem + "-" + std::to_string(w) + ".csv"));
       std::string line;
       std::getline(in, line);
-      EXPECT_EQ(line, "window_start,window_end,key,value");
+      EXPECT_EQ(line, header);
       while (std::getline(in, line)) out.push_back(line);
     }
     std::sort(out.begin(), out.end());
     return out;
+  }
+  std::vector<std::string> late_records(const std::string& stem) const {
+    return rows(stem, "window_start,window_end,key,event_time");
   }
 
   // The options of every run of a case: a live pace, then the query's.
@@ -69,7 +74,8 @@ class CheckpointTest : public ::testing::TestWithParam<std::vector<std::string>>
   // The run without checkpoints or faults, its rows in ref-<worker>.csv.
   ProcessResult run_undisturbed(const std::vector<std::string>& base) const {
     std::vector<std::string> ref = base;
-    ref.insert(ref.end(), {"--csv-out", path("ref-{worker}.csv")});
+    ref.insert(ref.end(), {"--csv-out", path("ref-{worker}.csv"), "--late-output",
+                           path("ref-late-{worker}.csv")});
     return stream(ref);
   }
 
@@ -83,8 +89,9 @@ TEST_P(CheckpointTest, AKilledRunRestoredFromItsLastCheckpointEqualsAnUndisturbe
   ASSERT_NE(json_field(undisturbed.output, "rows"), "0");
 
   std::vector<std::string> ck = base;
-  ck.insert(ck.end(), {"--csv-out", path("out-{worker}.csv"), "--checkpoint-dir", path("state"),
-                       "--checkpoint-every", "200"});
+  ck.insert(ck.end(),
+            {"--csv-out", path("out-{worker}.csv"), "--late-output", path("out-late-{worker}.csv"),
+             "--checkpoint-dir", path("state"), "--checkpoint-every", "200"});
   const ProcessResult killed =
       stream(ck, {"--faults-after", "checkpoint 3 complete", "--kill", "1@0.05"});
   ASSERT_NE(killed.exit_code, 0) << "the run ended before the kill: " << describe(killed);
@@ -101,6 +108,10 @@ TEST_P(CheckpointTest, AKilledRunRestoredFromItsLastCheckpointEqualsAnUndisturbe
   EXPECT_EQ(result(restored), result(undisturbed)) << restored.output;
   EXPECT_EQ(json_field(restored.output, "verify"), "OK") << restored.output;
   EXPECT_EQ(rows("out"), rows("ref"));
+  if (GetParam()[1] == "nb7") {
+    EXPECT_FALSE(late_records("ref-late").empty());  // (ysb's records are never late)
+  }
+  EXPECT_EQ(late_records("out-late"), late_records("ref-late"));
   // Only the newest complete checkpoint is kept.
   std::vector<std::string> kept;
   for (const auto& e : fs::directory_iterator(path("state"))) {
@@ -127,7 +138,8 @@ TEST_P(CheckpointTest, AKilledRankIsReplacedAndTheRunningJobRecoversFromItsLastC
   ASSERT_EQ(undisturbed.exit_code, 0) << describe(undisturbed);
 
   std::vector<std::string> ck = base;
-  ck.insert(ck.end(), {"--csv-out", path("out-{worker}.csv"), "--checkpoint-dir", path("state"),
+  ck.insert(ck.end(), {"--csv-out", path("out-{worker}.csv"), "--late-output",
+                       path("out-late-{worker}.csv"), "--checkpoint-dir", path("state"),
                        "--checkpoint-every", "200", "--recover-within", "30", "--verify"});
   const std::string replacement = GetParam()[1] == "ysb" ? "--restarts" : "--spares";
   const ProcessResult r =
@@ -140,6 +152,10 @@ TEST_P(CheckpointTest, AKilledRankIsReplacedAndTheRunningJobRecoversFromItsLastC
   EXPECT_EQ(result(r), result(undisturbed)) << r.output;
   EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
   EXPECT_EQ(rows("out"), rows("ref"));
+  if (GetParam()[1] == "nb7") {
+    EXPECT_FALSE(late_records("ref-late").empty());  // (ysb's records are never late)
+  }
+  EXPECT_EQ(late_records("out-late"), late_records("ref-late"));
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
@@ -151,7 +167,7 @@ INSTANTIATE_TEST_SUITE_P(Queries, CheckpointTest,
                                            std::vector<std::string>{
                                                "--query", "nb7", "--strategy", "uppar",
                                                "--window-ms", "300", "--max-price", "50",
-                                               "--disorder", "100", "--lag", "20"}),
+                                               "--disorder", "100", "--lag", "20", "--rate", "20"}),
                          [](const auto& info) { return info.param[1]; });
 
 // Deterministic deaths at the steps of a checkpoint's commit (kill points

@@ -5,6 +5,7 @@ query's windows in SQL (DuckDB) from the input the generator wrote as CSV
 
     row,<window_start>,<window_end>,<key>,<value>[,<more value fields>]
     late,<window_start>,<late records>
+    lrec,<window_start>,<event time>,<key>     (one per late record and window)
 
 Watermarks are replayed in SQL as the engine defines them (stream/window.h):
 each worker's watermark before a record is the largest event time among its
@@ -113,6 +114,9 @@ def main():
         out.write("row," + ",".join(repr(v) if isinstance(v, float) else str(v) for v in r) + "\n")
     for start, n in late:
         out.write(f"late,{start},{n}\n")
+    if "key" in [d[0] for d in con.execute("SELECT * FROM assigned LIMIT 0").description]:
+        for start, t, key in con.execute("SELECT start, t, key FROM assigned WHERE late").fetchall():
+            out.write(f"lrec,{start},{t},{key}\n")
     return 0
 
 

@@ -204,6 +204,8 @@ void check_against_duckdb(const std::string& query, const std::string& strategy,
                                    dir,
                                    "--csv-out",
                                    dir + "/out-{worker}.csv",
+                                   "--late-output",
+                                   dir + "/late-{worker}.csv",
                                    "--epoch-mib",
                                    "0.05"};
   if (slide != "0") args.insert(args.end(), {"--slide-ms", slide});
@@ -217,6 +219,7 @@ void check_against_duckdb(const std::string& query, const std::string& strategy,
   ASSERT_EQ(sql.exit_code, 0) << sql.output;
   std::vector<OutRow> expected;
   std::map<int64_t, uint64_t> expected_late;
+  std::vector<std::string> expected_records;  // start,t,key of each late record and window
   std::istringstream in(sql.output);
   for (std::string line; std::getline(in, line);) {
     char* p = line.data();
@@ -230,6 +233,8 @@ void check_against_duckdb(const std::string& query, const std::string& strategy,
     } else if (line.rfind("late,", 0) == 0) {
       const int64_t start = std::strtoll(p + 5, &p, 10);
       expected_late[start] = std::strtoull(p + 1, &p, 10);
+    } else if (line.rfind("lrec,", 0) == 0) {
+      expected_records.push_back(line.substr(5));
     }
   }
   std::sort(expected.begin(), expected.end());
@@ -246,6 +251,32 @@ void check_against_duckdb(const std::string& query, const std::string& strategy,
   }
   EXPECT_EQ(differ, 0u);
   EXPECT_EQ(late_of(r.output), expected_late) << r.output;
+  // --late-output: every late record once per window it was late for, as
+  // DuckDB finds them (window_start,window_end,key,event_time).
+  std::vector<std::string> late_records;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("late-", 0) != 0) continue;
+    std::ifstream lf(e.path());
+    std::string line;
+    std::getline(lf, line);
+    EXPECT_EQ(line, "window_start,window_end,key,event_time");
+    while (std::getline(lf, line)) {
+      long long start = 0, end = 0, t = 0;
+      unsigned long long key = 0;
+      ASSERT_EQ(std::sscanf(line.c_str(), "%lld,%lld,%llu,%lld", &start, &end, &key, &t), 4)
+          << line;
+      EXPECT_EQ(end - start, std::stoll(window)) << line;
+      late_records.push_back(std::to_string(start) + "," + std::to_string(t) + "," +
+                             std::to_string(key));
+    }
+  }
+  std::sort(late_records.begin(), late_records.end());
+  std::sort(expected_records.begin(), expected_records.end());
+  uint64_t late_counted = 0;
+  for (const auto& [start, n] : expected_late) late_counted += n;
+  EXPECT_EQ(late_records.size(), late_counted);
+  EXPECT_EQ(late_records.size(), expected_records.size());
+  EXPECT_TRUE(late_records == expected_records) << "the late records differ from DuckDB's";
   EXPECT_EQ(json_number(r.output, "rows"), expected.size());
   std::filesystem::remove_all(dir);
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());

@@ -232,7 +232,16 @@ class StreamWorker {
   // The smallest watermark at the last trigger: windows and sessions that
   // end (+ allowed lateness) at or before it have been emitted.
   int64_t triggered() const { return triggered_; }
-  void late(int64_t bucket) { ++report_.late[bucket]; }
+  // A record at event time t with `key`, late for the window starting at
+  // `bucket` (sessions: the gap-sized span of time it falls in): counted,
+  // and handed to the sink's side output where it has one.
+  void late(int64_t bucket, int64_t t, uint64_t key) {
+    ++report_.late[bucket];
+    if constexpr (requires { sink_.late(me_, Row<int64_t>{}); }) {
+      const int64_t span = q_.window.is_session() ? q_.window.gap : q_.window.size;
+      sink_.late(me_, Row<int64_t>{bucket, saturating_add(bucket, span), key, t});
+    }
+  }
   void push(uint32_t target, const Message& m) {
     if (!ok()) return;
     const Status s = w_.push_to(out_, target, m);

@@ -77,7 +77,7 @@ class SessionOp {
   void ingest(Ctx& ctx, const Out& o, int64_t t, uint64_t key, uint64_t h, uint32_t owner,
               int64_t wm) {
     if (is_late_for_sessions(t, wm, lateness_)) [[unlikely]] {
-      ctx.late(session_late_bucket(t, gap_));
+      ctx.late(session_late_bucket(t, gap_), t, key);
       return;
     }
     const bool mine = owner == ctx.me();

@@ -109,15 +109,21 @@ class LockedSink {
 // is destroyed are dropped: a restore brings them back.
 class CsvSink {
  public:
+  static constexpr const char* kHeader = "window_start,window_end,key,value\n";
+  // The header of late records' files (--late-output): the window a record
+  // was late for, its key and its event time.
+  static constexpr const char* kLateHeader = "window_start,window_end,key,event_time\n";
   // Opens the files of workers [first, first + count). Throws
   // std::runtime_error naming a file that cannot be created.
-  CsvSink(const std::string& pattern, uint32_t first, uint32_t count, bool transactional = false)
-      : first_(first), transactional_(transactional) {
+  // header: the files' first line (with its line end).
+  CsvSink(const std::string& pattern, uint32_t first, uint32_t count, bool transactional = false,
+          const char* header = kHeader)
+      : first_(first), transactional_(transactional), header_(header) {
     for (uint32_t w = first; w < first + count; ++w) {
       const std::string path = path_of(pattern, w);
       FILE* f = std::fopen(path.c_str(), transactional ? "a" : "w");
       if (f == nullptr) throw std::runtime_error("cannot create the CSV output file " + path);
-      if (!transactional) std::fputs(kHeader, f);
+      if (!transactional) std::fputs(header_, f);
       files_.emplace_back(f);
       paths_.push_back(path);
       pending_.emplace_back();
@@ -158,7 +164,7 @@ class CsvSink {
     std::fflush(f);
     if (::ftruncate(fileno(f), len) != 0 || std::fseek(f, 0, SEEK_END) != 0)
       throw std::runtime_error("cannot cut " + paths_[i] + " back to its checkpoint");
-    if (token.empty()) std::fputs(kHeader, f);
+    if (token.empty()) std::fputs(header_, f);
     pending_[i].clear();
   }
   void commit() {
@@ -168,12 +174,12 @@ class CsvSink {
   }
 
  private:
-  static constexpr const char* kHeader = "window_start,window_end,key,value\n";
   struct Close {
     void operator()(FILE* f) const { std::fclose(f); }
   };
   uint32_t first_;
   bool transactional_;
+  const char* header_;
   std::vector<std::unique_ptr<FILE, Close>> files_;
   std::vector<std::string> paths_;
   std::vector<std::string> pending_;            // transactional: rows since the last checkpoint

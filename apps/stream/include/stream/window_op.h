@@ -69,7 +69,7 @@ class WindowOp {
     if constexpr (kSlash) {
       window_.for_each(t, [&](int64_t start) {
         if (is_late(window_, start, wm, lateness_)) [[unlikely]] {
-          ctx.late(start);
+          ctx.late(start, t, key);
           return;
         }
         Table& tab = owner == ctx.me() ? owned(start) : delta(start);
@@ -80,7 +80,7 @@ class WindowOp {
       bool any_late = false;
       window_.for_each(t, [&](int64_t start) {
         if (is_late(window_, start, wm, lateness_)) [[unlikely]] {
-          ctx.late(start);
+          ctx.late(start, t, key);
           any_late = true;
         } else if (first == kNoWatermark) {
           first = start;
