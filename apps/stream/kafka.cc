@@ -239,6 +239,7 @@ bool KafkaReader::poll(size_t max, int wait_ms, const std::function<void(const M
 }
 
 bool KafkaReader::caught_up() const { return impl_->at_end.size() == impl_->partitions.size(); }
+bool KafkaReader::caught_up(int32_t partition) const { return impl_->at_end.count(partition) != 0; }
 
 // ------------------------------------------------------------------ writer
 

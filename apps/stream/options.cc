@@ -304,7 +304,8 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                  "LogAppendTime; the value then holds the other columns, in order)")
       ->check(CLI::IsMember({"field", "timestamp"}));
   cli.add_option("--kafka-idle-ms", o.kafka_idle_ms,
-                 "A partition of --kafka-input from which no record came for this long is idle: "
+                 "A partition of --kafka-input whose end the reader has reached and from which no "
+                 "record came for this long is idle: "
                  "it stops holding the watermark back until records come again, and a worker "
                  "whose partitions are all idle stops holding the others' windows back (a worker "
                  "with no partition holds none back, with or without this option). Watermarks are "

@@ -178,7 +178,8 @@ class StreamWorker {
       report_.input_bytes += n * sizeof(In);
       if (!ok()) break;
       const int64_t wm = watermark();
-      if (report_.input_bytes >= next_epoch_at || op_.crosses_boundary(published_, wm)) {
+      if (report_.input_bytes >= next_epoch_at || op_.crosses_boundary(published_, wm) ||
+          idle_ != published_idle_) {
         end_epoch(wm);
         next_epoch_at = report_.input_bytes + epoch_bytes_;
       }

@@ -76,11 +76,11 @@ struct KafkaConfig {
   // LogAppendTime where the topic says so) instead of the schema's time
   // column: a message's value then holds every other column, in order.
   bool event_time_from_timestamp = false;
-  // Input only. A partition from which no record came for this long (wall
-  // time) is idle: it stops holding the worker's watermark back until a
-  // record comes again, and a worker whose partitions are all idle (or
-  // that has none) stops holding the other workers' windows back (as
-  // Flink's withIdleness). 0: a partition is never idle.
+  // Input only. A partition whose end the reader has reached and from
+  // which no record came for this long (wall time) is idle: it stops holding the worker's watermark
+  // back until a record comes again, and a worker whose partitions are all idle (or that has none)
+  // stops holding the other workers' windows back (as Flink's withIdleness). 0: a partition is
+  // never idle.
   int idle_ms = 0;
 };
 
@@ -114,6 +114,8 @@ class KafkaReader {
   // Every partition is at the end of what the topic held when the reader
   // last looked (true until the first message once all reported their end).
   bool caught_up() const;
+  // The same for one partition.
+  bool caught_up(int32_t partition) const;
   const std::string& topic() const;
   // Reads each partition from the offset given (partition -> next offset;
   // partitions not named: from the beginning), as a fresh reader would.
@@ -240,11 +242,16 @@ class KafkaSource {
   // record the last call returned, and which lanes are idle now.
   int lanes() const { return static_cast<int>(partitions_.size()); }
   std::span<const uint32_t> batch_lanes() const { return lanes_; }
+  // A partition is idle once the reader has caught up with its end and no
+  // record came from it for KafkaConfig::idle_ms: one whose records are
+  // not fetched yet is slow, not idle.
   void idle_lanes(std::vector<char>& idle) const {
     idle.assign(partitions_.size(), 0);
     if (idle_ns_ <= 0) return;
     const int64_t now = steady_ns();
-    for (size_t i = 0; i < partitions_.size(); ++i) idle[i] = now - last_ns_[i] >= idle_ns_;
+    for (size_t i = 0; i < partitions_.size(); ++i) {
+      idle[i] = now - last_ns_[i] >= idle_ns_ && reader_.caught_up(partitions_[i]);
+    }
   }
 
   // Where the reader is: "partition:next-offset,..." for the partitions it
