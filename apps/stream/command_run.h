@@ -185,6 +185,7 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   if (csv && !mine.failure) csv->commit();  // what the last checkpoint did not write
   if (late && !mine.failure) late->commit();
   csv.reset();  // flushes the files before anyone reads them
+  late.reset();
   if (kafka) {
     const std::string why = settle_kafka_output(ctx, *kafka, !mine.failure);
     if (!why.empty() && !mine.failure) return ctx.fail("the Kafka output was aborted: " + why);

@@ -145,8 +145,7 @@ const CsvSchema<Bid>& bid_csv_schema() {
       {SLUICE_STREAM_CSV_NUMBER(Bid, auction), SLUICE_STREAM_CSV_NUMBER(Bid, bidder),
        SLUICE_STREAM_CSV_NUMBER(Bid, price), SLUICE_STREAM_CSV_NUMBER(Bid, time)},
       {"worker", "seq"},
-      "time",
-      [](const Bid& b) { return static_cast<int64_t>(b.time); }};
+      "time"};
   return schema;
 }
 

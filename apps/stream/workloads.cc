@@ -250,8 +250,7 @@ const CsvSchema<YsbEvent>& ysb_csv_schema() {
        SLUICE_STREAM_CSV_NUMBER(YsbEvent, event_time),
        SLUICE_STREAM_CSV_NUMBER(YsbEvent, ip)},
       {"worker", "seq"},
-      "event_time",
-      [](const YsbEvent& e) { return static_cast<int64_t>(e.event_time); }};
+      "event_time"};
   return schema;
 }
 
@@ -260,8 +259,7 @@ const CsvSchema<RoRecord>& ro_csv_schema() {
       "ro records",
       {SLUICE_STREAM_CSV_NUMBER(RoRecord, key), SLUICE_STREAM_CSV_NUMBER(RoRecord, time)},
       {"worker", "seq"},
-      "time",
-      [](const RoRecord& r) { return static_cast<int64_t>(r.time); }};
+      "time"};
   return schema;
 }
 
@@ -274,8 +272,7 @@ const CsvSchema<CmEvent>& cm_csv_schema() {
        SLUICE_STREAM_CSV_NUMBER(CmEvent, event_type), SLUICE_STREAM_CSV_NUMBER(CmEvent, priority),
        SLUICE_STREAM_CSV_NUMBER(CmEvent, user)},
       {"worker", "seq"},
-      "time",
-      [](const CmEvent& e) { return static_cast<int64_t>(e.time); }};
+      "time"};
   return schema;
 }
 

@@ -405,14 +405,21 @@ TEST_F(KafkaTest, AFollowingJobReadsWhatIsAddedWhileItRunsAndStopsOnSigterm) {
 
 // --kafka-event-time timestamp: the generated records go to a topic
 // without their event_time column, each message stamped with its record's
-// event time (plus 2023-11-14, so that no stamp is 0, which a producer
-// reads as "now"); kcat reads the stamps back. The job's rows are the file
+// event time plus a day before now (so that no stamp is 0, which a
+// producer reads as "now", and none is older than the broker's retention);
+// kcat reads the stamps back. The job's rows are the file
 // run's with every window moved by the same amount, and its counts of
 // records, rows and late records are the file run's.
 TEST_F(KafkaTest, MessageTimestampsAsEventTimeGiveTheFileRunsWindows) {
   load_ysb();
   ASSERT_FALSE(expected_.empty());
-  constexpr int64_t kBase = 1'700'000'000'000;  // ms; a multiple of the window
+  // A day before now, in whole seconds (a multiple of the window): stamps
+  // must be recent, or the broker's retention (7 days) deletes the log
+  // while the job reads it.
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  const int64_t kBase = (now_s - 86'400) * 1000;
   ss::kafka_create_topic(config(), "ysb-stamped", 4);
   ss::kafka_create_topic(config(), "ysb-stamped-out", 3);
   {

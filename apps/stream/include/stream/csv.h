@@ -49,11 +49,10 @@ struct CsvSchema {
   std::string_view name;                  // "ysb records", for errors
   std::vector<CsvColumn<Rec>> columns;    // in the order of a file without a header
   std::vector<std::string_view> skipped;  // names a header may hold whose values are not read
-  // The column that holds a record's event time (ms), and the time of a
-  // record: what a Kafka input stamps from its messages' timestamps and
-  // tracks per partition (stream/kafka.h). Empty / null: none.
+  // The column that holds a record's event time (ms): the one a Kafka input
+  // takes from its messages' timestamps instead (stream/kafka.h). Empty:
+  // none.
   std::string_view time_column = {};
-  int64_t (*time_of)(const Rec&) = nullptr;
 };
 
 // The whole of `s` as a number of type T (decimal; base 16 for hex digits).
