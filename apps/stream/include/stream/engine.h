@@ -159,20 +159,21 @@ class StreamWorker {
         }
         break;
       }
+      std::span<const uint32_t> lanes;  // each record's partition, with lanes
       if constexpr (requires { source.batch_lanes(); }) {
         if (idle_lanes_) {
           idle_lanes_(lane_idle_);
-          const std::span<const uint32_t> lanes = source.batch_lanes();
-          for (size_t i = 0; i < n; ++i) {
-            lane_ = lanes[i];
-            lane_idle_[lane_] = 0;  // a record came: not idle
-            q_.chain(data[i], ingest);
-          }
-        } else {
-          for (size_t i = 0; i < n; ++i) q_.chain(data[i], ingest);
+          lanes = source.batch_lanes();
         }
-      } else {
+      }
+      if (lanes.empty()) {
         for (size_t i = 0; i < n; ++i) q_.chain(data[i], ingest);
+      } else {
+        for (size_t i = 0; i < n; ++i) {
+          lane_ = lanes[i];
+          lane_idle_[lane_] = 0;  // a record came: not idle
+          q_.chain(data[i], ingest);
+        }
       }
       report_.records_in += n;
       report_.input_bytes += n * sizeof(In);
@@ -370,8 +371,7 @@ class StreamWorker {
     for (uint32_t j = 0; j < workers_; ++j) {
       if (j != me_ && idle_of_[j] == 0) low = std::min(low, vc_[j]);
     }
-    if (low != kEndOfTime) wm_ = std::max(wm_, low);
-    return wm_;
+    return raise_watermark(low);
   }
   // The smallest watermark over the partitions not idle (lanes), never
   // below the last one.
@@ -380,6 +380,10 @@ class StreamWorker {
     for (size_t l = 0; l < lane_max_.size(); ++l) {
       if (lane_idle_[l] == 0) low = std::min(low, watermark_of(lane_max_[l], opt_.lag));
     }
+    return raise_watermark(low);
+  }
+  // wm_ raised to `low` (kEndOfTime: nothing to go by, it stays).
+  int64_t raise_watermark(int64_t low) {
     if (low != kEndOfTime) wm_ = std::max(wm_, low);
     return wm_;
   }
