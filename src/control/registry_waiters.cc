@@ -157,10 +157,7 @@ void Waiters::declare(const Waiter& w, DeclareMsg m) {
   FlowDecl& flow = it->second;
   flow.declared.insert(rank);
   // The connection is the rank's live process: its incarnation declared.
-  // The first declarer stays: a later incarnation declaring the same
-  // declaration again hears the one its peers were told (so its own set-up
-  // fails at once, as theirs do).
-  flow.declarer.emplace(rank, host_.incarnation_of(rank));
+  flow.declarer[rank] = host_.incarnation_of(rank);
 
   const std::vector<uint32_t> missing = undeclared(flow);
   if (missing.empty()) {
