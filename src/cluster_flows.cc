@@ -127,22 +127,10 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch,
   try {
     // The transport setting decides each pair's transport on both sides:
     // participants must agree on it as on the spec itself.
-    const std::vector<uint32_t> declarers = client->declare_flow(
-        spec.name, spec.canonical() + "transport=" + to_string(options.transport) + "\n",
-        {participants.begin(), participants.end()}, setup_deadline(), epoch);
+    client->declare_flow(spec.name,
+                         spec.canonical() + "transport=" + to_string(options.transport) + "\n",
+                         {participants.begin(), participants.end()}, setup_deadline(), epoch);
     agreed = true;
-    // Outside a view, pinned to the processes that declared it (the
-    // registry's answer, the same on every participant), not to what this
-    // rank has heard since: a participant that died and was replaced in
-    // between must fail the set-up at once here as everywhere.
-    std::vector<uint32_t> pinned;
-    if (incarnations == nullptr && declarers.size() == participants.size()) {
-      pinned.resize(boot.world_size);
-      for (uint32_t r = 0; r < boot.world_size; ++r) pinned[r] = client->peers().incarnation(r);
-      size_t i = 0;
-      for (uint32_t p : participants) pinned[p] = declarers[i++];
-      incarnations = &pinned;
-    }
 
     auto fs = std::make_unique<FlowState>();
     // Should the set-up fail from here on, the ends it made here tell their
@@ -157,11 +145,10 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch,
       }
     } give_up{fs.get(), me};
     fs->ctx.spec = spec;
-    // Pinned to the view's incarnations where the flow was declared in one,
-    // else to its declarers': a participant that died and rejoined (a spare
-    // takes a place within milliseconds) since is not the process the flow
-    // was declared with, and waits for its keys must fail at once, not for
-    // the set-up timeout.
+    // Pinned to the view's incarnations where the flow was declared in one:
+    // a participant that died and rejoined (a spare takes a place within
+    // milliseconds) since is not the process the flow was declared with, and
+    // waits for its keys must fail at once, not for the set-up timeout.
     fs->liveness = std::make_unique<control::PinnedLiveness>(client->peers(), incarnations);
     fs->ctx.liveness = fs->liveness.get();
     fs->ctx.linger = &linger;

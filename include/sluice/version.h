@@ -19,8 +19,7 @@ inline constexpr const char* kVersion = "1.1.0";  // = the CMake project version
 /// 7: HELLO and PEER_EVENT carry the fence identity. 8: DECLARE carries a
 /// view's epoch (flows declared in a view, Cluster::declare(view, spec)).
 /// 9: WELCOME names the rank joined as (a spare learns whose place it takes).
-/// 10: DECLARE's OK names the incarnation of each participant's declarer.
-inline constexpr uint16_t kProtocolVersion = 10;
+inline constexpr uint16_t kProtocolVersion = 9;
 /// True if this process honours the test switches (SLUICE_TEST_* variables
 /// that make a flow die or reorder on purpose): only test programs built in
 /// the sluice tree, which link the library with its test hooks live. The

@@ -376,23 +376,6 @@ bool decode(std::string_view payload, ErasedMsg* m) {
   return r.done();
 }
 
-std::string encode(const DeclaredMsg& m) {
-  Writer w;
-  w.u32(static_cast<uint32_t>(m.incarnations.size()));
-  for (uint32_t i : m.incarnations) w.u32(i);
-  return w.take();
-}
-bool decode(std::string_view payload, DeclaredMsg* m) {
-  m->incarnations.clear();
-  if (payload.empty()) return true;  // a registry that predates the payload
-  Reader r(payload);
-  uint32_t n = 0;
-  if (!r.u32(&n) || n > payload.size() / 4) return false;  // a hostile count
-  m->incarnations.resize(n);
-  for (uint32_t& i : m->incarnations) r.u32(&i);
-  return r.done();
-}
-
 std::string encode(const UndeclareMsg& m) {
   Writer w;
   w.str(m.name);

@@ -32,8 +32,7 @@
 //             that a peer of another version can still read why it was refused.
 //   OK        (empty)
 //   DECLARE   str name, str canonical spec, u32 n, n x u32 participant rank,
-//             u64 timeout_ms (0: no limit) -> OK (u32 n, n x u32 incarnation:
-//             each participant's declarer, in rank order) | ERROR
+//             u64 timeout_ms (0: no limit) -> OK | ERROR
 //   PUT       str key, str value -> OK
 //   GET       str key, i64 owner_rank (-1: none), u64 timeout_ms,
 //             u32 owner_incarnation (0xFFFFFFFF: any) -> VALUE | ERROR
@@ -288,13 +287,6 @@ struct EraseMsg {
 struct ErasedMsg {
   uint64_t count = 0;
 };
-// The OK payload of a DECLARE: the incarnation of the process whose
-// declaration each participant's was (in the order of the participants'
-// ranks), so that every participant pins the same processes however late it
-// hears of a death and a rejoin. Empty from a registry that predates it.
-struct DeclaredMsg {
-  std::vector<uint32_t> incarnations;
-};
 struct UndeclareMsg {
   std::string name;
   uint64_t timeout_ms = 0;
@@ -361,7 +353,6 @@ std::string encode(const BarrierMsg& m);
 std::string encode(const BarrierDoneMsg& m);
 std::string encode(const EraseMsg& m);
 std::string encode(const ErasedMsg& m);
-std::string encode(const DeclaredMsg& m);
 std::string encode(const UndeclareMsg& m);
 std::string encode(const GatherMsg& m);
 std::string encode(const GatheredMsg& m);
@@ -377,7 +368,6 @@ std::string encode(const GatheredMsg& m);
 [[nodiscard]] bool decode(std::string_view payload, BarrierDoneMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, EraseMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, ErasedMsg* m);
-[[nodiscard]] bool decode(std::string_view payload, DeclaredMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, UndeclareMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, GatherMsg* m);
 [[nodiscard]] bool decode(std::string_view payload, GatheredMsg* m);

@@ -82,13 +82,10 @@ class RegistryClient {
   // naming the ranks that have not declared, or PeerLostError. With an
   // `epoch` (a view's), the declaration belongs to that view: Error(kViewChanged)
   // if the job is in another view, or moves on before every participant
-  // declared (every participant that declared gets it alike). Returns the
-  // incarnation of each participant's declarer, in the order of their ranks
-  // (every participant gets the same; empty from a registry that predates
-  // it).
-  std::vector<uint32_t> declare_flow(const std::string& name, const std::string& canonical,
-                                     const std::vector<uint32_t>& participants, Deadline deadline,
-                                     uint64_t epoch = kUnscopedEpoch);
+  // declared (every participant that declared gets it alike).
+  void declare_flow(const std::string& name, const std::string& canonical,
+                    const std::vector<uint32_t>& participants, Deadline deadline,
+                    uint64_t epoch = kUnscopedEpoch);
   // Withdraws this rank from flow `name` (which it declared); returns once
   // every participant did so or is lost, by when the registry has forgotten
   // the declaration and erased every key under "flow/<name>/": the name can

@@ -1,8 +1,6 @@
 // What each registry request sends and reads back: DECLARE, UNDECLARE, PUT,
 // GET, ERASE, BARRIER and GATHER, on the call machinery of
 // registry_client.cc.
-#include <algorithm>
-
 #include "common/log.h"
 #include "control/protocol.h"
 #include "control/registry_client.h"
@@ -13,26 +11,15 @@ namespace sluice::control {
 
 using registry_client_impl::timeout_ms;
 
-std::vector<uint32_t> RegistryClient::declare_flow(const std::string& name,
-                                                   const std::string& canonical,
-                                                   const std::vector<uint32_t>& participants,
-                                                   Deadline deadline, uint64_t epoch) {
+void RegistryClient::declare_flow(const std::string& name, const std::string& canonical,
+                                  const std::vector<uint32_t>& participants, Deadline deadline,
+                                  uint64_t epoch) {
   const std::string what = log::cat("declaring flow '", name, "'");
   const auto r =
       impl_->call(MsgType::kDeclare,
                   encode(DeclareMsg{name, canonical, participants, timeout_ms(deadline), epoch}),
                   deadline, what);
   impl_->expect(r, MsgType::kOk, what);
-  DeclaredMsg agreed;
-  std::vector<uint32_t> ranks = participants;
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  if (!decode(r.payload, &agreed) ||
-      (!agreed.incarnations.empty() && agreed.incarnations.size() != ranks.size())) {
-    throw Error(ErrorCode::kProtocol,
-                log::cat(what, ": the registry at ", impl_->address, " sent a malformed OK reply"));
-  }
-  return agreed.incarnations;
 }
 
 void RegistryClient::undeclare_flow(const std::string& name, Deadline deadline) {

@@ -81,19 +81,9 @@ std::vector<uint32_t> Waiters::undeclared(const FlowDecl& flow) const {
   return missing;
 }
 
-std::string Waiters::agreed(const FlowDecl& flow) const {
-  DeclaredMsg m;
-  for (uint32_t p : flow.participants) {
-    const auto it = flow.declarer.find(p);
-    m.incarnations.push_back(it != flow.declarer.end() ? it->second : host_.incarnation_of(p));
-  }
-  return encode(m);
-}
-
 void Waiters::complete_flow(FlowDecl& flow) {
   flow.complete = true;
-  const std::string answer = agreed(flow);
-  for (const Waiter& w : flow.waiters) host_.reply(w, MsgType::kOk, answer);
+  for (const Waiter& w : flow.waiters) host_.reply(w, MsgType::kOk, "");
   flow.waiters.clear();
 }
 
@@ -156,13 +146,11 @@ void Waiters::declare(const Waiter& w, DeclareMsg m) {
   }
   FlowDecl& flow = it->second;
   flow.declared.insert(rank);
-  // The connection is the rank's live process: its incarnation declared.
-  flow.declarer[rank] = host_.incarnation_of(rank);
 
   const std::vector<uint32_t> missing = undeclared(flow);
   if (missing.empty()) {
     if (!flow.complete) complete_flow(flow);
-    host_.reply(w, MsgType::kOk, agreed(flow));
+    host_.reply(w, MsgType::kOk, "");
     return;
   }
   for (uint32_t p : missing) {

@@ -113,7 +113,6 @@ class Waiters {
     std::vector<uint32_t> participants;  // sorted, unique
     uint64_t epoch = kUnscopedEpoch;     // the view a scoped declaration belongs to
     std::set<uint32_t> declared;
-    std::map<uint32_t, uint32_t> declarer;  // participant -> the incarnation that declared
     std::vector<Waiter> waiters;
     bool complete = false;
     // UNDECLARE: the participants done with the flow, and those waiting for
@@ -147,8 +146,6 @@ class Waiters {
                         const std::vector<uint32_t>& participants) const;
   std::vector<uint32_t> undeclared(const FlowDecl& flow) const;
   void complete_flow(FlowDecl& flow);
-  // A DECLARE's OK payload for `flow` (DeclaredMsg).
-  std::string agreed(const FlowDecl& flow) const;
   std::vector<uint32_t> not_gone(const FlowDecl& flow) const;
   // Forgets the flow if every participant undeclared it or is lost, after
   // erasing its keys; answers the UNDECLARE waiters. Returns true if it did.

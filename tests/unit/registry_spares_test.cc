@@ -191,59 +191,5 @@ TEST(SpareBootstrapTest, ASpareWithARankOrWithoutAWorldSizeIsAnErrorNamingTheVar
             std::string::npos);
 }
 
-// A DECLARE's answer names the incarnation of each participant's declarer,
-// the same for every participant, however late one hears of a death: rank 1
-// declares, dies, and a spare takes its place (incarnation 1) before ranks 0
-// and 2 declare. The declaration agrees (a participant that declared is not
-// missing) and both hear incarnation 0 for rank 1, so their flow is pinned
-// to the process that declared it and their waits for its keys fail at
-// once, although their peer tables already say incarnation 1.
-TEST_F(RegistrySparesTest, ADeclarationsAnswerNamesTheIncarnationsThatDeclared) {
-  start(3);
-  auto c0 = join(0, 3);
-  auto r1 = raw_rank(1, 3);
-  auto c2 = join(2, 3);
-  auto waiting = spare(3);
-  r1->send(make_frame(MsgType::kDeclare, 7,
-                      encode(DeclareMsg{"u", "spec\n", {0, 1, 2}, 10'000, kUnscopedEpoch})));
-  std::this_thread::sleep_for(100ms);  // the declaration reaches the registry
-  r1->close();                         // rank 1's process dies
-  ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
-  auto s = waiting.get();
-  ASSERT_TRUE(c0->peers().await_epoch(1, in(5s)));  // view 2: the spare is in
-  ASSERT_TRUE(c2->peers().await_epoch(1, in(5s)));
-  EXPECT_EQ(c0->peers().incarnation(1), 1u);
-  auto f2 = std::async(std::launch::async, [&] {
-    return c2->declare_flow("u", "spec\n", {0, 1, 2}, in(10s), kUnscopedEpoch);
-  });
-  const std::vector<uint32_t> at0 = c0->declare_flow("u", "spec\n", {0, 1, 2}, in(10s));
-  EXPECT_EQ(at0, (std::vector<uint32_t>{0, 0, 0}));
-  EXPECT_EQ(f2.get(), at0);
-  // The new incarnation declares a flow of its own: it is named.
-  auto g2 = std::async(std::launch::async, [&] {
-    return c2->declare_flow("v", "spec\n", {0, 1, 2}, in(10s));
-  });
-  auto g1 = std::async(std::launch::async, [&] {
-    return s->declare_flow("v", "spec\n", {0, 1, 2}, in(10s));
-  });
-  const std::vector<uint32_t> v0 = c0->declare_flow("v", "spec\n", {0, 1, 2}, in(10s));
-  EXPECT_EQ(v0, (std::vector<uint32_t>{0, 1, 0}));
-  EXPECT_EQ(g1.get(), v0);
-  EXPECT_EQ(g2.get(), v0);
-}
-
-TEST(DeclaredMsgTest, RoundTripsAndAnEmptyPayloadIsAnOlderRegistrysAndAHostileCountIsRefused) {
-  DeclaredMsg m;
-  ASSERT_TRUE(decode(encode(DeclaredMsg{{0, 3, 1}}), &m));
-  EXPECT_EQ(m.incarnations, (std::vector<uint32_t>{0, 3, 1}));
-  ASSERT_TRUE(decode("", &m));
-  EXPECT_TRUE(m.incarnations.empty());
-  std::string hostile = encode(DeclaredMsg{{5}});
-  hostile[0] = '\xff';  // a count far past the payload
-  hostile[1] = '\xff';
-  EXPECT_FALSE(decode(hostile, &m));
-  EXPECT_FALSE(decode(encode(DeclaredMsg{{1, 2}}) + "x", &m));
-}
-
 }  // namespace
 }  // namespace sluice::control
