@@ -185,8 +185,9 @@ struct PoolOptions {
 /// for them; every rank of options.members calls it. The threads start
 /// together (StartLine); the report times them from there. Exceptions a
 /// worker throws are caught: the report's failure says the root cause (a
-/// PeerLostError's rank, or else a rank Cluster::alive() reports gone, before
-/// any other worker's message). Never throws.
+/// PeerLostError's rank, or else a rank that is gone or is no longer the
+/// process the pool started with, i.e. it died and rejoined while the
+/// workers ran, before any other worker's message). Never throws.
 PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
                        const std::function<void(uint32_t thread, StartLine& start)>& work);
 

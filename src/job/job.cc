@@ -255,6 +255,12 @@ int Job::main(int argc, const char* const* argv, const std::function<int(JobCont
 PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
                        const std::function<void(uint32_t, StartLine&)>& work) {
   const uint32_t threads = std::max(1u, options.threads);
+  // The processes the pool started with: a rank that died and rejoined
+  // while it ran (a restart or a spare takes a place within milliseconds) is
+  // alive again by the time a failure is looked at, but is not the process
+  // the pool's flows lost.
+  std::vector<uint32_t> incarnations(cluster.world_size());
+  for (uint32_t r = 0; r < cluster.world_size(); ++r) incarnations[r] = cluster.incarnation(r);
   StartLine::State state;
   Mutex failures_mu;
   std::vector<JobFailure> failures;  // guarded by failures_mu until the workers end
@@ -336,16 +342,20 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
     // died (a replicate source names the target that dropped out because
     // another rank died; a rank that left after its own failure): prefer a
     // rank the job knows is gone, and one that failed to one that left.
-    auto failed = [&](uint32_t r) { return !cluster.alive(r) && !cluster.left(r); };
+    auto replaced = [&](uint32_t r) { return cluster.incarnation(r) != incarnations[r]; };
+    auto failed = [&](uint32_t r) {
+      return replaced(r) || (!cluster.alive(r) && !cluster.left(r));
+    };
+    auto alive = [&](uint32_t r) { return cluster.alive(r) && !replaced(r); };
     if (!chosen.lost_peer || !failed(chosen.lost_peer->rank)) {
       std::optional<uint32_t> gone;
       for (uint32_t r = 0; r < cluster.world_size(); ++r) {
-        if (r == cluster.rank() || cluster.alive(r)) continue;
+        if (r == cluster.rank() || alive(r)) continue;
         if (failed(r)) {
           gone = r;
           break;
         }
-        if (!gone && (!chosen.lost_peer || cluster.alive(chosen.lost_peer->rank))) gone = r;
+        if (!gone && (!chosen.lost_peer || alive(chosen.lost_peer->rank))) gone = r;
       }
       if (gone) chosen.lost_peer = LostPeer{*gone, ""};
     }

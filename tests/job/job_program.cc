@@ -15,6 +15,14 @@
 // prints "SET UP rank R" and its workers wait that long before the start, so
 // that the launcher can kill a rank there (--faults-after "SET UP"); with
 // --start-without-lost the others then start without it.
+//
+// With --unnamed-failures (under sluice run --restarts 1 and a --kill), the
+// program takes a rank back (Job::set_rejoin): the new process waits a few
+// seconds and ends, while a survivor's worker whose flow failed waits until
+// some rank has rejoined and then throws an error that names no peer (each
+// rank's first worker prints "RUNNING rank R" once started); the
+// harness must still name the lost rank as the cause (the process it ran
+// with is gone, though the rank is alive again).
 #include <sluice/job.h>
 #include <sluice/sluice.h>
 
@@ -51,6 +59,22 @@ template <class Handle>
   const std::string message = std::string(what) + ": " + sluice::to_string(s) + ": " + h.error();
   if (auto lost = h.lost_peer()) throw sluice::PeerLostError(lost->rank, message);
   throw std::runtime_error(message);
+}
+
+// --unnamed-failures: waits (up to 30 s) until a rank other than this one
+// rejoined the job, then throws `message` as an error that names no peer.
+[[noreturn]] void fail_unnamed(sluice::Cluster& cluster, const std::string& message) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto rejoined = [&] {
+    for (uint32_t r = 0; r < cluster.world_size(); ++r) {
+      if (r != cluster.rank() && cluster.incarnation(r) > 0 && cluster.alive(r)) return true;
+    }
+    return false;
+  };
+  while (!rejoined() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw std::runtime_error(message + " (reported without naming a peer)");
 }
 
 std::string list(const std::vector<uint32_t>& ranks) {
@@ -111,11 +135,17 @@ int main(int argc, char** argv) {
   job.cli().add_option("--records", records, "Records each worker sends")->capture_default_str();
   job.cli().add_option("--seconds", seconds,
                        "Send for this long instead of a number of records (0: use --records)");
-  bool local = false, without_lost = false;
+  bool local = false, without_lost = false, unnamed = false;
+  // Job::set_rejoin is set before the flags are parsed: look for the flag.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--unnamed-failures") job.set_rejoin(true);
+  }
   int hold_ms = 0;
   job.cli().add_flag("--local", local, "No flow: each worker sums its own records");
   job.cli().add_flag("--start-without-lost", without_lost,
                      "Start without the ranks lost before the start (PoolOptions)");
+  job.cli().add_flag("--unnamed-failures", unnamed,
+                     "Take a restarted rank back; survivors report failures naming no peer");
   job.cli()
       .add_option("--hold-ms", hold_ms, "Print 'SET UP rank R' and wait this long before the start")
       ->check(CLI::NonNegativeNumber);
@@ -123,6 +153,12 @@ int main(int argc, char** argv) {
     sluice::Cluster& cluster = ctx.cluster();
     const uint32_t threads = ctx.flags().threads;
     if (local) return local_job(ctx, records, hold_ms, without_lost);
+    if (unnamed && cluster.incarnation(ctx.rank()) > 0) {
+      // The new process of a killed rank: alive while the others look at
+      // their failures, then gone.
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      return 0;
+    }
     auto spec = sluice::shuffle<Record>("job-program")
                     .sources(cluster.all_ranks(threads))
                     .targets(cluster.all_ranks(threads))
@@ -140,6 +176,14 @@ int main(int argc, char** argv) {
       });
       auto out = cluster.source(spec, t);
       start.wait();
+      if (unnamed && t == 0) {
+        std::printf("RUNNING rank %u\n", ctx.rank());  // the launcher's --faults-after marker
+        std::fflush(stdout);
+      }
+      auto fail = [&](const auto& h, sluice::Status s, const char* what) {
+        if (!unnamed) ::fail(h, s, what);
+        fail_unnamed(cluster, std::string(what) + ": " + sluice::to_string(s));
+      };
       const uint64_t base = (uint64_t{ctx.rank()} * threads + t) << 40;
       const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
       for (uint64_t i = 0;; ++i) {
@@ -154,6 +198,7 @@ int main(int argc, char** argv) {
       if (sluice::Status s = w.run(); s != sluice::Status::kEndOfFlow) {
         const std::string message =
             std::string("run: ") + sluice::to_string(s) + ": " + w.error(w.reported());
+        if (unnamed) fail_unnamed(cluster, std::string("run: ") + sluice::to_string(s));
         if (auto lost = w.lost_peer(w.reported())) throw sluice::PeerLostError(lost->rank, message);
         throw std::runtime_error(message);
       }

@@ -299,6 +299,29 @@ TEST(JobSystemTest, ARestartedRankOfAJobThatCannotTakeItBackLeavesAtOnce) {
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
+// The launcher kills rank 1 mid-run and starts it again (--restarts 1);
+// the program takes it back, so rank 1 is alive again (incarnation 1) while
+// the survivors look at why their workers failed, and those workers report
+// errors that name no peer (--unnamed-failures). The harness still names
+// rank 1 as the cause: the process the pool ran with is gone. (Before, it
+// looked for a rank not alive now, found none, and reported only the
+// workers' error: a program recovering on lost_peer, as sluice-stream does,
+// then went on as if nothing had been lost.)
+TEST(JobSystemTest, ARankThatDiedAndRejoinedDuringThePoolIsNamedAsTheCause) {
+  const testing::ProcessResult r =
+      run_job({"--threads", "2", "--seconds", "60", "--unnamed-failures"},
+              {"--restarts", "1", "--faults-after", "RUNNING rank", "--kill", "1@0.5"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: starting rank 1 again"), 1)
+      << r.output;
+  for (const char* survivor : {"[0] sluice-test-job-program: rank 0: rank 1 was lost: ",
+                               "[2] sluice-test-job-program: rank 2: rank 1 was lost: "}) {
+    EXPECT_EQ(testing::count_lines_with(r.output, survivor), 1) << survivor << "\n" << r.output;
+  }
+  EXPECT_EQ(testing::count_lines_with(r.output, "reported without naming a peer"), 2) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 // PoolOptions::start_without_lost: the launcher kills rank 1 while every
 // rank holds before the start (after "SET UP"); no rank is told. The others
 // start without it and agree on their sums; undisturbed, all three start.
