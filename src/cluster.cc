@@ -51,6 +51,9 @@ Cluster Cluster::join(const ClusterOptions& options) {
   // `sluice top` shows the view each process is in.
   co.on_epoch = [](uint64_t epoch) { detail::counters::set_epoch(epoch); };
   detail::counters::set_epoch(0);  // a new job's; WELCOME may move it (a rejoin)
+  // `sluice top` lists a spare under its job while it waits.
+  if (impl->boot.spare)
+    detail::counters::set_job(impl->options.registry, detail::counters::kSpareRank);
   impl->client = control::RegistryClient::connect(impl->boot, co);
   if (impl->boot.spare) {
     // The registry gave this spare a died rank's place: from here on it is

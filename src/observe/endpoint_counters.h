@@ -83,7 +83,8 @@ struct AreaHeader {
   uint32_t slots;
   uint32_t slot_bytes;
   int32_t pid;
-  int64_t rank;                 // the rank of the process's (latest) Cluster, -1 before join
+  int64_t rank;                 // the rank of the process's (latest) Cluster, -1 before join,
+                                // kSpareRank while it waits as a spare of the job
   uint64_t created_ns;          // CLOCK_REALTIME
   char job[64];                 // the job's registry address, "" before join
   std::atomic<uint64_t> epoch;  // the membership view's epoch the process is in
@@ -234,7 +235,12 @@ inline void op(Slot* slot, uint64_t bytes, Outcome outcome) {
   if (outcome == Outcome::kFailed) add(slot->op_failures, 1);
 }
 
-// Records the job and rank of this process (Cluster::join).
+// AreaHeader::rank of a process that waits as a spare of its job (sluice
+// run --spares) until it takes a lost rank's place.
+inline constexpr int64_t kSpareRank = -2;
+
+// Records the job and rank of this process (Cluster::join; kSpareRank
+// while a spare waits).
 void set_job(std::string_view registry, int64_t rank);
 
 // Records the membership view's epoch the process's Cluster is in (0 at

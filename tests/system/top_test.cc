@@ -276,6 +276,63 @@ TEST(RankSigusr1ReportTest, ARankReportsItsEndpointsAndRegionHandlesAndCarriesOn
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
+// A spare (sluice run --spares) waiting for a lost rank's place has no
+// endpoints, but sluice top lists it under its job: in the JSON as a
+// process with "spare": true and that job's registry address, and on the
+// live view's line of the job's view as "spares waiting: pid P".
+TEST(SluiceTopTest, ASpareWaitingIsListedUnderItsJob) {
+  const std::string hold = "/tmp/sluice-top-spare-test-" + std::to_string(::getpid());
+  const std::string flow = "ticks-spare-" + std::to_string(::getpid());
+  std::remove(hold.c_str());
+  testing::ProcessResult job;
+  std::thread runner([&] {
+    job = run_process(testing::job_argv(2, 120, "sluice-test-top-job",
+                                        {"--records", "1000", "--hold-until", hold, "--flow", flow},
+                                        {"--spares", "1"}),
+                      {}, std::chrono::seconds(150));
+  });
+  std::string job_id;
+  int spare_pid = 0;
+  uint64_t spare_rank = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (std::chrono::steady_clock::now() < until && spare_pid == 0) {
+    const auto r =
+        run_process({bin("sluice"), "top", "--once", "--json"}, {}, std::chrono::seconds(30));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json snap = nlohmann::json::parse(r.output);
+    for (const auto& p : snap.at("processes")) {
+      for (const auto& e : p.at("endpoints")) {
+        if (e.at("flow") == flow) job_id = p.at("job");
+      }
+    }
+    for (const auto& p : snap.at("processes")) {
+      if (!job_id.empty() && p.at("job") == job_id && p.at("spare") == true) {
+        spare_pid = p.at("pid");
+        spare_rank = static_cast<uint64_t>(p.at("rank").get<int64_t>());
+        EXPECT_TRUE(p.at("endpoints").empty()) << p.dump();
+      }
+    }
+    if (spare_pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::string screen;
+  if (spare_pid != 0) {
+    const auto r = run_process({bin("sluice"), "top", "--once"}, {}, std::chrono::seconds(30));
+    screen = r.output;
+  }
+  { std::ofstream touch(hold); }
+  runner.join();
+  std::remove(hold.c_str());
+  ASSERT_NE(spare_pid, 0) << "no spare listed under job '" << job_id << "'\n" << job.output;
+  EXPECT_EQ(spare_rank, static_cast<uint64_t>(-2));
+  EXPECT_EQ(
+      testing::count_lines_with(screen, "job " + job_id + " view: epoch 0: ranks 0,1; " +
+                                            "spares waiting: pid " + std::to_string(spare_pid)),
+      1)
+      << screen;
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 TEST(SluiceTopTest, TheLiveViewPrintsATableOfEveryProcess) {
   const auto r = run_process({bin("sluice"), "top", "--iterations", "2", "--interval", "0.1"}, {},
                              std::chrono::seconds(30));

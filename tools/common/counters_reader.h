@@ -23,7 +23,7 @@ using detail::counters::waiting_for;
 // One process with a counters area.
 struct Process {
   int pid = 0;
-  int64_t rank = -1;   // its Cluster's rank, -1 before join
+  int64_t rank = -1;   // its Cluster's rank, -1 before join, kSpareRank for a spare waiting
   uint64_t epoch = 0;  // the membership view's epoch it is in
   std::string job;     // its job's registry address
   std::vector<Endpoint> endpoints;

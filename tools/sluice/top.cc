@@ -90,6 +90,7 @@ nlohmann::json to_json(const std::vector<Process>& procs) {
     }
     ps.push_back({{"pid", p.pid},
                   {"rank", p.rank},
+                  {"spare", p.rank == ctr::kSpareRank},
                   {"job", p.job},
                   {"epoch", p.epoch},
                   {"endpoints", std::move(es)}});
@@ -131,9 +132,16 @@ void print_screen(
   std::printf("sluice top: %zu process(es), %zu endpoint(s); rates over %.1f s\n", now.size(),
               endpoints, seconds);
   // Each job's membership view as its ranks here know it (a rank whose
-  // epoch lags has not heard of the latest change yet).
+  // epoch lags has not heard of the latest change yet), and its spares
+  // waiting here for a lost rank's place (sluice run --spares).
   std::map<std::string, std::map<uint64_t, std::string>> views;
+  std::map<std::string, std::string> spares;
   for (const Process& p : now) {
+    if (p.rank == ctr::kSpareRank) {
+      std::string& pids = spares[p.job];
+      pids += (pids.empty() ? "pid " : ", ") + std::to_string(p.pid);
+      views[p.job];  // a job may show only its spares here
+    }
     if (p.rank < 0) continue;
     std::string& ranks = views[p.job][p.epoch];
     ranks += (ranks.empty() ? "" : ",") + std::to_string(p.rank);
@@ -142,6 +150,8 @@ void print_screen(
     std::string line;
     for (const auto& [epoch, ranks] : epochs)
       line += (line.empty() ? "" : "; ") + ("epoch " + std::to_string(epoch) + ": ranks " + ranks);
+    if (const auto s = spares.find(job); s != spares.end())
+      line += (line.empty() ? "" : "; ") + ("spares waiting: " + s->second);
     std::printf("job %s view: %s\n", job.c_str(), line.c_str());
   }
   std::printf("%-22s %5s %7s %-16s %-10s %-7s %10s %10s %9s %6s %7s %6s %7s\n", "job", "rank",
