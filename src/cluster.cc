@@ -155,7 +155,7 @@ std::vector<Endpoint> Cluster::ranks(std::vector<uint32_t> ranks, uint32_t slots
 
 DeclaredFlow Cluster::declare(const FlowSpec& spec) {
   impl_->declare(spec);
-  return DeclaredFlow(impl_, spec.name);
+  return DeclaredFlow(impl_, spec.name());
 }
 
 DeclaredFlow::DeclaredFlow(DeclaredFlow&& other) noexcept
@@ -241,25 +241,26 @@ void DeclaredFlow::destroy_or_throw(Deadline deadline) {
 }
 
 void Cluster::check_record(const FlowSpec& spec, size_t record_size) const {
-  const std::string held = impl_->resolve(spec.name);
+  const std::string held = impl_->resolve(spec.name());
   MutexLock lock(impl_->mu);
   auto it = impl_->flows.find(held);
   if (it == impl_->flows.end() || it->second == nullptr) {
-    throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' was not declared on rank " +
+    throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name() +
+                                                 "' was not declared on rank " +
                                                  std::to_string(rank()) + "; call declare() first");
   }
-  if (it->second->ctx.spec.type != spec.type) {
+  if (it->second->ctx.spec.type() != spec.type()) {
     throw Error(ErrorCode::kInvalidArgument,
-                "flow '" + spec.name + "' was declared as a " +
-                    (spec.type == FlowType::kReplicate ? "shuffle" : "replicate") +
+                "flow '" + spec.name() + "' was declared as a " +
+                    (spec.type() == FlowType::kReplicate ? "shuffle" : "replicate") +
                     " flow but is opened as a " +
-                    (spec.type == FlowType::kReplicate ? "replicate" : "shuffle") + " one");
+                    (spec.type() == FlowType::kReplicate ? "replicate" : "shuffle") + " one");
   }
-  if (it->second->ctx.spec.record_size != record_size) {
-    throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' was declared with " +
-                                                 std::to_string(it->second->ctx.spec.record_size) +
-                                                 "-byte records but is opened with " +
-                                                 std::to_string(record_size));
+  if (it->second->ctx.spec.record_size() != record_size) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "flow '" + spec.name() + "' was declared with " +
+                    std::to_string(it->second->ctx.spec.record_size()) +
+                    "-byte records but is opened with " + std::to_string(record_size));
   }
 }
 
@@ -276,25 +277,25 @@ std::unique_ptr<detail::SourceCore> Cluster::open_source(const std::string& name
   detail::FlowState& fs = *impl_->flows.at(flow);
   const FlowSpec& spec = fs.ctx.spec;
   const Endpoint me{rank(), slot};
-  auto pos = std::find(spec.sources.begin(), spec.sources.end(), me);
-  if (pos == spec.sources.end()) {
+  auto pos = std::find(spec.sources().begin(), spec.sources().end(), me);
+  if (pos == spec.sources().end()) {
     throw Error(ErrorCode::kInvalidArgument, "endpoint (" + std::to_string(me.rank) + "," +
                                                  std::to_string(slot) +
                                                  ") is not a source of flow '" + flow + "'");
   }
-  const auto s = static_cast<uint32_t>(pos - spec.sources.begin());
+  const auto s = static_cast<uint32_t>(pos - spec.sources().begin());
   if (fs.source_open[s]) {
     throw Error(ErrorCode::kInvalidArgument, "source (" + std::to_string(me.rank) + "," +
                                                  std::to_string(slot) + ") of flow '" + flow +
                                                  "' is already open");
   }
-  std::vector<detail::OutRingRef> rings(spec.targets.size());
-  for (uint32_t t = 0; t < spec.targets.size(); ++t) {
+  std::vector<detail::OutRingRef> rings(spec.targets().size());
+  for (uint32_t t = 0; t < spec.targets().size(); ++t) {
     if (fs.remote(s, t)) {
       rings[t] = fs.remote_out.at(s)[t];
       continue;
     }
-    const uint32_t trank = spec.targets[t].rank;
+    const uint32_t trank = spec.targets()[t].rank;
     const detail::layout::Geometry& g = fs.geometry.at(trank);
     std::byte* base = fs.region_of(trank, rank());
     const uint32_t lt = fs.local_index[t];
@@ -321,13 +322,13 @@ std::unique_ptr<detail::TargetCore> Cluster::open_target(const std::string& name
   detail::FlowState& fs = *impl_->flows.at(flow);
   const FlowSpec& spec = fs.ctx.spec;
   const Endpoint me{rank(), slot};
-  auto pos = std::find(spec.targets.begin(), spec.targets.end(), me);
-  if (pos == spec.targets.end()) {
+  auto pos = std::find(spec.targets().begin(), spec.targets().end(), me);
+  if (pos == spec.targets().end()) {
     throw Error(ErrorCode::kInvalidArgument, "endpoint (" + std::to_string(me.rank) + "," +
                                                  std::to_string(slot) +
                                                  ") is not a target of flow '" + flow + "'");
   }
-  const auto t = static_cast<uint32_t>(pos - spec.targets.begin());
+  const auto t = static_cast<uint32_t>(pos - spec.targets().begin());
   if (fs.target_open[t]) {
     throw Error(ErrorCode::kInvalidArgument, "target (" + std::to_string(me.rank) + "," +
                                                  std::to_string(slot) + ") of flow '" + flow +
@@ -335,8 +336,8 @@ std::unique_ptr<detail::TargetCore> Cluster::open_target(const std::string& name
   }
   const detail::layout::Geometry& g = fs.geometry.at(rank());
   const uint32_t lt = fs.local_index[t];
-  std::vector<detail::InRingRef> rings(spec.sources.size());
-  for (uint32_t s = 0; s < spec.sources.size(); ++s) {
+  std::vector<detail::InRingRef> rings(spec.sources().size());
+  for (uint32_t s = 0; s < spec.sources().size(); ++s) {
     if (fs.remote(s, t)) rings[s] = fs.remote_in.at(t)[s];
     rings[s].ring = detail::layout::RingView(fs.own.data() + g.ring_offset(lt, s), g);
   }

@@ -34,21 +34,21 @@ Transport ClusterImpl::transport_between(uint32_t a, uint32_t b, const std::stri
 
 void FlowState::abort_unopened(uint32_t me) {
   const FlowSpec& spec = ctx.spec;
-  const size_t nt = spec.targets.size();
-  if (local_index.size() != nt || pair_remote.size() != spec.sources.size() * nt) return;
+  const size_t nt = spec.targets().size();
+  if (local_index.size() != nt || pair_remote.size() != spec.sources().size() * nt) return;
   const uint32_t cause = first_lost_rank(&ctx);
   for (uint32_t t = 0; t < nt; ++t) {
-    const uint32_t trank = spec.targets[t].rank;
+    const uint32_t trank = spec.targets()[t].rank;
     auto g = geometry.find(trank);
     std::byte* base = region_of(trank, me);
     if (g == geometry.end() || base == nullptr) continue;
-    for (uint32_t s = 0; s < spec.sources.size(); ++s) {
+    for (uint32_t s = 0; s < spec.sources().size(); ++s) {
       if (remote(s, t)) continue;
       const layout::RingView ring(base + g->second.ring_offset(local_index[t], s), g->second);
       if (trank == me && t < target_open.size() && !target_open[t]) {
         shm_ring::abort_target(ring, cause);
       }
-      if (spec.sources[s].rank == me && s < source_open.size() && !source_open[s]) {
+      if (spec.sources()[s].rank == me && s < source_open.size() && !source_open[s]) {
         auto* bell =
             reinterpret_cast<layout::Doorbell*>(base + g->second.doorbell_offset(local_index[t]));
         shm_ring::abort_source(ring, bell, cause);
@@ -61,8 +61,8 @@ void FlowState::abort_unopened_ofi() {
   // The endpoints made for the ends never opened (a core takes its
   // endpoint when it opens) send their peers abort messages.
   const FlowSpec& spec = ctx.spec;
-  const size_t nt = spec.targets.size();
-  const auto ns = static_cast<uint32_t>(spec.sources.size());
+  const size_t nt = spec.targets().size();
+  const auto ns = static_cast<uint32_t>(spec.sources().size());
   const uint32_t cause = first_lost_rank(&ctx);
   for (auto& [t, ot] : ofi_targets) {
     if (ot == nullptr || ot->ep == nullptr || t >= target_open.size() || target_open[t]) continue;
@@ -88,18 +88,18 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch,
   spec.validate();
   const uint32_t me = boot.rank;
   std::set<uint32_t> participants;
-  for (const Endpoint& e : spec.sources) participants.insert(e.rank);
-  for (const Endpoint& e : spec.targets) participants.insert(e.rank);
+  for (const Endpoint& e : spec.sources()) participants.insert(e.rank);
+  for (const Endpoint& e : spec.targets()) participants.insert(e.rank);
   for (uint32_t r : participants) {
     if (r >= boot.world_size) {
-      throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "' names rank " +
+      throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name() + "' names rank " +
                                                    std::to_string(r) + " but the job has " +
                                                    std::to_string(boot.world_size) + " ranks");
     }
   }
   if (participants.count(me) == 0) {
     throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(me) + " declares flow '" +
-                                                 spec.name +
+                                                 spec.name() +
                                                  "' but is none of its sources or targets");
   }
   {
@@ -107,27 +107,27 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch,
     // background (DeclaredFlow's destructor): wait for that to finish.
     const Deadline until = setup_deadline();
     MutexLock lock(mu);
-    while (retiring.count(spec.name) != 0 && Clock::now() < until) {
+    while (retiring.count(spec.name()) != 0 && Clock::now() < until) {
       lock.unlock();
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       lock.lock();
     }
-    if (retiring.count(spec.name) != 0) {
-      throw Error(ErrorCode::kTimeout, "flow '" + spec.name +
+    if (retiring.count(spec.name()) != 0) {
+      throw Error(ErrorCode::kTimeout, "flow '" + spec.name() +
                                            "' cannot be declared again yet: its previous "
                                            "declaration is still being destroyed on this rank");
     }
-    if (flows.count(spec.name) != 0) {
+    if (flows.count(spec.name()) != 0) {
       throw Error(ErrorCode::kInvalidArgument,
-                  "flow '" + spec.name + "' is already declared on this rank");
+                  "flow '" + spec.name() + "' is already declared on this rank");
     }
-    flows[spec.name] = nullptr;  // reserve the name while we talk to the registry
+    flows[spec.name()] = nullptr;  // reserve the name while we talk to the registry
   }
   bool agreed = false;
   try {
     // The transport setting decides each pair's transport on both sides:
     // participants must agree on it as on the spec itself.
-    client->declare_flow(spec.name,
+    client->declare_flow(spec.name(),
                          spec.canonical() + "transport=" + to_string(options.transport) + "\n",
                          {participants.begin(), participants.end()}, setup_deadline(), epoch);
     agreed = true;
@@ -156,30 +156,30 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch,
     // one record limit (FlowSpec::max_record_bytes), stated and enforced.
     fs->ctx.payload_bytes = spec.effective_segment_bytes();
     for (uint32_t r = 0; r < boot.world_size; ++r) fs->ctx.hosts.push_back(client->peers().host(r));
-    fs->source_open.assign(spec.sources.size(), false);
-    fs->target_open.assign(spec.targets.size(), false);
+    fs->source_open.assign(spec.sources().size(), false);
+    fs->target_open.assign(spec.targets().size(), false);
 
     // The transport of every (source, target) pair: shm within a host, ofi
     // across hosts, or as options.transport pins it.
     uint32_t ranks_here = 0;
     for (uint32_t r : participants) ranks_here += host_of(r) == host_id;
-    const size_t nt = spec.targets.size();
-    fs->pair_remote.assign(spec.sources.size() * nt, false);
-    for (uint32_t s = 0; s < spec.sources.size(); ++s) {
+    const size_t nt = spec.targets().size();
+    fs->pair_remote.assign(spec.sources().size() * nt, false);
+    for (uint32_t s = 0; s < spec.sources().size(); ++s) {
       for (uint32_t t = 0; t < nt; ++t) {
-        const uint32_t sr = spec.sources[s].rank, tr = spec.targets[t].rank;
+        const uint32_t sr = spec.sources()[s].rank, tr = spec.targets()[t].rank;
         if (sr != me && tr != me) continue;
         fs->pair_remote[size_t{s} * nt + t] =
-            transport_between(sr, tr, "flow '" + spec.name + "'") == Transport::kOfi;
+            transport_between(sr, tr, "flow '" + spec.name() + "'") == Transport::kOfi;
       }
     }
     // An ordered flow over ofi gets a longer ring by default (FlowSpec).
     // Every rank decides alike: the hosts and the transport setting are the job's.
     bool over_ofi = false;
-    for (const Endpoint& src : spec.sources) {
-      for (const Endpoint& dst : spec.targets) {
+    for (const Endpoint& src : spec.sources()) {
+      for (const Endpoint& dst : spec.targets()) {
         over_ofi |=
-            transport_between(src.rank, dst.rank, "flow '" + spec.name + "'") == Transport::kOfi;
+            transport_between(src.rank, dst.rank, "flow '" + spec.name() + "'") == Transport::kOfi;
       }
     }
     fs->ctx.ring_segments = spec.effective_ring_segments(over_ofi);
@@ -192,7 +192,7 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch,
     // call to every one: it spins as long as each busy thread has a CPU.
     const uint64_t cpus = std::max(1u, std::thread::hardware_concurrency());
     const uint64_t busy = uint64_t{ranks_here} * options.threads_per_rank;
-    const bool spin = spec.optimize == Optimize::kLatency ? busy <= cpus : busy < cpus;
+    const bool spin = spec.optimize() == Optimize::kLatency ? busy <= cpus : busy < cpus;
     fs->ctx.spin_iterations = options.spin_iterations >= 0
                                   ? static_cast<uint32_t>(options.spin_iterations)
                               : spin ? 4000u
@@ -201,19 +201,19 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch,
     std::map<uint32_t, std::vector<uint32_t>> targets_by_rank;
     fs->local_index.resize(nt);
     for (uint32_t t = 0; t < nt; ++t) {
-      auto& list = targets_by_rank[spec.targets[t].rank];
+      auto& list = targets_by_rank[spec.targets()[t].rank];
       fs->local_index[t] = static_cast<uint32_t>(list.size());
       list.push_back(t);
     }
     for (const auto& [rank, list] : targets_by_rank) {
       const layout::Geometry g = layout::Geometry::make(
-          static_cast<uint32_t>(list.size()), static_cast<uint32_t>(spec.sources.size()),
+          static_cast<uint32_t>(list.size()), static_cast<uint32_t>(spec.sources().size()),
           fs->ctx.ring_segments, spec.effective_segment_bytes());
       if (g.total_bytes == layout::Geometry::kTooLarge) {
         throw Error(ErrorCode::kInvalidArgument,
-                    "flow '" + spec.name + "': the rings of rank " + std::to_string(rank) + " (" +
+                    "flow '" + spec.name() + "': the rings of rank " + std::to_string(rank) + " (" +
                         std::to_string(list.size()) + " targets x " +
-                        std::to_string(spec.sources.size()) + " sources x " +
+                        std::to_string(spec.sources().size()) + " sources x " +
                         std::to_string(fs->ctx.ring_segments) + " segments of " +
                         std::to_string(spec.effective_segment_bytes()) +
                         " bytes) exceed 2^64 bytes; lower ring_segments or segment_bytes");
@@ -222,44 +222,44 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch,
     }
     if (auto it = targets_by_rank.find(me); it != targets_by_rank.end()) {
       const layout::Geometry& g = fs->geometry[me];
-      fs->own = SharedRegion::create(spec.name, g.total_bytes);
+      fs->own = SharedRegion::create(spec.name(), g.total_bytes);
       init_region(fs->own.data(), g, it->second, latency_tail_offset(spec, fs->ctx.ring_segments));
-      client->put("flow/" + spec.name + "/shm/" + std::to_string(me),
+      client->put("flow/" + spec.name() + "/shm/" + std::to_string(me),
                   std::to_string(::getpid()) + " " + std::to_string(fs->own.fd()) + " " +
                       std::to_string(g.total_bytes) + " " + std::to_string(fs->own.nonce()) + " " +
                       host_id);
-      log::info("flow '", spec.name, "': ", it->second.size(), " target(s) here, ",
-                spec.sources.size(), " source(s), ", g.total_bytes, " bytes of rings");
+      log::info("flow '", spec.name(), "': ", it->second.size(), " target(s) here, ",
+                spec.sources().size(), " source(s), ", g.total_bytes, " bytes of rings");
     }
     // Sources map the regions of the target ranks they reach over shm.
     std::set<uint32_t> shm_ranks;
-    for (uint32_t s = 0; s < spec.sources.size(); ++s) {
-      if (spec.sources[s].rank != me) continue;
+    for (uint32_t s = 0; s < spec.sources().size(); ++s) {
+      if (spec.sources()[s].rank != me) continue;
       for (uint32_t t = 0; t < nt; ++t) {
-        if (!fs->remote(s, t)) shm_ranks.insert(spec.targets[t].rank);
+        if (!fs->remote(s, t)) shm_ranks.insert(spec.targets()[t].rank);
       }
     }
     map_regions(*fs, {shm_ranks.begin(), shm_ranks.end()});
     setup_ofi(*fs);
-    if (spec.ordered && spec.targets[0].rank == me) {
-      fs->sequencer = std::make_unique<RegionOwner>("flow:" + spec.name + ":sequencer", 64,
+    if (spec.ordered() && spec.targets()[0].rank == me) {
+      fs->sequencer = std::make_unique<RegionOwner>("flow:" + spec.name() + ":sequencer", 64,
                                                     regions_use_ofi(), ofi_config, host_id);
-      client->put("flow/" + spec.name + "/sequencer", fs->sequencer->descriptor());
+      client->put("flow/" + spec.name() + "/sequencer", fs->sequencer->descriptor());
     }
     give_up.fs = nullptr;
     MutexLock lock(mu);
-    flows[spec.name] = std::move(fs);
+    flows[spec.name()] = std::move(fs);
   } catch (...) {
     if (agreed) {
       // Withdraw at once, so that the other participants' destroy() need not
       // wait for a rank that will never hold the flow.
       try {
-        client->undeclare_flow(spec.name, Clock::now() + std::chrono::milliseconds(1));
+        client->undeclare_flow(spec.name(), Clock::now() + std::chrono::milliseconds(1));
       } catch (const Error&) {  // a timeout, as expected: the withdrawal counts
       }
     }
     MutexLock lock(mu);
-    flows.erase(spec.name);
+    flows.erase(spec.name());
     throw;
   }
 }
@@ -441,7 +441,7 @@ Status ClusterImpl::leave(Deadline deadline) {
 }
 
 void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target_ranks) {
-  const std::string& name = fs.ctx.spec.name;
+  const std::string& name = fs.ctx.spec.name();
   for (uint32_t rank : target_ranks) {
     if (rank == boot.rank) continue;
     std::string desc = client->get("flow/" + name + "/shm/" + std::to_string(rank),
@@ -497,9 +497,9 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
 void ClusterImpl::setup_ofi(FlowState& fs) {
   const FlowSpec& spec = fs.ctx.spec;
   const uint32_t me = boot.rank;
-  const size_t ns = spec.sources.size(), nt = spec.targets.size();
+  const size_t ns = spec.sources().size(), nt = spec.targets().size();
   const layout::Geometry& rg = fs.ring_geometry;
-  const std::string prefix = "flow/" + spec.name + "/ofi/";
+  const std::string prefix = "flow/" + spec.name() + "/ofi/";
   auto any_remote = [&](bool as_source, uint32_t index) {
     for (uint32_t o = 0; o < (as_source ? nt : ns); ++o) {
       if (as_source ? fs.remote(index, o) : fs.remote(o, index)) return true;
@@ -507,7 +507,7 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     return false;
   };
   for (uint32_t t = 0; t < nt; ++t) {
-    if (spec.targets[t].rank != me || !any_remote(false, t)) continue;
+    if (spec.targets()[t].rank != me || !any_remote(false, t)) continue;
     auto ot = std::make_unique<OfiTarget>();
     ot->ep = std::make_unique<ofi::Endpoint>(ofi_config);
     const layout::Geometry& g = fs.geometry[me];
@@ -535,13 +535,13 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
                       std::to_string(ot->ring_mrs[s].key) + " " +
                       std::to_string(ot->ring_mrs[s].base));
     }
-    log::info("flow '", spec.name, "' target ", t, ": ofi endpoint on ", ot->ep->provider_name(),
+    log::info("flow '", spec.name(), "' target ", t, ": ofi endpoint on ", ot->ep->provider_name(),
               " via ", ofi_config.node.empty() ? "any interface" : ofi_config.node, ", ",
               ot->ep->rma() ? "RMA" : "messages");
     fs.ofi_targets[t] = std::move(ot);
   }
   for (uint32_t s = 0; s < ns; ++s) {
-    if (spec.sources[s].rank != me || !any_remote(true, s)) continue;
+    if (spec.sources()[s].rank != me || !any_remote(true, s)) continue;
     auto os = std::make_unique<OfiSource>();
     os->ep = std::make_unique<ofi::Endpoint>(ofi_config);
     os->staging_bytes = nt * rg.ring_stride;
@@ -556,7 +556,7 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     client->put(prefix + "s/" + std::to_string(s),
                 to_hex(os->ep->address()) + " " + (os->ep->rma() ? "rma" : "msg") + " " +
                     std::to_string(os->credits_mr.key) + " " + std::to_string(os->credits_mr.base));
-    log::info("flow '", spec.name, "' source ", s, ": ofi endpoint on ", os->ep->provider_name(),
+    log::info("flow '", spec.name(), "' source ", s, ": ofi endpoint on ", os->ep->provider_name(),
               ", ", os->ep->rma() ? "RMA" : "messages");
     fs.ofi_sources[s] = std::move(os);
   }
@@ -572,12 +572,13 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     std::string hex, mode, addr;
     unsigned long long k = 0, b = 0;
     if (!(in >> hex >> mode >> k >> b) || !from_hex(hex, &addr) || addr.empty()) {
-      throw Error(ErrorCode::kProtocol, "flow '" + spec.name + "': rank " + std::to_string(owner) +
+      throw Error(ErrorCode::kProtocol, "flow '" + spec.name() + "': rank " +
+                                            std::to_string(owner) +
                                             " published a malformed ofi descriptor for " + key);
     }
     if (mode != (ep.rma() ? "rma" : "msg")) {
       throw Error(ErrorCode::kInvalidArgument,
-                  "flow '" + spec.name + "': rank " + std::to_string(owner) +
+                  "flow '" + spec.name() + "': rank " + std::to_string(owner) +
                       " moves segments by " + (mode == "rma" ? "RMA" : "messages") + " but rank " +
                       std::to_string(me) + " by " + (ep.rma() ? "RMA" : "messages") +
                       "; give every rank the same SLUICE_OFI_RMA and provider");
@@ -588,7 +589,7 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     // The path this pair of endpoints takes, once per pair (SLUICE_LOG=info).
     if (log::level() >= log::Level::kInfo) {
       const std::string host = client->peers().host(owner);
-      log::info("flow '", spec.name, "' ", path, " (rank ", owner,
+      log::info("flow '", spec.name(), "' ", path, " (rank ", owner,
                 host.empty() ? "" : " on " + host, "): ofi ", ep.provider_name(), ", ",
                 ep.rma() ? "RMA" : "messages", ", peer at ", ep.address_text(addr));
     }
@@ -603,8 +604,8 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
       r.ring = layout::RingView(os->staging + t * rg.ring_stride, rg);
       uint64_t base = 0;
       fetch("t/" + std::to_string(t) + "/" + std::to_string(s),
-            "source " + std::to_string(s) + " -> target " + std::to_string(t), spec.targets[t].rank,
-            *os->ep, &r.peer, &r.ring_key, &base);
+            "source " + std::to_string(s) + " -> target " + std::to_string(t),
+            spec.targets()[t].rank, *os->ep, &r.peer, &r.ring_key, &base);
       r.ring_addr = base;  // segment 0 of our ring: all the target registered for us
     }
   }
@@ -617,8 +618,8 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
       r.remote = true;
       uint64_t base = 0;
       fetch("s/" + std::to_string(s),
-            "target " + std::to_string(t) + " <- source " + std::to_string(s), spec.sources[s].rank,
-            *ot->ep, &r.peer, &r.credit_key, &base);
+            "target " + std::to_string(t) + " <- source " + std::to_string(s),
+            spec.sources()[s].rank, *ot->ep, &r.peer, &r.credit_key, &base);
       r.credit_addr = base + t * sizeof(uint64_t);
     }
   }
@@ -692,10 +693,10 @@ class RegionSequencer final : public Sequencer {
 }  // namespace
 
 std::unique_ptr<Sequencer> open_sequencer(ClusterImpl& impl, const FlowSpec& spec) {
-  if (!spec.ordered) return nullptr;
-  const uint32_t owner = spec.targets[0].rank;
+  if (!spec.ordered()) return nullptr;
+  const uint32_t owner = spec.targets()[0].rank;
   return std::make_unique<RegionSequencer>(
-      impl.open_region("flow/" + spec.name + "/sequencer", "flow:" + spec.name + ":sequencer",
+      impl.open_region("flow/" + spec.name() + "/sequencer", "flow:" + spec.name() + ":sequencer",
                        owner, impl.setup_deadline()),
       &impl.client->peers(), owner);
 }

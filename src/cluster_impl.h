@@ -70,7 +70,7 @@ struct FlowState {
   std::vector<bool> target_open;
 
   bool remote(uint32_t s, uint32_t t) const {
-    return pair_remote[size_t{s} * ctx.spec.targets.size() + t];
+    return pair_remote[size_t{s} * ctx.spec.targets().size() + t];
   }
   // The flow is given up on this rank (its set-up failed after the
   // participants agreed, or its DeclaredFlow goes): every end of it here

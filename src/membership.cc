@@ -32,21 +32,21 @@ Result<DeclaredFlow> Cluster::declare(const View& view, const FlowSpec& spec) {
   const uint32_t me = rank();
   if (!view.contains(me)) {
     throw Error(ErrorCode::kInvalidArgument,
-                log::cat("flow '", spec.name, "': rank ", me, " is not a member of view ",
+                log::cat("flow '", spec.name(), "': rank ", me, " is not a member of view ",
                          view.epoch, " (members ", control::rank_list_text(view.members), ")"));
   }
   FlowSpec scoped = spec;
-  scoped.name = log::cat(spec.name, "@", view.epoch);
+  detail::FlowSpecAccess::name(scoped) = log::cat(spec.name(), "@", view.epoch);
   auto keep_members = [&](std::vector<Endpoint>& endpoints, const char* what) {
     std::erase_if(endpoints, [&](const Endpoint& e) { return !view.contains(e.rank); });
     if (endpoints.empty()) {
       throw Error(ErrorCode::kPeerLost,
-                  log::cat("flow '", spec.name, "': none of its ", what, " is a member of view ",
+                  log::cat("flow '", spec.name(), "': none of its ", what, " is a member of view ",
                            view.epoch, " (members ", control::rank_list_text(view.members), ")"));
     }
   };
-  keep_members(scoped.sources, "sources");
-  keep_members(scoped.targets, "targets");
+  keep_members(detail::FlowSpecAccess::sources(scoped), "sources");
+  keep_members(detail::FlowSpecAccess::targets(scoped), "targets");
   try {
     impl_->declare(scoped, view.epoch, &view.incarnations);
   } catch (const Error& e) {
@@ -65,9 +65,9 @@ Result<DeclaredFlow> Cluster::declare(const View& view, const FlowSpec& spec) {
   }
   {
     MutexLock lock(impl_->mu);
-    impl_->in_view[spec.name] = scoped.name;
+    impl_->in_view[spec.name()] = scoped.name();
   }
-  return DeclaredFlow(impl_, scoped.name);
+  return DeclaredFlow(impl_, scoped.name());
 }
 
 KeyGroups::KeyGroups(uint32_t groups, std::vector<uint32_t> owners)

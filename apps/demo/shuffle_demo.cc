@@ -80,7 +80,7 @@ void worker(sluice::Cluster& cluster, const sluice::ShuffleSpec<Tuple>& spec, ui
   auto out = cluster.source(spec, slot);
   const uint32_t source_index = cluster.rank() * threads + slot;  // all_ranks() is rank-major
   result->sent.assign(out.num_targets(), Tally{});
-  std::vector<uint64_t> next_seq(spec.spec().sources.size(), 0);
+  std::vector<uint64_t> next_seq(spec.spec().sources().size(), 0);
   sluice::Worker w;
   w.add(cluster.target(spec, slot), [&](std::span<const Tuple> batch) {
     for (const Tuple& t : batch) {

@@ -203,7 +203,7 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
         batch_handler<T>(take_build, my_rank, threads, clock, kBuildPhase, out));
   w.add(std::move(probe_in),
         batch_handler<T>(take_probe, my_rank, threads, clock, kProbePhase, out));
-  const std::vector<std::string> flows = {sh.build_spec.spec().name, sh.probe_spec.spec().name};
+  const std::vector<std::string> flows = {sh.build_spec.spec().name(), sh.probe_spec.spec().name()};
   uint64_t pushed = 0;
   auto push_relation = [&](Source<T>& src, std::span<const T> rows, const char* what) {
     push_rows(
@@ -283,7 +283,7 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
   auto take = [&](const T& t) { parts.add(t); };
   Worker w(IdleStrategy{0, 64});  // ranks outnumber cores here: never spin
   w.add(std::move(in), batch_handler<T>(take, my_rank, threads, clock, kBuildPhase, out));
-  const std::vector<std::string> flows = {sh.specs[slot].spec().name};
+  const std::vector<std::string> flows = {sh.specs[slot].spec().name()};
   JoinResult result;
 
   start.wait();

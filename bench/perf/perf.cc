@@ -94,13 +94,13 @@ std::string fmt(const char* f, double v) {
 void check_geometry(const PerfOptions& opt, const std::vector<uint32_t>& sizes) {
   for (uint32_t size : sizes) {
     FlowSpec spec;
-    spec.name = "perf";
-    spec.record_size = size;
-    spec.record_align = 8;
-    spec.sources = {{0, 0}};
-    spec.targets = {{1, 0}};
-    spec.segment_bytes = perf::segment_bytes_for(opt.segment_bytes, size);
-    spec.ring_segments = opt.ring_segments;
+    detail::FlowSpecAccess::name(spec) = "perf";
+    detail::FlowSpecAccess::record_size(spec) = size;
+    detail::FlowSpecAccess::record_align(spec) = 8;
+    detail::FlowSpecAccess::sources(spec) = {{0, 0}};
+    detail::FlowSpecAccess::targets(spec) = {{1, 0}};
+    detail::FlowSpecAccess::segment_bytes(spec) = perf::segment_bytes_for(opt.segment_bytes, size);
+    detail::FlowSpecAccess::ring_segments(spec) = opt.ring_segments;
     try {
       spec.validate();
     } catch (const std::exception& e) {
@@ -625,9 +625,9 @@ std::pair<uint32_t, uint32_t> flow_geometry(const Sweep& sw, const std::string& 
   // The flow's own default, as the mode's spec asks it (an ordered flow's
   // segment is 8 bytes longer: its sequence number).
   FlowSpec spec;
-  spec.ordered = mode == "replicate_ordered";
-  spec.segment_bytes = segment + (spec.ordered ? 8 : 0);
-  spec.ring_segments = sw.ring_segments;
+  detail::FlowSpecAccess::ordered(spec) = mode == "replicate_ordered";
+  detail::FlowSpecAccess::segment_bytes(spec) = segment + (spec.ordered() ? 8 : 0);
+  detail::FlowSpecAccess::ring_segments(spec) = sw.ring_segments;
   return {segment, spec.effective_ring_segments(sw.transport == "ofi")};
 }
 

@@ -287,7 +287,7 @@ class Cluster {
   template <class T>
   Source<T> source(const ShuffleSpec<T>& spec, uint32_t slot) {
     check_record(spec.spec(), detail::RecordShape<T>::kSize);
-    return detail::source_from_core<T>(open_source(spec.spec().name, slot));
+    return detail::source_from_core<T>(open_source(spec.spec().name(), slot));
   }
   /// The target for endpoint (rank(), slot) of a declared flow (T may be
   /// Bytes). REQUIRES: the endpoint is one of the flow's targets, opened at
@@ -295,19 +295,19 @@ class Cluster {
   template <class T>
   Target<T> target(const ShuffleSpec<T>& spec, uint32_t slot) {
     check_record(spec.spec(), detail::RecordShape<T>::kSize);
-    return detail::target_from_core<T>(open_target(spec.spec().name, slot));
+    return detail::target_from_core<T>(open_target(spec.spec().name(), slot));
   }
   /// The same for replicate flows: push() writes to every target.
   ///@{
   template <class T>
   Source<T> source(const ReplicateSpec<T>& spec, uint32_t slot) {
     check_record(spec.spec(), detail::RecordShape<T>::kSize);
-    return detail::source_from_core<T>(open_source(spec.spec().name, slot));
+    return detail::source_from_core<T>(open_source(spec.spec().name(), slot));
   }
   template <class T>
   Target<T> target(const ReplicateSpec<T>& spec, uint32_t slot) {
     check_record(spec.spec(), detail::RecordShape<T>::kSize);
-    return detail::target_from_core<T>(open_target(spec.spec().name, slot));
+    return detail::target_from_core<T>(open_target(spec.spec().name(), slot));
   }
   ///@}
   /// The same for combiner flows: push() folds into the source's table,
@@ -318,14 +318,14 @@ class Cluster {
     const FlowSpec flow = spec.spec();
     check_record(flow, 0);
     return detail::combiner_source_from_core<T>(detail::make_combiner_source(
-        detail::CombinerSpecAccess::core(spec), open_source(flow.name, slot)));
+        detail::CombinerSpecAccess::core(spec), open_source(flow.name(), slot)));
   }
   template <class T>
   CombinerTarget<T> target(const CombinerSpec<T>& spec, uint32_t slot) {
     const FlowSpec flow = spec.spec();
     check_record(flow, 0);
     return detail::combiner_target_from_core<T>(detail::make_combiner_target(
-        detail::CombinerSpecAccess::core(spec), open_target(flow.name, slot)));
+        detail::CombinerSpecAccess::core(spec), open_target(flow.name(), slot)));
   }
   ///@}
 

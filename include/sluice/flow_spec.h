@@ -45,46 +45,58 @@ enum class Optimize : uint8_t { kBandwidth, kLatency };
 /// (kReplicate).
 enum class FlowType : uint8_t { kShuffle, kReplicate };
 
+namespace detail {
+class FlowSpecAccess;
+}  // namespace detail
+
 /// The untyped description of a flow, as the registry and transports see it.
-/// Users build one with shuffle<T>() or replicate<T>() rather than by hand.
-struct FlowSpec {
+/// Users build one with shuffle<T>() or replicate<T>() and read it through
+/// the accessors below; only the builders (and the library) write it.
+class FlowSpec {
+ public:
   /// The name the flow is declared and opened by: 1 to 200 bytes, no
   /// newline, NUL or '='.
-  std::string name;
+  const std::string& name() const { return name_; }
   /// Shuffle or replicate.
-  FlowType type = FlowType::kShuffle;
-  uint32_t record_size = 0;   ///< bytes per record; 0: variable-length byte records
-  uint32_t record_align = 1;  ///< alignof the record type
+  FlowType type() const { return type_; }
+  /// Bytes per record; 0: variable-length byte records.
+  uint32_t record_size() const { return record_size_; }
+  /// alignof the record type.
+  uint32_t record_align() const { return record_align_; }
   /// The record type's identity, compared at declare with its size and
   /// alignment: typeid(T).name() by default (the same in every process built
   /// from the same sources), "bytes" for byte records; set it with
   /// type_tag() when processes built differently share a flow.
-  std::string type_name;
+  const std::string& type_name() const { return type_name_; }
   /// The endpoints that push into the flow; no endpoint twice.
-  std::vector<Endpoint> sources;
+  const std::vector<Endpoint>& sources() const { return sources_; }
   /// The endpoints that consume from it; no endpoint twice.
-  std::vector<Endpoint> targets;
+  const std::vector<Endpoint>& targets() const { return targets_; }
   /// How a record's target is chosen: a hash of the whole record (the
   /// default), of a key (kHashKey), a function (kFunction), or named by the
   /// caller (kExplicit; every replicate flow). The builders set it.
-  Route route = Route::kHashRecord;
-  uint32_t key_offset = 0;  ///< kHashKey: where the key lives in a record
-  uint32_t key_size = 0;    ///< kHashKey: its size in bytes
-  RouteFunction route_fn;   ///< kFunction
+  Route route() const { return route_; }
+  /// kHashKey: where the key lives in a record.
+  uint32_t key_offset() const { return key_offset_; }
+  /// kHashKey: the key's size in bytes.
+  uint32_t key_size() const { return key_size_; }
+  /// kFunction: the function that picks a record's target.
+  const RouteFunction& route_fn() const { return route_fn_; }
   /// Bandwidth (the default) or Latency; see Optimize.
-  Optimize optimize = Optimize::kBandwidth;
-  uint32_t segment_bytes = 0;  ///< payload per segment; 0: 8 KiB (Bandwidth), one record (Latency)
-  /// Segments per ring; 0: 16 (Bandwidth), 64 (Latency). An ordered
+  Optimize optimize() const { return optimize_; }
+  /// Payload per segment as set; 0: 8 KiB (Bandwidth), one record (Latency).
+  uint32_t segment_bytes() const { return segment_bytes_; }
+  /// Segments per ring as set; 0: 16 (Bandwidth), 64 (Latency). An ordered
   /// Bandwidth flow with a target on another host, whose sources number half
   /// a ring at a time with one remote fetch-and-add, gets enough for 512 KiB
   /// (64 segments of the default 8 KiB; never fewer than 16).
-  uint32_t ring_segments = 0;
+  uint32_t ring_segments() const { return ring_segments_; }
   /// Replicate flows only: one global order for all targets (see above), and
   /// how long a target waits for a missing sequence number before it reports
-  /// a gap (0: 2000 ms).
+  /// a gap (as set; 0: 2000 ms).
   ///@{
-  bool ordered = false;
-  uint32_t gap_timeout_ms = 0;
+  bool ordered() const { return ordered_; }
+  uint32_t gap_timeout_ms() const { return gap_timeout_ms_; }
   ///@}
 
   /// Throws Error(kInvalidArgument) naming the first problem: empty name, no
@@ -98,12 +110,14 @@ struct FlowSpec {
   /// an ordered Bandwidth flow's default ring then holds at least 512 KiB.
   uint32_t effective_ring_segments(bool over_ofi) const;
   /// The gap timeout after the default (2000 ms) is applied.
-  uint32_t effective_gap_timeout_ms() const { return gap_timeout_ms != 0 ? gap_timeout_ms : 2000; }
+  uint32_t effective_gap_timeout_ms() const {
+    return gap_timeout_ms_ != 0 ? gap_timeout_ms_ : 2000;
+  }
   /// Bytes at the start of every segment's payload that carry its sequence
   /// number (ordered replicate flows: 8, or the record alignment if that is
   /// larger, so records after it stay aligned), or 0.
   uint32_t segment_prefix_bytes() const {
-    return ordered ? (record_align > 8 ? record_align : 8) : 0;
+    return ordered_ ? (record_align_ > 8 ? record_align_ : 8) : 0;
   }
   /// The largest record push() takes: record_size for typed flows; for byte
   /// records, what fits one segment with its 4-byte length and padding to 8:
@@ -113,7 +127,56 @@ struct FlowSpec {
   /// The "field=value" lines every participant must agree on (one per line,
   /// fixed order); the registry compares these and names fields that differ.
   std::string canonical() const;
+
+ private:
+  friend class detail::FlowSpecAccess;
+
+  std::string name_;
+  FlowType type_ = FlowType::kShuffle;
+  uint32_t record_size_ = 0;
+  uint32_t record_align_ = 1;
+  std::string type_name_;
+  std::vector<Endpoint> sources_;
+  std::vector<Endpoint> targets_;
+  Route route_ = Route::kHashRecord;
+  uint32_t key_offset_ = 0;
+  uint32_t key_size_ = 0;
+  RouteFunction route_fn_;
+  Optimize optimize_ = Optimize::kBandwidth;
+  uint32_t segment_bytes_ = 0;
+  uint32_t ring_segments_ = 0;
+  bool ordered_ = false;
+  uint32_t gap_timeout_ms_ = 0;
 };
+
+namespace detail {
+
+/// The one way to write a FlowSpec's fields: the builders below, combiner.h's
+/// CombinerSpecCore and the library's own code (decoding a spec, adjusting a
+/// copy) take a mutable reference to a field by its name, e.g.
+/// `FlowSpecAccess::sources(spec) = eps`. Not for users: build specs with
+/// shuffle<T>() or replicate<T>().
+class FlowSpecAccess {
+ public:
+  static std::string& name(FlowSpec& s) { return s.name_; }
+  static FlowType& type(FlowSpec& s) { return s.type_; }
+  static uint32_t& record_size(FlowSpec& s) { return s.record_size_; }
+  static uint32_t& record_align(FlowSpec& s) { return s.record_align_; }
+  static std::string& type_name(FlowSpec& s) { return s.type_name_; }
+  static std::vector<Endpoint>& sources(FlowSpec& s) { return s.sources_; }
+  static std::vector<Endpoint>& targets(FlowSpec& s) { return s.targets_; }
+  static Route& route(FlowSpec& s) { return s.route_; }
+  static uint32_t& key_offset(FlowSpec& s) { return s.key_offset_; }
+  static uint32_t& key_size(FlowSpec& s) { return s.key_size_; }
+  static RouteFunction& route_fn(FlowSpec& s) { return s.route_fn_; }
+  static Optimize& optimize(FlowSpec& s) { return s.optimize_; }
+  static uint32_t& segment_bytes(FlowSpec& s) { return s.segment_bytes_; }
+  static uint32_t& ring_segments(FlowSpec& s) { return s.ring_segments_; }
+  static bool& ordered(FlowSpec& s) { return s.ordered_; }
+  static uint32_t& gap_timeout_ms(FlowSpec& s) { return s.gap_timeout_ms_; }
+};
+
+}  // namespace detail
 
 /// The record type of a flow of variable-length byte records: ShuffleSpec<Bytes>,
 /// ReplicateSpec<Bytes>, and the Source<Bytes> and Target<Bytes> they open
@@ -139,22 +202,22 @@ class FlowBuilder {
  public:
   /// The endpoints that push into the flow.
   Derived& sources(std::vector<Endpoint> eps) {
-    flow().sources = std::move(eps);
+    FlowSpecAccess::sources(flow()) = std::move(eps);
     return self();
   }
   /// The endpoints that consume from it.
   Derived& targets(std::vector<Endpoint> eps) {
-    flow().targets = std::move(eps);
+    FlowSpecAccess::targets(flow()) = std::move(eps);
     return self();
   }
   /// Payload bytes per segment (Bandwidth mode); a multiple of 64 is best.
   Derived& segment_bytes(uint32_t n) {
-    flow().segment_bytes = n;
+    FlowSpecAccess::segment_bytes(flow()) = n;
     return self();
   }
   /// Segments per (source, target) ring: the most a source runs ahead.
   Derived& ring_segments(uint32_t n) {
-    flow().ring_segments = n;
+    FlowSpecAccess::ring_segments(flow()) = n;
     return self();
   }
 
@@ -173,11 +236,11 @@ class RecordFlowBuilder : public FlowBuilder<Derived> {
  public:
   /// Names the record type for the check at declare (see FlowSpec::type_name).
   Derived& type_tag(std::string tag) {
-    spec_.type_name = std::move(tag);
+    FlowSpecAccess::type_name(spec_) = std::move(tag);
     return static_cast<Derived&>(*this);
   }
   Derived& optimize(Optimize o) {
-    spec_.optimize = o;
+    FlowSpecAccess::optimize(spec_) = o;
     return static_cast<Derived&>(*this);
   }
   /// The untyped spec, as Cluster::declare takes it.
@@ -187,12 +250,12 @@ class RecordFlowBuilder : public FlowBuilder<Derived> {
   /// record_size 0: byte records (type name "bytes").
   RecordFlowBuilder(std::string name, FlowType type, uint32_t record_size, uint32_t record_align,
                     std::string type_name) {
-    spec_.name = std::move(name);
-    spec_.type = type;
-    spec_.record_size = record_size;
-    spec_.record_align = record_align;
-    spec_.type_name = std::move(type_name);
-    if (type == FlowType::kReplicate) spec_.route = Route::kExplicit;
+    FlowSpecAccess::name(spec_) = std::move(name);
+    FlowSpecAccess::type(spec_) = type;
+    FlowSpecAccess::record_size(spec_) = record_size;
+    FlowSpecAccess::record_align(spec_) = record_align;
+    FlowSpecAccess::type_name(spec_) = std::move(type_name);
+    if (type == FlowType::kReplicate) FlowSpecAccess::route(spec_) = Route::kExplicit;
   }
   FlowSpec& mutable_flow_spec() { return spec_; }
   FlowSpec spec_;
@@ -233,7 +296,7 @@ class ShuffleBuilder : public RecordFlowBuilder<Derived> {
  public:
   /// The caller names the target of every record with Source::push_to.
   Derived& explicit_targets() {
-    this->spec_.route = Route::kExplicit;
+    FlowSpecAccess::route(this->spec_) = Route::kExplicit;
     return static_cast<Derived&>(*this);
   }
 
@@ -241,13 +304,13 @@ class ShuffleBuilder : public RecordFlowBuilder<Derived> {
   using RecordFlowBuilder<Derived>::RecordFlowBuilder;
   /// Route by a hash of bytes [offset, offset+size) of each record.
   void hash_key(uint32_t offset, uint32_t size) {
-    this->spec_.route = Route::kHashKey;
-    this->spec_.key_offset = offset;
-    this->spec_.key_size = size;
+    FlowSpecAccess::route(this->spec_) = Route::kHashKey;
+    FlowSpecAccess::key_offset(this->spec_) = offset;
+    FlowSpecAccess::key_size(this->spec_) = size;
   }
   void route_by(RouteFunction fn) {
-    this->spec_.route = Route::kFunction;
-    this->spec_.route_fn = std::move(fn);
+    FlowSpecAccess::route(this->spec_) = Route::kFunction;
+    FlowSpecAccess::route_fn(this->spec_) = std::move(fn);
   }
 };
 
@@ -257,12 +320,12 @@ class ReplicateBuilder : public RecordFlowBuilder<Derived> {
  public:
   /// One identical order of all records at every target (see the top of this file).
   Derived& ordered(bool on = true) {
-    this->spec_.ordered = on;
+    FlowSpecAccess::ordered(this->spec_) = on;
     return static_cast<Derived&>(*this);
   }
   /// How long a target waits for a missing sequence number before kGap.
   Derived& gap_timeout(std::chrono::milliseconds t) {
-    this->spec_.gap_timeout_ms = static_cast<uint32_t>(t.count());
+    FlowSpecAccess::gap_timeout_ms(this->spec_) = static_cast<uint32_t>(t.count());
     return static_cast<Derived&>(*this);
   }
 

@@ -78,12 +78,12 @@ struct RecordsFlow::Ends {
       if (library_routes) {
         // One element per record: the flow routes it by its key, as a C++
         // flow declared with .key() does (and RecordsFlow::route agrees).
-        declared_as.route = Route::kHashKey;
-        declared_as.key_offset = *s.key_offset;
-        declared_as.key_size = s.key_size;
+        detail::FlowSpecAccess::route(declared_as) = Route::kHashKey;
+        detail::FlowSpecAccess::key_offset(declared_as) = *s.key_offset;
+        detail::FlowSpecAccess::key_size(declared_as) = s.key_size;
       } else {
         // Routed here (RecordsFlow::route), a record's words together.
-        declared_as.route = Route::kExplicit;
+        detail::FlowSpecAccess::route(declared_as) = Route::kExplicit;
       }
       shuffle_spec = spec;
       declared = declare_flow(cluster, s, declared_as);

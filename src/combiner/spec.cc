@@ -85,7 +85,7 @@ FlowSpec CombinerSpecCore::flow_spec() const {
     text = "combiner " + std::to_string(l.record_size) + "-byte records, layout hash " +
            std::to_string(l.tag);
   }
-  spec.type_name = std::move(text);
+  FlowSpecAccess::type_name(spec) = std::move(text);
   return spec;
 }
 

@@ -18,7 +18,7 @@ uint32_t first_lost_rank(const FlowContext* ctx) {
   // then a rank that left (mostly because it had seen a death first).
   uint32_t left = layout::kNoCause;
   for (const bool heard : {false, true}) {
-    for (const auto* side : {&ctx->spec.sources, &ctx->spec.targets}) {
+    for (const auto* side : {&ctx->spec.sources(), &ctx->spec.targets()}) {
       for (const Endpoint& e : *side) {
         if (!heard && !ctx->liveness->alive(e.rank) && ctx->liveness->left(e.rank)) {
           if (left == layout::kNoCause) left = e.rank;

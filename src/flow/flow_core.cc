@@ -17,11 +17,11 @@ using layout::Footer;
 using layout::RingView;
 
 std::string FlowContext::endpoint_name(bool source, uint32_t index) const {
-  return "flow '" + spec.name + "' " + peer_name(source, index);
+  return "flow '" + spec.name() + "' " + peer_name(source, index);
 }
 
 std::string FlowContext::peer_name(bool source, uint32_t index) const {
-  const Endpoint& e = source ? spec.sources[index] : spec.targets[index];
+  const Endpoint& e = source ? spec.sources()[index] : spec.targets()[index];
   return std::string(source ? "source" : "target") + " (" + std::to_string(e.rank) + "," +
          std::to_string(e.slot) + ")";
 }
@@ -33,8 +33,8 @@ std::unique_ptr<SourceCore> make_source(const FlowContext* ctx, uint32_t source_
                                         std::vector<OutRingRef> rings,
                                         std::unique_ptr<OfiSource> ofi,
                                         std::unique_ptr<Sequencer> sequencer) {
-  SLUICE_CHECK((sequencer != nullptr) == ctx->spec.ordered);
-  if (ctx->spec.type == FlowType::kReplicate) {
+  SLUICE_CHECK((sequencer != nullptr) == ctx->spec.ordered());
+  if (ctx->spec.type() == FlowType::kReplicate) {
     return std::make_unique<ReplicateSource>(ctx, source_index, std::move(rings), std::move(ofi),
                                              std::move(sequencer));
   }
@@ -45,8 +45,8 @@ std::unique_ptr<TargetCore> make_target(const FlowContext* ctx, uint32_t target_
                                         layout::Doorbell* bell, std::vector<InRingRef> rings,
                                         std::unique_ptr<OfiTarget> ofi,
                                         std::unique_ptr<Sequencer> sequencer) {
-  SLUICE_CHECK((sequencer != nullptr) == ctx->spec.ordered);
-  if (ctx->spec.ordered) {
+  SLUICE_CHECK((sequencer != nullptr) == ctx->spec.ordered());
+  if (ctx->spec.ordered()) {
     return std::make_unique<OrderedTarget>(ctx, target_index, bell, std::move(rings),
                                            std::move(ofi), std::move(sequencer));
   }
@@ -95,13 +95,13 @@ void init_region(std::byte* base, const layout::Geometry& g,
 bool latency_fast_path(const FlowContext& ctx) {
   const FlowSpec& spec = ctx.spec;
   const uint32_t S = ctx.ring_segments;
-  return spec.optimize == Optimize::kLatency && spec.record_size != 0 &&
+  return spec.optimize() == Optimize::kLatency && spec.record_size() != 0 &&
          spec.segment_prefix_bytes() == 0 && S != 0 && (S & (S - 1)) == 0;
 }
 
 uint32_t latency_tail_offset(const FlowSpec& spec, uint32_t ring_segments) {
-  const uint32_t n = spec.record_size;
-  if (spec.type != FlowType::kShuffle || spec.optimize != Optimize::kLatency ||
+  const uint32_t n = spec.record_size();
+  if (spec.type() != FlowType::kShuffle || spec.optimize() != Optimize::kLatency ||
       !tail_published(n) || spec.effective_segment_bytes() != n ||
       spec.segment_prefix_bytes() != 0 || ring_segments == 0 ||
       (ring_segments & (ring_segments - 1)) != 0) {
@@ -115,9 +115,9 @@ const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32
   const uint32_t room = payload_bytes - std::min(payload_bytes, spec.segment_prefix_bytes());
   if (!(flags & layout::kConsumable)) return "flags lack CONSUMABLE";
   if (used > room) return "bytes_used exceeds the segment payload";
-  if (spec.record_size != 0 && used % spec.record_size != 0)
+  if (spec.record_size() != 0 && used % spec.record_size() != 0)
     return "bytes_used is not a whole number of records";
-  if (spec.record_size == 0 && !validate_records(data, used))
+  if (spec.record_size() == 0 && !validate_records(data, used))
     return "a record length overruns the segment";
   return nullptr;
 }

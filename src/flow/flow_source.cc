@@ -26,29 +26,29 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
       lane_store_(rings_.size()),
       ofi_(std::move(ofi)) {
   const FlowSpec& spec = ctx->spec;
-  SLUICE_CHECK(rings_.size() == spec.targets.size());
+  SLUICE_CHECK(rings_.size() == spec.targets().size());
   lanes_ = lane_store_.data();
   out_rings_ = out_.data();
   num_targets_ = static_cast<uint32_t>(rings_.size());
   prefix_ = spec.segment_prefix_bytes();
-  stats_ = counters::acquire(counters::Role::kSource, spec.name, spec.sources[index_].rank,
-                             spec.sources[index_].slot, num_targets_, spec.record_size,
+  stats_ = counters::acquire(counters::Role::kSource, spec.name(), spec.sources()[index_].rank,
+                             spec.sources()[index_].slot, num_targets_, spec.record_size(),
                              ctx->ring_segments);
   for (uint32_t t = 0; t < num_targets_; ++t) {
-    counters::set_peer(stats_, t, spec.targets[t].rank, spec.targets[t].slot);
+    counters::set_peer(stats_, t, spec.targets()[t].rank, spec.targets()[t].slot);
   }
   for (uint32_t t = 0; t < num_targets_; ++t) lane_of_[t] = t;
   test_eagain_every_ = test_hooks::ofi_eagain_every();
   wire_index_ = index_;
-  if (const uint64_t forged = test_hooks::ofi_impersonate(ctx->spec.sources[index_].rank);
+  if (const uint64_t forged = test_hooks::ofi_impersonate(ctx->spec.sources()[index_].rank);
       forged != 0) {
     wire_index_ = static_cast<uint32_t>(forged - 1);
   }
-  route_ = spec.route;
-  key_offset_ = spec.key_offset;
-  key_size_ = spec.key_size;
-  route_fn_ = spec.route_fn;
-  latency_ = spec.optimize == Optimize::kLatency;
+  route_ = spec.route();
+  key_offset_ = spec.key_offset();
+  key_size_ = spec.key_size();
+  route_fn_ = spec.route_fn();
+  latency_ = spec.optimize() == Optimize::kLatency;
   const uint32_t S = ctx->ring_segments;
   for (size_t t = 0; t < rings_.size(); ++t) out_[t].limit = S;
   drivable_ = ofi_ != nullptr;
@@ -136,8 +136,8 @@ Status FlowSource::refuse(size_t bytes) {
   const FlowSpec& spec = ctx_->spec;
   // A byte record's own size where the push said it (record_bytes_, the
   // slow path), else at least what its framed size shows.
-  const bool known = spec.record_size != 0 || record_stride(record_bytes_) == bytes;
-  const size_t own = spec.record_size != 0 ? bytes : record_bytes_;
+  const bool known = spec.record_size() != 0 || record_stride(record_bytes_) == bytes;
+  const size_t own = spec.record_size() != 0 ? bytes : record_bytes_;
   return fail(
       Status::kInvalid,
       ctx_->endpoint_name(true, index_) + ": a record of " +
@@ -236,7 +236,7 @@ Status FlowSource::finish_close(Deadline deadline) {
 // target was destroyed before this source's END), or empty.
 std::string FlowSource::target_lost(uint32_t t) const {
   if (target_aborted(t)) return target_destroyed_reason(t);
-  return lost_reason(ctx_, ctx_->spec.targets[t].rank);
+  return lost_reason(ctx_, ctx_->spec.targets()[t].rank);
 }
 
 // A target is mostly destroyed early because it failed (a Worker drops a
@@ -251,7 +251,7 @@ std::string FlowSource::target_destroyed_reason(uint32_t t) const {
     if (std::string lost = lost_reason(ctx_, cause); !lost.empty()) why.append(": ").append(lost);
     return why.append(")");
   }
-  for (const auto* side : {&ctx_->spec.sources, &ctx_->spec.targets}) {
+  for (const auto* side : {&ctx_->spec.sources(), &ctx_->spec.targets()}) {
     for (const Endpoint& e : *side) {
       if (std::string lost = lost_reason(ctx_, e.rank); !lost.empty()) {
         why.append(" (rank ")
@@ -277,19 +277,19 @@ uint32_t FlowSource::target_aborted(uint32_t t) const {
 Status FlowSource::lost_target(uint32_t t, const std::string& why) {
   if (drop_if_lost(t, false)) return failed_;
   std::string text = ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
-                     ctx_->peer_name(false, t) + host_of(ctx_, ctx_->spec.targets[t].rank) + ": " +
-                     why;
+                     ctx_->peer_name(false, t) + host_of(ctx_, ctx_->spec.targets()[t].rank) +
+                     ": " + why;
   // A target that aborted after its rank lost another: that one is the peer lost.
   const uint32_t cause = layout::abort_cause(target_aborted(t));
   if (cause != layout::kNoCause && ctx_->liveness != nullptr) ctx_->liveness->hear_lost(cause);
   return fail_for_good(std::move(text),
-                       cause != layout::kNoCause ? cause : ctx_->spec.targets[t].rank);
+                       cause != layout::kNoCause ? cause : ctx_->spec.targets()[t].rank);
 }
 
 Status FlowSource::wait_for_credit(uint32_t t, Deadline deadline) {
   const bool remote = rings_[t].remote;
   auto* hdr = rings_[t].ring.header;
-  const uint32_t target_rank = ctx_->spec.targets[t].rank;
+  const uint32_t target_rank = ctx_->spec.targets()[t].rank;
   // Counted on the way out, however the wait ends; meanwhile the counters
   // say which target this source waits for, and since when.
   mark_waiting(t);

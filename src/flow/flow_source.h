@@ -70,7 +70,7 @@ class FlowSource : public SourceCore, protected FailureState {
   // it on the Linger.
   // (Or close its ofi endpoint, milliseconds over tcp; or let an ordered
   // flow's sequencer handle say goodbye to its owner.)
-  bool ends_with_wait() const { return ctx_->spec.ordered || ofi_ != nullptr; }
+  bool ends_with_wait() const { return ctx_->spec.ordered() || ofi_ != nullptr; }
   // Its end was given up (the Cluster ended without leave()): destroying it
   // posts its abort messages but does not wait for them to leave.
   void give_up_end() { end_given_up_ = true; }

@@ -95,8 +95,8 @@ Status FlowSource::post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t co
       return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot send a segment to " +
                                ctx_->peer_name(false, t) + ": " +
                                ofi::lib::strerror(static_cast<int>(-rc)) +
-                               lost_suffix(ctx_->spec.targets[t].rank),
-                           ctx_->spec.targets[t].rank);
+                               lost_suffix(ctx_->spec.targets()[t].rank),
+                           ctx_->spec.targets()[t].rank);
     }
     // The provider's queue is full: completing earlier operations frees it.
     if (Status s = progress(); s != Status::kOk) {
@@ -232,7 +232,7 @@ Status FlowSource::on_cq_error(const std::string& err, void* failed) {
   }
   if (op != nullptr && op->ring < num_targets_ && drop_if_lost(op->ring, true)) return failed_;
   if (op != nullptr && op->ring < num_targets_) {
-    const uint32_t rank = ctx_->spec.targets[op->ring].rank;
+    const uint32_t rank = ctx_->spec.targets()[op->ring].rank;
     return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
                              ctx_->peer_name(false, op->ring) + " on rank " + std::to_string(rank) +
                              host_of(ctx_, rank) + ": " + err + lost_suffix(rank),
@@ -240,8 +240,8 @@ Status FlowSource::on_cq_error(const std::string& err, void* failed) {
   }
   uint32_t rank = kNoRank;
   for (uint32_t t = 0; t < num_targets_ && rank == kNoRank; ++t) {
-    if (rings_[t].remote && !lost_reason(ctx_, ctx_->spec.targets[t].rank).empty())
-      rank = ctx_->spec.targets[t].rank;
+    if (rings_[t].remote && !lost_reason(ctx_, ctx_->spec.targets()[t].rank).empty())
+      rank = ctx_->spec.targets()[t].rank;
   }
   return fail_for_good(ctx_->endpoint_name(true, index_) + ": " + err + lost_targets(), rank);
 }
@@ -257,7 +257,7 @@ std::string FlowSource::lost_targets() const {
   std::string out;
   for (uint32_t t = 0; t < num_targets_; ++t) {
     if (!rings_[t].remote) continue;
-    std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank);
+    std::string why = lost_reason(ctx_, ctx_->spec.targets()[t].rank);
     if (!why.empty() && out.find(why) == std::string::npos) out += "; " + why;
   }
   return out;
@@ -274,11 +274,11 @@ Status FlowSource::await_confirmations(Deadline deadline) {
     uint32_t waiting = num_targets_;  // the first target not yet heard from
     for (uint32_t t = 0; t < num_targets_; ++t) {
       if (!rings_[t].remote || !live(t) || target_aborted_[t] || end_confirmed_[t]) continue;
-      if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
+      if (std::string why = lost_reason(ctx_, ctx_->spec.targets()[t].rank); !why.empty()) {
         if (drop_if_lost(t, false)) continue;
         return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
                                  ctx_->peer_name(false, t) + ": " + why,
-                             ctx_->spec.targets[t].rank);
+                             ctx_->spec.targets()[t].rank);
       }
       waiting = t;
       break;
@@ -336,10 +336,10 @@ Status FlowSource::drain(Deadline deadline) {
         pending |= ops_[t * ctx_->ring_segments + j].busy;
       }
       if (!pending || drop_if_lost(t, false)) continue;
-      if (std::string why = lost_reason(ctx_, ctx_->spec.targets[t].rank); !why.empty()) {
+      if (std::string why = lost_reason(ctx_, ctx_->spec.targets()[t].rank); !why.empty()) {
         return fail_for_good(ctx_->endpoint_name(true, index_) + ": cannot deliver to " +
                                  ctx_->peer_name(false, t) + ": " + why,
-                             ctx_->spec.targets[t].rank);
+                             ctx_->spec.targets()[t].rank);
       }
     }
     if (Status s = park(deadline); s != Status::kOk) return s;

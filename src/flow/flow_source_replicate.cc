@@ -18,7 +18,7 @@ ReplicateSource::ReplicateSource(const FlowContext* ctx, uint32_t index,
                                  std::vector<OutRingRef> rings, std::unique_ptr<OfiSource> ofi,
                                  std::unique_ptr<Sequencer> sequencer)
     : FlowSource(ctx, index, std::move(rings), std::move(ofi)), sequencer_(std::move(sequencer)) {
-  SLUICE_CHECK((sequencer_ != nullptr) == ctx->spec.ordered);
+  SLUICE_CHECK((sequencer_ != nullptr) == ctx->spec.ordered());
   // One lane per shm target (records go straight into its ring), and one
   // staging lane shared by every ofi target: each segment is written once
   // and moved to each of them from the same staging slot.
@@ -139,7 +139,7 @@ bool ReplicateSource::drop_if_lost(uint32_t t, bool broken) {
   // lost (as FlowSource::lost_target says for a shuffle source).
   const uint32_t cause = layout::abort_cause(target_aborted(t));
   if (cause != layout::kNoCause && ctx_->liveness != nullptr) ctx_->liveness->hear_lost(cause);
-  note_lost(cause != layout::kNoCause ? cause : ctx_->spec.targets[t].rank);
+  note_lost(cause != layout::kNoCause ? cause : ctx_->spec.targets()[t].rank);
   out_[t].dropped = true;
   forget_transfers(t);
   bool lane_used = false;

@@ -45,7 +45,7 @@ void ShuffleSource::count_fast(uint32_t t) {
   Out& o = out_[t];
   if (o.fast_published == 0) return;
   counters::add(stats_->segments, o.fast_published);
-  counters::add(stats_->bytes, o.fast_published * ctx_->spec.record_size);
+  counters::add(stats_->bytes, o.fast_published * ctx_->spec.record_size());
   o.fast_published = 0;
 }
 

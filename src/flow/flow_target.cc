@@ -28,7 +28,7 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
       prefix_(ctx->spec.segment_prefix_bytes()),
       bell_(bell),
       ofi_(std::move(ofi)) {
-  SLUICE_CHECK(rings.size() == ctx->spec.sources.size());
+  SLUICE_CHECK(rings.size() == ctx->spec.sources().size());
   const uint32_t S = ctx->ring_segments;
   for (size_t s = 0; s < rings.size(); ++s) {
     in_[s].ring = rings[s].ring;
@@ -40,11 +40,11 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
     has_local_ |= !in_[s].remote;
   }
   credit_batch_ = std::max<uint32_t>(1, S / 2);
-  stats_ = counters::acquire(counters::Role::kTarget, ctx->spec.name,
-                             ctx->spec.targets[index_].rank, ctx->spec.targets[index_].slot,
-                             static_cast<uint32_t>(in_.size()), ctx->spec.record_size, S);
+  stats_ = counters::acquire(counters::Role::kTarget, ctx->spec.name(),
+                             ctx->spec.targets()[index_].rank, ctx->spec.targets()[index_].slot,
+                             static_cast<uint32_t>(in_.size()), ctx->spec.record_size(), S);
   for (uint32_t s = 0; s < in_.size(); ++s) {
-    counters::set_peer(stats_, s, ctx->spec.sources[s].rank, ctx->spec.sources[s].slot);
+    counters::set_peer(stats_, s, ctx->spec.sources()[s].rank, ctx->spec.sources()[s].slot);
   }
   if (has_remote_) {
     SLUICE_CHECK(ofi_ != nullptr);
@@ -93,7 +93,7 @@ FlowTarget::FlowTarget(const FlowContext* ctx, uint32_t index, layout::Doorbell*
     fast_n_ = static_cast<uint32_t>(in_.size());
     fast_credit_batch_ = credit_batch_;
     fast_spin_ = ctx->spin_iterations;
-    fast_word_ = uint64_t{ctx->spec.record_size} | uint64_t{layout::kConsumable} << 32;
+    fast_word_ = uint64_t{ctx->spec.record_size()} | uint64_t{layout::kConsumable} << 32;
     // Records of 56 or 64 B publish in their own line too (layout.h), and
     // this target's process laid the tails out empty (init_region).
     fast_tail_ = latency_tail_offset(ctx->spec, S);
@@ -179,7 +179,7 @@ void FlowTarget::count_fast(uint32_t s) {
   const uint64_t taken = fast_[s].k - in.counted;
   if (taken == 0) return;
   counters::add(stats_->segments, taken);
-  counters::add(stats_->bytes, taken * ctx_->spec.record_size);
+  counters::add(stats_->bytes, taken * ctx_->spec.record_size());
   counters::heard(stats_, s, false, taken);
   in.counted = fast_[s].k;
 }
@@ -366,11 +366,11 @@ Status FlowTarget::head(uint32_t s, Head* h) {
   Footer* f = in.ring.footer(h->slot);
   if (in.remote && f->seq.load(std::memory_order_relaxed) != in.k + 1) {
     return fail_for_good(corrupt(s, in.k, "its footer carries another sequence number"),
-                         ctx_->spec.sources[s].rank);
+                         ctx_->spec.sources()[s].rank);
   }
   if (f->bytes_used < prefix_) {
     return fail_for_good(corrupt(s, in.k, "it lacks its sequence number"),
-                         ctx_->spec.sources[s].rank);
+                         ctx_->spec.sources()[s].rank);
   }
   h->used = f->bytes_used - prefix_;
   h->flags = f->flags;
@@ -395,7 +395,7 @@ Status FlowTarget::check_segment(uint32_t s, uint64_t k, uint32_t used, uint32_t
                                  const std::byte* data) {
   const char* problem = segment_problem(ctx_->spec, ctx_->payload_bytes, used, flags, data);
   if (problem == nullptr) return Status::kOk;
-  return fail_for_good(corrupt(s, k, problem), ctx_->spec.sources[s].rank);
+  return fail_for_good(corrupt(s, k, problem), ctx_->spec.sources()[s].rank);
 }
 
 // Nothing was ready: spin, then yield, then park (on the doorbell futex, or
@@ -477,12 +477,12 @@ Status FlowTarget::check_sources() {
         if (std::string lost = lost_reason(ctx_, cause); !lost.empty()) why += " (" + lost + ")";
       }
       return fail_for_good(ctx_->endpoint_name(false, index_) + ": " + ctx_->peer_name(true, s) +
-                               host_of(ctx_, ctx_->spec.sources[s].rank) +
+                               host_of(ctx_, ctx_->spec.sources()[s].rank) +
                                " was aborted (abort(), a failure, or destroyed without close())" +
                                why + "; the flow is incomplete",
-                           cause != layout::kNoCause ? cause : ctx_->spec.sources[s].rank);
+                           cause != layout::kNoCause ? cause : ctx_->spec.sources()[s].rank);
     }
-    const uint32_t rank = ctx_->spec.sources[s].rank;
+    const uint32_t rank = ctx_->spec.sources()[s].rank;
     if (std::string why = lost_reason(ctx_, rank); !why.empty()) {
       if (ready) continue;  // drain first
       if (go_on_without(s, why)) continue;
@@ -497,7 +497,7 @@ Status FlowTarget::check_sources() {
     }
   }
   if (left != kNone)
-    return fail_lost_source(left, lost_reason(ctx_, ctx_->spec.sources[left].rank));
+    return fail_lost_source(left, lost_reason(ctx_, ctx_->spec.sources()[left].rank));
   return Status::kOk;
 }
 
@@ -505,11 +505,11 @@ Status FlowTarget::fail_lost_source(uint32_t s, const std::string& why) {
   return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " + ctx_->peer_name(true, s) +
                            " before it closed (after " + std::to_string(in_[s].k) +
                            " of its segments): " + why,
-                       ctx_->spec.sources[s].rank);
+                       ctx_->spec.sources()[s].rank);
 }
 
 void FlowTarget::lose(uint32_t s, std::string_view why) {
-  note_lost(ctx_->spec.sources[s].rank);
+  note_lost(ctx_->spec.sources()[s].rank);
   in_[s].ended = true;
   ++ended_;
   std::string who = ctx_->peer_name(true, s);
@@ -537,7 +537,7 @@ std::string FlowTarget::describe_wait(const char* what) const {
   std::vector<uint32_t> seen;
   for (uint32_t s = 0; s < in_.size(); ++s) {
     if (in_[s].ended) continue;
-    const uint32_t r = ctx_->spec.sources[s].rank;
+    const uint32_t r = ctx_->spec.sources()[s].rank;
     if (std::find(seen.begin(), seen.end(), r) != seen.end()) continue;
     seen.push_back(r);
     if (!ranks.empty()) ranks += ", ";

@@ -61,14 +61,14 @@ class FlowTarget : public TargetCore, protected FailureState {
   // messages left (at most kAbortFlush), close the endpoint (milliseconds
   // over tcp), or let an ordered flow's sequencer handle say goodbye to its
   // owner: release_target destroys it on the Linger instead.
-  bool ends_with_wait() const { return ctx_->spec.ordered || ofi_ != nullptr; }
+  bool ends_with_wait() const { return ctx_->spec.ordered() || ofi_ != nullptr; }
   // As FlowSource::give_up_end(): destroying it does not wait for its abort
   // messages to leave.
   void give_up_end() { end_given_up_ = true; }
   const FlowContext* context() const { return ctx_; }
   std::string name() const { return ctx_->endpoint_name(false, index_); }
-  std::string flow_name() const override { return ctx_->spec.name; }
-  uint32_t slot() const override { return ctx_->spec.targets[index_].slot; }
+  std::string flow_name() const override { return ctx_->spec.name(); }
+  uint32_t slot() const override { return ctx_->spec.targets()[index_].slot; }
 
   // A Worker parks on this target's doorbell (shm rings) and completion
   // queue (ofi rings). Something to report (a failure, the end of the flow)

@@ -133,7 +133,7 @@ void FlowTarget::handle(const Completion& c) {
     for (uint32_t s = 0; s < in_.size(); ++s) {
       if (s != op->ring && in_[s].remote && c.from == in_[s].peer) {
         who = ctx_->peer_name(true, s);
-        rank = ctx_->spec.sources[s].rank;
+        rank = ctx_->spec.sources()[s].rank;
       }
     }
     fail_for_good(ctx_->endpoint_name(false, index_) + ": " + who +
@@ -148,7 +148,7 @@ void FlowTarget::handle(const Completion& c) {
       const uint64_t seq = in.ring.footer(op->slot)->seq.load(std::memory_order_relaxed);
       if (e.len != in.ring.segment_stride || seq <= in.k || seq > in.k + S) {
         fail_for_good(corrupt(op->ring, in.k, "a message of unexpected size or sequence number"),
-                      ctx_->spec.sources[op->ring].rank);
+                      ctx_->spec.sources()[op->ring].rank);
         return;
       }
       buffer_of_[op->ring * S + (seq - 1) % S] = static_cast<int32_t>(op->slot);
@@ -204,7 +204,7 @@ Status FlowTarget::on_cq_error(const std::string& err, void* failed) {
   }
   const Op* op = static_cast<const Op*>(failed);
   if (op != nullptr && op->ring < in_.size()) {
-    const uint32_t rank = ctx_->spec.sources[op->ring].rank;
+    const uint32_t rank = ctx_->spec.sources()[op->ring].rank;
     std::string why = lost_reason(ctx_, rank);
     return fail_for_good(ctx_->endpoint_name(false, index_) + ": lost " +
                              ctx_->peer_name(true, op->ring) + " on rank " + std::to_string(rank) +
@@ -214,8 +214,9 @@ Status FlowTarget::on_cq_error(const std::string& err, void* failed) {
   }
   uint32_t rank = kNoRank;
   for (uint32_t s = 0; s < in_.size() && rank == kNoRank; ++s) {
-    if (in_[s].remote && !in_[s].ended && !lost_reason(ctx_, ctx_->spec.sources[s].rank).empty()) {
-      rank = ctx_->spec.sources[s].rank;
+    if (in_[s].remote && !in_[s].ended &&
+        !lost_reason(ctx_, ctx_->spec.sources()[s].rank).empty()) {
+      rank = ctx_->spec.sources()[s].rank;
     }
   }
   return fail_for_good(ctx_->endpoint_name(false, index_) + ": " + err + lost_sources(), rank);
@@ -241,7 +242,7 @@ std::string FlowTarget::lost_sources() const {
   std::string out;
   for (uint32_t s = 0; s < in_.size(); ++s) {
     if (!in_[s].remote || in_[s].ended) continue;
-    std::string why = lost_reason(ctx_, ctx_->spec.sources[s].rank);
+    std::string why = lost_reason(ctx_, ctx_->spec.sources()[s].rank);
     if (!why.empty() && out.find(why) == std::string::npos) out += "; " + why;
   }
   return out;

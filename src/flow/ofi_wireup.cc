@@ -82,7 +82,7 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
   };
   // The word sent is the sender's own index; it sits after the receive words.
   auto send_word = [&](SideState& st) -> uint64_t* {
-    const size_t n = st.source ? ctx.spec.targets.size() : ctx.spec.sources.size();
+    const size_t n = st.source ? ctx.spec.targets().size() : ctx.spec.sources().size();
     st.side->control[n] = st.side->index;
     return &st.side->control[n];
   };
@@ -96,7 +96,7 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
   };
   auto fail_post = [&](SideState& st, ssize_t rc, const char* what) {
     throw Error(ErrorCode::kResource,
-                "flow '" + ctx.spec.name + "' " + name_of(ctx, st.source, st.side->index) +
+                "flow '" + ctx.spec.name() + "' " + name_of(ctx, st.source, st.side->index) +
                     ": cannot " + what +
                     " while connecting: " + ofi::lib::strerror(static_cast<int>(-rc)));
   };
@@ -109,7 +109,7 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
   // peer does: a replicate target whose source has greeted it goes on when
   // another target dies (its source goes on without that one too).
   std::vector<uint32_t> participants;
-  for (const auto* eps : {&ctx.spec.sources, &ctx.spec.targets})
+  for (const auto* eps : {&ctx.spec.sources(), &ctx.spec.targets()})
     for (const Endpoint& e : *eps) participants.push_back(e.rank);
   std::sort(participants.begin(), participants.end());
   participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
@@ -143,7 +143,7 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
           const std::string who =
               op != nullptr ? " with " + name_of(ctx, !st.source, st.side->peers[op->peer].first)
                             : std::string();
-          throw Error(ErrorCode::kResource, "flow '" + ctx.spec.name + "' " +
+          throw Error(ErrorCode::kResource, "flow '" + ctx.spec.name() + "' " +
                                                 name_of(ctx, st.source, st.side->index) +
                                                 ": connecting" + who + " failed: " + err);
         }
@@ -169,8 +169,8 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
       for (uint32_t rank : participants) {
         if (ctx.liveness->alive(rank)) continue;
         const SideState& st = sides.front();
-        throw PeerLostError(rank, "flow '" + ctx.spec.name + "': " + ctx.liveness->describe(rank) +
-                                      " while connecting " +
+        throw PeerLostError(rank, "flow '" + ctx.spec.name() +
+                                      "': " + ctx.liveness->describe(rank) + " while connecting " +
                                       name_of(ctx, st.source, st.side->index) +
                                       " (a participant of the flow)");
       }
@@ -180,16 +180,16 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
         if (st.recvs[p].done && st.sends[p].done) continue;
         const uint32_t peer_index = st.side->peers[p].first;
         const uint32_t rank =
-            st.source ? ctx.spec.targets[peer_index].rank : ctx.spec.sources[peer_index].rank;
+            st.source ? ctx.spec.targets()[peer_index].rank : ctx.spec.sources()[peer_index].rank;
         if (ctx.liveness != nullptr && !ctx.liveness->alive(rank)) {
           throw PeerLostError(
-              rank, "flow '" + ctx.spec.name + "': " + ctx.liveness->describe(rank) +
+              rank, "flow '" + ctx.spec.name() + "': " + ctx.liveness->describe(rank) +
                         " while connecting " + name_of(ctx, st.source, st.side->index) + " to " +
                         name_of(ctx, !st.source, peer_index));
         }
         if (Clock::now() >= deadline) {
           throw Error(ErrorCode::kTimeout,
-                      "flow '" + ctx.spec.name + "' " + name_of(ctx, st.source, st.side->index) +
+                      "flow '" + ctx.spec.name() + "' " + name_of(ctx, st.source, st.side->index) +
                           ": " + name_of(ctx, !st.source, peer_index) + " on rank " +
                           std::to_string(rank) + " did not answer over ofi before the setup " +
                           "deadline (is its rank in declare()? is the network between them up?)");

@@ -20,7 +20,7 @@ constexpr uint32_t kMaxSegmentBytes = 64u << 20;
 constexpr uint32_t kMaxRingSegments = 1u << 16;
 
 [[noreturn]] void invalid(const FlowSpec& spec, const std::string& what) {
-  throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name + "': " + what);
+  throw Error(ErrorCode::kInvalidArgument, "flow '" + spec.name() + "': " + what);
 }
 
 const char* route_name(Route r) {
@@ -61,15 +61,16 @@ std::string endpoints_text(const std::vector<Endpoint>& eps) {
 }  // namespace
 
 uint32_t FlowSpec::effective_segment_bytes() const {
-  if (segment_bytes != 0) return segment_bytes;
-  if (optimize == Optimize::kLatency && record_size != 0) {
-    return static_cast<uint32_t>(detail::layout::round_up(record_size, 8)) + segment_prefix_bytes();
+  if (segment_bytes_ != 0) return segment_bytes_;
+  if (optimize_ == Optimize::kLatency && record_size_ != 0) {
+    return static_cast<uint32_t>(detail::layout::round_up(record_size_, 8)) +
+           segment_prefix_bytes();
   }
   return kDefaultSegmentBytes;
 }
 
 uint32_t FlowSpec::max_record_bytes() const {
-  if (record_size != 0) return record_size;
+  if (record_size_ != 0) return record_size_;
   const uint32_t room = (effective_segment_bytes() - segment_prefix_bytes()) & ~7u;
   return room >= detail::kRecordHeaderBytes
              ? room - static_cast<uint32_t>(detail::kRecordHeaderBytes)
@@ -77,8 +78,8 @@ uint32_t FlowSpec::max_record_bytes() const {
 }
 
 uint32_t FlowSpec::effective_ring_segments() const {
-  if (ring_segments != 0) return ring_segments;
-  return optimize == Optimize::kLatency ? kDefaultLatencyRingSegments : kDefaultRingSegments;
+  if (ring_segments_ != 0) return ring_segments_;
+  return optimize_ == Optimize::kLatency ? kDefaultLatencyRingSegments : kDefaultRingSegments;
 }
 
 // An ordered flow's source numbers a run of half its ring with one remote
@@ -90,7 +91,8 @@ uint32_t FlowSpec::effective_ring_segments() const {
 // bench/results/history.md).
 uint32_t FlowSpec::effective_ring_segments(bool over_ofi) const {
   const uint32_t ring = effective_ring_segments();
-  if (!over_ofi || !ordered || ring_segments != 0 || optimize != Optimize::kBandwidth) return ring;
+  if (!over_ofi || !ordered_ || ring_segments_ != 0 || optimize_ != Optimize::kBandwidth)
+    return ring;
   const uint64_t segment = effective_segment_bytes();
   const uint64_t want = (kOrderedOfiRingBytes + segment - 1) / segment;
   return static_cast<uint32_t>(
@@ -98,17 +100,17 @@ uint32_t FlowSpec::effective_ring_segments(bool over_ofi) const {
 }
 
 void FlowSpec::validate() const {
-  if (name.empty()) throw Error(ErrorCode::kInvalidArgument, "a flow needs a non-empty name");
-  if (name.size() > 200) invalid(*this, "name is longer than 200 bytes");
-  for (char c : name) {
+  if (name_.empty()) throw Error(ErrorCode::kInvalidArgument, "a flow needs a non-empty name");
+  if (name_.size() > 200) invalid(*this, "name is longer than 200 bytes");
+  for (char c : name_) {
     if (c == '\n' || c == '\0' || c == '=') invalid(*this, "name contains a newline, NUL or '='");
   }
-  if (type_name.size() > 1000) invalid(*this, "the record type tag is longer than 1000 bytes");
-  for (char c : type_name) {
+  if (type_name_.size() > 1000) invalid(*this, "the record type tag is longer than 1000 bytes");
+  for (char c : type_name_) {
     if (c == '\n' || c == '\0') invalid(*this, "the record type tag contains a newline or NUL");
   }
-  check_endpoints(*this, sources, "sources");
-  check_endpoints(*this, targets, "targets");
+  check_endpoints(*this, sources_, "sources");
+  check_endpoints(*this, targets_, "targets");
   const uint32_t seg = effective_segment_bytes();
   if (seg < 8 || seg > kMaxSegmentBytes) {
     invalid(*this, "segment_bytes " + std::to_string(seg) + " is outside [8, " +
@@ -119,52 +121,53 @@ void FlowSpec::validate() const {
     invalid(*this, "ring_segments " + std::to_string(ring) + " is outside [2, " +
                        std::to_string(kMaxRingSegments) + "]");
   }
-  if (record_size != 0 && record_align > 64)
+  if (record_size_ != 0 && record_align_ > 64)
     invalid(*this, "records aligned to more than 64 bytes are not supported");
-  if (uint64_t{segment_prefix_bytes()} + (record_size != 0 ? record_size : 8) > seg) {
-    invalid(*this, "a record of " + std::to_string(record_size) +
+  if (uint64_t{segment_prefix_bytes()} + (record_size_ != 0 ? record_size_ : 8) > seg) {
+    invalid(*this, "a record of " + std::to_string(record_size_) +
                        " bytes does not fit a segment of " + std::to_string(seg) + " bytes" +
-                       (ordered ? " (" + std::to_string(segment_prefix_bytes()) +
-                                      " of which carry the sequence number)"
-                                : std::string()) +
+                       (ordered_ ? " (" + std::to_string(segment_prefix_bytes()) +
+                                       " of which carry the sequence number)"
+                                 : std::string()) +
                        "; raise segment_bytes");
   }
-  if (type == FlowType::kReplicate && route != Route::kExplicit) {
+  if (type_ == FlowType::kReplicate && route_ != Route::kExplicit) {
     invalid(*this,
             "a replicate flow sends every record to every target, so it takes no key or route");
   }
-  if (ordered && type != FlowType::kReplicate)
+  if (ordered_ && type_ != FlowType::kReplicate)
     invalid(*this, "ordered() applies to replicate flows only");
-  if (sources.size() > 0xffff || targets.size() > 0xffff)
+  if (sources_.size() > 0xffff || targets_.size() > 0xffff)
     invalid(*this, "more than 65535 sources or targets");
-  if (route == Route::kHashKey) {
-    if (key_size == 0) invalid(*this, "key has size 0");
-    if (record_size != 0 && uint64_t{key_offset} + key_size > record_size) {
-      invalid(*this, "key bytes [" + std::to_string(key_offset) + ", " +
-                         std::to_string(key_offset + key_size) + ") lie outside the " +
-                         std::to_string(record_size) + "-byte record");
+  if (route_ == Route::kHashKey) {
+    if (key_size_ == 0) invalid(*this, "key has size 0");
+    if (record_size_ != 0 && uint64_t{key_offset_} + key_size_ > record_size_) {
+      invalid(*this, "key bytes [" + std::to_string(key_offset_) + ", " +
+                         std::to_string(key_offset_ + key_size_) + ") lie outside the " +
+                         std::to_string(record_size_) + "-byte record");
     }
   }
-  if (route == Route::kFunction && !route_fn) invalid(*this, "route() was given an empty function");
+  if (route_ == Route::kFunction && !route_fn_)
+    invalid(*this, "route() was given an empty function");
 }
 
 std::string FlowSpec::canonical() const {
   std::ostringstream os;
-  os << "name=" << name << '\n'
-     << "type=" << (type == FlowType::kReplicate ? "replicate" : "shuffle") << '\n'
-     << "record_size=" << record_size << '\n'
-     << "record_align=" << record_align << '\n'
-     << "record_type=" << type_name << '\n'
-     << "sources=" << endpoints_text(sources) << '\n'
-     << "targets=" << endpoints_text(targets) << '\n'
-     << "route=" << route_name(route) << '\n'
-     << "key_offset=" << key_offset << '\n'
-     << "key_size=" << key_size << '\n'
-     << "optimize=" << (optimize == Optimize::kLatency ? "latency" : "bandwidth") << '\n'
+  os << "name=" << name_ << '\n'
+     << "type=" << (type_ == FlowType::kReplicate ? "replicate" : "shuffle") << '\n'
+     << "record_size=" << record_size_ << '\n'
+     << "record_align=" << record_align_ << '\n'
+     << "record_type=" << type_name_ << '\n'
+     << "sources=" << endpoints_text(sources_) << '\n'
+     << "targets=" << endpoints_text(targets_) << '\n'
+     << "route=" << route_name(route_) << '\n'
+     << "key_offset=" << key_offset_ << '\n'
+     << "key_size=" << key_size_ << '\n'
+     << "optimize=" << (optimize_ == Optimize::kLatency ? "latency" : "bandwidth") << '\n'
      << "segment_bytes=" << effective_segment_bytes() << '\n'
      << "ring_segments=" << effective_ring_segments() << '\n'
-     << "ordered=" << (ordered ? 1 : 0) << '\n'
-     << "gap_timeout_ms=" << (ordered ? effective_gap_timeout_ms() : 0) << '\n';
+     << "ordered=" << (ordered_ ? 1 : 0) << '\n'
+     << "gap_timeout_ms=" << (ordered_ ? effective_gap_timeout_ms() : 0) << '\n';
   return os.str();
 }
 

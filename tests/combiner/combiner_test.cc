@@ -157,7 +157,7 @@ struct Run {
 template <class T>
 Run<T> run_local(const CombinerSpec<T>& spec, const std::vector<std::vector<T>>& inputs) {
   testing::LocalFlow flow(spec.spec());
-  const size_t ntargets = spec.spec().targets.size();
+  const size_t ntargets = spec.spec().targets().size();
   const Deadline deadline = Clock::now() + std::chrono::seconds(10);
   std::vector<CombinerSource<T>> sources;
   for (uint32_t s = 0; s < inputs.size(); ++s) sources.push_back(local_source(spec, flow, s));
@@ -250,10 +250,10 @@ TEST(CombinerSpecTest, FieldsAreNumberedInOrderOfFirstDeclaration) {
   EXPECT_EQ(spec.describe(), "key u64@0; count; f0 i64@8 sum avg; f1 f64@16 min max avg");
   EXPECT_NO_THROW(spec.validate());
   const FlowSpec flow = spec.spec();
-  EXPECT_EQ(flow.record_size, 0u);  // partials are byte records
-  EXPECT_EQ(flow.key_offset, detail::kPartialKeyOffset);
-  EXPECT_EQ(flow.key_size, 8u);
-  EXPECT_NE(flow.type_name.find(spec.describe()), std::string::npos) << flow.type_name;
+  EXPECT_EQ(flow.record_size(), 0u);  // partials are byte records
+  EXPECT_EQ(flow.key_offset(), detail::kPartialKeyOffset);
+  EXPECT_EQ(flow.key_size(), 8u);
+  EXPECT_NE(flow.type_name().find(spec.describe()), std::string::npos) << flow.type_name();
 }
 
 TEST(CombinerSpecTest, DeclareSeesTheLayoutSoParticipantsThatAggregateDifferentlyDisagree) {

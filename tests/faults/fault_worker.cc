@@ -670,7 +670,7 @@ int impersonate(sluice::Cluster& c, const Args& a) {
   const Clock::time_point start = Clock::now();
   Totals honest;  // source 0's records
   while (auto b = in.consume(Clock::now() + std::chrono::seconds(8))) {
-    const uint32_t from = spec.spec().sources[in.last_source()].rank;
+    const uint32_t from = spec.spec().sources()[in.last_source()].rank;
     for (const Rec& r : *b) {
       if (r.key != from) {
         failed("a record of rank " + std::to_string(r.key) + " was delivered as a record of rank " +

@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* in, size_t n) {
   const std::byte* data = seg.data() + prefix;
   if (sluice::detail::segment_problem(spec, payload, used, flags, data) != nullptr) return 0;
   volatile uint64_t sink = 0;
-  if (spec.record_size != 0) {
+  if (spec.record_size() != 0) {
     const auto* r = reinterpret_cast<const Wide*>(data);
     for (uint32_t i = 0; i < used / sizeof(Wide); ++i) sink = sink + r[i].a + r[i].b;
     return 0;

@@ -41,14 +41,14 @@ class LocalFlow {
     ctx_.spin_iterations = spin;
     ctx_.ring_segments = spec.effective_ring_segments();
     ctx_.payload_bytes = spec.effective_segment_bytes();  // as src/cluster.cc sets it
-    geo_ = detail::layout::Geometry::make(static_cast<uint32_t>(spec.targets.size()),
-                                          static_cast<uint32_t>(spec.sources.size()),
+    geo_ = detail::layout::Geometry::make(static_cast<uint32_t>(spec.targets().size()),
+                                          static_cast<uint32_t>(spec.sources().size()),
                                           ctx_.ring_segments, spec.effective_segment_bytes());
     mem_ = static_cast<std::byte*>(
         std::aligned_alloc(64, detail::layout::round_up(geo_.total_bytes, 64)));
     std::memset(mem_, 0, geo_.total_bytes);
     std::vector<uint32_t> all;
-    for (uint32_t t = 0; t < spec.targets.size(); ++t) all.push_back(t);
+    for (uint32_t t = 0; t < spec.targets().size(); ++t) all.push_back(t);
     detail::init_region(mem_, geo_, all, detail::latency_tail_offset(spec, ctx_.ring_segments));
   }
   ~LocalFlow() { std::free(mem_); }
@@ -94,7 +94,7 @@ class LocalFlow {
 
  private:
   std::unique_ptr<detail::Sequencer> sequencer() {
-    if (!ctx_.spec.ordered) return nullptr;
+    if (!ctx_.spec.ordered()) return nullptr;
     return std::make_unique<LocalSequencer>(&counter_);
   }
   detail::layout::Doorbell* bell(uint32_t t) {

@@ -117,7 +117,7 @@ TEST(RecordLimitTest, TheStatedByteRecordLimitIsTheEnforcedOne) {
                   .ordered()
                   .spec()
             : shuffle<Bytes>("b").sources(testing::slots(1)).targets(testing::slots(1)).spec();
-    spec.segment_bytes = c.segment_bytes;
+    detail::FlowSpecAccess::segment_bytes(spec) = c.segment_bytes;
     ASSERT_EQ(spec.max_record_bytes(), c.limit) << c.segment_bytes;
     testing::LocalFlow flow(spec);
     auto out = flow.source<Bytes>(0);

@@ -250,11 +250,11 @@ TEST(ReplicateFlowTest, ARunOfNumbersOfALostSourceCostsOneGapTimeout) {
 
 TEST(ReplicateFlowTest, SpecRejectsKeysAndOrderedShuffles) {
   FlowSpec bad = small_spec(1, 1).spec();
-  bad.route = detail::Route::kHashRecord;
+  detail::FlowSpecAccess::route(bad) = detail::Route::kHashRecord;
   EXPECT_THROW(bad.validate(), Error);
   FlowSpec ordered_shuffle =
       shuffle<Rec>("s").sources(testing::slots(1)).targets(testing::slots(1)).spec();
-  ordered_shuffle.ordered = true;
+  detail::FlowSpecAccess::ordered(ordered_shuffle) = true;
   EXPECT_THROW(ordered_shuffle.validate(), Error);
 }
 

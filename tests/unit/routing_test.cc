@@ -56,8 +56,8 @@ TEST(RoutingTest, ShortKeysHashLikeTheirZeroExtendedValue) {
 TEST(RoutingTest, KeyFieldRoutingDependsOnlyOnTheKey) {
   auto spec =
       shuffle<Rec>("r").sources(testing::slots(1)).targets(testing::slots(5)).key(&Rec::key);
-  EXPECT_EQ(spec.spec().key_offset, offsetof(Rec, key));
-  EXPECT_EQ(spec.spec().key_size, 8u);
+  EXPECT_EQ(spec.spec().key_offset(), offsetof(Rec, key));
+  EXPECT_EQ(spec.spec().key_size(), 8u);
   testing::LocalFlow flow(spec.spec());
   auto out = flow.source<Rec>(0);
   for (uint64_t k = 0; k < 1000; ++k) {

@@ -114,8 +114,8 @@ TEST(FlowSpecTest, OneSpecPerKindWithPrivateBuildersAndThe10NamesAsAliases) {
   EXPECT_EQ(shuffle_bytes("x").spec().canonical(), shuffle<Bytes>("x").spec().canonical());
   EXPECT_EQ(replicate_bytes("x").spec().canonical(), replicate<Bytes>("x").spec().canonical());
 #pragma GCC diagnostic pop
-  EXPECT_EQ(shuffle<Bytes>("x").spec().record_size, 0u);
-  EXPECT_EQ(shuffle<Bytes>("x").spec().type_name, "bytes");
+  EXPECT_EQ(shuffle<Bytes>("x").spec().record_size(), 0u);
+  EXPECT_EQ(shuffle<Bytes>("x").spec().type_name(), "bytes");
 }
 
 // The fields every kind's builder shares, as declare sees them.
@@ -128,9 +128,9 @@ std::string common_fields(const FlowSpec& s) {
     out += std::to_string(e.slot);
     out += ' ';
   };
-  for (const Endpoint& e : s.sources) add('s', e);
-  for (const Endpoint& e : s.targets) add('t', e);
-  return out + std::to_string(s.segment_bytes) + "/" + std::to_string(s.ring_segments);
+  for (const Endpoint& e : s.sources()) add('s', e);
+  for (const Endpoint& e : s.targets()) add('t', e);
+  return out + std::to_string(s.segment_bytes()) + "/" + std::to_string(s.ring_segments());
 }
 
 TEST(FlowSpecTest, EveryKindTakesTheCommonSettersInAnyOrder) {
@@ -178,17 +178,17 @@ TEST(FlowSpecTest, EveryKindTakesTheCommonSettersInAnyOrder) {
   EXPECT_EQ(common_fields(rep_bytes.spec()), want);
   EXPECT_EQ(common_fields(comb.spec()), want);
 
-  EXPECT_EQ(typed.spec().type_name, "rec-v1");
-  EXPECT_EQ(typed.spec().route, Route::kHashKey);
-  EXPECT_EQ(bytes.spec().type_name, "bytes-v1");
-  EXPECT_EQ(bytes.spec().route, Route::kExplicit);
-  EXPECT_EQ(rep.spec().type, FlowType::kReplicate);
-  EXPECT_TRUE(rep.spec().ordered);
-  EXPECT_EQ(rep.spec().gap_timeout_ms, 50u);
-  EXPECT_EQ(rep_bytes.spec().record_size, 0u);
-  EXPECT_FALSE(rep_bytes.spec().ordered);
-  EXPECT_EQ(comb.spec().type, FlowType::kShuffle);
-  EXPECT_EQ(comb.spec().route, Route::kHashKey);
+  EXPECT_EQ(typed.spec().type_name(), "rec-v1");
+  EXPECT_EQ(typed.spec().route(), Route::kHashKey);
+  EXPECT_EQ(bytes.spec().type_name(), "bytes-v1");
+  EXPECT_EQ(bytes.spec().route(), Route::kExplicit);
+  EXPECT_EQ(rep.spec().type(), FlowType::kReplicate);
+  EXPECT_TRUE(rep.spec().ordered());
+  EXPECT_EQ(rep.spec().gap_timeout_ms(), 50u);
+  EXPECT_EQ(rep_bytes.spec().record_size(), 0u);
+  EXPECT_FALSE(rep_bytes.spec().ordered());
+  EXPECT_EQ(comb.spec().type(), FlowType::kShuffle);
+  EXPECT_EQ(comb.spec().route(), Route::kHashKey);
 }
 
 }  // namespace

@@ -99,7 +99,7 @@ class CombinerSpecCore {
 
   size_t field(uint32_t offset, ValueType type, const char* what) const;
   uint32_t target_of(uint64_t key) const {
-    const auto n = static_cast<uint32_t>(flow_.targets.size());
+    const auto n = static_cast<uint32_t>(flow_.targets().size());
     return n <= 1 ? 0 : reduce(mix64(key), n);
   }
   void validate() const;
