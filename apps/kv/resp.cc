@@ -209,8 +209,9 @@ std::string bulk(std::string_view s) {
 }
 std::string null_bulk() { return "$-1\r\n"; }
 std::string null_reply(bool resp3) { return resp3 ? "_\r\n" : null_bulk(); }
+std::string array_header(size_t n) { return framed('*', std::to_string(n)); }
 std::string array(const std::vector<std::string_view>& items) {
-  std::string out = framed('*', std::to_string(items.size()));
+  std::string out = array_header(items.size());
   for (std::string_view s : items) out.append(bulk(s));
   return out;
 }

@@ -60,5 +60,6 @@ std::string bulk(std::string_view s);                           // $len s
 std::string null_bulk();                                        // $-1
 std::string null_reply(bool resp3);                             // RESP3: _; RESP2: $-1
 std::string array(const std::vector<std::string_view>& items);  // *n, items as bulk strings
+std::string array_header(size_t n);                             // *n, the n items to follow
 
 }  // namespace kv::resp

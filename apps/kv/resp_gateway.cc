@@ -13,6 +13,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "history.h"
@@ -21,6 +22,11 @@
 namespace kv {
 
 namespace {
+
+std::string lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
 
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -318,6 +324,7 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     cmd.value = value;
     cmd.expected = expected;
     const uint64_t seq = client.add(std::move(cmd));
+    if (r.waiting == 0) r.first_seq = seq;
     InFlight& f = inflight_[index];
     if (f.replies.empty()) f.first = seq;
     f.replies.push_back(&r);  // (seqs are consecutive: each comes from add)
@@ -370,6 +377,46 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     if (!fits(1)) return local(too_big());
     r.kind = Kind::kCas;
     return submit(Op::kCas, args[1], args[3], args[2]);
+  }
+  if (name == "INCR" || name == "DECR" || name == "INCRBY" || name == "DECRBY") {
+    const bool by = name.size() == 6;
+    if (args.size() != (by ? 3u : 2u)) return local(wrong_args(lower(name)));
+    int64_t n = 1;
+    if (by && !parse_integer(args[2], &n))
+      return local(resp::error("ERR value is not an integer or out of range"));
+    if (name[0] == 'D') {
+      if (n == std::numeric_limits<int64_t>::min())
+        return local(resp::error("ERR decrement would overflow"));
+      n = -n;
+    }
+    if (!fits(1)) return local(too_big());
+    r.kind = Kind::kNumber;
+    return submit(Op::kIncrBy, args[1], std::to_string(n), "");
+  }
+  if (name == "APPEND" || name == "SETNX" || name == "GETSET") {
+    if (args.size() != 3) return local(wrong_args(lower(name)));
+    if (!fits(1)) return local(too_big());
+    r.kind = name == "APPEND" ? Kind::kNumber : name == "SETNX" ? Kind::kFlag : Kind::kOld;
+    return submit(name == "APPEND"  ? Op::kAppend
+                  : name == "SETNX" ? Op::kSetNx
+                                    : Op::kGetSet,
+                  args[1], args[2], "");
+  }
+  if (name == "STRLEN" || name == "GETDEL") {
+    if (args.size() != 2) return local(wrong_args(lower(name)));
+    if (!fits(1)) return local(too_big());
+    r.kind = name == "STRLEN" ? Kind::kLength : Kind::kOld;
+    return submit(name == "STRLEN" ? Op::kGet : Op::kGetDel, args[1], "", "");
+  }
+  if (name == "MGET") {
+    if (args.size() < 2) return local(wrong_args("mget"));
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (args[i].size() > options_.max_entry_bytes) return local(too_big());
+    }
+    r.kind = Kind::kArray;
+    r.items.resize(args.size() - 1);
+    for (size_t i = 1; i < args.size(); ++i) submit(Op::kGet, args[i], "", "");
+    return;
   }
   bool handled = false;
   std::string answer = local_command(c, name, args, &handled);
@@ -505,6 +552,42 @@ void RespGateway::complete(Client& client, size_t index) {
       case Kind::kCount:
         r.count += h.result.ok ? 1 : 0;
         if (r.waiting == 0) r.text = resp::integer(r.count);
+        break;
+      case Kind::kNumber:
+        if (h.result.refused) {
+          r.text = resp::error("OOM command not allowed when used memory > 'maxmemory'.");
+        } else if (!h.result.ok) {
+          r.text = resp::error(h.result.value == "overflow"
+                                   ? "ERR increment or decrement would overflow"
+                                   : "ERR value is not an integer or out of range");
+        } else {
+          int64_t n = 0;
+          parse_integer(h.result.value, &n);  // the store's own decimal
+          r.text = resp::integer(n);
+        }
+        break;
+      case Kind::kLength:
+        r.text = resp::integer(h.result.ok ? static_cast<int64_t>(h.result.value.size()) : 0);
+        break;
+      case Kind::kFlag:
+      case Kind::kOld:
+        if (h.result.refused) {
+          r.text = resp::error("OOM command not allowed when used memory > 'maxmemory'.");
+        } else if (r.kind == Kind::kFlag) {
+          r.text = resp::integer(h.result.ok ? 1 : 0);
+        } else {
+          r.text = h.result.ok ? resp::bulk(h.result.value) : resp::null_reply(r.resp3);
+        }
+        break;
+      case Kind::kArray:
+        if (const uint64_t at = h.cmd.seq - r.first_seq; at < r.items.size() && h.result.ok)
+          r.items[at] = h.result.value;
+        if (r.waiting == 0) {
+          r.text = resp::array_header(r.items.size());
+          for (const auto& v : r.items) r.text += v ? resp::bulk(*v) : resp::null_reply(r.resp3);
+          r.items.clear();
+          r.items.shrink_to_fit();
+        }
         break;
       case Kind::kLocal:
         break;

@@ -14,6 +14,15 @@
 //   EXISTS key [key ...]  :number present
 //   CAS key old new       :1 if key held old and now holds new, else :0
 //                         (sluice-kv's compare-and-set, not a Redis command)
+//   INCR, DECR key; INCRBY, DECRBY key n   :the new number (Redis's errors
+//                         for a value that is not an integer, and overflow)
+//   APPEND key value      :the new length
+//   STRLEN key            :the value's length (0: absent)
+//   SETNX key value       :1 if it was absent and is now set, else :0
+//   GETSET key value      bulk old value, or null; GETDEL key: the same, deleting
+//   MGET key [key ...]    an array of bulk values or nulls
+//   (each a single log entry on one key, as linearizable as GET and SET; a
+//   multi-key command is one entry per key, not atomic across its keys)
 //   ECHO, INFO [section], CONFIG GET pattern (CONFIG SET: an error),
 //   COMMAND [COUNT|DOCS], CLIENT SETNAME/GETNAME/ID/SETINFO/INFO/LIST,
 //   HELLO [2|3 [AUTH user pass] [SETNAME name]] (3: RESP3 replies from then on),
@@ -58,6 +67,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,12 +145,29 @@ class RespGateway {
   bool finish_history(std::string* why);
 
  private:
-  enum class Kind : uint8_t { kLocal, kGet, kSet, kCount, kCas };
+  // How a request's answer is made from its commands' results: kNumber an
+  // integer the store computed (INCR..., APPEND), kLength a value's length
+  // (STRLEN), kFlag 1 or 0 (SETNX), kOld a value replaced or removed
+  // (GETSET, GETDEL), kArray one bulk per key (MGET).
+  enum class Kind : uint8_t {
+    kLocal,
+    kGet,
+    kSet,
+    kCount,
+    kCas,
+    kNumber,
+    kLength,
+    kFlag,
+    kOld,
+    kArray
+  };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
-    std::string text;      // once ready
-    uint32_t waiting = 0;  // commands still in flight
-    int64_t count = 0;     // kCount: how many succeeded
+    std::string text;                               // once ready
+    uint32_t waiting = 0;                           // commands still in flight
+    int64_t count = 0;                              // kCount: how many succeeded
+    uint64_t first_seq = 0;                         // the client seq of its first command
+    std::vector<std::optional<std::string>> items;  // kArray: each key's value, in order
     bool ready = false;
     bool resp3 = false;  // the connection spoke RESP3 when it asked (HELLO 3)
   };

@@ -79,9 +79,10 @@ uint64_t resident_bytes() {
 }
 
 // The commands of this gateway, for COMMAND COUNT.
-constexpr const char* kCommands[] = {"PING",   "ECHO", "GET",    "SET",     "DEL",    "EXISTS",
-                                     "CAS",    "INFO", "CONFIG", "COMMAND", "CLIENT", "HELLO",
-                                     "SELECT", "AUTH", "QUIT",   "SHUTDOWN"};
+constexpr const char* kCommands[] = {
+    "PING",   "ECHO",    "GET",    "SET",    "DEL",    "EXISTS", "CAS",    "INCR",    "INCRBY",
+    "DECR",   "DECRBY",  "APPEND", "STRLEN", "SETNX",  "GETSET", "GETDEL", "MGET",    "INFO",
+    "CONFIG", "COMMAND", "CLIENT", "HELLO",  "SELECT", "AUTH",   "QUIT",   "SHUTDOWN"};
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 #include "store.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <span>
 
@@ -20,8 +21,30 @@ const char* op_name(Op op) {
       return "delete";
     case Op::kCas:
       return "cas";
+    case Op::kIncrBy:
+      return "incrby";
+    case Op::kAppend:
+      return "append";
+    case Op::kSetNx:
+      return "setnx";
+    case Op::kGetSet:
+      return "getset";
+    case Op::kGetDel:
+      return "getdel";
   }
   return "?";
+}
+
+bool parse_integer(std::string_view text, int64_t* out) {
+  // Redis's rule: a decimal integer as it would print it (no sign but '-',
+  // no leading zeros or spaces), within 64 bits.
+  if (text.empty() || text.size() > 20) return false;
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || std::to_string(v) != text)
+    return false;
+  *out = v;
+  return true;
 }
 
 Command noop_command() { return Command{}; }
@@ -54,6 +77,41 @@ Result execute(std::map<std::string, std::string>& data, const Command& c) {
       }
       break;
     }
+    case Op::kIncrBy: {
+      auto it = data.find(c.key);
+      int64_t now = 0, by = 0, sum = 0;
+      if ((it != data.end() && !parse_integer(it->second, &now)) || !parse_integer(c.value, &by)) {
+        r.value = "not an integer";
+      } else if (__builtin_add_overflow(now, by, &sum)) {
+        r.value = "overflow";
+      } else {
+        r.value = std::to_string(sum);
+        data[c.key] = r.value;
+        r.ok = true;
+      }
+      break;
+    }
+    case Op::kAppend: {
+      std::string& v = data[c.key];
+      v += c.value;
+      r.ok = true;
+      r.value = std::to_string(v.size());
+      break;
+    }
+    case Op::kSetNx:
+      r.ok = data.emplace(c.key, c.value).second;
+      break;
+    case Op::kGetSet:
+    case Op::kGetDel: {
+      auto it = data.find(c.key);
+      if (it != data.end()) {
+        r.ok = true;
+        r.value = std::move(it->second);
+        if (c.op == Op::kGetDel) data.erase(it);
+      }
+      if (c.op == Op::kGetSet) data[c.key] = c.value;
+      break;
+    }
   }
   return r;
 }
@@ -82,11 +140,20 @@ uint64_t Store::entry_bytes(const std::string& key) const {
 }
 
 bool Store::over_limit(const Command& c) const {
-  if (options_.maxmemory == 0 || (c.op != Op::kPut && c.op != Op::kCas)) return false;
-  auto it = data_.find(c.key);
-  if (c.op == Op::kCas && (it == data_.end() || it->second != c.expected)) return false;
+  if (options_.maxmemory == 0 || c.op == Op::kGet || c.op == Op::kDelete || c.op == Op::kGetDel)
+    return false;
+  // What the key's entry would take after the command: a put's value, or
+  // for the others what the command makes of the entry, run on a copy of it
+  // alone (only with a limit set).
   const uint64_t before = entry_bytes(c.key);
-  const uint64_t after = kEntryOverhead + c.key.size() + c.value.size();
+  uint64_t after = kEntryOverhead + c.key.size() + c.value.size();
+  if (c.op != Op::kPut && c.op != Op::kGetSet) {
+    std::map<std::string, std::string> one;
+    if (auto it = data_.find(c.key); it != data_.end()) one.emplace(it->first, it->second);
+    execute(one, c);
+    auto it = one.find(c.key);
+    after = it == one.end() ? 0 : kEntryOverhead + it->first.size() + it->second.size();
+  }
   return after > before && used_bytes_ - before + after > options_.maxmemory;
 }
 

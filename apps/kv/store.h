@@ -22,7 +22,23 @@
 
 namespace kv {
 
-enum class Op : uint8_t { kNoop, kPut, kGet, kDelete, kCas };
+// The operations of the store (Redis's string commands map onto them):
+// put, get, delete and compare-and-set; incrby (INCR, INCRBY, DECR, DECRBY:
+// `value` the signed decimal to add), append, setnx (put if absent), getset
+// (put, returning the value it replaced) and getdel (delete, returning it).
+enum class Op : uint8_t {
+  kNoop,
+  kPut,
+  kGet,
+  kDelete,
+  kCas,
+  kIncrBy,
+  kAppend,
+  kSetNx,
+  kGetSet,
+  kGetDel,
+};
+inline constexpr Op kLastOp = Op::kGetDel;
 
 const char* op_name(Op op);
 
@@ -51,9 +67,13 @@ Command noop_command();
 
 // What an operation returned. put: ok. get: ok = the key exists, value its
 // value. delete: ok = the key existed. cas: ok = the key held `expected` and
-// now holds `value`. refused: a put or cas that would have taken the store
-// past its maxmemory (StoreOptions) and changed nothing (ok false); Redis's
-// OOM error.
+// now holds `value`. incrby: ok = the key held a decimal integer (or none:
+// 0) and the sum fits 64 bits, value the new number; else nothing changed
+// and value is "overflow" or "not an integer". append: ok, value the new
+// length. setnx: ok = the key was absent and now holds `value`. getset and
+// getdel: ok = the key existed, value what it held. refused: a write that
+// would have taken the store past its maxmemory (StoreOptions) and changed
+// nothing (ok false); Redis's OOM error.
 struct Result {
   bool ok = false;
   std::string value;
@@ -222,5 +242,9 @@ class Store {
 // the linearizability checks replay against. (It knows no maxmemory: a
 // refused command is one that took no effect, which the checks allow for.)
 Result execute(std::map<std::string, std::string>& data, const Command& c);
+
+// Parses a decimal integer as Redis takes one (INCRBY's argument, a value
+// to increment): as it would print it, within 64 bits; false otherwise.
+bool parse_integer(std::string_view text, int64_t* out);
 
 }  // namespace kv

@@ -69,7 +69,7 @@ struct Reader {
   Command cmd() {
     Command c;
     uint8_t op = get<uint8_t>();
-    if (op > static_cast<uint8_t>(Op::kCas)) ok = false;
+    if (op > static_cast<uint8_t>(kLastOp)) ok = false;
     c.op = static_cast<Op>(op);
     c.client = get<uint64_t>();
     c.seq = get<uint64_t>();

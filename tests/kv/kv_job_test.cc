@@ -697,6 +697,23 @@ TEST(KvPorcupineTest, RejectsAStaleReadAndADoubleSwap) {
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
 }
 
+// The string commands' operations (incrby, append, setnx, getset, getdel):
+// a history using each as Redis answers it, with two concurrent increments
+// in either order and the store's two increment errors, is linearizable;
+// two increments that both saw the absent key, and two GETDELs that both
+// got the value, are not.
+TEST(KvPorcupineTest, TheStringCommandsAreModelledAsTheStoreExecutesThem) {
+  const ProcessResult ok = porcupine(std::string(SLUICE_KV_FIXTURES) + "/string_ops_ok.jsonl");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("linearizable (13 operations on 3 keys"), std::string::npos)
+      << ok.output;
+  for (const char* name : {"lost_increment.jsonl", "double_getdel.jsonl"}) {
+    const ProcessResult p = porcupine(std::string(SLUICE_KV_FIXTURES) + "/" + name);
+    EXPECT_EQ(p.exit_code, 1) << name << "\n" << p.output;
+    EXPECT_NE(p.output.find("NOT linearizable"), std::string::npos) << name << "\n" << p.output;
+  }
+}
+
 // Operations of unknown outcome (a client's deadline passed) may take effect
 // at any time after their call, or never: a put whose client timed out may
 // be read after its call (not before: the fixture above), or not at all,

@@ -5,8 +5,10 @@ Usage: redis_py_client.py PORT [PASSWORD]
 Connects as any redis-py program does (redis-py sends CLIENT SETINFO on
 connect, and AUTH first when given a password), then uses the commands
 sluice-kv serves: PING, ECHO, SET/GET (binary-safe), EXISTS and DEL of
-several keys, a pipeline whose commands take effect in order, CLIENT
-SETNAME/GETNAME/ID/INFO, INFO sections and CONFIG GET. Every check that
+several keys, the string commands (INCR, INCRBY, DECR, DECRBY, APPEND,
+STRLEN, SETNX, GETSET, GETDEL, MGET) with Redis's answers and errors, a
+pipeline whose commands take effect in order, CLIENT SETNAME/GETNAME/ID/INFO,
+INFO sections and CONFIG GET. Every check that
 fails is printed; the last line says how many checks there were and how
 many failed, and the exit status is 0 only if none failed.
 """
@@ -38,6 +40,43 @@ def main():
     check("exists", r.exists("py:key", "py:missing", "py:key"), 2)
     check("delete", r.delete("py:key", "py:missing"), 1)
     check("get after delete", r.get("py:key"), None)
+
+    # The string commands, answered as Redis answers them.
+    check("incr of a missing key", r.incr("py:n"), 1)
+    check("incrby", r.incrby("py:n", 41), 42)
+    check("decr", r.decr("py:n"), 41)
+    check("decrby", r.decrby("py:n", 50), -9)
+    check("the number as a value", r.get("py:n"), b"-9")
+    r.set("py:text", "abc")
+    for what, call in (("incr", lambda: r.incr("py:text")),
+                       ("incrby of a non-integer", lambda: r.execute_command("INCRBY", "py:n", "1.5"))):
+        try:
+            call()
+            check(what + " refused", "no error", "an error")
+        except redis.ResponseError as e:
+            check(what + " refused", str(e), "value is not an integer or out of range")
+    r.set("py:max", str(2**63 - 1))
+    try:
+        r.incr("py:max")
+        check("overflow refused", "no error", "an error")
+    except redis.ResponseError as e:
+        check("overflow refused", str(e), "increment or decrement would overflow")
+    check("append", r.append("py:text", "de"), 5)
+    check("append to a missing key", r.append("py:new", "xy"), 2)
+    check("strlen", r.strlen("py:text"), 5)
+    check("strlen of a missing key", r.strlen("py:missing"), 0)
+    check("setnx of a present key", r.setnx("py:text", "no"), False)
+    check("setnx of a missing key", r.setnx("py:nx", "yes"), True)
+    check("getset", r.getset("py:nx", "again"), b"yes")
+    check("getset of a missing key", r.getset("py:gs", "first"), None)
+    check("getdel", r.getdel("py:gs"), b"first")
+    check("getdel of a missing key", r.getdel("py:gs"), None)
+    check("mget", r.mget("py:text", "py:missing", "py:nx", "py:n"), [b"abcde", None, b"again", b"-9"])
+    # Increments from a pipeline: each takes effect once, in order.
+    p = r.pipeline(transaction=False)
+    for _ in range(20):
+        p.incr("py:count")
+    check("pipelined increments", p.execute(), list(range(1, 21)))
 
     # A pipeline (no MULTI): sent together, answered in order, taking effect
     # in the order sent (each GET reads the SET before it). A key per pair:

@@ -44,6 +44,48 @@ TEST(StoreTest, PutGetDeleteAndCompareAndSetFollowTheirSpecification) {
   EXPECT_EQ(s.applied().size(), 9u);
 }
 
+// The operations behind Redis's string commands, with Redis's answers:
+// INCRBY on an absent key counts from 0, on a value that is not a decimal
+// integer as Redis prints one (" 1", "+1", "01", "1.5") or past 64 bits it
+// is an error and changes nothing; APPEND answers the new length; SETNX
+// sets only an absent key; GETSET and GETDEL answer the old value.
+TEST(StoreTest, TheStringOperationsFollowRedis) {
+  Store s;
+  uint64_t seq = 0;
+  auto run = [&](Op op, std::string key, std::string value = "") {
+    return s.apply(cmd(op, 1, ++seq, std::move(key), std::move(value)));
+  };
+  EXPECT_EQ(run(Op::kIncrBy, "n", "1"), (Result{true, "1"}));
+  EXPECT_EQ(run(Op::kIncrBy, "n", "-10"), (Result{true, "-9"}));
+  for (const char* bad : {" 1", "+1", "01", "1.5", "", "x", "99999999999999999999"}) {
+    s.apply(cmd(Op::kPut, 1, ++seq, "b", bad));
+    EXPECT_EQ(run(Op::kIncrBy, "b", "1"), (Result{false, "not an integer"})) << "'" << bad << "'";
+    EXPECT_EQ(s.data().at("b"), bad);
+    EXPECT_EQ(run(Op::kIncrBy, "n", bad), (Result{false, "not an integer"})) << "'" << bad << "'";
+  }
+  EXPECT_EQ(s.data().at("n"), "-9");
+  run(Op::kPut, "max", "9223372036854775807");
+  EXPECT_EQ(run(Op::kIncrBy, "max", "1"), (Result{false, "overflow"}));
+  EXPECT_EQ(run(Op::kIncrBy, "max", "-9223372036854775807"), (Result{true, "0"}));
+  run(Op::kPut, "min", "-9223372036854775808");
+  EXPECT_EQ(run(Op::kIncrBy, "min", "-1"), (Result{false, "overflow"}));
+  EXPECT_EQ(run(Op::kAppend, "s", "ab"), (Result{true, "2"}));
+  EXPECT_EQ(run(Op::kAppend, "s", "cde"), (Result{true, "5"}));
+  EXPECT_EQ(s.data().at("s"), "abcde");
+  EXPECT_EQ(run(Op::kSetNx, "s", "x"), (Result{false, ""}));
+  EXPECT_EQ(run(Op::kSetNx, "t", "x"), (Result{true, ""}));
+  EXPECT_EQ(run(Op::kGetSet, "t", "y"), (Result{true, "x"}));
+  EXPECT_EQ(run(Op::kGetSet, "u", "z"), (Result{false, ""}));
+  EXPECT_EQ(s.data().at("u"), "z");
+  EXPECT_EQ(run(Op::kGetDel, "t"), (Result{true, "y"}));
+  EXPECT_EQ(run(Op::kGetDel, "t"), (Result{false, ""}));
+  EXPECT_EQ(s.data().count("t"), 0u);
+  // The same through the sequential reference the checks replay against.
+  std::map<std::string, std::string> plain;
+  EXPECT_EQ(execute(plain, cmd(Op::kIncrBy, 0, 0, "n", "5")), (Result{true, "5"}));
+  EXPECT_EQ(plain.at("n"), "5");
+}
+
 TEST(StoreTest, ExecutesARetriedOperationOnlyOnceAndReturnsItsFirstResult) {
   Store s;
   EXPECT_TRUE(s.apply(cmd(Op::kPut, 7, 1, "a", "1")).ok);
@@ -207,6 +249,11 @@ TEST(StoreTest, WritesPastMaxmemoryAreRefusedAndChangeNothing) {
   EXPECT_TRUE(s.apply(cmd(Op::kGet, 1, ++seq, "k1")).ok);
   EXPECT_TRUE(s.apply(cmd(Op::kDelete, 1, ++seq, "k1")).ok);
   EXPECT_FALSE(s.apply(cmd(Op::kPut, 1, ++seq, "k3", "x")).refused) << "room again";
+  EXPECT_TRUE(s.apply(cmd(Op::kAppend, 1, ++seq, "k2", std::string(200, 'a'))).refused)
+      << "an append that grows a value past the limit";
+  EXPECT_EQ(s.data().at("k2"), std::string(100, 'v'));
+  EXPECT_TRUE(s.apply(cmd(Op::kGetSet, 1, ++seq, "k2", std::string(300, 'g'))).refused);
+  EXPECT_FALSE(s.apply(cmd(Op::kGetDel, 1, ++seq, "k2")).refused) << "a removal never is";
   // The refusal is state: a store without the refused result differs.
   Store copy;
   std::string why;

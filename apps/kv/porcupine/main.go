@@ -6,9 +6,12 @@
 //	{"client":3,"op":"cas","key":"k7","value":"new","expected":"old",
 //	 "ok":true,"out":"","call":1200,"return":1203}
 //
-// with op one of put, get, delete, cas; ok and out what the store answered
-// (get: ok = the key exists, out its value; delete: ok = the key existed;
-// cas: ok = swapped); call and return the invocation and completion times
+// with op one of put, get, delete, cas, incrby, append, setnx, getset,
+// getdel; ok and out what the store answered (get: ok = the key exists, out
+// its value; delete: ok = the key existed; cas: ok = swapped; incrby: ok =
+// added, out the new number; append: out the new length; setnx: ok = set;
+// getset and getdel: ok = the key existed, out its old value; see
+// apps/kv/store.h); call and return the invocation and completion times
 // (any unit, one clock for all clients). The model is a map from key to
 // value, checked key by key (porcupine's partitions).
 //
@@ -19,7 +22,7 @@
 // state (Knossos's and porcupine's usual treatment of an indefinite
 // operation: taking effect after everything else is the same as never).
 //
-// A put or cas the store refused (its maxmemory was reached, Redis's OOM
+// A write the store refused (its maxmemory was reached, Redis's OOM
 // error) has "refused":true: it took no effect, and the model lets it
 // leave any state as it was (the limit is over the whole store, which a
 // check key by key cannot see).
@@ -39,6 +42,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -67,6 +71,16 @@ type output struct {
 	out     string
 	unknown bool // the client never learnt the outcome
 	refused bool // the store refused it (maxmemory): no effect
+}
+
+// parseInteger reads a decimal integer as the store takes one (Redis's
+// rule): as FormatInt would print it, within 64 bits.
+func parseInteger(s string) (int64, bool) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || strconv.FormatInt(v, 10) != s {
+		return 0, false
+	}
+	return v, true
 }
 
 // The state of one key: absent, or present with a value.
@@ -117,6 +131,32 @@ var model = porcupine.Model{
 				return o.ok || o.unknown, state{true, i.value}
 			}
 			return !o.ok || o.unknown, st
+		case "incrby":
+			now, nowOk := int64(0), true
+			if st.present {
+				now, nowOk = parseInteger(st.value)
+			}
+			by, byOk := parseInteger(i.value)
+			sum := now + by
+			if !nowOk || !byOk || (by > 0 && sum < now) || (by < 0 && sum > now) {
+				return !o.ok || o.unknown, st // an error: nothing changed
+			}
+			out := strconv.FormatInt(sum, 10)
+			return o.unknown || (o.ok && o.out == out), state{true, out}
+		case "append":
+			v := st.value + i.value
+			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v}
+		case "setnx":
+			if st.present {
+				return !o.ok || o.unknown, st
+			}
+			return o.ok || o.unknown, state{true, i.value}
+		case "getset", "getdel":
+			saw := o.unknown || (o.ok == st.present && (!st.present || o.out == st.value))
+			if i.op == "getdel" {
+				return saw, state{}
+			}
+			return saw, state{true, i.value}
 		}
 		return false, st
 	},
@@ -138,6 +178,8 @@ var model = porcupine.Model{
 			return fmt.Sprintf("get(%q) -> %q", i.key, o.out)
 		case "delete":
 			return fmt.Sprintf("delete(%q) -> %v", i.key, o.ok)
+		case "incrby", "append", "setnx", "getset", "getdel":
+			return fmt.Sprintf("%s(%q, %q) -> %v %q", i.op, i.key, i.value, o.ok, o.out)
 		default:
 			return fmt.Sprintf("cas(%q, %q -> %q) -> %v", i.key, i.expected, i.value, o.ok)
 		}
@@ -185,12 +227,12 @@ func load(path string) ([]porcupine.Operation, error) {
 			return nil, fmt.Errorf("%s:%d: no %q field", path, line, missing)
 		}
 		switch r.Op {
-		case "put", "get", "delete", "cas":
+		case "put", "get", "delete", "cas", "incrby", "append", "setnx", "getset", "getdel":
 		default:
-			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete or cas", path, line, r.Op)
+			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, append, setnx, getset or getdel", path, line, r.Op)
 		}
-		if r.Refused && r.Op != "put" && r.Op != "cas" {
-			return nil, fmt.Errorf("%s:%d: a %s cannot be refused (only puts and swaps are)", path, line, r.Op)
+		if r.Refused && (r.Op == "get" || r.Op == "delete" || r.Op == "getdel") {
+			return nil, fmt.Errorf("%s:%d: a %s cannot be refused (only writes are)", path, line, r.Op)
 		}
 		if r.Unknown {
 			ops = append(ops, porcupine.Operation{
