@@ -353,14 +353,32 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     return submit(Op::kGet, args[1], "", "");
   }
   if (name == "SET") {
-    if (args.size() != 3) {
-      return local(args.size() < 3 ? wrong_args("set")
-                                   : resp::error("ERR syntax error (sluice-kv's SET takes no "
-                                                 "options)"));
+    if (args.size() < 3) return local(wrong_args("set"));
+    // Options: NX or XX (set only if absent, or present), GET (answer the
+    // value replaced); no expiry.
+    bool nx = false, xx = false, get = false;
+    for (size_t i = 3; i < args.size(); ++i) {
+      const std::string opt = upper(args[i]);
+      if (opt == "NX" && !xx) {
+        nx = true;
+      } else if (opt == "XX" && !nx) {
+        xx = true;
+      } else if (opt == "GET") {
+        get = true;
+      } else if (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT" || opt == "KEEPTTL") {
+        return local(resp::error("ERR sluice-kv keeps no expiry: SET's " + opt +
+                                 " is not supported (NX, XX and GET are)"));
+      } else {
+        return local(resp::error("ERR syntax error"));
+      }
     }
     if (!fits(1)) return local(too_big());
-    r.kind = Kind::kSet;
-    return submit(Op::kPut, args[1], args[2], "");
+    r.kind = get ? (nx ? Kind::kOldUnlessSet : Kind::kOld) : nx || xx ? Kind::kSetIf : Kind::kSet;
+    return submit(nx    ? Op::kSetNx
+                  : xx  ? Op::kSetXx
+                  : get ? Op::kGetSet
+                        : Op::kPut,
+                  args[1], args[2], "");
   }
   if (name == "DEL" || name == "EXISTS") {
     if (args.size() < 2) return local(wrong_args(name == "DEL" ? "del" : "exists"));
@@ -571,12 +589,18 @@ void RespGateway::complete(Client& client, size_t index) {
         break;
       case Kind::kFlag:
       case Kind::kOld:
+      case Kind::kOldUnlessSet:
+      case Kind::kSetIf:
         if (h.result.refused) {
           r.text = resp::error("OOM command not allowed when used memory > 'maxmemory'.");
         } else if (r.kind == Kind::kFlag) {
           r.text = resp::integer(h.result.ok ? 1 : 0);
+        } else if (r.kind == Kind::kSetIf) {
+          r.text = h.result.ok ? resp::simple("OK") : resp::null_reply(r.resp3);
+        } else if (r.kind == Kind::kOld ? h.result.ok : !h.result.ok) {
+          r.text = resp::bulk(h.result.value);  // the value replaced (or kept: NX GET)
         } else {
-          r.text = h.result.ok ? resp::bulk(h.result.value) : resp::null_reply(r.resp3);
+          r.text = resp::null_reply(r.resp3);
         }
         break;
       case Kind::kArray:

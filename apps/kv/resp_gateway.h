@@ -9,7 +9,9 @@
 //
 //   PING [msg]            +PONG, or msg (answered here)
 //   GET key               bulk value, or null
-//   SET key value         +OK (no options)
+//   SET key value [NX|XX] [GET]   +OK, or null if NX/XX did not set; with GET
+//                         the value replaced (NX GET: the value kept), or
+//                         null (no expiry: EX, PX, EXAT, PXAT, KEEPTTL refused)
 //   DEL key [key ...]     :number deleted
 //   EXISTS key [key ...]  :number present
 //   CAS key old new       :1 if key held old and now holds new, else :0
@@ -148,7 +150,9 @@ class RespGateway {
   // How a request's answer is made from its commands' results: kNumber an
   // integer the store computed (INCR..., APPEND), kLength a value's length
   // (STRLEN), kFlag 1 or 0 (SETNX), kOld a value replaced or removed
-  // (GETSET, GETDEL), kArray one bulk per key (MGET).
+  // (GETSET, GETDEL, SET ... [XX] GET), kOldUnlessSet the value an NX kept
+  // (SET ... NX GET: null if it set), kSetIf +OK or null (SET ... NX|XX),
+  // kArray one bulk per key (MGET).
   enum class Kind : uint8_t {
     kLocal,
     kGet,
@@ -159,6 +163,8 @@ class RespGateway {
     kLength,
     kFlag,
     kOld,
+    kOldUnlessSet,
+    kSetIf,
     kArray
   };
   struct Reply {  // one request's answer, in request order

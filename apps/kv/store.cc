@@ -31,6 +31,8 @@ const char* op_name(Op op) {
       return "getset";
     case Op::kGetDel:
       return "getdel";
+    case Op::kSetXx:
+      return "setxx";
   }
   return "?";
 }
@@ -98,18 +100,27 @@ Result execute(std::map<std::string, std::string>& data, const Command& c) {
       r.value = std::to_string(v.size());
       break;
     }
-    case Op::kSetNx:
-      r.ok = data.emplace(c.key, c.value).second;
+    case Op::kSetNx: {
+      const auto [it, added] = data.emplace(c.key, c.value);
+      r.ok = added;
+      if (!added) r.value = it->second;
       break;
+    }
     case Op::kGetSet:
-    case Op::kGetDel: {
+    case Op::kGetDel:
+    case Op::kSetXx: {
       auto it = data.find(c.key);
       if (it != data.end()) {
         r.ok = true;
         r.value = std::move(it->second);
-        if (c.op == Op::kGetDel) data.erase(it);
+        if (c.op == Op::kGetDel) {
+          data.erase(it);
+        } else {
+          it->second = c.value;
+        }
+      } else if (c.op == Op::kGetSet) {
+        data.emplace(c.key, c.value);
       }
-      if (c.op == Op::kGetSet) data[c.key] = c.value;
       break;
     }
   }

@@ -25,7 +25,8 @@ namespace kv {
 // The operations of the store (Redis's string commands map onto them):
 // put, get, delete and compare-and-set; incrby (INCR, INCRBY, DECR, DECRBY:
 // `value` the signed decimal to add), append, setnx (put if absent), getset
-// (put, returning the value it replaced) and getdel (delete, returning it).
+// (put, returning the value it replaced), getdel (delete, returning it) and
+// setxx (put if present, returning the value it replaced).
 enum class Op : uint8_t {
   kNoop,
   kPut,
@@ -37,8 +38,9 @@ enum class Op : uint8_t {
   kSetNx,
   kGetSet,
   kGetDel,
+  kSetXx,
 };
-inline constexpr Op kLastOp = Op::kGetDel;
+inline constexpr Op kLastOp = Op::kSetXx;
 
 const char* op_name(Op op);
 
@@ -70,8 +72,9 @@ Command noop_command();
 // now holds `value`. incrby: ok = the key held a decimal integer (or none:
 // 0) and the sum fits 64 bits, value the new number; else nothing changed
 // and value is "overflow" or "not an integer". append: ok, value the new
-// length. setnx: ok = the key was absent and now holds `value`. getset and
-// getdel: ok = the key existed, value what it held. refused: a write that
+// length. setnx: ok = the key was absent and now holds `value`, else value
+// what it holds. getset, getdel and setxx: ok = the key existed (setxx: and
+// now holds `value`), value what it held. refused: a write that
 // would have taken the store past its maxmemory (StoreOptions) and changed
 // nothing (ok false); Redis's OOM error.
 struct Result {

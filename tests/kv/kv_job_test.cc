@@ -697,17 +697,18 @@ TEST(KvPorcupineTest, RejectsAStaleReadAndADoubleSwap) {
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
 }
 
-// The string commands' operations (incrby, append, setnx, getset, getdel):
-// a history using each as Redis answers it, with two concurrent increments
-// in either order and the store's two increment errors, is linearizable;
-// two increments that both saw the absent key, and two GETDELs that both
-// got the value, are not.
+// The string commands' operations (incrby, append, setnx, getset, getdel,
+// setxx): a history using each as Redis answers it, with two concurrent
+// increments in either order and the store's two increment errors, is
+// linearizable; two increments that both saw the absent key, two GETDELs
+// that both got the value, and a SET XX that set an absent key are not.
 TEST(KvPorcupineTest, TheStringCommandsAreModelledAsTheStoreExecutesThem) {
   const ProcessResult ok = porcupine(std::string(SLUICE_KV_FIXTURES) + "/string_ops_ok.jsonl");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
-  EXPECT_NE(ok.output.find("linearizable (13 operations on 3 keys"), std::string::npos)
+  EXPECT_NE(ok.output.find("linearizable (18 operations on 4 keys"), std::string::npos)
       << ok.output;
-  for (const char* name : {"lost_increment.jsonl", "double_getdel.jsonl"}) {
+  for (const char* name :
+       {"lost_increment.jsonl", "double_getdel.jsonl", "setxx_of_an_absent_key.jsonl"}) {
     const ProcessResult p = porcupine(std::string(SLUICE_KV_FIXTURES) + "/" + name);
     EXPECT_EQ(p.exit_code, 1) << name << "\n" << p.output;
     EXPECT_NE(p.output.find("NOT linearizable"), std::string::npos) << name << "\n" << p.output;

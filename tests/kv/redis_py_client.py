@@ -6,7 +6,8 @@ Connects as any redis-py program does (redis-py sends CLIENT SETINFO on
 connect, and AUTH first when given a password), then uses the commands
 sluice-kv serves: PING, ECHO, SET/GET (binary-safe), EXISTS and DEL of
 several keys, the string commands (INCR, INCRBY, DECR, DECRBY, APPEND,
-STRLEN, SETNX, GETSET, GETDEL, MGET) with Redis's answers and errors, a
+STRLEN, SETNX, GETSET, GETDEL, MGET, SET with NX, XX and GET) with Redis's
+answers and errors, a
 pipeline whose commands take effect in order, CLIENT SETNAME/GETNAME/ID/INFO,
 INFO sections and CONFIG GET. Every check that
 fails is printed; the last line says how many checks there were and how
@@ -71,6 +72,22 @@ def main():
     check("getset of a missing key", r.getset("py:gs", "first"), None)
     check("getdel", r.getdel("py:gs"), b"first")
     check("getdel of a missing key", r.getdel("py:gs"), None)
+    # SET's options: NX, XX and GET; no expiry.
+    check("set nx of a present key", r.set("py:text", "no", nx=True), None)
+    check("set nx of a missing key", r.set("py:snx", "1", nx=True), True)
+    check("set xx of a missing key", r.set("py:sxx", "1", xx=True), None)
+    check("set xx of a present key", r.set("py:snx", "2", xx=True), True)
+    check("set get", r.set("py:snx", "3", get=True), b"2")
+    check("set nx get of a present key", r.set("py:snx", "4", nx=True, get=True), b"3")
+    check("set nx get kept the value", r.get("py:snx"), b"3")
+    check("set xx get of a missing key", r.set("py:sxx", "1", xx=True, get=True), None)
+    check("set xx get did not set", r.get("py:sxx"), None)
+    try:
+        r.set("py:ttl", "1", ex=10)
+        check("set ex refused", "no error", "an error")
+    except redis.ResponseError as e:
+        check("set ex refused", "keeps no expiry" in str(e), True)
+    check("set ex set nothing", r.get("py:ttl"), None)
     check("mget", r.mget("py:text", "py:missing", "py:nx", "py:n"), [b"abcde", None, b"again", b"-9"])
     # Increments from a pipeline: each takes effect once, in order.
     p = r.pipeline(transaction=False)

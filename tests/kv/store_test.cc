@@ -48,7 +48,8 @@ TEST(StoreTest, PutGetDeleteAndCompareAndSetFollowTheirSpecification) {
 // INCRBY on an absent key counts from 0, on a value that is not a decimal
 // integer as Redis prints one (" 1", "+1", "01", "1.5") or past 64 bits it
 // is an error and changes nothing; APPEND answers the new length; SETNX
-// sets only an absent key; GETSET and GETDEL answer the old value.
+// sets only an absent key (else answers what it holds, for SET NX GET); SET
+// XX only a present one; GETSET, GETDEL and SET XX answer the old value.
 TEST(StoreTest, TheStringOperationsFollowRedis) {
   Store s;
   uint64_t seq = 0;
@@ -72,7 +73,7 @@ TEST(StoreTest, TheStringOperationsFollowRedis) {
   EXPECT_EQ(run(Op::kAppend, "s", "ab"), (Result{true, "2"}));
   EXPECT_EQ(run(Op::kAppend, "s", "cde"), (Result{true, "5"}));
   EXPECT_EQ(s.data().at("s"), "abcde");
-  EXPECT_EQ(run(Op::kSetNx, "s", "x"), (Result{false, ""}));
+  EXPECT_EQ(run(Op::kSetNx, "s", "x"), (Result{false, "abcde"})) << "NX GET's answer";
   EXPECT_EQ(run(Op::kSetNx, "t", "x"), (Result{true, ""}));
   EXPECT_EQ(run(Op::kGetSet, "t", "y"), (Result{true, "x"}));
   EXPECT_EQ(run(Op::kGetSet, "u", "z"), (Result{false, ""}));
@@ -80,6 +81,10 @@ TEST(StoreTest, TheStringOperationsFollowRedis) {
   EXPECT_EQ(run(Op::kGetDel, "t"), (Result{true, "y"}));
   EXPECT_EQ(run(Op::kGetDel, "t"), (Result{false, ""}));
   EXPECT_EQ(s.data().count("t"), 0u);
+  EXPECT_EQ(run(Op::kSetXx, "t", "w"), (Result{false, ""})) << "SET XX of an absent key";
+  EXPECT_EQ(s.data().count("t"), 0u);
+  EXPECT_EQ(run(Op::kSetXx, "u", "w"), (Result{true, "z"}));
+  EXPECT_EQ(s.data().at("u"), "w");
   // The same through the sequential reference the checks replay against.
   std::map<std::string, std::string> plain;
   EXPECT_EQ(execute(plain, cmd(Op::kIncrBy, 0, 0, "n", "5")), (Result{true, "5"}));

@@ -7,10 +7,11 @@
 //	 "ok":true,"out":"","call":1200,"return":1203}
 //
 // with op one of put, get, delete, cas, incrby, append, setnx, getset,
-// getdel; ok and out what the store answered (get: ok = the key exists, out
-// its value; delete: ok = the key existed; cas: ok = swapped; incrby: ok =
-// added, out the new number; append: out the new length; setnx: ok = set;
-// getset and getdel: ok = the key existed, out its old value; see
+// getdel, setxx; ok and out what the store answered (get: ok = the key
+// exists, out its value; delete: ok = the key existed; cas: ok = swapped;
+// incrby: ok = added, out the new number; append: out the new length; setnx:
+// ok = set, else out the value kept; getset, getdel and setxx: ok = the key
+// existed, out its old value; see
 // apps/kv/store.h); call and return the invocation and completion times
 // (any unit, one clock for all clients). The model is a map from key to
 // value, checked key by key (porcupine's partitions).
@@ -148,13 +149,16 @@ var model = porcupine.Model{
 			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v}
 		case "setnx":
 			if st.present {
-				return !o.ok || o.unknown, st
+				return o.unknown || (!o.ok && o.out == st.value), st
 			}
 			return o.ok || o.unknown, state{true, i.value}
-		case "getset", "getdel":
+		case "getset", "getdel", "setxx":
 			saw := o.unknown || (o.ok == st.present && (!st.present || o.out == st.value))
-			if i.op == "getdel" {
+			switch {
+			case i.op == "getdel":
 				return saw, state{}
+			case i.op == "setxx" && !st.present:
+				return saw, st
 			}
 			return saw, state{true, i.value}
 		}
@@ -178,7 +182,7 @@ var model = porcupine.Model{
 			return fmt.Sprintf("get(%q) -> %q", i.key, o.out)
 		case "delete":
 			return fmt.Sprintf("delete(%q) -> %v", i.key, o.ok)
-		case "incrby", "append", "setnx", "getset", "getdel":
+		case "incrby", "append", "setnx", "getset", "getdel", "setxx":
 			return fmt.Sprintf("%s(%q, %q) -> %v %q", i.op, i.key, i.value, o.ok, o.out)
 		default:
 			return fmt.Sprintf("cas(%q, %q -> %q) -> %v", i.key, i.expected, i.value, o.ok)
@@ -227,9 +231,9 @@ func load(path string) ([]porcupine.Operation, error) {
 			return nil, fmt.Errorf("%s:%d: no %q field", path, line, missing)
 		}
 		switch r.Op {
-		case "put", "get", "delete", "cas", "incrby", "append", "setnx", "getset", "getdel":
+		case "put", "get", "delete", "cas", "incrby", "append", "setnx", "getset", "getdel", "setxx":
 		default:
-			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, append, setnx, getset or getdel", path, line, r.Op)
+			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, append, setnx, getset, getdel or setxx", path, line, r.Op)
 		}
 		if r.Refused && (r.Op == "get" || r.Op == "delete" || r.Op == "getdel") {
 			return nil, fmt.Errorf("%s:%d: a %s cannot be refused (only writes are)", path, line, r.Op)
