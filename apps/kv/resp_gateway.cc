@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <limits>
@@ -36,6 +37,18 @@ std::string upper(std::string s) {
 constexpr size_t kIdleBufferBytes = 64 * 1024;
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// GETRANGE's bytes of `s` from `start` to `end`, both included; negative
+// offsets count from the end; out of range clamps; as Redis computes them.
+std::string_view byte_range(std::string_view s, int64_t start, int64_t end) {
+  const auto n = static_cast<int64_t>(s.size());
+  if (start < 0 && end < 0 && start > end) return {};
+  if (start < 0) start = std::max<int64_t>(0, n + start);
+  if (end < 0) end = std::max<int64_t>(0, n + end);
+  if (end >= n) end = n - 1;
+  if (n == 0 || start > end) return {};
+  return s.substr(static_cast<size_t>(start), static_cast<size_t>(end - start + 1));
+}
 
 std::string wrong_args(const std::string& name) {
   return resp::error("ERR wrong number of arguments for '" + name + "' command");
@@ -380,14 +393,14 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
                         : Op::kPut,
                   args[1], args[2], "");
   }
-  if (name == "DEL" || name == "EXISTS") {
-    if (args.size() < 2) return local(wrong_args(name == "DEL" ? "del" : "exists"));
+  if (name == "DEL" || name == "UNLINK" || name == "EXISTS") {
+    if (args.size() < 2) return local(wrong_args(lower(name)));
     for (size_t i = 1; i < args.size(); ++i) {
       if (args[i].size() > options_.max_entry_bytes) return local(too_big());
     }
     r.kind = Kind::kCount;
     for (size_t i = 1; i < args.size(); ++i)
-      submit(name == "DEL" ? Op::kDelete : Op::kGet, args[i], "", "");
+      submit(name == "EXISTS" ? Op::kGet : Op::kDelete, args[i], "", "");
     return;
   }
   if (name == "CAS") {
@@ -420,11 +433,19 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
                                     : Op::kGetSet,
                   args[1], args[2], "");
   }
-  if (name == "STRLEN" || name == "GETDEL") {
+  if (name == "STRLEN" || name == "GETDEL" || name == "TYPE") {
     if (args.size() != 2) return local(wrong_args(lower(name)));
     if (!fits(1)) return local(too_big());
-    r.kind = name == "STRLEN" ? Kind::kLength : Kind::kOld;
-    return submit(name == "STRLEN" ? Op::kGet : Op::kGetDel, args[1], "", "");
+    r.kind = name == "STRLEN" ? Kind::kLength : name == "TYPE" ? Kind::kType : Kind::kOld;
+    return submit(name == "GETDEL" ? Op::kGetDel : Op::kGet, args[1], "", "");
+  }
+  if (name == "GETRANGE" || name == "SUBSTR") {
+    if (args.size() != 4) return local(wrong_args(lower(name)));
+    if (!parse_integer(args[2], &r.range_start) || !parse_integer(args[3], &r.range_end))
+      return local(resp::error("ERR value is not an integer or out of range"));
+    if (!fits(1)) return local(too_big());
+    r.kind = Kind::kRange;
+    return submit(Op::kGet, args[1], "", "");
   }
   if (name == "MGET") {
     if (args.size() < 2) return local(wrong_args("mget"));
@@ -586,6 +607,12 @@ void RespGateway::complete(Client& client, size_t index) {
         break;
       case Kind::kLength:
         r.text = resp::integer(h.result.ok ? static_cast<int64_t>(h.result.value.size()) : 0);
+        break;
+      case Kind::kType:
+        r.text = resp::simple(h.result.ok ? "string" : "none");
+        break;
+      case Kind::kRange:
+        r.text = resp::bulk(byte_range(h.result.value, r.range_start, r.range_end));
         break;
       case Kind::kFlag:
       case Kind::kOld:

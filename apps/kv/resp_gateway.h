@@ -23,6 +23,8 @@
 //   SETNX key value       :1 if it was absent and is now set, else :0
 //   GETSET key value      bulk old value, or null; GETDEL key: the same, deleting
 //   MGET key [key ...]    an array of bulk values or nulls
+//   TYPE key              +string or +none; GETRANGE (SUBSTR) key start end: the
+//                         bytes, offsets as Redis takes them; UNLINK: DEL
 //   (each a single log entry on one key, as linearizable as GET and SET; a
 //   multi-key command is one entry per key, not atomic across its keys)
 //   ECHO, INFO [section], CONFIG GET pattern (CONFIG SET: an error),
@@ -152,7 +154,8 @@ class RespGateway {
   // (STRLEN), kFlag 1 or 0 (SETNX), kOld a value replaced or removed
   // (GETSET, GETDEL, SET ... [XX] GET), kOldUnlessSet the value an NX kept
   // (SET ... NX GET: null if it set), kSetIf +OK or null (SET ... NX|XX),
-  // kArray one bulk per key (MGET).
+  // kType +string or +none (TYPE), kRange a GETRANGE's bytes, kArray one
+  // bulk per key (MGET).
   enum class Kind : uint8_t {
     kLocal,
     kGet,
@@ -165,6 +168,8 @@ class RespGateway {
     kOld,
     kOldUnlessSet,
     kSetIf,
+    kType,
+    kRange,
     kArray
   };
   struct Reply {  // one request's answer, in request order
@@ -173,6 +178,7 @@ class RespGateway {
     uint32_t waiting = 0;                           // commands still in flight
     int64_t count = 0;                              // kCount: how many succeeded
     uint64_t first_seq = 0;                         // the client seq of its first command
+    int64_t range_start = 0, range_end = 0;         // kRange: GETRANGE's offsets
     std::vector<std::optional<std::string>> items;  // kArray: each key's value, in order
     bool ready = false;
     bool resp3 = false;  // the connection spoke RESP3 when it asked (HELLO 3)

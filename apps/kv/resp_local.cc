@@ -80,9 +80,10 @@ uint64_t resident_bytes() {
 
 // The commands of this gateway, for COMMAND COUNT.
 constexpr const char* kCommands[] = {
-    "PING",   "ECHO",    "GET",    "SET",    "DEL",    "EXISTS", "CAS",    "INCR",    "INCRBY",
-    "DECR",   "DECRBY",  "APPEND", "STRLEN", "SETNX",  "GETSET", "GETDEL", "MGET",    "INFO",
-    "CONFIG", "COMMAND", "CLIENT", "HELLO",  "SELECT", "AUTH",   "QUIT",   "SHUTDOWN"};
+    "PING",   "ECHO",  "GET",      "SET",    "DEL",    "EXISTS",  "CAS",    "INCR",
+    "INCRBY", "DECR",  "DECRBY",   "APPEND", "STRLEN", "SETNX",   "GETSET", "GETDEL",
+    "MGET",   "TYPE",  "GETRANGE", "SUBSTR", "UNLINK", "INFO",    "CONFIG", "COMMAND",
+    "CLIENT", "HELLO", "SELECT",   "AUTH",   "QUIT",   "SHUTDOWN"};
 
 }  // namespace
 

@@ -6,7 +6,8 @@ Connects as any redis-py program does (redis-py sends CLIENT SETINFO on
 connect, and AUTH first when given a password), then uses the commands
 sluice-kv serves: PING, ECHO, SET/GET (binary-safe), EXISTS and DEL of
 several keys, the string commands (INCR, INCRBY, DECR, DECRBY, APPEND,
-STRLEN, SETNX, GETSET, GETDEL, MGET, SET with NX, XX and GET) with Redis's
+STRLEN, SETNX, GETSET, GETDEL, MGET, SET with NX, XX and GET, TYPE,
+GETRANGE, UNLINK) with Redis's
 answers and errors, a
 pipeline whose commands take effect in order, CLIENT SETNAME/GETNAME/ID/INFO,
 INFO sections and CONFIG GET. Every check that
@@ -88,6 +89,15 @@ def main():
     except redis.ResponseError as e:
         check("set ex refused", "keeps no expiry" in str(e), True)
     check("set ex set nothing", r.get("py:ttl"), None)
+    check("type of a string", r.type("py:text"), b"string")
+    check("type of a missing key", r.type("py:missing"), b"none")
+    r.set("py:range", "This is a string")
+    for (start, end), want in (((0, 3), b"This"), ((-3, -1), b"ing"), ((0, -1), b"This is a string"),
+                               ((10, 100), b"string"), ((5, 3), b""), ((-1, -5), b""),
+                               ((-100, 1), b"Th")):
+        check(f"getrange {start} {end}", r.getrange("py:range", start, end), want)
+    check("getrange of a missing key", r.getrange("py:missing", 0, -1), b"")
+    check("unlink", r.unlink("py:range", "py:missing"), 1)
     check("mget", r.mget("py:text", "py:missing", "py:nx", "py:n"), [b"abcde", None, b"again", b"-9"])
     # Increments from a pipeline: each takes effect once, in order.
     p = r.pipeline(transaction=False)
