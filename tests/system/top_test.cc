@@ -147,20 +147,19 @@ constexpr const char* kPidOfRank =
 TEST(SluiceRunHangReportTest, ATimeoutAndSigusr1NameTheEndpointsThatNeverEnded) {
   const std::string hold = "/tmp/sluice-hang-test-" + std::to_string(::getpid());
   std::remove(hold.c_str());
-  // The launcher in the background; SIGUSR1 once the job is stuck; then the
-  // timeout at 8 s. (The hold file is never made: rank 1 stalls to the end.)
+  // The launcher in the background; SIGUSR1 once the job is stuck, as
+  // `sluice top` shows it (two targets waiting a second for rank 1, after
+  // segments from it: not at a fixed time, which a loaded machine may reach
+  // before the ranks have set their flow up); then the timeout at 8 s. (The
+  // hold file is never made: rank 1 stalls to the end.)
   const std::string script =
       "\"$0\" run -n 3 --timeout 8 -- \"$1\" --records 20000 --stall-rank 1 --hold-until \"$2\" & "
-      "p=$!; "
-      "sleep 4; kill -USR1 $p; "
-      // A loaded machine may not have published the targets' counters yet:
-      // look again (five times, half a second apart) before counting, and
-      // show what top printed when it did not see them.
-      "for i in 1 2 3 4 5; do "
+      "p=$!; i=0; "
+      "while [ $i -lt 40 ]; do "
       "n=$(\"$0\" top --once | grep -c '^    waiting for source (1,0) on rank 1: last "
-      "segment taken'); [ \"$n\" -ge 2 ] && break; sleep 0.5; done; "
+      "segment taken'); [ \"$n\" -ge 2 ] && break; sleep 0.1; i=$((i+1)); done; "
       "echo \"top saw $n\"; [ \"$n\" -ge 2 ] || \"$0\" top --once; "
-      "wait $p; echo \"launcher exit $?\"";
+      "kill -USR1 $p; wait $p; echo \"launcher exit $?\"";
   const auto r =
       run_process({"/bin/sh", "-c", script, bin("sluice"), bin("sluice-test-top-job"), hold}, {},
                   std::chrono::seconds(60));
