@@ -1,5 +1,6 @@
 #include "resp.h"
 
+#include <cctype>
 #include <charconv>
 
 namespace kv::resp {
@@ -214,6 +215,19 @@ std::string array(const std::vector<std::string_view>& items) {
   std::string out = array_header(items.size());
   for (std::string_view s : items) out.append(bulk(s));
   return out;
+}
+
+std::string wrong_args(std::string_view name) {
+  return error("ERR wrong number of arguments for '" + std::string(name) + "' command");
+}
+std::string oom() { return error("OOM command not allowed when used memory > 'maxmemory'."); }
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 }  // namespace kv::resp

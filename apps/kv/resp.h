@@ -62,4 +62,12 @@ std::string null_reply(bool resp3);                             // RESP3: _; RES
 std::string array(const std::vector<std::string_view>& items);  // *n, items as bulk strings
 std::string array_header(size_t n);                             // *n, the n items to follow
 
+// What the front end's commands share: Redis's wrong argument count for
+// command `name` (lower case, as Redis quotes it), its OOM error, and a
+// command name in upper or lower case (ASCII).
+std::string wrong_args(std::string_view name);
+std::string oom();
+std::string upper(std::string s);
+std::string lower(std::string s);
+
 }  // namespace kv::resp

@@ -24,15 +24,9 @@ namespace kv {
 
 namespace {
 
-std::string lower(std::string s) {
-  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
-
-std::string upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
+using resp::lower;
+using resp::upper;
+using resp::wrong_args;
 
 constexpr size_t kIdleBufferBytes = 64 * 1024;
 
@@ -48,10 +42,6 @@ std::string_view byte_range(std::string_view s, int64_t start, int64_t end) {
   if (end >= n) end = n - 1;
   if (n == 0 || start > end) return {};
   return s.substr(static_cast<size_t>(start), static_cast<size_t>(end - start + 1));
-}
-
-std::string wrong_args(const std::string& name) {
-  return resp::error("ERR wrong number of arguments for '" + name + "' command");
 }
 
 bool is_loopback(const sockaddr_storage& a) {
@@ -576,26 +566,27 @@ void RespGateway::complete(Client& client, size_t index) {
       ++f.first;
     }
     --r.waiting;
+    // A write past maxmemory changed nothing: Redis's OOM error, whatever
+    // the command (only one-write requests can be refused).
+    if (h.result.refused) {
+      r.text = resp::oom();
+      r.ready = r.waiting == 0;
+      return;
+    }
     switch (r.kind) {
       case Kind::kGet:
         r.text = h.result.ok ? resp::bulk(h.result.value) : resp::null_reply(r.resp3);
         break;
       case Kind::kSet:
       case Kind::kCas:
-        if (h.result.refused) {
-          r.text = resp::error("OOM command not allowed when used memory > 'maxmemory'.");
-        } else {
-          r.text = r.kind == Kind::kSet ? resp::simple("OK") : resp::integer(h.result.ok ? 1 : 0);
-        }
+        r.text = r.kind == Kind::kSet ? resp::simple("OK") : resp::integer(h.result.ok ? 1 : 0);
         break;
       case Kind::kCount:
         r.count += h.result.ok ? 1 : 0;
         if (r.waiting == 0) r.text = resp::integer(r.count);
         break;
       case Kind::kNumber:
-        if (h.result.refused) {
-          r.text = resp::error("OOM command not allowed when used memory > 'maxmemory'.");
-        } else if (!h.result.ok) {
+        if (!h.result.ok) {
           r.text = resp::error(h.result.value == "overflow"
                                    ? "ERR increment or decrement would overflow"
                                    : "ERR value is not an integer or out of range");
@@ -618,9 +609,7 @@ void RespGateway::complete(Client& client, size_t index) {
       case Kind::kOld:
       case Kind::kOldUnlessSet:
       case Kind::kSetIf:
-        if (h.result.refused) {
-          r.text = resp::error("OOM command not allowed when used memory > 'maxmemory'.");
-        } else if (r.kind == Kind::kFlag) {
+        if (r.kind == Kind::kFlag) {
           r.text = resp::integer(h.result.ok ? 1 : 0);
         } else if (r.kind == Kind::kSetIf) {
           r.text = h.result.ok ? resp::simple("OK") : resp::null_reply(r.resp3);

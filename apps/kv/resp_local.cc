@@ -20,15 +20,9 @@ namespace kv {
 
 namespace {
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
+using resp::lower;
+using resp::upper;
+using resp::wrong_args;
 
 // Redis's glob as CONFIG GET uses it: '*' and '?' (no classes).
 bool glob(const char* p, const char* s) {
@@ -65,10 +59,6 @@ bool valid_name(const std::string& n) {
   for (const unsigned char ch : n)
     if (ch < '!' || ch > '~') return false;
   return true;
-}
-
-std::string wrong_args(const std::string& name) {
-  return resp::error("ERR wrong number of arguments for '" + name + "' command");
 }
 
 uint64_t resident_bytes() {
