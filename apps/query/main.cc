@@ -51,6 +51,9 @@ int synthetic(const sq::Options& opt, sluice::JobContext& ctx) {
     config.runtime.ring_segments = opt.ring_segments;
     config.runtime.impl = opt.exchange;
     config.name = "synthetic." + std::to_string(run);
+    config.on_start = [rank, name = config.name] {
+      std::fprintf(stderr, "sluice-query: rank %u: %s running\n", rank, name.c_str());
+    };
     const sq::SyntheticResult mine = sq::run_synthetic(ctx.cluster(), config);
     if (mine.failure) return ctx.fail("query failed: " + mine.failure->describe());
     const std::vector<SyntheticReport> all =

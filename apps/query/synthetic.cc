@@ -88,6 +88,7 @@ SyntheticResult run_compute_only(sluice::Cluster& cluster, const SyntheticConfig
                          &step);
         step.to(&sum);
         start.wait();
+        if (t == 0 && config.on_start) config.on_start();
         while (gen.step() != 0) {
         }
         per[t].count = sum.count;
@@ -126,6 +127,7 @@ SyntheticResult run_synthetic(sluice::Cluster& cluster, const SyntheticConfig& c
         w.receive(s2, &sum);
         w.add_local(&gen);
         start.wait();
+        if (t == 0 && config.on_start) config.on_start();
         w.run();
         SyntheticResult& r = per[t];
         r.count = sum.count;

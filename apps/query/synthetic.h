@@ -15,6 +15,7 @@
 #include <sluice/sluice.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -37,6 +38,10 @@ struct SyntheticConfig {
   uint64_t rows = 1000000;  // integers generated per process
   RuntimeOptions runtime;
   std::string name = "synthetic";  // exchange names (unique per run in one job)
+  // Called once on this process when its workers have started together
+  // (the command prints a line there, which `sluice run --faults-after` can
+  // wait for); may be empty.
+  std::function<void()> on_start;
 };
 
 // This process's part of one run (collective: every process calls it).

@@ -156,14 +156,15 @@ TEST(SyntheticComputeOnlyTest, NoExchangeGivesTheSameResultAndMovesNothing) {
 // The launcher kills process 1 (SIGKILL, `sluice run --kill`; no process is
 // told) in the middle of the query: the job fails, each survivor names rank
 // 1 as the cause instead of hanging or naming the echoes of its loss, and
-// nothing is left in /dev/shm. 100 M rows per process keep the query
-// running about 10 s over shm (30 s over ofi), long after set-up (well
-// under a second over shm, about 2 s over ofi).
+// nothing is left in /dev/shm. The kill comes 1 s after the ranks' workers
+// started together (the line sluice-query prints there, --faults-after),
+// whatever set-up took; 100 M rows per process keep the query running
+// about 10 s over shm (30 s over ofi) after that.
 void expect_clean_failure_after_kill(const std::string& exchange) {
-  const std::string kill = sluice::testing::over_ofi() ? "1@6" : "1@2";
-  const ProcessResult r =
-      run_query(3, {"synthetic", "--threads", "2", "--rows", "100000000", "--exchange", exchange},
-                "sluice-query", {"--grace", "20", "--kill", kill});
+  const std::string kill = "1@1";
+  const ProcessResult r = run_query(
+      3, {"synthetic", "--threads", "2", "--rows", "100000000", "--exchange", exchange},
+      "sluice-query", {"--grace", "20", "--faults-after", "synthetic.0 running", "--kill", kill});
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "injecting --kill " + kill), 1) << r.output;
   EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
