@@ -29,6 +29,19 @@ std::optional<sluice::View> await_all_ranks(sluice::JobContext& ctx, double seco
   return v;
 }
 
+bool needs_recovery(sluice::JobContext& ctx, const ss::Report& mine, uint64_t run_epoch) {
+  if (!mine.failure) return false;
+  if (mine.failure->lost_peer) return true;
+  sluice::Cluster& cluster = ctx.cluster();
+  if (cluster.epoch() != run_epoch) return true;
+  try {
+    return cluster.await_view(run_epoch, sluice::Clock::now() + cluster.options().peer_timeout)
+        .has_value();
+  } catch (const sluice::Error&) {
+    return false;  // the registry is gone: no view can come, nor a recovery
+  }
+}
+
 std::string job_fingerprint(const ss::Options& opt, uint32_t world) {
   const ss::WindowSpec w = ss::window_of(opt);
   std::string f = opt.query + " " + to_string(opt.strategy) + " " + std::to_string(world) + "x" +
@@ -73,8 +86,12 @@ std::string settle_kafka_output(sluice::JobContext& ctx, ss::KafkaSink& sink, bo
   }
   sluice::kill_point("stream-kafka-before-vote");
   try {
+    // Bounded (the setup timeout): a rank that does not come (one that went
+    // to recover while this one votes) fails the vote, naming it, rather
+    // than holding the job until its timeout.
     for (const std::string& v :
-         ctx.cluster().allgather("stream-kafka-commit", why.empty() ? "1" : "0")) {
+         ctx.cluster().allgather("stream-kafka-commit", why.empty() ? "1" : "0",
+                                 sluice::Clock::now() + ctx.cluster().options().setup_timeout)) {
       if (v != "1" && why.empty()) why = "another rank failed";
     }
   } catch (const std::exception& e) {

@@ -82,6 +82,17 @@ inline std::string flow_name_in(uint64_t epoch) {
   return epoch == 0 ? "stream" : "stream-e" + std::to_string(epoch);
 }
 
+// Whether a run that began in view `run_epoch` and ended with `mine` is
+// recovered in the job (with checkpoints and --recover-within): every rank
+// must decide alike, or one waits in the recovery's collectives while
+// another votes on the Kafka output. So not only a failure that names a
+// lost rank, but any failure while the membership changed: a rank killed
+// and back (or replaced) within the run can leave a survivor's error
+// naming no peer (a flow aborted under it). A failure that names no peer
+// in an unchanged view waits up to the peer timeout for the registry to
+// report a loss it may not have published yet.
+bool needs_recovery(sluice::JobContext& ctx, const ss::Report& mine, uint64_t run_epoch);
+
 // Waits up to `seconds` for a view in which every rank of the job is a
 // member again; nullopt if none came.
 std::optional<sluice::View> await_all_ranks(sluice::JobContext& ctx, double seconds);
@@ -164,7 +175,8 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   ss::Report mine = ss::run<Q, CliSink, kWindows>(ctx.cluster(), query, eo, sink);
   uint32_t recoveries = 0;
   uint64_t replayed = 0;  // records this rank ingested again after recoveries
-  while (mine.failure && mine.failure->lost_peer && checkpoints && opt.recover_within_s > 0) {
+  uint64_t run_epoch = first.epoch;
+  while (checkpoints && opt.recover_within_s > 0 && needs_recovery(ctx, mine, run_epoch)) {
     // In-job recovery: wait for every rank to be back (a replacement took
     // the lost one's place), then all restore the last complete checkpoint.
     std::optional<sluice::View> all = await_all_ranks(ctx, opt.recover_within_s);
@@ -174,6 +186,7 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
                  ", from the last complete checkpoint\n",
                  rank, mine.failure->describe().c_str(), all->epoch);
     eo.flow_name = flow_name_in(all->epoch);
+    run_epoch = all->epoch;
     eo.checkpoint.restore = true;
     const uint64_t before = mine.records_in;
     mine = ss::run<Q, CliSink, kWindows>(ctx.cluster(), query, eo, sink);

@@ -713,10 +713,13 @@ Report run_with(Cluster& cluster, const Q& q, const EngineOptions& opt, Sink& si
   if (opt.ring_segments != 0) spec.ring_segments(opt.ring_segments);
   // The checkpoint to restore: the largest that any rank has a done
   // marker of (one marker proves every worker's snapshot was written).
+  // Bounded by the setup timeout: a rank that never comes (it took another
+  // branch after a failure) fails this one with its name, not a hang.
   uint64_t restore_id = 0;
   if (!opt.checkpoint.dir.empty() && opt.checkpoint.restore) {
     const uint64_t mine = latest_done(opt.checkpoint.dir, rank * threads, threads);
-    for (const std::string& v : cluster.allgather(opt.flow_name + "-restore", std::to_string(mine)))
+    for (const std::string& v : cluster.allgather(opt.flow_name + "-restore", std::to_string(mine),
+                                                  Clock::now() + cluster.options().setup_timeout))
       restore_id = std::max<uint64_t>(restore_id, std::stoull(v));
   }
   const DeclaredFlow flow = cluster.declare(spec);
