@@ -150,11 +150,13 @@ class _Layout:
                     lengths = np.where(valid, lengths, 0)
                 data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else \
                     np.empty(0, np.uint8)
-                mat = np.zeros((n, width), np.uint8)
-                rows = np.repeat(np.arange(n), lengths)
-                starts = np.repeat(offsets[:-1], lengths)
-                within = np.arange(rows.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-                mat[rows, within] = data[starts + within]
+                # Row i's field: the `width` bytes from its offset (a window
+                # of the data, read past its end into the next values, then
+                # zeroed past its length).
+                padded = np.concatenate([data[:offsets[-1]], np.zeros(width, np.uint8)])
+                windows = np.lib.stride_tricks.sliding_window_view(padded, width)
+                mat = windows[offsets[:-1]]
+                mat[np.arange(width)[None, :] >= lengths[:, None]] = 0
                 dest[name] = mat.view(dt).reshape(n)
                 dest[f"{name}.len"] = lengths
             if nullable:
