@@ -228,6 +228,22 @@ class Cluster:
         """``op`` folded over every rank's ``obj`` in rank order (numbers, numpy arrays, ...)."""
         return functools.reduce(op, self.allgather(obj, timeout))
 
+    def alltoallv(self, buffers: Sequence[Any], timeout: Optional[float] = None,
+                  view: Optional[View] = None, segment_bytes: int = 1 << 16) -> list:
+        """Sends ``buffers[i]`` (any bytes-like object or contiguous numpy
+        array, of any size) to rank i and returns what each rank sent this
+        one, as uint8 numpy arrays indexed by rank (MPI's Alltoallv). With
+        ``view``: among the view's members, ``buffers`` and the result
+        indexed by their position in ``view.members``; ``ViewChanged`` as for
+        ``shuffle``. The bytes travel through a flow (not the registry), so
+        any size goes; each received buffer is one copy out of the rings."""
+        sends = [np.frombuffer(memoryview(b).cast("B"), np.uint8) if not isinstance(b, np.ndarray)
+                 else np.ascontiguousarray(b).reshape(-1).view(np.uint8) for b in buffers]
+        self._alltoallv_calls = getattr(self, "_alltoallv_calls", 0) + 1
+        name = f"sluice.py.alltoallv.{self._alltoallv_calls}"
+        return _sluice.alltoallv(self._c, name, sends, None if view is None else view._tuple(),
+                                 segment_bytes, timeout)
+
     def all_ranks(self, slots: int = 1) -> list:
         """Endpoints (rank, slot) for every rank and slot 0 .. slots - 1."""
         return [(r, s) for r in range(self.world_size) for s in range(slots)]

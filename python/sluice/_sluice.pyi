@@ -36,6 +36,12 @@ def copied_bytes() -> int:
     Bytes copied out of rings so far (consume(copy=True), exchange()); consume() copies none.
     """
 
+def alltoallv(cluster: Cluster, name: str, sends: Sequence[Annotated[NDArray[numpy.uint8], dict(shape=(None,), order='C', device='cpu', writable=False)]], view: tuple[int, Sequence[int], Sequence[int]] | None, segment_bytes: int, timeout: float | None) -> list[Annotated[NDArray[numpy.uint8], dict(shape=(None,))]]:
+    """One buffer to every rank taking part, one from each (MPI's Alltoallv)."""
+
+def route_rows(records: Annotated[NDArray[numpy.uint8], dict(shape=(None,), order='C', device='cpu', writable=False)], itemsize: int, key_offset: int, key_size: int, targets: int) -> Annotated[NDArray[numpy.uint32], dict(shape=(None,))]:
+    """Each record's target by the hash of its key bytes."""
+
 class Cluster:
     @staticmethod
     def join() -> Cluster:

@@ -20,28 +20,29 @@ key runs there alone::
                        lineitem=lineitem, orders=orders)
         everything = sdf.gather(cluster, part)     # rank 0: every rank's rows; others: None
 
-Rows travel as numpy records of one flow (``Cluster.shuffle``): every
-column becomes a fixed-width field (integers, floats, booleans, dates,
-times, timestamps, durations and decimals as their Arrow values; strings
-and binaries as a field as wide as the longest value on any rank, beside
-their length), so a long free-text column costs its widest value in every
-row: select the columns a query needs before moving them. A column with
-nulls on any rank carries a validity field too. Every rank calls each
-function in the same order (they are collectives), with tables of the same
-schema; ``InvalidArgument`` names a rank whose schema differs and a column
-of a type that cannot travel (lists, structs, dictionaries, ...).
+Rows travel as Arrow IPC streams, one from every rank to every rank
+(``Cluster.alltoallv``, through a flow of byte records, not the registry),
+so any Arrow type goes (lists, structs, dictionaries, nulls); a received
+table's buffers are views of the bytes that arrived (one copy out of the
+flow's rings, none after). The key columns are hashed as one fixed-size
+record: integers, floats, booleans, dates, times, timestamps, durations,
+decimals, strings and binaries can be keys (a string as wide as the longest
+key value on any rank, agreed first), and tables to be joined on a key must
+give it the same type on both sides. Every rank calls each function in the
+same order (they are collectives), with tables of the same schema;
+``InvalidArgument`` names a rank whose schema differs and a key column of a
+type that cannot be hashed.
 
 Needs pyarrow (and duckdb for ``sql``): ``pip install sluice[dataframe]``.
 """
 
 from __future__ import annotations
 
-import itertools
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import Cluster, InvalidArgument, View
+from . import Cluster, InvalidArgument, View, _sluice
 
 try:
     import pyarrow as pa
@@ -49,9 +50,6 @@ except ImportError as e:  # pragma: no cover - the module's one hard need
     raise ImportError("sluice.dataframe needs pyarrow: pip install pyarrow") from e
 
 __all__ = ["repartition", "gather", "sql", "to_table", "exact_mean"]
-
-_KEY = "__sluice_key"
-_names = itertools.count()  # flow names, the same sequence on every rank
 
 
 def to_table(data: Any) -> "pa.Table":
@@ -70,9 +68,9 @@ def to_table(data: Any) -> "pa.Table":
                           f"relation or a pandas DataFrame, not {type(data).__name__}")
 
 
-# How one column travels: "fixed" (its values' bytes), "bool" (a byte per
-# value), "string" (a fixed-width field and a length).
-def _kind(name: str, t: "pa.DataType") -> Tuple[str, Optional[np.dtype]]:
+# How a key column is hashed: "fixed" (its values' bytes), "bool" (a byte
+# per value), "string" (a fixed-width field and a length).
+def _key_kind(name: str, t: "pa.DataType") -> Tuple[str, Optional[np.dtype]]:
     if pa.types.is_boolean(t):
         return "bool", np.dtype("?")
     if pa.types.is_string(t) or pa.types.is_binary(t):
@@ -84,9 +82,9 @@ def _kind(name: str, t: "pa.DataType") -> Tuple[str, Optional[np.dtype]]:
     if (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)) and \
             t.bit_width % 8 == 0:
         return "fixed", np.dtype(f"V{t.bit_width // 8}")
-    raise InvalidArgument(f"sluice.dataframe: column {name!r} is of type {t}, which cannot "
-                          "travel (fixed-width values, decimals, booleans, strings and "
-                          "binaries can)")
+    raise InvalidArgument(f"sluice.dataframe: key column {name!r} is of type {t}, which cannot "
+                          "be hashed (keys of fixed-width values, decimals, booleans, strings "
+                          "and binaries can)")
 
 
 def _bits(buf: Optional["pa.Buffer"], offset: int, n: int) -> Optional[np.ndarray]:
@@ -96,51 +94,42 @@ def _bits(buf: Optional["pa.Buffer"], offset: int, n: int) -> Optional[np.ndarra
         .astype(bool)
 
 
-class _Layout:
-    """The record every rank agreed on for one table: its numpy dtype and
-    how each column fills and is rebuilt from it."""
+class _KeyLayout:
+    """The key columns of a row as one fixed-size record that every rank
+    builds alike (strings as wide as the longest on any rank, beside their
+    length; a validity byte where any rank has nulls; a null's bytes
+    zeroed), so that equal keys are equal bytes and hash to one rank."""
 
-    def __init__(self, schema: "pa.Schema", by: Sequence[str], widths: dict, nullable: set):
-        self.schema = schema
-        self.by = list(by)
+    def __init__(self, schema: "pa.Schema", widths: dict, nullable: set):
         self.columns = []  # (name, type, kind, field dtype, width, nullable)
-        key_fields, body_fields = [], []
+        fields = []
         for f in schema:
-            kind, dt = _kind(f.name, f.type)
+            kind, dt = _key_kind(f.name, f.type)
             width = 0
             if kind == "string":
                 width = max(1, widths.get(f.name, 0))
                 dt = np.dtype(f"S{width}")
-            fields = [(f.name, dt)]
+            fields.append((f.name, dt))
             if kind == "string":
                 fields.append((f"{f.name}.len", np.dtype("<u4")))
             if f.name in nullable:
                 fields.append((f"{f.name}.valid", np.dtype("?")))
-            (key_fields if f.name in self.by else body_fields).extend(fields)
             self.columns.append((f.name, f.type, kind, dt, width, f.name in nullable))
-        if self.by:
-            # The key columns side by side in one field, which the flow hashes.
-            self.dtype = np.dtype([(_KEY, np.dtype(key_fields))] + body_fields)
-        else:
-            self.dtype = np.dtype(body_fields)
-
-    def _place(self, rec: np.ndarray, name: str) -> np.ndarray:
-        return rec[_KEY][name] if name in self.by else rec[name]
+        self.dtype = np.dtype(fields)
 
     def records(self, table: "pa.Table") -> np.ndarray:
         n = table.num_rows
         rec = np.zeros(n, self.dtype)
+        if n == 0:
+            return rec
         for (name, t, kind, dt, width, nullable), col in zip(self.columns, table.columns):
             arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-            if n == 0:
-                continue
             bufs = arr.buffers()
             valid = _bits(bufs[0], arr.offset, n)
-            dest = rec[_KEY] if name in self.by else rec
             if kind == "bool":
-                dest[name] = _bits(bufs[1], arr.offset, n)
+                rec[name] = _bits(bufs[1], arr.offset, n)
             elif kind == "fixed":
-                dest[name] = np.frombuffer(bufs[1], dt, count=n, offset=arr.offset * dt.itemsize)
+                rec[name] = np.frombuffer(bufs[1], dt, count=n, offset=arr.offset * dt.itemsize)
             else:
                 wide = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
                 offsets = np.frombuffer(bufs[1], np.int64 if wide else np.int32, count=n + 1,
@@ -157,61 +146,33 @@ class _Layout:
                 windows = np.lib.stride_tricks.sliding_window_view(padded, width)
                 mat = windows[offsets[:-1]]
                 mat[np.arange(width)[None, :] >= lengths[:, None]] = 0
-                dest[name] = mat.view(dt).reshape(n)
-                dest[f"{name}.len"] = lengths
+                rec[name] = mat.view(dt).reshape(n)
+                rec[f"{name}.len"] = lengths
             if nullable:
-                dest[f"{name}.valid"] = True if valid is None else valid
+                rec[f"{name}.valid"] = True if valid is None else valid
                 if valid is not None and kind != "string":
                     # Arrow leaves a null's value undefined: zeros, so that
                     # equal keys are equal bytes.
-                    dest[name][~valid] = np.zeros(1, dest[name].dtype)[0]
+                    rec[name][~valid] = np.zeros(1, rec[name].dtype)[0]
         return rec
 
-    def table(self, rec: np.ndarray) -> "pa.Table":
-        n = len(rec)
-        arrays = []
-        for name, t, kind, dt, width, nullable in self.columns:
-            src = rec[_KEY] if name in self.by else rec
-            validity = None
-            if nullable:
-                validity = pa.py_buffer(np.packbits(src[f"{name}.valid"], bitorder="little"))
-            if kind == "bool":
-                data = pa.py_buffer(np.packbits(src[name], bitorder="little"))
-                arrays.append(pa.Array.from_buffers(t, n, [validity, data]))
-            elif kind == "fixed":
-                data = pa.py_buffer(np.ascontiguousarray(src[name]))
-                arrays.append(pa.Array.from_buffers(t, n, [validity, data]))
-            else:
-                wide = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
-                lengths = src[f"{name}.len"].astype(np.int64)
-                offsets = np.zeros(n + 1, np.int64)
-                np.cumsum(lengths, out=offsets[1:])
-                if not wide and offsets[-1] > np.iinfo(np.int32).max:
-                    raise InvalidArgument(f"sluice.dataframe: column {name!r} holds more than "
-                                          f"2 GiB on this rank; make it {t} -> large_{t}")
-                mat = np.ascontiguousarray(src[name]).view(np.uint8).reshape(n, width)
-                data = mat[np.arange(width)[None, :] < lengths[:, None]]
-                arrays.append(pa.Array.from_buffers(
-                    t, n, [validity, pa.py_buffer(offsets.astype(np.int64 if wide else np.int32)),
-                           pa.py_buffer(np.ascontiguousarray(data))]))
-        return pa.Table.from_arrays(arrays, schema=self.schema)
 
-
-def _describe(table: "pa.Table") -> dict:
+def _describe(table: "pa.Table", by: Sequence[str]) -> dict:
     widths, nulls = {}, []
-    for f, col in zip(table.schema, table.columns):
+    for k in by:
+        col = table.column(k)
         if col.null_count:
-            nulls.append(f.name)
-        if _kind(f.name, f.type)[0] == "string" and table.num_rows:
+            nulls.append(k)
+        if _key_kind(k, col.type)[0] == "string" and table.num_rows:
             import pyarrow.compute as pc
             longest = pc.max(pc.binary_length(col)).as_py()
-            widths[f.name] = int(longest or 0)
+            widths[k] = int(longest or 0)
     return {"schema": table.schema.serialize().to_pybytes(), "widths": widths, "nulls": nulls}
 
 
-def _agree_layout(cluster: Cluster, table: "pa.Table", by: Sequence[str],
-                  view: Optional[View]) -> _Layout:
-    mine = _describe(table)
+def _agree(cluster: Cluster, table: "pa.Table", by: Sequence[str],
+           view: Optional[View]) -> _KeyLayout:
+    mine = _describe(table, by)
     got = cluster.allgather(mine, view=view)
     parts = list(got.values) if view is not None else got
     ranks = list(got.ranks) if view is not None else list(range(len(parts)))
@@ -226,33 +187,50 @@ def _agree_layout(cluster: Cluster, table: "pa.Table", by: Sequence[str],
         for k, w in p["widths"].items():
             widths[k] = max(widths.get(k, 0), w)
         nulls.update(p["nulls"])
-    return _Layout(table.schema, by, widths, nulls)
+    return _KeyLayout(pa.schema([table.schema.field(k) for k in by]), widths, nulls)
+
+
+def _ipc(table: "pa.Table") -> Any:
+    if table.num_rows == 0:
+        return b""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
 
 
 def _exchange(cluster: Cluster, table: "pa.Table", by: Sequence[str], root: Optional[int],
-              name: Optional[str], view: Optional[View]) -> "pa.Table":
-    layout = _agree_layout(cluster, table, by, view)
-    rec = layout.records(table)
-    flow_name = name or f"sluice.dataframe.{next(_names)}"
-    seg = max(1 << 16, layout.dtype.itemsize)
-    with cluster.shuffle(flow_name, layout.dtype, key=_KEY if by else None, segment_bytes=seg,
-                         view=view) as flow:
-        targets = None
-        if root is not None:
-            targets = np.full(len(rec), flow.targets.index((root, 0)), np.uint32)
-        got = flow.exchange(rec, targets)
-    return layout.table(got)
+              view: Optional[View]) -> "pa.Table":
+    keys = _agree(cluster, table, by, view)
+    ranks = list(view.members) if view is not None else list(range(cluster.world_size))
+    n = len(ranks)
+    if root is not None:
+        parts = [table.slice(0, 0)] * n
+        parts[ranks.index(root)] = table
+    else:
+        rec = keys.records(table.select(by))
+        targets = _sluice.route_rows(rec.view(np.uint8), rec.dtype.itemsize, 0,
+                                     rec.dtype.itemsize, n)
+        order = np.argsort(targets, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(np.bincount(targets, minlength=n))])
+        ordered = table.take(pa.array(order)) if table.num_rows else table
+        parts = [ordered.slice(starts[i], starts[i + 1] - starts[i]) for i in range(n)]
+    got = cluster.alltoallv([_ipc(p) for p in parts], view=view)
+    # Each stream is read where it landed: the tables' buffers are views of
+    # the received bytes.
+    tables = [pa.ipc.open_stream(pa.py_buffer(b)).read_all() for b in got if len(b)]
+    return pa.concat_tables([table.slice(0, 0)] + tables) if tables else table.slice(0, 0)
 
 
 def repartition(cluster: Cluster, data: Any, by: Union[str, Sequence[str]],
-                name: Optional[str] = None, view: Optional[View] = None) -> "pa.Table":
+                view: Optional[View] = None) -> "pa.Table":
     """This rank's partition of the job's table by the key columns ``by``:
     every rank passes its part of the table (same schema everywhere) and
     gets back the rows whose key it owns (a hash of the key columns'
     values, so equal keys meet on one rank), as an Arrow table. A
     collective: every rank calls it (with ``view``: every member of the
-    view, the flow re-formed among them; ``ViewChanged`` as for
-    ``Cluster.shuffle``)."""
+    view, the exchange among them; ``ViewChanged`` as for
+    ``Cluster.alltoallv``)."""
     table = to_table(data)
     by = [by] if isinstance(by, str) else list(by)
     if not by:
@@ -261,15 +239,16 @@ def repartition(cluster: Cluster, data: Any, by: Union[str, Sequence[str]],
         if k not in table.schema.names:
             raise InvalidArgument(f"sluice.dataframe.repartition: by names {k!r}, which is not "
                                   f"a column of the table ({', '.join(table.schema.names)})")
-    return _exchange(cluster, table, by, None, name, view)
+        _key_kind(k, table.schema.field(k).type)
+    return _exchange(cluster, table, by, None, view)
 
 
-def gather(cluster: Cluster, data: Any, root: int = 0, name: Optional[str] = None,
+def gather(cluster: Cluster, data: Any, root: int = 0,
            view: Optional[View] = None) -> Optional["pa.Table"]:
     """Every rank's rows on rank ``root`` (in no promised order), as an
     Arrow table; None on the other ranks. A collective, as ``repartition``."""
     table = to_table(data)
-    got = _exchange(cluster, table, [], root, name, view)
+    got = _exchange(cluster, table, [], root, view)
     return got if cluster.rank == root else None
 
 

@@ -23,6 +23,7 @@
 #include <tuple>
 #include <vector>
 
+#include "alltoallv.h"
 #include "records_flow.h"
 
 namespace nb = nanobind;
@@ -485,6 +486,66 @@ class PyFlow {
   std::atomic<int> busy_{0};
 };
 
+// Cluster.alltoallv: one buffer to every rank taking part (uint8 arrays,
+// in the order of alltoallv_ranks), one from each, as uint8 arrays that own
+// their bytes (copied once out of the rings, counted in copied_bytes).
+std::vector<OutArray> alltoallv_of(PyCluster& cluster, const std::string& name,
+                                   const std::vector<ByteArray>& sends,
+                                   std::optional<ViewTuple> view, uint32_t segment_bytes,
+                                   std::optional<double> timeout) {
+  Cluster& c = cluster.get();
+  AlltoallvSpec spec;
+  spec.name = name;
+  spec.segment_bytes = segment_bytes;
+  if (view) spec.view = to_view(*view);
+  std::vector<std::span<const std::byte>> bufs;
+  bufs.reserve(sends.size());
+  for (const ByteArray& a : sends)
+    bufs.emplace_back(reinterpret_cast<const std::byte*>(a.data()), a.size());
+  std::vector<ReceivedBuffer> got;
+  {
+    nb::gil_scoped_release unlocked;
+    got = alltoallv(c, spec, bufs, deadline_of(timeout));
+  }
+  std::vector<OutArray> out;
+  out.reserve(got.size());
+  for (ReceivedBuffer& b : got) {
+    copied_bytes.fetch_add(b.size, std::memory_order_relaxed);
+    auto* owned = new ReceivedBuffer(std::move(b));
+    nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<ReceivedBuffer*>(p); });
+    out.emplace_back(reinterpret_cast<uint8_t*>(owned->data.get()),
+                     std::initializer_list<size_t>{owned->size}, owner);
+  }
+  return out;
+}
+
+// Each record's target by a hash of its key bytes [key_offset, key_offset +
+// key_size) over `targets` targets: the routing of a flow declared with that
+// key (RecordsFlow::route), for records that travel otherwise.
+nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>> route_rows(ByteArray records, uint32_t itemsize,
+                                                         uint32_t key_offset, uint32_t key_size,
+                                                         uint32_t targets) {
+  if (itemsize == 0 || records.size() % itemsize != 0 || key_offset + key_size > itemsize ||
+      targets == 0) {
+    raise(exc.invalid, "route_rows: records of " + std::to_string(itemsize) +
+                           " bytes with a key at [" + std::to_string(key_offset) + ", " +
+                           std::to_string(key_offset + key_size) + ") over " +
+                           std::to_string(targets) + " targets");
+  }
+  const size_t n = records.size() / itemsize;
+  auto* out = new std::vector<uint32_t>(n);
+  nb::capsule owner(out, [](void* p) noexcept { delete static_cast<std::vector<uint32_t>*>(p); });
+  const auto* data = reinterpret_cast<const std::byte*>(records.data());
+  {
+    nb::gil_scoped_release unlocked;
+    for (size_t i = 0; i < n; ++i) {
+      const std::span<const std::byte> key(data + i * itemsize + key_offset, key_size);
+      (*out)[i] = reduce_hash(hash_bytes(key), targets);
+    }
+  }
+  return nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>>(out->data(), {n}, owner);
+}
+
 nb::handle new_exception(nb::module_& m, const char* name, nb::handle base,
                          nb::handle second = nb::handle(), const char* doc = nullptr) {
   const std::string qualified = nb::cast<std::string>(m.attr("__name__")) + "." + name;
@@ -523,6 +584,12 @@ NB_MODULE(_sluice, m) {
   m.def(
       "copied_bytes", [] { return copied_bytes.load(std::memory_order_relaxed); },
       "Bytes copied out of rings so far (consume(copy=True), exchange()); consume() copies none.");
+
+  m.def("alltoallv", &alltoallv_of, "cluster"_a, "name"_a, "sends"_a, "view"_a.none(),
+        "segment_bytes"_a, "timeout"_a.none(),
+        "One buffer to every rank taking part, one from each (MPI's Alltoallv).");
+  m.def("route_rows", &route_rows, "records"_a.noconvert(), "itemsize"_a, "key_offset"_a,
+        "key_size"_a, "targets"_a, "Each record's target by the hash of its key bytes.");
 
   nb::class_<PyCluster>(m, "Cluster")
       .def_static("join", &PyCluster::join, "Joins the job the environment names.")

@@ -1,5 +1,6 @@
 """Collectives for the tests: allgather, bcast and allreduce of Python
-objects and numpy arrays, and a barrier. Rank 0 prints `OK` or exits 1."""
+objects and numpy arrays, alltoallv of buffers, and a barrier. Rank 0
+prints `OK` or exits 1."""
 
 import sys
 
@@ -26,6 +27,23 @@ with sluice.Cluster.from_env() as cluster:
     biggest = cluster.allreduce(me, op=max)
     if biggest != world - 1:
         errors.append(f"allreduce max: {biggest}")
+    # alltoallv: buffers of every size (none, a few bytes, many segments)
+    # from every rank to every rank, each arriving whole and once.
+    def made(src, dst):
+        n = 0 if (src + dst) % 3 == 0 else 7 * (src + 1) + 100_003 * dst * (src % 2)
+        return np.random.default_rng(src * 100 + dst).integers(0, 256, n, dtype=np.uint8)
+    got = cluster.alltoallv([made(me, t) for t in range(world)])
+    if len(got) != world:
+        errors.append(f"alltoallv: {len(got)} buffers")
+    for src, g in enumerate(got):
+        if not np.array_equal(g, made(src, me)):
+            errors.append(f"alltoallv: from rank {src}: {len(g)} bytes, made {len(made(src, me))}")
+    try:
+        cluster.alltoallv([b"x"] * (world + 1))
+        errors.append("alltoallv of too many buffers was not refused")
+    except sluice.InvalidArgument as e:
+        if f"one for each of the {world} ranks" not in str(e):
+            errors.append(f"alltoallv's count error: {e}")
     # (before the barrier: no rank can have left before every rank reached it)
     if cluster.live_ranks() != list(range(world)):
         errors.append(f"live_ranks: {cluster.live_ranks()}")

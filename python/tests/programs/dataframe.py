@@ -1,11 +1,12 @@
-"""sluice.dataframe's repartition and gather on a table of every column kind
-the module moves (integers, floats, booleans, decimals, dates, timestamps,
-strings with non-ASCII bytes, embedded NULs and empty values, binaries,
-nulls), keyed by one column, by two and by a string column with nulls:
-every row arrives once (rank 0 compares the union of the partitions with
-the union of the inputs, row for row), each key on exactly one rank, the
-schema kept; a rank with no rows takes part; a schema that differs on one rank and a column that cannot
-travel raise InvalidArgument on every rank, naming them. Rank 0 prints
+"""sluice.dataframe's repartition and gather on a table of many column kinds
+(integers, floats, booleans, decimals, dates, timestamps, strings with
+non-ASCII bytes, embedded NULs and empty values, binaries, lists, a
+dictionary-encoded column, nulls), keyed by one column, by two and by a
+string column with nulls: every row arrives once (rank 0 compares the
+union of the partitions with the union of the inputs, row for row), each
+key on exactly one rank, the schema kept; a rank with no rows takes part; a
+schema that differs on one rank and a key column that cannot be hashed
+raise InvalidArgument on every rank, naming them. Rank 0 prints
 `OK dataframe ...` or the program exits 1."""
 
 import datetime
@@ -35,6 +36,11 @@ def table_of(rank: int, rows: int) -> pa.Table:
         "note": pa.array([None if i % 17 == 0 else ("" if i % 5 == 0 else "x\0y" * (i % 4))
                           for i in range(rows)], pa.string()),
         "blob": pa.array([bytes([i % 256, 0, 255])[: i % 4] for i in range(rows)], pa.binary()),
+        "tags": pa.array([[i, i + 1][: i % 3] if i % 19 else None for i in range(rows)],
+                         pa.list_(pa.int32())),
+        "kind": pa.array([f"k{i % 4}" for i in range(rows)],
+                         pa.string()).dictionary_encode().cast(pa.dictionary(pa.int32(),
+                                                                             pa.string())),
     })
 
 
@@ -81,13 +87,13 @@ with sluice.Cluster.from_env() as cluster:
     except sluice.InvalidArgument as e:
         if "rank 1's table has another schema" not in str(e) and me != 1:
             errors.append(f"the differing schema's error: {e}")
-    # A column that cannot travel.
+    # A key column that cannot be hashed.
     try:
-        sdf.repartition(cluster, pa.table({"k": [1], "l": pa.array([[1, 2]])}), by="k")
-        errors.append("a list column was not refused")
+        sdf.repartition(cluster, pa.table({"k": [1], "l": pa.array([[1, 2]])}), by="l")
+        errors.append("a list key was not refused")
     except sluice.InvalidArgument as e:
-        if "column 'l' is of type list<item: int64>" not in str(e):
-            errors.append(f"the list column's error: {e}")
+        if "key column 'l' is of type list<item: int64>" not in str(e):
+            errors.append(f"the list key's error: {e}")
 
     errors = [e for errs in cluster.allgather(errors) for e in errs]
     if me == 0:
