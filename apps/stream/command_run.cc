@@ -4,6 +4,7 @@
 #include "command_run.h"
 
 #include <sluice/job.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -27,6 +29,26 @@ std::optional<sluice::View> await_all_ranks(sluice::JobContext& ctx, double seco
     v = *next;
   }
   return v;
+}
+
+void check_followed(sluice::JobContext& ctx, const ss::Options& opt,
+                    const std::function<std::string(uint32_t, uint32_t)>& path_of) {
+  const uint32_t workers = ctx.world_size() * opt.threads;
+  std::string error;
+  try {
+    for (uint32_t t = 0; t < opt.threads; ++t) {
+      const std::string path = path_of(ctx.rank() * opt.threads + t, workers);
+      if (::access(path.c_str(), R_OK) != 0)
+        throw std::runtime_error("cannot follow " + path + ": " + std::strerror(errno));
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const auto errors = ctx.cluster().allgather("stream-follow", error);
+  for (size_t r = 0; r < errors.size(); ++r) {
+    if (!errors[r].empty())
+      throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
+  }
 }
 
 bool needs_recovery(sluice::JobContext& ctx, const ss::Report& mine, uint64_t run_epoch) {

@@ -27,6 +27,7 @@
 #include "options.h"
 #include "stream/engine.h"
 #include "stream/file_source.h"
+#include "stream/follow_source.h"
 #include "stream/kafka.h"
 #include "stream/nexmark.h"
 #include "stream/reference.h"
@@ -81,6 +82,12 @@ struct CliSink {
 inline std::string flow_name_in(uint64_t epoch) {
   return epoch == 0 ? "stream" : "stream-e" + std::to_string(epoch);
 }
+
+// Before a run on followed files (--follow): every rank checks that each of
+// its workers' files can be opened (path_of(worker, workers) names it) and
+// every rank learns every rank's error, so that all fail alike, naming it.
+void check_followed(sluice::JobContext& ctx, const ss::Options& opt,
+                    const std::function<std::string(uint32_t, uint32_t)>& path_of);
 
 // Whether a run that began in view `run_epoch` and ended with `mine` is
 // recovered in the job (with checkpoints and --recover-within): every rank
@@ -368,6 +375,17 @@ int run_either(const ss::Options& opt, sluice::JobContext& ctx, Build build, Gen
     }
     ss::KafkaInput<Rec> in(kafka_config(opt), opt.kafka_input, schema);
     in.connect();
+    return run_query<kWindows>(opt, ctx, build(erase_input<Rec>(in.factory())), sizeof(Rec));
+  }
+  if (opt.follow) {
+    if (schema == nullptr) {
+      throw std::invalid_argument("--query " + opt.query +
+                                  " cannot follow CSV files (its records have no CSV form)");
+    }
+    ss::FollowedInput<Rec> in(opt.input, schema, !opt.no_header,
+                              [] { return sluice::stop_requested(); });
+    check_followed(ctx, opt,
+                   [&in](uint32_t g, uint32_t workers) { return in.path_of(g, workers); });
     return run_query<kWindows>(opt, ctx, build(erase_input<Rec>(in.factory())), sizeof(Rec));
   }
   if (!opt.input.empty()) {

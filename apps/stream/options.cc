@@ -98,6 +98,16 @@ void finish(Options& o, Given given) {
         "--input-format and --no-header describe --input files, and no --input is given");
   if (o.no_header && o.input_format == "binary")
     throw UsageError("--no-header applies to CSV input, not --input-format binary");
+  if (o.follow && o.input.empty())
+    throw UsageError("--follow follows the CSV files of --input: give it");
+  if (o.follow && o.input_format == "binary")
+    throw UsageError("--follow reads CSV files, not --input-format binary");
+  if (o.follow && o.verify) {
+    throw UsageError(
+        "--verify reads the input again after the run, and followed files (--follow) may have "
+        "grown past where the job stopped: check the output instead (--csv-out against a "
+        "bounded run of the same files)");
+  }
   o.gen.validate();         // throws std::invalid_argument naming the field
   window_of(o).validate();  // the same
 }
@@ -259,6 +269,13 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
   cli.add_flag("--no-header", o.no_header,
                "CSV input files have no header line: each line holds the query's columns in the "
                "order docs/stream.md lists");
+  cli.add_flag("--follow", o.follow,
+               "Follow the --input CSV files as they grow (as tail -f): each worker reads its "
+               "file ({worker} in PATTERN; a plain path for a job of one worker), waits for "
+               "lines appended while the job runs, and at the first SIGINT or SIGTERM reads to "
+               "the file's end and ends its input; the job then finishes as at the end of its "
+               "input. Checkpoints carry each worker's byte offset. Each worker says when it "
+               "has caught up with its file");
   cli.add_option("--throttle", o.throttle,
                  "Feed each worker at most N records per second, as a live stream does (default: "
                  "as fast as it can; for runs long enough to checkpoint, stop or kill)")

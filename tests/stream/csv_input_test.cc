@@ -14,6 +14,7 @@
 
 #include "stream/csv.h"
 #include "stream/file_source.h"
+#include "stream/follow_source.h"
 #include "stream/nexmark.h"
 #include "stream/workloads.h"
 
@@ -232,6 +233,50 @@ TEST_F(CsvInputTest, ALayoutWithoutTheTimeColumnTakesItFromFill) {
   EXPECT_EQ(ss::ysb_csv_schema().time_column, "event_time");
   EXPECT_EQ(ss::cm_csv_schema().time_column, "time");
   EXPECT_EQ(ss::bid_csv_schema().time_column, "time");
+}
+
+// A followed file (stream/follow_source.h): complete lines are read, a line
+// without its end waits for it, the position a checkpoint keeps lets another
+// source go on where the first stopped (the header read again), and once
+// stop() says so the last line is read without its end and the input ends.
+// A bad line is named by file and line.
+TEST_F(CsvInputTest, AFollowedFileWaitsForWholeLinesAndResumesFromItsPosition) {
+  const std::string p = write("follow.csv", "auction,bidder,price,time\n1,2,3,4\n5,6,7,8\n9,10,1");
+  bool stop = false;
+  const auto stopped = [&stop] { return stop; };
+  std::vector<ss::Bid> buf(10);
+  ss::FollowedCsvSource<ss::Bid> a(p, &ss::bid_csv_schema(), true, stopped);
+  ASSERT_EQ(a(buf), 2u);
+  EXPECT_TRUE(same(buf[0], 1, 2, 3, 4));
+  EXPECT_TRUE(same(buf[1], 5, 6, 7, 8));
+  EXPECT_EQ(a(buf), 0u) << "the third line has no end yet";
+  EXPECT_FALSE(a.done());
+  const std::string at = a.position();
+  std::ofstream(p, std::ios::app) << "1,12\n13,14,15,16\n" << std::flush;
+  ss::FollowedCsvSource<ss::Bid> b(p, &ss::bid_csv_schema(), true, stopped);
+  b.seek(at);
+  ASSERT_EQ(b(buf), 2u);
+  EXPECT_TRUE(same(buf[0], 9, 10, 11, 12));
+  EXPECT_TRUE(same(buf[1], 13, 14, 15, 16));
+  std::ofstream(p, std::ios::app) << "17,18,19,20" << std::flush;
+  EXPECT_EQ(b(buf), 0u);
+  stop = true;
+  ASSERT_EQ(b(buf), 1u) << "stopping reads the last line without its end";
+  EXPECT_TRUE(same(buf[0], 17, 18, 19, 20));
+  EXPECT_EQ(b(buf), 0u);
+  EXPECT_TRUE(b.done());
+
+  const std::string bad = write("bad-follow.csv", "auction,bidder,price,time\n1,2,3,4\n5,x,7,8\n");
+  ss::FollowedCsvSource<ss::Bid> c(bad, &ss::bid_csv_schema(), true, stopped);
+  try {
+    c(buf);
+    ADD_FAILURE() << "a bad line was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(bad + ":3: column 2 (bidder): 'x'"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(ss::FollowedCsvSource<ss::Bid>(p + ".none", &ss::bid_csv_schema(), true, stopped),
+               std::runtime_error);
 }
 
 }  // namespace

@@ -11,7 +11,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/test_support.h"
@@ -215,6 +219,85 @@ TEST_F(FileInputTest, BadInputFailsEveryRankNamingIt) {
     EXPECT_NE(n.exit_code, 0) << n.output;
     EXPECT_NE(n.output.find("--query nb8 reads binary input only"), std::string::npos) << n.output;
   }
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+// The records the followed files' workers last said they had read, in all.
+uint64_t caught_up(const std::string& output) {
+  return sluice::testing::sum_of_latest(output, R"(caught up with (\S+): ([0-9]+) records read)");
+}
+
+// --follow: every worker follows its own CSV file. The job reads the first
+// half of each file and says it caught up; the rest is appended while it
+// runs, in two writes whose first ends in the middle of a line (which waits
+// for its end), and read too; SIGTERM to sluice run ends each worker's
+// input at its file's end and the job finishes. Records, rows, checksum and
+// late counts equal the bounded run's over the whole files (a generated
+// input with disorder and late records). A missing file fails every rank,
+// naming it; several workers cannot share one followed file.
+TEST_F(FileInputTest, FollowedFilesAreReadAsTheyGrowUntilSigterm) {
+  const std::vector<std::string> base = {
+      "--query", "ysb",        "--workers", "2",     "--records", "200000", "--rate",
+      "5",       "--disorder", "400",       "--lag", "50",        "--json"};
+  std::vector<std::string> gen = base;
+  gen.insert(gen.end(), {"--input-csv-dir", dir_.string()});
+  const ProcessResult g = run_stream(2, gen);
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  ASSERT_NE(json_field(g.output, "late"), "{}") << "the input should have late records";
+  std::vector<std::string> rests;
+  uint64_t first = 0, total = 0;
+  for (int w = 0; w < 4; ++w) {
+    std::ifstream in(path("input-" + std::to_string(w) + ".csv"));
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l + "\n");
+    ASSERT_GT(lines.size(), 10u);
+    const size_t half = lines.size() / 2;
+    std::ofstream out(path("f-" + std::to_string(w) + ".csv"));
+    std::string rest;
+    for (size_t i = 0; i <= half; ++i) out << lines[i];
+    for (size_t i = half + 1; i < lines.size(); ++i) rest += lines[i];
+    rests.push_back(rest);
+    first += half;  // the header is not a record
+    total += lines.size() - 1;
+  }
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--input", path("f-{worker}.csv"), "--follow"});
+  sluice::testing::BackgroundJob job(sluice::testing::job_argv(2, 120, "sluice-stream", args));
+  ASSERT_TRUE(job.read_until([&](const std::string& o) { return caught_up(o) == first; },
+                             std::chrono::seconds(60)))
+      << job.output();
+  for (int w = 0; w < 4; ++w) {
+    const std::string& rest = rests[static_cast<size_t>(w)];
+    const size_t cut = rest.find('\n') + 3;  // a line and a few bytes of the next
+    std::ofstream out(path("f-" + std::to_string(w) + ".csv"), std::ios::app);
+    out << rest.substr(0, cut) << std::flush;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    out << rest.substr(cut) << std::flush;
+  }
+  ASSERT_TRUE(job.read_until([&](const std::string& o) { return caught_up(o) == total; },
+                             std::chrono::seconds(60)))
+      << job.output();
+  ASSERT_TRUE(job.stop()) << job.output();
+  const std::string& out = job.output();
+  EXPECT_EQ(sluice::testing::count_lines_with(out, "sluice: SIGTERM: stopping"), 2) << out;
+  EXPECT_EQ(sluice::testing::count_lines_with(out, "stopping the input from"), 4) << out;
+  EXPECT_EQ(sluice::testing::count_lines_with(out, "exited with status"), 0) << out;
+  ProcessResult r;
+  r.output = out;
+  EXPECT_EQ(result(r), result(g)) << out;
+
+  args = base;
+  args.insert(args.end(), {"--input", path("missing-{worker}.csv"), "--follow"});
+  const ProcessResult missing = run_stream(2, args);
+  EXPECT_NE(missing.exit_code, 0) << missing.output;
+  EXPECT_NE(missing.output.find("cannot follow " + path("missing-0.csv")), std::string::npos)
+      << missing.output;
+  args = base;
+  args.insert(args.end(), {"--input", path("f-0.csv"), "--follow"});
+  const ProcessResult shared = run_stream(1, args);
+  EXPECT_NE(shared.exit_code, 0) << shared.output;
+  EXPECT_NE(shared.output.find("a growing file is followed by one worker"), std::string::npos)
+      << shared.output;
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 

@@ -43,6 +43,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace ss = sluice::stream;
+using sluice::testing::BackgroundJob;
 using sluice::testing::describe;
 using sluice::testing::json_field;
 using sluice::testing::json_number;
@@ -309,56 +310,10 @@ TEST_F(KafkaTest, AMessageThatIsNotARecordFailsTheJobNamingItsOffset) {
   EXPECT_NE(missing.output.find("Kafka topic no-such"), std::string::npos) << missing.output;
 }
 
-// A job running in the background whose output the test reads as it goes.
-class BackgroundJob {
- public:
-  explicit BackgroundJob(std::vector<std::string> argv) {
-    sluice::proc::SpawnOptions o;
-    o.argv = std::move(argv);
-    o.out = sluice::proc::Output::kPipe;
-    o.err = sluice::proc::Output::kToStdout;
-    job_ = sluice::proc::Process::spawn(o);
-  }
-  // Reads its output until pred(output) or `limit`; pred's last answer.
-  template <class Pred>
-  bool read_until(Pred pred, std::chrono::seconds limit) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (!pred(output_) && std::chrono::steady_clock::now() < end) {
-      pollfd p{job_.out().get(), POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(job_.out().get(), buf, sizeof buf);
-      if (n <= 0) break;
-      output_.append(buf, static_cast<size_t>(n));
-    }
-    return pred(output_);
-  }
-  // SIGTERM (as Ctrl-C at sluice run), then its output to the end; true if
-  // it exited within the time.
-  bool stop() {
-    if (::kill(job_.pid(), SIGTERM) != 0) return false;
-    read_until([](const std::string&) { return false; }, std::chrono::seconds(60));
-    return job_.wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30)).has_value();
-  }
-  const std::string& output() const { return output_; }
-
- private:
-  sluice::proc::Process job_;
-  std::string output_;
-};
-
 // The records the job's readers last said they had caught up with, in all.
 uint64_t caught_up(const std::string& output) {
-  static const std::regex line(
-      R"(caught up with topic ysb-follow partitions ([0-9,]+): ([0-9]+) records read)");
-  std::map<std::string, uint64_t> latest;  // partitions -> records
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
-       it != std::sregex_iterator(); ++it) {
-    latest[(*it)[1].str()] = std::stoull((*it)[2].str());
-  }
-  uint64_t sum = 0;
-  for (const auto& [p, n] : latest) sum += n;
-  return sum;
+  return sluice::testing::sum_of_latest(
+      output, R"(caught up with topic ysb-follow partitions ([0-9,]+): ([0-9]+) records read)");
 }
 
 // --kafka-follow: the job reads the first half of every partition and says

@@ -1,6 +1,9 @@
 #include "support/test_support.h"
 
 #include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -95,6 +98,46 @@ uint64_t json_number(const std::string& output, const std::string& name) {
 bool over_ofi() {
   const char* t = std::getenv("SLUICE_TRANSPORT");
   return t != nullptr && std::string(t) == "ofi";
+}
+
+uint64_t sum_of_latest(const std::string& output, const std::string& pattern) {
+  const std::regex line(pattern);
+  std::map<std::string, uint64_t> latest;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    latest[(*it)[1].str()] = std::stoull((*it)[2].str());
+  }
+  uint64_t sum = 0;
+  for (const auto& [key, n] : latest) sum += n;
+  return sum;
+}
+
+BackgroundJob::BackgroundJob(std::vector<std::string> argv) {
+  proc::SpawnOptions o;
+  o.argv = std::move(argv);
+  o.out = proc::Output::kPipe;
+  o.err = proc::Output::kToStdout;
+  job_ = proc::Process::spawn(o);
+}
+
+bool BackgroundJob::read_until(const std::function<bool(const std::string&)>& pred,
+                               std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred(output_) && std::chrono::steady_clock::now() < end) {
+    pollfd p{job_.out().get(), POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(job_.out().get(), buf, sizeof buf);
+    if (n <= 0) break;
+    output_.append(buf, static_cast<size_t>(n));
+  }
+  return pred(output_);
+}
+
+bool BackgroundJob::stop() {
+  if (::kill(job_.pid(), SIGTERM) != 0) return false;
+  read_until([](const std::string&) { return false; }, std::chrono::seconds(60));
+  return job_.wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30)).has_value();
 }
 
 }  // namespace sluice::testing

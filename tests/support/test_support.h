@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -57,6 +58,29 @@ std::vector<std::string> sluice_shm_entries();
 int count_lines_with(const std::string& text, const std::string& needle);
 // Number of lines of `text` that contain every one of `needles`.
 int count_lines_with_all(const std::string& text, const std::vector<std::string>& needles);
+
+// The sum over keys of the last count `output` says for each: `pattern`
+// matches a line's key (its first group) and count (its second), e.g. a
+// reader's "caught up with X: N records read" said again as it goes on.
+uint64_t sum_of_latest(const std::string& output, const std::string& pattern);
+
+// A job started in the background (its stdout and stderr in one pipe),
+// whose output a test reads while it runs: to wait for a line, then act
+// (append to its input, signal it) and read on.
+class BackgroundJob {
+ public:
+  explicit BackgroundJob(std::vector<std::string> argv);
+  // Reads its output until pred(output) or `limit`; pred's last answer.
+  bool read_until(const std::function<bool(const std::string&)>& pred, std::chrono::seconds limit);
+  // SIGTERM (as Ctrl-C at sluice run), then its output to the end; true if
+  // it exited within the time.
+  bool stop();
+  const std::string& output() const { return output_; }
+
+ private:
+  proc::Process job_;
+  std::string output_;
+};
 
 // True when the test runs over ofi (SLUICE_TRANSPORT=ofi, as the ctest
 // variants set it): tests scale their sizes down on that slower path.

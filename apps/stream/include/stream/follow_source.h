@@ -1,0 +1,259 @@
+// stream/follow_source.h: a query's input from CSV files that grow while
+// the job runs (as `tail -f` follows a log).
+//
+//   ss::FollowedInput<YsbEvent> in("/logs/ysb-{worker}.csv", &ss::ysb_csv_schema(),
+//                                  /*header=*/true, [] { return sluice::stop_requested(); });
+//   auto query = ss::from<YsbEvent>(in.factory()).window(...)...;
+//
+// Worker g follows the file with g in place of "{worker}" (a plain path:
+// the one worker of a job of one follows it). It reads every complete line
+// the file holds, then waits for more (10 ms at a time, so that the engine
+// polls its flow meanwhile), until stop() returns true: then it reads what
+// the file holds at that moment, the last line too if it has no line end
+// yet, and its input ends. A line that is still being written (no line end)
+// waits until it is complete. The header, the columns and every malformed
+// line are as for FileInput's CSV (stream/csv.h): errors name the file,
+// the line number, the column and the value.
+//
+// Checkpoints carry where a worker got to (byte offset and line number),
+// and a restored job goes on from there: records are read exactly once,
+// as long as what the file held is not rewritten. Each time a worker has
+// read everything its file holds it says so once on stdout ("caught up
+// with FILE: N records read"), and once more when it stops.
+//
+// Thread safety: one source per worker thread; the factory may be shared.
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include "stream/csv.h"
+
+namespace sluice::stream {
+
+template <class Rec>
+class FollowedCsvSource {
+ public:
+  FollowedCsvSource(std::string path, const CsvSchema<Rec>* schema, bool header,
+                    std::function<bool()> stop)
+      : path_(std::move(path)), schema_(schema), header_(header), stop_(std::move(stop)) {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      throw std::runtime_error("cannot follow " + path_ + ": " + std::strerror(errno));
+    }
+    if (!header_) make_layout("");
+  }
+  FollowedCsvSource(FollowedCsvSource&& o) noexcept
+      : path_(std::move(o.path_)),
+        schema_(o.schema_),
+        header_(o.header_),
+        stop_(std::move(o.stop_)),
+        fd_(std::exchange(o.fd_, -1)),
+        layout_(std::move(o.layout_)),
+        buf_(std::move(o.buf_)),
+        pos_(o.pos_),
+        buf_at_(o.buf_at_),
+        line_(o.line_),
+        stopping_(o.stopping_),
+        done_(o.done_),
+        read_(o.read_),
+        reported_(o.reported_) {}
+  FollowedCsvSource(const FollowedCsvSource&) = delete;
+  FollowedCsvSource& operator=(const FollowedCsvSource&) = delete;
+  FollowedCsvSource& operator=(FollowedCsvSource&&) = delete;
+  ~FollowedCsvSource() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // Up to out.size() records: 0 and !done() mean none has come yet.
+  size_t operator()(std::span<Rec> out) {
+    if (done_) return 0;
+    if (!stopping_ && stop_ && stop_()) stopping_ = true;  // read to the end there is now
+    size_t n = 0;
+    bool more = true;
+    while (n < out.size()) {
+      size_t nl = buf_.find('\n', pos_);
+      if (nl == std::string::npos) {
+        if (buf_.size() - pos_ > kMaxLine) {
+          throw std::runtime_error(where() + ": a line longer than " + std::to_string(kMaxLine) +
+                                   " bytes: not a CSV file of " + std::string(schema_->name));
+        }
+        if (more && (more = read_more())) continue;
+        if (!stopping_ || pos_ == buf_.size()) break;
+        nl = buf_.size();  // stopping: the last line, without a line end
+      }
+      std::string_view line(buf_.data() + pos_, nl - pos_);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (!layout_) {
+        make_layout(line);  // the header
+      } else if (!line.empty()) {
+        Rec r{};
+        if (auto bad = layout_->parse(line, &r)) {
+          throw std::runtime_error(where() + ": " + bad->message());
+        }
+        out[n++] = r;
+      }
+      pos_ = std::min(nl + 1, buf_.size());
+      ++line_;
+    }
+    read_ += n;
+    if (pos_ > buf_.size() / 2) {  // keep the buffer to what is not read yet
+      buf_at_ += pos_;
+      buf_.erase(0, pos_);
+      pos_ = 0;
+    }
+    if (n == 0) {
+      if (stopping_) {
+        done_ = true;
+        std::printf("sluice-stream: stopping the input from %s at %" PRIu64 " records\n",
+                    path_.c_str(), read_);
+        std::fflush(stdout);
+      } else {
+        if (read_ != reported_ || !said_caught_up_) {
+          reported_ = read_;
+          said_caught_up_ = true;
+          std::printf("sluice-stream: caught up with %s: %" PRIu64 " records read\n", path_.c_str(),
+                      read_);
+          std::fflush(stdout);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    return n;
+  }
+
+  // The input ended (stop() said so and the file's end was read).
+  bool done() const { return done_; }
+
+  // Where the worker got to, "offset:line" (a checkpoint's input position,
+  // engine.h); seek() goes back there.
+  std::string position() const {
+    return std::to_string(buf_at_ + pos_) + ":" + std::to_string(line_);
+  }
+  void seek(const std::string& position) {
+    const size_t colon = position.find(':');
+    if (colon == std::string::npos) {
+      throw std::runtime_error("bad position '" + position + "' of followed file " + path_);
+    }
+    const uint64_t offset = std::stoull(position.substr(0, colon));
+    if (header_ && !layout_ && offset > 0) {  // the header, before what follows it
+      buf_at_ = 0;
+      buf_.clear();
+      pos_ = 0;
+      line_ = 1;
+      while (buf_.find('\n') == std::string::npos) {
+        if (!read_more()) throw std::runtime_error(path_ + " lost its header line");
+      }
+      const size_t nl = buf_.find('\n');
+      std::string_view h(buf_.data(), nl);
+      if (!h.empty() && h.back() == '\r') h.remove_suffix(1);
+      make_layout(h);
+    }
+    buf_.clear();
+    pos_ = 0;
+    buf_at_ = offset;
+    line_ = std::stoull(position.substr(colon + 1));
+    done_ = stopping_ = false;
+  }
+
+ private:
+  static constexpr size_t kMaxLine = 64 * 1024;
+  static constexpr size_t kChunk = 256 * 1024;
+
+  // Appends what the file holds past the buffer; false if nothing new.
+  bool read_more() {
+    const size_t had = buf_.size();
+    buf_.resize(had + kChunk);
+    ssize_t got;
+    do {
+      got = ::pread(fd_, buf_.data() + had, kChunk, static_cast<off_t>(buf_at_ + had));
+    } while (got < 0 && errno == EINTR);
+    if (got < 0) {
+      buf_.resize(had);
+      throw std::runtime_error("cannot read " + path_ + ": " + std::strerror(errno));
+    }
+    buf_.resize(had + static_cast<size_t>(got));
+    if (got > 0 && std::memchr(buf_.data() + had, '\0', static_cast<size_t>(got)) != nullptr) {
+      throw std::runtime_error(path_ + ": a NUL byte: not a CSV file");
+    }
+    return got > 0;
+  }
+  void make_layout(std::string_view header) {
+    try {
+      layout_.emplace(*schema_, header, header_);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(path_ + ":1: " + e.what());
+    }
+  }
+  std::string where() const { return path_ + ":" + std::to_string(line_); }
+
+  std::string path_;
+  const CsvSchema<Rec>* schema_;
+  bool header_;
+  std::function<bool()> stop_;
+  int fd_ = -1;
+  std::optional<CsvLayout<Rec>> layout_;
+  std::string buf_;      // read from the file, from offset buf_at_
+  size_t pos_ = 0;       // the next line's start in buf_
+  uint64_t buf_at_ = 0;  // buf_[0]'s offset in the file
+  uint64_t line_ = 1;    // the line number of buf_[pos_]
+  bool stopping_ = false, done_ = false;
+  uint64_t read_ = 0, reported_ = 0;
+  bool said_caught_up_ = false;
+};
+
+// Every worker's FollowedCsvSource, by the path pattern.
+template <class Rec>
+class FollowedInput {
+ public:
+  FollowedInput(std::string pattern, const CsvSchema<Rec>* schema, bool header,
+                std::function<bool()> stop)
+      : pattern_(std::move(pattern)), schema_(schema), header_(header), stop_(std::move(stop)) {}
+
+  // The file worker g of `workers` follows. Throws std::invalid_argument if
+  // several workers would share a plain path.
+  std::string path_of(uint32_t g, uint32_t workers) const {
+    const size_t at = pattern_.find("{worker}");
+    if (at == std::string::npos) {
+      if (workers > 1) {
+        throw std::invalid_argument(
+            "following " + pattern_ + " with " + std::to_string(workers) +
+            " workers: a growing file is followed by one worker; give each worker its own "
+            "file ({worker} in the path) or run one worker");
+      }
+      return pattern_;
+    }
+    return std::string(pattern_).replace(at, 8, std::to_string(g));
+  }
+
+  // source(worker, workers), as from() takes it.
+  auto factory() const {
+    return [self = *this](uint32_t g, uint32_t workers) {
+      return FollowedCsvSource<Rec>(self.path_of(g, workers), self.schema_, self.header_,
+                                    self.stop_);
+    };
+  }
+
+ private:
+  std::string pattern_;
+  const CsvSchema<Rec>* schema_;
+  bool header_;
+  std::function<bool()> stop_;
+};
+
+}  // namespace sluice::stream
