@@ -377,6 +377,15 @@ int run_either(const ss::Options& opt, sluice::JobContext& ctx, Build build, Gen
     in.connect();
     return run_query<kWindows>(opt, ctx, build(erase_input<Rec>(in.factory())), sizeof(Rec));
   }
+  if (!opt.input_socket.empty()) {
+    if (schema == nullptr) {
+      throw std::invalid_argument("--query " + opt.query +
+                                  " cannot read a socket (its records have no CSV form)");
+    }
+    ss::SocketInput<Rec> in(opt.input_socket, schema, [] { return sluice::stop_requested(); });
+    in.address_of(0, ctx.world_size() * opt.threads);  // one address per worker
+    return run_query<kWindows>(opt, ctx, build(erase_input<Rec>(in.factory())), sizeof(Rec));
+  }
   if (opt.follow) {
     if (schema == nullptr) {
       throw std::invalid_argument("--query " + opt.query +

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   // job recovers in place (--recover-within); else it leaves at once.
   job.set_rejoin(opt.recover_within_s > 0);
   // --kafka-follow runs until stopped: a signal ends the input, not the job.
-  if (opt.kafka_follow || opt.follow) sluice::enable_stop_signals();
+  if (opt.kafka_follow || opt.follow || !opt.input_socket.empty()) sluice::enable_stop_signals();
   return job.run([&](sluice::JobContext& ctx) {
     const ss::WindowSpec window = ss::window_of(opt);
     const uint32_t workers = ctx.world_size() * opt.threads;

@@ -98,6 +98,15 @@ void finish(Options& o, Given given) {
         "--input-format and --no-header describe --input files, and no --input is given");
   if (o.no_header && o.input_format == "binary")
     throw UsageError("--no-header applies to CSV input, not --input-format binary");
+  if (!o.input_socket.empty() && (!o.input.empty() || !o.kafka_input.empty()))
+    throw UsageError(
+        "--input-socket is an input of its own: give it without --input or "
+        "--kafka-input");
+  if (!o.input_socket.empty() && o.verify) {
+    throw UsageError(
+        "--verify reads the input again after the run, and a socket (--input-socket) cannot be "
+        "read again: check the output instead");
+  }
   if (o.follow && o.input.empty())
     throw UsageError("--follow follows the CSV files of --input: give it");
   if (o.follow && o.input_format == "binary")
@@ -276,6 +285,13 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                "the file's end and ends its input; the job then finishes as at the end of its "
                "input. Checkpoints carry each worker's byte offset. Each worker says when it "
                "has caught up with its file");
+  cli.add_option("--input-socket", o.input_socket,
+                 "Read the input from TCP servers instead of generating it: worker g connects to "
+                 "the g-th address (one per worker, comma-separated) and reads a record per "
+                 "line, its query's CSV columns in order (as --no-header), until the server "
+                 "closes the connection or the first SIGINT/SIGTERM. A socket cannot replay: a "
+                 "job restored from a checkpoint does not read again what came after it")
+      ->type_name("HOST:PORT,...");
   cli.add_option("--throttle", o.throttle,
                  "Feed each worker at most N records per second, as a live stream does (default: "
                  "as fast as it can; for runs long enough to checkpoint, stop or kill)")

@@ -6,12 +6,16 @@
 // file all workers share (and --verify against the reference on the files);
 // bad input fails every rank with a message naming it, nothing left in
 // /dev/shm. Reading files does not depend on the transport: shm only.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -298,6 +302,102 @@ TEST_F(FileInputTest, FollowedFilesAreReadAsTheyGrowUntilSigterm) {
   EXPECT_NE(shared.exit_code, 0) << shared.output;
   EXPECT_NE(shared.output.find("a growing file is followed by one worker"), std::string::npos)
       << shared.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+// A listening TCP socket on 127.0.0.1 (an ephemeral port) that sends
+// `text` to the first connection, in two writes split in the middle of a
+// line, then closes it.
+class LineServer {
+ public:
+  explicit LineServer(std::string text) : text_(std::move(text)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(fd_, 1) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      throw std::runtime_error("cannot listen on 127.0.0.1");
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      const size_t cut = text_.size() / 2 + 3;
+      send_all(c, text_.substr(0, cut));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      send_all(c, text_.substr(cut));
+      ::close(c);
+    });
+  }
+  ~LineServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  static void send_all(int fd, const std::string& s) {
+    for (size_t at = 0; at < s.size();) {
+      const ssize_t n = ::send(fd, s.data() + at, s.size() - at, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      at += static_cast<size_t>(n);
+    }
+  }
+  std::string text_;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+// --input-socket: each worker reads the lines a TCP server sends it (the
+// query's columns, no header), each stream in two writes split mid-line,
+// until the server closes the connection; records, rows, checksum and late
+// counts equal the run over the same records from files. A server that is
+// not there fails the job, naming its address; the count of addresses must
+// be the count of workers.
+TEST_F(FileInputTest, SocketsAreReadUntilTheirSendersCloseThem) {
+  const std::vector<std::string> base = {"--query",    "ysb", "--workers", "1",  "--rate", "5",
+                                         "--disorder", "400", "--lag",     "50", "--json"};
+  std::vector<std::string> gen = base;
+  gen.insert(gen.end(), {"--records", "100000", "--input-csv-dir", dir_.string()});
+  const ProcessResult g = run_stream(2, gen);
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  std::vector<std::unique_ptr<LineServer>> servers;
+  std::string addresses;
+  for (int w = 0; w < 2; ++w) {
+    std::ifstream in(path("input-" + std::to_string(w) + ".csv"));
+    std::string line, text;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      // The file's columns are worker,seq, then the query's.
+      text += line.substr(line.find(',', line.find(',') + 1) + 1) + "\n";
+    }
+    servers.push_back(std::make_unique<LineServer>(text));
+    addresses += (w ? "," : "") + servers.back()->address();
+  }
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--input-socket", addresses});
+  const ProcessResult r = run_stream(2, args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "ended (the sender closed it)"), 2)
+      << r.output;
+  EXPECT_EQ(result(r), result(g)) << r.output;
+  servers.clear();
+
+  const ProcessResult refused = run_stream(2, args);
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_NE(refused.output.find("cannot connect to 127.0.0.1:"), std::string::npos)
+      << refused.output;
+  args = base;
+  args.insert(args.end(), {"--input-socket", "127.0.0.1:1"});
+  const ProcessResult count = run_stream(2, args);
+  EXPECT_NE(count.exit_code, 0) << count.output;
+  EXPECT_NE(count.output.find("--input-socket names 1 address(es) for 2 workers"),
+            std::string::npos)
+      << count.output;
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 

@@ -21,10 +21,19 @@
 // read everything its file holds it says so once on stdout ("caught up
 // with FILE: N records read"), and once more when it stops.
 //
+// FollowedCsvSource::connect reads the lines a TCP server sends instead
+// (`sluice-stream --input-socket`, as Flink's socket text stream; no
+// header): its input ends when the server closes the connection or at
+// stop(). A socket cannot replay: a job restored from a checkpoint reads on
+// from what the server sends next, so what came after the checkpoint is
+// not read again (at most once for those records), and it says so.
+//
 // Thread safety: one source per worker thread; the factory may be shared.
 #pragma once
 
 #include <fcntl.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,6 +50,7 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "stream/csv.h"
 
@@ -58,6 +68,41 @@ class FollowedCsvSource {
     }
     if (!header_) make_layout("");
   }
+  // A source of the lines a TCP server sends (no header: the schema's
+  // columns in order), connected to "HOST:PORT". Its input ends when the
+  // server closes the connection, or at stop(). It cannot go back: a
+  // restored job reads on from what the server sends next (position() says
+  // so; seek() only warns).
+  static FollowedCsvSource connect(const std::string& address, const CsvSchema<Rec>* schema,
+                                   std::function<bool()> stop) {
+    const size_t colon = address.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+      throw std::invalid_argument("--input-socket: '" + address + "' is not HOST:PORT");
+    }
+    const std::string host = address.substr(0, colon), port = address.substr(colon + 1);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+      throw std::runtime_error("cannot resolve " + address + ": " + ::gai_strerror(rc));
+    }
+    int fd = -1, err = 0;
+    for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+      fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+        err = errno;
+        ::close(fd);
+        fd = -1;
+      }
+    }
+    ::freeaddrinfo(found);
+    if (fd < 0)
+      throw std::runtime_error("cannot connect to " + address + ": " + std::strerror(err));
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return FollowedCsvSource(fd, "socket " + address, schema, std::move(stop));
+  }
+
   FollowedCsvSource(FollowedCsvSource&& o) noexcept
       : path_(std::move(o.path_)),
         schema_(o.schema_),
@@ -72,7 +117,10 @@ class FollowedCsvSource {
         stopping_(o.stopping_),
         done_(o.done_),
         read_(o.read_),
-        reported_(o.reported_) {}
+        reported_(o.reported_),
+        said_caught_up_(o.said_caught_up_),
+        socket_(o.socket_),
+        closed_(o.closed_) {}
   FollowedCsvSource(const FollowedCsvSource&) = delete;
   FollowedCsvSource& operator=(const FollowedCsvSource&) = delete;
   FollowedCsvSource& operator=(FollowedCsvSource&&) = delete;
@@ -94,8 +142,8 @@ class FollowedCsvSource {
                                    " bytes: not a CSV file of " + std::string(schema_->name));
         }
         if (more && (more = read_more())) continue;
-        if (!stopping_ || pos_ == buf_.size()) break;
-        nl = buf_.size();  // stopping: the last line, without a line end
+        if (!(stopping_ || closed_) || pos_ == buf_.size()) break;
+        nl = buf_.size();  // ending: the last line, without a line end
       }
       std::string_view line(buf_.data() + pos_, nl - pos_);
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
@@ -118,9 +166,11 @@ class FollowedCsvSource {
       pos_ = 0;
     }
     if (n == 0) {
-      if (stopping_) {
+      if (stopping_ || closed_) {
         done_ = true;
-        std::printf("sluice-stream: stopping the input from %s at %" PRIu64 " records\n",
+        std::printf(stopping_ ? "sluice-stream: stopping the input from %s at %" PRIu64 " records\n"
+                              : "sluice-stream: the input from %s ended (the sender closed "
+                                "it) at %" PRIu64 " records\n",
                     path_.c_str(), read_);
         std::fflush(stdout);
       } else {
@@ -143,9 +193,17 @@ class FollowedCsvSource {
   // Where the worker got to, "offset:line" (a checkpoint's input position,
   // engine.h); seek() goes back there.
   std::string position() const {
+    if (socket_) return "socket";  // nothing to go back to
     return std::to_string(buf_at_ + pos_) + ":" + std::to_string(line_);
   }
   void seek(const std::string& position) {
+    if (socket_) {
+      std::fprintf(stderr,
+                   "sluice-stream: %s cannot replay: what it sent after the checkpoint and "
+                   "before the restore is not read again\n",
+                   path_.c_str());
+      return;
+    }
     const size_t colon = position.find(':');
     if (colon == std::string::npos) {
       throw std::runtime_error("bad position '" + position + "' of followed file " + path_);
@@ -175,14 +233,32 @@ class FollowedCsvSource {
   static constexpr size_t kMaxLine = 64 * 1024;
   static constexpr size_t kChunk = 256 * 1024;
 
-  // Appends what the file holds past the buffer; false if nothing new.
+  FollowedCsvSource(int fd, std::string name, const CsvSchema<Rec>* schema,
+                    std::function<bool()> stop)
+      : path_(std::move(name)),
+        schema_(schema),
+        header_(false),
+        stop_(std::move(stop)),
+        fd_(fd),
+        socket_(true) {
+    make_layout("");
+  }
+
+  // Appends what the file holds past the buffer (a socket: what has come);
+  // false if nothing new.
   bool read_more() {
+    if (closed_) return false;
     const size_t had = buf_.size();
     buf_.resize(had + kChunk);
     ssize_t got;
     do {
-      got = ::pread(fd_, buf_.data() + had, kChunk, static_cast<off_t>(buf_at_ + had));
+      got = socket_ ? ::recv(fd_, buf_.data() + had, kChunk, 0)
+                    : ::pread(fd_, buf_.data() + had, kChunk, static_cast<off_t>(buf_at_ + had));
     } while (got < 0 && errno == EINTR);
+    if (got < 0 && socket_ && (errno == EAGAIN || errno == EWOULDBLOCK))
+      got = 0;
+    else if (got == 0 && socket_)
+      closed_ = true;
     if (got < 0) {
       buf_.resize(had);
       throw std::runtime_error("cannot read " + path_ + ": " + std::strerror(errno));
@@ -215,6 +291,8 @@ class FollowedCsvSource {
   bool stopping_ = false, done_ = false;
   uint64_t read_ = 0, reported_ = 0;
   bool said_caught_up_ = false;
+  bool socket_ = false;  // a TCP connection, not a file
+  bool closed_ = false;  // the socket's sender closed it
 };
 
 // Every worker's FollowedCsvSource, by the path pattern.
@@ -253,6 +331,46 @@ class FollowedInput {
   std::string pattern_;
   const CsvSchema<Rec>* schema_;
   bool header_;
+  std::function<bool()> stop_;
+};
+
+// Every worker's connection: worker g reads the g-th of the comma-separated
+// HOST:PORT addresses, one per worker.
+template <class Rec>
+class SocketInput {
+ public:
+  SocketInput(const std::string& addresses, const CsvSchema<Rec>* schema,
+              std::function<bool()> stop)
+      : schema_(schema), stop_(std::move(stop)) {
+    size_t at = 0;
+    while (at <= addresses.size()) {
+      size_t comma = addresses.find(',', at);
+      if (comma == std::string::npos) comma = addresses.size();
+      addresses_.push_back(addresses.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
+
+  // The address worker g of `workers` reads. Throws std::invalid_argument
+  // unless there is one address per worker.
+  const std::string& address_of(uint32_t g, uint32_t workers) const {
+    if (addresses_.size() != workers) {
+      throw std::invalid_argument("--input-socket names " + std::to_string(addresses_.size()) +
+                                  " address(es) for " + std::to_string(workers) +
+                                  " workers: give one HOST:PORT per worker, comma-separated");
+    }
+    return addresses_[g];
+  }
+
+  auto factory() const {
+    return [self = *this](uint32_t g, uint32_t workers) {
+      return FollowedCsvSource<Rec>::connect(self.address_of(g, workers), self.schema_, self.stop_);
+    };
+  }
+
+ private:
+  std::vector<std::string> addresses_;
+  const CsvSchema<Rec>* schema_;
   std::function<bool()> stop_;
 };
 
