@@ -263,7 +263,7 @@ std::string check_linearization(const std::vector<std::pair<uint64_t, uint64_t>>
     if (c.result.refused) refused.insert({c.cmd.client, c.cmd.seq});
   // Replay the applied log sequentially: the first occurrence of each
   // operation is where it takes effect.
-  std::map<std::string, std::string> data;
+  Keyspace data;
   std::map<std::pair<uint64_t, uint64_t>, std::pair<size_t, Result>> effect;
   for (size_t i = 0; i < log.size(); ++i) {
     if (log[i].first == 0) continue;  // no-op

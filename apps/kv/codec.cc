@@ -60,8 +60,8 @@ bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
   m->flag = r.get<uint8_t>() != 0;
   uint32_t n = r.get<uint32_t>();
   m->entries.clear();
-  // Every entry takes at least 66 bytes: a count beyond what is left is bad.
-  if (r.ok && n > (in.size() - r.pos) / 66) r.ok = false;
+  // Every entry takes at least 84 bytes: a count beyond what is left is bad.
+  if (r.ok && n > (in.size() - r.pos) / 84) r.ok = false;
   for (uint32_t i = 0; r.ok && i < n; ++i) {
     Entry e;
     e.slot = r.get<uint64_t>();
@@ -70,16 +70,16 @@ bool decode(std::span<const std::byte> in, Message* m, std::string* why) {
     e.session = r.get<uint64_t>();
     e.msgnum = r.get<uint64_t>();
     e.cmd = r.cmd();
-    // A command takes at least 29 bytes (empty strings), a result 5.
+    // A command takes at least 47 bytes (empty strings), a result 5.
     uint32_t k = r.get<uint32_t>();
-    if (r.ok && k > (in.size() - r.pos) / 29) r.ok = false;
+    if (r.ok && k > (in.size() - r.pos) / 47) r.ok = false;
     if (r.ok) e.cmds.reserve(k);
     for (uint32_t j = 0; r.ok && j < k; ++j) e.cmds.push_back(r.cmd());
     m->entries.push_back(std::move(e));
   }
   n = r.get<uint32_t>();
   m->cmds.clear();
-  if (r.ok && n > (in.size() - r.pos) / 29) r.ok = false;
+  if (r.ok && n > (in.size() - r.pos) / 47) r.ok = false;
   if (r.ok) m->cmds.reserve(n);
   for (uint32_t i = 0; r.ok && i < n; ++i) m->cmds.push_back(r.cmd());
   n = r.get<uint32_t>();

@@ -9,7 +9,8 @@
 // and each command, a u32 count of results and each result; then the blob
 // (a u32 length and its bytes). A command is
 // op u8, client u64, seq u64, then key, value and expected, each as a u32
-// length and its bytes; a result is ok u8 and its value.
+// length and its bytes, then now_ms i64, deadline_ms i64, ttl u8 and
+// ttl_if u8 (47 bytes with empty strings); a result is ok u8 and its value.
 //
 // Thread safety: pure functions.
 #pragma once

@@ -44,10 +44,27 @@ std::string history_line(const Completed& h) {
                      op_name(h.cmd.op) + "\",\"key\":" + quoted(h.cmd.key) +
                      ",\"value\":" + quoted(h.cmd.value) +
                      ",\"expected\":" + quoted(h.cmd.expected);
+  // Time and expiry, where the command has them: its stamp, what it does
+  // with the key's deadline (absent: clears it) and the conditions.
+  if (h.cmd.now_ms != 0) line.append(",\"now\":").append(std::to_string(h.cmd.now_ms));
+  if (h.cmd.ttl == Ttl::kKeep) line.append(",\"ttl\":\"keep\"");
+  if (h.cmd.ttl == Ttl::kSet) {
+    line.append(",\"ttl\":\"set\",\"deadline\":").append(std::to_string(h.cmd.deadline_ms));
+  }
+  if (h.cmd.ttl_if != 0) line.append(",\"if\":").append(std::to_string(h.cmd.ttl_if));
   if (!h.unknown) {
     if (h.result.refused) line.append(",\"refused\":true");
     line.append(",\"ok\":").append(h.result.ok ? "true" : "false");
-    line.append(",\"out\":").append(quoted(h.result.value));
+    Swept swept;
+    if (h.cmd.op == Op::kSweep && parse_sweep_result(h.result.value, &swept)) {
+      // The keys it removed, each an operation on its key for the checker.
+      line.append(",\"out\":\"\",\"keys\":[");
+      for (size_t i = 0; i < swept.keys.size(); ++i)
+        line.append(i == 0 ? "" : ",").append(quoted(swept.keys[i]));
+      line.append("]");
+    } else {
+      line.append(",\"out\":").append(quoted(h.result.value));
+    }
   }
   return line.append(times);
 }

@@ -7,7 +7,12 @@
 // simulation's milliseconds). An operation of unknown outcome (Completed::
 // unknown) has "unknown":true and neither a result nor a "return": the
 // checker lets it take effect at any time after its call, or never. One the
-// store refused (maxmemory, Result::refused) has "refused":true.
+// store refused (maxmemory, Result::refused) has "refused":true. Expiry:
+// "now" the command's stamp (Command::now_ms, where set), "ttl" "keep" or
+// "set" (absent: the command clears the deadline, if it writes one),
+// "deadline" with "set", "if" EXPIRE's conditions (kIfNoDeadline, ...
+// bits); a sweep has "keys", the keys it removed, instead of its result's
+// bytes.
 //
 // Thread safety: a pure function of its arguments.
 #pragma once

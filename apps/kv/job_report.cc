@@ -51,7 +51,9 @@ std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops)
     o << " " << h.cmd.client << " " << h.cmd.seq << " " << static_cast<int>(h.cmd.op) << " "
       << h.invoked_ms << " " << h.completed_ms << " " << h.invoked_us << " " << h.completed_us
       << " " << (h.result.ok | h.result.refused << 1) << " " << hex(h.cmd.key) << " "
-      << hex(h.cmd.value) << " " << hex(h.cmd.expected) << " " << hex(h.result.value);
+      << hex(h.cmd.value) << " " << hex(h.cmd.expected) << " " << hex(h.result.value) << " "
+      << h.cmd.now_ms << " " << h.cmd.deadline_ms << " " << static_cast<int>(h.cmd.ttl) << " "
+      << static_cast<int>(h.cmd.ttl_if);
   }
   return o.str();
 }
@@ -178,10 +180,13 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
     whole = whole && n == count;
     for (uint64_t i = 0; i < n; ++i) {
       Completed c;
-      int op = 0, ok = 0;
+      int op = 0, ok = 0, ttl = 0, ttl_if = 0;
       std::string key, value, want, result;
       in >> c.cmd.client >> c.cmd.seq >> op >> c.invoked_ms >> c.completed_ms >> c.invoked_us >>
-          c.completed_us >> ok >> key >> value >> want >> result;
+          c.completed_us >> ok >> key >> value >> want >> result >> c.cmd.now_ms >>
+          c.cmd.deadline_ms >> ttl >> ttl_if;
+      c.cmd.ttl = static_cast<Ttl>(ttl);
+      c.cmd.ttl_if = static_cast<uint8_t>(ttl_if);
       if (!in || !unhex(key, &c.cmd.key) || !unhex(value, &c.cmd.value) ||
           !unhex(want, &c.cmd.expected) || !unhex(result, &c.result.value)) {
         problems.push_back("client rank " + std::to_string(r) + "'s report is malformed");

@@ -10,9 +10,9 @@ namespace {
 
 struct Search {
   const std::vector<Completed>& ops;
-  std::set<std::pair<uint64_t, std::map<std::string, std::string>>> seen;
+  std::set<std::pair<uint64_t, Keyspace>> seen;
 
-  bool dfs(uint64_t done, std::map<std::string, std::string>& state) {
+  bool dfs(uint64_t done, Keyspace& state) {
     uint64_t all = ops.size() == 64 ? ~0ull : (1ull << ops.size()) - 1;
     if (done == all) return true;
     if (!seen.insert({done, state}).second) return false;
@@ -42,7 +42,7 @@ bool linearizable(const std::vector<Completed>& ops, std::string* why) {
     return false;
   }
   Search s{ops, {}};
-  std::map<std::string, std::string> state;
+  Keyspace state;
   bool ok = s.dfs(0, state);
   if (!ok && why)
     *why = "no order of the " + std::to_string(ops.size()) +

@@ -123,7 +123,7 @@ inline constexpr size_t kMaxBatchBytes = 32 * 1024;
 inline constexpr size_t kMaxOrderedBatchBytes = 8 * 1024;
 // What a command takes in a message, near enough to bound batches.
 inline size_t wire_bytes(const Command& c) {
-  return 32 + c.key.size() + c.value.size() + c.expected.size();
+  return 50 + c.key.size() + c.value.size() + c.expected.size();
 }
 // Whether a batch of `count` commands taking `bytes` has room for `more`
 // commands taking `more_bytes`: a batch holds at most `bound` bytes of

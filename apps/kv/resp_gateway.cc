@@ -44,6 +44,38 @@ std::string_view byte_range(std::string_view s, int64_t start, int64_t end) {
   return s.substr(static_cast<size_t>(start), static_cast<size_t>(end - start + 1));
 }
 
+// The wall clock in ms since the epoch: every command's stamp (store.h).
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// An expiry argument as Redis takes it, into *deadline_ms: a number of
+// seconds (or ms), from now_ms or since the epoch. SET, SETEX, PSETEX and
+// GETEX refuse 0 or less (positive_only); EXPIRE and its kin take any time,
+// one already passed removing the key. The error reply's text if it is not
+// a time, in Redis's words.
+std::optional<std::string> parse_expiry(const std::string& text, bool seconds, bool relative,
+                                        bool positive_only, int64_t now_ms,
+                                        const std::string& command, int64_t* deadline_ms) {
+  int64_t v = 0;
+  if (!parse_integer(text, &v)) return "ERR value is not an integer or out of range";
+  const std::string invalid = "ERR invalid expire time in '" + command + "' command";
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (positive_only && v <= 0) return invalid;
+  if (seconds) {
+    if (v > kMax / 1000 || v < std::numeric_limits<int64_t>::min() / 1000) return invalid;
+    v *= 1000;
+  }
+  if (relative) {
+    if (v > kMax - now_ms) return invalid;
+    v += now_ms;
+  }
+  *deadline_ms = v;
+  return std::nullopt;
+}
+
 bool is_loopback(const sockaddr_storage& a) {
   if (a.ss_family == AF_INET) {
     const auto& in = reinterpret_cast<const sockaddr_in&>(a);
@@ -319,13 +351,25 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     // (HELLO may authenticate, with AUTH in it.)
     if (name != "HELLO") return local(resp::error("NOAUTH Authentication required."));
   }
+  // Every command carries the time it was read at (store.h: expiry is
+  // decided against it), and what it does with its key's deadline.
+  const int64_t now = wall_ms();
   auto submit = [&](Op op, const std::string& key, const std::string& value,
-                    const std::string& expected) {
+                    const std::string& expected, Ttl ttl = Ttl::kClear, int64_t deadline = 0,
+                    uint8_t ttl_if = 0) {
     Command cmd;
     cmd.op = op;
     cmd.key = key;
     cmd.value = value;
     cmd.expected = expected;
+    cmd.now_ms = now;
+    cmd.ttl = ttl;
+    cmd.ttl_if = ttl_if;
+    if (ttl == Ttl::kSet) {
+      cmd.deadline_ms = deadline;
+      // (One already passed removes the key with this command.)
+      if (deadline > now) expect_deadline(deadline);
+    }
     const uint64_t seq = client.add(std::move(cmd));
     if (r.waiting == 0) r.first_seq = seq;
     InFlight& f = inflight_[index];
@@ -357,9 +401,13 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
   }
   if (name == "SET") {
     if (args.size() < 3) return local(wrong_args("set"));
-    // Options: NX or XX (set only if absent, or present), GET (answer the
-    // value replaced); no expiry.
+    // Options as Redis takes them: NX or XX (set only if absent, or
+    // present), GET (answer the value replaced), and one of EX, PX, EXAT,
+    // PXAT (each with its time) and KEEPTTL. Without any of those the key
+    // has no deadline after the SET.
     bool nx = false, xx = false, get = false;
+    std::string expiry;                 // EX, PX, EXAT, PXAT, KEEPTTL or none
+    const std::string* time = nullptr;  // its argument
     for (size_t i = 3; i < args.size(); ++i) {
       const std::string opt = upper(args[i]);
       if (opt == "NX" && !xx) {
@@ -368,12 +416,24 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
         xx = true;
       } else if (opt == "GET") {
         get = true;
-      } else if (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT" || opt == "KEEPTTL") {
-        return local(resp::error("ERR sluice-kv keeps no expiry: SET's " + opt +
-                                 " is not supported (NX, XX and GET are)"));
+      } else if (expiry.empty() && opt == "KEEPTTL") {
+        expiry = opt;
+      } else if (expiry.empty() && (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") &&
+                 i + 1 < args.size()) {
+        expiry = opt;
+        time = &args[++i];
       } else {
         return local(resp::error("ERR syntax error"));
       }
+    }
+    Ttl ttl = expiry == "KEEPTTL" ? Ttl::kKeep : Ttl::kClear;
+    int64_t deadline = 0;
+    if (time != nullptr) {
+      const bool seconds = expiry == "EX" || expiry == "EXAT";
+      const bool relative = expiry == "EX" || expiry == "PX";
+      if (auto e = parse_expiry(*time, seconds, relative, true, now, "set", &deadline))
+        return local(resp::error(*e));
+      ttl = Ttl::kSet;
     }
     if (!fits(1)) return local(too_big());
     r.kind = get ? (nx ? Kind::kOldUnlessSet : Kind::kOld) : nx || xx ? Kind::kSetIf : Kind::kSet;
@@ -381,7 +441,85 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
                   : xx  ? Op::kSetXx
                   : get ? Op::kGetSet
                         : Op::kPut,
-                  args[1], args[2], "");
+                  args[1], args[2], "", ttl, deadline);
+  }
+  if (name == "SETEX" || name == "PSETEX") {
+    if (args.size() != 4) return local(wrong_args(lower(name)));
+    int64_t deadline = 0;
+    if (auto e = parse_expiry(args[2], name == "SETEX", true, true, now, lower(name), &deadline))
+      return local(resp::error(*e));
+    if (!fits(1)) return local(too_big());
+    r.kind = Kind::kSet;
+    return submit(Op::kPut, args[1], args[3], "", Ttl::kSet, deadline);
+  }
+  if (name == "EXPIRE" || name == "PEXPIRE" || name == "EXPIREAT" || name == "PEXPIREAT") {
+    if (args.size() < 3) return local(wrong_args(lower(name)));
+    uint8_t ttl_if = 0;
+    for (size_t i = 3; i < args.size(); ++i) {
+      const std::string opt = upper(args[i]);
+      if (opt == "NX") {
+        ttl_if |= kIfNoDeadline;
+      } else if (opt == "XX") {
+        ttl_if |= kIfDeadline;
+      } else if (opt == "GT") {
+        ttl_if |= kIfLater;
+      } else if (opt == "LT") {
+        ttl_if |= kIfEarlier;
+      } else {
+        return local(resp::error("ERR Unsupported option " + args[i].substr(0, 64)));
+      }
+    }
+    if ((ttl_if & kIfNoDeadline) && ttl_if != kIfNoDeadline)
+      return local(
+          resp::error("ERR NX and XX, GT or LT options at the same time are not compatible"));
+    if ((ttl_if & kIfLater) && (ttl_if & kIfEarlier))
+      return local(resp::error("ERR GT and LT options at the same time are not compatible"));
+    const bool seconds = name == "EXPIRE" || name == "EXPIREAT";
+    const bool relative = name == "EXPIRE" || name == "PEXPIRE";
+    int64_t deadline = 0;
+    if (auto e = parse_expiry(args[2], seconds, relative, false, now, lower(name), &deadline))
+      return local(resp::error(*e));
+    if (!fits(1)) return local(too_big());
+    r.kind = Kind::kFlag;
+    return submit(Op::kExpire, args[1], "", "", Ttl::kSet, deadline, ttl_if);
+  }
+  if (name == "PERSIST") {
+    if (args.size() != 2) return local(wrong_args("persist"));
+    if (!fits(1)) return local(too_big());
+    r.kind = Kind::kFlag;
+    return submit(Op::kExpire, args[1], "", "", Ttl::kClear);
+  }
+  if (name == "TTL" || name == "PTTL" || name == "EXPIRETIME" || name == "PEXPIRETIME") {
+    if (args.size() != 2) return local(wrong_args(lower(name)));
+    if (!fits(1)) return local(too_big());
+    r.kind = Kind::kTtl;
+    r.ttl_ms = name[0] == 'P';
+    r.ttl_abs = name.size() > 4;
+    return submit(Op::kTtl, args[1], "", "");
+  }
+  if (name == "GETEX") {
+    if (args.size() < 2) return local(wrong_args("getex"));
+    // At most one option: EX, PX, EXAT, PXAT (with a time) or PERSIST.
+    Ttl ttl = Ttl::kKeep;
+    int64_t deadline = 0;
+    for (size_t i = 2; i < args.size(); ++i) {
+      const std::string opt = upper(args[i]);
+      if (i == 2 && opt == "PERSIST") {
+        ttl = Ttl::kClear;
+      } else if (i == 2 && (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") &&
+                 args.size() == 4) {
+        const bool seconds = opt == "EX" || opt == "EXAT";
+        const bool relative = opt == "EX" || opt == "PX";
+        if (auto e = parse_expiry(args[++i], seconds, relative, true, now, "getex", &deadline))
+          return local(resp::error(*e));
+        ttl = Ttl::kSet;
+      } else {
+        return local(resp::error("ERR syntax error"));
+      }
+    }
+    if (!fits(1)) return local(too_big());
+    r.kind = Kind::kGet;
+    return submit(Op::kGetEx, args[1], "", "", ttl, deadline);
   }
   if (name == "DEL" || name == "UNLINK" || name == "EXISTS") {
     if (args.size() < 2) return local(wrong_args(lower(name)));
@@ -566,6 +704,7 @@ void RespGateway::complete(Client& client, size_t index) {
       ++f.first;
     }
     --r.waiting;
+    if (r.kind == Kind::kSweep) return swept(h);
     // A write past maxmemory changed nothing: Redis's OOM error, whatever
     // the command (only one-write requests can be refused).
     if (h.result.refused) {
@@ -629,11 +768,59 @@ void RespGateway::complete(Client& client, size_t index) {
           r.items.shrink_to_fit();
         }
         break;
+      case Kind::kTtl: {
+        // The store answers the deadline ("-1": none); the time left is
+        // counted from this command's own stamp, as the store decided.
+        int64_t deadline = -1;
+        if (h.result.ok) parse_integer(h.result.value, &deadline);
+        if (!h.result.ok || deadline < 0) {
+          r.text = resp::integer(h.result.ok ? -1 : -2);
+          break;
+        }
+        const int64_t t = r.ttl_abs ? deadline : std::max<int64_t>(0, deadline - h.cmd.now_ms);
+        r.text = resp::integer(r.ttl_ms ? t : (t + 500) / 1000);
+        break;
+      }
       case Kind::kLocal:
+      case Kind::kSweep:
         break;
     }
     r.ready = r.waiting == 0;
   });
+}
+
+void RespGateway::maybe_sweep(ClientGroup& clients) {
+  if (sweeping_ || stopping_ || next_sweep_ms_ == 0 || clients.size() == 0) return;
+  const int64_t now = wall_ms();
+  if (now < next_sweep_ms_ || (last_sweep_ms_ != 0 && now < last_sweep_ms_ + kSweepIntervalMs))
+    return;
+  Command cmd;
+  cmd.op = Op::kSweep;
+  cmd.now_ms = now;
+  const uint64_t seq = clients.client(0).add(std::move(cmd));
+  sweep_reply_ = Reply{};
+  sweep_reply_.kind = Kind::kSweep;
+  sweep_reply_.waiting = 1;
+  sweep_reply_.first_seq = seq;
+  InFlight& f = inflight_[0];
+  if (f.replies.empty()) f.first = seq;
+  f.replies.push_back(&sweep_reply_);
+  ++inflight_count_;
+  sweeping_ = true;
+  next_sweep_ms_ = 0;
+  last_sweep_ms_ = now;
+}
+
+void RespGateway::swept(const Completed& h) {
+  sweeping_ = false;
+  ++stats_.sweeps;
+  Swept s;
+  if (!parse_sweep_result(h.result.value, &s)) return;
+  stats_.expired_keys += s.keys.size();
+  if (s.next_deadline_ms == 0) return;
+  expect_deadline(s.next_deadline_ms);
+  // More had expired than one sweep takes: the next goes at once.
+  if (s.next_deadline_ms <= h.cmd.now_ms) last_sweep_ms_ = 0;
 }
 
 bool RespGateway::finish_history(std::string* why) {
@@ -692,6 +879,7 @@ size_t RespGateway::write(Conn& c) {
 
 size_t RespGateway::poll(ClientGroup& clients) {
   inflight_.resize(clients.size());
+  maybe_sweep(clients);
   epoll_event events[64];
   const int ready = ::epoll_wait(epoll_fd_, events, 64, 0);
   size_t work = 0;

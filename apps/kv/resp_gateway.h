@@ -9,9 +9,9 @@
 //
 //   PING [msg]            +PONG, or msg (answered here)
 //   GET key               bulk value, or null
-//   SET key value [NX|XX] [GET]   +OK, or null if NX/XX did not set; with GET
-//                         the value replaced (NX GET: the value kept), or
-//                         null (no expiry: EX, PX, EXAT, PXAT, KEEPTTL refused)
+//   SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
+//                         +OK, or null if NX/XX did not set; with GET the
+//                         value replaced (NX GET: the value kept), or null
 //   DEL key [key ...]     :number deleted
 //   EXISTS key [key ...]  :number present
 //   CAS key old new       :1 if key held old and now holds new, else :0
@@ -25,10 +25,23 @@
 //   MGET key [key ...]    an array of bulk values or nulls
 //   TYPE key              +string or +none; GETRANGE (SUBSTR) key start end: the
 //                         bytes, offsets as Redis takes them; UNLINK: DEL
+//   SETEX key s value, PSETEX key ms value    +OK (SET with EX, PX)
+//   EXPIRE, PEXPIRE key time, EXPIREAT, PEXPIREAT key unix-time [NX|XX|GT|LT]
+//                         :1 if set (a time passed removes the key), :0 if
+//                         the key is absent or a condition failed
+//   TTL, PTTL key         the time left (s rounded, ms), :-1 no expiry, :-2 absent
+//   EXPIRETIME, PEXPIRETIME key   the deadline (unix s, ms), -1, -2 as TTL
+//   PERSIST key           :1 if it had a deadline and has none now, else :0
+//   GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]   GET, then sets the expiry
+//   (Time: each command carries the gateway's wall clock in ms, stamped as
+//   it is read, and relative times become deadlines from that stamp; the
+//   store decides expiry against the stamp, never its own clock (store.h).
+//   The gateway also sends sweeps, which remove expired keys that nobody
+//   touches: see poll().)
 //   (each a single log entry on one key, as linearizable as GET and SET; a
 //   multi-key command is one entry per key, not atomic across its keys)
 //   ECHO, INFO [section], CONFIG GET pattern (CONFIG SET: an error),
-//   COMMAND [COUNT|DOCS], CLIENT SETNAME/GETNAME/ID/SETINFO/INFO/LIST,
+//   COMMAND [COUNT|LIST|INFO|DOCS], CLIENT SETNAME/GETNAME/ID/SETINFO/INFO/LIST,
 //   HELLO [2|3 [AUTH user pass] [SETNAME name]] (3: RESP3 replies from then on),
 //   SELECT 0, QUIT      (answered here: resp_local.cc)
 //   AUTH [default] password   (with --requirepass)
@@ -89,6 +102,8 @@ inline constexpr size_t kDefaultMaxEntryBytes = 64 * 1024 + 1024;
 // reading cannot grow the gateway's memory without bound).
 inline constexpr size_t kMaxUnsentBytes = size_t{1} << 20;
 inline constexpr size_t kMaxPendingReplies = 4096;
+// The least time between two sweeps that found nothing more to do at once.
+inline constexpr int64_t kSweepIntervalMs = 100;
 
 // Who may stop the job with SHUTDOWN.
 enum class ShutdownFrom : uint8_t { kNobody, kLocal, kAnyone };
@@ -124,7 +139,11 @@ class RespGateway {
 
   // Accepts connections, reads and parses requests, hands commands to the
   // connections' clients, and writes the replies of completed ones. Never
-  // blocks.
+  // blocks. Active expiry: once a deadline it knows of (one it sent, or
+  // the earliest one a sweep found left in the store) has passed, it sends
+  // a sweep (Op::kSweep, one log entry that removes up to kSweepKeys expired
+  // keys) through its first client, one at a time and at most one per
+  // kSweepIntervalMs, unless the last one found more already expired.
   // Returns how much it did (0: nothing), for the worker's idle().
   size_t poll(ClientGroup& clients);
   // Sleeps in poll(2) on the sockets for at most `timeout` (call it when the
@@ -142,6 +161,8 @@ class RespGateway {
     uint64_t http_requests = 0;    // connections closed for looking like HTTP
     uint64_t evicted = 0;          // closed for a buffer over its limit
     uint64_t auth_failures = 0;
+    uint64_t sweeps = 0;        // sweep entries completed
+    uint64_t expired_keys = 0;  // keys this gateway's sweeps removed
   };
   const Stats& stats() const { return stats_; }
   // Writes what the history file still buffers; false (and *why) if any
@@ -155,7 +176,9 @@ class RespGateway {
   // (GETSET, GETDEL, SET ... [XX] GET), kOldUnlessSet the value an NX kept
   // (SET ... NX GET: null if it set), kSetIf +OK or null (SET ... NX|XX),
   // kType +string or +none (TYPE), kRange a GETRANGE's bytes, kArray one
-  // bulk per key (MGET).
+  // bulk per key (MGET), kTtl a time left or a deadline (TTL, PTTL,
+  // EXPIRETIME, PEXPIRETIME: Reply::ttl_ms, ttl_abs), kSweep this gateway's
+  // own sweep (no connection's).
   enum class Kind : uint8_t {
     kLocal,
     kGet,
@@ -170,7 +193,9 @@ class RespGateway {
     kSetIf,
     kType,
     kRange,
-    kArray
+    kArray,
+    kTtl,
+    kSweep
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
@@ -179,6 +204,7 @@ class RespGateway {
     int64_t count = 0;                              // kCount: how many succeeded
     uint64_t first_seq = 0;                         // the client seq of its first command
     int64_t range_start = 0, range_end = 0;         // kRange: GETRANGE's offsets
+    bool ttl_ms = false, ttl_abs = false;           // kTtl: in ms, a deadline
     std::vector<std::optional<std::string>> items;  // kArray: each key's value, in order
     bool ready = false;
     bool resp3 = false;  // the connection spoke RESP3 when it asked (HELLO 3)
@@ -229,6 +255,14 @@ class RespGateway {
   std::string config_command(const Conn& c, const std::vector<std::string>& args) const;
   void complete(ClientGroup& clients);
   void complete(Client& client, size_t index);
+  // Sends a sweep if one is due (see poll()).
+  void maybe_sweep(ClientGroup& clients);
+  // What a completed sweep found: the next one's time.
+  void swept(const Completed& h);
+  // A deadline a command will set: a sweep is due once it passes.
+  void expect_deadline(int64_t deadline_ms) {
+    if (next_sweep_ms_ == 0 || deadline_ms < next_sweep_ms_) next_sweep_ms_ = deadline_ms;
+  }
   size_t write(Conn& c);
   // Closes `c` at once, replies dropped, with `why` in the log (rate-limited).
   void drop(Conn& c, const std::string& why);
@@ -255,6 +289,10 @@ class RespGateway {
   Stats stats_;
   std::FILE* history_ = nullptr;
   bool history_failed_ = false;
+  int64_t next_sweep_ms_ = 0;  // a sweep is due at this wall-clock time (0: none)
+  int64_t last_sweep_ms_ = 0;  // when the last one was sent (0: send the next at once)
+  bool sweeping_ = false;      // one is in flight (sweep_reply_)
+  Reply sweep_reply_;
   std::chrono::steady_clock::time_point last_log_{};
   uint64_t unlogged_ = 0;  // events not logged since last_log_ (rate limit)
 };

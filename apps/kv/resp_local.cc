@@ -68,12 +68,69 @@ uint64_t resident_bytes() {
   return 0;
 }
 
-// The commands of this gateway, for COMMAND COUNT.
-constexpr const char* kCommands[] = {
-    "PING",   "ECHO",  "GET",      "SET",    "DEL",    "EXISTS",  "CAS",    "INCR",
-    "INCRBY", "DECR",  "DECRBY",   "APPEND", "STRLEN", "SETNX",   "GETSET", "GETDEL",
-    "MGET",   "TYPE",  "GETRANGE", "SUBSTR", "UNLINK", "INFO",    "CONFIG", "COMMAND",
-    "CLIENT", "HELLO", "SELECT",   "AUTH",   "QUIT",   "SHUTDOWN"};
+// The commands of this gateway, for COMMAND: name, arity (negative: at
+// least that many arguments, the name included), flags, and where the keys
+// are (first, last: -1 the last argument, step), as Redis describes them.
+struct CommandInfo {
+  const char* name;
+  int arity;
+  const char* flag;  // "write", "readonly" or "" (the gateway answers it)
+  int first_key, last_key, step;
+};
+constexpr CommandInfo kCommands[] = {
+    {"ping", -1, "", 0, 0, 0},
+    {"echo", 2, "", 0, 0, 0},
+    {"get", 2, "readonly", 1, 1, 1},
+    {"set", -3, "write", 1, 1, 1},
+    {"del", -2, "write", 1, -1, 1},
+    {"exists", -2, "readonly", 1, -1, 1},
+    {"cas", 4, "write", 1, 1, 1},
+    {"incr", 2, "write", 1, 1, 1},
+    {"incrby", 3, "write", 1, 1, 1},
+    {"decr", 2, "write", 1, 1, 1},
+    {"decrby", 3, "write", 1, 1, 1},
+    {"append", 3, "write", 1, 1, 1},
+    {"strlen", 2, "readonly", 1, 1, 1},
+    {"setnx", 3, "write", 1, 1, 1},
+    {"getset", 3, "write", 1, 1, 1},
+    {"getdel", 2, "write", 1, 1, 1},
+    {"mget", -2, "readonly", 1, -1, 1},
+    {"type", 2, "readonly", 1, 1, 1},
+    {"getrange", 4, "readonly", 1, 1, 1},
+    {"substr", 4, "readonly", 1, 1, 1},
+    {"unlink", -2, "write", 1, -1, 1},
+    {"setex", 4, "write", 1, 1, 1},
+    {"psetex", 4, "write", 1, 1, 1},
+    {"expire", -3, "write", 1, 1, 1},
+    {"pexpire", -3, "write", 1, 1, 1},
+    {"expireat", -3, "write", 1, 1, 1},
+    {"pexpireat", -3, "write", 1, 1, 1},
+    {"ttl", 2, "readonly", 1, 1, 1},
+    {"pttl", 2, "readonly", 1, 1, 1},
+    {"expiretime", 2, "readonly", 1, 1, 1},
+    {"pexpiretime", 2, "readonly", 1, 1, 1},
+    {"persist", 2, "write", 1, 1, 1},
+    {"getex", -2, "write", 1, 1, 1},
+    {"info", -1, "", 0, 0, 0},
+    {"config", -2, "", 0, 0, 0},
+    {"command", -1, "", 0, 0, 0},
+    {"client", -2, "", 0, 0, 0},
+    {"hello", -1, "", 0, 0, 0},
+    {"select", 2, "", 0, 0, 0},
+    {"auth", -2, "", 0, 0, 0},
+    {"quit", -1, "", 0, 0, 0},
+    {"shutdown", -1, "", 0, 0, 0},
+};
+
+// One command's COMMAND INFO entry: name, arity, flags, first key, last
+// key, step and (empty) ACL categories.
+std::string command_info(const CommandInfo& c) {
+  std::vector<std::string> flags;
+  if (*c.flag != '\0') flags.push_back(resp::simple(c.flag));
+  return array_of({resp::bulk(c.name), resp::integer(c.arity), array_of(flags),
+                   resp::integer(c.first_key), resp::integer(c.last_key), resp::integer(c.step),
+                   array_of({})});
+}
 
 }  // namespace
 
@@ -88,10 +145,31 @@ std::string RespGateway::local_command(Conn& c, const std::string& name,
   if (name == "COMMAND") {
     const std::string sub = args.size() > 1 ? upper(args[1]) : "";
     if (sub == "COUNT") return resp::integer(static_cast<int64_t>(std::size(kCommands)));
-    // (No documentation or key specs: clients take an empty answer as
-    // "nothing known" and go on.)
+    // (No documentation: clients take an empty answer as "nothing known"
+    // and go on.)
     if (sub == "DOCS") return map_of({}, c.resp3);
-    if (sub.empty() || sub == "INFO" || sub == "LIST") return "*0\r\n";
+    if (sub == "LIST") {
+      std::vector<std::string> names;
+      for (const CommandInfo& i : kCommands) names.push_back(resp::bulk(i.name));
+      return array_of(names);
+    }
+    if (sub.empty() || (sub == "INFO" && args.size() == 2)) {
+      std::vector<std::string> all;
+      for (const CommandInfo& i : kCommands) all.push_back(command_info(i));
+      return array_of(all);
+    }
+    if (sub == "INFO") {
+      // Each named command's entry, or a null for one this gateway lacks.
+      std::vector<std::string> some;
+      for (size_t k = 2; k < args.size(); ++k) {
+        const std::string want = lower(args[k]);
+        std::string one = resp::null_reply(c.resp3);
+        for (const CommandInfo& i : kCommands)
+          if (want == i.name) one = command_info(i);
+        some.push_back(std::move(one));
+      }
+      return array_of(some);
+    }
     return resp::error("ERR unknown subcommand '" + args[1].substr(0, 64) + "'. Try COMMAND HELP.");
   }
   *handled = false;
@@ -267,7 +345,9 @@ std::string RespGateway::info(const std::vector<std::string>& args) const {
          "\r\nevicted_clients:" + std::to_string(stats_.evicted) +
          "\r\ntotal_error_replies_protocol:" + std::to_string(stats_.protocol_errors) +
          "\r\nsecurity_attacks_dropped:" + std::to_string(stats_.http_requests) +
-         "\r\nauth_failures:" + std::to_string(stats_.auth_failures) + "\r\n\r\n";
+         "\r\nauth_failures:" + std::to_string(stats_.auth_failures) +
+         "\r\nexpired_keys:" + std::to_string(stats_.expired_keys) +
+         "\r\nexpire_sweeps:" + std::to_string(stats_.sweeps) + "\r\n\r\n";
   }
   if (wanted("replication")) s += "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n";
   return resp::bulk(s);

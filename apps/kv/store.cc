@@ -33,8 +33,37 @@ const char* op_name(Op op) {
       return "getdel";
     case Op::kSetXx:
       return "setxx";
+    case Op::kExpire:
+      return "expire";
+    case Op::kTtl:
+      return "ttl";
+    case Op::kGetEx:
+      return "getex";
+    case Op::kSweep:
+      return "sweep";
   }
   return "?";
+}
+
+std::string sweep_result(const Swept& s) {
+  std::string out;
+  wire::Writer<std::string> w{out};
+  w.put(s.next_deadline_ms);
+  w.put<uint32_t>(static_cast<uint32_t>(s.keys.size()));
+  for (const std::string& k : s.keys) w.str(k);
+  return out;
+}
+
+bool parse_sweep_result(std::string_view value, Swept* out) {
+  wire::Reader r{std::as_bytes(std::span<const char>(value.data(), value.size()))};
+  Swept s;
+  s.next_deadline_ms = r.get<int64_t>();
+  const uint32_t n = r.get<uint32_t>();
+  if (r.ok && n > (r.in.size() - r.pos) / 4) return false;
+  for (uint32_t i = 0; r.ok && i < n; ++i) s.keys.push_back(r.str());
+  if (!r.ok || r.pos != r.in.size()) return false;
+  *out = std::move(s);
+  return true;
 }
 
 bool parse_integer(std::string_view text, int64_t* out) {
@@ -51,20 +80,92 @@ bool parse_integer(std::string_view text, int64_t* out) {
 
 Command noop_command() { return Command{}; }
 
-Result execute(std::map<std::string, std::string>& data, const Command& c) {
+namespace {
+
+bool expired(const Item& e, int64_t now_ms) {
+  return e.deadline_ms != 0 && e.deadline_ms <= now_ms;
+}
+
+// Whether an expire's conditions (Command::ttl_if) let it set `when` on a
+// key whose deadline is `current` (0: none, which counts as later than any).
+bool expire_allowed(uint8_t ttl_if, int64_t current, int64_t when) {
+  if ((ttl_if & kIfNoDeadline) && current != 0) return false;
+  if ((ttl_if & kIfDeadline) && current == 0) return false;
+  if ((ttl_if & kIfLater) && (current == 0 || when <= current)) return false;
+  if ((ttl_if & kIfEarlier) && current != 0 && when >= current) return false;
+  return true;
+}
+
+// Gives the entry `it` the deadline c.ttl says; a deadline that has passed
+// (at or before c.now_ms) removes the key, as Redis does with a SET EXAT or
+// an EXPIREAT in the past.
+void settle_deadline(Keyspace& data, Keyspace::iterator it, const Command& c) {
+  switch (c.ttl) {
+    case Ttl::kClear:
+      it->second.deadline_ms = 0;
+      break;
+    case Ttl::kKeep:
+      break;
+    case Ttl::kSet:
+      if (c.deadline_ms <= std::max<int64_t>(c.now_ms, 0)) {
+        data.erase(it);
+      } else {
+        it->second.deadline_ms = c.deadline_ms;
+      }
+      break;
+  }
+}
+
+}  // namespace
+
+Result execute(Keyspace& data, const Command& c) {
   Result r;
+  if (c.op == Op::kNoop) return r;
+  if (c.op == Op::kSweep) {
+    // The keys expired at now_ms, earliest deadline first (then by key), as
+    // many as the bounds take; the Store finds the same through its index.
+    std::vector<std::pair<int64_t, std::string>> due;
+    int64_t next = 0;
+    for (const auto& [k, e] : data) {
+      if (expired(e, c.now_ms)) due.emplace_back(e.deadline_ms, k);
+    }
+    std::sort(due.begin(), due.end());
+    Swept swept;
+    size_t bytes = 0;
+    for (const auto& [deadline, k] : due) {
+      if (swept.keys.size() == kSweepKeys ||
+          (!swept.keys.empty() && bytes + k.size() > kSweepBytes))
+        break;
+      bytes += k.size();
+      swept.keys.push_back(k);
+      data.erase(k);
+    }
+    for (const auto& [k, e] : data) {
+      if (e.deadline_ms != 0 && (next == 0 || e.deadline_ms < next)) next = e.deadline_ms;
+    }
+    swept.next_deadline_ms = next;
+    r.ok = true;
+    r.value = sweep_result(swept);
+    return r;
+  }
+  // Lazy expiry: the command finds its key as it is at its own stamp.
+  if (auto it = data.find(c.key); it != data.end() && expired(it->second, c.now_ms)) data.erase(it);
   switch (c.op) {
     case Op::kNoop:
+    case Op::kSweep:
       break;
-    case Op::kPut:
-      data[c.key] = c.value;
+    case Op::kPut: {
+      auto it = data.try_emplace(c.key).first;
+      it->second.value = c.value;
+      settle_deadline(data, it, c);
       r.ok = true;
       break;
+    }
     case Op::kGet: {
       auto it = data.find(c.key);
       if (it != data.end()) {
         r.ok = true;
-        r.value = it->second;
+        r.value = it->second.value;
       }
       break;
     }
@@ -73,8 +174,8 @@ Result execute(std::map<std::string, std::string>& data, const Command& c) {
       break;
     case Op::kCas: {
       auto it = data.find(c.key);
-      if (it != data.end() && it->second == c.expected) {
-        it->second = c.value;
+      if (it != data.end() && it->second.value == c.expected) {
+        it->second = Item{c.value, 0};  // a conditional SET: no deadline after it
         r.ok = true;
       }
       break;
@@ -82,28 +183,33 @@ Result execute(std::map<std::string, std::string>& data, const Command& c) {
     case Op::kIncrBy: {
       auto it = data.find(c.key);
       int64_t now = 0, by = 0, sum = 0;
-      if ((it != data.end() && !parse_integer(it->second, &now)) || !parse_integer(c.value, &by)) {
+      if ((it != data.end() && !parse_integer(it->second.value, &now)) ||
+          !parse_integer(c.value, &by)) {
         r.value = "not an integer";
       } else if (__builtin_add_overflow(now, by, &sum)) {
         r.value = "overflow";
       } else {
         r.value = std::to_string(sum);
-        data[c.key] = r.value;
+        data[c.key].value = r.value;  // (keeps the deadline, as Redis's INCR does)
         r.ok = true;
       }
       break;
     }
     case Op::kAppend: {
-      std::string& v = data[c.key];
+      std::string& v = data[c.key].value;
       v += c.value;
       r.ok = true;
       r.value = std::to_string(v.size());
       break;
     }
     case Op::kSetNx: {
-      const auto [it, added] = data.emplace(c.key, c.value);
+      const auto [it, added] = data.try_emplace(c.key, Item{c.value, 0});
       r.ok = added;
-      if (!added) r.value = it->second;
+      if (added) {
+        settle_deadline(data, it, c);
+      } else {
+        r.value = it->second.value;
+      }
       break;
     }
     case Op::kGetSet:
@@ -112,14 +218,45 @@ Result execute(std::map<std::string, std::string>& data, const Command& c) {
       auto it = data.find(c.key);
       if (it != data.end()) {
         r.ok = true;
-        r.value = std::move(it->second);
+        r.value = std::move(it->second.value);
         if (c.op == Op::kGetDel) {
           data.erase(it);
         } else {
-          it->second = c.value;
+          it->second.value = c.value;
+          settle_deadline(data, it, c);
         }
       } else if (c.op == Op::kGetSet) {
-        data.emplace(c.key, c.value);
+        settle_deadline(data, data.emplace(c.key, Item{c.value, 0}).first, c);
+      }
+      break;
+    }
+    case Op::kExpire: {
+      auto it = data.find(c.key);
+      if (it == data.end()) break;
+      if (c.ttl == Ttl::kClear) {
+        r.ok = it->second.deadline_ms != 0;
+        it->second.deadline_ms = 0;
+      } else if (c.ttl == Ttl::kSet &&
+                 expire_allowed(c.ttl_if, it->second.deadline_ms, c.deadline_ms)) {
+        r.ok = true;
+        settle_deadline(data, it, c);
+      }
+      break;
+    }
+    case Op::kTtl: {
+      auto it = data.find(c.key);
+      if (it != data.end()) {
+        r.ok = true;
+        r.value = it->second.deadline_ms == 0 ? "-1" : std::to_string(it->second.deadline_ms);
+      }
+      break;
+    }
+    case Op::kGetEx: {
+      auto it = data.find(c.key);
+      if (it != data.end()) {
+        r.ok = true;
+        r.value = it->second.value;
+        settle_deadline(data, it, c);
       }
       break;
     }
@@ -147,25 +284,94 @@ void Store::record(uint64_t client, uint64_t seq, bool executed) {
 
 uint64_t Store::entry_bytes(const std::string& key) const {
   auto it = data_.find(key);
-  return it == data_.end() ? 0 : kEntryOverhead + it->first.size() + it->second.size();
+  return it == data_.end() ? 0 : entry_bytes(it->first, it->second);
 }
 
 bool Store::over_limit(const Command& c) const {
-  if (options_.maxmemory == 0 || c.op == Op::kGet || c.op == Op::kDelete || c.op == Op::kGetDel)
-    return false;
-  // What the key's entry would take after the command: a put's value, or
-  // for the others what the command makes of the entry, run on a copy of it
-  // alone (only with a limit set).
-  const uint64_t before = entry_bytes(c.key);
-  uint64_t after = kEntryOverhead + c.key.size() + c.value.size();
-  if (c.op != Op::kPut && c.op != Op::kGetSet) {
-    std::map<std::string, std::string> one;
-    if (auto it = data_.find(c.key); it != data_.end()) one.emplace(it->first, it->second);
-    execute(one, c);
-    auto it = one.find(c.key);
-    after = it == one.end() ? 0 : kEntryOverhead + it->first.size() + it->second.size();
+  // Only the commands Redis refuses past maxmemory (its "denyoom" ones):
+  // not reads, deletes, EXPIRE, GETEX or sweeps.
+  switch (c.op) {
+    case Op::kPut:
+    case Op::kCas:
+    case Op::kIncrBy:
+    case Op::kAppend:
+    case Op::kSetNx:
+    case Op::kGetSet:
+    case Op::kSetXx:
+      break;
+    default:
+      return false;
   }
+  if (options_.maxmemory == 0) return false;
+  // What the key's entry would take after the command: the command run on a
+  // copy of the entry alone (only with a limit set; a put or getset, which
+  // replaces the value, does not copy the old one).
+  const uint64_t before = entry_bytes(c.key);
+  Keyspace one;
+  if (auto it = data_.find(c.key); it != data_.end()) {
+    const bool replaces = c.op == Op::kPut || c.op == Op::kGetSet;
+    one.emplace(it->first,
+                Item{replaces ? std::string() : it->second.value, it->second.deadline_ms});
+  }
+  execute(one, c);
+  auto it = one.find(c.key);
+  const uint64_t after = it == one.end() ? 0 : entry_bytes(it->first, it->second);
   return after > before && used_bytes_ - before + after > options_.maxmemory;
+}
+
+Store::Store(const Store& other)
+    : options_(other.options_),
+      data_(other.data_),
+      clients_(other.clients_),
+      applied_(other.applied_),
+      summary_(other.summary_),
+      used_bytes_(other.used_bytes_),
+      skipped_(other.skipped_) {
+  for (const auto& [k, e] : data_)
+    if (e.deadline_ms != 0) by_deadline_.emplace(e.deadline_ms, std::string_view(k));
+}
+
+Store& Store::operator=(const Store& other) {
+  if (this != &other) *this = Store(other);
+  return *this;
+}
+
+Result Store::execute_here(const Command& c) {
+  if (c.op == Op::kSweep) return sweep(c.now_ms);
+  // The command touches c.key alone: take its entry out of the counts and
+  // the index, run it, and put back what it left.
+  if (auto it = data_.find(c.key); it != data_.end()) {
+    used_bytes_ -= entry_bytes(it->first, it->second);
+    if (it->second.deadline_ms != 0) by_deadline_.erase({it->second.deadline_ms, it->first});
+  }
+  Result r = execute(data_, c);
+  if (auto it = data_.find(c.key); it != data_.end()) {
+    used_bytes_ += entry_bytes(it->first, it->second);
+    if (it->second.deadline_ms != 0)
+      by_deadline_.emplace(it->second.deadline_ms, std::string_view(it->first));
+  }
+  return r;
+}
+
+Result Store::sweep(int64_t now_ms) {
+  // What execute() does for a sweep, through the index instead of a scan.
+  Swept swept;
+  size_t bytes = 0;
+  while (!by_deadline_.empty() && swept.keys.size() < kSweepKeys) {
+    const auto [deadline, key] = *by_deadline_.begin();
+    if (deadline > now_ms || (!swept.keys.empty() && bytes + key.size() > kSweepBytes)) break;
+    bytes += key.size();
+    swept.keys.emplace_back(key);
+    by_deadline_.erase(by_deadline_.begin());
+    auto it = data_.find(swept.keys.back());
+    used_bytes_ -= entry_bytes(it->first, it->second);
+    data_.erase(it);
+  }
+  swept.next_deadline_ms = by_deadline_.empty() ? 0 : by_deadline_.begin()->first;
+  Result r;
+  r.ok = true;
+  r.value = sweep_result(swept);
+  return r;
 }
 
 Result Store::apply(const Command& c, Applied* what) {
@@ -203,9 +409,7 @@ Result Store::apply(const Command& c, Applied* what) {
   if (over_limit(c)) {
     r.refused = true;
   } else {
-    const uint64_t before = entry_bytes(c.key);
-    r = execute(data_, c);
-    used_bytes_ = used_bytes_ - before + entry_bytes(c.key);
+    r = execute_here(c);
   }
   cs.results.push_back(std::move(r));
   if (cs.results.size() > kClientWindow) cs.results.pop_front();
@@ -242,7 +446,10 @@ uint64_t Store::digest() const {
   // std::map iterates in key order, so equal states hash equally whatever
   // order they were built in.
   uint64_t h = 14695981039346656037ull;
-  for (const auto& [k, v] : data_) h = fnv_str(fnv_str(h, k), v);
+  for (const auto& [k, e] : data_) {
+    h = fnv_str(fnv_str(h, k), e.value);
+    h = fnv(h, &e.deadline_ms, sizeof e.deadline_ms);
+  }
   for (const auto& [client, cs] : clients_) {
     h = fnv(h, &client, sizeof client);
     h = fnv(h, &cs.seq, sizeof cs.seq);
@@ -257,17 +464,17 @@ uint64_t Store::digest() const {
 
 namespace {
 
-constexpr uint32_t kSnapshotMagic = 0x4b565333;  // "KVS3"
+// "KVS4": keys with their deadlines ("KVS3" had none).
+constexpr uint32_t kSnapshotMagic = 0x4b565334;
 
 }  // namespace
 
 // The layout of wire.h: the magic, the options (keep_applied as a byte,
-// maxmemory), then each part as a u32 count and its items (a key and its
-// value; a client, its last seq and its kept results, each result's ok and
-// refused as bits of a byte), the skip count, the applied summary (entries,
-// chain, executed, executed_sum), and last the count and identities of the
-// applied log (a client and a seq each; none unless keep_applied), which a
-// Snapshot reads from the store when sent.
+// maxmemory), then each part as a u32 count and its items (a key, its
+// value and its deadline as an i64, 0 for none; a client, its last seq and its kept results, each
+// result's ok and refused as bits of a byte), the skip count, the applied summary (entries, chain,
+// executed, executed_sum), and last the count and identities of the applied log (a client and a seq
+// each; none unless keep_applied), which a Snapshot reads from the store when sent.
 Snapshot Store::snapshot() const {
   Snapshot snap;
   std::string& out = snap.head_;
@@ -276,9 +483,10 @@ Snapshot Store::snapshot() const {
   w.put<uint8_t>(options_.keep_applied);
   w.put(options_.maxmemory);
   w.put<uint32_t>(static_cast<uint32_t>(data_.size()));
-  for (const auto& [k, v] : data_) {
+  for (const auto& [k, e] : data_) {
     w.str(k);
-    w.str(v);
+    w.str(e.value);
+    w.put(e.deadline_ms);
   }
   w.put<uint32_t>(static_cast<uint32_t>(clients_.size()));
   for (const auto& [client, cs] : clients_) {
@@ -350,11 +558,16 @@ bool Store::restore(std::string_view bytes, std::string* why) {
   }
   s.options_.keep_applied = r.get<uint8_t>() != 0;
   s.options_.maxmemory = r.get<uint64_t>();
-  for (uint32_t n = count(8), i = 0; r.ok && i < n; ++i) {
+  for (uint32_t n = count(16), i = 0; r.ok && i < n; ++i) {
     std::string k = r.str();
-    std::string v = r.str();
-    s.used_bytes_ += kEntryOverhead + k.size() + v.size();
-    s.data_[std::move(k)] = std::move(v);
+    Item e;
+    e.value = r.str();
+    e.deadline_ms = r.get<int64_t>();
+    if (!r.ok) break;
+    s.used_bytes_ += entry_bytes(k, e);
+    auto it = s.data_.insert_or_assign(std::move(k), std::move(e)).first;
+    if (it->second.deadline_ms != 0)
+      s.by_deadline_.emplace(it->second.deadline_ms, std::string_view(it->first));
   }
   for (uint32_t n = count(20), i = 0; r.ok && i < n; ++i) {
     ClientState& cs = s.clients_[r.get<uint64_t>()];

@@ -1,6 +1,6 @@
 // apps/kv/store.h: the replicated state machine of sluice-kv — a key-value
-// store with put, get, delete and compare-and-set, plus the client table that
-// makes every client operation take effect exactly once.
+// store with put, get, delete and compare-and-set, key expiry, plus the
+// client table that makes every client operation take effect exactly once.
 //
 // Both protocols (multipaxos.h, nopaxos.h) agree on a log of Commands; every
 // replica applies that log in order to its own Store. Because apply() is
@@ -8,13 +8,24 @@
 // apply the same log end with the same digest() — the tests compare exactly
 // that.
 //
+// Time is part of the log: whoever makes a Command (the RESP gateway) stamps
+// it with its wall clock (Command::now_ms), relative expiries arrive as
+// absolute deadlines, and a key with a deadline counts as expired for a
+// command whose stamp has reached it (deadline <= now_ms). No replica reads
+// a clock while applying. A command that finds its key expired removes it
+// first (lazy expiry), so a later entry never sees it alive again, whatever
+// its own stamp; a kSweep entry removes a bounded number of expired keys
+// that nobody touches (active expiry), oldest deadline first.
+//
 // Thread safety: none; a Store belongs to one replica.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,8 +50,37 @@ enum class Op : uint8_t {
   kGetSet,
   kGetDel,
   kSetXx,
+  kExpire,
+  kTtl,
+  kGetEx,
+  kSweep,
 };
-inline constexpr Op kLastOp = Op::kSetXx;
+inline constexpr Op kLastOp = Op::kSweep;
+
+// What a command does with its key's deadline (Command::ttl). Only put,
+// setnx, setxx, getset, expire and getex look at it; cas clears the
+// deadline of the key it swaps (it is a conditional SET), incrby and append
+// keep it (as Redis's INCR and APPEND do), getdel and delete remove it with
+// the key.
+enum class Ttl : uint8_t {
+  kClear,  // none from now on: SET, GETSET; expire: PERSIST; getex: PERSIST
+  kKeep,   // as it was: SET ... KEEPTTL, GETEX without options
+  kSet,    // Command::deadline_ms (at or before now_ms: the key is removed)
+};
+inline constexpr Ttl kLastTtl = Ttl::kSet;
+// Conditions of an expire with Ttl::kSet (Command::ttl_if, bits; EXPIRE's
+// NX, XX, GT, LT). A key without a deadline counts as one later than any.
+inline constexpr uint8_t kIfNoDeadline = 1;  // NX: only a key without one
+inline constexpr uint8_t kIfDeadline = 2;    // XX: only a key with one
+inline constexpr uint8_t kIfLater = 4;       // GT: only a later one
+inline constexpr uint8_t kIfEarlier = 8;     // LT: only an earlier one
+inline constexpr uint8_t kAllTtlIf = 15;
+
+// A sweep removes at most this many keys, and stops before a key that would
+// take the keys it removed past kSweepBytes (it always takes its first):
+// its result lists them (sweep_result) and stays small.
+inline constexpr size_t kSweepKeys = 64;
+inline constexpr size_t kSweepBytes = 8 * 1024;
 
 const char* op_name(Op op);
 
@@ -60,6 +100,14 @@ struct Command {
   std::string key;
   std::string value;     // put: the value; cas: the new value
   std::string expected;  // cas: the value the key must hold for the swap
+  // The wall-clock time (ms since the epoch) its maker stamped it with: the
+  // "now" every expiry decision of this command is made against.
+  int64_t now_ms = 0;
+  // Ttl::kSet: the absolute deadline (ms since the epoch); a relative expiry
+  // (EX, PX, EXPIRE) is now_ms plus it, added by the command's maker.
+  int64_t deadline_ms = 0;
+  Ttl ttl = Ttl::kClear;
+  uint8_t ttl_if = 0;  // expire: kIfNoDeadline | kIfDeadline | kIfLater | kIfEarlier
 
   bool is_noop() const { return op == Op::kNoop; }
   friend bool operator==(const Command&, const Command&) = default;
@@ -74,7 +122,12 @@ Command noop_command();
 // and value is "overflow" or "not an integer". append: ok, value the new
 // length. setnx: ok = the key was absent and now holds `value`, else value
 // what it holds. getset, getdel and setxx: ok = the key existed (setxx: and
-// now holds `value`), value what it held. refused: a write that
+// now holds `value`), value what it held. expire: ok = the key exists and
+// its deadline was set (or, kClear, it had one and has none now); a
+// deadline at or before now_ms removes the key. ttl: ok = the key exists,
+// value its deadline in decimal ms, or "-1" for none. getex: as get. sweep:
+// ok, value the keys it removed and the earliest deadline left
+// (sweep_result). refused: a write that
 // would have taken the store past its maxmemory (StoreOptions) and changed
 // nothing (ok false); Redis's OOM error.
 struct Result {
@@ -112,6 +165,24 @@ struct AppliedSummary {
   uint64_t executed_sum = 0;
   friend bool operator==(const AppliedSummary&, const AppliedSummary&) = default;
 };
+
+// What a sweep removed (its Result::value, parsed): the keys, in the order
+// removed (earliest deadline first), and the earliest deadline of a key
+// still holding one (0: none left), from which the sweeper times the next.
+struct Swept {
+  std::vector<std::string> keys;
+  int64_t next_deadline_ms = 0;
+};
+std::string sweep_result(const Swept& s);
+bool parse_sweep_result(std::string_view value, Swept* out);
+
+// A key's value and its deadline (ms since the epoch; 0: none).
+struct Item {
+  std::string value;
+  int64_t deadline_ms = 0;
+  friend auto operator<=>(const Item&, const Item&) = default;
+};
+using Keyspace = std::map<std::string, Item>;
 
 // A well-mixed hash of a command's identity (client, seq).
 uint64_t identity_hash(uint64_t client, uint64_t seq);
@@ -161,6 +232,11 @@ class Store {
  public:
   Store() = default;
   explicit Store(StoreOptions options) : options_(options) {}
+  // (A copy builds its own index of deadlines: the index views its keys.)
+  Store(const Store& other);
+  Store& operator=(const Store& other);
+  Store(Store&&) = default;
+  Store& operator=(Store&&) = default;
   const StoreOptions& options() const { return options_; }
 
   // Applies one log entry. A command whose (client, seq) was already applied
@@ -201,12 +277,22 @@ class Store {
   uint64_t applied_count() const { return summary_.entries; }
   size_t size() const { return data_.size(); }
   // What the data takes, as maxmemory counts it: each key's and value's
-  // bytes and kEntryOverhead per key.
+  // bytes and kEntryOverhead per key, and kDeadlineOverhead more for a key
+  // with a deadline (its node in the index of deadlines). An expired key
+  // counts until a command touches it or a sweep removes it.
   uint64_t used_bytes() const { return used_bytes_; }
   static constexpr uint64_t kEntryOverhead = 96;
+  static constexpr uint64_t kDeadlineOverhead = 64;
+  // What one key and its item take in used_bytes().
+  static uint64_t entry_bytes(const std::string& key, const Item& e) {
+    return kEntryOverhead + key.size() + e.value.size() +
+           (e.deadline_ms != 0 ? kDeadlineOverhead : 0);
+  }
+  // How many keys have a deadline (expired or not).
+  size_t volatile_keys() const { return by_deadline_.size(); }
   // How many commands apply() skipped (kSkipped).
   uint64_t skipped() const { return skipped_; }
-  const std::map<std::string, std::string>& data() const { return data_; }
+  const Keyspace& data() const { return data_; }
 
   // A snapshot: the whole state (keys and values, the client table, the
   // skip count and the applied log's identities) as bytes, from which
@@ -229,11 +315,18 @@ class Store {
   void record(uint64_t client, uint64_t seq, bool executed);
   // What `key` and its value take in used_bytes() (0: absent).
   uint64_t entry_bytes(const std::string& key) const;
+  // Executes `c` (one key's command, or a sweep) on data_, keeping
+  // used_bytes_ and by_deadline_ in step.
+  Result execute_here(const Command& c);
+  Result sweep(int64_t now_ms);
   // Whether `c` (a put or cas) would take the data past maxmemory.
   bool over_limit(const Command& c) const;
 
   StoreOptions options_;
-  std::map<std::string, std::string> data_;
+  Keyspace data_;
+  // Every key with a deadline, by (deadline, key): the sweep's order. The
+  // key is a view of data_'s own (a map's keys stay where they are).
+  std::set<std::pair<int64_t, std::string_view>> by_deadline_;
   std::map<uint64_t, ClientState> clients_;
   std::vector<std::pair<uint64_t, uint64_t>> applied_;
   AppliedSummary summary_;
@@ -244,7 +337,9 @@ class Store {
 // Executes `c` on a plain map with no client table: the sequential reference
 // the linearizability checks replay against. (It knows no maxmemory: a
 // refused command is one that took no effect, which the checks allow for.)
-Result execute(std::map<std::string, std::string>& data, const Command& c);
+// A key expired at c.now_ms is removed before `c` runs; a sweep looks at
+// every key (the Store keeps an index instead) and removes the same ones.
+Result execute(Keyspace& data, const Command& c);
 
 // Parses a decimal integer as Redis takes one (INCRBY's argument, a value
 // to increment): as it would print it, within 64 bits; false otherwise.

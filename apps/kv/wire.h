@@ -38,6 +38,10 @@ struct Writer {
     str(c.key);
     str(c.value);
     str(c.expected);
+    put(c.now_ms);
+    put(c.deadline_ms);
+    put<uint8_t>(static_cast<uint8_t>(c.ttl));
+    put(c.ttl_if);
   }
 };
 
@@ -76,6 +80,13 @@ struct Reader {
     c.key = str();
     c.value = str();
     c.expected = str();
+    c.now_ms = get<int64_t>();
+    c.deadline_ms = get<int64_t>();
+    const uint8_t ttl = get<uint8_t>();
+    if (ttl > static_cast<uint8_t>(kLastTtl)) ok = false;
+    c.ttl = static_cast<Ttl>(ttl);
+    c.ttl_if = get<uint8_t>();
+    if ((c.ttl_if & ~kAllTtlIf) != 0) ok = false;
     return c;
   }
 };

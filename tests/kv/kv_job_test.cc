@@ -715,6 +715,37 @@ TEST(KvPorcupineTest, TheStringCommandsAreModelledAsTheStoreExecutesThem) {
   }
 }
 
+// Expiry, checked against each operation's own stamp ("now"): a history of
+// SET PX, TTL, reads on either side of the deadline, EXPIRE GT, GETEX
+// PERSIST, KEEPTTL, INCRBY keeping a deadline and a plain SET clearing it,
+// and a sweep after which a read with an earlier stamp (another gateway's
+// slower clock) finds the key gone, is linearizable; without that sweep's
+// line it is not (the read would have had to see the value). A read past the
+// deadline that sees the value, a TTL that is not the deadline, a deadline
+// a plain SET should have cleared, and a sweep of a key not yet due are
+// rejected.
+TEST(KvPorcupineTest, ExpiryIsCheckedAgainstEachOperationsStamp) {
+  const std::string ok_file = std::string(SLUICE_KV_FIXTURES) + "/expiry_ok.jsonl";
+  const ProcessResult ok = porcupine(ok_file);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("linearizable (19 operations on 4 keys"), std::string::npos)
+      << ok.output;
+  std::ifstream in(ok_file);
+  const std::string without = history_path() + ".without-sweep";
+  std::ofstream out(without);
+  for (std::string l; std::getline(in, l);)
+    if (l.find("\"keys\":[\"s\"]") == std::string::npos) out << l << "\n";
+  out.close();
+  const ProcessResult no_sweep = porcupine(without);
+  EXPECT_EQ(no_sweep.exit_code, 1) << no_sweep.output;
+  for (const char* name : {"expired_read.jsonl", "ttl_not_the_deadline.jsonl",
+                           "ttl_kept_by_a_plain_set.jsonl", "sweep_of_a_live_key.jsonl"}) {
+    const ProcessResult p = porcupine(std::string(SLUICE_KV_FIXTURES) + "/" + name);
+    EXPECT_EQ(p.exit_code, 1) << name << "\n" << p.output;
+    EXPECT_NE(p.output.find("NOT linearizable"), std::string::npos) << name << "\n" << p.output;
+  }
+}
+
 // Operations of unknown outcome (a client's deadline passed) may take effect
 // at any time after their call, or never: a put whose client timed out may
 // be read after its call (not before: the fixture above), or not at all,

@@ -529,7 +529,7 @@ TEST(NoPaxosCodecTest, BatchedEntriesRoundTrip) {
   // The first entry's count of commands (after its 33 fixed bytes and its
   // empty Multi-Paxos command) said to be a billion.
   encode(m, bytes);
-  const size_t count_at = 50 + 4 + 33 + 29;
+  const size_t count_at = 50 + 4 + 33 + 47;
   uint32_t two = 0;
   std::memcpy(&two, bytes.data() + count_at, sizeof two);
   ASSERT_EQ(two, 2u);

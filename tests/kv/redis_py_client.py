@@ -7,14 +7,17 @@ connect, and AUTH first when given a password), then uses the commands
 sluice-kv serves: PING, ECHO, SET/GET (binary-safe), EXISTS and DEL of
 several keys, the string commands (INCR, INCRBY, DECR, DECRBY, APPEND,
 STRLEN, SETNX, GETSET, GETDEL, MGET, SET with NX, XX and GET, TYPE,
-GETRANGE, UNLINK) with Redis's
-answers and errors, a
+GETRANGE, UNLINK) with Redis's answers and errors, expiry (SET's EX, PX,
+EXAT, KEEPTTL, SETEX, PSETEX, EXPIRE and its kin with NX/XX/GT/LT, TTL,
+PTTL, EXPIRETIME, PERSIST, GETEX; which commands clear a deadline and
+which keep it; a key set with px=200 gone half a second later), a
 pipeline whose commands take effect in order, CLIENT SETNAME/GETNAME/ID/INFO,
 INFO sections and CONFIG GET. Every check that
 fails is printed; the last line says how many checks there were and how
 many failed, and the exit status is 0 only if none failed.
 """
 import sys
+import time
 
 import redis
 
@@ -73,7 +76,7 @@ def main():
     check("getset of a missing key", r.getset("py:gs", "first"), None)
     check("getdel", r.getdel("py:gs"), b"first")
     check("getdel of a missing key", r.getdel("py:gs"), None)
-    # SET's options: NX, XX and GET; no expiry.
+    # SET's options: NX, XX and GET (expiry below).
     check("set nx of a present key", r.set("py:text", "no", nx=True), None)
     check("set nx of a missing key", r.set("py:snx", "1", nx=True), True)
     check("set xx of a missing key", r.set("py:sxx", "1", xx=True), None)
@@ -83,12 +86,70 @@ def main():
     check("set nx get kept the value", r.get("py:snx"), b"3")
     check("set xx get of a missing key", r.set("py:sxx", "1", xx=True, get=True), None)
     check("set xx get did not set", r.get("py:sxx"), None)
-    try:
-        r.set("py:ttl", "1", ex=10)
-        check("set ex refused", "no error", "an error")
-    except redis.ResponseError as e:
-        check("set ex refused", "keeps no expiry" in str(e), True)
-    check("set ex set nothing", r.get("py:ttl"), None)
+
+    # Expiry, as Redis answers it (TTL rounds the time left to seconds).
+    check("set ex", r.set("py:ttl", "1", ex=100), True)
+    check("ttl", r.ttl("py:ttl"), 100)
+    check("pttl within the last second", 99000 < r.pttl("py:ttl") <= 100000, True)
+    check("expire", r.expire("py:ttl", 50), True)
+    check("ttl after expire", r.ttl("py:ttl"), 50)
+    check("expire of a missing key", r.expire("py:missing", 10), False)
+    check("expire gt of a later deadline", r.expire("py:ttl", 10, gt=True), False)
+    check("pexpire lt", r.pexpire("py:ttl", 10000, lt=True), True)
+    check("ttl after pexpire lt", r.ttl("py:ttl"), 10)
+    check("expire nx of a key with one", r.expire("py:ttl", 10, nx=True), False)
+    check("set keepttl", r.set("py:ttl", "2", keepttl=True), True)
+    check("ttl after keepttl", r.ttl("py:ttl"), 10)
+    check("persist", r.persist("py:ttl"), True)
+    check("persist again", r.persist("py:ttl"), False)
+    check("ttl after persist", r.ttl("py:ttl"), -1)
+    check("ttl of a missing key", r.ttl("py:missing"), -2)
+    check("pttl of a missing key", r.pttl("py:missing"), -2)
+    at = int(time.time()) + 1000
+    check("expireat", r.expireat("py:ttl", at), True)
+    check("expiretime", r.expiretime("py:ttl"), at)
+    check("pexpiretime", r.pexpiretime("py:ttl"), at * 1000)
+    check("ttl after expireat", 990 <= r.ttl("py:ttl") <= 1000, True)
+    check("setex", r.execute_command("SETEX", "py:sx", 30, "v"), True)
+    check("ttl after setex", r.ttl("py:sx"), 30)
+    check("psetex", r.psetex("py:sx", 20000, "w"), True)
+    check("ttl after psetex", r.ttl("py:sx"), 20)
+    check("set exat", r.set("py:sx", "x", exat=at), True)
+    check("expiretime after set exat", r.expiretime("py:sx"), at)
+    check("getex px", r.getex("py:ttl", px=5000), b"2")
+    check("pttl after getex px", 4000 < r.pttl("py:ttl") <= 5000, True)
+    check("getex persist", r.getex("py:ttl", persist=True), b"2")
+    check("ttl after getex persist", r.ttl("py:ttl"), -1)
+    check("getex of a missing key", r.getex("py:missing", ex=10), None)
+    check("set get ex", r.set("py:ttl", "3", get=True, ex=100), b"2")
+    check("ttl after set get ex", r.ttl("py:ttl"), 100)
+    check("set nx px of a missing key", r.set("py:nxpx", "1", nx=True, px=100000), True)
+    check("pttl after set nx px", 99000 < r.pttl("py:nxpx") <= 100000, True)
+    check("incr keeps the deadline", (r.incr("py:nxpx"), r.ttl("py:nxpx")), (2, 100))
+    check("append keeps the deadline", (r.append("py:nxpx", "0"), r.ttl("py:nxpx")), (2, 100))
+    check("set clears the deadline", (r.set("py:nxpx", "4"), r.ttl("py:nxpx")), (True, -1))
+    r.set("py:ttl", "5", ex=100)
+    check("getset clears the deadline", (r.getset("py:ttl", "6"), r.ttl("py:ttl")), (b"5", -1))
+    r.set("py:ttl", "7", ex=100)
+    check("delete takes the deadline with it",
+          (r.delete("py:ttl"), r.set("py:ttl", "8"), r.ttl("py:ttl")), (1, True, -1))
+    check("expire of a time passed deletes", (r.expire("py:ttl", -1), r.exists("py:ttl")), (True, 0))
+    for what, call, want in (
+            ("set ex=0", lambda: r.set("py:ttl", "1", ex=0), "invalid expire time in 'set' command"),
+            ("setex 0", lambda: r.execute_command("SETEX", "py:ttl", 0, "1"), "invalid expire time in 'setex' command"),
+            ("getex ex=0", lambda: r.getex("py:sx", ex=0), "invalid expire time in 'getex' command"),
+            ("expire nx xx", lambda: r.expire("py:sx", 1, nx=True, xx=True),
+             "NX and XX, GT or LT options at the same time are not compatible")):
+        try:
+            call()
+            check(what + " refused", "no error", "an error")
+        except redis.ResponseError as e:
+            check(what + " refused", str(e), want)
+    check("set px=200", r.set("py:short", "v", px=200), True)
+    check("read before its deadline", r.get("py:short"), b"v")
+    time.sleep(0.5)
+    check("read half a second later: gone", r.get("py:short"), None)
+    check("ttl half a second later", r.ttl("py:short"), -2)
     check("type of a string", r.type("py:text"), b"string")
     check("type of a missing key", r.type("py:missing"), b"none")
     r.set("py:range", "This is a string")

@@ -61,10 +61,10 @@ TEST(StoreTest, TheStringOperationsFollowRedis) {
   for (const char* bad : {" 1", "+1", "01", "1.5", "", "x", "99999999999999999999"}) {
     s.apply(cmd(Op::kPut, 1, ++seq, "b", bad));
     EXPECT_EQ(run(Op::kIncrBy, "b", "1"), (Result{false, "not an integer"})) << "'" << bad << "'";
-    EXPECT_EQ(s.data().at("b"), bad);
+    EXPECT_EQ(s.data().at("b").value, bad);
     EXPECT_EQ(run(Op::kIncrBy, "n", bad), (Result{false, "not an integer"})) << "'" << bad << "'";
   }
-  EXPECT_EQ(s.data().at("n"), "-9");
+  EXPECT_EQ(s.data().at("n").value, "-9");
   run(Op::kPut, "max", "9223372036854775807");
   EXPECT_EQ(run(Op::kIncrBy, "max", "1"), (Result{false, "overflow"}));
   EXPECT_EQ(run(Op::kIncrBy, "max", "-9223372036854775807"), (Result{true, "0"}));
@@ -72,23 +72,23 @@ TEST(StoreTest, TheStringOperationsFollowRedis) {
   EXPECT_EQ(run(Op::kIncrBy, "min", "-1"), (Result{false, "overflow"}));
   EXPECT_EQ(run(Op::kAppend, "s", "ab"), (Result{true, "2"}));
   EXPECT_EQ(run(Op::kAppend, "s", "cde"), (Result{true, "5"}));
-  EXPECT_EQ(s.data().at("s"), "abcde");
+  EXPECT_EQ(s.data().at("s").value, "abcde");
   EXPECT_EQ(run(Op::kSetNx, "s", "x"), (Result{false, "abcde"})) << "NX GET's answer";
   EXPECT_EQ(run(Op::kSetNx, "t", "x"), (Result{true, ""}));
   EXPECT_EQ(run(Op::kGetSet, "t", "y"), (Result{true, "x"}));
   EXPECT_EQ(run(Op::kGetSet, "u", "z"), (Result{false, ""}));
-  EXPECT_EQ(s.data().at("u"), "z");
+  EXPECT_EQ(s.data().at("u").value, "z");
   EXPECT_EQ(run(Op::kGetDel, "t"), (Result{true, "y"}));
   EXPECT_EQ(run(Op::kGetDel, "t"), (Result{false, ""}));
   EXPECT_EQ(s.data().count("t"), 0u);
   EXPECT_EQ(run(Op::kSetXx, "t", "w"), (Result{false, ""})) << "SET XX of an absent key";
   EXPECT_EQ(s.data().count("t"), 0u);
   EXPECT_EQ(run(Op::kSetXx, "u", "w"), (Result{true, "z"}));
-  EXPECT_EQ(s.data().at("u"), "w");
+  EXPECT_EQ(s.data().at("u").value, "w");
   // The same through the sequential reference the checks replay against.
-  std::map<std::string, std::string> plain;
+  Keyspace plain;
   EXPECT_EQ(execute(plain, cmd(Op::kIncrBy, 0, 0, "n", "5")), (Result{true, "5"}));
-  EXPECT_EQ(plain.at("n"), "5");
+  EXPECT_EQ(plain.at("n").value, "5");
 }
 
 TEST(StoreTest, ExecutesARetriedOperationOnlyOnceAndReturnsItsFirstResult) {
@@ -102,7 +102,7 @@ TEST(StoreTest, ExecutesARetriedOperationOnlyOnceAndReturnsItsFirstResult) {
   EXPECT_TRUE(s.already_applied(7, 2, &r));
   EXPECT_TRUE(r.ok);
   EXPECT_FALSE(s.already_applied(7, 3, &r));
-  EXPECT_EQ(s.data().at("a"), "2");
+  EXPECT_EQ(s.data().at("a").value, "2");
 }
 
 // A client with several commands in flight: they take effect in seq order
@@ -119,7 +119,7 @@ TEST(StoreTest, AClientsCommandsTakeEffectInOrderAndRetriesGetTheirFirstResult) 
   EXPECT_EQ(how, Applied::kExecuted);
   EXPECT_TRUE(s.apply(cmd(Op::kCas, 3, 2, "a", "second", "first"), &how).ok);
   EXPECT_EQ(how, Applied::kExecuted);
-  EXPECT_EQ(s.data().at("a"), "second");
+  EXPECT_EQ(s.data().at("a").value, "second");
   EXPECT_EQ(s.skipped(), 1u);
   EXPECT_EQ(s.applied(), (std::vector<std::pair<uint64_t, uint64_t>>{{0, 0}, {3, 1}, {3, 2}}));
   // Retries: each gets its own first result.
@@ -127,7 +127,7 @@ TEST(StoreTest, AClientsCommandsTakeEffectInOrderAndRetriesGetTheirFirstResult) 
   EXPECT_EQ(how, Applied::kDuplicate);
   EXPECT_TRUE(s.apply(cmd(Op::kCas, 3, 2, "a", "second", "first"), &how).ok);
   EXPECT_EQ(how, Applied::kDuplicate);
-  EXPECT_EQ(s.data().at("a"), "second");
+  EXPECT_EQ(s.data().at("a").value, "second");
   // Past the window, results are forgotten (no client waits for them).
   for (uint64_t seq = 3; seq <= 2 + kClientWindow; ++seq) s.apply(cmd(Op::kGet, 3, seq, "a"));
   Result r;
@@ -136,7 +136,7 @@ TEST(StoreTest, AClientsCommandsTakeEffectInOrderAndRetriesGetTheirFirstResult) 
   EXPECT_EQ(r, (Result{true, "second"}));
   s.apply(cmd(Op::kPut, 3, 2, "a", "x"), &how);
   EXPECT_EQ(how, Applied::kForgotten);
-  EXPECT_EQ(s.data().at("a"), "second");
+  EXPECT_EQ(s.data().at("a").value, "second");
 }
 
 TEST(StoreTest, DigestsAgreeExactlyWhenStatesAgree) {
@@ -206,7 +206,7 @@ TEST(StoreTest, ASnapshotRestoresAnEqualStoreAndBadBytesAreRefused) {
   ASSERT_TRUE(b.already_applied(2, 1, &first));
   EXPECT_TRUE(first.ok);
   EXPECT_EQ(b.apply(cmd(Op::kCas, 2, 1, "k1", "y", "x")).ok, true) << "a retry: its first result";
-  EXPECT_EQ(b.data().at("k1"), "x");
+  EXPECT_EQ(b.data().at("k1").value, "x");
 
   Store c;
   c.apply(cmd(Op::kPut, 9, 1, "keep", "me"));
@@ -248,7 +248,7 @@ TEST(StoreTest, WritesPastMaxmemoryAreRefusedAndChangeNothing) {
       << "a swap that grows a value";
   EXPECT_FALSE(s.apply(cmd(Op::kCas, 1, ++seq, "k0", "short", std::string(100, 'v'))).refused)
       << "a swap that shrinks one";
-  EXPECT_EQ(s.data().at("k0"), "short");
+  EXPECT_EQ(s.data().at("k0").value, "short");
   EXPECT_FALSE(s.apply(cmd(Op::kCas, 1, ++seq, "k9", "x", "absent")).refused)
       << "a swap that fails anyway changes nothing and is answered as such";
   EXPECT_TRUE(s.apply(cmd(Op::kGet, 1, ++seq, "k1")).ok);
@@ -256,7 +256,7 @@ TEST(StoreTest, WritesPastMaxmemoryAreRefusedAndChangeNothing) {
   EXPECT_FALSE(s.apply(cmd(Op::kPut, 1, ++seq, "k3", "x")).refused) << "room again";
   EXPECT_TRUE(s.apply(cmd(Op::kAppend, 1, ++seq, "k2", std::string(200, 'a'))).refused)
       << "an append that grows a value past the limit";
-  EXPECT_EQ(s.data().at("k2"), std::string(100, 'v'));
+  EXPECT_EQ(s.data().at("k2").value, std::string(100, 'v'));
   EXPECT_TRUE(s.apply(cmd(Op::kGetSet, 1, ++seq, "k2", std::string(300, 'g'))).refused);
   EXPECT_FALSE(s.apply(cmd(Op::kGetDel, 1, ++seq, "k2")).refused) << "a removal never is";
   // The refusal is state: a store without the refused result differs.
@@ -313,6 +313,259 @@ TEST(StoreTest, AStoreThatKeepsNoIdentitiesKeepsTheSameSummary) {
   EXPECT_EQ(restored.summary(), summary_only.summary());
   EXPECT_FALSE(restored.options().keep_applied);
   EXPECT_TRUE(restored.applied().empty());
+}
+
+// A command stamped `now` (ms) with what it does with its key's deadline.
+Command timed(Op op, uint64_t seq, std::string key, int64_t now, std::string value = "",
+              Ttl ttl = Ttl::kClear, int64_t deadline = 0, uint8_t ttl_if = 0) {
+  Command c = cmd(op, 1, seq, std::move(key), std::move(value));
+  c.now_ms = now;
+  c.ttl = ttl;
+  c.deadline_ms = deadline;
+  c.ttl_if = ttl_if;
+  return c;
+}
+
+// Redis's expiry rules, with every decision made against the command's own
+// stamp: a key is gone for a command stamped at or after its deadline; SET
+// (without KEEPTTL), GETSET and CAS clear the deadline, INCRBY and APPEND
+// keep it, KEEPTTL keeps it; EXPIRE's NX, XX, GT and LT (no deadline counts
+// as later than any); a deadline already passed removes the key; PERSIST
+// answers whether there was one; TTL answers the deadline or -1; GETEX.
+TEST(StoreTest, TheExpiryOperationsFollowRedis) {
+  Store s;
+  uint64_t seq = 0;
+  auto run = [&](Op op, const std::string& key, int64_t now, std::string value = "",
+                 Ttl ttl = Ttl::kClear, int64_t deadline = 0, uint8_t ttl_if = 0) {
+    return s.apply(timed(op, ++seq, key, now, std::move(value), ttl, deadline, ttl_if));
+  };
+  const Result absent{false, ""};
+  // SET k v PX 900 at 100: alive until 999, gone at 1000.
+  EXPECT_EQ(run(Op::kPut, "k", 100, "v", Ttl::kSet, 1000), (Result{true, ""}));
+  EXPECT_EQ(run(Op::kTtl, "k", 500), (Result{true, "1000"}));
+  EXPECT_EQ(run(Op::kGet, "k", 999), (Result{true, "v"}));
+  EXPECT_EQ(run(Op::kGet, "k", 1000), absent) << "deadline <= stamp: expired";
+  EXPECT_EQ(s.size(), 0u) << "the read removed it";
+  EXPECT_EQ(run(Op::kTtl, "k", 1000), absent) << "TTL's -2";
+  // What clears the deadline and what keeps it.
+  auto with_deadline = [&](const std::string& key, const std::string& value) {
+    run(Op::kPut, key, 0, value, Ttl::kSet, 5000);
+  };
+  with_deadline("a", "1");
+  EXPECT_EQ(run(Op::kPut, "a", 10, "2"), (Result{true, ""}));
+  EXPECT_EQ(run(Op::kTtl, "a", 10), (Result{true, "-1"})) << "a plain SET clears it";
+  with_deadline("a", "1");
+  run(Op::kPut, "a", 10, "2", Ttl::kKeep);
+  EXPECT_EQ(run(Op::kTtl, "a", 10), (Result{true, "5000"})) << "KEEPTTL";
+  EXPECT_EQ(run(Op::kIncrBy, "a", 10, "5"), (Result{true, "7"}));
+  EXPECT_EQ(run(Op::kAppend, "a", 10, "x"), (Result{true, "2"}));
+  EXPECT_EQ(run(Op::kTtl, "a", 10), (Result{true, "5000"})) << "INCRBY and APPEND keep it";
+  EXPECT_EQ(run(Op::kGetSet, "a", 10, "g"), (Result{true, "7x"}));
+  EXPECT_EQ(run(Op::kTtl, "a", 10), (Result{true, "-1"})) << "GETSET clears it";
+  with_deadline("a", "1");
+  EXPECT_EQ(run(Op::kCas, "a", 10, "2"), absent) << "(expected \"\": no swap)";
+  s.apply([&] {
+    Command c = timed(Op::kCas, ++seq, "a", 10, "2");
+    c.expected = "1";
+    return c;
+  }());
+  EXPECT_EQ(run(Op::kTtl, "a", 10), (Result{true, "-1"})) << "a swap is a SET: it clears it";
+  with_deadline("a", "1");
+  EXPECT_EQ(run(Op::kDelete, "a", 10), (Result{true, ""}));
+  run(Op::kPut, "a", 10, "new");
+  EXPECT_EQ(run(Op::kGet, "a", 6000), (Result{true, "new"})) << "DEL took the deadline with it";
+  // SET's NX and XX with an expiry.
+  EXPECT_EQ(run(Op::kSetNx, "n", 10, "1", Ttl::kSet, 100), (Result{true, ""}));
+  EXPECT_EQ(run(Op::kSetNx, "n", 20, "2", Ttl::kSet, 900), (Result{false, "1"}));
+  EXPECT_EQ(run(Op::kTtl, "n", 20), (Result{true, "100"})) << "an NX that did not set";
+  EXPECT_EQ(run(Op::kSetXx, "n", 30, "3", Ttl::kKeep), (Result{true, "1"}));
+  EXPECT_EQ(run(Op::kTtl, "n", 30), (Result{true, "100"}));
+  EXPECT_EQ(run(Op::kSetXx, "n", 100, "4"), absent) << "expired at 100: XX finds no key";
+  EXPECT_EQ(run(Op::kSetNx, "n", 100, "5"), (Result{true, ""})) << "and NX sets it anew";
+  // A deadline already passed (SET EXAT in the past): set, then gone.
+  EXPECT_EQ(run(Op::kPut, "p", 500, "v", Ttl::kSet, 400), (Result{true, ""}));
+  EXPECT_EQ(s.data().count("p"), 0u);
+  // EXPIRE: absent key, conditions, a time passed, PERSIST.
+  EXPECT_EQ(run(Op::kExpire, "e", 0, "", Ttl::kSet, 100), absent);
+  run(Op::kPut, "e", 0, "v");
+  EXPECT_EQ(run(Op::kExpire, "e", 0, "", Ttl::kSet, 900, kIfDeadline), absent) << "XX: none";
+  EXPECT_EQ(run(Op::kExpire, "e", 0, "", Ttl::kSet, 900, kIfLater), absent) << "GT: none";
+  EXPECT_EQ(run(Op::kExpire, "e", 0, "", Ttl::kSet, 900, kIfEarlier), (Result{true, ""}))
+      << "LT: none counts as later than any";
+  EXPECT_EQ(run(Op::kExpire, "e", 0, "", Ttl::kSet, 800, kIfNoDeadline), absent) << "NX";
+  EXPECT_EQ(run(Op::kExpire, "e", 0, "", Ttl::kSet, 950, kIfEarlier), absent) << "LT: later";
+  EXPECT_EQ(run(Op::kExpire, "e", 0, "", Ttl::kSet, 950, kIfDeadline | kIfLater),
+            (Result{true, ""}));
+  EXPECT_EQ(run(Op::kExpire, "e", 0, "", Ttl::kSet, 950, kIfLater), absent) << "GT: equal";
+  EXPECT_EQ(run(Op::kTtl, "e", 0), (Result{true, "950"}));
+  EXPECT_EQ(run(Op::kExpire, "e", 0, "", Ttl::kClear), (Result{true, ""})) << "PERSIST";
+  EXPECT_EQ(run(Op::kExpire, "e", 0, "", Ttl::kClear), absent) << "PERSIST of none";
+  EXPECT_EQ(run(Op::kTtl, "e", 0), (Result{true, "-1"}));
+  EXPECT_EQ(run(Op::kExpire, "e", 300, "", Ttl::kSet, 300), (Result{true, ""}))
+      << "EXPIREAT now: the key is removed";
+  EXPECT_EQ(s.data().count("e"), 0u);
+  // GETEX: the value, then the deadline as asked.
+  run(Op::kPut, "g", 0, "v");
+  EXPECT_EQ(run(Op::kGetEx, "g", 0, "", Ttl::kKeep), (Result{true, "v"}));
+  EXPECT_EQ(run(Op::kGetEx, "g", 0, "", Ttl::kSet, 700), (Result{true, "v"}));
+  EXPECT_EQ(run(Op::kTtl, "g", 0), (Result{true, "700"}));
+  EXPECT_EQ(run(Op::kGetEx, "g", 0, "", Ttl::kClear), (Result{true, "v"}));
+  EXPECT_EQ(run(Op::kTtl, "g", 0), (Result{true, "-1"}));
+  EXPECT_EQ(run(Op::kGetEx, "g", 800, "", Ttl::kSet, 800), (Result{true, "v"}));
+  EXPECT_EQ(s.data().count("g"), 0u) << "GETEX PXAT now: read, then removed";
+  EXPECT_EQ(run(Op::kGetEx, "g", 0), absent);
+}
+
+// Stamps from two gateways whose clocks differ: once a command stamped at or
+// past a key's deadline has removed it, a later log entry with an earlier
+// stamp finds it gone too (it never comes back to life).
+TEST(StoreTest, AnExpiredKeyStaysGoneForLaterEntriesWithEarlierStamps) {
+  Store s;
+  s.apply(timed(Op::kPut, 1, "k", 1000, "v", Ttl::kSet, 1500));
+  EXPECT_EQ(s.apply(timed(Op::kGet, 2, "k", 1400)), (Result{true, "v"}));
+  EXPECT_EQ(s.apply(timed(Op::kGet, 3, "k", 1600)), (Result{false, ""}));
+  EXPECT_EQ(s.apply(timed(Op::kGet, 4, "k", 1200)), (Result{false, ""})) << "a slow clock";
+  EXPECT_EQ(s.apply(timed(Op::kTtl, 5, "k", 1200)), (Result{false, ""}));
+  EXPECT_EQ(s.used_bytes(), 0u);
+  EXPECT_EQ(s.volatile_keys(), 0u);
+}
+
+// Active expiry: a sweep removes the keys whose deadline has come, earliest
+// first, at most kSweepKeys of them and kSweepBytes of keys, answers them
+// and the earliest deadline left, and frees what they took; the sequential
+// reference (a scan) removes the same ones.
+TEST(StoreTest, ASweepRemovesExpiredKeysEarliestFirstInBoundedEntries) {
+  Store s;
+  Keyspace reference;
+  uint64_t seq = 0;
+  auto both = [&](const Command& c) {
+    const Result r = s.apply(c);
+    EXPECT_EQ(execute(reference, c), r) << op_name(c.op);
+    return r;
+  };
+  // 150 keys due at 100..249 (in an order other than their names'), 10 at
+  // 10,000, 5 with none.
+  for (int i = 0; i < 150; ++i)
+    both(timed(Op::kPut, ++seq, "due" + std::to_string(i), 0, "v", Ttl::kSet, 100 + (i * 7) % 150));
+  for (int i = 0; i < 10; ++i)
+    both(timed(Op::kPut, ++seq, "late" + std::to_string(i), 0, "v", Ttl::kSet, 10000));
+  for (int i = 0; i < 5; ++i) both(timed(Op::kPut, ++seq, "none" + std::to_string(i), 0, "v"));
+  EXPECT_EQ(s.volatile_keys(), 160u);
+  const uint64_t before = s.used_bytes();
+  Swept swept;
+  ASSERT_TRUE(parse_sweep_result(both(timed(Op::kSweep, ++seq, "", 1000)).value, &swept));
+  ASSERT_EQ(swept.keys.size(), kSweepKeys);
+  EXPECT_EQ(swept.keys.front(), "due0") << "deadline 100";
+  EXPECT_EQ(swept.keys[1], "due43") << "deadline 101";
+  EXPECT_EQ(swept.next_deadline_ms, 164) << "the earliest left: more are due at once";
+  EXPECT_EQ(s.size(), 165u - kSweepKeys);
+  EXPECT_EQ(
+      s.used_bytes(), before - [&] {
+        uint64_t n = 0;
+        for (const std::string& k : swept.keys)
+          n += Store::kEntryOverhead + Store::kDeadlineOverhead + k.size() + 1;
+        return n;
+      }());
+  ASSERT_TRUE(parse_sweep_result(both(timed(Op::kSweep, ++seq, "", 1000)).value, &swept));
+  EXPECT_EQ(swept.keys.size(), kSweepKeys);
+  ASSERT_TRUE(parse_sweep_result(both(timed(Op::kSweep, ++seq, "", 1000)).value, &swept));
+  EXPECT_EQ(swept.keys.size(), 150u - 2 * kSweepKeys);
+  EXPECT_EQ(swept.next_deadline_ms, 10000) << "nothing more due before 10,000";
+  ASSERT_TRUE(parse_sweep_result(both(timed(Op::kSweep, ++seq, "", 1000)).value, &swept));
+  EXPECT_TRUE(swept.keys.empty());
+  EXPECT_EQ(s.size(), 15u);
+  EXPECT_EQ(s.volatile_keys(), 10u);
+  EXPECT_EQ(s.used_bytes(), 10 * (Store::kEntryOverhead + Store::kDeadlineOverhead + 6) +
+                                5 * (Store::kEntryOverhead + 6));
+  // Long keys: a sweep stops before the one that would pass kSweepBytes.
+  const std::string big(3000, 'b');
+  for (char c : std::string("wxyz"))
+    both(timed(Op::kPut, ++seq, big + c, 0, "v", Ttl::kSet, 20000));
+  ASSERT_TRUE(parse_sweep_result(both(timed(Op::kSweep, ++seq, "", 30000)).value, &swept));
+  EXPECT_EQ(swept.keys.size(), 12u) << "the 10 short keys and two of 3,001 bytes";
+  ASSERT_TRUE(parse_sweep_result(both(timed(Op::kSweep, ++seq, "", 30000)).value, &swept));
+  EXPECT_EQ(swept.keys, (std::vector<std::string>{big + 'y', big + 'z'}));
+  EXPECT_EQ(swept.next_deadline_ms, 0);
+  EXPECT_FALSE(parse_sweep_result("short", &swept));
+}
+
+// Deadlines are state: two stores that differ only in one have different
+// digests, a snapshot and a copy carry them (and the index a sweep uses),
+// and replicas applying the same log of timed commands, skewed stamps and
+// sweeps included, agree with each other and with the sequential reference.
+TEST(StoreTest, DeadlinesAreInTheDigestSnapshotsAndCopiesAndReplicasAgree) {
+  Store a, b;
+  a.apply(timed(Op::kPut, 1, "k", 0, "v", Ttl::kSet, 100));
+  b.apply(timed(Op::kPut, 1, "k", 0, "v", Ttl::kSet, 101));
+  EXPECT_NE(a.digest(), b.digest());
+
+  Store replica1, replica2;
+  Keyspace reference;
+  std::vector<Command> log;
+  uint64_t x = 12345;
+  auto rnd = [&x](uint64_t n) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return (x >> 33) % n;
+  };
+  const Op ops[] = {Op::kPut,   Op::kGet,    Op::kDelete, Op::kIncrBy, Op::kAppend,
+                    Op::kSetNx, Op::kGetSet, Op::kSetXx,  Op::kExpire, Op::kTtl,
+                    Op::kGetEx, Op::kSweep,  Op::kCas,    Op::kGetDel};
+  for (uint64_t seq = 1; seq <= 3000; ++seq) {
+    // Two gateways' clocks, 40 ms apart, both moving forward.
+    const int64_t now = static_cast<int64_t>(seq) + (rnd(2) ? 40 : 0);
+    Command c = timed(ops[rnd(std::size(ops))], seq, "k" + std::to_string(rnd(12)), now,
+                      std::to_string(rnd(3)));
+    const uint64_t t = rnd(3);
+    c.ttl = t == 0 ? Ttl::kClear : t == 1 ? Ttl::kKeep : Ttl::kSet;
+    c.deadline_ms = now + static_cast<int64_t>(rnd(80)) - 10;
+    c.ttl_if = static_cast<uint8_t>(rnd(2) ? 0 : 1u << rnd(4));
+    c.expected = std::to_string(rnd(3));
+    log.push_back(c);
+  }
+  Store copy;
+  for (size_t i = 0; i < log.size(); ++i) {
+    const Result r1 = replica1.apply(log[i]);
+    EXPECT_EQ(replica2.apply(log[i]), r1) << i;
+    EXPECT_EQ(execute(reference, log[i]), r1) << i << " " << op_name(log[i].op);
+    if (i == log.size() / 2) {
+      // Half way: a snapshot taken and restored, and a copy, go on alike.
+      std::string why;
+      ASSERT_TRUE(replica2.restore(replica1.serialize(), &why)) << why;
+      copy = replica1;
+    } else if (i > log.size() / 2) {
+      EXPECT_EQ(copy.apply(log[i]), r1) << i;
+    }
+  }
+  EXPECT_EQ(replica1.digest(), replica2.digest());
+  EXPECT_EQ(copy.digest(), replica1.digest());
+  EXPECT_EQ(replica1.data(), reference);
+  EXPECT_EQ(replica2.volatile_keys(), replica1.volatile_keys());
+  uint64_t used = 0;
+  for (const auto& [k, e] : reference) used += Store::entry_bytes(k, e);
+  EXPECT_EQ(replica1.used_bytes(), used);
+  EXPECT_EQ(replica2.used_bytes(), used);
+}
+
+// maxmemory counts a key's deadline, and an expired key until it is removed;
+// EXPIRE, GETEX and sweeps are never refused (as Redis refuses none of them).
+TEST(StoreTest, MaxmemoryCountsDeadlinesAndExpiredKeysUntilTheyAreRemoved) {
+  StoreOptions o;
+  o.maxmemory = 2 * (Store::kEntryOverhead + 2 + 10) + Store::kDeadlineOverhead;
+  Store s(o);
+  uint64_t seq = 0;
+  EXPECT_FALSE(
+      s.apply(timed(Op::kPut, ++seq, "k0", 0, std::string(10, 'v'), Ttl::kSet, 100)).refused);
+  EXPECT_FALSE(s.apply(timed(Op::kPut, ++seq, "k1", 0, std::string(10, 'v'))).refused);
+  EXPECT_EQ(s.used_bytes(), o.maxmemory);
+  EXPECT_TRUE(s.apply(timed(Op::kPut, ++seq, "k2", 200, "x")).refused)
+      << "k0 expired at 100 but still counts";
+  EXPECT_FALSE(s.apply(timed(Op::kExpire, ++seq, "k1", 0, "", Ttl::kSet, 300)).refused);
+  Swept swept;
+  const Result r = s.apply(timed(Op::kSweep, ++seq, "", 200));
+  EXPECT_FALSE(r.refused);
+  ASSERT_TRUE(parse_sweep_result(r.value, &swept));
+  EXPECT_EQ(swept.keys, std::vector<std::string>{"k0"});
+  EXPECT_FALSE(s.apply(timed(Op::kPut, ++seq, "k2", 200, "x")).refused) << "room again";
 }
 
 Completed done(Command c, Result r, uint64_t invoked, uint64_t completed) {
@@ -372,6 +625,20 @@ TEST(LinearizabilityTest, RejectsReadsThatSeeWritesInOppositeOrders) {
       done(cmd(Op::kGet, 4, 2, "a"), {true, "1"}, 7, 8),
   };
   EXPECT_FALSE(linearizable(h));
+}
+
+// The reference knows expiry: a read stamped at or past a key's deadline
+// that still sees its value is not linearizable; one that finds it gone is.
+TEST(LinearizabilityTest, RejectsAReadThatSeesAKeyPastItsDeadline) {
+  for (bool seen : {true, false}) {
+    std::vector<Completed> h = {
+        done(timed(Op::kPut, 1, "a", 100, "1", Ttl::kSet, 300), {true, ""}, 0, 1),
+        done(timed(Op::kGet, 2, "a", 300), seen ? Result{true, "1"} : Result{false, ""}, 2, 3),
+    };
+    h[1].cmd.client = 2;
+    h[1].cmd.seq = 1;
+    EXPECT_EQ(linearizable(h), !seen);
+  }
 }
 
 // YCSB's core workloads: the read share, the value size, and the Zipfian

@@ -7,14 +7,26 @@
 //	 "ok":true,"out":"","call":1200,"return":1203}
 //
 // with op one of put, get, delete, cas, incrby, append, setnx, getset,
-// getdel, setxx; ok and out what the store answered (get: ok = the key
-// exists, out its value; delete: ok = the key existed; cas: ok = swapped;
-// incrby: ok = added, out the new number; append: out the new length; setnx:
-// ok = set, else out the value kept; getset, getdel and setxx: ok = the key
-// existed, out its old value; see
+// getdel, setxx, expire, ttl, getex, sweep; ok and out what the store
+// answered (get: ok = the key exists, out its value; delete: ok = the key
+// existed; cas: ok = swapped; incrby: ok = added, out the new number;
+// append: out the new length; setnx: ok = set, else out the value kept;
+// getset, getdel and setxx: ok = the key existed, out its old value;
+// expire: ok = the deadline was set or, without "ttl", cleared; ttl: ok =
+// the key exists, out its deadline or "-1"; getex: as get; see
 // apps/kv/store.h); call and return the invocation and completion times
 // (any unit, one clock for all clients). The model is a map from key to
-// value, checked key by key (porcupine's partitions).
+// value and deadline, checked key by key (porcupine's partitions).
+//
+// Expiry. An operation carries the wall-clock stamp it was made with
+// ("now", ms) and what it does with its key's deadline ("ttl": "set" with
+// a "deadline", "keep", or absent: a write clears it; "if": EXPIRE's NX 1,
+// XX 2, GT 4, LT 8). As in the store, a key whose deadline is at or before
+// an operation's stamp is absent for that operation and removed by it, so a
+// read of a key past its deadline that still sees the value is rejected,
+// and so is a TTL answer that is not the deadline the key holds. A sweep
+// ("op":"sweep", "keys": the keys it removed) becomes one operation per key,
+// which must find that key present with a deadline at or before its stamp.
 //
 // An operation whose client gave up on it (a deadline passed) has
 // "unknown":true, a call and no ok, out or return: it may have taken
@@ -50,21 +62,29 @@ import (
 )
 
 type record struct {
-	Client   *int    `json:"client"`
-	Op       string  `json:"op"`
-	Key      *string `json:"key"`
-	Value    string  `json:"value"`
-	Expected string  `json:"expected"`
-	Ok       *bool   `json:"ok"`
-	Out      string  `json:"out"`
-	Call     *int64  `json:"call"`
-	Return   *int64  `json:"return"`
-	Unknown  bool    `json:"unknown"`
-	Refused  bool    `json:"refused"`
+	Client   *int     `json:"client"`
+	Op       string   `json:"op"`
+	Key      *string  `json:"key"`
+	Value    string   `json:"value"`
+	Expected string   `json:"expected"`
+	Ok       *bool    `json:"ok"`
+	Out      string   `json:"out"`
+	Call     *int64   `json:"call"`
+	Return   *int64   `json:"return"`
+	Unknown  bool     `json:"unknown"`
+	Refused  bool     `json:"refused"`
+	Now      int64    `json:"now"`
+	TTL      string   `json:"ttl"`
+	Deadline int64    `json:"deadline"`
+	If       int      `json:"if"`
+	Keys     []string `json:"keys"`
 }
 
 type input struct {
 	op, key, value, expected string
+	now, deadline            int64  // the stamp; "ttl":"set"'s deadline
+	ttl                      string // "", "keep" or "set"
+	cond                     int    // expire's conditions ("if")
 }
 
 type output struct {
@@ -84,10 +104,55 @@ func parseInteger(s string) (int64, bool) {
 	return v, true
 }
 
-// The state of one key: absent, or present with a value.
+// The state of one key: absent, or present with a value and a deadline
+// (0: none).
 type state struct {
-	present bool
-	value   string
+	present  bool
+	value    string
+	deadline int64
+}
+
+// The key as an operation stamped `now` finds it: absent once its deadline
+// has come (the store removes it then).
+func live(st state, now int64) state {
+	if st.present && st.deadline != 0 && st.deadline <= now {
+		return state{}
+	}
+	return st
+}
+
+// A write's effect on the deadline of what it wrote (st, which holds the
+// deadline the key had): cleared, kept, or set (a deadline already passed
+// removes the key).
+func settle(st state, i input) state {
+	switch i.ttl {
+	case "keep":
+		return st
+	case "set":
+		if i.deadline <= i.now || i.deadline <= 0 {
+			return state{}
+		}
+		st.deadline = i.deadline
+		return st
+	}
+	st.deadline = 0
+	return st
+}
+
+// Whether EXPIRE's conditions let it set `when` on a key whose deadline is
+// `current` (0: none, later than any).
+func expireAllowed(cond int, current, when int64) bool {
+	switch {
+	case cond&1 != 0 && current != 0:
+		return false
+	case cond&2 != 0 && current == 0:
+		return false
+	case cond&4 != 0 && (current == 0 || when <= current):
+		return false
+	case cond&8 != 0 && current != 0 && when >= current:
+		return false
+	}
+	return true
 }
 
 var model = porcupine.Model{
@@ -114,9 +179,14 @@ var model = porcupine.Model{
 		if o.refused {
 			return !o.ok, st
 		}
+		if i.op == "sweep" {
+			// It removed this key, which must have been due at its stamp.
+			return o.unknown || (st.present && st.deadline != 0 && st.deadline <= i.now), state{}
+		}
+		st = live(st, i.now)
 		switch i.op {
 		case "put":
-			return o.ok || o.unknown, state{true, i.value}
+			return o.ok || o.unknown, settle(state{true, i.value, st.deadline}, i)
 		case "get":
 			if o.unknown {
 				return true, st
@@ -129,7 +199,7 @@ var model = porcupine.Model{
 			return o.unknown || o.ok == st.present, state{}
 		case "cas":
 			if st.present && st.value == i.expected {
-				return o.ok || o.unknown, state{true, i.value}
+				return o.ok || o.unknown, state{true, i.value, 0}
 			}
 			return !o.ok || o.unknown, st
 		case "incrby":
@@ -143,15 +213,15 @@ var model = porcupine.Model{
 				return !o.ok || o.unknown, st // an error: nothing changed
 			}
 			out := strconv.FormatInt(sum, 10)
-			return o.unknown || (o.ok && o.out == out), state{true, out}
+			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline}
 		case "append":
 			v := st.value + i.value
-			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v}
+			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline}
 		case "setnx":
 			if st.present {
 				return o.unknown || (!o.ok && o.out == st.value), st
 			}
-			return o.ok || o.unknown, state{true, i.value}
+			return o.ok || o.unknown, settle(state{true, i.value, 0}, i)
 		case "getset", "getdel", "setxx":
 			saw := o.unknown || (o.ok == st.present && (!st.present || o.out == st.value))
 			switch {
@@ -160,7 +230,35 @@ var model = porcupine.Model{
 			case i.op == "setxx" && !st.present:
 				return saw, st
 			}
-			return saw, state{true, i.value}
+			return saw, settle(state{true, i.value, st.deadline}, i)
+		case "expire":
+			if !st.present {
+				return !o.ok || o.unknown, st
+			}
+			if i.ttl != "set" { // PERSIST
+				return o.unknown || o.ok == (st.deadline != 0), state{true, st.value, 0}
+			}
+			if !expireAllowed(i.cond, st.deadline, i.deadline) {
+				return !o.ok || o.unknown, st
+			}
+			return o.ok || o.unknown, settle(st, i)
+		case "ttl":
+			if o.unknown {
+				return true, st
+			}
+			if !st.present {
+				return !o.ok, st
+			}
+			want := "-1"
+			if st.deadline != 0 {
+				want = strconv.FormatInt(st.deadline, 10)
+			}
+			return o.ok && o.out == want, st
+		case "getex":
+			if !st.present {
+				return !o.ok || o.unknown, st
+			}
+			return o.unknown || (o.ok && o.out == st.value), settle(st, i)
 		}
 		return false, st
 	},
@@ -184,6 +282,12 @@ var model = porcupine.Model{
 			return fmt.Sprintf("delete(%q) -> %v", i.key, o.ok)
 		case "incrby", "append", "setnx", "getset", "getdel", "setxx":
 			return fmt.Sprintf("%s(%q, %q) -> %v %q", i.op, i.key, i.value, o.ok, o.out)
+		case "expire", "getex":
+			return fmt.Sprintf("%s(%q, ttl %q deadline %d if %d) at %d -> %v %q", i.op, i.key, i.ttl, i.deadline, i.cond, i.now, o.ok, o.out)
+		case "ttl":
+			return fmt.Sprintf("ttl(%q) at %d -> %v %q", i.key, i.now, o.ok, o.out)
+		case "sweep":
+			return fmt.Sprintf("sweep at %d removed %q", i.now, i.key)
 		default:
 			return fmt.Sprintf("cas(%q, %q -> %q) -> %v", i.key, i.expected, i.value, o.ok)
 		}
@@ -192,6 +296,9 @@ var model = porcupine.Model{
 		st := s.(state)
 		if !st.present {
 			return "absent"
+		}
+		if st.deadline != 0 {
+			return fmt.Sprintf("%q until %d", st.value, st.deadline)
 		}
 		return fmt.Sprintf("%q", st.value)
 	},
@@ -231,17 +338,40 @@ func load(path string) ([]porcupine.Operation, error) {
 			return nil, fmt.Errorf("%s:%d: no %q field", path, line, missing)
 		}
 		switch r.Op {
-		case "put", "get", "delete", "cas", "incrby", "append", "setnx", "getset", "getdel", "setxx":
+		case "put", "get", "delete", "cas", "incrby", "append", "setnx", "getset", "getdel", "setxx",
+			"expire", "ttl", "getex", "sweep":
 		default:
-			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, append, setnx, getset, getdel or setxx", path, line, r.Op)
+			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, append, setnx, getset, getdel, setxx, expire, ttl, getex or sweep", path, line, r.Op)
 		}
-		if r.Refused && (r.Op == "get" || r.Op == "delete" || r.Op == "getdel") {
-			return nil, fmt.Errorf("%s:%d: a %s cannot be refused (only writes are)", path, line, r.Op)
+		switch r.Op {
+		case "get", "delete", "getdel", "expire", "ttl", "getex", "sweep":
+			if r.Refused {
+				return nil, fmt.Errorf("%s:%d: a %s cannot be refused (only writes are)", path, line, r.Op)
+			}
+		}
+		switch r.TTL {
+		case "", "keep", "set":
+		default:
+			return nil, fmt.Errorf("%s:%d: ttl %q is not keep or set", path, line, r.TTL)
+		}
+		in := input{op: r.Op, key: *r.Key, value: r.Value, expected: r.Expected, now: r.Now,
+			deadline: r.Deadline, ttl: r.TTL, cond: r.If}
+		if r.Op == "sweep" {
+			// One operation per key it removed (none: nothing to check).
+			if r.Unknown || r.Return == nil || *r.Return < *r.Call {
+				return nil, fmt.Errorf("%s:%d: a sweep needs a return after its call", path, line)
+			}
+			for _, k := range r.Keys {
+				in.key = k
+				ops = append(ops, porcupine.Operation{ClientId: *r.Client, Input: in, Call: *r.Call,
+					Output: output{ok: *r.Ok}, Return: *r.Return})
+			}
+			continue
 		}
 		if r.Unknown {
 			ops = append(ops, porcupine.Operation{
 				ClientId: *r.Client,
-				Input:    input{r.Op, *r.Key, r.Value, r.Expected},
+				Input:    in,
 				Call:     *r.Call,
 				Output:   output{unknown: true},
 				Return:   -1, // after everything, below
@@ -253,7 +383,7 @@ func load(path string) ([]porcupine.Operation, error) {
 		}
 		ops = append(ops, porcupine.Operation{
 			ClientId: *r.Client,
-			Input:    input{r.Op, *r.Key, r.Value, r.Expected},
+			Input:    in,
 			Call:     *r.Call,
 			Output:   output{ok: *r.Ok, out: r.Out, refused: r.Refused},
 			Return:   *r.Return,
