@@ -314,14 +314,14 @@ class Cluster {
   /// the target ends up with the final groups.
   ///@{
   template <class T>
-  CombinerSource<T> source(const CombinerSpec<T>& spec, uint32_t slot) {
+  Source<Combined<T>> source(const CombinerSpec<T>& spec, uint32_t slot) {
     const FlowSpec flow = spec.spec();
     check_record(flow, 0);
     return detail::combiner_source_from_core<T>(detail::make_combiner_source(
         detail::CombinerSpecAccess::core(spec), open_source(flow.name(), slot)));
   }
   template <class T>
-  CombinerTarget<T> target(const CombinerSpec<T>& spec, uint32_t slot) {
+  Target<Combined<T>> target(const CombinerSpec<T>& spec, uint32_t slot) {
     const FlowSpec flow = spec.spec();
     check_record(flow, 0);
     return detail::combiner_target_from_core<T>(detail::make_combiner_target(

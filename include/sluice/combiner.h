@@ -19,13 +19,14 @@
 ///                   .local_groups(1 << 14);
 ///   auto flow = cluster.declare(spec);                    // destroy it after src and dst
 ///   // on a source thread:
-///   auto src = cluster.source(spec, slot);                // a CombinerSource<Sale>
+///   auto src = cluster.source(spec, slot);                // a Source<Combined<Sale>>
 ///   if (src.push(sale) != sluice::Status::kOk) { ... src.error() ... }
 ///   if (src.close() != sluice::Status::kOk) { ... }
 ///   // on a thread that is only a target:
-///   auto dst = cluster.target(spec, slot);                // a CombinerTarget<Sale>
-///   if (dst.collect(deadline) != sluice::Status::kOk) { ... dst.error() ... }
-///   for (const sluice::Group& g : dst.result().groups())
+///   auto dst = cluster.target(spec, slot);                // a Target<Combined<Sale>>
+///   auto groups = dst.consume(deadline);                  // once every source closed
+///   if (!groups) { ... groups.status(), dst.error() ... }
+///   for (const sluice::Group& g : groups->groups())
 ///     use(g.key, g.count, g.sum(&Sale::qty), g.min(&Sale::price), g.avg(1));
 /// @endcode
 ///
@@ -102,7 +103,7 @@
 /// sender's layout; a target that receives one of another layout (from a
 /// process that skipped the check) fails with kInvalid and says so in error().
 ///
-/// Thread safety: a spec is a value. A CombinerSource or CombinerTarget is
+/// Thread safety: a spec is a value. A combiner source or target is
 /// owned by one thread at a time (as Source and Target are); different ones
 /// are independent. A CombinerResult and its Groups are read-only values,
 /// safe to read from many threads.
@@ -372,6 +373,16 @@ CombinerSpec<T> combiner(std::string name) {
 
 class Worker;
 
+/// The record parameter of a combiner flow's ends: a combiner flow of
+/// records T (CombinerSpec<T>) has a Source<Combined<T>>, which folds the
+/// records into its groups, and a Target<Combined<T>>, which merges them:
+/// the same Source and Target as every flow's, T wrapped.
+template <class T>
+struct Combined {
+  /// The records folded.
+  using Record = T;
+};
+
 /// The sending end of a combiner flow for one endpoint, from
 /// Cluster::source(spec, slot). Move-only; one owning thread.
 ///
@@ -381,9 +392,9 @@ class Worker;
 /// behaves as Source's destructor does without close(): its targets learn
 /// that the flow is incomplete (kPeerLost).
 template <class T>
-class CombinerSource {
+class Source<Combined<T>> {
  public:
-  CombinerSource() = default;
+  Source() = default;
 
   /// Folds `r` into its group. When the local table is full, first pushes
   /// every partial it holds (waiting for credit as Source::push does). kOk:
@@ -430,15 +441,14 @@ class CombinerSource {
   uint64_t table_flushes() const { return core_->table_flushes(); }
   /// Partials pushed so far (on fills, flush() and close()).
   uint64_t partials_sent() const { return core_->partials_sent(); }
-  /// False for a default-constructed or moved-from CombinerSource.
+  /// False for a default-constructed or moved-from source.
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
   // Sources come from Cluster::source (or detail::combiner_source_from_core).
-  friend CombinerSource detail::combiner_source_from_core<T>(
+  friend Source detail::combiner_source_from_core<T>(
       std::unique_ptr<detail::CombinerSourceCore> core);
-  explicit CombinerSource(std::unique_ptr<detail::CombinerSourceCore> core)
-      : core_(std::move(core)) {}
+  explicit Source(std::unique_ptr<detail::CombinerSourceCore> core) : core_(std::move(core)) {}
 
   friend class Worker;
   std::unique_ptr<detail::CombinerSourceCore> core_;
@@ -447,8 +457,8 @@ class CombinerSource {
 
 namespace detail {
 template <class T>
-CombinerSource<T> combiner_source_from_core(std::unique_ptr<CombinerSourceCore> core) {
-  return CombinerSource<T>(std::move(core));
+Source<Combined<T>> combiner_source_from_core(std::unique_ptr<CombinerSourceCore> core) {
+  return Source<Combined<T>>(std::move(core));
 }
 }  // namespace detail
 
@@ -456,10 +466,20 @@ CombinerSource<T> combiner_source_from_core(std::unique_ptr<CombinerSourceCore> 
 /// Cluster::target(spec, slot). Move-only; one owning thread. A thread that
 /// also pushes gives it to a Worker instead of calling collect() (worker.h).
 template <class T>
-class CombinerTarget {
+class Target<Combined<T>> {
  public:
-  CombinerTarget() = default;
+  Target() = default;
 
+  /// As Target::consume, for a combiner: merges partials until every source
+  /// has closed (collect()), then returns the final groups, once; later
+  /// calls return kEndOfFlow, as a typed target's at the end of its flow.
+  /// kTimeout: call again, it resumes. kPeerLost, kInvalid: see error().
+  Result<CombinerResult> consume(Deadline deadline = kForever) {
+    if (taken_) return Status::kEndOfFlow;
+    if (Status s = core_->collect(deadline); s != Status::kOk) return s;
+    taken_ = true;
+    return std::move(core_->result());
+  }
   /// Merges partials until every source has closed. kOk: result() holds the
   /// final groups (again kOk on later calls). kTimeout: call again, it
   /// resumes. kPeerLost, kInvalid: see error(); the result is incomplete and
@@ -479,26 +499,36 @@ class CombinerTarget {
   std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
   /// Partials merged so far.
   uint64_t partials_merged() const { return core_->partials_merged(); }
-  /// False for a default-constructed or moved-from CombinerTarget.
+  /// False for a default-constructed or moved-from target.
   explicit operator bool() const { return core_ != nullptr; }
 
  private:
   // Targets come from Cluster::target (or detail::combiner_target_from_core).
-  friend CombinerTarget detail::combiner_target_from_core<T>(
+  friend Target detail::combiner_target_from_core<T>(
       std::unique_ptr<detail::CombinerTargetCore> core);
-  explicit CombinerTarget(std::unique_ptr<detail::CombinerTargetCore> core)
-      : core_(std::move(core)) {}
+  explicit Target(std::unique_ptr<detail::CombinerTargetCore> core) : core_(std::move(core)) {}
 
   friend class Worker;
   std::unique_ptr<detail::CombinerTargetCore> core_;
+  bool taken_ = false;  // consume() handed the result out
 };
 
 namespace detail {
 template <class T>
-CombinerTarget<T> combiner_target_from_core(std::unique_ptr<CombinerTargetCore> core) {
-  return CombinerTarget<T>(std::move(core));
+Target<Combined<T>> combiner_target_from_core(std::unique_ptr<CombinerTargetCore> core) {
+  return Target<Combined<T>>(std::move(core));
 }
 }  // namespace detail
+
+/// The 1.0 names of the combiner ends, kept for existing code.
+///@{
+template <class T>
+using CombinerSource [[deprecated("use sluice::Source<sluice::Combined<T>>")]] =
+    Source<Combined<T>>;
+template <class T>
+using CombinerTarget [[deprecated("use sluice::Target<sluice::Combined<T>>")]] =
+    Target<Combined<T>>;
+///@}
 
 }  // namespace sluice
 SLUICE_API_END

@@ -24,7 +24,7 @@
 /// Combiner flows take part the same way: w.add(cluster.target(combiner_spec,
 /// slot), on_result) merges partials as they arrive and hands the final
 /// groups to on_result(CombinerResult&&) at end of flow, and w.push(src, r) /
-/// w.close(src) take a CombinerSource.
+/// w.close(src) take a Source<Combined<T>>.
 ///
 /// A worker that also has local work polls, works, and idles (the worker loop
 /// of the shuffle-middleware paper): idle(n) with the work done this round
@@ -165,7 +165,7 @@ class Worker {
   /// too). A failure (kPeerLost, kInvalid from partials of another layout)
   /// ends the input without a result; run() reports it.
   template <class T, class F>
-  InputId add(CombinerTarget<T> target, F on_result) {
+  InputId add(Target<Combined<T>> target, F on_result) {
     static_assert(std::is_invocable_v<F&, CombinerResult&&>,
                   "a combiner target's handler is called as on_result(CombinerResult&&)");
     detail::CombinerTargetCore* combiner = target.core_.get();
@@ -196,14 +196,13 @@ class Worker {
   /// (any status but kOk and kEndOfFlow); nullopt while none has.
   std::optional<WorkerFailure> failure() const;
 
-  /// Takes `source` (a Source<T> (T may be Bytes) or CombinerSource<T>) into the
+  /// Takes `source` (a Source<T>: T a record type, Bytes or Combined<R>) into the
   /// worker, which owns it from now on and destroys it with itself, after
   /// its inputs; returns it, valid as long as the worker, to push and close
   /// through the worker. Throws Error(kInvalidArgument) for an empty source.
   template <class S>
   S& add_output(S source) {
-    static_assert(detail::is_source<S>,
-                  "add_output takes a Source<T> (T may be Bytes) or CombinerSource<T> by value");
+    static_assert(detail::is_source<S>, "add_output takes a Source<T> by value");
     if (!source) empty_output();
     auto out = std::make_unique<detail::OwnedOutput<S>>(std::move(source));
     S& s = out->source;
@@ -244,7 +243,7 @@ class Worker {
   uint64_t gap(InputId id) const { return inputs_[id]->gap(); }
 
   /// Source::push (or Source<Bytes>::push with a span of bytes, or
-  /// CombinerSource::push), delivering the inputs while the record's ring
+  /// Source<Combined<T>>::push), delivering the inputs while the record's ring
   /// is full (a combiner source's partials wait for credit). Same results as
   /// the source's push: kOk, kTimeout at the deadline, kPeerLost, kClosed,
   /// kInvalid; details in s.error().
@@ -299,7 +298,7 @@ class Worker {
         s.core_.get(), deadline, [&] { return s.try_push_to(target, r); },
         [&] { return s.push_to(target, r, deadline); });
   }
-  /// Source::flush and Source::close (and CombinerSource's), delivering
+  /// Source::flush and Source::close (and a combiner source's), delivering
   /// the inputs while they wait. close()'s rules hold: after kTimeout, call
   /// again.
   ///@{

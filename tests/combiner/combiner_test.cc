@@ -131,12 +131,14 @@ std::string diff(const Group& g, const RefGroup& ref) {
 
 // The ends of a combiner over a LocalFlow of its partials.
 template <class T>
-CombinerSource<T> local_source(const CombinerSpec<T>& spec, testing::LocalFlow& flow, uint32_t s) {
+Source<Combined<T>> local_source(const CombinerSpec<T>& spec, testing::LocalFlow& flow,
+                                 uint32_t s) {
   return detail::combiner_source_from_core<T>(
       detail::make_combiner_source(detail::CombinerSpecAccess::core(spec), flow.source_core(s)));
 }
 template <class T>
-CombinerTarget<T> local_target(const CombinerSpec<T>& spec, testing::LocalFlow& flow, uint32_t t) {
+Target<Combined<T>> local_target(const CombinerSpec<T>& spec, testing::LocalFlow& flow,
+                                 uint32_t t) {
   return detail::combiner_target_from_core<T>(
       detail::make_combiner_target(detail::CombinerSpecAccess::core(spec), flow.target_core(t)));
 }
@@ -159,7 +161,7 @@ Run<T> run_local(const CombinerSpec<T>& spec, const std::vector<std::vector<T>>&
   testing::LocalFlow flow(spec.spec());
   const size_t ntargets = spec.spec().targets().size();
   const Deadline deadline = Clock::now() + std::chrono::seconds(10);
-  std::vector<CombinerSource<T>> sources;
+  std::vector<Source<Combined<T>>> sources;
   for (uint32_t s = 0; s < inputs.size(); ++s) sources.push_back(local_source(spec, flow, s));
   Run<T> run;
   run.results.resize(ntargets);
@@ -605,6 +607,35 @@ TEST(CombinerFlowTest, PushAfterCloseReturnsClosed) {
   EXPECT_EQ(dst.collect(Clock::now()), Status::kOk);  // and stays done
   ASSERT_EQ(dst.result().size(), 1u);
   EXPECT_EQ(dst.result().groups()[0].count, 1u);
+}
+
+// A combiner flow's ends are Source<Combined<T>> and Target<Combined<T>>,
+// and the target consumes as every target does: the final groups once,
+// when every source has closed (kTimeout before: call again), then
+// kEndOfFlow. The 1.0 names are the same types.
+TEST(CombinerFlowTest, ATargetConsumesTheFinalGroupsOnceThenEndOfFlow) {
+  auto spec = count_spec("consume");
+  testing::LocalFlow flow(spec.spec());
+  Source<Combined<Key>> src = local_source(spec, flow, 0);
+  Target<Combined<Key>> dst = local_target(spec, flow, 0);
+  ASSERT_EQ(src.push({7}), Status::kOk);
+  ASSERT_EQ(src.push({7}), Status::kOk);
+  ASSERT_EQ(src.push({8}), Status::kOk);
+  EXPECT_EQ(dst.consume(Clock::now()).status(), Status::kTimeout) << "the source is open";
+  ASSERT_EQ(src.close(), Status::kOk);
+  Result<CombinerResult> groups = dst.consume(Clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(groups) << dst.error();
+  ASSERT_EQ(groups->size(), 2u);
+  const Group* seven = groups->find(7);
+  ASSERT_NE(seven, nullptr);
+  EXPECT_EQ(seven->count, 2u);
+  EXPECT_EQ(dst.consume(Clock::now()).status(), Status::kEndOfFlow);
+  EXPECT_EQ(dst.consume(Clock::now()).status(), Status::kEndOfFlow);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  static_assert(std::is_same_v<CombinerSource<Key>, Source<Combined<Key>>>);
+  static_assert(std::is_same_v<CombinerTarget<Key>, Target<Combined<Key>>>);
+#pragma GCC diagnostic pop
 }
 
 // A combiner source has close_and_wait() (over shm its partials are

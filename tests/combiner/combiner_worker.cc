@@ -173,13 +173,13 @@ struct Shared {
 using Spec = sluice::CombinerSpec<Sale>;
 constexpr auto kCollectLimit = std::chrono::seconds(150);
 
-void source_done(const sluice::CombinerSource<Sale>& src, Shared* sh) {
+void source_done(const sluice::Source<sluice::Combined<Sale>>& src, Shared* sh) {
   std::lock_guard<std::mutex> l(sh->mu);
   sh->table_flushes += src.table_flushes();
   sh->partials_sent += src.partials_sent();
 }
 
-void target_done(uint32_t index, sluice::CombinerTarget<Sale>& dst, Shared* sh) {
+void target_done(uint32_t index, sluice::Target<sluice::Combined<Sale>>& dst, Shared* sh) {
   std::lock_guard<std::mutex> l(sh->mu);
   sh->partials_merged += dst.partials_merged();
   sh->results.emplace_back(index, dst.take_result());

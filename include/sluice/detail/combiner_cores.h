@@ -1,12 +1,13 @@
 // sluice/detail/combiner_cores.h: what the inline parts of combiner.h need:
 // the field and aggregate encodings its templates compute, and the untyped
-// halves of CombinerSpec, CombinerSource and CombinerTarget, implemented in
+// halves of CombinerSpec and the combiner ends (Source<Combined<T>>,
+// Target<Combined<T>>), implemented in
 // src/combiner. Internal: applications use combiner.h and never name
 // anything here. Included by combiner.h.
 //
 // Thread safety: a CombinerSpecCore is a value; a CombinerSourceCore or
-// CombinerTargetCore belongs to the thread that owns its CombinerSource or
-// CombinerTarget. Ownership: the source and target halves own the flow
+// CombinerTargetCore belongs to the thread that owns its combiner source
+// or target. Ownership: the source and target halves own the flow
 // source or target they are opened over.
 #pragma once
 
@@ -27,9 +28,11 @@ namespace sluice {
 
 class CombinerResult;
 template <class T>
-class CombinerSource;
+class Source;
 template <class T>
-class CombinerTarget;
+class Target;
+template <class T>
+struct Combined;
 
 namespace detail {
 
@@ -127,13 +130,13 @@ struct CombinerSpecAccess {
   }
 };
 
-// The untyped half of a CombinerSource (src/combiner/combiner_source.cc).
+// The untyped half of a Source<Combined<T>> (src/combiner/combiner_source.cc).
 class CombinerSourceCore {
  public:
   virtual ~CombinerSourceCore() = default;
   // Folds record `rec` into its group; when the table is full, first sends
   // its partials (waiting for credit unless `try_only`), resuming where a
-  // previous call stopped. As CombinerSource::push.
+  // previous call stopped. As Source<Combined<T>>::push.
   virtual Status push(const std::byte* rec, Deadline deadline, bool try_only) = 0;
   virtual Status flush(Deadline deadline) = 0;
   virtual Status close(Deadline deadline) = 0;
@@ -147,7 +150,7 @@ class CombinerSourceCore {
   virtual SourceCore* flow_source() = 0;
 };
 
-// The untyped half of a CombinerTarget (src/combiner/combiner_target.cc).
+// The untyped half of a Target<Combined<T>> (src/combiner/combiner_target.cc).
 class CombinerTargetCore {
  public:
   virtual ~CombinerTargetCore() = default;
@@ -176,9 +179,9 @@ std::unique_ptr<CombinerTargetCore> make_combiner_target(const CombinerSpecCore&
 // private: for Cluster (cluster.h) and the tests' in-process combiners.
 // Defined in combiner.h. REQUIRES: `core` is not null.
 template <class T>
-CombinerSource<T> combiner_source_from_core(std::unique_ptr<CombinerSourceCore> core);
+Source<Combined<T>> combiner_source_from_core(std::unique_ptr<CombinerSourceCore> core);
 template <class T>
-CombinerTarget<T> combiner_target_from_core(std::unique_ptr<CombinerTargetCore> core);
+Target<Combined<T>> combiner_target_from_core(std::unique_ptr<CombinerTargetCore> core);
 
 }  // namespace detail
 }  // namespace sluice

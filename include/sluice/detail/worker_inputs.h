@@ -102,7 +102,7 @@ class TypedInput final : public WorkerInput {
 template <class T, class F>
 class CombinerInput final : public WorkerInput {
  public:
-  CombinerInput(CombinerTarget<T> target, CombinerTargetCore* combiner, F on_result)
+  CombinerInput(Target<Combined<T>> target, CombinerTargetCore* combiner, F on_result)
       : target_(std::move(target)), combiner_(combiner), on_result_(std::move(on_result)) {}
 
   Status poll_one() override {
@@ -119,11 +119,11 @@ class CombinerInput final : public WorkerInput {
     released_error_ = target_.error();
     released_lost_ = target_.lost_peer();
     combiner_ = nullptr;
-    target_ = CombinerTarget<T>{};
+    target_ = Target<Combined<T>>{};
   }
 
  private:
-  CombinerTarget<T> target_;
+  Target<Combined<T>> target_;
   CombinerTargetCore* combiner_;  // target_'s; null once released
   F on_result_;
   std::string released_error_;
@@ -131,7 +131,7 @@ class CombinerInput final : public WorkerInput {
 };
 
 // A source the Worker owns (Worker::add_output): Source<T> (T may be
-// Bytes) or CombinerSource<T>, destroyed with the worker, after its inputs.
+// Bytes or Combined<R>), destroyed with the worker, after its inputs.
 class WorkerOutput {
  public:
   virtual ~WorkerOutput() = default;
@@ -146,9 +146,7 @@ class OwnedOutput final : public WorkerOutput {
 template <class S>
 inline constexpr bool is_source = false;
 template <class T>
-inline constexpr bool is_source<Source<T>> = true;
-template <class T>
-inline constexpr bool is_source<CombinerSource<T>> = true;
+inline constexpr bool is_source<Source<T>> = true;  // Combined<R> and Bytes too
 
 }  // namespace detail
 }  // namespace sluice
