@@ -48,10 +48,6 @@ namespace sluice {
 
 namespace detail {
 class ClusterImpl;
-template <class Spec>
-struct is_combiner_spec : std::false_type {};
-template <class T>
-struct is_combiner_spec<CombinerSpec<T>> : std::true_type {};
 }  // namespace detail
 
 /// A flow declared by this rank: its rings, mappings, ofi endpoints and
@@ -271,11 +267,10 @@ class Cluster {
   /// view() then. Throws as declare(spec) does otherwise, and
   /// Error(kInvalidArgument) if this rank is not a member of `view`,
   /// Error(kPeerLost) if none of the sources, or none of the targets, is.
-  /// Shuffle and replicate flows (combiner flows: not yet).
+  /// Shuffle, replicate and combiner flows (a combiner's groups are spread
+  /// by a hash of their key over the targets that remain).
   template <class Spec>
   Result<DeclaredFlow> declare(const View& view, const Spec& spec) {
-    static_assert(!detail::is_combiner_spec<Spec>::value,
-                  "combiner flows cannot be declared in a view yet");
     return declare(view, spec.spec());
   }
   /// The same for an untyped FlowSpec (the spec a builder's spec() gives).

@@ -21,7 +21,9 @@
 // the launcher's --faults-after). Every committed round's sums are checked
 // against the sums of its generated input: a difference prints MISMATCH.
 // With --no-reform, the flows are declared once per round among every rank,
-// not in a view, and a loss fails the job: the negative control.
+// not in a view, and a loss fails the job: the negative control. With
+// --combiner, each round is a combiner flow (count and sum by key) declared
+// in the view instead, and every key's sums are checked.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -76,6 +78,7 @@ int main(int argc, char** argv) {
   uint32_t splits = 8, groups = 16;
   int interval_ms = 10;
   bool no_reform = false;
+  bool combine = false;
   uint64_t mark_round = 10;
   bool marked = false;
   app.add_option("--rounds", rounds, "rounds to run")->check(CLI::PositiveNumber);
@@ -90,6 +93,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-reform", no_reform,
                "declare each round's flow among every rank, outside any view (a loss then fails "
                "the job: the negative control)");
+  app.add_flag("--combiner", combine,
+               "sum through a combiner flow (group by key: count and sum), declared in the view, "
+               "instead of a shuffle to the groups' owners; every key's sums are checked");
   CLI11_PARSE(app, argc, argv);
   try {
     sluice::Cluster cluster = sluice::Cluster::join();
@@ -117,40 +123,49 @@ int main(int argc, char** argv) {
     bool mismatch = false;
     std::vector<uint32_t> owned;  // the groups this rank summed in its last view
     uint64_t owned_epoch = ~uint64_t{0};
-    // A round: this rank's splits pushed to the groups' owners, its groups
-    // summed; the value it commits is its groups' sums.
-    auto attempt = [&](const sluice::View& view, uint64_t round) -> sluice::Result<std::string> {
-      if (me == 0 && round == mark_round && !marked) {
-        // A line the launcher can inject a fault after (--faults-after).
-        std::printf("MARK round %llu begins\n", static_cast<unsigned long long>(round));
-        std::fflush(stdout);
-        marked = true;
-      }
-      auto spec = sluice::shuffle<Rec>("sum-" + std::to_string(round))
-                      .sources(cluster.all_ranks())
-                      .targets(cluster.all_ranks())
-                      .explicit_targets();
-      auto retry = [&](const std::string& why) -> sluice::Result<std::string> {
-        if (no_reform) throw std::runtime_error("round " + std::to_string(round) + ": " + why);
-        std::printf("RETRY rank %u round %llu epoch %llu: %s\n", me,
-                    static_cast<unsigned long long>(round),
-                    static_cast<unsigned long long>(view.epoch), why.c_str());
-        std::fflush(stdout);
-        return sluice::Status::kViewChanged;
-      };
-      sluice::DeclaredFlow flow;
+    // A failed round: RETRY in the next view (--no-reform: the job fails).
+    auto retry_round = [&](const sluice::View& view, uint64_t round,
+                           const std::string& why) -> sluice::Result<std::string> {
+      if (no_reform) throw std::runtime_error("round " + std::to_string(round) + ": " + why);
+      std::printf("RETRY rank %u round %llu epoch %llu: %s\n", me,
+                  static_cast<unsigned long long>(round),
+                  static_cast<unsigned long long>(view.epoch), why.c_str());
+      std::fflush(stdout);
+      return sluice::Status::kViewChanged;
+    };
+    // The round's flow, declared in `view` (--no-reform: among every rank,
+    // outside any view); "" or why not.
+    auto declare_round = [&](const auto& spec, const sluice::View& view,
+                             sluice::DeclaredFlow* flow) -> std::string {
       if (no_reform) {
-        flow = cluster.declare(spec);
-      } else {
-        sluice::Result<sluice::DeclaredFlow> declared = cluster.declare(view, spec);
-        if (!declared) return retry(std::string("declare: ") + to_string(declared.status()));
-        flow = std::move(*declared);
+        *flow = cluster.declare(spec);
+        return "";
       }
-      const std::vector<uint32_t> split_owner = split_groups.assign(view);
-      const std::vector<uint32_t> group_owner = key_groups.assign(view);
-      // The flow's targets are the members, in rank order: a rank's index.
-      std::vector<uint32_t> index(cluster.world_size(), ~0u);
-      for (uint32_t i = 0; i < view.members.size(); ++i) index[view.members[i]] = i;
+      sluice::Result<sluice::DeclaredFlow> declared = cluster.declare(view, spec);
+      if (!declared) return std::string("declare: ") + to_string(declared.status());
+      *flow = std::move(*declared);
+      return "";
+    };
+    // This rank's splits of the round through push(record), then `src`
+    // closed and `w` run to the end of its inputs; "" or why not.
+    auto drive = [&](sluice::Worker& w, auto& src, const std::vector<uint32_t>& split_owner,
+                     uint64_t round, const auto& push) -> std::string {
+      sluice::Status st = sluice::Status::kOk;
+      for (uint32_t s = 0; s < splits && st == sluice::Status::kOk; ++s) {
+        if (split_owner[s] != me) continue;
+        for (uint64_t i = 0; i < records && st == sluice::Status::kOk; ++i)
+          st = push(record(round, s, i, keys));
+      }
+      if (st == sluice::Status::kOk) st = w.close(src, deadline());
+      if (st != sluice::Status::kOk)
+        return std::string("push: ") + sluice::to_string(st) + ": " + src.error();
+      if ((st = w.run(deadline())) != sluice::Status::kEndOfFlow)
+        return std::string("consume: ") + sluice::to_string(st) + ": " + w.error(w.reported());
+      return "";
+    };
+    // The groups this rank owns in `view` (by `group_owner`), and a
+    // REFORMED line for the first round it runs in a view after its first.
+    auto note_view = [&](const sluice::View& view, const std::vector<uint32_t>& group_owner) {
       std::vector<uint32_t> mine;
       for (uint32_t g = 0; g < groups; ++g)
         if (group_owner[g] == me) mine.push_back(g);
@@ -167,6 +182,105 @@ int main(int argc, char** argv) {
       }
       owned = mine;
       owned_epoch = view.epoch;
+      return mine;
+    };
+    // A round through a combiner flow declared in the view: this rank's
+    // splits folded by key, every key's (count, sum) on the member its hash
+    // names; the value it commits is its keys' sums.
+    auto attempt_combined = [&](const sluice::View& view,
+                                uint64_t round) -> sluice::Result<std::string> {
+      auto spec = sluice::combiner<Rec>("sum-" + std::to_string(round))
+                      .sources(cluster.all_ranks())
+                      .targets(cluster.all_ranks())
+                      .group_by(&Rec::key)
+                      .sum(&Rec::value)
+                      .count();
+      auto retry = [&](const std::string& why) { return retry_round(view, round, why); };
+      sluice::DeclaredFlow flow;
+      if (std::string why = declare_round(spec, view, &flow); !why.empty()) return retry(why);
+      const std::vector<uint32_t> split_owner = split_groups.assign(view);
+      note_view(view, key_groups.assign(view));
+      sluice::CombinerResult groups;
+      std::string why;
+      {
+        sluice::Worker w(sluice::IdleStrategy{0, 16});
+        w.add(cluster.target(spec, 0), [&](sluice::CombinerResult r) { groups = std::move(r); });
+        auto& src = w.add_output(cluster.source(spec, 0));
+        why = drive(w, src, split_owner, round,
+                    [&](const Rec& r) { return w.push(src, r, deadline()); });
+      }
+      if (!why.empty()) return retry(why);
+      std::string value;
+      for (const sluice::Group& g : groups.groups()) {
+        const uint64_t entry[3] = {g.key, g.count, static_cast<uint64_t>(g.sum(&Rec::value))};
+        value.append(reinterpret_cast<const char*>(entry), sizeof entry);
+      }
+      return value;
+    };
+    // Every member's keys: each key once, with its input's count and sum.
+    auto commit_combined = [&](uint64_t round, const std::vector<std::string>& values) {
+      std::vector<std::pair<uint64_t, uint64_t>> want(keys), got(keys);  // (count, sum)
+      std::vector<uint32_t> seen(keys, 0);
+      for (uint32_t s = 0; s < splits; ++s)
+        for (uint64_t i = 0; i < records; ++i) {
+          const Rec r = record(round, s, i, keys);
+          ++want[r.key].first;
+          want[r.key].second += r.value;
+        }
+      for (const std::string& v : values) {
+        for (size_t o = 0; o + 24 <= v.size(); o += 24) {
+          uint64_t entry[3];
+          std::memcpy(entry, v.data() + o, sizeof entry);
+          if (entry[0] >= keys) {
+            std::printf("MISMATCH rank %u round %llu: key %llu was never pushed\n", me,
+                        static_cast<unsigned long long>(round),
+                        static_cast<unsigned long long>(entry[0]));
+            mismatch = true;
+            continue;
+          }
+          got[entry[0]] = {entry[1], entry[2]};
+          ++seen[entry[0]];
+        }
+      }
+      for (uint64_t k = 0; k < keys; ++k) {
+        if (want[k].first == 0 && seen[k] == 0) continue;
+        if (seen[k] != 1 || got[k] != want[k]) {
+          std::printf(
+              "MISMATCH rank %u round %llu key %llu: reported %u times, count %llu of "
+              "%llu\n",
+              me, static_cast<unsigned long long>(round), static_cast<unsigned long long>(k),
+              seen[k], static_cast<unsigned long long>(got[k].first),
+              static_cast<unsigned long long>(want[k].first));
+          mismatch = true;
+        }
+        checksum += sluice::hash64(k ^ got[k].second << 1) + got[k].first;
+        expect += sluice::hash64(k ^ want[k].second << 1) + want[k].first;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    };
+    // A round: this rank's splits pushed to the groups' owners, its groups
+    // summed; the value it commits is its groups' sums.
+    auto attempt = [&](const sluice::View& view, uint64_t round) -> sluice::Result<std::string> {
+      if (me == 0 && round == mark_round && !marked) {
+        // A line the launcher can inject a fault after (--faults-after).
+        std::printf("MARK round %llu begins\n", static_cast<unsigned long long>(round));
+        std::fflush(stdout);
+        marked = true;
+      }
+      if (combine) return attempt_combined(view, round);
+      auto spec = sluice::shuffle<Rec>("sum-" + std::to_string(round))
+                      .sources(cluster.all_ranks())
+                      .targets(cluster.all_ranks())
+                      .explicit_targets();
+      auto retry = [&](const std::string& why) { return retry_round(view, round, why); };
+      sluice::DeclaredFlow flow;
+      if (std::string why = declare_round(spec, view, &flow); !why.empty()) return retry(why);
+      const std::vector<uint32_t> split_owner = split_groups.assign(view);
+      const std::vector<uint32_t> group_owner = key_groups.assign(view);
+      // The flow's targets are the members, in rank order: a rank's index.
+      std::vector<uint32_t> index(cluster.world_size(), ~0u);
+      for (uint32_t i = 0; i < view.members.size(); ++i) index[view.members[i]] = i;
+      const std::vector<uint32_t> mine = note_view(view, group_owner);
 
       std::vector<Sum> sums(groups);
       uint64_t strays = 0;
@@ -181,21 +295,10 @@ int main(int argc, char** argv) {
           }
         });
         auto& src = w.add_output(cluster.source(spec, 0));
-        sluice::Status st = sluice::Status::kOk;
-        for (uint32_t s = 0; s < splits && st == sluice::Status::kOk; ++s) {
-          if (split_owner[s] != me) continue;
-          for (uint64_t i = 0; i < records && st == sluice::Status::kOk; ++i) {
-            const Rec r = record(round, s, i, keys);
-            st = w.push_to(src, index[group_owner[key_groups.group_of(sluice::hash64(r.key))]], r,
+        why = drive(w, src, split_owner, round, [&](const Rec& r) {
+          return w.push_to(src, index[group_owner[key_groups.group_of(sluice::hash64(r.key))]], r,
                            deadline());
-          }
-        }
-        if (st == sluice::Status::kOk) st = w.close(src, deadline());
-        if (st != sluice::Status::kOk) {
-          why = std::string("push: ") + sluice::to_string(st) + ": " + src.error();
-        } else if ((st = w.run(deadline())) != sluice::Status::kEndOfFlow) {
-          why = std::string("consume: ") + sluice::to_string(st) + ": " + w.error(w.reported());
-        }
+        });
       }
       if (!why.empty()) return retry(why);
       if (strays != 0) {
@@ -245,12 +348,22 @@ int main(int argc, char** argv) {
       const sluice::View all = cluster.view();
       for (; next < rounds; ++next, ++committed) {
         sluice::Result<std::string> mine = attempt(all, next);
-        commit(next, cluster.allgather("round", *mine, deadline()));
+        const std::vector<std::string> values = cluster.allgather("round", *mine, deadline());
+        if (combine) {
+          commit_combined(next, values);
+        } else {
+          commit(next, values);
+        }
       }
     } else {
       const sluice::StepsReport report = sluice::run_steps(
-          cluster, "sum", rounds, attempt,
-          [&](uint64_t round, const sluice::Gathered& all) { commit(round, all.values); });
+          cluster, "sum", rounds, attempt, [&](uint64_t round, const sluice::Gathered& all) {
+            if (combine) {
+              commit_combined(round, all.values);
+            } else {
+              commit(round, all.values);
+            }
+          });
       committed = report.committed;
       next = report.next;
     }

@@ -122,6 +122,37 @@ TEST(ReformTest, AKilledRanksGroupsMoveToTheSurvivorsAndEveryRoundCommitsOnce) {
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
+// A combiner flow declared in the view (--combiner: count and sum by key)
+// re-forms among the living as a shuffle does: rank 2 is killed a moment
+// after round 10 began (no rank is told), the survivors declare the round
+// again in the next view, the groups' hash spreads them over the three
+// members left, and every key of every round is committed once with its
+// input's count and sum. Negative control: declared outside any view
+// (--no-reform), the same kill fails the job.
+TEST(ReformTest, ACombinerFlowReformsAmongTheSurvivorsAndEveryRoundCommitsOnce) {
+  const testing::ProcessResult r =
+      run_job(4, with_fault({"--keep-going"}), program(30, 0, {"--combiner"}));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: injecting --kill 2@"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  for (int rank : {0, 1, 3}) {
+    expect_done(r, rank, 0, 30, 30);
+    EXPECT_EQ(testing::count_lines_with_all(
+                  r.output, {"REFORMED rank " + std::to_string(rank) + " ", "members 0,1,3"}),
+              1)
+        << r.output;
+  }
+  EXPECT_EQ(testing::count_lines_with(r.output, "DONE rank 2 "), 0) << r.output;
+
+  const testing::ProcessResult control =
+      run_job(4, with_fault({"--keep-going"}), program(30, 0, {"--combiner", "--no-reform"}));
+  EXPECT_NE(control.exit_code, 0) << control.output;
+  EXPECT_GE(testing::count_lines_with(control.output, "FAILED"), 1) << control.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 // Rank 2 stopped (SIGSTOP) past the 1 s peer timeout: the survivors fence
 // it (SIGKILL: the launcher's status is 137) and go on as after a kill.
 TEST(ReformTest, AStoppedRankIsFencedAndTheSurvivorsCommitEveryRoundOnce) {
