@@ -2,13 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <thread>
 
 namespace sluice::python {
 namespace {
 
 constexpr uint32_t kDefaultSegmentBytes = 64 * 1024;
-constexpr size_t kHeaderBytes = sizeof(uint64_t);  // a buffer's first record: its length
+constexpr size_t kHeaderBytes = sizeof(uint64_t);   // a buffer's first record: its length
+constexpr uint64_t kMaxBuffer = uint64_t{1} << 40;  // a length past it is garbage, not data
 
 // A failed call's Status, what error() said and the lost rank, as the
 // exception the module translates.
@@ -120,7 +122,14 @@ std::vector<ReceivedBuffer> alltoallv(Cluster& cluster, const AlltoallvSpec& s,
           break;
         }
         std::memcpy(&len, rec.data(), sizeof(len));
-        got[from].data.reset(new std::byte[std::max<uint64_t>(len, 1)]);
+        // (No exception may leave this loop while the sending thread runs.)
+        got[from].data.reset(
+            len > kMaxBuffer ? nullptr : new (std::nothrow) std::byte[std::max<uint64_t>(len, 1)]);
+        if (got[from].data == nullptr) {
+          recv_error = "rank " + std::to_string(ranks[from]) + " announced a buffer of " +
+                       std::to_string(len) + " bytes, which cannot be allocated";
+          break;
+        }
         got[from].size = len;
         started[from] = 1;
         continue;
