@@ -382,7 +382,8 @@ int run_either(const ss::Options& opt, sluice::JobContext& ctx, Build build, Gen
       throw std::invalid_argument("--query " + opt.query +
                                   " cannot read a socket (its records have no CSV form)");
     }
-    ss::SocketInput<Rec> in(opt.input_socket, schema, [] { return sluice::stop_requested(); });
+    ss::SocketInput<Rec> in(
+        opt.input_socket, schema, [] { return sluice::stop_requested(); }, opt.input_idle_ms);
     in.address_of(0, ctx.world_size() * opt.threads);  // one address per worker
     return run_query<kWindows>(opt, ctx, build(erase_input<Rec>(in.factory())), sizeof(Rec));
   }
@@ -391,8 +392,9 @@ int run_either(const ss::Options& opt, sluice::JobContext& ctx, Build build, Gen
       throw std::invalid_argument("--query " + opt.query +
                                   " cannot follow CSV files (its records have no CSV form)");
     }
-    ss::FollowedInput<Rec> in(opt.input, schema, !opt.no_header,
-                              [] { return sluice::stop_requested(); });
+    ss::FollowedInput<Rec> in(
+        opt.input, schema, !opt.no_header, [] { return sluice::stop_requested(); },
+        opt.input_idle_ms);
     check_followed(ctx, opt,
                    [&in](uint32_t g, uint32_t workers) { return in.path_of(g, workers); });
     return run_query<kWindows>(opt, ctx, build(erase_input<Rec>(in.factory())), sizeof(Rec));

@@ -107,6 +107,8 @@ void finish(Options& o, Given given) {
         "--verify reads the input again after the run, and a socket (--input-socket) cannot be "
         "read again: check the output instead");
   }
+  if (o.input_idle_ms != 0 && !o.follow && o.input_socket.empty())
+    throw UsageError("--input-idle-ms is about --follow or --input-socket: give one");
   if (o.follow && o.input.empty())
     throw UsageError("--follow follows the CSV files of --input: give it");
   if (o.follow && o.input_format == "binary")
@@ -292,6 +294,13 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                  "closes the connection or the first SIGINT/SIGTERM. A socket cannot replay: a "
                  "job restored from a checkpoint does not read again what came after it")
       ->type_name("HOST:PORT,...");
+  cli.add_option("--input-idle-ms", o.input_idle_ms,
+                 "With --follow or --input-socket: a worker that has read everything its file "
+                 "or socket holds and got no record for MS ms counts as idle, so that its "
+                 "watermark does not hold the others' windows back (as --kafka-idle-ms for a "
+                 "partition); default 0: never idle")
+      ->check(CLI::Range(0u, 86400000u))
+      ->type_name("MS");
   cli.add_option("--throttle", o.throttle,
                  "Feed each worker at most N records per second, as a live stream does (default: "
                  "as fast as it can; for runs long enough to checkpoint, stop or kill)")

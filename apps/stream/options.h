@@ -48,6 +48,7 @@ struct Options {
   bool no_header = false;                  // --no-header (CSV files without a header line)
   bool follow = false;                     // --follow: --input files grow; read until a signal
   std::string input_socket;                // --input-socket HOST:PORT,... (a TCP server's lines)
+  uint32_t input_idle_ms = 0;              // --input-idle-ms: a quiet followed file or socket
   uint64_t throttle = 0;                   // --throttle N records/s per worker (0: none)
   std::string checkpoint_dir;              // --checkpoint-dir DIR
   int64_t checkpoint_every_ms = 1000;      // --checkpoint-every MS

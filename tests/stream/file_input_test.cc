@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -303,6 +304,71 @@ TEST_F(FileInputTest, FollowedFilesAreReadAsTheyGrowUntilSigterm) {
   EXPECT_NE(shared.output.find("a growing file is followed by one worker"), std::string::npos)
       << shared.output;
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+// Every row of the CSV files a --csv-out run wrote (FILE.0, FILE.1, ...),
+// sorted, without their headers.
+std::vector<std::string> csv_rows(const std::string& prefix, int files) {
+  std::vector<std::string> rows;
+  for (int f = 0; f < files; ++f) {
+    std::ifstream in(prefix + "." + std::to_string(f));
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) rows.push_back(line);
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+// --input-idle-ms: one worker's followed file holds all of its records, the
+// other's only its first ten and then grows no more. Without idleness the
+// quiet worker's watermark holds every window back: no row is written while
+// the job runs. With --input-idle-ms 300 it counts as idle once it has read
+// its file and nothing came for 300 ms, and the windows fire while the job
+// runs. After SIGTERM both runs have written the same rows.
+TEST_F(FileInputTest, AQuietFollowedFileHoldsTheWindowsBackUnlessItCountsAsIdle) {
+  const ProcessResult g = run_stream(1, {"--query", "ysb", "--workers", "2", "--records", "200000",
+                                         "--rate", "5", "--input-csv-dir", dir_.string()});
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  std::filesystem::copy_file(path("input-0.csv"), path("f-0.csv"));
+  {
+    std::ifstream in(path("input-1.csv"));
+    std::ofstream out(path("f-1.csv"));
+    std::string line;
+    for (int i = 0; i < 11 && std::getline(in, line); ++i) out << line << "\n";
+  }
+  std::vector<std::string> rows[2];
+  for (int idle = 0; idle < 2; ++idle) {
+    SCOPED_TRACE(idle ? "idle after 300 ms" : "never idle");
+    const std::string out = path("out-" + std::to_string(idle) + ".csv");
+    std::vector<std::string> args = {"--query",  "ysb",       "--workers",
+                                     "2",        "--input",   path("f-{worker}.csv"),
+                                     "--follow", "--csv-out", out};
+    if (idle) args.insert(args.end(), {"--input-idle-ms", "300"});
+    sluice::testing::BackgroundJob job(sluice::testing::job_argv(1, 120, "sluice-stream", args));
+    ASSERT_TRUE(job.read_until(
+        [](const std::string& o) {
+          return sluice::testing::count_lines_with(o, "caught up with") >= 2;
+        },
+        std::chrono::seconds(60)))
+        << job.output();
+    // Rows written while it runs: with idleness, wait for the first; without,
+    // none may come in a second.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(idle ? 30 : 1);
+    while (csv_rows(out, 2).empty() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (idle) {
+      EXPECT_FALSE(csv_rows(out, 2).empty()) << "no window fired while the job ran";
+    } else {
+      EXPECT_TRUE(csv_rows(out, 2).empty()) << "a window fired past the quiet file's watermark";
+    }
+    ASSERT_TRUE(job.stop()) << job.output();
+    EXPECT_EQ(sluice::testing::count_lines_with(job.output(), "exited with status"), 0)
+        << job.output();
+    rows[idle] = csv_rows(out, 2);
+  }
+  EXPECT_FALSE(rows[0].empty());
+  EXPECT_EQ(rows[0], rows[1]);
 }
 
 // A listening TCP socket on 127.0.0.1 (an ephemeral port) that sends

@@ -59,9 +59,17 @@ namespace sluice::stream {
 template <class Rec>
 class FollowedCsvSource {
  public:
+  // idle_ms > 0: the source has a lane (engine.h) that counts as idle once
+  // everything the file holds was read and no record came for idle_ms, so
+  // that a quiet file does not hold every window back.
   FollowedCsvSource(std::string path, const CsvSchema<Rec>* schema, bool header,
-                    std::function<bool()> stop)
-      : path_(std::move(path)), schema_(schema), header_(header), stop_(std::move(stop)) {
+                    std::function<bool()> stop, int64_t idle_ms = 0)
+      : path_(std::move(path)),
+        schema_(schema),
+        header_(header),
+        stop_(std::move(stop)),
+        idle_ns_(idle_ms * 1'000'000),
+        last_ns_(steady_ns()) {
     fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) {
       throw std::runtime_error("cannot follow " + path_ + ": " + std::strerror(errno));
@@ -74,7 +82,7 @@ class FollowedCsvSource {
   // restored job reads on from what the server sends next (position() says
   // so; seek() only warns).
   static FollowedCsvSource connect(const std::string& address, const CsvSchema<Rec>* schema,
-                                   std::function<bool()> stop) {
+                                   std::function<bool()> stop, int64_t idle_ms = 0) {
     const size_t colon = address.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
       throw std::invalid_argument("--input-socket: '" + address + "' is not HOST:PORT");
@@ -100,7 +108,7 @@ class FollowedCsvSource {
     if (fd < 0)
       throw std::runtime_error("cannot connect to " + address + ": " + std::strerror(err));
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-    return FollowedCsvSource(fd, "socket " + address, schema, std::move(stop));
+    return FollowedCsvSource(fd, "socket " + address, schema, std::move(stop), idle_ms);
   }
 
   FollowedCsvSource(FollowedCsvSource&& o) noexcept
@@ -108,6 +116,11 @@ class FollowedCsvSource {
         schema_(o.schema_),
         header_(o.header_),
         stop_(std::move(o.stop_)),
+        idle_ns_(o.idle_ns_),
+        last_ns_(o.last_ns_),
+        caught_up_(o.caught_up_),
+        zeros_(std::move(o.zeros_)),
+        last_n_(o.last_n_),
         fd_(std::exchange(o.fd_, -1)),
         layout_(std::move(o.layout_)),
         buf_(std::move(o.buf_)),
@@ -160,6 +173,14 @@ class FollowedCsvSource {
       ++line_;
     }
     read_ += n;
+    last_n_ = n;
+    if (n > 0) {
+      caught_up_ = false;
+      if (idle_ns_ > 0) last_ns_ = steady_ns();
+      if (zeros_.size() < n) zeros_.resize(n, 0);
+    } else {
+      caught_up_ = !more;
+    }
     if (pos_ > buf_.size() / 2) {  // keep the buffer to what is not read yet
       buf_at_ += pos_;
       buf_.erase(0, pos_);
@@ -189,6 +210,17 @@ class FollowedCsvSource {
 
   // The input ended (stop() said so and the file's end was read).
   bool done() const { return done_; }
+
+  // With idle_ms: one lane (engine.h), idle once everything there is was
+  // read and no record came for idle_ms; without: no lanes (-1).
+  int lanes() const { return idle_ns_ > 0 ? 1 : -1; }
+  std::span<const uint32_t> batch_lanes() const {
+    return std::span<const uint32_t>(zeros_.data(), last_n_);
+  }
+  void idle_lanes(std::vector<char>& idle) const {
+    idle.assign(1, 0);
+    if (idle_ns_ > 0) idle[0] = caught_up_ && steady_ns() - last_ns_ >= idle_ns_;
+  }
 
   // Where the worker got to, "offset:line" (a checkpoint's input position,
   // engine.h); seek() goes back there.
@@ -234,11 +266,13 @@ class FollowedCsvSource {
   static constexpr size_t kChunk = 256 * 1024;
 
   FollowedCsvSource(int fd, std::string name, const CsvSchema<Rec>* schema,
-                    std::function<bool()> stop)
+                    std::function<bool()> stop, int64_t idle_ms)
       : path_(std::move(name)),
         schema_(schema),
         header_(false),
         stop_(std::move(stop)),
+        idle_ns_(idle_ms * 1'000'000),
+        last_ns_(steady_ns()),
         fd_(fd),
         socket_(true) {
     make_layout("");
@@ -277,11 +311,21 @@ class FollowedCsvSource {
     }
   }
   std::string where() const { return path_ + ":" + std::to_string(line_); }
+  static int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
 
   std::string path_;
   const CsvSchema<Rec>* schema_;
   bool header_;
   std::function<bool()> stop_;
+  int64_t idle_ns_ = 0;          // 0: no lane, never idle
+  int64_t last_ns_ = 0;          // when the last record came (or the start)
+  bool caught_up_ = false;       // the last call read everything there was
+  std::vector<uint32_t> zeros_;  // batch_lanes(): every record in lane 0
+  size_t last_n_ = 0;            // records the last call returned
   int fd_ = -1;
   std::optional<CsvLayout<Rec>> layout_;
   std::string buf_;      // read from the file, from offset buf_at_
@@ -300,8 +344,12 @@ template <class Rec>
 class FollowedInput {
  public:
   FollowedInput(std::string pattern, const CsvSchema<Rec>* schema, bool header,
-                std::function<bool()> stop)
-      : pattern_(std::move(pattern)), schema_(schema), header_(header), stop_(std::move(stop)) {}
+                std::function<bool()> stop, int64_t idle_ms = 0)
+      : pattern_(std::move(pattern)),
+        schema_(schema),
+        header_(header),
+        stop_(std::move(stop)),
+        idle_ms_(idle_ms) {}
 
   // The file worker g of `workers` follows. Throws std::invalid_argument if
   // several workers would share a plain path.
@@ -323,7 +371,7 @@ class FollowedInput {
   auto factory() const {
     return [self = *this](uint32_t g, uint32_t workers) {
       return FollowedCsvSource<Rec>(self.path_of(g, workers), self.schema_, self.header_,
-                                    self.stop_);
+                                    self.stop_, self.idle_ms_);
     };
   }
 
@@ -332,6 +380,7 @@ class FollowedInput {
   const CsvSchema<Rec>* schema_;
   bool header_;
   std::function<bool()> stop_;
+  int64_t idle_ms_;
 };
 
 // Every worker's connection: worker g reads the g-th of the comma-separated
@@ -340,8 +389,8 @@ template <class Rec>
 class SocketInput {
  public:
   SocketInput(const std::string& addresses, const CsvSchema<Rec>* schema,
-              std::function<bool()> stop)
-      : schema_(schema), stop_(std::move(stop)) {
+              std::function<bool()> stop, int64_t idle_ms = 0)
+      : schema_(schema), stop_(std::move(stop)), idle_ms_(idle_ms) {
     size_t at = 0;
     while (at <= addresses.size()) {
       size_t comma = addresses.find(',', at);
@@ -364,7 +413,8 @@ class SocketInput {
 
   auto factory() const {
     return [self = *this](uint32_t g, uint32_t workers) {
-      return FollowedCsvSource<Rec>::connect(self.address_of(g, workers), self.schema_, self.stop_);
+      return FollowedCsvSource<Rec>::connect(self.address_of(g, workers), self.schema_, self.stop_,
+                                             self.idle_ms_);
     };
   }
 
@@ -372,6 +422,7 @@ class SocketInput {
   std::vector<std::string> addresses_;
   const CsvSchema<Rec>* schema_;
   std::function<bool()> stop_;
+  int64_t idle_ms_;
 };
 
 }  // namespace sluice::stream
