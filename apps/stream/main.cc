@@ -11,7 +11,10 @@
 // reports to rank 0 are the job harness's (sluice/job.h).
 #include <sluice/job.h>
 
+#include <filesystem>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 #include "command_run.h"
 #include "options.h"
@@ -37,10 +40,20 @@ int main(int argc, char** argv) {
     const ss::WindowSpec window = ss::window_of(opt);
     const uint32_t workers = ctx.world_size() * opt.threads;
     const bool first = ctx.cluster().incarnation(ctx.rank()) == 0;  // not a replacement
-    if (!opt.input_csv_dir.empty() && ctx.rank() == 0 && first)
+    // The directories are made if missing (as mkdir -p).
+    const auto make_dir = [](const std::string& dir) {
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec) throw std::runtime_error("cannot create the directory " + dir + ": " + ec.message());
+    };
+    if (!opt.input_csv_dir.empty() && ctx.rank() == 0 && first) {
+      make_dir(opt.input_csv_dir);
       ss::write_input_csv(opt.query, opt.gen, workers, opt.input_csv_dir);
-    if (!opt.input_binary_dir.empty() && ctx.rank() == 0 && first)
+    }
+    if (!opt.input_binary_dir.empty() && ctx.rank() == 0 && first) {
+      make_dir(opt.input_binary_dir);
       ss::write_input_binary(opt.query, opt.gen, workers, opt.input_binary_dir);
+    }
     const bool workload = opt.query == "ysb" || opt.query == "ro" || opt.query == "cm";
     return workload ? ss::command::run_workload_query(opt, ctx, window)
                     : ss::command::run_nexmark_query(opt, ctx, window);

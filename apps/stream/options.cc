@@ -255,7 +255,8 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                  "commit with the checkpoints")
       ->type_name("FILE");
   cli.add_option("--input-csv-dir", o.input_csv_dir,
-                 "Rank 0 writes the generated input as CSV, DIR/input-<worker>.csv")
+                 "Rank 0 writes the generated input as CSV, DIR/input-<worker>.csv (DIR made "
+                 "if missing)")
       ->type_name("DIR");
   cli.add_option("--input-binary-dir", o.input_binary_dir,
                  "The same as binary records, DIR/input-<worker>.bin")
