@@ -722,7 +722,22 @@ Report run_with(Cluster& cluster, const Q& q, const EngineOptions& opt, Sink& si
                                                   Clock::now() + cluster.options().setup_timeout))
       restore_id = std::max<uint64_t>(restore_id, std::stoull(v));
   }
-  const DeclaredFlow flow = cluster.declare(spec);
+  // Declared in the current membership view, the flow is pinned to its
+  // members' incarnations: a rank that dies and is back within moments (a
+  // restart, a spare) fails it on the others as a death does, instead of
+  // passing for the process the flow was made with. A view that changed
+  // before every rank declared fails the run (the command recovers or
+  // ends the job).
+  const View view = cluster.view();
+  Result<DeclaredFlow> declared = cluster.declare(view, spec);
+  if (!declared) {
+    Report r;
+    r.failure = JobFailure{"the membership changed while flow '" + opt.flow_name +
+                               "' was declared in view " + std::to_string(view.epoch),
+                           std::nullopt};
+    return r;
+  }
+  const DeclaredFlow flow = std::move(*declared);
   std::vector<std::unique_ptr<SW>> ws;
   for (uint32_t t = 0; t < threads; ++t) {
     ws.push_back(std::make_unique<SW>(q, opt, sink, rank, t, workers, cluster.source(spec, t),
