@@ -212,6 +212,7 @@ class RespGateway {
   struct Conn {
     int fd = -1;
     bool loopback = false;                // the peer's address is a loopback one
+    std::string peer;                     // the peer's address, "host:port", for the log
     bool authenticated = false;           // AUTH passed, or no password is set
     uint64_t id = 0;                      // CLIENT ID: the connection's number
     bool resp3 = false;                   // HELLO 3: replies in RESP3 (nulls and maps differ)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <span>
 
@@ -76,6 +77,12 @@ bool parse_integer(std::string_view text, int64_t* out) {
     return false;
   *out = v;
   return true;
+}
+
+int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 Command noop_command() { return Command{}; }

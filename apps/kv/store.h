@@ -115,6 +115,10 @@ struct Command {
 
 Command noop_command();
 
+// The wall clock in ms since the epoch: what a command's maker stamps into
+// Command::now_ms (the RESP gateway; never a replica applying the log).
+int64_t wall_clock_ms();
+
 // What an operation returned. put: ok. get: ok = the key exists, value its
 // value. delete: ok = the key existed. cas: ok = the key held `expected` and
 // now holds `value`. incrby: ok = the key held a decimal integer (or none:

@@ -146,6 +146,7 @@ class Cluster:
 
     def __init__(self, impl: _sluice.Cluster):
         self._c = impl
+        self._alltoallv_calls = 0  # names each call's flow, in the same order on every rank
 
     @classmethod
     def from_env(cls) -> "Cluster":
@@ -239,7 +240,7 @@ class Cluster:
         any size goes; each received buffer is one copy out of the rings."""
         sends = [np.frombuffer(memoryview(b).cast("B"), np.uint8) if not isinstance(b, np.ndarray)
                  else np.ascontiguousarray(b).reshape(-1).view(np.uint8) for b in buffers]
-        self._alltoallv_calls = getattr(self, "_alltoallv_calls", 0) + 1
+        self._alltoallv_calls += 1
         name = f"sluice.py.alltoallv.{self._alltoallv_calls}"
         return _sluice.alltoallv(self._c, name, sends, None if view is None else view._tuple(),
                                  segment_bytes, timeout)

@@ -5,6 +5,8 @@
 #include <new>
 #include <thread>
 
+#include "declare.h"
+
 namespace sluice::python {
 namespace {
 
@@ -24,19 +26,6 @@ constexpr uint64_t kMaxBuffer = uint64_t{1} << 40;  // a length past it is garba
   if (s == Status::kViewChanged) throw Error(ErrorCode::kViewChanged, what);
   if (s == Status::kInvalid) throw Error(ErrorCode::kInvalidArgument, what);
   throw Error(ErrorCode::kInternal, std::string(to_string(s)) + ": " + what);
-}
-
-DeclaredFlow declare(Cluster& cluster, const AlltoallvSpec& s, const ShuffleSpec<Bytes>& spec) {
-  if (!s.view) return cluster.declare(spec);
-  Result<DeclaredFlow> d = cluster.declare(*s.view, spec);
-  if (d) return std::move(*d);
-  if (d.status() == Status::kViewChanged) {
-    throw Error(ErrorCode::kViewChanged, "alltoallv '" + s.name + "' in view " +
-                                             std::to_string(s.view->epoch) +
-                                             ", which is no longer the current one");
-  }
-  throw Error(ErrorCode::kInvalidArgument,
-              "alltoallv '" + s.name + "' could not be declared: " + to_string(d.status()));
 }
 
 }  // namespace
@@ -74,7 +63,7 @@ std::vector<ReceivedBuffer> alltoallv(Cluster& cluster, const AlltoallvSpec& s,
                   .type_tag("sluice.python.alltoallv")
                   .segment_bytes(s.segment_bytes != 0 ? s.segment_bytes : kDefaultSegmentBytes);
   const size_t chunk = spec.spec().max_record_bytes();
-  DeclaredFlow flow = declare(cluster, s, spec);
+  DeclaredFlow flow = declare_in(cluster, s.view, "alltoallv '" + s.name + "'", spec);
   Source<Bytes> out = cluster.source(spec, 0);
   Target<Bytes> in = cluster.target(spec, 0);
 

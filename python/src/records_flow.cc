@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "declare.h"
+
 namespace sluice::python {
 
 uint32_t word_bytes_for(uint32_t itemsize) {
@@ -27,22 +29,6 @@ template <size_t N>
 struct alignas(8) Block {
   std::byte bytes[N];
 };
-
-// Declares `spec` as given, or in spec.view (the flow then re-forms among
-// the view's members): kViewChanged is an Error of that code.
-template <class Spec>
-DeclaredFlow declare_flow(Cluster& c, const RecordsFlowSpec& s, const Spec& spec) {
-  if (!s.view) return c.declare(spec);
-  Result<DeclaredFlow> d = c.declare(*s.view, spec);
-  if (d) return std::move(*d);
-  if (d.status() == Status::kViewChanged) {
-    throw Error(ErrorCode::kViewChanged, "flow '" + s.name + "' was declared in view " +
-                                             std::to_string(s.view->epoch) +
-                                             ", which is no longer the current one");
-  }
-  throw Error(ErrorCode::kInvalidArgument,
-              "flow '" + s.name + "' could not be declared: " + to_string(d.status()));
-}
 
 FlowFailure failure_of(Status s, const std::string& error, std::optional<LostPeer> lost) {
   FlowFailure f;
@@ -69,7 +55,7 @@ struct RecordsFlow::Ends {
       spec.sources(s.sources).targets(s.targets).type_tag(s.type_tag).segment_bytes(seg);
       if (s.ring_segments != 0) spec.ring_segments(s.ring_segments);
       replicate_spec = spec;
-      declared = declare_flow(cluster, s, spec);
+      declared = declare_in(cluster, s.view, "flow '" + s.name + "'", spec);
     } else {
       ShuffleWords spec(s.name);
       spec.sources(s.sources).targets(s.targets).type_tag(s.type_tag).segment_bytes(seg);
@@ -86,7 +72,7 @@ struct RecordsFlow::Ends {
         detail::FlowSpecAccess::route(declared_as) = Route::kExplicit;
       }
       shuffle_spec = spec;
-      declared = declare_flow(cluster, s, declared_as);
+      declared = declare_in(cluster, s.view, "flow '" + s.name + "'", declared_as);
     }
   }
 

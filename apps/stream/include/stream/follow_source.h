@@ -62,20 +62,10 @@ class FollowedCsvSource {
   // idle_ms > 0: the source has a lane (engine.h) that counts as idle once
   // everything the file holds was read and no record came for idle_ms, so
   // that a quiet file does not hold every window back.
-  FollowedCsvSource(std::string path, const CsvSchema<Rec>* schema, bool header,
+  FollowedCsvSource(const std::string& path, const CsvSchema<Rec>* schema, bool header,
                     std::function<bool()> stop, int64_t idle_ms = 0)
-      : path_(std::move(path)),
-        schema_(schema),
-        header_(header),
-        stop_(std::move(stop)),
-        idle_ns_(idle_ms * 1'000'000),
-        last_ns_(steady_ns()) {
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) {
-      throw std::runtime_error("cannot follow " + path_ + ": " + std::strerror(errno));
-    }
-    if (!header_) make_layout("");
-  }
+      : FollowedCsvSource(open_file(path), path, schema, header, std::move(stop), idle_ms,
+                          /*socket=*/false) {}
   // A source of the lines a TCP server sends (no header: the schema's
   // columns in order), connected to "HOST:PORT". Its input ends when the
   // server closes the connection, or at stop(). It cannot go back: a
@@ -108,38 +98,14 @@ class FollowedCsvSource {
     if (fd < 0)
       throw std::runtime_error("cannot connect to " + address + ": " + std::strerror(err));
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-    return FollowedCsvSource(fd, "socket " + address, schema, std::move(stop), idle_ms);
+    return FollowedCsvSource(fd, "socket " + address, schema, /*header=*/false, std::move(stop),
+                             idle_ms, /*socket=*/true);
   }
 
-  FollowedCsvSource(FollowedCsvSource&& o) noexcept
-      : path_(std::move(o.path_)),
-        schema_(o.schema_),
-        header_(o.header_),
-        stop_(std::move(o.stop_)),
-        idle_ns_(o.idle_ns_),
-        last_ns_(o.last_ns_),
-        caught_up_(o.caught_up_),
-        zeros_(std::move(o.zeros_)),
-        last_n_(o.last_n_),
-        fd_(std::exchange(o.fd_, -1)),
-        layout_(std::move(o.layout_)),
-        buf_(std::move(o.buf_)),
-        pos_(o.pos_),
-        buf_at_(o.buf_at_),
-        line_(o.line_),
-        stopping_(o.stopping_),
-        done_(o.done_),
-        read_(o.read_),
-        reported_(o.reported_),
-        said_caught_up_(o.said_caught_up_),
-        socket_(o.socket_),
-        closed_(o.closed_) {}
+  FollowedCsvSource(FollowedCsvSource&&) noexcept = default;
   FollowedCsvSource(const FollowedCsvSource&) = delete;
   FollowedCsvSource& operator=(const FollowedCsvSource&) = delete;
   FollowedCsvSource& operator=(FollowedCsvSource&&) = delete;
-  ~FollowedCsvSource() {
-    if (fd_ >= 0) ::close(fd_);
-  }
 
   // Up to out.size() records: 0 and !done() mean none has come yet.
   size_t operator()(std::span<Rec> out) {
@@ -265,17 +231,33 @@ class FollowedCsvSource {
   static constexpr size_t kMaxLine = 64 * 1024;
   static constexpr size_t kChunk = 256 * 1024;
 
-  FollowedCsvSource(int fd, std::string name, const CsvSchema<Rec>* schema,
-                    std::function<bool()> stop, int64_t idle_ms)
+  // A descriptor that closes itself, so that the source moves by default.
+  struct Fd {
+    explicit Fd(int v) : fd(v) {}
+    Fd(Fd&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
+    Fd& operator=(Fd&&) = delete;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+    int fd;
+  };
+
+  FollowedCsvSource(int fd, std::string name, const CsvSchema<Rec>* schema, bool header,
+                    std::function<bool()> stop, int64_t idle_ms, bool socket)
       : path_(std::move(name)),
         schema_(schema),
-        header_(false),
+        header_(header),
         stop_(std::move(stop)),
         idle_ns_(idle_ms * 1'000'000),
         last_ns_(steady_ns()),
         fd_(fd),
-        socket_(true) {
-    make_layout("");
+        socket_(socket) {
+    if (!header_) make_layout("");
+  }
+  static int open_file(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw std::runtime_error("cannot follow " + path + ": " + std::strerror(errno));
+    return fd;
   }
 
   // Appends what the file holds past the buffer (a socket: what has come);
@@ -286,8 +268,8 @@ class FollowedCsvSource {
     buf_.resize(had + kChunk);
     ssize_t got;
     do {
-      got = socket_ ? ::recv(fd_, buf_.data() + had, kChunk, 0)
-                    : ::pread(fd_, buf_.data() + had, kChunk, static_cast<off_t>(buf_at_ + had));
+      got = socket_ ? ::recv(fd_.fd, buf_.data() + had, kChunk, 0)
+                    : ::pread(fd_.fd, buf_.data() + had, kChunk, static_cast<off_t>(buf_at_ + had));
     } while (got < 0 && errno == EINTR);
     if (got < 0 && socket_ && (errno == EAGAIN || errno == EWOULDBLOCK))
       got = 0;
@@ -326,7 +308,7 @@ class FollowedCsvSource {
   bool caught_up_ = false;       // the last call read everything there was
   std::vector<uint32_t> zeros_;  // batch_lanes(): every record in lane 0
   size_t last_n_ = 0;            // records the last call returned
-  int fd_ = -1;
+  Fd fd_;
   std::optional<CsvLayout<Rec>> layout_;
   std::string buf_;      // read from the file, from offset buf_at_
   size_t pos_ = 0;       // the next line's start in buf_
