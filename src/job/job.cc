@@ -334,19 +334,32 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
 
   if (!failures.empty()) {
     // Several workers may fail, most only because a sibling's failure or a
-    // lost peer ended their flows: the root cause is the lost peer.
-    auto cause = std::find_if(failures.begin(), failures.end(),
-                              [](const JobFailure& f) { return f.lost_peer.has_value(); });
-    JobFailure chosen = cause != failures.end() ? *cause : failures.front();
+    // lost peer ended their flows. The root cause, in this order: a lost
+    // peer whose rank the job knows died (or was replaced); else a failure
+    // of this rank's own that names no peer (a worker's error: its siblings
+    // see its ends aborted, a "lost peer" that is this very rank, and the
+    // other ranks' workers, failing in turn, echo it back as lost peers
+    // that are alive); else another rank named as lost.
+    //
     // A flow may name the peer whose end it lost rather than the rank that
     // died (a replicate source names the target that dropped out because
     // another rank died; a rank that left after its own failure): prefer a
     // rank the job knows is gone, and one that failed to one that left.
+    const uint32_t me = cluster.rank();
     auto replaced = [&](uint32_t r) { return cluster.incarnation(r) != incarnations[r]; };
     auto failed = [&](uint32_t r) {
       return replaced(r) || (!cluster.alive(r) && !cluster.left(r));
     };
     auto alive = [&](uint32_t r) { return cluster.alive(r) && !replaced(r); };
+    auto first = [&](auto pred) { return std::find_if(failures.begin(), failures.end(), pred); };
+    auto cause = first([&](const JobFailure& f) {
+      return f.lost_peer && f.lost_peer->rank != me && failed(f.lost_peer->rank);
+    });
+    if (cause == failures.end()) cause = first([](const JobFailure& f) { return !f.lost_peer; });
+    if (cause == failures.end()) {
+      cause = first([me](const JobFailure& f) { return f.lost_peer && f.lost_peer->rank != me; });
+    }
+    JobFailure chosen = cause != failures.end() ? *cause : failures.front();
     if (!chosen.lost_peer || !failed(chosen.lost_peer->rank)) {
       std::optional<uint32_t> gone;
       for (uint32_t r = 0; r < cluster.world_size(); ++r) {

@@ -23,6 +23,11 @@
 // rank's first worker prints "RUNNING rank R" once started); the
 // harness must still name the lost rank as the cause (the process it ran
 // with is gone, though the rank is alive again).
+//
+// With --fail-after N, worker 1 of rank 1 throws an error of its own after
+// sending N records (a local failure, not a fault injected from outside):
+// its sibling sees its end aborted, a "lost peer" on its own rank, and the
+// harness must name the worker's error as rank 1's cause.
 #include <sluice/job.h>
 #include <sluice/sluice.h>
 
@@ -141,7 +146,10 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--unnamed-failures") job.set_rejoin(true);
   }
   int hold_ms = 0;
+  uint64_t fail_after = 0;
   job.cli().add_flag("--local", local, "No flow: each worker sums its own records");
+  job.cli().add_option("--fail-after", fail_after,
+                       "Worker 1 of rank 1 throws an error of its own after sending N records");
   job.cli().add_flag("--start-without-lost", without_lost,
                      "Start without the ranks lost before the start (PoolOptions)");
   job.cli().add_flag("--unnamed-failures", unnamed,
@@ -189,6 +197,10 @@ int main(int argc, char** argv) {
       for (uint64_t i = 0;; ++i) {
         if (seconds > 0 ? i % 1024 == 0 && std::chrono::steady_clock::now() >= until : i == records)
           break;
+        if (fail_after > 0 && i == fail_after && t == 1 && ctx.rank() == 1) {
+          throw std::runtime_error("worker 1 of rank 1 gave up after " + std::to_string(i) +
+                                   " records (--fail-after)");
+        }
         const Record r{base + i, i * 7};
         if (sluice::Status s = w.push(out, r); s != sluice::Status::kOk) fail(out, s, "push");
         ++me.sent;

@@ -263,6 +263,24 @@ TEST(JobSystemTest, SurvivorsOfARankKilledFromOutsideNameItAsTheCause) {
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
+// A worker that fails on its own (an exception of its own, not a lost
+// peer): its sibling on the same rank sees that worker's end aborted, a
+// "lost peer" that is its own rank; rank 1 must name the worker's error as
+// its cause, not itself as a lost rank.
+TEST(JobSystemTest, AWorkersOwnErrorIsItsRanksCauseNotItsRankAsALostPeer) {
+  const testing::ProcessResult r =
+      run_job({"--threads", "2", "--records", "200000", "--fail-after", "1000"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output,
+                                      "[1] sluice-test-job-program: rank 1: worker 1 of rank 1 "
+                                      "gave up after 1000 records (--fail-after)"),
+            1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "rank 1: rank 1 was lost"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED"), 0) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 // A kill with --restarts 1: this program cannot take a rank back
 // (Job::set_rejoin is not called), so rank 1's new process says so and
 // leaves at once, instead of waiting for flows and barriers the others
