@@ -87,7 +87,7 @@ std::string job_fingerprint(const ss::Options& opt, uint32_t world) {
 ss::KafkaConfig kafka_config(const ss::Options& opt) {
   ss::KafkaConfig c;
   c.bootstrap = opt.kafka;
-  if (opt.kafka_follow) c.stop = [] { return sluice::stop_requested(); };
+  if (opt.kafka_follow) c.stop = input_stop(opt);
   c.event_time_from_timestamp = opt.kafka_event_time == "timestamp";
   c.idle_ms = opt.kafka_idle_ms;
   return c;
@@ -132,7 +132,8 @@ namespace {
 // The fixed-size part of a rank's Report (ctx.gather copies it byte for byte).
 struct Figures {
   uint64_t records_in, input_bytes, rows, checksum, bytes_moved, bytes_remote, epochs,
-      state_entries, state_bytes, checkpoints, restored_from, resumed_at, recoveries, replayed;
+      state_entries, state_bytes, checkpoints, restored_from, resumed_at, recoveries, replayed,
+      savepoint;
   double seconds, cpu_seconds;
 };
 
@@ -159,12 +160,12 @@ std::vector<std::vector<T>> gather_array(sluice::JobContext& ctx, const std::str
 
 // Every rank's report, summed, on rank 0 (empty elsewhere).
 std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine) {
-  const std::vector<Figures> figures =
-      ctx.gather("stream-report",
-                 Figures{mine.records_in, mine.input_bytes, mine.rows, mine.checksum,
-                         mine.bytes_moved, mine.bytes_remote, mine.epochs, mine.state_entries,
-                         mine.state_bytes, mine.checkpoints, mine.restored_from, mine.resumed_at,
-                         mine.recoveries, mine.replayed, mine.seconds, mine.cpu_seconds});
+  const std::vector<Figures> figures = ctx.gather(
+      "stream-report",
+      Figures{mine.records_in, mine.input_bytes, mine.rows, mine.checksum, mine.bytes_moved,
+              mine.bytes_remote, mine.epochs, mine.state_entries, mine.state_bytes,
+              mine.checkpoints, mine.restored_from, mine.resumed_at, mine.recoveries, mine.replayed,
+              mine.savepoint, mine.seconds, mine.cpu_seconds});
   std::vector<LateCount> late;
   for (const auto& [w, n] : mine.late) late.push_back({w, n});
   const auto lates = gather_array<LateCount>(ctx, "stream-late", late);
@@ -188,6 +189,7 @@ std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine
     one.resumed_at = f.resumed_at;
     one.recoveries = f.recoveries;
     one.replayed = f.replayed;
+    one.savepoint = f.savepoint;
     one.seconds = f.seconds;
     one.cpu_seconds = f.cpu_seconds;
     for (const LateCount& l : lates[r]) one.late[l.window] += l.records;
@@ -224,8 +226,10 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
   const Report& total = *gathered;
   const uint32_t world = ctx.world_size();
 
+  // Stopped at a savepoint, the job has not produced its whole result:
+  // --verify is for the run restored from it.
   std::string verdict = "skipped", why;
-  if (opt.verify) {
+  if (opt.verify && total.savepoint == 0) {
     const Expected ref = expected();
     if (ref.records != total.records_in) {
       why = "records ingested " + std::to_string(total.records_in) + ", reference read " +
@@ -265,7 +269,7 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
         ",\"bytes_moved\":%" PRIu64 ",\"bytes_remote\":%" PRIu64 ",\"epochs\":%" PRIu64
         ",\"late_total\":%" PRIu64 ",\"late\":%s,\"checkpoints\":%" PRIu64
         ",\"restored_from\":%" PRIu64 ",\"resumed_at\":%" PRIu64 ",\"recoveries\":%" PRIu64
-        ",\"replayed\":%" PRIu64 ",\"verify\":\"%s\"}\n",
+        ",\"replayed\":%" PRIu64 ",\"savepoint\":%" PRIu64 ",\"verify\":\"%s\"}\n",
         opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str(),
         total.records_in, record_bytes, opt.gen.keys, opt.gen.zipf, opt.gen.disorder, opt.lag,
         opt.lateness, window.size, window.step(), window.gap, opt.epoch_mib, opt.gen.seed,
@@ -273,7 +277,7 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
         total.latency_ms.size(), total.state_entries, total.state_bytes, total.bytes_moved,
         total.bytes_remote, total.epochs, total.late_total(), late_json(total.late).c_str(),
         total.checkpoints, total.restored_from, total.resumed_at, total.recoveries, total.replayed,
-        verdict.c_str());
+        total.savepoint, verdict.c_str());
   } else {
     std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n",
                 opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str());
@@ -320,6 +324,12 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
       }
       std::printf("\n");
     }
+    if (total.savepoint != 0) {
+      std::printf("  stopped   at savepoint %" PRIu64
+                  " in %s (windows not yet fired are in it); "
+                  "start again from it with --restore-from %" PRIu64 "\n",
+                  total.savepoint, opt.checkpoint_dir.c_str(), total.savepoint);
+    }
     std::printf("  late      %" PRIu64 " late records", total.late_total());
     int shown = 0;
     for (const auto& [w, n] : total.late) {
@@ -331,7 +341,11 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
     }
     std::printf("\n");
   }
-  if (opt.verify) {
+  if (opt.verify && total.savepoint != 0) {
+    std::printf("verify: skipped (the job stopped at savepoint %" PRIu64
+                "; verify the run restored from it)\n",
+                total.savepoint);
+  } else if (opt.verify) {
     if (verdict == "OK") {
       std::printf("verify: OK (%" PRIu64 " rows, checksum %016" PRIx64 ", %" PRIu64
                   " late records, equal to a single-threaded reference)\n",

@@ -108,6 +108,14 @@ std::optional<sluice::View> await_all_ranks(sluice::JobContext& ctx, double seco
 // the query and every option that changes its input or its results.
 std::string job_fingerprint(const ss::Options& opt, uint32_t world);
 
+// What ends a followed input (files, sockets, a Kafka topic): the first
+// stop signal, unless --stop-with-savepoint makes it stop the job at a
+// savepoint instead (the input then never ends by a signal).
+inline std::function<bool()> input_stop(const ss::Options& opt) {
+  if (opt.stop_with_savepoint) return [] { return false; };
+  return [] { return sluice::stop_requested(); };
+}
+
 // --kafka's broker and properties.
 ss::KafkaConfig kafka_config(const ss::Options& opt);
 
@@ -147,8 +155,10 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   if (checkpoints) {
     eo.checkpoint.dir = opt.checkpoint_dir;
     eo.checkpoint.every_ms = opt.checkpoint_every_ms;
-    eo.checkpoint.restore = opt.restore;
+    eo.checkpoint.restore = opt.restore || opt.restore_from != 0;
+    eo.checkpoint.restore_from = opt.restore_from;
     eo.checkpoint.fingerprint = job_fingerprint(opt, ctx.world_size());
+    if (opt.stop_with_savepoint) eo.checkpoint.stop_with_savepoint = sluice::stop_requested;
     if (rank == 0) {
       eo.on_checkpoint = [](uint64_t id) {
         std::fprintf(stderr, "sluice-stream: checkpoint %" PRIu64 " complete\n", id);
@@ -177,7 +187,10 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   // A replacement process (sluice run --restarts or --spares) starts from
   // the last checkpoint, as the survivors do.
   const sluice::View first = ctx.cluster().view();
-  if (checkpoints && ctx.cluster().incarnation(ctx.rank()) > 0) eo.checkpoint.restore = true;
+  if (checkpoints && ctx.cluster().incarnation(ctx.rank()) > 0) {
+    eo.checkpoint.restore = true;
+    eo.checkpoint.restore_from = 0;  // the survivors' last complete one
+  }
   eo.flow_name = flow_name_in(first.epoch);
   ss::Report mine = ss::run<Q, CliSink, kWindows>(ctx.cluster(), query, eo, sink);
   uint32_t recoveries = 0;
@@ -195,6 +208,7 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
     eo.flow_name = flow_name_in(all->epoch);
     run_epoch = all->epoch;
     eo.checkpoint.restore = true;
+    eo.checkpoint.restore_from = 0;
     const uint64_t before = mine.records_in;
     mine = ss::run<Q, CliSink, kWindows>(ctx.cluster(), query, eo, sink);
     replayed += before - std::min(before, mine.resumed_at);
@@ -202,8 +216,11 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   }
   mine.recoveries = recoveries;
   mine.replayed = replayed;
-  if (csv && !mine.failure) csv->commit();  // what the last checkpoint did not write
-  if (late && !mine.failure) late->commit();
+  // What the last checkpoint did not write (stopped at a savepoint: that
+  // was the last, and a run restored from it writes the rest).
+  const bool finished = !mine.failure && mine.savepoint == 0;
+  if (csv && finished) csv->commit();
+  if (late && finished) late->commit();
   csv.reset();  // flushes the files before anyone reads them
   late.reset();
   if (kafka) {
@@ -382,8 +399,7 @@ int run_either(const ss::Options& opt, sluice::JobContext& ctx, Build build, Gen
       throw std::invalid_argument("--query " + opt.query +
                                   " cannot read a socket (its records have no CSV form)");
     }
-    ss::SocketInput<Rec> in(
-        opt.input_socket, schema, [] { return sluice::stop_requested(); }, opt.input_idle_ms);
+    ss::SocketInput<Rec> in(opt.input_socket, schema, input_stop(opt), opt.input_idle_ms);
     in.address_of(0, ctx.world_size() * opt.threads);  // one address per worker
     return run_query<kWindows>(opt, ctx, build(erase_input<Rec>(in.factory())), sizeof(Rec));
   }
@@ -392,9 +408,8 @@ int run_either(const ss::Options& opt, sluice::JobContext& ctx, Build build, Gen
       throw std::invalid_argument("--query " + opt.query +
                                   " cannot follow CSV files (its records have no CSV form)");
     }
-    ss::FollowedInput<Rec> in(
-        opt.input, schema, !opt.no_header, [] { return sluice::stop_requested(); },
-        opt.input_idle_ms);
+    ss::FollowedInput<Rec> in(opt.input, schema, !opt.no_header, input_stop(opt),
+                              opt.input_idle_ms);
     check_followed(ctx, opt,
                    [&in](uint32_t g, uint32_t workers) { return in.path_of(g, workers); });
     return run_query<kWindows>(opt, ctx, build(erase_input<Rec>(in.factory())), sizeof(Rec));

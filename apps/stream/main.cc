@@ -34,8 +34,10 @@ int main(int argc, char** argv) {
   // A restarted or spare process takes the lost rank's place only where the
   // job recovers in place (--recover-within); else it leaves at once.
   job.set_rejoin(opt.recover_within_s > 0);
-  // --kafka-follow runs until stopped: a signal ends the input, not the job.
-  if (opt.kafka_follow || opt.follow || !opt.input_socket.empty()) sluice::enable_stop_signals();
+  // --kafka-follow runs until stopped: a signal ends the input, not the job
+  // (with --stop-with-savepoint: it stops the job at a savepoint).
+  if (opt.kafka_follow || opt.follow || !opt.input_socket.empty() || opt.stop_with_savepoint)
+    sluice::enable_stop_signals();
   return job.run([&](sluice::JobContext& ctx) {
     const ss::WindowSpec window = ss::window_of(opt);
     const uint32_t workers = ctx.world_size() * opt.threads;

@@ -68,9 +68,13 @@ void finish(Options& o, Given given) {
       (o.window_ms == 0 || o.slide_ms > o.window_ms || o.window_ms % o.slide_ms != 0)) {
     throw UsageError("--slide-ms must divide --window-ms (and a global window cannot slide)");
   }
-  if ((o.restore || given("--checkpoint-every") || o.recover_within_s > 0) &&
-      o.checkpoint_dir.empty())
-    throw UsageError("--restore, --checkpoint-every and --recover-within need --checkpoint-dir");
+  if ((o.restore || o.restore_from != 0 || o.stop_with_savepoint || given("--checkpoint-every") ||
+       o.recover_within_s > 0) &&
+      o.checkpoint_dir.empty()) {
+    throw UsageError(
+        "--restore, --restore-from, --stop-with-savepoint, --checkpoint-every and "
+        "--recover-within need --checkpoint-dir");
+  }
   if (!o.checkpoint_dir.empty() && is_session_query(q))
     throw UsageError("--checkpoint-dir: checkpoints of session windows (" + q +
                      ") are not built yet");
@@ -326,6 +330,17 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                "Start from the latest complete checkpoint in --checkpoint-dir (a fresh start if "
                "there is none): the state is loaded, each worker's input resumes where the "
                "checkpoint left it, and --csv-out is cut back to the checkpoint's rows");
+  cli.add_option("--restore-from", o.restore_from,
+                 "Start from checkpoint or savepoint ID in --checkpoint-dir (DIR/ckpt-ID), as "
+                 "--restore does; an error if no rank holds it complete")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 62))
+      ->type_name("ID");
+  cli.add_flag("--stop-with-savepoint", o.stop_with_savepoint,
+               "The first SIGINT or SIGTERM (Ctrl-C at sluice run) stops the job at a savepoint: "
+               "a checkpoint every worker takes at once and after which all stop, windows not "
+               "yet fired kept in it, --csv-out or --kafka-output committed up to it; it is "
+               "never deleted by later checkpoints (DIR/ckpt-ID/savepoint). Start again from it "
+               "with --restore or --restore-from ID. A second signal ends the job at once");
   cli.add_option("--kafka", o.kafka, "The Kafka broker(s) of --kafka-input and --kafka-output")
       ->type_name("HOST:PORT");
   cli.add_option(

@@ -53,6 +53,8 @@ struct Options {
   std::string checkpoint_dir;              // --checkpoint-dir DIR
   int64_t checkpoint_every_ms = 1000;      // --checkpoint-every MS
   bool restore = false;                    // --restore
+  uint64_t restore_from = 0;               // --restore-from ID (a checkpoint or savepoint)
+  bool stop_with_savepoint = false;        // --stop-with-savepoint: a signal stops at a savepoint
   double recover_within_s = 0;             // --recover-within S (0: a lost rank fails the job)
   std::string kafka;                       // --kafka HOST:PORT (the broker)
   std::string kafka_input;                 // --kafka-input TOPIC

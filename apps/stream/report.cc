@@ -21,6 +21,7 @@ void Report::add(const Report& o) {
   resumed_at += o.resumed_at;
   recoveries = std::max(recoveries, o.recoveries);
   replayed += o.replayed;
+  savepoint = std::max(savepoint, o.savepoint);
   for (const auto& [w, n] : o.late) late[w] += n;
   latency_ms.insert(latency_ms.end(), o.latency_ms.begin(), o.latency_ms.end());
   seconds = std::max(seconds, o.seconds);

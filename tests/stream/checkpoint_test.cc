@@ -7,6 +7,7 @@
 // --csv-out files equal an undisturbed run's: no row lost, none twice.
 // Restoring into a job with other options is refused, naming both.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -206,12 +207,84 @@ TEST_F(CheckpointKillPointTest, ADeathAtEachStepOfACheckpointRestoresTheLastComp
   }
 }
 
+// A savepoint (--stop-with-savepoint): SIGTERM at sluice run (as Ctrl-C)
+// after the second checkpoint stops the job at a checkpoint every worker
+// takes at once, its windows not fired; a run from it (--restore) ends as
+// an undisturbed run does; the savepoint outlives that run's newer
+// checkpoints, and a second run from it (--restore-from ID) gives the same
+// rows again.
+class SavepointTest : public CheckpointTest {};
+
+TEST_F(SavepointTest, AJobStoppedAtASavepointGoesOnFromItAsOftenAsAsked) {
+  const std::vector<std::string> base =
+      common({"--query", "ysb", "--disorder", "200", "--lag", "50"});
+  const ProcessResult undisturbed = run_undisturbed(base);
+  ASSERT_EQ(undisturbed.exit_code, 0) << describe(undisturbed);
+
+  std::vector<std::string> ck = base;
+  ck.insert(ck.end(), {"--csv-out", path("out-{worker}.csv"), "--checkpoint-dir", path("state"),
+                       "--checkpoint-every", "200", "--verify"});
+  std::vector<std::string> stopping = ck;
+  stopping.push_back("--stop-with-savepoint");
+  sluice::testing::BackgroundJob job(sluice::testing::job_argv(2, 120, "sluice-stream", stopping));
+  ASSERT_TRUE(job.read_until(
+      [](const std::string& out) { return out.find("checkpoint 2 complete") != std::string::npos; },
+      std::chrono::seconds(60)))
+      << job.output();
+  ASSERT_TRUE(job.stop()) << job.output();
+  const std::string& stopped = job.output();
+  // The launcher says a forwarded signal ended the job (128 + SIGTERM); the
+  // ranks themselves exit 0.
+  EXPECT_EQ(job.exit_status(), 128 + SIGTERM) << stopped;
+  EXPECT_EQ(stopped.find("exited with status"), std::string::npos) << stopped;
+  const uint64_t savepoint = json_number(stopped, "savepoint");
+  ASSERT_GE(savepoint, 3u) << stopped;
+  EXPECT_LT(json_number(stopped, "records"), 1000000u) << stopped;
+  EXPECT_EQ(json_field(stopped, "verify"), "skipped") << stopped;
+  const std::string marker = path("state/ckpt-" + std::to_string(savepoint) + "/savepoint");
+  EXPECT_TRUE(fs::exists(marker)) << stopped;
+
+  std::vector<std::string> again = ck;
+  again.push_back("--restore");
+  const ProcessResult restored = stream(again);
+  ASSERT_EQ(restored.exit_code, 0) << describe(restored);
+  EXPECT_EQ(json_number(restored.output, "restored_from"), savepoint) << restored.output;
+  EXPECT_EQ(result(restored), result(undisturbed)) << restored.output;
+  EXPECT_EQ(json_field(restored.output, "verify"), "OK") << restored.output;
+  EXPECT_EQ(rows("out"), rows("ref"));
+  // Its own checkpoints are numbered after the savepoint, which stays.
+  EXPECT_TRUE(fs::exists(marker));
+  std::vector<std::string> kept;
+  for (const auto& e : fs::directory_iterator(path("state"))) {
+    kept.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(kept.size(), 2u) << ::testing::PrintToString(kept);
+
+  again.back() = "--restore-from";
+  again.push_back(std::to_string(savepoint));
+  const ProcessResult twice = stream(again);
+  ASSERT_EQ(twice.exit_code, 0) << describe(twice);
+  EXPECT_EQ(json_number(twice.output, "restored_from"), savepoint) << twice.output;
+  EXPECT_EQ(result(twice), result(undisturbed)) << twice.output;
+  EXPECT_EQ(rows("out"), rows("ref"));
+
+  again.back() = "999";
+  const ProcessResult missing = stream(again);
+  EXPECT_NE(missing.exit_code, 0) << describe(missing);
+  EXPECT_NE(missing.output.find("checkpoint 999 in " + path("state") +
+                                " is not complete on any rank (or does not exist)"),
+            std::string::npos)
+      << missing.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
 TEST(CheckpointUsageTest, RestoreAndSessionsAreRefusedWhereTheyCannotWork) {
   const std::string bin = sluice::testing::bin("sluice-stream");
   const ProcessResult r = run_process({bin, "--restore"}, {}, std::chrono::seconds(20));
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_NE(
-      r.output.find("--restore, --checkpoint-every and --recover-within need --checkpoint-dir"),
+      r.output.find("--restore, --restore-from, --stop-with-savepoint, --checkpoint-every and "
+                    "--recover-within need --checkpoint-dir"),
       std::string::npos)
       << r.output;
   const ProcessResult s = run_process({bin, "--query", "q11", "--checkpoint-dir", "/tmp/x"}, {},

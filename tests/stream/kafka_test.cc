@@ -33,6 +33,7 @@
 #include <iterator>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -311,9 +312,9 @@ TEST_F(KafkaTest, AMessageThatIsNotARecordFailsTheJobNamingItsOffset) {
 }
 
 // The records the job's readers last said they had caught up with, in all.
-uint64_t caught_up(const std::string& output) {
+uint64_t caught_up(const std::string& output, const std::string& topic = "ysb-follow") {
   return sluice::testing::sum_of_latest(
-      output, R"(caught up with topic ysb-follow partitions ([0-9,]+): ([0-9]+) records read)");
+      output, "caught up with topic " + topic + R"( partitions ([0-9,]+): ([0-9]+) records read)");
 }
 
 // --kafka-follow: the job reads the first half of every partition and says
@@ -361,6 +362,75 @@ TEST_F(KafkaTest, AFollowingJobReadsWhatIsAddedWhileItRunsAndStopsOnSigterm) {
   r.output = out;
   EXPECT_EQ(result(r), file_result_) << out;
   EXPECT_EQ(consume("ysb-follow-out"), expected_);
+}
+
+// Stop with a savepoint, then go on from it (--stop-with-savepoint, as
+// Flink's `stop --savepointPath` for an upgrade): a following job reads the
+// first half of every partition, SIGTERM stops it at a savepoint (the rows
+// of the windows that fired are committed, each once); kcat adds the
+// second halves; a job started from the savepoint reads only what came
+// after it and, stopped by SIGTERM as usual, commits the rest: the topic
+// then holds the file run's rows, each once, and the second job's counts
+// (restored from the savepoint) are the file run's.
+TEST_F(KafkaTest, AJobStoppedAtASavepointGoesOnFromItWithEachRowCommittedOnce) {
+  load_ysb();
+  ASSERT_FALSE(expected_.empty());
+  ss::kafka_create_topic(config(), "ysb-save", 4);
+  ss::kafka_create_topic(config(), "ysb-save-out", 3);
+  std::vector<std::string> halves[2][4];
+  uint64_t first_half = 0, total = 0;
+  for (int w = 0; w < 4; ++w) {
+    const std::vector<std::string> all = worker_records(w);
+    const auto mid = all.begin() + static_cast<std::ptrdiff_t>(all.size() / 2);
+    halves[0][w].assign(all.begin(), mid);
+    halves[1][w].assign(mid, all.end());
+    first_half += halves[0][w].size();
+    total += all.size();
+    produce("ysb-save", w, halves[0][w]);
+  }
+  fs::remove_all(path("save-state"));
+  std::vector<std::string> args = query();
+  args.insert(args.end(), {"--json", "--kafka", bootstrap_, "--kafka-input", "ysb-save",
+                           "--kafka-follow", "--kafka-output", "ysb-save-out", "--checkpoint-dir",
+                           path("save-state"), "--checkpoint-every", "200"});
+  std::vector<std::string> stopping = args;
+  stopping.push_back("--stop-with-savepoint");
+  BackgroundJob first(sluice::testing::job_argv(2, 120, "sluice-stream", stopping));
+  ASSERT_TRUE(
+      first.read_until([&](const std::string& o) { return caught_up(o, "ysb-save") == first_half; },
+                       std::chrono::seconds(60)))
+      << first.output();
+  ASSERT_TRUE(first.stop()) << first.output();
+  const std::string& out1 = first.output();
+  EXPECT_EQ(sluice::testing::count_lines_with(out1, "exited with status"), 0) << out1;
+  EXPECT_EQ(sluice::testing::count_lines_with(out1, "stopping the input"), 0) << out1;
+  const uint64_t savepoint = json_number(out1, "savepoint");
+  ASSERT_GE(savepoint, 1u) << out1;
+  EXPECT_EQ(json_number(out1, "records"), first_half) << out1;
+  // What the savepoint committed: rows of the expected result, each once.
+  std::vector<std::string> committed = consume("ysb-save-out");
+  const std::set<std::string> once(committed.begin(), committed.end());
+  EXPECT_EQ(once.size(), committed.size());
+  const std::set<std::string> all(expected_.begin(), expected_.end());
+  EXPECT_TRUE(std::includes(all.begin(), all.end(), once.begin(), once.end()));
+  EXPECT_GT(committed.size(), 0u);
+  EXPECT_LT(committed.size(), expected_.size());
+
+  for (int w = 0; w < 4; ++w) produce("ysb-save", w, halves[1][w]);
+  args.push_back("--restore");
+  BackgroundJob second(sluice::testing::job_argv(2, 120, "sluice-stream", args));
+  ASSERT_TRUE(second.read_until(
+      [&](const std::string& o) { return caught_up(o, "ysb-save") == total - first_half; },
+      std::chrono::seconds(60)))
+      << second.output();
+  ASSERT_TRUE(second.stop()) << second.output();
+  const std::string& out2 = second.output();
+  EXPECT_EQ(sluice::testing::count_lines_with(out2, "exited with status"), 0) << out2;
+  EXPECT_EQ(json_number(out2, "restored_from"), savepoint) << out2;
+  ProcessResult r;
+  r.output = out2;
+  EXPECT_EQ(result(r), file_result_) << out2;
+  EXPECT_EQ(consume("ysb-save-out"), expected_);
 }
 
 // --kafka-event-time timestamp: the generated records go to a topic

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -137,7 +138,10 @@ bool BackgroundJob::read_until(const std::function<bool(const std::string&)>& pr
 bool BackgroundJob::stop() {
   if (::kill(job_.pid(), SIGTERM) != 0) return false;
   read_until([](const std::string&) { return false; }, std::chrono::seconds(60));
-  return job_.wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30)).has_value();
+  const std::optional<proc::ExitStatus> st =
+      job_.wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  if (st) exit_status_ = st->shell_status();
+  return st.has_value();
 }
 
 }  // namespace sluice::testing

@@ -76,10 +76,14 @@ class BackgroundJob {
   // it exited within the time.
   bool stop();
   const std::string& output() const { return output_; }
+  // How it ended, once stop() saw it end (the shell's convention: its exit
+  // status, or 128 + the signal that killed it); -1 before.
+  int exit_status() const { return exit_status_; }
 
  private:
   proc::Process job_;
   std::string output_;
+  int exit_status_ = -1;
 };
 
 // True when the test runs over ofi (SLUICE_TRANSPORT=ofi, as the ctest

@@ -4,6 +4,13 @@
 //   DIR/ckpt-<id>/worker-<g>.snap   worker g's state at checkpoint id
 //   DIR/ckpt-<id>/done-<g>          worker g saw every worker's snapshot of
 //                                   id written: id is complete
+//   DIR/ckpt-<id>/savepoint         id is a savepoint (a job stopped there):
+//                                   kept when newer checkpoints complete
+//
+// Checkpoint ids only grow in a directory: a run numbers its checkpoints
+// after the largest id any rank's directory holds (complete or not), so a
+// run never writes into a directory an earlier run left (a done marker of
+// which would pass for its own).
 //
 // A snapshot is written to a temporary name, fsynced and renamed, so a file
 // under its own name is whole. A done marker is written only after every
@@ -23,12 +30,17 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sluice/sluice.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <stdexcept>
@@ -42,7 +54,14 @@ struct CheckpointOptions {
   std::string dir;          // empty: no checkpoints
   int64_t every_ms = 1000;  // a checkpoint this often (wall time), started by any worker
   bool restore = false;     // start from the latest complete checkpoint in dir, if any
+  // Start from this checkpoint or savepoint (0: as `restore` says); it must
+  // be complete (a done marker on some rank).
+  uint64_t restore_from = 0;
   std::string fingerprint;  // what a restored checkpoint must have been taken by
+  // Polled by every worker: once it returns true, the workers take a
+  // savepoint (a checkpoint that every worker agrees is the last) and stop
+  // there, their windows not fired (Report::savepoint). Unset: never.
+  std::function<bool()> stop_with_savepoint;
 };
 
 namespace detail {
@@ -125,6 +144,20 @@ inline std::string snapshot_path(const std::string& dir, uint64_t id, uint32_t w
 inline std::string done_path(const std::string& dir, uint64_t id, uint32_t worker) {
   return checkpoint_path(dir, id) + "/done-" + std::to_string(worker);
 }
+inline std::string savepoint_path(const std::string& dir, uint64_t id) {
+  return checkpoint_path(dir, id) + "/savepoint";
+}
+
+// The id of a `ckpt-<id>` directory entry's name; nullopt for any other name.
+inline std::optional<uint64_t> checkpoint_id(const std::string& name) {
+  if (name.rfind("ckpt-", 0) != 0 || name.size() == 5 || name.size() > 24) return std::nullopt;
+  uint64_t id = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    id = id * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  return id;
+}
 
 // Writes `bytes` to `path` whole or not at all: a temporary file, fsync,
 // rename, fsync of the directory.
@@ -155,10 +188,35 @@ inline void write_durably(const std::string& path, const std::vector<char>& byte
   }
 }
 
+// Creates the empty file `path` durably (its directory synced). Any number
+// of processes may create the same one at once (ranks on one host share
+// the checkpoint directory).
+inline void create_marker(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create " + path);
+  ::close(fd);
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
 inline std::vector<char> read_whole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open the checkpoint file " + path);
   return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Whether any of workers [first, first + count) has a done marker of
+// checkpoint `id` in `dir`.
+inline bool is_done(const std::string& dir, uint64_t id, uint32_t first, uint32_t count) {
+  std::error_code ec;
+  for (uint32_t w = first; w < first + count; ++w) {
+    if (std::filesystem::exists(done_path(dir, id, w), ec)) return true;
+  }
+  return false;
 }
 
 // The largest checkpoint id in `dir` with a done marker of any of workers
@@ -167,37 +225,79 @@ inline uint64_t latest_done(const std::string& dir, uint32_t first, uint32_t cou
   uint64_t best = 0;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("ckpt-", 0) != 0) continue;
-    uint64_t id = 0;
-    try {
-      id = std::stoull(name.substr(5));
-    } catch (const std::exception&) {
-      continue;
-    }
-    if (id <= best) continue;
-    for (uint32_t w = first; w < first + count; ++w) {
-      if (std::filesystem::exists(done_path(dir, id, w), ec)) {
-        best = id;
-        break;
-      }
-    }
+    const std::optional<uint64_t> id = checkpoint_id(e.path().filename().string());
+    if (!id || *id <= best) continue;
+    if (is_done(dir, *id, first, count)) best = *id;
+  }
+  return best;
+}
+
+// The largest checkpoint id in `dir`, complete or not; 0 if none.
+inline uint64_t largest_id(const std::string& dir) {
+  uint64_t best = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (const std::optional<uint64_t> id = checkpoint_id(e.path().filename().string()))
+      best = std::max(best, *id);
   }
   return best;
 }
 
 // Removes the checkpoints of `dir` older than `keep` (their ids are
-// smaller), keeping `keep` itself.
+// smaller), keeping `keep` itself and every savepoint.
 inline void remove_older(const std::string& dir, uint64_t keep) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("ckpt-", 0) != 0) continue;
-    try {
-      if (std::stoull(name.substr(5)) < keep) std::filesystem::remove_all(e.path(), ec);
-    } catch (const std::exception&) {
-    }
+    const std::optional<uint64_t> id = checkpoint_id(e.path().filename().string());
+    if (id && *id < keep && !std::filesystem::exists(savepoint_path(dir, *id), ec))
+      std::filesystem::remove_all(e.path(), ec);
   }
+}
+
+// Where a run's checkpoints start (every rank calls choose_checkpoint
+// with the same options, and all get the same answer): the checkpoint to
+// restore (0: none) and the largest id that any rank's directory holds, which
+// new checkpoints are numbered after.
+struct CheckpointStart {
+  uint64_t restore_id = 0;
+  uint64_t first_id = 0;
+};
+
+// The checkpoint to restore: the largest that any rank has a done marker of
+// (one marker proves every worker's snapshot was written) when
+// `opt.restore`, or opt.restore_from if some rank has a marker of it
+// (std::runtime_error naming it if none has). One allgather named `name`,
+// bounded by the setup timeout: a rank that never comes (it took another
+// branch after a failure) fails it with its name, not a hang. No
+// checkpoint directory: {0, 0} without asking the others.
+inline CheckpointStart choose_checkpoint(Cluster& cluster, const CheckpointOptions& opt,
+                                         const std::string& name, uint32_t threads) {
+  CheckpointStart out;
+  if (opt.dir.empty()) return out;
+  const uint32_t first = cluster.rank() * threads;
+  const uint64_t from = opt.restore_from;
+  const std::string mine = std::to_string(opt.restore ? latest_done(opt.dir, first, threads) : 0) +
+                           " " + std::to_string(largest_id(opt.dir)) + " " +
+                           (from != 0 && is_done(opt.dir, from, first, threads) ? "1" : "0");
+  bool found = false;
+  for (const std::string& v :
+       cluster.allgather(name, mine, Clock::now() + cluster.options().setup_timeout)) {
+    uint64_t done = 0, largest = 0;
+    int has = 0;
+    if (std::sscanf(v.c_str(), "%" SCNu64 " %" SCNu64 " %d", &done, &largest, &has) != 3)
+      throw std::runtime_error("a rank sent '" + v + "' for the checkpoint to restore");
+    out.restore_id = std::max(out.restore_id, done);
+    out.first_id = std::max(out.first_id, largest);
+    found |= has != 0;
+  }
+  if (from != 0) {
+    if (!found) {
+      throw std::runtime_error("checkpoint " + std::to_string(from) + " in " + opt.dir +
+                               " is not complete on any rank (or does not exist)");
+    }
+    out.restore_id = from;
+  }
+  return out;
 }
 
 }  // namespace detail

@@ -86,7 +86,8 @@ class StreamWorker {
   using Message = typename Op::Message;
 
   StreamWorker(const Q& q, const EngineOptions& opt, Sink& sink, uint32_t rank, uint32_t slot,
-               uint32_t workers, Source<Message> out, Target<Message> in, uint64_t restore_id)
+               uint32_t workers, Source<Message> out, Target<Message> in, uint64_t restore_id,
+               uint64_t first_id)
       : q_(q),
         opt_(opt),
         sink_(sink),
@@ -100,7 +101,8 @@ class StreamWorker {
         idle_of_(workers, 0),
         next_epoch_(workers, 1),
         sent_(workers, 0),
-        restore_id_(restore_id) {
+        restore_id_(restore_id),
+        ckpt_id_(first_id) {
     epoch_bytes_ = std::max<uint64_t>(1, static_cast<uint64_t>(opt.epoch_mib * 1024 * 1024));
     ckpt_on_ = !opt.checkpoint.dir.empty();
     ckpt_every_ns_ = std::max<int64_t>(1, opt.checkpoint.every_ms) * 1'000'000;
@@ -130,7 +132,7 @@ class StreamWorker {
     uint64_t next_epoch_at = report_.input_bytes + epoch_bytes_;
     next_ckpt_ns_ = now_ns() + ckpt_every_ns_;
     auto ingest = [this](const Out& o) { this->ingest(o); };
-    while (ok()) {
+    while (ok() && !stopped_) {
       // A source that holds its records in memory lends them in place
       // (view); any other fills our buffer.
       const In* data = buf.data();
@@ -197,13 +199,15 @@ class StreamWorker {
       }
     }
     // No checkpoint from here on: a worker that waits for this one's
-    // barrier gives its checkpoint up.
-    if (ok() && ckpt_on_) {
+    // barrier gives its checkpoint up. (Stopped at a savepoint, every
+    // worker stops there: nothing more is sent, no window fires.)
+    const bool finish = ok() && !stopped_;
+    if (finish && ckpt_on_) {
       for (uint32_t j = 0; j < workers_ && ok(); ++j) {
         if (j != me_) push(j, Message{0, kFinalMsg, {}});
       }
     }
-    if (ok()) end_epoch(kEndOfTime);
+    if (finish) end_epoch(kEndOfTime);
     if (ok()) {
       if (const Status s = w_.close(out_); s != Status::kOk) fail_output("closing", s);
     }
@@ -211,7 +215,7 @@ class StreamWorker {
       const Status s = w_.run();
       if (s != Status::kEndOfFlow) fail_input("consuming", s);
     }
-    if (ok()) {
+    if (finish && ok()) {
       trigger(now_ns());
       if (!op_.empty()) error_ = "windows left untriggered at end of stream (a bug in the engine)";
     }
@@ -404,7 +408,13 @@ class StreamWorker {
   // ---- checkpoints (aligned, in two rounds; see the top of this file)
 
   bool checkpoint_due() const {
-    return ckpt_on_ && !ckpt_final_ && ok() && (want_ckpt_ > ckpt_id_ || now_ns() >= next_ckpt_ns_);
+    return ckpt_on_ && !ckpt_final_ && ok() &&
+           (want_ckpt_ > ckpt_id_ || now_ns() >= next_ckpt_ns_ || stop_asked());
+  }
+  // This worker was asked to stop with a savepoint and none is under way.
+  bool stop_asked() const {
+    return savepoint_at_ == 0 && opt_.checkpoint.stop_with_savepoint &&
+           opt_.checkpoint.stop_with_savepoint();
   }
 
   void flush_out() {
@@ -430,11 +440,18 @@ class StreamWorker {
   // this worker's snapshot, says so, and waits until every worker said so
   // before it ingests again (so that nothing sent after a barrier reaches a
   // worker before its snapshot). Then marks the checkpoint complete.
+  //
+  // A savepoint is a checkpoint after which every worker stops: its
+  // barriers are kSavepointMsg, sent by a worker asked to stop (or that
+  // heard of the savepoint before sending its own), and every worker hears
+  // every barrier before it writes its snapshot, so all agree.
   void checkpoint() {
     const uint64_t c = ckpt_id_ + 1;
+    if (stop_asked()) savepoint_at_ = c;
     end_epoch(watermark());
+    const int64_t kind = savepoint_at_ == c ? kSavepointMsg : kBarrierMsg;
     for (uint32_t j = 0; j < workers_ && ok(); ++j) {
-      if (j != me_) push(j, Message{c, kBarrierMsg, {}});
+      if (j != me_) push(j, Message{c, kind, {}});
     }
     flush_out();
     if (!wait_all(barriers_, c)) return;
@@ -457,9 +474,17 @@ class StreamWorker {
     ckpt_id_ = c;
     ++report_.checkpoints;
     next_ckpt_ns_ = now_ns() + ckpt_every_ns_;
+    const bool savepoint = savepoint_at_ == c;
     if (me_ % opt_.threads == 0) {
+      // (Marked after it is complete: a death in between leaves a plain
+      // checkpoint, which a later one replaces.)
+      if (savepoint && !guarded([&] { create_marker(savepoint_path(dir, c)); })) return;
       remove_older(dir, c);
       if (opt_.on_checkpoint) opt_.on_checkpoint(c);
+    }
+    if (savepoint) {
+      stopped_ = true;
+      report_.savepoint = c;
     }
   }
 
@@ -507,7 +532,7 @@ class StreamWorker {
       SnapshotReader r(read_whole(path), path);
       std::string position;
       token = read_snapshot(r, &position);
-      ckpt_id_ = restore_id_;
+      ckpt_id_ = std::max(ckpt_id_, restore_id_);
       report_.restored_from = restore_id_;
       report_.resumed_at = report_.records_in;
       bool sought = false;
@@ -631,6 +656,9 @@ class StreamWorker {
           idle_of_[src] = m.time == kIdleWatermarkMsg;
           trigger(sent_[src]);
           break;
+        case kSavepointMsg:
+          savepoint_at_ = std::max(savepoint_at_, m.key);
+          [[fallthrough]];
         case kBarrierMsg:
           ++barriers_[m.key];
           want_ckpt_ = std::max(want_ckpt_, m.key);
@@ -695,6 +723,8 @@ class StreamWorker {
   std::function<std::string()> position_;  // the source's position, if it can say
   uint64_t ckpt_id_ = 0;                   // the last checkpoint completed (or restored) here
   uint64_t want_ckpt_ = 0;                 // the largest checkpoint another worker started
+  uint64_t savepoint_at_ = 0;              // the checkpoint that is a savepoint (0: none)
+  bool stopped_ = false;                   // stopped at the savepoint
   std::map<uint64_t, uint32_t> barriers_, dones_;  // checkpoint id -> workers heard from
 };
 
@@ -711,17 +741,9 @@ Report run_with(Cluster& cluster, const Q& q, const EngineOptions& opt, Sink& si
                   .explicit_targets();
   if (opt.segment_bytes != 0) spec.segment_bytes(opt.segment_bytes);
   if (opt.ring_segments != 0) spec.ring_segments(opt.ring_segments);
-  // The checkpoint to restore: the largest that any rank has a done
-  // marker of (one marker proves every worker's snapshot was written).
-  // Bounded by the setup timeout: a rank that never comes (it took another
-  // branch after a failure) fails this one with its name, not a hang.
-  uint64_t restore_id = 0;
-  if (!opt.checkpoint.dir.empty() && opt.checkpoint.restore) {
-    const uint64_t mine = latest_done(opt.checkpoint.dir, rank * threads, threads);
-    for (const std::string& v : cluster.allgather(opt.flow_name + "-restore", std::to_string(mine),
-                                                  Clock::now() + cluster.options().setup_timeout))
-      restore_id = std::max<uint64_t>(restore_id, std::stoull(v));
-  }
+  // The checkpoint to restore and the id new checkpoints follow.
+  const CheckpointStart ck =
+      choose_checkpoint(cluster, opt.checkpoint, opt.flow_name + "-restore", threads);
   // Declared in the current membership view, the flow is pinned to its
   // members' incarnations: a rank that dies and is back within moments (a
   // restart, a spare) fails it on the others as a death does, instead of
@@ -741,7 +763,7 @@ Report run_with(Cluster& cluster, const Q& q, const EngineOptions& opt, Sink& si
   std::vector<std::unique_ptr<SW>> ws;
   for (uint32_t t = 0; t < threads; ++t) {
     ws.push_back(std::make_unique<SW>(q, opt, sink, rank, t, workers, cluster.source(spec, t),
-                                      cluster.target(spec, t), restore_id));
+                                      cluster.target(spec, t), ck.restore_id, ck.first_id));
   }
   const PoolReport run = run_workers(cluster, {threads, opt.flow_name + "-start", {}},
                                      [&ws](uint32_t t, StartLine& start) { ws[t]->run(start); });

@@ -77,6 +77,9 @@ inline constexpr int64_t kFinalMsg = kNoWatermark + 6;    // key: 0
 // A watermark (key: its bits) from a worker whose input is idle: it holds
 // no window back, so other idle workers leave it out of theirs (engine.h).
 inline constexpr int64_t kIdleWatermarkMsg = kNoWatermark + 7;
+// A barrier (key: checkpoint id) of a worker that was asked to stop: the
+// checkpoint is a savepoint, after which every worker stops (engine.h).
+inline constexpr int64_t kSavepointMsg = kNoWatermark + 8;
 inline constexpr int64_t kLastControl = kNoWatermark + 15;
 static_assert(kLastControl < kMinEventTime - (int64_t{1} << 60),
               "control values below any window start");

@@ -43,6 +43,7 @@ struct Report {
   uint64_t resumed_at = 0;            // source records the restored checkpoint had ingested
   uint64_t recoveries = 0;            // in-job recoveries from a checkpoint (the most of any rank)
   uint64_t replayed = 0;              // records the survivors ingested again after recovering
+  uint64_t savepoint = 0;             // the savepoint the run stopped at (0: it ran to the end)
   double seconds = 0;                 // wall time of the run on this rank
   double cpu_seconds = 0;             // process CPU time during the run
 
