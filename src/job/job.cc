@@ -352,13 +352,26 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
     };
     auto alive = [&](uint32_t r) { return cluster.alive(r) && !replaced(r); };
     auto first = [&](auto pred) { return std::find_if(failures.begin(), failures.end(), pred); };
-    auto cause = first([&](const JobFailure& f) {
+    auto died = [&](const JobFailure& f) {
       return f.lost_peer && f.lost_peer->rank != me && failed(f.lost_peer->rank);
-    });
-    if (cause == failures.end()) cause = first([](const JobFailure& f) { return !f.lost_peer; });
-    if (cause == failures.end()) {
-      cause = first([me](const JobFailure& f) { return f.lost_peer && f.lost_peer->rank != me; });
+    };
+    auto other = [me](const JobFailure& f) { return f.lost_peer && f.lost_peer->rank != me; };
+    // A rank a flow saw die may not be reported dead by the registry yet:
+    // with a failure of this rank's own beside it, give the registry a
+    // moment (up to a second, or the peer timeout if shorter) before taking
+    // this rank's error for the cause.
+    if (first(died) == failures.end() && first(other) != failures.end() &&
+        first([](const JobFailure& f) { return !f.lost_peer; }) != failures.end()) {
+      const auto until = std::chrono::steady_clock::now() +
+                         std::min<std::chrono::milliseconds>(cluster.options().peer_timeout,
+                                                             std::chrono::seconds(1));
+      while (first(died) == failures.end() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
     }
+    auto cause = first(died);
+    if (cause == failures.end()) cause = first([](const JobFailure& f) { return !f.lost_peer; });
+    if (cause == failures.end()) cause = first(other);
     JobFailure chosen = cause != failures.end() ? *cause : failures.front();
     if (!chosen.lost_peer || !failed(chosen.lost_peer->rank)) {
       std::optional<uint32_t> gone;
