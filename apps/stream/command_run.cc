@@ -64,11 +64,12 @@ bool needs_recovery(sluice::JobContext& ctx, const ss::Report& mine, uint64_t ru
   }
 }
 
-std::string job_fingerprint(const ss::Options& opt, uint32_t world) {
+std::string job_fingerprint(const ss::Options& opt) {
+  // (Not the number of workers: a snapshot says how many took it, and a
+  // job of another number restores it rescaled where its input allows.)
   const ss::WindowSpec w = ss::window_of(opt);
-  std::string f = opt.query + " " + to_string(opt.strategy) + " " + std::to_string(world) + "x" +
-                  std::to_string(opt.threads) + " window " + std::to_string(w.size) + "/" +
-                  std::to_string(w.step()) + "/" + std::to_string(w.gap) + " lag " +
+  std::string f = opt.query + " " + to_string(opt.strategy) + " window " + std::to_string(w.size) +
+                  "/" + std::to_string(w.step()) + "/" + std::to_string(w.gap) + " lag " +
                   std::to_string(opt.lag) + " lateness " + std::to_string(opt.lateness) + " input ";
   if (!opt.input.empty()) return f + opt.input;
   if (!opt.kafka_input.empty()) {
@@ -133,7 +134,7 @@ namespace {
 struct Figures {
   uint64_t records_in, input_bytes, rows, checksum, bytes_moved, bytes_remote, epochs,
       state_entries, state_bytes, checkpoints, restored_from, resumed_at, recoveries, replayed,
-      savepoint;
+      savepoint, rescaled_from;
   double seconds, cpu_seconds;
 };
 
@@ -165,7 +166,7 @@ std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine
       Figures{mine.records_in, mine.input_bytes, mine.rows, mine.checksum, mine.bytes_moved,
               mine.bytes_remote, mine.epochs, mine.state_entries, mine.state_bytes,
               mine.checkpoints, mine.restored_from, mine.resumed_at, mine.recoveries, mine.replayed,
-              mine.savepoint, mine.seconds, mine.cpu_seconds});
+              mine.savepoint, mine.rescaled_from, mine.seconds, mine.cpu_seconds});
   std::vector<LateCount> late;
   for (const auto& [w, n] : mine.late) late.push_back({w, n});
   const auto lates = gather_array<LateCount>(ctx, "stream-late", late);
@@ -190,6 +191,7 @@ std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine
     one.recoveries = f.recoveries;
     one.replayed = f.replayed;
     one.savepoint = f.savepoint;
+    one.rescaled_from = f.rescaled_from;
     one.seconds = f.seconds;
     one.cpu_seconds = f.cpu_seconds;
     for (const LateCount& l : lates[r]) one.late[l.window] += l.records;
@@ -269,7 +271,8 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
         ",\"bytes_moved\":%" PRIu64 ",\"bytes_remote\":%" PRIu64 ",\"epochs\":%" PRIu64
         ",\"late_total\":%" PRIu64 ",\"late\":%s,\"checkpoints\":%" PRIu64
         ",\"restored_from\":%" PRIu64 ",\"resumed_at\":%" PRIu64 ",\"recoveries\":%" PRIu64
-        ",\"replayed\":%" PRIu64 ",\"savepoint\":%" PRIu64 ",\"verify\":\"%s\"}\n",
+        ",\"replayed\":%" PRIu64 ",\"savepoint\":%" PRIu64 ",\"rescaled_from\":%" PRIu64
+        ",\"verify\":\"%s\"}\n",
         opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str(),
         total.records_in, record_bytes, opt.gen.keys, opt.gen.zipf, opt.gen.disorder, opt.lag,
         opt.lateness, window.size, window.step(), window.gap, opt.epoch_mib, opt.gen.seed,
@@ -277,7 +280,7 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
         total.latency_ms.size(), total.state_entries, total.state_bytes, total.bytes_moved,
         total.bytes_remote, total.epochs, total.late_total(), late_json(total.late).c_str(),
         total.checkpoints, total.restored_from, total.resumed_at, total.recoveries, total.replayed,
-        total.savepoint, verdict.c_str());
+        total.savepoint, total.rescaled_from, verdict.c_str());
   } else {
     std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n",
                 opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str());
@@ -316,6 +319,10 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
         std::printf("; restored checkpoint %" PRIu64 " (%" PRIu64 " records had been ingested)%s",
                     total.restored_from, total.resumed_at,
                     total.recoveries > 0 ? " in the running job" : "");
+        if (total.rescaled_from != 0) {
+          std::printf(", taken by %" PRIu64 " workers and rescaled to %u", total.rescaled_from,
+                      world * opt.threads);
+        }
         if (total.recoveries > 0) {
           std::printf(", %" PRIu64 " recoveries, %" PRIu64
                       " records ingested again by the survivors",

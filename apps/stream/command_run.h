@@ -66,6 +66,26 @@ struct CliSink {
   void committed(uint32_t worker, uint64_t c) {
     if (kafka != nullptr) kafka->committed(worker, c);
   }
+  // A checkpoint taken by another number of workers (engine.h's rescaled
+  // restore): each old worker's token. The CSV files are one per worker and
+  // cannot be split among others; Kafka's output needs only to have
+  // committed what each old worker's checkpoint held.
+  void restore_rescaled(uint32_t worker,
+                        const std::vector<std::pair<uint32_t, std::string>>& tokens) {
+    if (csv != nullptr || late_csv != nullptr) {
+      throw std::runtime_error(
+          "--csv-out and --late-output are files per worker: a job restored on another number "
+          "of workers writes --kafka-output (or only prints its rows)");
+    }
+    if (kafka != nullptr) {
+      std::vector<std::pair<uint32_t, std::string>> rest;
+      for (const auto& [g, token] : tokens) {
+        const size_t colon = token.find(':');
+        rest.emplace_back(g, colon == std::string::npos ? token : token.substr(colon + 1));
+      }
+      kafka->restore_rescaled(worker, rest);
+    }
+  }
   void restore(uint32_t worker, const std::string& token) {
     const size_t colon = token.find(':');
     const std::string late = colon == std::string::npos ? "" : token.substr(0, colon);
@@ -106,7 +126,7 @@ std::optional<sluice::View> await_all_ranks(sluice::JobContext& ctx, double seco
 
 // What a checkpoint must have been taken by to be restored into this run:
 // the query and every option that changes its input or its results.
-std::string job_fingerprint(const ss::Options& opt, uint32_t world);
+std::string job_fingerprint(const ss::Options& opt);
 
 // What ends a followed input (files, sockets, a Kafka topic): the first
 // stop signal, unless --stop-with-savepoint makes it stop the job at a
@@ -157,7 +177,7 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
     eo.checkpoint.every_ms = opt.checkpoint_every_ms;
     eo.checkpoint.restore = opt.restore || opt.restore_from != 0;
     eo.checkpoint.restore_from = opt.restore_from;
-    eo.checkpoint.fingerprint = job_fingerprint(opt, ctx.world_size());
+    eo.checkpoint.fingerprint = job_fingerprint(opt);
     if (opt.stop_with_savepoint) eo.checkpoint.stop_with_savepoint = sluice::stop_requested;
     if (rank == 0) {
       eo.on_checkpoint = [](uint64_t id) {

@@ -420,6 +420,24 @@ void KafkaSink::committed(uint32_t worker, uint64_t c) {
   slots_[worker - first_]->writer->commit_marked(group_of(worker), static_cast<int64_t>(c));
 }
 
+void KafkaSink::restore_rescaled(uint32_t worker,
+                                 const std::vector<std::pair<uint32_t, std::string>>& tokens) {
+  Slot& s = *slots_[worker - first_];
+  s.pending.clear();
+  s.writer->abort();
+  s.writer->begin();
+  for (const auto& [g, token] : tokens) {
+    if (token.empty()) continue;
+    const size_t nl = token.find('\n');
+    const auto c = static_cast<int64_t>(std::stoull(token.substr(0, nl)));
+    if (nl + 1 < token.size() && KafkaWriter::committed_marker(config_, topic_, group_of(g)) < c) {
+      throw std::runtime_error("the rows of worker " + std::to_string(g) + " at checkpoint " +
+                               std::to_string(c) + " never committed to topic " + topic_ +
+                               ": restore that checkpoint on its own number of workers first");
+    }
+  }
+}
+
 void KafkaSink::restore(uint32_t worker, const std::string& token) {
   Slot& s = *slots_[worker - first_];
   s.pending.clear();

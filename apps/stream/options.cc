@@ -329,7 +329,9 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
   cli.add_flag("--restore", o.restore,
                "Start from the latest complete checkpoint in --checkpoint-dir (a fresh start if "
                "there is none): the state is loaded, each worker's input resumes where the "
-               "checkpoint left it, and --csv-out is cut back to the checkpoint's rows");
+               "checkpoint left it, and --csv-out is cut back to the checkpoint's rows. One "
+               "taken by another number of workers is rescaled (Kafka input only: each worker "
+               "takes the state of the keys and the partitions it has now)");
   cli.add_option("--restore-from", o.restore_from,
                  "Start from checkpoint or savepoint ID in --checkpoint-dir (DIR/ckpt-ID), as "
                  "--restore does; an error if no rank holds it complete")

@@ -22,6 +22,7 @@ void Report::add(const Report& o) {
   recoveries = std::max(recoveries, o.recoveries);
   replayed += o.replayed;
   savepoint = std::max(savepoint, o.savepoint);
+  rescaled_from = std::max(rescaled_from, o.rescaled_from);
   for (const auto& [w, n] : o.late) late[w] += n;
   latency_ms.insert(latency_ms.end(), o.latency_ms.begin(), o.latency_ms.end());
   seconds = std::max(seconds, o.seconds);

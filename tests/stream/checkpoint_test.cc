@@ -268,6 +268,15 @@ TEST_F(SavepointTest, AJobStoppedAtASavepointGoesOnFromItAsOftenAsAsked) {
   EXPECT_EQ(result(twice), result(undisturbed)) << twice.output;
   EXPECT_EQ(rows("out"), rows("ref"));
 
+  // Files are split by worker: restored on another number, refused.
+  const ProcessResult other = run_process(sluice::testing::job_argv(1, 120, "sluice-stream", again),
+                                          {}, std::chrono::seconds(150));
+  EXPECT_NE(other.exit_code, 0) << describe(other);
+  EXPECT_NE(other.output.find("was taken by 4 workers and this job has 2: only a job reading "
+                              "Kafka (--kafka-input) can be restored on another number of workers"),
+            std::string::npos)
+      << other.output;
+
   again.back() = "999";
   const ProcessResult missing = stream(again);
   EXPECT_NE(missing.exit_code, 0) << describe(missing);

@@ -433,6 +433,75 @@ TEST_F(KafkaTest, AJobStoppedAtASavepointGoesOnFromItWithEachRowCommittedOnce) {
   EXPECT_EQ(consume("ysb-save-out"), expected_);
 }
 
+// Rescaling through savepoints (as Flink rescales: stop with a savepoint,
+// start again with another parallelism): the topic gets its records in
+// thirds; a job of 2 ranks x 2 workers reads the first and stops at a
+// savepoint; a job of 3 ranks x 2 workers starts from it (each worker
+// takes the window state of the keys it owns now from every old worker's
+// snapshot, and the offsets of its partitions), reads the second third and
+// stops at a savepoint; a job of 2 x 2 again starts from that and reads
+// the rest. The topic then holds the file run's rows, each once, and the
+// last job's counts (records, rows, checksum, late records) are the file
+// run's. (Each worker reads at most one partition at every size, so each
+// partition's watermark, which decides what is late, is the file run's.)
+TEST_F(KafkaTest, AJobRescaledFrom2To3To2RanksThroughSavepointsGivesTheFileRunsRows) {
+  load_ysb();
+  ASSERT_FALSE(expected_.empty());
+  ss::kafka_create_topic(config(), "ysb-scale", 4);
+  ss::kafka_create_topic(config(), "ysb-scale-out", 3);
+  std::vector<std::string> parts[3][4];
+  uint64_t sizes[3] = {0, 0, 0};
+  for (int w = 0; w < 4; ++w) {
+    const std::vector<std::string> all = worker_records(w);
+    const size_t third = all.size() / 3;
+    const auto b = all.begin();
+    parts[0][w].assign(b, b + static_cast<std::ptrdiff_t>(third));
+    parts[1][w].assign(b + static_cast<std::ptrdiff_t>(third),
+                       b + static_cast<std::ptrdiff_t>(2 * third));
+    parts[2][w].assign(b + static_cast<std::ptrdiff_t>(2 * third), all.end());
+    for (int k = 0; k < 3; ++k) sizes[k] += parts[k][w].size();
+  }
+  fs::remove_all(path("scale-state"));
+  std::vector<std::string> args = query();
+  args.insert(args.end(), {"--json", "--kafka", bootstrap_, "--kafka-input", "ysb-scale",
+                           "--kafka-follow", "--kafka-output", "ysb-scale-out", "--checkpoint-dir",
+                           path("scale-state"), "--checkpoint-every", "200"});
+  // Each step: this third into the topic, then a job of `ranks` ranks that
+  // reads it and stops (at a savepoint, but for the last).
+  const auto step = [&](int k, int ranks, bool last) {
+    for (int w = 0; w < 4; ++w) produce("ysb-scale", w, parts[k][w]);
+    std::vector<std::string> a = args;
+    if (k > 0) a.push_back("--restore");
+    if (!last) a.push_back("--stop-with-savepoint");
+    BackgroundJob job(sluice::testing::job_argv(ranks, 120, "sluice-stream", a));
+    EXPECT_TRUE(
+        job.read_until([&](const std::string& o) { return caught_up(o, "ysb-scale") == sizes[k]; },
+                       std::chrono::seconds(60)))
+        << job.output();
+    EXPECT_TRUE(job.stop()) << job.output();
+    EXPECT_EQ(sluice::testing::count_lines_with(job.output(), "exited with status"), 0)
+        << job.output();
+    return job.output();
+  };
+  const std::string first = step(0, 2, false);
+  ASSERT_GE(json_number(first, "savepoint"), 1u) << first;
+  EXPECT_EQ(json_number(first, "records"), sizes[0]) << first;
+
+  const std::string wider = step(1, 3, false);
+  ASSERT_GE(json_number(wider, "savepoint"), 1u) << wider;
+  EXPECT_EQ(json_number(wider, "restored_from"), json_number(first, "savepoint")) << wider;
+  EXPECT_EQ(json_number(wider, "rescaled_from"), 4u) << wider;
+  EXPECT_EQ(json_number(wider, "records"), sizes[0] + sizes[1]) << wider;
+
+  const std::string back = step(2, 2, true);
+  EXPECT_EQ(json_number(back, "restored_from"), json_number(wider, "savepoint")) << back;
+  EXPECT_EQ(json_number(back, "rescaled_from"), 6u) << back;
+  ProcessResult r;
+  r.output = back;
+  EXPECT_EQ(result(r), file_result_) << back;
+  EXPECT_EQ(consume("ysb-scale-out"), expected_);
+}
+
 // --kafka-event-time timestamp: the generated records go to a topic
 // without their event_time column, each message stamped with its record's
 // event time plus a day before now (so that no stamp is 0, which a

@@ -42,11 +42,15 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include "stream/report.h"
 
 namespace sluice::stream {
 
@@ -252,6 +256,192 @@ inline void remove_older(const std::string& dir, uint64_t keep) {
     if (id && *id < keep && !std::filesystem::exists(savepoint_path(dir, *id), ec))
       std::filesystem::remove_all(e.path(), ec);
   }
+}
+
+// One worker's snapshot as the engine writes it (engine.h): its counts,
+// epoch and watermark state, its input's position and its sink's token.
+// Its operator's state sits in the file between `lanes` and `position`
+// (written and read by the callbacks below).
+struct WorkerSnapshot {
+  uint64_t id = 0;
+  uint32_t worker = 0, workers = 0;
+  uint64_t records_in = 0, input_bytes = 0, rows = 0, checksum = 0, epochs = 0;
+  std::vector<LateCount> late;
+  uint64_t epoch = 0;
+  int64_t max_seen = 0, published = 0, triggered = 0;
+  std::vector<int64_t> vc;           // every worker's watermark, as last heard
+  std::vector<uint64_t> next_epoch;  // per source: the epoch number due next
+  std::vector<int64_t> lanes;        // per partition read (Kafka): its largest event time
+  std::string position;              // the input's position ("": a count of records)
+  std::string token;                 // the sink's (what its output had at the checkpoint)
+};
+
+// The bytes of `s` with `fingerprint` (the job's), the operator's state
+// written by state(SnapshotWriter&).
+template <class State>
+std::vector<char> encode_snapshot(const std::string& fingerprint, const WorkerSnapshot& s,
+                                  State&& state) {
+  SnapshotWriter w;
+  w.put(kSnapshotMagic);
+  w.put_string(fingerprint);
+  w.put(s.id);
+  w.put(s.worker);
+  w.put(s.workers);
+  w.put(s.records_in);
+  w.put(s.input_bytes);
+  w.put(s.rows);
+  w.put(s.checksum);
+  w.put(s.epochs);
+  w.put_vector(s.late);
+  w.put(s.epoch);
+  w.put(s.max_seen);
+  w.put(s.published);
+  w.put(s.triggered);
+  w.put_vector(s.vc);
+  w.put_vector(s.next_epoch);
+  w.put_vector(s.lanes);
+  state(w);
+  w.put_string(s.position);
+  w.put_string(s.token);
+  return w.bytes();
+}
+
+// Reads checkpoint `id`'s snapshot at `path`, the operator's state through
+// state(SnapshotReader&). Throws std::runtime_error naming the file if it
+// is not one, is damaged, is of another checkpoint, or was taken by
+// another job (another `fingerprint`; `dir` names where).
+template <class State>
+WorkerSnapshot decode_snapshot(const std::string& path, uint64_t id, const std::string& fingerprint,
+                               const std::string& dir, State&& state) {
+  SnapshotReader r(read_whole(path), path);
+  if (r.get<uint64_t>() != kSnapshotMagic)
+    throw std::runtime_error(path + " is not a sluice-stream checkpoint");
+  const std::string theirs = r.get_string();
+  if (theirs != fingerprint) {
+    throw std::runtime_error("checkpoint " + std::to_string(id) + " in " + dir +
+                             " was taken by another job (" + theirs + "), not by this one (" +
+                             fingerprint + ")");
+  }
+  WorkerSnapshot s;
+  s.id = r.get<uint64_t>();
+  s.worker = r.get<uint32_t>();
+  s.workers = r.get<uint32_t>();
+  if (s.id != id || s.worker >= s.workers) {
+    throw std::runtime_error(path + " holds worker " + std::to_string(s.worker) + " of " +
+                             std::to_string(s.workers) + " at checkpoint " + std::to_string(s.id) +
+                             ", not checkpoint " + std::to_string(id));
+  }
+  s.records_in = r.get<uint64_t>();
+  s.input_bytes = r.get<uint64_t>();
+  s.rows = r.get<uint64_t>();
+  s.checksum = r.get<uint64_t>();
+  s.epochs = r.get<uint64_t>();
+  s.late = r.get_vector<LateCount>();
+  s.epoch = r.get<uint64_t>();
+  s.max_seen = r.get<int64_t>();
+  s.published = r.get<int64_t>();
+  s.triggered = r.get<int64_t>();
+  s.vc = r.get_vector<int64_t>();
+  s.next_epoch = r.get_vector<uint64_t>();
+  s.lanes = r.get_vector<int64_t>();
+  if (s.vc.size() != s.workers || s.next_epoch.size() != s.workers)
+    throw std::runtime_error(path + " is damaged: its watermark vector has the wrong size");
+  state(r);
+  s.position = r.get_string();
+  s.token = r.get_string();
+  if (!r.at_end()) throw std::runtime_error(path + " is damaged: bytes past its end");
+  return s;
+}
+
+// How many workers took the snapshot at `path` (its header alone; the
+// whole file is checked when it is read).
+inline uint32_t snapshot_workers(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint64_t magic = 0, n = 0;
+  if (!in.read(reinterpret_cast<char*>(&magic), sizeof magic) || magic != kSnapshotMagic ||
+      !in.read(reinterpret_cast<char*>(&n), sizeof n) || n > (1u << 20)) {
+    throw std::runtime_error(path + " is not a sluice-stream checkpoint (or cannot be read)");
+  }
+  uint64_t id = 0;
+  uint32_t worker = 0, workers = 0;
+  in.seekg(static_cast<std::streamoff>(n), std::ios::cur);
+  if (!in.read(reinterpret_cast<char*>(&id), sizeof id) ||
+      !in.read(reinterpret_cast<char*>(&worker), sizeof worker) ||
+      !in.read(reinterpret_cast<char*>(&workers), sizeof workers)) {
+    throw std::runtime_error("checkpoint file " + path + " is cut short");
+  }
+  return workers;
+}
+
+// A Kafka input's position ("partition:next-offset,...", KafkaSource) as a
+// map, and back.
+inline std::map<int32_t, int64_t> parse_offsets(const std::string& position) {
+  std::map<int32_t, int64_t> out;
+  size_t at = 0;
+  while (at < position.size()) {
+    size_t comma = position.find(',', at);
+    if (comma == std::string::npos) comma = position.size();
+    const std::string item = position.substr(at, comma - at);
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
+      throw std::runtime_error("bad Kafka position '" + position + "'");
+    out[std::stoi(item.substr(0, colon))] = std::stoll(item.substr(colon + 1));
+    at = comma + 1;
+  }
+  return out;
+}
+
+// Checkpoint `id`'s snapshots of `old` workers merged for a restore on
+// another number of workers (engine.h's rescaled restore): each
+// partition's read offset and largest event time (old worker g's lane i is
+// partition g + i * old: worker g of W reads the partitions p % W == g,
+// kafka.h), every worker's sink token, the largest epoch and event time,
+// the smallest watermark any worker had heard and had triggered at, and
+// the counts summed (in `sum`).
+struct MergedSnapshots {
+  WorkerSnapshot sum;
+  std::map<int32_t, int64_t> offsets, lane_max;
+  std::vector<std::pair<uint32_t, std::string>> tokens;
+  uint64_t epoch = 0;
+  int64_t max_seen = std::numeric_limits<int64_t>::min();
+  int64_t low_watermark = std::numeric_limits<int64_t>::max();
+  int64_t low_triggered = std::numeric_limits<int64_t>::max();
+};
+
+// read(g) reads old worker g's snapshot (folding the operator state it
+// keeps); refuse(why) throws. Every snapshot must be in `dir` here.
+template <class Read, class Refuse>
+MergedSnapshots merge_snapshots(const std::string& dir, uint64_t id, uint32_t old,
+                                const Refuse& refuse, const Read& read) {
+  MergedSnapshots m;
+  std::map<int64_t, uint64_t> late;
+  for (uint32_t g = 0; g < old; ++g) {
+    const std::string path = snapshot_path(dir, id, g);
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      refuse(path +
+             " is not on this host: rescaling reads every worker's snapshot, so every rank "
+             "must see the checkpoint directory (one host, or a shared file system)");
+    }
+    const WorkerSnapshot w = read(g);
+    if (w.workers != old) refuse(path + " says " + std::to_string(w.workers) + " workers");
+    for (const auto& [p, off] : parse_offsets(w.position)) m.offsets[p] = off;
+    for (size_t i = 0; i < w.lanes.size(); ++i)
+      m.lane_max[static_cast<int32_t>(g + i * old)] = w.lanes[i];
+    m.tokens.emplace_back(g, w.token);
+    m.epoch = std::max(m.epoch, w.epoch);
+    m.max_seen = std::max(m.max_seen, w.max_seen);
+    for (int64_t v : w.vc) m.low_watermark = std::min(m.low_watermark, v);
+    m.low_triggered = std::min(m.low_triggered, w.triggered);
+    m.sum.records_in += w.records_in;
+    m.sum.input_bytes += w.input_bytes;
+    m.sum.rows += w.rows;
+    m.sum.checksum += w.checksum;
+    m.sum.epochs += w.epochs;
+    for (const LateCount& l : w.late) late[l.window] += l.records;
+  }
+  for (const auto& [window, n] : late) m.sum.late.push_back({window, n});
+  return m;
 }
 
 // Where a run's checkpoints start (every rank calls choose_checkpoint

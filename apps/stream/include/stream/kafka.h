@@ -52,9 +52,11 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "stream/checkpoint.h"
 #include "stream/csv.h"
 #include "stream/sinks.h"
 #include "stream/window.h"
@@ -203,6 +205,13 @@ class KafkaSource {
                   reader_.topic().c_str(), partition_list().c_str(), read_);
       std::fflush(stdout);
     }
+    if (!done_ && stop_ && partitions_.empty()) {
+      // Following with no partition (more workers than partitions): not
+      // done before the stop, so that it does not end the job's
+      // checkpoints (a worker whose input ended says so, engine.h).
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return 0;
+    }
     if (!done_) {
       const int64_t now = idle_ns_ > 0 ? steady_ns() : 0;
       done_ = !reader_.poll(out.size(), 10, [&](const KafkaReader::Message& m) {
@@ -268,17 +277,7 @@ class KafkaSource {
   }
   void seek(const std::string& position) {
     std::vector<std::pair<int32_t, int64_t>> offsets;
-    size_t at = 0;
-    while (at < position.size()) {
-      size_t comma = position.find(',', at);
-      if (comma == std::string::npos) comma = position.size();
-      const std::string item = position.substr(at, comma - at);
-      const size_t colon = item.find(':');
-      if (colon == std::string::npos)
-        throw std::runtime_error("bad Kafka position '" + position + "'");
-      offsets.emplace_back(std::stoi(item.substr(0, colon)), std::stoll(item.substr(colon + 1)));
-      at = comma + 1;
-    }
+    for (const auto& [p, off] : detail::parse_offsets(position)) offsets.emplace_back(p, off);
     reader_.seek(offsets);
     next_.clear();
     for (const auto& [p, off] : offsets) next_[p] = off;
@@ -382,6 +381,12 @@ class KafkaSink {
   std::string prepare(uint32_t worker, uint64_t c);
   void committed(uint32_t worker, uint64_t c);
   void restore(uint32_t worker, const std::string& token);
+  // The same for a checkpoint taken by another number of workers: `tokens`
+  // are the old workers' (by old worker number). Each old worker's
+  // transaction of c must have committed (as at a savepoint): rows of one
+  // that did not are refused, naming it (restore on the old number first).
+  void restore_rescaled(uint32_t worker,
+                        const std::vector<std::pair<uint32_t, std::string>>& tokens);
   // Rows written again by restore() on this rank (for tests and reports).
   uint64_t rewritten() const { return rewritten_; }
   void flush();  // every worker's rows in the broker's log, still uncommitted

@@ -44,6 +44,7 @@ struct Report {
   uint64_t recoveries = 0;            // in-job recoveries from a checkpoint (the most of any rank)
   uint64_t replayed = 0;              // records the survivors ingested again after recovering
   uint64_t savepoint = 0;             // the savepoint the run stopped at (0: it ran to the end)
+  uint64_t rescaled_from = 0;         // workers of the restored checkpoint, if not this job's
   double seconds = 0;                 // wall time of the run on this rank
   double cpu_seconds = 0;             // process CPU time during the run
 

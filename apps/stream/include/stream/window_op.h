@@ -175,8 +175,12 @@ class WindowOp {
     }
     w.put_vector(cells);
   }
-  void restore(SnapshotReader& r) {
+  // keep(key): whether this worker takes the key's cells (all of its own
+  // snapshot's; those it owns now of any worker's, when rescaled).
+  template <class Keep>
+  void restore(SnapshotReader& r, Keep keep) {
     for (const StateMsg& m : r.template get_vector<StateMsg>()) {
+      if (!keep(m.key)) continue;
       Table& tab = owned(m.time);
       cells_.take(tab.cells.upsert(m.key, sluice::hash64(m.key), init()), tab.pool, m.payload);
     }
