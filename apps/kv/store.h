@@ -37,7 +37,12 @@ namespace kv {
 // put, get, delete and compare-and-set; incrby (INCR, INCRBY, DECR, DECRBY:
 // `value` the signed decimal to add), append, setnx (put if absent), getset
 // (put, returning the value it replaced), getdel (delete, returning it) and
-// setxx (put if present, returning the value it replaced).
+// setxx (put if present, returning the value it replaced). Several keys at
+// once, each one log entry applied atomically (store_multi.cc): multi (a
+// transaction: Command::value holds a Transaction, its commands run one
+// after another, all or none), rename and renamenx (`key` to `value`, with
+// its deadline), flushall (every key), and watch (reads the store's version,
+// which a transaction's conditions compare with; see Transaction).
 enum class Op : uint8_t {
   kNoop,
   kPut,
@@ -54,8 +59,13 @@ enum class Op : uint8_t {
   kTtl,
   kGetEx,
   kSweep,
+  kMulti,
+  kRename,
+  kRenameNx,
+  kFlushAll,
+  kWatch,
 };
-inline constexpr Op kLastOp = Op::kSweep;
+inline constexpr Op kLastOp = Op::kWatch;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -131,7 +141,14 @@ int64_t wall_clock_ms();
 // deadline at or before now_ms removes the key. ttl: ok = the key exists,
 // value its deadline in decimal ms, or "-1" for none. getex: as get. sweep:
 // ok, value the keys it removed and the earliest deadline left
-// (sweep_result). refused: a write that
+// (sweep_result). multi: ok = its conditions held and every command ran,
+// value their results (encode_results); not ok with an empty value: a
+// condition failed (EXEC's null reply, MSETNX's 0) and nothing changed; not
+// ok with a value: that error text, nothing changed. rename, renamenx: ok =
+// moved; else value "no such key" (the source is absent) or empty (renamenx:
+// the target exists). flushall: ok, value the number of keys removed. watch:
+// ok, value the store's version (decimal) once `key` is as at now_ms.
+// refused: a write that
 // would have taken the store past its maxmemory (StoreOptions) and changed
 // nothing (ok false); Redis's OOM error.
 struct Result {
@@ -154,6 +171,11 @@ struct StoreOptions {
   // (Store::summary()), so a store that runs for hours does not grow with
   // its log (a RESP gateway's job).
   bool keep_applied = true;
+  // The most a transaction's results may take in all (0: no limit): a
+  // transaction whose results would take more is not run (Op::kMulti's
+  // error), so that every reply fits a flow's segment (flow_job.h sets it
+  // to the job's max_entry_bytes).
+  uint64_t max_result_bytes = 0;
   friend bool operator==(const StoreOptions&, const StoreOptions&) = default;
 };
 
@@ -180,13 +202,66 @@ struct Swept {
 std::string sweep_result(const Swept& s);
 bool parse_sweep_result(std::string_view value, Swept* out);
 
-// A key's value and its deadline (ms since the epoch; 0: none).
+// A key's value and its deadline (ms since the epoch; 0: none), and the
+// store's version when a command last modified it (Store keeps it; the
+// reference execute() leaves it 0, and items compare without it).
 struct Item {
   std::string value;
   int64_t deadline_ms = 0;
-  friend auto operator<=>(const Item&, const Item&) = default;
+  uint64_t version = 0;
+  friend bool operator==(const Item& a, const Item& b) {
+    return a.value == b.value && a.deadline_ms == b.deadline_ms;
+  }
+  friend auto operator<=>(const Item& a, const Item& b) {
+    if (auto c = a.value <=> b.value; c != 0) return c;
+    return a.deadline_ms <=> b.deadline_ms;
+  }
 };
 using Keyspace = std::map<std::string, Item>;
+
+// The body of an Op::kMulti command (its Command::value), as the gateway
+// makes it for EXEC, MSET and MSETNX. Its commands run one after another, as
+// one log entry: all of them, or none (nothing changes when a condition
+// fails, when the whole would take the store past maxmemory, or when the
+// results would pass max_result_bytes). Each takes the transaction's
+// now_ms; client and seq are the transaction's. A command may be any key
+// command but multi, sweep and watch.
+//
+// Conditions. kAbsent: `key` holds no value (MSETNX). kUnchanged: nothing
+// modified `key` since the watch command `watch_seq` of this transaction's
+// client (WATCH) read the store's version. A command modifies a key when it
+// writes it (put, getset, append, and the others that report ok: cas,
+// incrby, setnx, setxx, getdel, delete, expire, getex with an expiry
+// option, rename's two keys), when it removes it because its deadline
+// passed (lazy expiry, a sweep), and flushall modifies every key, present
+// or not. A key whose deadline passes between the watch and the
+// transaction's stamp counts as modified too, removed or not (Redis 6.0.9
+// and later abort such an EXEC). Every replica decides alike: versions are
+// part of the replicated state. Two cases decide conservatively (the
+// transaction fails although Redis's would have run; a client retries it):
+// the watch's result is no longer kept (more than kClientWindow commands of
+// its client came between), and an absent key removed so long ago that its
+// tombstone was dropped (Store keeps the last kTombstoneBytes of them).
+struct TxCondition {
+  enum Kind : uint8_t { kUnchanged = 0, kAbsent = 1 };
+  Kind kind = kUnchanged;
+  std::string key;
+  uint64_t watch_seq = 0;
+  friend bool operator==(const TxCondition&, const TxCondition&) = default;
+};
+struct Transaction {
+  std::vector<TxCondition> conditions;
+  std::vector<Command> cmds;
+};
+std::string encode_transaction(const Transaction& t);
+// False if `bytes` are not a whole transaction, or hold a command that
+// cannot be in one.
+bool decode_transaction(std::string_view bytes, Transaction* out);
+// A transaction's results, one per command (Result::value of a multi).
+std::string encode_results(const std::vector<Result>& results);
+bool decode_results(std::string_view bytes, std::vector<Result>* out);
+// Whether `op` may be one of a transaction's commands.
+bool transaction_may_hold(Op op);
 
 // A well-mixed hash of a command's identity (client, seq).
 uint64_t identity_hash(uint64_t client, uint64_t seq);
@@ -294,6 +369,15 @@ class Store {
   }
   // How many keys have a deadline (expired or not).
   size_t volatile_keys() const { return by_deadline_.size(); }
+  // The store's version: how many log entries modified some key (see
+  // Transaction for what counts).
+  uint64_t version() const { return version_; }
+  // The most key bytes of removed keys whose versions are kept (tombstones,
+  // for a transaction's conditions on absent keys); older ones are
+  // dropped, and a condition on such a key fails (it may have changed).
+  static constexpr size_t kTombstoneBytes = 256 * 1024;
+  static constexpr size_t kTombstones = 4096;
+  size_t tombstones() const { return tombstones_.size(); }
   // How many commands apply() skipped (kSkipped).
   uint64_t skipped() const { return skipped_; }
   const Keyspace& data() const { return data_; }
@@ -325,6 +409,16 @@ class Store {
   Result sweep(int64_t now_ms);
   // Whether `c` (a put or cas) would take the data past maxmemory.
   bool over_limit(const Command& c) const;
+  // store_multi.cc: a transaction, rename or renamenx (run on copies of the
+  // keys they touch, then committed or not), flushall, and watch.
+  Result execute_keys(const Command& c);
+  Result flush_all();
+  Result watch(const Command& c);
+  bool condition_holds(const Command& c, const TxCondition& cond) const;
+  // `key` was modified at version `v`: present, its item carries it; absent,
+  // its tombstone does.
+  void modified(const std::string& key, uint64_t v);
+  void drop_tombstone(const std::string& key);
 
   StoreOptions options_;
   Keyspace data_;
@@ -336,6 +430,14 @@ class Store {
   AppliedSummary summary_;
   uint64_t used_bytes_ = 0;
   uint64_t skipped_ = 0;
+  uint64_t version_ = 0;
+  // Removed keys' versions, and the highest version of any dropped one (or
+  // of a flushall): an absent key without a tombstone was modified at most
+  // at floor_.
+  std::map<std::string, uint64_t, std::less<>> tombstones_;
+  std::set<std::pair<uint64_t, std::string_view>> tomb_order_;  // oldest first
+  size_t tomb_bytes_ = 0;
+  uint64_t floor_ = 0;
 };
 
 // Executes `c` on a plain map with no client table: the sequential reference
@@ -343,7 +445,19 @@ class Store {
 // refused command is one that took no effect, which the checks allow for.)
 // A key expired at c.now_ms is removed before `c` runs; a sweep looks at
 // every key (the Store keeps an index instead) and removes the same ones.
+// It knows no versions: a transaction's kUnchanged conditions count as held
+// and watch answers "0" (only the Store decides those).
 Result execute(Keyspace& data, const Command& c);
+
+namespace detail {
+// store_multi.cc: execute() of the commands on several keys (multi, rename,
+// renamenx, flushall) and of watch.
+Result execute_many(Keyspace& data, const Command& c);
+// Whether `c`, which returned `r`, wrote its key (Transaction: what counts
+// as a modification, besides a removal).
+bool writes(const Command& c, const Result& r);
+bool expired(const Item& e, int64_t now_ms);
+}  // namespace detail
 
 // Parses a decimal integer as Redis takes one (INCRBY's argument, a value
 // to increment): as it would print it, within 64 bits; false otherwise.

@@ -196,7 +196,7 @@ def main():
     except redis.ResponseError as e:
         check("config set refused", "CONFIG SET is not supported" in str(e), True)
     try:
-        r.execute_command("FLUSHALL")
+        r.execute_command("LPUSH", "py:list", "a")
         check("unknown command refused", "no error", "an error")
     except redis.ResponseError as e:
         check("unknown command refused", "unknown command" in str(e), True)
