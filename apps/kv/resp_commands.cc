@@ -278,14 +278,14 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     r.kind = Kind::kGet;
     return submit(Op::kGetEx, args[1], "", "", ttl, deadline);
   }
-  if (name == "DEL" || name == "UNLINK" || name == "EXISTS") {
+  if (name == "DEL" || name == "UNLINK" || name == "EXISTS" || name == "TOUCH") {
     if (args.size() < 2) return local(wrong_args(lower(name)));
     for (size_t i = 1; i < args.size(); ++i) {
       if (args[i].size() > options_.max_entry_bytes) return local(too_big());
     }
     r.kind = Kind::kCount;
     for (size_t i = 1; i < args.size(); ++i)
-      submit(name == "EXISTS" ? Op::kGet : Op::kDelete, args[i], "", "");
+      submit(name == "EXISTS" || name == "TOUCH" ? Op::kGet : Op::kDelete, args[i], "", "");
     return;
   }
   if (name == "CAS") {

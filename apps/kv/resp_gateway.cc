@@ -475,6 +475,31 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     case Kind::kWatch:
       r.text = resp::simple("OK");
       break;
+    case Kind::kDbSize:
+    case Kind::kKeys:
+    case Kind::kScan: {
+      if (!result.ok) {
+        r.text = resp::error(result.value);
+        break;
+      }
+      int64_t n = 0;
+      KeysPage page;
+      if (r.kind == Kind::kDbSize ? !parse_integer(result.value, &n)
+                                  : !decode_keys(result.value, &page)) {
+        r.text = resp::error("ERR the store answered a malformed keyspace reply");
+        break;
+      }
+      if (r.kind == Kind::kDbSize) {
+        r.text = resp::integer(n);
+        break;
+      }
+      std::string keys = resp::array_header(page.keys.size());
+      for (const std::string& k : page.keys) keys += resp::bulk(k);
+      r.text = r.kind == Kind::kKeys
+                   ? std::move(keys)
+                   : resp::array_header(2) + resp::bulk(std::to_string(page.cursor)) + keys;
+      break;
+    }
     case Kind::kLocal:
     case Kind::kSweep:
       break;

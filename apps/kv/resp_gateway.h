@@ -46,6 +46,11 @@
 //   RENAME, RENAMENX key newkey    +OK (:1), :0 if newkey exists (NX), or
 //                         -ERR no such key; the deadline moves with the value
 //   FLUSHALL, FLUSHDB [SYNC|ASYNC]    +OK (one entry removing every key)
+//   DBSIZE                :the number of keys; KEYS pattern: an array of the
+//                         keys (an error past --max-value-bytes of names:
+//                         use SCAN); SCAN cursor [MATCH p] [COUNT n] [TYPE t]:
+//                         the next cursor (0: done) and a page of keys;
+//                         TOUCH key [key ...]: as EXISTS (each one entry)
 //   MULTI, then commands (+QUEUED; one with a syntax error is answered at
 //   once and makes EXEC answer -EXECABORT), EXEC (one log entry: an array of
 //   the commands' replies, or a null array if a watched key was modified),
@@ -213,6 +218,9 @@ class RespGateway {
     kRename,    // RENAME: +OK, or no such key
     kRenameNx,  // RENAMENX: 1 or 0, or no such key
     kWatch,     // WATCH: +OK once every key's watch is in the log
+    kDbSize,    // DBSIZE: the store's decimal as an integer
+    kKeys,      // KEYS: an array of the keys
+    kScan,      // SCAN: the next cursor and an array of keys
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
@@ -289,7 +297,8 @@ class RespGateway {
   // and no MULTI is open.
   bool transaction_command(Conn& c, const std::string& name, std::vector<std::string>& args,
                            Client& client, size_t index, Reply& r, int64_t now);
-  // MSET, MSETNX, RENAME, RENAMENX, FLUSHALL, FLUSHDB; false if none.
+  // MSET, MSETNX, RENAME, RENAMENX, FLUSHALL, FLUSHDB, DBSIZE, KEYS, SCAN;
+  // false if none.
   bool keys_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                     Client& client, size_t index, Reply& r, int64_t now);
   // Makes `r`'s answer from one of its commands' results (`cmd` the command,

@@ -1,7 +1,9 @@
 // The RESP gateway's commands on several keys at once, each one log entry
-// (store_multi.cc): MULTI/EXEC/DISCARD with WATCH/UNWATCH, MSET, MSETNX,
-// RENAME, RENAMENX, FLUSHALL and FLUSHDB; and EXEC's reply, made from its
-// commands' results as each command's own reply would be.
+// (store_multi.cc, store_keyspace.cc): MULTI/EXEC/DISCARD with
+// WATCH/UNWATCH, MSET, MSETNX, RENAME, RENAMENX, FLUSHALL and FLUSHDB;
+// DBSIZE, KEYS and SCAN; and EXEC's reply, made from its commands' results
+// as each command's own reply would be.
+#include <charconv>
 #include <string>
 #include <vector>
 
@@ -183,6 +185,54 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
     r.kind = name == "RENAME" ? Kind::kRename : Kind::kRenameNx;
     submit(c, client, index, r,
            stamped(name == "RENAME" ? Op::kRename : Op::kRenameNx, args[1], args[2], now));
+    return true;
+  }
+  if (name == "DBSIZE" || name == "KEYS" || name == "SCAN") {
+    // Reads of the whole keyspace: one entry each, linearizable as GET.
+    if (c.queuing)
+      return local(resp::error("ERR sluice-kv does not queue " + name + " inside MULTI"));
+    Command read = stamped(Op::kDbSize, "", "", now);
+    if (name == "DBSIZE") {
+      if (args.size() != 1) return local(wrong_args("dbsize"));
+      r.kind = Kind::kDbSize;
+    } else if (name == "KEYS") {
+      if (args.size() != 2) return local(wrong_args("keys"));
+      if (args[1].size() > options_.max_entry_bytes) return too_big(args[1].size());
+      read.op = Op::kKeys;
+      read.key = args[1];
+      r.kind = Kind::kKeys;
+    } else {
+      if (args.size() < 2 || args.size() % 2 != 0) return local(wrong_args("scan"));
+      ScanRequest q;
+      const std::string& cursor = args[1];
+      const auto [end, ec] =
+          std::from_chars(cursor.data(), cursor.data() + cursor.size(), q.cursor);
+      if (cursor.empty() || ec != std::errc() || end != cursor.data() + cursor.size())
+        return local(resp::error("ERR invalid cursor"));
+      read.key.assign(1, '*');  // (no MATCH: every key)
+      for (size_t i = 2; i + 1 < args.size(); i += 2) {
+        const std::string opt = upper(args[i]);
+        int64_t n = 0;
+        if (opt == "MATCH") {
+          read.key = args[i + 1];
+        } else if (opt == "COUNT") {
+          if (!parse_integer(args[i + 1], &n))
+            return local(resp::error("ERR value is not an integer or out of range"));
+          if (n < 1) return local(resp::error("ERR syntax error"));
+          q.count = static_cast<uint64_t>(n);
+        } else if (opt == "TYPE") {
+          q.type = lower(args[i + 1]);
+        } else {
+          return local(resp::error("ERR syntax error"));
+        }
+      }
+      if (read.key.size() + q.type.size() > options_.max_entry_bytes)
+        return too_big(read.key.size() + q.type.size());
+      read.op = Op::kScan;
+      read.value = encode_scan_request(q);
+      r.kind = Kind::kScan;
+    }
+    submit(c, client, index, r, std::move(read));
     return true;
   }
   if (name == "FLUSHALL" || name == "FLUSHDB") {

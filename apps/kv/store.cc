@@ -52,6 +52,12 @@ const char* op_name(Op op) {
       return "flushall";
     case Op::kWatch:
       return "watch";
+    case Op::kDbSize:
+      return "dbsize";
+    case Op::kKeys:
+      return "keys";
+    case Op::kScan:
+      return "scan";
   }
   return "?";
 }
@@ -172,6 +178,10 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kFlushAll:
     case Op::kWatch:
       return detail::execute_many(data, c);
+    case Op::kDbSize:
+    case Op::kKeys:
+    case Op::kScan:
+      return detail::read_keyspace(data, c, 0);
     default:
       break;
   }
@@ -212,6 +222,9 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kRenameNx:
     case Op::kFlushAll:
     case Op::kWatch:
+    case Op::kDbSize:
+    case Op::kKeys:
+    case Op::kScan:
       break;
     case Op::kPut: {
       auto it = data.try_emplace(c.key).first;
@@ -390,14 +403,26 @@ Store::Store(const Store& other)
       tombstones_(other.tombstones_),
       tomb_bytes_(other.tomb_bytes_),
       floor_(other.floor_) {
-  for (const auto& [k, e] : data_)
-    if (e.deadline_ms != 0) by_deadline_.emplace(e.deadline_ms, std::string_view(k));
+  for (auto it = data_.begin(); it != data_.end(); ++it) link(it, false);
   for (const auto& [k, v] : tombstones_) tomb_order_.emplace(v, std::string_view(k));
 }
 
 Store& Store::operator=(const Store& other) {
   if (this != &other) *this = Store(other);
   return *this;
+}
+
+void Store::unlink(Keyspace::iterator it) {
+  used_bytes_ -= entry_bytes(it->first, it->second);
+  if (it->second.deadline_ms != 0) by_deadline_.erase({it->second.deadline_ms, it->first});
+  by_hash_.erase({key_hash(it->first), it->first});
+}
+
+void Store::link(Keyspace::iterator it, bool count) {
+  if (count) used_bytes_ += entry_bytes(it->first, it->second);
+  if (it->second.deadline_ms != 0)
+    by_deadline_.emplace(it->second.deadline_ms, std::string_view(it->first));
+  by_hash_.emplace(key_hash(it->first), std::string_view(it->first));
 }
 
 Result Store::execute_here(const Command& c) {
@@ -412,6 +437,10 @@ Result Store::execute_here(const Command& c) {
       return flush_all();
     case Op::kWatch:
       return watch(c);
+    case Op::kDbSize:
+    case Op::kKeys:
+    case Op::kScan:
+      return read_keyspace(c);
     default:
       break;
   }
@@ -420,16 +449,11 @@ Result Store::execute_here(const Command& c) {
   bool existed = false;
   if (auto it = data_.find(c.key); it != data_.end()) {
     existed = true;
-    used_bytes_ -= entry_bytes(it->first, it->second);
-    if (it->second.deadline_ms != 0) by_deadline_.erase({it->second.deadline_ms, it->first});
+    unlink(it);
   }
   Result r = execute(data_, c);
   auto it = data_.find(c.key);
-  if (it != data_.end()) {
-    used_bytes_ += entry_bytes(it->first, it->second);
-    if (it->second.deadline_ms != 0)
-      by_deadline_.emplace(it->second.deadline_ms, std::string_view(it->first));
-  }
+  if (it != data_.end()) link(it);
   // (Removed by lazy expiry, or written: a modification, for WATCH.)
   if ((existed && it == data_.end()) || detail::writes(c, r)) modified(c.key, ++version_);
   return r;
@@ -444,10 +468,8 @@ Result Store::sweep(int64_t now_ms) {
     if (deadline > now_ms || (!swept.keys.empty() && bytes + key.size() > kSweepBytes)) break;
     bytes += key.size();
     swept.keys.emplace_back(key);
-    by_deadline_.erase(by_deadline_.begin());
-    auto it = data_.find(swept.keys.back());
-    used_bytes_ -= entry_bytes(it->first, it->second);
-    data_.erase(it);
+    unlink(data_.find(swept.keys.back()));
+    data_.erase(swept.keys.back());
   }
   if (!swept.keys.empty()) {
     ++version_;
@@ -682,10 +704,11 @@ bool Store::restore(std::string_view bytes, std::string* why) {
     e.deadline_ms = r.get<int64_t>();
     e.version = r.get<uint64_t>();
     if (!r.ok) break;
-    s.used_bytes_ += entry_bytes(k, e);
-    auto it = s.data_.insert_or_assign(std::move(k), std::move(e)).first;
-    if (it->second.deadline_ms != 0)
-      s.by_deadline_.emplace(it->second.deadline_ms, std::string_view(it->first));
+    if (s.data_.count(k) != 0) {
+      r.ok = false;  // (a key twice)
+      break;
+    }
+    s.link(s.data_.emplace(std::move(k), std::move(e)).first);
   }
   for (uint32_t n = count(20), i = 0; r.ok && i < n; ++i) {
     ClientState& cs = s.clients_[r.get<uint64_t>()];

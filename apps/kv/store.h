@@ -37,7 +37,9 @@ namespace kv {
 // put, get, delete and compare-and-set; incrby (INCR, INCRBY, DECR, DECRBY:
 // `value` the signed decimal to add), append, setnx (put if absent), getset
 // (put, returning the value it replaced), getdel (delete, returning it) and
-// setxx (put if present, returning the value it replaced). Several keys at
+// setxx (put if present, returning the value it replaced). Reads of the
+// keyspace (store_keyspace.cc): dbsize, keys (`key` a glob pattern) and
+// scan (ScanRequest). Several keys at
 // once, each one log entry applied atomically (store_multi.cc): multi (a
 // transaction: Command::value holds a Transaction, its commands run one
 // after another, all or none), rename and renamenx (`key` to `value`, with
@@ -64,8 +66,11 @@ enum class Op : uint8_t {
   kRenameNx,
   kFlushAll,
   kWatch,
+  kDbSize,
+  kKeys,
+  kScan,
 };
-inline constexpr Op kLastOp = Op::kWatch;
+inline constexpr Op kLastOp = Op::kScan;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -148,6 +153,10 @@ int64_t wall_clock_ms();
 // moved; else value "no such key" (the source is absent) or empty (renamenx:
 // the target exists). flushall: ok, value the number of keys removed. watch:
 // ok, value the store's version (decimal) once `key` is as at now_ms.
+// dbsize: ok, value the number of live keys (decimal). keys: ok, value
+// the live keys matching `key` (encode_keys, cursor 0); not ok with an
+// error text if they would take more than max_result_bytes. scan: ok,
+// value a page (encode_keys: the next cursor, and the keys).
 // refused: a write that
 // would have taken the store past its maxmemory (StoreOptions) and changed
 // nothing (ok false); Redis's OOM error.
@@ -225,7 +234,8 @@ using Keyspace = std::map<std::string, Item>;
 // fails, when the whole would take the store past maxmemory, or when the
 // results would pass max_result_bytes). Each takes the transaction's
 // now_ms; client and seq are the transaction's. A command may be any key
-// command but multi, sweep and watch.
+// command but multi, sweep and watch, and no read of the whole keyspace
+// (dbsize, keys, scan).
 //
 // Conditions. kAbsent: `key` holds no value (MSETNX). kUnchanged: nothing
 // modified `key` since the watch command `watch_seq` of this transaction's
@@ -262,6 +272,29 @@ std::string encode_results(const std::vector<Result>& results);
 bool decode_results(std::string_view bytes, std::vector<Result>* out);
 // Whether `op` may be one of a transaction's commands.
 bool transaction_may_hold(Op op);
+
+// SCAN's request (Command::value, "cursor count type"; the pattern is
+// Command::key, "*" for none) and the pages KEYS and SCAN answer.
+struct ScanRequest {
+  uint64_t cursor = 0;
+  uint64_t count = 10;
+  std::string type;  // empty: any; "string" all keys; any other none
+};
+std::string encode_scan_request(const ScanRequest& s);
+bool decode_scan_request(std::string_view text, ScanRequest* out);
+struct KeysPage {
+  uint64_t cursor = 0;  // SCAN's next cursor (0: done)
+  std::vector<std::string> keys;
+};
+std::string encode_keys(const KeysPage& p);
+bool decode_keys(std::string_view bytes, KeysPage* out);
+// SCAN's order: a 64-bit hash of the key, never 0 (a cursor of 0 ends).
+uint64_t key_hash(std::string_view key);
+// Redis's glob (stringmatchlen): * ? [abc] [^a] [a-z], \x a literal x.
+bool glob_match(std::string_view pattern, std::string_view text);
+// A SCAN page holds at most this many bytes of key names (and always the
+// first run of keys of one hash).
+inline constexpr size_t kScanBytes = 16 * 1024;
 
 // A well-mixed hash of a command's identity (client, seq).
 uint64_t identity_hash(uint64_t client, uint64_t seq);
@@ -360,13 +393,15 @@ class Store {
   // with a deadline (its node in the index of deadlines). An expired key
   // counts until a command touches it or a sweep removes it.
   uint64_t used_bytes() const { return used_bytes_; }
-  static constexpr uint64_t kEntryOverhead = 96;
+  static constexpr uint64_t kEntryOverhead = 144;
   static constexpr uint64_t kDeadlineOverhead = 64;
   // What one key and its item take in used_bytes().
   static uint64_t entry_bytes(const std::string& key, const Item& e) {
     return kEntryOverhead + key.size() + e.value.size() +
            (e.deadline_ms != 0 ? kDeadlineOverhead : 0);
   }
+  // (What one key takes in the store's indexes is counted in
+  // kEntryOverhead: its node in data_ and in the index by hash, SCAN's.)
   // How many keys have a deadline (expired or not).
   size_t volatile_keys() const { return by_deadline_.size(); }
   // The store's version: how many log entries modified some key (see
@@ -409,6 +444,12 @@ class Store {
   Result sweep(int64_t now_ms);
   // Whether `c` (a put or cas) would take the data past maxmemory.
   bool over_limit(const Command& c) const;
+  // Takes `it` out of used_bytes_ and the indexes, or puts it in (count:
+  // into used_bytes_ too).
+  void unlink(Keyspace::iterator it);
+  void link(Keyspace::iterator it, bool count = true);
+  // store_keyspace.cc: dbsize, keys and scan.
+  Result read_keyspace(const Command& c) const;
   // store_multi.cc: a transaction, rename or renamenx (run on copies of the
   // keys they touch, then committed or not), flushall, and watch.
   Result execute_keys(const Command& c);
@@ -425,6 +466,8 @@ class Store {
   // Every key with a deadline, by (deadline, key): the sweep's order. The
   // key is a view of data_'s own (a map's keys stay where they are).
   std::set<std::pair<int64_t, std::string_view>> by_deadline_;
+  // Every key by (key_hash, key): SCAN's order (a view of data_'s key).
+  std::set<std::pair<uint64_t, std::string_view>> by_hash_;
   std::map<uint64_t, ClientState> clients_;
   std::vector<std::pair<uint64_t, uint64_t>> applied_;
   AppliedSummary summary_;
@@ -453,6 +496,9 @@ namespace detail {
 // store_multi.cc: execute() of the commands on several keys (multi, rename,
 // renamenx, flushall) and of watch.
 Result execute_many(Keyspace& data, const Command& c);
+// store_keyspace.cc: execute() of dbsize, keys and scan, by a whole scan
+// (the Store keeps an index by hash instead).
+Result read_keyspace(const Keyspace& data, const Command& c, uint64_t max_result_bytes);
 // Whether `c`, which returned `r`, wrote its key (Transaction: what counts
 // as a modification, besides a removal).
 bool writes(const Command& c, const Result& r);

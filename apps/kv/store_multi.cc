@@ -102,6 +102,9 @@ bool transaction_may_hold(Op op) {
     case Op::kSweep:
     case Op::kMulti:
     case Op::kWatch:
+    case Op::kDbSize:  // (the transaction runs on copies of the keys it names)
+    case Op::kKeys:
+    case Op::kScan:
       return false;
     default:
       return op <= kLastOp;
@@ -282,8 +285,7 @@ bool Store::condition_holds(const Command& c, const TxCondition& cond) const {
 Result Store::watch(const Command& c) {
   // As a read of the key (lazy expiry first), then the version.
   if (auto it = data_.find(c.key); it != data_.end() && detail::expired(it->second, c.now_ms)) {
-    used_bytes_ -= entry_bytes(it->first, it->second);
-    by_deadline_.erase({it->second.deadline_ms, it->first});
+    unlink(it);
     data_.erase(it);
     modified(c.key, ++version_);
   }
@@ -299,6 +301,7 @@ Result Store::flush_all() {
   r.value = std::to_string(data_.size());
   data_.clear();
   by_deadline_.clear();
+  by_hash_.clear();
   used_bytes_ = 0;
   tombstones_.clear();
   tomb_order_.clear();
@@ -381,16 +384,12 @@ Result Store::execute_keys(const Command& c) {
   }
   for (const std::string& k : keys) {
     if (auto it = data_.find(k); it != data_.end()) {
-      used_bytes_ -= entry_bytes(it->first, it->second);
-      if (it->second.deadline_ms != 0) by_deadline_.erase({it->second.deadline_ms, it->first});
+      unlink(it);
       data_.erase(it);
     }
     auto n = copy.find(k);
     if (n != copy.end()) {
-      auto it = data_.insert_or_assign(k, std::move(n->second)).first;
-      used_bytes_ += entry_bytes(it->first, it->second);
-      if (it->second.deadline_ms != 0)
-        by_deadline_.emplace(it->second.deadline_ms, std::string_view(it->first));
+      link(data_.emplace(k, std::move(n->second)).first);
     }
     if (flushes || changed.count(k) != 0) modified(k, v);
   }

@@ -140,6 +140,38 @@ def main():
     check("flushdb async", r.flushdb(asynchronous=True), True)
     check("flushdb removed it", r.exists("mk:a"), 0)
     check("flushall sync", r.execute_command("FLUSHALL", "SYNC"), True)
+    # The keyspace reads: DBSIZE, KEYS, SCAN and scan_iter with MATCH and
+    # COUNT (redis-py parses the cursor as an integer), TOUCH, EXISTS.
+    r.mset({f"ks:{i}": str(i) for i in range(300)})
+    r.set("other", "x")
+    check("dbsize", r.dbsize(), 301)
+    check("keys with a class", sorted(r.keys("ks:2[0-4]")),
+          [b"ks:20", b"ks:21", b"ks:22", b"ks:23", b"ks:24"])
+    check("keys with ?", sorted(r.keys("ks:?")), [f"ks:{i}".encode() for i in range(10)])
+    check("keys of nothing", r.keys("none:*"), [])
+    cursor, page = r.scan(0, count=20)
+    check("scan's cursor is an integer", isinstance(cursor, int) and cursor != 0, True)
+    check("a scan page about COUNT long", 0 < len(page) <= 40, True)
+    check("scan_iter with match", sorted(r.scan_iter(match="ks:1*", count=25)),
+          sorted(f"ks:{i}".encode() for i in range(300) if str(i).startswith("1")))
+    check("scan_iter of every key", len(set(r.scan_iter(count=7))), 301)
+    check("scan_iter with a type", len(set(r.scan_iter(_type="string", count=100))), 301)
+    # Keys added and removed while iterating: every key present throughout
+    # is returned at least once.
+    seen = set()
+    cursor, n = 0, 0
+    while True:
+        cursor, page = r.scan(cursor, match="ks:*", count=15)
+        seen.update(page)
+        other.set(f"ks:new:{n}", "1")
+        other.delete(f"ks:{200 + n % 100}" if n % 3 == 0 else f"ks:new:{n - 1}")
+        n += 1
+        if cursor == 0:
+            break
+    stable = {f"ks:{i}".encode() for i in range(300) if not (200 <= i < 300)}
+    check("scan under writes returns every stable key", stable - seen, set())
+    check("touch", r.touch("ks:1", "ks:2", "nope"), 2)
+    check("exists counts repeats", r.exists("ks:1", "ks:1", "nope"), 2)
     r.close()
     other.close()
 

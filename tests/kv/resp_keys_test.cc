@@ -180,7 +180,7 @@ TEST_F(RespKeysTest, RedisPyRunsTransactionsAndMultiKeyCommands) {
 // 2, naming it) rather than checking the rest as if it were not there.
 TEST_F(RespKeysTest, PorcupineRefusesAHistoryWithACommandOnSeveralKeys) {
   const std::string file = ::testing::TempDir() + "kv-multikey-" + protocol() + ".jsonl";
-  for (const char* op : {"multi", "rename", "flushall", "watch"}) {
+  for (const char* op : {"multi", "rename", "flushall", "watch", "keys", "scan", "dbsize"}) {
     {
       std::ofstream out(file);
       out << "{\"client\":0,\"op\":\"put\",\"key\":\"a\",\"value\":\"1\",\"expected\":\"\","
@@ -196,6 +196,33 @@ TEST_F(RespKeysTest, PorcupineRefusesAHistoryWithACommandOnSeveralKeys) {
         << p.output;
   }
   std::filesystem::remove(file);
+}
+
+// The keyspace reads, each one entry: DBSIZE, KEYS with Redis's glob,
+// SCAN's pages (an integer cursor as a bulk string, 0 at the end), its
+// errors, and TOUCH counting as EXISTS does; none is queued in MULTI.
+TEST_F(RespKeysTest, KeyspaceReadsAnswerAsRedisDoes) {
+  Conn c(port_);
+  EXPECT_EQ(ask(c, {{"FLUSHALL"}, {"MSET", "ks:a1", "1", "ks:b2", "2", "ks:c", "3"}, {"DBSIZE"}},
+                ":3\r\n"),
+            "+OK\r\n+OK\r\n:3\r\n");
+  EXPECT_EQ(ask(c,
+                {{"KEYS", "ks:[ab][0-9]"},
+                 {"KEYS", "nothing*"},
+                 {"SCAN", "0", "COUNT", "100", "MATCH", "ks:c"},
+                 {"SCAN", "0", "TYPE", "hash"},
+                 {"SCAN", "-1"},
+                 {"SCAN", "0", "COUNT", "0"},
+                 {"SCAN", "0", "MATCH"},
+                 {"TOUCH", "ks:a1", "ks:none", "ks:c"},
+                 {"MULTI"},
+                 {"DBSIZE"},
+                 {"DISCARD"}},
+                "inside MULTI\r\n+OK\r\n"),
+            "*2\r\n$5\r\nks:a1\r\n$5\r\nks:b2\r\n*0\r\n*2\r\n$1\r\n0\r\n*1\r\n$4\r\nks:c\r\n"
+            "*2\r\n$1\r\n0\r\n*0\r\n-ERR invalid cursor\r\n-ERR syntax error\r\n"
+            "-ERR wrong number of arguments for 'scan' command\r\n:2\r\n+OK\r\n"
+            "-ERR sluice-kv does not queue DBSIZE inside MULTI\r\n+OK\r\n");
 }
 
 // Last: SHUTDOWN, and the job's own checks pass (replicas identical after

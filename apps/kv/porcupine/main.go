@@ -41,9 +41,10 @@
 // check key by key cannot see).
 //
 // The commands on several keys (multi: EXEC, MSET, MSETNX; rename,
-// renamenx, flushall) and watch are refused as bad input (exit 2): the
-// model is checked key by key, and such a command is not an operation on
-// one key. Their tests run in jobs that keep no history.
+// renamenx, flushall), the reads of the whole keyspace (dbsize, keys,
+// scan) and watch are refused as bad input (exit 2): the model is checked
+// key by key, and such a command is not an operation on one key. Their
+// tests run in jobs that keep no history.
 //
 // Several files (a job with several RESP gateways writes one per gateway
 // rank) are checked as one history: their times come from one host clock.
@@ -345,10 +346,10 @@ func load(path string) ([]porcupine.Operation, error) {
 		switch r.Op {
 		case "put", "get", "delete", "cas", "incrby", "append", "setnx", "getset", "getdel", "setxx",
 			"expire", "ttl", "getex", "sweep":
-		case "multi", "rename", "renamenx", "flushall", "watch":
+		case "multi", "rename", "renamenx", "flushall", "watch", "dbsize", "keys", "scan":
 			// Refused, not skipped: leaving them out would check a history
 			// that is not the one the store ran.
-			return nil, fmt.Errorf("%s:%d: op %q acts on several keys (or, watch, on the store's version): the key-by-key model cannot check it; a checked history must not hold it (docs/kv.md, Transactions)", path, line, r.Op)
+			return nil, fmt.Errorf("%s:%d: op %q acts on several keys or the whole keyspace (or, watch, reads the store's version): the key-by-key model cannot check it; a checked history must not hold it (docs/kv.md, Transactions)", path, line, r.Op)
 		default:
 			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, append, setnx, getset, getdel, setxx, expire, ttl, getex or sweep", path, line, r.Op)
 		}
