@@ -309,6 +309,26 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     r.kind = Kind::kNumber;
     return submit(Op::kIncrBy, args[1], std::to_string(n), "");
   }
+  if (name == "INCRBYFLOAT") {
+    if (args.size() != 3) return local(wrong_args("incrbyfloat"));
+    double by = 0;
+    if (!parse_float(args[2], &by)) return local(resp::error("ERR value is not a valid float"));
+    if (!fits(1)) return local(too_big());
+    r.kind = Kind::kFloat;
+    return submit(Op::kIncrByFloat, args[1], args[2], "");
+  }
+  if (name == "SETRANGE") {
+    if (args.size() != 4) return local(wrong_args("setrange"));
+    int64_t offset = 0;
+    if (!parse_integer(args[2], &offset))
+      return local(resp::error("ERR value is not an integer or out of range"));
+    if (offset < 0) return local(resp::error("ERR offset is out of range"));
+    // (As Redis checks proto-max-bulk-len: the value the command would make.)
+    if (static_cast<uint64_t>(offset) + args[3].size() + args[1].size() > options_.max_entry_bytes)
+      return local(resp::error("ERR string exceeds maximum allowed size (--max-value-bytes)"));
+    r.kind = Kind::kSetRange;
+    return submit(Op::kSetRange, args[1], args[3], args[2]);
+  }
   if (name == "APPEND" || name == "SETNX" || name == "GETSET") {
     if (args.size() != 3) return local(wrong_args(lower(name)));
     if (!fits(1)) return local(too_big());

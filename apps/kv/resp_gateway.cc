@@ -475,6 +475,21 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     case Kind::kWatch:
       r.text = resp::simple("OK");
       break;
+    case Kind::kFloat:
+      if (result.ok) {
+        r.text = resp::bulk(result.value);
+      } else {
+        r.text = resp::error(result.value == "nan or infinity"
+                                 ? "ERR increment would produce NaN or Infinity"
+                                 : "ERR value is not a valid float");
+      }
+      break;
+    case Kind::kSetRange: {
+      int64_t n = 0;
+      r.text = result.ok && parse_integer(result.value, &n) ? resp::integer(n)
+                                                            : resp::error("ERR " + result.value);
+      break;
+    }
     case Kind::kDbSize:
     case Kind::kKeys:
     case Kind::kScan: {

@@ -18,7 +18,10 @@
 //                         (sluice-kv's compare-and-set, not a Redis command)
 //   INCR, DECR key; INCRBY, DECRBY key n   :the new number (Redis's errors
 //                         for a value that is not an integer, and overflow)
-//   APPEND key value      :the new length
+//   INCRBYFLOAT key n     bulk: the new number (store.h: IEEE double,
+//                         printed in the fewest digits that read back)
+//   APPEND key value      :the new length; SETRANGE key offset value: the
+//                         same, zero bytes padding up to the offset
 //   STRLEN key            :the value's length (0: absent)
 //   SETNX key value       :1 if it was absent and is now set, else :0
 //   GETSET key value      bulk old value, or null; GETDEL key: the same, deleting
@@ -221,6 +224,8 @@ class RespGateway {
     kDbSize,    // DBSIZE: the store's decimal as an integer
     kKeys,      // KEYS: an array of the keys
     kScan,      // SCAN: the next cursor and an array of keys
+    kFloat,     // INCRBYFLOAT: the new number as a bulk string
+    kSetRange,  // SETRANGE: the new length
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;

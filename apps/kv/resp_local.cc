@@ -126,6 +126,8 @@ constexpr CommandInfo kCommands[] = {
     {"keys", 2, "readonly", 0, 0, 0},
     {"scan", -2, "readonly", 0, 0, 0},
     {"touch", -2, "readonly", 1, -1, 1},
+    {"incrbyfloat", 3, "write", 1, 1, 1},
+    {"setrange", 4, "write", 1, 1, 1},
     {"info", -1, "", 0, 0, 0},
     {"config", -2, "", 0, 0, 0},
     {"command", -1, "", 0, 0, 0},

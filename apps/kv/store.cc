@@ -58,6 +58,10 @@ const char* op_name(Op op) {
       return "keys";
     case Op::kScan:
       return "scan";
+    case Op::kIncrByFloat:
+      return "incrbyfloat";
+    case Op::kSetRange:
+      return "setrange";
   }
   return "?";
 }
@@ -117,12 +121,15 @@ bool writes(const Command& c, const Result& r) {
       return !r.refused;
     case Op::kCas:
     case Op::kIncrBy:
+    case Op::kIncrByFloat:
     case Op::kSetNx:
     case Op::kSetXx:
     case Op::kGetDel:
     case Op::kDelete:
     case Op::kExpire:
       return r.ok;
+    case Op::kSetRange:
+      return r.ok && !c.value.empty();
     case Op::kGetEx:
       return r.ok && c.ttl != Ttl::kKeep;
     default:
@@ -226,6 +233,9 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kKeys:
     case Op::kScan:
       break;
+    case Op::kIncrByFloat:
+    case Op::kSetRange:
+      return detail::execute_string(data, c);
     case Op::kPut: {
       auto it = data.try_emplace(c.key).first;
       it->second.value = c.value;
@@ -366,7 +376,9 @@ bool Store::over_limit(const Command& c) const {
     case Op::kPut:
     case Op::kCas:
     case Op::kIncrBy:
+    case Op::kIncrByFloat:
     case Op::kAppend:
+    case Op::kSetRange:
     case Op::kSetNx:
     case Op::kGetSet:
     case Op::kSetXx:

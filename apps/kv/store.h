@@ -37,7 +37,9 @@ namespace kv {
 // put, get, delete and compare-and-set; incrby (INCR, INCRBY, DECR, DECRBY:
 // `value` the signed decimal to add), append, setnx (put if absent), getset
 // (put, returning the value it replaced), getdel (delete, returning it) and
-// setxx (put if present, returning the value it replaced). Reads of the
+// setxx (put if present, returning the value it replaced); incrbyfloat
+// (INCRBYFLOAT: `value` the decimal to add) and setrange (SETRANGE:
+// `value` written at the offset `expected`, in decimal). Reads of the
 // keyspace (store_keyspace.cc): dbsize, keys (`key` a glob pattern) and
 // scan (ScanRequest). Several keys at
 // once, each one log entry applied atomically (store_multi.cc): multi (a
@@ -69,8 +71,10 @@ enum class Op : uint8_t {
   kDbSize,
   kKeys,
   kScan,
+  kIncrByFloat,
+  kSetRange,
 };
-inline constexpr Op kLastOp = Op::kScan;
+inline constexpr Op kLastOp = Op::kSetRange;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -153,6 +157,11 @@ int64_t wall_clock_ms();
 // moved; else value "no such key" (the source is absent) or empty (renamenx:
 // the target exists). flushall: ok, value the number of keys removed. watch:
 // ok, value the store's version (decimal) once `key` is as at now_ms.
+// incrbyfloat: ok = the key held a decimal number (parse_float; none: 0)
+// and the sum is finite, value the sum (format_float); else nothing changed
+// and value is "not a float" or "nan or infinity". setrange: ok, value the
+// new length (an empty `value` changes nothing and makes no key); not ok
+// with "offset is out of range" for a negative offset.
 // dbsize: ok, value the number of live keys (decimal). keys: ok, value
 // the live keys matching `key` (encode_keys, cursor 0); not ok with an
 // error text if they would take more than max_result_bytes. scan: ok,
@@ -503,7 +512,21 @@ Result read_keyspace(const Keyspace& data, const Command& c, uint64_t max_result
 // as a modification, besides a removal).
 bool writes(const Command& c, const Result& r);
 bool expired(const Item& e, int64_t now_ms);
+// store_strings.cc: execute() of incrbyfloat and setrange.
+Result execute_string(Keyspace& data, const Command& c);
 }  // namespace detail
+
+// INCRBYFLOAT's numbers (store_strings.cc). Arithmetic is IEEE double,
+// which every replica computes alike (Redis uses long double, whose size
+// differs between machines). parse_float takes [+-]digits[.digits][e[+-]
+// digits] (no spaces, hex, inf or nan) into a finite double; format_float
+// prints the fewest digits that read back as the same double, without an
+// exponent (std::to_chars, exactly specified: the same on every replica
+// and library). So 10.5 + 0.1 is "10.6" and 5.0e3 + 2.0e2 "5200", as in
+// Redis, but 0.1 + 0.2 is "0.30000000000000004" where Redis's long double
+// prints "0.3".
+bool parse_float(std::string_view text, double* out);
+std::string format_float(double v);
 
 // Parses a decimal integer as Redis takes one (INCRBY's argument, a value
 // to increment): as it would print it, within 64 bits; false otherwise.

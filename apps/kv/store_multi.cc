@@ -60,7 +60,9 @@ bool denied_when_full(Op op) {
     case Op::kPut:
     case Op::kCas:
     case Op::kIncrBy:
+    case Op::kIncrByFloat:
     case Op::kAppend:
+    case Op::kSetRange:
     case Op::kSetNx:
     case Op::kGetSet:
     case Op::kSetXx:
