@@ -350,13 +350,10 @@ Result Store::execute_keys(const Command& c) {
     sub.client = c.client;
     sub.seq = c.seq;
     sub.now_ms = c.now_ms;
-    const bool existed = copy.count(sub.key) != 0;
     Result one = execute(copy, sub);
     if (sub.op == Op::kRename || sub.op == Op::kRenameNx) {
       if (one.ok && sub.key != sub.value) changed.insert({sub.key, sub.value});
-      if (existed && copy.count(sub.key) == 0 && !one.ok) changed.insert(sub.key);
-    } else if (sub.op != Op::kFlushAll &&
-               ((existed && copy.count(sub.key) == 0) || detail::writes(sub, one))) {
+    } else if (sub.op != Op::kFlushAll && detail::writes(sub, one)) {
       changed.insert(sub.key);
     }
     result_bytes += kResultOverhead + one.value.size();
@@ -364,6 +361,10 @@ Result Store::execute_keys(const Command& c) {
   }
   uint64_t after = 0;
   for (const auto& [k, e] : copy) after += entry_bytes(k, e);
+  // A key it removed (a delete, a rename's source, lazy expiry of either
+  // key) was modified too.
+  for (const std::string& k : keys)
+    if (copy.count(k) == 0 && data_.count(k) != 0) changed.insert(k);
   const uint64_t used = flushes ? after : used_bytes_ - before + after;
   if (denied_when_full_op && options_.maxmemory != 0 && used > options_.maxmemory &&
       used > used_bytes_) {

@@ -171,6 +171,13 @@ TEST(StoreMultiTest, AWatchedKeyModifiedBeforeExecFailsTheTransaction) {
   EXPECT_FALSE(watch_then_exec(
                    "soon", [] {}, kNow + 100)
                    .ok);
+  // A failed RENAME that removed the expired target (lazy expiry): the
+  // removal is a modification.
+  one.run(with_deadline(cmd(Op::kPut, "target", "v"), kNow + 100));
+  EXPECT_FALSE(watch_then_exec(
+                   "target", [&] { other.run(cmd(Op::kRename, "nosource", "target"), kNow + 100); },
+                   kNow + 100)
+                   .ok);
   // FLUSHALL modifies every key, present or not.
   EXPECT_FALSE(watch_then_exec("absent", [&] { other.run(cmd(Op::kFlushAll, "")); }).ok);
   // A watch whose result is no longer kept (more than kClientWindow of the
