@@ -254,6 +254,9 @@ void RespGateway::log(const std::string& what) {
 void RespGateway::drop(Conn& c, const std::string& why) {
   log(why);
   c.gone = true;
+  c.queue = Queue{};
+  c.watches.clear();
+  c.watched_bytes = 0;
   c.in.clear();
   c.in.shrink_to_fit();
   c.out.clear();

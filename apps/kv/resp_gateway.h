@@ -121,6 +121,10 @@ inline constexpr size_t kDefaultMaxEntryBytes = 64 * 1024 + 1024;
 // reading cannot grow the gateway's memory without bound).
 inline constexpr size_t kMaxUnsentBytes = size_t{1} << 20;
 inline constexpr size_t kMaxPendingReplies = 4096;
+// What a queued command or a watched key takes besides its bytes, as a
+// transaction's body encodes it (store_multi.cc: about 23 bytes a
+// command, 13 a condition) and the gateway keeps it (resp_transactions.cc).
+inline constexpr size_t kQueuedOverhead = 32;
 // The least time between two sweeps that found nothing more to do at once.
 inline constexpr int64_t kSweepIntervalMs = 100;
 
@@ -248,6 +252,11 @@ class RespGateway {
     bool failed = false;         // a command was refused when queued: EXECABORT
     std::vector<Command> cmds;   // every queued command's commands, in order
     std::vector<Reply> replies;  // each queued command's answer to be
+    // What the queued commands and the connection's watches take (their
+    // keys and values, and kQueuedOverhead each): at most max_entry_bytes,
+    // what one entry may carry (a command past it is refused, and EXEC
+    // aborts). Counted in the connection's buffers (maxmemory_clients).
+    size_t bytes = 0;
   };
   struct Conn {
     int fd = -1;
@@ -270,6 +279,7 @@ class RespGateway {
     // WATCH: each key and the client seq of its watch entry (EXEC's
     // conditions).
     std::vector<std::pair<std::string, uint64_t>> watches;
+    size_t watched_bytes = 0;  // their keys and kQueuedOverhead each
   };
   // One client's commands in flight, in seq order from `first`: the reply
   // each goes into (nullptr once answered).
@@ -282,7 +292,9 @@ class RespGateway {
     return c.out.size() > kMaxUnsentBytes || c.replies.size() > kMaxPendingReplies;
   }
   // What a connection's buffers take (its share of maxmemory_clients).
-  static size_t buffered(const Conn& c) { return c.in.size() + c.out.size(); }
+  static size_t buffered(const Conn& c) {
+    return c.in.size() + c.out.size() + c.queue.bytes + c.watched_bytes;
+  }
   void watch(uint64_t id, Conn& c);
   size_t accept_all();
   // Refuses a new connection with `reply` and closes it.

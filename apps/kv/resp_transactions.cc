@@ -57,6 +57,22 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
     const size_t before = q.cmds.size();
     dispatch(c, name, args, client, index, r, now);
     c.queuing = false;
+    size_t bytes = kQueuedOverhead;
+    for (size_t i = before; i < q.cmds.size(); ++i) {
+      bytes += kQueuedOverhead + q.cmds[i].key.size() + q.cmds[i].value.size() +
+               q.cmds[i].expected.size();
+    }
+    if (!(r.ready && !r.text.empty() && r.text[0] == '-') &&
+        (q.bytes + c.watched_bytes + bytes > options_.max_entry_bytes ||
+         q.replies.size() >= kMaxPendingReplies)) {
+      // (The queue is bounded by what EXEC could send: one log entry.)
+      r = Reply{};
+      r.resp3 = c.resp3;
+      local(resp::error("ERR the transaction would take more than one log entry may (" +
+                        std::to_string(options_.max_entry_bytes) +
+                        " bytes, --max-value-bytes, or " + std::to_string(kMaxPendingReplies) +
+                        " commands); EXEC will discard it"));
+    }
     if (r.ready && !r.text.empty() && r.text[0] == '-') {
       // Refused as it was queued (arity, syntax, size): answered now, and
       // EXEC will discard the transaction, as Redis does.
@@ -64,6 +80,7 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
       q.failed = true;
       return true;
     }
+    q.bytes += bytes;
     q.replies.push_back(std::move(r));
     r = Reply{};
     r.resp3 = c.resp3;
@@ -81,21 +98,26 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
     if (!q.open) return local(resp::error("ERR DISCARD without MULTI"));
     q = Queue{};
     c.watches.clear();
+    c.watched_bytes = 0;
     return local(resp::simple("OK"));
   }
   if (name == "UNWATCH") {
     if (args.size() != 1) return local(wrong_args("unwatch"));
     c.watches.clear();
+    c.watched_bytes = 0;
     return local(resp::simple("OK"));
   }
   if (name == "WATCH") {
     if (q.open) return local(resp::error("ERR WATCH inside MULTI is not allowed"));
     if (args.size() < 2) return local(wrong_args("watch"));
-    for (size_t i = 1; i < args.size(); ++i) {
-      if (args[i].size() > options_.max_entry_bytes)
-        return local(resp::error("ERR sluice-kv takes keys of at most " +
-                                 std::to_string(options_.max_entry_bytes) + " bytes"));
-    }
+    size_t bytes = 0;
+    for (size_t i = 1; i < args.size(); ++i) bytes += kQueuedOverhead + args[i].size();
+    // (EXEC carries every watched key: bounded as its transaction is.)
+    if (c.watched_bytes + bytes > options_.max_entry_bytes)
+      return local(resp::error("ERR the watched keys would take more than one log entry may (" +
+                               std::to_string(options_.max_entry_bytes) +
+                               " bytes, --max-value-bytes)"));
+    c.watched_bytes += bytes;
     // One entry per key, each reading the store's version once the key is
     // as at `now`; EXEC names them by their seqs (store.h, Transaction).
     r.kind = Kind::kWatch;
@@ -116,6 +138,7 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
   q = Queue{};
   std::vector<std::pair<std::string, uint64_t>> watches = std::move(c.watches);
   c.watches.clear();
+  c.watched_bytes = 0;
   if (queued.failed)
     return local(resp::error("EXECABORT Transaction discarded because of previous errors."));
   Transaction t;

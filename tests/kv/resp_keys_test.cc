@@ -99,6 +99,30 @@ TEST_F(RespKeysTest, ExecAnswersEachQueuedCommandsReplyAsRedisDoes) {
             "+QUEUED\r\n+OK\r\n$-1\r\n");
 }
 
+// A connection's queue and watches are bounded by what one entry may
+// carry (the job's --max-value-bytes, 64 KiB): past it a queued command or
+// a WATCH is refused, and EXEC discards the transaction.
+TEST_F(RespKeysTest, AQueueLargerThanOneEntryIsRefusedAndExecAborts) {
+  Conn c(port_);
+  const std::string value(4000, 'q');
+  std::vector<std::vector<std::string>> requests = {{"MULTI"}};
+  for (int i = 0; i < 20; ++i) requests.push_back({"SET", "big:" + std::to_string(i), value});
+  requests.push_back({"EXEC"});
+  requests.push_back({"GET", "big:0"});
+  const std::string got = ask(c, requests, "$-1\r\n");
+  EXPECT_NE(got.find("-ERR the transaction would take more than one log entry may"),
+            std::string::npos)
+      << got;
+  EXPECT_NE(got.find("-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n"),
+            std::string::npos)
+      << got;
+  std::vector<std::string> watch = {"WATCH"};
+  for (int i = 0; i < 20; ++i) watch.push_back(std::to_string(i) + value);
+  EXPECT_EQ(ask(c, {watch, {"PING"}}, "+PONG\r\n"),
+            "-ERR the watched keys would take more than one log entry may (66560 bytes, "
+            "--max-value-bytes)\r\n+PONG\r\n");
+}
+
 // WATCH, then another connection's write, then EXEC: a null array (RESP3:
 // _), nothing ran. WATCH, MULTI and EXEC pipelined in one send (EXEC then
 // goes out before WATCH's answer is back: its conditions name the watch
