@@ -170,6 +170,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // identity of what they applied (the checks use their summaries).
   StoreOptions store_options;
   store_options.maxmemory = o.maxmemory;
+  store_options.max_result_bytes = o.max_entry_bytes;
   store_options.keep_applied = !o.resp;
   std::unique_ptr<MultiPaxosReplica> replica;
   std::unique_ptr<NoPaxosReplica> np;

@@ -85,8 +85,38 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     if (name != "HELLO") return local(resp::error("NOAUTH Authentication required."));
   }
   // Every command carries the time it was read at (store.h: expiry is
-  // decided against it), and what it does with its key's deadline.
+  // decided against it).
   const int64_t now = wall_clock_ms();
+  if (transaction_command(c, name, args, client, index, r, now)) return;
+  dispatch(c, name, args, client, index, r, now);
+}
+
+uint64_t RespGateway::submit(Conn& c, Client& client, size_t index, Reply& r, Command cmd) {
+  if (c.queuing) {
+    // (The position in the transaction stands for the seq: fill() counts
+    // an MGET's keys from first_seq.)
+    if (r.waiting == 0) r.first_seq = c.queue.cmds.size();
+    c.queue.cmds.push_back(std::move(cmd));
+    ++r.waiting;
+    return 0;
+  }
+  const uint64_t seq = client.add(std::move(cmd));
+  if (r.waiting == 0) r.first_seq = seq;
+  InFlight& f = inflight_[index];
+  if (f.replies.empty()) f.first = seq;
+  f.replies.push_back(&r);  // (seqs are consecutive: each comes from add)
+  ++inflight_count_;
+  ++r.waiting;
+  return seq;
+}
+
+void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::string>& args,
+                           Client& client, size_t index, Reply& r, int64_t now) {
+  auto local = [&r](std::string text) {
+    r.text = std::move(text);
+    r.ready = true;
+  };
+  // A command stamped with `now`, and what it does with its key's deadline.
   auto submit = [&](Op op, const std::string& key, const std::string& value,
                     const std::string& expected, Ttl ttl = Ttl::kClear, int64_t deadline = 0,
                     uint8_t ttl_if = 0) {
@@ -103,13 +133,7 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
       // (One already passed removes the key with this command.)
       if (deadline > now) expect_deadline(deadline);
     }
-    const uint64_t seq = client.add(std::move(cmd));
-    if (r.waiting == 0) r.first_seq = seq;
-    InFlight& f = inflight_[index];
-    if (f.replies.empty()) f.first = seq;
-    f.replies.push_back(&r);  // (seqs are consecutive: each comes from add)
-    ++inflight_count_;
-    ++r.waiting;
+    this->submit(c, client, index, r, std::move(cmd));
   };
   auto fits = [&](size_t from) {
     size_t bytes = 0;
@@ -254,14 +278,14 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     r.kind = Kind::kGet;
     return submit(Op::kGetEx, args[1], "", "", ttl, deadline);
   }
-  if (name == "DEL" || name == "UNLINK" || name == "EXISTS") {
+  if (name == "DEL" || name == "UNLINK" || name == "EXISTS" || name == "TOUCH") {
     if (args.size() < 2) return local(wrong_args(lower(name)));
     for (size_t i = 1; i < args.size(); ++i) {
       if (args[i].size() > options_.max_entry_bytes) return local(too_big());
     }
     r.kind = Kind::kCount;
     for (size_t i = 1; i < args.size(); ++i)
-      submit(name == "EXISTS" ? Op::kGet : Op::kDelete, args[i], "", "");
+      submit(name == "EXISTS" || name == "TOUCH" ? Op::kGet : Op::kDelete, args[i], "", "");
     return;
   }
   if (name == "CAS") {
@@ -284,6 +308,26 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     if (!fits(1)) return local(too_big());
     r.kind = Kind::kNumber;
     return submit(Op::kIncrBy, args[1], std::to_string(n), "");
+  }
+  if (name == "INCRBYFLOAT") {
+    if (args.size() != 3) return local(wrong_args("incrbyfloat"));
+    double by = 0;
+    if (!parse_float(args[2], &by)) return local(resp::error("ERR value is not a valid float"));
+    if (!fits(1)) return local(too_big());
+    r.kind = Kind::kFloat;
+    return submit(Op::kIncrByFloat, args[1], args[2], "");
+  }
+  if (name == "SETRANGE") {
+    if (args.size() != 4) return local(wrong_args("setrange"));
+    int64_t offset = 0;
+    if (!parse_integer(args[2], &offset))
+      return local(resp::error("ERR value is not an integer or out of range"));
+    if (offset < 0) return local(resp::error("ERR offset is out of range"));
+    // (As Redis checks proto-max-bulk-len: the value the command would make.)
+    if (static_cast<uint64_t>(offset) + args[3].size() + args[1].size() > options_.max_entry_bytes)
+      return local(resp::error("ERR string exceeds maximum allowed size (--max-value-bytes)"));
+    r.kind = Kind::kSetRange;
+    return submit(Op::kSetRange, args[1], args[3], args[2]);
   }
   if (name == "APPEND" || name == "SETNX" || name == "GETSET") {
     if (args.size() != 3) return local(wrong_args(lower(name)));
@@ -318,6 +362,7 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     for (size_t i = 1; i < args.size(); ++i) submit(Op::kGet, args[i], "", "");
     return;
   }
+  if (keys_command(c, name, args, client, index, r, now)) return;
   bool handled = false;
   std::string answer = local_command(c, name, args, &handled);
   if (handled) return local(std::move(answer));

@@ -254,6 +254,9 @@ void RespGateway::log(const std::string& what) {
 void RespGateway::drop(Conn& c, const std::string& why) {
   log(why);
   c.gone = true;
+  c.queue = Queue{};
+  c.watches.clear();
+  c.watched_bytes = 0;
   c.in.clear();
   c.in.shrink_to_fit();
   c.out.clear();
@@ -369,88 +372,156 @@ void RespGateway::complete(Client& client, size_t index) {
     }
     --r.waiting;
     if (r.kind == Kind::kSweep) return swept(h);
-    // A write past maxmemory changed nothing: Redis's OOM error, whatever
-    // the command (only one-write requests can be refused).
-    if (h.result.refused) {
-      r.text = resp::oom();
-      r.ready = r.waiting == 0;
-      return;
-    }
-    switch (r.kind) {
-      case Kind::kGet:
-        r.text = h.result.ok ? resp::bulk(h.result.value) : resp::null_reply(r.resp3);
-        break;
-      case Kind::kSet:
-      case Kind::kCas:
-        r.text = r.kind == Kind::kSet ? resp::simple("OK") : resp::integer(h.result.ok ? 1 : 0);
-        break;
-      case Kind::kCount:
-        r.count += h.result.ok ? 1 : 0;
-        if (r.waiting == 0) r.text = resp::integer(r.count);
-        break;
-      case Kind::kNumber:
-        if (!h.result.ok) {
-          r.text = resp::error(h.result.value == "overflow"
-                                   ? "ERR increment or decrement would overflow"
-                                   : "ERR value is not an integer or out of range");
-        } else {
-          int64_t n = 0;
-          parse_integer(h.result.value, &n);  // the store's own decimal
-          r.text = resp::integer(n);
-        }
-        break;
-      case Kind::kLength:
-        r.text = resp::integer(h.result.ok ? static_cast<int64_t>(h.result.value.size()) : 0);
-        break;
-      case Kind::kType:
-        r.text = resp::simple(h.result.ok ? "string" : "none");
-        break;
-      case Kind::kRange:
-        r.text = resp::bulk(byte_range(h.result.value, r.range_start, r.range_end));
-        break;
-      case Kind::kFlag:
-      case Kind::kOld:
-      case Kind::kOldUnlessSet:
-      case Kind::kSetIf:
-        if (r.kind == Kind::kFlag) {
-          r.text = resp::integer(h.result.ok ? 1 : 0);
-        } else if (r.kind == Kind::kSetIf) {
-          r.text = h.result.ok ? resp::simple("OK") : resp::null_reply(r.resp3);
-        } else if (r.kind == Kind::kOld ? h.result.ok : !h.result.ok) {
-          r.text = resp::bulk(h.result.value);  // the value replaced (or kept: NX GET)
-        } else {
-          r.text = resp::null_reply(r.resp3);
-        }
-        break;
-      case Kind::kArray:
-        if (const uint64_t at = h.cmd.seq - r.first_seq; at < r.items.size() && h.result.ok)
-          r.items[at] = h.result.value;
-        if (r.waiting == 0) {
-          r.text = resp::array_header(r.items.size());
-          for (const auto& v : r.items) r.text += v ? resp::bulk(*v) : resp::null_reply(r.resp3);
-          r.items.clear();
-          r.items.shrink_to_fit();
-        }
-        break;
-      case Kind::kTtl: {
-        // The store answers the deadline ("-1": none); the time left is
-        // counted from this command's own stamp, as the store decided.
-        int64_t deadline = -1;
-        if (h.result.ok) parse_integer(h.result.value, &deadline);
-        if (!h.result.ok || deadline < 0) {
-          r.text = resp::integer(h.result.ok ? -1 : -2);
-          break;
-        }
-        const int64_t t = r.ttl_abs ? deadline : std::max<int64_t>(0, deadline - h.cmd.now_ms);
-        r.text = resp::integer(r.ttl_ms ? t : (t + 500) / 1000);
-        break;
-      }
-      case Kind::kLocal:
-      case Kind::kSweep:
-        break;
-    }
+    fill(r, h.cmd, h.result);
     r.ready = r.waiting == 0;
   });
+}
+
+void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
+  // A write past maxmemory changed nothing: Redis's OOM error, whatever
+  // the command (only one-write requests and transactions can be refused).
+  if (result.refused) {
+    r.text = resp::oom();
+    return;
+  }
+  // A transaction (EXEC, MSET, MSETNX) that did not run, with the reason.
+  if (cmd.op == Op::kMulti && !result.ok && !result.value.empty()) {
+    r.text = resp::error(result.value);
+    return;
+  }
+  switch (r.kind) {
+    case Kind::kGet:
+      r.text = result.ok ? resp::bulk(result.value) : resp::null_reply(r.resp3);
+      break;
+    case Kind::kSet:
+    case Kind::kCas:
+      r.text = r.kind == Kind::kSet ? resp::simple("OK") : resp::integer(result.ok ? 1 : 0);
+      break;
+    case Kind::kCount:
+      r.count += result.ok ? 1 : 0;
+      if (r.waiting == 0) r.text = resp::integer(r.count);
+      break;
+    case Kind::kNumber:
+      if (!result.ok) {
+        r.text =
+            resp::error(result.value == "overflow" ? "ERR increment or decrement would overflow"
+                                                   : "ERR value is not an integer or out of range");
+      } else {
+        int64_t n = 0;
+        parse_integer(result.value, &n);  // the store's own decimal
+        r.text = resp::integer(n);
+      }
+      break;
+    case Kind::kLength:
+      r.text = resp::integer(result.ok ? static_cast<int64_t>(result.value.size()) : 0);
+      break;
+    case Kind::kType:
+      r.text = resp::simple(result.ok ? "string" : "none");
+      break;
+    case Kind::kRange:
+      r.text = resp::bulk(byte_range(result.value, r.range_start, r.range_end));
+      break;
+    case Kind::kFlag:
+    case Kind::kOld:
+    case Kind::kOldUnlessSet:
+    case Kind::kSetIf:
+      if (r.kind == Kind::kFlag) {
+        r.text = resp::integer(result.ok ? 1 : 0);
+      } else if (r.kind == Kind::kSetIf) {
+        r.text = result.ok ? resp::simple("OK") : resp::null_reply(r.resp3);
+      } else if (r.kind == Kind::kOld ? result.ok : !result.ok) {
+        r.text = resp::bulk(result.value);  // the value replaced (or kept: NX GET)
+      } else {
+        r.text = resp::null_reply(r.resp3);
+      }
+      break;
+    case Kind::kArray:
+      if (const uint64_t at = cmd.seq - r.first_seq; at < r.items.size() && result.ok)
+        r.items[at] = result.value;
+      if (r.waiting == 0) {
+        r.text = resp::array_header(r.items.size());
+        for (const auto& v : r.items) r.text += v ? resp::bulk(*v) : resp::null_reply(r.resp3);
+        r.items.clear();
+        r.items.shrink_to_fit();
+      }
+      break;
+    case Kind::kTtl: {
+      // The store answers the deadline ("-1": none); the time left is
+      // counted from this command's own stamp, as the store decided.
+      int64_t deadline = -1;
+      if (result.ok) parse_integer(result.value, &deadline);
+      if (!result.ok || deadline < 0) {
+        r.text = resp::integer(result.ok ? -1 : -2);
+        break;
+      }
+      const int64_t t = r.ttl_abs ? deadline : std::max<int64_t>(0, deadline - cmd.now_ms);
+      r.text = resp::integer(r.ttl_ms ? t : (t + 500) / 1000);
+      break;
+    }
+    case Kind::kExec:
+      fill_exec(r, cmd, result);
+      break;
+    case Kind::kMset:
+      r.text = resp::simple("OK");
+      break;
+    case Kind::kMsetNx:
+      r.text = resp::integer(result.ok ? 1 : 0);
+      break;
+    case Kind::kRename:
+    case Kind::kRenameNx:
+      if (!result.ok && !result.value.empty()) {
+        r.text = resp::error("ERR " + result.value);
+      } else {
+        r.text = r.kind == Kind::kRename ? resp::simple("OK") : resp::integer(result.ok ? 1 : 0);
+      }
+      break;
+    case Kind::kWatch:
+      r.text = resp::simple("OK");
+      break;
+    case Kind::kFloat:
+      if (result.ok) {
+        r.text = resp::bulk(result.value);
+      } else {
+        r.text = resp::error(result.value == "nan or infinity"
+                                 ? "ERR increment would produce NaN or Infinity"
+                                 : "ERR value is not a valid float");
+      }
+      break;
+    case Kind::kSetRange: {
+      int64_t n = 0;
+      r.text = result.ok && parse_integer(result.value, &n) ? resp::integer(n)
+                                                            : resp::error("ERR " + result.value);
+      break;
+    }
+    case Kind::kDbSize:
+    case Kind::kKeys:
+    case Kind::kScan: {
+      if (!result.ok) {
+        r.text = resp::error(result.value);
+        break;
+      }
+      int64_t n = 0;
+      KeysPage page;
+      if (r.kind == Kind::kDbSize ? !parse_integer(result.value, &n)
+                                  : !decode_keys(result.value, &page)) {
+        r.text = resp::error("ERR the store answered a malformed keyspace reply");
+        break;
+      }
+      if (r.kind == Kind::kDbSize) {
+        r.text = resp::integer(n);
+        break;
+      }
+      std::string keys = resp::array_header(page.keys.size());
+      for (const std::string& k : page.keys) keys += resp::bulk(k);
+      r.text = r.kind == Kind::kKeys
+                   ? std::move(keys)
+                   : resp::array_header(2) + resp::bulk(std::to_string(page.cursor)) + keys;
+      break;
+    }
+    case Kind::kLocal:
+    case Kind::kSweep:
+      break;
+  }
 }
 
 void RespGateway::maybe_sweep(ClientGroup& clients) {

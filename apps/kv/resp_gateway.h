@@ -18,7 +18,10 @@
 //                         (sluice-kv's compare-and-set, not a Redis command)
 //   INCR, DECR key; INCRBY, DECRBY key n   :the new number (Redis's errors
 //                         for a value that is not an integer, and overflow)
-//   APPEND key value      :the new length
+//   INCRBYFLOAT key n     bulk: the new number (store.h: IEEE double,
+//                         printed in the fewest digits that read back)
+//   APPEND key value      :the new length; SETRANGE key offset value: the
+//                         same, zero bytes padding up to the offset
 //   STRLEN key            :the value's length (0: absent)
 //   SETNX key value       :1 if it was absent and is now set, else :0
 //   GETSET key value      bulk old value, or null; GETDEL key: the same, deleting
@@ -38,8 +41,24 @@
 //   store decides expiry against the stamp, never its own clock (store.h).
 //   The gateway also sends sweeps, which remove expired keys that nobody
 //   touches: see poll().)
-//   (each a single log entry on one key, as linearizable as GET and SET; a
-//   multi-key command is one entry per key, not atomic across its keys)
+//   (each a single log entry on one key, as linearizable as GET and SET;
+//   DEL, EXISTS and MGET of several keys are one entry per key, not atomic
+//   across their keys)
+//   MSET key value [key value ...]    +OK; MSETNX: :1 if every key was absent
+//                         and is now set, else :0 (one entry: all or none)
+//   RENAME, RENAMENX key newkey    +OK (:1), :0 if newkey exists (NX), or
+//                         -ERR no such key; the deadline moves with the value
+//   FLUSHALL, FLUSHDB [SYNC|ASYNC]    +OK (one entry removing every key)
+//   DBSIZE                :the number of keys; KEYS pattern: an array of the
+//                         keys (an error past --max-value-bytes of names:
+//                         use SCAN); SCAN cursor [MATCH p] [COUNT n] [TYPE t]:
+//                         the next cursor (0: done) and a page of keys;
+//                         TOUCH key [key ...]: as EXISTS (each one entry)
+//   MULTI, then commands (+QUEUED; one with a syntax error is answered at
+//   once and makes EXEC answer -EXECABORT), EXEC (one log entry: an array of
+//   the commands' replies, or a null array if a watched key was modified),
+//   DISCARD; WATCH key [key ...] (one entry per key, reading the store's
+//   version: store.h, Transaction), UNWATCH    (resp_transactions.cc)
 //   ECHO, INFO [section], CONFIG GET pattern (CONFIG SET: an error),
 //   COMMAND [COUNT|LIST|INFO|DOCS], CLIENT SETNAME/GETNAME/ID/SETINFO/INFO/LIST,
 //   HELLO [2|3 [AUTH user pass] [SETNAME name]] (3: RESP3 replies from then on),
@@ -102,6 +121,10 @@ inline constexpr size_t kDefaultMaxEntryBytes = 64 * 1024 + 1024;
 // reading cannot grow the gateway's memory without bound).
 inline constexpr size_t kMaxUnsentBytes = size_t{1} << 20;
 inline constexpr size_t kMaxPendingReplies = 4096;
+// What a queued command or a watched key takes besides its bytes, as a
+// transaction's body encodes it (store_multi.cc: about 23 bytes a
+// command, 13 a condition) and the gateway keeps it (resp_transactions.cc).
+inline constexpr size_t kQueuedOverhead = 32;
 // The least time between two sweeps that found nothing more to do at once.
 inline constexpr int64_t kSweepIntervalMs = 100;
 
@@ -195,7 +218,18 @@ class RespGateway {
     kRange,
     kArray,
     kTtl,
-    kSweep
+    kSweep,
+    kExec,      // EXEC: Reply::subs, one per queued command
+    kMset,      // MSET: +OK (FLUSHALL too)
+    kMsetNx,    // MSETNX: 1 or 0
+    kRename,    // RENAME: +OK, or no such key
+    kRenameNx,  // RENAMENX: 1 or 0, or no such key
+    kWatch,     // WATCH: +OK once every key's watch is in the log
+    kDbSize,    // DBSIZE: the store's decimal as an integer
+    kKeys,      // KEYS: an array of the keys
+    kScan,      // SCAN: the next cursor and an array of keys
+    kFloat,     // INCRBYFLOAT: the new number as a bulk string
+    kSetRange,  // SETRANGE: the new length
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
@@ -208,6 +242,21 @@ class RespGateway {
     std::vector<std::optional<std::string>> items;  // kArray: each key's value, in order
     bool ready = false;
     bool resp3 = false;  // the connection spoke RESP3 when it asked (HELLO 3)
+    // kExec: each queued command's answer, filled from its results (its
+    // `waiting` commands, from first_seq, the position in the transaction).
+    std::vector<Reply> subs;
+  };
+  // A connection's MULTI: the commands queued so far, as one transaction's.
+  struct Queue {
+    bool open = false;
+    bool failed = false;         // a command was refused when queued: EXECABORT
+    std::vector<Command> cmds;   // every queued command's commands, in order
+    std::vector<Reply> replies;  // each queued command's answer to be
+    // What the queued commands and the connection's watches take (their
+    // keys and values, and kQueuedOverhead each): at most max_entry_bytes,
+    // what one entry may carry (a command past it is refused, and EXEC
+    // aborts). Counted in the connection's buffers (maxmemory_clients).
+    size_t bytes = 0;
   };
   struct Conn {
     int fd = -1;
@@ -225,6 +274,12 @@ class RespGateway {
     bool readable = false;      // epoll said so, and it has not been read dry since
     bool writable = true;       // no send has found its buffer full since epoll said so
     uint32_t watched = 0;       // the epoll events registered for it
+    Queue queue;                // MULTI ... EXEC
+    bool queuing = false;       // the command being handled goes into `queue`
+    // WATCH: each key and the client seq of its watch entry (EXEC's
+    // conditions).
+    std::vector<std::pair<std::string, uint64_t>> watches;
+    size_t watched_bytes = 0;  // their keys and kQueuedOverhead each
   };
   // One client's commands in flight, in seq order from `first`: the reply
   // each goes into (nullptr once answered).
@@ -237,13 +292,36 @@ class RespGateway {
     return c.out.size() > kMaxUnsentBytes || c.replies.size() > kMaxPendingReplies;
   }
   // What a connection's buffers take (its share of maxmemory_clients).
-  static size_t buffered(const Conn& c) { return c.in.size() + c.out.size(); }
+  static size_t buffered(const Conn& c) {
+    return c.in.size() + c.out.size() + c.queue.bytes + c.watched_bytes;
+  }
   void watch(uint64_t id, Conn& c);
   size_t accept_all();
   // Refuses a new connection with `reply` and closes it.
   void refuse(int fd, const char* reply);
   size_t read(Conn& c, uint64_t id, ClientGroup& clients);
   void handle(Conn& c, std::vector<std::string>& args, Client& client, size_t index);
+  // The command table (resp_commands.cc), after handle()'s checks: fills
+  // `r` or sends its commands (submit).
+  void dispatch(Conn& c, const std::string& name, std::vector<std::string>& args, Client& client,
+                size_t index, Reply& r, int64_t now);
+  // Sends `cmd` (stamped already) as one of `r`'s commands through
+  // `client` (the connection's); while queuing, adds it to the connection's
+  // queue instead. The client seq it got (0 while queuing).
+  uint64_t submit(Conn& c, Client& client, size_t index, Reply& r, Command cmd);
+  // resp_transactions.cc: MULTI, EXEC, DISCARD, WATCH, UNWATCH, and a
+  // command while MULTI is open (queued); false if `name` is none of them
+  // and no MULTI is open.
+  bool transaction_command(Conn& c, const std::string& name, std::vector<std::string>& args,
+                           Client& client, size_t index, Reply& r, int64_t now);
+  // MSET, MSETNX, RENAME, RENAMENX, FLUSHALL, FLUSHDB, DBSIZE, KEYS, SCAN;
+  // false if none.
+  bool keys_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
+                    Client& client, size_t index, Reply& r, int64_t now);
+  // Makes `r`'s answer from one of its commands' results (`cmd` the command,
+  // with its seq the position among r's, from first_seq).
+  void fill(Reply& r, const Command& cmd, const Result& result);
+  void fill_exec(Reply& r, const Command& cmd, const Result& result);
   // AUTH's answer; marks the connection authenticated on success.
   std::string auth(Conn& c, const std::vector<std::string>& args);
   // The commands the gateway answers itself, without the store (resp_local.cc):

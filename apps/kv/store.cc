@@ -42,6 +42,26 @@ const char* op_name(Op op) {
       return "getex";
     case Op::kSweep:
       return "sweep";
+    case Op::kMulti:
+      return "multi";
+    case Op::kRename:
+      return "rename";
+    case Op::kRenameNx:
+      return "renamenx";
+    case Op::kFlushAll:
+      return "flushall";
+    case Op::kWatch:
+      return "watch";
+    case Op::kDbSize:
+      return "dbsize";
+    case Op::kKeys:
+      return "keys";
+    case Op::kScan:
+      return "scan";
+    case Op::kIncrByFloat:
+      return "incrbyfloat";
+    case Op::kSetRange:
+      return "setrange";
   }
   return "?";
 }
@@ -87,11 +107,41 @@ int64_t wall_clock_ms() {
 
 Command noop_command() { return Command{}; }
 
-namespace {
+namespace detail {
 
 bool expired(const Item& e, int64_t now_ms) {
   return e.deadline_ms != 0 && e.deadline_ms <= now_ms;
 }
+
+bool writes(const Command& c, const Result& r) {
+  switch (c.op) {
+    case Op::kPut:
+    case Op::kGetSet:
+    case Op::kAppend:
+      return !r.refused;
+    case Op::kCas:
+    case Op::kIncrBy:
+    case Op::kIncrByFloat:
+    case Op::kSetNx:
+    case Op::kSetXx:
+    case Op::kGetDel:
+    case Op::kDelete:
+    case Op::kExpire:
+      return r.ok;
+    case Op::kSetRange:
+      return r.ok && !c.value.empty();
+    case Op::kGetEx:
+      return r.ok && c.ttl != Ttl::kKeep;
+    default:
+      return false;
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::expired;
 
 // Whether an expire's conditions (Command::ttl_if) let it set `when` on a
 // key whose deadline is `current` (0: none, which counts as later than any).
@@ -128,6 +178,20 @@ void settle_deadline(Keyspace& data, Keyspace::iterator it, const Command& c) {
 Result execute(Keyspace& data, const Command& c) {
   Result r;
   if (c.op == Op::kNoop) return r;
+  switch (c.op) {
+    case Op::kMulti:
+    case Op::kRename:
+    case Op::kRenameNx:
+    case Op::kFlushAll:
+    case Op::kWatch:
+      return detail::execute_many(data, c);
+    case Op::kDbSize:
+    case Op::kKeys:
+    case Op::kScan:
+      return detail::read_keyspace(data, c, 0);
+    default:
+      break;
+  }
   if (c.op == Op::kSweep) {
     // The keys expired at now_ms, earliest deadline first (then by key), as
     // many as the bounds take; the Store finds the same through its index.
@@ -160,7 +224,18 @@ Result execute(Keyspace& data, const Command& c) {
   switch (c.op) {
     case Op::kNoop:
     case Op::kSweep:
+    case Op::kMulti:
+    case Op::kRename:
+    case Op::kRenameNx:
+    case Op::kFlushAll:
+    case Op::kWatch:
+    case Op::kDbSize:
+    case Op::kKeys:
+    case Op::kScan:
       break;
+    case Op::kIncrByFloat:
+    case Op::kSetRange:
+      return detail::execute_string(data, c);
     case Op::kPut: {
       auto it = data.try_emplace(c.key).first;
       it->second.value = c.value;
@@ -301,7 +376,9 @@ bool Store::over_limit(const Command& c) const {
     case Op::kPut:
     case Op::kCas:
     case Op::kIncrBy:
+    case Op::kIncrByFloat:
     case Op::kAppend:
+    case Op::kSetRange:
     case Op::kSetNx:
     case Op::kGetSet:
     case Op::kSetXx:
@@ -333,9 +410,13 @@ Store::Store(const Store& other)
       applied_(other.applied_),
       summary_(other.summary_),
       used_bytes_(other.used_bytes_),
-      skipped_(other.skipped_) {
-  for (const auto& [k, e] : data_)
-    if (e.deadline_ms != 0) by_deadline_.emplace(e.deadline_ms, std::string_view(k));
+      skipped_(other.skipped_),
+      version_(other.version_),
+      tombstones_(other.tombstones_),
+      tomb_bytes_(other.tomb_bytes_),
+      floor_(other.floor_) {
+  for (auto it = data_.begin(); it != data_.end(); ++it) link(it, false);
+  for (const auto& [k, v] : tombstones_) tomb_order_.emplace(v, std::string_view(k));
 }
 
 Store& Store::operator=(const Store& other) {
@@ -343,20 +424,50 @@ Store& Store::operator=(const Store& other) {
   return *this;
 }
 
+void Store::unlink(Keyspace::iterator it) {
+  used_bytes_ -= entry_bytes(it->first, it->second);
+  if (it->second.deadline_ms != 0) by_deadline_.erase({it->second.deadline_ms, it->first});
+  by_hash_.erase({key_hash(it->first), it->first});
+}
+
+void Store::link(Keyspace::iterator it, bool count) {
+  if (count) used_bytes_ += entry_bytes(it->first, it->second);
+  if (it->second.deadline_ms != 0)
+    by_deadline_.emplace(it->second.deadline_ms, std::string_view(it->first));
+  by_hash_.emplace(key_hash(it->first), std::string_view(it->first));
+}
+
 Result Store::execute_here(const Command& c) {
-  if (c.op == Op::kSweep) return sweep(c.now_ms);
+  switch (c.op) {
+    case Op::kSweep:
+      return sweep(c.now_ms);
+    case Op::kMulti:
+    case Op::kRename:
+    case Op::kRenameNx:
+      return execute_keys(c);
+    case Op::kFlushAll:
+      return flush_all();
+    case Op::kWatch:
+      return watch(c);
+    case Op::kDbSize:
+    case Op::kKeys:
+    case Op::kScan:
+      return read_keyspace(c);
+    default:
+      break;
+  }
   // The command touches c.key alone: take its entry out of the counts and
   // the index, run it, and put back what it left.
+  bool existed = false;
   if (auto it = data_.find(c.key); it != data_.end()) {
-    used_bytes_ -= entry_bytes(it->first, it->second);
-    if (it->second.deadline_ms != 0) by_deadline_.erase({it->second.deadline_ms, it->first});
+    existed = true;
+    unlink(it);
   }
   Result r = execute(data_, c);
-  if (auto it = data_.find(c.key); it != data_.end()) {
-    used_bytes_ += entry_bytes(it->first, it->second);
-    if (it->second.deadline_ms != 0)
-      by_deadline_.emplace(it->second.deadline_ms, std::string_view(it->first));
-  }
+  auto it = data_.find(c.key);
+  if (it != data_.end()) link(it);
+  // (Removed by lazy expiry, or written: a modification, for WATCH.)
+  if ((existed && it == data_.end()) || detail::writes(c, r)) modified(c.key, ++version_);
   return r;
 }
 
@@ -369,10 +480,12 @@ Result Store::sweep(int64_t now_ms) {
     if (deadline > now_ms || (!swept.keys.empty() && bytes + key.size() > kSweepBytes)) break;
     bytes += key.size();
     swept.keys.emplace_back(key);
-    by_deadline_.erase(by_deadline_.begin());
-    auto it = data_.find(swept.keys.back());
-    used_bytes_ -= entry_bytes(it->first, it->second);
-    data_.erase(it);
+    unlink(data_.find(swept.keys.back()));
+    data_.erase(swept.keys.back());
+  }
+  if (!swept.keys.empty()) {
+    ++version_;
+    for (const std::string& k : swept.keys) modified(k, version_);
   }
   swept.next_deadline_ms = by_deadline_.empty() ? 0 : by_deadline_.begin()->first;
   Result r;
@@ -456,6 +569,14 @@ uint64_t Store::digest() const {
   for (const auto& [k, e] : data_) {
     h = fnv_str(fnv_str(h, k), e.value);
     h = fnv(h, &e.deadline_ms, sizeof e.deadline_ms);
+    h = fnv(h, &e.version, sizeof e.version);
+  }
+  // The versions WATCH compares with are state too.
+  h = fnv(h, &version_, sizeof version_);
+  h = fnv(h, &floor_, sizeof floor_);
+  for (const auto& [k, v] : tombstones_) {
+    h = fnv_str(h, k);
+    h = fnv(h, &v, sizeof v);
   }
   for (const auto& [client, cs] : clients_) {
     h = fnv(h, &client, sizeof client);
@@ -471,14 +592,17 @@ uint64_t Store::digest() const {
 
 namespace {
 
-// "KVS4": keys with their deadlines ("KVS3" had none).
-constexpr uint32_t kSnapshotMagic = 0x4b565334;
+// "KVS5": keys with their deadlines and versions, the version, tombstones
+// and max_result_bytes ("KVS4" had no versions, "KVS3" no deadlines).
+constexpr uint32_t kSnapshotMagic = 0x4b565335;
 
 }  // namespace
 
 // The layout of wire.h: the magic, the options (keep_applied as a byte,
-// maxmemory), then each part as a u32 count and its items (a key, its
-// value and its deadline as an i64, 0 for none; a client, its last seq and its kept results, each
+// maxmemory, max_result_bytes), the version and floor, the tombstones (a
+// u32 count, each a key and its version), then each part as a u32 count
+// and its items (a key, its value, its deadline as an i64, 0 for none, and
+// its version; a client, its last seq and its kept results, each
 // result's ok and refused as bits of a byte), the skip count, the applied summary (entries, chain,
 // executed, executed_sum), and last the count and identities of the applied log (a client and a seq
 // each; none unless keep_applied), which a Snapshot reads from the store when sent.
@@ -489,11 +613,20 @@ Snapshot Store::snapshot() const {
   w.put(kSnapshotMagic);
   w.put<uint8_t>(options_.keep_applied);
   w.put(options_.maxmemory);
+  w.put(options_.max_result_bytes);
+  w.put(version_);
+  w.put(floor_);
+  w.put<uint32_t>(static_cast<uint32_t>(tombstones_.size()));
+  for (const auto& [k, v] : tombstones_) {
+    w.str(k);
+    w.put(v);
+  }
   w.put<uint32_t>(static_cast<uint32_t>(data_.size()));
   for (const auto& [k, e] : data_) {
     w.str(k);
     w.str(e.value);
     w.put(e.deadline_ms);
+    w.put(e.version);
   }
   w.put<uint32_t>(static_cast<uint32_t>(clients_.size()));
   for (const auto& [client, cs] : clients_) {
@@ -565,16 +698,29 @@ bool Store::restore(std::string_view bytes, std::string* why) {
   }
   s.options_.keep_applied = r.get<uint8_t>() != 0;
   s.options_.maxmemory = r.get<uint64_t>();
-  for (uint32_t n = count(16), i = 0; r.ok && i < n; ++i) {
+  s.options_.max_result_bytes = r.get<uint64_t>();
+  s.version_ = r.get<uint64_t>();
+  s.floor_ = r.get<uint64_t>();
+  for (uint32_t n = count(12), i = 0; r.ok && i < n; ++i) {
+    std::string k = r.str();
+    const uint64_t v = r.get<uint64_t>();
+    if (!r.ok) break;
+    s.tomb_bytes_ += k.size();
+    auto it = s.tombstones_.insert_or_assign(std::move(k), v).first;
+    s.tomb_order_.emplace(v, std::string_view(it->first));
+  }
+  for (uint32_t n = count(24), i = 0; r.ok && i < n; ++i) {
     std::string k = r.str();
     Item e;
     e.value = r.str();
     e.deadline_ms = r.get<int64_t>();
+    e.version = r.get<uint64_t>();
     if (!r.ok) break;
-    s.used_bytes_ += entry_bytes(k, e);
-    auto it = s.data_.insert_or_assign(std::move(k), std::move(e)).first;
-    if (it->second.deadline_ms != 0)
-      s.by_deadline_.emplace(it->second.deadline_ms, std::string_view(it->first));
+    if (s.data_.count(k) != 0) {
+      r.ok = false;  // (a key twice)
+      break;
+    }
+    s.link(s.data_.emplace(std::move(k), std::move(e)).first);
   }
   for (uint32_t n = count(20), i = 0; r.ok && i < n; ++i) {
     ClientState& cs = s.clients_[r.get<uint64_t>()];

@@ -37,7 +37,16 @@ namespace kv {
 // put, get, delete and compare-and-set; incrby (INCR, INCRBY, DECR, DECRBY:
 // `value` the signed decimal to add), append, setnx (put if absent), getset
 // (put, returning the value it replaced), getdel (delete, returning it) and
-// setxx (put if present, returning the value it replaced).
+// setxx (put if present, returning the value it replaced); incrbyfloat
+// (INCRBYFLOAT: `value` the decimal to add) and setrange (SETRANGE:
+// `value` written at the offset `expected`, in decimal). Reads of the
+// keyspace (store_keyspace.cc): dbsize, keys (`key` a glob pattern) and
+// scan (ScanRequest). Several keys at
+// once, each one log entry applied atomically (store_multi.cc): multi (a
+// transaction: Command::value holds a Transaction, its commands run one
+// after another, all or none), rename and renamenx (`key` to `value`, with
+// its deadline), flushall (every key), and watch (reads the store's version,
+// which a transaction's conditions compare with; see Transaction).
 enum class Op : uint8_t {
   kNoop,
   kPut,
@@ -54,8 +63,18 @@ enum class Op : uint8_t {
   kTtl,
   kGetEx,
   kSweep,
+  kMulti,
+  kRename,
+  kRenameNx,
+  kFlushAll,
+  kWatch,
+  kDbSize,
+  kKeys,
+  kScan,
+  kIncrByFloat,
+  kSetRange,
 };
-inline constexpr Op kLastOp = Op::kSweep;
+inline constexpr Op kLastOp = Op::kSetRange;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -131,7 +150,23 @@ int64_t wall_clock_ms();
 // deadline at or before now_ms removes the key. ttl: ok = the key exists,
 // value its deadline in decimal ms, or "-1" for none. getex: as get. sweep:
 // ok, value the keys it removed and the earliest deadline left
-// (sweep_result). refused: a write that
+// (sweep_result). multi: ok = its conditions held and every command ran,
+// value their results (encode_results); not ok with an empty value: a
+// condition failed (EXEC's null reply, MSETNX's 0) and nothing changed; not
+// ok with a value: that error text, nothing changed. rename, renamenx: ok =
+// moved; else value "no such key" (the source is absent) or empty (renamenx:
+// the target exists). flushall: ok, value the number of keys removed. watch:
+// ok, value the store's version (decimal) once `key` is as at now_ms.
+// incrbyfloat: ok = the key held a decimal number (parse_float; none: 0)
+// and the sum is finite, value the sum (format_float); else nothing changed
+// and value is "not a float" or "nan or infinity". setrange: ok, value the
+// new length (an empty `value` changes nothing and makes no key); not ok
+// with "offset is out of range" for a negative offset.
+// dbsize: ok, value the number of live keys (decimal). keys: ok, value
+// the live keys matching `key` (encode_keys, cursor 0); not ok with an
+// error text if they would take more than max_result_bytes. scan: ok,
+// value a page (encode_keys: the next cursor, and the keys).
+// refused: a write that
 // would have taken the store past its maxmemory (StoreOptions) and changed
 // nothing (ok false); Redis's OOM error.
 struct Result {
@@ -154,6 +189,11 @@ struct StoreOptions {
   // (Store::summary()), so a store that runs for hours does not grow with
   // its log (a RESP gateway's job).
   bool keep_applied = true;
+  // The most a transaction's results may take in all (0: no limit): a
+  // transaction whose results would take more is not run (Op::kMulti's
+  // error), so that every reply fits a flow's segment (flow_job.h sets it
+  // to the job's max_entry_bytes).
+  uint64_t max_result_bytes = 0;
   friend bool operator==(const StoreOptions&, const StoreOptions&) = default;
 };
 
@@ -180,13 +220,90 @@ struct Swept {
 std::string sweep_result(const Swept& s);
 bool parse_sweep_result(std::string_view value, Swept* out);
 
-// A key's value and its deadline (ms since the epoch; 0: none).
+// A key's value and its deadline (ms since the epoch; 0: none), and the
+// store's version when a command last modified it (Store keeps it; the
+// reference execute() leaves it 0, and items compare without it).
 struct Item {
   std::string value;
   int64_t deadline_ms = 0;
-  friend auto operator<=>(const Item&, const Item&) = default;
+  uint64_t version = 0;
+  friend bool operator==(const Item& a, const Item& b) {
+    return a.value == b.value && a.deadline_ms == b.deadline_ms;
+  }
+  friend auto operator<=>(const Item& a, const Item& b) {
+    if (auto c = a.value <=> b.value; c != 0) return c;
+    return a.deadline_ms <=> b.deadline_ms;
+  }
 };
 using Keyspace = std::map<std::string, Item>;
+
+// The body of an Op::kMulti command (its Command::value), as the gateway
+// makes it for EXEC, MSET and MSETNX. Its commands run one after another, as
+// one log entry: all of them, or none (nothing changes when a condition
+// fails, when the whole would take the store past maxmemory, or when the
+// results would pass max_result_bytes). Each takes the transaction's
+// now_ms; client and seq are the transaction's. A command may be any key
+// command but multi, sweep and watch, and no read of the whole keyspace
+// (dbsize, keys, scan).
+//
+// Conditions. kAbsent: `key` holds no value (MSETNX). kUnchanged: nothing
+// modified `key` since the watch command `watch_seq` of this transaction's
+// client (WATCH) read the store's version. A command modifies a key when it
+// writes it (put, getset, append, and the others that report ok: cas,
+// incrby, setnx, setxx, getdel, delete, expire, getex with an expiry
+// option, rename's two keys), when it removes it because its deadline
+// passed (lazy expiry, a sweep), and flushall modifies every key, present
+// or not. A key whose deadline passes between the watch and the
+// transaction's stamp counts as modified too, removed or not (Redis 6.0.9
+// and later abort such an EXEC). Every replica decides alike: versions are
+// part of the replicated state. Two cases decide conservatively (the
+// transaction fails although Redis's would have run; a client retries it):
+// the watch's result is no longer kept (more than kClientWindow commands of
+// its client came between), and an absent key removed so long ago that its
+// tombstone was dropped (Store keeps the last kTombstoneBytes of them).
+struct TxCondition {
+  enum Kind : uint8_t { kUnchanged = 0, kAbsent = 1 };
+  Kind kind = kUnchanged;
+  std::string key;
+  uint64_t watch_seq = 0;
+  friend bool operator==(const TxCondition&, const TxCondition&) = default;
+};
+struct Transaction {
+  std::vector<TxCondition> conditions;
+  std::vector<Command> cmds;
+};
+std::string encode_transaction(const Transaction& t);
+// False if `bytes` are not a whole transaction, or hold a command that
+// cannot be in one.
+bool decode_transaction(std::string_view bytes, Transaction* out);
+// A transaction's results, one per command (Result::value of a multi).
+std::string encode_results(const std::vector<Result>& results);
+bool decode_results(std::string_view bytes, std::vector<Result>* out);
+// Whether `op` may be one of a transaction's commands.
+bool transaction_may_hold(Op op);
+
+// SCAN's request (Command::value, "cursor count type"; the pattern is
+// Command::key, "*" for none) and the pages KEYS and SCAN answer.
+struct ScanRequest {
+  uint64_t cursor = 0;
+  uint64_t count = 10;
+  std::string type;  // empty: any; "string" all keys; any other none
+};
+std::string encode_scan_request(const ScanRequest& s);
+bool decode_scan_request(std::string_view text, ScanRequest* out);
+struct KeysPage {
+  uint64_t cursor = 0;  // SCAN's next cursor (0: done)
+  std::vector<std::string> keys;
+};
+std::string encode_keys(const KeysPage& p);
+bool decode_keys(std::string_view bytes, KeysPage* out);
+// SCAN's order: a 64-bit hash of the key, never 0 (a cursor of 0 ends).
+uint64_t key_hash(std::string_view key);
+// Redis's glob (stringmatchlen): * ? [abc] [^a] [a-z], \x a literal x.
+bool glob_match(std::string_view pattern, std::string_view text);
+// A SCAN page holds at most this many bytes of key names (and always the
+// first run of keys of one hash).
+inline constexpr size_t kScanBytes = 16 * 1024;
 
 // A well-mixed hash of a command's identity (client, seq).
 uint64_t identity_hash(uint64_t client, uint64_t seq);
@@ -285,15 +402,26 @@ class Store {
   // with a deadline (its node in the index of deadlines). An expired key
   // counts until a command touches it or a sweep removes it.
   uint64_t used_bytes() const { return used_bytes_; }
-  static constexpr uint64_t kEntryOverhead = 96;
+  static constexpr uint64_t kEntryOverhead = 144;
   static constexpr uint64_t kDeadlineOverhead = 64;
   // What one key and its item take in used_bytes().
   static uint64_t entry_bytes(const std::string& key, const Item& e) {
     return kEntryOverhead + key.size() + e.value.size() +
            (e.deadline_ms != 0 ? kDeadlineOverhead : 0);
   }
+  // (What one key takes in the store's indexes is counted in
+  // kEntryOverhead: its node in data_ and in the index by hash, SCAN's.)
   // How many keys have a deadline (expired or not).
   size_t volatile_keys() const { return by_deadline_.size(); }
+  // The store's version: how many log entries modified some key (see
+  // Transaction for what counts).
+  uint64_t version() const { return version_; }
+  // The most key bytes of removed keys whose versions are kept (tombstones,
+  // for a transaction's conditions on absent keys); older ones are
+  // dropped, and a condition on such a key fails (it may have changed).
+  static constexpr size_t kTombstoneBytes = 256 * 1024;
+  static constexpr size_t kTombstones = 4096;
+  size_t tombstones() const { return tombstones_.size(); }
   // How many commands apply() skipped (kSkipped).
   uint64_t skipped() const { return skipped_; }
   const Keyspace& data() const { return data_; }
@@ -325,17 +453,43 @@ class Store {
   Result sweep(int64_t now_ms);
   // Whether `c` (a put or cas) would take the data past maxmemory.
   bool over_limit(const Command& c) const;
+  // Takes `it` out of used_bytes_ and the indexes, or puts it in (count:
+  // into used_bytes_ too).
+  void unlink(Keyspace::iterator it);
+  void link(Keyspace::iterator it, bool count = true);
+  // store_keyspace.cc: dbsize, keys and scan.
+  Result read_keyspace(const Command& c) const;
+  // store_multi.cc: a transaction, rename or renamenx (run on copies of the
+  // keys they touch, then committed or not), flushall, and watch.
+  Result execute_keys(const Command& c);
+  Result flush_all();
+  Result watch(const Command& c);
+  bool condition_holds(const Command& c, const TxCondition& cond) const;
+  // `key` was modified at version `v`: present, its item carries it; absent,
+  // its tombstone does.
+  void modified(const std::string& key, uint64_t v);
+  void drop_tombstone(const std::string& key);
 
   StoreOptions options_;
   Keyspace data_;
   // Every key with a deadline, by (deadline, key): the sweep's order. The
   // key is a view of data_'s own (a map's keys stay where they are).
   std::set<std::pair<int64_t, std::string_view>> by_deadline_;
+  // Every key by (key_hash, key): SCAN's order (a view of data_'s key).
+  std::set<std::pair<uint64_t, std::string_view>> by_hash_;
   std::map<uint64_t, ClientState> clients_;
   std::vector<std::pair<uint64_t, uint64_t>> applied_;
   AppliedSummary summary_;
   uint64_t used_bytes_ = 0;
   uint64_t skipped_ = 0;
+  uint64_t version_ = 0;
+  // Removed keys' versions, and the highest version of any dropped one (or
+  // of a flushall): an absent key without a tombstone was modified at most
+  // at floor_.
+  std::map<std::string, uint64_t, std::less<>> tombstones_;
+  std::set<std::pair<uint64_t, std::string_view>> tomb_order_;  // oldest first
+  size_t tomb_bytes_ = 0;
+  uint64_t floor_ = 0;
 };
 
 // Executes `c` on a plain map with no client table: the sequential reference
@@ -343,7 +497,36 @@ class Store {
 // refused command is one that took no effect, which the checks allow for.)
 // A key expired at c.now_ms is removed before `c` runs; a sweep looks at
 // every key (the Store keeps an index instead) and removes the same ones.
+// It knows no versions: a transaction's kUnchanged conditions count as held
+// and watch answers "0" (only the Store decides those).
 Result execute(Keyspace& data, const Command& c);
+
+namespace detail {
+// store_multi.cc: execute() of the commands on several keys (multi, rename,
+// renamenx, flushall) and of watch.
+Result execute_many(Keyspace& data, const Command& c);
+// store_keyspace.cc: execute() of dbsize, keys and scan, by a whole scan
+// (the Store keeps an index by hash instead).
+Result read_keyspace(const Keyspace& data, const Command& c, uint64_t max_result_bytes);
+// Whether `c`, which returned `r`, wrote its key (Transaction: what counts
+// as a modification, besides a removal).
+bool writes(const Command& c, const Result& r);
+bool expired(const Item& e, int64_t now_ms);
+// store_strings.cc: execute() of incrbyfloat and setrange.
+Result execute_string(Keyspace& data, const Command& c);
+}  // namespace detail
+
+// INCRBYFLOAT's numbers (store_strings.cc). Arithmetic is IEEE double,
+// which every replica computes alike (Redis uses long double, whose size
+// differs between machines). parse_float takes [+-]digits[.digits][e[+-]
+// digits] (no spaces, hex, inf or nan) into a finite double; format_float
+// prints the fewest digits that read back as the same double, without an
+// exponent (std::to_chars, exactly specified: the same on every replica
+// and library). So 10.5 + 0.1 is "10.6" and 5.0e3 + 2.0e2 "5200", as in
+// Redis, but 0.1 + 0.2 is "0.30000000000000004" where Redis's long double
+// prints "0.3".
+bool parse_float(std::string_view text, double* out);
+std::string format_float(double v);
 
 // Parses a decimal integer as Redis takes one (INCRBY's argument, a value
 // to increment): as it would print it, within 64 bits; false otherwise.

@@ -697,18 +697,23 @@ TEST(KvPorcupineTest, RejectsAStaleReadAndADoubleSwap) {
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
 }
 
-// The string commands' operations (incrby, append, setnx, getset, getdel,
-// setxx): a history using each as Redis answers it, with two concurrent
-// increments in either order and the store's two increment errors, is
-// linearizable; two increments that both saw the absent key, two GETDELs
-// that both got the value, and a SET XX that set an absent key are not.
+// The string commands' operations (incrby, incrbyfloat, append, setrange,
+// setnx, getset, getdel, setxx): histories using each as Redis answers it,
+// with concurrent increments in either order and the store's errors, are
+// linearizable; two increments (integer or float) that both saw the absent
+// key, two GETDELs that both got the value, a SET XX that set an absent key
+// and a SETRANGE that did not pad are not.
 TEST(KvPorcupineTest, TheStringCommandsAreModelledAsTheStoreExecutesThem) {
   const ProcessResult ok = porcupine(std::string(SLUICE_KV_FIXTURES) + "/string_ops_ok.jsonl");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("linearizable (18 operations on 4 keys"), std::string::npos)
       << ok.output;
+  const ProcessResult floats = porcupine(std::string(SLUICE_KV_FIXTURES) + "/float_ops_ok.jsonl");
+  EXPECT_NE(floats.output.find("linearizable (11 operations on 3 keys"), std::string::npos)
+      << floats.output;
   for (const char* name :
-       {"lost_increment.jsonl", "double_getdel.jsonl", "setxx_of_an_absent_key.jsonl"}) {
+       {"lost_increment.jsonl", "double_getdel.jsonl", "setxx_of_an_absent_key.jsonl",
+        "lost_float_increment.jsonl", "setrange_without_padding.jsonl"}) {
     const ProcessResult p = porcupine(std::string(SLUICE_KV_FIXTURES) + "/" + name);
     EXPECT_EQ(p.exit_code, 1) << name << "\n" << p.output;
     EXPECT_NE(p.output.find("NOT linearizable"), std::string::npos) << name << "\n" << p.output;

@@ -7,7 +7,7 @@ connect, and AUTH first when given a password), then uses the commands
 sluice-kv serves: PING, ECHO, SET/GET (binary-safe), EXISTS and DEL of
 several keys, the string commands (INCR, INCRBY, DECR, DECRBY, APPEND,
 STRLEN, SETNX, GETSET, GETDEL, MGET, SET with NX, XX and GET, TYPE,
-GETRANGE, UNLINK) with Redis's answers and errors, expiry (SET's EX, PX,
+GETRANGE, UNLINK, INCRBYFLOAT, SETRANGE) with Redis's answers and errors, expiry (SET's EX, PX,
 EXAT, KEEPTTL, SETEX, PSETEX, EXPIRE and its kin with NX/XX/GT/LT, TTL,
 PTTL, EXPIRETIME, PERSIST, GETEX; which commands clear a deadline and
 which keep it; a key set with px=200 gone half a second later), a
@@ -66,6 +66,27 @@ def main():
         check("overflow refused", "no error", "an error")
     except redis.ResponseError as e:
         check("overflow refused", str(e), "increment or decrement would overflow")
+    # INCRBYFLOAT (the store's doubles print as Redis prints these) and
+    # SETRANGE.
+    r.set("py:f", "10.50")
+    check("incrbyfloat", r.incrbyfloat("py:f", 0.1), 10.6)
+    check("incrbyfloat's value", r.get("py:f"), b"10.6")
+    r.set("py:f", "5.0e3")
+    check("incrbyfloat of an exponent", r.incrbyfloat("py:f", 2.0e2), 5200.0)
+    check("incrbyfloat's value printed without one", r.get("py:f"), b"5200")
+    check("incrbyfloat of a missing key", r.incrbyfloat("py:f2", -1.5), -1.5)
+    try:
+        r.incrbyfloat("py:text", 1)
+        check("incrbyfloat of a non-number refused", "no error", "an error")
+    except redis.ResponseError as e:
+        check("incrbyfloat of a non-number refused", str(e), "value is not a valid float")
+    r.set("py:sr", "Hello World")
+    check("setrange", r.setrange("py:sr", 6, "Redis"), 11)
+    check("setrange's value", r.get("py:sr"), b"Hello Redis")
+    check("setrange of a missing key pads with zero bytes", (r.setrange("py:sr2", 3, "x"),
+                                                             r.get("py:sr2")), (4, b"\x00\x00\x00x"))
+    check("setrange of nothing makes no key", (r.setrange("py:sr3", 5, ""), r.exists("py:sr3")),
+          (0, 0))
     check("append", r.append("py:text", "de"), 5)
     check("append to a missing key", r.append("py:new", "xy"), 2)
     check("strlen", r.strlen("py:text"), 5)
@@ -196,7 +217,7 @@ def main():
     except redis.ResponseError as e:
         check("config set refused", "CONFIG SET is not supported" in str(e), True)
     try:
-        r.execute_command("FLUSHALL")
+        r.execute_command("LPUSH", "py:list", "a")
         check("unknown command refused", "no error", "an error")
     except redis.ResponseError as e:
         check("unknown command refused", "unknown command" in str(e), True)

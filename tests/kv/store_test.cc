@@ -85,6 +85,33 @@ TEST(StoreTest, TheStringOperationsFollowRedis) {
   EXPECT_EQ(s.data().count("t"), 0u);
   EXPECT_EQ(run(Op::kSetXx, "u", "w"), (Result{true, "z"}));
   EXPECT_EQ(s.data().at("u").value, "w");
+  // INCRBYFLOAT: IEEE doubles, printed in the fewest digits that read back.
+  run(Op::kPut, "f", "10.50");
+  EXPECT_EQ(run(Op::kIncrByFloat, "f", "0.1"), (Result{true, "10.6"}));
+  run(Op::kPut, "f", "5.0e3");
+  EXPECT_EQ(run(Op::kIncrByFloat, "f", "2.0e2"), (Result{true, "5200"}));
+  EXPECT_EQ(run(Op::kIncrByFloat, "f", "-5200"), (Result{true, "0"}));
+  EXPECT_EQ(run(Op::kIncrByFloat, "nf", "+.5"), (Result{true, "0.5"}));
+  EXPECT_EQ(run(Op::kIncrByFloat, "nf", "0.25e1"), (Result{true, "3"}));
+  for (const char* bad : {"", " 1", "1 ", "x", "inf", "nan", "0x10", "1e", ".", "1e999"}) {
+    s.apply(cmd(Op::kPut, 1, ++seq, "b", bad));
+    EXPECT_EQ(run(Op::kIncrByFloat, "b", "1"), (Result{false, "not a float"})) << bad;
+    EXPECT_EQ(run(Op::kIncrByFloat, "nf", bad), (Result{false, "not a float"})) << bad;
+  }
+  run(Op::kPut, "big", "1e308");
+  EXPECT_EQ(run(Op::kIncrByFloat, "big", "1e308"), (Result{false, "nan or infinity"}));
+  EXPECT_EQ(s.data().at("big").value, "1e308");
+  // SETRANGE: written at the offset, zero bytes up to it; nothing made by
+  // an empty value.
+  run(Op::kPut, "sr", "Hello World");
+  EXPECT_EQ(s.apply(cmd(Op::kSetRange, 1, ++seq, "sr", "Redis", "6")), (Result{true, "11"}));
+  EXPECT_EQ(s.data().at("sr").value, "Hello Redis");
+  EXPECT_EQ(s.apply(cmd(Op::kSetRange, 1, ++seq, "sr2", "x", "3")), (Result{true, "4"}));
+  EXPECT_EQ(s.data().at("sr2").value, std::string("\0\0\0x", 4));
+  EXPECT_EQ(s.apply(cmd(Op::kSetRange, 1, ++seq, "sr3", "", "5")), (Result{true, "0"}));
+  EXPECT_EQ(s.data().count("sr3"), 0u);
+  EXPECT_EQ(s.apply(cmd(Op::kSetRange, 1, ++seq, "sr", "x", "-1")),
+            (Result{false, "offset is out of range"}));
   // The same through the sequential reference the checks replay against.
   Keyspace plain;
   EXPECT_EQ(execute(plain, cmd(Op::kIncrBy, 0, 0, "n", "5")), (Result{true, "5"}));

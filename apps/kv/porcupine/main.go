@@ -6,8 +6,9 @@
 //	{"client":3,"op":"cas","key":"k7","value":"new","expected":"old",
 //	 "ok":true,"out":"","call":1200,"return":1203}
 //
-// with op one of put, get, delete, cas, incrby, append, setnx, getset,
-// getdel, setxx, expire, ttl, getex, sweep; ok and out what the store
+// with op one of put, get, delete, cas, incrby, incrbyfloat, append,
+// setrange (expected: the offset), setnx, getset, getdel, setxx, expire,
+// ttl, getex, sweep; ok and out what the store
 // answered (get: ok = the key exists, out its value; delete: ok = the key
 // existed; cas: ok = swapped; incrby: ok = added, out the new number;
 // append: out the new length; setnx: ok = set, else out the value kept;
@@ -40,6 +41,12 @@
 // leave any state as it was (the limit is over the whole store, which a
 // check key by key cannot see).
 //
+// The commands on several keys (multi: EXEC, MSET, MSETNX; rename,
+// renamenx, flushall), the reads of the whole keyspace (dbsize, keys,
+// scan) and watch are refused as bad input (exit 2): the model is checked
+// key by key, and such a command is not an operation on one key. Their
+// tests run in jobs that keep no history.
+//
 // Several files (a job with several RESP gateways writes one per gateway
 // rank) are checked as one history: their times come from one host clock.
 //
@@ -53,9 +60,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -102,6 +112,33 @@ func parseInteger(s string) (int64, bool) {
 		return 0, false
 	}
 	return v, true
+}
+
+// The store's decimal numbers for incrbyfloat (apps/kv/store.h,
+// parse_float): [+-]digits[.digits][e[+-]digits], finite, as a double; and
+// printed as format_float does, the fewest digits that read back, without
+// an exponent.
+var floatSyntax = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+
+func parseFloat(s string) (float64, bool) {
+	if !floatSyntax.MatchString(s) {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, false
+	}
+	if v == 0 {
+		v = 0 // (no "-0")
+	}
+	return v, true
+}
+
+func formatFloat(v float64) string {
+	if v == 0 {
+		v = 0
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 // The state of one key: absent, or present with a value and a deadline
@@ -214,6 +251,32 @@ var model = porcupine.Model{
 			}
 			out := strconv.FormatInt(sum, 10)
 			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline}
+		case "incrbyfloat":
+			now, nowOk := 0.0, true
+			if st.present {
+				now, nowOk = parseFloat(st.value)
+			}
+			by, byOk := parseFloat(i.value)
+			sum := now + by
+			if !nowOk || !byOk || math.IsInf(sum, 0) || math.IsNaN(sum) {
+				return !o.ok || o.unknown, st // an error: nothing changed
+			}
+			out := formatFloat(sum)
+			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline}
+		case "setrange":
+			offset, ok := parseInteger(i.expected)
+			if !ok || offset < 0 {
+				return !o.ok || o.unknown, st
+			}
+			if i.value == "" { // nothing written, no key made
+				return o.unknown || (o.ok && o.out == strconv.Itoa(len(st.value))), st
+			}
+			v := st.value
+			if end := int(offset) + len(i.value); len(v) < end {
+				v += strings.Repeat("\x00", end-len(v))
+			}
+			v = v[:offset] + i.value + v[int(offset)+len(i.value):]
+			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline}
 		case "append":
 			v := st.value + i.value
 			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline}
@@ -280,8 +343,10 @@ var model = porcupine.Model{
 			return fmt.Sprintf("get(%q) -> %q", i.key, o.out)
 		case "delete":
 			return fmt.Sprintf("delete(%q) -> %v", i.key, o.ok)
-		case "incrby", "append", "setnx", "getset", "getdel", "setxx":
+		case "incrby", "incrbyfloat", "append", "setnx", "getset", "getdel", "setxx":
 			return fmt.Sprintf("%s(%q, %q) -> %v %q", i.op, i.key, i.value, o.ok, o.out)
+		case "setrange":
+			return fmt.Sprintf("setrange(%q, %s, %q) -> %v %q", i.key, i.expected, i.value, o.ok, o.out)
 		case "expire", "getex":
 			return fmt.Sprintf("%s(%q, ttl %q deadline %d if %d) at %d -> %v %q", i.op, i.key, i.ttl, i.deadline, i.cond, i.now, o.ok, o.out)
 		case "ttl":
@@ -339,9 +404,13 @@ func load(path string) ([]porcupine.Operation, error) {
 		}
 		switch r.Op {
 		case "put", "get", "delete", "cas", "incrby", "append", "setnx", "getset", "getdel", "setxx",
-			"expire", "ttl", "getex", "sweep":
+			"expire", "ttl", "getex", "sweep", "incrbyfloat", "setrange":
+		case "multi", "rename", "renamenx", "flushall", "watch", "dbsize", "keys", "scan":
+			// Refused, not skipped: leaving them out would check a history
+			// that is not the one the store ran.
+			return nil, fmt.Errorf("%s:%d: op %q acts on several keys or the whole keyspace (or, watch, reads the store's version): the key-by-key model cannot check it; a checked history must not hold it (docs/kv.md, Transactions)", path, line, r.Op)
 		default:
-			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, append, setnx, getset, getdel, setxx, expire, ttl, getex or sweep", path, line, r.Op)
+			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, incrbyfloat, append, setrange, setnx, getset, getdel, setxx, expire, ttl, getex or sweep", path, line, r.Op)
 		}
 		switch r.Op {
 		case "get", "delete", "getdel", "expire", "ttl", "getex", "sweep":

@@ -1,0 +1,304 @@
+// The RESP gateway's commands on several keys at once, each one log entry
+// (store_multi.cc, store_keyspace.cc): MULTI/EXEC/DISCARD with
+// WATCH/UNWATCH, MSET, MSETNX, RENAME, RENAMENX, FLUSHALL and FLUSHDB;
+// DBSIZE, KEYS and SCAN; and EXEC's reply, made from its commands' results
+// as each command's own reply would be.
+#include <charconv>
+#include <string>
+#include <vector>
+
+#include "resp.h"
+#include "resp_gateway.h"
+
+namespace kv {
+
+namespace {
+
+using resp::lower;
+using resp::upper;
+using resp::wrong_args;
+
+Command stamped(Op op, std::string key, std::string value, int64_t now) {
+  Command c;
+  c.op = op;
+  c.key = std::move(key);
+  c.value = std::move(value);
+  c.now_ms = now;
+  return c;
+}
+
+// Commands MULTI does not queue: they act on the connection at once.
+bool runs_at_once(const std::string& name) {
+  return name == "EXEC" || name == "DISCARD" || name == "MULTI" || name == "WATCH" ||
+         name == "QUIT";
+}
+
+}  // namespace
+
+bool RespGateway::transaction_command(Conn& c, const std::string& name,
+                                      std::vector<std::string>& args, Client& client, size_t index,
+                                      Reply& r, int64_t now) {
+  auto local = [&r](std::string text) {
+    r.text = std::move(text);
+    r.ready = true;
+    return true;
+  };
+  Queue& q = c.queue;
+  if (q.open && !runs_at_once(name)) {
+    if (name == "UNWATCH" && args.size() == 1) {
+      // (Queued in Redis, where it changes nothing inside MULTI.)
+      q.replies.emplace_back();
+      q.replies.back().text = resp::simple("OK");
+      q.replies.back().ready = true;
+      return local(resp::simple("QUEUED"));
+    }
+    // The command is made as it would be run, into the queue.
+    c.queuing = true;
+    const size_t before = q.cmds.size();
+    dispatch(c, name, args, client, index, r, now);
+    c.queuing = false;
+    size_t bytes = kQueuedOverhead;
+    for (size_t i = before; i < q.cmds.size(); ++i) {
+      bytes += kQueuedOverhead + q.cmds[i].key.size() + q.cmds[i].value.size() +
+               q.cmds[i].expected.size();
+    }
+    if (!(r.ready && !r.text.empty() && r.text[0] == '-') &&
+        (q.bytes + c.watched_bytes + bytes > options_.max_entry_bytes ||
+         q.replies.size() >= kMaxPendingReplies)) {
+      // (The queue is bounded by what EXEC could send: one log entry.)
+      r = Reply{};
+      r.resp3 = c.resp3;
+      local(resp::error("ERR the transaction would take more than one log entry may (" +
+                        std::to_string(options_.max_entry_bytes) +
+                        " bytes, --max-value-bytes, or " + std::to_string(kMaxPendingReplies) +
+                        " commands); EXEC will discard it"));
+    }
+    if (r.ready && !r.text.empty() && r.text[0] == '-') {
+      // Refused as it was queued (arity, syntax, size): answered now, and
+      // EXEC will discard the transaction, as Redis does.
+      q.cmds.resize(before);
+      q.failed = true;
+      return true;
+    }
+    q.bytes += bytes;
+    q.replies.push_back(std::move(r));
+    r = Reply{};
+    r.resp3 = c.resp3;
+    return local(resp::simple("QUEUED"));
+  }
+  if (name == "MULTI") {
+    if (args.size() != 1) return local(wrong_args("multi"));
+    if (q.open) return local(resp::error("ERR MULTI calls can not be nested"));
+    q = Queue{};
+    q.open = true;
+    return local(resp::simple("OK"));
+  }
+  if (name == "DISCARD") {
+    if (args.size() != 1) return local(wrong_args("discard"));
+    if (!q.open) return local(resp::error("ERR DISCARD without MULTI"));
+    q = Queue{};
+    c.watches.clear();
+    c.watched_bytes = 0;
+    return local(resp::simple("OK"));
+  }
+  if (name == "UNWATCH") {
+    if (args.size() != 1) return local(wrong_args("unwatch"));
+    c.watches.clear();
+    c.watched_bytes = 0;
+    return local(resp::simple("OK"));
+  }
+  if (name == "WATCH") {
+    if (q.open) return local(resp::error("ERR WATCH inside MULTI is not allowed"));
+    if (args.size() < 2) return local(wrong_args("watch"));
+    size_t bytes = 0;
+    for (size_t i = 1; i < args.size(); ++i) bytes += kQueuedOverhead + args[i].size();
+    // (EXEC carries every watched key: bounded as its transaction is.)
+    if (c.watched_bytes + bytes > options_.max_entry_bytes)
+      return local(resp::error("ERR the watched keys would take more than one log entry may (" +
+                               std::to_string(options_.max_entry_bytes) +
+                               " bytes, --max-value-bytes)"));
+    c.watched_bytes += bytes;
+    // One entry per key, each reading the store's version once the key is
+    // as at `now`; EXEC names them by their seqs (store.h, Transaction).
+    r.kind = Kind::kWatch;
+    for (size_t i = 1; i < args.size(); ++i) {
+      const uint64_t seq = submit(c, client, index, r, stamped(Op::kWatch, args[i], "", now));
+      c.watches.emplace_back(args[i], seq);
+    }
+    return true;
+  }
+  if (name == "QUIT") {
+    q = Queue{};
+    return false;  // (answered by the table)
+  }
+  if (name != "EXEC") return false;
+  if (args.size() != 1) return local(wrong_args("exec"));
+  if (!q.open) return local(resp::error("ERR EXEC without MULTI"));
+  Queue queued = std::move(q);
+  q = Queue{};
+  std::vector<std::pair<std::string, uint64_t>> watches = std::move(c.watches);
+  c.watches.clear();
+  c.watched_bytes = 0;
+  if (queued.failed)
+    return local(resp::error("EXECABORT Transaction discarded because of previous errors."));
+  Transaction t;
+  t.cmds = std::move(queued.cmds);
+  for (auto& [key, seq] : watches)
+    t.conditions.push_back(TxCondition{TxCondition::kUnchanged, std::move(key), seq});
+  std::string body = encode_transaction(t);
+  if (body.size() > options_.max_entry_bytes) {
+    return local(resp::error("EXECABORT Transaction discarded: its commands take " +
+                             std::to_string(body.size()) + " bytes, more than the " +
+                             std::to_string(options_.max_entry_bytes) +
+                             " one log entry may (--max-value-bytes)"));
+  }
+  r.kind = Kind::kExec;
+  r.subs = std::move(queued.replies);
+  for (Reply& sub : r.subs) sub.resp3 = c.resp3;
+  submit(c, client, index, r, stamped(Op::kMulti, "", std::move(body), now));
+  return true;
+}
+
+bool RespGateway::keys_command(Conn& c, const std::string& name,
+                               const std::vector<std::string>& args, Client& client, size_t index,
+                               Reply& r, int64_t now) {
+  auto local = [&r](std::string text) {
+    r.text = std::move(text);
+    r.ready = true;
+    return true;
+  };
+  auto too_big = [&](size_t bytes) {
+    return local(resp::error("ERR sluice-kv takes keys and values of at most " +
+                             std::to_string(options_.max_entry_bytes) +
+                             " bytes in all in one command (--max-value-bytes); this one has " +
+                             std::to_string(bytes)));
+  };
+  if (name == "MSET" || name == "MSETNX") {
+    if (args.size() < 3 || args.size() % 2 == 0) return local(wrong_args(lower(name)));
+    Transaction t;
+    for (size_t i = 1; i + 1 < args.size(); i += 2) {
+      Command put;
+      put.op = Op::kPut;
+      put.key = args[i];
+      put.value = args[i + 1];
+      t.cmds.push_back(std::move(put));
+      if (name == "MSETNX") t.conditions.push_back(TxCondition{TxCondition::kAbsent, args[i], 0});
+    }
+    std::string body = encode_transaction(t);
+    if (body.size() > options_.max_entry_bytes) return too_big(body.size());
+    r.kind = name == "MSET" ? Kind::kMset : Kind::kMsetNx;
+    if (c.queuing) {
+      // Inside MULTI the transaction is EXEC's: MSET's puts join it (an
+      // MSETNX's conditions cannot: they would be the whole EXEC's).
+      if (name == "MSETNX")
+        return local(resp::error("ERR sluice-kv does not queue MSETNX inside MULTI"));
+      for (Command& put : t.cmds) {
+        put.now_ms = now;
+        submit(c, client, index, r, std::move(put));
+      }
+      return true;
+    }
+    submit(c, client, index, r, stamped(Op::kMulti, "", std::move(body), now));
+    return true;
+  }
+  if (name == "RENAME" || name == "RENAMENX") {
+    if (args.size() != 3) return local(wrong_args(lower(name)));
+    if (args[1].size() + args[2].size() > options_.max_entry_bytes)
+      return too_big(args[1].size() + args[2].size());
+    r.kind = name == "RENAME" ? Kind::kRename : Kind::kRenameNx;
+    submit(c, client, index, r,
+           stamped(name == "RENAME" ? Op::kRename : Op::kRenameNx, args[1], args[2], now));
+    return true;
+  }
+  if (name == "DBSIZE" || name == "KEYS" || name == "SCAN") {
+    // Reads of the whole keyspace: one entry each, linearizable as GET.
+    if (c.queuing)
+      return local(resp::error("ERR sluice-kv does not queue " + name + " inside MULTI"));
+    Command read = stamped(Op::kDbSize, "", "", now);
+    if (name == "DBSIZE") {
+      if (args.size() != 1) return local(wrong_args("dbsize"));
+      r.kind = Kind::kDbSize;
+    } else if (name == "KEYS") {
+      if (args.size() != 2) return local(wrong_args("keys"));
+      if (args[1].size() > options_.max_entry_bytes) return too_big(args[1].size());
+      read.op = Op::kKeys;
+      read.key = args[1];
+      r.kind = Kind::kKeys;
+    } else {
+      if (args.size() < 2 || args.size() % 2 != 0) return local(wrong_args("scan"));
+      ScanRequest q;
+      const std::string& cursor = args[1];
+      const auto [end, ec] =
+          std::from_chars(cursor.data(), cursor.data() + cursor.size(), q.cursor);
+      if (cursor.empty() || ec != std::errc() || end != cursor.data() + cursor.size())
+        return local(resp::error("ERR invalid cursor"));
+      read.key.assign(1, '*');  // (no MATCH: every key)
+      for (size_t i = 2; i + 1 < args.size(); i += 2) {
+        const std::string opt = upper(args[i]);
+        int64_t n = 0;
+        if (opt == "MATCH") {
+          read.key = args[i + 1];
+        } else if (opt == "COUNT") {
+          if (!parse_integer(args[i + 1], &n))
+            return local(resp::error("ERR value is not an integer or out of range"));
+          if (n < 1) return local(resp::error("ERR syntax error"));
+          q.count = static_cast<uint64_t>(n);
+        } else if (opt == "TYPE") {
+          q.type = lower(args[i + 1]);
+        } else {
+          return local(resp::error("ERR syntax error"));
+        }
+      }
+      if (read.key.size() + q.type.size() > options_.max_entry_bytes)
+        return too_big(read.key.size() + q.type.size());
+      read.op = Op::kScan;
+      read.value = encode_scan_request(q);
+      r.kind = Kind::kScan;
+    }
+    submit(c, client, index, r, std::move(read));
+    return true;
+  }
+  if (name == "FLUSHALL" || name == "FLUSHDB") {
+    // (SYNC and ASYNC alike: the entry removes every key when applied.)
+    if (args.size() > 2) return local(wrong_args(lower(name)));
+    if (args.size() == 2 && upper(args[1]) != "SYNC" && upper(args[1]) != "ASYNC")
+      return local(resp::error("ERR syntax error"));
+    r.kind = Kind::kMset;
+    submit(c, client, index, r, stamped(Op::kFlushAll, "", "", now));
+    return true;
+  }
+  return false;
+}
+
+void RespGateway::fill_exec(Reply& r, const Command& cmd, const Result& result) {
+  if (!result.ok) {
+    // A watched key was modified: nothing ran (a null array).
+    r.text = r.resp3 ? "_\r\n" : "*-1\r\n";
+    r.subs.clear();
+    return;
+  }
+  std::vector<Result> results;
+  if (!decode_results(result.value, &results)) {
+    r.text = resp::error("ERR the store answered a malformed transaction result");
+    r.subs.clear();
+    return;
+  }
+  // Each queued command's answer from its own results, in order.
+  size_t at = 0;
+  for (Reply& sub : r.subs) {
+    const uint64_t first = at;
+    while (sub.waiting > 0 && at < results.size()) {
+      Command one;
+      one.now_ms = cmd.now_ms;  // (the EXEC's stamp: TTL counts from it)
+      one.seq = sub.first_seq + (at - first);
+      --sub.waiting;
+      fill(sub, one, results[at++]);
+    }
+  }
+  r.text = resp::array_header(r.subs.size());
+  for (const Reply& sub : r.subs) r.text += sub.text;
+  r.subs.clear();
+  r.subs.shrink_to_fit();
+}
+
+}  // namespace kv

@@ -1,0 +1,269 @@
+// The RESP front end's commands on several keys (MULTI/EXEC/DISCARD, WATCH,
+// MSET, MSETNX, RENAME, RENAMENX, FLUSHALL), each one log entry, through a
+// job of 3 replicas (Multi-Paxos, or NOPaxos with SLUICE_KV_PROTOCOL) and
+// a gateway rank whose connections share 2 clients; raw sockets for the
+// exact replies, and redis-py (tests/kv/redis_py_multikey.py). The job
+// keeps no history: kv-porcupine checks key by key and refuses these
+// commands (the last test shows it does), so the job's own checks stand
+// for it: replicas identical and every command exactly once.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "resp.h"
+#include "resp_test_util.h"
+#include "support/test_support.h"
+
+namespace {
+
+using kv::testing::Conn;
+using kv::testing::request;
+using sluice::testing::ProcessResult;
+using sluice::testing::run_process;
+
+std::string protocol() {
+  const char* p = std::getenv("SLUICE_KV_PROTOCOL");
+  return p ? p : "multipaxos";
+}
+
+class RespKeysTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    job_ = new kv::testing::RespJob(4, {"--protocol", protocol(), "--resp-port", "0",
+                                        "--clients-per-rank", "2", "--enable-shutdown", "local"});
+    port_ = job_->port();
+  }
+  static void TearDownTestSuite() { delete job_; }
+  void SetUp() override {
+    ASSERT_NE(port_, 0) << "the job did not start a gateway:\n" << job_->output();
+  }
+  // Sends the requests at once (a pipeline) and returns the replies up to
+  // and with `last`.
+  static std::string ask(Conn& c, const std::vector<std::vector<std::string>>& requests,
+                         const std::string& last) {
+    std::string all;
+    for (const auto& r : requests) all += request(r);
+    EXPECT_TRUE(c.send(all));
+    return c.receive(last);
+  }
+
+  static inline kv::testing::RespJob* job_ = nullptr;
+  static inline uint16_t port_ = 0;
+};
+
+// MULTI queues (+QUEUED) and EXEC answers every queued command's reply in
+// one array, as each command alone would answer: a command's own error
+// among them, a local one (PING), a count, an array. A command refused as
+// it is queued is answered at once and EXEC then discards the lot.
+TEST_F(RespKeysTest, ExecAnswersEachQueuedCommandsReplyAsRedisDoes) {
+  Conn c(port_);
+  EXPECT_EQ(ask(c,
+                {{"SET", "tx:text", "abc"},
+                 {"MULTI"},
+                 {"SET", "tx:n", "1"},
+                 {"INCR", "tx:n"},
+                 {"INCR", "tx:text"},
+                 {"PING"},
+                 {"MGET", "tx:n", "tx:none"},
+                 {"DEL", "tx:n", "tx:none"},
+                 {"TTL", "tx:text"},
+                 {"EXEC"}},
+                ":-1\r\n"),
+            "+OK\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
+            "+QUEUED\r\n*7\r\n+OK\r\n:2\r\n-ERR value is not an integer or out of range\r\n"
+            "+PONG\r\n*2\r\n$1\r\n2\r\n$-1\r\n:1\r\n:-1\r\n");
+  EXPECT_EQ(ask(c,
+                {{"MULTI"},
+                 {"SET", "tx:aborted", "1"},
+                 {"GET"},
+                 {"EXEC"},
+                 {"GET", "tx:aborted"},
+                 {"EXEC"},
+                 {"DISCARD"},
+                 {"MULTI"},
+                 {"MULTI"},
+                 {"WATCH", "x"},
+                 {"SET", "tx:discarded", "1"},
+                 {"DISCARD"},
+                 {"GET", "tx:discarded"}},
+                "+OK\r\n$-1\r\n"),
+            "+OK\r\n+QUEUED\r\n-ERR wrong number of arguments for 'get' command\r\n"
+            "-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n"
+            "-ERR EXEC without MULTI\r\n-ERR DISCARD without MULTI\r\n+OK\r\n"
+            "-ERR MULTI calls can not be nested\r\n-ERR WATCH inside MULTI is not allowed\r\n"
+            "+QUEUED\r\n+OK\r\n$-1\r\n");
+}
+
+// A connection's queue and watches are bounded by what one entry may
+// carry (the job's --max-value-bytes, 64 KiB): past it a queued command or
+// a WATCH is refused, and EXEC discards the transaction.
+TEST_F(RespKeysTest, AQueueLargerThanOneEntryIsRefusedAndExecAborts) {
+  Conn c(port_);
+  const std::string value(4000, 'q');
+  std::vector<std::vector<std::string>> requests = {{"MULTI"}};
+  for (int i = 0; i < 20; ++i) requests.push_back({"SET", "big:" + std::to_string(i), value});
+  requests.push_back({"EXEC"});
+  requests.push_back({"GET", "big:0"});
+  const std::string got = ask(c, requests, "$-1\r\n");
+  EXPECT_NE(got.find("-ERR the transaction would take more than one log entry may"),
+            std::string::npos)
+      << got;
+  EXPECT_NE(got.find("-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n"),
+            std::string::npos)
+      << got;
+  std::vector<std::string> watch = {"WATCH"};
+  for (int i = 0; i < 20; ++i) watch.push_back(std::to_string(i) + value);
+  EXPECT_EQ(ask(c, {watch, {"PING"}}, "+PONG\r\n"),
+            "-ERR the watched keys would take more than one log entry may (66560 bytes, "
+            "--max-value-bytes)\r\n+PONG\r\n");
+}
+
+// WATCH, then another connection's write, then EXEC: a null array (RESP3:
+// _), nothing ran. WATCH, MULTI and EXEC pipelined in one send (EXEC then
+// goes out before WATCH's answer is back: its conditions name the watch
+// entries, which the log orders first) run when nobody writes.
+TEST_F(RespKeysTest, AWatchedKeyWrittenByAnotherClientFailsExec) {
+  Conn a(port_), b(port_), c3(port_);
+  EXPECT_EQ(ask(a, {{"SET", "w:k", "0"}, {"WATCH", "w:k", "w:absent"}}, "+OK\r\n+OK\r\n"),
+            "+OK\r\n+OK\r\n");
+  EXPECT_EQ(ask(b, {{"SET", "w:k", "1"}}, "+OK\r\n"), "+OK\r\n");
+  EXPECT_EQ(
+      ask(a, {{"MULTI"}, {"SET", "w:k", "mine"}, {"SET", "w:side", "x"}, {"EXEC"}}, "*-1\r\n"),
+      "+OK\r\n+QUEUED\r\n+QUEUED\r\n*-1\r\n");
+  EXPECT_EQ(ask(a, {{"MGET", "w:k", "w:side"}}, "\r\n$-1\r\n"), "*2\r\n$1\r\n1\r\n$-1\r\n");
+  EXPECT_EQ(ask(a, {{"WATCH", "w:k"}, {"MULTI"}, {"INCR", "w:k"}, {"EXEC"}, {"GET", "w:k"}},
+                "$1\r\n2\r\n"),
+            "+OK\r\n+OK\r\n+QUEUED\r\n*1\r\n:2\r\n$1\r\n2\r\n");
+  // RESP3's null for the failed EXEC; UNWATCH forgets the watch.
+  ask(c3, {{"HELLO", "3"}}, "proto");
+  c3.receive("\r\n", nullptr, std::chrono::milliseconds(200));
+  EXPECT_EQ(ask(c3, {{"WATCH", "w:k"}}, "+OK\r\n"), "+OK\r\n");
+  EXPECT_EQ(ask(b, {{"DEL", "w:k"}}, ":1\r\n"), ":1\r\n");
+  EXPECT_EQ(ask(c3, {{"MULTI"}, {"SET", "w:k", "3"}, {"EXEC"}}, "_\r\n"),
+            "+OK\r\n+QUEUED\r\n_\r\n");
+  EXPECT_EQ(ask(c3, {{"WATCH", "w:k"}, {"UNWATCH"}}, "+OK\r\n+OK\r\n"), "+OK\r\n+OK\r\n");
+  EXPECT_EQ(ask(b, {{"SET", "w:k", "4"}}, "+OK\r\n"), "+OK\r\n");
+  EXPECT_EQ(ask(c3, {{"MULTI"}, {"SET", "w:k", "5"}, {"EXEC"}}, "*1\r\n+OK\r\n"),
+            "+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n");
+}
+
+// MSET and MSETNX are one entry each (all keys or none); RENAME moves the
+// deadline with the value; FLUSHALL removes every key; and MSETNX is
+// refused inside MULTI, whose puts MSET joins.
+TEST_F(RespKeysTest, MsetRenameAndFlushallAnswerAsRedisDoes) {
+  Conn c(port_);
+  EXPECT_EQ(ask(c,
+                {{"MSET", "m:a", "1", "m:b", "2"},
+                 {"MSETNX", "m:b", "x", "m:c", "3"},
+                 {"MSETNX", "m:c", "3", "m:d", "4"},
+                 {"MGET", "m:a", "m:b", "m:c", "m:d"},
+                 {"MSET", "m:a"},
+                 {"SET", "m:t", "v", "EX", "100"},
+                 {"RENAME", "m:t", "m:u"},
+                 {"TTL", "m:u"},
+                 {"RENAME", "m:t", "m:u"},
+                 {"RENAMENX", "m:u", "m:a"},
+                 {"RENAMENX", "m:u", "m:v"},
+                 {"MULTI"},
+                 {"MSET", "m:e", "5", "m:f", "6"},
+                 {"MSETNX", "m:g", "7"},
+                 {"EXEC"},
+                 {"MULTI"},
+                 {"MSET", "m:e", "5", "m:f", "6"},
+                 {"EXEC"},
+                 {"FLUSHALL", "ASYNC"},
+                 {"MGET", "m:a", "m:e"},
+                 {"FLUSHDB", "LATER"}},
+                "syntax error\r\n"),
+            "+OK\r\n:0\r\n:1\r\n*4\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n4\r\n"
+            "-ERR wrong number of arguments for 'mset' command\r\n+OK\r\n+OK\r\n:100\r\n"
+            "-ERR no such key\r\n:0\r\n:1\r\n+OK\r\n+QUEUED\r\n"
+            "-ERR sluice-kv does not queue MSETNX inside MULTI\r\n"
+            "-EXECABORT Transaction discarded because of previous errors.\r\n+OK\r\n+QUEUED\r\n"
+            "*1\r\n+OK\r\n+OK\r\n*2\r\n$-1\r\n$-1\r\n-ERR syntax error\r\n");
+}
+
+// redis-py, a client we did not write: pipelines with transaction=True,
+// r.transaction() retried after a WATCH conflict with a second client,
+// MSET/MSETNX, RENAME/RENAMENX, FLUSHALL/FLUSHDB
+// (tests/kv/redis_py_multikey.py).
+TEST_F(RespKeysTest, RedisPyRunsTransactionsAndMultiKeyCommands) {
+  const ProcessResult r =
+      run_process({SLUICE_KV_PYTHON, SLUICE_KV_REDIS_PY_MULTIKEY, std::to_string(port_)}, {},
+                  std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("redis-py: all "), std::string::npos) << r.output;
+}
+
+// kv-porcupine refuses a history holding a command on several keys (exit
+// 2, naming it) rather than checking the rest as if it were not there.
+TEST_F(RespKeysTest, PorcupineRefusesAHistoryWithACommandOnSeveralKeys) {
+  const std::string file = ::testing::TempDir() + "kv-multikey-" + protocol() + ".jsonl";
+  for (const char* op : {"multi", "rename", "flushall", "watch", "keys", "scan", "dbsize"}) {
+    {
+      std::ofstream out(file);
+      out << "{\"client\":0,\"op\":\"put\",\"key\":\"a\",\"value\":\"1\",\"expected\":\"\","
+             "\"ok\":true,\"out\":\"\",\"call\":0,\"return\":1}\n"
+          << "{\"client\":0,\"op\":\"" << op
+          << "\",\"key\":\"a\",\"value\":\"b\",\"expected\":\"\",\"ok\":true,\"out\":\"\","
+             "\"call\":2,\"return\":3}\n";
+    }
+    const ProcessResult p = run_process({SLUICE_KV_PORCUPINE, file}, {}, std::chrono::seconds(30));
+    EXPECT_EQ(p.exit_code, 2) << op << "\n" << p.output;
+    EXPECT_NE(p.output.find("the key-by-key model cannot check it"), std::string::npos)
+        << op << "\n"
+        << p.output;
+  }
+  std::filesystem::remove(file);
+}
+
+// The keyspace reads, each one entry: DBSIZE, KEYS with Redis's glob,
+// SCAN's pages (an integer cursor as a bulk string, 0 at the end), its
+// errors, and TOUCH counting as EXISTS does; none is queued in MULTI.
+TEST_F(RespKeysTest, KeyspaceReadsAnswerAsRedisDoes) {
+  Conn c(port_);
+  EXPECT_EQ(ask(c, {{"FLUSHALL"}, {"MSET", "ks:a1", "1", "ks:b2", "2", "ks:c", "3"}, {"DBSIZE"}},
+                ":3\r\n"),
+            "+OK\r\n+OK\r\n:3\r\n");
+  EXPECT_EQ(ask(c,
+                {{"KEYS", "ks:[ab][0-9]"},
+                 {"KEYS", "nothing*"},
+                 {"SCAN", "0", "COUNT", "100", "MATCH", "ks:c"},
+                 {"SCAN", "0", "TYPE", "hash"},
+                 {"SCAN", "-1"},
+                 {"SCAN", "0", "COUNT", "0"},
+                 {"SCAN", "0", "MATCH"},
+                 {"TOUCH", "ks:a1", "ks:none", "ks:c"},
+                 {"MULTI"},
+                 {"DBSIZE"},
+                 {"DISCARD"}},
+                "inside MULTI\r\n+OK\r\n"),
+            "*2\r\n$5\r\nks:a1\r\n$5\r\nks:b2\r\n*0\r\n*2\r\n$1\r\n0\r\n*1\r\n$4\r\nks:c\r\n"
+            "*2\r\n$1\r\n0\r\n*0\r\n-ERR invalid cursor\r\n-ERR syntax error\r\n"
+            "-ERR wrong number of arguments for 'scan' command\r\n:2\r\n+OK\r\n"
+            "-ERR sluice-kv does not queue DBSIZE inside MULTI\r\n+OK\r\n");
+}
+
+// Last: SHUTDOWN, and the job's own checks pass (replicas identical after
+// every transaction, rename and flushall; every command exactly once).
+TEST_F(RespKeysTest, ShutdownEndsTheJobWithItsChecksPassed) {
+  Conn c(port_);
+  c.send(request({"SHUTDOWN"}));
+  EXPECT_EQ(c.receive("+OK\r\n"), "+OK\r\n");
+  const auto status = job_->finish(std::chrono::seconds(60));
+  const std::string& output = job_->output();
+  ASSERT_TRUE(status.has_value()) << "the job did not end after SHUTDOWN\n" << output;
+  EXPECT_EQ(status->exit_code, 0) << output;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                output, "job: every operation completed exactly once; replicas identical"),
+            1)
+      << output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+}  // namespace
