@@ -381,7 +381,9 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
   // A write past maxmemory changed nothing: Redis's OOM error, whatever
   // the command (only one-write requests and transactions can be refused).
   if (result.refused) {
-    r.text = resp::oom();
+    r.text = result.value == kTooLarge
+                 ? resp::error("ERR " + std::string(kTooLarge) + " (--max-value-bytes)")
+                 : resp::oom();
     return;
   }
   // A transaction (EXEC, MSET, MSETNX) that did not run, with the reason.

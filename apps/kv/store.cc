@@ -369,6 +369,14 @@ uint64_t Store::entry_bytes(const std::string& key) const {
   return it == data_.end() ? 0 : entry_bytes(it->first, it->second);
 }
 
+bool Store::too_large(const Command& c) const {
+  if (c.op != Op::kAppend || options_.max_result_bytes == 0) return false;
+  uint64_t now = 0;
+  if (auto it = data_.find(c.key); it != data_.end() && !detail::expired(it->second, c.now_ms))
+    now = it->second.value.size();
+  return c.key.size() + now + c.value.size() > options_.max_result_bytes;
+}
+
 bool Store::over_limit(const Command& c) const {
   // Only the commands Redis refuses past maxmemory (its "denyoom" ones):
   // not reads, deletes, EXPIRE, GETEX or sweeps.
@@ -526,7 +534,10 @@ Result Store::apply(const Command& c, Applied* what) {
   record(c.client, c.seq, true);
   cs.seq = c.seq;
   Result r;
-  if (over_limit(c)) {
+  if (too_large(c)) {
+    r.refused = true;
+    r.value = kTooLarge;
+  } else if (over_limit(c)) {
     r.refused = true;
   } else {
     r = execute_here(c);

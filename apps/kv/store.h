@@ -169,6 +169,12 @@ int64_t wall_clock_ms();
 // refused: a write that
 // would have taken the store past its maxmemory (StoreOptions) and changed
 // nothing (ok false); Redis's OOM error.
+// Result::value of a command refused (Result::refused) because the value it
+// would make is longer than one reply may carry (StoreOptions::max_result_bytes;
+// an APPEND past it), not for maxmemory: Redis's "string exceeds maximum
+// allowed size".
+inline constexpr const char* kTooLarge = "string exceeds maximum allowed size";
+
 struct Result {
   bool ok = false;
   std::string value;
@@ -192,7 +198,8 @@ struct StoreOptions {
   // The most a transaction's results may take in all (0: no limit): a
   // transaction whose results would take more is not run (Op::kMulti's
   // error), so that every reply fits a flow's segment (flow_job.h sets it
-  // to the job's max_entry_bytes).
+  // to the job's max_entry_bytes). Nor may an append (alone or in a
+  // transaction) make a key and its value longer than this (kTooLarge).
   uint64_t max_result_bytes = 0;
   friend bool operator==(const StoreOptions&, const StoreOptions&) = default;
 };
@@ -453,6 +460,10 @@ class Store {
   Result sweep(int64_t now_ms);
   // Whether `c` (a put or cas) would take the data past maxmemory.
   bool over_limit(const Command& c) const;
+  // Whether `c` (an append) would make its key's value and key together
+  // longer than max_result_bytes (StoreOptions): a reply must fit a flow's
+  // segment. Refused with kTooLarge as its value.
+  bool too_large(const Command& c) const;
   // Takes `it` out of used_bytes_ and the indexes, or puts it in (count:
   // into used_bytes_ too).
   void unlink(Keyspace::iterator it);

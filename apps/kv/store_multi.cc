@@ -378,6 +378,18 @@ Result Store::execute_keys(const Command& c) {
               " a reply may (--max-value-bytes); nothing was run";
     return r;
   }
+  if (options_.max_result_bytes != 0) {
+    for (const std::string& k : changed) {
+      auto it = copy.find(k);
+      if (it != copy.end() && k.size() + it->second.value.size() > options_.max_result_bytes) {
+        // (append: GCC 12 warns falsely on chains of string +)
+        r.value.append("ERR ").append(kTooLarge).append(" (--max-value-bytes): key '");
+        r.value.append(k).append("' would hold ");
+        r.value.append(std::to_string(it->second.value.size())).append(" bytes; nothing was run");
+        return r;
+      }
+    }
+  }
   // Commit (a new version only if something was modified).
   const uint64_t v = flushes || !changed.empty() ? ++version_ : version_;
   if (flushes) {

@@ -251,6 +251,25 @@ TEST_F(RespKeysTest, KeyspaceReadsAnswerAsRedisDoes) {
 
 // Last: SHUTDOWN, and the job's own checks pass (replicas identical after
 // every transaction, rename and flushall; every command exactly once).
+// A hostile client appends to one key until its value would be longer than
+// one reply may carry (the job's --max-value-bytes, 64 KiB, and 1 KiB for
+// the key): the append past it gets an error and changes nothing, the value
+// can still be read, and the job goes on (it used to fail on the read of a
+// value larger than a flow's segment).
+TEST_F(RespKeysTest, AnAppendPastTheLargestValueIsRefusedAndTheValueStaysReadable) {
+  Conn c(port_);
+  const std::string chunk(40000, 'a');
+  EXPECT_EQ(ask(c, {{"APPEND", "grow", chunk}}, "\r\n"), ":40000\r\n");
+  EXPECT_EQ(ask(c, {{"APPEND", "grow", chunk}}, "\r\n"),
+            "-ERR string exceeds maximum allowed size (--max-value-bytes)\r\n");
+  EXPECT_EQ(ask(c, {{"STRLEN", "grow"}, {"PING"}}, "+PONG\r\n"), ":40000\r\n+PONG\r\n");
+  EXPECT_EQ(ask(c, {{"GET", "grow"}}, chunk + "\r\n"), "$40000\r\n" + chunk + "\r\n");
+  EXPECT_EQ(ask(c, {{"MULTI"}, {"APPEND", "grow", chunk}, {"EXEC"}}, "maximum allowed size")
+                .substr(0, 20),
+            "+OK\r\n+QUEUED\r\n-ERR s");
+  EXPECT_EQ(ask(c, {{"DEL", "grow"}}, "\r\n"), ":1\r\n");
+}
+
 TEST_F(RespKeysTest, ShutdownEndsTheJobWithItsChecksPassed) {
   Conn c(port_);
   c.send(request({"SHUTDOWN"}));

@@ -247,6 +247,33 @@ TEST(StoreMultiTest, ATransactionWhoseRepliesWouldPassTheLimitDoesNotRun) {
   EXPECT_EQ(s.data().count("w"), 0u);
 }
 
+// An append may not make a key and its value longer than one reply may
+// carry (max_result_bytes), alone or in a transaction: refused whole,
+// nothing changed (else a client could grow a value past what a flow's
+// segment holds, and the job fails when the value is read).
+TEST(StoreMultiTest, AnAppendPastTheLongestReplyIsRefusedAloneOrInATransaction) {
+  StoreOptions o;
+  o.max_result_bytes = 1000;
+  Store s(o);
+  Client c{s};
+  EXPECT_TRUE(c.run(cmd(Op::kAppend, "a", std::string(600, 'x'))).ok);
+  const Result alone = c.run(cmd(Op::kAppend, "a", std::string(600, 'y')));
+  EXPECT_FALSE(alone.ok);
+  EXPECT_TRUE(alone.refused);
+  EXPECT_EQ(alone.value, kTooLarge);
+  EXPECT_EQ(s.data().at("a").value, std::string(600, 'x'));
+  const Result tx =
+      c.run(multi({cmd(Op::kPut, "b", "1"), cmd(Op::kAppend, "a", std::string(200, 'z')),
+                   cmd(Op::kAppend, "a", std::string(200, 'z'))}));
+  EXPECT_FALSE(tx.ok);
+  EXPECT_NE(tx.value.find(kTooLarge), std::string::npos) << tx.value;
+  EXPECT_EQ(s.data().count("b"), 0u);
+  EXPECT_EQ(s.data().at("a").value.size(), 600u);
+  // Up to the limit (key and value: 1 + 999 bytes) it appends.
+  EXPECT_TRUE(c.run(cmd(Op::kAppend, "a", std::string(399, 'w'))).ok);
+  EXPECT_EQ(s.data().at("a").value.size(), 999u);
+}
+
 TEST(StoreMultiTest, RenameMovesTheValueWithItsDeadline) {
   Store s;
   Client c{s};
