@@ -17,7 +17,11 @@ std::string quoted(const std::string& s) {
     if (ch == '"' || ch == '\\') {
       out += '\\';
       out += static_cast<char>(ch);
-    } else if (ch < 0x20) {
+    } else if (ch < 0x20 || ch >= 0x80) {
+      // Every byte as one code point (U+0000..U+00FF), so that the JSON is
+      // valid and kv-porcupine gets the bytes back one for one: written raw,
+      // a byte of 0x80 and above is not UTF-8, and a JSON decoder turns
+      // each into U+FFFD, so that two different values read as equal.
       char buf[8];
       std::snprintf(buf, sizeof(buf), "\\u%04x", ch);
       out += buf;

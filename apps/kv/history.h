@@ -12,7 +12,8 @@
 // "set" (absent: the command clears the deadline, if it writes one),
 // "deadline" with "set", "if" EXPIRE's conditions (kIfNoDeadline, ...
 // bits); a sweep has "keys", the keys it removed, instead of its result's
-// bytes.
+// bytes. Strings are the bytes of keys and values, each byte one code
+// point (bytes under 0x20 and from 0x80 as \u00XX): read back as Latin-1.
 //
 // Thread safety: a pure function of its arguments.
 #pragma once

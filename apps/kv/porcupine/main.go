@@ -90,6 +90,37 @@ type record struct {
 	Keys     []string `json:"keys"`
 }
 
+// latin1 turns a history string back into the bytes it stands for: the
+// history writes each byte as one code point (apps/kv/history.h).
+func latin1(s string) (string, error) {
+	b := make([]byte, 0, len(s))
+	for _, r := range s {
+		if r > 0xff {
+			return "", fmt.Errorf("the string %q holds U+%04X, which stands for no byte", s, r)
+		}
+		b = append(b, byte(r))
+	}
+	return string(b), nil
+}
+
+// toBytes turns every string of r back into its bytes.
+func (r *record) toBytes() error {
+	var err error
+	conv := func(s *string) {
+		if err == nil && s != nil {
+			*s, err = latin1(*s)
+		}
+	}
+	conv(r.Key)
+	conv(&r.Value)
+	conv(&r.Expected)
+	conv(&r.Out)
+	for i := range r.Keys {
+		conv(&r.Keys[i])
+	}
+	return err
+}
+
 type input struct {
 	op, key, value, expected string
 	now, deadline            int64  // the stamp; "ttl":"set"'s deadline
@@ -384,6 +415,9 @@ func load(path string) ([]porcupine.Operation, error) {
 		}
 		var r record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+		}
+		if err := r.toBytes(); err != nil {
 			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
 		}
 		missing := ""
