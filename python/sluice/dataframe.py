@@ -69,8 +69,12 @@ def to_table(data: Any) -> "pa.Table":
 
 
 # How a key column is hashed: "fixed" (its values' bytes), "bool" (a byte
-# per value), "string" (a fixed-width field and a length).
+# per value), "string" (a fixed-width field and a length). A dictionary-
+# encoded column (a pandas categorical) is hashed by its values, decoded
+# (_key_columns): its indices differ from rank to rank.
 def _key_kind(name: str, t: "pa.DataType") -> Tuple[str, Optional[np.dtype]]:
+    if pa.types.is_dictionary(t):
+        return _key_kind(name, t.value_type)
     if pa.types.is_boolean(t):
         return "bool", np.dtype("?")
     if pa.types.is_string(t) or pa.types.is_binary(t):
@@ -157,10 +161,21 @@ class _KeyLayout:
         return rec
 
 
+def _key_columns(table: "pa.Table", by: Sequence[str]) -> "pa.Table":
+    """The key columns of `table`, dictionary-encoded ones decoded."""
+    keys = table.select(by)
+    for i, f in enumerate(keys.schema):
+        if pa.types.is_dictionary(f.type):
+            keys = keys.set_column(i, pa.field(f.name, f.type.value_type, f.nullable),
+                                   keys.column(i).cast(f.type.value_type))
+    return keys
+
+
 def _describe(table: "pa.Table", by: Sequence[str]) -> dict:
     widths, nulls = {}, []
+    keys = _key_columns(table, by)
     for k in by:
-        col = table.column(k)
+        col = keys.column(k)
         if col.null_count:
             nulls.append(k)
         if _key_kind(k, col.type)[0] == "string" and table.num_rows:
@@ -189,7 +204,7 @@ def _agree(cluster: Cluster, table: "pa.Table", by: Sequence[str],
         for k, w in p["widths"].items():
             widths[k] = max(widths.get(k, 0), w)
         nulls.update(p["nulls"])
-    return _KeyLayout(pa.schema([table.schema.field(k) for k in by]), widths, nulls)
+    return _KeyLayout(_key_columns(table.slice(0, 0), by).schema, widths, nulls)
 
 
 def _ipc(table: "pa.Table") -> Any:
@@ -210,7 +225,7 @@ def _exchange(cluster: Cluster, table: "pa.Table", by: Sequence[str], root: Opti
         parts = [table.slice(0, 0)] * n
         parts[ranks.index(root)] = table
     else:
-        rec = keys.records(table.select(by))
+        rec = keys.records(_key_columns(table, by))
         targets = _sluice.route_rows(rec.view(np.uint8), rec.dtype.itemsize, 0,
                                      rec.dtype.itemsize, n)
         order = np.argsort(targets, kind="stable")

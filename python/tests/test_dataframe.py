@@ -33,3 +33,4 @@ def test_repartition_and_gather_move_every_column_kind_once(sluice_bin):
     assert "OK dataframe world=3" in out, out
     for by in ("['group']", "['small', 'day']", "['note']"):
         assert f"rows by {by}: 6500" in out, out
+    assert "pandas rows by city: 410, dtypes {'id': 'int64', 'city': 'category'" in out, out
