@@ -44,6 +44,13 @@ void check_followed(sluice::JobContext& ctx, const ss::Options& opt,
   } catch (const std::exception& e) {
     error = e.what();
   }
+  // A replacement process (a restart or a spare) joins ranks that are
+  // recovering, not starting: no collective but the restore's; its own
+  // files alone.
+  if (replacement(ctx)) {
+    if (!error.empty()) throw std::runtime_error(error);
+    return;
+  }
   const auto errors = ctx.cluster().allgather("stream-follow", error);
   for (size_t r = 0; r < errors.size(); ++r) {
     if (!errors[r].empty())

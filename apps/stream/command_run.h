@@ -103,6 +103,14 @@ inline std::string flow_name_in(uint64_t epoch) {
   return epoch == 0 ? "stream" : "stream-e" + std::to_string(epoch);
 }
 
+// Whether this process took a lost rank's place (sluice run --restarts or
+// --spares): it joins ranks that recover in the running job, whose only
+// collective is the restore's (engine.h), so it takes part in none of the
+// collectives of a job's start (the input checks).
+inline bool replacement(sluice::JobContext& ctx) {
+  return ctx.cluster().incarnation(ctx.rank()) > 0;
+}
+
 // Before a run on followed files (--follow): every rank checks that each of
 // its workers' files can be opened (path_of(worker, workers) names it) and
 // every rank learns every rank's error, so that all fail alike, naming it.
@@ -207,7 +215,7 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   // A replacement process (sluice run --restarts or --spares) starts from
   // the last checkpoint, as the survivors do.
   const sluice::View first = ctx.cluster().view();
-  if (checkpoints && ctx.cluster().incarnation(ctx.rank()) > 0) {
+  if (checkpoints && replacement(ctx)) {
     eo.checkpoint.restore = true;
     eo.checkpoint.restore_from = 0;  // the survivors' last complete one
   }
@@ -281,6 +289,10 @@ int run_from_files(const ss::Options& opt, sluice::JobContext& ctx, MakeQuery ma
       records += in.part(ctx.rank() * opt.threads + t, workers)->size();
   } catch (const std::exception& e) {
     error = e.what();
+  }
+  if (replacement(ctx)) {  // (no collective but the restore's: see replacement())
+    if (!error.empty()) throw std::runtime_error("cannot read its input: " + error);
+    return run_query<kWindows>(opt, ctx, make_query(in.factory()), sizeof(Rec));
   }
   // Every rank learns every rank's error (not only rank 0: all must stop).
   const auto errors = ctx.cluster().allgather("stream-input", error);

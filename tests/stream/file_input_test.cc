@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -324,6 +325,73 @@ std::vector<std::string> csv_rows(const std::string& prefix, int files) {
 // quiet worker's watermark holds every window back: no row is written while
 // the job runs. With --input-idle-ms 300 it counts as idle once it has read
 // its file and nothing came for 300 ms, and the windows fire while the job
+// A followed job killed and recovered in place: every worker follows its
+// whole CSV file at a live pace (--throttle), with checkpoints every 200
+// ms; the launcher kills rank 1 from outside (unannounced) soon after the
+// second checkpoint, while the files are still being read; its restarted
+// process and the survivor restore the last complete checkpoint, each
+// followed file seeks back to the byte offset and line the checkpoint
+// holds, and the job reads on. After SIGTERM the records, rows, checksum
+// and late counts are the bounded run's over the whole input: nothing read
+// twice into the result, nothing skipped. The same for files read as a
+// bounded input.
+TEST_F(FileInputTest, AFollowedJobKilledMidReadRecoversFromItsCheckpointsPositions) {
+  const std::vector<std::string> base = {
+      "--query", "ysb",        "--workers", "2",     "--records", "200000", "--rate",
+      "5",       "--disorder", "400",       "--lag", "50",        "--json"};
+  std::vector<std::string> gen = base;
+  gen.insert(gen.end(), {"--input-csv-dir", dir_.string()});
+  const ProcessResult g = run_stream(2, gen);
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--input", path("input-{worker}.csv"), "--follow", "--throttle", "25000",
+                           "--checkpoint-dir", path("state"), "--checkpoint-every", "200",
+                           "--recover-within", "30"});
+  sluice::testing::BackgroundJob job(sluice::testing::job_argv(
+      2, 120, "sluice-stream", args,
+      {"--restarts", "1", "--faults-after", "checkpoint 2 complete", "--kill", "1@0.05"}));
+  // Every worker's file caught up with again after the recovery.
+  const auto recovered_and_caught_up = [](const std::string& o) {
+    const size_t at = o.find("recovers from rank 1 was lost");
+    if (at == std::string::npos) return false;
+    std::set<std::string> files;
+    const std::regex line(R"(caught up with (\S+): [0-9]+ records read)");
+    const std::string after = o.substr(at);
+    for (auto it = std::sregex_iterator(after.begin(), after.end(), line);
+         it != std::sregex_iterator(); ++it)
+      files.insert((*it)[1]);
+    return files.size() == 4;
+  };
+  ASSERT_TRUE(job.read_until(recovered_and_caught_up, std::chrono::seconds(90))) << job.output();
+  ASSERT_TRUE(job.stop()) << job.output();
+  const std::string& out = job.output();
+  EXPECT_NE(out.find("rank 1 was killed by signal 9"), std::string::npos) << out;
+  EXPECT_EQ(sluice::testing::count_lines_with(out, "exited with status"), 0) << out;
+  EXPECT_GE(sluice::testing::json_number(out, "recoveries"), 1u) << out;
+  EXPECT_GE(sluice::testing::json_number(out, "restored_from"), 2u) << out;
+  EXPECT_GT(sluice::testing::json_number(out, "resumed_at"), 0u) << out;
+  ProcessResult r;
+  r.output = out;
+  EXPECT_EQ(result(r), result(g)) << out;
+
+  // The same with the files read as a bounded input (--input without
+  // --follow): the restarted process checks its own files only (the others
+  // are recovering: it joins no collective of the job's start).
+  std::vector<std::string> bounded = base;
+  bounded.insert(bounded.end(), {"--input", path("input-{worker}.csv"), "--throttle", "25000",
+                                 "--checkpoint-dir", path("state2"), "--checkpoint-every", "200",
+                                 "--recover-within", "30", "--verify"});
+  const ProcessResult b = run_process(
+      sluice::testing::job_argv(
+          2, 90, "sluice-stream", bounded,
+          {"--restarts", "1", "--faults-after", "checkpoint 2 complete", "--kill", "1@0.05"}),
+      {}, std::chrono::seconds(120));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_GE(sluice::testing::json_number(b.output, "recoveries"), 1u) << b.output;
+  EXPECT_EQ(result(b), result(g)) << b.output;
+  EXPECT_EQ(json_field(b.output, "verify"), "OK") << b.output;
+}
+
 // runs. After SIGTERM both runs have written the same rows.
 TEST_F(FileInputTest, AQuietFollowedFileHoldsTheWindowsBackUnlessItCountsAsIdle) {
   const ProcessResult g = run_stream(1, {"--query", "ysb", "--workers", "2", "--records", "200000",
