@@ -109,6 +109,23 @@ Command noop_command() { return Command{}; }
 
 namespace detail {
 
+bool denied_when_full(Op op) {
+  switch (op) {
+    case Op::kPut:
+    case Op::kCas:
+    case Op::kIncrBy:
+    case Op::kIncrByFloat:
+    case Op::kAppend:
+    case Op::kSetRange:
+    case Op::kSetNx:
+    case Op::kGetSet:
+    case Op::kSetXx:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool expired(const Item& e, int64_t now_ms) {
   return e.deadline_ms != 0 && e.deadline_ms <= now_ms;
 }
@@ -378,23 +395,7 @@ bool Store::too_large(const Command& c) const {
 }
 
 bool Store::over_limit(const Command& c) const {
-  // Only the commands Redis refuses past maxmemory (its "denyoom" ones):
-  // not reads, deletes, EXPIRE, GETEX or sweeps.
-  switch (c.op) {
-    case Op::kPut:
-    case Op::kCas:
-    case Op::kIncrBy:
-    case Op::kIncrByFloat:
-    case Op::kAppend:
-    case Op::kSetRange:
-    case Op::kSetNx:
-    case Op::kGetSet:
-    case Op::kSetXx:
-      break;
-    default:
-      return false;
-  }
-  if (options_.maxmemory == 0) return false;
+  if (!detail::denied_when_full(c.op) || options_.maxmemory == 0) return false;
   // What the key's entry would take after the command: the command run on a
   // copy of the entry alone (only with a limit set; a put or getset, which
   // replaces the value, does not copy the old one).

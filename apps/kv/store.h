@@ -523,6 +523,9 @@ Result read_keyspace(const Keyspace& data, const Command& c, uint64_t max_result
 // as a modification, besides a removal).
 bool writes(const Command& c, const Result& r);
 bool expired(const Item& e, int64_t now_ms);
+// Whether Redis refuses `op` past maxmemory (its "denyoom" commands): the
+// writes, not reads, deletes, EXPIRE, GETEX or sweeps.
+bool denied_when_full(Op op);
 // store_strings.cc: execute() of incrbyfloat and setrange.
 Result execute_string(Keyspace& data, const Command& c);
 }  // namespace detail

@@ -54,24 +54,6 @@ void keys_of(const Command& c, std::set<std::string>* keys) {
   if (c.op == Op::kRename || c.op == Op::kRenameNx) keys->insert(c.value);
 }
 
-// What Redis refuses past maxmemory (store.cc, over_limit).
-bool denied_when_full(Op op) {
-  switch (op) {
-    case Op::kPut:
-    case Op::kCas:
-    case Op::kIncrBy:
-    case Op::kIncrByFloat:
-    case Op::kAppend:
-    case Op::kSetRange:
-    case Op::kSetNx:
-    case Op::kGetSet:
-    case Op::kSetXx:
-      return true;
-    default:
-      return false;
-  }
-}
-
 constexpr std::string_view kNoSuchKey = "no such key";
 
 // Rename on a plain map: the value moves with its deadline, replacing what
@@ -332,7 +314,7 @@ Result Store::execute_keys(const Command& c) {
     } else {
       keys_of(sub, &keys);
     }
-    denied_when_full_op |= denied_when_full(sub.op);
+    denied_when_full_op |= detail::denied_when_full(sub.op);
   }
   Keyspace copy;
   uint64_t before = 0;
