@@ -141,7 +141,7 @@ namespace {
 struct Figures {
   uint64_t records_in, input_bytes, rows, checksum, bytes_moved, bytes_remote, epochs,
       state_entries, state_bytes, checkpoints, restored_from, resumed_at, recoveries, replayed,
-      savepoint, rescaled_from;
+      savepoint, rescaled_from, updates;
   double seconds, cpu_seconds;
 };
 
@@ -173,7 +173,7 @@ std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine
       Figures{mine.records_in, mine.input_bytes, mine.rows, mine.checksum, mine.bytes_moved,
               mine.bytes_remote, mine.epochs, mine.state_entries, mine.state_bytes,
               mine.checkpoints, mine.restored_from, mine.resumed_at, mine.recoveries, mine.replayed,
-              mine.savepoint, mine.rescaled_from, mine.seconds, mine.cpu_seconds});
+              mine.savepoint, mine.rescaled_from, mine.updates, mine.seconds, mine.cpu_seconds});
   std::vector<LateCount> late;
   for (const auto& [w, n] : mine.late) late.push_back({w, n});
   const auto lates = gather_array<LateCount>(ctx, "stream-late", late);
@@ -199,6 +199,7 @@ std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine
     one.replayed = f.replayed;
     one.savepoint = f.savepoint;
     one.rescaled_from = f.rescaled_from;
+    one.updates = f.updates;
     one.seconds = f.seconds;
     one.cpu_seconds = f.cpu_seconds;
     for (const LateCount& l : lates[r]) one.late[l.window] += l.records;
@@ -279,7 +280,7 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
         ",\"late_total\":%" PRIu64 ",\"late\":%s,\"checkpoints\":%" PRIu64
         ",\"restored_from\":%" PRIu64 ",\"resumed_at\":%" PRIu64 ",\"recoveries\":%" PRIu64
         ",\"replayed\":%" PRIu64 ",\"savepoint\":%" PRIu64 ",\"rescaled_from\":%" PRIu64
-        ",\"verify\":\"%s\"}\n",
+        ",\"updates\":%" PRIu64 ",\"verify\":\"%s\"}\n",
         opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str(),
         total.records_in, record_bytes, opt.gen.keys, opt.gen.zipf, opt.gen.disorder, opt.lag,
         opt.lateness, window.size, window.step(), window.gap, opt.epoch_mib, opt.gen.seed,
@@ -287,7 +288,7 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
         total.latency_ms.size(), total.state_entries, total.state_bytes, total.bytes_moved,
         total.bytes_remote, total.epochs, total.late_total(), late_json(total.late).c_str(),
         total.checkpoints, total.restored_from, total.resumed_at, total.recoveries, total.replayed,
-        total.savepoint, total.rescaled_from, verdict.c_str());
+        total.savepoint, total.rescaled_from, total.updates, verdict.c_str());
   } else {
     std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n",
                 opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str());
@@ -305,8 +306,12 @@ int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
     std::printf("  windows   %s, watermark lag %" PRId64 " ms, allowed lateness %" PRId64
                 " ms, epoch %.4g MiB\n",
                 window_label(window).c_str(), opt.lag, opt.lateness, opt.epoch_mib);
-    std::printf("  result    %" PRIu64 " rows, checksum %016" PRIx64 "\n", total.rows,
-                total.checksum);
+    std::printf("  result    %" PRIu64 " rows, checksum %016" PRIx64 "%s\n", total.rows,
+                total.checksum,
+                opt.upsert ? (" (final rows; " + std::to_string(total.updates) +
+                              " rows emitted in all, early and updated)")
+                                 .c_str()
+                           : "");
     std::printf(
         "  time      %.3f s (slowest rank), %.2f M records/s, %.2f M records per CPU-second (%.2f "
         "CPU-s)\n",

@@ -177,6 +177,7 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   eo.epoch_mib = opt.epoch_mib;
   eo.lag = opt.lag;
   eo.allowed_lateness = opt.lateness;
+  eo.upsert = opt.upsert;
   eo.segment_bytes = opt.segment_bytes;
   eo.throttle = opt.throttle;
   const bool checkpoints = !opt.checkpoint_dir.empty();

@@ -75,6 +75,8 @@ void finish(Options& o, Given given) {
         "--restore, --restore-from, --stop-with-savepoint, --checkpoint-every and "
         "--recover-within need --checkpoint-dir");
   }
+  if (o.upsert && is_session_query(q))
+    throw UsageError("--upsert: session windows (" + q + ") emit once, at their end");
   if (!o.checkpoint_dir.empty() && is_session_query(q))
     throw UsageError("--checkpoint-dir: checkpoints of session windows (" + q +
                      ") are not built yet");
@@ -242,6 +244,11 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                  "than MS behind the watermark, per gap-sized span of time)")
       ->transform(whole_number())
       ->type_name("MS");
+  cli.add_flag("--upsert", o.upsert,
+               "Fixed windows: emit a window's rows as soon as the watermark passes its end, and "
+               "a key's row again each time a late record within --allowed-lateness changes it "
+               "(the last row of a window and key is its result); the report counts the final "
+               "rows, and in \"updates\" all the rows emitted");
 
   // Output and input files. (--verify and --json are the harness's: --verify
   // compares rows, checksum and late counts with a single-threaded reference

@@ -46,6 +46,7 @@ struct Options {
   std::string input;                       // --input PATTERN (files instead of the generator)
   std::string input_format;                // --input-format binary|csv ("": by the extension)
   bool no_header = false;                  // --no-header (CSV files without a header line)
+  bool upsert = false;                     // --upsert: early rows, updated by late records
   bool follow = false;                     // --follow: --input files grow; read until a signal
   std::string input_socket;                // --input-socket HOST:PORT,... (a TCP server's lines)
   uint32_t input_idle_ms = 0;              // --input-idle-ms: a quiet followed file or socket

@@ -10,6 +10,7 @@ void Report::add(const Report& o) {
   records_in += o.records_in;
   input_bytes += o.input_bytes;
   rows += o.rows;
+  updates += o.updates;
   checksum += o.checksum;
   bytes_moved += o.bytes_moved;
   bytes_remote += o.bytes_remote;

@@ -25,14 +25,19 @@ struct EngineOptions {
   double epoch_mib = 64;                 // MiB of input per worker between epochs
   int64_t lag = 0;                       // ms: watermark = largest event time seen - lag
   int64_t allowed_lateness = 0;          // ms a window waits past its end
-  uint32_t batch = 1024;                 // records read from a source at a time
-  uint64_t throttle = 0;                 // records per second per worker at most (0: no limit),
-                                         // as a live stream delivers them
-  uint32_t segment_bytes = 0;            // flow segment payload (0: the flow default)
-  uint32_t ring_segments = 0;            // flow ring depth (0: the flow default)
-  std::string flow_name = "stream";      // the flow the engine declares (its start barrier:
-                                         // flow_name + "-start")
-  CheckpointOptions checkpoint;          // checkpoints and restoring one (checkpoint.h)
+  // Fixed windows: emit a window's rows once the watermark passes its end
+  // and again, updated, for each key a late record (within the allowed
+  // lateness) changes, instead of once at end + allowed lateness; the
+  // report counts each window's final rows (window_op.h).
+  bool upsert = false;
+  uint32_t batch = 1024;             // records read from a source at a time
+  uint64_t throttle = 0;             // records per second per worker at most (0: no limit),
+                                     // as a live stream delivers them
+  uint32_t segment_bytes = 0;        // flow segment payload (0: the flow default)
+  uint32_t ring_segments = 0;        // flow ring depth (0: the flow default)
+  std::string flow_name = "stream";  // the flow the engine declares (its start barrier:
+                                     // flow_name + "-start")
+  CheckpointOptions checkpoint;      // checkpoints and restoring one (checkpoint.h)
   // Called by the first worker of each rank when a checkpoint completed
   // (with its id), from that worker's thread; may be empty.
   std::function<void(uint64_t)> on_checkpoint;

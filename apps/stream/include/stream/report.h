@@ -29,7 +29,9 @@ struct Report {
   std::optional<JobFailure> failure;  // empty: the run succeeded; else its root cause
   uint64_t records_in = 0;            // source records ingested
   uint64_t input_bytes = 0;           // their bytes
-  uint64_t rows = 0;                  // output rows handed to the sink
+  uint64_t rows = 0;                  // output rows (upsert: the final one per window and key)
+  uint64_t updates = 0;               // upsert: rows handed to the sink (each window and key's
+                                      // last one its final row)
   uint64_t checksum = 0;              // sum of row_hash over those rows (order-independent)
   uint64_t bytes_moved = 0;           // bytes consumed from flows (deltas, records, markers)
   uint64_t bytes_remote = 0;          // of them, from other ranks

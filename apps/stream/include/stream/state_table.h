@@ -51,6 +51,14 @@ class StateTable {
     }
   }
 
+  // The state of `key` (hash: sluice::hash64(key)), or null if absent.
+  const State* find(uint64_t key, uint64_t hash) const {
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      if (!used_[i]) return nullptr;
+      if (slots_[i].key == key) return &slots_[i].state;
+    }
+  }
+
   // Calls f(key, state) for every entry, in slot order.
   template <class F>
   void for_each(F&& f) const {

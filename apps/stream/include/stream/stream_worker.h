@@ -262,6 +262,20 @@ class StreamWorker {
     ++report_.rows;
     report_.checksum += row_checksum(row, q_.window.is_session());
   }
+  // Upsert output (EngineOptions::upsert): every row goes to the sink as an
+  // update (a later one of the same window and key may replace it), and
+  // each window's final rows are counted once, at end + allowed lateness
+  // (the sink had them as updates).
+  template <class R>
+  void emit_update(int64_t start, int64_t end, uint64_t key, const R& value) {
+    sink_(me_, Row<R>{start, end, key, value});
+    ++report_.updates;
+  }
+  template <class R>
+  void count_final(int64_t start, int64_t end, uint64_t key, const R& value) {
+    ++report_.rows;
+    report_.checksum += row_checksum(Row<R>{start, end, key, value}, q_.window.is_session());
+  }
   void note_latency(int64_t since_ns) {
     report_.latency_ms.push_back(static_cast<double>(now_ns() - since_ns) / 1e6);
   }

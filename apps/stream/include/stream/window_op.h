@@ -18,9 +18,11 @@
 
 #include <sluice/hash.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -48,6 +50,7 @@ class WindowOp {
         cells_(q.cells()),
         window_(q.window),
         lateness_(opt.allowed_lateness),
+        upsert_(opt.upsert),
         skip_(workers, kNoWatermark) {}
 
   // The watermark passes a window end (+ allowed lateness) between a and b.
@@ -74,6 +77,7 @@ class WindowOp {
         }
         Table& tab = owner == ctx.me() ? owned(start) : delta(start);
         cells_.add(tab.cells.upsert(key, h, init()), tab.pool, q_.input_of(o));
+        if (owner == ctx.me()) touched(start, key);
       });
     } else {
       int64_t first = kNoWatermark;  // the oldest window the record is not late for
@@ -131,6 +135,7 @@ class WindowOp {
       if (!check_open(ctx, m.time)) return;
       Table& tab = owned(m.time);
       cells_.take(tab.cells.upsert(m.key, h, init()), tab.pool, m.payload);
+      touched(m.time, m.key);
     } else {
       add_owned(ctx, m.key, h, m.time, skip_[src], m.payload);
       skip_[src] = kNoWatermark;
@@ -144,8 +149,13 @@ class WindowOp {
   }
 
   // Emits every window whose end (+ allowed lateness) `low` has passed.
+  // Upsert: a window's rows once `low` passes its end, the rows of the keys
+  // changed since (late records) at each trigger after, and at end +
+  // allowed lateness its final rows counted (ctx.count_final) and its
+  // state dropped.
   template <class Ctx>
   void trigger(Ctx& ctx, int64_t low, int64_t since_ns) {
+    if (upsert_) return trigger_upsert(ctx, low, since_ns);
     while (!owned_.empty()) {
       auto it = owned_.begin();
       const int64_t start = it->first;
@@ -187,6 +197,44 @@ class WindowOp {
   }
 
   bool empty() const { return owned_.empty(); }
+
+  template <class Ctx>
+  void trigger_upsert(Ctx& ctx, int64_t low, int64_t since_ns) {
+    const auto rows = [&](int64_t start, const Table& tab, uint64_t key, const Cell& c) {
+      cells_.results(c, tab.pool,
+                     [&](const auto& r) { ctx.emit_update(start, window_.end(start), key, r); });
+    };
+    // The keys late records changed in windows that fired before.
+    for (const auto& [start, key] : dirty_) {
+      auto it = owned_.find(start);
+      if (it == owned_.end()) continue;
+      if (const Cell* c = it->second.cells.find(key, sluice::hash64(key)))
+        rows(start, it->second, key, *c);
+    }
+    dirty_.clear();
+    // Windows whose end the watermark passed now: every key's rows.
+    for (auto& [start, tab] : owned_) {
+      const int64_t end = window_.end(start);
+      if (end > low) break;
+      if (end <= fired_) continue;
+      tab.cells.for_each([&](uint64_t key, const Cell& c) { rows(start, tab, key, c); });
+      if (!tab.cells.empty()) ctx.note_latency(since_ns);
+    }
+    fired_ = std::max(fired_, low);
+    // Past end + allowed lateness: final, counted, dropped.
+    while (!owned_.empty()) {
+      auto it = owned_.begin();
+      const int64_t start = it->first;
+      const int64_t end = window_.end(start);
+      if (saturating_add(end, lateness_) > low) break;
+      const Table& tab = it->second;
+      tab.cells.for_each([&](uint64_t key, const Cell& c) {
+        cells_.results(c, tab.pool, [&](const auto& r) { ctx.count_final(start, end, key, r); });
+      });
+      owned_.erase(it);
+      owned_cache_ = nullptr;
+    }
+  }
   void note_state(uint64_t& entries, uint64_t& bytes) const {
     for (const auto* m : {&owned_, &delta_}) {
       for (const auto& [s, t] : *m)
@@ -202,6 +250,12 @@ class WindowOp {
 
   auto init() const {
     return [this] { return cells_.init(); };
+  }
+  // Upsert: a key of a window that has fired changed (emitted again at the
+  // next trigger).
+  void touched(int64_t start, uint64_t key) {
+    if (upsert_ && window_.end(start) <= fired_) [[unlikely]]
+      dirty_.insert({start, key});
   }
   Table& table(std::map<int64_t, Table>& m, int64_t start, int64_t& cached_start, Table*& cached) {
     if (cached != nullptr && cached_start == start) [[likely]]
@@ -222,6 +276,7 @@ class WindowOp {
       if (!check_open(ctx, start)) return;
       Table& tab = owned(start);
       cells_.add(tab.cells.upsert(key, h, init()), tab.pool, v);
+      touched(start, key);
     });
   }
 
@@ -240,7 +295,10 @@ class WindowOp {
   Cells cells_;
   const WindowSpec window_;
   const int64_t lateness_;
-  std::map<int64_t, Table> owned_;  // window start -> state this worker leads / owns
+  const bool upsert_;
+  int64_t fired_ = kNoWatermark;                  // upsert: windows ending by this fired
+  std::set<std::pair<int64_t, uint64_t>> dirty_;  // upsert: (start, key) changed since
+  std::map<int64_t, Table> owned_;                // window start -> state this worker leads / owns
   std::map<int64_t, Table> delta_;  // slash: window start -> cells of other partitions
   int64_t owned_start_ = 0, delta_start_ = 0;
   Table* owned_cache_ = nullptr;
