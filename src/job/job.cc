@@ -252,6 +252,97 @@ int Job::main(int argc, const char* const* argv, const std::function<int(JobCont
 
 // ---------------------------------------------------------------- JobContext
 
+namespace {
+
+// The root cause of a pool's failures (run_workers).
+JobFailure root_cause(Cluster& cluster, const std::vector<uint32_t>& incarnations,
+                      const std::vector<JobFailure>& failures,
+                      const std::vector<std::vector<uint32_t>>& gone_when) {
+  {
+    // Several workers may fail, most only because a sibling's failure or a
+    // lost peer ended their flows. The root cause, in this order:
+    // - the first failure (in time) is this rank's own (naming no peer, or
+    //   this rank: a sibling's end it saw aborted) and no rank was gone
+    //   then: this rank failed first, and the others' workers, failing in
+    //   turn, only echo it back (later "lost peers", even dead ones);
+    // - a failure naming a rank that was gone when it was recorded;
+    // - a failure recorded while some rank was gone that names another
+    //   (alive then): the gone rank, the named one an echo of its loss (a
+    //   survivor that closed its connection after its own failure);
+    // - a lost peer whose rank the job knows died (or was replaced) now;
+    //   else a failure of this rank's own that names no peer; else another
+    //   rank named as lost.
+    //
+    // A flow may name the peer whose end it lost rather than the rank that
+    // died (a replicate source names the target that dropped out because
+    // another rank died; a rank that left after its own failure): prefer a
+    // rank the job knows is gone, and one that failed to one that left.
+    const uint32_t me = cluster.rank();
+    const auto named = [](const JobFailure& f, const std::vector<uint32_t>& ranks) {
+      return f.lost_peer && std::find(ranks.begin(), ranks.end(), f.lost_peer->rank) != ranks.end();
+    };
+    if ((!failures[0].lost_peer || failures[0].lost_peer->rank == me) && gone_when[0].empty()) {
+      auto own = std::find_if(failures.begin(), failures.end(),
+                              [](const JobFailure& f) { return !f.lost_peer; });
+      return own != failures.end() ? *own : failures[0];
+    }
+    for (size_t i = 0; i < failures.size(); ++i) {
+      if (failures[i].lost_peer && failures[i].lost_peer->rank != me &&
+          named(failures[i], gone_when[i]))
+        return failures[i];
+    }
+    for (size_t i = 0; i < failures.size(); ++i) {
+      if (!gone_when[i].empty() && !named(failures[i], gone_when[i])) {
+        JobFailure f = failures[i];
+        f.lost_peer = LostPeer{gone_when[i].front(), ""};
+        return f;
+      }
+    }
+    auto replaced = [&](uint32_t r) { return cluster.incarnation(r) != incarnations[r]; };
+    auto failed = [&](uint32_t r) {
+      return replaced(r) || (!cluster.alive(r) && !cluster.left(r));
+    };
+    auto alive = [&](uint32_t r) { return cluster.alive(r) && !replaced(r); };
+    auto first = [&](auto pred) { return std::find_if(failures.begin(), failures.end(), pred); };
+    auto died = [&](const JobFailure& f) {
+      return f.lost_peer && f.lost_peer->rank != me && failed(f.lost_peer->rank);
+    };
+    auto other = [me](const JobFailure& f) { return f.lost_peer && f.lost_peer->rank != me; };
+    // A rank a flow saw die may not be reported dead by the registry yet:
+    // with a failure of this rank's own beside it, give the registry a
+    // moment (up to a second, or the peer timeout if shorter) before taking
+    // this rank's error for the cause.
+    if (first(died) == failures.end() && first(other) != failures.end() &&
+        first([](const JobFailure& f) { return !f.lost_peer; }) != failures.end()) {
+      const auto until = std::chrono::steady_clock::now() +
+                         std::min<std::chrono::milliseconds>(cluster.options().peer_timeout,
+                                                             std::chrono::seconds(1));
+      while (first(died) == failures.end() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    auto cause = first(died);
+    if (cause == failures.end()) cause = first([](const JobFailure& f) { return !f.lost_peer; });
+    if (cause == failures.end()) cause = first(other);
+    JobFailure chosen = cause != failures.end() ? *cause : failures.front();
+    if (!chosen.lost_peer || !failed(chosen.lost_peer->rank)) {
+      std::optional<uint32_t> gone;
+      for (uint32_t r = 0; r < cluster.world_size(); ++r) {
+        if (r == cluster.rank() || alive(r)) continue;
+        if (failed(r)) {
+          gone = r;
+          break;
+        }
+        if (!gone && (!chosen.lost_peer || alive(chosen.lost_peer->rank))) gone = r;
+      }
+      if (gone) chosen.lost_peer = LostPeer{*gone, ""};
+    }
+    return chosen;
+  }
+}
+
+}  // namespace
+
 PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
                        const std::function<void(uint32_t, StartLine&)>& work) {
   const uint32_t threads = std::max(1u, options.threads);
@@ -264,9 +355,23 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
   StartLine::State state;
   Mutex failures_mu;
   std::vector<JobFailure> failures;  // guarded by failures_mu until the workers end
+  // Per failure, the other ranks the job knew were gone (dead, or replaced
+  // by a new process) when it was recorded: what was cause and what echo.
+  std::vector<std::vector<uint32_t>> gone_when;  // guarded by failures_mu
+  auto gone_now = [&] {
+    std::vector<uint32_t> gone;
+    for (uint32_t r = 0; r < cluster.world_size(); ++r) {
+      if (r != cluster.rank() &&
+          (cluster.incarnation(r) != incarnations[r] || (!cluster.alive(r) && !cluster.left(r))))
+        gone.push_back(r);
+    }
+    return gone;
+  };
   auto record = [&](JobFailure f) {
+    std::vector<uint32_t> gone = gone_now();
     MutexLock lock(failures_mu);
     failures.push_back(std::move(f));
+    gone_when.push_back(std::move(gone));
   };
 
   std::vector<std::thread> pool;
@@ -333,59 +438,7 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
   report.cpu_seconds = process_cpu_seconds() - cpu0;
 
   if (!failures.empty()) {
-    // Several workers may fail, most only because a sibling's failure or a
-    // lost peer ended their flows. The root cause, in this order: a lost
-    // peer whose rank the job knows died (or was replaced); else a failure
-    // of this rank's own that names no peer (a worker's error: its siblings
-    // see its ends aborted, a "lost peer" that is this very rank, and the
-    // other ranks' workers, failing in turn, echo it back as lost peers
-    // that are alive); else another rank named as lost.
-    //
-    // A flow may name the peer whose end it lost rather than the rank that
-    // died (a replicate source names the target that dropped out because
-    // another rank died; a rank that left after its own failure): prefer a
-    // rank the job knows is gone, and one that failed to one that left.
-    const uint32_t me = cluster.rank();
-    auto replaced = [&](uint32_t r) { return cluster.incarnation(r) != incarnations[r]; };
-    auto failed = [&](uint32_t r) {
-      return replaced(r) || (!cluster.alive(r) && !cluster.left(r));
-    };
-    auto alive = [&](uint32_t r) { return cluster.alive(r) && !replaced(r); };
-    auto first = [&](auto pred) { return std::find_if(failures.begin(), failures.end(), pred); };
-    auto died = [&](const JobFailure& f) {
-      return f.lost_peer && f.lost_peer->rank != me && failed(f.lost_peer->rank);
-    };
-    auto other = [me](const JobFailure& f) { return f.lost_peer && f.lost_peer->rank != me; };
-    // A rank a flow saw die may not be reported dead by the registry yet:
-    // with a failure of this rank's own beside it, give the registry a
-    // moment (up to a second, or the peer timeout if shorter) before taking
-    // this rank's error for the cause.
-    if (first(died) == failures.end() && first(other) != failures.end() &&
-        first([](const JobFailure& f) { return !f.lost_peer; }) != failures.end()) {
-      const auto until = std::chrono::steady_clock::now() +
-                         std::min<std::chrono::milliseconds>(cluster.options().peer_timeout,
-                                                             std::chrono::seconds(1));
-      while (first(died) == failures.end() && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    }
-    auto cause = first(died);
-    if (cause == failures.end()) cause = first([](const JobFailure& f) { return !f.lost_peer; });
-    if (cause == failures.end()) cause = first(other);
-    JobFailure chosen = cause != failures.end() ? *cause : failures.front();
-    if (!chosen.lost_peer || !failed(chosen.lost_peer->rank)) {
-      std::optional<uint32_t> gone;
-      for (uint32_t r = 0; r < cluster.world_size(); ++r) {
-        if (r == cluster.rank() || alive(r)) continue;
-        if (failed(r)) {
-          gone = r;
-          break;
-        }
-        if (!gone && (!chosen.lost_peer || alive(chosen.lost_peer->rank))) gone = r;
-      }
-      if (gone) chosen.lost_peer = LostPeer{*gone, ""};
-    }
-    report.failure = std::move(chosen);
+    report.failure = root_cause(cluster, incarnations, failures, gone_when);
   }
   return report;
 }
