@@ -52,6 +52,18 @@ class FileInputTest : public ::testing::Test {
            " rows, checksum " + json_field(r.output, "checksum") + ", late " +
            json_field(r.output, "late");
   }
+  // The followed-file cases' query: ysb, 2 ranks x 2 workers, with
+  // disorder and late records.
+  static std::vector<std::string> followed_query() {
+    return {"--query", "ysb",        "--workers", "2",     "--records", "200000", "--rate",
+            "5",       "--disorder", "400",       "--lag", "50",        "--json"};
+  }
+  // The run of `query` that writes its generated input as CSV files
+  // (input-<worker>.csv in the test's directory).
+  ProcessResult write_csv_input(std::vector<std::string> query) const {
+    query.insert(query.end(), {"--input-csv-dir", dir_.string()});
+    return run_stream(2, query);
+  }
   std::filesystem::path dir_;
 };
 
@@ -241,12 +253,8 @@ uint64_t caught_up(const std::string& output) {
 // input with disorder and late records). A missing file fails every rank,
 // naming it; several workers cannot share one followed file.
 TEST_F(FileInputTest, FollowedFilesAreReadAsTheyGrowUntilSigterm) {
-  const std::vector<std::string> base = {
-      "--query", "ysb",        "--workers", "2",     "--records", "200000", "--rate",
-      "5",       "--disorder", "400",       "--lag", "50",        "--json"};
-  std::vector<std::string> gen = base;
-  gen.insert(gen.end(), {"--input-csv-dir", dir_.string()});
-  const ProcessResult g = run_stream(2, gen);
+  const std::vector<std::string> base = followed_query();
+  const ProcessResult g = write_csv_input(base);
   ASSERT_EQ(g.exit_code, 0) << g.output;
   ASSERT_NE(json_field(g.output, "late"), "{}") << "the input should have late records";
   std::vector<std::string> rests;
@@ -336,12 +344,8 @@ std::vector<std::string> csv_rows(const std::string& prefix, int files) {
 // twice into the result, nothing skipped. The same for files read as a
 // bounded input.
 TEST_F(FileInputTest, AFollowedJobKilledMidReadRecoversFromItsCheckpointsPositions) {
-  const std::vector<std::string> base = {
-      "--query", "ysb",        "--workers", "2",     "--records", "200000", "--rate",
-      "5",       "--disorder", "400",       "--lag", "50",        "--json"};
-  std::vector<std::string> gen = base;
-  gen.insert(gen.end(), {"--input-csv-dir", dir_.string()});
-  const ProcessResult g = run_stream(2, gen);
+  const std::vector<std::string> base = followed_query();
+  const ProcessResult g = write_csv_input(base);
   ASSERT_EQ(g.exit_code, 0) << g.output;
   std::vector<std::string> args = base;
   args.insert(args.end(), {"--input", path("input-{worker}.csv"), "--follow", "--throttle", "25000",

@@ -156,19 +156,14 @@ class WindowOp {
   template <class Ctx>
   void trigger(Ctx& ctx, int64_t low, int64_t since_ns) {
     if (upsert_) return trigger_upsert(ctx, low, since_ns);
-    while (!owned_.empty()) {
-      auto it = owned_.begin();
-      const int64_t start = it->first;
-      const int64_t end = window_.end(start);
-      if (saturating_add(end, lateness_) > low) break;
-      const Table& tab = it->second;
-      tab.cells.for_each([&](uint64_t key, const Cell& c) {
-        cells_.results(c, tab.pool, [&](const auto& r) { ctx.emit(start, end, key, r); });
-      });
-      if (!tab.cells.empty()) ctx.note_latency(since_ns);
-      owned_.erase(it);
-      owned_cache_ = nullptr;
-    }
+    close_windows(
+        low,
+        [&](int64_t start, int64_t end, uint64_t key, const auto& r) {
+          ctx.emit(start, end, key, r);
+        },
+        [&](const Table& tab) {
+          if (!tab.cells.empty()) ctx.note_latency(since_ns);
+        });
   }
 
   // A checkpoint of the state (engine.h takes it right after an epoch
@@ -198,6 +193,14 @@ class WindowOp {
 
   bool empty() const { return owned_.empty(); }
 
+  void note_state(uint64_t& entries, uint64_t& bytes) const {
+    for (const auto* m : {&owned_, &delta_}) {
+      for (const auto& [s, t] : *m)
+        entries += t.cells.size(), bytes += t.cells.bytes() + t.pool.bytes();
+    }
+  }
+
+ private:
   template <class Ctx>
   void trigger_upsert(Ctx& ctx, int64_t low, int64_t since_ns) {
     const auto rows = [&](int64_t start, const Table& tab, uint64_t key, const Cell& c) {
@@ -222,6 +225,19 @@ class WindowOp {
     }
     fired_ = std::max(fired_, low);
     // Past end + allowed lateness: final, counted, dropped.
+    close_windows(
+        low,
+        [&](int64_t start, int64_t end, uint64_t key, const auto& r) {
+          ctx.count_final(start, end, key, r);
+        },
+        [](const Table&) {});
+  }
+
+  // Drops every window whose end + allowed lateness `low` has passed, oldest
+  // first, each of its rows to row(start, end, key, result) and then the
+  // window's table to done(table).
+  template <class Row, class Done>
+  void close_windows(int64_t low, const Row& row, const Done& done) {
     while (!owned_.empty()) {
       auto it = owned_.begin();
       const int64_t start = it->first;
@@ -229,20 +245,13 @@ class WindowOp {
       if (saturating_add(end, lateness_) > low) break;
       const Table& tab = it->second;
       tab.cells.for_each([&](uint64_t key, const Cell& c) {
-        cells_.results(c, tab.pool, [&](const auto& r) { ctx.count_final(start, end, key, r); });
+        cells_.results(c, tab.pool, [&](const auto& r) { row(start, end, key, r); });
       });
+      done(tab);
       owned_.erase(it);
       owned_cache_ = nullptr;
     }
   }
-  void note_state(uint64_t& entries, uint64_t& bytes) const {
-    for (const auto* m : {&owned_, &delta_}) {
-      for (const auto& [s, t] : *m)
-        entries += t.cells.size(), bytes += t.cells.bytes() + t.pool.bytes();
-    }
-  }
-
- private:
   struct Table {
     StateTable<Cell> cells;
     Pool pool;
