@@ -231,25 +231,10 @@ class Cluster {
   /// the missing ranks, or PeerLostError. Declaring a name this rank has
   /// declared and not destroyed is an error; so is declaring it anew while a
   /// participant of its previous declaration has not destroyed that one yet.
+  /// Takes every kind of spec (ShuffleSpec, ReplicateSpec, CombinerSpec: each
+  /// converts to its FlowSpec); a combiner flow's participants must also
+  /// agree on its group key, value fields and aggregates.
   [[nodiscard]] DeclaredFlow declare(const FlowSpec& spec);
-  /// The same for the spec a shuffle or replicate builder holds (of any
-  /// record type, Bytes included): declare(spec.spec()).
-  ///@{
-  template <class T>
-  [[nodiscard]] DeclaredFlow declare(const ShuffleSpec<T>& spec) {
-    return declare(spec.spec());
-  }
-  template <class T>
-  [[nodiscard]] DeclaredFlow declare(const ReplicateSpec<T>& spec) {
-    return declare(spec.spec());
-  }
-  ///@}
-  /// A combiner flow (combiner.h): participants must also agree on its
-  /// group key, value fields and aggregates.
-  template <class T>
-  [[nodiscard]] DeclaredFlow declare(const CombinerSpec<T>& spec) {
-    return declare(spec.spec());
-  }
 
   /// Declares a flow among the members of `view` (membership.h): of the
   /// spec's sources and targets, those whose rank is a member, in the spec's
@@ -269,11 +254,6 @@ class Cluster {
   /// Error(kPeerLost) if none of the sources, or none of the targets, is.
   /// Shuffle, replicate and combiner flows (a combiner's groups are spread
   /// by a hash of their key over the targets that remain).
-  template <class Spec>
-  Result<DeclaredFlow> declare(const View& view, const Spec& spec) {
-    return declare(view, spec.spec());
-  }
-  /// The same for an untyped FlowSpec (the spec a builder's spec() gives).
   Result<DeclaredFlow> declare(const View& view, const FlowSpec& spec);
 
   /// The source for endpoint (rank(), slot) of a declared flow (T may be

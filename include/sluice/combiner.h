@@ -352,6 +352,9 @@ class CombinerSpec : private detail::FlowBuilder<CombinerSpec<T>> {
 
   /// The flow it declares (a shuffle by the group key's hash, of partials).
   FlowSpec spec() const { return core_.flow_spec(); }
+  /// The same, by conversion, so that Cluster::declare takes the spec as it
+  /// is.
+  operator FlowSpec() const { return core_.flow_spec(); }  // NOLINT(google-explicit-constructor)
 
  private:
   friend struct detail::CombinerSpecAccess;

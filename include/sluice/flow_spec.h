@@ -245,6 +245,9 @@ class RecordFlowBuilder : public FlowBuilder<Derived> {
   }
   /// The untyped spec, as Cluster::declare takes it.
   const FlowSpec& spec() const { return spec_; }
+  /// A spec converts to the untyped spec it holds, so that Cluster::declare
+  /// takes every kind of spec as it is.
+  operator const FlowSpec&() const { return spec_; }  // NOLINT(google-explicit-constructor)
 
  protected:
   /// record_size 0: byte records (type name "bytes").
@@ -359,6 +362,7 @@ class ShuffleSpec : private detail::ShuffleBuilder<ShuffleSpec<T>> {
   using Base::segment_bytes;
   using Base::sources;
   using Base::spec;
+  using Base::operator const FlowSpec&;
   using Base::targets;
   using Base::type_tag;
   ///@}
@@ -436,6 +440,7 @@ class ReplicateSpec : private detail::ReplicateBuilder<ReplicateSpec<T>> {
   using Base::segment_bytes;
   using Base::sources;
   using Base::spec;
+  using Base::operator const FlowSpec&;
   using Base::targets;
   using Base::type_tag;
   ///@}
