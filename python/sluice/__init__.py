@@ -51,6 +51,7 @@ from ._sluice import (
     Timeout,
     ViewChanged,
 )
+from .regions import Region, RemoteRegion
 
 __all__ = [
     "Cluster",
@@ -60,6 +61,8 @@ __all__ = [
     "Flow",
     "Source",
     "Target",
+    "Region",
+    "RemoteRegion",
     "Error",
     "PeerLost",
     "SpecMismatch",
@@ -285,6 +288,17 @@ class Cluster:
         (``view``: as for ``shuffle``)."""
         return Flow(self, name, np.dtype(dtype), True, None, sources, targets, segment_bytes,
                     ring_segments, view)
+
+    def expose(self, name: str, size: int) -> Region:
+        """Exposes ``size`` bytes of this process's memory as region ``name``
+        (zeroed): any rank opens it with ``open_region(name, owner=this rank)``.
+        ``InvalidArgument`` on a bad name or one this rank exposes already."""
+        return Region(self._c.expose(name, size))
+
+    def open_region(self, name: str, owner: int, timeout: Optional[float] = None) -> RemoteRegion:
+        """Opens region ``name`` of rank ``owner``, waiting until the owner
+        exposed it (``Timeout`` at the timeout)."""
+        return RemoteRegion(self._c.open_region(name, owner, timeout))
 
     def leave(self, timeout: Optional[float] = None) -> None:
         """Leaves the job cleanly (peers see "left", not "died"). Idempotent."""

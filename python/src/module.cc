@@ -24,34 +24,18 @@
 #include <vector>
 
 #include "alltoallv.h"
+#include "py_errors.h"
 #include "records_flow.h"
+#include "regions.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace sluice::python {
-namespace {
 
-// The package's exception classes (made in NB_MODULE below).
-struct Exceptions {
-  nb::handle error, peer_lost, spec_mismatch, timeout, invalid, bootstrap, closed, view_changed;
-};
 Exceptions exc;
 
-// A timeout in seconds (None: no limit) as a deadline.
-Deadline deadline_of(std::optional<double> seconds) {
-  if (!seconds) return kForever;
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(std::max(0.0, *seconds)));
-}
-
-[[noreturn]] void raise(nb::handle type, const std::string& message,
-                        std::optional<uint32_t> rank = std::nullopt) {
-  nb::object e = type(message);
-  if (rank) e.attr("rank") = *rank;
-  PyErr_SetObject(type.ptr(), e.ptr());
-  throw nb::python_error();
-}
+namespace {
 
 [[noreturn]] void raise_failure(const FlowFailure& f) {
   switch (f.status) {
@@ -137,7 +121,10 @@ class PyCluster {
     }
     return c;
   }
-  ~PyCluster() { retire_flows(); }
+  ~PyCluster() {
+    retire_flows();
+    regions_.retire();
+  }
   // Every flow declared through this cluster, for leave().
   void track(const std::shared_ptr<RecordsFlow>& f) { flows_.push_back(f); }
   Cluster& get() {
@@ -211,6 +198,7 @@ class PyCluster {
   void leave(std::optional<double> timeout) {
     if (!cluster_ || left_) return;
     retire_flows();
+    regions_.retire();
     Status s;
     {
       nb::gil_scoped_release unlocked;
@@ -236,6 +224,16 @@ class PyCluster {
   std::unique_ptr<Cluster> cluster_;
   bool left_ = false;
   std::vector<std::weak_ptr<RecordsFlow>> flows_;
+  RegionTracker regions_;  // ended before the cluster, as the flows
+
+ public:
+  std::unique_ptr<PyRegion> expose(const std::string& name, size_t bytes) {
+    return std::make_unique<PyRegion>(get(), regions_, name, bytes);
+  }
+  std::unique_ptr<PyRemoteRegion> open_region(const std::string& name, uint32_t owner,
+                                              std::optional<double> timeout) {
+    return std::make_unique<PyRemoteRegion>(get(), regions_, name, owner, timeout);
+  }
 };
 
 // A byte view of a C-contiguous numpy array (the package passes
@@ -591,6 +589,7 @@ NB_MODULE(_sluice, m) {
   m.def("route_rows", &route_rows, "records"_a.noconvert(), "itemsize"_a, "key_offset"_a,
         "key_size"_a, "targets"_a, "Each record's target by the hash of its key bytes.");
 
+  bind_regions(m);
   nb::class_<PyCluster>(m, "Cluster")
       .def_static("join", &PyCluster::join, "Joins the job the environment names.")
       .def_prop_ro("rank", &PyCluster::rank)
@@ -606,7 +605,9 @@ NB_MODULE(_sluice, m) {
       .def("agree", &PyCluster::agree, "name"_a, "value"_a, "timeout"_a = nb::none())
       .def("barrier", &PyCluster::barrier, "name"_a, "timeout"_a = nb::none())
       .def("allgather", &PyCluster::allgather, "name"_a, "value"_a, "timeout"_a = nb::none())
-      .def("leave", &PyCluster::leave, "timeout"_a = nb::none());
+      .def("leave", &PyCluster::leave, "timeout"_a = nb::none())
+      .def("expose", &PyCluster::expose, "name"_a, "size"_a)
+      .def("open_region", &PyCluster::open_region, "name"_a, "owner"_a, "timeout"_a.none());
 
   nb::class_<sluice::KeyGroups>(m, "KeyGroups")
       .def(nb::init<uint32_t, std::vector<uint32_t>>(), "groups"_a, "owners"_a)

@@ -1,0 +1,40 @@
+// python/src/py_errors.h: the package's exception classes (made in
+// module.cc's NB_MODULE) and raising them, and a Python timeout as a
+// deadline: what every binding file of the module shares.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <sluice/sluice.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace sluice::python {
+
+namespace nb = nanobind;
+
+// The package's exception classes: sluice.Error and its subclasses.
+struct Exceptions {
+  nb::handle error, peer_lost, spec_mismatch, timeout, invalid, bootstrap, closed, view_changed;
+};
+extern Exceptions exc;
+
+// A timeout in seconds (None: no limit) as a deadline.
+inline Deadline deadline_of(std::optional<double> seconds) {
+  if (!seconds) return kForever;
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(std::max(0.0, *seconds)));
+}
+
+// Raises `type(message)`, with .rank set where a rank is given.
+[[noreturn]] inline void raise(nb::handle type, const std::string& message,
+                               std::optional<uint32_t> rank = std::nullopt) {
+  nb::object e = type(message);
+  if (rank) e.attr("rank") = *rank;
+  PyErr_SetObject(type.ptr(), e.ptr());
+  throw nb::python_error();
+}
+
+}  // namespace sluice::python
