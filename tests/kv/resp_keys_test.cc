@@ -281,7 +281,8 @@ TEST_F(RespKeysTest, AnAppendPastTheLargestValueIsRefusedAndTheValueStaysReadabl
 // Hashes with the commands on several keys and the keyspace: RENAME moves a
 // hash with its deadline, EXEC answers each queued hash command's reply (a
 // WRONGTYPE among them), another client's HSET of a watched hash makes EXEC
-// fail, SCAN's TYPE finds hashes, FLUSHALL removes them.
+// fail, RESP3's map for HGETALL, SCAN's TYPE finds hashes, FLUSHALL removes
+// them.
 TEST_F(RespKeysTest, HashesRenameJoinTransactionsAndAbortAWatch) {
   Conn a(port_), b(port_);
   const std::string wrongtype =
@@ -315,6 +316,18 @@ TEST_F(RespKeysTest, HashesRenameJoinTransactionsAndAbortAWatch) {
   EXPECT_EQ(ask(a, {{"MULTI"}, {"HSET", "hk:moved", "mine", "1"}, {"EXEC"}}, "*-1\r\n"),
             "+OK\r\n+QUEUED\r\n*-1\r\n");
   EXPECT_EQ(ask(a, {{"HEXISTS", "hk:moved", "mine"}}, "\r\n"), ":0\r\n");
+  // After HELLO 3: HGETALL answers a map, an absent field RESP3's null.
+  Conn c3(port_);
+  ask(c3, {{"HELLO", "3"}}, "proto");
+  c3.receive("\r\n", nullptr, std::chrono::milliseconds(200));
+  EXPECT_EQ(ask(c3,
+                {{"HSET", "hk:r3", "f", "v"},
+                 {"HGETALL", "hk:r3"},
+                 {"HGET", "hk:r3", "none"},
+                 {"HMGET", "hk:r3", "f", "none"},
+                 {"PING"}},
+                "+PONG\r\n"),
+            ":1\r\n%1\r\n$1\r\nf\r\n$1\r\nv\r\n_\r\n*2\r\n$1\r\nv\r\n_\r\n+PONG\r\n");
   EXPECT_EQ(ask(a,
                 {{"FLUSHALL"},
                  {"HSET", "hk:h", "f", "v"},
