@@ -1,6 +1,7 @@
 // apps/kv/store.h: the replicated state machine of sluice-kv — a key-value
-// store with put, get, delete and compare-and-set, key expiry, plus the
-// client table that makes every client operation take effect exactly once.
+// store with put, get, delete and compare-and-set, key expiry, hashes
+// (store_hashes.cc), plus the client table that makes every client
+// operation take effect exactly once.
 //
 // Both protocols (multipaxos.h, nopaxos.h) agree on a log of Commands; every
 // replica applies that log in order to its own Store. Because apply() is
