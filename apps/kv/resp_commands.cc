@@ -194,11 +194,12 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     }
     if (!fits(1)) return local(too_big());
     r.kind = get ? (nx ? Kind::kOldUnlessSet : Kind::kOld) : nx || xx ? Kind::kSetIf : Kind::kSet;
+    // (XX GET reads the key first, so a hash there is WRONGTYPE: store.h.)
     return submit(nx    ? Op::kSetNx
                   : xx  ? Op::kSetXx
                   : get ? Op::kGetSet
                         : Op::kPut,
-                  args[1], args[2], "", ttl, deadline);
+                  args[1], args[2], xx && get ? "get" : "", ttl, deadline);
   }
   if (name == "SETEX" || name == "PSETEX") {
     if (args.size() != 4) return local(wrong_args(lower(name)));
@@ -285,7 +286,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     }
     r.kind = Kind::kCount;
     for (size_t i = 1; i < args.size(); ++i)
-      submit(name == "EXISTS" || name == "TOUCH" ? Op::kGet : Op::kDelete, args[i], "", "");
+      submit(name == "EXISTS" || name == "TOUCH" ? Op::kType : Op::kDelete, args[i], "", "");
     return;
   }
   if (name == "CAS") {
@@ -342,7 +343,10 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     if (args.size() != 2) return local(wrong_args(lower(name)));
     if (!fits(1)) return local(too_big());
     r.kind = name == "STRLEN" ? Kind::kLength : name == "TYPE" ? Kind::kType : Kind::kOld;
-    return submit(name == "GETDEL" ? Op::kGetDel : Op::kGet, args[1], "", "");
+    return submit(name == "GETDEL" ? Op::kGetDel
+                  : name == "TYPE" ? Op::kType
+                                   : Op::kGet,
+                  args[1], "", "");
   }
   if (name == "GETRANGE" || name == "SUBSTR") {
     if (args.size() != 4) return local(wrong_args(lower(name)));
@@ -363,6 +367,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     return;
   }
   if (keys_command(c, name, args, client, index, r, now)) return;
+  if (hash_command(c, name, args, client, index, r, now)) return;
   bool handled = false;
   std::string answer = local_command(c, name, args, &handled);
   if (handled) return local(std::move(answer));

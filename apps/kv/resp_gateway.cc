@@ -377,6 +377,22 @@ void RespGateway::complete(Client& client, size_t index) {
   });
 }
 
+std::string RespGateway::increment_reply(const Result& result, bool floating, bool hash) {
+  if (result.ok) {
+    int64_t n = 0;
+    parse_integer(result.value, &n);  // the store's own decimal
+    return floating ? resp::bulk(result.value) : resp::integer(n);
+  }
+  // The store's error values (store.h, Result), in Redis's words.
+  if (result.value == "overflow") return resp::error("ERR increment or decrement would overflow");
+  if (result.value == "nan or infinity")
+    return resp::error("ERR increment would produce NaN or Infinity");
+  if (floating)
+    return resp::error(hash ? "ERR hash value is not a float" : "ERR value is not a valid float");
+  return resp::error(hash ? "ERR hash value is not an integer"
+                          : "ERR value is not an integer or out of range");
+}
+
 void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
   // A write past maxmemory changed nothing: Redis's OOM error, whatever
   // the command (only one-write requests and transactions can be refused).
@@ -384,6 +400,14 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     r.text = result.value == kTooLarge
                  ? resp::error("ERR " + std::string(kTooLarge) + " (--max-value-bytes)")
                  : resp::oom();
+    return;
+  }
+  // A command on a key of the other type (store.h): Redis's WRONGTYPE,
+  // but for those that answer without reading the value (SETNX and SET NX,
+  // 0 or null as the key exists; MGET, null).
+  if (!result.ok && result.value == kWrongType && r.kind != Kind::kFlag && r.kind != Kind::kSetIf &&
+      r.kind != Kind::kArray) {
+    r.text = resp::error(kWrongType);
     return;
   }
   // A transaction (EXEC, MSET, MSETNX) that did not run, with the reason.
@@ -404,21 +428,13 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
       if (r.waiting == 0) r.text = resp::integer(r.count);
       break;
     case Kind::kNumber:
-      if (!result.ok) {
-        r.text =
-            resp::error(result.value == "overflow" ? "ERR increment or decrement would overflow"
-                                                   : "ERR value is not an integer or out of range");
-      } else {
-        int64_t n = 0;
-        parse_integer(result.value, &n);  // the store's own decimal
-        r.text = resp::integer(n);
-      }
+      r.text = increment_reply(result, false, false);
       break;
     case Kind::kLength:
       r.text = resp::integer(result.ok ? static_cast<int64_t>(result.value.size()) : 0);
       break;
     case Kind::kType:
-      r.text = resp::simple(result.ok ? "string" : "none");
+      r.text = resp::simple(result.ok ? result.value : "none");
       break;
     case Kind::kRange:
       r.text = resp::bulk(byte_range(result.value, r.range_start, r.range_end));
@@ -481,13 +497,7 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
       r.text = resp::simple("OK");
       break;
     case Kind::kFloat:
-      if (result.ok) {
-        r.text = resp::bulk(result.value);
-      } else {
-        r.text = resp::error(result.value == "nan or infinity"
-                                 ? "ERR increment would produce NaN or Infinity"
-                                 : "ERR value is not a valid float");
-      }
+      r.text = increment_reply(result, true, false);
       break;
     case Kind::kSetRange: {
       int64_t n = 0;
@@ -520,6 +530,15 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
                    : resp::array_header(2) + resp::bulk(std::to_string(page.cursor)) + keys;
       break;
     }
+    case Kind::kHashCount:
+    case Kind::kHashArray:
+    case Kind::kHashAll:
+    case Kind::kHashKeys:
+    case Kind::kHashVals:
+    case Kind::kHashInt:
+    case Kind::kHashFloat:
+      fill_hash(r, result);
+      break;
     case Kind::kLocal:
     case Kind::kSweep:
       break;

@@ -26,7 +26,7 @@
 //   SETNX key value       :1 if it was absent and is now set, else :0
 //   GETSET key value      bulk old value, or null; GETDEL key: the same, deleting
 //   MGET key [key ...]    an array of bulk values or nulls
-//   TYPE key              +string or +none; GETRANGE (SUBSTR) key start end: the
+//   TYPE key              +string, +hash or +none; GETRANGE (SUBSTR) key start end: the
 //                         bytes, offsets as Redis takes them; UNLINK: DEL
 //   SETEX key s value, PSETEX key ms value    +OK (SET with EX, PX)
 //   EXPIRE, PEXPIRE key time, EXPIREAT, PEXPIREAT key unix-time [NX|XX|GT|LT]
@@ -44,6 +44,19 @@
 //   (each a single log entry on one key, as linearizable as GET and SET;
 //   DEL, EXISTS and MGET of several keys are one entry per key, not atomic
 //   across their keys)
+//   HSET key field value [field value ...]   :fields added; HMSET: +OK
+//   HSETNX key field value   :1 if the field was absent and is now set
+//   HGET key field        bulk value, or null; HMGET key field [field ...]:
+//                         an array of bulk values or nulls (one entry)
+//   HDEL key field [field ...]   :fields removed (the key goes with its last)
+//   HEXISTS key field     :1 or 0; HSTRLEN key field: the value's length
+//   HLEN key              :the number of fields (0: absent)
+//   HGETALL, HKEYS, HVALS key    fields and values, fields, values: in byte
+//                         order of the field (store_hashes.cc)
+//   HINCRBY key field n, HINCRBYFLOAT key field n   as INCRBY, INCRBYFLOAT
+//   (Each one log entry on one key (resp_hashes.cc). A string command on a
+//   hash, or a hash command on a string: -WRONGTYPE, as Redis's; SET and
+//   MSET replace a hash, MGET answers null for one.)
 //   MSET key value [key value ...]    +OK; MSETNX: :1 if every key was absent
 //                         and is now set, else :0 (one entry: all or none)
 //   RENAME, RENAMENX key newkey    +OK (:1), :0 if newkey exists (NX), or
@@ -220,8 +233,8 @@ class RespGateway {
     kTtl,
     kSweep,
     kExec,      // EXEC: Reply::subs, one per queued command
-    kMset,      // MSET: +OK (FLUSHALL too)
-    kMsetNx,    // MSETNX: 1 or 0
+    kMset,      // MSET: +OK (FLUSHALL, HMSET too)
+    kMsetNx,    // MSETNX: 1 or 0 (HSETNX, HEXISTS too)
     kRename,    // RENAME: +OK, or no such key
     kRenameNx,  // RENAMENX: 1 or 0, or no such key
     kWatch,     // WATCH: +OK once every key's watch is in the log
@@ -230,6 +243,16 @@ class RespGateway {
     kScan,      // SCAN: the next cursor and an array of keys
     kFloat,     // INCRBYFLOAT: the new number as a bulk string
     kSetRange,  // SETRANGE: the new length
+    // The hash commands (resp_hashes.cc, fill_hash).
+    // (HGET answers as kGet, HSTRLEN as kLength, HMSET as kMset, HSETNX
+    // and HEXISTS as kMsetNx.)
+    kHashCount,  // HSET, HDEL, HLEN: the store's decimal as an integer
+    kHashArray,  // HMGET: a bulk or null per field
+    kHashAll,    // HGETALL: fields and values (RESP3: a map)
+    kHashKeys,   // HKEYS
+    kHashVals,   // HVALS
+    kHashInt,    // HINCRBY: the new number
+    kHashFloat,  // HINCRBYFLOAT: the new number as a bulk string
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
@@ -318,6 +341,16 @@ class RespGateway {
   // false if none.
   bool keys_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                     Client& client, size_t index, Reply& r, int64_t now);
+  // resp_hashes.cc: HSET, HMSET, HSETNX, HGET, HMGET, HDEL, HEXISTS, HLEN,
+  // HSTRLEN, HGETALL, HKEYS, HVALS, HINCRBY, HINCRBYFLOAT; false if none.
+  // fill_hash: the answer of one of them (a hash Kind) from its result.
+  bool hash_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
+                    Client& client, size_t index, Reply& r, int64_t now);
+  void fill_hash(Reply& r, const Result& result);
+  // The answer of an increment (INCRBY, INCRBYFLOAT; `hash`: HINCRBY,
+  // HINCRBYFLOAT, whose errors name the hash value): the new number, or
+  // Redis's error for the store's error value.
+  static std::string increment_reply(const Result& result, bool floating, bool hash);
   // Makes `r`'s answer from one of its commands' results (`cmd` the command,
   // with its seq the position among r's, from first_seq).
   void fill(Reply& r, const Command& cmd, const Result& result);

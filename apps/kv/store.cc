@@ -62,6 +62,26 @@ const char* op_name(Op op) {
       return "incrbyfloat";
     case Op::kSetRange:
       return "setrange";
+    case Op::kType:
+      return "type";
+    case Op::kHSet:
+      return "hset";
+    case Op::kHSetNx:
+      return "hsetnx";
+    case Op::kHGet:
+      return "hget";
+    case Op::kHMGet:
+      return "hmget";
+    case Op::kHDel:
+      return "hdel";
+    case Op::kHLen:
+      return "hlen";
+    case Op::kHGetAll:
+      return "hgetall";
+    case Op::kHIncrBy:
+      return "hincrby";
+    case Op::kHIncrByFloat:
+      return "hincrbyfloat";
   }
   return "?";
 }
@@ -120,6 +140,10 @@ bool denied_when_full(Op op) {
     case Op::kSetNx:
     case Op::kGetSet:
     case Op::kSetXx:
+    case Op::kHSet:
+    case Op::kHSetNx:
+    case Op::kHIncrBy:
+    case Op::kHIncrByFloat:
       return true;
     default:
       return false;
@@ -135,7 +159,12 @@ bool writes(const Command& c, const Result& r) {
     case Op::kPut:
     case Op::kGetSet:
     case Op::kAppend:
-      return !r.refused;
+      return !r.refused && (r.ok || r.value != kWrongType);
+    case Op::kHSet:
+    case Op::kHSetNx:
+    case Op::kHIncrBy:
+    case Op::kHIncrByFloat:
+    case Op::kHDel:
     case Op::kCas:
     case Op::kIncrBy:
     case Op::kIncrByFloat:
@@ -238,6 +267,11 @@ Result execute(Keyspace& data, const Command& c) {
   }
   // Lazy expiry: the command finds its key as it is at its own stamp.
   if (auto it = data.find(c.key); it != data.end() && expired(it->second, c.now_ms)) data.erase(it);
+  if (auto it = data.find(c.key); it != data.end() && detail::wrong_type(c, it->second)) {
+    r.value = kWrongType;
+    return r;
+  }
+  if (detail::is_hash_op(c.op)) return detail::execute_hash(data, c);
   switch (c.op) {
     case Op::kNoop:
     case Op::kSweep:
@@ -250,12 +284,31 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kKeys:
     case Op::kScan:
       break;
+    case Op::kHSet:
+    case Op::kHSetNx:
+    case Op::kHGet:
+    case Op::kHMGet:
+    case Op::kHDel:
+    case Op::kHLen:
+    case Op::kHGetAll:
+    case Op::kHIncrBy:
+    case Op::kHIncrByFloat:
+      break;
     case Op::kIncrByFloat:
     case Op::kSetRange:
       return detail::execute_string(data, c);
+    case Op::kType: {
+      auto it = data.find(c.key);
+      if (it != data.end()) {
+        r.ok = true;
+        r.value = it->second.is_hash() ? "hash" : "string";
+      }
+      break;
+    }
     case Op::kPut: {
       auto it = data.try_emplace(c.key).first;
       it->second.value = c.value;
+      it->second.fields.clear();  // (a hash's SET: a string now)
       settle_deadline(data, it, c);
       r.ok = true;
       break;
@@ -322,6 +375,7 @@ Result execute(Keyspace& data, const Command& c) {
           data.erase(it);
         } else {
           it->second.value = c.value;
+          it->second.fields.clear();  // (SET XX of a hash: a string now)
           settle_deadline(data, it, c);
         }
       } else if (c.op == Op::kGetSet) {
@@ -387,11 +441,31 @@ uint64_t Store::entry_bytes(const std::string& key) const {
 }
 
 bool Store::too_large(const Command& c) const {
-  if (c.op != Op::kAppend || options_.max_result_bytes == 0) return false;
-  uint64_t now = 0;
-  if (auto it = data_.find(c.key); it != data_.end() && !detail::expired(it->second, c.now_ms))
-    now = it->second.value.size();
-  return c.key.size() + now + c.value.size() > options_.max_result_bytes;
+  if (options_.max_result_bytes == 0) return false;
+  if (c.op == Op::kAppend) {
+    uint64_t now = 0;
+    if (auto it = data_.find(c.key); it != data_.end() && !detail::expired(it->second, c.now_ms))
+      now = it->second.value.size();
+    return c.key.size() + now + c.value.size() > options_.max_result_bytes;
+  }
+  if (!detail::is_hash_op(c.op) || !detail::denied_when_full(c.op)) return false;
+  // A write of a hash: the hash it would leave, as HGETALL would answer it.
+  const Keyspace one = alone_after(c, true);
+  return !one.empty() && c.key.size() + item_bytes(one.begin()->second) > options_.max_result_bytes;
+}
+
+Keyspace Store::alone_after(const Command& c, bool keep_value) const {
+  Keyspace one;
+  if (auto it = data_.find(c.key); it != data_.end()) {
+    Item& copy = one[it->first];
+    copy.deadline_ms = it->second.deadline_ms;
+    if (keep_value) {
+      copy.value = it->second.value;
+      copy.fields = it->second.fields;
+    }
+  }
+  execute(one, c);
+  return one;
 }
 
 bool Store::over_limit(const Command& c) const {
@@ -400,13 +474,7 @@ bool Store::over_limit(const Command& c) const {
   // copy of the entry alone (only with a limit set; a put or getset, which
   // replaces the value, does not copy the old one).
   const uint64_t before = entry_bytes(c.key);
-  Keyspace one;
-  if (auto it = data_.find(c.key); it != data_.end()) {
-    const bool replaces = c.op == Op::kPut || c.op == Op::kGetSet;
-    one.emplace(it->first,
-                Item{replaces ? std::string() : it->second.value, it->second.deadline_ms});
-  }
-  execute(one, c);
+  const Keyspace one = alone_after(c, !(c.op == Op::kPut || c.op == Op::kGetSet));
   auto it = one.find(c.key);
   const uint64_t after = it == one.end() ? 0 : entry_bytes(it->first, it->second);
   return after > before && used_bytes_ - before + after > options_.maxmemory;
@@ -473,6 +541,14 @@ Result Store::execute_here(const Command& c) {
     unlink(it);
   }
   Result r = execute(data_, c);
+  if (c.op == Op::kHMGet && options_.max_result_bytes != 0 &&
+      r.value.size() > options_.max_result_bytes) {
+    // (Fields named many times can make a reply longer than the hash.)
+    r.ok = false;
+    r.value = "ERR the reply would take " + std::to_string(r.value.size()) +
+              " bytes, more than the " + std::to_string(options_.max_result_bytes) +
+              " a reply may (--max-value-bytes)";
+  }
   auto it = data_.find(c.key);
   if (it != data_.end()) link(it);
   // (Removed by lazy expiry, or written: a modification, for WATCH.)
@@ -555,219 +631,6 @@ bool Store::already_applied(uint64_t client, uint64_t seq, Result* result) const
   const std::deque<Result>& kept = it->second.results;
   if (back >= kept.size()) return false;
   if (result) *result = kept[kept.size() - 1 - back];
-  return true;
-}
-
-namespace {
-uint64_t fnv(uint64_t h, const void* p, size_t n) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= b[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-uint64_t fnv_str(uint64_t h, const std::string& s) {
-  uint64_t len = s.size();
-  h = fnv(h, &len, sizeof len);
-  return fnv(h, s.data(), s.size());
-}
-}  // namespace
-
-uint64_t Store::digest() const {
-  // std::map iterates in key order, so equal states hash equally whatever
-  // order they were built in.
-  uint64_t h = 14695981039346656037ull;
-  for (const auto& [k, e] : data_) {
-    h = fnv_str(fnv_str(h, k), e.value);
-    h = fnv(h, &e.deadline_ms, sizeof e.deadline_ms);
-    h = fnv(h, &e.version, sizeof e.version);
-  }
-  // The versions WATCH compares with are state too.
-  h = fnv(h, &version_, sizeof version_);
-  h = fnv(h, &floor_, sizeof floor_);
-  for (const auto& [k, v] : tombstones_) {
-    h = fnv_str(h, k);
-    h = fnv(h, &v, sizeof v);
-  }
-  for (const auto& [client, cs] : clients_) {
-    h = fnv(h, &client, sizeof client);
-    h = fnv(h, &cs.seq, sizeof cs.seq);
-    for (const Result& r : cs.results) {
-      const uint8_t flags = static_cast<uint8_t>(r.ok | r.refused << 1);
-      h = fnv(h, &flags, sizeof flags);
-      h = fnv_str(h, r.value);
-    }
-  }
-  return h;
-}
-
-namespace {
-
-// "KVS5": keys with their deadlines and versions, the version, tombstones
-// and max_result_bytes ("KVS4" had no versions, "KVS3" no deadlines).
-constexpr uint32_t kSnapshotMagic = 0x4b565335;
-
-}  // namespace
-
-// The layout of wire.h: the magic, the options (keep_applied as a byte,
-// maxmemory, max_result_bytes), the version and floor, the tombstones (a
-// u32 count, each a key and its version), then each part as a u32 count
-// and its items (a key, its value, its deadline as an i64, 0 for none, and
-// its version; a client, its last seq and its kept results, each
-// result's ok and refused as bits of a byte), the skip count, the applied summary (entries, chain,
-// executed, executed_sum), and last the count and identities of the applied log (a client and a seq
-// each; none unless keep_applied), which a Snapshot reads from the store when sent.
-Snapshot Store::snapshot() const {
-  Snapshot snap;
-  std::string& out = snap.head_;
-  wire::Writer<std::string> w{out};
-  w.put(kSnapshotMagic);
-  w.put<uint8_t>(options_.keep_applied);
-  w.put(options_.maxmemory);
-  w.put(options_.max_result_bytes);
-  w.put(version_);
-  w.put(floor_);
-  w.put<uint32_t>(static_cast<uint32_t>(tombstones_.size()));
-  for (const auto& [k, v] : tombstones_) {
-    w.str(k);
-    w.put(v);
-  }
-  w.put<uint32_t>(static_cast<uint32_t>(data_.size()));
-  for (const auto& [k, e] : data_) {
-    w.str(k);
-    w.str(e.value);
-    w.put(e.deadline_ms);
-    w.put(e.version);
-  }
-  w.put<uint32_t>(static_cast<uint32_t>(clients_.size()));
-  for (const auto& [client, cs] : clients_) {
-    w.put(client);
-    w.put(cs.seq);
-    w.put<uint32_t>(static_cast<uint32_t>(cs.results.size()));
-    for (const Result& r : cs.results) {
-      w.put<uint8_t>(static_cast<uint8_t>(r.ok | r.refused << 1));
-      w.str(r.value);
-    }
-  }
-  w.put(skipped_);
-  w.put(summary_.entries);
-  w.put(summary_.chain);
-  w.put(summary_.executed);
-  w.put(summary_.executed_sum);
-  w.put<uint32_t>(static_cast<uint32_t>(applied_.size()));
-  snap.identities_ = applied_.size();
-  return snap;
-}
-
-std::string Store::serialize() const {
-  Snapshot snap = snapshot();
-  return snap.bytes(*this, 0, snap.size());
-}
-
-std::string Snapshot::bytes(const Store& store, size_t offset, size_t n) const {
-  std::string out;
-  if (offset >= size()) return out;
-  n = std::min(n, size() - offset);
-  out.reserve(n);
-  if (offset < head_.size()) {
-    const size_t k = std::min(n, head_.size() - offset);
-    out.append(head_, offset, k);
-    offset += k;
-    n -= k;
-  }
-  // The identities: each as wire.h writes a client and a seq.
-  const auto& applied = store.applied();
-  size_t at = offset - head_.size();
-  while (n > 0) {
-    const size_t i = at / kIdentityBytes, within = at % kIdentityBytes;
-    char one[kIdentityBytes];
-    const std::pair<uint64_t, uint64_t> id =
-        i < applied.size() ? applied[i] : std::pair<uint64_t, uint64_t>{};
-    std::memcpy(one, &id.first, 8);
-    std::memcpy(one + 8, &id.second, 8);
-    const size_t k = std::min(n, kIdentityBytes - within);
-    out.append(one + within, k);
-    at += k;
-    n -= k;
-  }
-  return out;
-}
-
-bool Store::restore(std::string_view bytes, std::string* why) {
-  wire::Reader r{std::as_bytes(std::span<const char>(bytes.data(), bytes.size()))};
-  // A count of items of at least `least` bytes each: more than what is left
-  // is malformed (and no container is sized from it).
-  auto count = [&r](size_t least) {
-    const uint32_t n = r.get<uint32_t>();
-    if (r.ok && n > (r.in.size() - r.pos) / least) r.ok = false;
-    return r.ok ? n : 0;
-  };
-  Store s;
-  if (r.get<uint32_t>() != kSnapshotMagic) {
-    *why = "not a store snapshot (bad magic)";
-    return false;
-  }
-  s.options_.keep_applied = r.get<uint8_t>() != 0;
-  s.options_.maxmemory = r.get<uint64_t>();
-  s.options_.max_result_bytes = r.get<uint64_t>();
-  s.version_ = r.get<uint64_t>();
-  s.floor_ = r.get<uint64_t>();
-  for (uint32_t n = count(12), i = 0; r.ok && i < n; ++i) {
-    std::string k = r.str();
-    const uint64_t v = r.get<uint64_t>();
-    if (!r.ok) break;
-    s.tomb_bytes_ += k.size();
-    auto it = s.tombstones_.insert_or_assign(std::move(k), v).first;
-    s.tomb_order_.emplace(v, std::string_view(it->first));
-  }
-  for (uint32_t n = count(24), i = 0; r.ok && i < n; ++i) {
-    std::string k = r.str();
-    Item e;
-    e.value = r.str();
-    e.deadline_ms = r.get<int64_t>();
-    e.version = r.get<uint64_t>();
-    if (!r.ok) break;
-    if (s.data_.count(k) != 0) {
-      r.ok = false;  // (a key twice)
-      break;
-    }
-    s.link(s.data_.emplace(std::move(k), std::move(e)).first);
-  }
-  for (uint32_t n = count(20), i = 0; r.ok && i < n; ++i) {
-    ClientState& cs = s.clients_[r.get<uint64_t>()];
-    cs.seq = r.get<uint64_t>();
-    for (uint32_t m = count(5), j = 0; r.ok && j < m; ++j) {
-      Result res;
-      const uint8_t flags = r.get<uint8_t>();
-      res.ok = (flags & 1) != 0;
-      res.refused = (flags & 2) != 0;
-      res.value = r.str();
-      cs.results.push_back(std::move(res));
-    }
-  }
-  s.skipped_ = r.get<uint64_t>();
-  s.summary_.entries = r.get<uint64_t>();
-  s.summary_.chain = r.get<uint64_t>();
-  s.summary_.executed = r.get<uint64_t>();
-  s.summary_.executed_sum = r.get<uint64_t>();
-  const uint32_t applied = count(16);
-  if (r.ok && applied != (s.options_.keep_applied ? s.summary_.entries : 0)) {
-    *why = "store snapshot holds " + std::to_string(applied) + " applied identities for " +
-           std::to_string(s.summary_.entries) + " applied entries";
-    return false;
-  }
-  s.applied_.reserve(applied);
-  for (uint32_t i = 0; r.ok && i < applied; ++i) {
-    const uint64_t client = r.get<uint64_t>();
-    s.applied_.emplace_back(client, r.get<uint64_t>());
-  }
-  if (!r.ok || r.pos != r.in.size()) {
-    *why = "malformed store snapshot of " + std::to_string(bytes.size()) +
-           " bytes (truncated or trailing bytes)";
-    return false;
-  }
-  *this = std::move(s);
   return true;
 }
 

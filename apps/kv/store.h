@@ -1,6 +1,7 @@
 // apps/kv/store.h: the replicated state machine of sluice-kv — a key-value
-// store with put, get, delete and compare-and-set, key expiry, plus the
-// client table that makes every client operation take effect exactly once.
+// store with put, get, delete and compare-and-set, key expiry, hashes
+// (store_hashes.cc), plus the client table that makes every client
+// operation take effect exactly once.
 //
 // Both protocols (multipaxos.h, nopaxos.h) agree on a log of Commands; every
 // replica applies that log in order to its own Store. Because apply() is
@@ -47,6 +48,13 @@ namespace kv {
 // after another, all or none), rename and renamenx (`key` to `value`, with
 // its deadline), flushall (every key), and watch (reads the store's version,
 // which a transaction's conditions compare with; see Transaction).
+// type (TYPE, EXISTS, TOUCH): ok = the key exists, value "string" or
+// "hash". Hashes (store_hashes.cc; a key holds a string or a hash, never
+// both): hset (HSET, HMSET: `value` the pairs, encode_fields), hsetnx
+// (`expected` the field, `value` its value), hget (HGET, HEXISTS, HSTRLEN:
+// `expected` the field), hmget (`value` the fields, encode_names), hdel
+// (`value` the fields), hlen, hgetall (HGETALL, HKEYS, HVALS), hincrby and
+// hincrbyfloat (`expected` the field, `value` the increment).
 enum class Op : uint8_t {
   kNoop,
   kPut,
@@ -73,8 +81,18 @@ enum class Op : uint8_t {
   kScan,
   kIncrByFloat,
   kSetRange,
+  kType,
+  kHSet,
+  kHSetNx,
+  kHGet,
+  kHMGet,
+  kHDel,
+  kHLen,
+  kHGetAll,
+  kHIncrBy,
+  kHIncrByFloat,
 };
-inline constexpr Op kLastOp = Op::kSetRange;
+inline constexpr Op kLastOp = Op::kHIncrByFloat;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -166,6 +184,19 @@ int64_t wall_clock_ms();
 // the live keys matching `key` (encode_keys, cursor 0); not ok with an
 // error text if they would take more than max_result_bytes. scan: ok,
 // value a page (encode_keys: the next cursor, and the keys).
+// type: ok = the key exists, value "string" or "hash". hset: ok, value
+// the number of fields added (decimal). hsetnx: ok = the field was absent
+// and is now set. hget: ok = the field exists, value its value. hmget: ok,
+// value one Result per field (encode_results: ok = present, its value).
+// hdel: ok = some field was removed, value how many (decimal); the key goes
+// with its last field. hlen: ok, value the number of fields (0: absent).
+// hgetall: ok, value the fields and values in field order (encode_fields).
+// hincrby, hincrbyfloat: as incrby and incrbyfloat on the field's value (a
+// field absent counts as 0), the same error values. Any command but put,
+// delete, expire, ttl, type, rename and the keyspace's on a key of the other
+// type: not ok, value kWrongType, nothing changed (setnx: kWrongType too,
+// as the key exists; setxx with `expected` "get", as SET XX GET, too; a
+// plain setxx, as SET XX, replaces the hash).
 // refused: a write that
 // would have taken the store past its maxmemory (StoreOptions) and changed
 // nothing (ok false); Redis's OOM error.
@@ -174,6 +205,9 @@ int64_t wall_clock_ms();
 // an APPEND past it), not for maxmemory: Redis's "string exceeds maximum
 // allowed size".
 inline constexpr const char* kTooLarge = "string exceeds maximum allowed size";
+// Result::value of a command on a key of the other type (not ok).
+inline constexpr const char* kWrongType =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 struct Result {
   bool ok = false;
@@ -229,17 +263,22 @@ bool parse_sweep_result(std::string_view value, Swept* out);
 
 // A key's value and its deadline (ms since the epoch; 0: none), and the
 // store's version when a command last modified it (Store keeps it; the
-// reference execute() leaves it 0, and items compare without it).
+// reference execute() leaves it 0, and items compare without it). A hash
+// holds its fields (never none: a hash's last field goes with its key) and
+// an empty value; a string holds no fields.
 struct Item {
   std::string value;
   int64_t deadline_ms = 0;
   uint64_t version = 0;
+  std::map<std::string, std::string> fields;
+  bool is_hash() const { return !fields.empty(); }
   friend bool operator==(const Item& a, const Item& b) {
-    return a.value == b.value && a.deadline_ms == b.deadline_ms;
+    return a.value == b.value && a.deadline_ms == b.deadline_ms && a.fields == b.fields;
   }
   friend auto operator<=>(const Item& a, const Item& b) {
     if (auto c = a.value <=> b.value; c != 0) return c;
-    return a.deadline_ms <=> b.deadline_ms;
+    if (auto c = a.deadline_ms <=> b.deadline_ms; c != 0) return c;
+    return a.fields <=> b.fields;
   }
 };
 using Keyspace = std::map<std::string, Item>;
@@ -289,12 +328,26 @@ bool decode_results(std::string_view bytes, std::vector<Result>* out);
 // Whether `op` may be one of a transaction's commands.
 bool transaction_may_hold(Op op);
 
+// A hash's fields and values as hset carries them and hgetall answers them
+// (a u32 count, then each field and its value as wire.h strings), and a
+// list of fields as hmget and hdel carry them (a u32 count, each a string).
+// decode_*: false if `bytes` are not exactly that.
+using FieldValues = std::vector<std::pair<std::string, std::string>>;
+std::string encode_fields(const FieldValues& pairs);
+bool decode_fields(std::string_view bytes, FieldValues* out);
+std::string encode_names(const std::vector<std::string>& names);
+bool decode_names(std::string_view bytes, std::vector<std::string>* out);
+// What an item's value takes in a reply: a string's bytes, or a hash's
+// encode_fields (4 bytes, and 8 bytes more than its field and value each).
+size_t item_bytes(const Item& e);
+inline constexpr size_t kFieldEncoding = 8;
+
 // SCAN's request (Command::value, "cursor count type"; the pattern is
 // Command::key, "*" for none) and the pages KEYS and SCAN answer.
 struct ScanRequest {
   uint64_t cursor = 0;
   uint64_t count = 10;
-  std::string type;  // empty: any; "string" all keys; any other none
+  std::string type;  // empty: any; "string", "hash": keys of that type; any other none
 };
 std::string encode_scan_request(const ScanRequest& s);
 bool decode_scan_request(std::string_view text, ScanRequest* out);
@@ -406,15 +459,25 @@ class Store {
   size_t size() const { return data_.size(); }
   // What the data takes, as maxmemory counts it: each key's and value's
   // bytes and kEntryOverhead per key, and kDeadlineOverhead more for a key
-  // with a deadline (its node in the index of deadlines). An expired key
-  // counts until a command touches it or a sweep removes it.
+  // with a deadline (its node in the index of deadlines); a hash's fields
+  // and values, and kFieldOverhead per field (its node in the hash's map).
+  // An expired key counts until a command touches it or a sweep removes it.
   uint64_t used_bytes() const { return used_bytes_; }
   static constexpr uint64_t kEntryOverhead = 144;
   static constexpr uint64_t kDeadlineOverhead = 64;
+  static constexpr uint64_t kFieldOverhead = 96;
   // What one key and its item take in used_bytes().
   static uint64_t entry_bytes(const std::string& key, const Item& e) {
-    return kEntryOverhead + key.size() + e.value.size() +
+    uint64_t fields = 0;
+    for (const auto& [f, v] : e.fields) fields += kFieldOverhead + f.size() + v.size();
+    return kEntryOverhead + key.size() + e.value.size() + fields +
            (e.deadline_ms != 0 ? kDeadlineOverhead : 0);
+  }
+  // What a store holding `data` counts in used_bytes().
+  static uint64_t keyspace_bytes(const Keyspace& data) {
+    uint64_t n = 0;
+    for (const auto& [k, e] : data) n += entry_bytes(k, e);
+    return n;
   }
   // (What one key takes in the store's indexes is counted in
   // kEntryOverhead: its node in data_ and in the index by hash, SCAN's.)
@@ -460,10 +523,14 @@ class Store {
   Result sweep(int64_t now_ms);
   // Whether `c` (a put or cas) would take the data past maxmemory.
   bool over_limit(const Command& c) const;
-  // Whether `c` (an append) would make its key's value and key together
-  // longer than max_result_bytes (StoreOptions): a reply must fit a flow's
-  // segment. Refused with kTooLarge as its value.
+  // Whether `c` (an append, or a write of a hash) would make its key's
+  // value (item_bytes) and key together longer than max_result_bytes
+  // (StoreOptions): a reply must fit a flow's segment. Refused with
+  // kTooLarge as its value.
   bool too_large(const Command& c) const;
+  // `c.key`'s entry alone after `c` (a write of one key) ran on a copy of
+  // it; `keep_value`: copy the old value (a put replaces it). Empty: absent.
+  Keyspace alone_after(const Command& c, bool keep_value) const;
   // Takes `it` out of used_bytes_ and the indexes, or puts it in (count:
   // into used_bytes_ too).
   void unlink(Keyspace::iterator it);
@@ -528,6 +595,12 @@ bool expired(const Item& e, int64_t now_ms);
 bool denied_when_full(Op op);
 // store_strings.cc: execute() of incrbyfloat and setrange.
 Result execute_string(Keyspace& data, const Command& c);
+// store_hashes.cc: execute() of the hash commands, on a key that is absent
+// or holds a hash (execute() answers kWrongType for one of the other type).
+Result execute_hash(Keyspace& data, const Command& c);
+bool is_hash_op(Op op);
+// Whether `c` on a key holding `e` meets the wrong type (kWrongType).
+bool wrong_type(const Command& c, const Item& e);
 }  // namespace detail
 
 // INCRBYFLOAT's numbers (store_strings.cc). Arithmetic is IEEE double,

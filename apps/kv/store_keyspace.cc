@@ -102,7 +102,12 @@ Result read(const Keyspace& data, const HashIndex& index, size_t expired, const 
         return r;
       }
       KeysPage page;
-      const bool any_type = q.type.empty() || q.type == "string";
+      // (TYPE: only keys of that type; a name of no type, none.)
+      auto of_type = [&](std::string_view k) {
+        if (q.type.empty()) return true;
+        auto e = data.find(std::string(k));
+        return e != data.end() && q.type == (e->second.is_hash() ? "hash" : "string");
+      };
       // From the cursor on in hash order, COUNT keys (MATCH and TYPE
       // filter what was visited, as in Redis), or kScanBytes of their
       // names; never stopping inside a run of keys of one hash, so the
@@ -115,7 +120,8 @@ Result read(const Keyspace& data, const HashIndex& index, size_t expired, const 
         last = it->first;
         ++visited;
         bytes += it->second.size();
-        if (any_type && glob_match(c.key, it->second) && live(data, it->second, c.now_ms))
+        if (glob_match(c.key, it->second) && live(data, it->second, c.now_ms) &&
+            of_type(it->second))
           page.keys.emplace_back(it->second);
       }
       page.cursor = it == index.end() ? 0 : it->first;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <optional>
 #include <set>
-#include <span>
 
 #include "store.h"
 #include "wire.h"
@@ -26,17 +25,8 @@ void put_command(wire::Writer<std::string>& w, const Command& c) {
   w.put(c.ttl_if);
 }
 
-wire::Reader reader(std::string_view bytes) {
-  return wire::Reader{std::as_bytes(std::span<const char>(bytes.data(), bytes.size()))};
-}
-
-// A count of items of at least `least` bytes each; more than is left is
-// malformed.
-uint32_t count(wire::Reader& r, size_t least) {
-  const uint32_t n = r.get<uint32_t>();
-  if (r.ok && n > (r.in.size() - r.pos) / least) r.ok = false;
-  return r.ok ? n : 0;
-}
+using wire::count;
+using wire::reader;
 
 constexpr size_t kResultOverhead = 5;  // a result's flags and length
 
@@ -363,11 +353,11 @@ Result Store::execute_keys(const Command& c) {
   if (options_.max_result_bytes != 0) {
     for (const std::string& k : changed) {
       auto it = copy.find(k);
-      if (it != copy.end() && k.size() + it->second.value.size() > options_.max_result_bytes) {
+      if (it != copy.end() && k.size() + item_bytes(it->second) > options_.max_result_bytes) {
         // (append: GCC 12 warns falsely on chains of string +)
         r.value.append("ERR ").append(kTooLarge).append(" (--max-value-bytes): key '");
         r.value.append(k).append("' would hold ");
-        r.value.append(std::to_string(it->second.value.size())).append(" bytes; nothing was run");
+        r.value.append(std::to_string(item_bytes(it->second))).append(" bytes; nothing was run");
         return r;
       }
     }

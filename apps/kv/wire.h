@@ -10,6 +10,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "store.h"
 
@@ -90,5 +91,18 @@ struct Reader {
     return c;
   }
 };
+
+// A Reader of a string's bytes.
+inline Reader reader(std::string_view bytes) {
+  return Reader{std::as_bytes(std::span<const char>(bytes.data(), bytes.size()))};
+}
+
+// A u32 count of items of at least `least` bytes each: more than what is
+// left is malformed (r.ok = false, 0), so no container is sized from it.
+inline uint32_t count(Reader& r, size_t least) {
+  const uint32_t n = r.get<uint32_t>();
+  if (r.ok && n > (r.in.size() - r.pos) / least) r.ok = false;
+  return r.ok ? n : 0;
+}
 
 }  // namespace kv::wire

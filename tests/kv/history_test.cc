@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "client.h"
+#include "store.h"
 #include "support/test_support.h"
 
 namespace kv {
@@ -73,6 +74,79 @@ TEST(HistoryTest, BytesFromOx80AreWrittenAsCodePointsAndCheckedOneForOne) {
        op(2, Op::kAppend, "\xff", "\xe9", true, "4", 30, 40)},
       "high-bytes-right");
   EXPECT_EQ(right.exit_code, 0) << right.output;
+}
+
+ProcessResult check_fixture(const std::string& name) {
+  const std::string checker = SLUICE_KV_PORCUPINE;
+  if (!std::filesystem::exists(checker))
+    return ProcessResult{-1, 0, false, "no " + checker + ": run scripts/install-porcupine.sh", 0};
+  return sluice::testing::run_process({checker, std::string(SLUICE_KV_FIXTURES) + "/" + name}, {},
+                                      std::chrono::seconds(60));
+}
+
+// The hash operations (apps/kv/porcupine/hash.go): a history of every one as
+// the store answers it, WRONGTYPE both ways, a hash's last field taking its
+// key, and two concurrent HINCRBYs answered in either order, is
+// linearizable; an HGET that misses a completed HSET, two HINCRBYs that both
+// saw the field absent, a hash that outlives its last field and an HGETALL
+// out of field order are not.
+TEST(HistoryTest, TheHashCommandsAreModelledAsTheStoreExecutesThem) {
+  const ProcessResult ok = check_fixture("hash_ops_ok.jsonl");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("linearizable (26 operations on 4 keys"), std::string::npos)
+      << ok.output;
+  for (const char* name :
+       {"hget_missing_an_hset.jsonl", "lost_hash_increment.jsonl",
+        "hash_kept_after_its_last_field.jsonl", "hgetall_not_in_field_order.jsonl"}) {
+    const ProcessResult p = check_fixture(name);
+    EXPECT_EQ(p.exit_code, 1) << name << "\n" << p.output;
+    EXPECT_NE(p.output.find("NOT linearizable"), std::string::npos) << name << "\n" << p.output;
+  }
+}
+
+// The store's own answers to the hash commands, written as sluice-kv writes
+// them, are what the model expects: linearizable as they are, and not with
+// one HGET's answer changed.
+TEST(HistoryTest, TheStoresHashAnswersAreLinearizableAndAChangedOneIsNot) {
+  Store store;
+  std::vector<Completed> ops;
+  uint64_t t = 0, seq = 0;
+  auto run = [&](Op o, std::string key, std::string value, std::string field = "") {
+    Completed c;
+    c.cmd.op = o;
+    c.cmd.client = 1;
+    c.cmd.seq = ++seq;
+    c.cmd.key = std::move(key);
+    c.cmd.value = std::move(value);
+    c.cmd.expected = std::move(field);
+    c.cmd.now_ms = 1000;
+    c.result = store.apply(c.cmd);
+    c.invoked_ms = ++t;
+    c.completed_ms = ++t;
+    ops.push_back(c);
+  };
+  run(Op::kHSet, "h", encode_fields({{"z", "\xff"}, {"a", "1"}, {"m", ""}}));
+  run(Op::kHIncrBy, "h", "41", "a");
+  run(Op::kHIncrByFloat, "h", "0.5", "f");
+  run(Op::kHGet, "h", "", "a");
+  run(Op::kHMGet, "h", encode_names({"m", "none", "z"}));
+  run(Op::kHSetNx, "h", "x", "m");
+  run(Op::kHGetAll, "h", "");
+  run(Op::kHDel, "h", encode_names({"a", "none"}));
+  run(Op::kHLen, "h", "");
+  run(Op::kPut, "s", "v");
+  run(Op::kHGet, "s", "", "f");
+  run(Op::kGet, "h", "");
+  run(Op::kType, "h", "");
+  run(Op::kDelete, "h", "");
+  run(Op::kHGetAll, "h", "");
+  EXPECT_EQ(ops[3].result, (Result{true, "42"}));
+  EXPECT_EQ(ops[10].result, (Result{false, kWrongType}));
+  const ProcessResult right = check(ops, "hash-answers");
+  EXPECT_EQ(right.exit_code, 0) << right.output;
+  ops[3].result.value = "41";
+  const ProcessResult wrong = check(ops, "hash-answers-changed");
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
 }
 
 }  // namespace

@@ -20,20 +20,14 @@ import sys
 import time
 
 import redis
+from redis_py_checks import Checks
 
 
 def main():
     port = int(sys.argv[1])
     password = sys.argv[2] if len(sys.argv) > 2 else None
-    passed, failed = 0, 0
-
-    def check(what, got, want):
-        nonlocal passed, failed
-        if got == want:
-            passed += 1
-        else:
-            failed += 1
-            print(f"FAILED {what}: got {got!r}, want {want!r}")
+    checks = Checks()
+    check = checks.check
 
     r = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=30)
     check("ping", r.ping(), True)
@@ -243,11 +237,7 @@ def main():
             check("a wrong password", True, True)
         wrong.close()
 
-    if failed == 0:
-        print(f"redis-py: all {passed} checks ok")
-    else:
-        print(f"redis-py: {failed} of {passed + failed} checks FAILED")
-    return 0 if failed == 0 else 1
+    return checks.finish()
 
 
 if __name__ == "__main__":

@@ -14,26 +14,14 @@ exit status is 0 only if none failed. It flushes the whole store.
 import sys
 
 import redis
+from redis_py_checks import Checks
 
 
 def main():
     port = int(sys.argv[1])
-    passed, failed = 0, 0
-
-    def check(what, got, want):
-        nonlocal passed, failed
-        if got == want:
-            passed += 1
-        else:
-            failed += 1
-            print(f"FAILED {what}: got {got!r}, want {want!r}")
-
-    def error_of(call):
-        try:
-            call()
-            return None
-        except redis.RedisError as e:
-            return str(e)
+    checks = Checks()
+    check = checks.check
+    error_of = Checks.error_of
 
     r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=30)
     other = redis.Redis(host="127.0.0.1", port=port, socket_timeout=30)
@@ -175,11 +163,7 @@ def main():
     r.close()
     other.close()
 
-    if failed == 0:
-        print(f"redis-py: all {passed} checks ok")
-    else:
-        print(f"redis-py: {failed} of {passed + failed} checks FAILED")
-    return 0 if failed == 0 else 1
+    return checks.finish()
 
 
 if __name__ == "__main__":

@@ -5,10 +5,10 @@
 //   - A port in use ends the whole job at once with an error naming it.
 //   - A job with --requirepass-file and small limits: NOAUTH before AUTH,
 //     WRONGPASS, SHUTDOWN disabled by default, --maxclients, --maxmemory's
-//     OOM, a bulk over --proto-max-bulk-len refused from its header, 200
-//     connections each holding most of a big request (closed once all
-//     clients' buffers pass --maxmemory-clients; the gateway's memory
-//     stays bounded), a client that never reads (closed past
+//     OOM (of strings, and of a hash's fields), a bulk over --proto-max-bulk-len refused from its
+//     header, 200 connections each holding most of a big request (closed once all clients' buffers
+//     pass --maxmemory-clients; the gateway's memory stays bounded), a client that never reads
+//     (closed past
 //     --client-output-buffer-limit). The job ends with SIGTERM to the
 //     launcher, leaving no process and no /dev/shm object.
 //   - Protected mode across network namespaces (root only; skipped with the
@@ -189,6 +189,42 @@ TEST_F(RespLimitsTest, WritesPastMaxmemoryGetOomAndDeletesMakeRoom) {
   c->send(request({"GET", "mem:1399"}) + request({"DEL", "mem:1000", "mem:1001"}) +
           request({"SET", "mem:1399", "x"}) + request({"GET", "mem:1399"}));
   EXPECT_EQ(c->receive("$1\r\nx\r\n"), "$-1\r\n:2\r\n+OK\r\n$1\r\nx\r\n");
+}
+
+// A hostile client's HSETs fill the store field by field (each field counts
+// its bytes and 96 of overhead): those past --maxmemory get OOM and take no
+// effect (the hash holds exactly the fields answered :1), reads and HDEL
+// always run, and an HDEL makes room for an HSET again.
+TEST_F(RespLimitsTest, HashWritesPastMaxmemoryGetOomAndChangeNothing) {
+  auto c = authed();
+  // (Room: the test before left the store full.)
+  std::vector<std::string> del = {"DEL"};
+  for (int i = 0; i < 60; ++i) del.push_back("mem:" + std::to_string(1000 + i));
+  c->send(request(del) + request({"PING"}));
+  ASSERT_NE(c->receive("+PONG\r\n").find("+PONG\r\n"), std::string::npos);
+  const std::string value(128, 'h');
+  std::string pipeline;
+  for (int i = 0; i < 300; ++i)
+    pipeline += request({"HSET", "hmem:h", "f" + std::to_string(1000 + i), value});
+  c->send(pipeline + request({"PING"}));
+  const std::string got = c->receive("+PONG\r\n");
+  const std::string oom = "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+  size_t added = 0, refused = 0;
+  for (size_t at = 0; at < got.size();) {
+    const size_t end = got.find("\r\n", at) + 2;
+    const std::string line = got.substr(at, end - at);
+    added += line == ":1\r\n";
+    refused += line == oom;
+    at = end;
+  }
+  EXPECT_EQ(added + refused, 300u) << got.substr(0, 400);
+  EXPECT_GT(added, 10u);
+  EXPECT_GT(refused, 100u);
+  c->send(request({"HLEN", "hmem:h"}) + request({"HDEL", "hmem:h", "f1000", "f1001"}) +
+          request({"HSET", "hmem:h", "again", "x"}) + request({"HGET", "hmem:h", "again"}));
+  EXPECT_EQ(c->receive("$1\r\nx\r\n"), ":" + std::to_string(added) + "\r\n:2\r\n:1\r\n$1\r\nx\r\n");
+  c->send(request({"DEL", "hmem:h"}));
+  EXPECT_EQ(c->receive("\r\n"), ":1\r\n");
 }
 
 TEST_F(RespLimitsTest, ABulkOverTheLimitIsRefusedFromItsHeader) {

@@ -86,6 +86,14 @@ class RespJobTest : public ::testing::Test {
     return run_process(argv, {}, std::chrono::seconds(30));
   }
 
+  // One request's reply on `c` (a PING after it marks its end).
+  static std::string reply(Conn& c, const std::vector<std::string>& args) {
+    c.send(request(args) + request({"PING"}));
+    std::string got = c.receive("+PONG\r\n");
+    const size_t at = got.rfind("+PONG\r\n");
+    return at == std::string::npos ? "(no reply) " + got : got.substr(0, at);
+  }
+
   static inline kv::testing::RespJob* job_ = nullptr;
   static inline uint16_t port_ = 0;
 };
@@ -487,13 +495,7 @@ TEST_F(RespJobTest, TimedOutCallsAreOfUnknownOutcomeAndTheHistoryStaysLinearizab
 TEST_F(RespJobTest, TheExpiryCommandsAnswerAsRedisDoes) {
   Conn c(port_);
   ASSERT_TRUE(c.ok());
-  // One request's reply (a PING after it marks its end).
-  auto ask = [&c](const std::vector<std::string>& args) {
-    c.send(request(args) + request({"PING"}));
-    std::string got = c.receive("+PONG\r\n");
-    const size_t at = got.rfind("+PONG\r\n");
-    return at == std::string::npos ? "(no reply) " + got : got.substr(0, at);
-  };
+  auto ask = [&c](const std::vector<std::string>& args) { return reply(c, args); };
   EXPECT_EQ(ask({"SET", "ex:k", "v", "EX", "100"}), "+OK\r\n");
   EXPECT_EQ(ask({"TTL", "ex:k"}), ":100\r\n");
   const std::string pttl = ask({"PTTL", "ex:k"});
@@ -582,7 +584,7 @@ TEST_F(RespJobTest, TheExpiryCommandsAnswerAsRedisDoes) {
   for (const char* name : {"setex", "psetex", "expire", "pexpire", "expireat", "pexpireat", "ttl",
                            "pttl", "expiretime", "pexpiretime", "persist", "getex"})
     EXPECT_NE(list.find("\r\n" + std::string(name) + "\r\n"), std::string::npos) << name;
-  EXPECT_EQ(ask({"COMMAND", "COUNT"}), ":59\r\n");
+  EXPECT_EQ(ask({"COMMAND", "COUNT"}), ":73\r\n");
   EXPECT_EQ(ask({"COMMAND", "INFO", "pexpire", "nosuch"}),
             "*2\r\n*7\r\n$7\r\npexpire\r\n:-3\r\n*1\r\n+write\r\n:1\r\n:1\r\n:1\r\n*0\r\n$-1\r\n");
 }
@@ -621,6 +623,77 @@ TEST_F(RespJobTest, ExpiredKeysAreGoneAndSweptWithoutBeingTouched) {
     now = expired_keys();
   }
   EXPECT_GE(now, before + 20) << "the sweeps did not remove the 20 expired keys";
+}
+
+// The hash commands on one key each, as Redis 7 answers them (WRONGTYPE both
+// ways, its errors and arities); the history they leave is checked with the
+// rest by porcupine (the last test).
+TEST_F(RespJobTest, TheHashCommandsAnswerAsRedisDoes) {
+  Conn c(port_);
+  ASSERT_TRUE(c.ok());
+  auto ask = [&c](const std::vector<std::string>& args) { return reply(c, args); };
+  const std::string wrongtype =
+      "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+  EXPECT_EQ(ask({"HSET", "hj:h", "b", "2", "a", "1", "b", "3"}), ":2\r\n");
+  EXPECT_EQ(ask({"HMSET", "hj:h", "c", "x"}), "+OK\r\n");
+  EXPECT_EQ(ask({"HGET", "hj:h", "b"}), "$1\r\n3\r\n");
+  EXPECT_EQ(ask({"HGET", "hj:h", "none"}), "$-1\r\n");
+  EXPECT_EQ(ask({"HMGET", "hj:h", "a", "none", "c"}), "*3\r\n$1\r\n1\r\n$-1\r\n$1\r\nx\r\n");
+  EXPECT_EQ(ask({"HGETALL", "hj:h"}),
+            "*6\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n3\r\n$1\r\nc\r\n$1\r\nx\r\n");
+  EXPECT_EQ(ask({"HKEYS", "hj:h"}), "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n");
+  EXPECT_EQ(ask({"HVALS", "hj:h"}), "*3\r\n$1\r\n1\r\n$1\r\n3\r\n$1\r\nx\r\n");
+  EXPECT_EQ(ask({"HGETALL", "hj:none"}), "*0\r\n");
+  EXPECT_EQ(ask({"HLEN", "hj:h"}), ":3\r\n");
+  EXPECT_EQ(ask({"HEXISTS", "hj:h", "a"}), ":1\r\n");
+  EXPECT_EQ(ask({"HEXISTS", "hj:h", "none"}), ":0\r\n");
+  EXPECT_EQ(ask({"HSTRLEN", "hj:h", "c"}), ":1\r\n");
+  EXPECT_EQ(ask({"HSTRLEN", "hj:none", "c"}), ":0\r\n");
+  EXPECT_EQ(ask({"HSETNX", "hj:h", "a", "new"}), ":0\r\n");
+  EXPECT_EQ(ask({"HSETNX", "hj:h", "d", "4"}), ":1\r\n");
+  EXPECT_EQ(ask({"HINCRBY", "hj:h", "d", "-10"}), ":-6\r\n");
+  EXPECT_EQ(ask({"HINCRBY", "hj:h", "c", "1"}), "-ERR hash value is not an integer\r\n");
+  EXPECT_EQ(ask({"HINCRBY", "hj:h", "d", "x"}), "-ERR value is not an integer or out of range\r\n");
+  EXPECT_EQ(ask({"HSET", "hj:h", "big", "9223372036854775807"}), ":1\r\n");
+  EXPECT_EQ(ask({"HINCRBY", "hj:h", "big", "1"}), "-ERR increment or decrement would overflow\r\n");
+  EXPECT_EQ(ask({"HINCRBYFLOAT", "hj:h", "f", "10.5"}), "$4\r\n10.5\r\n");
+  EXPECT_EQ(ask({"HINCRBYFLOAT", "hj:h", "f", "0.1"}), "$4\r\n10.6\r\n");
+  EXPECT_EQ(ask({"HINCRBYFLOAT", "hj:h", "c", "1"}), "-ERR hash value is not a float\r\n");
+  EXPECT_EQ(ask({"HINCRBYFLOAT", "hj:h", "f", "x"}), "-ERR value is not a valid float\r\n");
+  EXPECT_EQ(ask({"HDEL", "hj:h", "a", "none", "a"}), ":1\r\n");
+  EXPECT_EQ(ask({"TYPE", "hj:h"}), "+hash\r\n");
+  EXPECT_EQ(ask({"EXISTS", "hj:h", "hj:none"}), ":1\r\n");
+  // WRONGTYPE both ways; SETNX and MGET answer as for any present key.
+  EXPECT_EQ(ask({"GET", "hj:h"}), wrongtype);
+  EXPECT_EQ(ask({"INCR", "hj:h"}), wrongtype);
+  EXPECT_EQ(ask({"APPEND", "hj:h", "x"}), wrongtype);
+  EXPECT_EQ(ask({"STRLEN", "hj:h"}), wrongtype);
+  EXPECT_EQ(ask({"GETSET", "hj:h", "x"}), wrongtype);
+  EXPECT_EQ(ask({"SET", "hj:h", "x", "XX", "GET"}), wrongtype);
+  EXPECT_EQ(ask({"SETNX", "hj:h", "x"}), ":0\r\n");
+  EXPECT_EQ(ask({"MGET", "hj:h"}), "*1\r\n$-1\r\n");
+  EXPECT_EQ(ask({"SET", "hj:s", "v"}), "+OK\r\n");
+  EXPECT_EQ(ask({"HSET", "hj:s", "f", "v"}), wrongtype);
+  EXPECT_EQ(ask({"HGET", "hj:s", "f"}), wrongtype);
+  EXPECT_EQ(ask({"HGETALL", "hj:s"}), wrongtype);
+  EXPECT_EQ(ask({"HLEN", "hj:s"}), wrongtype);
+  EXPECT_EQ(ask({"HDEL", "hj:s", "f"}), wrongtype);
+  EXPECT_EQ(ask({"HINCRBY", "hj:s", "f", "1"}), wrongtype);
+  // SET replaces a hash; its last field's HDEL removes it.
+  EXPECT_EQ(ask({"SET", "hj:h", "now a string"}), "+OK\r\n");
+  EXPECT_EQ(ask({"GET", "hj:h"}), "$12\r\nnow a string\r\n");
+  EXPECT_EQ(ask({"HSET", "hj:one", "f", "v"}), ":1\r\n");
+  EXPECT_EQ(ask({"HDEL", "hj:one", "f"}), ":1\r\n");
+  EXPECT_EQ(ask({"TYPE", "hj:one"}), "+none\r\n");
+  for (const char* name : {"HSET", "HMSET", "HGET", "HMGET", "HDEL", "HLEN", "HGETALL", "HSETNX",
+                           "HINCRBY", "HINCRBYFLOAT", "HSTRLEN", "HEXISTS"}) {
+    std::string lower = name;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(ch));
+    EXPECT_EQ(ask({name}), "-ERR wrong number of arguments for '" + lower + "' command\r\n");
+  }
+  EXPECT_EQ(ask({"HSET", "hj:h", "f"}), "-ERR wrong number of arguments for 'hset' command\r\n");
+  EXPECT_EQ(ask({"HSET", "hj:h", "f", "v", "g"}),
+            "-ERR wrong number of arguments for 'hset' command\r\n");
 }
 
 // Last (gtest runs a suite's tests in the order they are defined): SHUTDOWN ends the job, which

@@ -1,5 +1,7 @@
 // The RESP front end's commands on several keys (MULTI/EXEC/DISCARD, WATCH,
-// MSET, MSETNX, RENAME, RENAMENX, FLUSHALL), each one log entry, through a
+// MSET, MSETNX, RENAME, RENAMENX, FLUSHALL), each one log entry, and
+// hashes with them (and their limits, and redis-py's hash commands,
+// tests/kv/redis_py_hash.py), through a
 // job of 3 replicas (Multi-Paxos, or NOPaxos with SLUICE_KV_PROTOCOL) and
 // a gateway rank whose connections share 2 clients; raw sockets for the
 // exact replies, and redis-py (tests/kv/redis_py_multikey.py). The job
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "resp.h"
+#include "resp_gateway.h"
 #include "resp_test_util.h"
 #include "support/test_support.h"
 
@@ -50,6 +53,15 @@ class RespKeysTest : public ::testing::Test {
     for (const auto& r : requests) all += request(r);
     EXPECT_TRUE(c.send(all));
     return c.receive(last);
+  }
+
+  // Runs a redis-py script (tests/kv/redis_py_*.py) against the gateway:
+  // every one of its checks passes.
+  static void expect_redis_py(const char* script) {
+    const ProcessResult r = run_process({SLUICE_KV_PYTHON, script, std::to_string(port_)}, {},
+                                        std::chrono::seconds(120));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("redis-py: all "), std::string::npos) << r.output;
   }
 
   static inline kv::testing::RespJob* job_ = nullptr;
@@ -193,11 +205,7 @@ TEST_F(RespKeysTest, MsetRenameAndFlushallAnswerAsRedisDoes) {
 // MSET/MSETNX, RENAME/RENAMENX, FLUSHALL/FLUSHDB
 // (tests/kv/redis_py_multikey.py).
 TEST_F(RespKeysTest, RedisPyRunsTransactionsAndMultiKeyCommands) {
-  const ProcessResult r =
-      run_process({SLUICE_KV_PYTHON, SLUICE_KV_REDIS_PY_MULTIKEY, std::to_string(port_)}, {},
-                  std::chrono::seconds(120));
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("redis-py: all "), std::string::npos) << r.output;
+  expect_redis_py(SLUICE_KV_REDIS_PY_MULTIKEY);
 }
 
 // kv-porcupine refuses a history holding a command on several keys (exit
@@ -269,6 +277,109 @@ TEST_F(RespKeysTest, AnAppendPastTheLargestValueIsRefusedAndTheValueStaysReadabl
             "+OK\r\n+QUEUED\r\n-ERR s");
   EXPECT_EQ(ask(c, {{"DEL", "grow"}}, "\r\n"), ":1\r\n");
 }
+
+// Hashes with the commands on several keys and the keyspace: RENAME moves a
+// hash with its deadline, EXEC answers each queued hash command's reply (a
+// WRONGTYPE among them), another client's HSET of a watched hash makes EXEC
+// fail, RESP3's map for HGETALL, SCAN's TYPE finds hashes, FLUSHALL removes
+// them.
+TEST_F(RespKeysTest, HashesRenameJoinTransactionsAndAbortAWatch) {
+  Conn a(port_), b(port_);
+  const std::string wrongtype =
+      "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+  EXPECT_EQ(ask(a,
+                {{"DEL", "hk:h", "hk:moved"},
+                 {"HSET", "hk:h", "g", "2", "f", "1"},
+                 {"EXPIRE", "hk:h", "100"},
+                 {"RENAME", "hk:h", "hk:moved"},
+                 {"TTL", "hk:moved"},
+                 {"TYPE", "hk:moved"},
+                 {"HGETALL", "hk:moved"},
+                 {"PING"}},
+                "+PONG\r\n"),
+            ":0\r\n:2\r\n:1\r\n+OK\r\n:100\r\n+hash\r\n"
+            "*4\r\n$1\r\nf\r\n$1\r\n1\r\n$1\r\ng\r\n$1\r\n2\r\n+PONG\r\n");
+  EXPECT_EQ(ask(a,
+                {{"MULTI"},
+                 {"HSET", "hk:moved", "x", "y"},
+                 {"HINCRBY", "hk:moved", "n", "5"},
+                 {"HMGET", "hk:moved", "x", "n", "none"},
+                 {"GET", "hk:moved"},
+                 {"HLEN", "hk:moved"},
+                 {"EXEC"}},
+                ":4\r\n"),
+            "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*5\r\n:1\r\n:5\r\n"
+            "*3\r\n$1\r\ny\r\n$1\r\n5\r\n$-1\r\n" +
+                wrongtype + ":4\r\n");
+  EXPECT_EQ(ask(a, {{"WATCH", "hk:moved"}}, "+OK\r\n"), "+OK\r\n");
+  EXPECT_EQ(ask(b, {{"HSET", "hk:moved", "theirs", "1"}}, ":1\r\n"), ":1\r\n");
+  EXPECT_EQ(ask(a, {{"MULTI"}, {"HSET", "hk:moved", "mine", "1"}, {"EXEC"}}, "*-1\r\n"),
+            "+OK\r\n+QUEUED\r\n*-1\r\n");
+  EXPECT_EQ(ask(a, {{"HEXISTS", "hk:moved", "mine"}}, "\r\n"), ":0\r\n");
+  // After HELLO 3: HGETALL answers a map, an absent field RESP3's null.
+  Conn c3(port_);
+  ask(c3, {{"HELLO", "3"}}, "proto");
+  c3.receive("\r\n", nullptr, std::chrono::milliseconds(200));
+  EXPECT_EQ(ask(c3,
+                {{"HSET", "hk:r3", "f", "v"},
+                 {"HGETALL", "hk:r3"},
+                 {"HGET", "hk:r3", "none"},
+                 {"HMGET", "hk:r3", "f", "none"},
+                 {"PING"}},
+                "+PONG\r\n"),
+            ":1\r\n%1\r\n$1\r\nf\r\n$1\r\nv\r\n_\r\n*2\r\n$1\r\nv\r\n_\r\n+PONG\r\n");
+  EXPECT_EQ(ask(a,
+                {{"FLUSHALL"},
+                 {"HSET", "hk:h", "f", "v"},
+                 {"SET", "hk:s", "v"},
+                 {"SCAN", "0", "TYPE", "hash", "COUNT", "100"},
+                 {"SCAN", "0", "TYPE", "string", "COUNT", "100"},
+                 {"KEYS", "hk:h*"},
+                 {"DBSIZE"},
+                 {"FLUSHALL"},
+                 {"HLEN", "hk:h"},
+                 {"DBSIZE"}},
+                ":0\r\n:0\r\n"),
+            "+OK\r\n:1\r\n+OK\r\n*2\r\n$1\r\n0\r\n*1\r\n$4\r\nhk:h\r\n"
+            "*2\r\n$1\r\n0\r\n*1\r\n$4\r\nhk:s\r\n*1\r\n$4\r\nhk:h\r\n:2\r\n+OK\r\n:0\r\n:0\r\n");
+}
+
+// A hostile client's hashes: one HSET of 500 fields of 200 bytes is more
+// than one entry may carry (the job's --max-value-bytes, 64 KiB and 1 KiB)
+// and is refused at once; field by field, the HSET that would make the hash
+// longer than one reply may carry is refused by the store and changes
+// nothing, and the hash stays readable whole.
+TEST_F(RespKeysTest, AHashPastTheLargestValueIsRefusedAndStaysReadable) {
+  Conn c(port_);
+  std::vector<std::string> huge = {"HSET", "hk:big"};
+  size_t bytes = 6 + 4;  // the key, and the encoding's count
+  for (int i = 0; i < 500; ++i) {
+    huge.push_back("f" + std::to_string(i));
+    huge.push_back(std::string(200, 'v'));
+    bytes += 8 + huge[huge.size() - 2].size() + 200;
+  }
+  EXPECT_EQ(ask(c, {huge}, "\r\n"),
+            "-ERR sluice-kv takes keys and values of at most " +
+                std::to_string(kv::kDefaultMaxEntryBytes) +
+                " bytes in all in one command (--max-value-bytes); this hset takes " +
+                std::to_string(bytes) + "\r\n");
+  const std::string chunk(20000, 'v');
+  for (const char* field : {"a", "b", "c"})
+    EXPECT_EQ(ask(c, {{"HSET", "hk:big", field, chunk}}, "\r\n"), ":1\r\n") << field;
+  EXPECT_EQ(ask(c, {{"HSET", "hk:big", "d", chunk}}, "\r\n"),
+            "-ERR string exceeds maximum allowed size (--max-value-bytes)\r\n");
+  EXPECT_EQ(ask(c, {{"HSETNX", "hk:big", "d", chunk}}, "\r\n"),
+            "-ERR string exceeds maximum allowed size (--max-value-bytes)\r\n");
+  EXPECT_EQ(ask(c, {{"HLEN", "hk:big"}, {"HSTRLEN", "hk:big", "c"}}, ":20000\r\n"),
+            ":3\r\n:20000\r\n");
+  const std::string all = ask(c, {{"HVALS", "hk:big"}, {"PING"}}, "+PONG\r\n");
+  EXPECT_EQ(all, "*3\r\n$20000\r\n" + chunk + "\r\n$20000\r\n" + chunk + "\r\n$20000\r\n" + chunk +
+                     "\r\n+PONG\r\n");
+  EXPECT_EQ(ask(c, {{"DEL", "hk:big"}}, "\r\n"), ":1\r\n");
+}
+
+// redis-py's hash commands (tests/kv/redis_py_hash.py).
+TEST_F(RespKeysTest, RedisPyUsesHashesAsItUsesRedis) { expect_redis_py(SLUICE_KV_REDIS_PY_HASH); }
 
 TEST_F(RespKeysTest, ShutdownEndsTheJobWithItsChecksPassed) {
   Conn c(port_);

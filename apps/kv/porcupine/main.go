@@ -7,8 +7,9 @@
 //	 "ok":true,"out":"","call":1200,"return":1203}
 //
 // with op one of put, get, delete, cas, incrby, incrbyfloat, append,
-// setrange (expected: the offset), setnx, getset, getdel, setxx, expire,
-// ttl, getex, sweep; ok and out what the store
+// setrange (expected: the offset), setnx, getset, getdel, setxx
+// (expected "get": SET XX GET), expire, ttl, getex, sweep, type, and the
+// hash ops (hash.go); ok and out what the store
 // answered (get: ok = the key exists, out its value; delete: ok = the key
 // existed; cas: ok = swapped; incrby: ok = added, out the new number;
 // append: out the new length; setnx: ok = set, else out the value kept;
@@ -17,7 +18,9 @@
 // the key exists, out its deadline or "-1"; getex: as get; see
 // apps/kv/store.h); call and return the invocation and completion times
 // (any unit, one clock for all clients). The model is a map from key to
-// value and deadline, checked key by key (porcupine's partitions).
+// value (a string or a hash's fields) and deadline, checked key by key
+// (porcupine's partitions). An op on a key of the other type must answer
+// not ok with Redis's WRONGTYPE error as out, and changes nothing.
 //
 // Expiry. An operation carries the wall-clock stamp it was made with
 // ("now", ms) and what it does with its key's deadline ("ttl": "set" with
@@ -173,11 +176,13 @@ func formatFloat(v float64) string {
 }
 
 // The state of one key: absent, or present with a value and a deadline
-// (0: none).
+// (0: none); a hash holds its fields in `hash` (hash.go: as the store's
+// HGETALL answers them, so that states compare with ==) and no value.
 type state struct {
 	present  bool
 	value    string
 	deadline int64
+	hash     string
 }
 
 // The key as an operation stamped `now` finds it: absent once its deadline
@@ -252,9 +257,15 @@ var model = porcupine.Model{
 			return o.unknown || (st.present && st.deadline != 0 && st.deadline <= i.now), state{}
 		}
 		st = live(st, i.now)
+		if st.present && wrongType(i, st) {
+			return o.unknown || (!o.ok && o.out == wrongTypeText), st
+		}
+		if isHashOp(i.op) {
+			return stepHash(st, i, o)
+		}
 		switch i.op {
 		case "put":
-			return o.ok || o.unknown, settle(state{true, i.value, st.deadline}, i)
+			return o.ok || o.unknown, settle(state{true, i.value, st.deadline, ""}, i)
 		case "get":
 			if o.unknown {
 				return true, st
@@ -267,7 +278,7 @@ var model = porcupine.Model{
 			return o.unknown || o.ok == st.present, state{}
 		case "cas":
 			if st.present && st.value == i.expected {
-				return o.ok || o.unknown, state{true, i.value, 0}
+				return o.ok || o.unknown, state{true, i.value, 0, ""}
 			}
 			return !o.ok || o.unknown, st
 		case "incrby":
@@ -281,7 +292,7 @@ var model = porcupine.Model{
 				return !o.ok || o.unknown, st // an error: nothing changed
 			}
 			out := strconv.FormatInt(sum, 10)
-			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline}
+			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, ""}
 		case "incrbyfloat":
 			now, nowOk := 0.0, true
 			if st.present {
@@ -293,7 +304,7 @@ var model = porcupine.Model{
 				return !o.ok || o.unknown, st // an error: nothing changed
 			}
 			out := formatFloat(sum)
-			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline}
+			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, ""}
 		case "setrange":
 			offset, ok := parseInteger(i.expected)
 			if !ok || offset < 0 {
@@ -307,15 +318,21 @@ var model = porcupine.Model{
 				v += strings.Repeat("\x00", end-len(v))
 			}
 			v = v[:offset] + i.value + v[int(offset)+len(i.value):]
-			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline}
+			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, ""}
 		case "append":
 			v := st.value + i.value
-			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline}
+			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, ""}
+		case "type":
+			want := "string"
+			if st.hash != "" {
+				want = "hash"
+			}
+			return o.unknown || (o.ok == st.present && (!st.present || o.out == want)), st
 		case "setnx":
 			if st.present {
 				return o.unknown || (!o.ok && o.out == st.value), st
 			}
-			return o.ok || o.unknown, settle(state{true, i.value, 0}, i)
+			return o.ok || o.unknown, settle(state{true, i.value, 0, ""}, i)
 		case "getset", "getdel", "setxx":
 			saw := o.unknown || (o.ok == st.present && (!st.present || o.out == st.value))
 			switch {
@@ -324,13 +341,13 @@ var model = porcupine.Model{
 			case i.op == "setxx" && !st.present:
 				return saw, st
 			}
-			return saw, settle(state{true, i.value, st.deadline}, i)
+			return saw, settle(state{true, i.value, st.deadline, ""}, i)
 		case "expire":
 			if !st.present {
 				return !o.ok || o.unknown, st
 			}
 			if i.ttl != "set" { // PERSIST
-				return o.unknown || o.ok == (st.deadline != 0), state{true, st.value, 0}
+				return o.unknown || o.ok == (st.deadline != 0), state{true, st.value, 0, st.hash}
 			}
 			if !expireAllowed(i.cond, st.deadline, i.deadline) {
 				return !o.ok || o.unknown, st
@@ -384,7 +401,14 @@ var model = porcupine.Model{
 			return fmt.Sprintf("ttl(%q) at %d -> %v %q", i.key, i.now, o.ok, o.out)
 		case "sweep":
 			return fmt.Sprintf("sweep at %d removed %q", i.now, i.key)
+		case "type":
+			return fmt.Sprintf("type(%q) -> %v %q", i.key, o.ok, o.out)
+		case "cas":
+			return fmt.Sprintf("cas(%q, %q -> %q) -> %v", i.key, i.expected, i.value, o.ok)
 		default:
+			if isHashOp(i.op) {
+				return describeHash(i, o)
+			}
 			return fmt.Sprintf("cas(%q, %q -> %q) -> %v", i.key, i.expected, i.value, o.ok)
 		}
 	},
@@ -392,6 +416,9 @@ var model = porcupine.Model{
 		st := s.(state)
 		if !st.present {
 			return "absent"
+		}
+		if st.hash != "" {
+			return describeFields(st.hash, st.deadline)
 		}
 		if st.deadline != 0 {
 			return fmt.Sprintf("%q until %d", st.value, st.deadline)
@@ -438,16 +465,18 @@ func load(path string) ([]porcupine.Operation, error) {
 		}
 		switch r.Op {
 		case "put", "get", "delete", "cas", "incrby", "append", "setnx", "getset", "getdel", "setxx",
-			"expire", "ttl", "getex", "sweep", "incrbyfloat", "setrange":
+			"expire", "ttl", "getex", "sweep", "incrbyfloat", "setrange", "type", "hset", "hsetnx",
+			"hget", "hmget", "hdel", "hlen", "hgetall", "hincrby", "hincrbyfloat":
 		case "multi", "rename", "renamenx", "flushall", "watch", "dbsize", "keys", "scan":
 			// Refused, not skipped: leaving them out would check a history
 			// that is not the one the store ran.
 			return nil, fmt.Errorf("%s:%d: op %q acts on several keys or the whole keyspace (or, watch, reads the store's version): the key-by-key model cannot check it; a checked history must not hold it (docs/kv.md, Transactions)", path, line, r.Op)
 		default:
-			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, incrbyfloat, append, setrange, setnx, getset, getdel, setxx, expire, ttl, getex or sweep", path, line, r.Op)
+			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, incrbyfloat, append, setrange, setnx, getset, getdel, setxx, expire, ttl, getex, sweep, type or a hash op (hset, hsetnx, hget, hmget, hdel, hlen, hgetall, hincrby, hincrbyfloat)", path, line, r.Op)
 		}
 		switch r.Op {
-		case "get", "delete", "getdel", "expire", "ttl", "getex", "sweep":
+		case "get", "delete", "getdel", "expire", "ttl", "getex", "sweep", "type", "hget", "hmget",
+			"hdel", "hlen", "hgetall":
 			if r.Refused {
 				return nil, fmt.Errorf("%s:%d: a %s cannot be refused (only writes are)", path, line, r.Op)
 			}

@@ -1,0 +1,148 @@
+// The RESP gateway's hash commands (resp_gateway.h lists them), each one
+// log entry on one key (store_hashes.cc), and their answers.
+#include <string>
+#include <vector>
+
+#include "resp.h"
+#include "resp_gateway.h"
+
+namespace kv {
+
+namespace {
+
+using resp::lower;
+using resp::wrong_args;
+
+// HGETALL's answer: RESP3 has maps; RESP2 a flat array of fields and values.
+std::string map_header(size_t pairs, bool resp3) {
+  if (!resp3) return resp::array_header(2 * pairs);
+  std::string out(1, '%');  // (append: GCC 12 warns falsely on chains of string +)
+  return out.append(std::to_string(pairs)).append("\r\n");
+}
+
+}  // namespace
+
+bool RespGateway::hash_command(Conn& c, const std::string& name,
+                               const std::vector<std::string>& args, Client& client, size_t index,
+                               Reply& r, int64_t now) {
+  if (name.empty() || name[0] != 'H') return false;
+  auto local = [&r](std::string text) {
+    r.text = std::move(text);
+    r.ready = true;
+    return true;
+  };
+  // The command as it goes into the log, refused here if its key and
+  // encoded fields would take more than one entry may.
+  auto send = [&](Op op, std::string value, std::string field, Kind kind) {
+    const size_t bytes = args[1].size() + value.size() + field.size();
+    if (bytes > options_.max_entry_bytes) {
+      std::string text = "ERR sluice-kv takes keys and values of at most ";
+      text.append(std::to_string(options_.max_entry_bytes))
+          .append(" bytes in all in one command (--max-value-bytes); this ")
+          .append(lower(name))
+          .append(" takes ")
+          .append(std::to_string(bytes));
+      return local(resp::error(text));
+    }
+    Command cmd;
+    cmd.op = op;
+    cmd.key = args[1];
+    cmd.value = std::move(value);
+    cmd.expected = std::move(field);
+    cmd.now_ms = now;
+    r.kind = kind;
+    submit(c, client, index, r, std::move(cmd));
+    return true;
+  };
+  auto names = [&args] {
+    return encode_names(std::vector<std::string>(args.begin() + 2, args.end()));
+  };
+  if (name == "HSET" || name == "HMSET") {
+    if (args.size() < 4 || args.size() % 2 != 0) return local(wrong_args(lower(name)));
+    FieldValues pairs;
+    for (size_t i = 2; i + 1 < args.size(); i += 2) pairs.emplace_back(args[i], args[i + 1]);
+    return send(Op::kHSet, encode_fields(pairs), "",
+                name == "HSET" ? Kind::kHashCount : Kind::kMset);
+  }
+  if (name == "HSETNX") {
+    if (args.size() != 4) return local(wrong_args("hsetnx"));
+    return send(Op::kHSetNx, args[3], args[2], Kind::kMsetNx);
+  }
+  if (name == "HGET" || name == "HEXISTS" || name == "HSTRLEN") {
+    if (args.size() != 3) return local(wrong_args(lower(name)));
+    return send(Op::kHGet, "", args[2],
+                name == "HGET"      ? Kind::kGet
+                : name == "HEXISTS" ? Kind::kMsetNx
+                                    : Kind::kLength);
+  }
+  if (name == "HMGET" || name == "HDEL") {
+    if (args.size() < 3) return local(wrong_args(lower(name)));
+    return send(name == "HMGET" ? Op::kHMGet : Op::kHDel, names(), "",
+                name == "HMGET" ? Kind::kHashArray : Kind::kHashCount);
+  }
+  if (name == "HLEN" || name == "HGETALL" || name == "HKEYS" || name == "HVALS") {
+    if (args.size() != 2) return local(wrong_args(lower(name)));
+    return send(name == "HLEN" ? Op::kHLen : Op::kHGetAll, "", "",
+                name == "HLEN"      ? Kind::kHashCount
+                : name == "HGETALL" ? Kind::kHashAll
+                : name == "HKEYS"   ? Kind::kHashKeys
+                                    : Kind::kHashVals);
+  }
+  if (name == "HINCRBY" || name == "HINCRBYFLOAT") {
+    if (args.size() != 4) return local(wrong_args(lower(name)));
+    int64_t n = 0;
+    double f = 0;
+    if (name == "HINCRBY" && !parse_integer(args[3], &n))
+      return local(resp::error("ERR value is not an integer or out of range"));
+    if (name == "HINCRBYFLOAT" && !parse_float(args[3], &f))
+      return local(resp::error("ERR value is not a valid float"));
+    return send(name == "HINCRBY" ? Op::kHIncrBy : Op::kHIncrByFloat, args[3], args[2],
+                name == "HINCRBY" ? Kind::kHashInt : Kind::kHashFloat);
+  }
+  return false;
+}
+
+void RespGateway::fill_hash(Reply& r, const Result& result) {
+  auto malformed = [&r] { r.text = resp::error("ERR the store answered a malformed hash reply"); };
+  switch (r.kind) {
+    case Kind::kHashCount: {
+      int64_t n = 0;
+      if (!parse_integer(result.value, &n)) return malformed();
+      r.text = resp::integer(n);
+      return;
+    }
+    case Kind::kHashArray: {
+      std::vector<Result> values;
+      if (!result.ok) {
+        r.text = resp::error(result.value);
+        return;
+      }
+      if (!decode_results(result.value, &values)) return malformed();
+      r.text = resp::array_header(values.size());
+      for (const Result& v : values)
+        r.text += v.ok ? resp::bulk(v.value) : resp::null_reply(r.resp3);
+      return;
+    }
+    case Kind::kHashAll:
+    case Kind::kHashKeys:
+    case Kind::kHashVals: {
+      FieldValues pairs;
+      if (!decode_fields(result.value, &pairs)) return malformed();
+      r.text = r.kind == Kind::kHashAll ? map_header(pairs.size(), r.resp3)
+                                        : resp::array_header(pairs.size());
+      for (const auto& [f, v] : pairs) {
+        if (r.kind != Kind::kHashVals) r.text += resp::bulk(f);
+        if (r.kind != Kind::kHashKeys) r.text += resp::bulk(v);
+      }
+      return;
+    }
+    case Kind::kHashInt:
+    case Kind::kHashFloat:
+      r.text = increment_reply(result, r.kind == Kind::kHashFloat, true);
+      return;
+    default:
+      return;
+  }
+}
+
+}  // namespace kv

@@ -1,0 +1,188 @@
+// The hash commands on a plain map (store.h: Op::kHSet .. Op::kHIncrByFloat),
+// for execute() and so for the Store, and the encodings of their fields.
+// A hash is an Item whose fields are set (store.h, Item): std::map keeps
+// them in byte order of the field, which is the order HGETALL, HKEYS and
+// HVALS answer on every replica.
+#include <cmath>
+
+#include "store.h"
+#include "wire.h"
+
+namespace kv {
+
+namespace {
+
+using wire::count;
+using wire::reader;
+
+Result done(std::string value, bool ok = true) {
+  Result r;
+  r.ok = ok;
+  r.value = std::move(value);
+  return r;
+}
+
+// HINCRBY and HINCRBYFLOAT on the field's value (absent: 0); the errors are
+// incrby's and incrbyfloat's (store.h, Result).
+Result increment(std::string* field, bool present, const Command& c) {
+  if (c.op == Op::kHIncrBy) {
+    int64_t now = 0, by = 0, sum = 0;
+    if ((present && !parse_integer(*field, &now)) || !parse_integer(c.value, &by))
+      return done("not an integer", false);
+    if (__builtin_add_overflow(now, by, &sum)) return done("overflow", false);
+    *field = std::to_string(sum);
+    return done(*field);
+  }
+  double now = 0, by = 0;
+  if ((present && !parse_float(*field, &now)) || !parse_float(c.value, &by))
+    return done("not a float", false);
+  if (!std::isfinite(now + by)) return done("nan or infinity", false);
+  *field = format_float(now + by);
+  return done(*field);
+}
+
+}  // namespace
+
+std::string encode_fields(const FieldValues& pairs) {
+  std::string out;
+  wire::Writer<std::string> w{out};
+  w.put<uint32_t>(static_cast<uint32_t>(pairs.size()));
+  for (const auto& [f, v] : pairs) {
+    w.str(f);
+    w.str(v);
+  }
+  return out;
+}
+
+bool decode_fields(std::string_view bytes, FieldValues* out) {
+  wire::Reader r = reader(bytes);
+  FieldValues pairs;
+  for (uint32_t n = count(r, kFieldEncoding), i = 0; r.ok && i < n; ++i) {
+    std::string f = r.str();
+    pairs.emplace_back(std::move(f), r.str());
+  }
+  if (!r.ok || r.pos != bytes.size()) return false;
+  *out = std::move(pairs);
+  return true;
+}
+
+std::string encode_names(const std::vector<std::string>& names) {
+  std::string out;
+  wire::Writer<std::string> w{out};
+  w.put<uint32_t>(static_cast<uint32_t>(names.size()));
+  for (const std::string& n : names) w.str(n);
+  return out;
+}
+
+bool decode_names(std::string_view bytes, std::vector<std::string>* out) {
+  wire::Reader r = reader(bytes);
+  std::vector<std::string> names;
+  for (uint32_t n = count(r, 4), i = 0; r.ok && i < n; ++i) names.push_back(r.str());
+  if (!r.ok || r.pos != bytes.size()) return false;
+  *out = std::move(names);
+  return true;
+}
+
+size_t item_bytes(const Item& e) {
+  if (!e.is_hash()) return e.value.size();
+  size_t n = 4;
+  for (const auto& [f, v] : e.fields) n += kFieldEncoding + f.size() + v.size();
+  return n;
+}
+
+namespace detail {
+
+bool is_hash_op(Op op) { return op >= Op::kHSet && op <= Op::kHIncrByFloat; }
+
+bool wrong_type(const Command& c, const Item& e) {
+  if (is_hash_op(c.op)) return !e.is_hash();
+  switch (c.op) {
+    case Op::kPut:  // (SET replaces whatever the key held)
+    case Op::kDelete:
+    case Op::kExpire:
+    case Op::kTtl:
+    case Op::kType:
+      return false;
+    case Op::kSetXx:  // SET XX replaces it too; SET XX GET reads it first
+      return e.is_hash() && c.expected == "get";
+    default:
+      return e.is_hash();
+  }
+}
+
+Result execute_hash(Keyspace& data, const Command& c) {
+  auto it = data.find(c.key);
+  const bool present = it != data.end();
+  switch (c.op) {
+    case Op::kHSet:
+    case Op::kHSetNx:
+    case Op::kHIncrBy:
+    case Op::kHIncrByFloat: {
+      FieldValues pairs;
+      if (c.op != Op::kHSet) {
+        pairs.emplace_back(c.expected, c.value);
+      } else if (!decode_fields(c.value, &pairs) || pairs.empty()) {
+        return done("ERR malformed hset", false);
+      }
+      // (A new key is made only once the command is sure to write it.)
+      Item scratch;
+      Item& item = present ? it->second : scratch;
+      size_t added = 0;
+      Result r;
+      for (auto& [f, v] : pairs) {
+        auto field = item.fields.find(f);
+        const bool had = field != item.fields.end();
+        if (c.op == Op::kHSetNx && had) return done("", false);
+        if (c.op == Op::kHIncrBy || c.op == Op::kHIncrByFloat) {
+          std::string now = had ? field->second : std::string();
+          r = increment(&now, had, c);
+          if (!r.ok) return r;
+          v = std::move(now);
+        }
+        added += had ? 0 : 1;
+        item.fields.insert_or_assign(std::move(f), std::move(v));
+      }
+      if (!present) data.emplace(c.key, std::move(scratch));
+      if (c.op == Op::kHSet) return done(std::to_string(added));
+      return c.op == Op::kHSetNx ? done("") : r;
+    }
+    case Op::kHGet: {
+      if (!present) return done("", false);
+      auto field = it->second.fields.find(c.expected);
+      if (field == it->second.fields.end()) return done("", false);
+      return done(field->second);
+    }
+    case Op::kHMGet: {
+      std::vector<std::string> names;
+      if (!decode_names(c.value, &names)) return done("ERR malformed hmget", false);
+      std::vector<Result> values(names.size());
+      for (size_t i = 0; i < names.size() && present; ++i) {
+        auto field = it->second.fields.find(names[i]);
+        if (field != it->second.fields.end()) values[i] = done(field->second);
+      }
+      return done(encode_results(values));
+    }
+    case Op::kHDel: {
+      std::vector<std::string> names;
+      if (!decode_names(c.value, &names)) return done("ERR malformed hdel", false);
+      size_t removed = 0;
+      for (size_t i = 0; i < names.size() && present; ++i)
+        removed += it->second.fields.erase(names[i]);
+      if (present && it->second.fields.empty()) data.erase(it);
+      return done(std::to_string(removed), removed > 0);
+    }
+    case Op::kHLen:
+      return done(std::to_string(present ? it->second.fields.size() : 0));
+    case Op::kHGetAll: {
+      FieldValues pairs;
+      if (present) pairs.assign(it->second.fields.begin(), it->second.fields.end());
+      return done(encode_fields(pairs));
+    }
+    default:
+      return done("", false);
+  }
+}
+
+}  // namespace detail
+
+}  // namespace kv
