@@ -180,6 +180,16 @@ class Source {
   const std::string& error() const { return detail::error_text(last_, core_->error()); }
   /// After kPeerLost: the rank (and host) it is about, where one is known.
   std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
+  /// Records of this source that target `target` (an index into the flow's
+  /// targets) consumed and gave back, as far as this source has heard: a
+  /// target gives a segment back when it consumes the next one (or
+  /// releases a kept one), whole segments only, so the count is always the
+  /// number of this source's first records for that target (in push order)
+  /// that it certainly got, never more. After kPeerLost it says which of the
+  /// records pushed to a lost target may not have arrived: those after it
+  /// (the app can send them elsewhere). Over ofi it counts the credit heard
+  /// by this source's calls (and a Worker driving it).
+  uint64_t delivered(uint32_t target) { return core_->delivered(target); }
   /// How many targets the flow has: push_to takes 0 .. num_targets() - 1.
   uint32_t num_targets() const { return core_->num_targets_; }
   /// False for a default-constructed or moved-from Source.
@@ -318,6 +328,12 @@ class Target {
   const std::string& error() const { return detail::error_text(status_, core_->error()); }
   /// After kPeerLost: the rank (and host) it is about, where one is known.
   std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
+  /// Records consumed from source `source` (an index into the flow's
+  /// sources) so far: the batches consume() returned from it, whole. After
+  /// a source's rank is lost it says how far that source's records reached
+  /// this target (per source FIFO: its first received(source) records for
+  /// this target, each once), for a replacement to go on from.
+  uint64_t received(uint32_t source) const { return core_->received(source); }
   /// False for a default-constructed or moved-from Target.
   explicit operator bool() const { return core_ != nullptr; }
 
@@ -388,6 +404,8 @@ class Source<Bytes> {
   const std::string& error() const { return detail::error_text(last_, core_->error()); }
   /// After kPeerLost: the rank (and host) it is about, where one is known.
   std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
+  /// As Source<T>::delivered: this source's byte records target `target` consumed.
+  uint64_t delivered(uint32_t target) { return core_->delivered(target); }
   /// As Source::num_targets().
   uint32_t num_targets() const { return core_->num_targets_; }
   /// False for a default-constructed or moved-from Source.
@@ -552,6 +570,8 @@ class Target<Bytes> {
   const std::string& error() const { return detail::error_text(status_, core_->error()); }
   /// After kPeerLost: the rank (and host) it is about, where one is known.
   std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
+  /// As Target<T>::received: byte records consumed from source `source`.
+  uint64_t received(uint32_t source) const { return core_->received(source); }
   /// False for a default-constructed or moved-from Target.
   explicit operator bool() const { return core_ != nullptr; }
 

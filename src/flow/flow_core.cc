@@ -136,4 +136,18 @@ bool validate_records(const std::byte* data, uint32_t bytes) {
   return true;
 }
 
+uint32_t count_records(const std::byte* data, uint32_t bytes) {
+  uint32_t off = 0;
+  uint32_t n = 0;
+  while (bytes - off >= kRecordHeaderBytes) {
+    uint32_t len;
+    std::memcpy(&len, data + off, sizeof(len));
+    const size_t stride = record_stride(len);
+    if (stride > bytes - off) break;
+    off += static_cast<uint32_t>(stride);
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace sluice::detail

@@ -239,6 +239,10 @@ uint32_t latency_tail_offset(const FlowSpec& spec, uint32_t ring_segments);
 const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32_t used,
                             uint32_t flags, const std::byte* data);
 
+// The byte records in [data, data+bytes), which passed validate_records()
+// (Source::delivered and Target::received count them).
+uint32_t count_records(const std::byte* data, uint32_t bytes);
+
 // Lays out fresh rings in `base` (zeroed memory of g.total_bytes) for the
 // given local targets (their indices into spec.targets) and all sources;
 // `tail_offset` (latency_tail_offset): where every slot's tail word starts

@@ -51,6 +51,11 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
   latency_ = spec.optimize() == Optimize::kLatency;
   const uint32_t S = ctx->ring_segments;
   for (size_t t = 0; t < rings_.size(); ++t) out_[t].limit = S;
+  // One record per segment until a segment is published through
+  // mark_published: the Latency fast path publishes one-record segments
+  // without it.
+  seg_records_.assign(rings_.size() * S, 1);
+  delivered_.assign(rings_.size(), Delivered{});
   drivable_ = ofi_ != nullptr;
   if (ofi_ != nullptr) {
     cq_.enable_reordering(ofi_->ep->test_unordered());
@@ -79,6 +84,18 @@ FlowSource::FlowSource(const FlowContext* ctx, uint32_t index, std::vector<OutRi
 }
 
 FlowSource::~FlowSource() { counters::release(stats_); }
+
+uint64_t FlowSource::delivered(uint32_t t) {
+  if (t >= out_.size()) return 0;
+  // What the target's consumer count says now (shm: its ring; ofi: the
+  // credit last heard, which the source's own calls and its Worker keep
+  // reading), not only what the last claim needed to know.
+  Out& o = out_[t];
+  const uint64_t consumed = rings_[t].remote ? credit_seen_[t] : shm_ring::consumed(rings_[t].ring);
+  o.limit = std::max(o.limit, consumed + ctx_->ring_segments);
+  count_delivered(t);
+  return delivered_[t].records;
+}
 
 void FlowSource::retire() {
   if (ofi_ != nullptr && closed_ && failed_ == Status::kOk) {

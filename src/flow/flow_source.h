@@ -82,6 +82,7 @@ class FlowSource : public SourceCore, protected FailureState {
 
   const std::string& error() const override { return error_; }
   std::optional<LostPeer> lost_peer() const override { return FailureState::lost_peer(ctx_); }
+  uint64_t delivered(uint32_t t) override;
 
   // A Worker parks on the ring it last found without credit (shm: its
   // credit futex) and on this endpoint's completion queue (ofi).
@@ -166,6 +167,9 @@ class FlowSource : public SourceCore, protected FailureState {
     layout::Footer* f = r.ring.footer(o.k);
     f->bytes_used = used;
     f->flags = layout::kConsumable | flags;
+    const uint32_t size = ctx_->spec.record_size();
+    seg_records_[t * ctx_->ring_segments + o.k % ctx_->ring_segments] =
+        size != 0 ? (used - prefix_) / size : count_records(o.base + prefix_, used - prefix_);
     if (!r.remote) {
       shm_ring::publish(f, o.k + 1, r.bell);
     } else {
@@ -300,6 +304,7 @@ class FlowSource : public SourceCore, protected FailureState {
       if (o.k < o.limit) return true;
       o.limit = shm_ring::consumed(rings_[t].ring) + ctx_->ring_segments;
       note_fill(o);
+      count_delivered(t);
       return o.k < o.limit;
     }
     // Over ofi the staging slot must also be free: its previous segment's
@@ -310,7 +315,18 @@ class FlowSource : public SourceCore, protected FailureState {
     if (drive) (void)progress();
     o.limit = credit_seen_[t] + S;
     note_fill(o);
+    count_delivered(t);
     return ready();
+  }
+  // Adds the records of the segments target t consumed since last time
+  // (o.limit - S: the count just learnt) to what it was delivered. Called
+  // whenever o.limit moves, so before a freed slot's count is overwritten
+  // (a slot is reused only once the source knows it was consumed).
+  void count_delivered(uint32_t t) {
+    const uint32_t S = ctx_->ring_segments;
+    Delivered& d = delivered_[t];
+    for (const uint64_t consumed = out_[t].limit - S; d.segments < consumed; ++d.segments)
+      d.records += seg_records_[t * S + d.segments % S];
   }
   // The ring's fill as just learnt (segments claimed, not yet consumed).
   void note_fill(const Out& o) {
@@ -370,7 +386,15 @@ class FlowSource : public SourceCore, protected FailureState {
       target_aborted_;                  // [target]: its abort word (layout::abort_word), 0 if none
   std::vector<uint8_t> end_confirmed_;  // [target]: it told us all up to our END arrived
   std::vector<uint64_t> credit_seen_;   // [target]: highest consumed count heard of
-  uint32_t coalesce_ = 1;               // ofi RMA: most segments moved by one write
+  // Source::delivered: per target, the segments known consumed and their
+  // records; seg_records_[t * S + k % S] is segment k's record count.
+  struct Delivered {
+    uint64_t segments = 0;
+    uint64_t records = 0;
+  };
+  std::vector<Delivered> delivered_;
+  std::vector<uint32_t> seg_records_;
+  uint32_t coalesce_ = 1;  // ofi RMA: most segments moved by one write
   CompletionReader cq_;
   std::unique_ptr<OfiRing> wire_;  // how segments and credit cross the endpoint
   // Declared last, so destroyed first (retire() closes it even earlier):

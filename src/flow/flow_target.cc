@@ -140,6 +140,11 @@ Status FlowTarget::next(Deadline deadline, SegmentView* out) {
   return s;
 }
 
+uint64_t FlowTarget::received(uint32_t s) const {
+  if (s >= in_.size()) return 0;
+  return in_[s].received + (fast_ != nullptr ? fast_[s].taken : 0);
+}
+
 // Takes over the fast path's position in every ring, and the segment it
 // handed out (released by next_slow as its own).
 void FlowTarget::absorb_fast() {
@@ -213,7 +218,14 @@ Status FlowTarget::next_slow(Deadline deadline, SegmentView* out) {
     if (Status s = progress(); s != Status::kOk) return s;
   }
   if (Status s = scan(out); s != Status::kTimeout) return s;
-  if (ended_ == in_.size()) return end_of_flow();
+  if (ended_ == in_.size()) {
+    // What was consumed last is given back too, so that a source's
+    // delivered() counts it (over shm; a remote source is promised no
+    // credit after its END).
+    for (In& in : in_)
+      if (!in.remote) publish_credit(in);
+    return end_of_flow();
+  }
   return wait(deadline, out);
 }
 

@@ -56,6 +56,7 @@ class FlowTarget : public TargetCore, protected FailureState {
 
   const std::string& error() const override { return error_; }
   std::optional<LostPeer> lost_peer() const override { return FailureState::lost_peer(ctx_); }
+  uint64_t received(uint32_t s) const override;
 
   // Destroying it here would drive its ofi endpoint until its abort
   // messages left (at most kAbortFlush), close the endpoint (milliseconds
@@ -125,6 +126,7 @@ class FlowTarget : public TargetCore, protected FailureState {
     uint64_t arrived = 0;    // remote: segments whose transfer completed here
     uint64_t end_seq = 0;    // remote: the END segment's seq (its count), once it arrived
     uint64_t counted = 0;    // fast path: `k` when the counters last caught up
+    uint64_t received = 0;   // records handed out by the slow path (Target::received)
     bool ended = false;
     bool confirmed = false;  // remote: END and all before it arrived, and we said so
     bool remote = false;
@@ -141,10 +143,12 @@ class FlowTarget : public TargetCore, protected FailureState {
   // Releases a segment taken off its ring without handing it out.
   void skip(In& in, uint32_t slot);
 
-  // Hands out ring s's segment at `slot`: it is held until the next call.
-  void hold(uint32_t s, uint32_t slot) {
+  // Hands out ring s's segment `h`: it is held until the next call.
+  void hold(uint32_t s, const Head& h) {
     held_ = static_cast<int>(s);
-    held_slot_ = slot;
+    held_slot_ = h.slot;
+    const uint32_t size = ctx_->spec.record_size();
+    in_[s].received += size != 0 ? h.used / size : count_records(h.data, h.used);
   }
 
   // The flow goes on without source s, which is gone (`why`): its ring

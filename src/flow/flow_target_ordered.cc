@@ -52,7 +52,7 @@ Status OrderedTarget::scan(SegmentView* out) {
       }
       ++expected_;
       gap_since_ = Deadline::max();
-      hold(s, h.slot);
+      hold(s, h);
       *out = SegmentView{h.data, h.used, s, number};
       return Status::kOk;
     }

@@ -27,7 +27,7 @@ Status UnorderedTarget::scan(SegmentView* out) {
       skip(in, h.slot);
       continue;
     }
-    hold(s, h.slot);
+    hold(s, h);
     turn_ = s + 1 == n ? 0 : s + 1;
     *out = SegmentView{h.data, h.used, s};
     return Status::kOk;

@@ -151,9 +151,25 @@ template <class Out>
 void run_source(const Args& a, sluice::Cluster& c, Out& out, uint32_t source_index, Shared* sh,
                 uint32_t ntargets) {
   std::vector<uint64_t> sent(2 * ntargets, 0);
+  std::vector<uint64_t> delivered(ntargets, 0);
   uint64_t backpressured = 0;
   std::byte buf[512];
+  // Source::delivered(t): never more than was sent to t, never less than
+  // the last time it was asked.
+  auto check_delivered = [&](const char* when) {
+    for (uint32_t t = 0; t < ntargets; ++t) {
+      const uint64_t d = out.delivered(t);
+      if (d > sent[2 * t] || d < delivered[t]) {
+        sh->error("source " + std::to_string(source_index) + " " + when + ": delivered(" +
+                  std::to_string(t) + ") = " + std::to_string(d) + " with " +
+                  std::to_string(sent[2 * t]) + " records sent and " +
+                  std::to_string(delivered[t]) + " delivered before");
+      }
+      delivered[t] = d;
+    }
+  };
   for (uint64_t i = 0; i < a.tuples; ++i) {
+    if ((i & 0xffff) == 0) check_delivered("while pushing");
     if (static_cast<int64_t>(i) == a.mark_after) {
       // Where a fault test's injector (sluice run --faults-after, or the
       // multihost test itself) kills or stops a rank; no rank is told which.
@@ -184,6 +200,7 @@ void run_source(const Args& a, sluice::Cluster& c, Out& out, uint32_t source_ind
       }
     }
     if (s != sluice::Status::kOk) {
+      check_delivered("after a failed push");
       if (s == sluice::Status::kPeerLost) {
         std::lock_guard<std::mutex> l(sh->mu);
         sh->lost.push_back(out.error());
@@ -196,6 +213,7 @@ void run_source(const Args& a, sluice::Cluster& c, Out& out, uint32_t source_ind
     sent[2 * t + 1] += fingerprint(key, value);
   }
   sluice::Status s = out.close();
+  check_delivered("after close");
   if (s == sluice::Status::kPeerLost) {
     std::lock_guard<std::mutex> l(sh->mu);
     sh->lost.push_back(out.error());
@@ -212,6 +230,17 @@ template <class In>
 void run_target(const Args& a, In& in, uint32_t target_index, uint32_t nsources, Shared* sh) {
   uint64_t count = 0, sum = 0;
   std::vector<int64_t> last(nsources, -1);
+  std::vector<uint64_t> from(nsources, 0);  // records consumed per source
+  // Target::received(s) is exactly what was consumed from s, lost or not.
+  auto check_received = [&] {
+    for (uint32_t src = 0; src < nsources; ++src) {
+      if (in.received(src) != from[src]) {
+        sh->error("target " + std::to_string(target_index) + ": received(" + std::to_string(src) +
+                  ") = " + std::to_string(in.received(src)) + ", " + std::to_string(from[src]) +
+                  " consumed");
+      }
+    }
+  };
   auto take = [&](uint64_t key, uint64_t value) -> bool {
     const uint64_t src = value >> 32;
     const int64_t seq = static_cast<int64_t>(value & 0xffffffffULL);
@@ -222,6 +251,7 @@ void run_target(const Args& a, In& in, uint32_t target_index, uint32_t nsources,
       return false;
     }
     last[src] = seq;
+    ++from[src];
     ++count;
     sum += fingerprint(key, value);
     return true;
@@ -248,6 +278,7 @@ void run_target(const Args& a, In& in, uint32_t target_index, uint32_t nsources,
     if (!ok) return;
     if (a.slow_us) ::usleep(a.slow_us);  // a deliberately slow consumer, to force back-pressure
   }
+  check_received();
   if (in.status() == sluice::Status::kPeerLost) {
     std::lock_guard<std::mutex> l(sh->mu);
     sh->lost.push_back(in.error());

@@ -152,6 +152,7 @@ struct FastIn {
   uint64_t k = 0;                 // next segment to read
   uint64_t released = 0;          // segments finished with
   uint64_t published = 0;         // `released` as last told to the source
+  uint64_t taken = 0;             // one-record segments the fast path handed out
   uint32_t slot_mask = 0;
   uint32_t stride = 0;
   uint32_t footer = 0;
@@ -204,6 +205,9 @@ class SourceCore : public Waitable {
   virtual const std::string& error() const = 0;
   // After kPeerLost: the peer it is about, if one is known.
   virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
+  // Records target t consumed and gave back, as far as this source has
+  // heard (Source::delivered).
+  virtual uint64_t delivered(uint32_t /*t*/) { return 0; }
 
   // Driving in the background (worker.h): over ofi, what a source posted
   // (the END that close() handed over, a transfer the provider has not
@@ -469,6 +473,8 @@ class TargetCore : public Waitable {
   virtual const std::string& error() const = 0;
   // After kPeerLost: the peer it is about, if one is known.
   virtual std::optional<LostPeer> lost_peer() const { return std::nullopt; }
+  // Records handed out from source s (Target::received).
+  virtual uint64_t received(uint32_t /*s*/) const { return 0; }
   // After kGap: the sequence number that never arrived.
   virtual uint64_t gap() const { return 0; }
   // The flow's name and this target's slot on its rank (Worker::failure).
@@ -538,6 +544,7 @@ enum FastTake { kFastNone, kFastTaken, kFastSlow };
       bytes = static_cast<uint32_t>(word);
     }
     ++r.k;
+    ++r.taken;
     c->fast_held_ = static_cast<int32_t>(s);
     c->turn_ = s + 1 == n ? 0 : s + 1;
     *out = SegmentView{seg, bytes, s, 0};
