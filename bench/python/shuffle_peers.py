@@ -92,7 +92,9 @@ def run_mpi(way, records):
     w0, c0 = time.perf_counter(), time.process_time()
     dest = destination(made["key"], ranks)
     order = np.argsort(dest, kind="stable")  # a radix sort of the uint8 destinations
-    ordered = made[order]
+    # The gather as two uint64 columns: numpy's fancy indexing of a
+    # structured dtype is about 6x slower for the same bytes.
+    ordered = made.view(np.uint64).reshape(-1, 2)[order].view(RECORD).reshape(-1)
     counts = counts_of(dest, ranks)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     if way == "mpi-buffers":
