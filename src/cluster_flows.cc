@@ -1,6 +1,10 @@
 // ClusterImpl's flows: declaring a flow (agreeing on it through the
 // registry, sizing and mapping its rings, preparing its ofi endpoints) and
 // destroying it; the ordered flows' sequencers.
+#include <signal.h>
+
+#include <cerrno>
+
 #include "cluster_impl.h"
 #include "common/mutex.h"
 #include "flow/completion.h"
@@ -466,7 +470,16 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
       region = SharedRegion::open_peer(static_cast<pid_t>(pid), static_cast<int>(fd), bytes, nonce);
     } catch (const Error&) {
       // The usual cause: that rank has exited (it may have failed in its own
-      // declare). Say so as a lost peer once the registry confirms it.
+      // declare). Say so as a lost peer: at once if the process that
+      // published the rings is gone (the rank may already be back as a new
+      // incarnation, which the registry counts alive), else once the
+      // registry confirms it.
+      if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+        throw PeerLostError(rank, "flow '" + name + "': rank " + std::to_string(rank) +
+                                      "'s process " + std::to_string(pid) +
+                                      ", which published its rings, has exited before this "
+                                      "rank could map them");
+      }
       const detail::Liveness& peers = *fs.ctx.liveness;
       for (const auto until = Clock::now() + options.peer_timeout; Clock::now() < until;) {
         if (peers.registry_lost() || !peers.alive(rank)) {

@@ -5,10 +5,12 @@
 
 #include <rdma/fi_errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -607,8 +609,14 @@ std::unique_ptr<RegionAccess> RegionAccess::open(const std::string& name, uint32
       const size_t colon = why.find(": ");
       const std::string text = "region '" + name + "' of rank " + std::to_string(owner) + ": " +
                                (colon == std::string::npos ? why : why.substr(colon + 2));
-      // The usual cause is an owner that has exited: say so as a lost peer
-      // once the registry confirms it.
+      // The usual cause is an owner that has exited: say so as a lost peer,
+      // at once if the process that published the descriptor is gone (the
+      // rank may already be back as a new incarnation, which the registry
+      // counts alive), else once the registry confirms it.
+      if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+        throw PeerLostError(owner, text + " (its process " + std::to_string(pid) +
+                                       ", which exposed it, has exited)");
+      }
       if (peers != nullptr &&
           owner_lost(*peers, owner, peers->incarnation(owner), Clock::now() + kLossConfirmation)) {
         throw PeerLostError(owner, text + " (" + peers->describe(owner) + ")");

@@ -3,6 +3,8 @@
 // table, requests tied to their sender) and the owner's decision on atomics.
 #include <gtest/gtest.h>
 #include <rdma/fi_errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -35,6 +37,25 @@ uint64_t word(const RegionOwner& owner, size_t offset) {
   uint64_t v;
   std::memcpy(&v, owner.data() + offset, 8);
   return v;
+}
+
+// A descriptor left by a process that has exited (its rank may already be
+// back as a new incarnation, which the registry counts alive): opening it
+// is a lost peer at once, not a resource error.
+TEST(RegionAccessTest, ARegionWhoseExposingProcessExitedIsALostPeer) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const std::string descriptor = "shm 4096 " + std::to_string(child) + " 3 12345 host";
+  try {
+    (void)RegionAccess::open("gone", 2, descriptor, "host", loopback(false), nullptr);
+    FAIL() << "opened a region of an exited process";
+  } catch (const PeerLostError& e) {
+    EXPECT_EQ(e.rank(), 2u);
+    EXPECT_NE(std::string(e.what()).find("which exposed it, has exited"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(RegionServiceTest, KeepsAtMostItsBoundOfClientsAndServesEvictedOnesAgain) {
