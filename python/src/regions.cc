@@ -53,9 +53,17 @@ void RegionTracker::retire() {
     }
   }
   exposed_.clear();
+  // A handle another thread is inside a call on (a leave() racing it) is
+  // kept, never destroyed after the cluster.
+  static auto* kept_busy = new std::vector<std::shared_ptr<OpenedRegion>>;
   for (const std::weak_ptr<OpenedRegion>& w : opened_) {
-    if (std::shared_ptr<OpenedRegion> r = w.lock(); r && r->busy.load() == 0)
+    std::shared_ptr<OpenedRegion> r = w.lock();
+    if (!r) continue;
+    if (r->busy.load() == 0) {
       r->region = RemoteRegion();
+    } else {
+      kept_busy->push_back(std::move(r));
+    }
   }
   opened_.clear();
 }
