@@ -48,9 +48,9 @@ namespace kv {
 // after another, all or none), rename and renamenx (`key` to `value`, with
 // its deadline), flushall (every key), and watch (reads the store's version,
 // which a transaction's conditions compare with; see Transaction).
-// type (TYPE, EXISTS, TOUCH): ok = the key exists, value "string" or
-// "hash". Hashes (store_hashes.cc; a key holds a string or a hash, never
-// both): hset (HSET, HMSET: `value` the pairs, encode_fields), hsetnx
+// type (TYPE, EXISTS, TOUCH): ok = the key exists, value "string",
+// "hash" or "list". Hashes (store_hashes.cc; a key holds a string, a hash
+// or a list, only one): hset (HSET, HMSET: `value` the pairs, encode_fields), hsetnx
 // (`expected` the field, `value` its value), hget (HGET, HEXISTS, HSTRLEN:
 // `expected` the field), hmget (`value` the fields, encode_names), hdel
 // (`value` the fields), hlen, hgetall (HGETALL, HKEYS, HVALS), hincrby and
@@ -224,7 +224,7 @@ int64_t wall_clock_ms();
 // delete, expire, ttl, type, rename and the keyspace's on a key of the other
 // type: not ok, value kWrongType, nothing changed (setnx: kWrongType too,
 // as the key exists; setxx with `expected` "get", as SET XX GET, too; a
-// plain setxx, as SET XX, replaces the hash).
+// plain setxx, as SET XX, replaces the hash). The same for a list.
 // refused: a write that
 // would have taken the store past its maxmemory (StoreOptions) and changed
 // nothing (ok false); Redis's OOM error.
