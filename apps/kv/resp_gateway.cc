@@ -539,6 +539,10 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     case Kind::kHashFloat:
       fill_hash(r, result);
       break;
+    case Kind::kListArray:
+    case Kind::kListOk:
+      fill_list(r, result);
+      break;
     case Kind::kLocal:
     case Kind::kSweep:
       break;

@@ -57,6 +57,18 @@
 //   (Each one log entry on one key (resp_hashes.cc). A string command on a
 //   hash, or a hash command on a string: -WRONGTYPE, as Redis's; SET and
 //   MSET replace a hash, MGET answers null for one.)
+//   LPUSH, RPUSH key element [element ...]   :the new length; LPUSHX,
+//                         RPUSHX: the same, :0 if the key is absent
+//   LPOP, RPOP key [count]   bulk element or null; with a count: an array
+//                         of at most count, or a null array if absent
+//   LLEN key              :the length (0: absent)
+//   LRANGE key start stop    the elements (indices as Redis's)
+//   LINDEX key index      bulk element or null; LSET key index element: +OK,
+//                         -ERR no such key, -ERR index out of range
+//   LREM key count element   :elements removed; LTRIM key start stop: +OK
+//   (Each one log entry on one key (resp_lists.cc); WRONGTYPE as for
+//   hashes; the key goes with its last element. No blocking commands:
+//   BLPOP and the others are unknown commands.)
 //   MSET key value [key value ...]    +OK; MSETNX: :1 if every key was absent
 //                         and is now set, else :0 (one entry: all or none)
 //   RENAME, RENAMENX key newkey    +OK (:1), :0 if newkey exists (NX), or
@@ -253,6 +265,11 @@ class RespGateway {
     kHashVals,   // HVALS
     kHashInt,    // HINCRBY: the new number
     kHashFloat,  // HINCRBYFLOAT: the new number as a bulk string
+    // The list commands (resp_lists.cc, fill_list). (LPUSH, RPUSH, their X
+    // forms, LLEN and LREM answer as kHashCount; LPOP and RPOP without a
+    // count and LINDEX as kGet.)
+    kListArray,  // LRANGE, LPOP/RPOP with a count: the elements (absent: a null array)
+    kListOk,     // LSET, LTRIM: +OK, or the store's error
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
@@ -347,6 +364,23 @@ class RespGateway {
   bool hash_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                     Client& client, size_t index, Reply& r, int64_t now);
   void fill_hash(Reply& r, const Result& result);
+  // resp_lists.cc: LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP, RPOP, LLEN, LRANGE,
+  // LINDEX, LSET, LREM, LTRIM; false if none. fill_list: the answer of one
+  // of them (a list Kind) from its result.
+  bool list_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
+                    Client& client, size_t index, Reply& r, int64_t now);
+  void fill_list(Reply& r, const Result& result);
+  // One command on the key args[1] as it goes into the log (a hash's or a
+  // list's), answered here with an error if its key and encoded arguments
+  // would take more than one entry may (--max-value-bytes). Always true.
+  struct Keyed {
+    Op op;
+    std::string value;
+    std::string expected;
+    Kind kind;
+  };
+  bool submit_keyed(Conn& c, const std::string& name, const std::vector<std::string>& args,
+                    Client& client, size_t index, Reply& r, int64_t now, Keyed k);
   // The answer of an increment (INCRBY, INCRBYFLOAT; `hash`: HINCRBY,
   // HINCRBYFLOAT, whose errors name the hash value): the new number, or
   // Redis's error for the store's error value.

@@ -22,6 +22,32 @@ std::string map_header(size_t pairs, bool resp3) {
 
 }  // namespace
 
+bool RespGateway::submit_keyed(Conn& c, const std::string& name,
+                               const std::vector<std::string>& args, Client& client, size_t index,
+                               Reply& r, int64_t now, Keyed k) {
+  const size_t bytes = args[1].size() + k.value.size() + k.expected.size();
+  if (bytes > options_.max_entry_bytes) {
+    std::string text = "ERR sluice-kv takes keys and values of at most ";
+    text.append(std::to_string(options_.max_entry_bytes))
+        .append(" bytes in all in one command (--max-value-bytes); this ")
+        .append(lower(name))
+        .append(" takes ")
+        .append(std::to_string(bytes));
+    r.text = resp::error(text);
+    r.ready = true;
+    return true;
+  }
+  Command cmd;
+  cmd.op = k.op;
+  cmd.key = args[1];
+  cmd.value = std::move(k.value);
+  cmd.expected = std::move(k.expected);
+  cmd.now_ms = now;
+  r.kind = k.kind;
+  submit(c, client, index, r, std::move(cmd));
+  return true;
+}
+
 bool RespGateway::hash_command(Conn& c, const std::string& name,
                                const std::vector<std::string>& args, Client& client, size_t index,
                                Reply& r, int64_t now) {
@@ -31,28 +57,9 @@ bool RespGateway::hash_command(Conn& c, const std::string& name,
     r.ready = true;
     return true;
   };
-  // The command as it goes into the log, refused here if its key and
-  // encoded fields would take more than one entry may.
   auto send = [&](Op op, std::string value, std::string field, Kind kind) {
-    const size_t bytes = args[1].size() + value.size() + field.size();
-    if (bytes > options_.max_entry_bytes) {
-      std::string text = "ERR sluice-kv takes keys and values of at most ";
-      text.append(std::to_string(options_.max_entry_bytes))
-          .append(" bytes in all in one command (--max-value-bytes); this ")
-          .append(lower(name))
-          .append(" takes ")
-          .append(std::to_string(bytes));
-      return local(resp::error(text));
-    }
-    Command cmd;
-    cmd.op = op;
-    cmd.key = args[1];
-    cmd.value = std::move(value);
-    cmd.expected = std::move(field);
-    cmd.now_ms = now;
-    r.kind = kind;
-    submit(c, client, index, r, std::move(cmd));
-    return true;
+    return submit_keyed(c, name, args, client, index, r, now,
+                        {op, std::move(value), std::move(field), kind});
   };
   auto names = [&args] {
     return encode_names(std::vector<std::string>(args.begin() + 2, args.end()));

@@ -82,6 +82,30 @@ const char* op_name(Op op) {
       return "hincrby";
     case Op::kHIncrByFloat:
       return "hincrbyfloat";
+    case Op::kLPush:
+      return "lpush";
+    case Op::kRPush:
+      return "rpush";
+    case Op::kLPushX:
+      return "lpushx";
+    case Op::kRPushX:
+      return "rpushx";
+    case Op::kLPop:
+      return "lpop";
+    case Op::kRPop:
+      return "rpop";
+    case Op::kLLen:
+      return "llen";
+    case Op::kLRange:
+      return "lrange";
+    case Op::kLIndex:
+      return "lindex";
+    case Op::kLSet:
+      return "lset";
+    case Op::kLRem:
+      return "lrem";
+    case Op::kLTrim:
+      return "ltrim";
   }
   return "?";
 }
@@ -144,6 +168,11 @@ bool denied_when_full(Op op) {
     case Op::kHSetNx:
     case Op::kHIncrBy:
     case Op::kHIncrByFloat:
+    case Op::kLPush:
+    case Op::kRPush:
+    case Op::kLPushX:
+    case Op::kRPushX:
+    case Op::kLSet:
       return true;
     default:
       return false;
@@ -165,6 +194,13 @@ bool writes(const Command& c, const Result& r) {
     case Op::kHIncrBy:
     case Op::kHIncrByFloat:
     case Op::kHDel:
+    case Op::kLPush:
+    case Op::kRPush:
+    case Op::kLPushX:
+    case Op::kRPushX:
+    case Op::kLSet:
+    case Op::kLRem:
+    case Op::kLTrim:
     case Op::kCas:
     case Op::kIncrBy:
     case Op::kIncrByFloat:
@@ -178,6 +214,9 @@ bool writes(const Command& c, const Result& r) {
       return r.ok && !c.value.empty();
     case Op::kGetEx:
       return r.ok && c.ttl != Ttl::kKeep;
+    case Op::kLPop:
+    case Op::kRPop:
+      return r.ok && c.expected != "0";
     default:
       return false;
   }
@@ -272,6 +311,7 @@ Result execute(Keyspace& data, const Command& c) {
     return r;
   }
   if (detail::is_hash_op(c.op)) return detail::execute_hash(data, c);
+  if (detail::is_list_op(c.op)) return detail::execute_list(data, c);
   switch (c.op) {
     case Op::kNoop:
     case Op::kSweep:
@@ -293,6 +333,18 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kHGetAll:
     case Op::kHIncrBy:
     case Op::kHIncrByFloat:
+    case Op::kLPush:
+    case Op::kRPush:
+    case Op::kLPushX:
+    case Op::kRPushX:
+    case Op::kLPop:
+    case Op::kRPop:
+    case Op::kLLen:
+    case Op::kLRange:
+    case Op::kLIndex:
+    case Op::kLSet:
+    case Op::kLRem:
+    case Op::kLTrim:
       break;
     case Op::kIncrByFloat:
     case Op::kSetRange:
@@ -301,14 +353,15 @@ Result execute(Keyspace& data, const Command& c) {
       auto it = data.find(c.key);
       if (it != data.end()) {
         r.ok = true;
-        r.value = it->second.is_hash() ? "hash" : "string";
+        r.value = it->second.type_name();
       }
       break;
     }
     case Op::kPut: {
       auto it = data.try_emplace(c.key).first;
       it->second.value = c.value;
-      it->second.fields.clear();  // (a hash's SET: a string now)
+      it->second.fields.clear();  // (a hash's or a list's SET: a string now)
+      it->second.list.clear();
       settle_deadline(data, it, c);
       r.ok = true;
       break;
@@ -375,7 +428,8 @@ Result execute(Keyspace& data, const Command& c) {
           data.erase(it);
         } else {
           it->second.value = c.value;
-          it->second.fields.clear();  // (SET XX of a hash: a string now)
+          it->second.fields.clear();  // (SET XX of a hash or list: a string now)
+          it->second.list.clear();
           settle_deadline(data, it, c);
         }
       } else if (c.op == Op::kGetSet) {
@@ -448,8 +502,10 @@ bool Store::too_large(const Command& c) const {
       now = it->second.value.size();
     return c.key.size() + now + c.value.size() > options_.max_result_bytes;
   }
-  if (!detail::is_hash_op(c.op) || !detail::denied_when_full(c.op)) return false;
-  // A write of a hash: the hash it would leave, as HGETALL would answer it.
+  if (!(detail::is_hash_op(c.op) || detail::is_list_op(c.op)) || !detail::denied_when_full(c.op))
+    return false;
+  // A write of a hash or a list: what it would leave, as HGETALL or
+  // LRANGE 0 -1 would answer it.
   const Keyspace one = alone_after(c, true);
   return !one.empty() && c.key.size() + item_bytes(one.begin()->second) > options_.max_result_bytes;
 }
@@ -462,6 +518,7 @@ Keyspace Store::alone_after(const Command& c, bool keep_value) const {
     if (keep_value) {
       copy.value = it->second.value;
       copy.fields = it->second.fields;
+      copy.list = it->second.list;
     }
   }
   execute(one, c);

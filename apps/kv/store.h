@@ -48,13 +48,18 @@ namespace kv {
 // after another, all or none), rename and renamenx (`key` to `value`, with
 // its deadline), flushall (every key), and watch (reads the store's version,
 // which a transaction's conditions compare with; see Transaction).
-// type (TYPE, EXISTS, TOUCH): ok = the key exists, value "string" or
-// "hash". Hashes (store_hashes.cc; a key holds a string or a hash, never
-// both): hset (HSET, HMSET: `value` the pairs, encode_fields), hsetnx
+// type (TYPE, EXISTS, TOUCH): ok = the key exists, value "string",
+// "hash" or "list". Hashes (store_hashes.cc; a key holds a string, a hash
+// or a list, only one): hset (HSET, HMSET: `value` the pairs, encode_fields), hsetnx
 // (`expected` the field, `value` its value), hget (HGET, HEXISTS, HSTRLEN:
 // `expected` the field), hmget (`value` the fields, encode_names), hdel
 // (`value` the fields), hlen, hgetall (HGETALL, HKEYS, HVALS), hincrby and
-// hincrbyfloat (`expected` the field, `value` the increment).
+// hincrbyfloat (`expected` the field, `value` the increment). Lists
+// (store_lists.cc): lpush, rpush, lpushx, rpushx (`value` the elements,
+// encode_names), lpop, rpop (`expected` the count in decimal, or empty for
+// none), llen, lrange and ltrim (`expected` the start, `value` the stop, in
+// decimal), lindex (`expected` the index), lset (`expected` the index,
+// `value` the element) and lrem (`expected` the count, `value` the element).
 enum class Op : uint8_t {
   kNoop,
   kPut,
@@ -91,8 +96,20 @@ enum class Op : uint8_t {
   kHGetAll,
   kHIncrBy,
   kHIncrByFloat,
+  kLPush,
+  kRPush,
+  kLPushX,
+  kRPushX,
+  kLPop,
+  kRPop,
+  kLLen,
+  kLRange,
+  kLIndex,
+  kLSet,
+  kLRem,
+  kLTrim,
 };
-inline constexpr Op kLastOp = Op::kHIncrByFloat;
+inline constexpr Op kLastOp = Op::kLTrim;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -184,7 +201,7 @@ int64_t wall_clock_ms();
 // the live keys matching `key` (encode_keys, cursor 0); not ok with an
 // error text if they would take more than max_result_bytes. scan: ok,
 // value a page (encode_keys: the next cursor, and the keys).
-// type: ok = the key exists, value "string" or "hash". hset: ok, value
+// type: ok = the key exists, value "string", "hash" or "list". hset: ok, value
 // the number of fields added (decimal). hsetnx: ok = the field was absent
 // and is now set. hget: ok = the field exists, value its value. hmget: ok,
 // value one Result per field (encode_results: ok = present, its value).
@@ -192,11 +209,22 @@ int64_t wall_clock_ms();
 // with its last field. hlen: ok, value the number of fields (0: absent).
 // hgetall: ok, value the fields and values in field order (encode_fields).
 // hincrby, hincrbyfloat: as incrby and incrbyfloat on the field's value (a
-// field absent counts as 0), the same error values. Any command but put,
+// field absent counts as 0), the same error values.
+// lpush, rpush: ok, value the new length (decimal); lpushx, rpushx: the
+// same, or not ok with "0" if the key is absent. lpop, rpop without a
+// count: ok = the key exists, value the element; with one: ok = the key
+// exists, value the elements (encode_names, at most count). llen: ok, value
+// the length (0: absent). lrange: ok, value the elements (encode_names;
+// indices as Redis's, negative from the end). lindex: ok = the index is in
+// the list, value its element. lset: ok, or not ok with "ERR no such key"
+// or "ERR index out of range". lrem: ok = some were removed, value how many
+// (count > 0 from the head, < 0 from the tail, 0 all). ltrim: ok = some
+// element was removed. A list's last element goes with its key.
+// Any command but put,
 // delete, expire, ttl, type, rename and the keyspace's on a key of the other
 // type: not ok, value kWrongType, nothing changed (setnx: kWrongType too,
 // as the key exists; setxx with `expected` "get", as SET XX GET, too; a
-// plain setxx, as SET XX, replaces the hash).
+// plain setxx, as SET XX, replaces the hash). The same for a list.
 // refused: a write that
 // would have taken the store past its maxmemory (StoreOptions) and changed
 // nothing (ok false); Redis's OOM error.
@@ -265,20 +293,27 @@ bool parse_sweep_result(std::string_view value, Swept* out);
 // store's version when a command last modified it (Store keeps it; the
 // reference execute() leaves it 0, and items compare without it). A hash
 // holds its fields (never none: a hash's last field goes with its key) and
-// an empty value; a string holds no fields.
+// an empty value; a list holds its elements (never none either) and an
+// empty value; a string holds no fields and no elements.
 struct Item {
   std::string value;
   int64_t deadline_ms = 0;
   uint64_t version = 0;
   std::map<std::string, std::string> fields;
+  std::deque<std::string> list;
   bool is_hash() const { return !fields.empty(); }
+  bool is_list() const { return !list.empty(); }
+  // "string", "hash" or "list": TYPE's answer.
+  const char* type_name() const { return is_hash() ? "hash" : is_list() ? "list" : "string"; }
   friend bool operator==(const Item& a, const Item& b) {
-    return a.value == b.value && a.deadline_ms == b.deadline_ms && a.fields == b.fields;
+    return a.value == b.value && a.deadline_ms == b.deadline_ms && a.fields == b.fields &&
+           a.list == b.list;
   }
   friend auto operator<=>(const Item& a, const Item& b) {
     if (auto c = a.value <=> b.value; c != 0) return c;
     if (auto c = a.deadline_ms <=> b.deadline_ms; c != 0) return c;
-    return a.fields <=> b.fields;
+    if (auto c = a.fields <=> b.fields; c != 0) return c;
+    return a.list <=> b.list;
   }
 };
 using Keyspace = std::map<std::string, Item>;
@@ -337,17 +372,19 @@ std::string encode_fields(const FieldValues& pairs);
 bool decode_fields(std::string_view bytes, FieldValues* out);
 std::string encode_names(const std::vector<std::string>& names);
 bool decode_names(std::string_view bytes, std::vector<std::string>* out);
-// What an item's value takes in a reply: a string's bytes, or a hash's
-// encode_fields (4 bytes, and 8 bytes more than its field and value each).
+// What an item's value takes in a reply: a string's bytes, a hash's
+// encode_fields (4 bytes, and 8 bytes more than its field and value each),
+// or a list's encode_names (4 bytes, and 4 more than each element).
 size_t item_bytes(const Item& e);
 inline constexpr size_t kFieldEncoding = 8;
+inline constexpr size_t kElementEncoding = 4;
 
 // SCAN's request (Command::value, "cursor count type"; the pattern is
 // Command::key, "*" for none) and the pages KEYS and SCAN answer.
 struct ScanRequest {
   uint64_t cursor = 0;
   uint64_t count = 10;
-  std::string type;  // empty: any; "string", "hash": keys of that type; any other none
+  std::string type;  // empty: any; "string", "hash", "list": keys of that type; any other none
 };
 std::string encode_scan_request(const ScanRequest& s);
 bool decode_scan_request(std::string_view text, ScanRequest* out);
@@ -460,16 +497,20 @@ class Store {
   // What the data takes, as maxmemory counts it: each key's and value's
   // bytes and kEntryOverhead per key, and kDeadlineOverhead more for a key
   // with a deadline (its node in the index of deadlines); a hash's fields
-  // and values, and kFieldOverhead per field (its node in the hash's map).
+  // and values, and kFieldOverhead per field (its node in the hash's map);
+  // a list's elements, and kElementOverhead per element (its string in the
+  // list's deque).
   // An expired key counts until a command touches it or a sweep removes it.
   uint64_t used_bytes() const { return used_bytes_; }
   static constexpr uint64_t kEntryOverhead = 144;
   static constexpr uint64_t kDeadlineOverhead = 64;
   static constexpr uint64_t kFieldOverhead = 96;
+  static constexpr uint64_t kElementOverhead = 48;
   // What one key and its item take in used_bytes().
   static uint64_t entry_bytes(const std::string& key, const Item& e) {
     uint64_t fields = 0;
     for (const auto& [f, v] : e.fields) fields += kFieldOverhead + f.size() + v.size();
+    for (const std::string& v : e.list) fields += kElementOverhead + v.size();
     return kEntryOverhead + key.size() + e.value.size() + fields +
            (e.deadline_ms != 0 ? kDeadlineOverhead : 0);
   }
@@ -599,6 +640,10 @@ Result execute_string(Keyspace& data, const Command& c);
 // or holds a hash (execute() answers kWrongType for one of the other type).
 Result execute_hash(Keyspace& data, const Command& c);
 bool is_hash_op(Op op);
+// store_lists.cc: execute() of the list commands, on a key that is absent
+// or holds a list.
+Result execute_list(Keyspace& data, const Command& c);
+bool is_list_op(Op op);
 // Whether `c` on a key holding `e` meets the wrong type (kWrongType).
 bool wrong_type(const Command& c, const Item& e);
 }  // namespace detail

@@ -84,8 +84,12 @@ bool decode_names(std::string_view bytes, std::vector<std::string>* out) {
 }
 
 size_t item_bytes(const Item& e) {
-  if (!e.is_hash()) return e.value.size();
   size_t n = 4;
+  if (e.is_list()) {
+    for (const std::string& v : e.list) n += kElementEncoding + v.size();
+    return n;
+  }
+  if (!e.is_hash()) return e.value.size();
   for (const auto& [f, v] : e.fields) n += kFieldEncoding + f.size() + v.size();
   return n;
 }
@@ -96,6 +100,7 @@ bool is_hash_op(Op op) { return op >= Op::kHSet && op <= Op::kHIncrByFloat; }
 
 bool wrong_type(const Command& c, const Item& e) {
   if (is_hash_op(c.op)) return !e.is_hash();
+  if (is_list_op(c.op)) return !e.is_list();
   switch (c.op) {
     case Op::kPut:  // (SET replaces whatever the key held)
     case Op::kDelete:
@@ -104,9 +109,9 @@ bool wrong_type(const Command& c, const Item& e) {
     case Op::kType:
       return false;
     case Op::kSetXx:  // SET XX replaces it too; SET XX GET reads it first
-      return e.is_hash() && c.expected == "get";
+      return (e.is_hash() || e.is_list()) && c.expected == "get";
     default:
-      return e.is_hash();
+      return e.is_hash() || e.is_list();
   }
 }
 

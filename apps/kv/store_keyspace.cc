@@ -106,7 +106,7 @@ Result read(const Keyspace& data, const HashIndex& index, size_t expired, const 
       auto of_type = [&](std::string_view k) {
         if (q.type.empty()) return true;
         auto e = data.find(std::string(k));
-        return e != data.end() && q.type == (e->second.is_hash() ? "hash" : "string");
+        return e != data.end() && q.type == e->second.type_name();
       };
       // From the cursor on in hash order, COUNT keys (MATCH and TYPE
       // filter what was visited, as in Redis), or kScanBytes of their

@@ -35,6 +35,10 @@ uint64_t Store::digest() const {
     h = fnv(h, &e.deadline_ms, sizeof e.deadline_ms);
     h = fnv(h, &e.version, sizeof e.version);
     for (const auto& [f, v] : e.fields) h = fnv_str(fnv_str(h, f), v);
+    // (The count first: a hash and a list never hash alike.)
+    const uint64_t elements = e.list.size();
+    h = fnv(h, &elements, sizeof elements);
+    for (const std::string& v : e.list) h = fnv_str(h, v);
   }
   // The versions WATCH compares with are state too.
   h = fnv(h, &version_, sizeof version_);
@@ -57,11 +61,13 @@ uint64_t Store::digest() const {
 
 namespace {
 
-// "KVS6": keys with their deadlines, versions and hash fields, the
-// version, tombstones and max_result_bytes. "KVS5" (no hashes: each item
-// without its fields) is still read; "KVS4" (no versions) and "KVS3" (no
+// "KVS7": keys with their deadlines, versions, hash fields and list
+// elements, the version, tombstones and max_result_bytes. "KVS6" (no lists:
+// each item without its elements) and "KVS5" (no hashes either: without
+// its fields) are still read; "KVS4" (no versions) and "KVS3" (no
 // deadlines) are refused as not a store snapshot.
-constexpr uint32_t kSnapshotMagic = 0x4b565336;
+constexpr uint32_t kSnapshotMagic = 0x4b565337;
+constexpr uint32_t kSnapshotMagicNoLists = 0x4b565336;
 constexpr uint32_t kSnapshotMagicNoHashes = 0x4b565335;
 
 }  // namespace
@@ -70,8 +76,9 @@ constexpr uint32_t kSnapshotMagicNoHashes = 0x4b565335;
 // maxmemory, max_result_bytes), the version and floor, the tombstones (a
 // u32 count, each a key and its version), then each part as a u32 count
 // and its items (a key, its value, its deadline as an i64, 0 for none, its
-// version, and its fields as a u32 count and each field and its value,
-// none for a string; a client, its last seq and its kept results, each
+// version, its fields as a u32 count and each field and its value, none
+// but for a hash, and its elements as a u32 count and each element, none
+// but for a list; a client, its last seq and its kept results, each
 // result's ok and refused as bits of a byte), the skip count, the applied summary (entries, chain,
 // executed, executed_sum), and last the count and identities of the applied log (a client and a seq
 // each; none unless keep_applied), which a Snapshot reads from the store when sent.
@@ -101,6 +108,8 @@ Snapshot Store::snapshot() const {
       w.str(f);
       w.str(v);
     }
+    w.put<uint32_t>(static_cast<uint32_t>(e.list.size()));
+    for (const std::string& v : e.list) w.str(v);
   }
   w.put<uint32_t>(static_cast<uint32_t>(clients_.size()));
   for (const auto& [client, cs] : clients_) {
@@ -167,11 +176,13 @@ bool Store::restore(std::string_view bytes, std::string* why) {
   };
   Store s;
   const uint32_t magic = r.get<uint32_t>();
-  if (magic != kSnapshotMagic && magic != kSnapshotMagicNoHashes) {
-    *why = "not a store snapshot of this version (bad magic: KVS5 and KVS6 are read)";
+  if (magic != kSnapshotMagic && magic != kSnapshotMagicNoLists &&
+      magic != kSnapshotMagicNoHashes) {
+    *why = "not a store snapshot of this version (bad magic: KVS5, KVS6 and KVS7 are read)";
     return false;
   }
-  const bool hashes = magic == kSnapshotMagic;
+  const bool hashes = magic != kSnapshotMagicNoHashes;
+  const bool lists = magic == kSnapshotMagic;
   s.options_.keep_applied = r.get<uint8_t>() != 0;
   s.options_.maxmemory = r.get<uint64_t>();
   s.options_.max_result_bytes = r.get<uint64_t>();
@@ -185,7 +196,7 @@ bool Store::restore(std::string_view bytes, std::string* why) {
     auto it = s.tombstones_.insert_or_assign(std::move(k), v).first;
     s.tomb_order_.emplace(v, std::string_view(it->first));
   }
-  for (uint32_t n = count(hashes ? 28 : 24), i = 0; r.ok && i < n; ++i) {
+  for (uint32_t n = count(lists ? 32 : hashes ? 28 : 24), i = 0; r.ok && i < n; ++i) {
     std::string k = r.str();
     Item e;
     e.value = r.str();
@@ -195,6 +206,11 @@ bool Store::restore(std::string_view bytes, std::string* why) {
       std::string f = r.str();
       // (A field twice, or a hash that holds a value too, is malformed.)
       if (!e.fields.emplace(std::move(f), r.str()).second || !e.value.empty()) r.ok = false;
+    }
+    for (uint32_t m = lists ? count(4) : 0, j = 0; r.ok && j < m; ++j) {
+      e.list.push_back(r.str());
+      // (A list that holds a value or fields too is malformed.)
+      if (!e.value.empty() || !e.fields.empty()) r.ok = false;
     }
     if (!r.ok) break;
     if (s.data_.count(k) != 0) {

@@ -84,6 +84,28 @@ ProcessResult check_fixture(const std::string& name) {
                                       std::chrono::seconds(60));
 }
 
+// The store's answers as sluice-kv's history records them: one client's
+// commands, one after another, each completed before the next is called.
+struct StoreHistory {
+  Store store;
+  std::vector<Completed> ops;
+  uint64_t t = 0, seq = 0;
+  void run(Op o, std::string key, std::string value, std::string expected) {
+    Completed c;
+    c.cmd.op = o;
+    c.cmd.client = 1;
+    c.cmd.seq = ++seq;
+    c.cmd.key = std::move(key);
+    c.cmd.value = std::move(value);
+    c.cmd.expected = std::move(expected);
+    c.cmd.now_ms = 1000;
+    c.result = store.apply(c.cmd);
+    c.invoked_ms = ++t;
+    c.completed_ms = ++t;
+    ops.push_back(c);
+  }
+};
+
 // The hash operations (apps/kv/porcupine/hash.go): a history of every one as
 // the store answers it, WRONGTYPE both ways, a hash's last field taking its
 // key, and two concurrent HINCRBYs answered in either order, is
@@ -108,23 +130,11 @@ TEST(HistoryTest, TheHashCommandsAreModelledAsTheStoreExecutesThem) {
 // them, are what the model expects: linearizable as they are, and not with
 // one HGET's answer changed.
 TEST(HistoryTest, TheStoresHashAnswersAreLinearizableAndAChangedOneIsNot) {
-  Store store;
-  std::vector<Completed> ops;
-  uint64_t t = 0, seq = 0;
-  auto run = [&](Op o, std::string key, std::string value, std::string field = "") {
-    Completed c;
-    c.cmd.op = o;
-    c.cmd.client = 1;
-    c.cmd.seq = ++seq;
-    c.cmd.key = std::move(key);
-    c.cmd.value = std::move(value);
-    c.cmd.expected = std::move(field);
-    c.cmd.now_ms = 1000;
-    c.result = store.apply(c.cmd);
-    c.invoked_ms = ++t;
-    c.completed_ms = ++t;
-    ops.push_back(c);
+  StoreHistory h;
+  auto run = [&h](Op o, std::string key, std::string value, std::string field = "") {
+    h.run(o, std::move(key), std::move(value), std::move(field));
   };
+  std::vector<Completed>& ops = h.ops;
   run(Op::kHSet, "h", encode_fields({{"z", "\xff"}, {"a", "1"}, {"m", ""}}));
   run(Op::kHIncrBy, "h", "41", "a");
   run(Op::kHIncrByFloat, "h", "0.5", "f");
@@ -146,6 +156,64 @@ TEST(HistoryTest, TheStoresHashAnswersAreLinearizableAndAChangedOneIsNot) {
   EXPECT_EQ(right.exit_code, 0) << right.output;
   ops[3].result.value = "41";
   const ProcessResult wrong = check(ops, "hash-answers-changed");
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+}
+
+// The list operations (apps/kv/porcupine/list.go): a history of every one as
+// the store answers it (indices as Redis's, WRONGTYPE both ways, a list's
+// last element taking its key, two concurrent RPUSHes seen in the order
+// opposite to their calls) is linearizable; an LPOP of an element never
+// pushed, an LRANGE that misses a completed RPUSH, a list that outlives its
+// last element and one element popped twice are not.
+TEST(HistoryTest, TheListCommandsAreModelledAsTheStoreExecutesThem) {
+  const ProcessResult ok = check_fixture("list_ops_ok.jsonl");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("linearizable (32 operations on 4 keys"), std::string::npos)
+      << ok.output;
+  for (const char* name :
+       {"lpop_of_an_element_never_pushed.jsonl", "lrange_missing_a_push.jsonl",
+        "list_kept_after_its_last_element.jsonl", "one_element_popped_twice.jsonl"}) {
+    const ProcessResult p = check_fixture(name);
+    EXPECT_EQ(p.exit_code, 1) << name << "\n" << p.output;
+    EXPECT_NE(p.output.find("NOT linearizable"), std::string::npos) << name << "\n" << p.output;
+  }
+}
+
+// The store's own answers to the list commands, written as sluice-kv writes
+// them, are what the model expects: linearizable as they are, and not with
+// one LPOP's answer changed.
+TEST(HistoryTest, TheStoresListAnswersAreLinearizableAndAChangedOneIsNot) {
+  StoreHistory h;
+  auto run = [&h](Op o, std::string key, std::string value, std::string expected = "") {
+    h.run(o, std::move(key), std::move(value), std::move(expected));
+  };
+  std::vector<Completed>& ops = h.ops;
+  run(Op::kLPush, "l", encode_names({"a", "b", "\xff"}));
+  run(Op::kRPush, "l", encode_names({"x", "", "x"}));
+  run(Op::kLRange, "l", "-2", "1");
+  run(Op::kLPop, "l", "");
+  run(Op::kRPop, "l", "", "2");
+  run(Op::kLIndex, "l", "", "-1");
+  run(Op::kLSet, "l", "B", "0");
+  run(Op::kLSet, "l", "B", "10");
+  run(Op::kLRem, "l", "x", "0");
+  run(Op::kLPushX, "none", encode_names({"v"}));
+  run(Op::kRPushX, "l", encode_names({"t"}));
+  run(Op::kLTrim, "l", "-1", "1");
+  run(Op::kLLen, "l", "");
+  run(Op::kPut, "s", "v");
+  run(Op::kLPush, "s", encode_names({"v"}));
+  run(Op::kGet, "l", "");
+  run(Op::kType, "l", "");
+  run(Op::kLPop, "l", "", "5");
+  run(Op::kLLen, "l", "");
+  EXPECT_EQ(ops[3].result, (Result{true, "\xff"}));
+  EXPECT_EQ(ops[14].result, (Result{false, kWrongType}));
+  EXPECT_EQ(ops[17].result, (Result{true, encode_names({"a", "t"})}));
+  const ProcessResult right = check(ops, "list-answers");
+  EXPECT_EQ(right.exit_code, 0) << right.output;
+  ops[3].result.value = "b";
+  const ProcessResult wrong = check(ops, "list-answers-changed");
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
 }
 

@@ -5,10 +5,10 @@
 //   - A port in use ends the whole job at once with an error naming it.
 //   - A job with --requirepass-file and small limits: NOAUTH before AUTH,
 //     WRONGPASS, SHUTDOWN disabled by default, --maxclients, --maxmemory's
-//     OOM (of strings, and of a hash's fields), a bulk over --proto-max-bulk-len refused from its
-//     header, 200 connections each holding most of a big request (closed once all clients' buffers
-//     pass --maxmemory-clients; the gateway's memory stays bounded), a client that never reads
-//     (closed past
+//     OOM (of strings, a hash's fields and a list's elements), a bulk over --proto-max-bulk-len
+//     refused from its header, 200 connections each holding most of a big request (closed once all
+//     clients' buffers pass --maxmemory-clients; the gateway's memory stays bounded), a client that
+//     never reads (closed past
 //     --client-output-buffer-limit). The job ends with SIGTERM to the
 //     launcher, leaving no process and no /dev/shm object.
 //   - Protected mode across network namespaces (root only; skipped with the
@@ -224,6 +224,39 @@ TEST_F(RespLimitsTest, HashWritesPastMaxmemoryGetOomAndChangeNothing) {
           request({"HSET", "hmem:h", "again", "x"}) + request({"HGET", "hmem:h", "again"}));
   EXPECT_EQ(c->receive("$1\r\nx\r\n"), ":" + std::to_string(added) + "\r\n:2\r\n:1\r\n$1\r\nx\r\n");
   c->send(request({"DEL", "hmem:h"}));
+  EXPECT_EQ(c->receive("\r\n"), ":1\r\n");
+}
+
+// A hostile client's pipelined RPUSHes fill the store element by element
+// (each element counts its bytes and 48 of overhead): those past --maxmemory
+// get OOM and take no effect (the list holds exactly the elements of the
+// pushes answered with a length, in order), reads and pops always run, and
+// an LPOP makes room for a push again.
+TEST_F(RespLimitsTest, ListPushesPastMaxmemoryGetOomAndChangeNothing) {
+  auto c = authed();
+  const std::string value(128, 'l');
+  std::string pipeline;
+  for (int i = 0; i < 300; ++i) pipeline += request({"RPUSH", "lmem:l", value});
+  c->send(pipeline + request({"PING"}));
+  const std::string got = c->receive("+PONG\r\n");
+  const std::string oom = "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+  size_t pushed = 0, refused = 0;
+  for (size_t at = 0; at < got.size();) {
+    const size_t end = got.find("\r\n", at) + 2;
+    const std::string line = got.substr(at, end - at);
+    if (line == ":" + std::to_string(pushed + 1) + "\r\n") ++pushed;
+    refused += line == oom;
+    at = end;
+  }
+  EXPECT_EQ(pushed + refused, 300u) << got.substr(0, 400);
+  EXPECT_GT(pushed, 10u);
+  EXPECT_GT(refused, 100u);
+  c->send(request({"LLEN", "lmem:l"}) + request({"LPOP", "lmem:l", "2"}) +
+          request({"RPUSH", "lmem:l", "again"}) + request({"RPOP", "lmem:l"}));
+  EXPECT_EQ(c->receive("$5\r\nagain\r\n"),
+            ":" + std::to_string(pushed) + "\r\n*2\r\n$128\r\n" + value + "\r\n$128\r\n" + value +
+                "\r\n:" + std::to_string(pushed - 1) + "\r\n$5\r\nagain\r\n");
+  c->send(request({"DEL", "lmem:l"}));
   EXPECT_EQ(c->receive("\r\n"), ":1\r\n");
 }
 

@@ -1,7 +1,7 @@
 // The RESP front end's commands on several keys (MULTI/EXEC/DISCARD, WATCH,
 // MSET, MSETNX, RENAME, RENAMENX, FLUSHALL), each one log entry, and
-// hashes with them (and their limits, and redis-py's hash commands,
-// tests/kv/redis_py_hash.py), through a
+// hashes and lists with them (and their limits, and redis-py's hash and
+// list commands, tests/kv/redis_py_hash.py and redis_py_list.py), through a
 // job of 3 replicas (Multi-Paxos, or NOPaxos with SLUICE_KV_PROTOCOL) and
 // a gateway rank whose connections share 2 clients; raw sockets for the
 // exact replies, and redis-py (tests/kv/redis_py_multikey.py). The job
@@ -380,6 +380,153 @@ TEST_F(RespKeysTest, AHashPastTheLargestValueIsRefusedAndStaysReadable) {
 
 // redis-py's hash commands (tests/kv/redis_py_hash.py).
 TEST_F(RespKeysTest, RedisPyUsesHashesAsItUsesRedis) { expect_redis_py(SLUICE_KV_REDIS_PY_HASH); }
+
+// Lists with the commands on several keys and the keyspace: RENAME moves a
+// list with its deadline, EXEC answers each queued list command's reply (a
+// WRONGTYPE among them), another client's RPUSH of a watched list makes
+// EXEC fail, RESP3's nulls for LPOP of an absent key, SCAN's TYPE finds
+// lists, FLUSHALL removes them.
+TEST_F(RespKeysTest, ListsRenameJoinTransactionsAndAbortAWatch) {
+  Conn a(port_), b(port_);
+  const std::string wrongtype =
+      "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+  EXPECT_EQ(ask(a,
+                {{"DEL", "lk:l", "lk:moved"},
+                 {"RPUSH", "lk:l", "a", "b"},
+                 {"EXPIRE", "lk:l", "100"},
+                 {"RENAME", "lk:l", "lk:moved"},
+                 {"TTL", "lk:moved"},
+                 {"TYPE", "lk:moved"},
+                 {"LRANGE", "lk:moved", "0", "-1"},
+                 {"PING"}},
+                "+PONG\r\n"),
+            ":0\r\n:2\r\n:1\r\n+OK\r\n:100\r\n+list\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n+PONG\r\n");
+  EXPECT_EQ(ask(a,
+                {{"MULTI"},
+                 {"LPUSH", "lk:moved", "x"},
+                 {"RPOP", "lk:moved", "2"},
+                 {"GET", "lk:moved"},
+                 {"LINDEX", "lk:moved", "0"},
+                 {"LLEN", "lk:moved"},
+                 {"EXEC"}},
+                ":1\r\n"),
+            "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*5\r\n:3\r\n"
+            "*2\r\n$1\r\nb\r\n$1\r\na\r\n" +
+                wrongtype + "$1\r\nx\r\n:1\r\n");
+  EXPECT_EQ(ask(a, {{"WATCH", "lk:moved"}}, "+OK\r\n"), "+OK\r\n");
+  EXPECT_EQ(ask(b, {{"RPUSH", "lk:moved", "theirs"}}, ":2\r\n"), ":2\r\n");
+  EXPECT_EQ(ask(a, {{"MULTI"}, {"RPUSH", "lk:moved", "mine"}, {"EXEC"}}, "*-1\r\n"),
+            "+OK\r\n+QUEUED\r\n*-1\r\n");
+  EXPECT_EQ(ask(a, {{"LLEN", "lk:moved"}}, "\r\n"), ":2\r\n");
+  // After HELLO 3: LPOP of an absent key is RESP3's null, with a count too.
+  Conn c3(port_);
+  ask(c3, {{"HELLO", "3"}}, "proto");
+  c3.receive("\r\n", nullptr, std::chrono::milliseconds(200));
+  EXPECT_EQ(ask(c3,
+                {{"LPOP", "lk:none"},
+                 {"LPOP", "lk:none", "2"},
+                 {"LINDEX", "lk:none", "0"},
+                 {"LRANGE", "lk:moved", "0", "0"},
+                 {"PING"}},
+                "+PONG\r\n"),
+            "_\r\n_\r\n_\r\n*1\r\n$1\r\nx\r\n+PONG\r\n");
+  EXPECT_EQ(ask(a,
+                {{"FLUSHALL"},
+                 {"RPUSH", "lk:l", "v"},
+                 {"SET", "lk:s", "v"},
+                 {"SCAN", "0", "TYPE", "list", "COUNT", "100"},
+                 {"KEYS", "lk:l*"},
+                 {"DBSIZE"},
+                 {"FLUSHALL"},
+                 {"LLEN", "lk:l"},
+                 {"DBSIZE"}},
+                ":0\r\n:0\r\n"),
+            "+OK\r\n:1\r\n+OK\r\n*2\r\n$1\r\n0\r\n*1\r\n$4\r\nlk:l\r\n*1\r\n$4\r\nlk:l\r\n:2\r\n"
+            "+OK\r\n:0\r\n:0\r\n");
+}
+
+// A hostile client's lists: one RPUSH of 500 elements of 200 bytes is more
+// than one entry may carry and is refused at once; element by element, the
+// push that would make the list longer than one reply may carry is refused
+// by the store and changes nothing, and the list stays readable whole.
+TEST_F(RespKeysTest, AListPastTheLargestValueIsRefusedAndStaysReadable) {
+  Conn c(port_);
+  std::vector<std::string> huge = {"RPUSH", "lk:big"};
+  for (int i = 0; i < 500; ++i) huge.push_back(std::string(200, 'v'));
+  const size_t bytes = 6 + 4 + 500 * (4 + 200);  // the key, the count, each element
+  EXPECT_EQ(ask(c, {huge}, "\r\n"),
+            "-ERR sluice-kv takes keys and values of at most " +
+                std::to_string(kv::kDefaultMaxEntryBytes) +
+                " bytes in all in one command (--max-value-bytes); this rpush takes " +
+                std::to_string(bytes) + "\r\n");
+  const std::string chunk(20000, 'v');
+  for (int i = 1; i <= 3; ++i)
+    EXPECT_EQ(ask(c, {{"RPUSH", "lk:big", chunk}}, "\r\n"), ":" + std::to_string(i) + "\r\n");
+  EXPECT_EQ(ask(c, {{"LPUSH", "lk:big", chunk}}, "\r\n"),
+            "-ERR string exceeds maximum allowed size (--max-value-bytes)\r\n");
+  EXPECT_EQ(ask(c, {{"LSET", "lk:big", "0", chunk + chunk}}, "\r\n"),
+            "-ERR string exceeds maximum allowed size (--max-value-bytes)\r\n");
+  EXPECT_EQ(ask(c, {{"LLEN", "lk:big"}}, "\r\n"), ":3\r\n");
+  const std::string all = ask(c, {{"LRANGE", "lk:big", "0", "-1"}, {"PING"}}, "+PONG\r\n");
+  EXPECT_EQ(all, "*3\r\n$20000\r\n" + chunk + "\r\n$20000\r\n" + chunk + "\r\n$20000\r\n" + chunk +
+                     "\r\n+PONG\r\n");
+  EXPECT_EQ(ask(c, {{"DEL", "lk:big"}}, "\r\n"), ":1\r\n");
+}
+
+// The list commands against keys of the other types and the other
+// commands against a list: WRONGTYPE both ways, as Redis 7 answers (SETNX
+// and MGET as for any present key); their arities; no blocking commands.
+TEST_F(RespKeysTest, ListsAndTheOtherTypesAreWrongTypeBothWays) {
+  Conn c(port_);
+  auto ask1 = [&c](const std::vector<std::string>& args) {
+    std::string got = ask(c, {args, {"PING"}}, "+PONG\r\n");
+    return got.substr(0, got.rfind("+PONG\r\n"));
+  };
+  const std::string wrongtype =
+      "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+  EXPECT_EQ(ask1({"DEL", "lk:l", "lk:s", "lk:h"}), ":0\r\n");
+  EXPECT_EQ(ask1({"RPUSH", "lk:l", "a"}), ":1\r\n");
+  // WRONGTYPE both ways; SETNX and MGET answer as for any present key.
+  EXPECT_EQ(ask1({"GET", "lk:l"}), wrongtype);
+  EXPECT_EQ(ask1({"INCR", "lk:l"}), wrongtype);
+  EXPECT_EQ(ask1({"APPEND", "lk:l", "x"}), wrongtype);
+  EXPECT_EQ(ask1({"HSET", "lk:l", "f", "v"}), wrongtype);
+  EXPECT_EQ(ask1({"HGETALL", "lk:l"}), wrongtype);
+  EXPECT_EQ(ask1({"SET", "lk:l", "x", "XX", "GET"}), wrongtype);
+  EXPECT_EQ(ask1({"SETNX", "lk:l", "x"}), ":0\r\n");
+  EXPECT_EQ(ask1({"MGET", "lk:l"}), "*1\r\n$-1\r\n");
+  EXPECT_EQ(ask1({"SET", "lk:s", "v"}), "+OK\r\n");
+  EXPECT_EQ(ask1({"HSET", "lk:h", "f", "v"}), ":1\r\n");
+  for (const char* key : {"lk:s", "lk:h"}) {
+    EXPECT_EQ(ask1({"LPUSH", key, "v"}), wrongtype) << key;
+    EXPECT_EQ(ask1({"RPUSHX", key, "v"}), wrongtype) << key;
+    EXPECT_EQ(ask1({"LPOP", key}), wrongtype) << key;
+    EXPECT_EQ(ask1({"RPOP", key, "2"}), wrongtype) << key;
+    EXPECT_EQ(ask1({"LLEN", key}), wrongtype) << key;
+    EXPECT_EQ(ask1({"LRANGE", key, "0", "-1"}), wrongtype) << key;
+    EXPECT_EQ(ask1({"LINDEX", key, "0"}), wrongtype) << key;
+    EXPECT_EQ(ask1({"LSET", key, "0", "v"}), wrongtype) << key;
+    EXPECT_EQ(ask1({"LREM", key, "0", "v"}), wrongtype) << key;
+    EXPECT_EQ(ask1({"LTRIM", key, "0", "1"}), wrongtype) << key;
+  }
+  for (const char* name : {"LPUSH", "RPUSH", "LPUSHX", "RPUSHX", "LPOP", "RPOP", "LLEN", "LRANGE",
+                           "LINDEX", "LSET", "LREM", "LTRIM"}) {
+    std::string lower = name;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(ch));
+    EXPECT_EQ(ask1({name}), "-ERR wrong number of arguments for '" + lower + "' command\r\n");
+  }
+  EXPECT_EQ(ask1({"LPUSH", "lk:l"}), "-ERR wrong number of arguments for 'lpush' command\r\n");
+  EXPECT_EQ(ask1({"LPOP", "lk:l", "1", "2"}),
+            "-ERR wrong number of arguments for 'lpop' command\r\n");
+  EXPECT_EQ(ask1({"LRANGE", "lk:l", "0"}),
+            "-ERR wrong number of arguments for 'lrange' command\r\n");
+  // No blocking commands: the gateway's unknown-command error.
+  EXPECT_EQ(ask1({"BLPOP", "lk:l", "0"}), "-ERR unknown command 'BLPOP'\r\n");
+  EXPECT_EQ(ask1({"DEL", "lk:l", "lk:s", "lk:h"}), ":3\r\n");
+}
+
+// redis-py's list commands (tests/kv/redis_py_list.py).
+TEST_F(RespKeysTest, RedisPyUsesListsAsItUsesRedis) { expect_redis_py(SLUICE_KV_REDIS_PY_LIST); }
 
 TEST_F(RespKeysTest, ShutdownEndsTheJobWithItsChecksPassed) {
   Conn c(port_);

@@ -9,22 +9,15 @@
 #include <vector>
 
 #include "store.h"
+#include "store_test_util.h"
 #include "wire.h"
 
 namespace kv {
 namespace {
 
-constexpr int64_t kNow = 1'000'000;
-
-Command cmd(Op op, std::string key, std::string value = "", std::string expected = "") {
-  Command c;
-  c.op = op;
-  c.key = std::move(key);
-  c.value = std::move(value);
-  c.expected = std::move(expected);
-  c.now_ms = kNow;
-  return c;
-}
+using testing::cmd;
+using testing::kNow;
+using testing::kWrong;
 
 Command hset(std::string key, FieldValues pairs) {
   return cmd(Op::kHSet, std::move(key), encode_fields(pairs));
@@ -34,14 +27,7 @@ Command names(Op op, std::string key, std::vector<std::string> fields) {
 }
 
 // Applies commands as client 1's, numbered in order.
-struct Client {
-  Store& store;
-  uint64_t seq = 0;
-  Result run(Command c) {
-    c.client = 1;
-    c.seq = ++seq;
-    return store.apply(c);
-  }
+struct Client : testing::SeqClient {
   FieldValues all(const std::string& key) {
     FieldValues pairs;
     const Result r = run(cmd(Op::kHGetAll, key));
@@ -50,8 +36,6 @@ struct Client {
     return pairs;
   }
 };
-
-const Result kWrong{false, kWrongType};
 
 TEST(StoreHashTest, TheHashCommandsFollowRedis) {
   Store s;
@@ -297,20 +281,12 @@ TEST(StoreHashTest, ASnapshotCarriesHashesAndAnOldSnapshotIsStillRead) {
   EXPECT_EQ(back.data(), s.data());
   // A snapshot of the version before hashes ("KVS5"): each key without its
   // fields.
-  std::string old;
-  wire::Writer<std::string> w{old};
-  w.put<uint32_t>(0x4b565335);
-  w.put<uint8_t>(0);
-  for (uint64_t v : {0, 0, 7, 0}) w.put<uint64_t>(v);  // limits, version, floor
-  w.put<uint32_t>(0);                                  // tombstones
-  w.put<uint32_t>(1);
-  w.str("k");
-  w.str("v");
-  w.put<int64_t>(0);
-  w.put<uint64_t>(7);
-  w.put<uint32_t>(0);                              // clients
-  for (int i = 0; i < 5; ++i) w.put<uint64_t>(0);  // skipped, summary
-  w.put<uint32_t>(0);                              // identities
+  const std::string old = testing::old_snapshot(0x4b565335, 7, 1, [](wire::Writer<std::string>& w) {
+    w.str("k");
+    w.str("v");
+    w.put<int64_t>(0);
+    w.put<uint64_t>(7);
+  });
   ASSERT_TRUE(back.restore(old, &why)) << why;
   EXPECT_EQ(back.data().at("k").value, "v");
   EXPECT_EQ(back.version(), 7u);
@@ -332,8 +308,6 @@ TEST(StoreHashTest, ReplicasApplyingTheSameHashCommandsEndIdentical) {
   StoreOptions o;
   o.maxmemory = 3000;
   o.max_result_bytes = 300;
-  Store replica1(o), replica2(o);
-  Keyspace reference;
   std::mt19937_64 rng(777);  // (its sequence is the standard's: the same everywhere)
   auto rnd = [&rng](uint64_t n) { return rng() % n; };
   const Op ops[] = {Op::kHSet,         Op::kHSet,   Op::kHSet,  Op::kHSetNx,  Op::kHGet,
@@ -359,27 +333,7 @@ TEST(StoreHashTest, ReplicasApplyingTheSameHashCommandsEndIdentical) {
     c.seq = seq;
     log.push_back(c);
   }
-  size_t refused = 0;
-  for (size_t i = 0; i < log.size(); ++i) {
-    const Result r1 = replica1.apply(log[i]);
-    EXPECT_EQ(replica2.apply(log[i]), r1) << i;
-    if (r1.refused) {
-      ++refused;
-    } else {
-      EXPECT_EQ(execute(reference, log[i]), r1) << i << " " << op_name(log[i].op);
-    }
-    if (i == log.size() / 2) {
-      std::string why;
-      ASSERT_TRUE(replica2.restore(replica1.serialize(), &why)) << why;
-    }
-  }
-  EXPECT_GT(refused, 10u) << "the limits were reached";
-  EXPECT_EQ(replica1.digest(), replica2.digest());
-  EXPECT_EQ(replica1.data(), reference);
-  const uint64_t used = Store::keyspace_bytes(reference);
-  EXPECT_EQ(replica1.used_bytes(), used);
-  EXPECT_EQ(replica2.used_bytes(), used);
-  EXPECT_LE(used, o.maxmemory);
+  EXPECT_GT(testing::expect_replicas_identical(o, log), 10u) << "the limits were reached";
 }
 
 }  // namespace

@@ -132,13 +132,16 @@ func wrongType(i input, st state) bool {
 	if isHashOp(i.op) {
 		return st.hash == ""
 	}
+	if isListOp(i.op) {
+		return st.list == ""
+	}
 	switch i.op {
 	case "put", "delete", "expire", "ttl", "type", "sweep":
 		return false
-	case "setxx": // SET XX replaces a hash; SET XX GET reads it first
-		return st.hash != "" && i.expected == "get"
+	case "setxx": // SET XX replaces a hash or list; SET XX GET reads it first
+		return (st.hash != "" || st.list != "") && i.expected == "get"
 	}
-	return st.hash != ""
+	return st.hash != "" || st.list != ""
 }
 
 // withFields is st holding m (absent if m is empty), its deadline kept.
@@ -146,7 +149,7 @@ func withFields(st state, m map[string]string) state {
 	if len(m) == 0 {
 		return state{}
 	}
-	return state{true, "", st.deadline, encodeFields(m)}
+	return state{true, "", st.deadline, encodeFields(m), ""}
 }
 
 // stepHash: a hash op on a key that is absent or holds a hash.
@@ -264,10 +267,12 @@ func describeHash(i input, o output) string {
 	return fmt.Sprintf("%s(%q, field %q, %s) -> %v %q", i.op, i.key, i.expected, what, o.ok, out)
 }
 
-func describeFields(hash string, deadline int64) string {
-	pairs, _ := decodeStrings(hash, 2)
+// describeItems: a hash's state (kind "hash", per 2: its fields and
+// values) or a list's ("list", per 1: its elements).
+func describeItems(kind string, encoded string, per int, deadline int64) string {
+	items, _ := decodeStrings(encoded, per)
 	if deadline != 0 {
-		return fmt.Sprintf("hash %q until %d", pairs, deadline)
+		return fmt.Sprintf("%s %q until %d", kind, items, deadline)
 	}
-	return fmt.Sprintf("hash %q", pairs)
+	return fmt.Sprintf("%s %q", kind, items)
 }

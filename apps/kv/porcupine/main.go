@@ -9,7 +9,7 @@
 // with op one of put, get, delete, cas, incrby, incrbyfloat, append,
 // setrange (expected: the offset), setnx, getset, getdel, setxx
 // (expected "get": SET XX GET), expire, ttl, getex, sweep, type, and the
-// hash ops (hash.go); ok and out what the store
+// hash ops (hash.go) and the list ops (list.go); ok and out what the store
 // answered (get: ok = the key exists, out its value; delete: ok = the key
 // existed; cas: ok = swapped; incrby: ok = added, out the new number;
 // append: out the new length; setnx: ok = set, else out the value kept;
@@ -18,7 +18,7 @@
 // the key exists, out its deadline or "-1"; getex: as get; see
 // apps/kv/store.h); call and return the invocation and completion times
 // (any unit, one clock for all clients). The model is a map from key to
-// value (a string or a hash's fields) and deadline, checked key by key
+// value (a string, a hash's fields or a list's elements) and deadline, checked key by key
 // (porcupine's partitions). An op on a key of the other type must answer
 // not ok with Redis's WRONGTYPE error as out, and changes nothing.
 //
@@ -177,12 +177,14 @@ func formatFloat(v float64) string {
 
 // The state of one key: absent, or present with a value and a deadline
 // (0: none); a hash holds its fields in `hash` (hash.go: as the store's
-// HGETALL answers them, so that states compare with ==) and no value.
+// HGETALL answers them, so that states compare with ==) and no value; a
+// list its elements in `list` (list.go: as LRANGE 0 -1 answers them).
 type state struct {
 	present  bool
 	value    string
 	deadline int64
 	hash     string
+	list     string
 }
 
 // The key as an operation stamped `now` finds it: absent once its deadline
@@ -263,9 +265,12 @@ var model = porcupine.Model{
 		if isHashOp(i.op) {
 			return stepHash(st, i, o)
 		}
+		if isListOp(i.op) {
+			return stepList(st, i, o)
+		}
 		switch i.op {
 		case "put":
-			return o.ok || o.unknown, settle(state{true, i.value, st.deadline, ""}, i)
+			return o.ok || o.unknown, settle(state{true, i.value, st.deadline, "", ""}, i)
 		case "get":
 			if o.unknown {
 				return true, st
@@ -278,7 +283,7 @@ var model = porcupine.Model{
 			return o.unknown || o.ok == st.present, state{}
 		case "cas":
 			if st.present && st.value == i.expected {
-				return o.ok || o.unknown, state{true, i.value, 0, ""}
+				return o.ok || o.unknown, state{true, i.value, 0, "", ""}
 			}
 			return !o.ok || o.unknown, st
 		case "incrby":
@@ -292,7 +297,7 @@ var model = porcupine.Model{
 				return !o.ok || o.unknown, st // an error: nothing changed
 			}
 			out := strconv.FormatInt(sum, 10)
-			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, ""}
+			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, "", ""}
 		case "incrbyfloat":
 			now, nowOk := 0.0, true
 			if st.present {
@@ -304,7 +309,7 @@ var model = porcupine.Model{
 				return !o.ok || o.unknown, st // an error: nothing changed
 			}
 			out := formatFloat(sum)
-			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, ""}
+			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, "", ""}
 		case "setrange":
 			offset, ok := parseInteger(i.expected)
 			if !ok || offset < 0 {
@@ -318,21 +323,24 @@ var model = porcupine.Model{
 				v += strings.Repeat("\x00", end-len(v))
 			}
 			v = v[:offset] + i.value + v[int(offset)+len(i.value):]
-			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, ""}
+			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, "", ""}
 		case "append":
 			v := st.value + i.value
-			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, ""}
+			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, "", ""}
 		case "type":
 			want := "string"
 			if st.hash != "" {
 				want = "hash"
+			}
+			if st.list != "" {
+				want = "list"
 			}
 			return o.unknown || (o.ok == st.present && (!st.present || o.out == want)), st
 		case "setnx":
 			if st.present {
 				return o.unknown || (!o.ok && o.out == st.value), st
 			}
-			return o.ok || o.unknown, settle(state{true, i.value, 0, ""}, i)
+			return o.ok || o.unknown, settle(state{true, i.value, 0, "", ""}, i)
 		case "getset", "getdel", "setxx":
 			saw := o.unknown || (o.ok == st.present && (!st.present || o.out == st.value))
 			switch {
@@ -341,13 +349,15 @@ var model = porcupine.Model{
 			case i.op == "setxx" && !st.present:
 				return saw, st
 			}
-			return saw, settle(state{true, i.value, st.deadline, ""}, i)
+			return saw, settle(state{true, i.value, st.deadline, "", ""}, i)
 		case "expire":
 			if !st.present {
 				return !o.ok || o.unknown, st
 			}
 			if i.ttl != "set" { // PERSIST
-				return o.unknown || o.ok == (st.deadline != 0), state{true, st.value, 0, st.hash}
+				had := st.deadline != 0
+				st.deadline = 0
+				return o.unknown || o.ok == had, st
 			}
 			if !expireAllowed(i.cond, st.deadline, i.deadline) {
 				return !o.ok || o.unknown, st
@@ -409,6 +419,9 @@ var model = porcupine.Model{
 			if isHashOp(i.op) {
 				return describeHash(i, o)
 			}
+			if isListOp(i.op) {
+				return describeList(i, o)
+			}
 			return fmt.Sprintf("cas(%q, %q -> %q) -> %v", i.key, i.expected, i.value, o.ok)
 		}
 	},
@@ -418,7 +431,10 @@ var model = porcupine.Model{
 			return "absent"
 		}
 		if st.hash != "" {
-			return describeFields(st.hash, st.deadline)
+			return describeItems("hash", st.hash, 2, st.deadline)
+		}
+		if st.list != "" {
+			return describeItems("list", st.list, 1, st.deadline)
 		}
 		if st.deadline != 0 {
 			return fmt.Sprintf("%q until %d", st.value, st.deadline)
@@ -466,17 +482,18 @@ func load(path string) ([]porcupine.Operation, error) {
 		switch r.Op {
 		case "put", "get", "delete", "cas", "incrby", "append", "setnx", "getset", "getdel", "setxx",
 			"expire", "ttl", "getex", "sweep", "incrbyfloat", "setrange", "type", "hset", "hsetnx",
-			"hget", "hmget", "hdel", "hlen", "hgetall", "hincrby", "hincrbyfloat":
+			"hget", "hmget", "hdel", "hlen", "hgetall", "hincrby", "hincrbyfloat", "lpush", "rpush",
+			"lpushx", "rpushx", "lpop", "rpop", "llen", "lrange", "lindex", "lset", "lrem", "ltrim":
 		case "multi", "rename", "renamenx", "flushall", "watch", "dbsize", "keys", "scan":
 			// Refused, not skipped: leaving them out would check a history
 			// that is not the one the store ran.
 			return nil, fmt.Errorf("%s:%d: op %q acts on several keys or the whole keyspace (or, watch, reads the store's version): the key-by-key model cannot check it; a checked history must not hold it (docs/kv.md, Transactions)", path, line, r.Op)
 		default:
-			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, incrbyfloat, append, setrange, setnx, getset, getdel, setxx, expire, ttl, getex, sweep, type or a hash op (hset, hsetnx, hget, hmget, hdel, hlen, hgetall, hincrby, hincrbyfloat)", path, line, r.Op)
+			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, incrbyfloat, append, setrange, setnx, getset, getdel, setxx, expire, ttl, getex, sweep, type, a hash op (hset, hsetnx, hget, hmget, hdel, hlen, hgetall, hincrby, hincrbyfloat) or a list op (lpush, rpush, lpushx, rpushx, lpop, rpop, llen, lrange, lindex, lset, lrem, ltrim)", path, line, r.Op)
 		}
 		switch r.Op {
 		case "get", "delete", "getdel", "expire", "ttl", "getex", "sweep", "type", "hget", "hmget",
-			"hdel", "hlen", "hgetall":
+			"hdel", "hlen", "hgetall", "lpop", "rpop", "llen", "lrange", "lindex", "lrem", "ltrim":
 			if r.Refused {
 				return nil, fmt.Errorf("%s:%d: a %s cannot be refused (only writes are)", path, line, r.Op)
 			}

@@ -1,0 +1,109 @@
+// The RESP gateway's list commands (resp_gateway.h lists them), each one
+// log entry on one key (store_lists.cc), and their answers. No blocking
+// commands (BLPOP, BRPOP, BLMOVE, ...): they are unknown commands here.
+#include <string>
+#include <vector>
+
+#include "resp.h"
+#include "resp_gateway.h"
+
+namespace kv {
+
+namespace {
+
+using resp::lower;
+using resp::wrong_args;
+
+}  // namespace
+
+bool RespGateway::list_command(Conn& c, const std::string& name,
+                               const std::vector<std::string>& args, Client& client, size_t index,
+                               Reply& r, int64_t now) {
+  if (name.empty() || (name[0] != 'L' && name[0] != 'R')) return false;
+  auto local = [&r](std::string text) {
+    r.text = std::move(text);
+    r.ready = true;
+    return true;
+  };
+  auto send = [&](Op op, std::string value, std::string expected, Kind kind) {
+    return submit_keyed(c, name, args, client, index, r, now,
+                        {op, std::move(value), std::move(expected), kind});
+  };
+  // Whether args[from..] are decimal integers as Redis takes them.
+  auto integers = [&args](size_t from) {
+    int64_t n = 0;
+    for (size_t i = from; i < args.size(); ++i)
+      if (!parse_integer(args[i], &n)) return false;
+    return true;
+  };
+  const auto not_integer = [] {
+    return resp::error("ERR value is not an integer or out of range");
+  };
+  if (name == "LPUSH" || name == "RPUSH" || name == "LPUSHX" || name == "RPUSHX") {
+    if (args.size() < 3) return local(wrong_args(lower(name)));
+    const Op op = name == "LPUSH"    ? Op::kLPush
+                  : name == "RPUSH"  ? Op::kRPush
+                  : name == "LPUSHX" ? Op::kLPushX
+                                     : Op::kRPushX;
+    return send(op, encode_names(std::vector<std::string>(args.begin() + 2, args.end())), "",
+                Kind::kHashCount);
+  }
+  if (name == "LPOP" || name == "RPOP") {
+    if (args.size() != 2 && args.size() != 3) return local(wrong_args(lower(name)));
+    const Op op = name == "LPOP" ? Op::kLPop : Op::kRPop;
+    if (args.size() == 2) return send(op, "", "", Kind::kGet);
+    int64_t n = 0;
+    if (!parse_integer(args[2], &n) || n < 0)
+      return local(resp::error("ERR value is out of range, must be positive"));
+    return send(op, "", args[2], Kind::kListArray);
+  }
+  if (name == "LLEN") {
+    if (args.size() != 2) return local(wrong_args("llen"));
+    return send(Op::kLLen, "", "", Kind::kHashCount);
+  }
+  if (name == "LRANGE" || name == "LTRIM") {
+    if (args.size() != 4) return local(wrong_args(lower(name)));
+    if (!integers(2)) return local(not_integer());
+    return send(name == "LRANGE" ? Op::kLRange : Op::kLTrim, args[3], args[2],
+                name == "LRANGE" ? Kind::kListArray : Kind::kListOk);
+  }
+  if (name == "LINDEX") {
+    if (args.size() != 3) return local(wrong_args("lindex"));
+    if (!integers(2)) return local(not_integer());
+    return send(Op::kLIndex, "", args[2], Kind::kGet);
+  }
+  if (name == "LSET" || name == "LREM") {
+    if (args.size() != 4) return local(wrong_args(lower(name)));
+    int64_t n = 0;
+    if (!parse_integer(args[2], &n)) return local(not_integer());
+    return send(name == "LSET" ? Op::kLSet : Op::kLRem, args[3], args[2],
+                name == "LSET" ? Kind::kListOk : Kind::kHashCount);
+  }
+  return false;
+}
+
+void RespGateway::fill_list(Reply& r, const Result& result) {
+  switch (r.kind) {
+    case Kind::kListArray: {
+      if (!result.ok) {  // (LPOP with a count of an absent key: a null array)
+        r.text = r.resp3 ? "_\r\n" : "*-1\r\n";
+        return;
+      }
+      std::vector<std::string> values;
+      if (!decode_names(result.value, &values)) {
+        r.text = resp::error("ERR the store answered a malformed list reply");
+        return;
+      }
+      r.text = resp::array_header(values.size());
+      for (const std::string& v : values) r.text += resp::bulk(v);
+      return;
+    }
+    case Kind::kListOk:
+      r.text = !result.ok && !result.value.empty() ? resp::error(result.value) : resp::simple("OK");
+      return;
+    default:
+      return;
+  }
+}
+
+}  // namespace kv

@@ -1,0 +1,164 @@
+// The list commands on a plain map (store.h: Op::kLPush .. Op::kLTrim), for
+// execute() and so for the Store. A list is an Item whose elements are set
+// (store.h, Item), head first; its last element goes with its key, as in
+// Redis. Indices are Redis's: 0 the head, -1 the tail.
+#include <algorithm>
+
+#include "store.h"
+
+namespace kv {
+
+namespace {
+
+Result done(std::string value, bool ok = true) {
+  Result r;
+  r.ok = ok;
+  r.value = std::move(value);
+  return r;
+}
+
+// LRANGE's and LTRIM's range of a list of `len` elements, as Redis takes
+// it: [*first, *last] within the list, or empty (false).
+bool range_of(int64_t start, int64_t stop, int64_t len, int64_t* first, int64_t* last) {
+  if (start < 0) start += len;
+  if (stop < 0) stop += len;
+  start = std::max<int64_t>(start, 0);
+  if (start > stop || start >= len) return false;
+  *first = start;
+  *last = std::min(stop, len - 1);
+  return true;
+}
+
+// The decimal in `text` (the gateway checked it; the store takes 0 for one
+// that is not, so a malformed command changes nothing dangerous).
+int64_t number(const std::string& text) {
+  int64_t n = 0;
+  return parse_integer(text, &n) ? n : 0;
+}
+
+}  // namespace
+
+namespace detail {
+
+bool is_list_op(Op op) { return op >= Op::kLPush && op <= Op::kLTrim; }
+
+Result execute_list(Keyspace& data, const Command& c) {
+  auto it = data.find(c.key);
+  const bool present = it != data.end();
+  std::deque<std::string>* list = present ? &it->second.list : nullptr;
+  const int64_t len = present ? static_cast<int64_t>(list->size()) : 0;
+  switch (c.op) {
+    case Op::kLPush:
+    case Op::kRPush:
+    case Op::kLPushX:
+    case Op::kRPushX: {
+      std::vector<std::string> values;
+      if (!decode_names(c.value, &values) || values.empty())
+        return done("ERR malformed push", false);
+      if (!present && (c.op == Op::kLPushX || c.op == Op::kRPushX)) return done("0", false);
+      // (A new key is made only once the command is sure to write it.)
+      if (!present) list = &data[c.key].list;
+      const bool head = c.op == Op::kLPush || c.op == Op::kLPushX;
+      for (std::string& v : values) {
+        if (head) {
+          list->push_front(std::move(v));
+        } else {
+          list->push_back(std::move(v));
+        }
+      }
+      return done(std::to_string(list->size()));
+    }
+    case Op::kLPop:
+    case Op::kRPop: {
+      if (!present) return done("", false);
+      const bool head = c.op == Op::kLPop;
+      auto pop = [&] {
+        std::string v = std::move(head ? list->front() : list->back());
+        if (head) {
+          list->pop_front();
+        } else {
+          list->pop_back();
+        }
+        return v;
+      };
+      std::string out;
+      if (c.expected.empty()) {
+        out = pop();
+      } else {
+        std::vector<std::string> values;
+        for (int64_t n = std::max<int64_t>(number(c.expected), 0); n > 0 && !list->empty(); --n)
+          values.push_back(pop());
+        out = encode_names(values);
+      }
+      if (list->empty()) data.erase(it);
+      return done(std::move(out));
+    }
+    case Op::kLLen:
+      return done(std::to_string(len));
+    case Op::kLRange: {
+      std::vector<std::string> values;
+      int64_t first = 0, last = -1;
+      if (present && range_of(number(c.expected), number(c.value), len, &first, &last))
+        values.assign(list->begin() + first, list->begin() + last + 1);
+      return done(encode_names(values));
+    }
+    case Op::kLIndex:
+    case Op::kLSet: {
+      if (!present) return c.op == Op::kLIndex ? done("", false) : done("ERR no such key", false);
+      int64_t i = number(c.expected);
+      if (i < 0) i += len;
+      if (i < 0 || i >= len)
+        return c.op == Op::kLIndex ? done("", false) : done("ERR index out of range", false);
+      if (c.op == Op::kLIndex) return done((*list)[i]);
+      (*list)[i] = c.value;
+      return done("");
+    }
+    case Op::kLRem: {
+      if (!present) return done("0", false);
+      const int64_t want = number(c.expected);
+      // (Counted in uint64: |INT64_MIN| does not fit an int64.)
+      const uint64_t most = want == 0  ? UINT64_MAX
+                            : want > 0 ? uint64_t(want)
+                                       : uint64_t(0) - uint64_t(want);
+      uint64_t removed = 0;
+      std::deque<std::string> kept;
+      if (want >= 0) {
+        for (std::string& v : *list) {
+          if (removed < most && v == c.value) {
+            ++removed;
+          } else {
+            kept.push_back(std::move(v));
+          }
+        }
+      } else {
+        for (auto v = list->rbegin(); v != list->rend(); ++v) {
+          if (removed < most && *v == c.value) {
+            ++removed;
+          } else {
+            kept.push_front(std::move(*v));
+          }
+        }
+      }
+      *list = std::move(kept);
+      if (list->empty()) data.erase(it);
+      return done(std::to_string(removed), removed > 0);
+    }
+    case Op::kLTrim: {
+      if (!present) return done("", false);
+      int64_t first = 0, last = -1;
+      if (!range_of(number(c.expected), number(c.value), len, &first, &last)) {
+        data.erase(it);
+        return done("");
+      }
+      list->erase(list->begin() + last + 1, list->end());
+      list->erase(list->begin(), list->begin() + first);
+      return done("", first > 0 || last < len - 1);
+    }
+    default:
+      return done("", false);
+  }
+}
+
+}  // namespace detail
+
+}  // namespace kv

@@ -1,0 +1,399 @@
+// The store's lists (apps/kv/store_lists.cc): every list command's result
+// as Redis answers it, WRONGTYPE both ways, the limits (maxmemory and the
+// size of one entry) against a hostile client, snapshots old and new, and
+// replicas that apply the same log ending identical.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "store.h"
+#include "store_test_util.h"
+#include "wire.h"
+
+namespace kv {
+namespace {
+
+using testing::cmd;
+using testing::kNow;
+using testing::kWrong;
+using Strings = std::vector<std::string>;
+
+Command push(Op op, std::string key, const Strings& values) {
+  return cmd(op, std::move(key), encode_names(values));
+}
+Command range(std::string key, int64_t start, int64_t stop, Op op = Op::kLRange) {
+  return cmd(op, std::move(key), std::to_string(stop), std::to_string(start));
+}
+
+// Applies commands as client 1's, numbered in order.
+struct Client : testing::SeqClient {
+  // What a command answering encode_names answered (and that it was ok).
+  Strings names(Command c) {
+    Strings out;
+    const Result r = run(std::move(c));
+    EXPECT_TRUE(r.ok) << r.value;
+    EXPECT_TRUE(decode_names(r.value, &out));
+    return out;
+  }
+  Strings all(const std::string& key) { return names(range(key, 0, -1)); }
+};
+
+TEST(StoreListTest, PushPopAndLlenFollowRedis) {
+  Store s;
+  Client c{s};
+  // LPUSH puts each element at the head in turn; RPUSH at the tail.
+  EXPECT_EQ(c.run(push(Op::kLPush, "l", {"a", "b", "c"})), (Result{true, "3"}));
+  EXPECT_EQ(c.all("l"), (Strings{"c", "b", "a"}));
+  EXPECT_EQ(c.run(push(Op::kRPush, "l", {"x", ""})), (Result{true, "5"}));
+  EXPECT_EQ(c.all("l"), (Strings{"c", "b", "a", "x", ""}));
+  EXPECT_EQ(c.run(cmd(Op::kLLen, "l")), (Result{true, "5"}));
+  EXPECT_EQ(c.run(cmd(Op::kLLen, "absent")), (Result{true, "0"}));
+  // The X forms push only onto a list that exists.
+  EXPECT_EQ(c.run(push(Op::kLPushX, "absent", {"a"})), (Result{false, "0"}));
+  EXPECT_EQ(c.run(push(Op::kRPushX, "absent", {"a"})), (Result{false, "0"}));
+  EXPECT_EQ(s.data().count("absent"), 0u);
+  EXPECT_EQ(c.run(push(Op::kLPushX, "l", {"h"})), (Result{true, "6"}));
+  EXPECT_EQ(c.run(push(Op::kRPushX, "l", {"t1", "t2"})), (Result{true, "8"}));
+  EXPECT_EQ(c.all("l"), (Strings{"h", "c", "b", "a", "x", "", "t1", "t2"}));
+  // LPOP and RPOP without a count: one element; with one: at most that many.
+  EXPECT_EQ(c.run(cmd(Op::kLPop, "l")), (Result{true, "h"}));
+  EXPECT_EQ(c.run(cmd(Op::kRPop, "l")), (Result{true, "t2"}));
+  EXPECT_EQ(c.names(cmd(Op::kLPop, "l", "", "2")), (Strings{"c", "b"}));
+  EXPECT_EQ(c.names(cmd(Op::kRPop, "l", "", "2")), (Strings{"t1", ""}));
+  EXPECT_EQ(c.names(cmd(Op::kLPop, "l", "", "0")), Strings{});
+  EXPECT_EQ(c.all("l"), (Strings{"a", "x"}));
+  // Past its length: what there is, and the key goes with its last element.
+  EXPECT_EQ(c.names(cmd(Op::kRPop, "l", "", "10")), (Strings{"x", "a"}));
+  EXPECT_EQ(s.data().count("l"), 0u);
+  EXPECT_EQ(c.run(cmd(Op::kLPop, "l")), (Result{false, ""}));
+  EXPECT_EQ(c.run(cmd(Op::kRPop, "l", "", "3")), (Result{false, ""}));
+  EXPECT_EQ(c.run(cmd(Op::kLPop, "l", "", "0")), (Result{false, ""}));
+  c.run(push(Op::kRPush, "one", {"v"}));
+  EXPECT_EQ(c.run(cmd(Op::kLPop, "one")), (Result{true, "v"}));
+  EXPECT_EQ(s.size(), 0u);
+  EXPECT_EQ(s.used_bytes(), 0u);
+}
+
+TEST(StoreListTest, LrangeLindexAndLsetTakeIndicesAsRedis) {
+  Store s;
+  Client c{s};
+  c.run(push(Op::kRPush, "l", {"0", "1", "2", "3", "4"}));
+  EXPECT_EQ(c.names(range("l", 1, 3)), (Strings{"1", "2", "3"}));
+  EXPECT_EQ(c.names(range("l", -2, -1)), (Strings{"3", "4"}));
+  EXPECT_EQ(c.names(range("l", -100, 1)), (Strings{"0", "1"}));
+  EXPECT_EQ(c.names(range("l", 3, 100)), (Strings{"3", "4"}));
+  EXPECT_EQ(c.names(range("l", 3, 2)), Strings{});
+  EXPECT_EQ(c.names(range("l", 5, 10)), Strings{});
+  EXPECT_EQ(c.names(range("l", -1, -2)), Strings{});
+  EXPECT_EQ(c.names(range("l", INT64_MIN, INT64_MAX)), (Strings{"0", "1", "2", "3", "4"}));
+  EXPECT_EQ(c.names(range("absent", 0, -1)), Strings{});
+  EXPECT_EQ(c.run(cmd(Op::kLIndex, "l", "", "0")), (Result{true, "0"}));
+  EXPECT_EQ(c.run(cmd(Op::kLIndex, "l", "", "-1")), (Result{true, "4"}));
+  EXPECT_EQ(c.run(cmd(Op::kLIndex, "l", "", "-5")), (Result{true, "0"}));
+  EXPECT_EQ(c.run(cmd(Op::kLIndex, "l", "", "-6")), (Result{false, ""}));
+  EXPECT_EQ(c.run(cmd(Op::kLIndex, "l", "", "5")), (Result{false, ""}));
+  EXPECT_EQ(c.run(cmd(Op::kLIndex, "absent", "", "0")), (Result{false, ""}));
+  EXPECT_EQ(c.run(cmd(Op::kLSet, "l", "two", "2")), (Result{true, ""}));
+  EXPECT_EQ(c.run(cmd(Op::kLSet, "l", "last", "-1")), (Result{true, ""}));
+  EXPECT_EQ(c.run(cmd(Op::kLSet, "l", "x", "5")), (Result{false, "ERR index out of range"}));
+  EXPECT_EQ(c.run(cmd(Op::kLSet, "l", "x", "-6")), (Result{false, "ERR index out of range"}));
+  EXPECT_EQ(c.run(cmd(Op::kLSet, "absent", "x", "0")), (Result{false, "ERR no such key"}));
+  EXPECT_EQ(s.data().count("absent"), 0u);
+  EXPECT_EQ(c.all("l"), (Strings{"0", "1", "two", "3", "last"}));
+  EXPECT_EQ(s.used_bytes(), Store::keyspace_bytes(s.data()));
+}
+
+TEST(StoreListTest, LremAndLtrimFollowRedis) {
+  Store s;
+  Client c{s};
+  const Strings start{"a", "b", "a", "c", "a", "b"};
+  c.run(push(Op::kRPush, "l", start));
+  // count > 0 from the head, < 0 from the tail, 0 every one.
+  EXPECT_EQ(c.run(cmd(Op::kLRem, "l", "a", "2")), (Result{true, "2"}));
+  EXPECT_EQ(c.all("l"), (Strings{"b", "c", "a", "b"}));
+  EXPECT_EQ(c.run(cmd(Op::kLRem, "l", "b", "-1")), (Result{true, "1"}));
+  EXPECT_EQ(c.all("l"), (Strings{"b", "c", "a"}));
+  EXPECT_EQ(c.run(cmd(Op::kLRem, "l", "zz", "0")), (Result{false, "0"}));
+  EXPECT_EQ(c.run(cmd(Op::kLRem, "absent", "a", "0")), (Result{false, "0"}));
+  c.run(push(Op::kRPush, "m", {"x", "x", "x"}));
+  EXPECT_EQ(c.run(cmd(Op::kLRem, "m", "x", std::to_string(INT64_MIN))), (Result{true, "3"}));
+  EXPECT_EQ(s.data().count("m"), 0u) << "the key goes with its last element";
+  // LTRIM keeps [start, stop], indices as LRANGE's.
+  c.run(push(Op::kRPush, "t", {"0", "1", "2", "3", "4"}));
+  EXPECT_EQ(c.run(range("t", 1, -2, Op::kLTrim)), (Result{true, ""}));
+  EXPECT_EQ(c.all("t"), (Strings{"1", "2", "3"}));
+  EXPECT_EQ(c.run(range("t", 0, 100, Op::kLTrim)), (Result{false, ""})) << "nothing removed";
+  EXPECT_EQ(c.all("t"), (Strings{"1", "2", "3"}));
+  EXPECT_EQ(c.run(range("t", 2, 1, Op::kLTrim)), (Result{true, ""}));
+  EXPECT_EQ(s.data().count("t"), 0u) << "an empty range removes the key";
+  EXPECT_EQ(c.run(range("absent", 0, 1, Op::kLTrim)), (Result{false, ""}));
+  EXPECT_EQ(s.used_bytes(), Store::keyspace_bytes(s.data()));
+}
+
+TEST(StoreListTest, AStringOrHashCommandOnAListAndAListCommandOnThemAreWrongType) {
+  Store s;
+  Client c{s};
+  c.run(push(Op::kRPush, "l", {"1"}));
+  c.run(cmd(Op::kPut, "s", "1"));
+  c.run(cmd(Op::kHSet, "h", encode_fields({{"f", "1"}})));
+  for (Op op :
+       {Op::kGet, Op::kIncrBy, Op::kIncrByFloat, Op::kAppend, Op::kGetSet, Op::kGetDel, Op::kGetEx,
+        Op::kCas, Op::kSetRange, Op::kSetNx, Op::kHGet, Op::kHLen, Op::kHIncrBy, Op::kHGetAll})
+    EXPECT_EQ(c.run(cmd(op, "l", "1", "0")), kWrong) << op_name(op);
+  EXPECT_EQ(c.run(cmd(Op::kHSet, "l", encode_fields({{"f", "1"}}))), kWrong);
+  EXPECT_EQ(c.run(cmd(Op::kSetXx, "l", "v", "get")), kWrong) << "SET XX GET reads it";
+  for (const char* key : {"s", "h"}) {
+    for (Op op : {Op::kLPush, Op::kRPush, Op::kLPushX, Op::kRPushX, Op::kLPop, Op::kRPop, Op::kLLen,
+                  Op::kLRange, Op::kLIndex, Op::kLSet, Op::kLRem, Op::kLTrim}) {
+      Command one = cmd(op, key, "1", "0");
+      if (op == Op::kLPush || op == Op::kRPush || op == Op::kLPushX || op == Op::kRPushX)
+        one = push(op, key, {"x"});
+      EXPECT_EQ(c.run(one), kWrong) << op_name(op) << " on " << key;
+    }
+  }
+  EXPECT_EQ(c.all("l"), (Strings{"1"}));
+  EXPECT_EQ(s.data().at("s").value, "1");
+  // TYPE, TTL, EXPIRE and DEL take any type; SET and SET XX replace a list.
+  EXPECT_EQ(c.run(cmd(Op::kType, "l")), (Result{true, "list"}));
+  EXPECT_EQ(c.run(cmd(Op::kTtl, "l")), (Result{true, "-1"}));
+  EXPECT_EQ(c.run(cmd(Op::kSetXx, "l", "now a string")), (Result{true, ""}));
+  EXPECT_EQ(c.run(cmd(Op::kType, "l")), (Result{true, "string"}));
+  c.run(push(Op::kRPush, "l2", {"1"}));
+  EXPECT_EQ(c.run(cmd(Op::kPut, "l2", "v")), (Result{true, ""}));
+  EXPECT_EQ(c.run(cmd(Op::kGet, "l2")), (Result{true, "v"}));
+  c.run(push(Op::kRPush, "l3", {"1"}));
+  EXPECT_EQ(c.run(cmd(Op::kDelete, "l3")), (Result{true, ""}));
+  EXPECT_EQ(s.used_bytes(), Store::keyspace_bytes(s.data()));
+}
+
+TEST(StoreListTest, ListsExpireRenameScanAndJoinTransactionsAndWatchSeesPushAndPop) {
+  Store s;
+  Client c{s};
+  c.run(push(Op::kRPush, "l", {"a"}));
+  Command expire = cmd(Op::kExpire, "l");
+  expire.ttl = Ttl::kSet;
+  expire.deadline_ms = kNow + 10;
+  ASSERT_TRUE(c.run(expire).ok);
+  Command late = cmd(Op::kLLen, "l");
+  late.now_ms = kNow + 10;
+  EXPECT_EQ(c.run(late), (Result{true, "0"})) << "expired at its deadline";
+  EXPECT_EQ(s.size(), 0u);
+
+  c.run(push(Op::kRPush, "l", {"a", "b"}));
+  EXPECT_TRUE(c.run(cmd(Op::kRename, "l", "moved")).ok);
+  EXPECT_EQ(c.all("moved"), (Strings{"a", "b"}));
+  c.run(cmd(Op::kPut, "s", "1"));
+  for (const char* type : {"list", "string", "hash"}) {
+    ScanRequest q;
+    q.count = 100;
+    q.type = type;
+    KeysPage page;
+    ASSERT_TRUE(decode_keys(c.run(cmd(Op::kScan, "*", encode_scan_request(q))).value, &page));
+    EXPECT_EQ(page.keys, std::string(type) == "list"     ? Strings{"moved"}
+                         : std::string(type) == "string" ? Strings{"s"}
+                                                         : Strings{});
+  }
+  // WATCH, then an RPOP by another client: the transaction does not run.
+  c.run(cmd(Op::kWatch, "moved"));
+  Transaction t;
+  t.conditions.push_back(TxCondition{TxCondition::kUnchanged, "moved", c.seq});
+  Command other = cmd(Op::kRPop, "moved");
+  other.client = 2;
+  other.seq = 1;
+  EXPECT_EQ(s.apply(other), (Result{true, "b"}));
+  t.cmds.push_back(push(Op::kRPush, "moved", {"x"}));
+  EXPECT_EQ(c.run(cmd(Op::kMulti, "", encode_transaction(t))), (Result{false, ""}));
+  // An LLEN or LRANGE by another client leaves it unchanged: it runs, its
+  // results (a WRONGTYPE among them) as EXEC answers.
+  c.run(cmd(Op::kWatch, "moved"));
+  t.conditions[0].watch_seq = c.seq;
+  other = cmd(Op::kLLen, "moved");
+  other.client = 2;
+  other.seq = 2;
+  s.apply(other);
+  t.cmds.push_back(cmd(Op::kGet, "moved"));
+  t.cmds.push_back(cmd(Op::kLPop, "moved", "", "5"));
+  const Result r = c.run(cmd(Op::kMulti, "", encode_transaction(t)));
+  std::vector<Result> results;
+  ASSERT_TRUE(r.ok);
+  ASSERT_TRUE(decode_results(r.value, &results));
+  EXPECT_EQ(results, (std::vector<Result>{{true, "2"}, kWrong, {true, encode_names({"a", "x"})}}));
+  EXPECT_EQ(s.data().count("moved"), 0u);
+  EXPECT_EQ(c.run(cmd(Op::kFlushAll, "")), (Result{true, "1"}));
+  EXPECT_EQ(s.used_bytes(), 0u);
+}
+
+TEST(StoreListTest, AListCountsTowardMaxmemoryAndAWritePastItIsRefusedWhole) {
+  StoreOptions o;
+  // One key "l" with two elements of 10 bytes: what the store counts for it.
+  const uint64_t one = Store::kEntryOverhead + 1 + 2 * (Store::kElementOverhead + 10);
+  o.maxmemory = one;
+  Store s(o);
+  Client c{s};
+  const std::string ten(10, 'x');
+  EXPECT_FALSE(c.run(push(Op::kRPush, "l", {ten, ten})).refused);
+  EXPECT_EQ(s.used_bytes(), one);
+  // One more element (of any size), a longer LSET, or a new list: refused,
+  // nothing changed.
+  const uint64_t digest = s.digest();
+  EXPECT_EQ(c.run(push(Op::kLPush, "l", {""})), (Result{false, "", true}));
+  EXPECT_TRUE(c.run(push(Op::kRPushX, "l", {"a", "b"})).refused);
+  EXPECT_TRUE(c.run(cmd(Op::kLSet, "l", ten + "y", "0")).refused);
+  EXPECT_TRUE(c.run(push(Op::kRPush, "m", {"a"})).refused);
+  EXPECT_EQ(c.all("l"), (Strings{ten, ten}));
+  EXPECT_EQ(s.used_bytes(), one);
+  EXPECT_NE(s.digest(), digest) << "(the client table moved)";
+  // A write that takes no more still runs, and pops always do.
+  EXPECT_EQ(c.run(cmd(Op::kLSet, "l", "short", "0")), (Result{true, ""}));
+  EXPECT_EQ(c.run(cmd(Op::kRPop, "l", "", "2")), (Result{true, encode_names({ten, "short"})}));
+  EXPECT_EQ(s.used_bytes(), 0u);
+}
+
+TEST(StoreListTest, AHostileClientCannotMakeAListLongerThanOneReplyNorPastMaxmemory) {
+  StoreOptions o;
+  o.max_result_bytes = 64 * 1024;
+  Store s(o);
+  Client c{s};
+  // 500 elements of 200 bytes each, in one RPUSH: more than a reply may
+  // carry; refused whole.
+  const Strings many(500, std::string(200, 'v'));
+  const Result big = c.run(push(Op::kRPush, "l", many));
+  EXPECT_EQ(big, (Result{false, kTooLarge, true}));
+  EXPECT_EQ(s.size(), 0u);
+  // Element by element, the list grows until the next would pass the limit.
+  size_t taken = 0;
+  for (const std::string& v : many) {
+    const Result r = c.run(push(Op::kLPush, "l", {v}));
+    if (r.refused) {
+      EXPECT_EQ(r.value, kTooLarge);
+      break;
+    }
+    ++taken;
+  }
+  // (The key, 4 bytes of count, and 4 + 200 per element.)
+  EXPECT_EQ(taken, (o.max_result_bytes - 1 - 4) / (kElementEncoding + 200));
+  const Result all = c.run(range("l", 0, -1));
+  EXPECT_LE(1 + all.value.size(), o.max_result_bytes);
+  EXPECT_GT(1 + all.value.size() + kElementEncoding + 200, o.max_result_bytes);
+  // Nor can LSET make it longer, nor a transaction; nothing of it runs.
+  EXPECT_TRUE(c.run(cmd(Op::kLSet, "l", std::string(300, 'w'), "0")).refused);
+  Transaction t;
+  t.cmds.push_back(cmd(Op::kPut, "s", "x"));
+  t.cmds.push_back(push(Op::kRPush, "l", {std::string(200, 'v')}));
+  const Result r = c.run(cmd(Op::kMulti, "", encode_transaction(t)));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.value.find(kTooLarge), std::string::npos) << r.value;
+  EXPECT_EQ(s.data().count("s"), 0u);
+
+  // Pushes past maxmemory, one after another as a pipeline sends them: each
+  // refused once the next would pass it, and the store stays within it.
+  StoreOptions small;
+  small.maxmemory = 10'000;
+  Store m(small);
+  Client p{m};
+  size_t pushed = 0, refused = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const Result r = p.run(push(Op::kRPush, "k" + std::to_string(i % 3), {std::string(50, 'e')}));
+    if (r.refused) {
+      ++refused;
+    } else {
+      ++pushed;
+    }
+  }
+  EXPECT_EQ(pushed + refused, 1000u);
+  EXPECT_GT(refused, 900u);
+  EXPECT_LE(m.used_bytes(), small.maxmemory);
+  EXPECT_EQ(m.used_bytes(), Store::keyspace_bytes(m.data()));
+  EXPECT_GT(m.used_bytes() + Store::kElementOverhead + 50, small.maxmemory);
+}
+
+TEST(StoreListTest, ASnapshotCarriesListsAndAnOlderSnapshotIsStillRead) {
+  StoreOptions o;
+  o.keep_applied = false;
+  Store s(o);
+  Client c{s};
+  c.run(push(Op::kRPush, "l", {"a", std::string("\0\xff", 2), ""}));
+  c.run(cmd(Op::kHSet, "h", encode_fields({{"f", "1"}})));
+  c.run(cmd(Op::kPut, "s", "v"));
+  Store back;
+  std::string why;
+  ASSERT_TRUE(back.restore(s.serialize(), &why)) << why;
+  EXPECT_EQ(back.digest(), s.digest());
+  EXPECT_EQ(back.used_bytes(), s.used_bytes());
+  EXPECT_EQ(back.data(), s.data());
+  // The digest covers a list's elements and their order.
+  Store other(o);
+  Client d{other};
+  d.run(push(Op::kRPush, "l", {std::string("\0\xff", 2), "a", ""}));
+  d.run(cmd(Op::kHSet, "h", encode_fields({{"f", "1"}})));
+  d.run(cmd(Op::kPut, "s", "v"));
+  EXPECT_NE(other.digest(), s.digest());
+  // A snapshot of the version before lists ("KVS6"): each key with its
+  // fields and without elements.
+  const std::string old = testing::old_snapshot(0x4b565336, 7, 1, [](wire::Writer<std::string>& w) {
+    w.str("h");
+    w.str("");
+    w.put<int64_t>(0);
+    w.put<uint64_t>(7);
+    w.put<uint32_t>(1);
+    w.str("f");
+    w.str("v");
+  });
+  ASSERT_TRUE(back.restore(old, &why)) << why;
+  EXPECT_EQ(back.data().at("h").fields.at("f"), "v");
+  EXPECT_EQ(back.version(), 7u);
+  // A list that holds a value too is refused, the store unchanged.
+  std::string bytes = s.serialize();
+  const size_t at = bytes.find(std::string("\x01\0\0\0l\0\0\0\0", 9));
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 9, std::string("\x01\0\0\0l\x01\0\0\0X", 10));
+  EXPECT_FALSE(back.restore(bytes, &why));
+  EXPECT_EQ(back.data().at("h").fields.at("f"), "v") << "unchanged";
+}
+
+TEST(StoreListTest, ReplicasApplyingTheSameListCommandsEndIdentical) {
+  StoreOptions o;
+  o.maxmemory = 3000;
+  o.max_result_bytes = 300;
+  std::mt19937_64 rng(4242);  // (its sequence is the standard's: the same everywhere)
+  auto rnd = [&rng](uint64_t n) { return rng() % n; };
+  const Op ops[] = {Op::kLPush,  Op::kRPush, Op::kLPush,  Op::kRPush,  Op::kLPushX,
+                    Op::kRPushX, Op::kLPop,  Op::kRPop,   Op::kLLen,   Op::kLRange,
+                    Op::kLIndex, Op::kLSet,  Op::kLRem,   Op::kLTrim,  Op::kPut,
+                    Op::kGet,    Op::kHSet,  Op::kDelete, Op::kRename, Op::kType};
+  std::vector<Command> log;
+  for (uint64_t seq = 1; seq <= 4000; ++seq) {
+    const Op op = ops[rnd(std::size(ops))];
+    const int64_t a = static_cast<int64_t>(rnd(9)) - 4, b = static_cast<int64_t>(rnd(9)) - 4;
+    Command c =
+        cmd(op, "k" + std::to_string(rnd(6)), "e" + std::to_string(rnd(3)), std::to_string(a));
+    if (op == Op::kLPush || op == Op::kRPush || op == Op::kLPushX || op == Op::kRPushX) {
+      Strings values;
+      for (uint64_t i = 0, n = 1 + rnd(4); i < n; ++i)
+        values.push_back("e" + std::to_string(rnd(3)) + std::string(rnd(60), 'v'));
+      c.value = encode_names(values);
+    } else if (op == Op::kLRange || op == Op::kLTrim) {
+      c.value = std::to_string(b);
+    } else if (op == Op::kLPop || op == Op::kRPop) {
+      c.expected = rnd(2) == 0 ? "" : std::to_string(rnd(4));
+    } else if (op == Op::kHSet) {
+      c.value = encode_fields({{"f", "v"}});
+    } else if (op == Op::kRename) {
+      c.value = "k" + std::to_string(rnd(6));
+    }
+    c.client = 1;
+    c.seq = seq;
+    log.push_back(c);
+  }
+  size_t lists = 0;
+  const size_t refused = testing::expect_replicas_identical(o, log, [&lists](const Store& s) {
+    for (const auto& [k, e] : s.data()) lists += e.is_list() ? 1 : 0;
+  });
+  EXPECT_GT(refused, 10u) << "the limits were reached";
+  EXPECT_GT(lists, 1000u) << "lists were there";
+}
+
+}  // namespace
+}  // namespace kv

@@ -1,0 +1,98 @@
+// tests/kv/store_test_util.h: what the store's tests of one data type
+// (store_hash_test.cc, store_list_test.cc) share: commands stamped alike, a
+// client numbering its commands, a snapshot of an older version written by
+// hand, and a random log applied to two replicas and the reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "store.h"
+#include "wire.h"
+
+namespace kv::testing {
+
+inline constexpr int64_t kNow = 1'000'000;
+
+inline Command cmd(Op op, std::string key, std::string value = "", std::string expected = "") {
+  Command c;
+  c.op = op;
+  c.key = std::move(key);
+  c.value = std::move(value);
+  c.expected = std::move(expected);
+  c.now_ms = kNow;
+  return c;
+}
+
+// Applies commands as client 1's, numbered in order.
+struct SeqClient {
+  Store& store;
+  uint64_t seq = 0;
+  Result run(Command c) {
+    c.client = 1;
+    c.seq = ++seq;
+    return store.apply(c);
+  }
+};
+
+inline const Result kWrong{false, kWrongType};
+
+// A snapshot as an older version wrote it (`magic`), with no options,
+// tombstones, clients or applied log: the store's version, and `items` keys
+// that `write_items` writes.
+inline std::string old_snapshot(
+    uint32_t magic, uint64_t version, uint32_t items,
+    const std::function<void(wire::Writer<std::string>&)>& write_items) {
+  std::string old;
+  wire::Writer<std::string> w{old};
+  w.put<uint32_t>(magic);
+  w.put<uint8_t>(0);
+  for (uint64_t v : {uint64_t{0}, uint64_t{0}, version, uint64_t{0}})
+    w.put<uint64_t>(v);  // limits, version, floor
+  w.put<uint32_t>(0);    // tombstones
+  w.put<uint32_t>(items);
+  write_items(w);
+  w.put<uint32_t>(0);                              // clients
+  for (int i = 0; i < 5; ++i) w.put<uint64_t>(0);  // skipped, summary
+  w.put<uint32_t>(0);                              // identities
+  return old;
+}
+
+// Applies `log` to two replicas with options `o` (the second restored from
+// the first's snapshot halfway) and what they did not refuse to the
+// reference execute(): every result equal, the replicas identical at the
+// end (digest, data, used bytes) and within maxmemory. `each` sees the
+// first replica after every entry. Returns how many entries were refused.
+inline size_t expect_replicas_identical(const StoreOptions& o, const std::vector<Command>& log,
+                                        const std::function<void(const Store&)>& each = {}) {
+  Store replica1(o), replica2(o);
+  Keyspace reference;
+  size_t refused = 0;
+  for (size_t i = 0; i < log.size(); ++i) {
+    const Result r1 = replica1.apply(log[i]);
+    EXPECT_EQ(replica2.apply(log[i]), r1) << i;
+    if (r1.refused) {
+      ++refused;
+    } else {
+      EXPECT_EQ(execute(reference, log[i]), r1) << i << " " << op_name(log[i].op);
+    }
+    if (each) each(replica1);
+    if (i == log.size() / 2) {
+      std::string why;
+      EXPECT_TRUE(replica2.restore(replica1.serialize(), &why)) << why;
+    }
+  }
+  EXPECT_EQ(replica1.digest(), replica2.digest());
+  EXPECT_EQ(replica1.data(), reference);
+  const uint64_t used = Store::keyspace_bytes(reference);
+  EXPECT_EQ(replica1.used_bytes(), used);
+  EXPECT_EQ(replica2.used_bytes(), used);
+  EXPECT_LE(used, o.maxmemory);
+  return refused;
+}
+
+}  // namespace kv::testing
