@@ -110,44 +110,45 @@ uint32_t latency_tail_offset(const FlowSpec& spec, uint32_t ring_segments) {
   return n - 8;
 }
 
-const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32_t used,
-                            uint32_t flags, const std::byte* data) {
-  const uint32_t room = payload_bytes - std::min(payload_bytes, spec.segment_prefix_bytes());
-  if (!(flags & layout::kConsumable)) return "flags lack CONSUMABLE";
-  if (used > room) return "bytes_used exceeds the segment payload";
-  if (spec.record_size() != 0 && used % spec.record_size() != 0)
-    return "bytes_used is not a whole number of records";
-  if (spec.record_size() == 0 && !validate_records(data, used))
-    return "a record length overruns the segment";
-  return nullptr;
-}
-
-bool validate_records(const std::byte* data, uint32_t bytes) {
+namespace {
+// The byte records in [data, data+bytes), or -1 if a length does not fit
+// what is left (validate_records, count_records).
+int64_t walk_records(const std::byte* data, uint32_t bytes) {
   uint32_t off = 0;
+  int64_t n = 0;
   while (off < bytes) {
-    if (bytes - off < kRecordHeaderBytes) return false;
+    if (bytes - off < kRecordHeaderBytes) return -1;
     uint32_t len;
     std::memcpy(&len, data + off, sizeof(len));
-    if (len > bytes - off - kRecordHeaderBytes) return false;
+    if (len > bytes - off - kRecordHeaderBytes) return -1;
     const size_t stride = record_stride(len);
-    if (stride > bytes - off) return false;
-    off += static_cast<uint32_t>(stride);
-  }
-  return true;
-}
-
-uint32_t count_records(const std::byte* data, uint32_t bytes) {
-  uint32_t off = 0;
-  uint32_t n = 0;
-  while (bytes - off >= kRecordHeaderBytes) {
-    uint32_t len;
-    std::memcpy(&len, data + off, sizeof(len));
-    const size_t stride = record_stride(len);
-    if (stride > bytes - off) break;
+    if (stride > bytes - off) return -1;
     off += static_cast<uint32_t>(stride);
     ++n;
   }
   return n;
+}
+}  // namespace
+
+const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32_t used,
+                            uint32_t flags, const std::byte* data, uint32_t* records) {
+  const uint32_t room = payload_bytes - std::min(payload_bytes, spec.segment_prefix_bytes());
+  if (!(flags & layout::kConsumable)) return "flags lack CONSUMABLE";
+  if (used > room) return "bytes_used exceeds the segment payload";
+  const uint32_t size = spec.record_size();
+  if (size != 0 && used % size != 0) return "bytes_used is not a whole number of records";
+  const int64_t n = size != 0 ? used / size : walk_records(data, used);
+  if (n < 0) return "a record length overruns the segment";
+  if (records != nullptr) *records = static_cast<uint32_t>(n);
+  return nullptr;
+}
+
+bool validate_records(const std::byte* data, uint32_t bytes) {
+  return walk_records(data, bytes) >= 0;
+}
+
+uint32_t count_records(const std::byte* data, uint32_t bytes) {
+  return static_cast<uint32_t>(std::max<int64_t>(0, walk_records(data, bytes)));
 }
 
 }  // namespace sluice::detail

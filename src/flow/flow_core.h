@@ -236,11 +236,12 @@ uint32_t latency_tail_offset(const FlowSpec& spec, uint32_t ring_segments);
 // payload of `payload_bytes`, prefix included), with footer `flags`. Every
 // byte of it comes from another process. A segment that passes can be
 // iterated without leaving [data, data + used).
+// `records`, if given: the segment's records, when it passes.
 const char* segment_problem(const FlowSpec& spec, uint32_t payload_bytes, uint32_t used,
-                            uint32_t flags, const std::byte* data);
+                            uint32_t flags, const std::byte* data, uint32_t* records = nullptr);
 
-// The byte records in [data, data+bytes), which passed validate_records()
-// (Source::delivered and Target::received count them).
+// The byte records in [data, data+bytes), well formed (a source's own
+// segment, for Source::delivered).
 uint32_t count_records(const std::byte* data, uint32_t bytes);
 
 // Lays out fresh rings in `base` (zeroed memory of g.total_bytes) for the

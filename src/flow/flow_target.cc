@@ -387,7 +387,7 @@ Status FlowTarget::head(uint32_t s, Head* h) {
   h->used = f->bytes_used - prefix_;
   h->flags = f->flags;
   h->data = in.ring.payload(h->slot) + prefix_;
-  return check_segment(s, in.k, h->used, h->flags, h->data);
+  return check_segment(s, in.k, h);
 }
 
 // Releases a segment taken off its ring without handing it out.
@@ -403,9 +403,9 @@ std::string FlowTarget::corrupt(uint32_t s, uint64_t k, const char* problem) con
 
 // Checks a footer and payload written by another process before anything
 // is handed to the user: a corrupt segment must never cause an overrun.
-Status FlowTarget::check_segment(uint32_t s, uint64_t k, uint32_t used, uint32_t flags,
-                                 const std::byte* data) {
-  const char* problem = segment_problem(ctx_->spec, ctx_->payload_bytes, used, flags, data);
+Status FlowTarget::check_segment(uint32_t s, uint64_t k, Head* h) {
+  const char* problem =
+      segment_problem(ctx_->spec, ctx_->payload_bytes, h->used, h->flags, h->data, &h->records);
   if (problem == nullptr) return Status::kOk;
   return fail_for_good(corrupt(s, k, problem), ctx_->spec.sources()[s].rank);
 }

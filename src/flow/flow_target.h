@@ -111,6 +111,7 @@ class FlowTarget : public TargetCore, protected FailureState {
     uint32_t slot = 0;
     uint32_t used = 0;
     uint32_t flags = 0;
+    uint32_t records = 0;  // the records in it (check_segment)
     const std::byte* data = nullptr;
   };
 
@@ -147,8 +148,7 @@ class FlowTarget : public TargetCore, protected FailureState {
   void hold(uint32_t s, const Head& h) {
     held_ = static_cast<int>(s);
     held_slot_ = h.slot;
-    const uint32_t size = ctx_->spec.record_size();
-    in_[s].received += size != 0 ? h.used / size : count_records(h.data, h.used);
+    in_[s].received += h.records;
   }
 
   // The flow goes on without source s, which is gone (`why`): its ring
@@ -216,8 +216,8 @@ class FlowTarget : public TargetCore, protected FailureState {
 
   // Checks a footer and payload written by another process before anything
   // is handed to the user: a corrupt segment must never cause an overrun.
-  Status check_segment(uint32_t s, uint64_t k, uint32_t used, uint32_t flags,
-                       const std::byte* data);
+  // Sets h->records.
+  Status check_segment(uint32_t s, uint64_t k, Head* h);
 
   void handle(const Completion& c);
 
