@@ -377,6 +377,23 @@ TEST(SluiceRunTest, StacksOnTimeoutPrintsTheStackOfEveryRankStillRunning) {
   EXPECT_NE(r.output.find("sleep"), std::string::npos) << describe(r);
 }
 
+// The same when a rank outlives another's failure by the grace period (a
+// rank that missed a loss): rank 1 fails at once, rank 0 sleeps on.
+TEST(SluiceRunTest, StacksOnTimeoutPrintsTheStacksOfRanksThatOutliveTheGracePeriod) {
+  if (::access("/usr/bin/gdb", X_OK) != 0)
+    GTEST_SKIP() << "gdb is not installed (scripts/install-deps.sh installs it)";
+  ProcessResult r =
+      run_process(run_argv({"-n", "2", "--grace", "0.5", "--stacks-on-timeout", "--", "/bin/sh",
+                            "-c", "if [ \"$SLUICE_RANK\" = 1 ]; then exit 3; fi; exec sleep 60"}),
+                  {}, kLimit);
+  EXPECT_NE(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: stacks of rank 0 (process group "), 1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: stacks of rank 1 "), 0) << describe(r);
+  EXPECT_NE(r.output.find("sleep"), std::string::npos) << describe(r);
+  EXPECT_LT(r.seconds, 30) << describe(r);
+}
+
 TEST(SluiceRunTest, EscalatesToSigkillForRanksThatIgnoreSigterm) {
   ProcessResult r = run_process(run_argv({"-n", "1", "--timeout", "0.5", "--", "/bin/sh", "-c",
                                           "trap '' TERM; echo ready; while :; do sleep 0.1; done"}),

@@ -216,6 +216,9 @@ class Launcher {
   }
   void on_signal(int sig);
   void report_endpoints(const std::vector<uint32_t>& ranks, const char* when);
+  // The endpoints' report, and with --stacks-on-timeout every thread's
+  // stack, of ranks still running at the timeout or after the grace period.
+  void report_stuck(const std::vector<uint32_t>& ranks, const char* when);
   void on_silent_ranks();
   void on_joined(uint32_t rank);
   void on_timers(Clock::time_point now);

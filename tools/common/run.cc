@@ -305,6 +305,15 @@ void Launcher::report_endpoints(const std::vector<uint32_t>& ranks, const char* 
   }
 }
 
+void Launcher::report_stuck(const std::vector<uint32_t>& ranks, const char* when) {
+  report_endpoints(ranks, when);
+  if (!options_.stacks_on_timeout) return;
+  for (uint32_t r : ranks) {
+    say("stacks of rank ", r, " (process group ", ranks_[r].pid,
+        "):", proc::stacks_of_group(ranks_[r].pid));
+  }
+}
+
 void Launcher::on_signal(int sig) {
   if (sig == SIGUSR1) {
     // A report for whoever asked, the job untouched.
@@ -335,13 +344,7 @@ void Launcher::on_timers(Clock::time_point now) {
     say("timed out after ", seconds_text(options_.timeout_seconds),
         " s; ranks still running: ", rank_list(running), "; sending SIGTERM, then SIGKILL after ",
         kKillDelay.count(), " s");
-    report_endpoints(running, "at the timeout");
-    if (options_.stacks_on_timeout) {
-      for (uint32_t r : running) {
-        say("stacks of rank ", r, " (process group ", ranks_[r].pid,
-            "):", proc::stacks_of_group(ranks_[r].pid));
-      }
-    }
+    report_stuck(running, "at the timeout");
     set_exit_status(124);
     begin_terminate();
     return;
@@ -349,6 +352,9 @@ void Launcher::on_timers(Clock::time_point now) {
   if (phase_ == Phase::kGrace && now >= grace_deadline_) {
     say(ranks_text(running), " still running ", seconds_text(options_.grace_seconds), " s after ",
         grace_reason_, "; sending SIGTERM, then SIGKILL after ", kKillDelay.count(), " s");
+    // A rank that outlives a failure by the whole grace period is mostly
+    // one that missed it: where it waits is the thing to know.
+    report_stuck(running, "at the end of the grace period");
     begin_terminate();
     return;
   }

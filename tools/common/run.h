@@ -134,7 +134,8 @@ struct RunOptions {
   // launcher's own SLUICE_RANK, SLUICE_WORLD_SIZE, SLUICE_REGISTRY and
   // SLUICE_SECRET win over these). Default none.
   std::map<std::string, std::string> env;
-  // --stacks-on-timeout: when the job runs past timeout_seconds, print the
+  // --stacks-on-timeout: when the job runs past timeout_seconds, or ranks
+  // outlive another's failure by the grace period, print the
   // stack of every thread of every rank still running (gdb, as "thread apply
   // all bt") before stopping them, so that one hang in CI is enough to place
   // it. Default off: attaching gdb takes a second or two per rank.

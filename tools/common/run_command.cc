@@ -179,8 +179,9 @@ void add_run_command(CLI::App& app) {
                   "text format at http://HOST:PORT/metrics while it runs (PORT 0 or none: any "
                   "free port, printed)");
   sub->add_flag("--stacks-on-timeout", options->stacks_on_timeout,
-                "When --timeout passes, print the stack of every thread of every rank still "
-                "running (needs gdb) before stopping them");
+                "When --timeout passes, or the grace period after a rank's failure runs out, "
+                "print the stack of every thread of every rank still running (needs gdb) "
+                "before stopping them");
   sub->add_flag("--print-options", options->print_options,
                 "Print the settings (ClusterOptions::describe()) each rank would get from this "
                 "environment, checked as join() checks them, and exit without starting anything");
