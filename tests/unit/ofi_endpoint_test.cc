@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <rdma/fi_errno.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "sluice/flow.h"
+#include "transport/ofi/fabric_lib.h"
 #include "transport/ofi/ofi.h"
 
 namespace sluice::detail::ofi {
@@ -58,6 +60,28 @@ ssize_t post(Post&& p, Endpoint& a, Endpoint& b) {
     (void)b.poll(e, 0, &err, nullptr);
   }
   return rc;
+}
+
+long minor_faults() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+// Every flow end opens an endpoint, and tcp;ofi_rxm zeroes pools of
+// FI_OFI_RXM_BUFFER_SIZE entries as one opens: at libfabric's 16 KiB about
+// 17 MB (4,200 pages) for the first pool alone. Loading libfabric, sluice
+// sets the size to 8448 where the environment does not.
+TEST(OfiEndpointTest, AnEndpointTouchesTheSmallerBounceBuffersSluiceSets) {
+  ASSERT_TRUE(lib::load());
+  const char* size = std::getenv("FI_OFI_RXM_BUFFER_SIZE");
+  ASSERT_NE(size, nullptr);
+  EXPECT_STREQ(size, "8448");  // (the tests' environment sets none)
+  EXPECT_STREQ(std::getenv("FI_OFI_RXM_MSG_RX_SIZE"), "64");
+  const long before = minor_faults();
+  Endpoint ep(loopback());
+  const long touched = minor_faults() - before;
+  EXPECT_LT(touched, 3000) << "pages touched opening one endpoint";
 }
 
 TEST(OfiEndpointTest, RemoteKeysAreRandomNotSequential) {

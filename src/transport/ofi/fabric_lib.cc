@@ -72,12 +72,20 @@ int restore_dispositions(const struct sigaction* before) {
 // made a rank of a 3-rank job touch about 240 MB. 64 covers the deepest ring
 // a flow has (a Latency flow's 64 segments), so a connection still takes
 // every message a ring can have in flight; bandwidth and round trips
-// measured the same (bench/results/history.md, 2026-12-04). Read once, when
-// libfabric initialises its providers (the first fi_getinfo); a value the
-// user set wins.
+// measured the same (bench/results/history.md, 2026-12-04). Each endpoint's
+// pools are also zeroed entries of FI_OFI_RXM_BUFFER_SIZE (the eager size,
+// default 16 KiB): two of about 17 MB per endpoint, touched as it opens.
+// 8448 (8 KiB and room for the headers) keeps a default segment (8 KiB of
+// payload) one eager message on the message path (SLUICE_OFI_RMA=off) and
+// halves that memory; bandwidth and round trips measured no slower over RMA
+// and over messages (bench/results/history.md, 2026-12-05), where 4 KiB
+// made the message path's 8 KiB round trips 37 times slower. Read once,
+// when libfabric initialises its providers (the first fi_getinfo); a value
+// the user set wins.
 void set_provider_defaults() {
   ::setenv("FI_OFI_RXM_MSG_RX_SIZE", "64", /*overwrite=*/0);
   ::setenv("FI_OFI_RXM_MSG_TX_SIZE", "64", /*overwrite=*/0);
+  ::setenv("FI_OFI_RXM_BUFFER_SIZE", "8448", /*overwrite=*/0);
 }
 
 Api load_api() {
