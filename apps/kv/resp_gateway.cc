@@ -546,6 +546,7 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     case Kind::kListOk:
       fill_list(r, result);
       break;
+    case Kind::kSetCount:
     case Kind::kSetMembers:
     case Kind::kSetArray:
     case Kind::kSetFlags:

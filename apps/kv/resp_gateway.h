@@ -288,9 +288,9 @@ class RespGateway {
     // count and LINDEX as kGet.)
     kListArray,  // LRANGE, LPOP/RPOP with a count: the elements (absent: a null array)
     kListOk,     // LSET, LTRIM: +OK, or the store's error
-    // The set commands (resp_sets.cc, fill_set). (SADD, SREM, SCARD, the
-    // STORE forms and SINTERCARD answer as kHashCount; SISMEMBER and SMOVE
-    // as kMsetNx; SPOP and SRANDMEMBER without a count as kGet.)
+    // The set commands (resp_sets.cc, fill_set). (SISMEMBER and SMOVE
+    // answer as kMsetNx; SPOP and SRANDMEMBER without a count as kGet.)
+    kSetCount,    // SADD, SREM, SCARD, the STORE forms, SINTERCARD: an integer, or the error
     kSetMembers,  // SMEMBERS, SINTER, SUNION, SDIFF, SPOP with a count (RESP3: a set)
     kSetArray,    // SRANDMEMBER with a count: the members (an array)
     kSetFlags,    // SMISMEMBER: :1 or :0 per member

@@ -42,11 +42,11 @@ bool RespGateway::set_command(Conn& c, const std::string& name,
   if (name == "SADD" || name == "SREM" || name == "SMISMEMBER") {
     if (args.size() < 3) return local(wrong_args(lower(name)));
     const Op op = name == "SADD" ? Op::kSAdd : name == "SREM" ? Op::kSRem : Op::kSMIsMember;
-    return send(op, names_from(2), "", op == Op::kSMIsMember ? Kind::kSetFlags : Kind::kHashCount);
+    return send(op, names_from(2), "", op == Op::kSMIsMember ? Kind::kSetFlags : Kind::kSetCount);
   }
   if (name == "SCARD" || name == "SMEMBERS") {
     if (args.size() != 2) return local(wrong_args(lower(name)));
-    return name == "SCARD" ? send(Op::kSCard, "", "", Kind::kHashCount)
+    return name == "SCARD" ? send(Op::kSCard, "", "", Kind::kSetCount)
                            : send(Op::kSMembers, "", "", Kind::kSetMembers);
   }
   if (name == "SISMEMBER") {
@@ -85,7 +85,7 @@ bool RespGateway::set_command(Conn& c, const std::string& name,
     const Op op = name == "SINTERSTORE"   ? Op::kSInterStore
                   : name == "SUNIONSTORE" ? Op::kSUnionStore
                                           : Op::kSDiffStore;
-    return send(op, names_from(2), "", Kind::kHashCount);
+    return send(op, names_from(2), "", Kind::kSetCount);
   }
   if (name == "SINTERCARD") {
     if (args.size() < 3) return local(wrong_args("sintercard"));
@@ -109,13 +109,19 @@ bool RespGateway::set_command(Conn& c, const std::string& name,
         c, name, first, client, index, r, now,
         {Op::kSInterCard,
          encode_names(std::vector<std::string>(args.begin() + 2, args.begin() + 2 + keys)), limit,
-         Kind::kHashCount});
+         Kind::kSetCount});
   }
   return false;
 }
 
 void RespGateway::fill_set(Reply& r, const Result& result) {
-  if (!result.ok && !result.value.empty()) {  // (a reply too long, a malformed entry)
+  int64_t n = 0;
+  if (r.kind == Kind::kSetCount && parse_integer(result.value, &n)) {
+    r.text = resp::integer(n);
+    return;
+  }
+  // (A reply or a stored set too long, a malformed entry.)
+  if (r.kind == Kind::kSetCount || (!result.ok && !result.value.empty())) {
     r.text = resp::error(result.value);
     return;
   }
