@@ -76,9 +76,9 @@
 //   SMEMBERS key          the members in byte order (RESP3: a set, ~)
 //   SPOP key [count]      bulk member or null; with a count: at most count
 //                         distinct members in byte order (RESP3: a set)
-//   SRANDMEMBER key [count]  the same without removing them; a count < 0:
-//                         that many, with repeats, in the order chosen (an
-//                         array in RESP3 too)
+//   SRANDMEMBER key [count]  the same without removing them (an array in
+//                         RESP3 too); a count < 0: that many, with
+//                         repeats, in the order chosen
 //   SMOVE source destination member   :1 if moved, else :0
 //   SINTER, SUNION, SDIFF key [key ...]   the members in byte order (RESP3:
 //                         a set); SINTERSTORE, SUNIONSTORE, SDIFFSTORE
@@ -292,7 +292,7 @@ class RespGateway {
     // answer as kMsetNx; SPOP and SRANDMEMBER without a count as kGet.)
     kSetCount,    // SADD, SREM, SCARD, the STORE forms, SINTERCARD: an integer, or the error
     kSetMembers,  // SMEMBERS, SINTER, SUNION, SDIFF, SPOP with a count (RESP3: a set)
-    kSetArray,    // SRANDMEMBER with a count: the members (an array)
+    kSetArray,    // SRANDMEMBER with a count: the members (an array in RESP3 too)
     kSetFlags,    // SMISMEMBER: :1 or :0 per member
   };
   struct Reply {  // one request's answer, in request order

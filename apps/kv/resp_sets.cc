@@ -69,7 +69,7 @@ bool RespGateway::set_command(Conn& c, const std::string& name,
       return local(resp::error("ERR value is out of range: sluice-kv answers at most " +
                                std::to_string(options_.max_entry_bytes) +
                                " bytes in one reply (--max-value-bytes)"));
-    return send(op, seed, args[2], pop || n >= 0 ? Kind::kSetMembers : Kind::kSetArray);
+    return send(op, seed, args[2], pop ? Kind::kSetMembers : Kind::kSetArray);
   }
   if (name == "SMOVE") {
     if (args.size() != 4) return local(wrong_args("smove"));

@@ -98,8 +98,9 @@ def main(port):
     r3 = redis.Redis(host="127.0.0.1", port=port, socket_timeout=30, protocol=3)
     check("resp3 smembers", r3.execute_command("SMEMBERS", "sp:b"), {b"c", b"d", b"e"})
     check("resp3 sinter", r3.execute_command("SINTER", "sp:a", "sp:b"), {b"c", b"d"})
-    check("resp3 srandmember with a negative count is an array",
-          type(r3.execute_command("SRANDMEMBER", "sp:b", -2)), list)
+    check("resp3 srandmember with a count is an array",
+          (type(r3.execute_command("SRANDMEMBER", "sp:b", -2)),
+           type(r3.execute_command("SRANDMEMBER", "sp:b", 2))), (list, list))
     r3.close()
 
     # Expiry, RENAME, DEL, EXISTS and SCAN's type on sets.
