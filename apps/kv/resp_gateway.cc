@@ -15,6 +15,7 @@
 #include <cctype>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <stdexcept>
 
 #include "history.h"
@@ -87,6 +88,8 @@ bool same_secret(const std::string& a, const std::string& b) {
 }  // namespace
 
 RespGateway::RespGateway(GatewayOptions options) : options_(std::move(options)) {
+  std::random_device device;
+  seeds_ = uint64_t(device()) << 32 | device();
   // Many idle connections are a case to serve, not a crash: allow as many
   // descriptors as the hard limit does.
   rlimit lim{};
@@ -542,6 +545,12 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     case Kind::kListArray:
     case Kind::kListOk:
       fill_list(r, result);
+      break;
+    case Kind::kSetCount:
+    case Kind::kSetMembers:
+    case Kind::kSetArray:
+    case Kind::kSetFlags:
+      fill_set(r, result);
       break;
     case Kind::kLocal:
     case Kind::kSweep:

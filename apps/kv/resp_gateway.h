@@ -69,6 +69,24 @@
 //   (Each one log entry on one key (resp_lists.cc); WRONGTYPE as for
 //   hashes; the key goes with its last element. No blocking commands:
 //   BLPOP and the others are unknown commands.)
+//   SADD, SREM key member [member ...]   :members added, removed
+//   SCARD key             :the number of members (0: absent)
+//   SISMEMBER key member  :1 or :0; SMISMEMBER key member [member ...]: an
+//                         array of :1 and :0
+//   SMEMBERS key          the members in byte order (RESP3: a set, ~)
+//   SPOP key [count]      bulk member or null; with a count: at most count
+//                         distinct members in byte order (RESP3: a set)
+//   SRANDMEMBER key [count]  the same without removing them (an array in
+//                         RESP3 too); a count < 0: that many, with
+//                         repeats, in the order chosen
+//   SMOVE source destination member   :1 if moved, else :0
+//   SINTER, SUNION, SDIFF key [key ...]   the members in byte order (RESP3:
+//                         a set); SINTERSTORE, SUNIONSTORE, SDIFFSTORE
+//                         destination key [key ...]: :the size stored
+//   SINTERCARD numkeys key [key ...] [LIMIT limit]   :the size, at most limit
+//   (Each one log entry (resp_sets.cc); WRONGTYPE as for hashes; the key
+//   goes with its last member. SPOP and SRANDMEMBER carry a seed this
+//   gateway draws, from which every replica chooses the same members.)
 //   MSET key value [key value ...]    +OK; MSETNX: :1 if every key was absent
 //                         and is now set, else :0 (one entry: all or none)
 //   RENAME, RENAMENX key newkey    +OK (:1), :0 if newkey exists (NX), or
@@ -270,6 +288,12 @@ class RespGateway {
     // count and LINDEX as kGet.)
     kListArray,  // LRANGE, LPOP/RPOP with a count: the elements (absent: a null array)
     kListOk,     // LSET, LTRIM: +OK, or the store's error
+    // The set commands (resp_sets.cc, fill_set). (SISMEMBER and SMOVE
+    // answer as kMsetNx; SPOP and SRANDMEMBER without a count as kGet.)
+    kSetCount,    // SADD, SREM, SCARD, the STORE forms, SINTERCARD: an integer, or the error
+    kSetMembers,  // SMEMBERS, SINTER, SUNION, SDIFF, SPOP with a count (RESP3: a set)
+    kSetArray,    // SRANDMEMBER with a count: the members (an array in RESP3 too)
+    kSetFlags,    // SMISMEMBER: :1 or :0 per member
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
@@ -370,6 +394,11 @@ class RespGateway {
   bool list_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                     Client& client, size_t index, Reply& r, int64_t now);
   void fill_list(Reply& r, const Result& result);
+  // resp_sets.cc: the set commands (SADD ... SINTERCARD); false if none.
+  // fill_set: the answer of one of them (a set Kind) from its result.
+  bool set_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
+                   Client& client, size_t index, Reply& r, int64_t now);
+  void fill_set(Reply& r, const Result& result);
   // One command on the key args[1] as it goes into the log (a hash's or a
   // list's), answered here with an error if its key and encoded arguments
   // would take more than one entry may (--max-value-bytes). Always true.
@@ -435,6 +464,9 @@ class RespGateway {
   Stats stats_;
   std::FILE* history_ = nullptr;
   bool history_failed_ = false;
+  // SPOP's and SRANDMEMBER's seeds, drawn here (splitmix64 from a random
+  // start) and carried in the log entry: replicas choose from the seed.
+  uint64_t seeds_ = 0;
   int64_t next_sweep_ms_ = 0;  // a sweep is due at this wall-clock time (0: none)
   int64_t last_sweep_ms_ = 0;  // when the last one was sent (0: send the next at once)
   bool sweeping_ = false;      // one is in flight (sweep_reply_)

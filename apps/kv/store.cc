@@ -106,6 +106,38 @@ const char* op_name(Op op) {
       return "lrem";
     case Op::kLTrim:
       return "ltrim";
+    case Op::kSAdd:
+      return "sadd";
+    case Op::kSRem:
+      return "srem";
+    case Op::kSCard:
+      return "scard";
+    case Op::kSIsMember:
+      return "sismember";
+    case Op::kSMIsMember:
+      return "smismember";
+    case Op::kSMembers:
+      return "smembers";
+    case Op::kSPop:
+      return "spop";
+    case Op::kSRandMember:
+      return "srandmember";
+    case Op::kSMove:
+      return "smove";
+    case Op::kSInter:
+      return "sinter";
+    case Op::kSUnion:
+      return "sunion";
+    case Op::kSDiff:
+      return "sdiff";
+    case Op::kSInterCard:
+      return "sintercard";
+    case Op::kSInterStore:
+      return "sinterstore";
+    case Op::kSUnionStore:
+      return "sunionstore";
+    case Op::kSDiffStore:
+      return "sdiffstore";
   }
   return "?";
 }
@@ -173,6 +205,10 @@ bool denied_when_full(Op op) {
     case Op::kLPushX:
     case Op::kRPushX:
     case Op::kLSet:
+    case Op::kSAdd:
+    case Op::kSInterStore:
+    case Op::kSUnionStore:
+    case Op::kSDiffStore:
       return true;
     default:
       return false;
@@ -201,6 +237,8 @@ bool writes(const Command& c, const Result& r) {
     case Op::kLSet:
     case Op::kLRem:
     case Op::kLTrim:
+    case Op::kSRem:
+    case Op::kSMove:
     case Op::kCas:
     case Op::kIncrBy:
     case Op::kIncrByFloat:
@@ -216,7 +254,13 @@ bool writes(const Command& c, const Result& r) {
       return r.ok && c.ttl != Ttl::kKeep;
     case Op::kLPop:
     case Op::kRPop:
+    case Op::kSPop:
       return r.ok && c.expected != "0";
+    case Op::kSAdd:  // (as Redis: adding only members it holds modifies nothing)
+    case Op::kSInterStore:
+    case Op::kSUnionStore:
+    case Op::kSDiffStore:
+      return r.ok && r.value != "0";
     default:
       return false;
   }
@@ -304,6 +348,8 @@ Result execute(Keyspace& data, const Command& c) {
     r.value = sweep_result(swept);
     return r;
   }
+  // (They look at the expiry and types of all their keys themselves.)
+  if (detail::is_set_keys_op(c.op)) return detail::execute_set(data, c);
   // Lazy expiry: the command finds its key as it is at its own stamp.
   if (auto it = data.find(c.key); it != data.end() && expired(it->second, c.now_ms)) data.erase(it);
   if (auto it = data.find(c.key); it != data.end() && detail::wrong_type(c, it->second)) {
@@ -312,6 +358,7 @@ Result execute(Keyspace& data, const Command& c) {
   }
   if (detail::is_hash_op(c.op)) return detail::execute_hash(data, c);
   if (detail::is_list_op(c.op)) return detail::execute_list(data, c);
+  if (detail::is_set_op(c.op)) return detail::execute_set(data, c);
   switch (c.op) {
     case Op::kNoop:
     case Op::kSweep:
@@ -345,6 +392,22 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kLSet:
     case Op::kLRem:
     case Op::kLTrim:
+    case Op::kSAdd:
+    case Op::kSRem:
+    case Op::kSCard:
+    case Op::kSIsMember:
+    case Op::kSMIsMember:
+    case Op::kSMembers:
+    case Op::kSPop:
+    case Op::kSRandMember:
+    case Op::kSMove:
+    case Op::kSInter:
+    case Op::kSUnion:
+    case Op::kSDiff:
+    case Op::kSInterCard:
+    case Op::kSInterStore:
+    case Op::kSUnionStore:
+    case Op::kSDiffStore:
       break;
     case Op::kIncrByFloat:
     case Op::kSetRange:
@@ -360,8 +423,9 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kPut: {
       auto it = data.try_emplace(c.key).first;
       it->second.value = c.value;
-      it->second.fields.clear();  // (a hash's or a list's SET: a string now)
+      it->second.fields.clear();  // (a hash's, a list's or a set's SET: a string now)
       it->second.list.clear();
+      it->second.members.clear();
       settle_deadline(data, it, c);
       r.ok = true;
       break;
@@ -428,8 +492,9 @@ Result execute(Keyspace& data, const Command& c) {
           data.erase(it);
         } else {
           it->second.value = c.value;
-          it->second.fields.clear();  // (SET XX of a hash or list: a string now)
+          it->second.fields.clear();  // (SET XX of a hash, list or set: a string now)
           it->second.list.clear();
+          it->second.members.clear();
           settle_deadline(data, it, c);
         }
       } else if (c.op == Op::kGetSet) {
@@ -502,10 +567,12 @@ bool Store::too_large(const Command& c) const {
       now = it->second.value.size();
     return c.key.size() + now + c.value.size() > options_.max_result_bytes;
   }
-  if (!(detail::is_hash_op(c.op) || detail::is_list_op(c.op)) || !detail::denied_when_full(c.op))
+  if (!(detail::is_hash_op(c.op) || detail::is_list_op(c.op) || c.op == Op::kSAdd) ||
+      !detail::denied_when_full(c.op))
     return false;
-  // A write of a hash or a list: what it would leave, as HGETALL or
-  // LRANGE 0 -1 would answer it.
+  // A write of a hash, a list or a set: what it would leave, as HGETALL,
+  // LRANGE 0 -1 or SMEMBERS would answer it. (The set commands on several
+  // keys are looked at by execute_keys.)
   const Keyspace one = alone_after(c, true);
   return !one.empty() && c.key.size() + item_bytes(one.begin()->second) > options_.max_result_bytes;
 }
@@ -519,6 +586,7 @@ Keyspace Store::alone_after(const Command& c, bool keep_value) const {
       copy.value = it->second.value;
       copy.fields = it->second.fields;
       copy.list = it->second.list;
+      copy.members = it->second.members;
     }
   }
   execute(one, c);
@@ -527,6 +595,8 @@ Keyspace Store::alone_after(const Command& c, bool keep_value) const {
 
 bool Store::over_limit(const Command& c) const {
   if (!detail::denied_when_full(c.op) || options_.maxmemory == 0) return false;
+  // (The set commands on several keys: execute_keys counts all their keys.)
+  if (detail::is_set_keys_op(c.op)) return false;
   // What the key's entry would take after the command: the command run on a
   // copy of the entry alone (only with a limit set; a put or getset, which
   // replaces the value, does not copy the old one).
@@ -588,6 +658,7 @@ Result Store::execute_here(const Command& c) {
     case Op::kScan:
       return read_keyspace(c);
     default:
+      if (detail::is_set_keys_op(c.op)) return execute_keys(c);
       break;
   }
   // The command touches c.key alone: take its entry out of the counts and
@@ -598,19 +669,24 @@ Result Store::execute_here(const Command& c) {
     unlink(it);
   }
   Result r = execute(data_, c);
-  if (c.op == Op::kHMGet && options_.max_result_bytes != 0 &&
-      r.value.size() > options_.max_result_bytes) {
-    // (Fields named many times can make a reply longer than the hash.)
-    r.ok = false;
-    r.value = "ERR the reply would take " + std::to_string(r.value.size()) +
-              " bytes, more than the " + std::to_string(options_.max_result_bytes) +
-              " a reply may (--max-value-bytes)";
+  if (c.op == Op::kHMGet || c.op == Op::kSRandMember) {
+    // (Fields named many times, or members chosen many times, can make a
+    // reply longer than the hash or the set.)
+    refuse_long_reply(&r);
   }
   auto it = data_.find(c.key);
   if (it != data_.end()) link(it);
   // (Removed by lazy expiry, or written: a modification, for WATCH.)
   if ((existed && it == data_.end()) || detail::writes(c, r)) modified(c.key, ++version_);
   return r;
+}
+
+void Store::refuse_long_reply(Result* r) const {
+  if (options_.max_result_bytes == 0 || r->value.size() <= options_.max_result_bytes) return;
+  const size_t bytes = r->value.size();
+  r->ok = false;
+  r->value = "ERR the reply would take " + std::to_string(bytes) + " bytes, more than the " +
+             std::to_string(options_.max_result_bytes) + " a reply may (--max-value-bytes)";
 }
 
 Result Store::sweep(int64_t now_ms) {

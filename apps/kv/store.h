@@ -60,6 +60,16 @@ namespace kv {
 // none), llen, lrange and ltrim (`expected` the start, `value` the stop, in
 // decimal), lindex (`expected` the index), lset (`expected` the index,
 // `value` the element) and lrem (`expected` the count, `value` the element).
+// Sets (store_sets.cc): sadd, srem, smismember (`value` the members,
+// encode_names), scard, sismember (`expected` the member), smembers, spop
+// and srandmember (`expected` the count in decimal, or empty for none;
+// `value` the seed the gateway stamped, in decimal: store_sets.cc), and the
+// commands on several keys, each run on copies of its keys as rename is
+// (store_multi.cc): smove (`key` the source, `value` the destination,
+// `expected` the member), sinter, sunion, sdiff and sintercard (`value` the
+// keys, encode_names, `key` the first of them; sintercard: `expected` the
+// limit, 0 none) and sinterstore, sunionstore, sdiffstore (`key` the
+// destination, `value` the source keys).
 enum class Op : uint8_t {
   kNoop,
   kPut,
@@ -108,8 +118,24 @@ enum class Op : uint8_t {
   kLSet,
   kLRem,
   kLTrim,
+  kSAdd,
+  kSRem,
+  kSCard,
+  kSIsMember,
+  kSMIsMember,
+  kSMembers,
+  kSPop,
+  kSRandMember,
+  kSMove,
+  kSInter,
+  kSUnion,
+  kSDiff,
+  kSInterCard,
+  kSInterStore,
+  kSUnionStore,
+  kSDiffStore,
 };
-inline constexpr Op kLastOp = Op::kLTrim;
+inline constexpr Op kLastOp = Op::kSDiffStore;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -201,7 +227,7 @@ int64_t wall_clock_ms();
 // the live keys matching `key` (encode_keys, cursor 0); not ok with an
 // error text if they would take more than max_result_bytes. scan: ok,
 // value a page (encode_keys: the next cursor, and the keys).
-// type: ok = the key exists, value "string", "hash" or "list". hset: ok, value
+// type: ok = the key exists, value "string", "hash", "list" or "set". hset: ok, value
 // the number of fields added (decimal). hsetnx: ok = the field was absent
 // and is now set. hget: ok = the field exists, value its value. hmget: ok,
 // value one Result per field (encode_results: ok = present, its value).
@@ -220,11 +246,29 @@ int64_t wall_clock_ms();
 // or "ERR index out of range". lrem: ok = some were removed, value how many
 // (count > 0 from the head, < 0 from the tail, 0 all). ltrim: ok = some
 // element was removed. A list's last element goes with its key.
+// sadd: ok, value the number of members added (decimal). srem: ok = some
+// were removed, value how many. scard: ok, value the number of members (0:
+// absent). sismember: ok = a member. smismember: ok, value one byte per
+// member named, '1' a member, '0' not. smembers: ok, value the members in
+// byte order (encode_names). spop, srandmember without a count: ok = the
+// key exists, value the member chosen; with one: ok = the key exists, value
+// the members (encode_names; spop and a count >= 0: distinct, at most
+// count, in byte order; srandmember with a count < 0: |count| of them in
+// the order chosen, a member possibly more than once). smove: ok = the
+// member was in the source and is now in the destination (a source equal
+// to the destination: ok = a member, nothing changes). sinter, sunion,
+// sdiff: ok, value the members in byte order (an absent key is an empty
+// set). sintercard: ok, value the size of the intersection, at most the
+// limit. sinterstore, sunionstore, sdiffstore: ok, value the size of the
+// result, which replaces whatever the destination held (empty: the
+// destination is removed). A set's last member goes with its key; a
+// command on several keys answers kWrongType if any of its keys (but a
+// store's destination) holds another type.
 // Any command but put,
 // delete, expire, ttl, type, rename and the keyspace's on a key of the other
 // type: not ok, value kWrongType, nothing changed (setnx: kWrongType too,
 // as the key exists; setxx with `expected` "get", as SET XX GET, too; a
-// plain setxx, as SET XX, replaces the hash). The same for a list.
+// plain setxx, as SET XX, replaces the hash). The same for a list and a set.
 // refused: a write that
 // would have taken the store past its maxmemory (StoreOptions) and changed
 // nothing (ok false); Redis's OOM error.
@@ -294,26 +338,32 @@ bool parse_sweep_result(std::string_view value, Swept* out);
 // reference execute() leaves it 0, and items compare without it). A hash
 // holds its fields (never none: a hash's last field goes with its key) and
 // an empty value; a list holds its elements (never none either) and an
-// empty value; a string holds no fields and no elements.
+// empty value; a set its members (never none, in byte order) and an empty
+// value; a string holds no fields, elements or members.
 struct Item {
   std::string value;
   int64_t deadline_ms = 0;
   uint64_t version = 0;
   std::map<std::string, std::string> fields;
   std::deque<std::string> list;
+  std::set<std::string> members;
   bool is_hash() const { return !fields.empty(); }
   bool is_list() const { return !list.empty(); }
-  // "string", "hash" or "list": TYPE's answer.
-  const char* type_name() const { return is_hash() ? "hash" : is_list() ? "list" : "string"; }
+  bool is_set() const { return !members.empty(); }
+  // "string", "hash", "list" or "set": TYPE's answer.
+  const char* type_name() const {
+    return is_hash() ? "hash" : is_list() ? "list" : is_set() ? "set" : "string";
+  }
   friend bool operator==(const Item& a, const Item& b) {
     return a.value == b.value && a.deadline_ms == b.deadline_ms && a.fields == b.fields &&
-           a.list == b.list;
+           a.list == b.list && a.members == b.members;
   }
   friend auto operator<=>(const Item& a, const Item& b) {
     if (auto c = a.value <=> b.value; c != 0) return c;
     if (auto c = a.deadline_ms <=> b.deadline_ms; c != 0) return c;
     if (auto c = a.fields <=> b.fields; c != 0) return c;
-    return a.list <=> b.list;
+    if (auto c = a.list <=> b.list; c != 0) return c;
+    return a.members <=> b.members;
   }
 };
 using Keyspace = std::map<std::string, Item>;
@@ -374,7 +424,8 @@ std::string encode_names(const std::vector<std::string>& names);
 bool decode_names(std::string_view bytes, std::vector<std::string>* out);
 // What an item's value takes in a reply: a string's bytes, a hash's
 // encode_fields (4 bytes, and 8 bytes more than its field and value each),
-// or a list's encode_names (4 bytes, and 4 more than each element).
+// or a list's or a set's encode_names (4 bytes, and 4 more than each
+// element or member).
 size_t item_bytes(const Item& e);
 inline constexpr size_t kFieldEncoding = 8;
 inline constexpr size_t kElementEncoding = 4;
@@ -384,7 +435,7 @@ inline constexpr size_t kElementEncoding = 4;
 struct ScanRequest {
   uint64_t cursor = 0;
   uint64_t count = 10;
-  std::string type;  // empty: any; "string", "hash", "list": keys of that type; any other none
+  std::string type;  // empty: any; "string", "hash", "list", "set": keys of that type; else none
 };
 std::string encode_scan_request(const ScanRequest& s);
 bool decode_scan_request(std::string_view text, ScanRequest* out);
@@ -499,18 +550,21 @@ class Store {
   // with a deadline (its node in the index of deadlines); a hash's fields
   // and values, and kFieldOverhead per field (its node in the hash's map);
   // a list's elements, and kElementOverhead per element (its string in the
-  // list's deque).
+  // list's deque); a set's members, and kMemberOverhead per member (its node
+  // in the set's tree).
   // An expired key counts until a command touches it or a sweep removes it.
   uint64_t used_bytes() const { return used_bytes_; }
   static constexpr uint64_t kEntryOverhead = 144;
   static constexpr uint64_t kDeadlineOverhead = 64;
   static constexpr uint64_t kFieldOverhead = 96;
   static constexpr uint64_t kElementOverhead = 48;
+  static constexpr uint64_t kMemberOverhead = 64;
   // What one key and its item take in used_bytes().
   static uint64_t entry_bytes(const std::string& key, const Item& e) {
     uint64_t fields = 0;
     for (const auto& [f, v] : e.fields) fields += kFieldOverhead + f.size() + v.size();
     for (const std::string& v : e.list) fields += kElementOverhead + v.size();
+    for (const std::string& m : e.members) fields += kMemberOverhead + m.size();
     return kEntryOverhead + key.size() + e.value.size() + fields +
            (e.deadline_ms != 0 ? kDeadlineOverhead : 0);
   }
@@ -572,6 +626,10 @@ class Store {
   // `c.key`'s entry alone after `c` (a write of one key) ran on a copy of
   // it; `keep_value`: copy the old value (a put replaces it). Empty: absent.
   Keyspace alone_after(const Command& c, bool keep_value) const;
+  // Makes `r` (a read's) an error if its value is longer than one reply
+  // may be (max_result_bytes): HMGET naming fields many times, SRANDMEMBER
+  // with a count < 0, SUNION of several sets.
+  void refuse_long_reply(Result* r) const;
   // Takes `it` out of used_bytes_ and the indexes, or puts it in (count:
   // into used_bytes_ too).
   void unlink(Keyspace::iterator it);
@@ -644,6 +702,20 @@ bool is_hash_op(Op op);
 // or holds a list.
 Result execute_list(Keyspace& data, const Command& c);
 bool is_list_op(Op op);
+// store_sets.cc: execute() of the set commands on one key, on a key that is
+// absent or holds a set, and of those on several keys (is_set_keys_op:
+// smove, sinter, ..., which look at their keys' types and expiry
+// themselves).
+Result execute_set(Keyspace& data, const Command& c);
+bool is_set_op(Op op);
+bool is_set_keys_op(Op op);
+// The keys a set command on several keys touches, `c.key` among them.
+std::vector<std::string> set_keys(const Command& c);
+// A result with `value` (store_lists.cc), and the decimal in `text` (the
+// gateway checked it; 0 for one that is not, so that a malformed command
+// changes nothing dangerous).
+Result result_of(std::string value, bool ok = true);
+int64_t number_or_zero(const std::string& text);
 // Whether `c` on a key holding `e` meets the wrong type (kWrongType).
 bool wrong_type(const Command& c, const Item& e);
 }  // namespace detail

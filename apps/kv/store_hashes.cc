@@ -89,6 +89,10 @@ size_t item_bytes(const Item& e) {
     for (const std::string& v : e.list) n += kElementEncoding + v.size();
     return n;
   }
+  if (e.is_set()) {
+    for (const std::string& m : e.members) n += kElementEncoding + m.size();
+    return n;
+  }
   if (!e.is_hash()) return e.value.size();
   for (const auto& [f, v] : e.fields) n += kFieldEncoding + f.size() + v.size();
   return n;
@@ -101,6 +105,7 @@ bool is_hash_op(Op op) { return op >= Op::kHSet && op <= Op::kHIncrByFloat; }
 bool wrong_type(const Command& c, const Item& e) {
   if (is_hash_op(c.op)) return !e.is_hash();
   if (is_list_op(c.op)) return !e.is_list();
+  if (is_set_op(c.op)) return !e.is_set();
   switch (c.op) {
     case Op::kPut:  // (SET replaces whatever the key held)
     case Op::kDelete:
@@ -109,9 +114,9 @@ bool wrong_type(const Command& c, const Item& e) {
     case Op::kType:
       return false;
     case Op::kSetXx:  // SET XX replaces it too; SET XX GET reads it first
-      return (e.is_hash() || e.is_list()) && c.expected == "get";
+      return (e.is_hash() || e.is_list() || e.is_set()) && c.expected == "get";
     default:
-      return e.is_hash() || e.is_list();
+      return e.is_hash() || e.is_list() || e.is_set();
   }
 }
 

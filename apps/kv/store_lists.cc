@@ -10,12 +10,8 @@ namespace kv {
 
 namespace {
 
-Result done(std::string value, bool ok = true) {
-  Result r;
-  r.ok = ok;
-  r.value = std::move(value);
-  return r;
-}
+Result done(std::string value, bool ok = true) { return detail::result_of(std::move(value), ok); }
+constexpr auto number = detail::number_or_zero;
 
 // LRANGE's and LTRIM's range of a list of `len` elements, as Redis takes
 // it: [*first, *last] within the list, or empty (false).
@@ -29,16 +25,21 @@ bool range_of(int64_t start, int64_t stop, int64_t len, int64_t* first, int64_t*
   return true;
 }
 
-// The decimal in `text` (the gateway checked it; the store takes 0 for one
-// that is not, so a malformed command changes nothing dangerous).
-int64_t number(const std::string& text) {
-  int64_t n = 0;
-  return parse_integer(text, &n) ? n : 0;
-}
-
 }  // namespace
 
 namespace detail {
+
+Result result_of(std::string value, bool ok) {
+  Result r;
+  r.ok = ok;
+  r.value = std::move(value);
+  return r;
+}
+
+int64_t number_or_zero(const std::string& text) {
+  int64_t n = 0;
+  return parse_integer(text, &n) ? n : 0;
+}
 
 bool is_list_op(Op op) { return op >= Op::kLPush && op <= Op::kLTrim; }
 

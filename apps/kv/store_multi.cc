@@ -42,6 +42,8 @@ const std::string kMalformed = "ERR malformed transaction";
 void keys_of(const Command& c, std::set<std::string>* keys) {
   keys->insert(c.key);
   if (c.op == Op::kRename || c.op == Op::kRenameNx) keys->insert(c.value);
+  if (detail::is_set_keys_op(c.op))
+    for (std::string& k : detail::set_keys(c)) keys->insert(std::move(k));
 }
 
 constexpr std::string_view kNoSuchKey = "no such key";
@@ -323,7 +325,7 @@ Result Store::execute_keys(const Command& c) {
     sub.seq = c.seq;
     sub.now_ms = c.now_ms;
     Result one = execute(copy, sub);
-    if (sub.op == Op::kRename || sub.op == Op::kRenameNx) {
+    if (sub.op == Op::kRename || sub.op == Op::kRenameNx || sub.op == Op::kSMove) {
       if (one.ok && sub.key != sub.value) changed.insert({sub.key, sub.value});
     } else if (sub.op != Op::kFlushAll && detail::writes(sub, one)) {
       changed.insert(sub.key);
@@ -350,6 +352,7 @@ Result Store::execute_keys(const Command& c) {
               " a reply may (--max-value-bytes); nothing was run";
     return r;
   }
+  if (c.op != Op::kMulti) refuse_long_reply(&results.front());  // (SUNION of big sets)
   if (options_.max_result_bytes != 0) {
     for (const std::string& k : changed) {
       auto it = copy.find(k);

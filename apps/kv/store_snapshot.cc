@@ -39,6 +39,9 @@ uint64_t Store::digest() const {
     const uint64_t elements = e.list.size();
     h = fnv(h, &elements, sizeof elements);
     for (const std::string& v : e.list) h = fnv_str(h, v);
+    const uint64_t members = e.members.size();
+    h = fnv(h, &members, sizeof members);
+    for (const std::string& m : e.members) h = fnv_str(h, m);
   }
   // The versions WATCH compares with are state too.
   h = fnv(h, &version_, sizeof version_);
@@ -61,12 +64,14 @@ uint64_t Store::digest() const {
 
 namespace {
 
-// "KVS7": keys with their deadlines, versions, hash fields and list
-// elements, the version, tombstones and max_result_bytes. "KVS6" (no lists:
-// each item without its elements) and "KVS5" (no hashes either: without
-// its fields) are still read; "KVS4" (no versions) and "KVS3" (no
-// deadlines) are refused as not a store snapshot.
-constexpr uint32_t kSnapshotMagic = 0x4b565337;
+// "KVS8": keys with their deadlines, versions, hash fields, list elements
+// and set members, the version, tombstones and max_result_bytes. "KVS7"
+// (no sets: each item without its members), "KVS6" (no lists either:
+// without its elements) and "KVS5" (no hashes either: without its fields)
+// are still read; "KVS4" (no versions) and "KVS3" (no deadlines) are
+// refused as not a store snapshot.
+constexpr uint32_t kSnapshotMagic = 0x4b565338;
+constexpr uint32_t kSnapshotMagicNoSets = 0x4b565337;
 constexpr uint32_t kSnapshotMagicNoLists = 0x4b565336;
 constexpr uint32_t kSnapshotMagicNoHashes = 0x4b565335;
 
@@ -77,8 +82,9 @@ constexpr uint32_t kSnapshotMagicNoHashes = 0x4b565335;
 // u32 count, each a key and its version), then each part as a u32 count
 // and its items (a key, its value, its deadline as an i64, 0 for none, its
 // version, its fields as a u32 count and each field and its value, none
-// but for a hash, and its elements as a u32 count and each element, none
-// but for a list; a client, its last seq and its kept results, each
+// but for a hash, its elements as a u32 count and each element, none but
+// for a list, and its members as a u32 count and each member in byte
+// order, none but for a set; a client, its last seq and its kept results, each
 // result's ok and refused as bits of a byte), the skip count, the applied summary (entries, chain,
 // executed, executed_sum), and last the count and identities of the applied log (a client and a seq
 // each; none unless keep_applied), which a Snapshot reads from the store when sent.
@@ -110,6 +116,8 @@ Snapshot Store::snapshot() const {
     }
     w.put<uint32_t>(static_cast<uint32_t>(e.list.size()));
     for (const std::string& v : e.list) w.str(v);
+    w.put<uint32_t>(static_cast<uint32_t>(e.members.size()));
+    for (const std::string& m : e.members) w.str(m);
   }
   w.put<uint32_t>(static_cast<uint32_t>(clients_.size()));
   for (const auto& [client, cs] : clients_) {
@@ -176,13 +184,14 @@ bool Store::restore(std::string_view bytes, std::string* why) {
   };
   Store s;
   const uint32_t magic = r.get<uint32_t>();
-  if (magic != kSnapshotMagic && magic != kSnapshotMagicNoLists &&
+  if (magic != kSnapshotMagic && magic != kSnapshotMagicNoSets && magic != kSnapshotMagicNoLists &&
       magic != kSnapshotMagicNoHashes) {
-    *why = "not a store snapshot of this version (bad magic: KVS5, KVS6 and KVS7 are read)";
+    *why = "not a store snapshot of this version (bad magic: KVS5, KVS6, KVS7 and KVS8 are read)";
     return false;
   }
   const bool hashes = magic != kSnapshotMagicNoHashes;
-  const bool lists = magic == kSnapshotMagic;
+  const bool lists = hashes && magic != kSnapshotMagicNoLists;
+  const bool sets = magic == kSnapshotMagic;
   s.options_.keep_applied = r.get<uint8_t>() != 0;
   s.options_.maxmemory = r.get<uint64_t>();
   s.options_.max_result_bytes = r.get<uint64_t>();
@@ -196,7 +205,7 @@ bool Store::restore(std::string_view bytes, std::string* why) {
     auto it = s.tombstones_.insert_or_assign(std::move(k), v).first;
     s.tomb_order_.emplace(v, std::string_view(it->first));
   }
-  for (uint32_t n = count(lists ? 32 : hashes ? 28 : 24), i = 0; r.ok && i < n; ++i) {
+  for (uint32_t n = count(sets ? 36 : lists ? 32 : hashes ? 28 : 24), i = 0; r.ok && i < n; ++i) {
     std::string k = r.str();
     Item e;
     e.value = r.str();
@@ -211,6 +220,15 @@ bool Store::restore(std::string_view bytes, std::string* why) {
       e.list.push_back(r.str());
       // (A list that holds a value or fields too is malformed.)
       if (!e.value.empty() || !e.fields.empty()) r.ok = false;
+    }
+    for (uint32_t m = sets ? count(4) : 0, j = 0; r.ok && j < m; ++j) {
+      std::string member = r.str();
+      // (Members out of byte order or twice, or a set that holds a value,
+      // fields or elements too, are malformed.)
+      if ((!e.members.empty() && member <= *e.members.rbegin()) || !e.value.empty() ||
+          !e.fields.empty() || !e.list.empty())
+        r.ok = false;
+      e.members.insert(e.members.end(), std::move(member));
     }
     if (!r.ok) break;
     if (s.data_.count(k) != 0) {

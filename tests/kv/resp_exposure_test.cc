@@ -5,7 +5,8 @@
 //   - A port in use ends the whole job at once with an error naming it.
 //   - A job with --requirepass-file and small limits: NOAUTH before AUTH,
 //     WRONGPASS, SHUTDOWN disabled by default, --maxclients, --maxmemory's
-//     OOM (of strings, a hash's fields and a list's elements), a bulk over --proto-max-bulk-len
+//     OOM (of strings, a hash's fields, a list's elements and a set's members), a bulk over
+//     --proto-max-bulk-len
 //     refused from its header, 200 connections each holding most of a big request (closed once all
 //     clients' buffers pass --maxmemory-clients; the gateway's memory stays bounded), a client that
 //     never reads (closed past
@@ -257,6 +258,48 @@ TEST_F(RespLimitsTest, ListPushesPastMaxmemoryGetOomAndChangeNothing) {
             ":" + std::to_string(pushed) + "\r\n*2\r\n$128\r\n" + value + "\r\n$128\r\n" + value +
                 "\r\n:" + std::to_string(pushed - 1) + "\r\n$5\r\nagain\r\n");
   c->send(request({"DEL", "lmem:l"}));
+  EXPECT_EQ(c->receive("\r\n"), ":1\r\n");
+}
+
+// A hostile client's pipelined SADDs fill the store member by member (each
+// member counts its bytes and 64 of overhead): those past --maxmemory get
+// OOM and take no effect (the set holds exactly the members of the SADDs
+// answered :1), an SADD of a member it holds, reads and SPOP always run,
+// and an SPOP makes room for an SADD again.
+TEST_F(RespLimitsTest, SetAddsPastMaxmemoryGetOomAndChangeNothing) {
+  auto c = authed();
+  const std::string value(128, 's');
+  std::string pipeline;
+  for (int i = 0; i < 300; ++i)
+    pipeline += request({"SADD", "smem:s", std::to_string(1000 + i) + value});
+  c->send(pipeline + request({"PING"}));
+  const std::string got = c->receive("+PONG\r\n");
+  const std::string oom = "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+  size_t added = 0, refused = 0;
+  std::vector<std::string> members;
+  for (size_t at = 0, i = 0; at < got.size(); ++i) {
+    const size_t end = got.find("\r\n", at) + 2;
+    const std::string line = got.substr(at, end - at);
+    if (line == ":1\r\n") {
+      ++added;
+      members.push_back(std::to_string(1000 + i) + value);
+    }
+    refused += line == oom;
+    at = end;
+  }
+  EXPECT_EQ(added + refused, 300u) << got.substr(0, 400);
+  EXPECT_GT(added, 10u);
+  EXPECT_GT(refused, 100u);
+  std::string all = "*" + std::to_string(members.size()) + "\r\n";
+  for (const std::string& m : members) all += "$" + std::to_string(m.size()) + "\r\n" + m + "\r\n";
+  c->send(request({"SMEMBERS", "smem:s"}) + request({"SADD", "smem:s", members.front()}) +
+          request({"SPOP", "smem:s", "2"}) + request({"SADD", "smem:s", "again"}) +
+          request({"SCARD", "smem:s"}));
+  const std::string after = c->receive(":" + std::to_string(added - 1) + "\r\n");
+  EXPECT_EQ(after.substr(0, all.size()), all) << "exactly the members answered :1, in byte order";
+  EXPECT_EQ(after.substr(all.size(), 4), ":0\r\n");
+  EXPECT_NE(after.find(":1\r\n:" + std::to_string(added - 1) + "\r\n"), std::string::npos) << after;
+  c->send(request({"DEL", "smem:s"}));
   EXPECT_EQ(c->receive("\r\n"), ":1\r\n");
 }
 

@@ -1,7 +1,8 @@
 // The RESP front end's commands on several keys (MULTI/EXEC/DISCARD, WATCH,
 // MSET, MSETNX, RENAME, RENAMENX, FLUSHALL), each one log entry, and
-// hashes and lists with them (and their limits, and redis-py's hash and
-// list commands, tests/kv/redis_py_hash.py and redis_py_list.py), through a
+// hashes, lists and sets with them (and their limits, and redis-py's hash,
+// list and set commands, tests/kv/redis_py_hash.py, redis_py_list.py and
+// redis_py_set.py), through a
 // job of 3 replicas (Multi-Paxos, or NOPaxos with SLUICE_KV_PROTOCOL) and
 // a gateway rank whose connections share 2 clients; raw sockets for the
 // exact replies, and redis-py (tests/kv/redis_py_multikey.py). The job
@@ -25,14 +26,10 @@
 namespace {
 
 using kv::testing::Conn;
+using kv::testing::protocol;
 using kv::testing::request;
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
-
-std::string protocol() {
-  const char* p = std::getenv("SLUICE_KV_PROTOCOL");
-  return p ? p : "multipaxos";
-}
 
 class RespKeysTest : public ::testing::Test {
  protected:
@@ -212,7 +209,8 @@ TEST_F(RespKeysTest, RedisPyRunsTransactionsAndMultiKeyCommands) {
 // 2, naming it) rather than checking the rest as if it were not there.
 TEST_F(RespKeysTest, PorcupineRefusesAHistoryWithACommandOnSeveralKeys) {
   const std::string file = ::testing::TempDir() + "kv-multikey-" + protocol() + ".jsonl";
-  for (const char* op : {"multi", "rename", "flushall", "watch", "keys", "scan", "dbsize"}) {
+  for (const char* op : {"multi", "rename", "flushall", "watch", "keys", "scan", "dbsize", "smove",
+                         "sinterstore", "sunionstore", "sdiffstore"}) {
     {
       std::ofstream out(file);
       out << "{\"client\":0,\"op\":\"put\",\"key\":\"a\",\"value\":\"1\",\"expected\":\"\","
@@ -478,12 +476,8 @@ TEST_F(RespKeysTest, AListPastTheLargestValueIsRefusedAndStaysReadable) {
 // and MGET as for any present key); their arities; no blocking commands.
 TEST_F(RespKeysTest, ListsAndTheOtherTypesAreWrongTypeBothWays) {
   Conn c(port_);
-  auto ask1 = [&c](const std::vector<std::string>& args) {
-    std::string got = ask(c, {args, {"PING"}}, "+PONG\r\n");
-    return got.substr(0, got.rfind("+PONG\r\n"));
-  };
-  const std::string wrongtype =
-      "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+  auto ask1 = [&c](const std::vector<std::string>& args) { return kv::testing::reply_of(c, args); };
+  const std::string& wrongtype = kv::testing::kWrongTypeReply;
   EXPECT_EQ(ask1({"DEL", "lk:l", "lk:s", "lk:h"}), ":0\r\n");
   EXPECT_EQ(ask1({"RPUSH", "lk:l", "a"}), ":1\r\n");
   // WRONGTYPE both ways; SETNX and MGET answer as for any present key.
@@ -528,19 +522,177 @@ TEST_F(RespKeysTest, ListsAndTheOtherTypesAreWrongTypeBothWays) {
 // redis-py's list commands (tests/kv/redis_py_list.py).
 TEST_F(RespKeysTest, RedisPyUsesListsAsItUsesRedis) { expect_redis_py(SLUICE_KV_REDIS_PY_LIST); }
 
-TEST_F(RespKeysTest, ShutdownEndsTheJobWithItsChecksPassed) {
+// Sets with the commands on several keys and the keyspace: SMEMBERS and the
+// commands on several sets in byte order (RESP3: sets, ~), their STORE
+// forms replacing a string, SMOVE, SINTERCARD; RENAME moves a set with its
+// deadline, EXEC answers each queued set command's reply (a WRONGTYPE
+// among them), another client's SADD or SMOVE into a watched set makes
+// EXEC fail, SCAN's TYPE finds sets, FLUSHALL removes them.
+TEST_F(RespKeysTest, SetsAnswerAcrossKeysJoinTransactionsAndAbortAWatch) {
+  Conn a(port_), b(port_);
+  const std::string wrongtype =
+      "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+  EXPECT_EQ(ask(a,
+                {{"DEL", "sk:a", "sk:b", "sk:d", "sk:moved"},
+                 {"SADD", "sk:a", "d", "b", "a", "c", "a"},
+                 {"SADD", "sk:b", "e", "d", "c"},
+                 {"SMEMBERS", "sk:a"},
+                 {"SINTER", "sk:a", "sk:b"},
+                 {"SUNION", "sk:b", "sk:none"},
+                 {"SDIFF", "sk:a", "sk:b", "sk:none"},
+                 {"SINTERCARD", "2", "sk:a", "sk:b", "LIMIT", "1"},
+                 {"SET", "sk:d", "a string"},
+                 {"SUNIONSTORE", "sk:d", "sk:a", "sk:b"},
+                 {"TYPE", "sk:d"},
+                 {"SMOVE", "sk:a", "sk:d", "a"},
+                 {"SMOVE", "sk:a", "sk:d", "a"},
+                 {"SMISMEMBER", "sk:a", "a", "b"},
+                 {"SPOP", "sk:none", "2"},
+                 {"SISMEMBER", "sk:none", "x"},
+                 {"PING"}},
+                "+PONG\r\n"),
+            ":0\r\n:4\r\n:3\r\n*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n"
+            "*2\r\n$1\r\nc\r\n$1\r\nd\r\n*3\r\n$1\r\nc\r\n$1\r\nd\r\n$1\r\ne\r\n"
+            "*2\r\n$1\r\na\r\n$1\r\nb\r\n:1\r\n+OK\r\n:5\r\n+set\r\n:1\r\n:0\r\n"
+            "*2\r\n:0\r\n:1\r\n*0\r\n:0\r\n+PONG\r\n");
+  EXPECT_EQ(ask(a,
+                {{"EXPIRE", "sk:b", "100"},
+                 {"RENAME", "sk:b", "sk:moved"},
+                 {"TTL", "sk:moved"},
+                 {"MULTI"},
+                 {"SADD", "sk:moved", "x"},
+                 {"SREM", "sk:moved", "c"},
+                 {"GET", "sk:moved"},
+                 {"SINTERSTORE", "sk:d", "sk:moved", "sk:a"},
+                 {"SCARD", "sk:moved"},
+                 {"EXEC"}},
+                ":3\r\n"),
+            ":1\r\n+OK\r\n:100\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
+            "*5\r\n:1\r\n:1\r\n" +
+                wrongtype + ":1\r\n:3\r\n");
+  for (const std::vector<std::string>& theirs : std::vector<std::vector<std::string>>{
+           {"SADD", "sk:moved", "theirs"}, {"SMOVE", "sk:a", "sk:moved", "b"}}) {
+    EXPECT_EQ(ask(a, {{"WATCH", "sk:moved"}}, "+OK\r\n"), "+OK\r\n");
+    EXPECT_EQ(ask(b, {theirs}, ":1\r\n"), ":1\r\n");
+    EXPECT_EQ(ask(a, {{"MULTI"}, {"SADD", "sk:moved", "mine"}, {"EXEC"}}, "*-1\r\n"),
+              "+OK\r\n+QUEUED\r\n*-1\r\n")
+        << theirs[0];
+  }
+  EXPECT_EQ(ask(a, {{"SISMEMBER", "sk:moved", "mine"}}, "\r\n"), ":0\r\n");
+  // After HELLO 3: sets as RESP3's sets, SRANDMEMBER's repeats an array,
+  // SPOP of an absent key null.
+  Conn c3(port_);
+  ask(c3, {{"HELLO", "3"}}, "proto");
+  c3.receive("\r\n", nullptr, std::chrono::milliseconds(200));
+  EXPECT_EQ(ask(c3,
+                {{"SMEMBERS", "sk:moved"},
+                 {"SINTER", "sk:moved", "sk:none"},
+                 {"SPOP", "sk:none"},
+                 {"SPOP", "sk:none", "1"},
+                 {"SRANDMEMBER", "sk:d", "-2"},
+                 {"PING"}},
+                "+PONG\r\n"),
+            "~5\r\n$1\r\nb\r\n$1\r\nd\r\n$1\r\ne\r\n$6\r\ntheirs\r\n$1\r\nx\r\n~0\r\n_\r\n"
+            "~0\r\n*2\r\n$1\r\nd\r\n$1\r\nd\r\n+PONG\r\n");
+  EXPECT_EQ(ask(a,
+                {{"FLUSHALL"},
+                 {"SADD", "sk:s", "v"},
+                 {"SET", "sk:str", "v"},
+                 {"SCAN", "0", "TYPE", "set", "COUNT", "100"},
+                 {"DBSIZE"},
+                 {"FLUSHALL"},
+                 {"SCARD", "sk:s"},
+                 {"DBSIZE"}},
+                ":0\r\n:0\r\n"),
+            "+OK\r\n:1\r\n+OK\r\n*2\r\n$1\r\n0\r\n*1\r\n$4\r\nsk:s\r\n:2\r\n+OK\r\n:0\r\n"
+            ":0\r\n");
+}
+
+// A hostile client's sets: one SADD past one entry is refused at once;
+// member by member, the SADD that would make the set longer than one reply
+// is refused by the store and changes nothing; a SUNION longer than one
+// reply, and SRANDMEMBER repeating past one, answer an error.
+TEST_F(RespKeysTest, ASetPastTheLargestValueIsRefusedAndStaysReadable) {
   Conn c(port_);
-  c.send(request({"SHUTDOWN"}));
-  EXPECT_EQ(c.receive("+OK\r\n"), "+OK\r\n");
-  const auto status = job_->finish(std::chrono::seconds(60));
-  const std::string& output = job_->output();
-  ASSERT_TRUE(status.has_value()) << "the job did not end after SHUTDOWN\n" << output;
-  EXPECT_EQ(status->exit_code, 0) << output;
-  EXPECT_EQ(sluice::testing::count_lines_with(
-                output, "job: every operation completed exactly once; replicas identical"),
-            1)
-      << output;
-  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+  std::vector<std::string> huge = {"SADD", "sk:big"};
+  for (int i = 0; i < 500; ++i) huge.push_back(std::to_string(i) + std::string(200, 'v'));
+  const std::string refused = ask(c, {huge}, "\r\n");
+  EXPECT_NE(refused.find("-ERR sluice-kv takes keys and values of at most"), std::string::npos)
+      << refused;
+  const std::string chunk(20000, 'v');
+  for (int i = 1; i <= 3; ++i)
+    EXPECT_EQ(ask(c, {{"SADD", "sk:big", std::to_string(i) + chunk}}, "\r\n"), ":1\r\n");
+  EXPECT_EQ(ask(c, {{"SADD", "sk:big", "4" + chunk}}, "\r\n"),
+            "-ERR string exceeds maximum allowed size (--max-value-bytes)\r\n");
+  EXPECT_EQ(ask(c, {{"SCARD", "sk:big"}}, "\r\n"), ":3\r\n");
+  for (int i = 1; i <= 3; ++i)
+    EXPECT_EQ(ask(c, {{"SADD", "sk:big2", std::to_string(i) + "x" + chunk}}, "\r\n"), ":1\r\n");
+  const std::string both = ask(c, {{"SUNION", "sk:big", "sk:big2"}}, "\r\n");
+  EXPECT_EQ(both.rfind("-ERR the reply would take ", 0), 0u) << both.substr(0, 200);
+  const std::string store = ask(c, {{"SUNIONSTORE", "sk:u", "sk:big", "sk:big2"}}, "\r\n");
+  EXPECT_NE(store.find(kv::kTooLarge), std::string::npos) << store.substr(0, 200);
+  const std::string repeats = ask(c, {{"SRANDMEMBER", "sk:big", "-10"}}, "\r\n");
+  EXPECT_EQ(repeats.rfind("-ERR the reply would take ", 0), 0u) << repeats.substr(0, 200);
+  EXPECT_EQ(ask(c, {{"SRANDMEMBER", "sk:big", "-100000000"}}, "\r\n").rfind("-ERR value is out", 0),
+            0u);
+  EXPECT_EQ(ask(c, {{"DEL", "sk:big", "sk:big2", "sk:u"}}, "\r\n"), ":2\r\n");
+}
+
+// The set commands against keys of the other types and the other commands
+// against a set: WRONGTYPE both ways, as Redis 7 answers (SETNX and MGET
+// as for any present key); their arities.
+TEST_F(RespKeysTest, SetsAndTheOtherTypesAreWrongTypeBothWays) {
+  Conn c(port_);
+  auto ask1 = [&c](const std::vector<std::string>& args) { return kv::testing::reply_of(c, args); };
+  const std::string& wrongtype = kv::testing::kWrongTypeReply;
+  EXPECT_EQ(ask1({"DEL", "sk:set", "sk:s", "sk:l"}), ":0\r\n");
+  EXPECT_EQ(ask1({"SADD", "sk:set", "a"}), ":1\r\n");
+  for (const std::vector<std::string>& other :
+       std::vector<std::vector<std::string>>{{"GET", "sk:set"},
+                                             {"INCR", "sk:set"},
+                                             {"HGETALL", "sk:set"},
+                                             {"LLEN", "sk:set"},
+                                             {"SET", "sk:set", "x", "XX", "GET"}})
+    EXPECT_EQ(ask1(other), wrongtype) << other[0];
+  EXPECT_EQ(ask1({"SETNX", "sk:set", "x"}), ":0\r\n");
+  EXPECT_EQ(ask1({"MGET", "sk:set"}), "*1\r\n$-1\r\n");
+  EXPECT_EQ(ask1({"SET", "sk:s", "v"}), "+OK\r\n");
+  EXPECT_EQ(ask1({"RPUSH", "sk:l", "v"}), ":1\r\n");
+  for (const char* key : {"sk:s", "sk:l"}) {
+    for (const std::vector<std::string>& set :
+         std::vector<std::vector<std::string>>{{"SADD", key, "v"},
+                                               {"SREM", key, "v"},
+                                               {"SCARD", key},
+                                               {"SISMEMBER", key, "v"},
+                                               {"SMISMEMBER", key, "v"},
+                                               {"SMEMBERS", key},
+                                               {"SPOP", key},
+                                               {"SRANDMEMBER", key, "2"},
+                                               {"SMOVE", key, "sk:set", "v"},
+                                               {"SMOVE", "sk:set", key, "a"},
+                                               {"SINTER", "sk:set", key},
+                                               {"SUNIONSTORE", "sk:x", key},
+                                               {"SINTERCARD", "1", key}})
+      EXPECT_EQ(ask1(set), wrongtype) << set[0] << " " << key;
+  }
+  for (const char* name : {"SADD", "SREM", "SCARD", "SISMEMBER", "SMISMEMBER", "SMEMBERS", "SPOP",
+                           "SRANDMEMBER", "SMOVE", "SINTER", "SUNION", "SDIFF", "SINTERCARD",
+                           "SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"}) {
+    std::string lower = name;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(ch));
+    EXPECT_EQ(ask1({name}), "-ERR wrong number of arguments for '" + lower + "' command\r\n");
+  }
+  EXPECT_EQ(ask1({"SPOP", "sk:set", "1", "2"}),
+            "-ERR wrong number of arguments for 'spop' command\r\n");
+  EXPECT_EQ(ask1({"SINTERCARD", "1", "sk:set", "LIMIT"}), "-ERR syntax error\r\n");
+  EXPECT_EQ(ask1({"DEL", "sk:set", "sk:s", "sk:l"}), ":3\r\n");
+}
+
+// redis-py's set commands (tests/kv/redis_py_set.py).
+TEST_F(RespKeysTest, RedisPyUsesSetsAsItUsesRedis) { expect_redis_py(SLUICE_KV_REDIS_PY_SET); }
+
+TEST_F(RespKeysTest, ShutdownEndsTheJobWithItsChecksPassed) {
+  kv::testing::expect_shutdown_passes_checks(*job_, port_);
 }
 
 }  // namespace

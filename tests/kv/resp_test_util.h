@@ -6,12 +6,14 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <regex>
@@ -103,6 +105,23 @@ inline std::string request(const std::vector<std::string>& args) {
   return resp::array(std::vector<std::string_view>(args.begin(), args.end()));
 }
 
+// One request's reply on `c` (a PING after it marks its end).
+inline std::string reply_of(Conn& c, const std::vector<std::string>& args) {
+  c.send(request(args) + request({"PING"}));
+  std::string got = c.receive("+PONG\r\n");
+  const size_t at = got.rfind("+PONG\r\n");
+  return at == std::string::npos ? "(no reply) " + got : got.substr(0, at);
+}
+
+inline const std::string kWrongTypeReply =
+    "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+// The protocol behind the gateway: SLUICE_KV_PROTOCOL, multipaxos by default.
+inline std::string protocol() {
+  const char* p = std::getenv("SLUICE_KV_PROTOCOL");
+  return p ? p : "multipaxos";
+}
+
 // The resident set of process `pid` in KiB (VmRSS), 0 if unknown.
 inline uint64_t rss_kib(int pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -171,5 +190,23 @@ class RespJob {
   uint16_t port_ = 0;
   int pid_ = 0;
 };
+
+// SHUTDOWN on `port` ends `job`, which passes its own checks (exit 0;
+// every operation exactly once, replicas identical) and leaves no /dev/shm
+// object.
+inline void expect_shutdown_passes_checks(RespJob& job, uint16_t port) {
+  Conn c(port);
+  c.send(request({"SHUTDOWN"}));
+  EXPECT_EQ(c.receive("+OK\r\n"), "+OK\r\n");
+  const auto status = job.finish(std::chrono::seconds(60));
+  const std::string& output = job.output();
+  ASSERT_TRUE(status.has_value()) << "the job did not end after SHUTDOWN\n" << output;
+  EXPECT_EQ(status->exit_code, 0) << output;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                output, "job: every operation completed exactly once; replicas identical"),
+            1)
+      << output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
 
 }  // namespace kv::testing

@@ -27,16 +27,7 @@ Command range(std::string key, int64_t start, int64_t stop, Op op = Op::kLRange)
   return cmd(op, std::move(key), std::to_string(stop), std::to_string(start));
 }
 
-// Applies commands as client 1's, numbered in order.
-struct Client : testing::SeqClient {
-  // What a command answering encode_names answered (and that it was ok).
-  Strings names(Command c) {
-    Strings out;
-    const Result r = run(std::move(c));
-    EXPECT_TRUE(r.ok) << r.value;
-    EXPECT_TRUE(decode_names(r.value, &out));
-    return out;
-  }
+struct Client : testing::NamesClient {
   Strings all(const std::string& key) { return names(range(key, 0, -1)); }
 };
 
@@ -172,10 +163,7 @@ TEST(StoreListTest, ListsExpireRenameScanAndJoinTransactionsAndWatchSeesPushAndP
   Store s;
   Client c{s};
   c.run(push(Op::kRPush, "l", {"a"}));
-  Command expire = cmd(Op::kExpire, "l");
-  expire.ttl = Ttl::kSet;
-  expire.deadline_ms = kNow + 10;
-  ASSERT_TRUE(c.run(expire).ok);
+  ASSERT_TRUE(c.run(testing::expire_at("l", kNow + 10)).ok);
   Command late = cmd(Op::kLLen, "l");
   late.now_ms = kNow + 10;
   EXPECT_EQ(c.run(late), (Result{true, "0"})) << "expired at its deadline";
@@ -387,10 +375,8 @@ TEST(StoreListTest, ReplicasApplyingTheSameListCommandsEndIdentical) {
     c.seq = seq;
     log.push_back(c);
   }
-  size_t lists = 0;
-  const size_t refused = testing::expect_replicas_identical(o, log, [&lists](const Store& s) {
-    for (const auto& [k, e] : s.data()) lists += e.is_list() ? 1 : 0;
-  });
+  const auto [refused, lists] =
+      testing::refused_and_held(o, log, [](const Item& e) { return e.is_list(); });
   EXPECT_GT(refused, 10u) << "the limits were reached";
   EXPECT_GT(lists, 1000u) << "lists were there";
 }

@@ -1,5 +1,5 @@
 // tests/kv/store_test_util.h: what the store's tests of one data type
-// (store_hash_test.cc, store_list_test.cc) share: commands stamped alike, a
+// (store_hash_test.cc, store_list_test.cc, store_set_test.cc) share: commands stamped alike, a
 // client numbering its commands, a snapshot of an older version written by
 // hand, and a random log applied to two replicas and the reference.
 #pragma once
@@ -39,6 +39,26 @@ struct SeqClient {
   }
 };
 
+// ... and what a command answering encode_names answered (and that it
+// was ok).
+struct NamesClient : SeqClient {
+  std::vector<std::string> names(Command c) {
+    std::vector<std::string> out;
+    const Result r = run(std::move(c));
+    EXPECT_TRUE(r.ok) << r.value;
+    EXPECT_TRUE(decode_names(r.value, &out)) << r.value;
+    return out;
+  }
+};
+
+// EXPIRE of `key` at the deadline `deadline_ms`.
+inline Command expire_at(std::string key, int64_t deadline_ms) {
+  Command c = cmd(Op::kExpire, std::move(key));
+  c.ttl = Ttl::kSet;
+  c.deadline_ms = deadline_ms;
+  return c;
+}
+
 inline const Result kWrong{false, kWrongType};
 
 // A snapshot as an older version wrote it (`magic`), with no options,
@@ -60,6 +80,15 @@ inline std::string old_snapshot(
   for (int i = 0; i < 5; ++i) w.put<uint64_t>(0);  // skipped, summary
   w.put<uint32_t>(0);                              // identities
   return old;
+}
+
+// The start of a key's item in old_snapshot: the key, an empty value, no
+// deadline and `version`.
+inline void old_item(wire::Writer<std::string>& w, const std::string& key, uint64_t version) {
+  w.str(key);
+  w.str("");
+  w.put<int64_t>(0);
+  w.put<uint64_t>(version);
 }
 
 // Applies `log` to two replicas with options `o` (the second restored from
@@ -93,6 +122,22 @@ inline size_t expect_replicas_identical(const StoreOptions& o, const std::vector
   EXPECT_EQ(replica2.used_bytes(), used);
   EXPECT_LE(used, o.maxmemory);
   return refused;
+}
+
+}  // namespace kv::testing
+
+namespace kv::testing {
+
+// expect_replicas_identical, and how many keys of the first replica `is`
+// held after each entry, summed over the log: {refused, held}.
+inline std::pair<size_t, size_t> refused_and_held(const StoreOptions& o,
+                                                  const std::vector<Command>& log,
+                                                  const std::function<bool(const Item&)>& is) {
+  size_t held = 0;
+  const size_t refused = expect_replicas_identical(o, log, [&](const Store& s) {
+    for (const auto& [k, e] : s.data()) held += is(e) ? 1 : 0;
+  });
+  return {refused, held};
 }
 
 }  // namespace kv::testing

@@ -135,13 +135,16 @@ func wrongType(i input, st state) bool {
 	if isListOp(i.op) {
 		return st.list == ""
 	}
+	if isSetOp(i.op) {
+		return st.set == ""
+	}
 	switch i.op {
 	case "put", "delete", "expire", "ttl", "type", "sweep":
 		return false
-	case "setxx": // SET XX replaces a hash or list; SET XX GET reads it first
-		return (st.hash != "" || st.list != "") && i.expected == "get"
+	case "setxx": // SET XX replaces a hash, list or set; SET XX GET reads it first
+		return (st.hash != "" || st.list != "" || st.set != "") && i.expected == "get"
 	}
-	return st.hash != "" || st.list != ""
+	return st.hash != "" || st.list != "" || st.set != ""
 }
 
 // withFields is st holding m (absent if m is empty), its deadline kept.
@@ -149,7 +152,7 @@ func withFields(st state, m map[string]string) state {
 	if len(m) == 0 {
 		return state{}
 	}
-	return state{true, "", st.deadline, encodeFields(m), ""}
+	return state{true, "", st.deadline, encodeFields(m), "", ""}
 }
 
 // stepHash: a hash op on a key that is absent or holds a hash.
@@ -268,7 +271,8 @@ func describeHash(i input, o output) string {
 }
 
 // describeItems: a hash's state (kind "hash", per 2: its fields and
-// values) or a list's ("list", per 1: its elements).
+// values), a list's ("list", per 1: its elements) or a set's ("set", per
+// 1: its members).
 func describeItems(kind string, encoded string, per int, deadline int64) string {
 	items, _ := decodeStrings(encoded, per)
 	if deadline != 0 {

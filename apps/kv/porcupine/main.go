@@ -9,7 +9,8 @@
 // with op one of put, get, delete, cas, incrby, incrbyfloat, append,
 // setrange (expected: the offset), setnx, getset, getdel, setxx
 // (expected "get": SET XX GET), expire, ttl, getex, sweep, type, and the
-// hash ops (hash.go) and the list ops (list.go); ok and out what the store
+// hash ops (hash.go), the list ops (list.go) and the set ops (set.go); ok
+// and out what the store
 // answered (get: ok = the key exists, out its value; delete: ok = the key
 // existed; cas: ok = swapped; incrby: ok = added, out the new number;
 // append: out the new length; setnx: ok = set, else out the value kept;
@@ -18,7 +19,8 @@
 // the key exists, out its deadline or "-1"; getex: as get; see
 // apps/kv/store.h); call and return the invocation and completion times
 // (any unit, one clock for all clients). The model is a map from key to
-// value (a string, a hash's fields or a list's elements) and deadline, checked key by key
+// value (a string, a hash's fields, a list's elements or a set's members)
+// and deadline, checked key by key
 // (porcupine's partitions). An op on a key of the other type must answer
 // not ok with Redis's WRONGTYPE error as out, and changes nothing.
 //
@@ -178,13 +180,15 @@ func formatFloat(v float64) string {
 // The state of one key: absent, or present with a value and a deadline
 // (0: none); a hash holds its fields in `hash` (hash.go: as the store's
 // HGETALL answers them, so that states compare with ==) and no value; a
-// list its elements in `list` (list.go: as LRANGE 0 -1 answers them).
+// list its elements in `list` (list.go: as LRANGE 0 -1 answers them); a
+// set its members in `set` (set.go: as SMEMBERS answers them).
 type state struct {
 	present  bool
 	value    string
 	deadline int64
 	hash     string
 	list     string
+	set      string
 }
 
 // The key as an operation stamped `now` finds it: absent once its deadline
@@ -230,7 +234,10 @@ func expireAllowed(cond int, current, when int64) bool {
 	return true
 }
 
-var model = porcupine.Model{
+// The model of one key whose every step is determined by the operation's
+// output; model (set.go) adds the one step that is not, an SPOP of unknown
+// outcome.
+var keyModel = porcupine.Model{
 	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
 		byKey := map[string][]porcupine.Operation{}
 		for _, o := range history {
@@ -268,9 +275,12 @@ var model = porcupine.Model{
 		if isListOp(i.op) {
 			return stepList(st, i, o)
 		}
+		if isSetOp(i.op) {
+			return stepSet(st, i, o)
+		}
 		switch i.op {
 		case "put":
-			return o.ok || o.unknown, settle(state{true, i.value, st.deadline, "", ""}, i)
+			return o.ok || o.unknown, settle(state{true, i.value, st.deadline, "", "", ""}, i)
 		case "get":
 			if o.unknown {
 				return true, st
@@ -283,7 +293,7 @@ var model = porcupine.Model{
 			return o.unknown || o.ok == st.present, state{}
 		case "cas":
 			if st.present && st.value == i.expected {
-				return o.ok || o.unknown, state{true, i.value, 0, "", ""}
+				return o.ok || o.unknown, state{true, i.value, 0, "", "", ""}
 			}
 			return !o.ok || o.unknown, st
 		case "incrby":
@@ -297,7 +307,7 @@ var model = porcupine.Model{
 				return !o.ok || o.unknown, st // an error: nothing changed
 			}
 			out := strconv.FormatInt(sum, 10)
-			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, "", ""}
+			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, "", "", ""}
 		case "incrbyfloat":
 			now, nowOk := 0.0, true
 			if st.present {
@@ -309,7 +319,7 @@ var model = porcupine.Model{
 				return !o.ok || o.unknown, st // an error: nothing changed
 			}
 			out := formatFloat(sum)
-			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, "", ""}
+			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, "", "", ""}
 		case "setrange":
 			offset, ok := parseInteger(i.expected)
 			if !ok || offset < 0 {
@@ -323,10 +333,10 @@ var model = porcupine.Model{
 				v += strings.Repeat("\x00", end-len(v))
 			}
 			v = v[:offset] + i.value + v[int(offset)+len(i.value):]
-			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, "", ""}
+			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, "", "", ""}
 		case "append":
 			v := st.value + i.value
-			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, "", ""}
+			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, "", "", ""}
 		case "type":
 			want := "string"
 			if st.hash != "" {
@@ -335,12 +345,15 @@ var model = porcupine.Model{
 			if st.list != "" {
 				want = "list"
 			}
+			if st.set != "" {
+				want = "set"
+			}
 			return o.unknown || (o.ok == st.present && (!st.present || o.out == want)), st
 		case "setnx":
 			if st.present {
 				return o.unknown || (!o.ok && o.out == st.value), st
 			}
-			return o.ok || o.unknown, settle(state{true, i.value, 0, "", ""}, i)
+			return o.ok || o.unknown, settle(state{true, i.value, 0, "", "", ""}, i)
 		case "getset", "getdel", "setxx":
 			saw := o.unknown || (o.ok == st.present && (!st.present || o.out == st.value))
 			switch {
@@ -349,7 +362,7 @@ var model = porcupine.Model{
 			case i.op == "setxx" && !st.present:
 				return saw, st
 			}
-			return saw, settle(state{true, i.value, st.deadline, "", ""}, i)
+			return saw, settle(state{true, i.value, st.deadline, "", "", ""}, i)
 		case "expire":
 			if !st.present {
 				return !o.ok || o.unknown, st
@@ -422,6 +435,9 @@ var model = porcupine.Model{
 			if isListOp(i.op) {
 				return describeList(i, o)
 			}
+			if isSetOp(i.op) {
+				return describeSet(i, o)
+			}
 			return fmt.Sprintf("cas(%q, %q -> %q) -> %v", i.key, i.expected, i.value, o.ok)
 		}
 	},
@@ -435,6 +451,9 @@ var model = porcupine.Model{
 		}
 		if st.list != "" {
 			return describeItems("list", st.list, 1, st.deadline)
+		}
+		if st.set != "" {
+			return describeItems("set", st.set, 1, st.deadline)
 		}
 		if st.deadline != 0 {
 			return fmt.Sprintf("%q until %d", st.value, st.deadline)
@@ -483,17 +502,27 @@ func load(path string) ([]porcupine.Operation, error) {
 		case "put", "get", "delete", "cas", "incrby", "append", "setnx", "getset", "getdel", "setxx",
 			"expire", "ttl", "getex", "sweep", "incrbyfloat", "setrange", "type", "hset", "hsetnx",
 			"hget", "hmget", "hdel", "hlen", "hgetall", "hincrby", "hincrbyfloat", "lpush", "rpush",
-			"lpushx", "rpushx", "lpop", "rpop", "llen", "lrange", "lindex", "lset", "lrem", "ltrim":
-		case "multi", "rename", "renamenx", "flushall", "watch", "dbsize", "keys", "scan":
+			"lpushx", "rpushx", "lpop", "rpop", "llen", "lrange", "lindex", "lset", "lrem", "ltrim",
+			"sadd", "srem", "scard", "sismember", "smismember", "smembers", "spop", "srandmember":
+		case "sinter", "sunion", "sdiff", "sintercard":
+			// On one key (the history's key), a read of it; on several,
+			// refused as the commands below.
+			if keys, ok := decodeStrings(r.Value, 1); !ok || len(keys) != 1 || keys[0] != *r.Key {
+				return nil, fmt.Errorf("%s:%d: op %q names several keys: the key-by-key model cannot check it; a checked history must not hold it (docs/kv.md, Sets)", path, line, r.Op)
+			}
+		case "multi", "rename", "renamenx", "flushall", "watch", "dbsize", "keys", "scan", "smove",
+			"sinterstore", "sunionstore", "sdiffstore":
 			// Refused, not skipped: leaving them out would check a history
 			// that is not the one the store ran.
 			return nil, fmt.Errorf("%s:%d: op %q acts on several keys or the whole keyspace (or, watch, reads the store's version): the key-by-key model cannot check it; a checked history must not hold it (docs/kv.md, Transactions)", path, line, r.Op)
 		default:
-			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, incrbyfloat, append, setrange, setnx, getset, getdel, setxx, expire, ttl, getex, sweep, type, a hash op (hset, hsetnx, hget, hmget, hdel, hlen, hgetall, hincrby, hincrbyfloat) or a list op (lpush, rpush, lpushx, rpushx, lpop, rpop, llen, lrange, lindex, lset, lrem, ltrim)", path, line, r.Op)
+			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, incrbyfloat, append, setrange, setnx, getset, getdel, setxx, expire, ttl, getex, sweep, type, a hash op (hset, hsetnx, hget, hmget, hdel, hlen, hgetall, hincrby, hincrbyfloat), a list op (lpush, rpush, lpushx, rpushx, lpop, rpop, llen, lrange, lindex, lset, lrem, ltrim) or a set op (sadd, srem, scard, sismember, smismember, smembers, spop, srandmember, sinter, sunion, sdiff, sintercard)", path, line, r.Op)
 		}
 		switch r.Op {
 		case "get", "delete", "getdel", "expire", "ttl", "getex", "sweep", "type", "hget", "hmget",
-			"hdel", "hlen", "hgetall", "lpop", "rpop", "llen", "lrange", "lindex", "lrem", "ltrim":
+			"hdel", "hlen", "hgetall", "lpop", "rpop", "llen", "lrange", "lindex", "lrem", "ltrim",
+			"srem", "scard", "sismember", "smismember", "smembers", "spop", "srandmember", "sinter",
+			"sunion", "sdiff", "sintercard":
 			if r.Refused {
 				return nil, fmt.Errorf("%s:%d: a %s cannot be refused (only writes are)", path, line, r.Op)
 			}
