@@ -365,6 +365,12 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
         if (t == 0) path = client_path;
         // One that failed to open still arrives, so that nobody waits for it.
         start.wait();
+        // Progress for the user (and the point a fault test's
+        // `sluice run --faults-after` waits for).
+        if (t == 0 && rank == starters.front() && !failed_to_open) {
+          std::fprintf(stderr, "sluice-nam: %s clients started on every compute rank\n",
+                       protocol.c_str());
+        }
         if (failed_to_open) std::rethrow_exception(failed_to_open);
         try {
           results[t] = sn::run_client(*db, opt.workload, id, layout.clients, !opt.history.empty());

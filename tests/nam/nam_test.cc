@@ -309,11 +309,17 @@ TEST_F(NamHistoryTest, CheckerRejectsALostUpdateAndAReadSkew) {
 // Seconds of a fault test's run, and when the kill comes: over ofi the
 // set-up (regions, the 2PC flows) takes seconds of its own, 4 s and more on
 // a loaded machine, and the kill must come after it.
-std::string fault_seconds() { return over_ofi() ? "15" : "4"; }
-std::string kill_at(int rank) { return std::to_string(rank) + (over_ofi() ? "@10" : "@1.5"); }
-// The launcher's flags for it: survivors that go on get until the run's end
-// (--seconds) and their closing, not only the launcher's default 10 s.
-std::vector<std::string> kill_args(int rank) { return {"--kill", kill_at(rank), "--grace", "30"}; }
+std::string fault_seconds() { return over_ofi() ? "6" : "4"; }
+std::string kill_at(int rank) { return std::to_string(rank) + "@1"; }
+// The launcher's flags for it: the kill comes a second after the clients
+// started (the line the first compute rank prints then; no rank knows of
+// the fault), and survivors that go on get until the run's end (--seconds)
+// and their closing, not only the launcher's default 10 s.
+std::vector<std::string> kill_args(int rank) {
+  return {"--faults-after", "clients started on every compute rank",
+          "--kill",         kill_at(rank),
+          "--grace",        "30"};
+}
 
 // Each survivor (`ranks`) printed one line naming a lost rank. Mostly the
 // kill lands mid-run, and each names rank 1 with `mid_run` (what the run's
@@ -432,12 +438,14 @@ TEST(NamFaultTest, AComputeRankKilledWhileTheJobStartsIsLeftOut) {
 // (before, the fenced client failed its rank and the job ended with "a
 // client failed: no results").
 TEST(NamFaultTest, AClientStalledPastTheRecoveryTimeoutIsFencedAndCountsAsDied) {
-  const std::string at = over_ofi() ? "2@10" : "2@1.5";
+  const std::string at = "2@1";
   const ProcessResult r =
       run_nam(3,
               {"--products", "50", "--record-bytes", "32", "--txns", "0", "--seconds",
                fault_seconds(), "--think-us", "1000", "--recovery-timeout-ms", "500", "--json"},
-              "sluice-nam", {"--stop", at + ":1.5", "--grace", "30"});
+              "sluice-nam",
+              {"--faults-after", "clients started on every compute rank", "--stop", at + ":1.5",
+               "--grace", "30"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(count_lines_with(r.output, "sluice run: injecting --stop " + at), 1) << r.output;
   EXPECT_EQ(count_lines_with(r.output, "counts as a client that died"), 1) << r.output;
