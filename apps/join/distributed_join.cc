@@ -69,6 +69,15 @@ namespace {
 
 enum Phase { kPartitionPhase, kNetworkPhase, kBuildPhase, kProbePhase, kNumPhases };
 
+// Waits at the start line; then rank 0's first worker says so: progress
+// for the user, and the point a fault test's `sluice run --faults-after`
+// waits for (no rank is told of a fault).
+void start_together(StartLine& start, uint32_t rank, uint32_t slot, const char* algorithm) {
+  start.wait();
+  if (rank == 0 && slot == 0)
+    std::fprintf(stderr, "sluice-join: %s join started on every rank\n", algorithm);
+}
+
 // Charges wall time to phases: lap(p) gives everything since the last lap to p.
 class PhaseClock {
  public:
@@ -176,8 +185,8 @@ struct RadixShared {
 // destroyed, so their peers learn at once that it is gone).
 template <class T>
 void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t my_rank,
-                  uint32_t world, Source<T> build_out, Target<T> build_in, Source<T> probe_out,
-                  Target<T> probe_in, std::span<const T> build_local,
+                  uint32_t slot, uint32_t world, Source<T> build_out, Target<T> build_in,
+                  Source<T> probe_out, Target<T> probe_in, std::span<const T> build_local,
                   std::span<const T> probe_local, StartLine& start, RankReport* out) {
   const uint32_t threads = config.threads;
   const uint32_t workers = world * threads;
@@ -221,7 +230,7 @@ void radix_worker(const JoinConfig& config, const RadixShared<T>& sh, uint32_t m
     if (s != Status::kOk) std::rethrow_exception(failure(*sh.cluster, what, s, src));
   };
 
-  start.wait();
+  start_together(start, my_rank, slot, "radix");
   clock.start();
   push_relation(build_out, build_local, "pushing the build relation");
   push_relation(probe_out, probe_local, "pushing the probe relation");
@@ -286,7 +295,7 @@ void replicate_worker(const JoinConfig& config, ReplicateShared<T>& sh, uint32_t
   const std::vector<std::string> flows = {sh.specs[slot].spec().name()};
   JoinResult result;
 
-  start.wait();
+  start_together(start, my_rank, slot, "replicate");
   clock.start();
   // Until `built` every failure is kept, not thrown: every sibling must
   // arrive there, failed or not, or the others would wait forever.
@@ -433,7 +442,7 @@ RankReport run_join(Cluster& cluster, const JoinConfig& config,
     const DeclaredFlow build_flow = cluster.declare(sh.build_spec);
     const DeclaredFlow probe_flow = cluster.declare(sh.probe_spec);
     return report_of(run_workers(cluster, pool, [&](uint32_t t, StartLine& start) {
-      radix_worker<T>(config, sh, rank, world, cluster.source(sh.build_spec, t),
+      radix_worker<T>(config, sh, rank, t, world, cluster.source(sh.build_spec, t),
                       cluster.target(sh.build_spec, t), cluster.source(sh.probe_spec, t),
                       cluster.target(sh.probe_spec, t), build_parts[t], probe_parts[t], start,
                       &per_thread[t]);

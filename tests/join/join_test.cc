@@ -291,18 +291,22 @@ TEST(JoinBaselineTest, MpiBaselineComputesTheSameResult) {
 // (generating the data and declaring the flows: about a second over shm, a
 // few over ofi, more on a loaded machine).
 void expect_clean_failure_after_kill(const std::string& algorithm) {
-  const std::string kill = over_ofi() ? "1@12" : "1@4";
+  // Half a second after rank 0 says the join started on every rank (the
+  // flows are up, the tuples moving through 16-byte segments; no rank is
+  // told of the fault).
+  const std::string kill = "1@0.5";
   const ProcessResult r =
       run_join(3,
                {"--algorithm", algorithm, "--r", "4000000", "--s", "4000000", "--threads", "2",
                 "--segment-bytes", "16", "--ring-segments", "2"},
-               "sluice-join", {"--grace", "20", "--kill", kill});
+               "sluice-join",
+               {"--grace", "20", "--faults-after", "join started on every rank", "--kill", kill});
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "injecting --kill " + kill), 1) << r.output;
   EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;
   // Each survivor names rank 1 as the root cause: mostly as "join failed:
-  // rank 1 was lost", or without the "join failed" where a loaded machine
-  // was still setting up the flows when the kill came.
+  // rank 1 was lost", or without the "join failed" where a survivor's
+  // worker had not yet passed its own start when the kill came.
   for (const std::string rank : {"0", "2"}) {
     EXPECT_EQ(
         sluice::testing::count_lines_with_all(
