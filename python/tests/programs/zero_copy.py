@@ -5,7 +5,9 @@ the flow's shared-memory ring, a memfd named sluice:<job>:<flow> in
 no byte copied. A batch kept while the rest of the flow runs through the
 ring many times keeps its contents (it pins its segment). A program that
 keeps every batch is stopped by a clear InvalidArgument once a whole ring of
-one source is held, and goes on once it lets them go. Exactly once: counts
+one source is held, and goes on once it lets them go. A field of a batch
+exported through DLPack (np.from_dlpack, torch.from_dlpack) is the same
+memory, read-only, and pins the segment as the batch does. Exactly once: counts
 and order-independent checksums against what every rank pushed. Rank 0
 prints `OK ...` lines, or a rank exits 1."""
 
@@ -68,6 +70,7 @@ def main():
             t.start()
             got, total, batches, outside = 0, 0, 0, 0
             kept, kept_copy = None, None
+            dl_kept, dl_copy = None, None
             for batch in tgt:
                 if check_mapping and batches < 50:  # (the first ones: mappings change later)
                     addr = batch.__array_interface__["data"][0]
@@ -80,10 +83,22 @@ def main():
                 # then check it never changed.
                 if batches == 0:
                     kept, kept_copy = batch, batch.copy()
+                elif batches == 1:
+                    # DLPack (torch.from_dlpack and the like take the same
+                    # capsule): a field of the batch, no copy, read-only,
+                    # and only the exported array is kept: it pins the
+                    # segment as the batch does.
+                    dl = np.from_dlpack(batch["value"])
+                    if not np.shares_memory(dl, batch) or dl.flags.writeable:
+                        errors.append("a DLPack export copied the batch or made it writable")
+                    dl_kept, dl_copy = dl, dl.copy()
+                    del dl
                 elif batches == 12:
                     if not np.array_equal(kept, kept_copy):
                         errors.append("a kept batch changed while the flow ran on")
-                    kept = None
+                    if not np.array_equal(dl_kept, dl_copy):
+                        errors.append("an array kept through DLPack changed while the flow ran on")
+                    kept = dl_kept = None
                 got += len(batch)
                 total = (total + checksum(batch)) % 2**64
                 batches += 1
