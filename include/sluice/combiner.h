@@ -144,6 +144,39 @@ enum class ValueKind : uint8_t { kSigned, kUnsigned, kFloat };
 
 class CombinerResult;
 
+namespace detail {
+// The ValueType of a field of `bytes` bytes held as `kind` (a run-time
+// layout's, CombinerSpec<Bytes>); throws Error(kInvalidArgument) naming
+// `what` if no such field type exists.
+inline ValueType value_type_of(ValueKind kind, uint32_t bytes, const std::string& what) {
+  switch (kind) {
+    case ValueKind::kSigned:
+    case ValueKind::kUnsigned: {
+      const bool s = kind == ValueKind::kSigned;
+      switch (bytes) {
+        case 1:
+          return s ? ValueType::kI8 : ValueType::kU8;
+        case 2:
+          return s ? ValueType::kI16 : ValueType::kU16;
+        case 4:
+          return s ? ValueType::kI32 : ValueType::kU32;
+        case 8:
+          return s ? ValueType::kI64 : ValueType::kU64;
+      }
+      break;
+    }
+    case ValueKind::kFloat:
+      if (bytes == 4) return ValueType::kF32;
+      if (bytes == 8) return ValueType::kF64;
+      break;
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              what + ": no field type of " + std::to_string(bytes) + " bytes held as " +
+                  (kind == ValueKind::kFloat ? "floating point" : "an integer") +
+                  " (integers of 1, 2, 4 or 8 bytes, floats of 4 or 8)");
+}
+}  // namespace detail
+
 /// One aggregate of one group in its held form (int64_t, uint64_t or double).
 class Value {
  public:
@@ -374,6 +407,128 @@ CombinerSpec<T> combiner(std::string name) {
   return CombinerSpec<T>(std::move(name));
 }
 
+/// A combiner flow over records whose layout is known only at run time (a
+/// numpy structured dtype, a row format read from a file): records of
+/// record_bytes() bytes, the group key and the value fields named by byte
+/// offset, held form and size. It is the same flow as a CombinerSpec<T> of
+/// the same layout: typed and untyped participants of one flow agree at
+/// declare. Its ends are a Source<Combined<Bytes>>, which takes whole
+/// records as bytes, and a Target<Combined<Bytes>> (the groups, by field
+/// index: Group::sum(0), ...). A Worker does not take them (push and
+/// consume from one thread each).
+template <>
+class CombinerSpec<Bytes> : private detail::FlowBuilder<CombinerSpec<Bytes>> {
+  using Base = detail::FlowBuilder<CombinerSpec<Bytes>>;
+  friend Base;
+
+ public:
+  /// The setters every flow spec has, of the underlying flow of partials.
+  ///@{
+  using Base::ring_segments;
+  using Base::segment_bytes;
+  using Base::sources;
+  using Base::targets;
+  ///@}
+  /// The record type.
+  using Record = Bytes;
+  /// A spec for combiner flow `name` over records of `record_bytes` bytes.
+  CombinerSpec(std::string name, uint32_t record_bytes)
+      : core_(name, "bytes", record_bytes), name_(std::move(name)), record_bytes_(record_bytes) {}
+  /// The group key: an integer field (kSigned or kUnsigned) of 1, 2, 4 or 8
+  /// bytes at byte `offset`. Throws Error(kInvalidArgument) if there is no
+  /// such field type or the field does not lie inside the record.
+  CombinerSpec& group_by(uint32_t offset, ValueKind kind, uint32_t bytes) {
+    if (kind == ValueKind::kFloat) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  where("group_by", offset) + ": the group key must be an integer field");
+    }
+    core_.group_by(offset, type_at(offset, kind, bytes, "group_by"));
+    return *this;
+  }
+  /// Aggregates of a value field at byte `offset`: an integer of 1, 2, 4
+  /// or 8 bytes, or a float of 4 or 8. Throws as group_by.
+  ///@{
+  CombinerSpec& sum(uint32_t offset, ValueKind kind, uint32_t bytes) {
+    return add(offset, kind, bytes, detail::kAggSum, "sum");
+  }
+  CombinerSpec& min(uint32_t offset, ValueKind kind, uint32_t bytes) {
+    return add(offset, kind, bytes, detail::kAggMin, "min");
+  }
+  CombinerSpec& max(uint32_t offset, ValueKind kind, uint32_t bytes) {
+    return add(offset, kind, bytes, detail::kAggMax, "max");
+  }
+  CombinerSpec& avg(uint32_t offset, ValueKind kind, uint32_t bytes) {
+    return add(offset, kind, bytes, detail::kAggAvg, "avg");
+  }
+  ///@}
+  /// As CombinerSpec<T>: COUNT, the sources' and targets' table sizes.
+  ///@{
+  CombinerSpec& count() {
+    core_.count();
+    return *this;
+  }
+  CombinerSpec& local_groups(uint32_t n) {
+    core_.local_groups(n);
+    return *this;
+  }
+  CombinerSpec& expected_groups(uint32_t n) {
+    core_.expected_groups(n);
+    return *this;
+  }
+  ///@}
+  /// The index Group::sum(size_t) etc. take for the field at `offset`.
+  size_t field(uint32_t offset, ValueKind kind, uint32_t bytes) const {
+    return core_.field(offset, type_at(offset, kind, bytes, "field"), "CombinerSpec::field");
+  }
+  /// Bytes per record.
+  uint32_t record_bytes() const { return record_bytes_; }
+  /// As CombinerSpec<T>.
+  ///@{
+  uint32_t target_of(uint64_t key) const { return core_.target_of(key); }
+  std::string describe() const { return core_.describe(); }
+  void validate() const { core_.validate(); }
+  uint32_t local_groups() const { return core_.local_groups(); }
+  uint32_t expected_groups() const { return core_.expected_groups(); }
+  FlowSpec spec() const { return core_.flow_spec(); }
+  operator FlowSpec() const {
+    return core_.flow_spec();
+  }  // NOLINT(google-explicit-constructor)
+     ///@}
+
+ private:
+  friend struct detail::CombinerSpecAccess;
+  FlowSpec& mutable_flow_spec() { return core_.flow(); }
+  std::string where(const char* call, uint32_t offset) const {
+    return "combiner '" + name_ + "' " + call + "(offset " + std::to_string(offset) + ")";
+  }
+  detail::ValueType type_at(uint32_t offset, ValueKind kind, uint32_t bytes,
+                            const char* call) const {
+    const detail::ValueType type = detail::value_type_of(kind, bytes, where(call, offset));
+    if (uint64_t{offset} + bytes > record_bytes_) {
+      throw Error(ErrorCode::kInvalidArgument, where(call, offset) + ": a field of " +
+                                                   std::to_string(bytes) +
+                                                   " bytes there does not lie inside the " +
+                                                   std::to_string(record_bytes_) + "-byte record");
+    }
+    return type;
+  }
+  CombinerSpec& add(uint32_t offset, ValueKind kind, uint32_t bytes, uint8_t agg,
+                    const char* call) {
+    core_.add(offset, type_at(offset, kind, bytes, call), agg);
+    return *this;
+  }
+
+  detail::CombinerSpecCore core_;
+  std::string name_;
+  uint32_t record_bytes_ = 0;
+};
+
+/// A CombinerSpec<Bytes> for combiner flow `name` over records of
+/// `record_bytes` bytes, to chain setters on.
+inline CombinerSpec<Bytes> combiner(std::string name, uint32_t record_bytes) {
+  return CombinerSpec<Bytes>(std::move(name), record_bytes);
+}
+
 class Worker;
 
 /// The record parameter of a combiner flow's ends: a combiner flow of
@@ -464,6 +619,66 @@ Source<Combined<T>> combiner_source_from_core(std::unique_ptr<CombinerSourceCore
   return Source<Combined<T>>(std::move(core));
 }
 }  // namespace detail
+
+/// The sending end of a combiner flow of run-time records
+/// (CombinerSpec<Bytes>): as Source<Combined<T>>, records given as bytes.
+template <>
+class Source<Combined<Bytes>> {
+ public:
+  Source() = default;
+
+  /// Folds `records` (whole records of the spec's record_bytes() each, back
+  /// to back) into their groups, in order. kOk: every record was taken.
+  /// kInvalid (nothing taken) if the size is not a multiple of the record
+  /// size. kTimeout, kPeerLost: last_pushed() records were taken; after
+  /// kTimeout push the rest. kClosed after close() or abort().
+  [[nodiscard]] Status push(std::span<const std::byte> records, Deadline deadline = kForever) {
+    pushed_ = 0;
+    if (records.size() % record_bytes_ != 0) {
+      bad_size_ = "a push of " + std::to_string(records.size()) +
+                  " bytes is not whole records of " + std::to_string(record_bytes_) + " bytes";
+      return last_ = Status::kInvalid;
+    }
+    for (size_t at = 0; at < records.size(); at += record_bytes_, ++pushed_) {
+      if (Status s = core_->push(records.data() + at, deadline, false); s != Status::kOk)
+        return last_ = s;
+    }
+    return last_ = Status::kOk;
+  }
+  /// Records the last push() took.
+  size_t last_pushed() const { return pushed_; }
+  /// As Source<Combined<T>>.
+  ///@{
+  [[nodiscard]] Status flush(Deadline deadline = kForever) {
+    return last_ = core_->flush(deadline);
+  }
+  [[nodiscard]] Status close(Deadline deadline = kForever) {
+    return last_ = core_->close(deadline);
+  }
+  void abort() {
+    if (core_) core_->abort();
+  }
+  const std::string& error() const {
+    if (last_ == Status::kInvalid && !bad_size_.empty()) return bad_size_;
+    return detail::error_text(last_, core_->error());
+  }
+  std::optional<LostPeer> lost_peer() const { return core_->lost_peer(); }
+  uint64_t partials_sent() const { return core_->partials_sent(); }
+  explicit operator bool() const { return core_ != nullptr; }
+  ///@}
+
+ private:
+  friend Source detail::combiner_source_from_core<Bytes>(
+      std::unique_ptr<detail::CombinerSourceCore> core);
+  explicit Source(std::unique_ptr<detail::CombinerSourceCore> core)
+      : core_(std::move(core)), record_bytes_(core_->record_bytes()) {}
+
+  std::unique_ptr<detail::CombinerSourceCore> core_;
+  uint32_t record_bytes_ = 1;
+  size_t pushed_ = 0;
+  Status last_ = Status::kOk;
+  std::string bad_size_;
+};
 
 /// The receiving end of a combiner flow for one endpoint, from
 /// Cluster::target(spec, slot). Move-only; one owning thread. A thread that

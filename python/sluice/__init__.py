@@ -51,6 +51,7 @@ from ._sluice import (
     Timeout,
     ViewChanged,
 )
+from .combiner import CombinerFlow, CombinerSource, CombinerTarget
 from .regions import Region, RemoteRegion
 
 __all__ = [
@@ -61,6 +62,9 @@ __all__ = [
     "Flow",
     "Source",
     "Target",
+    "CombinerFlow",
+    "CombinerSource",
+    "CombinerTarget",
     "Region",
     "RemoteRegion",
     "Error",
@@ -288,6 +292,32 @@ class Cluster:
         (``view``: as for ``shuffle``)."""
         return Flow(self, name, np.dtype(dtype), True, None, sources, targets, segment_bytes,
                     ring_segments, view)
+
+    def combiner(
+        self,
+        name: str,
+        dtype: Any,
+        key: str,
+        sum: Sequence[str] = (),  # noqa: A002 (the aggregate's name)
+        min: Sequence[str] = (),  # noqa: A002
+        max: Sequence[str] = (),  # noqa: A002
+        avg: Sequence[str] = (),
+        sources: Optional[Sequence[Endpoint]] = None,
+        targets: Optional[Sequence[Endpoint]] = None,
+        local_groups: int = 0,
+        segment_bytes: int = 0,
+        ring_segments: int = 0,
+        view: Optional[View] = None,
+    ) -> CombinerFlow:
+        """Declares a combiner flow of ``dtype`` records grouped by the integer
+        field ``key``: SUM, MIN, MAX and AVG of the fields named, and the
+        COUNT, each group on the one target its key's hash names (see
+        ``sluice.combiner``). ``local_groups``: groups a source holds before
+        it pushes its partials (0: 16384). Every rank among ``sources`` and
+        ``targets`` (default: every rank, slot 0) declares it alike."""
+        return CombinerFlow(self, name, np.dtype(dtype), key,
+                            {"sum": sum, "min": min, "max": max, "avg": avg}, sources, targets,
+                            local_groups, segment_bytes, ring_segments, view)
 
     def expose(self, name: str, size: int) -> Region:
         """Exposes ``size`` bytes of this process's memory as region ``name``

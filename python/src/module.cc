@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "alltoallv.h"
+#include "combiner.h"
 #include "py_errors.h"
 #include "records_flow.h"
 #include "regions.h"
@@ -37,22 +38,7 @@ Exceptions exc;
 
 namespace {
 
-[[noreturn]] void raise_failure(const FlowFailure& f) {
-  switch (f.status) {
-    case Status::kPeerLost:
-      raise(exc.peer_lost, f.message, f.rank);
-    case Status::kTimeout:
-      raise(exc.timeout, f.message);
-    case Status::kInvalid:
-      raise(exc.invalid, f.message);
-    case Status::kClosed:
-      raise(exc.closed, f.message);
-    case Status::kViewChanged:
-      raise(exc.view_changed, f.message);
-    default:
-      raise(exc.error, std::string(to_string(f.status)) + ": " + f.message);
-  }
-}
+[[noreturn]] void raise_failure(const FlowFailure& f) { raise_status(f.status, f.message, f.rank); }
 
 void translate(const std::exception_ptr& p, void*) {
   try {
@@ -123,6 +109,7 @@ class PyCluster {
   }
   ~PyCluster() {
     retire_flows();
+    combiners_.retire();
     regions_.retire();
   }
   // Every flow declared through this cluster, for leave().
@@ -198,6 +185,7 @@ class PyCluster {
   void leave(std::optional<double> timeout) {
     if (!cluster_ || left_) return;
     retire_flows();
+    combiners_.retire();
     regions_.retire();
     Status s;
     {
@@ -225,6 +213,7 @@ class PyCluster {
   bool left_ = false;
   std::vector<std::weak_ptr<RecordsFlow>> flows_;
   RegionTracker regions_;  // ended before the cluster, as the flows
+  CombinerTracker combiners_;
 
  public:
   std::unique_ptr<PyRegion> expose(const std::string& name, size_t bytes) {
@@ -233,6 +222,16 @@ class PyCluster {
   std::unique_ptr<PyRemoteRegion> open_region(const std::string& name, uint32_t owner,
                                               std::optional<double> timeout) {
     return std::make_unique<PyRemoteRegion>(get(), regions_, name, owner, timeout);
+  }
+  std::unique_ptr<PyCombiner> combiner(const std::string& name, uint32_t record_bytes,
+                                       const FieldTuple& key, const std::vector<AggTuple>& aggs,
+                                       const Endpoints& sources, const Endpoints& targets,
+                                       uint32_t local_groups, uint32_t segment_bytes,
+                                       uint32_t ring_segments, std::optional<ViewTuple> view) {
+    return std::make_unique<PyCombiner>(
+        get(), combiners_, name, record_bytes, key, aggs, sources, targets, local_groups,
+        segment_bytes, ring_segments,
+        view ? std::optional<View>(to_view(*view)) : std::optional<View>());
   }
 };
 
@@ -590,6 +589,7 @@ NB_MODULE(_sluice, m) {
         "key_size"_a, "targets"_a, "Each record's target by the hash of its key bytes.");
 
   bind_regions(m);
+  bind_combiner(m);
   nb::class_<PyCluster>(m, "Cluster")
       .def_static("join", &PyCluster::join, "Joins the job the environment names.")
       .def_prop_ro("rank", &PyCluster::rank)
@@ -607,7 +607,10 @@ NB_MODULE(_sluice, m) {
       .def("allgather", &PyCluster::allgather, "name"_a, "value"_a, "timeout"_a = nb::none())
       .def("leave", &PyCluster::leave, "timeout"_a = nb::none())
       .def("expose", &PyCluster::expose, "name"_a, "size"_a)
-      .def("open_region", &PyCluster::open_region, "name"_a, "owner"_a, "timeout"_a.none());
+      .def("open_region", &PyCluster::open_region, "name"_a, "owner"_a, "timeout"_a.none())
+      .def("combiner", &PyCluster::combiner, "name"_a, "record_bytes"_a, "key"_a, "aggs"_a,
+           "sources"_a, "targets"_a, "local_groups"_a, "segment_bytes"_a, "ring_segments"_a,
+           "view"_a.none(), nb::keep_alive<0, 1>());
 
   nb::class_<sluice::KeyGroups>(m, "KeyGroups")
       .def(nb::init<uint32_t, std::vector<uint32_t>>(), "groups"_a, "owners"_a)

@@ -37,4 +37,25 @@ inline Deadline deadline_of(std::optional<double> seconds) {
   throw nb::python_error();
 }
 
+// Raises the package's exception for a call that returned `s`: PeerLost
+// (with .rank where given), Timeout, InvalidArgument, Closed, ViewChanged,
+// else Error (its message led by the status).
+[[noreturn]] inline void raise_status(Status s, const std::string& message,
+                                      std::optional<uint32_t> rank = std::nullopt) {
+  switch (s) {
+    case Status::kPeerLost:
+      raise(exc.peer_lost, message, rank);
+    case Status::kTimeout:
+      raise(exc.timeout, message);
+    case Status::kInvalid:
+      raise(exc.invalid, message);
+    case Status::kClosed:
+      raise(exc.closed, message);
+    case Status::kViewChanged:
+      raise(exc.view_changed, message);
+    default:
+      raise(exc.error, std::string(to_string(s)) + ": " + message);
+  }
+}
+
 }  // namespace sluice::python

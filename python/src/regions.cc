@@ -122,20 +122,10 @@ RemoteRegion& PyRemoteRegion::get() {
 }
 
 void PyRemoteRegion::fail(const char* op, Status s) {
-  const std::string message = std::string(op) + " on region of rank " +
-                              std::to_string(r_->region.owner()) + ": " + r_->region.error();
-  switch (s) {
-    case Status::kPeerLost:
-      raise(exc.peer_lost, message, r_->region.owner());
-    case Status::kTimeout:
-      raise(exc.timeout, message);
-    case Status::kInvalid:
-      raise(exc.invalid, message);
-    case Status::kClosed:
-      raise(exc.closed, message);
-    default:
-      raise(exc.error, std::string(to_string(s)) + ": " + message);
-  }
+  raise_status(s,
+               std::string(op) + " on region of rank " + std::to_string(r_->region.owner()) + ": " +
+                   r_->region.error(),
+               r_->region.owner());
 }
 
 nb::bytes PyRemoteRegion::read(uint64_t offset, size_t bytes, std::optional<double> timeout) {

@@ -1,7 +1,8 @@
 """Flows of numpy records between processes: exactly once (counts and
 order-independent checksums against what every rank made), every record at
 the rank its key routes to, over shm and ofi, and 1-, 2-, 4- and 8-byte
-words (records of 32 and 3 bytes)."""
+words (records of 32 and 3 bytes); combiner flows whose groups equal
+numpy's grouping of every rank's records."""
 
 import pytest
 
@@ -68,3 +69,11 @@ def test_batches_over_ofi_are_exactly_once_too(sluice_bin):
     assert status == 0, out
     assert "OK views records=100000 " in out and "copied=0" in out, out
     assert "OK hoard records=100000 refusals=" in out, out
+
+
+@pytest.mark.parametrize("transport", ["shm", "ofi"])
+def test_combiner_groups_equal_numpys_grouping_of_every_rank_records(sluice_bin, transport):
+    status, out = run_job("combiner.py", 3, "100000", "5000", transport=transport)
+    assert status == 0, out
+    assert "OK reduce groups=5000 records=300000" in out, out
+    assert "OK count groups=37" in out, out

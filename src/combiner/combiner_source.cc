@@ -42,6 +42,7 @@ class CombinerSourceImpl final : public CombinerSourceCore {
   uint64_t table_flushes() const override { return table_flushes_; }
   uint64_t partials_sent() const override { return partials_sent_; }
   SourceCore* flow_source() override { return flow_; }
+  uint32_t record_bytes() const override { return layout_->record_size; }
 
  private:
   // Everything push() may have to do beyond folding into the table: send

@@ -148,6 +148,8 @@ class CombinerSourceCore {
   virtual uint64_t partials_sent() const = 0;
   // The source of the flow of partials: what a Worker parks on for credit.
   virtual SourceCore* flow_source() = 0;
+  // Bytes per record pushed (the spec's record size).
+  virtual uint32_t record_bytes() const = 0;
 };
 
 // The untyped half of a Target<Combined<T>> (src/combiner/combiner_target.cc).
