@@ -1,5 +1,6 @@
 #include "resp.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -219,6 +220,21 @@ std::string array(const std::vector<std::string_view>& items) {
 
 std::string wrong_args(std::string_view name) {
   return error("ERR wrong number of arguments for '" + std::string(name) + "' command");
+}
+std::string unknown_command(const std::vector<std::string>& args) {
+  // As Redis's `%.*s` prints a C string: up to the first NUL, at most `max`.
+  auto c_string = [](std::string_view s, size_t max) {
+    return s.substr(0, std::min(s.find('\0'), max));
+  };
+  std::string shown;
+  for (size_t i = 1; i < args.size() && shown.size() < 128; ++i) {
+    const size_t room = 128 - shown.size();
+    shown += '\'';
+    shown += c_string(args[i], room);
+    shown += "' ";
+  }
+  return error("ERR unknown command '" + std::string(c_string(args[0], 128)) +
+               "', with args beginning with: " + shown);
 }
 std::string oom() { return error("OOM command not allowed when used memory > 'maxmemory'."); }
 std::string upper(std::string s) {

@@ -66,6 +66,13 @@ std::string array_header(size_t n);                             // *n, the n ite
 // command `name` (lower case, as Redis quotes it), its OOM error, and a
 // command name in upper or lower case (ASCII).
 std::string wrong_args(std::string_view name);
+// Redis 7's error for an unknown command `args[0]` (args not empty):
+// `-ERR unknown command 'FOO', with args beginning with: 'a' 'b' `, the
+// name cut at 128 bytes, each argument quoted and followed by a space, and
+// arguments added while fewer than 128 bytes of them are shown, the last
+// cut so that they take at most 128 (each cut at a NUL byte too, as Redis's
+// printf does). CR and LF become spaces (error()).
+std::string unknown_command(const std::vector<std::string>& args);
 std::string oom();
 std::string upper(std::string s);
 std::string lower(std::string s);

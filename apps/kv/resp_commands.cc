@@ -394,8 +394,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     stopping_ = true;
     return local(resp::simple("OK"));
   }
-  std::string shown = args[0].substr(0, 64);
-  return local(resp::error("ERR unknown command '" + shown + "'"));
+  return local(resp::unknown_command(args));
 }
 
 }  // namespace kv

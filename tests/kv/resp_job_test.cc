@@ -177,7 +177,11 @@ TEST_F(RespJobTest, AnErrorQuotingTheClientCannotForgeASecondReply) {
   Conn c(port_);
   c.send("*1\r\n$18\r\nFOO\r\n+INJECTED\r\n:7\r\n" + request({"PING"}));
   const std::string got = c.receive("+PONG\r\n");
-  EXPECT_EQ(got, "-ERR unknown command 'FOO  +INJECTED  :7'\r\n+PONG\r\n");
+  EXPECT_EQ(got,
+            "-ERR unknown command 'FOO  +INJECTED  :7', with args beginning with: \r\n+PONG\r\n");
+  c.send(request({"FOO", "a\r\n+X", "b"}) + request({"PING"}));
+  EXPECT_EQ(c.receive("+PONG\r\n"),
+            "-ERR unknown command 'FOO', with args beginning with: 'a  +X' 'b' \r\n+PONG\r\n");
 }
 
 TEST_F(RespJobTest, AThousandIdleConnectionsDoNotStallIt) {

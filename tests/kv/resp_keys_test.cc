@@ -515,7 +515,8 @@ TEST_F(RespKeysTest, ListsAndTheOtherTypesAreWrongTypeBothWays) {
   EXPECT_EQ(ask1({"LRANGE", "lk:l", "0"}),
             "-ERR wrong number of arguments for 'lrange' command\r\n");
   // No blocking commands: the gateway's unknown-command error.
-  EXPECT_EQ(ask1({"BLPOP", "lk:l", "0"}), "-ERR unknown command 'BLPOP'\r\n");
+  EXPECT_EQ(ask1({"BLPOP", "lk:l", "0"}),
+            "-ERR unknown command 'BLPOP', with args beginning with: 'lk:l' '0' \r\n");
   EXPECT_EQ(ask1({"DEL", "lk:l", "lk:s", "lk:h"}), ":3\r\n");
 }
 

@@ -100,6 +100,29 @@ TEST(RespTest, ErrorRepliesCannotCarryALineBreak) {
   EXPECT_EQ(used, one.size()) << "one reply, nothing left over";
 }
 
+// An unknown command's error is Redis 7's: each argument quoted and
+// followed by a space, the arguments shown cut near 128 bytes (the one that
+// crosses it cut to fit, then no more), the name at 128, each at a NUL as
+// Redis's printf cuts it, and CR LF scrubbed.
+TEST(RespTest, AnUnknownCommandIsQuotedBackAsRedis7Does) {
+  EXPECT_EQ(unknown_command({"FOO", "a", "b"}),
+            "-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n");
+  EXPECT_EQ(unknown_command({"FOO"}), "-ERR unknown command 'FOO', with args beginning with: \r\n");
+  EXPECT_EQ(unknown_command({"FOO", ""}),
+            "-ERR unknown command 'FOO', with args beginning with: '' \r\n");
+  EXPECT_EQ(unknown_command({"F\r\nOO", "a\r\n+OK", "b\n"}),
+            "-ERR unknown command 'F  OO', with args beginning with: 'a  +OK' 'b ' \r\n");
+  EXPECT_EQ(unknown_command({"FOO", std::string("a\0b", 3), "c"}),
+            "-ERR unknown command 'FOO', with args beginning with: 'a' 'c' \r\n");
+  // 100 bytes, then 25 of the next (128 - 103 shown), then none.
+  const std::string a(100, 'a'), b(40, 'b');
+  EXPECT_EQ(unknown_command({"FOO", a, b, "c"}),
+            "-ERR unknown command 'FOO', with args beginning with: '" + a + "' '" +
+                std::string(25, 'b') + "' \r\n");
+  EXPECT_EQ(unknown_command({std::string(200, 'X')}),
+            "-ERR unknown command '" + std::string(128, 'X') + "', with args beginning with: \r\n");
+}
+
 TEST(RespTest, RepliesAreEncodedAsRedisDoes) {
   EXPECT_EQ(simple("OK"), "+OK\r\n");
   EXPECT_EQ(error("ERR no"), "-ERR no\r\n");
