@@ -74,7 +74,10 @@ test: test-packages
 test-unit: build
 	cd build && ctest $(CTEST_FLAGS) -j$(CTEST_JOBS) -L unit -LE 'slow|fuzz'
 
+# The long soaks and big shapes, and what only they need: the go-redis
+# check program (about 35 CPU-seconds to build, so not in test-tools).
 test-slow: build test-tools
+	@scripts/install-go-redis-check.sh
 	cd build && ctest $(CTEST_FLAGS) -L slow
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
