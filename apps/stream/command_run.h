@@ -204,7 +204,8 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   if (!opt.kafka_output.empty()) {
     kafka = std::make_unique<ss::KafkaSink>(kafka_config(opt), opt.kafka_output,
                                             opt.kafka_transactional_id, rank * opt.threads,
-                                            opt.threads, /*per_checkpoint=*/checkpoints);
+                                            opt.threads, /*per_checkpoint=*/checkpoints,
+                                            /*by_window=*/opt.upsert);
   }
   std::unique_ptr<ss::CsvSink> late;
   if (!opt.late_output.empty()) {

@@ -392,12 +392,13 @@ uint64_t KafkaWriter::written() const { return impl_->written; }
 
 KafkaSink::KafkaSink(const KafkaConfig& config, const std::string& topic,
                      const std::string& transactional_id, uint32_t first, uint32_t count,
-                     bool per_checkpoint)
+                     bool per_checkpoint, bool by_window)
     : config_(config),
       topic_(topic),
       transactional_id_(transactional_id),
       first_(first),
-      per_checkpoint_(per_checkpoint) {
+      per_checkpoint_(per_checkpoint),
+      by_window_(by_window) {
   for (uint32_t w = first; w < first + count; ++w) {
     auto slot = std::make_unique<Slot>();
     slot->writer =
@@ -455,10 +456,7 @@ void KafkaSink::restore(uint32_t worker, const std::string& token) {
   while (at < token.size()) {
     const size_t end = token.find('\n', at);
     const std::string_view line(token.data() + at, end - at);
-    // The key is the row's third field (window_start,window_end,key,...).
-    const size_t k0 = line.find(',', line.find(',') + 1) + 1;
-    const size_t k1 = line.find(',', k0);
-    s.writer->write(line.substr(k0, k1 - k0), line);
+    s.writer->write(message_key(line), line);
     ++rewritten_;
     at = end + 1;
   }

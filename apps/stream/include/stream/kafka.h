@@ -353,19 +353,20 @@ class KafkaSink {
   // (and their transactions begun) here, so that a bad broker fails before
   // the query starts.
   // per_checkpoint: a transaction per checkpoint interval (engine.h calls
-  // prepare, committed and restore), as below.
+  // prepare, committed and restore), as below. by_window: each message's
+  // key is "window_start,window_end,key" (upsert output: a compacted topic,
+  // or any consumer that keeps the last value per key, holds each window's
+  // final row), else the row's key alone.
   KafkaSink(const KafkaConfig& config, const std::string& topic,
             const std::string& transactional_id, uint32_t first, uint32_t count,
-            bool per_checkpoint = false);
+            bool per_checkpoint = false, bool by_window = false);
   ~KafkaSink();  // aborts what was not committed
 
   template <class R>
   void operator()(uint32_t worker, const Row<R>& row) {
     Slot& s = *slots_[worker - first_];
     const std::string_view line = s.text.format(row);
-    char key[24];
-    const int klen = std::snprintf(key, sizeof key, "%" PRIu64, row.key);
-    s.writer->write(std::string_view(key, static_cast<size_t>(klen)), line);
+    s.writer->write(message_key(line), line);
     if (per_checkpoint_) s.pending.append(line).push_back('\n');
   }
 
@@ -400,6 +401,13 @@ class KafkaSink {
     std::string pending;  // per_checkpoint: the rows since the last checkpoint, a line each
     RowText text;
   };
+  // A row's message key: its first three fields (window_start,window_end,
+  // key) by window, else the third (the key).
+  std::string_view message_key(std::string_view line) const {
+    const size_t k0 = line.find(',', line.find(',') + 1) + 1;
+    const size_t k1 = line.find(',', k0);
+    return by_window_ ? line.substr(0, k1) : line.substr(k0, k1 - k0);
+  }
   std::string group_of(uint32_t worker) const {
     return transactional_id_ + "-" + std::to_string(worker);
   }
@@ -407,6 +415,7 @@ class KafkaSink {
   std::string topic_, transactional_id_;
   uint32_t first_;
   bool per_checkpoint_;
+  bool by_window_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::atomic<uint64_t> rewritten_{0};
 };
