@@ -184,15 +184,21 @@ class KafkaTest : public ::testing::Test {
     ASSERT_NE(json_field(f.output, "rows"), "0");
     file_result_ = result(f);
     file_output_ = f.output;
-    for (int w = 0; w < 4; ++w) {
-      std::ifstream rows(path("rows-" + std::to_string(w) + ".csv"));
-      std::string line;
-      std::getline(rows, line);  // header
-      while (std::getline(rows, line)) expected_.push_back(line);
-    }
-    std::sort(expected_.begin(), expected_.end());
+    expected_ = csv_rows("rows");
     ss::kafka_create_topic(config(), "ysb-in", 4);
     for (int w = 0; w < 4; ++w) produce("ysb-in", w, worker_records(w));
+  }
+  // The rows of the 4 workers' --csv-out files <stem>-<worker>.csv, sorted.
+  static std::vector<std::string> csv_rows(const std::string& stem) {
+    std::vector<std::string> out;
+    for (int w = 0; w < 4; ++w) {
+      std::ifstream rows(path(stem + "-" + std::to_string(w) + ".csv"));
+      std::string line;
+      std::getline(rows, line);  // header
+      while (std::getline(rows, line)) out.push_back(line);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
   }
   // Generated worker w's records as messages: its file's lines without the
   // worker and seq columns.
@@ -263,14 +269,7 @@ TEST_F(KafkaTest, UpsertRowsKeyedByWindowAndKeyEndAtTheFinalRows) {
                              path("input-{worker}.csv"), "--csv-out", path("late-{worker}.csv")});
   const ProcessResult f = stream(2, files);
   ASSERT_EQ(f.exit_code, 0) << describe(f);
-  std::vector<std::string> want;
-  for (int w = 0; w < 4; ++w) {
-    std::ifstream rows(path("late-" + std::to_string(w) + ".csv"));
-    std::string line;
-    std::getline(rows, line);  // header
-    while (std::getline(rows, line)) want.push_back(line);
-  }
-  std::sort(want.begin(), want.end());
+  const std::vector<std::string> want = csv_rows("late");
   ASSERT_FALSE(want.empty());
 
   ss::kafka_create_topic(config(), "ysb-upsert", 3);
