@@ -260,7 +260,8 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
     total.back += sweeper.stats().recovered_back;
     total.recovered += swept;
   }
-  const sn::CheckResult check = sn::check_invariants(cluster, layout, opt.workload, checkouts);
+  const sn::CheckResult check =
+      sn::check_invariants(cluster, layout, opt.workload, checkouts, protocol == "rsi");
   if (watch.lost().load() >= 0) {
     return ctx.fail("PeerLost: memory server rank " + std::to_string(watch.lost().load()) +
                     " is lost (" + watch.why() + "); no results");

@@ -125,7 +125,8 @@ const RsiClient::Seen& RsiClient::observe(uint32_t table, uint64_t key) {
         continue;
       }
       any = true;
-      if (cid <= rts_ && (best < 0 || cid > best_cid)) best = static_cast<int>(v), best_cid = cid;
+      if (cid <= rts_ && (best < 0 || cid > best_cid) && committed_version(cid))
+        best = static_cast<int>(v), best_cid = cid;
       if (oldest < 0 || cid < oldest_cid) {
         if (oldest >= 0) second_cid = std::min(second_cid, oldest_cid);
         oldest = static_cast<int>(v), oldest_cid = cid;
@@ -188,6 +189,17 @@ void RsiClient::check_servers() {
 void RsiClient::begin() { start(false); }
 
 void RsiClient::begin_read_only() { start(true); }
+
+// A version at or below the read timestamp is a committed one's, except
+// one a stalled client installed after recovery presumed it dead and rolled
+// its commit back (it resumed mid-commit; recovery had dropped what it
+// found installed by then): such a client is retired, so a version of a
+// retired client's timestamp is checked against the vector. (Retired
+// clients are few; a live one's versions need no read.)
+bool RsiClient::committed_version(uint64_t cid) {
+  if (cid == 0 || retire_[layout_.ts_owner(cid)] == 0) return true;  // (0: the loaded data)
+  return state_of(cid) == kCommitted;
+}
 
 void RsiClient::read_marks() {
   check(
@@ -605,8 +617,15 @@ Outcome RsiClient::commit() {
   }
   // The commit point: never once a memory server is known to be gone.
   check_servers();
-  if (transition(c, kPending, kCommitted) != kPending)
+  if (transition(c, kPending, kCommitted) != kPending) {
+    // Fenced: recovery presumed this client dead and rolled c back while it
+    // was stalled in this commit. A record it locked after that recovery is
+    // no recoverer's to find: give such locks back (the CAS leaves alone a
+    // record recovery released), or the record stays locked by a commit
+    // that never happens and every later writer of it conflicts for ever.
+    release_locks(c);
     throw FencedError(fenced + std::to_string(c));
+  }
   maybe_kill(KillPoint::kAfterCommitBit);
   // Unlock: the header now names the new version (a CAS, so that a
   // recoverer that already rolled forward is not overwritten).

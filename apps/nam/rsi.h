@@ -170,6 +170,8 @@ class RsiClient final : public Transactions {
   }
   void start(bool read_only);
   void read_marks();  // the retire and park words, into retire_
+  // Whether version `cid` (at most rts_) is a commit's (rsi.cc).
+  bool committed_version(uint64_t cid);
   void park();
   void set_park(uint64_t from, uint64_t to);
   void unpark();

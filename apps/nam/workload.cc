@@ -131,6 +131,10 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
   auto done = [&] {
     return w.txns != 0 ? res.commits + res.out_of_stock >= w.txns : Clock::now() >= end;
   };
+  // A run of --seconds stops retrying a transaction once its time is up:
+  // a record that stays locked (a commit no recovery can resolve) must not
+  // hold the run for ever.
+  auto time_up = [&] { return w.txns == 0 && Clock::now() >= end; };
   auto think = [&] {
     if (w.think_us) std::this_thread::sleep_for(std::chrono::microseconds(w.think_us));
   };
@@ -154,6 +158,10 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
       }
       bool stop = false;
       for (;;) {
+        if (time_up()) {
+          stop = true;
+          break;
+        }
         if (browse && w.read_only_begin)
           db.begin_read_only();
         else
@@ -204,7 +212,12 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
     } else {
       // list-append / write-skew: one attempt per history entry, each with
       // fresh values (appended values must be unique per key).
+      bool stop = false;
       for (;;) {
+        if (time_up()) {
+          stop = true;
+          break;
+        }
         ops.clear();
         bool long_read = false;
         if (w.workload == "write-skew") {
@@ -265,6 +278,7 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
         if (outcome == Outcome::kCommitted) break;
         (outcome == Outcome::kTooOld ? res.too_old : res.conflicts)++;
       }
+      if (stop) continue;
     }
     ++res.commits;
     const auto now = Clock::now();
@@ -287,8 +301,21 @@ uint64_t orders_per_client(const WorkloadOptions& w, uint32_t clients) {
 }
 
 CheckResult check_invariants(Cluster& cluster, const Layout& layout, const WorkloadOptions& w,
-                             const std::vector<int64_t>& checkouts) {
+                             const std::vector<int64_t>& checkouts, bool rsi) {
   CheckResult res;
+  // RSI: the timestamp vector, to tell a commit's version from junk.
+  std::vector<uint64_t> vector;
+  if (rsi) {
+    RemoteRegion meta = cluster.open_region(layout.meta_name(), 0);
+    vector.resize(layout.ts_words());
+    if (meta.read(layout.ts_offset(), std::as_writable_bytes(std::span(vector))) != Status::kOk)
+      throw NamError("nam: check: reading the timestamp vector: " + meta.error());
+  }
+  auto committed = [&](uint64_t cid) {
+    // (Commit id 0: the loaded data.)
+    return !rsi || cid == 0 ||
+           (ts_word(cid) < vector.size() && ts_state(vector[ts_word(cid)], cid) == kCommitted);
+  };
   auto problem = [&](const std::string& p) {
     res.ok = false;
     if (res.problems.size() < 4000) res.problems += p + "\n";
@@ -331,6 +358,10 @@ CheckResult check_invariants(Cluster& cluster, const Layout& layout, const Workl
             std::memcpy(&sum, q + 8, 8);
             if (sum == 0 || sum != version_checksum(cid, t, key, std::span(q + 16, payload)))
               continue;
+            if (!committed(cid)) {
+              ++res.junk;
+              continue;
+            }
             if (newest == nullptr || cid > newest_cid) newest = q + 16, newest_cid = cid;
           }
           const std::string where = layout.tables[t].name + "[" + std::to_string(key) + "]";
@@ -341,7 +372,11 @@ CheckResult check_invariants(Cluster& cluster, const Layout& layout, const Workl
           }
           if (newest != nullptr && header != newest_cid) {
             problem(where + ": header names commit " + std::to_string(header) +
-                    ", newest version is " + std::to_string(newest_cid));
+                    ", newest version is " + std::to_string(newest_cid) +
+                    (rsi ? " (the vector says commit " + std::to_string(header) + " is " +
+                               std::to_string(ts_state(vector[ts_word(header)], header)) +
+                               ": 0 pending, 1 committed, 2 fenced, 3 aborted)"
+                         : std::string()));
           }
           if (newest == nullptr && header != 0)
             problem(where + ": header " + std::to_string(header) + " but no version");

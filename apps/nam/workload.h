@@ -83,15 +83,18 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
 struct CheckResult {
   bool ok = true;
   std::string problems;  // one per line
-  uint64_t orders = 0, lines = 0, locked = 0, products = 0;
+  uint64_t orders = 0, lines = 0, locked = 0, products = 0, junk = 0;
 };
 // Scans every table of every memory server with plain one-sided reads (after
 // all clients finished and recovery ran) and checks the invariants of the
 // workload. checkouts[j] is how many checkouts client j reported committing,
 // -1 if it died (then any number is fine, but its orders must still be
-// consecutive: order keys j * share + 0, 1, 2, ... with no hole).
+// consecutive: order keys j * share + 0, 1, 2, ... with no hole). With
+// `rsi`, a version whose timestamp the vector does not say committed (one a
+// stalled client installed after its commit was rolled back) is no
+// version: it is counted in `junk`, as an RSI reader skips it.
 CheckResult check_invariants(Cluster& cluster, const Layout& layout, const WorkloadOptions& w,
-                             const std::vector<int64_t>& checkouts);
+                             const std::vector<int64_t>& checkouts, bool rsi = false);
 
 // How many order keys each client owns (client j: j * share .. (j+1) * share - 1).
 uint64_t orders_per_client(const WorkloadOptions& w, uint32_t clients);
