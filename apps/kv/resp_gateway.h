@@ -66,7 +66,14 @@
 //   LINDEX key index      bulk element or null; LSET key index element: +OK,
 //                         -ERR no such key, -ERR index out of range
 //   LREM key count element   :elements removed; LTRIM key start stop: +OK
-//   (Each one log entry on one key (resp_lists.cc); WRONGTYPE as for
+//   LINSERT key BEFORE|AFTER pivot element   :the new length, :-1 if no
+//                         pivot, :0 if the key is absent
+//   LPOS key element [RANK r] [COUNT n] [MAXLEN m]   :the index or null;
+//                         with COUNT: an array of indices
+//   LMOVE source destination LEFT|RIGHT LEFT|RIGHT   bulk element moved,
+//                         or null; RPOPLPUSH source destination: RIGHT LEFT
+//                         (one entry on both keys, as SMOVE)
+//   (Each one log entry on one key, LMOVE on two (resp_lists.cc); WRONGTYPE as for
 //   hashes; the key goes with its last element. No blocking commands:
 //   BLPOP and the others are unknown commands.)
 //   SADD, SREM key member [member ...]   :members added, removed
@@ -286,8 +293,10 @@ class RespGateway {
     // The list commands (resp_lists.cc, fill_list). (LPUSH, RPUSH, their X
     // forms, LLEN and LREM answer as kHashCount; LPOP and RPOP without a
     // count and LINDEX as kGet.)
-    kListArray,  // LRANGE, LPOP/RPOP with a count: the elements (absent: a null array)
-    kListOk,     // LSET, LTRIM: +OK, or the store's error
+    kListArray,   // LRANGE, LPOP/RPOP with a count: the elements (absent: a null array)
+    kListOk,      // LSET, LTRIM: +OK, or the store's error
+    kListPos,     // LPOS without COUNT: an integer, or null
+    kListPosAll,  // LPOS with COUNT: an array of integers
     // The set commands (resp_sets.cc, fill_set). (SISMEMBER and SMOVE
     // answer as kMsetNx; SPOP and SRANDMEMBER without a count as kGet.)
     kSetCount,    // SADD, SREM, SCARD, the STORE forms, SINTERCARD: an integer, or the error

@@ -164,10 +164,11 @@ namespace detail {
 
 bool is_set_op(Op op) { return op >= Op::kSAdd && op <= Op::kSDiffStore; }
 bool is_set_keys_op(Op op) { return op >= Op::kSMove && op <= Op::kSDiffStore; }
+bool is_keys_op(Op op) { return is_set_keys_op(op) || op == Op::kLMove; }
 
 std::vector<std::string> set_keys(const Command& c) {
   std::vector<std::string> keys{c.key};
-  if (c.op == Op::kSMove) {
+  if (c.op == Op::kSMove || c.op == Op::kLMove) {
     keys.push_back(c.value);
   } else if (std::vector<std::string> more; decode_names(c.value, &more)) {
     keys.insert(keys.end(), more.begin(), more.end());
