@@ -87,6 +87,9 @@
 //                         RESP3 too); a count < 0: that many, with
 //                         repeats, in the order chosen
 //   SMOVE source destination member   :1 if moved, else :0
+//   SSCAN key cursor [MATCH p] [COUNT n]   the next cursor and a page of
+//                         members; HSCAN key cursor [MATCH p] [COUNT n]
+//                         [NOVALUES]: of fields and values (or fields)
 //   SINTER, SUNION, SDIFF key [key ...]   the members in byte order (RESP3:
 //                         a set); SINTERSTORE, SUNIONSTORE, SDIFFSTORE
 //                         destination key [key ...]: :the size stored
@@ -422,6 +425,12 @@ class RespGateway {
   // The answer of an increment (INCRBY, INCRBYFLOAT; `hash`: HINCRBY,
   // HINCRBYFLOAT, whose errors name the hash value): the new number, or
   // Redis's error for the store's error value.
+  // SCAN's, HSCAN's and SSCAN's cursor (args[from]) and options after it
+  // (resp_transactions.cc): MATCH into *pattern ("*" without), COUNT, and
+  // `extra`: "TYPE" (SCAN: its value into q->type), "NOVALUES" (HSCAN: a
+  // flag, "novalues" into q->type) or "" (none). The error reply, or empty.
+  static std::string scan_options(const std::vector<std::string>& args, size_t from,
+                                  const std::string& extra, ScanRequest* q, std::string* pattern);
   static std::string increment_reply(const Result& result, bool floating, bool hash);
   // Makes `r`'s answer from one of its commands' results (`cmd` the command,
   // with its seq the position among r's, from first_seq).

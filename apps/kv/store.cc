@@ -144,6 +144,10 @@ const char* op_name(Op op) {
       return "lpos";
     case Op::kLMove:
       return "lmove";
+    case Op::kHScan:
+      return "hscan";
+    case Op::kSScan:
+      return "sscan";
   }
   return "?";
 }
@@ -422,6 +426,8 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kLInsert:
     case Op::kLPos:
     case Op::kLMove:
+    case Op::kHScan:
+    case Op::kSScan:
       break;
     case Op::kIncrByFloat:
     case Op::kSetRange:
@@ -683,7 +689,8 @@ Result Store::execute_here(const Command& c) {
     unlink(it);
   }
   Result r = execute(data_, c);
-  if (c.op == Op::kHMGet || c.op == Op::kSRandMember || c.op == Op::kLPos) {
+  if (c.op == Op::kHMGet || c.op == Op::kSRandMember || c.op == Op::kLPos || c.op == Op::kHScan ||
+      c.op == Op::kSScan) {
     // (Fields named many times, members chosen many times, or the indices
     // of many short elements can make a reply longer than the hash, the set
     // or the list.)

@@ -65,7 +65,10 @@ namespace kv {
 // rank, the count ("" for none) and the maxlen, encode_names); lmove, on
 // two keys, run on copies of them as rename is (store_multi.cc): `key` the
 // source, `value` the destination, `expected` the ends, "LL", "LR", "RL"
-// or "RR" (RPOPLPUSH: "RL").
+// or "RR" (RPOPLPUSH: "RL"). hscan and sscan (HSCAN, SSCAN: `value` a
+// ScanRequest, its type "novalues" for HSCAN's NOVALUES, `expected` the
+// MATCH pattern) page through one hash's fields or one set's members as
+// scan pages through the keys.
 // Sets (store_sets.cc): sadd, srem, smismember (`value` the members,
 // encode_names), scard, sismember (`expected` the member), smembers, spop
 // and srandmember (`expected` the count in decimal, or empty for none;
@@ -143,8 +146,10 @@ enum class Op : uint8_t {
   kLInsert,
   kLPos,
   kLMove,
+  kHScan,
+  kSScan,
 };
-inline constexpr Op kLastOp = Op::kLMove;
+inline constexpr Op kLastOp = Op::kSScan;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -262,6 +267,10 @@ int64_t wall_clock_ms();
 // element moved (a source equal to the destination: rotated); the source
 // absent: not ok, empty, whatever the destination holds; either holding
 // another type: kWrongType. A list's last element goes with its key.
+// hscan, sscan: ok, value a page (encode_keys: the next cursor, and the
+// fields and their values, or the members, matching the pattern), the
+// cursor in the order of key_hash of the field or member, as scan's (an
+// absent key: cursor 0, nothing).
 // sadd: ok, value the number of members added (decimal). srem: ok = some
 // were removed, value how many. scard: ok, value the number of members (0:
 // absent). sismember: ok = a member. smismember: ok, value one byte per
@@ -730,6 +739,10 @@ std::vector<std::string> set_keys(const Command& c);
 // The commands on several keys that run on copies of their keys (the set
 // ones and lmove; execute_keys), and the keys they touch.
 bool is_keys_op(Op op);
+// store_keyspace.cc: hscan's page of `fields` or sscan's of `members`
+// (null: absent), in scan's order.
+Result scan_one(const Command& c, const std::map<std::string, std::string>* fields,
+                const std::set<std::string>* members);
 // store_lists.cc: execute() of lmove (it looks at its keys' expiry and
 // types itself).
 Result execute_list_move(Keyspace& data, const Command& c);

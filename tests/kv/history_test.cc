@@ -165,6 +165,11 @@ TEST(HistoryTest, TheStoresHashAnswersAreLinearizableAndAChangedOneIsNot) {
   ops[3].result.value = "41";
   const ProcessResult wrong = check(ops, "hash-answers-changed");
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  // HSCAN (and SSCAN) pages in the store's hash order: refused as input.
+  run(Op::kHScan, "h", encode_scan_request({0, 10, ""}), "*");
+  const ProcessResult scan = check({ops.back()}, "hscan");
+  EXPECT_EQ(scan.exit_code, 2) << scan.output;
+  EXPECT_NE(scan.output.find("cursor reads"), std::string::npos) << scan.output;
 }
 
 // The list operations (apps/kv/porcupine/list.go): a history of every one as

@@ -510,6 +510,9 @@ func load(path string) ([]porcupine.Operation, error) {
 			if keys, ok := decodeStrings(r.Value, 1); !ok || len(keys) != 1 || keys[0] != *r.Key {
 				return nil, fmt.Errorf("%s:%d: op %q names several keys: the key-by-key model cannot check it; a checked history must not hold it (docs/kv.md, Sets)", path, line, r.Op)
 			}
+		case "hscan", "sscan":
+			// A page in the store's hash order: refused as scan is.
+			return nil, fmt.Errorf("%s:%d: op %q pages through a key in the store's hash order: the model does not check cursor reads; a checked history must not hold it (docs/kv.md, Hashes)", path, line, r.Op)
 		case "multi", "rename", "renamenx", "flushall", "watch", "dbsize", "keys", "scan", "smove",
 			"lmove", "sinterstore", "sunionstore", "sdiffstore":
 			// Refused, not skipped: leaving them out would check a history
