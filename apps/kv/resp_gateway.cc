@@ -544,6 +544,8 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
       break;
     case Kind::kListArray:
     case Kind::kListOk:
+    case Kind::kListPos:
+    case Kind::kListPosAll:
       fill_list(r, result);
       break;
     case Kind::kSetCount:

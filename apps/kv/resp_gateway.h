@@ -66,7 +66,14 @@
 //   LINDEX key index      bulk element or null; LSET key index element: +OK,
 //                         -ERR no such key, -ERR index out of range
 //   LREM key count element   :elements removed; LTRIM key start stop: +OK
-//   (Each one log entry on one key (resp_lists.cc); WRONGTYPE as for
+//   LINSERT key BEFORE|AFTER pivot element   :the new length, :-1 if no
+//                         pivot, :0 if the key is absent
+//   LPOS key element [RANK r] [COUNT n] [MAXLEN m]   :the index or null;
+//                         with COUNT: an array of indices
+//   LMOVE source destination LEFT|RIGHT LEFT|RIGHT   bulk element moved,
+//                         or null; RPOPLPUSH source destination: RIGHT LEFT
+//                         (one entry on both keys, as SMOVE)
+//   (Each one log entry on one key, LMOVE on two (resp_lists.cc); WRONGTYPE as for
 //   hashes; the key goes with its last element. No blocking commands:
 //   BLPOP and the others are unknown commands.)
 //   SADD, SREM key member [member ...]   :members added, removed
@@ -80,6 +87,9 @@
 //                         RESP3 too); a count < 0: that many, with
 //                         repeats, in the order chosen
 //   SMOVE source destination member   :1 if moved, else :0
+//   SSCAN key cursor [MATCH p] [COUNT n]   the next cursor and a page of
+//                         members; HSCAN key cursor [MATCH p] [COUNT n]
+//                         [NOVALUES]: of fields and values (or fields)
 //   SINTER, SUNION, SDIFF key [key ...]   the members in byte order (RESP3:
 //                         a set); SINTERSTORE, SUNIONSTORE, SDIFFSTORE
 //                         destination key [key ...]: :the size stored
@@ -286,8 +296,10 @@ class RespGateway {
     // The list commands (resp_lists.cc, fill_list). (LPUSH, RPUSH, their X
     // forms, LLEN and LREM answer as kHashCount; LPOP and RPOP without a
     // count and LINDEX as kGet.)
-    kListArray,  // LRANGE, LPOP/RPOP with a count: the elements (absent: a null array)
-    kListOk,     // LSET, LTRIM: +OK, or the store's error
+    kListArray,   // LRANGE, LPOP/RPOP with a count: the elements (absent: a null array)
+    kListOk,      // LSET, LTRIM: +OK, or the store's error
+    kListPos,     // LPOS without COUNT: an integer, or null
+    kListPosAll,  // LPOS with COUNT: an array of integers
     // The set commands (resp_sets.cc, fill_set). (SISMEMBER and SMOVE
     // answer as kMsetNx; SPOP and SRANDMEMBER without a count as kGet.)
     kSetCount,    // SADD, SREM, SCARD, the STORE forms, SINTERCARD: an integer, or the error
@@ -413,6 +425,12 @@ class RespGateway {
   // The answer of an increment (INCRBY, INCRBYFLOAT; `hash`: HINCRBY,
   // HINCRBYFLOAT, whose errors name the hash value): the new number, or
   // Redis's error for the store's error value.
+  // SCAN's, HSCAN's and SSCAN's cursor (args[from]) and options after it
+  // (resp_transactions.cc): MATCH into *pattern ("*" without), COUNT, and
+  // `extra`: "TYPE" (SCAN: its value into q->type), "NOVALUES" (HSCAN: a
+  // flag, "novalues" into q->type) or "" (none). The error reply, or empty.
+  static std::string scan_options(const std::vector<std::string>& args, size_t from,
+                                  const std::string& extra, ScanRequest* q, std::string* pattern);
   static std::string increment_reply(const Result& result, bool floating, bool hash);
   // Makes `r`'s answer from one of its commands' results (`cmd` the command,
   // with its seq the position among r's, from first_seq).

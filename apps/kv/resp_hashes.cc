@@ -95,6 +95,14 @@ bool RespGateway::hash_command(Conn& c, const std::string& name,
                 : name == "HKEYS"   ? Kind::kHashKeys
                                     : Kind::kHashVals);
   }
+  if (name == "HSCAN") {
+    if (args.size() < 3) return local(wrong_args("hscan"));
+    ScanRequest q;
+    std::string pattern;
+    if (std::string error = scan_options(args, 2, "NOVALUES", &q, &pattern); !error.empty())
+      return local(std::move(error));
+    return send(Op::kHScan, encode_scan_request(q), std::move(pattern), Kind::kScan);
+  }
   if (name == "HINCRBY" || name == "HINCRBYFLOAT") {
     if (args.size() != 4) return local(wrong_args(lower(name)));
     int64_t n = 0;

@@ -1,6 +1,7 @@
 // The RESP gateway's list commands (resp_gateway.h lists them), each one
-// log entry on one key (store_lists.cc), and their answers. No blocking
-// commands (BLPOP, BRPOP, BLMOVE, ...): they are unknown commands here.
+// log entry on one key (LMOVE and RPOPLPUSH: on two; store_lists.cc), and
+// their answers. No blocking commands (BLPOP, BRPOP, BLMOVE, ...): they
+// are unknown commands here.
 #include <string>
 #include <vector>
 
@@ -79,6 +80,56 @@ bool RespGateway::list_command(Conn& c, const std::string& name,
     return send(name == "LSET" ? Op::kLSet : Op::kLRem, args[3], args[2],
                 name == "LSET" ? Kind::kListOk : Kind::kHashCount);
   }
+  if (name == "LINSERT") {
+    if (args.size() != 5) return local(wrong_args("linsert"));
+    const std::string where = lower(args[2]);
+    if (where != "before" && where != "after") return local(resp::error("ERR syntax error"));
+    return send(Op::kLInsert, encode_names({args[3], args[4]}), where, Kind::kHashCount);
+  }
+  if (name == "LPOS") {
+    if (args.size() < 3) return local(wrong_args("lpos"));
+    // Redis 7's options and errors, checked in the order given.
+    std::string rank = "1", count, maxlen = "0";
+    for (size_t i = 3; i < args.size(); i += 2) {
+      const std::string opt = lower(args[i]);
+      if (i + 1 >= args.size() || (opt != "rank" && opt != "count" && opt != "maxlen"))
+        return local(resp::error("ERR syntax error"));
+      int64_t n = 0;
+      const bool integer = parse_integer(args[i + 1], &n);
+      if (opt == "rank") {
+        if (!integer) return local(not_integer());
+        if (n == INT64_MIN)
+          return local(
+              resp::error("ERR value is out of range, value must between -9223372036854775807 and "
+                          "9223372036854775807"));
+        if (n == 0)
+          return local(resp::error(
+              "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... "
+              "or use negative to start from the end of the list"));
+        rank = args[i + 1];
+      } else if (!integer || n < 0) {
+        return local(resp::error(opt == "count" ? "ERR COUNT can't be negative"
+                                                : "ERR MAXLEN can't be negative"));
+      } else {
+        (opt == "count" ? count : maxlen) = args[i + 1];
+      }
+    }
+    return send(Op::kLPos, args[2], encode_names({rank, count, maxlen}),
+                count.empty() ? Kind::kListPos : Kind::kListPosAll);
+  }
+  if (name == "LMOVE" || name == "RPOPLPUSH") {
+    const bool lmove = name == "LMOVE";
+    if (args.size() != (lmove ? 5u : 3u)) return local(wrong_args(lower(name)));
+    std::string ends = "RL";
+    if (lmove) {
+      for (size_t i = 3; i < 5; ++i) {
+        const std::string end = lower(args[i]);
+        if (end != "left" && end != "right") return local(resp::error("ERR syntax error"));
+        ends[i - 3] = end == "left" ? 'L' : 'R';
+      }
+    }
+    return send(Op::kLMove, args[2], ends, Kind::kGet);
+  }
   return false;
 }
 
@@ -96,6 +147,25 @@ void RespGateway::fill_list(Reply& r, const Result& result) {
       }
       r.text = resp::array_header(values.size());
       for (const std::string& v : values) r.text += resp::bulk(v);
+      return;
+    }
+    case Kind::kListPos: {
+      int64_t n = 0;
+      r.text = !result.ok ? resp::null_reply(r.resp3)
+               : parse_integer(result.value, &n)
+                   ? resp::integer(n)
+                   : resp::error("ERR the store answered a malformed lpos reply");
+      return;
+    }
+    case Kind::kListPosAll: {
+      std::vector<std::string> at;
+      int64_t n = 0;
+      if (!decode_names(result.value, &at)) {
+        r.text = resp::error("ERR the store answered a malformed lpos reply");
+        return;
+      }
+      r.text = resp::array_header(at.size());
+      for (const std::string& i : at) r.text += resp::integer(parse_integer(i, &n) ? n : 0);
       return;
     }
     case Kind::kListOk:

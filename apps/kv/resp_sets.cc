@@ -71,6 +71,14 @@ bool RespGateway::set_command(Conn& c, const std::string& name,
                                " bytes in one reply (--max-value-bytes)"));
     return send(op, seed, args[2], pop ? Kind::kSetMembers : Kind::kSetArray);
   }
+  if (name == "SSCAN") {
+    if (args.size() < 3) return local(wrong_args("sscan"));
+    ScanRequest q;
+    std::string pattern;
+    if (std::string error = scan_options(args, 2, "", &q, &pattern); !error.empty())
+      return local(std::move(error));
+    return send(Op::kSScan, encode_scan_request(q), std::move(pattern), Kind::kScan);
+  }
   if (name == "SMOVE") {
     if (args.size() != 4) return local(wrong_args("smove"));
     return send(Op::kSMove, args[2], args[3], Kind::kMsetNx);

@@ -227,28 +227,8 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
     } else {
       if (args.size() < 2 || args.size() % 2 != 0) return local(wrong_args("scan"));
       ScanRequest q;
-      const std::string& cursor = args[1];
-      const auto [end, ec] =
-          std::from_chars(cursor.data(), cursor.data() + cursor.size(), q.cursor);
-      if (cursor.empty() || ec != std::errc() || end != cursor.data() + cursor.size())
-        return local(resp::error("ERR invalid cursor"));
-      read.key.assign(1, '*');  // (no MATCH: every key)
-      for (size_t i = 2; i + 1 < args.size(); i += 2) {
-        const std::string opt = upper(args[i]);
-        int64_t n = 0;
-        if (opt == "MATCH") {
-          read.key = args[i + 1];
-        } else if (opt == "COUNT") {
-          if (!parse_integer(args[i + 1], &n))
-            return local(resp::error("ERR value is not an integer or out of range"));
-          if (n < 1) return local(resp::error("ERR syntax error"));
-          q.count = static_cast<uint64_t>(n);
-        } else if (opt == "TYPE") {
-          q.type = lower(args[i + 1]);
-        } else {
-          return local(resp::error("ERR syntax error"));
-        }
-      }
+      if (std::string error = scan_options(args, 1, "TYPE", &q, &read.key); !error.empty())
+        return local(std::move(error));
       if (read.key.size() + q.type.size() > options_.max_entry_bytes)
         return too_big(read.key.size() + q.type.size());
       read.op = Op::kScan;
@@ -268,6 +248,39 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
     return true;
   }
   return false;
+}
+
+std::string RespGateway::scan_options(const std::vector<std::string>& args, size_t from,
+                                      const std::string& extra, ScanRequest* q,
+                                      std::string* pattern) {
+  const std::string& cursor = args[from];
+  const auto [end, ec] = std::from_chars(cursor.data(), cursor.data() + cursor.size(), q->cursor);
+  if (cursor.empty() || ec != std::errc() || end != cursor.data() + cursor.size())
+    return resp::error("ERR invalid cursor");
+  pattern->assign(1, '*');  // (no MATCH: every name)
+  for (size_t i = from + 1; i < args.size(); i += 2) {
+    const std::string opt = upper(args[i]);
+    if (opt == extra && extra == "NOVALUES") {
+      q->type = "novalues";
+      --i;  // (a flag: no value follows)
+      continue;
+    }
+    if (i + 1 >= args.size()) return resp::error("ERR syntax error");
+    int64_t n = 0;
+    if (opt == "MATCH") {
+      *pattern = args[i + 1];
+    } else if (opt == "COUNT") {
+      if (!parse_integer(args[i + 1], &n))
+        return resp::error("ERR value is not an integer or out of range");
+      if (n < 1) return resp::error("ERR syntax error");
+      q->count = static_cast<uint64_t>(n);
+    } else if (opt == extra && extra == "TYPE") {
+      q->type = lower(args[i + 1]);
+    } else {
+      return resp::error("ERR syntax error");
+    }
+  }
+  return "";
 }
 
 void RespGateway::fill_exec(Reply& r, const Command& cmd, const Result& result) {

@@ -138,6 +138,16 @@ const char* op_name(Op op) {
       return "sunionstore";
     case Op::kSDiffStore:
       return "sdiffstore";
+    case Op::kLInsert:
+      return "linsert";
+    case Op::kLPos:
+      return "lpos";
+    case Op::kLMove:
+      return "lmove";
+    case Op::kHScan:
+      return "hscan";
+    case Op::kSScan:
+      return "sscan";
   }
   return "?";
 }
@@ -205,6 +215,8 @@ bool denied_when_full(Op op) {
     case Op::kLPushX:
     case Op::kRPushX:
     case Op::kLSet:
+    case Op::kLInsert:
+    case Op::kLMove:
     case Op::kSAdd:
     case Op::kSInterStore:
     case Op::kSUnionStore:
@@ -237,6 +249,8 @@ bool writes(const Command& c, const Result& r) {
     case Op::kLSet:
     case Op::kLRem:
     case Op::kLTrim:
+    case Op::kLInsert:
+    case Op::kLMove:
     case Op::kSRem:
     case Op::kSMove:
     case Op::kCas:
@@ -349,7 +363,8 @@ Result execute(Keyspace& data, const Command& c) {
     return r;
   }
   // (They look at the expiry and types of all their keys themselves.)
-  if (detail::is_set_keys_op(c.op)) return detail::execute_set(data, c);
+  if (detail::is_keys_op(c.op))
+    return c.op == Op::kLMove ? detail::execute_list_move(data, c) : detail::execute_set(data, c);
   // Lazy expiry: the command finds its key as it is at its own stamp.
   if (auto it = data.find(c.key); it != data.end() && expired(it->second, c.now_ms)) data.erase(it);
   if (auto it = data.find(c.key); it != data.end() && detail::wrong_type(c, it->second)) {
@@ -408,6 +423,11 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kSInterStore:
     case Op::kSUnionStore:
     case Op::kSDiffStore:
+    case Op::kLInsert:
+    case Op::kLPos:
+    case Op::kLMove:
+    case Op::kHScan:
+    case Op::kSScan:
       break;
     case Op::kIncrByFloat:
     case Op::kSetRange:
@@ -596,7 +616,7 @@ Keyspace Store::alone_after(const Command& c, bool keep_value) const {
 bool Store::over_limit(const Command& c) const {
   if (!detail::denied_when_full(c.op) || options_.maxmemory == 0) return false;
   // (The set commands on several keys: execute_keys counts all their keys.)
-  if (detail::is_set_keys_op(c.op)) return false;
+  if (detail::is_keys_op(c.op)) return false;
   // What the key's entry would take after the command: the command run on a
   // copy of the entry alone (only with a limit set; a put or getset, which
   // replaces the value, does not copy the old one).
@@ -658,7 +678,7 @@ Result Store::execute_here(const Command& c) {
     case Op::kScan:
       return read_keyspace(c);
     default:
-      if (detail::is_set_keys_op(c.op)) return execute_keys(c);
+      if (detail::is_keys_op(c.op)) return execute_keys(c);
       break;
   }
   // The command touches c.key alone: take its entry out of the counts and
@@ -669,9 +689,11 @@ Result Store::execute_here(const Command& c) {
     unlink(it);
   }
   Result r = execute(data_, c);
-  if (c.op == Op::kHMGet || c.op == Op::kSRandMember) {
-    // (Fields named many times, or members chosen many times, can make a
-    // reply longer than the hash or the set.)
+  if (c.op == Op::kHMGet || c.op == Op::kSRandMember || c.op == Op::kLPos || c.op == Op::kHScan ||
+      c.op == Op::kSScan) {
+    // (Fields named many times, members chosen many times, or the indices
+    // of many short elements can make a reply longer than the hash, the set
+    // or the list.)
     refuse_long_reply(&r);
   }
   auto it = data_.find(c.key);

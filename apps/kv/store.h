@@ -59,7 +59,16 @@ namespace kv {
 // encode_names), lpop, rpop (`expected` the count in decimal, or empty for
 // none), llen, lrange and ltrim (`expected` the start, `value` the stop, in
 // decimal), lindex (`expected` the index), lset (`expected` the index,
-// `value` the element) and lrem (`expected` the count, `value` the element).
+// `value` the element), lrem (`expected` the count, `value` the element),
+// linsert (`expected` "before" or "after", `value` the pivot and the
+// element, encode_names) and lpos (`value` the element, `expected` the
+// rank, the count ("" for none) and the maxlen, encode_names); lmove, on
+// two keys, run on copies of them as rename is (store_multi.cc): `key` the
+// source, `value` the destination, `expected` the ends, "LL", "LR", "RL"
+// or "RR" (RPOPLPUSH: "RL"). hscan and sscan (HSCAN, SSCAN: `value` a
+// ScanRequest, its type "novalues" for HSCAN's NOVALUES, `expected` the
+// MATCH pattern) page through one hash's fields or one set's members as
+// scan pages through the keys.
 // Sets (store_sets.cc): sadd, srem, smismember (`value` the members,
 // encode_names), scard, sismember (`expected` the member), smembers, spop
 // and srandmember (`expected` the count in decimal, or empty for none;
@@ -134,8 +143,13 @@ enum class Op : uint8_t {
   kSInterStore,
   kSUnionStore,
   kSDiffStore,
+  kLInsert,
+  kLPos,
+  kLMove,
+  kHScan,
+  kSScan,
 };
-inline constexpr Op kLastOp = Op::kSDiffStore;
+inline constexpr Op kLastOp = Op::kSScan;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -245,7 +259,18 @@ int64_t wall_clock_ms();
 // the list, value its element. lset: ok, or not ok with "ERR no such key"
 // or "ERR index out of range". lrem: ok = some were removed, value how many
 // (count > 0 from the head, < 0 from the tail, 0 all). ltrim: ok = some
-// element was removed. A list's last element goes with its key.
+// element was removed. linsert: ok, value the new length; not ok with "-1"
+// (no pivot) or "0" (no key). lpos without a count: ok = found, value the
+// index (decimal); with one: ok, value the indices (encode_names of
+// decimals; none: empty), as Redis's LPOS with its RANK, COUNT (0: all)
+// and MAXLEN (0: the whole list). lmove: ok = the source exists, value the
+// element moved (a source equal to the destination: rotated); the source
+// absent: not ok, empty, whatever the destination holds; either holding
+// another type: kWrongType. A list's last element goes with its key.
+// hscan, sscan: ok, value a page (encode_keys: the next cursor, and the
+// fields and their values, or the members, matching the pattern), the
+// cursor in the order of key_hash of the field or member, as scan's (an
+// absent key: cursor 0, nothing).
 // sadd: ok, value the number of members added (decimal). srem: ok = some
 // were removed, value how many. scard: ok, value the number of members (0:
 // absent). sismember: ok = a member. smismember: ok, value one byte per
@@ -711,6 +736,16 @@ bool is_set_op(Op op);
 bool is_set_keys_op(Op op);
 // The keys a set command on several keys touches, `c.key` among them.
 std::vector<std::string> set_keys(const Command& c);
+// The commands on several keys that run on copies of their keys (the set
+// ones and lmove; execute_keys), and the keys they touch.
+bool is_keys_op(Op op);
+// store_keyspace.cc: hscan's page of `fields` or sscan's of `members`
+// (null: absent), in scan's order.
+Result scan_one(const Command& c, const std::map<std::string, std::string>* fields,
+                const std::set<std::string>* members);
+// store_lists.cc: execute() of lmove (it looks at its keys' expiry and
+// types itself).
+Result execute_list_move(Keyspace& data, const Command& c);
 // A result with `value` (store_lists.cc), and the decimal in `text` (the
 // gateway checked it; 0 for one that is not, so that a malformed command
 // changes nothing dangerous).

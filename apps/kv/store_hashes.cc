@@ -100,7 +100,7 @@ size_t item_bytes(const Item& e) {
 
 namespace detail {
 
-bool is_hash_op(Op op) { return op >= Op::kHSet && op <= Op::kHIncrByFloat; }
+bool is_hash_op(Op op) { return (op >= Op::kHSet && op <= Op::kHIncrByFloat) || op == Op::kHScan; }
 
 bool wrong_type(const Command& c, const Item& e) {
   if (is_hash_op(c.op)) return !e.is_hash();
@@ -188,6 +188,8 @@ Result execute_hash(Keyspace& data, const Command& c) {
       if (present) pairs.assign(it->second.fields.begin(), it->second.fields.end());
       return done(encode_fields(pairs));
     }
+    case Op::kHScan:
+      return scan_one(c, present ? &it->second.fields : nullptr, nullptr);
     default:
       return done("", false);
   }

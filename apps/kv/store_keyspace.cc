@@ -70,6 +70,26 @@ Result page_result(const KeysPage& page) {
   return r;
 }
 
+// SCAN's walk, HSCAN's and SSCAN's too: from q.cursor on in `index`'s hash
+// order, COUNT names (the pattern and TYPE filter what was visited, as in
+// Redis), or kScanBytes of them; never stopping inside a run of names of
+// one hash, so the next cursor, that run's successor's hash (0: the end),
+// skips no name. `visit` sees each name visited.
+template <typename Visit>
+uint64_t walk(const HashIndex& index, const ScanRequest& q, Visit visit) {
+  size_t visited = 0, bytes = 0;
+  uint64_t last = 0;
+  auto it = index.lower_bound({q.cursor, std::string_view()});
+  for (; it != index.end(); ++it) {
+    if (visited != 0 && it->first != last && (visited >= q.count || bytes >= kScanBytes)) break;
+    last = it->first;
+    ++visited;
+    bytes += it->second.size();
+    visit(it->second);
+  }
+  return it == index.end() ? 0 : it->first;
+}
+
 // dbsize, keys and scan over `data`, with `index` its keys by hash.
 Result read(const Keyspace& data, const HashIndex& index, size_t expired, const Command& c,
             uint64_t max_result_bytes) {
@@ -108,23 +128,10 @@ Result read(const Keyspace& data, const HashIndex& index, size_t expired, const 
         auto e = data.find(std::string(k));
         return e != data.end() && q.type == e->second.type_name();
       };
-      // From the cursor on in hash order, COUNT keys (MATCH and TYPE
-      // filter what was visited, as in Redis), or kScanBytes of their
-      // names; never stopping inside a run of keys of one hash, so the
-      // next cursor, that run's successor's hash, skips no key.
-      size_t visited = 0, bytes = 0;
-      uint64_t last = 0;
-      auto it = index.lower_bound({q.cursor, std::string_view()});
-      for (; it != index.end(); ++it) {
-        if (visited != 0 && it->first != last && (visited >= q.count || bytes >= kScanBytes)) break;
-        last = it->first;
-        ++visited;
-        bytes += it->second.size();
-        if (glob_match(c.key, it->second) && live(data, it->second, c.now_ms) &&
-            of_type(it->second))
-          page.keys.emplace_back(it->second);
-      }
-      page.cursor = it == index.end() ? 0 : it->first;
+      page.cursor = walk(index, q, [&](std::string_view k) {
+        if (glob_match(c.key, k) && live(data, k, c.now_ms) && of_type(k))
+          page.keys.emplace_back(k);
+      });
       return page_result(page);
     }
     default:
@@ -218,6 +225,25 @@ bool decode_keys(std::string_view bytes, KeysPage* out) {
 }
 
 namespace detail {
+
+Result scan_one(const Command& c, const std::map<std::string, std::string>* fields,
+                const std::set<std::string>* members) {
+  ScanRequest q;
+  if (!decode_scan_request(c.value, &q)) return detail::result_of("ERR invalid cursor", false);
+  HashIndex index;
+  if (fields != nullptr)
+    for (const auto& [f, v] : *fields) index.emplace(key_hash(f), std::string_view(f));
+  if (members != nullptr)
+    for (const std::string& m : *members) index.emplace(key_hash(m), std::string_view(m));
+  KeysPage page;
+  page.cursor = walk(index, q, [&](std::string_view name) {
+    if (!glob_match(c.expected, name)) return;
+    page.keys.emplace_back(name);
+    if (fields != nullptr && q.type != "novalues")
+      page.keys.push_back(fields->find(page.keys.back())->second);
+  });
+  return page_result(page);
+}
 
 Result read_keyspace(const Keyspace& data, const Command& c, uint64_t max_result_bytes) {
   HashIndex index;

@@ -1,4 +1,5 @@
-// The list commands on a plain map (store.h: Op::kLPush .. Op::kLTrim), for
+// The list commands on a plain map (store.h: Op::kLPush .. Op::kLTrim,
+// Op::kLInsert, Op::kLPos, and Op::kLMove on two keys), for
 // execute() and so for the Store. A list is an Item whose elements are set
 // (store.h, Item), head first; its last element goes with its key, as in
 // Redis. Indices are Redis's: 0 the head, -1 the tail.
@@ -12,6 +13,7 @@ namespace {
 
 Result done(std::string value, bool ok = true) { return detail::result_of(std::move(value), ok); }
 constexpr auto number = detail::number_or_zero;
+using detail::expired;
 
 // LRANGE's and LTRIM's range of a list of `len` elements, as Redis takes
 // it: [*first, *last] within the list, or empty (false).
@@ -23,6 +25,37 @@ bool range_of(int64_t start, int64_t stop, int64_t len, int64_t* first, int64_t*
   *first = start;
   *last = std::min(stop, len - 1);
   return true;
+}
+
+// LPOS on `list` (null: absent), as Redis 7's: the matches of c.value
+// from the rank-th one on (rank < 0: from the tail), at most `count` of
+// them (0: all; absent: the first alone), among the first `maxlen`
+// elements looked at (0: all).
+Result position(const std::deque<std::string>* list, const Command& c) {
+  std::vector<std::string> opts;
+  if (!decode_names(c.expected, &opts) || opts.size() != 3)
+    return done("ERR malformed lpos", false);
+  const int64_t rank = number(opts[0]), maxlen = number(opts[2]);
+  const bool counted = !opts[1].empty();
+  const int64_t count = counted ? number(opts[1]) : 1;
+  std::vector<std::string> found;
+  if (list != nullptr && rank != 0) {
+    const int64_t len = static_cast<int64_t>(list->size());
+    int64_t skip = rank > 0 ? rank - 1 : -(rank + 1);
+    for (int64_t looked = 0; looked < len && (maxlen == 0 || looked < maxlen); ++looked) {
+      const int64_t i = rank > 0 ? looked : len - 1 - looked;
+      if ((*list)[i] != c.value) continue;
+      if (skip > 0) {
+        --skip;
+        continue;
+      }
+      found.push_back(std::to_string(i));
+      if (count != 0 && static_cast<int64_t>(found.size()) == count) break;
+    }
+  }
+  if (counted) return done(encode_names(found));
+  if (found.empty()) return done("", false);
+  return done(std::move(found.front()));
 }
 
 }  // namespace
@@ -41,7 +74,38 @@ int64_t number_or_zero(const std::string& text) {
   return parse_integer(text, &n) ? n : 0;
 }
 
-bool is_list_op(Op op) { return op >= Op::kLPush && op <= Op::kLTrim; }
+bool is_list_op(Op op) {
+  return (op >= Op::kLPush && op <= Op::kLTrim) || op == Op::kLInsert || op == Op::kLPos;
+}
+
+Result execute_list_move(Keyspace& data, const Command& c) {
+  // (As SMOVE: lazy expiry of both keys, then their types.)
+  bool wrong = false;
+  for (const std::string* k : {&c.key, &c.value}) {
+    auto it = data.find(*k);
+    if (it != data.end() && expired(it->second, c.now_ms)) data.erase(it);
+  }
+  auto src = data.find(c.key);
+  if (src == data.end()) return done("", false);  // (whatever the destination holds)
+  if (auto dst = data.find(c.value); dst != data.end() && !dst->second.is_list()) wrong = true;
+  if (!src->second.is_list() || wrong || c.expected.size() != 2)
+    return done(c.expected.size() != 2 ? "ERR malformed lmove" : kWrongType, false);
+  std::deque<std::string>& from = src->second.list;
+  std::string v = std::move(c.expected[0] == 'L' ? from.front() : from.back());
+  if (c.expected[0] == 'L') {
+    from.pop_front();
+  } else {
+    from.pop_back();
+  }
+  std::deque<std::string>& to = data[c.value].list;  // (the source itself, if the same key)
+  if (c.expected[1] == 'L') {
+    to.push_front(v);
+  } else {
+    to.push_back(v);
+  }
+  if (auto it = data.find(c.key); it->second.list.empty()) data.erase(it);
+  return done(std::move(v));
+}
 
 Result execute_list(Keyspace& data, const Command& c) {
   auto it = data.find(c.key);
@@ -155,6 +219,18 @@ Result execute_list(Keyspace& data, const Command& c) {
       list->erase(list->begin(), list->begin() + first);
       return done("", first > 0 || last < len - 1);
     }
+    case Op::kLInsert: {
+      std::vector<std::string> pe;
+      if (!decode_names(c.value, &pe) || pe.size() != 2)
+        return done("ERR malformed linsert", false);
+      if (!present) return done("0", false);
+      auto at = std::find(list->begin(), list->end(), pe[0]);
+      if (at == list->end()) return done("-1", false);
+      list->insert(c.expected == "after" ? at + 1 : at, std::move(pe[1]));
+      return done(std::to_string(list->size()));
+    }
+    case Op::kLPos:
+      return position(list, c);
     default:
       return done("", false);
   }

@@ -42,7 +42,7 @@ const std::string kMalformed = "ERR malformed transaction";
 void keys_of(const Command& c, std::set<std::string>* keys) {
   keys->insert(c.key);
   if (c.op == Op::kRename || c.op == Op::kRenameNx) keys->insert(c.value);
-  if (detail::is_set_keys_op(c.op))
+  if (detail::is_keys_op(c.op))
     for (std::string& k : detail::set_keys(c)) keys->insert(std::move(k));
 }
 
@@ -325,7 +325,8 @@ Result Store::execute_keys(const Command& c) {
     sub.seq = c.seq;
     sub.now_ms = c.now_ms;
     Result one = execute(copy, sub);
-    if (sub.op == Op::kRename || sub.op == Op::kRenameNx || sub.op == Op::kSMove) {
+    if (sub.op == Op::kRename || sub.op == Op::kRenameNx || sub.op == Op::kSMove ||
+        sub.op == Op::kLMove) {
       if (one.ok && sub.key != sub.value) changed.insert({sub.key, sub.value});
     } else if (sub.op != Op::kFlushAll && detail::writes(sub, one)) {
       changed.insert(sub.key);
@@ -357,6 +358,11 @@ Result Store::execute_keys(const Command& c) {
     for (const std::string& k : changed) {
       auto it = copy.find(k);
       if (it != copy.end() && k.size() + item_bytes(it->second) > options_.max_result_bytes) {
+        if (c.op == Op::kLMove) {  // (refused as the other list writes are)
+          r.refused = true;
+          r.value = kTooLarge;
+          return r;
+        }
         // (append: GCC 12 warns falsely on chains of string +)
         r.value.append("ERR ").append(kTooLarge).append(" (--max-value-bytes): key '");
         r.value.append(k).append("' would hold ");

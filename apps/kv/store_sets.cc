@@ -162,12 +162,13 @@ Result execute_keys(Keyspace& data, const Command& c) {
 
 namespace detail {
 
-bool is_set_op(Op op) { return op >= Op::kSAdd && op <= Op::kSDiffStore; }
+bool is_set_op(Op op) { return (op >= Op::kSAdd && op <= Op::kSDiffStore) || op == Op::kSScan; }
 bool is_set_keys_op(Op op) { return op >= Op::kSMove && op <= Op::kSDiffStore; }
+bool is_keys_op(Op op) { return is_set_keys_op(op) || op == Op::kLMove; }
 
 std::vector<std::string> set_keys(const Command& c) {
   std::vector<std::string> keys{c.key};
-  if (c.op == Op::kSMove) {
+  if (c.op == Op::kSMove || c.op == Op::kLMove) {
     keys.push_back(c.value);
   } else if (std::vector<std::string> more; decode_names(c.value, &more)) {
     keys.insert(keys.end(), more.begin(), more.end());
@@ -210,6 +211,8 @@ Result execute_set(Keyspace& data, const Command& c) {
     }
     case Op::kSMembers:
       return done(present ? names_of(*set) : encode_names({}));
+    case Op::kSScan:
+      return scan_one(c, nullptr, set);
     case Op::kSPop:
     case Op::kSRandMember: {
       if (!present) return done("", false);

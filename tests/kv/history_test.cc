@@ -165,6 +165,11 @@ TEST(HistoryTest, TheStoresHashAnswersAreLinearizableAndAChangedOneIsNot) {
   ops[3].result.value = "41";
   const ProcessResult wrong = check(ops, "hash-answers-changed");
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  // HSCAN (and SSCAN) pages in the store's hash order: refused as input.
+  run(Op::kHScan, "h", encode_scan_request({0, 10, ""}), "*");
+  const ProcessResult scan = check({ops.back()}, "hscan");
+  EXPECT_EQ(scan.exit_code, 2) << scan.output;
+  EXPECT_NE(scan.output.find("cursor reads"), std::string::npos) << scan.output;
 }
 
 // The list operations (apps/kv/porcupine/list.go): a history of every one as
@@ -208,14 +213,38 @@ TEST(HistoryTest, TheStoresListAnswersAreLinearizableAndAChangedOneIsNot) {
   run(Op::kType, "l", "");
   run(Op::kLPop, "l", "", "5");
   run(Op::kLLen, "l", "");
+  run(Op::kRPush, "p", encode_names({"a", "c", "b", "c"}));
+  run(Op::kLInsert, "p", encode_names({"c", "x"}), "after");
+  run(Op::kLInsert, "p", encode_names({"none", "x"}), "before");
+  run(Op::kLInsert, "none", encode_names({"a", "x"}), "before");
+  run(Op::kLPos, "p", "c", encode_names({"-1", "", "0"}));
+  run(Op::kLPos, "p", "c", encode_names({"1", "0", "0"}));
+  run(Op::kLPos, "p", "zz", encode_names({"1", "", "0"}));
+  run(Op::kLInsert, "s", encode_names({"v", "x"}), "before");
   EXPECT_EQ(ops[3].result, (Result{true, "\xff"}));
   EXPECT_EQ(ops[14].result, (Result{false, kWrongType}));
   EXPECT_EQ(ops[17].result, (Result{true, encode_names({"a", "t"})}));
+  EXPECT_EQ(ops[23].result, (Result{true, "4"}));
+  EXPECT_EQ(ops[24].result, (Result{true, encode_names({"1", "4"})}));
   const ProcessResult right = check(ops, "list-answers");
   EXPECT_EQ(right.exit_code, 0) << right.output;
   ops[3].result.value = "b";
   const ProcessResult wrong = check(ops, "list-answers-changed");
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  // An LPOS answering the first match for the last, or missing the
+  // element LINSERT put after its pivot, is not what the store does.
+  ops[3].result.value = "\xff";
+  ops[23].result.value = "1";
+  EXPECT_EQ(check(ops, "lpos-changed").exit_code, 1);
+  ops[23].result.value = "4";
+  ops[24].result.value = encode_names({"1", "3"});
+  EXPECT_EQ(check(ops, "lpos-count-changed").exit_code, 1);
+  ops[24].result.value = encode_names({"1", "4"});
+  // LMOVE acts on two keys: refused as input.
+  run(Op::kLMove, "p", "q", "RL");
+  const ProcessResult several = check({ops.back()}, "lmove-two-keys");
+  EXPECT_EQ(several.exit_code, 2) << several.output;
+  EXPECT_NE(several.output.find("several keys"), std::string::npos) << several.output;
 }
 
 // The set operations (apps/kv/porcupine/set.go): a history of every one on

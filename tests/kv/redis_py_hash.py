@@ -4,7 +4,8 @@ Usage: redis_py_hash.py PORT
 
 HSET (with a mapping), HMSET, HSETNX, HGET, HMGET, HDEL, HEXISTS, HLEN,
 HSTRLEN, HGETALL (a dict; its fields in byte order), HKEYS, HVALS, HINCRBY,
-HINCRBYFLOAT, with Redis 7's answers and errors; WRONGTYPE both ways; a
+HINCRBYFLOAT, HSCAN (MATCH, COUNT, NOVALUES; hscan_iter), with Redis 7's
+answers and errors; WRONGTYPE both ways; a
 hash's expiry, RENAME, TYPE, DEL, SCAN with a type; hashes in a pipeline
 transaction and under WATCH, where another client's HSET makes EXEC fail.
 Every check that fails is printed; the last line says how many checks
@@ -64,6 +65,19 @@ def main(port):
     check("hset of no pair", "wrong number of arguments for 'hset' command" in
           (error_of(lambda: r.execute_command("HSET", "hp:h", "f")) or ""), True)
     check("type", r.type("hp:h"), b"hash")
+
+    # HSCAN: every field once over pages of COUNT 3, MATCH and NOVALUES.
+    r.hset("hp:scan", mapping={f"f{i}": f"v{i}" for i in range(40)})
+    check("hscan_iter", dict(r.hscan_iter("hp:scan", count=3)),
+          {f"f{i}".encode(): f"v{i}".encode() for i in range(40)})
+    check("hscan with match", sorted(r.hscan_iter("hp:scan", match="f1?", count=5)),
+          sorted((f"f1{i}".encode(), f"v1{i}".encode()) for i in range(10)))
+    check("hscan novalues", sorted(r.hscan_iter("hp:scan", count=1000, no_values=True)),
+          sorted(f"f{i}".encode() for i in range(40)))
+    check("hscan of an absent key", r.hscan("hp:none"), (0, {}))
+    check("hscan with a bad cursor", error_of(lambda: r.hscan("hp:scan", "x")), "invalid cursor")
+    check("hscan with count 0", error_of(lambda: r.hscan("hp:scan", 0, count=0)), "syntax error")
+    r.delete("hp:scan")
 
     # WRONGTYPE both ways; SET replaces a hash.
     r.set("hp:s", "v")

@@ -3,8 +3,8 @@
 Usage: redis_py_list.py PORT
 
 LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP and RPOP (with and without a count),
-LLEN, LRANGE, LINDEX, LSET, LREM, LTRIM, with Redis 7's answers and
-errors; WRONGTYPE both ways; a list's expiry, RENAME, TYPE, DEL, SCAN with
+LLEN, LRANGE, LINDEX, LSET, LREM, LTRIM, LINSERT, LPOS (RANK, COUNT,
+MAXLEN), LMOVE and RPOPLPUSH, with Redis 7's answers and errors; WRONGTYPE both ways; a list's expiry, RENAME, TYPE, DEL, SCAN with
 a type; lists in a pipeline transaction and under WATCH, where another
 client's RPUSH makes EXEC fail; no blocking commands. Every check that
 fails is printed; the last line says how many checks there were and how
@@ -24,7 +24,7 @@ def main(port):
     check, error_of = checks.check, Checks.error_of
     # Two connections: the second writes while the first watches.
     r, other = (redis.Redis(host="127.0.0.1", port=port, socket_timeout=30) for _ in range(2))
-    r.delete("lp:l", "lp:s", "lp:h", "lp:moved", "lp:one")
+    r.delete("lp:l", "lp:s", "lp:h", "lp:moved", "lp:one", "lp:p", "lp:q")
 
     # The commands on one list.
     check("lpush", r.lpush("lp:l", "a", "b", "c"), 3)
@@ -54,6 +54,35 @@ def main(port):
     check("blpop is not there", "unknown command" in
           (error_of(lambda: r.blpop(["lp:l"], 1)) or ""), True)
     check("type", r.type("lp:l"), b"list")
+
+    # LINSERT, LPOS, LMOVE and RPOPLPUSH.
+    r.rpush("lp:p", "a", "b", "c", "1", "2", "3", "c", "c")
+    check("lpos", (r.lpos("lp:p", "c"), r.lpos("lp:p", "c", rank=-1), r.lpos("lp:p", "zz")),
+          (2, 7, None))
+    check("lpos with a count", (r.lpos("lp:p", "c", count=2), r.lpos("lp:p", "c", rank=-1, count=0),
+                                r.lpos("lp:p", "c", count=0, maxlen=7), r.lpos("lp:none", "c", count=1)),
+          ([2, 6], [7, 6, 2], [2, 6], []))
+    check("lpos rank 0", (error_of(lambda: r.lpos("lp:p", "c", rank=0)) or "").startswith(
+        "RANK can't be zero: use 1 to start from the first match"), True)
+    check("lpos negative count, maxlen", (error_of(lambda: r.lpos("lp:p", "c", count=-1)),
+                                          error_of(lambda: r.lpos("lp:p", "c", maxlen=-1))),
+          ("COUNT can't be negative", "MAXLEN can't be negative"))
+    check("lpos syntax", error_of(lambda: r.execute_command("LPOS", "lp:p", "c", "RANK")),
+          "syntax error")
+    check("linsert", (r.linsert("lp:p", "before", "b", "x"), r.linsert("lp:p", "AFTER", "3", "y"),
+                      r.linsert("lp:p", "before", "zz", "v"), r.linsert("lp:none", "after", "a", "v")),
+          (9, 10, -1, 0))
+    check("linsert syntax", error_of(lambda: r.execute_command("LINSERT", "lp:p", "in", "a", "v")),
+          "syntax error")
+    check("rpoplpush", (r.rpoplpush("lp:p", "lp:q"), r.rpoplpush("lp:none", "lp:q")), (b"c", None))
+    check("lmove", (r.lmove("lp:p", "lp:q", "LEFT", "RIGHT"), r.lmove("lp:q", "lp:q", "LEFT", "RIGHT"),
+                    r.lrange("lp:q", 0, -1)), (b"a", b"c", [b"a", b"c"]))
+    check("lmove syntax", error_of(lambda: r.execute_command("LMOVE", "lp:p", "lp:q", "UP", "LEFT")),
+          "syntax error")
+    r.set("lp:s", "v")
+    check("lmove of a string", (error_of(lambda: r.lmove("lp:p", "lp:s", "LEFT", "LEFT")),
+                                r.llen("lp:p")), (WRONGTYPE, 8))
+    r.delete("lp:p", "lp:q")
 
     # WRONGTYPE both ways; SET replaces a list.
     r.set("lp:s", "v")

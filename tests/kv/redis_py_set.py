@@ -4,7 +4,8 @@ Usage: redis_py_set.py PORT
 
 SADD, SREM, SCARD, SISMEMBER, SMISMEMBER, SMEMBERS, SPOP and SRANDMEMBER
 (with and without a count, a negative one repeating), SMOVE, SINTER,
-SUNION, SDIFF, their STORE forms and SINTERCARD with LIMIT, with Redis 7's
+SUNION, SDIFF, their STORE forms, SINTERCARD with LIMIT and SSCAN (MATCH,
+COUNT; sscan_iter), with Redis 7's
 answers and errors; WRONGTYPE both ways; RESP3 (protocol=3) answering
 SMEMBERS and the others as sets; a set's expiry, RENAME, TYPE, DEL, SCAN
 with a type; sets in a pipeline transaction and under WATCH, where another
@@ -34,6 +35,14 @@ def main(port):
     check("scard", (r.scard("sp:a"), r.scard("sp:none")), (4, 0))
     check("sismember", (r.sismember("sp:a", "x"), r.sismember("sp:a", "q")), (1, 0))
     check("smismember", r.smismember("sp:a", ["x", "q", "z"]), [1, 0, 1])
+    r.sadd("sp:scan", *[f"m{i}" for i in range(40)])
+    check("sscan_iter", sorted(r.sscan_iter("sp:scan", count=3)),
+          sorted(f"m{i}".encode() for i in range(40)))
+    check("sscan with match", sorted(r.sscan_iter("sp:scan", match="m3*", count=5)),
+          sorted([b"m3"] + [f"m3{i}".encode() for i in range(10)]))
+    check("sscan of an absent key", r.sscan("sp:none"), (0, []))
+    check("sscan with a negative count", error_of(lambda: r.sscan("sp:a", 0, count=-1)), "syntax error")
+    r.delete("sp:scan")
     check("srem", (r.srem("sp:a", "w", "q"), r.srem("sp:none", "w")), (1, 0))
     check("srandmember", r.srandmember("sp:a") in {b"x", b"y", b"z"}, True)
     some = r.srandmember("sp:a", 2)

@@ -4,7 +4,10 @@
 // replicas that apply the same log ending identical.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -334,6 +337,49 @@ TEST(StoreHashTest, ReplicasApplyingTheSameHashCommandsEndIdentical) {
     log.push_back(c);
   }
   EXPECT_GT(testing::expect_replicas_identical(o, log), 10u) << "the limits were reached";
+}
+
+TEST(StoreHashTest, HscanPagesThroughTheFieldsAsScanDoesTheKeys) {
+  Store s;
+  testing::SeqClient c{s};
+  FieldValues fields;
+  for (int i = 0; i < 100; ++i)
+    fields.emplace_back("f" + std::to_string(i), "v" + std::to_string(i));
+  c.run(cmd(Op::kHSet, "h", encode_fields(fields)));
+  // Every field once, with its value, over several pages of COUNT 7.
+  size_t pages = 0;
+  const std::vector<std::string> all = testing::scan_all(c, Op::kHScan, "h", 7, "*", false, &pages);
+  ASSERT_EQ(all.size(), 200u);
+  std::map<std::string, std::string> seen;
+  for (size_t i = 0; i < all.size(); i += 2) seen[all[i]] = all[i + 1];
+  EXPECT_EQ(seen, (std::map<std::string, std::string>(fields.begin(), fields.end())));
+  EXPECT_GE(pages, 100u / 7);
+  // NOVALUES: the fields alone; MATCH filters them.
+  std::vector<std::string> names = testing::scan_all(c, Op::kHScan, "h", 1000, "*", true);
+  EXPECT_EQ(names.size(), 100u);
+  names = testing::scan_all(c, Op::kHScan, "h", 3, "f1?", true);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names.size(), 10u);
+  EXPECT_EQ(names.front(), "f10");
+  // A field there from start to end is answered though others come and go
+  // between pages; the pages are the reference's (every replica's).
+  int round = 0;
+  names = testing::scan_all(c, Op::kHScan, "h", 5, "*", true, nullptr, [&] {
+    ++round;
+    c.run(cmd(Op::kHSet, "h", encode_fields({{"new" + std::to_string(round), "x"}})));
+    c.run(cmd(Op::kHDel, "h", encode_names({"f" + std::to_string(50 + round % 50)})));
+  });
+  std::set<std::string> got(names.begin(), names.end());
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(got.count("f" + std::to_string(i)), 1u) << i;
+  Keyspace reference = s.data();
+  const Command page = cmd(Op::kHScan, "h", encode_scan_request({0, 9, ""}), "*");
+  EXPECT_EQ(c.run(page), execute(reference, page));
+  // An absent key: cursor 0, no fields; a string: WRONGTYPE; a bad cursor.
+  EXPECT_EQ(c.run(cmd(Op::kHScan, "none", encode_scan_request({0, 10, ""}), "*")),
+            (Result{true, encode_keys({})}));
+  c.run(cmd(Op::kPut, "s", "v"));
+  EXPECT_EQ(c.run(cmd(Op::kHScan, "s", encode_scan_request({0, 10, ""}), "*")), kWrong);
+  EXPECT_EQ(c.run(cmd(Op::kHScan, "h", "x", "*")), (Result{false, "ERR invalid cursor"}));
 }
 
 }  // namespace

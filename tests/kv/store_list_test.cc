@@ -16,6 +16,7 @@ namespace kv {
 namespace {
 
 using testing::cmd;
+using testing::expire_at;
 using testing::kNow;
 using testing::kWrong;
 using Strings = std::vector<std::string>;
@@ -121,6 +122,145 @@ TEST(StoreListTest, LremAndLtrimFollowRedis) {
   EXPECT_EQ(s.data().count("t"), 0u) << "an empty range removes the key";
   EXPECT_EQ(c.run(range("absent", 0, 1, Op::kLTrim)), (Result{false, ""}));
   EXPECT_EQ(s.used_bytes(), Store::keyspace_bytes(s.data()));
+}
+
+Command lpos(std::string key, std::string element, std::string rank, std::string count = "",
+             std::string maxlen = "0") {
+  return cmd(Op::kLPos, std::move(key), std::move(element), encode_names({rank, count, maxlen}));
+}
+Command lmove(std::string from, std::string to, std::string ends = "RL") {
+  return cmd(Op::kLMove, std::move(from), std::move(to), std::move(ends));
+}
+
+TEST(StoreListTest, LinsertAndLposFollowRedis) {
+  Store s;
+  Client c{s};
+  c.run(push(Op::kRPush, "l", {"a", "b", "c", "b", "d"}));
+  // LINSERT at the first pivot from the head; -1 without one, 0 without a key.
+  EXPECT_EQ(c.run(cmd(Op::kLInsert, "l", encode_names({"b", "x"}), "before")), (Result{true, "6"}));
+  EXPECT_EQ(c.run(cmd(Op::kLInsert, "l", encode_names({"b", "y"}), "after")), (Result{true, "7"}));
+  EXPECT_EQ(c.run(cmd(Op::kLInsert, "l", encode_names({"d", "z"}), "after")), (Result{true, "8"}));
+  EXPECT_EQ(c.all("l"), (Strings{"a", "x", "b", "y", "c", "b", "d", "z"}));
+  EXPECT_EQ(c.run(cmd(Op::kLInsert, "l", encode_names({"none", "q"}), "before")),
+            (Result{false, "-1"}));
+  EXPECT_EQ(c.run(cmd(Op::kLInsert, "absent", encode_names({"a", "q"}), "before")),
+            (Result{false, "0"}));
+  EXPECT_EQ(s.data().count("absent"), 0u);
+  // LPOS: the first match, or from the rank-th (negative: from the tail),
+  // at most COUNT (0: all) among MAXLEN elements looked at; indices from
+  // the head always.
+  s = Store();
+  c.seq = 0;
+  c.run(push(Op::kRPush, "l", {"a", "b", "c", "1", "2", "3", "c", "c"}));  // Redis's own example
+  EXPECT_EQ(c.run(lpos("l", "c", "1")), (Result{true, "2"}));
+  EXPECT_EQ(c.run(lpos("l", "c", "2")), (Result{true, "6"}));
+  EXPECT_EQ(c.run(lpos("l", "c", "-1")), (Result{true, "7"}));
+  EXPECT_EQ(c.run(lpos("l", "c", "-3")), (Result{true, "2"}));
+  EXPECT_EQ(c.run(lpos("l", "c", "4")), (Result{false, ""}));
+  EXPECT_EQ(c.run(lpos("l", "zz", "1")), (Result{false, ""}));
+  EXPECT_EQ(c.names(lpos("l", "c", "1", "2")), (Strings{"2", "6"}));
+  EXPECT_EQ(c.names(lpos("l", "c", "1", "0")), (Strings{"2", "6", "7"}));
+  EXPECT_EQ(c.names(lpos("l", "c", "-1", "0")), (Strings{"7", "6", "2"}));
+  EXPECT_EQ(c.names(lpos("l", "c", "2", "0")), (Strings{"6", "7"}));
+  EXPECT_EQ(c.names(lpos("l", "c", "1", "0", "7")), (Strings{"2", "6"}));
+  EXPECT_EQ(c.names(lpos("l", "c", "-1", "0", "2")), (Strings{"7", "6"}));
+  EXPECT_EQ(c.run(lpos("l", "c", "1", "", "2")), (Result{false, ""}));
+  EXPECT_EQ(c.names(lpos("l", "zz", "1", "0")), Strings{});
+  EXPECT_EQ(c.names(lpos("absent", "c", "1", "1")), Strings{});
+  EXPECT_EQ(c.run(lpos("absent", "c", "1")), (Result{false, ""}));
+  c.run(cmd(Op::kPut, "s", "c"));
+  EXPECT_EQ(c.run(cmd(Op::kLInsert, "s", encode_names({"c", "q"}), "before")), kWrong);
+  EXPECT_EQ(c.run(lpos("s", "c", "1")), kWrong);
+  EXPECT_EQ(s.used_bytes(), Store::keyspace_bytes(s.data()));
+}
+
+TEST(StoreListTest, LmoveMovesOneElementBetweenTwoListsAsOneEntry) {
+  Store s;
+  Client c{s};
+  c.run(push(Op::kRPush, "a", {"1", "2", "3"}));
+  // RPOPLPUSH (RL), and LMOVE's other ends; a new destination is made.
+  EXPECT_EQ(c.run(lmove("a", "b")), (Result{true, "3"}));
+  EXPECT_EQ(c.run(lmove("a", "b", "LR")), (Result{true, "1"}));
+  EXPECT_EQ(c.all("b"), (Strings{"3", "1"}));
+  EXPECT_EQ(c.run(lmove("b", "b", "LR")), (Result{true, "3"})) << "one list: rotated";
+  EXPECT_EQ(c.all("b"), (Strings{"1", "3"}));
+  EXPECT_EQ(c.run(lmove("a", "a", "LL")), (Result{true, "2"}));
+  EXPECT_EQ(c.all("a"), (Strings{"2"}));
+  EXPECT_EQ(c.run(lmove("a", "b", "RR")), (Result{true, "2"}));
+  EXPECT_EQ(s.data().count("a"), 0u) << "the source goes with its last element";
+  EXPECT_EQ(c.all("b"), (Strings{"1", "3", "2"}));
+  EXPECT_EQ(c.run(lmove("a", "b")), (Result{false, ""}));
+  // WRONGTYPE both ways; an absent source answers null whatever the
+  // destination holds; nothing changes.
+  c.run(cmd(Op::kPut, "s", "v"));
+  c.run(cmd(Op::kSAdd, "set", encode_names({"m"})));
+  EXPECT_EQ(c.run(lmove("s", "b")), kWrong);
+  EXPECT_EQ(c.run(lmove("b", "s")), kWrong);
+  EXPECT_EQ(c.run(lmove("b", "set", "LL")), kWrong);
+  EXPECT_EQ(c.run(lmove("absent", "s")), (Result{false, ""}));
+  EXPECT_EQ(c.all("b"), (Strings{"1", "3", "2"}));
+  // An expired source is absent; an expired destination starts anew.
+  c.run(push(Op::kRPush, "old", {"o"}));
+  c.run(expire_at("old", kNow + 1));
+  Command later = lmove("old", "b");
+  later.now_ms = kNow + 5;
+  EXPECT_EQ(c.run(later), (Result{false, ""}));
+  c.run(push(Op::kRPush, "gone", {"g"}));
+  c.run(cmd(Op::kPut, "dst", "string"));
+  c.run(expire_at("dst", kNow + 1));
+  later = lmove("gone", "dst");
+  later.now_ms = kNow + 5;
+  EXPECT_EQ(c.run(later), (Result{true, "g"}));
+  EXPECT_EQ(c.all("dst"), (Strings{"g"}));
+  // In a transaction, as one of its commands.
+  Transaction t;
+  t.cmds.push_back(lmove("dst", "b"));
+  t.cmds.push_back(lmove("b", "dst", "LL"));
+  EXPECT_EQ(c.run(cmd(Op::kMulti, "", encode_transaction(t))),
+            (Result{true, encode_results({{true, "g"}, {true, "g"}})}));
+  EXPECT_EQ(c.all("b"), (Strings{"1", "3", "2"}));
+  EXPECT_EQ(c.all("dst"), (Strings{"g"}));
+  // WATCH sees the destination modified, as the source.
+  c.run(cmd(Op::kWatch, "dst"));
+  Transaction u;
+  u.conditions.push_back({TxCondition::kUnchanged, "dst", c.seq});
+  u.cmds.push_back(cmd(Op::kLLen, "dst"));
+  c.run(lmove("b", "dst"));
+  EXPECT_EQ(c.run(cmd(Op::kMulti, "", encode_transaction(u))), (Result{false, ""}));
+  EXPECT_EQ(s.used_bytes(), Store::keyspace_bytes(s.data()));
+}
+
+TEST(StoreListTest, LinsertAndLmoveArePastMaxmemoryAndOneReplyAsTheOtherWrites) {
+  StoreOptions o;
+  const uint64_t one = Store::kEntryOverhead + 1 + 2 * (Store::kElementOverhead + 10);
+  o.maxmemory = one;
+  o.max_result_bytes = 60;
+  Store s(o);
+  Client c{s};
+  const std::string ten(10, 'x');
+  EXPECT_FALSE(c.run(push(Op::kRPush, "l", {ten, ten})).refused);
+  EXPECT_TRUE(c.run(cmd(Op::kLInsert, "l", encode_names({ten, "a"}), "before")).refused);
+  // Moving an element to a new key takes another key's overhead: refused.
+  EXPECT_EQ(c.run(lmove("l", "m")), (Result{false, "", true}));
+  EXPECT_EQ(c.all("l"), (Strings{ten, ten}));
+  EXPECT_EQ(c.run(lmove("l", "l")), (Result{true, ten})) << "a rotation takes nothing more";
+  // Past one reply's size: a list of 60 bytes at most, key included.
+  Store r(StoreOptions{0, true, 60});
+  Client d{r};
+  d.run(push(Op::kRPush, "a", {std::string(30, 'a')}));
+  d.run(push(Op::kRPush, "b", {std::string(20, 'b')}));
+  EXPECT_EQ(d.run(cmd(Op::kLInsert, "b", encode_names({std::string(20, 'b'), ten}), "after")),
+            (Result{true, "2"}));
+  EXPECT_EQ(d.run(lmove("a", "b")), (Result{false, kTooLarge, true}));
+  EXPECT_EQ(d.all("a"), (Strings{std::string(30, 'a')}));
+  EXPECT_TRUE(
+      d.run(cmd(Op::kLInsert, "b", encode_names({ten, std::string(30, 'c')}), "after")).refused);
+  // LPOS's indices of many short elements: refused past one reply.
+  Store p(StoreOptions{0, true, 300});
+  Client e{p};
+  EXPECT_TRUE(e.run(push(Op::kRPush, "l", Strings(55, "e"))).ok);
+  EXPECT_FALSE(e.run(lpos("l", "e", "1", "0")).ok);
+  EXPECT_EQ(e.names(lpos("l", "e", "1", "3")), (Strings{"0", "1", "2"}));
 }
 
 TEST(StoreListTest, AStringOrHashCommandOnAListAndAListCommandOnThemAreWrongType) {
@@ -347,10 +487,10 @@ TEST(StoreListTest, ReplicasApplyingTheSameListCommandsEndIdentical) {
   o.max_result_bytes = 300;
   std::mt19937_64 rng(4242);  // (its sequence is the standard's: the same everywhere)
   auto rnd = [&rng](uint64_t n) { return rng() % n; };
-  const Op ops[] = {Op::kLPush,  Op::kRPush, Op::kLPush,  Op::kRPush,  Op::kLPushX,
-                    Op::kRPushX, Op::kLPop,  Op::kRPop,   Op::kLLen,   Op::kLRange,
-                    Op::kLIndex, Op::kLSet,  Op::kLRem,   Op::kLTrim,  Op::kPut,
-                    Op::kGet,    Op::kHSet,  Op::kDelete, Op::kRename, Op::kType};
+  const Op ops[] = {Op::kLPush,  Op::kRPush, Op::kLPush,   Op::kRPush,  Op::kLPushX, Op::kRPushX,
+                    Op::kLPop,   Op::kRPop,  Op::kLLen,    Op::kLRange, Op::kLIndex, Op::kLSet,
+                    Op::kLRem,   Op::kLTrim, Op::kPut,     Op::kGet,    Op::kHSet,   Op::kDelete,
+                    Op::kRename, Op::kType,  Op::kLInsert, Op::kLPos,   Op::kLMove,  Op::kLMove};
   std::vector<Command> log;
   for (uint64_t seq = 1; seq <= 4000; ++seq) {
     const Op op = ops[rnd(std::size(ops))];
@@ -370,6 +510,16 @@ TEST(StoreListTest, ReplicasApplyingTheSameListCommandsEndIdentical) {
       c.value = encode_fields({{"f", "v"}});
     } else if (op == Op::kRename) {
       c.value = "k" + std::to_string(rnd(6));
+    } else if (op == Op::kLInsert) {
+      c.value = encode_names({"e" + std::to_string(rnd(3)), std::string(rnd(40), 'i')});
+      c.expected = rnd(2) == 0 ? "before" : "after";
+    } else if (op == Op::kLPos) {
+      c.expected =
+          encode_names({std::to_string(a == 0 ? 1 : a), rnd(2) == 0 ? "" : std::to_string(rnd(3)),
+                        std::to_string(rnd(4))});
+    } else if (op == Op::kLMove) {
+      c.value = "k" + std::to_string(rnd(6));
+      c.expected = std::string(1, "LR"[rnd(2)]) + "LR"[rnd(2)];
     }
     c.client = 1;
     c.seq = seq;

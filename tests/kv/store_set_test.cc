@@ -6,6 +6,7 @@
 // ending identical.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <string>
@@ -398,6 +399,31 @@ TEST(StoreSetTest, ReplicasApplyingTheSameSetCommandsEndIdentical) {
       testing::refused_and_held(o, log, [](const Item& e) { return e.is_set(); });
   EXPECT_GT(refused, 10u) << "the limits were reached";
   EXPECT_GT(sets, 1000u) << "sets were there";
+}
+
+TEST(StoreSetTest, SscanPagesThroughTheMembersAsScanDoesTheKeys) {
+  Store s;
+  Client c{s};
+  Strings all;
+  for (int i = 0; i < 60; ++i) all.push_back("m" + std::to_string(i));
+  c.run(members(Op::kSAdd, "s", all));
+  size_t pages = 0;
+  Strings got = testing::scan_all(c, Op::kSScan, "s", 4, "*", false, &pages);
+  std::sort(got.begin(), got.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(got, all) << "every member once";
+  EXPECT_GE(pages, 60u / 4);
+  got = testing::scan_all(c, Op::kSScan, "s", 10, "m5*");
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got,
+            (Strings{"m5", "m50", "m51", "m52", "m53", "m54", "m55", "m56", "m57", "m58", "m59"}));
+  Keyspace reference = s.data();
+  const Command page = cmd(Op::kSScan, "s", encode_scan_request({0, 9, ""}), "*");
+  EXPECT_EQ(c.run(page), execute(reference, page));
+  EXPECT_EQ(c.run(cmd(Op::kSScan, "none", encode_scan_request({0, 10, ""}), "*")),
+            (Result{true, encode_keys({})}));
+  c.run(cmd(Op::kPut, "str", "v"));
+  EXPECT_EQ(c.run(cmd(Op::kSScan, "str", encode_scan_request({0, 10, ""}), "*")), kWrong);
 }
 
 }  // namespace

@@ -61,6 +61,30 @@ inline Command expire_at(std::string key, int64_t deadline_ms) {
 
 inline const Result kWrong{false, kWrongType};
 
+// HSCAN or SSCAN (`op`) of `key` from cursor 0 until it is 0 again, COUNT
+// `count`, MATCH `pattern`, NOVALUES if `novalues`: every page's names in
+// order; *pages counts the pages; `between` runs after each page.
+inline std::vector<std::string> scan_all(SeqClient& c, Op op, const std::string& key,
+                                         uint64_t count, const std::string& pattern = "*",
+                                         bool novalues = false, size_t* pages = nullptr,
+                                         const std::function<void()>& between = {}) {
+  std::vector<std::string> out;
+  uint64_t cursor = 0;
+  size_t n = 0;
+  do {
+    const Result r = c.run(
+        cmd(op, key, encode_scan_request({cursor, count, novalues ? "novalues" : ""}), pattern));
+    KeysPage page;
+    EXPECT_TRUE(r.ok && decode_keys(r.value, &page)) << r.value;
+    out.insert(out.end(), page.keys.begin(), page.keys.end());
+    cursor = page.cursor;
+    ++n;
+    if (between) between();
+  } while (cursor != 0 && n < 100'000);
+  if (pages != nullptr) *pages = n;
+  return out;
+}
+
 // A snapshot as an older version wrote it (`magic`), with no options,
 // tombstones, clients or applied log: the store's version, and `items` keys
 // that `write_items` writes.

@@ -14,6 +14,12 @@
 //	lrem         expected: the count, value the element; ok = some removed,
 //	             out how many
 //	ltrim        expected: the start, value the stop; ok = some removed
+//	linsert      expected: "before" or "after", value the pivot and the
+//	             element (encoded); ok, out the new length; not ok with "-1"
+//	             (no pivot) or "0" (absent)
+//	lpos         value: the element, expected the rank, the count ("" for
+//	             none) and the maxlen (encoded); without a count ok = found,
+//	             out the index; with one ok, out the indices (encoded decimals)
 //
 // Indices are Redis's (negative from the tail). A list's state is its
 // elements as lrange 0 -1 answers them, so two states compare with ==, and
@@ -30,7 +36,7 @@ import (
 func isListOp(op string) bool {
 	switch op {
 	case "lpush", "rpush", "lpushx", "rpushx", "lpop", "rpop", "llen", "lrange", "lindex", "lset",
-		"lrem", "ltrim":
+		"lrem", "ltrim", "linsert", "lpos":
 		return true
 	}
 	return false
@@ -197,6 +203,68 @@ func stepList(st state, i input, o output) (bool, state) {
 		}
 		return o.unknown || (o.ok == (removed > 0) && o.out == strconv.Itoa(removed)),
 			withElements(st, kept)
+	case "linsert":
+		pe, ok := decodeStrings(i.value, 1)
+		if !ok || len(pe) != 2 {
+			return !o.ok || o.unknown, st
+		}
+		if !st.present {
+			return o.unknown || (!o.ok && o.out == "0"), st
+		}
+		at := -1
+		for k, v := range l {
+			if v == pe[0] {
+				at = k
+				break
+			}
+		}
+		if at < 0 {
+			return o.unknown || (!o.ok && o.out == "-1"), st
+		}
+		if i.expected == "after" {
+			at++
+		}
+		next := append(append(append([]string(nil), l[:at]...), pe[1]), l[at:]...)
+		return o.unknown || (o.ok && o.out == strconv.Itoa(len(next))), withElements(st, next)
+	case "lpos":
+		opts, ok := decodeStrings(i.expected, 1)
+		if !ok || len(opts) != 3 {
+			return !o.ok || o.unknown, st
+		}
+		rank, maxlen := number(opts[0]), number(opts[2])
+		count := int64(1)
+		if opts[1] != "" {
+			count = number(opts[1])
+		}
+		var found []string
+		skip := rank - 1
+		if rank < 0 {
+			skip = -rank - 1
+		}
+		for looked := int64(0); rank != 0 && looked < n && (maxlen == 0 || looked < maxlen); looked++ {
+			k := looked
+			if rank < 0 {
+				k = n - 1 - looked
+			}
+			if l[k] != i.value {
+				continue
+			}
+			if skip > 0 {
+				skip--
+				continue
+			}
+			found = append(found, strconv.FormatInt(k, 10))
+			if count != 0 && int64(len(found)) == count {
+				break
+			}
+		}
+		if opts[1] != "" {
+			return o.unknown || (o.ok && o.out == encodeNames(found)), st
+		}
+		if len(found) == 0 {
+			return o.unknown || (!o.ok && o.out == ""), st
+		}
+		return o.unknown || (o.ok && o.out == found[0]), st
 	case "ltrim":
 		if !st.present {
 			return o.unknown || !o.ok, st
