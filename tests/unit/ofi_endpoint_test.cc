@@ -81,7 +81,15 @@ TEST(OfiEndpointTest, AnEndpointTouchesTheSmallerBounceBuffersSluiceSets) {
   const long before = minor_faults();
   Endpoint ep(loopback());
   const long touched = minor_faults() - before;
-  EXPECT_LT(touched, 3000) << "pages touched opening one endpoint";
+  // (Release: under 3,000 pages, 4,620 at libfabric's default; under
+  // AddressSanitizer, whose shadow memory the pools touch too, 4,011 against
+  // 6,457.)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  constexpr long kMostPages = 5200;
+#else
+  constexpr long kMostPages = 3000;
+#endif
+  EXPECT_LT(touched, kMostPages) << touched << " pages touched opening one endpoint";
 }
 
 TEST(OfiEndpointTest, RemoteKeysAreRandomNotSequential) {
