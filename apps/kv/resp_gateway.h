@@ -318,6 +318,12 @@ class RespGateway {
     std::vector<std::optional<std::string>> items;  // kArray: each key's value, in order
     bool ready = false;
     bool resp3 = false;  // the connection spoke RESP3 when it asked (HELLO 3)
+    // Answers at once, without the log (a refusal, a local command): true.
+    bool answer(std::string t) {
+      text = std::move(t);
+      ready = true;
+      return true;
+    }
     // kExec: each queued command's answer, filled from its results (its
     // `waiting` commands, from first_seq, the position in the transaction).
     std::vector<Reply> subs;

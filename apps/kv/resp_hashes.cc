@@ -52,11 +52,6 @@ bool RespGateway::hash_command(Conn& c, const std::string& name,
                                const std::vector<std::string>& args, Client& client, size_t index,
                                Reply& r, int64_t now) {
   if (name.empty() || name[0] != 'H') return false;
-  auto local = [&r](std::string text) {
-    r.text = std::move(text);
-    r.ready = true;
-    return true;
-  };
   auto send = [&](Op op, std::string value, std::string field, Kind kind) {
     return submit_keyed(c, name, args, client, index, r, now,
                         {op, std::move(value), std::move(field), kind});
@@ -65,30 +60,30 @@ bool RespGateway::hash_command(Conn& c, const std::string& name,
     return encode_names(std::vector<std::string>(args.begin() + 2, args.end()));
   };
   if (name == "HSET" || name == "HMSET") {
-    if (args.size() < 4 || args.size() % 2 != 0) return local(wrong_args(lower(name)));
+    if (args.size() < 4 || args.size() % 2 != 0) return r.answer(wrong_args(lower(name)));
     FieldValues pairs;
     for (size_t i = 2; i + 1 < args.size(); i += 2) pairs.emplace_back(args[i], args[i + 1]);
     return send(Op::kHSet, encode_fields(pairs), "",
                 name == "HSET" ? Kind::kHashCount : Kind::kMset);
   }
   if (name == "HSETNX") {
-    if (args.size() != 4) return local(wrong_args("hsetnx"));
+    if (args.size() != 4) return r.answer(wrong_args("hsetnx"));
     return send(Op::kHSetNx, args[3], args[2], Kind::kMsetNx);
   }
   if (name == "HGET" || name == "HEXISTS" || name == "HSTRLEN") {
-    if (args.size() != 3) return local(wrong_args(lower(name)));
+    if (args.size() != 3) return r.answer(wrong_args(lower(name)));
     return send(Op::kHGet, "", args[2],
                 name == "HGET"      ? Kind::kGet
                 : name == "HEXISTS" ? Kind::kMsetNx
                                     : Kind::kLength);
   }
   if (name == "HMGET" || name == "HDEL") {
-    if (args.size() < 3) return local(wrong_args(lower(name)));
+    if (args.size() < 3) return r.answer(wrong_args(lower(name)));
     return send(name == "HMGET" ? Op::kHMGet : Op::kHDel, names(), "",
                 name == "HMGET" ? Kind::kHashArray : Kind::kHashCount);
   }
   if (name == "HLEN" || name == "HGETALL" || name == "HKEYS" || name == "HVALS") {
-    if (args.size() != 2) return local(wrong_args(lower(name)));
+    if (args.size() != 2) return r.answer(wrong_args(lower(name)));
     return send(name == "HLEN" ? Op::kHLen : Op::kHGetAll, "", "",
                 name == "HLEN"      ? Kind::kHashCount
                 : name == "HGETALL" ? Kind::kHashAll
@@ -96,21 +91,21 @@ bool RespGateway::hash_command(Conn& c, const std::string& name,
                                     : Kind::kHashVals);
   }
   if (name == "HSCAN") {
-    if (args.size() < 3) return local(wrong_args("hscan"));
+    if (args.size() < 3) return r.answer(wrong_args("hscan"));
     ScanRequest q;
     std::string pattern;
     if (std::string error = scan_options(args, 2, "NOVALUES", &q, &pattern); !error.empty())
-      return local(std::move(error));
+      return r.answer(std::move(error));
     return send(Op::kHScan, encode_scan_request(q), std::move(pattern), Kind::kScan);
   }
   if (name == "HINCRBY" || name == "HINCRBYFLOAT") {
-    if (args.size() != 4) return local(wrong_args(lower(name)));
+    if (args.size() != 4) return r.answer(wrong_args(lower(name)));
     int64_t n = 0;
     double f = 0;
     if (name == "HINCRBY" && !parse_integer(args[3], &n))
-      return local(resp::error("ERR value is not an integer or out of range"));
+      return r.answer(resp::error("ERR value is not an integer or out of range"));
     if (name == "HINCRBYFLOAT" && !parse_float(args[3], &f))
-      return local(resp::error("ERR value is not a valid float"));
+      return r.answer(resp::error("ERR value is not a valid float"));
     return send(name == "HINCRBY" ? Op::kHIncrBy : Op::kHIncrByFloat, args[3], args[2],
                 name == "HINCRBY" ? Kind::kHashInt : Kind::kHashFloat);
   }

@@ -21,11 +21,6 @@ bool RespGateway::list_command(Conn& c, const std::string& name,
                                const std::vector<std::string>& args, Client& client, size_t index,
                                Reply& r, int64_t now) {
   if (name.empty() || (name[0] != 'L' && name[0] != 'R')) return false;
-  auto local = [&r](std::string text) {
-    r.text = std::move(text);
-    r.ready = true;
-    return true;
-  };
   auto send = [&](Op op, std::string value, std::string expected, Kind kind) {
     return submit_keyed(c, name, args, client, index, r, now,
                         {op, std::move(value), std::move(expected), kind});
@@ -41,7 +36,7 @@ bool RespGateway::list_command(Conn& c, const std::string& name,
     return resp::error("ERR value is not an integer or out of range");
   };
   if (name == "LPUSH" || name == "RPUSH" || name == "LPUSHX" || name == "RPUSHX") {
-    if (args.size() < 3) return local(wrong_args(lower(name)));
+    if (args.size() < 3) return r.answer(wrong_args(lower(name)));
     const Op op = name == "LPUSH"    ? Op::kLPush
                   : name == "RPUSH"  ? Op::kRPush
                   : name == "LPUSHX" ? Op::kLPushX
@@ -50,66 +45,66 @@ bool RespGateway::list_command(Conn& c, const std::string& name,
                 Kind::kHashCount);
   }
   if (name == "LPOP" || name == "RPOP") {
-    if (args.size() != 2 && args.size() != 3) return local(wrong_args(lower(name)));
+    if (args.size() != 2 && args.size() != 3) return r.answer(wrong_args(lower(name)));
     const Op op = name == "LPOP" ? Op::kLPop : Op::kRPop;
     if (args.size() == 2) return send(op, "", "", Kind::kGet);
     int64_t n = 0;
     if (!parse_integer(args[2], &n) || n < 0)
-      return local(resp::error("ERR value is out of range, must be positive"));
+      return r.answer(resp::error("ERR value is out of range, must be positive"));
     return send(op, "", args[2], Kind::kListArray);
   }
   if (name == "LLEN") {
-    if (args.size() != 2) return local(wrong_args("llen"));
+    if (args.size() != 2) return r.answer(wrong_args("llen"));
     return send(Op::kLLen, "", "", Kind::kHashCount);
   }
   if (name == "LRANGE" || name == "LTRIM") {
-    if (args.size() != 4) return local(wrong_args(lower(name)));
-    if (!integers(2)) return local(not_integer());
+    if (args.size() != 4) return r.answer(wrong_args(lower(name)));
+    if (!integers(2)) return r.answer(not_integer());
     return send(name == "LRANGE" ? Op::kLRange : Op::kLTrim, args[3], args[2],
                 name == "LRANGE" ? Kind::kListArray : Kind::kListOk);
   }
   if (name == "LINDEX") {
-    if (args.size() != 3) return local(wrong_args("lindex"));
-    if (!integers(2)) return local(not_integer());
+    if (args.size() != 3) return r.answer(wrong_args("lindex"));
+    if (!integers(2)) return r.answer(not_integer());
     return send(Op::kLIndex, "", args[2], Kind::kGet);
   }
   if (name == "LSET" || name == "LREM") {
-    if (args.size() != 4) return local(wrong_args(lower(name)));
+    if (args.size() != 4) return r.answer(wrong_args(lower(name)));
     int64_t n = 0;
-    if (!parse_integer(args[2], &n)) return local(not_integer());
+    if (!parse_integer(args[2], &n)) return r.answer(not_integer());
     return send(name == "LSET" ? Op::kLSet : Op::kLRem, args[3], args[2],
                 name == "LSET" ? Kind::kListOk : Kind::kHashCount);
   }
   if (name == "LINSERT") {
-    if (args.size() != 5) return local(wrong_args("linsert"));
+    if (args.size() != 5) return r.answer(wrong_args("linsert"));
     const std::string where = lower(args[2]);
-    if (where != "before" && where != "after") return local(resp::error("ERR syntax error"));
+    if (where != "before" && where != "after") return r.answer(resp::error("ERR syntax error"));
     return send(Op::kLInsert, encode_names({args[3], args[4]}), where, Kind::kHashCount);
   }
   if (name == "LPOS") {
-    if (args.size() < 3) return local(wrong_args("lpos"));
+    if (args.size() < 3) return r.answer(wrong_args("lpos"));
     // Redis 7's options and errors, checked in the order given.
     std::string rank = "1", count, maxlen = "0";
     for (size_t i = 3; i < args.size(); i += 2) {
       const std::string opt = lower(args[i]);
       if (i + 1 >= args.size() || (opt != "rank" && opt != "count" && opt != "maxlen"))
-        return local(resp::error("ERR syntax error"));
+        return r.answer(resp::error("ERR syntax error"));
       int64_t n = 0;
       const bool integer = parse_integer(args[i + 1], &n);
       if (opt == "rank") {
-        if (!integer) return local(not_integer());
+        if (!integer) return r.answer(not_integer());
         if (n == INT64_MIN)
-          return local(
+          return r.answer(
               resp::error("ERR value is out of range, value must between -9223372036854775807 and "
                           "9223372036854775807"));
         if (n == 0)
-          return local(resp::error(
+          return r.answer(resp::error(
               "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... "
               "or use negative to start from the end of the list"));
         rank = args[i + 1];
       } else if (!integer || n < 0) {
-        return local(resp::error(opt == "count" ? "ERR COUNT can't be negative"
-                                                : "ERR MAXLEN can't be negative"));
+        return r.answer(resp::error(opt == "count" ? "ERR COUNT can't be negative"
+                                                   : "ERR MAXLEN can't be negative"));
       } else {
         (opt == "count" ? count : maxlen) = args[i + 1];
       }
@@ -119,12 +114,12 @@ bool RespGateway::list_command(Conn& c, const std::string& name,
   }
   if (name == "LMOVE" || name == "RPOPLPUSH") {
     const bool lmove = name == "LMOVE";
-    if (args.size() != (lmove ? 5u : 3u)) return local(wrong_args(lower(name)));
+    if (args.size() != (lmove ? 5u : 3u)) return r.answer(wrong_args(lower(name)));
     std::string ends = "RL";
     if (lmove) {
       for (size_t i = 3; i < 5; ++i) {
         const std::string end = lower(args[i]);
-        if (end != "left" && end != "right") return local(resp::error("ERR syntax error"));
+        if (end != "left" && end != "right") return r.answer(resp::error("ERR syntax error"));
         ends[i - 3] = end == "left" ? 'L' : 'R';
       }
     }

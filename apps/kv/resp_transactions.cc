@@ -38,11 +38,6 @@ bool runs_at_once(const std::string& name) {
 bool RespGateway::transaction_command(Conn& c, const std::string& name,
                                       std::vector<std::string>& args, Client& client, size_t index,
                                       Reply& r, int64_t now) {
-  auto local = [&r](std::string text) {
-    r.text = std::move(text);
-    r.ready = true;
-    return true;
-  };
   Queue& q = c.queue;
   if (q.open && !runs_at_once(name)) {
     if (name == "UNWATCH" && args.size() == 1) {
@@ -50,7 +45,7 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
       q.replies.emplace_back();
       q.replies.back().text = resp::simple("OK");
       q.replies.back().ready = true;
-      return local(resp::simple("QUEUED"));
+      return r.answer(resp::simple("QUEUED"));
     }
     // The command is made as it would be run, into the queue.
     c.queuing = true;
@@ -68,10 +63,10 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
       // (The queue is bounded by what EXEC could send: one log entry.)
       r = Reply{};
       r.resp3 = c.resp3;
-      local(resp::error("ERR the transaction would take more than one log entry may (" +
-                        std::to_string(options_.max_entry_bytes) +
-                        " bytes, --max-value-bytes, or " + std::to_string(kMaxPendingReplies) +
-                        " commands); EXEC will discard it"));
+      r.answer(resp::error("ERR the transaction would take more than one log entry may (" +
+                           std::to_string(options_.max_entry_bytes) +
+                           " bytes, --max-value-bytes, or " + std::to_string(kMaxPendingReplies) +
+                           " commands); EXEC will discard it"));
     }
     if (r.ready && !r.text.empty() && r.text[0] == '-') {
       // Refused as it was queued (arity, syntax, size): answered now, and
@@ -84,39 +79,39 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
     q.replies.push_back(std::move(r));
     r = Reply{};
     r.resp3 = c.resp3;
-    return local(resp::simple("QUEUED"));
+    return r.answer(resp::simple("QUEUED"));
   }
   if (name == "MULTI") {
-    if (args.size() != 1) return local(wrong_args("multi"));
-    if (q.open) return local(resp::error("ERR MULTI calls can not be nested"));
+    if (args.size() != 1) return r.answer(wrong_args("multi"));
+    if (q.open) return r.answer(resp::error("ERR MULTI calls can not be nested"));
     q = Queue{};
     q.open = true;
-    return local(resp::simple("OK"));
+    return r.answer(resp::simple("OK"));
   }
   if (name == "DISCARD") {
-    if (args.size() != 1) return local(wrong_args("discard"));
-    if (!q.open) return local(resp::error("ERR DISCARD without MULTI"));
+    if (args.size() != 1) return r.answer(wrong_args("discard"));
+    if (!q.open) return r.answer(resp::error("ERR DISCARD without MULTI"));
     q = Queue{};
     c.watches.clear();
     c.watched_bytes = 0;
-    return local(resp::simple("OK"));
+    return r.answer(resp::simple("OK"));
   }
   if (name == "UNWATCH") {
-    if (args.size() != 1) return local(wrong_args("unwatch"));
+    if (args.size() != 1) return r.answer(wrong_args("unwatch"));
     c.watches.clear();
     c.watched_bytes = 0;
-    return local(resp::simple("OK"));
+    return r.answer(resp::simple("OK"));
   }
   if (name == "WATCH") {
-    if (q.open) return local(resp::error("ERR WATCH inside MULTI is not allowed"));
-    if (args.size() < 2) return local(wrong_args("watch"));
+    if (q.open) return r.answer(resp::error("ERR WATCH inside MULTI is not allowed"));
+    if (args.size() < 2) return r.answer(wrong_args("watch"));
     size_t bytes = 0;
     for (size_t i = 1; i < args.size(); ++i) bytes += kQueuedOverhead + args[i].size();
     // (EXEC carries every watched key: bounded as its transaction is.)
     if (c.watched_bytes + bytes > options_.max_entry_bytes)
-      return local(resp::error("ERR the watched keys would take more than one log entry may (" +
-                               std::to_string(options_.max_entry_bytes) +
-                               " bytes, --max-value-bytes)"));
+      return r.answer(resp::error("ERR the watched keys would take more than one log entry may (" +
+                                  std::to_string(options_.max_entry_bytes) +
+                                  " bytes, --max-value-bytes)"));
     c.watched_bytes += bytes;
     // One entry per key, each reading the store's version once the key is
     // as at `now`; EXEC names them by their seqs (store.h, Transaction).
@@ -132,25 +127,25 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
     return false;  // (answered by the table)
   }
   if (name != "EXEC") return false;
-  if (args.size() != 1) return local(wrong_args("exec"));
-  if (!q.open) return local(resp::error("ERR EXEC without MULTI"));
+  if (args.size() != 1) return r.answer(wrong_args("exec"));
+  if (!q.open) return r.answer(resp::error("ERR EXEC without MULTI"));
   Queue queued = std::move(q);
   q = Queue{};
   std::vector<std::pair<std::string, uint64_t>> watches = std::move(c.watches);
   c.watches.clear();
   c.watched_bytes = 0;
   if (queued.failed)
-    return local(resp::error("EXECABORT Transaction discarded because of previous errors."));
+    return r.answer(resp::error("EXECABORT Transaction discarded because of previous errors."));
   Transaction t;
   t.cmds = std::move(queued.cmds);
   for (auto& [key, seq] : watches)
     t.conditions.push_back(TxCondition{TxCondition::kUnchanged, std::move(key), seq});
   std::string body = encode_transaction(t);
   if (body.size() > options_.max_entry_bytes) {
-    return local(resp::error("EXECABORT Transaction discarded: its commands take " +
-                             std::to_string(body.size()) + " bytes, more than the " +
-                             std::to_string(options_.max_entry_bytes) +
-                             " one log entry may (--max-value-bytes)"));
+    return r.answer(resp::error("EXECABORT Transaction discarded: its commands take " +
+                                std::to_string(body.size()) + " bytes, more than the " +
+                                std::to_string(options_.max_entry_bytes) +
+                                " one log entry may (--max-value-bytes)"));
   }
   r.kind = Kind::kExec;
   r.subs = std::move(queued.replies);
@@ -162,19 +157,14 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
 bool RespGateway::keys_command(Conn& c, const std::string& name,
                                const std::vector<std::string>& args, Client& client, size_t index,
                                Reply& r, int64_t now) {
-  auto local = [&r](std::string text) {
-    r.text = std::move(text);
-    r.ready = true;
-    return true;
-  };
   auto too_big = [&](size_t bytes) {
-    return local(resp::error("ERR sluice-kv takes keys and values of at most " +
-                             std::to_string(options_.max_entry_bytes) +
-                             " bytes in all in one command (--max-value-bytes); this one has " +
-                             std::to_string(bytes)));
+    return r.answer(resp::error("ERR sluice-kv takes keys and values of at most " +
+                                std::to_string(options_.max_entry_bytes) +
+                                " bytes in all in one command (--max-value-bytes); this one has " +
+                                std::to_string(bytes)));
   };
   if (name == "MSET" || name == "MSETNX") {
-    if (args.size() < 3 || args.size() % 2 == 0) return local(wrong_args(lower(name)));
+    if (args.size() < 3 || args.size() % 2 == 0) return r.answer(wrong_args(lower(name)));
     Transaction t;
     for (size_t i = 1; i + 1 < args.size(); i += 2) {
       Command put;
@@ -191,7 +181,7 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
       // Inside MULTI the transaction is EXEC's: MSET's puts join it (an
       // MSETNX's conditions cannot: they would be the whole EXEC's).
       if (name == "MSETNX")
-        return local(resp::error("ERR sluice-kv does not queue MSETNX inside MULTI"));
+        return r.answer(resp::error("ERR sluice-kv does not queue MSETNX inside MULTI"));
       for (Command& put : t.cmds) {
         put.now_ms = now;
         submit(c, client, index, r, std::move(put));
@@ -202,7 +192,7 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
     return true;
   }
   if (name == "RENAME" || name == "RENAMENX") {
-    if (args.size() != 3) return local(wrong_args(lower(name)));
+    if (args.size() != 3) return r.answer(wrong_args(lower(name)));
     if (args[1].size() + args[2].size() > options_.max_entry_bytes)
       return too_big(args[1].size() + args[2].size());
     r.kind = name == "RENAME" ? Kind::kRename : Kind::kRenameNx;
@@ -213,22 +203,22 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
   if (name == "DBSIZE" || name == "KEYS" || name == "SCAN") {
     // Reads of the whole keyspace: one entry each, linearizable as GET.
     if (c.queuing)
-      return local(resp::error("ERR sluice-kv does not queue " + name + " inside MULTI"));
+      return r.answer(resp::error("ERR sluice-kv does not queue " + name + " inside MULTI"));
     Command read = stamped(Op::kDbSize, "", "", now);
     if (name == "DBSIZE") {
-      if (args.size() != 1) return local(wrong_args("dbsize"));
+      if (args.size() != 1) return r.answer(wrong_args("dbsize"));
       r.kind = Kind::kDbSize;
     } else if (name == "KEYS") {
-      if (args.size() != 2) return local(wrong_args("keys"));
+      if (args.size() != 2) return r.answer(wrong_args("keys"));
       if (args[1].size() > options_.max_entry_bytes) return too_big(args[1].size());
       read.op = Op::kKeys;
       read.key = args[1];
       r.kind = Kind::kKeys;
     } else {
-      if (args.size() < 2 || args.size() % 2 != 0) return local(wrong_args("scan"));
+      if (args.size() < 2 || args.size() % 2 != 0) return r.answer(wrong_args("scan"));
       ScanRequest q;
       if (std::string error = scan_options(args, 1, "TYPE", &q, &read.key); !error.empty())
-        return local(std::move(error));
+        return r.answer(std::move(error));
       if (read.key.size() + q.type.size() > options_.max_entry_bytes)
         return too_big(read.key.size() + q.type.size());
       read.op = Op::kScan;
@@ -240,9 +230,9 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
   }
   if (name == "FLUSHALL" || name == "FLUSHDB") {
     // (SYNC and ASYNC alike: the entry removes every key when applied.)
-    if (args.size() > 2) return local(wrong_args(lower(name)));
+    if (args.size() > 2) return r.answer(wrong_args(lower(name)));
     if (args.size() == 2 && upper(args[1]) != "SYNC" && upper(args[1]) != "ASYNC")
-      return local(resp::error("ERR syntax error"));
+      return r.answer(resp::error("ERR syntax error"));
     r.kind = Kind::kMset;
     submit(c, client, index, r, stamped(Op::kFlushAll, "", "", now));
     return true;

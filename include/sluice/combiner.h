@@ -146,34 +146,23 @@ class CombinerResult;
 
 namespace detail {
 // The ValueType of a field of `bytes` bytes held as `kind` (a run-time
-// layout's, CombinerSpec<Bytes>); throws Error(kInvalidArgument) naming
-// `what` if no such field type exists.
-inline ValueType value_type_of(ValueKind kind, uint32_t bytes, const std::string& what) {
+// layout's, CombinerSpec<Bytes>), or nullopt if there is no such field type.
+inline std::optional<ValueType> value_type_of(ValueKind kind, uint32_t bytes) {
+  const bool s = kind == ValueKind::kSigned;
   switch (kind) {
     case ValueKind::kSigned:
-    case ValueKind::kUnsigned: {
-      const bool s = kind == ValueKind::kSigned;
-      switch (bytes) {
-        case 1:
-          return s ? ValueType::kI8 : ValueType::kU8;
-        case 2:
-          return s ? ValueType::kI16 : ValueType::kU16;
-        case 4:
-          return s ? ValueType::kI32 : ValueType::kU32;
-        case 8:
-          return s ? ValueType::kI64 : ValueType::kU64;
-      }
+    case ValueKind::kUnsigned:
+      if (bytes == 1) return s ? ValueType::kI8 : ValueType::kU8;
+      if (bytes == 2) return s ? ValueType::kI16 : ValueType::kU16;
+      if (bytes == 4) return s ? ValueType::kI32 : ValueType::kU32;
+      if (bytes == 8) return s ? ValueType::kI64 : ValueType::kU64;
       break;
-    }
     case ValueKind::kFloat:
       if (bytes == 4) return ValueType::kF32;
       if (bytes == 8) return ValueType::kF64;
       break;
   }
-  throw Error(ErrorCode::kInvalidArgument,
-              what + ": no field type of " + std::to_string(bytes) + " bytes held as " +
-                  (kind == ValueKind::kFloat ? "floating point" : "an integer") +
-                  " (integers of 1, 2, 4 or 8 bytes, floats of 4 or 8)");
+  return std::nullopt;
 }
 }  // namespace detail
 
@@ -503,14 +492,21 @@ class CombinerSpec<Bytes> : private detail::FlowBuilder<CombinerSpec<Bytes>> {
   }
   detail::ValueType type_at(uint32_t offset, ValueKind kind, uint32_t bytes,
                             const char* call) const {
-    const detail::ValueType type = detail::value_type_of(kind, bytes, where(call, offset));
+    const std::optional<detail::ValueType> type = detail::value_type_of(kind, bytes);
+    if (!type) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  where(call, offset) + ": no field type of " + std::to_string(bytes) +
+                      " bytes held as " +
+                      (kind == ValueKind::kFloat ? "floating point" : "an integer") +
+                      " (integers of 1, 2, 4 or 8 bytes, floats of 4 or 8)");
+    }
     if (uint64_t{offset} + bytes > record_bytes_) {
       throw Error(ErrorCode::kInvalidArgument, where(call, offset) + ": a field of " +
                                                    std::to_string(bytes) +
                                                    " bytes there does not lie inside the " +
                                                    std::to_string(record_bytes_) + "-byte record");
     }
-    return type;
+    return *type;
   }
   CombinerSpec& add(uint32_t offset, ValueKind kind, uint32_t bytes, uint8_t agg,
                     const char* call) {
