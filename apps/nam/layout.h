@@ -10,6 +10,12 @@
 //   [ version 0: commit id | checksum | payload ] ... [ version V-1 ]
 //
 // A header of 0 means "never written" (the record is absent: insert CASes 0).
+// A version's first word is its commit id; RSI sets bit 63 of it (the claim
+// bit) when its install claims the version with a compare-and-swap from the
+// word it last saw, before it writes the checksum and payload behind it
+// (rsi.h: a client stalled past recovery then finds its version taken
+// instead of overwriting a newer commit). A commit id read from a version
+// is therefore always taken through version_cid().
 // Versions hold the record's last V committed (or, while its writer holds the
 // lock, one being installed) states; a reader takes the newest version whose
 // commit id is at most its read timestamp. A version's checksum covers its
@@ -66,6 +72,8 @@
 namespace sluice::nam {
 
 inline constexpr uint64_t kLockBit = uint64_t{1} << 63;
+inline constexpr uint64_t kClaimBit = uint64_t{1} << 63;  // in a version's commit-id word
+inline constexpr uint64_t version_cid(uint64_t word) { return word & ~kClaimBit; }
 inline constexpr uint32_t kMaxWrites = 16;  // records one transaction may write
 
 enum TsState : uint64_t { kPending = 0, kCommitted = 1, kFenced = 2, kAborted = 3 };

@@ -112,16 +112,32 @@ const RsiClient::Seen& RsiClient::observe(uint32_t table, uint64_t key) {
   for (int attempt = 0;; ++attempt) {
     read_slot(table, key);
     int best = -1, free_v = -1, oldest = -1;
-    uint64_t best_cid = 0, oldest_cid = 0, second_cid = ~uint64_t{0};
+    uint64_t best_cid = 0, oldest_cid = 0, second_cid = ~uint64_t{0}, free_word = 0;
+    uint64_t oldest_word = 0;
+    uint32_t fenced_claims = 0;
     bool torn = false, any = false;
     for (uint32_t v = 0; v < layout_.versions; ++v) {
       const std::byte* p = slot_.data() + layout_.version_offset(table, v);
-      const uint64_t cid = load64(p), sum = load64(p + 8);
+      const uint64_t word = load64(p), cid = version_cid(word), sum = load64(p + 8);
       const bool valid =
           sum != 0 && sum == version_checksum(cid, table, key, std::span(p + 16, payload));
       if (!valid) {
-        if (sum != 0 || cid != 0) torn = true;
-        if (free_v < 0) free_v = static_cast<int>(v);
+        // Word 0: free (never written, or given back by the commit that
+        // claimed it). Otherwise claimed and not whole: an install under
+        // way (the lock holder's), or a fenced client's claim that it may
+        // still write: never a version to install over.
+        if (word == 0) {
+          if (free_v < 0) free_v = static_cast<int>(v), free_word = word;
+        } else {
+          torn = true;
+          if (cid != 0 && retire_[layout_.ts_owner(cid)] != 0) ++fenced_claims;
+        }
+        continue;
+      }
+      // Whole, but a fenced commit's (its client is retired and was done
+      // writing it): junk, and the best version to install over.
+      if (!committed_version(cid)) {
+        if (free_v < 0) free_v = static_cast<int>(v), free_word = word;
         continue;
       }
       any = true;
@@ -129,7 +145,7 @@ const RsiClient::Seen& RsiClient::observe(uint32_t table, uint64_t key) {
         best = static_cast<int>(v), best_cid = cid;
       if (oldest < 0 || cid < oldest_cid) {
         if (oldest >= 0) second_cid = std::min(second_cid, oldest_cid);
-        oldest = static_cast<int>(v), oldest_cid = cid;
+        oldest = static_cast<int>(v), oldest_cid = cid, oldest_word = word;
       } else {
         second_cid = std::min(second_cid, cid);
       }
@@ -157,8 +173,19 @@ const RsiClient::Seen& RsiClient::observe(uint32_t table, uint64_t key) {
     Victim victim;
     if (free_v >= 0) {
       victim.index = static_cast<uint32_t>(free_v);
+      victim.word = free_word;
     } else if (oldest >= 0) {
-      victim = Victim{static_cast<uint32_t>(oldest), true, oldest_cid, second_cid};
+      victim =
+          Victim{static_cast<uint32_t>(oldest), true, false, oldest_cid, second_cid, oldest_word};
+    } else {
+      victim.none = true;
+      if (fenced_claims == layout_.versions) {
+        throw NamError("nam: record " + std::to_string(key) + " of table '" +
+                       layout_.tables[table].name + "' has no version left to install into: all " +
+                       std::to_string(layout_.versions) +
+                       " are claimed by commits that recovery fenced mid-install (raise "
+                       "--versions)");
+      }
     }
     const bool found = best >= 0 || best == kInOverflow;
     Seen s{table, key, found ? best_cid : 0, victim, found};
@@ -544,6 +571,31 @@ void RsiClient::release_locks(uint64_t c) {
   }
 }
 
+bool RsiClient::claim(const Pending& w, uint64_t c) {
+  if (w.victim.none) return false;
+  const uint64_t off =
+      layout_.slot_offset(w.table, w.key) + layout_.version_offset(w.table, w.victim.index);
+  return cas(region(w.table, w.key), off, w.victim.word, kClaimBit | c) == w.victim.word;
+}
+
+void RsiClient::unclaim(uint64_t c, size_t claimed) {
+  for (size_t i = 0; i < claimed; ++i) {
+    const Pending& w = writes_[i];
+    cas(region(w.table, w.key),
+        layout_.slot_offset(w.table, w.key) + layout_.version_offset(w.table, w.victim.index),
+        kClaimBit | c, 0);
+  }
+}
+
+Outcome RsiClient::give_up(uint64_t c, size_t claimed, const std::string& fenced) {
+  unclaim(c, claimed);
+  release_locks(c);
+  if (transition(c, kPending, kAborted) != kPending) throw FencedError(fenced + std::to_string(c));
+  next_timestamp();
+  ++stats_.conflicts;
+  return Outcome::kConflict;
+}
+
 void RsiClient::abort() {
   if (!in_txn_) throw NamError("nam: abort() outside a transaction");
   in_txn_ = false;
@@ -583,14 +635,10 @@ Outcome RsiClient::commit() {
     // A retry can only succeed on a snapshot that includes the commit we
     // collided with (or sees its timestamp aborted): begin() waits for it.
     wait_for_ = std::max(wait_for_, prev & ~kLockBit);
-    release_locks(c);
-    if (transition(c, kPending, kAborted) != kPending)
-      throw FencedError(fenced + std::to_string(c));
-    next_timestamp();
-    ++stats_.conflicts;
-    return Outcome::kConflict;
+    return give_up(c, 0, fenced);
   }
   maybe_kill(KillPoint::kAfterLock);
+  if (options_.test_pause) options_.test_pause("after-lock");
   // Old versions another client's snapshot still sees go to the overflow
   // area first (one read of the snapshot words if any install overwrites one).
   if (layout_.overflow_entries != 0 &&
@@ -601,28 +649,40 @@ Outcome RsiClient::commit() {
           meta_, "reading the snapshot words");
     for (const Pending& w : writes_) move_if_needed(w, c);
   }
-  // Install each new version over the record's oldest one.
+  // Install each new version over the record's oldest (or a free) one:
+  // claim it, then write its checksum and payload behind the claim. The
+  // lock keeps live writers off the record, but not a client that recovery
+  // presumed dead and rolled back while it was stalled here: if it resumes,
+  // its claim finds the version taken by a newer commit (and gives up)
+  // instead of overwriting that commit's version, and a claim it won stays
+  // its own (others never install over a claimed version that is not
+  // whole) until it gives it back.
+  size_t claimed = 0;
   for (const Pending& w : writes_) {
+    if (!claim(w, c)) return give_up(c, claimed, fenced);
+    ++claimed;
     const uint32_t payload = layout_.tables[w.table].payload_bytes;
     std::byte* v = slot_.data();
     const std::span<const std::byte> data(arena_.data() + w.offset, payload);
-    store64(v, c);
-    store64(v + 8, version_checksum(c, w.table, w.key, data));
-    std::memcpy(v + 16, data.data(), payload);
+    store64(v, version_checksum(c, w.table, w.key, data));
+    std::memcpy(v + 8, data.data(), payload);
     RemoteRegion& r = region(w.table, w.key);
-    check(r.write(
-              layout_.slot_offset(w.table, w.key) + layout_.version_offset(w.table, w.victim.index),
-              std::span<const std::byte>(v, 16 + payload), deadline()),
+    check(r.write(layout_.slot_offset(w.table, w.key) +
+                      layout_.version_offset(w.table, w.victim.index) + 8,
+                  std::span<const std::byte>(v, 8 + payload), deadline()),
           r, "installing a version");
   }
+  if (options_.test_pause) options_.test_pause("after-install");
   // The commit point: never once a memory server is known to be gone.
   check_servers();
   if (transition(c, kPending, kCommitted) != kPending) {
     // Fenced: recovery presumed this client dead and rolled c back while it
-    // was stalled in this commit. A record it locked after that recovery is
-    // no recoverer's to find: give such locks back (the CAS leaves alone a
-    // record recovery released), or the record stays locked by a commit
-    // that never happens and every later writer of it conflicts for ever.
+    // was stalled in this commit. Its installs are done: give the versions
+    // back. A record it locked after that recovery is no recoverer's to
+    // find: give such locks back too (the CAS leaves alone a record
+    // recovery released), or the record stays locked by a commit that
+    // never happens and every later writer of it conflicts for ever.
+    unclaim(c, claimed);
     release_locks(c);
     throw FencedError(fenced + std::to_string(c));
   }

@@ -14,10 +14,14 @@
 //             record one compare-and-swap that validates (the header still
 //             holds the commit id read) and locks (header := lock | c); on a
 //             failed CAS releases the locks taken, marks c aborted and
-//             returns kConflict. Otherwise installs each new version with one
-//             write into the slot's oldest version, marks c committed in the
-//             vector (the commit point), and unlocks each header with a CAS
-//             lock | c -> c.
+//             returns kConflict. Otherwise installs each new version into
+//             the slot's oldest (or a free) version: one CAS that claims it
+//             (its commit-id word, from the value read to claim bit | c),
+//             then one write of its checksum and payload; marks c committed
+//             in the vector (the commit point), and unlocks each header with
+//             a CAS lock | c -> c. A claim that fails (the version changed
+//             since it was read: only a client whose lock recovery released
+//             meets that) gives back the claims made, the locks and c.
 //
 // Old versions (Layout::overflow_entries > 0). A reader publishes its read
 // timestamp (a snapshot word per client on memory server 0) when it begins.
@@ -40,12 +44,20 @@
 // have locked: if its timestamp is committed they are rolled forward (the
 // versions were installed before the commit point; unlock), otherwise the
 // timestamp is first fenced (so the client, were it only slow, can no longer
-// commit it), every such record rolled back (its half-installed version
-// dropped, the header restored to the newest remaining commit id) and the
-// timestamp marked aborted. Then the client is retired: its later
-// timestamps count as done. A client fenced or retired by recovery finds out
-// at its next begin() or commit() (NamError "fenced"): the protocol assumes,
-// as the paper's does, that a client silent for recovery_timeout is dead.
+// commit it) and every such record rolled back (the header restored to the
+// newest committed version's commit id). The client is then retired from
+// its first unfinished timestamp on: that one stays fenced and it and the
+// later ones count as done. A client that was only stalled finds out at
+// its next begin() or commit() (FencedError). It may resume mid-commit and
+// go on writing first: its locks fail (or are given back at its commit
+// point), a version it claimed is junk to readers (its commit is fenced; a
+// reader that has not yet seen the retirement stops below the fenced
+// timestamp) and free to writers once whole, and a version it had not yet
+// claimed when recovery ran is one a newer commit may have taken since, so
+// its claim fails and nothing is overwritten. A client that dies between
+// a claim and its write leaves that version claimed for good (one of the
+// record's `versions` fewer; a record whose every version is so held is an
+// error naming it).
 //
 // Errors: a memory server that is gone makes every call throw
 // sluice::PeerLostError naming its rank (never a stale or partial result);
@@ -60,9 +72,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "layout.h"
@@ -89,6 +103,10 @@ struct RsiOptions {
   // In-process tests: throw TestKilled at the kill point instead of raising
   // SIGKILL (the test then abandons the client, as if its process had died).
   bool test_kill_throws = false;
+  // In-process tests: called in commit() after locking ("after-lock") and
+  // after installing, before the commit point ("after-install"); a test
+  // stalls the client there (as a SIGSTOP would) by blocking in it.
+  std::function<void(std::string_view where)> test_pause;
 };
 
 struct TestKilled final : std::runtime_error {
@@ -141,11 +159,13 @@ class RsiClient final : public Transactions {
 
  private:
   // The version an install overwrites: a free one, or the oldest (then
-  // `valid`, with its commit id and the next older-to-newer one's).
+  // `valid`, with its commit id and the next older-to-newer one's). `word`:
+  // its commit-id word as read, which the install's claim expects; `none`:
+  // every version is being installed or held by a fenced commit's claim.
   struct Victim {
     uint32_t index = 0;
-    bool valid = false;
-    uint64_t cid = 0, next_cid = 0;
+    bool valid = false, none = false;
+    uint64_t cid = 0, next_cid = 0, word = 0;
   };
   struct Seen {  // a record read in this transaction
     uint32_t table;
@@ -185,6 +205,16 @@ class RsiClient final : public Transactions {
   TsState transition(uint64_t ts, TsState from, TsState to);
   TsState state_of(uint64_t ts);
   void release_locks(uint64_t c);
+  // Claims w's victim version for commit c (a CAS from the word observe()
+  // saw); false if it was taken meanwhile (only a fenced client's is).
+  bool claim(const Pending& w, uint64_t c);
+  // Frees the versions this commit claimed (c's installs are done: the
+  // slots may be reused at once).
+  void unclaim(uint64_t c, size_t claimed);
+  // A commit that cannot go on (a lock or a claim refused): gives back the
+  // first `claimed` claims and the locks, aborts c; kConflict, or
+  // FencedError (text `fenced` + c) if recovery fenced c meanwhile.
+  Outcome give_up(uint64_t c, size_t claimed, const std::string& fenced);
   void next_timestamp();
   void stall_check(uint64_t frontier);
   void note_lock(uint64_t holder_ts);

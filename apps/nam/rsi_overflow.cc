@@ -59,7 +59,7 @@ void RsiClient::move_if_needed(const Pending& w, uint64_t commit) {
   read_slot(w.table, w.key);
   const uint32_t payload = layout_.tables[w.table].payload_bytes;
   const std::byte* v = slot_.data() + layout_.version_offset(w.table, w.victim.index);
-  const uint64_t c = load64(v), sum = load64(v + 8);
+  const uint64_t c = version_cid(load64(v)), sum = load64(v + 8);
   const std::span<const std::byte> data(v + 16, payload);
   if (c != w.victim.cid || sum == 0 || sum != version_checksum(c, w.table, w.key, data)) return;
   // Its successor: the next newer version in the slot, or the one we install.
@@ -67,7 +67,7 @@ void RsiClient::move_if_needed(const Pending& w, uint64_t commit) {
   for (uint32_t i = 0; i < layout_.versions; ++i) {
     if (i == w.victim.index) continue;
     const std::byte* o = slot_.data() + layout_.version_offset(w.table, i);
-    const uint64_t oc = load64(o), os = load64(o + 8);
+    const uint64_t oc = version_cid(load64(o)), os = load64(o + 8);
     if (os != 0 && os == version_checksum(oc, w.table, w.key, std::span(o + 16, payload)) && oc > c)
       until = std::min(until, oc);
   }
@@ -86,12 +86,12 @@ void RsiClient::move_if_needed(const Pending& w, uint64_t commit) {
   check(r.write(layout_.overflow_offset(w.table, seq), std::span<const std::byte>(e, 40 + payload),
                 deadline()),
         r, "writing an overflow entry");
-  // Then the head: a reader that sees it finds the entry whole.
-  RemoteRegion& rec = region(w.table, w.key);
-  check(rec.write(layout_.slot_offset(w.table, w.key) + Layout::kOverflowHead,
-                  std::as_bytes(std::span(&seq, 1)), deadline()),
-        rec, "writing an overflow head");
-  ++stats_.overflow_moved;
+  // Then the head: a reader that sees it finds the entry whole. (A CAS from
+  // the head read under the lock: a client stalled past recovery that
+  // resumes here cannot put back an older chain.)
+  if (cas(region(w.table, w.key), layout_.slot_offset(w.table, w.key) + Layout::kOverflowHead, head,
+          seq) == head)
+    ++stats_.overflow_moved;
 }
 
 }  // namespace sluice::nam

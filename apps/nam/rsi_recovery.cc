@@ -18,28 +18,27 @@ uint64_t RsiClient::header(uint32_t table, uint64_t key) {
   return h;
 }
 
+// The record's header goes back to its newest committed version. Versions
+// c claimed stay as they are: the client may only be stalled and still
+// write them, and a claimed version is never installed over while it is
+// not whole (rsi.cc, observe), and is junk to readers once whole (its
+// commit stays fenced). Versions of commits fenced earlier are skipped.
 void RsiClient::roll_back(const LogEntry& e, uint64_t c) {
   read_slot(e.table, e.key);
   if (load64(slot_.data()) != (kLockBit | c)) return;
   const uint32_t payload = layout_.tables[e.table].payload_bytes;
   uint64_t newest = 0;
-  RemoteRegion& r = region(e.table, e.key);
-  const uint64_t base = layout_.slot_offset(e.table, e.key);
   for (uint32_t v = 0; v < layout_.versions; ++v) {
     const std::byte* p = slot_.data() + layout_.version_offset(e.table, v);
-    const uint64_t cid = load64(p), sum = load64(p + 8);
+    const uint64_t cid = version_cid(load64(p)), sum = load64(p + 8);
     const bool valid =
         sum != 0 && sum == version_checksum(cid, e.table, e.key, std::span(p + 16, payload));
-    if ((valid && cid == c) || (!valid && (cid != 0 || sum != 0))) {
-      const uint64_t zero[2] = {0, 0};  // drop the half-installed version
-      check(r.write(base + layout_.version_offset(e.table, v), std::as_bytes(std::span(zero)),
-                    deadline()),
-            r, "rolling back a version");
-    } else if (valid) {
-      newest = std::max(newest, cid);
-    }
+    if (valid && cid != c && cid > newest && (cid == 0 || state_of(cid) == kCommitted))
+      newest = cid;
   }
-  if (cas(r, base, kLockBit | c, newest) == (kLockBit | c)) ++stats_.recovered_back;
+  RemoteRegion& r = region(e.table, e.key);
+  if (cas(r, layout_.slot_offset(e.table, e.key), kLockBit | c, newest) == (kLockBit | c))
+    ++stats_.recovered_back;
 }
 
 void RsiClient::resolve(uint64_t c, const std::vector<LogEntry>& entries) {
@@ -54,8 +53,11 @@ void RsiClient::resolve(uint64_t c, const std::vector<LogEntry>& entries) {
     }
     return;
   }
+  // c stays fenced (unfinished), never aborted: a reader that has not yet
+  // seen the client retired stops below it, so a version the client
+  // installs late is never taken for a commit's (rsi.cc,
+  // committed_version); retirement (from c on) lets readers pass it.
   for (const LogEntry& e : entries) roll_back(e, c);
-  if (st == kFenced) transition(c, kFenced, kAborted);
 }
 
 void RsiClient::recover_client(uint32_t j, uint64_t p) {
@@ -71,11 +73,12 @@ void RsiClient::recover_client(uint32_t j, uint64_t p) {
   uint64_t c = 0;
   check(meta_.read(layout_.log_offset(j), log_, deadline()), meta_, "reading a commit log");
   if (decode_log(log_, &c, &entries) && c != 0) resolve(c, entries);
-  transition(p, kFenced, kAborted);
-  // Two live clients may recover the same dead one side by side (each saw
-  // its timestamp pending past the timeout; every step above is a CAS and
-  // idempotent): the one whose retirement of j lands counts it.
-  const bool retired_it = cas(meta_, layout_.retire_offset(j), 0, p + layout_.clients) == 0;
+  // p stays fenced, and j retires from p on: its later timestamps and p
+  // itself count as done (see resolve). Two live clients may recover the
+  // same dead one side by side (each saw its timestamp pending past the
+  // timeout; every step above is a CAS and idempotent): the one whose
+  // retirement of j lands counts it.
+  const bool retired_it = cas(meta_, layout_.retire_offset(j), 0, p) == 0;
   if (layout_.overflow_entries != 0) {
     // Its snapshot is gone with it: writers need not keep versions for it.
     uint64_t zero = 0;

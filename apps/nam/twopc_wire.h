@@ -64,7 +64,7 @@ using nam::store64;
 inline bool valid_version(const Layout& l, uint32_t table, uint64_t key, const std::byte* slot,
                           uint32_t v, uint64_t* cid) {
   const std::byte* p = slot + l.version_offset(table, v);
-  *cid = load64(p);
+  *cid = version_cid(load64(p));
   const uint64_t sum = load64(p + 8);
   return sum != 0 && sum == version_checksum(*cid, table, key,
                                              std::span(p + 16, l.tables[table].payload_bytes));

@@ -356,6 +356,7 @@ CheckResult check_invariants(Cluster& cluster, const Layout& layout, const Workl
             uint64_t cid, sum;
             std::memcpy(&cid, q, 8);
             std::memcpy(&sum, q + 8, 8);
+            cid = version_cid(cid);
             if (sum == 0 || sum != version_checksum(cid, t, key, std::span(q + 16, payload)))
               continue;
             if (!committed(cid)) {

@@ -12,9 +12,13 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "layout.h"
@@ -27,6 +31,33 @@ using namespace std::chrono_literals;
 namespace {
 
 sluice::Cluster* g_cluster = nullptr;
+
+// A client stalled in commit() (a test hook blocks it, as a SIGSTOP would)
+// at `where` until release() is called.
+class Stall {
+ public:
+  explicit Stall(std::string where) : where_(std::move(where)) {}
+  std::function<void(std::string_view)> hook() {
+    return [this](std::string_view at) {
+      if (at != where_ || done_) return;
+      done_ = true;
+      stalled_.set_value();
+      go_.get_future().wait();
+    };
+  }
+  void wait_stalled() {
+    if (stalled_.get_future().wait_for(60s) != std::future_status::ready) {
+      ADD_FAILURE() << "the client never reached " << where_;
+      std::_Exit(1);
+    }
+  }
+  void release() { go_.set_value(); }
+
+ private:
+  std::string where_;
+  bool done_ = false;
+  std::promise<void> stalled_, go_;
+};
 
 class RsiRecoveryTest : public ::testing::Test {
  protected:
@@ -72,6 +103,40 @@ class RsiRecoveryTest : public ::testing::Test {
     }
     f.get();
     return true;
+  }
+
+  // Writes product `key` until the commit goes through: each conflict on
+  // the same lock counts towards its age, and once it has been held for the
+  // recovery timeout its holder is recovered. The deadline is a guard, not
+  // a timing assertion.
+  static bool commits_past_a_lock(sn::RsiClient& c, uint64_t key, const std::vector<std::byte>& v) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      begins(c);
+      c.write(sn::kProducts, key, v);
+      if (c.commit() == sn::Outcome::kCommitted) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  // Starts c's write of product `key` and its commit on another thread;
+  // returns once the commit is stalled.
+  static std::future<sn::Outcome> commit_stalled(sn::RsiClient& c, Stall& stall, uint64_t key,
+                                                 const std::vector<std::byte>& v) {
+    c.begin();
+    c.write(sn::kProducts, key, v);
+    auto f = std::async(std::launch::async, [&c] { return c.commit(); });
+    stall.wait_stalled();
+    return f;
+  }
+
+  // A client stalled by `stall` (rsi.h, RsiOptions::test_pause).
+  std::unique_ptr<sn::RsiClient> stalling_client(uint32_t id, Stall& stall) {
+    sn::RsiOptions o;
+    o.recovery_timeout = 200ms;
+    o.test_pause = stall.hook();
+    return std::make_unique<sn::RsiClient>(*g_cluster, layout_, id, o);
   }
 
   static inline int generation_ = 0;
@@ -129,17 +194,7 @@ TEST_F(RsiRecoveryTest, AClientDeadAfterItsCommitBitIsRolledForward) {
   EXPECT_NE(c0->header(sn::kProducts, 4) & sn::kLockBit, 0u);
   EXPECT_NE(c0->header(sn::kProducts, 5) & sn::kLockBit, 0u);
 
-  // Each conflict on the same lock counts towards its age; the deadline is
-  // a guard, not a timing assertion.
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  sn::Outcome outcome = sn::Outcome::kConflict;
-  while (outcome != sn::Outcome::kCommitted && std::chrono::steady_clock::now() < deadline) {
-    ASSERT_TRUE(begins(*c0));
-    c0->write(sn::kProducts, 4, value(0xa4));
-    outcome = c0->commit();
-    if (outcome != sn::Outcome::kCommitted) std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_EQ(outcome, sn::Outcome::kCommitted) << "client 1's locks were never recovered";
+  ASSERT_TRUE(commits_past_a_lock(*c0, 4, value(0xa4))) << "client 1's locks were never recovered";
   EXPECT_EQ(c0->stats().clients_recovered, 1u);
   EXPECT_EQ(c0->stats().recovered_forward, 2u) << "both of client 1's records rolled forward";
   EXPECT_EQ(c0->stats().recovered_back, 0u);
@@ -151,6 +206,80 @@ TEST_F(RsiRecoveryTest, AClientDeadAfterItsCommitBitIsRolledForward) {
   EXPECT_EQ(got, value(0xa4));
   c0->abort();
   EXPECT_EQ(c0->header(sn::kProducts, 5) & sn::kLockBit, 0u);
+}
+
+// Client 1 locks product 3 and stalls before installing; client 0 conflicts
+// on the lock until it has seen it held for the recovery timeout, recovers
+// client 1 (rolls the record back) and commits product 3 into the version
+// client 1 was about to install over. Client 1 then resumes: it must not
+// overwrite that newer commit (it used to: the record's header then named
+// client 0's commit and no version held it, an acknowledged write lost).
+// Its claim of the version fails, and it learns it was fenced.
+TEST_F(RsiRecoveryTest, AClientStalledPastRecoveryCannotOverwriteANewerCommitWhenItResumes) {
+  Stall stall("after-lock");
+  auto c1 = stalling_client(1, stall);
+  auto c0 = client(0);
+
+  auto zombie = commit_stalled(*c1, stall, 3, value(0xb1));
+
+  ASSERT_TRUE(commits_past_a_lock(*c0, 3, value(0xa2))) << "client 1 was never recovered";
+  EXPECT_EQ(c0->stats().recovered_back, 1u);
+  const uint64_t committed = c0->header(sn::kProducts, 3);
+
+  stall.release();
+  EXPECT_THROW(zombie.get(), sn::FencedError);
+
+  ASSERT_TRUE(begins(*c0));
+  std::vector<std::byte> got(8);
+  ASSERT_TRUE(c0->read(sn::kProducts, 3, got));
+  EXPECT_EQ(got, value(0xa2)) << "client 0's committed value was overwritten";
+  c0->abort();
+  EXPECT_EQ(c0->header(sn::kProducts, 3), committed) << "the header still names client 0's commit";
+  // The record goes on taking commits (its versions were not lost to the claim).
+  for (uint8_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(begins(*c0));
+    c0->write(sn::kProducts, 3, value(static_cast<uint8_t>(0xc0 + i)));
+    ASSERT_EQ(c0->commit(), sn::Outcome::kCommitted);
+  }
+  ASSERT_TRUE(begins(*c0));
+  ASSERT_TRUE(c0->read(sn::kProducts, 3, got));
+  EXPECT_EQ(got, value(0xc2));
+  c0->abort();
+}
+
+// Client 1 installs product 3 and stalls before its commit point; client 0
+// recovers it (its timestamp held everyone back) and reads product 3: the
+// installed version is a fenced commit's, never visible. Client 0 then
+// writes product 3 over it, and client 1, resumed, is told it was fenced
+// and leaves client 0's version alone when it gives its claim back.
+TEST_F(RsiRecoveryTest, AVersionInstalledByAClientFencedBeforeItsCommitPointIsNeverRead) {
+  Stall stall("after-install");
+  auto c1 = stalling_client(1, stall);
+  auto c0 = client(0);
+
+  auto zombie = commit_stalled(*c1, stall, 3, value(0xb1));
+  // Client 0 commits elsewhere; its next snapshot must include its own
+  // commit, which client 1's pending timestamp holds back until recovery.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(begins(*c0));
+    c0->write(sn::kProducts, 5, value(0xa5));
+    ASSERT_EQ(c0->commit(), sn::Outcome::kCommitted);
+  }
+  ASSERT_TRUE(begins(*c0));
+  EXPECT_EQ(c0->stats().clients_recovered, 1u);
+  std::vector<std::byte> got(8);
+  ASSERT_TRUE(c0->read(sn::kProducts, 3, got));
+  EXPECT_NE(got, value(0xb1)) << "a fenced commit's version was read";
+  c0->write(sn::kProducts, 3, value(0xa3));
+  ASSERT_EQ(c0->commit(), sn::Outcome::kCommitted);
+
+  stall.release();
+  EXPECT_THROW(zombie.get(), sn::FencedError);
+  ASSERT_TRUE(begins(*c0));
+  ASSERT_TRUE(c0->read(sn::kProducts, 3, got));
+  EXPECT_EQ(got, value(0xa3));
+  c0->abort();
+  EXPECT_EQ(c0->header(sn::kProducts, 3) & sn::kLockBit, 0u);
 }
 
 // Three clients (timestamps: client j has j+1, j+4, j+7, ...). Client 2
