@@ -352,15 +352,16 @@ TEST(StreamOracleTest, CmMeansEqualDuckDbRowForRow) {
 // in the middle of the query: the job fails, each survivor names rank 1 as
 // the cause instead of hanging or naming the echoes of its loss, and nothing
 // is left in /dev/shm. 200 M records generated as they are ingested keep
-// the query running about 15 s over shm (40 s over ofi), long after set-up
-// (well under a second over shm, about 2 s over ofi).
+// the query running about 15 s over shm (40 s over ofi); the kill comes
+// half a second after the engine says every rank started.
 void expect_clean_failure_after_kill(const std::string& strategy) {
-  const std::string kill = sluice::testing::over_ofi() ? "1@6" : "1@2";
+  const std::string kill = "1@0.5";
   const ProcessResult r = run_stream(
       3,
       {"--strategy", strategy, "--query", "ro", "--keys", "100000", "--records", "200000000",
        "--live-generation", "--workers", "2", "--epoch-mib", "0.5", "--verify"},
-      "sluice-stream", {"--grace", "20", "--kill", kill});
+      "sluice-stream",
+      {"--grace", "20", "--faults-after", "started on every rank", "--kill", kill});
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "injecting --kill " + kill), 1) << r.output;
   EXPECT_NE(r.output.find("rank 1 was killed by signal 9"), std::string::npos) << r.output;

@@ -131,6 +131,11 @@ class StreamWorker {
     }
     if (ckpt_on_) restore(source);
     start.wait();
+    // Progress for the user, and the line a fault test's `sluice run
+    // --faults-after` waits for (no rank is told of a fault).
+    if (me_ == 0)
+      std::fprintf(stderr, "sluice-stream: flow '%s' started on every rank\n",
+                   opt_.flow_name.c_str());
     uint64_t next_epoch_at = report_.input_bytes + epoch_bytes_;
     next_ckpt_ns_ = now_ns() + ckpt_every_ns_;
     auto ingest = [this](const Out& o) { this->ingest(o); };
