@@ -414,11 +414,27 @@ std::string KafkaSink::prepare(uint32_t worker, uint64_t c) {
   s.writer->flush();
   std::string token = std::to_string(c) + "\n" + s.pending;
   s.pending.clear();
+  s.held = true;
   return token;
 }
 
 void KafkaSink::committed(uint32_t worker, uint64_t c) {
-  slots_[worker - first_]->writer->commit_marked(group_of(worker), static_cast<int64_t>(c));
+  Slot& s = *slots_[worker - first_];
+  s.writer->commit_marked(group_of(worker), static_cast<int64_t>(c));
+  s.held = false;
+  write_lines(s, s.held_rows);
+  s.held_rows.clear();
+}
+
+uint64_t KafkaSink::write_lines(Slot& s, std::string_view rows) {
+  uint64_t n = 0;
+  for (size_t at = 0; at < rows.size(); ++n) {
+    const size_t end = rows.find('\n', at);
+    const std::string_view line = rows.substr(at, end - at);
+    s.writer->write(message_key(line), line);
+    at = end + 1;
+  }
+  return n;
 }
 
 void KafkaSink::restore_rescaled(uint32_t worker,
@@ -442,6 +458,8 @@ void KafkaSink::restore_rescaled(uint32_t worker,
 void KafkaSink::restore(uint32_t worker, const std::string& token) {
   Slot& s = *slots_[worker - first_];
   s.pending.clear();
+  s.held = false;
+  s.held_rows.clear();
   // A survivor's open transaction holds rows emitted after the checkpoint:
   // the restored run emits them again.
   s.writer->abort();
@@ -452,14 +470,7 @@ void KafkaSink::restore(uint32_t worker, const std::string& token) {
   if (KafkaWriter::committed_marker(config_, topic_, group_of(worker)) >= c) return;
   // Checkpoint c completed, but its transaction never committed: its rows
   // again, committed with c now.
-  size_t at = nl + 1;
-  while (at < token.size()) {
-    const size_t end = token.find('\n', at);
-    const std::string_view line(token.data() + at, end - at);
-    s.writer->write(message_key(line), line);
-    ++rewritten_;
-    at = end + 1;
-  }
+  rewritten_ += write_lines(s, std::string_view(token).substr(nl + 1));
   s.writer->commit_marked(group_of(worker), c);
   std::fprintf(stderr,
                "sluice-stream: worker %u wrote the rows of checkpoint %" PRId64

@@ -366,8 +366,17 @@ class KafkaSink {
   void operator()(uint32_t worker, const Row<R>& row) {
     Slot& s = *slots_[worker - first_];
     const std::string_view line = s.text.format(row);
-    s.writer->write(message_key(line), line);
-    if (per_checkpoint_) s.pending.append(line).push_back('\n');
+    if (!per_checkpoint_) {
+      s.writer->write(message_key(line), line);
+      return;
+    }
+    s.pending.append(line).push_back('\n');
+    // Between prepare and committed a row belongs to the next transaction,
+    // which begins only at the commit: held until then.
+    if (s.held)
+      s.held_rows.append(line).push_back('\n');
+    else
+      s.writer->write(message_key(line), line);
   }
 
   // With checkpoints. A worker's rows since the last checkpoint are in its
@@ -375,10 +384,11 @@ class KafkaSink {
   // them into the log and returns them, with c, as the snapshot's token;
   // committed (once c is complete) commits the transaction with c as its
   // marker (the offset of group "<id>-<worker>", which commits atomically
-  // with it) and begins the next. restore (from checkpoint c) finds the
-  // marker: if c's transaction committed, nothing is to do; if the worker
-  // died between c's completion and that commit (the new producer's fencing
-  // aborted it), it writes the token's rows again and commits them with c.
+  // with it) and begins the next, with the rows emitted since prepare
+  // (held in memory meanwhile: the engine goes on while c completes). restore (from checkpoint c)
+  // finds the marker: if c's transaction committed, nothing is to do; if the worker died between
+  // c's completion and that commit (the new producer's fencing aborted it), it writes the token's
+  // rows again and commits them with c.
   std::string prepare(uint32_t worker, uint64_t c);
   void committed(uint32_t worker, uint64_t c);
   void restore(uint32_t worker, const std::string& token);
@@ -398,7 +408,9 @@ class KafkaSink {
  private:
   struct Slot {
     std::unique_ptr<KafkaWriter> writer;
-    std::string pending;  // per_checkpoint: the rows since the last checkpoint, a line each
+    std::string pending;    // per_checkpoint: the rows since the last checkpoint, a line each
+    bool held = false;      // prepared, not yet committed: rows wait in held_rows
+    std::string held_rows;  // a line each
     RowText text;
   };
   // A row's message key: its first three fields (window_start,window_end,
@@ -408,6 +420,9 @@ class KafkaSink {
     const size_t k1 = line.find(',', k0);
     return by_window_ ? line.substr(0, k1) : line.substr(k0, k1 - k0);
   }
+  // Writes each line of `rows` (one a row, '\n'-ended) into s's open
+  // transaction; how many.
+  uint64_t write_lines(Slot& s, std::string_view rows);
   std::string group_of(uint32_t worker) const {
     return transactional_id_ + "-" + std::to_string(worker);
   }

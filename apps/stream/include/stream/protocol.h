@@ -74,11 +74,13 @@ inline constexpr int64_t kSentMsg = kNoWatermark + 1;       // key: send time, n
 inline constexpr int64_t kWatermarkMsg = kNoWatermark + 2;  // key: the watermark (bits)
 inline constexpr int64_t kSkipMsg =
     kNoWatermark + 3;  // key: first non-late window of the next record
-// Checkpoints (engine.h): a barrier, a worker's snapshot written, and a
-// worker that finished its input (no checkpoint after it).
+// Checkpoints (engine.h): a barrier, a worker's snapshot written (synced),
+// and a worker that finished its input (no checkpoint after it).
 inline constexpr int64_t kBarrierMsg = kNoWatermark + 4;  // key: checkpoint id
 inline constexpr int64_t kDoneMsg = kNoWatermark + 5;     // key: checkpoint id
 inline constexpr int64_t kFinalMsg = kNoWatermark + 6;    // key: 0
+// A worker's snapshot taken (in memory; another thread writes it).
+inline constexpr int64_t kTakenMsg = kNoWatermark + 9;  // key: checkpoint id
 // A watermark (key: its bits) from a worker whose input is idle: it holds
 // no window back, so other idle workers leave it out of theirs (engine.h).
 inline constexpr int64_t kIdleWatermarkMsg = kNoWatermark + 7;

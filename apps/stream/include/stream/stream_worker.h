@@ -54,6 +54,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -193,6 +194,7 @@ class StreamWorker {
         end_epoch(wm);
         next_epoch_at = report_.input_bytes + epoch_bytes_;
       }
+      advance_checkpoint();
       if (checkpoint_due()) {
         checkpoint();  // ends an epoch first
         next_epoch_at = report_.input_bytes + epoch_bytes_;
@@ -210,6 +212,7 @@ class StreamWorker {
     // worker stops there: nothing more is sent, no window fires.)
     const bool finish = ok() && !stopped_;
     if (finish && ckpt_on_) {
+      finish_checkpoint();  // the one being written, if any, completes first
       for (uint32_t j = 0; j < workers_ && ok(); ++j) {
         if (j != me_) push(j, Message{0, kFinalMsg, {}});
       }
@@ -378,6 +381,7 @@ class StreamWorker {
       const int64_t wm = watermark();
       if (idle_ != published_idle_ || op_.crosses_boundary(published_, wm)) end_epoch(wm);
     }
+    advance_checkpoint();
     if (checkpoint_due()) checkpoint();
   }
 
@@ -426,10 +430,12 @@ class StreamWorker {
     return due <= taken ? 0 : static_cast<size_t>(std::min<uint64_t>(max, due - taken));
   }
 
-  // ---- checkpoints (aligned, in two rounds; see the top of this file)
+  // ---- checkpoints (aligned: a barrier round, a round that says the
+  // snapshots are taken, and, while the workers go on, a round that says
+  // they are written)
 
   bool checkpoint_due() const {
-    if (!ckpt_on_ || !ok()) return false;
+    if (!ckpt_on_ || !ok() || pending_ != 0) return false;
     if (ckpt_final_) return stop_asked();  // false; says once why no savepoint can be taken
     return want_ckpt_ > ckpt_id_ || now_ns() >= next_ckpt_ns_ || stop_asked();
   }
@@ -469,15 +475,19 @@ class StreamWorker {
 
   // Checkpoint ckpt_id_ + 1: ends the epoch (deltas shipped), sends a
   // barrier to every worker and takes messages until every worker's
-  // barrier came (so every update sent before any barrier is in), writes
-  // this worker's snapshot, says so, and waits until every worker said so
-  // before it ingests again (so that nothing sent after a barrier reaches a
-  // worker before its snapshot). Then marks the checkpoint complete.
+  // barrier came (so every update sent before any barrier is in), takes
+  // this worker's snapshot (its bytes, in memory), says so, and waits until
+  // every worker said so before it ingests again (so that nothing sent
+  // after a barrier reaches a worker before its snapshot). Another thread
+  // writes and syncs the snapshot meanwhile, and the worker goes on;
+  // advance_checkpoint() says when it is written, and completes the
+  // checkpoint once every worker's is.
   //
   // A savepoint is a checkpoint after which every worker stops: its
   // barriers are kSavepointMsg, sent by a worker asked to stop (or that
   // heard of the savepoint before sending its own), and every worker hears
-  // every barrier before it writes its snapshot, so all agree.
+  // every barrier before it takes its snapshot, so all agree. A savepoint
+  // completes before the worker goes on (to its stop).
   void checkpoint() {
     const uint64_t c = ckpt_id_ + 1;
     if (stop_asked()) savepoint_at_ = c;
@@ -488,14 +498,64 @@ class StreamWorker {
     }
     flush_out();
     if (!wait_all(barriers_, c)) return;
-    const std::string& dir = opt_.checkpoint.dir;
-    if (!guarded([&] { write_durably(snapshot_path(dir, c, me_), snapshot(c)); })) return;
-    sluice::kill_point("stream-checkpoint-written");  // snapshot whole, checkpoint incomplete
+    std::vector<char> bytes;
+    if (!guarded([&] { bytes = snapshot(c); })) return;
+    pending_ = c;
+    writing_ = std::async(std::launch::async, [path = snapshot_path(opt_.checkpoint.dir, c, me_),
+                                               b = std::move(bytes)] { write_durably(path, b); });
     for (uint32_t j = 0; j < workers_ && ok(); ++j) {
-      if (j != me_) push(j, Message{c, kDoneMsg, {}});
+      if (j != me_) push(j, Message{c, kTakenMsg, {}});
     }
     flush_out();
-    if (!wait_all(dones_, c)) return;
+    if (!wait_all(takens_, c)) {
+      // Given up (a worker's input ended) or failed: c never completes
+      // (its snapshot stays without a done marker).
+      writing_.wait();
+      pending_ = 0;
+      return;
+    }
+    takens_.erase(c);
+    if (savepoint_at_ == c) finish_checkpoint();
+  }
+
+  // The checkpoint being written (pending_), moved on: once this worker's
+  // snapshot is written, it says so to every worker; once every worker
+  // has, the checkpoint is complete (its done marker, the sink's commit).
+  void advance_checkpoint() {
+    if (pending_ == 0 || !ok()) return;
+    const uint64_t c = pending_;
+    if (!written_) {
+      if (writing_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+      if (!guarded([&] { writing_.get(); })) return;
+      written_ = true;
+      sluice::kill_point("stream-checkpoint-written");  // snapshot whole, checkpoint incomplete
+      for (uint32_t j = 0; j < workers_ && ok(); ++j) {
+        if (j != me_) push(j, Message{c, kDoneMsg, {}});
+      }
+      flush_out();
+    }
+    if (dones_[c] + 1 < workers_) return;
+    pending_ = 0;
+    written_ = false;
+    complete_checkpoint(c);
+  }
+
+  // Takes what the flow brings until the checkpoint being written, if one
+  // is, completes (or the run fails).
+  void finish_checkpoint() {
+    while (ok() && pending_ != 0) {
+      advance_checkpoint();
+      if (pending_ == 0) break;
+      if (workers_ > 1 && w_.poll() != 0) {
+        check_input();
+        continue;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  void complete_checkpoint(uint64_t c) {
+    const std::string& dir = opt_.checkpoint.dir;
     if (!guarded([&] { write_durably(done_path(dir, c, me_), {}); })) return;
     sluice::kill_point("stream-checkpoint-complete");
     if constexpr (requires { sink_.committed(me_, c); }) {
@@ -755,6 +815,9 @@ class StreamWorker {
           ++barriers_[m.key];
           want_ckpt_ = std::max(want_ckpt_, m.key);
           break;
+        case kTakenMsg:
+          ++takens_[m.key];
+          break;
         case kDoneMsg:
           ++dones_[m.key];
           break;
@@ -818,7 +881,10 @@ class StreamWorker {
   uint64_t savepoint_at_ = 0;               // the checkpoint that is a savepoint (0: none)
   bool stopped_ = false;                    // stopped at the savepoint
   mutable bool told_no_savepoint_ = false;  // said that none can be taken
-  std::map<uint64_t, uint32_t> barriers_, dones_;  // checkpoint id -> workers heard from
+  std::map<uint64_t, uint32_t> barriers_, takens_, dones_;  // checkpoint id -> workers heard from
+  uint64_t pending_ = 0;       // the checkpoint whose snapshot is being written (0: none)
+  std::future<void> writing_;  // its writer
+  bool written_ = false;       // this worker's snapshot of pending_ is written (and said so)
 };
 
 }  // namespace detail
