@@ -50,6 +50,13 @@ Cluster Cluster::join(const ClusterOptions& options) {
   co.connect_timeout = options.setup_timeout;
   // `sluice top` shows the view each process is in.
   co.on_epoch = [](uint64_t epoch) { detail::counters::set_epoch(epoch); };
+  // A lost rank's clients of this rank's regions are refused before any
+  // thread here sees the view without it (a process on another host that
+  // the job gave up on may still be running).
+  co.on_lost = [weak = std::weak_ptr<detail::ClusterImpl>(impl)](uint32_t rank,
+                                                                 uint32_t incarnation) {
+    if (auto i = weak.lock()) i->fence_regions(rank, incarnation);
+  };
   detail::counters::set_epoch(0);  // a new job's; WELCOME may move it (a rejoin)
   // `sluice top` lists a spare under its job while it waits.
   if (impl->boot.spare)
@@ -385,20 +392,28 @@ MemoryRegion Cluster::expose(std::string_view name, size_t bytes) {
     impl_->client->put(key, owner->descriptor());
     // The Cluster may be gone by then (the handle's contract says it must
     // not be, but a weak reference costs nothing here).
-    owner->on_destroy(
-        [weak = std::weak_ptr<detail::ClusterImpl>(impl_), key, name = std::string(name)] {
-          auto impl = weak.lock();
-          if (impl == nullptr) return;
-          try {
-            // Not waited for (a destructor runs this), and ordered before
-            // any later exposure of the name, whose put follows it.
-            impl->client->put_async(key, detail::kRegionDestroyed);
-          } catch (const Error& e) {
-            log::warn("region '", name, "': could not withdraw it from the registry: ", e.what());
-          }
-          MutexLock lock(impl->mu);
-          impl->exposed.erase(name);
-        });
+    owner->on_destroy([weak = std::weak_ptr<detail::ClusterImpl>(impl_), key,
+                       name = std::string(name), o = owner.get()] {
+      auto impl = weak.lock();
+      if (impl == nullptr) return;
+      {
+        MutexLock lock(impl->owners_mu);
+        std::erase(impl->owners, o);
+      }
+      try {
+        // Not waited for (a destructor runs this), and ordered before
+        // any later exposure of the name, whose put follows it.
+        impl->client->put_async(key, detail::kRegionDestroyed);
+      } catch (const Error& e) {
+        log::warn("region '", name, "': could not withdraw it from the registry: ", e.what());
+      }
+      MutexLock lock(impl->mu);
+      impl->exposed.erase(name);
+    });
+    {
+      MutexLock lock(impl_->owners_mu);
+      impl_->owners.push_back(owner.get());
+    }
     return MemoryRegion(std::move(owner));
   } catch (...) {
     MutexLock lock(impl_->mu);

@@ -103,6 +103,15 @@ class ClusterImpl {
   std::map<uint32_t, std::string> host_ids SLUICE_GUARDED_BY(mu);
   std::set<std::string> exposed SLUICE_GUARDED_BY(mu);  // names of regions this rank exposed
   int regions_over_ofi SLUICE_GUARDED_BY(mu) = -1;      // -1: not yet decided
+  // The regions this rank exposed, fenced against a rank reported lost
+  // (control thread, RegistryClient's on_lost) before the view moves on.
+  // Its own lock: a fence may wait for a region's service (up to a second).
+  Mutex owners_mu;
+  std::vector<RegionOwner*> owners SLUICE_GUARDED_BY(owners_mu);
+  void fence_regions(uint32_t rank, uint32_t incarnation) {
+    MutexLock lock(owners_mu);
+    for (RegionOwner* o : owners) o->fence_rank(rank, incarnation);
+  }
   // Flows whose DeclaredFlow was destroyed, not yet let go of (FlowRetirement).
   std::set<std::string> retiring SLUICE_GUARDED_BY(mu);
   // Flows declared in a view (Cluster::declare(view, spec)) are declared as
@@ -139,7 +148,9 @@ class ClusterImpl {
                       " was destroyed by its owner; it can be opened again once the "
                       "owner exposes it anew");
     }
-    return RegionAccess::open(name, owner, desc, host_id, ofi_config, &client->peers());
+    const uint32_t me = client->rank();
+    return RegionAccess::open(name, owner, desc, host_id, ofi_config, &client->peers(),
+                              uint64_t{client->peers().incarnation(me)} << 32 | (me + 1));
   }
 
   Deadline setup_deadline() const { return Clock::now() + options.setup_timeout; }

@@ -47,7 +47,9 @@
 ///
 /// Errors are Status values, as on the data plane: kInvalid for an access out
 /// of bounds or a misaligned atomic (nothing is done), kClosed once the owner
-/// revoked the region, kPeerLost if the owner is gone, kTimeout at the
+/// revoked the region, kPeerLost if the owner is gone (or, over ofi, if the
+/// job declared this rank lost: the owner then refuses it, see
+/// docs/architecture.md, fencing), kTimeout at the
 /// deadline. After kTimeout or kPeerLost on the ofi path the handle is
 /// unusable (an operation may still be in flight); open a new one.
 /// A write, compare_and_swap or fetch_add that returned kTimeout or kPeerLost

@@ -217,6 +217,13 @@ void RegistryClient::Impl::apply_peer(const PeerEventMsg& e) {
   // Fenced before anyone here can learn that it is lost: once a thread of
   // this process acts on the new view, the lost process writes no more.
   if (e.state == PeerState::kDied && options.fence_lost_ranks) fence_lost(e);
+  if ((e.state == PeerState::kDied || e.state == PeerState::kLeft) && options.on_lost) {
+    try {
+      options.on_lost(e.rank, e.incarnation);
+    } catch (const std::exception& x) {  // (memory): the control thread must go on
+      log::warn("fencing rank ", e.rank, "'s access to this rank's regions failed: ", x.what());
+    }
+  }
   const uint64_t before = peers.epoch();
   peers.set(e.rank, static_cast<PeerTable::State>(e.state), e.reason, e.incarnation, e.epoch);
   if (options.on_epoch && peers.epoch() != before) options.on_epoch(peers.epoch());

@@ -49,6 +49,10 @@ struct ClientOptions {
   // Fence a rank reported died whose process is on this host (control/fence.h)
   // before the view moves past it.
   bool fence_lost_ranks = true;
+  // Called on the control thread with a rank reported died (or left) and
+  // its incarnation, before the view moves past it (the Cluster fences its
+  // regions there). It may wait briefly; it must not call this client.
+  std::function<void(uint32_t rank, uint32_t incarnation)> on_lost;
 };
 
 class RegistryClient {

@@ -154,12 +154,12 @@ class ShmAccess final : public RegionAccess {
 class OfiAccess final : public RegionAccess {
  public:
   OfiAccess(std::string name, uint32_t owner, size_t bytes, const ofi::Config& cfg,
-            const std::string& address, const std::string& caps, uint64_t key, uint64_t base,
-            uint64_t nonce, const control::PeerTable* peers)
+            const std::string& address, const std::string& caps, uint64_t base, uint64_t nonce,
+            uint64_t who, const control::PeerTable* peers)
       : RegionAccess(std::move(name), owner, bytes),
-        key_(key),
         base_(base),
         nonce_(nonce),
+        who_(who),
         peers_(peers),
         incarnation_(peers != nullptr ? peers->incarnation(owner) : 0) {
     // The owner decided how atomics go, for every rank: follow it, whatever
@@ -197,12 +197,12 @@ class OfiAccess final : public RegionAccess {
   }
 
   Status read(uint64_t offset, std::byte* out, size_t len, Deadline deadline) override {
-    if (Status s = ready(offset, len, false); s != Status::kOk) return s;
+    if (Status s = ready(offset, len, false, deadline); s != Status::kOk) return s;
     const size_t chunk = native_rma_ ? kBounceBytes : region_layout::kServicePayload;
     for (size_t done = 0; done < len;) {
       const size_t n = std::min(chunk, len - done);
       if (native_rma_) {
-        Status s = run(deadline, [&] {
+        Status s = run_keyed(deadline, [&] {
           return ep_->read(bufs_->bounce, n, bufs_mr_.desc, peer_, base_ + offset + done, key_,
                            &bufs_->ctx);
         });
@@ -222,13 +222,13 @@ class OfiAccess final : public RegionAccess {
   }
 
   Status write(uint64_t offset, const std::byte* in, size_t len, Deadline deadline) override {
-    if (Status s = ready(offset, len, false); s != Status::kOk) return s;
+    if (Status s = ready(offset, len, false, deadline); s != Status::kOk) return s;
     const size_t chunk = native_rma_ ? kBounceBytes : region_layout::kServicePayload;
     for (size_t done = 0; done < len;) {
       const size_t n = std::min(chunk, len - done);
       if (native_rma_) {
         std::memcpy(bufs_->bounce, in + done, n);
-        Status s = run(deadline, [&] {
+        Status s = run_keyed(deadline, [&] {
           return ep_->write(bufs_->bounce, n, bufs_mr_.desc, peer_, base_ + offset + done, key_,
                             &bufs_->ctx);
         });
@@ -248,7 +248,7 @@ class OfiAccess final : public RegionAccess {
 
   Status compare_and_swap(uint64_t offset, uint64_t expected, uint64_t desired, uint64_t* previous,
                           Deadline deadline) override {
-    if (Status s = ready(offset, 8, true); s != Status::kOk) return s;
+    if (Status s = ready(offset, 8, true, deadline); s != Status::kOk) return s;
     if (!native_atomic_) {
       ServiceMessage rep;
       if (Status s =
@@ -262,7 +262,7 @@ class OfiAccess final : public RegionAccess {
     uint64_t* w = bufs_->words;
     w[0] = desired;
     w[1] = expected;
-    Status s = run(deadline, [&] {
+    Status s = run_keyed(deadline, [&] {
       return ep_->compare_swap(&w[0], &w[1], &w[2], bufs_mr_.desc, peer_, base_ + offset, key_,
                                &bufs_->ctx);
     });
@@ -272,7 +272,7 @@ class OfiAccess final : public RegionAccess {
 
   Status fetch_add(uint64_t offset, uint64_t delta, uint64_t* previous,
                    Deadline deadline) override {
-    if (Status s = ready(offset, 8, true); s != Status::kOk) return s;
+    if (Status s = ready(offset, 8, true, deadline); s != Status::kOk) return s;
     if (!native_atomic_) {
       ServiceMessage rep;
       if (Status s = call(region_layout::kFetchAdd, offset, 0, delta, 0, nullptr, &rep, deadline);
@@ -284,7 +284,7 @@ class OfiAccess final : public RegionAccess {
     }
     uint64_t* w = bufs_->words;
     w[0] = delta;
-    Status s = run(deadline, [&] {
+    Status s = run_keyed(deadline, [&] {
       return ep_->fetch_add(&w[0], &w[2], bufs_mr_.desc, peer_, base_ + offset, key_, &bufs_->ctx);
     });
     if (s == Status::kOk) *previous = w[2];
@@ -307,12 +307,29 @@ class OfiAccess final : public RegionAccess {
     fi_context2 ctx, reply_ctx;
   };
 
-  Status ready(uint64_t offset, size_t len, bool atomic) {
+  // The handle usable, the range in bounds, and before the first provider
+  // operation this client's key (HELLO).
+  Status ready(uint64_t offset, size_t len, bool atomic, Deadline deadline) {
     if (broken_) {
       return fail(Status::kPeerLost,
                   what() + ": this handle is unusable after an earlier failure: " + broken_why_);
     }
-    return check_range(offset, len, atomic);
+    if (Status s = check_range(offset, len, atomic); s != Status::kOk) return s;
+    if (client_ < 0 && (atomic ? native_atomic_ : native_rma_)) return hello(deadline);
+    return Status::kOk;
+  }
+
+  // run() of a provider operation with this client's key; if the owner
+  // refused it while alive (kClosed: the key is gone), says HELLO again and
+  // tries once more: a service that evicted this client (more than
+  // kMaxServiceClients) gives it a new key, a revoked region or a fenced
+  // rank is refused by name.
+  template <class Post>
+  Status run_keyed(Deadline deadline, Post&& post) {
+    Status s = run(deadline, post);
+    if (s != Status::kClosed || broken_) return s;
+    if (Status h = hello(deadline); h != Status::kOk) return h;
+    return run(deadline, post);
   }
 
   // Posts one operation (retrying while the provider is busy) and waits
@@ -354,27 +371,34 @@ class OfiAccess final : public RegionAccess {
 
   // One emulated request and its answer; says HELLO first, and again once
   // if the service no longer knows this client (it evicted it).
+  // HELLO: this handle becomes a client of the owner's service, with its
+  // number, its token and its own key for provider operations.
+  Status hello(Deadline deadline) {
+    ServiceMessage rep;
+    const std::string me = ep_->address();
+    client_ = 0;  // for the hello itself; the answer says the real number
+    token_ = 0;
+    if (Status s = exchange(region_layout::kHello, 0, me.size(), nonce_, who_,
+                            reinterpret_cast<const std::byte*>(me.data()), &rep, deadline);
+        s != Status::kOk) {
+      client_ = -1;
+      return s;
+    }
+    if (rep.status != region_layout::kServed) {
+      client_ = -1;
+      return served(rep);
+    }
+    client_ = static_cast<int64_t>(rep.a);
+    token_ = rep.b;
+    key_ = rep.offset;
+    return Status::kOk;
+  }
+
   Status call(uint16_t op, uint64_t offset, size_t len, uint64_t a, uint64_t b,
               const std::byte* data, ServiceMessage* rep, Deadline deadline) {
     for (int attempt = 0;; ++attempt) {
       if (client_ < 0) {
-        ServiceMessage hello_rep;
-        const std::string me = ep_->address();
-        client_ = 0;  // for the hello itself; the answer says the real number
-        token_ = 0;
-        if (Status s =
-                exchange(region_layout::kHello, 0, me.size(), nonce_, 0,
-                         reinterpret_cast<const std::byte*>(me.data()), &hello_rep, deadline);
-            s != Status::kOk) {
-          client_ = -1;
-          return s;
-        }
-        if (hello_rep.status != region_layout::kServed) {
-          client_ = -1;
-          return served(hello_rep);
-        }
-        client_ = static_cast<int64_t>(hello_rep.a);
-        token_ = hello_rep.b;
+        if (Status s = hello(deadline); s != Status::kOk) return s;
       }
       if (Status s = exchange(op, offset, len, a, b, data, rep, deadline); s != Status::kOk)
         return s;
@@ -399,6 +423,13 @@ class OfiAccess final : public RegionAccess {
                     what() +
                         ": the owner refused an emulated atomic (the region uses the "
                         "provider's atomics)");
+      case region_layout::kFenced:
+        broken_ = true;
+        broken_why_ = "the job declared this rank lost";
+        return fail(Status::kPeerLost,
+                    what() +
+                        ": the owner refuses this process: the job declared this rank lost "
+                        "(fenced; it goes on without it)");
       case region_layout::kWrongRegion:
         return fail(Status::kClosed,
                     what() +
@@ -557,9 +588,10 @@ class OfiAccess final : public RegionAccess {
 
   std::unique_ptr<ofi::Endpoint> ep_;
   fi_addr_t peer_ = FI_ADDR_UNSPEC;
-  uint64_t key_ = 0;
+  uint64_t key_ = 0;  // this client's, from HELLO
   uint64_t base_ = 0;
   uint64_t nonce_ = 0;  // the region's, which HELLO presents
+  uint64_t who_ = 0;    // HELLO's `b` (region.h)
   const control::PeerTable* peers_;
   uint32_t incarnation_;  // the owner's when the region was opened
   bool native_rma_ = false;
@@ -580,7 +612,7 @@ class OfiAccess final : public RegionAccess {
 std::unique_ptr<RegionAccess> RegionAccess::open(const std::string& name, uint32_t owner,
                                                  const std::string& descriptor,
                                                  const std::string& host_id, const ofi::Config& cfg,
-                                                 const control::PeerTable* peers) {
+                                                 const control::PeerTable* peers, uint64_t who) {
   std::istringstream in(descriptor);
   std::string mode;
   unsigned long long bytes = 0;
@@ -634,7 +666,7 @@ std::unique_ptr<RegionAccess> RegionAccess::open(const std::string& name, uint32
         address.empty() || (caps != "atomic" && caps != "rma" && caps != "msg")) {
       throw malformed();
     }
-    return std::make_unique<OfiAccess>(name, owner, bytes, cfg, address, caps, key, base, nonce,
+    return std::make_unique<OfiAccess>(name, owner, bytes, cfg, address, caps, base, nonce, who,
                                        peers);
   }
   throw malformed();

@@ -11,6 +11,9 @@
 //   shm <bytes> <pid> <fd> <nonce> <host identity>
 //   ofi <bytes> <address hex> <caps> <key> <base> <nonce> <host identity>
 //
+// (<key> is 0: over ofi every client gets its own registration of the
+// region, and its key, from HELLO; see fencing below.)
+//
 // <nonce> is the memfd's random identity (SharedRegion::nonce): a peer maps
 // the region only if the file it opened carries it, so a descriptor left
 // behind by a region whose fd number was since reused fails to open instead
@@ -28,9 +31,11 @@
 //   0  u32 magic | 4 u16 op | 6 u16 status | 8 u32 client | 12 u32 len |
 //   16 u64 id | 24 u64 offset | 32 u64 a | 40 u64 b | 48 u64 token
 //
-// op HELLO carries the requester's libfabric address as data and the
-// region's nonce in `a`; the answer's
-// `a` is the client number and `b` the token it uses from then on (the token
+// op HELLO carries the requester's libfabric address as data, the region's
+// nonce in `a` and the requester's rank + 1 and incarnation in `b` (low and
+// high 32 bits; rank 0 there: not a rank of the job); the answer's `offset`
+// is the client's own key for provider RMA and atomics (an owner without RMA:
+// 0), `a` is the client number and `b` the token it uses from then on (the token
 // is random: a request is served only with the token its client number was
 // given, and, where the provider names senders (FI_SOURCE), only from the
 // address that client said HELLO from). The service keeps at most
@@ -42,6 +47,15 @@
 // nothing was applied), and dropped otherwise (the client times out). READ answers with the data,
 // WRITE sends it; CAS takes (a = expected, b = desired), FETCH_ADD takes a = delta; both answer the
 // previous value in `a`.
+//
+// Fencing (docs/architecture.md): when the registry declares a rank lost,
+// the Cluster asks every region it owns to fence that rank's incarnation
+// before the new view reaches any thread of this process (fence_rank): the
+// service forgets the rank's clients and closes their registrations, so
+// their RMA, atomics and emulated requests are refused from then on, and a
+// HELLO from that incarnation is answered FENCED. A process on another host
+// that the survivors gave up on (stopped, cut off) and that resumes can then
+// write nothing more into the region.
 #pragma once
 
 #include <algorithm>
@@ -51,8 +65,10 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "observe/endpoint_counters.h"
@@ -92,6 +108,7 @@ enum ServiceStatus : uint16_t {
   kUnknownClient = 4,  // say HELLO again; the request was not applied
   kNotEmulated = 5,    // the region uses provider atomics: emulated ones are refused
   kWrongRegion = 6,    // HELLO named another region's nonce: a stale descriptor
+  kFenced = 7,         // HELLO from a rank's incarnation the job declared lost
 };
 inline constexpr uint32_t kServiceMagic = 0x53525643;  // "CVRS"
 struct ServiceMessage {
@@ -132,6 +149,11 @@ class RegionOwner {
   const std::string& name() const { return name_; }
   const char* path() const { return ep_ != nullptr ? "ofi" : "shm"; }
   void revoke();
+  // Refuses rank `rank`'s incarnations up to `incarnation` from now on:
+  // forgets their clients and closes their registrations (ofi; shm peers map
+  // the memory and are fenced by the host, see control/fence.h). Returns once
+  // the service thread did it (at most about a second). Any thread.
+  void fence_rank(uint32_t rank, uint32_t incarnation);
   // Runs `fn` first thing in the destructor (the Cluster withdraws the
   // region's name there). `fn` must not throw.
   void on_destroy(std::function<void()> fn) { on_destroy_ = std::move(fn); }
@@ -144,7 +166,13 @@ class RegionOwner {
     fi_addr_t addr = FI_ADDR_UNSPEC;
     uint64_t token = 0;  // 0: the slot is free
     uint64_t last_used = 0;
+    uint64_t who = 0;  // HELLO's `b`: rank + 1 (0: none) | incarnation << 32
+    ofi::Memory mr;    // its own registration of the region (provider RMA)
   };
+  // Applies the fence requests queued by fence_rank (service thread).
+  void apply_fences();
+  // True if `who` (HELLO's `b`) names a fenced incarnation.
+  bool fenced(uint64_t who) const;
   void serve();
   void handle_request(uint32_t slot, size_t len, fi_addr_t source);
   // The client `req` names if its token and (where known) its source match.
@@ -167,7 +195,6 @@ class RegionOwner {
   std::function<void()> on_destroy_;
   // ofi only. The endpoint is touched only by the service thread once it runs.
   std::unique_ptr<ofi::Endpoint> ep_;
-  ofi::Memory mr_;
   // Request and reply buffers and their contexts, owned by ep_.
   ServiceBuffers* bufs_ = nullptr;
   ofi::Memory bufs_mr_;
@@ -180,6 +207,11 @@ class RegionOwner {
   std::atomic<bool> stop_{false};
   std::atomic<bool> revoke_requested_{false};
   std::atomic<bool> revoke_done_{false};
+  // fence_rank's requests (rank, incarnation), applied by the service thread.
+  std::mutex fence_mu_;
+  std::vector<std::pair<uint32_t, uint32_t>> fence_requests_;
+  std::atomic<uint64_t> fences_asked_{0}, fences_done_{0};
+  std::vector<uint32_t> fenced_below_;  // per rank: incarnations below this are refused
   std::thread service_;
 };
 
@@ -191,12 +223,14 @@ void release_region(std::unique_ptr<RegionAccess> access) noexcept;
 class RegionAccess {
  public:
   virtual ~RegionAccess();
-  // Opens region `name` of rank `owner` from the descriptor it published.
-  // Throws Error naming the region on a malformed or unreachable descriptor.
+  // Opens region `name` of rank `owner` from the descriptor it published;
+  // `who`: this process's rank + 1 and incarnation (HELLO's `b`; 0: not a
+  // rank of the job). Throws Error naming the region on a malformed or
+  // unreachable descriptor.
   static std::unique_ptr<RegionAccess> open(const std::string& name, uint32_t owner,
                                             const std::string& descriptor,
                                             const std::string& host_id, const ofi::Config& cfg,
-                                            const control::PeerTable* peers);
+                                            const control::PeerTable* peers, uint64_t who = 0);
 
   virtual Status read(uint64_t offset, std::byte* out, size_t len, Deadline deadline) = 0;
   virtual Status write(uint64_t offset, const std::byte* in, size_t len, Deadline deadline) = 0;

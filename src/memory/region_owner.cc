@@ -55,15 +55,16 @@ RegionOwner::RegionOwner(std::string name, size_t bytes, bool use_ofi, const ofi
   ofi::Config c = cfg;
   c.region = true;
   ep_ = std::make_unique<ofi::Endpoint>(c);
-  if (ep_->rma()) mr_ = ep_->register_memory(data(), bytes_, FI_REMOTE_READ | FI_REMOTE_WRITE);
+  // No registration every peer shares: each client gets its own at HELLO,
+  // so that fence_rank can close a lost rank's alone.
   native_atomics_ = ep_->atomic();
   bufs_ = ep_->allocate_array<ServiceBuffers>(1);
   bufs_mr_ = ep_->register_memory(bufs_, sizeof(ServiceBuffers), FI_SEND | FI_RECV);
   for (uint32_t i = 0; i < kServiceSlots; ++i) post_request_receive(i);
   const char* caps = native_atomics_ ? "atomic" : ep_->rma() ? "rma" : "msg";
-  descriptor_ = "ofi " + std::to_string(bytes) + " " + to_hex(ep_->address()) + " " + caps + " " +
-                std::to_string(mr_.key) + " " + std::to_string(mr_.base) + " " +
-                std::to_string(mem_.nonce()) + " " + host_id;
+  descriptor_ = "ofi " + std::to_string(bytes) + " " + to_hex(ep_->address()) + " " + caps + " 0 " +
+                std::to_string(ep_->remote_base(data())) + " " + std::to_string(mem_.nonce()) +
+                " " + host_id;
   log::info("region '", name_, "': ", bytes, " bytes on ", ep_->provider_name(), " (", caps, ")");
   service_ = std::thread([this] { serve(); });
 }
@@ -89,6 +90,58 @@ void RegionOwner::revoke() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
+void RegionOwner::fence_rank(uint32_t rank, uint32_t incarnation) {
+  if (ep_ == nullptr || !service_.joinable()) return;
+  uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(fence_mu_);
+    fence_requests_.emplace_back(rank, incarnation);
+    ticket = fences_asked_.fetch_add(1) + 1;
+  }
+  // The service thread applies it at its next slice (kServiceSlice).
+  const auto give_up = Clock::now() + std::chrono::seconds(1);
+  while (fences_done_.load() < ticket && Clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  if (fences_done_.load() < ticket) {
+    log::warn("region '", name_, "': could not fence rank ", rank, " within 1 s");
+  }
+}
+
+void RegionOwner::apply_fences() {
+  const uint64_t asked = fences_asked_.load();
+  if (fences_done_.load() == asked) return;
+  std::vector<std::pair<uint32_t, uint32_t>> todo;
+  {
+    std::lock_guard<std::mutex> lock(fence_mu_);
+    todo.swap(fence_requests_);
+  }
+  for (const auto& [rank, incarnation] : todo) {
+    if (fenced_below_.size() <= rank) fenced_below_.resize(rank + 1, 0);
+    fenced_below_[rank] = std::max(fenced_below_[rank], incarnation + 1);
+    uint32_t n = 0;
+    for (Client& c : clients_) {
+      if (c.token == 0 || !fenced(c.who)) continue;
+      // Its address stays known a while (as an evicted client's), so that
+      // its next request is answered UNKNOWN_CLIENT and its HELLO FENCED,
+      // rather than dropped unanswered.
+      ep_->unregister(c.mr);
+      retire(c.addr);
+      c = Client{};
+      live_clients_.fetch_sub(1, std::memory_order_relaxed);
+      ++n;
+    }
+    log::debug("region '", name_, "': fenced rank ", rank, " (incarnation ", incarnation, "): ", n,
+               " client(s) dropped");
+  }
+  fences_done_.store(asked);
+}
+
+bool RegionOwner::fenced(uint64_t who) const {
+  const uint32_t rank1 = static_cast<uint32_t>(who);
+  if (rank1 == 0 || rank1 > fenced_below_.size()) return false;
+  return static_cast<uint32_t>(who >> 32) < fenced_below_[rank1 - 1];
+}
+
 void RegionOwner::post_request_receive(uint32_t slot) {
   ssize_t rc;
   while ((rc = ep_->trecv(bufs_->requests[slot], region_layout::kServiceMessageBytes, bufs_mr_.desc,
@@ -108,9 +161,10 @@ void RegionOwner::serve() {
   fi_addr_t from[16];
   while (!stop_.load(std::memory_order_relaxed)) {
     if (revoke_requested_.load() && !revoke_done_.load()) {
-      ep_->unregister(mr_);
+      for (Client& c : clients_) ep_->unregister(c.mr);
       revoke_done_.store(true);
     }
+    apply_fences();
     std::string err;
     void* failed = nullptr;
     const ssize_t n = ep_->wait_from(e, from, 16, kServiceSlice, &err, &failed);
@@ -170,6 +224,7 @@ uint32_t RegionOwner::admit(fi_addr_t addr) {
     // Its address stays known a while, so that its next request can be
     // answered UNKNOWN_CLIENT rather than dropped.
     retire(clients_[pick].addr);
+    ep_->unregister(clients_[pick].mr);
     clients_[pick] = Client{};
     live_clients_.fetch_sub(1, std::memory_order_relaxed);
   }
@@ -203,6 +258,7 @@ void RegionOwner::retire(fi_addr_t addr) {
 
 void RegionOwner::forget(Client& c) {
   if (c.token == 0) return;
+  ep_->unregister(c.mr);
   if (!ep_->remove(c.addr))
     log::debug("region '", name_, "': the provider kept a departed client's address");
   c = Client{};
@@ -256,17 +312,33 @@ void RegionOwner::handle_request(uint32_t slot, size_t len, fi_addr_t source) {
         return;
       }
     }
-    if (req.a != mem_.nonce()) {
-      // A stale descriptor: its region is gone and this endpoint took over
-      // its address. Answered once, without admitting the sender.
-      rep.status = kWrongRegion;
+    const bool revoked = header()->revoked.load(std::memory_order_acquire) != 0;
+    if (req.a != mem_.nonce() || fenced(req.b) || revoked) {
+      // A stale descriptor (its region is gone and this endpoint took over
+      // its address), a rank the job declared lost, or a revoked region.
+      // Answered once, without admitting the sender.
+      rep.status = req.a != mem_.nonce() ? kWrongRegion : revoked ? kRevoked : kFenced;
       send_reply(slot, rep, to);
       if (inserted && !is_client(to)) retire(to);  // its entry goes once enough others did
       return;
     }
     const uint32_t id = admit(to);
+    Client& c = clients_[id];
+    c.who = req.b;
+    if (ep_->rma() && c.mr.mr == nullptr) {
+      try {
+        c.mr = ep_->register_memory(data(), bytes_, FI_REMOTE_READ | FI_REMOTE_WRITE);
+      } catch (const Error& e) {
+        log::warn("region '", name_, "': cannot register it for a new client: ", e.what());
+        forget(c);
+        rep.status = kBadRequest;
+        send_reply(slot, rep, to);
+        return;
+      }
+    }
+    rep.offset = c.mr.key;
     rep.a = id;
-    rep.b = clients_[id].token;
+    rep.b = c.token;
   } else if (Client* c = client_of(req.client, req.token, source); c == nullptr) {
     if (!ep_->knows_sources() || source == FI_ADDR_NOTAVAIL || req.op == kBye) {
       post_request_receive(slot);  // no one to answer

@@ -312,13 +312,10 @@ TEST(FenceTest, AStoppedRankResumedAfterTheViewWritesNothingMore) {
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
-// Its negative control: with fencing off, rank 2's process still exists
-// when rank 0 is in the view without it, and is resumed; whether one of its
-// writes then lands first ("FENCE BROKEN", as most runs on an idle machine
-// show) or its control thread first finds the registry gone (its next write
-// then fails) is a race between its own threads, so only the first is
-// asserted.
-TEST(FenceTest, WithoutFencingTheStoppedRankStillExistsAtTheView) {
+// The fence scenario with the host's kill off (SLUICE_FENCE=0): rank 2's
+// process still exists when rank 0 is in the view without it, and is
+// resumed then.
+testing::ProcessResult run_fence_unkilled() {
   auto r = run_standalone({"--scenario", "fence", "--k", "2000"}, /*stop=*/true,
                           {{"RESUME_AT", "without rank 2"}, {"SLUICE_FENCE", "0"}});
   EXPECT_FALSE(r.timed_out) << r.output;
@@ -328,7 +325,42 @@ TEST(FenceTest, WithoutFencingTheStoppedRankStillExistsAtTheView) {
             1)
       << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "SIGCONT to rank 2"), 1) << r.output;
+  return r;
+}
+
+// Its negative control: with fencing off, rank 2's process still exists
+// when rank 0 is in the view without it, and is resumed; over shm, whether
+// one of its writes then lands first ("FENCE BROKEN", as most runs on an
+// idle machine show) or its control thread first finds the registry gone
+// (its next write then fails) is a race between its own threads, so only
+// the first is asserted (over ofi the region refuses it: the next test).
+TEST(FenceTest, WithoutFencingTheStoppedRankStillExistsAtTheView) {
+  const testing::ProcessResult r = run_fence_unkilled();
   EXPECT_EQ(testing::count_lines_with(r.output, "fenced rank"), 0) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// Over ofi (its variants only: shm peers map the memory) the region itself
+// refuses a rank the job declared lost: before rank 0 moves to the view
+// without rank 2, its service closes rank 2's registration of the region
+// and answers its HELLO FENCED. With the host's kill off (SLUICE_FENCE=0),
+// rank 2's process still exists when it is resumed, and none of its writes
+// lands after the view: its next one fails, naming the fence (by its key
+// refused, then its HELLO; over the message path by its request refused).
+TEST(FenceTest, OverOfiTheRegionRefusesAStoppedRankThatStillRuns) {
+  const testing::ProcessResult r = run_fence_unkilled();
+  EXPECT_EQ(testing::count_lines_with(r.output, "[0] WORD HELD: rank 2's word stayed"), 1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FENCE BROKEN"), 0) << r.output;
+  // Refused by the owner: its HELLO answered FENCED, or its write failed in
+  // the provider (its key closed), whichever rank 2's threads met first
+  // (its control thread may learn of its loss first and word the error).
+  EXPECT_EQ(testing::count_lines_with_all(
+                r.output, {"[2] FAILED: write: ", "the job declared this rank lost"}) +
+                testing::count_lines_with_all(
+                    r.output, {"[2] FAILED: write: ", "a libfabric operation failed"}),
+            1)
+      << r.output;
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 

@@ -417,8 +417,12 @@ Memory Endpoint::register_memory(void* buf, size_t len, uint64_t access) {
   if (access & (FI_REMOTE_WRITE | FI_REMOTE_READ)) peer_accessible(buf, len);
   m.desc = fi_mr_desc(m.mr);
   m.key = fi_mr_key(m.mr);
-  m.base = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(buf) : 0;
+  m.base = remote_base(buf);
   return m;
+}
+
+uint64_t Endpoint::remote_base(const void* buf) const {
+  return (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(buf) : 0;
 }
 
 ssize_t Endpoint::write_data(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t peer,

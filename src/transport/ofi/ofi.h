@@ -133,6 +133,9 @@ class Endpoint {
   // REQUIRES: the buffer stays allocated while the registration is open, and
   // for good if the endpoint may be abandoned: own() or allocate() it.
   Memory register_memory(void* buf, size_t len, uint64_t access);
+  // The remote address of `buf` in a registration of it (Memory::base): its
+  // virtual address where the provider addresses memory so, else 0.
+  uint64_t remote_base(const void* buf) const;
   // Closes a registration early (peers' later accesses through it fail).
   void unregister(Memory& m);
 
