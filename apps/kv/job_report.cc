@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "cluster_sim.h"
 #include "history.h"
@@ -60,9 +61,11 @@ std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops)
 
 }  // namespace
 
-std::string replica_report(uint32_t rank, const Store& s, uint64_t view) {
+std::string replica_report(uint32_t rank, const Store& s, uint64_t view,
+                           const std::pair<uint64_t, uint64_t>* executed) {
   std::ostringstream o;
-  const AppliedSummary& a = s.summary();
+  AppliedSummary a = s.summary();
+  if (executed != nullptr) std::tie(a.executed, a.executed_sum) = *executed;
   o << "R " << rank << " " << view << " " << s.digest() << " " << a.entries << " " << a.chain << " "
     << a.executed << " " << a.executed_sum << " " << s.applied().size();
   for (const auto& [c, q] : s.applied()) o << " " << c << ":" << q;
