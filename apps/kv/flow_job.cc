@@ -174,13 +174,17 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   store_options.max_result_bytes = o.max_entry_bytes;
   store_options.keep_applied = !o.resp;
   // --data-dir (replica_disk.h): each replica reads its files, and every
-  // rank learns the run: one more than the most runs any replica's files
-  // count. A replica that cannot use its directory tells the others, and
-  // the job ends. (A restarted replica, incarnation > 0, recovers from the
-  // others as without a disk, and keeps the run its first process began.)
+  // rank learns the run (one more than the most runs any replica's files
+  // count), and which replicas restored files and the highest slot they
+  // held (MultiPaxosReplica::require_promises_until). A replica that cannot
+  // use its directory tells the others, and the job ends. (A restarted
+  // replica, incarnation > 0, recovers from the others as without a disk,
+  // and keeps the run its first process began.)
   std::unique_ptr<ReplicaDisk> disk;
   std::optional<RestoredState> restored;
   uint32_t run = 0;
+  uint64_t restored_last = 0;  // the highest slot any replica's files held
+  uint32_t restored_mask = 0;  // a bit per replica that restored files
   if (!o.data_dir.empty()) {
     if (nopaxos || !o.resp) {
       if (rank == 0)
@@ -201,14 +205,29 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       }
     }
     if (incarnation == 0) {
-      const std::vector<std::string> all =
-          cluster.allgather("kv-data-dir", why.empty() ? std::to_string(run) : "!" + why);
+      // "RUNS LAST" (LAST: the last slot its files held, - for none), or
+      // "!" and why it cannot start.
+      std::string mine = "!" + why;
+      if (why.empty()) {
+        uint64_t last = 0;
+        if (restored)
+          last = std::max(restored->snapshot_slot,
+                          restored->entries.empty() ? 0 : restored->entries.back().slot);
+        mine = std::to_string(run) + " " + (restored ? std::to_string(last) : "-");
+      }
+      const std::vector<std::string> all = cluster.allgather("kv-data-dir", mine);
       std::string failed;
-      for (const std::string& a : all) {
+      for (uint32_t r = 0; r < all.size(); ++r) {
+        const std::string& a = all[r];
         if (!a.empty() && a[0] == '!') {
           failed += (failed.empty() ? "" : "; ") + a.substr(1);
         } else if (!a.empty()) {
-          run = std::max(run, static_cast<uint32_t>(std::stoul(a)));
+          const size_t space = a.find(' ');
+          run = std::max(run, static_cast<uint32_t>(std::stoul(a.substr(0, space))));
+          if (space != std::string::npos && a[space + 1] != '-') {
+            restored_last = std::max<uint64_t>(restored_last, std::stoull(a.substr(space + 1)));
+            restored_mask |= 1u << r;
+          }
         }
       }
       if (!failed.empty()) {
@@ -255,6 +274,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     if (disk) {
       const bool from_disk = restored && !mo.recover;
       if (from_disk) replica->restore(std::move(*restored));
+      if (o.fsync != FsyncMode::kAlways && !mo.recover)
+        replica->require_promises_until(restored_last, restored_mask);
       replica->count_run(run);
       DurableChanges taken;
       replica->take_durable(&taken);  // begin_run writes them all

@@ -340,8 +340,14 @@ void MultiPaxosReplica::on_promise(const Message& m, Outbox& out) {
     p.entries.insert(p.entries.end(), m.entries.begin(), m.entries.end());
   }
   size_t complete = 0;
-  for (const auto& [from, parts] : promise_parts_)
-    if (parts.size() >= promises_.at(from).b) ++complete;
+  uint32_t complete_mask = 0;
+  for (const auto& [from, parts] : promise_parts_) {
+    if (parts.size() < promises_.at(from).b) continue;
+    ++complete;
+    complete_mask |= 1u << from;
+  }
+  // (require_promises_until: every replica that restored files, too.)
+  if (commit_ < full_quorum_until_ && (complete_mask & full_quorum_) != full_quorum_) return;
   if (complete >= config_.majority()) become_leader(out);
 }
 
@@ -454,6 +460,7 @@ void MultiPaxosReplica::forget_replica(uint32_t r) {
   // lower ballot what this ballot's phase 1 would have had to see.
   promises_.erase(r);
   promise_parts_.erase(r);
+  full_quorum_ &= ~(1u << r);
   // Nor may votes it forgot: it votes again when the resends reach it.
   for (uint32_t& mask : votes_)
     if (mask != kChosen) mask &= ~(1u << r);

@@ -104,6 +104,18 @@ class MultiPaxosReplica : public Node {
   bool take_durable(DurableChanges* changes);
   // Everything kept, as a rewrite.
   DurableChanges durable_state() const;
+  // After a restart of the whole job from files not synced at every
+  // change (--fsync everysec or no): a write acknowledged before the crash
+  // may be remembered by one replica only, the others' disks having lost
+  // it. So while this replica's commit index is below `slot` (the highest
+  // slot any replica's files held), its phase 1 needs a promise from every
+  // replica in `replicas` (a bit per replica: those that restored files),
+  // not only from a majority. forget_replica(r) drops r from them (a new
+  // process of r remembers nothing).
+  void require_promises_until(uint64_t slot, uint32_t replicas) {
+    full_quorum_until_ = slot;
+    full_quorum_ = replicas;
+  }
   // Commands executed (Applied::kExecuted) whose client identity's high 32
   // bits are `run` (flow_job.cc: a run on --data-dir stamps its clients so),
   // and the sum of their identity_hash: what this run's clients completed.
@@ -225,6 +237,8 @@ class MultiPaxosReplica : public Node {
   uint64_t durable_ballot_ = 0;
   bool restored_ = false;  // restore() ran: campaign at the first tick if next in line
   uint32_t counted_run_ = 0;
+  uint64_t full_quorum_until_ = 0;  // require_promises_until
+  uint32_t full_quorum_ = 0;
   uint64_t run_executed_ = 0;
   uint64_t run_executed_sum_ = 0;
 };

@@ -139,6 +139,39 @@ TEST(ReplicaDiskTest, TheNextBallotsLeaderCampaignsAtOnceAfterARestore) {
   EXPECT_EQ(prepares, 2u);
 }
 
+// A promise of ballot `view` from `from` to replica 1, in one part, with
+// nothing above commit index 0.
+Message promise(uint32_t from, uint64_t view) {
+  Message m = message(MsgType::kPromise, from, 1, view);
+  m.b = 1;
+  return m;
+}
+
+TEST(ReplicaDiskTest, AfterARestartOnEverysecACandidateWaitsForEveryReplicaThatRestoredFiles) {
+  // Replica 0 alone may remember slots 1 .. 10 (its disk synced them, the
+  // others' did not): replica 1's phase 1 must hear from it too.
+  for (const bool everysec : {false, true}) {
+    MultiPaxosReplica r(Config{3}, 1);
+    r.restore(RestoredState{});
+    if (everysec) r.require_promises_until(10, 0b111);
+    Outbox out;
+    r.tick(1000, out);  // leads ballot 1: campaigns at once
+    r.receive(promise(2, 1), out);
+    EXPECT_EQ(r.is_leader(), !everysec) << "a majority, without replica 0";
+    r.receive(promise(0, 1), out);
+    EXPECT_TRUE(r.is_leader());
+  }
+  // A new process of replica 0 remembers nothing: it is not waited for.
+  MultiPaxosReplica r(Config{3}, 1);
+  r.restore(RestoredState{});
+  r.require_promises_until(10, 0b111);
+  r.forget_replica(0);
+  Outbox out;
+  r.tick(1000, out);
+  r.receive(promise(2, 1), out);
+  EXPECT_TRUE(r.is_leader());
+}
+
 TEST(ReplicaDiskTest, RefusesADirectoryOfALargerCluster) {
   TempDir dir;
   std::filesystem::create_directories(dir.path() + "/rank-4");
