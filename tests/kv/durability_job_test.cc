@@ -1,0 +1,295 @@
+// sluice-kv run --data-dir through a crash of the whole job: a client
+// writes through the RESP gateway, every rank is SIGKILLed at once from
+// outside, and the job started again on the same directories must hold
+// every acknowledged write (--fsync always). A SIGKILL keeps the page cache,
+// so the replicas run with the test switch --test-wal-hold-unsynced: what
+// their logs did not sync stays in their own memory and dies with them, as
+// a power cut would lose it. The negative control (--fsync no, the same
+// crash) must lose writes: the test can fail. With --fsync everysec,
+// crashed once every replica synced, the replicas still agree after the
+// crash, what they synced survives, and the surviving writes are a prefix
+// of what the client wrote.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "resp_test_util.h"
+#include "support/test_support.h"
+
+namespace {
+
+using kv::testing::Clock;
+using kv::testing::Conn;
+using kv::testing::request;
+using kv::testing::RespJob;
+
+constexpr int kBatch = 16;  // SETs per pipelined round trip
+// Acknowledged writes before the crash: enough to span many rounds of
+// every replica's loop, few enough for a short test.
+constexpr size_t kBeforeCrash = 1500;
+
+// A directory of its own, removed after.
+class TempDir {
+ public:
+  TempDir() {
+    std::string t =
+        (std::filesystem::temp_directory_path() / "sluice-kv-durability-XXXXXX").string();
+    path_ = ::mkdtemp(t.data()) ? t : "";
+  }
+  ~TempDir() {
+    if (!path_.empty()) std::filesystem::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string key_of(size_t i) { return "durable:" + std::to_string(i); }
+std::string value_of(size_t i) {
+  return "value-" + std::to_string(i * 7919 % 100003) + "-" + std::to_string(i);
+}
+
+// An order-independent checksum of values.
+uint64_t checksum(const std::vector<std::string>& values) {
+  uint64_t sum = 0;
+  for (const std::string& v : values) sum += std::hash<std::string>{}(v) | 1;
+  return sum;
+}
+
+// How many complete lines (replies to SET or GET's header lines) `bytes` holds.
+size_t lines_in(const std::string& bytes) {
+  size_t n = 0;
+  for (size_t at = bytes.find("\r\n"); at != std::string::npos; at = bytes.find("\r\n", at + 2))
+    ++n;
+  return n;
+}
+
+// Writes key_of(i) = value_of(i), i = 0, 1, ..., in pipelined rounds of
+// kBatch on one connection until the connection breaks or 60 s pass; the
+// replies are in order, so the first `acked` writes were acknowledged.
+void write_until_broken(uint16_t port, std::atomic<size_t>* acked) {
+  Conn c(port);
+  if (!c.ok()) return;
+  const auto end = Clock::now() + std::chrono::seconds(60);
+  for (size_t next = 0; Clock::now() < end; next += kBatch) {
+    std::string round;
+    for (size_t i = next; i < next + kBatch; ++i) round += request({"SET", key_of(i), value_of(i)});
+    if (!c.send(round)) return;
+    std::string got;
+    bool closed = false;
+    while (lines_in(got) < kBatch && !closed && Clock::now() < end)
+      got += c.receive("\r\n", &closed, std::chrono::seconds(5));
+    // The replies come in order: each "+OK" acknowledges the next write.
+    size_t ok = 0;
+    for (size_t at = 0; ok < kBatch && got.compare(at, 5, "+OK\r\n") == 0; at += 5) ++ok;
+    acked->store(next + ok);
+    if (ok < kBatch) return;
+  }
+}
+
+// The values of keys 0 .. n-1 now (empty: absent), read with pipelined GETs.
+std::vector<std::string> read_back(uint16_t port, size_t n) {
+  Conn c(port);
+  std::vector<std::string> out;
+  for (size_t next = 0; next < n; next += 100) {
+    std::string round;
+    const size_t last = std::min(n, next + 100);
+    for (size_t i = next; i < last; ++i) round += request({"GET", key_of(i)});
+    c.send(round + request({"PING"}));
+    const std::string got = c.receive("+PONG\r\n");
+    size_t at = 0;
+    for (size_t i = next; i < last; ++i) {
+      if (got.compare(at, 5, "$-1\r\n") == 0) {
+        out.emplace_back();
+        at += 5;
+        continue;
+      }
+      const size_t eol = got.find("\r\n", at);
+      if (got[at] != '$' || eol == std::string::npos) return {};  // a reply we did not expect
+      const size_t len = std::stoul(got.substr(at + 1, eol - at - 1));
+      out.push_back(got.substr(eol + 2, len));
+      at = eol + 2 + len + 2;
+    }
+  }
+  return out;
+}
+
+class DurabilityJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("SLUICE_TEST_KV_HOOKS", "1", 1);  // for --test-wal-hold-unsynced
+    ASSERT_FALSE(dir_.path().empty());
+  }
+
+  // The job's options. `snapshot_every`: the replicas' snapshots, each of
+  // which rewrites (and syncs) the log whatever --fsync says.
+  std::vector<std::string> args(const std::string& fsync, int snapshot_every) const {
+    return {"--resp-port",
+            "0",
+            "--data-dir",
+            dir_.path(),
+            "--fsync",
+            fsync,
+            "--test-wal-hold-unsynced",
+            "--snapshot-every",
+            std::to_string(snapshot_every),
+            "--enable-shutdown",
+            "local",
+            "--retry-ms",
+            "300",
+            "--election-timeout-ms",
+            "500"};
+  }
+
+  // What replica r's log file holds.
+  uint64_t log_bytes(int r) const {
+    std::error_code e;
+    const auto n =
+        std::filesystem::file_size(dir_.path() + "/rank-" + std::to_string(r) + "/wal", e);
+    return e ? 0 : n;
+  }
+
+  // Starts the job, writes until kBeforeCrash writes were acknowledged
+  // (`after_sync`: and every replica's log synced once since the start,
+  // which with the hook is when its file grows), then SIGKILLs every rank
+  // at once while the client goes on writing. Returns how many writes
+  // were acknowledged.
+  size_t write_then_crash(const std::vector<std::string>& args, bool after_sync = false) {
+    RespJob job(4, args);
+    EXPECT_NE(job.port(), 0) << job.output();
+    if (job.port() == 0) return 0;
+    // Every replica says where it keeps its data, and its pid.
+    const std::regex keeps(
+        "rank ([0-9]) keeps its data in \\S+ \\(run [0-9]+, --fsync \\S+, pid ([0-9]+)\\)");
+    std::map<int, int> pids{{3, job.pid()}};
+    const auto end = Clock::now() + std::chrono::seconds(30);
+    while (pids.size() < 4 && Clock::now() < end) {
+      job.drain(std::chrono::milliseconds(50));
+      const std::string& out = job.output();
+      for (std::sregex_iterator m(out.begin(), out.end(), keeps), e; m != e; ++m)
+        pids[std::stoi((*m)[1])] = std::stoi((*m)[2]);
+    }
+    EXPECT_EQ(pids.size(), 4u) << job.output();
+    const std::vector<uint64_t> started = {log_bytes(0), log_bytes(1), log_bytes(2)};
+    auto synced = [&] {
+      for (int r = 0; r < 3; ++r)
+        if (log_bytes(r) <= started[r]) return false;
+      return true;
+    };
+    std::atomic<size_t> acked{0};
+    std::thread writer(write_until_broken, job.port(), &acked);
+    while ((acked.load() < kBeforeCrash || (after_sync && !synced())) &&
+           Clock::now() < end + std::chrono::seconds(30)) {
+      job.drain(std::chrono::milliseconds(5));
+    }
+    EXPECT_GE(acked.load(), kBeforeCrash) << job.output();
+    EXPECT_TRUE(!after_sync || synced()) << "a replica's log never synced\n" << job.output();
+    for (const auto& [rank, pid] : pids) ::kill(pid, SIGKILL);
+    writer.join();
+    const auto status = job.finish(std::chrono::seconds(60));
+    EXPECT_TRUE(status.has_value()) << "the job did not end after its ranks were killed\n"
+                                    << job.output();
+    return acked.load();
+  }
+
+  TempDir dir_;
+};
+
+// Starts the job again on the same directories and reads keys 0 .. n-1.
+std::vector<std::string> restart_and_read(const std::vector<std::string>& args, size_t n,
+                                          std::string* output) {
+  RespJob job(4, args);
+  if (job.port() == 0) {
+    *output = job.output();
+    return {};
+  }
+  std::vector<std::string> values = read_back(job.port(), n);
+  kv::testing::expect_shutdown_passes_checks(job, job.port());
+  *output = job.output();
+  return values;
+}
+
+TEST_F(DurabilityJobTest, FsyncAlwaysKeepsEveryAcknowledgedWriteThroughAWholeJobCrash) {
+  // Snapshots every 500 slots: the restart reads a snapshot and the log after it.
+  const std::vector<std::string> always = args("always", 500);
+  const size_t acked = write_then_crash(always);
+  ASSERT_GE(acked, kBeforeCrash);
+  std::string output;
+  // (Writes after the last acknowledged one may or may not be there.)
+  const std::vector<std::string> values = restart_and_read(always, acked, &output);
+  ASSERT_EQ(values.size(), acked) << output;
+  std::vector<std::string> expected, present;
+  for (size_t i = 0; i < acked; ++i) {
+    expected.push_back(value_of(i));
+    if (!values[i].empty()) present.push_back(values[i]);
+  }
+  std::printf("--fsync always: %zu writes acknowledged before the crash, %zu there after it\n",
+              acked, present.size());
+  EXPECT_EQ(present.size(), acked) << "acknowledged writes lost\n" << output;
+  EXPECT_EQ(checksum(present), checksum(expected)) << output;
+  EXPECT_EQ(sluice::testing::count_lines_with(output, "restored from disk: a snapshot of slot"), 3)
+      << output;
+}
+
+TEST_F(DurabilityJobTest, FsyncNoLosesAcknowledgedWritesInTheSameCrash) {
+  // The negative control: nothing syncs the log during the run, so the
+  // crash (through the hook) takes what the replicas acknowledged.
+  // (No snapshots: they would sync the log.)
+  const std::vector<std::string> no = args("no", 0);
+  const size_t acked = write_then_crash(no);
+  ASSERT_GE(acked, kBeforeCrash);
+  std::string output;
+  const std::vector<std::string> values = restart_and_read(no, acked, &output);
+  ASSERT_EQ(values.size(), acked) << output;
+  size_t present = 0;
+  for (const std::string& v : values) present += !v.empty();
+  std::printf("--fsync no: %zu writes acknowledged before the crash, %zu there after it\n", acked,
+              present);
+  EXPECT_LT(present, acked) << "with --fsync no the crash lost nothing: the test cannot fail\n"
+                            << output;
+}
+
+TEST_F(DurabilityJobTest, FsyncEverysecLeavesReplicasThatAgreeOnAPrefixOfTheWrites) {
+  // (No snapshots: they would sync the log, and the test sees a replica's
+  // once-a-second sync by its log file growing.)
+  const std::vector<std::string> everysec = args("everysec", 0);
+  const size_t acked = write_then_crash(everysec, true);
+  ASSERT_GE(acked, kBeforeCrash);
+  std::string output;
+  // The job's own checks at SHUTDOWN (restart_and_read): the replicas
+  // applied the same log to the same digest.
+  const std::vector<std::string> values = restart_and_read(everysec, acked, &output);
+  ASSERT_EQ(values.size(), acked) << output;
+  // One connection's commands take effect in order: what survived is the
+  // first `kept` writes, each with its value, and nothing after them.
+  size_t kept = 0;
+  while (kept < acked && !values[kept].empty()) ++kept;
+  std::printf(
+      "--fsync everysec: %zu writes acknowledged before the crash, the first %zu there "
+      "after it\n",
+      acked, kept);
+  // Every replica synced some of them before the crash: those survive.
+  EXPECT_GT(kept, 0u) << output;
+  for (size_t i = 0; i < acked; ++i) {
+    if (i < kept) {
+      EXPECT_EQ(values[i], value_of(i)) << key_of(i);
+    } else {
+      EXPECT_EQ(values[i], "") << key_of(i) << " survived after " << key_of(kept) << " was lost";
+    }
+  }
+}
+
+}  // namespace
