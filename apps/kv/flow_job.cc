@@ -220,7 +220,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       for (uint32_t r = 0; r < all.size(); ++r) {
         const std::string& a = all[r];
         if (!a.empty() && a[0] == '!') {
-          failed += (failed.empty() ? "" : "; ") + a.substr(1);
+          failed += " " + std::to_string(r);
         } else if (!a.empty()) {
           const size_t space = a.find(' ');
           run = std::max(run, static_cast<uint32_t>(std::stoul(a.substr(0, space))));
@@ -231,8 +231,11 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         }
       }
       if (!failed.empty()) {
-        if (rank == 0 || !why.empty())
-          std::fprintf(stderr, "sluice-kv: --data-dir %s: the job cannot start: %s\n",
+        if (!why.empty()) std::fprintf(stderr, "sluice-kv: %s\n", why.c_str());
+        if (rank == 0)
+          std::fprintf(stderr,
+                       "sluice-kv: --data-dir %s: the job cannot start: replica rank(s)%s cannot "
+                       "use their directories (each says why)\n",
                        o.data_dir.c_str(), failed.c_str());
         return 1;
       }

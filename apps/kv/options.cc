@@ -77,6 +77,12 @@ CLI::Validator odd_replicas() {
       "ODD 1..15");
 }
 
+// A path option's value must not be empty (`what`: its type name).
+CLI::Validator not_empty(const std::string& what) {
+  return CLI::Validator(
+      [](std::string& v) { return v.empty() ? std::string("is empty") : std::string(); }, what);
+}
+
 Protocol protocol_named(const std::string& name) {
   return name == "nopaxos" ? Protocol::kNoPaxos : Protocol::kMultiPaxos;
 }
@@ -241,8 +247,7 @@ void add_run(CLI::App& app, RunCommand* c) {
                      "started again with the same DIR starts from them (Multi-Paxos behind "
                      "--resp-port; docs/kv.md, Durability)")
           ->type_name("DIR")
-          ->check(CLI::Validator(
-              [](std::string& d) { return d.empty() ? std::string("is empty") : ""; }, "DIR"));
+          ->check(not_empty("DIR"));
   app.add_option_function<std::string>(
          "--fsync",
          [&o](const std::string& v) {
@@ -374,8 +379,7 @@ void add_simulate(CLI::App& app, SimulateCommand* c) {
   add_workload(app, &o.workload, &o.zipf, &o.value_bytes);
   app.add_option("--history", c->history,
                  "Write every completed operation to FILE (JSON lines, for kv-porcupine)")
-      ->check(CLI::Validator(
-          [](std::string& f) { return f.empty() ? std::string("is empty") : ""; }, "FILE"));
+      ->check(not_empty("FILE"));
 }
 
 }  // namespace

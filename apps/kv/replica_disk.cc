@@ -32,7 +32,8 @@ void make_directory(const std::string& path) {
           (errno == EEXIST ? "a file of that name is in the way" : std::strerror(errno)));
 }
 
-// The ranks of DIR's rank-N directories.
+// The ranks of DIR's rank-N directories that hold a log (a directory
+// alone, made by a job that could not start, says nothing).
 std::vector<uint32_t> rank_directories(const std::string& dir) {
   std::vector<uint32_t> out;
   DIR* d = ::opendir(dir.c_str());
@@ -43,7 +44,8 @@ std::vector<uint32_t> rank_directories(const std::string& dir) {
     const std::string name = e->d_name;
     if (name.rfind("rank-", 0) != 0 || name.size() == 5) continue;
     if (name.find_first_not_of("0123456789", 5) != std::string::npos || name.size() > 14) continue;
-    out.push_back(static_cast<uint32_t>(std::stoul(name.substr(5))));
+    if (exists(dir + "/" + name + "/wal"))
+      out.push_back(static_cast<uint32_t>(std::stoul(name.substr(5))));
   }
   ::closedir(d);
   return out;
@@ -72,10 +74,10 @@ ReplicaDisk::ReplicaDisk(const DiskOptions& options, uint32_t replicas, uint32_t
   for (uint32_t r : rank_directories(options.dir)) {
     if (r >= replicas)
       throw RecordFileError("sluice-kv: --data-dir " + options.dir + " holds rank-" +
-                            std::to_string(r) + ": it was written by a cluster of more than " +
+                            std::to_string(r) +
+                            ": it was written by a cluster with more replicas than this job's " +
                             std::to_string(replicas) +
-                            " replicas; use the --replicas it was written with, or another "
-                            "--data-dir");
+                            "; use the --replicas it was written with, or another --data-dir");
   }
   rank_dir_ = options.dir + "/rank-" + std::to_string(rank);
   make_directory(rank_dir_);

@@ -19,6 +19,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <string>
@@ -27,8 +29,11 @@
 
 #include "resp_test_util.h"
 #include "support/test_support.h"
+#include "temp_dir.h"
 
 namespace {
+
+using kv::testing::TempDir;
 
 using kv::testing::Clock;
 using kv::testing::Conn;
@@ -39,23 +44,6 @@ constexpr int kBatch = 16;  // SETs per pipelined round trip
 // Acknowledged writes before the crash: enough to span many rounds of
 // every replica's loop, few enough for a short test.
 constexpr size_t kBeforeCrash = 1500;
-
-// A directory of its own, removed after.
-class TempDir {
- public:
-  TempDir() {
-    std::string t =
-        (std::filesystem::temp_directory_path() / "sluice-kv-durability-XXXXXX").string();
-    path_ = ::mkdtemp(t.data()) ? t : "";
-  }
-  ~TempDir() {
-    if (!path_.empty()) std::filesystem::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string key_of(size_t i) { return "durable:" + std::to_string(i); }
 std::string value_of(size_t i) {
@@ -98,6 +86,11 @@ void write_until_broken(uint16_t port, std::atomic<size_t>* acked) {
     acked->store(next + ok);
     if (ok < kBatch) return;
   }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // The values of keys 0 .. n-1 now (empty: absent), read with pipelined GETs.
@@ -205,7 +198,7 @@ class DurabilityJobTest : public ::testing::Test {
     return acked.load();
   }
 
-  TempDir dir_;
+  TempDir dir_{"sluice-kv-durability"};
 };
 
 // Starts the job again on the same directories and reads keys 0 .. n-1.
@@ -290,6 +283,50 @@ TEST_F(DurabilityJobTest, FsyncEverysecLeavesReplicasThatAgreeOnAPrefixOfTheWrit
       EXPECT_EQ(values[i], "") << key_of(i) << " survived after " << key_of(kept) << " was lost";
     }
   }
+}
+
+// A damaged log, or a directory of another cluster size, stops the job
+// before it serves, naming the file (and the offset), and never starts a
+// replica empty in its place; the files are left as they were.
+TEST_F(DurabilityJobTest, RefusesADamagedLogOrAnotherClusterSizeNamingTheFile) {
+  {
+    RespJob job(4, args("always", 0));
+    ASSERT_NE(job.port(), 0) << job.output();
+    Conn c(job.port());
+    EXPECT_EQ(kv::testing::reply_of(c, {"SET", "kept", "yes"}), "+OK\r\n");
+    kv::testing::expect_shutdown_passes_checks(job, job.port());
+  }
+  const std::string wal = dir_.path() + "/rank-1/wal";
+  {
+    std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);  // inside the first record, with others after it
+    f.put('\x55');
+  }
+  const std::string damaged = read_file(wal);
+  auto run = [&](std::vector<std::string> extra, int ranks) {
+    std::vector<std::string> all = {"run"};
+    for (const std::string& a : args("always", 0)) all.push_back(a);
+    all.insert(all.end(), extra.begin(), extra.end());
+    return sluice::testing::run_process(sluice::testing::job_argv(ranks, 60, "sluice-kv", all),
+                                        {{"SLUICE_TEST_KV_HOOKS", "1"}}, std::chrono::seconds(90));
+  };
+  const sluice::testing::ProcessResult r = run({}, 4);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, wal + " at offset 32: a record's checksum"),
+            1)
+      << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "serves RESP"), 0) << r.output;
+  EXPECT_EQ(read_file(wal), damaged) << "the damaged log was changed";
+  // Five replicas on a three-replica directory.
+  const sluice::testing::ProcessResult five = run({"--replicas", "5"}, 6);
+  EXPECT_NE(five.exit_code, 0) << five.output;
+  EXPECT_GE(sluice::testing::count_lines_with(
+                five.output, dir_.path() + "/rank-0/wal belongs to a cluster of 3 replicas, "
+                                           "and this job has 5"),
+            1)
+      << five.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
 }  // namespace

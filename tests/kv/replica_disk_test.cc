@@ -12,24 +12,12 @@
 #include <string>
 
 #include "kv_test_util.h"
+#include "temp_dir.h"
 
 namespace kv {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "sluice-kv-disk-XXXXXX").string();
-    path_ = ::mkdtemp(t.data()) ? t : "";
-  }
-  ~TempDir() {
-    if (!path_.empty()) std::filesystem::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using kv::testing::TempDir;
 
 Command put(uint64_t seq, const std::string& key, const std::string& value) {
   Command c;
@@ -66,7 +54,7 @@ void persist(MultiPaxosReplica& r, ReplicaDisk& disk) {
 DiskOptions disk_options(const std::string& dir) { return {dir, FsyncMode::kAlways, false}; }
 
 TEST(ReplicaDiskTest, ANewDirectoryHoldsNothing) {
-  TempDir dir;
+  TempDir dir("sluice-kv-disk");
   ReplicaDisk disk(disk_options(dir.path() + "/data"), 3, 2);
   EXPECT_EQ(disk.runs(), 0u);
   EXPECT_FALSE(disk.take_restored().has_value());
@@ -74,7 +62,7 @@ TEST(ReplicaDiskTest, ANewDirectoryHoldsNothing) {
 }
 
 TEST(ReplicaDiskTest, AReplicaComesBackWithItsBallotLogAndSnapshot) {
-  TempDir dir;
+  TempDir dir("sluice-kv-disk");
   MultiPaxosOptions o;
   o.snapshot_every = 4;  // a snapshot (a rewrite) among the appends
   MultiPaxosReplica before(Config{3}, 2, o);
@@ -173,19 +161,22 @@ TEST(ReplicaDiskTest, AfterARestartOnEverysecACandidateWaitsForEveryReplicaThatR
 }
 
 TEST(ReplicaDiskTest, RefusesADirectoryOfALargerCluster) {
-  TempDir dir;
+  TempDir dir("sluice-kv-disk");
+  std::filesystem::create_directories(dir.path() + "/rank-3");  // empty: ignored
   std::filesystem::create_directories(dir.path() + "/rank-4");
+  std::ofstream(dir.path() + "/rank-4/wal") << "a log";
   try {
     ReplicaDisk disk(disk_options(dir.path()), 3, 0);
     FAIL() << "a directory with rank-4 was taken for 3 replicas";
   } catch (const RecordFileError& e) {
     EXPECT_NE(std::string(e.what()).find("rank-4"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("more than 3 replicas"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("more replicas than this job's 3"), std::string::npos)
+        << e.what();
   }
 }
 
 TEST(ReplicaDiskTest, RefusesADirectoryOfASmallerCluster) {
-  TempDir dir;
+  TempDir dir("sluice-kv-disk");
   {
     ReplicaDisk disk(disk_options(dir.path()), 3, 1);
     disk.begin_run(1, MultiPaxosReplica(Config{3}, 1).durable_state());
@@ -194,7 +185,7 @@ TEST(ReplicaDiskTest, RefusesADirectoryOfASmallerCluster) {
 }
 
 TEST(ReplicaDiskTest, RefusesADamagedLogNamingIt) {
-  TempDir dir;
+  TempDir dir("sluice-kv-disk");
   MultiPaxosReplica r(Config{3}, 2);
   {
     ReplicaDisk disk(disk_options(dir.path()), 3, 2);
@@ -221,7 +212,7 @@ TEST(ReplicaDiskTest, RefusesADamagedLogNamingIt) {
 }
 
 TEST(ReplicaDiskTest, RefusesASecondUserOfTheSameDirectory) {
-  TempDir dir;
+  TempDir dir("sluice-kv-disk");
   ReplicaDisk first(disk_options(dir.path()), 3, 0);
   try {
     ReplicaDisk second(disk_options(dir.path()), 3, 0);

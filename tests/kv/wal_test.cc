@@ -12,24 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace kv {
 namespace {
 
-// A directory of its own under the system's temporary one, removed after.
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "sluice-kv-wal-XXXXXX").string();
-    path_ = ::mkdtemp(t.data()) ? t : "";
-  }
-  ~TempDir() {
-    if (!path_.empty()) std::filesystem::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using kv::testing::TempDir;
 
 uint64_t file_size(const std::string& path) { return std::filesystem::file_size(path); }
 
@@ -43,6 +31,13 @@ void write_all(const std::string& path, const std::string& bytes) {
 }
 
 const RecordFileHeader kHeader{RecordFileKind::kLog, 3, 1, 7};
+
+// A log with a header and no record yet, in `dir`.
+std::string new_log(const TempDir& dir) {
+  const std::string path = dir.path() + "/wal";
+  write_all(path, encode_header(kHeader));
+  return path;
+}
 
 // A log of `n` records ("record 0", "record 1", ...) written through a
 // RecordWriter; returns where each record begins.
@@ -69,7 +64,7 @@ TEST(Crc32cTest, MatchesTheCastagnoliCheckValue) {
 }
 
 TEST(RecordFileTest, ReadsBackEveryRecordAndTheHeader) {
-  TempDir dir;
+  TempDir dir("sluice-kv-wal");
   const std::string path = dir.path() + "/wal";
   write_log(path, 50);
   const RecordFile f = read_record_file(path, RecordFileKind::kLog, 3, 1);
@@ -81,7 +76,7 @@ TEST(RecordFileTest, ReadsBackEveryRecordAndTheHeader) {
 }
 
 TEST(RecordFileTest, DropsALastRecordCutShortAndKeepsTheOthers) {
-  TempDir dir;
+  TempDir dir("sluice-kv-wal");
   const std::string path = dir.path() + "/wal";
   const std::vector<uint64_t> at = write_log(path, 10);
   // Every cut inside the last record (its header or its payload) is a torn tail.
@@ -96,7 +91,7 @@ TEST(RecordFileTest, DropsALastRecordCutShortAndKeepsTheOthers) {
 }
 
 TEST(RecordFileTest, DropsALastRecordWrittenHalfAndZerosAfterIt) {
-  TempDir dir;
+  TempDir dir("sluice-kv-wal");
   const std::string path = dir.path() + "/wal";
   const std::vector<uint64_t> at = write_log(path, 10);
   std::string bytes = read_all(path);
@@ -111,7 +106,7 @@ TEST(RecordFileTest, DropsALastRecordWrittenHalfAndZerosAfterIt) {
 }
 
 TEST(RecordFileTest, RefusesADamagedRecordInTheMiddleNamingTheFileAndOffset) {
-  TempDir dir;
+  TempDir dir("sluice-kv-wal");
   const std::string path = dir.path() + "/wal";
   const std::vector<uint64_t> at = write_log(path, 10);
   std::string bytes = read_all(path);
@@ -129,7 +124,7 @@ TEST(RecordFileTest, RefusesADamagedRecordInTheMiddleNamingTheFileAndOffset) {
 }
 
 TEST(RecordFileTest, RefusesAFileOfAnotherFormatKindOrCluster) {
-  TempDir dir;
+  TempDir dir("sluice-kv-wal");
   const std::string path = dir.path() + "/wal";
   write_all(path, "*1\r\n$4\r\nPING\r\n and more bytes than a header takes");
   EXPECT_THROW(read_record_file(path, RecordFileKind::kLog, 3, 1), RecordFileError);
@@ -149,9 +144,8 @@ TEST(RecordFileTest, RefusesAFileOfAnotherFormatKindOrCluster) {
 }
 
 TEST(RecordWriterTest, AlwaysSyncsAtEveryCommit) {
-  TempDir dir;
-  const std::string path = dir.path() + "/wal";
-  write_all(path, encode_header(kHeader));
+  TempDir dir("sluice-kv-wal");
+  const std::string path = new_log(dir);
   RecordWriter w(path, kHeaderBytes, RecordWriterOptions{FsyncMode::kAlways, true});
   w.append("one");
   w.append("two");
@@ -163,9 +157,8 @@ TEST(RecordWriterTest, AlwaysSyncsAtEveryCommit) {
 }
 
 TEST(RecordWriterTest, EverysecWritesAtCommitAndSyncsOnceASecond) {
-  TempDir dir;
-  const std::string path = dir.path() + "/wal";
-  write_all(path, encode_header(kHeader));
+  TempDir dir("sluice-kv-wal");
+  const std::string path = new_log(dir);
   RecordWriter w(path, kHeaderBytes, RecordWriterOptions{FsyncMode::kEverySec, false});
   w.tick(5000);
   w.append("one");
@@ -182,9 +175,8 @@ TEST(RecordWriterTest, EverysecWritesAtCommitAndSyncsOnceASecond) {
 }
 
 TEST(RecordWriterTest, NoLeavesSyncingToTheKernelUntilTheEnd) {
-  TempDir dir;
-  const std::string path = dir.path() + "/wal";
-  write_all(path, encode_header(kHeader));
+  TempDir dir("sluice-kv-wal");
+  const std::string path = new_log(dir);
   {
     RecordWriter w(path, kHeaderBytes, RecordWriterOptions{FsyncMode::kNo, false});
     w.append("one");
@@ -201,9 +193,8 @@ TEST(RecordWriterTest, NoLeavesSyncingToTheKernelUntilTheEnd) {
 TEST(RecordWriterTest, HoldingUnsyncedBytesKeepsThemOutOfTheFileUntilASync) {
   // The crash test's hook: what was not synced is not in the file, so a
   // SIGKILL loses it.
-  TempDir dir;
-  const std::string path = dir.path() + "/wal";
-  write_all(path, encode_header(kHeader));
+  TempDir dir("sluice-kv-wal");
+  const std::string path = new_log(dir);
   RecordWriter w(path, kHeaderBytes, RecordWriterOptions{FsyncMode::kEverySec, true});
   w.tick(1000);
   w.append("one");
@@ -216,7 +207,7 @@ TEST(RecordWriterTest, HoldingUnsyncedBytesKeepsThemOutOfTheFileUntilASync) {
 }
 
 TEST(RecordWriterTest, TruncatesATornTailBeforeAppending) {
-  TempDir dir;
+  TempDir dir("sluice-kv-wal");
   const std::string path = dir.path() + "/wal";
   write_log(path, 3);
   write_all(path, read_all(path) + std::string("\x07\x00\x00", 3));  // a record header cut short
@@ -234,7 +225,7 @@ TEST(RecordWriterTest, TruncatesATornTailBeforeAppending) {
 }
 
 TEST(WriteFileDurablyTest, ReplacesTheFileWholeAndLeavesNoTemporary) {
-  TempDir dir;
+  TempDir dir("sluice-kv-wal");
   const std::string path = dir.path() + "/snapshot";
   write_file_durably(path, "first");
   write_file_durably(path, "second");
