@@ -277,7 +277,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     if (disk) {
       const bool from_disk = restored && !mo.recover;
       if (from_disk) replica->restore(std::move(*restored));
-      if (o.fsync != FsyncMode::kAlways && !mo.recover)
+      if (o.fsync != FsyncMode::kAlways)
         replica->require_promises_until(restored_last, restored_mask);
       replica->count_run(run);
       DurableChanges taken;
