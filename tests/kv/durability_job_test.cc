@@ -7,8 +7,9 @@
 // a power cut would lose it. The negative control (--fsync no, the same
 // crash) must lose writes: the test can fail. With --fsync everysec,
 // crashed once every replica synced, the replicas still agree after the
-// crash, what they synced survives, and the surviving writes are a prefix
-// of what the client wrote.
+// crash, what they synced survives, the store holds what a prefix of the
+// client's writes made, and porcupine finds the whole history (the writes
+// after that prefix of unknown outcome) linearizable.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "history.h"
 #include "resp_test_util.h"
 #include "support/test_support.h"
 #include "temp_dir.h"
@@ -65,44 +67,71 @@ size_t lines_in(const std::string& bytes) {
   return n;
 }
 
-// Writes key_of(i) = value_of(i), i = 0, 1, ..., in pipelined rounds of
-// kBatch on one connection until the connection breaks or 60 s pass; the
-// replies are in order, so the first `acked` writes were acknowledged.
-void write_until_broken(uint16_t port, std::atomic<size_t>* acked) {
-  Conn c(port);
-  if (!c.ok()) return;
-  const auto end = Clock::now() + std::chrono::seconds(60);
-  for (size_t next = 0; Clock::now() < end; next += kBatch) {
-    std::string round;
-    for (size_t i = next; i < next + kBatch; ++i) round += request({"SET", key_of(i), value_of(i)});
-    if (!c.send(round)) return;
-    std::string got;
-    bool closed = false;
-    while (lines_in(got) < kBatch && !closed && Clock::now() < end)
-      got += c.receive("\r\n", &closed, std::chrono::seconds(5));
-    // The replies come in order: each "+OK" acknowledges the next write.
-    size_t ok = 0;
-    for (size_t at = 0; ok < kBatch && got.compare(at, 5, "+OK\r\n") == 0; at += 5) ++ok;
-    acked->store(next + ok);
-    if (ok < kBatch) return;
-  }
+uint64_t now_us() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch())
+          .count());
 }
+
+// A pipelined round of commands: its first command's index, how many, and
+// when it was sent and answered (microseconds of the steady clock).
+struct Round {
+  size_t first = 0;
+  size_t count = 0;
+  uint64_t call_us = 0;
+  uint64_t return_us = 0;
+};
+
+// Write i sets key_of(i % keys) (keys 0: key_of(i)) to value_of(i), i = 0,
+// 1, ..., in pipelined rounds of kBatch on one connection until the
+// connection breaks or 60 s pass. The replies come in order, so the first
+// `acked` writes were acknowledged. `rounds` is for after the writer ends.
+struct Writer {
+  size_t keys = 0;
+  std::atomic<size_t> acked{0};
+  std::vector<Round> rounds;
+
+  std::string key(size_t i) const { return key_of(keys == 0 ? i : i % keys); }
+  void run(uint16_t port) {
+    Conn c(port);
+    if (!c.ok()) return;
+    const auto end = Clock::now() + std::chrono::seconds(60);
+    for (size_t next = 0; Clock::now() < end; next += kBatch) {
+      std::string round;
+      for (size_t i = next; i < next + kBatch; ++i) round += request({"SET", key(i), value_of(i)});
+      rounds.push_back({next, kBatch, now_us(), 0});
+      if (!c.send(round)) return;
+      std::string got;
+      bool closed = false;
+      while (lines_in(got) < kBatch && !closed && Clock::now() < end)
+        got += c.receive("\r\n", &closed, std::chrono::seconds(5));
+      rounds.back().return_us = now_us();
+      size_t ok = 0;
+      for (size_t at = 0; ok < kBatch && got.compare(at, 5, "+OK\r\n") == 0; at += 5) ++ok;
+      acked.store(next + ok);
+      if (ok < kBatch) return;
+    }
+  }
+};
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// The values of keys 0 .. n-1 now (empty: absent), read with pipelined GETs.
-std::vector<std::string> read_back(uint16_t port, size_t n) {
+// The values of keys 0 .. n-1 now (empty: absent), read with pipelined GETs
+// (`rounds`, if given: the rounds they went in).
+std::vector<std::string> read_back(uint16_t port, size_t n, std::vector<Round>* rounds = nullptr) {
   Conn c(port);
   std::vector<std::string> out;
   for (size_t next = 0; next < n; next += 100) {
     std::string round;
     const size_t last = std::min(n, next + 100);
     for (size_t i = next; i < last; ++i) round += request({"GET", key_of(i)});
+    const uint64_t call = now_us();
     c.send(round + request({"PING"}));
     const std::string got = c.receive("+PONG\r\n");
+    if (rounds != nullptr) rounds->push_back({next, last - next, call, now_us()});
     size_t at = 0;
     for (size_t i = next; i < last; ++i) {
       if (got.compare(at, 5, "$-1\r\n") == 0) {
@@ -160,7 +189,10 @@ class DurabilityJobTest : public ::testing::Test {
   // which with the hook is when its file grows), then SIGKILLs every rank
   // at once while the client goes on writing. Returns how many writes
   // were acknowledged.
-  size_t write_then_crash(const std::vector<std::string>& args, bool after_sync = false) {
+  size_t write_then_crash(const std::vector<std::string>& args, bool after_sync = false,
+                          Writer* writer = nullptr) {
+    Writer own;
+    Writer& w = writer != nullptr ? *writer : own;
     RespJob job(4, args);
     EXPECT_NE(job.port(), 0) << job.output();
     if (job.port() == 0) return 0;
@@ -182,20 +214,19 @@ class DurabilityJobTest : public ::testing::Test {
         if (log_bytes(r) <= started[r]) return false;
       return true;
     };
-    std::atomic<size_t> acked{0};
-    std::thread writer(write_until_broken, job.port(), &acked);
-    while ((acked.load() < kBeforeCrash || (after_sync && !synced())) &&
+    std::thread writing([&w, port = job.port()] { w.run(port); });
+    while ((w.acked.load() < kBeforeCrash || (after_sync && !synced())) &&
            Clock::now() < end + std::chrono::seconds(30)) {
       job.drain(std::chrono::milliseconds(5));
     }
-    EXPECT_GE(acked.load(), kBeforeCrash) << job.output();
+    EXPECT_GE(w.acked.load(), kBeforeCrash) << job.output();
     EXPECT_TRUE(!after_sync || synced()) << "a replica's log never synced\n" << job.output();
     for (const auto& [rank, pid] : pids) ::kill(pid, SIGKILL);
-    writer.join();
+    writing.join();
     const auto status = job.finish(std::chrono::seconds(60));
     EXPECT_TRUE(status.has_value()) << "the job did not end after its ranks were killed\n"
                                     << job.output();
-    return acked.load();
+    return w.acked.load();
   }
 
   TempDir dir_{"sluice-kv-durability"};
@@ -255,34 +286,98 @@ TEST_F(DurabilityJobTest, FsyncNoLosesAcknowledgedWritesInTheSameCrash) {
                             << output;
 }
 
+// The index of the write that set `value` (value_of); -1 for none.
+long index_of(const std::string& value) {
+  const size_t dash = value.rfind('-');
+  return value.empty() || dash == std::string::npos ? -1 : std::stol(value.substr(dash + 1));
+}
+
 TEST_F(DurabilityJobTest, FsyncEverysecLeavesReplicasThatAgreeOnAPrefixOfTheWrites) {
   // (No snapshots: they would sync the log, and the test sees a replica's
-  // once-a-second sync by its log file growing.)
+  // once-a-second sync by its log file growing.) The writes go round 500
+  // keys, each key written many times.
+  constexpr size_t kKeys = 500;
   const std::vector<std::string> everysec = args("everysec", 0);
-  const size_t acked = write_then_crash(everysec, true);
+  Writer w;
+  w.keys = kKeys;
+  const size_t acked = write_then_crash(everysec, true, &w);
   ASSERT_GE(acked, kBeforeCrash);
-  std::string output;
-  // The job's own checks at SHUTDOWN (restart_and_read): the replicas
+  // The job's own checks at SHUTDOWN (in the restart): the replicas
   // applied the same log to the same digest.
-  const std::vector<std::string> values = restart_and_read(everysec, acked, &output);
-  ASSERT_EQ(values.size(), acked) << output;
-  // One connection's commands take effect in order: what survived is the
-  // first `kept` writes, each with its value, and nothing after them.
-  size_t kept = 0;
-  while (kept < acked && !values[kept].empty()) ++kept;
+  std::string output;
+  std::vector<Round> reads;
+  std::vector<std::string> values;
+  {
+    RespJob job(4, everysec);
+    ASSERT_NE(job.port(), 0) << job.output();
+    values = read_back(job.port(), kKeys, &reads);
+    kv::testing::expect_shutdown_passes_checks(job, job.port());
+    output = job.output();
+  }
+  ASSERT_EQ(values.size(), kKeys) << output;
+  // One connection's commands take effect in order, so the store holds
+  // what the first `kept` writes made of it, for some `kept`: the latest
+  // write below it on every key, nothing newer.
+  long latest = -1;
+  for (const std::string& v : values) latest = std::max(latest, index_of(v));
+  const size_t kept = static_cast<size_t>(latest + 1);
   std::printf(
-      "--fsync everysec: %zu writes acknowledged before the crash, the first %zu there "
-      "after it\n",
+      "--fsync everysec: %zu writes acknowledged before the crash, the first %zu there after "
+      "it\n",
       acked, kept);
-  // Every replica synced some of them before the crash: those survive.
-  EXPECT_GT(kept, 0u) << output;
-  for (size_t i = 0; i < acked; ++i) {
-    if (i < kept) {
-      EXPECT_EQ(values[i], value_of(i)) << key_of(i);
-    } else {
-      EXPECT_EQ(values[i], "") << key_of(i) << " survived after " << key_of(kept) << " was lost";
+  EXPECT_GT(kept, 0u) << "every replica synced some writes before the crash\n" << output;
+  for (size_t k = 0; k < kKeys; ++k) {
+    const long expected = kept > k ? static_cast<long>(k + (kept - 1 - k) / kKeys * kKeys) : -1;
+    EXPECT_EQ(index_of(values[k]), expected) << key_of(k) << ": " << values[k];
+    if (expected >= 0) {
+      EXPECT_EQ(values[k], value_of(static_cast<size_t>(expected)));
     }
   }
+  // Porcupine on the whole history: the writes before `kept` as
+  // acknowledged, those after it (lost, as everysec may lose the last
+  // second, or never answered) of unknown outcome, then the reads after
+  // the restart.
+  std::vector<kv::Completed> history;
+  for (const Round& r : w.rounds) {
+    for (size_t i = r.first; i < r.first + r.count; ++i) {
+      kv::Completed c;
+      c.cmd.op = kv::Op::kPut;
+      c.cmd.client = 1;
+      c.cmd.seq = i + 1;
+      c.cmd.key = w.key(i);
+      c.cmd.value = value_of(i);
+      c.invoked_us = r.call_us;
+      c.completed_us = r.return_us;
+      c.result.ok = true;
+      c.unknown = i >= kept || i >= acked;
+      history.push_back(c);
+    }
+  }
+  for (const Round& r : reads) {
+    for (size_t k = r.first; k < r.first + r.count; ++k) {
+      kv::Completed c;
+      c.cmd.op = kv::Op::kGet;
+      c.cmd.client = 2;
+      c.cmd.seq = k + 1;
+      c.cmd.key = key_of(k);
+      c.invoked_us = r.call_us;
+      c.completed_us = r.return_us;
+      c.result.ok = !values[k].empty();
+      c.result.value = values[k];
+      history.push_back(c);
+    }
+  }
+  const std::string file = dir_.path() + "/history.jsonl";
+  std::string why;
+  ASSERT_TRUE(kv::write_history(file, history, &why)) << why;
+  const sluice::testing::ProcessResult p =
+      sluice::testing::run_process({SLUICE_KV_PORCUPINE, file}, {}, std::chrono::seconds(120));
+  EXPECT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(
+                p.output, "kv-porcupine: linearizable (" + std::to_string(history.size()) +
+                              " operations on " + std::to_string(kKeys) + " keys"),
+            1)
+      << p.output;
 }
 
 // A damaged log, or a directory of another cluster size, stops the job
