@@ -9,15 +9,21 @@ Client::Client(Config config, Protocol protocol, uint32_t index, std::vector<Com
     : config_(config),
       protocol_(protocol),
       id_(config.client_id(index)),
+      identity_(id_),
       ops_(std::make_move_iterator(ops.begin()), std::make_move_iterator(ops.end())),
       ops_total_(ops.size()),
       retry_ms_(retry_ms),
       window_(static_cast<uint32_t>(std::clamp<uint64_t>(window, 1, kClientWindow))),
       batch_(batch) {
   for (size_t i = 0; i < ops_.size(); ++i) {
-    ops_[i].client = id_;
+    ops_[i].client = identity_;
     ops_[i].seq = i + 1;
   }
+}
+
+void Client::set_run(uint32_t run) {
+  identity_ = uint64_t{run} << 32 | id_;
+  for (Command& c : ops_) c.client = identity_;
 }
 
 void Client::send(const std::vector<const Command*>& cmds, Outbox& out, bool to_all) {
@@ -59,7 +65,7 @@ void Client::complete(InFlight& f, const Result& r) {
   // (Never sent again: the history can have the command itself.)
   history_.push_back({std::move(op(f.seq)), r, f.invoked_ms, now_, f.invoked_us, clock_us_});
   ++completed_count_;
-  completed_sum_ += identity_hash(id_, f.seq);
+  completed_sum_ += identity_hash(identity_, f.seq);
   f.done = true;
   f.acks.clear();
   f.leader_results.clear();
@@ -75,7 +81,7 @@ void Client::complete(InFlight& f, const Result& r) {
 void Client::receive(const Message& m, Outbox&) {
   if (m.type != MsgType::kReply) return;
   auto find = [&](const Command& c) -> InFlight* {
-    if (c.client != id_ || inflight_.empty() || c.seq < inflight_.front().seq) return nullptr;
+    if (c.client != identity_ || inflight_.empty() || c.seq < inflight_.front().seq) return nullptr;
     const uint64_t at = c.seq - inflight_.front().seq;
     if (at >= inflight_.size() || inflight_[at].done) return nullptr;
     return &inflight_[at];

@@ -69,7 +69,7 @@ class Client : public Node {
   // Appends an operation to run after the others (a front end's client,
   // constructed with none); returns its seq, which its Completed carries.
   uint64_t add(Command c) {
-    c.client = id_;
+    c.client = identity_;
     c.seq = ++ops_total_;
     ops_.push_back(std::move(c));
     return ops_total_;
@@ -92,6 +92,13 @@ class Client : public Node {
   uint64_t completed_count() const { return completed_count_; }
   uint64_t completed_sum() const { return completed_sum_; }
   uint32_t id() const { return id_; }
+  // Stamps this client's commands with `run` in the high 32 bits of their
+  // client identity (the low ones are id(), where replies go): a run on
+  // --data-dir (flow_job.cc), so that a store that remembers an earlier
+  // run's client of the same id takes these commands as new. Before any
+  // operation is added or sent.
+  void set_run(uint32_t run);
+  uint64_t identity() const { return identity_; }
   // How often an operation was sent again after a timeout.
   uint64_t retries() const { return retries_; }
 
@@ -116,6 +123,7 @@ class Client : public Node {
   Config config_;
   Protocol protocol_;
   uint32_t id_;
+  uint64_t identity_;  // id_, and set_run's run above it
   Command& op(uint64_t seq) { return ops_[seq - 1 - ops_base_]; }
 
   // The operations not yet completed (seqs from ops_base_ + 1); completed

@@ -23,6 +23,7 @@
 #include "codec.h"
 #include "history.h"
 #include "job_report.h"
+#include "replica_disk.h"
 #include "resp_gateway.h"
 
 namespace kv {
@@ -172,6 +173,78 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   store_options.maxmemory = o.maxmemory;
   store_options.max_result_bytes = o.max_entry_bytes;
   store_options.keep_applied = !o.resp;
+  // --data-dir (replica_disk.h): each replica reads its files, and every
+  // rank learns the run (one more than the most runs any replica's files
+  // count), and which replicas restored files and the highest slot they
+  // held (MultiPaxosReplica::require_promises_until). A replica that cannot
+  // use its directory tells the others, and the job ends. (A restarted
+  // replica, incarnation > 0, recovers from the others as without a disk,
+  // and keeps the run its first process began.)
+  std::unique_ptr<ReplicaDisk> disk;
+  std::optional<RestoredState> restored;
+  uint32_t run = 0;
+  uint64_t restored_last = 0;  // the highest slot any replica's files held
+  uint32_t restored_mask = 0;  // a bit per replica that restored files
+  if (!o.data_dir.empty()) {
+    if (nopaxos || !o.resp) {
+      if (rank == 0)
+        std::fprintf(stderr,
+                     "sluice-kv: --data-dir works with --protocol multipaxos behind "
+                     "--resp-port only (docs/kv.md, Durability)\n");
+      return 2;
+    }
+    std::string why;
+    if (is_replica) {
+      try {
+        disk = std::make_unique<ReplicaDisk>(DiskOptions{o.data_dir, o.fsync, o.test_hold_unsynced},
+                                             o.replicas, rank);
+        run = disk->runs();
+        restored = disk->take_restored();
+      } catch (const sluice::Error& e) {
+        why = "rank " + std::to_string(rank) + ": " + e.what();
+      }
+    }
+    if (incarnation == 0) {
+      // "RUNS LAST" (LAST: the last slot its files held, - for none), or
+      // "!" and why it cannot start.
+      std::string mine = "!" + why;
+      if (why.empty()) {
+        uint64_t last = 0;
+        if (restored)
+          last = std::max(restored->snapshot_slot,
+                          restored->entries.empty() ? 0 : restored->entries.back().slot);
+        mine = std::to_string(run) + " " + (restored ? std::to_string(last) : "-");
+      }
+      const std::vector<std::string> all = cluster.allgather("kv-data-dir", mine);
+      std::string failed;
+      for (uint32_t r = 0; r < all.size(); ++r) {
+        const std::string& a = all[r];
+        if (!a.empty() && a[0] == '!') {
+          failed += " " + std::to_string(r);
+        } else if (!a.empty()) {
+          const size_t space = a.find(' ');
+          run = std::max(run, static_cast<uint32_t>(std::stoul(a.substr(0, space))));
+          if (space != std::string::npos && a[space + 1] != '-') {
+            restored_last = std::max<uint64_t>(restored_last, std::stoull(a.substr(space + 1)));
+            restored_mask |= 1u << r;
+          }
+        }
+      }
+      if (!failed.empty()) {
+        if (!why.empty()) std::fprintf(stderr, "sluice-kv: %s\n", why.c_str());
+        if (rank == 0)
+          std::fprintf(stderr,
+                       "sluice-kv: --data-dir %s: the job cannot start: replica rank(s)%s cannot "
+                       "use their directories (each says why)\n",
+                       o.data_dir.c_str(), failed.c_str());
+        return 1;
+      }
+      ++run;
+    } else if (!why.empty()) {
+      std::fprintf(stderr, "sluice-kv: %s\n", why.c_str());
+      return 1;
+    }
+  }
   std::unique_ptr<MultiPaxosReplica> replica;
   std::unique_ptr<NoPaxosReplica> np;
   std::unique_ptr<ClientGroup> client;
@@ -194,11 +267,30 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     mo.heartbeat_ms = o.heartbeat_ms;
     mo.election_timeout_ms = o.election_timeout_ms;
     mo.max_resend = 128;  // keeps every message well inside a 64 KiB segment
-    mo.recover = incarnation > 0;
+    // (A replica whose files are gone while others' are there lost what
+    // it promised: it recovers from the others, as a restarted one does.)
+    mo.recover = incarnation > 0 || (disk && !restored && run > 1);
     mo.snapshot_every = o.snapshot_every;
     mo.nonce = incarnation;
     mo.store = store_options;
     replica = std::make_unique<MultiPaxosReplica>(config, rank, mo);
+    if (disk) {
+      const bool from_disk = restored && !mo.recover;
+      if (from_disk) replica->restore(std::move(*restored));
+      if (o.fsync != FsyncMode::kAlways)
+        replica->require_promises_until(restored_last, restored_mask);
+      replica->count_run(run);
+      DurableChanges taken;
+      replica->take_durable(&taken);  // begin_run writes them all
+      disk->begin_run(run, replica->durable_state());
+      std::fprintf(
+          stderr, "sluice-kv: rank %u keeps its data in %s (run %u, --fsync %s, pid %d): %s\n",
+          rank, disk->dir().c_str(), run, fsync_mode_name(o.fsync), static_cast<int>(::getpid()),
+          from_disk    ? ("restored from disk: " + disk->loaded()).c_str()
+          : mo.recover ? "its files are not there or not used: recovering from the others"
+                       : "new");
+      std::fflush(stderr);
+    }
   } else {
     client = std::make_unique<ClientGroup>();
     for (uint32_t k = 0; k < per_rank; ++k) {
@@ -211,6 +303,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                         : 1,
           o.batch));
     }
+    if (run > 0)
+      for (size_t k = 0; k < client->size(); ++k) client->client(k).set_run(run);
   }
   // A RESP front end instead of a workload (resp_gateway.h). Every rank
   // learns whether each gateway could start, so that a port in use ends the
@@ -384,7 +478,15 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       }
     }
   };
+  // --data-dir: what the replica changed reaches its disk (as --fsync says)
+  // before the messages that follow from it leave: one record and one sync
+  // for all of a round's changes (group commit).
+  DurableChanges changes;
+  auto persist = [&] {
+    if (disk && replica->take_durable(&changes)) disk->save(changes);
+  };
   auto flush = [&]() -> size_t {
+    if (closed || out.empty()) persist();
     if (closed) {
       out.clear();
       return 0;
@@ -394,6 +496,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     while (!out.empty() && ep.broken.empty()) {
       sending.clear();
       sending.swap(out);
+      persist();
       n += sending.size();
       bool msg = false, acc = false, ord = false;
       for (Message& m : sending) {
@@ -663,6 +766,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         const uint64_t us = now_us();
         if (client) client->set_clock_us(us);
         node.tick(us / 1000, out);
+        if (disk) disk->tick(us / 1000);
         if (recovering && !node.recovering()) {
           recovering = false;
           const Store& st = np ? np->store() : replica->store();
@@ -781,6 +885,10 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                  "sluice-kv: rank %u: gap agreement: %" PRIu64 " requests recovered, %" PRIu64
                  " no-ops committed\n",
                  rank, np->gaps_recovered(), np->gaps_committed());
+  if (disk) {
+    persist();
+    disk->sync();
+  }
   if (!failure.empty()) {
     std::fprintf(stderr, "sluice-kv: %s\n", failure.c_str());
     return 1;
@@ -794,10 +902,15 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     }
   }
 
-  const std::string mine = np ? replica_report(rank, np->store(), np->view())
-                           : replica
-                               ? replica_report(rank, replica->store(), replica->ballot())
-                               : client_reports(rank, *client, gateway ? 0 : o.ops_per_client);
+  // (A run on --data-dir: its own clients' commands, not earlier runs'.)
+  const std::pair<uint64_t, uint64_t> executed =
+      replica ? std::make_pair(replica->run_executed(), replica->run_executed_sum())
+              : std::make_pair(uint64_t{0}, uint64_t{0});
+  const std::string mine =
+      np ? replica_report(rank, np->store(), np->view())
+      : replica
+          ? replica_report(rank, replica->store(), replica->ballot(), disk ? &executed : nullptr)
+          : client_reports(rank, *client, gateway ? 0 : o.ops_per_client);
   // The run's last members collect their reports at the lowest of them,
   // who checks the job. They first meet (sluice::meet_survivors: a meeting
   // of those still there, the same list on each), so that all gather among

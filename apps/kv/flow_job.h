@@ -51,6 +51,7 @@
 
 #include "cluster_sim.h"
 #include "resp_gateway.h"
+#include "wal.h"
 
 namespace kv {
 
@@ -106,6 +107,16 @@ struct FlowJobOptions {
   // end. Behind --resp-port each gateway rank writes its own as they
   // complete: to this file with one gateway rank, to FILE.<rank> with more.
   std::string history;
+  // --data-dir: each replica keeps its write-ahead log and snapshot under
+  // data_dir/rank-N (replica_disk.h), every change on disk (as `fsync`
+  // says) before the messages that follow from it leave, and a job started
+  // again on the same directory starts from them. Multi-Paxos behind
+  // --resp-port only. Empty: memory only.
+  std::string data_dir;
+  FsyncMode fsync = FsyncMode::kEverySec;
+  // Test switch: RecordWriterOptions::hold_unsynced (a SIGKILL then loses
+  // what was not synced, as a power cut would).
+  bool test_hold_unsynced = false;
   // Called on every replica after each round of its loop with the number of
   // log entries it has applied (the test switches stall a leader from here).
   std::function<void(uint32_t rank, bool leader, uint64_t applied)>

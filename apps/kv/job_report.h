@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "client.h"
@@ -30,8 +31,11 @@ namespace kv {
 inline constexpr size_t kReportPiece = 60 * 1024;
 
 // `view`: the ballot (Multi-Paxos) or leader number (NOPaxos) the replica
-// ended in; above 0 means a leader change happened.
-std::string replica_report(uint32_t rank, const Store& s, uint64_t view);
+// ended in; above 0 means a leader change happened. `executed`, if given,
+// replaces the store's executed count and sum (a run on --data-dir counts
+// its own clients' commands only: the store remembers earlier runs').
+std::string replica_report(uint32_t rank, const Store& s, uint64_t view,
+                           const std::pair<uint64_t, uint64_t>* executed = nullptr);
 // The reports of every client of a rank, one line each (its completed
 // operations with whole commands and times). `expected_ops`: how many each
 // had to complete (0: any number, a RESP gateway's).

@@ -160,6 +160,7 @@ void MultiPaxosReplica::become_leader(Outbox& out) {
     e.ballot = ballot_;
     e.committed = false;
     slot(s) = e;
+    changed(s);
     open_votes(s);
     if (!e.cmd.is_noop()) proposed_.insert({e.cmd.client, e.cmd.seq});
   }
@@ -205,6 +206,7 @@ void MultiPaxosReplica::propose_batch(Outbox& out) {
     e.ballot = ballot_;
     e.cmd = pending_[i];
     slot(e.slot) = e;
+    changed(e.slot);
     open_votes(e.slot);
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
@@ -234,6 +236,10 @@ void MultiPaxosReplica::advance_commit(Outbox& out) {
     ++applied_;
     Applied how;
     Result r = store_.apply(e.cmd, &how);
+    if (how == Applied::kExecuted && counted_run_ != 0 && e.cmd.client >> 32 == counted_run_) {
+      ++run_executed_;
+      run_executed_sum_ += identity_hash(e.cmd.client, e.cmd.seq);
+    }
     if (role_ == Role::kLeader && !e.cmd.is_noop()) proposed_.erase({e.cmd.client, e.cmd.seq});
     if (role_ == Role::kLeader && (how == Applied::kExecuted || how == Applied::kDuplicate))
       replies.add(e.cmd.client, e.cmd.seq, r);
@@ -244,6 +250,7 @@ void MultiPaxosReplica::advance_commit(Outbox& out) {
     snapshot_ = store_.snapshot();
     snapshot_slot_ = applied_;
     ++snapshots_taken_;
+    rewrite_ = true;
     if (previous > base_) {
       log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(previous - base_));
       base_ = previous;
@@ -333,8 +340,14 @@ void MultiPaxosReplica::on_promise(const Message& m, Outbox& out) {
     p.entries.insert(p.entries.end(), m.entries.begin(), m.entries.end());
   }
   size_t complete = 0;
-  for (const auto& [from, parts] : promise_parts_)
-    if (parts.size() >= promises_.at(from).b) ++complete;
+  uint32_t complete_mask = 0;
+  for (const auto& [from, parts] : promise_parts_) {
+    if (parts.size() < promises_.at(from).b) continue;
+    ++complete;
+    complete_mask |= 1u << from;
+  }
+  // (require_promises_until: every replica that restored files, too.)
+  if (commit_ < full_quorum_until_ && (complete_mask & full_quorum_) != full_quorum_) return;
   if (complete >= config_.majority()) become_leader(out);
 }
 
@@ -355,8 +368,11 @@ void MultiPaxosReplica::on_accept(const Message& m, Outbox& out) {
     std::optional<Entry>& mine = slot(e.slot);
     // A committed entry already holds the chosen value; keep its flag.
     if (mine && mine->committed) continue;
-    mine = e;
-    mine->committed = false;
+    Entry accepted = e;
+    accepted.committed = false;
+    if (mine == accepted) continue;  // a resend
+    mine = std::move(accepted);
+    changed(e.slot);
   }
   if (!m.entries.empty()) {
     Message ack;
@@ -424,8 +440,11 @@ void MultiPaxosReplica::on_committed(const Message& m, Outbox& out) {
   for (const Entry& e : m.entries) {
     if (e.slot <= commit_) continue;
     std::optional<Entry>& mine = slot(e.slot);
-    mine = e;
-    mine->committed = true;
+    Entry chosen = e;
+    chosen.committed = true;
+    if (mine == chosen) continue;
+    mine = std::move(chosen);
+    changed(e.slot);
   }
   advance_commit(out);
   // More where these came from: ask at once rather than at the next
@@ -441,6 +460,7 @@ void MultiPaxosReplica::forget_replica(uint32_t r) {
   // lower ballot what this ballot's phase 1 would have had to see.
   promises_.erase(r);
   promise_parts_.erase(r);
+  full_quorum_ &= ~(1u << r);
   // Nor may votes it forgot: it votes again when the resends reach it.
   for (uint32_t& mask : votes_)
     if (mask != kChosen) mask &= ~(1u << r);
@@ -473,6 +493,7 @@ void MultiPaxosReplica::restart_recovery() {
   snapshot_.clear();
   snapshot_slot_ = 0;
   incoming_.clear();
+  rewrite_ = true;
 }
 
 void MultiPaxosReplica::ask_recovery(Outbox& out) {
@@ -546,6 +567,7 @@ void MultiPaxosReplica::on_recovery_reply(const Message& m, Outbox& out) {
     for (const Entry& e : m.entries) {
       if (e.slot < recovery_next_) continue;
       slot(e.slot) = e;
+      changed(e.slot);
       recovery_next_ = e.slot + 1;
     }
     recovery_commit_ = std::max(recovery_commit_, m.c);
@@ -634,6 +656,7 @@ void MultiPaxosReplica::on_snapshot_chunk(const Message& m, Outbox& out) {
   snapshot_ = Snapshot(incoming_.take_bytes());
   snapshot_slot_ = s;
   ++snapshots_installed_;
+  rewrite_ = true;
   if (recovering_) {
     recovery_next_ = std::max(recovery_next_, s + 1);
     recovery_commit_ = std::max(recovery_commit_, s);
@@ -641,6 +664,62 @@ void MultiPaxosReplica::on_snapshot_chunk(const Message& m, Outbox& out) {
     return finish_recovery(out);
   }
   advance_commit(out);
+}
+
+// --- Durability (--data-dir; DurableChanges).
+
+void MultiPaxosReplica::restore(RestoredState st) {
+  restored_ = true;
+  role_ = Role::kFollower;
+  ballot_ = durable_ballot_ = st.ballot;
+  log_.clear();
+  if (!st.snapshot.empty()) {
+    store_ = std::move(st.store);
+    snapshot_ = Snapshot(std::move(st.snapshot));
+    snapshot_slot_ = st.snapshot_slot;
+  }
+  base_ = commit_ = applied_ = snapshot_slot_;
+  for (Entry& e : st.entries)
+    if (e.slot > base_) slot(e.slot) = std::move(e);
+  for (uint64_t s = base_ + 1; s <= st.commit && s <= last_slot(); ++s)
+    if (at(s)) at(s)->committed = true;
+  dirty_lo_ = dirty_hi_ = 0;
+  Outbox none;  // a follower applies without answering anyone
+  advance_commit(none);
+}
+
+DurableChanges MultiPaxosReplica::durable_state() const {
+  DurableChanges c;
+  c.rewrite = true;
+  c.ballot = ballot_;
+  c.commit = commit_;
+  for (uint64_t s = std::max(base_, snapshot_slot_) + 1; s <= last_slot(); ++s)
+    if (log_[s - base_ - 1]) c.entries.push_back(*log_[s - base_ - 1]);
+  c.snapshot_slot = snapshot_slot_;
+  if (snapshot_slot_ > 0) c.snapshot = snapshot_.bytes(store_, 0, snapshot_.size());
+  return c;
+}
+
+bool MultiPaxosReplica::take_durable(DurableChanges* c) {
+  if (rewrite_) {
+    *c = durable_state();
+  } else if (dirty_lo_ != 0 || ballot_ != durable_ballot_) {
+    c->rewrite = false;
+    c->ballot = ballot_;
+    c->commit = commit_;
+    c->snapshot_slot = 0;
+    c->snapshot.clear();
+    c->entries.clear();
+    for (uint64_t s = std::max(dirty_lo_, base_ + 1);
+         dirty_lo_ != 0 && s <= dirty_hi_ && s <= last_slot(); ++s)
+      if (at(s)) c->entries.push_back(*at(s));
+  } else {
+    return false;
+  }
+  rewrite_ = false;
+  dirty_lo_ = dirty_hi_ = 0;
+  durable_ballot_ = ballot_;
+  return true;
 }
 
 void MultiPaxosReplica::receive(const Message& m, Outbox& out) {
@@ -686,6 +765,12 @@ void MultiPaxosReplica::tick(uint64_t now_ms, Outbox& out) {
     // leader's silence is counted from the first tick.
     started_ = true;
     last_heard_ = now_ms;
+    // Restored from disk: the leader of the next ballot asks for it at
+    // once, rather than after an election timeout.
+    if (restored_ && !recovering_ && (ballot_ + 1) % config_.replicas == id_) {
+      start_election(out);
+      return;
+    }
   }
   if (recovering_) {
     if (recovery_asked_ == 0 || now_ - recovery_asked_ >= options_.recovery_retry_ms) {

@@ -27,6 +27,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "incoming_snapshot.h"
@@ -34,6 +35,33 @@
 #include "store.h"
 
 namespace kv {
+
+// What a replica must not forget (--data-dir, replica_disk.h): its ballot
+// (the promise) and the entries it accepted or installed, each on disk
+// before any message that follows from it leaves (etcd's Ready: the host
+// takes the changes after each round, writes them, then sends the outbox).
+// The commit index rides along; it may lag on disk (the protocol learns it
+// again). A rewrite replaces everything kept: the snapshot (slot and
+// Store::serialize bytes) and the whole log after it.
+struct DurableChanges {
+  uint64_t ballot = 0;
+  uint64_t commit = 0;
+  std::vector<Entry> entries;  // changed since the last take (rewrite: all), by slot
+  bool rewrite = false;
+  uint64_t snapshot_slot = 0;  // rewrite only: the snapshot's slot (0: none)
+  std::string snapshot;        // rewrite only: its bytes
+};
+
+// What a replica restores from disk (replica_disk.h) instead of starting
+// empty: the store as of its snapshot, and its ballot and log.
+struct RestoredState {
+  uint64_t ballot = 0;
+  uint64_t commit = 0;
+  std::vector<Entry> entries;  // by slot, each above snapshot_slot
+  uint64_t snapshot_slot = 0;
+  std::string snapshot;  // Store::serialize bytes (empty: no snapshot)
+  Store store;           // restored from `snapshot` (empty: none)
+};
 
 struct MultiPaxosOptions {
   uint64_t heartbeat_ms = 10;
@@ -65,6 +93,35 @@ class MultiPaxosReplica : public Node {
   void tick(uint64_t now_ms, Outbox& out) override;
   void forget_replica(uint32_t r) override;
   bool recovering() const override { return recovering_; }
+
+  // Starts from state kept on disk (before the first tick): a follower in
+  // its ballot, its log and store as they were. It never leads a ballot it
+  // led before (what it proposed there may be lost from its disk); the
+  // replica that leads the next ballot starts phase 1 at its first tick.
+  void restore(RestoredState state);
+  // The changes since the last call (DurableChanges); false: none. Tracking
+  // them costs nothing until the first call.
+  bool take_durable(DurableChanges* changes);
+  // Everything kept, as a rewrite.
+  DurableChanges durable_state() const;
+  // After a restart of the whole job from files not synced at every
+  // change (--fsync everysec or no): a write acknowledged before the crash
+  // may be remembered by one replica only, the others' disks having lost
+  // it. So while this replica's commit index is below `slot` (the highest
+  // slot any replica's files held), its phase 1 needs a promise from every
+  // replica in `replicas` (a bit per replica: those that restored files),
+  // not only from a majority. forget_replica(r) drops r from them (a new
+  // process of r remembers nothing).
+  void require_promises_until(uint64_t slot, uint32_t replicas) {
+    full_quorum_until_ = slot;
+    full_quorum_ = replicas;
+  }
+  // Commands executed (Applied::kExecuted) whose client identity's high 32
+  // bits are `run` (flow_job.cc: a run on --data-dir stamps its clients so),
+  // and the sum of their identity_hash: what this run's clients completed.
+  void count_run(uint32_t run) { counted_run_ = run; }
+  uint64_t run_executed() const { return run_executed_; }
+  uint64_t run_executed_sum() const { return run_executed_sum_; }
 
   // Starts phase 1 for the next ballot this replica leads now, whatever the
   // timers say (tests use it to make candidates duel).
@@ -106,6 +163,10 @@ class MultiPaxosReplica : public Node {
   void advance_commit(Outbox& out);
   void reset_election_timer();
   void open_votes(uint64_t slot);
+  void changed(uint64_t s) {  // slot s's entry was written
+    dirty_lo_ = dirty_lo_ == 0 ? s : std::min(dirty_lo_, s);
+    dirty_hi_ = std::max(dirty_hi_, s);
+  }
   // Recovery (message.h): answering a recovering replica, and recovering.
   void on_recovery_request(const Message& m, Outbox& out);
   void on_recovery_reply(const Message& m, Outbox& out);
@@ -168,6 +229,18 @@ class MultiPaxosReplica : public Node {
   uint64_t recovery_commit_ = 0;
   uint64_t recovery_asked_ = 0;  // when the last request went
   uint32_t recovery_unanswered_ = 0;
+  // take_durable: the slots written since (dirty_lo_ .. dirty_hi_, 0:
+  // none), whether the log was cut, and the ballot last taken.
+  uint64_t dirty_lo_ = 0;
+  uint64_t dirty_hi_ = 0;
+  bool rewrite_ = false;
+  uint64_t durable_ballot_ = 0;
+  bool restored_ = false;  // restore() ran: campaign at the first tick if next in line
+  uint32_t counted_run_ = 0;
+  uint64_t full_quorum_until_ = 0;  // require_promises_until
+  uint32_t full_quorum_ = 0;
+  uint64_t run_executed_ = 0;
+  uint64_t run_executed_sum_ = 0;
 };
 
 }  // namespace kv

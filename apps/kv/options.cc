@@ -77,6 +77,12 @@ CLI::Validator odd_replicas() {
       "ODD 1..15");
 }
 
+// A path option's value must not be empty (`what`: its type name).
+CLI::Validator not_empty(const std::string& what) {
+  return CLI::Validator(
+      [](std::string& v) { return v.empty() ? std::string("is empty") : std::string(); }, what);
+}
+
 Protocol protocol_named(const std::string& name) {
   return name == "nopaxos" ? Protocol::kNoPaxos : Protocol::kMultiPaxos;
 }
@@ -235,6 +241,24 @@ void add_run(CLI::App& app, RunCommand* c) {
                  "A snapshot of the store every N applied slots (NOPaxos: once final); 0: keep "
                  "the whole log")
       ->capture_default_str();
+  auto* data_dir =
+      app.add_option("--data-dir", o.data_dir,
+                     "Each replica keeps its write-ahead log and snapshot in DIR/rank-N and a job "
+                     "started again with the same DIR starts from them (Multi-Paxos behind "
+                     "--resp-port; docs/kv.md, Durability)")
+          ->type_name("DIR")
+          ->check(not_empty("DIR"));
+  app.add_option_function<std::string>(
+         "--fsync",
+         [&o](const std::string& v) {
+           o.fsync = v == "always" ? FsyncMode::kAlways
+                     : v == "no"   ? FsyncMode::kNo
+                                   : FsyncMode::kEverySec;
+         },
+         "With --data-dir, as Redis's appendfsync: always (on disk before a replica "
+         "answers), everysec (the default: synced once a second), no (the kernel decides)")
+      ->check(CLI::IsMember({"always", "everysec", "no"}))
+      ->needs(data_dir);
   // The test switches exist only with SLUICE_TEST_KV_HOOKS=1 in the
   // environment (the tests set it): they are not in --help, and a run
   // without it refuses them as unknown options.
@@ -271,11 +295,23 @@ void add_run(CLI::App& app, RunCommand* c) {
     app.add_flag("--test-await-rejoin", o.test_await_rejoin,
                  "Test switch: a finished client says so only once a rank was restarted and every "
                  "rank is back in its epoch (at most 60 s)");
+    app.add_flag("--test-wal-hold-unsynced", o.test_hold_unsynced,
+                 "Test switch: a replica's log keeps what it did not sync in its own memory, so "
+                 "that a SIGKILL loses it as a power cut would")
+        ->needs(data_dir);
   }
   // The limits left unsaid follow from the others; then they must fit.
   app.callback([c, query_limit, bulk] {
     FlowJobOptions& o = c->job;
     GatewayOptions& g = o.gateway;
+    if (!o.data_dir.empty() && o.protocol == Protocol::kNoPaxos)
+      throw sluice::UsageError(
+          "--data-dir with --protocol nopaxos: NOPaxos replicas do not keep their log on disk "
+          "yet; use --protocol multipaxos (the default) with --data-dir");
+    if (!o.data_dir.empty() && !o.resp)
+      throw sluice::UsageError(
+          "--data-dir without --resp-port: only a RESP job keeps its data across runs (a "
+          "workload's end-of-run checks cover one run); add --resp-port");
     // Unless given, an argument may be as long as the largest command, and a
     // request hold one such argument and its key.
     if (bulk->count() == 0) g.max_bulk = o.max_entry_bytes;
@@ -343,8 +379,7 @@ void add_simulate(CLI::App& app, SimulateCommand* c) {
   add_workload(app, &o.workload, &o.zipf, &o.value_bytes);
   app.add_option("--history", c->history,
                  "Write every completed operation to FILE (JSON lines, for kv-porcupine)")
-      ->check(CLI::Validator(
-          [](std::string& f) { return f.empty() ? std::string("is empty") : ""; }, "FILE"));
+      ->check(not_empty("FILE"));
 }
 
 }  // namespace
