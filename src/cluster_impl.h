@@ -110,7 +110,13 @@ class ClusterImpl {
   std::vector<RegionOwner*> owners SLUICE_GUARDED_BY(owners_mu);
   void fence_regions(uint32_t rank, uint32_t incarnation) {
     MutexLock lock(owners_mu);
-    for (RegionOwner* o : owners) o->fence_rank(rank, incarnation);
+    // Every region asks its service first, then all are waited for: each
+    // service applies it within its slice, side by side.
+    std::vector<uint64_t> tickets;
+    tickets.reserve(owners.size());
+    for (RegionOwner* o : owners) tickets.push_back(o->ask_fence(rank, incarnation));
+    const auto give_up = Clock::now() + std::chrono::seconds(1);
+    for (size_t i = 0; i < owners.size(); ++i) owners[i]->await_fence(tickets[i], give_up);
   }
   // Flows whose DeclaredFlow was destroyed, not yet let go of (FlowRetirement).
   std::set<std::string> retiring SLUICE_GUARDED_BY(mu);

@@ -202,7 +202,7 @@ class OfiAccess final : public RegionAccess {
     for (size_t done = 0; done < len;) {
       const size_t n = std::min(chunk, len - done);
       if (native_rma_) {
-        Status s = run_keyed(deadline, [&] {
+        Status s = run(deadline, [&] {
           return ep_->read(bufs_->bounce, n, bufs_mr_.desc, peer_, base_ + offset + done, key_,
                            &bufs_->ctx);
         });
@@ -228,7 +228,7 @@ class OfiAccess final : public RegionAccess {
       const size_t n = std::min(chunk, len - done);
       if (native_rma_) {
         std::memcpy(bufs_->bounce, in + done, n);
-        Status s = run_keyed(deadline, [&] {
+        Status s = run(deadline, [&] {
           return ep_->write(bufs_->bounce, n, bufs_mr_.desc, peer_, base_ + offset + done, key_,
                             &bufs_->ctx);
         });
@@ -262,7 +262,7 @@ class OfiAccess final : public RegionAccess {
     uint64_t* w = bufs_->words;
     w[0] = desired;
     w[1] = expected;
-    Status s = run_keyed(deadline, [&] {
+    Status s = run(deadline, [&] {
       return ep_->compare_swap(&w[0], &w[1], &w[2], bufs_mr_.desc, peer_, base_ + offset, key_,
                                &bufs_->ctx);
     });
@@ -284,7 +284,7 @@ class OfiAccess final : public RegionAccess {
     }
     uint64_t* w = bufs_->words;
     w[0] = delta;
-    Status s = run_keyed(deadline, [&] {
+    Status s = run(deadline, [&] {
       return ep_->fetch_add(&w[0], &w[2], bufs_mr_.desc, peer_, base_ + offset, key_, &bufs_->ctx);
     });
     if (s == Status::kOk) *previous = w[2];
@@ -317,19 +317,6 @@ class OfiAccess final : public RegionAccess {
     if (Status s = check_range(offset, len, atomic); s != Status::kOk) return s;
     if (client_ < 0 && (atomic ? native_atomic_ : native_rma_)) return hello(deadline);
     return Status::kOk;
-  }
-
-  // run() of a provider operation with this client's key; if the owner
-  // refused it while alive (kClosed: the key is gone), says HELLO again and
-  // tries once more: a service that evicted this client (more than
-  // kMaxServiceClients) gives it a new key, a revoked region or a fenced
-  // rank is refused by name.
-  template <class Post>
-  Status run_keyed(Deadline deadline, Post&& post) {
-    Status s = run(deadline, post);
-    if (s != Status::kClosed || broken_) return s;
-    if (Status h = hello(deadline); h != Status::kOk) return h;
-    return run(deadline, post);
   }
 
   // Posts one operation (retrying while the provider is busy) and waits

@@ -41,7 +41,9 @@
 // address that client said HELLO from). The service keeps at most
 // kMaxServiceClients clients: BYE frees one (sent when a handle closes), and
 // a HELLO beyond the bound evicts the least recently used (its address stays
-// in the address vector among the last kMaxServiceClients evicted). A
+// in the address vector among the last kMaxServiceClients evicted; its key
+// is closed, so an evicted handle's provider operations fail kClosed, as on
+// a revoked region, and it must be opened again). A
 // request it cannot tie to a client is answered UNKNOWN_CLIENT where the
 // provider names the sender (the client says HELLO again and retries:
 // nothing was applied), and dropped otherwise (the client times out). READ answers with the data,
@@ -50,7 +52,7 @@
 //
 // Fencing (docs/architecture.md): when the registry declares a rank lost,
 // the Cluster asks every region it owns to fence that rank's incarnation
-// before the new view reaches any thread of this process (fence_rank): the
+// before the new view reaches any thread of this process (ask_fence): the
 // service forgets the rank's clients and closes their registrations, so
 // their RMA, atomics and emulated requests are refused from then on, and a
 // HELLO from that incarnation is answered FENCED. A process on another host
@@ -151,9 +153,13 @@ class RegionOwner {
   void revoke();
   // Refuses rank `rank`'s incarnations up to `incarnation` from now on:
   // forgets their clients and closes their registrations (ofi; shm peers map
-  // the memory and are fenced by the host, see control/fence.h). Returns once
-  // the service thread did it (at most about a second). Any thread.
-  void fence_rank(uint32_t rank, uint32_t incarnation);
+  // the memory and are fenced by the host, see control/fence.h). In two
+  // halves, so that many regions fence side by side: ask_fence queues it
+  // for the service thread and returns a ticket (0: nothing to wait for);
+  // await_fence waits until the service did it (its next slice), or until
+  // `give_up` (then false, and a warning). Any thread.
+  uint64_t ask_fence(uint32_t rank, uint32_t incarnation);
+  bool await_fence(uint64_t ticket, Clock::time_point give_up);
   // Runs `fn` first thing in the destructor (the Cluster withdraws the
   // region's name there). `fn` must not throw.
   void on_destroy(std::function<void()> fn) { on_destroy_ = std::move(fn); }
@@ -169,7 +175,7 @@ class RegionOwner {
     uint64_t who = 0;  // HELLO's `b`: rank + 1 (0: none) | incarnation << 32
     ofi::Memory mr;    // its own registration of the region (provider RMA)
   };
-  // Applies the fence requests queued by fence_rank (service thread).
+  // Applies the fence requests ask_fence queued (service thread).
   void apply_fences();
   // True if `who` (HELLO's `b`) names a fenced incarnation.
   bool fenced(uint64_t who) const;
@@ -207,7 +213,7 @@ class RegionOwner {
   std::atomic<bool> stop_{false};
   std::atomic<bool> revoke_requested_{false};
   std::atomic<bool> revoke_done_{false};
-  // fence_rank's requests (rank, incarnation), applied by the service thread.
+  // ask_fence's requests (rank, incarnation), applied by the service thread.
   std::mutex fence_mu_;
   std::vector<std::pair<uint32_t, uint32_t>> fence_requests_;
   std::atomic<uint64_t> fences_asked_{0}, fences_done_{0};

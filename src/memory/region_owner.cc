@@ -56,7 +56,7 @@ RegionOwner::RegionOwner(std::string name, size_t bytes, bool use_ofi, const ofi
   c.region = true;
   ep_ = std::make_unique<ofi::Endpoint>(c);
   // No registration every peer shares: each client gets its own at HELLO,
-  // so that fence_rank can close a lost rank's alone.
+  // so that ask_fence can close a lost rank's alone.
   native_atomics_ = ep_->atomic();
   bufs_ = ep_->allocate_array<ServiceBuffers>(1);
   bufs_mr_ = ep_->register_memory(bufs_, sizeof(ServiceBuffers), FI_SEND | FI_RECV);
@@ -90,21 +90,20 @@ void RegionOwner::revoke() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
-void RegionOwner::fence_rank(uint32_t rank, uint32_t incarnation) {
-  if (ep_ == nullptr || !service_.joinable()) return;
-  uint64_t ticket;
-  {
-    std::lock_guard<std::mutex> lock(fence_mu_);
-    fence_requests_.emplace_back(rank, incarnation);
-    ticket = fences_asked_.fetch_add(1) + 1;
-  }
+uint64_t RegionOwner::ask_fence(uint32_t rank, uint32_t incarnation) {
+  if (ep_ == nullptr || !service_.joinable()) return 0;
+  std::lock_guard<std::mutex> lock(fence_mu_);
+  fence_requests_.emplace_back(rank, incarnation);
+  return fences_asked_.fetch_add(1) + 1;
+}
+
+bool RegionOwner::await_fence(uint64_t ticket, Clock::time_point give_up) {
   // The service thread applies it at its next slice (kServiceSlice).
-  const auto give_up = Clock::now() + std::chrono::seconds(1);
   while (fences_done_.load() < ticket && Clock::now() < give_up)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
-  if (fences_done_.load() < ticket) {
-    log::warn("region '", name_, "': could not fence rank ", rank, " within 1 s");
-  }
+  if (fences_done_.load() >= ticket) return true;
+  log::warn("region '", name_, "': could not fence a lost rank in time");
+  return false;
 }
 
 void RegionOwner::apply_fences() {
