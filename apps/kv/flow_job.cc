@@ -22,8 +22,8 @@
 
 #include "codec.h"
 #include "history.h"
+#include "job_disk.h"
 #include "job_report.h"
-#include "replica_disk.h"
 #include "resp_gateway.h"
 
 namespace kv {
@@ -173,78 +173,18 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   store_options.maxmemory = o.maxmemory;
   store_options.max_result_bytes = o.max_entry_bytes;
   store_options.keep_applied = !o.resp;
-  // --data-dir (replica_disk.h): each replica reads its files, and every
-  // rank learns the run (one more than the most runs any replica's files
-  // count), and which replicas restored files and the highest slot they
-  // held (MultiPaxosReplica::require_promises_until). A replica that cannot
-  // use its directory tells the others, and the job ends. (A restarted
-  // replica, incarnation > 0, recovers from the others as without a disk,
-  // and keeps the run its first process began.)
-  std::unique_ptr<ReplicaDisk> disk;
-  std::optional<RestoredState> restored;
-  uint32_t run = 0;
-  uint64_t restored_last = 0;  // the highest slot any replica's files held
-  uint32_t restored_mask = 0;  // a bit per replica that restored files
+  // --data-dir (job_disk.h): each replica's files, the run's number, and
+  // which replicas restored files up to which slot.
+  JobDisk jd;
   if (!o.data_dir.empty()) {
-    if (nopaxos || !o.resp) {
-      if (rank == 0)
-        std::fprintf(stderr,
-                     "sluice-kv: --data-dir works with --protocol multipaxos behind "
-                     "--resp-port only (docs/kv.md, Durability)\n");
-      return 2;
-    }
-    std::string why;
-    if (is_replica) {
-      try {
-        disk = std::make_unique<ReplicaDisk>(DiskOptions{o.data_dir, o.fsync, o.test_hold_unsynced},
-                                             o.replicas, rank);
-        run = disk->runs();
-        restored = disk->take_restored();
-      } catch (const sluice::Error& e) {
-        why = "rank " + std::to_string(rank) + ": " + e.what();
-      }
-    }
-    if (incarnation == 0) {
-      // "RUNS LAST" (LAST: the last slot its files held, - for none), or
-      // "!" and why it cannot start.
-      std::string mine = "!" + why;
-      if (why.empty()) {
-        uint64_t last = 0;
-        if (restored)
-          last = std::max(restored->snapshot_slot,
-                          restored->entries.empty() ? 0 : restored->entries.back().slot);
-        mine = std::to_string(run) + " " + (restored ? std::to_string(last) : "-");
-      }
-      const std::vector<std::string> all = cluster.allgather("kv-data-dir", mine);
-      std::string failed;
-      for (uint32_t r = 0; r < all.size(); ++r) {
-        const std::string& a = all[r];
-        if (!a.empty() && a[0] == '!') {
-          failed += " " + std::to_string(r);
-        } else if (!a.empty()) {
-          const size_t space = a.find(' ');
-          run = std::max(run, static_cast<uint32_t>(std::stoul(a.substr(0, space))));
-          if (space != std::string::npos && a[space + 1] != '-') {
-            restored_last = std::max<uint64_t>(restored_last, std::stoull(a.substr(space + 1)));
-            restored_mask |= 1u << r;
-          }
-        }
-      }
-      if (!failed.empty()) {
-        if (!why.empty()) std::fprintf(stderr, "sluice-kv: %s\n", why.c_str());
-        if (rank == 0)
-          std::fprintf(stderr,
-                       "sluice-kv: --data-dir %s: the job cannot start: replica rank(s)%s cannot "
-                       "use their directories (each says why)\n",
-                       o.data_dir.c_str(), failed.c_str());
-        return 1;
-      }
-      ++run;
-    } else if (!why.empty()) {
-      std::fprintf(stderr, "sluice-kv: %s\n", why.c_str());
-      return 1;
-    }
+    int exit_code = 0;
+    std::optional<JobDisk> opened =
+        open_job_disk(cluster, o, rank, is_replica, incarnation, nopaxos, &exit_code);
+    if (!opened) return exit_code;
+    jd = std::move(*opened);
   }
+  ReplicaDisk* const disk = jd.disk.get();
+  const uint32_t run = jd.run;
   std::unique_ptr<MultiPaxosReplica> replica;
   std::unique_ptr<NoPaxosReplica> np;
   std::unique_ptr<ClientGroup> client;
@@ -269,28 +209,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     mo.max_resend = 128;  // keeps every message well inside a 64 KiB segment
     // (A replica whose files are gone while others' are there lost what
     // it promised: it recovers from the others, as a restarted one does.)
-    mo.recover = incarnation > 0 || (disk && !restored && run > 1);
+    mo.recover = incarnation > 0 || (disk != nullptr && !jd.restored && run > 1);
     mo.snapshot_every = o.snapshot_every;
     mo.nonce = incarnation;
     mo.store = store_options;
     replica = std::make_unique<MultiPaxosReplica>(config, rank, mo);
-    if (disk) {
-      const bool from_disk = restored && !mo.recover;
-      if (from_disk) replica->restore(std::move(*restored));
-      if (o.fsync != FsyncMode::kAlways)
-        replica->require_promises_until(restored_last, restored_mask);
-      replica->count_run(run);
-      DurableChanges taken;
-      replica->take_durable(&taken);  // begin_run writes them all
-      disk->begin_run(run, replica->durable_state());
-      std::fprintf(
-          stderr, "sluice-kv: rank %u keeps its data in %s (run %u, --fsync %s, pid %d): %s\n",
-          rank, disk->dir().c_str(), run, fsync_mode_name(o.fsync), static_cast<int>(::getpid()),
-          from_disk    ? ("restored from disk: " + disk->loaded()).c_str()
-          : mo.recover ? "its files are not there or not used: recovering from the others"
-                       : "new");
-      std::fflush(stderr);
-    }
+    if (disk != nullptr) start_on_disk(jd, *replica, o, rank, mo.recover);
   } else {
     client = std::make_unique<ClientGroup>();
     for (uint32_t k = 0; k < per_rank; ++k) {
