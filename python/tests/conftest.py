@@ -30,3 +30,10 @@ def sluice_bin():
     if not (BIN / "sluice").exists():
         pytest.fail(f"no sluice launcher at {BIN} (build the project, or set PYTEST_SLUICE_BIN)")
     return BIN
+
+
+def pytest_configure(config):
+    # `make test` runs `-m "not slow"`: the ofi variants of jobs whose shm
+    # variant runs there (the binding is the same over both transports; the
+    # library's own suites run these flows over ofi), as ctest's python.slow.
+    config.addinivalue_line("markers", "slow: under ctest's `slow` label (python.slow)")

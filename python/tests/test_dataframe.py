@@ -14,7 +14,7 @@ import pytest
 from conftest import BIN, HERE, run_job
 
 
-@pytest.mark.parametrize("ranks,transport", [(3, "shm"), (2, "ofi")])
+@pytest.mark.parametrize("ranks,transport", [(3, "shm"), pytest.param(2, "ofi", marks=pytest.mark.slow)])
 def test_tpch_plans_equal_one_duckdb_over_the_whole_data(sluice_bin, ranks, transport):
     p = subprocess.run([str(BIN / "sluice"), "run", "-n", str(ranks), "--", sys.executable,
                         str(HERE.parent / "examples" / "tpch.py"), "--sf", "0.01", "--verify"],

@@ -9,7 +9,7 @@ import pytest
 from conftest import run_job
 
 
-@pytest.mark.parametrize("transport", ["shm", "ofi"])
+@pytest.mark.parametrize("transport", ["shm", pytest.param("ofi", marks=pytest.mark.slow)])
 def test_shuffle_exchange_ends_small_records_and_replicate(sluice_bin, transport):
     status, out = run_job("shuffle.py", 3, "--records", "60000", transport=transport)
     assert status == 0, out
@@ -71,7 +71,7 @@ def test_batches_over_ofi_are_exactly_once_too(sluice_bin):
     assert "OK hoard records=100000 refusals=" in out, out
 
 
-@pytest.mark.parametrize("transport", ["shm", "ofi"])
+@pytest.mark.parametrize("transport", ["shm", pytest.param("ofi", marks=pytest.mark.slow)])
 def test_combiner_groups_equal_numpys_grouping_of_every_rank_records(sluice_bin, transport):
     status, out = run_job("combiner.py", 3, "100000", "5000", transport=transport)
     assert status == 0, out

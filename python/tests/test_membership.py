@@ -27,7 +27,7 @@ def done_lines(out):
     return found
 
 
-@pytest.mark.parametrize("transport", ["shm", "ofi"])
+@pytest.mark.parametrize("transport", ["shm", pytest.param("ofi", marks=pytest.mark.slow)])
 def test_the_survivors_re_form_and_commit_every_round_once(sluice_bin, transport):
     status, out = run_job("reform.py", 3, str(ROUNDS), launcher_args=("--keep-going", *KILL),
                           transport=transport, timeout=150)
