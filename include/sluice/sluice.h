@@ -15,5 +15,6 @@
 #include "sluice/hash.h"
 #include "sluice/memory.h"
 #include "sluice/options.h"
+#include "sluice/replay.h"
 #include "sluice/version.h"
 #include "sluice/worker.h"
