@@ -156,7 +156,7 @@ class RegionOwner {
   // the memory and are fenced by the host, see control/fence.h). In two
   // halves, so that many regions fence side by side: ask_fence queues it
   // for the service thread and returns a ticket (0: nothing to wait for);
-  // await_fence waits until the service did it (its next slice), or until
+  // await_fence waits until the service did it (ask_fence wakes it), or until
   // `give_up` (then false, and a warning). Any thread.
   uint64_t ask_fence(uint32_t rank, uint32_t incarnation);
   bool await_fence(uint64_t ticket, Clock::time_point give_up);

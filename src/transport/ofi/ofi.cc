@@ -627,4 +627,10 @@ ssize_t Endpoint::wait_from(fi_cq_data_entry* out, fi_addr_t* sources, size_t ma
   return n;
 }
 
+void Endpoint::interrupt_wait() {
+  // Thread-safe by the API (a wait object's signal); not under Call, which
+  // the blocked thread holds.
+  if (cq_ != nullptr && cq_waitable_) (void)fi_cq_signal(cq_);
+}
+
 }  // namespace sluice::detail::ofi

@@ -212,6 +212,11 @@ class Endpoint {
                     void** failed_context);
   ssize_t wait_from(fi_cq_data_entry* out, fi_addr_t* sources, size_t max,
                     std::chrono::milliseconds timeout, std::string* error, void** failed_context);
+  // Wakes a thread blocked in wait() or wait_from() on this endpoint now
+  // (fi_cq_signal: it returns 0 completions); from any thread. A thread
+  // not blocked yet is not affected (it waits its timeout as usual), so
+  // a caller sets its own flag first and the woken thread reads it.
+  void interrupt_wait();
 
   // Remote CQ data costs a posted receive on this provider (FI_RX_CQ_DATA):
   // call after every such completion to replace it. Each posted receive has
