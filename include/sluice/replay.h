@@ -88,15 +88,15 @@ class ReplayFlow {
       throw Error(ErrorCode::kInvalidArgument,
                   "ReplayFlow '" + f.name() + "': the spec must be explicit_targets()");
     const uint32_t n = cluster_.world_size();
-    is_source_.assign(n, false);
-    is_target_.assign(n, false);
-    auto mark = [&](const std::vector<Endpoint>& eps, std::vector<bool>& is, const char* side) {
+    is_source_.assign(n, 0);
+    is_target_.assign(n, 0);
+    auto mark = [&](const std::vector<Endpoint>& eps, std::vector<uint8_t>& is, const char* side) {
       for (const Endpoint& e : eps) {
         if (e.rank >= n || e.slot != 0 || is[e.rank])
           throw Error(ErrorCode::kInvalidArgument,
                       "ReplayFlow '" + f.name() + "': its " + side +
                           " must be distinct ranks of the job, slot 0");
-        is[e.rank] = true;
+        is[e.rank] = 1;
       }
     };
     mark(f.sources(), is_source_, "sources");
@@ -210,6 +210,7 @@ class ReplayFlow {
     data_ended_ = false;
     acks_closed_ = false;
     source_closed_ = false;
+    resend_pending_ = true;
     // What each member target misses goes first, from push(), flush(),
     // close() and consume() (resend()): never from here, where every member
     // pushes and none consumes yet.
@@ -225,27 +226,30 @@ class ReplayFlow {
   /// up to `deadline` (kTimeout: nothing was pushed, call again).
   /// kPeerLost / kViewChanged: open the next view (nothing was pushed).
   [[nodiscard]] Status push(uint32_t target_rank, const T& r, Deadline deadline = kForever) {
-    if (!open_ || closed_) return last_ = closed_ ? Status::kClosed : Status::kInvalid;
-    if (target_rank >= pairs_.size() || !is_target_[target_rank])
-      return fail(Status::kInvalid, "push to rank " + std::to_string(target_rank) +
-                                        ", which is not a target of the flow");
-    if (Status s = resend(deadline); s != Status::kOk) return last_ = s;
+    if (target_rank >= pairs_.size() || !is_target_[target_rank] || !open_ || closed_)
+        [[unlikely]] {
+      return refuse_push(target_rank);
+    }
+    if (resend_pending_) [[unlikely]] {
+      if (Status s = resend(deadline); s != Status::kOk) return last_ = s;
+    }
     Pair& p = pairs_[target_rank];
-    if (p.sent < p.held) {  // made again after a restart: the target holds it
+    if (p.sent < p.held) [[unlikely]] {  // made again after a restart: the target holds it
       trim(p, p.sent);
       p.first = p.resend = ++p.sent;
       return last_ = Status::kOk;
     }
-    while (p.sent - p.first >= options_.capacity) {
-      if (Status s = read_acks(deadline); s != Status::kOk) return last_ = s;
-    }
-    if (const uint32_t index = target_index_[target_rank]; index != kNone) {
-      if (Status s = source_.push_to(index, r, deadline); s != Status::kOk)
+    while (p.sent - p.first >= options_.capacity) [[unlikely]] {
+        if (Status s = read_acks(deadline); s != Status::kOk) return last_ = s;
+      }
+    const uint32_t index = target_index_[target_rank];
+    if (index != kNone) [[likely]] {
+      if (Status s = source_.push_to(index, r, deadline); s != Status::kOk) [[unlikely]]
         return fail(s, source_.error());
     }
     p.kept.push_back(r);
     ++p.sent;
-    if (target_index_[target_rank] != kNone) p.resend = p.sent;  // it went now
+    if (index != kNone) p.resend = p.sent;  // it went now
     return last_ = Status::kOk;
   }
 
@@ -262,6 +266,7 @@ class ReplayFlow {
   [[nodiscard]] Status close(Deadline deadline = kForever) {
     closed_ = true;
     if (!open_ || !source_) return last_ = Status::kOk;
+    if (!source_closed_) resend_pending_ = true;
     return last_ = resend(deadline);
   }
 
@@ -271,7 +276,8 @@ class ReplayFlow {
     if (!open_ || !target_) return last_ = Status::kInvalid;
     (void)send_acks();
     // A rank that is a source too may owe the others records they wait for.
-    if (source_ && resend(Deadline::min()) == Status::kOk) (void)source_.flush(Deadline::min());
+    if (source_ && resend_pending_ && resend(Deadline::min()) == Status::kOk)
+      (void)source_.flush(Deadline::min());
     for (;;) {
       auto batch = target_.consume(deadline);
       if (!batch) {
@@ -358,20 +364,22 @@ class ReplayFlow {
   struct Ack {
     uint64_t position;
   };
-  // Records in arrival order, in one array used as a ring that doubles
-  // until it holds `capacity`: no allocation once a pair ran at its peak.
+  // Records in arrival order, in one array used as a ring (a power of two
+  // of slots) that doubles until it holds `capacity`: no allocation once a
+  // pair ran at its peak.
   class Kept {
    public:
     void push_back(const T& r) {
-      if (count_ == slots_) grow();
-      std::memcpy(slot((head_ + count_++) % slots_), &r, sizeof(T));
+      if (count_ == slots_) [[unlikely]]
+        grow();
+      std::memcpy(slot((head_ + count_++) & (slots_ - 1)), &r, sizeof(T));
     }
     void pop_front() {
-      head_ = (head_ + 1) % slots_;
+      head_ = (head_ + 1) & (slots_ - 1);
       --count_;
     }
     const T& operator[](uint64_t i) const {
-      return *std::launder(reinterpret_cast<const T*>(slot((head_ + i) % slots_)));
+      return *std::launder(reinterpret_cast<const T*>(slot((head_ + i) & (slots_ - 1))));
     }
     bool empty() const { return count_ == 0; }
     void clear() { head_ = count_ = 0; }
@@ -383,7 +391,7 @@ class ReplayFlow {
       static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
       std::unique_ptr<std::byte[]> bigger(new std::byte[slots * sizeof(T)]);
       for (size_t i = 0; i < count_; ++i)
-        std::memcpy(bigger.get() + i * sizeof(T), slot((head_ + i) % slots_), sizeof(T));
+        std::memcpy(bigger.get() + i * sizeof(T), slot((head_ + i) & (slots_ - 1)), sizeof(T));
       buf_ = std::move(bigger);
       slots_ = slots;
       head_ = 0;
@@ -424,7 +432,7 @@ class ReplayFlow {
   // order, then the end if close() was called. kTimeout / kWouldBlock at
   // the deadline: the rest goes with the next call.
   Status resend(Deadline deadline) {
-    if (!source_) return Status::kOk;
+    if (!source_ || !resend_pending_) return Status::kOk;
     for (uint32_t t = 0; t < pairs_.size(); ++t) {
       Pair& p = pairs_[t];
       if (target_index_[t] == kNone) continue;
@@ -439,7 +447,13 @@ class ReplayFlow {
         return s == Status::kTimeout || s == Status::kWouldBlock ? s : fail(s, source_.error());
       source_closed_ = true;
     }
+    resend_pending_ = false;
     return Status::kOk;
+  }
+  Status refuse_push(uint32_t target_rank) {
+    if (!open_ || closed_) return last_ = closed_ ? Status::kClosed : Status::kInvalid;
+    return fail(Status::kInvalid, "push to rank " + std::to_string(target_rank) +
+                                      ", which is not a target of the flow");
   }
 
   // Reads the acknowledgements that came, without waiting.
@@ -523,7 +537,7 @@ class ReplayFlow {
   ShuffleSpec<T> spec_;
   ReplayOptions options_;
   uint32_t me_ = 0;
-  std::vector<bool> is_source_, is_target_;
+  std::vector<uint8_t> is_source_, is_target_;
   std::vector<Pair> pairs_;                // [target rank]
   std::vector<uint64_t> received_;         // [source rank]
   std::vector<uint64_t> pending_ack_;      // [source rank]: committed, to acknowledge
@@ -536,6 +550,7 @@ class ReplayFlow {
   bool open_ = false;
   bool closed_ = false;
   bool source_closed_ = false;
+  bool resend_pending_ = false;  // resend() has records (or the end) to send
   bool data_ended_ = false;
   bool acks_closed_ = false;
   uint32_t last_source_rank_ = 0;
