@@ -77,9 +77,6 @@ void finish(Options& o, Given given) {
   }
   if (o.upsert && is_session_query(q))
     throw UsageError("--upsert: session windows (" + q + ") emit once, at their end");
-  if (!o.checkpoint_dir.empty() && is_session_query(q))
-    throw UsageError("--checkpoint-dir: checkpoints of session windows (" + q +
-                     ") are not built yet");
   if (!o.checkpoint_dir.empty() && !o.kafka_output.empty() && !o.csv_out.empty())
     throw UsageError(
         "--checkpoint-dir commits one output with its checkpoints: --kafka-output or --csv-out");

@@ -105,9 +105,6 @@ Report run(Cluster& cluster, const Q& query, const EngineOptions& options, Sink&
   }
   query.window.validate();
   constexpr Strategy kSlash = Strategy::kSlash, kUppar = Strategy::kUppar;
-  if (query.window.is_session() && !options.checkpoint.dir.empty()) {
-    throw std::invalid_argument("checkpoints of session-window queries are not built yet");
-  }
   if (query.window.is_session()) {
     if constexpr (kWindows == Windows::kFixed) {
       throw std::invalid_argument("this run() was built for fixed windows, not session windows");

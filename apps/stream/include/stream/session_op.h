@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "stream/cells.h"
+#include "stream/checkpoint.h"
 #include "stream/protocol.h"
 #include "stream/state_table.h"
 #include "stream/window.h"
@@ -167,6 +168,37 @@ class SessionOp {
         if (head != kNilNode) live.upsert(key, sluice::hash64(key), [head] { return head; });
       });
       owned_.heads = std::move(live);
+    }
+  }
+
+  // A checkpoint of the state (engine.h takes it right after an epoch
+  // ended, so slash's delta store was shipped and is empty): every session
+  // this worker leads or owns, one message per shipped element of its cell
+  // (key, start, last time), which restore() inserts as a leader inserts
+  // what arrives (a list cell's elements of one session merge again).
+  using StateMsg = Msg<SessionPayload<typename Cells::Elem>>;
+  void snapshot(SnapshotWriter& w) const {
+    std::vector<StateMsg> sessions;
+    owned_.heads.for_each([&](uint64_t key, const uint32_t& head) {
+      for (uint32_t i = head; i != kNilNode; i = owned_.nodes[i].next) {
+        const Session& x = owned_.nodes[i];
+        cells_.ship(x.cell, owned_.pool, [&](const auto& e) {
+          sessions.push_back(
+              StateMsg{key, x.start, SessionPayload<typename Cells::Elem>{x.last, e}});
+        });
+      }
+    });
+    w.put_vector(sessions);
+  }
+  // keep(key): whether this worker takes the key's sessions (all of its own
+  // snapshot's; those it owns now of any worker's, when rescaled).
+  template <class Keep>
+  void restore(SnapshotReader& r, Keep keep) {
+    for (const StateMsg& m : r.template get_vector<StateMsg>()) {
+      if (!keep(m.key)) continue;
+      insert(owned_, m.key, sluice::hash64(m.key), m.time, m.payload.last,
+             [&](Cell& c, Pool& p) { cells_.take(c, p, m.payload.item); });
+      min_end_ = std::min(min_end_, m.payload.last + gap_);
     }
   }
 
