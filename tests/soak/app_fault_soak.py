@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The applications' fault soak (issue 37, label `slow`).
 
-Many short sluice-kv and sluice-nam jobs, and jobs of the keyed sum whose
-flows re-form in each view (tests/membership/reform_program.cc), over shm
-and ofi, each with one
+Many short sluice-kv and sluice-nam jobs, jobs of the keyed sum whose
+flows re-form in each view (tests/membership/reform_program.cc), and jobs
+of a ReplayFlow (tests/membership/replay_program.cc), over shm and ofi,
+each with one
 fault injected from outside by the launcher at a random moment: a random
 rank SIGKILLed (`sluice run --kill`), or SIGSTOPped (`--stop`) for less than
 every failure detector of the job (a pause, at most 0.3 s) or for longer
@@ -11,11 +12,13 @@ than the peer timeout (a rank that goes silent and is killed for it). No rank is
 
 With recovery on (kv: --keep-going and --restarts 1, --spares 1 or both, its
 replicas recover; nam: --keep-going, its clients are recovered; the keyed
-sum: as kv) every job must end with the result of an undisturbed run (kv:
+sum and the ReplayFlow: as kv) every job must end with the result of an
+undisturbed run (kv:
 every operation exactly once, replicas identical, its own verdict and
 porcupine's: linearizable; nam: the invariants hold and no record stays
 locked; the keyed sum: every survivor commits every round once with its
-input's sums), unless the victim is a role the docs declare
+input's sums; the ReplayFlow: every rank's last process consumed every
+record of every rank once, in position order), unless the victim is a role the docs declare
 fail-stop (a nam memory server; a kv client rank, whose operations never
 complete), which may fail the job cleanly. Never a hang, never a wrong
 result. With --no-recovery (the negative control: the launcher's default
@@ -51,6 +54,12 @@ def job_shape(app, transport):
         # view, spec), KeyGroups): every rank may die; none is fail-stop.
         args = ["--rounds", "60", "--records", "20000", "--interval-ms", "5"]
         return 4, "sluice-test-reform-program", args, 1.0 if transport == "shm" else 4.0, set()
+    if app == "replay":
+        # Exactly once through a rank's death and return (sluice::ReplayFlow,
+        # tests/membership/replay_program.cc): every rank may die; none is
+        # fail-stop. Its state directory is per job (main() adds it).
+        args = ["--records", "300000" if transport == "shm" else "100000"]
+        return 3, "sluice-test-replay-program", args, 1.0 if transport == "shm" else 2.0, set()
     if app == "nam-rsi":
         args = ["--products", "200", "--record-bytes", "32", "--txns", "0", "--seconds", "3",
                 "--think-us", "200", "--recovery-timeout-ms", "500", "--json"]
@@ -79,6 +88,16 @@ def classify(app, out, rc, timed_out, victim, fail_stop, porcupine, history):
         first = {d[0] for d in done if d[1] == "0" and d[2] == "60" and d[3] == "60"}
         survivors = {str(r) for r in range(4)} - {str(victim)}
         if (rc == 0 or silent) and "FAILED" not in out and survivors <= first:
+            return "correct", ""
+    elif app == "replay":
+        # Every rank's last process consumed every record of every rank once
+        # and in position order (its DONE line: counts and digests equal).
+        done = re.findall(r"DONE rank (\d+) incarnation (\d+) received (\d+) expect (\d+) "
+                          r"digest (\d+) expect (\d+)", out)
+        if "MISMATCH" in out or any(d[2] != d[3] or d[4] != d[5] for d in done):
+            return "wrong", "a record lost, doubled or out of place"
+        silent = "stopped heart-beating" in out
+        if (rc == 0 or silent) and {d[0] for d in done} == {"0", "1", "2"}:
             return "correct", ""
     elif app.startswith("kv-"):
         verdict = ("job: every operation completed exactly once; replicas identical; "
@@ -117,7 +136,7 @@ def main():
     ap.add_argument("--transport", choices=["shm", "ofi", "both"], default="both")
     ap.add_argument("--no-recovery", action="store_true",
                     help="the negative control: the launcher stops the job when a rank fails")
-    ap.add_argument("--apps", default="kv-multipaxos,kv-nopaxos,nam-rsi,nam-2pc,reform",
+    ap.add_argument("--apps", default="kv-multipaxos,kv-nopaxos,nam-rsi,nam-2pc,reform,replay",
                     help="the kinds of job to draw from, comma-separated")
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -152,7 +171,7 @@ def main():
             # or a spare waiting since the start takes its place, or both (a
             # used spare is then replaced by a new one).
             comes_back = []
-            if app.startswith("kv-") or app == "reform":
+            if app.startswith("kv-") or app in ("reform", "replay"):
                 comes_back = rng.choice([["--restarts", "1"], ["--spares", "1"],
                                          ["--spares", "1", "--restarts", "1"]])
             policy = ["--keep-going"] + comes_back
@@ -160,6 +179,8 @@ def main():
             args = args + ["--no-reform"]
         if app.startswith("kv-"):
             args = args + ["--history", history]
+        if app == "replay":
+            args = args + ["--state-dir", tempfile.mkdtemp(prefix="replay-", dir=tmp)]
         argv = [sluice, "run", "-n", str(ranks), "--timeout", "120", "--stacks-on-timeout",
                 "--grace", "20"] + policy + inject + ["--", os.path.join(a.bin, program)] + args
         env = dict(os.environ, SLUICE_TRANSPORT=transport, SLUICE_PEER_TIMEOUT_MS=str(
