@@ -306,6 +306,13 @@ class RespGateway {
     kSetMembers,  // SMEMBERS, SINTER, SUNION, SDIFF, SPOP with a count (RESP3: a set)
     kSetArray,    // SRANDMEMBER with a count: the members (an array in RESP3 too)
     kSetFlags,    // SMISMEMBER: :1 or :0 per member
+    // The sorted-set commands (resp_zsets.cc, fill_zset).
+    kZInt,       // ZADD, ZREM, ZCARD, ZCOUNT, ZREMRANGEBY*, ZRANGESTORE: an integer
+    kZDouble,    // ZINCRBY, ZADD INCR: a score (RESP3: a double), or null
+    kZDoubleOf,  // ZSCORE: the one score of the store's list, or null
+    kZDoubles,   // ZMSCORE: a score or null per member
+    kZRank,      // ZRANK, ZREVRANK: an integer, or null
+    kZArray,     // the ZRANGE family, ZPOPMIN, ZPOPMAX: members (Reply::zscores)
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
@@ -318,6 +325,9 @@ class RespGateway {
     std::vector<std::optional<std::string>> items;  // kArray: each key's value, in order
     bool ready = false;
     bool resp3 = false;  // the connection spoke RESP3 when it asked (HELLO 3)
+    // kZArray: members and scores alternate; znested: in RESP3, each pair
+    // is an array of its own (WITHSCORES, a ZPOPMIN with a count).
+    bool zscores = false, znested = false;
     // Answers at once, without the log (a refusal, a local command): true.
     bool answer(std::string t) {
       text = std::move(t);
@@ -417,6 +427,11 @@ class RespGateway {
   bool set_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                    Client& client, size_t index, Reply& r, int64_t now);
   void fill_set(Reply& r, const Result& result);
+  // resp_zsets.cc: the sorted-set commands (ZADD ... ZRANGESTORE); false if
+  // none. fill_zset: the answer of one of them (a sorted-set Kind).
+  bool zset_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
+                    Client& client, size_t index, Reply& r, int64_t now);
+  void fill_zset(Reply& r, const Result& result);
   // One command on the key args[1] as it goes into the log (a hash's or a
   // list's), answered here with an error if its key and encoded arguments
   // would take more than one entry may (--max-value-bytes). Always true.
