@@ -81,14 +81,7 @@ namespace kv {
 // keys, encode_names, `key` the first of them; sintercard: `expected` the
 // limit, 0 none) and sinterstore, sunionstore, sdiffstore (`key` the
 // destination, `value` the source keys).
-// Sorted sets (store_zsets.cc, zset.h): zadd (ZADD, ZINCRBY: `value` the
-// scores and members, `expected` the options), zrem and zscore (ZSCORE,
-// ZMSCORE: `value` the members, encode_names), zcard, zcount (ZCOUNT,
-// ZLEXCOUNT), zrange and zremrange (`expected` a ZRange), zrank (`expected`
-// the member, `value` "rev" for ZREVRANK), zpop (`value` "min" or "max",
-// `expected` the count, or empty for none), and on several keys, run on
-// copies of them as rename is: zrangestore (`key` the destination, `value`
-// the source, encode_names, `expected` a ZRange).
+// Sorted sets: zadd ... zrangestore, their arguments as zset.h says.
 enum class Op : uint8_t {
   kNoop,
   kPut,
@@ -309,15 +302,7 @@ int64_t wall_clock_ms();
 // destination is removed). A set's last member goes with its key; a
 // command on several keys answers kWrongType if any of its keys (but a
 // store's destination) holds another type.
-// The sorted-set commands answer as Redis's (store_zsets.cc): an error is
-// not ok with Redis's text as value ("ERR ..." or kWrongType); otherwise
-// a write's ok says whether it modified its key (WATCH's sense), a read's
-// whether it found what it looked for (zscore's member, zrank's), and value
-// holds the answer: a decimal (zadd's count, zrem, zcard, zcount,
-// zremrange, zrangestore), a score (format_score: zadd with INCR; empty
-// there when it did nothing, Redis's null), a rank, or encode_names of
-// members, of scores ("" for a member absent: zscore), or of members and
-// scores alternating (zrange with_scores, zpop).
+// The sorted-set commands: as zset.h says.
 // Any command but put,
 // delete, expire, ttl, type, rename and the keyspace's on a key of the other
 // type: not ok, value kWrongType, nothing changed (setnx: kWrongType too,

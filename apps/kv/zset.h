@@ -81,6 +81,26 @@ struct LexBound {
 };
 bool parse_lex_bound(std::string_view text, LexBound* out);
 
+// The operations (store.h, Op; store_zsets.cc runs them): zadd (ZADD,
+// ZINCRBY: `value` the scores and members, `expected` the options), zrem
+// and zscore (ZSCORE,
+// ZMSCORE: `value` the members, encode_names), zcard, zcount (ZCOUNT,
+// ZLEXCOUNT), zrange and zremrange (`expected` a ZRange), zrank (`expected`
+// the member, `value` "rev" for ZREVRANK), zpop (`value` "min" or "max",
+// `expected` the count, or empty for none), and on several keys, run on
+// copies of them as rename is: zrangestore (`key` the destination, `value`
+// the source, encode_names, `expected` a ZRange).
+//
+// Their results (store.h, Result) are Redis's answers: an error is
+// not ok with Redis's text as value ("ERR ..." or kWrongType); otherwise
+// a write's ok says whether it modified its key (WATCH's sense), a read's
+// whether it found what it looked for (zscore's member, zrank's), and value
+// holds the answer: a decimal (zadd's count, zrem, zcard, zcount,
+// zremrange, zrangestore), a score (format_score: zadd with INCR; empty
+// there when it did nothing, Redis's null), a rank, or encode_names of
+// members, of scores ("" for a member absent: zscore), or of members and
+// scores alternating (zrange with_scores, zpop).
+
 // Which members a range names and how it answers them: Op::kZRange's,
 // Op::kZCount's, Op::kZRemRange's and Op::kZRangeStore's `expected`
 // (encode_zrange). `min` and `max` are the texts the client gave, the
