@@ -124,6 +124,46 @@ std::string zrange_args(const std::vector<std::string>& args, size_t key_at, ZRa
   return check_bounds(*q);
 }
 
+// The options after ZUNION's, ZINTER's, ZDIFF's, ZINTERCARD's and their
+// STORE forms' keys, from args[at] (Redis's zunionInterDiffGenericCommand):
+// into *z, or the error reply's text, which the store answers unless a key
+// is of the wrong type (Redis looks at the keys first).
+std::string combine_options(const std::vector<std::string>& args, size_t at, size_t keys,
+                            bool store, ZCombine* z) {
+  const bool diff = z->how == ZCombine::kDiff, card = z->how == ZCombine::kInterCard;
+  for (size_t j = at; j < args.size();) {
+    const size_t left = args.size() - j;
+    const std::string o = lower(args[j]);
+    if (!diff && !card && left >= keys + 1 && o == "weights") {
+      for (size_t i = 0; i < keys; ++i) {
+        double w = 0;
+        if (!parse_score(args[j + 1 + i], &w)) return "ERR weight value is not a float";
+        z->weights.push_back(args[j + 1 + i]);
+      }
+      j += keys + 1;
+    } else if (!diff && !card && left >= 2 && o == "aggregate") {
+      z->aggregate = lower(args[j + 1]);
+      if (z->aggregate != "sum" && z->aggregate != "min" && z->aggregate != "max") {
+        z->aggregate = "sum";
+        return kSyntax;
+      }
+      j += 2;
+    } else if (!store && !card && o == "withscores") {
+      z->with_scores = true;
+      ++j;
+    } else if (card && left >= 2 && o == "limit") {
+      if (!parse_integer(args[j + 1], &z->limit) || z->limit < 0) {
+        z->limit = 0;
+        return "ERR LIMIT can't be negative";
+      }
+      j += 2;
+    } else {
+      return kSyntax;
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 bool RespGateway::zset_command(Conn& c, const std::string& name,
@@ -196,6 +236,36 @@ bool RespGateway::zset_command(Conn& c, const std::string& name,
     r.zscores = q.with_scores;
     r.znested = q.with_scores;
     return send(Op::kZRange, "", encode_zrange(q), Kind::kZArray);
+  }
+  if (name == "ZUNION" || name == "ZINTER" || name == "ZDIFF" || name == "ZINTERCARD" ||
+      name == "ZUNIONSTORE" || name == "ZINTERSTORE" || name == "ZDIFFSTORE") {
+    const bool store = name.size() > 6 && name.substr(name.size() - 5) == "STORE";
+    if (!arity(store ? 4 : 3, true)) return r.answer(wrong_args(lower(name)));
+    ZCombine z;
+    z.how = name.rfind("ZUNION", 0) == 0   ? ZCombine::kUnion
+            : name == "ZINTERCARD"         ? ZCombine::kInterCard
+            : name.rfind("ZINTER", 0) == 0 ? ZCombine::kInter
+                                           : ZCombine::kDiff;
+    const size_t at = store ? 2 : 1;
+    int64_t keys = 0;
+    if (!parse_integer(args[at], &keys)) return r.answer(resp::error(kNotInteger));
+    if (keys < 1)
+      return r.answer(
+          resp::error("ERR at least 1 input key is needed for '" + lower(name) + "' command"));
+    if (static_cast<uint64_t>(keys) > args.size() - (at + 1)) return r.answer(resp::error(kSyntax));
+    const auto first = args.begin() + static_cast<std::ptrdiff_t>(at + 1);
+    const std::vector<std::string> sources(first, first + keys);
+    const std::string error = combine_options(args, at + 1 + keys, keys, store, &z);
+    z.error = error;
+    if (!error.empty()) z.weights.clear();  // (the store answers the error unless WRONGTYPE)
+    const std::string value = encode_names(sources), expected = encode_zcombine(z);
+    if (store) return send(Op::kZCombineStore, value, expected, Kind::kZInt);
+    r.zscores = r.znested = z.with_scores;
+    // (The log entry's key is the first source; the count is no key.)
+    const std::vector<std::string> keyed{args[0], sources.front()};
+    return submit_keyed(c, name, keyed, client, index, r, now,
+                        {Op::kZCombine, value, expected,
+                         z.how == ZCombine::kInterCard ? Kind::kZInt : Kind::kZArray});
   }
   if (name == "ZPOPMIN" || name == "ZPOPMAX") {
     if (!arity(2, true)) return r.answer(wrong_args(lower(name)));

@@ -218,6 +218,8 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kZRemRange:
     case Op::kZPop:
     case Op::kZRangeStore:
+    case Op::kZCombine:
+    case Op::kZCombineStore:
       break;
     case Op::kIncrByFloat:
     case Op::kSetRange:

@@ -81,7 +81,7 @@ namespace kv {
 // keys, encode_names, `key` the first of them; sintercard: `expected` the
 // limit, 0 none) and sinterstore, sunionstore, sdiffstore (`key` the
 // destination, `value` the source keys).
-// Sorted sets: zadd ... zrangestore, their arguments as zset.h says.
+// Sorted sets: zadd ... zcombinestore, their arguments as zset.h says.
 enum class Op : uint8_t {
   kNoop,
   kPut,
@@ -161,8 +161,10 @@ enum class Op : uint8_t {
   kZRemRange,
   kZPop,
   kZRangeStore,
+  kZCombine,
+  kZCombineStore,
 };
-inline constexpr Op kLastOp = Op::kZRangeStore;
+inline constexpr Op kLastOp = Op::kZCombineStore;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -758,16 +760,17 @@ bool is_list_op(Op op);
 Result execute_set(Keyspace& data, const Command& c);
 bool is_set_op(Op op);
 bool is_set_keys_op(Op op);
-// The keys a set command on several keys (or zrangestore) touches, `c.key`
+// The keys a set or sorted-set command on several keys touches, `c.key`
 // among them.
 std::vector<std::string> set_keys(const Command& c);
 // The commands on several keys that run on copies of their keys (the set
-// ones, lmove and zrangestore; execute_keys), and the keys they touch.
+// ones, lmove and the sorted-set ones; execute_keys), and the keys they touch.
 bool is_keys_op(Op op);
 // store_zsets.cc: execute() of the sorted-set commands on one key (on a
 // key that is absent or holds a sorted set) and of those on several keys
-// (is_zset_keys_op: zrangestore, which looks at its
-// keys' types and expiry itself; its keys as set_keys gives them).
+// (is_zset_keys_op: zrangestore, zcombine and zcombinestore, which look
+// at their keys' types and expiry themselves; their keys as set_keys
+// gives them).
 Result execute_zset(Keyspace& data, const Command& c);
 bool is_zset_op(Op op);
 bool is_zset_keys_op(Op op);

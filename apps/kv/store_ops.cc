@@ -163,6 +163,10 @@ const char* op_name(Op op) {
       return "zpop";
     case Op::kZRangeStore:
       return "zrangestore";
+    case Op::kZCombine:
+      return "zcombine";
+    case Op::kZCombineStore:
+      return "zcombinestore";
   }
   return "?";
 }
@@ -197,6 +201,7 @@ bool denied_when_full(Op op) {
     case Op::kSDiffStore:
     case Op::kZAdd:
     case Op::kZRangeStore:
+    case Op::kZCombineStore:
       return true;
     default:
       return false;
@@ -251,6 +256,7 @@ bool writes(const Command& c, const Result& r) {
     case Op::kSUnionStore:
     case Op::kSDiffStore:
     case Op::kZRangeStore:
+    case Op::kZCombineStore:
       return r.ok && r.value != "0";
     default:
       return false;

@@ -1,5 +1,5 @@
 // The sorted-set commands on a plain map (store.h: Op::kZAdd ..
-// Op::kZRangeStore), for execute() and so for the Store, and zset.h's
+// Op::kZCombineStore), for execute() and so for the Store, and zset.h's
 // numbers, ranges and encodings. A sorted set is an Item whose zset is set;
 // its last member goes with its key, as in Redis.
 //
@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 #include "store.h"
 
@@ -123,6 +124,30 @@ bool decode_zrange(std::string_view bytes, ZRange* out) {
   q.max = std::move(f[3]);
   q.with_scores = !f[6].empty();
   *out = std::move(q);
+  return true;
+}
+
+std::string encode_zcombine(const ZCombine& z) {
+  std::vector<std::string> f{std::to_string(z.how), z.error, z.aggregate, z.with_scores ? "1" : "",
+                             std::to_string(z.limit)};
+  f.insert(f.end(), z.weights.begin(), z.weights.end());
+  return encode_names(f);
+}
+
+bool decode_zcombine(std::string_view bytes, ZCombine* out) {
+  std::vector<std::string> f;
+  int64_t how = 0;
+  ZCombine z;
+  if (!decode_names(bytes, &f) || f.size() < 5 || !parse_integer(f[0], &how) || how < 0 ||
+      how > ZCombine::kInterCard || !parse_integer(f[4], &z.limit) || z.limit < 0 ||
+      (f[2] != "sum" && f[2] != "min" && f[2] != "max"))
+    return false;
+  z.how = static_cast<ZCombine::How>(how);
+  z.error = std::move(f[1]);
+  z.aggregate = std::move(f[2]);
+  z.with_scores = !f[3].empty();
+  z.weights.assign(std::make_move_iterator(f.begin() + 5), std::make_move_iterator(f.end()));
+  *out = std::move(z);
   return true;
 }
 
@@ -369,15 +394,151 @@ Result range_store(Keyspace& data, const Command& c) {
   return done(n);
 }
 
+// One source of a zcombine: a sorted set, a set (members of score 1) or
+// nothing (an absent key), and its weight.
+struct Source {
+  const ZSet* zset = nullptr;
+  const std::set<std::string>* set = nullptr;
+  double weight = 1;
+  size_t size() const { return zset ? zset->size() : set ? set->size() : 0; }
+  template <typename F>
+  void each(F f) const {
+    if (zset)
+      for (const ZEntry& e : zset->order) f(e.second, e.first);
+    if (set)
+      for (const std::string& m : *set) f(m, 1.0);
+  }
+  bool find(const std::string& m, double* score) const {
+    if (zset) {
+      auto it = zset->scores.find(m);
+      if (it == zset->scores.end()) return false;
+      *score = it->second;
+      return true;
+    }
+    *score = 1;
+    return set != nullptr && set->count(m) != 0;
+  }
+};
+
+// Redis's zunionInterAggregate: a sum that makes NaN (inf - inf) is 0.
+void aggregate(const std::string& how, double* target, double v) {
+  if (how == "sum") {
+    *target += v;
+    if (std::isnan(*target)) *target = 0;
+  } else if (how == "min") {
+    *target = v < *target ? v : *target;
+  } else {
+    *target = v > *target ? v : *target;
+  }
+}
+
+// ZUNION, ZINTER, ZDIFF, ZINTERCARD and the STORE forms (Redis's
+// zunionInterDiffGenericCommand after its parsing): the union and the
+// intersection take the sources from the smallest (a stable order, as
+// glibc's qsort is), which decides the order of a sum's additions.
+Result combine(Keyspace& data, const Command& c) {
+  std::vector<std::string> keys;
+  ZCombine z;
+  if (!decode_names(c.value, &keys) || keys.empty() || !decode_zcombine(c.expected, &z) ||
+      (!z.weights.empty() && z.weights.size() != keys.size()))
+    return error(kMalformed);
+  const bool store = c.op == Op::kZCombineStore;
+  bool wrong = false;
+  if (store) zset_at(data, c.key, c.now_ms, &wrong);  // (lazy expiry of the destination)
+  std::vector<Source> src(keys.size());
+  wrong = false;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = data.find(keys[i]);
+    if (it != data.end() && detail::expired(it->second, c.now_ms)) {
+      data.erase(it);
+      it = data.end();
+    }
+    if (it == data.end()) continue;
+    if (it->second.is_zset()) {
+      src[i].zset = &it->second.zset;
+    } else if (it->second.is_set()) {
+      src[i].set = &it->second.members;
+    } else {
+      wrong = true;
+    }
+  }
+  if (wrong) return error(kWrongType);
+  if (!z.error.empty()) return error(z.error);
+  for (size_t i = 0; i < z.weights.size(); ++i)
+    if (!parse_score(z.weights[i], &src[i].weight)) return error(kMalformed);
+  if (z.how != ZCombine::kDiff)
+    std::stable_sort(src.begin(), src.end(),
+                     [](const Source& a, const Source& b) { return a.size() < b.size(); });
+  std::vector<ZEntry> out;
+  uint64_t card = 0;
+  if (z.how == ZCombine::kUnion) {
+    std::unordered_map<std::string, double> acc;
+    for (const Source& s : src) {
+      s.each([&](const std::string& m, double score) {
+        double v = s.weight * score;
+        if (std::isnan(v)) v = 0;
+        auto [it, added] = acc.try_emplace(m, v);
+        if (!added) aggregate(z.aggregate, &it->second, v);
+      });
+    }
+    for (auto& [m, score] : acc) out.emplace_back(score, m);
+  } else if (z.how == ZCombine::kDiff) {
+    src.front().each([&](const std::string& m, double score) {
+      double ignored = 0;
+      for (size_t j = 1; j < src.size(); ++j)
+        if (src[j].find(m, &ignored)) return;
+      out.emplace_back(score, m);
+    });
+  } else if (src.front().size() > 0) {
+    bool full = false;
+    src.front().each([&](const std::string& m, double first) {
+      if (full) return;
+      double score = src.front().weight * first;
+      if (std::isnan(score)) score = 0;
+      for (size_t j = 1; j < src.size(); ++j) {
+        double v = 0;
+        if (!src[j].find(m, &v)) return;
+        aggregate(z.aggregate, &score, v * src[j].weight);
+      }
+      ++card;
+      if (z.how == ZCombine::kInterCard) {
+        full = z.limit != 0 && card >= static_cast<uint64_t>(z.limit);
+      } else {
+        out.emplace_back(score, m);
+      }
+    });
+  }
+  if (z.how == ZCombine::kInterCard) return done(std::to_string(card));
+  std::sort(out.begin(), out.end(), ZOrder{});
+  if (!store) {
+    std::vector<std::string> names;
+    for (const ZEntry& e : out) {
+      names.push_back(e.second);
+      if (z.with_scores) names.push_back(format_score(e.first));
+    }
+    return done(encode_names(names));
+  }
+  const std::string n = std::to_string(out.size());
+  data.erase(c.key);
+  if (!out.empty()) {
+    ZSet& dst = data[c.key].zset;
+    for (const ZEntry& e : out) dst.put(e.second, e.first);
+  }
+  return done(n);
+}
+
 }  // namespace
 
 namespace detail {
 
-bool is_zset_op(Op op) { return op >= Op::kZAdd && op <= Op::kZRangeStore; }
-bool is_zset_keys_op(Op op) { return op == Op::kZRangeStore; }
+bool is_zset_op(Op op) { return op >= Op::kZAdd && op <= Op::kZCombineStore; }
+bool is_zset_keys_op(Op op) {
+  return op == Op::kZRangeStore || op == Op::kZCombine || op == Op::kZCombineStore;
+}
 
 Result execute_zset(Keyspace& data, const Command& c) {
   if (c.op == Op::kZRangeStore) return range_store(data, c);
+  if (c.op == Op::kZCombine || c.op == Op::kZCombineStore) return combine(data, c);
   if (c.op == Op::kZAdd) return zadd(data, c);
   auto it = data.find(c.key);
   const bool present = it != data.end();

@@ -1,7 +1,7 @@
 // apps/kv/zset.h: sluice-kv's sorted sets (Redis's zsets): the value a key
 // holds (ZSet, an Item's `zset`), the numbers and ranges their commands
 // take, parsed and printed as Redis 7.0 does, and how the commands travel
-// in a log entry (store.h, Op::kZAdd .. Op::kZRangeStore; store_zsets.cc
+// in a log entry (store.h, Op::kZAdd .. Op::kZCombineStore; store_zsets.cc
 // runs them, resp_zsets.cc makes them from RESP requests).
 //
 // A sorted set is two indexes of its members: by member (their scores) and
@@ -89,15 +89,20 @@ bool parse_lex_bound(std::string_view text, LexBound* out);
 // the member, `value` "rev" for ZREVRANK), zpop (`value` "min" or "max",
 // `expected` the count, or empty for none), and on several keys, run on
 // copies of them as rename is: zrangestore (`key` the destination, `value`
-// the source, encode_names, `expected` a ZRange).
+// the source, encode_names, `expected` a ZRange), zcombine (ZUNION, ZINTER,
+// ZDIFF, ZINTERCARD: `key` the first source, `value` the sources,
+// `expected` a ZCombine) and zcombinestore (ZUNIONSTORE, ZINTERSTORE,
+// ZDIFFSTORE: `key` the destination, `value` the sources, `expected` a
+// ZCombine).
 //
 // Their results (store.h, Result) are Redis's answers: an error is
 // not ok with Redis's text as value ("ERR ..." or kWrongType); otherwise
 // a write's ok says whether it modified its key (WATCH's sense), a read's
 // whether it found what it looked for (zscore's member, zrank's), and value
 // holds the answer: a decimal (zadd's count, zrem, zcard, zcount,
-// zremrange, zrangestore), a score (format_score: zadd with INCR; empty
-// there when it did nothing, Redis's null), a rank, or encode_names of
+// zremrange, zrangestore, zcombinestore, ZINTERCARD's zcombine), a score
+// (format_score: zadd with INCR; empty there when it did nothing, Redis's
+// null), a rank, or encode_names of
 // members, of scores ("" for a member absent: zscore), or of members and
 // scores alternating (zrange with_scores, zpop).
 
@@ -124,5 +129,22 @@ bool decode_zrange(std::string_view bytes, ZRange* out);
 // client gave them) and members, alternating (encode_names).
 inline constexpr char kZAddNx = 'N', kZAddXx = 'X', kZAddGt = 'G', kZAddLt = 'L', kZAddCh = 'C',
                       kZAddIncr = 'I';
+
+// How zcombine and zcombinestore combine their sources (Redis's
+// zunionInterDiffGenericCommand): sorted sets, and sets as members of
+// score 1; an absent key an empty one.
+struct ZCombine {
+  enum How : uint8_t { kUnion = 0, kInter = 1, kDiff = 2, kInterCard = 3 };
+  How how = kUnion;
+  // The gateway's error for the options after the keys (Redis looks at the
+  // keys' types first: WRONGTYPE wins), or empty.
+  std::string error;
+  std::vector<std::string> weights;  // one per source, as given; none: 1 each
+  std::string aggregate = "sum";     // "sum", "min" or "max"
+  bool with_scores = false;
+  int64_t limit = 0;  // kInterCard: at most this many (0: no limit)
+};
+std::string encode_zcombine(const ZCombine& z);
+bool decode_zcombine(std::string_view bytes, ZCombine* out);
 
 }  // namespace kv

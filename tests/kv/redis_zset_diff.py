@@ -12,7 +12,9 @@ then COMMANDS (default 3000) seeded random sorted-set commands (SEED,
 default 39), pipelined in batches: ZADD with NX, XX, GT, LT, CH and INCR,
 ZINCRBY, ZREM, ZSCORE, ZMSCORE, ZCARD, ZCOUNT, ZLEXCOUNT, ZRANK, ZREVRANK,
 the ZRANGE family (BYSCORE, BYLEX, REV, LIMIT, WITHSCORES), ZRANGESTORE,
-ZPOPMIN, ZPOPMAX, the ZREMRANGEBY* commands, and the keyspace commands on
+ZPOPMIN, ZPOPMAX, the ZREMRANGEBY* commands, ZUNION, ZINTER, ZDIFF,
+ZINTERCARD and the STORE forms (WEIGHTS, AGGREGATE, sets among the
+sources), and the keyspace commands on
 sorted sets (TYPE, EXISTS, DEL, RENAME, EXPIRE, TTL, PERSIST); scores
 with ties (members then order by their bytes), -0, inf, exclusive bounds,
 bad floats, NaN from INCR, wrong types and wrong argument counts. A second
@@ -186,10 +188,41 @@ def bounds(rng, by):
     return [pick(rng, RANKS, BAD_INTS), pick(rng, RANKS, BAD_INTS)]
 
 
+def combine_command(rng):
+    """ZUNION, ZINTER, ZDIFF, ZINTERCARD or a STORE form, sets among the sources."""
+    name = rng.choice(["ZUNION", "ZINTER", "ZDIFF", "ZINTERCARD", "ZUNIONSTORE", "ZINTERSTORE",
+                       "ZDIFFSTORE"])
+    sources = [rng.choice(KEYS + ["zd:set", "zd:set", "zd:str"] if rng.random() < 0.1 else
+                          KEYS[:3] + ["zd:set"]) for _ in range(rng.randint(1, 3))]
+    numkeys = str(len(sources)) if rng.random() < 0.95 else rng.choice(["0", "-1", "9", "x"])
+    cmd = [name] + ([rng.choice(KEYS[:3] + ["zd:str"])] if "STORE" in name else [])
+    cmd += [numkeys] + sources
+    opts = []
+    if name == "ZINTERCARD":
+        if rng.random() < 0.5:
+            opts += ["LIMIT", pick(rng, ["0", "1", "2", "5"], ["-1", "x"], 0.1)]
+    else:
+        if name != "ZDIFF" and name != "ZDIFFSTORE" or rng.random() < 0.03:
+            if rng.random() < 0.4:
+                opts += ["WEIGHTS"] + [pick(rng, ["1", "2", "-1", "0", "0.5", "inf", "-inf", "3"],
+                                            ["nan", "x"], 0.05) for _ in sources]
+            if rng.random() < 0.4:
+                opts += ["AGGREGATE", pick(rng, ["SUM", "MIN", "MAX", "min", "max"], ["avg"], 0.05)]
+        if "STORE" not in name and rng.random() < 0.5 or rng.random() < 0.02:
+            opts.append("WITHSCORES")
+    if rng.random() < 0.03:
+        opts.append(rng.choice(["WEIGHTS", "junk", "LIMIT"]))
+    return cmd + opts
+
+
 def random_command(rng):
     k = key(rng)
     c = rng.random()
-    if c < 0.05:
+    if c < 0.015:
+        return ["SADD", "zd:set", rng.choice(MEMBERS)]
+    if c < 0.06:
+        return combine_command(rng)
+    if c < 0.08:
         return ["ZADD", LEX_KEY] + [x for m in rng.sample(MEMBERS, 3) for x in ("0", m)]
     if (0.47 <= c < 0.50 or 0.66 <= c < 0.76 or 0.86 <= c < 0.91) and rng.random() < 0.5:
         k = LEX_KEY
@@ -300,6 +333,27 @@ FIXED = [
     (["ZCARD", "zd:g"], b":5\r\n"),
     (["ZREMRANGEBYSCORE", "zd:g", "-inf", "(2"], b":2\r\n"),
     (["DEL", "zd:g", "zd:dst", "zd:str"], b":3\r\n"),
+    (["ZADD", "zd:u1", "1", "a", "2", "b", "3", "c"], b":3\r\n"),
+    (["ZADD", "zd:u2", "0", "a", "10", "b", "-5", "d"], b":3\r\n"),
+    (["SADD", "zd:uset", "a", "d", "e"], b":3\r\n"),
+    (["ZUNIONSTORE", "zd:out", "3", "zd:u1", "zd:u2", "zd:uset", "WEIGHTS", "2", "1", "-1",
+      "AGGREGATE", "MAX"], b":5\r\n"),
+    (["ZRANGE", "zd:out", "0", "-1", "WITHSCORES"],
+     b"*10\r\n$1\r\nd\r\n$2\r\n-1\r\n$1\r\ne\r\n$2\r\n-1\r\n$1\r\na\r\n$1\r\n2\r\n"
+     b"$1\r\nc\r\n$1\r\n6\r\n$1\r\nb\r\n$2\r\n10\r\n"),
+    (["ZINTER", "2", "zd:u1", "zd:uset", "WITHSCORES"], b"*2\r\n$1\r\na\r\n$1\r\n2\r\n"),
+    (["ZUNION", "1", "zd:u2", "WEIGHTS", "-1", "WITHSCORES"],
+     b"*6\r\n$1\r\nb\r\n$3\r\n-10\r\n$1\r\na\r\n$2\r\n-0\r\n$1\r\nd\r\n$1\r\n5\r\n"),
+    (["ZDIFF", "2", "zd:u1", "zd:u2", "WITHSCORES"], b"*2\r\n$1\r\nc\r\n$1\r\n3\r\n"),
+    (["ZINTERCARD", "2", "zd:u1", "zd:u2", "LIMIT", "1"], b":1\r\n"),
+    (["ZUNION", "0", "zd:u1"], b"-ERR at least 1 input key is needed for 'zunion' command\r\n"),
+    (["ZINTERSTORE", "zd:out", "2", "zd:u1", "zd:u2", "WEIGHTS", "1", "nan"],
+     b"-ERR weight value is not a float\r\n"),
+    (["ZUNION", "2", "zd:u1", "zd:list", "WEIGHTS", "x"],
+     b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    (["ZDIFFSTORE", "zd:out", "1", "zd:none"], b":0\r\n"),
+    (["EXISTS", "zd:out"], b":0\r\n"),
+    (["DEL", "zd:u1", "zd:u2", "zd:uset"], b":3\r\n"),
 ]
 
 

@@ -693,6 +693,52 @@ TEST_F(RespKeysTest, SetsAndTheOtherTypesAreWrongTypeBothWays) {
 // redis-py's set commands (tests/kv/redis_py_set.py).
 TEST_F(RespKeysTest, RedisPyUsesSetsAsItUsesRedis) { expect_redis_py(SLUICE_KV_REDIS_PY_SET); }
 
+// Sorted sets in a transaction (a WRONGTYPE among the replies), RENAME
+// with the deadline, a WATCH that another connection's ZADD (a new score,
+// without CH) or ZINCRBY fails and a ZADD that changes nothing does not,
+// TYPE zset and a ZADD past one entry refused by the gateway.
+TEST_F(RespKeysTest, SortedSetsJoinTransactionsAndAbortAWatch) {
+  Conn a(port_), b(port_);
+  EXPECT_EQ(ask(a,
+                {{"DEL", "zk:a", "zk:b"},
+                 {"ZADD", "zk:a", "1", "x", "2", "y"},
+                 {"EXPIRE", "zk:a", "100"},
+                 {"RENAME", "zk:a", "zk:b"},
+                 {"TTL", "zk:b"},
+                 {"MULTI"},
+                 {"ZINCRBY", "zk:b", "0.5", "x"},
+                 {"GET", "zk:b"},
+                 {"ZRANGE", "zk:b", "0", "-1", "WITHSCORES"},
+                 {"EXEC"},
+                 {"TYPE", "zk:b"}},
+                "+zset\r\n"),
+            ":0\r\n:2\r\n:1\r\n+OK\r\n:100\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
+            "*3\r\n$3\r\n1.5\r\n-WRONGTYPE Operation against a key holding the wrong kind of "
+            "value\r\n*4\r\n$1\r\nx\r\n$3\r\n1.5\r\n$1\r\ny\r\n$1\r\n2\r\n"
+            "+zset\r\n");
+  for (const std::vector<std::string>& theirs : std::vector<std::vector<std::string>>{
+           {"ZADD", "zk:b", "7", "x"}, {"ZINCRBY", "zk:b", "1", "y"}}) {
+    EXPECT_EQ(ask(a, {{"WATCH", "zk:b"}}, "+OK\r\n"), "+OK\r\n");
+    const std::string reply = ask(b, {theirs}, "\r\n");
+    EXPECT_EQ(ask(a, {{"MULTI"}, {"ZCARD", "zk:b"}, {"EXEC"}}, "*-1\r\n"),
+              "+OK\r\n+QUEUED\r\n*-1\r\n")
+        << theirs[0] << " answered " << reply;
+  }
+  EXPECT_EQ(ask(a, {{"WATCH", "zk:b"}}, "+OK\r\n"), "+OK\r\n");
+  EXPECT_EQ(ask(b, {{"ZADD", "zk:b", "7", "x"}}, ":0\r\n"), ":0\r\n");
+  EXPECT_EQ(ask(a, {{"MULTI"}, {"ZCARD", "zk:b"}, {"EXEC"}}, "*1\r\n:2\r\n"),
+            "+OK\r\n+QUEUED\r\n*1\r\n:2\r\n")
+      << "a ZADD that changed nothing modified nothing";
+  std::vector<std::string> big{"ZADD", "zk:big"};
+  for (int i = 0; i < 500; ++i) {
+    big.push_back(std::to_string(i));
+    big.push_back(std::string(200, 'm') + std::to_string(i));
+  }
+  const std::string refused = ask(a, {big}, "\r\n");
+  EXPECT_EQ(refused.rfind("-ERR sluice-kv takes keys and values of at most", 0), 0u) << refused;
+  EXPECT_EQ(ask(a, {{"DEL", "zk:b", "zk:big"}}, "\r\n"), ":1\r\n");
+}
+
 // Sorted sets against redis-server 7.0 (tests/kv/redis_zset_diff.py): the
 // deterministic cases and 3000 seeded random commands sent to both, every
 // reply the same bytes. make test installs redis-server (the Makefile's

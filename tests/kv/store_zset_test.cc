@@ -114,6 +114,54 @@ TEST(StoreZsetTest, RangesByRankScoreAndMemberFollowRedis) {
   EXPECT_EQ(s.data().count("dst"), 0u);
 }
 
+Command combine(Op op, std::string key, const Strings& sources, ZCombine z) {
+  return cmd(op, std::move(key), encode_names(sources), encode_zcombine(z));
+}
+ZCombine how(ZCombine::How h, Strings weights = {}, std::string aggregate = "sum") {
+  ZCombine z;
+  z.how = h;
+  z.weights = std::move(weights);
+  z.aggregate = std::move(aggregate);
+  z.with_scores = true;
+  return z;
+}
+
+TEST(StoreZsetTest, UnionInterAndDiffFollowRedisWithSetsAmongTheSources) {
+  Store s;
+  Client c{s};
+  c.run(zadd("a", {"1", "x", "2", "y", "3", "z"}));
+  c.run(zadd("b", {"0", "x", "10", "y", "-5", "w"}));
+  c.run(cmd(Op::kSAdd, "set", encode_names({"x", "w", "v"})));
+  c.run(cmd(Op::kPut, "str", "v"));
+  EXPECT_EQ(c.names(combine(Op::kZCombine, "a", {"a", "b", "set"},
+                            how(ZCombine::kUnion, {"2", "1", "-1"}, "max"))),
+            (Strings{"v", "-1", "w", "-1", "x", "2", "z", "6", "y", "10"}));
+  EXPECT_EQ(c.names(combine(Op::kZCombine, "a", {"a", "set"}, how(ZCombine::kInter))),
+            (Strings{"x", "2"}))
+      << "a set's members score 1";
+  EXPECT_EQ(c.names(combine(Op::kZCombine, "b", {"b"}, how(ZCombine::kUnion, {"-1"}))),
+            (Strings{"y", "-10", "x", "-0", "w", "5"}))
+      << "a read answers the -0 it computed";
+  EXPECT_EQ(c.names(combine(Op::kZCombine, "a", {"a", "b"}, how(ZCombine::kDiff))),
+            (Strings{"z", "3"}));
+  ZCombine card = how(ZCombine::kInterCard);
+  card.limit = 1;
+  EXPECT_EQ(c.run(combine(Op::kZCombine, "a", {"a", "b"}, card)), (Result{true, "1"}));
+  EXPECT_EQ(c.run(combine(Op::kZCombineStore, "str", {"a", "b"}, how(ZCombine::kInter))),
+            (Result{true, "2"}))
+      << "the destination's type is not looked at";
+  EXPECT_EQ(c.all("str"), (Strings{"x", "1", "y", "12"}));
+  EXPECT_EQ(c.run(combine(Op::kZCombineStore, "str", {"none"}, how(ZCombine::kDiff))),
+            (Result{true, "0"}));
+  EXPECT_EQ(s.data().count("str"), 0u) << "an empty result removes the destination";
+  c.run(cmd(Op::kPut, "str", "v"));
+  ZCombine bad = how(ZCombine::kUnion);
+  bad.error = "ERR weight value is not a float";
+  EXPECT_EQ(c.run(combine(Op::kZCombine, "a", {"a", "str"}, bad)), kWrong) << "WRONGTYPE first";
+  EXPECT_EQ(c.run(combine(Op::kZCombine, "a", {"a", "b"}, bad)),
+            (Result{false, "ERR weight value is not a float"}));
+}
+
 TEST(StoreZsetTest, AZsetCommandOnAnotherTypeAndTheirsOnAZsetAreWrongType) {
   Store s;
   Client c{s};
@@ -208,13 +256,14 @@ TEST(StoreZsetTest, ASnapshotCarriesZsetsAndAnOlderSnapshotIsStillRead) {
 
 TEST(StoreZsetTest, ReplicasApplyingTheSameZsetCommandsEndIdentical) {
   StoreOptions o;
-  o.maxmemory = 2500;
+  o.maxmemory = 2000;
   o.max_result_bytes = 600;
   std::mt19937_64 rng(3939);  // (its sequence is the standard's: the same everywhere)
   auto rnd = [&rng](uint64_t n) { return rng() % n; };
-  const Op ops[] = {Op::kZAdd,  Op::kZAdd,  Op::kZAdd,        Op::kZRem,   Op::kZScore,
-                    Op::kZCard, Op::kZRank, Op::kZCount,      Op::kZRange, Op::kZRemRange,
-                    Op::kZPop,  Op::kPut,   Op::kZRangeStore, Op::kRename, Op::kDelete};
+  const Op ops[] = {
+      Op::kZAdd,        Op::kZAdd,   Op::kZAdd,   Op::kZRem,      Op::kZScore,        Op::kZCard,
+      Op::kZRank,       Op::kZCount, Op::kZRange, Op::kZRemRange, Op::kZPop,          Op::kPut,
+      Op::kZRangeStore, Op::kRename, Op::kDelete, Op::kZCombine,  Op::kZCombineStore, Op::kSAdd};
   const char* scores[] = {"0", "1", "-1", "2.5", "inf", "-inf", "1e3", "-0"};
   const char* options[] = {"", "", "", "N", "X", "G", "L", "C", "I", "XGC"};
   auto key = [&rnd] { return "k" + std::to_string(rnd(5)); };
@@ -253,6 +302,13 @@ TEST(StoreZsetTest, ReplicasApplyingTheSameZsetCommandsEndIdentical) {
       c = cmd(op, key(), encode_names({key()}), encode_zrange(a_range()));
     } else if (op == Op::kRename) {
       c.value = key();
+    } else if (op == Op::kZCombine || op == Op::kZCombineStore) {
+      const Strings sources{key(), key()};
+      ZCombine z = how(static_cast<ZCombine::How>(rnd(4)), {}, rnd(2) ? "sum" : "max");
+      if (z.how != ZCombine::kDiff && rnd(2)) z.weights = {scores[rnd(8)], scores[rnd(8)]};
+      c = combine(op, op == Op::kZCombine ? sources.front() : key(), sources, z);
+    } else if (op == Op::kSAdd) {
+      c.value = encode_names({member()});
     }
     c.client = 1;
     c.seq = seq;
