@@ -385,6 +385,10 @@ bool Store::too_large(const Command& c) const {
         c.op == Op::kZAdd) ||
       !detail::denied_when_full(c.op))
     return false;
+  if (c.op == Op::kZAdd) {
+    const uint64_t item = zadd_sizes_after(c).second;
+    return item != 0 && c.key.size() + item > options_.max_result_bytes;
+  }
   // A write of a hash, a list, a set or a sorted set: what it would leave,
   // as HGETALL, LRANGE 0 -1, SMEMBERS or ZRANGE 0 -1 WITHSCORES would
   // answer it. (The set commands on several
@@ -418,9 +422,14 @@ bool Store::over_limit(const Command& c) const {
   // copy of the entry alone (only with a limit set; a put or getset, which
   // replaces the value, does not copy the old one).
   const uint64_t before = entry_bytes(c.key);
-  const Keyspace one = alone_after(c, !(c.op == Op::kPut || c.op == Op::kGetSet));
-  auto it = one.find(c.key);
-  const uint64_t after = it == one.end() ? 0 : entry_bytes(it->first, it->second);
+  uint64_t after = 0;
+  if (c.op == Op::kZAdd) {
+    after = zadd_sizes_after(c).first;
+  } else {
+    const Keyspace one = alone_after(c, !(c.op == Op::kPut || c.op == Op::kGetSet));
+    auto it = one.find(c.key);
+    after = it == one.end() ? 0 : entry_bytes(it->first, it->second);
+  }
   return after > before && used_bytes_ - before + after > options_.maxmemory;
 }
 

@@ -615,7 +615,7 @@ class Store {
     for (const auto& [f, v] : e.fields) fields += kFieldOverhead + f.size() + v.size();
     for (const std::string& v : e.list) fields += kElementOverhead + v.size();
     for (const std::string& m : e.members) fields += kMemberOverhead + m.size();
-    for (const ZEntry& z : e.zset.order) fields += kZMemberOverhead + 2 * z.second.size();
+    fields += e.zset.size() * kZMemberOverhead + 2 * e.zset.member_bytes();
     return kEntryOverhead + key.size() + e.value.size() + fields +
            (e.deadline_ms != 0 ? kDeadlineOverhead : 0);
   }
@@ -677,6 +677,10 @@ class Store {
   // `c.key`'s entry alone after `c` (a write of one key) ran on a copy of
   // it; `keep_value`: copy the old value (a put replaces it). Empty: absent.
   Keyspace alone_after(const Command& c, bool keep_value) const;
+  // What `c.key`'s entry would take after `c` (a zadd), in used_bytes()
+  // and in a reply (item_bytes); {0, 0}: absent. In O(k log n) for k
+  // members named, not a copy of the whole sorted set (store_zsets.cc).
+  std::pair<uint64_t, uint64_t> zadd_sizes_after(const Command& c) const;
   // Makes `r` (a read's) an error if its value is longer than one reply
   // may be (max_result_bytes): HMGET naming fields many times, SRANDMEMBER
   // with a count < 0, SUNION of several sets.

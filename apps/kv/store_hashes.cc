@@ -95,11 +95,8 @@ size_t item_bytes(const Item& e) {
     for (const std::string& m : e.members) n += kElementEncoding + m.size();
     return n;
   }
-  if (e.is_zset()) {
-    for (const ZEntry& z : e.zset.order)
-      n += 2 * kElementEncoding + z.second.size() + format_score(z.first).size();
-    return n;
-  }
+  if (e.is_zset())
+    return n + e.zset.size() * 2 * kElementEncoding + e.zset.member_bytes() + e.zset.score_bytes();
   if (!e.is_hash()) return e.value.size();
   for (const auto& [f, v] : e.fields) n += kFieldEncoding + f.size() + v.size();
   return n;

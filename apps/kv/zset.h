@@ -42,6 +42,9 @@ struct ZOrder {
 // A sorted set. Never NaN among its scores, nor -0: a member given -0 gets
 // 0, as Redis 7.0 keeps a small sorted set (its listpack prints the score,
 // and -0 as 0), though ZINCRBY and ZADD INCR answer the -0 they computed.
+// Read `scores` and `order` freely; change them only through put, erase
+// and clear, which keep the sizes the store counts (member_bytes,
+// score_bytes) in O(1).
 struct ZSet {
   std::unordered_map<std::string, double> scores;
   std::set<ZEntry, ZOrder> order;
@@ -51,13 +54,20 @@ struct ZSet {
   void clear() {
     scores.clear();
     order.clear();
+    member_bytes_ = score_bytes_ = 0;
   }
+  // The members' bytes, and their scores' as format_score prints them.
+  uint64_t member_bytes() const { return member_bytes_; }
+  uint64_t score_bytes() const { return score_bytes_; }
   // Adds `member` with `score` (-0: 0), or moves it to `score`.
   void put(const std::string& member, double score);
   // Removes `member`; false if it was not one.
   bool erase(const std::string& member);
   // Equal members with the same scores, bit for bit.
   friend bool operator==(const ZSet& a, const ZSet& b);
+
+ private:
+  uint64_t member_bytes_ = 0, score_bytes_ = 0;
 };
 
 // A score as ZADD and ZINCRBY take one (Redis's getDoubleFromObject):

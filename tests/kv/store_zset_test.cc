@@ -216,6 +216,53 @@ TEST(StoreZsetTest, AZsetCountsTowardMaxmemoryAndOneReplyBoundsIt) {
   EXPECT_EQ(taken, (r.max_result_bytes - 1 - 4) / (2 * kElementEncoding + 100 + 1));
 }
 
+// The store decides a ZADD's limits from the members it names alone (O(k
+// log n), Store::zadd_sizes_after); every decision is the one a copy of
+// the whole sorted set gives.
+TEST(StoreZsetTest, AZaddIsRefusedExactlyWhenTheWholeSetWouldPassALimit) {
+  std::mt19937_64 rng(3940);
+  auto rnd = [&rng](uint64_t n) { return rng() % n; };
+  const char* scores[] = {"0", "1", "-1", "2.5", "inf", "0.1", "1e300", "-0"};
+  const char* options[] = {"", "", "N", "X", "G", "L", "C", "I"};
+  for (const bool memory : {true, false}) {
+    StoreOptions o;
+    (memory ? o.maxmemory : o.max_result_bytes) = memory ? 6000 : 900;
+    Store s(o);
+    Client c{s};
+    size_t refused = 0, applied = 0;
+    for (int i = 0; i < 2000; ++i) {
+      Strings pairs;
+      const std::string opts = options[rnd(std::size(options))];
+      for (uint64_t j = 0, n = opts == "I" ? 1 : 1 + rnd(3); j < n; ++j) {
+        pairs.push_back(scores[rnd(8)]);
+        pairs.push_back("m" + std::to_string(rnd(40)) + std::string(rnd(12), 'v'));
+      }
+      const std::string key = "k" + std::to_string(rnd(3));
+      const Command add = zadd(key, pairs, opts);
+      // What the whole set would become.
+      Keyspace whole;
+      if (auto it = s.data().find(key); it != s.data().end()) whole.emplace(*it);
+      execute(whole, add);
+      uint64_t after = 0, item = 0;
+      if (auto it = whole.find(key); it != whole.end()) {
+        after = Store::entry_bytes(it->first, it->second);
+        item = key.size() + item_bytes(it->second);
+      }
+      const uint64_t before = s.data().count(key) ? Store::entry_bytes(key, s.data().at(key)) : 0;
+      const bool over = memory ? after > before && s.used_bytes() - before + after > o.maxmemory
+                               : after != 0 && item > o.max_result_bytes;
+      const Result r = c.run(add);
+      EXPECT_EQ(r.refused, over) << i;
+      refused += r.refused;
+      applied += !r.refused;
+      if (i % 3 == 0) c.run(cmd(Op::kZPop, key, "min", std::to_string(rnd(3))));
+    }
+    EXPECT_GT(refused, 100u);
+    EXPECT_GT(applied, 100u);
+    EXPECT_EQ(s.used_bytes(), Store::keyspace_bytes(s.data()));
+  }
+}
+
 TEST(StoreZsetTest, ASnapshotCarriesZsetsAndAnOlderSnapshotIsStillRead) {
   StoreOptions o;
   o.keep_applied = false;
