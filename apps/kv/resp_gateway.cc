@@ -560,6 +560,7 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     case Kind::kZDoubles:
     case Kind::kZRank:
     case Kind::kZArray:
+    case Kind::kZMPop:
       fill_zset(r, result);
       break;
     case Kind::kLocal:

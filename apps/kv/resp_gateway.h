@@ -313,6 +313,7 @@ class RespGateway {
     kZDoubles,   // ZMSCORE: a score or null per member
     kZRank,      // ZRANK, ZREVRANK: an integer, or null
     kZArray,     // the ZRANGE family, ZPOPMIN, ZPOPMAX: members (Reply::zscores)
+    kZMPop,      // ZMPOP: the key and its [member, score] pairs, or a null array
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;

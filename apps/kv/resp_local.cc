@@ -205,6 +205,8 @@ constexpr CommandInfo kCommands[] = {
     {"zunionstore", -4, "write", 1, 1, 1},
     {"zinterstore", -4, "write", 1, 1, 1},
     {"zdiffstore", -4, "write", 1, 1, 1},
+    {"zscan", -3, "readonly", 1, 1, 1},
+    {"zmpop", -4, "write", 0, 0, 0},
     {"info", -1, "", 0, 0, 0},
     {"config", -2, "", 0, 0, 0},
     {"command", -1, "", 0, 0, 0},

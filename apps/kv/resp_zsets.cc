@@ -267,6 +267,42 @@ bool RespGateway::zset_command(Conn& c, const std::string& name,
                         {Op::kZCombine, value, expected,
                          z.how == ZCombine::kInterCard ? Kind::kZInt : Kind::kZArray});
   }
+  if (name == "ZSCAN") {
+    if (!arity(3, true)) return r.answer(wrong_args("zscan"));
+    ScanRequest q;
+    std::string pattern;
+    if (std::string e = scan_options(args, 2, "", &q, &pattern); !e.empty())
+      return r.answer(std::move(e));
+    return send(Op::kZScan, encode_scan_request(q), std::move(pattern), Kind::kScan);
+  }
+  if (name == "ZMPOP") {
+    // (Redis's zmpopGenericCommand: its order of checks and its words.)
+    if (!arity(4, true)) return r.answer(wrong_args("zmpop"));
+    int64_t keys = 0, count = 1;
+    if (!parse_integer(args[1], &keys) || keys < 1)
+      return r.answer(resp::error("ERR numkeys should be greater than 0"));
+    if (static_cast<uint64_t>(keys) >= args.size() - 2) return r.answer(resp::error(kSyntax));
+    const size_t where = 2 + static_cast<size_t>(keys);
+    const std::string how = lower(args[where]);
+    if (how != "min" && how != "max") return r.answer(resp::error(kSyntax));
+    bool counted = false;
+    for (size_t j = where + 1; j < args.size(); ++j) {
+      if (!counted && lower(args[j]) == "count" && j + 1 < args.size()) {
+        counted = true;
+        if (!parse_integer(args[++j], &count) || count < 1)
+          return r.answer(resp::error("ERR count should be greater than 0"));
+      } else {
+        return r.answer(resp::error(kSyntax));
+      }
+    }
+    const std::vector<std::string> sources(args.begin() + 2,
+                                           args.begin() + static_cast<std::ptrdiff_t>(where));
+    // (The log entry's key is the first key; the count is no key.)
+    const std::vector<std::string> keyed{args[0], sources.front()};
+    return submit_keyed(c, name, keyed, client, index, r, now,
+                        {Op::kZMPop, encode_names(sources),
+                         encode_names({how, std::to_string(count)}), Kind::kZMPop});
+  }
   if (name == "ZPOPMIN" || name == "ZPOPMAX") {
     if (!arity(2, true)) return r.answer(wrong_args(lower(name)));
     if (args.size() > 3) return r.answer(resp::error(kSyntax));
@@ -303,6 +339,12 @@ void RespGateway::fill_zset(Reply& r, const Result& result) {
                : parse_integer(result.value, &n) ? resp::integer(n)
                                                  : resp::error(malformed);
       return;
+    case Kind::kZMPop:
+      if (!result.ok && result.value.empty()) {
+        r.text = r.resp3 ? "_\r\n" : "*-1\r\n";  // (none of its keys exists)
+        return;
+      }
+      break;
     case Kind::kZDouble:
       r.text =
           result.value.empty() ? resp::null_reply(r.resp3) : score_reply(result.value, r.resp3);
@@ -312,6 +354,18 @@ void RespGateway::fill_zset(Reply& r, const Result& result) {
   }
   if (!decode_names(result.value, &items)) {
     r.text = resp::error(malformed);
+    return;
+  }
+  if (r.kind == Kind::kZMPop) {
+    // The key, then its pairs, each an array in RESP2 too (Redis's nested
+    // reply); nothing popped: a null array.
+    if (items.size() % 2 != 1) {
+      r.text = resp::error(malformed);
+      return;
+    }
+    r.text = resp::array_header(2) + resp::bulk(items[0]) + resp::array_header(items.size() / 2);
+    for (size_t i = 1; i < items.size(); i += 2)
+      r.text += resp::array_header(2) + resp::bulk(items[i]) + score_reply(items[i + 1], r.resp3);
     return;
   }
   if (r.kind == Kind::kZDoubleOf) {

@@ -163,8 +163,10 @@ enum class Op : uint8_t {
   kZRangeStore,
   kZCombine,
   kZCombineStore,
+  kZScan,
+  kZMPop,
 };
-inline constexpr Op kLastOp = Op::kZCombineStore;
+inline constexpr Op kLastOp = Op::kZMPop;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the

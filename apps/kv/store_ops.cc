@@ -167,6 +167,10 @@ const char* op_name(Op op) {
       return "zcombine";
     case Op::kZCombineStore:
       return "zcombinestore";
+    case Op::kZScan:
+      return "zscan";
+    case Op::kZMPop:
+      return "zmpop";
   }
   return "?";
 }
@@ -242,6 +246,7 @@ bool writes(const Command& c, const Result& r) {
     case Op::kZRem:
     case Op::kZRemRange:
     case Op::kZPop:
+    case Op::kZMPop:
       return r.ok;
     case Op::kSetRange:
       return r.ok && !c.value.empty();

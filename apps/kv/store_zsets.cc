@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <map>
 
 #include "store.h"
 
@@ -426,6 +427,46 @@ struct Source {
   }
 };
 
+// Pops `count` members from `it`'s sorted set, the lowest scores first (or
+// the highest), removing the key once empty: the members and scores.
+std::vector<std::string> pop(Keyspace& data, Keyspace::iterator it, bool max, uint64_t count) {
+  ZSet& z = it->second.zset;
+  std::vector<std::string> out;
+  const uint64_t k = std::min<uint64_t>(count, z.size());
+  for (uint64_t i = 0; i < k; ++i) {
+    const ZEntry e = max ? *z.order.rbegin() : *z.order.begin();
+    out.push_back(e.second);
+    out.push_back(format_score(e.first));
+    z.erase(e.second);
+  }
+  if (z.empty()) data.erase(it);
+  return out;
+}
+
+// ZMPOP (Redis's genericZpopCommand over several keys): the first of its
+// keys that exists decides, WRONGTYPE if it holds another type.
+Result mpop(Keyspace& data, const Command& c) {
+  std::vector<std::string> keys, how;
+  int64_t count = 0;
+  if (!decode_names(c.value, &keys) || !decode_names(c.expected, &how) || how.size() != 2 ||
+      (how[0] != "min" && how[0] != "max") || !parse_integer(how[1], &count) || count < 1)
+    return error(kMalformed);
+  for (const std::string& k : keys) {
+    auto it = data.find(k);
+    if (it != data.end() && detail::expired(it->second, c.now_ms)) {
+      data.erase(it);
+      continue;
+    }
+    if (it == data.end()) continue;
+    if (!it->second.is_zset()) return error(kWrongType);
+    std::vector<std::string> out{k};
+    for (std::string& s : pop(data, it, how[0] == "max", static_cast<uint64_t>(count)))
+      out.push_back(std::move(s));
+    return done(encode_names(out));
+  }
+  return done("", false);
+}
+
 // Redis's zunionInterAggregate: a sum that makes NaN (inf - inf) is 0.
 void aggregate(const std::string& how, double* target, double v) {
   if (how == "sum") {
@@ -571,14 +612,16 @@ std::pair<uint64_t, uint64_t> Store::zadd_sizes_after(const Command& c) const {
 
 namespace detail {
 
-bool is_zset_op(Op op) { return op >= Op::kZAdd && op <= Op::kZCombineStore; }
+bool is_zset_op(Op op) { return op >= Op::kZAdd && op <= Op::kZMPop; }
 bool is_zset_keys_op(Op op) {
-  return op == Op::kZRangeStore || op == Op::kZCombine || op == Op::kZCombineStore;
+  return op == Op::kZRangeStore || op == Op::kZCombine || op == Op::kZCombineStore ||
+         op == Op::kZMPop;
 }
 
 Result execute_zset(Keyspace& data, const Command& c) {
   if (c.op == Op::kZRangeStore) return range_store(data, c);
   if (c.op == Op::kZCombine || c.op == Op::kZCombineStore) return combine(data, c);
+  if (c.op == Op::kZMPop) return mpop(data, c);
   if (c.op == Op::kZAdd) return zadd(data, c);
   auto it = data.find(c.key);
   const bool present = it != data.end();
@@ -630,22 +673,21 @@ Result execute_zset(Keyspace& data, const Command& c) {
       if (present && z->empty()) data.erase(it);
       return done(std::to_string(gone.size()), !gone.empty());
     }
+    case Op::kZScan: {
+      // (As HSCAN's page of a hash: each member and its score.)
+      std::map<std::string, std::string> members;
+      if (present)
+        for (const ZEntry& e : z->order) members.emplace(e.second, format_score(e.first));
+      return scan_one(c, present ? &members : nullptr, nullptr);
+    }
     case Op::kZPop: {
       int64_t count = 1;
       if (!c.expected.empty() && (!parse_integer(c.expected, &count) || count < 0))
         return error(kMalformed);
       if (!present) return done(encode_names({}), false);
-      const bool max = c.value == "max";
-      std::vector<ZIt> its;
-      const uint64_t k = std::min<uint64_t>(static_cast<uint64_t>(count), z->size());
-      for (ZIt lo = z->order.begin(), hi = z->order.end(); its.size() < k;)
-        its.push_back(max ? --hi : lo++);
-      std::string out = members_of(its, true);
-      std::vector<std::string> gone;
-      for (ZIt i : its) gone.push_back(i->second);
-      for (const std::string& m : gone) z->erase(m);
-      if (z->empty()) data.erase(it);
-      return done(std::move(out), !gone.empty());
+      const std::vector<std::string> out =
+          pop(data, it, c.value == "max", static_cast<uint64_t>(count));
+      return done(encode_names(out), !out.empty());
     }
     default:
       return error(kMalformed);

@@ -101,9 +101,12 @@ bool parse_lex_bound(std::string_view text, LexBound* out);
 // copies of them as rename is: zrangestore (`key` the destination, `value`
 // the source, encode_names, `expected` a ZRange), zcombine (ZUNION, ZINTER,
 // ZDIFF, ZINTERCARD: `key` the first source, `value` the sources,
-// `expected` a ZCombine) and zcombinestore (ZUNIONSTORE, ZINTERSTORE,
+// `expected` a ZCombine), zcombinestore (ZUNIONSTORE, ZINTERSTORE,
 // ZDIFFSTORE: `key` the destination, `value` the sources, `expected` a
-// ZCombine).
+// ZCombine) and zmpop (ZMPOP: `key` the first key, `value` the keys,
+// `expected` "min" or "max" and the count, encode_names); zscan (ZSCAN: `value`
+// a ScanRequest, `expected` the MATCH pattern) pages through the members
+// and their scores as hscan does through a hash (store.h).
 //
 // Their results (store.h, Result) are Redis's answers: an error is
 // not ok with Redis's text as value ("ERR ..." or kWrongType); otherwise
@@ -114,7 +117,9 @@ bool parse_lex_bound(std::string_view text, LexBound* out);
 // (format_score: zadd with INCR; empty there when it did nothing, Redis's
 // null), a rank, or encode_names of
 // members, of scores ("" for a member absent: zscore), or of members and
-// scores alternating (zrange with_scores, zpop).
+// scores alternating (zrange with_scores, zpop), or zmpop's: the key it
+// popped from, then members and scores alternating (not ok and empty:
+// none of its keys exists, Redis's null array).
 
 // Which members a range names and how it answers them: Op::kZRange's,
 // Op::kZCount's, Op::kZRemRange's and Op::kZRangeStore's `expected`

@@ -12,7 +12,7 @@ then COMMANDS (default 3000) seeded random sorted-set commands (SEED,
 default 39), pipelined in batches: ZADD with NX, XX, GT, LT, CH and INCR,
 ZINCRBY, ZREM, ZSCORE, ZMSCORE, ZCARD, ZCOUNT, ZLEXCOUNT, ZRANK, ZREVRANK,
 the ZRANGE family (BYSCORE, BYLEX, REV, LIMIT, WITHSCORES), ZRANGESTORE,
-ZPOPMIN, ZPOPMAX, the ZREMRANGEBY* commands, ZUNION, ZINTER, ZDIFF,
+ZPOPMIN, ZPOPMAX, ZMPOP, the ZREMRANGEBY* commands, ZUNION, ZINTER, ZDIFF,
 ZINTERCARD and the STORE forms (WEIGHTS, AGGREGATE, sets among the
 sources), and the keyspace commands on
 sorted sets (TYPE, EXISTS, DEL, RENAME, EXPIRE, TTL, PERSIST); scores
@@ -263,6 +263,15 @@ def random_command(rng):
     if c < 0.80:
         opts, by = range_options(rng, True, True)
         return ["ZRANGESTORE", rng.choice(KEYS[:3] + ["zd:str"]), k] + bounds(rng, by) + opts
+    if c < 0.83:
+        keys = [key(rng) for _ in range(rng.randint(1, 3))]
+        numkeys = str(len(keys)) if rng.random() < 0.95 else rng.choice(["0", "-1", "9", "x"])
+        cmd = ["ZMPOP", numkeys] + keys + [pick(rng, ["MIN", "MAX", "min"], ["MID"])]
+        if rng.random() < 0.5:
+            cmd += ["COUNT", pick(rng, ["1", "2", "5"], ["0", "-1", "x"], 0.1)]
+        if rng.random() < 0.03:
+            cmd.append(rng.choice(["COUNT", "junk"]))
+        return cmd
     if c < 0.86:
         cmd = [rng.choice(["ZPOPMIN", "ZPOPMAX"]), k]
         if rng.random() < 0.6:
@@ -354,6 +363,16 @@ FIXED = [
     (["ZDIFFSTORE", "zd:out", "1", "zd:none"], b":0\r\n"),
     (["EXISTS", "zd:out"], b":0\r\n"),
     (["DEL", "zd:u1", "zd:u2", "zd:uset"], b":3\r\n"),
+    (["ZADD", "zd:m2", "1", "a", "2", "b", "3", "c"], b":3\r\n"),
+    (["ZMPOP", "2", "zd:none", "zd:m2", "MAX", "COUNT", "2"],
+     b"*2\r\n$5\r\nzd:m2\r\n*2\r\n*2\r\n$1\r\nc\r\n$1\r\n3\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n"),
+    (["ZMPOP", "1", "zd:none", "MIN"], b"*-1\r\n"),
+    (["ZMPOP", "0", "zd:m2", "MIN"], b"-ERR numkeys should be greater than 0\r\n"),
+    (["ZMPOP", "1", "zd:m2", "MIN", "COUNT", "0"], b"-ERR count should be greater than 0\r\n"),
+    (["ZMPOP", "2", "zd:list", "zd:m2", "MIN"],
+     b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    (["ZMPOP", "1", "zd:m2", "MIN"], b"*2\r\n$5\r\nzd:m2\r\n*1\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n"),
+    (["EXISTS", "zd:m2"], b":0\r\n"),
 ]
 
 

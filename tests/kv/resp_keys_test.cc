@@ -718,7 +718,8 @@ TEST_F(RespKeysTest, RedisPyUsesSetsAsItUsesRedis) { expect_redis_py(SLUICE_KV_R
 
 // Sorted sets in a transaction (a WRONGTYPE among the replies), RENAME
 // with the deadline, a WATCH that another connection's ZADD (a new score,
-// without CH) or ZINCRBY fails and a ZADD that changes nothing does not,
+// without CH), ZINCRBY or ZMPOP (from its second key) fails and a ZADD
+// that changes nothing does not,
 // TYPE zset and a ZADD past one entry refused by the gateway.
 TEST_F(RespKeysTest, SortedSetsJoinTransactionsAndAbortAWatch) {
   Conn a(port_), b(port_);
@@ -739,8 +740,10 @@ TEST_F(RespKeysTest, SortedSetsJoinTransactionsAndAbortAWatch) {
             "*3\r\n$3\r\n1.5\r\n-WRONGTYPE Operation against a key holding the wrong kind of "
             "value\r\n*4\r\n$1\r\nx\r\n$3\r\n1.5\r\n$1\r\ny\r\n$1\r\n2\r\n"
             "+zset\r\n");
-  for (const std::vector<std::string>& theirs : std::vector<std::vector<std::string>>{
-           {"ZADD", "zk:b", "7", "x"}, {"ZINCRBY", "zk:b", "1", "y"}}) {
+  for (const std::vector<std::string>& theirs :
+       std::vector<std::vector<std::string>>{{"ZADD", "zk:b", "7", "x"},
+                                             {"ZINCRBY", "zk:b", "1", "y"},
+                                             {"ZMPOP", "2", "zk:none", "zk:b", "MIN"}}) {
     EXPECT_EQ(ask(a, {{"WATCH", "zk:b"}}, "+OK\r\n"), "+OK\r\n");
     const std::string reply = ask(b, {theirs}, "\r\n");
     EXPECT_EQ(ask(a, {{"MULTI"}, {"ZCARD", "zk:b"}, {"EXEC"}}, "*-1\r\n"),
@@ -749,8 +752,8 @@ TEST_F(RespKeysTest, SortedSetsJoinTransactionsAndAbortAWatch) {
   }
   EXPECT_EQ(ask(a, {{"WATCH", "zk:b"}}, "+OK\r\n"), "+OK\r\n");
   EXPECT_EQ(ask(b, {{"ZADD", "zk:b", "7", "x"}}, ":0\r\n"), ":0\r\n");
-  EXPECT_EQ(ask(a, {{"MULTI"}, {"ZCARD", "zk:b"}, {"EXEC"}}, "*1\r\n:2\r\n"),
-            "+OK\r\n+QUEUED\r\n*1\r\n:2\r\n")
+  EXPECT_EQ(ask(a, {{"MULTI"}, {"ZCARD", "zk:b"}, {"EXEC"}}, "*1\r\n:1\r\n"),
+            "+OK\r\n+QUEUED\r\n*1\r\n:1\r\n")
       << "a ZADD that changed nothing modified nothing";
   std::vector<std::string> big{"ZADD", "zk:big"};
   for (int i = 0; i < 500; ++i) {

@@ -5,6 +5,7 @@
 // and new, and replicas that apply the same log ending identical.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -162,6 +163,42 @@ TEST(StoreZsetTest, UnionInterAndDiffFollowRedisWithSetsAmongTheSources) {
             (Result{false, "ERR weight value is not a float"}));
 }
 
+TEST(StoreZsetTest, ZmpopTakesTheFirstKeyThatExistsAndZscanPagesThroughEveryMember) {
+  Store s;
+  Client c{s};
+  c.run(zadd("b", {"1", "x", "2", "y", "3", "z"}));
+  c.run(cmd(Op::kPut, "str", "v"));
+  auto mpop = [](Strings keys, std::string how, std::string count) {
+    return cmd(Op::kZMPop, keys.front(), encode_names(keys), encode_names({how, count}));
+  };
+  EXPECT_EQ(c.names(mpop({"none", "b", "str"}, "max", "2")), (Strings{"b", "z", "3", "y", "2"}));
+  EXPECT_EQ(c.run(mpop({"none"}, "min", "1")), (Result{false, ""})) << "Redis's null array";
+  EXPECT_EQ(c.run(mpop({"str", "b"}, "min", "1")), kWrong) << "the first key that exists decides";
+  EXPECT_EQ(c.names(mpop({"b"}, "min", "5")), (Strings{"b", "x", "1"}));
+  EXPECT_EQ(s.data().count("b"), 0u);
+  Strings pairs;
+  for (int i = 0; i < 50; ++i) {
+    pairs.push_back(std::to_string(i) + ".5");
+    pairs.push_back("m" + std::to_string(i));
+  }
+  c.run(zadd("big", pairs));
+  size_t pages = 0;
+  const Strings got = testing::scan_all(c, Op::kZScan, "big", 7, "*", false, &pages);
+  std::map<std::string, std::string> seen;
+  for (size_t i = 0; i + 1 < got.size(); i += 2) seen.emplace(got[i], got[i + 1]);
+  EXPECT_EQ(got.size(), 100u) << "each member once, with its score";
+  EXPECT_EQ(seen.size(), 50u);
+  EXPECT_EQ(seen["m7"], "7.5");
+  EXPECT_GT(pages, 5u);
+  const Strings matched = testing::scan_all(c, Op::kZScan, "big", 100, "m4*");
+  std::map<std::string, std::string> four;
+  for (size_t i = 0; i + 1 < matched.size(); i += 2) four.emplace(matched[i], matched[i + 1]);
+  EXPECT_EQ(matched.size(), 22u) << "MATCH: m4 and m40 .. m49, in the scan's (hash) order";
+  EXPECT_EQ(four.size(), 11u);
+  EXPECT_EQ(four["m45"], "45.5");
+  EXPECT_EQ(c.run(cmd(Op::kZScan, "str", encode_scan_request({0, 10, ""}), "*")), kWrong);
+}
+
 TEST(StoreZsetTest, AZsetCommandOnAnotherTypeAndTheirsOnAZsetAreWrongType) {
   Store s;
   Client c{s};
@@ -307,10 +344,11 @@ TEST(StoreZsetTest, ReplicasApplyingTheSameZsetCommandsEndIdentical) {
   o.max_result_bytes = 600;
   std::mt19937_64 rng(3939);  // (its sequence is the standard's: the same everywhere)
   auto rnd = [&rng](uint64_t n) { return rng() % n; };
-  const Op ops[] = {
-      Op::kZAdd,        Op::kZAdd,   Op::kZAdd,   Op::kZRem,      Op::kZScore,        Op::kZCard,
-      Op::kZRank,       Op::kZCount, Op::kZRange, Op::kZRemRange, Op::kZPop,          Op::kPut,
-      Op::kZRangeStore, Op::kRename, Op::kDelete, Op::kZCombine,  Op::kZCombineStore, Op::kSAdd};
+  const Op ops[] = {Op::kZAdd,          Op::kZAdd,      Op::kZAdd,   Op::kZRem,
+                    Op::kZScore,        Op::kZCard,     Op::kZRank,  Op::kZCount,
+                    Op::kZRange,        Op::kZRemRange, Op::kZPop,   Op::kPut,
+                    Op::kZRangeStore,   Op::kRename,    Op::kDelete, Op::kZCombine,
+                    Op::kZCombineStore, Op::kSAdd,      Op::kZMPop};
   const char* scores[] = {"0", "1", "-1", "2.5", "inf", "-inf", "1e3", "-0"};
   const char* options[] = {"", "", "", "N", "X", "G", "L", "C", "I", "XGC"};
   auto key = [&rnd] { return "k" + std::to_string(rnd(5)); };
@@ -356,6 +394,10 @@ TEST(StoreZsetTest, ReplicasApplyingTheSameZsetCommandsEndIdentical) {
       c = combine(op, op == Op::kZCombine ? sources.front() : key(), sources, z);
     } else if (op == Op::kSAdd) {
       c.value = encode_names({member()});
+    } else if (op == Op::kZMPop) {
+      const Strings keys{key(), key()};
+      c = cmd(op, keys.front(), encode_names(keys),
+              encode_names({rnd(2) ? "min" : "max", std::to_string(1 + rnd(3))}));
     }
     c.client = 1;
     c.seq = seq;
