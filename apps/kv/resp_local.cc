@@ -207,6 +207,7 @@ constexpr CommandInfo kCommands[] = {
     {"zdiffstore", -4, "write", 1, 1, 1},
     {"zscan", -3, "readonly", 1, 1, 1},
     {"zmpop", -4, "write", 0, 0, 0},
+    {"zrandmember", -2, "readonly", 1, 1, 1},
     {"info", -1, "", 0, 0, 0},
     {"config", -2, "", 0, 0, 0},
     {"command", -1, "", 0, 0, 0},

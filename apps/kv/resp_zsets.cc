@@ -3,6 +3,7 @@
 // checked here, in Redis 7.0's order and words, so that what reaches the
 // log is well formed; the store parses scores and ranges again with the
 // same functions (zset.h).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -266,6 +267,32 @@ bool RespGateway::zset_command(Conn& c, const std::string& name,
     return submit_keyed(c, name, keyed, client, index, r, now,
                         {Op::kZCombine, value, expected,
                          z.how == ZCombine::kInterCard ? Kind::kZInt : Kind::kZArray});
+  }
+  if (name == "ZRANDMEMBER") {
+    // (Redis's zrandmemberCommand: the count, then the syntax.)
+    if (!arity(2, true)) return r.answer(wrong_args("zrandmember"));
+    // A seed for this command alone (splitmix64's step; the store mixes it).
+    const std::string seed = std::to_string(seeds_ += 0x9e3779b97f4a7c15ull);
+    if (args.size() == 2) return send(Op::kZRandMember, seed, encode_names({"", ""}), Kind::kGet);
+    int64_t n = 0;
+    if (!parse_integer(args[2], &n)) return r.answer(resp::error(kNotInteger));
+    if (n == INT64_MIN)
+      return r.answer(
+          resp::error("ERR value is out of range, value must between "
+                      "-9223372036854775807 and 9223372036854775807"));
+    if (args.size() > 4 || (args.size() == 4 && lower(args[3]) != "withscores"))
+      return r.answer(resp::error(kSyntax));
+    const bool with_scores = args.size() == 4;
+    if (with_scores && (n < -INT64_MAX / 2 || n > INT64_MAX / 2))
+      return r.answer(resp::error("ERR value is out of range"));
+    // (Each member chosen takes at least 4 bytes of the store's reply.)
+    if (n < 0 && uint64_t(-n) > options_.max_entry_bytes / 4)
+      return r.answer(resp::error("ERR value is out of range: sluice-kv answers at most " +
+                                  std::to_string(options_.max_entry_bytes) +
+                                  " bytes in one reply (--max-value-bytes)"));
+    r.zscores = r.znested = with_scores;
+    return send(Op::kZRandMember, seed, encode_names({args[2], with_scores ? "1" : ""}),
+                Kind::kZArray);
   }
   if (name == "ZSCAN") {
     if (!arity(3, true)) return r.answer(wrong_args("zscan"));

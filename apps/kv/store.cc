@@ -222,6 +222,7 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kZCombineStore:
     case Op::kZScan:
     case Op::kZMPop:
+    case Op::kZRandMember:
       break;
     case Op::kIncrByFloat:
     case Op::kSetRange:
@@ -498,7 +499,7 @@ Result Store::execute_here(const Command& c) {
   }
   Result r = execute(data_, c);
   if (c.op == Op::kHMGet || c.op == Op::kSRandMember || c.op == Op::kLPos || c.op == Op::kHScan ||
-      c.op == Op::kSScan || c.op == Op::kZScore || c.op == Op::kZScan) {
+      c.op == Op::kSScan || c.op == Op::kZScore || c.op == Op::kZScan || c.op == Op::kZRandMember) {
     // (Fields named many times, members chosen many times, or the indices
     // of many short elements can make a reply longer than the hash, the set
     // or the list.)

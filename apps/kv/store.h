@@ -165,8 +165,9 @@ enum class Op : uint8_t {
   kZCombineStore,
   kZScan,
   kZMPop,
+  kZRandMember,
 };
-inline constexpr Op kLastOp = Op::kZMPop;
+inline constexpr Op kLastOp = Op::kZRandMember;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the

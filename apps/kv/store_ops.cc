@@ -171,6 +171,8 @@ const char* op_name(Op op) {
       return "zscan";
     case Op::kZMPop:
       return "zmpop";
+    case Op::kZRandMember:
+      return "zrandmember";
   }
   return "?";
 }

@@ -427,6 +427,56 @@ struct Source {
   }
 };
 
+// The most bytes ZRANDMEMBER with a negative count makes before it gives
+// up (a malformed entry must not make a replica allocate without bound;
+// the gateway refuses such counts, and the Store refuses a reply past
+// max_result_bytes anyway).
+constexpr size_t kChoiceBytes = 64u << 20;
+
+// ZRANDMEMBER's members (and scores), chosen from `seed` alone by
+// splitmix64, as SRANDMEMBER's (store_sets.cc): a count >= 0, at most that
+// many distinct ones in score order (all of them from the highest score
+// once it reaches the set's size, as Redis 7.0 answers); < 0, that many
+// with repeats, in the order chosen. False past kChoiceBytes.
+bool random_members(const ZSet& z, int64_t seed, int64_t count, bool with_scores,
+                    std::vector<std::string>* out) {
+  uint64_t state = static_cast<uint64_t>(seed);
+  auto below = [&state](uint64_t n) {
+    uint64_t x = (state += 0x9e3779b97f4a7c15ull);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return (x ^ (x >> 31)) % n;
+  };
+  std::vector<const ZEntry*> all;
+  all.reserve(z.size());
+  for (const ZEntry& e : z.order) all.push_back(&e);
+  const uint64_t n = all.size();
+  auto emit = [&](const ZEntry* e) {
+    out->push_back(e->second);
+    if (with_scores) out->push_back(format_score(e->first));
+  };
+  if (count < 0) {
+    size_t bytes = 0;
+    for (uint64_t i = 0, want = uint64_t(0) - uint64_t(count); i < want; ++i) {
+      emit(all[below(n)]);
+      bytes += 8 + out->back().size() + (with_scores ? (*out)[out->size() - 2].size() : 0);
+      if (bytes > kChoiceBytes) return false;
+    }
+    return true;
+  }
+  if (uint64_t(count) >= n) {
+    for (auto it = all.rbegin(); it != all.rend(); ++it) emit(*it);
+    return true;
+  }
+  // A partial Fisher-Yates shuffle: the first `count` of `all` are chosen.
+  const auto k = static_cast<uint64_t>(count);
+  for (uint64_t i = 0; i < k; ++i) std::swap(all[i], all[i + below(n - i)]);
+  std::sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k),
+            [](const ZEntry* a, const ZEntry* b) { return ZOrder{}(*a, *b); });
+  for (uint64_t i = 0; i < k; ++i) emit(all[i]);
+  return true;
+}
+
 // Pops `count` members from `it`'s sorted set, the lowest scores first (or
 // the highest), removing the key once empty: the members and scores.
 std::vector<std::string> pop(Keyspace& data, Keyspace::iterator it, bool max, uint64_t count) {
@@ -612,7 +662,7 @@ std::pair<uint64_t, uint64_t> Store::zadd_sizes_after(const Command& c) const {
 
 namespace detail {
 
-bool is_zset_op(Op op) { return op >= Op::kZAdd && op <= Op::kZMPop; }
+bool is_zset_op(Op op) { return op >= Op::kZAdd && op <= Op::kZRandMember; }
 bool is_zset_keys_op(Op op) {
   return op == Op::kZRangeStore || op == Op::kZCombine || op == Op::kZCombineStore ||
          op == Op::kZMPop;
@@ -672,6 +722,19 @@ Result execute_zset(Keyspace& data, const Command& c) {
       for (const std::string& m : gone) z->erase(m);
       if (present && z->empty()) data.erase(it);
       return done(std::to_string(gone.size()), !gone.empty());
+    }
+    case Op::kZRandMember: {
+      std::vector<std::string> how;
+      int64_t count = 1;
+      if (!decode_names(c.expected, &how) || how.size() != 2 ||
+          (!how[0].empty() && !parse_integer(how[0], &count)))
+        return error(kMalformed);
+      if (!present) return how[0].empty() ? done("", false) : done(encode_names({}));
+      std::vector<std::string> out;
+      if (!random_members(*z, number_or_zero(c.value), count, !how[1].empty(), &out))
+        return error("ERR the reply would take more than " + std::to_string(kChoiceBytes) +
+                     " bytes");
+      return how[0].empty() ? done(std::move(out.front())) : done(encode_names(out));
     }
     case Op::kZScan: {
       // (As HSCAN's page of a hash: each member and its score.)

@@ -106,7 +106,10 @@ bool parse_lex_bound(std::string_view text, LexBound* out);
 // ZCombine) and zmpop (ZMPOP: `key` the first key, `value` the keys,
 // `expected` "min" or "max" and the count, encode_names); zscan (ZSCAN: `value`
 // a ScanRequest, `expected` the MATCH pattern) pages through the members
-// and their scores as hscan does through a hash (store.h).
+// and their scores as hscan does through a hash (store.h); zrandmember
+// (ZRANDMEMBER: `value` the seed the gateway stamped, in decimal,
+// `expected` the count ("" for none) and "1" for WITHSCORES, encode_names)
+// chooses as srandmember does (store_sets.cc): from the seed alone.
 //
 // Their results (store.h, Result) are Redis's answers: an error is
 // not ok with Redis's text as value ("ERR ..." or kWrongType); otherwise
@@ -119,7 +122,8 @@ bool parse_lex_bound(std::string_view text, LexBound* out);
 // members, of scores ("" for a member absent: zscore), or of members and
 // scores alternating (zrange with_scores, zpop), or zmpop's: the key it
 // popped from, then members and scores alternating (not ok and empty:
-// none of its keys exists, Redis's null array).
+// none of its keys exists, Redis's null array); zrandmember without a
+// count: ok = the key exists, value the member.
 
 // Which members a range names and how it answers them: Op::kZRange's,
 // Op::kZCount's, Op::kZRemRange's and Op::kZRangeStore's `expected`

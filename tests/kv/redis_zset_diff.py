@@ -12,7 +12,8 @@ then COMMANDS (default 3000) seeded random sorted-set commands (SEED,
 default 39), pipelined in batches: ZADD with NX, XX, GT, LT, CH and INCR,
 ZINCRBY, ZREM, ZSCORE, ZMSCORE, ZCARD, ZCOUNT, ZLEXCOUNT, ZRANK, ZREVRANK,
 the ZRANGE family (BYSCORE, BYLEX, REV, LIMIT, WITHSCORES), ZRANGESTORE,
-ZPOPMIN, ZPOPMAX, ZMPOP, the ZREMRANGEBY* commands, ZUNION, ZINTER, ZDIFF,
+ZPOPMIN, ZPOPMAX, ZMPOP, ZRANDMEMBER (its counts whose answer is not
+random), the ZREMRANGEBY* commands, ZUNION, ZINTER, ZDIFF,
 ZINTERCARD and the STORE forms (WEIGHTS, AGGREGATE, sets among the
 sources), and the keyspace commands on
 sorted sets (TYPE, EXISTS, DEL, RENAME, EXPIRE, TTL, PERSIST); scores
@@ -272,6 +273,11 @@ def random_command(rng):
         if rng.random() < 0.03:
             cmd.append(rng.choice(["COUNT", "junk"]))
         return cmd
+    if c < 0.835:
+        # (Only the counts whose answer is not random: 0, past the set's
+        # size, and the errors.)
+        return ["ZRANDMEMBER", k, pick(rng, ["0", "100", "1000"], BAD_INTS, 0.1)] + (
+            ["WITHSCORES"] if rng.random() < 0.5 else [])
     if c < 0.86:
         cmd = [rng.choice(["ZPOPMIN", "ZPOPMAX"]), k]
         if rng.random() < 0.6:
@@ -287,6 +293,8 @@ def random_command(rng):
                            ["RENAME", k, rng.choice(KEYS[:3])], ["DEL", rng.choice(KEYS[:3])]])
     # A wrong argument count: a command cut short (or with one too many).
     cmd = random_command(rng)
+    if cmd[0] == "ZRANDMEMBER":  # (ZRANDMEMBER key alone answers a random member)
+        return cmd[:1]
     return cmd[:rng.randint(1, 2)] if rng.random() < 0.8 else cmd + ["extra"]
 
 
@@ -373,6 +381,22 @@ FIXED = [
      b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
     (["ZMPOP", "1", "zd:m2", "MIN"], b"*2\r\n$5\r\nzd:m2\r\n*1\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n"),
     (["EXISTS", "zd:m2"], b":0\r\n"),
+    (["ZADD", "zd:r", "1", "a", "2", "b", "3", "c"], b":3\r\n"),
+    (["ZRANDMEMBER", "zd:r", "100", "WITHSCORES"],
+     b"*6\r\n$1\r\nc\r\n$1\r\n3\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\na\r\n$1\r\n1\r\n"),
+    (["ZRANDMEMBER", "zd:r", "3"], b"*3\r\n$1\r\nc\r\n$1\r\nb\r\n$1\r\na\r\n"),
+    (["ZRANDMEMBER", "zd:none"], b"$-1\r\n"),
+    (["ZRANDMEMBER", "zd:none", "5"], b"*0\r\n"),
+    (["ZRANDMEMBER", "zd:list", "0"],
+     b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    (["ZRANDMEMBER", "zd:r", "0"], b"*0\r\n"),
+    (["ZRANDMEMBER", "zd:r", "1", "junk"], b"-ERR syntax error\r\n"),
+    (["ZRANDMEMBER", "zd:r", "-9223372036854775808"],
+     b"-ERR value is out of range, value must between -9223372036854775807 and "
+     b"9223372036854775807\r\n"),
+    (["ZRANDMEMBER", "zd:r", "9223372036854775807", "WITHSCORES"],
+     b"-ERR value is out of range\r\n"),
+    (["DEL", "zd:r"], b":1\r\n"),
 ]
 
 

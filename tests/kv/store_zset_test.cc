@@ -7,6 +7,7 @@
 
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -199,6 +200,36 @@ TEST(StoreZsetTest, ZmpopTakesTheFirstKeyThatExistsAndZscanPagesThroughEveryMemb
   EXPECT_EQ(c.run(cmd(Op::kZScan, "str", encode_scan_request({0, 10, ""}), "*")), kWrong);
 }
 
+// ZRANDMEMBER chooses from the seed in the entry alone, as SRANDMEMBER.
+TEST(StoreZsetTest, ZrandmemberChoosesFromTheSeedAlone) {
+  Store s, t;
+  Client c{s}, d{t};
+  for (Client* x : {&c, &d}) x->run(zadd("z", {"1", "a", "2", "b", "3", "c", "4", "d"}));
+  auto rand = [](uint64_t seed, std::string count, bool scores) {
+    return cmd(Op::kZRandMember, "z", std::to_string(seed),
+               encode_names({std::move(count), scores ? "1" : ""}));
+  };
+  std::set<std::string> chosen;
+  for (uint64_t seed = 1; seed <= 64; ++seed) {
+    const Strings two = c.names(rand(seed, "2", false));
+    EXPECT_EQ(two, d.names(rand(seed, "2", false))) << "the same seed, the same choice";
+    ASSERT_EQ(two.size(), 2u);
+    EXPECT_LT(two[0], two[1]) << "distinct, in score order";
+    chosen.insert(two.begin(), two.end());
+    const Result one = c.run(rand(seed, "", false));
+    EXPECT_TRUE(one.ok);
+    chosen.insert(one.value);
+  }
+  EXPECT_EQ(chosen.size(), 4u) << "every member is chosen some time";
+  EXPECT_EQ(c.names(rand(7, "9", true)), (Strings{"d", "4", "c", "3", "b", "2", "a", "1"}))
+      << "the whole set from the highest score, as Redis 7.0 answers";
+  EXPECT_EQ(c.names(rand(7, "-7", true)).size(), 14u) << "repeats";
+  EXPECT_EQ(c.names(rand(7, "0", false)), Strings{});
+  EXPECT_EQ(c.run(cmd(Op::kZRandMember, "none", "1", encode_names({"", ""}))), (Result{false, ""}));
+  EXPECT_EQ(c.names(cmd(Op::kZRandMember, "none", "1", encode_names({"3", ""}))), Strings{});
+  EXPECT_EQ(c.run(cmd(Op::kZCard, "z")), (Result{true, "4"})) << "nothing removed";
+}
+
 TEST(StoreZsetTest, AZsetCommandOnAnotherTypeAndTheirsOnAZsetAreWrongType) {
   Store s;
   Client c{s};
@@ -348,7 +379,7 @@ TEST(StoreZsetTest, ReplicasApplyingTheSameZsetCommandsEndIdentical) {
                     Op::kZScore,        Op::kZCard,     Op::kZRank,  Op::kZCount,
                     Op::kZRange,        Op::kZRemRange, Op::kZPop,   Op::kPut,
                     Op::kZRangeStore,   Op::kRename,    Op::kDelete, Op::kZCombine,
-                    Op::kZCombineStore, Op::kSAdd,      Op::kZMPop};
+                    Op::kZCombineStore, Op::kSAdd,      Op::kZMPop,  Op::kZRandMember};
   const char* scores[] = {"0", "1", "-1", "2.5", "inf", "-inf", "1e3", "-0"};
   const char* options[] = {"", "", "", "N", "X", "G", "L", "C", "I", "XGC"};
   auto key = [&rnd] { return "k" + std::to_string(rnd(5)); };
@@ -394,6 +425,9 @@ TEST(StoreZsetTest, ReplicasApplyingTheSameZsetCommandsEndIdentical) {
       c = combine(op, op == Op::kZCombine ? sources.front() : key(), sources, z);
     } else if (op == Op::kSAdd) {
       c.value = encode_names({member()});
+    } else if (op == Op::kZRandMember) {
+      c = cmd(op, c.key, std::to_string(rng()),
+              encode_names({rnd(3) ? std::to_string(int(rnd(7)) - 3) : "", rnd(2) ? "1" : ""}));
     } else if (op == Op::kZMPop) {
       const Strings keys{key(), key()};
       c = cmd(op, keys.front(), encode_names(keys),
