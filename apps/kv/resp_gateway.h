@@ -26,7 +26,8 @@
 //   SETNX key value       :1 if it was absent and is now set, else :0
 //   GETSET key value      bulk old value, or null; GETDEL key: the same, deleting
 //   MGET key [key ...]    an array of bulk values or nulls
-//   TYPE key              +string, +hash or +none; GETRANGE (SUBSTR) key start end: the
+//   TYPE key              +string, +hash, +list, +set, +zset or +none; GETRANGE (SUBSTR) key start
+//   end: the
 //                         bytes, offsets as Redis takes them; UNLINK: DEL
 //   SETEX key s value, PSETEX key ms value    +OK (SET with EX, PX)
 //   EXPIRE, PEXPIRE key time, EXPIREAT, PEXPIREAT key unix-time [NX|XX|GT|LT]
@@ -97,6 +98,15 @@
 //   (Each one log entry (resp_sets.cc); WRONGTYPE as for hashes; the key
 //   goes with its last member. SPOP and SRANDMEMBER carry a seed this
 //   gateway draws, from which every replica chooses the same members.)
+//   ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...],
+//   ZINCRBY, ZREM, ZSCORE, ZMSCORE, ZCARD, ZCOUNT, ZLEXCOUNT, ZRANK,
+//   ZREVRANK, ZRANGE key min max [BYSCORE|BYLEX] [REV] [LIMIT o c]
+//   [WITHSCORES] and ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZRANGEBYLEX,
+//   ZREVRANGEBYLEX, ZREVRANGE, ZRANGESTORE, ZPOPMIN, ZPOPMAX, ZMPOP,
+//   ZRANDMEMBER, ZREMRANGEBYSCORE, ZREMRANGEBYRANK, ZREMRANGEBYLEX, ZUNION,
+//   ZINTER, ZDIFF, ZINTERCARD, ZUNIONSTORE, ZINTERSTORE, ZDIFFSTORE, ZSCAN
+//   (resp_zsets.cc, zset.h): Redis 7.0's answers and errors byte for byte,
+//   scores printed as %.17g (RESP3: doubles); each one log entry.
 //   MSET key value [key value ...]    +OK; MSETNX: :1 if every key was absent
 //                         and is now set, else :0 (one entry: all or none)
 //   RENAME, RENAMENX key newkey    +OK (:1), :0 if newkey exists (NX), or
