@@ -293,7 +293,9 @@ bool select(const Order& o, const ZRange& q, std::vector<ZIt>* out) {
   // LIMIT's offset skips members without looking at them (Redis's walk).
   for (int64_t skip = q.offset; skip > 0 && it != o.end(); --skip)
     it = q.rev ? (it == o.begin() ? o.end() : std::prev(it)) : std::next(it);
-  for (int64_t left = q.limit; it != o.end() && left != 0; --left) {
+  // (A negative limit: no limit.)
+  uint64_t left = q.limit < 0 ? UINT64_MAX : static_cast<uint64_t>(q.limit);
+  for (; it != o.end() && left != 0; --left) {
     if (q.rev ? !span.gte_min(*it) : !span.lte_max(*it)) break;
     out->push_back(it);
     it = q.rev ? (it == o.begin() ? o.end() : std::prev(it)) : std::next(it);

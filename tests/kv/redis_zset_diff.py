@@ -397,6 +397,15 @@ FIXED = [
     (["ZRANDMEMBER", "zd:r", "9223372036854775807", "WITHSCORES"],
      b"-ERR value is out of range\r\n"),
     (["DEL", "zd:r"], b":1\r\n"),
+    # Indices and LIMITs at the ends of 64 bits.
+    (["ZADD", "zd:e", "1", "a", "2", "b"], b":2\r\n"),
+    (["ZRANGEBYSCORE", "zd:e", "-inf", "+inf", "LIMIT", "0", "-9223372036854775808"],
+     b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    (["ZRANGEBYSCORE", "zd:e", "-inf", "+inf", "LIMIT", "9223372036854775807", "1"], b"*0\r\n"),
+    (["ZRANGE", "zd:e", "0", "-9223372036854775808"], b"*0\r\n"),
+    (["ZRANGE", "zd:e", "-9223372036854775808", "9223372036854775807"],
+     b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    (["ZREMRANGEBYRANK", "zd:e", "-9223372036854775808", "9223372036854775807"], b":2\r\n"),
 ]
 
 
