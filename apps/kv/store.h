@@ -81,7 +81,7 @@ namespace kv {
 // keys, encode_names, `key` the first of them; sintercard: `expected` the
 // limit, 0 none) and sinterstore, sunionstore, sdiffstore (`key` the
 // destination, `value` the source keys).
-// Sorted sets: zadd ... zcombinestore, their arguments as zset.h says.
+// Sorted sets: zadd ... zrandmember, their arguments as zset.h says.
 enum class Op : uint8_t {
   kNoop,
   kPut,

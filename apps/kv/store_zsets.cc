@@ -1,5 +1,5 @@
 // The sorted-set commands on a plain map (store.h: Op::kZAdd ..
-// Op::kZCombineStore), for execute() and so for the Store, and zset.h's
+// Op::kZRandMember), for execute() and so for the Store, and zset.h's
 // numbers, ranges and encodings. A sorted set is an Item whose zset is set;
 // its last member goes with its key, as in Redis.
 //

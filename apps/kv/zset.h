@@ -1,7 +1,7 @@
 // apps/kv/zset.h: sluice-kv's sorted sets (Redis's zsets): the value a key
 // holds (ZSet, an Item's `zset`), the numbers and ranges their commands
 // take, parsed and printed as Redis 7.0 does, and how the commands travel
-// in a log entry (store.h, Op::kZAdd .. Op::kZCombineStore; store_zsets.cc
+// in a log entry (store.h, Op::kZAdd .. Op::kZRandMember; store_zsets.cc
 // runs them, resp_zsets.cc makes them from RESP requests).
 //
 // A sorted set is two indexes of its members: by member (their scores) and
