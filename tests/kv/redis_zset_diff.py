@@ -5,7 +5,8 @@ Usage: redis_zset_diff.py PORT REDIS_SERVER [COMMANDS [SEED]]
 
 Starts REDIS_SERVER (Debian's redis-server 7.0) on a free loopback port,
 without persistence, in a temporary directory (stopped at the end, whatever
-happens), then sends the same commands to it and to the gateway at PORT and
+happens; if this script is killed, redis-server gets SIGTERM with it), then
+sends the same commands to it and to the gateway at PORT and
 compares the raw replies byte for byte: first the deterministic cases a
 Redis user leans on (each also checked against the reply it must be),
 then COMMANDS (default 3000) seeded random sorted-set commands (SEED,
@@ -24,9 +25,10 @@ with the command; the last line says how many replies were compared and
 how many differed, and the exit status is 0 only if none did. Its keys
 start with "zd:".
 """
-import os
+import ctypes
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -100,6 +102,12 @@ def free_port():
         return s.getsockname()[1]
 
 
+def die_with_parent():
+    """In the child before exec: SIGTERM when this script dies, however it
+    dies (a timeout's SIGKILL too), so that no redis-server outlives it."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class RedisServer:
     """redis-server on a free loopback port in a temporary directory."""
 
@@ -109,7 +117,8 @@ class RedisServer:
         self.proc = subprocess.Popen(
             [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.dir, "--daemonize", "no", "--logfile", ""],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.dir)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.dir,
+            preexec_fn=die_with_parent)
         deadline = time.monotonic() + 15
         while True:
             try:
