@@ -765,6 +765,11 @@ TEST_F(RespKeysTest, SortedSetsJoinTransactionsAndAbortAWatch) {
   EXPECT_EQ(ask(a, {{"DEL", "zk:b", "zk:big"}}, "\r\n"), ":1\r\n");
 }
 
+// redis-py's sorted-set commands (tests/kv/redis_py_zset.py).
+TEST_F(RespKeysTest, RedisPyUsesSortedSetsAsItUsesRedis) {
+  expect_redis_py(SLUICE_KV_REDIS_PY_ZSET);
+}
+
 // Sorted sets against redis-server 7.0 (tests/kv/redis_zset_diff.py): the
 // deterministic cases and 3000 seeded random commands sent to both, every
 // reply the same bytes. make test installs redis-server (the Makefile's
