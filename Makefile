@@ -19,7 +19,8 @@ deps:
 # What only the tests use: the adya history checker (crates.io, built into
 # .tools/adya) and kv-porcupine (apps/kv/porcupine, a Go module, built into
 # .tools/kv-porcupine), redis-tools (redis-cli and redis-benchmark for the
-# kv RESP tests), clang-format (hygiene.format checks every C++ file), kcat
+# kv RESP tests), redis-server (7.0, the reference kv's sorted sets are
+# compared with, reply for reply), clang-format (hygiene.format checks every C++ file), kcat
 # and Apache Kafka's jars (Maven Central, into .tools/kafka) for the stream
 # Kafka tests, so that `make demo` does not wait for them. The packages come
 # first; the rest (test-programs: downloads and small builds) make test runs
@@ -28,7 +29,7 @@ test-tools: test-packages
 	@$(MAKE) --no-print-directory test-programs
 
 test-packages:
-	@scripts/install-deps.sh redis-tools clang-format kcat doxygen
+	@scripts/install-deps.sh redis-tools redis-server clang-format kcat doxygen
 
 test-programs:
 	@scripts/install-adya.sh

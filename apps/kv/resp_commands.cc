@@ -370,6 +370,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
   if (hash_command(c, name, args, client, index, r, now)) return;
   if (list_command(c, name, args, client, index, r, now)) return;
   if (set_command(c, name, args, client, index, r, now)) return;
+  if (zset_command(c, name, args, client, index, r, now)) return;
   bool handled = false;
   std::string answer = local_command(c, name, args, &handled);
   if (handled) return local(std::move(answer));

@@ -554,6 +554,15 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     case Kind::kSetFlags:
       fill_set(r, result);
       break;
+    case Kind::kZInt:
+    case Kind::kZDouble:
+    case Kind::kZDoubleOf:
+    case Kind::kZDoubles:
+    case Kind::kZRank:
+    case Kind::kZArray:
+    case Kind::kZMPop:
+      fill_zset(r, result);
+      break;
     case Kind::kLocal:
     case Kind::kSweep:
       break;

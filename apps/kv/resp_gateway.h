@@ -26,7 +26,8 @@
 //   SETNX key value       :1 if it was absent and is now set, else :0
 //   GETSET key value      bulk old value, or null; GETDEL key: the same, deleting
 //   MGET key [key ...]    an array of bulk values or nulls
-//   TYPE key              +string, +hash or +none; GETRANGE (SUBSTR) key start end: the
+//   TYPE key              +string, +hash, +list, +set, +zset or +none; GETRANGE (SUBSTR) key start
+//   end: the
 //                         bytes, offsets as Redis takes them; UNLINK: DEL
 //   SETEX key s value, PSETEX key ms value    +OK (SET with EX, PX)
 //   EXPIRE, PEXPIRE key time, EXPIREAT, PEXPIREAT key unix-time [NX|XX|GT|LT]
@@ -97,6 +98,15 @@
 //   (Each one log entry (resp_sets.cc); WRONGTYPE as for hashes; the key
 //   goes with its last member. SPOP and SRANDMEMBER carry a seed this
 //   gateway draws, from which every replica chooses the same members.)
+//   ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...],
+//   ZINCRBY, ZREM, ZSCORE, ZMSCORE, ZCARD, ZCOUNT, ZLEXCOUNT, ZRANK,
+//   ZREVRANK, ZRANGE key min max [BYSCORE|BYLEX] [REV] [LIMIT o c]
+//   [WITHSCORES] and ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZRANGEBYLEX,
+//   ZREVRANGEBYLEX, ZREVRANGE, ZRANGESTORE, ZPOPMIN, ZPOPMAX, ZMPOP,
+//   ZRANDMEMBER, ZREMRANGEBYSCORE, ZREMRANGEBYRANK, ZREMRANGEBYLEX, ZUNION,
+//   ZINTER, ZDIFF, ZINTERCARD, ZUNIONSTORE, ZINTERSTORE, ZDIFFSTORE, ZSCAN
+//   (resp_zsets.cc, zset.h): Redis 7.0's answers and errors byte for byte,
+//   scores printed as %.17g (RESP3: doubles); each one log entry.
 //   MSET key value [key value ...]    +OK; MSETNX: :1 if every key was absent
 //                         and is now set, else :0 (one entry: all or none)
 //   RENAME, RENAMENX key newkey    +OK (:1), :0 if newkey exists (NX), or
@@ -306,6 +316,14 @@ class RespGateway {
     kSetMembers,  // SMEMBERS, SINTER, SUNION, SDIFF, SPOP with a count (RESP3: a set)
     kSetArray,    // SRANDMEMBER with a count: the members (an array in RESP3 too)
     kSetFlags,    // SMISMEMBER: :1 or :0 per member
+    // The sorted-set commands (resp_zsets.cc, fill_zset).
+    kZInt,       // ZADD, ZREM, ZCARD, ZCOUNT, ZREMRANGEBY*, ZRANGESTORE: an integer
+    kZDouble,    // ZINCRBY, ZADD INCR: a score (RESP3: a double), or null
+    kZDoubleOf,  // ZSCORE: the one score of the store's list, or null
+    kZDoubles,   // ZMSCORE: a score or null per member
+    kZRank,      // ZRANK, ZREVRANK: an integer, or null
+    kZArray,     // the ZRANGE family, ZPOPMIN, ZPOPMAX: members (Reply::zscores)
+    kZMPop,      // ZMPOP: the key and its [member, score] pairs, or a null array
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
@@ -318,6 +336,9 @@ class RespGateway {
     std::vector<std::optional<std::string>> items;  // kArray: each key's value, in order
     bool ready = false;
     bool resp3 = false;  // the connection spoke RESP3 when it asked (HELLO 3)
+    // kZArray: members and scores alternate; znested: in RESP3, each pair
+    // is an array of its own (WITHSCORES, a ZPOPMIN with a count).
+    bool zscores = false, znested = false;
     // Answers at once, without the log (a refusal, a local command): true.
     bool answer(std::string t) {
       text = std::move(t);
@@ -417,6 +438,11 @@ class RespGateway {
   bool set_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                    Client& client, size_t index, Reply& r, int64_t now);
   void fill_set(Reply& r, const Result& result);
+  // resp_zsets.cc: the sorted-set commands (ZADD ... ZRANGESTORE); false if
+  // none. fill_zset: the answer of one of them (a sorted-set Kind).
+  bool zset_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
+                    Client& client, size_t index, Reply& r, int64_t now);
+  void fill_zset(Reply& r, const Result& result);
   // One command on the key args[1] as it goes into the log (a hash's or a
   // list's), answered here with an error if its key and encoded arguments
   // would take more than one entry may (--max-value-bytes). Always true.

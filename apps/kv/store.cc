@@ -10,148 +10,6 @@
 
 namespace kv {
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::kNoop:
-      return "noop";
-    case Op::kPut:
-      return "put";
-    case Op::kGet:
-      return "get";
-    case Op::kDelete:
-      return "delete";
-    case Op::kCas:
-      return "cas";
-    case Op::kIncrBy:
-      return "incrby";
-    case Op::kAppend:
-      return "append";
-    case Op::kSetNx:
-      return "setnx";
-    case Op::kGetSet:
-      return "getset";
-    case Op::kGetDel:
-      return "getdel";
-    case Op::kSetXx:
-      return "setxx";
-    case Op::kExpire:
-      return "expire";
-    case Op::kTtl:
-      return "ttl";
-    case Op::kGetEx:
-      return "getex";
-    case Op::kSweep:
-      return "sweep";
-    case Op::kMulti:
-      return "multi";
-    case Op::kRename:
-      return "rename";
-    case Op::kRenameNx:
-      return "renamenx";
-    case Op::kFlushAll:
-      return "flushall";
-    case Op::kWatch:
-      return "watch";
-    case Op::kDbSize:
-      return "dbsize";
-    case Op::kKeys:
-      return "keys";
-    case Op::kScan:
-      return "scan";
-    case Op::kIncrByFloat:
-      return "incrbyfloat";
-    case Op::kSetRange:
-      return "setrange";
-    case Op::kType:
-      return "type";
-    case Op::kHSet:
-      return "hset";
-    case Op::kHSetNx:
-      return "hsetnx";
-    case Op::kHGet:
-      return "hget";
-    case Op::kHMGet:
-      return "hmget";
-    case Op::kHDel:
-      return "hdel";
-    case Op::kHLen:
-      return "hlen";
-    case Op::kHGetAll:
-      return "hgetall";
-    case Op::kHIncrBy:
-      return "hincrby";
-    case Op::kHIncrByFloat:
-      return "hincrbyfloat";
-    case Op::kLPush:
-      return "lpush";
-    case Op::kRPush:
-      return "rpush";
-    case Op::kLPushX:
-      return "lpushx";
-    case Op::kRPushX:
-      return "rpushx";
-    case Op::kLPop:
-      return "lpop";
-    case Op::kRPop:
-      return "rpop";
-    case Op::kLLen:
-      return "llen";
-    case Op::kLRange:
-      return "lrange";
-    case Op::kLIndex:
-      return "lindex";
-    case Op::kLSet:
-      return "lset";
-    case Op::kLRem:
-      return "lrem";
-    case Op::kLTrim:
-      return "ltrim";
-    case Op::kSAdd:
-      return "sadd";
-    case Op::kSRem:
-      return "srem";
-    case Op::kSCard:
-      return "scard";
-    case Op::kSIsMember:
-      return "sismember";
-    case Op::kSMIsMember:
-      return "smismember";
-    case Op::kSMembers:
-      return "smembers";
-    case Op::kSPop:
-      return "spop";
-    case Op::kSRandMember:
-      return "srandmember";
-    case Op::kSMove:
-      return "smove";
-    case Op::kSInter:
-      return "sinter";
-    case Op::kSUnion:
-      return "sunion";
-    case Op::kSDiff:
-      return "sdiff";
-    case Op::kSInterCard:
-      return "sintercard";
-    case Op::kSInterStore:
-      return "sinterstore";
-    case Op::kSUnionStore:
-      return "sunionstore";
-    case Op::kSDiffStore:
-      return "sdiffstore";
-    case Op::kLInsert:
-      return "linsert";
-    case Op::kLPos:
-      return "lpos";
-    case Op::kLMove:
-      return "lmove";
-    case Op::kHScan:
-      return "hscan";
-    case Op::kSScan:
-      return "sscan";
-  }
-  return "?";
-}
-
 std::string sweep_result(const Swept& s) {
   std::string out;
   wire::Writer<std::string> w{out};
@@ -195,89 +53,8 @@ Command noop_command() { return Command{}; }
 
 namespace detail {
 
-bool denied_when_full(Op op) {
-  switch (op) {
-    case Op::kPut:
-    case Op::kCas:
-    case Op::kIncrBy:
-    case Op::kIncrByFloat:
-    case Op::kAppend:
-    case Op::kSetRange:
-    case Op::kSetNx:
-    case Op::kGetSet:
-    case Op::kSetXx:
-    case Op::kHSet:
-    case Op::kHSetNx:
-    case Op::kHIncrBy:
-    case Op::kHIncrByFloat:
-    case Op::kLPush:
-    case Op::kRPush:
-    case Op::kLPushX:
-    case Op::kRPushX:
-    case Op::kLSet:
-    case Op::kLInsert:
-    case Op::kLMove:
-    case Op::kSAdd:
-    case Op::kSInterStore:
-    case Op::kSUnionStore:
-    case Op::kSDiffStore:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool expired(const Item& e, int64_t now_ms) {
   return e.deadline_ms != 0 && e.deadline_ms <= now_ms;
-}
-
-bool writes(const Command& c, const Result& r) {
-  switch (c.op) {
-    case Op::kPut:
-    case Op::kGetSet:
-    case Op::kAppend:
-      return !r.refused && (r.ok || r.value != kWrongType);
-    case Op::kHSet:
-    case Op::kHSetNx:
-    case Op::kHIncrBy:
-    case Op::kHIncrByFloat:
-    case Op::kHDel:
-    case Op::kLPush:
-    case Op::kRPush:
-    case Op::kLPushX:
-    case Op::kRPushX:
-    case Op::kLSet:
-    case Op::kLRem:
-    case Op::kLTrim:
-    case Op::kLInsert:
-    case Op::kLMove:
-    case Op::kSRem:
-    case Op::kSMove:
-    case Op::kCas:
-    case Op::kIncrBy:
-    case Op::kIncrByFloat:
-    case Op::kSetNx:
-    case Op::kSetXx:
-    case Op::kGetDel:
-    case Op::kDelete:
-    case Op::kExpire:
-      return r.ok;
-    case Op::kSetRange:
-      return r.ok && !c.value.empty();
-    case Op::kGetEx:
-      return r.ok && c.ttl != Ttl::kKeep;
-    case Op::kLPop:
-    case Op::kRPop:
-    case Op::kSPop:
-      return r.ok && c.expected != "0";
-    case Op::kSAdd:  // (as Redis: adding only members it holds modifies nothing)
-    case Op::kSInterStore:
-    case Op::kSUnionStore:
-    case Op::kSDiffStore:
-      return r.ok && r.value != "0";
-    default:
-      return false;
-  }
 }
 
 }  // namespace detail
@@ -363,8 +140,10 @@ Result execute(Keyspace& data, const Command& c) {
     return r;
   }
   // (They look at the expiry and types of all their keys themselves.)
-  if (detail::is_keys_op(c.op))
-    return c.op == Op::kLMove ? detail::execute_list_move(data, c) : detail::execute_set(data, c);
+  if (detail::is_keys_op(c.op)) {
+    if (c.op == Op::kLMove) return detail::execute_list_move(data, c);
+    return detail::is_zset_op(c.op) ? detail::execute_zset(data, c) : detail::execute_set(data, c);
+  }
   // Lazy expiry: the command finds its key as it is at its own stamp.
   if (auto it = data.find(c.key); it != data.end() && expired(it->second, c.now_ms)) data.erase(it);
   if (auto it = data.find(c.key); it != data.end() && detail::wrong_type(c, it->second)) {
@@ -374,6 +153,7 @@ Result execute(Keyspace& data, const Command& c) {
   if (detail::is_hash_op(c.op)) return detail::execute_hash(data, c);
   if (detail::is_list_op(c.op)) return detail::execute_list(data, c);
   if (detail::is_set_op(c.op)) return detail::execute_set(data, c);
+  if (detail::is_zset_op(c.op)) return detail::execute_zset(data, c);
   switch (c.op) {
     case Op::kNoop:
     case Op::kSweep:
@@ -428,6 +208,21 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kLMove:
     case Op::kHScan:
     case Op::kSScan:
+    case Op::kZAdd:
+    case Op::kZRem:
+    case Op::kZScore:
+    case Op::kZCard:
+    case Op::kZCount:
+    case Op::kZRank:
+    case Op::kZRange:
+    case Op::kZRemRange:
+    case Op::kZPop:
+    case Op::kZRangeStore:
+    case Op::kZCombine:
+    case Op::kZCombineStore:
+    case Op::kZScan:
+    case Op::kZMPop:
+    case Op::kZRandMember:
       break;
     case Op::kIncrByFloat:
     case Op::kSetRange:
@@ -446,6 +241,7 @@ Result execute(Keyspace& data, const Command& c) {
       it->second.fields.clear();  // (a hash's, a list's or a set's SET: a string now)
       it->second.list.clear();
       it->second.members.clear();
+      it->second.zset.clear();
       settle_deadline(data, it, c);
       r.ok = true;
       break;
@@ -515,6 +311,7 @@ Result execute(Keyspace& data, const Command& c) {
           it->second.fields.clear();  // (SET XX of a hash, list or set: a string now)
           it->second.list.clear();
           it->second.members.clear();
+          it->second.zset.clear();
           settle_deadline(data, it, c);
         }
       } else if (c.op == Op::kGetSet) {
@@ -587,11 +384,17 @@ bool Store::too_large(const Command& c) const {
       now = it->second.value.size();
     return c.key.size() + now + c.value.size() > options_.max_result_bytes;
   }
-  if (!(detail::is_hash_op(c.op) || detail::is_list_op(c.op) || c.op == Op::kSAdd) ||
+  if (!(detail::is_hash_op(c.op) || detail::is_list_op(c.op) || c.op == Op::kSAdd ||
+        c.op == Op::kZAdd) ||
       !detail::denied_when_full(c.op))
     return false;
-  // A write of a hash, a list or a set: what it would leave, as HGETALL,
-  // LRANGE 0 -1 or SMEMBERS would answer it. (The set commands on several
+  if (c.op == Op::kZAdd) {
+    const uint64_t item = zadd_sizes_after(c).second;
+    return item != 0 && c.key.size() + item > options_.max_result_bytes;
+  }
+  // A write of a hash, a list, a set or a sorted set: what it would leave,
+  // as HGETALL, LRANGE 0 -1, SMEMBERS or ZRANGE 0 -1 WITHSCORES would
+  // answer it. (The set commands on several
   // keys are looked at by execute_keys.)
   const Keyspace one = alone_after(c, true);
   return !one.empty() && c.key.size() + item_bytes(one.begin()->second) > options_.max_result_bytes;
@@ -607,6 +410,7 @@ Keyspace Store::alone_after(const Command& c, bool keep_value) const {
       copy.fields = it->second.fields;
       copy.list = it->second.list;
       copy.members = it->second.members;
+      copy.zset = it->second.zset;
     }
   }
   execute(one, c);
@@ -621,9 +425,14 @@ bool Store::over_limit(const Command& c) const {
   // copy of the entry alone (only with a limit set; a put or getset, which
   // replaces the value, does not copy the old one).
   const uint64_t before = entry_bytes(c.key);
-  const Keyspace one = alone_after(c, !(c.op == Op::kPut || c.op == Op::kGetSet));
-  auto it = one.find(c.key);
-  const uint64_t after = it == one.end() ? 0 : entry_bytes(it->first, it->second);
+  uint64_t after = 0;
+  if (c.op == Op::kZAdd) {
+    after = zadd_sizes_after(c).first;
+  } else {
+    const Keyspace one = alone_after(c, !(c.op == Op::kPut || c.op == Op::kGetSet));
+    auto it = one.find(c.key);
+    after = it == one.end() ? 0 : entry_bytes(it->first, it->second);
+  }
   return after > before && used_bytes_ - before + after > options_.maxmemory;
 }
 
@@ -690,7 +499,7 @@ Result Store::execute_here(const Command& c) {
   }
   Result r = execute(data_, c);
   if (c.op == Op::kHMGet || c.op == Op::kSRandMember || c.op == Op::kLPos || c.op == Op::kHScan ||
-      c.op == Op::kSScan) {
+      c.op == Op::kSScan || c.op == Op::kZScore || c.op == Op::kZScan || c.op == Op::kZRandMember) {
     // (Fields named many times, members chosen many times, or the indices
     // of many short elements can make a reply longer than the hash, the set
     // or the list.)

@@ -32,6 +32,8 @@
 #include <utility>
 #include <vector>
 
+#include "zset.h"
+
 namespace kv {
 
 // The operations of the store (Redis's string commands map onto them):
@@ -79,6 +81,7 @@ namespace kv {
 // keys, encode_names, `key` the first of them; sintercard: `expected` the
 // limit, 0 none) and sinterstore, sunionstore, sdiffstore (`key` the
 // destination, `value` the source keys).
+// Sorted sets: zadd ... zrandmember, their arguments as zset.h says.
 enum class Op : uint8_t {
   kNoop,
   kPut,
@@ -148,8 +151,23 @@ enum class Op : uint8_t {
   kLMove,
   kHScan,
   kSScan,
+  kZAdd,
+  kZRem,
+  kZScore,
+  kZCard,
+  kZCount,
+  kZRank,
+  kZRange,
+  kZRemRange,
+  kZPop,
+  kZRangeStore,
+  kZCombine,
+  kZCombineStore,
+  kZScan,
+  kZMPop,
+  kZRandMember,
 };
-inline constexpr Op kLastOp = Op::kSScan;
+inline constexpr Op kLastOp = Op::kZRandMember;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -241,7 +259,7 @@ int64_t wall_clock_ms();
 // the live keys matching `key` (encode_keys, cursor 0); not ok with an
 // error text if they would take more than max_result_bytes. scan: ok,
 // value a page (encode_keys: the next cursor, and the keys).
-// type: ok = the key exists, value "string", "hash", "list" or "set". hset: ok, value
+// type: ok = the key exists, value "string", "hash", "list", "set" or "zset". hset: ok, value
 // the number of fields added (decimal). hsetnx: ok = the field was absent
 // and is now set. hget: ok = the field exists, value its value. hmget: ok,
 // value one Result per field (encode_results: ok = present, its value).
@@ -289,6 +307,7 @@ int64_t wall_clock_ms();
 // destination is removed). A set's last member goes with its key; a
 // command on several keys answers kWrongType if any of its keys (but a
 // store's destination) holds another type.
+// The sorted-set commands: as zset.h says.
 // Any command but put,
 // delete, expire, ttl, type, rename and the keyspace's on a key of the other
 // type: not ok, value kWrongType, nothing changed (setnx: kWrongType too,
@@ -364,7 +383,8 @@ bool parse_sweep_result(std::string_view value, Swept* out);
 // holds its fields (never none: a hash's last field goes with its key) and
 // an empty value; a list holds its elements (never none either) and an
 // empty value; a set its members (never none, in byte order) and an empty
-// value; a string holds no fields, elements or members.
+// value; a sorted set its members and scores (zset.h; never none); a
+// string holds no fields, elements or members.
 struct Item {
   std::string value;
   int64_t deadline_ms = 0;
@@ -372,24 +392,28 @@ struct Item {
   std::map<std::string, std::string> fields;
   std::deque<std::string> list;
   std::set<std::string> members;
+  ZSet zset;
   bool is_hash() const { return !fields.empty(); }
   bool is_list() const { return !list.empty(); }
   bool is_set() const { return !members.empty(); }
-  // "string", "hash", "list" or "set": TYPE's answer.
+  bool is_zset() const { return !zset.empty(); }
+  // Holds some type but a string.
+  bool is_aggregate() const { return is_hash() || is_list() || is_set() || is_zset(); }
+  // "string", "hash", "list", "set" or "zset": TYPE's answer.
   const char* type_name() const {
-    return is_hash() ? "hash" : is_list() ? "list" : is_set() ? "set" : "string";
+    return is_hash()   ? "hash"
+           : is_list() ? "list"
+           : is_set()  ? "set"
+           : is_zset() ? "zset"
+                       : "string";
   }
   friend bool operator==(const Item& a, const Item& b) {
     return a.value == b.value && a.deadline_ms == b.deadline_ms && a.fields == b.fields &&
-           a.list == b.list && a.members == b.members;
+           a.list == b.list && a.members == b.members && a.zset == b.zset;
   }
-  friend auto operator<=>(const Item& a, const Item& b) {
-    if (auto c = a.value <=> b.value; c != 0) return c;
-    if (auto c = a.deadline_ms <=> b.deadline_ms; c != 0) return c;
-    if (auto c = a.fields <=> b.fields; c != 0) return c;
-    if (auto c = a.list <=> b.list; c != 0) return c;
-    return a.members <=> b.members;
-  }
+  // (Sorted sets order by their members and scores' bits: an order, not
+  // a numeric one.)
+  friend std::strong_ordering operator<=>(const Item& a, const Item& b);
 };
 using Keyspace = std::map<std::string, Item>;
 
@@ -449,8 +473,9 @@ std::string encode_names(const std::vector<std::string>& names);
 bool decode_names(std::string_view bytes, std::vector<std::string>* out);
 // What an item's value takes in a reply: a string's bytes, a hash's
 // encode_fields (4 bytes, and 8 bytes more than its field and value each),
-// or a list's or a set's encode_names (4 bytes, and 4 more than each
-// element or member).
+// a list's or a set's encode_names (4 bytes, and 4 more than each
+// element or member), or a sorted set's as ZRANGE 0 -1 WITHSCORES answers
+// it (4 bytes, and 8 more than each member and its score's text).
 size_t item_bytes(const Item& e);
 inline constexpr size_t kFieldEncoding = 8;
 inline constexpr size_t kElementEncoding = 4;
@@ -460,7 +485,8 @@ inline constexpr size_t kElementEncoding = 4;
 struct ScanRequest {
   uint64_t cursor = 0;
   uint64_t count = 10;
-  std::string type;  // empty: any; "string", "hash", "list", "set": keys of that type; else none
+  std::string
+      type;  // empty: any; "string", "hash", "list", "set", "zset": keys of that type; else none
 };
 std::string encode_scan_request(const ScanRequest& s);
 bool decode_scan_request(std::string_view text, ScanRequest* out);
@@ -576,7 +602,8 @@ class Store {
   // and values, and kFieldOverhead per field (its node in the hash's map);
   // a list's elements, and kElementOverhead per element (its string in the
   // list's deque); a set's members, and kMemberOverhead per member (its node
-  // in the set's tree).
+  // in the set's tree); a sorted set's members twice (in its map and its
+  // tree), and kZMemberOverhead per member (its nodes there and its score).
   // An expired key counts until a command touches it or a sweep removes it.
   uint64_t used_bytes() const { return used_bytes_; }
   static constexpr uint64_t kEntryOverhead = 144;
@@ -584,12 +611,14 @@ class Store {
   static constexpr uint64_t kFieldOverhead = 96;
   static constexpr uint64_t kElementOverhead = 48;
   static constexpr uint64_t kMemberOverhead = 64;
+  static constexpr uint64_t kZMemberOverhead = 128;
   // What one key and its item take in used_bytes().
   static uint64_t entry_bytes(const std::string& key, const Item& e) {
     uint64_t fields = 0;
     for (const auto& [f, v] : e.fields) fields += kFieldOverhead + f.size() + v.size();
     for (const std::string& v : e.list) fields += kElementOverhead + v.size();
     for (const std::string& m : e.members) fields += kMemberOverhead + m.size();
+    fields += e.zset.size() * kZMemberOverhead + 2 * e.zset.member_bytes();
     return kEntryOverhead + key.size() + e.value.size() + fields +
            (e.deadline_ms != 0 ? kDeadlineOverhead : 0);
   }
@@ -651,6 +680,10 @@ class Store {
   // `c.key`'s entry alone after `c` (a write of one key) ran on a copy of
   // it; `keep_value`: copy the old value (a put replaces it). Empty: absent.
   Keyspace alone_after(const Command& c, bool keep_value) const;
+  // What `c.key`'s entry would take after `c` (a zadd), in used_bytes()
+  // and in a reply (item_bytes); {0, 0}: absent. In O(k log n) for k
+  // members named, not a copy of the whole sorted set (store_zsets.cc).
+  std::pair<uint64_t, uint64_t> zadd_sizes_after(const Command& c) const;
   // Makes `r` (a read's) an error if its value is longer than one reply
   // may be (max_result_bytes): HMGET naming fields many times, SRANDMEMBER
   // with a count < 0, SUNION of several sets.
@@ -734,11 +767,20 @@ bool is_list_op(Op op);
 Result execute_set(Keyspace& data, const Command& c);
 bool is_set_op(Op op);
 bool is_set_keys_op(Op op);
-// The keys a set command on several keys touches, `c.key` among them.
+// The keys a set or sorted-set command on several keys touches, `c.key`
+// among them.
 std::vector<std::string> set_keys(const Command& c);
 // The commands on several keys that run on copies of their keys (the set
-// ones and lmove; execute_keys), and the keys they touch.
+// ones, lmove and the sorted-set ones; execute_keys), and the keys they touch.
 bool is_keys_op(Op op);
+// store_zsets.cc: execute() of the sorted-set commands on one key (on a
+// key that is absent or holds a sorted set) and of those on several keys
+// (is_zset_keys_op: zrangestore, zcombine and zcombinestore, which look
+// at their keys' types and expiry themselves; their keys as set_keys
+// gives them).
+Result execute_zset(Keyspace& data, const Command& c);
+bool is_zset_op(Op op);
+bool is_zset_keys_op(Op op);
 // store_keyspace.cc: hscan's page of `fields` or sscan's of `members`
 // (null: absent), in scan's order.
 Result scan_one(const Command& c, const std::map<std::string, std::string>* fields,

@@ -3,6 +3,8 @@
 // A hash is an Item whose fields are set (store.h, Item): std::map keeps
 // them in byte order of the field, which is the order HGETALL, HKEYS and
 // HVALS answer on every replica.
+#include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "store.h"
@@ -93,9 +95,26 @@ size_t item_bytes(const Item& e) {
     for (const std::string& m : e.members) n += kElementEncoding + m.size();
     return n;
   }
+  if (e.is_zset())
+    return n + e.zset.size() * 2 * kElementEncoding + e.zset.member_bytes() + e.zset.score_bytes();
   if (!e.is_hash()) return e.value.size();
   for (const auto& [f, v] : e.fields) n += kFieldEncoding + f.size() + v.size();
   return n;
+}
+
+std::strong_ordering operator<=>(const Item& a, const Item& b) {
+  if (auto c = a.value <=> b.value; c != 0) return c;
+  if (auto c = a.deadline_ms <=> b.deadline_ms; c != 0) return c;
+  if (auto c = a.fields <=> b.fields; c != 0) return c;
+  if (auto c = a.list <=> b.list; c != 0) return c;
+  if (auto c = a.members <=> b.members; c != 0) return c;
+  // (A sorted set's scores by their bits: -0 and 0 differ, as in ==.)
+  auto key = [](const ZEntry& z) {
+    return std::make_pair(std::bit_cast<uint64_t>(z.first), z.second);
+  };
+  return std::lexicographical_compare_three_way(
+      a.zset.order.begin(), a.zset.order.end(), b.zset.order.begin(), b.zset.order.end(),
+      [&key](const ZEntry& x, const ZEntry& y) { return key(x) <=> key(y); });
 }
 
 namespace detail {
@@ -106,6 +125,7 @@ bool wrong_type(const Command& c, const Item& e) {
   if (is_hash_op(c.op)) return !e.is_hash();
   if (is_list_op(c.op)) return !e.is_list();
   if (is_set_op(c.op)) return !e.is_set();
+  if (is_zset_op(c.op)) return !e.is_zset();
   switch (c.op) {
     case Op::kPut:  // (SET replaces whatever the key held)
     case Op::kDelete:
@@ -114,9 +134,9 @@ bool wrong_type(const Command& c, const Item& e) {
     case Op::kType:
       return false;
     case Op::kSetXx:  // SET XX replaces it too; SET XX GET reads it first
-      return (e.is_hash() || e.is_list() || e.is_set()) && c.expected == "get";
+      return e.is_aggregate() && c.expected == "get";
     default:
-      return e.is_hash() || e.is_list() || e.is_set();
+      return e.is_aggregate();
   }
 }
 

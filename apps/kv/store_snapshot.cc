@@ -2,6 +2,8 @@
 // send each other (Store::snapshot, serialize, restore; their layout is
 // below) and the digest replicas compare (Store::digest).
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <span>
 
@@ -42,6 +44,12 @@ uint64_t Store::digest() const {
     const uint64_t members = e.members.size();
     h = fnv(h, &members, sizeof members);
     for (const std::string& m : e.members) h = fnv_str(h, m);
+    const uint64_t zmembers = e.zset.size();
+    h = fnv(h, &zmembers, sizeof zmembers);
+    for (const ZEntry& z : e.zset.order) {
+      const auto bits = std::bit_cast<uint64_t>(z.first);
+      h = fnv(fnv_str(h, z.second), &bits, sizeof bits);
+    }
   }
   // The versions WATCH compares with are state too.
   h = fnv(h, &version_, sizeof version_);
@@ -64,13 +72,15 @@ uint64_t Store::digest() const {
 
 namespace {
 
-// "KVS8": keys with their deadlines, versions, hash fields, list elements
-// and set members, the version, tombstones and max_result_bytes. "KVS7"
-// (no sets: each item without its members), "KVS6" (no lists either:
+// "KVS9": keys with their deadlines, versions, hash fields, list elements,
+// set members and sorted-set members and scores, the version, tombstones
+// and max_result_bytes. "KVS8" (no sorted sets: each item without them),
+// "KVS7" (no sets either: without its members), "KVS6" (no lists either:
 // without its elements) and "KVS5" (no hashes either: without its fields)
 // are still read; "KVS4" (no versions) and "KVS3" (no deadlines) are
 // refused as not a store snapshot.
-constexpr uint32_t kSnapshotMagic = 0x4b565338;
+constexpr uint32_t kSnapshotMagic = 0x4b565339;
+constexpr uint32_t kSnapshotMagicNoZsets = 0x4b565338;
 constexpr uint32_t kSnapshotMagicNoSets = 0x4b565337;
 constexpr uint32_t kSnapshotMagicNoLists = 0x4b565336;
 constexpr uint32_t kSnapshotMagicNoHashes = 0x4b565335;
@@ -84,7 +94,9 @@ constexpr uint32_t kSnapshotMagicNoHashes = 0x4b565335;
 // version, its fields as a u32 count and each field and its value, none
 // but for a hash, its elements as a u32 count and each element, none but
 // for a list, and its members as a u32 count and each member in byte
-// order, none but for a set; a client, its last seq and its kept results, each
+// order, none but for a set, and its sorted set's members as a u32 count
+// and each member and its score (an IEEE double's bits, u64) in score
+// order, none but for a sorted set; a client, its last seq and its kept results, each
 // result's ok and refused as bits of a byte), the skip count, the applied summary (entries, chain,
 // executed, executed_sum), and last the count and identities of the applied log (a client and a seq
 // each; none unless keep_applied), which a Snapshot reads from the store when sent.
@@ -118,6 +130,11 @@ Snapshot Store::snapshot() const {
     for (const std::string& v : e.list) w.str(v);
     w.put<uint32_t>(static_cast<uint32_t>(e.members.size()));
     for (const std::string& m : e.members) w.str(m);
+    w.put<uint32_t>(static_cast<uint32_t>(e.zset.size()));
+    for (const ZEntry& z : e.zset.order) {
+      w.str(z.second);
+      w.put(std::bit_cast<uint64_t>(z.first));
+    }
   }
   w.put<uint32_t>(static_cast<uint32_t>(clients_.size()));
   for (const auto& [client, cs] : clients_) {
@@ -184,14 +201,15 @@ bool Store::restore(std::string_view bytes, std::string* why) {
   };
   Store s;
   const uint32_t magic = r.get<uint32_t>();
-  if (magic != kSnapshotMagic && magic != kSnapshotMagicNoSets && magic != kSnapshotMagicNoLists &&
-      magic != kSnapshotMagicNoHashes) {
-    *why = "not a store snapshot of this version (bad magic: KVS5, KVS6, KVS7 and KVS8 are read)";
+  if (magic != kSnapshotMagic && magic != kSnapshotMagicNoZsets && magic != kSnapshotMagicNoSets &&
+      magic != kSnapshotMagicNoLists && magic != kSnapshotMagicNoHashes) {
+    *why = "not a store snapshot of this version (bad magic: KVS5 to KVS9 are read)";
     return false;
   }
   const bool hashes = magic != kSnapshotMagicNoHashes;
   const bool lists = hashes && magic != kSnapshotMagicNoLists;
-  const bool sets = magic == kSnapshotMagic;
+  const bool zsets = magic == kSnapshotMagic;
+  const bool sets = zsets || magic == kSnapshotMagicNoZsets;
   s.options_.keep_applied = r.get<uint8_t>() != 0;
   s.options_.maxmemory = r.get<uint64_t>();
   s.options_.max_result_bytes = r.get<uint64_t>();
@@ -205,7 +223,13 @@ bool Store::restore(std::string_view bytes, std::string* why) {
     auto it = s.tombstones_.insert_or_assign(std::move(k), v).first;
     s.tomb_order_.emplace(v, std::string_view(it->first));
   }
-  for (uint32_t n = count(sets ? 36 : lists ? 32 : hashes ? 28 : 24), i = 0; r.ok && i < n; ++i) {
+  for (uint32_t n = count(zsets    ? 40
+                          : sets   ? 36
+                          : lists  ? 32
+                          : hashes ? 28
+                                   : 24),
+                i = 0;
+       r.ok && i < n; ++i) {
     std::string k = r.str();
     Item e;
     e.value = r.str();
@@ -229,6 +253,17 @@ bool Store::restore(std::string_view bytes, std::string* why) {
           !e.fields.empty() || !e.list.empty())
         r.ok = false;
       e.members.insert(e.members.end(), std::move(member));
+    }
+    for (uint32_t m = zsets ? count(12) : 0, j = 0; r.ok && j < m; ++j) {
+      std::string member = r.str();
+      const double score = std::bit_cast<double>(r.get<uint64_t>());
+      // (A NaN, a member twice or out of order, or a sorted set that holds
+      // another type too, is malformed.)
+      if (!r.ok || std::isnan(score) || e.is_hash() || e.is_list() || e.is_set() ||
+          !e.value.empty() || e.zset.scores.count(member) != 0 ||
+          (!e.zset.empty() && !ZOrder{}(*e.zset.order.rbegin(), ZEntry{score, member})))
+        r.ok = false;
+      if (r.ok) e.zset.put(member, score);
     }
     if (!r.ok) break;
     if (s.data_.count(k) != 0) {
