@@ -117,6 +117,7 @@ struct FlowJobOptions {
   // Test switch: RecordWriterOptions::hold_unsynced (a SIGKILL then loses
   // what was not synced, as a power cut would).
   bool test_hold_unsynced = false;
+  uint32_t test_sync_delay_us = 0;  // --test-wal-sync-delay-us: a slower disk
   // Called on every replica after each round of its loop with the number of
   // log entries it has applied (the test switches stall a leader from here).
   std::function<void(uint32_t rank, bool leader, uint64_t applied)>

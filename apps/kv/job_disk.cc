@@ -29,7 +29,8 @@ std::optional<JobDisk> open_job_disk(sluice::Cluster& cluster, const FlowJobOpti
   if (is_replica) {
     try {
       jd.disk = std::make_unique<ReplicaDisk>(
-          DiskOptions{o.data_dir, o.fsync, o.test_hold_unsynced}, o.replicas, rank);
+          DiskOptions{o.data_dir, o.fsync, o.test_hold_unsynced, o.test_sync_delay_us}, o.replicas,
+          rank);
       jd.run = jd.disk->runs();
       jd.restored = jd.disk->take_restored();
     } catch (const sluice::Error& e) {

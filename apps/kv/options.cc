@@ -299,6 +299,10 @@ void add_run(CLI::App& app, RunCommand* c) {
                  "Test switch: a replica's log keeps what it did not sync in its own memory, so "
                  "that a SIGKILL loses it as a power cut would")
         ->needs(data_dir);
+    app.add_option("--test-wal-sync-delay-us", o.test_sync_delay_us,
+                   "Test switch: every fdatasync of a replica's log takes this many microseconds "
+                   "longer (a slower disk, for benchmarks)")
+        ->needs(data_dir);
   }
   // The limits left unsaid follow from the others; then they must fit.
   app.callback([c, query_limit, bulk] {

@@ -186,8 +186,9 @@ void ReplicaDisk::rewrite(const DurableChanges& state) {
   std::string file = encode_header({RecordFileKind::kLog, replicas_, rank_, runs_});
   append_record(file, encode_changes(state));
   write_file_durably(wal, file);
-  log_ =
-      RecordWriter(wal, file.size(), RecordWriterOptions{options_.fsync, options_.hold_unsynced});
+  log_ = RecordWriter(
+      wal, file.size(),
+      RecordWriterOptions{options_.fsync, options_.hold_unsynced, options_.sync_delay_us});
 }
 
 }  // namespace kv

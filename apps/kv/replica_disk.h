@@ -39,6 +39,7 @@ struct DiskOptions {
   std::string dir;  // DIR; each replica uses DIR/rank-N
   FsyncMode fsync = FsyncMode::kEverySec;
   bool hold_unsynced = false;  // test switch: RecordWriterOptions::hold_unsynced
+  uint32_t sync_delay_us = 0;  // test switch: RecordWriterOptions::sync_delay_us
 };
 
 class ReplicaDisk {

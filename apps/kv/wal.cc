@@ -6,9 +6,11 @@
 
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <thread>
 #include <utility>
 
 namespace kv {
@@ -257,6 +259,8 @@ void RecordWriter::sync() {
   write_pending();
   if (!dirty_) return;
   if (::fdatasync(fd_) != 0) io_error("cannot sync", path_);
+  if (options_.sync_delay_us != 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(options_.sync_delay_us));
   dirty_ = false;
   ++syncs_;
 }

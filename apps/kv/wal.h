@@ -108,6 +108,10 @@ struct RecordWriterOptions {
   // SIGKILL loses exactly what was not synced, as a power cut would (a
   // killed process's written bytes survive in the page cache).
   bool hold_unsynced = false;
+  // Test switch (--test-wal-sync-delay-us): every fdatasync takes this much
+  // longer, as on a disk slower than this machine's (for benchmarks of
+  // --fsync always).
+  uint32_t sync_delay_us = 0;
 };
 
 // Appends records to an existing record file (its good part: the caller
