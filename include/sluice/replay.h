@@ -128,8 +128,9 @@ class ReplayFlow {
     for (size_t s = 0; s < n; ++s) acked_sent_[s] = pending_ack_[s] = received_[s];
   }
 
-  /// Declares the flow among the members of `view` and sends every target
-  /// what it misses. kOk: push() and consume() work in this view.
+  /// Declares the flow among the members of `view` and works out what each
+  /// member target misses; the calls that follow (push, flush, close,
+  /// consume) send that first. kOk: push() and consume() work in this view.
   /// kViewChanged: open the newer view. kPeerLost: a member was lost while
   /// the flow was set up (open the next view). kInvalid: a target holds
   /// fewer records than it acknowledged (it restored older state than it
