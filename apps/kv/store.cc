@@ -388,8 +388,8 @@ bool Store::too_large(const Command& c) const {
         c.op == Op::kZAdd) ||
       !detail::denied_when_full(c.op))
     return false;
-  if (c.op == Op::kZAdd) {
-    const uint64_t item = zadd_sizes_after(c).second;
+  if (sizes_by_parts(c.op)) {
+    const uint64_t item = sizes_after(c).second;
     return item != 0 && c.key.size() + item > options_.max_result_bytes;
   }
   // A write of a hash, a list, a set or a sorted set: what it would leave,
@@ -426,8 +426,8 @@ bool Store::over_limit(const Command& c) const {
   // replaces the value, does not copy the old one).
   const uint64_t before = entry_bytes(c.key);
   uint64_t after = 0;
-  if (c.op == Op::kZAdd) {
-    after = zadd_sizes_after(c).first;
+  if (sizes_by_parts(c.op)) {
+    after = sizes_after(c).first;
   } else {
     const Keyspace one = alone_after(c, !(c.op == Op::kPut || c.op == Op::kGetSet));
     auto it = one.find(c.key);

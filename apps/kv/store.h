@@ -680,10 +680,15 @@ class Store {
   // `c.key`'s entry alone after `c` (a write of one key) ran on a copy of
   // it; `keep_value`: copy the old value (a put replaces it). Empty: absent.
   Keyspace alone_after(const Command& c, bool keep_value) const;
-  // What `c.key`'s entry would take after `c` (a zadd), in used_bytes()
-  // and in a reply (item_bytes); {0, 0}: absent. In O(k log n) for k
-  // members named, not a copy of the whole sorted set (store_zsets.cc).
-  std::pair<uint64_t, uint64_t> zadd_sizes_after(const Command& c) const;
+  // Whether sizes_after() answers for `c`: a write that touches only the
+  // members, fields or ends it names (SADD, HSET and its kin, the pushes,
+  // ZADD).
+  static bool sizes_by_parts(Op op);
+  // What `c.key`'s entry would take after `c` (one of sizes_by_parts()), in
+  // used_bytes() and in a reply (item_bytes); {0, 0}: absent. From a copy
+  // of what `c` names alone (and one more member, so that the copy keeps
+  // its type), not of the whole item (store_sizes.cc).
+  std::pair<uint64_t, uint64_t> sizes_after(const Command& c) const;
   // Makes `r` (a read's) an error if its value is longer than one reply
   // may be (max_result_bytes): HMGET naming fields many times, SRANDMEMBER
   // with a count < 0, SUNION of several sets.

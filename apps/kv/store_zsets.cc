@@ -628,40 +628,6 @@ Result combine(Keyspace& data, const Command& c) {
 
 }  // namespace
 
-std::pair<uint64_t, uint64_t> Store::zadd_sizes_after(const Command& c) const {
-  // A ZADD touches only the members it names, and a sorted set's sizes add
-  // up member by member: it runs on a copy of those members (and of one
-  // more, so that the copy holds a sorted set too), and the rest of the
-  // set is counted as it is.
-  Keyspace one;
-  uint64_t entry = 0, item = 0;  // before, of what is not copied
-  auto it = data_.find(c.key);
-  if (it != data_.end() && !detail::expired(it->second, c.now_ms)) {
-    const Item& e = it->second;
-    Item& copy = one[it->first];
-    if (!e.is_zset()) {
-      copy = e;  // (WRONGTYPE: nothing changes)
-    } else {
-      copy.deadline_ms = e.deadline_ms;
-      std::vector<std::string> args;
-      if (decode_names(c.value, &args)) {
-        for (size_t j = 1; j < args.size(); j += 2) {
-          auto f = e.zset.scores.find(args[j]);
-          if (f != e.zset.scores.end()) copy.zset.put(f->first, f->second);
-        }
-      }
-      if (copy.zset.empty())
-        copy.zset.put(e.zset.order.begin()->second, e.zset.order.begin()->first);
-      entry = entry_bytes(it->first, e) - entry_bytes(it->first, copy);
-      item = item_bytes(e) - item_bytes(copy);
-    }
-  }
-  execute(one, c);
-  auto after = one.find(c.key);
-  if (after == one.end()) return {0, 0};
-  return {entry + entry_bytes(after->first, after->second), item + item_bytes(after->second)};
-}
-
 namespace detail {
 
 bool is_zset_op(Op op) { return op >= Op::kZAdd && op <= Op::kZRandMember; }

@@ -285,7 +285,7 @@ TEST(StoreZsetTest, AZsetCountsTowardMaxmemoryAndOneReplyBoundsIt) {
 }
 
 // The store decides a ZADD's limits from the members it names alone (O(k
-// log n), Store::zadd_sizes_after); every decision is the one a copy of
+// log n), Store::sizes_after); every decision is the one a copy of
 // the whole sorted set gives.
 TEST(StoreZsetTest, AZaddIsRefusedExactlyWhenTheWholeSetWouldPassALimit) {
   std::mt19937_64 rng(3940);
