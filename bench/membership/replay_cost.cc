@@ -39,82 +39,85 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// One round through the plain flow; returns the records consumed.
-uint64_t plain_round(sluice::Cluster& cluster, const sluice::ShuffleSpec<Rec>& spec,
-                     uint64_t records) {
-  const uint32_t n = cluster.world_size();
-  auto flow = cluster.declare(spec);
-  auto src = cluster.source(spec, 0);
-  auto dst = cluster.target(spec, 0);
+// The loop both kinds run: push runs to every rank, then consume what came,
+// never waiting (a yield between passes); `ends` pushes, flushes, closes
+// and consumes (and tick() runs once a pass). Returns the records consumed.
+template <class Ends>
+uint64_t run_loop(Ends& ends, uint32_t n, uint64_t records) {
   std::vector<uint64_t> next(n, 0);
   uint64_t got = 0;
   bool closed = false, ended = false;
-  auto soon = [] { return sluice::Deadline::min(); };  // never wait: spin, yield when idle
+  const sluice::Deadline now = sluice::Deadline::min();
   while (!ended) {
     bool all = true;
     for (uint32_t t = 0; t < n; ++t) {
       for (int k = 0; k < 512 && next[t] < records; ++k) {
-        if (src.push_to(t, Rec{t, next[t], next[t]}, soon()) != sluice::Status::kOk) break;
+        if (ends.push(t, Rec{t, next[t], next[t]}, now) != sluice::Status::kOk) break;
         ++next[t];
       }
       all = all && next[t] == records;
     }
-    if (all && !closed) closed = src.close(soon()) == sluice::Status::kOk;
-    if (!all) (void)src.flush(soon());
+    if (all && !closed) closed = ends.close(now) == sluice::Status::kOk;
+    if (!all) (void)ends.flush(now);
     for (int k = 0; k < 64; ++k) {
-      auto b = dst.consume(sluice::Deadline::min());
+      auto b = ends.consume(now);
       if (!b) {
         ended = b.status() == sluice::Status::kEndOfFlow;
         if (!ended && b.status() != sluice::Status::kTimeout)
-          throw sluice::Error(sluice::ErrorCode::kInternal, dst.error());
+          throw sluice::Error(sluice::ErrorCode::kInternal, ends.error());
         break;
       }
       got += b->size();
     }
     std::this_thread::yield();
+    ends.tick();
   }
   return got;
 }
 
+// A round through the plain flow.
+struct PlainEnds {
+  sluice::Source<Rec> src;
+  sluice::Target<Rec> dst;
+  sluice::Status push(uint32_t t, const Rec& r, sluice::Deadline d) { return src.push_to(t, r, d); }
+  sluice::Status flush(sluice::Deadline d) { return src.flush(d); }
+  sluice::Status close(sluice::Deadline d) { return src.close(d); }
+  auto consume(sluice::Deadline d) { return dst.consume(d); }
+  const std::string& error() const { return dst.error(); }
+  void tick() {}
+};
+
+uint64_t plain_round(sluice::Cluster& cluster, const sluice::ShuffleSpec<Rec>& spec,
+                     uint64_t records) {
+  auto flow = cluster.declare(spec);
+  PlainEnds ends{cluster.source(spec, 0), cluster.target(spec, 0)};
+  return run_loop(ends, cluster.world_size(), records);
+}
+
 // The same through a ReplayFlow, committing every `commit_ms`.
+struct ReplayEnds {
+  sluice::ReplayFlow<Rec>& flow;
+  std::chrono::milliseconds every;
+  sluice::Clock::time_point last = sluice::Clock::now();
+  sluice::Status push(uint32_t t, const Rec& r, sluice::Deadline d) { return flow.push(t, r, d); }
+  sluice::Status flush(sluice::Deadline d) { return flow.flush(d); }
+  sluice::Status close(sluice::Deadline d) { return flow.close(d); }
+  auto consume(sluice::Deadline d) { return flow.consume(d); }
+  const std::string& error() const { return flow.error(); }
+  void tick() {
+    if (sluice::Clock::now() - last <= every) return;
+    (void)flow.commit();
+    last = sluice::Clock::now();
+  }
+};
+
 uint64_t replay_round(sluice::Cluster& cluster, const sluice::ShuffleSpec<Rec>& spec,
                       uint64_t records, int commit_ms) {
-  const uint32_t n = cluster.world_size();
   sluice::ReplayFlow<Rec> flow(cluster, spec);
   if (flow.open(cluster.view()) != sluice::Status::kOk)
     throw sluice::Error(sluice::ErrorCode::kInternal, flow.error());
-  std::vector<uint64_t> next(n, 0);
-  uint64_t got = 0;
-  bool closed = false, ended = false;
-  auto soon = [] { return sluice::Deadline::min(); };  // never wait: spin, yield when idle
-  auto last_commit = sluice::Clock::now();
-  while (!ended) {
-    bool all = true;
-    for (uint32_t t = 0; t < n; ++t) {
-      for (int k = 0; k < 512 && next[t] < records; ++k) {
-        if (flow.push(t, Rec{t, next[t], next[t]}, soon()) != sluice::Status::kOk) break;
-        ++next[t];
-      }
-      all = all && next[t] == records;
-    }
-    if (all && !closed) closed = flow.close(soon()) == sluice::Status::kOk;
-    if (!all) (void)flow.flush(soon());
-    for (int k = 0; k < 64; ++k) {
-      auto b = flow.consume(sluice::Deadline::min());
-      if (!b) {
-        ended = b.status() == sluice::Status::kEndOfFlow;
-        if (!ended && b.status() != sluice::Status::kTimeout)
-          throw sluice::Error(sluice::ErrorCode::kInternal, flow.error());
-        break;
-      }
-      got += b->size();
-    }
-    std::this_thread::yield();
-    if (sluice::Clock::now() - last_commit > std::chrono::milliseconds(commit_ms)) {
-      (void)flow.commit();
-      last_commit = sluice::Clock::now();
-    }
-  }
+  ReplayEnds ends{flow, std::chrono::milliseconds(commit_ms)};
+  const uint64_t got = run_loop(ends, cluster.world_size(), records);
   (void)flow.commit();
   if (flow.finish(sluice::Clock::now() + std::chrono::seconds(60)) != sluice::Status::kOk)
     throw sluice::Error(sluice::ErrorCode::kInternal, flow.error());

@@ -137,7 +137,7 @@ class ReplayFlow {
   /// committed), so they are gone; error() names the pair.
   Status open(const View& view, Deadline deadline = kForever) {
     drop_handles();
-    epoch_ = view.epoch;
+    view_ = view;
     open_ = false;
     const uint32_t n = cluster_.world_size();
     // Every member's positions, as a target: what it holds of each source
@@ -157,8 +157,9 @@ class ReplayFlow {
     };
     for (size_t i = 0; i < gathered->ranks.size(); ++i) {
       const uint32_t peer = gathered->ranks[i];
-      if (is_target_[peer] && is_source_[me_] && peer != me_) {
-        // What `peer` holds of mine: send it again from there.
+      if (is_target_[peer] && is_source_[me_]) {
+        // What `peer` holds of mine (this rank too, if it is a target of
+        // its own records): send it again from there.
         Pair& p = pairs_[peer];
         const uint64_t holds = at(i, me_, kHolds);
         trim(p, std::min(at(i, me_, kCommitted), p.sent));  // an acknowledgement lost in flight
@@ -171,22 +172,12 @@ class ReplayFlow {
         p.resend = options_.replay ? std::min(holds, p.sent) : p.sent;
       }
     }
-    if (is_source_[me_] && is_target_[me_]) {  // to myself: the same, locally
-      Pair& p = pairs_[me_];
-      if (received_[me_] < p.first)
-        return fail(Status::kInvalid, "rank " + std::to_string(me_) +
-                                          " holds fewer of its own "
-                                          "records than it acknowledged");
-      p.held = received_[me_];
-      p.resend = options_.replay ? std::min(received_[me_], p.sent) : p.sent;
-    }
     // The flow and its acknowledgements' flow (targets to sources).
     auto data = cluster_.declare(view, spec_);
     if (!data) return fail(data.status(), "declaring the flow");
     auto acks = cluster_.declare(view, ack_spec());
     if (!acks) return fail(acks.status(), "declaring its acknowledgements");
     for (uint32_t r = 0; r < n; ++r) acked_sent_[r] = pending_ack_[r];  // its sources know them
-    view_ = view;
     data_flow_ = std::move(*data);
     ack_flow_ = std::move(*acks);
     target_index_.assign(n, kNone);
@@ -219,7 +210,7 @@ class ReplayFlow {
   }
 
   /// The epoch of the view open() last opened the flow in.
-  uint64_t epoch() const { return epoch_; }
+  uint64_t epoch() const { return view_.epoch; }
 
   /// Sends `r` to `target_rank` and keeps it until that target acknowledges
   /// it. A target that is not a member now (lost, not back yet) gets it at
@@ -417,8 +408,8 @@ class ReplayFlow {
   }
 
   Status fail(Status s, const std::string& why) {
-    error_ =
-        "ReplayFlow '" + spec_.spec().name() + "' (epoch " + std::to_string(epoch_) + "): " + why;
+    error_ = "ReplayFlow '" + spec_.spec().name() + "' (epoch " + std::to_string(view_.epoch) +
+             "): " + why;
     return last_ = s;
   }
 
@@ -547,7 +538,6 @@ class ReplayFlow {
   std::vector<uint32_t> source_rank_;      // [source index in this view]: rank
   std::vector<uint32_t> ack_source_rank_;  // [ack source index]: rank (= target ranks in view)
   View view_;
-  uint64_t epoch_ = 0;
   bool open_ = false;
   bool closed_ = false;
   bool source_closed_ = false;

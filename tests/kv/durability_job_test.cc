@@ -30,12 +30,12 @@
 
 #include "history.h"
 #include "resp_test_util.h"
+#include "support/temp_dir.h"
 #include "support/test_support.h"
-#include "temp_dir.h"
 
 namespace {
 
-using kv::testing::TempDir;
+using sluice::testing::TempDir;
 
 using kv::testing::Clock;
 using kv::testing::Conn;

@@ -12,12 +12,12 @@
 #include <string>
 
 #include "kv_test_util.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace kv {
 namespace {
 
-using kv::testing::TempDir;
+using sluice::testing::TempDir;
 
 Command put(uint64_t seq, const std::string& key, const std::string& value) {
   Command c;

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace kv {
 namespace {
 
-using kv::testing::TempDir;
+using sluice::testing::TempDir;
 
 uint64_t file_size(const std::string& path) { return std::filesystem::file_size(path); }
 

@@ -8,26 +8,16 @@
 // record of every rank once, in position order. The negative control sends
 // nothing again (ReplayOptions::replay = false) and loses records.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
-#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.h"
 #include "support/test_support.h"
 
 namespace sluice {
 namespace {
-
-struct StateDir {
-  std::string path;
-  StateDir() {
-    char tmpl[] = "/tmp/sluice-replay-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~StateDir() { std::filesystem::remove_all(path); }
-};
 
 testing::ProcessResult run_job(const std::vector<std::string>& launcher_args,
                                std::vector<std::string> program_args) {
@@ -61,9 +51,10 @@ void expect_all_done(const testing::ProcessResult& r, uint64_t records, int rest
 }
 
 TEST(ReplayTest, AKilledRankRestartsFromItsStateAndEveryRecordArrivesOnceInOrder) {
-  StateDir dir;
-  const testing::ProcessResult r = run_job(
-      killed_and_restarted(), {"--records", "200000", "--mark", "30000", "--state-dir", dir.path});
+  testing::TempDir dir("sluice-replay");
+  const testing::ProcessResult r =
+      run_job(killed_and_restarted(),
+              {"--records", "200000", "--mark", "30000", "--state-dir", dir.path()});
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: injecting --kill 1@"), 1) << r.output;
@@ -77,10 +68,10 @@ TEST(ReplayTest, AKilledRankRestartsFromItsStateAndEveryRecordArrivesOnceInOrder
 // A buffer of 2,000 records per target, far less than a commit interval's
 // worth: pushes wait for acknowledgements (back-pressure), nothing is lost.
 TEST(ReplayTest, AFullBufferMakesPushWaitForAcknowledgementsAndLosesNothing) {
-  StateDir dir;
+  testing::TempDir dir("sluice-replay");
   const testing::ProcessResult r = run_job(
       killed_and_restarted(),
-      {"--records", "100000", "--mark", "20000", "--capacity", "2000", "--state-dir", dir.path});
+      {"--records", "100000", "--mark", "20000", "--capacity", "2000", "--state-dir", dir.path()});
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
@@ -95,11 +86,11 @@ TEST(ReplayTest, AFullBufferMakesPushWaitForAcknowledgementsAndLosesNothing) {
 // rank misses what was in flight to it (or a survivor what its restarted
 // source made before): a target finds a position out of place.
 TEST(ReplayTest, WithoutReplayTheSameKillLosesRecords) {
-  StateDir dir;
+  testing::TempDir dir("sluice-replay");
   std::vector<std::string> launcher = killed_and_restarted();
   launcher.insert(launcher.end(), {"--grace", "1"});  // the survivors wait for rank 1's records
-  const testing::ProcessResult r = run_job(
-      launcher, {"--records", "200000", "--mark", "30000", "--state-dir", dir.path, "--no-replay"});
+  const testing::ProcessResult r = run_job(launcher, {"--records", "200000", "--mark", "30000",
+                                                      "--state-dir", dir.path(), "--no-replay"});
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_GE(testing::count_lines_with(r.output, "MISMATCH"), 1) << r.output;

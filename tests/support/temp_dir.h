@@ -1,6 +1,7 @@
-// tests/kv/temp_dir.h: a directory of a test's own under the system's
-// temporary one (the --data-dir tests), removed with what it holds when
-// the test is done.
+// tests/support/temp_dir.h: a directory of a test's own under the system's
+// temporary one (kv's --data-dir tests, the replay test's saved states),
+// removed with what it holds when the test is done. Header-only, so that
+// unit tests that link no test support use it too.
 #pragma once
 
 #include <stdlib.h>
@@ -8,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-namespace kv::testing {
+namespace sluice::testing {
 
 class TempDir {
  public:
@@ -29,4 +30,4 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace kv::testing
+}  // namespace sluice::testing
