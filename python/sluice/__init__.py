@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _sluice
+from ._ends import SourceEnd
 from ._sluice import (
     BootstrapError,
     copied_bytes,
@@ -51,6 +52,7 @@ from ._sluice import (
     Timeout,
     ViewChanged,
 )
+from .batches import BatchFlow, BatchSource, BatchTarget
 from .combiner import CombinerFlow, CombinerSource, CombinerTarget
 from .regions import Region, RemoteRegion
 
@@ -62,6 +64,9 @@ __all__ = [
     "Flow",
     "Source",
     "Target",
+    "BatchFlow",
+    "BatchSource",
+    "BatchTarget",
     "CombinerFlow",
     "CombinerSource",
     "CombinerTarget",
@@ -293,6 +298,28 @@ class Cluster:
         return Flow(self, name, np.dtype(dtype), True, None, sources, targets, segment_bytes,
                     ring_segments, view)
 
+    def batches(
+        self,
+        name: str,
+        schema: Any,
+        replicate: bool = False,
+        sources: Optional[Sequence[Endpoint]] = None,
+        targets: Optional[Sequence[Endpoint]] = None,
+        segment_bytes: int = 0,
+        ring_segments: int = 0,
+        view: Optional[View] = None,
+    ) -> BatchFlow:
+        """Declares a flow of Arrow record batches of ``schema`` (a
+        ``pyarrow.Schema``; see ``sluice.batches``): a shuffle flow (each
+        batch to the target its push names) or with ``replicate`` every
+        batch to every target. A batch travels as one record of a segment
+        (``segment_bytes``, default 256 KiB; larger batches are sliced), and
+        is received without a copy. Every rank among ``sources`` and
+        ``targets`` (default: every rank, slot 0) declares it with an equal
+        schema (else ``SpecMismatch``); ``view`` as for ``shuffle``."""
+        return BatchFlow(self, name, schema, replicate, sources, targets, segment_bytes,
+                         ring_segments, view)
+
     def combiner(
         self,
         name: str,
@@ -437,7 +464,7 @@ class Flow:
         self.destroy()
 
 
-class Source:
+class Source(SourceEnd):
     """The sending end of a flow on this rank (``Flow.source()``)."""
 
     def __init__(self, flow: Flow):
@@ -450,28 +477,6 @@ class Source:
         each; waits while a target's ring is full."""
         to = None if targets is None else np.ascontiguousarray(targets, dtype=np.uint32)
         self.flow._f.push(self.flow._bytes(records), to, timeout)
-
-    def flush(self, timeout: Optional[float] = None) -> None:
-        """Publishes every partly filled segment now."""
-        self.flow._f.flush(timeout)
-
-    def close(self, timeout: Optional[float] = None) -> None:
-        """Publishes what is left, marks the end on every target and waits
-        until all of it was delivered."""
-        self.flow._f.close(timeout)
-
-    def abort(self) -> None:
-        """Ends the source without the flow's guarantee: targets see PeerLost."""
-        self.flow._f.abort()
-
-    def __enter__(self) -> "Source":
-        return self
-
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 class Target:

@@ -29,6 +29,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from . import _sluice
+from ._ends import ClosingEnd
 from ._sluice import InvalidArgument
 
 _AGGREGATES = ("sum", "min", "max", "avg")
@@ -151,7 +152,7 @@ class CombinerFlow:
         self.destroy()
 
 
-class CombinerSource:
+class CombinerSource(ClosingEnd):
     """The sending end of a combiner flow (``CombinerFlow.source()``)."""
 
     def __init__(self, flow: CombinerFlow):
@@ -174,15 +175,6 @@ class CombinerSource:
     def abort(self) -> None:
         """Ends the source without the guarantee: targets see PeerLost."""
         self.flow._c.abort()
-
-    def __enter__(self) -> "CombinerSource":
-        return self
-
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 class CombinerTarget:

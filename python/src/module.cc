@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "alltoallv.h"
+#include "batch_flow.h"
 #include "combiner.h"
 #include "py_errors.h"
 #include "records_flow.h"
@@ -109,6 +110,7 @@ class PyCluster {
   }
   ~PyCluster() {
     retire_flows();
+    batches_.retire();
     combiners_.retire();
     regions_.retire();
   }
@@ -185,6 +187,7 @@ class PyCluster {
   void leave(std::optional<double> timeout) {
     if (!cluster_ || left_) return;
     retire_flows();
+    batches_.retire();
     combiners_.retire();
     regions_.retire();
     Status s;
@@ -214,6 +217,7 @@ class PyCluster {
   std::vector<std::weak_ptr<RecordsFlow>> flows_;
   RegionTracker regions_;  // ended before the cluster, as the flows
   CombinerTracker combiners_;
+  BatchTracker batches_;
 
  public:
   std::unique_ptr<PyRegion> expose(const std::string& name, size_t bytes) {
@@ -222,6 +226,16 @@ class PyCluster {
   std::unique_ptr<PyRemoteRegion> open_region(const std::string& name, uint32_t owner,
                                               std::optional<double> timeout) {
     return std::make_unique<PyRemoteRegion>(get(), regions_, name, owner, timeout);
+  }
+  std::unique_ptr<PyBatchFlow> batch_flow(const std::string& name, bool replicate,
+                                          nb::object schema, const std::string& type_tag,
+                                          const Endpoints& sources, const Endpoints& targets,
+                                          uint32_t segment_bytes, uint32_t ring_segments,
+                                          std::optional<ViewTuple> view) {
+    return std::make_unique<PyBatchFlow>(
+        get(), batches_, name, replicate, std::move(schema), type_tag, sources, targets,
+        segment_bytes, ring_segments,
+        view ? std::optional<View>(to_view(*view)) : std::optional<View>());
   }
   std::unique_ptr<PyCombiner> combiner(const std::string& name, uint32_t record_bytes,
                                        const FieldTuple& key, const std::vector<AggTuple>& aggs,
@@ -590,6 +604,7 @@ NB_MODULE(_sluice, m) {
 
   bind_regions(m);
   bind_combiner(m);
+  bind_batches(m);
   nb::class_<PyCluster>(m, "Cluster")
       .def_static("join", &PyCluster::join, "Joins the job the environment names.")
       .def_prop_ro("rank", &PyCluster::rank)
@@ -608,6 +623,9 @@ NB_MODULE(_sluice, m) {
       .def("leave", &PyCluster::leave, "timeout"_a = nb::none())
       .def("expose", &PyCluster::expose, "name"_a, "size"_a)
       .def("open_region", &PyCluster::open_region, "name"_a, "owner"_a, "timeout"_a.none())
+      .def("batch_flow", &PyCluster::batch_flow, "name"_a, "replicate"_a, "schema"_a, "type_tag"_a,
+           "sources"_a, "targets"_a, "segment_bytes"_a, "ring_segments"_a, "view"_a.none(),
+           nb::keep_alive<0, 1>())
       .def("combiner", &PyCluster::combiner, "name"_a, "record_bytes"_a, "key"_a, "aggs"_a,
            "sources"_a, "targets"_a, "local_groups"_a, "segment_bytes"_a, "ring_segments"_a,
            "view"_a.none(), nb::keep_alive<0, 1>());

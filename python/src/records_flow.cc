@@ -233,7 +233,7 @@ RecordsFlow::Impl& RecordsFlow::impl() {
 }
 
 bool RecordsFlow::end_if_unpinned() {
-  if (pins_.load() != 0) return false;
+  if (kept_.pinned()) return false;
   impl_.reset();
   return true;
 }
@@ -312,16 +312,10 @@ Status RecordsFlow::consume_kept(Deadline deadline, Kept* out, FlowFailure* fail
   release_queued();
   return impl().visit([&](auto& e) -> Status {
     if (!e.target) throw Error(ErrorCode::kInvalidArgument, "the target is not open");
-    const uint32_t ring = e.ring_segments();
-    if (occupied_.empty()) occupied_.resize(spec_.sources.size());
-    for (size_t s = 0; s < occupied_.size(); ++s) {
-      if (occupied_[s].size() < ring) continue;
+    const std::string full = kept_.ring_full(e.ring_segments(), spec_.sources, "arrays");
+    if (!full.empty()) {
       failure->status = Status::kInvalid;
-      failure->message =
-          "consume(): all " + std::to_string(ring) + " segments of the ring from source " +
-          std::to_string(s) + " (rank " + std::to_string(spec_.sources[s].rank) +
-          ") are held by arrays still alive, so it cannot send more: copy() the batches you "
-          "keep, drop them, or declare the flow with more ring_segments";
+      failure->message = full;
       return Status::kInvalid;
     }
     auto batch = e.target.consume(deadline);
@@ -334,36 +328,14 @@ Status RecordsFlow::consume_kept(Deadline deadline, Kept* out, FlowFailure* fail
     out->bytes = batch->size_bytes();
     out->source = e.target.last_source();
     out->id = e.target.keep();
-    occupied_[out->source].emplace_back(out->id, false);
+    kept_.kept(out->source, out->id);
     return Status::kOk;
   });
 }
 
-void RecordsFlow::release_later(uint64_t id) {
-  std::lock_guard<std::mutex> lock(released_mu_);
-  released_.push_back(id);
-}
-
 void RecordsFlow::release_queued() {
-  std::vector<uint64_t> ids;
-  {
-    std::lock_guard<std::mutex> lock(released_mu_);
-    ids.swap(released_);
-  }
-  if (ids.empty() || !impl_) return;
-  impl().visit([&](auto& e) {
-    for (uint64_t id : ids) {
-      e.target.release(id);
-      for (auto& ring : occupied_) {
-        auto it =
-            std::find_if(ring.begin(), ring.end(), [id](const auto& k) { return k.first == id; });
-        if (it == ring.end()) continue;
-        it->second = true;
-        while (!ring.empty() && ring.front().second) ring.pop_front();
-        break;
-      }
-    }
-  });
+  if (!impl_) return;
+  impl().visit([&](auto& e) { kept_.release_queued([&](uint64_t id) { e.target.release(id); }); });
 }
 
 RecordBytes RecordsFlow::exchange(const std::byte* data, size_t n, const uint32_t* targets,

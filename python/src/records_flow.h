@@ -12,19 +12,18 @@
 
 #include <sluice/sluice.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "kept_segments.h"
 
 namespace sluice::python {
 
@@ -110,11 +109,11 @@ class RecordsFlow {
   Status consume_kept(Deadline deadline, Kept* out, FlowFailure* failure);
   // Gives a kept batch back, from any thread: the target releases it at its
   // next call (its own thread's), or when the flow is destroyed.
-  void release_later(uint64_t id);
+  void release_later(uint64_t id) { kept_.release_later(id); }
 
   // Arrays over kept batches alive (the module counts them in and out).
-  void pin() { pins_.fetch_add(1); }
-  void unpin() { pins_.fetch_sub(1); }
+  void pin() { kept_.pin(); }
+  void unpin() { kept_.unpin(); }
   // Ends the flow (its ends and declaration) if no array holds a batch of
   // it, and returns true; else false, and the flow stays as it is (its
   // rings mapped) for the arrays. Later calls throw. For the job's leave(),
@@ -139,13 +138,7 @@ class RecordsFlow {
 
   RecordsFlowSpec spec_;
   std::unique_ptr<Impl> impl_;
-  std::mutex released_mu_;
-  std::vector<uint64_t> released_;  // guarded by released_mu_
-  // Per source, the kept batches in ring order: (id, released). A ring's
-  // segments free up in ring order, so these are the ring's segments this
-  // target occupies; the front is popped once released.
-  std::vector<std::deque<std::pair<uint64_t, bool>>> occupied_;
-  std::atomic<int> pins_{0};
+  KeptSegments kept_;
   bool library_routes_ = false;
 };
 

@@ -1,0 +1,247 @@
+"""Flows of Arrow record batches: a source pushes ``pyarrow.RecordBatch``es
+(any schema of fixed-width, string, binary, list, struct, map and
+dictionary columns, nulls included) and a target receives them as
+record batches whose buffers lie in the flow's ring itself: no copy on
+receipt, one on sending (into the ring)::
+
+    schema = pa.schema([("key", pa.int64()), ("name", pa.string())])
+    with cluster.batches("rows", schema) as flow:
+        with flow.source() as src:            # (a thread of its own, or after
+            src.push(batch, to=2)             #  the pushes fit the rings)
+        for got in flow.target():             # pyarrow.RecordBatch, zero-copy
+            ...
+
+A received batch keeps its segment of the ring for as long as it, or any
+array, slice or buffer taken from it, is alive; then the segment goes back
+to its source. Keeping a whole ring's worth from one source stops that
+source, and ``consume()`` raises ``InvalidArgument`` saying so: copy what
+you keep for long (``consume(copy=True)``), or declare more
+``ring_segments``.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+from typing import Any, Deque, Iterator, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _sluice
+from ._ends import SourceEnd
+from ._sluice import InvalidArgument
+
+try:  # pyarrow is an optional dependency of the package
+    import pyarrow as pa
+except ImportError:  # pragma: no cover - the error names it at use
+    pa = None
+
+
+def _require_pyarrow() -> None:
+    if pa is None:
+        raise InvalidArgument("batch flows need pyarrow (pip install pyarrow, or "
+                              "pip install sluice[dataframe])")
+
+
+def _type_tag(schema: "pa.Schema") -> str:
+    digest = hashlib.sha256(schema.remove_metadata().serialize().to_pybytes()).hexdigest()
+    return "arrow:" + digest[:32]
+
+
+def copy_batch(batch: "pa.RecordBatch") -> "pa.RecordBatch":
+    """A copy of ``batch`` in memory of its own (Arrow IPC into a new buffer):
+    what to keep of a received batch beyond the next few consumes."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return pa.ipc.open_stream(sink.getvalue()).read_next_batch()
+
+
+def _key_bytes(batch: "pa.RecordBatch", name: str) -> np.ndarray:
+    """Column ``name``'s values as the bytes Arrow holds them in, one row a
+    numpy void of the value's width (booleans: one byte, 0 or 1)."""
+    if name not in batch.schema.names:
+        raise InvalidArgument(f"key {name!r} is not a column of the batch "
+                              f"({', '.join(batch.schema.names)})")
+    col = batch.column(name)
+    t = col.type
+    if col.null_count:
+        raise InvalidArgument(f"key column {name!r} holds nulls, which route nowhere")
+    if pa.types.is_boolean(t):
+        return col.to_numpy(zero_copy_only=False).astype(np.uint8).view("V1")
+    fixed = (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t) or
+             pa.types.is_decimal(t) or pa.types.is_fixed_size_binary(t))
+    if not fixed or pa.types.is_dictionary(t):
+        raise InvalidArgument(f"key column {name!r} is {t}: route by fixed-width columns "
+                              "(integers, floats, booleans, decimals, dates, times, "
+                              "timestamps, fixed-size binaries), or give a target per row")
+    width = t.bit_width // 8
+    data = np.frombuffer(col.buffers()[1], dtype=f"V{width}")
+    return data[col.offset:col.offset + len(col)]
+
+
+def key_targets(batch: "pa.RecordBatch", by: Sequence[str], targets: int) -> np.ndarray:
+    """Each row's target index among ``targets`` by the hash of its key
+    columns' bytes, packed in the order given: the routing of a numpy
+    flow declared with a key field of the same bytes (``sluice::hash_bytes``
+    then ``reduce_hash``, as C++ flows route by ``.key()``)."""
+    parts = [_key_bytes(batch, name) for name in by]
+    rec = np.empty(batch.num_rows, np.dtype([(f"k{i}", p.dtype) for i, p in enumerate(parts)]))
+    for i, p in enumerate(parts):
+        rec[f"k{i}"] = p
+    size = rec.dtype.itemsize
+    return _sluice.route_rows(rec.view(np.uint8), size, 0, size, targets)
+
+
+class BatchFlow:
+    """A declared flow of Arrow record batches (``Cluster.batches``). Its
+    ends on this rank: ``source(slot)`` and ``target(slot)``, each opened
+    once. ``destroy()`` (or the end of a ``with`` block) gives the flow up on
+    this rank; batches received from it stay readable."""
+
+    def __init__(self, cluster: Any, name: str, schema: "pa.Schema", replicate: bool,
+                 sources: Optional[Sequence], targets: Optional[Sequence], segment_bytes: int,
+                 ring_segments: int, view: Optional[Any]):
+        _require_pyarrow()
+        if not isinstance(schema, pa.Schema):
+            raise InvalidArgument(f"flow {name!r}: schema must be a pyarrow.Schema, "
+                                  f"not {type(schema).__name__}")
+        all_ranks = cluster.all_ranks()
+        self.name = name
+        self.schema = schema
+        self.replicate = replicate
+        self.cluster = cluster
+        self.view = view
+        srcs = [tuple(e) for e in (sources if sources is not None else all_ranks)]
+        dsts = [tuple(e) for e in (targets if targets is not None else all_ranks)]
+        self._f = cluster._c.batch_flow(name, replicate, schema, _type_tag(schema), srcs, dsts,
+                                        segment_bytes, ring_segments,
+                                        None if view is None else view._tuple())
+        #: The flow's targets (in a view, the members'): what ``to`` counts.
+        self.targets = [tuple(e) for e in self._f.targets]
+        #: The largest encoded batch one record holds; larger ones are sliced.
+        self.max_record_bytes = self._f.max_record_bytes
+
+    def source(self, slot: int = 0) -> "BatchSource":
+        """This rank's source of endpoint (rank, slot)."""
+        self._f.open_source(slot)
+        return BatchSource(self)
+
+    def target(self, slot: int = 0) -> "BatchTarget":
+        """This rank's target of endpoint (rank, slot)."""
+        self._f.open_target(slot)
+        return BatchTarget(self)
+
+    def destroy(self) -> None:
+        """Gives the flow up on this rank (its ends with it). Never waits."""
+        self._f.destroy()
+
+    def __enter__(self) -> "BatchFlow":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.destroy()
+
+
+class BatchSource(SourceEnd):
+    """The sending end of a batch flow on this rank (``BatchFlow.source()``)."""
+
+    def __init__(self, flow: BatchFlow):
+        self.flow = flow
+
+    def push(self, data: Union["pa.RecordBatch", "pa.Table"],
+             to: Union[None, int, np.ndarray, Sequence[int]] = None,
+             timeout: Optional[float] = None) -> None:
+        """Pushes a record batch (or each batch of a table) of the flow's
+        schema. A shuffle flow needs ``to``: a target index for the whole
+        batch, one per row, or the name (names) of key columns whose hash
+        routes each row (``key_targets``); rows split by target are a copy
+        made before sending. A replicate flow sends it to every target. A batch whose encoding
+        is larger than one record is sent as slices. Waits while a target's
+        ring is full (``Timeout`` at ``timeout``)."""
+        if isinstance(data, pa.Table):
+            if not (to is None or isinstance(to, (int, np.integer, str)) or
+                    (isinstance(to, (list, tuple)) and all(isinstance(c, str) for c in to))):
+                raise InvalidArgument("push(): a table takes one target index or key columns, "
+                                      "not a target per row")
+            for batch in data.to_batches():
+                self.push(batch, to, timeout)
+            return
+        if not isinstance(data, pa.RecordBatch):
+            raise InvalidArgument(f"flow {self.flow.name!r}: push() takes a pyarrow.RecordBatch "
+                                  f"or Table, not {type(data).__name__}")
+        if not data.schema.equals(self.flow.schema, check_metadata=False):
+            raise InvalidArgument(f"flow {self.flow.name!r} carries batches of schema "
+                                  f"{self.flow.schema.to_string(show_schema_metadata=False)!r}, "
+                                  f"not {data.schema.to_string(show_schema_metadata=False)!r}")
+        if to is None or isinstance(to, (int, np.integer)):
+            self._push_sliced(data, None if to is None else int(to), timeout)
+            return
+        if isinstance(to, str) or (isinstance(to, (list, tuple)) and to and
+                                   all(isinstance(c, str) for c in to)):
+            to = key_targets(data, [to] if isinstance(to, str) else list(to),
+                             len(self.flow.targets))
+        rows = np.ascontiguousarray(to, dtype=np.int64)
+        if rows.shape != (data.num_rows,):
+            raise InvalidArgument(f"push(): {rows.size} target indexes for {data.num_rows} rows "
+                                  "(one per row)")
+        n = len(self.flow.targets)
+        if rows.size and (rows.min() < 0 or rows.max() >= n):
+            raise InvalidArgument(f"push(): a target index outside 0..{n - 1}")
+        order = np.argsort(rows, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+        ordered = data.take(pa.array(order))
+        for t in range(n):
+            if starts[t + 1] > starts[t]:
+                part = ordered.slice(int(starts[t]), int(starts[t + 1] - starts[t]))
+                self._push_sliced(part, t, timeout)
+
+    def _push_sliced(self, batch: "pa.RecordBatch", to: Optional[int],
+                     timeout: Optional[float]) -> None:
+        f = self.flow._f
+        if batch.num_rows > 1 and f.measure(batch) > self.flow.max_record_bytes:
+            half = batch.num_rows // 2
+            self._push_sliced(batch.slice(0, half), to, timeout)
+            self._push_sliced(batch.slice(half), to, timeout)
+            return
+        f.push(batch, to, timeout)
+
+
+class BatchTarget:
+    """The receiving end of a batch flow on this rank (``BatchFlow.target()``).
+
+    ``consume()`` returns the next record batch, its buffers in the ring (no
+    copy), or None once every source closed and everything was consumed;
+    iterating yields the batches. Batches from one source arrive in the
+    order it pushed them."""
+
+    def __init__(self, flow: BatchFlow):
+        self.flow = flow
+        self._pending: Deque["pa.RecordBatch"] = collections.deque()
+
+    def consume(self, timeout: Optional[float] = None,
+                copy: bool = False) -> Optional["pa.RecordBatch"]:
+        """The next batch (None at the end of the flow): over the ring, or
+        with ``copy`` in memory of its own."""
+        while not self._pending:
+            shells = self.flow._f.consume(timeout)
+            if shells is None:
+                return None
+            self._pending.extend(
+                pa.RecordBatch._import_from_c(a, self.flow.schema) for a in shells)
+        batch = self._pending.popleft()
+        return copy_batch(batch) if copy else batch
+
+    def __iter__(self) -> Iterator["pa.RecordBatch"]:
+        while True:
+            batch = self.consume()
+            if batch is None:
+                return
+            yield batch
+
+    def read_all(self) -> "pa.Table":
+        """Every remaining batch as one table (copies: nothing stays held)."""
+        batches = []
+        while (batch := self.consume(copy=True)) is not None:
+            batches.append(batch)
+        return pa.Table.from_batches(batches, schema=self.flow.schema)
