@@ -38,7 +38,10 @@ class SourceEnd(ClosingEnd):
 
     def close(self, timeout: Optional[float] = None) -> None:
         """Publishes what is left, marks the end on every target and waits
-        until all of it was delivered."""
+        until all of it was delivered: over ofi, until every target
+        confirmed it, which a target does as it consumes. So a rank that
+        also consumes from the flow closes from another thread than the
+        one consuming (or uses ``exchange()``)."""
         self._ends().close(timeout)
 
     def abort(self) -> None:

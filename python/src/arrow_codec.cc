@@ -528,21 +528,26 @@ size_t BatchEncoder::measure(const ArrowArray& array, const ArrowSchema& schema)
   return encoded_bytes(counting);
 }
 
-void BatchEncoder::encode(const ArrowArray& array, const ArrowSchema& schema,
-                          std::vector<std::byte>* out) {
+std::span<const std::byte> BatchEncoder::encode(const ArrowArray& array,
+                                                const ArrowSchema& schema) {
   Writer counting;
   counting.array(array, schema, array.offset, array.length, 0);
-  const size_t bytes = encoded_bytes(counting);
   if (counting.nodes() > kMaxNodes) invalid("a batch of more than 65536 arrays");
-  out->resize(bytes);  // (reused: what the last batch left in padding stays there)
-  std::memset(out->data(), 0, kBatchLead);
-  std::byte* h = out->data() + kBatchLead;
+  const size_t bytes = encoded_bytes(counting);
+  // The record starts 4 bytes into the words, so that its table (after
+  // kBatchLead bytes) and every buffer are 8-byte aligned here as well.
+  const size_t words = (4 + bytes + 7) / 8;
+  if (words_.size() < words) words_.resize(words);
+  std::byte* record = reinterpret_cast<std::byte*>(words_.data()) + 4;
+  std::memset(record, 0, kBatchLead);
+  std::byte* h = record + kBatchLead;
   Writer writing(h, counting.nodes(), counting.buffers());
   writing.array(array, schema, array.offset, array.length, 0);
   const uint32_t head[2] = {kMagic, static_cast<uint32_t>(counting.nodes())};
   const uint64_t total = bytes - kBatchLead;
   std::memcpy(h, head, sizeof(head));
   std::memcpy(h + 8, &total, 8);
+  return {record, bytes};
 }
 
 std::string decode_batch(std::span<const std::byte> record, const ArrowSchema& schema,

@@ -61,8 +61,13 @@ class BatchEncoder {
   // travel (unions, run-end encoded, views) or an array that does not
   // match its schema.
   size_t measure(const ArrowArray& array, const ArrowSchema& schema);
-  // Encodes into *out (resized to the encoded size).
-  void encode(const ArrowArray& array, const ArrowSchema& schema, std::vector<std::byte>* out);
+  // Encodes into memory the encoder keeps (laid out, as the flow will lay
+  // it out, with its table 8-byte aligned) and returns the record's bytes,
+  // valid until the next encode().
+  std::span<const std::byte> encode(const ArrowArray& array, const ArrowSchema& schema);
+
+ private:
+  std::vector<uint64_t> words_;  // the record, from its second 4-byte half
 };
 
 // Decodes one record (its bytes as the flow delivered them) under `schema`

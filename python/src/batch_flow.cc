@@ -200,21 +200,22 @@ void PyBatchFlow::push(nb::object batch, std::optional<uint32_t> to,
   const auto* schema = capsule_struct<ArrowSchema>(caps[0], "arrow_schema");
   const auto* array = capsule_struct<ArrowArray>(caps[1], "arrow_array");
   Status s;
+  size_t encoded = 0;
   {
     // (The capsules, held here, keep the batch's buffers alive.)
     nb::gil_scoped_release unlocked;
-    f.encoder.encode(*array, *schema, &f.encoded);
-    if (f.encoded.size() > (f.replicate ? f.replicated->spec().max_record_bytes()
-                                        : f.shuffle->spec().max_record_bytes())) {
+    const std::span<const std::byte> rec = f.encoder.encode(*array, *schema);
+    encoded = rec.size();
+    if (encoded > (f.replicate ? f.replicated->spec().max_record_bytes()
+                               : f.shuffle->spec().max_record_bytes())) {
       s = Status::kInvalid;
     } else {
-      const std::span<const std::byte> rec(f.encoded);
       s = to ? f.source.push_to(*to, rec, deadline_of(timeout))
              : f.source.push(rec, deadline_of(timeout));
     }
   }
-  if (s == Status::kInvalid && f.encoded.size() > max_record_bytes()) {
-    raise(exc.invalid, "flow '" + f.name + "': a batch of " + std::to_string(f.encoded.size()) +
+  if (s == Status::kInvalid && encoded > max_record_bytes()) {
+    raise(exc.invalid, "flow '" + f.name + "': a batch of " + std::to_string(encoded) +
                            " bytes encoded, more than a record holds (" +
                            std::to_string(max_record_bytes()) +
                            "): slice it, or declare the flow with a larger segment_bytes");
@@ -314,9 +315,9 @@ namespace {
 nb::bytes encode_for_test(nb::object batch) {
   nb::tuple caps = nb::cast<nb::tuple>(batch.attr("__arrow_c_array__")());
   BatchEncoder encoder;
-  std::vector<std::byte> out;
-  encoder.encode(*capsule_struct<ArrowArray>(caps[1], "arrow_array"),
-                 *capsule_struct<ArrowSchema>(caps[0], "arrow_schema"), &out);
+  const std::span<const std::byte> out =
+      encoder.encode(*capsule_struct<ArrowArray>(caps[1], "arrow_array"),
+                     *capsule_struct<ArrowSchema>(caps[0], "arrow_schema"));
   return nb::bytes(reinterpret_cast<const char*>(out.data()), out.size());
 }
 

@@ -42,7 +42,6 @@ struct BatchFlowState {
   Source<Bytes> source;
   Target<Bytes> target;
   BatchEncoder encoder;
-  std::vector<std::byte> encoded;  // the source's last batch, encoded
   std::vector<ArrowArray> shells;  // the last consume's batches, for pyarrow to take
   KeptSegments kept;
   std::atomic<int> busy{0};
