@@ -84,17 +84,25 @@ TEST(ReplayTest, AFullBufferMakesPushWaitForAcknowledgementsAndLosesNothing) {
 
 // Negative control: the same kill with nothing sent again. The restarted
 // rank misses what was in flight to it (or a survivor what its restarted
-// source made before): a target finds a position out of place.
+// source made before): a target finds a position out of place. Whether
+// anything was in flight when the kill landed is up to the moment (on a
+// loaded machine the target may have committed all it was sent): up to 3
+// runs, one of which must lose records; none may hang or leak.
 TEST(ReplayTest, WithoutReplayTheSameKillLosesRecords) {
-  testing::TempDir dir("sluice-replay");
-  std::vector<std::string> launcher = killed_and_restarted();
-  launcher.insert(launcher.end(), {"--grace", "1"});  // the survivors wait for rank 1's records
-  const testing::ProcessResult r = run_job(launcher, {"--records", "200000", "--mark", "30000",
-                                                      "--state-dir", dir.path(), "--no-replay"});
-  EXPECT_FALSE(r.timed_out) << r.output;
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_GE(testing::count_lines_with(r.output, "MISMATCH"), 1) << r.output;
-  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+  std::string outputs;
+  bool lost = false;
+  for (int attempt = 0; attempt < 3 && !lost; ++attempt) {
+    testing::TempDir dir("sluice-replay");
+    std::vector<std::string> launcher = killed_and_restarted();
+    launcher.insert(launcher.end(), {"--grace", "1"});  // the survivors wait for rank 1's records
+    const testing::ProcessResult r = run_job(launcher, {"--records", "200000", "--mark", "30000",
+                                                        "--state-dir", dir.path(), "--no-replay"});
+    EXPECT_FALSE(r.timed_out) << r.output;
+    EXPECT_TRUE(testing::sluice_shm_entries().empty());
+    lost = r.exit_code != 0 && testing::count_lines_with(r.output, "MISMATCH") >= 1;
+    outputs += r.output;
+  }
+  EXPECT_TRUE(lost) << "3 runs without replay lost nothing:\n" << outputs;
 }
 
 }  // namespace
