@@ -55,6 +55,7 @@ from ._sluice import (
 from .batches import BatchFlow, BatchSource, BatchTarget
 from .combiner import CombinerFlow, CombinerSource, CombinerTarget
 from .regions import Region, RemoteRegion
+from .worker import Worker
 
 __all__ = [
     "Cluster",
@@ -72,6 +73,7 @@ __all__ = [
     "CombinerTarget",
     "Region",
     "RemoteRegion",
+    "Worker",
     "Error",
     "PeerLost",
     "SpecMismatch",

@@ -150,8 +150,8 @@ class BatchSource(SourceEnd):
         self.flow = flow
 
     def push(self, data: Union["pa.RecordBatch", "pa.Table"],
-             to: Union[None, int, np.ndarray, Sequence[int]] = None,
-             timeout: Optional[float] = None) -> None:
+             to: Union[None, int, str, np.ndarray, Sequence[Any]] = None,
+             timeout: Optional[float] = None, _send: Any = None) -> None:
         """Pushes a record batch (or each batch of a table) of the flow's
         schema. A shuffle flow needs ``to``: a target index for the whole
         batch, one per row, or the name (names) of key columns whose hash
@@ -165,7 +165,7 @@ class BatchSource(SourceEnd):
                 raise InvalidArgument("push(): a table takes one target index or key columns, "
                                       "not a target per row")
             for batch in data.to_batches():
-                self.push(batch, to, timeout)
+                self.push(batch, to, timeout, _send)
             return
         if not isinstance(data, pa.RecordBatch):
             raise InvalidArgument(f"flow {self.flow.name!r}: push() takes a pyarrow.RecordBatch "
@@ -175,7 +175,7 @@ class BatchSource(SourceEnd):
                                   f"{self.flow.schema.to_string(show_schema_metadata=False)!r}, "
                                   f"not {data.schema.to_string(show_schema_metadata=False)!r}")
         if to is None or isinstance(to, (int, np.integer)):
-            self._push_sliced(data, None if to is None else int(to), timeout)
+            self._push_sliced(data, None if to is None else int(to), timeout, _send)
             return
         if isinstance(to, str) or (isinstance(to, (list, tuple)) and to and
                                    all(isinstance(c, str) for c in to)):
@@ -194,17 +194,20 @@ class BatchSource(SourceEnd):
         for t in range(n):
             if starts[t + 1] > starts[t]:
                 part = ordered.slice(int(starts[t]), int(starts[t + 1] - starts[t]))
-                self._push_sliced(part, t, timeout)
+                self._push_sliced(part, t, timeout, _send)
 
     def _push_sliced(self, batch: "pa.RecordBatch", to: Optional[int],
-                     timeout: Optional[float]) -> None:
+                     timeout: Optional[float], send: Any) -> None:
         f = self.flow._f
         if batch.num_rows > 1 and f.measure(batch) > self.flow.max_record_bytes:
             half = batch.num_rows // 2
-            self._push_sliced(batch.slice(0, half), to, timeout)
-            self._push_sliced(batch.slice(half), to, timeout)
+            self._push_sliced(batch.slice(0, half), to, timeout, send)
+            self._push_sliced(batch.slice(half), to, timeout, send)
             return
-        f.push(batch, to, timeout)
+        if send is None:
+            f.push(batch, to, timeout)
+        else:
+            send(f, batch, to, timeout)
 
 
 class BatchTarget:

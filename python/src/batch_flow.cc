@@ -183,8 +183,8 @@ size_t PyBatchFlow::measure(nb::object batch) {
   return f.encoder.measure(*array, *schema);
 }
 
-void PyBatchFlow::push(nb::object batch, std::optional<uint32_t> to,
-                       std::optional<double> timeout) {
+void PyBatchFlow::push(nb::object batch, std::optional<uint32_t> to, std::optional<double> timeout,
+                       Deliverer* worker) {
   BatchFlowState& f = get();
   if (!f.source) raise(exc.invalid, "push(): open the source first (source())");
   if (f.replicate == to.has_value()) {
@@ -201,6 +201,7 @@ void PyBatchFlow::push(nb::object batch, std::optional<uint32_t> to,
   const auto* array = capsule_struct<ArrowArray>(caps[1], "arrow_array");
   Status s;
   size_t encoded = 0;
+  std::vector<std::byte> held;
   {
     // (The capsules, held here, keep the batch's buffers alive.)
     nb::gil_scoped_release unlocked;
@@ -209,9 +210,25 @@ void PyBatchFlow::push(nb::object batch, std::optional<uint32_t> to,
     if (encoded > (f.replicate ? f.replicated->spec().max_record_bytes()
                                : f.shuffle->spec().max_record_bytes())) {
       s = Status::kInvalid;
-    } else {
+    } else if (worker == nullptr) {
       s = to ? f.source.push_to(*to, rec, deadline_of(timeout))
              : f.source.push(rec, deadline_of(timeout));
+    } else {
+      s = to ? f.source.try_push_to(*to, rec) : f.source.try_push(rec);
+      if (s == Status::kWouldBlock) held.assign(rec.begin(), rec.end());  // (handlers may push)
+    }
+  }
+  if (s == Status::kWouldBlock) {
+    // In a Worker: its inputs are delivered while the ring is full.
+    const Deadline deadline = deadline_of(timeout);
+    const std::span<const std::byte> rec(held);
+    while (s == Status::kWouldBlock) {
+      if (Clock::now() >= deadline) {
+        s = Status::kTimeout;
+        break;
+      }
+      worker->wait(worker->deliver_once());
+      s = to ? f.source.try_push_to(*to, rec) : f.source.try_push(rec);
     }
   }
   if (s == Status::kInvalid && encoded > max_record_bytes()) {
@@ -240,8 +257,22 @@ void PyBatchFlow::flush(std::optional<double> timeout) {
   source_call("flush", timeout, [](Source<Bytes>& s, Deadline d) { return s.flush(d); });
 }
 
-void PyBatchFlow::close(std::optional<double> timeout) {
-  source_call("close", timeout, [](Source<Bytes>& s, Deadline d) { return s.close_and_wait(d); });
+void PyBatchFlow::close(std::optional<double> timeout, Deliverer* worker) {
+  if (worker == nullptr) {
+    source_call("close", timeout, [](Source<Bytes>& s, Deadline d) { return s.close_and_wait(d); });
+    return;
+  }
+  BatchFlowState& f = get();
+  if (!f.source) raise(exc.invalid, "close(): open the source first (source())");
+  Busy busy(f);
+  const Deadline deadline = deadline_of(timeout);
+  Status s = f.source.close_and_wait(Deadline::min());
+  while (s == Status::kTimeout || s == Status::kWouldBlock) {
+    if (Clock::now() >= deadline) break;
+    worker->wait(worker->deliver_once());
+    s = f.source.close_and_wait(Deadline::min());
+  }
+  if (s != Status::kOk) fail(f, "close", s, f.source.error(), f.source.lost_peer());
 }
 
 void PyBatchFlow::abort() {
@@ -250,6 +281,19 @@ void PyBatchFlow::abort() {
 }
 
 std::optional<std::vector<uintptr_t>> PyBatchFlow::consume(std::optional<double> timeout) {
+  std::vector<uintptr_t> out;
+  const Status s = take(deadline_of(timeout), &out);
+  if (s == Status::kEndOfFlow) return std::nullopt;
+  if (s != Status::kOk) raise_consume_failure(s);
+  return out;
+}
+
+void PyBatchFlow::raise_consume_failure(Status s) {
+  BatchFlowState& f = get();
+  fail(f, "consume", s, f.target.error(), f.target.lost_peer());
+}
+
+Status PyBatchFlow::take(Deadline deadline, std::vector<uintptr_t>* out) {
   BatchFlowState& f = get();
   if (!f.target) raise(exc.invalid, "consume(): open the target first (target())");
   Busy busy(f);
@@ -266,7 +310,7 @@ std::optional<std::vector<uintptr_t>> PyBatchFlow::consume(std::optional<double>
     if (!error.empty()) {
       s = Status::kInvalid;
     } else {
-      Result<RecordBatch> batch = f.target.consume(deadline_of(timeout));
+      Result<RecordBatch> batch = f.target.consume(deadline);
       s = batch.status();
       if (batch) {
         source = f.target.last_source();
@@ -274,31 +318,29 @@ std::optional<std::vector<uintptr_t>> PyBatchFlow::consume(std::optional<double>
         f.kept.kept(source, id);
         auto pin = std::make_shared<SegmentPin>(f_, id);
         for (std::span<const std::byte> rec : *batch) {
-          ArrowArray out{};
+          ArrowArray shell{};
           size_t copied_now = 0;
-          error = decode_batch(rec, f.schema, pin, &out, &copied_now);
+          error = decode_batch(rec, f.schema, pin, &shell, &copied_now);
           if (!error.empty()) break;
           copied.fetch_add(copied_now, std::memory_order_relaxed);
-          f.shells.push_back(out);
+          f.shells.push_back(shell);
         }
       }
     }
   }
-  if (s == Status::kEndOfFlow) return std::nullopt;
-  if (s == Status::kInvalid && !error.empty())
+  if (s == Status::kInvalid && !error.empty()) {
     raise(exc.invalid, "flow '" + f.name + "': " + error);
-  if (s != Status::kOk) fail(f, "consume", s, f.target.error(), f.target.lost_peer());
-  if (!error.empty()) {
+  }
+  if (s == Status::kOk && !error.empty()) {
     release_shells(&f.shells);
     const Endpoint& from = f.sources[source];
     raise(exc.invalid, "flow '" + f.name + "': a record from source " + std::to_string(source) +
                            " (rank " + std::to_string(from.rank) +
                            ") is not a batch of the flow's schema: " + error);
   }
-  std::vector<uintptr_t> out;
-  out.reserve(f.shells.size());
-  for (ArrowArray& a : f.shells) out.push_back(reinterpret_cast<uintptr_t>(&a));
-  return out;
+  out->clear();
+  for (ArrowArray& a : f.shells) out->push_back(reinterpret_cast<uintptr_t>(&a));
+  return s;
 }
 
 void PyBatchFlow::destroy() {
@@ -353,9 +395,15 @@ void bind_batches(nb::module_& m) {
       .def("open_source", &PyBatchFlow::open_source, "slot"_a)
       .def("open_target", &PyBatchFlow::open_target, "slot"_a)
       .def("measure", &PyBatchFlow::measure, "batch"_a)
-      .def("push", &PyBatchFlow::push, "batch"_a, "to"_a.none(), "timeout"_a.none())
+      .def(
+          "push",
+          [](PyBatchFlow& f, nb::object batch, std::optional<uint32_t> to,
+             std::optional<double> timeout) { f.push(std::move(batch), to, timeout, nullptr); },
+          "batch"_a, "to"_a.none(), "timeout"_a.none())
       .def("flush", &PyBatchFlow::flush, "timeout"_a.none())
-      .def("close", &PyBatchFlow::close, "timeout"_a.none())
+      .def(
+          "close", [](PyBatchFlow& f, std::optional<double> timeout) { f.close(timeout, nullptr); },
+          "timeout"_a.none())
       .def("abort", &PyBatchFlow::abort)
       .def("consume", &PyBatchFlow::consume, "timeout"_a.none())
       .def("destroy", &PyBatchFlow::destroy);

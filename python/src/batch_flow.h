@@ -61,6 +61,19 @@ class BatchTracker {
 
 using Endpoints = std::vector<std::tuple<uint32_t, uint32_t>>;
 
+// A Worker, as a push or close that waits for ring space sees it: it
+// delivers the worker's inputs meanwhile (a handler may push to the rings
+// this one waits on). Called with the GIL held.
+class Deliverer {
+ public:
+  virtual ~Deliverer() = default;
+  // Delivers what each input has now (its handlers run); true if any did.
+  virtual bool deliver_once() = 0;
+  // After a round that delivered `delivered`: a short wait without the GIL
+  // when nothing came, so that the loop does not spin.
+  virtual void wait(bool delivered) = 0;
+};
+
 // sluice._sluice.BatchFlow.
 class PyBatchFlow {
  public:
@@ -79,14 +92,22 @@ class PyBatchFlow {
   size_t measure(nb::object batch);
   // Pushes `batch` (whose encoding fits one record) to target index `to`
   // (a shuffle flow) or to every target (a replicate flow: to is None).
-  void push(nb::object batch, std::optional<uint32_t> to, std::optional<double> timeout);
+  // In a Worker (`worker`), the pushes wait by delivering its inputs.
+  void push(nb::object batch, std::optional<uint32_t> to, std::optional<double> timeout,
+            Deliverer* worker);
   void flush(std::optional<double> timeout);
-  void close(std::optional<double> timeout);
+  void close(std::optional<double> timeout, Deliverer* worker);
   void abort();
   // The next segment's batches as addresses of ArrowArrays for
   // pyarrow.RecordBatch._import_from_c (each valid until the next consume),
   // or None at the end of the flow.
   std::optional<std::vector<uintptr_t>> consume(std::optional<double> timeout);
+  // The next segment's batches into *out, as consume() takes them: kOk,
+  // kEndOfFlow, kTimeout (nothing by the deadline), or a failure status
+  // (a malformed record or a held ring raise InvalidArgument).
+  Status take(Deadline deadline, std::vector<uintptr_t>* out);
+  // Raises what a target's failed consume (status `s`) means.
+  [[noreturn]] void raise_consume_failure(Status s);
   void destroy();
 
  private:

@@ -27,8 +27,10 @@
 #include "batch_flow.h"
 #include "combiner.h"
 #include "py_errors.h"
+#include "py_worker.h"
 #include "records_flow.h"
 #include "regions.h"
+#include "ring_view.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -254,7 +256,6 @@ class PyCluster {
 using ByteArray = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using TargetArray = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using OutArray = nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>;
-using RingArray = nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>;
 
 // Received bytes copied out of a ring (consume(copy=True), exchange()),
 // which the tests count: receiving through consume() copies nothing.
@@ -374,6 +375,26 @@ class PyFlow {
   }
   void abort() { get().abort(); }
 
+  // push() and close() in a Worker: they deliver its inputs while they wait.
+  std::shared_ptr<RecordsFlow> shared() {
+    get();
+    return flow_;
+  }
+  void push_in(PyWorker& w, ByteArray records, std::optional<TargetArray> targets,
+               std::optional<double> timeout) {
+    RecordsFlow& f = get();
+    Busy busy(*this);
+    const size_t n = count(f, records);
+    std::vector<uint32_t> routed;
+    const uint32_t* to = targets_of(f, records, n, targets, &routed);
+    w.push_records(f, reinterpret_cast<const std::byte*>(records.data()), n, to, timeout);
+  }
+  void close_in(PyWorker& w, std::optional<double> timeout) {
+    RecordsFlow& f = get();
+    Busy busy(*this);
+    w.close_records(f, timeout);
+  }
+
   // The next batch's records as a read-only uint8 array over the ring
   // itself, or None at the end of the flow. The array pins its segment: the
   // target keeps it (Target::keep) until the array and every view of it are
@@ -392,22 +413,7 @@ class PyFlow {
     }
     if (s == Status::kEndOfFlow) return std::nullopt;
     if (s != Status::kOk) raise_failure(failure);
-    // The pin: the flow's C++ object (the ring's mapping lives in it) and
-    // the Python flow (which keeps its cluster) live while the array does.
-    struct Pin {
-      std::shared_ptr<RecordsFlow> flow;
-      nb::object owner;
-      uint64_t id;
-    };
-    auto* pin = new Pin{f, nb::find(this), kept.id};
-    f->pin();
-    nb::capsule owner(pin, [](void* p) noexcept {
-      auto* pin = static_cast<Pin*>(p);
-      pin->flow->release_later(pin->id);
-      pin->flow->unpin();
-      delete pin;
-    });
-    return RingArray(reinterpret_cast<const uint8_t*>(kept.data), {kept.bytes}, owner);
+    return ring_view(f, nb::find(this), kept);
   }
 
   // The next batch's records as bytes (a copy), or None at the end of the flow.
@@ -568,6 +574,26 @@ nb::handle new_exception(nb::module_& m, const char* name, nb::handle base,
   return m.attr(name);
 }
 
+// The Worker's garbage collector slots: its handlers often refer to the
+// worker itself.
+int worker_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  return nb::inst_ptr<PyWorker>(self)->traverse([&](PyObject* o) {
+    Py_VISIT(o);
+    return 0;
+  });
+}
+
+int worker_clear(PyObject* self) {
+  nb::inst_ptr<PyWorker>(self)->clear();
+  return 0;
+}
+
+PyType_Slot worker_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(worker_traverse)},
+                              {Py_tp_clear, reinterpret_cast<void*>(worker_clear)},
+                              {0, nullptr}};
+
 }  // namespace
 }  // namespace sluice::python
 
@@ -639,6 +665,40 @@ NB_MODULE(_sluice, m) {
           "assign",
           [](const sluice::KeyGroups& k, const ViewTuple& v) { return k.assign(to_view(v)); },
           "view"_a);
+
+  nb::class_<PyWorker>(m, "Worker", nb::type_slots(worker_slots))
+      .def(nb::init<>())
+      .def(
+          "add_records",
+          [](PyWorker& w, PyFlow& f, nb::object handler, nb::object on_end) {
+            w.add_records(f.shared(), nb::find(&f), std::move(handler), std::move(on_end));
+          },
+          "flow"_a, "handler"_a, "on_end"_a.none())
+      .def(
+          "add_batches",
+          [](PyWorker& w, PyBatchFlow& f, nb::object handler, nb::object on_end) {
+            w.add_batches(&f, nb::find(&f), std::move(handler), std::move(on_end));
+          },
+          "flow"_a, "handler"_a, "on_end"_a.none())
+      .def("run", &PyWorker::run, "timeout"_a.none())
+      .def(
+          "push_records",
+          [](PyWorker& w, PyFlow& f, ByteArray records, std::optional<TargetArray> targets,
+             std::optional<double> timeout) { f.push_in(w, records, targets, timeout); },
+          "flow"_a, "records"_a.noconvert(), "targets"_a.noconvert().none(), "timeout"_a.none())
+      .def(
+          "close_records",
+          [](PyWorker& w, PyFlow& f, std::optional<double> timeout) { f.close_in(w, timeout); },
+          "flow"_a, "timeout"_a.none())
+      .def(
+          "push_batch",
+          [](PyWorker& w, PyBatchFlow& f, nb::object batch, std::optional<uint32_t> to,
+             std::optional<double> timeout) { f.push(std::move(batch), to, timeout, &w); },
+          "flow"_a, "batch"_a, "to"_a.none(), "timeout"_a.none())
+      .def(
+          "close_batches",
+          [](PyWorker& w, PyBatchFlow& f, std::optional<double> timeout) { f.close(timeout, &w); },
+          "flow"_a, "timeout"_a.none());
 
   nb::class_<PyFlow>(m, "Flow")
       .def(nb::init<PyCluster&, const std::string&, bool, uint32_t, const std::string&,

@@ -110,6 +110,20 @@ struct RecordsFlow::Ends {
     return failure_of(s, source.error(), source.lost_peer());
   }
 
+  Status try_push(const std::byte* data, size_t n, const uint32_t* targets, size_t* done,
+                  FlowFailure* failure) {
+    const std::span<const W> words(reinterpret_cast<const W*>(data), n * words_per_record);
+    const Status s =
+        replicate_spec || targets == nullptr
+            ? source.try_push(words.subspan(*done))
+            : source.try_push_to(word_targets(targets, n).subspan(*done), words.subspan(*done));
+    *done += source.last_pushed();
+    if (s != Status::kOk && s != Status::kWouldBlock) {
+      *failure = failure_of(s, source.error(), source.lost_peer());
+    }
+    return s;
+  }
+
   static void append(RecordBytes* out, std::span<const W> batch) {
     const auto* p = reinterpret_cast<const std::byte*>(batch.data());
     out->insert(out->end(), p, p + batch.size_bytes());
@@ -286,6 +300,24 @@ std::optional<FlowFailure> RecordsFlow::close(Deadline deadline) {
     const Status s = e.source.close_and_wait(deadline);
     if (s == Status::kOk) return std::nullopt;
     return failure_of(s, e.source.error(), e.source.lost_peer());
+  });
+}
+
+Status RecordsFlow::try_push(const std::byte* data, size_t n, const uint32_t* targets, size_t* done,
+                             FlowFailure* failure) {
+  return impl().visit([&](auto& e) -> Status {
+    if (!e.source) throw Error(ErrorCode::kInvalidArgument, "the source is not open");
+    return e.try_push(data, n, targets, done, failure);
+  });
+}
+
+Status RecordsFlow::try_close(FlowFailure* failure) {
+  return impl().visit([&](auto& e) -> Status {
+    if (!e.source) throw Error(ErrorCode::kInvalidArgument, "the source is not open");
+    const Status s = e.source.close_and_wait(Deadline::min());
+    if (s == Status::kTimeout || s == Status::kWouldBlock) return Status::kWouldBlock;
+    if (s != Status::kOk) *failure = failure_of(s, e.source.error(), e.source.lost_peer());
+    return s;
   });
 }
 

@@ -88,6 +88,14 @@ class RecordsFlow {
   // `deadline`.
   std::optional<FlowFailure> push(const std::byte* data, size_t n, const uint32_t* targets,
                                   Deadline deadline);
+  // As push, from word `*done` of the run on, never waiting (for a Worker,
+  // which delivers its inputs between tries): kOk, kWouldBlock with *done
+  // moved past what went, or a failure (in *failure).
+  Status try_push(const std::byte* data, size_t n, const uint32_t* targets, size_t* done,
+                  FlowFailure* failure);
+  // close() one step at a time: kOk once every target confirmed the end,
+  // kWouldBlock until then (call again), or a failure.
+  Status try_close(FlowFailure* failure);
   std::optional<FlowFailure> flush(Deadline deadline);
   std::optional<FlowFailure> close(Deadline deadline);
   void abort();

@@ -77,3 +77,13 @@ def test_combiner_groups_equal_numpys_grouping_of_every_rank_records(sluice_bin,
     assert status == 0, out
     assert "OK reduce groups=5000 records=300000" in out, out
     assert "OK count groups=37" in out, out
+
+
+@pytest.mark.parametrize("transport", ["shm", pytest.param("ofi", marks=pytest.mark.slow)])
+def test_a_worker_drives_three_targets_and_its_pushes_deliver_them_while_rings_are_full(
+        sluice_bin, transport):
+    status, out = run_job("worker.py", 3, "20000", transport=transport)
+    assert status == 0, out
+    assert "OK worker a=60000 b=18000 c=60000" in out, out
+    assert "OK worker errors" in out, out
+    assert "MISMATCH" not in out and "leaked" not in out, out

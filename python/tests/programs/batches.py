@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 import sluice
+from report import exit_if_any
 from zero_copy import ring_mappings
 
 SCHEMA = pa.schema([
@@ -303,11 +304,7 @@ def main():
         if me == 0 and not errors:
             print("OK refusals", flush=True)
         failed = cluster.allgather(errors)
-    if any(failed):
-        for rank, errs in enumerate(failed):
-            for e in errs:
-                print(f"MISMATCH rank {rank}: {e}", flush=True)
-        sys.exit(1)
+    exit_if_any(failed)
 
 
 if __name__ == "__main__":
