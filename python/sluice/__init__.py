@@ -55,6 +55,7 @@ from ._sluice import (
 from .batches import BatchFlow, BatchSource, BatchTarget
 from .combiner import CombinerFlow, CombinerSource, CombinerTarget
 from .regions import Region, RemoteRegion
+from .replay import ReplayFlow
 from .worker import Worker
 
 __all__ = [
@@ -73,6 +74,7 @@ __all__ = [
     "CombinerTarget",
     "Region",
     "RemoteRegion",
+    "ReplayFlow",
     "Worker",
     "Error",
     "PeerLost",
@@ -299,6 +301,27 @@ class Cluster:
         (``view``: as for ``shuffle``)."""
         return Flow(self, name, np.dtype(dtype), True, None, sources, targets, segment_bytes,
                     ring_segments, view)
+
+    def replay_flow(
+        self,
+        name: str,
+        dtype: Any,
+        sources: Optional[Sequence[int]] = None,
+        targets: Optional[Sequence[int]] = None,
+        capacity: int = 1 << 20,
+        replay: bool = True,
+        segment_bytes: int = 0,
+        ring_segments: int = 0,
+    ) -> ReplayFlow:
+        """A shuffle flow of ``dtype`` records (1 to 128 bytes) between the
+        ranks ``sources`` and ``targets`` (default: every rank) that outlives
+        a member's death with nothing lost and nothing twice (see
+        ``sluice.replay``): every push names its target rank, each source
+        keeps up to ``capacity`` records per target until acknowledged.
+        ``replay=False`` sends nothing again after a view change (for tests
+        that show what the buffer is for). Declared by ``open(view)``."""
+        return ReplayFlow(self, name, np.dtype(dtype), sources, targets, capacity, replay,
+                          segment_bytes, ring_segments)
 
     def batches(
         self,

@@ -1,13 +1,29 @@
-// python/src/declare.h: declaring a flow of the Python package's, as given
-// or in a membership view, with the library's answer as an exception.
+// python/src/declare.h: membership views as Python passes them, and
+// declaring a flow of the Python package's, as given or in a membership
+// view, with the library's answer as an exception.
 #pragma once
 
 #include <sluice/sluice.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace sluice::python {
+
+// A membership view as Python sees it: (epoch, members, incarnations).
+using ViewTuple = std::tuple<uint64_t, std::vector<uint32_t>, std::vector<uint32_t>>;
+inline View to_view(const ViewTuple& t) {
+  View v;
+  v.epoch = std::get<0>(t);
+  v.members = std::get<1>(t);
+  v.incarnations = std::get<2>(t);
+  std::sort(v.members.begin(), v.members.end());
+  return v;
+}
 
 // Declares `spec` as given, or in `view` (the flow then re-forms among the
 // view's members): kViewChanged is an Error of that code, another refusal

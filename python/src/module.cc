@@ -26,10 +26,12 @@
 #include "alltoallv.h"
 #include "batch_flow.h"
 #include "combiner.h"
+#include "declare.h"
 #include "py_errors.h"
 #include "py_worker.h"
 #include "records_flow.h"
 #include "regions.h"
+#include "replay.h"
 #include "ring_view.h"
 
 namespace nb = nanobind;
@@ -79,17 +81,7 @@ void translate(const std::exception_ptr& p, void*) {
   }
 }
 
-// A membership view as Python sees it: (epoch, members, incarnations).
-using ViewTuple = std::tuple<uint64_t, std::vector<uint32_t>, std::vector<uint32_t>>;
 ViewTuple to_tuple(const View& v) { return {v.epoch, v.members, v.incarnations}; }
-View to_view(const ViewTuple& t) {
-  View v;
-  v.epoch = std::get<0>(t);
-  v.members = std::get<1>(t);
-  v.incarnations = std::get<2>(t);
-  std::sort(v.members.begin(), v.members.end());
-  return v;
-}
 // What a view-scoped gather or an agreement returns: (epoch, ranks, values).
 using GatheredTuple = std::tuple<uint64_t, std::vector<uint32_t>, std::vector<nb::bytes>>;
 GatheredTuple to_tuple(const Gathered& g) {
@@ -112,6 +104,7 @@ class PyCluster {
   }
   ~PyCluster() {
     retire_flows();
+    replays_.retire();
     batches_.retire();
     combiners_.retire();
     regions_.retire();
@@ -189,6 +182,7 @@ class PyCluster {
   void leave(std::optional<double> timeout) {
     if (!cluster_ || left_) return;
     retire_flows();
+    replays_.retire();
     batches_.retire();
     combiners_.retire();
     regions_.retire();
@@ -220,6 +214,7 @@ class PyCluster {
   RegionTracker regions_;  // ended before the cluster, as the flows
   CombinerTracker combiners_;
   BatchTracker batches_;
+  ReplayTracker replays_;
 
  public:
   std::unique_ptr<PyRegion> expose(const std::string& name, size_t bytes) {
@@ -238,6 +233,15 @@ class PyCluster {
         get(), batches_, name, replicate, std::move(schema), type_tag, sources, targets,
         segment_bytes, ring_segments,
         view ? std::optional<View>(to_view(*view)) : std::optional<View>());
+  }
+  std::unique_ptr<PyReplayFlow> replay_flow(const std::string& name, uint32_t itemsize,
+                                            const std::string& type_tag,
+                                            const std::vector<uint32_t>& sources,
+                                            const std::vector<uint32_t>& targets, uint64_t capacity,
+                                            bool replay, uint32_t segment_bytes,
+                                            uint32_t ring_segments) {
+    return std::make_unique<PyReplayFlow>(get(), replays_, name, itemsize, type_tag, sources,
+                                          targets, capacity, replay, segment_bytes, ring_segments);
   }
   std::unique_ptr<PyCombiner> combiner(const std::string& name, uint32_t record_bytes,
                                        const FieldTuple& key, const std::vector<AggTuple>& aggs,
@@ -631,6 +635,7 @@ NB_MODULE(_sluice, m) {
   bind_regions(m);
   bind_combiner(m);
   bind_batches(m);
+  bind_replay(m);
   nb::class_<PyCluster>(m, "Cluster")
       .def_static("join", &PyCluster::join, "Joins the job the environment names.")
       .def_prop_ro("rank", &PyCluster::rank)
@@ -649,6 +654,9 @@ NB_MODULE(_sluice, m) {
       .def("leave", &PyCluster::leave, "timeout"_a = nb::none())
       .def("expose", &PyCluster::expose, "name"_a, "size"_a)
       .def("open_region", &PyCluster::open_region, "name"_a, "owner"_a, "timeout"_a.none())
+      .def("replay_flow", &PyCluster::replay_flow, "name"_a, "itemsize"_a, "type_tag"_a,
+           "sources"_a, "targets"_a, "capacity"_a, "replay"_a, "segment_bytes"_a, "ring_segments"_a,
+           nb::keep_alive<0, 1>())
       .def("batch_flow", &PyCluster::batch_flow, "name"_a, "replicate"_a, "schema"_a, "type_tag"_a,
            "sources"_a, "targets"_a, "segment_bytes"_a, "ring_segments"_a, "view"_a.none(),
            nb::keep_alive<0, 1>())
