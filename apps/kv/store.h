@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "item_parts.h"
 #include "zset.h"
 
 namespace kv {
@@ -389,9 +390,9 @@ struct Item {
   std::string value;
   int64_t deadline_ms = 0;
   uint64_t version = 0;
-  std::map<std::string, std::string> fields;
-  std::deque<std::string> list;
-  std::set<std::string> members;
+  Fields fields;
+  Elements list;
+  Members members;
   ZSet zset;
   bool is_hash() const { return !fields.empty(); }
   bool is_list() const { return !list.empty(); }
@@ -613,15 +614,21 @@ class Store {
   static constexpr uint64_t kMemberOverhead = 64;
   static constexpr uint64_t kZMemberOverhead = 128;
   // What one key and its item take in used_bytes().
+  // O(1): the items keep their bytes counted (item_parts.h, zset.h).
   static uint64_t entry_bytes(const std::string& key, const Item& e) {
-    uint64_t fields = 0;
-    for (const auto& [f, v] : e.fields) fields += kFieldOverhead + f.size() + v.size();
-    for (const std::string& v : e.list) fields += kElementOverhead + v.size();
-    for (const std::string& m : e.members) fields += kMemberOverhead + m.size();
-    fields += e.zset.size() * kZMemberOverhead + 2 * e.zset.member_bytes();
-    return kEntryOverhead + key.size() + e.value.size() + fields +
+    const uint64_t parts = e.fields.size() * kFieldOverhead + e.fields.bytes() +
+                           e.list.size() * kElementOverhead + e.list.bytes() +
+                           e.members.size() * kMemberOverhead + e.members.bytes() +
+                           e.zset.size() * kZMemberOverhead + 2 * e.zset.member_bytes();
+    return kEntryOverhead + key.size() + e.value.size() + parts +
            (e.deadline_ms != 0 ? kDeadlineOverhead : 0);
   }
+  // Checks for tests, O(the data): whether the byte counts every item keeps
+  // (item_parts.h, zset.h), and so entry_bytes() and item_bytes(), equal a
+  // fresh walk of its strings; sizes_agree() also that used_bytes() is the
+  // walked sum. False with *why naming the first key that differs.
+  static bool counts_agree(const Keyspace& data, std::string* why);
+  bool sizes_agree(std::string* why) const;
   // What a store holding `data` counts in used_bytes().
   static uint64_t keyspace_bytes(const Keyspace& data) {
     uint64_t n = 0;
