@@ -540,12 +540,15 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     case Kind::kHashVals:
     case Kind::kHashInt:
     case Kind::kHashFloat:
+    case Kind::kHashRandom:
+    case Kind::kHashRandomPairs:
       fill_hash(r, result);
       break;
     case Kind::kListArray:
     case Kind::kListOk:
     case Kind::kListPos:
     case Kind::kListPosAll:
+    case Kind::kListMPop:
       fill_list(r, result);
       break;
     case Kind::kSetCount:

@@ -55,6 +55,12 @@
 //   HGETALL, HKEYS, HVALS key    fields and values, fields, values: in byte
 //                         order of the field (store_hashes.cc)
 //   HINCRBY key field n, HINCRBYFLOAT key field n   as INCRBY, INCRBYFLOAT
+//   HRANDFIELD key [count [WITHVALUES]]   bulk field or null; with a count:
+//                         at most count distinct fields in field order (a
+//                         count < 0: that many, with repeats, in the order
+//                         chosen), each followed by its value with
+//                         WITHVALUES (RESP3: each pair an array); chosen by
+//                         every replica alike from a seed this gateway draws
 //   (Each one log entry on one key (resp_hashes.cc). A string command on a
 //   hash, or a hash command on a string: -WRONGTYPE, as Redis's; SET and
 //   MSET replace a hash, MGET answers null for one.)
@@ -74,9 +80,13 @@
 //   LMOVE source destination LEFT|RIGHT LEFT|RIGHT   bulk element moved,
 //                         or null; RPOPLPUSH source destination: RIGHT LEFT
 //                         (one entry on both keys, as SMOVE)
-//   (Each one log entry on one key, LMOVE on two (resp_lists.cc); WRONGTYPE as for
-//   hashes; the key goes with its last element. No blocking commands:
-//   BLPOP and the others are unknown commands.)
+//   LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT n]   the first key that
+//                         exists and up to n elements popped from it, or a
+//                         null array (one entry on all its keys)
+//   (Each one log entry on one key, LMOVE and LMPOP on their keys
+//   (resp_lists.cc); WRONGTYPE as for hashes; the key goes with its last
+//   element. No blocking commands: BLPOP and the others are unknown
+//   commands.)
 //   SADD, SREM key member [member ...]   :members added, removed
 //   SCARD key             :the number of members (0: absent)
 //   SISMEMBER key member  :1 or :0; SMISMEMBER key member [member ...]: an
@@ -296,13 +306,15 @@ class RespGateway {
     // The hash commands (resp_hashes.cc, fill_hash).
     // (HGET answers as kGet, HSTRLEN as kLength, HMSET as kMset, HSETNX
     // and HEXISTS as kMsetNx.)
-    kHashCount,  // HSET, HDEL, HLEN: the store's decimal as an integer
-    kHashArray,  // HMGET: a bulk or null per field
-    kHashAll,    // HGETALL: fields and values (RESP3: a map)
-    kHashKeys,   // HKEYS
-    kHashVals,   // HVALS
-    kHashInt,    // HINCRBY: the new number
-    kHashFloat,  // HINCRBYFLOAT: the new number as a bulk string
+    kHashCount,        // HSET, HDEL, HLEN: the store's decimal as an integer
+    kHashArray,        // HMGET: a bulk or null per field
+    kHashAll,          // HGETALL: fields and values (RESP3: a map)
+    kHashKeys,         // HKEYS
+    kHashVals,         // HVALS
+    kHashInt,          // HINCRBY: the new number
+    kHashFloat,        // HINCRBYFLOAT: the new number as a bulk string
+    kHashRandom,       // HRANDFIELD with a count: the fields
+    kHashRandomPairs,  // ... and WITHVALUES: fields and values (RESP3: each pair an array)
     // The list commands (resp_lists.cc, fill_list). (LPUSH, RPUSH, their X
     // forms, LLEN and LREM answer as kHashCount; LPOP and RPOP without a
     // count and LINDEX as kGet.)
@@ -310,6 +322,7 @@ class RespGateway {
     kListOk,      // LSET, LTRIM: +OK, or the store's error
     kListPos,     // LPOS without COUNT: an integer, or null
     kListPosAll,  // LPOS with COUNT: an array of integers
+    kListMPop,    // LMPOP: the key and an array of its elements, or a null array
     // The set commands (resp_sets.cc, fill_set). (SISMEMBER and SMOVE
     // answer as kMsetNx; SPOP and SRANDMEMBER without a count as kGet.)
     kSetCount,    // SADD, SREM, SCARD, the STORE forms, SINTERCARD: an integer, or the error
@@ -422,13 +435,15 @@ class RespGateway {
   bool keys_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                     Client& client, size_t index, Reply& r, int64_t now);
   // resp_hashes.cc: HSET, HMSET, HSETNX, HGET, HMGET, HDEL, HEXISTS, HLEN,
-  // HSTRLEN, HGETALL, HKEYS, HVALS, HINCRBY, HINCRBYFLOAT; false if none.
+  // HSTRLEN, HGETALL, HKEYS, HVALS, HINCRBY, HINCRBYFLOAT, HRANDFIELD;
+  // false if none.
   // fill_hash: the answer of one of them (a hash Kind) from its result.
   bool hash_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                     Client& client, size_t index, Reply& r, int64_t now);
   void fill_hash(Reply& r, const Result& result);
   // resp_lists.cc: LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP, RPOP, LLEN, LRANGE,
-  // LINDEX, LSET, LREM, LTRIM; false if none. fill_list: the answer of one
+  // LINDEX, LSET, LREM, LTRIM, LINSERT, LPOS, LMOVE, RPOPLPUSH, LMPOP; false
+  // if none. fill_list: the answer of one
   // of them (a list Kind) from its result.
   bool list_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                     Client& client, size_t index, Reply& r, int64_t now);
@@ -514,8 +529,8 @@ class RespGateway {
   Stats stats_;
   std::FILE* history_ = nullptr;
   bool history_failed_ = false;
-  // SPOP's and SRANDMEMBER's seeds, drawn here (splitmix64 from a random
-  // start) and carried in the log entry: replicas choose from the seed.
+  // SPOP's, SRANDMEMBER's, ZRANDMEMBER's and HRANDFIELD's seeds, drawn here (splitmix64 from a
+  // random start) and carried in the log entry: replicas choose from the seed.
   uint64_t seeds_ = 0;
   int64_t next_sweep_ms_ = 0;  // a sweep is due at this wall-clock time (0: none)
   int64_t last_sweep_ms_ = 0;  // when the last one was sent (0: send the next at once)

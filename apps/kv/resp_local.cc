@@ -158,6 +158,8 @@ constexpr CommandInfo kCommands[] = {
     {"lpos", -3, "readonly", 1, 1, 1},
     {"lmove", 5, "write", 1, 2, 1},
     {"rpoplpush", 3, "write", 1, 2, 1},
+    {"lmpop", -4, "write", 0, 0, 0},
+    {"hrandfield", -2, "readonly", 1, 1, 1},
     {"hscan", -3, "readonly", 1, 1, 1},
     {"sscan", -3, "readonly", 1, 1, 1},
     {"sadd", -3, "write", 1, 1, 1},

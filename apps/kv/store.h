@@ -68,7 +68,11 @@ namespace kv {
 // rank, the count ("" for none) and the maxlen, encode_names); lmove, on
 // two keys, run on copies of them as rename is (store_multi.cc): `key` the
 // source, `value` the destination, `expected` the ends, "LL", "LR", "RL"
-// or "RR" (RPOPLPUSH: "RL"). hscan and sscan (HSCAN, SSCAN: `value` a
+// or "RR" (RPOPLPUSH: "RL"); lmpop (LMPOP), on several keys as zmpop is
+// (zset.h): `key` the first key, `value` the keys, `expected` "left" or
+// "right" and the count, encode_names. hrandfield (HRANDFIELD): `value`
+// the seed the gateway stamped, `expected` the count ("" for none) and "1"
+// for WITHVALUES, encode_names. hscan and sscan (HSCAN, SSCAN: `value` a
 // ScanRequest, its type "novalues" for HSCAN's NOVALUES, `expected` the
 // MATCH pattern) page through one hash's fields or one set's members as
 // scan pages through the keys.
@@ -167,8 +171,10 @@ enum class Op : uint8_t {
   kZScan,
   kZMPop,
   kZRandMember,
+  kLMPop,
+  kHRandField,
 };
-inline constexpr Op kLastOp = Op::kZRandMember;
+inline constexpr Op kLastOp = Op::kHRandField;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -286,6 +292,11 @@ int64_t wall_clock_ms();
 // element moved (a source equal to the destination: rotated); the source
 // absent: not ok, empty, whatever the destination holds; either holding
 // another type: kWrongType. A list's last element goes with its key.
+// lmpop: ok, value the key it popped from and the elements (encode_names),
+// from the first of its keys that exists (kWrongType if that one is not a
+// list); not ok and empty if none exists. hrandfield: as srandmember on
+// the fields (with a count >= 0 distinct ones in field order, < 0 with
+// repeats), each followed by its value with WITHVALUES.
 // hscan, sscan: ok, value a page (encode_keys: the next cursor, and the
 // fields and their values, or the members, matching the pattern), the
 // cursor in the order of key_hash of the field or member, as scan's (an
@@ -797,9 +808,10 @@ bool is_zset_keys_op(Op op);
 // (null: absent), in scan's order.
 Result scan_one(const Command& c, const std::map<std::string, std::string>* fields,
                 const std::set<std::string>* members);
-// store_lists.cc: execute() of lmove (it looks at its keys' expiry and
-// types itself).
+// store_lists.cc: execute() of lmove and of lmpop (they look at their
+// keys' expiry and types themselves).
 Result execute_list_move(Keyspace& data, const Command& c);
+Result execute_list_mpop(Keyspace& data, const Command& c);
 // A result with `value` (store_lists.cc), and the decimal in `text` (the
 // gateway checked it; 0 for one that is not, so that a malformed command
 // changes nothing dangerous).

@@ -102,6 +102,32 @@ Result execute_list_move(Keyspace& data, const Command& c) {
   return done(std::move(v));
 }
 
+Result execute_list_mpop(Keyspace& data, const Command& c) {
+  // (Redis's mpopGenericCommand: the first of its keys that exists decides,
+  // WRONGTYPE if it holds another type; as ZMPOP, store_zsets.cc.)
+  std::vector<std::string> keys, how;
+  int64_t count = 0;
+  if (!decode_names(c.value, &keys) || !decode_names(c.expected, &how) || how.size() != 2 ||
+      (how[0] != "left" && how[0] != "right") || !parse_integer(how[1], &count) || count < 1)
+    return done("ERR malformed lmpop", false);
+  for (const std::string& k : keys) {
+    auto it = data.find(k);
+    if (it != data.end() && expired(it->second, c.now_ms)) {
+      data.erase(it);
+      continue;
+    }
+    if (it == data.end()) continue;
+    if (!it->second.is_list()) return done(kWrongType, false);
+    Elements& list = it->second.list;
+    std::vector<std::string> out{k};
+    for (int64_t n = count; n > 0 && !list.empty(); --n)
+      out.push_back(how[0] == "left" ? list.pop_front() : list.pop_back());
+    if (list.empty()) data.erase(it);
+    return done(encode_names(out));
+  }
+  return done("", false);
+}
+
 Result execute_list(Keyspace& data, const Command& c) {
   auto it = data.find(c.key);
   const bool present = it != data.end();

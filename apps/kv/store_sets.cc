@@ -164,7 +164,9 @@ namespace detail {
 
 bool is_set_op(Op op) { return (op >= Op::kSAdd && op <= Op::kSDiffStore) || op == Op::kSScan; }
 bool is_set_keys_op(Op op) { return op >= Op::kSMove && op <= Op::kSDiffStore; }
-bool is_keys_op(Op op) { return is_set_keys_op(op) || op == Op::kLMove || is_zset_keys_op(op); }
+bool is_keys_op(Op op) {
+  return is_set_keys_op(op) || op == Op::kLMove || op == Op::kLMPop || is_zset_keys_op(op);
+}
 
 std::vector<std::string> set_keys(const Command& c) {
   std::vector<std::string> keys{c.key};

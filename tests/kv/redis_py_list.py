@@ -4,7 +4,7 @@ Usage: redis_py_list.py PORT
 
 LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP and RPOP (with and without a count),
 LLEN, LRANGE, LINDEX, LSET, LREM, LTRIM, LINSERT, LPOS (RANK, COUNT,
-MAXLEN), LMOVE and RPOPLPUSH, with Redis 7's answers and errors; WRONGTYPE both ways; a list's expiry, RENAME, TYPE, DEL, SCAN with
+MAXLEN), LMOVE, RPOPLPUSH and LMPOP, with Redis 7's answers and errors; WRONGTYPE both ways; a list's expiry, RENAME, TYPE, DEL, SCAN with
 a type; lists in a pipeline transaction and under WATCH, where another
 client's RPUSH makes EXEC fail; no blocking commands. Every check that
 fails is printed; the last line says how many checks there were and how
@@ -82,6 +82,11 @@ def main(port):
     r.set("lp:s", "v")
     check("lmove of a string", (error_of(lambda: r.lmove("lp:p", "lp:s", "LEFT", "LEFT")),
                                 r.llen("lp:p")), (WRONGTYPE, 8))
+    check("lmpop", (r.lmpop(2, "lp:none", "lp:p", direction="LEFT", count=2),
+                    r.lmpop(1, "lp:p", direction="RIGHT"), r.lmpop(1, "lp:none", direction="LEFT")),
+          ([b"lp:p", [b"x", b"b"]], [b"lp:p", [b"c"]], None))
+    check("lmpop of a string", error_of(lambda: r.lmpop(2, "lp:s", "lp:p", direction="LEFT")),
+          WRONGTYPE)
     r.delete("lp:p", "lp:q")
 
     # WRONGTYPE both ways; SET replaces a list.

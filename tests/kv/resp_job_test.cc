@@ -581,7 +581,7 @@ TEST_F(RespJobTest, TheExpiryCommandsAnswerAsRedisDoes) {
   for (const char* name : {"setex", "psetex", "expire", "pexpire", "expireat", "pexpireat", "ttl",
                            "pttl", "expiretime", "pexpiretime", "persist", "getex"})
     EXPECT_NE(list.find("\r\n" + std::string(name) + "\r\n"), std::string::npos) << name;
-  EXPECT_EQ(ask({"COMMAND", "COUNT"}), ":139\r\n");
+  EXPECT_EQ(ask({"COMMAND", "COUNT"}), ":141\r\n");
   EXPECT_EQ(ask({"COMMAND", "INFO", "pexpire", "nosuch"}),
             "*2\r\n*7\r\n$7\r\npexpire\r\n:-3\r\n*1\r\n+write\r\n:1\r\n:1\r\n:1\r\n*0\r\n$-1\r\n");
 }

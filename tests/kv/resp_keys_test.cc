@@ -2,7 +2,8 @@
 // MSET, MSETNX, RENAME, RENAMENX, FLUSHALL), each one log entry, and
 // hashes, lists and sets with them (and their limits, and redis-py's hash,
 // list and set commands, tests/kv/redis_py_hash.py, redis_py_list.py and
-// redis_py_set.py; sorted sets against redis-server, redis_zset_diff.py),
+// redis_py_set.py; sorted sets against redis-server, redis_zset_diff.py,
+// and LMPOP and HRANDFIELD, redis_misc_diff.py),
 // through a
 // job of 3 replicas (Multi-Paxos, or NOPaxos with SLUICE_KV_PROTOCOL) and
 // a gateway rank whose connections share 2 clients; raw sockets for the
@@ -62,25 +63,25 @@ class RespKeysTest : public ::testing::Test {
     EXPECT_NE(r.output.find("redis-py: all "), std::string::npos) << r.output;
   }
 
-  // Runs tests/kv/redis_zset_diff.py against the gateway and redis-server
-  // with `commands` random commands from `seed`: no reply differs.
-  static void expect_zset_diff(int commands, int seed) {
+  // Runs `script` (tests/kv/redis_zset_diff.py, redis_misc_diff.py)
+  // against the gateway and redis-server with `commands` random commands
+  // from `seed`: no reply differs.
+  static void expect_diff(const char* script, int commands, int seed) {
     std::string error;
     int status = 0;
     const auto server = sluice::proc::find_program("redis-server", &error, &status);
     if (!server) {
       const char* ci = std::getenv("CI");
       const std::string why =
-          "redis-server (Debian's redis-server, 7.0) is missing: the sorted sets' differential "
-          "test needs it; `make test-packages` installs it (" +
+          "redis-server (Debian's redis-server, 7.0) is missing: the differential tests "
+          "need it; `make test-packages` installs it (" +
           error + ")";
       if (ci != nullptr && std::string(ci) == "true") FAIL() << why;
       GTEST_SKIP() << why;
     }
-    const ProcessResult r =
-        run_process({SLUICE_KV_PYTHON, SLUICE_KV_REDIS_ZSET_DIFF, std::to_string(port_), *server,
-                     std::to_string(commands), std::to_string(seed)},
-                    {}, std::chrono::seconds(300));
+    const ProcessResult r = run_process({SLUICE_KV_PYTHON, script, std::to_string(port_), *server,
+                                         std::to_string(commands), std::to_string(seed)},
+                                        {}, std::chrono::seconds(300));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find(" 0 differed"), std::string::npos) << r.output;
   }
@@ -775,7 +776,18 @@ TEST_F(RespKeysTest, RedisPyUsesSortedSetsAsItUsesRedis) {
 // reply the same bytes. make test installs redis-server (the Makefile's
 // test-packages); without it the test fails under CI (CI=true) and is
 // skipped, saying why, elsewhere.
-TEST_F(RespKeysTest, SortedSetsAnswerAsRedisServerDoesReplyForReply) { expect_zset_diff(3000, 39); }
+TEST_F(RespKeysTest, SortedSetsAnswerAsRedisServerDoesReplyForReply) {
+  expect_diff(SLUICE_KV_REDIS_ZSET_DIFF, 3000, 39);
+}
+
+// LMPOP and HRANDFIELD against redis-server 7.0 (tests/kv/redis_misc_diff.py):
+// the deterministic cases (RESP3 and MULTI/EXEC among them) and 2000
+// seeded random list and hash commands, every reply the same bytes, or,
+// for HRANDFIELD's random choices, the same shape and every field the
+// hash's.
+TEST_F(RespKeysTest, LmpopAndHrandfieldAnswerAsRedisServerDoesReplyForReply) {
+  expect_diff(SLUICE_KV_REDIS_MISC_DIFF, 2000, 17);
+}
 
 TEST_F(RespKeysTest, ShutdownEndsTheJobWithItsChecksPassed) {
   kv::testing::expect_shutdown_passes_checks(*job_, port_);
@@ -787,10 +799,23 @@ TEST_F(RespKeysTest, ShutdownEndsTheJobWithItsChecksPassed) {
 class RespZsetDiffLongTest : public RespKeysTest {};
 
 TEST_F(RespZsetDiffLongTest, SevenSeedsOfTwentyThousandCommandsAnswerAsRedisServerDoes) {
-  for (int seed = 1; seed <= 7; ++seed) expect_zset_diff(20000, seed);
+  for (int seed = 1; seed <= 7; ++seed) expect_diff(SLUICE_KV_REDIS_ZSET_DIFF, 20000, seed);
 }
 
 TEST_F(RespZsetDiffLongTest, ShutdownEndsTheJobWithItsChecksPassed) {
+  kv::testing::expect_shutdown_passes_checks(*job_, port_);
+}
+
+// LMPOP's and HRANDFIELD's differential test at length (label slow: about
+// 3 s): seven seeds of 10,000 random commands each (and 2,500 more over
+// RESP3), in a job of their own.
+class RespMiscDiffLongTest : public RespKeysTest {};
+
+TEST_F(RespMiscDiffLongTest, SevenSeedsOfTenThousandCommandsAnswerAsRedisServerDoes) {
+  for (int seed = 1; seed <= 7; ++seed) expect_diff(SLUICE_KV_REDIS_MISC_DIFF, 10000, seed);
+}
+
+TEST_F(RespMiscDiffLongTest, ShutdownEndsTheJobWithItsChecksPassed) {
   kv::testing::expect_shutdown_passes_checks(*job_, port_);
 }
 

@@ -33,7 +33,8 @@ class RandomLog {
         Op::kLSet,        Op::kLRem,        Op::kLTrim,        Op::kLInsert, Op::kLMove,
         Op::kZAdd,        Op::kZRem,        Op::kZPop,         Op::kPut,     Op::kSetXx,
         Op::kDelete,      Op::kRename,      Op::kRenameNx,     Op::kExpire,  Op::kExpire,
-        Op::kAppend,      Op::kMulti,       Op::kMulti,        Op::kSweep,   Op::kFlushAll};
+        Op::kAppend,      Op::kMulti,       Op::kMulti,        Op::kSweep,   Op::kFlushAll,
+        Op::kLMPop,       Op::kLMPop,       Op::kHRandField};
     Op op = kOps[rnd(std::size(kOps))];
     if (op == Op::kFlushAll && rnd(20) != 0) op = Op::kSAdd;  // (rarely)
     if (op == Op::kMulti) {
@@ -135,6 +136,18 @@ class RandomLog {
         c.expected = incr ? "I" : "";
         break;
       }
+      case Op::kLMPop: {
+        Strings keys;
+        for (uint64_t i = 0, n = 1 + rnd(3); i < n; ++i) keys.push_back(key());
+        c.key = keys.front();
+        c.value = encode_names(keys);
+        c.expected = encode_names({rnd(2) == 0 ? "left" : "right", std::to_string(1 + rnd(3))});
+        break;
+      }
+      case Op::kHRandField:
+        c.value = std::to_string(rng_());
+        c.expected = encode_names({std::to_string(static_cast<int64_t>(rnd(9)) - 4), ""});
+        break;
       case Op::kZPop:
         c.value = rnd(2) == 0 ? "min" : "max";
         c.expected = std::to_string(1 + rnd(3));
