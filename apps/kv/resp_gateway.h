@@ -83,10 +83,15 @@
 //   LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT n]   the first key that
 //                         exists and up to n elements popped from it, or a
 //                         null array (one entry on all its keys)
+//   BLPOP, BRPOP key [key ...] timeout; BLMOVE, BRPOPLPUSH; BLMPOP timeout
+//                         numkeys ...; BZPOPMIN, BZPOPMAX; BZMPOP: Redis
+//                         7.0's answers; the non-blocking form through the
+//                         log, and a connection whose try found nothing
+//                         parked until a write of one of its keys or its
+//                         timeout (a null array; resp_blocking.cc)
 //   (Each one log entry on one key, LMOVE and LMPOP on their keys
 //   (resp_lists.cc); WRONGTYPE as for hashes; the key goes with its last
-//   element. No blocking commands: BLPOP and the others are unknown
-//   commands.)
+//   element.)
 //   SADD, SREM key member [member ...]   :members added, removed
 //   SCARD key             :the number of members (0: absent)
 //   SISMEMBER key member  :1 or :0; SMISMEMBER key member [member ...]: an
@@ -216,6 +221,7 @@ struct GatewayOptions {
   size_t query_buffer_limit = size_t{1} << 20;     // an unfinished request's bytes
   size_t output_buffer_limit = size_t{32} << 20;   // unsent replies: closed past it
   size_t maxmemory_clients = size_t{64} << 20;     // all clients' buffers; 0: no limit
+  size_t max_blocked = 1024;  // connections parked by a blocking command (BLPOP ...)
   // Where each completed command goes, as a JSON line (history.h); empty:
   // nowhere.
   std::string history;
@@ -337,6 +343,11 @@ class RespGateway {
     kZRank,      // ZRANK, ZREVRANK: an integer, or null
     kZArray,     // the ZRANGE family, ZPOPMIN, ZPOPMAX: members (Reply::zscores)
     kZMPop,      // ZMPOP: the key and its [member, score] pairs, or a null array
+    // The blocking commands (resp_blocking.cc), from their non-blocking
+    // forms' results. (BLMOVE and BRPOPLPUSH answer as kGet, BLMPOP as
+    // kListMPop, BZMPOP as kZMPop.)
+    kBlockPop,   // BLPOP, BRPOP: [key, element] (fill_list), or a null array
+    kZBlockPop,  // BZPOPMIN, BZPOPMAX: [key, member, score] (fill_zset), or a null array
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
@@ -352,6 +363,10 @@ class RespGateway {
     // kZArray: members and scores alternate; znested: in RESP3, each pair
     // is an array of its own (WITHSCORES, a ZPOPMIN with a count).
     bool zscores = false, znested = false;
+    // A blocking command's (not one queued in MULTI): its connection's id
+    // (Conn::id), whose entry in blocked_ tries it again until it finds
+    // something or times out.
+    uint64_t blocked_conn = 0;
     // Answers at once, without the log (a refusal, a local command): true.
     bool answer(std::string t) {
       text = std::move(t);
@@ -458,6 +473,36 @@ class RespGateway {
   bool zset_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                     Client& client, size_t index, Reply& r, int64_t now);
   void fill_zset(Reply& r, const Result& result);
+  // resp_blocking.cc: BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN,
+  // BZPOPMAX, BZMPOP; false if none. Sends the non-blocking form (LMPOP,
+  // LMOVE, ZMPOP) and, outside MULTI, parks the connection (blocked_) if
+  // it finds nothing.
+  bool blocking_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
+                        Client& client, size_t index, Reply& r, int64_t now);
+  // In complete(), for a blocking command's try (r.blocked_conn): true if
+  // it found nothing and stays parked (r not filled), else its entry goes
+  // and fill() answers.
+  bool parked(Reply& r, const Result& result);
+  // In complete(), for every completed command: wakes the blocked
+  // connections waiting on a key it wrote.
+  void wake(const Command& cmd, const Result& result);
+  // In poll(): tries the woken and those due again, and answers those
+  // whose time is up, whose connection is gone, or all when stopping.
+  size_t retry_blocked(ClientGroup& clients);
+  // A connection parked by a blocking command (blocked_, by Conn::id).
+  struct Blocked {
+    Conn* conn = nullptr;           // (in conns_, which keeps it while its reply waits)
+    size_t index = 0;               // its client in the group
+    Reply* reply = nullptr;         // in conn->replies
+    Command cmd;                    // the non-blocking form, sent again for each try
+    std::vector<std::string> keys;  // what it waits on
+    int64_t deadline_ms = 0;        // 0: forever
+    int64_t next_try_ms = 0;        // the next try if nothing wakes it before
+    bool trying = false;            // a try is in the log
+    bool woken = false;             // a key it waits on was written since its try
+    bool parked = false;            // a try found nothing (it counts toward max_blocked)
+  };
+  void unblock(uint64_t id);
   // One command on the key args[1] as it goes into the log (a hash's or a
   // list's), answered here with an error if its key and encoded arguments
   // would take more than one entry may (--max-value-bytes). Always true.
@@ -532,6 +577,9 @@ class RespGateway {
   // SPOP's, SRANDMEMBER's, ZRANDMEMBER's and HRANDFIELD's seeds, drawn here (splitmix64 from a
   // random start) and carried in the log entry: replicas choose from the seed.
   uint64_t seeds_ = 0;
+  std::map<uint64_t, Blocked> blocked_;
+  std::multimap<std::string, uint64_t, std::less<>> blocked_keys_;  // key -> Conn::id
+  size_t parked_ = 0;          // blocked_ entries with parked set
   int64_t next_sweep_ms_ = 0;  // a sweep is due at this wall-clock time (0: none)
   int64_t last_sweep_ms_ = 0;  // when the last one was sent (0: send the next at once)
   bool sweeping_ = false;      // one is in flight (sweep_reply_)

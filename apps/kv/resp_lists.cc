@@ -1,7 +1,7 @@
 // The RESP gateway's list commands (resp_gateway.h lists them), each one
 // log entry on one key (LMOVE and RPOPLPUSH: on two, LMPOP on all its
-// keys; store_lists.cc), and their answers. No blocking commands (BLPOP,
-// BRPOP, BLMOVE, ...): they are unknown commands here.
+// keys; store_lists.cc), and their answers. The blocking ones (BLPOP,
+// BRPOP, BLMOVE, ...) are resp_blocking.cc's.
 #include <string>
 #include <vector>
 
@@ -195,6 +195,7 @@ void RespGateway::fill_list(Reply& r, const Result& result) {
     case Kind::kListOk:
       r.text = !result.ok && !result.value.empty() ? resp::error(result.value) : resp::simple("OK");
       return;
+    case Kind::kBlockPop:
     case Kind::kListMPop: {
       if (!result.ok) {  // (none of its keys exists: a null array)
         r.text = !result.value.empty() ? resp::error(result.value) : r.resp3 ? "_\r\n" : "*-1\r\n";
@@ -203,6 +204,11 @@ void RespGateway::fill_list(Reply& r, const Result& result) {
       std::vector<std::string> values;
       if (!decode_names(result.value, &values) || values.empty()) {
         r.text = resp::error("ERR the store answered a malformed list reply");
+        return;
+      }
+      if (r.kind == Kind::kBlockPop) {  // BLPOP, BRPOP: the key and its one element
+        r.text = resp::array_header(values.size());
+        for (const std::string& v : values) r.text += resp::bulk(v);
         return;
       }
       r.text =

@@ -367,6 +367,7 @@ void RespGateway::fill_zset(Reply& r, const Result& result) {
                                                  : resp::error(malformed);
       return;
     case Kind::kZMPop:
+    case Kind::kZBlockPop:
       if (!result.ok && result.value.empty()) {
         r.text = r.resp3 ? "_\r\n" : "*-1\r\n";  // (none of its keys exists)
         return;
@@ -381,6 +382,16 @@ void RespGateway::fill_zset(Reply& r, const Result& result) {
   }
   if (!decode_names(result.value, &items)) {
     r.text = resp::error(malformed);
+    return;
+  }
+  if (r.kind == Kind::kZBlockPop) {
+    // BZPOPMIN, BZPOPMAX: the key, the member and its score, flat.
+    if (items.size() != 3) {
+      r.text = resp::error(malformed);
+      return;
+    }
+    r.text = resp::array_header(3) + resp::bulk(items[0]) + resp::bulk(items[1]) +
+             score_reply(items[2], r.resp3);
     return;
   }
   if (r.kind == Kind::kZMPop) {

@@ -1,13 +1,14 @@
-"""LMPOP and HRANDFIELD of a sluice-kv RESP gateway against redis-server
-7.0, reply for reply (as redis_zset_diff.py does for sorted sets, whose
-Conn and RedisServer it uses).
+"""LMPOP, HRANDFIELD and the blocking commands of a sluice-kv RESP gateway
+against redis-server 7.0, reply for reply (as redis_zset_diff.py does for
+sorted sets, whose Conn and RedisServer it uses).
 
 Usage: redis_misc_diff.py PORT REDIS_SERVER [COMMANDS [SEED]]
 
 Starts REDIS_SERVER on a free loopback port without persistence, in a
 temporary directory, then sends the same commands to it and to the gateway
 at PORT: first the deterministic cases (each also checked against the
-reply it must be, RESP3 and MULTI/EXEC among them), then COMMANDS (default
+reply it must be, RESP3 and MULTI/EXEC among them; the blocking commands'
+where nothing is left to chance), then COMMANDS (default
 2000) seeded random list and hash commands (SEED, default 17), pipelined
 in batches, and a quarter as many again over RESP3 (HELLO 3): LMPOP with
 its errors, pushes, LRANGE, LLEN, HSET, HDEL, HLEN, HGETALL, HKEYS,
@@ -257,6 +258,62 @@ FIXED = [
     (["DEL", "md:g", "md:m", "md:str", "md:h1"], b":3\r\n"),
 ]
 
+# The blocking commands where nothing is left to chance: what they find at
+# once, their errors in Redis 7.0's order (a timeout that is not a float,
+# negative, or past 64 bits of ms, which 7.0 calls negative), a short
+# timeout (a null array), and in MULTI their non-blocking forms.
+FIXED_BLOCKING = [
+    (["DEL", "md:b0", "md:b1", "md:b2", "md:b3", "md:bz", "md:bs"], None),
+    (['RPUSH', 'md:b1', 'a', 'b', 'c'], b':3\r\n'),
+    (['BLPOP', 'md:b0', 'md:b1', '0'], b'*2\r\n$5\r\nmd:b1\r\n$1\r\na\r\n'),
+    (['BRPOP', 'md:b0', 'md:b1', '1'], b'*2\r\n$5\r\nmd:b1\r\n$1\r\nc\r\n'),
+    (['BLPOP', 'md:b1', 'x'], b'-ERR timeout is not a float or out of range\r\n'),
+    (['BLMOVE', 'md:b1', 'md:b2', 'LEFT', 'RIGHT', '0'], b'$1\r\nb\r\n'),
+    (['BRPOPLPUSH', 'md:b2', 'md:b3', '0'], b'$1\r\nb\r\n'),
+    (['RPUSH', 'md:b3', 'x', 'y', 'z'], b':4\r\n'),
+    (['BLMPOP', '0', '1', 'md:b3', 'LEFT'], b'*2\r\n$5\r\nmd:b3\r\n*1\r\n$1\r\nb\r\n'),
+    (['BLMPOP', '0', '1', 'md:b3', 'LEFT', 'COUNT', '5'], b'*2\r\n$5\r\nmd:b3\r\n*3\r\n$1\r\nx\r\n$1\r\ny\r\n$1\r\nz\r\n'),
+    (['ZADD', 'md:bz', '1', 'a', '2', 'b', '3', 'c', '4', 'd'], b':4\r\n'),
+    (['BZPOPMIN', 'md:bz', '0'], b'*3\r\n$5\r\nmd:bz\r\n$1\r\na\r\n$1\r\n1\r\n'),
+    (['BZPOPMAX', 'md:b0', 'md:bz', '0'], b'*3\r\n$5\r\nmd:bz\r\n$1\r\nd\r\n$1\r\n4\r\n'),
+    (['BZMPOP', '0', '1', 'md:bz', 'MIN', 'COUNT', '3'], b'*2\r\n$5\r\nmd:bz\r\n*2\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n*2\r\n$1\r\nc\r\n$1\r\n3\r\n'),
+    (['SET', 'md:bs', 'x'], b'+OK\r\n'),
+    (['BLPOP', 'md:bs', '0'], b'-WRONGTYPE Operation against a key holding the wrong kind of value\r\n'),
+    (['BLPOP', 'md:b0', 'md:bs', '0'], b'-WRONGTYPE Operation against a key holding the wrong kind of value\r\n'),
+    (['BZPOPMIN', 'md:bs', '0'], b'-WRONGTYPE Operation against a key holding the wrong kind of value\r\n'),
+    (['BLMOVE', 'md:bs', 'md:b1', 'LEFT', 'LEFT', '0'], b'-WRONGTYPE Operation against a key holding the wrong kind of value\r\n'),
+    (['BLPOP', 'md:b0', '0.01'], b'*-1\r\n'),
+    (['BLMOVE', 'md:b0', 'md:b1', 'LEFT', 'LEFT', '0.01'], b'*-1\r\n'),
+    (['BZMPOP', '0.01', '1', 'md:b0', 'MAX'], b'*-1\r\n'),
+    (['BLPOP', 'md:b1', '-1'], b'-ERR timeout is negative\r\n'),
+    (['BLPOP', 'md:b1', 'inf'], b'-ERR timeout is negative\r\n'),
+    (['BLPOP', 'md:b1', '-inf'], b'-ERR timeout is negative\r\n'),
+    (['BLPOP', 'md:b1', 'nan'], b'-ERR timeout is not a float or out of range\r\n'),
+    (['BLPOP', 'md:b1', '1e400'], b'-ERR timeout is negative\r\n'),
+    (['BLPOP', 'md:b1'], b"-ERR wrong number of arguments for 'blpop' command\r\n"),
+    (['BLMOVE', 'md:b1', 'md:b2', 'UP', 'RIGHT', 'x'], b'-ERR syntax error\r\n'),
+    (['BLMOVE', 'md:b1', 'md:b2', 'LEFT', 'RIGHT', 'x'], b'-ERR timeout is not a float or out of range\r\n'),
+    (['BRPOPLPUSH', 'md:b2', 'md:b3'], b"-ERR wrong number of arguments for 'brpoplpush' command\r\n"),
+    (['BLMPOP', 'x', '1', 'md:b3', 'LEFT'], b'-ERR timeout is not a float or out of range\r\n'),
+    (['BLMPOP', '0', '0', 'md:b3', 'LEFT'], b'-ERR numkeys should be greater than 0\r\n'),
+    (['BLMPOP', '0', '2', 'md:b3', 'LEFT'], b'-ERR syntax error\r\n'),
+    (['BLMPOP', '0', '1', 'md:b3', 'LEFT', 'COUNT', '0'], b'-ERR count should be greater than 0\r\n'),
+    (['BLMPOP', '0', '1', 'md:b3'], b"-ERR wrong number of arguments for 'blmpop' command\r\n"),
+    (['BZPOPMIN', 'md:bz', 'x'], b'-ERR timeout is not a float or out of range\r\n'),
+    (['BZMPOP', '0', '1', 'md:bz', 'MID'], b'-ERR syntax error\r\n'),
+    (['BZMPOP', '-1', '1', 'md:bz', 'MIN'], b'-ERR timeout is negative\r\n'),
+    (['BLPOP', 'md:b0', ' 1'], b'-ERR timeout is not a float or out of range\r\n'),
+    (['MULTI'], b'+OK\r\n'),
+    (['BLPOP', 'md:b0', '0'], b'+QUEUED\r\n'),
+    (['BLMOVE', 'md:b0', 'md:b1', 'LEFT', 'LEFT', '0'], b'+QUEUED\r\n'),
+    (['BRPOPLPUSH', 'md:b0', 'md:b1', '0'], b'+QUEUED\r\n'),
+    (['BZPOPMAX', 'md:b0', '0'], b'+QUEUED\r\n'),
+    (['BLMPOP', '0', '1', 'md:b0', 'LEFT'], b'+QUEUED\r\n'),
+    (['BZMPOP', '0', '1', 'md:b0', 'MIN'], b'+QUEUED\r\n'),
+    (['EXEC'], b'*6\r\n*-1\r\n$-1\r\n$-1\r\n*-1\r\n*-1\r\n*-1\r\n'),
+    (["DEL", "md:b0", "md:b1", "md:b2", "md:b3", "md:bz", "md:bs"], None),
+]
+
 # The same over RESP3 (after HELLO 3): nulls, and WITHVALUES's nested pairs.
 FIXED3 = [
     (["HSET", "md:h1", "f", "v"], b":1\r\n"),
@@ -275,6 +332,11 @@ FIXED3 = [
     (["HRANDFIELD", "md:h1", "1", "WITHVALUES"], b"+QUEUED\r\n"),
     (["EXEC"], b"*2\r\n_\r\n*1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
     (["DEL", "md:h1"], b":1\r\n"),
+    (['BLPOP', 'md:b0', '0.01'], b'_\r\n'),
+    (['BZPOPMIN', 'md:b0', '0.01'], b'_\r\n'),
+    (['ZADD', 'md:bz', '1.5', 'q'], b':1\r\n'),
+    (['BZPOPMIN', 'md:bz', '0'], b'*3\r\n$5\r\nmd:bz\r\n$1\r\nq\r\n,1.5\r\n'),
+    (["DEL", "md:bz"], None),
 ]
 
 
@@ -326,6 +388,7 @@ def main():
                  ["SET", "md:str", "v"], ["SADD", "md:set", "m"], ["ZADD", "md:zset", "1", "m"]]
         batch(setup, kv, ref)
         fixed(FIXED, kv, ref)
+        fixed(FIXED_BLOCKING, kv, ref)
         rng = random.Random(seed)
         commands = [random_command(rng) for _ in range(n)]
         for i in range(0, len(commands), 64):

@@ -36,8 +36,9 @@ using sluice::testing::run_process;
 class RespKeysTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    job_ = new kv::testing::RespJob(4, {"--protocol", protocol(), "--resp-port", "0",
-                                        "--clients-per-rank", "2", "--enable-shutdown", "local"});
+    job_ = new kv::testing::RespJob(
+        4, {"--protocol", protocol(), "--resp-port", "0", "--clients-per-rank", "2",
+            "--enable-shutdown", "local", "--max-blocked-clients", "3"});
     port_ = job_->port();
   }
   static void TearDownTestSuite() { delete job_; }
@@ -539,9 +540,9 @@ TEST_F(RespKeysTest, ListsAndTheOtherTypesAreWrongTypeBothWays) {
             "-ERR wrong number of arguments for 'lpop' command\r\n");
   EXPECT_EQ(ask1({"LRANGE", "lk:l", "0"}),
             "-ERR wrong number of arguments for 'lrange' command\r\n");
-  // No blocking commands: the gateway's unknown-command error.
-  EXPECT_EQ(ask1({"BLPOP", "lk:l", "0"}),
-            "-ERR unknown command 'BLPOP', with args beginning with: 'lk:l' '0' \r\n");
+  // A blocking command on a list that holds something answers at once (a
+  // rotation: the list is as it was).
+  EXPECT_EQ(ask1({"BLMOVE", "lk:l", "lk:l", "LEFT", "LEFT", "0"}), "$1\r\na\r\n");
   EXPECT_EQ(ask1({"DEL", "lk:l", "lk:s", "lk:h"}), ":3\r\n");
 }
 
@@ -778,6 +779,20 @@ TEST_F(RespKeysTest, RedisPyUsesSortedSetsAsItUsesRedis) {
 // skipped, saying why, elsewhere.
 TEST_F(RespKeysTest, SortedSetsAnswerAsRedisServerDoesReplyForReply) {
   expect_diff(SLUICE_KV_REDIS_ZSET_DIFF, 3000, 39);
+}
+
+// The blocking commands through redis-py (tests/kv/redis_py_blocking.py):
+// one client blocks, another writes one of its keys and the first gets it;
+// timeouts, transactions, a pipeline behind a blocked command, a client
+// that disconnects while blocked, and the job's --max-blocked-clients 3.
+// (The gateway's side alone: over Multi-Paxos only, about 2 s.)
+TEST_F(RespKeysTest, RedisPyBlocksUntilAnotherClientWritesOrItsTimeout) {
+  if (protocol() == "nopaxos") GTEST_SKIP() << "the gateway's side alone: run over Multi-Paxos";
+  const ProcessResult r =
+      run_process({SLUICE_KV_PYTHON, SLUICE_KV_REDIS_PY_BLOCKING, std::to_string(port_), "3"}, {},
+                  std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("redis-py: all "), std::string::npos) << r.output;
 }
 
 // LMPOP and HRANDFIELD against redis-server 7.0 (tests/kv/redis_misc_diff.py):
