@@ -143,6 +143,16 @@ bool RespGateway::blocking_command(Conn& c, const std::string& name,
     kind = list ? Kind::kListMPop : Kind::kZMPop;
   }
   if (cmd.op != Op::kLMove) cmd.value = encode_names(keys);
+  if (keys.size() == 1 && cmd.op != Op::kLMove) {
+    // One key: its plain pop, which copies nothing (Reply::pop_key).
+    std::vector<std::string> how;
+    decode_names(cmd.expected, &how);
+    const bool list = cmd.op == Op::kLMPop;
+    cmd.op = list ? (how[0] == "left" ? Op::kLPop : Op::kRPop) : Op::kZPop;
+    cmd.value = list ? "" : how[0];
+    cmd.expected = how[1];
+    r.pop_key = keys.front();
+  }
   cmd.key = keys.front();
   cmd.now_ms = now;
   size_t bytes = cmd.key.size() + cmd.value.size() + cmd.expected.size();
@@ -178,7 +188,9 @@ bool RespGateway::parked(Reply& r, const Result& result) {
   if (it == blocked_.end()) return false;
   Blocked& b = it->second;
   b.trying = false;
-  const bool empty = !result.ok && result.value.empty() && !result.refused;
+  // (ZPOP of an absent key answers an empty list of members.)
+  const bool empty = !result.ok && !result.refused &&
+                     (result.value.empty() || (b.cmd.op == Op::kZPop && result.value.size() == 4));
   if (!empty || b.conn->gone) {
     unblock(r.blocked_conn);
     r.blocked_conn = 0;

@@ -367,6 +367,12 @@ class RespGateway {
     // (Conn::id), whose entry in blocked_ tries it again until it finds
     // something or times out.
     uint64_t blocked_conn = 0;
+    // LMPOP, BLPOP, BRPOP, BLMPOP, BZPOPMIN, BZPOPMAX and BZMPOP of one key
+    // go into the log as a plain pop of it (LPOP, RPOP, ZPOP with a count:
+    // one key's command, which copies nothing, where the commands on
+    // several keys run on copies of them): that key, which their answer
+    // names first.
+    std::string pop_key;
     // Answers at once, without the log (a refusal, a local command): true.
     bool answer(std::string t) {
       text = std::move(t);

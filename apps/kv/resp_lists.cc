@@ -150,6 +150,13 @@ bool RespGateway::list_command(Conn& c, const std::string& name,
                                            args.begin() + static_cast<std::ptrdiff_t>(where));
     // (The log entry's key is the first key; the count is no key.)
     const std::vector<std::string> keyed{args[0], sources.front()};
+    if (sources.size() == 1) {
+      // One key: its plain pop, which copies nothing (Reply::pop_key).
+      r.pop_key = sources.front();
+      return submit_keyed(
+          c, name, keyed, client, index, r, now,
+          {end == "left" ? Op::kLPop : Op::kRPop, "", std::to_string(count), Kind::kListMPop});
+    }
     return submit_keyed(c, name, keyed, client, index, r, now,
                         {Op::kLMPop, encode_names(sources),
                          encode_names({end, std::to_string(count)}), Kind::kListMPop});
@@ -201,8 +208,12 @@ void RespGateway::fill_list(Reply& r, const Result& result) {
         r.text = !result.value.empty() ? resp::error(result.value) : r.resp3 ? "_\r\n" : "*-1\r\n";
         return;
       }
-      std::vector<std::string> values;
-      if (!decode_names(result.value, &values) || values.empty()) {
+      std::vector<std::string> values, popped;
+      const bool decoded = decode_names(result.value, &popped);
+      // (A plain pop of one key, Reply::pop_key, answers its elements alone.)
+      if (!r.pop_key.empty()) values.push_back(r.pop_key);
+      values.insert(values.end(), popped.begin(), popped.end());
+      if (!decoded || values.empty()) {
         r.text = resp::error("ERR the store answered a malformed list reply");
         return;
       }

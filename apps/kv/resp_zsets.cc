@@ -368,8 +368,11 @@ void RespGateway::fill_zset(Reply& r, const Result& result) {
       return;
     case Kind::kZMPop:
     case Kind::kZBlockPop:
-      if (!result.ok && result.value.empty()) {
-        r.text = r.resp3 ? "_\r\n" : "*-1\r\n";  // (none of its keys exists)
+      // (None of its keys exists; a plain ZPOP of one, Reply::pop_key,
+      // answers an empty list then.)
+      if (!result.ok &&
+          (result.value.empty() || (!r.pop_key.empty() && result.value.size() == 4))) {
+        r.text = r.resp3 ? "_\r\n" : "*-1\r\n";
         return;
       }
       break;
@@ -384,6 +387,8 @@ void RespGateway::fill_zset(Reply& r, const Result& result) {
     r.text = resp::error(malformed);
     return;
   }
+  // (A plain ZPOP of one key, Reply::pop_key, answers its pairs alone.)
+  if (!r.pop_key.empty()) items.insert(items.begin(), r.pop_key);
   if (r.kind == Kind::kZBlockPop) {
     // BZPOPMIN, BZPOPMAX: the key, the member and its score, flat.
     if (items.size() != 3) {
