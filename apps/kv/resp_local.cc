@@ -436,8 +436,10 @@ std::string RespGateway::info(const std::vector<std::string>& args) const {
          std::to_string(port_) + "\r\nprocess_id:" + std::to_string(::getpid()) + "\r\n\r\n";
   }
   if (wanted("clients")) {
+    // (blocked_clients: those a blocking command parked, resp_blocking.cc.)
     s += "# Clients\r\nconnected_clients:" + std::to_string(conns_.size()) +
-         "\r\nmaxclients:" + std::to_string(options_.maxclients) + "\r\n\r\n";
+         "\r\nmaxclients:" + std::to_string(options_.maxclients) +
+         "\r\nblocked_clients:" + std::to_string(parked_) + "\r\n\r\n";
   }
   if (wanted("memory")) {
     const uint64_t rss = resident_bytes();

@@ -59,6 +59,16 @@ def nothing_for(s, seconds):
         return b""
 
 
+def blocked(r, n, seconds=10.0):
+    """Whether INFO's blocked_clients reaches `n` within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if r.info("clients").get("blocked_clients") == n:
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def main(port, max_blocked):
     checks = Checks()
     check, error_of = checks.check, Checks.error_of
@@ -78,8 +88,7 @@ def main(port, max_blocked):
         thread = threading.Thread(target=lambda: result.update(got=call()))
         t = time.monotonic()
         thread.start()
-        time.sleep(0.05)
-        check(name + ": still blocked", thread.is_alive(), True)
+        check(name + ": blocked", (blocked(other, 1), thread.is_alive()), (True, True))
         write()
         thread.join(10)
         check(name + ": woken with what was written", result.get("got"), want)
@@ -133,7 +142,8 @@ def main(port, max_blocked):
     # its own RPUSH behind its BLPOP does not feed it.
     a = raw(port)
     a.sendall(request("BLPOP", "bk:ord", 0) + request("RPUSH", "bk:ord", "mine"))
-    check("the pipeline behind a blocked command waits", nothing_for(a, 0.2), b"")
+    check("the pipeline behind a blocked command waits",
+          (blocked(other, 1), nothing_for(a, 0.1)), (True, b""))
     other.rpush("bk:ord", "theirs")
     want = b"*2\r\n$6\r\nbk:ord\r\n$6\r\ntheirs\r\n:1\r\n"
     check("then both answer in order", received(a, want), want)
@@ -143,9 +153,9 @@ def main(port, max_blocked):
     # A client that disconnects while blocked takes nothing.
     g = raw(port)
     g.sendall(request("BLPOP", "bk:gone", 0))
-    time.sleep(0.1)
+    check("blocked before it leaves", blocked(other, 1), True)
     g.close()
-    time.sleep(0.1)
+    check("unblocked when it leaves", blocked(other, 0), True)
     other.rpush("bk:gone", "kept")
     time.sleep(0.2)
     check("a disconnected client took nothing", other.lrange("bk:gone", 0, -1), [b"kept"])
@@ -155,7 +165,7 @@ def main(port, max_blocked):
         parked = [raw(port) for _ in range(max_blocked)]
         for s in parked:
             s.sendall(request("BLPOP", "bk:full", 0))
-        time.sleep(0.15)
+        check("all blocked", blocked(other, max_blocked), True)
         check("one more blocked client is refused",
               (error_of(lambda: r.blpop(["bk:full"], 5)) or "").startswith(
                   "sluice-kv parks at most %d blocked clients" % max_blocked), True)
