@@ -196,6 +196,11 @@ void add_run(CLI::App& app, RunCommand* c) {
   app.add_option("--maxclients", g.maxclients, "Connections per gateway")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--max-blocked-clients", g.max_blocked,
+                 "Connections one gateway parks on a blocking command (BLPOP ...); one more "
+                 "gets an error")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   add_bytes(
       app, "--maxmemory", false, [&o](uint64_t b) { o.maxmemory = b; },
       "The store's data at most; writes past it get -OOM (default 0: no limit). BYTES may "

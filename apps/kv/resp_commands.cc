@@ -369,6 +369,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
   if (keys_command(c, name, args, client, index, r, now)) return;
   if (hash_command(c, name, args, client, index, r, now)) return;
   if (list_command(c, name, args, client, index, r, now)) return;
+  if (blocking_command(c, name, args, client, index, r, now)) return;
   if (set_command(c, name, args, client, index, r, now)) return;
   if (zset_command(c, name, args, client, index, r, now)) return;
   bool handled = false;

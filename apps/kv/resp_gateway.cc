@@ -175,6 +175,10 @@ void RespGateway::watch(uint64_t id, Conn& c) {
   // gone: level-triggered epoll would report its waiting bytes forever);
   // output readiness only while bytes wait to be sent.
   uint32_t want = c.closing || c.gone || held(c) ? 0u : static_cast<uint32_t>(EPOLLIN);
+  // (Parked by a blocking command with its input buffer full: only its
+  // hang-up, which unparks it.)
+  if (want != 0 && c.in.size() > options_.query_buffer_limit && blocked_.count(c.id) != 0)
+    want = EPOLLRDHUP;
   if (!c.out.empty() && !c.gone) want |= static_cast<uint32_t>(EPOLLOUT);
   if (want == c.watched) return;
   epoll_event ev{};
@@ -310,8 +314,9 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
   }
   size_t at = 0;
   std::vector<std::string> args;
-  // (Stops once replies pile up: what is left waits in `in` until they drain.)
-  while (!c.closing && !c.gone && !stopping_ && !held(c)) {
+  // (Stops once replies pile up: what is left waits in `in` until they
+  // drain; and while a blocking command parks the connection.)
+  while (!c.closing && !c.gone && !stopping_ && !held(c) && blocked_.count(c.id) == 0) {
     size_t used = 0;
     std::string error;
     const resp::Parsed p = resp::parse_request(std::string_view(c.in).substr(at), &args, &used,
@@ -363,6 +368,7 @@ void RespGateway::complete(Client& client, size_t index) {
       history_failed_ = std::fwrite(line.data(), 1, line.size(), history_) != line.size() ||
                         std::fputc('\n', history_) == EOF;
     }
+    if (!blocked_keys_.empty()) wake(h.cmd, h.result);
     if (h.cmd.seq < f.first || h.cmd.seq - f.first >= f.replies.size()) return;
     Reply*& slot = f.replies[h.cmd.seq - f.first];
     if (slot == nullptr) return;
@@ -375,6 +381,7 @@ void RespGateway::complete(Client& client, size_t index) {
     }
     --r.waiting;
     if (r.kind == Kind::kSweep) return swept(h);
+    if (r.blocked_conn != 0 && parked(r, h.result)) return;
     fill(r, h.cmd, h.result);
     r.ready = r.waiting == 0;
   });
@@ -540,12 +547,16 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     case Kind::kHashVals:
     case Kind::kHashInt:
     case Kind::kHashFloat:
+    case Kind::kHashRandom:
+    case Kind::kHashRandomPairs:
       fill_hash(r, result);
       break;
     case Kind::kListArray:
     case Kind::kListOk:
     case Kind::kListPos:
     case Kind::kListPosAll:
+    case Kind::kListMPop:
+    case Kind::kBlockPop:
       fill_list(r, result);
       break;
     case Kind::kSetCount:
@@ -561,6 +572,7 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     case Kind::kZRank:
     case Kind::kZArray:
     case Kind::kZMPop:
+    case Kind::kZBlockPop:
       fill_zset(r, result);
       break;
     case Kind::kLocal:
@@ -674,6 +686,7 @@ size_t RespGateway::poll(ClientGroup& clients) {
     if (events[i].events & ~EPOLLOUT) it->second.readable = true;  // input, a hang-up, an error
   }
   complete(clients);
+  work += retry_blocked(clients);
   for (auto it = conns_.begin(); it != conns_.end();) {
     Conn& c = it->second;
     work += read(c, it->first, clients);

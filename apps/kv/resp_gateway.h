@@ -55,6 +55,12 @@
 //   HGETALL, HKEYS, HVALS key    fields and values, fields, values: in byte
 //                         order of the field (store_hashes.cc)
 //   HINCRBY key field n, HINCRBYFLOAT key field n   as INCRBY, INCRBYFLOAT
+//   HRANDFIELD key [count [WITHVALUES]]   bulk field or null; with a count:
+//                         at most count distinct fields in field order (a
+//                         count < 0: that many, with repeats, in the order
+//                         chosen), each followed by its value with
+//                         WITHVALUES (RESP3: each pair an array); chosen by
+//                         every replica alike from a seed this gateway draws
 //   (Each one log entry on one key (resp_hashes.cc). A string command on a
 //   hash, or a hash command on a string: -WRONGTYPE, as Redis's; SET and
 //   MSET replace a hash, MGET answers null for one.)
@@ -74,9 +80,18 @@
 //   LMOVE source destination LEFT|RIGHT LEFT|RIGHT   bulk element moved,
 //                         or null; RPOPLPUSH source destination: RIGHT LEFT
 //                         (one entry on both keys, as SMOVE)
-//   (Each one log entry on one key, LMOVE on two (resp_lists.cc); WRONGTYPE as for
-//   hashes; the key goes with its last element. No blocking commands:
-//   BLPOP and the others are unknown commands.)
+//   LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT n]   the first key that
+//                         exists and up to n elements popped from it, or a
+//                         null array (one entry on all its keys)
+//   BLPOP, BRPOP key [key ...] timeout; BLMOVE, BRPOPLPUSH; BLMPOP timeout
+//                         numkeys ...; BZPOPMIN, BZPOPMAX; BZMPOP: Redis
+//                         7.0's answers; the non-blocking form through the
+//                         log, and a connection whose try found nothing
+//                         parked until a write of one of its keys or its
+//                         timeout (a null array; resp_blocking.cc)
+//   (Each one log entry on one key, LMOVE and LMPOP on their keys
+//   (resp_lists.cc); WRONGTYPE as for hashes; the key goes with its last
+//   element.)
 //   SADD, SREM key member [member ...]   :members added, removed
 //   SCARD key             :the number of members (0: absent)
 //   SISMEMBER key member  :1 or :0; SMISMEMBER key member [member ...]: an
@@ -206,6 +221,7 @@ struct GatewayOptions {
   size_t query_buffer_limit = size_t{1} << 20;     // an unfinished request's bytes
   size_t output_buffer_limit = size_t{32} << 20;   // unsent replies: closed past it
   size_t maxmemory_clients = size_t{64} << 20;     // all clients' buffers; 0: no limit
+  size_t max_blocked = 1024;  // connections parked by a blocking command (BLPOP ...)
   // Where each completed command goes, as a JSON line (history.h); empty:
   // nowhere.
   std::string history;
@@ -296,13 +312,15 @@ class RespGateway {
     // The hash commands (resp_hashes.cc, fill_hash).
     // (HGET answers as kGet, HSTRLEN as kLength, HMSET as kMset, HSETNX
     // and HEXISTS as kMsetNx.)
-    kHashCount,  // HSET, HDEL, HLEN: the store's decimal as an integer
-    kHashArray,  // HMGET: a bulk or null per field
-    kHashAll,    // HGETALL: fields and values (RESP3: a map)
-    kHashKeys,   // HKEYS
-    kHashVals,   // HVALS
-    kHashInt,    // HINCRBY: the new number
-    kHashFloat,  // HINCRBYFLOAT: the new number as a bulk string
+    kHashCount,        // HSET, HDEL, HLEN: the store's decimal as an integer
+    kHashArray,        // HMGET: a bulk or null per field
+    kHashAll,          // HGETALL: fields and values (RESP3: a map)
+    kHashKeys,         // HKEYS
+    kHashVals,         // HVALS
+    kHashInt,          // HINCRBY: the new number
+    kHashFloat,        // HINCRBYFLOAT: the new number as a bulk string
+    kHashRandom,       // HRANDFIELD with a count: the fields
+    kHashRandomPairs,  // ... and WITHVALUES: fields and values (RESP3: each pair an array)
     // The list commands (resp_lists.cc, fill_list). (LPUSH, RPUSH, their X
     // forms, LLEN and LREM answer as kHashCount; LPOP and RPOP without a
     // count and LINDEX as kGet.)
@@ -310,6 +328,7 @@ class RespGateway {
     kListOk,      // LSET, LTRIM: +OK, or the store's error
     kListPos,     // LPOS without COUNT: an integer, or null
     kListPosAll,  // LPOS with COUNT: an array of integers
+    kListMPop,    // LMPOP: the key and an array of its elements, or a null array
     // The set commands (resp_sets.cc, fill_set). (SISMEMBER and SMOVE
     // answer as kMsetNx; SPOP and SRANDMEMBER without a count as kGet.)
     kSetCount,    // SADD, SREM, SCARD, the STORE forms, SINTERCARD: an integer, or the error
@@ -324,6 +343,11 @@ class RespGateway {
     kZRank,      // ZRANK, ZREVRANK: an integer, or null
     kZArray,     // the ZRANGE family, ZPOPMIN, ZPOPMAX: members (Reply::zscores)
     kZMPop,      // ZMPOP: the key and its [member, score] pairs, or a null array
+    // The blocking commands (resp_blocking.cc), from their non-blocking
+    // forms' results. (BLMOVE and BRPOPLPUSH answer as kGet, BLMPOP as
+    // kListMPop, BZMPOP as kZMPop.)
+    kBlockPop,   // BLPOP, BRPOP: [key, element] (fill_list), or a null array
+    kZBlockPop,  // BZPOPMIN, BZPOPMAX: [key, member, score] (fill_zset), or a null array
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
@@ -339,6 +363,16 @@ class RespGateway {
     // kZArray: members and scores alternate; znested: in RESP3, each pair
     // is an array of its own (WITHSCORES, a ZPOPMIN with a count).
     bool zscores = false, znested = false;
+    // A blocking command's (not one queued in MULTI): its connection's id
+    // (Conn::id), whose entry in blocked_ tries it again until it finds
+    // something or times out.
+    uint64_t blocked_conn = 0;
+    // LMPOP, BLPOP, BRPOP, BLMPOP, BZPOPMIN, BZPOPMAX and BZMPOP of one key
+    // go into the log as a plain pop of it (LPOP, RPOP, ZPOP with a count:
+    // one key's command, which copies nothing, where the commands on
+    // several keys run on copies of them): that key, which their answer
+    // names first.
+    std::string pop_key;
     // Answers at once, without the log (a refusal, a local command): true.
     bool answer(std::string t) {
       text = std::move(t);
@@ -422,13 +456,15 @@ class RespGateway {
   bool keys_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                     Client& client, size_t index, Reply& r, int64_t now);
   // resp_hashes.cc: HSET, HMSET, HSETNX, HGET, HMGET, HDEL, HEXISTS, HLEN,
-  // HSTRLEN, HGETALL, HKEYS, HVALS, HINCRBY, HINCRBYFLOAT; false if none.
+  // HSTRLEN, HGETALL, HKEYS, HVALS, HINCRBY, HINCRBYFLOAT, HRANDFIELD;
+  // false if none.
   // fill_hash: the answer of one of them (a hash Kind) from its result.
   bool hash_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                     Client& client, size_t index, Reply& r, int64_t now);
   void fill_hash(Reply& r, const Result& result);
   // resp_lists.cc: LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP, RPOP, LLEN, LRANGE,
-  // LINDEX, LSET, LREM, LTRIM; false if none. fill_list: the answer of one
+  // LINDEX, LSET, LREM, LTRIM, LINSERT, LPOS, LMOVE, RPOPLPUSH, LMPOP; false
+  // if none. fill_list: the answer of one
   // of them (a list Kind) from its result.
   bool list_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                     Client& client, size_t index, Reply& r, int64_t now);
@@ -443,6 +479,36 @@ class RespGateway {
   bool zset_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
                     Client& client, size_t index, Reply& r, int64_t now);
   void fill_zset(Reply& r, const Result& result);
+  // resp_blocking.cc: BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN,
+  // BZPOPMAX, BZMPOP; false if none. Sends the non-blocking form (LMPOP,
+  // LMOVE, ZMPOP) and, outside MULTI, parks the connection (blocked_) if
+  // it finds nothing.
+  bool blocking_command(Conn& c, const std::string& name, const std::vector<std::string>& args,
+                        Client& client, size_t index, Reply& r, int64_t now);
+  // In complete(), for a blocking command's try (r.blocked_conn): true if
+  // it found nothing and stays parked (r not filled), else its entry goes
+  // and fill() answers.
+  bool parked(Reply& r, const Result& result);
+  // In complete(), for every completed command: wakes the blocked
+  // connections waiting on a key it wrote.
+  void wake(const Command& cmd, const Result& result);
+  // In poll(): tries the woken and those due again, and answers those
+  // whose time is up, whose connection is gone, or all when stopping.
+  size_t retry_blocked(ClientGroup& clients);
+  // A connection parked by a blocking command (blocked_, by Conn::id).
+  struct Blocked {
+    Conn* conn = nullptr;           // (in conns_, which keeps it while its reply waits)
+    size_t index = 0;               // its client in the group
+    Reply* reply = nullptr;         // in conn->replies
+    Command cmd;                    // the non-blocking form, sent again for each try
+    std::vector<std::string> keys;  // what it waits on
+    int64_t deadline_ms = 0;        // 0: forever
+    int64_t next_try_ms = 0;        // the next try if nothing wakes it before
+    bool trying = false;            // a try is in the log
+    bool woken = false;             // a key it waits on was written since its try
+    bool parked = false;            // a try found nothing (it counts toward max_blocked)
+  };
+  void unblock(uint64_t id);
   // One command on the key args[1] as it goes into the log (a hash's or a
   // list's), answered here with an error if its key and encoded arguments
   // would take more than one entry may (--max-value-bytes). Always true.
@@ -514,9 +580,12 @@ class RespGateway {
   Stats stats_;
   std::FILE* history_ = nullptr;
   bool history_failed_ = false;
-  // SPOP's and SRANDMEMBER's seeds, drawn here (splitmix64 from a random
-  // start) and carried in the log entry: replicas choose from the seed.
+  // SPOP's, SRANDMEMBER's, ZRANDMEMBER's and HRANDFIELD's seeds, drawn here (splitmix64 from a
+  // random start) and carried in the log entry: replicas choose from the seed.
   uint64_t seeds_ = 0;
+  std::map<uint64_t, Blocked> blocked_;
+  std::multimap<std::string, uint64_t, std::less<>> blocked_keys_;  // key -> Conn::id
+  size_t parked_ = 0;          // blocked_ entries with parked set
   int64_t next_sweep_ms_ = 0;  // a sweep is due at this wall-clock time (0: none)
   int64_t last_sweep_ms_ = 0;  // when the last one was sent (0: send the next at once)
   bool sweeping_ = false;      // one is in flight (sweep_reply_)

@@ -109,6 +109,32 @@ bool RespGateway::hash_command(Conn& c, const std::string& name,
     return send(name == "HINCRBY" ? Op::kHIncrBy : Op::kHIncrByFloat, args[3], args[2],
                 name == "HINCRBY" ? Kind::kHashInt : Kind::kHashFloat);
   }
+  if (name == "HRANDFIELD") {
+    // (Redis 7.0's hrandfieldCommand: the count, then the syntax.)
+    if (args.size() < 2) return r.answer(wrong_args("hrandfield"));
+    // A seed for this command alone (splitmix64's step; the store mixes it).
+    const std::string seed = std::to_string(seeds_ += 0x9e3779b97f4a7c15ull);
+    if (args.size() == 2) return send(Op::kHRandField, seed, encode_names({"", ""}), Kind::kGet);
+    int64_t n = 0;
+    if (!parse_integer(args[2], &n))
+      return r.answer(resp::error("ERR value is not an integer or out of range"));
+    if (n == INT64_MIN)
+      return r.answer(
+          resp::error("ERR value is out of range, value must between "
+                      "-9223372036854775807 and 9223372036854775807"));
+    if (args.size() > 4 || (args.size() == 4 && lower(args[3]) != "withvalues"))
+      return r.answer(resp::error("ERR syntax error"));
+    const bool with_values = args.size() == 4;
+    if (with_values && (n < -INT64_MAX / 2 || n > INT64_MAX / 2))
+      return r.answer(resp::error("ERR value is out of range"));
+    // (Each field chosen takes at least 4 bytes of the store's reply.)
+    if (n < 0 && uint64_t(-n) > options_.max_entry_bytes / 4)
+      return r.answer(resp::error("ERR value is out of range: sluice-kv answers at most " +
+                                  std::to_string(options_.max_entry_bytes) +
+                                  " bytes in one reply (--max-value-bytes)"));
+    return send(Op::kHRandField, seed, encode_names({args[2], with_values ? "1" : ""}),
+                with_values ? Kind::kHashRandomPairs : Kind::kHashRandom);
+  }
   return false;
 }
 
@@ -150,6 +176,23 @@ void RespGateway::fill_hash(Reply& r, const Result& result) {
     case Kind::kHashFloat:
       r.text = increment_reply(result, r.kind == Kind::kHashFloat, true);
       return;
+    case Kind::kHashRandom:
+    case Kind::kHashRandomPairs: {
+      std::vector<std::string> items;
+      if (!result.ok) {  // (a reply too long)
+        r.text = resp::error(result.value);
+        return;
+      }
+      if (!decode_names(result.value, &items)) return malformed();
+      // WITHVALUES: RESP2 a flat array, RESP3 an array of [field, value].
+      const bool pairs = r.kind == Kind::kHashRandomPairs;
+      r.text = resp::array_header(pairs && r.resp3 ? items.size() / 2 : items.size());
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (pairs && r.resp3 && i % 2 == 0) r.text += resp::array_header(2);
+        r.text += resp::bulk(items[i]);
+      }
+      return;
+    }
     default:
       return;
   }

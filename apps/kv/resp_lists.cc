@@ -1,7 +1,7 @@
 // The RESP gateway's list commands (resp_gateway.h lists them), each one
-// log entry on one key (LMOVE and RPOPLPUSH: on two; store_lists.cc), and
-// their answers. No blocking commands (BLPOP, BRPOP, BLMOVE, ...): they
-// are unknown commands here.
+// log entry on one key (LMOVE and RPOPLPUSH: on two, LMPOP on all its
+// keys; store_lists.cc), and their answers. The blocking ones (BLPOP,
+// BRPOP, BLMOVE, ...) are resp_blocking.cc's.
 #include <string>
 #include <vector>
 
@@ -125,6 +125,42 @@ bool RespGateway::list_command(Conn& c, const std::string& name,
     }
     return send(Op::kLMove, args[2], ends, Kind::kGet);
   }
+  if (name == "LMPOP") {
+    // (Redis 7.0's lmpopGenericCommand: its order of checks and its words.)
+    if (args.size() < 4) return r.answer(wrong_args("lmpop"));
+    int64_t keys = 0, count = 1;
+    if (!parse_integer(args[1], &keys) || keys < 1)
+      return r.answer(resp::error("ERR numkeys should be greater than 0"));
+    if (static_cast<uint64_t>(keys) >= args.size() - 2)
+      return r.answer(resp::error("ERR syntax error"));
+    const size_t where = 2 + static_cast<size_t>(keys);
+    const std::string end = lower(args[where]);
+    if (end != "left" && end != "right") return r.answer(resp::error("ERR syntax error"));
+    bool counted = false;
+    for (size_t j = where + 1; j < args.size(); ++j) {
+      if (!counted && lower(args[j]) == "count" && j + 1 < args.size()) {
+        counted = true;
+        if (!parse_integer(args[++j], &count) || count < 1)
+          return r.answer(resp::error("ERR count should be greater than 0"));
+      } else {
+        return r.answer(resp::error("ERR syntax error"));
+      }
+    }
+    const std::vector<std::string> sources(args.begin() + 2,
+                                           args.begin() + static_cast<std::ptrdiff_t>(where));
+    // (The log entry's key is the first key; the count is no key.)
+    const std::vector<std::string> keyed{args[0], sources.front()};
+    if (sources.size() == 1) {
+      // One key: its plain pop, which copies nothing (Reply::pop_key).
+      r.pop_key = sources.front();
+      return submit_keyed(
+          c, name, keyed, client, index, r, now,
+          {end == "left" ? Op::kLPop : Op::kRPop, "", std::to_string(count), Kind::kListMPop});
+    }
+    return submit_keyed(c, name, keyed, client, index, r, now,
+                        {Op::kLMPop, encode_names(sources),
+                         encode_names({end, std::to_string(count)}), Kind::kListMPop});
+  }
   return false;
 }
 
@@ -166,6 +202,31 @@ void RespGateway::fill_list(Reply& r, const Result& result) {
     case Kind::kListOk:
       r.text = !result.ok && !result.value.empty() ? resp::error(result.value) : resp::simple("OK");
       return;
+    case Kind::kBlockPop:
+    case Kind::kListMPop: {
+      if (!result.ok) {  // (none of its keys exists: a null array)
+        r.text = !result.value.empty() ? resp::error(result.value) : r.resp3 ? "_\r\n" : "*-1\r\n";
+        return;
+      }
+      std::vector<std::string> values, popped;
+      const bool decoded = decode_names(result.value, &popped);
+      // (A plain pop of one key, Reply::pop_key, answers its elements alone.)
+      if (!r.pop_key.empty()) values.push_back(r.pop_key);
+      values.insert(values.end(), popped.begin(), popped.end());
+      if (!decoded || values.empty()) {
+        r.text = resp::error("ERR the store answered a malformed list reply");
+        return;
+      }
+      if (r.kind == Kind::kBlockPop) {  // BLPOP, BRPOP: the key and its one element
+        r.text = resp::array_header(values.size());
+        for (const std::string& v : values) r.text += resp::bulk(v);
+        return;
+      }
+      r.text =
+          resp::array_header(2) + resp::bulk(values[0]) + resp::array_header(values.size() - 1);
+      for (size_t i = 1; i < values.size(); ++i) r.text += resp::bulk(values[i]);
+      return;
+    }
     default:
       return;
   }

@@ -158,6 +158,16 @@ constexpr CommandInfo kCommands[] = {
     {"lpos", -3, "readonly", 1, 1, 1},
     {"lmove", 5, "write", 1, 2, 1},
     {"rpoplpush", 3, "write", 1, 2, 1},
+    {"lmpop", -4, "write", 0, 0, 0},
+    {"blpop", -3, "write", 1, -2, 1},
+    {"brpop", -3, "write", 1, -2, 1},
+    {"blmove", 6, "write", 1, 2, 1},
+    {"brpoplpush", 4, "write", 1, 2, 1},
+    {"blmpop", -5, "write", 0, 0, 0},
+    {"bzpopmin", -3, "write", 1, -2, 1},
+    {"bzpopmax", -3, "write", 1, -2, 1},
+    {"bzmpop", -5, "write", 0, 0, 0},
+    {"hrandfield", -2, "readonly", 1, 1, 1},
     {"hscan", -3, "readonly", 1, 1, 1},
     {"sscan", -3, "readonly", 1, 1, 1},
     {"sadd", -3, "write", 1, 1, 1},
@@ -426,8 +436,10 @@ std::string RespGateway::info(const std::vector<std::string>& args) const {
          std::to_string(port_) + "\r\nprocess_id:" + std::to_string(::getpid()) + "\r\n\r\n";
   }
   if (wanted("clients")) {
+    // (blocked_clients: those a blocking command parked, resp_blocking.cc.)
     s += "# Clients\r\nconnected_clients:" + std::to_string(conns_.size()) +
-         "\r\nmaxclients:" + std::to_string(options_.maxclients) + "\r\n\r\n";
+         "\r\nmaxclients:" + std::to_string(options_.maxclients) +
+         "\r\nblocked_clients:" + std::to_string(parked_) + "\r\n\r\n";
   }
   if (wanted("memory")) {
     const uint64_t rss = resident_bytes();

@@ -367,8 +367,12 @@ void RespGateway::fill_zset(Reply& r, const Result& result) {
                                                  : resp::error(malformed);
       return;
     case Kind::kZMPop:
-      if (!result.ok && result.value.empty()) {
-        r.text = r.resp3 ? "_\r\n" : "*-1\r\n";  // (none of its keys exists)
+    case Kind::kZBlockPop:
+      // (None of its keys exists; a plain ZPOP of one, Reply::pop_key,
+      // answers an empty list then.)
+      if (!result.ok &&
+          (result.value.empty() || (!r.pop_key.empty() && result.value.size() == 4))) {
+        r.text = r.resp3 ? "_\r\n" : "*-1\r\n";
         return;
       }
       break;
@@ -381,6 +385,18 @@ void RespGateway::fill_zset(Reply& r, const Result& result) {
   }
   if (!decode_names(result.value, &items)) {
     r.text = resp::error(malformed);
+    return;
+  }
+  // (A plain ZPOP of one key, Reply::pop_key, answers its pairs alone.)
+  if (!r.pop_key.empty()) items.insert(items.begin(), r.pop_key);
+  if (r.kind == Kind::kZBlockPop) {
+    // BZPOPMIN, BZPOPMAX: the key, the member and its score, flat.
+    if (items.size() != 3) {
+      r.text = resp::error(malformed);
+      return;
+    }
+    r.text = resp::array_header(3) + resp::bulk(items[0]) + resp::bulk(items[1]) +
+             score_reply(items[2], r.resp3);
     return;
   }
   if (r.kind == Kind::kZMPop) {

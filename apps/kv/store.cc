@@ -142,6 +142,7 @@ Result execute(Keyspace& data, const Command& c) {
   // (They look at the expiry and types of all their keys themselves.)
   if (detail::is_keys_op(c.op)) {
     if (c.op == Op::kLMove) return detail::execute_list_move(data, c);
+    if (c.op == Op::kLMPop) return detail::execute_list_mpop(data, c);
     return detail::is_zset_op(c.op) ? detail::execute_zset(data, c) : detail::execute_set(data, c);
   }
   // Lazy expiry: the command finds its key as it is at its own stamp.
@@ -223,6 +224,8 @@ Result execute(Keyspace& data, const Command& c) {
     case Op::kZScan:
     case Op::kZMPop:
     case Op::kZRandMember:
+    case Op::kLMPop:
+    case Op::kHRandField:
       break;
     case Op::kIncrByFloat:
     case Op::kSetRange:
@@ -499,7 +502,8 @@ Result Store::execute_here(const Command& c) {
   }
   Result r = execute(data_, c);
   if (c.op == Op::kHMGet || c.op == Op::kSRandMember || c.op == Op::kLPos || c.op == Op::kHScan ||
-      c.op == Op::kSScan || c.op == Op::kZScore || c.op == Op::kZScan || c.op == Op::kZRandMember) {
+      c.op == Op::kSScan || c.op == Op::kZScore || c.op == Op::kZScan || c.op == Op::kZRandMember ||
+      c.op == Op::kHRandField) {
     // (Fields named many times, members chosen many times, or the indices
     // of many short elements can make a reply longer than the hash, the set
     // or the list.)

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "item_parts.h"
 #include "zset.h"
 
 namespace kv {
@@ -67,7 +68,11 @@ namespace kv {
 // rank, the count ("" for none) and the maxlen, encode_names); lmove, on
 // two keys, run on copies of them as rename is (store_multi.cc): `key` the
 // source, `value` the destination, `expected` the ends, "LL", "LR", "RL"
-// or "RR" (RPOPLPUSH: "RL"). hscan and sscan (HSCAN, SSCAN: `value` a
+// or "RR" (RPOPLPUSH: "RL"); lmpop (LMPOP), on several keys as zmpop is
+// (zset.h): `key` the first key, `value` the keys, `expected` "left" or
+// "right" and the count, encode_names. hrandfield (HRANDFIELD): `value`
+// the seed the gateway stamped, `expected` the count ("" for none) and "1"
+// for WITHVALUES, encode_names. hscan and sscan (HSCAN, SSCAN: `value` a
 // ScanRequest, its type "novalues" for HSCAN's NOVALUES, `expected` the
 // MATCH pattern) page through one hash's fields or one set's members as
 // scan pages through the keys.
@@ -166,8 +171,10 @@ enum class Op : uint8_t {
   kZScan,
   kZMPop,
   kZRandMember,
+  kLMPop,
+  kHRandField,
 };
-inline constexpr Op kLastOp = Op::kZRandMember;
+inline constexpr Op kLastOp = Op::kHRandField;
 
 // What a command does with its key's deadline (Command::ttl). Only put,
 // setnx, setxx, getset, expire and getex look at it; cas clears the
@@ -285,6 +292,11 @@ int64_t wall_clock_ms();
 // element moved (a source equal to the destination: rotated); the source
 // absent: not ok, empty, whatever the destination holds; either holding
 // another type: kWrongType. A list's last element goes with its key.
+// lmpop: ok, value the key it popped from and the elements (encode_names),
+// from the first of its keys that exists (kWrongType if that one is not a
+// list); not ok and empty if none exists. hrandfield: as srandmember on
+// the fields (with a count >= 0 distinct ones in field order, < 0 with
+// repeats), each followed by its value with WITHVALUES.
 // hscan, sscan: ok, value a page (encode_keys: the next cursor, and the
 // fields and their values, or the members, matching the pattern), the
 // cursor in the order of key_hash of the field or member, as scan's (an
@@ -389,9 +401,9 @@ struct Item {
   std::string value;
   int64_t deadline_ms = 0;
   uint64_t version = 0;
-  std::map<std::string, std::string> fields;
-  std::deque<std::string> list;
-  std::set<std::string> members;
+  Fields fields;
+  Elements list;
+  Members members;
   ZSet zset;
   bool is_hash() const { return !fields.empty(); }
   bool is_list() const { return !list.empty(); }
@@ -613,15 +625,21 @@ class Store {
   static constexpr uint64_t kMemberOverhead = 64;
   static constexpr uint64_t kZMemberOverhead = 128;
   // What one key and its item take in used_bytes().
+  // O(1): the items keep their bytes counted (item_parts.h, zset.h).
   static uint64_t entry_bytes(const std::string& key, const Item& e) {
-    uint64_t fields = 0;
-    for (const auto& [f, v] : e.fields) fields += kFieldOverhead + f.size() + v.size();
-    for (const std::string& v : e.list) fields += kElementOverhead + v.size();
-    for (const std::string& m : e.members) fields += kMemberOverhead + m.size();
-    fields += e.zset.size() * kZMemberOverhead + 2 * e.zset.member_bytes();
-    return kEntryOverhead + key.size() + e.value.size() + fields +
+    const uint64_t parts = e.fields.size() * kFieldOverhead + e.fields.bytes() +
+                           e.list.size() * kElementOverhead + e.list.bytes() +
+                           e.members.size() * kMemberOverhead + e.members.bytes() +
+                           e.zset.size() * kZMemberOverhead + 2 * e.zset.member_bytes();
+    return kEntryOverhead + key.size() + e.value.size() + parts +
            (e.deadline_ms != 0 ? kDeadlineOverhead : 0);
   }
+  // Checks for tests, O(the data): whether the byte counts every item keeps
+  // (item_parts.h, zset.h), and so entry_bytes() and item_bytes(), equal a
+  // fresh walk of its strings; sizes_agree() also that used_bytes() is the
+  // walked sum. False with *why naming the first key that differs.
+  static bool counts_agree(const Keyspace& data, std::string* why);
+  bool sizes_agree(std::string* why) const;
   // What a store holding `data` counts in used_bytes().
   static uint64_t keyspace_bytes(const Keyspace& data) {
     uint64_t n = 0;
@@ -790,9 +808,10 @@ bool is_zset_keys_op(Op op);
 // (null: absent), in scan's order.
 Result scan_one(const Command& c, const std::map<std::string, std::string>* fields,
                 const std::set<std::string>* members);
-// store_lists.cc: execute() of lmove (it looks at its keys' expiry and
-// types itself).
+// store_lists.cc: execute() of lmove and of lmpop (they look at their
+// keys' expiry and types themselves).
 Result execute_list_move(Keyspace& data, const Command& c);
+Result execute_list_mpop(Keyspace& data, const Command& c);
 // A result with `value` (store_lists.cc), and the decimal in `text` (the
 // gateway checked it; 0 for one that is not, so that a malformed command
 // changes nothing dangerous).

@@ -43,6 +43,59 @@ Result increment(std::string* field, bool present, const Command& c) {
   return done(*field);
 }
 
+// The most bytes HRANDFIELD with a negative count makes before it gives up
+// (as SRANDMEMBER's, store_sets.cc: the gateway refuses such counts, and
+// the Store refuses a reply past max_result_bytes anyway).
+constexpr size_t kChoiceBytes = 64u << 20;
+
+// HRANDFIELD's fields (and values), chosen from the seed in `c.value` alone
+// by splitmix64, as SRANDMEMBER chooses members: without a count one; a
+// count >= 0, at most that many distinct ones in field order; < 0, that
+// many with repeats, in the order chosen. Not ok past kChoiceBytes.
+Result random_fields(const Fields& fields, const Command& c) {
+  std::vector<std::string> how;
+  int64_t count = 1;
+  if (!decode_names(c.expected, &how) || how.size() != 2 ||
+      (!how[0].empty() && !parse_integer(how[0], &count)))
+    return done("ERR malformed hrandfield", false);
+  const bool with_values = !how[1].empty();
+  uint64_t state = static_cast<uint64_t>(detail::number_or_zero(c.value));
+  auto below = [&state](uint64_t n) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (z ^ (z >> 31)) % n;
+  };
+  std::vector<const std::pair<const std::string, std::string>*> all;
+  all.reserve(fields.size());
+  for (const auto& f : fields) all.push_back(&f);
+  const uint64_t n = all.size();
+  if (how[0].empty()) return done(all[below(n)]->first);
+  std::vector<std::string> out;
+  size_t bytes = 0;
+  auto emit = [&](const std::pair<const std::string, std::string>* f) {
+    out.push_back(f->first);
+    if (with_values) out.push_back(f->second);
+    bytes += 8 + f->first.size() + (with_values ? f->second.size() : 0);
+  };
+  if (count < 0) {
+    for (uint64_t i = 0, want = uint64_t(0) - uint64_t(count); i < want; ++i) {
+      emit(all[below(n)]);
+      if (bytes > kChoiceBytes)
+        return done("ERR the reply would take more than " + std::to_string(kChoiceBytes) + " bytes",
+                    false);
+    }
+    return done(encode_names(out));
+  }
+  const uint64_t k = std::min<uint64_t>(uint64_t(count), n);
+  // A partial Fisher-Yates shuffle: the first k of `all` are the chosen.
+  for (uint64_t i = 0; i < k && k < n; ++i) std::swap(all[i], all[i + below(n - i)]);
+  std::sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k),
+            [](const auto* a, const auto* b) { return a->first < b->first; });
+  for (uint64_t i = 0; i < k; ++i) emit(all[i]);
+  return done(encode_names(out));
+}
+
 }  // namespace
 
 std::string encode_fields(const FieldValues& pairs) {
@@ -86,20 +139,14 @@ bool decode_names(std::string_view bytes, std::vector<std::string>* out) {
 }
 
 size_t item_bytes(const Item& e) {
-  size_t n = 4;
-  if (e.is_list()) {
-    for (const std::string& v : e.list) n += kElementEncoding + v.size();
-    return n;
-  }
-  if (e.is_set()) {
-    for (const std::string& m : e.members) n += kElementEncoding + m.size();
-    return n;
-  }
+  // (O(1): the items keep their bytes counted.)
+  const size_t n = 4;
+  if (e.is_list()) return n + e.list.size() * kElementEncoding + e.list.bytes();
+  if (e.is_set()) return n + e.members.size() * kElementEncoding + e.members.bytes();
   if (e.is_zset())
     return n + e.zset.size() * 2 * kElementEncoding + e.zset.member_bytes() + e.zset.score_bytes();
   if (!e.is_hash()) return e.value.size();
-  for (const auto& [f, v] : e.fields) n += kFieldEncoding + f.size() + v.size();
-  return n;
+  return n + e.fields.size() * kFieldEncoding + e.fields.bytes();
 }
 
 std::strong_ordering operator<=>(const Item& a, const Item& b) {
@@ -119,7 +166,9 @@ std::strong_ordering operator<=>(const Item& a, const Item& b) {
 
 namespace detail {
 
-bool is_hash_op(Op op) { return (op >= Op::kHSet && op <= Op::kHIncrByFloat) || op == Op::kHScan; }
+bool is_hash_op(Op op) {
+  return (op >= Op::kHSet && op <= Op::kHIncrByFloat) || op == Op::kHScan || op == Op::kHRandField;
+}
 
 bool wrong_type(const Command& c, const Item& e) {
   if (is_hash_op(c.op)) return !e.is_hash();
@@ -208,8 +257,16 @@ Result execute_hash(Keyspace& data, const Command& c) {
       if (present) pairs.assign(it->second.fields.begin(), it->second.fields.end());
       return done(encode_fields(pairs));
     }
+    case Op::kHRandField: {
+      if (present) return random_fields(it->second.fields, c);
+      // (Absent: null without a count, an empty array with one.)
+      std::vector<std::string> how;
+      if (decode_names(c.expected, &how) && !how.empty() && !how[0].empty())
+        return done(encode_names({}));
+      return done("", false);
+    }
     case Op::kHScan:
-      return scan_one(c, present ? &it->second.fields : nullptr, nullptr);
+      return scan_one(c, present ? &it->second.fields.items() : nullptr, nullptr);
     default:
       return done("", false);
   }

@@ -31,7 +31,7 @@ bool range_of(int64_t start, int64_t stop, int64_t len, int64_t* first, int64_t*
 // from the rank-th one on (rank < 0: from the tail), at most `count` of
 // them (0: all; absent: the first alone), among the first `maxlen`
 // elements looked at (0: all).
-Result position(const std::deque<std::string>* list, const Command& c) {
+Result position(const Elements* list, const Command& c) {
   std::vector<std::string> opts;
   if (!decode_names(c.expected, &opts) || opts.size() != 3)
     return done("ERR malformed lpos", false);
@@ -90,14 +90,9 @@ Result execute_list_move(Keyspace& data, const Command& c) {
   if (auto dst = data.find(c.value); dst != data.end() && !dst->second.is_list()) wrong = true;
   if (!src->second.is_list() || wrong || c.expected.size() != 2)
     return done(c.expected.size() != 2 ? "ERR malformed lmove" : kWrongType, false);
-  std::deque<std::string>& from = src->second.list;
-  std::string v = std::move(c.expected[0] == 'L' ? from.front() : from.back());
-  if (c.expected[0] == 'L') {
-    from.pop_front();
-  } else {
-    from.pop_back();
-  }
-  std::deque<std::string>& to = data[c.value].list;  // (the source itself, if the same key)
+  Elements& from = src->second.list;
+  std::string v = c.expected[0] == 'L' ? from.pop_front() : from.pop_back();
+  Elements& to = data[c.value].list;  // (the source itself, if the same key)
   if (c.expected[1] == 'L') {
     to.push_front(v);
   } else {
@@ -107,10 +102,36 @@ Result execute_list_move(Keyspace& data, const Command& c) {
   return done(std::move(v));
 }
 
+Result execute_list_mpop(Keyspace& data, const Command& c) {
+  // (Redis's mpopGenericCommand: the first of its keys that exists decides,
+  // WRONGTYPE if it holds another type; as ZMPOP, store_zsets.cc.)
+  std::vector<std::string> keys, how;
+  int64_t count = 0;
+  if (!decode_names(c.value, &keys) || !decode_names(c.expected, &how) || how.size() != 2 ||
+      (how[0] != "left" && how[0] != "right") || !parse_integer(how[1], &count) || count < 1)
+    return done("ERR malformed lmpop", false);
+  for (const std::string& k : keys) {
+    auto it = data.find(k);
+    if (it != data.end() && expired(it->second, c.now_ms)) {
+      data.erase(it);
+      continue;
+    }
+    if (it == data.end()) continue;
+    if (!it->second.is_list()) return done(kWrongType, false);
+    Elements& list = it->second.list;
+    std::vector<std::string> out{k};
+    for (int64_t n = count; n > 0 && !list.empty(); --n)
+      out.push_back(how[0] == "left" ? list.pop_front() : list.pop_back());
+    if (list.empty()) data.erase(it);
+    return done(encode_names(out));
+  }
+  return done("", false);
+}
+
 Result execute_list(Keyspace& data, const Command& c) {
   auto it = data.find(c.key);
   const bool present = it != data.end();
-  std::deque<std::string>* list = present ? &it->second.list : nullptr;
+  Elements* list = present ? &it->second.list : nullptr;
   const int64_t len = present ? static_cast<int64_t>(list->size()) : 0;
   switch (c.op) {
     case Op::kLPush:
@@ -137,15 +158,7 @@ Result execute_list(Keyspace& data, const Command& c) {
     case Op::kRPop: {
       if (!present) return done("", false);
       const bool head = c.op == Op::kLPop;
-      auto pop = [&] {
-        std::string v = std::move(head ? list->front() : list->back());
-        if (head) {
-          list->pop_front();
-        } else {
-          list->pop_back();
-        }
-        return v;
-      };
+      auto pop = [&] { return head ? list->pop_front() : list->pop_back(); };
       std::string out;
       if (c.expected.empty()) {
         out = pop();
@@ -175,7 +188,7 @@ Result execute_list(Keyspace& data, const Command& c) {
       if (i < 0 || i >= len)
         return c.op == Op::kLIndex ? done("", false) : done("ERR index out of range", false);
       if (c.op == Op::kLIndex) return done((*list)[i]);
-      (*list)[i] = c.value;
+      list->set(i, c.value);
       return done("");
     }
     case Op::kLRem: {
@@ -186,9 +199,9 @@ Result execute_list(Keyspace& data, const Command& c) {
                             : want > 0 ? uint64_t(want)
                                        : uint64_t(0) - uint64_t(want);
       uint64_t removed = 0;
-      std::deque<std::string> kept;
+      Elements::Deque all = list->release(), kept;
       if (want >= 0) {
-        for (std::string& v : *list) {
+        for (std::string& v : all) {
           if (removed < most && v == c.value) {
             ++removed;
           } else {
@@ -196,7 +209,7 @@ Result execute_list(Keyspace& data, const Command& c) {
           }
         }
       } else {
-        for (auto v = list->rbegin(); v != list->rend(); ++v) {
+        for (auto v = all.rbegin(); v != all.rend(); ++v) {
           if (removed < most && *v == c.value) {
             ++removed;
           } else {
@@ -204,7 +217,7 @@ Result execute_list(Keyspace& data, const Command& c) {
           }
         }
       }
-      *list = std::move(kept);
+      *list = Elements(std::move(kept));
       if (list->empty()) data.erase(it);
       return done(std::to_string(removed), removed > 0);
     }

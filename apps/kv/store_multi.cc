@@ -328,7 +328,7 @@ Result Store::execute_keys(const Command& c) {
     if (sub.op == Op::kRename || sub.op == Op::kRenameNx || sub.op == Op::kSMove ||
         sub.op == Op::kLMove) {
       if (one.ok && sub.key != sub.value) changed.insert({sub.key, sub.value});
-    } else if (sub.op == Op::kZMPop) {
+    } else if (sub.op == Op::kZMPop || sub.op == Op::kLMPop) {
       // (It popped from the key its answer names, maybe not its first.)
       std::vector<std::string> popped;
       if (one.ok && decode_names(one.value, &popped) && !popped.empty()) changed.insert(popped[0]);

@@ -173,6 +173,10 @@ const char* op_name(Op op) {
       return "zmpop";
     case Op::kZRandMember:
       return "zrandmember";
+    case Op::kLMPop:
+      return "lmpop";
+    case Op::kHRandField:
+      return "hrandfield";
   }
   return "?";
 }
@@ -249,6 +253,7 @@ bool writes(const Command& c, const Result& r) {
     case Op::kZRemRange:
     case Op::kZPop:
     case Op::kZMPop:
+    case Op::kLMPop:
       return r.ok;
     case Op::kSetRange:
       return r.ok && !c.value.empty();

@@ -86,7 +86,7 @@ const std::set<std::string>* set_at(Keyspace& data, const std::string& key, int6
   }
   if (it == data.end()) return nullptr;
   if (!it->second.is_set()) *wrong = true;
-  return &it->second.members;
+  return &it->second.members.items();
 }
 
 // SINTER, SUNION, SDIFF (and their STORE forms, SINTERCARD) of `sets`
@@ -152,7 +152,7 @@ Result execute_keys(Keyspace& data, const Command& c) {
     default: {  // the STORE forms: the result replaces whatever c.key held
       const std::string n = std::to_string(out.size());
       data.erase(c.key);
-      if (!out.empty()) data[c.key].members = std::move(out);
+      if (!out.empty()) data[c.key].members = Members(std::move(out));
       return done(n);
     }
   }
@@ -164,7 +164,9 @@ namespace detail {
 
 bool is_set_op(Op op) { return (op >= Op::kSAdd && op <= Op::kSDiffStore) || op == Op::kSScan; }
 bool is_set_keys_op(Op op) { return op >= Op::kSMove && op <= Op::kSDiffStore; }
-bool is_keys_op(Op op) { return is_set_keys_op(op) || op == Op::kLMove || is_zset_keys_op(op); }
+bool is_keys_op(Op op) {
+  return is_set_keys_op(op) || op == Op::kLMove || op == Op::kLMPop || is_zset_keys_op(op);
+}
 
 std::vector<std::string> set_keys(const Command& c) {
   std::vector<std::string> keys{c.key};
@@ -180,7 +182,7 @@ Result execute_set(Keyspace& data, const Command& c) {
   if (is_set_keys_op(c.op)) return execute_keys(data, c);
   auto it = data.find(c.key);
   const bool present = it != data.end();
-  std::set<std::string>* set = present ? &it->second.members : nullptr;
+  Members* set = present ? &it->second.members : nullptr;
   std::vector<std::string> names;
   switch (c.op) {
     case Op::kSAdd: {
@@ -210,13 +212,13 @@ Result execute_set(Keyspace& data, const Command& c) {
       return done(std::move(out));
     }
     case Op::kSMembers:
-      return done(present ? names_of(*set) : encode_names({}));
+      return done(present ? names_of(set->items()) : encode_names({}));
     case Op::kSScan:
-      return scan_one(c, nullptr, set);
+      return scan_one(c, nullptr, set ? &set->items() : nullptr);
     case Op::kSPop:
     case Op::kSRandMember: {
       if (!present) return done("", false);
-      Result r = choose(*set, c, &names);
+      Result r = choose(set->items(), c, &names);
       if (!r.ok) return r;
       if (c.op == Op::kSPop) {
         for (const std::string& m : names) set->erase(m);

@@ -556,7 +556,7 @@ Result combine(Keyspace& data, const Command& c) {
     if (it->second.is_zset()) {
       src[i].zset = &it->second.zset;
     } else if (it->second.is_set()) {
-      src[i].set = &it->second.members;
+      src[i].set = &it->second.members.items();
     } else {
       wrong = true;
     }

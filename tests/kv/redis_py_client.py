@@ -211,7 +211,7 @@ def main():
     except redis.ResponseError as e:
         check("config set refused", "CONFIG SET is not supported" in str(e), True)
     try:
-        r.execute_command("BLPOP", "py:list", "0")
+        r.execute_command("XADD", "py:stream", "*", "f", "v")  # (no streams)
         check("unknown command refused", "no error", "an error")
     except redis.ResponseError as e:
         check("unknown command refused", "unknown command" in str(e), True)

@@ -4,7 +4,7 @@ Usage: redis_py_hash.py PORT
 
 HSET (with a mapping), HMSET, HSETNX, HGET, HMGET, HDEL, HEXISTS, HLEN,
 HSTRLEN, HGETALL (a dict; its fields in byte order), HKEYS, HVALS, HINCRBY,
-HINCRBYFLOAT, HSCAN (MATCH, COUNT, NOVALUES; hscan_iter), with Redis 7's
+HINCRBYFLOAT, HSCAN (MATCH, COUNT, NOVALUES; hscan_iter), HRANDFIELD, with Redis 7's
 answers and errors; WRONGTYPE both ways; a
 hash's expiry, RENAME, TYPE, DEL, SCAN with a type; hashes in a pipeline
 transaction and under WATCH, where another client's HSET makes EXEC fail.
@@ -45,6 +45,10 @@ def main(port):
     check("hkeys", r.hkeys("hp:h"), [b"a", b"b", b"c", b"d"])
     check("hvals", r.hvals("hp:h"), [b"one", b"2", b"3", b"4"])
     check("hlen", (r.hlen("hp:h"), r.hlen("hp:none")), (4, 0))
+    check("hrandfield", (r.hrandfield("hp:h") in (b"a", b"b", b"c", b"d"),
+                         r.hrandfield("hp:h", 10, withvalues=True), len(r.hrandfield("hp:h", -9)),
+                         r.hrandfield("hp:none"), r.hrandfield("hp:none", 2)),
+          (True, [b"a", b"one", b"b", b"2", b"c", b"3", b"d", b"4"], 9, None, []))
     check("hexists", (r.hexists("hp:h", "a"), r.hexists("hp:h", "zz")), (True, False))
     check("hstrlen", (r.hstrlen("hp:h", "a"), r.hstrlen("hp:h", "zz")), (3, 0))
     check("hsetnx", (r.hsetnx("hp:h", "a", "x"), r.hsetnx("hp:h", "e", "5")), (False, True))

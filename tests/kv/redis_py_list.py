@@ -4,9 +4,10 @@ Usage: redis_py_list.py PORT
 
 LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP and RPOP (with and without a count),
 LLEN, LRANGE, LINDEX, LSET, LREM, LTRIM, LINSERT, LPOS (RANK, COUNT,
-MAXLEN), LMOVE and RPOPLPUSH, with Redis 7's answers and errors; WRONGTYPE both ways; a list's expiry, RENAME, TYPE, DEL, SCAN with
+MAXLEN), LMOVE, RPOPLPUSH and LMPOP, with Redis 7's answers and errors; WRONGTYPE both ways; a list's expiry, RENAME, TYPE, DEL, SCAN with
 a type; lists in a pipeline transaction and under WATCH, where another
-client's RPUSH makes EXEC fail; no blocking commands. Every check that
+client's RPUSH makes EXEC fail; BLMOVE of a list that holds something
+(the blocking commands at length: redis_py_blocking.py). Every check that
 fails is printed; the last line says how many checks there were and how
 many failed, and the exit status is 0 only if none failed. Its keys start
 with "lp:".
@@ -51,8 +52,8 @@ def main(port):
           "value is not an integer or out of range")
     check("lpush of nothing", "wrong number of arguments for 'lpush' command" in
           (error_of(lambda: r.execute_command("LPUSH", "lp:l")) or ""), True)
-    check("blpop is not there", "unknown command" in
-          (error_of(lambda: r.blpop(["lp:l"], 1)) or ""), True)
+    head = r.lindex("lp:l", 0)
+    check("blmove of what is there (a rotation)", r.blmove("lp:l", "lp:l", 1, "LEFT", "LEFT"), head)
     check("type", r.type("lp:l"), b"list")
 
     # LINSERT, LPOS, LMOVE and RPOPLPUSH.
@@ -82,6 +83,11 @@ def main(port):
     r.set("lp:s", "v")
     check("lmove of a string", (error_of(lambda: r.lmove("lp:p", "lp:s", "LEFT", "LEFT")),
                                 r.llen("lp:p")), (WRONGTYPE, 8))
+    check("lmpop", (r.lmpop(2, "lp:none", "lp:p", direction="LEFT", count=2),
+                    r.lmpop(1, "lp:p", direction="RIGHT"), r.lmpop(1, "lp:none", direction="LEFT")),
+          ([b"lp:p", [b"x", b"b"]], [b"lp:p", [b"c"]], None))
+    check("lmpop of a string", error_of(lambda: r.lmpop(2, "lp:s", "lp:p", direction="LEFT")),
+          WRONGTYPE)
     r.delete("lp:p", "lp:q")
 
     # WRONGTYPE both ways; SET replaces a list.

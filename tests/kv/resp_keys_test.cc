@@ -2,7 +2,8 @@
 // MSET, MSETNX, RENAME, RENAMENX, FLUSHALL), each one log entry, and
 // hashes, lists and sets with them (and their limits, and redis-py's hash,
 // list and set commands, tests/kv/redis_py_hash.py, redis_py_list.py and
-// redis_py_set.py; sorted sets against redis-server, redis_zset_diff.py),
+// redis_py_set.py; sorted sets against redis-server, redis_zset_diff.py,
+// and LMPOP and HRANDFIELD, redis_misc_diff.py),
 // through a
 // job of 3 replicas (Multi-Paxos, or NOPaxos with SLUICE_KV_PROTOCOL) and
 // a gateway rank whose connections share 2 clients; raw sockets for the
@@ -35,8 +36,9 @@ using sluice::testing::run_process;
 class RespKeysTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    job_ = new kv::testing::RespJob(4, {"--protocol", protocol(), "--resp-port", "0",
-                                        "--clients-per-rank", "2", "--enable-shutdown", "local"});
+    job_ = new kv::testing::RespJob(
+        4, {"--protocol", protocol(), "--resp-port", "0", "--clients-per-rank", "2",
+            "--enable-shutdown", "local", "--max-blocked-clients", "3"});
     port_ = job_->port();
   }
   static void TearDownTestSuite() { delete job_; }
@@ -62,25 +64,25 @@ class RespKeysTest : public ::testing::Test {
     EXPECT_NE(r.output.find("redis-py: all "), std::string::npos) << r.output;
   }
 
-  // Runs tests/kv/redis_zset_diff.py against the gateway and redis-server
-  // with `commands` random commands from `seed`: no reply differs.
-  static void expect_zset_diff(int commands, int seed) {
+  // Runs `script` (tests/kv/redis_zset_diff.py, redis_misc_diff.py)
+  // against the gateway and redis-server with `commands` random commands
+  // from `seed`: no reply differs.
+  static void expect_diff(const char* script, int commands, int seed) {
     std::string error;
     int status = 0;
     const auto server = sluice::proc::find_program("redis-server", &error, &status);
     if (!server) {
       const char* ci = std::getenv("CI");
       const std::string why =
-          "redis-server (Debian's redis-server, 7.0) is missing: the sorted sets' differential "
-          "test needs it; `make test-packages` installs it (" +
+          "redis-server (Debian's redis-server, 7.0) is missing: the differential tests "
+          "need it; `make test-packages` installs it (" +
           error + ")";
       if (ci != nullptr && std::string(ci) == "true") FAIL() << why;
       GTEST_SKIP() << why;
     }
-    const ProcessResult r =
-        run_process({SLUICE_KV_PYTHON, SLUICE_KV_REDIS_ZSET_DIFF, std::to_string(port_), *server,
-                     std::to_string(commands), std::to_string(seed)},
-                    {}, std::chrono::seconds(300));
+    const ProcessResult r = run_process({SLUICE_KV_PYTHON, script, std::to_string(port_), *server,
+                                         std::to_string(commands), std::to_string(seed)},
+                                        {}, std::chrono::seconds(300));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find(" 0 differed"), std::string::npos) << r.output;
   }
@@ -538,9 +540,9 @@ TEST_F(RespKeysTest, ListsAndTheOtherTypesAreWrongTypeBothWays) {
             "-ERR wrong number of arguments for 'lpop' command\r\n");
   EXPECT_EQ(ask1({"LRANGE", "lk:l", "0"}),
             "-ERR wrong number of arguments for 'lrange' command\r\n");
-  // No blocking commands: the gateway's unknown-command error.
-  EXPECT_EQ(ask1({"BLPOP", "lk:l", "0"}),
-            "-ERR unknown command 'BLPOP', with args beginning with: 'lk:l' '0' \r\n");
+  // A blocking command on a list that holds something answers at once (a
+  // rotation: the list is as it was).
+  EXPECT_EQ(ask1({"BLMOVE", "lk:l", "lk:l", "LEFT", "LEFT", "0"}), "$1\r\na\r\n");
   EXPECT_EQ(ask1({"DEL", "lk:l", "lk:s", "lk:h"}), ":3\r\n");
 }
 
@@ -775,7 +777,32 @@ TEST_F(RespKeysTest, RedisPyUsesSortedSetsAsItUsesRedis) {
 // reply the same bytes. make test installs redis-server (the Makefile's
 // test-packages); without it the test fails under CI (CI=true) and is
 // skipped, saying why, elsewhere.
-TEST_F(RespKeysTest, SortedSetsAnswerAsRedisServerDoesReplyForReply) { expect_zset_diff(3000, 39); }
+TEST_F(RespKeysTest, SortedSetsAnswerAsRedisServerDoesReplyForReply) {
+  expect_diff(SLUICE_KV_REDIS_ZSET_DIFF, 3000, 39);
+}
+
+// The blocking commands through redis-py (tests/kv/redis_py_blocking.py):
+// one client blocks, another writes one of its keys and the first gets it;
+// timeouts, transactions, a pipeline behind a blocked command, a client
+// that disconnects while blocked, and the job's --max-blocked-clients 3.
+// (The gateway's side alone: over Multi-Paxos only, about 2 s.)
+TEST_F(RespKeysTest, RedisPyBlocksUntilAnotherClientWritesOrItsTimeout) {
+  if (protocol() == "nopaxos") GTEST_SKIP() << "the gateway's side alone: run over Multi-Paxos";
+  const ProcessResult r =
+      run_process({SLUICE_KV_PYTHON, SLUICE_KV_REDIS_PY_BLOCKING, std::to_string(port_), "3"}, {},
+                  std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("redis-py: all "), std::string::npos) << r.output;
+}
+
+// LMPOP and HRANDFIELD against redis-server 7.0 (tests/kv/redis_misc_diff.py):
+// the deterministic cases (RESP3 and MULTI/EXEC among them) and 2000
+// seeded random list and hash commands, every reply the same bytes, or,
+// for HRANDFIELD's random choices, the same shape and every field the
+// hash's.
+TEST_F(RespKeysTest, LmpopAndHrandfieldAnswerAsRedisServerDoesReplyForReply) {
+  expect_diff(SLUICE_KV_REDIS_MISC_DIFF, 2000, 17);
+}
 
 TEST_F(RespKeysTest, ShutdownEndsTheJobWithItsChecksPassed) {
   kv::testing::expect_shutdown_passes_checks(*job_, port_);
@@ -787,10 +814,23 @@ TEST_F(RespKeysTest, ShutdownEndsTheJobWithItsChecksPassed) {
 class RespZsetDiffLongTest : public RespKeysTest {};
 
 TEST_F(RespZsetDiffLongTest, SevenSeedsOfTwentyThousandCommandsAnswerAsRedisServerDoes) {
-  for (int seed = 1; seed <= 7; ++seed) expect_zset_diff(20000, seed);
+  for (int seed = 1; seed <= 7; ++seed) expect_diff(SLUICE_KV_REDIS_ZSET_DIFF, 20000, seed);
 }
 
 TEST_F(RespZsetDiffLongTest, ShutdownEndsTheJobWithItsChecksPassed) {
+  kv::testing::expect_shutdown_passes_checks(*job_, port_);
+}
+
+// LMPOP's and HRANDFIELD's differential test at length (label slow: about
+// 3 s): seven seeds of 10,000 random commands each (and 2,500 more over
+// RESP3), in a job of their own.
+class RespMiscDiffLongTest : public RespKeysTest {};
+
+TEST_F(RespMiscDiffLongTest, SevenSeedsOfTenThousandCommandsAnswerAsRedisServerDoes) {
+  for (int seed = 1; seed <= 7; ++seed) expect_diff(SLUICE_KV_REDIS_MISC_DIFF, 10000, seed);
+}
+
+TEST_F(RespMiscDiffLongTest, ShutdownEndsTheJobWithItsChecksPassed) {
   kv::testing::expect_shutdown_passes_checks(*job_, port_);
 }
 

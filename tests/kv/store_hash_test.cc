@@ -382,5 +382,82 @@ TEST(StoreHashTest, HscanPagesThroughTheFieldsAsScanDoesTheKeys) {
   EXPECT_EQ(c.run(cmd(Op::kHScan, "h", "x", "*")), (Result{false, "ERR invalid cursor"}));
 }
 
+// HRANDFIELD (`expected` the count, "" for none, and "1" for WITHVALUES).
+Command hrandfield(std::string key, uint64_t seed, const std::string& count,
+                   bool with_values = false) {
+  return cmd(Op::kHRandField, std::move(key), std::to_string(seed),
+             encode_names({count, with_values ? "1" : ""}));
+}
+
+TEST(StoreHashTest, HrandfieldChoosesFromTheSeedAloneAsSrandmemberDoes) {
+  Store s;
+  Client c{s};
+  FieldValues pairs;
+  for (int i = 0; i < 20; ++i) pairs.emplace_back("f" + std::to_string(i), "v" + std::to_string(i));
+  c.run(hset("h", pairs));
+  const std::map<std::string, std::string> hash(pairs.begin(), pairs.end());
+  Store replica;
+  std::string why;
+  ASSERT_TRUE(replica.restore(s.serialize(), &why)) << why;
+  Client d{replica};
+  d.seq = c.seq;
+  std::set<std::string> seen;
+  std::set<std::vector<std::string>> choices;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    // Every replica (one restored from a snapshot too) chooses alike.
+    for (const Command& q :
+         {hrandfield("h", seed, ""), hrandfield("h", seed, "5"), hrandfield("h", seed, "-7", true)})
+      ASSERT_EQ(c.run(q), d.run(q)) << seed;
+    const Result one = c.run(hrandfield("h", seed, ""));
+    ASSERT_TRUE(one.ok);
+    EXPECT_EQ(hash.count(one.value), 1u) << one.value;
+    seen.insert(one.value);
+    // A count >= 0: distinct fields, in field order.
+    std::vector<std::string> five;
+    ASSERT_TRUE(decode_names(c.run(hrandfield("h", seed, "5")).value, &five));
+    ASSERT_EQ(five.size(), 5u);
+    EXPECT_TRUE(std::is_sorted(five.begin(), five.end()));
+    EXPECT_EQ(std::set<std::string>(five.begin(), five.end()).size(), 5u);
+    for (const std::string& f : five) EXPECT_EQ(hash.count(f), 1u) << f;
+    choices.insert(five);
+    // A count < 0: that many, with repeats, each with its value.
+    std::vector<std::string> repeats;
+    ASSERT_TRUE(decode_names(c.run(hrandfield("h", seed, "-7", true)).value, &repeats));
+    ASSERT_EQ(repeats.size(), 14u);
+    for (size_t i = 0; i < repeats.size(); i += 2)
+      EXPECT_EQ(hash.at(repeats[i]), repeats[i + 1]) << repeats[i];
+  }
+  EXPECT_EQ(seen.size(), hash.size()) << "every field is chosen sometimes";
+  EXPECT_GT(choices.size(), 250u) << "the seed decides the choice";
+  // Past the hash's size: all of it, in field order.
+  std::vector<std::string> all;
+  ASSERT_TRUE(decode_names(c.run(hrandfield("h", 1, "100", true)).value, &all));
+  std::vector<std::string> want;
+  for (const auto& [f, v] : hash) want.insert(want.end(), {f, v});
+  EXPECT_EQ(all, want);
+  EXPECT_EQ(c.run(hrandfield("h", 1, "0")), (Result{true, encode_names({})}));
+  EXPECT_EQ(c.run(hrandfield("none", 1, "")), (Result{false, ""}));
+  EXPECT_EQ(c.run(hrandfield("none", 1, "3", true)), (Result{true, encode_names({})}));
+  c.run(cmd(Op::kPut, "str", "v"));
+  EXPECT_EQ(c.run(hrandfield("str", 1, "")), kWrong);
+  EXPECT_EQ(c.run(hrandfield("str", 1, "0")), kWrong);
+  EXPECT_EQ(c.run(cmd(Op::kHRandField, "h", "1", "x")).value, "ERR malformed hrandfield");
+  // A read: it modifies nothing, and a reply longer than one may carry is
+  // an error.
+  const uint64_t version = s.version();
+  c.run(hrandfield("h", 1, "-3"));
+  EXPECT_EQ(s.version(), version);
+  StoreOptions small;
+  small.max_result_bytes = 200;
+  Store t(small);
+  Client e{t};
+  e.run(hset("h", {{"f", "v"}}));
+  EXPECT_TRUE(e.run(hrandfield("h", 1, "-20")).ok);
+  const Result long_reply = e.run(hrandfield("h", 1, "-40", true));
+  EXPECT_FALSE(long_reply.ok);
+  EXPECT_NE(long_reply.value.find("ERR the reply would take"), std::string::npos)
+      << long_reply.value;
+}
+
 }  // namespace
 }  // namespace kv

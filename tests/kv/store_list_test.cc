@@ -353,6 +353,67 @@ TEST(StoreListTest, ListsExpireRenameScanAndJoinTransactionsAndWatchSeesPushAndP
   EXPECT_EQ(s.used_bytes(), 0u);
 }
 
+Command lmpop(const Strings& keys, const std::string& end, int64_t count) {
+  return cmd(Op::kLMPop, keys.front(), encode_names(keys),
+             encode_names({end, std::to_string(count)}));
+}
+
+TEST(StoreListTest, LmpopPopsFromTheFirstOfItsKeysThatExists) {
+  Store s;
+  Client c{s};
+  c.run(push(Op::kRPush, "a", {"1", "2", "3"}));
+  c.run(push(Op::kRPush, "b", {"x"}));
+  EXPECT_EQ(c.run(lmpop({"none", "a", "b"}, "left", 2)),
+            (Result{true, encode_names({"a", "1", "2"})}));
+  EXPECT_EQ(c.run(lmpop({"a", "b"}, "right", 5)), (Result{true, encode_names({"a", "3"})}))
+      << "at most what there is";
+  EXPECT_EQ(s.data().count("a"), 0u) << "the key went with its last element";
+  EXPECT_EQ(c.run(lmpop({"none", "a"}, "left", 1)), (Result{false, ""})) << "none exists";
+  // The first key that exists decides: another type is WRONGTYPE, even
+  // with a list after it; a list before it is popped.
+  c.run(cmd(Op::kPut, "str", "v"));
+  EXPECT_EQ(c.run(lmpop({"none", "str", "b"}, "left", 1)), kWrong);
+  EXPECT_EQ(c.run(lmpop({"b", "str"}, "left", 1)), (Result{true, encode_names({"b", "x"})}));
+  // An expired key counts as absent (and goes).
+  c.run(push(Op::kRPush, "e", {"old"}));
+  c.run(push(Op::kRPush, "f", {"new"}));
+  ASSERT_TRUE(c.run(expire_at("e", kNow + 10)).ok);
+  Command late = lmpop({"e", "f"}, "left", 1);
+  late.now_ms = kNow + 10;
+  EXPECT_EQ(c.run(late), (Result{true, encode_names({"f", "new"})}));
+  EXPECT_EQ(s.size(), 1u) << "e expired, f emptied; str left";
+  EXPECT_EQ(c.run(cmd(Op::kLMPop, "f", encode_names({"f"}), encode_names({"up", "1"}))).value,
+            "ERR malformed lmpop");
+
+  // WATCH: an LMPOP by another client modifies the key it popped from, not
+  // the others it names.
+  c.run(push(Op::kRPush, "p", {"1", "2"}));
+  c.run(push(Op::kRPush, "q", {"3"}));
+  c.run(cmd(Op::kWatch, "q"));
+  const uint64_t watch_q = c.seq;
+  c.run(cmd(Op::kWatch, "p"));
+  const uint64_t watch_p = c.seq;
+  Command other = lmpop({"p", "q"}, "left", 1);
+  other.client = 2;
+  other.seq = 1;
+  EXPECT_EQ(s.apply(other), (Result{true, encode_names({"p", "1"})}));
+  Transaction t;
+  t.conditions.push_back(TxCondition{TxCondition::kUnchanged, "q", watch_q});
+  t.cmds.push_back(lmpop({"none", "q"}, "right", 1));
+  t.cmds.push_back(lmpop({"q", "p"}, "right", 1));
+  Result r = c.run(cmd(Op::kMulti, "", encode_transaction(t)));
+  std::vector<Result> results;
+  ASSERT_TRUE(r.ok) << "q was not modified";
+  ASSERT_TRUE(decode_results(r.value, &results));
+  EXPECT_EQ(results, (std::vector<Result>{{true, encode_names({"q", "3"})},
+                                          {true, encode_names({"p", "2"})}}))
+      << "in a transaction, each sees what the one before left";
+  t.conditions[0] = TxCondition{TxCondition::kUnchanged, "p", watch_p};
+  EXPECT_EQ(c.run(cmd(Op::kMulti, "", encode_transaction(t))), (Result{false, ""}))
+      << "p was modified";
+  EXPECT_TRUE(s.sizes_agree(nullptr));
+}
+
 TEST(StoreListTest, AListCountsTowardMaxmemoryAndAWritePastItIsRefusedWhole) {
   StoreOptions o;
   // One key "l" with two elements of 10 bytes: what the store counts for it.

@@ -514,7 +514,7 @@ func load(path string) ([]porcupine.Operation, error) {
 			// A page in the store's hash order: refused as scan is.
 			return nil, fmt.Errorf("%s:%d: op %q pages through a key in the store's hash order: the model does not check cursor reads; a checked history must not hold it (docs/kv.md, Hashes)", path, line, r.Op)
 		case "multi", "rename", "renamenx", "flushall", "watch", "dbsize", "keys", "scan", "smove",
-			"lmove", "sinterstore", "sunionstore", "sdiffstore":
+			"lmove", "lmpop", "sinterstore", "sunionstore", "sdiffstore":
 			// Refused, not skipped: leaving them out would check a history
 			// that is not the one the store ran.
 			return nil, fmt.Errorf("%s:%d: op %q acts on several keys or the whole keyspace (or, watch, reads the store's version): the key-by-key model cannot check it; a checked history must not hold it (docs/kv.md, Transactions)", path, line, r.Op)

@@ -1,0 +1,413 @@
+"""LMPOP, HRANDFIELD and the blocking commands of a sluice-kv RESP gateway
+against redis-server 7.0, reply for reply (as redis_zset_diff.py does for
+sorted sets, whose Conn and RedisServer it uses).
+
+Usage: redis_misc_diff.py PORT REDIS_SERVER [COMMANDS [SEED]]
+
+Starts REDIS_SERVER on a free loopback port without persistence, in a
+temporary directory, then sends the same commands to it and to the gateway
+at PORT: first the deterministic cases (each also checked against the
+reply it must be, RESP3 and MULTI/EXEC among them; the blocking commands'
+where nothing is left to chance), then COMMANDS (default
+2000) seeded random list and hash commands (SEED, default 17), pipelined
+in batches, and a quarter as many again over RESP3 (HELLO 3): LMPOP with
+its errors, pushes, LRANGE, LLEN, HSET, HDEL, HLEN, HGETALL, HKEYS,
+HRANDFIELD (no count, counts below, at and past the hash's size, negative
+counts, WITHVALUES, bad counts), wrong types, wrong argument counts and
+the keyspace commands. Replies compare byte for byte, but for what Redis
+leaves to chance or to its hash table's order: HGETALL and HKEYS compare
+sorted (sluice-kv answers in field order), and an HRANDFIELD reply is
+checked against the HGETALL this script sends right after it (every field
+and value the hash's, distinct for a count >= 0, as many as the count and
+the size say, RESP3 pairs nested) and compared by that shape. Every
+difference is printed with the command; the last line says how many
+replies were compared and how many differed, and the exit status is 0
+only if none did. Its keys start with "md:".
+"""
+import random
+import sys
+
+from redis_zset_diff import Conn, RedisServer
+
+
+def parse(buf, at=0):
+    """One RESP2/RESP3 reply from buf[at:]: (value, end). Errors and simple
+    strings as ("-", text) and ("+", text), nulls as None, aggregates as
+    lists (a map's as a list of pairs)."""
+    end = buf.index(b"\r\n", at)
+    kind, head, at = buf[at:at + 1], buf[at + 1:end], end + 2
+    if kind in (b"+", b"-"):
+        return (kind.decode(), head), at
+    if kind == b":":
+        return int(head), at
+    if kind == b"_":
+        return None, at
+    if kind == b"$":
+        n = int(head)
+        return (None, at) if n < 0 else (buf[at:at + n], at + n + 2)
+    if kind in (b"*", b"~", b"%"):
+        n = int(head)
+        if n < 0:
+            return None, at
+        out = []
+        for _ in range(n * (2 if kind == b"%" else 1)):
+            v, at = parse(buf, at)
+            out.append(v)
+        if kind == b"%":
+            out = [[out[i], out[i + 1]] for i in range(0, len(out), 2)]
+        return out, at
+    return (kind.decode(), head), at
+
+
+def hash_of(reply):
+    """HGETALL's reply as a dict (RESP2 flat, RESP3 a map), or None."""
+    v, _ = parse(reply)
+    if not isinstance(v, list):
+        return None
+    if v and isinstance(v[0], list):
+        return {f: x for f, x in v}
+    return {v[i]: v[i + 1] for i in range(0, len(v), 2)}
+
+
+def hrandfield_shape(cmd, reply, hgetall):
+    """What of an HRANDFIELD reply does not depend on chance: the reply
+    itself where nothing is random (errors, nulls, empty arrays), else its
+    shape once checked against the hash HGETALL then answered."""
+    v, _ = parse(reply)
+    if not isinstance(v, (list, bytes)) or v == []:
+        return reply
+    h = hash_of(hgetall) or {}
+    if len(cmd) == 2:
+        return b"a field" if v in h else b"NOT A FIELD: " + reply
+    count, with_values = int(cmd[2]), len(cmd) == 4
+    nested = bool(v) and isinstance(v[0], list)
+    if nested:
+        pairs = [tuple(p) for p in v]
+    elif with_values:
+        pairs = [(v[i], v[i + 1]) for i in range(0, len(v), 2)]
+    else:
+        pairs = [(f, h.get(f)) for f in v]
+    bad = [p for p in pairs if p[0] not in h or p[1] != h[p[0]]]
+    want = min(count, len(h)) if count >= 0 else -count
+    distinct = len({f for f, _ in pairs}) == len(pairs)
+    if bad or len(pairs) != want or (count >= 0 and not distinct):
+        return b"WRONG (%d pairs, %d not the hash's, distinct %r): " % (
+            len(pairs), len(bad), distinct) + reply
+    # (All of the hash, or one field repeated: the same whatever the chance.)
+    whole = sorted(pairs) if count >= len(h) or len(h) == 1 else None
+    return repr(("hrandfield", nested, with_values, len(pairs), whole)).encode()
+
+
+def sorted_reply(reply):
+    """HGETALL's or HKEYS's reply in an order that does not depend on the
+    server's hash table."""
+    v, _ = parse(reply)
+    if not isinstance(v, list):
+        return reply
+    if v and isinstance(v[0], list):
+        return repr(sorted(tuple(p) for p in v)).encode()
+    return repr(sorted(v)).encode()
+
+
+LISTS = ["md:l1", "md:l2", "md:l3"]
+HASHES = ["md:h1", "md:h2"]
+OTHER = ["md:str", "md:set", "md:zset"]
+ELEMENTS = ["a", "b", "c", "", "x" * 30, "b\x00", "\xff", "1", "-1"]
+FIELDS = ["f", "g", "h", "", "f1", "f2", "long-field-" + "y" * 20, "\x00"]
+VALUES = ["v", "1", "", "w" * 15, "-0"]
+COUNTS = ["0", "1", "2", "3", "5", "100", "-1", "-2", "-5", "-12"]
+BAD_INTS = ["x", "1.5", "", " 1", "99999999999999999999", "+1", "01"]
+
+
+def pick(rng, good, bad, p_bad=0.05):
+    return rng.choice(bad) if rng.random() < p_bad else rng.choice(good)
+
+
+def any_key(rng):
+    r = rng.random()
+    return rng.choice(OTHER) if r < 0.06 else rng.choice(LISTS + HASHES + ["md:none"])
+
+
+def lmpop(rng):
+    keys = [rng.choice(LISTS + ["md:none"] + (OTHER + HASHES if rng.random() < 0.1 else []))
+            for _ in range(rng.randint(1, 3))]
+    numkeys = str(len(keys)) if rng.random() < 0.94 else rng.choice(["0", "-1", "9", "x", "4"])
+    cmd = ["LMPOP", numkeys] + keys + [pick(rng, ["LEFT", "RIGHT", "left", "Right"], ["MID"])]
+    if rng.random() < 0.5:
+        cmd += ["COUNT", pick(rng, ["1", "2", "3", "10"], ["0", "-1", "x"], 0.1)]
+    if rng.random() < 0.03:
+        cmd.append(rng.choice(["COUNT", "junk"]))
+    return cmd
+
+
+def hrandfield(rng):
+    k = rng.choice(HASHES) if rng.random() < 0.9 else any_key(rng)
+    r = rng.random()
+    if r < 0.2:
+        return ["HRANDFIELD", k]
+    cmd = ["HRANDFIELD", k, pick(rng, COUNTS, BAD_INTS, 0.06)]
+    if rng.random() < 0.5:
+        cmd.append("WITHVALUES" if rng.random() < 0.9 else "withvalues")
+    if rng.random() < 0.02:
+        cmd.append("junk")
+    return cmd
+
+
+def random_command(rng):
+    c = rng.random()
+    if c < 0.22:
+        return lmpop(rng)
+    if c < 0.36:
+        return hrandfield(rng)
+    if c < 0.52:
+        k = rng.choice(LISTS) if rng.random() < 0.95 else any_key(rng)
+        return [rng.choice(["RPUSH", "LPUSH"]), k] + [rng.choice(ELEMENTS)
+                                                       for _ in range(rng.randint(1, 4))]
+    if c < 0.58:
+        k = rng.choice(LISTS) if rng.random() < 0.9 else any_key(rng)
+        return rng.choice([["LRANGE", k, "0", "-1"], ["LLEN", k], ["LPOP", k], ["RPOP", k, "2"]])
+    if c < 0.74:
+        k = rng.choice(HASHES) if rng.random() < 0.95 else any_key(rng)
+        pairs = []
+        for _ in range(rng.randint(1, 3)):
+            pairs += [rng.choice(FIELDS), rng.choice(VALUES)]
+        return ["HSET", k] + pairs
+    if c < 0.80:
+        k = rng.choice(HASHES) if rng.random() < 0.95 else any_key(rng)
+        return ["HDEL", k] + rng.sample(FIELDS, rng.randint(1, 3))
+    if c < 0.87:
+        k = rng.choice(HASHES) if rng.random() < 0.9 else any_key(rng)
+        return rng.choice([["HLEN", k], ["HGETALL", k], ["HKEYS", k]])
+    if c < 0.95:
+        k = any_key(rng)
+        return rng.choice([["TYPE", k], ["EXISTS", k], ["TTL", k], ["EXPIRE", k, "1000"],
+                           ["DEL", rng.choice(LISTS + HASHES)],
+                           ["RENAME", k, rng.choice(LISTS + HASHES)]])
+    # A wrong argument count: a command cut short.
+    cmd = rng.choice([lmpop, hrandfield])(rng)
+    return cmd[:rng.randint(1, 3)] if cmd[0] == "LMPOP" else cmd[:1]
+
+
+WRONGTYPE = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+
+# (command, the exact reply Redis 7.0 gives; None: only compared).
+FIXED = [
+    (["RPUSH", "md:f", "a", "b", "c", "d", "e"], b":5\r\n"),
+    (["LMPOP", "2", "md:none", "md:f", "LEFT"], b"*2\r\n$4\r\nmd:f\r\n*1\r\n$1\r\na\r\n"),
+    (["LMPOP", "2", "md:f", "md:none", "RIGHT", "COUNT", "2"],
+     b"*2\r\n$4\r\nmd:f\r\n*2\r\n$1\r\ne\r\n$1\r\nd\r\n"),
+    (["LMPOP", "1", "md:f", "left", "count", "10"],
+     b"*2\r\n$4\r\nmd:f\r\n*2\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+    (["EXISTS", "md:f"], b":0\r\n"),
+    (["LMPOP", "1", "md:f", "LEFT"], b"*-1\r\n"),
+    (["LMPOP", "0", "md:f", "LEFT"], b"-ERR numkeys should be greater than 0\r\n"),
+    (["LMPOP", "-1", "md:f", "LEFT"], b"-ERR numkeys should be greater than 0\r\n"),
+    (["LMPOP", "x", "md:f", "LEFT"], b"-ERR numkeys should be greater than 0\r\n"),
+    (["LMPOP", "2", "md:f", "LEFT"], b"-ERR syntax error\r\n"),
+    (["LMPOP", "1", "md:f", "MIDDLE"], b"-ERR syntax error\r\n"),
+    (["LMPOP", "1", "md:f", "LEFT", "COUNT", "0"], b"-ERR count should be greater than 0\r\n"),
+    (["LMPOP", "1", "md:f", "LEFT", "COUNT", "x"], b"-ERR count should be greater than 0\r\n"),
+    (["LMPOP", "1", "md:f", "LEFT", "COUNT", "1", "COUNT", "2"], b"-ERR syntax error\r\n"),
+    (["LMPOP", "1", "md:f", "LEFT", "COUNT"], b"-ERR syntax error\r\n"),
+    (["LMPOP", "1", "md:f", "LEFT", "junk"], b"-ERR syntax error\r\n"),
+    (["LMPOP", "1", "md:f"], b"-ERR wrong number of arguments for 'lmpop' command\r\n"),
+    (["SET", "md:str", "x"], b"+OK\r\n"),
+    (["LMPOP", "2", "md:none", "md:str", "LEFT"], WRONGTYPE),
+    (["RPUSH", "md:g", "x"], b":1\r\n"),
+    (["LMPOP", "2", "md:str", "md:g", "LEFT"], WRONGTYPE),
+    (["LMPOP", "2", "md:g", "md:str", "LEFT"], b"*2\r\n$4\r\nmd:g\r\n*1\r\n$1\r\nx\r\n"),
+    (["HSET", "md:h1", "f", "v"], b":1\r\n"),
+    (["HRANDFIELD", "md:h1"], b"$1\r\nf\r\n"),
+    (["HRANDFIELD", "md:h1", "-3"], b"*3\r\n$1\r\nf\r\n$1\r\nf\r\n$1\r\nf\r\n"),
+    (["HRANDFIELD", "md:h1", "-2", "WITHVALUES"], b"*4\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+    (["HRANDFIELD", "md:h1", "5", "withvalues"], b"*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+    (["HRANDFIELD", "md:h1", "1"], b"*1\r\n$1\r\nf\r\n"),
+    (["HRANDFIELD", "md:h1", "0"], b"*0\r\n"),
+    (["HRANDFIELD", "md:none"], b"$-1\r\n"),
+    (["HRANDFIELD", "md:none", "3"], b"*0\r\n"),
+    (["HRANDFIELD", "md:none", "-3", "WITHVALUES"], b"*0\r\n"),
+    (["HRANDFIELD", "md:str"], WRONGTYPE),
+    (["HRANDFIELD", "md:str", "0"], WRONGTYPE),
+    (["HRANDFIELD", "md:h1", "1.5"], b"-ERR value is not an integer or out of range\r\n"),
+    (["HRANDFIELD", "md:h1", "x", "WITHVALUES"],
+     b"-ERR value is not an integer or out of range\r\n"),
+    (["HRANDFIELD", "md:h1", "1", "junk"], b"-ERR syntax error\r\n"),
+    (["HRANDFIELD", "md:h1", "1", "WITHVALUES", "x"], b"-ERR syntax error\r\n"),
+    (["HRANDFIELD", "md:h1", "-9223372036854775808"],
+     b"-ERR value is out of range, value must between -9223372036854775807 and "
+     b"9223372036854775807\r\n"),
+    (["HRANDFIELD", "md:h1", "9223372036854775807", "WITHVALUES"],
+     b"-ERR value is out of range\r\n"),
+    (["HRANDFIELD"], b"-ERR wrong number of arguments for 'hrandfield' command\r\n"),
+    # In a transaction: each answers as it would alone.
+    (["MULTI"], b"+OK\r\n"),
+    (["RPUSH", "md:m", "a", "b", "c"], b"+QUEUED\r\n"),
+    (["LMPOP", "1", "md:m", "RIGHT", "COUNT", "2"], b"+QUEUED\r\n"),
+    (["HRANDFIELD", "md:h1", "-2"], b"+QUEUED\r\n"),
+    (["LMPOP", "2", "md:none", "md:str", "LEFT"], b"+QUEUED\r\n"),
+    (["HRANDFIELD", "md:str", "1"], b"+QUEUED\r\n"),
+    (["LMPOP", "1", "md:none", "LEFT"], b"+QUEUED\r\n"),
+    (["EXEC"], b"*6\r\n:3\r\n*2\r\n$4\r\nmd:m\r\n*2\r\n$1\r\nc\r\n$1\r\nb\r\n"
+     b"*2\r\n$1\r\nf\r\n$1\r\nf\r\n" + WRONGTYPE + WRONGTYPE + b"*-1\r\n"),
+    (["LRANGE", "md:m", "0", "-1"], b"*1\r\n$1\r\na\r\n"),
+    # A wrong argument count while queued: answered at once, EXEC aborts.
+    (["MULTI"], b"+OK\r\n"),
+    (["LMPOP", "1"], b"-ERR wrong number of arguments for 'lmpop' command\r\n"),
+    (["HRANDFIELD"], b"-ERR wrong number of arguments for 'hrandfield' command\r\n"),
+    (["EXEC"], b"-EXECABORT Transaction discarded because of previous errors.\r\n"),
+    (["DEL", "md:g", "md:m", "md:str", "md:h1"], b":3\r\n"),
+]
+
+# The blocking commands where nothing is left to chance: what they find at
+# once, their errors in Redis 7.0's order (a timeout that is not a float,
+# negative, or past 64 bits of ms, which 7.0 calls negative), a short
+# timeout (a null array), and in MULTI their non-blocking forms.
+FIXED_BLOCKING = [
+    (["DEL", "md:b0", "md:b1", "md:b2", "md:b3", "md:bz", "md:bs"], None),
+    (['RPUSH', 'md:b1', 'a', 'b', 'c'], b':3\r\n'),
+    (['BLPOP', 'md:b0', 'md:b1', '0'], b'*2\r\n$5\r\nmd:b1\r\n$1\r\na\r\n'),
+    (['BRPOP', 'md:b0', 'md:b1', '1'], b'*2\r\n$5\r\nmd:b1\r\n$1\r\nc\r\n'),
+    (['BLPOP', 'md:b1', 'x'], b'-ERR timeout is not a float or out of range\r\n'),
+    (['BLMOVE', 'md:b1', 'md:b2', 'LEFT', 'RIGHT', '0'], b'$1\r\nb\r\n'),
+    (['BRPOPLPUSH', 'md:b2', 'md:b3', '0'], b'$1\r\nb\r\n'),
+    (['RPUSH', 'md:b3', 'x', 'y', 'z'], b':4\r\n'),
+    (['BLMPOP', '0', '1', 'md:b3', 'LEFT'], b'*2\r\n$5\r\nmd:b3\r\n*1\r\n$1\r\nb\r\n'),
+    (['BLMPOP', '0', '1', 'md:b3', 'LEFT', 'COUNT', '5'], b'*2\r\n$5\r\nmd:b3\r\n*3\r\n$1\r\nx\r\n$1\r\ny\r\n$1\r\nz\r\n'),
+    (['ZADD', 'md:bz', '1', 'a', '2', 'b', '3', 'c', '4', 'd'], b':4\r\n'),
+    (['BZPOPMIN', 'md:bz', '0'], b'*3\r\n$5\r\nmd:bz\r\n$1\r\na\r\n$1\r\n1\r\n'),
+    (['BZPOPMAX', 'md:b0', 'md:bz', '0'], b'*3\r\n$5\r\nmd:bz\r\n$1\r\nd\r\n$1\r\n4\r\n'),
+    (['BZMPOP', '0', '1', 'md:bz', 'MIN', 'COUNT', '3'], b'*2\r\n$5\r\nmd:bz\r\n*2\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n*2\r\n$1\r\nc\r\n$1\r\n3\r\n'),
+    (['SET', 'md:bs', 'x'], b'+OK\r\n'),
+    (['BLPOP', 'md:bs', '0'], b'-WRONGTYPE Operation against a key holding the wrong kind of value\r\n'),
+    (['BLPOP', 'md:b0', 'md:bs', '0'], b'-WRONGTYPE Operation against a key holding the wrong kind of value\r\n'),
+    (['BZPOPMIN', 'md:bs', '0'], b'-WRONGTYPE Operation against a key holding the wrong kind of value\r\n'),
+    (['BLMOVE', 'md:bs', 'md:b1', 'LEFT', 'LEFT', '0'], b'-WRONGTYPE Operation against a key holding the wrong kind of value\r\n'),
+    (['BLPOP', 'md:b0', '0.01'], b'*-1\r\n'),
+    (['BLMOVE', 'md:b0', 'md:b1', 'LEFT', 'LEFT', '0.01'], b'*-1\r\n'),
+    (['BZMPOP', '0.01', '1', 'md:b0', 'MAX'], b'*-1\r\n'),
+    (['BLPOP', 'md:b1', '-1'], b'-ERR timeout is negative\r\n'),
+    (['BLPOP', 'md:b1', 'inf'], b'-ERR timeout is negative\r\n'),
+    (['BLPOP', 'md:b1', '-inf'], b'-ERR timeout is negative\r\n'),
+    (['BLPOP', 'md:b1', 'nan'], b'-ERR timeout is not a float or out of range\r\n'),
+    (['BLPOP', 'md:b1', '1e400'], b'-ERR timeout is negative\r\n'),
+    (['BLPOP', 'md:b1'], b"-ERR wrong number of arguments for 'blpop' command\r\n"),
+    (['BLMOVE', 'md:b1', 'md:b2', 'UP', 'RIGHT', 'x'], b'-ERR syntax error\r\n'),
+    (['BLMOVE', 'md:b1', 'md:b2', 'LEFT', 'RIGHT', 'x'], b'-ERR timeout is not a float or out of range\r\n'),
+    (['BRPOPLPUSH', 'md:b2', 'md:b3'], b"-ERR wrong number of arguments for 'brpoplpush' command\r\n"),
+    (['BLMPOP', 'x', '1', 'md:b3', 'LEFT'], b'-ERR timeout is not a float or out of range\r\n'),
+    (['BLMPOP', '0', '0', 'md:b3', 'LEFT'], b'-ERR numkeys should be greater than 0\r\n'),
+    (['BLMPOP', '0', '2', 'md:b3', 'LEFT'], b'-ERR syntax error\r\n'),
+    (['BLMPOP', '0', '1', 'md:b3', 'LEFT', 'COUNT', '0'], b'-ERR count should be greater than 0\r\n'),
+    (['BLMPOP', '0', '1', 'md:b3'], b"-ERR wrong number of arguments for 'blmpop' command\r\n"),
+    (['BZPOPMIN', 'md:bz', 'x'], b'-ERR timeout is not a float or out of range\r\n'),
+    (['BZMPOP', '0', '1', 'md:bz', 'MID'], b'-ERR syntax error\r\n'),
+    (['BZMPOP', '-1', '1', 'md:bz', 'MIN'], b'-ERR timeout is negative\r\n'),
+    (['BLPOP', 'md:b0', ' 1'], b'-ERR timeout is not a float or out of range\r\n'),
+    (['MULTI'], b'+OK\r\n'),
+    (['BLPOP', 'md:b0', '0'], b'+QUEUED\r\n'),
+    (['BLMOVE', 'md:b0', 'md:b1', 'LEFT', 'LEFT', '0'], b'+QUEUED\r\n'),
+    (['BRPOPLPUSH', 'md:b0', 'md:b1', '0'], b'+QUEUED\r\n'),
+    (['BZPOPMAX', 'md:b0', '0'], b'+QUEUED\r\n'),
+    (['BLMPOP', '0', '1', 'md:b0', 'LEFT'], b'+QUEUED\r\n'),
+    (['BZMPOP', '0', '1', 'md:b0', 'MIN'], b'+QUEUED\r\n'),
+    (['EXEC'], b'*6\r\n*-1\r\n$-1\r\n$-1\r\n*-1\r\n*-1\r\n*-1\r\n'),
+    (["DEL", "md:b0", "md:b1", "md:b2", "md:b3", "md:bz", "md:bs"], None),
+]
+
+# The same over RESP3 (after HELLO 3): nulls, and WITHVALUES's nested pairs.
+FIXED3 = [
+    (["HSET", "md:h1", "f", "v"], b":1\r\n"),
+    (["HRANDFIELD", "md:h1", "-2", "WITHVALUES"],
+     b"*2\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+    (["HRANDFIELD", "md:h1", "3", "WITHVALUES"], b"*1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+    (["HRANDFIELD", "md:h1", "-2"], b"*2\r\n$1\r\nf\r\n$1\r\nf\r\n"),
+    (["HRANDFIELD", "md:none"], b"_\r\n"),
+    (["HRANDFIELD", "md:none", "2", "WITHVALUES"], b"*0\r\n"),
+    (["RPUSH", "md:f", "a", "b"], b":2\r\n"),
+    (["LMPOP", "1", "md:f", "LEFT", "COUNT", "5"],
+     b"*2\r\n$4\r\nmd:f\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    (["LMPOP", "1", "md:f", "LEFT"], b"_\r\n"),
+    (["MULTI"], b"+OK\r\n"),
+    (["LMPOP", "1", "md:none", "RIGHT"], b"+QUEUED\r\n"),
+    (["HRANDFIELD", "md:h1", "1", "WITHVALUES"], b"+QUEUED\r\n"),
+    (["EXEC"], b"*2\r\n_\r\n*1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+    (["DEL", "md:h1"], b":1\r\n"),
+    (['BLPOP', 'md:b0', '0.01'], b'_\r\n'),
+    (['BZPOPMIN', 'md:b0', '0.01'], b'_\r\n'),
+    (['ZADD', 'md:bz', '1.5', 'q'], b':1\r\n'),
+    (['BZPOPMIN', 'md:bz', '0'], b'*3\r\n$5\r\nmd:bz\r\n$1\r\nq\r\n,1.5\r\n'),
+    (["DEL", "md:bz"], None),
+]
+
+
+def main():
+    port, server = int(sys.argv[1]), sys.argv[2]
+    n = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
+    seed = int(sys.argv[4]) if len(sys.argv) > 4 else 17
+    redis = RedisServer(server)
+    compared = differed = 0
+    try:
+        kv, ref = Conn(port), Conn(redis.port)
+
+        def differs(cmd, got, want, expected=None):
+            nonlocal compared, differed
+            compared += 1
+            bad = got != want
+            if expected is not None and want != expected:
+                print(f"NOTE redis-server answered {want!r} to {cmd!r}, not the "
+                      f"{expected!r} this test expects")
+                bad = True
+            if bad:
+                differed += 1
+                print(f"DIFFERS {cmd!r}: sluice-kv {got!r}, redis-server {want!r}")
+
+        def fixed(cases, a, b):
+            commands = [c for c, _ in cases]
+            got, want = a.ask(commands), b.ask(commands)
+            for i, (cmd, expected) in enumerate(cases):
+                differs(cmd, got[i], want[i], expected)
+
+        def batch(commands, a, b):
+            # Each HRANDFIELD followed by an HGETALL of its key, to check it by.
+            sent = []
+            for cmd in commands:
+                sent.append(cmd)
+                if cmd[0] == "HRANDFIELD" and len(cmd) > 1:
+                    sent.append(["HGETALL", cmd[1]])
+            got, want = a.ask(sent), b.ask(sent)
+            for i, cmd in enumerate(sent):
+                if cmd[0] == "HRANDFIELD" and len(cmd) > 1:
+                    differs(cmd, hrandfield_shape(cmd, got[i], got[i + 1]),
+                            hrandfield_shape(cmd, want[i], want[i + 1]))
+                elif cmd[0] in ("HGETALL", "HKEYS"):
+                    differs(cmd, sorted_reply(got[i]), sorted_reply(want[i]))
+                else:
+                    differs(cmd, got[i], want[i])
+
+        setup = [["DEL"] + LISTS + HASHES + OTHER + ["md:none", "md:f", "md:g", "md:m", "md:h1"],
+                 ["SET", "md:str", "v"], ["SADD", "md:set", "m"], ["ZADD", "md:zset", "1", "m"]]
+        batch(setup, kv, ref)
+        fixed(FIXED, kv, ref)
+        fixed(FIXED_BLOCKING, kv, ref)
+        rng = random.Random(seed)
+        commands = [random_command(rng) for _ in range(n)]
+        for i in range(0, len(commands), 64):
+            batch(commands[i:i + 64], kv, ref)
+        # Over RESP3 (HELLO's own answer differs: not compared).
+        kv3, ref3 = Conn(port), Conn(redis.port)
+        kv3.ask([["HELLO", "3"]])
+        ref3.ask([["HELLO", "3"]])
+        batch(setup, kv3, ref3)
+        fixed(FIXED3, kv3, ref3)
+        commands = [random_command(rng) for _ in range(n // 4)]
+        for i in range(0, len(commands), 64):
+            batch(commands[i:i + 64], kv3, ref3)
+        batch([["DEL"] + LISTS + HASHES + OTHER + ["md:none"]], kv, ref)
+    finally:
+        redis.stop()
+    print(f"misc diff: {compared} replies compared, {differed} differed (seed {seed})")
+    return 0 if differed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
