@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "store.h"
+#include "store_helpers.h"
 #include "wire.h"
 
 namespace kv {
@@ -17,12 +18,7 @@ namespace {
 using wire::count;
 using wire::reader;
 
-Result done(std::string value, bool ok = true) {
-  Result r;
-  r.ok = ok;
-  r.value = std::move(value);
-  return r;
-}
+using detail::done;
 
 // HINCRBY and HINCRBYFLOAT on the field's value (absent: 0); the errors are
 // incrby's and incrbyfloat's (store.h, Result).
@@ -43,10 +39,7 @@ Result increment(std::string* field, bool present, const Command& c) {
   return done(*field);
 }
 
-// The most bytes HRANDFIELD with a negative count makes before it gives up
-// (as SRANDMEMBER's, store_sets.cc: the gateway refuses such counts, and
-// the Store refuses a reply past max_result_bytes anyway).
-constexpr size_t kChoiceBytes = 64u << 20;
+using detail::kChoiceBytes;
 
 // HRANDFIELD's fields (and values), chosen from the seed in `c.value` alone
 // by splitmix64, as SRANDMEMBER chooses members: without a count one; a

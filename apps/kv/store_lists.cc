@@ -6,14 +6,15 @@
 #include <algorithm>
 
 #include "store.h"
+#include "store_helpers.h"
 
 namespace kv {
 
 namespace {
 
-Result done(std::string value, bool ok = true) { return detail::result_of(std::move(value), ok); }
-constexpr auto number = detail::number_or_zero;
+using detail::done;
 using detail::expired;
+using detail::number;
 
 // LRANGE's and LTRIM's range of a list of `len` elements, as Redis takes
 // it: [*first, *last] within the list, or empty (false).

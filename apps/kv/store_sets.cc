@@ -12,13 +12,14 @@
 #include <cstdlib>
 
 #include "store.h"
+#include "store_helpers.h"
 
 namespace kv {
 
 namespace {
 
-Result done(std::string value, bool ok = true) { return detail::result_of(std::move(value), ok); }
-constexpr auto number = detail::number_or_zero;
+using detail::done;
+using detail::number;
 
 // splitmix64: small, exactly specified, the same on every replica.
 struct Chooser {
@@ -31,11 +32,7 @@ struct Chooser {
   }
 };
 
-// The most bytes SRANDMEMBER with a negative count makes before it gives
-// up (a malformed entry must not make a replica allocate without bound;
-// the gateway refuses such counts, and the Store refuses a reply past
-// max_result_bytes anyway).
-constexpr size_t kChoiceBytes = 64u << 20;
+using detail::kChoiceBytes;
 
 // SPOP's and SRANDMEMBER's members: without a count one, with a count >= 0
 // at most that many distinct ones (in byte order), with a count < 0 that

@@ -23,6 +23,7 @@
 #include <map>
 
 #include "store.h"
+#include "store_helpers.h"
 
 namespace kv {
 
@@ -160,7 +161,7 @@ bool decode_zcombine(std::string_view bytes, ZCombine* out) {
 
 namespace {
 
-Result done(std::string value, bool ok = true) { return detail::result_of(std::move(value), ok); }
+using detail::done;
 Result error(std::string text) { return detail::result_of(std::move(text), false); }
 const std::string kMalformed = "ERR malformed sorted set command";
 const std::string kNaN = "ERR resulting score is not a number (NaN)";
@@ -429,11 +430,7 @@ struct Source {
   }
 };
 
-// The most bytes ZRANDMEMBER with a negative count makes before it gives
-// up (a malformed entry must not make a replica allocate without bound;
-// the gateway refuses such counts, and the Store refuses a reply past
-// max_result_bytes anyway).
-constexpr size_t kChoiceBytes = 64u << 20;
+using detail::kChoiceBytes;
 
 // ZRANDMEMBER's members (and scores), chosen from `seed` alone by
 // splitmix64, as SRANDMEMBER's (store_sets.cc): a count >= 0, at most that
