@@ -77,4 +77,16 @@ std::string oom();
 std::string upper(std::string s);
 std::string lower(std::string s);
 
+// The arguments LMPOP and ZMPOP share (and BLMPOP and BZMPOP after their
+// timeout), from args[first]: numkeys key [key ...] END [COUNT n], END one
+// of `a` and `b` (lower case), checked in Redis 7.0's order with its
+// words. Fills *keys, *end (lower case) and *count (1 without COUNT);
+// returns "" or the error reply (resp_args.cc).
+std::string mpop_args(const std::vector<std::string>& args, size_t first, std::string_view a,
+                      std::string_view b, std::vector<std::string>* keys, std::string* end,
+                      int64_t* count);
+// LMOVE's (BLMOVE's) wherefrom and whereto at args[at] and args[at + 1]
+// into (*ends)[0] and [1] as 'L' or 'R'; "" or the error reply.
+std::string move_ends(const std::vector<std::string>& args, size_t at, std::string* ends);
+
 }  // namespace kv::resp

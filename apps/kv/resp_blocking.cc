@@ -101,11 +101,7 @@ bool RespGateway::blocking_command(Conn& c, const std::string& name,
     if (args.size() != (lmove ? 6u : 4u)) return r.answer(wrong_args(lower(name)));
     std::string ends = "RL";
     if (lmove) {
-      for (size_t i = 3; i < 5; ++i) {
-        const std::string end = lower(args[i]);
-        if (end != "left" && end != "right") return r.answer(resp::error("ERR syntax error"));
-        ends[i - 3] = end == "left" ? 'L' : 'R';
-      }
+      if (std::string e = resp::move_ends(args, 3, &ends); !e.empty()) return r.answer(e);
     }
     if (std::string e = parse_timeout(args.back(), &timeout_ms); !e.empty()) return r.answer(e);
     keys = {args[1]};
@@ -117,27 +113,13 @@ bool RespGateway::blocking_command(Conn& c, const std::string& name,
     // [COUNT n]: LMPOP's and ZMPOP's checks, then the timeout.
     const bool list = name == "BLMPOP";
     if (args.size() < 5) return r.answer(wrong_args(lower(name)));
-    int64_t n = 0, count = 1;
-    if (!parse_integer(args[2], &n) || n < 1)
-      return r.answer(resp::error("ERR numkeys should be greater than 0"));
-    if (static_cast<uint64_t>(n) >= args.size() - 3)
-      return r.answer(resp::error("ERR syntax error"));
-    const size_t where = 3 + static_cast<size_t>(n);
-    const std::string end = lower(args[where]);
-    if (list ? end != "left" && end != "right" : end != "min" && end != "max")
-      return r.answer(resp::error("ERR syntax error"));
-    bool counted = false;
-    for (size_t j = where + 1; j < args.size(); ++j) {
-      if (!counted && lower(args[j]) == "count" && j + 1 < args.size()) {
-        counted = true;
-        if (!parse_integer(args[++j], &count) || count < 1)
-          return r.answer(resp::error("ERR count should be greater than 0"));
-      } else {
-        return r.answer(resp::error("ERR syntax error"));
-      }
-    }
+    std::string end;
+    int64_t count = 1;
+    if (std::string e = resp::mpop_args(args, 2, list ? "left" : "min", list ? "right" : "max",
+                                        &keys, &end, &count);
+        !e.empty())
+      return r.answer(e);
     if (std::string e = parse_timeout(args[1], &timeout_ms); !e.empty()) return r.answer(e);
-    keys.assign(args.begin() + 3, args.begin() + static_cast<std::ptrdiff_t>(where));
     cmd.op = list ? Op::kLMPop : Op::kZMPop;
     cmd.expected = encode_names({end, std::to_string(count)});
     kind = list ? Kind::kListMPop : Kind::kZMPop;

@@ -117,37 +117,18 @@ bool RespGateway::list_command(Conn& c, const std::string& name,
     if (args.size() != (lmove ? 5u : 3u)) return r.answer(wrong_args(lower(name)));
     std::string ends = "RL";
     if (lmove) {
-      for (size_t i = 3; i < 5; ++i) {
-        const std::string end = lower(args[i]);
-        if (end != "left" && end != "right") return r.answer(resp::error("ERR syntax error"));
-        ends[i - 3] = end == "left" ? 'L' : 'R';
-      }
+      if (std::string e = resp::move_ends(args, 3, &ends); !e.empty()) return r.answer(e);
     }
     return send(Op::kLMove, args[2], ends, Kind::kGet);
   }
   if (name == "LMPOP") {
-    // (Redis 7.0's lmpopGenericCommand: its order of checks and its words.)
     if (args.size() < 4) return r.answer(wrong_args("lmpop"));
-    int64_t keys = 0, count = 1;
-    if (!parse_integer(args[1], &keys) || keys < 1)
-      return r.answer(resp::error("ERR numkeys should be greater than 0"));
-    if (static_cast<uint64_t>(keys) >= args.size() - 2)
-      return r.answer(resp::error("ERR syntax error"));
-    const size_t where = 2 + static_cast<size_t>(keys);
-    const std::string end = lower(args[where]);
-    if (end != "left" && end != "right") return r.answer(resp::error("ERR syntax error"));
-    bool counted = false;
-    for (size_t j = where + 1; j < args.size(); ++j) {
-      if (!counted && lower(args[j]) == "count" && j + 1 < args.size()) {
-        counted = true;
-        if (!parse_integer(args[++j], &count) || count < 1)
-          return r.answer(resp::error("ERR count should be greater than 0"));
-      } else {
-        return r.answer(resp::error("ERR syntax error"));
-      }
-    }
-    const std::vector<std::string> sources(args.begin() + 2,
-                                           args.begin() + static_cast<std::ptrdiff_t>(where));
+    std::vector<std::string> sources;
+    std::string end;
+    int64_t count = 1;
+    if (std::string e = resp::mpop_args(args, 1, "left", "right", &sources, &end, &count);
+        !e.empty())
+      return r.answer(e);
     // (The log entry's key is the first key; the count is no key.)
     const std::vector<std::string> keyed{args[0], sources.front()};
     if (sources.size() == 1) {

@@ -303,27 +303,12 @@ bool RespGateway::zset_command(Conn& c, const std::string& name,
     return send(Op::kZScan, encode_scan_request(q), std::move(pattern), Kind::kScan);
   }
   if (name == "ZMPOP") {
-    // (Redis's zmpopGenericCommand: its order of checks and its words.)
     if (!arity(4, true)) return r.answer(wrong_args("zmpop"));
-    int64_t keys = 0, count = 1;
-    if (!parse_integer(args[1], &keys) || keys < 1)
-      return r.answer(resp::error("ERR numkeys should be greater than 0"));
-    if (static_cast<uint64_t>(keys) >= args.size() - 2) return r.answer(resp::error(kSyntax));
-    const size_t where = 2 + static_cast<size_t>(keys);
-    const std::string how = lower(args[where]);
-    if (how != "min" && how != "max") return r.answer(resp::error(kSyntax));
-    bool counted = false;
-    for (size_t j = where + 1; j < args.size(); ++j) {
-      if (!counted && lower(args[j]) == "count" && j + 1 < args.size()) {
-        counted = true;
-        if (!parse_integer(args[++j], &count) || count < 1)
-          return r.answer(resp::error("ERR count should be greater than 0"));
-      } else {
-        return r.answer(resp::error(kSyntax));
-      }
-    }
-    const std::vector<std::string> sources(args.begin() + 2,
-                                           args.begin() + static_cast<std::ptrdiff_t>(where));
+    std::vector<std::string> sources;
+    std::string how;
+    int64_t count = 1;
+    if (std::string e = resp::mpop_args(args, 1, "min", "max", &sources, &how, &count); !e.empty())
+      return r.answer(e);
     // (The log entry's key is the first key; the count is no key.)
     const std::vector<std::string> keyed{args[0], sources.front()};
     return submit_keyed(c, name, keyed, client, index, r, now,

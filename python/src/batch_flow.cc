@@ -147,8 +147,7 @@ BatchFlowState& PyBatchFlow::get() {
 
 uint32_t PyBatchFlow::max_record_bytes() {
   BatchFlowState& f = get();
-  return f.replicate ? f.replicated->spec().max_record_bytes()
-                     : f.shuffle->spec().max_record_bytes();
+  return f.spec().max_record_bytes();
 }
 
 std::vector<std::tuple<uint32_t, uint32_t>> PyBatchFlow::targets() {
@@ -207,8 +206,7 @@ void PyBatchFlow::push(nb::object batch, std::optional<uint32_t> to, std::option
     nb::gil_scoped_release unlocked;
     const std::span<const std::byte> rec = f.encoder.encode(*array, *schema);
     encoded = rec.size();
-    if (encoded > (f.replicate ? f.replicated->spec().max_record_bytes()
-                               : f.shuffle->spec().max_record_bytes())) {
+    if (encoded > f.spec().max_record_bytes()) {
       s = Status::kInvalid;
     } else if (worker == nullptr) {
       s = to ? f.source.push_to(*to, rec, deadline_of(timeout))
@@ -304,8 +302,7 @@ Status PyBatchFlow::take(Deadline deadline, std::vector<uintptr_t>* out) {
   {
     nb::gil_scoped_release unlocked;
     f.kept.release_queued([&](uint64_t id) { f.target.release(id); });
-    const uint32_t ring = f.replicate ? f.replicated->spec().effective_ring_segments()
-                                      : f.shuffle->spec().effective_ring_segments();
+    const uint32_t ring = f.spec().effective_ring_segments();
     error = f.kept.ring_full(ring, f.sources, "record batches");
     if (!error.empty()) {
       s = Status::kInvalid;

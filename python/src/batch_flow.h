@@ -31,6 +31,8 @@ struct BatchFlowState {
   ~BatchFlowState();
   // Ends the flow (its ends and declaration); keeps the schema.
   void end();
+  // The declared flow's spec, whichever kind it is.
+  const FlowSpec& spec() const { return replicate ? replicated->spec() : shuffle->spec(); }
 
   std::string name;
   bool replicate = false;
