@@ -42,6 +42,9 @@ def alltoallv(cluster: Cluster, name: str, sends: Sequence[Annotated[NDArray[num
 def route_rows(records: Annotated[NDArray[numpy.uint8], dict(shape=(None,), order='C', device='cpu', writable=False)], itemsize: int, key_offset: int, key_size: int, targets: int) -> Annotated[NDArray[numpy.uint32], dict(shape=(None,))]:
     """Each record's target by the hash of its key bytes."""
 
+def route_columns(columns: Sequence[tuple[Annotated[NDArray[numpy.uint8], dict(shape=(None,), order='C', device='cpu', writable=False)], int, Annotated[NDArray[numpy.uint8], dict(shape=(None,), order='C', device='cpu', writable=False)] | None, int, Annotated[NDArray[numpy.uint8], dict(shape=(None,), order='C', device='cpu', writable=False)] | None, int]], rows: int, targets: int) -> Annotated[NDArray[numpy.uint32], dict(shape=(None,))]:
+    """Each row's target by the hash of its key columns' bytes (nulls: none)."""
+
 class Region:
     @property
     def name(self) -> str: ...

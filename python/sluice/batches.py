@@ -57,40 +57,60 @@ def copy_batch(batch: "pa.RecordBatch") -> "pa.RecordBatch":
     return pa.ipc.open_stream(sink.getvalue()).read_next_batch()
 
 
-def _key_bytes(batch: "pa.RecordBatch", name: str) -> np.ndarray:
-    """Column ``name``'s values as the bytes Arrow holds them in, one row a
-    numpy void of the value's width (booleans: one byte, 0 or 1)."""
+def _key_column(batch: "pa.RecordBatch", name: str) -> tuple:
+    """Column ``name`` as ``_sluice.route_columns`` reads it: its values'
+    bytes where Arrow holds them (no copy but for booleans and dictionary
+    columns, whose values are taken), offsets for strings and binaries, and
+    the validity bitmap where it holds nulls."""
     if name not in batch.schema.names:
         raise InvalidArgument(f"key {name!r} is not a column of the batch "
                               f"({', '.join(batch.schema.names)})")
     col = batch.column(name)
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
     t = col.type
-    if col.null_count:
-        raise InvalidArgument(f"key column {name!r} holds nulls, which route nowhere")
-    if pa.types.is_boolean(t):
-        return col.to_numpy(zero_copy_only=False).astype(np.uint8).view("V1")
+    n = len(col)
+    bufs = col.buffers()
+
+    def u8(buf: Any) -> np.ndarray:
+        return np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.empty(0, np.uint8)
+
+    validity = u8(bufs[0]) if col.null_count and bufs[0] is not None else None
+    if pa.types.is_boolean(t):  # one byte a row, 0 or 1 (its bitmap is bits)
+        values = np.ascontiguousarray(col.fill_null(False).to_numpy(zero_copy_only=False),
+                                      dtype=np.uint8)
+        return (values, 1, None, 0, validity, col.offset)
     fixed = (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t) or
              pa.types.is_decimal(t) or pa.types.is_fixed_size_binary(t))
-    if not fixed or pa.types.is_dictionary(t):
-        raise InvalidArgument(f"key column {name!r} is {t}: route by fixed-width columns "
-                              "(integers, floats, booleans, decimals, dates, times, "
-                              "timestamps, fixed-size binaries), or give a target per row")
-    width = t.bit_width // 8
-    data = np.frombuffer(col.buffers()[1], dtype=f"V{width}")
-    return data[col.offset:col.offset + len(col)]
+    if fixed:
+        width = t.bit_width // 8
+        values = u8(bufs[1])[col.offset * width:(col.offset + n) * width]
+        return (values, width, None, 0, validity, col.offset)
+    if pa.types.is_string(t) or pa.types.is_binary(t):
+        offsets = u8(bufs[1])[col.offset * 4:(col.offset + n + 1) * 4]
+        return (u8(bufs[2]), 0, offsets, 4, validity, col.offset)
+    if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        offsets = u8(bufs[1])[col.offset * 8:(col.offset + n + 1) * 8]
+        return (u8(bufs[2]), 0, offsets, 8, validity, col.offset)
+    raise InvalidArgument(f"key column {name!r} is {t}: route by integers, floats, booleans, "
+                          "decimals, dates, times, timestamps, fixed-size binaries, strings or "
+                          "binaries (dictionary-encoded or not), or give a target per row")
 
 
 def key_targets(batch: "pa.RecordBatch", by: Sequence[str], targets: int) -> np.ndarray:
     """Each row's target index among ``targets`` by the hash of its key
-    columns' bytes, packed in the order given: the routing of a numpy
-    flow declared with a key field of the same bytes (``sluice::hash_bytes``
-    then ``reduce_hash``, as C++ flows route by ``.key()``)."""
-    parts = [_key_bytes(batch, name) for name in by]
-    rec = np.empty(batch.num_rows, np.dtype([(f"k{i}", p.dtype) for i, p in enumerate(parts)]))
-    for i, p in enumerate(parts):
-        rec[f"k{i}"] = p
-    size = rec.dtype.itemsize
-    return _sluice.route_rows(rec.view(np.uint8), size, 0, size, targets)
+    columns' bytes, concatenated in the order given: a fixed-width value's
+    bytes, a string's or binary's own bytes (no length), nothing for a null
+    (so rows whose keys are null go to one target). Hashed as
+    ``sluice::hash_bytes`` then ``reduce_hash``: fixed-width keys without
+    nulls route as a numpy flow keyed by a field of the same bytes, and a
+    string key as a C++ flow routing ``hash_bytes`` of the string."""
+    columns = [_key_column(batch, name) for name in by]
+    if not columns:
+        raise InvalidArgument("key_targets: name at least one key column")
+    if batch.num_rows == 0:
+        return np.empty(0, np.uint32)
+    return _sluice.route_columns(columns, batch.num_rows, targets)
 
 
 class BatchFlow:

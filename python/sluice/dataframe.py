@@ -24,11 +24,11 @@ Rows travel as Arrow IPC streams, one from every rank to every rank
 (``Cluster.alltoallv``, through a flow of byte records, not the registry),
 so any Arrow type goes (lists, structs, dictionaries, nulls); a received
 table's buffers are views of the bytes that arrived (one copy out of the
-flow's rings, none after). The key columns are hashed as one fixed-size
-record: integers, floats, booleans, dates, times, timestamps, durations,
-decimals, strings and binaries can be keys (a string as wide as the longest
-key value on any rank, agreed first), and tables to be joined on a key must
-give it the same type on both sides. Every rank calls each function in the
+flow's rings, none after). A row's owner is the hash of its key columns'
+bytes, as batch flows route (``sluice.batches.key_targets``): integers,
+floats, booleans, dates, times, timestamps, durations, decimals, strings
+and binaries can be keys, nulls included, and tables to be joined on a key
+must give it the same type on both sides. Every rank calls each function in the
 same order (they are collectives), with tables of the same schema;
 ``InvalidArgument`` names a rank whose schema differs and a key column of a
 type that cannot be hashed.
@@ -38,11 +38,12 @@ Needs pyarrow (and duckdb for ``sql``): ``pip install sluice[dataframe]``.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from . import Cluster, InvalidArgument, View, _sluice
+from . import Cluster, InvalidArgument, View
+from .batches import key_targets
 
 try:
     import pyarrow as pa
@@ -68,143 +69,42 @@ def to_table(data: Any) -> "pa.Table":
                           f"relation or a pandas DataFrame, not {type(data).__name__}")
 
 
-# How a key column is hashed: "fixed" (its values' bytes), "bool" (a byte
-# per value), "string" (a fixed-width field and a length). A dictionary-
-# encoded column (a pandas categorical) is hashed by its values, decoded
-# (_key_columns): its indices differ from rank to rank.
-def _key_kind(name: str, t: "pa.DataType") -> Tuple[str, Optional[np.dtype]]:
+def _check_key(name: str, t: "pa.DataType") -> None:
+    """Raises InvalidArgument if a key column of type ``t`` cannot be hashed."""
     if pa.types.is_dictionary(t):
-        return _key_kind(name, t.value_type)
-    if pa.types.is_boolean(t):
-        return "bool", np.dtype("?")
-    if pa.types.is_string(t) or pa.types.is_binary(t):
-        return "string", None
-    if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
-        return "string", None
-    if pa.types.is_decimal(t) or (pa.types.is_fixed_size_binary(t)):
-        return "fixed", np.dtype(f"V{t.byte_width}")
-    if (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)) and \
-            t.bit_width % 8 == 0:
-        return "fixed", np.dtype(f"V{t.bit_width // 8}")
+        return _check_key(name, t.value_type)
+    if (pa.types.is_boolean(t) or pa.types.is_string(t) or pa.types.is_binary(t) or
+            pa.types.is_large_string(t) or pa.types.is_large_binary(t) or
+            pa.types.is_decimal(t) or pa.types.is_fixed_size_binary(t) or
+            ((pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)) and
+             t.bit_width % 8 == 0)):
+        return None
     raise InvalidArgument(f"sluice.dataframe: key column {name!r} is of type {t}, which cannot "
                           "be hashed (keys of fixed-width values, decimals, booleans, strings "
                           "and binaries can)")
 
 
-def _bits(buf: Optional["pa.Buffer"], offset: int, n: int) -> Optional[np.ndarray]:
-    if buf is None:
-        return None
-    return np.unpackbits(np.frombuffer(buf, np.uint8), bitorder="little")[offset:offset + n] \
-        .astype(bool)
-
-
-class _KeyLayout:
-    """The key columns of a row as one fixed-size record that every rank
-    builds alike (strings as wide as the longest on any rank, beside their
-    length; a validity byte where any rank has nulls; a null's bytes
-    zeroed), so that equal keys are equal bytes and hash to one rank."""
-
-    def __init__(self, schema: "pa.Schema", widths: dict, nullable: set):
-        self.columns = []  # (name, type, kind, field dtype, width, nullable)
-        fields = []
-        for f in schema:
-            kind, dt = _key_kind(f.name, f.type)
-            width = 0
-            if kind == "string":
-                width = max(1, widths.get(f.name, 0))
-                dt = np.dtype(f"S{width}")
-            fields.append((f.name, dt))
-            if kind == "string":
-                fields.append((f"{f.name}.len", np.dtype("<u4")))
-            if f.name in nullable:
-                fields.append((f"{f.name}.valid", np.dtype("?")))
-            self.columns.append((f.name, f.type, kind, dt, width, f.name in nullable))
-        self.dtype = np.dtype(fields)
-
-    def records(self, table: "pa.Table") -> np.ndarray:
-        n = table.num_rows
-        rec = np.zeros(n, self.dtype)
-        if n == 0:
-            return rec
-        for (name, t, kind, dt, width, nullable), col in zip(self.columns, table.columns):
-            arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-            bufs = arr.buffers()
-            valid = _bits(bufs[0], arr.offset, n)
-            if kind == "bool":
-                rec[name] = _bits(bufs[1], arr.offset, n)
-            elif kind == "fixed":
-                rec[name] = np.frombuffer(bufs[1], dt, count=n, offset=arr.offset * dt.itemsize)
-            else:
-                wide = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
-                offsets = np.frombuffer(bufs[1], np.int64 if wide else np.int32, count=n + 1,
-                                        offset=arr.offset * (8 if wide else 4)).astype(np.int64)
-                lengths = np.diff(offsets)
-                if valid is not None:
-                    lengths = np.where(valid, lengths, 0)
-                data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else \
-                    np.empty(0, np.uint8)
-                # Row i's field: the `width` bytes from its offset (a window
-                # of the data, read past its end into the next values, then
-                # zeroed past its length).
-                padded = np.concatenate([data[:offsets[-1]], np.zeros(width, np.uint8)])
-                windows = np.lib.stride_tricks.sliding_window_view(padded, width)
-                mat = windows[offsets[:-1]]
-                mat[np.arange(width)[None, :] >= lengths[:, None]] = 0
-                rec[name] = mat.view(dt).reshape(n)
-                rec[f"{name}.len"] = lengths
-            if nullable:
-                rec[f"{name}.valid"] = True if valid is None else valid
-                if valid is not None and kind != "string":
-                    # Arrow leaves a null's value undefined: zeros, so that
-                    # equal keys are equal bytes.
-                    rec[name][~valid] = np.zeros(1, rec[name].dtype)[0]
-        return rec
-
-
-def _key_columns(table: "pa.Table", by: Sequence[str]) -> "pa.Table":
-    """The key columns of `table`, dictionary-encoded ones decoded."""
-    keys = table.select(by)
-    for i, f in enumerate(keys.schema):
-        if pa.types.is_dictionary(f.type):
-            keys = keys.set_column(i, pa.field(f.name, f.type.value_type, f.nullable),
-                                   keys.column(i).cast(f.type.value_type))
-    return keys
-
-
-def _describe(table: "pa.Table", by: Sequence[str]) -> dict:
-    widths, nulls = {}, []
-    keys = _key_columns(table, by)
-    for k in by:
-        col = keys.column(k)
-        if col.null_count:
-            nulls.append(k)
-        if _key_kind(k, col.type)[0] == "string" and table.num_rows:
-            import pyarrow.compute as pc
-            longest = pc.max(pc.binary_length(col)).as_py()
-            widths[k] = int(longest or 0)
-    # (compared without metadata: pandas' differs from rank to rank)
-    return {"schema": table.schema.remove_metadata().serialize().to_pybytes(), "widths": widths,
-            "nulls": nulls}
-
-
-def _agree(cluster: Cluster, table: "pa.Table", by: Sequence[str],
-           view: Optional[View]) -> _KeyLayout:
-    mine = _describe(table, by)
+def _agree(cluster: Cluster, table: "pa.Table", view: Optional[View]) -> None:
+    """Raises InvalidArgument on every rank if any rank's table has another
+    schema (compared without metadata: pandas' differs from rank to rank)."""
+    mine = table.schema.remove_metadata().serialize().to_pybytes()
     got = cluster.allgather(mine, view=view)
     parts = list(got.values) if view is not None else got
     ranks = list(got.ranks) if view is not None else list(range(len(parts)))
-    widths, nulls = {}, set()
-    for rank, p in zip(ranks, parts):
-        if p["schema"] != mine["schema"]:
-            theirs = pa.ipc.read_schema(pa.py_buffer(p["schema"]))
+    for rank, theirs in zip(ranks, parts):
+        if theirs != mine:
+            other = pa.ipc.read_schema(pa.py_buffer(theirs))
             raise InvalidArgument(f"sluice.dataframe: rank {rank}'s table has another schema "
-                                  f"({theirs.to_string(show_schema_metadata=False)!r}) than "
+                                  f"({other.to_string(show_schema_metadata=False)!r}) than "
                                   f"rank {cluster.rank}'s "
                                   f"({table.schema.to_string(show_schema_metadata=False)!r})")
-        for k, w in p["widths"].items():
-            widths[k] = max(widths.get(k, 0), w)
-        nulls.update(p["nulls"])
-    return _KeyLayout(_key_columns(table.slice(0, 0), by).schema, widths, nulls)
+
+
+def _owners(table: "pa.Table", by: Sequence[str], n: int) -> np.ndarray:
+    """Each row's owner among ``n`` ranks: the hash of its key columns'
+    values (batch flows' key routing, ``sluice.batches.key_targets``)."""
+    keys = pa.record_batch([table.column(k).combine_chunks() for k in by], names=list(by))
+    return key_targets(keys, list(by), n)
 
 
 def _ipc(table: "pa.Table") -> Any:
@@ -218,16 +118,14 @@ def _ipc(table: "pa.Table") -> Any:
 
 def _exchange(cluster: Cluster, table: "pa.Table", by: Sequence[str], root: Optional[int],
               view: Optional[View]) -> "pa.Table":
-    keys = _agree(cluster, table, by, view)
+    _agree(cluster, table, view)
     ranks = list(view.members) if view is not None else list(range(cluster.world_size))
     n = len(ranks)
     if root is not None:
         parts = [table.slice(0, 0)] * n
         parts[ranks.index(root)] = table
     else:
-        rec = keys.records(_key_columns(table, by))
-        targets = _sluice.route_rows(rec.view(np.uint8), rec.dtype.itemsize, 0,
-                                     rec.dtype.itemsize, n)
+        targets = _owners(table, by, n)
         order = np.argsort(targets, kind="stable")
         starts = np.concatenate([[0], np.cumsum(np.bincount(targets, minlength=n))])
         ordered = table.take(pa.array(order)) if table.num_rows else table
@@ -257,7 +155,7 @@ def repartition(cluster: Cluster, data: Any, by: Union[str, Sequence[str]],
         if k not in table.schema.names:
             raise InvalidArgument(f"sluice.dataframe.repartition: by names {k!r}, which is not "
                                   f"a column of the table ({', '.join(table.schema.names)})")
-        _key_kind(k, table.schema.field(k).type)
+        _check_key(k, table.schema.field(k).type)
     return _exchange(cluster, table, by, None, view)
 
 

@@ -27,6 +27,7 @@
 #include "batch_flow.h"
 #include "combiner.h"
 #include "declare.h"
+#include "key_routing.h"
 #include "py_errors.h"
 #include "py_worker.h"
 #include "records_flow.h"
@@ -540,33 +541,6 @@ std::vector<OutArray> alltoallv_of(PyCluster& cluster, const std::string& name,
   return out;
 }
 
-// Each record's target by a hash of its key bytes [key_offset, key_offset +
-// key_size) over `targets` targets: the routing of a flow declared with that
-// key (RecordsFlow::route), for records that travel otherwise.
-nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>> route_rows(ByteArray records, uint32_t itemsize,
-                                                         uint32_t key_offset, uint32_t key_size,
-                                                         uint32_t targets) {
-  if (itemsize == 0 || records.size() % itemsize != 0 || key_offset + key_size > itemsize ||
-      targets == 0) {
-    raise(exc.invalid, "route_rows: records of " + std::to_string(itemsize) +
-                           " bytes with a key at [" + std::to_string(key_offset) + ", " +
-                           std::to_string(key_offset + key_size) + ") over " +
-                           std::to_string(targets) + " targets");
-  }
-  const size_t n = records.size() / itemsize;
-  auto* out = new std::vector<uint32_t>(n);
-  nb::capsule owner(out, [](void* p) noexcept { delete static_cast<std::vector<uint32_t>*>(p); });
-  const auto* data = reinterpret_cast<const std::byte*>(records.data());
-  {
-    nb::gil_scoped_release unlocked;
-    for (size_t i = 0; i < n; ++i) {
-      const std::span<const std::byte> key(data + i * itemsize + key_offset, key_size);
-      (*out)[i] = reduce_hash(hash_bytes(key), targets);
-    }
-  }
-  return nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>>(out->data(), {n}, owner);
-}
-
 nb::handle new_exception(nb::module_& m, const char* name, nb::handle base,
                          nb::handle second = nb::handle(), const char* doc = nullptr) {
   const std::string qualified = nb::cast<std::string>(m.attr("__name__")) + "." + name;
@@ -629,9 +603,7 @@ NB_MODULE(_sluice, m) {
   m.def("alltoallv", &alltoallv_of, "cluster"_a, "name"_a, "sends"_a, "view"_a.none(),
         "segment_bytes"_a, "timeout"_a.none(),
         "One buffer to every rank taking part, one from each (MPI's Alltoallv).");
-  m.def("route_rows", &route_rows, "records"_a.noconvert(), "itemsize"_a, "key_offset"_a,
-        "key_size"_a, "targets"_a, "Each record's target by the hash of its key bytes.");
-
+  bind_key_routing(m);
   bind_regions(m);
   bind_combiner(m);
   bind_batches(m);

@@ -4,7 +4,8 @@ half floats, booleans, decimals, timestamps with a zone, dates, strings,
 large strings, binaries, fixed-size binaries, lists, large lists,
 fixed-size lists, structs, maps, dictionaries, a null column; nulls in
 each) and pushes it to every rank: half of it routed row by row (by the
-program, then by the hash of its key column), the rest
+program, then by the hash of its int64 key column, then by the hash of a
+dictionary-encoded string column and a string column with nulls), the rest
 as slices of whole batches, one of them larger than a record (sent as
 slices); a target checks every batch it receives against the rows its
 source made (Arrow's equality, after Arrow's full validation), exactly
@@ -27,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 import sluice
+from sluice.batches import key_targets
 from report import exit_if_any
 from zero_copy import ring_mappings
 
@@ -107,18 +109,24 @@ class Checker:
 
     def expected_keys(self):
         """The keys rank `me` must receive: every row of the first quarter
-        routed to it by the program, every row of the second whose key's
-        hash names it (as a numpy flow keyed by an int64 field routes), and
-        every row of the second half of every source (whole batches, sent
-        to every rank)."""
+        routed to it by the program, every row of the next eighth whose
+        key's hash names it (as a numpy flow keyed by an int64 field
+        routes), every row of the eighth after whose (city, name) hash names
+        it, and every row of the second half of every source (whole
+        batches, sent to every rank)."""
         out = []
         for t in self.tables:
-            quarter, half = t.num_rows // 4, t.num_rows // 2
-            first, second = t.slice(0, quarter), t.slice(quarter, half - quarter)
+            quarter, eighth, half = t.num_rows // 4, t.num_rows // 8, t.num_rows // 2
+            first = t.slice(0, quarter)
+            by_key = t.slice(quarter, eighth)
+            by_names = t.slice(quarter + eighth, half - quarter - eighth)
             out.append(first.column("key").to_numpy()[routed(first, self.world) == self.me])
-            keys = np.ascontiguousarray(second.column("key").to_numpy())
+            keys = np.ascontiguousarray(by_key.column("key").to_numpy())
             owner = sluice._sluice.route_rows(keys.view(np.uint8), 8, 0, 8, self.world)
             out.append(keys[owner == self.me])
+            batch = by_names.combine_chunks().to_batches()[0]
+            owner = key_targets(batch, ["city", "name"], self.world)
+            out.append(batch.column("key").to_numpy()[owner == self.me])
             out.append(t.column("key").to_numpy()[half:])
         return np.sort(np.concatenate(out))
 
@@ -145,11 +153,12 @@ def push_all(src, tables, me, world, big_from, failure):
     try:
         with src:
             t = tables[me]
-            quarter, half = t.num_rows // 4, t.num_rows // 2
-            for lo, hi, by_key in ((0, quarter, False), (quarter, half, True)):
+            quarter, eighth, half = t.num_rows // 4, t.num_rows // 8, t.num_rows // 2
+            for lo, hi, by in ((0, quarter, None), (quarter, quarter + eighth, "key"),
+                               (quarter + eighth, half, ["city", "name"])):
                 for start in range(lo, hi, 700):
                     part = t.slice(start, min(700, hi - start)).combine_chunks().to_batches()[0]
-                    src.push(part, to="key" if by_key else routed(part, world))
+                    src.push(part, to=by if by is not None else routed(part, world))
             rest = t.slice(half).combine_chunks().to_batches()[0]
             for target in range(world):
                 # one batch larger than a record (it goes as slices), then
