@@ -41,6 +41,9 @@ Cluster Cluster::join(const ClusterOptions& options) {
     log::set_tag("spare");
     log::info("waiting as a spare of the job at ", impl->options.registry, " until one of its ",
               impl->boot.world_size, " ranks dies");
+  } else if (impl->boot.join) {
+    log::set_tag("joiner");
+    log::info("joining the running job at ", impl->options.registry, " in a free rank number");
   } else {
     log::set_tag("rank " + std::to_string(impl->boot.rank));
   }
@@ -62,9 +65,10 @@ Cluster Cluster::join(const ClusterOptions& options) {
   if (impl->boot.spare)
     detail::counters::set_job(impl->options.registry, detail::counters::kSpareRank);
   impl->client = control::RegistryClient::connect(impl->boot, co);
-  if (impl->boot.spare) {
-    // The registry gave this spare a died rank's place: from here on it is
-    // that rank's next incarnation, as a restarted process would be.
+  if (impl->boot.rankless()) {
+    // The registry gave this spare a died rank's place (this joiner a free
+    // number): from here on it is that rank's next incarnation, as a
+    // restarted process would be.
     impl->boot.rank = impl->client->rank();
     impl->options.rank = impl->boot.rank;
     log::set_tag("rank " + std::to_string(impl->boot.rank));

@@ -28,6 +28,7 @@ const std::set<std::string>& known_variables() {
   static const std::set<std::string> names = {
       "SLUICE_RANK",
       "SLUICE_SPARE",
+      "SLUICE_JOIN",
       "SLUICE_WORLD_SIZE",
       "SLUICE_REGISTRY",
       "SLUICE_REGISTRY_PORT",

@@ -174,7 +174,9 @@ class Cluster {
 
   /// This process's rank in the job: 0 .. world_size() - 1.
   uint32_t rank() const;
-  /// The number of ranks in the job.
+  /// The number of ranks in the job: of rank numbers, in an elastic job
+  /// (`sluice run --max-ranks M`: M, the numbers no process holds yet
+  /// included; view().members says which are in).
   uint32_t world_size() const;
   /// The options in force: those given to join(), with rank, world_size,
   /// registry and secret as the bootstrap resolved them.
@@ -195,8 +197,9 @@ class Cluster {
   /// died or stopped heart-beating): false while it is alive, after such a
   /// failure, and once it joined again as a new incarnation. Lets a rank
   /// tell a peer that finished from one that crashed, e.g. a replica
-  /// restarted after its clients were done. Cheap (an atomic load). Throws
-  /// Error(kInvalidArgument) if `rank` does not exist.
+  /// restarted after its clients were done. True, too, for an elastic job's
+  /// vacancy (a number no process has held yet). Cheap (an atomic load).
+  /// Throws Error(kInvalidArgument) if `rank` does not exist.
   bool left(uint32_t rank) const;
   /// The ranks alive() reports, in increasing order (this rank included while
   /// the registry is reachable).

@@ -103,23 +103,38 @@ BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int
     }
     info.spare = *spare == "1";
   }
+  if (const std::string* join = find(env, "SLUICE_JOIN"); join != nullptr) {
+    if (*join != "0" && *join != "1") {
+      throw Error(ErrorCode::kBootstrap,
+                  log::cat("SLUICE_JOIN='", *join,
+                           "' is not 0 or 1 (1: join the running job as a new member)"));
+    }
+    info.join = *join == "1";
+  }
+  if (info.spare && info.join) {
+    throw Error(ErrorCode::kBootstrap,
+                "SLUICE_SPARE=1 and SLUICE_JOIN=1 are both set: a spare waits for a died rank's "
+                "place, a joiner takes a free rank number at once; give one or the other");
+  }
   const Source* source = nullptr;
   for (const Source& s : sources()) {
     // A spare's world size is SLUICE_WORLD_SIZE's: a launcher's own count
     // (SLURM_NTASKS, ...) would include the spares.
-    if (info.spare ? &s == &sources().front() && find(env, s.size_vars.front()) != nullptr
-                   : find(env, s.rank_var) != nullptr) {
+    if (info.rankless() ? &s == &sources().front() && find(env, s.size_vars.front()) != nullptr
+                        : find(env, s.rank_var) != nullptr) {
       source = &s;
       break;
     }
   }
-  if (info.spare && (override_rank >= 0 || find(env, "SLUICE_RANK") != nullptr)) {
+  if (info.rankless() && (override_rank >= 0 || find(env, "SLUICE_RANK") != nullptr)) {
     throw Error(ErrorCode::kBootstrap,
-                log::cat("SLUICE_SPARE=1 and a rank (",
+                log::cat(info.spare ? "SLUICE_SPARE=1" : "SLUICE_JOIN=1", " and a rank (",
                          override_rank >= 0 ? std::string("in the options")
                                             : "SLUICE_RANK=" + *find(env, "SLUICE_RANK"),
-                         ") are both given: a spare has no rank until it takes a died rank's "
-                         "place; give one or the other"));
+                         ") are both given: a ",
+                         info.spare ? "spare has no rank until it takes a died rank's place"
+                                    : "joiner has no rank until the registry gives it one",
+                         "; give one or the other"));
   }
 
   // Rank and world size: the options win over the environment, field by field.
@@ -128,6 +143,9 @@ BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int
   if (info.spare) {
     info.rank = kSpareRank;
     rank_from = "SLUICE_SPARE";
+  } else if (info.join) {
+    info.rank = kJoinerRank;
+    rank_from = "SLUICE_JOIN";
   } else if (override_rank >= 0) {
     if (override_rank > std::numeric_limits<int32_t>::max()) {
       throw Error(ErrorCode::kBootstrap,
@@ -166,10 +184,12 @@ BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int
                            " is not, so the world size is unknown; set it, or ", kHowToJoin));
     }
     info.world_size = parse_count(world_from, *value, "a world size");
-  } else if (info.spare) {
+  } else if (info.rankless()) {
     throw Error(ErrorCode::kBootstrap,
-                "SLUICE_SPARE=1 but SLUICE_WORLD_SIZE is not set: a spare must know the job's "
-                "world size (its ranks, spares not counted)");
+                log::cat(info.spare ? "SLUICE_SPARE=1" : "SLUICE_JOIN=1",
+                         " but SLUICE_WORLD_SIZE is not set: a ", info.spare ? "spare" : "joiner",
+                         " must know the job's world size (its rank numbers, spares not "
+                         "counted)"));
   } else {
     throw Error(ErrorCode::kBootstrap,
                 log::cat("the rank is given in the options but the world size is not, and no "
@@ -180,7 +200,7 @@ BootstrapInfo parse_bootstrap(const std::map<std::string, std::string>& env, int
     throw Error(ErrorCode::kBootstrap, log::cat("world size 0 (from ", world_from,
                                                 ") is invalid: a job has at least one rank"));
   }
-  if (!info.spare && info.rank >= info.world_size) {
+  if (!info.rankless() && info.rank >= info.world_size) {
     throw Error(ErrorCode::kBootstrap,
                 log::cat("rank ", info.rank, " (from ", rank_from, ") is not below the world size ",
                          info.world_size, " (from ", world_from, ")"));

@@ -30,10 +30,19 @@ struct BootstrapInfo {
   // SLUICE_SPARE=1: the process waits in the job as a spare, without a rank,
   // until a rank dies; then it joins as that rank's next incarnation.
   bool spare = false;
+  // SLUICE_JOIN=1: the process joins the running job as a new member, with
+  // the rank number the registry gives it (an elastic job's vacancy, or a
+  // rank that left), as that number's next incarnation.
+  bool join = false;
+  // Without a rank until the registry gives it one (a spare or a joiner).
+  bool rankless() const { return spare || join; }
 };
 
 // BootstrapInfo::rank of a spare that has no rank yet.
 inline constexpr uint32_t kSpareRank = 0xFFFFFFFFu;
+// BootstrapInfo::rank of a joiner that has no rank yet (protocol.h's
+// kJoinRank, what its HELLO says).
+inline constexpr uint32_t kJoinerRank = 0xFFFFFFFEu;
 
 // Reads `env` (name -> value). Throws Error(kBootstrap) with a message naming
 // the missing or malformed variable and how to fix it (e.g. "run under

@@ -14,8 +14,8 @@ using Labels = std::vector<std::pair<const char*, std::string>>;
 
 // Endpoint states as COUNTERS numbers them (1..5), and rank states.
 constexpr const char* kEndpointStates[] = {"open", "closing", "ended", "failed", "aborted"};
-constexpr const char* kRankStates[] = {"absent", "alive", "left", "died"};
-constexpr const char* kViewCauses[] = {"died", "left", "rejoined"};
+constexpr const char* kRankStates[] = {"absent", "alive", "left", "died", "vacant"};
+constexpr const char* kViewCauses[] = {"died", "left", "rejoined", "joined"};
 
 // Length of the UTF-8 sequence at s[i], or 0 if it is not a valid one
 // (overlong forms, surrogates and code points above U+10FFFF included).
@@ -191,12 +191,13 @@ std::string JobMetrics::render(const std::string& job, const std::vector<RankVie
   Exposition x(job);
 
   x.begin("sluice_membership_epoch", "gauge",
-          "The membership view's epoch: 0 as launched, one more at every loss, departure and "
-          "rejoin.");
+          "The membership view's epoch: 0 as launched, one more at every loss, departure, "
+          "rejoin and join.");
   x.sample({}, number(epoch));
   x.begin("sluice_membership_view_changes_total", "counter",
           "Changes of the membership view by cause: a rank died (closed connection or silent "
-          "past the peer timeout), left, or rejoined as a new incarnation.");
+          "past the peer timeout), left, rejoined as a new incarnation, or joined (a new "
+          "member in a vacancy or a left rank's place).");
   for (size_t i = 0; i < std::size(kViewCauses); ++i)
     x.sample({{"cause", kViewCauses[i]}}, number(view_changes_[i]));
 
@@ -204,7 +205,9 @@ std::string JobMetrics::render(const std::string& job, const std::vector<RankVie
           "Spare processes (SLUICE_SPARE=1) waiting to take the place of a rank that dies.");
   x.sample({}, number(spares));
 
-  x.begin("sluice_ranks", "gauge", "Ranks of the job in each state (absent: not joined yet).");
+  x.begin("sluice_ranks", "gauge",
+          "Ranks of the job in each state (absent: not joined yet; vacant: an elastic job's "
+          "number no process has held).");
   for (const char* state : kRankStates) {
     const auto n = std::count_if(ranks.begin(), ranks.end(), [&](const RankView& v) {
       return std::string_view(v.state) == state;

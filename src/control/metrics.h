@@ -48,7 +48,7 @@ namespace sluice::control {
 
 // The registry's view of one rank at the time of a scrape.
 struct RankView {
-  const char* state = "absent";  // "absent" (not joined), "alive", "left", "died"
+  const char* state = "absent";  // "absent" (not joined), "alive", "left", "died", "vacant"
   std::string host;              // empty until it joined
   double heard_age_s = -1;       // since its last message; < 0: never joined
 };
@@ -66,12 +66,12 @@ class JobMetrics {
   // `spares`: spare processes waiting for a died rank's place.
   std::string render(const std::string& job, const std::vector<RankView>& ranks, uint64_t epoch = 0,
                      uint64_t spares = 0) const;
-  // Counts a change of the membership view by its cause: "died", "left" or
-  // "rejoined" (others are ignored).
+  // Counts a change of the membership view by its cause: "died", "left",
+  // "rejoined" or "joined" (others are ignored).
   void view_changed(std::string_view cause);
 
  private:
-  uint64_t view_changes_[3] = {0, 0, 0};  // by kViewCauses
+  uint64_t view_changes_[4] = {0, 0, 0, 0};  // by kViewCauses
   std::vector<std::vector<EndpointCounters>> reports_;
   uint64_t accepted_ = 0;
   uint64_t rejected_ = 0;

@@ -65,6 +65,10 @@ std::string PeerTable::describe(uint32_t rank) const {
       if (registry_lost()) return s + " is in an unknown state: " + registry_reason_;
       return s + " is alive";
     case kLeft:
+      // An elastic job's vacancy: no process has held the number (the
+      // registry's reason says so).
+      if (hosts_[rank].empty() && incarnation(rank) == 0 && !reasons_[rank].empty())
+        return s + " is " + reasons_[rank];
       return s + " left the job";
     case kDied:
       return s + " died: " + reasons_[rank];

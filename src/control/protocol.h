@@ -109,6 +109,10 @@ inline constexpr size_t kHeaderSize = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;
 // ERROR.rank when the error is not about a lost peer.
 inline constexpr uint32_t kNoRank = 0xFFFFFFFFu;
+// HELLO's rank of a process that joins a running job as a new member: the
+// registry gives it the lowest rank number no process holds (a vacancy of
+// an elastic job, or a rank that left), as that number's next incarnation.
+inline constexpr uint32_t kJoinRank = 0xFFFFFFFEu;
 
 // Header field offsets (see the diagram above).
 inline constexpr size_t kMagicOffset = 0;

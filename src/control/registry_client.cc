@@ -234,12 +234,14 @@ void RegistryClient::Impl::handshake(Deadline deadline) {
                  detail::host_name(), static_cast<uint32_t>(::getpid()),
                  info.secret,         fence_identity()};
   write_all(make_frame(MsgType::kHello, 0, encode(hello)), deadline);
-  const std::string refused =
-      log::cat("the registry at ", address, " refused ",
-               info.spare ? std::string("this spare") : log::cat("rank ", info.rank), ": ");
-  // A spare's WELCOME comes when a rank dies and it takes the rank's place:
-  // maybe never.
-  const Deadline answer_by = info.spare ? kForever : deadline;
+  const std::string refused = log::cat("the registry at ", address, " refused ",
+                                       info.spare  ? std::string("this spare")
+                                       : info.join ? std::string("this joiner")
+                                                   : log::cat("rank ", info.rank),
+                                       ": ");
+  // A spare's WELCOME comes when a rank dies and it takes the rank's place,
+  // a joiner's of a full job when a rank leaves: maybe never.
+  const Deadline answer_by = info.rankless() ? kForever : deadline;
   char buf[64 * 1024];
   for (;;) {
     Frame f;
@@ -281,11 +283,12 @@ void RegistryClient::Impl::handshake(Deadline deadline) {
                     log::cat("the registry at ", address, " answered HELLO with a malformed ",
                              to_string(type), " message"));
       }
-      if (info.spare) {
+      if (info.rankless()) {
         if (welcome.rank >= info.world_size) {
-          throw Error(ErrorCode::kProtocol,
-                      log::cat("the registry at ", address, " gave this spare rank ", welcome.rank,
-                               ", not below the world size ", info.world_size));
+          throw Error(
+              ErrorCode::kProtocol,
+              log::cat("the registry at ", address, " gave this ", info.spare ? "spare" : "joiner",
+                       " rank ", welcome.rank, ", not below the world size ", info.world_size));
         }
         info.rank = welcome.rank;
       }
@@ -316,6 +319,12 @@ void RegistryClient::Impl::handshake(Deadline deadline) {
                   log::cat("the registry at ", address,
                            " closed the connection while this process waited as a spare (no rank "
                            "died, and the job ended or the registry exited)"));
+    }
+    if (n == 0 && info.join) {
+      throw Error(ErrorCode::kRegistry,
+                  log::cat("the registry at ", address,
+                           " closed the connection while this process waited to join (every rank "
+                           "number stayed held, and the job ended or the registry exited)"));
     }
     if (n == 0) {
       throw Error(ErrorCode::kRegistry, log::cat("the registry at ", address,
@@ -687,7 +696,7 @@ bool RegistryClient::Impl::shut_down(Deadline deadline) {
 
 std::unique_ptr<RegistryClient> RegistryClient::connect(const BootstrapInfo& info,
                                                         const ClientOptions& options) {
-  if (info.world_size == 0 || (!info.spare && info.rank >= info.world_size)) {
+  if (info.world_size == 0 || (!info.rankless() && info.rank >= info.world_size)) {
     throw Error(ErrorCode::kInvalidArgument,
                 log::cat("rank ", info.rank, " is not below the world size ", info.world_size));
   }
@@ -700,7 +709,9 @@ std::unique_ptr<RegistryClient> RegistryClient::connect(const BootstrapInfo& inf
   impl->open_socket(deadline);
   impl->handshake(deadline);
   log::info("rank ", impl->info.rank, " joined the job through the registry at ", impl->address,
-            info.spare ? " (as a spare, in a died rank's place)" : "");
+            info.spare  ? " (as a spare, in a died rank's place)"
+            : info.join ? " (as a joiner, in a free rank number)"
+                        : "");
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->loop(); });
   return std::unique_ptr<RegistryClient>(new RegistryClient(std::move(impl)));

@@ -92,6 +92,7 @@ void RegistryServer::Impl::handle_frame(Conn& c, const Frame& f, TimePoint now) 
     case MsgType::kLeave:
       lose_rank(static_cast<uint32_t>(c.rank), RankState::kLeft, "left the job");
       start_closing(c, now);
+      place_joiners();  // its number is free
       return;
     case MsgType::kHello:
       refuse(c, ErrorCode::kProtocol, "HELLO sent twice on one connection", req);
@@ -131,19 +132,14 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
            req);
     return;
   }
+  if (m.rank == kJoinRank) return on_join(c, m, req, now);
   if (m.rank == kNoRank) {
     // A spare: it waits, silent, for a rank to die and then takes its place
     // (place_spare, after this handler: a rank may have died already).
-    if (spares.size() >= kMaxSpares) {
-      refuse(c, ErrorCode::kRegistry,
-             log::cat("too many spares: ", kMaxSpares, " already wait for a rank's place"), req);
-      return;
+    if (enqueue(c, m, req, spares, "spares", "a rank's place")) {
+      log::info("registry: a spare joined from ", m.host, " (pid ", m.pid, ", ", c.peer, "); ",
+                spares.size(), " wait for a rank's place");
     }
-    c.spare = true;
-    c.deadline = kNever;
-    spares.push_back(Spare{c.id, req, m});
-    log::info("registry: a spare joined from ", m.host, " (pid ", m.pid, ", ", c.peer, "); ",
-              spares.size(), " wait for a rank's place");
     return;
   }
   if (m.rank >= opt.world_size) {
@@ -154,6 +150,10 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
     return;
   }
   RankInfo& info = ranks[m.rank];
+  if (info.vacant) {  // a launcher that starts an elastic job's later ranks by number
+    admit(c, m, m.rank, req, now, "by its number, in a vacancy");
+    return;
+  }
   if (info.state == RankState::kLeft) {
     refuse(c, ErrorCode::kRegistry,
            log::cat(describe(m.rank), "; a rank that left cannot rejoin the job (pid ", m.pid,
@@ -171,6 +171,57 @@ void RegistryServer::Impl::on_hello(Conn& c, const Frame& f, TimePoint now) {
   admit(c, m, m.rank, req, now, nullptr);
 }
 
+int64_t RegistryServer::Impl::free_rank() const {
+  for (uint32_t r = 0; r < ranks.size(); ++r)
+    if (ranks[r].state == RankState::kLeft) return r;
+  return -1;
+}
+
+void RegistryServer::Impl::on_join(Conn& c, const HelloMsg& m, uint32_t req, TimePoint now) {
+  if (joiners.empty()) {
+    if (const int64_t r = free_rank(); r >= 0) {
+      admit(c, m, static_cast<uint32_t>(r), req, now,
+            ranks[r].vacant ? "a joiner, in a vacancy" : "a joiner, in a left rank's place");
+      return;
+    }
+  }
+  // Every number is held: it waits, silent as a spare, until a rank leaves.
+  if (enqueue(c, m, req, joiners, "joiners", "a free rank number")) {
+    log::info("registry: a joiner from ", m.host, " (pid ", m.pid, ", ", c.peer, ") waits: all ",
+              opt.world_size, " rank numbers are held; it takes the next one a rank leaves");
+  }
+}
+
+bool RegistryServer::Impl::enqueue(Conn& c, const HelloMsg& m, uint32_t req,
+                                   std::vector<Spare>& queue, const char* who, const char* what) {
+  if (queue.size() >= kMaxSpares) {
+    refuse(c, ErrorCode::kRegistry,
+           log::cat("too many ", who, ": ", kMaxSpares, " already wait for ", what), req);
+    return false;
+  }
+  c.spare = true;
+  c.deadline = kNever;
+  queue.push_back(Spare{c.id, req, m});
+  return true;
+}
+
+void RegistryServer::Impl::place_joiners() {
+  std::erase_if(joiners, [this](const Spare& j) {
+    const Conn* c = find_conn(j.conn_id);
+    return c == nullptr || c->closing;
+  });
+  int64_t r;
+  while (!joiners.empty() && (r = free_rank()) >= 0) {
+    const Spare joiner = std::move(joiners.front());
+    joiners.erase(joiners.begin());
+    Conn* c = find_conn(joiner.conn_id);
+    c->spare = false;
+    admit(*c, joiner.hello, static_cast<uint32_t>(r), joiner.request_id, Clock::now(),
+          ranks[r].vacant ? "a joiner that waited, in a vacancy"
+                          : "a joiner that waited, in a left rank's place");
+  }
+}
+
 void RegistryServer::Impl::admit(Conn& c, const HelloMsg& m, uint32_t rank, uint32_t req,
                                  TimePoint now, const char* as) {
   RankInfo& info = ranks[rank];
@@ -179,9 +230,11 @@ void RegistryServer::Impl::admit(Conn& c, const HelloMsg& m, uint32_t rank, uint
   // cannot come back this way), or a spare in its place. Its peers keep
   // every flow and region of the old incarnation failed (clients pin
   // incarnations).
-  const bool rejoin = info.state == RankState::kDied;
+  const bool rejoin = info.state == RankState::kDied || info.state == RankState::kLeft;
+  const bool vacancy = info.vacant;
   const uint32_t incarnation = rejoin ? info.incarnation + 1 : 0;
   const TimePoint lost_at = info.lost_at;
+  const bool left = info.state == RankState::kLeft && !info.vacant;
   c.rank = rank;
   c.deadline = kNever;
   if (joined_address.empty() && binds_wildcard()) {
@@ -198,11 +251,23 @@ void RegistryServer::Impl::admit(Conn& c, const HelloMsg& m, uint32_t rank, uint
   if (rejoin) {
     ++epoch;
     const auto after_ms = std::chrono::duration_cast<milliseconds>(now - lost_at).count();
-    log::warn("registry: rank ", rank, " rejoined from ", m.host, " (pid ", m.pid, ", ", c.peer,
-              ")", by, " as incarnation ", incarnation, ", ", after_ms, " ms after it was lost");
-    announce_view("rejoined", rank,
-                  log::cat("incarnation ", incarnation, as != nullptr ? log::cat(", ", as) : "",
-                           ", ", after_ms, " ms after the loss"));
+    if (vacancy || left) {
+      // A joiner: a new member in a number no process holds.
+      log::info("registry: rank ", rank, " joined the running job from ", m.host, " (pid ", m.pid,
+                ", ", c.peer, ")", by, " as incarnation ", incarnation,
+                vacancy ? std::string() : log::cat(", ", after_ms, " ms after the rank left"));
+      announce_view("joined", rank,
+                    log::cat("incarnation ", incarnation,
+                             vacancy ? std::string(", a vacancy")
+                                     : log::cat(", in the place of the rank that left ", after_ms,
+                                                " ms before")));
+    } else {
+      log::warn("registry: rank ", rank, " rejoined from ", m.host, " (pid ", m.pid, ", ", c.peer,
+                ")", by, " as incarnation ", incarnation, ", ", after_ms, " ms after it was lost");
+      announce_view("rejoined", rank,
+                    log::cat("incarnation ", incarnation, as != nullptr ? log::cat(", ", as) : "",
+                             ", ", after_ms, " ms after the loss"));
+    }
     waiters.rejoin_rank(rank);
   } else {
     log::info("registry: rank ", rank, " joined from ", m.host, " (pid ", m.pid, ", ", c.peer, ")",

@@ -77,7 +77,7 @@ std::string RegistryServer::Impl::describe(uint32_t r) const {
     case RankState::kAlive:
       return s + " is alive";
     case RankState::kLeft:
-      return s + " left the job";
+      return info.vacant ? s + " is " + info.reason : s + " left the job";
     case RankState::kDied:
       return s + " died: " + info.reason;
   }
@@ -327,6 +327,10 @@ std::string RegistryServer::Impl::render_metrics() const {
     const RankInfo& info = ranks[r];
     views[r].host = info.host;
     if (info.state == RankState::kAbsent) continue;
+    if (info.vacant) {  // never heard from
+      views[r].state = "vacant";
+      continue;
+    }
     views[r].state = info.state == RankState::kAlive  ? "alive"
                      : info.state == RankState::kLeft ? "left"
                                                       : "died";

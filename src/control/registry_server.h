@@ -12,7 +12,9 @@
 // rank is told at once (PEER_EVENT), and pending requests that wait on the
 // lost rank (declare, barrier, get of keys it would put) fail with an error
 // naming it. A lost rank stays lost: a later HELLO for it (a stopped process
-// that resumed) is refused. Every HEARTBEAT is answered with a HEARTBEAT, so
+// that resumed) is refused; but a process that asks to join (kJoinRank) may
+// take the number of a rank that left, or of an elastic job's vacancy, as
+// that number's next incarnation. Every HEARTBEAT is answered with a HEARTBEAT, so
 // that clients can tell a registry that stopped from one that has nothing to
 // say.
 //
@@ -42,6 +44,12 @@ struct RegistryOptions {
   std::string secret;
   // Number of ranks in the job: ranks must be < world_size and unique.
   uint32_t world_size = 0;
+  // An elastic job's ranks at launch (0: world_size, not elastic): ranks
+  // initial_ranks..world_size-1 start as vacancies, numbers no process holds
+  // and no view counts (they stand as ranks that left, incarnation 0). A
+  // process whose HELLO asks to join (kJoinRank) takes the lowest vacancy
+  // or rank that left, as its next incarnation, and makes a new view.
+  uint32_t initial_ranks = 0;
   // A joined rank silent for this long is reported died. Default 5000 ms.
   std::chrono::milliseconds heartbeat_timeout{5000};
   // A connection whose unsent replies exceed this is treated as gone (its

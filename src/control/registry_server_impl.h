@@ -65,9 +65,10 @@ struct RegistryServer::Impl : Waiters::Host {
     FrameParser parser{/*check_version=*/true};
     std::string out;
     size_t out_pos = 0;
-    int64_t rank = -1;        // >= 0 once HELLO was accepted
-    bool observer = false;    // an observer's HELLO was accepted (rank stays -1)
-    bool spare = false;       // a spare's HELLO was accepted; rank stays -1 until it takes one
+    int64_t rank = -1;      // >= 0 once HELLO was accepted
+    bool observer = false;  // an observer's HELLO was accepted (rank stays -1)
+    bool spare = false;  // a spare's or waiting joiner's HELLO was accepted; rank stays -1 until it
+                         // takes one
     bool closing = false;     // refused or left: input is discarded until EOF
     bool write_shut = false;  // closing and every byte of `out` was sent
     // Reaped at the end of the loop iteration. Set by drop(), which may run
@@ -101,13 +102,24 @@ struct RegistryServer::Impl : Waiters::Host {
     uint32_t incarnation = 0;  // times the rank joined again after it died
     std::string fence;         // its process's fence identity (HELLO)
     TimePoint lost_at;         // kDied/kLeft: when the registry declared it so
+    // An elastic job's number no process has held yet (kLeft, incarnation
+    // 0, RegistryOptions::initial_ranks): a joiner may take it.
+    bool vacant = false;
   };
 
   explicit Impl(RegistryOptions o)
       : opt(std::move(o)),
         ranks(opt.world_size),
         waiters(*this, opt.world_size),
-        metrics(opt.world_size) {}
+        metrics(opt.world_size) {
+    if (opt.initial_ranks == 0 || opt.initial_ranks > opt.world_size)
+      opt.initial_ranks = opt.world_size;
+    for (uint32_t r = opt.initial_ranks; r < opt.world_size; ++r) {
+      ranks[r].state = RankState::kLeft;
+      ranks[r].vacant = true;
+      ranks[r].reason = "a vacancy of this elastic job (no process has joined as it yet)";
+    }
+  }
   ~Impl() {
     for (auto& [id, c] : conns) ::close(c->fd);
     if (listen_fd >= 0) ::close(listen_fd);
@@ -121,9 +133,22 @@ struct RegistryServer::Impl : Waiters::Host {
   void on_readable(Conn& c, TimePoint now);
   void handle_frame(Conn& c, const Frame& f, TimePoint now);
   void on_hello(Conn& c, const Frame& f, TimePoint now);
+  // A HELLO that asks to join (kJoinRank): the lowest vacancy or rank that
+  // left, or (the job is full) a place in `joiners` until one frees.
+  void on_join(Conn& c, const HelloMsg& m, uint32_t request_id, TimePoint now);
+  // The lowest vacancy or rank that left, if any (-1: the job is full).
+  int64_t free_rank() const;
+  // Gives free rank numbers to the joiners that waited longest.
+  void place_joiners();
+  // Queues `c` (its HELLO `m`) in `queue`, silent until it gets a rank, or
+  // refuses it if kMaxSpares already wait there ("too many <who>: ...
+  // already wait for <what>"). True if queued.
+  bool enqueue(Conn& c, const HelloMsg& m, uint32_t request_id, std::vector<Spare>& queue,
+               const char* who, const char* what);
   // Accepts `c` as rank `rank` (its HELLO `m`, or a spare's taking the rank's
-  // place): the join, or a dead rank's next incarnation. REQUIRES: rank is
-  // absent or died.
+  // place): the join, or a dead rank's next incarnation, or (a joiner's) a
+  // vacancy's or left rank's next. REQUIRES: rank is absent or died, or
+  // left for a joiner.
   void admit(Conn& c, const HelloMsg& m, uint32_t rank, uint32_t request_id, TimePoint now,
              const char* as);
   // Gives the lowest died rank to the spare that waited longest, if there
@@ -217,7 +242,8 @@ struct RegistryServer::Impl : Waiters::Host {
     std::string reason;
   };
   std::vector<PendingLoss> pending_losses;
-  std::vector<Spare> spares;  // waiting, oldest first
+  std::vector<Spare> spares;   // waiting, oldest first
+  std::vector<Spare> joiners;  // waiting for a free rank number, oldest first
   JobMetrics metrics;
   std::unique_ptr<MetricsHttp> metrics_http;  // null unless opt.metrics
   uint64_t counters_rejected = 0;             // for rate-limiting their log lines

@@ -12,7 +12,10 @@
 // the flow declared anew. Nobody is told which rank dies or when: the
 // launcher kills it (sluice run --kill).
 //
-// Prints, per rank: "REFORMED rank R epoch E members M owns O took G gave G'"
+// With --leave-rank R --leave-after K, rank R's first process stops after K
+// rounds and leaves the job (Cluster::leave): an elastic job scaling down; a
+// process that joins later (sluice run --max-ranks, --join) may take its
+// number. Prints, per rank: "REFORMED rank R epoch E members M owns O took G gave G'"
 // for every view it ran a round in after its first (a restarted process: its
 // first too), with the groups it owns in it (O), took (G: owned now, not in
 // its previous view) and gave (G'), "RETRY rank R round N epoch E: why"
@@ -81,6 +84,9 @@ int main(int argc, char** argv) {
   bool combine = false;
   uint64_t mark_round = 10;
   bool marked = false;
+  int64_t leave_rank = -1;
+  uint64_t leave_after = 0;
+  uint32_t leave_when_members = 0;
   app.add_option("--rounds", rounds, "rounds to run")->check(CLI::PositiveNumber);
   app.add_option("--records", records, "records per split per round")->check(CLI::PositiveNumber);
   app.add_option("--splits", splits, "input splits per round")->check(CLI::PositiveNumber);
@@ -96,6 +102,13 @@ int main(int argc, char** argv) {
   app.add_flag("--combiner", combine,
                "sum through a combiner flow (group by key: count and sum), declared in the view, "
                "instead of a shuffle to the groups' owners; every key's sums are checked");
+  app.add_option("--leave-rank", leave_rank,
+                 "this rank's first process leaves the job (Cluster::leave) after --leave-after "
+                 "rounds: scaling down an elastic job");
+  app.add_option("--leave-after", leave_after, "rounds the leaving rank runs before it leaves");
+  app.add_option("--leave-when-members", leave_when_members,
+                 "and before it leaves, it waits (up to 60 s) for a view of at least this many "
+                 "members: it is drained once a newcomer joined");
   CLI11_PARSE(app, argc, argv);
   try {
     sluice::Cluster cluster = sluice::Cluster::join();
@@ -356,14 +369,18 @@ int main(int argc, char** argv) {
         }
       }
     } else {
-      const sluice::StepsReport report = sluice::run_steps(
-          cluster, "sum", rounds, attempt, [&](uint64_t round, const sluice::Gathered& all) {
-            if (combine) {
-              commit_combined(round, all.values);
-            } else {
-              commit(round, all.values);
-            }
-          });
+      // The leaving rank runs fewer steps, then leaves: the others see it
+      // leave (a new view) and go on without it.
+      const bool leaves = leave_rank == static_cast<int64_t>(me) && incarnation == 0;
+      const sluice::StepsReport report =
+          sluice::run_steps(cluster, "sum", leaves ? std::min(leave_after, rounds) : rounds,
+                            attempt, [&](uint64_t round, const sluice::Gathered& all) {
+                              if (combine) {
+                                commit_combined(round, all.values);
+                              } else {
+                                commit(round, all.values);
+                              }
+                            });
       committed = report.committed;
       next = report.next;
     }
@@ -373,6 +390,15 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(next), static_cast<unsigned long long>(checksum),
         static_cast<unsigned long long>(expect));
     std::fflush(stdout);
+    if (leave_rank == static_cast<int64_t>(me) && incarnation == 0) {
+      const sluice::Deadline until = sluice::Clock::now() + std::chrono::seconds(60);
+      sluice::View view = cluster.view();
+      while (view.members.size() < leave_when_members) {
+        sluice::Result<sluice::View> next = cluster.await_view(view.epoch, until);
+        if (!next) break;
+        view = std::move(*next);
+      }
+    }
     (void)cluster.leave(sluice::Clock::now() + std::chrono::seconds(10));
     return mismatch ? 1 : 0;
   } catch (const std::exception& e) {

@@ -310,6 +310,106 @@ TEST(ReformTest, ASpareNoRankNeededEndsWithTheJob) {
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
+// Rank `rank`'s incarnation `incarnation` printed its DONE line once, at
+// round `rounds`, its committed rounds (returned) checked against their input.
+int expect_done_joined(const testing::ProcessResult& r, int rank, int incarnation, int rounds) {
+  std::regex re("DONE rank " + std::to_string(rank) + " incarnation " +
+                std::to_string(incarnation) + " committed (\\d+) rounds " + std::to_string(rounds) +
+                R"( checksum (\d+) expect (\d+))");
+  int count = 0, committed = -1;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    ++count;
+    committed = std::stoi((*it)[1].str());
+    EXPECT_EQ((*it)[2].str(), (*it)[3].str()) << it->str();
+  }
+  EXPECT_EQ(count, 1) << "rank " << rank << " incarnation " << incarnation << "\n" << r.output;
+  return committed;
+}
+
+// An elastic job (sluice run --max-ranks): launched with ranks 0 and 1 of
+// 3 numbers, it grows when a process joins (--join, after round 5 began:
+// rank 2, its vacancy, as incarnation 1), shrinks when rank 1 leaves after
+// round 40 (Cluster::leave; drained only once the job has grown, so that the
+// first joiner takes the vacancy however slowly it starts), and grows again when a second joiner
+// takes rank 1's number. No rank is told when anyone comes or goes: each sees a new view, its flows
+// re-form, KeyGroups give a newcomer its home groups (16 groups over owners 0..2: g % 3), and every
+// round commits once with the sums of its input on every member.
+TEST(ReformTest, AnElasticJobGrowsShrinksAndGrowsAgainAndEveryRoundCommitsOnce) {
+  const testing::ProcessResult r = run_job(
+      2,
+      {"--max-ranks", "3", "--join", "0", "--join", "0.3", "--faults-after", "MARK round 5 begins"},
+      program(90, 15,
+              {"--mark-round", "5", "--leave-rank", "1", "--leave-after", "40",
+               "--leave-when-members", "3"}));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  expect_done(r, 0, 0, 90, 90);
+  expect_done(r, 1, 0, 40, 40);
+  EXPECT_GT(expect_done_joined(r, 2, 1, 90), 0);
+  EXPECT_GT(expect_done_joined(r, 1, 1, 90), 0);
+  EXPECT_EQ(testing::count_lines_with_all(
+                r.output,
+                {"registry: view 1: rank 2 joined (incarnation 1, a vacancy)", "members 0,1,2"}),
+            1)
+      << r.output;
+  // (View 2, rank 1's departure, is logged at info; its DONE line above
+  // says it left after round 40. A joiner that came first waited for it.)
+  EXPECT_EQ(testing::count_lines_with_all(
+                r.output, {"registry: view 3: rank 1 joined (incarnation 1, in the place of the "
+                           "rank that left",
+                           "members 0,1,2"}),
+            1)
+      << r.output;
+  // Each newcomer took its home groups, and only they moved to it.
+  EXPECT_EQ(groups_moved(r.output, 1, "took"), (std::set<int>{2, 5, 8, 11, 14})) << r.output;
+  EXPECT_EQ(groups_moved(r.output, 3, "took"), (std::set<int>{1, 4, 7, 10, 13})) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// A job whose rank numbers are all held (no --max-ranks): a joiner waits,
+// and takes the number of the first rank that leaves.
+TEST(ReformTest, AJoinerWaitsUntilARankLeavesAndTakesItsNumber) {
+  // (At info, so that the registry's line about the waiting joiner shows.)
+  const testing::ProcessResult r = testing::run_process(
+      testing::job_argv(
+          2, 150, "sluice-test-reform-program",
+          program(80, 15, {"--mark-round", "5", "--leave-rank", "1", "--leave-after", "60"}),
+          {"--join", "0", "--faults-after", "MARK round 5 begins"}),
+      {{"SLUICE_PEER_TIMEOUT_MS", "1000"}, {"SLUICE_LOG", "info"}}, std::chrono::seconds(180));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with_all(
+                r.output, {"registry: a joiner from", "it takes the next one a rank leaves"}),
+            1)
+      << r.output;
+  EXPECT_EQ(testing::count_lines_with_all(
+                r.output, {"rank 1 joined", "(a joiner that waited, in a left rank's place)"}),
+            1)
+      << r.output;
+  expect_done(r, 0, 0, 80, 80);
+  expect_done(r, 1, 0, 60, 60);
+  EXPECT_GT(expect_done_joined(r, 1, 1, 80), 0);
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// Negative control: an elastic job whose flows are declared among every
+// rank number, outside any view, cannot run: the vacancy is no member, and
+// every rank fails naming it (a view-scoped declaration is what grows).
+TEST(ReformTest, WithoutViewsAnElasticJobsFlowsFailNamingTheVacancy) {
+  const testing::ProcessResult r = run_job(2, {"--max-ranks", "3"}, program(5, 0, {"--no-reform"}));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with_all(r.output,
+                                          {"FAILED", "rank 2 is a vacancy of this elastic job"}),
+            2)
+      << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 // Negative control: the same kill with the flows declared among every rank,
 // outside any view, fails the job: the test sees what re-forming prevents.
 TEST(ReformTest, WithoutReformingAKilledRankFailsTheJob) {

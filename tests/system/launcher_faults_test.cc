@@ -233,8 +233,8 @@ TEST(SluiceRunFaultTest, FaultsAfterCountsFromTheFirstLineThatContainsTheText) {
                                 {}, kLimit);
   EXPECT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output,
-                             "sluice run: a rank printed 'phase two'; --kill and "
-                             "--stop count from now"),
+                             "sluice run: a rank printed 'phase two'; --kill, --stop and "
+                             "--join count from now"),
             1)
       << describe(r);
   const size_t said = position(r.output, "phase two begins");
@@ -257,8 +257,8 @@ TEST(SluiceRunFaultTest, FaultsAfterCountsFromTheFirstLineThatContainsTheText) {
   r = run_process(run_argv({"-n", "2", "--faults-after", "x", "--", "/bin/true"}), {}, kLimit);
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_EQ(count_lines_with(r.output,
-                             "sluice run: --faults-after 'x' starts the clock of --kill "
-                             "and --stop, and there is neither"),
+                             "sluice run: --faults-after 'x' starts the clock of --kill, "
+                             "--stop and --join, and there is none"),
             1)
       << describe(r);
 }

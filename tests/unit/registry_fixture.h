@@ -11,14 +11,17 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "control/bootstrap.h"
 #include "control/protocol.h"
 #include "control/registry_client.h"
 #include "control/registry_server.h"
 #include "sluice/deadline.h"
+#include "sluice/errors.h"
 
 namespace sluice::control {
 
@@ -147,6 +150,17 @@ inline std::string hello_frame(uint32_t rank, uint32_t world,
                                uint16_t version = kProtocolVersion) {
   return make_frame(MsgType::kHello, 1, encode(HelloMsg{rank, world, "rawhost", 1, secret}),
                     version);
+}
+
+// The message parse_bootstrap(env) throws (Error(kBootstrap)); "" if none.
+inline std::string bootstrap_error(const std::map<std::string, std::string>& env) {
+  try {
+    parse_bootstrap(env);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBootstrap);
+    return std::string(e.what());
+  }
+  return std::string();
 }
 
 }  // namespace sluice::control

@@ -167,15 +167,7 @@ TEST(SpareBootstrapTest, SluiceSpareMakesASpareOfTheJobsWorldSize) {
 }
 
 TEST(SpareBootstrapTest, ASpareWithARankOrWithoutAWorldSizeIsAnErrorNamingTheVariables) {
-  const auto error = [](const std::map<std::string, std::string>& env) {
-    try {
-      parse_bootstrap(env);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kBootstrap);
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  const auto& error = bootstrap_error;
   EXPECT_NE(error({{"SLUICE_SPARE", "1"},
                    {"SLUICE_RANK", "2"},
                    {"SLUICE_WORLD_SIZE", "4"},

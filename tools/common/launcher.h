@@ -60,13 +60,17 @@ inline std::string ranks_text(const std::vector<uint32_t>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
 }
 
-// A process the launcher started: a rank's (ranks_), a spare's (spares_:
-// index is the spare's number), or a replaced rank's old one (retired_).
+// A process the launcher started: a rank's (ranks_), a spare's or a
+// joiner's (spares_: index is its number among them), or a replaced rank's
+// old one (retired_).
 struct Rank {
   uint32_t index = 0;
   pid_t pid = -1;
   bool running = false;
   bool spare = false;  // started with SLUICE_SPARE=1, no rank's place taken yet
+  // Started with SLUICE_JOIN=1 (--join; in spares_ with spare set too, until
+  // the registry gives it a free rank number).
+  bool joiner = false;
   // The launcher sent it a signal (forwarded, or to stop it): its death by
   // a signal is a consequence, not a failure of its own.
   bool signalled = false;
@@ -172,9 +176,12 @@ class Launcher {
   // launcher_spares.cc (--spares):
   bool start_spares();
   size_t idle_spares() const {
-    return static_cast<size_t>(
-        std::count_if(spares_.begin(), spares_.end(), [](const Rank& s) { return s.running; }));
+    return static_cast<size_t>(std::count_if(spares_.begin(), spares_.end(),
+                                             [](const Rank& s) { return s.running && !s.joiner; }));
   }
+  // --join: starts the joiners that came due on the faults' clock.
+  void on_joins(Clock::time_point now);
+  void report_joins_not_started() const;
   // The registry took spare process `pid` in as `rank`'s next incarnation.
   void on_spare_joined(uint32_t rank, uint32_t pid);
   // With --restarts: a spare that took `rank`'s place is replaced by a new
@@ -261,6 +268,14 @@ class Launcher {
   int signals_received_ = 0;
   std::optional<int> exit_status_;
   std::vector<FaultState> faults_;
+  // --join: when each joiner starts (seconds on the faults' clock), and
+  // whether it did.
+  struct JoinState {
+    double at_seconds = 0;
+    bool started = false;
+  };
+  std::vector<JoinState> joins_;
+  uint32_t next_joiner_ = 0;  // the index the next joiner started gets
   // Which ranks' first incarnation joined the registry, and when the last
   // did: the job started, and the faults' times count from then.
   std::vector<bool> joined_;

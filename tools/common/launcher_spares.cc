@@ -35,6 +35,36 @@ bool Launcher::start_spares() {
   return true;
 }
 
+void Launcher::on_joins(Clock::time_point now) {
+  if (!faults_clock_) return;
+  for (JoinState& j : joins_) {
+    if (j.started || now < *faults_clock_ + after_seconds(j.at_seconds)) continue;
+    j.started = true;
+    if (phase_ != Phase::kRunning) {
+      say("--join ", seconds_text(j.at_seconds), " skipped: the job is ending");
+      continue;
+    }
+    Rank joiner;
+    joiner.index = next_joiner_++;
+    joiner.spare = true;
+    joiner.joiner = true;
+    spares_.push_back(std::move(joiner));
+    if (!start_rank(spares_.back())) {
+      spares_.pop_back();
+      continue;
+    }
+    say("--join ", seconds_text(j.at_seconds), ": started joiner ", spares_.back().index, " (pid ",
+        spares_.back().pid, "); it takes a free rank number of the running job");
+  }
+}
+
+void Launcher::report_joins_not_started() const {
+  for (const JoinState& j : joins_) {
+    if (!j.started)
+      say("--join ", seconds_text(j.at_seconds), " was not started: the job ended first");
+  }
+}
+
 void Launcher::on_spare_joined(uint32_t rank, uint32_t pid) {
   auto it = std::find_if(spares_.begin(), spares_.end(), [pid](const Rank& s) {
     return s.running && s.pid == static_cast<pid_t>(pid);
@@ -42,7 +72,12 @@ void Launcher::on_spare_joined(uint32_t rank, uint32_t pid) {
   // A restarted process (--restarts) rejoins the same way: nothing to move.
   if (it == spares_.end() || rank >= ranks_.size()) return;
   Rank& slot = ranks_[rank];
-  if (slot.running) {
+  if (slot.running && it->joiner && slot.left_job) {
+    // A rank that left (Cluster::leave) and has not exited yet: it may
+    // finish on its own; it is reaped as a replaced process.
+    say("joiner ", it->index, " takes the number of rank ", rank,
+        ", which left the job; its process (pid ", slot.pid, ") may still finish");
+  } else if (slot.running) {
     // The registry saw the connection close before the launcher reaped the
     // process (a dying process closes its files before it becomes a zombie),
     // or it declared a stopped or hung process lost (which the launcher
@@ -64,7 +99,9 @@ void Launcher::on_spare_joined(uint32_t rank, uint32_t pid) {
     }
   }
   if (slot.restart_pending) say("rank ", rank, " is not started again: a spare took its place");
-  if (slot.awaiting_spare) {
+  if (it->joiner) {
+    say("joiner ", it->index, " (pid ", pid, ") joined the running job as rank ", rank);
+  } else if (slot.awaiting_spare) {
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - slot.failed_at);
     say("spare ", it->index, " (pid ", pid, ") took the place of rank ", rank, ", ", ms.count(),
@@ -87,9 +124,10 @@ void Launcher::on_spare_joined(uint32_t rank, uint32_t pid) {
     slot.spare = false;
     retired_.push_back(std::move(slot));
   }
+  const bool joiner = it->joiner;
   slot = std::move(taken);
   spares_.erase(it);
-  replenish_spare(slot);
+  if (!joiner) replenish_spare(slot);
 }
 
 void Launcher::replenish_spare(Rank& rank) {

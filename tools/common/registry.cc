@@ -30,6 +30,7 @@ namespace {
 struct RegistryCommandOptions {
   std::string bind;  // HOST[:PORT]
   int64_t world = 0;
+  int64_t max_ranks = 0;        // an elastic job's rank numbers (0: world)
   std::string secret_file;      // empty: --secret, SLUICE_SECRET, else generated
   std::string secret;           // deprecated: on the command line, every user can read it
   std::string metrics;          // HOST[:PORT] of the Prometheus endpoint; empty: none
@@ -75,6 +76,15 @@ int serve_registry(const RegistryCommandOptions& options) {
       return 2;
     }
     registry_options.world_size = static_cast<uint32_t>(options.world);
+    if (options.max_ranks != 0) {
+      if (options.max_ranks < options.world || options.max_ranks > UINT32_MAX / 2) {
+        say("--max-ranks ", options.max_ranks, " is below --world ", options.world,
+            ": it counts every rank number the job may have, the first --world included");
+        return 2;
+      }
+      registry_options.world_size = static_cast<uint32_t>(options.max_ranks);
+      registry_options.initial_ranks = static_cast<uint32_t>(options.world);
+    }
     const ToolEnvironment env = read_environment();
     registry_options.heartbeat_timeout = env.options.peer_timeout;
     if (options.peer_timeout_ms != 0) {
@@ -146,6 +156,8 @@ int serve_registry(const RegistryCommandOptions& options) {
   });
 
   std::string lines = "SLUICE_REGISTRY=" + server->address() + "\n";
+  if (registry_options.initial_ranks != 0)
+    lines += "SLUICE_WORLD_SIZE=" + std::to_string(registry_options.world_size) + "\n";
   if (generated_secret) lines += "SLUICE_SECRET=" + registry_options.secret + "\n";
   write_all(STDOUT_FILENO, lines);
   if (registry_options.metrics) {
@@ -200,6 +212,11 @@ void add_registry_command(CLI::App& app) {
                   "(PORT 0 or none: any free port)")
       ->required();
   sub->add_option("--world", options->world, "Number of ranks in the job")->required();
+  sub->add_option("--max-ranks", options->max_ranks,
+                  "An elastic job: rank numbers up to this many (every rank's SLUICE_WORLD_SIZE); "
+                  "ranks --world..M-1 start as vacancies that processes started with "
+                  "SLUICE_JOIN=1 take, each as a new member")
+      ->type_name("M");
   sub->add_option(
       "--secret-file", options->secret_file,
       "File whose first line is the job secret the ranks must present (default: SLUICE_SECRET, "

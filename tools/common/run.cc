@@ -42,9 +42,11 @@
 namespace sluice::tool::launch {
 
 bool Launcher::start_ranks() {
-  ranks_.resize(options_.ranks);
+  // An elastic job's vacancies (--max-ranks) have a slot and no process
+  // until a joiner takes one (on_spare_joined).
+  ranks_.resize(options_.rank_numbers());
+  for (uint32_t r = 0; r < ranks_.size(); ++r) ranks_[r].index = r;
   for (uint32_t r = 0; r < options_.ranks; ++r) {
-    ranks_[r].index = r;
     if (!start_rank(ranks_[r])) return false;
   }
   return true;
@@ -59,9 +61,11 @@ bool Launcher::start_rank(Rank& rank) {
   std::map<std::string, std::string> env = options_.env;
   if (rank.spare) {
     env.erase("SLUICE_RANK");
-    env["SLUICE_SPARE"] = "1";
+    env["SLUICE_SPARE"] = rank.joiner ? "0" : "1";
+    env["SLUICE_JOIN"] = rank.joiner ? "1" : "0";
   } else {
     env["SLUICE_SPARE"] = "0";  // over an inherited one (a nested `sluice run`)
+    env["SLUICE_JOIN"] = "0";
     env["SLUICE_RANK"] = std::to_string(rank.index);
   }
   // --kill-at: the rank's first process only, and no other process at all.
@@ -74,7 +78,7 @@ bool Launcher::start_rank(Rank& rank) {
       rank.kill_point_armed = true;
     }
   }
-  env["SLUICE_WORLD_SIZE"] = std::to_string(options_.ranks);
+  env["SLUICE_WORLD_SIZE"] = std::to_string(options_.rank_numbers());
   env["SLUICE_REGISTRY"] = registry_address_;
   env["SLUICE_SECRET"] = secret_;
   // A spare has no rank: an inherited SLUICE_RANK would contradict it.
@@ -95,7 +99,11 @@ bool Launcher::start_rank(Rank& rank) {
   try {
     child = proc::Process::spawn(spawn);
   } catch (const proc::SpawnError& e) {
-    say("cannot start ", rank.spare ? "spare " : "rank ", rank.index, ": ", e.what());
+    say("cannot start ",
+        rank.joiner  ? "joiner "
+        : rank.spare ? "spare "
+                     : "rank ",
+        rank.index, ": ", e.what());
     set_exit_status(e.exit_status());
     return false;
   }
@@ -109,7 +117,7 @@ bool Launcher::start_rank(Rank& rank) {
   rank.killed_by_fault = false;
   rank.stopped_by_fault = false;
   for (Stream* s : {&rank.out, &rank.err}) {
-    s->prefix = log::cat(rank.spare ? "[spare " : "[", rank.index, "] ");
+    s->prefix = log::cat(rank.joiner ? "[joiner " : rank.spare ? "[spare " : "[", rank.index, "] ");
     if (!options_.faults_after.empty())
       s->on_line = [this](std::string_view line) { on_rank_line(line); };
   }
@@ -443,8 +451,8 @@ void Launcher::on_joined(uint32_t rank) {
     return;
   }
   faults_clock_ = job_started_;
-  log::info("every rank joined the job ", elapsed, " s after the launch; --kill and --stop ",
-            "count from now");
+  log::info("every rank joined the job ", elapsed, " s after the launch; --kill, --stop and ",
+            "--join count from now");
 }
 
 int Launcher::run() {
@@ -453,6 +461,7 @@ int Launcher::run() {
   for (const Fault& fault : options_.faults) {
     faults_.push_back(FaultState{fault, fault_text(fault)});
   }
+  for (double at : options_.joins) joins_.push_back(JoinState{at, false});
   if (options_.timeout_seconds > 0) {
     job_deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double>(options_.timeout_seconds));
@@ -500,6 +509,9 @@ int Launcher::run() {
           if (f.step == FaultState::Step::kDue)
             consider(*faults_clock_ + after_seconds(f.fault.at_seconds));
           if (f.step == FaultState::Step::kToContinue) consider(f.continue_at);
+        }
+        for (const JoinState& j : joins_) {
+          if (!j.started) consider(*faults_clock_ + after_seconds(j.at_seconds));
         }
       }
     } else if (others) {
@@ -557,9 +569,11 @@ int Launcher::run() {
     }
     on_timers(Clock::now());
     on_faults(Clock::now());
+    on_joins(Clock::now());
   }
   for_each_stream([](Stream& s) { s.flush(); });
   report_faults_not_injected();
+  report_joins_not_started();
 
   if (exit_status_) return *exit_status_;
   char elapsed[32];
@@ -615,7 +629,8 @@ int run_job(const RunOptions& options) {
   control::RegistryOptions registry_options;
   registry_options.bind_host = options.bind_host;
   registry_options.port = 0;
-  registry_options.world_size = options.ranks;
+  registry_options.world_size = options.rank_numbers();
+  registry_options.initial_ranks = options.ranks;
   try {
     if (!options.metrics.empty()) {
       registry_options.metrics = true;
@@ -656,13 +671,14 @@ int run_job(const RunOptions& options) {
   registry_options.on_silent_rank = [fd = silent_w.get()](uint32_t rank, const std::string&) {
     (void)!::write(fd, &rank, sizeof(rank));
   };
-  if (options.restarts > 0 || options.spares > 0) {
+  if (options.restarts > 0 || options.spares > 0 || options.rank_numbers() > options.ranks ||
+      !options.joins.empty()) {
     registry_options.on_lost_rank = [fd = silent_w.get()](uint32_t rank, bool left) {
       const uint32_t event = rank | kLostEvent | (left ? kLeftEvent : 0);
       (void)!::write(fd, &event, sizeof(event));
     };
   }
-  if (!options.faults.empty() || options.spares > 0) {
+  if (!options.faults.empty() || options.spares > 0 || !options.joins.empty()) {
     // First incarnations: the job starts once, and faults count from then.
     // Later ones, with --spares: which process now is the rank.
     registry_options.on_joined = [fd = silent_w.get()](uint32_t rank, uint32_t incarnation,

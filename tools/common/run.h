@@ -84,6 +84,20 @@ std::string seconds_text(double seconds);
 struct RunOptions {
   // Number of ranks; REQUIRES: >= 1.
   uint32_t ranks = 0;
+  // --max-ranks M: an elastic job's rank numbers, M >= ranks (0: ranks, not
+  // elastic). Ranks ranks..M-1 start as vacancies (no process, in no view);
+  // a process that joins the running job (--join, or SLUICE_JOIN=1 from
+  // anywhere with the job's registry and secret) takes the lowest vacancy
+  // or the number of a rank that left, as its next incarnation, and every
+  // member sees a new view with it. Every rank gets SLUICE_WORLD_SIZE=M.
+  uint32_t max_ranks = 0;
+  // --join SECONDS (repeatable): start one more process of the program,
+  // with SLUICE_JOIN=1, SECONDS after the job started (the faults' clock:
+  // every rank joined, or --faults-after's line); it joins as a new member
+  // (max_ranks). Default none.
+  std::vector<double> joins;
+  // The job's rank numbers: max_ranks, or ranks when it is 0.
+  uint32_t rank_numbers() const { return max_ranks > ranks ? max_ranks : ranks; }
   // The program (a path, or a name looked up in PATH) and its arguments.
   // REQUIRES: not empty.
   std::vector<std::string> command;

@@ -86,6 +86,15 @@ std::string seconds_text(double seconds) {
 }
 
 std::string check_faults(const RunOptions& options) {
+  if (options.max_ranks != 0 && options.max_ranks < options.ranks) {
+    return log::cat("--max-ranks ", options.max_ranks, " is below -n ", options.ranks,
+                    ": it counts every rank number the job may have, the first ", options.ranks,
+                    " included");
+  }
+  for (double at : options.joins) {
+    if (!(at >= 0) || !std::isfinite(at))
+      return log::cat("--join ", at, ": the time must be a number of seconds >= 0");
+  }
   std::vector<bool> armed(options.ranks, false);
   for (const KillAt& k : options.kill_at) {
     if (k.rank >= options.ranks) {
@@ -98,14 +107,15 @@ std::string check_faults(const RunOptions& options) {
     }
     armed[k.rank] = true;
   }
-  if (!options.faults_after.empty() && options.faults.empty()) {
+  if (!options.faults_after.empty() && options.faults.empty() && options.joins.empty()) {
     return log::cat("--faults-after '", options.faults_after,
-                    "' starts the clock of --kill and --stop, and there is neither");
+                    "' starts the clock of --kill, --stop and --join, and there is none");
   }
   for (const Fault& fault : options.faults) {
-    if (fault.rank >= options.ranks) {
-      return log::cat(fault_text(fault), ": there is no rank ", fault.rank, " in a job of ",
-                      options.ranks, " ranks (0..", options.ranks - 1, ")");
+    const uint32_t n = options.rank_numbers();
+    if (fault.rank >= n) {
+      return log::cat(fault_text(fault), ": there is no rank ", fault.rank, " in a job of ", n,
+                      " ranks (0..", n - 1, ")");
     }
     if (!(fault.at_seconds >= 0) || !std::isfinite(fault.at_seconds))
       return log::cat(fault_text(fault), ": the time must be a number of seconds >= 0");
@@ -192,7 +202,7 @@ namespace sluice::tool::launch {
 void Launcher::on_rank_line(std::string_view line) {
   if (faults_clock_ || line.find(options_.faults_after) == std::string_view::npos) return;
   faults_clock_ = Clock::now();
-  say("a rank printed '", options_.faults_after, "'; --kill and --stop count from now");
+  say("a rank printed '", options_.faults_after, "'; --kill, --stop and --join count from now");
 }
 
 void Launcher::on_faults(Clock::time_point now) {
