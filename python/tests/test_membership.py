@@ -3,6 +3,7 @@ views re-form among the living, view-scoped collectives raise ViewChanged
 on every member alike, and KeyGroups move a lost rank's keys to the others
 (programs/reform.py, a keyed sum in rounds). The launcher kills rank 1 50 ms
 after rank 0's "MARK round 5 begins" line; no rank is told which or when.
+An elastic job takes a rank that joins while it runs in the same way.
 Every committed round's sums are checked against its input on every rank."""
 
 import re
@@ -49,6 +50,24 @@ def test_a_restarted_or_spare_rank_rejoins_and_finishes_with_the_others(sluice_b
     incarnation, committed, ok = done[1]
     assert incarnation == 1 and ok and 1 <= committed <= ROUNDS, out
     assert "rank 1 rejoined" in out, out
+    assert status == 0, out
+
+
+def test_an_elastic_job_takes_a_joiner_in_and_every_round_commits_once(sluice_bin):
+    """sluice run --max-ranks 3 starts ranks 0 and 1 of 3 numbers; a joiner
+    (--join, after round 5 began) takes rank 2, the vacancy, as incarnation
+    1: the members see a new view, re-form, and hand it its key groups."""
+    status, out = run_job("reform.py", 2, str(ROUNDS),
+                          launcher_args=("--max-ranks", "3", "--join", "0", "--faults-after",
+                                         "MARK round 5 begins"),
+                          transport="shm", timeout=150)
+    assert "MISMATCH" not in out, out
+    done = done_lines(out)
+    assert done[0] == (0, ROUNDS, True) and done[1] == (0, ROUNDS, True), out
+    incarnation, committed, ok = done[2]
+    assert incarnation == 1 and ok and 1 <= committed < ROUNDS, out
+    assert "rank 2 joined (incarnation 1, a vacancy); members 0,1,2" in out, out
+    assert re.search(r"REFORMED rank 0 epoch 1 members 0,1,2", out), out
     assert status == 0, out
 
 
