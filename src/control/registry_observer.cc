@@ -151,6 +151,12 @@ std::vector<ObservedRank> observe_job(const std::string& host, uint16_t port,
   std::vector<ObservedRank> out;
   uint32_t id = 2;
   for (const PeerEventMsg& p : welcome.peers) {
+    // An elastic job's vacancy (left at incarnation 0, never held): nothing
+    // of it to read.
+    if (p.state == PeerState::kLeft && p.incarnation == 0 && p.host.empty() && p.pid == 0) {
+      out.push_back(ObservedRank{p.rank, "vacant", p.reason, "", 0, ""});
+      continue;
+    }
     ObservedRank r{p.rank, state_name(p.state), p.reason, p.host, p.pid, ""};
     c.send(make_frame(MsgType::kGet, id,
                       encode(GetMsg{key_prefix + std::to_string(p.rank), -1, get_timeout_ms})));

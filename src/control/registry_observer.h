@@ -22,7 +22,7 @@ namespace sluice::control {
 
 struct ObservedRank {
   uint32_t rank = 0;
-  std::string state;   // "alive", "left" or "died"
+  std::string state;   // "alive", "left", "died" or "vacant" (an elastic job's free number)
   std::string reason;  // why it left or died
   std::string host;    // its host name, as it said at HELLO
   uint32_t pid = 0;

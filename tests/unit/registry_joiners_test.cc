@@ -16,6 +16,7 @@
 #include "control/bootstrap.h"
 #include "control/protocol.h"
 #include "control/registry_client.h"
+#include "control/registry_observer.h"
 #include "control/registry_server.h"
 #include "registry_fixture.h"
 #include "sluice/errors.h"
@@ -132,6 +133,27 @@ TEST_F(RegistryJoinersTest, FullJobsQueueJoinersAndHostileOnesAreRefused) {
   RawConn named(server_->port());
   named.send(hello_frame(2, 3));
   EXPECT_NE(named.read_error().text.find("already joined"), std::string::npos);
+}
+
+// `sluice info --registry` lists a vacancy as such, and then the rank that
+// took it.
+TEST_F(RegistryJoinersTest, AnObserverListsVacanciesAndTheRanksThatTookThem) {
+  start_elastic(1, 2);
+  auto c0 = join(0, 2);
+  const auto observe = [&] {
+    return observe_job("127.0.0.1", server_->port(), kTestSecret, "host/", 200, Clock::now() + 10s);
+  };
+  std::vector<ObservedRank> seen = observe();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].state, "alive");
+  EXPECT_EQ(seen[1].state, "vacant");
+  EXPECT_NE(seen[1].reason.find("a vacancy of this elastic job"), std::string::npos);
+  auto j = joiner(2);
+  ASSERT_EQ(j.wait_for(10s), std::future_status::ready);
+  auto c1 = j.get();
+  seen = observe();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].state, "alive");
 }
 
 TEST(JoinerBootstrapTest, SluiceJoinMakesAJoinerAndItsMistakesAreNamed) {
