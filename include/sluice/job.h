@@ -228,8 +228,9 @@ struct StepsReport {
 };
 
 /// Runs steps 0 .. count-1 on the members of the job's current view, each
-/// committed once on all of them, through losses and rejoins no rank is
-/// told of in advance (MPI ULFM's revoke-and-agree loop, written once). Each
+/// committed once on all of them, through losses, rejoins, joins and
+/// departures no rank is told of in advance (MPI ULFM's revoke-and-agree
+/// loop, written once; an elastic job grows and shrinks through it). Each
 /// step: `attempt(view, step)` does this rank's part of it in `view` (declares
 /// its flows with Cluster::declare(view, spec), pushes, consumes) and returns
 /// the value this rank commits, or Status::kViewChanged / kPeerLost (the
@@ -237,8 +238,8 @@ struct StepsReport {
 /// gather their values in `view`; once that completes, `commit(step, all)`
 /// runs on every member with every member's value (Gathered: ranks, values,
 /// epoch), and the step is done; if the view changed first, the step runs
-/// again. At every view this rank has not agreed in (a restarted process
-/// starts there), the members agree how far they got (Cluster::agree) and go
+/// again. At every view this rank has not agreed in (a restarted or joining
+/// process starts there), the members agree how far they got (Cluster::agree) and go
 /// on from the furthest step committed. So an attempt may run more than once
 /// (throw nothing from it that a rerun must not see), and commit runs once
 /// per step on every rank that is a member when the step commits. Every rank
