@@ -1,6 +1,6 @@
 """Runs sluice's Python shuffle (bench/python/shuffle.py) and its peers
 (bench/python/shuffle_peers.py: mpi4py with buffers and pickled, Dask's p2p
-shuffle) on the same 1 GiB of 16-byte records, alternating, and prints the
+shuffle, Ray Data's hash repartition) on the same 1 GiB of 16-byte records, alternating, and prints the
 medians as a table (a benchmark, not a test; docs/python.md has the results):
 
   bench/python/install.sh
@@ -35,6 +35,8 @@ def commands(ranks, records, segment_bytes):
         "mpi-pickle": mpirun + ["mpi-pickle", "--records", str(records)],
         "dask": [PY, str(ROOT / "bench" / "python" / "shuffle_peers.py"), "dask", "--ranks",
                  str(ranks), "--records", str(records)],
+        "ray": [PY, str(ROOT / "bench" / "python" / "shuffle_peers.py"), "ray", "--ranks",
+                str(ranks), "--records", str(records)],
     }
 
 

@@ -1,7 +1,8 @@
 """The shuffle of bench/python/shuffle.py done by sluice's peers (a benchmark,
 not a test; docs/python.md): mpi4py's Alltoallv with numpy buffers,
-mpi4py's alltoall of pickled arrays, and Dask's DataFrame shuffle (p2p, on
-the distributed scheduler's local cluster).
+mpi4py's alltoall of pickled arrays, Dask's DataFrame shuffle (p2p, on
+the distributed scheduler's local cluster) and Ray Data's repartition by
+key (hash shuffle, on a local Ray cluster of --ranks CPUs).
 
 The work is shuffle.py's: every rank (MPI process, Dask worker) makes
 --records 16-byte records (key, value; key = i * ranks + rank, value 1)
@@ -9,7 +10,8 @@ beforehand, sends each to the rank a hash of its key names, and reads every
 record it receives once (a sum of its keys, checked against the sum of every
 key made: exactly once, order-independent). Timed from a barrier after the
 records are made to the last rank's end; CPU-seconds are every process's
-(the MPI ranks'; Dask's workers', scheduler's and client's). One JSON line
+(the MPI ranks'; Dask's workers', scheduler's and client's; every process of
+the local Ray cluster, read from /proc). One JSON line
 per run, as shuffle.py prints, so the two compare line by line:
 
   bench/python/install.sh     # Open MPI (Debian), mpi4py and dask (PyPI) in .venv
@@ -18,6 +20,7 @@ per run, as shuffle.py prints, so the two compare line by line:
   mpirun --allow-run-as-root --oversubscribe -np 2 .venv/bin/python \\
       bench/python/shuffle_peers.py mpi-pickle --records 33554432
   .venv/bin/python bench/python/shuffle_peers.py dask --ranks 2 --records 33554432
+  .venv/bin/python bench/python/shuffle_peers.py ray --ranks 2 --records 33554432
   PYTHONPATH=build/python build/bin/sluice run -n 2 -- .venv/bin/python \\
       bench/python/shuffle.py --records 33554432 --segment-bytes 65536
 
@@ -155,14 +158,81 @@ def run_dask(records, ranks):
            sum(int(k) for k in sums["key_sum"]) % 2**64)
 
 
+def cpu_of_tree(root_pid):
+    """CPU-seconds (user + system) of `root_pid` and every process below it
+    (Ray's GCS, raylet and workers are the driver's descendants), from /proc."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    total, frontier = 0.0, [root_pid]
+    while frontier:
+        pid = frontier.pop()
+        if pid in stats:
+            total += stats[pid][1]
+        frontier += [c for c, (ppid, _) in stats.items() if ppid == pid]
+    return total
+
+
+def ray_block(batch, records, ranks):
+    import pyarrow as pa
+
+    made = make(records, batch.column("id")[0].as_py(), ranks)
+    return pa.table({"key": made["key"], "value": made["value"]})
+
+
+def ray_sums(table):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    key_sum = int(pc.sum(table.column("key")).as_py() or 0) % 2**64
+    return pa.table({"n": [table.num_rows], "key_sum": pa.array([key_sum], pa.uint64())})
+
+
+def run_ray(records, ranks):
+    import os
+
+    import ray
+    from ray.data.context import ShuffleStrategy
+
+    ray.init(num_cpus=ranks, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    ctx = ray.data.DataContext.get_current()
+    ctx.shuffle_strategy = ShuffleStrategy.HASH_SHUFFLE
+    ctx.enable_progress_bars = False
+    made = ray.data.range(ranks, override_num_blocks=ranks).map_batches(
+        ray_block, batch_size=1, batch_format="pyarrow",
+        fn_kwargs={"records": records, "ranks": ranks}).materialize()
+    c0, w0 = cpu_of_tree(os.getpid()), time.perf_counter()
+    sums = made.repartition(ranks, keys=["key"]).map_batches(
+        ray_sums, batch_size=None, batch_format="pyarrow").take_all()
+    wall = time.perf_counter() - w0
+    cpu = cpu_of_tree(os.getpid()) - c0
+    ray.shutdown()
+    report("ray-data-hash", ranks, records, wall, cpu, sum(int(r["n"]) for r in sums),
+           sum(int(r["key_sum"]) for r in sums) % 2**64)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("way", choices=["mpi-buffers", "mpi-pickle", "dask"])
+    p.add_argument("way", choices=["mpi-buffers", "mpi-pickle", "dask", "ray"])
     p.add_argument("--records", type=int, default=10_000_000, help="records per rank")
-    p.add_argument("--ranks", type=int, default=2, help="dask: worker processes (MPI: -np)")
+    p.add_argument("--ranks", type=int, default=2,
+                   help="dask: worker processes, ray: CPUs (MPI: -np)")
     args = p.parse_args()
     if args.way == "dask":
         run_dask(args.records, args.ranks)
+    elif args.way == "ray":
+        run_ray(args.records, args.ranks)
     else:
         run_mpi(args.way, args.records)
 
