@@ -177,16 +177,11 @@ int64_t RegistryServer::Impl::free_rank() const {
   return -1;
 }
 
-void RegistryServer::Impl::on_join(Conn& c, const HelloMsg& m, uint32_t req, TimePoint now) {
-  if (joiners.empty()) {
-    if (const int64_t r = free_rank(); r >= 0) {
-      admit(c, m, static_cast<uint32_t>(r), req, now,
-            ranks[r].vacant ? "a joiner, in a vacancy" : "a joiner, in a left rank's place");
-      return;
-    }
-  }
-  // Every number is held: it waits, silent as a spare, until a rank leaves.
-  if (enqueue(c, m, req, joiners, "joiners", "a free rank number")) {
+void RegistryServer::Impl::on_join(Conn& c, const HelloMsg& m, uint32_t req, TimePoint /*now*/) {
+  // In the queue, then placed in its order: at once if a number is free.
+  if (!enqueue(c, m, req, joiners, "joiners", "a free rank number")) return;
+  place_joiners();
+  if (c.spare) {  // every number is held: it waits, silent, until a rank leaves
     log::info("registry: a joiner from ", m.host, " (pid ", m.pid, ", ", c.peer, ") waits: all ",
               opt.world_size, " rank numbers are held; it takes the next one a rank leaves");
   }
@@ -215,6 +210,7 @@ void RegistryServer::Impl::place_joiners() {
     const Spare joiner = std::move(joiners.front());
     joiners.erase(joiners.begin());
     Conn* c = find_conn(joiner.conn_id);
+    if (c == nullptr || c->closing) continue;  // (dropped by an admission's broadcast)
     c->spare = false;
     admit(*c, joiner.hello, static_cast<uint32_t>(r), joiner.request_id, Clock::now(),
           ranks[r].vacant ? "a joiner that waited, in a vacancy"
