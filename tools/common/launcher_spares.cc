@@ -1,7 +1,9 @@
 // `sluice run --spares K`: processes of the program that wait in the job,
 // without a rank, until one dies; the registry (control/registry_server.h)
 // gives the spare that waited longest the died rank's place, and the
-// launcher then counts that process as the rank.
+// launcher then counts that process as the rank. `sluice run --join S`:
+// processes started later that the registry gives a free rank number (an
+// elastic job's vacancy, or a rank that left), counted the same way.
 #include <sys/wait.h>
 #include <unistd.h>
 
