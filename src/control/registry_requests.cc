@@ -1,6 +1,7 @@
 // What each registry request does: HELLO (joining, rejoining as a new
 // incarnation, refusals), DECLARE, PUT, GET, ERASE, UNDECLARE, BARRIER, GATHER and
 // COUNTERS. The connections, timers and losses are registry_server.cc's.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -205,6 +206,21 @@ void RegistryServer::Impl::place_joiners() {
     const Conn* c = find_conn(j.conn_id);
     return c == nullptr || c->closing;
   });
+  // Once every rank has left (the job finished), there is nothing to join:
+  // a joiner that waited is refused rather than made the job's only member.
+  const bool finished = std::all_of(ranks.begin(), ranks.end(),
+                                    [](const RankInfo& i) { return i.state == RankState::kLeft; });
+  if (finished) {
+    for (const Spare& j : joiners) {
+      if (Conn* c = find_conn(j.conn_id)) {
+        refuse(*c, ErrorCode::kRegistry,
+               "the job has finished: every rank left it, so there is no running job to join",
+               j.request_id);
+      }
+    }
+    joiners.clear();
+    return;
+  }
   int64_t r;
   while (!joiners.empty() && (r = free_rank()) >= 0) {
     const Spare joiner = std::move(joiners.front());

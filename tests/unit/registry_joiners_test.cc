@@ -135,6 +135,34 @@ TEST_F(RegistryJoinersTest, FullJobsQueueJoinersAndHostileOnesAreRefused) {
   EXPECT_NE(named.read_error().text.find("already joined"), std::string::npos);
 }
 
+// A joiner takes the number of a rank that left while any member runs;
+// once every rank has left, the job is over and a joiner is refused, not
+// made its only member.
+TEST_F(RegistryJoinersTest, AJoinerOfAJobEveryRankLeftIsRefused) {
+  start(2);
+  auto c0 = join(0, 2);
+  auto c1 = join(1, 2);
+  auto waiting = joiner(2);
+  EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout);
+  EXPECT_TRUE(c0->leave(in(5s)));  // rank 1 still runs: the number is taken
+  ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
+  auto j0 = waiting.get();
+  EXPECT_EQ(j0->rank(), 0u);
+  EXPECT_TRUE(c1->leave(in(5s)));
+  EXPECT_TRUE(j0->leave(in(5s)));  // the last member: the job is over
+  auto after = joiner(2);
+  ASSERT_EQ(after.wait_for(10s), std::future_status::ready);
+  try {
+    (void)after.get();
+    ADD_FAILURE() << "a joiner entered a job every rank had left";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kRegistry) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the job has finished: every rank left it"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // `sluice info --registry` lists a vacancy as such, and then the rank that
 // took it.
 TEST_F(RegistryJoinersTest, AnObserverListsVacanciesAndTheRanksThatTookThem) {
