@@ -132,9 +132,11 @@
 //                         use SCAN); SCAN cursor [MATCH p] [COUNT n] [TYPE t]:
 //                         the next cursor (0: done) and a page of keys;
 //                         TOUCH key [key ...]: as EXISTS (each one entry)
-//   MULTI, then commands (+QUEUED; one with a syntax error is answered at
-//   once and makes EXEC answer -EXECABORT), EXEC (one log entry: an array of
-//   the commands' replies, or a null array if a watched key was modified),
+//   MULTI, then commands (+QUEUED; one unknown or with a wrong number of
+//   arguments is answered at once and makes EXEC answer -EXECABORT, one
+//   with another error, a syntax error, answers it in EXEC's array, as
+//   Redis 7.0's), EXEC (one log entry: an array of the commands' replies,
+//   or a null array if a watched key was modified),
 //   DISCARD; WATCH key [key ...] (one entry per key, reading the store's
 //   version: store.h, Transaction), UNWATCH    (resp_transactions.cc)
 //   ECHO, INFO [section], CONFIG GET pattern (CONFIG SET: an error),
@@ -456,8 +458,19 @@ class RespGateway {
   // resp_transactions.cc: MULTI, EXEC, DISCARD, WATCH, UNWATCH, and a
   // command while MULTI is open (queued); false if `name` is none of them
   // and no MULTI is open.
+  // A command queued in MULTI is refused there (answered at once, and EXEC
+  // aborts) for what Redis 7.0 checks before it queues: an unknown command,
+  // a wrong number of arguments by the command's arity (COMMAND INFO's),
+  // one not allowed in a transaction (SHUTDOWN), and sluice-kv's own
+  // refusals (an error naming sluice-kv: a size past --max-value-bytes, a
+  // command it does not queue). Any other error (a syntax error, a bad
+  // option or number) is queued as that command's reply in EXEC's array,
+  // and the others run. refused_in_multi (resp_local.cc, with the command
+  // table): the first three's error reply, or empty.
   bool transaction_command(Conn& c, const std::string& name, std::vector<std::string>& args,
                            Client& client, size_t index, Reply& r, int64_t now);
+  static std::string refused_in_multi(const std::string& name,
+                                      const std::vector<std::string>& args);
   // MSET, MSETNX, RENAME, RENAMENX, FLUSHALL, FLUSHDB, DBSIZE, KEYS, SCAN;
   // false if none.
   bool keys_command(Conn& c, const std::string& name, const std::vector<std::string>& args,

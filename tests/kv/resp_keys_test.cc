@@ -807,8 +807,11 @@ TEST_F(RespKeysTest, RedisPyBlocksUntilAnotherClientWritesOrItsTimeout) {
 }
 
 // LMPOP and HRANDFIELD against redis-server 7.0 (tests/kv/redis_misc_diff.py):
-// the deterministic cases (RESP3 and MULTI/EXEC among them) and 2000
-// seeded random list and hash commands, every reply the same bytes, or,
+// the deterministic cases (RESP3 and MULTI/EXEC among them: transactions
+// with errors Redis refuses as it queues a command, which abort EXEC, and
+// errors it finds only as it runs one, which EXEC's array answers, with
+// WATCH) and 2000 seeded random list and hash commands (transactions with
+// such errors among them), every reply the same bytes, or,
 // for HRANDFIELD's random choices, the same shape and every field the
 // hash's.
 TEST_F(RespKeysTest, LmpopAndHrandfieldAnswerAsRedisServerDoesReplyForReply) {
