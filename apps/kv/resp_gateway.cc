@@ -290,28 +290,38 @@ std::string RespGateway::auth(Conn& c, const std::vector<std::string>& args) {
 size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
   const size_t index = id % clients.size();
   Client& client = clients.client(index);
-  if (!c.readable || c.closing || c.gone) return 0;
-  // Back-pressure: a peer that sends without reading its replies is not
-  // read from until they drain.
-  if (held(c)) return 0;
+  if (c.closing || c.gone) return 0;
   size_t n = 0;
-  char buf[16384];
-  for (;;) {
-    const ssize_t got = ::recv(c.fd, buf, sizeof(buf), 0);
-    if (got > 0) {
-      c.in.append(buf, static_cast<size_t>(got));
-      n += static_cast<size_t>(got);
-      if (c.in.size() > options_.query_buffer_limit) break;  // parse before reading more
-      if (static_cast<size_t>(got) < sizeof(buf)) {
-        c.readable = false;  // read dry (epoll reports it again when more comes)
-        break;
+  // Back-pressure: a connection with too many requests unanswered is not
+  // read from until the log answers some (watch() also leaves its input
+  // out of epoll meanwhile).
+  if (c.readable && !held(c)) {
+    char buf[16384];
+    for (;;) {
+      const ssize_t got = ::recv(c.fd, buf, sizeof(buf), 0);
+      if (got > 0) {
+        c.in.append(buf, static_cast<size_t>(got));
+        n += static_cast<size_t>(got);
+        if (c.in.size() > options_.query_buffer_limit) break;  // parse before reading more
+        if (static_cast<size_t>(got) < sizeof(buf)) {
+          c.readable = false;  // read dry (epoll reports it again when more comes)
+          break;
+        }
+        continue;
       }
-      continue;
+      if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) c.gone = true;
+      c.readable = false;
+      break;
     }
-    if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) c.gone = true;
-    c.readable = false;
-    break;
   }
+  // Requests read earlier and left in `in` (the parse below stopped at the
+  // limit, or at a blocking command: c.unparsed) are parsed whether or not
+  // the socket has more: a client that pipelined them all and now waits for
+  // their replies sends nothing that would wake this connection again. (An
+  // unfinished request alone waits for more bytes: not parsed again.)
+  if (n == 0 && !c.unparsed) return 0;
+  c.unparsed = false;
+  bool unfinished = false;
   size_t at = 0;
   std::vector<std::string> args;
   // (Stops once replies pile up: what is left waits in `in` until they
@@ -333,6 +343,7 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
         c.in.clear();
         at = 0;
       }
+      unfinished = true;
       break;
     }
     if (p == resp::Parsed::kError) {
@@ -346,9 +357,11 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
       break;
     }
     at += used;
+    ++n;  // (a request handled is work, even with no byte read this round)
     handle(c, args, client, index);
   }
   if (c.gone) return n;  // (dropped: `in` is gone already)
+  c.unparsed = !unfinished && at < c.in.size();
   c.in.erase(0, at);
   // (A client that once sent a big request keeps no big buffer idle.)
   if (c.in.empty() && c.in.capacity() > kIdleBufferBytes) c.in.shrink_to_fit();

@@ -132,9 +132,11 @@
 //                         use SCAN); SCAN cursor [MATCH p] [COUNT n] [TYPE t]:
 //                         the next cursor (0: done) and a page of keys;
 //                         TOUCH key [key ...]: as EXISTS (each one entry)
-//   MULTI, then commands (+QUEUED; one with a syntax error is answered at
-//   once and makes EXEC answer -EXECABORT), EXEC (one log entry: an array of
-//   the commands' replies, or a null array if a watched key was modified),
+//   MULTI, then commands (+QUEUED; one unknown or with a wrong number of
+//   arguments is answered at once and makes EXEC answer -EXECABORT, one
+//   with another error, a syntax error, answers it in EXEC's array, as
+//   Redis 7.0's), EXEC (one log entry: an array of the commands' replies,
+//   or a null array if a watched key was modified),
 //   DISCARD; WATCH key [key ...] (one entry per key, reading the store's
 //   version: store.h, Transaction), UNWATCH    (resp_transactions.cc)
 //   ECHO, INFO [section], CONFIG GET pattern (CONFIG SET: an error),
@@ -156,8 +158,9 @@
 // - Every buffer a client can fill has a limit: its query buffer (a bulk
 //   string over max_bulk is refused from its header, before any of its
 //   bytes is read; an unfinished request over query_buffer_limit closes the
-//   connection), its replies (not read from while more than kMaxUnsentBytes
-//   or kMaxPendingReplies wait; closed past output_buffer_limit), the number
+//   connection), its replies (not read from while kMaxPendingReplies
+//   requests are unanswered, and from again as soon as fewer are; unsent
+//   replies past output_buffer_limit close it, as Redis's), the number
 //   of connections (maxclients: -ERR max number of clients reached), and all
 //   clients' buffers together (maxmemory_clients: the client with the most
 //   buffered is closed, as Redis's client eviction does).
@@ -194,10 +197,13 @@ namespace kv {
 // flow's segment holds one such command, and shared-memory rings are
 // allocated whole: 512 KiB values take about 200 MB more per rank.)
 inline constexpr size_t kDefaultMaxEntryBytes = 64 * 1024 + 1024;
-// A connection is not read from while this much of its replies is unsent or
-// this many of its requests are unanswered (a peer that pipelines without
-// reading cannot grow the gateway's memory without bound).
-inline constexpr size_t kMaxUnsentBytes = size_t{1} << 20;
+// A connection is not read from while this many of its requests are
+// unanswered (the log answers them whatever the client does, so reading
+// resumes on its own). Its unsent replies are not a reason to stop reading:
+// a client that writes a whole pipeline before it reads a reply (redis-py's
+// pipelines) would never read them, and both ends would wait for ever.
+// Redis reads on and closes a client past its output buffer limit, and so
+// does the gateway (GatewayOptions::output_buffer_limit).
 inline constexpr size_t kMaxPendingReplies = 4096;
 // What a queued command or a watched key takes besides its bytes, as a
 // transaction's body encodes it (store_multi.cc: about 23 bytes a
@@ -417,6 +423,10 @@ class RespGateway {
     // conditions).
     std::vector<std::pair<std::string, uint64_t>> watches;
     size_t watched_bytes = 0;  // their keys and kQueuedOverhead each
+    // `in` holds requests not parsed yet: the parse stopped at
+    // kMaxPendingReplies or a blocking command, not at an unfinished
+    // request (read() parses them once it may, with or without new bytes).
+    bool unparsed = false;
   };
   // One client's commands in flight, in seq order from `first`: the reply
   // each goes into (nullptr once answered).
@@ -425,9 +435,8 @@ class RespGateway {
     std::deque<Reply*> replies;
   };
 
-  bool held(const Conn& c) const {
-    return c.out.size() > kMaxUnsentBytes || c.replies.size() > kMaxPendingReplies;
-  }
+  // Not read from (kMaxPendingReplies): until the log answers some.
+  static bool held(const Conn& c) { return c.replies.size() > kMaxPendingReplies; }
   // What a connection's buffers take (its share of maxmemory_clients).
   static size_t buffered(const Conn& c) {
     return c.in.size() + c.out.size() + c.queue.bytes + c.watched_bytes;
@@ -449,8 +458,19 @@ class RespGateway {
   // resp_transactions.cc: MULTI, EXEC, DISCARD, WATCH, UNWATCH, and a
   // command while MULTI is open (queued); false if `name` is none of them
   // and no MULTI is open.
+  // A command queued in MULTI is refused there (answered at once, and EXEC
+  // aborts) for what Redis 7.0 checks before it queues: an unknown command,
+  // a wrong number of arguments by the command's arity (COMMAND INFO's),
+  // one not allowed in a transaction (SHUTDOWN), and sluice-kv's own
+  // refusals (an error naming sluice-kv: a size past --max-value-bytes, a
+  // command it does not queue). Any other error (a syntax error, a bad
+  // option or number) is queued as that command's reply in EXEC's array,
+  // and the others run. refused_in_multi (resp_local.cc, with the command
+  // table): the first three's error reply, or empty.
   bool transaction_command(Conn& c, const std::string& name, std::vector<std::string>& args,
                            Client& client, size_t index, Reply& r, int64_t now);
+  static std::string refused_in_multi(const std::string& name,
+                                      const std::vector<std::string>& args);
   // MSET, MSETNX, RENAME, RENAMENX, FLUSHALL, FLUSHDB, DBSIZE, KEYS, SCAN;
   // false if none.
   bool keys_command(Conn& c, const std::string& name, const std::vector<std::string>& args,

@@ -241,6 +241,20 @@ std::string command_info(const CommandInfo& c) {
 
 }  // namespace
 
+std::string RespGateway::refused_in_multi(const std::string& name,
+                                          const std::vector<std::string>& args) {
+  const std::string want = lower(name);
+  for (const CommandInfo& i : kCommands) {
+    if (want != i.name) continue;
+    const auto n = static_cast<int64_t>(args.size());
+    if (i.arity >= 0 ? n != i.arity : n < -i.arity) return wrong_args(want);
+    // (Redis 7.0's no-multi commands among this gateway's.)
+    if (want == "shutdown") return resp::error("ERR Command not allowed inside a transaction");
+    return {};
+  }
+  return resp::unknown_command(args);
+}
+
 std::string RespGateway::local_command(Conn& c, const std::string& name,
                                        const std::vector<std::string>& args, bool* handled) {
   *handled = true;

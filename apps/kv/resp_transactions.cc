@@ -5,6 +5,7 @@
 // as each command's own reply would be.
 #include <charconv>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "resp.h"
@@ -39,6 +40,24 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
                                       std::vector<std::string>& args, Client& client, size_t index,
                                       Reply& r, int64_t now) {
   Queue& q = c.queue;
+  // Refused before it is parsed, as Redis refuses (EXEC, MULTI and WATCH
+  // too, with a wrong number of arguments): EXEC will discard the
+  // transaction.
+  if (q.open) {
+    if (std::string refused = refused_in_multi(name, args); !refused.empty()) {
+      if (name != "EXEC") {
+        q.failed = true;
+        return r.answer(std::move(refused));
+      }
+      // (An EXEC refused discards the transaction at once, saying why.)
+      q = Queue{};
+      c.watches.clear();
+      c.watched_bytes = 0;
+      const size_t from = refused.compare(0, 5, "-ERR ") == 0 ? 5 : 1;
+      return r.answer(resp::error("EXECABORT Transaction discarded because of: " +
+                                  refused.substr(from, refused.size() - from - 2)));
+    }
+  }
   if (q.open && !runs_at_once(name)) {
     if (name == "UNWATCH" && args.size() == 1) {
       // (Queued in Redis, where it changes nothing inside MULTI.)
@@ -52,28 +71,39 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
     const size_t before = q.cmds.size();
     dispatch(c, name, args, client, index, r, now);
     c.queuing = false;
+    const bool error = r.ready && !r.text.empty() && r.text[0] == '-';
+    if (error) {
+      // Its own error (a syntax error, a bad number): queued as its reply
+      // in EXEC's array, where Redis answers it, unless it is one of
+      // sluice-kv's own refusals (its limits, what it does not queue),
+      // which the transaction cannot run without. (Nothing of it is sent:
+      // EXEC fills no result into it.)
+      q.cmds.resize(before);
+      r.waiting = 0;
+      static constexpr std::string_view kOwn = "-ERR sluice-kv ";
+      if (r.text.compare(0, kOwn.size(), kOwn) == 0) {
+        q.failed = true;
+        return true;
+      }
+    }
     size_t bytes = kQueuedOverhead;
     for (size_t i = before; i < q.cmds.size(); ++i) {
       bytes += kQueuedOverhead + q.cmds[i].key.size() + q.cmds[i].value.size() +
                q.cmds[i].expected.size();
     }
-    if (!(r.ready && !r.text.empty() && r.text[0] == '-') &&
-        (q.bytes + c.watched_bytes + bytes > options_.max_entry_bytes ||
-         q.replies.size() >= kMaxPendingReplies)) {
+    if (q.bytes + c.watched_bytes + bytes > options_.max_entry_bytes ||
+        q.replies.size() >= kMaxPendingReplies) {
       // (The queue is bounded by what EXEC could send: one log entry.)
-      r = Reply{};
-      r.resp3 = c.resp3;
-      r.answer(resp::error("ERR the transaction would take more than one log entry may (" +
-                           std::to_string(options_.max_entry_bytes) +
-                           " bytes, --max-value-bytes, or " + std::to_string(kMaxPendingReplies) +
-                           " commands); EXEC will discard it"));
-    }
-    if (r.ready && !r.text.empty() && r.text[0] == '-') {
-      // Refused as it was queued (arity, syntax, size): answered now, and
-      // EXEC will discard the transaction, as Redis does.
+      // Answered now, and EXEC will discard the transaction, as Redis
+      // does with a command refused as it is queued.
       q.cmds.resize(before);
       q.failed = true;
-      return true;
+      r = Reply{};
+      r.resp3 = c.resp3;
+      return r.answer(
+          resp::error("ERR the transaction would take more than one log entry may (" +
+                      std::to_string(options_.max_entry_bytes) + " bytes, --max-value-bytes, or " +
+                      std::to_string(kMaxPendingReplies) + " commands); EXEC will discard it"));
     }
     q.bytes += bytes;
     q.replies.push_back(std::move(r));

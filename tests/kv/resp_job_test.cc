@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -210,16 +211,25 @@ TEST_F(RespJobTest, AThousandIdleConnectionsDoNotStallIt) {
   EXPECT_EQ(busy.receive("+PONG\r\n"), "+PONG\r\n");
 }
 
-// A peer that pipelines without ever reading its replies: once 1 MiB of
-// replies waits for it, the gateway stops reading from it, so the peer's
-// sends stall (far below the 64 MiB it tries) and the gateway's memory stays
+// A peer that pipelines without ever reading its replies: the gateway reads
+// on, as Redis does (a pipelining client reads only once it has written
+// all), until the replies waiting for it pass --client-output-buffer-limit
+// (32 MiB), and then closes it, so the peer cannot send all of the 64 MiB
+// of PINGs it tries (78 MiB of replies) and the gateway's memory stays
 // bounded; other connections are served meanwhile.
-TEST_F(RespJobTest, APeerThatNeverReadsIsHeldBackAndOthersAreServed) {
+TEST_F(RespJobTest, APeerThatNeverReadsIsClosedPastTheOutputLimitAndOthersAreServed) {
   Conn greedy(port_);
   std::string pings;
   for (int i = 0; i < 10000; ++i) pings += "PING\r\n";
   const size_t sent = greedy.flood(pings, size_t{64} << 20, std::chrono::milliseconds(500));
-  EXPECT_LT(sent, size_t{32} << 20) << "the gateway kept reading a peer that never reads";
+  EXPECT_LT(sent, size_t{64} << 20) << "the gateway kept reading a peer past its output limit";
+  bool closed = false;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       !closed && std::chrono::steady_clock::now() < end;)
+    greedy.receive("never", &closed, std::chrono::seconds(1));
+  EXPECT_TRUE(closed) << "a peer past --client-output-buffer-limit is closed";
+  std::printf("the peer that never reads sent %.1f MiB before it was closed\n",
+              static_cast<double>(sent) / (1 << 20));
   Conn other(port_);
   other.send(request({"SET", "served", "yes"}) + request({"GET", "served"}));
   EXPECT_EQ(other.receive("$3\r\nyes\r\n"), "+OK\r\n$3\r\nyes\r\n");
