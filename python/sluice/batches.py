@@ -57,6 +57,25 @@ def copy_batch(batch: "pa.RecordBatch") -> "pa.RecordBatch":
     return pa.ipc.open_stream(sink.getvalue()).read_next_batch()
 
 
+def _fixed_key(t: "pa.DataType") -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t) or
+            pa.types.is_decimal(t) or pa.types.is_fixed_size_binary(t))
+
+
+def _variable_key(t: "pa.DataType") -> bool:
+    return (pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or
+            pa.types.is_large_binary(t))
+
+
+def key_type_ok(t: "pa.DataType") -> bool:
+    """Whether a column of type ``t`` can be a key (``key_targets`` hashes
+    it): fixed-width values, booleans, strings and binaries, or a
+    dictionary of those."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_boolean(t) or _fixed_key(t) or _variable_key(t)
+
+
 def _key_column(batch: "pa.RecordBatch", name: str) -> tuple:
     """Column ``name`` as ``_sluice.route_columns`` reads it: its values'
     bytes where Arrow holds them (no copy but for booleans and dictionary
@@ -80,18 +99,14 @@ def _key_column(batch: "pa.RecordBatch", name: str) -> tuple:
         values = np.ascontiguousarray(col.fill_null(False).to_numpy(zero_copy_only=False),
                                       dtype=np.uint8)
         return (values, 1, None, 0, validity, col.offset)
-    fixed = (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t) or
-             pa.types.is_decimal(t) or pa.types.is_fixed_size_binary(t))
-    if fixed:
+    if _fixed_key(t):
         width = t.bit_width // 8
         values = u8(bufs[1])[col.offset * width:(col.offset + n) * width]
         return (values, width, None, 0, validity, col.offset)
-    if pa.types.is_string(t) or pa.types.is_binary(t):
-        offsets = u8(bufs[1])[col.offset * 4:(col.offset + n + 1) * 4]
-        return (u8(bufs[2]), 0, offsets, 4, validity, col.offset)
-    if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
-        offsets = u8(bufs[1])[col.offset * 8:(col.offset + n + 1) * 8]
-        return (u8(bufs[2]), 0, offsets, 8, validity, col.offset)
+    if _variable_key(t):
+        wide = 8 if pa.types.is_large_string(t) or pa.types.is_large_binary(t) else 4
+        offsets = u8(bufs[1])[col.offset * wide:(col.offset + n + 1) * wide]
+        return (u8(bufs[2]), 0, offsets, wide, validity, col.offset)
     raise InvalidArgument(f"key column {name!r} is {t}: route by integers, floats, booleans, "
                           "decimals, dates, times, timestamps, fixed-size binaries, strings or "
                           "binaries (dictionary-encoded or not), or give a target per row")

@@ -43,7 +43,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from . import Cluster, InvalidArgument, View
-from .batches import key_targets
+from .batches import key_targets, key_type_ok
 
 try:
     import pyarrow as pa
@@ -71,14 +71,8 @@ def to_table(data: Any) -> "pa.Table":
 
 def _check_key(name: str, t: "pa.DataType") -> None:
     """Raises InvalidArgument if a key column of type ``t`` cannot be hashed."""
-    if pa.types.is_dictionary(t):
-        return _check_key(name, t.value_type)
-    if (pa.types.is_boolean(t) or pa.types.is_string(t) or pa.types.is_binary(t) or
-            pa.types.is_large_string(t) or pa.types.is_large_binary(t) or
-            pa.types.is_decimal(t) or pa.types.is_fixed_size_binary(t) or
-            ((pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)) and
-             t.bit_width % 8 == 0)):
-        return None
+    if key_type_ok(t):
+        return
     raise InvalidArgument(f"sluice.dataframe: key column {name!r} is of type {t}, which cannot "
                           "be hashed (keys of fixed-width values, decimals, booleans, strings "
                           "and binaries can)")
