@@ -30,35 +30,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def cpu_seconds(pids):
-    """utime + stime of the given processes, in seconds."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total / tick
-
-
-def descendants(pid):
-    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
-    children = {}
-    for line in out.split("\n"):
-        parts = line.split()
-        if len(parts) == 2:
-            children.setdefault(int(parts[1]), []).append(int(parts[0]))
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo.extend(children.get(p, []))
-    return found
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from proc_cpu import cpu_seconds, descendants  # noqa: E402
 
 
 def wait_port(port, seconds=30):

@@ -30,9 +30,14 @@ per rank per 1 M records).
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from proc_cpu import cpu_seconds, descendants  # noqa: E402  (Ray's processes' CPU)
 
 RECORD = np.dtype([("key", "<u8"), ("value", "<u8")])
 
@@ -158,31 +163,6 @@ def run_dask(records, ranks):
            sum(int(k) for k in sums["key_sum"]) % 2**64)
 
 
-def cpu_of_tree(root_pid):
-    """CPU-seconds (user + system) of `root_pid` and every process below it
-    (Ray's GCS, raylet and workers are the driver's descendants), from /proc."""
-    import os
-
-    tick = os.sysconf("SC_CLK_TCK")
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
-    total, frontier = 0.0, [root_pid]
-    while frontier:
-        pid = frontier.pop()
-        if pid in stats:
-            total += stats[pid][1]
-        frontier += [c for c, (ppid, _) in stats.items() if ppid == pid]
-    return total
-
-
 def ray_block(batch, records, ranks):
     import pyarrow as pa
 
@@ -199,8 +179,6 @@ def ray_sums(table):
 
 
 def run_ray(records, ranks):
-    import os
-
     import ray
     from ray.data.context import ShuffleStrategy
 
@@ -212,11 +190,11 @@ def run_ray(records, ranks):
     made = ray.data.range(ranks, override_num_blocks=ranks).map_batches(
         ray_block, batch_size=1, batch_format="pyarrow",
         fn_kwargs={"records": records, "ranks": ranks}).materialize()
-    c0, w0 = cpu_of_tree(os.getpid()), time.perf_counter()
+    c0, w0 = cpu_seconds(descendants(os.getpid())), time.perf_counter()
     sums = made.repartition(ranks, keys=["key"]).map_batches(
         ray_sums, batch_size=None, batch_format="pyarrow").take_all()
     wall = time.perf_counter() - w0
-    cpu = cpu_of_tree(os.getpid()) - c0
+    cpu = cpu_seconds(descendants(os.getpid())) - c0
     ray.shutdown()
     report("ray-data-hash", ranks, records, wall, cpu, sum(int(r["n"]) for r in sums),
            sum(int(r["key_sum"]) for r in sums) % 2**64)

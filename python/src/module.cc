@@ -347,14 +347,11 @@ class PyFlow {
   void push(ByteArray records, std::optional<TargetArray> targets, std::optional<double> timeout) {
     RecordsFlow& f = get();
     Busy busy(*this);
-    const size_t n = count(f, records);
-    std::vector<uint32_t> routed;
-    const uint32_t* to = targets_of(f, records, n, targets, &routed);
+    const Routed r = routed_records(f, records, targets);
     std::optional<FlowFailure> failed;
     {
       nb::gil_scoped_release unlocked;
-      failed =
-          f.push(reinterpret_cast<const std::byte*>(records.data()), n, to, deadline_of(timeout));
+      failed = f.push(r.data, r.n, r.to, deadline_of(timeout));
     }
     if (failed) raise_failure(*failed);
   }
@@ -389,10 +386,8 @@ class PyFlow {
                std::optional<double> timeout) {
     RecordsFlow& f = get();
     Busy busy(*this);
-    const size_t n = count(f, records);
-    std::vector<uint32_t> routed;
-    const uint32_t* to = targets_of(f, records, n, targets, &routed);
-    w.push_records(f, reinterpret_cast<const std::byte*>(records.data()), n, to, timeout);
+    const Routed r = routed_records(f, records, targets);
+    w.push_records(f, r.data, r.n, r.to, timeout);
   }
   void close_in(PyWorker& w, std::optional<double> timeout) {
     RecordsFlow& f = get();
@@ -441,14 +436,11 @@ class PyFlow {
                     std::optional<double> timeout) {
     RecordsFlow& f = get();
     Busy busy(*this);
-    const size_t n = count(f, records);
-    std::vector<uint32_t> routed;
-    const uint32_t* to = targets_of(f, records, n, targets, &routed);
+    const Routed r = routed_records(f, records, targets);
     RecordBytes got;
     {
       nb::gil_scoped_release unlocked;
-      got = f.exchange(reinterpret_cast<const std::byte*>(records.data()), n, to, slot,
-                       deadline_of(timeout));
+      got = f.exchange(r.data, r.n, r.to, slot, deadline_of(timeout));
     }
     return to_array(std::move(got));
   }
@@ -465,6 +457,23 @@ class PyFlow {
   }
 
  private:
+  // A push's records and where each goes (targets_of), as push, push_in and
+  // exchange take them; `to` may point into `routed`.
+  struct Routed {
+    const std::byte* data = nullptr;
+    size_t n = 0;
+    const uint32_t* to = nullptr;
+    std::vector<uint32_t> routed;
+  };
+  static Routed routed_records(RecordsFlow& f, const ByteArray& records,
+                               const std::optional<TargetArray>& targets) {
+    Routed r;
+    r.data = reinterpret_cast<const std::byte*>(records.data());
+    r.n = count(f, records);
+    r.to = targets_of(f, records, r.n, targets, &r.routed);
+    return r;  // (a move keeps `routed`'s buffer, which `to` may point into)
+  }
+
   // Where each of the n records goes: `targets` (checked), the flow's
   // routing (into *routed), or nowhere on a replicate flow (nullptr).
   static const uint32_t* targets_of(RecordsFlow& f, const ByteArray& records, size_t n,

@@ -213,22 +213,22 @@ size_t PyReplayFlow::push(ReplayRecords records, ReplayRanks target_ranks,
   throw nb::python_error();
 }
 
-void PyReplayFlow::flush(std::optional<double> timeout) {
+template <class Call>
+void PyReplayFlow::wait(const char* verb, Call call) {
   Status s;
   {
     nb::gil_scoped_release unlocked;
-    s = impl().flush(deadline_of(timeout));
+    s = call();
   }
-  if (s != Status::kOk) fail(name_, "flush", s, impl().error());
+  if (s != Status::kOk) fail(name_, verb, s, impl().error());
+}
+
+void PyReplayFlow::flush(std::optional<double> timeout) {
+  wait("flush", [this, timeout] { return impl().flush(deadline_of(timeout)); });
 }
 
 void PyReplayFlow::close(std::optional<double> timeout) {
-  Status s;
-  {
-    nb::gil_scoped_release unlocked;
-    s = impl().close(deadline_of(timeout));
-  }
-  if (s != Status::kOk) fail(name_, "close", s, impl().error());
+  wait("close", [this, timeout] { return impl().close(deadline_of(timeout)); });
 }
 
 std::optional<std::tuple<uint32_t, ReplayOut>> PyReplayFlow::consume(
@@ -253,12 +253,7 @@ void PyReplayFlow::commit() {
 }
 
 void PyReplayFlow::finish(std::optional<double> timeout) {
-  Status s;
-  {
-    nb::gil_scoped_release unlocked;
-    s = impl().finish(deadline_of(timeout));
-  }
-  if (s != Status::kOk) fail(name_, "finish", s, impl().error());
+  wait("finish", [this, timeout] { return impl().finish(deadline_of(timeout)); });
 }
 
 uint64_t PyReplayFlow::received(uint32_t source) { return impl().received(source); }

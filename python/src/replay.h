@@ -63,6 +63,10 @@ class PyReplayFlow {
   template <size_t N>
   struct Typed;
   Impl& impl();
+  // Runs `call` (a wait: flush, close, finish) without the GIL; raises
+  // naming `verb` if it fails.
+  template <class Call>
+  void wait(const char* verb, Call call);
   std::shared_ptr<Impl> impl_;
   uint32_t itemsize_;
   std::string name_;

@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
     sluice::Cluster cluster = sluice::Cluster::join();
     const uint32_t me = cluster.rank();
     const uint32_t incarnation = cluster.incarnation(me);
+    // --leave-rank: this process stops after --leave-after rounds and leaves.
+    const bool leaves = leave_rank == static_cast<int64_t>(me) && incarnation == 0;
     const auto deadline = [] { return sluice::Clock::now() + std::chrono::seconds(90); };
     std::vector<uint32_t> everyone;
     for (uint32_t r = 0; r < cluster.world_size(); ++r) everyone.push_back(r);
@@ -371,7 +373,6 @@ int main(int argc, char** argv) {
     } else {
       // The leaving rank runs fewer steps, then leaves: the others see it
       // leave (a new view) and go on without it.
-      const bool leaves = leave_rank == static_cast<int64_t>(me) && incarnation == 0;
       const sluice::StepsReport report =
           sluice::run_steps(cluster, "sum", leaves ? std::min(leave_after, rounds) : rounds,
                             attempt, [&](uint64_t round, const sluice::Gathered& all) {
@@ -390,7 +391,7 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(next), static_cast<unsigned long long>(checksum),
         static_cast<unsigned long long>(expect));
     std::fflush(stdout);
-    if (leave_rank == static_cast<int64_t>(me) && incarnation == 0) {
+    if (leaves) {
       const sluice::Deadline until = sluice::Clock::now() + std::chrono::seconds(60);
       sluice::View view = cluster.view();
       while (view.members.size() < leave_when_members) {
