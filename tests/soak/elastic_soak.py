@@ -15,6 +15,11 @@ never leaves or dies, must commit every round. Prints one line per job and
 the counts; exits 1 if any job broke a rule.
 
   tests/soak/elastic_soak.py --bin build/bin [--jobs 40] [--seed 1]
+
+Negative control (--no-reform): the same jobs with the program's flows
+declared among every rank number, outside any view; every job must then
+fail (a non-zero exit naming the vacancy or the lost rank), never hang and
+never pass.
 """
 
 import argparse
@@ -30,7 +35,7 @@ DONE = re.compile(r"DONE rank (\d+) incarnation (\d+) committed (\d+) rounds (\d
                   r"checksum (\d+) expect (\d+)")
 
 
-def job_args(rng, binary):
+def job_args(rng, no_reform):
     max_ranks = rng.choice([3, 4])
     launcher = ["-n", "2", "--max-ranks", str(max_ranks), "--keep-going", "--timeout", "120",
                 "--faults-after", "MARK round 5 begins"]
@@ -38,7 +43,7 @@ def job_args(rng, binary):
     for _ in range(joins):
         launcher += ["--join", f"{rng.uniform(0, 0.8):.2f}"]
     program = ["--rounds", str(ROUNDS), "--records", "5000", "--interval-ms", "10",
-               "--mark-round", "5"]
+               "--mark-round", "5"] + (["--no-reform"] if no_reform else [])
     story = [f"max {max_ranks}", f"{joins} join(s)"]
     if rng.random() < 0.5:
         after = rng.randint(10, 60)
@@ -80,6 +85,8 @@ def main():
     p.add_argument("--bin", required=True, help="the build's bin directory")
     p.add_argument("--jobs", type=int, default=int(os.environ.get("SLUICE_SOAK_JOBS", "40")))
     p.add_argument("--seed", type=int, default=int(os.environ.get("SLUICE_SOAK_SEED", "1")))
+    p.add_argument("--no-reform", action="store_true",
+                   help="the negative control: flows outside views; every job must fail")
     args = p.parse_args()
     rng = random.Random(args.seed)
     sluice = os.path.join(args.bin, "sluice")
@@ -87,7 +94,7 @@ def main():
     env = dict(os.environ, SLUICE_PEER_TIMEOUT_MS="1000")
     bad, joined, left, killed = 0, 0, 0, 0
     for i in range(args.jobs):
-        launcher, prog, story = job_args(rng, program)
+        launcher, prog, story = job_args(rng, args.no_reform)
         start = time.monotonic()
         try:
             r = subprocess.run([sluice, "run", *launcher, "--", program, *prog], env=env,
@@ -98,6 +105,9 @@ def main():
                 errors="replace")
             status = "hung"
         broken = check(out, status)
+        if args.no_reform:  # the control: a job must fail, not hang and not pass
+            broken = (["hung"] if status == "hung" else
+                      [] if status != 0 and re.search(r"FAILED", out) else ["it passed"])
         joined += len(re.findall(r"joined the running job as rank", out))
         left += len(re.findall(r"DONE rank 1 incarnation 0 committed \d+ rounds", out)) if \
             "--leave-rank" in prog else 0
@@ -108,7 +118,9 @@ def main():
             bad += 1
             print(out[-6000:], flush=True)
     print(f"elastic_soak: {args.jobs} jobs (seed {args.seed}), {joined} joins landed, {left} "
-          f"departures, {killed} kills; {args.jobs - bad} correct, {bad} broken", flush=True)
+          f"departures, {killed} kills; {args.jobs - bad} "
+          f"{'failed as the control must' if args.no_reform else 'correct'}, {bad} broken",
+          flush=True)
     sys.exit(1 if bad else 0)
 
 
