@@ -19,16 +19,65 @@
 
 namespace sluice::stream::command {
 
-std::optional<sluice::View> await_all_ranks(sluice::JobContext& ctx, double seconds) {
+std::optional<sluice::View> await_members(sluice::JobContext& ctx,
+                                          const std::vector<uint32_t>& ranks, double seconds) {
   const auto deadline =
       sluice::Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
   sluice::View v = ctx.cluster().view();
-  while (v.members.size() < ctx.world_size()) {
+  const auto all_in = [&ranks](const sluice::View& view) {
+    return std::all_of(ranks.begin(), ranks.end(),
+                       [&view](uint32_t r) { return view.contains(r); });
+  };
+  while (!all_in(v)) {
     sluice::Result<sluice::View> next = ctx.cluster().await_view(v.epoch, deadline);
     if (!next) return std::nullopt;
     v = *next;
   }
   return v;
+}
+
+void Outputs::fence(uint32_t from, uint32_t to) {
+  if (opt_.kafka_output.empty()) return;
+  for (uint32_t w = from; w < to; ++w) {
+    // (Constructed, it has fenced the id and begun a transaction of its
+    // own, which its destructor aborts.)
+    ss::KafkaWriter writer(kafka_config(opt_), opt_.kafka_output,
+                           opt_.kafka_transactional_id + "-" + std::to_string(w));
+  }
+}
+
+uint32_t place_in(const sluice::View& view, uint32_t rank) {
+  const auto at = std::find(view.members.begin(), view.members.end(), rank);
+  if (at == view.members.end()) {
+    throw std::logic_error("rank " + std::to_string(rank) + " is not a member of view " +
+                           std::to_string(view.epoch));
+  }
+  return static_cast<uint32_t>(at - view.members.begin());
+}
+
+CliSink& Outputs::place(uint32_t first) {
+  if (first_ == first) return cli_;
+  // (Another place only in an elastic job, whose outputs are Kafka's or
+  // stdout: what the old workers wrote was committed at the savepoint.)
+  first_ = first;
+  const uint32_t threads = opt_.threads;
+  csv_.reset();
+  late_.reset();
+  kafka_.reset();
+  if (!opt_.csv_out.empty())
+    csv_ = std::make_unique<ss::CsvSink>(opt_.csv_out, first, threads, checkpoints_);
+  if (!opt_.kafka_output.empty()) {
+    kafka_ = std::make_unique<ss::KafkaSink>(kafka_config(opt_), opt_.kafka_output,
+                                             opt_.kafka_transactional_id, first, threads,
+                                             /*per_checkpoint=*/checkpoints_,
+                                             /*by_window=*/opt_.upsert);
+  }
+  if (!opt_.late_output.empty()) {
+    late_ = std::make_unique<ss::CsvSink>(opt_.late_output, first, threads, checkpoints_,
+                                          ss::CsvSink::kLateHeader);
+  }
+  cli_ = CliSink{csv_.get(), opt_.print_rows ? &out_ : nullptr, kafka_.get(), late_.get()};
+  return cli_;
 }
 
 void check_followed(sluice::JobContext& ctx, const ss::Options& opt,
@@ -58,13 +107,15 @@ void check_followed(sluice::JobContext& ctx, const ss::Options& opt,
   }
 }
 
-bool needs_recovery(sluice::JobContext& ctx, const ss::Report& mine, uint64_t run_epoch) {
+bool needs_recovery(sluice::JobContext& ctx, const ss::Report& mine, const sluice::View& run) {
   if (!mine.failure) return false;
-  if (mine.failure->lost_peer) return true;
+  // (A lost peer that was no member of the run, e.g. one lost before it,
+  // is not what failed it.)
+  if (mine.failure->lost_peer && run.contains(mine.failure->lost_peer->rank)) return true;
   sluice::Cluster& cluster = ctx.cluster();
-  if (cluster.epoch() != run_epoch) return true;
+  if (cluster.epoch() != run.epoch) return true;
   try {
-    return cluster.await_view(run_epoch, sluice::Clock::now() + cluster.options().peer_timeout)
+    return cluster.await_view(run.epoch, sluice::Clock::now() + cluster.options().peer_timeout)
         .has_value();
   } catch (const sluice::Error&) {
     return false;  // the registry is gone: no view can come, nor a recovery
@@ -101,31 +152,20 @@ ss::KafkaConfig kafka_config(const ss::Options& opt) {
   return c;
 }
 
-std::string settle_kafka_output(sluice::JobContext& ctx, ss::KafkaSink& sink, bool ok) {
-  // Prepared: every row this rank wrote is in the broker's log (invisible
-  // to read_committed) before it votes. All commit only if every rank
-  // votes yes. (A rank that dies between the vote and its commit leaves its
-  // transactions open: the broker aborts them at their timeout.)
-  std::string why = ok ? "" : "this rank's query failed";
-  if (ok) {
-    try {
-      sink.flush();
-    } catch (const std::exception& e) {
-      why = e.what();
-    }
-  }
-  sluice::kill_point("stream-kafka-before-vote");
+std::string kafka_vote(ss::KafkaSink& sink, bool ok) {
+  if (!ok) return "this rank's query failed";
   try {
-    // Bounded (the setup timeout): a rank that does not come (one that went
-    // to recover while this one votes) fails the vote, naming it, rather
-    // than holding the job until its timeout.
-    for (const std::string& v :
-         ctx.cluster().allgather("stream-kafka-commit", why.empty() ? "1" : "0",
-                                 sluice::Clock::now() + ctx.cluster().options().setup_timeout)) {
-      if (v != "1" && why.empty()) why = "another rank failed";
-    }
+    sink.flush();
   } catch (const std::exception& e) {
-    if (why.empty()) why = std::string("the vote on committing failed: ") + e.what();
+    return e.what();
+  }
+  return "";
+}
+
+std::string kafka_settle(ss::KafkaSink& sink, std::string why,
+                         const std::vector<std::string>& votes) {
+  for (const std::string& v : votes) {
+    if (!v.empty() && why.empty()) why = "another rank failed";
   }
   if (why.empty()) {
     sink.commit();
@@ -135,53 +175,83 @@ std::string settle_kafka_output(sluice::JobContext& ctx, ss::KafkaSink& sink, bo
   return why;
 }
 
+std::string settle_kafka_output(sluice::JobContext& ctx, ss::KafkaSink& sink, bool ok,
+                                const sluice::View& view) {
+  // Prepared: every row this rank wrote is in the broker's log (invisible
+  // to read_committed) before it votes. All commit only if every member
+  // of the run's view votes yes: a view that changed since (a member lost)
+  // aborts. (A rank that dies between the vote and its commit leaves its
+  // transactions open: the broker aborts them at their timeout.)
+  std::string why = kafka_vote(sink, ok);
+  sluice::kill_point("stream-kafka-before-vote");
+  std::vector<std::string> votes;
+  try {
+    // Bounded (the setup timeout): a rank that does not come (one that went
+    // to recover while this one votes) fails the vote, naming it, rather
+    // than holding the job until its timeout.
+    sluice::Cluster& cluster = ctx.cluster();
+    sluice::Result<sluice::Gathered> all = cluster.allgather(
+        view, "stream-kafka-commit", why, sluice::Clock::now() + cluster.options().setup_timeout);
+    if (all) {
+      votes = all->values;
+    } else if (why.empty()) {
+      why = "the membership changed since the run began (view " + std::to_string(view.epoch) +
+            "): a member's rows may be missing";
+    }
+  } catch (const std::exception& e) {
+    if (why.empty()) why = std::string("the vote on committing failed: ") + e.what();
+  }
+  return kafka_settle(sink, why, votes);
+}
+
 namespace {
 
-// The fixed-size part of a rank's Report (ctx.gather copies it byte for byte).
+// The fixed-size part of a rank's Report (copied byte for byte: every rank
+// runs the same build).
 struct Figures {
   uint64_t records_in, input_bytes, rows, checksum, bytes_moved, bytes_remote, epochs,
       state_entries, state_bytes, checkpoints, restored_from, resumed_at, recoveries, replayed,
       savepoint, rescaled_from, updates;
   double seconds, cpu_seconds;
+  uint64_t lates, latencies;  // the LateCount and double elements that follow
 };
 
-// Every rank's array of T on rank 0 (empty elsewhere): the elements' bytes
-// through ctx.gather_bytes, T trivially copyable.
 template <class T>
-std::vector<std::vector<T>> gather_array(sluice::JobContext& ctx, const std::string& name,
-                                         std::span<const T> mine) {
+void append_bytes(std::string& out, const T* data, size_t n) {
   static_assert(std::is_trivially_copyable_v<T>);
-  const std::vector<std::string> all = ctx.gather_bytes(
-      name, std::string_view(reinterpret_cast<const char*>(mine.data()), mine.size_bytes()));
-  std::vector<std::vector<T>> out(all.size());
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r].size() % sizeof(T) != 0) {
-      throw Error(ErrorCode::kProtocol, "gather '" + name + "': rank " + std::to_string(r) +
-                                            " sent " + std::to_string(all[r].size()) +
-                                            " bytes, not a whole number of elements");
-    }
-    out[r].resize(all[r].size() / sizeof(T));
-    if (!out[r].empty()) std::memcpy(out[r].data(), all[r].data(), all[r].size());
-  }
+  out.append(reinterpret_cast<const char*>(data), n * sizeof(T));
+}
+
+}  // namespace
+
+std::string encode_report(const Report& mine) {
+  std::vector<LateCount> late;
+  for (const auto& [w, n] : mine.late) late.push_back({w, n});
+  const Figures f{mine.records_in,       mine.input_bytes,  mine.rows,          mine.checksum,
+                  mine.bytes_moved,      mine.bytes_remote, mine.epochs,        mine.state_entries,
+                  mine.state_bytes,      mine.checkpoints,  mine.restored_from, mine.resumed_at,
+                  mine.recoveries,       mine.replayed,     mine.savepoint,     mine.rescaled_from,
+                  mine.updates,          mine.seconds,      mine.cpu_seconds,   late.size(),
+                  mine.latency_ms.size()};
+  std::string out;
+  append_bytes(out, &f, 1);
+  append_bytes(out, late.data(), late.size());
+  append_bytes(out, mine.latency_ms.data(), mine.latency_ms.size());
   return out;
 }
 
-// Every rank's report, summed, on rank 0 (empty elsewhere).
-std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine) {
-  const std::vector<Figures> figures = ctx.gather(
-      "stream-report",
-      Figures{mine.records_in, mine.input_bytes, mine.rows, mine.checksum, mine.bytes_moved,
-              mine.bytes_remote, mine.epochs, mine.state_entries, mine.state_bytes,
-              mine.checkpoints, mine.restored_from, mine.resumed_at, mine.recoveries, mine.replayed,
-              mine.savepoint, mine.rescaled_from, mine.updates, mine.seconds, mine.cpu_seconds});
-  std::vector<LateCount> late;
-  for (const auto& [w, n] : mine.late) late.push_back({w, n});
-  const auto lates = gather_array<LateCount>(ctx, "stream-late", late);
-  const auto latencies = gather_array<double>(ctx, "stream-latency", mine.latency_ms);
-  if (ctx.rank() != 0) return std::nullopt;
-  Report total;
-  for (size_t r = 0; r < figures.size(); ++r) {
-    const Figures& f = figures[r];
+JobTotal sum_reports(const std::vector<uint32_t>& ranks, const std::vector<std::string>& values) {
+  JobTotal total;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string& v = values[i];
+    Figures f{};
+    if (v.size() >= sizeof(f)) std::memcpy(&f, v.data(), sizeof(f));
+    if (v.size() < sizeof(f) || f.lates > v.size() || f.latencies > v.size() ||
+        v.size() != sizeof(f) + f.lates * sizeof(LateCount) + f.latencies * sizeof(double)) {
+      throw Error(ErrorCode::kProtocol, "rank " + std::to_string(i < ranks.size() ? ranks[i] : i) +
+                                            " sent a report of " + std::to_string(v.size()) +
+                                            " bytes that does not parse (another build?)");
+    }
     Report one;
     one.records_in = f.records_in;
     one.input_bytes = f.input_bytes;
@@ -202,12 +272,103 @@ std::optional<Report> gather_reports(sluice::JobContext& ctx, const Report& mine
     one.updates = f.updates;
     one.seconds = f.seconds;
     one.cpu_seconds = f.cpu_seconds;
-    for (const LateCount& l : lates[r]) one.late[l.window] += l.records;
-    one.latency_ms = latencies[r];
-    total.add(one);
+    const char* at = v.data() + sizeof(f);
+    for (uint64_t k = 0; k < f.lates; ++k, at += sizeof(LateCount)) {
+      LateCount l{};
+      std::memcpy(&l, at, sizeof(l));
+      one.late[l.window] += l.records;
+    }
+    one.latency_ms.resize(f.latencies);
+    if (f.latencies != 0) std::memcpy(one.latency_ms.data(), at, f.latencies * sizeof(double));
+    total.sum.add(one);
+    ++total.ranks;
   }
   return total;
 }
+
+std::optional<JobTotal> gather_reports(sluice::JobContext& ctx, const Report& mine) {
+  sluice::Cluster& cluster = ctx.cluster();
+  const std::string value = encode_report(mine);
+  for (;;) {
+    sluice::Result<sluice::Gathered> all =
+        cluster.allgather(cluster.view(), "stream-report", value);
+    if (!all) continue;  // kViewChanged: again among the members of the new view
+    if (all->ranks.empty() || all->ranks.front() != ctx.rank()) return std::nullopt;
+    return sum_reports(all->ranks, all->values);
+  }
+}
+
+ElasticTurn elastic_turn(sluice::JobContext& ctx, const std::string& state, const std::string& vote,
+                         const Report& mine) {
+  sluice::Cluster& cluster = ctx.cluster();
+  const auto until = sluice::Clock::now() + cluster.options().setup_timeout;
+  // state, the vote's length, the vote, the report.
+  const std::string value =
+      state + "\n" + std::to_string(vote.size()) + "\n" + vote + encode_report(mine);
+  for (;;) {
+    const sluice::View view = cluster.view();
+    sluice::Result<sluice::Gathered> all = cluster.allgather(view, "stream-elastic", value, until);
+    if (!all) continue;  // kViewChanged: every member takes the turn again in the new view
+    std::vector<uint32_t> ran, leaving;
+    std::vector<std::string> reports;
+    ElasticTurn turn;
+    bool done = false, stay = false;
+    std::string states;
+    for (size_t i = 0; i < all->values.size(); ++i) {
+      const std::string& v = all->values[i];
+      const size_t a = v.find('\n'), b = a == std::string::npos ? a : v.find('\n', a + 1);
+      size_t n = 0;
+      if (b == std::string::npos ||
+          std::sscanf(v.substr(a + 1, b - a - 1).c_str(), "%zu", &n) != 1 || b + 1 + n > v.size()) {
+        throw Error(ErrorCode::kProtocol,
+                    "rank " + std::to_string(all->ranks[i]) + " sent a malformed elastic turn");
+      }
+      const std::string s = v.substr(0, a);
+      states += (states.empty() ? "" : ", ") + std::to_string(all->ranks[i]) + " " + s;
+      if (s == "new") continue;
+      ran.push_back(all->ranks[i]);
+      turn.votes.push_back(v.substr(b + 1, n));
+      reports.push_back(v.substr(b + 1 + n));
+      done |= s == "done";
+      stay |= s == "stay";
+      if (s == "leave") leaving.push_back(all->ranks[i]);
+    }
+    if (done && (stay || !leaving.empty())) {
+      throw std::runtime_error("the ranks disagree on whether the job stopped at a savepoint (" +
+                               states + "): every worker stops at a savepoint or none does");
+    }
+    if (done || !stay) {
+      turn.turn = done ? Turn::kDone : Turn::kStopped;
+      if (!ran.empty() && ran.front() == ctx.rank()) turn.total = sum_reports(ran, reports);
+      return turn;
+    }
+    if (state == "leave") {
+      turn.turn = Turn::kLeave;
+      return turn;
+    }
+    // kGoOn, once those leaving have left (they leave as soon as they
+    // know: the next run's collectives must not wait for them).
+    sluice::View now = cluster.view();
+    const auto any_leaving = [&leaving](const sluice::View& v) {
+      return std::any_of(leaving.begin(), leaving.end(),
+                         [&v](uint32_t r) { return v.contains(r); });
+    };
+    while (any_leaving(now)) {
+      sluice::Result<sluice::View> next =
+          cluster.await_view(now.epoch, sluice::Clock::now() + cluster.options().setup_timeout);
+      if (!next) {
+        throw std::runtime_error("ranks that were to leave the job at its savepoint did not (" +
+                                 states + ")");
+      }
+      now = *next;
+    }
+    turn.turn = Turn::kGoOn;
+    turn.states = states;
+    return turn;
+  }
+}
+
+namespace {
 
 std::string window_label(const WindowSpec& w) {
   if (w.is_session()) return "sessions with a gap of " + std::to_string(w.gap) + " ms";
@@ -228,13 +389,12 @@ std::string late_json(const std::map<int64_t, uint64_t>& late) {
 
 }  // namespace
 
-int report(const Options& opt, sluice::JobContext& ctx, const Report& mine,
+int report(const Options& opt, sluice::JobContext& ctx, const std::optional<JobTotal>& gathered,
            const std::function<Expected()>& expected, size_t record_bytes,
            const WindowSpec& window) {
-  const std::optional<Report> gathered = gather_reports(ctx, mine);
   if (!gathered) return 0;
-  const Report& total = *gathered;
-  const uint32_t world = ctx.world_size();
+  const Report& total = gathered->sum;
+  const uint32_t world = gathered->ranks;
 
   // Stopped at a savepoint, the job has not produced its whole result:
   // --verify is for the run restored from it.

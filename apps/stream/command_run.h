@@ -66,11 +66,12 @@ struct CliSink {
   void committed(uint32_t worker, uint64_t c) {
     if (kafka != nullptr) kafka->committed(worker, c);
   }
-  // A checkpoint taken by another number of workers (engine.h's rescaled
-  // restore): each old worker's token. The CSV files are one per worker and
-  // cannot be split among others; Kafka's output needs only to have
-  // committed what each old worker's checkpoint held.
-  void restore_rescaled(uint32_t worker,
+  // A checkpoint taken by another number of workers, restored by
+  // `workers` (engine.h's rescaled restore): each old worker's token. The
+  // CSV files are one per worker and cannot be split among others; Kafka's
+  // output writes again what an old worker's checkpoint held and never
+  // committed.
+  void restore_rescaled(uint32_t worker, uint32_t workers,
                         const std::vector<std::pair<uint32_t, std::string>>& tokens) {
     if (csv != nullptr || late_csv != nullptr) {
       throw std::runtime_error(
@@ -83,7 +84,7 @@ struct CliSink {
         const size_t colon = token.find(':');
         rest.emplace_back(g, colon == std::string::npos ? token : token.substr(colon + 1));
       }
-      kafka->restore_rescaled(worker, rest);
+      kafka->restore_rescaled(worker, workers, rest);
     }
   }
   void restore(uint32_t worker, const std::string& token) {
@@ -117,7 +118,7 @@ inline bool replacement(sluice::JobContext& ctx) {
 void check_followed(sluice::JobContext& ctx, const ss::Options& opt,
                     const std::function<std::string(uint32_t, uint32_t)>& path_of);
 
-// Whether a run that began in view `run_epoch` and ended with `mine` is
+// Whether a run that began in view `run` and ended with `mine` is
 // recovered in the job (with checkpoints and --recover-within): every rank
 // must decide alike, or one waits in the recovery's collectives while
 // another votes on the Kafka output. So not only a failure that names a
@@ -126,31 +127,44 @@ void check_followed(sluice::JobContext& ctx, const ss::Options& opt,
 // naming no peer (a flow aborted under it). A failure that names no peer
 // in an unchanged view waits up to the peer timeout for the registry to
 // report a loss it may not have published yet.
-bool needs_recovery(sluice::JobContext& ctx, const ss::Report& mine, uint64_t run_epoch);
+bool needs_recovery(sluice::JobContext& ctx, const ss::Report& mine, const sluice::View& run);
 
-// Waits up to `seconds` for a view in which every rank of the job is a
-// member again; nullopt if none came.
-std::optional<sluice::View> await_all_ranks(sluice::JobContext& ctx, double seconds);
+// Waits up to `seconds` for a view in which every one of `ranks` is a
+// member (again: a replacement took a lost one's place); nullopt if none
+// came.
+std::optional<sluice::View> await_members(sluice::JobContext& ctx,
+                                          const std::vector<uint32_t>& ranks, double seconds);
 
 // What a checkpoint must have been taken by to be restored into this run:
 // the query and every option that changes its input or its results.
 std::string job_fingerprint(const ss::Options& opt);
 
 // What ends a followed input (files, sockets, a Kafka topic): the first
-// stop signal, unless --stop-with-savepoint makes it stop the job at a
-// savepoint instead (the input then never ends by a signal).
+// stop signal, unless --stop-with-savepoint (or --elastic) makes it stop
+// the job (or this rank) at a savepoint instead: the input then never
+// ends by a signal.
 inline std::function<bool()> input_stop(const ss::Options& opt) {
-  if (opt.stop_with_savepoint) return [] { return false; };
+  if (opt.stop_with_savepoint || opt.elastic) return [] { return false; };
   return [] { return sluice::stop_requested(); };
 }
 
 // --kafka's broker and properties.
 ss::KafkaConfig kafka_config(const ss::Options& opt);
 
-// Commits the Kafka sink's transactions once every rank's query succeeded
-// and its rows are flushed (`ok`: this rank's query did); aborts them
+// The Kafka output's vote (settle_kafka_output): flushed, every row this
+// rank wrote is in the broker's log (invisible to read_committed) before
+// it votes. "" if this rank votes to commit (`ok`: its query succeeded and
+// the flush did), else why not.
+std::string kafka_vote(ss::KafkaSink& sink, bool ok);
+// Commits the sink's transactions if this rank and every other voted to
+// commit (`votes`: each member's kafka_vote, "" for yes), aborts them
 // otherwise. Returns "" if they were committed, else why not.
-std::string settle_kafka_output(sluice::JobContext& ctx, ss::KafkaSink& sink, bool ok);
+std::string kafka_settle(ss::KafkaSink& sink, std::string why,
+                         const std::vector<std::string>& votes);
+// Both, with the vote gathered among the members of the run's view (a
+// view that changed since aborts).
+std::string settle_kafka_output(sluice::JobContext& ctx, ss::KafkaSink& sink, bool ok,
+                                const sluice::View& view);
 
 // What --verify compares the job's result with: the single-threaded
 // reference's figures on the same input.
@@ -159,18 +173,222 @@ struct Expected {
   std::map<int64_t, uint64_t> late;
 };
 
-// This rank's part after its engine ran without failing (`mine`): every
-// rank's report goes to rank 0, which (with --verify) compares the sum with
-// `expected()` (called on rank 0 only) and prints it. Returns the exit
-// status: 1 on a MISMATCH.
-int report(const ss::Options& opt, sluice::JobContext& ctx, const ss::Report& mine,
+// The job's figures: every rank's report summed, and how many ranks sent
+// one.
+struct JobTotal {
+  ss::Report sum;
+  uint32_t ranks = 0;
+};
+
+// A rank's report as it travels to the one that prints the job's, and the
+// sum of those of `ranks` (values[i] from ranks[i]; throws
+// sluice::Error(kProtocol) naming a rank whose report is malformed).
+std::string encode_report(const ss::Report& mine);
+JobTotal sum_reports(const std::vector<uint32_t>& ranks, const std::vector<std::string>& values);
+
+// Every member's report (of the current view, gathered again if it
+// changes), summed, on the view's first member; nullopt elsewhere.
+std::optional<JobTotal> gather_reports(sluice::JobContext& ctx, const ss::Report& mine);
+
+// Prints the job's report where `total` is (gather_reports: on one rank),
+// with --verify's verdict against `expected()` (called there only).
+// Returns the exit status: 1 on a MISMATCH.
+int report(const ss::Options& opt, sluice::JobContext& ctx, const std::optional<JobTotal>& total,
            const std::function<Expected()>& expected, size_t record_bytes,
            const ss::WindowSpec& window);
+
+// This rank's outputs, for the workers of its place in a run's view: the
+// CSV files, stdout, the Kafka topic and the late records' files as asked,
+// made again when a rescale gives this rank other worker numbers.
+class Outputs {
+ public:
+  Outputs(const ss::Options& opt, bool checkpoints) : opt_(opt), checkpoints_(checkpoints) {}
+  // The sink of this rank's workers first .. first + threads - 1.
+  CliSink& place(uint32_t first);
+  CliSink& sink() { return cli_; }
+  ss::CsvSink* csv() { return csv_.get(); }
+  ss::CsvSink* late() { return late_.get(); }
+  ss::KafkaSink* kafka() { return kafka_.get(); }
+  // Fences the Kafka output's workers [from, to) that no rank writes as
+  // any more (a rescale to fewer workers after a loss): a transaction the
+  // lost rank left open would hold read_committed readers back until the
+  // broker's timeout; making a producer of each of their ids aborts it.
+  void fence(uint32_t from, uint32_t to);
+  // Flushes and closes the files (before anyone reads them).
+  void close_files() {
+    csv_.reset();
+    late_.reset();
+  }
+
+ private:
+  const ss::Options& opt_;
+  bool checkpoints_;
+  std::optional<uint32_t> first_;
+  std::unique_ptr<ss::CsvSink> csv_, late_;
+  std::unique_ptr<ss::KafkaSink> kafka_;
+  ss::StdoutSink out_;
+  CliSink cli_;
+};
+
+// This rank's place in `view` (its index among the members); REQUIRES: a
+// member.
+uint32_t place_in(const sluice::View& view, uint32_t rank);
+
+// An elastic job's turn (--elastic), taken by every member after each run
+// and by a process that joined before its first: each says what it is
+// about to do, in one allgather of the current view (taken again in the
+// new one if the view changes meanwhile), with its report and its vote on
+// the Kafka output:
+//   "new"   a process that joined (or replaced a lost rank),
+//   "stay"  stopped at a savepoint, or lost a member and goes on,
+//   "leave" stopped at a savepoint because it was asked to leave (SIGTERM),
+//   "done"  ran to the end of its input.
+// All members decide alike: kDone if any ran to its end (the joiners then
+// leave), kStopped if every member that ran was asked to leave (a stop at
+// a savepoint, as --stop-with-savepoint), else kLeave for those asked to
+// leave and kGoOn for the others, who wait until they have left.
+enum class Turn : uint8_t { kGoOn, kLeave, kDone, kStopped };
+struct ElasticTurn {
+  Turn turn = Turn::kGoOn;
+  std::vector<std::string> votes;  // the Kafka votes of the members that ran (kDone, kStopped)
+  std::optional<JobTotal> total;   // their reports, summed, on the first of them (kDone, kStopped)
+  std::string states;              // what each member said, e.g. "0 stay, 1 leave, 2 new"
+};
+ElasticTurn elastic_turn(sluice::JobContext& ctx, const std::string& state, const std::string& vote,
+                         const ss::Report& mine);
+
+// The end of a run that is the job's last, in `view`: commits or aborts
+// the outputs (`votes`: every rank's Kafka vote, for an elastic job's
+// turn; none: gathered here), then the report. Returns the exit status.
+template <class Q>
+int finish(const ss::Options& opt, sluice::JobContext& ctx, const Q& query, size_t record_bytes,
+           Outputs& outputs, const ss::Report& mine, const sluice::View& view,
+           const std::vector<std::string>* votes, std::optional<JobTotal> total) {
+  // What the last checkpoint did not write (stopped at a savepoint: that
+  // was the last, and a run restored from it writes the rest).
+  const bool finished = !mine.failure && mine.savepoint == 0;
+  if (outputs.csv() != nullptr && finished) outputs.csv()->commit();
+  if (outputs.late() != nullptr && finished) outputs.late()->commit();
+  outputs.close_files();
+  if (ss::KafkaSink* kafka = outputs.kafka()) {
+    const std::string why = votes != nullptr
+                                ? kafka_settle(*kafka, kafka_vote(*kafka, !mine.failure), *votes)
+                                : settle_kafka_output(ctx, *kafka, !mine.failure, view);
+    if (!why.empty() && !mine.failure) return ctx.fail("the Kafka output was aborted: " + why);
+  }
+  if (mine.failure) return ctx.fail("query failed: " + mine.failure->describe());
+  if (votes == nullptr) total = gather_reports(ctx, mine);
+  return report(
+      opt, ctx, total,
+      [&] {
+        const uint32_t workers = total->ranks * opt.threads;
+        const auto ref = ss::reference(query, workers, opt.lag, opt.lateness);
+        return Expected{ref.records, ref.rows.size(), ref.checksum(), ref.late};
+      },
+      record_bytes, query.window);
+}
+
+// An elastic job (--elastic): runs in the current view, takes a turn
+// (elastic_turn) after each run, and goes on in the next view from the
+// last complete checkpoint (rescaled: the savepoint it stopped at) until
+// a turn ends it. `fresh`: this process joined the running job (or
+// replaced a lost rank), so its first step is the turn, not a run.
+// `run_in(view)` runs the query in a view. Returns the exit status.
+template <class Q, class RunIn>
+int run_elastic(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
+                size_t record_bytes, Outputs& outputs, bool fresh, ss::EngineOptions& eo,
+                RunIn& run_in) {
+  sluice::Cluster& cluster = ctx.cluster();
+  const uint32_t rank = ctx.rank();
+  ss::Report mine;
+  uint32_t went_on = 0;   // turns after which this rank went on
+  uint32_t ran_with = 0;  // the workers of this rank's last run (0: none yet)
+  for (bool skip_run = fresh;; skip_run = false) {
+    std::string state = "new", vote;
+    auto stopped = std::chrono::steady_clock::now();  // the run's end (or this process's start)
+    sluice::View view;                                // the run's
+    if (!skip_run) {
+      view = cluster.view();
+      ran_with = static_cast<uint32_t>(view.members.size()) * opt.threads;
+      mine = run_in(view);
+      stopped = std::chrono::steady_clock::now();
+      if (mine.failure) {
+        // Only a change of membership is survived (a lost member, or a
+        // view that changed as the run started); any other failure ends
+        // the job (the others' turn waits at most the setup timeout).
+        if (!needs_recovery(ctx, mine, view))
+          return ctx.fail("query failed: " + mine.failure->describe());
+        // A lost member's replacement has --recover-within to come; then
+        // the others go on without it.
+        if (opt.recover_within_s > 0) (void)await_members(ctx, view.members, opt.recover_within_s);
+        std::fprintf(stderr,
+                     "sluice-stream: rank %u goes on from the last complete checkpoint after: "
+                     "%s\n",
+                     rank, mine.failure->describe().c_str());
+        state = "stay";
+      } else {
+        state = mine.savepoint == 0 ? "done" : sluice::stop_requested() ? "leave" : "stay";
+        if (outputs.kafka() != nullptr) vote = kafka_vote(*outputs.kafka(), true);
+      }
+    }
+    ElasticTurn turn = elastic_turn(ctx, state, vote, mine);
+    if (turn.turn == Turn::kDone || turn.turn == Turn::kStopped) {
+      if (state == "new") {
+        std::fprintf(
+            stderr, "sluice-stream: rank %u joined a job that %s: it leaves without running\n",
+            rank,
+            turn.turn == Turn::kDone ? "had read its input to the end" : "stopped at a savepoint");
+        return 0;
+      }
+      mine.recoveries = went_on;
+      return finish(opt, ctx, query, record_bytes, outputs, mine, cluster.view(), &turn.votes,
+                    turn.total);
+    }
+    if (turn.turn == Turn::kLeave) {
+      // Its output is committed up to the savepoint (the sink aborts the
+      // transaction begun after it, which holds nothing); the others
+      // restore the savepoint without this rank once it has left.
+      std::fprintf(stderr,
+                   "sluice-stream: rank %u leaves the job at savepoint %" PRIu64
+                   "; the others go on from it without this rank\n",
+                   rank, mine.savepoint);
+      return 0;
+    }
+    ++went_on;
+    const sluice::View next = cluster.view();
+    if (!skip_run && mine.failure && next.epoch == view.epoch) {
+      // (needs_recovery saw the membership change: a run that failed in
+      // this very view would fail again.)
+      return ctx.fail("query failed and the membership did not change: " +
+                      mine.failure->describe());
+    }
+    if (rank == next.members.front()) {
+      std::string members;
+      for (uint32_t r : next.members) members += (members.empty() ? "" : ",") + std::to_string(r);
+      std::fprintf(
+          stderr,
+          "sluice-stream: the job goes on in view %" PRIu64
+          " with ranks %s from the last complete checkpoint, %.1f ms after this rank's "
+          "run stopped (turn: %s)\n",
+          next.epoch, members.c_str(),
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stopped)
+              .count(),
+          turn.states.c_str());
+    }
+    const auto workers = static_cast<uint32_t>(next.members.size()) * opt.threads;
+    // (By every member that ran: whichever of them is first to fence an
+    // id aborts what the lost rank left open; fencing it again is
+    // harmless.)
+    if (workers < ran_with) outputs.fence(workers, ran_with);
+    eo.checkpoint.restore = true;
+    eo.checkpoint.restore_from = 0;  // the savepoint, or the last complete checkpoint
+  }
+}
 
 template <ss::Windows kWindows, class Q>
 int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
               size_t record_bytes) {
-  const uint32_t rank = ctx.rank(), workers = ctx.world_size() * opt.threads;
+  const uint32_t rank = ctx.rank();
   ss::EngineOptions eo;
   eo.strategy = opt.strategy;
   eo.threads = opt.threads;
@@ -181,90 +399,72 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   eo.segment_bytes = opt.segment_bytes;
   eo.throttle = opt.throttle;
   const bool checkpoints = !opt.checkpoint_dir.empty();
+  uint64_t run_epoch = 0;  // the view of the run under way
+  sluice::Cluster& cluster = ctx.cluster();
   if (checkpoints) {
     eo.checkpoint.dir = opt.checkpoint_dir;
     eo.checkpoint.every_ms = opt.checkpoint_every_ms;
     eo.checkpoint.restore = opt.restore || opt.restore_from != 0;
     eo.checkpoint.restore_from = opt.restore_from;
     eo.checkpoint.fingerprint = job_fingerprint(opt);
-    if (opt.stop_with_savepoint) eo.checkpoint.stop_with_savepoint = sluice::stop_requested;
+    if (opt.elastic) {
+      // A signal makes this rank leave at a savepoint; a new view (a
+      // process joined, a member was lost) makes every rank stop at one.
+      eo.checkpoint.stop_with_savepoint = [&cluster, &run_epoch] {
+        return sluice::stop_requested() || cluster.epoch() != run_epoch;
+      };
+    } else if (opt.stop_with_savepoint) {
+      eo.checkpoint.stop_with_savepoint = sluice::stop_requested;
+    }
     if (rank == 0) {
       eo.on_checkpoint = [](uint64_t id) {
         std::fprintf(stderr, "sluice-stream: checkpoint %" PRIu64 " complete\n", id);
       };
     }
   }
-  std::unique_ptr<ss::CsvSink> csv;
-  if (!opt.csv_out.empty()) {
-    csv = std::make_unique<ss::CsvSink>(opt.csv_out, rank * opt.threads, opt.threads,
-                                        /*transactional=*/checkpoints);
-  }
-  ss::StdoutSink out;
-  std::unique_ptr<ss::KafkaSink> kafka;
-  if (!opt.kafka_output.empty()) {
-    kafka = std::make_unique<ss::KafkaSink>(kafka_config(opt), opt.kafka_output,
-                                            opt.kafka_transactional_id, rank * opt.threads,
-                                            opt.threads, /*per_checkpoint=*/checkpoints,
-                                            /*by_window=*/opt.upsert);
-  }
-  std::unique_ptr<ss::CsvSink> late;
-  if (!opt.late_output.empty()) {
-    late = std::make_unique<ss::CsvSink>(opt.late_output, rank * opt.threads, opt.threads,
-                                         /*transactional=*/checkpoints, ss::CsvSink::kLateHeader);
-  }
-  CliSink sink{csv.get(), opt.print_rows ? &out : nullptr, kafka.get(), late.get()};
-
-  // A replacement process (sluice run --restarts or --spares) starts from
-  // the last checkpoint, as the survivors do.
-  const sluice::View first = ctx.cluster().view();
-  if (checkpoints && replacement(ctx)) {
+  Outputs outputs(opt, checkpoints);
+  // A replacement process (sluice run --restarts or --spares), or one that
+  // joined an elastic job, starts from the last checkpoint, as the others
+  // do.
+  const bool fresh = replacement(ctx);
+  if (checkpoints && fresh) {
     eo.checkpoint.restore = true;
     eo.checkpoint.restore_from = 0;  // the survivors' last complete one
   }
-  eo.flow_name = flow_name_in(first.epoch);
-  ss::Report mine = ss::run<Q, CliSink, kWindows>(ctx.cluster(), query, eo, sink);
+  const auto run_in = [&](const sluice::View& view) {
+    run_epoch = view.epoch;
+    eo.view = view;
+    eo.flow_name = flow_name_in(view.epoch);
+    return ss::run<Q, CliSink, kWindows>(cluster, query, eo,
+                                         outputs.place(place_in(view, rank) * opt.threads));
+  };
+  if (opt.elastic) return run_elastic(opt, ctx, query, record_bytes, outputs, fresh, eo, run_in);
+
+  const sluice::View first = cluster.view();
+  sluice::View last = first;  // the view of the last run
+  ss::Report mine = run_in(first);
   uint32_t recoveries = 0;
   uint64_t replayed = 0;  // records this rank ingested again after recoveries
-  uint64_t run_epoch = first.epoch;
-  while (checkpoints && opt.recover_within_s > 0 && needs_recovery(ctx, mine, run_epoch)) {
+  while (checkpoints && opt.recover_within_s > 0 && needs_recovery(ctx, mine, last)) {
     // In-job recovery: wait for every rank to be back (a replacement took
     // the lost one's place), then all restore the last complete checkpoint.
-    std::optional<sluice::View> all = await_all_ranks(ctx, opt.recover_within_s);
+    std::optional<sluice::View> all = await_members(ctx, first.members, opt.recover_within_s);
     if (!all) break;
     std::fprintf(stderr,
                  "sluice-stream: rank %u recovers from %s in view %" PRIu64
                  ", from the last complete checkpoint\n",
                  rank, mine.failure->describe().c_str(), all->epoch);
-    eo.flow_name = flow_name_in(all->epoch);
-    run_epoch = all->epoch;
     eo.checkpoint.restore = true;
     eo.checkpoint.restore_from = 0;
     const uint64_t before = mine.records_in;
-    mine = ss::run<Q, CliSink, kWindows>(ctx.cluster(), query, eo, sink);
+    last = *all;
+    mine = run_in(last);
     replayed += before - std::min(before, mine.resumed_at);
     ++recoveries;
   }
   mine.recoveries = recoveries;
   mine.replayed = replayed;
-  // What the last checkpoint did not write (stopped at a savepoint: that
-  // was the last, and a run restored from it writes the rest).
-  const bool finished = !mine.failure && mine.savepoint == 0;
-  if (csv && finished) csv->commit();
-  if (late && finished) late->commit();
-  csv.reset();  // flushes the files before anyone reads them
-  late.reset();
-  if (kafka) {
-    const std::string why = settle_kafka_output(ctx, *kafka, !mine.failure);
-    if (!why.empty() && !mine.failure) return ctx.fail("the Kafka output was aborted: " + why);
-  }
-  if (mine.failure) return ctx.fail("query failed: " + mine.failure->describe());
-  return report(
-      opt, ctx, mine,
-      [&] {
-        const auto ref = ss::reference(query, workers, opt.lag, opt.lateness);
-        return Expected{ref.records, ref.rows.size(), ref.checksum(), ref.late};
-      },
-      record_bytes, query.window);
+  return finish(opt, ctx, query, record_bytes, outputs, mine, last, nullptr, std::nullopt);
 }
 
 // The query on records read from files (--input): every rank reads its

@@ -31,12 +31,15 @@ int main(int argc, char** argv) {
   ss::Options opt;
   ss::add_options(job.cli(), job.flags(), opt);
   if (std::optional<int> status = job.parse(argc, argv)) return *status;
-  // A restarted or spare process takes the lost rank's place only where the
-  // job recovers in place (--recover-within); else it leaves at once.
-  job.set_rejoin(opt.recover_within_s > 0);
+  // A restarted, spare or joining process takes a rank's place only where
+  // the job recovers in place (--recover-within) or rescales (--elastic);
+  // else it leaves at once.
+  job.set_rejoin(opt.recover_within_s > 0 || opt.elastic);
   // --kafka-follow runs until stopped: a signal ends the input, not the job
   // (with --stop-with-savepoint: it stops the job at a savepoint).
-  if (opt.kafka_follow || opt.follow || !opt.input_socket.empty() || opt.stop_with_savepoint)
+  // (--elastic: it makes this rank leave at a savepoint.)
+  if (opt.kafka_follow || opt.follow || !opt.input_socket.empty() || opt.stop_with_savepoint ||
+      opt.elastic)
     sluice::enable_stop_signals();
   return job.run([&](sluice::JobContext& ctx) {
     const ss::WindowSpec window = ss::window_of(opt);

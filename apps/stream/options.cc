@@ -69,11 +69,25 @@ void finish(Options& o, Given given) {
     throw UsageError("--slide-ms must divide --window-ms (and a global window cannot slide)");
   }
   if ((o.restore || o.restore_from != 0 || o.stop_with_savepoint || given("--checkpoint-every") ||
-       o.recover_within_s > 0) &&
+       o.recover_within_s > 0 || o.elastic) &&
       o.checkpoint_dir.empty()) {
     throw UsageError(
-        "--restore, --restore-from, --stop-with-savepoint, --checkpoint-every and "
-        "--recover-within need --checkpoint-dir");
+        "--restore, --restore-from, --stop-with-savepoint, --checkpoint-every, "
+        "--recover-within and --elastic need --checkpoint-dir");
+  }
+  // A rescale restores the last savepoint on another number of workers:
+  // only Kafka's partitions can be dealt out again (files, sockets and the
+  // generator are one per worker), and only Kafka's output is not a file
+  // per worker.
+  if (o.elastic && o.kafka_input.empty()) {
+    throw UsageError(
+        "--elastic rescales the job's input as ranks join and leave: it reads --kafka-input "
+        "(files, sockets and generated input are one per worker)");
+  }
+  if (o.elastic && (!o.csv_out.empty() || !o.late_output.empty())) {
+    throw UsageError(
+        "--elastic: --csv-out and --late-output are files per worker; an elastic job writes "
+        "--kafka-output (or only prints its rows)");
   }
   if (o.upsert && is_session_query(q))
     throw UsageError("--upsert: session windows (" + q + ") emit once, at their end");
@@ -330,6 +344,15 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                  "job)")
       ->check(CLI::Range(0.0, 3600.0))
       ->type_name("S");
+  cli.add_flag("--elastic", o.elastic,
+               "With --checkpoint-dir and --kafka-input: the job rescales while it runs. A "
+               "process that joins it (sluice run --max-ranks M --join S, or SLUICE_JOIN=1) "
+               "makes every rank stop at a savepoint and go on from it with the joiner's "
+               "workers too; a rank sent SIGTERM (sluice run --leave RANK@S) leaves at a "
+               "savepoint and the others go on without it (SIGTERM to every rank, Ctrl-C at "
+               "sluice run, stops the job at a savepoint); a lost rank's place waits "
+               "--recover-within S for a replacement, then the others go on without it from "
+               "the last complete checkpoint. Key state and partitions move with each change");
   cli.add_flag("--restore", o.restore,
                "Start from the latest complete checkpoint in --checkpoint-dir (a fresh start if "
                "there is none): the state is loaded, each worker's input resumes where the "

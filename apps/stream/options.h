@@ -57,6 +57,7 @@ struct Options {
   uint64_t restore_from = 0;               // --restore-from ID (a checkpoint or savepoint)
   bool stop_with_savepoint = false;        // --stop-with-savepoint: a signal stops at a savepoint
   double recover_within_s = 0;             // --recover-within S (0: a lost rank fails the job)
+  bool elastic = false;                    // --elastic: rescale live as ranks join and leave
   std::string kafka;                       // --kafka HOST:PORT (the broker)
   std::string kafka_input;                 // --kafka-input TOPIC
   bool kafka_follow = false;               // --kafka-follow: read until SIGINT/SIGTERM

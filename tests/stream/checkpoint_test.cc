@@ -295,11 +295,32 @@ TEST(CheckpointUsageTest, RestoreWithoutACheckpointDirIsRefused) {
   const std::string bin = sluice::testing::bin("sluice-stream");
   const ProcessResult r = run_process({bin, "--restore"}, {}, std::chrono::seconds(20));
   EXPECT_EQ(r.exit_code, 2) << describe(r);
-  EXPECT_NE(
-      r.output.find("--restore, --restore-from, --stop-with-savepoint, --checkpoint-every and "
-                    "--recover-within need --checkpoint-dir"),
-      std::string::npos)
+  EXPECT_NE(r.output.find("--restore, --restore-from, --stop-with-savepoint, --checkpoint-every, "
+                          "--recover-within and --elastic need --checkpoint-dir"),
+            std::string::npos)
       << r.output;
+}
+
+// --elastic deals the input and the key state out again at each change:
+// only Kafka's partitions can be, and only Kafka's output (or none) is not
+// a file per worker.
+TEST(CheckpointUsageTest, AnElasticJobNeedsKafkaInputAndNoFilesPerWorker) {
+  const std::string bin = sluice::testing::bin("sluice-stream");
+  const ProcessResult generated = run_process({bin, "--elastic", "--checkpoint-dir", "/tmp/unused"},
+                                              {}, std::chrono::seconds(20));
+  EXPECT_EQ(generated.exit_code, 2) << describe(generated);
+  EXPECT_NE(generated.output.find("--elastic rescales the job's input as ranks join and leave: it "
+                                  "reads --kafka-input"),
+            std::string::npos)
+      << generated.output;
+  const ProcessResult files =
+      run_process({bin, "--elastic", "--checkpoint-dir", "/tmp/unused", "--kafka", "127.0.0.1:1",
+                   "--kafka-input", "t", "--csv-out", "/tmp/unused-{worker}.csv"},
+                  {}, std::chrono::seconds(20));
+  EXPECT_EQ(files.exit_code, 2) << describe(files);
+  EXPECT_NE(files.output.find("--elastic: --csv-out and --late-output are files per worker"),
+            std::string::npos)
+      << files.output;
 }
 
 }  // namespace

@@ -228,6 +228,19 @@ class KafkaTest : public ::testing::Test {
   static inline fs::path dir_;
   static inline std::string bootstrap_, skip_, file_result_, file_output_;
   static inline std::vector<std::string> expected_;
+  friend struct KafkaTestAccess;
+};
+
+// The fixture's helpers, for helpers outside its tests.
+struct KafkaTestAccess : KafkaTest {
+  using KafkaTest::config;
+  using KafkaTest::consume;
+  using KafkaTest::csv_rows;
+  using KafkaTest::path;
+  using KafkaTest::query;
+  using KafkaTest::result;
+  using KafkaTest::stream;
+  static const std::string& bootstrap() { return bootstrap_; }
 };
 
 TEST_F(KafkaTest, YsbFromATopicToATopicEqualsTheRunOnTheSameRecordsFromFiles) {
@@ -575,6 +588,85 @@ TEST_F(KafkaTest, AJobRescaledFrom2To3To2RanksThroughSavepointsGivesTheFileRunsR
   r.output = back;
   EXPECT_EQ(result(r), file_result_) << back;
   EXPECT_EQ(consume("ysb-scale-out", true, &expected_), expected_);
+}
+
+// An elastic job (--elastic) of 2 ranks of at most 3 rank numbers, one
+// worker each, reading ysb-in live (sluice run with `launcher` too) into
+// topic `out`. A watermark lag above the records' disorder makes no record
+// late, so the rows do not depend on which worker read which partition:
+// they must be the rows of the file run with the same lag, each committed
+// once, and the job's counts that run's. Returns the job's output.
+std::string elastic_job(const std::string& out, const std::vector<std::string>& launcher) {
+  static std::vector<std::string> want;
+  static ProcessResult files;
+  if (want.empty()) {
+    std::vector<std::string> args = KafkaTestAccess::query("2", "50");
+    args.insert(args.end(), {"--json", "--input", KafkaTestAccess::path("input-{worker}.csv"),
+                             "--csv-out", KafkaTestAccess::path("lag50-{worker}.csv")});
+    files = KafkaTestAccess::stream(2, args);
+    EXPECT_EQ(files.exit_code, 0) << describe(files);
+    EXPECT_EQ(json_number(files.output, "late_total"), 0u) << files.output;
+    want = KafkaTestAccess::csv_rows("lag50");
+  }
+  ss::kafka_create_topic(KafkaTestAccess::config(), out, 3);
+  std::vector<std::string> args = KafkaTestAccess::query("1", "50");
+  args.insert(args.end(),
+              {"--json", "--throttle", "20000", "--kafka", KafkaTestAccess::bootstrap(),
+               "--kafka-input", "ysb-in", "--kafka-output", out, "--checkpoint-dir",
+               KafkaTestAccess::path(out + "-state"), "--checkpoint-every", "100", "--elastic"});
+  std::vector<std::string> l = {"--max-ranks",           "3",      "--faults-after",
+                                "checkpoint 3 complete", "--join", "0"};
+  l.insert(l.end(), launcher.begin(), launcher.end());
+  const ProcessResult r = KafkaTestAccess::stream(2, args, l);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  // The registry's view 1: rank 2 joined; every rank stopped at a
+  // savepoint and the three went on from it.
+  EXPECT_NE(r.output.find("rank 2 joined"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("goes on in view 1 with ranks 0,1,2"), std::string::npos) << r.output;
+  EXPECT_EQ(json_number(r.output, "ranks"), 2u) << r.output;
+  EXPECT_EQ(KafkaTestAccess::result(r), KafkaTestAccess::result(files)) << r.output;
+  const std::vector<std::string> got = KafkaTestAccess::consume(out, true, &want);
+  EXPECT_TRUE(got == want) << difference(got, want);
+  return r.output;
+}
+
+// Grown to 3 ranks by the joiner, the job shrinks again when rank 1 is
+// asked to leave (SIGTERM from sluice run --leave): it stops at a
+// savepoint with the others and leaves, and ranks 0 and 2 go on from that
+// savepoint, which 3 workers took.
+TEST_F(KafkaTest, AnElasticJobGrowsFrom2To3RanksAndShrinksTo2WhileItRunsCommittingEachRowOnce) {
+  load_ysb();
+  ASSERT_FALSE(expected_.empty());
+  const std::string out = elastic_job("ysb-elastic-leave", {"--leave", "1@1.5"});
+  EXPECT_NE(out.find("rank 1 leaves the job at savepoint"), std::string::npos) << out;
+  EXPECT_NE(out.find("with ranks 0,2 from"), std::string::npos) << out;
+  EXPECT_EQ(json_number(out, "rescaled_from"), 3u) << out;
+}
+
+// Grown to 3 ranks, the job loses a rank and no replacement comes
+// (--keep-going): the others go on without it from the last complete
+// checkpoint, rescaled. Killed from outside (the joiner, rank 2), the
+// transaction it left open (its rows since that checkpoint) is fenced, so
+// that read_committed readers are not held back until the broker's
+// timeout. Killed by its own kill point between a checkpoint's completion
+// and its commit (rank 1, the 20th checkpoint), its rows of that
+// checkpoint, in the snapshot, are written again by the worker that now
+// has its number modulo the new size.
+TEST_F(KafkaTest, AnElasticJobThatLosesARankGoesOnWithoutItCommittingEachRowOnce) {
+  load_ysb();
+  ASSERT_FALSE(expected_.empty());
+  const std::string outside = elastic_job("ysb-elastic-kill", {"--keep-going", "--kill", "2@1.5"});
+  EXPECT_NE(outside.find("injecting --kill 2@1.5"), std::string::npos) << outside;
+  EXPECT_NE(outside.find("with ranks 0,1 from"), std::string::npos) << outside;
+  EXPECT_EQ(json_number(outside, "rescaled_from"), 3u) << outside;
+
+  const std::string before_commit = elastic_job(
+      "ysb-elastic-kill-at", {"--keep-going", "--kill-at", "1:stream-checkpoint-complete:20"});
+  EXPECT_NE(before_commit.find("with ranks 0,2 from"), std::string::npos) << before_commit;
+  EXPECT_NE(before_commit.find("wrote the rows of old worker 1 at checkpoint 20 again"),
+            std::string::npos)
+      << before_commit;
+  EXPECT_EQ(json_number(before_commit, "rescaled_from"), 3u) << before_commit;
 }
 
 // --kafka-event-time timestamp: the generated records go to a topic

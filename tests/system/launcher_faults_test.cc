@@ -71,6 +71,7 @@ TEST(ParseFaultTest, FaultTextGivesTheOptionBack) {
   std::string error;
   EXPECT_EQ(fault_text(*parse_fault(Fault::Kind::kKill, "2@1.5", &error)), "--kill 2@1.5");
   EXPECT_EQ(fault_text(*parse_fault(Fault::Kind::kStop, "1@0.3:0.5", &error)), "--stop 1@0.3:0.5");
+  EXPECT_EQ(fault_text(*parse_fault(Fault::Kind::kLeave, "1@2", &error)), "--leave 1@2");
 }
 
 TEST(ParseFaultTest, RejectsMalformedValuesWithAMessageNamingThem) {
@@ -104,13 +105,15 @@ TEST(ParseFaultTest, RejectsMalformedValuesWithAMessageNamingThem) {
       {Fault::Kind::kStop, "1@2:", "DURATION '' is not a number of seconds > 0"},
       {Fault::Kind::kStop, "1@2:1:1", "DURATION '1:1' is not a number of seconds > 0"},
       {Fault::Kind::kStop, "x@2:1", "RANK 'x' is not a rank number"},
+      {Fault::Kind::kLeave, "1", "--leave '1': no '@'"},
+      {Fault::Kind::kLeave, "1@2:1", "--leave '1@2:1': a ':DURATION' is for --stop only"},
   };
   for (const Case& c : cases) {
     std::string error;
     EXPECT_FALSE(parse_fault(c.kind, c.text, &error)) << c.text;
     EXPECT_NE(error.find(c.message), std::string::npos) << c.text << ": " << error;
     // Every message says what the value should look like.
-    const char* form = c.kind == Fault::Kind::kKill ? "expected RANK@SECONDS (e.g. 2@1.5)"
+    const char* form = c.kind != Fault::Kind::kStop ? "expected RANK@SECONDS (e.g. 2@1.5)"
                                                     : "expected RANK@SECONDS:DURATION";
     EXPECT_NE(error.find(form), std::string::npos) << c.text << ": " << error;
   }

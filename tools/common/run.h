@@ -40,8 +40,10 @@ namespace sluice::tool {
 // One fault the launcher injects into a running job (RunOptions::faults).
 struct Fault {
   enum class Kind {
-    kKill,  // --kill RANK@SECONDS: SIGKILL to the rank's process group
-    kStop,  // --stop RANK@SECONDS:DURATION: SIGSTOP, then SIGCONT DURATION s later
+    kKill,   // --kill RANK@SECONDS: SIGKILL to the rank's process group
+    kStop,   // --stop RANK@SECONDS:DURATION: SIGSTOP, then SIGCONT DURATION s later
+    kLeave,  // --leave RANK@SECONDS: SIGTERM (not a fault: a program that leaves the job on
+             // it, e.g. sluice-stream --elastic, scales the job down)
   };
   Kind kind = Kind::kKill;
   // The rank whose process (group) gets the signal, whichever incarnation of
@@ -53,7 +55,7 @@ struct Fault {
   double duration_seconds = 0;
 };
 
-// Parses the value of --kill ("RANK@SECONDS", e.g. "2@1.5") or --stop
+// Parses the value of --kill or --leave ("RANK@SECONDS", e.g. "2@1.5") or --stop
 // ("RANK@SECONDS:DURATION", e.g. "1@0.3:0.5"): RANK a decimal number,
 // SECONDS a finite number >= 0, DURATION a finite number > 0; nothing else
 // (no sign, no spaces). On a malformed value returns nullopt and sets *error

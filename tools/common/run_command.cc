@@ -97,7 +97,8 @@ void add_run_command(CLI::App& app) {
       "                                     [--max-restart-rate N/S]] [--spares K]\n"
       "                       [--kill RANK@S]... [--stop RANK@S:D]... [--kill-at "
       "RANK:NAME[:K]]...\n"
-      "                       [--max-ranks M [--join S]...] [--faults-after TEXT]\n"
+      "                       [--max-ranks M [--join S]...] [--leave RANK@S]...\n"
+      "                       [--faults-after TEXT]\n"
       "                       [--bind HOST] [--metrics HOST:PORT] -- PROGRAM [ARGS...]\n"
       "       sluice run -n N --print-options\n"
       "Injected faults (--kill, --stop) count from when every rank has joined the job's\n"
@@ -173,6 +174,14 @@ void add_run_command(CLI::App& app) {
                   "counts as a failure")
       ->allow_extra_args(false)
       ->type_name("RANK@SECONDS:DURATION");
+  auto leaves = std::make_shared<std::vector<std::string>>();
+  sub->add_option("--leave", *leaves,
+                  "Send SIGTERM to rank RANK (its process group) SECONDS s after every rank "
+                  "joined, on --kill's clock (repeatable): a program that leaves the job on it "
+                  "(sluice-stream --elastic) scales the job down; not a fault, so the rank's exit "
+                  "status counts as any other's")
+      ->allow_extra_args(false)
+      ->type_name("RANK@SECONDS");
   auto kill_ats = std::make_shared<std::vector<std::string>>();
   sub->add_option("--kill-at", *kill_ats,
                   "Rank RANK's first process kills itself (SIGKILL) the K-th time (default 1) it "
@@ -199,13 +208,14 @@ void add_run_command(CLI::App& app) {
                 "Print the settings (ClusterOptions::describe()) each rank would get from this "
                 "environment, checked as join() checks them, and exit without starting anything");
   sub->add_option("command", options->command, "The program each rank runs, and its arguments");
-  sub->callback([options, kills, stops, kill_ats, rate, sub] {
+  sub->callback([options, kills, stops, leaves, kill_ats, rate, sub] {
     if (std::string error = restart_options(sub, *rate, options.get()); !error.empty()) {
       say_error(error);
       throw CLI::RuntimeError(2);
     }
     for (const auto& [kind, texts] :
-         {std::pair{Fault::Kind::kKill, kills.get()}, std::pair{Fault::Kind::kStop, stops.get()}}) {
+         {std::pair{Fault::Kind::kKill, kills.get()}, std::pair{Fault::Kind::kStop, stops.get()},
+          std::pair{Fault::Kind::kLeave, leaves.get()}}) {
       for (const std::string& text : *texts) {
         std::string error;
         std::optional<Fault> fault = parse_fault(kind, text, &error);

@@ -37,10 +37,11 @@ std::optional<double> parse_number(std::string_view text) {
 
 std::optional<Fault> parse_fault(Fault::Kind kind, std::string_view text, std::string* error) {
   const bool stop = kind == Fault::Kind::kStop;
+  const char* option = stop ? "--stop" : kind == Fault::Kind::kLeave ? "--leave" : "--kill";
   const auto fail = [&](const std::string& why) -> std::optional<Fault> {
     if (error) {
       *error =
-          log::cat(stop ? "--stop" : "--kill", " '", text, "': ", why, "; expected ",
+          log::cat(option, " '", text, "': ", why, "; expected ",
                    stop ? "RANK@SECONDS:DURATION (e.g. 1@0.3:0.5)" : "RANK@SECONDS (e.g. 2@1.5)",
                    ", SECONDS counted from when every rank has joined the job");
     }
@@ -186,8 +187,10 @@ std::string realtime_text() {
 }
 
 std::string fault_text(const Fault& fault) {
-  if (fault.kind == Fault::Kind::kKill)
-    return log::cat("--kill ", fault.rank, "@", seconds_text(fault.at_seconds));
+  if (fault.kind != Fault::Kind::kStop) {
+    return log::cat(fault.kind == Fault::Kind::kKill ? "--kill " : "--leave ", fault.rank, "@",
+                    seconds_text(fault.at_seconds));
+  }
   return log::cat("--stop ", fault.rank, "@", seconds_text(fault.at_seconds), ":",
                   seconds_text(fault.duration_seconds));
 }
@@ -227,6 +230,12 @@ void Launcher::on_faults(Clock::time_point now) {
             realtime_text(), ")");
         signal_rank(rank, SIGKILL);
         rank.killed_by_fault = true;
+        continue;
+      }
+      if (f.fault.kind == Fault::Kind::kLeave) {
+        say("asking rank ", r, " to leave (", f.text, "): SIGTERM to pid ", rank.pid, ", at ",
+            realtime_text());
+        signal_rank(rank, SIGTERM);
         continue;
       }
       say("injecting ", f.text, ": SIGSTOP to rank ", r, " (pid ", rank.pid, ", at ",

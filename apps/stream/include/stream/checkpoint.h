@@ -453,25 +453,31 @@ struct CheckpointStart {
   uint64_t first_id = 0;
 };
 
-// The checkpoint to restore: the largest that any rank has a done marker of
-// (one marker proves every worker's snapshot was written) when
-// `opt.restore`, or opt.restore_from if some rank has a marker of it
-// (std::runtime_error naming it if none has). One allgather named `name`,
-// bounded by the setup timeout: a rank that never comes (it took another
-// branch after a failure) fails it with its name, not a hang. No
-// checkpoint directory: {0, 0} without asking the others.
-inline CheckpointStart choose_checkpoint(Cluster& cluster, const CheckpointOptions& opt,
-                                         const std::string& name, uint32_t threads) {
+// The checkpoint to restore: the largest that any member has a done marker
+// of (one marker proves every worker's snapshot was written) when
+// `opt.restore`, or opt.restore_from if some member has a marker of it
+// (std::runtime_error naming it if none has). One allgather named `name`
+// among the members of `view` (this rank's workers are `first`..`first +
+// threads`), bounded by the setup timeout: a member that never comes (it
+// took another branch after a failure) fails it with its name, not a hang.
+// nullopt if the view changed before every member called (the run is then
+// given up: the command decides what the new view does). No checkpoint
+// directory: {0, 0} without asking the others.
+inline std::optional<CheckpointStart> choose_checkpoint(Cluster& cluster, const View& view,
+                                                        const CheckpointOptions& opt,
+                                                        const std::string& name, uint32_t first,
+                                                        uint32_t threads) {
   CheckpointStart out;
   if (opt.dir.empty()) return out;
-  const uint32_t first = cluster.rank() * threads;
   const uint64_t from = opt.restore_from;
   const std::string mine = std::to_string(opt.restore ? latest_done(opt.dir, first, threads) : 0) +
                            " " + std::to_string(largest_id(opt.dir)) + " " +
                            (from != 0 && is_done(opt.dir, from, first, threads) ? "1" : "0");
+  Result<Gathered> all =
+      cluster.allgather(view, name, mine, Clock::now() + cluster.options().setup_timeout);
+  if (!all) return std::nullopt;
   bool found = false;
-  for (const std::string& v :
-       cluster.allgather(name, mine, Clock::now() + cluster.options().setup_timeout)) {
+  for (const std::string& v : all->values) {
     uint64_t done = 0, largest = 0;
     int has = 0;
     if (std::sscanf(v.c_str(), "%" SCNu64 " %" SCNu64 " %d", &done, &largest, &has) != 3)

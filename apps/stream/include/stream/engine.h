@@ -13,7 +13,9 @@
 #include <sluice/job.h>
 #include <sluice/sluice.h>
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,40 +36,48 @@ Report run_with(Cluster& cluster, const Q& q, const EngineOptions& opt, Sink& si
   using SW = StreamWorker<Q, Sink, Op>;
   using Message = typename SW::Message;
   const uint32_t threads = opt.threads;
-  const uint32_t world = cluster.world_size(), rank = cluster.rank();
-  const uint32_t workers = world * threads;
+  // The run belongs to the current membership view: its members' workers,
+  // numbered by their places in it (an elastic job's vacancies and the
+  // ranks that left have none), slot s's threads s * threads ...
+  const View view = opt.view ? *opt.view : cluster.view();
+  const auto place = std::find(view.members.begin(), view.members.end(), cluster.rank());
+  const auto gave_up = [&opt, &view](const std::string& while_doing) {
+    Report r;
+    r.failure = JobFailure{"the membership changed while " + while_doing + " flow '" +
+                               opt.flow_name + "' in view " + std::to_string(view.epoch),
+                           std::nullopt};
+    return r;
+  };
+  if (place == view.members.end()) return gave_up("this rank, no member, started");
+  const auto slot = static_cast<uint32_t>(place - view.members.begin());
+  const auto workers = static_cast<uint32_t>(view.members.size()) * threads;
   auto spec = shuffle<Message>(opt.flow_name)
-                  .sources(cluster.all_ranks(threads))
-                  .targets(cluster.all_ranks(threads))
+                  .sources(cluster.ranks(view.members, threads))
+                  .targets(cluster.ranks(view.members, threads))
                   .explicit_targets();
   if (opt.segment_bytes != 0) spec.segment_bytes(opt.segment_bytes);
   if (opt.ring_segments != 0) spec.ring_segments(opt.ring_segments);
   // The checkpoint to restore and the id new checkpoints follow.
-  const CheckpointStart ck =
-      choose_checkpoint(cluster, opt.checkpoint, opt.flow_name + "-restore", threads);
-  // Declared in the current membership view, the flow is pinned to its
-  // members' incarnations: a rank that dies and is back within moments (a
-  // restart, a spare) fails it on the others as a death does, instead of
-  // passing for the process the flow was made with. A view that changed
-  // before every rank declared fails the run (the command recovers or
+  const std::optional<CheckpointStart> ck = choose_checkpoint(
+      cluster, view, opt.checkpoint, opt.flow_name + "-restore", slot * threads, threads);
+  if (!ck) return gave_up("choosing the checkpoint of");
+  // Declared in the view, the flow is pinned to its members'
+  // incarnations: a rank that dies and is back within moments (a restart,
+  // a spare) fails it on the others as a death does, instead of passing
+  // for the process the flow was made with. A view that changed before
+  // every member declared fails the run (the command recovers, rescales or
   // ends the job).
-  const View view = cluster.view();
   Result<DeclaredFlow> declared = cluster.declare(view, spec);
-  if (!declared) {
-    Report r;
-    r.failure = JobFailure{"the membership changed while flow '" + opt.flow_name +
-                               "' was declared in view " + std::to_string(view.epoch),
-                           std::nullopt};
-    return r;
-  }
+  if (!declared) return gave_up("declaring");
   const DeclaredFlow flow = std::move(*declared);
   std::vector<std::unique_ptr<SW>> ws;
   for (uint32_t t = 0; t < threads; ++t) {
-    ws.push_back(std::make_unique<SW>(q, opt, sink, rank, t, workers, cluster.source(spec, t),
-                                      cluster.target(spec, t), ck.restore_id, ck.first_id));
+    ws.push_back(std::make_unique<SW>(q, opt, sink, slot, t, workers, cluster.source(spec, t),
+                                      cluster.target(spec, t), ck->restore_id, ck->first_id));
   }
-  const PoolReport run = run_workers(cluster, {threads, opt.flow_name + "-start", {}},
-                                     [&ws](uint32_t t, StartLine& start) { ws[t]->run(start); });
+  const PoolReport run =
+      run_workers(cluster, {threads, opt.flow_name + "-start", cluster.ranks(view.members)},
+                  [&ws](uint32_t t, StartLine& start) { ws[t]->run(start); });
   // Every worker's figures, a failed one's too; the failure is the root
   // cause run_workers found (a lost peer first).
   Report total;

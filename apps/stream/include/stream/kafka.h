@@ -392,11 +392,12 @@ class KafkaSink {
   std::string prepare(uint32_t worker, uint64_t c);
   void committed(uint32_t worker, uint64_t c);
   void restore(uint32_t worker, const std::string& token);
-  // The same for a checkpoint taken by another number of workers: `tokens`
-  // are the old workers' (by old worker number). Each old worker's
-  // transaction of c must have committed (as at a savepoint): rows of one
-  // that did not are refused, naming it (restore on the old number first).
-  void restore_rescaled(uint32_t worker,
+  // The same for a checkpoint taken by another number of workers, restored
+  // by `workers`: `tokens` are the old workers' (by old worker number). An
+  // old worker g whose transaction of c never committed (it died between
+  // c's completion and that commit) has its rows written again by new
+  // worker g % workers, committed with g's marker.
+  void restore_rescaled(uint32_t worker, uint32_t workers,
                         const std::vector<std::pair<uint32_t, std::string>>& tokens);
   // Rows written again by restore() on this rank (for tests and reports).
   uint64_t rewritten() const { return rewritten_; }

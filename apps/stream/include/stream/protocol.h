@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "stream/aggregates.h"
@@ -37,7 +38,13 @@ struct EngineOptions {
   uint32_t ring_segments = 0;        // flow ring depth (0: the flow default)
   std::string flow_name = "stream";  // the flow the engine declares (its start barrier:
                                      // flow_name + "-start")
-  CheckpointOptions checkpoint;      // checkpoints and restoring one (checkpoint.h)
+  // The membership view the run belongs to (its members' workers, numbered
+  // by their places in it, run the query; its collectives are scoped to
+  // it); none: the current view when the run starts. A caller that names
+  // the flow after a view passes that view, so that a run started in a
+  // view that has changed gives up at once on every member alike.
+  std::optional<View> view;
+  CheckpointOptions checkpoint;  // checkpoints and restoring one (checkpoint.h)
   // Called by the first worker of each rank when a checkpoint completed
   // (with its id), from that worker's thread; may be empty.
   std::function<void(uint64_t)> on_checkpoint;

@@ -688,7 +688,8 @@ class StreamWorker {
   // only a Kafka input has (the others are split by worker); the watermark
   // state is the most conservative of the old workers' (at an aligned
   // checkpoint they all heard the same watermarks); the counts go to worker
-  // 0. The sink must hold no output of a worker that did not commit.
+  // 0. The sink writes again what an old worker's checkpoint held and
+  // never committed.
   template <class Source>
   void restore_rescaled(Source& source, uint32_t old) {
     const std::string& dir = opt_.checkpoint.dir;
@@ -741,8 +742,8 @@ class StreamWorker {
     if constexpr (requires { source.seek(position); }) {
       if (!position.empty()) source.seek(position);
     }
-    if constexpr (requires { sink_.restore_rescaled(me_, m.tokens); }) {
-      sink_.restore_rescaled(me_, m.tokens);
+    if constexpr (requires { sink_.restore_rescaled(me_, workers_, m.tokens); }) {
+      sink_.restore_rescaled(me_, workers_, m.tokens);
     } else {
       refuse("its sink cannot be rescaled");
     }
