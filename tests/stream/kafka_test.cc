@@ -211,10 +211,10 @@ class KafkaTest : public ::testing::Test {
     std::sort(out.begin(), out.end());
     return out;
   }
-  // Generated worker w's records as messages: its file's lines without the
-  // worker and seq columns.
-  static std::vector<std::string> worker_records(int w) {
-    std::ifstream in(path("input-" + std::to_string(w) + ".csv"));
+  // Generated worker w's records as messages: its file's lines (in `dir`,
+  // under the suite's directory) without the worker and seq columns.
+  static std::vector<std::string> worker_records(int w, const std::string& dir = "") {
+    std::ifstream in(path(dir + "input-" + std::to_string(w) + ".csv"));
     std::string line;
     std::getline(in, line);  // header: worker,seq,...
     std::vector<std::string> records;
@@ -590,37 +590,55 @@ TEST_F(KafkaTest, AJobRescaledFrom2To3To2RanksThroughSavepointsGivesTheFileRunsR
   EXPECT_EQ(consume("ysb-scale-out", true, &expected_), expected_);
 }
 
+// An elastic job's query and input: the file run's flags (2 ranks x 2
+// workers, the expected rows: --csv-out <stem>-<worker>.csv), the elastic
+// run's (one worker a rank), and the same records in a topic of 4
+// partitions.
+struct ElasticQuery {
+  std::vector<std::string> files, elastic;
+  std::string topic, stem;
+};
+
+// YSB as the other tests run it, with a watermark lag above the records'
+// disorder (50 ms against 40): no record is late, so the rows do not
+// depend on which worker read which partition (with fewer workers than
+// partitions a worker's watermark is the smallest of its partitions').
+ElasticQuery elastic_ysb() {
+  std::vector<std::string> files = KafkaTestAccess::query("2", "50");
+  files.insert(files.end(), {"--input", KafkaTestAccess::path("input-{worker}.csv")});
+  return {files, KafkaTestAccess::query("1", "50"), "ysb-in", "lag50"};
+}
+
 // An elastic job (--elastic) of 2 ranks of at most 3 rank numbers, one
-// worker each, reading ysb-in live (sluice run with `launcher` too) into
-// topic `out`. A watermark lag above the records' disorder makes no record
-// late, so the rows do not depend on which worker read which partition:
-// they must be the rows of the file run with the same lag, each committed
-// once, and the job's counts that run's. Returns the job's output.
-std::string elastic_job(const std::string& out, const std::vector<std::string>& launcher) {
-  static std::vector<std::string> want;
-  static ProcessResult files;
+// worker each, reading q.topic live (sluice run with `launcher` too) into
+// topic `out`, which a process joins after its third checkpoint (every
+// rank stops at a savepoint, and the three go on from it). Its rows must
+// be the file run's, each committed once, and its counts that run's.
+// Returns the job's output.
+std::string elastic_job(const ElasticQuery& q, const std::string& out,
+                        const std::vector<std::string>& launcher) {
+  static std::map<std::string, std::pair<ProcessResult, std::vector<std::string>>> runs;
+  auto& [files, want] = runs[q.stem];
   if (want.empty()) {
-    std::vector<std::string> args = KafkaTestAccess::query("2", "50");
-    args.insert(args.end(), {"--json", "--input", KafkaTestAccess::path("input-{worker}.csv"),
-                             "--csv-out", KafkaTestAccess::path("lag50-{worker}.csv")});
+    std::vector<std::string> args = q.files;
+    args.insert(args.end(),
+                {"--json", "--csv-out", KafkaTestAccess::path(q.stem + "-{worker}.csv")});
     files = KafkaTestAccess::stream(2, args);
     EXPECT_EQ(files.exit_code, 0) << describe(files);
     EXPECT_EQ(json_number(files.output, "late_total"), 0u) << files.output;
-    want = KafkaTestAccess::csv_rows("lag50");
+    want = KafkaTestAccess::csv_rows(q.stem);
   }
   ss::kafka_create_topic(KafkaTestAccess::config(), out, 3);
-  std::vector<std::string> args = KafkaTestAccess::query("1", "50");
+  std::vector<std::string> args = q.elastic;
   args.insert(args.end(),
               {"--json", "--throttle", "20000", "--kafka", KafkaTestAccess::bootstrap(),
-               "--kafka-input", "ysb-in", "--kafka-output", out, "--checkpoint-dir",
+               "--kafka-input", q.topic, "--kafka-output", out, "--checkpoint-dir",
                KafkaTestAccess::path(out + "-state"), "--checkpoint-every", "100", "--elastic"});
   std::vector<std::string> l = {"--max-ranks",           "3",      "--faults-after",
                                 "checkpoint 3 complete", "--join", "0"};
   l.insert(l.end(), launcher.begin(), launcher.end());
   const ProcessResult r = KafkaTestAccess::stream(2, args, l);
   EXPECT_EQ(r.exit_code, 0) << describe(r);
-  // The registry's view 1: rank 2 joined; every rank stopped at a
-  // savepoint and the three went on from it.
   EXPECT_NE(r.output.find("rank 2 joined"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("goes on in view 1 with ranks 0,1,2"), std::string::npos) << r.output;
   EXPECT_EQ(json_number(r.output, "ranks"), 2u) << r.output;
@@ -637,7 +655,7 @@ std::string elastic_job(const std::string& out, const std::vector<std::string>& 
 TEST_F(KafkaTest, AnElasticJobGrowsFrom2To3RanksAndShrinksTo2WhileItRunsCommittingEachRowOnce) {
   load_ysb();
   ASSERT_FALSE(expected_.empty());
-  const std::string out = elastic_job("ysb-elastic-leave", {"--leave", "1@1.5"});
+  const std::string out = elastic_job(elastic_ysb(), "ysb-elastic-leave", {"--leave", "1@1.5"});
   EXPECT_NE(out.find("rank 1 leaves the job at savepoint"), std::string::npos) << out;
   EXPECT_NE(out.find("with ranks 0,2 from"), std::string::npos) << out;
   EXPECT_EQ(json_number(out, "rescaled_from"), 3u) << out;
@@ -655,18 +673,45 @@ TEST_F(KafkaTest, AnElasticJobGrowsFrom2To3RanksAndShrinksTo2WhileItRunsCommitti
 TEST_F(KafkaTest, AnElasticJobThatLosesARankGoesOnWithoutItCommittingEachRowOnce) {
   load_ysb();
   ASSERT_FALSE(expected_.empty());
-  const std::string outside = elastic_job("ysb-elastic-kill", {"--keep-going", "--kill", "2@1.5"});
+  const std::string outside =
+      elastic_job(elastic_ysb(), "ysb-elastic-kill", {"--keep-going", "--kill", "2@1.5"});
   EXPECT_NE(outside.find("injecting --kill 2@1.5"), std::string::npos) << outside;
   EXPECT_NE(outside.find("with ranks 0,1 from"), std::string::npos) << outside;
   EXPECT_EQ(json_number(outside, "rescaled_from"), 3u) << outside;
 
-  const std::string before_commit = elastic_job(
-      "ysb-elastic-kill-at", {"--keep-going", "--kill-at", "1:stream-checkpoint-complete:20"});
+  const std::string before_commit =
+      elastic_job(elastic_ysb(), "ysb-elastic-kill-at",
+                  {"--keep-going", "--kill-at", "1:stream-checkpoint-complete:20"});
   EXPECT_NE(before_commit.find("with ranks 0,2 from"), std::string::npos) << before_commit;
   EXPECT_NE(before_commit.find("wrote the rows of old worker 1 at checkpoint 20 again"),
             std::string::npos)
       << before_commit;
   EXPECT_EQ(json_number(before_commit, "rescaled_from"), 3u) << before_commit;
+}
+
+// Session windows through the same rescales: NEXMark Q11 (bids per
+// bidder per session of 10 s) on generated bids, 10,000 bidders whose
+// sessions stay open until the input ends, so that every rescale moves
+// all of them (the sessions' keyed state, restored by key on the new
+// workers); the bids are in order per partition, so none is late at any
+// size. Grown to 3 ranks and back to 2 (rank 1 leaves).
+TEST_F(KafkaTest, AnElasticSessionJobMovesItsOpenSessionsWithEachRescale) {
+  ASSERT_FALSE(bootstrap_.empty());
+  const ProcessResult g = stream(2, {"--query", "q11", "--workers", "2", "--records", "200000",
+                                     "--json", "--input-csv-dir", path("q11")});
+  ASSERT_EQ(g.exit_code, 0) << describe(g);
+  ss::kafka_create_topic(config(), "q11-in", 4);
+  for (int w = 0; w < 4; ++w) produce("q11-in", w, worker_records(w, "q11/"));
+  const ElasticQuery q{
+      {"--query", "q11", "--workers", "2", "--input", path("q11/input-{worker}.csv")},
+      {"--query", "q11", "--workers", "1"},
+      "q11-in",
+      "q11-rows"};
+  const std::string out = elastic_job(q, "q11-elastic", {"--leave", "1@1.5"});
+  EXPECT_NE(out.find("rank 1 leaves the job at savepoint"), std::string::npos) << out;
+  EXPECT_NE(out.find("with ranks 0,2 from"), std::string::npos) << out;
+  EXPECT_EQ(json_number(out, "rescaled_from"), 3u) << out;
+  EXPECT_EQ(json_number(out, "rows"), 10000u) << out;
 }
 
 // --kafka-event-time timestamp: the generated records go to a topic
