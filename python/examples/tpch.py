@@ -19,6 +19,10 @@ row and column equal, the averages to the last bit.
 """
 
 import argparse
+import atexit
+import os
+import resource
+import shutil
 import sys
 import time
 
@@ -49,7 +53,7 @@ def q1(cluster, con):
         SELECT l_returnflag, l_linestatus, sum(sq) AS sum_qty, sum(sp) AS sum_base_price,
                sum(sdp) AS sum_disc_price, sum(sc) AS sum_charge, sum(sd) AS sum_disc,
                CAST(sum(n) AS BIGINT) AS count_order
-        FROM groups GROUP BY l_returnflag, l_linestatus""", groups=groups)
+        FROM groups GROUP BY l_returnflag, l_linestatus""", con, groups=groups)
     # The averages from the exact sums, as DuckDB's avg divides (bit-equal).
     n = sums["count_order"]
     final = pa.table({
@@ -63,7 +67,7 @@ def q1(cluster, con):
     everything = sdf.gather(cluster, final)
     if everything is None:
         return None, partial.num_rows
-    return sdf.sql("SELECT * FROM t ORDER BY l_returnflag, l_linestatus", t=everything), \
+    return sdf.sql("SELECT * FROM t ORDER BY l_returnflag, l_linestatus", con, t=everything), \
         partial.num_rows
 
 
@@ -73,14 +77,14 @@ def join(cluster, con):
                          "FROM lineitem"), by="l_orderkey")
     orders = sdf.repartition(cluster, con.sql("SELECT o_orderkey, o_orderpriority FROM orders"),
                              by="o_orderkey")
-    partial = sdf.sql(JOIN_SQL, lineitem=lineitem, orders=orders)
+    partial = sdf.sql(JOIN_SQL, con, lineitem=lineitem, orders=orders)
     everything = sdf.gather(cluster, partial)
     if everything is None:
         return None, lineitem.num_rows + orders.num_rows
     final = sdf.sql("""
         SELECT o_orderpriority, CAST(sum(lines) AS BIGINT) AS lines, sum(value) AS value,
                min(first_ship) AS first_ship, max(last_receipt) AS last_receipt
-        FROM t GROUP BY o_orderpriority ORDER BY o_orderpriority""", t=everything)
+        FROM t GROUP BY o_orderpriority ORDER BY o_orderpriority""", con, t=everything)
     return final, lineitem.num_rows + orders.num_rows
 
 
@@ -93,7 +97,8 @@ def q3(cluster, con):
                          "WHERE o_orderdate < DATE '1995-03-15'"), by="o_custkey")
     theirs = sdf.sql("""
         SELECT o_orderkey, o_orderdate, o_shippriority
-        FROM orders JOIN customers ON c_custkey = o_custkey""", orders=orders, customers=customers)
+        FROM orders JOIN customers ON c_custkey = o_custkey""", con, orders=orders,
+                     customers=customers)
     theirs = sdf.repartition(cluster, theirs, by="o_orderkey")
     lineitem = sdf.repartition(
         cluster, con.sql("SELECT l_orderkey, l_extendedprice, l_discount FROM lineitem "
@@ -103,12 +108,12 @@ def q3(cluster, con):
                o_shippriority
         FROM lineitem JOIN theirs ON l_orderkey = o_orderkey
         GROUP BY l_orderkey, o_orderdate, o_shippriority
-        ORDER BY revenue DESC, o_orderdate LIMIT 10""", lineitem=lineitem, theirs=theirs)
+        ORDER BY revenue DESC, o_orderdate LIMIT 10""", con, lineitem=lineitem, theirs=theirs)
     everything = sdf.gather(cluster, top)
     moved = customers.num_rows + orders.num_rows + theirs.num_rows + lineitem.num_rows
     if everything is None:
         return None, moved
-    return sdf.sql("SELECT * FROM t ORDER BY revenue DESC, o_orderdate LIMIT 10",
+    return sdf.sql("SELECT * FROM t ORDER BY revenue DESC, o_orderdate LIMIT 10", con,
                    t=everything), moved
 
 
@@ -128,6 +133,19 @@ def same(ours: pa.Table, theirs: pa.Table) -> str:
     return ""
 
 
+def duckdb_config(args, threads: int, who: str) -> dict:
+    """A DuckDB connection's settings: threads, and --memory-limit with a
+    spill directory of its own."""
+    config = {"threads": threads}
+    if args.memory_limit:
+        os.makedirs(args.temp_dir, exist_ok=True)
+        spill = f"{args.temp_dir}/{who}-{os.getpid()}"
+        atexit.register(shutil.rmtree, spill, ignore_errors=True)
+        config["memory_limit"] = args.memory_limit
+        config["temp_directory"] = spill
+    return config
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sf", type=float, default=0.1, help="TPC-H scale factor (default 0.1)")
@@ -135,6 +153,12 @@ def main() -> int:
     ap.add_argument("--verify", action="store_true",
                     help="rank 0 compares each result with one DuckDB over the whole data")
     ap.add_argument("--threads", type=int, default=1, help="DuckDB threads per rank (default 1)")
+    ap.add_argument("--memory-limit", default="",
+                    help="DuckDB's memory_limit for every process, e.g. 500MB (each rank's and "
+                         "the --verify reference's alike; beyond it DuckDB spills to "
+                         "--temp-dir); default: DuckDB's own")
+    ap.add_argument("--temp-dir", default="/tmp/sluice-tpch",
+                    help="where DuckDB spills (a directory per process under it)")
     args = ap.parse_args()
     queries = args.queries.split(",")
     for q in queries:
@@ -143,7 +167,7 @@ def main() -> int:
 
     ok = True
     with sluice.Cluster.from_env() as cluster:
-        con = duckdb.connect(config={"threads": args.threads})
+        con = duckdb.connect(config=duckdb_config(args, args.threads, f"rank{cluster.rank}"))
         t0 = time.perf_counter()
         con.execute(f"CALL dbgen(sf={args.sf}, children={cluster.world_size}, "
                     f"step={cluster.rank})")
@@ -151,7 +175,8 @@ def main() -> int:
         reference = None
         if args.verify and cluster.rank == 0:
             # One DuckDB on as many cores as the job's ranks use together.
-            reference = duckdb.connect(config={"threads": args.threads * cluster.world_size})
+            reference = duckdb.connect(
+                config=duckdb_config(args, args.threads * cluster.world_size, "reference"))
             reference.execute(f"CALL dbgen(sf={args.sf})")
         for q in queries:
             cluster.barrier()
@@ -179,6 +204,11 @@ def main() -> int:
                           f"the whole data, which took {one:.3f} s with "
                           f"{args.threads * cluster.world_size} threads: "
                           f"{max(seconds) / one:.2f}x its time)")
+        # Each process's peak resident memory (DuckDB's and the Arrow
+        # tables' the plans hold alike; rank 0's includes the reference).
+        peaks = cluster.allgather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+        if cluster.rank == 0:
+            print("peak resident memory per rank (MiB): " + ", ".join(str(p) for p in peaks))
         ok = cluster.allreduce(ok, lambda a, b: a and b)
     return 0 if ok else 1
 

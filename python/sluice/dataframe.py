@@ -198,16 +198,26 @@ def exact_mean(sums: Any, counts: Any) -> "pa.Array":
     return pa.Array.from_buffers(pa.float64(), n, [validity, pa.py_buffer(means)])
 
 
-def sql(query: str, **tables: Any) -> "pa.Table":
+def sql(query: str, con: Any = None, **tables: Any) -> "pa.Table":
     """Runs ``query`` with DuckDB on this rank alone, over the tables passed
     by name (``sql("SELECT ... FROM t", t=table)``), and returns the result
-    as an Arrow table."""
+    as an Arrow table. ``con``: the DuckDB connection to run it on (its
+    threads, memory_limit and spill directory apply; the tables are
+    registered on it for the query and unregistered after); default: a new
+    connection with DuckDB's defaults (as many threads as the machine has
+    cores, whatever else runs on it)."""
     import duckdb
 
-    con = duckdb.connect()
+    own = con is None
+    if own:
+        con = duckdb.connect()
     try:
         for table_name, data in tables.items():
             con.register(table_name, to_table(data))
         return to_table(con.sql(query))
     finally:
-        con.close()
+        if own:
+            con.close()
+        else:
+            for table_name in tables:
+                con.unregister(table_name)

@@ -34,3 +34,34 @@ def test_repartition_and_gather_move_every_column_kind_once(sluice_bin):
     for by in ("['group']", "['small', 'day']", "['note']"):
         assert f"rows by {by}: 6500" in out, out
     assert "pandas rows by city: 410, dtypes {'id': 'int64', 'city': 'category'" in out, out
+
+
+def test_the_example_under_a_memory_limit_verifies_and_leaves_no_spill_directory(sluice_bin,
+                                                                                  tmp_path):
+    """--memory-limit gives every process's DuckDB that limit and a spill
+    directory of its own under --temp-dir, removed when the process ends."""
+    spill = tmp_path / "spill"
+    p = subprocess.run([str(BIN / "sluice"), "run", "-n", "2", "--", sys.executable,
+                        str(HERE.parent / "examples" / "tpch.py"), "--sf", "0.01", "--verify",
+                        "--queries", "join", "--memory-limit", "64MB", "--temp-dir", str(spill)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout
+    assert "verify: OK (join: " in p.stdout, p.stdout
+    assert "peak resident memory per rank (MiB): " in p.stdout, p.stdout
+    assert spill.is_dir() and list(spill.iterdir()) == [], list(spill.iterdir())
+
+
+def test_sql_runs_on_the_connection_given_and_unregisters_its_tables():
+    duckdb = pytest.importorskip("duckdb")
+    pa = pytest.importorskip("pyarrow")
+    from sluice import dataframe as sdf
+
+    con = duckdb.connect(config={"threads": 1})
+    table = pa.table({"a": [1, 2, 3]})
+    got = sdf.sql("SELECT sum(a) AS s, current_setting('threads') AS threads FROM numbers_in",
+                  con, numbers_in=table)
+    assert got.to_pylist() == [{"s": 6, "threads": 1}]
+    with pytest.raises(duckdb.CatalogException):
+        con.sql("SELECT * FROM numbers_in").fetchall()
+    # Without a connection: a fresh one with DuckDB's defaults.
+    assert sdf.sql("SELECT count(*) AS n FROM t", t=table).to_pylist() == [{"n": 3}]
