@@ -72,22 +72,14 @@ Status FlowSource::post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t co
   op.count = count;
   set_busy(true);
   for (uint32_t i = 0;; ++i) {
-    if (test_eagain_every_ != 0 && ++test_posts_ % test_eagain_every_ == 0) [[unlikely]] {
-      // Test hook: the provider refuses this post once, as a full queue would.
-      if (Status s = progress(); s != Status::kOk) {
-        set_busy(false);
-        return s;
-      }
-      if (try_only) {
-        set_busy(false);
-        return Status::kWouldBlock;
-      }
-      continue;
-    }
-    const ssize_t rc =
-        wire_->send_segments(r.ring.payload(k), count, ofi_->staging_mr.desc,
-                             RemoteRing{r.peer, r.ring_addr, r.ring_key, r.ring.segment_stride},
-                             wire_index_, slot, &op.ctx);
+    // (Test hook: the provider refuses the n-th post, as a full queue
+    // would; n = 1 refuses every post, a queue that stays full.)
+    const ssize_t rc = test_eagain_every_ != 0 && ++test_posts_ % test_eagain_every_ == 0
+                           ? -FI_EAGAIN
+                           : wire_->send_segments(
+                                 r.ring.payload(k), count, ofi_->staging_mr.desc,
+                                 RemoteRing{r.peer, r.ring_addr, r.ring_key, r.ring.segment_stride},
+                                 wire_index_, slot, &op.ctx);
     if (rc == 0) return Status::kOk;
     if (rc != -FI_EAGAIN) {
       set_busy(false);
@@ -110,15 +102,18 @@ Status FlowSource::post_range(uint32_t t, uint64_t k, uint32_t slot, uint32_t co
       if (std::string why = target_lost(t); !why.empty()) return lost_target(t, why);
       return Status::kWouldBlock;
     }
+    // Liveness before the deadline: a caller that polls with a past
+    // deadline (a Worker's flush) must see a lost target too, whose queue
+    // may stay full for ever.
+    if (std::string why = target_lost(t); !why.empty()) {
+      set_busy(false);
+      return lost_target(t, why);
+    }
     if (Clock::now() >= deadline) {
       set_busy(false);
       return fail(Status::kTimeout, ctx_->endpoint_name(true, index_) + ": deadline passed while " +
                                         ctx_->peer_name(false, t) +
                                         "'s provider queue stayed full");
-    }
-    if (std::string why = target_lost(t); !why.empty()) {
-      set_busy(false);
-      return lost_target(t, why);
     }
     // Spin, then yield, then sleep on the completion queue in short slices:
     // a queue that stays full must not cost a CPU.
@@ -320,16 +315,15 @@ void FlowSource::arm_driven(WaitSet& set) {
   if (ofi_ != nullptr && failed_ == Status::kOk) set.add_ofi(this, ofi_->ep.get());
 }
 
-// Waits until every ofi transfer has completed.
+// Waits until every ofi transfer has completed. A transfer to a lost
+// target fails it before the deadline is looked at, so that a caller that
+// polls with a past deadline (a Worker's flush: Deadline::min() in a loop)
+// sees the loss too: over tcp a write to a process that died may neither
+// complete nor fail.
 Status FlowSource::drain(Deadline deadline) {
   while (transfers_busy()) {
     if (Status s = progress(); s != Status::kOk) return s;
     if (!transfers_busy()) break;
-    if (Clock::now() >= deadline) {
-      return fail(Status::kTimeout,
-                  ctx_->endpoint_name(true, index_) +
-                      ": deadline passed before the last segments were delivered");
-    }
     for (uint32_t t = 0; t < num_targets_; ++t) {
       bool pending = false;
       for (uint32_t j = 0; j < ctx_->ring_segments && rings_[t].remote; ++j) {
@@ -341,6 +335,11 @@ Status FlowSource::drain(Deadline deadline) {
                                  ctx_->peer_name(false, t) + ": " + why,
                              ctx_->spec.targets()[t].rank);
       }
+    }
+    if (Clock::now() >= deadline) {
+      return fail(Status::kTimeout,
+                  ctx_->endpoint_name(true, index_) +
+                      ": deadline passed before the last segments were delivered");
     }
     if (Status s = park(deadline); s != Status::kOk) return s;
   }

@@ -161,6 +161,38 @@ uint64_t expected_sum(uint32_t ranks, uint64_t n) {
   return sum;
 }
 
+// A Worker's pushes and flush toward a target whose provider queue stays
+// full (SLUICE_TEST_OFI_EAGAIN_EVERY=1 refuses every post) must end in
+// kPeerLost once the target's rank is lost, not retry for ever: a Worker
+// polls with a past deadline, so the loss must be looked at before the
+// deadline. Rank 1 holds the target and never consumes; the launcher kills
+// it from outside (no rank is told).
+int worker_lost_target(sluice::Cluster& c, const Args& a) {
+  auto spec = sluice::shuffle<Rec>("lost-target")
+                  .sources(c.ranks({0}))
+                  .targets(c.ranks({1}))
+                  .explicit_targets();
+  auto flow = c.declare(spec);
+  if (c.rank() == 1) {
+    auto in = c.target(spec, 0);
+    std::printf("TARGET READY\n");
+    std::fflush(stdout);
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  sluice::Worker w;
+  auto out = c.source(spec, 0);
+  sluice::Status st = sluice::Status::kOk;
+  uint64_t pushed = 0;
+  for (; pushed < a.n && st == sluice::Status::kOk; ++pushed)
+    st = w.push_to(out, 0, Rec{pushed, 1});
+  if (st == sluice::Status::kOk) st = w.flush(out);
+  std::printf("WORKER %s after %" PRIu64 " pushes: %s\n", sluice::to_string(st), pushed,
+              out.error().c_str());
+  std::fflush(stdout);
+  out.abort();
+  return st == sluice::Status::kPeerLost ? 0 : 1;
+}
+
 int single_thread(sluice::Cluster& c, const Args& a) {
   auto spec =
       sluice::shuffle<Rec>("st").sources(c.all_ranks()).targets(c.all_ranks()).key(&Rec::key);
@@ -1103,6 +1135,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (a.scenario == "single-thread") return sluice::testing::leave_after(c, single_thread(c, a));
+    if (a.scenario == "worker-lost-target")
+      return sluice::testing::leave_after(c, worker_lost_target(c, a));
     if (a.scenario == "replicate-lead")
       return sluice::testing::leave_after(c, replicate_lead(c, a));
     if (a.scenario == "readme") return sluice::testing::leave_after(c, readme(c, a));

@@ -99,6 +99,24 @@ TEST(SingleThreadTest, ProviderQueueFullIsRetriedWithoutLossOrDuplicates) {
   EXPECT_EQ(testing::count_lines_with(r.output, "VERIFIED 4000 records"), 1) << r.output;
 }
 
+// A Worker flushing toward a target whose provider queue stays full
+// (every post refused; 10 records, less than a segment, so that the
+// flush is the first post) when its rank is killed from outside: the
+// flush returns PeerLost naming the rank, where it retried for ever (a
+// Worker polls with a past deadline, which post_range looked at before
+// the loss; the hang showed in sluice-stream --elastic over ofi).
+TEST(SingleThreadTest, AWorkerWaitingOnAFullProviderQueueSeesItsTargetsLoss) {
+  if (!over_ofi()) GTEST_SKIP() << "the provider-queue hook exists on the ofi transport only";
+  auto r = run_job(2, {"--scenario", "worker-lost-target", "--n", "10"},
+                   {{"SLUICE_TEST_OFI_EAGAIN_EVERY", "1"}}, 60, 30,
+                   {"--keep-going", "--faults-after", "TARGET READY", "--kill", "1@0.5"});
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "[0] WORKER PeerLost"), 1) << r.output;
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
 // Minor item: a close that waits for delivery, after which the process may
 // exit without the destructor's linger and nothing is lost.
 TEST(SingleThreadTest, CloseAndWaitReturnsOnceEverythingIsDelivered) {
