@@ -385,6 +385,15 @@ class RespGateway {
       ready = true;
       return true;
     }
+    // sluice-kv's own refusal (a size past its limits, a command it does
+    // not queue), not an error Redis would give: inside MULTI it makes EXEC
+    // abort, where a command's own error (a syntax error, a bad number) is
+    // queued as its reply (transaction_command).
+    bool refused_here = false;
+    bool refuse(std::string t) {
+      refused_here = true;
+      return answer(std::move(t));
+    }
     // kExec: each queued command's answer, filled from its results (its
     // `waiting` commands, from first_seq, the position in the transaction).
     std::vector<Reply> subs;
@@ -462,8 +471,8 @@ class RespGateway {
   // aborts) for what Redis 7.0 checks before it queues: an unknown command,
   // a wrong number of arguments by the command's arity (COMMAND INFO's),
   // one not allowed in a transaction (SHUTDOWN), and sluice-kv's own
-  // refusals (an error naming sluice-kv: a size past --max-value-bytes, a
-  // command it does not queue). Any other error (a syntax error, a bad
+  // refusals (Reply::refuse: a size past --max-value-bytes, a command it
+  // does not queue). Any other error (a syntax error, a bad
   // option or number) is queued as that command's reply in EXEC's array,
   // and the others run. refused_in_multi (resp_local.cc, with the command
   // table): the first three's error reply, or empty.

@@ -80,8 +80,7 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
       // EXEC fills no result into it.)
       q.cmds.resize(before);
       r.waiting = 0;
-      static constexpr std::string_view kOwn = "-ERR sluice-kv ";
-      if (r.text.compare(0, kOwn.size(), kOwn) == 0) {
+      if (r.refused_here) {
         q.failed = true;
         return true;
       }
@@ -188,7 +187,7 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
                                const std::vector<std::string>& args, Client& client, size_t index,
                                Reply& r, int64_t now) {
   auto too_big = [&](size_t bytes) {
-    return r.answer(resp::error("ERR sluice-kv takes keys and values of at most " +
+    return r.refuse(resp::error("ERR sluice-kv takes keys and values of at most " +
                                 std::to_string(options_.max_entry_bytes) +
                                 " bytes in all in one command (--max-value-bytes); this one has " +
                                 std::to_string(bytes)));
@@ -211,7 +210,7 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
       // Inside MULTI the transaction is EXEC's: MSET's puts join it (an
       // MSETNX's conditions cannot: they would be the whole EXEC's).
       if (name == "MSETNX")
-        return r.answer(resp::error("ERR sluice-kv does not queue MSETNX inside MULTI"));
+        return r.refuse(resp::error("ERR sluice-kv does not queue MSETNX inside MULTI"));
       for (Command& put : t.cmds) {
         put.now_ms = now;
         submit(c, client, index, r, std::move(put));
@@ -233,7 +232,7 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
   if (name == "DBSIZE" || name == "KEYS" || name == "SCAN") {
     // Reads of the whole keyspace: one entry each, linearizable as GET.
     if (c.queuing)
-      return r.answer(resp::error("ERR sluice-kv does not queue " + name + " inside MULTI"));
+      return r.refuse(resp::error("ERR sluice-kv does not queue " + name + " inside MULTI"));
     Command read = stamped(Op::kDbSize, "", "", now);
     if (name == "DBSIZE") {
       if (args.size() != 1) return r.answer(wrong_args("dbsize"));

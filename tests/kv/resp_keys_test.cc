@@ -284,12 +284,16 @@ TEST_F(RespKeysTest, KeyspaceReadsAnswerAsRedisDoes) {
                  {"TOUCH", "ks:a1", "ks:none", "ks:c"},
                  {"MULTI"},
                  {"DBSIZE"},
-                 {"DISCARD"}},
-                "inside MULTI\r\n+OK\r\n"),
+                 {"SELECT", "1"},
+                 {"PING"},
+                 {"EXEC"}},
+                "previous errors.\r\n"),
             "*2\r\n$5\r\nks:a1\r\n$5\r\nks:b2\r\n*0\r\n*2\r\n$1\r\n0\r\n*1\r\n$4\r\nks:c\r\n"
             "*2\r\n$1\r\n0\r\n*0\r\n-ERR invalid cursor\r\n-ERR syntax error\r\n"
             "-ERR wrong number of arguments for 'scan' command\r\n:2\r\n+OK\r\n"
-            "-ERR sluice-kv does not queue DBSIZE inside MULTI\r\n+OK\r\n");
+            "-ERR sluice-kv does not queue DBSIZE inside MULTI\r\n"
+            "-ERR sluice-kv has one database, 0\r\n+QUEUED\r\n"
+            "-EXECABORT Transaction discarded because of previous errors.\r\n");
 }
 
 // Last: SHUTDOWN, and the job's own checks pass (replicas identical after
