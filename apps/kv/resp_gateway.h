@@ -469,13 +469,16 @@ class RespGateway {
   // and no MULTI is open.
   // A command queued in MULTI is refused there (answered at once, and EXEC
   // aborts) for what Redis 7.0 checks before it queues: an unknown command,
-  // a wrong number of arguments by the command's arity (COMMAND INFO's),
-  // one not allowed in a transaction (SHUTDOWN), and sluice-kv's own
+  // a wrong number of arguments by the command's arity (COMMAND INFO's), a
+  // subcommand of CLIENT, CONFIG or COMMAND that Redis lacks or with a
+  // wrong number of arguments by its own arity, one not allowed in a
+  // transaction (SHUTDOWN), and sluice-kv's own
   // refusals (Reply::refuse: a size past --max-value-bytes, a command it
   // does not queue). Any other error (a syntax error, a bad
   // option or number) is queued as that command's reply in EXEC's array,
   // and the others run. refused_in_multi (resp_local.cc, with the command
-  // table): the first three's error reply, or empty.
+  // table): the first four's error reply (a subcommand of Redis's this
+  // gateway does not run: its own refusal), or empty.
   bool transaction_command(Conn& c, const std::string& name, std::vector<std::string>& args,
                            Client& client, size_t index, Reply& r, int64_t now);
   static std::string refused_in_multi(const std::string& name,

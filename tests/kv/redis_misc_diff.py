@@ -300,7 +300,9 @@ EXECABORT = b"-EXECABORT Transaction discarded because of previous errors.\r\n"
 # Transactions with errors: one Redis 7.0 finds only as it runs the command
 # (a syntax error, a bad option) is queued and answered in EXEC's array,
 # the others running; an unknown command, a wrong number of arguments by
-# the command's arity and SHUTDOWN are refused as queued and EXEC aborts;
+# the command's arity, an unknown subcommand of CLIENT, CONFIG or COMMAND
+# or one with a wrong number of arguments by its own arity, and SHUTDOWN
+# are refused as queued and EXEC aborts;
 # an EXEC with arguments discards the transaction at once. WATCH with them.
 FIXED_MULTI = [
     (["DEL", "md:t", "md:tl", "md:tz", "md:th", "md:w"], None),
@@ -333,6 +335,32 @@ FIXED_MULTI = [
     (["SHUTDOWN"], b"-ERR Command not allowed inside a transaction\r\n"),
     (["EXEC"], EXECABORT),
     (["GET", "md:t"], b"$1\r\n2\r\n"),
+    # A subcommand of CLIENT, CONFIG or COMMAND that Redis lacks, or with a
+    # wrong number of arguments by its own arity, is refused as queued too.
+    (["MULTI"], b"+OK\r\n"),
+    (["SET", "md:t", "5"], b"+QUEUED\r\n"),
+    (["CLIENT", "FOO"], b"-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n"),
+    (["config", "nosuch", "x"], b"-ERR unknown subcommand 'nosuch'. Try CONFIG HELP.\r\n"),
+    (["COMMAND", "Foo"], b"-ERR unknown subcommand 'Foo'. Try COMMAND HELP.\r\n"),
+    (["CLIENT", "SETNAME"], b"-ERR wrong number of arguments for 'client|setname' command\r\n"),
+    (["client", "id", "x"], b"-ERR wrong number of arguments for 'client|id' command\r\n"),
+    (["CONFIG", "GET"], b"-ERR wrong number of arguments for 'config|get' command\r\n"),
+    (["CONFIG", "SET", "maxmemory"],
+     b"-ERR wrong number of arguments for 'config|set' command\r\n"),
+    (["COMMAND", "COUNT", "x"], b"-ERR wrong number of arguments for 'command|count' command\r\n"),
+    (["CLIENT"], b"-ERR wrong number of arguments for 'client' command\r\n"),
+    (["EXEC"], EXECABORT),
+    (["GET", "md:t"], b"$1\r\n2\r\n"),
+    # (Outside MULTI: the same errors.)
+    (["CLIENT", "FOO"], b"-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n"),
+    (["CONFIG", "GET"], b"-ERR wrong number of arguments for 'config|get' command\r\n"),
+    # Those it has, with their arities, are queued and run.
+    (["MULTI"], b"+OK\r\n"),
+    (["CLIENT", "SETNAME", "md-diff"], b"+QUEUED\r\n"),
+    (["CLIENT", "GETNAME"], b"+QUEUED\r\n"),
+    (["CONFIG", "GET", "maxmemory-policy"], b"+QUEUED\r\n"),
+    (["EXEC"], b"*3\r\n+OK\r\n$7\r\nmd-diff\r\n*2\r\n$16\r\nmaxmemory-policy\r\n"
+     b"$10\r\nnoeviction\r\n"),
     # EXEC with an argument: the transaction goes at once, saying why.
     (["MULTI"], b"+OK\r\n"),
     (["SET", "md:t", "4"], b"+QUEUED\r\n"),
