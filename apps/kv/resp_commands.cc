@@ -75,7 +75,8 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     r.text = std::move(text);
     r.ready = true;
   };
-  if (name == "AUTH") return local(auth(c, args));
+  // (Inside MULTI, AUTH is queued: transaction_command.)
+  if (name == "AUTH" && !(c.queue.open && c.authenticated)) return local(auth(c, args));
   if (!c.authenticated) {
     if (name == "QUIT") {
       c.closing = true;

@@ -271,13 +271,20 @@ void RespGateway::drop(Conn& c, const std::string& why) {
 }
 
 std::string RespGateway::auth(Conn& c, const std::vector<std::string>& args) {
-  if (args.size() != 2 && args.size() != 3) return wrong_args("auth");
+  if (args.size() < 2) return wrong_args("auth");
+  if (args.size() > 3) return resp::error("ERR syntax error");
+  const bool user_ok = args.size() == 2 || args[1] == "default";
   if (options_.requirepass.empty()) {
+    // (As Redis's default user without a password: AUTH default takes any.)
+    if (args.size() == 3) {
+      if (user_ok) return resp::simple("OK");
+      ++stats_.auth_failures;
+      return resp::error("WRONGPASS invalid username-password pair or user is disabled.");
+    }
     return resp::error(
         "ERR AUTH <password> called without any password configured for the default user. Are "
         "you sure your configuration is correct?");
   }
-  const bool user_ok = args.size() == 2 || args[1] == "default";
   if (!user_ok || !same_secret(args.back(), options_.requirepass)) {
     ++stats_.auth_failures;
     c.authenticated = false;
@@ -590,6 +597,7 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
       break;
     case Kind::kLocal:
     case Kind::kSweep:
+    case Kind::kDeferred:
       break;
   }
 }

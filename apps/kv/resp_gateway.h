@@ -143,7 +143,9 @@
 //   COMMAND [COUNT|LIST|INFO|DOCS], CLIENT SETNAME/GETNAME/ID/SETINFO/INFO/LIST,
 //   HELLO [2|3 [AUTH user pass] [SETNAME name]] (3: RESP3 replies from then on),
 //   SELECT 0, QUIT      (answered here: resp_local.cc)
-//   AUTH [default] password   (with --requirepass)
+//   AUTH [default] password   (with --requirepass; without, AUTH default x
+//                         is +OK as for Redis's default user; queued in
+//                         MULTI, as HELLO is, and run with EXEC)
 //   SHUTDOWN              only where enabled (GatewayOptions::shutdown)
 //
 // Safe defaults, as Redis's:
@@ -354,6 +356,9 @@ class RespGateway {
     // kListMPop, BZMPOP as kZMPop.)
     kBlockPop,   // BLPOP, BRPOP: [key, element] (fill_list), or a null array
     kZBlockPop,  // BZPOPMIN, BZPOPMAX: [key, member, score] (fill_zset), or a null array
+    // AUTH or HELLO queued in MULTI (Reply::args): run when EXEC is, in
+    // the transaction's order, as Redis runs them (transaction_command).
+    kDeferred,
   };
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
@@ -397,6 +402,8 @@ class RespGateway {
     // kExec: each queued command's answer, filled from its results (its
     // `waiting` commands, from first_seq, the position in the transaction).
     std::vector<Reply> subs;
+    // kDeferred: the command and its arguments.
+    std::vector<std::string> args;
   };
   // A connection's MULTI: the commands queued so far, as one transaction's.
   struct Queue {

@@ -67,10 +67,19 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
       return r.answer(resp::simple("QUEUED"));
     }
     // The command is made as it would be run, into the queue.
-    c.queuing = true;
     const size_t before = q.cmds.size();
-    dispatch(c, name, args, client, index, r, now);
-    c.queuing = false;
+    size_t bytes = kQueuedOverhead;
+    if (name == "AUTH" || name == "HELLO") {
+      // (Queued whole, and run when EXEC is: a HELLO 3 makes the replies
+      // after it RESP3, in EXEC's array and after, as in Redis 7.0.)
+      r.kind = Kind::kDeferred;
+      r.args = args;
+      for (const std::string& a : args) bytes += a.size();
+    } else {
+      c.queuing = true;
+      dispatch(c, name, args, client, index, r, now);
+      c.queuing = false;
+    }
     const bool error = r.ready && !r.text.empty() && r.text[0] == '-';
     if (error) {
       // Its own error (a syntax error, a bad number): queued as its reply
@@ -85,7 +94,6 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
         return true;
       }
     }
-    size_t bytes = kQueuedOverhead;
     for (size_t i = before; i < q.cmds.size(); ++i) {
       bytes += kQueuedOverhead + q.cmds[i].key.size() + q.cmds[i].value.size() +
                q.cmds[i].expected.size();
@@ -178,7 +186,17 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
   }
   r.kind = Kind::kExec;
   r.subs = std::move(queued.replies);
-  for (Reply& sub : r.subs) sub.resp3 = c.resp3;
+  for (Reply& sub : r.subs) {
+    if (sub.kind == Kind::kDeferred) {
+      // AUTH and HELLO run now, in order: those after a HELLO 3 answer in
+      // RESP3. (Before the store decides EXEC, so they run even if a
+      // watched key makes it fail, where Redis's would not.)
+      sub.kind = Kind::kLocal;
+      sub.answer(upper(sub.args[0]) == "AUTH" ? auth(c, sub.args) : hello(c, sub.args));
+      sub.args.clear();
+    }
+    sub.resp3 = c.resp3;
+  }
   submit(c, client, index, r, stamped(Op::kMulti, "", std::move(body), now));
   return true;
 }

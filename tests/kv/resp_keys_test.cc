@@ -814,7 +814,8 @@ TEST_F(RespKeysTest, RedisPyBlocksUntilAnotherClientWritesOrItsTimeout) {
 // the deterministic cases (RESP3 and MULTI/EXEC among them: transactions
 // with errors Redis refuses as it queues a command, which abort EXEC, and
 // errors it finds only as it runs one, which EXEC's array answers, with
-// WATCH) and 2000 seeded random list and hash commands (transactions with
+// WATCH; AUTH and HELLO queued and run with EXEC) and 2000 seeded random
+// list and hash commands (transactions with
 // such errors among them), every reply the same bytes, or,
 // for HRANDFIELD's random choices, the same shape and every field the
 // hash's.
