@@ -262,6 +262,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     // At most one option: EX, PX, EXAT, PXAT (with a time) or PERSIST.
     Ttl ttl = Ttl::kKeep;
     int64_t deadline = 0;
+    std::optional<std::string> bad_time;
     for (size_t i = 2; i < args.size(); ++i) {
       const std::string opt = upper(args[i]);
       if (i == 2 && opt == "PERSIST") {
@@ -270,14 +271,21 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
                  args.size() == 4) {
         const bool seconds = opt == "EX" || opt == "EXAT";
         const bool relative = opt == "EX" || opt == "PX";
-        if (auto e = parse_expiry(args[++i], seconds, relative, true, now, "getex", &deadline))
-          return local(resp::error(*e));
+        bad_time = parse_expiry(args[++i], seconds, relative, true, now, "getex", &deadline);
         ttl = Ttl::kSet;
       } else {
         return local(resp::error("ERR syntax error"));
       }
     }
     if (!fits(1)) return refuse(too_big());
+    if (bad_time) {
+      // Redis checks the time only once it found the key, a string: an
+      // absent key answers null and another type WRONGTYPE. So a read,
+      // whose answer for a string is the time's error.
+      r.kind = Kind::kBadTime;
+      r.error = resp::error(*bad_time);
+      return submit(Op::kGet, args[1], "", "");
+    }
     r.kind = Kind::kGet;
     return submit(Op::kGetEx, args[1], "", "", ttl, deadline);
   }

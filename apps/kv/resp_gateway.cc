@@ -449,6 +449,9 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     case Kind::kGet:
       r.text = result.ok ? resp::bulk(result.value) : resp::null_reply(r.resp3);
       break;
+    case Kind::kBadTime:
+      r.text = result.ok ? std::move(r.error) : resp::null_reply(r.resp3);
+      break;
     case Kind::kSet:
     case Kind::kCas:
       r.text = r.kind == Kind::kSet ? resp::simple("OK") : resp::integer(result.ok ? 1 : 0);

@@ -356,6 +356,9 @@ class RespGateway {
     // kListMPop, BZMPOP as kZMPop.)
     kBlockPop,   // BLPOP, BRPOP: [key, element] (fill_list), or a null array
     kZBlockPop,  // BZPOPMIN, BZPOPMAX: [key, member, score] (fill_zset), or a null array
+    // GETEX with a time Redis refuses (0, negative, not a number): a read,
+    // answered null for an absent key and Reply::error for a string.
+    kBadTime,
     // AUTH or HELLO queued in MULTI (Reply::args): run when EXEC is, in
     // the transaction's order, as Redis runs them (transaction_command).
     kDeferred,
@@ -404,6 +407,8 @@ class RespGateway {
     std::vector<Reply> subs;
     // kDeferred: the command and its arguments.
     std::vector<std::string> args;
+    // kBadTime: the error reply.
+    std::string error;
   };
   // A connection's MULTI: the commands queued so far, as one transaction's.
   struct Queue {

@@ -160,8 +160,8 @@ def hrandfield(rng):
 # Commands Redis 7.0 refuses only as it runs them (a syntax error, a bad
 # option or number, a count of arguments its arity allows but the command
 # does not): inside MULTI each is queued and answers its error in EXEC's
-# array. (Not SCAN, which sluice-kv does not queue; nor GETEX with a bad
-# time, which Redis checks only if the key exists and sluice-kv always.)
+# array. (Not SCAN, which sluice-kv does not queue.) GETEX's bad times
+# are among them: an error only for a key that holds a string.
 RUN_TIME_ERRORS = [
     ["SET", "md:str", "v", "XX", "NX"], ["SET", "md:str", "v", "EX", "0"],
     ["SET", "md:str", "v", "EX", "x"], ["SET", "md:str", "v", "KEEPTTL", "PX", "5"],
@@ -170,7 +170,8 @@ RUN_TIME_ERRORS = [
     ["LPOS", "md:l1", "a", "COUNT", "-1"], ["LPOS", "md:l1", "a", "junk"],
     ["HSET", "md:h1", "f", "v", "g"], ["EXPIRE", "md:str", "10", "NX", "XX"],
     ["EXPIRE", "md:str", "x"], ["INCRBY", "md:str", "x"], ["LRANGE", "md:l1", "0", "x"],
-    ["GETEX", "md:str", "PERSIST", "EX", "1"],
+    ["GETEX", "md:str", "PERSIST", "EX", "1"], ["GETEX", "md:str", "EX", "0"],
+    ["GETEX", "md:none", "PX", "-1"], ["GETEX", "md:l1", "EXAT", "x"],
     ["LPOP", "md:l1", "-1"], ["HINCRBYFLOAT", "md:h1", "f", "x"], ["SINTERCARD", "0", "md:set"],
     ["LMPOP", "2", "md:l1", "LEFT"], ["LINSERT", "md:l1", "MIDDLE", "a", "b"],
     ["HINCRBY", "md:h1", "f", "x"], ["MSET", "md:a", "1", "md:b"],
@@ -452,6 +453,44 @@ FIXED_BLOCKING = [
     (["DEL", "md:b0", "md:b1", "md:b2", "md:b3", "md:bz", "md:bs"], None),
 ]
 
+INVALID_GETEX = b"-ERR invalid expire time in 'getex' command\r\n"
+NOT_AN_INTEGER = b"-ERR value is not an integer or out of range\r\n"
+BAD_TIMES = [("EX", "0"), ("PX", "0"), ("EXAT", "0"), ("PXAT", "0"), ("EX", "-1"), ("PX", "-5"),
+             ("EXAT", "-1"), ("PXAT", "-9223372036854775808"), ("EX", "99999999999999999"),
+             ("EX", "9223372036854775807"), ("PX", "9223372036854775807"),
+             ("EXAT", "9223372036854775807"), ("EX", "9223372036854774")]
+
+# GETEX with a time Redis 7.0 refuses: it checks the time only once it has
+# found the key and seen a string, so an absent key answers null whatever
+# the time (a number or not), another type WRONGTYPE, a string the time's
+# error (and keeps its value and deadline); a missing time or a second
+# option is a syntax error before the key is looked up.
+FIXED_GETEX = (
+    [(["DEL", "md:gx", "md:gl"], None)]
+    + [(["GETEX", "md:gx", o, t], b"$-1\r\n") for o, t in BAD_TIMES + [("EX", "x")]]
+    + [(["GETEX", "md:gx", "EX"], b"-ERR syntax error\r\n"),
+       (["GETEX", "md:gx", "PERSIST", "EX", "1"], b"-ERR syntax error\r\n"),
+       (["SET", "md:gx", "v"], b"+OK\r\n")]
+    + [(["GETEX", "md:gx", o, t], INVALID_GETEX) for o, t in BAD_TIMES]
+    + [(["GETEX", "md:gx", "EX", "x"], NOT_AN_INTEGER),
+       (["GETEX", "md:gx", "PXAT", "1.5"], NOT_AN_INTEGER),
+       (["GETEX", "md:gx", "EX", "100"], b"$1\r\nv\r\n"),
+       (["GETEX", "md:gx", "EX", "0"], INVALID_GETEX),
+       (["TTL", "md:gx"], b":100\r\n"),
+       (["GETEX", "md:gx", "PXAT", "9223372036854775807"], b"$1\r\nv\r\n"),
+       (["GETEX", "md:gx", "PERSIST"], b"$1\r\nv\r\n"),
+       (["TTL", "md:gx"], b":-1\r\n"),
+       (["RPUSH", "md:gl", "a"], b":1\r\n"),
+       (["GETEX", "md:gl", "EX", "0"], WRONGTYPE),
+       (["GETEX", "md:gl", "PX", "x"], WRONGTYPE),
+       (["MULTI"], b"+OK\r\n"),
+       (["GETEX", "md:gx", "EX", "0"], b"+QUEUED\r\n"),
+       (["GETEX", "md:none", "EX", "0"], b"+QUEUED\r\n"),
+       (["GETEX", "md:gl", "EX", "x"], b"+QUEUED\r\n"),
+       (["GETEX", "md:gx", "PX", "x"], b"+QUEUED\r\n"),
+       (["EXEC"], b"*4\r\n" + INVALID_GETEX + b"$-1\r\n" + WRONGTYPE + NOT_AN_INTEGER),
+       (["DEL", "md:gx", "md:gl"], b":2\r\n")])
+
 NO_PASSWORD = (b"-ERR AUTH <password> called without any password configured for the default "
                b"user. Are you sure your configuration is correct?\r\n")
 WRONGPASS = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
@@ -593,6 +632,7 @@ def main():
                 commands.append(random_command(rng))
         for i in range(0, len(commands), 64):
             batch(commands[i:i + 64], kv, ref)
+        fixed(FIXED_GETEX, kv, ref)
         fixed(FIXED_HELLO, Conn(port), Conn(redis.port))
         # Over RESP3 (HELLO's own answer differs: not compared).
         kv3, ref3 = Conn(port), Conn(redis.port)
