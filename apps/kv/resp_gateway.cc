@@ -389,6 +389,7 @@ void RespGateway::complete(Client& client, size_t index) {
                         std::fputc('\n', history_) == EOF;
     }
     if (!blocked_keys_.empty()) wake(h.cmd, h.result);
+    note_fullness(h);
     if (h.cmd.seq < f.first || h.cmd.seq - f.first >= f.replies.size()) return;
     Reply*& slot = f.replies[h.cmd.seq - f.first];
     if (slot == nullptr) return;
@@ -405,6 +406,22 @@ void RespGateway::complete(Client& client, size_t index) {
     fill(r, h.cmd, h.result);
     r.ready = r.waiting == 0;
   });
+}
+
+void RespGateway::note_fullness(const Completed& h) {
+  if (h.result.refused && h.result.value != kTooLarge) {
+    full_ms_ = std::max<int64_t>(wall_clock_ms(), 1);
+    return;
+  }
+  if (full_ms_ == 0) return;
+  // A write the store ran had room; a delete, a pop, a sweep may have made
+  // some.
+  const bool ran = detail::denied_when_full(h.cmd.op) && !h.result.refused;
+  Swept swept;
+  const bool freed = h.cmd.op == Op::kSweep
+                         ? parse_sweep_result(h.result.value, &swept) && !swept.keys.empty()
+                         : detail::writes(h.cmd, h.result);
+  if (ran || freed) full_ms_ = 0;
 }
 
 std::string RespGateway::increment_reply(const Result& result, bool floating, bool hash) {
@@ -430,6 +447,13 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     r.text = result.value == kTooLarge
                  ? resp::error("ERR " + std::string(kTooLarge) + " (--max-value-bytes)")
                  : resp::oom();
+    // (An EXEC that the store refused whole, as Redis's EXEC refused for
+    // maxmemory: discarded, saying why.)
+    if (r.kind == Kind::kExec && result.value != kTooLarge) {
+      r.text = resp::error("EXECABORT Transaction discarded because of: " +
+                           r.text.substr(1, r.text.size() - 3));
+      r.subs.clear();
+    }
     return;
   }
   // A command on a key of the other type (store.h): Redis's WRONGTYPE,

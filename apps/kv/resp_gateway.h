@@ -213,6 +213,11 @@ inline constexpr size_t kMaxPendingReplies = 4096;
 inline constexpr size_t kQueuedOverhead = 32;
 // The least time between two sweeps that found nothing more to do at once.
 inline constexpr int64_t kSweepIntervalMs = 100;
+// How long the gateway counts the store as full (Redis's "used memory >
+// maxmemory", for the commands queued in MULTI) after the last write it
+// saw refused for --maxmemory, unless a write of its own runs or a delete
+// of its own frees memory first (another gateway's it does not see).
+inline constexpr int64_t kFullForMs = 1000;
 
 // Who may stop the job with SHUTDOWN.
 enum class ShutdownFrom : uint8_t { kNobody, kLocal, kAnyone };
@@ -590,6 +595,15 @@ class RespGateway {
   std::string config_command(const Conn& c, const std::vector<std::string>& args) const;
   void complete(ClientGroup& clients);
   void complete(Client& client, size_t index);
+  // Whether the store counts as full for a command queued in MULTI now:
+  // a write was refused for --maxmemory less than kFullForMs ago and
+  // nothing of this gateway's ran or freed memory since. (Redis refuses
+  // every command but EXEC, DISCARD and QUIT queued while its memory is
+  // past maxmemory; sluice-kv's store never goes past it, and only the
+  // replicas know how full it is.)
+  bool store_full(int64_t now) const { return full_ms_ != 0 && now - full_ms_ < kFullForMs; }
+  // In complete(): what `h` says of how full the store is.
+  void note_fullness(const Completed& h);
   // Sends a sweep if one is due (see poll()).
   void maybe_sweep(ClientGroup& clients);
   // What a completed sweep found: the next one's time.
@@ -629,7 +643,10 @@ class RespGateway {
   uint64_t seeds_ = 0;
   std::map<uint64_t, Blocked> blocked_;
   std::multimap<std::string, uint64_t, std::less<>> blocked_keys_;  // key -> Conn::id
-  size_t parked_ = 0;          // blocked_ entries with parked set
+  size_t parked_ = 0;  // blocked_ entries with parked set
+  // When the last write refused for --maxmemory completed (0: none since a
+  // write ran or a delete freed memory): see store_full().
+  int64_t full_ms_ = 0;
   int64_t next_sweep_ms_ = 0;  // a sweep is due at this wall-clock time (0: none)
   int64_t last_sweep_ms_ = 0;  // when the last one was sent (0: send the next at once)
   bool sweeping_ = false;      // one is in flight (sweep_reply_)

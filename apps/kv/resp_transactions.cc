@@ -57,6 +57,12 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
       return r.answer(resp::error("EXECABORT Transaction discarded because of: " +
                                   refused.substr(from, refused.size() - from - 2)));
     }
+    // With the store full, Redis refuses every command queued (queuing
+    // takes memory) but EXEC, DISCARD and QUIT, MULTI and WATCH too.
+    if (name != "EXEC" && name != "DISCARD" && name != "QUIT" && store_full(now)) {
+      q.failed = true;
+      return r.answer(resp::oom());
+    }
   }
   if (q.open && !runs_at_once(name)) {
     if (name == "UNWATCH" && args.size() == 1) {
