@@ -186,6 +186,7 @@ bool RespGateway::parked(Reply& r, const Result& result) {
                            " blocked clients per gateway (--max-blocked-clients): try again "
                            "later");
       r.ready = true;
+      count_finished(r);
       return true;
     }
     b.parked = true;
@@ -243,6 +244,7 @@ size_t RespGateway::retry_blocked(ClientGroup& clients) {
       Reply& r = *b.reply;
       r.text = null_array(r.resp3);
       r.ready = true;
+      count_finished(r);
       r.blocked_conn = 0;
       unblock(id);
       ++work;

@@ -261,6 +261,9 @@ void RespGateway::log(const std::string& what) {
 void RespGateway::drop(Conn& c, const std::string& why) {
   log(why);
   c.gone = true;
+  // The peer learns at once (its descriptor is closed once no reply of it
+  // waits on the log, which may be long: poll()).
+  ::shutdown(c.fd, SHUT_RDWR);
   c.queue = Queue{};
   c.watches.clear();
   c.watched_bytes = 0;
@@ -268,6 +271,14 @@ void RespGateway::drop(Conn& c, const std::string& why) {
   c.in.shrink_to_fit();
   c.out.clear();
   c.out.shrink_to_fit();
+  // (Its ready replies wait only to be dropped in order: their text goes.)
+  for (Reply& r : c.replies) {
+    if (!r.ready) continue;
+    r.text.clear();
+    r.text.shrink_to_fit();
+    r.counted = 0;
+  }
+  c.finished = 0;
 }
 
 std::string RespGateway::auth(Conn& c, const std::vector<std::string>& args) {
@@ -365,7 +376,13 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
     }
     at += used;
     ++n;  // (a request handled is work, even with no byte read this round)
+    const size_t before = c.replies.size();
     handle(c, args, client, index);
+    if (c.replies.size() > before) {
+      Reply& r = c.replies.back();
+      r.conn = &c;
+      if (r.ready) count_finished(r);
+    }
   }
   if (c.gone) return n;  // (dropped: `in` is gone already)
   c.unparsed = !unfinished && at < c.in.size();
@@ -405,6 +422,7 @@ void RespGateway::complete(Client& client, size_t index) {
     if (r.blocked_conn != 0 && parked(r, h.result)) return;
     fill(r, h.cmd, h.result);
     r.ready = r.waiting == 0;
+    if (r.ready) count_finished(r);
   });
 }
 
@@ -680,7 +698,7 @@ void RespGateway::evict() {
     ++stats_.evicted;
     drop(*biggest, "closed the client with the most buffered (" +
                        std::to_string(biggest->in.size()) + " bytes of requests, " +
-                       std::to_string(biggest->out.size()) +
+                       std::to_string(biggest->out.size() + biggest->finished) +
                        " of replies): all clients' buffers took more than --maxmemory-clients " +
                        std::to_string(options_.maxmemory_clients));
     account(*biggest);
@@ -689,10 +707,12 @@ void RespGateway::evict() {
 
 size_t RespGateway::write(Conn& c) {
   while (!c.replies.empty() && c.replies.front().ready) {
+    c.finished -= c.replies.front().counted;
     if (!c.gone) c.out += c.replies.front().text;
     c.replies.pop_front();
   }
-  if (!c.gone && c.out.size() > options_.output_buffer_limit) {
+  // (Replies ready behind one that is not are unsent replies too.)
+  if (!c.gone && c.out.size() + c.finished > options_.output_buffer_limit) {
     ++stats_.evicted;
     drop(c, "closed a client whose unsent replies passed --client-output-buffer-limit " +
                 std::to_string(options_.output_buffer_limit));

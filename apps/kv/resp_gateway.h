@@ -162,7 +162,8 @@
 //   bytes is read; an unfinished request over query_buffer_limit closes the
 //   connection), its replies (not read from while kMaxPendingReplies
 //   requests are unanswered, and from again as soon as fewer are; unsent
-//   replies past output_buffer_limit close it, as Redis's), the number
+//   replies past output_buffer_limit close it, as Redis's, those ready
+//   behind one still waiting on the log among them), the number
 //   of connections (maxclients: -ERR max number of clients reached), and all
 //   clients' buffers together (maxmemory_clients: the client with the most
 //   buffered is closed, as Redis's client eviction does).
@@ -368,6 +369,7 @@ class RespGateway {
     // the transaction's order, as Redis runs them (transaction_command).
     kDeferred,
   };
+  struct Conn;
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
     std::string text;                               // once ready
@@ -414,6 +416,11 @@ class RespGateway {
     std::vector<std::string> args;
     // kBadTime: the error reply.
     std::string error;
+    // The connection it answers (set once handle() made it; none for a
+    // sweep's or a queued command's), and what of its text, once ready,
+    // counts in the connection's Conn::finished (see count_finished()).
+    Conn* conn = nullptr;
+    size_t counted = 0;
   };
   // A connection's MULTI: the commands queued so far, as one transaction's.
   struct Queue {
@@ -437,14 +444,18 @@ class RespGateway {
     std::string name, lib_name, lib_ver;  // CLIENT SETNAME, CLIENT SETINFO
     std::string in, out;
     std::deque<Reply> replies;  // (a deque keeps each Reply in place: inflight points at it)
-    size_t accounted = 0;       // its buffered() as counted in buffered_
-    bool closing = false;       // close once `out` is written (QUIT, a protocol error)
-    bool gone = false;          // the peer closed or failed: replies are dropped
-    bool readable = false;      // epoll said so, and it has not been read dry since
-    bool writable = true;       // no send has found its buffer full since epoll said so
-    uint32_t watched = 0;       // the epoll events registered for it
-    Queue queue;                // MULTI ... EXEC
-    bool queuing = false;       // the command being handled goes into `queue`
+    // The text of its replies that are ready but wait in `replies` behind
+    // one that is not (Reply::counted each): unsent replies as much as
+    // `out`, for output_buffer_limit and maxmemory_clients.
+    size_t finished = 0;
+    size_t accounted = 0;   // its buffered() as counted in buffered_
+    bool closing = false;   // close once `out` is written (QUIT, a protocol error)
+    bool gone = false;      // the peer closed or failed: replies are dropped
+    bool readable = false;  // epoll said so, and it has not been read dry since
+    bool writable = true;   // no send has found its buffer full since epoll said so
+    uint32_t watched = 0;   // the epoll events registered for it
+    Queue queue;            // MULTI ... EXEC
+    bool queuing = false;   // the command being handled goes into `queue`
     // WATCH: each key and the client seq of its watch entry (EXEC's
     // conditions).
     std::vector<std::pair<std::string, uint64_t>> watches;
@@ -465,7 +476,20 @@ class RespGateway {
   static bool held(const Conn& c) { return c.replies.size() > kMaxPendingReplies; }
   // What a connection's buffers take (its share of maxmemory_clients).
   static size_t buffered(const Conn& c) {
-    return c.in.size() + c.out.size() + c.queue.bytes + c.watched_bytes;
+    return c.in.size() + c.out.size() + c.finished + c.queue.bytes + c.watched_bytes;
+  }
+  // `r` (in its connection's replies) has just become ready: its text
+  // counts in the connection's buffers until write() moves it to `out`
+  // (a gone connection's is dropped at once).
+  static void count_finished(Reply& r) {
+    if (r.conn == nullptr) return;
+    if (r.conn->gone) {
+      r.text.clear();
+      r.text.shrink_to_fit();
+      return;
+    }
+    r.counted = r.text.size();
+    r.conn->finished += r.counted;
   }
   void watch(uint64_t id, Conn& c);
   size_t accept_all();
