@@ -474,6 +474,13 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     }
     return;
   }
+  // An answer longer than one reply may carry (a read of all of a big
+  // list, hash, set or sorted set; a pop of as much): the store's error,
+  // whatever the command.
+  if (!result.ok && result.value.rfind(kLongReply, 0) == 0) {
+    r.text = resp::error(result.value);
+    return;
+  }
   // A command on a key of the other type (store.h): Redis's WRONGTYPE,
   // but for those that answer without reading the value (SETNX and SET NX,
   // 0 or null as the key exists; MGET, null).

@@ -491,6 +491,32 @@ FIXED_GETEX = (
        (["EXEC"], b"*4\r\n" + INVALID_GETEX + b"$-1\r\n" + WRONGTYPE + NOT_AN_INTEGER),
        (["DEL", "md:gx", "md:gl"], b":2\r\n")])
 
+
+
+def big_collections():
+    """Collections past what one reply may carry (the gateway's
+    --max-value-bytes, 64 KiB by default): bounded, as in Redis, by
+    maxmemory (none here), not by that. 9,000 RPUSHes of short elements to
+    one list (sluice-kv used to refuse them from about the 7,000th), 1,500
+    HSETs, SADDs and ZADDs of 60-byte fields and members, each answered as
+    Redis does, then their lengths and some of their parts."""
+    cases = [(["DEL", "md:bl", "md:bh", "md:bs", "md:bz"], None)]
+    cases += [(["RPUSH", "md:bl", "e%d" % i], b":%d\r\n" % (i + 1)) for i in range(9000)]
+    for i in range(1500):
+        m = "m%d-" % i + "x" * 60
+        cases += [(["HSET", "md:bh", m, "v"], b":1\r\n"), (["SADD", "md:bs", m], b":1\r\n"),
+                  (["ZADD", "md:bz", str(i), m], b":1\r\n")]
+    cases += [(["LLEN", "md:bl"], b":9000\r\n"), (["LINDEX", "md:bl", "-1"], b"$5\r\ne8999\r\n"),
+              (["LRANGE", "md:bl", "4000", "4001"], b"*2\r\n$5\r\ne4000\r\n$5\r\ne4001\r\n"),
+              (["LPOP", "md:bl", "2"], b"*2\r\n$2\r\ne0\r\n$2\r\ne1\r\n"),
+              (["HLEN", "md:bh"], b":1500\r\n"), (["HGET", "md:bh", "m7-" + "x" * 60], b"$1\r\nv\r\n"),
+              (["SCARD", "md:bs"], b":1500\r\n"), (["SISMEMBER", "md:bs", "m9-" + "x" * 60], b":1\r\n"),
+              (["ZCARD", "md:bz"], b":1500\r\n"), (["ZSCORE", "md:bz", "m9-" + "x" * 60], b"$1\r\n9\r\n"),
+              (["ZRANGE", "md:bz", "-1", "-1"], None),
+              (["DEL", "md:bl", "md:bh", "md:bs", "md:bz"], b":4\r\n")]
+    return cases
+
+
 NO_PASSWORD = (b"-ERR AUTH <password> called without any password configured for the default "
                b"user. Are you sure your configuration is correct?\r\n")
 WRONGPASS = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
@@ -633,6 +659,9 @@ def main():
         for i in range(0, len(commands), 64):
             batch(commands[i:i + 64], kv, ref)
         fixed(FIXED_GETEX, kv, ref)
+        big = big_collections()
+        for i in range(0, len(big), 1000):
+            fixed(big[i:i + 1000], kv, ref)
         fixed(FIXED_HELLO, Conn(port), Conn(redis.port))
         # Over RESP3 (HELLO's own answer differs: not compared).
         kv3, ref3 = Conn(port), Conn(redis.port)
