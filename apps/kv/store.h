@@ -722,9 +722,10 @@ class Store {
   // of what `c` names alone (and one more member, so that the copy keeps
   // its type), not of the whole item (store_sizes.cc).
   std::pair<uint64_t, uint64_t> sizes_after(const Command& c) const;
-  // Makes `r` (a read's) an error if its value is longer than one reply
-  // may be (max_result_bytes): HMGET naming fields many times, SRANDMEMBER
-  // with a count < 0, SUNION of several sets.
+  // Makes `r` (a read's) an error (kLongReply) if its value is longer than
+  // one reply may be (max_result_bytes): LRANGE 0 -1, HGETALL, SMEMBERS or
+  // ZRANGE of a big collection, HMGET naming fields many times,
+  // SRANDMEMBER with a count < 0, SUNION of several sets.
   void refuse_long_reply(Result* r) const;
   // Takes `it` out of used_bytes_ and the indexes, or puts it in (count:
   // into used_bytes_ too).
