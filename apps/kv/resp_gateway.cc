@@ -705,8 +705,11 @@ void RespGateway::evict() {
     ++stats_.evicted;
     drop(*biggest, "closed the client with the most buffered (" +
                        std::to_string(biggest->in.size()) + " bytes of requests, " +
-                       std::to_string(biggest->out.size() + biggest->finished) +
-                       " of replies): all clients' buffers took more than --maxmemory-clients " +
+                       std::to_string(biggest->out.size() + biggest->finished) + " of replies, " +
+                       std::to_string(biggest->queue.bytes + biggest->queue.answered +
+                                      biggest->watched_bytes) +
+                       " of MULTI and WATCH): all clients' buffers took more than "
+                       "--maxmemory-clients " +
                        std::to_string(options_.maxmemory_clients));
     account(*biggest);
   }

@@ -433,6 +433,10 @@ class RespGateway {
     // what one entry may carry (a command past it is refused, and EXEC
     // aborts). Counted in the connection's buffers (maxmemory_clients).
     size_t bytes = 0;
+    // The answers already made of queued commands (PING, ECHO, an error):
+    // counted in the connection's buffers too, not in `bytes` (EXEC's
+    // entry does not carry them).
+    size_t answered = 0;
   };
   struct Conn {
     int fd = -1;
@@ -476,7 +480,8 @@ class RespGateway {
   static bool held(const Conn& c) { return c.replies.size() > kMaxPendingReplies; }
   // What a connection's buffers take (its share of maxmemory_clients).
   static size_t buffered(const Conn& c) {
-    return c.in.size() + c.out.size() + c.finished + c.queue.bytes + c.watched_bytes;
+    return c.in.size() + c.out.size() + c.finished + c.queue.bytes + c.queue.answered +
+           c.watched_bytes;
   }
   // `r` (in its connection's replies) has just become ready: its text
   // counts in the connection's buffers until write() moves it to `out`

@@ -65,8 +65,10 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
     }
   }
   if (q.open && !runs_at_once(name)) {
-    if (name == "UNWATCH" && args.size() == 1) {
-      // (Queued in Redis, where it changes nothing inside MULTI.)
+    if (name == "UNWATCH" && args.size() == 1 && q.replies.size() < kMaxPendingReplies) {
+      // (Queued in Redis, where it changes nothing inside MULTI. Past the
+      // queue's bound, refused below as any command.)
+      q.answered += kQueuedOverhead;
       q.replies.emplace_back();
       q.replies.back().text = resp::simple("OK");
       q.replies.back().ready = true;
@@ -119,6 +121,7 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
                       std::to_string(kMaxPendingReplies) + " commands); EXEC will discard it"));
     }
     q.bytes += bytes;
+    q.answered += r.text.size();
     q.replies.push_back(std::move(r));
     r = Reply{};
     r.resp3 = c.resp3;

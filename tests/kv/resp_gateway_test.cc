@@ -86,11 +86,12 @@ class RespGatewayTest : public ::testing::Test {
     clients_.add(std::make_unique<Client>(Config{}, Protocol::kMultiPaxos, 0,
                                           std::vector<Command>{}, 40, 256));
   }
-  // A GET (never answered) and then `echoes` ECHOs of 64 KiB, written while
-  // the gateway polls, never read: whether the gateway closed the
-  // connection before `deadline`.
-  bool closed_while_pipelining(Socket& hostile, int echoes, Clock::duration deadline) {
-    std::string pending = request({"GET", "k"});
+  // `first` (a GET, never answered, or MULTI) and then `echoes` ECHOs of
+  // 64 KiB, written while the gateway polls, never read: whether the
+  // gateway closed the connection before `deadline`.
+  bool closed_while_pipelining(Socket& hostile, int echoes, Clock::duration deadline,
+                               const std::vector<std::string>& first = {"GET", "k"}) {
+    std::string pending = request(first);
     const std::string echo = request({"ECHO", std::string(64 * 1024, 'e')});
     for (int i = 0; i < echoes; ++i) pending += echo;
     const auto until = Clock::now() + deadline;
@@ -147,6 +148,46 @@ TEST_F(RespGatewayTest, RepliesReadyBehindAWaitingOneCountInMaxmemoryClients) {
     EXPECT_FALSE(quiet.read_closed());
   }
   EXPECT_EQ(quiet.got(), "+PONG\r\n");
+}
+
+// ECHOs queued in MULTI: their answers, kept for EXEC's array, count in
+// --maxmemory-clients too (they counted 32 bytes each).
+TEST_F(RespGatewayTest, AnswersQueuedInMultiCountInMaxmemoryClients) {
+  GatewayOptions o;
+  o.output_buffer_limit = size_t{64} << 20;
+  o.maxmemory_clients = size_t{2} << 20;
+  start(o);
+  Socket hostile(gateway_->port());
+  ASSERT_TRUE(hostile.ok());
+  EXPECT_TRUE(closed_while_pipelining(hostile, 4095, std::chrono::seconds(20), {"MULTI"}))
+      << "the gateway never evicted a client with 4,095 ECHOs of 64 KiB queued";
+}
+
+// UNWATCH queued in MULTI is bounded as any queued command: past 4,096
+// queued, refused (and EXEC would abort), where it used to queue without
+// end.
+TEST_F(RespGatewayTest, UnwatchQueuedInMultiIsBoundedAsAnyCommand) {
+  start(GatewayOptions{});
+  Socket client(gateway_->port());
+  ASSERT_TRUE(client.ok());
+  std::string pending = request({"MULTI"});
+  for (int i = 0; i < 4100; ++i) pending += request({"UNWATCH"});
+  pending += request({"DISCARD"});
+  const auto until = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < until && client.got().find("+OK\r\n", 5) == std::string::npos) {
+    client.send_some(&pending);
+    gateway_->poll(clients_);
+    client.read_closed();
+  }
+  const std::string& got = client.got();
+  size_t queued = 0;
+  for (size_t at = got.find("+QUEUED"); at != std::string::npos; at = got.find("+QUEUED", at + 1))
+    ++queued;
+  EXPECT_EQ(queued, kMaxPendingReplies);
+  EXPECT_NE(got.find("-ERR the transaction would take more than one log entry may"),
+            std::string::npos)
+      << got.substr(got.size() > 300 ? got.size() - 300 : 0);
+  EXPECT_EQ(got.substr(got.size() - 5), "+OK\r\n");
 }
 
 }  // namespace
