@@ -139,7 +139,7 @@ bool RespGateway::blocking_command(Conn& c, const std::string& name,
   cmd.now_ms = now;
   size_t bytes = cmd.key.size() + cmd.value.size() + cmd.expected.size();
   if (bytes > options_.max_entry_bytes)
-    return r.answer(resp::error("ERR sluice-kv takes keys and values of at most " +
+    return r.refuse(resp::error("ERR sluice-kv takes keys and values of at most " +
                                 std::to_string(options_.max_entry_bytes) +
                                 " bytes in all in one command (--max-value-bytes); this " +
                                 lower(name) + " takes " + std::to_string(bytes)));
@@ -186,6 +186,7 @@ bool RespGateway::parked(Reply& r, const Result& result) {
                            " blocked clients per gateway (--max-blocked-clients): try again "
                            "later");
       r.ready = true;
+      count_finished(r);
       return true;
     }
     b.parked = true;
@@ -243,6 +244,7 @@ size_t RespGateway::retry_blocked(ClientGroup& clients) {
       Reply& r = *b.reply;
       r.text = null_array(r.resp3);
       r.ready = true;
+      count_finished(r);
       r.blocked_conn = 0;
       unblock(id);
       ++work;

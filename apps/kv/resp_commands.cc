@@ -75,7 +75,8 @@ void RespGateway::handle(Conn& c, std::vector<std::string>& args, Client& client
     r.text = std::move(text);
     r.ready = true;
   };
-  if (name == "AUTH") return local(auth(c, args));
+  // (Inside MULTI, AUTH is queued: transaction_command.)
+  if (name == "AUTH" && !(c.queue.open && c.authenticated)) return local(auth(c, args));
   if (!c.authenticated) {
     if (name == "QUIT") {
       c.closing = true;
@@ -135,6 +136,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     }
     this->submit(c, client, index, r, std::move(cmd));
   };
+  auto refuse = [&r](std::string text) { r.refuse(std::move(text)); };
   auto fits = [&](size_t from) {
     size_t bytes = 0;
     for (size_t i = from; i < args.size(); ++i) bytes += args[i].size();
@@ -152,7 +154,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
   }
   if (name == "GET") {
     if (args.size() != 2) return local(wrong_args("get"));
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
     r.kind = Kind::kGet;
     return submit(Op::kGet, args[1], "", "");
   }
@@ -192,7 +194,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
         return local(resp::error(*e));
       ttl = Ttl::kSet;
     }
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
     r.kind = get ? (nx ? Kind::kOldUnlessSet : Kind::kOld) : nx || xx ? Kind::kSetIf : Kind::kSet;
     // (XX GET reads the key first, so a hash there is WRONGTYPE: store.h.)
     return submit(nx    ? Op::kSetNx
@@ -206,7 +208,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     int64_t deadline = 0;
     if (auto e = parse_expiry(args[2], name == "SETEX", true, true, now, lower(name), &deadline))
       return local(resp::error(*e));
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
     r.kind = Kind::kSet;
     return submit(Op::kPut, args[1], args[3], "", Ttl::kSet, deadline);
   }
@@ -237,19 +239,19 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     int64_t deadline = 0;
     if (auto e = parse_expiry(args[2], seconds, relative, false, now, lower(name), &deadline))
       return local(resp::error(*e));
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
     r.kind = Kind::kFlag;
     return submit(Op::kExpire, args[1], "", "", Ttl::kSet, deadline, ttl_if);
   }
   if (name == "PERSIST") {
     if (args.size() != 2) return local(wrong_args("persist"));
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
     r.kind = Kind::kFlag;
     return submit(Op::kExpire, args[1], "", "", Ttl::kClear);
   }
   if (name == "TTL" || name == "PTTL" || name == "EXPIRETIME" || name == "PEXPIRETIME") {
     if (args.size() != 2) return local(wrong_args(lower(name)));
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
     r.kind = Kind::kTtl;
     r.ttl_ms = name[0] == 'P';
     r.ttl_abs = name.size() > 4;
@@ -260,6 +262,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     // At most one option: EX, PX, EXAT, PXAT (with a time) or PERSIST.
     Ttl ttl = Ttl::kKeep;
     int64_t deadline = 0;
+    std::optional<std::string> bad_time;
     for (size_t i = 2; i < args.size(); ++i) {
       const std::string opt = upper(args[i]);
       if (i == 2 && opt == "PERSIST") {
@@ -268,21 +271,28 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
                  args.size() == 4) {
         const bool seconds = opt == "EX" || opt == "EXAT";
         const bool relative = opt == "EX" || opt == "PX";
-        if (auto e = parse_expiry(args[++i], seconds, relative, true, now, "getex", &deadline))
-          return local(resp::error(*e));
+        bad_time = parse_expiry(args[++i], seconds, relative, true, now, "getex", &deadline);
         ttl = Ttl::kSet;
       } else {
         return local(resp::error("ERR syntax error"));
       }
     }
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
+    if (bad_time) {
+      // Redis checks the time only once it found the key, a string: an
+      // absent key answers null and another type WRONGTYPE. So a read,
+      // whose answer for a string is the time's error.
+      r.kind = Kind::kBadTime;
+      r.error = resp::error(*bad_time);
+      return submit(Op::kGet, args[1], "", "");
+    }
     r.kind = Kind::kGet;
     return submit(Op::kGetEx, args[1], "", "", ttl, deadline);
   }
   if (name == "DEL" || name == "UNLINK" || name == "EXISTS" || name == "TOUCH") {
     if (args.size() < 2) return local(wrong_args(lower(name)));
     for (size_t i = 1; i < args.size(); ++i) {
-      if (args[i].size() > options_.max_entry_bytes) return local(too_big());
+      if (args[i].size() > options_.max_entry_bytes) return refuse(too_big());
     }
     r.kind = Kind::kCount;
     for (size_t i = 1; i < args.size(); ++i)
@@ -291,7 +301,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
   }
   if (name == "CAS") {
     if (args.size() != 4) return local(wrong_args("cas"));
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
     r.kind = Kind::kCas;
     return submit(Op::kCas, args[1], args[3], args[2]);
   }
@@ -306,7 +316,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
         return local(resp::error("ERR decrement would overflow"));
       n = -n;
     }
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
     r.kind = Kind::kNumber;
     return submit(Op::kIncrBy, args[1], std::to_string(n), "");
   }
@@ -314,7 +324,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     if (args.size() != 3) return local(wrong_args("incrbyfloat"));
     double by = 0;
     if (!parse_float(args[2], &by)) return local(resp::error("ERR value is not a valid float"));
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
     r.kind = Kind::kFloat;
     return submit(Op::kIncrByFloat, args[1], args[2], "");
   }
@@ -332,7 +342,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
   }
   if (name == "APPEND" || name == "SETNX" || name == "GETSET") {
     if (args.size() != 3) return local(wrong_args(lower(name)));
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
     r.kind = name == "APPEND" ? Kind::kNumber : name == "SETNX" ? Kind::kFlag : Kind::kOld;
     return submit(name == "APPEND"  ? Op::kAppend
                   : name == "SETNX" ? Op::kSetNx
@@ -341,7 +351,7 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
   }
   if (name == "STRLEN" || name == "GETDEL" || name == "TYPE") {
     if (args.size() != 2) return local(wrong_args(lower(name)));
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
     r.kind = name == "STRLEN" ? Kind::kLength : name == "TYPE" ? Kind::kType : Kind::kOld;
     return submit(name == "GETDEL" ? Op::kGetDel
                   : name == "TYPE" ? Op::kType
@@ -352,14 +362,14 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
     if (args.size() != 4) return local(wrong_args(lower(name)));
     if (!parse_integer(args[2], &r.range_start) || !parse_integer(args[3], &r.range_end))
       return local(resp::error("ERR value is not an integer or out of range"));
-    if (!fits(1)) return local(too_big());
+    if (!fits(1)) return refuse(too_big());
     r.kind = Kind::kRange;
     return submit(Op::kGet, args[1], "", "");
   }
   if (name == "MGET") {
     if (args.size() < 2) return local(wrong_args("mget"));
     for (size_t i = 1; i < args.size(); ++i) {
-      if (args[i].size() > options_.max_entry_bytes) return local(too_big());
+      if (args[i].size() > options_.max_entry_bytes) return refuse(too_big());
     }
     r.kind = Kind::kArray;
     r.items.resize(args.size() - 1);
@@ -376,9 +386,8 @@ void RespGateway::dispatch(Conn& c, const std::string& name, std::vector<std::st
   std::string answer = local_command(c, name, args, &handled);
   if (handled) return local(std::move(answer));
   if (name == "SELECT") {
-    return local(args.size() == 2 && args[1] == "0"
-                     ? resp::simple("OK")
-                     : resp::error("ERR sluice-kv has one database, 0"));
+    if (args.size() == 2 && args[1] == "0") return local(resp::simple("OK"));
+    return refuse(resp::error("ERR sluice-kv has one database, 0"));
   }
   if (name == "QUIT") {
     c.closing = true;

@@ -261,6 +261,9 @@ void RespGateway::log(const std::string& what) {
 void RespGateway::drop(Conn& c, const std::string& why) {
   log(why);
   c.gone = true;
+  // The peer learns at once (its descriptor is closed once no reply of it
+  // waits on the log, which may be long: poll()).
+  ::shutdown(c.fd, SHUT_RDWR);
   c.queue = Queue{};
   c.watches.clear();
   c.watched_bytes = 0;
@@ -268,16 +271,31 @@ void RespGateway::drop(Conn& c, const std::string& why) {
   c.in.shrink_to_fit();
   c.out.clear();
   c.out.shrink_to_fit();
+  // (Its ready replies wait only to be dropped in order: their text goes.)
+  for (Reply& r : c.replies) {
+    if (!r.ready) continue;
+    r.text.clear();
+    r.text.shrink_to_fit();
+    r.counted = 0;
+  }
+  c.finished = 0;
 }
 
 std::string RespGateway::auth(Conn& c, const std::vector<std::string>& args) {
-  if (args.size() != 2 && args.size() != 3) return wrong_args("auth");
+  if (args.size() < 2) return wrong_args("auth");
+  if (args.size() > 3) return resp::error("ERR syntax error");
+  const bool user_ok = args.size() == 2 || args[1] == "default";
   if (options_.requirepass.empty()) {
+    // (As Redis's default user without a password: AUTH default takes any.)
+    if (args.size() == 3) {
+      if (user_ok) return resp::simple("OK");
+      ++stats_.auth_failures;
+      return resp::error("WRONGPASS invalid username-password pair or user is disabled.");
+    }
     return resp::error(
         "ERR AUTH <password> called without any password configured for the default user. Are "
         "you sure your configuration is correct?");
   }
-  const bool user_ok = args.size() == 2 || args[1] == "default";
   if (!user_ok || !same_secret(args.back(), options_.requirepass)) {
     ++stats_.auth_failures;
     c.authenticated = false;
@@ -358,7 +376,13 @@ size_t RespGateway::read(Conn& c, uint64_t id, ClientGroup& clients) {
     }
     at += used;
     ++n;  // (a request handled is work, even with no byte read this round)
+    const size_t before = c.replies.size();
     handle(c, args, client, index);
+    if (c.replies.size() > before) {
+      Reply& r = c.replies.back();
+      r.conn = &c;
+      if (r.ready) count_finished(r);
+    }
   }
   if (c.gone) return n;  // (dropped: `in` is gone already)
   c.unparsed = !unfinished && at < c.in.size();
@@ -382,6 +406,7 @@ void RespGateway::complete(Client& client, size_t index) {
                         std::fputc('\n', history_) == EOF;
     }
     if (!blocked_keys_.empty()) wake(h.cmd, h.result);
+    note_fullness(h);
     if (h.cmd.seq < f.first || h.cmd.seq - f.first >= f.replies.size()) return;
     Reply*& slot = f.replies[h.cmd.seq - f.first];
     if (slot == nullptr) return;
@@ -397,7 +422,24 @@ void RespGateway::complete(Client& client, size_t index) {
     if (r.blocked_conn != 0 && parked(r, h.result)) return;
     fill(r, h.cmd, h.result);
     r.ready = r.waiting == 0;
+    if (r.ready) count_finished(r);
   });
+}
+
+void RespGateway::note_fullness(const Completed& h) {
+  if (h.result.refused && h.result.value != kTooLarge) {
+    full_ms_ = std::max<int64_t>(wall_clock_ms(), 1);
+    return;
+  }
+  if (full_ms_ == 0) return;
+  // A write the store ran had room; a delete, a pop, a sweep may have made
+  // some.
+  const bool ran = detail::denied_when_full(h.cmd.op) && !h.result.refused;
+  Swept swept;
+  const bool freed = h.cmd.op == Op::kSweep
+                         ? parse_sweep_result(h.result.value, &swept) && !swept.keys.empty()
+                         : detail::writes(h.cmd, h.result);
+  if (ran || freed) full_ms_ = 0;
 }
 
 std::string RespGateway::increment_reply(const Result& result, bool floating, bool hash) {
@@ -423,6 +465,20 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
     r.text = result.value == kTooLarge
                  ? resp::error("ERR " + std::string(kTooLarge) + " (--max-value-bytes)")
                  : resp::oom();
+    // (An EXEC that the store refused whole, as Redis's EXEC refused for
+    // maxmemory: discarded, saying why.)
+    if (r.kind == Kind::kExec && result.value != kTooLarge) {
+      r.text = resp::error("EXECABORT Transaction discarded because of: " +
+                           r.text.substr(1, r.text.size() - 3));
+      r.subs.clear();
+    }
+    return;
+  }
+  // An answer longer than one reply may carry (a read of all of a big
+  // list, hash, set or sorted set; a pop of as much): the store's error,
+  // whatever the command.
+  if (!result.ok && result.value.rfind(kLongReply, 0) == 0) {
+    r.text = resp::error(result.value);
     return;
   }
   // A command on a key of the other type (store.h): Redis's WRONGTYPE,
@@ -441,6 +497,9 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
   switch (r.kind) {
     case Kind::kGet:
       r.text = result.ok ? resp::bulk(result.value) : resp::null_reply(r.resp3);
+      break;
+    case Kind::kBadTime:
+      r.text = result.ok ? std::move(r.error) : resp::null_reply(r.resp3);
       break;
     case Kind::kSet:
     case Kind::kCas:
@@ -590,6 +649,7 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
       break;
     case Kind::kLocal:
     case Kind::kSweep:
+    case Kind::kDeferred:
       break;
   }
 }
@@ -645,8 +705,11 @@ void RespGateway::evict() {
     ++stats_.evicted;
     drop(*biggest, "closed the client with the most buffered (" +
                        std::to_string(biggest->in.size()) + " bytes of requests, " +
-                       std::to_string(biggest->out.size()) +
-                       " of replies): all clients' buffers took more than --maxmemory-clients " +
+                       std::to_string(biggest->out.size() + biggest->finished) + " of replies, " +
+                       std::to_string(biggest->queue.bytes + biggest->queue.answered +
+                                      biggest->watched_bytes) +
+                       " of MULTI and WATCH): all clients' buffers took more than "
+                       "--maxmemory-clients " +
                        std::to_string(options_.maxmemory_clients));
     account(*biggest);
   }
@@ -654,10 +717,12 @@ void RespGateway::evict() {
 
 size_t RespGateway::write(Conn& c) {
   while (!c.replies.empty() && c.replies.front().ready) {
+    c.finished -= c.replies.front().counted;
     if (!c.gone) c.out += c.replies.front().text;
     c.replies.pop_front();
   }
-  if (!c.gone && c.out.size() > options_.output_buffer_limit) {
+  // (Replies ready behind one that is not are unsent replies too.)
+  if (!c.gone && c.out.size() + c.finished > options_.output_buffer_limit) {
     ++stats_.evicted;
     drop(c, "closed a client whose unsent replies passed --client-output-buffer-limit " +
                 std::to_string(options_.output_buffer_limit));

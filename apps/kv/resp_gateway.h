@@ -143,7 +143,9 @@
 //   COMMAND [COUNT|LIST|INFO|DOCS], CLIENT SETNAME/GETNAME/ID/SETINFO/INFO/LIST,
 //   HELLO [2|3 [AUTH user pass] [SETNAME name]] (3: RESP3 replies from then on),
 //   SELECT 0, QUIT      (answered here: resp_local.cc)
-//   AUTH [default] password   (with --requirepass)
+//   AUTH [default] password   (with --requirepass; without, AUTH default x
+//                         is +OK as for Redis's default user; queued in
+//                         MULTI, as HELLO is, and run with EXEC)
 //   SHUTDOWN              only where enabled (GatewayOptions::shutdown)
 //
 // Safe defaults, as Redis's:
@@ -160,7 +162,8 @@
 //   bytes is read; an unfinished request over query_buffer_limit closes the
 //   connection), its replies (not read from while kMaxPendingReplies
 //   requests are unanswered, and from again as soon as fewer are; unsent
-//   replies past output_buffer_limit close it, as Redis's), the number
+//   replies past output_buffer_limit close it, as Redis's, those ready
+//   behind one still waiting on the log among them), the number
 //   of connections (maxclients: -ERR max number of clients reached), and all
 //   clients' buffers together (maxmemory_clients: the client with the most
 //   buffered is closed, as Redis's client eviction does).
@@ -211,6 +214,11 @@ inline constexpr size_t kMaxPendingReplies = 4096;
 inline constexpr size_t kQueuedOverhead = 32;
 // The least time between two sweeps that found nothing more to do at once.
 inline constexpr int64_t kSweepIntervalMs = 100;
+// How long the gateway counts the store as full (Redis's "used memory >
+// maxmemory", for the commands queued in MULTI) after the last write it
+// saw refused for --maxmemory, unless a write of its own runs or a delete
+// of its own frees memory first (another gateway's it does not see).
+inline constexpr int64_t kFullForMs = 1000;
 
 // Who may stop the job with SHUTDOWN.
 enum class ShutdownFrom : uint8_t { kNobody, kLocal, kAnyone };
@@ -354,7 +362,14 @@ class RespGateway {
     // kListMPop, BZMPOP as kZMPop.)
     kBlockPop,   // BLPOP, BRPOP: [key, element] (fill_list), or a null array
     kZBlockPop,  // BZPOPMIN, BZPOPMAX: [key, member, score] (fill_zset), or a null array
+    // GETEX with a time Redis refuses (0, negative, not a number): a read,
+    // answered null for an absent key and Reply::error for a string.
+    kBadTime,
+    // AUTH or HELLO queued in MULTI (Reply::args): run when EXEC is, in
+    // the transaction's order, as Redis runs them (transaction_command).
+    kDeferred,
   };
+  struct Conn;
   struct Reply {  // one request's answer, in request order
     Kind kind = Kind::kLocal;
     std::string text;                               // once ready
@@ -385,9 +400,27 @@ class RespGateway {
       ready = true;
       return true;
     }
+    // sluice-kv's own refusal (a size past its limits, a command it does
+    // not queue), not an error Redis would give: inside MULTI it makes EXEC
+    // abort, where a command's own error (a syntax error, a bad number) is
+    // queued as its reply (transaction_command).
+    bool refused_here = false;
+    bool refuse(std::string t) {
+      refused_here = true;
+      return answer(std::move(t));
+    }
     // kExec: each queued command's answer, filled from its results (its
     // `waiting` commands, from first_seq, the position in the transaction).
     std::vector<Reply> subs;
+    // kDeferred: the command and its arguments.
+    std::vector<std::string> args;
+    // kBadTime: the error reply.
+    std::string error;
+    // The connection it answers (set once handle() made it; none for a
+    // sweep's or a queued command's), and what of its text, once ready,
+    // counts in the connection's Conn::finished (see count_finished()).
+    Conn* conn = nullptr;
+    size_t counted = 0;
   };
   // A connection's MULTI: the commands queued so far, as one transaction's.
   struct Queue {
@@ -400,6 +433,10 @@ class RespGateway {
     // what one entry may carry (a command past it is refused, and EXEC
     // aborts). Counted in the connection's buffers (maxmemory_clients).
     size_t bytes = 0;
+    // The answers already made of queued commands (PING, ECHO, an error):
+    // counted in the connection's buffers too, not in `bytes` (EXEC's
+    // entry does not carry them).
+    size_t answered = 0;
   };
   struct Conn {
     int fd = -1;
@@ -411,14 +448,18 @@ class RespGateway {
     std::string name, lib_name, lib_ver;  // CLIENT SETNAME, CLIENT SETINFO
     std::string in, out;
     std::deque<Reply> replies;  // (a deque keeps each Reply in place: inflight points at it)
-    size_t accounted = 0;       // its buffered() as counted in buffered_
-    bool closing = false;       // close once `out` is written (QUIT, a protocol error)
-    bool gone = false;          // the peer closed or failed: replies are dropped
-    bool readable = false;      // epoll said so, and it has not been read dry since
-    bool writable = true;       // no send has found its buffer full since epoll said so
-    uint32_t watched = 0;       // the epoll events registered for it
-    Queue queue;                // MULTI ... EXEC
-    bool queuing = false;       // the command being handled goes into `queue`
+    // The text of its replies that are ready but wait in `replies` behind
+    // one that is not (Reply::counted each): unsent replies as much as
+    // `out`, for output_buffer_limit and maxmemory_clients.
+    size_t finished = 0;
+    size_t accounted = 0;   // its buffered() as counted in buffered_
+    bool closing = false;   // close once `out` is written (QUIT, a protocol error)
+    bool gone = false;      // the peer closed or failed: replies are dropped
+    bool readable = false;  // epoll said so, and it has not been read dry since
+    bool writable = true;   // no send has found its buffer full since epoll said so
+    uint32_t watched = 0;   // the epoll events registered for it
+    Queue queue;            // MULTI ... EXEC
+    bool queuing = false;   // the command being handled goes into `queue`
     // WATCH: each key and the client seq of its watch entry (EXEC's
     // conditions).
     std::vector<std::pair<std::string, uint64_t>> watches;
@@ -439,7 +480,21 @@ class RespGateway {
   static bool held(const Conn& c) { return c.replies.size() > kMaxPendingReplies; }
   // What a connection's buffers take (its share of maxmemory_clients).
   static size_t buffered(const Conn& c) {
-    return c.in.size() + c.out.size() + c.queue.bytes + c.watched_bytes;
+    return c.in.size() + c.out.size() + c.finished + c.queue.bytes + c.queue.answered +
+           c.watched_bytes;
+  }
+  // `r` (in its connection's replies) has just become ready: its text
+  // counts in the connection's buffers until write() moves it to `out`
+  // (a gone connection's is dropped at once).
+  static void count_finished(Reply& r) {
+    if (r.conn == nullptr) return;
+    if (r.conn->gone) {
+      r.text.clear();
+      r.text.shrink_to_fit();
+      return;
+    }
+    r.counted = r.text.size();
+    r.conn->finished += r.counted;
   }
   void watch(uint64_t id, Conn& c);
   size_t accept_all();
@@ -460,13 +515,16 @@ class RespGateway {
   // and no MULTI is open.
   // A command queued in MULTI is refused there (answered at once, and EXEC
   // aborts) for what Redis 7.0 checks before it queues: an unknown command,
-  // a wrong number of arguments by the command's arity (COMMAND INFO's),
-  // one not allowed in a transaction (SHUTDOWN), and sluice-kv's own
-  // refusals (an error naming sluice-kv: a size past --max-value-bytes, a
-  // command it does not queue). Any other error (a syntax error, a bad
+  // a wrong number of arguments by the command's arity (COMMAND INFO's), a
+  // subcommand of CLIENT, CONFIG or COMMAND that Redis lacks or with a
+  // wrong number of arguments by its own arity, one not allowed in a
+  // transaction (SHUTDOWN), and sluice-kv's own
+  // refusals (Reply::refuse: a size past --max-value-bytes, a command it
+  // does not queue). Any other error (a syntax error, a bad
   // option or number) is queued as that command's reply in EXEC's array,
   // and the others run. refused_in_multi (resp_local.cc, with the command
-  // table): the first three's error reply, or empty.
+  // table): the first four's error reply (a subcommand of Redis's this
+  // gateway does not run: its own refusal), or empty.
   bool transaction_command(Conn& c, const std::string& name, std::vector<std::string>& args,
                            Client& client, size_t index, Reply& r, int64_t now);
   static std::string refused_in_multi(const std::string& name,
@@ -566,6 +624,15 @@ class RespGateway {
   std::string config_command(const Conn& c, const std::vector<std::string>& args) const;
   void complete(ClientGroup& clients);
   void complete(Client& client, size_t index);
+  // Whether the store counts as full for a command queued in MULTI now:
+  // a write was refused for --maxmemory less than kFullForMs ago and
+  // nothing of this gateway's ran or freed memory since. (Redis refuses
+  // every command but EXEC, DISCARD and QUIT queued while its memory is
+  // past maxmemory; sluice-kv's store never goes past it, and only the
+  // replicas know how full it is.)
+  bool store_full(int64_t now) const { return full_ms_ != 0 && now - full_ms_ < kFullForMs; }
+  // In complete(): what `h` says of how full the store is.
+  void note_fullness(const Completed& h);
   // Sends a sweep if one is due (see poll()).
   void maybe_sweep(ClientGroup& clients);
   // What a completed sweep found: the next one's time.
@@ -605,7 +672,10 @@ class RespGateway {
   uint64_t seeds_ = 0;
   std::map<uint64_t, Blocked> blocked_;
   std::multimap<std::string, uint64_t, std::less<>> blocked_keys_;  // key -> Conn::id
-  size_t parked_ = 0;          // blocked_ entries with parked set
+  size_t parked_ = 0;  // blocked_ entries with parked set
+  // When the last write refused for --maxmemory completed (0: none since a
+  // write ran or a delete freed memory): see store_full().
+  int64_t full_ms_ = 0;
   int64_t next_sweep_ms_ = 0;  // a sweep is due at this wall-clock time (0: none)
   int64_t last_sweep_ms_ = 0;  // when the last one was sent (0: send the next at once)
   bool sweeping_ = false;      // one is in flight (sweep_reply_)

@@ -33,9 +33,7 @@ bool RespGateway::submit_keyed(Conn& c, const std::string& name,
         .append(lower(name))
         .append(" takes ")
         .append(std::to_string(bytes));
-    r.text = resp::error(text);
-    r.ready = true;
-    return true;
+    return r.refuse(resp::error(text));
   }
   Command cmd;
   cmd.op = k.op;

@@ -229,6 +229,70 @@ constexpr CommandInfo kCommands[] = {
     {"shutdown", -1, "", 0, 0, 0},
 };
 
+// The subcommands of CLIENT, CONFIG and COMMAND as Redis 7.0 has them
+// (COMMAND INFO's: name and arity, the command and subcommand included),
+// and whether this gateway answers them (`here`); CLIENT SETINFO and
+// NO-TOUCH are Redis 7.2's, which clients send as they connect.
+struct SubcommandInfo {
+  const char* command;
+  const char* name;
+  int arity;
+  bool here;
+};
+constexpr SubcommandInfo kSubcommands[] = {
+    {"client", "tracking", -3, false},
+    {"client", "no-evict", 3, true},
+    {"client", "unblock", -3, false},
+    {"client", "caching", 3, false},
+    {"client", "reply", 3, false},
+    {"client", "help", 2, false},
+    {"client", "pause", -3, false},
+    {"client", "getredir", 2, false},
+    {"client", "setname", 3, true},
+    {"client", "getname", 2, true},
+    {"client", "kill", -3, false},
+    {"client", "trackinginfo", 2, false},
+    {"client", "id", 2, true},
+    {"client", "info", 2, true},
+    {"client", "unpause", 2, false},
+    {"client", "list", -2, true},
+    {"client", "setinfo", 4, true},
+    {"client", "no-touch", 3, true},
+    {"config", "rewrite", 2, false},
+    {"config", "resetstat", 2, true},
+    {"config", "get", -3, true},
+    {"config", "set", -4, true},
+    {"config", "help", 2, false},
+    {"command", "getkeys", -4, false},
+    {"command", "count", 2, true},
+    {"command", "info", -2, true},
+    {"command", "getkeysandflags", -4, false},
+    {"command", "help", 2, false},
+    {"command", "docs", -2, true},
+    {"command", "list", -2, true},
+};
+
+// For CLIENT, CONFIG and COMMAND with a subcommand (`command` in lower
+// case): Redis 7.0's error for a subcommand it does not have or a wrong
+// number of arguments by the subcommand's arity, which Redis gives before
+// it runs (or queues) the command; else empty, and *here says whether this
+// gateway answers the subcommand.
+std::string subcommand_error(const std::string& command, const std::vector<std::string>& args,
+                             bool* here) {
+  *here = true;
+  if (args.size() < 2) return {};
+  const std::string sub = lower(args[1]);
+  for (const SubcommandInfo& i : kSubcommands) {
+    if (command != i.command || sub != i.name) continue;
+    const auto n = static_cast<int64_t>(args.size());
+    if (i.arity >= 0 ? n != i.arity : n < -i.arity) return wrong_args(command + "|" + sub);
+    *here = i.here;
+    return {};
+  }
+  return resp::error("ERR unknown subcommand '" + args[1].substr(0, 128) + "'. Try " +
+                     upper(command) + " HELP.");
+}
+
 // One command's COMMAND INFO entry: name, arity, flags, first key, last
 // key, step and (empty) ACL categories.
 std::string command_info(const CommandInfo& c) {
@@ -250,6 +314,16 @@ std::string RespGateway::refused_in_multi(const std::string& name,
     if (i.arity >= 0 ? n != i.arity : n < -i.arity) return wrong_args(want);
     // (Redis 7.0's no-multi commands among this gateway's.)
     if (want == "shutdown") return resp::error("ERR Command not allowed inside a transaction");
+    if (want == "client" || want == "config" || want == "command") {
+      // Redis looks its subcommand up before it queues it, as a command.
+      bool here = true;
+      std::string error = subcommand_error(want, args, &here);
+      if (error.empty() && !here) {
+        error = resp::error("ERR sluice-kv does not run " + upper(want) + " " +
+                            upper(args[1]).substr(0, 32) + " (nor queue it inside MULTI)");
+      }
+      return error;
+    }
     return {};
   }
   return resp::unknown_command(args);
@@ -258,6 +332,12 @@ std::string RespGateway::refused_in_multi(const std::string& name,
 std::string RespGateway::local_command(Conn& c, const std::string& name,
                                        const std::vector<std::string>& args, bool* handled) {
   *handled = true;
+  if (name == "CLIENT" || name == "CONFIG" || name == "COMMAND") {
+    // (Redis 7.0's errors for a subcommand it lacks or with a wrong number
+    // of arguments.)
+    bool here = true;
+    if (std::string e = subcommand_error(lower(name), args, &here); !e.empty()) return e;
+  }
   if (name == "HELLO") return hello(c, args);
   if (name == "ECHO") return args.size() == 2 ? resp::bulk(args[1]) : wrong_args("echo");
   if (name == "INFO") return info(args);

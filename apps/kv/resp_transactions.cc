@@ -57,20 +57,37 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
       return r.answer(resp::error("EXECABORT Transaction discarded because of: " +
                                   refused.substr(from, refused.size() - from - 2)));
     }
+    // With the store full, Redis refuses every command queued (queuing
+    // takes memory) but EXEC, DISCARD and QUIT, MULTI and WATCH too.
+    if (name != "EXEC" && name != "DISCARD" && name != "QUIT" && store_full(now)) {
+      q.failed = true;
+      return r.answer(resp::oom());
+    }
   }
   if (q.open && !runs_at_once(name)) {
-    if (name == "UNWATCH" && args.size() == 1) {
-      // (Queued in Redis, where it changes nothing inside MULTI.)
+    if (name == "UNWATCH" && args.size() == 1 && q.replies.size() < kMaxPendingReplies) {
+      // (Queued in Redis, where it changes nothing inside MULTI. Past the
+      // queue's bound, refused below as any command.)
+      q.answered += kQueuedOverhead;
       q.replies.emplace_back();
       q.replies.back().text = resp::simple("OK");
       q.replies.back().ready = true;
       return r.answer(resp::simple("QUEUED"));
     }
     // The command is made as it would be run, into the queue.
-    c.queuing = true;
     const size_t before = q.cmds.size();
-    dispatch(c, name, args, client, index, r, now);
-    c.queuing = false;
+    size_t bytes = kQueuedOverhead;
+    if (name == "AUTH" || name == "HELLO") {
+      // (Queued whole, and run when EXEC is: a HELLO 3 makes the replies
+      // after it RESP3, in EXEC's array and after, as in Redis 7.0.)
+      r.kind = Kind::kDeferred;
+      r.args = args;
+      for (const std::string& a : args) bytes += a.size();
+    } else {
+      c.queuing = true;
+      dispatch(c, name, args, client, index, r, now);
+      c.queuing = false;
+    }
     const bool error = r.ready && !r.text.empty() && r.text[0] == '-';
     if (error) {
       // Its own error (a syntax error, a bad number): queued as its reply
@@ -80,13 +97,11 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
       // EXEC fills no result into it.)
       q.cmds.resize(before);
       r.waiting = 0;
-      static constexpr std::string_view kOwn = "-ERR sluice-kv ";
-      if (r.text.compare(0, kOwn.size(), kOwn) == 0) {
+      if (r.refused_here) {
         q.failed = true;
         return true;
       }
     }
-    size_t bytes = kQueuedOverhead;
     for (size_t i = before; i < q.cmds.size(); ++i) {
       bytes += kQueuedOverhead + q.cmds[i].key.size() + q.cmds[i].value.size() +
                q.cmds[i].expected.size();
@@ -106,6 +121,7 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
                       std::to_string(kMaxPendingReplies) + " commands); EXEC will discard it"));
     }
     q.bytes += bytes;
+    q.answered += r.text.size();
     q.replies.push_back(std::move(r));
     r = Reply{};
     r.resp3 = c.resp3;
@@ -179,7 +195,17 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
   }
   r.kind = Kind::kExec;
   r.subs = std::move(queued.replies);
-  for (Reply& sub : r.subs) sub.resp3 = c.resp3;
+  for (Reply& sub : r.subs) {
+    if (sub.kind == Kind::kDeferred) {
+      // AUTH and HELLO run now, in order: those after a HELLO 3 answer in
+      // RESP3. (Before the store decides EXEC, so they run even if a
+      // watched key makes it fail, where Redis's would not.)
+      sub.kind = Kind::kLocal;
+      sub.answer(upper(sub.args[0]) == "AUTH" ? auth(c, sub.args) : hello(c, sub.args));
+      sub.args.clear();
+    }
+    sub.resp3 = c.resp3;
+  }
   submit(c, client, index, r, stamped(Op::kMulti, "", std::move(body), now));
   return true;
 }
@@ -188,7 +214,7 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
                                const std::vector<std::string>& args, Client& client, size_t index,
                                Reply& r, int64_t now) {
   auto too_big = [&](size_t bytes) {
-    return r.answer(resp::error("ERR sluice-kv takes keys and values of at most " +
+    return r.refuse(resp::error("ERR sluice-kv takes keys and values of at most " +
                                 std::to_string(options_.max_entry_bytes) +
                                 " bytes in all in one command (--max-value-bytes); this one has " +
                                 std::to_string(bytes)));
@@ -211,7 +237,7 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
       // Inside MULTI the transaction is EXEC's: MSET's puts join it (an
       // MSETNX's conditions cannot: they would be the whole EXEC's).
       if (name == "MSETNX")
-        return r.answer(resp::error("ERR sluice-kv does not queue MSETNX inside MULTI"));
+        return r.refuse(resp::error("ERR sluice-kv does not queue MSETNX inside MULTI"));
       for (Command& put : t.cmds) {
         put.now_ms = now;
         submit(c, client, index, r, std::move(put));
@@ -233,7 +259,7 @@ bool RespGateway::keys_command(Conn& c, const std::string& name,
   if (name == "DBSIZE" || name == "KEYS" || name == "SCAN") {
     // Reads of the whole keyspace: one entry each, linearizable as GET.
     if (c.queuing)
-      return r.answer(resp::error("ERR sluice-kv does not queue " + name + " inside MULTI"));
+      return r.refuse(resp::error("ERR sluice-kv does not queue " + name + " inside MULTI"));
     Command read = stamped(Op::kDbSize, "", "", now);
     if (name == "DBSIZE") {
       if (args.size() != 1) return r.answer(wrong_args("dbsize"));

@@ -380,27 +380,29 @@ uint64_t Store::entry_bytes(const std::string& key) const {
 }
 
 bool Store::too_large(const Command& c) const {
-  if (options_.max_result_bytes == 0) return false;
-  if (c.op == Op::kAppend) {
-    uint64_t now = 0;
-    if (auto it = data_.find(c.key); it != data_.end() && !detail::expired(it->second, c.now_ms))
-      now = it->second.value.size();
-    return c.key.size() + now + c.value.size() > options_.max_result_bytes;
-  }
-  if (!(detail::is_hash_op(c.op) || detail::is_list_op(c.op) || c.op == Op::kSAdd ||
-        c.op == Op::kZAdd) ||
-      !detail::denied_when_full(c.op))
+  // (Only a string is bounded as a whole: a hash, a list, a set or a sorted
+  // set is bounded by maxmemory alone, each of its parts by the command
+  // that wrote it.)
+  if (options_.max_result_bytes == 0 || c.op != Op::kAppend) return false;
+  uint64_t now = 0;
+  if (auto it = data_.find(c.key); it != data_.end() && !detail::expired(it->second, c.now_ms))
+    now = it->second.value.size();
+  return c.key.size() + now + c.value.size() > options_.max_result_bytes;
+}
+
+bool Store::pop_too_long(const Command& c) const {
+  if (options_.max_result_bytes == 0 || c.expected.empty() ||
+      !(c.op == Op::kLPop || c.op == Op::kRPop || c.op == Op::kSPop || c.op == Op::kZPop))
     return false;
-  if (sizes_by_parts(c.op)) {
-    const uint64_t item = sizes_after(c).second;
-    return item != 0 && c.key.size() + item > options_.max_result_bytes;
-  }
-  // A write of a hash, a list, a set or a sorted set: what it would leave,
-  // as HGETALL, LRANGE 0 -1, SMEMBERS or ZRANGE 0 -1 WITHSCORES would
-  // answer it. (The set commands on several
-  // keys are looked at by execute_keys.)
-  const Keyspace one = alone_after(c, true);
-  return !one.empty() && c.key.size() + item_bytes(one.begin()->second) > options_.max_result_bytes;
+  auto it = data_.find(c.key);
+  if (it == data_.end() || detail::expired(it->second, c.now_ms) ||
+      c.key.size() + item_bytes(it->second) <= options_.max_result_bytes)
+    return false;  // (it answers at most the whole item, which fits)
+  // What it would answer, from a copy of the item (SPOP's choice from its
+  // seed is the same on the copy).
+  Keyspace one;
+  one.emplace(it->first, it->second);
+  return execute(one, c).value.size() > options_.max_result_bytes;
 }
 
 Keyspace Store::alone_after(const Command& c, bool keep_value) const {
@@ -501,14 +503,12 @@ Result Store::execute_here(const Command& c) {
     unlink(it);
   }
   Result r = execute(data_, c);
-  if (c.op == Op::kHMGet || c.op == Op::kSRandMember || c.op == Op::kLPos || c.op == Op::kHScan ||
-      c.op == Op::kSScan || c.op == Op::kZScore || c.op == Op::kZScan || c.op == Op::kZRandMember ||
-      c.op == Op::kHRandField) {
-    // (Fields named many times, members chosen many times, or the indices
-    // of many short elements can make a reply longer than the hash, the set
-    // or the list.)
-    refuse_long_reply(&r);
-  }
+  // A read of a hash, a list, a set or a sorted set longer than one reply
+  // may carry (LRANGE 0 -1, HGETALL, SMEMBERS, ..., or fields named many
+  // times, members chosen many times): an error instead. (The writes that
+  // answer members, pops with a count, were refused before they ran if
+  // their answer would be as long: pop_too_long.)
+  if (!detail::writes(c, r)) refuse_long_reply(&r);
   auto it = data_.find(c.key);
   if (it != data_.end()) link(it);
   // (Removed by lazy expiry, or written: a modification, for WATCH.)
@@ -520,8 +520,13 @@ void Store::refuse_long_reply(Result* r) const {
   if (options_.max_result_bytes == 0 || r->value.size() <= options_.max_result_bytes) return;
   const size_t bytes = r->value.size();
   r->ok = false;
-  r->value = "ERR the reply would take " + std::to_string(bytes) + " bytes, more than the " +
+  r->value = std::string(kLongReply) + std::to_string(bytes) + " bytes, more than the " +
              std::to_string(options_.max_result_bytes) + " a reply may (--max-value-bytes)";
+}
+
+std::string long_reply_error(uint64_t max_result_bytes) {
+  return std::string(kLongReply) + "more than the " + std::to_string(max_result_bytes) +
+         " bytes a reply may (--max-value-bytes); nothing was changed";
 }
 
 Result Store::sweep(int64_t now_ms) {
@@ -582,6 +587,8 @@ Result Store::apply(const Command& c, Applied* what) {
   if (too_large(c)) {
     r.refused = true;
     r.value = kTooLarge;
+  } else if (pop_too_long(c)) {
+    r.value = long_reply_error(options_.max_result_bytes);
   } else if (over_limit(c)) {
     r.refused = true;
   } else {

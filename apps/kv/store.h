@@ -333,6 +333,14 @@ int64_t wall_clock_ms();
 // an APPEND past it), not for maxmemory: Redis's "string exceeds maximum
 // allowed size".
 inline constexpr const char* kTooLarge = "string exceeds maximum allowed size";
+// The start of Result::value (ok false) of a command whose answer would
+// be longer than one reply may carry (StoreOptions::max_result_bytes): a
+// read of a whole big hash, list, set or sorted set (LRANGE 0 -1 ...),
+// which changed nothing, or a pop with a count that would answer as much,
+// refused before it ran (long_reply_error). A gateway answers it as the
+// error it is, whatever the command.
+inline constexpr const char* kLongReply = "ERR the reply would take ";
+std::string long_reply_error(uint64_t max_result_bytes);
 // Result::value of a command on a key of the other type (not ok).
 inline constexpr const char* kWrongType =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -361,7 +369,9 @@ struct StoreOptions {
   // transaction whose results would take more is not run (Op::kMulti's
   // error), so that every reply fits a flow's segment (flow_job.h sets it
   // to the job's max_entry_bytes). Nor may an append (alone or in a
-  // transaction) make a key and its value longer than this (kTooLarge).
+  // transaction) make a key and its value longer than this (kTooLarge),
+  // nor any command answer more (kLongReply: a read of all of a bigger
+  // hash, list, set or sorted set is refused; they may grow to maxmemory).
   uint64_t max_result_bytes = 0;
   friend bool operator==(const StoreOptions&, const StoreOptions&) = default;
 };
@@ -690,11 +700,16 @@ class Store {
   Result sweep(int64_t now_ms);
   // Whether `c` (a put or cas) would take the data past maxmemory.
   bool over_limit(const Command& c) const;
-  // Whether `c` (an append, or a write of a hash) would make its key's
-  // value (item_bytes) and key together longer than max_result_bytes
-  // (StoreOptions): a reply must fit a flow's segment. Refused with
-  // kTooLarge as its value.
+  // Whether `c` (an append) would make its key's string and key together
+  // longer than max_result_bytes (StoreOptions): a reply must fit a flow's
+  // segment. Refused with kTooLarge as its value. (A hash, a list, a set
+  // or a sorted set may grow past it, up to maxmemory: a read of all of it
+  // is refused instead, refuse_long_reply.)
   bool too_large(const Command& c) const;
+  // Whether `c`, a pop with a count (LPOP, RPOP, SPOP, ZPOPMIN/MAX), would
+  // answer more than max_result_bytes: then it does not run (its item is
+  // longer than that, so the answer is tried on a copy of it).
+  bool pop_too_long(const Command& c) const;
   // `c.key`'s entry alone after `c` (a write of one key) ran on a copy of
   // it; `keep_value`: copy the old value (a put replaces it). Empty: absent.
   Keyspace alone_after(const Command& c, bool keep_value) const;
@@ -707,9 +722,10 @@ class Store {
   // of what `c` names alone (and one more member, so that the copy keeps
   // its type), not of the whole item (store_sizes.cc).
   std::pair<uint64_t, uint64_t> sizes_after(const Command& c) const;
-  // Makes `r` (a read's) an error if its value is longer than one reply
-  // may be (max_result_bytes): HMGET naming fields many times, SRANDMEMBER
-  // with a count < 0, SUNION of several sets.
+  // Makes `r` (a read's) an error (kLongReply) if its value is longer than
+  // one reply may be (max_result_bytes): LRANGE 0 -1, HGETALL, SMEMBERS or
+  // ZRANGE of a big collection, HMGET naming fields many times,
+  // SRANDMEMBER with a count < 0, SUNION of several sets.
   void refuse_long_reply(Result* r) const;
   // Takes `it` out of used_bytes_ and the indexes, or puts it in (count:
   // into used_bytes_ too).

@@ -357,16 +357,19 @@ Result Store::execute_keys(const Command& c) {
               " a reply may (--max-value-bytes); nothing was run";
     return r;
   }
-  if (c.op != Op::kMulti) refuse_long_reply(&results.front());  // (SUNION of big sets)
+  if (c.op != Op::kMulti && options_.max_result_bytes != 0 &&
+      results.front().value.size() > options_.max_result_bytes) {
+    // (SUNION of big sets, LMPOP of many elements: nothing is committed.)
+    refuse_long_reply(&results.front());
+    return results.front();
+  }
   if (options_.max_result_bytes != 0) {
     for (const std::string& k : changed) {
+      // (A string, which an APPEND grew: the other types are bounded by
+      // maxmemory alone.)
       auto it = copy.find(k);
-      if (it != copy.end() && k.size() + item_bytes(it->second) > options_.max_result_bytes) {
-        if (c.op == Op::kLMove) {  // (refused as the other list writes are)
-          r.refused = true;
-          r.value = kTooLarge;
-          return r;
-        }
+      if (it != copy.end() && !it->second.is_aggregate() &&
+          k.size() + item_bytes(it->second) > options_.max_result_bytes) {
         // (append: GCC 12 warns falsely on chains of string +)
         r.value.append("ERR ").append(kTooLarge).append(" (--max-value-bytes): key '");
         r.value.append(k).append("' would hold ");

@@ -3,12 +3,11 @@
 // are O(1); counts_agree() and sizes_agree() check those counts against a
 // walk, for the tests.
 //
-// What a write of one key would leave, for the limits (too_large,
-// over_limit): the writes that touch only what they name (the members of
-// SADD and ZADD, the fields of HSET and its kin, an end of a list for the
-// pushes) run on a copy of those parts of the item alone, and the rest is
-// counted as it is: an item's sizes add up part by part (item_bytes,
-// entry_bytes). So a write to a large set costs what it names, not a copy
+// What a write of one key would leave, for maxmemory (over_limit; a
+// collection's size in a reply no longer bounds it): the writes that touch only what they name (the
+// members of SADD and ZADD, the fields of HSET and its kin, an end of a list for the pushes) run on
+// a copy of those parts of the item alone, and the rest is counted as it is: an item's sizes add up
+// part by part (item_bytes, entry_bytes). So a write to a large set costs what it names, not a copy
 // of the set.
 #include "store.h"
 

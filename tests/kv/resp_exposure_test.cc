@@ -5,7 +5,8 @@
 //   - A port in use ends the whole job at once with an error naming it.
 //   - A job with --requirepass-file and small limits: NOAUTH before AUTH,
 //     WRONGPASS, SHUTDOWN disabled by default, --maxclients, --maxmemory's
-//     OOM (of strings, a hash's fields, a list's elements and a set's members), a bulk over
+//     OOM (of strings, a hash's fields, a list's elements and a set's members; inside MULTI
+//     at once while the store is full, EXEC then aborting), a bulk over
 //     --proto-max-bulk-len
 //     refused from its header, 200 connections each holding most of a big request (closed once all
 //     clients' buffers pass --maxmemory-clients; the gateway's memory stays bounded), a client that
@@ -301,6 +302,55 @@ TEST_F(RespLimitsTest, SetAddsPastMaxmemoryGetOomAndChangeNothing) {
   EXPECT_NE(after.find(":1\r\n:" + std::to_string(added - 1) + "\r\n"), std::string::npos) << after;
   c->send(request({"DEL", "smem:s"}));
   EXPECT_EQ(c->receive("\r\n"), ":1\r\n");
+}
+
+// Once the store is full (a write refused for --maxmemory), every command
+// queued in MULTI but EXEC, DISCARD and QUIT gets -OOM at once (MULTI and
+// WATCH too; an unknown command its own error first) and EXEC aborts, as
+// redis-server 7.0 answers with its maxmemory reached; a delete makes room
+// and commands are queued again, and an EXEC whose transaction the store
+// then refuses whole for maxmemory is discarded saying why, as Redis's EXEC
+// refused for maxmemory is.
+TEST_F(RespLimitsTest, CommandsQueuedWhileTheStoreIsFullGetOomAndExecAborts) {
+  auto c = authed();
+  {
+    // (Room first: the earlier tests filled the store to its maxmemory.)
+    std::vector<std::string> del = {"DEL"};
+    for (int i = 0; i < 400; ++i) del.push_back("mem:" + std::to_string(1000 + i));
+    c->send(request(del));
+    EXPECT_EQ(c->receive("\r\n")[0], ':');
+  }
+  const std::string oom = "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+  const std::string value(4000, 'f');
+  std::string got;
+  std::vector<std::string> keys = {"DEL"};
+  for (int i = 0; i < 100 && got != oom; ++i) {
+    keys.push_back("full:" + std::to_string(i));
+    c->send(request({"SET", keys.back(), value}));
+    got = c->receive("\r\n");
+  }
+  ASSERT_EQ(got, oom);
+  ASSERT_GE(keys.size(), 5u);
+  c->send(request({"MULTI"}) + request({"SET", "full:q", "v"}) + request({"GET", "full:q"}) +
+          request({"NOSUCH"}) + request({"MULTI"}) + request({"WATCH", "x"}) + request({"EXEC"}) +
+          request({"MULTI"}) + request({"DISCARD"}));
+  EXPECT_EQ(c->receive("previous errors.\r\n+OK\r\n+OK\r\n"),
+            "+OK\r\n" + oom + oom +
+                "-ERR unknown command 'NOSUCH', with args beginning with: \r\n" + oom + oom +
+                "-EXECABORT Transaction discarded because of previous errors.\r\n" +
+                "+OK\r\n+OK\r\n");
+  // (Each step waits for the one before: the gateway learns how full the
+  // store is from what the log answers.)
+  c->send(request({"DEL", keys[1], keys[2], keys[3]}));
+  EXPECT_EQ(c->receive("\r\n"), ":3\r\n");
+  c->send(request({"MULTI"}) + request({"SET", "full:q", "v"}) +
+          request({"SET", "full:big", std::string(20000, 'b')}) + request({"EXEC"}) +
+          request({"EXISTS", "full:q"}));
+  EXPECT_EQ(c->receive("\r\n:0\r\n"),
+            "+OK\r\n+QUEUED\r\n+QUEUED\r\n-EXECABORT Transaction discarded because of: OOM "
+            "command not allowed when used memory > 'maxmemory'.\r\n:0\r\n");
+  c->send(request(keys));
+  EXPECT_NE(c->receive("\r\n")[0], '-');
 }
 
 TEST_F(RespLimitsTest, ABulkOverTheLimitIsRefusedFromItsHeader) {
