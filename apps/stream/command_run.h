@@ -105,9 +105,11 @@ inline std::string flow_name_in(uint64_t epoch) {
 }
 
 // Whether this process took a lost rank's place (sluice run --restarts or
-// --spares): it joins ranks that recover in the running job, whose only
-// collective is the restore's (engine.h), so it takes part in none of the
-// collectives of a job's start (the input checks).
+// --spares) or joined an elastic job (a vacancy's or a departed rank's
+// next incarnation): it joins ranks that recover or rescale in the running
+// job, whose only collectives are the restore's (engine.h) and an elastic
+// job's turn, so it takes part in none of the collectives of a job's start
+// (the input checks).
 inline bool replacement(sluice::JobContext& ctx) {
   return ctx.cluster().incarnation(ctx.rank()) > 0;
 }

@@ -437,55 +437,62 @@ uint64_t KafkaSink::write_lines(Slot& s, std::string_view rows) {
   return n;
 }
 
-void KafkaSink::restore_rescaled(uint32_t worker, uint32_t workers,
-                                 const std::vector<std::pair<uint32_t, std::string>>& tokens) {
-  Slot& s = *slots_[worker - first_];
+void KafkaSink::reset(Slot& s) {
   s.pending.clear();
   s.held = false;
   s.held_rows.clear();
   s.writer->abort();
   s.writer->begin();
+}
+
+int64_t KafkaSink::rewrite_uncommitted(Slot& s, uint32_t g, const std::string& token,
+                                       uint64_t* rows) {
+  *rows = 0;
+  if (token.empty()) return 0;  // a fresh start
+  const size_t nl = token.find('\n');
+  const auto c = static_cast<int64_t>(std::stoull(token.substr(0, nl)));
+  if (KafkaWriter::committed_marker(config_, topic_, group_of(g)) >= c) return 0;
+  *rows = write_lines(s, std::string_view(token).substr(nl + 1));
+  rewritten_ += *rows;
+  s.writer->commit_marked(group_of(g), c);
+  return c;
+}
+
+void KafkaSink::restore_rescaled(uint32_t worker, uint32_t workers,
+                                 const std::vector<std::pair<uint32_t, std::string>>& tokens) {
+  Slot& s = *slots_[worker - first_];
+  reset(s);
   // An old worker's checkpoint completed but its transaction never
-  // committed (it died between the two): its rows, held in its token,
-  // are written again by the new worker g % workers, committed with the
-  // old worker's marker in one transaction (as restore() does for its
-  // own), so that they are in the topic once whatever size restores them.
+  // committed (it died between the two): its rows, held in its token, are
+  // written again by the new worker g % workers, committed with the old
+  // worker's marker in one transaction (as restore() does for its own), so
+  // that they are in the topic once whatever size restores them.
   for (const auto& [g, token] : tokens) {
-    if (token.empty() || g % workers != worker) continue;
-    const size_t nl = token.find('\n');
-    const auto c = static_cast<int64_t>(std::stoull(token.substr(0, nl)));
-    if (nl + 1 >= token.size()) continue;  // it held no rows
-    if (KafkaWriter::committed_marker(config_, topic_, group_of(g)) >= c) continue;
-    rewritten_ += write_lines(s, std::string_view(token).substr(nl + 1));
-    s.writer->commit_marked(group_of(g), c);
-    std::fprintf(stderr,
-                 "sluice-stream: worker %u wrote the rows of old worker %u at checkpoint %" PRId64
-                 " again: its transaction had not committed\n",
-                 worker, g, c);
+    if (g % workers != worker) continue;
+    uint64_t rows = 0;
+    if (const int64_t c = rewrite_uncommitted(s, g, token, &rows); c != 0) {
+      std::fprintf(stderr,
+                   "sluice-stream: worker %u wrote the rows of old worker %u at checkpoint %" PRId64
+                   " again (%" PRIu64 " rows): its transaction had not committed\n",
+                   worker, g, c, rows);
+    }
   }
 }
 
 void KafkaSink::restore(uint32_t worker, const std::string& token) {
   Slot& s = *slots_[worker - first_];
-  s.pending.clear();
-  s.held = false;
-  s.held_rows.clear();
   // A survivor's open transaction holds rows emitted after the checkpoint:
   // the restored run emits them again.
-  s.writer->abort();
-  s.writer->begin();
-  if (token.empty()) return;  // a fresh start
-  const size_t nl = token.find('\n');
-  const auto c = static_cast<int64_t>(std::stoull(token.substr(0, nl)));
-  if (KafkaWriter::committed_marker(config_, topic_, group_of(worker)) >= c) return;
+  reset(s);
   // Checkpoint c completed, but its transaction never committed: its rows
   // again, committed with c now.
-  rewritten_ += write_lines(s, std::string_view(token).substr(nl + 1));
-  s.writer->commit_marked(group_of(worker), c);
-  std::fprintf(stderr,
-               "sluice-stream: worker %u wrote the rows of checkpoint %" PRId64
-               " again: its transaction had not committed\n",
-               worker, c);
+  uint64_t rows = 0;
+  if (const int64_t c = rewrite_uncommitted(s, worker, token, &rows); c != 0) {
+    std::fprintf(stderr,
+                 "sluice-stream: worker %u wrote the rows of checkpoint %" PRId64 " again (%" PRIu64
+                 " rows): its transaction had not committed\n",
+                 worker, c, rows);
+  }
 }
 
 void KafkaSink::flush() {

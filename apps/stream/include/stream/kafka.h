@@ -424,6 +424,14 @@ class KafkaSink {
   // Writes each line of `rows` (one a row, '\n'-ended) into s's open
   // transaction; how many.
   uint64_t write_lines(Slot& s, std::string_view rows);
+  // Begins afresh: what the slot held is dropped and its open transaction
+  // (rows emitted after the checkpoint being restored) aborted.
+  void reset(Slot& s);
+  // If worker g's checkpoint, whose token is `token`, completed but its
+  // transaction never committed: writes its rows (*rows of them, maybe 0)
+  // again on `s` and commits them with g's marker; the checkpoint's id if
+  // it did, else 0.
+  int64_t rewrite_uncommitted(Slot& s, uint32_t g, const std::string& token, uint64_t* rows);
   std::string group_of(uint32_t worker) const {
     return transactional_id_ + "-" + std::to_string(worker);
   }
