@@ -19,31 +19,37 @@
 
 namespace sluice::stream::command {
 
-std::optional<sluice::View> await_members(sluice::JobContext& ctx,
-                                          const std::vector<uint32_t>& ranks, double seconds) {
-  const auto deadline =
-      sluice::Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-  sluice::View v = ctx.cluster().view();
-  const auto all_in = [&ranks](const sluice::View& view) {
-    return std::all_of(ranks.begin(), ranks.end(),
-                       [&view](uint32_t r) { return view.contains(r); });
-  };
-  while (!all_in(v)) {
-    sluice::Result<sluice::View> next = ctx.cluster().await_view(v.epoch, deadline);
+namespace {
+
+// Waits until `until` for a view that `good` accepts; nullopt if none came.
+template <class Good>
+std::optional<sluice::View> await_view_where(sluice::Cluster& cluster, Good good,
+                                             sluice::Clock::time_point until) {
+  sluice::View v = cluster.view();
+  while (!good(v)) {
+    sluice::Result<sluice::View> next = cluster.await_view(v.epoch, until);
     if (!next) return std::nullopt;
     v = *next;
   }
   return v;
 }
 
-void Outputs::fence(uint32_t from, uint32_t to) {
-  if (opt_.kafka_output.empty()) return;
-  for (uint32_t w = from; w < to; ++w) {
-    // (Constructed, it has fenced the id and begun a transaction of its
-    // own, which its destructor aborts.)
-    ss::KafkaWriter writer(kafka_config(opt_), opt_.kafka_output,
-                           opt_.kafka_transactional_id + "-" + std::to_string(w));
-  }
+}  // namespace
+
+std::optional<sluice::View> await_members(sluice::JobContext& ctx,
+                                          const std::vector<uint32_t>& ranks, double seconds) {
+  return await_view_where(
+      ctx.cluster(),
+      [&ranks](const sluice::View& v) {
+        return std::all_of(ranks.begin(), ranks.end(), [&v](uint32_t r) { return v.contains(r); });
+      },
+      sluice::Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+}
+
+void Outputs::fence(const std::vector<uint32_t>& workers) {
+  if (!opt_.kafka_output.empty())
+    ss::KafkaSink::fence(kafka_config(opt_), opt_.kafka_output, opt_.kafka_transactional_id,
+                         workers);
 }
 
 uint32_t place_in(const sluice::View& view, uint32_t rank) {
@@ -309,7 +315,7 @@ ElasticTurn elastic_turn(sluice::JobContext& ctx, const std::string& state, cons
     const sluice::View view = cluster.view();
     sluice::Result<sluice::Gathered> all = cluster.allgather(view, "stream-elastic", value, until);
     if (!all) continue;  // kViewChanged: every member takes the turn again in the new view
-    std::vector<uint32_t> ran, leaving;
+    std::vector<uint32_t> leaving;
     std::vector<std::string> reports;
     ElasticTurn turn;
     bool done = false, stay = false;
@@ -326,7 +332,7 @@ ElasticTurn elastic_turn(sluice::JobContext& ctx, const std::string& state, cons
       const std::string s = v.substr(0, a);
       states += (states.empty() ? "" : ", ") + std::to_string(all->ranks[i]) + " " + s;
       if (s == "new") continue;
-      ran.push_back(all->ranks[i]);
+      turn.ran.push_back(all->ranks[i]);
       turn.votes.push_back(v.substr(b + 1, n));
       reports.push_back(v.substr(b + 1 + n));
       done |= s == "done";
@@ -339,7 +345,8 @@ ElasticTurn elastic_turn(sluice::JobContext& ctx, const std::string& state, cons
     }
     if (done || !stay) {
       turn.turn = done ? Turn::kDone : Turn::kStopped;
-      if (!ran.empty() && ran.front() == ctx.rank()) turn.total = sum_reports(ran, reports);
+      if (!turn.ran.empty() && turn.ran.front() == ctx.rank())
+        turn.total = sum_reports(turn.ran, reports);
       return turn;
     }
     if (state == "leave") {
@@ -348,19 +355,13 @@ ElasticTurn elastic_turn(sluice::JobContext& ctx, const std::string& state, cons
     }
     // kGoOn, once those leaving have left (they leave as soon as they
     // know: the next run's collectives must not wait for them).
-    sluice::View now = cluster.view();
-    const auto any_leaving = [&leaving](const sluice::View& v) {
-      return std::any_of(leaving.begin(), leaving.end(),
-                         [&v](uint32_t r) { return v.contains(r); });
+    const auto gone = [&leaving](const sluice::View& v) {
+      return std::none_of(leaving.begin(), leaving.end(),
+                          [&v](uint32_t r) { return v.contains(r); });
     };
-    while (any_leaving(now)) {
-      sluice::Result<sluice::View> next =
-          cluster.await_view(now.epoch, sluice::Clock::now() + cluster.options().setup_timeout);
-      if (!next) {
-        throw std::runtime_error("ranks that were to leave the job at its savepoint did not (" +
-                                 states + ")");
-      }
-      now = *next;
+    if (!await_view_where(cluster, gone, sluice::Clock::now() + cluster.options().setup_timeout)) {
+      throw std::runtime_error("ranks that were to leave the job at its savepoint did not (" +
+                               states + ")");
     }
     turn.turn = Turn::kGoOn;
     turn.states = states;

@@ -211,11 +211,9 @@ class Outputs {
   ss::CsvSink* csv() { return csv_.get(); }
   ss::CsvSink* late() { return late_.get(); }
   ss::KafkaSink* kafka() { return kafka_.get(); }
-  // Fences the Kafka output's workers [from, to) that no rank writes as
-  // any more (a rescale to fewer workers after a loss): a transaction the
-  // lost rank left open would hold read_committed readers back until the
-  // broker's timeout; making a producer of each of their ids aborts it.
-  void fence(uint32_t from, uint32_t to);
+  // Fences the Kafka output's `workers` that no rank writes as any more (a
+  // rescale to fewer workers after a loss: KafkaSink::fence).
+  void fence(const std::vector<uint32_t>& workers);
   // Flushes and closes the files (before anyone reads them).
   void close_files() {
     csv_.reset();
@@ -255,6 +253,7 @@ struct ElasticTurn {
   std::vector<std::string> votes;  // the Kafka votes of the members that ran (kDone, kStopped)
   std::optional<JobTotal> total;   // their reports, summed, on the first of them (kDone, kStopped)
   std::string states;              // what each member said, e.g. "0 stay, 1 leave, 2 new"
+  std::vector<uint32_t> ran;       // the members that ran (all but the "new"), increasing
 };
 ElasticTurn elastic_turn(sluice::JobContext& ctx, const std::string& state, const std::string& vote,
                          const ss::Report& mine);
@@ -378,10 +377,13 @@ int run_elastic(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
           turn.states.c_str());
     }
     const auto workers = static_cast<uint32_t>(next.members.size()) * opt.threads;
-    // (By every member that ran: whichever of them is first to fence an
-    // id aborts what the lost rank left open; fencing it again is
-    // harmless.)
-    if (workers < ran_with) outputs.fence(workers, ran_with);
+    // The vanished workers' ids are dealt out among the members that ran
+    // (a joiner knows nothing of the last run).
+    std::vector<uint32_t> mine_to_fence;
+    for (uint32_t w = workers; w < ran_with; ++w) {
+      if (turn.ran[w % turn.ran.size()] == rank) mine_to_fence.push_back(w);
+    }
+    outputs.fence(mine_to_fence);
     eo.checkpoint.restore = true;
     eo.checkpoint.restore_from = 0;  // the savepoint, or the last complete checkpoint
   }

@@ -401,13 +401,21 @@ KafkaSink::KafkaSink(const KafkaConfig& config, const std::string& topic,
       by_window_(by_window) {
   for (uint32_t w = first; w < first + count; ++w) {
     auto slot = std::make_unique<Slot>();
-    slot->writer =
-        std::make_unique<KafkaWriter>(config, topic, transactional_id + "-" + std::to_string(w));
+    slot->writer = std::make_unique<KafkaWriter>(config, topic, worker_id(transactional_id, w));
     slots_.push_back(std::move(slot));
   }
 }
 
 KafkaSink::~KafkaSink() = default;
+
+void KafkaSink::fence(const KafkaConfig& config, const std::string& topic,
+                      const std::string& transactional_id, const std::vector<uint32_t>& workers) {
+  for (uint32_t w : workers) {
+    // (Constructed, it has fenced the id and begun a transaction of its
+    // own, which its destructor aborts.)
+    KafkaWriter writer(config, topic, worker_id(transactional_id, w));
+  }
+}
 
 std::string KafkaSink::prepare(uint32_t worker, uint64_t c) {
   Slot& s = *slots_[worker - first_];

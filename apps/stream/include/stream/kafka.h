@@ -399,6 +399,17 @@ class KafkaSink {
   // worker g % workers, committed with g's marker.
   void restore_rescaled(uint32_t worker, uint32_t workers,
                         const std::vector<std::pair<uint32_t, std::string>>& tokens);
+  // Worker w's transactional id (and its commit marker's group) under
+  // `transactional_id`.
+  static std::string worker_id(const std::string& transactional_id, uint32_t worker) {
+    return transactional_id + "-" + std::to_string(worker);
+  }
+  // Fences `workers` of the output under `transactional_id` that no sink
+  // writes as any more (a rescale to fewer workers after a loss): a
+  // transaction the lost rank left open would hold read_committed readers
+  // back until the broker's timeout; a producer of each id aborts it.
+  static void fence(const KafkaConfig& config, const std::string& topic,
+                    const std::string& transactional_id, const std::vector<uint32_t>& workers);
   // Rows written again by restore() on this rank (for tests and reports).
   uint64_t rewritten() const { return rewritten_; }
   void flush();  // every worker's rows in the broker's log, still uncommitted
@@ -432,9 +443,7 @@ class KafkaSink {
   // again on `s` and commits them with g's marker; the checkpoint's id if
   // it did, else 0.
   int64_t rewrite_uncommitted(Slot& s, uint32_t g, const std::string& token, uint64_t* rows);
-  std::string group_of(uint32_t worker) const {
-    return transactional_id_ + "-" + std::to_string(worker);
-  }
+  std::string group_of(uint32_t worker) const { return worker_id(transactional_id_, worker); }
   KafkaConfig config_;
   std::string topic_, transactional_id_;
   uint32_t first_;
