@@ -421,8 +421,13 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
       eo.checkpoint.stop_with_savepoint = sluice::stop_requested;
     }
     if (rank == 0) {
-      eo.on_checkpoint = [](uint64_t id) {
-        std::fprintf(stderr, "sluice-stream: checkpoint %" PRIu64 " complete\n", id);
+      // (With the run's size and view: a test's launcher can place a fault
+      // after the first checkpoint a rescaled run took.)
+      eo.on_checkpoint = [&eo, &opt](uint64_t id) {
+        std::fprintf(
+            stderr,
+            "sluice-stream: checkpoint %" PRIu64 " complete: %zu workers in view %" PRIu64 "\n", id,
+            eo.view ? eo.view->members.size() * opt.threads : 0, eo.view ? eo.view->epoch : 0);
       };
     }
   }

@@ -652,6 +652,11 @@ std::string elastic_job(const ElasticQuery& q, const std::string& out,
   return r.output;
 }
 
+// Rank 1 asked to leave 0.3 s after the first checkpoint of the run the
+// joiner grew to 3 workers (view 1): however long the join took, the
+// savepoint it leaves at is that run's.
+constexpr const char* kAfterTheGrownRunsCheckpoint = "1@0.3 after workers in view 1";
+
 // Grown to 3 ranks by the joiner, the job shrinks again when rank 1 is
 // asked to leave (SIGTERM from sluice run --leave): it stops at a
 // savepoint with the others and leaves, and ranks 0 and 2 go on from that
@@ -659,7 +664,8 @@ std::string elastic_job(const ElasticQuery& q, const std::string& out,
 TEST_F(KafkaTest, AnElasticJobGrowsFrom2To3RanksAndShrinksTo2WhileItRunsCommittingEachRowOnce) {
   load_ysb();
   ASSERT_FALSE(expected_.empty());
-  const std::string out = elastic_job(elastic_ysb(), "ysb-elastic-leave", {"--leave", "1@1.5"});
+  const std::string out =
+      elastic_job(elastic_ysb(), "ysb-elastic-leave", {"--leave", kAfterTheGrownRunsCheckpoint});
   EXPECT_NE(out.find("rank 1 leaves the job at savepoint"), std::string::npos) << out;
   EXPECT_NE(out.find("with ranks 0,2 from"), std::string::npos) << out;
   EXPECT_EQ(json_number(out, "rescaled_from"), 3u) << out;
@@ -668,21 +674,21 @@ TEST_F(KafkaTest, AnElasticJobGrowsFrom2To3RanksAndShrinksTo2WhileItRunsCommitti
 // An elastic job loses a rank and no replacement comes (--keep-going):
 // the others go on without it from the last complete checkpoint,
 // rescaled. Grown to 3 ranks and then the joiner (rank 2) killed from
-// outside, over ofi (where a survivor flushing toward the dead rank must
-// see the loss though its provider's queue stays full): the transaction it
-// left open (its rows since that checkpoint) is fenced, so that
-// read_committed readers are not held back until the broker's timeout.
-// Without a joiner, rank 1 killed by its own kill point between its 5th
-// checkpoint's completion and that checkpoint's commit: its rows of that
+// outside 0.3 s after that run's first checkpoint (so the survivors go on
+// from a checkpoint 3 workers took, however long the join took), over ofi (where a survivor
+// flushing toward the dead rank must see the loss though its provider's queue stays full): the
+// transaction it left open (its rows since that checkpoint) is fenced, so that read_committed
+// readers are not held back until the broker's timeout. Without a joiner, rank 1 killed by its own
+// kill point between its 5th checkpoint's completion and that checkpoint's commit: its rows of that
 // checkpoint, in the snapshot, are written again by the worker that now has
 // its number modulo the new size (rank 0, alone).
 TEST_F(KafkaTest, AnElasticJobThatLosesARankGoesOnWithoutItCommittingEachRowOnce) {
   load_ysb();
   ASSERT_FALSE(expected_.empty());
-  const std::string outside =
-      elastic_job(elastic_ysb(), "ysb-elastic-kill", {"--keep-going", "--kill", "2@1.5"},
-                  {{"SLUICE_TRANSPORT", "ofi"}});
-  EXPECT_NE(outside.find("injecting --kill 2@1.5"), std::string::npos) << outside;
+  const std::string outside = elastic_job(
+      elastic_ysb(), "ysb-elastic-kill",
+      {"--keep-going", "--kill", "2@0.3 after workers in view 1"}, {{"SLUICE_TRANSPORT", "ofi"}});
+  EXPECT_NE(outside.find("injecting --kill 2@0.3 after"), std::string::npos) << outside;
   EXPECT_NE(outside.find("\"transport\":\"ofi\""), std::string::npos) << outside;
   EXPECT_NE(outside.find("with ranks 0,1 from"), std::string::npos) << outside;
   EXPECT_EQ(json_number(outside, "rescaled_from"), 3u) << outside;
@@ -719,7 +725,7 @@ TEST_F(KafkaTest, AnElasticSessionJobMovesItsOpenSessionsWithEachRescale) {
       {"--query", "q11", "--workers", "1"},
       "q11-in",
       "q11-rows"};
-  const std::string out = elastic_job(q, "q11-elastic", {"--leave", "1@1.5"});
+  const std::string out = elastic_job(q, "q11-elastic", {"--leave", kAfterTheGrownRunsCheckpoint});
   EXPECT_NE(out.find("rank 1 leaves the job at savepoint"), std::string::npos) << out;
   EXPECT_NE(out.find("with ranks 0,2 from"), std::string::npos) << out;
   EXPECT_EQ(json_number(out, "rescaled_from"), 3u) << out;

@@ -40,6 +40,26 @@ constexpr milliseconds kLimit = seconds(90);
 // Where `text` first appears in `output`, or npos.
 size_t position(const std::string& output, const std::string& text) { return output.find(text); }
 
+// `sluice run` with `launcher`'s options on the shell script `script`,
+// which must succeed and print the line `said` once.
+ProcessResult run_sh(std::vector<std::string> launcher, const std::string& script,
+                     const std::string& said) {
+  launcher.insert(launcher.end(), {"--", "/bin/sh", "-c", script});
+  ProcessResult r = run_process(run_argv(std::move(launcher)), {}, kLimit);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, said), 1) << said << "\n" << describe(r);
+  return r;
+}
+
+// That `first` and then `second` appear in the job's output.
+void expect_in_order(const ProcessResult& r, const std::string& first, const std::string& second) {
+  const size_t a = position(r.output, first);
+  const size_t b = position(r.output, second);
+  ASSERT_NE(a, std::string::npos) << first << "\n" << describe(r);
+  ASSERT_NE(b, std::string::npos) << second << "\n" << describe(r);
+  EXPECT_LT(a, b) << describe(r);
+}
+
 TEST(ParseFaultTest, AcceptsRankAtSecondsAndForStopADuration) {
   std::string error;
   std::optional<Fault> f = parse_fault(Fault::Kind::kKill, "2@1.5", &error);
@@ -72,6 +92,25 @@ TEST(ParseFaultTest, FaultTextGivesTheOptionBack) {
   EXPECT_EQ(fault_text(*parse_fault(Fault::Kind::kKill, "2@1.5", &error)), "--kill 2@1.5");
   EXPECT_EQ(fault_text(*parse_fault(Fault::Kind::kStop, "1@0.3:0.5", &error)), "--stop 1@0.3:0.5");
   EXPECT_EQ(fault_text(*parse_fault(Fault::Kind::kLeave, "1@2", &error)), "--leave 1@2");
+  EXPECT_EQ(fault_text(*parse_fault(Fault::Kind::kKill, "2@1 after flow 'e1' started", &error)),
+            "--kill 2@1 after 'flow 'e1' started'");
+}
+
+TEST(ParseFaultTest, AFaultAfterATextKeepsTheTextWhole) {
+  std::string error;
+  std::optional<Fault> f =
+      parse_fault(Fault::Kind::kKill, "2@1.5 after checkpoint 3: done", &error);
+  ASSERT_TRUE(f) << error;
+  EXPECT_EQ(f->rank, 2u);
+  EXPECT_DOUBLE_EQ(f->at_seconds, 1.5);
+  EXPECT_EQ(f->after, "checkpoint 3: done");
+  f = parse_fault(Fault::Kind::kStop, "1@0.3:0.5 after phase 2", &error);
+  ASSERT_TRUE(f) << error;
+  EXPECT_DOUBLE_EQ(f->duration_seconds, 0.5);
+  EXPECT_EQ(f->after, "phase 2");
+  f = parse_fault(Fault::Kind::kKill, "1@0", &error);
+  ASSERT_TRUE(f) << error;
+  EXPECT_EQ(f->after, "");
 }
 
 TEST(ParseFaultTest, RejectsMalformedValuesWithAMessageNamingThem) {
@@ -107,6 +146,10 @@ TEST(ParseFaultTest, RejectsMalformedValuesWithAMessageNamingThem) {
       {Fault::Kind::kStop, "x@2:1", "RANK 'x' is not a rank number"},
       {Fault::Kind::kLeave, "1", "--leave '1': no '@'"},
       {Fault::Kind::kLeave, "1@2:1", "--leave '1@2:1': a ':DURATION' is for --stop only"},
+      {Fault::Kind::kKill, "1@2 after ", "--kill '1@2 after ': no TEXT after ' after '"},
+      {Fault::Kind::kKill, "1@ after x", "SECONDS '' is not a number of seconds >= 0"},
+      {Fault::Kind::kKill, "1@2 later", "SECONDS '2 later' is not a number of seconds >= 0"},
+      {Fault::Kind::kStop, "1@2 after x", "--stop '1@2 after x': no ':DURATION' after SECONDS"},
   };
   for (const Case& c : cases) {
     std::string error;
@@ -231,20 +274,11 @@ TEST(SluiceRunFaultTest, InjectsNothingIntoAJobWhoseRanksNeverJoin) {
 // says so; the option alone, with no fault to time, is a usage error.
 TEST(SluiceRunFaultTest, FaultsAfterCountsFromTheFirstLineThatContainsTheText) {
   const std::string script = "sleep 0.5; echo phase two begins; sleep 3";
-  ProcessResult r = run_process(run_argv({"-n", "2", "--keep-going", "--faults-after", "phase two",
-                                          "--kill", "1@0", "--", "/bin/sh", "-c", script}),
-                                {}, kLimit);
-  EXPECT_EQ(r.exit_code, 0) << describe(r);
-  EXPECT_EQ(count_lines_with(r.output,
-                             "sluice run: a rank printed 'phase two'; --kill, --stop and "
-                             "--join count from now"),
-            1)
-      << describe(r);
-  const size_t said = position(r.output, "phase two begins");
-  const size_t injected = position(r.output, "sluice run: injecting --kill 1@0: SIGKILL to rank 1");
-  ASSERT_NE(said, std::string::npos) << describe(r);
-  ASSERT_NE(injected, std::string::npos) << describe(r);
-  EXPECT_LT(said, injected) << describe(r);
+  ProcessResult r =
+      run_sh({"-n", "2", "--keep-going", "--faults-after", "phase two", "--kill", "1@0"}, script,
+             "sluice run: a rank printed 'phase two'; --kill, --stop and "
+             "--join count from now");
+  expect_in_order(r, "phase two begins", "sluice run: injecting --kill 1@0: SIGKILL to rank 1");
 
   r = run_process(run_argv({"-n", "2", "--faults-after", "never printed", "--kill", "1@0", "--",
                             "/bin/sh", "-c", "echo something else"}),
@@ -262,6 +296,34 @@ TEST(SluiceRunFaultTest, FaultsAfterCountsFromTheFirstLineThatContainsTheText) {
   EXPECT_EQ(count_lines_with(r.output,
                              "sluice run: --faults-after 'x' starts the clock of --kill, "
                              "--stop and --join, and there is none"),
+            1)
+      << describe(r);
+}
+
+// A fault "after TEXT" counts from the first line containing TEXT once the
+// faults' clock started (a line before it does not count), and is reported
+// as not injected when no such line comes.
+TEST(SluiceRunFaultTest, AFaultAfterATextCountsFromItsOwnLine) {
+  // (Rank 0 alone prints, so that its lines reach the launcher in order.)
+  const std::string script =
+      "if [ \"$SLUICE_RANK\" = 0 ]; then echo phase three early; echo go; sleep 0.5; "
+      "echo phase three now; fi; sleep 3";
+  ProcessResult r =
+      run_sh({"-n", "2", "--keep-going", "--faults-after", "go", "--kill", "1@0 after phase three"},
+             script,
+             "sluice run: a rank printed 'phase three'; --kill 1@0 after 'phase three' counts "
+             "from now");
+  expect_in_order(r, "phase three now", "sluice run: injecting --kill 1@0 after 'phase three'");
+
+  r = run_process(run_argv({"-n", "2", "--faults-after", "go", "--kill", "1@0 after never printed",
+                            "--", "/bin/sh", "-c", "echo go"}),
+                  {}, kLimit);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "injecting"), 0) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "sluice run: --kill 1@0 after 'never printed' was not "
+                             "injected: no rank printed a line containing 'never "
+                             "printed'"),
             1)
       << describe(r);
 }

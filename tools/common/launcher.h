@@ -157,7 +157,11 @@ class Launcher {
     Step step = Step::kDue;
     pid_t stopped_pid = -1;  // kToContinue: the process (group) stopped
     Clock::time_point continue_at;
+    // Fault::after: when a rank printed its text (the fault's own clock).
+    std::optional<Clock::time_point> clock;
   };
+  // When `f` comes due: nullopt while its clock has not started.
+  std::optional<Clock::time_point> due(const FaultState& f) const;
 
   enum class Phase {
     kRunning,      // no failure yet

@@ -118,7 +118,9 @@ bool Launcher::start_rank(Rank& rank) {
   rank.stopped_by_fault = false;
   for (Stream* s : {&rank.out, &rank.err}) {
     s->prefix = log::cat(rank.joiner ? "[joiner " : rank.spare ? "[spare " : "[", rank.index, "] ");
-    if (!options_.faults_after.empty())
+    const bool after = std::any_of(options_.faults.begin(), options_.faults.end(),
+                                   [](const Fault& f) { return !f.after.empty(); });
+    if (!options_.faults_after.empty() || after)
       s->on_line = [this](std::string_view line) { on_rank_line(line); };
   }
   rank.out.out_fd = STDOUT_FILENO;
@@ -506,8 +508,7 @@ int Launcher::run() {
       }
       if (faults_clock_) {
         for (const FaultState& f : faults_) {
-          if (f.step == FaultState::Step::kDue)
-            consider(*faults_clock_ + after_seconds(f.fault.at_seconds));
+          if (f.step == FaultState::Step::kDue && due(f)) consider(*due(f));
           if (f.step == FaultState::Step::kToContinue) consider(f.continue_at);
         }
         for (const JoinState& j : joins_) {

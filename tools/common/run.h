@@ -53,12 +53,18 @@ struct Fault {
   double at_seconds = 0;
   // kStop: seconds the rank stays stopped, finite, > 0; 0 for kKill.
   double duration_seconds = 0;
+  // "RANK@SECONDS after TEXT": SECONDS count from the first line a rank
+  // prints, once the faults' clock has started, that contains TEXT (a phase
+  // the program announces, e.g. "flow 'stream-e1' started"), instead of from
+  // the faults' clock itself. Empty (default): from the clock.
+  std::string after;
 };
 
 // Parses the value of --kill or --leave ("RANK@SECONDS", e.g. "2@1.5") or --stop
-// ("RANK@SECONDS:DURATION", e.g. "1@0.3:0.5"): RANK a decimal number,
+// ("RANK@SECONDS:DURATION", e.g. "1@0.3:0.5"), either followed by
+// " after TEXT" (Fault::after, TEXT not empty): RANK a decimal number,
 // SECONDS a finite number >= 0, DURATION a finite number > 0; nothing else
-// (no sign, no spaces). On a malformed value returns nullopt and sets *error
+// (no sign, no other spaces). On a malformed value returns nullopt and sets *error
 // to a message naming the option and the value, e.g. "--kill '2': expected
 // RANK@SECONDS (e.g. 2@1.5), found no '@'". Whether RANK exists in the job
 // is run_job's to check.

@@ -106,7 +106,8 @@ void add_run_command(CLI::App& app) {
       "first line a rank prints that contains TEXT. A rank killed by --kill fails as\n"
       "if it had crashed (--grace, --keep-going, --restarts apply), but its own death does not\n"
       "count against the exit status: it is 0 if every other rank exits 0. --join counts on\n"
-      "the same clock.");
+      "the same clock. A fault written RANK@S after TEXT (e.g. --kill \"2@1 after flow\n"
+      "started\") counts from the first line containing TEXT once that clock has started.");
   // Everything after the program name belongs to the program, even when it
   // looks like an option, so `--` is optional.
   sub->positionals_at_end();
@@ -166,14 +167,14 @@ void add_run_command(CLI::App& app) {
                   "job's registry (repeatable). A failure like a crash for --grace, --keep-going "
                   "and --restarts, but its own death does not count against the exit status")
       ->allow_extra_args(false)
-      ->type_name("RANK@SECONDS");
+      ->type_name("RANK@SECONDS[ after TEXT]");
   sub->add_option("--stop", *stops,
                   "SIGSTOP rank RANK (its process group) SECONDS s after every rank joined the "
                   "job's registry, and SIGCONT it DURATION s later (repeatable). Stopped past the "
                   "peer timeout (SLUICE_PEER_TIMEOUT_MS), it is killed as a silent rank, which "
                   "counts as a failure")
       ->allow_extra_args(false)
-      ->type_name("RANK@SECONDS:DURATION");
+      ->type_name("RANK@SECONDS:DURATION[ after TEXT]");
   auto leaves = std::make_shared<std::vector<std::string>>();
   sub->add_option("--leave", *leaves,
                   "Send SIGTERM to rank RANK (its process group) SECONDS s after every rank "
@@ -181,7 +182,7 @@ void add_run_command(CLI::App& app) {
                   "(sluice-stream --elastic) scales the job down; not a fault, so the rank's exit "
                   "status counts as any other's")
       ->allow_extra_args(false)
-      ->type_name("RANK@SECONDS");
+      ->type_name("RANK@SECONDS[ after TEXT]");
   auto kill_ats = std::make_shared<std::vector<std::string>>();
   sub->add_option("--kill-at", *kill_ats,
                   "Rank RANK's first process kills itself (SIGKILL) the K-th time (default 1) it "

@@ -43,7 +43,9 @@ std::optional<Fault> parse_fault(Fault::Kind kind, std::string_view text, std::s
       *error =
           log::cat(option, " '", text, "': ", why, "; expected ",
                    stop ? "RANK@SECONDS:DURATION (e.g. 1@0.3:0.5)" : "RANK@SECONDS (e.g. 2@1.5)",
-                   ", SECONDS counted from when every rank has joined the job");
+                   ", SECONDS counted from when every rank has joined the job, or ",
+                   stop ? "RANK@SECONDS:DURATION" : "RANK@SECONDS",
+                   " after TEXT, from the first line a rank prints that contains TEXT");
     }
     return std::nullopt;
   };
@@ -58,6 +60,13 @@ std::optional<Fault> parse_fault(Fault::Kind kind, std::string_view text, std::s
   if (rank_ec != std::errc() || rank_end != rank_text.data() + rank_text.size())
     return fail(log::cat("RANK '", rank_text, "' is not a rank number (0, 1, ...)"));
   std::string_view when = text.substr(at + 1);
+  constexpr std::string_view kAfter = " after ";
+  const size_t after = when.find(kAfter);
+  if (after != std::string_view::npos) {
+    fault.after = when.substr(after + kAfter.size());
+    if (fault.after.empty()) return fail("no TEXT after ' after '");
+    when = when.substr(0, after);
+  }
   std::string_view duration;
   const size_t colon = when.find(':');
   if (stop) {
@@ -187,12 +196,13 @@ std::string realtime_text() {
 }
 
 std::string fault_text(const Fault& fault) {
+  const std::string after = fault.after.empty() ? "" : log::cat(" after '", fault.after, "'");
   if (fault.kind != Fault::Kind::kStop) {
     return log::cat(fault.kind == Fault::Kind::kKill ? "--kill " : "--leave ", fault.rank, "@",
-                    seconds_text(fault.at_seconds));
+                    seconds_text(fault.at_seconds), after);
   }
   return log::cat("--stop ", fault.rank, "@", seconds_text(fault.at_seconds), ":",
-                  seconds_text(fault.duration_seconds));
+                  seconds_text(fault.duration_seconds), after);
 }
 
 }  // namespace sluice::tool
@@ -201,11 +211,29 @@ namespace sluice::tool::launch {
 
 // --faults-after: the first line of any rank that contains the text starts
 // the faults' clock (a line may come before the launcher has read every
-// rank's join: both arrive through pipes it reads in one loop).
+// rank's join: both arrive through pipes it reads in one loop). Then a
+// fault "after TEXT" starts its own clock at the first line containing its
+// text (the same line may do both).
 void Launcher::on_rank_line(std::string_view line) {
-  if (faults_clock_ || line.find(options_.faults_after) == std::string_view::npos) return;
-  faults_clock_ = Clock::now();
-  say("a rank printed '", options_.faults_after, "'; --kill, --stop and --join count from now");
+  if (!faults_clock_ && !options_.faults_after.empty() &&
+      line.find(options_.faults_after) != std::string_view::npos) {
+    faults_clock_ = Clock::now();
+    say("a rank printed '", options_.faults_after, "'; --kill, --stop and --join count from now");
+  }
+  if (!faults_clock_) return;
+  for (FaultState& f : faults_) {
+    if (f.fault.after.empty() || f.clock || line.find(f.fault.after) == std::string_view::npos)
+      continue;
+    f.clock = Clock::now();
+    say("a rank printed '", f.fault.after, "'; ", f.text, " counts from now");
+  }
+}
+
+std::optional<Clock::time_point> Launcher::due(const FaultState& f) const {
+  if (!faults_clock_) return std::nullopt;
+  if (f.fault.after.empty()) return *faults_clock_ + after_seconds(f.fault.at_seconds);
+  if (!f.clock) return std::nullopt;
+  return *f.clock + after_seconds(f.fault.at_seconds);
 }
 
 void Launcher::on_faults(Clock::time_point now) {
@@ -213,8 +241,8 @@ void Launcher::on_faults(Clock::time_point now) {
   for (FaultState& f : faults_) {
     Rank& rank = ranks_[f.fault.rank];
     const uint32_t r = rank.index;
-    if (f.step == FaultState::Step::kDue &&
-        now >= *faults_clock_ + after_seconds(f.fault.at_seconds)) {
+    const std::optional<Clock::time_point> at = due(f);
+    if (f.step == FaultState::Step::kDue && at && now >= *at) {
       f.step = FaultState::Step::kDone;
       if (!rank.running) {
         say(f.text, " skipped: rank ", r, " is not running (",
@@ -264,7 +292,9 @@ void Launcher::on_faults(Clock::time_point now) {
 void Launcher::report_faults_not_injected() const {
   for (const FaultState& f : faults_) {
     if (f.step != FaultState::Step::kDue) continue;
-    if (faults_clock_) {
+    if (faults_clock_ && !f.fault.after.empty() && !f.clock) {
+      say(f.text, " was not injected: no rank printed a line containing '", f.fault.after, "'");
+    } else if (faults_clock_) {
       say(f.text, " was not injected: the job ended first");
     } else if (!options_.faults_after.empty()) {
       say(f.text, " was not injected: no rank printed a line containing '", options_.faults_after,
