@@ -297,8 +297,9 @@ std::string RespGateway::auth(Conn& c, const std::vector<std::string>& args) {
         "you sure your configuration is correct?");
   }
   if (!user_ok || !same_secret(args.back(), options_.requirepass)) {
+    // (A connection that had passed AUTH stays authenticated, as Redis 6
+    // and later keep the user a failed AUTH did not replace.)
     ++stats_.auth_failures;
-    c.authenticated = false;
     return resp::error("WRONGPASS invalid username-password pair or user is disabled.");
   }
   c.authenticated = true;

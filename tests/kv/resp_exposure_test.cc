@@ -122,6 +122,10 @@ TEST_F(RespLimitsTest, NothingButAuthIsServedBeforeTheRightPassword) {
   c.send(request({"AUTH", "default", kPassword}) + request({"SET", "k", "v"}) +
          request({"GET", "k"}));
   EXPECT_EQ(c.receive("$1\r\nv\r\n"), "+OK\r\n+OK\r\n$1\r\nv\r\n");
+  // A wrong password once authenticated leaves the connection as it was
+  // (redis-server 7.0: WRONGPASS, and the next GET is served).
+  c.send(request({"AUTH", "wrong"}) + request({"GET", "k"}));
+  EXPECT_EQ(c.receive("$1\r\nv\r\n"), wrongpass + "$1\r\nv\r\n");
 }
 
 // redis-py with the password (AUTH first), and without it or with a wrong
