@@ -146,7 +146,8 @@ std::string job_fingerprint(const ss::Options& opt) {
   return f + "generated " + std::to_string(g.records) + " records " + std::to_string(g.keys) +
          " keys zipf " + std::to_string(g.zipf) + " disorder " + std::to_string(g.disorder) +
          " rate " + std::to_string(g.rate) + " seed " + std::to_string(g.seed) + " max-price " +
-         std::to_string(g.max_price);
+         std::to_string(g.max_price) +
+         (opt.partitions != 0 ? " partitions " + std::to_string(opt.partitions) : "");
 }
 
 ss::KafkaConfig kafka_config(const ss::Options& opt) {

@@ -30,6 +30,7 @@
 #include "stream/follow_source.h"
 #include "stream/kafka.h"
 #include "stream/nexmark.h"
+#include "stream/partitioned_source.h"
 #include "stream/reference.h"
 #include "stream/sinks.h"
 #include "stream/workloads.h"
@@ -282,7 +283,9 @@ int finish(const ss::Options& opt, sluice::JobContext& ctx, const Q& query, size
   return report(
       opt, ctx, total,
       [&] {
-        const uint32_t workers = total->ranks * opt.threads;
+        // (Generated input in partitions: the reference of as many
+        // workers, one partition each, each with its own watermark.)
+        const uint32_t workers = opt.partitions != 0 ? opt.partitions : total->ranks * opt.threads;
         const auto ref = ss::reference(query, workers, opt.lag, opt.lateness);
         return Expected{ref.records, ref.rows.size(), ref.checksum(), ref.late};
       },
@@ -661,6 +664,12 @@ int run_either(const ss::Options& opt, sluice::JobContext& ctx, Build build, Gen
     return run_from_files<Rec, kWindows>(
         opt, ctx, [&build, &opt](auto files) { return build(erase_input<Rec>(std::move(files))); },
         schema);
+  }
+  if (opt.partitions != 0) {
+    return run_query<kWindows>(
+        opt, ctx,
+        build(erase_input<Rec>(ss::partitioned<Rec>(std::move(generated), opt.partitions))),
+        sizeof(Rec));
   }
   return run_query<kWindows>(opt, ctx, build(erase_input<Rec>(std::move(generated))), sizeof(Rec));
 }

@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
   return job.run([&](sluice::JobContext& ctx) {
     const ss::WindowSpec window = ss::window_of(opt);
     const uint32_t workers = ctx.world_size() * opt.threads;
+    // An elastic job on generated input deals it out by partitions: by
+    // default one per worker of the job at its largest (every rank number).
+    if (opt.elastic && opt.kafka_input.empty() && opt.partitions == 0) opt.partitions = workers;
     const bool first = ctx.cluster().incarnation(ctx.rank()) == 0;  // not a replacement
     // The directories are made if missing (as mkdir -p).
     const auto make_dir = [](const std::string& dir) {
@@ -53,11 +56,15 @@ int main(int argc, char** argv) {
     };
     if (!opt.input_csv_dir.empty() && ctx.rank() == 0 && first) {
       make_dir(opt.input_csv_dir);
-      ss::write_input_csv(opt.query, opt.gen, workers, opt.input_csv_dir);
+      // (With --partitions, a file per partition: a job of P workers reads
+      // them as this one reads its partitions.)
+      ss::write_input_csv(opt.query, opt.gen, opt.partitions != 0 ? opt.partitions : workers,
+                          opt.input_csv_dir);
     }
     if (!opt.input_binary_dir.empty() && ctx.rank() == 0 && first) {
       make_dir(opt.input_binary_dir);
-      ss::write_input_binary(opt.query, opt.gen, workers, opt.input_binary_dir);
+      ss::write_input_binary(opt.query, opt.gen, opt.partitions != 0 ? opt.partitions : workers,
+                             opt.input_binary_dir);
     }
     const bool workload = opt.query == "ysb" || opt.query == "ro" || opt.query == "cm";
     return workload ? ss::command::run_workload_query(opt, ctx, window)

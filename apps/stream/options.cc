@@ -76,13 +76,19 @@ void finish(Options& o, Given given) {
         "--recover-within and --elastic need --checkpoint-dir");
   }
   // A rescale restores the last savepoint on another number of workers:
-  // only Kafka's partitions can be dealt out again (files, sockets and the
-  // generator are one per worker), and only Kafka's output is not a file
-  // per worker.
-  if (o.elastic && o.kafka_input.empty()) {
+  // only partitions can be dealt out again (Kafka's, or the generator's
+  // with --partitions; files and sockets are one per worker), and only
+  // Kafka's output is not a file per worker.
+  const bool generated = o.kafka_input.empty() && o.input.empty() && o.input_socket.empty();
+  if (o.partitions != 0 && !generated) {
+    throw UsageError(
+        "--partitions deals out generated input; --input, --input-socket and --kafka-input "
+        "have partitions of their own (a file or a socket per worker, the topic's)");
+  }
+  if (o.elastic && !generated && o.kafka_input.empty()) {
     throw UsageError(
         "--elastic rescales the job's input as ranks join and leave: it reads --kafka-input "
-        "(files, sockets and generated input are one per worker)");
+        "or generated input (files and sockets are one per worker)");
   }
   if (o.elastic && (!o.csv_out.empty() || !o.late_output.empty())) {
     throw UsageError(
@@ -345,7 +351,8 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
       ->check(CLI::Range(0.0, 3600.0))
       ->type_name("S");
   cli.add_flag("--elastic", o.elastic,
-               "With --checkpoint-dir and --kafka-input: the job rescales while it runs. A "
+               "With --checkpoint-dir, on --kafka-input or generated input (--partitions): the "
+               "job rescales while it runs. A "
                "process that joins it (sluice run --max-ranks M --join S, or SLUICE_JOIN=1) "
                "makes every rank stop at a savepoint and go on from it with the joiner's "
                "workers too; a rank sent SIGTERM (sluice run --leave RANK@S) leaves at a "
@@ -353,12 +360,22 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                "sluice run, stops the job at a savepoint); a lost rank's place waits "
                "--recover-within S for a replacement, then the others go on without it from "
                "the last complete checkpoint. Key state and partitions move with each change");
+  cli.add_option("--partitions", o.partitions,
+                 "Generated input: deal it out as P partitions (partition p is what worker p of "
+                 "P would generate), worker g of W reading those p with p % W == g, each with a "
+                 "watermark of its own, so that a checkpoint restores on another number of "
+                 "workers (as with --kafka-input); the rows are those of P workers. Default: one "
+                 "per worker, or, with --elastic, SLUICE_WORLD_SIZE x --workers (one per worker "
+                 "of the job at its largest)")
+      ->check(CLI::Range(1u, 1u << 20))
+      ->type_name("P");
   cli.add_flag("--restore", o.restore,
                "Start from the latest complete checkpoint in --checkpoint-dir (a fresh start if "
                "there is none): the state is loaded, each worker's input resumes where the "
                "checkpoint left it, and --csv-out is cut back to the checkpoint's rows. One "
-               "taken by another number of workers is rescaled (Kafka input only: each worker "
-               "takes the state of the keys and the partitions it has now)");
+               "taken by another number of workers is rescaled (Kafka input, or generated input "
+               "with --partitions: each worker takes the state of the keys and the partitions it "
+               "has now)");
   cli.add_option("--restore-from", o.restore_from,
                  "Start from checkpoint or savepoint ID in --checkpoint-dir (DIR/ckpt-ID), as "
                  "--restore does; an error if no rank holds it complete")

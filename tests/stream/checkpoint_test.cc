@@ -277,7 +277,8 @@ TEST_F(SavepointTest, AJobStoppedAtASavepointGoesOnFromItAsOftenAsAsked) {
                                           {}, std::chrono::seconds(150));
   EXPECT_NE(other.exit_code, 0) << describe(other);
   EXPECT_NE(other.output.find("was taken by 4 workers and this job has 2: only a job reading "
-                              "Kafka (--kafka-input) can be restored on another number of workers"),
+                              "Kafka (--kafka-input) or generated input dealt out by --partitions "
+                              "can be restored on another number of workers"),
             std::string::npos)
       << other.output;
 
@@ -291,6 +292,63 @@ TEST_F(SavepointTest, AJobStoppedAtASavepointGoesOnFromItAsOftenAsAsked) {
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
+// Generated input dealt out by --partitions rescales as a Kafka topic's
+// partitions do, with no broker: an elastic job of 2 ranks of at most 3,
+// one worker each, on 4 partitions, grown by a joiner after its third
+// checkpoint and shrunk again when rank 1 is asked to leave 0.3 s after the
+// grown run's first checkpoint. Each partition is what worker p of 4
+// generates, so its records, rows, checksum and late counts must be those
+// of an undisturbed run of 2 ranks x 2 workers on the same options: each
+// row once, whichever worker had its key and partition when.
+class ElasticGeneratedTest : public CheckpointTest {};
+
+TEST_F(ElasticGeneratedTest, AJobOnPartitionedGeneratedInputGrowsAndShrinksWithoutABroker) {
+  // (20 records per ms of event time a partition: 2.5 s of it, 25 windows.)
+  const std::vector<std::string> query = {"--records",   "200000", "--rate", "20",
+                                          "--disorder",  "40",     "--lag",  "50",
+                                          "--window-ms", "100",    "--json"};
+  std::vector<std::string> ref = {"--workers", "2"};
+  ref.insert(ref.end(), query.begin(), query.end());
+  const ProcessResult undisturbed = stream(ref);
+  ASSERT_EQ(undisturbed.exit_code, 0) << describe(undisturbed);
+  ASSERT_EQ(json_number(undisturbed.output, "late_total"), 0u) << undisturbed.output;
+
+  std::vector<std::string> elastic = {
+      "--workers",        "1",           "--partitions",       "4",   "--throttle", "20000",
+      "--checkpoint-dir", path("state"), "--checkpoint-every", "100", "--elastic"};
+  elastic.insert(elastic.end(), query.begin(), query.end());
+  const ProcessResult r =
+      stream(elastic, {"--max-ranks", "3", "--faults-after", "checkpoint 3 complete", "--join", "0",
+                       "--leave", "1@0.3 after workers in view 1"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.output.find("goes on in view 1 with ranks 0,1,2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1 leaves the job at savepoint"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("with ranks 0,2 from"), std::string::npos) << r.output;
+  EXPECT_EQ(json_number(r.output, "rescaled_from"), 3u) << r.output;
+  EXPECT_EQ(json_number(r.output, "ranks"), 2u) << r.output;
+  EXPECT_EQ(result(r), result(undisturbed)) << r.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
+}
+
+// Partitions are the input of as many workers whatever the job's size: 3
+// partitions of q11's bids (sessions) read by 2 workers, one of them
+// reading two with a watermark each, give the rows of 3 workers, and
+// --verify (the reference of 3 workers) says OK.
+TEST_F(ElasticGeneratedTest, PartitionsGiveTheRowsOfAsManyWorkers) {
+  const std::vector<std::string> query = {"--query", "q11", "--records", "100000", "--json"};
+  std::vector<std::string> three = {"--workers", "3"};
+  three.insert(three.end(), query.begin(), query.end());
+  const ProcessResult workers = run_process(
+      sluice::testing::job_argv(1, 60, "sluice-stream", three), {}, std::chrono::seconds(90));
+  ASSERT_EQ(workers.exit_code, 0) << describe(workers);
+  std::vector<std::string> dealt = {"--workers", "1", "--partitions", "3", "--verify"};
+  dealt.insert(dealt.end(), query.begin(), query.end());
+  const ProcessResult partitions = stream(dealt);
+  ASSERT_EQ(partitions.exit_code, 0) << describe(partitions);
+  EXPECT_EQ(result(partitions), result(workers)) << partitions.output;
+  EXPECT_EQ(json_field(partitions.output, "verify"), "OK") << partitions.output;
+}
+
 TEST(CheckpointUsageTest, RestoreWithoutACheckpointDirIsRefused) {
   const std::string bin = sluice::testing::bin("sluice-stream");
   const ProcessResult r = run_process({bin, "--restore"}, {}, std::chrono::seconds(20));
@@ -302,17 +360,25 @@ TEST(CheckpointUsageTest, RestoreWithoutACheckpointDirIsRefused) {
 }
 
 // --elastic deals the input and the key state out again at each change:
-// only Kafka's partitions can be, and only Kafka's output (or none) is not
-// a file per worker.
-TEST(CheckpointUsageTest, AnElasticJobNeedsKafkaInputAndNoFilesPerWorker) {
+// only partitions can be (Kafka's, or generated input's), and only Kafka's
+// output (or none) is not a file per worker; --partitions is generated
+// input's.
+TEST(CheckpointUsageTest, AnElasticJobNeedsPartitionedInputAndNoFilesPerWorker) {
   const std::string bin = sluice::testing::bin("sluice-stream");
-  const ProcessResult generated = run_process({bin, "--elastic", "--checkpoint-dir", "/tmp/unused"},
-                                              {}, std::chrono::seconds(20));
-  EXPECT_EQ(generated.exit_code, 2) << describe(generated);
-  EXPECT_NE(generated.output.find("--elastic rescales the job's input as ranks join and leave: it "
-                                  "reads --kafka-input"),
+  const ProcessResult input = run_process(
+      {bin, "--elastic", "--checkpoint-dir", "/tmp/unused", "--input", "in-{worker}.csv"}, {},
+      std::chrono::seconds(20));
+  EXPECT_EQ(input.exit_code, 2) << describe(input);
+  EXPECT_NE(input.output.find("--elastic rescales the job's input as ranks join and leave: it "
+                              "reads --kafka-input or generated input (files and sockets are one "
+                              "per worker)"),
             std::string::npos)
-      << generated.output;
+      << input.output;
+  const ProcessResult partitions = run_process(
+      {bin, "--partitions", "4", "--input", "in-{worker}.csv"}, {}, std::chrono::seconds(20));
+  EXPECT_EQ(partitions.exit_code, 2) << describe(partitions);
+  EXPECT_NE(partitions.output.find("--partitions deals out generated input"), std::string::npos)
+      << partitions.output;
   const ProcessResult files =
       run_process({bin, "--elastic", "--checkpoint-dir", "/tmp/unused", "--kafka", "127.0.0.1:1",
                    "--kafka-input", "t", "--csv-out", "/tmp/unused-{worker}.csv"},

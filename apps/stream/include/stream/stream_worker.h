@@ -703,8 +703,9 @@ class StreamWorker {
     if constexpr (requires { source.lanes(); }) lanes = source.lanes();
     if (lanes < 0) {
       refuse(
-          "only a job reading Kafka (--kafka-input) can be restored on another number of "
-          "workers (other inputs are split by worker)");
+          "only a job reading Kafka (--kafka-input) or generated input dealt out by "
+          "--partitions can be restored on another number of workers (other inputs are split "
+          "by worker)");
     }
     const uint32_t now = workers_;
     const auto keep = [this, now](uint64_t key) {
