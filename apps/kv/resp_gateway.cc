@@ -271,12 +271,16 @@ void RespGateway::drop(Conn& c, const std::string& why) {
   c.in.shrink_to_fit();
   c.out.clear();
   c.out.shrink_to_fit();
-  // (Its ready replies wait only to be dropped in order: their text goes.)
+  // (Its replies wait only to be dropped in order: the text of those ready
+  // goes, and the values those being assembled hold.)
   for (Reply& r : c.replies) {
-    if (!r.ready) continue;
+    r.counted = 0;
+    if (!r.ready) {
+      for (std::optional<std::string>& v : r.items) v.reset();
+      continue;
+    }
     r.text.clear();
     r.text.shrink_to_fit();
-    r.counted = 0;
   }
   c.finished = 0;
 }
@@ -537,7 +541,8 @@ void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
       }
       break;
     case Kind::kArray:
-      if (const uint64_t at = cmd.seq - r.first_seq; at < r.items.size() && result.ok)
+      if (const uint64_t at = cmd.seq - r.first_seq;
+          at < r.items.size() && result.ok && count_assembled(r, result.value.size()))
         r.items[at] = result.value;
       if (r.waiting == 0) {
         r.text = resp::array_header(r.items.size());

@@ -417,8 +417,9 @@ class RespGateway {
     // kBadTime: the error reply.
     std::string error;
     // The connection it answers (set once handle() made it; none for a
-    // sweep's or a queued command's), and what of its text, once ready,
-    // counts in the connection's Conn::finished (see count_finished()).
+    // sweep's or a queued command's), and what of it counts in the
+    // connection's Conn::finished: its text once ready (count_finished()),
+    // its values while it is assembled (count_assembled()).
     Conn* conn = nullptr;
     size_t counted = 0;
   };
@@ -449,8 +450,9 @@ class RespGateway {
     std::string in, out;
     std::deque<Reply> replies;  // (a deque keeps each Reply in place: inflight points at it)
     // The text of its replies that are ready but wait in `replies` behind
-    // one that is not (Reply::counted each): unsent replies as much as
-    // `out`, for output_buffer_limit and maxmemory_clients.
+    // one that is not, and the values held by those being assembled
+    // (Reply::counted each): unsent replies as much as `out`, for
+    // output_buffer_limit and maxmemory_clients.
     size_t finished = 0;
     size_t accounted = 0;   // its buffered() as counted in buffered_
     bool closing = false;   // close once `out` is written (QUIT, a protocol error)
@@ -485,9 +487,12 @@ class RespGateway {
   }
   // `r` (in its connection's replies) has just become ready: its text
   // counts in the connection's buffers until write() moves it to `out`
-  // (a gone connection's is dropped at once).
+  // (a gone connection's is dropped at once), in place of what counted of
+  // it while it was assembled (count_assembled).
   static void count_finished(Reply& r) {
     if (r.conn == nullptr) return;
+    r.conn->finished -= r.counted;
+    r.counted = 0;
     if (r.conn->gone) {
       r.text.clear();
       r.text.shrink_to_fit();
@@ -495,6 +500,17 @@ class RespGateway {
     }
     r.counted = r.text.size();
     r.conn->finished += r.counted;
+  }
+  // `bytes` more of `r` held while it is assembled (an MGET's values, as
+  // its keys' answers come): they count in the connection's buffers at
+  // once (its output buffer limit, maxmemory_clients), not only when the
+  // whole reply is made. False for a gone connection's (drop them).
+  static bool count_assembled(Reply& r, size_t bytes) {
+    if (r.conn == nullptr) return true;
+    if (r.conn->gone) return false;
+    r.counted += bytes;
+    r.conn->finished += bytes;
+    return true;
   }
   void watch(uint64_t id, Conn& c);
   size_t accept_all();

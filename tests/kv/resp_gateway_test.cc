@@ -103,6 +103,14 @@ class RespGatewayTest : public ::testing::Test {
     return false;
   }
 
+  // A generous output limit and all clients' buffers at most 2 MiB.
+  static GatewayOptions evicting() {
+    GatewayOptions o;
+    o.output_buffer_limit = size_t{64} << 20;
+    o.maxmemory_clients = size_t{2} << 20;
+    return o;
+  }
+
   std::unique_ptr<RespGateway> gateway_;
   ClientGroup clients_;
 };
@@ -130,10 +138,7 @@ TEST_F(RespGatewayTest, RepliesReadyBehindAWaitingOneCountTowardTheOutputLimit) 
 // limit, the client holding them is the one closed once all clients'
 // buffers pass 2 MiB; a quiet client stays and is served.
 TEST_F(RespGatewayTest, RepliesReadyBehindAWaitingOneCountInMaxmemoryClients) {
-  GatewayOptions o;
-  o.output_buffer_limit = size_t{64} << 20;
-  o.maxmemory_clients = size_t{2} << 20;
-  start(o);
+  start(evicting());
   Socket quiet(gateway_->port());
   Socket hostile(gateway_->port());
   ASSERT_TRUE(quiet.ok() && hostile.ok());
@@ -153,10 +158,7 @@ TEST_F(RespGatewayTest, RepliesReadyBehindAWaitingOneCountInMaxmemoryClients) {
 // ECHOs queued in MULTI: their answers, kept for EXEC's array, count in
 // --maxmemory-clients too (they counted 32 bytes each).
 TEST_F(RespGatewayTest, AnswersQueuedInMultiCountInMaxmemoryClients) {
-  GatewayOptions o;
-  o.output_buffer_limit = size_t{64} << 20;
-  o.maxmemory_clients = size_t{2} << 20;
-  start(o);
+  start(evicting());
   Socket hostile(gateway_->port());
   ASSERT_TRUE(hostile.ok());
   EXPECT_TRUE(closed_while_pipelining(hostile, 4095, std::chrono::seconds(20), {"MULTI"}))
@@ -188,6 +190,48 @@ TEST_F(RespGatewayTest, UnwatchQueuedInMultiIsBoundedAsAnyCommand) {
             std::string::npos)
       << got.substr(got.size() > 300 ? got.size() - 300 : 0);
   EXPECT_EQ(got.substr(got.size() - 5), "+OK\r\n");
+}
+
+// An MGET's values count in --maxmemory-clients as its keys' answers come,
+// not only once all have: the log answers 99 of an MGET's 100 reads with
+// values of 64 KiB (6.2 MiB held for the reply) and not the last, and the
+// client is evicted under a 2 MiB limit (the values sat uncounted until
+// the reply was whole: up to the store's longest reply per MGET).
+TEST_F(RespGatewayTest, AnMgetsValuesCountInMaxmemoryClientsAsTheyCome) {
+  start(evicting());
+  Socket hostile(gateway_->port());
+  ASSERT_TRUE(hostile.ok());
+  std::vector<std::string> mget = {"MGET"};
+  for (int i = 0; i < 100; ++i) mget.push_back("k" + std::to_string(i));
+  std::string pending = request(mget);
+  // The gateway hands the MGET's reads to the log's client, which sends them.
+  std::vector<Command> sent;
+  uint64_t now_ms = 1;
+  const auto until = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < until && sent.size() < 100) {
+    hostile.send_some(&pending);
+    gateway_->poll(clients_);
+    Outbox out;
+    clients_.tick(++now_ms, out);
+    for (const Message& m : out) {
+      if (m.type == MsgType::kRequest) sent.insert(sent.end(), m.cmds.begin(), m.cmds.end());
+    }
+  }
+  ASSERT_EQ(sent.size(), 100u);
+  Message reply;
+  reply.type = MsgType::kReply;
+  reply.to = static_cast<uint32_t>(sent[0].client);  // (the identity's low half: the client's id)
+  for (size_t i = 0; i + 1 < sent.size(); ++i) {
+    reply.cmds.push_back(sent[i]);
+    reply.results.push_back(Result{true, std::string(64 * 1024, 'v')});
+  }
+  Outbox ignored;
+  clients_.receive(reply, ignored);
+  for (int i = 0; i < 100 && gateway_->stats().evicted == 0; ++i) gateway_->poll(clients_);
+  EXPECT_EQ(gateway_->stats().evicted, 1u)
+      << "a client holding 99 of its MGET's values of 64 KiB was not evicted under 2 MiB";
+  for (int i = 0; i < 100 && !hostile.read_closed(); ++i) gateway_->poll(clients_);
+  EXPECT_TRUE(hostile.read_closed());
 }
 
 }  // namespace
