@@ -470,6 +470,10 @@ class RespGateway {
     // kMaxPendingReplies or a blocking command, not at an unfinished
     // request (read() parses them once it may, with or without new bytes).
     bool unparsed = false;
+    // An EXEC with AUTH or HELLO queued waits on the log: nothing after it
+    // is parsed until they have run (fill_exec), as they change how the
+    // connection's next commands are taken and answered.
+    bool exec_pending = false;
   };
   // One client's commands in flight, in seq order from `first`: the reply
   // each goes into (nullptr once answered).
@@ -478,8 +482,11 @@ class RespGateway {
     std::deque<Reply*> replies;
   };
 
-  // Not read from (kMaxPendingReplies): until the log answers some.
-  static bool held(const Conn& c) { return c.replies.size() > kMaxPendingReplies; }
+  // Not read from (kMaxPendingReplies, or an EXEC with AUTH or HELLO in
+  // flight): until the log answers some.
+  static bool held(const Conn& c) {
+    return c.replies.size() > kMaxPendingReplies || c.exec_pending;
+  }
   // What a connection's buffers take (its share of maxmemory_clients).
   static size_t buffered(const Conn& c) {
     return c.in.size() + c.out.size() + c.finished + c.queue.bytes + c.queue.answered +

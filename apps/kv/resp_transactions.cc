@@ -196,14 +196,10 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
   r.kind = Kind::kExec;
   r.subs = std::move(queued.replies);
   for (Reply& sub : r.subs) {
-    if (sub.kind == Kind::kDeferred) {
-      // AUTH and HELLO run now, in order: those after a HELLO 3 answer in
-      // RESP3. (Before the store decides EXEC, so they run even if a
-      // watched key makes it fail, where Redis's would not.)
-      sub.kind = Kind::kLocal;
-      sub.answer(upper(sub.args[0]) == "AUTH" ? auth(c, sub.args) : hello(c, sub.args));
-      sub.args.clear();
-    }
+    // AUTH and HELLO run once the store has decided EXEC (fill_exec), in
+    // order, and not at all if a watched key makes it fail; meanwhile the
+    // connection is not read from, so that what follows EXEC sees them.
+    if (sub.kind == Kind::kDeferred) c.exec_pending = true;
     sub.resp3 = c.resp3;
   }
   submit(c, client, index, r, stamped(Op::kMulti, "", std::move(body), now));
@@ -330,6 +326,7 @@ std::string RespGateway::scan_options(const std::vector<std::string>& args, size
 }
 
 void RespGateway::fill_exec(Reply& r, const Command& cmd, const Result& result) {
+  Conn* const c = r.conn;
   if (!result.ok) {
     // A watched key was modified: nothing ran (a null array).
     r.text = r.resp3 ? "_\r\n" : "*-1\r\n";
@@ -342,9 +339,23 @@ void RespGateway::fill_exec(Reply& r, const Command& cmd, const Result& result) 
     r.subs.clear();
     return;
   }
-  // Each queued command's answer from its own results, in order.
+  // Each queued command's answer from its own results, in order: AUTH and
+  // HELLO run here, and those after a HELLO 3 answer in RESP3.
   size_t at = 0;
+  bool resp3 = r.resp3;
   for (Reply& sub : r.subs) {
+    if (sub.kind == Kind::kDeferred) {
+      sub.kind = Kind::kLocal;
+      if (c == nullptr || c->gone) {
+        sub.answer("");  // (no one to answer: the reply is dropped)
+      } else {
+        sub.answer(upper(sub.args[0]) == "AUTH" ? auth(*c, sub.args) : hello(*c, sub.args));
+        resp3 = c->resp3;
+      }
+      sub.args.clear();
+      continue;
+    }
+    sub.resp3 = resp3;
     const uint64_t first = at;
     while (sub.waiting > 0 && at < results.size()) {
       Command one;

@@ -562,6 +562,24 @@ FIXED_HELLO = [
     (["HELLO", "2", "SETNAME", "md-hello"], b"+QUEUED\r\n"),
     (["EXEC"], EXECABORT),
     (["CLIENT", "GETNAME"], b"_\r\n"),
+    # A watched key written before EXEC: nothing runs, the queued HELLO 2
+    # neither (the failed EXEC's null and what follows are still RESP3).
+    (["WATCH", "md:hw"], b"+OK\r\n"),
+    (["SET", "md:hw", "1"], b"+OK\r\n"),
+    (["MULTI"], b"+OK\r\n"),
+    (["HELLO", "2"], b"+QUEUED\r\n"),
+    (["EXEC"], b"_\r\n"),
+    (["GET", "md:none"], b"_\r\n"),
+    # The same without the write: it runs, and what follows is RESP2.
+    (["WATCH", "md:hw"], b"+OK\r\n"),
+    (["MULTI"], b"+OK\r\n"),
+    (["HELLO", "2"], b"+QUEUED\r\n"),
+    (["GET", "md:none"], b"+QUEUED\r\n"),
+    (["EXEC"], b"*2\r\n*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n<version>\r\n"
+     b"$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:<id>\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"
+     b"$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n$-1\r\n"),
+    (["GET", "md:none"], b"$-1\r\n"),
+    (["DEL", "md:hw"], b":1\r\n"),
 ]
 
 
