@@ -365,8 +365,9 @@ class RespGateway {
     // GETEX with a time Redis refuses (0, negative, not a number): a read,
     // answered null for an absent key and Reply::error for a string.
     kBadTime,
-    // AUTH or HELLO queued in MULTI (Reply::args): run when EXEC is, in
-    // the transaction's order, as Redis runs them (transaction_command).
+    // AUTH, HELLO or CLIENT queued in MULTI (Reply::args): run when EXEC
+    // is, in the transaction's order, as Redis runs them
+    // (transaction_command).
     kDeferred,
   };
   struct Conn;
@@ -470,7 +471,7 @@ class RespGateway {
     // kMaxPendingReplies or a blocking command, not at an unfinished
     // request (read() parses them once it may, with or without new bytes).
     bool unparsed = false;
-    // An EXEC with AUTH or HELLO queued waits on the log: nothing after it
+    // An EXEC with AUTH, HELLO or CLIENT queued waits on the log: nothing after it
     // is parsed until they have run (fill_exec), as they change how the
     // connection's next commands are taken and answered.
     bool exec_pending = false;
@@ -482,8 +483,8 @@ class RespGateway {
     std::deque<Reply*> replies;
   };
 
-  // Not read from (kMaxPendingReplies, or an EXEC with AUTH or HELLO in
-  // flight): until the log answers some.
+  // Not read from (kMaxPendingReplies, or an EXEC with AUTH, HELLO or
+  // CLIENT in flight): until the log answers some.
   static bool held(const Conn& c) {
     return c.replies.size() > kMaxPendingReplies || c.exec_pending;
   }

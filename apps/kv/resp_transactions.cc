@@ -77,9 +77,11 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
     // The command is made as it would be run, into the queue.
     const size_t before = q.cmds.size();
     size_t bytes = kQueuedOverhead;
-    if (name == "AUTH" || name == "HELLO") {
-      // (Queued whole, and run when EXEC is: a HELLO 3 makes the replies
-      // after it RESP3, in EXEC's array and after, as in Redis 7.0.)
+    if (name == "AUTH" || name == "HELLO" || name == "CLIENT") {
+      // (Queued whole, and run when EXEC is, as in Redis 7.0: a HELLO 3
+      // makes the replies after it RESP3, in EXEC's array and after; a
+      // CLIENT SETNAME discarded names nothing. Its subcommand was checked
+      // above.)
       r.kind = Kind::kDeferred;
       r.args = args;
       for (const std::string& a : args) bytes += a.size();
@@ -196,9 +198,10 @@ bool RespGateway::transaction_command(Conn& c, const std::string& name,
   r.kind = Kind::kExec;
   r.subs = std::move(queued.replies);
   for (Reply& sub : r.subs) {
-    // AUTH and HELLO run once the store has decided EXEC (fill_exec), in
-    // order, and not at all if a watched key makes it fail; meanwhile the
-    // connection is not read from, so that what follows EXEC sees them.
+    // AUTH, HELLO and CLIENT run once the store has decided EXEC
+    // (fill_exec), in order, and not at all if a watched key makes it
+    // fail; meanwhile the connection is not read from, so that what
+    // follows EXEC sees them.
     if (sub.kind == Kind::kDeferred) c.exec_pending = true;
     sub.resp3 = c.resp3;
   }
@@ -339,8 +342,8 @@ void RespGateway::fill_exec(Reply& r, const Command& cmd, const Result& result) 
     r.subs.clear();
     return;
   }
-  // Each queued command's answer from its own results, in order: AUTH and
-  // HELLO run here, and those after a HELLO 3 answer in RESP3.
+  // Each queued command's answer from its own results, in order: AUTH,
+  // HELLO and CLIENT run here, and those after a HELLO 3 answer in RESP3.
   size_t at = 0;
   bool resp3 = r.resp3;
   for (Reply& sub : r.subs) {
@@ -349,7 +352,10 @@ void RespGateway::fill_exec(Reply& r, const Command& cmd, const Result& result) 
       if (c == nullptr || c->gone) {
         sub.answer("");  // (no one to answer: the reply is dropped)
       } else {
-        sub.answer(upper(sub.args[0]) == "AUTH" ? auth(*c, sub.args) : hello(*c, sub.args));
+        const std::string name = upper(sub.args[0]);
+        sub.answer(name == "AUTH"    ? auth(*c, sub.args)
+                   : name == "HELLO" ? hello(*c, sub.args)
+                                     : client_command(*c, sub.args));
         resp3 = c->resp3;
       }
       sub.args.clear();

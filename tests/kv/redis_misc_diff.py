@@ -580,6 +580,17 @@ FIXED_HELLO = [
      b"$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n$-1\r\n"),
     (["GET", "md:none"], b"$-1\r\n"),
     (["DEL", "md:hw"], b":1\r\n"),
+    # CLIENT runs with EXEC too: a SETNAME discarded names nothing, one
+    # run names the connection for a GETNAME after it in the same EXEC.
+    (["MULTI"], b"+OK\r\n"),
+    (["CLIENT", "SETNAME", "md-discarded"], b"+QUEUED\r\n"),
+    (["DISCARD"], b"+OK\r\n"),
+    (["CLIENT", "GETNAME"], b"$-1\r\n"),
+    (["MULTI"], b"+OK\r\n"),
+    (["CLIENT", "GETNAME"], b"+QUEUED\r\n"),
+    (["CLIENT", "SETNAME", "md-run"], b"+QUEUED\r\n"),
+    (["CLIENT", "GETNAME"], b"+QUEUED\r\n"),
+    (["EXEC"], b"*3\r\n$-1\r\n+OK\r\n$6\r\nmd-run\r\n"),
 ]
 
 
