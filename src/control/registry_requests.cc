@@ -202,10 +202,7 @@ bool RegistryServer::Impl::enqueue(Conn& c, const HelloMsg& m, uint32_t req,
 }
 
 void RegistryServer::Impl::place_joiners() {
-  std::erase_if(joiners, [this](const Spare& j) {
-    const Conn* c = find_conn(j.conn_id);
-    return c == nullptr || c->closing;
-  });
+  std::erase_if(joiners, [this](const Spare& j) { return waiting_conn(j.conn_id) == nullptr; });
   // Once every rank has left (the job finished), there is nothing to join:
   // a joiner that waited is refused rather than made the job's only member.
   const bool finished = std::all_of(ranks.begin(), ranks.end(),
@@ -225,8 +222,8 @@ void RegistryServer::Impl::place_joiners() {
   while (!joiners.empty() && (r = free_rank()) >= 0) {
     const Spare joiner = std::move(joiners.front());
     joiners.erase(joiners.begin());
-    Conn* c = find_conn(joiner.conn_id);
-    if (c == nullptr || c->closing) continue;  // (dropped by an admission's broadcast)
+    Conn* c = waiting_conn(joiner.conn_id);
+    if (c == nullptr) continue;  // (dropped by an admission's broadcast, or closed)
     c->spare = false;
     admit(*c, joiner.hello, static_cast<uint32_t>(r), joiner.request_id, Clock::now(),
           ranks[r].vacant ? "a joiner that waited, in a vacancy"

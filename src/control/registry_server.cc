@@ -160,10 +160,7 @@ void RegistryServer::Impl::settle() {
 
 bool RegistryServer::Impl::place_spare() {
   // A spare whose connection ended meanwhile is gone from the queue.
-  std::erase_if(spares, [this](const Spare& s) {
-    const Conn* c = find_conn(s.conn_id);
-    return c == nullptr || c->closing;
-  });
+  std::erase_if(spares, [this](const Spare& s) { return waiting_conn(s.conn_id) == nullptr; });
   if (spares.empty()) return false;
   for (uint32_t r = 0; r < ranks.size(); ++r) {
     if (ranks[r].state != RankState::kDied) continue;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -202,6 +203,20 @@ struct RegistryServer::Impl : Waiters::Host {
   void announce_view(const char* cause, uint32_t rank, const std::string& detail);
   void broadcast(const PeerEventMsg& event, uint64_t except_conn);
 
+  // A queued spare's or joiner's connection, if it still waits: not
+  // refused, and not closed by its peer, even where the loop has not read
+  // that end yet (a joiner closed just before a rank left must not be
+  // handed its number). A waiting peer sends nothing, so a peek that finds
+  // the end of the stream, or an error, is its close.
+  Conn* waiting_conn(uint64_t id) {
+    Conn* c = find_conn(id);
+    if (c == nullptr || c->closing) return nullptr;
+    char byte;
+    const ssize_t n = ::recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+      return nullptr;
+    return c;
+  }
   Conn* find_conn(uint64_t id) {
     auto it = conns.find(id);
     return it == conns.end() || it->second->dead ? nullptr : it->second.get();
