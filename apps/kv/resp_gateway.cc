@@ -465,8 +465,9 @@ std::string RespGateway::increment_reply(const Result& result, bool floating, bo
 
 void RespGateway::fill(Reply& r, const Command& cmd, const Result& result) {
   if (r.kind == Kind::kExec && r.conn != nullptr && r.conn->exec_pending) {
-    // The EXEC its connection waited on is decided (its AUTH and HELLO run
-    // in fill_exec, or not at all): the connection is read again.
+    // The EXEC its connection waited on is decided (its AUTH, HELLO and
+    // CLIENT run in fill_exec, or not at all): the connection is read
+    // again.
     r.conn->exec_pending = false;
     r.conn->unparsed = true;
   }

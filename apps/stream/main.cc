@@ -47,6 +47,15 @@ int main(int argc, char** argv) {
     // An elastic job on generated input deals it out by partitions: by
     // default one per worker of the job at its largest (every rank number).
     if (opt.elastic && opt.kafka_input.empty() && opt.partitions == 0) opt.partitions = workers;
+    // (A worker without a partition would have no input: it would end its
+    // input at once, and with it the job's checkpoints.)
+    if (opt.partitions != 0 && opt.partitions < workers) {
+      throw std::invalid_argument(
+          "--partitions " + std::to_string(opt.partitions) + " is fewer than the job's " +
+          std::to_string(workers) + " workers (SLUICE_WORLD_SIZE " +
+          std::to_string(ctx.world_size()) + " x --workers " + std::to_string(opt.threads) +
+          "): give at least one partition per worker of the job at its largest");
+    }
     const bool first = ctx.cluster().incarnation(ctx.rank()) == 0;  // not a replacement
     // The directories are made if missing (as mkdir -p).
     const auto make_dir = [](const std::string& dir) {

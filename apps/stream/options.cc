@@ -364,9 +364,9 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                  "Generated input: deal it out as P partitions (partition p is what worker p of "
                  "P would generate), worker g of W reading those p with p % W == g, each with a "
                  "watermark of its own, so that a checkpoint restores on another number of "
-                 "workers (as with --kafka-input); the rows are those of P workers. Default: one "
-                 "per worker, or, with --elastic, SLUICE_WORLD_SIZE x --workers (one per worker "
-                 "of the job at its largest)")
+                 "workers (as with --kafka-input); the rows are those of P workers. At least "
+                 "SLUICE_WORLD_SIZE x --workers (one per worker of the job at its largest), "
+                 "which is the default with --elastic; without it, one per worker")
       ->check(CLI::Range(1u, 1u << 20))
       ->type_name("P");
   cli.add_flag("--restore", o.restore,

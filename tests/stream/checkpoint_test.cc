@@ -333,7 +333,8 @@ TEST_F(ElasticGeneratedTest, AJobOnPartitionedGeneratedInputGrowsAndShrinksWitho
 // Partitions are the input of as many workers whatever the job's size: 3
 // partitions of q11's bids (sessions) read by 2 workers, one of them
 // reading two with a watermark each, give the rows of 3 workers, and
-// --verify (the reference of 3 workers) says OK.
+// --verify (the reference of 3 workers) says OK. Fewer partitions than
+// workers are refused.
 TEST_F(ElasticGeneratedTest, PartitionsGiveTheRowsOfAsManyWorkers) {
   const std::vector<std::string> query = {"--query", "q11", "--records", "100000", "--json"};
   std::vector<std::string> three = {"--workers", "3"};
@@ -347,6 +348,12 @@ TEST_F(ElasticGeneratedTest, PartitionsGiveTheRowsOfAsManyWorkers) {
   ASSERT_EQ(partitions.exit_code, 0) << describe(partitions);
   EXPECT_EQ(result(partitions), result(workers)) << partitions.output;
   EXPECT_EQ(json_field(partitions.output, "verify"), "OK") << partitions.output;
+
+  // Fewer partitions than workers: a worker would have none, refused.
+  const ProcessResult few = stream({"--workers", "2", "--partitions", "3", "--records", "1000"});
+  EXPECT_NE(few.exit_code, 0) << describe(few);
+  EXPECT_NE(few.output.find("--partitions 3 is fewer than the job's 4 workers"), std::string::npos)
+      << few.output;
 }
 
 TEST(CheckpointUsageTest, RestoreWithoutACheckpointDirIsRefused) {

@@ -6,9 +6,11 @@
 // with a watermark of its own (the engine's lanes, as KafkaSource's).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
