@@ -352,10 +352,12 @@ void RespGateway::fill_exec(Reply& r, const Command& cmd, const Result& result) 
       if (c == nullptr || c->gone) {
         sub.answer("");  // (no one to answer: the reply is dropped)
       } else {
+        // (HELLO and CLIENT through the gateway's own dispatch, as outside
+        // MULTI.)
         const std::string name = upper(sub.args[0]);
-        sub.answer(name == "AUTH"    ? auth(*c, sub.args)
-                   : name == "HELLO" ? hello(*c, sub.args)
-                                     : client_command(*c, sub.args));
+        bool handled = true;
+        sub.answer(name == "AUTH" ? auth(*c, sub.args)
+                                  : local_command(*c, name, sub.args, &handled));
         resp3 = c->resp3;
       }
       sub.args.clear();

@@ -222,8 +222,8 @@ void RegistryServer::Impl::place_joiners() {
   while (!joiners.empty() && (r = free_rank()) >= 0) {
     const Spare joiner = std::move(joiners.front());
     joiners.erase(joiners.begin());
-    Conn* c = waiting_conn(joiner.conn_id);
-    if (c == nullptr) continue;  // (dropped by an admission's broadcast, or closed)
+    Conn* c = find_conn(joiner.conn_id);
+    if (c == nullptr || c->closing) continue;  // (dropped by an admission's broadcast)
     c->spare = false;
     admit(*c, joiner.hello, static_cast<uint32_t>(r), joiner.request_id, Clock::now(),
           ranks[r].vacant ? "a joiner that waited, in a vacancy"

@@ -373,8 +373,8 @@ inline uint32_t snapshot_workers(const std::string& path) {
   return workers;
 }
 
-// A Kafka input's position ("partition:next-offset,...", KafkaSource) as a
-// map, and back.
+// A partitioned input's position ("partition:next-offset,...",
+// KafkaSource, PartitionedSource) as a map, and back.
 inline std::map<int32_t, int64_t> parse_offsets(const std::string& position) {
   std::map<int32_t, int64_t> out;
   size_t at = 0;
@@ -389,6 +389,14 @@ inline std::map<int32_t, int64_t> parse_offsets(const std::string& position) {
     at = comma + 1;
   }
   return out;
+}
+inline std::string format_offsets(const std::map<int32_t, int64_t>& offsets) {
+  std::string s;
+  for (const auto& [p, off] : offsets) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(p) + ":" + std::to_string(off);
+  }
+  return s;
 }
 
 // Checkpoint `id`'s snapshots of `old` workers merged for a restore on

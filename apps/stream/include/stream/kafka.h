@@ -267,14 +267,7 @@ class KafkaSource {
   // read from (a checkpoint's input position, engine.h); seek() goes back
   // there. The interleaving of partitions is the broker's, so a count of
   // records could not say this.
-  std::string position() const {
-    std::string s;
-    for (const auto& [p, off] : next_) {
-      if (!s.empty()) s += ',';
-      s += std::to_string(p) + ":" + std::to_string(off);
-    }
-    return s;
-  }
+  std::string position() const { return detail::format_offsets(next_); }
   void seek(const std::string& position) {
     std::vector<std::pair<int32_t, int64_t>> offsets;
     for (const auto& [p, off] : detail::parse_offsets(position)) offsets.emplace_back(p, off);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -82,12 +83,10 @@ class PartitionedSource {
   // KafkaSource's form, so that a rescaled restore deals it out alike);
   // seek() moves each partition named that far from its start.
   std::string position() const {
-    std::string s;
-    for (const Part& part : parts_) {
-      if (!s.empty()) s += ',';
-      s += std::to_string(part.partition) + ":" + std::to_string(part.read);
-    }
-    return s;
+    std::map<int32_t, int64_t> read;
+    for (const Part& part : parts_)
+      read.emplace(static_cast<int32_t>(part.partition), static_cast<int64_t>(part.read));
+    return detail::format_offsets(read);
   }
   void seek(const std::string& position) {
     for (const auto& [p, offset] : detail::parse_offsets(position)) {

@@ -729,15 +729,13 @@ class StreamWorker {
     wm_ = published_;
     triggered_ = m.low_triggered;
     // This worker's partitions now: me_, me_ + W, me_ + 2W, ... (kafka.h).
-    std::string position;
+    std::map<int32_t, int64_t> offsets;
     for (size_t i = 0; i < lane_max_.size(); ++i) {
       const auto p = static_cast<int32_t>(me_ + i * workers_);
       if (auto it = m.lane_max.find(p); it != m.lane_max.end()) lane_max_[i] = it->second;
-      if (auto it = m.offsets.find(p); it != m.offsets.end()) {
-        position +=
-            (position.empty() ? "" : ",") + std::to_string(p) + ":" + std::to_string(it->second);
-      }
+      if (auto it = m.offsets.find(p); it != m.offsets.end()) offsets.emplace(p, it->second);
     }
+    const std::string position = detail::format_offsets(offsets);
     restored(report_.records_in);
     report_.rescaled_from = old;
     if constexpr (requires { source.seek(position); }) {
