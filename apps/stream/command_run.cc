@@ -134,7 +134,8 @@ std::string job_fingerprint(const ss::Options& opt) {
   const ss::WindowSpec w = ss::window_of(opt);
   std::string f = opt.query + " " + to_string(opt.strategy) + " window " + std::to_string(w.size) +
                   "/" + std::to_string(w.step()) + "/" + std::to_string(w.gap) + " lag " +
-                  std::to_string(opt.lag) + " lateness " + std::to_string(opt.lateness) + " input ";
+                  std::to_string(opt.lag) + " lateness " + std::to_string(opt.lateness) +
+                  " key groups " + std::to_string(opt.key_groups) + " input ";
   if (!opt.input.empty()) return f + opt.input;
   if (!opt.kafka_input.empty()) {
     // The event time's source changes every record's time; idleness only
@@ -218,7 +219,7 @@ namespace {
 struct Figures {
   uint64_t records_in, input_bytes, rows, checksum, bytes_moved, bytes_remote, epochs,
       state_entries, state_bytes, checkpoints, restored_from, resumed_at, recoveries, replayed,
-      savepoint, rescaled_from, updates;
+      savepoint, rescaled_from, restored_state, restored_state_max, updates;
   double seconds, cpu_seconds;
   uint64_t lates, latencies;  // the LateCount and double elements that follow
 };
@@ -234,12 +235,14 @@ void append_bytes(std::string& out, const T* data, size_t n) {
 std::string encode_report(const Report& mine) {
   std::vector<LateCount> late;
   for (const auto& [w, n] : mine.late) late.push_back({w, n});
-  const Figures f{mine.records_in,       mine.input_bytes,  mine.rows,          mine.checksum,
-                  mine.bytes_moved,      mine.bytes_remote, mine.epochs,        mine.state_entries,
-                  mine.state_bytes,      mine.checkpoints,  mine.restored_from, mine.resumed_at,
-                  mine.recoveries,       mine.replayed,     mine.savepoint,     mine.rescaled_from,
-                  mine.updates,          mine.seconds,      mine.cpu_seconds,   late.size(),
-                  mine.latency_ms.size()};
+  const Figures f{mine.records_in,    mine.input_bytes,      mine.rows,
+                  mine.checksum,      mine.bytes_moved,      mine.bytes_remote,
+                  mine.epochs,        mine.state_entries,    mine.state_bytes,
+                  mine.checkpoints,   mine.restored_from,    mine.resumed_at,
+                  mine.recoveries,    mine.replayed,         mine.savepoint,
+                  mine.rescaled_from, mine.restored_state,   mine.restored_state_max,
+                  mine.updates,       mine.seconds,          mine.cpu_seconds,
+                  late.size(),        mine.latency_ms.size()};
   std::string out;
   append_bytes(out, &f, 1);
   append_bytes(out, late.data(), late.size());
@@ -276,6 +279,8 @@ JobTotal sum_reports(const std::vector<uint32_t>& ranks, const std::vector<std::
     one.replayed = f.replayed;
     one.savepoint = f.savepoint;
     one.rescaled_from = f.rescaled_from;
+    one.restored_state = f.restored_state;
+    one.restored_state_max = f.restored_state_max;
     one.updates = f.updates;
     one.seconds = f.seconds;
     one.cpu_seconds = f.cpu_seconds;
@@ -442,6 +447,7 @@ int report(const Options& opt, sluice::JobContext& ctx, const std::optional<JobT
         ",\"late_total\":%" PRIu64 ",\"late\":%s,\"checkpoints\":%" PRIu64
         ",\"restored_from\":%" PRIu64 ",\"resumed_at\":%" PRIu64 ",\"recoveries\":%" PRIu64
         ",\"replayed\":%" PRIu64 ",\"savepoint\":%" PRIu64 ",\"rescaled_from\":%" PRIu64
+        ",\"key_groups\":%u,\"restored_state\":%" PRIu64 ",\"restored_state_max\":%" PRIu64
         ",\"updates\":%" PRIu64 ",\"verify\":\"%s\"}\n",
         opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str(),
         total.records_in, record_bytes, opt.gen.keys, opt.gen.zipf, opt.gen.disorder, opt.lag,
@@ -450,7 +456,8 @@ int report(const Options& opt, sluice::JobContext& ctx, const std::optional<JobT
         total.latency_ms.size(), total.state_entries, total.state_bytes, total.bytes_moved,
         total.bytes_remote, total.epochs, total.late_total(), late_json(total.late).c_str(),
         total.checkpoints, total.restored_from, total.resumed_at, total.recoveries, total.replayed,
-        total.savepoint, total.rescaled_from, total.updates, verdict.c_str());
+        total.savepoint, total.rescaled_from, opt.key_groups, total.restored_state,
+        total.restored_state_max, total.updates, verdict.c_str());
   } else {
     std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n",
                 opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str());
@@ -497,6 +504,8 @@ int report(const Options& opt, sluice::JobContext& ctx, const std::optional<JobT
           std::printf(", taken by %" PRIu64 " workers and rescaled to %u", total.rescaled_from,
                       world * opt.threads);
         }
+        std::printf(" (%" PRIu64 " state entries read, at most %" PRIu64 " by one worker)",
+                    total.restored_state, total.restored_state_max);
         if (total.recoveries > 0) {
           std::printf(", %" PRIu64 " recoveries, %" PRIu64
                       " records ingested again by the survivors",

@@ -399,6 +399,7 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   ss::EngineOptions eo;
   eo.strategy = opt.strategy;
   eo.threads = opt.threads;
+  eo.key_groups = opt.key_groups;
   eo.epoch_mib = opt.epoch_mib;
   eo.lag = opt.lag;
   eo.allowed_lateness = opt.lateness;

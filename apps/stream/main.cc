@@ -56,6 +56,14 @@ int main(int argc, char** argv) {
           std::to_string(ctx.world_size()) + " x --workers " + std::to_string(opt.threads) +
           "): give at least one partition per worker of the job at its largest");
     }
+    // Every worker of the job at its largest owns at least one key group.
+    if (opt.key_groups < workers) {
+      throw std::invalid_argument(
+          "--key-groups " + std::to_string(opt.key_groups) + " is fewer than the job's " +
+          std::to_string(workers) + " workers (SLUICE_WORLD_SIZE " +
+          std::to_string(ctx.world_size()) + " x --workers " + std::to_string(opt.threads) +
+          "): give at least one key group per worker of the job at its largest");
+    }
     const bool first = ctx.cluster().incarnation(ctx.rank()) == 0;  // not a replacement
     // The directories are made if missing (as mkdir -p).
     const auto make_dir = [](const std::string& dir) {

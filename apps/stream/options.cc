@@ -369,6 +369,14 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                  "which is the default with --elastic; without it, one per worker")
       ->check(CLI::Range(1u, 1u << 20))
       ->type_name("P");
+  cli.add_option("--key-groups", o.key_groups,
+                 "The keys' state is kept in G key groups, each owned by one worker (a "
+                 "contiguous range of groups per worker), as Flink's max parallelism: fixed "
+                 "for the job's life (its checkpoints name it), at least its number of workers "
+                 "at its largest; a checkpoint restored on another number of workers moves "
+                 "whole groups, each worker reading only its own (default 128)")
+      ->check(CLI::Range(1u, KeyGroupRanges::kMax))
+      ->type_name("G");
   cli.add_flag("--restore", o.restore,
                "Start from the latest complete checkpoint in --checkpoint-dir (a fresh start if "
                "there is none): the state is loaded, each worker's input resumes where the "

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "stream/engine.h"
+#include "stream/key_groups.h"
 #include "stream/workloads.h"
 
 namespace CLI {
@@ -58,14 +59,15 @@ struct Options {
   bool stop_with_savepoint = false;      // --stop-with-savepoint: a signal stops at a savepoint
   double recover_within_s = 0;           // --recover-within S (0: a lost rank fails the job)
   bool elastic = false;                  // --elastic: rescale live as ranks join and leave
-  uint32_t partitions = 0;    // --partitions P: generated input dealt out (0: per worker)
-  std::string kafka;          // --kafka HOST:PORT (the broker)
-  std::string kafka_input;    // --kafka-input TOPIC
-  bool kafka_follow = false;  // --kafka-follow: read until SIGINT/SIGTERM
-  std::string kafka_event_time = "field";  // --kafka-event-time field|timestamp
-  int kafka_idle_ms = 0;                   // --kafka-idle-ms: a partition without records is idle
-  std::string kafka_output;                // --kafka-output TOPIC
-  std::string kafka_transactional_id;      // --kafka-transactional-id (default sluice-stream-TOPIC)
+  uint32_t partitions = 0;  // --partitions P: generated input dealt out (0: per worker)
+  uint32_t key_groups = KeyGroupRanges::kDefault;  // --key-groups G (key_groups.h)
+  std::string kafka;                               // --kafka HOST:PORT (the broker)
+  std::string kafka_input;                         // --kafka-input TOPIC
+  bool kafka_follow = false;                       // --kafka-follow: read until SIGINT/SIGTERM
+  std::string kafka_event_time = "field";          // --kafka-event-time field|timestamp
+  int kafka_idle_ms = 0;               // --kafka-idle-ms: a partition without records is idle
+  std::string kafka_output;            // --kafka-output TOPIC
+  std::string kafka_transactional_id;  // --kafka-transactional-id (default sluice-stream-TOPIC)
 };
 
 // Adds sluice-stream's options to `cli` (the Job's), --workers bound to

@@ -24,6 +24,8 @@ void Report::add(const Report& o) {
   replayed += o.replayed;
   savepoint = std::max(savepoint, o.savepoint);
   rescaled_from = std::max(rescaled_from, o.rescaled_from);
+  restored_state += o.restored_state;
+  restored_state_max = std::max(restored_state_max, o.restored_state_max);
   for (const auto& [w, n] : o.late) late[w] += n;
   latency_ms.insert(latency_ms.end(), o.latency_ms.begin(), o.latency_ms.end());
   seconds = std::max(seconds, o.seconds);

@@ -80,6 +80,23 @@ class CheckpointTest : public ::testing::TestWithParam<std::vector<std::string>>
     return stream(ref);
   }
 
+  // The output of `args` run on 2 ranks and sent SIGTERM once its second
+  // checkpoint completed (with --stop-with-savepoint: it stops at a
+  // savepoint); the launcher's exit status in *status. Fails the test if
+  // no second checkpoint comes or the job does not stop.
+  static std::string stop_at_savepoint(const std::vector<std::string>& args, int* status) {
+    sluice::testing::BackgroundJob job(sluice::testing::job_argv(2, 120, "sluice-stream", args));
+    const bool checkpointed = job.read_until(
+        [](const std::string& out) {
+          return out.find("checkpoint 2 complete") != std::string::npos;
+        },
+        std::chrono::seconds(60));
+    EXPECT_TRUE(checkpointed) << job.output();
+    EXPECT_TRUE(job.stop()) << job.output();
+    *status = job.exit_status();
+    return job.output();
+  }
+
   fs::path dir_;
 };
 
@@ -230,16 +247,11 @@ TEST_F(SavepointTest, AJobStoppedAtASavepointGoesOnFromItAsOftenAsAsked) {
                        "--checkpoint-every", "200", "--verify"});
   std::vector<std::string> stopping = ck;
   stopping.push_back("--stop-with-savepoint");
-  sluice::testing::BackgroundJob job(sluice::testing::job_argv(2, 120, "sluice-stream", stopping));
-  ASSERT_TRUE(job.read_until(
-      [](const std::string& out) { return out.find("checkpoint 2 complete") != std::string::npos; },
-      std::chrono::seconds(60)))
-      << job.output();
-  ASSERT_TRUE(job.stop()) << job.output();
-  const std::string& stopped = job.output();
+  int status = 0;
+  const std::string stopped = stop_at_savepoint(stopping, &status);
   // The launcher says a forwarded signal ended the job (128 + SIGTERM); the
   // ranks themselves exit 0.
-  EXPECT_EQ(job.exit_status(), 128 + SIGTERM) << stopped;
+  EXPECT_EQ(status, 128 + SIGTERM) << stopped;
   EXPECT_EQ(stopped.find("exited with status"), std::string::npos) << stopped;
   const uint64_t savepoint = json_number(stopped, "savepoint");
   ASSERT_GE(savepoint, 3u) << stopped;
@@ -354,6 +366,74 @@ TEST_F(ElasticGeneratedTest, PartitionsGiveTheRowsOfAsManyWorkers) {
   EXPECT_NE(few.exit_code, 0) << describe(few);
   EXPECT_NE(few.output.find("--partitions 3 is fewer than the job's 4 workers"), std::string::npos)
       << few.output;
+}
+
+// Key groups (--key-groups, fixed for the job): a checkpoint files each
+// worker's state by key group, and a restore on another number of workers
+// reads from each snapshot only the groups each worker owns now. A
+// savepoint of 2 workers restored on 2, 3 and 1 gives an undisturbed run's
+// rows each time, and the three restores read the same number of state
+// entries (each entry by exactly one worker: a restore that read every
+// snapshot whole on every worker would read 3 times as many on 3 workers),
+// on 3 workers less than all of them on any one. Another --key-groups is
+// another job; fewer key groups than workers are refused.
+class KeyGroupsTest : public CheckpointTest {};
+
+TEST_F(KeyGroupsTest, ARescaledRestoreReadsEachStateEntryOnceByTheWorkerThatOwnsItsGroup) {
+  const std::vector<std::string> query = {
+      "--records",   "400000", "--rate",       "20", "--disorder", "40", "--lag", "50",
+      "--window-ms", "100",    "--partitions", "4",  "--workers",  "1",  "--json"};
+  const ProcessResult undisturbed = stream(query);
+  ASSERT_EQ(undisturbed.exit_code, 0) << describe(undisturbed);
+
+  std::vector<std::string> ck = query;
+  ck.insert(ck.end(), {"--checkpoint-dir", path("state"), "--checkpoint-every", "200"});
+  std::vector<std::string> stopping = ck;
+  stopping.insert(stopping.end(), {"--throttle", "50000", "--stop-with-savepoint"});
+  int status = 0;
+  const std::string stopped = stop_at_savepoint(stopping, &status);
+  const uint64_t savepoint = json_number(stopped, "savepoint");
+  ASSERT_GE(savepoint, 2u) << stopped;
+  ASSERT_LT(json_number(stopped, "records"), 400000u) << stopped;
+
+  std::vector<std::string> from = ck;
+  from.insert(from.end(), {"--restore-from", std::to_string(savepoint)});
+  uint64_t entries = 0;
+  for (const int ranks : {2, 3, 1}) {
+    const ProcessResult r =
+        run_process(sluice::testing::job_argv(ranks, 120, "sluice-stream", from), {},
+                    std::chrono::seconds(150));
+    ASSERT_EQ(r.exit_code, 0) << ranks << " ranks: " << describe(r);
+    EXPECT_EQ(json_number(r.output, "restored_from"), savepoint) << r.output;
+    EXPECT_EQ(json_number(r.output, "rescaled_from"), ranks == 2 ? 0u : 2u) << r.output;
+    EXPECT_EQ(result(r), result(undisturbed)) << ranks << " ranks: " << r.output;
+    const uint64_t read = json_number(r.output, "restored_state");
+    const uint64_t most = json_number(r.output, "restored_state_max");
+    if (ranks == 2) {
+      entries = read;
+      EXPECT_GT(entries, 0u) << r.output;
+    }
+    EXPECT_EQ(read, entries) << ranks << " ranks: " << r.output;
+    if (ranks == 3) {
+      EXPECT_LT(most, entries) << r.output;
+    } else if (ranks == 1) {
+      EXPECT_EQ(most, entries) << r.output;
+    }
+  }
+
+  // Other key groups: another job's checkpoint.
+  std::vector<std::string> other = from;
+  other.insert(other.end(), {"--key-groups", "64"});
+  const ProcessResult refused = stream(other);
+  EXPECT_NE(refused.exit_code, 0) << describe(refused);
+  EXPECT_NE(refused.output.find("was taken by another job"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("key groups 128"), std::string::npos) << refused.output;
+
+  const ProcessResult few = stream({"--workers", "2", "--key-groups", "3", "--records", "1000"});
+  EXPECT_NE(few.exit_code, 0) << describe(few);
+  EXPECT_NE(few.output.find("--key-groups 3 is fewer than the job's 4 workers"), std::string::npos)
+      << few.output;
+  EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 }
 
 TEST(CheckpointUsageTest, RestoreWithoutACheckpointDirIsRefused) {

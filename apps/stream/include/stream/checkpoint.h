@@ -18,12 +18,15 @@
 // on any rank, proves that every worker's snapshot of that id exists: the
 // ranks restore the largest id that any of them has a marker of.
 //
-// The snapshot's bytes: a header (magic, format, the job's fingerprint: the
-// query, strategy, worker count and options that change results, so that
-// a checkpoint is never restored into another job), then fields in the
-// order the engine writes them (SnapshotWriter / SnapshotReader: plain
-// values, strings and vectors of trivially copyable values, native byte
-// order: the same build writes and reads).
+// The snapshot's bytes: a header (magic and format, where the state
+// section starts, the job's fingerprint: the query, strategy, key groups
+// and options that change results, so that a checkpoint is never restored
+// into another job), then fields in the order the engine writes them
+// (SnapshotWriter / SnapshotReader: plain values, strings and vectors of
+// trivially copyable values, native byte order: the same build writes and
+// reads), then the operator's state filed by key group with an index
+// (put_state), so that a job restored on another number of workers reads
+// from each snapshot only the groups each worker owns now (read_state).
 //
 // Errors throw std::runtime_error naming the file.
 // Thread safety: free functions; a writer or reader belongs to one thread.
@@ -50,6 +53,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "stream/key_groups.h"
 #include "stream/report.h"
 
 namespace sluice::stream {
@@ -70,7 +74,7 @@ struct CheckpointOptions {
 
 namespace detail {
 
-inline constexpr uint64_t kSnapshotMagic = 0x32544e5043534c53ULL;  // "SLSCPNT2"
+inline constexpr uint64_t kSnapshotMagic = 0x33544e5043534c53ULL;  // "SLSCPNT3"
 
 class SnapshotWriter {
  public:
@@ -91,6 +95,25 @@ class SnapshotWriter {
     const auto* p = reinterpret_cast<const char*>(v.data());
     bytes_.insert(bytes_.end(), p, p + v.size() * sizeof(T));
   }
+  // Writes n values at p as they are.
+  template <class T>
+  void put_raw(const T* p, size_t n) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto* b = reinterpret_cast<const char*>(p);
+    bytes_.insert(bytes_.end(), b, b + n * sizeof(T));
+  }
+  // Overwrites the value put at byte `at`.
+  template <class T>
+  void patch(size_t at, const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::memcpy(bytes_.data() + at, &v, sizeof(T));
+  }
+  // Appends n bytes for the caller to fill; returns where they start.
+  char* grow(size_t n) {
+    bytes_.resize(bytes_.size() + n);
+    return bytes_.data() + bytes_.size() - n;
+  }
+  size_t size() const { return bytes_.size(); }
   const std::vector<char>& bytes() const { return bytes_; }
 
  private:
@@ -207,12 +230,6 @@ inline void create_marker(const std::string& path) {
   }
 }
 
-inline std::vector<char> read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open the checkpoint file " + path);
-  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 // Whether any of workers [first, first + count) has a done marker of
 // checkpoint `id` in `dir`.
 inline bool is_done(const std::string& dir, uint64_t id, uint32_t first, uint32_t count) {
@@ -258,10 +275,10 @@ inline void remove_older(const std::string& dir, uint64_t keep) {
   }
 }
 
-// One worker's snapshot as the engine writes it (engine.h): its counts,
-// epoch and watermark state, its input's position and its sink's token.
-// Its operator's state sits in the file between `lanes` and `position`
-// (written and read by the callbacks below).
+// One worker's snapshot as the engine writes it (stream_worker.h): its
+// counts, epoch and watermark state, its input's position and its sink's
+// token; its operator's state follows them in the file, filed by key group
+// (put_state, StateIndex).
 struct WorkerSnapshot {
   uint64_t id = 0;
   uint32_t worker = 0, workers = 0;
@@ -276,13 +293,15 @@ struct WorkerSnapshot {
   std::string token;                 // the sink's (what its output had at the checkpoint)
 };
 
-// The bytes of `s` with `fingerprint` (the job's), the operator's state
-// written by state(SnapshotWriter&).
+// The bytes of `s` with `fingerprint` (the job's), then the operator's
+// state section, which state(SnapshotWriter&) writes (put_state). The
+// second field, patched in last, is the byte where that section starts.
 template <class State>
 std::vector<char> encode_snapshot(const std::string& fingerprint, const WorkerSnapshot& s,
                                   State&& state) {
   SnapshotWriter w;
   w.put(kSnapshotMagic);
+  w.put(uint64_t{0});  // the state section's byte offset, below
   w.put_string(fingerprint);
   w.put(s.id);
   w.put(s.worker);
@@ -300,22 +319,108 @@ std::vector<char> encode_snapshot(const std::string& fingerprint, const WorkerSn
   w.put_vector(s.vc);
   w.put_vector(s.next_epoch);
   w.put_vector(s.lanes);
-  state(w);
   w.put_string(s.position);
   w.put_string(s.token);
+  w.patch(sizeof(uint64_t), uint64_t{w.size()});
+  state(w);
   return w.bytes();
 }
 
-// Reads checkpoint `id`'s snapshot at `path`, the operator's state through
-// state(SnapshotReader&). Throws std::runtime_error naming the file if it
-// is not one, is damaged, is of another checkpoint, or was taken by
+// The state section: the operator's entries (trivially copyable, each with
+// its `key`) filed by key group, so that a restore reads the groups it
+// owns and nothing else:
+//   u32 groups, u32 entry size, u64 first[groups + 1] (the index of each
+//   group's first entry; first[groups] = the count), the entries.
+template <class Entry>
+void put_state(SnapshotWriter& w, uint32_t groups, const std::vector<Entry>& entries) {
+  std::vector<uint64_t> first(size_t{groups} + 1, 0);
+  std::vector<uint32_t> group(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    group[i] = KeyGroupRanges::group_of(sluice::hash64(entries[i].key), groups);
+    ++first[group[i] + 1];
+  }
+  for (uint32_t g = 0; g < groups; ++g) first[g + 1] += first[g];
+  w.put(groups);
+  w.put(static_cast<uint32_t>(sizeof(Entry)));
+  w.put_raw(first.data(), first.size());
+  // Each entry copied once, straight to its place (in the order put
+  // within a group).
+  char* const at = w.grow(entries.size() * sizeof(Entry));
+  std::vector<uint64_t> next(first.begin(), first.end() - 1);
+  for (size_t i = 0; i < entries.size(); ++i)
+    std::memcpy(at + next[group[i]]++ * sizeof(Entry), &entries[i], sizeof(Entry));
+}
+
+// A snapshot file read in pieces (pread), so that a restore reads the
+// header and the groups it owns, not the whole file.
+class SnapshotFile {
+ public:
+  explicit SnapshotFile(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw std::runtime_error("cannot open the checkpoint file " + path_);
+    const off_t end = ::lseek(fd_, 0, SEEK_END);
+    if (end < 0) {
+      ::close(fd_);
+      throw std::runtime_error("cannot read the checkpoint file " + path_);
+    }
+    size_ = static_cast<uint64_t>(end);
+  }
+  ~SnapshotFile() { ::close(fd_); }
+  SnapshotFile(const SnapshotFile&) = delete;
+  SnapshotFile& operator=(const SnapshotFile&) = delete;
+
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  // Bytes [at, at + n); throws naming the file if it is shorter.
+  std::vector<char> read(uint64_t at, uint64_t n) const {
+    if (at > size_ || n > size_ - at)
+      throw std::runtime_error("checkpoint file " + path_ + " is cut short");
+    std::vector<char> out(n);
+    uint64_t done = 0;
+    while (done < n) {
+      const ssize_t k = ::pread(fd_, out.data() + done, n - done, static_cast<off_t>(at + done));
+      if (k <= 0) throw std::runtime_error("cannot read the checkpoint file " + path_);
+      done += static_cast<uint64_t>(k);
+    }
+    return out;
+  }
+  template <class T>
+  T read_value(uint64_t at) const {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const std::vector<char> b = read(at, sizeof(T));
+    T v;
+    std::memcpy(&v, b.data(), sizeof(T));
+    return v;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// Where a snapshot's state section is and how its groups are filed.
+struct StateIndex {
+  uint64_t entries_at = 0;  // byte offset of the first entry
+  uint32_t entry_size = 0;
+  std::vector<uint64_t> first;  // per group, its first entry's index; then the count
+  uint32_t groups() const { return static_cast<uint32_t>(first.size() - 1); }
+};
+
+// Reads checkpoint `id`'s snapshot header from `file` and its state
+// section's index into `index`. Throws std::runtime_error naming the file
+// if it is not one, is damaged, is of another checkpoint, or was taken by
 // another job (another `fingerprint`; `dir` names where).
-template <class State>
-WorkerSnapshot decode_snapshot(const std::string& path, uint64_t id, const std::string& fingerprint,
-                               const std::string& dir, State&& state) {
-  SnapshotReader r(read_whole(path), path);
-  if (r.get<uint64_t>() != kSnapshotMagic)
+inline WorkerSnapshot decode_snapshot(const SnapshotFile& file, uint64_t id,
+                                      const std::string& fingerprint, const std::string& dir,
+                                      StateIndex* index) {
+  const std::string& path = file.path();
+  if (file.size() < 2 * sizeof(uint64_t) || file.read_value<uint64_t>(0) != kSnapshotMagic)
     throw std::runtime_error(path + " is not a sluice-stream checkpoint");
+  const auto state_at = file.read_value<uint64_t>(sizeof(uint64_t));
+  SnapshotReader r(file.read(0, state_at), path);
+  r.get<uint64_t>();
+  r.get<uint64_t>();
   const std::string theirs = r.get_string();
   if (theirs != fingerprint) {
     throw std::runtime_error("checkpoint " + std::to_string(id) + " in " + dir +
@@ -346,19 +451,66 @@ WorkerSnapshot decode_snapshot(const std::string& path, uint64_t id, const std::
   s.lanes = r.get_vector<int64_t>();
   if (s.vc.size() != s.workers || s.next_epoch.size() != s.workers)
     throw std::runtime_error(path + " is damaged: its watermark vector has the wrong size");
-  state(r);
   s.position = r.get_string();
   s.token = r.get_string();
-  if (!r.at_end()) throw std::runtime_error(path + " is damaged: bytes past its end");
+  if (!r.at_end()) throw std::runtime_error(path + " is damaged: its header runs past its state");
+  const auto groups = file.read_value<uint32_t>(state_at);
+  index->entry_size = file.read_value<uint32_t>(state_at + sizeof(uint32_t));
+  if (groups == 0 || groups > KeyGroupRanges::kMax || index->entry_size == 0)
+    throw std::runtime_error(path + " is damaged: its state section's index is not one");
+  const uint64_t first_at = state_at + 2 * sizeof(uint32_t);
+  const std::vector<char> first = file.read(first_at, (uint64_t{groups} + 1) * sizeof(uint64_t));
+  index->first.resize(size_t{groups} + 1);
+  std::memcpy(index->first.data(), first.data(), first.size());
+  index->entries_at = first_at + first.size();
+  for (uint32_t g = 0; g < groups; ++g) {
+    if (index->first[g] > index->first[g + 1])
+      throw std::runtime_error(path + " is damaged: its key groups' index goes backwards");
+  }
+  const uint64_t count = index->first[groups];
+  if (index->first[0] != 0 || count > (file.size() - index->entries_at) / index->entry_size ||
+      index->entries_at + count * index->entry_size != file.size()) {
+    throw std::runtime_error(path + " is damaged: its state entries do not fill it");
+  }
   return s;
+}
+
+// The state entries of key groups [first, end) of the snapshot `index`
+// describes: read from the file, those bytes alone. Every entry is checked
+// to be of its group (a damaged file is refused, naming it).
+template <class Entry>
+std::vector<Entry> read_state(const SnapshotFile& file, const StateIndex& index, uint32_t first,
+                              uint32_t end) {
+  if (index.entry_size != sizeof(Entry)) {
+    throw std::runtime_error(file.path() + " holds state entries of " +
+                             std::to_string(index.entry_size) + " bytes, not " +
+                             std::to_string(sizeof(Entry)) + " (another build of sluice-stream?)");
+  }
+  end = std::min(end, index.groups());
+  if (first >= end) return {};
+  const uint64_t from = index.first[first], to = index.first[end];
+  std::vector<Entry> out(to - from);
+  if (out.empty()) return out;
+  const std::vector<char> bytes =
+      file.read(index.entries_at + from * sizeof(Entry), (to - from) * sizeof(Entry));
+  std::memcpy(static_cast<void*>(out.data()), bytes.data(), bytes.size());
+  uint32_t g = first;
+  for (uint64_t i = 0; i < out.size(); ++i) {
+    while (from + i >= index.first[g + 1]) ++g;
+    if (KeyGroupRanges::group_of(sluice::hash64(out[i].key), index.groups()) != g)
+      throw std::runtime_error(file.path() +
+                               " is damaged: a state entry is filed under the wrong key group");
+  }
+  return out;
 }
 
 // How many workers took the snapshot at `path` (its header alone; the
 // whole file is checked when it is read).
 inline uint32_t snapshot_workers(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  uint64_t magic = 0, n = 0;
+  uint64_t magic = 0, state_at = 0, n = 0;
   if (!in.read(reinterpret_cast<char*>(&magic), sizeof magic) || magic != kSnapshotMagic ||
+      !in.read(reinterpret_cast<char*>(&state_at), sizeof state_at) ||
       !in.read(reinterpret_cast<char*>(&n), sizeof n) || n > (1u << 20)) {
     throw std::runtime_error(path + " is not a sluice-stream checkpoint (or cannot be read)");
   }
@@ -416,8 +568,8 @@ struct MergedSnapshots {
   int64_t low_triggered = std::numeric_limits<int64_t>::max();
 };
 
-// read(g) reads old worker g's snapshot (folding the operator state it
-// keeps); refuse(why) throws. Every snapshot must be in `dir` here.
+// read(g) reads old worker g's snapshot (folding in the state of the key
+// groups this worker owns now); refuse(why) throws. Every snapshot must be in `dir` here.
 template <class Read, class Refuse>
 MergedSnapshots merge_snapshots(const std::string& dir, uint64_t id, uint32_t old,
                                 const Refuse& refuse, const Read& read) {

@@ -14,6 +14,7 @@
 
 #include "stream/aggregates.h"
 #include "stream/checkpoint.h"
+#include "stream/key_groups.h"
 #include "stream/window.h"
 
 namespace sluice::stream {
@@ -23,9 +24,12 @@ enum class Strategy : uint8_t { kSlash, kUppar };
 struct EngineOptions {
   Strategy strategy = Strategy::kSlash;  // how state is kept and moved (see top)
   uint32_t threads = 1;                  // worker threads per rank
-  double epoch_mib = 64;                 // MiB of input per worker between epochs
-  int64_t lag = 0;                       // ms: watermark = largest event time seen - lag
-  int64_t allowed_lateness = 0;          // ms a window waits past its end
+  // Key groups (key_groups.h): fixed for the life of a job, at least its
+  // number of workers at any time.
+  uint32_t key_groups = KeyGroupRanges::kDefault;
+  double epoch_mib = 64;         // MiB of input per worker between epochs
+  int64_t lag = 0;               // ms: watermark = largest event time seen - lag
+  int64_t allowed_lateness = 0;  // ms a window waits past its end
   // Fixed windows: emit a window's rows once the watermark passes its end
   // and again, updated, for each key a late record (within the allowed
   // lateness) changes, instead of once at end + allowed lateness; the

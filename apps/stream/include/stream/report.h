@@ -47,6 +47,8 @@ struct Report {
   uint64_t replayed = 0;              // records the survivors ingested again after recovering
   uint64_t savepoint = 0;             // the savepoint the run stopped at (0: it ran to the end)
   uint64_t rescaled_from = 0;         // workers of the restored checkpoint, if not this job's
+  uint64_t restored_state = 0;        // state entries restores read from checkpoint files
+  uint64_t restored_state_max = 0;    // the most of them any one worker read
   double seconds = 0;                 // wall time of the run on this rank
   double cpu_seconds = 0;             // process CPU time during the run
 

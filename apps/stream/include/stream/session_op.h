@@ -32,12 +32,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "stream/cells.h"
-#include "stream/checkpoint.h"
 #include "stream/protocol.h"
 #include "stream/state_table.h"
 #include "stream/window.h"
@@ -97,7 +97,7 @@ class SessionOp {
   void ship(Ctx& ctx, int64_t) {
     if constexpr (kSlash) {
       delta_.heads.for_each([&](uint64_t key, const uint32_t& head) {
-        const uint32_t to = sluice::reduce_hash(sluice::hash64(key), ctx.workers());
+        const uint32_t to = ctx.owner(sluice::hash64(key));
         for (uint32_t i = head; i != kNilNode; i = delta_.nodes[i].next) {
           const Session& x = delta_.nodes[i];
           cells_.ship(x.cell, delta_.pool, [&](const auto& e) {
@@ -171,31 +171,27 @@ class SessionOp {
     }
   }
 
-  // A checkpoint of the state (engine.h takes it right after an epoch
+  // A checkpoint of the state (the worker takes it right after an epoch
   // ended, so slash's delta store was shipped and is empty): every session
-  // this worker leads or owns, one message per shipped element of its cell
-  // (key, start, last time), which restore() inserts as a leader inserts
-  // what arrives (a list cell's elements of one session merge again).
+  // this worker leads or owns, one entry per shipped element of its cell
+  // (key, start, last time), each handed to put(); restore() inserts such
+  // entries as a leader inserts what arrives (a list cell's elements of one
+  // session merge again).
   using StateMsg = Msg<SessionPayload<typename Cells::Elem>>;
-  void snapshot(SnapshotWriter& w) const {
-    std::vector<StateMsg> sessions;
+  template <class Put>
+  void snapshot(Put put) const {
     owned_.heads.for_each([&](uint64_t key, const uint32_t& head) {
       for (uint32_t i = head; i != kNilNode; i = owned_.nodes[i].next) {
         const Session& x = owned_.nodes[i];
         cells_.ship(x.cell, owned_.pool, [&](const auto& e) {
-          sessions.push_back(
-              StateMsg{key, x.start, SessionPayload<typename Cells::Elem>{x.last, e}});
+          put(StateMsg{key, x.start, SessionPayload<typename Cells::Elem>{x.last, e}});
         });
       }
     });
-    w.put_vector(sessions);
   }
-  // keep(key): whether this worker takes the key's sessions (all of its own
-  // snapshot's; those it owns now of any worker's, when rescaled).
-  template <class Keep>
-  void restore(SnapshotReader& r, Keep keep) {
-    for (const StateMsg& m : r.template get_vector<StateMsg>()) {
-      if (!keep(m.key)) continue;
+  // Entries of snapshots, all of keys this worker owns now.
+  void restore(std::span<const StateMsg> entries) {
+    for (const StateMsg& m : entries) {
       insert(owned_, m.key, sluice::hash64(m.key), m.time, m.payload.last,
              [&](Cell& c, Pool& p) { cells_.take(c, p, m.payload.item); });
       min_end_ = std::min(min_end_, m.payload.last + gap_);

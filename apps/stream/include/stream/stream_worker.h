@@ -9,9 +9,10 @@
 //
 // kSlash (eager partial state, after the Slash paper): every worker folds
 // its own input into thread-local window state at once. The key space is
-// split into W partitions (W = ranks x threads), partition p led by worker
-// p. A worker updates the state of the partition it leads in place, and
-// keeps the pairs of the other partitions in a delta table. At the end of
+// split into G key groups, fixed for the job (key_groups.h), each led by
+// one of the W workers (W = ranks x threads), which leads a contiguous
+// range of them. A worker updates the state of the keys it leads in
+// place, and keeps the pairs of the others in a delta table. At the end of
 // an epoch (every `epoch_mib` of its input, and early when its watermark
 // passes a window's end) it ships its delta pairs to their leaders through
 // one flow, followed by an epoch marker carrying its epoch number and low
@@ -65,6 +66,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "stream/key_groups.h"
 #include "stream/protocol.h"
 #include "stream/query.h"
 #include "stream/report.h"
@@ -97,6 +99,7 @@ class StreamWorker {
         rank_(rank),
         me_(rank * opt.threads + slot),
         workers_(workers),
+        groups_(opt.key_groups, workers),
         op_(q_, opt, workers),
         out_(std::move(out)),
         w_(IdleStrategy{0, 64}),  // ranks and threads outnumber cores here: never spin
@@ -244,6 +247,8 @@ class StreamWorker {
   // ---- the operator's context
   uint32_t me() const { return me_; }
   uint32_t workers() const { return workers_; }
+  // The worker that owns the key of `hash` (its key group's).
+  uint32_t owner(uint64_t hash) const { return groups_.owner(hash); }
   bool ok() const { return error_.empty(); }
   // The smallest watermark at the last trigger: windows and sessions that
   // end (+ allowed lateness) at or before it have been emitted.
@@ -318,7 +323,7 @@ class StreamWorker {
     }
     const uint64_t key = static_cast<uint64_t>(q_.key_of(o));
     const uint64_t h = sluice::hash64(key);
-    const uint32_t owner = sluice::reduce_hash(h, workers_);
+    const uint32_t owner = groups_.owner(h);
     int64_t wm;
     if (idle_lanes_) {
       wm = lane_watermark();
@@ -602,29 +607,30 @@ class StreamWorker {
     w.position = position_ ? position_() : std::string();
     if constexpr (requires { sink_.prepare(me_, c); }) w.token = sink_.prepare(me_, c);
     return encode_snapshot(opt_.checkpoint.fingerprint, w, [this](SnapshotWriter& out) {
-      if constexpr (requires { op_.snapshot(out); }) {
-        op_.snapshot(out);
-      } else {
-        throw std::logic_error("this operator has no checkpoints (run() refuses it)");
-      }
+      std::vector<typename Op::StateMsg> entries;
+      op_.snapshot([&](const typename Op::StateMsg& e) { entries.push_back(e); });
+      put_state(out, groups_.groups(), entries);
     });
   }
 
-  // Checkpoint restore_id_'s snapshot of worker `g`, its operator state
-  // folded into op_ where keep(key) says (a rescaled restore keeps the keys
-  // this worker now owns).
-  template <class Keep>
-  WorkerSnapshot read_worker(uint32_t g, Keep keep) {
+  // Checkpoint restore_id_'s snapshot of worker `g`: its header, and the
+  // state of key groups [first, end) folded into op_ (reading those groups'
+  // bytes of the file alone).
+  WorkerSnapshot read_worker(uint32_t g, uint32_t first, uint32_t end) {
     const CheckpointOptions& ck = opt_.checkpoint;
-    return decode_snapshot(
-        snapshot_path(ck.dir, restore_id_, g), restore_id_, ck.fingerprint, ck.dir,
-        [&](SnapshotReader& r) {
-          if constexpr (requires { op_.restore(r, keep); }) {
-            op_.restore(r, keep);
-          } else {
-            throw std::logic_error("this operator has no checkpoints (run() refuses it)");
-          }
-        });
+    const SnapshotFile file(snapshot_path(ck.dir, restore_id_, g));
+    StateIndex index;
+    WorkerSnapshot w = decode_snapshot(file, restore_id_, ck.fingerprint, ck.dir, &index);
+    if (index.groups() != groups_.groups()) {
+      throw std::runtime_error(file.path() + " files its state in " +
+                               std::to_string(index.groups()) + " key groups, not " +
+                               std::to_string(groups_.groups()));
+    }
+    const auto entries = read_state<typename Op::StateMsg>(file, index, first, end);
+    op_.restore(entries);
+    report_.restored_state += entries.size();
+    report_.restored_state_max += entries.size();
+    return w;
   }
 
   // Before the start: the state of checkpoint restore_id_ (0: a fresh
@@ -640,7 +646,7 @@ class StreamWorker {
       const uint32_t taken_by = snapshot_workers(
           std::filesystem::exists(own, ec) ? own : snapshot_path(dir, restore_id_, 0));
       if (taken_by != workers_) return restore_rescaled(source, taken_by);
-      const WorkerSnapshot w = read_worker(me_, [](uint64_t) { return true; });
+      const WorkerSnapshot w = read_worker(me_, 0, groups_.groups());
       if (w.worker != me_ || w.workers != workers_) {
         throw std::runtime_error(own + " holds worker " + std::to_string(w.worker) + " of " +
                                  std::to_string(w.workers) + ", not worker " + std::to_string(me_) +
@@ -682,14 +688,15 @@ class StreamWorker {
 
   // A checkpoint taken by `old` workers restored on workers_ (rescaling,
   // as Flink's restart from a savepoint with another parallelism): every
-  // worker reads every old worker's snapshot (so every rank must see the
-  // checkpoint directory: one host, or a shared file system) and keeps the
-  // state of the keys it owns now; the input resumes per partition, which
-  // only a Kafka input has (the others are split by worker); the watermark
-  // state is the most conservative of the old workers' (at an aligned
-  // checkpoint they all heard the same watermarks); the counts go to worker
-  // 0. The sink writes again what an old worker's checkpoint held and
-  // never committed.
+  // worker reads every old worker's snapshot header (so every rank must see
+  // the checkpoint directory: one host, or a shared file system) and, of
+  // its state, only the key groups it owns now (key_groups.h: each state
+  // entry is read by one worker); the input resumes per partition, which
+  // only a Kafka or --partitions input has (the others are split by
+  // worker); the watermark state is the most conservative of the old
+  // workers' (at an aligned checkpoint they all heard the same watermarks);
+  // the counts go to worker 0. The sink writes again what an old worker's
+  // checkpoint held and never committed.
   template <class Source>
   void restore_rescaled(Source& source, uint32_t old) {
     const std::string& dir = opt_.checkpoint.dir;
@@ -707,12 +714,9 @@ class StreamWorker {
           "--partitions can be restored on another number of workers (other inputs are split "
           "by worker)");
     }
-    const uint32_t now = workers_;
-    const auto keep = [this, now](uint64_t key) {
-      return sluice::reduce_hash(sluice::hash64(key), now) == me_;
-    };
-    const MergedSnapshots m = merge_snapshots(dir, restore_id_, old, refuse,
-                                              [&](uint32_t g) { return read_worker(g, keep); });
+    const MergedSnapshots m = merge_snapshots(dir, restore_id_, old, refuse, [&](uint32_t g) {
+      return read_worker(g, groups_.first(me_), groups_.end(me_));
+    });
     if (me_ == 0) {
       report_.records_in = m.sum.records_in;
       report_.input_bytes = m.sum.input_bytes;
@@ -846,7 +850,8 @@ class StreamWorker {
   const EngineOptions& opt_;
   Sink& sink_;
   const uint32_t rank_, me_, workers_;
-  Op op_;  // the state; refers to q_
+  const KeyGroupRanges groups_;  // who owns each key (key_groups.h)
+  Op op_;                        // the state; refers to q_
   Source<Message> out_;
   Worker w_;
   uint64_t epoch_bytes_ = 0;

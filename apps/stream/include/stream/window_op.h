@@ -23,11 +23,11 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "stream/checkpoint.h"
 #include "stream/protocol.h"
 #include "stream/state_table.h"
 #include "stream/window.h"
@@ -110,7 +110,7 @@ class WindowOp {
         const int64_t start = it->first;
         Table& tab = it->second;
         tab.cells.for_each([&](uint64_t key, const Cell& c) {
-          const uint32_t to = sluice::reduce_hash(sluice::hash64(key), ctx.workers());
+          const uint32_t to = ctx.owner(sluice::hash64(key));
           cells_.ship(c, tab.pool, [&](const auto& e) { ctx.push(to, Message{key, start, e}); });
         });
         tab.cells.clear();
@@ -166,26 +166,23 @@ class WindowOp {
         });
   }
 
-  // A checkpoint of the state (engine.h takes it right after an epoch
+  // A checkpoint of the state (the worker takes it right after an epoch
   // ended, so slash's deltas are shipped and empty): every cell this worker
-  // leads or owns in its shipped form, (key, window start, element), which
-  // restore() folds back in as a leader folds deltas.
+  // leads or owns in its shipped form, (key, window start, element), each
+  // handed to put(); restore() folds such entries back in as a leader
+  // folds deltas (the worker files them by key group, checkpoint.h).
   using StateMsg = Msg<typename Cells::Elem>;
-  void snapshot(SnapshotWriter& w) const {
-    std::vector<StateMsg> cells;
+  template <class Put>
+  void snapshot(Put put) const {
     for (const auto& [start, tab] : owned_) {
       tab.cells.for_each([&](uint64_t key, const Cell& c) {
-        cells_.ship(c, tab.pool, [&](const auto& e) { cells.push_back(StateMsg{key, start, e}); });
+        cells_.ship(c, tab.pool, [&](const auto& e) { put(StateMsg{key, start, e}); });
       });
     }
-    w.put_vector(cells);
   }
-  // keep(key): whether this worker takes the key's cells (all of its own
-  // snapshot's; those it owns now of any worker's, when rescaled).
-  template <class Keep>
-  void restore(SnapshotReader& r, Keep keep) {
-    for (const StateMsg& m : r.template get_vector<StateMsg>()) {
-      if (!keep(m.key)) continue;
+  // Entries of snapshots, all of keys this worker owns now.
+  void restore(std::span<const StateMsg> entries) {
+    for (const StateMsg& m : entries) {
       Table& tab = owned(m.time);
       cells_.take(tab.cells.upsert(m.key, sluice::hash64(m.key), init()), tab.pool, m.payload);
     }

@@ -1,0 +1,202 @@
+// Key groups (stream/key_groups.h) and a snapshot's state filed by them
+// (stream/checkpoint.h: put_state, decode_snapshot, read_state): every
+// group has one owner and a worker's groups are one contiguous range; a
+// restore of any range reads exactly the entries of its groups, so the
+// ranges of any number of workers read each entry once; a damaged file is
+// refused, naming it.
+#include "stream/key_groups.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "stream/checkpoint.h"
+
+namespace ss = sluice::stream;
+namespace ssd = sluice::stream::detail;
+
+namespace {
+
+TEST(KeyGroupRangesTest, EveryGroupHasOneOwnerWhoseRangeHoldsIt) {
+  for (const uint32_t groups : {1u, 7u, 128u, 1000u}) {
+    for (uint32_t workers = 1; workers <= std::min(groups, 9u); ++workers) {
+      const ss::KeyGroupRanges r(groups, workers);
+      uint32_t next = 0;
+      for (uint32_t w = 0; w < workers; ++w) {
+        EXPECT_EQ(r.first(w), next) << groups << " groups, " << workers << " workers, worker " << w;
+        EXPECT_LT(r.first(w), r.end(w)) << "worker " << w << " owns no group";
+        for (uint32_t g = r.first(w); g < r.end(w); ++g)
+          EXPECT_EQ(ss::KeyGroupRanges::owner_of_group(g, groups, workers), w);
+        next = r.end(w);
+      }
+      EXPECT_EQ(next, groups);
+    }
+  }
+  // A key's owner is its group's.
+  const ss::KeyGroupRanges r(128, 3);
+  for (uint64_t key = 0; key < 1000; ++key) {
+    const uint64_t h = sluice::hash64(key);
+    const uint32_t g = r.group_of(h);
+    EXPECT_GE(g, r.first(r.owner(h)));
+    EXPECT_LT(g, r.end(r.owner(h)));
+  }
+}
+
+TEST(KeyGroupRangesTest, NoGroupsTooManyOrFewerThanWorkersAreRefused) {
+  const auto message = [](uint32_t groups, uint32_t workers) {
+    try {
+      ss::KeyGroupRanges r(groups, workers);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message(0, 1).find("--key-groups 0 is out of range"), std::string::npos);
+  EXPECT_NE(message(ss::KeyGroupRanges::kMax + 1, 1).find("out of range"), std::string::npos);
+  EXPECT_NE(message(4, 5).find("the job has 5 workers and 4 key groups"), std::string::npos);
+  EXPECT_EQ(message(4, 4), "accepted");
+}
+
+struct Entry {
+  uint64_t key;
+  int64_t time;
+  uint64_t value;
+};
+
+class SnapshotStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("key_groups_test_" + std::to_string(getpid()) + ".snap"))
+                .string();
+    for (uint64_t k = 0; k < 500; ++k) {
+      for (int64_t t = 0; t < 1 + static_cast<int64_t>(k % 3); ++t)
+        entries_.push_back(Entry{k * 7919, t * 1000, k + static_cast<uint64_t>(t)});
+    }
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+
+  // The snapshot of worker 1 of 2 at checkpoint 4 with `entries_` filed in
+  // `groups` groups.
+  void write(uint32_t groups) {
+    ssd::WorkerSnapshot s;
+    s.id = 4;
+    s.worker = 1;
+    s.workers = 2;
+    s.records_in = 12345;
+    s.vc = {1, 2};
+    s.next_epoch = {3, 4};
+    s.position = "0:10,2:20";
+    s.token = "tok";
+    const std::vector<char> bytes = ssd::encode_snapshot(
+        "job", s, [&](ssd::SnapshotWriter& w) { ssd::put_state(w, groups, entries_); });
+    ssd::write_durably(path_, bytes);
+  }
+  std::string error(uint32_t first, uint32_t end) {
+    try {
+      const ssd::SnapshotFile file(path_);
+      ssd::StateIndex index;
+      ssd::decode_snapshot(file, 4, "job", "dir", &index);
+      ssd::read_state<Entry>(file, index, first, end);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "read";
+  }
+  static bool same(const Entry& a, const Entry& b) {
+    return a.key == b.key && a.time == b.time && a.value == b.value;
+  }
+
+  std::string path_;
+  std::vector<Entry> entries_;
+};
+
+TEST_F(SnapshotStateTest, TheRangesOfAnyNumberOfWorkersReadEachEntryOnce) {
+  write(128);
+  const ssd::SnapshotFile file(path_);
+  ssd::StateIndex index;
+  const ssd::WorkerSnapshot s = ssd::decode_snapshot(file, 4, "job", "dir", &index);
+  EXPECT_EQ(s.records_in, 12345u);
+  EXPECT_EQ(s.position, "0:10,2:20");
+  EXPECT_EQ(s.token, "tok");
+  EXPECT_EQ(index.groups(), 128u);
+  for (const uint32_t workers : {1u, 2u, 3u, 5u}) {
+    const ss::KeyGroupRanges r(128, workers);
+    std::vector<Entry> all;
+    for (uint32_t w = 0; w < workers; ++w) {
+      const std::vector<Entry> mine = ssd::read_state<Entry>(file, index, r.first(w), r.end(w));
+      for (const Entry& e : mine) EXPECT_EQ(r.owner(sluice::hash64(e.key)), w);
+      all.insert(all.end(), mine.begin(), mine.end());
+    }
+    ASSERT_EQ(all.size(), entries_.size()) << workers << " workers";
+    // Each entry once, and one key's entries in the order they were put.
+    for (const Entry& e : entries_) {
+      EXPECT_EQ(std::count_if(all.begin(), all.end(), [&](const Entry& a) { return same(a, e); }),
+                1);
+    }
+    for (size_t i = 1; i < all.size(); ++i) {
+      if (all[i].key == all[i - 1].key) {
+        EXPECT_LT(all[i - 1].time, all[i].time);
+      }
+    }
+  }
+  EXPECT_TRUE(ssd::read_state<Entry>(file, index, 128, 200).empty());
+}
+
+TEST_F(SnapshotStateTest, ADamagedOrForeignFileIsRefusedNamingIt) {
+  write(16);
+  EXPECT_EQ(error(0, 16), "read");
+  // Another build's entries.
+  {
+    const ssd::SnapshotFile file(path_);
+    ssd::StateIndex index;
+    ssd::decode_snapshot(file, 4, "job", "dir", &index);
+    try {
+      struct KeyOnly {
+        uint64_t key;
+      };
+      ssd::read_state<KeyOnly>(file, index, 0, 16);
+      ADD_FAILURE() << "entries of another size were read";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("holds state entries of 24 bytes, not 8"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  const auto bytes = [&] {
+    const ssd::SnapshotFile file(path_);
+    return file.read(0, file.size());
+  };
+  std::vector<char> whole = bytes();
+  // An entry's key changed: it is no longer of the group it is filed under.
+  std::vector<char> moved = whole;
+  moved[moved.size() - sizeof(Entry)] ^= 0x5a;
+  ssd::write_durably(path_, moved);
+  EXPECT_NE(
+      error(0, 16).find(path_ + " is damaged: a state entry is filed under the wrong key group"),
+      std::string::npos);
+  // Cut short.
+  std::vector<char> cut(whole.begin(), whole.end() - 5);
+  ssd::write_durably(path_, cut);
+  EXPECT_NE(error(0, 16).find(path_ + " is damaged: its state entries do not fill it"),
+            std::string::npos)
+      << error(0, 16);
+  // Another job's.
+  ssd::write_durably(path_, whole);
+  try {
+    const ssd::SnapshotFile file(path_);
+    ssd::StateIndex index;
+    ssd::decode_snapshot(file, 4, "another job", "dir", &index);
+    ADD_FAILURE() << "another job's snapshot was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("was taken by another job (job)"), std::string::npos);
+  }
+}
+
+}  // namespace
