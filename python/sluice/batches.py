@@ -31,16 +31,30 @@ from . import _sluice
 from ._ends import SourceEnd
 from ._sluice import InvalidArgument
 
-try:  # pyarrow is an optional dependency of the package
-    import pyarrow as pa
-except ImportError:  # pragma: no cover - the error names it at use
-    pa = None
+class _Pyarrow:
+    """pyarrow, imported at its first use: importing it takes about 0.4 s
+    of CPU, which a program that moves no Arrow batches (every rank of a
+    job of numpy flows) does not pay. pyarrow is an optional dependency of
+    the package: without it, a batch flow's error names it."""
+
+    _module: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if _Pyarrow._module is None:
+            import pyarrow
+            _Pyarrow._module = pyarrow
+        return getattr(_Pyarrow._module, name)
+
+
+pa: Any = _Pyarrow()
 
 
 def _require_pyarrow() -> None:
-    if pa is None:
+    try:
+        pa.Schema
+    except ImportError:
         raise InvalidArgument("batch flows need pyarrow (pip install pyarrow, or "
-                              "pip install sluice[dataframe])")
+                              "pip install sluice[dataframe])") from None
 
 
 def _type_tag(schema: "pa.Schema") -> str:

@@ -30,6 +30,19 @@ def test_joining_without_a_launcher_says_which_variables_are_missing():
     assert "SLUICE_" in p.stdout, p.stdout
 
 
+def test_importing_the_package_leaves_pyarrow_until_a_batch_flow_needs_it():
+    # (pyarrow's import costs every rank about 0.2 s of CPU; numpy flows do
+    # not need it.)
+    code = ("import sys, sluice\n"
+            "print('before', 'pyarrow' in sys.modules)\n"
+            "import sluice.batches as b, pyarrow as pa\n"
+            "print('types', b.key_type_ok(pa.int64()), b.key_type_ok(pa.list_(pa.int64())))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "before False" in p.stdout, p.stdout
+    assert "types True False" in p.stdout, p.stdout
+
+
 def test_the_checked_in_stubs_are_what_nanobind_generates_from_the_module(tmp_path):
     """python/sluice/_sluice.pyi is regenerated with
     `PYTHONPATH=build/python .venv/bin/python -m nanobind.stubgen -m sluice._sluice
