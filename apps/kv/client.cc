@@ -114,7 +114,9 @@ void Client::tick(uint64_t now_ms, Outbox& out) {
   // The oldest unanswered operation was sent first: if it waited too long,
   // send every unanswered one again, in order (a lost predecessor makes the
   // store skip its successors, store.h).
-  if (!inflight_.empty() && now_ms - inflight_.front().sent_ms >= retry_ms_) {
+  const uint64_t retry =
+      now_ms < fast_until_ ? std::min<uint64_t>(retry_ms_, kFastRetryMs) : retry_ms_;
+  if (!inflight_.empty() && now_ms - inflight_.front().sent_ms >= retry) {
     for (InFlight& f : inflight_) {
       if (f.done) continue;
       ++retries_;
@@ -133,6 +135,11 @@ void Client::tick(uint64_t now_ms, Outbox& out) {
     sending.push_back(&op(next_));
   }
   if (!sending.empty()) send(sending, out, false);
+}
+
+void Client::replicas_present(uint32_t mask) {
+  if (present_ != 0 && (present_ & ~mask) != 0) fast_until_ = now_ + retry_ms_;
+  present_ = mask;
 }
 
 }  // namespace kv

@@ -58,6 +58,13 @@ class Client : public Node {
 
   void receive(const Message& m, Outbox& out) override;
   void tick(uint64_t now_ms, Outbox& out) override;
+  // A replica gone: for the next retry timeout, an operation unanswered
+  // for kFastRetryMs is sent again (with every later one, to every
+  // replica, as every retry is), so that they reach the new leader soon
+  // after it is elected instead of a whole retry timeout later. (Not ended
+  // by an answer: the old leader's last answers may still come in.)
+  void replicas_present(uint32_t mask) override;
+  static constexpr uint64_t kFastRetryMs = 50;
 
   // Moves the clock without acting (a driver calls it before handing over
   // replies, so completions are stamped no earlier than they arrived).
@@ -139,6 +146,8 @@ class Client : public Node {
   uint64_t now_ = 0;
   uint64_t clock_us_ = 0;
   uint64_t leader_hint_ = 0;
+  uint32_t present_ = 0;     // replicas_present's last mask (0: none yet)
+  uint64_t fast_until_ = 0;  // retry every kFastRetryMs until then
   uint64_t retries_ = 0;
   uint64_t completed_count_ = 0;
   uint64_t completed_sum_ = 0;
@@ -157,6 +166,9 @@ class ClientGroup final : public Node {
   }
   void tick(uint64_t now_ms, Outbox& out) override {
     for (auto& c : clients_) c->tick(now_ms, out);
+  }
+  void replicas_present(uint32_t mask) override {
+    for (auto& c : clients_) c->replicas_present(mask);
   }
   void set_now(uint64_t now_ms) {
     for (auto& c : clients_) c->set_now(now_ms);

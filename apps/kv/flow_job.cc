@@ -521,6 +521,11 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     }
     std::vector<uint32_t> live_replicas, live_clients;
     for (uint32_t r : live) (r < o.replicas ? live_replicas : live_clients).push_back(r);
+    // A replica missing from the epoch is gone: the protocol need not wait
+    // for a timeout to go on without it.
+    uint32_t present = 0;
+    for (uint32_t r : live_replicas) present |= 1u << r;
+    node.replicas_present(present);
     if (live_replicas.size() < config.majority()) {
       throw sluice::Error(sluice::ErrorCode::kPeerLost,
                           "sluice-kv: only " + std::to_string(live_replicas.size()) + " of " +

@@ -195,6 +195,14 @@ class Node {
   virtual void tick(uint64_t now_ms, Outbox& out) = 0;
   // Replica `r` restarted without its state (see Recovery above).
   virtual void forget_replica(uint32_t /*r*/) {}
+  // The replicas the job's membership holds now, a bit per replica (this
+  // node's own included): one missing is gone (its process ended, or the
+  // membership declared it lost), not merely slow. A node may act at its
+  // next tick where it would otherwise wait for a timeout: a gone
+  // leader's successor starts its election, a client sends its unanswered
+  // operations again soon. Liveness only: nothing depends on it for
+  // safety, and a node that is never told waits for its timeouts.
+  virtual void replicas_present(uint32_t /*mask*/) {}
   // Whether this node is still recovering (see Recovery above).
   virtual bool recovering() const { return false; }
 };

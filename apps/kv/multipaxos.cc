@@ -74,6 +74,7 @@ std::optional<Entry>& MultiPaxosReplica::slot(uint64_t s) {
 
 void MultiPaxosReplica::reset_election_timer() {
   last_heard_ = now_;
+  elect_now_ = false;
   std::uniform_int_distribution<uint64_t> d(0, options_.election_timeout_ms);
   election_timeout_ = options_.election_timeout_ms + d(rng_);
 }
@@ -792,7 +793,16 @@ void MultiPaxosReplica::tick(uint64_t now_ms, Outbox& out) {
     }
     return;
   }
-  if (now_ - last_heard_ >= election_timeout_) start_election(out);
+  if (elect_now_ || now_ - last_heard_ >= election_timeout_) start_election(out);
+}
+
+void MultiPaxosReplica::replicas_present(uint32_t mask) {
+  if (recovering_ || role_ != Role::kFollower || (mask & (1u << id_)) == 0) return;
+  const uint32_t n = config_.replicas;
+  if ((mask & (1u << (ballot_ % n))) != 0) return;  // its leader is there
+  uint64_t b = ballot_ + 1;
+  while ((mask & (1u << (b % n))) == 0) ++b;  // (ends: this replica is present)
+  if (b % n == id_) elect_now_ = true;
 }
 
 }  // namespace kv

@@ -92,6 +92,10 @@ class MultiPaxosReplica : public Node {
   void receive(const Message& m, Outbox& out) override;
   void tick(uint64_t now_ms, Outbox& out) override;
   void forget_replica(uint32_t r) override;
+  // A follower whose leader is gone starts phase 1 at its next tick if it
+  // leads the smallest ballot above the current one that a present
+  // replica leads (the others wait for its Prepare, or their timeouts).
+  void replicas_present(uint32_t mask) override;
   bool recovering() const override { return recovering_; }
 
   // Starts from state kept on disk (before the first tick): a follower in
@@ -199,6 +203,7 @@ class MultiPaxosReplica : public Node {
   uint64_t last_heard_ = 0;
   bool started_ = false;  // tick() has run once
   uint64_t election_timeout_ = 0;
+  bool elect_now_ = false;  // replicas_present: the leader is gone and this replica follows it
   uint64_t last_heartbeat_ = 0;
   uint64_t next_catch_up_ = 0;  // no second CatchUp before this (one per heartbeat)
   uint64_t elections_ = 0;

@@ -187,14 +187,34 @@ void NoPaxosReplica::drain(Outbox& out) {
 }
 
 void NoPaxosReplica::on_ordered(const Message& m, Outbox& out) {
-  if (m.session > session_) {
-    // A new sequencer: agree on where the old session's log ends first.
-    start_view_change(view_, m.session, out);
+  // A new sequencer: agree on where the old session's log ends first (and
+  // hold this message, the new session's first, for after that).
+  if (m.session > session_) start_view_change(view_, m.session, out);
+  if (m.session < session_) return;
+  if (status_ == Status::kViewChange) {
+    // (Not taken in yet: nothing is appended or executed during a view
+    // change. Once the view starts they come after its log, as if they
+    // had arrived then.)
+    if (held_.size() < kMaxHeld) held_.emplace(m.a, m);
     return;
   }
-  if (m.session < session_ || status_ == Status::kViewChange) return;
   if (m.a < expected_msgnum()) return;
   pending_[m.a] = m;
+  drain(out);
+}
+
+void NoPaxosReplica::release_held(Outbox& out) {
+  // Only those that continue the log at once: a replica whose log ends
+  // before them is behind, and synchronization brings it up in bulk (they
+  // would make it ask for the slots in between one gap at a time).
+  uint64_t next = expected_msgnum();
+  for (auto& [num, m] : held_) {
+    if (num < next) continue;
+    if (num > next || m.session != session_) break;
+    pending_.emplace(num, std::move(m));
+    ++next;
+  }
+  held_.clear();
   drain(out);
 }
 
@@ -525,6 +545,11 @@ void NoPaxosReplica::tick(uint64_t now_ms, Outbox& out) {
     }
     return;  // and no view change: it has no view to leave
   }
+  if (change_to_ > view_) {
+    const uint64_t to = change_to_;
+    change_to_ = 0;
+    return start_view_change(to, session_, out);
+  }
   if (status_ == Status::kViewChange) {
     if (leading() && now_ - last_sync_ >= options_.sync_ms) {
       last_sync_ = now_;
@@ -558,6 +583,17 @@ void NoPaxosReplica::tick(uint64_t now_ms, Outbox& out) {
     out.push_back(g);
   }
   if (now_ - last_heard_ >= view_timeout_) start_view_change(view_ + 1, session_, out);
+}
+
+void NoPaxosReplica::replicas_present(uint32_t mask) {
+  // (Recovering, it has no view to leave. Changing views to a gone
+  // leader's view, e.g. a session change begun before the loss was known,
+  // it moves on to the next view at once too.)
+  if (status_ == Status::kRecovering) return;
+  if ((mask & (1u << id_)) == 0 || (mask & (1u << leader_of(view_))) != 0) return;
+  uint64_t v = view_ + 1;
+  while ((mask & (1u << leader_of(v))) == 0) ++v;  // (ends: this replica is present)
+  change_to_ = v;
 }
 
 }  // namespace kv

@@ -124,6 +124,10 @@ class NoPaxosReplica : public Node {
   void receive(const Message& m, Outbox& out) override;
   void tick(uint64_t now_ms, Outbox& out) override;
   void forget_replica(uint32_t r) override;
+  // A replica whose view's leader is gone starts, at its next tick, a view
+  // change to the smallest later view whose leader is present (every
+  // present replica picks the same one), instead of after the view timeout.
+  void replicas_present(uint32_t mask) override;
   bool recovering() const override { return status_ == Status::kRecovering; }
 
   bool is_leader() const { return status_ == Status::kNormal && view_ % config_.replicas == id_; }
@@ -234,7 +238,13 @@ class NoPaxosReplica : public Node {
   uint64_t base_ = 0;                    // slots up to here are in the snapshot only
   Entry base_entry_;                     // slot base_'s (session, msgnum), its command dropped
   std::map<uint64_t, Message> pending_;  // ordered messages past a gap, by msgnum
-  uint64_t sync_point_ = 0;              // slots up to here are final
+  // Ordered messages of the view change's session that arrived during it,
+  // by msgnum (at most kMaxHeld; more are dropped, as before): handed on once the view starts
+  // (release_held), where dropping them would make each a gap to agree on.
+  std::map<uint64_t, Message> held_;
+  static constexpr size_t kMaxHeld = 1024;  // (batches of at most 8 KiB: kMaxOrderedBatchBytes)
+  void release_held(Outbox& out);
+  uint64_t sync_point_ = 0;   // slots up to here are final
   uint64_t synced_upto_ = 0;  // follower: log matches the leader's up to here (this view)
   uint64_t executed_ = 0;
   Store store_;
@@ -255,6 +265,7 @@ class NoPaxosReplica : public Node {
   uint64_t last_heard_ = 0;
   bool started_ = false;  // tick() has run once
   uint64_t view_timeout_ = 0;
+  uint64_t change_to_ = 0;    // replicas_present: the view to change to at once (0: none)
   uint64_t last_sync_ = 0;    // leader: the last synchronization (or, in a view change, pull)
   uint64_t gap_started_ = 0;  // when the current gap request or gap commit was (re)sent
   bool gap_open_ = false;     // a gap request is outstanding

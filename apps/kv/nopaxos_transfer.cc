@@ -319,6 +319,7 @@ void NoPaxosReplica::finish_recovery(Outbox& out) {
   recovery_replies_.clear();
   recovery_leader_ = -1;
   pending_.clear();
+  held_.clear();
   gap_open_ = false;
   synced_upto_ = last_slot();
   sync_point_ = std::max(sync_point_, std::min<uint64_t>(recovery_sync_, last_slot()));

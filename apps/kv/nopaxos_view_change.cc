@@ -91,6 +91,7 @@ void NoPaxosReplica::enter_view(uint64_t view, uint64_t session) {
   view_ = std::max(view_, view);
   session_ = std::max(session_, session);
   status_ = Status::kViewChange;
+  std::erase_if(held_, [&](const auto& h) { return h.second.session != session_; });
   ++view_changes_;
   vc_started_ = now_;
   last_sync_ = now_;
@@ -302,6 +303,7 @@ void NoPaxosReplica::try_start_view(Outbox& out) {
     auto it = their_sync.find(r);
     send_start_view(r, (it == their_sync.end() ? S : it->second) + 1, out);
   }
+  release_held(out);
 }
 
 void NoPaxosReplica::adopt(std::vector<Entry> after_sync) {
@@ -400,6 +402,7 @@ void NoPaxosReplica::on_start_view(const Message& m, Outbox& out) {
   r.flag = true;
   r.a = last_slot();
   out.push_back(r);
+  release_held(out);
 }
 
 }  // namespace kv

@@ -304,9 +304,13 @@ KilledJob run_kv_killed(const std::vector<std::string>& args,
 // is on its first target): the new ordered flow is a new session, on rank
 // 1. The two live replicas must agree, every operation complete exactly
 // once, and porcupine find the history linearizable.
-void expect_replica_loss_survived(const std::string& protocol, int victim) {
+// retry_ms, election_ms: the clients' retry and the replicas' election
+// timeouts.
+void expect_replica_loss_survived(const std::string& protocol, int victim,
+                                  const std::string& retry_ms = "500",
+                                  const std::string& election_ms = "1000") {
   const KilledJob job = run_kv_killed({"run", "--protocol", protocol, "--keys", "20", "--retry-ms",
-                                       "500", "--election-timeout-ms", "1000"},
+                                       retry_ms, "--election-timeout-ms", election_ms},
                                       {"--keep-going"}, victim);
   const ProcessResult& r = job.result;
   const int ops = job.ops;
@@ -467,6 +471,20 @@ TEST(KvJobTest, NoPaxosGoesOnWithoutAFollowerKilledBySigkill) {
 
 TEST(KvJobTest, NoPaxosStartsANewSessionWhenTheSequencerAndLeaderAreKilled) {
   expect_replica_loss_survived("nopaxos", 0);
+}
+
+// A leader whose process is gone is not waited for: the membership's new
+// epoch names the replicas left, the replica that leads the next ballot
+// (Multi-Paxos) or view (NOPaxos) among them takes over at once, and the
+// clients send their unanswered operations again every 50 ms for a retry
+// timeout. With both timeouts at 10 minutes, the job still ends well within
+// the launcher's 100 s: without that path it would wait for them.
+TEST(KvJobTest, MultiPaxosReplacesAKilledLeaderWithoutWaitingForItsTimeouts) {
+  expect_replica_loss_survived("multipaxos", 0, "600000", "600000");
+}
+
+TEST(KvJobTest, NoPaxosReplacesAKilledLeaderAndSequencerWithoutWaitingForItsTimeouts) {
+  expect_replica_loss_survived("nopaxos", 0, "600000", "600000");
 }
 
 // A replica killed by the launcher (--kill) while the clients run is

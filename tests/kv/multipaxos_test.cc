@@ -282,6 +282,61 @@ TEST(MultiPaxosRulesTest, AClockThatStartsLateDoesNotTriggerAnElection) {
   EXPECT_EQ(r.elections(), 1u);
 }
 
+// The membership's epoch names the replicas left (Node::replicas_present):
+// a follower whose leader is gone elects at its next tick only if it leads
+// the smallest ballot above the current one among those present, so the
+// survivors do not duel; with the leader present nothing changes.
+TEST(MultiPaxosRulesTest, OnlyTheNextLeaderAmongThePresentElectsAtOnceWhenItsLeaderIsGone) {
+  Outbox out;
+  MultiPaxosReplica r2(Config{5}, 2), r3(Config{5}, 3);
+  r2.tick(1000, out);
+  r3.tick(1000, out);
+  const uint32_t present = 0b11100;  // replicas 0 (the leader) and 1 are gone
+  r2.replicas_present(present);
+  r3.replicas_present(present);
+  out.clear();
+  r2.tick(1001, out);
+  r3.tick(1001, out);
+  EXPECT_EQ(r2.elections(), 1u);
+  EXPECT_EQ(r3.elections(), 0u);
+  const Message* prepare = find(out, MsgType::kPrepare);
+  ASSERT_NE(prepare, nullptr);
+  EXPECT_EQ(prepare->from, 2u);
+  EXPECT_EQ(prepare->view, 2u);
+
+  MultiPaxosReplica r1(Config{3}, 1);
+  r1.tick(1000, out);
+  r1.replicas_present(0b111);
+  r1.replicas_present(0b011);  // replica 2 gone, the leader 0 present
+  r1.tick(1001, out);
+  EXPECT_EQ(r1.elections(), 0u);
+}
+
+// A client learns that a replica is gone: for its retry timeout it sends
+// what is unanswered again every Client::kFastRetryMs (to every replica),
+// so that the operations reach the new leader soon after its election.
+TEST(ClientRulesTest, AReplicaGoneMakesUnansweredOperationsGoAgainSoon) {
+  Command put;
+  put.op = Op::kPut;
+  put.key = "k";
+  put.value = "v";
+  for (const bool gone : {false, true}) {
+    Client c(Config{3}, Protocol::kMultiPaxos, 0, {put}, /*retry_ms=*/10'000);
+    Outbox out;
+    c.tick(1000, out);  // sent
+    c.replicas_present(0b111);
+    if (gone) c.replicas_present(0b110);
+    c.tick(1000 + Client::kFastRetryMs, out);
+    EXPECT_EQ(c.retries(), gone ? 1u : 0u) << (gone ? "a replica gone" : "all present");
+    c.tick(1000 + 3 * Client::kFastRetryMs, out);
+    EXPECT_EQ(c.retries(), gone ? 2u : 0u);
+    c.tick(1000 + 10'000 + 3 * Client::kFastRetryMs, out);  // past the fast window: the timeout
+    EXPECT_EQ(c.retries(), gone ? 3u : 1u);
+    c.tick(1000 + 10'000 + 5 * Client::kFastRetryMs, out);
+    EXPECT_EQ(c.retries(), gone ? 3u : 1u);
+  }
+}
+
 // --- A replica whose process restarted without its state (message.h,
 // Recovery; SimCluster::restart).
 

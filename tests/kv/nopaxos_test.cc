@@ -411,6 +411,48 @@ TEST(NoPaxosRulesTest, AClockThatStartsLateDoesNotTriggerAViewChange) {
   EXPECT_EQ(r.view_changes(), 1u);
 }
 
+// The membership's epoch names the replicas left (Node::replicas_present):
+// a replica whose view's leader is gone changes at its next tick to the
+// smallest later view whose leader is present (all pick the same one);
+// with the leader present nothing changes.
+TEST(NoPaxosRulesTest, ALeaderGoneMakesThePresentChangeToTheNextViewThatOneOfThemLeads) {
+  Outbox out;
+  NoPaxosReplica r2(Config{5}, 2), r3(Config{5}, 3), r1(Config{3}, 1);
+  for (NoPaxosReplica* r : {&r2, &r3, &r1}) r->tick(1000, out);
+  r2.replicas_present(0b11100);  // replicas 0 (view 0's leader) and 1 are gone
+  r3.replicas_present(0b11100);
+  r1.replicas_present(0b011);  // replica 2 gone, the leader 0 present
+  out.clear();
+  for (NoPaxosReplica* r : {&r2, &r3, &r1}) r->tick(1001, out);
+  EXPECT_EQ(r2.view(), 2u);
+  EXPECT_EQ(r3.view(), 2u);
+  EXPECT_EQ(r2.view_changes(), 1u);
+  EXPECT_EQ(r3.view_changes(), 1u);
+  EXPECT_NE(find(out, MsgType::kViewChangeRequest), nullptr);
+  EXPECT_EQ(r1.view(), 0u);
+  EXPECT_EQ(r1.view_changes(), 0u);
+
+  // Already changing to the gone leader's view (a new sequencer's first
+  // request began a session change in view 0): it moves on to view 1 at
+  // once, the new session kept.
+  NoPaxosReplica r(Config{3}, 2);
+  r.tick(1000, out);
+  Message first;
+  first.type = MsgType::kOrdered;
+  first.from = 3;
+  first.to = 2;
+  first.session = 2;
+  first.a = 1;
+  r.receive(first, out);
+  EXPECT_FALSE(r.normal());
+  EXPECT_EQ(r.view(), 0u);
+  EXPECT_EQ(r.session(), 2u);
+  r.replicas_present(0b110);
+  r.tick(1001, out);
+  EXPECT_EQ(r.view(), 1u);
+  EXPECT_EQ(r.session(), 2u);
+}
+
 TEST(NoPaxosTest, SynchronizationSendsBoundedChunksToAFollowerFarBehind) {
   ClusterOptions o = nopaxos(3, 3, 40);
   o.nopaxos.max_sync_entries = 16;
