@@ -209,6 +209,9 @@ class NoPaxosReplica : public Node {
   void send_sync(Outbox& out);
   void send_sync_to(uint32_t follower, Outbox& out, bool full);
   void commit_gap(Outbox& out);
+  // Once a view starts: the held messages that continue the log go to
+  // pending_ (and are drained); the rest are dropped.
+  void release_held(Outbox& out);
   // Whether (view, session) is newer than ours in some component.
   bool newer(uint64_t view, uint64_t session) const { return view > view_ || session > session_; }
   uint64_t expected_msgnum() const;
@@ -239,11 +242,11 @@ class NoPaxosReplica : public Node {
   Entry base_entry_;                     // slot base_'s (session, msgnum), its command dropped
   std::map<uint64_t, Message> pending_;  // ordered messages past a gap, by msgnum
   // Ordered messages of the view change's session that arrived during it,
-  // by msgnum (at most kMaxHeld; more are dropped, as before): handed on once the view starts
-  // (release_held), where dropping them would make each a gap to agree on.
+  // by msgnum: taken in once the view starts (release_held), where
+  // dropping them would make each a gap to agree on. At most kMaxHeld
+  // (batches of at most kMaxOrderedBatchBytes); more are dropped.
   std::map<uint64_t, Message> held_;
-  static constexpr size_t kMaxHeld = 1024;  // (batches of at most 8 KiB: kMaxOrderedBatchBytes)
-  void release_held(Outbox& out);
+  static constexpr size_t kMaxHeld = 1024;
   uint64_t sync_point_ = 0;   // slots up to here are final
   uint64_t synced_upto_ = 0;  // follower: log matches the leader's up to here (this view)
   uint64_t executed_ = 0;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -187,6 +188,20 @@ TEST_F(SnapshotStateTest, ADamagedOrForeignFileIsRefusedNamingIt) {
   EXPECT_NE(error(0, 16).find(path_ + " is damaged: its state entries do not fill it"),
             std::string::npos)
       << error(0, 16);
+  // A snapshot of the format before key groups.
+  std::vector<char> older = whole;
+  const uint64_t v2 = ssd::kSnapshotMagicV2;
+  std::memcpy(older.data(), &v2, sizeof v2);
+  ssd::write_durably(path_, older);
+  EXPECT_NE(error(0, 16).find(path_ + " was written by an older sluice-stream (snapshot format 2"),
+            std::string::npos)
+      << error(0, 16);
+  try {
+    ssd::snapshot_workers(path_);
+    ADD_FAILURE() << "an older format's worker count was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("older sluice-stream"), std::string::npos) << e.what();
+  }
   // Another job's.
   ssd::write_durably(path_, whole);
   try {

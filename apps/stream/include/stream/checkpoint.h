@@ -75,6 +75,19 @@ struct CheckpointOptions {
 namespace detail {
 
 inline constexpr uint64_t kSnapshotMagic = 0x33544e5043534c53ULL;  // "SLSCPNT3"
+// Format 2, before key groups: its state is not filed by group.
+inline constexpr uint64_t kSnapshotMagicV2 = 0x32544e5043534c53ULL;  // "SLSCPNT2"
+
+// The error for a file whose first 8 bytes are `magic` but not
+// kSnapshotMagic.
+inline std::runtime_error not_a_snapshot(const std::string& path, uint64_t magic) {
+  if (magic == kSnapshotMagicV2) {
+    return std::runtime_error(path +
+                              " was written by an older sluice-stream (snapshot format 2, before "
+                              "key groups); this one reads format 3: start the job afresh");
+  }
+  return std::runtime_error(path + " is not a sluice-stream checkpoint");
+}
 
 class SnapshotWriter {
  public:
@@ -415,8 +428,9 @@ inline WorkerSnapshot decode_snapshot(const SnapshotFile& file, uint64_t id,
                                       const std::string& fingerprint, const std::string& dir,
                                       StateIndex* index) {
   const std::string& path = file.path();
-  if (file.size() < 2 * sizeof(uint64_t) || file.read_value<uint64_t>(0) != kSnapshotMagic)
-    throw std::runtime_error(path + " is not a sluice-stream checkpoint");
+  if (file.size() < 2 * sizeof(uint64_t)) throw not_a_snapshot(path, 0);
+  if (const auto magic = file.read_value<uint64_t>(0); magic != kSnapshotMagic)
+    throw not_a_snapshot(path, magic);
   const auto state_at = file.read_value<uint64_t>(sizeof(uint64_t));
   SnapshotReader r(file.read(0, state_at), path);
   r.get<uint64_t>();
@@ -509,7 +523,9 @@ std::vector<Entry> read_state(const SnapshotFile& file, const StateIndex& index,
 inline uint32_t snapshot_workers(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   uint64_t magic = 0, state_at = 0, n = 0;
-  if (!in.read(reinterpret_cast<char*>(&magic), sizeof magic) || magic != kSnapshotMagic ||
+  if (in.read(reinterpret_cast<char*>(&magic), sizeof magic) && magic == kSnapshotMagicV2)
+    throw not_a_snapshot(path, magic);
+  if (!in || magic != kSnapshotMagic ||
       !in.read(reinterpret_cast<char*>(&state_at), sizeof state_at) ||
       !in.read(reinterpret_cast<char*>(&n), sizeof n) || n > (1u << 20)) {
     throw std::runtime_error(path + " is not a sluice-stream checkpoint (or cannot be read)");
