@@ -99,33 +99,6 @@ struct Epoch {
 
 }  // namespace
 
-std::string epoch_suffix(uint32_t world, const std::vector<uint32_t>& live) {
-  std::string out;
-  for (uint32_t r = 0, i = 0; r < world; ++r) {
-    if (i < live.size() && live[i] == r) {
-      ++i;
-    } else {
-      out += (out.empty() ? "-without-" : "-") + std::to_string(r);
-    }
-  }
-  return out;
-}
-
-uint32_t epoch_session(const std::vector<uint32_t>& live, const std::vector<uint32_t>& inc) {
-  uint32_t n = 1;
-  for (uint32_t r = 0; r < inc.size(); ++r)
-    n += 2 * inc[r] + (std::binary_search(live.begin(), live.end(), r) ? 0 : 1);
-  return n;
-}
-
-std::vector<uint32_t> lost_ranks(uint32_t world, const std::vector<uint32_t>& live,
-                                 uint32_t below) {
-  std::vector<uint32_t> out;
-  for (uint32_t r = 0; r < world && r < below; ++r)
-    if (!std::binary_search(live.begin(), live.end(), r)) out.push_back(r);
-  return out;
-}
-
 int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   const uint32_t rank = cluster.rank(), world = cluster.world_size();
   if (o.replicas == 0 || o.replicas % 2 == 0 || world <= o.replicas) {
@@ -523,9 +496,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     for (uint32_t r : live) (r < o.replicas ? live_replicas : live_clients).push_back(r);
     // A replica missing from the epoch is gone: the protocol need not wait
     // for a timeout to go on without it.
-    uint32_t present = 0;
-    for (uint32_t r : live_replicas) present |= 1u << r;
-    node.replicas_present(present);
+    node.replicas_present(present_replicas(live, o.replicas));
     if (live_replicas.size() < config.majority()) {
       throw sluice::Error(sluice::ErrorCode::kPeerLost,
                           "sluice-kv: only " + std::to_string(live_replicas.size()) + " of " +

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "cluster_sim.h"
+#include "flow_epochs.h"
 #include "resp_gateway.h"
 #include "wal.h"
 
@@ -123,18 +124,6 @@ struct FlowJobOptions {
   std::function<void(uint32_t rank, bool leader, uint64_t applied)>
       on_progress;  // clients print each retry (when, how far they got) to stderr
 };
-
-// The suffix of an epoch's flow names: "" while every rank is alive, else
-// "-without-" and the lost ranks, e.g. "-without-0-2". Every rank that sees
-// the same live ranks (increasing) declares the same names.
-std::string epoch_suffix(uint32_t world, const std::vector<uint32_t>& live);
-// An epoch's number, which is also its NOPaxos session: 1 plus, for every
-// rank, two per restart (`inc`: its incarnation, or the one that died) and
-// one if it is not in `live` (increasing). Every change of the job's ranks
-// raises it, so sessions only grow and every epoch's flows have new names.
-uint32_t epoch_session(const std::vector<uint32_t>& live, const std::vector<uint32_t>& inc);
-// The ranks below `below` that are not in `live` (increasing).
-std::vector<uint32_t> lost_ranks(uint32_t world, const std::vector<uint32_t>& live, uint32_t below);
 
 // Runs this rank's part; returns the process exit status (0: every check
 // passed, on rank 0; other ranks: their part went well). Rank 0 prints the

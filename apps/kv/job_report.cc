@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "cluster_sim.h"
+#include "flow_epochs.h"
 #include "history.h"
 
 namespace kv {

@@ -42,7 +42,7 @@ std::string replica_report(uint32_t rank, const Store& s, uint64_t view,
 std::string client_reports(uint32_t rank, const ClientGroup& g, uint64_t expected_ops);
 
 // The kv-report flow among the live ranks (increasing): every other live
-// rank -> the first, named "kv-report" + epoch_suffix (flow_job.h).
+// rank -> the first, named "kv-report" + epoch_suffix (flow_epochs.h).
 sluice::ShuffleSpec<sluice::Bytes> report_flow(sluice::Cluster& cluster,
                                                const std::vector<uint32_t>& live);
 

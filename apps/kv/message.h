@@ -183,6 +183,15 @@ struct Config {
   uint32_t replicas = 3;
   uint32_t f() const { return (replicas - 1) / 2; }
   uint32_t majority() const { return replicas / 2 + 1; }
+  // The smallest view (Multi-Paxos: ballot) above `view` whose leader,
+  // replica view % replicas, is in `present` (a bit per replica; it must
+  // hold one): where the replicas left go when their leader is gone
+  // (Node::replicas_present).
+  uint64_t next_view_led_by(uint32_t present, uint64_t view) const {
+    uint64_t v = view + 1;
+    while ((present & (1u << (v % replicas))) == 0) ++v;
+    return v;
+  }
   uint32_t sequencer_id() const { return replicas; }
   uint32_t client_id(uint32_t i) const { return replicas + 1 + i; }
 };

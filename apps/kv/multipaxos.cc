@@ -800,9 +800,7 @@ void MultiPaxosReplica::replicas_present(uint32_t mask) {
   if (recovering_ || role_ != Role::kFollower || (mask & (1u << id_)) == 0) return;
   const uint32_t n = config_.replicas;
   if ((mask & (1u << (ballot_ % n))) != 0) return;  // its leader is there
-  uint64_t b = ballot_ + 1;
-  while ((mask & (1u << (b % n))) == 0) ++b;  // (ends: this replica is present)
-  if (b % n == id_) elect_now_ = true;
+  if (config_.next_view_led_by(mask, ballot_) % n == id_) elect_now_ = true;
 }
 
 }  // namespace kv

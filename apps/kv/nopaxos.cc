@@ -591,9 +591,7 @@ void NoPaxosReplica::replicas_present(uint32_t mask) {
   // it moves on to the next view at once too.)
   if (status_ == Status::kRecovering) return;
   if ((mask & (1u << id_)) == 0 || (mask & (1u << leader_of(view_))) != 0) return;
-  uint64_t v = view_ + 1;
-  while ((mask & (1u << leader_of(v))) == 0) ++v;  // (ends: this replica is present)
-  change_to_ = v;
+  change_to_ = config_.next_view_led_by(mask, view_);
 }
 
 }  // namespace kv

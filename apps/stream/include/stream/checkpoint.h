@@ -42,9 +42,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
@@ -420,6 +418,18 @@ struct StateIndex {
   uint32_t groups() const { return static_cast<uint32_t>(first.size() - 1); }
 };
 
+// The header of the snapshot in `file` (its bytes up to the state
+// section), read past the magic and the state section's offset.
+inline SnapshotReader read_header(const SnapshotFile& file) {
+  if (file.size() < 2 * sizeof(uint64_t)) throw not_a_snapshot(file.path(), 0);
+  if (const auto magic = file.read_value<uint64_t>(0); magic != kSnapshotMagic)
+    throw not_a_snapshot(file.path(), magic);
+  SnapshotReader r(file.read(0, file.read_value<uint64_t>(sizeof(uint64_t))), file.path());
+  r.get<uint64_t>();
+  r.get<uint64_t>();
+  return r;
+}
+
 // Reads checkpoint `id`'s snapshot header from `file` and its state
 // section's index into `index`. Throws std::runtime_error naming the file
 // if it is not one, is damaged, is of another checkpoint, or was taken by
@@ -428,13 +438,8 @@ inline WorkerSnapshot decode_snapshot(const SnapshotFile& file, uint64_t id,
                                       const std::string& fingerprint, const std::string& dir,
                                       StateIndex* index) {
   const std::string& path = file.path();
-  if (file.size() < 2 * sizeof(uint64_t)) throw not_a_snapshot(path, 0);
-  if (const auto magic = file.read_value<uint64_t>(0); magic != kSnapshotMagic)
-    throw not_a_snapshot(path, magic);
   const auto state_at = file.read_value<uint64_t>(sizeof(uint64_t));
-  SnapshotReader r(file.read(0, state_at), path);
-  r.get<uint64_t>();
-  r.get<uint64_t>();
+  SnapshotReader r = read_header(file);
   const std::string theirs = r.get_string();
   if (theirs != fingerprint) {
     throw std::runtime_error("checkpoint " + std::to_string(id) + " in " + dir +
@@ -521,24 +526,12 @@ std::vector<Entry> read_state(const SnapshotFile& file, const StateIndex& index,
 // How many workers took the snapshot at `path` (its header alone; the
 // whole file is checked when it is read).
 inline uint32_t snapshot_workers(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  uint64_t magic = 0, state_at = 0, n = 0;
-  if (in.read(reinterpret_cast<char*>(&magic), sizeof magic) && magic == kSnapshotMagicV2)
-    throw not_a_snapshot(path, magic);
-  if (!in || magic != kSnapshotMagic ||
-      !in.read(reinterpret_cast<char*>(&state_at), sizeof state_at) ||
-      !in.read(reinterpret_cast<char*>(&n), sizeof n) || n > (1u << 20)) {
-    throw std::runtime_error(path + " is not a sluice-stream checkpoint (or cannot be read)");
-  }
-  uint64_t id = 0;
-  uint32_t worker = 0, workers = 0;
-  in.seekg(static_cast<std::streamoff>(n), std::ios::cur);
-  if (!in.read(reinterpret_cast<char*>(&id), sizeof id) ||
-      !in.read(reinterpret_cast<char*>(&worker), sizeof worker) ||
-      !in.read(reinterpret_cast<char*>(&workers), sizeof workers)) {
-    throw std::runtime_error("checkpoint file " + path + " is cut short");
-  }
-  return workers;
+  const SnapshotFile file(path);
+  SnapshotReader r = read_header(file);
+  r.get_string();     // the fingerprint
+  r.get<uint64_t>();  // the id
+  r.get<uint32_t>();  // the worker
+  return r.get<uint32_t>();
 }
 
 // A partitioned input's position ("partition:next-offset,...",
