@@ -66,6 +66,9 @@ struct FlowState {
   // The peers as the flow sees them: each rank's incarnation at declare
   // (ctx.liveness). A rank that died is lost to the flow even once it rejoins.
   std::unique_ptr<control::PinnedLiveness> liveness;
+  // The view the flow was declared in (control::kUnscopedEpoch: none). Once
+  // the job's view has moved past it, every participant gives the flow up.
+  uint64_t epoch = control::kUnscopedEpoch;
   std::vector<bool> source_open;
   std::vector<bool> target_open;
 
@@ -191,6 +194,9 @@ class ClusterImpl {
   // caller's object in the error when transport is kShm across hosts.
   Transport transport_between(uint32_t a, uint32_t b, const std::string& what);
   void map_regions(FlowState& fs, const std::vector<uint32_t>& target_ranks);
+  // One target rank's rings (map_regions); `best_effort`: without waiting
+  // for a rank whose rings are gone to be declared lost.
+  void map_region(FlowState& fs, uint32_t rank, bool best_effort);
   void setup_ofi(FlowState& fs);
 
   // Last, so destroyed first: what it still holds refers to the flows and

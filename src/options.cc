@@ -50,6 +50,7 @@ const std::set<std::string>& known_variables() {
       "SLUICE_TEST_OFI_IMPERSONATE",
       "SLUICE_TEST_OFI_NO_WAIT_FD",
       "SLUICE_TEST_OFI_CLOSE_NO_FLUSH",
+      "SLUICE_TEST_MAP_DELAY",
       "SLUICE_TEST_DESTRUCTOR_WAITS",
       "SLUICE_TEST_KILL_AT",   // sluice::kill_point (sluice/job.h), set by sluice run --kill-at
       "SLUICE_TEST_KV_HOOKS",  // apps/kv: its test switches

@@ -60,6 +60,23 @@ bool region_post_refused() {
   const char* v = std::getenv("SLUICE_TEST_REGION_POST_REFUSED");
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
+uint64_t map_delay_ms(uint32_t rank, const std::string& flow) {
+  const char* v = std::getenv("SLUICE_TEST_MAP_DELAY");
+  if (v == nullptr) return 0;
+  const std::string all(v);
+  for (size_t at = 0; at < all.size();) {
+    size_t end = all.find(',', at);
+    if (end == std::string::npos) end = all.size();
+    const std::string entry = all.substr(at, end - at);
+    at = end + 1;
+    const size_t first = entry.find(':'), last = entry.rfind(':');
+    if (first == std::string::npos || last == first) continue;
+    if (std::strtoull(entry.c_str(), nullptr, 10) != rank) continue;
+    if (entry.compare(first + 1, last - first - 1, flow) != 0) continue;
+    return std::strtoull(entry.c_str() + last + 1, nullptr, 10);
+  }
+  return 0;
+}
 
 namespace {
 thread_local int destructor_depth = 0;
@@ -109,6 +126,7 @@ uint64_t ofi_impersonate(uint32_t) { return 0; }
 bool ofi_no_wait_fd() { return false; }
 bool ofi_close_no_flush() { return false; }
 bool region_post_refused() { return false; }
+uint64_t map_delay_ms(uint32_t, const std::string&) { return 0; }
 #endif
 
 }  // namespace sluice::detail::test_hooks

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace sluice::detail::test_hooks {
 
@@ -47,6 +48,12 @@ bool ofi_close_no_flush();
 // lost peer never drains. Read on every call, unlike the others, so that
 // one test in a process can turn it on and off.
 bool region_post_refused();
+// SLUICE_TEST_MAP_DELAY=r:flow:ms[,r:flow:ms...]: rank r, declaring the
+// flow named `flow` (as the registry names it: "name@epoch" in a view),
+// sleeps ms milliseconds after publishing its rings and before mapping its
+// peers', as a rank descheduled right there would. Returns ms for this rank
+// and flow, else 0.
+uint64_t map_delay_ms(uint32_t rank, const std::string& flow);
 
 // Destructors never block on the network (docs/guide.md, "Lifecycle"). The
 // destructor of every public handle runs inside a DestructorScope, and

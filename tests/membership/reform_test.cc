@@ -153,6 +153,56 @@ TEST(ReformTest, ACombinerFlowReformsAmongTheSurvivorsAndEveryRoundCommitsOnce) 
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
+// Ranks held up in a declaration (the test hook SLUICE_TEST_MAP_DELAY:
+// after publishing their rings, before mapping their peers', as ranks
+// descheduled there would be) while rank 2 is killed: the peer timeout is
+// 30 s and the launcher gives up after 20 s, so a survivor that waits out
+// the peer timeout anywhere fails the test.
+testing::ProcessResult run_held_up(const std::string& holds, const std::string& kill_at) {
+  return testing::run_process(
+      testing::job_argv(
+          4, 20, "sluice-test-reform-program", program(30, 0, {"--combiner"}),
+          {"--keep-going", "--faults-after", "MARK round 10 begins", "--kill", "2@" + kill_at}),
+      {{"SLUICE_PEER_TIMEOUT_MS", "30000"}, {"SLUICE_TEST_MAP_DELAY", holds}},
+      std::chrono::seconds(60));
+}
+
+void expect_survivors_commit_every_round(const testing::ProcessResult& r) {
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "timed out after"), 0) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  for (int rank : {0, 1, 3}) expect_done(r, rank, 0, 30, 30);
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+}
+
+// Rank 1 gives the round's flow up in its declaration (it finds rank 2
+// dead) and frees its rings while rank 0, alive, has not mapped them yet:
+// rank 0 then sees a newer view than the flow's and gives up too, at once.
+// (It used to wait out the peer timeout for rank 1, alive, to be declared
+// lost: 5 s by default at every such re-formation; here 30 s.)
+TEST(ReformTest, ARankWhosePeerGaveTheFlowUpForANewViewFollowsAtOnce) {
+  const testing::ProcessResult r =
+      run_held_up("0:sum-10@0:1000,1:sum-10@0:300,2:sum-10@0:400", "0.1");
+  expect_survivors_commit_every_round(r);
+  EXPECT_EQ(testing::count_lines_with_all(r.output, {"RETRY rank 0 round 10", "ViewChanged"}), 1)
+      << r.output;
+}
+
+// Rank 0 finds rank 2 dead while it maps its peers' rings: it still maps
+// rank 3's, so that its source's abort reaches rank 3's target, which had
+// finished its declaration and waits for that source. (It used to stop at
+// the first failure, and rank 3 waited for ever.)
+TEST(ReformTest, ADeclarationThatFailsAbortsItsSourceTowardsEveryTargetItCanMap) {
+  const testing::ProcessResult r = run_held_up("0:sum-10@0:500", "0.05");
+  expect_survivors_commit_every_round(r);
+  for (int rank : {1, 3}) {
+    EXPECT_EQ(
+        testing::count_lines_with(r.output, "RETRY rank " + std::to_string(rank) + " round 10"), 1)
+        << r.output;
+  }
+}
+
 // Rank 2 stopped (SIGSTOP) past the 1 s peer timeout: the survivors fence
 // it (SIGKILL: the launcher's status is 137) and go on as after a kill.
 TEST(ReformTest, AStoppedRankIsFencedAndTheSurvivorsCommitEveryRoundOnce) {
