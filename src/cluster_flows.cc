@@ -516,6 +516,16 @@ void ClusterImpl::map_region(FlowState& fs, uint32_t rank, bool best_effort) {
         throw PeerLostError(rank, "flow '" + name + "': " + peers.describe(rank) +
                                       " before this rank could map its rings");
       }
+      // Another participant lost: the usual reason that rank gave up.
+      for (const auto* side : {&fs.ctx.spec.sources(), &fs.ctx.spec.targets()}) {
+        for (const Endpoint& e : *side) {
+          if (!peers.alive(e.rank)) {
+            throw PeerLostError(e.rank, "flow '" + name + "': " + peers.describe(e.rank) +
+                                            " while the flow was set up (rank " +
+                                            std::to_string(rank) + " gave it up)");
+          }
+        }
+      }
       if (fs.epoch != control::kUnscopedEpoch && client->peers().epoch() > fs.epoch) {
         throw Error(ErrorCode::kViewChanged,
                     "flow '" + name + "': the job's view moved past view " +
