@@ -137,6 +137,10 @@ TEST(ReformTest, ACombinerFlowReformsAmongTheSurvivorsAndEveryRoundCommitsOnce) 
   EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: injecting --kill 2@"), 1) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+  // Every survivor learnt of the loss from the library, none by waiting
+  // out its own 90 s deadline (a target once waited so for a source whose
+  // rank failed its declaration before it mapped that target's rings).
+  EXPECT_EQ(testing::count_lines_with_all(r.output, {"RETRY", "Timeout"}), 0) << r.output;
   for (int rank : {0, 1, 3}) {
     expect_done(r, rank, 0, 30, 30);
     EXPECT_EQ(testing::count_lines_with_all(
@@ -172,6 +176,7 @@ void expect_survivors_commit_every_round(const testing::ProcessResult& r) {
   EXPECT_EQ(testing::count_lines_with(r.output, "timed out after"), 0) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with_all(r.output, {"RETRY", "Timeout"}), 0) << r.output;
   for (int rank : {0, 1, 3}) expect_done(r, rank, 0, 30, 30);
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
