@@ -43,7 +43,8 @@ namespace kv {
 // linsert (`expected` "before" or "after", `value` the pivot and the
 // element, encode_names) and lpos (`value` the element, `expected` the
 // rank, the count ("" for none) and the maxlen, encode_names); lmove, on
-// two keys, run on copies of them as rename is (store_multi.cc): `key` the
+// two keys, applied atomically (store_multi.cc: in place, or on copies of
+// them as rename is inside a transaction or near maxmemory): `key` the
 // source, `value` the destination, `expected` the ends, "LL", "LR", "RL"
 // or "RR" (RPOPLPUSH: "RL"); lmpop (LMPOP), on several keys as zmpop is
 // (zset.h): `key` the first key, `value` the keys, `expected` "left" or
@@ -58,7 +59,8 @@ namespace kv {
 // and srandmember (`expected` the count in decimal, or empty for none;
 // `value` the seed the gateway stamped, in decimal: store_sets.cc), and the
 // commands on several keys, each run on copies of its keys as rename is
-// (store_multi.cc): smove (`key` the source, `value` the destination,
+// (store_multi.cc; smove outside a transaction in place, as lmove): smove
+// (`key` the source, `value` the destination,
 // `expected` the member), sinter, sunion, sdiff and sintercard (`value` the
 // keys, encode_names, `key` the first of them; sintercard: `expected` the
 // limit, 0 none) and sinterstore, sunionstore, sdiffstore (`key` the

@@ -492,6 +492,9 @@ Result Store::execute_here(const Command& c) {
     case Op::kScan:
       return read_keyspace(c);
     default:
+      if (c.op == Op::kLMove || c.op == Op::kSMove) {
+        if (std::optional<Result> r = move_here(c)) return std::move(*r);
+      }
       if (detail::is_keys_op(c.op)) return execute_keys(c);
       break;
   }

@@ -331,6 +331,11 @@ class Store {
   // store_multi.cc: a transaction, rename or renamenx (run on copies of the
   // keys they touch, then committed or not), flushall, and watch.
   Result execute_keys(const Command& c);
+  // LMOVE and SMOVE outside a transaction, run in place on their two keys
+  // (no copy of either collection) when nothing could make them refused
+  // after they ran (maxmemory, a reply too long); else nullopt, and
+  // execute_keys runs them on copies.
+  std::optional<Result> move_here(const Command& c);
   Result flush_all();
   Result watch(const Command& c);
   bool condition_holds(const Command& c, const TxCondition& cond) const;
@@ -405,7 +410,8 @@ bool is_set_keys_op(Op op);
 // among them.
 std::vector<std::string> set_keys(const Command& c);
 // The commands on several keys that run on copies of their keys (the set
-// ones, lmove and the sorted-set ones; execute_keys), and the keys they touch.
+// ones, lmove and the sorted-set ones; execute_keys; lmove and smove
+// outside a transaction in place, Store::move_here), and the keys they touch.
 bool is_keys_op(Op op);
 // store_zsets.cc: execute() of the sorted-set commands on one key (on a
 // key that is absent or holds a sorted set) and of those on several keys

@@ -286,6 +286,49 @@ Result Store::flush_all() {
   return r;
 }
 
+std::optional<Result> Store::move_here(const Command& c) {
+  // What execute_keys would refuse after running it: past maxmemory (LMOVE;
+  // SMOVE always runs, as in Redis), only a move that makes the destination
+  // a new key grows the data (an element or a member only changes
+  // collections), by that key's entry at most; a reply longer than
+  // max_result_bytes, only LMOVE's element, which could not be longer than
+  // the command that pushed it (checked anyway).
+  if (options_.maxmemory != 0 && detail::denied_when_full(c.op) &&
+      used_bytes_ + kEntryOverhead + c.value.size() > options_.maxmemory)
+    return std::nullopt;
+  if (c.op == Op::kLMove && options_.max_result_bytes != 0) {
+    auto src = data_.find(c.key);
+    if (src != data_.end() && src->second.is_list() && !src->second.list.empty() &&
+        c.expected.size() == 2 &&
+        (c.expected[0] == 'L' ? src->second.list.front() : src->second.list.back()).size() >
+            options_.max_result_bytes)
+      return std::nullopt;
+  }
+  // Both keys (one, if the same) out of the counts and the indexes, the
+  // move run in place (lazy expiry of either key included), and what is
+  // left of them back in; modified as execute_keys decides.
+  const bool same = c.key == c.value;
+  const std::string* keys[2] = {&c.key, &c.value};
+  bool existed[2] = {false, false};
+  for (int i = 0; i < (same ? 1 : 2); ++i) {
+    if (auto it = data_.find(*keys[i]); it != data_.end()) {
+      existed[i] = true;
+      unlink(it);
+    }
+  }
+  Result r = execute(data_, c);
+  uint64_t v = 0;
+  for (int i = 0; i < (same ? 1 : 2); ++i) {
+    auto it = data_.find(*keys[i]);
+    if (it != data_.end()) link(it);
+    if ((r.ok && !same) || (existed[i] && it == data_.end())) {
+      if (v == 0) v = ++version_;
+      modified(*keys[i], v);
+    }
+  }
+  return r;
+}
+
 Result Store::execute_keys(const Command& c) {
   // Run on copies of the keys it touches, then commit the copies or not: a
   // transaction takes effect whole or not at all.

@@ -364,5 +364,90 @@ TEST(StoreMultiTest, MalformedTransactionsAreRefusedOnDecode) {
   EXPECT_EQ(c.run(bad), (Result{false, "ERR malformed transaction"}));
 }
 
+// LMOVE and SMOVE outside a transaction run in place on their two keys (no
+// copy of either collection); inside one, or near maxmemory, on copies. A
+// random mix of moves, pushes, pops, adds, expiries, strings and types,
+// applied to a store as they come and to a store where each move is a
+// transaction of its own (so on copies), answers alike, leaves the same
+// data with the same versions (what WATCH decides with), the same store
+// version and byte counts, and equals the sequential reference.
+TEST(StoreMultiTest, MovesInPlaceAgreeWithTheSameMovesRunOnCopies) {
+  for (const uint64_t maxmemory : {uint64_t{0}, uint64_t{1000}}) {
+    StoreOptions o;
+    o.maxmemory = maxmemory;
+    Store here(o), copies(o);
+    Client a{here}, b{copies};
+    Keyspace reference;
+    uint64_t seed = 12345 + maxmemory;
+    auto next = [&seed](uint64_t n) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      return (seed >> 33) % n;
+    };
+    const std::vector<std::string> keys = {"a", "b", "c", "d"};
+    size_t moves = 0, refused = 0;
+    for (int i = 0; i < 4000; ++i) {
+      const std::string& k = keys[next(keys.size())];
+      const std::string& other = keys[next(keys.size())];
+      const std::string member = "m" + std::to_string(next(6));
+      const int64_t now = kNow + i;
+      Command c;
+      const uint64_t what = next(100);
+      if (what < 25) {
+        c = cmd(Op::kLMove, k, other);
+        c.expected = std::string(1, "LR"[next(2)]) + "LR"[next(2)];
+      } else if (what < 40) {
+        c = cmd(Op::kSMove, k, other);
+        c.expected = member;
+      } else if (what < 55) {
+        c = cmd(next(2) ? Op::kRPush : Op::kLPush, k, encode_names({member, "v" + member}));
+      } else if (what < 65) {
+        c = cmd(Op::kSAdd, k, encode_names({member}));
+      } else if (what < 72) {
+        c = cmd(Op::kLPop, k);
+      } else if (what < 78) {
+        c = cmd(Op::kSRem, k, encode_names({member}));
+      } else if (what < 86) {
+        c = with_deadline(cmd(Op::kExpire, k), now + static_cast<int64_t>(next(20)));
+      } else if (what < 90) {
+        c = cmd(Op::kPut, k, "string");
+      } else if (what < 95) {
+        c = cmd(Op::kDelete, k);
+      } else {
+        c = cmd(Op::kLLen, k);
+      }
+      const bool move = c.op == Op::kLMove || c.op == Op::kSMove;
+      moves += move;
+      const Result ra = a.run(c, now);
+      refused += ra.refused;
+      Result rb = b.run(move ? multi({c}) : c, now);
+      if (move && rb.ok) {
+        std::vector<Result> one = b.results(rb);
+        ASSERT_EQ(one.size(), 1u);
+        rb = one[0];
+      } else if (move && rb.refused) {
+        rb = Result{false, "", true};
+      }
+      ASSERT_EQ(ra, rb) << i << " " << op_name(c.op) << " " << c.key << " " << c.value;
+      Command ref = c;
+      ref.now_ms = now;
+      if (!ra.refused) {
+        ASSERT_EQ(execute(reference, ref), ra) << i << " " << op_name(c.op);
+      }
+      ASSERT_EQ(here.data(), copies.data()) << i;
+      for (const auto& [key, item] : here.data())
+        ASSERT_EQ(item.version, copies.data().at(key).version) << i << " " << key;
+      ASSERT_EQ(here.version(), copies.version()) << i;
+      ASSERT_EQ(here.used_bytes(), copies.used_bytes()) << i;
+    }
+    EXPECT_EQ(here.data(), reference);
+    std::string why;
+    EXPECT_TRUE(here.sizes_agree(&why)) << why;
+    EXPECT_GT(moves, 1000u);
+    if (maxmemory != 0) {
+      EXPECT_GT(refused, 0u) << "near maxmemory, some writes are refused";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kv
