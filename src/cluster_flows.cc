@@ -455,99 +455,101 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
   // declare), and a target rank that finished its own declaration waits
   // for them until then (a flow in a view gives up this way when the view
   // moves on, while the others may have finished theirs).
+  const std::string& name = fs.ctx.spec.name();
+  // One target rank's rings; `best_effort`: without waiting for a rank
+  // whose rings are gone to be declared lost.
+  auto map_region = [&](uint32_t rank, bool best_effort) {
+    std::string desc =
+        client->get("flow/" + name + "/shm/" + std::to_string(rank),
+                    best_effort ? std::min(setup_deadline(), Clock::now() + options.peer_timeout)
+                                : setup_deadline(),
+                    rank, fs.liveness->incarnation(rank));
+    std::istringstream in(desc);
+    long long pid = 0, fd = -1;
+    unsigned long long bytes = 0, nonce = 0;
+    std::string their_host;
+    if (!(in >> pid >> fd >> bytes >> nonce >> their_host) || pid <= 0 || fd < 0) {
+      throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
+                                            " published a malformed ring descriptor '" + desc +
+                                            "'");
+    }
+    const layout::Geometry& g = fs.geometry[rank];
+    if (bytes != g.total_bytes) {
+      throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
+                                            "'s rings have " + std::to_string(bytes) +
+                                            " bytes, expected " + std::to_string(g.total_bytes));
+    }
+    SharedRegion region;
+    try {
+      region = SharedRegion::open_peer(static_cast<pid_t>(pid), static_cast<int>(fd), bytes, nonce);
+    } catch (const Error&) {
+      // The usual causes: that rank has exited (it may have failed in its
+      // own declare), or, for a flow declared in a view, it gave the flow up
+      // because the view moved on (a participant was lost) and destroyed its
+      // rings. Say so as a lost peer: at once if the process that published
+      // the rings is gone (the rank may already be back as a new
+      // incarnation, which the registry counts alive), else once the
+      // registry confirms it; and as a view change at once when there is a
+      // newer view than the flow's, whose every participant gives it up
+      // (waiting out the peer timeout then only delayed the flow's next
+      // declaration: 5 s by default). Best effort (another rank failed
+      // already): no waiting at all.
+      if (best_effort) throw;
+      if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+        throw PeerLostError(rank, "flow '" + name + "': rank " + std::to_string(rank) +
+                                      "'s process " + std::to_string(pid) +
+                                      ", which published its rings, has exited before this "
+                                      "rank could map them");
+      }
+      const detail::Liveness& peers = *fs.ctx.liveness;
+      for (const auto until = Clock::now() + options.peer_timeout; Clock::now() < until;) {
+        if (peers.registry_lost() || !peers.alive(rank)) {
+          throw PeerLostError(rank, "flow '" + name + "': " + peers.describe(rank) +
+                                        " before this rank could map its rings");
+        }
+        // Another participant lost: the usual reason that rank gave up.
+        for (const auto* side : {&fs.ctx.spec.sources(), &fs.ctx.spec.targets()}) {
+          for (const Endpoint& e : *side) {
+            if (!peers.alive(e.rank)) {
+              throw PeerLostError(e.rank, "flow '" + name + "': " + peers.describe(e.rank) +
+                                              " while the flow was set up (rank " +
+                                              std::to_string(rank) + " gave it up)");
+            }
+          }
+        }
+        if (fs.epoch != control::kUnscopedEpoch && client->peers().epoch() > fs.epoch) {
+          throw Error(ErrorCode::kViewChanged,
+                      "flow '" + name + "': the job's view moved past view " +
+                          std::to_string(fs.epoch) + " before this rank could map rank " +
+                          std::to_string(rank) + "'s rings (it gave the flow up)");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      throw;
+    }
+    const auto* hdr = reinterpret_cast<const layout::RegionHeader*>(region.data());
+    if (hdr->magic != layout::kRegionMagic || hdr->version != layout::kLayoutVersion ||
+        hdr->local_targets != g.local_targets || hdr->sources != g.sources ||
+        hdr->ring_segments != g.ring_segments || hdr->segment_stride != g.segment_stride ||
+        hdr->payload_bytes != g.payload_bytes() || hdr->total_bytes != g.total_bytes) {
+      throw Error(ErrorCode::kProtocol,
+                  "flow '" + name + "': rank " + std::to_string(rank) +
+                      "'s ring region has an unexpected header (different sluice version?)");
+    }
+    log::info("flow '", name, "': rank ", rank, " is on this host: shm (mapped ", bytes,
+              " bytes of pid ", pid, ")");
+    fs.peer.emplace(rank, std::move(region));
+  };
   std::exception_ptr first;
   for (uint32_t rank : target_ranks) {
     if (rank == boot.rank) continue;
     try {
-      map_region(fs, rank, first != nullptr);
+      map_region(rank, first != nullptr);
     } catch (...) {
       if (first == nullptr) first = std::current_exception();
     }
   }
   if (first != nullptr) std::rethrow_exception(first);
-}
-
-void ClusterImpl::map_region(FlowState& fs, uint32_t rank, bool best_effort) {
-  const std::string& name = fs.ctx.spec.name();
-  std::string desc =
-      client->get("flow/" + name + "/shm/" + std::to_string(rank),
-                  best_effort ? std::min(setup_deadline(), Clock::now() + options.peer_timeout)
-                              : setup_deadline(),
-                  rank, fs.liveness->incarnation(rank));
-  std::istringstream in(desc);
-  long long pid = 0, fd = -1;
-  unsigned long long bytes = 0, nonce = 0;
-  std::string their_host;
-  if (!(in >> pid >> fd >> bytes >> nonce >> their_host) || pid <= 0 || fd < 0) {
-    throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
-                                          " published a malformed ring descriptor '" + desc + "'");
-  }
-  const layout::Geometry& g = fs.geometry[rank];
-  if (bytes != g.total_bytes) {
-    throw Error(ErrorCode::kProtocol, "flow '" + name + "': rank " + std::to_string(rank) +
-                                          "'s rings have " + std::to_string(bytes) +
-                                          " bytes, expected " + std::to_string(g.total_bytes));
-  }
-  SharedRegion region;
-  try {
-    region = SharedRegion::open_peer(static_cast<pid_t>(pid), static_cast<int>(fd), bytes, nonce);
-  } catch (const Error&) {
-    // The usual causes: that rank has exited (it may have failed in its
-    // own declare), or, for a flow declared in a view, it gave the flow up
-    // because the view moved on (a participant was lost) and destroyed its
-    // rings. Say so as a lost peer: at once if the process that published
-    // the rings is gone (the rank may already be back as a new
-    // incarnation, which the registry counts alive), else once the
-    // registry confirms it; and as a view change at once when there is a
-    // newer view than the flow's, whose every participant gives it up
-    // (waiting out the peer timeout then only delayed the flow's next
-    // declaration: 5 s by default). Best effort (another rank failed
-    // already): no waiting at all.
-    if (best_effort) throw;
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      throw PeerLostError(rank, "flow '" + name + "': rank " + std::to_string(rank) +
-                                    "'s process " + std::to_string(pid) +
-                                    ", which published its rings, has exited before this "
-                                    "rank could map them");
-    }
-    const detail::Liveness& peers = *fs.ctx.liveness;
-    for (const auto until = Clock::now() + options.peer_timeout; Clock::now() < until;) {
-      if (peers.registry_lost() || !peers.alive(rank)) {
-        throw PeerLostError(rank, "flow '" + name + "': " + peers.describe(rank) +
-                                      " before this rank could map its rings");
-      }
-      // Another participant lost: the usual reason that rank gave up.
-      for (const auto* side : {&fs.ctx.spec.sources(), &fs.ctx.spec.targets()}) {
-        for (const Endpoint& e : *side) {
-          if (!peers.alive(e.rank)) {
-            throw PeerLostError(e.rank, "flow '" + name + "': " + peers.describe(e.rank) +
-                                            " while the flow was set up (rank " +
-                                            std::to_string(rank) + " gave it up)");
-          }
-        }
-      }
-      if (fs.epoch != control::kUnscopedEpoch && client->peers().epoch() > fs.epoch) {
-        throw Error(ErrorCode::kViewChanged,
-                    "flow '" + name + "': the job's view moved past view " +
-                        std::to_string(fs.epoch) + " before this rank could map rank " +
-                        std::to_string(rank) + "'s rings (it gave the flow up)");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    throw;
-  }
-  const auto* hdr = reinterpret_cast<const layout::RegionHeader*>(region.data());
-  if (hdr->magic != layout::kRegionMagic || hdr->version != layout::kLayoutVersion ||
-      hdr->local_targets != g.local_targets || hdr->sources != g.sources ||
-      hdr->ring_segments != g.ring_segments || hdr->segment_stride != g.segment_stride ||
-      hdr->payload_bytes != g.payload_bytes() || hdr->total_bytes != g.total_bytes) {
-    throw Error(ErrorCode::kProtocol,
-                "flow '" + name + "': rank " + std::to_string(rank) +
-                    "'s ring region has an unexpected header (different sluice version?)");
-  }
-  log::info("flow '", name, "': rank ", rank, " is on this host: shm (mapped ", bytes,
-            " bytes of pid ", pid, ")");
-  fs.peer.emplace(rank, std::move(region));
 }
 
 // Creates this rank's ofi endpoints for the flow, publishes their addresses

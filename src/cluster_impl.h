@@ -194,9 +194,6 @@ class ClusterImpl {
   // caller's object in the error when transport is kShm across hosts.
   Transport transport_between(uint32_t a, uint32_t b, const std::string& what);
   void map_regions(FlowState& fs, const std::vector<uint32_t>& target_ranks);
-  // One target rank's rings (map_regions); `best_effort`: without waiting
-  // for a rank whose rings are gone to be declared lost.
-  void map_region(FlowState& fs, uint32_t rank, bool best_effort);
   void setup_ofi(FlowState& fs);
 
   // Last, so destroyed first: what it still holds refers to the flows and
