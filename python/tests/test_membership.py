@@ -90,7 +90,7 @@ def test_without_views_the_same_kill_fails_the_survivors(sluice_bin):
     assert status != 0, out
 
 
-REPLAY_KILL = ("--restarts", "1", "--faults-after", "MARK consumed", "--kill", "1@0.02")
+REPLAY_KILL = ("--restarts", "1", "--faults-after", "MARK rank 1 consumed", "--kill", "1@0.02")
 
 
 def replay_job(state_dir, transport, *extra, grace=()):
@@ -105,7 +105,8 @@ def test_a_replay_flow_feeds_a_killed_and_restarted_rank_every_record_once_in_or
         sluice_bin, tmp_path, transport, monkeypatch):
     """programs/replay.py: every rank sends 60,000 numbered records to every
     rank through a ReplayFlow, saving its state and committing every 20 ms;
-    rank 1 is killed 20 ms after rank 0's MARK and restarted from its state.
+    rank 1 is killed 20 ms after its own MARK (it consumed 12,000 records and
+    saved its state since) and restarted from that state.
     Every rank's last process consumes every record once, in position order
     (checked as each arrives), with the digest its input gives."""
     monkeypatch.setenv("SLUICE_PEER_TIMEOUT_MS", "1000")

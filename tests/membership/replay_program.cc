@@ -8,7 +8,10 @@
 // to `--state-dir`/rank-R, then commit()s; a restarted process (sluice run
 // --restarts) reads it back, restore()s the flow and makes its records
 // again from the positions it saved. Nobody is told which rank dies or
-// when: the launcher kills it (--kill) after rank 0's "MARK consumed N".
+// when: every rank prints "MARK rank R consumed N" once it consumed N
+// records and saved its state since, and the launcher kills a rank
+// (--kill) after such a line (the tests: rank 1's own, so that a restarted
+// rank 1 always has a state to restore).
 //
 // Prints per rank "RESTORED rank R incarnation I received a,b,c" after a
 // restart, "OPENED rank R epoch E" per view, and at the end "DONE rank R
@@ -85,7 +88,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--commit-ms", commit_ms, "save the state and commit() this often")
       ->check(CLI::PositiveNumber);
-  app.add_option("--mark", mark, "rank 0 prints 'MARK consumed N' once it consumed N records");
+  app.add_option("--mark", mark,
+                 "each rank prints 'MARK rank R consumed N' once it consumed N records and saved "
+                 "its state");
   app.add_option("--state-dir", state_dir, "where each rank saves its state")->required();
   app.add_flag("--no-replay", no_replay,
                "ReplayOptions::replay = false: nothing is sent again after a view change (the "
@@ -118,6 +123,7 @@ int main(int argc, char** argv) {
     bool marked = false;
     auto soon = [](int ms) { return sluice::Clock::now() + std::chrono::milliseconds(ms); };
     auto last_commit = sluice::Clock::now();
+    bool mark_due = false;  // consumed `mark` records: say so once saved
     auto commit = [&] {
       for (uint32_t t = 0; t < n; ++t) state.resume_at[t] = flow.acknowledged(t);
       state.received.assign(n, 0);
@@ -125,6 +131,11 @@ int main(int argc, char** argv) {
       save(path, state);
       (void)flow.commit();
       last_commit = sluice::Clock::now();
+      if (mark_due && !marked) {
+        marked = true;
+        std::printf("MARK rank %u consumed %llu\n", me, static_cast<unsigned long long>(mark));
+        std::fflush(stdout);
+      }
     };
 
     sluice::View view = cluster.view();
@@ -189,11 +200,7 @@ int main(int argc, char** argv) {
               ++pos;
             }
             consumed += batch->size();
-            if (me == 0 && !marked && consumed >= mark) {
-              marked = true;
-              std::printf("MARK consumed %llu\n", static_cast<unsigned long long>(mark));
-              std::fflush(stdout);
-            }
+            if (consumed >= mark) mark_due = true;
           }
           if (s != sluice::Status::kOk) break;
           if (sluice::Clock::now() - last_commit > std::chrono::milliseconds(commit_ms)) commit();

@@ -28,7 +28,7 @@ testing::ProcessResult run_job(const std::vector<std::string>& launcher_args,
 
 std::vector<std::string> killed_and_restarted() {
   std::vector<std::string> launcher = {"--restarts", "1"};
-  for (const std::string& a : testing::fault_at_line("MARK consumed", 1, 0.02))
+  for (const std::string& a : testing::fault_at_line("MARK rank 1 consumed", 1, 0.02))
     launcher.push_back(a);
   return launcher;
 }

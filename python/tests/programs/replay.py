@@ -6,8 +6,11 @@ and in position order (a record out of place prints MISMATCH and exits 3).
 Every 20 ms it writes its state (positions and an order-independent digest
 per source) to <state dir>/rank-R, then commit()s; a restarted process
 reads it back, restore()s the flow and makes its records again from the
-positions it saved. Nobody is told which rank dies or when: the launcher
-kills it after rank 0's "MARK consumed N". Prints "RESTORED rank R ..."
+positions it saved. Nobody is told which rank dies or when: every rank
+prints "MARK rank R consumed N" once it consumed N records and saved its
+state since, and the launcher kills a rank after such a line (the tests:
+rank 1's own, so that a restarted rank 1 always has a state to restore).
+Prints "RESTORED rank R ..."
 after a restart and "DONE rank R incarnation I received X expect Y digest D
 expect D'" at the end. --no-replay: nothing is sent again after a view
 change (the negative control)."""
@@ -66,11 +69,11 @@ def main():
         print(f"RESTORED rank {me} incarnation {incarnation} received "
               f"{','.join(map(str, state['received']))}", flush=True)
     nxt = list(state["resume_at"])  # the next record to make, per target
-    consumed, marked = 0, False
+    consumed, marked, mark_due = 0, False, False
     last_commit = time.monotonic()
 
     def commit():
-        nonlocal last_commit
+        nonlocal last_commit, marked
         state["resume_at"] = [flow.acknowledged(t) for t in range(n)]
         state["received"] = [flow.received(s) for s in range(n)]
         with open(path + ".tmp", "w") as f:
@@ -78,6 +81,9 @@ def main():
         os.replace(path + ".tmp", path)  # whole or not at all
         flow.commit()
         last_commit = time.monotonic()
+        if mark_due and not marked:
+            marked = True
+            print(f"MARK rank {me} consumed {args.mark}", flush=True)
 
     view = cluster.view
     while True:
@@ -124,9 +130,8 @@ def main():
                         os._exit(3)
                     state["digest"][src] = (state["digest"][src] + digest(batch)) % 2**64
                     consumed += len(batch)
-                    if me == 0 and not marked and consumed >= args.mark:
-                        marked = True
-                        print(f"MARK consumed {args.mark}", flush=True)
+                    if consumed >= args.mark:
+                        mark_due = True
                 if time.monotonic() - last_commit > 0.02:
                     commit()
                 if ended and all_made:
