@@ -508,6 +508,9 @@ void ClusterImpl::map_regions(FlowState& fs, const std::vector<uint32_t>& target
                                         " before this rank could map its rings");
         }
         // Another participant lost: the usual reason that rank gave up.
+        // (Not first_lost_rank: it counts ranks only heard lost, and a
+        // PeerLost for a rank the registry keeps would wait for a view that
+        // never comes.)
         for (const auto* side : {&fs.ctx.spec.sources(), &fs.ctx.spec.targets()}) {
           for (const Endpoint& e : *side) {
             if (!peers.alive(e.rank)) {

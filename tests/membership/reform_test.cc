@@ -8,6 +8,7 @@
 // rank comes back and takes its groups again.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -17,11 +18,15 @@
 namespace sluice {
 namespace {
 
-testing::ProcessResult run_job(int ranks, const std::vector<std::string>& launcher_args,
-                               const std::vector<std::string>& program_args = {}) {
+// The launcher gives up after `limit_s`; `env`: the ranks' environment.
+testing::ProcessResult run_job(
+    int ranks, const std::vector<std::string>& launcher_args,
+    const std::vector<std::string>& program_args = {},
+    const std::map<std::string, std::string>& env = {{"SLUICE_PEER_TIMEOUT_MS", "1000"}},
+    int limit_s = 150) {
   return testing::run_process(
-      testing::job_argv(ranks, 150, "sluice-test-reform-program", program_args, launcher_args),
-      {{"SLUICE_PEER_TIMEOUT_MS", "1000"}}, std::chrono::seconds(180));
+      testing::job_argv(ranks, limit_s, "sluice-test-reform-program", program_args, launcher_args),
+      env, std::chrono::seconds(limit_s + 30));
 }
 
 // Rounds of 8 splits x 20,000 records: a round takes some milliseconds, so
@@ -35,8 +40,9 @@ std::vector<std::string> program(int rounds, int interval_ms = 0,
   return args;
 }
 
-std::vector<std::string> with_fault(std::vector<std::string> launcher, bool stop = false) {
-  for (const std::string& a : testing::fault_at_line("MARK round 10 begins", 2, 0.01, stop))
+std::vector<std::string> with_fault(std::vector<std::string> launcher, bool stop = false,
+                                    double after_s = 0.01) {
+  for (const std::string& a : testing::fault_at_line("MARK round 10 begins", 2, after_s, stop))
     launcher.push_back(a);
   return launcher;
 }
@@ -162,13 +168,10 @@ TEST(ReformTest, ACombinerFlowReformsAmongTheSurvivorsAndEveryRoundCommitsOnce) 
 // descheduled there would be) while rank 2 is killed: the peer timeout is
 // 30 s and the launcher gives up after 20 s, so a survivor that waits out
 // the peer timeout anywhere fails the test.
-testing::ProcessResult run_held_up(const std::string& holds, const std::string& kill_at) {
-  return testing::run_process(
-      testing::job_argv(
-          4, 20, "sluice-test-reform-program", program(30, 0, {"--combiner"}),
-          {"--keep-going", "--faults-after", "MARK round 10 begins", "--kill", "2@" + kill_at}),
-      {{"SLUICE_PEER_TIMEOUT_MS", "30000"}, {"SLUICE_TEST_MAP_DELAY", holds}},
-      std::chrono::seconds(60));
+testing::ProcessResult run_held_up(const std::string& holds, double kill_after_s) {
+  return run_job(4, with_fault({"--keep-going"}, false, kill_after_s),
+                 program(30, 0, {"--combiner"}),
+                 {{"SLUICE_PEER_TIMEOUT_MS", "30000"}, {"SLUICE_TEST_MAP_DELAY", holds}}, 20);
 }
 
 void expect_survivors_commit_every_round(const testing::ProcessResult& r) {
@@ -188,7 +191,7 @@ void expect_survivors_commit_every_round(const testing::ProcessResult& r) {
 // lost: 5 s by default at every such re-formation; here 30 s.)
 TEST(ReformTest, ARankWhosePeerGaveTheFlowUpForANewViewFollowsAtOnce) {
   const testing::ProcessResult r =
-      run_held_up("0:sum-10@0:1000,1:sum-10@0:300,2:sum-10@0:400", "0.1");
+      run_held_up("0:sum-10@0:1000,1:sum-10@0:300,2:sum-10@0:400", 0.1);
   expect_survivors_commit_every_round(r);
   EXPECT_EQ(testing::count_lines_with_all(r.output, {"RETRY rank 0 round 10", "ViewChanged"}), 1)
       << r.output;
@@ -199,7 +202,7 @@ TEST(ReformTest, ARankWhosePeerGaveTheFlowUpForANewViewFollowsAtOnce) {
 // finished its declaration and waits for that source. (It used to stop at
 // the first failure, and rank 3 waited for ever.)
 TEST(ReformTest, ADeclarationThatFailsAbortsItsSourceTowardsEveryTargetItCanMap) {
-  const testing::ProcessResult r = run_held_up("0:sum-10@0:500", "0.05");
+  const testing::ProcessResult r = run_held_up("0:sum-10@0:500", 0.05);
   expect_survivors_commit_every_round(r);
   for (int rank : {1, 3}) {
     EXPECT_EQ(
