@@ -375,6 +375,13 @@ class FlowRetirement final : public Linger::Task {
       }
     }
     if (!reply_->done.load(std::memory_order_acquire)) {
+      // A rank that leaves the job lets go of the flow with its WITHDRAW
+      // (the registry counts it done); waiting for every other participant
+      // to let go too would hold leave() until they leave.
+      if (impl_->left.load(std::memory_order_acquire)) {
+        log::info("flow '", name_, "': withdrawn by this rank, which leaves the job");
+        return true;
+      }
       std::this_thread::sleep_for(slice);
       return false;
     }

@@ -163,9 +163,10 @@ class Cluster {
 
   /// Leaves the job cleanly: waits until what destroyed handles left
   /// unfinished is done (the last transfers of ofi sources destroyed right
-  /// after close(), the withdrawal of flows whose DeclaredFlow was
-  /// destroyed), then tells the registry this rank leaves and waits until
-  /// it confirmed (peers then see "left", not "died"). kOk; kTimeout if
+  /// after close(), this rank's withdrawal of flows whose DeclaredFlow was
+  /// destroyed: not the other participants', since a rank that leaves is
+  /// done with its flows), then tells the registry this rank leaves and
+  /// waits until it confirmed (peers then see "left", not "died"). kOk; kTimeout if
   /// something was not done by `deadline` (a warning says what; the rank has
   /// left all the same: after such a wait the registry still gets a second to
   /// confirm); kClosed if it was called before. Every other call

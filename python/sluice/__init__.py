@@ -253,7 +253,11 @@ class Cluster:
         ``view``: among the view's members, ``buffers`` and the result
         indexed by their position in ``view.members``; ``ViewChanged`` as for
         ``shuffle``. The bytes travel through a flow (not the registry), so
-        any size goes; each received buffer is one copy out of the rings."""
+        any size goes; each received buffer is one copy out of the rings.
+        Among the job's ranks every call goes over one flow, declared at the
+        first call and ended when the job is left (a call that fails ends
+        it); in a view, each call declares its own. Every rank makes the
+        same calls in the same order."""
         sends = [np.frombuffer(memoryview(b).cast("B"), np.uint8) if not isinstance(b, np.ndarray)
                  else np.ascontiguousarray(b).reshape(-1).view(np.uint8) for b in buffers]
         self._alltoallv_calls += 1

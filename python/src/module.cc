@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,12 +105,33 @@ class PyCluster {
     return c;
   }
   ~PyCluster() {
+    finish_exchanges(Deadline{});  // a deadline already past: no waiting
     retire_flows();
     replays_.retire();
     batches_.retire();
     combiners_.retire();
     regions_.retire();
   }
+  // The exchange of `segment_bytes` among the job's ranks (declared at the
+  // first call that needs it), and its end after a failed call.
+  Exchange& exchange(uint32_t segment_bytes) {
+    std::unique_ptr<Exchange>& e = exchanges_[segment_bytes];
+    if (!e) {
+      AlltoallvSpec spec;
+      spec.name = "sluice.py.exchange." + std::to_string(++exchanges_made_);
+      spec.segment_bytes = segment_bytes;
+      Cluster& c = get();
+      nb::gil_scoped_release unlocked;
+      try {
+        e = std::make_unique<Exchange>(c, spec);
+      } catch (...) {
+        exchanges_.erase(segment_bytes);
+        throw;
+      }
+    }
+    return *e;
+  }
+  void drop_exchange(uint32_t segment_bytes) { exchanges_.erase(segment_bytes); }
   // Every flow declared through this cluster, for leave().
   void track(const std::shared_ptr<RecordsFlow>& f) { flows_.push_back(f); }
   Cluster& get() {
@@ -182,6 +204,10 @@ class PyCluster {
   }
   void leave(std::optional<double> timeout) {
     if (!cluster_ || left_) return;
+    {
+      nb::gil_scoped_release unlocked;
+      finish_exchanges(deadline_of(timeout));
+    }
     retire_flows();
     replays_.retire();
     batches_.retire();
@@ -209,8 +235,17 @@ class PyCluster {
     flows_.clear();
   }
 
+  // The exchanges alltoallv calls among the job's ranks go over, one per
+  // segment size; each ends before the job is left.
+  void finish_exchanges(Deadline deadline) {
+    for (auto& [bytes, exchange] : exchanges_) exchange->finish(deadline, false);
+    exchanges_.clear();
+  }
+
   std::unique_ptr<Cluster> cluster_;
   bool left_ = false;
+  std::map<uint32_t, std::unique_ptr<Exchange>> exchanges_;
+  uint64_t exchanges_made_ = 0;  // names them, in the same order on every rank
   std::vector<std::weak_ptr<RecordsFlow>> flows_;
   RegionTracker regions_;  // ended before the cluster, as the flows
   CombinerTracker combiners_;
@@ -534,9 +569,18 @@ std::vector<OutArray> alltoallv_of(PyCluster& cluster, const std::string& name,
   for (const ByteArray& a : sends)
     bufs.emplace_back(reinterpret_cast<const std::byte*>(a.data()), a.size());
   std::vector<ReceivedBuffer> got;
-  {
+  if (view) {
     nb::gil_scoped_release unlocked;
     got = alltoallv(c, spec, bufs, deadline_of(timeout));
+  } else {
+    Exchange& e = cluster.exchange(segment_bytes);
+    try {
+      nb::gil_scoped_release unlocked;
+      got = e.run(bufs, deadline_of(timeout));
+    } catch (...) {
+      if (e.broken()) cluster.drop_exchange(segment_bytes);
+      throw;
+    }
   }
   std::vector<OutArray> out;
   out.reserve(got.size());

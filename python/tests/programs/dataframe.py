@@ -1,4 +1,4 @@
-"""sluice.dataframe's repartition and gather on a table of many column kinds
+"""sluice.dataframe's repartition, broadcast and gather on a table of many column kinds
 (integers, floats, booleans, decimals, dates, timestamps, strings with
 non-ASCII bytes, embedded NULs and empty values, binaries, lists, a
 dictionary-encoded column, nulls), keyed by one column, by two and by a
@@ -101,6 +101,20 @@ with sluice.Cluster.from_env() as cluster:
                               f"difference at {diff}")
             else:
                 print(f"rows by {by}: {len(have)}", flush=True)
+
+    # Broadcast: every rank gets every rank's rows once (its own included),
+    # with the schema kept.
+    every = sdf.broadcast(cluster, mine)
+    want = sorted((row for rows in everyone for row in rows), key=lambda r: r["id"])
+    if every.schema != mine.schema:
+        errors.append(f"broadcast: schema {every.schema} instead of {mine.schema}")
+    have = sorted_rows(every)
+    if have != want:
+        diff = next((i for i, (a, b) in enumerate(zip(have, want)) if a != b), None)
+        errors.append(f"broadcast: rank {me} got {len(have)} rows, {len(want)} made; first "
+                      f"difference at {diff}")
+    elif me == 0:
+        print(f"broadcast rows on every rank: {len(have)}", flush=True)
 
     # pandas in, pandas back.
     frames = [frame_of(r, 0 if r == world - 1 else 200 + 10 * r) for r in range(world)]
