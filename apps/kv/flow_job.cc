@@ -607,6 +607,26 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       if (!cluster.left(r)) return false;
     return true;
   };
+  // A workload's client rank missing from `live`: its operations went with
+  // its process and cannot complete (a restarted client cannot rejoin), so
+  // the job cannot pass its checks. Named: one that failed (it died, or
+  // stopped heart-beating) rather than one that left cleanly, since the
+  // other ranks leave as soon as they end the job for it, and a rank that
+  // sees the job change late may find them gone too.
+  auto lost_client = [&](const std::vector<uint32_t>& live) {
+    std::optional<uint32_t> gone;
+    auto failed = [&](uint32_t r) { return !cluster.left(r) || cluster.incarnation(r) > 0; };
+    for (uint32_t r = o.replicas; r < world && !o.resp; ++r) {
+      if (std::find(live.begin(), live.end(), r) != live.end()) continue;
+      if (!gone || (failed(r) && !failed(*gone))) gone = r;
+    }
+    return gone;
+  };
+  auto client_lost = [&](uint32_t r) {
+    return "rank " + std::to_string(rank) + ": client rank " + std::to_string(r) +
+           " was lost: its operations cannot complete (a client's operations go with its "
+           "process; docs/kv.md), so the job ends without its checks";
+  };
   for (;;) {
     if (run_over()) {
       std::fprintf(stderr,
@@ -628,6 +648,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       ep.reset();
       ep.live = tried;
       ep.inc = inc;
+      // (A lost client ends the job whatever else failed: the replicas that
+      // saw it first may have left already.)
+      if (std::optional<uint32_t> c = lost_client(live)) {
+        failure = client_lost(*c);
+        break;
+      }
       // The job may be changing still (the others ending it: a restarted
       // replica then finds its clients gone by leaving, above): wait for
       // that up to the peer timeout before giving up.
@@ -652,12 +678,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     // and cannot complete (a restarted client cannot rejoin), so the job
     // cannot pass its checks. Every rank ends now, saying so, rather than
     // wait for that client's operations for ever.
-    for (uint32_t r = o.replicas; r < world && !o.resp && failure.empty(); ++r) {
-      if (!ep.member(r))
-        failure = "rank " + std::to_string(rank) + ": client rank " + std::to_string(r) +
-                  " was lost: its operations cannot complete (a client's operations go with its "
-                  "process; docs/kv.md), so the job ends without its checks";
-    }
+    if (std::optional<uint32_t> c = lost_client(live)) failure = client_lost(*c);
     if (!failure.empty()) break;
     while (!ep.w.done() && failure.empty() && ep.broken.empty()) {
       size_t work = ep.w.poll();
