@@ -449,6 +449,7 @@ Store::Store(const Store& other)
       summary_(other.summary_),
       used_bytes_(other.used_bytes_),
       skipped_(other.skipped_),
+      in_place_(other.in_place_),
       version_(other.version_),
       tombstones_(other.tombstones_),
       tomb_bytes_(other.tomb_bytes_),

@@ -59,6 +59,10 @@ struct StoreOptions {
   // nor any command answer more (kLongReply: a read of all of a bigger
   // hash, list, set or sorted set is refused; they may grow to maxmemory).
   uint64_t max_result_bytes = 0;
+  // Run a transaction of collection writes and counts in place when
+  // nothing could make it refused after it ran (Store::multi_here); false:
+  // every transaction on copies of its keys (the tests compare the two).
+  bool multi_in_place = true;
   friend bool operator==(const StoreOptions&, const StoreOptions&) = default;
 };
 
@@ -258,6 +262,8 @@ class Store {
   // The store's version: how many log entries modified some key (see
   // Transaction for what counts).
   uint64_t version() const { return version_; }
+  // How many transactions ran in place (multi_here), not on copies.
+  uint64_t transactions_in_place() const { return in_place_; }
   // The most key bytes of removed keys whose versions are kept (tombstones,
   // for a transaction's conditions on absent keys); older ones are
   // dropped, and a condition on such a key fails (it may have changed).
@@ -336,6 +342,12 @@ class Store {
   // after they ran (maxmemory, a reply too long); else nullopt, and
   // execute_keys runs them on copies.
   std::optional<Result> move_here(const Command& c);
+  // A transaction (`t`, decoded from `c`, its conditions held) run in
+  // place, no copy of any key, when each of its commands is a write of
+  // the members, fields or ends it names (SADD, HSET and its kin, the
+  // pushes, ZADD), an EXPIRE or a count, and neither its replies nor the
+  // data could pass their limits; else nullopt, and it runs on copies.
+  std::optional<Result> multi_here(const Command& c, const Transaction& t);
   Result flush_all();
   Result watch(const Command& c);
   bool condition_holds(const Command& c, const TxCondition& cond) const;
@@ -356,6 +368,7 @@ class Store {
   AppliedSummary summary_;
   uint64_t used_bytes_ = 0;
   uint64_t skipped_ = 0;
+  uint64_t in_place_ = 0;  // transactions_in_place()
   uint64_t version_ = 0;
   // Removed keys' versions, and the highest version of any dropped one (or
   // of a flushall): an absent key without a tombstone was modified at most

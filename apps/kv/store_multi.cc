@@ -29,6 +29,9 @@ using wire::count;
 using wire::reader;
 
 constexpr size_t kResultOverhead = 5;  // a result's flags and length
+// The most a reply of one of multi_here's commands takes: an integer, a
+// score or a float, or an error (WRONGTYPE's is the longest, 65 bytes).
+constexpr uint64_t kSmallReply = 128;
 
 // (Built from a std::string: GCC 12 warns falsely on assigning a literal.)
 Result failed(std::string text) {
@@ -329,6 +332,79 @@ std::optional<Result> Store::move_here(const Command& c) {
   return r;
 }
 
+std::optional<Result> Store::multi_here(const Command& c, const Transaction& t) {
+  // What execute_keys would refuse after running it on copies: the
+  // replies, past max_result_bytes (each of these is small); the data,
+  // past maxmemory (each command's growth, from a copy of what it names
+  // alone, plus its key and an entry's overhead, in case an earlier
+  // command's EXPIRE removed the key it writes; a growth a command
+  // computed alone may miss, as an integer that gains a digit, is within
+  // the kSmallReply each adds too). Neither can be, or the transaction
+  // runs on copies.
+  // The commands it may hold: writes that touch only the members, fields
+  // or ends they name, whose growth sizes_after() tells without copying
+  // their item, and EXPIRE and the counts; each answers a small reply.
+  auto runs_in_place = [](Op op) {
+    switch (op) {
+      case Op::kExpire:
+      case Op::kLLen:
+      case Op::kSCard:
+      case Op::kHLen:
+      case Op::kZCard:
+        return true;
+      default:
+        return sizes_by_parts(op);
+    }
+  };
+  uint64_t replies = 0, growth = 0;
+  bool grows = false;
+  for (const Command& sub : t.cmds) {
+    if (!runs_in_place(sub.op)) return std::nullopt;
+    replies += kResultOverhead + kSmallReply;
+    grows |= detail::denied_when_full(sub.op);
+  }
+  if (options_.max_result_bytes != 0 && replies > options_.max_result_bytes) return std::nullopt;
+  if (options_.maxmemory != 0 && grows) {
+    for (Command sub : t.cmds) {
+      if (!detail::denied_when_full(sub.op)) continue;
+      sub.now_ms = c.now_ms;
+      const uint64_t before = entry_bytes(sub.key), after = sizes_after(sub).first;
+      growth +=
+          (after > before ? after - before : 0) + kEntryOverhead + sub.key.size() + kSmallReply;
+      if (used_bytes_ + growth > options_.maxmemory) return std::nullopt;
+    }
+  }
+  // Each command as one outside a transaction (execute_here): its key out
+  // of the counts and the indexes, run in place, back in. The keys it
+  // modified carry one new version, as execute_keys commits them.
+  std::set<std::string> changed;
+  std::vector<Result> results;
+  results.reserve(t.cmds.size());
+  for (Command sub : t.cmds) {
+    sub.client = c.client;
+    sub.seq = c.seq;
+    sub.now_ms = c.now_ms;
+    bool existed = false;
+    if (auto it = data_.find(sub.key); it != data_.end()) {
+      existed = true;
+      unlink(it);
+    }
+    Result one = execute(data_, sub);
+    auto it = data_.find(sub.key);
+    if (it != data_.end()) link(it);
+    // (Removed by lazy expiry or by its EXPIRE, or written.)
+    if ((existed && it == data_.end()) || detail::writes(sub, one)) changed.insert(sub.key);
+    results.push_back(std::move(one));
+  }
+  const uint64_t v = changed.empty() ? version_ : ++version_;
+  for (const std::string& k : changed) modified(k, v);
+  ++in_place_;
+  Result r;
+  r.ok = true;
+  r.value = encode_results(results);
+  return r;
+}
+
 Result Store::execute_keys(const Command& c) {
   // Run on copies of the keys it touches, then commit the copies or not: a
   // transaction takes effect whole or not at all.
@@ -338,6 +414,9 @@ Result Store::execute_keys(const Command& c) {
     if (!decode_transaction(c.value, &t)) return failed(kMalformed);
     for (const TxCondition& cond : t.conditions)
       if (!condition_holds(c, cond)) return r;
+    if (options_.multi_in_place) {
+      if (std::optional<Result> here = multi_here(c, t)) return std::move(*here);
+    }
   } else {
     t.cmds.push_back(c);
   }

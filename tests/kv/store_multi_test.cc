@@ -449,5 +449,93 @@ TEST(StoreMultiTest, MovesInPlaceAgreeWithTheSameMovesRunOnCopies) {
   }
 }
 
+// Transactions of collection writes, EXPIREs and counts run in place
+// (multi_here): a random mix of them (and of commands that make a
+// transaction run on copies: a GET, an LPOP, a SET), on strings too
+// (WRONGTYPE), with keys expiring, applied to a store that runs them in
+// place and to one that runs every transaction on copies, answers alike,
+// leaves the same data with the same versions (what WATCH decides with),
+// the same store version and byte counts; with limits on memory and on
+// replies, under which some run on copies instead or are refused.
+TEST(StoreMultiTest, TransactionsRunInPlaceAgreeWithTheSameRunOnCopies) {
+  struct Limits {
+    uint64_t maxmemory, max_result_bytes;
+  };
+  for (const Limits limits : {Limits{0, 0}, Limits{1500, 0}, Limits{0, 600}, Limits{2500, 700}}) {
+    StoreOptions o;
+    o.maxmemory = limits.maxmemory;
+    o.max_result_bytes = limits.max_result_bytes;
+    StoreOptions on_copies = o;
+    on_copies.multi_in_place = false;
+    Store here(o), copies(on_copies);
+    Client a{here}, b{copies};
+    uint64_t seed = 777 + limits.maxmemory + limits.max_result_bytes;
+    auto next = [&seed](uint64_t n) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      return (seed >> 33) % n;
+    };
+    const std::vector<std::string> keys = {"l", "s", "h", "z", "text"};
+    size_t refused = 0;
+    for (int i = 0; i < 3000; ++i) {
+      const int64_t now = kNow + i;
+      std::vector<Command> cmds;
+      const uint64_t n = 1 + next(6);
+      for (uint64_t j = 0; j < n; ++j) {
+        const std::string& k = keys[next(keys.size())];
+        const std::string m = "m" + std::to_string(next(8));
+        const uint64_t what = next(100);
+        Command c;
+        if (what < 20) {
+          c = cmd(next(3) == 0 ? Op::kLPushX : (next(2) ? Op::kRPush : Op::kLPush), k,
+                  encode_names({m, "v" + m}));
+        } else if (what < 35) {
+          c = cmd(Op::kSAdd, k, encode_names({m}));
+        } else if (what < 45) {
+          c = cmd(Op::kHSet, k, encode_fields({{m, std::string(next(40), 'x')}}));
+        } else if (what < 50) {
+          c = cmd(Op::kHSetNx, k, "v");
+          c.expected = m;
+        } else if (what < 58) {
+          c = cmd(Op::kHIncrBy, k, std::to_string(next(2000)));
+          c.expected = m;
+        } else if (what < 70) {
+          c = cmd(Op::kZAdd, k, encode_names({std::to_string(next(50)), m}));
+          if (next(3) == 0) c.expected = "I";
+        } else if (what < 78) {
+          c = with_deadline(cmd(Op::kExpire, k), now + static_cast<int64_t>(next(30)));
+        } else if (what < 88) {
+          const Op counts[] = {Op::kLLen, Op::kSCard, Op::kHLen, Op::kZCard};
+          c = cmd(counts[next(4)], k);
+        } else if (what < 92) {
+          c = cmd(Op::kGet, k);  // (these three: the transaction runs on copies)
+        } else if (what < 95) {
+          c = cmd(Op::kLPop, k);
+        } else {
+          c = cmd(Op::kPut, k, "string");
+        }
+        cmds.push_back(std::move(c));
+      }
+      const Command t = multi(cmds);
+      const Result ra = a.run(t, now), rb = b.run(t, now);
+      refused += ra.refused;
+      ASSERT_EQ(ra, rb) << i;
+      ASSERT_EQ(here.data(), copies.data()) << i;
+      for (const auto& [key, item] : here.data()) {
+        ASSERT_EQ(item.version, copies.data().at(key).version) << i << " " << key;
+      }
+      ASSERT_EQ(here.version(), copies.version()) << i;
+      ASSERT_EQ(here.used_bytes(), copies.used_bytes()) << i;
+    }
+    std::string why;
+    EXPECT_TRUE(here.sizes_agree(&why)) << why;
+    EXPECT_EQ(copies.transactions_in_place(), 0u);
+    EXPECT_GT(here.transactions_in_place(), 300u)
+        << "most transactions hold only in-place commands";
+    if (limits.maxmemory != 0) {
+      EXPECT_GT(refused, 0u) << "near maxmemory, some are refused";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kv
