@@ -613,11 +613,14 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // stopped heart-beating) rather than one that left cleanly, since the
   // other ranks leave as soon as they end the job for it, and a rank that
   // sees the job change late may find them gone too.
-  auto lost_client = [&](const std::vector<uint32_t>& live) {
+  // `failed_only`: none that left cleanly (a restarted replica's set-up
+  // may find them gone because the run is over: run_over()).
+  auto lost_client = [&](const std::vector<uint32_t>& live, bool failed_only) {
     std::optional<uint32_t> gone;
     auto failed = [&](uint32_t r) { return !cluster.left(r) || cluster.incarnation(r) > 0; };
     for (uint32_t r = o.replicas; r < world && !o.resp; ++r) {
       if (std::find(live.begin(), live.end(), r) != live.end()) continue;
+      if (failed_only && !failed(r)) continue;
       if (!gone || (failed(r) && !failed(*gone))) gone = r;
     }
     return gone;
@@ -650,7 +653,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       ep.inc = inc;
       // (A lost client ends the job whatever else failed: the replicas that
       // saw it first may have left already.)
-      if (std::optional<uint32_t> c = lost_client(live)) {
+      if (std::optional<uint32_t> c = lost_client(live, true)) {
         failure = client_lost(*c);
         break;
       }
@@ -678,7 +681,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     // and cannot complete (a restarted client cannot rejoin), so the job
     // cannot pass its checks. Every rank ends now, saying so, rather than
     // wait for that client's operations for ever.
-    if (std::optional<uint32_t> c = lost_client(live)) failure = client_lost(*c);
+    if (std::optional<uint32_t> c = lost_client(live, false)) failure = client_lost(*c);
     if (!failure.empty()) break;
     while (!ep.w.done() && failure.empty() && ep.broken.empty()) {
       size_t work = ep.w.poll();
