@@ -38,7 +38,7 @@ void ZSet::put(const std::string& member, double score) {
     it->second = score;
   }
   score_bytes_ += format_score(score).size();
-  order.emplace(score, member);
+  order.insert(ZEntry{score, member});
 }
 
 bool ZSet::erase(const std::string& member) {
@@ -166,7 +166,7 @@ Result error(std::string text) { return detail::result_of(std::move(text), false
 const std::string kMalformed = "ERR malformed sorted set command";
 const std::string kNaN = "ERR resulting score is not a number (NaN)";
 
-using Order = std::set<ZEntry, ZOrder>;
+using Order = ZIndex;
 using ZIt = Order::const_iterator;
 
 // A score or a lexicographic range (ZRange::kScore, kLex), parsed: which
@@ -244,7 +244,7 @@ class Span {
     const int c = lmin_.text.compare(lmax_.text);
     return c < 0 ? -1 : c > 0 ? 1 : 0;
   }
-  static bool one_score(const Order& o) { return o.begin()->first == o.rbegin()->first; }
+  static bool one_score(const Order& o) { return o.begin()->first == (*o.rbegin()).first; }
 
   ZRange::By by_ = ZRange::kScore;
   double min_ = 0, max_ = 0;
@@ -252,12 +252,8 @@ class Span {
   LexBound lmin_, lmax_;
 };
 
-// The member at `rank` (0: the lowest score), walked to from the nearer end.
-ZIt at_rank(const Order& o, int64_t rank) {
-  const auto n = static_cast<int64_t>(o.size());
-  if (rank <= n / 2) return std::next(o.begin(), rank);
-  return std::prev(o.end(), n - rank);
-}
+// The member at `rank` (0: the lowest score).
+ZIt at_rank(const Order& o, int64_t rank) { return o.at(static_cast<size_t>(rank)); }
 
 // Redis's sanitised rank range: [*start, *end] within [0, n), false if
 // empty.
@@ -667,8 +663,7 @@ Result execute_zset(Keyspace& data, const Command& c) {
     case Op::kZRank: {
       auto f = present ? z->scores.find(c.expected) : decltype(z->scores.end()){};
       if (!present || f == z->scores.end()) return done("", false);
-      const auto rank = static_cast<size_t>(
-          std::distance(z->order.begin(), z->order.find(ZEntry{f->second, f->first})));
+      const size_t rank = z->order.rank(z->order.find(ZEntry{f->second, f->first}));
       return done(std::to_string(c.value == "rev" ? z->size() - 1 - rank : rank));
     }
     case Op::kZCount:
@@ -677,6 +672,17 @@ Result execute_zset(Keyspace& data, const Command& c) {
       ZRange q;
       if (!decode_zrange(c.expected, &q)) return error(kMalformed);
       if (c.op == Op::kZCount) q.limit = -1, q.offset = 0, q.rev = false;
+      if (c.op == Op::kZCount && q.by == ZRange::kScore) {
+        // The members of a score range are contiguous in the order: its
+        // count is the difference of its ends' ranks.
+        Span span;
+        if (!span.parse(q)) return error(kMalformed);
+        if (!present) return done("0");
+        const ZIt lo = span.first(z->order);
+        if (lo == z->order.end()) return done("0");
+        const ZIt hi = span.last(z->order);
+        return done(std::to_string(z->order.rank(hi) - z->order.rank(lo) + 1));
+      }
       std::vector<ZIt> its;
       static const Order kNone;
       if (!select(present ? z->order : kNone, q, &its)) return error(kMalformed);

@@ -6,17 +6,21 @@
 //
 // A sorted set is two indexes of its members: by member (their scores) and
 // by (score, member bytes), Redis's order, in which every range answers.
-// Adding, removing or rescoring a member and finding where a score or a
-// member range begins take O(log n); a range then costs its length. A rank
-// (ZRANK, ZRANGE by index, ZREMRANGEBYRANK) walks from the nearer end of
-// the order: O(log n + min(rank, n - rank) + k) for k members answered,
-// O(n) for ZRANK.
+// Adding, removing or rescoring a member, finding where a score or a
+// member range begins, a member's rank (ZRANK) and the member at a rank
+// take O(log n) (the order is a tree that keeps its subtrees' sizes, as
+// Redis's skiplist keeps its spans); a range then costs its length, and a
+// count (ZCOUNT, ZLEXCOUNT) O(log n).
 //
 // Thread safety: none (values, and pure functions).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
-#include <set>
+#include <ext/pb_ds/assoc_container.hpp>
+#include <ext/pb_ds/tree_policy.hpp>
+#include <iterator>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -39,6 +43,48 @@ struct ZOrder {
   bool operator()(double s, const ZEntry& a) const { return s < a.first; }
 };
 
+// A sorted set's members in Redis's order (ZOrder), each one's rank at
+// hand: libstdc++'s policy-based red-black tree with subtree sizes
+// (tree_order_statistics_node_update), behind the part of std::set's
+// interface the store uses, and rank() and at(). Its reverse iterators
+// are dereferenced with `*` (their `->` does not compile with the tree's
+// iterators).
+class ZIndex {
+  using Tree = __gnu_pbds::tree<ZEntry, __gnu_pbds::null_type, ZOrder, __gnu_pbds::rb_tree_tag,
+                                __gnu_pbds::tree_order_statistics_node_update>;
+
+ public:
+  using const_iterator = Tree::const_iterator;
+  using const_reverse_iterator = std::reverse_iterator<const_iterator>;
+  using value_type = ZEntry;
+
+  const_iterator begin() const { return tree_.begin(); }
+  const_iterator end() const { return tree_.end(); }
+  const_reverse_iterator rbegin() const { return const_reverse_iterator(end()); }
+  const_reverse_iterator rend() const { return const_reverse_iterator(begin()); }
+  size_t size() const { return tree_.size(); }
+  bool empty() const { return tree_.empty(); }
+  void clear() { tree_.clear(); }
+  bool insert(const ZEntry& e) { return tree_.insert(e).second; }
+  bool erase(const ZEntry& e) { return tree_.erase(e); }
+  const_iterator find(const ZEntry& e) const { return tree_.find(e); }
+  const_iterator lower_bound(const ZEntry& e) const { return tree_.lower_bound(e); }
+  // The first member of score `s` or more (every member is above "").
+  const_iterator lower_bound(double s) const { return tree_.lower_bound(ZEntry{s, std::string()}); }
+  // The first member of a score above `s`.
+  const_iterator upper_bound(double s) const {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    return s == kInf ? end() : lower_bound(std::nextafter(s, kInf));
+  }
+  // How many members come before `it` (size() for end()).
+  size_t rank(const_iterator it) const { return it == end() ? size() : tree_.order_of_key(*it); }
+  // The member at `rank` (end() past the last).
+  const_iterator at(size_t rank) const { return tree_.find_by_order(rank); }
+
+ private:
+  Tree tree_;
+};
+
 // A sorted set. Never NaN among its scores, nor -0: a member given -0 gets
 // 0, as Redis 7.0 keeps a small sorted set (its listpack prints the score,
 // and -0 as 0), though ZINCRBY and ZADD INCR answer the -0 they computed.
@@ -47,7 +93,7 @@ struct ZOrder {
 // score_bytes) in O(1).
 struct ZSet {
   std::unordered_map<std::string, double> scores;
-  std::set<ZEntry, ZOrder> order;
+  ZIndex order;
 
   bool empty() const { return order.empty(); }
   size_t size() const { return order.size(); }

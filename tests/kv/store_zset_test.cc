@@ -5,6 +5,7 @@
 // and new, and replicas that apply the same log ending identical.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -449,6 +450,56 @@ TEST(StoreZsetTest, ReplicasApplyingTheSameZsetCommandsEndIdentical) {
       testing::refused_and_held(o, log, [](const Item& e) { return e.is_zset(); });
   EXPECT_GT(refused, 10u) << "the limits were reached";
   EXPECT_GT(zsets, 1000u) << "sorted sets were there";
+}
+
+// Ranks and counts in a set of thousands of members (the index keeps its
+// subtrees' sizes): ZRANK, ZREVRANK, ZRANGE by rank and ZCOUNT by score
+// against a sorted list of the same members, as members come, go and
+// change score.
+TEST(StoreZsetTest, RanksAndCountsInABigSetAreThoseOfTheSortedMembers) {
+  Store s;
+  Client c{s};
+  std::mt19937_64 rng(11);
+  std::map<std::string, double> members;
+  auto sorted = [&members] {
+    std::vector<ZEntry> v;
+    for (const auto& [m, score] : members) v.emplace_back(score, m);
+    std::sort(v.begin(), v.end(), ZOrder{});
+    return v;
+  };
+  for (int round = 0; round < 6; ++round) {
+    for (int i = 0; i < 1500; ++i) {
+      const std::string m = "m" + std::to_string(rng() % 3000);
+      if (rng() % 4 == 0 && members.count(m) != 0) {
+        ASSERT_EQ(c.run(cmd(Op::kZRem, "z", encode_names({m}))), (Result{true, "1"}));
+        members.erase(m);
+      } else {
+        const double score = static_cast<double>(rng() % 500);
+        c.run(zadd("z", {std::to_string(static_cast<int>(score)), m}));
+        members[m] = score;
+      }
+    }
+    const std::vector<ZEntry> want = sorted();
+    const size_t n = want.size();
+    ASSERT_GT(n, round == 0 ? 900u : 1300u);
+    for (int q = 0; q < 200; ++q) {
+      const size_t r = rng() % n;
+      ZRange rank_q = by(ZRange::kRank, std::to_string(r), std::to_string(r));
+      Command rank_cmd = cmd(Op::kZRank, "z");
+      rank_cmd.expected = want[r].second;
+      ASSERT_EQ(c.run(rank_cmd), (Result{true, std::to_string(r)})) << want[r].second;
+      rank_cmd.value = "rev";
+      ASSERT_EQ(c.run(rank_cmd), (Result{true, std::to_string(n - 1 - r)}));
+      ASSERT_EQ(c.names(range(Op::kZRange, "z", rank_q)), (Strings{want[r].second}));
+      const int lo = static_cast<int>(rng() % 500), hi = lo + static_cast<int>(rng() % 100);
+      const auto count = std::count_if(
+          want.begin(), want.end(), [&](const ZEntry& e) { return e.first > lo && e.first <= hi; });
+      ASSERT_EQ(c.run(range(Op::kZCount, "z",
+                            by(ZRange::kScore, "(" + std::to_string(lo), std::to_string(hi)))),
+                (Result{true, std::to_string(count)}))
+          << lo << " " << hi;
+    }
+  }
 }
 
 }  // namespace
