@@ -105,8 +105,7 @@ FenceOutcome fence(const std::string& identity, uint32_t pid, std::chrono::milli
     if (rc > 0) {
       out.kind = exiting ? FenceOutcome::kExiting : FenceOutcome::kKilled;
     } else {
-      out = {FenceOutcome::kNoExit, "killed with SIGKILL but not exited after " +
-                                        std::to_string(wait.count()) +
+      out = {FenceOutcome::kNoExit, "not seen to exit within " + std::to_string(wait.count()) +
                                         " ms (it runs no more of its own code)"};
     }
   }

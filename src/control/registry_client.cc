@@ -204,6 +204,12 @@ void RegistryClient::Impl::fence_lost(const PeerEventMsg& e) {
                 static_cast<int64_t>(ms * 1000), " us later, before moving to view ", e.epoch);
       return;
     case FenceOutcome::kNoExit:
+      // (Killed: it runs no more of its own code. Under load a big
+      // process's exit, its memory unmapped, can take longer than the wait.)
+      log::warn("fenced ", who, ": it had not exited on this host; killed it with SIGKILL, but ",
+                out.text, ": a write it had in progress in the kernel may still land after view ",
+                e.epoch);
+      return;
     case FenceOutcome::kFailed:
       log::warn("cannot fence ", who, " on this host: ", out.text,
                 "; its writes into this host's shared memory may land after view ", e.epoch);
