@@ -19,7 +19,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -112,26 +114,29 @@ class PyCluster {
     combiners_.retire();
     regions_.retire();
   }
-  // The exchange of `segment_bytes` among the job's ranks (declared at the
-  // first call that needs it), and its end after a failed call.
-  Exchange& exchange(uint32_t segment_bytes) {
+  // One alltoallv call among the job's ranks, over the exchange of
+  // `segment_bytes` (declared at the first call that needs it; ended
+  // after a failed call). Without the GIL: calls from several threads
+  // run one at a time (collectives are made in one order on every rank,
+  // as MPI's on a communicator).
+  std::vector<ReceivedBuffer> exchange(Cluster& c, uint32_t segment_bytes,
+                                       std::span<const std::span<const std::byte>> sends,
+                                       Deadline deadline) {
+    std::lock_guard<std::mutex> lock(exchanges_mu_);
     std::unique_ptr<Exchange>& e = exchanges_[segment_bytes];
-    if (!e) {
-      AlltoallvSpec spec;
-      spec.name = "sluice.py.exchange." + std::to_string(++exchanges_made_);
-      spec.segment_bytes = segment_bytes;
-      Cluster& c = get();
-      nb::gil_scoped_release unlocked;
-      try {
+    try {
+      if (!e) {
+        AlltoallvSpec spec;
+        spec.name = "sluice.py.exchange." + std::to_string(++exchanges_made_);
+        spec.segment_bytes = segment_bytes;
         e = std::make_unique<Exchange>(c, spec);
-      } catch (...) {
-        exchanges_.erase(segment_bytes);
-        throw;
       }
+      return e->run(sends, deadline);
+    } catch (...) {
+      if (!e || e->broken()) exchanges_.erase(segment_bytes);
+      throw;
     }
-    return *e;
   }
-  void drop_exchange(uint32_t segment_bytes) { exchanges_.erase(segment_bytes); }
   // Every flow declared through this cluster, for leave().
   void track(const std::shared_ptr<RecordsFlow>& f) { flows_.push_back(f); }
   Cluster& get() {
@@ -238,12 +243,14 @@ class PyCluster {
   // The exchanges alltoallv calls among the job's ranks go over, one per
   // segment size; each ends before the job is left.
   void finish_exchanges(Deadline deadline) {
+    std::lock_guard<std::mutex> lock(exchanges_mu_);
     for (auto& [bytes, exchange] : exchanges_) exchange->finish(deadline, false);
     exchanges_.clear();
   }
 
   std::unique_ptr<Cluster> cluster_;
   bool left_ = false;
+  std::mutex exchanges_mu_;
   std::map<uint32_t, std::unique_ptr<Exchange>> exchanges_;
   uint64_t exchanges_made_ = 0;  // names them, in the same order on every rank
   std::vector<std::weak_ptr<RecordsFlow>> flows_;
@@ -573,14 +580,8 @@ std::vector<OutArray> alltoallv_of(PyCluster& cluster, const std::string& name,
     nb::gil_scoped_release unlocked;
     got = alltoallv(c, spec, bufs, deadline_of(timeout));
   } else {
-    Exchange& e = cluster.exchange(segment_bytes);
-    try {
-      nb::gil_scoped_release unlocked;
-      got = e.run(bufs, deadline_of(timeout));
-    } catch (...) {
-      if (e.broken()) cluster.drop_exchange(segment_bytes);
-      throw;
-    }
+    nb::gil_scoped_release unlocked;
+    got = cluster.exchange(c, segment_bytes, bufs, deadline_of(timeout));
   }
   std::vector<OutArray> out;
   out.reserve(got.size());
