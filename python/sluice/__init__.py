@@ -162,7 +162,7 @@ class Cluster:
 
     def __init__(self, impl: _sluice.Cluster):
         self._c = impl
-        self._alltoallv_calls = 0  # names each call's flow, in the same order on every rank
+        self._alltoallv_calls = 0  # names each call's flow in a view, the same on every rank
 
     @classmethod
     def from_env(cls) -> "Cluster":

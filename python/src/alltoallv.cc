@@ -28,6 +28,14 @@ constexpr uint64_t kMaxBuffer = uint64_t{1} << 40;  // a length past it is garba
   throw Error(ErrorCode::kInternal, std::string(to_string(s)) + ": " + what);
 }
 
+// A call's buffers must be one for each rank taking part.
+void check_count(const std::string& name, size_t sends, size_t ranks) {
+  if (sends == ranks) return;
+  throw Error(ErrorCode::kInvalidArgument, "alltoallv '" + name + "': " + std::to_string(sends) +
+                                               " buffers to send, one for each of the " +
+                                               std::to_string(ranks) + " ranks");
+}
+
 }  // namespace
 
 std::vector<uint32_t> alltoallv_ranks(const Cluster& cluster, const AlltoallvSpec& spec) {
@@ -113,11 +121,7 @@ std::vector<ReceivedBuffer> Exchange::run(std::span<const std::span<const std::b
   if (broken_) {
     throw Error(ErrorCode::kInternal, "alltoallv '" + name_ + "': a call on it failed before");
   }
-  if (sends.size() != n) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "alltoallv '" + name_ + "': " + std::to_string(sends.size()) +
-                    " buffers to send, one for each of the " + std::to_string(n) + " ranks");
-  }
+  check_count(name_, sends.size(), n);
   broken_ = true;  // until the call succeeds
 
   // The sending thread: to every rank, starting with the next one (so that
@@ -202,12 +206,7 @@ void Exchange::finish(Deadline deadline, bool drain) {
 std::vector<ReceivedBuffer> alltoallv(Cluster& cluster, const AlltoallvSpec& s,
                                       std::span<const std::span<const std::byte>> sends,
                                       Deadline deadline) {
-  if (sends.size() != alltoallv_ranks(cluster, s).size()) {  // refused before declaring
-    throw Error(ErrorCode::kInvalidArgument,
-                "alltoallv '" + s.name + "': " + std::to_string(sends.size()) +
-                    " buffers to send, one for each of the " +
-                    std::to_string(alltoallv_ranks(cluster, s).size()) + " ranks");
-  }
+  check_count(s.name, sends.size(), alltoallv_ranks(cluster, s).size());  // before declaring
   Exchange exchange(cluster, s);
   std::vector<ReceivedBuffer> got = exchange.run(sends, deadline);
   // Every rank had every buffer: the ends come at once.
