@@ -88,7 +88,10 @@ struct TableSpec {
 struct Layout {
   std::vector<TableSpec> tables;
   uint32_t memory_servers = 1;
-  uint32_t clients = 1;   // compute clients in the whole job
+  uint32_t clients = 1;  // compute clients in the whole job, spare slots included
+  // The last `spares` client ids are spare slots (spares.h): memory server 0
+  // parks each from its first timestamp when it creates the metadata.
+  uint32_t spares = 0;
   uint32_t versions = 4;  // versions kept per record (>= 2)
   uint64_t max_timestamps = 1 << 20;
   // Overflow entries per table and memory server (0: no overflow area).
@@ -139,6 +142,7 @@ struct Layout {
   uint64_t snapshot_offset(uint32_t client) const { return log_offset(clients) + 8ull * client; }
   uint64_t meta_bytes() const { return snapshot_offset(overflow_entries != 0 ? clients : 0); }
 
+  uint32_t first_spare() const { return clients - spares; }
   uint32_t ts_owner(uint64_t ts) const { return static_cast<uint32_t>((ts - 1) % clients); }
   uint32_t find_table(const std::string& name) const;  // throws if absent
 };

@@ -14,21 +14,25 @@
 #include <sluice/sluice.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <fstream>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "layout.h"
 #include "liveness.h"
 #include "options.h"
 #include "rsi.h"
+#include "spares.h"
 #include "twopc.h"
 #include "workload.h"
 
@@ -65,9 +69,12 @@ struct Summary {
   uint32_t timeline[kTimelineSlots];  // commits per sn::kTimelineMs
 };
 
-void add_timeline(Summary& a, double start_unix, const uint32_t* counts, size_t n) {
+// `shift`: counts[0] goes to a.timeline[shift] (a replacement's clients
+// start later than the run).
+void add_timeline(Summary& a, double start_unix, const uint32_t* counts, size_t n,
+                  size_t shift = 0) {
   if (start_unix > 0 && (a.start_unix == 0 || start_unix < a.start_unix)) a.start_unix = start_unix;
-  for (size_t i = 0; i < n && i < kTimelineSlots; ++i) a.timeline[i] += counts[i];
+  for (size_t i = 0; i < n && i + shift < kTimelineSlots; ++i) a.timeline[i + shift] += counts[i];
 }
 
 void add(Summary& a, const sn::ClientResult& r) {
@@ -87,6 +94,56 @@ void add(Summary& a, const sn::ClientResult& r) {
   a.seconds = std::max(a.seconds, r.seconds);
   for (uint32_t us : r.latency_us) ++a.hist[bucket_of(us)];
   add_timeline(a, r.start_unix, r.timeline.data(), r.timeline.size());
+}
+
+// Adds one compute rank's summary (or a spare client's) into the total;
+// the timeline of one that started later than the total's is shifted.
+void accumulate(Summary& total, const Summary& s, bool shift_timeline) {
+  total.clients += s.clients;
+  total.commits += s.commits;
+  total.checkouts += s.checkouts;
+  total.read_only += s.read_only;
+  total.conflicts += s.conflicts;
+  total.too_old += s.too_old;
+  total.out_of_stock += s.out_of_stock;
+  total.burned += s.burned;
+  total.overflow_moved += s.overflow_moved;
+  total.overflow_hits += s.overflow_hits;
+  total.forward += s.forward;
+  total.back += s.back;
+  total.recovered += s.recovered;
+  total.seconds = std::max(total.seconds, s.seconds);
+  for (int b = 0; b < kBuckets; ++b) total.hist[b] += s.hist[b];
+  size_t shift = 0;
+  if (shift_timeline && total.start_unix > 0 && s.start_unix > total.start_unix)
+    shift = static_cast<size_t>(
+        std::llround((s.start_unix - total.start_unix) * 1000 / sn::kTimelineMs));
+  add_timeline(total, s.start_unix, s.timeline, kTimelineSlots, shift);
+}
+
+// The results area on memory server 0 ("nam-results"), per phase: each
+// compute rank's summary; the run's start (CLOCK_REALTIME nanoseconds, set
+// by the first compute rank to start its clients); a claim word per spare
+// client slot (spares.h) and the summary of each spare client.
+struct ResultsArea {
+  uint32_t compute = 0, spares = 0;
+  uint64_t phase_bytes() const {
+    return compute * sizeof(Summary) + 8 + spares * (8 + sizeof(Summary));
+  }
+  uint64_t summary(size_t phase, uint32_t k) const {
+    return phase * phase_bytes() + k * sizeof(Summary);
+  }
+  uint64_t start(size_t phase) const { return summary(phase, compute); }
+  uint64_t claims(size_t phase) const { return start(phase) + 8; }
+  uint64_t spare_summary(size_t phase, uint32_t s) const {
+    return claims(phase) + 8ull * spares + s * sizeof(Summary);
+  }
+};
+
+uint64_t unix_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 double percentile(const Summary& s, double q) {
@@ -130,8 +187,10 @@ bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
         cluster.expose(layout.region_name(layout.tables[t].name), layout.region_bytes(t, rank)));
     sn::load_table(layout, opt.workload, t, rank, regions.back().data());
   }
-  if (rank == 0 && protocol == "rsi")
+  if (rank == 0 && protocol == "rsi") {
     regions.push_back(cluster.expose(layout.meta_name(), layout.meta_bytes()));
+    sn::park_spare_slots(layout, regions.back().data());
+  }
   if (protocol == "rsi" && layout.overflow_entries != 0) {
     for (uint32_t t = 0; t < layout.tables.size(); ++t) {
       regions.push_back(cluster.expose(layout.overflow_name(layout.tables[t].name),
@@ -172,13 +231,11 @@ bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
 }
 
 int memory_server(sluice::Cluster& cluster, const sn::Options& opt,
-                  const std::vector<sn::Layout>& layouts,
-                  const std::vector<std::string>& protocols) {
+                  const std::vector<sn::Layout>& layouts, const std::vector<std::string>& protocols,
+                  const ResultsArea& area) {
   sluice::MemoryRegion results;
-  if (cluster.rank() == 0) {
-    const uint32_t compute = cluster.world_size() - opt.memory_servers;
-    results = cluster.expose("nam-results", protocols.size() * compute * sizeof(Summary));
-  }
+  if (cluster.rank() == 0)
+    results = cluster.expose("nam-results", protocols.size() * area.phase_bytes());
   std::vector<uint32_t> ranks(cluster.world_size());
   std::iota(ranks.begin(), ranks.end(), 0u);
   bool ok = true;
@@ -211,13 +268,14 @@ std::unique_ptr<sn::Transactions> open_client(sluice::Cluster& cluster, const sn
 // and prints the results. Returns the exit status.
 int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& layout,
            const std::string& protocol, const std::vector<uint32_t>& ran,
-           sluice::RemoteRegion& results, uint64_t base, const sn::ServerWatch& watch,
-           double* tps_out) {
+           sluice::RemoteRegion& results, const ResultsArea& area, size_t phase,
+           const sn::ServerWatch& watch, double* tps_out) {
   sluice::Cluster& cluster = ctx.cluster();
   const uint32_t rank = cluster.rank(), m = opt.memory_servers;
   const uint32_t compute_ranks = cluster.world_size() - m;
   std::vector<Summary> all(compute_ranks);
-  if (results.read(base, std::as_writable_bytes(std::span(all))) != sluice::Status::kOk)
+  if (results.read(area.summary(phase, 0), std::as_writable_bytes(std::span(all))) !=
+      sluice::Status::kOk)
     return ctx.fail("reading the results failed: " + results.error());
   for (uint32_t r : ran) {
     if (all[r - m].valid != 1) return ctx.fail("a client failed (see above): no results");
@@ -232,23 +290,47 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
     for (uint32_t t = 0; t < opt.clients; ++t)
       checkouts.push_back(
           met && s.checkouts_of[t] != kFencedClient ? static_cast<int64_t>(s.checkouts_of[t]) : -1);
-    if (!met) continue;
-    total.clients += s.clients;
-    total.commits += s.commits;
-    total.checkouts += s.checkouts;
-    total.read_only += s.read_only;
-    total.conflicts += s.conflicts;
-    total.too_old += s.too_old;
-    total.out_of_stock += s.out_of_stock;
-    total.burned += s.burned;
-    total.overflow_moved += s.overflow_moved;
-    total.overflow_hits += s.overflow_hits;
-    total.forward += s.forward;
-    total.back += s.back;
-    total.recovered += s.recovered;
-    total.seconds = std::max(total.seconds, s.seconds);
-    for (int b = 0; b < kBuckets; ++b) total.hist[b] += s.hist[b];
-    add_timeline(total, s.start_unix, s.timeline, kTimelineSlots);
+    if (met) accumulate(total, s, false);
+  }
+  // The spare client slots: each closed if nobody took it, else waited for
+  // until the replacement that runs it is done or lost (spares.h).
+  uint64_t spares_run = 0, replacement_commits = 0;
+  double replacement_start = 0;  // the earliest spare client's start (0: none ran)
+  for (uint32_t sp = 0; sp < layout.spares; ++sp) {
+    const uint32_t id = layout.first_spare() + sp;
+    const sn::SpareClaim claim = sn::settle_spare(cluster, results, area.claims(phase), sp);
+    if (claim.state == sn::SpareState::kClosed) {
+      // It never ran: retired from its first timestamp, not recovered.
+      sn::RsiOptions parked;
+      parked.starts_parked = true;
+      parked.lost_server = &watch.lost();
+      sn::RsiClient(cluster, layout, id, parked).retire();
+      checkouts.push_back(0);
+      continue;
+    }
+    if (claim.state != sn::SpareState::kDone) {
+      // Its process was lost while it ran: a client that died (recovered below).
+      std::fprintf(stderr,
+                   "sluice-nam: spare client %u of rank %u (incarnation %u) was lost while it "
+                   "ran; it counts as a client that died\n",
+                   id, claim.rank, claim.incarnation);
+      checkouts.push_back(-1);
+      continue;
+    }
+    Summary s{};
+    if (results.read(area.spare_summary(phase, sp), std::as_writable_bytes(std::span(&s, 1))) !=
+        sluice::Status::kOk)
+      return ctx.fail("reading a spare client's results failed: " + results.error());
+    if (s.valid != 1)
+      return ctx.fail("spare client " + std::to_string(id) + " of rank " +
+                      std::to_string(claim.rank) + " failed (see above): no results");
+    checkouts.push_back(s.checkouts_of[0] != kFencedClient ? static_cast<int64_t>(s.checkouts_of[0])
+                                                           : -1);
+    accumulate(total, s, true);
+    ++spares_run;
+    replacement_commits += s.commits;
+    if (s.start_unix > 0 && (replacement_start == 0 || s.start_unix < replacement_start))
+      replacement_start = s.start_unix;
   }
   // Clients that died are recovered now (every live one has retired).
   if (protocol == "rsi") {
@@ -288,6 +370,10 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
       transport.c_str(), path, total.commits, total.checkouts, total.read_only, total.seconds, tps,
       total.conflicts, total.too_old, 100 * abort_rate, p50, p99, total.recovered, total.forward,
       total.back, total.burned, total.overflow_moved, total.overflow_hits);
+  if (layout.spares != 0) {
+    std::printf("  spare clients: %" PRIu64 " of %u ran in restarted ranks, %" PRIu64 " commits\n",
+                spares_run, layout.spares, replacement_commits);
+  }
   if (check.ok) {
     std::printf("invariants: OK (%" PRIu64 " products, %" PRIu64 " orders, %" PRIu64
                 " lines, %" PRIu64 " locked)\n",
@@ -305,12 +391,15 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
         "\"latency_p99_us\":%.1f,\"clients_recovered\":%" PRIu64 ",\"rolled_forward\":%" PRIu64
         ",\"rolled_back\":%" PRIu64 ",\"orders\":%" PRIu64 ",\"lines\":%" PRIu64
         ",\"locked\":%" PRIu64 ",\"overflow_moved\":%" PRIu64 ",\"overflow_hits\":%" PRIu64
+        ",\"spare_clients_run\":%" PRIu64 ",\"replacement_commits\":%" PRIu64
+        ",\"replacement_start_unix\":%.6f"
         ",\"invariants\":\"%s\"}\n",
         protocol.c_str(), opt.workload.workload.c_str(), transport.c_str(), path, total.clients, m,
         total.commits, total.checkouts, total.read_only, total.conflicts, total.too_old,
         total.out_of_stock, abort_rate, total.seconds, tps, p50, p99, total.recovered,
         total.forward, total.back, check.orders, check.lines, check.locked, total.overflow_moved,
-        total.overflow_hits, check.ok ? "OK" : "FAILED");
+        total.overflow_hits, spares_run, replacement_commits, replacement_start,
+        check.ok ? "OK" : "FAILED");
   }
   if (opt.timeline) {
     size_t n = kTimelineSlots;
@@ -327,12 +416,36 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
   return check.ok ? 0 : 1;
 }
 
+// Runs client `id` on `db` until the run is over and writes its history
+// (--history). False if recovery fenced it: it stalled past
+// --recovery-timeout-ms, another client took it for dead and recovered its
+// work, so it stops and counts as a client that died (its orders are
+// checked as they are).
+bool run_to_end(sn::Transactions& db, const sn::Options& opt, const sn::WorkloadOptions& w,
+                uint32_t id, uint32_t clients, uint32_t rank, sn::ClientResult* out) {
+  try {
+    *out = sn::run_client(db, w, id, clients, !opt.history.empty());
+  } catch (const sn::FencedError& e) {
+    std::fprintf(stderr,
+                 "sluice-nam: rank %u: %s; it stalled past the recovery timeout and counts as a "
+                 "client that died\n",
+                 rank, e.what());
+    return false;
+  }
+  if (!opt.history.empty()) {
+    std::ofstream file(opt.history + "." + std::to_string(id) + ".jsonl");
+    file << out->history;
+    if (!file) throw sn::NamError("cannot write the history file " + opt.history);
+  }
+  return true;
+}
+
 // One protocol's run on a compute rank; the reporter sets *tps. `ranks`:
 // as for memory_phase. Returns the exit status (1 if this rank's clients
 // failed, once the others know).
 int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& layout,
-                  const std::string& protocol, size_t phase, std::vector<uint32_t>* ranks,
-                  const sn::ServerWatch& watch, double* tps_out) {
+                  const std::string& protocol, size_t phase, const ResultsArea& area,
+                  std::vector<uint32_t>* ranks, const sn::ServerWatch& watch, double* tps_out) {
   sluice::Cluster& cluster = ctx.cluster();
   const uint32_t rank = cluster.rank(), m = opt.memory_servers;
   const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
@@ -347,6 +460,13 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
   std::vector<sn::ClientResult> results(opt.clients);
   std::vector<char> fenced(opt.clients, 0);
   std::string path;
+  // The results area; a failure to open it is reported by the second try,
+  // after the run (a lost memory server fails the clients anyway).
+  sluice::RemoteRegion out;
+  try {
+    out = cluster.open_region("nam-results", 0);
+  } catch (const std::exception&) {
+  }
   const sluice::PoolReport run = sluice::run_workers(
       cluster,
       // A compute rank lost before the start is left out: its clients never
@@ -366,6 +486,11 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
         if (t == 0) path = client_path;
         // One that failed to open still arrives, so that nobody waits for it.
         start.wait();
+        // The run's start, for a replacement that runs what is left of it
+        // (the first compute rank here sets it).
+        if (t == 0 && !failed_to_open && out)
+          (void)out.compare_and_swap(area.start(phase), 0, unix_ns(),
+                                     sluice::Clock::now() + std::chrono::seconds(10));
         // Progress for the user (and the point a fault test's
         // `sluice run --faults-after` waits for).
         if (t == 0 && rank == starters.front() && !failed_to_open) {
@@ -373,24 +498,8 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
                        protocol.c_str());
         }
         if (failed_to_open) std::rethrow_exception(failed_to_open);
-        try {
-          results[t] = sn::run_client(*db, opt.workload, id, layout.clients, !opt.history.empty());
-        } catch (const sn::FencedError& e) {
-          // It stalled past --recovery-timeout-ms, another client took it
-          // for dead and recovered its work: it stops, and counts as a
-          // client that died (its orders are checked as they are).
-          std::fprintf(stderr,
-                       "sluice-nam: rank %u: %s; it stalled past the recovery timeout and "
-                       "counts as a client that died\n",
-                       rank, e.what());
+        if (!run_to_end(*db, opt, opt.workload, id, layout.clients, rank, &results[t]))
           fenced[t] = 1;
-          return;
-        }
-        if (!opt.history.empty()) {
-          std::ofstream out(opt.history + "." + std::to_string(id) + ".jsonl");
-          out << results[t].history;
-          if (!out) throw sn::NamError("cannot write the history file " + opt.history);
-        }
       });
   // A rank whose clients failed still meets the others (it holds flows,
   // whose destruction is collective, and the memory servers wait for it),
@@ -407,10 +516,8 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
     mine.checkouts_of[t] = results[t].checkouts;
   }
   std::snprintf(mine.path, sizeof(mine.path), "%s", path.c_str());
-  const uint32_t compute_ranks = cluster.world_size() - m;
-  sluice::RemoteRegion out = cluster.open_region("nam-results", 0);
-  const uint64_t base = phase * compute_ranks * sizeof(Summary);
-  if (out.write(base + (rank - m) * sizeof(Summary), std::as_bytes(std::span(&mine, 1))) !=
+  if (!out) out = cluster.open_region("nam-results", 0);
+  if (out.write(area.summary(phase, rank - m), std::as_bytes(std::span(&mine, 1))) !=
       sluice::Status::kOk) {
     std::fprintf(stderr, "sluice-nam: rank %u: writing the results failed: %s\n", rank,
                  out.error().c_str());
@@ -424,7 +531,8 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
     *ranks = sluice::meet_survivors(cluster, phase_name("nam-served", phase), *ranks);
   const uint32_t reporter = ran.front();
   int code = 0;
-  if (rank == reporter) code = report(ctx, opt, layout, protocol, ran, out, base, watch, tps_out);
+  if (rank == reporter)
+    code = report(ctx, opt, layout, protocol, ran, out, area, phase, watch, tps_out);
   *ranks = sluice::meet_survivors(cluster, phase_name("nam-done", phase), *ranks);
   if (std::find(ranks->begin(), ranks->end(), reporter) == ranks->end())
     throw sluice::PeerLostError(reporter, "rank " + std::to_string(reporter) +
@@ -435,7 +543,7 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
 }
 
 int compute(sluice::JobContext& ctx, const sn::Options& opt, const std::vector<sn::Layout>& layouts,
-            const std::vector<std::string>& protocols) {
+            const std::vector<std::string>& protocols, const ResultsArea& area) {
   sluice::Cluster& cluster = ctx.cluster();
   sn::ServerWatch watch(cluster, opt.memory_servers);
   std::vector<uint32_t> ranks(cluster.world_size());
@@ -444,7 +552,8 @@ int compute(sluice::JobContext& ctx, const sn::Options& opt, const std::vector<s
   int code = 0;
   // Every phase, even after one failed: the memory servers go through all.
   for (size_t p = 0; p < protocols.size(); ++p) {
-    const int c = compute_phase(ctx, opt, layouts[p], protocols[p], p, &ranks, watch, &tps[p]);
+    const int c =
+        compute_phase(ctx, opt, layouts[p], protocols[p], p, area, &ranks, watch, &tps[p]);
     code = code != 0 ? code : c;
   }
   if (protocols.size() == 2 && tps[1] > 0) {
@@ -452,6 +561,120 @@ int compute(sluice::JobContext& ctx, const sn::Options& opt, const std::vector<s
                 tps[0] / tps[1], tps[0], tps[1]);
   }
   return code;
+}
+
+// A compute rank started again (sluice run --restarts) after its first
+// process was lost: the survivors recover that process's clients and go on
+// without them; this one claims spare client slots (spares.h), up to
+// --clients, and runs them for what is left of the run (all of --txns, or
+// until the run's --seconds are up), then writes their summaries and marks
+// them done, which the reporter waits for. It takes part in no meeting: the
+// survivors' meetings leave a new incarnation out. Returns the exit status.
+int replace(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& layout,
+            const std::vector<std::string>& protocols, const ResultsArea& area) {
+  sluice::Cluster& cluster = ctx.cluster();
+  const uint32_t rank = cluster.rank(), incarnation = cluster.incarnation(rank);
+  const auto leave = [&](const std::string& why, int code) {
+    std::fprintf(stderr, "sluice-nam: rank %u: started again as incarnation %u: %s\n", rank,
+                 incarnation, why.c_str());
+    return code;
+  };
+  if (rank < opt.memory_servers) {
+    return leave(
+        "a memory server cannot take its rank back (its tables were in the memory of "
+        "the process that was lost): this process leaves",
+        1);
+  }
+  if (protocols.size() != 1 || protocols[0] != "rsi" || layout.spares == 0) {
+    return leave(
+        "there is no spare client slot to run clients in (--spare-clients 0, or not "
+        "--protocol rsi): this process leaves, and the others carry on without this "
+        "rank's clients",
+        1);
+  }
+  sn::ServerWatch watch(cluster, opt.memory_servers);
+  sluice::RemoteRegion results = cluster.open_region("nam-results", 0);
+  // The run's start: set once the first compute rank started its clients
+  // (this rank may have been lost and restarted before that).
+  uint64_t start_ns = 0;
+  const sluice::Deadline wait_until = sluice::Clock::now() + cluster.options().setup_timeout;
+  for (;;) {
+    if (results.read(area.start(0), std::as_writable_bytes(std::span(&start_ns, 1))) !=
+        sluice::Status::kOk)
+      return ctx.fail("reading the run's start failed: " + results.error());
+    if (start_ns != 0) break;
+    if (sluice::Clock::now() > wait_until)
+      return leave("the run did not start within the set-up timeout: this process leaves", 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  sn::WorkloadOptions w = opt.workload;
+  if (w.txns == 0) {
+    w.seconds =
+        static_cast<double>(static_cast<int64_t>(start_ns) - static_cast<int64_t>(unix_ns())) /
+            1e9 +
+        opt.workload.seconds;
+    if (w.seconds < 0.01) return leave("the run's --seconds are over: nothing to take back", 0);
+  }
+  bool over = false;
+  const std::vector<uint32_t> slots = sn::claim_spares(results, area.claims(0), layout.spares,
+                                                       opt.clients, rank, incarnation, &over);
+  if (slots.empty()) {
+    return over
+               ? leave("the run is over: nothing to take back", 0)
+               : leave("every spare client slot (--spare-clients " + std::to_string(layout.spares) +
+                           ") is taken: this process leaves, and the others carry on without it",
+                       1);
+  }
+  std::string ids;
+  for (uint32_t s : slots)
+    ids += (ids.empty() ? "" : ", ") + std::to_string(layout.first_spare() + s);
+  std::fprintf(stderr,
+               "sluice-nam: rank %u: incarnation %u runs spare client%s %s in place of the "
+               "clients its first process ran\n",
+               rank, incarnation, slots.size() > 1 ? "s" : "", ids.c_str());
+  std::vector<sn::ClientResult> runs(slots.size());
+  std::vector<char> fenced(slots.size(), 0);
+  std::vector<std::string> paths(slots.size());
+  const sluice::PoolReport run = sluice::run_workers(
+      cluster,
+      sluice::PoolOptions{static_cast<uint32_t>(slots.size()),
+                          "nam-spares-" + std::to_string(incarnation), cluster.ranks({rank})},
+      [&](uint32_t t, sluice::StartLine& start) {
+        const uint32_t id = layout.first_spare() + slots[t];
+        sn::RsiOptions ro;
+        ro.recovery_timeout = std::chrono::milliseconds(opt.recovery_timeout_ms);
+        ro.lost_server = &watch.lost();
+        ro.starts_parked = true;
+        sn::RsiClient db(cluster, layout, id, ro);
+        paths[t] = db.path();
+        start.wait();
+        if (!run_to_end(db, opt, w, id, layout.clients, rank, &runs[t])) fenced[t] = 1;
+      });
+  // Each slot's summary, then done: the reporter reads the summary once it
+  // sees the slot done (a failed run's summary says so).
+  for (size_t t = 0; t < slots.size(); ++t) {
+    Summary mine{};
+    mine.valid = run.failure ? 2 : 1;
+    if (fenced[t] != 0) {
+      mine.checkouts_of[0] = kFencedClient;
+    } else {
+      add(mine, runs[t]);
+      mine.checkouts_of[0] = runs[t].checkouts;
+    }
+    std::snprintf(mine.path, sizeof(mine.path), "%s", paths[t].c_str());
+    if (results.write(area.spare_summary(0, slots[t]), std::as_bytes(std::span(&mine, 1))) !=
+        sluice::Status::kOk)
+      return ctx.fail("writing a spare client's results failed: " + results.error());
+    sn::finish_spare(results, area.claims(0), slots[t], rank, incarnation);
+  }
+  if (run.failure) return ctx.fail(*run.failure);
+  uint64_t commits = 0;
+  for (const sn::ClientResult& r : runs) commits += r.commits;
+  std::fprintf(stderr,
+               "sluice-nam: rank %u: incarnation %u's spare clients committed %" PRIu64
+               " transactions\n",
+               rank, incarnation, commits);
+  return 0;
 }
 
 }  // namespace
@@ -462,6 +685,8 @@ int main(int argc, char** argv) {
                   sluice::kFlagJson | sluice::kFlagSeed | sluice::kFlagCluster);
   sn::Options opt;
   sn::add_options(job.cli(), &opt);
+  // A restarted rank runs replace() (spare client slots), not the run.
+  job.set_rejoin(true);
   return job.main(argc, argv, [&](sluice::JobContext& ctx) {
     opt.json = ctx.flags().json;
     opt.workload.seed = ctx.flags().seed;
@@ -470,7 +695,7 @@ int main(int argc, char** argv) {
       throw sluice::UsageError(std::to_string(world) + " ranks but " + std::to_string(m) +
                                " memory servers: run at least one compute rank more");
     }
-    const uint32_t clients = (world - m) * opt.clients;
+    const uint32_t clients = (world - m) * opt.clients + opt.spare_clients;
     // `--protocol both`: RSI, then 2PC, each on its own fresh copy of the data.
     const std::vector<std::string> protocols = opt.protocol == "both"
                                                    ? std::vector<std::string>{"rsi", "2pc"}
@@ -480,9 +705,13 @@ int main(int argc, char** argv) {
       layouts.push_back(
           sn::make_layout(opt.workload, m, clients, opt.versions, opt.max_timestamps));
       layouts.back().overflow_entries = opt.overflow_entries;
+      layouts.back().spares = opt.spare_clients;
       if (protocols.size() > 1) layouts.back().prefix = "nam-" + p;
     }
-    if (ctx.rank() < m) return memory_server(ctx.cluster(), opt, layouts, protocols);
-    return compute(ctx, opt, layouts, protocols);
+    const ResultsArea area{world - m, opt.spare_clients};
+    if (ctx.cluster().incarnation(ctx.rank()) > 0)
+      return replace(ctx, opt, layouts.front(), protocols, area);
+    if (ctx.rank() < m) return memory_server(ctx.cluster(), opt, layouts, protocols, area);
+    return compute(ctx, opt, layouts, protocols, area);
   });
 }

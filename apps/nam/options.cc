@@ -82,6 +82,11 @@ void add_options(CLI::App& app, Options* options) {
             "Size of the timestamp vector (on rank 0; every commit, abort and given-up "
             "timestamp uses one)")
       ->group("Roles");
+  add_count(app, "--spare-clients", o.spare_clients,
+            "RSI: S spare client slots, which a compute rank started again (sluice run "
+            "--restarts) takes to run its clients in place of those it lost (up to --clients of "
+            "them); 0: a restarted rank leaves at once")
+      ->group("Roles");
   add_count(app, "--recovery-timeout-ms", o.recovery_timeout_ms,
             "A client silent this long with a pending timestamp or a lock is presumed dead and "
             "recovered")
@@ -161,6 +166,9 @@ void add_options(CLI::App& app, Options* options) {
     need(o.overflow_entries <= (1u << 24), "--overflow-entries must be at most 16777216");
     need(w.browse_reads <= 64, "--browse-reads must be at most 64");
     need(o.max_timestamps >= 64, "--max-timestamps must be at least 64");
+    need(o.spare_clients == 0 || o.protocol == "rsi",
+         "--spare-clients needs --protocol rsi (a 2PC client's flows cannot take a new process)");
+    need(o.spare_clients <= 1024, "--spare-clients must be at most 1024");
   });
 }
 

@@ -56,6 +56,12 @@ RsiClient::RsiClient(Cluster& cluster, const Layout& layout, uint32_t client, Rs
     snapshots_.resize(layout_.clients);
   }
   next_ts_ = client_ + 1;
+  if (options_.starts_parked) {
+    if (client_ < layout_.first_spare())
+      throw NamError("nam: client " + std::to_string(client_) + " is not a spare slot");
+    park_ts_ = next_ts_;
+    parked_ = true;
+  }
   seen_.reserve(64);
   writes_.reserve(kMaxWrites);
   arena_.resize(kMaxWrites * max_payload);

@@ -98,6 +98,11 @@ struct RsiOptions {
   // Limit of every one-sided operation (then NamError, or PeerLostError if
   // the memory server is known to be gone).
   std::chrono::milliseconds op_timeout{10000};
+  // A spare slot's client (Layout::spares): memory server 0 parked it from
+  // its first timestamp, and it starts as parked; its first begin() unparks
+  // it (giving up every timestamp others may have passed), and retire()
+  // ends the park of one that never began.
+  bool starts_parked = false;
   KillPoint test_kill = KillPoint::kNone;
   uint64_t test_kill_on_commit = 1;  // the n-th commit (1-based) that gets that far
   // In-process tests: throw TestKilled at the kill point instead of raising

@@ -18,8 +18,15 @@ prints, per run and as medians:
              survivor's committed checkouts to the orders in the tables, so a
              run whose invariants hold (and no record is locked) lost none
 
+With --restart the launcher starts rank 3 again (`--restarts 1`) and
+sluice-nam gets `--spare-clients` (one rank's clients): the new process runs
+spare clients for the rest of the run, whose commits the timeline includes
+from when they started. It then also prints `replaced`, how long after the
+kill the spare clients started, and their commits.
+
     python3 bench/nam/client_loss.py --build build --runs 5
     python3 bench/nam/client_loss.py --build build --protocol 2pc --transport ofi
+    python3 bench/nam/client_loss.py --build build --runs 5 --restart
 """
 import argparse
 import json
@@ -35,9 +42,11 @@ def one_run(a):
     mem = ["--memory-servers", "2"] if a.protocol == "2pc" else []
     ranks = 5 if a.protocol == "2pc" else 4
     victim = ranks - 1
+    restart = ["--restarts", "1"] if a.restart else []
+    spares = ["--spare-clients", str(a.clients)] if a.restart else []
     cmd = [os.path.join(a.build, "bin", "sluice"), "run", "-n", str(ranks), "--keep-going",
-           "--timeout", "120", "--grace", "30", "--kill", "%d@%g" % (victim, a.kill_at), "--",
-           os.path.join(a.build, "bin", "sluice-nam"), "--protocol", a.protocol, *mem,
+           *restart, "--timeout", "120", "--grace", "30", "--kill", "%d@%g" % (victim, a.kill_at),
+           "--", os.path.join(a.build, "bin", "sluice-nam"), "--protocol", a.protocol, *mem, *spares,
            "--clients", str(a.clients), "--products", "1000", "--record-bytes", "32",
            "--txns", "0", "--seconds", str(a.seconds), "--think-us", str(a.think_us),
            "--recovery-timeout-ms", str(a.recovery_timeout_ms), "--json", "--timeline"]
@@ -53,14 +62,23 @@ def one_run(a):
     kill = float(inj.group(1)) - t["start_unix"]  # seconds into the run
     k = int(kill / step)
     before = statistics.median(rate[int(0.5 / step):k]) if k > int(0.5 / step) else 0
-    i = k
+    # From the first interval wholly after the kill (the one it lands in
+    # holds commits from before it).
+    i = k + 1
     while i < len(rate) and rate[i] < before / 2:
         i += 1
     stalled = max(0.0, i * step - kill)
     tail = rate[i:max(i + 1, len(rate) - int(0.3 / step))]
     after = statistics.median(tail) if tail else 0
     ok = "invariants: OK" in out and re.search(r'"locked":0\b', out) is not None
-    return {"before": before, "stalled": stalled, "after": after, "kill": kill, "ok": ok}
+    r = {"before": before, "stalled": stalled, "after": after, "kill": kill, "ok": ok}
+    if a.restart:
+        res = json.loads(re.search(r"(\{\"protocol\".*\})", out).group(1))
+        started = res["replacement_start_unix"]
+        r["replaced"] = started - t["start_unix"] - kill if started > 0 else float("nan")
+        r["spare_commits"] = res["replacement_commits"]
+        r["ok"] = ok and res["spare_clients_run"] == a.clients
+    return r
 
 
 def main():
@@ -75,21 +93,28 @@ def main():
                     help="seconds after every rank joined (the launcher's clock)")
     ap.add_argument("--think-us", type=int, default=200)
     ap.add_argument("--recovery-timeout-ms", type=int, default=500)
+    ap.add_argument("--restart", action="store_true",
+                    help="start the killed rank again with spare client slots (RSI)")
     a = ap.parse_args()
+    if a.restart and a.protocol != "rsi":
+        ap.error("--restart needs --protocol rsi (spare client slots)")
     rows = []
     for n in range(a.runs):
         r = one_run(a)
         rows.append(r)
         print("run %d: killed at %.2f s into the run; before %.0f txn/s, stalled %.2f s, after "
               "%.0f txn/s; invariants %s" % (n, r["kill"], r["before"], r["stalled"], r["after"],
-                                             "OK, lost 0" if r["ok"] else "FAILED"), flush=True)
+                                             "OK, lost 0" if r["ok"] else "FAILED") +
+              ("; replaced %.2f s after the kill, %d spare commits" % (r["replaced"], r["spare_commits"])
+               if a.restart else ""), flush=True)
     med = lambda k: statistics.median(x[k] for x in rows)
     print("median of %d (%s, %s, %d compute ranks x %d clients, recovery timeout %d ms): "
           "before %.0f txn/s, stalled %.2f s, after %.0f txn/s (%.2fx before); runs with "
           "invariants OK: %d of %d; load average %.2f" % (
               a.runs, a.protocol, a.transport, 3, a.clients, a.recovery_timeout_ms, med("before"),
               med("stalled"), med("after"), med("after") / med("before") if med("before") else 0,
-              sum(x["ok"] for x in rows), a.runs, os.getloadavg()[0]))
+              sum(x["ok"] for x in rows), a.runs, os.getloadavg()[0]) +
+          ("; replaced %.2f s after the kill" % med("replaced") if a.restart else ""))
     return 0 if all(x["ok"] for x in rows) else 1
 
 

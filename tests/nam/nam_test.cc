@@ -456,6 +456,67 @@ TEST(NamFaultTest, AClientStalledPastTheRecoveryTimeoutIsFencedAndCountsAsDied) 
   EXPECT_GT(json_number(r.output, "commits"), 0u) << r.output;
 }
 
+// Rank 2's process is killed mid-run, unannounced, and the launcher starts
+// it again (--restarts 1). The survivors recover the lost client as above;
+// the new process claims the spare client slot (--spare-clients 1, parked
+// from the start) and runs a new client in it for what is left of the run.
+// The reporter waits for it, counts its commits and checks its orders with
+// the others': the invariants hold, and the job passes. Nothing tells any
+// rank of the kill: the restarted one only finds itself incarnation 1.
+TEST(NamFaultTest, AKilledClientRankStartedAgainRunsASpareClientInItsPlace) {
+  std::vector<std::string> launcher = kill_args(2);
+  launcher.insert(launcher.end(), {"--restarts", "1"});
+  const ProcessResult r = run_nam(
+      3,
+      {"--products", "50", "--record-bytes", "32", "--txns", "0", "--seconds", fault_seconds(),
+       "--think-us", "1000", "--recovery-timeout-ms", "500", "--spare-clients", "1", "--json"},
+      "sluice-nam", launcher);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_killed(r, 2);
+  EXPECT_EQ(count_lines_with(r.output, "sluice run: starting rank 2 again (restart 1 of 1)"), 1)
+      << r.output;
+  EXPECT_EQ(count_lines_with(r.output,
+                             "[2] sluice-nam: rank 2: incarnation 1 runs spare client "
+                             "2 in place of the clients its first process ran"),
+            1)
+      << r.output;
+  expect_invariants_ok(r);
+  EXPECT_EQ(json_number(r.output, "clients_recovered"), 1u) << r.output;
+  EXPECT_EQ(json_number(r.output, "spare_clients_run"), 1u) << r.output;
+  EXPECT_EQ(json_number(r.output, "clients"), 2u) << "the survivor and the spare\n" << r.output;
+  const uint64_t spare = json_number(r.output, "replacement_commits");
+  EXPECT_GT(spare, 0u) << r.output;
+  EXPECT_GT(json_number(r.output, "commits"), spare) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "spare clients: 1 of 1 ran in restarted ranks, " +
+                                           std::to_string(spare) + " commits"),
+            1)
+      << r.output;
+}
+
+// The same kill and restart without spare slots: the restarted process says
+// it has none to run and leaves (its exit status fails the job), and the
+// survivor finishes the run as after a plain death.
+TEST(NamFaultTest, ARestartedClientRankWithoutSpareSlotsLeavesAndTheOthersFinish) {
+  std::vector<std::string> launcher = kill_args(2);
+  launcher.insert(launcher.end(), {"--restarts", "1"});
+  const ProcessResult r =
+      run_nam(3,
+              {"--products", "50", "--record-bytes", "32", "--txns", "0", "--seconds",
+               fault_seconds(), "--think-us", "1000", "--recovery-timeout-ms", "500", "--json"},
+              "sluice-nam", launcher);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  expect_killed(r, 2);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "[2] sluice-nam: rank 2: started again as incarnation 1: "
+                             "there is no spare client slot to run clients in"),
+            1)
+      << r.output;
+  expect_invariants_ok(r);
+  EXPECT_EQ(json_number(r.output, "clients_recovered"), 1u) << r.output;
+  EXPECT_EQ(json_number(r.output, "spare_clients_run"), 0u) << r.output;
+  EXPECT_EQ(json_number(r.output, "clients"), 1u) << r.output;
+}
+
 // Memory server 1 dies in the middle of the run: every
 // client fails with PeerLost naming it, each compute rank says so once (the
 // harness's root cause) after the ranks closed the run without it, and no
