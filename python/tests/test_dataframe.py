@@ -15,18 +15,25 @@ import pytest
 from conftest import BIN, HERE, run_job
 
 
+PLANS = ("q1", "join", "join-broadcast", "join-shuffle", "q3", "q3-broadcast")
+
+
 @pytest.mark.parametrize("ranks,transport", [(3, "shm"), pytest.param(2, "ofi", marks=pytest.mark.slow)])
 def test_tpch_plans_equal_one_duckdb_over_the_whole_data(sluice_bin, ranks, transport):
     p = subprocess.run([str(BIN / "sluice"), "run", "-n", str(ranks), "--", sys.executable,
                         str(HERE.parent / "examples" / "tpch.py"), "--sf", "0.01", "--verify",
-                        "--queries", "q1,join,join-shuffle,q3"],
+                        "--queries", ",".join(PLANS), "--repeat", "2"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180,
                        env={**os.environ, "SLUICE_TRANSPORT": transport})
     assert p.returncode == 0, p.stdout
-    for q in ("q1", "join", "join-shuffle", "q3"):
+    for q in PLANS:
         assert f"verify: OK ({q}: " in p.stdout, p.stdout
+        assert f"{q}: " in p.stdout and "(median of 2 runs; the first " in p.stdout, p.stdout
+    assert p.stdout.count("; the first runs: ") == len(PLANS), p.stdout
     assert "MISMATCH" not in p.stdout, p.stdout
     assert "q1: 4 rows" in p.stdout and "q3: 10 rows" in p.stdout, p.stdout
+    # The co-located join moves nothing; its broadcast and shuffle forms do.
+    assert "join: 5 rows in " in p.stdout and "; 0 rows exchanged)" in p.stdout, p.stdout
 
 
 def test_repartition_and_gather_move_every_column_kind_once(sluice_bin):
