@@ -168,6 +168,16 @@ std::string phase_name(const char* what, size_t phase) {
 // A rank lost meanwhile (sluice run --kill, or a crash) is found out at the
 // closing meetings (meet_survivors), which no rank needs to know of in
 // advance.
+// The meetings are among the job's first processes (every rank as its
+// incarnation 0): a rank started again (--restarts, --spares) runs spare
+// clients by itself (replace()) and meets no one, so a meeting that
+// begins after its return must leave it out, not wait for it.
+std::vector<uint32_t> meet(sluice::Cluster& cluster, const std::string& name,
+                           const std::vector<uint32_t>& ranks) {
+  return sluice::meet_survivors(cluster, name, ranks,
+                                std::vector<uint32_t>(cluster.world_size(), 0));
+}
+
 std::vector<uint32_t> compute_ranks_of(const std::vector<uint32_t>& ranks, uint32_t m) {
   std::vector<uint32_t> out;
   for (uint32_t r : ranks)
@@ -209,7 +219,7 @@ bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     rm = std::make_unique<sn::ResourceManager>(cluster, layout, flows, tables,
                                                std::move(lost_at_setup));
   }
-  *ranks = sluice::meet_survivors(cluster, phase_name("nam-exposed", phase), *ranks);
+  *ranks = meet(cluster, phase_name("nam-exposed", phase), *ranks);
   // RSI: passive from here on, the clients read, lock and install by
   // themselves. 2PC: serve the clients' requests until they are done.
   bool ok = true;
@@ -224,9 +234,9 @@ bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     }
     // The reporter scans the tables only once every server has resolved
     // what clients that died left prepared.
-    *ranks = sluice::meet_survivors(cluster, phase_name("nam-served", phase), *ranks);
+    *ranks = meet(cluster, phase_name("nam-served", phase), *ranks);
   }
-  *ranks = sluice::meet_survivors(cluster, phase_name("nam-done", phase), *ranks);
+  *ranks = meet(cluster, phase_name("nam-done", phase), *ranks);
   return ok;
 }
 
@@ -451,7 +461,7 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
   const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
   std::vector<sluice::DeclaredFlow> declared;
   if (protocol == "2pc") declared = sn::declare_two_pc(cluster, flows);
-  *ranks = sluice::meet_survivors(cluster, phase_name("nam-exposed", phase), *ranks);
+  *ranks = meet(cluster, phase_name("nam-exposed", phase), *ranks);
   const std::vector<uint32_t> starters = compute_ranks_of(*ranks, m);
 
   // Every client's first timestamp is pending until it begins; a client
@@ -472,7 +482,8 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
       // A compute rank lost before the start is left out: its clients never
       // began, and the others recover what a client lost later left.
       sluice::PoolOptions{opt.clients, phase_name("nam-ready", phase), cluster.ranks(starters),
-                          /*start_without_lost=*/true},
+                          /*start_without_lost=*/true,
+                          std::vector<uint32_t>(cluster.world_size(), 0)},
       [&](uint32_t t, sluice::StartLine& start) {
         const uint32_t id = (rank - m) * opt.clients + t;
         std::string client_path;
@@ -524,16 +535,14 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
     failed = true;
   }
   // The compute ranks that wrote their results and met: the first reports.
-  const std::vector<uint32_t> ran =
-      sluice::meet_survivors(cluster, phase_name("nam-ran", phase), starters);
+  const std::vector<uint32_t> ran = meet(cluster, phase_name("nam-ran", phase), starters);
   // 2PC: the resource managers have resolved what dead clients left.
-  if (protocol == "2pc")
-    *ranks = sluice::meet_survivors(cluster, phase_name("nam-served", phase), *ranks);
+  if (protocol == "2pc") *ranks = meet(cluster, phase_name("nam-served", phase), *ranks);
   const uint32_t reporter = ran.front();
   int code = 0;
   if (rank == reporter)
     code = report(ctx, opt, layout, protocol, ran, out, area, phase, watch, tps_out);
-  *ranks = sluice::meet_survivors(cluster, phase_name("nam-done", phase), *ranks);
+  *ranks = meet(cluster, phase_name("nam-done", phase), *ranks);
   if (std::find(ranks->begin(), ranks->end(), reporter) == ranks->end())
     throw sluice::PeerLostError(reporter, "rank " + std::to_string(reporter) +
                                               ", which reports the results, was lost before "

@@ -179,6 +179,14 @@ struct PoolOptions {
   /// need every member, e.g. clients of a store that recovers a lost
   /// client's work.
   bool start_without_lost = false;
+  /// With start_without_lost: each member takes part in the start as this
+  /// incarnation (Cluster::incarnation; indexed by rank, world_size
+  /// entries; meet_survivors), e.g. all 0 for the job's first processes, so
+  /// that a member that died and was started again before the start is
+  /// left out instead of waited for. Empty (default): as each is when the
+  /// call begins. The report's root cause counts a member that is no longer
+  /// that incarnation as lost.
+  std::vector<uint32_t> incarnations;
 };
 
 /// Runs work(thread, start) on options.threads threads of this rank and waits

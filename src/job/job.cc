@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "common/mutex.h"
@@ -352,6 +353,9 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
   // the pool's flows lost.
   std::vector<uint32_t> incarnations(cluster.world_size());
   for (uint32_t r = 0; r < cluster.world_size(); ++r) incarnations[r] = cluster.incarnation(r);
+  const bool as_given = !options.incarnations.empty();
+  if (as_given && options.incarnations.size() == incarnations.size())
+    incarnations = options.incarnations;
   StartLine::State state;
   Mutex failures_mu;
   std::vector<JobFailure> failures;  // guarded by failures_mu until the workers end
@@ -407,7 +411,13 @@ PoolReport run_workers(Cluster& cluster, const PoolOptions& options,
         std::vector<uint32_t> candidates;
         for (const Endpoint& e : options.members) candidates.push_back(e.rank);
         if (candidates.empty()) candidates = all_ranks(cluster);
-        report.started = meet_survivors(cluster, options.name, candidates);
+        if (as_given && options.incarnations.size() != cluster.world_size()) {
+          throw std::invalid_argument(
+              "PoolOptions::incarnations has " + std::to_string(options.incarnations.size()) +
+              " entries for a job of " + std::to_string(cluster.world_size()) + " ranks");
+        }
+        report.started = meet_survivors(cluster, options.name, candidates,
+                                        as_given ? incarnations : std::vector<uint32_t>{});
       } else {
         if (options.members.empty()) {
           cluster.barrier(options.name);

@@ -431,6 +431,31 @@ TEST(NamFaultTest, AComputeRankKilledWhileTheJobStartsIsLeftOut) {
   EXPECT_GT(json_number(r.output, "commits"), 0u) << r.output;
 }
 
+// The same kill while the job starts, with the rank started again and a
+// spare slot: the new process joins before the others meet to start, and
+// they must not wait for it (their meetings are among the job's first
+// processes); it claims the spare slot once the run has started and runs a
+// client for the rest of it. (Before, the start waited for the new process
+// until it gave up after the set-up timeout and exited 1.) Over ofi only,
+// as above.
+TEST(NamFaultTest, AComputeRankKilledWhileTheJobStartsAndStartedAgainRunsASpareClient) {
+  const ProcessResult r = run_nam(
+      3,
+      {"--products", "50", "--record-bytes", "32", "--txns", "0", "--seconds", "3", "--think-us",
+       "1000", "--recovery-timeout-ms", "500", "--spare-clients", "1", "--json"},
+      "sluice-nam", {"--kill", "2@0.3", "--keep-going", "--restarts", "1", "--grace", "30"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_killed(r, 2);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "[2] sluice-nam: rank 2: incarnation 1 runs spare client "
+                             "2 in place of the clients its first process ran"),
+            1)
+      << r.output;
+  expect_invariants_ok(r);
+  EXPECT_EQ(json_number(r.output, "spare_clients_run"), 1u) << r.output;
+  EXPECT_GT(json_number(r.output, "replacement_commits"), 0u) << r.output;
+}
+
 // A client stalled (SIGSTOP from outside, shorter than the peer timeout,
 // longer than nam's --recovery-timeout-ms) is taken for dead, recovered
 // and fenced by another client; resumed, it stops and counts as a client

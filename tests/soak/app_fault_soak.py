@@ -11,12 +11,14 @@ every failure detector of the job (a pause, at most 0.3 s) or for longer
 than the peer timeout (a rank that goes silent and is killed for it). No rank is told which rank or when.
 
 With recovery on (kv: --keep-going and --restarts 1, --spares 1 or both, its
-replicas recover; nam: --keep-going, its clients are recovered; the keyed
+replicas recover; nam: --keep-going, its clients are recovered, and RSI
+jobs also --restarts/--spares with --spare-clients 1, a restarted compute
+rank running a spare client for the rest of the run; the keyed
 sum and the ReplayFlow: as kv) every job must end with the result of an
 undisturbed run (kv:
 every operation exactly once, replicas identical, its own verdict and
 porcupine's: linearizable; nam: the invariants hold and no record stays
-locked; the keyed sum: every survivor commits every round once with its
+locked, and a spare client that ran is counted in the report; the keyed sum: every survivor commits every round once with its
 input's sums; the ReplayFlow: every rank's last process consumed every
 record of every rank once, in position order), unless the victim is a role the docs declare
 fail-stop (a nam memory server; a kv client rank, whose operations never
@@ -114,6 +116,11 @@ def classify(app, out, rc, timed_out, victim, fail_stop, porcupine, history):
             return "wrong", "a wrong result"
     else:
         ok = "invariants: OK" in out and '"locked":0' in out and "FAILED" not in out
+        # A restarted compute rank that ran a spare client: the report
+        # waited for it and counted it.
+        ran_spare = re.search(r"incarnation \d+ runs spare client", out) is not None
+        if ok and ran_spare and re.search(r'"spare_clients_run":[1-9]', out) is None:
+            return "wrong", "a spare client ran but the report did not count it"
         if ok:
             # A rank stopped past the peer timeout is killed for it, and the
             # launcher counts that (137) though the survivors finished.
@@ -146,6 +153,7 @@ def main():
     landed_correct = 0
     landed_failed = 0
     landed = 0
+    spare_clients = 0  # nam jobs in which a restarted rank ran a spare client
     tmp = tempfile.mkdtemp(prefix="sluice-app-soak-")
     history = os.path.join(tmp, "history.jsonl")
     start = time.time()
@@ -171,7 +179,7 @@ def main():
             # or a spare waiting since the start takes its place, or both (a
             # used spare is then replaced by a new one).
             comes_back = []
-            if app.startswith("kv-") or app in ("reform", "replay"):
+            if app.startswith("kv-") or app in ("reform", "replay", "nam-rsi"):
                 comes_back = rng.choice([["--restarts", "1"], ["--spares", "1"],
                                          ["--spares", "1", "--restarts", "1"]])
             policy = ["--keep-going"] + comes_back
@@ -179,6 +187,8 @@ def main():
             args = args + ["--no-reform"]
         if app.startswith("kv-"):
             args = args + ["--history", history]
+        if app == "nam-rsi" and not a.no_recovery:
+            args = args + ["--spare-clients", "1"]
         if app == "replay":
             args = args + ["--state-dir", tempfile.mkdtemp(prefix="replay-", dir=tmp)]
         argv = [sluice, "run", "-n", str(ranks), "--timeout", "120", "--stacks-on-timeout",
@@ -204,18 +214,22 @@ def main():
             else:
                 landed_failed += 1
         spare = " (a spare waits)" if "--spares" in policy else ""
+        ran_spare = re.search(r'"spare_clients_run":[1-9]', out) is not None
+        spare_clients += ran_spare
         print("job %d: %s %s%s, %s of rank %d at %g s (%s): %s%s, exit %d, %.1f s" % (
             i, app, transport, spare, fault, victim, at,
             "landed" if injected else "after the job ended", kind,
-            (" (" + why + ")") if why else "", rc, took), flush=True)
+            (" (" + why + ")") if why else "", rc, took) +
+            ("; a restarted rank ran a spare client" if ran_spare else ""), flush=True)
         if kind in ("hung", "wrong"):
             print("---- job %d's output (its last 6000 characters):\n%s\n----" % (i, out[-6000:]),
                   flush=True)
     print("jobs %d (seed %d, %s%s, %.0f s): finished-correct %d (%d with the fault landed while "
-          "the job ran), failed-clean %d, hung %d, wrong %d; faults landed: %d" % (
+          "the job ran), failed-clean %d, hung %d, wrong %d; faults landed: %d; nam jobs in "
+          "which a restarted rank ran a spare client: %d" % (
               a.jobs, a.seed, a.transport, ", no recovery" if a.no_recovery else "",
               time.time() - start, counts["correct"], landed_correct, counts["failed-clean"],
-              counts["hung"], counts["wrong"], landed))
+              counts["hung"], counts["wrong"], landed, spare_clients))
     if a.no_recovery:
         # The negative control: faults that landed must fail jobs.
         if landed_failed == 0:
