@@ -304,7 +304,11 @@ void RegistryServer::Impl::on_readable(Conn& c, TimePoint now) {
     }
     if (n == 0) {
       if (c.closing) {
-        c.dead = true;
+        // A peer that half-closed after its last request (LEAVE) still
+        // reads: what is queued for it (replies to the requests before
+        // LEAVE, which came in this same read) goes out first.
+        c.peer_closed = true;
+        if (c.out_pos >= c.out.size()) c.dead = true;
       } else {
         drop(c, kClosedReason);
       }
@@ -412,6 +416,7 @@ void RegistryServer::Impl::flush(Conn& c) {
     ::shutdown(c.fd, SHUT_WR);
     c.write_shut = true;
   }
+  if (c.peer_closed) c.dead = true;
 }
 
 void RegistryServer::Impl::reap() {
@@ -436,7 +441,10 @@ void RegistryServer::Impl::serve() {
     const bool accepting = now >= accept_paused_until;
     fds.push_back(pollfd{accepting ? listen_fd : -1, POLLIN, 0});
     for (const auto& [id, c] : conns) {
-      const short events = static_cast<short>(POLLIN | (c->out_pos < c->out.size() ? POLLOUT : 0));
+      // A peer whose EOF was read is only written to (POLLIN would report
+      // the EOF again and again).
+      const short events = static_cast<short>((c->peer_closed ? 0 : POLLIN) |
+                                              (c->out_pos < c->out.size() ? POLLOUT : 0));
       fds.push_back(pollfd{c->fd, events, 0});
       ids.push_back(id);
     }

@@ -72,6 +72,10 @@ struct RegistryServer::Impl : Waiters::Host {
                          // takes one
     bool closing = false;     // refused or left: input is discarded until EOF
     bool write_shut = false;  // closing and every byte of `out` was sent
+    // Closing, and the peer's EOF was read: reaped once `out` is sent (the
+    // replies to what it sent before it left, e.g. a PUT before LEAVE), or
+    // at the deadline.
+    bool peer_closed = false;
     // Reaped at the end of the loop iteration. Set by drop(), which may run
     // while a caller iterates the waiter containers: everything else about
     // the connection's end (its rank's loss) waits for settle().

@@ -88,6 +88,9 @@ class RawConn {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
+  // Half-closes: the registry reads EOF after what was sent; this end
+  // still reads.
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
   // Best effort: the registry may already have closed on us.
   void send(const std::string& bytes) {
     size_t off = 0;
