@@ -448,8 +448,11 @@ class PyFlow {
     Busy busy(*this);
     RecordsFlow::Kept kept;
     FlowFailure failure;
-    Status s;
-    {
+    // A batch that is ready is taken without letting go of the GIL: another
+    // Python thread (one pushing, say) would take it, and this one would
+    // then wait for it back. Only a wait releases it.
+    Status s = f->consume_kept(Deadline::min(), &kept, &failure);
+    if (s == Status::kTimeout) {
       nb::gil_scoped_release unlocked;
       s = f->consume_kept(deadline_of(timeout), &kept, &failure);
     }
