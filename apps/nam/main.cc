@@ -163,12 +163,8 @@ std::string phase_name(const char* what, size_t phase) {
   return std::string(what) + "-" + std::to_string(phase);
 }
 
-// The ranks of a phase: the memory servers and compute ranks that met at
-// its start (every rank in the first; those that are left in later ones).
-// A rank lost meanwhile (sluice run --kill, or a crash) is found out at the
-// closing meetings (meet_survivors), which no rank needs to know of in
-// advance.
-// The meetings are among the job's first processes (every rank as its
+// The ranks of those of `ranks` that are alive meet (meet_survivors). The
+// meetings are among the job's first processes (every rank as its
 // incarnation 0): a rank started again (--restarts, --spares) runs spare
 // clients by itself (replace()) and meets no one, so a meeting that
 // begins after its return must leave it out, not wait for it.
@@ -178,6 +174,10 @@ std::vector<uint32_t> meet(sluice::Cluster& cluster, const std::string& name,
                                 std::vector<uint32_t>(cluster.world_size(), 0));
 }
 
+// The ranks of a phase: the memory servers and compute ranks that met at
+// its start (every rank in the first; those that are left in later ones).
+// A rank lost meanwhile (sluice run --kill, or a crash) is found out at the
+// closing meetings (meet), which no rank needs to know of in advance.
 std::vector<uint32_t> compute_ranks_of(const std::vector<uint32_t>& ranks, uint32_t m) {
   std::vector<uint32_t> out;
   for (uint32_t r : ranks)
@@ -308,13 +308,25 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
   double replacement_start = 0;  // the earliest spare client's start (0: none ran)
   for (uint32_t sp = 0; sp < layout.spares; ++sp) {
     const uint32_t id = layout.first_spare() + sp;
-    const sn::SpareClaim claim = sn::settle_spare(cluster, results, area.claims(phase), sp);
+    if (watch.lost().load() >= 0) {
+      // A memory server is gone: no results (below); nothing to settle.
+      checkouts.push_back(-1);
+      continue;
+    }
+    sn::SpareClaim claim;
+    try {
+      claim = sn::settle_spare(cluster, results, area.claims(phase), sp);
+      if (claim.state == sn::SpareState::kClosed) {
+        // It never ran: retired from its first timestamp, not recovered.
+        sn::RsiOptions parked;
+        parked.starts_parked = true;
+        parked.lost_server = &watch.lost();
+        sn::RsiClient(cluster, layout, id, parked).retire();
+      }
+    } catch (const std::exception& e) {
+      return ctx.fail(std::string("settling spare client ") + std::to_string(id) + ": " + e.what());
+    }
     if (claim.state == sn::SpareState::kClosed) {
-      // It never ran: retired from its first timestamp, not recovered.
-      sn::RsiOptions parked;
-      parked.starts_parked = true;
-      parked.lost_server = &watch.lost();
-      sn::RsiClient(cluster, layout, id, parked).retire();
       checkouts.push_back(0);
       continue;
     }
