@@ -709,6 +709,14 @@ void ClusterImpl::setup_ofi(FlowState& fs) {
     }
     wiring.targets.push_back(std::move(side));
   }
+  if (fs.epoch != control::kUnscopedEpoch) {
+    wiring.superseded = [this, &fs]() -> std::string {
+      if (client->peers().epoch() <= fs.epoch) return {};
+      return "flow '" + fs.ctx.spec.name() + "': the job's view moved past view " +
+             std::to_string(fs.epoch) + " while its ofi connections were set up (its other " +
+             "participants give it up)";
+    };
+  }
   wire_up(fs.ctx, wiring, setup_deadline());
 }
 

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -208,13 +209,18 @@ struct OfiWiring {
     std::vector<Completion>* backlog = nullptr;  // targets: OfiTarget::backlog
   };
   std::vector<Side> sources, targets;
+  // A flow declared in a view: why it is given up (the job's view moved
+  // past the flow's, and every participant gives the flow up), or "" while
+  // it is not. Unset: never.
+  std::function<std::string()> superseded;
 };
 
 // Establishes every ofi connection of the flow: each local source greets its
 // remote targets and waits for their answers; each local target answers the
 // greetings of its remote sources. Every participant runs this at declare,
 // so all endpoints are driven at once. Throws Error(kTimeout) naming the
-// peers that did not answer by `deadline`, PeerLostError if one is lost.
+// peers that did not answer by `deadline`, PeerLostError if one is lost,
+// Error(kViewChanged) once `wiring.superseded` says why.
 void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline);
 
 // Whether the inline Latency path (flow_cores.h: push_fast, next_fast) may

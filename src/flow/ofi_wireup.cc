@@ -165,6 +165,12 @@ void wire_up(const FlowContext& ctx, const OfiWiring& wiring, Deadline deadline)
     bool greeting_missing = false;
     for (const SideState& st : sides)
       for (const HelloOp& op : st.recvs) greeting_missing |= !op.done;
+    // A peer that gave the flow up for a newer view never answers: give it
+    // up too, at once, rather than at the set-up deadline.
+    if (wiring.superseded) {
+      if (std::string why = wiring.superseded(); !why.empty())
+        throw Error(ErrorCode::kViewChanged, why);
+    }
     if (ctx.liveness != nullptr && greeting_missing) {
       for (uint32_t rank : participants) {
         if (ctx.liveness->alive(rank)) continue;
