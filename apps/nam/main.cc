@@ -191,22 +191,8 @@ std::vector<uint32_t> compute_ranks_of(const std::vector<uint32_t>& ranks, uint3
 bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& layout,
                   const std::string& protocol, size_t phase, std::vector<uint32_t>* ranks) {
   const uint32_t rank = cluster.rank();
-  std::vector<sluice::MemoryRegion> regions;
-  for (uint32_t t = 0; t < layout.tables.size(); ++t) {
-    regions.push_back(
-        cluster.expose(layout.region_name(layout.tables[t].name), layout.region_bytes(t, rank)));
-    sn::load_table(layout, opt.workload, t, rank, regions.back().data());
-  }
-  if (rank == 0 && protocol == "rsi") {
-    regions.push_back(cluster.expose(layout.meta_name(), layout.meta_bytes()));
-    sn::park_spare_slots(layout, regions.back().data());
-  }
-  if (protocol == "rsi" && layout.overflow_entries != 0) {
-    for (uint32_t t = 0; t < layout.tables.size(); ++t) {
-      regions.push_back(cluster.expose(layout.overflow_name(layout.tables[t].name),
-                                       layout.overflow_region_bytes(t)));
-    }
-  }
+  const std::vector<sluice::MemoryRegion> regions =
+      sn::expose_database(cluster, layout, opt.workload, rank, protocol == "rsi");
   // The 2PC baseline: this memory server is a resource manager.
   std::unique_ptr<sn::ResourceManager> rm;
   std::vector<sluice::DeclaredFlow> declared;

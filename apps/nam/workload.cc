@@ -4,6 +4,9 @@
 #include <cinttypes>
 #include <cstring>
 #include <thread>
+#include <vector>
+
+#include "spares.h"
 
 namespace sluice::nam {
 
@@ -93,6 +96,28 @@ Layout make_layout(const WorkloadOptions& w, uint32_t memory_servers, uint32_t c
               {"lines", 3 * orders, sizeof(Line)},
               {"lists", checkout ? 0 : w.keys, 8 + 8 * w.list_capacity}};
   return l;
+}
+
+std::vector<MemoryRegion> expose_database(Cluster& cluster, const Layout& layout,
+                                          const WorkloadOptions& w, uint32_t server, bool rsi) {
+  std::vector<MemoryRegion> regions;
+  for (uint32_t t = 0; t < layout.tables.size(); ++t) {
+    regions.push_back(
+        cluster.expose(layout.region_name(layout.tables[t].name), layout.region_bytes(t, server)));
+    load_table(layout, w, t, server, regions.back().data());
+  }
+  if (!rsi) return regions;
+  if (server == 0) {
+    regions.push_back(cluster.expose(layout.meta_name(), layout.meta_bytes()));
+    park_spare_slots(layout, regions.back().data());
+  }
+  if (layout.overflow_entries != 0) {
+    for (uint32_t t = 0; t < layout.tables.size(); ++t) {
+      regions.push_back(cluster.expose(layout.overflow_name(layout.tables[t].name),
+                                       layout.overflow_region_bytes(t)));
+    }
+  }
+  return regions;
 }
 
 void load_table(const Layout& layout, const WorkloadOptions& w, uint32_t table, uint32_t server,

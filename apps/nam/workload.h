@@ -62,6 +62,12 @@ Layout make_layout(const WorkloadOptions& w, uint32_t memory_servers, uint32_t c
 // Fills memory server `server`'s region of `table` with the initial data.
 void load_table(const Layout& layout, const WorkloadOptions& w, uint32_t table, uint32_t server,
                 std::byte* data);
+// Memory server `server`'s regions of the database, exposed: each table's,
+// loaded with the initial data; with `rsi` also, on server 0, the metadata
+// (its spare client slots parked: spares.h) and, if the layout has an
+// overflow area, each table's. The tables' regions come first, in table order.
+std::vector<MemoryRegion> expose_database(Cluster& cluster, const Layout& layout,
+                                          const WorkloadOptions& w, uint32_t server, bool rsi);
 
 // The width of one interval of ClientResult::timeline.
 constexpr uint32_t kTimelineMs = 100;

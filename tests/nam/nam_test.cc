@@ -321,6 +321,31 @@ std::vector<std::string> kill_args(int rank) {
           "--grace",        "30"};
 }
 
+// A fault test's RSI run: 50 products of 32 bytes, `seconds` of 1 ms think
+// time, a 500 ms recovery timeout, --json; `more` besides.
+std::vector<std::string> fault_run(const std::string& seconds,
+                                   const std::vector<std::string>& more = {}) {
+  std::vector<std::string> args = {
+      "--products", "50",   "--record-bytes",        "32",  "--txns", "0", "--seconds", seconds,
+      "--think-us", "1000", "--recovery-timeout-ms", "500", "--json"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// Rank 2's new process (incarnation 1) ran spare client 2, and the report
+// counted it; returns its commits.
+uint64_t expect_spare_client_ran(const ProcessResult& r) {
+  EXPECT_EQ(count_lines_with(r.output,
+                             "[2] sluice-nam: rank 2: incarnation 1 runs spare client "
+                             "2 in place of the clients its first process ran"),
+            1)
+      << r.output;
+  EXPECT_EQ(json_number(r.output, "spare_clients_run"), 1u) << r.output;
+  const uint64_t commits = json_number(r.output, "replacement_commits");
+  EXPECT_GT(commits, 0u) << r.output;
+  return commits;
+}
+
 // Each survivor (`ranks`) printed one line naming a lost rank. Mostly the
 // kill lands mid-run, and each names rank 1 with `mid_run` (what the run's
 // own check says); on a loaded machine still wiring up the flows it names
@@ -439,21 +464,13 @@ TEST(NamFaultTest, AComputeRankKilledWhileTheJobStartsIsLeftOut) {
 // until it gave up after the set-up timeout and exited 1.) Over ofi only,
 // as above.
 TEST(NamFaultTest, AComputeRankKilledWhileTheJobStartsAndStartedAgainRunsASpareClient) {
-  const ProcessResult r = run_nam(
-      3,
-      {"--products", "50", "--record-bytes", "32", "--txns", "0", "--seconds", "3", "--think-us",
-       "1000", "--recovery-timeout-ms", "500", "--spare-clients", "1", "--json"},
-      "sluice-nam", {"--kill", "2@0.3", "--keep-going", "--restarts", "1", "--grace", "30"});
+  const ProcessResult r =
+      run_nam(3, fault_run("3", {"--spare-clients", "1"}), "sluice-nam",
+              {"--kill", "2@0.3", "--keep-going", "--restarts", "1", "--grace", "30"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_killed(r, 2);
-  EXPECT_EQ(count_lines_with(r.output,
-                             "[2] sluice-nam: rank 2: incarnation 1 runs spare client "
-                             "2 in place of the clients its first process ran"),
-            1)
-      << r.output;
+  expect_spare_client_ran(r);
   expect_invariants_ok(r);
-  EXPECT_EQ(json_number(r.output, "spare_clients_run"), 1u) << r.output;
-  EXPECT_GT(json_number(r.output, "replacement_commits"), 0u) << r.output;
 }
 
 // A client stalled (SIGSTOP from outside, shorter than the peer timeout,
@@ -491,26 +508,16 @@ TEST(NamFaultTest, AClientStalledPastTheRecoveryTimeoutIsFencedAndCountsAsDied) 
 TEST(NamFaultTest, AKilledClientRankStartedAgainRunsASpareClientInItsPlace) {
   std::vector<std::string> launcher = kill_args(2);
   launcher.insert(launcher.end(), {"--restarts", "1"});
-  const ProcessResult r = run_nam(
-      3,
-      {"--products", "50", "--record-bytes", "32", "--txns", "0", "--seconds", fault_seconds(),
-       "--think-us", "1000", "--recovery-timeout-ms", "500", "--spare-clients", "1", "--json"},
-      "sluice-nam", launcher);
+  const ProcessResult r =
+      run_nam(3, fault_run(fault_seconds(), {"--spare-clients", "1"}), "sluice-nam", launcher);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_killed(r, 2);
   EXPECT_EQ(count_lines_with(r.output, "sluice run: starting rank 2 again (restart 1 of 1)"), 1)
       << r.output;
-  EXPECT_EQ(count_lines_with(r.output,
-                             "[2] sluice-nam: rank 2: incarnation 1 runs spare client "
-                             "2 in place of the clients its first process ran"),
-            1)
-      << r.output;
+  const uint64_t spare = expect_spare_client_ran(r);
   expect_invariants_ok(r);
   EXPECT_EQ(json_number(r.output, "clients_recovered"), 1u) << r.output;
-  EXPECT_EQ(json_number(r.output, "spare_clients_run"), 1u) << r.output;
   EXPECT_EQ(json_number(r.output, "clients"), 2u) << "the survivor and the spare\n" << r.output;
-  const uint64_t spare = json_number(r.output, "replacement_commits");
-  EXPECT_GT(spare, 0u) << r.output;
   EXPECT_GT(json_number(r.output, "commits"), spare) << r.output;
   EXPECT_EQ(count_lines_with(r.output, "spare clients: 1 of 1 ran in restarted ranks, " +
                                            std::to_string(spare) + " commits"),
@@ -524,11 +531,7 @@ TEST(NamFaultTest, AKilledClientRankStartedAgainRunsASpareClientInItsPlace) {
 TEST(NamFaultTest, ARestartedClientRankWithoutSpareSlotsLeavesAndTheOthersFinish) {
   std::vector<std::string> launcher = kill_args(2);
   launcher.insert(launcher.end(), {"--restarts", "1"});
-  const ProcessResult r =
-      run_nam(3,
-              {"--products", "50", "--record-bytes", "32", "--txns", "0", "--seconds",
-               fault_seconds(), "--think-us", "1000", "--recovery-timeout-ms", "500", "--json"},
-              "sluice-nam", launcher);
+  const ProcessResult r = run_nam(3, fault_run(fault_seconds()), "sluice-nam", launcher);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   expect_killed(r, 2);
   EXPECT_EQ(count_lines_with(r.output,

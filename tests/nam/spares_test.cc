@@ -33,13 +33,8 @@ class SpareSlotTest : public ::testing::Test {
     layout_ = sn::make_layout(w_, 1, 2, 2, 4096);
     layout_.spares = 1;
     layout_.prefix.append("-spare-").append(std::to_string(++generation_));
-    for (uint32_t t = 0; t < layout_.tables.size(); ++t) {
-      regions_.push_back(g_cluster->expose(layout_.region_name(layout_.tables[t].name),
-                                           layout_.region_bytes(t, 0)));
-      sn::load_table(layout_, w_, t, 0, regions_.back().data());
-    }
-    regions_.push_back(g_cluster->expose(layout_.meta_name(), layout_.meta_bytes()));
-    sn::park_spare_slots(layout_, regions_.back().data());
+    // As memory server 0 of sluice-nam sets it up (the spare slot parked).
+    regions_ = sn::expose_database(*g_cluster, layout_, w_, 0, /*rsi=*/true);
     // A writer held back this long would recover the spare slot as dead.
     options_.recovery_timeout = 200ms;
     writer_ = std::make_unique<sn::RsiClient>(*g_cluster, layout_, 0, options_);
