@@ -11,6 +11,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -382,7 +383,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   auto persist = [&] {
     if (disk && replica->take_durable(&changes)) disk->save(changes);
   };
-  auto flush = [&]() -> size_t {
+  // Sends what the protocol said (`out`). A push that waits for room hands
+  // the inputs to their handlers meanwhile, which may say more: `rounds`
+  // bounds how many times it sends what came meanwhile, so that the worker
+  // loop (the timers, the progress hook) runs between them; the rest goes
+  // at the next call. Closing sends it all.
+  auto flush = [&](size_t rounds = std::numeric_limits<size_t>::max()) -> size_t {
     if (closed || out.empty()) persist();
     if (closed) {
       out.clear();
@@ -390,7 +396,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     }
     size_t n = 0;
     Outbox sending;
-    while (!out.empty() && ep.broken.empty()) {
+    while (!out.empty() && ep.broken.empty() && rounds-- > 0) {
       sending.clear();
       sending.swap(out);
       persist();
@@ -718,7 +724,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                        " ms, %zu operations completed\n",
                        rank, traced_retries, now_ms() - started, client->completed());
         }
-        work += flush();
+        work += flush(1);
         if (client && client->done() && (!gateway || gateway->finished()) &&
             (!o.test_await_rejoin || now_ms() - started > 60000 ||
              (ep.live.size() == world &&

@@ -322,6 +322,15 @@ void expect_replica_loss_survived(const std::string& protocol, int victim,
                 r.output, "sluice run: rank " + std::to_string(victim) + " was killed by signal 9"),
             1)
       << r.output;
+  // The kill came while the clients ran: the leader's mark (a tenth of the
+  // operations) is not the end of the run.
+  const size_t mark = r.output.find("test hook: leader rank");
+  ASSERT_NE(mark, std::string::npos) << r.output;
+  const size_t applied = r.output.find(" applied ", mark);
+  ASSERT_NE(applied, std::string::npos) << r.output;
+  EXPECT_LT(std::stoull(r.output.substr(applied + 9)), static_cast<unsigned long long>(2 * ops))
+      << "the leader's mark came after every operation: the kill missed the run\n"
+      << r.output;
   std::string live;
   for (int k = 0; k < 5; ++k)
     if (k != victim) live += " " + std::to_string(k);
