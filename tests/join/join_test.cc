@@ -60,6 +60,7 @@ void check(const Case& c, const std::string& algorithm, int ranks, int threads,
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "verify: OK"), 1) << r.output;
+  EXPECT_EQ(sluice::testing::warning_lines(r.output), "") << "a clean run warned\n" << r.output;
   if (c.expect_matches >= 0) {
     EXPECT_EQ(json_number(r.output, "matches"), static_cast<uint64_t>(c.expect_matches))
         << r.output;

@@ -96,6 +96,12 @@ void expect_clean_job(const ProcessResult& r, int replicas, int clients, int ops
             1)
       << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
+  // A run without faults (none injected by the launcher, no kill point, no
+  // leader stalled) warns of nothing.
+  if (lost < 0 && !failover && r.output.find("sluice run: injecting") == std::string::npos &&
+      r.output.find("kill point") == std::string::npos) {
+    EXPECT_EQ(sluice::testing::warning_lines(r.output), "") << "a clean run warned\n" << r.output;
+  }
   const int total = clients * ops;
   EXPECT_EQ(sluice::testing::count_lines_with(
                 r.output, "clients: " + std::to_string(clients) + " x " + std::to_string(ops) +

@@ -59,6 +59,7 @@ TEST(NamTest, CheckoutKeepsItsInvariants) {
                   txns(150, 40), "--browse-percent", "20", "--json", "--timeline"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_invariants_ok(r);
+  EXPECT_EQ(sluice::testing::warning_lines(r.output), "") << "a clean run warned\n" << r.output;
   // The one-sided operations took the path this variant is about.
   const char* atomic = std::getenv("SLUICE_OFI_ATOMIC");
   const std::string path = !over_ofi() ? "shm"
@@ -93,6 +94,7 @@ TEST(NamTest, HotProductsOnTwoMemoryServersConflictButKeepTheInvariants) {
           "--hot-products", "4", "--versions", "2", "--txns", txns(120, 30), "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_invariants_ok(r);
+  EXPECT_EQ(sluice::testing::warning_lines(r.output), "") << "a clean run warned\n" << r.output;
   EXPECT_GT(json_number(r.output, "conflicts") + json_number(r.output, "too_old"), 0u)
       << "4 clients on 4 products must collide\n"
       << r.output;
@@ -108,6 +110,7 @@ TEST(NamTest, TwoPhaseCommitBaselineKeepsTheInvariants) {
                   "--txns", txns(100, 25), "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_invariants_ok(r);
+  EXPECT_EQ(sluice::testing::warning_lines(r.output), "") << "a clean run warned\n" << r.output;
   EXPECT_EQ(json_field(r.output, "protocol"), "2pc") << r.output;
   EXPECT_EQ(json_number(r.output, "commits"), 4u * (over_ofi() ? 25 : 100)) << r.output;
   EXPECT_EQ(json_number(r.output, "orders"), json_number(r.output, "checkouts")) << r.output;

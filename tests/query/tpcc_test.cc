@@ -145,6 +145,7 @@ void check_q3(const std::vector<Case>& shapes, const std::vector<std::string>& e
     SCOPED_TRACE(std::to_string(c.processes) + "x" + std::to_string(c.threads) + " " + c.exchange);
     const ProcessResult r = run_tpcc(c, "q3", extra);
     ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(sluice::testing::warning_lines(r.output), "") << "a clean run warned\n" << r.output;
     TpccTest::expect_rows(TpccTest::rows(r.output), expected, 6, {3, 4});
     // The merged groups reach worker 0 once each.
     EXPECT_NE(r.output.find("query.tpcc.result: 15 rows"), std::string::npos) << r.output;
@@ -159,6 +160,7 @@ void check_q1(const std::vector<Case>& shapes, const std::vector<std::string>& e
     SCOPED_TRACE(std::to_string(c.processes) + "x" + std::to_string(c.threads) + " " + c.exchange);
     const ProcessResult r = run_tpcc(c, "q1", extra);
     ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(sluice::testing::warning_lines(r.output), "") << "a clean run warned\n" << r.output;
     TpccTest::expect_rows(TpccTest::rows(r.output), expected, 5, {});
     // Exactly once: every order line and every new order (900 per district) crossed its
     // exchange once.
@@ -182,6 +184,7 @@ void check_q2(const std::vector<Case>& shapes, const std::vector<std::string>& e
     SCOPED_TRACE(std::to_string(c.processes) + "x" + std::to_string(c.threads) + " " + c.exchange);
     const ProcessResult r = run_tpcc(c, "q2", extra);
     ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(sluice::testing::warning_lines(r.output), "") << "a clean run warned\n" << r.output;
     TpccTest::expect_rows(TpccTest::rows(r.output), expected, 1, {0});
     const int workers = c.processes * c.threads;
     EXPECT_NE(r.output.find("query.tpcc.items: " + std::to_string(100000 * workers) + " rows"),

@@ -70,6 +70,7 @@ void check(const Case& c, const std::string& strategy) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
     EXPECT_EQ(sluice::testing::count_lines_with(r.output, "verify: OK"), 1) << r.output;
+    EXPECT_EQ(sluice::testing::warning_lines(r.output), "") << "a clean run warned\n" << r.output;
     const std::string records = *(std::find(c.args.begin(), c.args.end(), "--records") + 1);
     EXPECT_EQ(json_number(r.output, "records"), std::stoull(records))
         << "every record must be ingested once\n"

@@ -75,6 +75,17 @@ int count_lines_with_all(const std::string& text, const std::vector<std::string>
   return n;
 }
 
+std::string warning_lines(const std::string& text) {
+  std::istringstream in(text);
+  std::string found;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("] warn: ") != std::string::npos || line.find("] error: ") != std::string::npos ||
+        line.find("warning: ") != std::string::npos)
+      found += line + "\n";
+  }
+  return found;
+}
+
 int count_lines_with(const std::string& text, const std::string& needle) {
   std::istringstream in(text);
   int n = 0;

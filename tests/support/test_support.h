@@ -56,6 +56,11 @@ std::vector<std::string> sluice_shm_entries();
 
 // Number of lines of `text` that contain `needle`.
 int count_lines_with(const std::string& text, const std::string& needle);
+// The lines of `text` that warn or report an error: the library's log lines
+// at level warn or error ("sluice[...] warn: ", "sluice[...] error: ") and an
+// app's own "warning: " lines, one per line; "" if none. A clean run has none
+// (a warning at a clean exit is a defect no other check sees).
+std::string warning_lines(const std::string& text);
 // Number of lines of `text` that contain every one of `needles`.
 int count_lines_with_all(const std::string& text, const std::vector<std::string>& needles);
 
