@@ -11,6 +11,7 @@ acknowledged value must be what a GET returns at the end.
 
   bench/kv/failover.py [--build build] [--protocol multipaxos|nopaxos]
                        [--signal KILL|STOP] [--repeats 10] [--warmup 1.5]
+                       [--kv-args '--election-timeout-ms 500 --retry-ms 500']
 
 Prints each run's stall and the median and the largest (with 10 runs, the
 largest is the p90; give --repeats 100 for a p99).
@@ -78,12 +79,12 @@ def rank_pid(rank):
     return None
 
 
-def one_run(build, protocol, sig, warmup):
+def one_run(build, protocol, sig, warmup, kv_args):
     bin_dir = os.path.join(build, "bin")
     job = subprocess.Popen(
         [os.path.join(bin_dir, "sluice"), "run", "-n", "4", "--keep-going", "--timeout", "120",
          "--", os.path.join(bin_dir, "sluice-kv"), "run", "--resp-port", "0", "--protocol",
-         protocol, "--enable-shutdown", "local"],
+         protocol, "--enable-shutdown", "local", *kv_args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     port = None
@@ -153,10 +154,13 @@ def main():
     ap.add_argument("--signal", default="KILL", choices=["KILL", "STOP"])
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=float, default=1.5)
+    ap.add_argument("--kv-args", default="",
+                    help="more options for sluice-kv run, as one string (e.g. "
+                         "'--election-timeout-ms 500 --retry-ms 500')")
     a = ap.parse_args()
     stalls = []
     for r in range(a.repeats):
-        stall, writes = one_run(a.build, a.protocol, a.signal, a.warmup)
+        stall, writes = one_run(a.build, a.protocol, a.signal, a.warmup, a.kv_args.split())
         stalls.append(stall)
         print(f"run {r + 1}: stall {stall * 1000:.0f} ms ({writes} writes, none lost)", flush=True)
     print(f"{a.protocol}, SIG{a.signal} of the leader, {a.repeats} runs: stall median "
