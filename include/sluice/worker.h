@@ -245,8 +245,8 @@ class Worker {
   /// Source::push (or Source<Bytes>::push with a span of bytes, or
   /// Source<Combined<T>>::push), delivering the inputs while the record's ring
   /// is full (a combiner source's partials wait for credit). Same results as
-  /// the source's push: kOk, kTimeout at the deadline, kPeerLost, kClosed,
-  /// kInvalid; details in s.error().
+  /// the source's push: kOk, kTimeout at the deadline (also while the inputs
+  /// keep delivering), kPeerLost, kClosed, kInvalid; details in s.error().
   template <class S, class R>
   requires(!detail::is_record_run<S, R>) [[nodiscard]] Status
       push(S& s, const R& r, Deadline deadline = kForever) {
@@ -376,11 +376,12 @@ class Worker {
       const Status st = attempt();
       if (st != Status::kWouldBlock && st != Status::kTimeout) return st;
       if (pop.start == Clock::time_point{}) pop.start = Clock::now();
+      // The deadline holds while inputs keep delivering too.
+      if (deadline != kForever && Clock::now() >= deadline) return last();
       if (work != 0) {
         round = 0;
         continue;
       }
-      if (deadline != kForever && Clock::now() >= deadline) return last();
       if (back_off(round, deadline)) round = 0;
     }
   }

@@ -265,6 +265,34 @@ TEST(KvJobTest, MultiPaxosReplacesALeaderStoppedBySigstop) {
 
 TEST(KvJobTest, NoPaxosReplacesALeaderStoppedBySigstop) { expect_leader_replaced("nopaxos", true); }
 
+// The Multi-Paxos leader stopped from outside (`sluice run --stop`,
+// SIGSTOP) for 15 s while the registry's peer timeout is 60 s: it stays a
+// member, its rings fill, and no epoch changes. The others elect a new
+// leader on their own timeouts, and the messages to the stopped rank are
+// dropped after a bounded wait (a quarter of the election timeout) instead
+// of holding back those to the majority, so both client ranks complete
+// every operation while it is still stopped, before the launcher's SIGCONT.
+// It then resumes, learns the new ballot and finishes as a follower.
+// (Before, the new leader's Accepts waited for the stopped rank's credit
+// and the clients for the SIGCONT.)
+TEST(KvJobTest, MultiPaxosClientsCompleteWhileAStoppedLeaderIsStillAMember) {
+  const ProcessResult r = run_kv(5,
+                                 {"run", "--ops", "300", "--keys", "20", "--election-timeout-ms",
+                                  "500", "--retry-ms", "500", "--test-mark-applied", "100"},
+                                 "sluice-kv-test-hooks",
+                                 {"--faults-after", "test hook: leader rank", "--stop", "0@0:15"},
+                                 {{"SLUICE_PEER_TIMEOUT_MS", "60000"}});
+  expect_clean_job(r, 3, 2, 300, /*failover=*/true);
+  const size_t resumed = r.output.find("SIGCONT to rank 0");
+  ASSERT_NE(resumed, std::string::npos) << r.output;
+  for (int k : {3, 4}) {
+    const size_t done =
+        r.output.find("rank " + std::to_string(k) + ": its clients completed their 300 operations");
+    ASSERT_NE(done, std::string::npos) << r.output;
+    EXPECT_LT(done, resumed) << "the clients waited for the stopped leader\n" << r.output;
+  }
+}
+
 // A job the launcher kills replica `victim` in, unannounced: the leader
 // prints once that it has applied a number of entries (the test switch
 // --test-mark-applied), and the launcher kills the victim at that line

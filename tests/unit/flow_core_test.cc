@@ -404,6 +404,39 @@ TEST(FlowCoreTest, BlockedPushTimesOutNamingTheTarget) {
   EXPECT_NE(out.error().find("target (0,0)"), std::string::npos) << out.error();
 }
 
+// A Worker's push with a deadline returns kTimeout at its deadline even
+// while its inputs never stop delivering (here a handler that feeds its own
+// input again): the caller's loop gets control back, a silent target cannot
+// hold it for as long as other work comes.
+TEST(FlowCoreTest, AWorkersTimedPushEndsAtItsDeadlineWhileInputsKeepDelivering) {
+  auto full_spec = small_spec();
+  testing::LocalFlow full(full_spec.spec());
+  auto blocked = full.source<Rec>(0);
+  while (blocked.try_push_to(0, Rec{}) == Status::kOk) {
+  }
+  auto busy_spec = shuffle<Rec>("busy")
+                       .sources(testing::slots(1))
+                       .targets(testing::slots(1))
+                       .segment_bytes(64)
+                       .ring_segments(4)
+                       .explicit_targets();
+  testing::LocalFlow busy(busy_spec.spec());
+  auto feed = busy.source<Rec>(0);
+  Worker w;
+  uint64_t handled = 0;
+  w.add(busy.target<Rec>(0), [&](std::span<const Rec> b) {
+    handled += b.size();
+    (void)feed.try_push_to(0, Rec{handled, 0});  // always more to do
+    (void)feed.flush();
+  });
+  ASSERT_EQ(feed.push_to(0, Rec{}), Status::kOk);
+  ASSERT_EQ(feed.flush(), Status::kOk);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(50);
+  EXPECT_EQ(w.push_to(blocked, 0, Rec{}, deadline), Status::kTimeout);
+  EXPECT_GE(Clock::now(), deadline);
+  EXPECT_GT(handled, 0u);
+}
+
 TEST(FlowCoreTest, ByteRecordTooLargeForASegmentIsInvalid) {
   auto spec =
       shuffle<Bytes>("b").sources(testing::slots(1)).targets(testing::slots(1)).segment_bytes(64);
