@@ -7,13 +7,16 @@ ring many times keeps its contents (it pins its segment). A program that
 keeps every batch is stopped by a clear InvalidArgument once a whole ring of
 one source is held, and goes on once it lets them go. A field of a batch
 exported through DLPack (np.from_dlpack, torch.from_dlpack) is the same
-memory, read-only, and pins the segment as the batch does. Exactly once: counts
+memory, read-only, and pins the segment as the batch does. Once every rank
+let a flow go and no batch of it is alive, its rings are unmapped (no leaked
+mapping). Exactly once: counts
 and order-independent checksums against what every rank pushed. Rank 0
 prints `OK ...` lines, or a rank exits 1."""
 
 import gc
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -34,6 +37,19 @@ def ring_mappings(flow_name):
                 lo, hi = (int(x, 16) for x in parts[0].split("-"))
                 ranges.append((lo, hi))
     return ranges
+
+
+def unmapped_late(cluster, flow_name):
+    """Whether this process still maps the flow's rings 10 s after every
+    rank let the flow go. A flow is let go of in the background once every
+    participant withdrew it (here within about 20 ms): a ring mapped for
+    longer leaked."""
+    gc.collect()
+    cluster.barrier()
+    give_up = time.monotonic() + 10
+    while ring_mappings(flow_name) and time.monotonic() < give_up:
+        time.sleep(0.01)
+    return bool(ring_mappings(flow_name))
 
 
 def checksum(records):
@@ -110,6 +126,9 @@ def main():
             del batch
             if outside:
                 errors.append(f"{outside} of the first batches lie outside the flow's rings")
+        # The flow ended and no batch of it is alive: its rings are unmapped.
+        if unmapped_late(cluster, "py-views"):
+            errors.append("the flow's rings are still mapped 10 s after every rank let it go")
         copied = sluice.copied_bytes() - copied_before
         if copied:
             errors.append(f"{copied} bytes copied on receive")
@@ -163,6 +182,9 @@ def main():
             let_go()
             if changed:
                 errors.append(f"{changed} held batches changed: their segments were reused")
+        if unmapped_late(cluster, "py-hoard"):
+            errors.append("the hoarding flow's rings are still mapped 10 s after every rank let "
+                          "it go")
         facts = cluster.allgather((n, checksum(made), got, total, refused))
         if me == 0:
             ok = (sum(f[0] for f in facts), sum(f[1] for f in facts) % 2**64) == (
