@@ -562,8 +562,15 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     // (After a restart the lost ranks alone no longer name the epoch.)
     const std::string suffix =
         epoch_suffix(world, live) + (restarted ? "-s" + std::to_string(ep.session) : "");
+    // A replica back as a new process has finished nothing yet (what its
+    // old process said no longer counts).
+    bool replica_back = false;
     for (uint32_t r : live) {
-      if (r < o.replicas && r != rank && inc[r] != known_inc[r]) node.forget_replica(r);
+      if (r < o.replicas && r != rank && inc[r] != known_inc[r]) {
+        node.forget_replica(r);
+        finished.erase(r);
+        replica_back = true;
+      }
       known_inc[r] = inc[r];
     }
     std::vector<uint32_t> live_replicas, live_clients;
@@ -621,11 +628,13 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     if (client && nopaxos) ep.order_src = cluster.source(order_spec, 0);
     // What this rank said towards the end of the job may have been lost
     // with the old flows: say it again (a rank that had closed its sources
-    // closes this epoch's too).
+    // closes this epoch's too, unless a replica came back: that one
+    // recovers from the others, who answer it until it has finished too,
+    // as the end of the job's rules say below).
     const bool was_closed = closed;
     closed = false;
     say_end();
-    if (was_closed) close_all();
+    if (was_closed && !(replica_back && is_replica)) close_all();
   };
 
   const uint64_t started = now_ms();

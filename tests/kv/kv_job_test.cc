@@ -293,6 +293,25 @@ TEST(KvJobTest, MultiPaxosClientsCompleteWhileAStoppedLeaderIsStillAMember) {
   }
 }
 
+// A follower stopped from outside past the peer timeout (1 s) while the run
+// ends: the others finish without it and close, then the spare waiting
+// since the start takes its rank (`sluice run --spares 1`). A rank that had
+// closed must not close the new epoch at once: the spare recovers from the
+// others, who answer it until it has finished too (before, they closed at
+// once and the job hung until the launcher's timeout; the soak found it).
+TEST(KvJobTest, AFollowerLostAsTheRunEndsIsReplacedByASpareThatRecoversFromTheOthers) {
+  const ProcessResult r = run_kv(5,
+                                 {"run", "--ops", "20000", "--keys", "50", "--retry-ms", "500",
+                                  "--election-timeout-ms", "1000", "--test-mark-applied", "20000"},
+                                 "sluice-kv-test-hooks",
+                                 {"--keep-going", "--spares", "1", "--faults-after",
+                                  "test hook: leader rank", "--stop", "1@0:3"},
+                                 {{"SLUICE_PEER_TIMEOUT_MS", "1000"}});
+  expect_clean_job(r, 3, 2, 20000);
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "spare 0 (pid"), 1) << r.output;
+  EXPECT_EQ(sluice::testing::count_lines_with(r.output, "rank 1: recovered in"), 1) << r.output;
+}
+
 // A job the launcher kills replica `victim` in, unannounced: the leader
 // prints once that it has applied a number of entries (the test switch
 // --test-mark-applied), and the launcher kills the victim at that line
