@@ -26,6 +26,7 @@
 #include "job_disk.h"
 #include "job_report.h"
 #include "resp_gateway.h"
+#include "silent_peers.h"
 
 namespace kv {
 namespace {
@@ -78,12 +79,6 @@ struct Epoch {
   sluice::Source<sluice::Bytes> msg_src, accept_src, order_src;
   sluice::Worker::InputId order_input = 0;
   std::string broken;  // why the epoch ended early; empty while it runs
-  // Per kv-msg target: its ring stayed full past the wait for a silent peer
-  // (flush, below), so messages to it go only as far as they fit.
-  std::vector<uint8_t> stuck;
-  // kv-accept's ring of some follower stayed full: Accepts go on kv-msg,
-  // one copy per follower, for the rest of the epoch.
-  bool accepts_on_msg = false;
 
   // Rank r's index among kv-msg's targets, or -1 if it is not in the epoch.
   int target_of(uint32_t r) const {
@@ -101,8 +96,6 @@ struct Epoch {
     accept_flow = {};
     msg_flow = {};
     broken.clear();
-    stuck.clear();
-    accepts_on_msg = false;
   }
 };
 
@@ -347,47 +340,25 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // dropped, as the network would. A push or flush that waits for credit
   // delivers inputs meanwhile, whose handlers add to the outbox: so it is
   // swapped out before sending, and sending goes on until it stays empty.
-  //
-  // A peer that takes nothing (a stopped process is a member until the
-  // registry's peer timeout) must not hold back the messages to the others:
-  // the election among the rest, the new leader's Accepts and the clients'
-  // requests to it go to a majority that answers. So a push waits for a
-  // full ring at most `silent_wait` (a quarter of the election timeout),
-  // then the message is dropped, as a network drops it, and that peer gets
-  // only what fits at once until a push to it goes again. An Accept whose
-  // replicate push timed out goes on kv-msg, one copy per follower, as do
-  // the epoch's later ones. The protocols make up for lost messages.
-  const auto silent_wait =
-      std::chrono::milliseconds(std::max<uint64_t>(o.election_timeout_ms / 4, 1));
-  uint64_t dropped = 0;  // messages a full ring refused (said at the end)
-  // The job's own messages (done, finish, finished) are said once, not
-  // resent by a protocol: one a full ring refused is kept and sent again
-  // every `silent_wait` (and, as the epoch closes, waited for).
-  std::vector<Message> unsent;
-  uint64_t unsent_at = 0;
+  // A peer that takes nothing holds back no message to the others
+  // (silent_peers.h).
+  SilentPeers silent(o.election_timeout_ms);
   bool closing = false;
   auto push_msg = [&](uint32_t target, const Message& m) {
-    const bool job_message =
-        m.type == MsgType::kDone || m.type == MsgType::kFinish || m.type == MsgType::kFinished;
     const std::span<const std::byte> bytes(buf);
     sluice::Status st;
-    if (closing && job_message) {
+    if (closing && SilentPeers::job_message(m.type)) {
       st = ep.w.push_to(ep.msg_src, target, bytes);
-    } else if (ep.stuck[target] != 0) {
+    } else if (silent.stuck(target)) {
       st = ep.msg_src.try_push_to(target, bytes);
     } else {
-      st = ep.w.push_to(ep.msg_src, target, bytes, std::chrono::steady_clock::now() + silent_wait);
+      st =
+          ep.w.push_to(ep.msg_src, target, bytes, std::chrono::steady_clock::now() + silent.wait());
     }
     if (st == sluice::Status::kOk) {
-      ep.stuck[target] = 0;
+      silent.sent(target);
     } else if (st == sluice::Status::kTimeout || st == sluice::Status::kWouldBlock) {
-      ep.stuck[target] = 1;
-      if (job_message) {
-        if (unsent.empty()) unsent_at = now_ms() + static_cast<uint64_t>(silent_wait.count());
-        unsent.push_back(m);
-      } else {
-        ++dropped;
-      }
+      silent.refused(target, m, now_ms());
     } else {
       check(st, ep.msg_src, "push to kv-msg");
     }
@@ -442,10 +413,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // loop (the timers, the progress hook) runs between them; the rest goes
   // at the next call. Closing sends it all.
   auto flush = [&](size_t rounds = std::numeric_limits<size_t>::max()) -> size_t {
-    if (!unsent.empty() && (closing || now_ms() >= unsent_at)) {
-      for (Message& m : unsent) out.push_back(std::move(m));
-      unsent.clear();
-    }
+    silent.take_due(out, now_ms(), closing);
     if (closed || out.empty()) persist();
     if (closed) {
       out.clear();
@@ -461,11 +429,11 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       bool msg = false, acc = false, ord = false;
       for (Message& m : sending) {
         if (!ep.broken.empty()) break;
-        if (m.type == MsgType::kAccept && !ep.accepts_on_msg) {
+        if (m.type == MsgType::kAccept && !silent.accepts_on_msg()) {
           if (m.to != ep.first_follower) continue;
           encode(m, buf);
           const sluice::Status st = ep.w.push(ep.accept_src, std::span<const std::byte>(buf),
-                                              std::chrono::steady_clock::now() + silent_wait);
+                                              std::chrono::steady_clock::now() + silent.wait());
           if (st != sluice::Status::kTimeout) {
             check(st, ep.accept_src, "push to kv-accept");
             acc = true;
@@ -473,7 +441,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
           }
           // This copy goes on kv-msg (those to the other followers that
           // came before it in this round are lost).
-          ep.accepts_on_msg = true;
+          silent.move_accepts_to_msg();
           const int target = ep.target_of(rank_of(m.to));
           if (target >= 0) push_msg(static_cast<uint32_t>(target), m);
           msg = true;
@@ -554,7 +522,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   std::vector<uint32_t> known_inc(world, 0);
   auto begin_epoch = [&](const std::vector<uint32_t>& live, const std::vector<uint32_t>& inc) {
     ep.live = live;
-    ep.stuck.assign(live.size(), 0);
+    silent.new_epoch(live.size());
     ep.inc = inc;
     ep.session = epoch_session(live, inc);
     bool restarted = false;
@@ -899,12 +867,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                  "sluice-kv: rank %u: gap agreement: %" PRIu64 " requests recovered, %" PRIu64
                  " no-ops committed\n",
                  rank, np->gaps_recovered(), np->gaps_committed());
-  if (dropped > 0)
+  if (silent.dropped() > 0)
     std::fprintf(stderr,
                  "sluice-kv: rank %u: %" PRIu64
                  " protocol messages dropped: a peer's ring stayed full for %lld ms (a peer that "
                  "took nothing, as a stopped one)\n",
-                 rank, dropped, static_cast<long long>(silent_wait.count()));
+                 rank, silent.dropped(), static_cast<long long>(silent.wait().count()));
   if (disk) {
     persist();
     disk->sync();

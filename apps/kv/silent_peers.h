@@ -1,0 +1,78 @@
+// How a rank's sends treat a peer that takes nothing (flow_job.cc).
+//
+// A stopped process stays a member of the job until the registry's peer
+// timeout, and its rings fill. It must not hold back the messages to the
+// others: the election among the rest, the new leader's Accepts and the
+// clients' requests to it go to a majority that answers. So a push that
+// finds a full ring waits at most `wait()` (a quarter of the election
+// timeout), then the message is dropped, as a network drops it, and that
+// peer gets only what fits at once until a push to it goes again. The
+// protocols make up for lost messages; the job's own messages (done,
+// finish, finished) are said once and resent by no protocol, so one that a
+// full ring refused is kept and sent again every `wait()` (and, as an epoch
+// closes, waited for). An Accept whose replicate push timed out (kv-accept
+// waits for every follower's credit) goes on kv-msg, one copy per follower,
+// as do the epoch's later ones.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "message.h"
+
+namespace kv {
+
+class SilentPeers {
+ public:
+  explicit SilentPeers(uint64_t election_timeout_ms)
+      : wait_(std::max<uint64_t>(election_timeout_ms / 4, 1)) {}
+
+  // A new epoch with `targets` kv-msg targets: none stuck, Accepts on
+  // kv-accept again.
+  void new_epoch(size_t targets) {
+    stuck_.assign(targets, 0);
+    accepts_on_msg_ = false;
+  }
+  std::chrono::milliseconds wait() const { return wait_; }
+  // Whether kv-msg target `t` refused a push lately: then a push to it does
+  // not wait.
+  bool stuck(uint32_t t) const { return stuck_[t] != 0; }
+  static bool job_message(MsgType t) {
+    return t == MsgType::kDone || t == MsgType::kFinish || t == MsgType::kFinished;
+  }
+  // A push to target `t` went.
+  void sent(uint32_t t) { stuck_[t] = 0; }
+  // A push of `m` to target `t` found its ring full past the wait (or at
+  // once, while stuck): a job message is kept, any other dropped.
+  void refused(uint32_t t, const Message& m, uint64_t now_ms) {
+    stuck_[t] = 1;
+    if (!job_message(m.type)) {
+      ++dropped_;
+      return;
+    }
+    if (unsent_.empty()) unsent_at_ = now_ms + static_cast<uint64_t>(wait_.count());
+    unsent_.push_back(m);
+  }
+  // Appends the kept job messages to `out` once they are due (all of them
+  // now when `all`, as an epoch closes).
+  void take_due(Outbox& out, uint64_t now_ms, bool all) {
+    if (unsent_.empty() || (!all && now_ms < unsent_at_)) return;
+    for (Message& m : unsent_) out.push_back(std::move(m));
+    unsent_.clear();
+  }
+  bool accepts_on_msg() const { return accepts_on_msg_; }
+  void move_accepts_to_msg() { accepts_on_msg_ = true; }
+  uint64_t dropped() const { return dropped_; }
+
+ private:
+  std::chrono::milliseconds wait_;
+  std::vector<uint8_t> stuck_;  // per kv-msg target
+  bool accepts_on_msg_ = false;
+  uint64_t dropped_ = 0;  // messages a full ring refused (said at the end)
+  Outbox unsent_;         // job messages a full ring refused
+  uint64_t unsent_at_ = 0;
+};
+
+}  // namespace kv
