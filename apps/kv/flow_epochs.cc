@@ -39,4 +39,13 @@ uint32_t present_replicas(const std::vector<uint32_t>& live, uint32_t replicas) 
   return mask;
 }
 
+std::string ranks_text(const std::vector<uint32_t>& ranks) {
+  std::string out;
+  for (uint32_t r : ranks) {
+    out.push_back(' ');
+    out.append(std::to_string(r));
+  }
+  return out;
+}
+
 }  // namespace kv

@@ -55,50 +55,6 @@ uint64_t now_us() {
 }
 uint64_t now_ms() { return now_us() / 1000; }
 
-// " 0 1 3": ranks for messages.
-std::string ranks_text(const std::vector<uint32_t>& ranks) {
-  std::string out;
-  for (uint32_t r : ranks) {
-    out.push_back(' ');
-    out.append(std::to_string(r));
-  }
-  return out;
-}
-
-// One epoch's flows and this rank's ends of them, among the ranks that were
-// alive when it began. Members are destroyed in reverse order: the sources,
-// the Worker with its targets, then the flows (collective among the live).
-struct Epoch {
-  std::vector<uint32_t> live;
-  // Per rank: its incarnation while a member, the one that died if not.
-  std::vector<uint32_t> inc;
-  uint32_t session = 1;         // NOPaxos: this epoch's ordered flow's session (epoch_session)
-  uint32_t first_follower = 0;  // the follower whose copy of an Accept goes on kv-accept
-  sluice::DeclaredFlow msg_flow, accept_flow, order_flow;
-  sluice::Worker w;
-  sluice::Source<sluice::Bytes> msg_src, accept_src, order_src;
-  sluice::Worker::InputId order_input = 0;
-  std::string broken;  // why the epoch ended early; empty while it runs
-
-  // Rank r's index among kv-msg's targets, or -1 if it is not in the epoch.
-  int target_of(uint32_t r) const {
-    for (size_t i = 0; i < live.size(); ++i)
-      if (live[i] == r) return static_cast<int>(i);
-    return -1;
-  }
-  bool member(uint32_t r) const { return target_of(r) >= 0; }
-  void reset() {
-    msg_src = {};
-    accept_src = {};
-    order_src = {};
-    w = sluice::Worker();
-    order_flow = {};
-    accept_flow = {};
-    msg_flow = {};
-    broken.clear();
-  }
-};
-
 }  // namespace
 
 int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
@@ -899,62 +855,11 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       : replica
           ? replica_report(rank, replica->store(), replica->ballot(), disk ? &executed : nullptr)
           : client_reports(rank, *client, gateway ? 0 : o.ops_per_client);
-  // The run's last members collect their reports at the lowest of them,
-  // who checks the job. They first meet (sluice::meet_survivors: a meeting
-  // of those still there, the same list on each), so that all gather among
-  // the same ranks; after the check they meet again, and the verdict stands
-  // once all of them met, the collector past its check: no member leaves
-  // while the verdict could still be lost with the collector. A member lost
-  // meanwhile (a replica, or the collector) makes the others begin again
-  // without it. Only the run's members take part, as the processes they
-  // were: a replica restarted after the run ended has nothing to report (it
-  // finds its clients gone and exits; see the epoch loop).
-  const std::vector<uint32_t> members = live;
-  std::vector<uint32_t> candidates = members;
-  const std::vector<uint32_t> member_inc = inc;
-  for (uint32_t attempt = 0;; ++attempt) {
-    const std::string round = std::to_string(attempt);
-    const std::vector<uint32_t> now =
-        sluice::meet_survivors(cluster, "kv-reporters-" + round, candidates, member_inc);
-    // (Against the run's members: a client lost in an earlier round is
-    // missing from the candidates too.)
-    for (uint32_t r : members) {
-      if (r >= o.replicas && !o.resp && std::find(now.begin(), now.end(), r) == now.end()) {
-        std::fprintf(stderr,
-                     "sluice-kv: rank %u: client rank %u was lost before every member had the "
-                     "verdict: its operations cannot be checked again, so the job ends without "
-                     "its checks\n",
-                     rank, r);
-        return 1;
-      }
-    }
-    if (rank == now[0]) {
-      std::fprintf(stderr,
-                   "sluice-kv: rank %u: the run is done; collecting the reports of ranks%s\n", rank,
-                   ranks_text(now).c_str());
-      std::fflush(stderr);
-    }
-    std::optional<int> verdict;
-    try {
-      const std::vector<std::string> all = gather_reports(cluster, now, mine);
-      if (rank == now[0])
-        verdict = check_job(all, o, clients * per_rank, lost_ranks(world, now, o.replicas));
-      std::fflush(stdout);
-    } catch (const sluice::Error& e) {
-      if (e.code() != sluice::ErrorCode::kPeerLost) throw;
-      std::fprintf(stderr, "sluice-kv: rank %u: reports: %s; again without the lost rank\n", rank,
-                   e.what());
-    }
-    const std::vector<uint32_t> met =
-        sluice::meet_survivors(cluster, "kv-verdict-" + round, now, member_inc);
-    // Every member met, the collector past its check (a collector whose
-    // gather failed did so because a member was lost, who did not meet).
-    if (met == now) return rank == now[0] ? verdict.value_or(1) : 0;
-    std::fprintf(stderr,
-                 "sluice-kv: rank %u: ranks%s met after the reports, of%s; the reports go again\n",
-                 rank, ranks_text(met).c_str(), ranks_text(now).c_str());
-    candidates = met;
-  }
+  // The run's last members check it (job_report.h). Only they take part, as
+  // the processes they were: a replica restarted after the run ended has
+  // nothing to report (it finds its clients gone and exits; see the epoch
+  // loop).
+  return collect_verdict(cluster, o, live, inc, mine, clients * per_rank);
 }
 
 }  // namespace kv

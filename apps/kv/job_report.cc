@@ -1,10 +1,13 @@
 #include "job_report.h"
 
 #include <sluice/errors.h>
+#include <sluice/job.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -271,6 +274,55 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
     std::printf("job: every operation completed exactly once; replicas identical\n");
   }
   return problems.empty() ? 0 : 1;
+}
+
+int collect_verdict(sluice::Cluster& cluster, const FlowJobOptions& o,
+                    const std::vector<uint32_t>& members, const std::vector<uint32_t>& member_inc,
+                    const std::string& mine, uint32_t clients) {
+  const uint32_t rank = cluster.rank(), world = cluster.world_size();
+  std::vector<uint32_t> candidates = members;
+  for (uint32_t attempt = 0;; ++attempt) {
+    const std::string round = std::to_string(attempt);
+    const std::vector<uint32_t> now =
+        sluice::meet_survivors(cluster, "kv-reporters-" + round, candidates, member_inc);
+    // (Against the run's members: a client lost in an earlier round is
+    // missing from the candidates too.)
+    for (uint32_t r : members) {
+      if (r >= o.replicas && !o.resp && std::find(now.begin(), now.end(), r) == now.end()) {
+        std::fprintf(stderr,
+                     "sluice-kv: rank %u: client rank %u was lost before every member had the "
+                     "verdict: its operations cannot be checked again, so the job ends without "
+                     "its checks\n",
+                     rank, r);
+        return 1;
+      }
+    }
+    if (rank == now[0]) {
+      std::fprintf(stderr,
+                   "sluice-kv: rank %u: the run is done; collecting the reports of ranks%s\n", rank,
+                   ranks_text(now).c_str());
+      std::fflush(stderr);
+    }
+    std::optional<int> verdict;
+    try {
+      const std::vector<std::string> all = gather_reports(cluster, now, mine);
+      if (rank == now[0]) verdict = check_job(all, o, clients, lost_ranks(world, now, o.replicas));
+      std::fflush(stdout);
+    } catch (const sluice::Error& e) {
+      if (e.code() != sluice::ErrorCode::kPeerLost) throw;
+      std::fprintf(stderr, "sluice-kv: rank %u: reports: %s; again without the lost rank\n", rank,
+                   e.what());
+    }
+    const std::vector<uint32_t> met =
+        sluice::meet_survivors(cluster, "kv-verdict-" + round, now, member_inc);
+    // Every member met, the collector past its check (a collector whose
+    // gather failed did so because a member was lost, who did not meet).
+    if (met == now) return rank == now[0] ? verdict.value_or(1) : 0;
+    std::fprintf(stderr,
+                 "sluice-kv: rank %u: ranks%s met after the reports, of%s; the reports go again\n",
+                 rank, ranks_text(met).c_str(), ranks_text(now).c_str());
+    candidates = met;
+  }
 }
 
 }  // namespace kv

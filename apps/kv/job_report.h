@@ -60,4 +60,19 @@ std::vector<std::string> gather_reports(sluice::Cluster& cluster, const std::vec
 int check_job(const std::vector<std::string>& reports, const FlowJobOptions& options,
               uint32_t clients, const std::vector<uint32_t>& lost_replicas);
 
+// The end of the run among its last `members` (their incarnations
+// `member_inc`): they first meet (sluice::meet_survivors: a meeting of
+// those still there, the same list on each) so that all gather their
+// reports (`mine`: this rank's) at the lowest of them, who checks the job
+// (`clients` in all); after the check they meet again, and the verdict
+// stands once all of them met, the collector past its check: no member
+// leaves while the verdict could still be lost with the collector. A member
+// lost meanwhile (a replica, or the collector) makes the others begin again
+// without it; a lost client rank ends the job without its checks (its
+// operations cannot be checked again). Returns the exit status: the
+// collector's verdict on the collector, 0 on the others.
+int collect_verdict(sluice::Cluster& cluster, const FlowJobOptions& o,
+                    const std::vector<uint32_t>& members, const std::vector<uint32_t>& member_inc,
+                    const std::string& mine, uint32_t clients);
+
 }  // namespace kv

@@ -17,8 +17,9 @@ struct Rec {
 };
 
 // 4 records per segment, 4 segments per ring.
-ShuffleSpec<Rec> small_spec(uint32_t sources = 1, uint32_t targets = 1) {
-  return shuffle<Rec>("small")
+ShuffleSpec<Rec> small_spec(uint32_t sources = 1, uint32_t targets = 1,
+                            const std::string& name = "small") {
+  return shuffle<Rec>(name)
       .sources(testing::slots(sources))
       .targets(testing::slots(targets))
       .segment_bytes(64)
@@ -414,12 +415,7 @@ TEST(FlowCoreTest, AWorkersTimedPushEndsAtItsDeadlineWhileInputsKeepDelivering) 
   auto blocked = full.source<Rec>(0);
   while (blocked.try_push_to(0, Rec{}) == Status::kOk) {
   }
-  auto busy_spec = shuffle<Rec>("busy")
-                       .sources(testing::slots(1))
-                       .targets(testing::slots(1))
-                       .segment_bytes(64)
-                       .ring_segments(4)
-                       .explicit_targets();
+  auto busy_spec = small_spec(1, 1, "busy");
   testing::LocalFlow busy(busy_spec.spec());
   auto feed = busy.source<Rec>(0);
   Worker w;
