@@ -78,7 +78,8 @@ void Client::complete(InFlight& f, const Result& r) {
   }
 }
 
-void Client::receive(const Message& m, Outbox&) {
+void Client::receive(const Message& m, Outbox& out) {
+  if (m.type == MsgType::kLeader) return on_leader(m, out);
   if (m.type != MsgType::kReply) return;
   auto find = [&](const Command& c) -> InFlight* {
     if (c.client != identity_ || inflight_.empty() || c.seq < inflight_.front().seq) return nullptr;
@@ -106,6 +107,28 @@ void Client::receive(const Message& m, Outbox&) {
     if (acks.size() >= config_.f() + 1 && leader != f->leader_results.end())
       complete(*f, Result(leader->second));
   }
+}
+
+void Client::on_leader(const Message& m, Outbox& out) {
+  // A newer leader than any answer or announcement named: what waits now
+  // was sent to a leader that is gone (or never arrived); send it again at
+  // once, in order (Multi-Paxos: to this leader; NOPaxos: to the sequencer
+  // of the new view). An older announcement is stale.
+  if (std::make_pair(m.view, m.session) <= std::make_pair(leader_hint_, announced_session_)) return;
+  leader_hint_ = m.view;
+  announced_session_ = m.session;
+  // And for a retry timeout, whatever stays unanswered for kFastRetryMs
+  // goes again (as after a replica's loss): a follower still joining the
+  // view may miss the first resend.
+  fast_until_ = now_ + retry_ms_;
+  std::vector<const Command*> sending;
+  for (InFlight& f : inflight_) {
+    if (f.done) continue;
+    ++resent_to_leader_;
+    f.sent_ms = now_;
+    sending.push_back(&op(f.seq));
+  }
+  if (!sending.empty()) send(sending, out, false);
 }
 
 void Client::tick(uint64_t now_ms, Outbox& out) {

@@ -9,6 +9,10 @@
 // completed operation with its invocation and completion time for the
 // linearizability checks.
 //
+// A leader of a newer view than the client heard of announces itself
+// (kLeader): the client then sends what it waits for again at once
+// (Multi-Paxos: to that leader; NOPaxos: to the sequencer).
+//
 // Completion: Multi-Paxos — the leader's reply. NOPaxos — f + 1 replies for
 // the same (view, session, log slot), one of them the leader's, which carries
 // the result.
@@ -108,6 +112,9 @@ class Client : public Node {
   uint64_t identity() const { return identity_; }
   // How often an operation was sent again after a timeout.
   uint64_t retries() const { return retries_; }
+  // How often one was sent again at once to a new leader that announced
+  // itself (MsgType::kLeader).
+  uint64_t resent_to_leader() const { return resent_to_leader_; }
 
  private:
   // An operation sent and not yet completed; inflight_ holds consecutive
@@ -126,6 +133,7 @@ class Client : public Node {
 
   void send(const std::vector<const Command*>& cmds, Outbox& out, bool to_all);
   void complete(InFlight& f, const Result& r);
+  void on_leader(const Message& m, Outbox& out);
 
   Config config_;
   Protocol protocol_;
@@ -145,10 +153,12 @@ class Client : public Node {
   std::deque<InFlight> inflight_;
   uint64_t now_ = 0;
   uint64_t clock_us_ = 0;
-  uint64_t leader_hint_ = 0;
-  uint32_t present_ = 0;     // replicas_present's last mask (0: none yet)
-  uint64_t fast_until_ = 0;  // retry every kFastRetryMs until then
+  uint64_t leader_hint_ = 0;        // the latest view (ballot) heard of
+  uint64_t announced_session_ = 0;  // NOPaxos: the session of the latest kLeader
+  uint32_t present_ = 0;            // replicas_present's last mask (0: none yet)
+  uint64_t fast_until_ = 0;         // retry every kFastRetryMs until then
   uint64_t retries_ = 0;
+  uint64_t resent_to_leader_ = 0;
   uint64_t completed_count_ = 0;
   uint64_t completed_sum_ = 0;
   std::deque<Completed> history_;

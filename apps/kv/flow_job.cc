@@ -4,7 +4,6 @@
 #include <sluice/flow.h>
 #include <sluice/job.h>
 #include <sluice/worker.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -24,6 +23,7 @@
 #include "codec.h"
 #include "history.h"
 #include "job_disk.h"
+#include "job_gateway.h"
 #include "job_report.h"
 #include "resp_gateway.h"
 #include "silent_peers.h"
@@ -161,44 +161,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     if (run > 0)
       for (size_t k = 0; k < client->size(); ++k) client->client(k).set_run(run);
   }
-  // A RESP front end instead of a workload (resp_gateway.h). Every rank
-  // learns whether each gateway could start, so that a port in use ends the
-  // whole job at once, not only its gateway's rank.
+  // A RESP front end instead of a workload (job_gateway.h).
   std::unique_ptr<RespGateway> gateway;
-  if (o.resp && incarnation == 0) {  // (a restarted replica's peers asked long ago)
-    std::string why;
-    if (client) {
-      GatewayOptions g = o.gateway;
-      g.max_entry_bytes = o.max_entry_bytes;
-      const uint32_t port = g.port == 0 ? 0 : g.port + (rank - o.replicas);
-      g.port = static_cast<uint16_t>(port);
-      if (!o.history.empty())
-        g.history = clients == 1 ? o.history : o.history + "." + std::to_string(rank);
-      try {
-        if (port > 65535) {
-          throw std::runtime_error("--resp-port " + std::to_string(o.gateway.port) +
-                                   " leaves no TCP port for client rank " + std::to_string(rank));
-        }
-        gateway = std::make_unique<RespGateway>(g);
-        std::fprintf(stderr, "sluice-kv: rank %u serves RESP on %s port %u (pid %d)\n", rank,
-                     g.bind.c_str(), static_cast<unsigned>(gateway->port()),
-                     static_cast<int>(::getpid()));
-        std::fflush(stderr);
-      } catch (const std::runtime_error& e) {
-        why = "rank " + std::to_string(rank) + ": " + e.what();
-      }
-    }
-    const std::vector<std::string> all = cluster.allgather("kv-gateways", why);
-    std::string failed;
-    for (const std::string& w : all)
-      if (!w.empty()) failed += (failed.empty() ? "" : "; ") + w;
-    if (!failed.empty()) {
-      if (rank == 0 || !why.empty())
-        std::fprintf(stderr, "sluice-kv: a RESP gateway could not start, so the job ends: %s\n",
-                     failed.c_str());
-      return 1;
-    }
-  }
+  // (A restarted replica's peers asked long ago.)
+  if (o.resp && incarnation == 0 &&
+      !start_gateways(cluster, o, clients, client != nullptr, &gateway))
+    return 1;
   Node& node = np        ? static_cast<Node&>(*np)
                : replica ? static_cast<Node&>(*replica)
                          : static_cast<Node&>(*client);
@@ -241,7 +209,10 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       }
       switch (m.type) {
         case MsgType::kDone:
-          clients_done.insert(m.from);
+          // A replica counts the client ranks that finished; a gateway
+          // hears that another one received SHUTDOWN, which ends the job.
+          if (is_replica) clients_done.insert(m.from);
+          if (gateway) gateway->stop();
           break;
         case MsgType::kFinish:
           finish_known = true;
@@ -450,13 +421,32 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // old epoch's copies may have been lost with its flows); receivers keep
   // sets or the latest slot, so a repeat changes nothing.
   bool said_done = false, said_finished = false;
+  // A client rank's "done" goes to the replicas, and a gateway's also to
+  // the other gateways: SHUTDOWN through any of them ends the whole job.
+  auto say_done = [&] {
+    for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
+    if (gateway)
+      for (uint32_t r : ep.live)
+        if (r >= o.replicas && r != rank)
+          control(MsgType::kDone, config.client_id((r - o.replicas) * per_rank), 0);
+  };
   auto say_end = [&] {
-    if (said_done)
-      for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
+    if (said_done) say_done();
     if (finish_sent)
       for (uint32_t r = 0; r < o.replicas; ++r)
         if (r != rank) control(MsgType::kFinish, r, finish_slot);
     if (said_finished) finished_to_all();
+  };
+  // Whether every client rank said it is done. Behind RESP gateways, those
+  // of the epoch: a gateway that died took its connections with it, and
+  // the job goes on without it (a workload client's death ends the job:
+  // lost_client below).
+  auto all_clients_done = [&] {
+    if (!o.resp) return clients_done.size() == clients;
+    for (uint32_t r : ep.live)
+      if (r >= o.replicas && clients_done.count(config.client_id((r - o.replicas) * per_rank)) == 0)
+        return false;
+    return true;
   };
   auto close_all = [&] {
     closing = true;
@@ -564,6 +554,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   const uint64_t started = now_ms();
   bool recovering = node.recovering();
   uint64_t traced_retries = 0;
+  uint64_t led_view = 0;  // the last view this replica led and said so
   uint32_t epochs = 0;
   // The next epoch's members and incarnations (see Epoch and changed()).
   std::vector<uint32_t> live, inc;
@@ -718,6 +709,18 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         if (o.on_progress && is_replica && incarnation == 0)
           o.on_progress(rank, np ? np->is_leader() : replica->is_leader(),
                         (np ? np->store() : replica->store()).applied_count());
+        if (is_replica && !recovering) {
+          // A leader change is worth a line (etcd and Redis Sentinel log
+          // theirs): a view above the first means an election happened.
+          const uint64_t view = np ? np->view() : replica->ballot();
+          if ((np ? np->is_leader() : replica->is_leader()) && view != led_view) {
+            led_view = view;
+            if (view != 0)
+              std::fprintf(stderr,
+                           "sluice-kv: rank %u leads view %" PRIu64 " from +%" PRIu64 " ms\n", rank,
+                           view, now_ms() - started);
+          }
+        }
         if (o.trace_retries && client && client->retries() != traced_retries) {
           traced_retries = client->retries();
           std::fprintf(stderr,
@@ -736,9 +739,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
             std::fflush(stderr);
           }
           said_done = true;
-          for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
+          say_done();
           close_all();
-        } else if (is_replica && clients_done.size() == clients &&
+        } else if (is_replica && all_clients_done() &&
                    (!nopaxos || ep.w.status(ep.order_input) != sluice::Status::kOk)) {
           // (NOPaxos: only once the ordered flow has ended, so that a late
           // retry cannot still land in one log and not another.)
@@ -850,11 +853,11 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   const std::pair<uint64_t, uint64_t> executed =
       replica ? std::make_pair(replica->run_executed(), replica->run_executed_sum())
               : std::make_pair(uint64_t{0}, uint64_t{0});
-  const std::string mine =
-      np ? replica_report(rank, np->store(), np->view())
-      : replica
-          ? replica_report(rank, replica->store(), replica->ballot(), disk ? &executed : nullptr)
-          : client_reports(rank, *client, gateway ? 0 : o.ops_per_client);
+  const std::string mine = np ? replica_report(rank, np->store(), np->view(), nullptr, run)
+                           : replica
+                               ? replica_report(rank, replica->store(), replica->ballot(),
+                                                disk ? &executed : nullptr, run)
+                               : client_reports(rank, *client, gateway ? 0 : o.ops_per_client);
   // The run's last members check it (job_report.h). Only they take part, as
   // the processes they were: a replica restarted after the run ended has
   // nothing to report (it finds its clients gone and exits; see the epoch

@@ -66,13 +66,20 @@ std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops)
 }  // namespace
 
 std::string replica_report(uint32_t rank, const Store& s, uint64_t view,
-                           const std::pair<uint64_t, uint64_t>* executed) {
+                           const std::pair<uint64_t, uint64_t>* executed, uint32_t run) {
   std::ostringstream o;
   AppliedSummary a = s.summary();
   if (executed != nullptr) std::tie(a.executed, a.executed_sum) = *executed;
   o << "R " << rank << " " << view << " " << s.digest() << " " << a.entries << " " << a.chain << " "
     << a.executed << " " << a.executed_sum << " " << s.applied().size();
   for (const auto& [c, q] : s.applied()) o << " " << c << ":" << q;
+  // This run's clients and the last command of each that took effect.
+  std::vector<std::pair<uint64_t, uint64_t>> table;
+  s.for_each_client([&](uint64_t c) {
+    if (c >> 32 == run) table.emplace_back(c, s.last_seq(c));
+  });
+  o << " " << table.size();
+  for (const auto& [c, q] : table) o << " " << c << ":" << q;
   return o.str();
 }
 
@@ -135,7 +142,8 @@ std::vector<std::string> gather_reports(sluice::Cluster& cluster, const std::vec
 }
 
 int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, uint32_t clients,
-              const std::vector<uint32_t>& lost_replicas) {
+              const std::vector<uint32_t>& lost_replicas,
+              const std::vector<uint32_t>& lost_gateways) {
   std::vector<std::string> problems;
   std::vector<uint32_t> replica_of;  // the rank of each log
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> logs;
@@ -147,6 +155,9 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
   // Whether every client sent its whole history and every replica its
   // applied log (a workload's job; a RESP gateway's holds neither).
   bool whole = true;
+  // The first replica's client table: (identity, last seq) of this run's clients.
+  using ClientTable = std::vector<std::pair<uint64_t, uint64_t>>;
+  std::vector<ClientTable> tables;
   std::vector<std::string> lines;  // a client rank's report holds a line per client
   for (const std::string& report : reports) {
     std::istringstream all(report);
@@ -161,13 +172,24 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
       uint64_t digest = 0, n = 0, view = 0;
       AppliedSummary a;
       in >> view >> digest >> a.entries >> a.chain >> a.executed >> a.executed_sum >> n;
-      std::vector<std::pair<uint64_t, uint64_t>> log;
-      for (uint64_t i = 0; in && i < n; ++i) {
-        std::string id;
-        in >> id;
-        const size_t colon = id.find(':');
-        log.emplace_back(std::stoull(id.substr(0, colon)), std::stoull(id.substr(colon + 1)));
-      }
+      auto pairs = [&in](uint64_t count) {
+        std::vector<std::pair<uint64_t, uint64_t>> out;
+        for (uint64_t i = 0; in && i < count; ++i) {
+          std::string id;
+          in >> id;
+          const size_t colon = id.find(':');
+          if (colon == std::string::npos) {
+            in.setstate(std::ios::failbit);
+            break;
+          }
+          out.emplace_back(std::stoull(id.substr(0, colon)), std::stoull(id.substr(colon + 1)));
+        }
+        return out;
+      };
+      std::vector<std::pair<uint64_t, uint64_t>> log = pairs(n);
+      uint64_t table_size = 0;
+      in >> table_size;
+      if (tables.empty()) tables.push_back(pairs(table_size));
       if (!in) problems.push_back("replica " + std::to_string(r) + "'s report is malformed");
       whole = whole && n == a.entries;
       logs.push_back(std::move(log));
@@ -237,8 +259,31 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
   // nothing else (an order-independent sum over the identities, and the
   // count).
   AppliedSummary a = summaries[0];
+  // A gateway rank that died took its connections with it: what its clients
+  // had take effect is each client's commands 1 .. its last seq (a client's
+  // commands take effect in order, once: store.h), whose outcome reached no
+  // one or went with the rank. Those are left out of the exactly-once count.
+  uint64_t gone_count = 0, gone_sum = 0;
+  const uint32_t per_rank = std::max<uint32_t>(1, o.clients_per_rank);
+  const Config config{o.replicas};
+  for (uint32_t g : lost_gateways) {
+    const uint32_t first = config.client_id((g - o.replicas) * per_rank);
+    uint64_t n = 0;
+    for (const auto& [identity, last] : tables.empty() ? ClientTable{} : tables[0]) {
+      const auto id = static_cast<uint32_t>(identity);
+      if (id < first || id >= first + per_rank) continue;
+      n += last;
+      for (uint64_t q = 1; q <= last; ++q) gone_sum += identity_hash(identity, q);
+    }
+    gone_count += n;
+    std::printf("gateway rank %u: lost; the %" PRIu64
+                " operation%s its clients had take effect %s not counted\n",
+                g, n, n == 1 ? "" : "s", n == 1 ? "is" : "are");
+  }
   for (const AppliedSummary& s : summaries)
     if (per_run && s.executed > a.executed) a = s;
+  a.executed -= gone_count;
+  a.executed_sum -= gone_sum;
   if (a.executed != completed || a.executed_sum != completed_sum)
     problems.push_back("the log executed " + std::to_string(a.executed) +
                        " distinct operations, the clients completed " + std::to_string(completed) +
@@ -306,7 +351,13 @@ int collect_verdict(sluice::Cluster& cluster, const FlowJobOptions& o,
     std::optional<int> verdict;
     try {
       const std::vector<std::string> all = gather_reports(cluster, now, mine);
-      if (rank == now[0]) verdict = check_job(all, o, clients, lost_ranks(world, now, o.replicas));
+      if (rank == now[0]) {
+        std::vector<uint32_t> lost_gateways;
+        if (o.resp)
+          for (uint32_t r : lost_ranks(world, now, world))
+            if (r >= o.replicas) lost_gateways.push_back(r);
+        verdict = check_job(all, o, clients, lost_ranks(world, now, o.replicas), lost_gateways);
+      }
       std::fflush(stdout);
     } catch (const sluice::Error& e) {
       if (e.code() != sluice::ErrorCode::kPeerLost) throw;

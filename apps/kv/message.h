@@ -34,6 +34,8 @@ enum class MsgType : uint8_t {
   kAccepted,   // follower -> leader: accepted slots a .. b in ballot `view`
   kCatchUp,    // follower -> leader: send me committed entries from slot a
   kCommitted,  // leader -> follower: committed entries from slot a
+  kLeader,     // new leader -> clients: I lead `view` (Multi-Paxos: the ballot; NOPaxos:
+               // the view, in `session`); send what you wait for again now
   // NOPaxos.
   kOrdered,            // sequencer -> replicas: a batch of requests (cmds) stamped
                        // (session, msgnum = a)

@@ -169,6 +169,27 @@ void MultiPaxosReplica::become_leader(Outbox& out) {
   last_heartbeat_ = now_;
   send_accept(commit_ + 1, last, out);
   advance_commit(out);
+  announce(out);
+}
+
+void MultiPaxosReplica::announce(Outbox& out) {
+  // Every client the replicated state knows of (each with a command that
+  // took effect, or one in the log above it) may be waiting on the old
+  // leader: telling them who leads now lets them resend at once instead of
+  // after their retry timeout. A client the state does not know yet finds
+  // the leader by its retry.
+  std::set<uint32_t> clients;
+  store_.for_each_client([&](uint64_t c) { clients.insert(static_cast<uint32_t>(c)); });
+  for (const auto& [client, seq] : proposed_) clients.insert(static_cast<uint32_t>(client));
+  for (const uint32_t c : clients) {
+    if (c < config_.client_id(0)) continue;
+    Message m;
+    m.type = MsgType::kLeader;
+    m.from = id_;
+    m.to = c;
+    m.view = ballot_;
+    out.push_back(std::move(m));
+  }
 }
 
 void MultiPaxosReplica::send_accept(uint64_t first, uint64_t last, Outbox& out) {

@@ -7,7 +7,9 @@
 // phase 1 once for the whole log: Prepare carries its commit index, and each
 // Promise returns every entry above it. The new leader takes, per slot, an
 // entry some promiser knows is committed, else the one accepted in the
-// highest ballot, else a no-op, and proposes them all again in its ballot.
+// highest ballot, else a no-op, and proposes them all again in its ballot,
+// and tells every client the replicated state knows that it leads (kLeader),
+// so that they resend to it at once.
 // From then on phase 2 runs per batch: Accept carries a batch of slots and
 // the leader's commit index; followers answer Accepted, and a slot is
 // committed when a majority (the leader included) accepted it in the
@@ -154,6 +156,7 @@ class MultiPaxosReplica : public Node {
   void become_follower(uint64_t ballot);
   void start_election(Outbox& out);
   void become_leader(Outbox& out);
+  void announce(Outbox& out);  // kLeader to every client the state knows
   void on_request(const Message& m, Outbox& out);
   void on_prepare(const Message& m, Outbox& out);
   void on_promise(const Message& m, Outbox& out);

@@ -201,6 +201,9 @@ class NoPaxosReplica : public Node {
   static uint64_t first_missing(const VcLog& v, uint64_t from);
   void pull_view_changes(Outbox& out);
   void try_start_view(Outbox& out);
+  // The new leader of a view tells every client the store knows of (kLeader),
+  // so that what waits on the old view is sent again at once.
+  void announce(Outbox& out);
   void send_start_view(uint32_t to, uint64_t from, Outbox& out);
   void on_start_view(const Message& m, Outbox& out);
   void ask_start_view(Outbox& out);

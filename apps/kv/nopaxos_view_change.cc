@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <iterator>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "nopaxos.h"
@@ -304,6 +305,14 @@ void NoPaxosReplica::try_start_view(Outbox& out) {
     send_start_view(r, (it == their_sync.end() ? S : it->second) + 1, out);
   }
   release_held(out);
+  announce(out);
+}
+
+void NoPaxosReplica::announce(Outbox& out) {
+  std::set<uint32_t> clients;
+  store_.for_each_client([&](uint64_t c) { clients.insert(static_cast<uint32_t>(c)); });
+  for (const uint32_t c : clients)
+    if (c >= config_.client_id(0)) out.push_back(make(MsgType::kLeader, c));
 }
 
 void NoPaxosReplica::adopt(std::vector<Entry> after_sync) {

@@ -144,7 +144,8 @@ void add_run(CLI::App& app, RunCommand* c) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--election-timeout-ms", o.election_timeout_ms,
-                 "Follower wait before phase 1 or a view change")
+                 "Follower wait without a leader before phase 1 or a view change (plus a random "
+                 "share of up to as much again)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--trace-retries", o.trace_retries, "Clients print every retry to stderr");

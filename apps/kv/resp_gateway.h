@@ -266,8 +266,12 @@ class RespGateway {
   // client has nothing in flight, instead of the worker's idle()).
   void wait(std::chrono::milliseconds timeout);
 
-  // SHUTDOWN was received: no more requests are taken.
+  // SHUTDOWN was received (here, or stop() was called): no more requests
+  // are taken.
   bool stopping() const { return stopping_; }
+  // Stops as SHUTDOWN does: another gateway of the job received it, and the
+  // whole job ends. What is in flight is still answered.
+  void stop() { stopping_ = true; }
   // Stopping, and every reply written or its connection gone.
   bool finished() const;
 

@@ -202,6 +202,12 @@ class Store {
   // the client's last kClientWindow); if so, *result receives it. Older
   // ones are no longer awaited: their client has moved past them.
   bool already_applied(uint64_t client, uint64_t seq, Result* result) const;
+  // Calls f(client) for every client with a command that took effect
+  // (the identities the client table holds).
+  template <class F>
+  void for_each_client(F&& f) const {
+    for (const auto& [client, state] : clients_) f(client);
+  }
   // The client's last command that took effect (0: none).
   uint64_t last_seq(uint64_t client) const {
     auto it = clients_.find(client);

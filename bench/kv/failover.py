@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
-"""How long a sluice-kv job stops acknowledging writes when its leader's
-process dies: a job of 3 replicas and one RESP gateway rank (sluice run
+"""How long a sluice-kv job stops acknowledging writes when its leader
+fails: a job of 3 replicas and one RESP gateway rank (sluice run
 --keep-going, shm), one client writing SETs in a closed loop over a raw
 socket; after --warmup seconds the leader (rank 0; for NOPaxos also the
-sequencer) is sent SIGKILL, or SIGSTOP (then the launcher's registry
-declares it lost after its heartbeat timeout), from outside. The stall is
-the time from the signal to the first SET acknowledged after it. Each run
-also checks that no acknowledged write was lost: every key's last
-acknowledged value must be what a GET returns at the end.
+sequencer) is sent SIGKILL, or SIGSTOP (the registry declares it lost only
+after its heartbeat timeout; the replicas' own election acts first), from
+outside. The stall is the time from the fault to the first SET acknowledged
+after it. Each run also checks that no acknowledged write was lost: every
+key's last acknowledged value must be what a GET returns at the end.
+
+With --netns (root), each rank runs in a simulated host of its own
+(bench/kv/netns.py: network namespaces joined by veth), the flows go over
+ofi (tcp), and a third fault is possible: PARTITION takes the leader's host
+off the network (its link goes down).
 
   bench/kv/failover.py [--build build] [--protocol multipaxos|nopaxos]
-                       [--signal KILL|STOP] [--repeats 10] [--warmup 1.5]
-                       [--kv-args '--election-timeout-ms 500 --retry-ms 500']
+                       [--signal KILL|STOP|PARTITION] [--netns] [--repeats 10]
+                       [--warmup 1.5] [--kv-args '--election-timeout-ms 400']
 
 Prints each run's stall and the median and the largest (with 10 runs, the
 largest is the p90; give --repeats 100 for a p99).
@@ -19,11 +24,14 @@ largest is the p90; give --repeats 100 for a p99).
 import argparse
 import os
 import re
+import secrets
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -79,30 +87,12 @@ def rank_pid(rank):
     return None
 
 
-def one_run(build, protocol, sig, warmup, kv_args):
-    bin_dir = os.path.join(build, "bin")
-    job = subprocess.Popen(
-        [os.path.join(bin_dir, "sluice"), "run", "-n", "4", "--keep-going", "--timeout", "120",
-         "--", os.path.join(bin_dir, "sluice-kv"), "run", "--resp-port", "0", "--protocol",
-         protocol, "--enable-shutdown", "local", *kv_args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    port = None
-    while port is None:
-        line = job.stdout.readline()
-        if not line:
-            sys.exit("failover: the job ended before its gateway served:\n" + "".join(lines))
-        lines.append(line)
-        m = re.search(r"serves RESP on 127\.0\.0\.1 port (\d+)", line)
-        if m:
-            port = int(m.group(1))
-    t0 = time.monotonic()
-
-    def drain():
-        for line in job.stdout:
-            lines.append(f"{time.monotonic() - t0:8.3f} {line}")
-
-    threading.Thread(target=drain, daemon=True).start()
+def drive(port, fault, warmup):
+    """Writes SETs in a closed loop to the gateway on 127.0.0.1:port; after
+    `warmup` seconds calls fault(), then writes on until 0.5 s after the
+    first write acknowledged after it. Returns (stall, writes, lost keys):
+    the lost ones are keys whose last acknowledged value a GET no longer
+    returns. Ends the job with SHUTDOWN."""
     client = Resp(port)
     acked = {}
     start = time.monotonic()
@@ -118,52 +108,205 @@ def one_run(build, protocol, sig, warmup, kv_args):
             if signalled is not None and first_after is None:
                 first_after = now
         if signalled is None and time.monotonic() - start >= warmup:
-            pid = rank_pid(0)
-            if pid is None:
-                sys.exit("failover: rank 0's process was not found")
-            os.kill(pid, signal.SIGKILL if sig == "KILL" else signal.SIGSTOP)
+            fault()
             signalled = time.monotonic()
         if time.monotonic() - start > warmup + 60:
-            sys.exit("failover: no write was acknowledged within 60 s of the signal")
+            sys.exit("failover: no write was acknowledged within 60 s of the fault")
     lost = [k for k, v in acked.items() if client.call("GET", k) != v.encode()]
     try:
         client.call("SHUTDOWN")
     except (ConnectionError, OSError):
         pass  # the job ends: the gateway may close without a reply
+    return first_after - signalled, i, lost, signalled
+
+
+def job_argv(bin_dir, protocol, kv_args):
+    return [os.path.join(bin_dir, "sluice-kv"), "run", "--resp-port", "0", "--protocol", protocol,
+            "--enable-shutdown", "local", *kv_args]
+
+
+def start_job(build, protocol, kv_args, launcher_args, what):
+    """`sluice run -n 4 LAUNCHER_ARGS -- sluice-kv run --resp-port 0 ...` (3
+    replicas, one gateway) over shm; waits for its gateway's port. Returns
+    (job, port, lines, t0, reader): its output goes on into `lines`, each
+    stamped with the seconds since t0, by the thread `reader`."""
+    bin_dir = os.path.join(build, "bin")
+    job = subprocess.Popen(
+        [os.path.join(bin_dir, "sluice"), "run", "-n", "4", *launcher_args,
+         "--", *job_argv(bin_dir, protocol, kv_args)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    port = None
+    while port is None:
+        line = job.stdout.readline()
+        if not line:
+            sys.exit(f"{what}: the job ended before its gateway served:\n" + "".join(lines))
+        lines.append(line)
+        m = re.search(r"serves RESP on 127\.0\.0\.1 port (\d+)", line)
+        if m:
+            port = int(m.group(1))
+    t0 = time.monotonic()
+
+    def drain():
+        for line in job.stdout:
+            lines.append(f"{time.monotonic() - t0:8.3f} {line}")
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    return job, port, lines, t0, reader
+
+
+def one_run(build, protocol, fault, warmup, kv_args):
+    job, port, lines, t0, _ = start_job(build, protocol, kv_args,
+                                     ["--keep-going", "--timeout", "120"], "failover")
+
+    def signal_leader():
+        pid = rank_pid(0)
+        if pid is None:
+            sys.exit("failover: rank 0's process was not found")
+        os.kill(pid, signal.SIGKILL if fault == "KILL" else signal.SIGSTOP)
+
+    stall, writes, lost, signalled = drive(port, signal_leader, warmup)
     try:
         job.wait(60)
     except subprocess.TimeoutExpired:
         job.kill()
-    if sig == "STOP":
+    if fault == "STOP":
         pid = rank_pid(0)
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
     if lost:
         sys.exit(f"failover: {len(lost)} acknowledged writes lost, e.g. {lost[0]}")
-    if os.environ.get("FAILOVER_SHOW_OVER") and \
-            first_after - signalled > float(os.environ["FAILOVER_SHOW_OVER"]):
+    if os.environ.get("FAILOVER_SHOW_OVER") and stall > float(os.environ["FAILOVER_SHOW_OVER"]):
         sys.stdout.write(f"signal at {signalled - t0:.3f}, first write after it at "
-                         f"{first_after - t0:.3f}\n" + "".join(lines))
-    return first_after - signalled, i
+                         f"{signalled + stall - t0:.3f}\n" + "".join(lines))
+    return stall, writes
+
+
+def netns_run(build, protocol, fault, warmup, kv_args):
+    """The same job with each rank in a simulated host of its own (network
+    namespaces, bench/kv/netns.py), flows over ofi (tcp), a standalone
+    registry in the gateway's host; the driver runs in that host too. The
+    fault: KILL or STOP rank 0's process, or PARTITION (its host's link to
+    the others goes down: the registry then declares it lost after the
+    heartbeat timeout, and it stops)."""
+    import netns
+    bin_dir = os.path.join(build, "bin")
+    env = dict(os.environ, SLUICE_TRANSPORT="ofi")
+    env.setdefault("SLUICE_OFI_PROVIDER", "tcp")
+    if "SLUICE_SPIN" not in env:
+        env["SLUICE_SPIN"] = "0"  # 4 ranks on 2 cores
+    with netns.Hosts(4) as hosts:
+        tmp = tempfile.mkdtemp(prefix="sluice-kv-failover-")
+        secret = secrets.token_hex(16)
+        reg = hosts.spawn(3, [os.path.join(bin_dir, "sluice"), "registry", "--bind",
+                              f"{hosts.ip(3)}:0", "--world", "4"],
+                          dict(env, SLUICE_SECRET=secret), subprocess.PIPE, subprocess.DEVNULL)
+        address = None
+        for line in reg.stdout:
+            m = re.search(r"SLUICE_REGISTRY=(\S+)", line.decode())
+            if m:
+                address = m.group(1)
+                break
+        if address is None:
+            sys.exit("failover: the registry printed no address")
+        ranks = []
+        for r in range(4):
+            e = dict(env, SLUICE_RANK=str(r), SLUICE_WORLD_SIZE="4", SLUICE_REGISTRY=address,
+                     SLUICE_SECRET=secret)
+            with open(os.path.join(tmp, f"{r}.err"), "w") as err, \
+                    open(os.path.join(tmp, f"{r}.out"), "w") as out:
+                ranks.append(hosts.spawn(r, job_argv(bin_dir, protocol, kv_args), e, out, err))
+        port = None
+        deadline = time.monotonic() + 60
+        while port is None and time.monotonic() < deadline:
+            with open(os.path.join(tmp, "3.err")) as f:
+                m = re.search(r"serves RESP on 127\.0\.0\.1 port (\d+)", f.read())
+            if m:
+                port = int(m.group(1))
+            else:
+                time.sleep(0.05)
+        if port is None:
+            sys.exit("failover: the gateway did not serve within 60 s:\n" +
+                     open(os.path.join(tmp, "3.err")).read())
+        driver = hosts.spawn(3, [sys.executable, os.path.abspath(__file__), "--drive", str(port),
+                                 "--fault", fault, "--victim-pid", str(ranks[0].pid), "--hub",
+                                 hosts.hub, "--warmup", str(warmup)],
+                             dict(os.environ), subprocess.PIPE, subprocess.STDOUT)
+        out = driver.communicate(timeout=180)[0].decode()
+        m = re.search(r"RESULT (\S+) (\d+) (\d+)", out)
+        if not m:
+            logs = "".join(f"--- rank {r}\n" + open(os.path.join(tmp, f"{r}.err")).read()[-3000:]
+                           for r in range(4))
+            sys.exit("failover: the driver failed:\n" + out + logs)
+        if int(m.group(3)) != 0:
+            sys.exit(f"failover: {m.group(3)} acknowledged writes lost")
+        for p in ranks[1:]:
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                pass
+        # The survivors' end-of-job checks (exactly once, replicas identical).
+        verdict = "".join(open(os.path.join(tmp, f"{r}.out")).read() for r in range(1, 4))
+        if "replicas agree: yes" not in verdict or any(p.returncode != 0 for p in ranks[1:]):
+            logs = "".join(f"--- rank {r}\n" + open(os.path.join(tmp, f"{r}.out")).read()[-2000:] +
+                           open(os.path.join(tmp, f"{r}.err")).read()[-2000:] for r in range(4))
+            sys.exit("failover: the job's survivors did not pass their checks:\n" + logs)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return float(m.group(1)), int(m.group(2))
+
+
+def drive_main(a):
+    def fault():
+        if a.fault == "KILL":
+            os.kill(a.victim_pid, signal.SIGKILL)
+        elif a.fault == "STOP":
+            os.kill(a.victim_pid, signal.SIGSTOP)
+        else:
+            subprocess.run(["ip", "-n", a.hub, "link", "set", "h0", "down"], check=True)
+
+    stall, writes, lost, _ = drive(a.drive, fault, a.warmup)
+    print(f"RESULT {stall:.6f} {writes} {len(lost)}", flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--protocol", default="multipaxos", choices=["multipaxos", "nopaxos"])
-    ap.add_argument("--signal", default="KILL", choices=["KILL", "STOP"])
+    ap.add_argument("--signal", default="KILL", choices=["KILL", "STOP", "PARTITION"],
+                    help="the fault (PARTITION: --netns only)")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=float, default=1.5)
+    ap.add_argument("--netns", action="store_true",
+                    help="a rank per network namespace, over ofi (needs root)")
     ap.add_argument("--kv-args", default="",
                     help="more options for sluice-kv run, as one string (e.g. "
                          "'--election-timeout-ms 500 --retry-ms 500')")
+    # The driver inside a namespace (netns_run starts it).
+    ap.add_argument("--drive", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--fault", help=argparse.SUPPRESS)
+    ap.add_argument("--victim-pid", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--hub", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.drive:
+        return drive_main(a)
+    if a.signal == "PARTITION" and not a.netns:
+        sys.exit("failover: --signal PARTITION needs --netns")
+    if a.netns:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import netns
+        why = netns.unavailable()
+        if why:
+            sys.exit(f"failover: skipped: network namespaces cannot be made here: {why}")
+    run = netns_run if a.netns else one_run
     stalls = []
     for r in range(a.repeats):
-        stall, writes = one_run(a.build, a.protocol, a.signal, a.warmup, a.kv_args.split())
+        stall, writes = run(a.build, a.protocol, a.signal, a.warmup, a.kv_args.split())
         stalls.append(stall)
         print(f"run {r + 1}: stall {stall * 1000:.0f} ms ({writes} writes, none lost)", flush=True)
-    print(f"{a.protocol}, SIG{a.signal} of the leader, {a.repeats} runs: stall median "
+    where = "across network namespaces over ofi" if a.netns else "over shm"
+    what = "a partition of" if a.signal == "PARTITION" else f"SIG{a.signal} of"
+    print(f"{a.protocol}, {what} the leader {where}, {a.repeats} runs: stall median "
           f"{statistics.median(stalls) * 1000:.0f} ms, largest {max(stalls) * 1000:.0f} ms")
 
 

@@ -87,4 +87,24 @@ inline void expect_prefix(const std::vector<std::pair<uint64_t, uint64_t>>& earl
     ASSERT_EQ(earlier[i], later[i]) << "applied entry " << i << " changed";
 }
 
+// A new leader announces itself (MsgType::kLeader), so that the clients'
+// operations reach it without their retry timeout: with that timeout far
+// beyond the run, the clients of `o` (3 replicas) still finish after the
+// first leader crashes while they run, none of them retrying.
+inline void expect_clients_follow_an_announced_leader(ClusterOptions o) {
+  o.client_retry_ms = 1000000;
+  SimCluster c(o);
+  c.net().run(60, [] { return false; });
+  ASSERT_FALSE(c.clients_done()) << "the clients finished before the crash";
+  c.net().crash(0);
+  ASSERT_TRUE(c.run_until_done(20000)) << "the clients waited for their retry timeout";
+  expect_consistent(c);
+  uint64_t resent = 0;
+  for (uint32_t i = 0; i < o.clients; ++i) {
+    EXPECT_EQ(c.client(i).retries(), 0u);
+    resent += c.client(i).resent_to_leader();
+  }
+  EXPECT_GT(resent, 0u) << "no client had an operation in flight at the crash";
+}
+
 }  // namespace kv

@@ -96,6 +96,14 @@ TEST(MultiPaxosTest, LeaderChangeWithCommandsInFlightLosesNothingCommitted) {
   expect_prefix(before, c.mp(static_cast<uint32_t>(leader)).store().applied());
 }
 
+// A new leader tells the clients the replicated state knows that it leads,
+// so that what they sent to the old one reaches it without waiting for
+// their retry timeout: here the clients never retry within the run at all
+// (a timeout far beyond it), and still finish after the leader's crash.
+TEST(MultiPaxosTest, ANewLeaderAnnouncesItselfSoClientsResendBeforeTheirRetryTimeout) {
+  expect_clients_follow_an_announced_leader(multipaxos(3, 3, 40));
+}
+
 TEST(MultiPaxosTest, DuellingCandidatesSettleOnOneLeader) {
   ClusterOptions o = multipaxos(5, 3, 20);
   o.sim.drop_rate = 0.02;

@@ -286,6 +286,14 @@ TEST(NoPaxosTest, ViewChangeAfterLeaderCrashKeepsEveryCompletedOp) {
   EXPECT_EQ(c.np(0).view(), c.np(1).view());
 }
 
+// The new view's leader tells the clients the store knows that it leads,
+// so that what they wait for goes again without their retry timeout: here
+// the clients never retry within the run (a timeout far beyond it), and
+// still finish after the leader's crash.
+TEST(NoPaxosTest, ANewLeaderAnnouncesItselfSoClientsResendBeforeTheirRetryTimeout) {
+  expect_clients_follow_an_announced_leader(nopaxos(3, 3, 40));
+}
+
 TEST(NoPaxosTest, SessionChangeWhenTheSequencerIsReplaced) {
   ClusterOptions o = nopaxos(3, 3, 20);
   o.sim.drop_rate = 0.02;
