@@ -152,6 +152,7 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
   std::vector<Completed> history;
   std::vector<Command> commands;
   uint64_t retries = 0, completed = 0, completed_sum = 0;
+  uint32_t reported_clients = 0;  // the client lines (a lost gateway's are missing)
   // Whether every client sent its whole history and every replica its
   // applied log (a workload's job; a RESP gateway's holds neither).
   bool whole = true;
@@ -201,6 +202,7 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
                   r, a.entries, digest, view);
       continue;
     }
+    ++reported_clients;
     uint64_t count = 0, rt = 0, expected = 0, sum = 0, n = 0;
     in >> count >> rt >> expected >> sum >> n;
     retries += rt;
@@ -302,7 +304,7 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
   } else {
     std::printf("clients: %u RESP gateway clients completed %" PRIu64 " operations (%" PRIu64
                 " retries); log: %" PRIu64 " entries, %" PRIu64 " distinct operations\n",
-                clients, completed, retries, a.entries, a.executed);
+                reported_clients, completed, retries, a.entries, a.executed);
   }
   for (const std::string& line : latency_report(history)) std::printf("%s\n", line.c_str());
   std::printf("replicas agree: %s\n", problems.empty() ? "yes" : "no");

@@ -101,6 +101,9 @@ TEST(RespGatewaysTest, AKilledGatewaysWritesAreReadThroughAnotherAndShutdownEnds
                         " operations its clients had take effect are not counted"),
             std::string::npos)
       << output;
+  EXPECT_EQ(sluice::testing::count_lines_with(output, "clients: 2 RESP gateway clients completed"),
+            1)
+      << output;
   EXPECT_EQ(sluice::testing::count_lines_with(output, "replicas agree: yes"), 1) << output;
   EXPECT_EQ(sluice::testing::count_lines_with(
                 output, "job: every operation completed exactly once; replicas identical"),

@@ -48,8 +48,7 @@ def job_shape(app, transport):
     """(ranks, program args, expected seconds, fail-stop ranks) of one job."""
     if app.startswith("kv-"):
         ops = "40000" if transport == "shm" else "12000"
-        args = ["run", "--protocol", app[3:], "--ops", ops, "--keys", "50", "--retry-ms", "500",
-                "--election-timeout-ms", "1000"]
+        args = ["run", "--protocol", app[3:], "--ops", ops, "--keys", "50", "--retry-ms", "500"]
         return 5, "sluice-kv", args, 1.5, {3, 4}
     if app == "reform":
         # The keyed sum whose flows re-form in each view (Cluster::declare(
