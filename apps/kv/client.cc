@@ -21,8 +21,8 @@ Client::Client(Config config, Protocol protocol, uint32_t index, std::vector<Com
   }
 }
 
-void Client::set_run(uint32_t run) {
-  identity_ = uint64_t{run} << 32 | id_;
+void Client::set_run(uint32_t run, uint32_t incarnation) {
+  identity_ = client_identity(id_, run, incarnation);
   for (Command& c : ops_) c.client = identity_;
 }
 

@@ -103,12 +103,12 @@ class Client : public Node {
   uint64_t completed_count() const { return completed_count_; }
   uint64_t completed_sum() const { return completed_sum_; }
   uint32_t id() const { return id_; }
-  // Stamps this client's commands with `run` in the high 32 bits of their
-  // client identity (the low ones are id(), where replies go): a run on
-  // --data-dir (flow_job.cc), so that a store that remembers an earlier
-  // run's client of the same id takes these commands as new. Before any
-  // operation is added or sent.
-  void set_run(uint32_t run);
+  // Stamps this client's identity with `run` (a run on --data-dir,
+  // flow_job.cc, so that a store that remembers an earlier run's client of
+  // the same id takes these commands as new) and the incarnation of its
+  // process (a RESP gateway started again) above id(), where replies go
+  // (client_identity, command.h). Before any operation is added or sent.
+  void set_run(uint32_t run, uint32_t incarnation = 0);
   uint64_t identity() const { return identity_; }
   // How often an operation was sent again after a timeout.
   uint64_t retries() const { return retries_; }

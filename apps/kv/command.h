@@ -422,4 +422,15 @@ inline constexpr size_t kScanBytes = 16 * 1024;
 // A well-mixed hash of a command's identity (client, seq).
 uint64_t identity_hash(uint64_t client, uint64_t seq);
 
+// A client's identity (Command::client): its node id (where replies go) in
+// the low 32 bits; above them the run on --data-dir (16 bits) and the
+// incarnation of its process (16 bits: a RESP gateway started again by
+// `sluice run --restarts` is a new client).
+inline uint64_t client_identity(uint32_t id, uint32_t run, uint32_t incarnation) {
+  return uint64_t{incarnation & 0xffff} << 48 | uint64_t{run & 0xffff} << 32 | id;
+}
+inline uint32_t client_node(uint64_t identity) { return static_cast<uint32_t>(identity); }
+inline uint32_t client_run(uint64_t identity) { return (identity >> 32) & 0xffff; }
+inline uint32_t client_incarnation(uint64_t identity) { return identity >> 48; }
+
 }  // namespace kv

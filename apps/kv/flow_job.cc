@@ -68,10 +68,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     return 2;
   }
   // A restarted process (sluice run --restarts) has none of its old state.
-  // A replica recovers it from the others (message.h, Recovery); a client's
-  // operations and history went with it, so a client rank cannot rejoin.
+  // A replica recovers it from the others (message.h, Recovery); a RESP
+  // gateway serves again as a new client (its old connections went with its
+  // process); a workload's client operations and history went with it, so
+  // its rank cannot rejoin.
   const uint32_t incarnation = cluster.incarnation(rank);
-  if (incarnation > 0 && rank >= o.replicas) {
+  if (incarnation > 0 && rank >= o.replicas && !o.resp) {
     std::fprintf(stderr,
                  "sluice-kv: rank %u is a restarted client (incarnation %u): a client's operations "
                  "went with its process, so it cannot rejoin; only replicas can (docs/kv.md)\n",
@@ -158,14 +160,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                         : 1,
           o.batch));
     }
-    if (run > 0)
-      for (size_t k = 0; k < client->size(); ++k) client->client(k).set_run(run);
+    if (run > 0 || incarnation > 0)
+      for (size_t k = 0; k < client->size(); ++k) client->client(k).set_run(run, incarnation);
   }
   // A RESP front end instead of a workload (job_gateway.h).
   std::unique_ptr<RespGateway> gateway;
-  // (A restarted replica's peers asked long ago.)
-  if (o.resp && incarnation == 0 &&
-      !start_gateways(cluster, o, clients, client != nullptr, &gateway))
+  if (o.resp && !start_gateways(cluster, o, clients, client != nullptr, incarnation > 0, &gateway))
     return 1;
   Node& node = np        ? static_cast<Node&>(*np)
                : replica ? static_cast<Node&>(*replica)
@@ -590,8 +590,10 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   snapshot();
   if (incarnation > 0) {
     std::fprintf(stderr,
-                 "sluice-kv: rank %u: a restarted replica (incarnation %u): recovering its state "
-                 "from the others\n",
+                 is_replica ? "sluice-kv: rank %u: a restarted replica (incarnation %u): "
+                              "recovering its state from the others\n"
+                            : "sluice-kv: rank %u: a restarted gateway (incarnation %u): serving "
+                              "again as a new client\n",
                  rank, incarnation);
     std::fflush(stderr);
   }

@@ -10,7 +10,7 @@
 namespace kv {
 
 bool start_gateways(sluice::Cluster& cluster, const FlowJobOptions& o, uint32_t client_ranks,
-                    bool is_client, std::unique_ptr<RespGateway>* gateway) {
+                    bool is_client, bool restarted, std::unique_ptr<RespGateway>* gateway) {
   const uint32_t rank = cluster.rank();
   std::string why;
   if (is_client) {
@@ -33,6 +33,12 @@ bool start_gateways(sluice::Cluster& cluster, const FlowJobOptions& o, uint32_t 
     } catch (const std::runtime_error& e) {
       why = "rank " + std::to_string(rank) + ": " + e.what();
     }
+  }
+  if (restarted) {
+    if (!why.empty())
+      std::fprintf(stderr, "sluice-kv: a restarted RESP gateway could not start: %s\n",
+                   why.c_str());
+    return why.empty();
   }
   const std::vector<std::string> all = cluster.allgather("kv-gateways", why);
   std::string failed;

@@ -22,8 +22,10 @@ namespace kv {
 // whether every gateway started (a collective over the job), so that a
 // port in use ends the whole job at once, not only its gateway's rank.
 // Returns false if one did not start (said on stderr: by rank 0 and the
-// ranks that failed); *gateway holds this rank's gateway, if any.
+// ranks that failed); *gateway holds this rank's gateway, if any. A
+// restarted process (`restarted`: the others met long ago) starts its own
+// gateway, if it is a client rank, and learns nothing of the others.
 bool start_gateways(sluice::Cluster& cluster, const FlowJobOptions& options, uint32_t client_ranks,
-                    bool is_client, std::unique_ptr<RespGateway>* gateway);
+                    bool is_client, bool restarted, std::unique_ptr<RespGateway>* gateway);
 
 }  // namespace kv

@@ -7,6 +7,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -76,7 +77,7 @@ std::string replica_report(uint32_t rank, const Store& s, uint64_t view,
   // This run's clients and the last command of each that took effect.
   std::vector<std::pair<uint64_t, uint64_t>> table;
   s.for_each_client([&](uint64_t c) {
-    if (c >> 32 == run) table.emplace_back(c, s.last_seq(c));
+    if (client_run(c) == run) table.emplace_back(c, s.last_seq(c));
   });
   o << " " << table.size();
   for (const auto& [c, q] : table) o << " " << c << ":" << q;
@@ -143,7 +144,8 @@ std::vector<std::string> gather_reports(sluice::Cluster& cluster, const std::vec
 
 int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, uint32_t clients,
               const std::vector<uint32_t>& lost_replicas,
-              const std::vector<uint32_t>& lost_gateways) {
+              const std::vector<uint32_t>& lost_gateways,
+              const std::vector<uint32_t>& gateway_inc) {
   std::vector<std::string> problems;
   std::vector<uint32_t> replica_of;  // the rank of each log
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> logs;
@@ -261,26 +263,39 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
   // nothing else (an order-independent sum over the identities, and the
   // count).
   AppliedSummary a = summaries[0];
-  // A gateway rank that died took its connections with it: what its clients
+  // A gateway process that died (its rank lost, or started again as a new
+  // client: `gateway_inc`) took its connections with it: what its clients
   // had take effect is each client's commands 1 .. its last seq (a client's
   // commands take effect in order, once: store.h), whose outcome reached no
-  // one or went with the rank. Those are left out of the exactly-once count.
+  // one or went with the process. Those are left out of the exactly-once
+  // count.
   uint64_t gone_count = 0, gone_sum = 0;
-  const uint32_t per_rank = std::max<uint32_t>(1, o.clients_per_rank);
-  const Config config{o.replicas};
-  for (uint32_t g : lost_gateways) {
-    const uint32_t first = config.client_id((g - o.replicas) * per_rank);
-    uint64_t n = 0;
-    for (const auto& [identity, last] : tables.empty() ? ClientTable{} : tables[0]) {
-      const auto id = static_cast<uint32_t>(identity);
-      if (id < first || id >= first + per_rank) continue;
-      n += last;
+  if (o.resp && !tables.empty()) {
+    const uint32_t per_rank = std::max<uint32_t>(1, o.clients_per_rank);
+    const Config config{o.replicas};
+    std::map<std::pair<uint32_t, uint32_t>, uint64_t> gone;  // (rank, incarnation) -> operations
+    for (const auto& [identity, last] : tables[0]) {
+      if (client_node(identity) < config.client_id(0)) continue;
+      const uint32_t r = o.replicas + (client_node(identity) - config.client_id(0)) / per_rank;
+      const bool lost =
+          std::find(lost_gateways.begin(), lost_gateways.end(), r) != lost_gateways.end();
+      const bool old =
+          r < gateway_inc.size() && client_incarnation(identity) != (gateway_inc[r] & 0xffff);
+      if (!lost && !old) continue;
+      gone[{r, client_incarnation(identity)}] += last;
+      gone_count += last;
       for (uint64_t q = 1; q <= last; ++q) gone_sum += identity_hash(identity, q);
     }
-    gone_count += n;
-    std::printf("gateway rank %u: lost; the %" PRIu64
-                " operation%s its clients had take effect %s not counted\n",
-                g, n, n == 1 ? "" : "s", n == 1 ? "is" : "are");
+    for (const auto& [who, n] : gone) {
+      std::printf(
+          "gateway rank %u, incarnation %u: %s; the %" PRIu64
+          " operation%s its clients had take effect %s not counted\n",
+          who.first, who.second,
+          std::find(lost_gateways.begin(), lost_gateways.end(), who.first) != lost_gateways.end()
+              ? "lost"
+              : "started again since",
+          n, n == 1 ? "" : "s", n == 1 ? "is" : "are");
+    }
   }
   for (const AppliedSummary& s : summaries)
     if (per_run && s.executed > a.executed) a = s;
@@ -358,7 +373,8 @@ int collect_verdict(sluice::Cluster& cluster, const FlowJobOptions& o,
         if (o.resp)
           for (uint32_t r : lost_ranks(world, now, world))
             if (r >= o.replicas) lost_gateways.push_back(r);
-        verdict = check_job(all, o, clients, lost_ranks(world, now, o.replicas), lost_gateways);
+        verdict = check_job(all, o, clients, lost_ranks(world, now, o.replicas), lost_gateways,
+                            member_inc);
       }
       std::fflush(stdout);
     } catch (const sluice::Error& e) {

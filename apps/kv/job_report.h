@@ -34,8 +34,8 @@ inline constexpr size_t kReportPiece = 60 * 1024;
 // ended in; above 0 means a leader change happened. `executed`, if given,
 // replaces the store's executed count and sum (a run on --data-dir counts
 // its own clients' commands only: the store remembers earlier runs'). The
-// report also holds the client table's entries of run `run` (their
-// identities' high 32 bits; 0 without --data-dir).
+// report also holds the client table's entries of run `run` (client_run of
+// their identities, command.h; 0 without --data-dir).
 std::string replica_report(uint32_t rank, const Store& s, uint64_t view,
                            const std::pair<uint64_t, uint64_t>* executed = nullptr,
                            uint32_t run = 0);
@@ -59,11 +59,14 @@ std::vector<std::string> gather_reports(sluice::Cluster& cluster, const std::vec
 // The collector: checks the job from every live rank's report and prints
 // the summary; `lost_replicas` are the replicas the job went on without
 // (each is named; the others must agree), `lost_gateways` the RESP gateway
-// ranks (what their clients had take effect is named and left out of the
-// exactly-once count). Returns the exit status (0: every check passed).
+// ranks lost, and `gateway_inc` every rank's incarnation now (indexed by
+// rank): what the clients of a gateway process that is gone (its rank lost,
+// or started again since) had take effect is named and left out of the
+// exactly-once count. Returns the exit status (0: every check passed).
 int check_job(const std::vector<std::string>& reports, const FlowJobOptions& options,
               uint32_t clients, const std::vector<uint32_t>& lost_replicas,
-              const std::vector<uint32_t>& lost_gateways = {});
+              const std::vector<uint32_t>& lost_gateways = {},
+              const std::vector<uint32_t>& gateway_inc = {});
 
 // The end of the run among its last `members` (their incarnations
 // `member_inc`): they first meet (sluice::meet_survivors: a meeting of

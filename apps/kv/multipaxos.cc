@@ -258,7 +258,8 @@ void MultiPaxosReplica::advance_commit(Outbox& out) {
     ++applied_;
     Applied how;
     Result r = store_.apply(e.cmd, &how);
-    if (how == Applied::kExecuted && counted_run_ != 0 && e.cmd.client >> 32 == counted_run_) {
+    if (how == Applied::kExecuted && counted_run_ != 0 &&
+        client_run(e.cmd.client) == counted_run_) {
       ++run_executed_;
       run_executed_sum_ += identity_hash(e.cmd.client, e.cmd.seq);
     }
