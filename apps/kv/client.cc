@@ -121,14 +121,18 @@ void Client::on_leader(const Message& m, Outbox& out) {
   // goes again (as after a replica's loss): a follower still joining the
   // view may miss the first resend.
   fast_until_ = now_ + retry_ms_;
+  resent_to_leader_ += resend_unanswered(out, false);
+}
+
+size_t Client::resend_unanswered(Outbox& out, bool to_all) {
   std::vector<const Command*> sending;
   for (InFlight& f : inflight_) {
     if (f.done) continue;
-    ++resent_to_leader_;
     f.sent_ms = now_;
     sending.push_back(&op(f.seq));
   }
-  if (!sending.empty()) send(sending, out, false);
+  send(sending, out, to_all);
+  return sending.size();
 }
 
 void Client::tick(uint64_t now_ms, Outbox& out) {
@@ -139,16 +143,8 @@ void Client::tick(uint64_t now_ms, Outbox& out) {
   // store skip its successors, store.h).
   const uint64_t retry =
       now_ms < fast_until_ ? std::min<uint64_t>(retry_ms_, kFastRetryMs) : retry_ms_;
-  if (!inflight_.empty() && now_ms - inflight_.front().sent_ms >= retry) {
-    for (InFlight& f : inflight_) {
-      if (f.done) continue;
-      ++retries_;
-      f.sent_ms = now_ms;
-      sending.push_back(&op(f.seq));
-    }
-    send(sending, out, true);
-    sending.clear();
-  }
+  if (!inflight_.empty() && now_ms - inflight_.front().sent_ms >= retry)
+    retries_ += resend_unanswered(out, true);
   while (next_ < ops_total_ && inflight_.size() < window_) {
     InFlight f;
     f.seq = ++next_;

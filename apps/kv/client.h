@@ -134,6 +134,10 @@ class Client : public Node {
   void send(const std::vector<const Command*>& cmds, Outbox& out, bool to_all);
   void complete(InFlight& f, const Result& r);
   void on_leader(const Message& m, Outbox& out);
+  // Sends every operation not yet answered again, in order (a lost
+  // predecessor makes the store skip its successors, store.h); returns how
+  // many.
+  size_t resend_unanswered(Outbox& out, bool to_all);
 
   Config config_;
   Protocol protocol_;

@@ -171,7 +171,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
                : replica ? static_cast<Node&>(*replica)
                          : static_cast<Node&>(*client);
   // (A client rank's control messages name its first client.)
-  const uint32_t self_id = is_replica ? rank : config.client_id((rank - o.replicas) * per_rank);
+  auto first_client_of = [&](uint32_t r) { return config.client_id((r - o.replicas) * per_rank); };
+  const uint32_t self_id = is_replica ? rank : first_client_of(rank);
 
   std::string failure;
   Outbox out;
@@ -427,8 +428,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     for (uint32_t r = 0; r < o.replicas; ++r) control(MsgType::kDone, r, 0);
     if (gateway)
       for (uint32_t r : ep.live)
-        if (r >= o.replicas && r != rank)
-          control(MsgType::kDone, config.client_id((r - o.replicas) * per_rank), 0);
+        if (r >= o.replicas && r != rank) control(MsgType::kDone, first_client_of(r), 0);
   };
   auto say_end = [&] {
     if (said_done) say_done();
@@ -444,8 +444,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   auto all_clients_done = [&] {
     if (!o.resp) return clients_done.size() == clients;
     for (uint32_t r : ep.live)
-      if (r >= o.replicas && clients_done.count(config.client_id((r - o.replicas) * per_rank)) == 0)
-        return false;
+      if (r >= o.replicas && clients_done.count(first_client_of(r)) == 0) return false;
     return true;
   };
   auto close_all = [&] {

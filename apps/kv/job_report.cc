@@ -273,7 +273,11 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
   if (o.resp && !tables.empty()) {
     const uint32_t per_rank = std::max<uint32_t>(1, o.clients_per_rank);
     const Config config{o.replicas};
-    std::map<std::pair<uint32_t, uint32_t>, uint64_t> gone;  // (rank, incarnation) -> operations
+    struct Gone {
+      bool lost = false;  // the rank is lost (else: started again since)
+      uint64_t operations = 0;
+    };
+    std::map<std::pair<uint32_t, uint32_t>, Gone> gone;  // by (rank, incarnation)
     for (const auto& [identity, last] : tables[0]) {
       if (client_node(identity) < config.client_id(0)) continue;
       const uint32_t r = o.replicas + (client_node(identity) - config.client_id(0)) / per_rank;
@@ -282,19 +286,18 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
       const bool old =
           r < gateway_inc.size() && client_incarnation(identity) != (gateway_inc[r] & 0xffff);
       if (!lost && !old) continue;
-      gone[{r, client_incarnation(identity)}] += last;
+      Gone& g = gone[{r, client_incarnation(identity)}];
+      g.lost = lost;
+      g.operations += last;
       gone_count += last;
       for (uint64_t q = 1; q <= last; ++q) gone_sum += identity_hash(identity, q);
     }
-    for (const auto& [who, n] : gone) {
-      std::printf(
-          "gateway rank %u, incarnation %u: %s; the %" PRIu64
-          " operation%s its clients had take effect %s not counted\n",
-          who.first, who.second,
-          std::find(lost_gateways.begin(), lost_gateways.end(), who.first) != lost_gateways.end()
-              ? "lost"
-              : "started again since",
-          n, n == 1 ? "" : "s", n == 1 ? "is" : "are");
+    for (const auto& [who, g] : gone) {
+      const uint64_t n = g.operations;
+      std::printf("gateway rank %u, incarnation %u: %s; the %" PRIu64
+                  " operation%s its clients had take effect %s not counted\n",
+                  who.first, who.second, g.lost ? "lost" : "started again since", n,
+                  n == 1 ? "" : "s", n == 1 ? "is" : "are");
     }
   }
   for (const AppliedSummary& s : summaries)

@@ -178,11 +178,10 @@ void MultiPaxosReplica::announce(Outbox& out) {
   // leader: telling them who leads now lets them resend at once instead of
   // after their retry timeout. A client the state does not know yet finds
   // the leader by its retry.
-  std::set<uint32_t> clients;
-  store_.for_each_client([&](uint64_t c) { clients.insert(static_cast<uint32_t>(c)); });
-  for (const auto& [client, seq] : proposed_) clients.insert(static_cast<uint32_t>(client));
+  std::set<uint32_t> clients = store_.client_nodes(config_.client_id(0));
+  for (const auto& [client, seq] : proposed_)
+    if (client_node(client) >= config_.client_id(0)) clients.insert(client_node(client));
   for (const uint32_t c : clients) {
-    if (c < config_.client_id(0)) continue;
     Message m;
     m.type = MsgType::kLeader;
     m.from = id_;

@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <iterator>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "nopaxos.h"
@@ -309,10 +308,8 @@ void NoPaxosReplica::try_start_view(Outbox& out) {
 }
 
 void NoPaxosReplica::announce(Outbox& out) {
-  std::set<uint32_t> clients;
-  store_.for_each_client([&](uint64_t c) { clients.insert(static_cast<uint32_t>(c)); });
-  for (const uint32_t c : clients)
-    if (c >= config_.client_id(0)) out.push_back(make(MsgType::kLeader, c));
+  for (const uint32_t c : store_.client_nodes(config_.client_id(0)))
+    out.push_back(make(MsgType::kLeader, c));
 }
 
 void NoPaxosReplica::adopt(std::vector<Entry> after_sync) {

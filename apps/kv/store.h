@@ -208,6 +208,14 @@ class Store {
   void for_each_client(F&& f) const {
     for (const auto& [client, state] : clients_) f(client);
   }
+  // The node ids (client_node, command.h) of those clients, from `first`
+  // up: where a new leader announces itself.
+  std::set<uint32_t> client_nodes(uint32_t first) const {
+    std::set<uint32_t> nodes;
+    for (const auto& [client, state] : clients_)
+      if (client_node(client) >= first) nodes.insert(client_node(client));
+    return nodes;
+  }
   // The client's last command that took effect (0: none).
   uint64_t last_seq(uint64_t client) const {
     auto it = clients_.find(client);
