@@ -252,6 +252,16 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch,
     if (spec.ordered() && spec.targets()[0].rank == me) {
       fs->sequencer = std::make_unique<RegionOwner>("flow:" + spec.name() + ":sequencer", 64,
                                                     regions_use_ofi(), ofi_config, host_id);
+      // Fenced as exposed regions are: a lost source's process that still
+      // runs takes no number once this rank is in the view without it.
+      fs->sequencer->on_destroy([this, o = fs->sequencer.get()] {
+        MutexLock lock(owners_mu);
+        std::erase(owners, o);
+      });
+      {
+        MutexLock lock(owners_mu);
+        owners.push_back(fs->sequencer.get());
+      }
       client->put("flow/" + spec.name() + "/sequencer", fs->sequencer->descriptor());
     }
     give_up.fs = nullptr;

@@ -100,15 +100,11 @@ class ClusterImpl {
   std::unique_ptr<control::RegistryClient> client;
   std::string host_id;
   ofi::Config ofi_config;
-  Mutex mu;
-  std::map<std::string, std::unique_ptr<FlowState>> flows SLUICE_GUARDED_BY(mu);
-  // Cache of other ranks' host identities.
-  std::map<uint32_t, std::string> host_ids SLUICE_GUARDED_BY(mu);
-  std::set<std::string> exposed SLUICE_GUARDED_BY(mu);  // names of regions this rank exposed
-  int regions_over_ofi SLUICE_GUARDED_BY(mu) = -1;      // -1: not yet decided
-  // The regions this rank exposed, fenced against a rank reported lost
-  // (control thread, RegistryClient's on_lost) before the view moves on.
-  // Its own lock: a fence may wait for a region's service (up to a second).
+  // The regions this rank exposed and its ordered flows' sequencers, fenced
+  // against a rank reported lost (control thread, RegistryClient's on_lost)
+  // before the view moves on. Its own lock: a fence may wait for a region's
+  // service (up to a second). Before `flows`, so destroyed after them (a
+  // sequencer leaves the list as it goes).
   Mutex owners_mu;
   std::vector<RegionOwner*> owners SLUICE_GUARDED_BY(owners_mu);
   void fence_regions(uint32_t rank, uint32_t incarnation) {
@@ -121,6 +117,12 @@ class ClusterImpl {
     const auto give_up = Clock::now() + std::chrono::seconds(1);
     for (size_t i = 0; i < owners.size(); ++i) owners[i]->await_fence(tickets[i], give_up);
   }
+  Mutex mu;
+  std::map<std::string, std::unique_ptr<FlowState>> flows SLUICE_GUARDED_BY(mu);
+  // Cache of other ranks' host identities.
+  std::map<uint32_t, std::string> host_ids SLUICE_GUARDED_BY(mu);
+  std::set<std::string> exposed SLUICE_GUARDED_BY(mu);  // names of regions this rank exposed
+  int regions_over_ofi SLUICE_GUARDED_BY(mu) = -1;      // -1: not yet decided
   // Flows whose DeclaredFlow was destroyed, not yet let go of (FlowRetirement).
   std::set<std::string> retiring SLUICE_GUARDED_BY(mu);
   // Flows declared in a view (Cluster::declare(view, spec)) are declared as

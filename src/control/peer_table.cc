@@ -9,6 +9,7 @@ namespace sluice::control {
 PeerTable::PeerTable(uint32_t world_size)
     : words_(world_size),
       heard_until_(world_size),
+      fenced_below_(world_size),
       reasons_(world_size),
       ends_(world_size),
       hosts_(world_size),
@@ -87,6 +88,12 @@ void PeerTable::set(uint32_t rank, State state, const std::string& reason, uint3
   if (rank >= world_size()) return;
   {
     MutexLock lock(mu_);
+    // Fenced first: a thread that sees the view this event makes (epoch()
+    // reads no lock) refuses whatever the lost process still sends. A
+    // newer incarnation means the older ones are gone too.
+    const uint32_t below = state == kDied ? incarnation + 1 : incarnation;
+    if (below > fenced_below_[rank].load(std::memory_order_relaxed))
+      fenced_below_[rank].store(below, std::memory_order_seq_cst);
     // The states and the epoch change under mu_ together, so that view()
     // never pairs the members of one view with the number of another.
     if (epoch > epoch_.load(std::memory_order_relaxed)) {

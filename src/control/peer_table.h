@@ -47,6 +47,13 @@ class PeerTable final : public detail::Liveness {
   bool left_as(uint32_t rank, uint32_t incarnation) const {
     return words_[rank].load(std::memory_order_acquire) == (uint64_t{incarnation} << 32 | kLeft);
   }
+  // Incarnation `incarnation` of `rank` was declared dead, or a later one
+  // exists: fenced (flow/liveness.h). Set before the view that event makes
+  // is published (set()), so that whoever sees that view sees this too.
+  bool fenced_as(uint32_t rank, uint32_t incarnation) const {
+    return fenced_below_[rank].load(std::memory_order_seq_cst) > incarnation;
+  }
+  bool fenced(uint32_t rank) const override { return fenced_as(rank, incarnation(rank)); }
   // True once the registry connection itself is gone: every peer is then unknown.
   bool registry_lost() const override { return registry_lost_.load(std::memory_order_acquire); }
   // A sentence for messages, e.g. "rank 3 (host1, pid 1234) died: connection closed".
@@ -95,6 +102,8 @@ class PeerTable final : public detail::Liveness {
   mutable std::condition_variable_any epoch_moved_;
   // Per rank: until when (steady clock, ns) it counts as heard lost.
   mutable std::vector<std::atomic<int64_t>> heard_until_;
+  // Per rank: its incarnations below this were declared dead (fenced_as).
+  std::vector<std::atomic<uint32_t>> fenced_below_;
   mutable Mutex mu_;
   std::vector<std::string> reasons_ SLUICE_GUARDED_BY(mu_);  // why each rank was last lost
   // Per rank: how its earlier incarnations ended, the latest kMaxEnds, so
@@ -133,6 +142,7 @@ class PinnedLiveness final : public detail::Liveness {
   }
   void hear_lost(uint32_t rank) const override { peers_.hear_lost(rank); }
   bool heard_lost(uint32_t rank) const override { return peers_.heard_lost(rank); }
+  bool fenced(uint32_t rank) const override { return peers_.fenced_as(rank, incarnations_[rank]); }
 
  private:
   const PeerTable& peers_;

@@ -134,7 +134,13 @@ class FlowTarget : public TargetCore, protected FailureState {
     fi_addr_t peer = FI_ADDR_UNSPEC;
     uint64_t credit_addr = 0;
     uint64_t credit_key = 0;
+    uint64_t refused = 0;  // remote: arrivals refused after its rank was fenced
   };
+
+  // An arrival on remote ring s whose source's rank the job declared dead
+  // (Liveness::fenced): refused (never marked arrived, so never delivered),
+  // counted, and logged at the first; false if it may be taken.
+  bool refuse_fenced(uint32_t s);
 
   // Takes ring s's segment at `slot` (segment in.k) off the ring: it is
   // either handed out (held until the next call) or released at once.

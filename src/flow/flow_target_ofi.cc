@@ -66,6 +66,24 @@ void FlowTarget::note_arrival(uint32_t s, uint32_t slot) {
   }
 }
 
+// The check after the transfer completed, before anything marks it: if
+// the rank is not fenced now, the segment landed before this process saw
+// the view without it (PeerTable::set fences a dead incarnation before it
+// publishes the view's epoch), and the drain of a lost source delivers only
+// those.
+bool FlowTarget::refuse_fenced(uint32_t s) {
+  if (ctx_->liveness == nullptr) return false;
+  const uint32_t rank = ctx_->spec.sources()[s].rank;
+  if (!ctx_->liveness->fenced(rank)) return false;
+  if (in_[s].refused++ == 0) {
+    log::warn(ctx_->endpoint_name(false, index_), ": refused what ", ctx_->peer_name(true, s),
+              " on rank ", rank, host_of(ctx_, rank),
+              " sent after the job declared its rank lost (fenced: ", in_[s].arrived,
+              " of its segments arrived before)");
+  }
+  return true;
+}
+
 void FlowTarget::send_confirmation(uint32_t s) {
   if (failed_ != Status::kOk) return;  // as in note_arrival
   const auto n = static_cast<uint32_t>(in_.size());
@@ -116,6 +134,7 @@ void FlowTarget::handle(const Completion& c) {
                     std::to_string(e.data) + ", which names no segments of this target");
       return;
     }
+    if (refuse_fenced(static_cast<uint32_t>(s))) return;
     for (uint64_t j = 0; j < count; ++j) {
       arrived_[s * S + slot + j] = 1;
       note_arrival(static_cast<uint32_t>(s), static_cast<uint32_t>(slot + j));
@@ -144,6 +163,7 @@ void FlowTarget::handle(const Completion& c) {
   switch (op->kind) {
     case OpKind::kSegmentRecv: {
       op->busy = false;
+      if (refuse_fenced(op->ring)) break;  // and its slot is posted no more
       In& in = in_[op->ring];
       const uint64_t seq = in.ring.footer(op->slot)->seq.load(std::memory_order_relaxed);
       if (e.len != in.ring.segment_stride || seq <= in.k || seq > in.k + S) {
@@ -163,6 +183,9 @@ void FlowTarget::handle(const Completion& c) {
       }
       break;
     case OpKind::kAbortRecv:
+      // A fenced process's abort names whatever it lost on its side (once
+      // cut off, every rank): its own loss is the cause here.
+      if (refuse_fenced(op->ring)) break;
       source_aborted_[op->ring] = abort_word_of(ofi_->control[op->ring]);
       break;
     case OpKind::kAbortSend:

@@ -41,6 +41,14 @@ class Liveness {
   // A hint for naming causes only: alive() is unchanged. Default: ignored.
   virtual void hear_lost(uint32_t /*rank*/) const {}
   virtual bool heard_lost(uint32_t /*rank*/) const { return false; }
+  // True once the job declared `rank` dead (the process this flow was set
+  // up with: a later incarnation does not make it alive again). Such a
+  // process may still run, on another host, stopped and resumed or cut off
+  // and back: a target refuses every segment of it whose arrival it takes
+  // from then on (docs/architecture.md, "Fencing"). A rank that left is not
+  // fenced: what it sent before it left is delivered. One acquire load:
+  // the data plane asks it per arrival. Default: never.
+  virtual bool fenced(uint32_t /*rank*/) const { return false; }
 };
 
 }  // namespace sluice::detail

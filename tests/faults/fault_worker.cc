@@ -38,6 +38,12 @@
 //                   line, as in readme: the others must report kPeerLost
 //                   naming it (lost_peer() of the combiner source or of the
 //                   Worker's combiner input).
+//   fence           ranks 1.. write into their words of rank 0's region;
+//   flow-fence      ranks 1.. push stamped records into a flow to rank 0
+//                   (--ordered: an ordered one): rank 2 is stopped at its
+//                   mark by standalone_job.sh and resumed once rank 0 is in
+//                   the view without it; nothing it writes or pushes after
+//                   the view may land or come out (fence_scenarios.cc).
 #include <signal.h>
 #include <sluice/sluice.h>
 #include <unistd.h>
@@ -55,6 +61,7 @@
 #include <thread>
 #include <vector>
 
+#include "fence_scenarios.h"
 #include "support/job_args.h"
 
 namespace {
@@ -500,60 +507,6 @@ int rejoin(sluice::Cluster& c, const Args& a) {
   // The barrier: the survivors' second call, the new process's first.
   const uint64_t n = deliver_among(c, g.ranks, "-again", a.n, [&] { c.barrier("declared"); });
   if (n != 0) std::printf("VERIFIED %" PRIu64 " records with every rank back\n", n);
-  return 0;
-}
-
-// Fencing (docs/architecture.md): ranks 1.. write rising numbers, one at a
-// time, into their own word of rank 0's region "fence" (shm: one host),
-// each printing its mark after K writes; a writer is stopped from outside,
-// unannounced (standalone_job.sh). Rank 0 waits for the view without it,
-// reads its word at once and keeps reading it for 3 s, while the stopped
-// process is resumed (standalone_job.sh's RESUME_AT): a word that moves
-// after the view was written by a process the survivors had given up on.
-// Writers stop once they see the view move; the survivors agree and end.
-int fence(sluice::Cluster& c, const Args& a) {
-  const uint32_t n = c.world_size();
-  std::optional<sluice::MemoryRegion> mine;
-  if (c.rank() == 0) mine.emplace(c.expose("fence", 8 * n));
-  c.barrier("exposed");
-  if (c.rank() == 0) {
-    if (!c.await_view(0, Clock::now() + std::chrono::seconds(60)))
-      failed("no rank was lost within 60 s");
-    const sluice::View v = c.view();
-    uint32_t gone = 0;
-    while (gone < n && v.contains(gone)) ++gone;
-    if (gone == n) failed("the view after epoch 0 holds every rank");
-    auto* words = reinterpret_cast<std::atomic<uint64_t>*>(mine->data());
-    const uint64_t at_view = words[gone].load(std::memory_order_acquire);
-    std::printf("VIEW %" PRIu64 " without rank %u: its word is %" PRIu64 "\n", v.epoch, gone,
-                at_view);
-    std::fflush(stdout);
-    uint64_t now = at_view;
-    for (const auto until = Clock::now() + std::chrono::seconds(3); Clock::now() < until;) {
-      if ((now = words[gone].load(std::memory_order_acquire)) != at_view) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (now != at_view) {
-      std::printf("FENCE BROKEN: rank %u's word moved from %" PRIu64 " to %" PRIu64
-                  " after the view\n",
-                  gone, at_view, now);
-    } else {
-      std::printf("WORD HELD: rank %u's word stayed %" PRIu64 " for 3 s after the view\n", gone,
-                  at_view);
-    }
-    std::fflush(stdout);
-  } else {
-    sluice::RemoteRegion r = c.open_region("fence", 0, Clock::now() + std::chrono::seconds(30));
-    for (uint64_t i = 1; c.epoch() == 0; ++i) {
-      const Status s = r.write(8 * c.rank(), std::as_bytes(std::span(&i, 1)));
-      if (s != Status::kOk) failed("write: " + r.error());
-      if (i == a.k) mark(c, a.k);
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-  const sluice::Gathered g = c.agree("fence-done", "", Clock::now() + std::chrono::seconds(30));
-  if (g.ranks.size() + 1 != n)
-    failed("the agreed view has " + std::to_string(g.ranks.size()) + " ranks");
   return 0;
 }
 
@@ -1152,7 +1105,11 @@ int main(int argc, char** argv) {
     if (a.scenario == "combiner") return sluice::testing::leave_after(c, combiner(c, a));
     if (a.scenario == "rebuild") return sluice::testing::leave_after(c, rebuild(c, a));
     if (a.scenario == "rejoin") return sluice::testing::leave_after(c, rejoin(c, a));
-    if (a.scenario == "fence") return sluice::testing::leave_after(c, fence(c, a));
+    if (a.scenario == "fence")
+      return sluice::testing::leave_after(c, sluice::testing::region_fence(c, a.k, mark));
+    if (a.scenario == "flow-fence") {
+      return sluice::testing::leave_after(c, sluice::testing::flow_fence(c, a.k, a.ordered, mark));
+    }
     failed("unknown scenario '" + a.scenario + "'");
   } catch (const sluice::PeerLostError& e) {
     lost(Clock::now(), std::string("exception: ") + e.what());

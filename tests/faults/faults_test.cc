@@ -382,6 +382,64 @@ TEST(FenceTest, OverOfiTheRegionRefusesAStoppedRankThatStillRuns) {
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
 }
 
+// Fencing of flows (issue 37): ranks 1-3 push records stamped with the
+// machine's steady clock into a flow to rank 0, one segment each; the
+// script stops rank 2 at its mark (no rank is told) and resumes it as soon
+// as rank 0 is in the view without it; rank 0 takes nothing from its K-th
+// record of every source until 1 s after that view, then drains the flow.
+// No record rank 2 pushed after the view may come out, every source's come
+// in order, once each. Over shm the host's kill is the fence (rank 2's
+// process has exited at the view). Over ofi the kill is off
+// (SLUICE_FENCE=0: a process on another host is beyond it), the resumed
+// process still runs, and the target refuses whatever arrives from it once
+// its rank is declared lost (without that, 2 of 3 runs delivered records
+// it pushed 15 ms after the view, and every run named rank 0 as the lost
+// peer, as the resumed process's abort blamed it).
+testing::ProcessResult run_flow_fence(bool ordered) {
+  std::vector<std::string> args = {"--scenario", "flow-fence", "--k", "1000"};
+  if (ordered) args.push_back("--ordered");
+  std::map<std::string, std::string> env = {{"RESUME_AT", "without rank 2"}};
+  if (over_ofi()) env.emplace("SLUICE_FENCE", "0");
+  auto r = run_standalone(args, /*stop=*/true, env);
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "SIGSTOP to rank 2 at its mark"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "[0] VIEW 1 without rank 2"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "[0] FLOW HELD"), 1) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "FENCE BROKEN"), 0) << r.output;
+  for (const char* rank : {"[0] FAILED", "[1] FAILED", "[3] FAILED"})
+    EXPECT_EQ(testing::count_lines_with(r.output, rank), 0) << r.output;
+  if (over_ofi()) {
+    EXPECT_EQ(testing::count_lines_with(
+                  r.output, "rank 2's process still existed (state T) when a rank printed"),
+              1)
+        << r.output;
+    // Its data thread mostly sends before its control thread learns that
+    // it is lost (rank 0 logs "refused what source (2,0) ... sent after
+    // the job declared its rank lost"); in about 1 run of 25 here the
+    // control thread is first and it sends nothing more.
+    EXPECT_EQ(testing::count_lines_with(r.output, "[2] PUSH ENDED"), 1) << r.output;
+  } else {
+    EXPECT_EQ(
+        testing::count_lines_with(r.output, "rank 2's process had exited when a rank printed"), 1)
+        << r.output;
+  }
+  EXPECT_TRUE(testing::sluice_shm_entries().empty());
+  return r;
+}
+
+TEST(FenceTest, AStoppedSourceResumedAfterTheViewHasNothingMoreDelivered) {
+  run_flow_fence(/*ordered=*/false);
+}
+
+// The same through an ordered flow, whose target goes on without a lost
+// source (ofi only: over shm the host's kill fences it as above). The
+// sequencer on rank 0 is fenced as a region is: the resumed process takes
+// no number (its push fails), and each number it took before but whose
+// segment was refused is a gap.
+TEST(FenceTest, AStoppedSourceOfAnOrderedFlowIsRefusedItsSegmentsAndNumbers) {
+  run_flow_fence(/*ordered=*/true);
+}
+
 // Item 9: an endpoint destroyed early is seen by its peer at once, while its
 // rank stays alive (before, only the rank's exit ended the wait).
 TEST(AbortTest, ASourceLearnsThatItsTargetWasDestroyed) {

@@ -546,6 +546,33 @@ TEST(PeerTableTest, LostIsStickyWithinAnIncarnation) {
       << t.describe_as(1, 1);
 }
 
+// Fencing as a flow sees it (flow/liveness.h): an incarnation declared dead
+// is fenced, and stays so once a later one joins (which is not); a rank
+// that left is not (what it sent before it left is delivered); the fence
+// is in place by the time the event's view is published.
+TEST(PeerTableTest, ADeadIncarnationIsFencedALeftOneIsNot) {
+  PeerTable t(3);
+  EXPECT_FALSE(t.fenced(1));
+  t.set(2, PeerTable::kLeft, "left the job", 0, 1);
+  EXPECT_FALSE(t.fenced(2));
+  EXPECT_FALSE(t.fenced_as(2, 0));
+  t.set(1, PeerTable::kDied, "no heartbeat", 0, 2);
+  EXPECT_EQ(t.epoch(), 2u);
+  EXPECT_TRUE(t.fenced(1));
+  const PinnedLiveness old_flow(t);  // pinned to incarnation 0 of rank 1
+  t.set(1, PeerTable::kAlive, "", 1, 3);
+  EXPECT_FALSE(t.fenced(1));  // incarnation 1
+  EXPECT_TRUE(t.fenced_as(1, 0));
+  EXPECT_FALSE(t.fenced_as(1, 1));
+  EXPECT_TRUE(old_flow.fenced(1));
+  EXPECT_FALSE(PinnedLiveness(t).fenced(1));
+  // An incarnation that joins as a spare (no death heard before) fences
+  // the ones below it too.
+  t.set(0, PeerTable::kAlive, "", 2, 4);
+  EXPECT_TRUE(t.fenced_as(0, 1));
+  EXPECT_FALSE(t.fenced(0));
+}
+
 // Connections that never say HELLO are capped: past the limit the oldest are
 // closed at once (not after the HELLO timeout), and a real rank still joins.
 TEST_F(RegistryTest, ConnectionsWithoutHelloAreCappedOldestFirst) {
