@@ -365,10 +365,15 @@ class OrderedTarget final : public FlowTarget {
   // on an earlier gap began has been missing as long, through a stall in
   // which nothing held its source back (no ring held anything deliverable),
   // so it is reported at once after that gap: a dead source's whole run of
-  // numbers costs one gap timeout, not one per number.
+  // numbers costs one gap timeout, not one per number. And once a source
+  // is lost, a number below the head of every ring still open is reported
+  // at once: a source's numbers only grow along its ring, so no open source
+  // holds it, and the lost one will never send it (its segments refused
+  // after the fence, say), however the live sources' numbers interleave.
   Status check_gap();
 
-  Status report_gap();
+  // `known_lost`: reported because every open source is past the number.
+  Status report_gap(bool known_lost = false);
 
   std::chrono::milliseconds gap_timeout_;
   std::unique_ptr<Sequencer> sequencer_;
@@ -379,6 +384,7 @@ class OrderedTarget final : public FlowTarget {
   // none).
   static constexpr uint64_t kNoneAhead = UINT64_MAX;
   uint64_t ahead_of_ = kNoneAhead;
+  uint32_t rings_ahead_ = 0;  // rings whose head the last scan saw past expected_
   bool peek_taken_ = false;
   uint64_t peek_count_ = 0;               // what the last peek said was taken
   Deadline gap_since_ = Deadline::max();  // when the stall on expected_ began

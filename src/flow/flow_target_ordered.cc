@@ -24,6 +24,7 @@ Status OrderedTarget::scan(SegmentView* out) {
   for (;;) {
     bool moved = false;
     ahead_of_ = kNoneAhead;
+    rings_ahead_ = 0;
     for (uint32_t s = 0; s < n; ++s) {
       Head h;
       if (Status st = head(s, &h); st != Status::kOk) {
@@ -36,6 +37,7 @@ Status OrderedTarget::scan(SegmentView* out) {
       const bool records = h.used > 0;
       if (records && number > expected_) {
         ahead_of_ = std::min(ahead_of_, number);
+        ++rings_ahead_;
         continue;
       }
       advance(s, in, h.flags, h.used);
@@ -74,6 +76,8 @@ Status OrderedTarget::check_stalled() {
 
 Status OrderedTarget::check_gap() {
   const auto now = Clock::now();
+  if (!lost_.empty() && rings_ahead_ != 0 && rings_ahead_ == in_.size() - ended_)
+    return report_gap(true);
   bool taken = ahead_of_ != kNoneAhead;
   if (!taken && !lost_.empty() && now >= next_peek_) {
     next_peek_ = now + gap_timeout_ / 4;
@@ -101,17 +105,18 @@ Status OrderedTarget::check_gap() {
   return report_gap();
 }
 
-Status OrderedTarget::report_gap() {
+Status OrderedTarget::report_gap(bool known_lost) {
   gap_ = expected_++;
   // The next number goes on in the same stall if it was known taken when
   // the stall began (see check_gap); otherwise its own begins.
   if (expected_ >= stall_known_) gap_since_ = Deadline::max();
   peek_taken_ = false;
   next_peek_ = Clock::now();
+  const std::string why = known_lost ? ": a lost source took it (every open source is past it)"
+                                     : " within " + std::to_string(gap_timeout_.count()) +
+                                           " ms (its source may have died after taking it)";
   return fail(Status::kGap, ctx_->endpoint_name(false, index_) + ": sequence number " +
-                                std::to_string(gap_) + " never arrived within " +
-                                std::to_string(gap_timeout_.count()) +
-                                " ms (its source may have died after taking it)" + lost_);
+                                std::to_string(gap_) + " never arrived" + why + lost_);
 }
 
 Status OrderedTarget::end_of_flow() {

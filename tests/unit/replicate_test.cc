@@ -3,6 +3,7 @@
 // global order and report gaps. Multi-process runs are in tests/system.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <thread>
 
 #include "sluice/flow.h"
@@ -246,6 +247,43 @@ TEST(ReplicateFlowTest, ARunOfNumbersOfALostSourceCostsOneGapTimeout) {
   b = in.consume();
   ASSERT_TRUE(b);
   EXPECT_EQ((*b)[0].value, 3u);
+}
+
+// Once a source is lost, a number below the head of every open ring is a
+// gap at once: numbers only grow along a ring, so no open source holds it
+// (a lost process's segments refused after the fence leave such numbers
+// between a live source's, each of which cost a whole gap timeout before).
+// While the other source is open it may still publish the number: no gap.
+TEST(ReplicateFlowTest, ANumberBelowEveryOpenRingIsAGapAtOnceOnceItsSourceIsLost) {
+  auto spec = small_spec(2, 1, true).gap_timeout(std::chrono::seconds(60));
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Rec>(0);
+  auto in = flow.target<Rec>(0);
+  std::optional<Source<Rec>> other(flow.source<Rec>(1));
+  ASSERT_EQ(out.push(Rec{0, 1}), Status::kOk);
+  ASSERT_EQ(out.flush(), Status::kOk);   // number 0
+  flow.sequence_counter().fetch_add(1);  // number 1: the other source's, not published
+  ASSERT_EQ(out.push(Rec{0, 2}), Status::kOk);
+  ASSERT_EQ(out.flush(), Status::kOk);  // number 2
+  ASSERT_TRUE(in.consume());
+  EXPECT_EQ(in.last_sequence(), 0u);
+  EXPECT_FALSE(in.consume(Clock::now() + std::chrono::milliseconds(300)));
+  EXPECT_EQ(in.status(), Status::kTimeout) << in.error();
+  other.reset();  // destroyed without close(): lost
+  // At once, not after the 60 s gap timeout (the deadline is 10 s).
+  EXPECT_FALSE(in.consume(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_EQ(in.status(), Status::kGap) << in.error();
+  EXPECT_EQ(in.gap(), 1u);
+  EXPECT_NE(in.error().find("sequence number 1 never arrived: a lost source took it"),
+            std::string::npos)
+      << in.error();
+  auto b = in.consume();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(in.last_sequence(), 2u);
+  EXPECT_EQ((*b)[0].value, 2u);
+  ASSERT_EQ(out.close(), Status::kOk);
+  EXPECT_FALSE(in.consume());
+  EXPECT_EQ(in.status(), Status::kPeerLost) << in.error();
 }
 
 TEST(ReplicateFlowTest, SpecRejectsKeysAndOrderedShuffles) {
