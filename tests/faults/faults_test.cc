@@ -385,8 +385,9 @@ TEST(FenceTest, OverOfiTheRegionRefusesAStoppedRankThatStillRuns) {
 // Fencing of flows (issue 37): ranks 1-3 push records stamped with the
 // machine's steady clock into a flow to rank 0, one segment each; the
 // script stops rank 2 at its mark (no rank is told) and resumes it as soon
-// as rank 0 is in the view without it; rank 0 takes nothing from its K-th
-// record of every source until 1 s after that view, then drains the flow.
+// as rank 0 is in the view without it; rank 0 takes nothing from about
+// the K-th record of every source until 1 s after that view, then drains
+// the flow.
 // No record rank 2 pushed after the view may come out, every source's come
 // in order, once each. Over shm the host's kill is the fence (rank 2's
 // process has exited at the view). Over ofi the kill is off
