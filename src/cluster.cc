@@ -400,10 +400,7 @@ MemoryRegion Cluster::expose(std::string_view name, size_t bytes) {
                        name = std::string(name), o = owner.get()] {
       auto impl = weak.lock();
       if (impl == nullptr) return;
-      {
-        MutexLock lock(impl->owners_mu);
-        std::erase(impl->owners, o);
-      }
+      impl->remove_owner(o);
       try {
         // Not waited for (a destructor runs this), and ordered before
         // any later exposure of the name, whose put follows it.
@@ -414,10 +411,7 @@ MemoryRegion Cluster::expose(std::string_view name, size_t bytes) {
       MutexLock lock(impl->mu);
       impl->exposed.erase(name);
     });
-    {
-      MutexLock lock(impl_->owners_mu);
-      impl_->owners.push_back(owner.get());
-    }
+    impl_->add_owner(owner.get());
     return MemoryRegion(std::move(owner));
   } catch (...) {
     MutexLock lock(impl_->mu);

@@ -107,6 +107,14 @@ class ClusterImpl {
   // sequencer leaves the list as it goes).
   Mutex owners_mu;
   std::vector<RegionOwner*> owners SLUICE_GUARDED_BY(owners_mu);
+  void add_owner(RegionOwner* o) {
+    MutexLock lock(owners_mu);
+    owners.push_back(o);
+  }
+  void remove_owner(RegionOwner* o) {  // before it goes (RegionOwner::on_destroy)
+    MutexLock lock(owners_mu);
+    std::erase(owners, o);
+  }
   void fence_regions(uint32_t rank, uint32_t incarnation) {
     MutexLock lock(owners_mu);
     // Every region asks its service first, then all are waited for: each

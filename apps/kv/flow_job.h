@@ -76,7 +76,7 @@ struct FlowJobOptions {
   uint64_t retry_ms = 2000;    // client: resend after this long without an answer
   uint64_t heartbeat_ms = 20;  // leader heartbeats
   // Followers wait this long plus a random share of it (up to as long
-  // again) without a leader before they elect one: 50 missed heartbeats at
+  // again) without a leader before they elect one: 20 missed heartbeats at
   // least. With the new leader's announcement (client.h) a lost leader's
   // writes resume within about 0.4-0.9 s.
   uint64_t election_timeout_ms = 400;

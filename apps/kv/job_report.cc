@@ -160,7 +160,7 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
   bool whole = true;
   // The first replica's client table: (identity, last seq) of this run's clients.
   using ClientTable = std::vector<std::pair<uint64_t, uint64_t>>;
-  std::vector<ClientTable> tables;
+  std::optional<ClientTable> table;
   std::vector<std::string> lines;  // a client rank's report holds a line per client
   for (const std::string& report : reports) {
     std::istringstream all(report);
@@ -192,7 +192,7 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
       std::vector<std::pair<uint64_t, uint64_t>> log = pairs(n);
       uint64_t table_size = 0;
       in >> table_size;
-      if (tables.empty()) tables.push_back(pairs(table_size));
+      if (!table) table = pairs(table_size);
       if (!in) problems.push_back("replica " + std::to_string(r) + "'s report is malformed");
       whole = whole && n == a.entries;
       logs.push_back(std::move(log));
@@ -270,7 +270,7 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
   // one or went with the process. Those are left out of the exactly-once
   // count.
   uint64_t gone_count = 0, gone_sum = 0;
-  if (o.resp && !tables.empty()) {
+  if (o.resp && table) {
     const uint32_t per_rank = std::max<uint32_t>(1, o.clients_per_rank);
     const Config config{o.replicas};
     struct Gone {
@@ -278,7 +278,7 @@ int check_job(const std::vector<std::string>& reports, const FlowJobOptions& o, 
       uint64_t operations = 0;
     };
     std::map<std::pair<uint32_t, uint32_t>, Gone> gone;  // by (rank, incarnation)
-    for (const auto& [identity, last] : tables[0]) {
+    for (const auto& [identity, last] : *table) {
       if (client_node(identity) < config.client_id(0)) continue;
       const uint32_t r = o.replicas + (client_node(identity) - config.client_id(0)) / per_rank;
       const bool lost =

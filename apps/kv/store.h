@@ -212,8 +212,9 @@ class Store {
   // up: where a new leader announces itself.
   std::set<uint32_t> client_nodes(uint32_t first) const {
     std::set<uint32_t> nodes;
-    for (const auto& [client, state] : clients_)
+    for_each_client([&](uint64_t client) {
       if (client_node(client) >= first) nodes.insert(client_node(client));
+    });
     return nodes;
   }
   // The client's last command that took effect (0: none).
