@@ -249,7 +249,7 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch,
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     map_regions(*fs, {shm_ranks.begin(), shm_ranks.end()});
     setup_ofi(*fs);
-    if (spec.ordered() && spec.targets()[0].rank == me) {
+    if (spec.ordered() && spec.effective_sequencer_rank() == me) {
       fs->sequencer = std::make_unique<RegionOwner>("flow:" + spec.name() + ":sequencer", 64,
                                                     regions_use_ofi(), ofi_config, host_id);
       // Fenced as exposed regions are: a lost source's process that still
@@ -776,7 +776,7 @@ class RegionSequencer final : public Sequencer {
 
 std::unique_ptr<Sequencer> open_sequencer(ClusterImpl& impl, const FlowSpec& spec) {
   if (!spec.ordered()) return nullptr;
-  const uint32_t owner = spec.targets()[0].rank;
+  const uint32_t owner = spec.effective_sequencer_rank();
   return std::make_unique<RegionSequencer>(
       impl.open_region("flow/" + spec.name() + "/sequencer", "flow:" + spec.name() + ":sequencer",
                        owner, impl.setup_deadline()),

@@ -511,14 +511,21 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     // NOPaxos: the ordered replicate flow is the ordered unreliable
     // multicast. One record per segment (Latency), so that a sequence
     // number names exactly one batch of requests, one log slot: message
-    // number = sequence + 1. Its sequencer is on the first target: the
-    // lowest live replica.
+    // number = sequence + 1. Its sequencer is on the lowest live client
+    // rank, off the replicas as the paper's is (in the network): a leader
+    // stopped or cut off holds back no number, and the replicas' view
+    // change replaces it as fast as Multi-Paxos's election does. Unreliable
+    // as a network is: a replica whose ring has had no room for a quarter
+    // of the election timeout (stopped, cut off) misses requests, which
+    // it sees as gaps, rather than holding every replica back.
     auto order_spec = sluice::replicate<sluice::Bytes>("kv-order" + suffix)
                           .sources(cluster.ranks(live_clients))
                           .targets(cluster.ranks(live_replicas))
                           .ordered()
+                          .skip_full_targets_after(silent.wait())
                           .optimize(sluice::Optimize::kLatency)
                           .segment_bytes(order_segment_bytes(o.max_entry_bytes));
+    if (!live_clients.empty()) order_spec.sequencer_at(live_clients.front());
     ep.msg_flow = cluster.declare(msg_spec);
     if (is_replica && !nopaxos) ep.accept_flow = cluster.declare(accept_spec);
     if (nopaxos) ep.order_flow = cluster.declare(order_spec);

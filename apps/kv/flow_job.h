@@ -33,7 +33,7 @@
 // epoch's flows and declares the next epoch's among the live ranks, under
 // names with epoch_suffix(). Messages in flight are lost, which the
 // protocols make up for; NOPaxos sees the new ordered flow (a new
-// sequencer, on the lowest live replica) as a new session. A majority of
+// sequencer, on the lowest live client rank) as a new session. A majority of
 // the replicas must stay alive; a lost client rank fails the job's checks.
 // A replica restarted as a new process (sluice run --restarts; its
 // Cluster::incarnation is one higher) comes back in the epoch after the one

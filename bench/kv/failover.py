@@ -2,11 +2,15 @@
 """How long a sluice-kv job stops acknowledging writes when its leader
 fails: a job of 3 replicas and one RESP gateway rank (sluice run
 --keep-going, shm), one client writing SETs in a closed loop over a raw
-socket; after --warmup seconds the leader (rank 0; for NOPaxos also the
-sequencer) is sent SIGKILL, or SIGSTOP (the registry declares it lost only
+socket; after --warmup seconds the leader (rank 0; the NOPaxos sequencer
+is on the gateway's rank) is sent SIGKILL, or SIGSTOP (the registry declares it lost only
 after its heartbeat timeout; the replicas' own election acts first), from
 outside. The stall is the time from the fault to the first SET acknowledged
-after it. Each run also checks that no acknowledged write was lost: every
+after it; the client writes on for --after seconds (0.5 by default) and
+reports the longest pause between two acknowledgements in that time too
+(a second stall: say --after 8 to see past the registry's 5 s heartbeat
+timeout, when the stopped leader is declared lost and the job's ranks
+change). Each run also checks that no acknowledged write was lost: every
 key's last acknowledged value must be what a GET returns at the end.
 
 With --netns (root), each rank runs in a simulated host of its own
@@ -16,7 +20,8 @@ off the network (its link goes down).
 
   bench/kv/failover.py [--build build] [--protocol multipaxos|nopaxos]
                        [--signal KILL|STOP|PARTITION] [--netns] [--repeats 10]
-                       [--warmup 1.5] [--kv-args '--election-timeout-ms 400']
+                       [--warmup 1.5] [--after 0.5]
+                       [--kv-args '--election-timeout-ms 400']
 
 Prints each run's stall and the median and the largest (with 10 runs, the
 largest is the p90; give --repeats 100 for a p99).
@@ -87,19 +92,23 @@ def rank_pid(rank):
     return None
 
 
-def drive(port, fault, warmup):
+def drive(port, fault, warmup, after):
     """Writes SETs in a closed loop to the gateway on 127.0.0.1:port; after
-    `warmup` seconds calls fault(), then writes on until 0.5 s after the
-    first write acknowledged after it. Returns (stall, writes, lost keys):
-    the lost ones are keys whose last acknowledged value a GET no longer
-    returns. Ends the job with SHUTDOWN."""
+    `warmup` seconds calls fault(), then writes on until `after` seconds
+    after the first write acknowledged after it. Returns (stall, writes,
+    lost keys, signalled, pause): the lost ones are keys whose last
+    acknowledged value a GET no longer returns; pause is the longest time
+    between two acknowledgements after the first one after the fault. Ends
+    the job with SHUTDOWN."""
     client = Resp(port)
     acked = {}
     start = time.monotonic()
     signalled = None
     first_after = None
+    last_ack = None
+    pause = 0.0
     i = 0
-    while first_after is None or time.monotonic() - first_after < 0.5:
+    while first_after is None or time.monotonic() - first_after < after:
         key, value = "k%d" % (i % 64), str(i)
         i += 1
         if client.call("SET", key, value) == b"+OK":
@@ -107,17 +116,20 @@ def drive(port, fault, warmup):
             acked[key] = value
             if signalled is not None and first_after is None:
                 first_after = now
+            elif first_after is not None:
+                pause = max(pause, now - last_ack)
+            last_ack = now
         if signalled is None and time.monotonic() - start >= warmup:
             fault()
             signalled = time.monotonic()
-        if time.monotonic() - start > warmup + 60:
+        if time.monotonic() - start > warmup + after + 60:
             sys.exit("failover: no write was acknowledged within 60 s of the fault")
     lost = [k for k, v in acked.items() if client.call("GET", k) != v.encode()]
     try:
         client.call("SHUTDOWN")
     except (ConnectionError, OSError):
         pass  # the job ends: the gateway may close without a reply
-    return first_after - signalled, i, lost, signalled
+    return first_after - signalled, i, lost, signalled, pause
 
 
 def job_argv(bin_dir, protocol, kv_args):
@@ -156,7 +168,7 @@ def start_job(build, protocol, kv_args, launcher_args, what):
     return job, port, lines, t0, reader
 
 
-def one_run(build, protocol, fault, warmup, kv_args):
+def one_run(build, protocol, fault, warmup, after, kv_args):
     job, port, lines, t0, _ = start_job(build, protocol, kv_args,
                                      ["--keep-going", "--timeout", "120"], "failover")
 
@@ -166,7 +178,7 @@ def one_run(build, protocol, fault, warmup, kv_args):
             sys.exit("failover: rank 0's process was not found")
         os.kill(pid, signal.SIGKILL if fault == "KILL" else signal.SIGSTOP)
 
-    stall, writes, lost, signalled = drive(port, signal_leader, warmup)
+    stall, writes, lost, signalled, pause = drive(port, signal_leader, warmup, after)
     try:
         job.wait(60)
     except subprocess.TimeoutExpired:
@@ -180,10 +192,10 @@ def one_run(build, protocol, fault, warmup, kv_args):
     if os.environ.get("FAILOVER_SHOW_OVER") and stall > float(os.environ["FAILOVER_SHOW_OVER"]):
         sys.stdout.write(f"signal at {signalled - t0:.3f}, first write after it at "
                          f"{signalled + stall - t0:.3f}\n" + "".join(lines))
-    return stall, writes
+    return stall, writes, pause
 
 
-def netns_run(build, protocol, fault, warmup, kv_args):
+def netns_run(build, protocol, fault, warmup, after, kv_args):
     """The same job with each rank in a simulated host of its own (network
     namespaces, bench/kv/netns.py), flows over ofi (tcp), a standalone
     registry in the gateway's host; the driver runs in that host too. The
@@ -231,10 +243,10 @@ def netns_run(build, protocol, fault, warmup, kv_args):
                      open(os.path.join(tmp, "3.err")).read())
         driver = hosts.spawn(3, [sys.executable, os.path.abspath(__file__), "--drive", str(port),
                                  "--fault", fault, "--victim-pid", str(ranks[0].pid), "--hub",
-                                 hosts.hub, "--warmup", str(warmup)],
+                                 hosts.hub, "--warmup", str(warmup), "--after", str(after)],
                              dict(os.environ), subprocess.PIPE, subprocess.STDOUT)
         out = driver.communicate(timeout=180)[0].decode()
-        m = re.search(r"RESULT (\S+) (\d+) (\d+)", out)
+        m = re.search(r"RESULT (\S+) (\d+) (\d+) (\S+)", out)
         if not m:
             logs = "".join(f"--- rank {r}\n" + open(os.path.join(tmp, f"{r}.err")).read()[-3000:]
                            for r in range(4))
@@ -253,7 +265,7 @@ def netns_run(build, protocol, fault, warmup, kv_args):
                            open(os.path.join(tmp, f"{r}.err")).read()[-2000:] for r in range(4))
             sys.exit("failover: the job's survivors did not pass their checks:\n" + logs)
         shutil.rmtree(tmp, ignore_errors=True)
-        return float(m.group(1)), int(m.group(2))
+        return float(m.group(1)), int(m.group(2)), float(m.group(4))
 
 
 def drive_main(a):
@@ -265,8 +277,8 @@ def drive_main(a):
         else:
             subprocess.run(["ip", "-n", a.hub, "link", "set", "h0", "down"], check=True)
 
-    stall, writes, lost, _ = drive(a.drive, fault, a.warmup)
-    print(f"RESULT {stall:.6f} {writes} {len(lost)}", flush=True)
+    stall, writes, lost, _, pause = drive(a.drive, fault, a.warmup, a.after)
+    print(f"RESULT {stall:.6f} {writes} {len(lost)} {pause:.6f}", flush=True)
 
 
 def main():
@@ -277,6 +289,9 @@ def main():
                     help="the fault (PARTITION: --netns only)")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=float, default=1.5)
+    ap.add_argument("--after", type=float, default=0.5,
+                    help="seconds to write on after the first write acknowledged after the "
+                         "fault (the longest pause in them is reported)")
     ap.add_argument("--netns", action="store_true",
                     help="a rank per network namespace, over ofi (needs root)")
     ap.add_argument("--kv-args", default="",
@@ -299,15 +314,19 @@ def main():
         if why:
             sys.exit(f"failover: skipped: network namespaces cannot be made here: {why}")
     run = netns_run if a.netns else one_run
-    stalls = []
+    stalls, pauses = [], []
     for r in range(a.repeats):
-        stall, writes = run(a.build, a.protocol, a.signal, a.warmup, a.kv_args.split())
+        stall, writes, pause = run(a.build, a.protocol, a.signal, a.warmup, a.after,
+                                   a.kv_args.split())
         stalls.append(stall)
-        print(f"run {r + 1}: stall {stall * 1000:.0f} ms ({writes} writes, none lost)", flush=True)
+        pauses.append(pause)
+        print(f"run {r + 1}: stall {stall * 1000:.0f} ms, then the longest pause "
+              f"{pause * 1000:.0f} ms in {a.after:g} s ({writes} writes, none lost)", flush=True)
     where = "across network namespaces over ofi" if a.netns else "over shm"
     what = "a partition of" if a.signal == "PARTITION" else f"SIG{a.signal} of"
     print(f"{a.protocol}, {what} the leader {where}, {a.repeats} runs: stall median "
-          f"{statistics.median(stalls) * 1000:.0f} ms, largest {max(stalls) * 1000:.0f} ms")
+          f"{statistics.median(stalls) * 1000:.0f} ms, largest {max(stalls) * 1000:.0f} ms; "
+          f"the longest pause after it {max(pauses) * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -98,6 +98,19 @@ class FlowSpec {
   bool ordered() const { return ordered_; }
   uint32_t gap_timeout_ms() const { return gap_timeout_ms_; }
   ///@}
+  /// Ordered flows: the rank that owns the sequencer, as set; kNoRank: the
+  /// first target's. effective_sequencer_rank() applies the default.
+  uint32_t sequencer_rank() const { return sequencer_rank_; }
+  /// The rank that owns an ordered flow's sequencer after the default.
+  uint32_t effective_sequencer_rank() const {
+    return sequencer_rank_ != kNoRank || targets_.empty() ? sequencer_rank_ : targets_[0].rank;
+  }
+  /// Ordered flows: how long (ms) a source waits for a target's ring to
+  /// have room before that target misses segments; 0 (the default): it
+  /// waits as long as its push allows, holding every target back.
+  uint32_t skip_full_ms() const { return skip_full_ms_; }
+  /// "No rank set" (sequencer_rank()).
+  static constexpr uint32_t kNoRank = 0xffffffffu;
 
   /// Throws Error(kInvalidArgument) naming the first problem: empty name, no
   /// sources or targets, a duplicate endpoint, a key outside the record, ...
@@ -147,6 +160,8 @@ class FlowSpec {
   uint32_t ring_segments_ = 0;
   bool ordered_ = false;
   uint32_t gap_timeout_ms_ = 0;
+  uint32_t sequencer_rank_ = kNoRank;
+  uint32_t skip_full_ms_ = 0;
 };
 
 namespace detail {
@@ -174,6 +189,8 @@ class FlowSpecAccess {
   static uint32_t& ring_segments(FlowSpec& s) { return s.ring_segments_; }
   static bool& ordered(FlowSpec& s) { return s.ordered_; }
   static uint32_t& gap_timeout_ms(FlowSpec& s) { return s.gap_timeout_ms_; }
+  static uint32_t& sequencer_rank(FlowSpec& s) { return s.sequencer_rank_; }
+  static uint32_t& skip_full_ms(FlowSpec& s) { return s.skip_full_ms_; }
 };
 
 }  // namespace detail
@@ -331,6 +348,27 @@ class ReplicateBuilder : public RecordFlowBuilder<Derived> {
     FlowSpecAccess::gap_timeout_ms(this->spec_) = static_cast<uint32_t>(t.count());
     return static_cast<Derived&>(*this);
   }
+  /// The rank whose memory holds the sequencer (by default the first
+  /// target's): a rank of one of the flow's sources or targets. Sources
+  /// take their numbers there, so while that rank is stopped or cut off no
+  /// source can push; put it where a failure ends the sources anyway (the
+  /// clients' rank of a replicated service), not on a target that may
+  /// fail alone.
+  Derived& sequencer_at(uint32_t rank) {
+    FlowSpecAccess::sequencer_rank(this->spec_) = rank;
+    return static_cast<Derived&>(*this);
+  }
+  /// An ordered multicast that may lose a slow target's records, as a
+  /// network does (NOPaxos' ordered unreliable multicast): a target whose
+  /// ring has had no room for `after` misses segments, each of which it
+  /// later sees as a gap (Status::kGap, after its gap timeout), until it
+  /// has room again; the others go on without waiting for it. close()
+  /// still waits for every target's room, so each one learns where the
+  /// flow ends. Without it (the default) a source waits for every target.
+  Derived& skip_full_targets_after(std::chrono::milliseconds after) {
+    FlowSpecAccess::skip_full_ms(this->spec_) = static_cast<uint32_t>(after.count());
+    return static_cast<Derived&>(*this);
+  }
 
  protected:
   using RecordFlowBuilder<Derived>::RecordFlowBuilder;
@@ -430,7 +468,8 @@ class ReplicateSpec : private detail::ReplicateBuilder<ReplicateSpec<T>> {
  public:
   /// The setters every replicate spec has (detail::ReplicateBuilder,
   /// flow_spec.h): sources(), targets(), segment_bytes(), ring_segments(),
-  /// type_tag(), optimize(), ordered(), gap_timeout(), and spec(), the
+  /// type_tag(), optimize(), ordered(), gap_timeout(), sequencer_at(),
+  /// skip_full_targets_after(), and spec(), the
   /// untyped FlowSpec.
   ///@{
   using Base::gap_timeout;
@@ -438,6 +477,8 @@ class ReplicateSpec : private detail::ReplicateBuilder<ReplicateSpec<T>> {
   using Base::ordered;
   using Base::ring_segments;
   using Base::segment_bytes;
+  using Base::sequencer_at;
+  using Base::skip_full_targets_after;
   using Base::sources;
   using Base::spec;
   using Base::operator const FlowSpec&;

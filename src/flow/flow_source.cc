@@ -208,6 +208,7 @@ Status FlowSource::fail_invalid(const char* what) {
 bool FlowSource::arm(WaitSet& set) {
   if (failed_ != Status::kOk) return false;
   if (ofi_ != nullptr) set.add_ofi(this, ofi_->ep.get());
+  if (skip_wake_ != kForever) set.wake_at(skip_wake_);
   const uint32_t t = wait_target_;
   if (t >= num_targets_ || rings_[t].remote || !live(t)) return true;
   auto* hdr = rings_[t].ring.header;

@@ -136,6 +136,8 @@ class FlowSource : public SourceCore, protected FailureState {
 
   Lane& lane(uint32_t t) { return lanes_[lane_of_[t]]; }
   bool live(uint32_t t) const { return !out_[t].dropped; }
+  // Target t's ring has room for the next segment now (no waiting).
+  bool has_room(uint32_t t) { return has_credit(t); }
   bool has_ofi() const { return ofi_ != nullptr; }
 
   // What reserve() checks before any kind claims room: the source has not
@@ -245,6 +247,10 @@ class FlowSource : public SourceCore, protected FailureState {
   std::vector<uint32_t> lane_of_;  // [target]: the lane its records go through
   uint32_t prefix_ = 0;            // ordered flows: the sequence number at the head of each segment
   bool closed_ = false;
+  // When a Worker parked on this source must ask it again although nothing
+  // changed: a replicate source that skips full targets stops waiting for
+  // one then (kForever: never).
+  Deadline skip_wake_ = kForever;
 
  private:
   static constexpr uint32_t kNotArmed = ~0u;
@@ -487,15 +493,28 @@ class ReplicateSource final : public FlowSource {
   // (close() then reports it). True if `t` was dropped.
   bool drop_if_lost(uint32_t t, bool broken) override;
 
-  // Every live target fills in lockstep, so any live one speaks for all in
-  // lockstep decisions (filling, ended, bytes used). A dropped target's
-  // state froze when it was dropped, so it never does.
+  // Every target in the segment being filled fills in lockstep, so any
+  // one speaks for all in lockstep decisions (filling, ended, bytes used).
+  // A dropped target's state froze when it was dropped, and a skipped one
+  // (skip_full_targets_after) has no segment, so neither ever does.
   uint32_t rep() const {
     for (uint32_t t = 0; t < num_targets_; ++t) {
-      if (live(t)) return t;
+      if (in_segment(t)) return t;
     }
     return 0;  // every target dropped: the source has failed for good
   }
+  // Target t takes part in the segment being filled (or the next claimed):
+  // live, and not skipped for want of room.
+  bool in_segment(uint32_t t) const { return live(t) && skipped_[t] == 0; }
+
+  // The claim of the next segment of an ordered flow that may skip full
+  // targets (skip_full_targets_after): every live target with room, and
+  // one without room only while it has been full for less than the limit;
+  // the others miss the segment. If every live target is past the limit,
+  // it waits for all as reserve_all does.
+  Status claim_skipping(Deadline deadline, bool try_only);
+  // The lanes of the targets in the segment, for the inline push (fan_).
+  void refan();
 
   // acquire() for a target, which may be dropped instead.
   Status acquire_live(uint32_t t, Deadline deadline, bool try_only);
@@ -519,7 +538,14 @@ class ReplicateSource final : public FlowSource {
   // numbered their sequence numbers, with one fetch-and-add for the run.
   Status number_pending() override;
 
-  std::vector<uint32_t> fan_store_;       // the lanes every record is copied to (SourceCore::fan_)
+  std::vector<uint32_t> fan_store_;  // the lanes every record is copied to (SourceCore::fan_)
+  // skip_full_targets_after: the limit (zero: never skip), and per target
+  // whether it misses the segment being filled, since when it has had no
+  // room (kForever: it has room), and the segments it missed in a row.
+  Clock::duration skip_after_{};
+  std::vector<char> skipped_;
+  std::vector<Deadline> full_since_;
+  std::vector<uint64_t> missed_;
   std::unique_ptr<Sequencer> sequencer_;  // ordered flows only
   std::string dropped_;                   // targets lost and left out
   // Test hook (common/test_hooks.h): 0 in the installed library.

@@ -23,9 +23,17 @@ ReplicateSource::ReplicateSource(const FlowContext* ctx, uint32_t index,
   // staging lane shared by every ofi target: each segment is written once
   // and moved to each of them from the same staging slot.
   replicate_ = true;
+  skip_after_ = std::chrono::milliseconds(ctx->spec.skip_full_ms());
+  skipped_.assign(num_targets_, 0);
+  full_since_.assign(num_targets_, kForever);
+  missed_.assign(num_targets_, 0);
+  // A flow that may skip a full target gives every ofi target a staging
+  // lane of its own (one more copy of each record per target): a target's
+  // ring slots then follow its own segments, not the shared lane's.
+  const bool share_staging = skip_after_ == Clock::duration::zero();
   int64_t lead = -1;
   for (uint32_t t = 0; t < num_targets_; ++t) {
-    if (rings_[t].remote && lead >= 0) {
+    if (rings_[t].remote && lead >= 0 && share_staging) {
       lane_of_[t] = static_cast<uint32_t>(lead);
       rings_[t].ring = rings_[lead].ring;
       continue;
@@ -44,7 +52,7 @@ ReplicateSource::ReplicateSource(const FlowContext* ctx, uint32_t index,
   // the moment it is published: with one, each segment is numbered then.
   bool all_remote = has_ofi();
   for (uint32_t t = 0; t < num_targets_; ++t) all_remote &= rings_[t].remote;
-  if (sequencer_ != nullptr && all_remote && !latency_) {
+  if (sequencer_ != nullptr && all_remote && !latency_ && share_staging) {
     numbers_on_post_ = true;
     // Half the ring: the other half fills while a run's numbers are fetched
     // and its writes go. Shorter runs (one coalesced write each) measured
@@ -94,14 +102,25 @@ Status ReplicateSource::close(Deadline deadline) {
   counters::set_state(stats_, counters::State::kClosing);
   const uint32_t f0 = rep();
   if (!out_[f0].ended) {
-    if (!out_[f0].filling) {
+    bool skipping = false;
+    for (uint32_t t = 0; t < num_targets_; ++t) skipping |= live(t) && skipped_[t] != 0;
+    if (skipping && out_[f0].filling) {
+      // The segment being filled misses a target: it goes as it is, and
+      // the END on a segment of its own, which every target gets.
+      if (Status s = publish_all(used_bytes(f0), 0, deadline, false); s != Status::kOk) return s;
+    }
+    if (!out_[rep()].filling) {
       for (uint32_t t = 0; t < num_targets_; ++t) {
         if (Status s = acquire_live(t, deadline, deadline == Deadline::min()); s != Status::kOk)
           return s;
       }
       for (uint32_t t = 0; t < num_targets_; ++t) {
-        if (live(t)) start_segment(t);
+        if (!live(t)) continue;
+        skipped_[t] = 0;
+        full_since_[t] = kForever;
+        start_segment(t);
       }
+      if (skipping) refan();
     }
     Status s = publish_all(used_bytes(rep()), layout::kEnd, deadline, false);
     for (auto& o : out_) o.ended = true;
@@ -142,9 +161,18 @@ bool ReplicateSource::drop_if_lost(uint32_t t, bool broken) {
   note_lost(cause != layout::kNoCause ? cause : ctx_->spec.targets()[t].rank);
   out_[t].dropped = true;
   forget_transfers(t);
-  bool lane_used = false;
-  for (uint32_t u = 0; u < num_targets_; ++u) lane_used |= live(u) && lane_of_[u] == lane_of_[t];
-  if (!lane_used) {
+  bool lane_used = false, any_live = false, any_in = false;
+  for (uint32_t u = 0; u < num_targets_; ++u) {
+    lane_used |= live(u) && lane_of_[u] == lane_of_[t];
+    any_live |= live(u);
+    any_in |= in_segment(u);
+  }
+  if (skip_after_ != Clock::duration::zero()) {
+    // (Every lane its own. With no target left in the segment, the next
+    // push claims one anew, for every live target.)
+    if (!any_in) std::fill(skipped_.begin(), skipped_.end(), 0);
+    refan();
+  } else if (!lane_used) {
     std::erase(fan_store_, lane_of_[t]);
     num_fan_ = static_cast<uint32_t>(fan_store_.size());
   }
@@ -152,7 +180,7 @@ bool ReplicateSource::drop_if_lost(uint32_t t, bool broken) {
   who.append(" (").append(why).append(")");
   dropped_.append(dropped_.empty() ? "" : ", ").append(who);
   log::warn(ctx_->endpoint_name(true, index_), ": going on without ", who);
-  if (num_fan_ == 0) {
+  if (!any_live) {
     fail_for_good(ctx_->endpoint_name(true, index_) + ": every target is lost: " + dropped_);
   }
   return true;
@@ -173,6 +201,7 @@ Status ReplicateSource::reserve_all(Deadline deadline, bool try_only) {
     if (used == prefix_) return Status::kOk;  // an empty segment always fits one record
     if (Status s = publish_all(used, 0, deadline, try_only); s != Status::kOk) return s;
   }
+  if (skip_after_ != Clock::duration::zero()) return claim_skipping(deadline, try_only);
   for (uint32_t t = 0; t < num_targets_; ++t) {
     if (Status s = acquire_live(t, deadline, try_only); s != Status::kOk) return s;
   }
@@ -180,6 +209,84 @@ Status ReplicateSource::reserve_all(Deadline deadline, bool try_only) {
     if (live(t)) start_segment(t);
   }
   return Status::kOk;
+}
+
+Status ReplicateSource::claim_skipping(Deadline deadline, bool try_only) {
+  skip_wake_ = kForever;
+  uint32_t with_room = 0, waiting = 0;
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (!live(t)) continue;
+    if (full_since_[t] == kForever && has_room(t)) {
+      skipped_[t] = 0;
+      ++with_room;
+      continue;
+    }
+    const Deadline now = Clock::now();
+    if (full_since_[t] == kForever) full_since_[t] = now;
+    const Deadline limit = full_since_[t] + skip_after_;
+    // (A target past the limit is asked only whether it has room again.)
+    const bool past = now >= limit;
+    const Status s =
+        acquire_live(t, past ? Deadline::min() : std::min(deadline, limit), try_only || past);
+    if (!live(t)) continue;  // lost and dropped meanwhile
+    if (s == Status::kOk) {
+      if (missed_[t] != 0) {
+        log::info(ctx_->endpoint_name(true, index_), ": ", ctx_->peer_name(false, t),
+                  " has room again after missing ", missed_[t], " segments");
+      }
+      full_since_[t] = kForever;
+      missed_[t] = 0;
+      skipped_[t] = 0;
+      ++with_room;
+      continue;
+    }
+    if (s != Status::kWouldBlock && s != Status::kTimeout) return s;
+    if (!past && Clock::now() < limit) {
+      skip_wake_ = limit;  // (a Worker parked on this source asks it again then)
+      return s;            // the caller's deadline, or try_push
+    }
+    skipped_[t] = 1;
+    ++waiting;
+  }
+  if (with_room == 0) {
+    if (waiting == 0) return failed_ != Status::kOk ? failed_ : Status::kPeerLost;
+    // No target has room: nothing goes, so nothing is skipped; wait for
+    // all, as a flow that never skips does.
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (Status s = acquire_live(t, deadline, try_only); s != Status::kOk) return s;
+    }
+    for (uint32_t t = 0; t < num_targets_; ++t) {
+      if (live(t)) {
+        skipped_[t] = 0;
+        full_since_[t] = kForever;
+      }
+    }
+  }
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (!in_segment(t)) continue;
+    start_segment(t);
+  }
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (!live(t) || skipped_[t] == 0) continue;
+    if (missed_[t]++ == 0) {
+      log::warn(ctx_->endpoint_name(true, index_), ": ", ctx_->peer_name(false, t),
+                " has had no room for ",
+                std::chrono::duration_cast<std::chrono::milliseconds>(skip_after_).count(),
+                " ms: it misses segments (it sees their numbers as gaps) until it has room");
+    }
+  }
+  refan();
+  if (num_fan_ == 0) return failed_ != Status::kOk ? failed_ : Status::kPeerLost;
+  return Status::kOk;
+}
+
+void ReplicateSource::refan() {
+  fan_store_.clear();
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (in_segment(t)) fan_store_.push_back(lane_of_[t]);
+  }
+  fan_ = fan_store_.data();
+  num_fan_ = static_cast<uint32_t>(fan_store_.size());
 }
 
 // Publishes the segment being filled on every target (all hold `used`
@@ -192,11 +299,11 @@ Status ReplicateSource::publish_all(uint32_t used, uint32_t flags, Deadline dead
       if (Status s = take_numbers(1, &number); s != Status::kOk) return s;
     }
     for (uint32_t t = 0; t < num_targets_; ++t) {
-      if (live(t)) std::memcpy(out_[t].base, &number, sizeof(number));
+      if (in_segment(t)) std::memcpy(out_[t].base, &number, sizeof(number));
     }
   }
   for (uint32_t t = 0; t < num_targets_; ++t) {
-    if (!live(t)) continue;
+    if (!in_segment(t)) continue;
     mark_published(t, used, flags);
     // As publish_segment counts: per segment and target.
     counters::add(stats_->segments, 1);
@@ -211,7 +318,7 @@ Status ReplicateSource::publish_all(uint32_t used, uint32_t flags, Deadline dead
   const bool numbered = ordered && used > prefix_;
   Status first = Status::kOk;
   for (uint32_t t = 0; t < num_targets_; ++t) {
-    if (!rings_[t].remote || !live(t)) continue;
+    if (!rings_[t].remote || !in_segment(t)) continue;
     Status s = numbered  ? post_pending(t, kForever, false)
                : ordered ? post_pending(t, deadline, try_only)
                          : post_if_due(t, flags, deadline, try_only);

@@ -112,18 +112,26 @@ Status OrderedTarget::report_gap(bool known_lost) {
   if (expected_ >= stall_known_) gap_since_ = Deadline::max();
   peek_taken_ = false;
   next_peek_ = Clock::now();
-  const std::string why = known_lost ? ": a lost source took it (every open source is past it)"
-                                     : " within " + std::to_string(gap_timeout_.count()) +
-                                           " ms (its source may have died after taking it)";
+  const bool skips = ctx_->spec.skip_full_ms() != 0;
+  const std::string why =
+      known_lost ? ": a lost source took it (every open source is past it)"
+      : skips && ended_ == in_.size()
+          ? ": every source ended past it (its source skipped this target while its ring was full)"
+          : " within " + std::to_string(gap_timeout_.count()) + " ms (its source may have died " +
+                (skips ? "after taking it, or skipped this target while its ring was full)"
+                       : "after taking it)");
   return fail(Status::kGap, ctx_->endpoint_name(false, index_) + ": sequence number " +
                                 std::to_string(gap_) + " never arrived" + why + lost_);
 }
 
 Status OrderedTarget::end_of_flow() {
-  if (lost_.empty()) return Status::kEndOfFlow;
+  // (A flow that skips full targets may have skipped this one: what its
+  // sources took and it never got are gaps, found from the sequencer.)
+  if (lost_.empty() && ctx_->spec.skip_full_ms() == 0) return Status::kEndOfFlow;
   uint64_t count = 0;
   std::string why;
   if (sequencer_->taken(&count, &why) == Status::kOk && count > expected_) return report_gap();
+  if (lost_.empty()) return Status::kEndOfFlow;
   return fail(Status::kPeerLost,
               ctx_->endpoint_name(false, index_) + ": ended without" + lost_.substr(1) +
                   (why.empty() ? "" : "; the sequencer could not be read: " + why));

@@ -137,6 +137,23 @@ void FlowSpec::validate() const {
   }
   if (ordered_ && type_ != FlowType::kReplicate)
     invalid(*this, "ordered() applies to replicate flows only");
+  if (!ordered_ && sequencer_rank_ != kNoRank)
+    invalid(*this, "sequencer_at() applies to ordered flows only");
+  if (!ordered_ && skip_full_ms_ != 0) {
+    invalid(*this,
+            "skip_full_targets_after() applies to ordered flows only (where a target sees each "
+            "segment it missed as a gap)");
+  }
+  if (sequencer_rank_ != kNoRank) {
+    const auto on = [this](const std::vector<Endpoint>& eps) {
+      return std::any_of(eps.begin(), eps.end(),
+                         [this](const Endpoint& e) { return e.rank == sequencer_rank_; });
+    };
+    if (!on(sources_) && !on(targets_)) {
+      invalid(*this, "sequencer_at(" + std::to_string(sequencer_rank_) +
+                         "): that rank has no source or target of the flow");
+    }
+  }
   if (sources_.size() > 0xffff || targets_.size() > 0xffff)
     invalid(*this, "more than 65535 sources or targets");
   if (route_ == Route::kHashKey) {
@@ -167,7 +184,9 @@ std::string FlowSpec::canonical() const {
      << "segment_bytes=" << effective_segment_bytes() << '\n'
      << "ring_segments=" << effective_ring_segments() << '\n'
      << "ordered=" << (ordered_ ? 1 : 0) << '\n'
-     << "gap_timeout_ms=" << (ordered_ ? effective_gap_timeout_ms() : 0) << '\n';
+     << "gap_timeout_ms=" << (ordered_ ? effective_gap_timeout_ms() : 0) << '\n'
+     << "sequencer_rank=" << (ordered_ ? effective_sequencer_rank() : 0) << '\n'
+     << "skip_full_ms=" << skip_full_ms_ << '\n';
   return os.str();
 }
 

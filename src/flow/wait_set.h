@@ -28,11 +28,16 @@ struct WaitSet {
   std::vector<FutexWaiter> words;  // shm: sleep while each holds its value
   std::vector<Ofi> ofi;            // ofi endpoints: their completion queues
   std::vector<pollfd> fds;         // scratch for sleep()
+  // The earliest time an endpoint must be asked again even if nothing
+  // changes (a source that will stop waiting for a full target then).
+  Deadline wake = kForever;
 
   void clear() {
     words.clear();
     ofi.clear();
+    wake = kForever;
   }
+  void wake_at(Deadline d) { wake = d < wake ? d : wake; }
   void reserve(size_t n) {
     words.reserve(n);
     ofi.reserve(n);

@@ -184,7 +184,7 @@ bool Worker::park(Deadline deadline) {
       ~Unmark() { *b = false; }
     } unmark{&parking_};
     ready = poll() != 0;
-    if (!ready) set_->sleep(until(deadline), kMixedParkSlice);
+    if (!ready) set_->sleep(until(std::min(deadline, set_->wake)), kMixedParkSlice);
   }
   for (auto& in : inputs_) {
     if (in->core != nullptr) in->core->disarm();

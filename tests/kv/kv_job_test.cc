@@ -275,13 +275,13 @@ TEST(KvJobTest, NoPaxosReplacesALeaderStoppedBySigstop) { expect_leader_replaced
 // It then resumes, learns the new ballot and finishes as a follower.
 // (Before, the new leader's Accepts waited for the stopped rank's credit
 // and the clients for the SIGCONT.)
-TEST(KvJobTest, MultiPaxosClientsCompleteWhileAStoppedLeaderIsStillAMember) {
-  const ProcessResult r = run_kv(5,
-                                 {"run", "--ops", "300", "--keys", "20", "--election-timeout-ms",
-                                  "500", "--retry-ms", "500", "--test-mark-applied", "100"},
-                                 "sluice-kv-test-hooks",
-                                 {"--faults-after", "test hook: leader rank", "--stop", "0@0:15"},
-                                 {{"SLUICE_PEER_TIMEOUT_MS", "60000"}});
+void expect_clients_complete_while_the_leader_is_stopped(const std::string& protocol) {
+  const ProcessResult r = run_kv(
+      5,
+      {"run", "--protocol", protocol, "--ops", "300", "--keys", "20", "--election-timeout-ms",
+       "500", "--retry-ms", "500", "--test-mark-applied", "100"},
+      "sluice-kv-test-hooks", {"--faults-after", "test hook: leader rank", "--stop", "0@0:15"},
+      {{"SLUICE_PEER_TIMEOUT_MS", "60000"}});
   expect_clean_job(r, 3, 2, 300, /*failover=*/true);
   const size_t resumed = r.output.find("SIGCONT to rank 0");
   ASSERT_NE(resumed, std::string::npos) << r.output;
@@ -291,6 +291,21 @@ TEST(KvJobTest, MultiPaxosClientsCompleteWhileAStoppedLeaderIsStillAMember) {
     ASSERT_NE(done, std::string::npos) << r.output;
     EXPECT_LT(done, resumed) << "the clients waited for the stopped leader\n" << r.output;
   }
+}
+
+TEST(KvJobTest, MultiPaxosClientsCompleteWhileAStoppedLeaderIsStillAMember) {
+  expect_clients_complete_while_the_leader_is_stopped("multipaxos");
+}
+
+// The same for NOPaxos: the ordered flow's sequencer is on the first
+// client rank, not on the stopped leader (whose memory, over ofi, no
+// source could take a number from), and the flow skips a replica whose
+// ring has had no room for a quarter of the election timeout (it sees
+// what it missed as gaps), so the others' view change is all the clients
+// wait for. (Before, over ofi the clients waited for the SIGCONT; over shm
+// they went on only until the stopped leader's ring was full.)
+TEST(KvJobTest, NoPaxosClientsCompleteWhileAStoppedLeaderIsStillAMember) {
+  expect_clients_complete_while_the_leader_is_stopped("nopaxos");
 }
 
 // A follower stopped from outside past the peer timeout (1 s) while the run
@@ -353,9 +368,9 @@ KilledJob run_kv_killed(const std::vector<std::string>& args,
 // no rank is told in advance; every rank sees the rank lost, destroys the
 // epoch's flows and declares new ones among the live ranks; the protocols
 // make up for the messages lost with the old flows. Killing rank 0 kills
-// the first leader, and for NOPaxos the sequencer too (the flow's sequencer
-// is on its first target): the new ordered flow is a new session, on rank
-// 1. The two live replicas must agree, every operation complete exactly
+// the first leader; for NOPaxos the new epoch's ordered flow (a new
+// sequencer, on the first client rank) is a new session. The two live
+// replicas must agree, every operation complete exactly
 // once, and porcupine find the history linearizable.
 // retry_ms, election_ms: the clients' retry and the replicas' election
 // timeouts.
@@ -531,7 +546,7 @@ TEST(KvJobTest, NoPaxosGoesOnWithoutAFollowerKilledBySigkill) {
   expect_replica_loss_survived("nopaxos", 2);
 }
 
-TEST(KvJobTest, NoPaxosStartsANewSessionWhenTheSequencerAndLeaderAreKilled) {
+TEST(KvJobTest, NoPaxosStartsANewSessionWhenTheLeaderIsKilled) {
   expect_replica_loss_survived("nopaxos", 0);
 }
 
@@ -545,7 +560,7 @@ TEST(KvJobTest, MultiPaxosReplacesAKilledLeaderWithoutWaitingForItsTimeouts) {
   expect_replica_loss_survived("multipaxos", 0, "600000", "600000");
 }
 
-TEST(KvJobTest, NoPaxosReplacesAKilledLeaderAndSequencerWithoutWaitingForItsTimeouts) {
+TEST(KvJobTest, NoPaxosReplacesAKilledLeaderWithoutWaitingForItsTimeouts) {
   expect_replica_loss_survived("nopaxos", 0, "600000", "600000");
 }
 
@@ -557,11 +572,10 @@ TEST(KvJobTest, NoPaxosReplacesAKilledLeaderAndSequencerWithoutWaitingForItsTime
 // recovers (message.h, Recovery: the latest view from f + 1 replicas, then
 // the leader's log in pieces) while they serve, and ends with the same
 // applied log and digest as the others. Killing rank 0 kills the first
-// leader (and for NOPaxos the sequencer): it comes back as a follower of
-// the leader elected without it. The job passes all its checks and exits 0
-// (a failure that was restarted does not fail it).
-// With `snapshot_every`, the others keep short logs, so that the new process
-// must take a snapshot first (in chunks, over the flows).
+// leader: it comes back as a follower of the leader elected without it. The job passes all its
+// checks and exits 0 (a failure that was restarted does not fail it). With `snapshot_every`, the
+// others keep short logs, so that the new process must take a snapshot first (in chunks, over the
+// flows).
 void expect_replica_restart_recovered(const std::string& protocol, int victim,
                                       int snapshot_every = 0) {
   std::vector<std::string> args = {"run",  "--protocol",         protocol, "--keys",

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "sluice/flow.h"
+#include "sluice/worker.h"
 #include "support/local_flow.h"
 
 namespace sluice {
@@ -284,6 +285,82 @@ TEST(ReplicateFlowTest, ANumberBelowEveryOpenRingIsAGapAtOnceOnceItsSourceIsLost
   ASSERT_EQ(out.close(), Status::kOk);
   EXPECT_FALSE(in.consume());
   EXPECT_EQ(in.status(), Status::kPeerLost) << in.error();
+}
+
+// One source, two targets, one record per segment, 4-segment rings; a
+// target full for 20 ms is skipped.
+ReplicateSpec<Rec> skipping_spec() {
+  return small_spec(1, 2, true)
+      .optimize(Optimize::kLatency)
+      .skip_full_targets_after(std::chrono::milliseconds(20));
+}
+
+// skip_full_targets_after: once target 1 (which takes nothing) has had no
+// room for the limit, it misses segments and target 0 gets every record at
+// once, in order; at the end target 1 gets what reached it, then each
+// number it missed as a gap (its sources ended past them), then the end.
+// Without the option, the push after a full ring waits (try_push: kWouldBlock).
+TEST(ReplicateFlowTest, AFullTargetMissesSegmentsAndSeesEachAsAGapWhenTheFlowSkipsIt) {
+  constexpr uint64_t kRecords = 20;
+  {
+    auto waits = small_spec(1, 2, true).optimize(Optimize::kLatency);
+    testing::LocalFlow flow(waits.spec());
+    auto out = flow.source<Rec>(0);
+    for (uint64_t i = 0; i < 4; ++i) ASSERT_EQ(out.try_push(Rec{0, i}), Status::kOk);
+    EXPECT_EQ(out.try_push(Rec{0, 4}), Status::kWouldBlock);  // target 1's ring is full
+    out.abort();
+  }
+  testing::LocalFlow flow(skipping_spec().spec());
+  auto out = flow.source<Rec>(0);
+  auto in0 = flow.target<Rec>(0);
+  for (uint64_t i = 0; i < kRecords; ++i) {
+    ASSERT_EQ(out.push(Rec{0, i}), Status::kOk) << out.error();
+    auto b = in0.consume();
+    ASSERT_TRUE(b) << in0.error();
+    ASSERT_EQ(b->size(), 1u);
+    EXPECT_EQ((*b)[0].value, i);
+    EXPECT_EQ(in0.last_sequence(), i);
+  }
+  // close() waits for target 1's room for the END: consumed below.
+  Status closed = Status::kInvalid;
+  std::thread closer([&] { closed = out.close(); });
+  auto in1 = flow.target<Rec>(1);
+  for (uint64_t i = 0; i < 4; ++i) {  // what its ring held
+    auto b = in1.consume();
+    ASSERT_TRUE(b) << in1.error();
+    EXPECT_EQ((*b)[0].value, i);
+    EXPECT_EQ(in1.last_sequence(), i);
+  }
+  for (uint64_t i = 4; i < kRecords; ++i) {
+    EXPECT_FALSE(in1.consume());
+    ASSERT_EQ(in1.status(), Status::kGap) << in1.error();
+    EXPECT_EQ(in1.gap(), i);
+    EXPECT_NE(in1.error().find("skipped this target"), std::string::npos) << in1.error();
+  }
+  EXPECT_FALSE(in1.consume());
+  EXPECT_EQ(in1.status(), Status::kEndOfFlow) << in1.error();
+  closer.join();
+  EXPECT_EQ(closed, Status::kOk) << out.error();
+  EXPECT_FALSE(in0.consume());
+  EXPECT_EQ(in0.status(), Status::kEndOfFlow) << in0.error();
+}
+
+// A Worker's push into a flow that skips full targets goes on past a
+// target that takes nothing, though nothing else wakes the Worker (no
+// input, no credit): its park ends at the limit (WaitSet::wake; else at
+// the next 50 ms park slice).
+TEST(ReplicateFlowTest, AWorkerPushGoesOnPastAFullTargetOfAFlowThatSkipsIt) {
+  testing::LocalFlow flow(skipping_spec().spec());
+  auto out = flow.source<Rec>(0);
+  auto in0 = flow.target<Rec>(0);
+  Worker w(IdleStrategy{0, 0});  // parks at once
+  for (uint64_t i = 0; i < 12; ++i) {
+    ASSERT_EQ(w.push(out, Rec{0, i}), Status::kOk) << out.error();
+    auto b = in0.consume();
+    ASSERT_TRUE(b) << in0.error();
+    EXPECT_EQ((*b)[0].value, i);
+  }
+  out.abort();
 }
 
 TEST(ReplicateFlowTest, SpecRejectsKeysAndOrderedShuffles) {

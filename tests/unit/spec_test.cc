@@ -75,6 +75,37 @@ TEST(FlowSpecTest, ValidationNamesTheProblem) {
   EXPECT_NE(validation_error(bytes.spec()).find("size 0"), std::string::npos);
 }
 
+// An ordered flow's sequencer may sit on any rank of its sources or
+// targets; both placement and skipping are for ordered flows only, and every
+// participant must agree on them.
+TEST(FlowSpecTest, TheSequencerSitsOnAMemberAndSkippingIsForOrderedFlows) {
+  auto ord = replicate<Rec>("o")
+                 .sources(testing::slots(2, /*rank=*/3))
+                 .targets(testing::slots(2, /*rank=*/1))
+                 .ordered();
+  EXPECT_EQ(ord.spec().effective_sequencer_rank(), 1u);  // the first target's
+  EXPECT_EQ(validation_error(ord.sequencer_at(3).spec()), "");
+  EXPECT_EQ(ord.spec().effective_sequencer_rank(), 3u);
+  EXPECT_NE(validation_error(ord.sequencer_at(2).spec())
+                .find("sequencer_at(2): that rank has no source or target"),
+            std::string::npos);
+  auto unordered =
+      replicate<Rec>("u").sources(testing::slots(1)).targets(testing::slots(1)).sequencer_at(0);
+  EXPECT_NE(validation_error(unordered.spec()).find("sequencer_at() applies to ordered flows"),
+            std::string::npos);
+  auto skips = replicate<Rec>("s")
+                   .sources(testing::slots(1))
+                   .targets(testing::slots(1))
+                   .skip_full_targets_after(std::chrono::milliseconds(5));
+  EXPECT_NE(validation_error(skips.spec()).find("skip_full_targets_after() applies to ordered"),
+            std::string::npos);
+  auto a = ord.sequencer_at(3);
+  auto b = a;
+  b.skip_full_targets_after(std::chrono::milliseconds(100));
+  EXPECT_NE(a.spec().canonical().find("sequencer_rank=3\nskip_full_ms=0\n"), std::string::npos);
+  EXPECT_NE(b.spec().canonical().find("skip_full_ms=100\n"), std::string::npos);
+}
+
 TEST(FlowSpecTest, CanonicalTextDiffersExactlyInTheChangedField) {
   auto a = shuffle<Rec>("f").sources(testing::slots(2)).targets(testing::slots(3)).key(&Rec::key);
   auto b = a;
