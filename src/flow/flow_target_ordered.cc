@@ -76,7 +76,11 @@ Status OrderedTarget::check_stalled() {
 
 Status OrderedTarget::check_gap() {
   const auto now = Clock::now();
-  if (!lost_.empty() && rings_ahead_ != 0 && rings_ahead_ == in_.size() - ended_)
+  // Every open ring's head is past the number: no open source holds it (its
+  // numbers grow along its ring), so a lost source took it, or a source
+  // skipped this target (skip_full_targets_after) when it sent it.
+  if ((!lost_.empty() || ctx_->spec.skip_full_ms() != 0) && rings_ahead_ != 0 &&
+      rings_ahead_ == in_.size() - ended_)
     return report_gap(true);
   bool taken = ahead_of_ != kNoneAhead;
   if (!taken && !lost_.empty() && now >= next_peek_) {
@@ -114,7 +118,9 @@ Status OrderedTarget::report_gap(bool known_lost) {
   next_peek_ = Clock::now();
   const bool skips = ctx_->spec.skip_full_ms() != 0;
   const std::string why =
-      known_lost ? ": a lost source took it (every open source is past it)"
+      known_lost ? (lost_.empty() ? ": every open source is past it (its source skipped this "
+                                    "target while its ring was full)"
+                                  : ": a lost source took it (every open source is past it)")
       : skips && ended_ == in_.size()
           ? ": every source ended past it (its source skipped this target while its ring was full)"
           : " within " + std::to_string(gap_timeout_.count()) + " ms (its source may have died " +

@@ -345,6 +345,38 @@ TEST(ReplicateFlowTest, AFullTargetMissesSegmentsAndSeesEachAsAGapWhenTheFlowSki
   EXPECT_EQ(in0.status(), Status::kEndOfFlow) << in0.error();
 }
 
+// A skipped target that has room again and gets a later number from every
+// open source knows at once that the numbers below it are gaps: no open
+// source can still send them (its numbers grow along its ring). The gap
+// timeout is 10 minutes: a target that waited for it would hang the test.
+TEST(ReplicateFlowTest, ASkippedTargetGivenALaterNumberByEverySourceReportsItsGapsAtOnce) {
+  testing::LocalFlow flow(skipping_spec().gap_timeout(std::chrono::minutes(10)).spec());
+  auto out = flow.source<Rec>(0);
+  auto in0 = flow.target<Rec>(0);
+  auto in1 = flow.target<Rec>(1);
+  for (uint64_t i = 0; i < 10; ++i) {
+    ASSERT_EQ(out.push(Rec{0, i}), Status::kOk) << out.error();
+    ASSERT_TRUE(in0.consume()) << in0.error();
+  }
+  for (uint64_t i = 0; i < 4; ++i) {  // what its ring held; it has room again
+    auto b = in1.consume();
+    ASSERT_TRUE(b) << in1.error();
+    EXPECT_EQ(in1.last_sequence(), i);
+  }
+  ASSERT_EQ(out.push(Rec{0, 10}), Status::kOk) << out.error();
+  for (uint64_t i = 4; i < 10; ++i) {
+    EXPECT_FALSE(in1.consume());
+    ASSERT_EQ(in1.status(), Status::kGap) << in1.error();
+    EXPECT_EQ(in1.gap(), i);
+    EXPECT_NE(in1.error().find("every open source is past it"), std::string::npos) << in1.error();
+  }
+  auto b = in1.consume();
+  ASSERT_TRUE(b) << in1.error();
+  EXPECT_EQ((*b)[0].value, 10u);
+  EXPECT_EQ(in1.last_sequence(), 10u);
+  out.abort();
+}
+
 // A Worker's push into a flow that skips full targets goes on past a
 // target that takes nothing, though nothing else wakes the Worker (no
 // input, no credit): its park ends at the limit (WaitSet::wake; else at
