@@ -381,8 +381,14 @@ class FlowRetirement final : public Linger::Task {
     if (!reply_->done.load(std::memory_order_acquire)) {
       // A rank that leaves the job lets go of the flow with its WITHDRAW
       // (the registry counts it done); waiting for every other participant
-      // to let go too would hold leave() until they leave.
-      if (impl_->left.load(std::memory_order_acquire)) {
+      // to let go too would hold leave() until they leave. Not the owner of
+      // an ordered flow's sequencer: the others' sources take numbers there
+      // and their targets read it at their end (numbers a lost or skipping
+      // source took are gaps), so its leave() waits for them (at most to
+      // the deadline); freed at once, a target that ended after it missed
+      // such gaps (system.replicate_test's SourceDyingInsideANumberedRun,
+      // once under load: "the sequencer could not be read").
+      if (impl_->left.load(std::memory_order_acquire) && fs_->sequencer == nullptr) {
         log::info("flow '", name_, "': withdrawn by this rank, which leaves the job");
         return true;
       }

@@ -61,7 +61,8 @@ struct FlowState {
       remote_out;  // [source][target]: filled for remote targets
   std::map<uint32_t, std::vector<InRingRef>>
       remote_in;  // [target][source]: filled for remote sources
-  // Ordered flows, on the first target's rank: the sequencer's counter.
+  // Ordered flows, on the rank that owns it (FlowSpec::
+  // effective_sequencer_rank): the sequencer's counter.
   std::unique_ptr<RegionOwner> sequencer;
   // The peers as the flow sees them: each rank's incarnation at declare
   // (ctx.liveness). A rank that died is lost to the flow even once it rejoins.

@@ -43,6 +43,8 @@ struct Args {
   uint64_t gap_ms = 3000;
   uint64_t flush_every = 97;  // records between a source's flushes; 0: never
   int signal = 0;
+  int64_t late_rank = -1;  // this rank's target starts consuming late_ms late
+  uint64_t late_ms = 0;
 };
 
 Args parse(int argc, char** argv) {
@@ -59,6 +61,8 @@ Args parse(int argc, char** argv) {
       .value("--gap-ms", &a.gap_ms)
       .value("--flush-every", &a.flush_every)
       .value("--signal", &a.signal)
+      .value("--late-rank", &a.late_rank)
+      .value("--late-ms", &a.late_ms)
       .parse();
   return a;
 }
@@ -107,6 +111,8 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
     if (out.close() != sluice::Status::kOk) source_error = out.error();
   });
   // (A failed source reports at once: its target may still be waiting for others.)
+  if (static_cast<int64_t>(me) == a.late_rank)
+    std::this_thread::sleep_for(std::chrono::milliseconds(a.late_ms));
   std::vector<uint64_t> next(n, 0);
   uint64_t count = 0, sum = 0, order = 0, order_survivors = 0, last_seq = 0, batches = 0;
   bool first = true;
