@@ -353,7 +353,8 @@ class ReplicateBuilder : public RecordFlowBuilder<Derived> {
   /// take their numbers there, so while that rank is stopped or cut off no
   /// source can push; put it where a failure ends the sources anyway (the
   /// clients' rank of a replicated service), not on a target that may
-  /// fail alone.
+  /// fail alone. That rank's Cluster::leave() waits (to the flow's setup
+  /// timeout) until every other participant has destroyed the flow.
   Derived& sequencer_at(uint32_t rank) {
     FlowSpecAccess::sequencer_rank(this->spec_) = rank;
     return static_cast<Derived&>(*this);
