@@ -76,9 +76,12 @@ test-unit: build
 	cd build && ctest $(CTEST_FLAGS) -j$(CTEST_JOBS) -L unit -LE 'slow|fuzz'
 
 # The long soaks and big shapes, and what only they need: the go-redis
-# check program (about 35 CPU-seconds to build, so not in test-tools).
+# check program (about 35 CPU-seconds to build, so not in test-tools) and
+# the test programs only they run (slow_tests: make test does not build
+# them).
 test-slow: build test-tools
 	@scripts/install-go-redis-check.sh
+	cmake --build build --target slow_tests
 	cd build && ctest $(CTEST_FLAGS) -L slow
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.

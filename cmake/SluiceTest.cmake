@@ -53,3 +53,18 @@ function(sluice_gtest target)
   file(GENERATE OUTPUT ${include_file} CONTENT "${content}")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${include_file})
 endfunction()
+
+# sluice_slow_only(<target>...): programs only slow tests run (every case of
+# theirs is labelled `slow`). `make test` does not build them (they are out
+# of `all`); the target slow_tests does, and `make test-slow` builds it
+# first. Until then their registrations are one <prefix>.NOT_BUILT test each,
+# labelled slow too.
+function(sluice_slow_only)
+  if(NOT TARGET slow_tests)
+    add_custom_target(slow_tests)
+  endif()
+  foreach(t IN LISTS ARGN)
+    set_target_properties(${t} PROPERTIES EXCLUDE_FROM_ALL ON)
+    add_dependencies(slow_tests ${t})
+  endforeach()
+endfunction()

@@ -6,8 +6,14 @@ cmake_policy(PUSH)
 cmake_policy(VERSION 3.20)
 
 if(NOT EXISTS "${G_EXE}")
-  # Not built (yet): one test that fails and says so.
-  add_test("${G_NAME}.NOT_BUILT" "${G_EXE}")
+  # Not built (yet): one test that fails and says so. A program whose every
+  # case is slow is built only for make test-slow (sluice_slow_only).
+  add_test("${G_NAME}.NOT_BUILT" sh -c "echo '${G_EXE} is not built (make test-slow builds it)'; exit 1")
+  if(G_SLOW STREQUAL "*")
+    set_tests_properties("${G_NAME}.NOT_BUILT" PROPERTIES LABELS "${G_LABELS};slow")
+  else()
+    set_tests_properties("${G_NAME}.NOT_BUILT" PROPERTIES LABELS "${G_LABELS}")
+  endif()
   cmake_policy(POP)
   return()
 endif()
