@@ -68,3 +68,46 @@ function(sluice_slow_only)
     add_dependencies(slow_tests ${t})
   endforeach()
 endfunction()
+
+# sluice_gtest_files(<target> PREFIX <prefix> FILES <stem>... LABELS ...
+#                    [TIMEOUT <seconds>]): registers a program built from
+# several gtest files (a unity build compiles them together, sharing the
+# headers' and templates' work) as if each file were its own program: the
+# cases of <stem>.cc (a path from this directory, without .cc) are
+# <prefix>.<its file name>.<Suite>.<Case>. A file's suites are
+# the first arguments of its TEST and TEST_F lines; a suite in two files is
+# an error (name them apart), and so is TEST_P or TYPED_TEST.
+function(sluice_gtest_files target)
+  cmake_parse_arguments(PARSE_ARGV 1 G "" "PREFIX;TIMEOUT" "FILES;LABELS")
+  # (the suites of every call for this target: files may be registered
+  # apart, with labels of their own)
+  get_property(seen TARGET ${target} PROPERTY SLUICE_GTEST_SUITES)
+  foreach(stem IN LISTS G_FILES)
+    set(file ${CMAKE_CURRENT_SOURCE_DIR}/${stem}.cc)
+    file(STRINGS ${file} lines REGEX "^(TEST|TEST_F|TEST_P|TYPED_TEST)\\(")
+    set(suites "")
+    foreach(line IN LISTS lines)
+      if(NOT line MATCHES "^TEST(_F)?\\(([A-Za-z0-9_]+),")
+        message(FATAL_ERROR "sluice_gtest_files(${target}): ${stem}.cc: '${line}': only TEST and TEST_F")
+      endif()
+      list(APPEND suites ${CMAKE_MATCH_2})
+    endforeach()
+    list(REMOVE_DUPLICATES suites)
+    if(NOT suites)
+      message(FATAL_ERROR "sluice_gtest_files(${target}): ${stem}.cc defines no TEST")
+    endif()
+    set(filter "")
+    foreach(suite IN LISTS suites)
+      if(suite IN_LIST seen)
+        message(FATAL_ERROR "sluice_gtest_files(${target}): suite ${suite} of ${stem}.cc is in another file too")
+      endif()
+      list(APPEND seen ${suite})
+      list(APPEND filter "${suite}.*")
+    endforeach()
+    set_property(TARGET ${target} PROPERTY SLUICE_GTEST_SUITES ${seen})
+    string(JOIN ":" filter ${filter})
+    get_filename_component(name ${stem} NAME)
+    sluice_gtest(${target} NAME ${G_PREFIX}.${name} LABELS ${G_LABELS} FILTER ${filter}
+                 TIMEOUT ${G_TIMEOUT})
+  endforeach()
+endfunction()

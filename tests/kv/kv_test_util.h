@@ -13,6 +13,13 @@
 
 namespace kv {
 
+// The first message of type t in out, or nullptr.
+inline const Message* find(const Outbox& out, MsgType t) {
+  for (const Message& m : out)
+    if (m.type == t) return &m;
+  return nullptr;
+}
+
 // A message with its header set; the test sets the fields of its type.
 inline Message message(MsgType type, uint32_t from, uint32_t to = 0, uint64_t view = 0,
                        uint64_t session = 0) {

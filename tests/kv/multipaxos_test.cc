@@ -202,12 +202,6 @@ Message promise(uint32_t from, uint64_t ballot, std::vector<Entry> entries) {
   return m;
 }
 
-const Message* find(const Outbox& out, MsgType t) {
-  for (const Message& m : out)
-    if (m.type == t) return &m;
-  return nullptr;
-}
-
 TEST(MultiPaxosRulesTest, NewLeaderProposesTheValueOfTheHighestBallot) {
   Config cfg{5};
   MultiPaxosReplica r(cfg, 1);
@@ -486,8 +480,8 @@ TEST(MultiPaxosRecoveryTest, RestartsUnderLossOverManySeeds) {
 
 // --- Snapshots and the log kept (message.h, Snapshots).
 
-ClusterOptions snapshotting(uint32_t replicas, uint32_t clients, uint32_t ops, uint64_t every,
-                            uint64_t seed = 1) {
+ClusterOptions multipaxos_snapshotting(uint32_t replicas, uint32_t clients, uint32_t ops,
+                                       uint64_t every, uint64_t seed = 1) {
   ClusterOptions o = multipaxos(replicas, clients, ops, seed);
   o.keys = 5;
   o.multipaxos.snapshot_every = every;
@@ -495,7 +489,7 @@ ClusterOptions snapshotting(uint32_t replicas, uint32_t clients, uint32_t ops, u
 }
 
 TEST(MultiPaxosSnapshotTest, EveryLogStaysWithinTwoSnapshotIntervals) {
-  SimCluster c(snapshotting(3, 4, 100, 50));
+  SimCluster c(multipaxos_snapshotting(3, 4, 100, 50));
   ASSERT_TRUE(c.run_until_done(30000));
   expect_consistent(c);
   for (uint32_t r = 0; r < 3; ++r) {
@@ -507,7 +501,7 @@ TEST(MultiPaxosSnapshotTest, EveryLogStaysWithinTwoSnapshotIntervals) {
 }
 
 TEST(MultiPaxosSnapshotTest, AFollowerFarBehindCatchesUpFromASnapshot) {
-  SimCluster c(snapshotting(3, 4, 60, 40));
+  SimCluster c(multipaxos_snapshotting(3, 4, 60, 40));
   c.net().run(20, [] { return false; });
   c.net().crash(2);
   ASSERT_TRUE(c.run_until_done(30000));
@@ -519,7 +513,7 @@ TEST(MultiPaxosSnapshotTest, AFollowerFarBehindCatchesUpFromASnapshot) {
 }
 
 TEST(MultiPaxosSnapshotTest, ARestartedReplicaRecoversFromTheSnapshotThenTheLogAfterIt) {
-  SimCluster c(snapshotting(3, 4, 150, 40));
+  SimCluster c(multipaxos_snapshotting(3, 4, 150, 40));
   c.net().run(250, [] { return false; });
   ASSERT_GT(c.mp(0).log_base(), 0u);
   c.restart(1);
@@ -533,7 +527,7 @@ TEST(MultiPaxosSnapshotTest, ARestartedReplicaRecoversFromTheSnapshotThenTheLogA
 // chunks; 5% of all messages (chunks too) are lost while a restarted
 // replica fetches it.
 TEST(MultiPaxosSnapshotTest, ASnapshotOfManyChunksArrivesWholeUnderLoss) {
-  ClusterOptions o = snapshotting(3, 4, 300, 200, 3);
+  ClusterOptions o = multipaxos_snapshotting(3, 4, 300, 200, 3);
   o.workload = "a";
   o.keys = 1000;
   o.value_bytes = 300;
@@ -560,7 +554,7 @@ TEST(MultiPaxosSnapshotTest, ASnapshotOfManyChunksArrivesWholeUnderLoss) {
 // chosen slots it dropped, so 2 must stand down and fetch the snapshot, not
 // lead with no-ops in their place. (Fails if the candidate ignores it.)
 TEST(MultiPaxosSnapshotTest, ACandidateBehindAPromisersSnapshotStandsDownAndFetchesIt) {
-  ClusterOptions o = snapshotting(3, 3, 80, 20, 6);
+  ClusterOptions o = multipaxos_snapshotting(3, 3, 80, 20, 6);
   SimCluster c(o);
   c.net().crash(2);
   c.net().run(300, [] { return false; });
@@ -588,7 +582,7 @@ TEST(MultiPaxosSnapshotTest, ACandidateBehindAPromisersSnapshotStandsDownAndFetc
 // what is uncommitted (in several Accepts), and catch-up runs. Every
 // message stays under 48 KiB encoded.
 TEST(MultiPaxosSnapshotTest, EveryMessageStaysBoundedThroughALongLogAndALeaderChange) {
-  ClusterOptions o = snapshotting(3, 4, 900, 100000, 8);
+  ClusterOptions o = multipaxos_snapshotting(3, 4, 900, 100000, 8);
   o.workload = "a";
   o.keys = 200;
   o.value_bytes = 200;

@@ -158,7 +158,7 @@ Entry in_session(uint64_t slot, uint64_t session, uint64_t msgnum, uint64_t clie
   return e;
 }
 
-TEST(NoPaxosRulesTest, ARecoveringReplicaJoinsOnlyTheLeaderOfTheHighestView) {
+TEST(NoPaxosRecoveryRulesTest, ARecoveringReplicaJoinsOnlyTheLeaderOfTheHighestView) {
   Config cfg{3};
   NoPaxosReplica r(cfg, 2, recovering(7));
   ASSERT_TRUE(r.recovering());
@@ -232,7 +232,7 @@ TEST(NoPaxosRulesTest, ARecoveringReplicaJoinsOnlyTheLeaderOfTheHighestView) {
   EXPECT_EQ(r.log_size(), 5u);  // and message 5 follows at once
 }
 
-TEST(NoPaxosRulesTest, AViewChangeNobodyJoinedDoesNotHoldRecoveryUp) {
+TEST(NoPaxosRecoveryRulesTest, AViewChangeNobodyJoinedDoesNotHoldRecoveryUp) {
   Config cfg{5};  // f + 1 = 3 answers
   NoPaxosReplica r(cfg, 4, recovering(5));
   Outbox out;
@@ -252,7 +252,7 @@ TEST(NoPaxosRulesTest, AViewChangeNobodyJoinedDoesNotHoldRecoveryUp) {
   EXPECT_EQ(out[0].b, 1u);
 }
 
-TEST(NoPaxosRulesTest, ARecoveringReplicaStartsAgainWhenItsLeaderMovedOn) {
+TEST(NoPaxosRecoveryRulesTest, ARecoveringReplicaStartsAgainWhenItsLeaderMovedOn) {
   Config cfg{3};
   NoPaxosReplica r(cfg, 0, recovering(3));
   Outbox out;
@@ -290,7 +290,7 @@ TEST(NoPaxosRulesTest, ARecoveringReplicaStartsAgainWhenItsLeaderMovedOn) {
   EXPECT_TRUE(r.recovering());
 }
 
-TEST(NoPaxosRulesTest, ALeaderSendsItsLogInPiecesBoundedInEntriesAndBytes) {
+TEST(NoPaxosRecoveryRulesTest, ALeaderSendsItsLogInPiecesBoundedInEntriesAndBytes) {
   Config cfg{3};
   NoPaxosReplica leader(cfg, 0);
   Outbox out;
@@ -331,7 +331,7 @@ TEST(NoPaxosRulesTest, ALeaderSendsItsLogInPiecesBoundedInEntriesAndBytes) {
   EXPECT_TRUE(piece(0).entries.empty());
 }
 
-TEST(NoPaxosRulesTest, AForgottenGapCommitAcknowledgementCountsNoMore) {
+TEST(NoPaxosRecoveryRulesTest, AForgottenGapCommitAcknowledgementCountsNoMore) {
   Config cfg{5};  // f = 2 followers must hold the no-op
   NoPaxosReplica leader(cfg, 0);
   Outbox out;
@@ -351,7 +351,7 @@ TEST(NoPaxosRulesTest, AForgottenGapCommitAcknowledgementCountsNoMore) {
   EXPECT_TRUE(leader.is_leader());
 }
 
-TEST(NoPaxosRulesTest, AForgottenViewChangeCountsNoMore) {
+TEST(NoPaxosRecoveryRulesTest, AForgottenViewChangeCountsNoMore) {
   Config cfg{5};  // the new leader needs f + 1 = 3 logs
   NoPaxosReplica r(cfg, 1);
   Outbox out;
@@ -365,7 +365,7 @@ TEST(NoPaxosRulesTest, AForgottenViewChangeCountsNoMore) {
   EXPECT_TRUE(r.is_leader());
 }
 
-TEST(NoPaxosRulesTest, AForgottenFollowerIsSynchronizedFromTheStart) {
+TEST(NoPaxosRecoveryRulesTest, AForgottenFollowerIsSynchronizedFromTheStart) {
   Config cfg{3};
   NoPaxosReplica leader(cfg, 0);
   Outbox out;

@@ -19,8 +19,8 @@ namespace {
 // --- Snapshots, log truncation and bounded view changes (message.h,
 // Snapshots; nopaxos.cc, View change).
 
-ClusterOptions snapshotting(uint32_t replicas, uint32_t clients, uint32_t ops, uint64_t every,
-                            uint64_t seed = 1) {
+ClusterOptions nopaxos_snapshotting(uint32_t replicas, uint32_t clients, uint32_t ops,
+                                    uint64_t every, uint64_t seed = 1) {
   ClusterOptions o = nopaxos(replicas, clients, ops, seed);
   o.keys = 5;
   o.nopaxos.snapshot_every = every;
@@ -52,7 +52,7 @@ std::shared_ptr<Sizes> watch_sizes(SimCluster& c) {
 }
 
 TEST(NoPaxosSnapshotTest, EveryLogStaysWithinTwoSnapshotIntervals) {
-  SimCluster c(snapshotting(3, 4, 100, 50));
+  SimCluster c(nopaxos_snapshotting(3, 4, 100, 50));
   uint64_t most_held = 0;
   ASSERT_TRUE(c.net().run(30000, [&] {
     for (uint32_t r = 0; r < 3; ++r) most_held = std::max(most_held, c.np(r).log_entries_held());
@@ -72,7 +72,7 @@ TEST(NoPaxosSnapshotTest, EveryLogStaysWithinTwoSnapshotIntervals) {
 }
 
 TEST(NoPaxosSnapshotTest, AFollowerFarBehindCatchesUpFromASnapshot) {
-  SimCluster c(snapshotting(3, 4, 60, 40));
+  SimCluster c(nopaxos_snapshotting(3, 4, 60, 40));
   c.net().run(20, [] { return false; });
   c.net().crash(2);
   ASSERT_TRUE(c.run_until_done(30000));
@@ -85,7 +85,7 @@ TEST(NoPaxosSnapshotTest, AFollowerFarBehindCatchesUpFromASnapshot) {
 }
 
 TEST(NoPaxosSnapshotTest, ARestartedReplicaRecoversFromTheSnapshotThenTheLogAfterIt) {
-  SimCluster c(snapshotting(3, 4, 150, 40));
+  SimCluster c(nopaxos_snapshotting(3, 4, 150, 40));
   c.net().run(250, [] { return false; });
   ASSERT_GT(c.np(0).log_base(), 0u);
   ASSERT_FALSE(c.clients_done());
@@ -101,7 +101,7 @@ TEST(NoPaxosSnapshotTest, ARestartedReplicaRecoversFromTheSnapshotThenTheLogAfte
 // chunks; 5% of all messages (chunks too) are lost while a restarted
 // replica fetches it.
 TEST(NoPaxosSnapshotTest, ASnapshotOfManyChunksArrivesWholeUnderLoss) {
-  ClusterOptions o = snapshotting(3, 4, 300, 200, 3);
+  ClusterOptions o = nopaxos_snapshotting(3, 4, 300, 200, 3);
   o.workload = "a";
   o.keys = 1000;
   o.value_bytes = 300;
@@ -273,7 +273,7 @@ TEST(NoPaxosSnapshotTest, AFollowerJoinsANewViewOnlyWithItsWholeStartingLog) {
 // view it must rebuild its store from a snapshot of final slots only.
 // (Fails if the leader takes its speculative state as a snapshot at once.)
 TEST(NoPaxosSnapshotTest, ALeaderSnapshotsOnlyWhatItsSyncPointMadeFinal) {
-  ClusterOptions o = snapshotting(3, 4, 60, 10);
+  ClusterOptions o = nopaxos_snapshotting(3, 4, 60, 10);
   o.client_window = 4;
   SimCluster c(o);
   c.net().run(60, [] { return false; });
@@ -305,7 +305,7 @@ TEST(NoPaxosSnapshotTest, ALeaderSnapshotsOnlyWhatItsSyncPointMadeFinal) {
 TEST(NoPaxosSnapshotTest, RestartsCrashesAndLossWithSmallSnapshotsOverManySeeds) {
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    ClusterOptions o = snapshotting(seed % 2 ? 3 : 5, 3, 80, 5 + seed % 4 * 5, seed);
+    ClusterOptions o = nopaxos_snapshotting(seed % 2 ? 3 : 5, 3, 80, 5 + seed % 4 * 5, seed);
     o.keys = 1 + seed % 3;
     o.sim.drop_rate = 0.02 * static_cast<double>(seed % 5);
     SimCluster c(o);
@@ -336,7 +336,7 @@ TEST(NoPaxosSnapshotTest, RestartsCrashesAndLossWithSmallSnapshotsOverManySeeds)
 
 // Rules on one replica fed crafted messages.
 
-TEST(NoPaxosRulesTest, ANewLeaderFetchesTheFinalSlotsItLacksBeforeItStartsTheView) {
+TEST(NoPaxosSnapshotRulesTest, ANewLeaderFetchesTheFinalSlotsItLacksBeforeItStartsTheView) {
   Config cfg{3};
   NoPaxosReplica r(cfg, 1);  // leader of view 1
   Outbox out;
@@ -367,7 +367,7 @@ TEST(NoPaxosRulesTest, ANewLeaderFetchesTheFinalSlotsItLacksBeforeItStartsTheVie
   EXPECT_EQ(r.sync_point(), 1u);
 }
 
-TEST(NoPaxosRulesTest, ViewChangesComeInBoundedPartsAndTheLeaderAsksForLostOnes) {
+TEST(NoPaxosSnapshotRulesTest, ViewChangesComeInBoundedPartsAndTheLeaderAsksForLostOnes) {
   Config cfg{3};
   NoPaxosReplica f(cfg, 2);
   Outbox out;
@@ -421,7 +421,7 @@ TEST(NoPaxosRulesTest, ViewChangesComeInBoundedPartsAndTheLeaderAsksForLostOnes)
   EXPECT_EQ(leader.log_size(), 300u);
 }
 
-TEST(NoPaxosRulesTest, AFollowerTakesPartInANewViewOnlyOnceItCopiedItsStartingLog) {
+TEST(NoPaxosSnapshotRulesTest, AFollowerTakesPartInANewViewOnlyOnceItCopiedItsStartingLog) {
   Config cfg{3};
   NoPaxosReplica f(cfg, 2);
   Outbox out;
@@ -464,7 +464,7 @@ TEST(NoPaxosRulesTest, AFollowerTakesPartInANewViewOnlyOnceItCopiedItsStartingLo
 // leader of its old view as matching that leader's log, which may hold
 // other entries there. From a replica that leads no view of its, it takes
 // none.
-TEST(NoPaxosRulesTest, ASnapshotIsTakenOnlyFromTheLeaderOfTheFollowersViewOrALaterOne) {
+TEST(NoPaxosSnapshotRulesTest, ASnapshotIsTakenOnlyFromTheLeaderOfTheFollowersViewOrALaterOne) {
   Config cfg{3};
   NoPaxosReplica f(cfg, 2);
   Outbox out;

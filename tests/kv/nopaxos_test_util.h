@@ -53,12 +53,6 @@ inline size_t count(const Outbox& out, MsgType t) {
   return n;
 }
 
-inline const Message* find(const Outbox& out, MsgType t) {
-  for (const Message& m : out)
-    if (m.type == t) return &m;
-  return nullptr;
-}
-
 inline Entry logged(uint64_t slot, uint64_t msgnum, uint64_t client) {
   Entry e;
   e.slot = slot;

@@ -30,7 +30,7 @@ Command names(Op op, std::string key, std::vector<std::string> fields) {
 }
 
 // Applies commands as client 1's, numbered in order.
-struct Client : testing::SeqClient {
+struct HashClient : testing::SeqClient {
   FieldValues all(const std::string& key) {
     FieldValues pairs;
     const Result r = run(cmd(Op::kHGetAll, key));
@@ -42,7 +42,7 @@ struct Client : testing::SeqClient {
 
 TEST(StoreHashTest, TheHashCommandsFollowRedis) {
   Store s;
-  Client c{s};
+  HashClient c{s};
   // HSET answers the fields added (a field named twice: its last value).
   EXPECT_EQ(c.run(hset("h", {{"b", "2"}, {"a", "1"}, {"b", "3"}})), (Result{true, "2"}));
   EXPECT_EQ(c.run(hset("h", {{"a", "x"}, {"c", ""}})), (Result{true, "1"}));
@@ -77,7 +77,7 @@ TEST(StoreHashTest, TheHashCommandsFollowRedis) {
 
 TEST(StoreHashTest, IncrementsFollowRedisAndAnErrorChangesNothing) {
   Store s;
-  Client c{s};
+  HashClient c{s};
   EXPECT_EQ(c.run(cmd(Op::kHIncrBy, "h", "5", "n")), (Result{true, "5"}));
   EXPECT_EQ(c.run(cmd(Op::kHIncrBy, "h", "-7", "n")), (Result{true, "-2"}));
   c.run(hset("h", {{"text", "abc"}, {"big", "9223372036854775807"}, {"f", "1.5"}}));
@@ -102,7 +102,7 @@ TEST(StoreHashTest, IncrementsFollowRedisAndAnErrorChangesNothing) {
 
 TEST(StoreHashTest, AStringCommandOnAHashAndAHashCommandOnAStringAreWrongType) {
   Store s;
-  Client c{s};
+  HashClient c{s};
   c.run(hset("h", {{"f", "1"}}));
   c.run(cmd(Op::kPut, "s", "1"));
   const uint64_t digest = s.digest();
@@ -142,7 +142,7 @@ TEST(StoreHashTest, AStringCommandOnAHashAndAHashCommandOnAStringAreWrongType) {
 
 TEST(StoreHashTest, HashesExpireRenameAndJoinTransactionsAndWatchSeesHset) {
   Store s;
-  Client c{s};
+  HashClient c{s};
   Command expiring = hset("h", {{"f", "1"}});
   c.run(expiring);
   Command expire = cmd(Op::kExpire, "h");
@@ -184,7 +184,7 @@ TEST(StoreHashTest, HashesExpireRenameAndJoinTransactionsAndWatchSeesHset) {
 
 TEST(StoreHashTest, KeysAndScanSeeHashesAndScanFiltersByType) {
   Store s;
-  Client c{s};
+  HashClient c{s};
   c.run(hset("h", {{"f", "1"}}));
   c.run(cmd(Op::kPut, "s", "1"));
   KeysPage page;
@@ -210,7 +210,7 @@ TEST(StoreHashTest, AHashCountsTowardMaxmemoryAndAWritePastItIsRefusedWhole) {
   const uint64_t one = Store::kEntryOverhead + 1 + 2 * (Store::kFieldOverhead + 10);
   o.maxmemory = one;
   Store s(o);
-  Client c{s};
+  HashClient c{s};
   EXPECT_FALSE(c.run(hset("h", {{"a", std::string(9, 'x')}, {"b", std::string(9, 'x')}})).refused);
   EXPECT_EQ(s.used_bytes(), one);
   const uint64_t digest_before = s.digest();
@@ -236,7 +236,7 @@ TEST(StoreHashTest, AHashGrowsPastOneReplyAndReadingItWholeIsRefused) {
   StoreOptions o;
   o.max_result_bytes = 64 * 1024;
   Store s(o);
-  Client c{s};
+  HashClient c{s};
   // 500 fields of 200 bytes each, in one HSET: more than a reply may carry.
   FieldValues many;
   for (int i = 0; i < 500; ++i) many.emplace_back("f" + std::to_string(i), std::string(200, 'v'));
@@ -270,7 +270,7 @@ TEST(StoreHashTest, AHashGrowsPastOneReplyAndReadingItWholeIsRefused) {
   StoreOptions small = o;
   small.maxmemory = 256 * 1024;
   Store f(small);
-  Client w{f};
+  HashClient w{f};
   size_t taken = 0;
   for (int i = 0; i < 2000; ++i) {
     if (w.run(hset("h", {{"x" + std::to_string(i), std::string(200, 'v')}})).refused) break;
@@ -285,7 +285,7 @@ TEST(StoreHashTest, ASnapshotCarriesHashesAndAnOldSnapshotIsStillRead) {
   StoreOptions o;
   o.keep_applied = false;
   Store s(o);
-  Client c{s};
+  HashClient c{s};
   c.run(hset("h", {{"a", "1"}, {"b", std::string("\0\xff", 2)}}));
   c.run(cmd(Op::kPut, "s", "v"));
   Store back;
@@ -403,7 +403,7 @@ Command hrandfield(std::string key, uint64_t seed, const std::string& count,
 
 TEST(StoreHashTest, HrandfieldChoosesFromTheSeedAloneAsSrandmemberDoes) {
   Store s;
-  Client c{s};
+  HashClient c{s};
   FieldValues pairs;
   for (int i = 0; i < 20; ++i) pairs.emplace_back("f" + std::to_string(i), "v" + std::to_string(i));
   c.run(hset("h", pairs));
@@ -411,7 +411,7 @@ TEST(StoreHashTest, HrandfieldChoosesFromTheSeedAloneAsSrandmemberDoes) {
   Store replica;
   std::string why;
   ASSERT_TRUE(replica.restore(s.serialize(), &why)) << why;
-  Client d{replica};
+  HashClient d{replica};
   d.seq = c.seq;
   std::set<std::string> seen;
   std::set<std::vector<std::string>> choices;
@@ -462,7 +462,7 @@ TEST(StoreHashTest, HrandfieldChoosesFromTheSeedAloneAsSrandmemberDoes) {
   StoreOptions small;
   small.max_result_bytes = 200;
   Store t(small);
-  Client e{t};
+  HashClient e{t};
   e.run(hset("h", {{"f", "v"}}));
   EXPECT_TRUE(e.run(hrandfield("h", 1, "-20")).ok);
   const Result long_reply = e.run(hrandfield("h", 1, "-40", true));

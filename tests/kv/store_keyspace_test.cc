@@ -11,13 +11,14 @@
 #include <vector>
 
 #include "store.h"
+#include "store_test_util.h"
 
 namespace kv {
 namespace {
 
-constexpr int64_t kNow = 1'000'000;
+using testing::kNow;
 
-struct Client {
+struct KeyspaceClient {
   Store& store;
   uint64_t seq = 0;
   Result run(Op op, std::string key, std::string value = "", int64_t deadline = 0) {
@@ -79,7 +80,7 @@ TEST(StoreKeyspaceTest, GlobPatternsMatchAsRedisMatchesThem) {
 
 TEST(StoreKeyspaceTest, DbsizeAndKeysCountLiveKeysOnly) {
   Store s;
-  Client c{s};
+  KeyspaceClient c{s};
   c.run(Op::kPut, "user:1", "a");
   c.run(Op::kPut, "user:2", "b");
   c.run(Op::kPut, "order:1", "c");
@@ -110,7 +111,7 @@ TEST(StoreKeyspaceTest, KeysPastTheReplyLimitIsAnErrorNamingScan) {
   StoreOptions o;
   o.max_result_bytes = 1000;
   Store s(o);
-  Client c{s};
+  KeyspaceClient c{s};
   for (int i = 0; i < 100; ++i) c.run(Op::kPut, "key:" + std::to_string(i), "v");
   const Result r = c.run(Op::kKeys, "*");
   EXPECT_FALSE(r.ok);
@@ -122,7 +123,7 @@ TEST(StoreKeyspaceTest, KeysPastTheReplyLimitIsAnErrorNamingScan) {
 // TYPE filter them); the cursor is the next key's hash, 0 at the end.
 TEST(StoreKeyspaceTest, ScanPagesFollowCountMatchAndType) {
   Store s;
-  Client c{s};
+  KeyspaceClient c{s};
   for (int i = 0; i < 100; ++i) c.run(Op::kPut, "k" + std::to_string(i), "v");
   std::set<std::string> seen;
   size_t pages = 0;
@@ -159,7 +160,7 @@ TEST(StoreKeyspaceTest, ScanPagesFollowCountMatchAndType) {
 // pages; pages stay bounded, and the index's memory is counted.
 TEST(StoreKeyspaceTest, ScanReturnsEveryKeyPresentThroughoutWhileKeysComeAndGo) {
   Store s;
-  Client c{s};
+  KeyspaceClient c{s};
   std::mt19937_64 rng(7);
   std::set<std::string> stable;
   for (int i = 0; i < 2000; ++i) {
@@ -195,7 +196,7 @@ TEST(StoreKeyspaceTest, ScanReturnsEveryKeyPresentThroughoutWhileKeysComeAndGo) 
   Store restored;
   std::string why;
   ASSERT_TRUE(restored.restore(s.serialize(), &why)) << why;
-  Client cc{copy, c.seq}, rc{restored, c.seq};
+  KeyspaceClient cc{copy, c.seq}, rc{restored, c.seq};
   const KeysPage want = c.scan(0, 50);
   EXPECT_EQ(cc.scan(0, 50).keys, want.keys);
   EXPECT_EQ(rc.scan(0, 50).keys, want.keys);

@@ -28,13 +28,13 @@ Command range(std::string key, int64_t start, int64_t stop, Op op = Op::kLRange)
   return cmd(op, std::move(key), std::to_string(stop), std::to_string(start));
 }
 
-struct Client : testing::NamesClient {
+struct ListClient : testing::NamesClient {
   Strings all(const std::string& key) { return names(range(key, 0, -1)); }
 };
 
 TEST(StoreListTest, PushPopAndLlenFollowRedis) {
   Store s;
-  Client c{s};
+  ListClient c{s};
   // LPUSH puts each element at the head in turn; RPUSH at the tail.
   EXPECT_EQ(c.run(push(Op::kLPush, "l", {"a", "b", "c"})), (Result{true, "3"}));
   EXPECT_EQ(c.all("l"), (Strings{"c", "b", "a"}));
@@ -70,7 +70,7 @@ TEST(StoreListTest, PushPopAndLlenFollowRedis) {
 
 TEST(StoreListTest, LrangeLindexAndLsetTakeIndicesAsRedis) {
   Store s;
-  Client c{s};
+  ListClient c{s};
   c.run(push(Op::kRPush, "l", {"0", "1", "2", "3", "4"}));
   EXPECT_EQ(c.names(range("l", 1, 3)), (Strings{"1", "2", "3"}));
   EXPECT_EQ(c.names(range("l", -2, -1)), (Strings{"3", "4"}));
@@ -99,7 +99,7 @@ TEST(StoreListTest, LrangeLindexAndLsetTakeIndicesAsRedis) {
 
 TEST(StoreListTest, LremAndLtrimFollowRedis) {
   Store s;
-  Client c{s};
+  ListClient c{s};
   const Strings start{"a", "b", "a", "c", "a", "b"};
   c.run(push(Op::kRPush, "l", start));
   // count > 0 from the head, < 0 from the tail, 0 every one.
@@ -134,7 +134,7 @@ Command lmove(std::string from, std::string to, std::string ends = "RL") {
 
 TEST(StoreListTest, LinsertAndLposFollowRedis) {
   Store s;
-  Client c{s};
+  ListClient c{s};
   c.run(push(Op::kRPush, "l", {"a", "b", "c", "b", "d"}));
   // LINSERT at the first pivot from the head; -1 without one, 0 without a key.
   EXPECT_EQ(c.run(cmd(Op::kLInsert, "l", encode_names({"b", "x"}), "before")), (Result{true, "6"}));
@@ -176,7 +176,7 @@ TEST(StoreListTest, LinsertAndLposFollowRedis) {
 
 TEST(StoreListTest, LmoveMovesOneElementBetweenTwoListsAsOneEntry) {
   Store s;
-  Client c{s};
+  ListClient c{s};
   c.run(push(Op::kRPush, "a", {"1", "2", "3"}));
   // RPOPLPUSH (RL), and LMOVE's other ends; a new destination is made.
   EXPECT_EQ(c.run(lmove("a", "b")), (Result{true, "3"}));
@@ -236,7 +236,7 @@ TEST(StoreListTest, LinsertAndLmoveAreRefusedPastMaxmemoryAsTheOtherWrites) {
   o.maxmemory = one;
   o.max_result_bytes = 60;
   Store s(o);
-  Client c{s};
+  ListClient c{s};
   const std::string ten(10, 'x');
   EXPECT_FALSE(c.run(push(Op::kRPush, "l", {ten, ten})).refused);
   EXPECT_TRUE(c.run(cmd(Op::kLInsert, "l", encode_names({ten, "a"}), "before")).refused);
@@ -247,7 +247,7 @@ TEST(StoreListTest, LinsertAndLmoveAreRefusedPastMaxmemoryAsTheOtherWrites) {
   // Past one reply's size (60 bytes, key included) a list still grows: only
   // reading it whole is refused.
   Store r(StoreOptions{0, true, 60});
-  Client d{r};
+  ListClient d{r};
   d.run(push(Op::kRPush, "a", {std::string(30, 'a')}));
   d.run(push(Op::kRPush, "b", {std::string(20, 'b')}));
   EXPECT_EQ(d.run(cmd(Op::kLInsert, "b", encode_names({std::string(20, 'b'), ten}), "after")),
@@ -258,7 +258,7 @@ TEST(StoreListTest, LinsertAndLmoveAreRefusedPastMaxmemoryAsTheOtherWrites) {
   EXPECT_EQ(d.run(range("b", 0, 0)), (Result{true, encode_names({std::string(30, 'a')})}));
   // LPOS's indices of many short elements: refused past one reply.
   Store p(StoreOptions{0, true, 300});
-  Client e{p};
+  ListClient e{p};
   EXPECT_TRUE(e.run(push(Op::kRPush, "l", Strings(55, "e"))).ok);
   EXPECT_FALSE(e.run(lpos("l", "e", "1", "0")).ok);
   EXPECT_EQ(e.names(lpos("l", "e", "1", "3")), (Strings{"0", "1", "2"}));
@@ -266,7 +266,7 @@ TEST(StoreListTest, LinsertAndLmoveAreRefusedPastMaxmemoryAsTheOtherWrites) {
 
 TEST(StoreListTest, AStringOrHashCommandOnAListAndAListCommandOnThemAreWrongType) {
   Store s;
-  Client c{s};
+  ListClient c{s};
   c.run(push(Op::kRPush, "l", {"1"}));
   c.run(cmd(Op::kPut, "s", "1"));
   c.run(cmd(Op::kHSet, "h", encode_fields({{"f", "1"}})));
@@ -302,7 +302,7 @@ TEST(StoreListTest, AStringOrHashCommandOnAListAndAListCommandOnThemAreWrongType
 
 TEST(StoreListTest, ListsExpireRenameScanAndJoinTransactionsAndWatchSeesPushAndPop) {
   Store s;
-  Client c{s};
+  ListClient c{s};
   c.run(push(Op::kRPush, "l", {"a"}));
   ASSERT_TRUE(c.run(testing::expire_at("l", kNow + 10)).ok);
   Command late = cmd(Op::kLLen, "l");
@@ -361,7 +361,7 @@ Command lmpop(const Strings& keys, const std::string& end, int64_t count) {
 
 TEST(StoreListTest, LmpopPopsFromTheFirstOfItsKeysThatExists) {
   Store s;
-  Client c{s};
+  ListClient c{s};
   c.run(push(Op::kRPush, "a", {"1", "2", "3"}));
   c.run(push(Op::kRPush, "b", {"x"}));
   EXPECT_EQ(c.run(lmpop({"none", "a", "b"}, "left", 2)),
@@ -421,7 +421,7 @@ TEST(StoreListTest, AListCountsTowardMaxmemoryAndAWritePastItIsRefusedWhole) {
   const uint64_t one = Store::kEntryOverhead + 1 + 2 * (Store::kElementOverhead + 10);
   o.maxmemory = one;
   Store s(o);
-  Client c{s};
+  ListClient c{s};
   const std::string ten(10, 'x');
   EXPECT_FALSE(c.run(push(Op::kRPush, "l", {ten, ten})).refused);
   EXPECT_EQ(s.used_bytes(), one);
@@ -450,7 +450,7 @@ TEST(StoreListTest, AListGrowsPastOneReplyToMaxmemoryAndOnlyLongReadsAreRefused)
   StoreOptions o;
   o.max_result_bytes = 64 * 1024;
   Store s(o);
-  Client c{s};
+  ListClient c{s};
   // 500 elements of 200 bytes each in one RPUSH, then 8,459 short ones one
   // by one (what redis-benchmark-like clients do): all taken.
   const Strings many(500, std::string(200, 'v'));
@@ -488,7 +488,7 @@ TEST(StoreListTest, AListGrowsPastOneReplyToMaxmemoryAndOnlyLongReadsAreRefused)
   StoreOptions small;
   small.maxmemory = 10'000;
   Store m(small);
-  Client p{m};
+  ListClient p{m};
   size_t pushed = 0, refused = 0;
   for (int i = 0; i < 1000; ++i) {
     const Result r = p.run(push(Op::kRPush, "k" + std::to_string(i % 3), {std::string(50, 'e')}));
@@ -509,7 +509,7 @@ TEST(StoreListTest, ASnapshotCarriesListsAndAnOlderSnapshotIsStillRead) {
   StoreOptions o;
   o.keep_applied = false;
   Store s(o);
-  Client c{s};
+  ListClient c{s};
   c.run(push(Op::kRPush, "l", {"a", std::string("\0\xff", 2), ""}));
   c.run(cmd(Op::kHSet, "h", encode_fields({{"f", "1"}})));
   c.run(cmd(Op::kPut, "s", "v"));
@@ -521,7 +521,7 @@ TEST(StoreListTest, ASnapshotCarriesListsAndAnOlderSnapshotIsStillRead) {
   EXPECT_EQ(back.data(), s.data());
   // The digest covers a list's elements and their order.
   Store other(o);
-  Client d{other};
+  ListClient d{other};
   d.run(push(Op::kRPush, "l", {std::string("\0\xff", 2), "a", ""}));
   d.run(cmd(Op::kHSet, "h", encode_fields({{"f", "1"}})));
   d.run(cmd(Op::kPut, "s", "v"));

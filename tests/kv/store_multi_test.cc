@@ -8,20 +8,13 @@
 #include <vector>
 
 #include "store.h"
+#include "store_test_util.h"
 
 namespace kv {
 namespace {
 
-constexpr int64_t kNow = 1'000'000;
-
-Command cmd(Op op, std::string key, std::string value = "") {
-  Command c;
-  c.op = op;
-  c.key = std::move(key);
-  c.value = std::move(value);
-  c.now_ms = kNow;
-  return c;
-}
+using testing::cmd;
+using testing::kNow;
 
 Command with_deadline(Command c, int64_t deadline) {
   c.ttl = Ttl::kSet;
@@ -41,7 +34,7 @@ Command multi(std::vector<Command> cmds, std::vector<TxCondition> conditions = {
 }
 
 // Applies commands as client 1's, numbered in order.
-struct Client {
+struct MultiClient {
   Store& store;
   uint64_t client = 1;
   uint64_t seq = 0;
@@ -62,7 +55,7 @@ struct Client {
 
 TEST(StoreMultiTest, ATransactionIsOneEntryWhoseCommandsRunInOrder) {
   Store s;
-  Client c{s};
+  MultiClient c{s};
   c.run(cmd(Op::kPut, "text", "abc"));
   const uint64_t entries = s.applied_count();
   const Result r = c.run(multi({cmd(Op::kPut, "a", "1"), cmd(Op::kIncrBy, "a", "41"),
@@ -105,7 +98,7 @@ TEST(StoreMultiTest, ARetriedTransactionTakesEffectOnce) {
 
 TEST(StoreMultiTest, MsetNxSetsEveryKeyOrNone) {
   Store s;
-  Client c{s};
+  MultiClient c{s};
   auto msetnx = [](std::vector<std::pair<std::string, std::string>> kvs) {
     std::vector<Command> puts;
     std::vector<TxCondition> absent;
@@ -132,7 +125,7 @@ TEST(StoreMultiTest, MsetNxSetsEveryKeyOrNone) {
 // delete, an expiry, a flushall each fail it, and it then changes nothing.
 TEST(StoreMultiTest, AWatchedKeyModifiedBeforeExecFailsTheTransaction) {
   Store s;
-  Client one{s, 1}, other{s, 2};
+  MultiClient one{s, 1}, other{s, 2};
   one.run(cmd(Op::kPut, "k", "0"));
   one.run(with_deadline(cmd(Op::kPut, "soon", "v"), kNow + 100));
   auto watch_then_exec = [&](const std::string& key, auto between, int64_t exec_at = kNow) {
@@ -192,7 +185,7 @@ TEST(StoreMultiTest, AWatchedKeyModifiedBeforeExecFailsTheTransaction) {
 
 TEST(StoreMultiTest, TombstonesAreBoundedAndADroppedOneFailsConservatively) {
   Store s;
-  Client c{s};
+  MultiClient c{s};
   const uint64_t watch_seq = c.seq + 1;
   c.run(cmd(Op::kWatch, "gone"));
   c.run(cmd(Op::kPut, "gone", "v"));
@@ -211,7 +204,7 @@ TEST(StoreMultiTest, MaxmemoryRefusesAWholeTransactionAndChangesNothing) {
   StoreOptions o;
   o.maxmemory = 1000;
   Store s(o);
-  Client c{s};
+  MultiClient c{s};
   c.run(cmd(Op::kPut, "big", std::string(500, 'x')));
   const uint64_t used = s.used_bytes();
   const uint64_t digest = s.digest();
@@ -238,7 +231,7 @@ TEST(StoreMultiTest, ATransactionWhoseRepliesWouldPassTheLimitDoesNotRun) {
   StoreOptions o;
   o.max_result_bytes = 1000;
   Store s(o);
-  Client c{s};
+  MultiClient c{s};
   c.run(cmd(Op::kPut, "v", std::string(400, 'v')));
   const Result r = c.run(
       multi({cmd(Op::kGet, "v"), cmd(Op::kPut, "w", "1"), cmd(Op::kGet, "v"), cmd(Op::kGet, "v")}));
@@ -255,7 +248,7 @@ TEST(StoreMultiTest, AnAppendPastTheLongestReplyIsRefusedAloneOrInATransaction) 
   StoreOptions o;
   o.max_result_bytes = 1000;
   Store s(o);
-  Client c{s};
+  MultiClient c{s};
   EXPECT_TRUE(c.run(cmd(Op::kAppend, "a", std::string(600, 'x'))).ok);
   const Result alone = c.run(cmd(Op::kAppend, "a", std::string(600, 'y')));
   EXPECT_FALSE(alone.ok);
@@ -276,7 +269,7 @@ TEST(StoreMultiTest, AnAppendPastTheLongestReplyIsRefusedAloneOrInATransaction) 
 
 TEST(StoreMultiTest, RenameMovesTheValueWithItsDeadline) {
   Store s;
-  Client c{s};
+  MultiClient c{s};
   c.run(with_deadline(cmd(Op::kPut, "from", "v"), kNow + 5000));
   c.run(cmd(Op::kPut, "to", "old"));
   EXPECT_TRUE(c.run(cmd(Op::kRename, "from", "to")).ok);
@@ -300,7 +293,7 @@ TEST(StoreMultiTest, RenameMovesTheValueWithItsDeadline) {
 
 TEST(StoreMultiTest, FlushAllRemovesEveryKeyAlsoInsideATransaction) {
   Store s;
-  Client c{s};
+  MultiClient c{s};
   c.run(cmd(Op::kPut, "a", "1"));
   c.run(with_deadline(cmd(Op::kPut, "b", "2"), kNow + 10));
   EXPECT_EQ(c.run(cmd(Op::kFlushAll, "")), (Result{true, "2"}));
@@ -321,7 +314,7 @@ TEST(StoreMultiTest, FlushAllRemovesEveryKeyAlsoInsideATransaction) {
 // snapshot decides a later WATCH as the one it was taken from.
 TEST(StoreMultiTest, ASnapshotKeepsTheVersionsWatchDecidesWith) {
   Store s;
-  Client c{s};
+  MultiClient c{s};
   c.run(cmd(Op::kPut, "a", "1"));
   c.run(cmd(Op::kPut, "b", "1"));
   c.run(cmd(Op::kDelete, "b"));
@@ -359,7 +352,7 @@ TEST(StoreMultiTest, MalformedTransactionsAreRefusedOnDecode) {
   bytes.pop_back();
   EXPECT_FALSE(decode_transaction(bytes, &out));
   Store s;
-  Client c{s};
+  MultiClient c{s};
   Command bad = cmd(Op::kMulti, "", "garbage");
   EXPECT_EQ(c.run(bad), (Result{false, "ERR malformed transaction"}));
 }
@@ -376,7 +369,7 @@ TEST(StoreMultiTest, MovesInPlaceAgreeWithTheSameMovesRunOnCopies) {
     StoreOptions o;
     o.maxmemory = maxmemory;
     Store here(o), copies(o);
-    Client a{here}, b{copies};
+    MultiClient a{here}, b{copies};
     Keyspace reference;
     uint64_t seed = 12345 + maxmemory;
     auto next = [&seed](uint64_t n) {
@@ -468,7 +461,7 @@ TEST(StoreMultiTest, TransactionsRunInPlaceAgreeWithTheSameRunOnCopies) {
     StoreOptions on_copies = o;
     on_copies.multi_in_place = false;
     Store here(o), copies(on_copies);
-    Client a{here}, b{copies};
+    MultiClient a{here}, b{copies};
     uint64_t seed = 777 + limits.maxmemory + limits.max_result_bytes;
     auto next = [&seed](uint64_t n) {
       seed = seed * 6364136223846793005ull + 1442695040888963407ull;

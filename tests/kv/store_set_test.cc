@@ -37,13 +37,13 @@ Command choose(Op op, std::string key, uint64_t seed, std::string count = "") {
   return cmd(op, std::move(key), std::to_string(seed), std::move(count));
 }
 
-struct Client : testing::NamesClient {
+struct SetClient : testing::NamesClient {
   Strings all(const std::string& key) { return names(cmd(Op::kSMembers, key)); }
 };
 
 TEST(StoreSetTest, SaddSremScardAndMembershipFollowRedis) {
   Store s;
-  Client c{s};
+  SetClient c{s};
   EXPECT_EQ(c.run(members(Op::kSAdd, "s", {"b", "a", "b", ""})), (Result{true, "3"}));
   EXPECT_EQ(c.run(members(Op::kSAdd, "s", {"a", "c"})), (Result{true, "1"}));
   EXPECT_EQ(c.all("s"), (Strings{"", "a", "b", "c"})) << "byte order";
@@ -70,7 +70,7 @@ TEST(StoreSetTest, SpopAndSrandmemberChooseFromTheSeedAloneAndSpopRemovesWhatItA
   std::set<std::string> seen;
   for (uint64_t seed = 0; seed < 64; ++seed) {
     Store s1, s2;
-    Client c1{s1}, c2{s2};
+    SetClient c1{s1}, c2{s2};
     c1.run(members(Op::kSAdd, "s", five));
     c2.run(members(Op::kSAdd, "s", five));
     const Result r = c1.run(choose(Op::kSPop, "s", seed));
@@ -87,7 +87,7 @@ TEST(StoreSetTest, SpopAndSrandmemberChooseFromTheSeedAloneAndSpopRemovesWhatItA
   EXPECT_EQ(seen.size(), five.size());
 
   Store s;
-  Client c{s};
+  SetClient c{s};
   c.run(members(Op::kSAdd, "s", five));
   // With a count: distinct members in byte order, at most the set.
   const Strings three = c.names(choose(Op::kSRandMember, "s", 1, "3"));
@@ -115,7 +115,7 @@ TEST(StoreSetTest, SpopAndSrandmemberChooseFromTheSeedAloneAndSpopRemovesWhatItA
 
 TEST(StoreSetTest, TheCommandsOnSeveralKeysFollowRedis) {
   Store s;
-  Client c{s};
+  SetClient c{s};
   c.run(members(Op::kSAdd, "x", {"a", "b", "c", "d"}));
   c.run(members(Op::kSAdd, "y", {"c", "d", "e"}));
   c.run(members(Op::kSAdd, "z", {"d", "z"}));
@@ -165,7 +165,7 @@ TEST(StoreSetTest, TheCommandsOnSeveralKeysFollowRedis) {
 
 TEST(StoreSetTest, AStringHashOrListCommandOnASetAndASetCommandOnThemAreWrongType) {
   Store s;
-  Client c{s};
+  SetClient c{s};
   c.run(members(Op::kSAdd, "set", {"1"}));
   c.run(cmd(Op::kPut, "s", "1"));
   c.run(cmd(Op::kHSet, "h", encode_fields({{"f", "1"}})));
@@ -195,7 +195,7 @@ TEST(StoreSetTest, AStringHashOrListCommandOnASetAndASetCommandOnThemAreWrongTyp
 
 TEST(StoreSetTest, SetsExpireRenameScanAndAWriteToAWatchedSetAbortsExec) {
   Store s;
-  Client c{s};
+  SetClient c{s};
   c.run(members(Op::kSAdd, "s", {"a"}));
   ASSERT_TRUE(c.run(testing::expire_at("s", kNow + 10)).ok);
   Command late = keys_op(Op::kSUnion, {"s"});
@@ -259,7 +259,7 @@ TEST(StoreSetTest, ASetCountsTowardMaxmemoryAndAHostileClientCannotPassIt) {
   const uint64_t one = Store::kEntryOverhead + 1 + 2 * (Store::kMemberOverhead + 10);
   o.maxmemory = one;
   Store s(o);
-  Client c{s};
+  SetClient c{s};
   const std::string a(10, 'a'), b(10, 'b');
   EXPECT_FALSE(c.run(members(Op::kSAdd, "s", {a, b})).refused);
   EXPECT_EQ(s.used_bytes(), one);
@@ -278,7 +278,7 @@ TEST(StoreSetTest, ASetCountsTowardMaxmemoryAndAHostileClientCannotPassIt) {
   small.maxmemory = 10'000;
   small.max_result_bytes = 64 * 1024;
   Store m(small);
-  Client p{m};
+  SetClient p{m};
   size_t refused = 0;
   for (int i = 0; i < 1000; ++i) {
     const Result r = p.run(members(Op::kSAdd, "k" + std::to_string(i % 3),
@@ -295,7 +295,7 @@ TEST(StoreSetTest, ASetCountsTowardMaxmemoryAndAHostileClientCannotPassIt) {
   StoreOptions r;
   r.max_result_bytes = 4096;
   Store big(r);
-  Client q{big};
+  SetClient q{big};
   for (int i = 0; i < 100; ++i)
     EXPECT_EQ(q.run(members(Op::kSAdd, "b", {std::to_string(1000 + i) + std::string(96, 'm')})),
               (Result{true, "1"}));
@@ -323,7 +323,7 @@ TEST(StoreSetTest, ASnapshotCarriesSetsAndAnOlderSnapshotIsStillRead) {
   StoreOptions o;
   o.keep_applied = false;
   Store s(o);
-  Client c{s};
+  SetClient c{s};
   c.run(members(Op::kSAdd, "set", {"zz", std::string("\0\xff", 2), ""}));
   c.run(cmd(Op::kRPush, "l", encode_names({"a"})));
   c.run(cmd(Op::kPut, "s", "v"));
@@ -335,7 +335,7 @@ TEST(StoreSetTest, ASnapshotCarriesSetsAndAnOlderSnapshotIsStillRead) {
   EXPECT_EQ(back.data(), s.data());
   // The digest covers a set's members, and a set is not a list.
   Store other(o);
-  Client d{other};
+  SetClient d{other};
   d.run(members(Op::kSAdd, "set", {"zz", std::string("\0\xff", 2)}));
   d.run(cmd(Op::kRPush, "l", encode_names({"a"})));
   d.run(cmd(Op::kPut, "s", "v"));
@@ -404,7 +404,7 @@ TEST(StoreSetTest, ReplicasApplyingTheSameSetCommandsEndIdentical) {
 
 TEST(StoreSetTest, SscanPagesThroughTheMembersAsScanDoesTheKeys) {
   Store s;
-  Client c{s};
+  SetClient c{s};
   Strings all;
   for (int i = 0; i < 60; ++i) all.push_back("m" + std::to_string(i));
   c.run(members(Op::kSAdd, "s", all));

@@ -41,7 +41,7 @@ ZRange by(ZRange::By kind, std::string min, std::string max, bool rev = false,
   return q;
 }
 
-struct Client : testing::NamesClient {
+struct ZsetClient : testing::NamesClient {
   Strings all(const std::string& key) {
     return names(range(Op::kZRange, key, by(ZRange::kRank, "0", "-1", false, true)));
   }
@@ -49,7 +49,7 @@ struct Client : testing::NamesClient {
 
 TEST(StoreZsetTest, ZaddAndItsOptionsFollowRedis) {
   Store s;
-  Client c{s};
+  ZsetClient c{s};
   EXPECT_EQ(c.run(zadd("z", {"1", "b", "1", "a", "2", "c", "-0", "d"})), (Result{true, "4"}));
   EXPECT_EQ(c.all("z"), (Strings{"d", "0", "a", "1", "b", "1", "c", "2"}))
       << "by score, ties by bytes; -0 kept as 0";
@@ -78,7 +78,7 @@ TEST(StoreZsetTest, ZaddAndItsOptionsFollowRedis) {
 
 TEST(StoreZsetTest, RangesByRankScoreAndMemberFollowRedis) {
   Store s;
-  Client c{s};
+  ZsetClient c{s};
   c.run(zadd("z", {"1", "a", "2", "b", "2", "c", "3", "d", "inf", "e"}));
   auto members = [&c](ZRange q) { return c.names(range(Op::kZRange, "z", q)); };
   EXPECT_EQ(members(by(ZRange::kRank, "-2", "100")), (Strings{"d", "e"}));
@@ -131,7 +131,7 @@ ZCombine how(ZCombine::How h, Strings weights = {}, std::string aggregate = "sum
 
 TEST(StoreZsetTest, UnionInterAndDiffFollowRedisWithSetsAmongTheSources) {
   Store s;
-  Client c{s};
+  ZsetClient c{s};
   c.run(zadd("a", {"1", "x", "2", "y", "3", "z"}));
   c.run(zadd("b", {"0", "x", "10", "y", "-5", "w"}));
   c.run(cmd(Op::kSAdd, "set", encode_names({"x", "w", "v"})));
@@ -167,7 +167,7 @@ TEST(StoreZsetTest, UnionInterAndDiffFollowRedisWithSetsAmongTheSources) {
 
 TEST(StoreZsetTest, ZmpopTakesTheFirstKeyThatExistsAndZscanPagesThroughEveryMember) {
   Store s;
-  Client c{s};
+  ZsetClient c{s};
   c.run(zadd("b", {"1", "x", "2", "y", "3", "z"}));
   c.run(cmd(Op::kPut, "str", "v"));
   auto mpop = [](Strings keys, std::string how, std::string count) {
@@ -204,8 +204,8 @@ TEST(StoreZsetTest, ZmpopTakesTheFirstKeyThatExistsAndZscanPagesThroughEveryMemb
 // ZRANDMEMBER chooses from the seed in the entry alone, as SRANDMEMBER.
 TEST(StoreZsetTest, ZrandmemberChoosesFromTheSeedAlone) {
   Store s, t;
-  Client c{s}, d{t};
-  for (Client* x : {&c, &d}) x->run(zadd("z", {"1", "a", "2", "b", "3", "c", "4", "d"}));
+  ZsetClient c{s}, d{t};
+  for (ZsetClient* x : {&c, &d}) x->run(zadd("z", {"1", "a", "2", "b", "3", "c", "4", "d"}));
   auto rand = [](uint64_t seed, std::string count, bool scores) {
     return cmd(Op::kZRandMember, "z", std::to_string(seed),
                encode_names({std::move(count), scores ? "1" : ""}));
@@ -233,7 +233,7 @@ TEST(StoreZsetTest, ZrandmemberChoosesFromTheSeedAlone) {
 
 TEST(StoreZsetTest, AZsetCommandOnAnotherTypeAndTheirsOnAZsetAreWrongType) {
   Store s;
-  Client c{s};
+  ZsetClient c{s};
   c.run(zadd("z", {"1", "a"}));
   c.run(cmd(Op::kPut, "s", "v"));
   c.run(cmd(Op::kSAdd, "set", encode_names({"m"})));
@@ -256,7 +256,7 @@ TEST(StoreZsetTest, AZsetCountsTowardMaxmemoryAndOnlyLongReadsAreRefused) {
   const uint64_t one = Store::kEntryOverhead + 1 + 2 * (Store::kZMemberOverhead + 2 * 10);
   o.maxmemory = one;
   Store s(o);
-  Client c{s};
+  ZsetClient c{s};
   const std::string a(10, 'a'), b(10, 'b');
   EXPECT_FALSE(c.run(zadd("z", {"1", a, "2", b})).refused);
   EXPECT_EQ(s.used_bytes(), one);
@@ -274,7 +274,7 @@ TEST(StoreZsetTest, AZsetCountsTowardMaxmemoryAndOnlyLongReadsAreRefused) {
   StoreOptions r;
   r.max_result_bytes = 4096;
   Store big(r);
-  Client q{big};
+  ZsetClient q{big};
   for (int i = 0; i < 100; ++i)
     EXPECT_FALSE(q.run(zadd("b", {"1", std::to_string(1000 + i) + std::string(96, 'm')})).refused);
   EXPECT_EQ(q.run(cmd(Op::kZCard, "b")), (Result{true, "100"}));
@@ -300,7 +300,7 @@ TEST(StoreZsetTest, AZaddIsRefusedExactlyWhenTheWholeSetWouldPassMaxmemory) {
     StoreOptions o;
     (memory ? o.maxmemory : o.max_result_bytes) = memory ? 6000 : 900;
     Store s(o);
-    Client c{s};
+    ZsetClient c{s};
     size_t refused = 0, applied = 0;
     for (int i = 0; i < 2000; ++i) {
       Strings pairs;
@@ -344,7 +344,7 @@ TEST(StoreZsetTest, ASnapshotCarriesZsetsAndAnOlderSnapshotIsStillRead) {
   StoreOptions o;
   o.keep_applied = false;
   Store s(o);
-  Client c{s};
+  ZsetClient c{s};
   c.run(zadd("z", {"1.5", "a", "-inf", std::string("\0\xff", 2), "1.5", "", "3", "c"}));
   c.run(cmd(Op::kSAdd, "set", encode_names({"a"})));
   Store back;
@@ -355,7 +355,7 @@ TEST(StoreZsetTest, ASnapshotCarriesZsetsAndAnOlderSnapshotIsStillRead) {
   EXPECT_EQ(back.data(), s.data());
   // The digest covers the scores.
   Store other(o);
-  Client e{other};
+  ZsetClient e{other};
   e.run(zadd("z", {"1.5", "a", "-inf", std::string("\0\xff", 2), "1.5", "", "4", "c"}));
   e.run(cmd(Op::kSAdd, "set", encode_names({"a"})));
   EXPECT_NE(other.digest(), s.digest());
@@ -458,7 +458,7 @@ TEST(StoreZsetTest, ReplicasApplyingTheSameZsetCommandsEndIdentical) {
 // change score.
 TEST(StoreZsetTest, RanksAndCountsInABigSetAreThoseOfTheSortedMembers) {
   Store s;
-  Client c{s};
+  ZsetClient c{s};
   std::mt19937_64 rng(11);
   std::map<std::string, double> members;
   auto sorted = [&members] {

@@ -12,15 +12,13 @@
 #include <vector>
 
 #include "sluice/flow.h"
+#include "support/key_value.h"
 #include "support/local_flow.h"
 
 namespace sluice {
 namespace {
 
-struct Rec {
-  uint64_t key;
-  uint64_t value;
-};
+using Rec = testing::KeyValue;
 
 // 4 records per segment, 4 segments per ring.
 ShuffleSpec<Rec> keyed(uint32_t targets) {

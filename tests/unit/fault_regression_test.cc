@@ -12,16 +12,14 @@
 #include "control/registry_client.h"
 #include "flow/liveness.h"
 #include "sluice/flow.h"
+#include "support/key_value.h"
 #include "support/local_flow.h"
 #include "wire/layout.h"
 
 namespace sluice {
 namespace {
 
-struct Rec {
-  uint64_t key;
-  uint64_t value;
-};
+using Rec = testing::KeyValue;
 
 std::vector<std::byte> records(const std::vector<std::string>& texts) {
   std::vector<std::byte> out;
@@ -71,25 +69,25 @@ TEST(RecordBatchRegressionTest, ALengthRewrittenBeforeIterationStopsIt) {
 }
 
 // Item 6: an ordered flow's sequence prefix keeps records aligned.
-struct alignas(16) Wide {
+struct alignas(16) Aligned16 {
   uint64_t a;
   uint64_t b;
 };
 
 TEST(OrderedAlignmentTest, RecordsAlignedAbove8StayAlignedBehindTheSequenceNumber) {
   auto spec =
-      replicate<Wide>("wide").sources(testing::slots(1)).targets(testing::slots(2)).ordered();
+      replicate<Aligned16>("wide").sources(testing::slots(1)).targets(testing::slots(2)).ordered();
   EXPECT_EQ(spec.spec().segment_prefix_bytes(), 16u);
   testing::LocalFlow flow(spec.spec());
-  auto out = flow.source<Wide>(0);
-  for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(out.push(Wide{i, ~i}), Status::kOk);
+  auto out = flow.source<Aligned16>(0);
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(out.push(Aligned16{i, ~i}), Status::kOk);
   ASSERT_EQ(out.close(), Status::kOk);
   for (uint32_t t = 0; t < 2; ++t) {
-    auto in = flow.target<Wide>(t);
+    auto in = flow.target<Aligned16>(t);
     uint64_t next = 0;
     while (auto b = in.consume()) {
-      ASSERT_EQ(reinterpret_cast<uintptr_t>(b->data()) % alignof(Wide), 0u);
-      for (const Wide& w : *b) {
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(b->data()) % alignof(Aligned16), 0u);
+      for (const Aligned16& w : *b) {
         EXPECT_EQ(w.a, next);
         EXPECT_EQ(w.b, ~next);
         ++next;

@@ -6,15 +6,13 @@
 #include "observe/endpoint_counters.h"
 #include "sluice/flow.h"
 #include "sluice/worker.h"
+#include "support/key_value.h"
 #include "support/local_flow.h"
 
 namespace sluice {
 namespace {
 
-struct Rec {
-  uint64_t key;
-  uint64_t value;
-};
+using Rec = testing::KeyValue;
 
 // 4 records per segment, 4 segments per ring.
 ShuffleSpec<Rec> small_spec(uint32_t sources = 1, uint32_t targets = 1,

@@ -12,16 +12,14 @@
 #include "flow/flow_core.h"
 #include "observe/endpoint_counters.h"
 #include "sluice/flow.h"
+#include "support/key_value.h"
 #include "support/local_flow.h"
 #include "wire/layout.h"
 
 namespace sluice {
 namespace {
 
-struct Rec {
-  uint64_t key;
-  uint64_t value;
-};
+using Rec = testing::KeyValue;
 
 ShuffleSpec<Rec> latency_spec(const char* name, uint32_t sources, uint32_t targets = 1) {
   return shuffle<Rec>(name)

@@ -10,15 +10,13 @@
 
 #include "sluice/flow.h"
 #include "sluice/worker.h"
+#include "support/key_value.h"
 #include "support/local_flow.h"
 
 namespace sluice {
 namespace {
 
-struct Rec {
-  uint64_t key;
-  uint64_t value;
-};
+using Rec = testing::KeyValue;
 
 std::vector<Rec> records(uint64_t n, uint64_t first = 0) {
   std::vector<Rec> v;

@@ -19,13 +19,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr const char* kSecret = "observer-test-secret";
+constexpr const char* kObserverSecret = "observer-test-secret";
 
 class RegistryObserverTest : public ::testing::Test {
  protected:
   void SetUp() override {
     RegistryOptions o;
-    o.secret = kSecret;
+    o.secret = kObserverSecret;
     o.world_size = 3;
     o.heartbeat_timeout = 5000ms;
     server_ = std::make_unique<RegistryServer>(o);
@@ -41,13 +41,13 @@ class RegistryObserverTest : public ::testing::Test {
     i.world_size = 3;
     i.registry_host = "127.0.0.1";
     i.registry_port = server_->port();
-    i.secret = kSecret;
+    i.secret = kObserverSecret;
     ClientOptions o;
     o.heartbeat_timeout = 5000ms;
     o.connect_timeout = 10s;
     return RegistryClient::connect(i, o);
   }
-  std::vector<ObservedRank> observe(const std::string& secret = kSecret) {
+  std::vector<ObservedRank> observe(const std::string& secret = kObserverSecret) {
     return observe_job("127.0.0.1", server_->port(), secret, "host/", 200, Clock::now() + 10s);
   }
 
@@ -108,7 +108,7 @@ TEST_F(RegistryObserverTest, NothingListeningIsAnErrorNamingTheAddress) {
   thread_.join();
   server_.reset();  // closes its listening socket
   try {
-    observe_job("127.0.0.1", port, kSecret, "host/", 200, Clock::now() + 5s);
+    observe_job("127.0.0.1", port, kObserverSecret, "host/", 200, Clock::now() + 5s);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot reach the registry at 127.0.0.1:" +
@@ -118,7 +118,7 @@ TEST_F(RegistryObserverTest, NothingListeningIsAnErrorNamingTheAddress) {
   }
   // TearDown stops it again: harmless on a stopped server.
   RegistryOptions o;
-  o.secret = kSecret;
+  o.secret = kObserverSecret;
   o.world_size = 3;
   server_ = std::make_unique<RegistryServer>(o);
   thread_ = std::thread([this] { server_->run(); });

@@ -13,13 +13,13 @@
 namespace sluice {
 namespace {
 
-struct Rec {
+struct Stamped {
   uint64_t source;
   uint64_t value;
 };
 
-ReplicateSpec<Rec> small_spec(uint32_t sources, uint32_t targets, bool ordered = false) {
-  return replicate<Rec>("rep")
+ReplicateSpec<Stamped> small_spec(uint32_t sources, uint32_t targets, bool ordered = false) {
+  return replicate<Stamped>("rep")
       .sources(testing::slots(sources))
       .targets(testing::slots(targets))
       .segment_bytes(72)
@@ -38,9 +38,9 @@ TEST(ReplicateFlowTest, EveryTargetConsumesEveryRecordOfEverySourceOnce) {
   std::vector<std::vector<uint64_t>> next(kTargets, std::vector<uint64_t>(kSources, 0));
   std::vector<Status> end(kTargets);
   for (uint32_t t = 0; t < kTargets; ++t) {
-    threads.emplace_back([&, t, in = flow.target<Rec>(t)]() mutable {
+    threads.emplace_back([&, t, in = flow.target<Stamped>(t)]() mutable {
       while (auto batch = in.consume()) {
-        for (const Rec& r : *batch) {
+        for (const Stamped& r : *batch) {
           ASSERT_LT(r.source, kSources);
           ASSERT_EQ(r.value, next[t][r.source]) << "target " << t;
           ++next[t][r.source];
@@ -50,8 +50,8 @@ TEST(ReplicateFlowTest, EveryTargetConsumesEveryRecordOfEverySourceOnce) {
     });
   }
   for (uint32_t s = 0; s < kSources; ++s) {
-    threads.emplace_back([&, s, out = flow.source<Rec>(s)]() mutable {
-      for (uint64_t v = 0; v < kPerSource; ++v) ASSERT_EQ(out.push(Rec{s, v}), Status::kOk);
+    threads.emplace_back([&, s, out = flow.source<Stamped>(s)]() mutable {
+      for (uint64_t v = 0; v < kPerSource; ++v) ASSERT_EQ(out.push(Stamped{s, v}), Status::kOk);
       ASSERT_EQ(out.close(), Status::kOk);
     });
   }
@@ -65,24 +65,24 @@ TEST(ReplicateFlowTest, EveryTargetConsumesEveryRecordOfEverySourceOnce) {
 TEST(ReplicateFlowTest, TryPushIsAllOrNothingWhenOneTargetIsFull) {
   auto spec = small_spec(1, 2);
   testing::LocalFlow flow(spec.spec());
-  auto out = flow.source<Rec>(0);
-  auto fast = flow.target<Rec>(0);
-  auto slow = flow.target<Rec>(1);
+  auto out = flow.source<Stamped>(0);
+  auto fast = flow.target<Stamped>(0);
+  auto slow = flow.target<Stamped>(1);
   uint64_t pushed = 0;
   Status s;
   // Target 0 keeps consuming, target 1 never does: its ring fills.
-  while ((s = out.try_push(Rec{0, pushed})) == Status::kOk) {
+  while ((s = out.try_push(Stamped{0, pushed})) == Status::kOk) {
     ++pushed;
     while (fast.try_consume()) {
     }
   }
   EXPECT_EQ(s, Status::kWouldBlock);
-  EXPECT_EQ(out.push_to(0, Rec{}), Status::kInvalid);  // no push_to on replicate flows
+  EXPECT_EQ(out.push_to(0, Stamped{}), Status::kInvalid);  // no push_to on replicate flows
   // Everything pushed reaches both; the refused record reached neither.
   std::thread drain([&] {
     uint64_t n = 0;
     while (auto b = slow.consume()) {
-      for (const Rec& r : *b) EXPECT_EQ(r.value, n++);
+      for (const Stamped& r : *b) EXPECT_EQ(r.value, n++);
     }
     EXPECT_EQ(n, pushed);
     EXPECT_EQ(slow.status(), Status::kEndOfFlow);
@@ -129,11 +129,11 @@ TEST(ReplicateFlowTest, OrderedFlowGivesEveryTargetTheSameSequence) {
   constexpr uint64_t kPerSource = 4000;
   auto spec = small_spec(kSources, kTargets, true);
   testing::LocalFlow flow(spec.spec());
-  std::vector<std::vector<Rec>> seen(kTargets);
+  std::vector<std::vector<Stamped>> seen(kTargets);
   std::vector<Status> end(kTargets);
   std::vector<std::thread> threads;
   for (uint32_t t = 0; t < kTargets; ++t) {
-    threads.emplace_back([&, t, in = flow.target<Rec>(t)]() mutable {
+    threads.emplace_back([&, t, in = flow.target<Stamped>(t)]() mutable {
       uint64_t expect = 0;
       while (auto batch = in.consume()) {
         ASSERT_EQ(in.last_sequence(), expect++);
@@ -143,9 +143,9 @@ TEST(ReplicateFlowTest, OrderedFlowGivesEveryTargetTheSameSequence) {
     });
   }
   for (uint32_t s = 0; s < kSources; ++s) {
-    threads.emplace_back([&, s, out = flow.source<Rec>(s)]() mutable {
+    threads.emplace_back([&, s, out = flow.source<Stamped>(s)]() mutable {
       for (uint64_t v = 0; v < kPerSource; ++v) {
-        ASSERT_EQ(out.push(Rec{s, v}), Status::kOk);
+        ASSERT_EQ(out.push(Stamped{s, v}), Status::kOk);
         if (v % 7 == 0) {
           ASSERT_EQ(out.flush(), Status::kOk);
         }
@@ -170,19 +170,19 @@ TEST(ReplicateFlowTest, OrderedFlowGivesEveryTargetTheSameSequence) {
 TEST(ReplicateFlowTest, OrderedFlowReportsANumberThatNeverArrivesAsAGap) {
   auto spec = small_spec(2, 2, true);
   testing::LocalFlow flow(spec.spec());
-  auto out = flow.source<Rec>(0);
+  auto out = flow.source<Stamped>(0);
   {
-    auto doomed = flow.source<Rec>(1);  // destroyed without close(): lost
-    ASSERT_EQ(out.push(Rec{0, 1}), Status::kOk);
+    auto doomed = flow.source<Stamped>(1);  // destroyed without close(): lost
+    ASSERT_EQ(out.push(Stamped{0, 1}), Status::kOk);
     ASSERT_EQ(out.flush(), Status::kOk);   // number 0
     flow.sequence_counter().fetch_add(1);  // number 1: taken by the doomed source, never published
-    ASSERT_EQ(out.push(Rec{0, 2}), Status::kOk);
+    ASSERT_EQ(out.push(Stamped{0, 2}), Status::kOk);
     ASSERT_EQ(out.flush(), Status::kOk);   // number 2
     flow.sequence_counter().fetch_add(1);  // number 3: the last one taken, never published
   }
   ASSERT_EQ(out.close(), Status::kOk);
   for (uint32_t t = 0; t < 2; ++t) {
-    auto in = flow.target<Rec>(t);
+    auto in = flow.target<Stamped>(t);
     auto b = in.consume();
     ASSERT_TRUE(b);
     EXPECT_EQ(in.last_sequence(), 0u);
@@ -210,16 +210,16 @@ TEST(ReplicateFlowTest, OrderedFlowReportsANumberThatNeverArrivesAsAGap) {
 TEST(ReplicateFlowTest, ARunOfNumbersOfALostSourceCostsOneGapTimeout) {
   auto spec = small_spec(2, 1, true).gap_timeout(std::chrono::milliseconds(1500));
   testing::LocalFlow flow(spec.spec());
-  auto out = flow.source<Rec>(0);
+  auto out = flow.source<Stamped>(0);
   {
-    auto doomed = flow.source<Rec>(1);  // destroyed without close(): lost
-    ASSERT_EQ(out.push(Rec{0, 1}), Status::kOk);
+    auto doomed = flow.source<Stamped>(1);  // destroyed without close(): lost
+    ASSERT_EQ(out.push(Stamped{0, 1}), Status::kOk);
     ASSERT_EQ(out.flush(), Status::kOk);   // number 0
     flow.sequence_counter().fetch_add(3);  // numbers 1-3: the doomed source's run
-    ASSERT_EQ(out.push(Rec{0, 2}), Status::kOk);
+    ASSERT_EQ(out.push(Stamped{0, 2}), Status::kOk);
     ASSERT_EQ(out.flush(), Status::kOk);  // number 4
   }
-  auto in = flow.target<Rec>(0);
+  auto in = flow.target<Stamped>(0);
   ASSERT_TRUE(in.consume());
   EXPECT_EQ(in.last_sequence(), 0u);
   EXPECT_FALSE(in.consume());  // waits the gap timeout
@@ -240,7 +240,7 @@ TEST(ReplicateFlowTest, ARunOfNumbersOfALostSourceCostsOneGapTimeout) {
   flow.sequence_counter().fetch_add(1);
   EXPECT_FALSE(in.consume(Clock::now() + std::chrono::milliseconds(300)));
   EXPECT_EQ(in.status(), Status::kTimeout) << in.error();
-  ASSERT_EQ(out.push(Rec{0, 3}), Status::kOk);
+  ASSERT_EQ(out.push(Stamped{0, 3}), Status::kOk);
   ASSERT_EQ(out.close(), Status::kOk);  // its segment is number 6
   EXPECT_FALSE(in.consume());
   ASSERT_EQ(in.status(), Status::kGap) << in.error();
@@ -258,13 +258,13 @@ TEST(ReplicateFlowTest, ARunOfNumbersOfALostSourceCostsOneGapTimeout) {
 TEST(ReplicateFlowTest, ANumberBelowEveryOpenRingIsAGapAtOnceOnceItsSourceIsLost) {
   auto spec = small_spec(2, 1, true).gap_timeout(std::chrono::seconds(60));
   testing::LocalFlow flow(spec.spec());
-  auto out = flow.source<Rec>(0);
-  auto in = flow.target<Rec>(0);
-  std::optional<Source<Rec>> other(flow.source<Rec>(1));
-  ASSERT_EQ(out.push(Rec{0, 1}), Status::kOk);
+  auto out = flow.source<Stamped>(0);
+  auto in = flow.target<Stamped>(0);
+  std::optional<Source<Stamped>> other(flow.source<Stamped>(1));
+  ASSERT_EQ(out.push(Stamped{0, 1}), Status::kOk);
   ASSERT_EQ(out.flush(), Status::kOk);   // number 0
   flow.sequence_counter().fetch_add(1);  // number 1: the other source's, not published
-  ASSERT_EQ(out.push(Rec{0, 2}), Status::kOk);
+  ASSERT_EQ(out.push(Stamped{0, 2}), Status::kOk);
   ASSERT_EQ(out.flush(), Status::kOk);  // number 2
   ASSERT_TRUE(in.consume());
   EXPECT_EQ(in.last_sequence(), 0u);
@@ -289,7 +289,7 @@ TEST(ReplicateFlowTest, ANumberBelowEveryOpenRingIsAGapAtOnceOnceItsSourceIsLost
 
 // One source, two targets, one record per segment, 4-segment rings; a
 // target full for 20 ms is skipped.
-ReplicateSpec<Rec> skipping_spec() {
+ReplicateSpec<Stamped> skipping_spec() {
   return small_spec(1, 2, true)
       .optimize(Optimize::kLatency)
       .skip_full_targets_after(std::chrono::milliseconds(20));
@@ -305,16 +305,16 @@ TEST(ReplicateFlowTest, AFullTargetMissesSegmentsAndSeesEachAsAGapWhenTheFlowSki
   {
     auto waits = small_spec(1, 2, true).optimize(Optimize::kLatency);
     testing::LocalFlow flow(waits.spec());
-    auto out = flow.source<Rec>(0);
-    for (uint64_t i = 0; i < 4; ++i) ASSERT_EQ(out.try_push(Rec{0, i}), Status::kOk);
-    EXPECT_EQ(out.try_push(Rec{0, 4}), Status::kWouldBlock);  // target 1's ring is full
+    auto out = flow.source<Stamped>(0);
+    for (uint64_t i = 0; i < 4; ++i) ASSERT_EQ(out.try_push(Stamped{0, i}), Status::kOk);
+    EXPECT_EQ(out.try_push(Stamped{0, 4}), Status::kWouldBlock);  // target 1's ring is full
     out.abort();
   }
   testing::LocalFlow flow(skipping_spec().spec());
-  auto out = flow.source<Rec>(0);
-  auto in0 = flow.target<Rec>(0);
+  auto out = flow.source<Stamped>(0);
+  auto in0 = flow.target<Stamped>(0);
   for (uint64_t i = 0; i < kRecords; ++i) {
-    ASSERT_EQ(out.push(Rec{0, i}), Status::kOk) << out.error();
+    ASSERT_EQ(out.push(Stamped{0, i}), Status::kOk) << out.error();
     auto b = in0.consume();
     ASSERT_TRUE(b) << in0.error();
     ASSERT_EQ(b->size(), 1u);
@@ -324,7 +324,7 @@ TEST(ReplicateFlowTest, AFullTargetMissesSegmentsAndSeesEachAsAGapWhenTheFlowSki
   // close() waits for target 1's room for the END: consumed below.
   Status closed = Status::kInvalid;
   std::thread closer([&] { closed = out.close(); });
-  auto in1 = flow.target<Rec>(1);
+  auto in1 = flow.target<Stamped>(1);
   for (uint64_t i = 0; i < 4; ++i) {  // what its ring held
     auto b = in1.consume();
     ASSERT_TRUE(b) << in1.error();
@@ -351,11 +351,11 @@ TEST(ReplicateFlowTest, AFullTargetMissesSegmentsAndSeesEachAsAGapWhenTheFlowSki
 // timeout is 10 minutes: a target that waited for it would hang the test.
 TEST(ReplicateFlowTest, ASkippedTargetGivenALaterNumberByEverySourceReportsItsGapsAtOnce) {
   testing::LocalFlow flow(skipping_spec().gap_timeout(std::chrono::minutes(10)).spec());
-  auto out = flow.source<Rec>(0);
-  auto in0 = flow.target<Rec>(0);
-  auto in1 = flow.target<Rec>(1);
+  auto out = flow.source<Stamped>(0);
+  auto in0 = flow.target<Stamped>(0);
+  auto in1 = flow.target<Stamped>(1);
   for (uint64_t i = 0; i < 10; ++i) {
-    ASSERT_EQ(out.push(Rec{0, i}), Status::kOk) << out.error();
+    ASSERT_EQ(out.push(Stamped{0, i}), Status::kOk) << out.error();
     ASSERT_TRUE(in0.consume()) << in0.error();
   }
   for (uint64_t i = 0; i < 4; ++i) {  // what its ring held; it has room again
@@ -363,7 +363,7 @@ TEST(ReplicateFlowTest, ASkippedTargetGivenALaterNumberByEverySourceReportsItsGa
     ASSERT_TRUE(b) << in1.error();
     EXPECT_EQ(in1.last_sequence(), i);
   }
-  ASSERT_EQ(out.push(Rec{0, 10}), Status::kOk) << out.error();
+  ASSERT_EQ(out.push(Stamped{0, 10}), Status::kOk) << out.error();
   for (uint64_t i = 4; i < 10; ++i) {
     EXPECT_FALSE(in1.consume());
     ASSERT_EQ(in1.status(), Status::kGap) << in1.error();
@@ -383,11 +383,11 @@ TEST(ReplicateFlowTest, ASkippedTargetGivenALaterNumberByEverySourceReportsItsGa
 // the next 50 ms park slice).
 TEST(ReplicateFlowTest, AWorkerPushGoesOnPastAFullTargetOfAFlowThatSkipsIt) {
   testing::LocalFlow flow(skipping_spec().spec());
-  auto out = flow.source<Rec>(0);
-  auto in0 = flow.target<Rec>(0);
+  auto out = flow.source<Stamped>(0);
+  auto in0 = flow.target<Stamped>(0);
   Worker w(IdleStrategy{0, 0});  // parks at once
   for (uint64_t i = 0; i < 12; ++i) {
-    ASSERT_EQ(w.push(out, Rec{0, i}), Status::kOk) << out.error();
+    ASSERT_EQ(w.push(out, Stamped{0, i}), Status::kOk) << out.error();
     auto b = in0.consume();
     ASSERT_TRUE(b) << in0.error();
     EXPECT_EQ((*b)[0].value, i);
@@ -400,7 +400,7 @@ TEST(ReplicateFlowTest, SpecRejectsKeysAndOrderedShuffles) {
   detail::FlowSpecAccess::route(bad) = detail::Route::kHashRecord;
   EXPECT_THROW(bad.validate(), Error);
   FlowSpec ordered_shuffle =
-      shuffle<Rec>("s").sources(testing::slots(1)).targets(testing::slots(1)).spec();
+      shuffle<Stamped>("s").sources(testing::slots(1)).targets(testing::slots(1)).spec();
   detail::FlowSpecAccess::ordered(ordered_shuffle) = true;
   EXPECT_THROW(ordered_shuffle.validate(), Error);
 }

@@ -9,7 +9,7 @@
 namespace sluice {
 namespace {
 
-struct Rec {
+struct Routed {
   uint32_t other;
   uint64_t key;
 };
@@ -55,13 +55,13 @@ TEST(RoutingTest, ShortKeysHashLikeTheirZeroExtendedValue) {
 
 TEST(RoutingTest, KeyFieldRoutingDependsOnlyOnTheKey) {
   auto spec =
-      shuffle<Rec>("r").sources(testing::slots(1)).targets(testing::slots(5)).key(&Rec::key);
-  EXPECT_EQ(spec.spec().key_offset(), offsetof(Rec, key));
+      shuffle<Routed>("r").sources(testing::slots(1)).targets(testing::slots(5)).key(&Routed::key);
+  EXPECT_EQ(spec.spec().key_offset(), offsetof(Routed, key));
   EXPECT_EQ(spec.spec().key_size(), 8u);
   testing::LocalFlow flow(spec.spec());
-  auto out = flow.source<Rec>(0);
+  auto out = flow.source<Routed>(0);
   for (uint64_t k = 0; k < 1000; ++k) {
-    Rec a{1, k}, b{999, k};
+    Routed a{1, k}, b{999, k};
     EXPECT_EQ(out.target_of(a), out.target_of(b));
     EXPECT_EQ(out.target_of(a), reduce_hash(hash64(k), 5));
   }
@@ -69,27 +69,27 @@ TEST(RoutingTest, KeyFieldRoutingDependsOnlyOnTheKey) {
 }
 
 TEST(RoutingTest, RouteFunctionAndExplicitTargets) {
-  auto spec = shuffle<Rec>("r")
+  auto spec = shuffle<Routed>("r")
                   .sources(testing::slots(1))
                   .targets(testing::slots(4))
-                  .route([](const Rec& r, uint32_t n) { return r.other % n; });
+                  .route([](const Routed& r, uint32_t n) { return r.other % n; });
   testing::LocalFlow flow(spec.spec());
-  auto out = flow.source<Rec>(0);
-  EXPECT_EQ(out.target_of(Rec{6, 0}), 2u);
+  auto out = flow.source<Routed>(0);
+  EXPECT_EQ(out.target_of(Routed{6, 0}), 2u);
   (void)out.close();
 
   auto spec2 =
-      shuffle<Rec>("e").sources(testing::slots(1)).targets(testing::slots(4)).explicit_targets();
+      shuffle<Routed>("e").sources(testing::slots(1)).targets(testing::slots(4)).explicit_targets();
   testing::LocalFlow flow2(spec2.spec());
-  auto out2 = flow2.source<Rec>(0);
-  EXPECT_EQ(out2.push(Rec{}),
+  auto out2 = flow2.source<Routed>(0);
+  EXPECT_EQ(out2.push(Routed{}),
             Status::kInvalid);  // push() needs a route; explicit flows use push_to
   EXPECT_NE(out2.error().find("push_to"), std::string::npos);
-  EXPECT_EQ(out2.push_to(4, Rec{}), Status::kInvalid);
-  EXPECT_EQ(out2.push_to(3, Rec{}), Status::kOk);
+  EXPECT_EQ(out2.push_to(4, Routed{}), Status::kInvalid);
+  EXPECT_EQ(out2.push_to(3, Routed{}), Status::kOk);
   EXPECT_EQ(out2.close(), Status::kOk);
   for (uint32_t t = 0; t < 4; ++t) {
-    auto in = flow2.target<Rec>(t);
+    auto in = flow2.target<Routed>(t);
     size_t n = 0;
     while (auto b = in.consume()) n += b->size();
     EXPECT_EQ(in.status(), Status::kEndOfFlow);

@@ -6,15 +6,13 @@
 #include "sluice/cluster.h"
 #include "sluice/combiner.h"
 #include "sluice/flow.h"
+#include "support/key_value.h"
 #include "support/local_flow.h"
 
 namespace sluice {
 namespace {
 
-struct Rec {
-  uint64_t key;
-  uint64_t value;
-};
+using Rec = testing::KeyValue;
 
 std::string validation_error(const FlowSpec& spec) {
   try {
