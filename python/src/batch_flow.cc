@@ -28,9 +28,9 @@ std::atomic<uint64_t> copied{0};
 
 // Counts a call in progress, so that destroy() can refuse to end a flow
 // another thread is inside.
-struct Busy {
-  explicit Busy(BatchFlowState& f) : f_(f) { f_.busy.fetch_add(1); }
-  ~Busy() { f_.busy.fetch_sub(1); }
+struct BatchBusy {
+  explicit BatchBusy(BatchFlowState& f) : f_(f) { f_.busy.fetch_add(1); }
+  ~BatchBusy() { f_.busy.fetch_sub(1); }
   BatchFlowState& f_;
 };
 
@@ -159,7 +159,7 @@ std::vector<std::tuple<uint32_t, uint32_t>> PyBatchFlow::targets() {
 void PyBatchFlow::open_source(uint32_t slot) {
   BatchFlowState& f = get();
   if (f.source) raise(exc.invalid, "this flow's source is open already");
-  Busy busy(f);
+  BatchBusy busy(f);
   nb::gil_scoped_release unlocked;
   f.source =
       f.replicate ? cluster_->source(*f.replicated, slot) : cluster_->source(*f.shuffle, slot);
@@ -168,7 +168,7 @@ void PyBatchFlow::open_source(uint32_t slot) {
 void PyBatchFlow::open_target(uint32_t slot) {
   BatchFlowState& f = get();
   if (f.target) raise(exc.invalid, "this flow's target is open already");
-  Busy busy(f);
+  BatchBusy busy(f);
   nb::gil_scoped_release unlocked;
   f.target =
       f.replicate ? cluster_->target(*f.replicated, slot) : cluster_->target(*f.shuffle, slot);
@@ -194,7 +194,7 @@ void PyBatchFlow::push(nb::object batch, std::optional<uint32_t> to, std::option
     raise(exc.invalid, "push(): target index " + std::to_string(*to) + " of a flow with " +
                            std::to_string(f.targets.size()) + " targets");
   }
-  Busy busy(f);
+  BatchBusy busy(f);
   nb::tuple caps = nb::cast<nb::tuple>(batch.attr("__arrow_c_array__")());
   const auto* schema = capsule_struct<ArrowSchema>(caps[0], "arrow_schema");
   const auto* array = capsule_struct<ArrowArray>(caps[1], "arrow_array");
@@ -242,7 +242,7 @@ template <class Call>
 void PyBatchFlow::source_call(const char* what, std::optional<double> timeout, Call&& call) {
   BatchFlowState& f = get();
   if (!f.source) raise(exc.invalid, std::string(what) + "(): open the source first (source())");
-  Busy busy(f);
+  BatchBusy busy(f);
   Status s;
   {
     nb::gil_scoped_release unlocked;
@@ -262,7 +262,7 @@ void PyBatchFlow::close(std::optional<double> timeout, Deliverer* worker) {
   }
   BatchFlowState& f = get();
   if (!f.source) raise(exc.invalid, "close(): open the source first (source())");
-  Busy busy(f);
+  BatchBusy busy(f);
   const Deadline deadline = deadline_of(timeout);
   Status s = f.source.close_and_wait(Deadline::min());
   while (s == Status::kTimeout || s == Status::kWouldBlock) {
@@ -294,7 +294,7 @@ void PyBatchFlow::raise_consume_failure(Status s) {
 Status PyBatchFlow::take(Deadline deadline, std::vector<uintptr_t>* out) {
   BatchFlowState& f = get();
   if (!f.target) raise(exc.invalid, "consume(): open the target first (target())");
-  Busy busy(f);
+  BatchBusy busy(f);
   release_shells(&f.shells);
   std::string error;
   Status s = Status::kOk;

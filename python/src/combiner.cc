@@ -24,9 +24,9 @@ namespace {
 
 // Counts a call in progress, so that destroy() can refuse to end a flow
 // another thread is inside.
-struct Busy {
-  explicit Busy(CombinerState& c) : c_(c) { c_.busy.fetch_add(1); }
-  ~Busy() { c_.busy.fetch_sub(1); }
+struct CombinerBusy {
+  explicit CombinerBusy(CombinerState& c) : c_(c) { c_.busy.fetch_add(1); }
+  ~CombinerBusy() { c_.busy.fetch_sub(1); }
   CombinerState& c_;
 };
 
@@ -111,7 +111,7 @@ CombinerState& PyCombiner::get() {
 void PyCombiner::open_source(uint32_t slot) {
   CombinerState& c = get();
   if (c.source) raise(exc.invalid, "the source of this combiner flow is open already");
-  Busy busy(c);
+  CombinerBusy busy(c);
   nb::gil_scoped_release unlocked;
   c.source = cluster_->source(c.spec, slot);
 }
@@ -119,7 +119,7 @@ void PyCombiner::open_source(uint32_t slot) {
 void PyCombiner::open_target(uint32_t slot) {
   CombinerState& c = get();
   if (c.target) raise(exc.invalid, "the target of this combiner flow is open already");
-  Busy busy(c);
+  CombinerBusy busy(c);
   nb::gil_scoped_release unlocked;
   c.target = cluster_->target(c.spec, slot);
 }
@@ -127,7 +127,7 @@ void PyCombiner::open_target(uint32_t slot) {
 void PyCombiner::push(InRecords records, std::optional<double> timeout) {
   CombinerState& c = get();
   if (!c.source) raise(exc.invalid, "push(): open the source first (source())");
-  Busy busy(c);
+  CombinerBusy busy(c);
   Status s;
   {
     nb::gil_scoped_release unlocked;
@@ -140,7 +140,7 @@ void PyCombiner::push(InRecords records, std::optional<double> timeout) {
 void PyCombiner::close(std::optional<double> timeout) {
   CombinerState& c = get();
   if (!c.source) raise(exc.invalid, "close(): open the source first (source())");
-  Busy busy(c);
+  CombinerBusy busy(c);
   Status s;
   {
     nb::gil_scoped_release unlocked;
@@ -157,7 +157,7 @@ void PyCombiner::abort() {
 std::optional<GroupColumns> PyCombiner::consume(std::optional<double> timeout) {
   CombinerState& c = get();
   if (!c.target) raise(exc.invalid, "consume(): open the target first (target())");
-  Busy busy(c);
+  CombinerBusy busy(c);
   Result<CombinerResult> r = Status::kOk;
   {
     nb::gil_scoped_release unlocked;

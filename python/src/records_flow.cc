@@ -22,13 +22,13 @@ uint32_t segment_bytes_for(uint32_t itemsize, uint32_t requested) {
   return records * itemsize;
 }
 
-namespace {
-
 // A record of N bytes as one flow element (8-byte aligned).
 template <size_t N>
 struct alignas(8) Block {
   std::byte bytes[N];
 };
+
+namespace {
 
 FlowFailure failure_of(Status s, const std::string& error, std::optional<LostPeer> lost) {
   FlowFailure f;
