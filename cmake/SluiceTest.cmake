@@ -70,18 +70,16 @@ function(sluice_slow_only)
 endfunction()
 
 # sluice_gtest_files(<target> PREFIX <prefix> FILES <stem>... LABELS ...
-#                    [TIMEOUT <seconds>]): registers a program built from
-# several gtest files (a unity build compiles them together, sharing the
-# headers' and templates' work) as if each file were its own program: the
-# cases of <stem>.cc (a path from this directory, without .cc) are
-# <prefix>.<its file name>.<Suite>.<Case>. A file's suites are
-# the first arguments of its TEST and TEST_F lines; a suite in two files is
-# an error (name them apart), and so is TEST_P or TYPED_TEST.
+#                    [VARIANT <name>] [TIMEOUT <seconds>] [ENV ...] [PROPERTIES ...]):
+# registers a program built from several gtest files (a unity build compiles
+# them together, sharing the headers' and templates' work) as if each file
+# were its own program: the cases of <stem>.cc (a path from this directory,
+# without .cc) are <prefix>.<its file name>[.<variant>].<Suite>.<Case>.
+# A file's suites are the first arguments of its TEST and TEST_F lines; a
+# suite in two files is an error (name them apart), and so is TEST_P or
+# TYPED_TEST.
 function(sluice_gtest_files target)
-  cmake_parse_arguments(PARSE_ARGV 1 G "" "PREFIX;TIMEOUT" "FILES;LABELS")
-  # (the suites of every call for this target: files may be registered
-  # apart, with labels of their own)
-  get_property(seen TARGET ${target} PROPERTY SLUICE_GTEST_SUITES)
+  cmake_parse_arguments(PARSE_ARGV 1 G "" "PREFIX;VARIANT;TIMEOUT" "FILES;LABELS;ENV;PROPERTIES")
   foreach(stem IN LISTS G_FILES)
     set(file ${CMAKE_CURRENT_SOURCE_DIR}/${stem}.cc)
     file(STRINGS ${file} lines REGEX "^(TEST|TEST_F|TEST_P|TYPED_TEST)\\(")
@@ -96,18 +94,23 @@ function(sluice_gtest_files target)
     if(NOT suites)
       message(FATAL_ERROR "sluice_gtest_files(${target}): ${stem}.cc defines no TEST")
     endif()
+    # (each suite's file, over every call for this target: a file may be
+    # registered apart, and again for each variant)
     set(filter "")
     foreach(suite IN LISTS suites)
-      if(suite IN_LIST seen)
-        message(FATAL_ERROR "sluice_gtest_files(${target}): suite ${suite} of ${stem}.cc is in another file too")
+      get_property(owner TARGET ${target} PROPERTY SLUICE_GTEST_SUITE_${suite})
+      if(owner AND NOT owner STREQUAL file)
+        message(FATAL_ERROR "sluice_gtest_files(${target}): suite ${suite} is in ${stem}.cc and ${owner}")
       endif()
-      list(APPEND seen ${suite})
+      set_property(TARGET ${target} PROPERTY SLUICE_GTEST_SUITE_${suite} ${file})
       list(APPEND filter "${suite}.*")
     endforeach()
-    set_property(TARGET ${target} PROPERTY SLUICE_GTEST_SUITES ${seen})
     string(JOIN ":" filter ${filter})
     get_filename_component(name ${stem} NAME)
+    if(G_VARIANT)
+      string(APPEND name .${G_VARIANT})
+    endif()
     sluice_gtest(${target} NAME ${G_PREFIX}.${name} LABELS ${G_LABELS} FILTER ${filter}
-                 TIMEOUT ${G_TIMEOUT})
+                 TIMEOUT ${G_TIMEOUT} ENV ${G_ENV} PROPERTIES ${G_PROPERTIES})
   endforeach()
 endfunction()

@@ -35,7 +35,7 @@ using tool::parse_fault;
 using tool::parse_kill_at;
 
 // Every job here takes a few seconds; a loaded machine may take several times as long.
-constexpr milliseconds kLimit = seconds(90);
+constexpr milliseconds kLauncherLimit = seconds(90);
 
 // Where `text` first appears in `output`, or npos.
 size_t position(const std::string& output, const std::string& text) { return output.find(text); }
@@ -45,7 +45,7 @@ size_t position(const std::string& output, const std::string& text) { return out
 ProcessResult run_sh(std::vector<std::string> launcher, const std::string& script,
                      const std::string& said) {
   launcher.insert(launcher.end(), {"--", "/bin/sh", "-c", script});
-  ProcessResult r = run_process(run_argv(std::move(launcher)), {}, kLimit);
+  ProcessResult r = run_process(run_argv(std::move(launcher)), {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, said), 1) << said << "\n" << describe(r);
   return r;
@@ -204,26 +204,26 @@ TEST(SluiceRunFaultTest, KillAtArmsOnlyTheFirstProcessOfItsRank) {
       "[ -n \"$SLUICE_TEST_KILL_AT\" ] && exit 3; exit 0";
   ProcessResult r = run_process(
       run_argv({"-n", "2", "--restarts", "1", "--kill-at", "1:p:3", "--", "sh", "-c", script}),
-      {{"SLUICE_TEST_KILL_AT", "inherited:1"}}, kLimit);
+      {{"SLUICE_TEST_KILL_AT", "inherited:1"}}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "[1] rank 1 kill_at=[p:3]"), 1) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "[1] rank 1 kill_at=[]"), 1) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "[0] rank 0 kill_at=[]"), 1) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "sluice run: starting rank 1 again"), 1) << describe(r);
 
-  r = run_process(run_argv({"-n", "3", "--kill-at", "5:p", "--", "/bin/true"}), {}, kLimit);
+  r = run_process(run_argv({"-n", "3", "--kill-at", "5:p", "--", "/bin/true"}), {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "--kill-at 5:p: there is no rank 5 in a job of 3"), 1)
       << describe(r);
   r = run_process(run_argv({"-n", "3", "--kill-at", "1:p", "--kill-at", "1:q", "--", "/bin/true"}),
-                  {}, kLimit);
+                  {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "rank 1 already has a kill point"), 1) << describe(r);
 }
 
 TEST(SluiceRunFaultTest, RejectsAFaultForARankTheJobLacksBeforeStartingAnything) {
   ProcessResult r = run_process(run_argv({"-n", "3", "--kill", "5@1", "--", "/bin/true"}),
-                                {{"SLUICE_LOG", "info"}}, kLimit);
+                                {{"SLUICE_LOG", "info"}}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_EQ(count_lines_with(r.output,
                              "sluice run: --kill 5@1: there is no rank 5 in a job of 3 "
@@ -232,19 +232,19 @@ TEST(SluiceRunFaultTest, RejectsAFaultForARankTheJobLacksBeforeStartingAnything)
       << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "registry at"), 0) << "nothing started: " << describe(r);
 
-  r = run_process(run_argv({"-n", "3", "--stop", "3@1:1", "--", "/bin/true"}), {}, kLimit);
+  r = run_process(run_argv({"-n", "3", "--stop", "3@1:1", "--", "/bin/true"}), {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "--stop 3@1:1: there is no rank 3"), 1) << describe(r);
 }
 
 TEST(SluiceRunFaultTest, RejectsAMalformedFaultNamingIt) {
   ProcessResult r =
-      run_process(run_argv({"-n", "2", "--kill", "1@soon", "--", "/bin/true"}), {}, kLimit);
+      run_process(run_argv({"-n", "2", "--kill", "1@soon", "--", "/bin/true"}), {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "sluice run: --kill '1@soon': SECONDS 'soon' is not"), 1)
       << describe(r);
 
-  r = run_process(run_argv({"-n", "2", "--stop", "1@2", "--", "/bin/true"}), {}, kLimit);
+  r = run_process(run_argv({"-n", "2", "--stop", "1@2", "--", "/bin/true"}), {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "sluice run: --stop '1@2': no ':DURATION'"), 1)
       << describe(r);
@@ -255,7 +255,7 @@ TEST(SluiceRunFaultTest, RejectsAMalformedFaultNamingIt) {
 TEST(SluiceRunFaultTest, InjectsNothingIntoAJobWhoseRanksNeverJoin) {
   ProcessResult r = run_process(run_argv({"-n", "2", "--timeout", "2", "--kill", "1@0.1", "--stop",
                                           "0@0:0.2", "--", "/bin/sleep", "30"}),
-                                {}, kLimit);
+                                {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 124) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "injecting"), 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "was killed by signal 9"), 0) << describe(r);
@@ -282,7 +282,7 @@ TEST(SluiceRunFaultTest, FaultsAfterCountsFromTheFirstLineThatContainsTheText) {
 
   r = run_process(run_argv({"-n", "2", "--faults-after", "never printed", "--kill", "1@0", "--",
                             "/bin/sh", "-c", "echo something else"}),
-                  {}, kLimit);
+                  {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "injecting"), 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output,
@@ -291,7 +291,8 @@ TEST(SluiceRunFaultTest, FaultsAfterCountsFromTheFirstLineThatContainsTheText) {
             1)
       << describe(r);
 
-  r = run_process(run_argv({"-n", "2", "--faults-after", "x", "--", "/bin/true"}), {}, kLimit);
+  r = run_process(run_argv({"-n", "2", "--faults-after", "x", "--", "/bin/true"}), {},
+                  kLauncherLimit);
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_EQ(count_lines_with(r.output,
                              "sluice run: --faults-after 'x' starts the clock of --kill, "
@@ -317,7 +318,7 @@ TEST(SluiceRunFaultTest, AFaultAfterATextCountsFromItsOwnLine) {
 
   r = run_process(run_argv({"-n", "2", "--faults-after", "go", "--kill", "1@0 after never printed",
                             "--", "/bin/sh", "-c", "echo go"}),
-                  {}, kLimit);
+                  {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "injecting"), 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output,
@@ -333,7 +334,7 @@ TEST(SluiceRunFaultTest, AFaultAfterATextCountsFromItsOwnLine) {
 TEST(SluiceRunFaultTest, KillWithKeepGoingKillsTheRankAndTheJobStillSucceeds) {
   ProcessResult r = run_process(run_argv({"-n", "3", "--keep-going", "--kill", "1@0.5", "--",
                                           bin("sluice-test-fault-rank"), "--seconds", "3"}),
-                                {}, kLimit);
+                                {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(
       count_lines_with(r.output, "sluice run: injecting --kill 1@0.5: SIGKILL to rank 1 (pid "), 1)
@@ -361,7 +362,7 @@ TEST(SluiceRunFaultTest, KillWithKeepGoingKillsTheRankAndTheJobStillSucceeds) {
 TEST(SluiceRunFaultTest, KillWithoutKeepGoingStopsTheOthersAfterTheGraceAndFails) {
   ProcessResult r = run_process(run_argv({"-n", "3", "--grace", "0.5", "--kill", "1@0.5", "--",
                                           bin("sluice-test-fault-rank"), "--seconds", "60"}),
-                                {}, kLimit);
+                                {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 128 + SIGTERM) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "sluice run: injecting --kill 1@0.5: SIGKILL to rank 1"), 1)
       << describe(r);
@@ -379,7 +380,7 @@ TEST(SluiceRunFaultTest, KillWithoutKeepGoingStopsTheOthersAfterTheGraceAndFails
 TEST(SluiceRunFaultTest, KillWithRestartsStartsTheRankAgainAndTheJobSucceeds) {
   ProcessResult r = run_process(run_argv({"-n", "2", "--restarts", "1", "--kill", "1@0.3", "--",
                                           bin("sluice-test-fault-rank"), "--seconds", "2"}),
-                                {}, kLimit);
+                                {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "sluice run: injecting --kill 1@0.3: SIGKILL to rank 1"), 1)
       << describe(r);
@@ -397,7 +398,7 @@ TEST(SluiceRunFaultTest, SkipsAKillWhoseRankHasExited) {
       run_argv({"-n", "2", "--kill", "1@1.5", "--", "/bin/sh", "-c",
                 "if [ $SLUICE_RANK = 1 ]; then s=0; else s=4; fi; exec \"$0\" --seconds $s",
                 bin("sluice-test-fault-rank")}),
-      {}, kLimit);
+      {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "[1] rank 1 (incarnation 0) done"), 1) << describe(r);
   EXPECT_EQ(count_lines_with(r.output,
@@ -412,7 +413,7 @@ TEST(SluiceRunFaultTest, SkipsAKillWhoseRankHasExited) {
 TEST(SluiceRunFaultTest, StopPausesTheRankForTheDurationAndTheJobSucceeds) {
   ProcessResult r = run_process(run_argv({"-n", "3", "--stop", "1@0.3:0.5", "--",
                                           bin("sluice-test-fault-rank"), "--seconds", "2.5"}),
-                                {}, kLimit);
+                                {}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(
       count_lines_with(r.output, "sluice run: injecting --stop 1@0.3:0.5: SIGSTOP to rank 1 (pid "),
@@ -435,7 +436,7 @@ TEST(SluiceRunFaultTest, StopPausesTheRankForTheDurationAndTheJobSucceeds) {
 TEST(SluiceRunFaultTest, StopPastThePeerTimeoutKillsTheRankAsSilentAndCounts) {
   ProcessResult r = run_process(run_argv({"-n", "2", "--keep-going", "--stop", "1@0.2:4", "--",
                                           bin("sluice-test-fault-rank"), "--seconds", "6"}),
-                                {{"SLUICE_PEER_TIMEOUT_MS", "2000"}}, kLimit);
+                                {{"SLUICE_PEER_TIMEOUT_MS", "2000"}}, kLauncherLimit);
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << describe(r);
   EXPECT_EQ(count_lines_with(r.output, "sluice run: injecting --stop 1@0.2:4: SIGSTOP to rank 1"),
             1)
