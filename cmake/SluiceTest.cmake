@@ -70,16 +70,21 @@ function(sluice_slow_only)
 endfunction()
 
 # sluice_gtest_files(<target> PREFIX <prefix> FILES <stem>... LABELS ...
-#                    [VARIANT <name>] [TIMEOUT <seconds>] [ENV ...] [PROPERTIES ...]):
+#                    [NAME <name>] [VARIANT <name>] [TIMEOUT <seconds>] [ENV ...] [PROPERTIES ...]
+#                    [FILTER <gtest filter>] [SLOW <gtest filter>] [PER_SUITE]):
 # registers a program built from several gtest files (a unity build compiles
 # them together, sharing the headers' and templates' work) as if each file
 # were its own program: the cases of <stem>.cc (a path from this directory,
-# without .cc) are <prefix>.<its file name>[.<variant>].<Suite>.<Case>.
+# without .cc) are <prefix>.<its file name, or NAME>[.<variant>].<Suite>.<Case>.
 # A file's suites are the first arguments of its TEST and TEST_F lines; a
 # suite in two files is an error (name them apart), and so is TEST_P or
-# TYPED_TEST.
+# TYPED_TEST. FILTER narrows a file's cases: a pattern that names its suite
+# (Suite.*) stands, one that starts with * is tried on each of the file's
+# suites (*Killed*: Suite.*Killed*); no negative patterns. SLOW and
+# PER_SUITE are sluice_gtest's.
 function(sluice_gtest_files target)
-  cmake_parse_arguments(PARSE_ARGV 1 G "" "PREFIX;VARIANT;TIMEOUT" "FILES;LABELS;ENV;PROPERTIES")
+  cmake_parse_arguments(PARSE_ARGV 1 G "PER_SUITE" "PREFIX;NAME;VARIANT;TIMEOUT;FILTER;SLOW"
+                        "FILES;LABELS;ENV;PROPERTIES")
   foreach(stem IN LISTS G_FILES)
     set(file ${CMAKE_CURRENT_SOURCE_DIR}/${stem}.cc)
     file(STRINGS ${file} lines REGEX "^(TEST|TEST_F|TEST_P|TYPED_TEST)\\(")
@@ -105,12 +110,37 @@ function(sluice_gtest_files target)
       set_property(TARGET ${target} PROPERTY SLUICE_GTEST_SUITE_${suite} ${file})
       list(APPEND filter "${suite}.*")
     endforeach()
+    if(G_FILTER)
+      if(G_FILTER MATCHES "-")
+        message(FATAL_ERROR "sluice_gtest_files(${target}): FILTER ${G_FILTER}: no negative patterns")
+      endif()
+      set(narrowed "")
+      string(REPLACE ":" ";" patterns "${G_FILTER}")
+      foreach(p IN LISTS patterns)
+        if(p MATCHES "^\\*")
+          foreach(suite IN LISTS suites)
+            list(APPEND narrowed "${suite}.${p}")
+          endforeach()
+        else()
+          list(APPEND narrowed "${p}")
+        endif()
+      endforeach()
+      set(filter ${narrowed})
+    endif()
     string(JOIN ":" filter ${filter})
     get_filename_component(name ${stem} NAME)
+    if(G_NAME)
+      set(name ${G_NAME})
+    endif()
     if(G_VARIANT)
       string(APPEND name .${G_VARIANT})
     endif()
+    set(per_suite "")
+    if(G_PER_SUITE)
+      set(per_suite PER_SUITE)
+    endif()
     sluice_gtest(${target} NAME ${G_PREFIX}.${name} LABELS ${G_LABELS} FILTER ${filter}
-                 TIMEOUT ${G_TIMEOUT} ENV ${G_ENV} PROPERTIES ${G_PROPERTIES})
+                 SLOW ${G_SLOW} TIMEOUT ${G_TIMEOUT} ENV ${G_ENV} PROPERTIES ${G_PROPERTIES}
+                 ${per_suite})
   endforeach()
 endfunction()

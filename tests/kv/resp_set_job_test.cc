@@ -31,7 +31,7 @@ using kv::testing::request;
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
 
-std::string history_file() {
+std::string set_history_file() {
   const char* transport = std::getenv("SLUICE_TRANSPORT");
   return ::testing::TempDir() + "kv-resp-set-history-" + protocol() + "-" +
          (transport ? transport : "default") + ".jsonl";
@@ -40,10 +40,10 @@ std::string history_file() {
 class RespSetJobTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::filesystem::remove(history_file());
+    std::filesystem::remove(set_history_file());
     job_ = new kv::testing::RespJob(
         4, {"--protocol", protocol(), "--resp-port", "0", "--clients-per-rank", "2", "--history",
-            history_file(), "--enable-shutdown", "local"});
+            set_history_file(), "--enable-shutdown", "local"});
     port_ = job_->port();
   }
   static void TearDownTestSuite() { delete job_; }
@@ -142,13 +142,13 @@ TEST_F(RespSetJobTest, SeveralConnectionsPopEachMemberOnce) {
 // porcupine must find the history, SPOPs among it, linearizable.
 TEST_F(RespSetJobTest, ShutdownEndsTheJobWithItsChecksPassed) {
   kv::testing::expect_shutdown_passes_checks(*job_, port_);
-  std::ifstream in(history_file());
+  std::ifstream in(set_history_file());
   size_t pops = 0;
   for (std::string line; std::getline(in, line);)
     pops += line.find("\"op\":\"spop\"") != std::string::npos;
   EXPECT_GT(pops, 40u) << "the history holds the SPOPs";
   const ProcessResult p =
-      run_process({SLUICE_KV_PORCUPINE, history_file()}, {}, std::chrono::seconds(120));
+      run_process({SLUICE_KV_PORCUPINE, set_history_file()}, {}, std::chrono::seconds(120));
   EXPECT_EQ(p.exit_code, 0) << p.output;
   EXPECT_NE(p.output.find("kv-porcupine: linearizable"), std::string::npos) << p.output;
 }
