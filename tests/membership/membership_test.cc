@@ -14,8 +14,8 @@
 namespace sluice {
 namespace {
 
-testing::ProcessResult run_job(int ranks, const std::vector<std::string>& launcher_args,
-                               const std::vector<std::string>& program_args = {}) {
+testing::ProcessResult run_membership_job(int ranks, const std::vector<std::string>& launcher_args,
+                                          const std::vector<std::string>& program_args = {}) {
   return testing::run_process(
       testing::job_argv(ranks, 150, "sluice-test-membership-program", program_args, launcher_args),
       {}, std::chrono::seconds(180));
@@ -37,7 +37,8 @@ void expect_one_agreement(const testing::ProcessResult& r, int members, const st
 }
 
 TEST(MembershipTest, UndisturbedRanksStayInViewZeroAndAgree) {
-  const testing::ProcessResult r = run_job(3, {}, {"--rounds", "20", "--interval-ms", "5"});
+  const testing::ProcessResult r =
+      run_membership_job(3, {}, {"--rounds", "20", "--interval-ms", "5"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "rounds 20 last 19 epoch 0"), 3) << r.output;
   expect_one_agreement(r, 3, "AGREED epoch 0 ranks 0,1,2 values 20,20,20");
@@ -47,8 +48,8 @@ TEST(MembershipTest, UndisturbedRanksStayInViewZeroAndAgree) {
 // Unannounced: the program takes no victim; the launcher picks the moment.
 TEST(MembershipTest, SurvivorsOfAKilledRankLearnTheNextViewAndFinishEveryRound) {
   const testing::ProcessResult r =
-      run_job(4, {"--keep-going", "--kill", "2@1.5"},
-              {"--rounds", "60", "--interval-ms", "50", "--worker-watch"});
+      run_membership_job(4, {"--keep-going", "--kill", "2@1.5"},
+                         {"--rounds", "60", "--interval-ms", "50", "--worker-watch"});
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;  // an injected death does not count against it
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
@@ -78,8 +79,8 @@ TEST(MembershipTest, SurvivorsOfAKilledRankLearnTheNextViewAndFinishEveryRound) 
 // 2, every rank a member), resumes from the round the others agree on, and
 // all four finish together.
 TEST(MembershipTest, ARestartedRankEntersTheNextViewAndFinishesWithTheOthers) {
-  const testing::ProcessResult r =
-      run_job(4, {"--restarts", "1", "--kill", "2@1.5"}, {"--rounds", "80", "--interval-ms", "50"});
+  const testing::ProcessResult r = run_membership_job(4, {"--restarts", "1", "--kill", "2@1.5"},
+                                                      {"--rounds", "80", "--interval-ms", "50"});
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;

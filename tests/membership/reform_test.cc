@@ -19,7 +19,7 @@ namespace sluice {
 namespace {
 
 // The launcher gives up after `limit_s`; `env`: the ranks' environment.
-testing::ProcessResult run_job(
+testing::ProcessResult run_reform_job(
     int ranks, const std::vector<std::string>& launcher_args,
     const std::vector<std::string>& program_args = {},
     const std::map<std::string, std::string>& env = {{"SLUICE_PEER_TIMEOUT_MS", "1000"}},
@@ -87,7 +87,7 @@ std::set<int> groups_moved(const std::string& output, int epoch, const std::stri
 const std::set<int> kRank2Groups{2, 6, 10, 14};
 
 TEST(ReformTest, UndisturbedRoundsCommitOnceWithTheSumsOfTheirInput) {
-  const testing::ProcessResult r = run_job(4, {}, program(20));
+  const testing::ProcessResult r = run_reform_job(4, {}, program(20));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (int rank = 0; rank < 4; ++rank) expect_done(r, rank, 0, 20, 20);
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
@@ -99,7 +99,7 @@ TEST(ReformTest, UndisturbedRoundsCommitOnceWithTheSumsOfTheirInput) {
 // Unannounced: the program takes no victim; the launcher kills rank 2 a
 // moment after rank 0 starts round 10.
 TEST(ReformTest, AKilledRanksGroupsMoveToTheSurvivorsAndEveryRoundCommitsOnce) {
-  const testing::ProcessResult r = run_job(4, with_fault({"--keep-going"}), program(30));
+  const testing::ProcessResult r = run_reform_job(4, with_fault({"--keep-going"}), program(30));
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;  // an injected death does not count against it
   EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: injecting --kill 2@"), 1) << r.output;
@@ -137,7 +137,7 @@ TEST(ReformTest, AKilledRanksGroupsMoveToTheSurvivorsAndEveryRoundCommitsOnce) {
 // (--no-reform), the same kill fails the job.
 TEST(ReformTest, ACombinerFlowReformsAmongTheSurvivorsAndEveryRoundCommitsOnce) {
   const testing::ProcessResult r =
-      run_job(4, with_fault({"--keep-going"}), program(30, 0, {"--combiner"}));
+      run_reform_job(4, with_fault({"--keep-going"}), program(30, 0, {"--combiner"}));
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: injecting --kill 2@"), 1) << r.output;
@@ -156,8 +156,8 @@ TEST(ReformTest, ACombinerFlowReformsAmongTheSurvivorsAndEveryRoundCommitsOnce) 
   }
   EXPECT_EQ(testing::count_lines_with(r.output, "DONE rank 2 "), 0) << r.output;
 
-  const testing::ProcessResult control =
-      run_job(4, with_fault({"--keep-going"}), program(30, 0, {"--combiner", "--no-reform"}));
+  const testing::ProcessResult control = run_reform_job(
+      4, with_fault({"--keep-going"}), program(30, 0, {"--combiner", "--no-reform"}));
   EXPECT_NE(control.exit_code, 0) << control.output;
   EXPECT_GE(testing::count_lines_with(control.output, "FAILED"), 1) << control.output;
   EXPECT_TRUE(testing::sluice_shm_entries().empty());
@@ -169,9 +169,9 @@ TEST(ReformTest, ACombinerFlowReformsAmongTheSurvivorsAndEveryRoundCommitsOnce) 
 // 30 s and the launcher gives up after 20 s, so a survivor that waits out
 // the peer timeout anywhere fails the test.
 testing::ProcessResult run_held_up(const std::string& holds, double kill_after_s) {
-  return run_job(4, with_fault({"--keep-going"}, false, kill_after_s),
-                 program(30, 0, {"--combiner"}),
-                 {{"SLUICE_PEER_TIMEOUT_MS", "30000"}, {"SLUICE_TEST_MAP_DELAY", holds}}, 20);
+  return run_reform_job(
+      4, with_fault({"--keep-going"}, false, kill_after_s), program(30, 0, {"--combiner"}),
+      {{"SLUICE_PEER_TIMEOUT_MS", "30000"}, {"SLUICE_TEST_MAP_DELAY", holds}}, 20);
 }
 
 void expect_survivors_commit_every_round(const testing::ProcessResult& r) {
@@ -214,7 +214,8 @@ TEST(ReformTest, ADeclarationThatFailsAbortsItsSourceTowardsEveryTargetItCanMap)
 // Rank 2 stopped (SIGSTOP) past the 1 s peer timeout: the survivors fence
 // it (SIGKILL: the launcher's status is 137) and go on as after a kill.
 TEST(ReformTest, AStoppedRankIsFencedAndTheSurvivorsCommitEveryRoundOnce) {
-  const testing::ProcessResult r = run_job(4, with_fault({"--keep-going"}, true), program(30));
+  const testing::ProcessResult r =
+      run_reform_job(4, with_fault({"--keep-going"}, true), program(30));
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 137) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
@@ -227,7 +228,8 @@ TEST(ReformTest, AStoppedRankIsFencedAndTheSurvivorsCommitEveryRoundOnce) {
 // The same kill with --restarts 1: rank 2 comes back as incarnation 1, the
 // survivors give its groups back, and all four finish every round.
 TEST(ReformTest, ARestartedRankTakesItsGroupsBackAndFinishesWithTheOthers) {
-  const testing::ProcessResult r = run_job(4, with_fault({"--restarts", "1"}), program(40, 10));
+  const testing::ProcessResult r =
+      run_reform_job(4, with_fault({"--restarts", "1"}), program(40, 10));
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
@@ -266,7 +268,8 @@ TEST(ReformTest, ARestartedRankTakesItsGroupsBackAndFinishesWithTheOthers) {
 // as its incarnation 1 as soon as the registry declares it dead; the job
 // ends as with a restart, and no restart happened.
 TEST(ReformTest, ASpareTakesTheDeadRanksPlaceAndFinishesWithTheOthers) {
-  const testing::ProcessResult r = run_job(4, with_fault({"--spares", "1"}), program(40, 10));
+  const testing::ProcessResult r =
+      run_reform_job(4, with_fault({"--spares", "1"}), program(40, 10));
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
@@ -310,7 +313,7 @@ std::vector<std::string> two_kills(std::vector<std::string> launcher) {
 
 TEST(ReformTest, AUsedSpareIsReplacedSoASecondDeathFindsOneToo) {
   const testing::ProcessResult r =
-      run_job(4, two_kills({"--spares", "1", "--restarts", "2"}), program(120, 10));
+      run_reform_job(4, two_kills({"--spares", "1", "--restarts", "2"}), program(120, 10));
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
@@ -345,7 +348,8 @@ TEST(ReformTest, AUsedSpareIsReplacedSoASecondDeathFindsOneToo) {
 }
 
 TEST(ReformTest, WithoutRestartsAUsedSpareIsNotReplaced) {
-  const testing::ProcessResult r = run_job(4, two_kills({"--spares", "1"}), program(120, 10));
+  const testing::ProcessResult r =
+      run_reform_job(4, two_kills({"--spares", "1"}), program(120, 10));
   EXPECT_FALSE(r.timed_out) << r.output;
   // (The survivors may re-form without rank 2 and finish: an injected death
   // does not count against the exit status, so the status proves nothing.)
@@ -359,7 +363,7 @@ TEST(ReformTest, WithoutRestartsAUsedSpareIsNotReplaced) {
 // A spare no rank needs waits the job out and is ended with it: the job's
 // status is its ranks'.
 TEST(ReformTest, ASpareNoRankNeededEndsWithTheJob) {
-  const testing::ProcessResult r = run_job(4, {"--spares", "2"}, program(5));
+  const testing::ProcessResult r = run_reform_job(4, {"--spares", "2"}, program(5));
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (int rank = 0; rank < 4; ++rank) expect_done(r, rank, 0, 5, 5);
@@ -394,7 +398,7 @@ int expect_done_joined(const testing::ProcessResult& r, int rank, int incarnatio
 // re-form, KeyGroups give a newcomer its home groups (16 groups over owners 0..2: g % 3), and every
 // round commits once with the sums of its input on every member.
 TEST(ReformTest, AnElasticJobGrowsShrinksAndGrowsAgainAndEveryRoundCommitsOnce) {
-  const testing::ProcessResult r = run_job(
+  const testing::ProcessResult r = run_reform_job(
       2,
       {"--max-ranks", "3", "--join", "0", "--join", "0.3", "--faults-after", "MARK round 5 begins"},
       program(90, 15,
@@ -458,7 +462,8 @@ TEST(ReformTest, AJoinerWaitsUntilARankLeavesAndTakesItsNumber) {
 // rank number, outside any view, cannot run: the vacancy is no member, and
 // every rank fails naming it (a view-scoped declaration is what grows).
 TEST(ReformTest, WithoutViewsAnElasticJobsFlowsFailNamingTheVacancy) {
-  const testing::ProcessResult r = run_job(2, {"--max-ranks", "3"}, program(5, 0, {"--no-reform"}));
+  const testing::ProcessResult r =
+      run_reform_job(2, {"--max-ranks", "3"}, program(5, 0, {"--no-reform"}));
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with_all(r.output,
@@ -472,7 +477,7 @@ TEST(ReformTest, WithoutViewsAnElasticJobsFlowsFailNamingTheVacancy) {
 // outside any view, fails the job: the test sees what re-forming prevents.
 TEST(ReformTest, WithoutReformingAKilledRankFailsTheJob) {
   const testing::ProcessResult r =
-      run_job(4, with_fault({"--keep-going"}), program(30, 0, {"--no-reform"}));
+      run_reform_job(4, with_fault({"--keep-going"}), program(30, 0, {"--no-reform"}));
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "DONE rank"), 0) << r.output;

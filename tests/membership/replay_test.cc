@@ -19,8 +19,8 @@
 namespace sluice {
 namespace {
 
-testing::ProcessResult run_job(const std::vector<std::string>& launcher_args,
-                               std::vector<std::string> program_args) {
+testing::ProcessResult run_replay_job(const std::vector<std::string>& launcher_args,
+                                      std::vector<std::string> program_args) {
   return testing::run_process(
       testing::job_argv(3, 150, "sluice-test-replay-program", program_args, launcher_args),
       {{"SLUICE_PEER_TIMEOUT_MS", "1000"}}, std::chrono::seconds(180));
@@ -53,8 +53,8 @@ void expect_all_done(const testing::ProcessResult& r, uint64_t records, int rest
 TEST(ReplayTest, AKilledRankRestartsFromItsStateAndEveryRecordArrivesOnceInOrder) {
   testing::TempDir dir("sluice-replay");
   const testing::ProcessResult r =
-      run_job(killed_and_restarted(),
-              {"--records", "200000", "--mark", "30000", "--state-dir", dir.path()});
+      run_replay_job(killed_and_restarted(),
+                     {"--records", "200000", "--mark", "30000", "--state-dir", dir.path()});
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "sluice run: injecting --kill 1@"), 1) << r.output;
@@ -69,7 +69,7 @@ TEST(ReplayTest, AKilledRankRestartsFromItsStateAndEveryRecordArrivesOnceInOrder
 // worth: pushes wait for acknowledgements (back-pressure), nothing is lost.
 TEST(ReplayTest, AFullBufferMakesPushWaitForAcknowledgementsAndLosesNothing) {
   testing::TempDir dir("sluice-replay");
-  const testing::ProcessResult r = run_job(
+  const testing::ProcessResult r = run_replay_job(
       killed_and_restarted(),
       {"--records", "100000", "--mark", "20000", "--capacity", "2000", "--state-dir", dir.path()});
   EXPECT_FALSE(r.timed_out) << r.output;
@@ -95,8 +95,9 @@ TEST(ReplayTest, WithoutReplayTheSameKillLosesRecords) {
     testing::TempDir dir("sluice-replay");
     std::vector<std::string> launcher = killed_and_restarted();
     launcher.insert(launcher.end(), {"--grace", "1"});  // the survivors wait for rank 1's records
-    const testing::ProcessResult r = run_job(launcher, {"--records", "200000", "--mark", "30000",
-                                                        "--state-dir", dir.path(), "--no-replay"});
+    const testing::ProcessResult r = run_replay_job(
+        launcher,
+        {"--records", "200000", "--mark", "30000", "--state-dir", dir.path(), "--no-replay"});
     EXPECT_FALSE(r.timed_out) << r.output;
     EXPECT_TRUE(testing::sluice_shm_entries().empty());
     lost = r.exit_code != 0 && testing::count_lines_with(r.output, "MISMATCH") >= 1;
