@@ -18,7 +18,7 @@
 namespace sluice::tool::perf {
 namespace {
 
-nlohmann::json measure(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) {
+nlohmann::json measure_atomics(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) {
   const std::string name =
       "perf-atomics-" + std::to_string(record_bytes) + "-" + std::to_string(a.rep);
   const uint32_t rank = c.rank();
@@ -82,7 +82,7 @@ class AtomicsMode final : public PerfMode {
            "source runs its loops against the same two words";
   }
   nlohmann::json run_rank(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) const override {
-    return measure(c, a, record_bytes);
+    return measure_atomics(c, a, record_bytes);
   }
   nlohmann::json merge(const std::vector<nlohmann::json>& parts, const WorkerArgs& a,
                        uint32_t record_bytes) const override {

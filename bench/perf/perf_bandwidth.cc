@@ -11,7 +11,7 @@ namespace sluice::tool::perf {
 namespace {
 
 template <size_t B>
-RankPart measure(Cluster& c, const WorkerArgs& a) {
+RankPart measure_bandwidth(Cluster& c, const WorkerArgs& a) {
   using R = Rec<B>;
   const std::string name = "perf-bw-" + std::to_string(B) + "-" + std::to_string(a.rep);
   auto spec =
@@ -32,7 +32,8 @@ class BandwidthMode final : public PerfMode {
            "target";
   }
   nlohmann::json run_rank(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) const override {
-    return run_part(record_bytes, false, [&](auto b) { return measure<decltype(b)::value>(c, a); });
+    return run_part(record_bytes, false,
+                    [&](auto b) { return measure_bandwidth<decltype(b)::value>(c, a); });
   }
   nlohmann::json merge(const std::vector<nlohmann::json>& parts, const WorkerArgs& a,
                        uint32_t record_bytes) const override {

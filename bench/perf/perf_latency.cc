@@ -21,7 +21,7 @@ namespace sluice::tool::perf {
 namespace {
 
 template <size_t B>
-RankPart measure(Cluster& c, const WorkerArgs& a) {
+RankPart measure_latency(Cluster& c, const WorkerArgs& a) {
   using R = Rec<B>;
   const std::string base = "perf-lat-" + std::to_string(B) + "-" + std::to_string(a.rep);
   const std::vector<Endpoint> src = source_endpoints(c, a), dst = target_endpoints(c, a);
@@ -56,7 +56,8 @@ class LatencyMode final : public PerfMode {
            "each target echoes to the record's source); each source keeps one record in flight";
   }
   nlohmann::json run_rank(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) const override {
-    return run_part(record_bytes, true, [&](auto b) { return measure<decltype(b)::value>(c, a); });
+    return run_part(record_bytes, true,
+                    [&](auto b) { return measure_latency<decltype(b)::value>(c, a); });
   }
   nlohmann::json merge(const std::vector<nlohmann::json>& parts, const WorkerArgs& a,
                        uint32_t record_bytes) const override {

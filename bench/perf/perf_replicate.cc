@@ -13,7 +13,7 @@ namespace sluice::tool::perf {
 namespace {
 
 template <size_t B>
-RankPart measure(Cluster& c, const WorkerArgs& a, bool ordered) {
+RankPart measure_replicate(Cluster& c, const WorkerArgs& a, bool ordered) {
   using R = Rec<B>;
   const std::string name = std::string(ordered ? "perf-ord-" : "perf-rep-") + std::to_string(B) +
                            "-" + std::to_string(a.rep);
@@ -44,7 +44,7 @@ class ReplicateMode final : public PerfMode {
   }
   nlohmann::json run_rank(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) const override {
     return run_part(record_bytes, false,
-                    [&](auto b) { return measure<decltype(b)::value>(c, a, ordered_); });
+                    [&](auto b) { return measure_replicate<decltype(b)::value>(c, a, ordered_); });
   }
   nlohmann::json merge(const std::vector<nlohmann::json>& parts, const WorkerArgs& a,
                        uint32_t record_bytes) const override {

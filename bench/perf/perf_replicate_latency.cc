@@ -15,7 +15,7 @@ namespace sluice::tool::perf {
 namespace {
 
 template <size_t B>
-RankPart measure(Cluster& c, const WorkerArgs& a) {
+RankPart measure_replicate_latency(Cluster& c, const WorkerArgs& a) {
   using R = Rec<B>;
   const std::string base = "perf-replat-" + std::to_string(B) + "-" + std::to_string(a.rep);
   const std::vector<Endpoint> src = source_endpoints(c, a), dst = target_endpoints(c, a);
@@ -55,7 +55,8 @@ class ReplicateLatencyMode final : public PerfMode {
            "target consumes every record) and back from the first target on a Latency shuffle flow";
   }
   nlohmann::json run_rank(Cluster& c, const WorkerArgs& a, uint32_t record_bytes) const override {
-    return run_part(record_bytes, true, [&](auto b) { return measure<decltype(b)::value>(c, a); });
+    return run_part(record_bytes, true,
+                    [&](auto b) { return measure_replicate_latency<decltype(b)::value>(c, a); });
   }
   nlohmann::json merge(const std::vector<nlohmann::json>& parts, const WorkerArgs& a,
                        uint32_t record_bytes) const override {
