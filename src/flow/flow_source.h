@@ -518,6 +518,9 @@ class ReplicateSource final : public FlowSource {
 
   // acquire() for a target, which may be dropped instead.
   Status acquire_live(uint32_t t, Deadline deadline, bool try_only);
+  // acquire_live() for every target in turn (one past the deadline or
+  // without room under try_only stops it: retried, it goes on from there).
+  Status acquire_all(Deadline deadline, bool try_only);
 
   // Every lane fills in lockstep, so they publish and claim segments
   // together: a segment is published on every target's ring (with one

@@ -202,18 +202,23 @@ Status ReplicateSource::reserve_all(Deadline deadline, bool try_only) {
     if (Status s = publish_all(used, 0, deadline, try_only); s != Status::kOk) return s;
   }
   if (skip_after_ != Clock::duration::zero()) return claim_skipping(deadline, try_only);
-  for (uint32_t t = 0; t < num_targets_; ++t) {
-    if (Status s = acquire_live(t, deadline, try_only); s != Status::kOk) return s;
-  }
+  if (Status s = acquire_all(deadline, try_only); s != Status::kOk) return s;
   for (uint32_t t = 0; t < num_targets_; ++t) {
     if (live(t)) start_segment(t);
   }
   return Status::kOk;
 }
 
+Status ReplicateSource::acquire_all(Deadline deadline, bool try_only) {
+  for (uint32_t t = 0; t < num_targets_; ++t) {
+    if (Status s = acquire_live(t, deadline, try_only); s != Status::kOk) return s;
+  }
+  return Status::kOk;
+}
+
 Status ReplicateSource::claim_skipping(Deadline deadline, bool try_only) {
   skip_wake_ = kForever;
-  uint32_t with_room = 0, waiting = 0;
+  uint32_t with_room = 0;
   for (uint32_t t = 0; t < num_targets_; ++t) {
     if (!live(t)) continue;
     if (full_since_[t] == kForever && has_room(t)) {
@@ -246,15 +251,12 @@ Status ReplicateSource::claim_skipping(Deadline deadline, bool try_only) {
       return s;            // the caller's deadline, or try_push
     }
     skipped_[t] = 1;
-    ++waiting;
   }
   if (with_room == 0) {
-    if (waiting == 0) return failed_ != Status::kOk ? failed_ : Status::kPeerLost;
     // No target has room: nothing goes, so nothing is skipped; wait for
-    // all, as a flow that never skips does.
-    for (uint32_t t = 0; t < num_targets_; ++t) {
-      if (Status s = acquire_live(t, deadline, try_only); s != Status::kOk) return s;
-    }
+    // all, as a flow that never skips does (with none live, there is
+    // nothing to wait for, and the check below says so).
+    if (Status s = acquire_all(deadline, try_only); s != Status::kOk) return s;
     for (uint32_t t = 0; t < num_targets_; ++t) {
       if (live(t)) {
         skipped_[t] = 0;

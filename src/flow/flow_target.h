@@ -376,6 +376,10 @@ class OrderedTarget final : public FlowTarget {
   Status report_gap(bool known_lost = false);
 
   std::chrono::milliseconds gap_timeout_;
+  // The flow's sources may skip this target while its ring is full
+  // (skip_full_targets_after): a number below every open ring's head, or
+  // past the end, is then a gap even with no source lost.
+  const bool skipped_when_full_;
   std::unique_ptr<Sequencer> sequencer_;
   uint64_t expected_ = 0;  // the next sequence number to hand out
   uint64_t gap_ = 0;       // the last one reported missing

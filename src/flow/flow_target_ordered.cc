@@ -14,6 +14,7 @@ OrderedTarget::OrderedTarget(const FlowContext* ctx, uint32_t index, layout::Doo
                              std::unique_ptr<Sequencer> sequencer)
     : FlowTarget(ctx, index, bell, std::move(rings), std::move(ofi)),
       gap_timeout_(std::chrono::milliseconds(ctx->spec.effective_gap_timeout_ms())),
+      skipped_when_full_(ctx->spec.skip_full_ms() != 0),
       sequencer_(std::move(sequencer)) {}
 
 OrderedTarget::~OrderedTarget() { retire(); }
@@ -79,7 +80,7 @@ Status OrderedTarget::check_gap() {
   // Every open ring's head is past the number: no open source holds it (its
   // numbers grow along its ring), so a lost source took it, or a source
   // skipped this target (skip_full_targets_after) when it sent it.
-  if ((!lost_.empty() || ctx_->spec.skip_full_ms() != 0) && rings_ahead_ != 0 &&
+  if ((!lost_.empty() || skipped_when_full_) && rings_ahead_ != 0 &&
       rings_ahead_ == in_.size() - ended_)
     return report_gap(true);
   bool taken = ahead_of_ != kNoneAhead;
@@ -116,16 +117,18 @@ Status OrderedTarget::report_gap(bool known_lost) {
   if (expected_ >= stall_known_) gap_since_ = Deadline::max();
   peek_taken_ = false;
   next_peek_ = Clock::now();
-  const bool skips = ctx_->spec.skip_full_ms() != 0;
-  const std::string why =
-      known_lost ? (lost_.empty() ? ": every open source is past it (its source skipped this "
-                                    "target while its ring was full)"
-                                  : ": a lost source took it (every open source is past it)")
-      : skips && ended_ == in_.size()
-          ? ": every source ended past it (its source skipped this target while its ring was full)"
-          : " within " + std::to_string(gap_timeout_.count()) + " ms (its source may have died " +
-                (skips ? "after taking it, or skipped this target while its ring was full)"
-                       : "after taking it)");
+  std::string why;
+  if (known_lost && lost_.empty()) {
+    why = ": every open source is past it (its source skipped this target while its ring was full)";
+  } else if (known_lost) {
+    why = ": a lost source took it (every open source is past it)";
+  } else if (skipped_when_full_ && ended_ == in_.size()) {
+    why = ": every source ended past it (its source skipped this target while its ring was full)";
+  } else {
+    why = " within " + std::to_string(gap_timeout_.count()) + " ms (its source may have died " +
+          (skipped_when_full_ ? "after taking it, or skipped this target while its ring was full)"
+                              : "after taking it)");
+  }
   return fail(Status::kGap, ctx_->endpoint_name(false, index_) + ": sequence number " +
                                 std::to_string(gap_) + " never arrived" + why + lost_);
 }
@@ -133,7 +136,7 @@ Status OrderedTarget::report_gap(bool known_lost) {
 Status OrderedTarget::end_of_flow() {
   // (A flow that skips full targets may have skipped this one: what its
   // sources took and it never got are gaps, found from the sequencer.)
-  if (lost_.empty() && ctx_->spec.skip_full_ms() == 0) return Status::kEndOfFlow;
+  if (lost_.empty() && !skipped_when_full_) return Status::kEndOfFlow;
   uint64_t count = 0;
   std::string why;
   if (sequencer_->taken(&count, &why) == Status::kOk && count > expected_) return report_gap();
