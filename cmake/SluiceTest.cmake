@@ -76,12 +76,13 @@ endfunction()
 # them together, sharing the headers' and templates' work) as if each file
 # were its own program: the cases of <stem>.cc (a path from this directory,
 # without .cc) are <prefix>.<its file name, or NAME>[.<variant>].<Suite>.<Case>.
-# A file's suites are the first arguments of its TEST and TEST_F lines; a
-# suite in two files is an error (name them apart), and so is TEST_P or
-# TYPED_TEST. FILTER narrows a file's cases: a pattern that names its suite
-# (Suite.*) stands, one that starts with * is tried on each of the file's
-# suites (*Killed*: Suite.*Killed*); no negative patterns. SLOW and
-# PER_SUITE are sluice_gtest's.
+# A file's suites are the first arguments of its TEST, TEST_F and TEST_P
+# lines; a suite in two files is an error (name them apart), and so is
+# TYPED_TEST (a TEST_P suite's cases are */Suite.*). FILTER narrows a
+# file's cases: a positive pattern that names its suite (Suite.*) stands,
+# one that starts with * is tried on each of the file's suites (*Killed*:
+# Suite.*Killed*), and negative ones (after -) stand. SLOW and PER_SUITE
+# are sluice_gtest's.
 function(sluice_gtest_files target)
   cmake_parse_arguments(PARSE_ARGV 1 G "PER_SUITE" "PREFIX;NAME;VARIANT;TIMEOUT;FILTER;SLOW"
                         "FILES;LABELS;ENV;PROPERTIES")
@@ -89,11 +90,19 @@ function(sluice_gtest_files target)
     set(file ${CMAKE_CURRENT_SOURCE_DIR}/${stem}.cc)
     file(STRINGS ${file} lines REGEX "^(TEST|TEST_F|TEST_P|TYPED_TEST)\\(")
     set(suites "")
+    set(patterns "")  # each suite's cases
     foreach(line IN LISTS lines)
-      if(NOT line MATCHES "^TEST(_F)?\\(([A-Za-z0-9_]+),")
-        message(FATAL_ERROR "sluice_gtest_files(${target}): ${stem}.cc: '${line}': only TEST and TEST_F")
+      if(NOT line MATCHES "^TEST(_F|_P)?\\(([A-Za-z0-9_]+),")
+        message(FATAL_ERROR "sluice_gtest_files(${target}): ${stem}.cc: '${line}': no TYPED_TEST")
       endif()
-      list(APPEND suites ${CMAKE_MATCH_2})
+      if(NOT CMAKE_MATCH_2 IN_LIST suites)
+        list(APPEND suites ${CMAKE_MATCH_2})
+        if(CMAKE_MATCH_1 STREQUAL "_P")
+          list(APPEND patterns "*/${CMAKE_MATCH_2}.*")  # Prefix/Suite.Case/N
+        else()
+          list(APPEND patterns "${CMAKE_MATCH_2}.*")
+        endif()
+      endif()
     endforeach()
     list(REMOVE_DUPLICATES suites)
     if(NOT suites)
@@ -101,33 +110,45 @@ function(sluice_gtest_files target)
     endif()
     # (each suite's file, over every call for this target: a file may be
     # registered apart, and again for each variant)
-    set(filter "")
     foreach(suite IN LISTS suites)
       get_property(owner TARGET ${target} PROPERTY SLUICE_GTEST_SUITE_${suite})
       if(owner AND NOT owner STREQUAL file)
         message(FATAL_ERROR "sluice_gtest_files(${target}): suite ${suite} is in ${stem}.cc and ${owner}")
       endif()
       set_property(TARGET ${target} PROPERTY SLUICE_GTEST_SUITE_${suite} ${file})
-      list(APPEND filter "${suite}.*")
     endforeach()
+    # FILTER's positive patterns narrowed to the file's suites (or the
+    # file's suites, if it has none), then its negative ones.
+    set(positive ${patterns})
+    set(negative "")
     if(G_FILTER)
-      if(G_FILTER MATCHES "-")
-        message(FATAL_ERROR "sluice_gtest_files(${target}): FILTER ${G_FILTER}: no negative patterns")
+      string(FIND "${G_FILTER}" "-" dash)
+      if(dash EQUAL -1)
+        set(given "${G_FILTER}")
+      else()
+        string(SUBSTRING "${G_FILTER}" 0 ${dash} given)
+        math(EXPR after "${dash} + 1")
+        string(SUBSTRING "${G_FILTER}" ${after} -1 negative)
       endif()
-      set(narrowed "")
-      string(REPLACE ":" ";" patterns "${G_FILTER}")
-      foreach(p IN LISTS patterns)
-        if(p MATCHES "^\\*")
-          foreach(suite IN LISTS suites)
-            list(APPEND narrowed "${suite}.${p}")
-          endforeach()
-        else()
-          list(APPEND narrowed "${p}")
-        endif()
-      endforeach()
-      set(filter ${narrowed})
+      if(given)
+        set(positive "")
+        string(REPLACE ":" ";" given "${given}")
+        foreach(p IN LISTS given)
+          if(p MATCHES "^\\*")
+            foreach(suite IN LISTS patterns)
+              string(REGEX REPLACE "\\*$" "" suite "${suite}")
+              list(APPEND positive "${suite}${p}")
+            endforeach()
+          else()
+            list(APPEND positive "${p}")
+          endif()
+        endforeach()
+      endif()
     endif()
-    string(JOIN ":" filter ${filter})
+    string(JOIN ":" filter ${positive})
+    if(negative)
+      string(APPEND filter "-${negative}")
+    endif()
     get_filename_component(name ${stem} NAME)
     if(G_NAME)
       set(name ${G_NAME})

@@ -32,7 +32,7 @@ using sluice::testing::json_field;
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
 
-ProcessResult run_stream(int ranks, const std::vector<std::string>& args) {
+ProcessResult run_file_job(int ranks, const std::vector<std::string>& args) {
   return run_process(sluice::testing::job_argv(ranks, 90, "sluice-stream", args), {},
                      std::chrono::seconds(120));
 }
@@ -62,7 +62,7 @@ class FileInputTest : public ::testing::Test {
   // (input-<worker>.csv in the test's directory).
   ProcessResult write_csv_input(std::vector<std::string> query) const {
     query.insert(query.end(), {"--input-csv-dir", dir_.string()});
-    return run_stream(2, query);
+    return run_file_job(2, query);
   }
   std::filesystem::path dir_;
 };
@@ -90,7 +90,7 @@ TEST_F(FileInputTest, FilesGiveTheResultsOfTheGeneratedInput) {
     base.insert(base.end(), c.extra.begin(), c.extra.end());
     std::vector<std::string> gen = base;
     gen.insert(gen.end(), {"--input-binary-dir", sub, "--input-csv-dir", sub});
-    const ProcessResult g = run_stream(2, gen);
+    const ProcessResult g = run_file_job(2, gen);
     ASSERT_EQ(g.exit_code, 0) << g.output;
     ASSERT_NE(json_field(g.output, "rows"), "0") << g.output;
     for (const std::string& file : std::vector<std::string>{
@@ -98,7 +98,7 @@ TEST_F(FileInputTest, FilesGiveTheResultsOfTheGeneratedInput) {
       if (file.empty()) continue;
       std::vector<std::string> args = base;
       args.insert(args.end(), {"--input", file, "--verify"});
-      const ProcessResult r = run_stream(2, args);
+      const ProcessResult r = run_file_job(2, args);
       ASSERT_EQ(r.exit_code, 0) << r.output;
       EXPECT_EQ(result(r), result(g)) << file << "\n" << r.output;
       EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
@@ -116,7 +116,7 @@ TEST_F(FileInputTest, OneSharedFileIsSplitAmongTheWorkers) {
                                          "--lag",     "30",     "--json"};
   std::vector<std::string> gen = base;
   gen.insert(gen.end(), {"--input-binary-dir", dir_.string()});
-  const ProcessResult g = run_stream(2, gen);
+  const ProcessResult g = run_file_job(2, gen);
   ASSERT_EQ(g.exit_code, 0) << g.output;
   {
     std::ofstream all(path("all.bin"), std::ios::binary);
@@ -127,7 +127,7 @@ TEST_F(FileInputTest, OneSharedFileIsSplitAmongTheWorkers) {
   }
   std::vector<std::string> args = base;
   args.insert(args.end(), {"--input", path("all.bin"), "--verify"});
-  const ProcessResult r = run_stream(2, args);
+  const ProcessResult r = run_file_job(2, args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(result(r), result(g)) << r.output;
   EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
@@ -142,7 +142,7 @@ TEST_F(FileInputTest, CsvColumnsAreReadByTheHeaderOrInOrderWithNoHeader) {
                                          "100",     "--keys",    "50"};
   std::vector<std::string> gen = base;
   gen.insert(gen.end(), {"--input-csv-dir", dir_.string()});
-  const ProcessResult g = run_stream(1, gen);
+  const ProcessResult g = run_file_job(1, gen);
   ASSERT_EQ(g.exit_code, 0) << g.output;
   std::ifstream in(path("input-0.csv"));
   std::string line;
@@ -165,21 +165,21 @@ TEST_F(FileInputTest, CsvColumnsAreReadByTheHeaderOrInOrderWithNoHeader) {
     std::vector<std::string> args = base;
     args.insert(args.end(), extra.begin(), extra.end());
     args.push_back("--verify");
-    const ProcessResult r = run_stream(1, args);
+    const ProcessResult r = run_file_job(1, args);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(result(r), result(g)) << r.output;
     EXPECT_EQ(json_field(r.output, "verify"), "OK") << r.output;
   }
   std::vector<std::string> args = base;
   args.insert(args.end(), {"--input", path("bare.csv")});
-  const ProcessResult r = run_stream(1, args);
+  const ProcessResult r = run_file_job(1, args);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("bare.csv:1: the header names a column"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("a file without a header needs --no-header"), std::string::npos)
       << r.output;
   args = base;
   args.push_back("--no-header");
-  const ProcessResult u = run_stream(1, args);
+  const ProcessResult u = run_file_job(1, args);
   EXPECT_EQ(u.exit_code, 2) << u.output;
   EXPECT_NE(u.output.find("--no-header describe --input files, and no --input is given"),
             std::string::npos)
@@ -193,7 +193,7 @@ TEST_F(FileInputTest, BadInputFailsEveryRankNamingIt) {
     std::ofstream(path("in-0.bin"), std::ios::binary) << std::string(78 * 10, '\0');
     std::vector<std::string> args = base;
     args.insert(args.end(), {"--input", path("in-{worker}.bin")});
-    const ProcessResult r = run_stream(2, args);
+    const ProcessResult r = run_file_job(2, args);
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("rank 1 cannot read its input: cannot open the input file " +
                             path("in-1.bin")),
@@ -205,7 +205,7 @@ TEST_F(FileInputTest, BadInputFailsEveryRankNamingIt) {
     std::ofstream(path("odd.bin"), std::ios::binary) << std::string(78 * 3 + 5, '\0');
     std::vector<std::string> args = base;
     args.insert(args.end(), {"--input", path("odd.bin")});
-    const ProcessResult r = run_stream(1, args);
+    const ProcessResult r = run_file_job(1, args);
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("holds 239 bytes, not a whole number of 78-byte records"),
               std::string::npos)
@@ -218,7 +218,7 @@ TEST_F(FileInputTest, BadInputFailsEveryRankNamingIt) {
     std::ofstream(path("bad.csv")) << "worker,seq,key,time\n0,0,5,1\n0,1,x,2\n";
     std::vector<std::string> args = {"--query", "ro",      "--workers",    "1",
                                      "--json",  "--input", path("bad.csv")};
-    const ProcessResult r = run_stream(1, args);
+    const ProcessResult r = run_file_job(1, args);
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("rank 0 cannot read its input: " + path("bad.csv") +
                             ":3: column 3 (key): 'x' is not an unsigned 64-bit integer"),
@@ -226,13 +226,13 @@ TEST_F(FileInputTest, BadInputFailsEveryRankNamingIt) {
         << r.output;
     std::ofstream(path("none.csv")) << "key,time\n";
     args = {"--query", "ro", "--workers", "1", "--input", path("none.csv")};
-    const ProcessResult none = run_stream(2, args);
+    const ProcessResult none = run_file_job(2, args);
     EXPECT_NE(none.exit_code, 0) << none.output;
     EXPECT_NE(none.output.find("the input " + path("none.csv") + " holds no records"),
               std::string::npos)
         << none.output;
     args = {"--query", "nb8", "--workers", "1", "--input", path("bad.csv")};
-    const ProcessResult n = run_stream(1, args);
+    const ProcessResult n = run_file_job(1, args);
     EXPECT_NE(n.exit_code, 0) << n.output;
     EXPECT_NE(n.output.find("--query nb8 reads binary input only"), std::string::npos) << n.output;
   }
@@ -240,7 +240,7 @@ TEST_F(FileInputTest, BadInputFailsEveryRankNamingIt) {
 }
 
 // The records the followed files' workers last said they had read, in all.
-uint64_t caught_up(const std::string& output) {
+uint64_t files_caught_up(const std::string& output) {
   return sluice::testing::sum_of_latest(output, R"(caught up with (\S+): ([0-9]+) records read)");
 }
 
@@ -276,7 +276,7 @@ TEST_F(FileInputTest, FollowedFilesAreReadAsTheyGrowUntilSigterm) {
   std::vector<std::string> args = base;
   args.insert(args.end(), {"--input", path("f-{worker}.csv"), "--follow"});
   sluice::testing::BackgroundJob job(sluice::testing::job_argv(2, 120, "sluice-stream", args));
-  ASSERT_TRUE(job.read_until([&](const std::string& o) { return caught_up(o) == first; },
+  ASSERT_TRUE(job.read_until([&](const std::string& o) { return files_caught_up(o) == first; },
                              std::chrono::seconds(60)))
       << job.output();
   for (int w = 0; w < 4; ++w) {
@@ -287,7 +287,7 @@ TEST_F(FileInputTest, FollowedFilesAreReadAsTheyGrowUntilSigterm) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     out << rest.substr(cut) << std::flush;
   }
-  ASSERT_TRUE(job.read_until([&](const std::string& o) { return caught_up(o) == total; },
+  ASSERT_TRUE(job.read_until([&](const std::string& o) { return files_caught_up(o) == total; },
                              std::chrono::seconds(60)))
       << job.output();
   ASSERT_TRUE(job.stop()) << job.output();
@@ -301,13 +301,13 @@ TEST_F(FileInputTest, FollowedFilesAreReadAsTheyGrowUntilSigterm) {
 
   args = base;
   args.insert(args.end(), {"--input", path("missing-{worker}.csv"), "--follow"});
-  const ProcessResult missing = run_stream(2, args);
+  const ProcessResult missing = run_file_job(2, args);
   EXPECT_NE(missing.exit_code, 0) << missing.output;
   EXPECT_NE(missing.output.find("cannot follow " + path("missing-0.csv")), std::string::npos)
       << missing.output;
   args = base;
   args.insert(args.end(), {"--input", path("f-0.csv"), "--follow"});
-  const ProcessResult shared = run_stream(1, args);
+  const ProcessResult shared = run_file_job(1, args);
   EXPECT_NE(shared.exit_code, 0) << shared.output;
   EXPECT_NE(shared.output.find("a growing file is followed by one worker"), std::string::npos)
       << shared.output;
@@ -398,8 +398,9 @@ TEST_F(FileInputTest, AFollowedJobKilledMidReadRecoversFromItsCheckpointsPositio
 
 // runs. After SIGTERM both runs have written the same rows.
 TEST_F(FileInputTest, AQuietFollowedFileHoldsTheWindowsBackUnlessItCountsAsIdle) {
-  const ProcessResult g = run_stream(1, {"--query", "ysb", "--workers", "2", "--records", "200000",
-                                         "--rate", "5", "--input-csv-dir", dir_.string()});
+  const ProcessResult g =
+      run_file_job(1, {"--query", "ysb", "--workers", "2", "--records", "200000", "--rate", "5",
+                       "--input-csv-dir", dir_.string()});
   ASSERT_EQ(g.exit_code, 0) << g.output;
   std::filesystem::copy_file(path("input-0.csv"), path("f-0.csv"));
   {
@@ -500,7 +501,7 @@ TEST_F(FileInputTest, SocketsAreReadUntilTheirSendersCloseThem) {
                                          "--disorder", "400", "--lag",     "50", "--json"};
   std::vector<std::string> gen = base;
   gen.insert(gen.end(), {"--records", "100000", "--input-csv-dir", dir_.string()});
-  const ProcessResult g = run_stream(2, gen);
+  const ProcessResult g = run_file_job(2, gen);
   ASSERT_EQ(g.exit_code, 0) << g.output;
   std::vector<std::unique_ptr<LineServer>> servers;
   std::string addresses;
@@ -517,20 +518,20 @@ TEST_F(FileInputTest, SocketsAreReadUntilTheirSendersCloseThem) {
   }
   std::vector<std::string> args = base;
   args.insert(args.end(), {"--input-socket", addresses});
-  const ProcessResult r = run_stream(2, args);
+  const ProcessResult r = run_file_job(2, args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(sluice::testing::count_lines_with(r.output, "ended (the sender closed it)"), 2)
       << r.output;
   EXPECT_EQ(result(r), result(g)) << r.output;
   servers.clear();
 
-  const ProcessResult refused = run_stream(2, args);
+  const ProcessResult refused = run_file_job(2, args);
   EXPECT_NE(refused.exit_code, 0) << refused.output;
   EXPECT_NE(refused.output.find("cannot connect to 127.0.0.1:"), std::string::npos)
       << refused.output;
   args = base;
   args.insert(args.end(), {"--input-socket", "127.0.0.1:1"});
-  const ProcessResult count = run_stream(2, args);
+  const ProcessResult count = run_file_job(2, args);
   EXPECT_NE(count.exit_code, 0) << count.output;
   EXPECT_NE(count.output.find("--input-socket names 1 address(es) for 2 workers"),
             std::string::npos)

@@ -32,12 +32,12 @@ using sluice::testing::json_number;
 using sluice::testing::ProcessResult;
 using sluice::testing::run_process;
 
-ProcessResult run_stream(int ranks, const std::vector<std::string>& args) {
+ProcessResult run_nexmark(int ranks, const std::vector<std::string>& args) {
   return run_process(sluice::testing::job_argv(ranks, 90, "sluice-stream", args), {},
                      std::chrono::seconds(120));
 }
 
-std::map<int64_t, uint64_t> late_of(const std::string& output) {
+std::map<int64_t, uint64_t> nexmark_late_of(const std::string& output) {
   std::map<int64_t, uint64_t> late;
   const std::string obj = json_field(output, "late");
   const std::regex entry("\"(-?[0-9]+)\":([0-9]+)");
@@ -48,23 +48,23 @@ std::map<int64_t, uint64_t> late_of(const std::string& output) {
   return late;
 }
 
-struct Shape {
+struct NexmarkShape {
   int ranks, threads;
 };
 
-struct Case {
+struct NexmarkCase {
   const char* name;
   std::vector<std::string> args;
   bool expect_late;
 };
-std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+std::ostream& operator<<(std::ostream& os, const NexmarkCase& c) { return os << c.name; }
 
-void check(const Case& c, const std::string& strategy) {
-  for (const Shape s : {Shape{1, 1}, Shape{2, 2}, Shape{3, 1}}) {
+void check_nexmark(const NexmarkCase& c, const std::string& strategy) {
+  for (const NexmarkShape s : {NexmarkShape{1, 1}, NexmarkShape{2, 2}, NexmarkShape{3, 1}}) {
     std::vector<std::string> args = {"--verify", "--json",    "--strategy",
                                      strategy,   "--workers", std::to_string(s.threads)};
     args.insert(args.end(), c.args.begin(), c.args.end());
-    const ProcessResult r = run_stream(s.ranks, args);
+    const ProcessResult r = run_nexmark(s.ranks, args);
     SCOPED_TRACE(std::string(c.name) + " / " + strategy + " / " + std::to_string(s.ranks) + "x" +
                  std::to_string(s.threads));
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -86,10 +86,14 @@ void check(const Case& c, const std::string& strategy) {
   }
 }
 
-class NexmarkReferenceTest : public ::testing::TestWithParam<Case> {};
+class NexmarkReferenceTest : public ::testing::TestWithParam<NexmarkCase> {};
 
-TEST_P(NexmarkReferenceTest, SlashMatchesTheSingleThreadedReference) { check(GetParam(), "slash"); }
-TEST_P(NexmarkReferenceTest, UpparMatchesTheSingleThreadedReference) { check(GetParam(), "uppar"); }
+TEST_P(NexmarkReferenceTest, SlashMatchesTheSingleThreadedReference) {
+  check_nexmark(GetParam(), "slash");
+}
+TEST_P(NexmarkReferenceTest, UpparMatchesTheSingleThreadedReference) {
+  check_nexmark(GetParam(), "uppar");
+}
 
 // Small epochs so that deltas and markers travel often; --rate 5 spreads
 // the records over many windows and sessions.
@@ -98,57 +102,60 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // Prices in [1, 40]: many bids tie at the maximum of every window;
         // disorder 300 ms against a 20 ms watermark lag makes late bids.
-        Case{"nb7_ties_zipf_late",
-             {"--query", "nb7",  "--records",   "40000", "--rate",      "5",  "--window-ms", "1000",
-              "--keys",  "1000", "--zipf",      "1.5",   "--max-price", "40", "--disorder",  "300",
-              "--lag",   "20",   "--epoch-mib", "0.02"},
-             true},
-        Case{"nb7_one_window",
-             {"--query", "nb7", "--records", "30000", "--max-price", "1000000", "--epoch-mib",
-              "0.02"},
-             false},
-        Case{"q11_sessions_zipf_late",
-             {"--query",
-              "q11",
-              "--records",
-              "40000",
-              "--rate",
-              "5",
-              "--keys",
-              "2000",
-              "--zipf",
-              "1.2",
-              "--session-gap-ms",
-              "300",
-              "--disorder",
-              "200",
-              "--lag",
-              "20",
-              "--allowed-lateness",
-              "10",
-              "--epoch-mib",
-              "0.02"},
-             true},
+        NexmarkCase{
+            "nb7_ties_zipf_late",
+            {"--query", "nb7",  "--records",   "40000", "--rate",      "5",  "--window-ms", "1000",
+             "--keys",  "1000", "--zipf",      "1.5",   "--max-price", "40", "--disorder",  "300",
+             "--lag",   "20",   "--epoch-mib", "0.02"},
+            true},
+        NexmarkCase{"nb7_one_window",
+                    {"--query", "nb7", "--records", "30000", "--max-price", "1000000",
+                     "--epoch-mib", "0.02"},
+                    false},
+        NexmarkCase{"q11_sessions_zipf_late",
+                    {"--query",
+                     "q11",
+                     "--records",
+                     "40000",
+                     "--rate",
+                     "5",
+                     "--keys",
+                     "2000",
+                     "--zipf",
+                     "1.2",
+                     "--session-gap-ms",
+                     "300",
+                     "--disorder",
+                     "200",
+                     "--lag",
+                     "20",
+                     "--allowed-lateness",
+                     "10",
+                     "--epoch-mib",
+                     "0.02"},
+                    true},
         // One bidder: every worker's partial sessions of the one key chain
         // into one another and must merge into few long sessions.
-        Case{"q11_one_key",
-             {"--query", "q11", "--records", "30000", "--rate", "5", "--keys", "1",
-              "--session-gap-ms", "50", "--disorder", "80", "--lag", "30", "--epoch-mib", "0.01"},
-             true},
-        Case{"nb11_session_join",
-             {"--query", "nb11", "--records", "30000", "--rate", "5", "--keys", "40",
-              "--session-gap-ms", "200", "--disorder", "100", "--epoch-mib", "0.1"},
-             false},
-        Case{"nb8_window_join_late",
-             {"--query", "nb8", "--records", "20000", "--rate", "2", "--keys", "200", "--window-ms",
-              "1000", "--disorder", "300", "--lag", "30", "--epoch-mib", "0.2"},
-             true}),
-    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+        NexmarkCase{
+            "q11_one_key",
+            {"--query", "q11", "--records", "30000", "--rate", "5", "--keys", "1",
+             "--session-gap-ms", "50", "--disorder", "80", "--lag", "30", "--epoch-mib", "0.01"},
+            true},
+        NexmarkCase{"nb11_session_join",
+                    {"--query", "nb11", "--records", "30000", "--rate", "5", "--keys", "40",
+                     "--session-gap-ms", "200", "--disorder", "100", "--epoch-mib", "0.1"},
+                    false},
+        NexmarkCase{
+            "nb8_window_join_late",
+            {"--query", "nb8", "--records", "20000", "--rate", "2", "--keys", "200", "--window-ms",
+             "1000", "--disorder", "300", "--lag", "30", "--epoch-mib", "0.2"},
+            true}),
+    [](const ::testing::TestParamInfo<NexmarkCase>& info) { return std::string(info.param.name); });
 
 // ----------------------------------------------------------- DuckDB oracle
 
 // The engine's rows (every out-*.csv line but the header), sorted.
-std::vector<std::string> engine_rows(const std::string& dir) {
+std::vector<std::string> nexmark_engine_rows(const std::string& dir) {
   std::vector<std::string> rows;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     if (e.path().filename().string().rfind("out-", 0) != 0) continue;
@@ -183,7 +190,7 @@ std::vector<std::string> check_against_duckdb(const std::string& query, const st
                                    "--epoch-mib",
                                    "0.05"};
   args.insert(args.end(), extra.begin(), extra.end());
-  const ProcessResult r = run_stream(2, args);
+  const ProcessResult r = run_nexmark(2, args);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::vector<std::string> sql_args = {
       SLUICE_STREAM_PYTHON, SLUICE_STREAM_ORACLE, "--query", query, "--dir", dir};
@@ -203,7 +210,7 @@ std::vector<std::string> check_against_duckdb(const std::string& query, const st
     }
   }
   std::sort(expected.begin(), expected.end());
-  const std::vector<std::string> got = engine_rows(dir);
+  const std::vector<std::string> got = nexmark_engine_rows(dir);
   EXPECT_FALSE(expected.empty()) << sql.output;
   EXPECT_EQ(got.size(), expected.size()) << r.output;
   std::vector<std::string> only_engine, only_sql;
@@ -215,7 +222,7 @@ std::vector<std::string> check_against_duckdb(const std::string& query, const st
       << only_engine.size() << " rows only in the engine's output, first: "
       << (only_engine.empty() ? "-" : only_engine[0]) << "; " << only_sql.size()
       << " only in DuckDB's, first: " << (only_sql.empty() ? "-" : only_sql[0]);
-  EXPECT_EQ(late_of(r.output), expected_late) << r.output;
+  EXPECT_EQ(nexmark_late_of(r.output), expected_late) << r.output;
   EXPECT_EQ(json_number(r.output, "rows"), expected.size());
   std::filesystem::remove_all(dir);
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
