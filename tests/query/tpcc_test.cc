@@ -121,15 +121,15 @@ std::vector<std::string>* TpccTest::expected_q1_ = nullptr;
 std::vector<std::string>* TpccTest::expected_q2_ = nullptr;
 std::vector<std::string>* TpccTest::expected_q3_ = nullptr;
 
-struct Case {
+struct TpccCase {
   int processes, threads;
   const char* exchange;
 };
 // 4 processes x 2 workers: 8 workers for 2 warehouses, so some have no rows.
-const std::vector<Case> kSluiceShapes = {{1, 1, "sluice"}, {2, 2, "sluice"}, {4, 2, "sluice"}};
-const std::vector<Case> kSocketShapes = {{1, 2, "sockets"}, {4, 2, "sockets"}};
+const std::vector<TpccCase> kSluiceShapes = {{1, 1, "sluice"}, {2, 2, "sluice"}, {4, 2, "sluice"}};
+const std::vector<TpccCase> kSocketShapes = {{1, 2, "sockets"}, {4, 2, "sockets"}};
 
-ProcessResult run_tpcc(const Case& c, const char* query, std::vector<std::string> extra = {}) {
+ProcessResult run_tpcc(const TpccCase& c, const char* query, std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"tpcc",         query,
                                    "--warehouses", std::to_string(kWarehouses),
                                    "--threads",    std::to_string(c.threads),
@@ -139,9 +139,9 @@ ProcessResult run_tpcc(const Case& c, const char* query, std::vector<std::string
                      std::chrono::seconds(120));
 }
 
-void check_q3(const std::vector<Case>& shapes, const std::vector<std::string>& expected,
+void check_q3(const std::vector<TpccCase>& shapes, const std::vector<std::string>& expected,
               const std::vector<std::string>& extra = {}) {
-  for (const Case& c : shapes) {
+  for (const TpccCase& c : shapes) {
     SCOPED_TRACE(std::to_string(c.processes) + "x" + std::to_string(c.threads) + " " + c.exchange);
     const ProcessResult r = run_tpcc(c, "q3", extra);
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -154,9 +154,9 @@ void check_q3(const std::vector<Case>& shapes, const std::vector<std::string>& e
 }
 
 // Six exchanges active at once; the decimal revenue sums are exact.
-void check_q1(const std::vector<Case>& shapes, const std::vector<std::string>& expected,
+void check_q1(const std::vector<TpccCase>& shapes, const std::vector<std::string>& expected,
               const std::string& order_lines, const std::vector<std::string>& extra = {}) {
-  for (const Case& c : shapes) {
+  for (const TpccCase& c : shapes) {
     SCOPED_TRACE(std::to_string(c.processes) + "x" + std::to_string(c.threads) + " " + c.exchange);
     const ProcessResult r = run_tpcc(c, "q1", extra);
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -178,9 +178,9 @@ void check_q1(const std::vector<Case>& shapes, const std::vector<std::string>& e
 // freshly populated database the lines q2 reads are all delivered, worth
 // 0.00 by TPC-C's rules, so the ratio is 0; the join itself is checked by
 // q1 and the operator tests.)
-void check_q2(const std::vector<Case>& shapes, const std::vector<std::string>& expected,
+void check_q2(const std::vector<TpccCase>& shapes, const std::vector<std::string>& expected,
               const std::vector<std::string>& extra = {}) {
-  for (const Case& c : shapes) {
+  for (const TpccCase& c : shapes) {
     SCOPED_TRACE(std::to_string(c.processes) + "x" + std::to_string(c.threads) + " " + c.exchange);
     const ProcessResult r = run_tpcc(c, "q2", extra);
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -222,7 +222,7 @@ TEST_F(TpccTest, Q1EqualsDuckDbOverSocketExchanges) {
 // warehouse; the results and the exactly-once counts must not change.
 TEST_F(TpccTest, QueriesScanningTheCsvFilesEqualDuckDb) {
   const std::vector<std::string> input = {"--input", dir_->string()};
-  const std::vector<Case> shapes = {{2, 2, "sluice"}};
+  const std::vector<TpccCase> shapes = {{2, 2, "sluice"}};
   check_q1(shapes, *expected_q1_, *order_lines_, input);
   check_q2(shapes, *expected_q2_, input);
   check_q3({{1, 1, "sluice"}, {2, 2, "sluice"}}, *expected_q3_, input);
@@ -247,7 +247,7 @@ TEST_F(TpccTest, Q2AndQ3SumRealAmountsWithEveryAmount) {
   EXPECT_GT(std::stod(q2[0]), 0.0) << "the promo ratio of real amounts is not 0";
   ASSERT_EQ(q3.size(), 15u) << d.output;
   EXPECT_NE(split(q3[0], ',')[2], "0.00") << "delivered lines carry amounts";
-  const std::vector<Case> shapes = {{2, 2, "sluice"}, {1, 2, "sockets"}};
+  const std::vector<TpccCase> shapes = {{2, 2, "sluice"}, {1, 2, "sockets"}};
   check_q2(shapes, q2, {"--every-amount"});
   check_q3(shapes, q3, {"--every-amount"});
 }
