@@ -385,9 +385,7 @@ class FlowRetirement final : public Linger::Task {
       // an ordered flow's sequencer: the others' sources take numbers there
       // and their targets read it at their end (numbers a lost or skipping
       // source took are gaps), so its leave() waits for them (at most to
-      // the deadline); freed at once, a target that ended after it missed
-      // such gaps (system.replicate_test's SourceDyingInsideANumberedRun,
-      // once under load: "the sequencer could not be read").
+      // the deadline).
       if (impl_->left.load(std::memory_order_acquire) && fs_->sequencer == nullptr) {
         log::info("flow '", name_, "': withdrawn by this rank, which leaves the job");
         return true;
