@@ -22,7 +22,8 @@ deps:
 # kv RESP tests), redis-server (7.0, the reference kv's sorted sets are
 # compared with, reply for reply), clang-format (hygiene.format checks every C++ file), kcat
 # and Apache Kafka's jars (Maven Central, into .tools/kafka) for the stream
-# Kafka tests, so that `make demo` does not wait for them. The packages come
+# Kafka tests, and the bytecode of .venv's packages (scripts/install-python-deps.sh),
+# so that `make demo` does not wait for them. The packages come
 # first; the rest (test-programs: downloads and small builds) make test runs
 # beside the C++ build.
 test-tools: test-packages
@@ -32,6 +33,7 @@ test-packages:
 	@scripts/install-deps.sh redis-tools redis-server clang-format kcat doxygen
 
 test-programs:
+	@scripts/install-python-deps.sh --bytecode
 	@scripts/install-adya.sh
 	@scripts/install-porcupine.sh
 	@scripts/install-kafka.sh
