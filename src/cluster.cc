@@ -56,9 +56,8 @@ Cluster Cluster::join(const ClusterOptions& options) {
   // A lost rank's clients of this rank's regions are refused before any
   // thread here sees the view without it (a process on another host that
   // the job gave up on may still be running).
-  co.on_lost = [weak = std::weak_ptr<detail::ClusterImpl>(impl)](uint32_t rank,
-                                                                 uint32_t incarnation) {
-    if (auto i = weak.lock()) i->fence_regions(rank, incarnation);
+  co.on_lost = [fences = impl->fences](uint32_t rank, uint32_t incarnation) {
+    fences->fence(rank, incarnation);
   };
   detail::counters::set_epoch(0);  // a new job's; WELCOME may move it (a rejoin)
   // `sluice top` lists a spare under its job while it waits.
@@ -396,11 +395,11 @@ MemoryRegion Cluster::expose(std::string_view name, size_t bytes) {
     impl_->client->put(key, owner->descriptor());
     // The Cluster may be gone by then (the handle's contract says it must
     // not be, but a weak reference costs nothing here).
-    owner->on_destroy([weak = std::weak_ptr<detail::ClusterImpl>(impl_), key,
-                       name = std::string(name), o = owner.get()] {
+    owner->on_destroy([weak = std::weak_ptr<detail::ClusterImpl>(impl_), fences = impl_->fences,
+                       key, name = std::string(name), o = owner.get()] {
+      fences->remove(o);
       auto impl = weak.lock();
       if (impl == nullptr) return;
-      impl->remove_owner(o);
       try {
         // Not waited for (a destructor runs this), and ordered before
         // any later exposure of the name, whose put follows it.
@@ -411,7 +410,7 @@ MemoryRegion Cluster::expose(std::string_view name, size_t bytes) {
       MutexLock lock(impl->mu);
       impl->exposed.erase(name);
     });
-    impl_->add_owner(owner.get());
+    impl_->fences->add(owner.get());
     return MemoryRegion(std::move(owner));
   } catch (...) {
     MutexLock lock(impl_->mu);

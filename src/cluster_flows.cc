@@ -254,8 +254,8 @@ void ClusterImpl::declare(const FlowSpec& spec, uint64_t epoch,
                                                     regions_use_ofi(), ofi_config, host_id);
       // Fenced as exposed regions are: a lost source's process that still
       // runs takes no number once this rank is in the view without it.
-      fs->sequencer->on_destroy([this, o = fs->sequencer.get()] { remove_owner(o); });
-      add_owner(fs->sequencer.get());
+      fs->sequencer->on_destroy([this, o = fs->sequencer.get()] { fences->remove(o); });
+      fences->add(fs->sequencer.get());
       client->put("flow/" + spec.name() + "/sequencer", fs->sequencer->descriptor());
     }
     give_up.fs = nullptr;

@@ -11,16 +11,19 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "common/check.h"
 #include "common/hex.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/test_hooks.h"
 #include "control/bootstrap.h"
 #include "control/registry_client.h"
 #include "control/signal_report.h"
@@ -94,6 +97,40 @@ struct FlowState {
   }
 };
 
+// The regions a rank exposed and its ordered flows' sequencers, fenced
+// against a rank reported lost (the registry client's on_lost, on its
+// control thread) before the view moves on. Its own object, held by the
+// callback as well as by the ClusterImpl: the control thread never holds the
+// ClusterImpl, whose last owner's destructor would otherwise run there and
+// join the control thread from itself. Its own lock: a fence may wait for a
+// region's service (up to a second).
+class RegionFences {
+ public:
+  void add(RegionOwner* o) {
+    MutexLock lock(mu_);
+    owners_.push_back(o);
+  }
+  void remove(RegionOwner* o) {  // before it goes (RegionOwner::on_destroy)
+    MutexLock lock(mu_);
+    std::erase(owners_, o);
+  }
+  void fence(uint32_t rank, uint32_t incarnation) {
+    test_hooks::delay_fence();
+    MutexLock lock(mu_);
+    // Every region asks its service first, then all are waited for: each
+    // service applies it within its slice, side by side.
+    std::vector<uint64_t> tickets;
+    tickets.reserve(owners_.size());
+    for (RegionOwner* o : owners_) tickets.push_back(o->ask_fence(rank, incarnation));
+    const auto give_up = Clock::now() + std::chrono::seconds(1);
+    for (size_t i = 0; i < owners_.size(); ++i) owners_[i]->await_fence(tickets[i], give_up);
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<RegionOwner*> owners_ SLUICE_GUARDED_BY(mu_);
+};
+
 class ClusterImpl {
  public:
   ClusterOptions options;
@@ -102,30 +139,10 @@ class ClusterImpl {
   std::string host_id;
   ofi::Config ofi_config;
   // The regions this rank exposed and its ordered flows' sequencers, fenced
-  // against a rank reported lost (control thread, RegistryClient's on_lost)
-  // before the view moves on. Its own lock: a fence may wait for a region's
-  // service (up to a second). Before `flows`, so destroyed after them (a
-  // sequencer leaves the list as it goes).
-  Mutex owners_mu;
-  std::vector<RegionOwner*> owners SLUICE_GUARDED_BY(owners_mu);
-  void add_owner(RegionOwner* o) {
-    MutexLock lock(owners_mu);
-    owners.push_back(o);
-  }
-  void remove_owner(RegionOwner* o) {  // before it goes (RegionOwner::on_destroy)
-    MutexLock lock(owners_mu);
-    std::erase(owners, o);
-  }
-  void fence_regions(uint32_t rank, uint32_t incarnation) {
-    MutexLock lock(owners_mu);
-    // Every region asks its service first, then all are waited for: each
-    // service applies it within its slice, side by side.
-    std::vector<uint64_t> tickets;
-    tickets.reserve(owners.size());
-    for (RegionOwner* o : owners) tickets.push_back(o->ask_fence(rank, incarnation));
-    const auto give_up = Clock::now() + std::chrono::seconds(1);
-    for (size_t i = 0; i < owners.size(); ++i) owners[i]->await_fence(tickets[i], give_up);
-  }
+  // against a rank reported lost before the view moves on. Shared with the
+  // registry client's on_lost callback (before `flows`, so destroyed after
+  // them: a sequencer leaves the list as it goes).
+  std::shared_ptr<RegionFences> fences = std::make_shared<RegionFences>();
   Mutex mu;
   std::map<std::string, std::unique_ptr<FlowState>> flows SLUICE_GUARDED_BY(mu);
   // Cache of other ranks' host identities.

@@ -1,11 +1,13 @@
 #include "common/test_hooks.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "sluice/version.h"
 
@@ -79,6 +81,20 @@ uint64_t map_delay_ms(uint32_t rank, const std::string& flow) {
 }
 
 namespace {
+std::atomic<uint64_t> delayed_fences{0};
+std::atomic<uint64_t> ended_fence_delays{0};
+}  // namespace
+void delay_fence() {
+  const uint64_t ms = number("SLUICE_TEST_FENCE_DELAY_MS");
+  if (ms == 0) return;
+  delayed_fences.fetch_add(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  ended_fence_delays.fetch_add(1);
+}
+uint64_t fences_delayed() { return delayed_fences.load(); }
+uint64_t fence_delays_ended() { return ended_fence_delays.load(); }
+
+namespace {
 thread_local int destructor_depth = 0;
 std::atomic<uint64_t> waits_in_destructors{0};
 std::once_flag first_wait_once;
@@ -127,6 +143,9 @@ bool ofi_no_wait_fd() { return false; }
 bool ofi_close_no_flush() { return false; }
 bool region_post_refused() { return false; }
 uint64_t map_delay_ms(uint32_t, const std::string&) { return 0; }
+void delay_fence() {}
+uint64_t fences_delayed() { return 0; }
+uint64_t fence_delays_ended() { return 0; }
 #endif
 
 }  // namespace sluice::detail::test_hooks

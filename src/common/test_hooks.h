@@ -55,6 +55,15 @@ bool region_post_refused();
 // and flow, else 0.
 uint64_t map_delay_ms(uint32_t rank, const std::string& flow);
 
+// SLUICE_TEST_FENCE_DELAY_MS=n: the fence of a rank reported lost (the
+// registry client's on_lost, on its control thread) first sleeps n ms, as a
+// control thread descheduled right there would; fences_delayed() counts the
+// fences that began such a sleep, fence_delays_ended() those whose sleep
+// ended. Read on every call, so that one test can turn it on.
+void delay_fence();
+uint64_t fences_delayed();
+uint64_t fence_delays_ended();
+
 // Destructors never block on the network (docs/guide.md, "Lifecycle"). The
 // destructor of every public handle runs inside a DestructorScope, and
 // every blocking wait of the library (a registry request, a source waiting

@@ -13,11 +13,13 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "common/log.h"
+#include "common/test_hooks.h"
 #include "control/protocol.h"
 #include "control/registry_client.h"
 #include "control/registry_server.h"
@@ -895,6 +897,31 @@ TEST_F(AllgatherTest, ConcurrentCallsOfOneNamePairConsistently) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(seen.size(), size_t{2 * kCalls});
   for (const auto& [v, n] : seen) EXPECT_EQ(n, 2) << v[0] << " + " << v[1];
+}
+
+// A Cluster destroyed while its control thread fences a rank that just
+// left: the destructor waits for the fence, and the control thread never
+// runs the Cluster's destructor itself. (The fence used to hold the whole
+// Cluster: when the user's handle went during it, the control thread was
+// left its last owner, and the destructor it ran joined the control thread
+// from itself, "Resource deadlock avoided" and std::terminate; seen under
+// load at the end of ConcurrentCallsOfOneNamePairConsistently.)
+TEST_F(AllgatherTest, AClusterDestroyedWhileItFencesALeftRankWaitsForTheFence) {
+  start(2);
+  ASSERT_EQ(::setenv("SLUICE_TEST_FENCE_DELAY_MS", "300", 1), 0);
+  {
+    std::optional<Cluster> r0(cluster(0));
+    Cluster r1 = cluster(1);
+    r0.reset();  // rank 0 leaves: rank 1's control thread fences it
+    const auto until = Clock::now() + 10s;
+    while (sluice::detail::test_hooks::fences_delayed() == 0 && Clock::now() < until) {
+      std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_EQ(sluice::detail::test_hooks::fences_delayed(), 1u) << "rank 1 never fenced rank 0";
+  }  // r1 goes while its control thread sleeps in the fence
+  EXPECT_EQ(sluice::detail::test_hooks::fence_delays_ended(), 1u)
+      << "the Cluster's destructor returned while its control thread was still fencing";
+  ::unsetenv("SLUICE_TEST_FENCE_DELAY_MS");
 }
 
 class HostileInputTest : public RegistryTest {
