@@ -85,6 +85,11 @@ int run_replicate(const Args& a, sluice::Cluster& c) {
   if (a.latency) spec.optimize(sluice::Optimize::kLatency);
   auto flow = c.declare(spec);
   const uint32_t me = c.rank();
+  // A rank that dies while another is still inside declare() (mapping its
+  // rings) fails that one's declare with PeerLost: the deaths these tests
+  // inject are meant to come after the flow is up everywhere (seen under
+  // load: rank 2 took its numbers and died while rank 1 was still mapping).
+  if (a.die_rank >= 0) c.barrier("declared");
   if (static_cast<int64_t>(me) == a.die_rank) {
     // Test builds exit right after taking this many sequence numbers.
     setenv("SLUICE_TEST_DIE_AFTER_SEQUENCE", std::to_string(a.die_after).c_str(), 1);
