@@ -907,8 +907,9 @@ TEST_F(AllgatherTest, ConcurrentCallsOfOneNamePairConsistently) {
 // from itself, "Resource deadlock avoided" and std::terminate; seen under
 // load at the end of ConcurrentCallsOfOneNamePairConsistently.)
 TEST_F(AllgatherTest, AClusterDestroyedWhileItFencesALeftRankWaitsForTheFence) {
-  start(2);
+  // (Set before any thread of the test starts: setenv races with getenv.)
   ASSERT_EQ(::setenv("SLUICE_TEST_FENCE_DELAY_MS", "300", 1), 0);
+  start(2);
   {
     std::optional<Cluster> r0(cluster(0));
     Cluster r1 = cluster(1);
@@ -921,7 +922,7 @@ TEST_F(AllgatherTest, AClusterDestroyedWhileItFencesALeftRankWaitsForTheFence) {
   }  // r1 goes while its control thread sleeps in the fence
   EXPECT_EQ(sluice::detail::test_hooks::fence_delays_ended(), 1u)
       << "the Cluster's destructor returned while its control thread was still fencing";
-  ::unsetenv("SLUICE_TEST_FENCE_DELAY_MS");
+  ::unsetenv("SLUICE_TEST_FENCE_DELAY_MS");  // (only the registry's thread runs: it reads none)
 }
 
 class HostileInputTest : public RegistryTest {
