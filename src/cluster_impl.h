@@ -138,10 +138,8 @@ class ClusterImpl {
   std::unique_ptr<control::RegistryClient> client;
   std::string host_id;
   ofi::Config ofi_config;
-  // The regions this rank exposed and its ordered flows' sequencers, fenced
-  // against a rank reported lost before the view moves on. Shared with the
-  // registry client's on_lost callback (before `flows`, so destroyed after
-  // them: a sequencer leaves the list as it goes).
+  // (Before `flows`, so destroyed after them: a sequencer leaves the list
+  // as it goes.)
   std::shared_ptr<RegionFences> fences = std::make_shared<RegionFences>();
   Mutex mu;
   std::map<std::string, std::unique_ptr<FlowState>> flows SLUICE_GUARDED_BY(mu);
