@@ -163,6 +163,38 @@ void SimCluster::restart(uint32_t r) {
   net_.restore(r);
 }
 
+void SimCluster::restart_all_from_disk() {
+  ++restarts_;
+  for (uint32_t r = 0; r < config_.replicas; ++r) {
+    net_.purge(r);
+    // What its files would give back (replica_disk.cc): the rewrite's
+    // numbers, entries and snapshot, the store read from the snapshot.
+    DurableChanges kept = np_[r]->durable_state();
+    RestoredState st;
+    st.ballot = kept.ballot;
+    st.commit = kept.commit;
+    st.session = kept.session;
+    st.normal_view = kept.normal_view;
+    st.normal_session = kept.normal_session;
+    st.entries = std::move(kept.entries);
+    st.snapshot_slot = kept.snapshot_slot;
+    st.snapshot_entry = kept.snapshot_entry;
+    if (kept.snapshot_slot > 0) {
+      std::string why;
+      if (!st.store.restore(kept.snapshot, &why))
+        throw std::logic_error("replica " + std::to_string(r) + "'s snapshot: " + why);
+      st.snapshot = std::move(kept.snapshot);
+    }
+    NoPaxosOptions no = options_.nopaxos;
+    no.seed = options_.seed + restarts_;
+    auto fresh = std::make_unique<NoPaxosReplica>(config_, r, no);
+    fresh->restore(std::move(st));
+    net_.replace(r, fresh.get());
+    np_[r] = std::move(fresh);
+  }
+  new_sequencer();
+}
+
 bool SimCluster::recovering(uint32_t r) const {
   return options_.protocol == Protocol::kMultiPaxos ? mp_[r]->recovering() : np_[r]->recovering();
 }

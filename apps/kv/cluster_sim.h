@@ -88,6 +88,12 @@ class SimCluster {
   // under the same id recovers (message.h, Recovery).
   void restart(uint32_t r);
   bool recovering(uint32_t r) const;
+  // NOPaxos: every replica's process dies at once and starts again from
+  // what it kept on disk (--data-dir with --fsync always: its state as of
+  // its last round, durable_state), and the sequencer is replaced, as the
+  // next run of a job has a new one (nopaxos.h, Durability). Messages in
+  // flight to the replicas are lost.
+  void restart_all_from_disk();
 
   // "" when the check passes, else what differs.
   std::string check_replicas() const;

@@ -129,11 +129,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     // Lost sequence numbers surface after the flow's gap timeout; our own
     // gap search may take as long as a round trip on a loaded machine.
     no.gap_timeout_ms = 200;
-    no.recover = incarnation > 0;
+    no.recover = recover_from_others(jd, incarnation);
     no.snapshot_every = o.snapshot_every;
     no.nonce = incarnation;
     no.store = store_options;
     np = std::make_unique<NoPaxosReplica>(config, rank, no);
+    if (disk != nullptr) start_on_disk(jd, *np, o, rank, no.recover);
   } else if (is_replica) {
     MultiPaxosOptions mo;
     mo.seed = o.seed;
@@ -142,7 +143,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     mo.max_resend = 128;  // keeps every message well inside a 64 KiB segment
     // (A replica whose files are gone while others' are there lost what
     // it promised: it recovers from the others, as a restarted one does.)
-    mo.recover = incarnation > 0 || (disk != nullptr && !jd.restored && run > 1);
+    mo.recover = recover_from_others(jd, incarnation);
     mo.snapshot_every = o.snapshot_every;
     mo.nonce = incarnation;
     mo.store = store_options;
@@ -235,7 +236,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   Epoch ep;
   // A request from the ordered flow: stamped with its place in the one
   // order every replica sees. Each epoch's ordered flow is a new sequencer,
-  // hence a new NOPaxos session.
+  // hence a new NOPaxos session; a run on --data-dir numbers its sessions
+  // above every earlier run's, which its replicas may have restored.
+  const uint64_t sessions_from = run > 1 ? static_cast<uint64_t>(run - 1) << 32 : 0;
   auto deliver_ordered = [&](sluice::RecordBatch batch, const sluice::BatchInfo& info) {
     size_t n = 0;
     for (std::span<const std::byte> rec : batch) {
@@ -249,7 +252,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       m.type = MsgType::kOrdered;
       m.from = config.sequencer_id();
       m.to = self_id;
-      m.session = ep.session;
+      m.session = sessions_from + ep.session;
       m.a = info.sequence + 1;
       if (!closed && !drop()) node.receive(m, out);
     }
@@ -333,7 +336,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // for all of a round's changes (group commit).
   DurableChanges changes;
   auto persist = [&] {
-    if (disk && replica->take_durable(&changes)) disk->save(changes);
+    if (disk && (replica ? replica->take_durable(&changes) : np->take_durable(&changes)))
+      disk->save(changes);
   };
   // Sends what the protocol said (`out`). A push that waits for room hands
   // the inputs to their handlers meanwhile, which may say more: `rounds`
@@ -860,12 +864,13 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // (A run on --data-dir: its own clients' commands, not earlier runs'.)
   const std::pair<uint64_t, uint64_t> executed =
       replica ? std::make_pair(replica->run_executed(), replica->run_executed_sum())
+      : np    ? run_commands(np->store(), run)
               : std::make_pair(uint64_t{0}, uint64_t{0});
-  const std::string mine = np ? replica_report(rank, np->store(), np->view(), nullptr, run)
-                           : replica
-                               ? replica_report(rank, replica->store(), replica->ballot(),
-                                                disk ? &executed : nullptr, run)
-                               : client_reports(rank, *client, gateway ? 0 : o.ops_per_client);
+  const std::string mine =
+      np        ? replica_report(rank, np->store(), np->view(), disk ? &executed : nullptr, run)
+      : replica ? replica_report(rank, replica->store(), replica->ballot(),
+                                 disk ? &executed : nullptr, run)
+                : client_reports(rank, *client, gateway ? 0 : o.ops_per_client);
   // The run's last members check it (job_report.h). Only they take part, as
   // the processes they were: a replica restarted after the run ended has
   // nothing to report (it finds its clients gone and exits; see the epoch

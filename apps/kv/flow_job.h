@@ -115,7 +115,7 @@ struct FlowJobOptions {
   // --data-dir: each replica keeps its write-ahead log and snapshot under
   // data_dir/rank-N (replica_disk.h), every change on disk (as `fsync`
   // says) before the messages that follow from it leave, and a job started
-  // again on the same directory starts from them. Multi-Paxos behind
+  // again on the same directory starts from them. Either protocol, behind
   // --resp-port only. Empty: memory only.
   std::string data_dir;
   FsyncMode fsync = FsyncMode::kEverySec;

@@ -17,11 +17,11 @@ std::optional<JobDisk> open_job_disk(sluice::Cluster& cluster, const FlowJobOpti
                                      uint32_t rank, bool is_replica, uint32_t incarnation,
                                      bool nopaxos, int* exit_code) {
   JobDisk jd;
-  if (nopaxos || !o.resp) {
+  if (!o.resp) {
     if (rank == 0)
       std::fprintf(stderr,
-                   "sluice-kv: --data-dir works with --protocol multipaxos behind "
-                   "--resp-port only (docs/kv.md, Durability)\n");
+                   "sluice-kv: --data-dir works behind --resp-port only (docs/kv.md, "
+                   "Durability)\n");
     *exit_code = 2;
     return std::nullopt;
   }
@@ -29,8 +29,8 @@ std::optional<JobDisk> open_job_disk(sluice::Cluster& cluster, const FlowJobOpti
   if (is_replica) {
     try {
       jd.disk = std::make_unique<ReplicaDisk>(
-          DiskOptions{o.data_dir, o.fsync, o.test_hold_unsynced, o.test_sync_delay_us}, o.replicas,
-          rank);
+          DiskOptions{o.data_dir, o.fsync, o.test_hold_unsynced, o.test_sync_delay_us, nopaxos},
+          o.replicas, rank);
       jd.run = jd.disk->runs();
       jd.restored = jd.disk->take_restored();
     } catch (const sluice::Error& e) {
@@ -51,7 +51,9 @@ std::optional<JobDisk> open_job_disk(sluice::Cluster& cluster, const FlowJobOpti
     if (jd.restored)
       last = std::max(jd.restored->snapshot_slot,
                       jd.restored->entries.empty() ? 0 : jd.restored->entries.back().slot);
-    mine = std::to_string(jd.run) + " " + (jd.restored ? std::to_string(last) : "-");
+    // (Files written while recovering hold nothing: as none.)
+    const bool restored = jd.restored && !jd.restored->recovering;
+    mine = std::to_string(jd.run) + " " + (restored ? std::to_string(last) : "-");
   }
   const std::vector<std::string> all = cluster.allgather("kv-data-dir", mine);
   std::string failed;
@@ -82,13 +84,13 @@ std::optional<JobDisk> open_job_disk(sluice::Cluster& cluster, const FlowJobOpti
   return jd;
 }
 
-void start_on_disk(JobDisk& jd, MultiPaxosReplica& replica, const FlowJobOptions& o, uint32_t rank,
-                   bool recover) {
-  const bool from_disk = jd.restored && !recover;
-  if (from_disk) replica.restore(std::move(*jd.restored));
-  if (o.fsync != FsyncMode::kAlways)
-    replica.require_promises_until(jd.restored_last, jd.restored_mask);
-  replica.count_run(jd.run);
+namespace {
+
+// The replica's run begins on disk (a rewrite of everything it holds), and
+// a line says where it keeps its data and what it started from.
+template <typename Replica>
+void begin_run(JobDisk& jd, Replica& replica, const FlowJobOptions& o, uint32_t rank,
+               bool from_disk, bool recover) {
   DurableChanges taken;
   replica.take_durable(&taken);  // begin_run writes them all
   jd.disk->begin_run(jd.run, replica.durable_state());
@@ -96,9 +98,35 @@ void start_on_disk(JobDisk& jd, MultiPaxosReplica& replica, const FlowJobOptions
                rank, jd.disk->dir().c_str(), jd.run, fsync_mode_name(o.fsync),
                static_cast<int>(::getpid()),
                from_disk ? ("restored from disk: " + jd.disk->loaded()).c_str()
-               : recover ? "its files are not there or not used: recovering from the others"
+               : recover ? "its files are not there, not used or not whole: recovering from the "
+                           "others"
                          : "new");
   std::fflush(stderr);
+}
+
+}  // namespace
+
+bool recover_from_others(const JobDisk& jd, uint32_t incarnation) {
+  return incarnation > 0 ||
+         (jd.disk != nullptr && (!jd.restored || jd.restored->recovering) && jd.run > 1);
+}
+
+void start_on_disk(JobDisk& jd, MultiPaxosReplica& replica, const FlowJobOptions& o, uint32_t rank,
+                   bool recover) {
+  const bool from_disk = jd.restored && !recover;
+  if (from_disk) replica.restore(std::move(*jd.restored));
+  if (o.fsync != FsyncMode::kAlways)
+    replica.require_promises_until(jd.restored_last, jd.restored_mask);
+  replica.count_run(jd.run);
+  begin_run(jd, replica, o, rank, from_disk, recover);
+}
+
+void start_on_disk(JobDisk& jd, NoPaxosReplica& replica, const FlowJobOptions& o, uint32_t rank,
+                   bool recover) {
+  const bool from_disk = jd.restored && !recover;
+  if (from_disk) replica.restore(std::move(*jd.restored));
+  if (o.fsync != FsyncMode::kAlways) replica.require_view_changes_from(jd.restored_mask);
+  begin_run(jd, replica, o, rank, from_disk, recover);
 }
 
 }  // namespace kv

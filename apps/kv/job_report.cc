@@ -66,6 +66,17 @@ std::string client_report(uint32_t rank, const Client& c, uint64_t expected_ops)
 
 }  // namespace
 
+std::pair<uint64_t, uint64_t> run_commands(const Store& s, uint32_t run) {
+  std::pair<uint64_t, uint64_t> out{0, 0};
+  s.for_each_client([&](uint64_t c) {
+    if (client_run(c) != run) return;
+    const uint64_t last = s.last_seq(c);
+    out.first += last;
+    for (uint64_t q = 1; q <= last; ++q) out.second += identity_hash(c, q);
+  });
+  return out;
+}
+
 std::string replica_report(uint32_t rank, const Store& s, uint64_t view,
                            const std::pair<uint64_t, uint64_t>* executed, uint32_t run) {
   std::ostringstream o;

@@ -39,6 +39,13 @@ inline constexpr size_t kReportPiece = 60 * 1024;
 std::string replica_report(uint32_t rank, const Store& s, uint64_t view,
                            const std::pair<uint64_t, uint64_t>* executed = nullptr,
                            uint32_t run = 0);
+// What run `run`'s clients had take effect in `s`, counted from its client
+// table (each client's commands 1 .. its last, since a client's commands
+// take effect in order, once: store.h): how many, and the sum of their
+// identity_hash. What a NOPaxos replica on --data-dir reports as its run's
+// executed commands (its leader executes ahead of the final log and may
+// start its store again, so it cannot count them as they execute).
+std::pair<uint64_t, uint64_t> run_commands(const Store& s, uint32_t run);
 // The reports of every client of a rank, one line each (its completed
 // operations with whole commands and times). `expected_ops`: how many each
 // had to complete (0: any number, a RESP gateway's).

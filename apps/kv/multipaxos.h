@@ -32,38 +32,12 @@
 #include <string>
 #include <vector>
 
+#include "durable.h"
 #include "incoming_snapshot.h"
 #include "message.h"
 #include "store.h"
 
 namespace kv {
-
-// What a replica must not forget (--data-dir, replica_disk.h): its ballot
-// (the promise) and the entries it accepted or installed, each on disk
-// before any message that follows from it leaves (etcd's Ready: the host
-// takes the changes after each round, writes them, then sends the outbox).
-// The commit index rides along; it may lag on disk (the protocol learns it
-// again). A rewrite replaces everything kept: the snapshot (slot and
-// Store::serialize bytes) and the whole log after it.
-struct DurableChanges {
-  uint64_t ballot = 0;
-  uint64_t commit = 0;
-  std::vector<Entry> entries;  // changed since the last take (rewrite: all), by slot
-  bool rewrite = false;
-  uint64_t snapshot_slot = 0;  // rewrite only: the snapshot's slot (0: none)
-  std::string snapshot;        // rewrite only: its bytes
-};
-
-// What a replica restores from disk (replica_disk.h) instead of starting
-// empty: the store as of its snapshot, and its ballot and log.
-struct RestoredState {
-  uint64_t ballot = 0;
-  uint64_t commit = 0;
-  std::vector<Entry> entries;  // by slot, each above snapshot_slot
-  uint64_t snapshot_slot = 0;
-  std::string snapshot;  // Store::serialize bytes (empty: no snapshot)
-  Store store;           // restored from `snapshot` (empty: none)
-};
 
 struct MultiPaxosOptions {
   uint64_t heartbeat_ms = 10;

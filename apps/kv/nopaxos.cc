@@ -133,6 +133,7 @@ void NoPaxosReplica::append(Entry e, Outbox& out) {
   log_.push_back(std::move(e));
   const uint64_t slot = last_slot();
   log_.back().slot = slot;
+  changed(slot);
   if (leading()) {
     // The leader executes speculatively, in log order, and answers.
     execute_to(slot, out, true);
@@ -295,6 +296,7 @@ void NoPaxosReplica::on_gap_commit(const Message& m, Outbox& out) {
     // In our snapshot: final, so it is the leader's entry, the no-op.
   } else if (m.a <= last_slot()) {
     at(m.a) = noop;
+    changed(m.a);
   } else if (m.a == last_slot() + 1) {
     pending_.erase(m.b);
     append(noop, out);
@@ -390,6 +392,7 @@ void NoPaxosReplica::on_sync_prepare(const Message& m, Outbox& out) {
         append(e, out);  // new to us: acknowledged to its client like any other
       } else if (!(at(e.slot) == e)) {
         at(e.slot) = e;
+        changed(e.slot);
       }
       continue;
     }
@@ -399,6 +402,7 @@ void NoPaxosReplica::on_sync_prepare(const Message& m, Outbox& out) {
         continue;
       if (e.ballot == 0) {
         mine = position(e);
+        changed(e.slot);
         continue;
       }
     } else if (e.slot == last_slot() + 1) {

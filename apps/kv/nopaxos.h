@@ -68,9 +68,19 @@
 // RecoveryReply: NOPaxos's RecoveryReply carries the session in `session`,
 // where Multi-Paxos puts its base); it installs that and copies the log after.
 //
+// Durability (--data-dir, durable.h): after each round the host takes the
+// replica's changes (take_durable) and writes them before the round's
+// messages leave; a replica started again from its files (restore) is in
+// the view it was in, with its log and sync point, and its store executed
+// as far as it was. The next run's sequencer has a newer session, so the
+// replicas' first ordered request starts a view change, whose merge of
+// f + 1 logs brings the restored replicas to one log (nopaxos_durable.cc).
+//
 // Thread safety: none.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -78,6 +88,7 @@
 #include <string>
 #include <vector>
 
+#include "durable.h"
 #include "incoming_snapshot.h"
 #include "message.h"
 #include "store.h"
@@ -153,6 +164,27 @@ class NoPaxosReplica : public Node {
   uint64_t final_fetches() const { return final_fetches_; }
   // Recovery attempts so far (each with its own nonce); 0 if it never recovered.
   uint64_t recovery_attempts() const { return attempt_; }
+
+  // Starts from state kept on disk (before the first tick): in its view,
+  // normal if it was, with its log, snapshot and sync point, and its store
+  // executed as it was (a follower's to the sync point, a leader's to its
+  // log's end). `state` must not be a recovering replica's.
+  void restore(RestoredState state);
+  // The changes since the last call (DurableChanges); false: none. A
+  // recovering replica keeps nothing (its files say it is recovering until
+  // it finished: then everything, as a rewrite).
+  bool take_durable(DurableChanges* changes);
+  // Everything kept, as a rewrite.
+  DurableChanges durable_state() const;
+  // After a restart of the whole job from files not synced at every change
+  // (--fsync everysec or no): one replica's disk may hold slots, final ones
+  // among them, that the others' lost (a snapshot is synced whatever
+  // --fsync says), and a merge without it would put other requests in
+  // them. So the first view to start after the restart merges the logs of
+  // every replica in `replicas` (a bit per replica: those that restored
+  // files), not of any f + 1. forget_replica(r) drops r from them (a new
+  // process of r remembers nothing).
+  void require_view_changes_from(uint32_t replicas) { full_merge_ = replicas; }
 
  private:
   enum class Status { kNormal, kGapCommit, kViewChange, kRecovering };
@@ -230,6 +262,16 @@ class NoPaxosReplica : public Node {
   void send_snapshot(uint32_t to, uint64_t slot, uint64_t offset, Outbox& out);
   void request_snapshot(uint32_t from, uint64_t slot, uint64_t offset, Outbox& out);
   void on_snapshot_chunk(const Message& m, Outbox& out);
+  // Durability: slot s changed (take_durable hands it out next).
+  void changed(uint64_t s) {
+    dirty_lo_ = dirty_lo_ == 0 ? s : std::min(dirty_lo_, s);
+    dirty_hi_ = std::max(dirty_hi_, s);
+  }
+  // What take_durable compares with the last take: view, session, last
+  // normal view, sync point.
+  std::array<uint64_t, 5> durable_numbers() const {
+    return {view_, session_, last_normal_view_, last_normal_session_, sync_point_};
+  }
 
   Config config_;
   uint32_t id_;
@@ -297,6 +339,14 @@ class NoPaxosReplica : public Node {
   uint64_t gaps_recovered_ = 0;
   uint64_t view_changes_ = 0;
   uint64_t final_fetches_ = 0;
+  // Durability (take_durable): the slots changed since the last take
+  // (dirty_lo_ .. dirty_hi_; 0: none), whether everything must be written
+  // again (the log was cut or replaced, a snapshot taken or installed, a
+  // recovery finished), and the numbers as last taken.
+  uint64_t dirty_lo_ = 0, dirty_hi_ = 0;
+  bool rewrite_ = false;
+  std::array<uint64_t, 5> kept_{};
+  uint32_t full_merge_ = 0;  // require_view_changes_from: until a view starts
   // Recovering (status_ kRecovering): the nonce of this attempt; phase 1,
   // the latest answer of each other replica; phase 2 (recovery_leader_ set),
   // the leader chosen, its view, its last slot at its phase-1 answer and its

@@ -32,6 +32,7 @@ void NoPaxosReplica::maybe_snapshot() {
   candidate_.clear();
   candidate_slot_ = 0;
   ++snapshots_taken_;
+  rewrite_ = true;
   if (previous > base_) {
     base_entry_ = position(at(previous));
     log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(previous - base_));
@@ -117,6 +118,7 @@ void NoPaxosReplica::on_snapshot_chunk(const Message& m, Outbox& out) {
   candidate_.clear();
   candidate_slot_ = 0;
   ++snapshots_installed_;
+  rewrite_ = true;
   if (status_ == Status::kRecovering) {
     recovery_sync_ = std::max(recovery_sync_, s);
     if (last_slot() < recovery_last_) return ask_recovery(out);
@@ -164,6 +166,7 @@ void NoPaxosReplica::on_snapshot_chunk(const Message& m, Outbox& out) {
 
 void NoPaxosReplica::forget_replica(uint32_t r) {
   if (r >= config_.replicas || r == id_) return;
+  full_merge_ &= ~(1u << r);
   if (status_ == Status::kRecovering) {
     // What r answered described a process that is gone; if we were copying
     // its log, it leads no view now: begin again.
@@ -205,6 +208,7 @@ void NoPaxosReplica::reset_state() {
   candidate_.clear();
   candidate_slot_ = 0;
   incoming_.clear();
+  rewrite_ = true;
 }
 
 void NoPaxosReplica::restart_recovery() {
@@ -312,6 +316,7 @@ void NoPaxosReplica::finish_recovery(Outbox& out) {
   // requests it ignored meanwhile are gaps now (expected_msgnum() follows
   // the log's last entry), which gap requests and synchronization fill.
   status_ = Status::kNormal;
+  rewrite_ = true;  // (its files said it was recovering)
   view_ = recovery_view_;
   session_ = recovery_session_;
   last_normal_view_ = view_;

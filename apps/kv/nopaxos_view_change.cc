@@ -209,6 +209,9 @@ void NoPaxosReplica::try_start_view(Outbox& out) {
   for (const auto& [r, v] : view_changes_msgs_)
     if (complete(v)) in.push_back(r);
   if (in.size() + 1 < config_.f() + 1) return;
+  for (uint32_t r = 0; r < config_.replicas; ++r)
+    if (r != id_ && (full_merge_ >> r & 1) != 0 && std::find(in.begin(), in.end(), r) == in.end())
+      return;  // (require_view_changes_from)
   // 1. The highest sync point among them.
   uint64_t S = sync_point_;
   uint32_t holder = id_;
@@ -290,6 +293,7 @@ void NoPaxosReplica::try_start_view(Outbox& out) {
   for (const auto& [r, sync] : their_sync) follower_synced_[r] = std::min(sync, last_slot());
   fetching_ = false;
   status_ = Status::kNormal;
+  full_merge_ = 0;
   last_normal_view_ = view_;
   last_normal_session_ = session_;
   last_heard_ = now_;
@@ -322,6 +326,7 @@ void NoPaxosReplica::adopt(std::vector<Entry> after_sync) {
   for (uint64_t s = first; same && s <= executed_; ++s) same = at(s) == after_sync[s - first];
   log_.resize(sync_point_ - base_);
   for (Entry& e : after_sync) log_.push_back(std::move(e));
+  rewrite_ = true;  // (the log may be shorter than before: written whole)
   pending_.clear();
   gap_open_ = false;
   if (!same) rebuild_store();
@@ -394,6 +399,7 @@ void NoPaxosReplica::on_start_view(const Message& m, Outbox& out) {
   sv_entries_.clear();
   sv_first_ = 0;
   status_ = Status::kNormal;
+  full_merge_ = 0;  // (its leader merged what the rule asks)
   last_normal_view_ = view_;
   last_normal_session_ = session_;
   last_heard_ = now_;

@@ -250,7 +250,7 @@ void add_run(CLI::App& app, RunCommand* c) {
   auto* data_dir =
       app.add_option("--data-dir", o.data_dir,
                      "Each replica keeps its write-ahead log and snapshot in DIR/rank-N and a job "
-                     "started again with the same DIR starts from them (Multi-Paxos behind "
+                     "started again with the same DIR starts from them (either protocol, behind "
                      "--resp-port; docs/kv.md, Durability)")
           ->type_name("DIR")
           ->check(not_empty("DIR"));
@@ -314,10 +314,6 @@ void add_run(CLI::App& app, RunCommand* c) {
   app.callback([c, query_limit, bulk] {
     FlowJobOptions& o = c->job;
     GatewayOptions& g = o.gateway;
-    if (!o.data_dir.empty() && o.protocol == Protocol::kNoPaxos)
-      throw sluice::UsageError(
-          "--data-dir with --protocol nopaxos: NOPaxos replicas do not keep their log on disk "
-          "yet; use --protocol multipaxos (the default) with --data-dir");
     if (!o.data_dir.empty() && !o.resp)
       throw sluice::UsageError(
           "--data-dir without --resp-port: only a RESP job keeps its data across runs (a "

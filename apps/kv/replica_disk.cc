@@ -55,12 +55,23 @@ std::string as_string(const std::vector<std::byte>& bytes) {
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
-std::string encode_changes(const DurableChanges& c) {
+// A record (replica_disk.h): a Multi-Paxos replica's as an Accept, a
+// NOPaxos replica's as a StartView.
+MsgType record_type(bool nopaxos) { return nopaxos ? MsgType::kStartView : MsgType::kAccept; }
+
+std::string encode_changes(const DurableChanges& c, bool nopaxos) {
   Message m;
-  m.type = MsgType::kAccept;
+  m.type = record_type(nopaxos);
   m.view = c.ballot;
   m.a = c.commit;
-  m.entries = c.entries;
+  if (nopaxos) {
+    m.session = c.session;
+    m.b = c.normal_view;
+    m.c = c.normal_session;
+    m.flag = c.recovering;
+    if (c.rewrite && c.snapshot_slot > 0) m.entries.push_back(c.snapshot_entry);
+  }
+  m.entries.insert(m.entries.end(), c.entries.begin(), c.entries.end());
   std::vector<std::byte> bytes;
   encode(m, bytes);
   return as_string(bytes);
@@ -124,23 +135,49 @@ ReplicaDisk::ReplicaDisk(const DiskOptions& options, uint32_t replicas, uint32_t
     Message m;
     std::string why;
     const std::string& rec = f.records[i];
-    if (!decode(std::as_bytes(std::span<const char>(rec.data(), rec.size())), &m, &why) ||
-        m.type != MsgType::kAccept)
+    const bool read =
+        decode(std::as_bytes(std::span<const char>(rec.data(), rec.size())), &m, &why);
+    if (read && m.type == record_type(!options.nopaxos))
+      throw RecordFileError(
+          "sluice-kv: " + wal + " was written by " + (options.nopaxos ? "Multi-Paxos" : "NOPaxos") +
+          " replicas: start the job with --protocol " +
+          (options.nopaxos ? "multipaxos" : "nopaxos") + " as it was, or use another --data-dir");
+    if (!read || m.type != record_type(options.nopaxos))
       throw RecordFileError("sluice-kv: " + wal + " at offset " + std::to_string(f.offsets[i]) +
                             ": a record whose checksum matches does not read back (" +
                             (why.empty() ? "not a log record" : why) + ")");
     st.ballot = m.view;
-    st.commit = std::max(st.commit, m.a);
+    // (A NOPaxos sync point is the last record's: each file begins with a
+    // rewrite, after which it only grows.)
+    st.commit = options.nopaxos ? m.a : std::max(st.commit, m.a);
+    st.session = m.session;
+    st.normal_view = m.b;
+    st.normal_session = m.c;
+    st.recovering = m.flag;
     for (Entry& e : m.entries) entries[e.slot] = std::move(e);
   }
-  for (auto& [s, e] : entries)
-    if (s > st.snapshot_slot) st.entries.push_back(std::move(e));
+  for (auto& [s, e] : entries) {
+    if (options.nopaxos && s == st.snapshot_slot && s > 0) st.snapshot_entry = e;
+    if (s <= st.snapshot_slot) continue;
+    // A NOPaxos log is dense from its snapshot on: a hole is damage.
+    if (options.nopaxos && s != st.snapshot_slot + st.entries.size() + 1)
+      throw RecordFileError("sluice-kv: " + wal + ": the log has no entry for slot " +
+                            std::to_string(st.snapshot_slot + st.entries.size() + 1) +
+                            " but one for slot " + std::to_string(s) +
+                            " (records are never written so: this is damage)");
+    st.entries.push_back(std::move(e));
+  }
   loaded_ =
       (st.snapshot_slot > 0
            ? "a snapshot of slot " + std::to_string(st.snapshot_slot) + " and " +
                  std::to_string(st.entries.size()) + " log entries after it"
            : "no snapshot, " + std::to_string(st.entries.size()) + " log entries") +
-      ", ballot " + std::to_string(st.ballot) + ", commit index " + std::to_string(st.commit) +
+      (options.nopaxos
+           ? ", view " + std::to_string(st.ballot) + " of session " + std::to_string(st.session) +
+                 ", sync point " + std::to_string(st.commit) +
+                 (st.recovering ? " (it was recovering from the others)" : "")
+           : ", ballot " + std::to_string(st.ballot) + ", commit index " +
+                 std::to_string(st.commit)) +
       (f.torn_bytes > 0 ? " (a torn tail of " + std::to_string(f.torn_bytes) + " bytes at offset " +
                               std::to_string(f.good_bytes) + " dropped: a write a crash cut short)"
                         : "");
@@ -160,7 +197,7 @@ void ReplicaDisk::begin_run(uint32_t run, const DurableChanges& state) {
 
 void ReplicaDisk::save(const DurableChanges& changes) {
   if (changes.rewrite) return rewrite(changes);
-  log_.append(encode_changes(changes));
+  log_.append(encode_changes(changes, options_.nopaxos));
   log_.commit();
 }
 
@@ -184,7 +221,7 @@ void ReplicaDisk::rewrite(const DurableChanges& state) {
   snapshot_slot_ = state.snapshot_slot;
   const std::string wal = rank_dir_ + "/wal";
   std::string file = encode_header({RecordFileKind::kLog, replicas_, rank_, runs_});
-  append_record(file, encode_changes(state));
+  append_record(file, encode_changes(state, options_.nopaxos));
   write_file_durably(wal, file);
   log_ = RecordWriter(
       wal, file.size(),

@@ -1,13 +1,19 @@
-// apps/kv/replica_disk.h: what a Multi-Paxos replica keeps under
-// `sluice-kv run --data-dir DIR` (docs/kv.md, Durability), and reading it
-// back when the job starts again.
+// apps/kv/replica_disk.h: what a replica keeps under `sluice-kv run
+// --data-dir DIR` (docs/kv.md, Durability), and reading it back when the
+// job starts again.
 //
 // Replica r keeps DIR/rank-r/:
 //   wal       record file (wal.h) of kind kLog; each record a DurableChanges
-//             (multipaxos.h) encoded as a message (codec.h): view = ballot,
-//             a = commit index, entries = the entries written. Read back in
-//             order, the last ballot, the highest commit index and each
-//             slot's last entry are the replica's state.
+//             (durable.h) encoded as a message (codec.h). Multi-Paxos: an
+//             Accept, view = ballot, a = commit index, entries = the
+//             entries written; read back in order, the last ballot, the
+//             highest commit index and each slot's last entry are the
+//             replica's state. NOPaxos: a StartView, view and session =
+//             its view, b and c = its last normal view, a = its sync
+//             point, flag = recovering, entries = the entries written (a
+//             rewrite's first one, at the snapshot's slot, is the
+//             snapshot's place in the multicast); the last record's
+//             numbers and each slot's last entry, dense from the snapshot.
 //   snapshot  record file of kind kSnapshot with one record: the slot (u64)
 //             then the store's snapshot (Store::serialize, "KVS8").
 //   lock      held (flock) while a process uses the directory.
@@ -30,7 +36,7 @@
 #include <optional>
 #include <string>
 
-#include "multipaxos.h"
+#include "durable.h"
 #include "wal.h"
 
 namespace kv {
@@ -40,6 +46,7 @@ struct DiskOptions {
   FsyncMode fsync = FsyncMode::kEverySec;
   bool hold_unsynced = false;  // test switch: RecordWriterOptions::hold_unsynced
   uint32_t sync_delay_us = 0;  // test switch: RecordWriterOptions::sync_delay_us
+  bool nopaxos = false;        // the replicas run NOPaxos (else Multi-Paxos)
 };
 
 class ReplicaDisk {

@@ -158,8 +158,11 @@ class DurabilityJobTest : public ::testing::Test {
 
   // The job's options. `snapshot_every`: the replicas' snapshots, each of
   // which rewrites (and syncs) the log whatever --fsync says.
-  std::vector<std::string> args(const std::string& fsync, int snapshot_every) const {
-    return {"--resp-port",
+  std::vector<std::string> args(const std::string& fsync, int snapshot_every,
+                                const std::string& protocol = "multipaxos") const {
+    return {"--protocol",
+            protocol,
+            "--resp-port",
             "0",
             "--data-dir",
             dir_.path(),
@@ -229,6 +232,10 @@ class DurabilityJobTest : public ::testing::Test {
     return w.acked.load();
   }
 
+  void expect_always_keeps_every_write(const std::string& protocol, int snapshot_every);
+  void expect_no_loses_writes(const std::string& protocol);
+  void expect_everysec_keeps_a_prefix(const std::string& protocol);
+
   TempDir dir_{"sluice-kv-durability"};
 };
 
@@ -246,9 +253,12 @@ std::vector<std::string> restart_and_read(const std::vector<std::string>& args, 
   return values;
 }
 
-TEST_F(DurabilityJobTest, FsyncAlwaysKeepsEveryAcknowledgedWriteThroughAWholeJobCrash) {
-  // Snapshots every 500 slots: the restart reads a snapshot and the log after it.
-  const std::vector<std::string> always = args("always", 500);
+// --fsync always: every acknowledged write is there after the crash (the
+// restart reads a snapshot and the log after it: snapshots every
+// `snapshot_every` slots, a few times before the crash).
+void DurabilityJobTest::expect_always_keeps_every_write(const std::string& protocol,
+                                                        int snapshot_every) {
+  const std::vector<std::string> always = args("always", snapshot_every, protocol);
   const size_t acked = write_then_crash(always);
   ASSERT_GE(acked, kBeforeCrash);
   std::string output;
@@ -260,19 +270,19 @@ TEST_F(DurabilityJobTest, FsyncAlwaysKeepsEveryAcknowledgedWriteThroughAWholeJob
     expected.push_back(value_of(i));
     if (!values[i].empty()) present.push_back(values[i]);
   }
-  std::printf("--fsync always: %zu writes acknowledged before the crash, %zu there after it\n",
-              acked, present.size());
+  std::printf("%s, --fsync always: %zu writes acknowledged before the crash, %zu there after it\n",
+              protocol.c_str(), acked, present.size());
   EXPECT_EQ(present.size(), acked) << "acknowledged writes lost\n" << output;
   EXPECT_EQ(checksum(present), checksum(expected)) << output;
   EXPECT_EQ(sluice::testing::count_lines_with(output, "restored from disk: a snapshot of slot"), 3)
       << output;
 }
 
-TEST_F(DurabilityJobTest, FsyncNoLosesAcknowledgedWritesInTheSameCrash) {
-  // The negative control: nothing syncs the log during the run, so the
-  // crash (through the hook) takes what the replicas acknowledged.
-  // (No snapshots: they would sync the log.)
-  const std::vector<std::string> no = args("no", 0);
+// The negative control: nothing syncs the log during the run, so the crash
+// (through the hook) takes what the replicas acknowledged. (No snapshots:
+// they would sync the log.)
+void DurabilityJobTest::expect_no_loses_writes(const std::string& protocol) {
+  const std::vector<std::string> no = args("no", 0, protocol);
   const size_t acked = write_then_crash(no);
   ASSERT_GE(acked, kBeforeCrash);
   std::string output;
@@ -280,10 +290,30 @@ TEST_F(DurabilityJobTest, FsyncNoLosesAcknowledgedWritesInTheSameCrash) {
   ASSERT_EQ(values.size(), acked) << output;
   size_t present = 0;
   for (const std::string& v : values) present += !v.empty();
-  std::printf("--fsync no: %zu writes acknowledged before the crash, %zu there after it\n", acked,
-              present);
+  std::printf("%s, --fsync no: %zu writes acknowledged before the crash, %zu there after it\n",
+              protocol.c_str(), acked, present);
   EXPECT_LT(present, acked) << "with --fsync no the crash lost nothing: the test cannot fail\n"
                             << output;
+}
+
+TEST_F(DurabilityJobTest, FsyncAlwaysKeepsEveryAcknowledgedWriteThroughAWholeJobCrash) {
+  expect_always_keeps_every_write("multipaxos", 500);
+}
+
+TEST_F(DurabilityJobTest, FsyncNoLosesAcknowledgedWritesInTheSameCrash) {
+  expect_no_loses_writes("multipaxos");
+}
+
+// The same two for NOPaxos replicas: their view, log and sync point on
+// disk; the restarted job's new session makes them change view, and the
+// merge keeps every write a client completed. (A slot holds a batch of the
+// gateway's pipelined writes: snapshots every 20 slots.)
+TEST_F(DurabilityJobTest, NoPaxosFsyncAlwaysKeepsEveryAcknowledgedWriteThroughAWholeJobCrash) {
+  expect_always_keeps_every_write("nopaxos", 20);
+}
+
+TEST_F(DurabilityJobTest, NoPaxosFsyncNoLosesAcknowledgedWritesInTheSameCrash) {
+  expect_no_loses_writes("nopaxos");
 }
 
 // The index of the write that set `value` (value_of); -1 for none.
@@ -292,12 +322,14 @@ long index_of(const std::string& value) {
   return value.empty() || dash == std::string::npos ? -1 : std::stol(value.substr(dash + 1));
 }
 
-TEST_F(DurabilityJobTest, FsyncEverysecLeavesReplicasThatAgreeOnAPrefixOfTheWrites) {
-  // (No snapshots: they would sync the log, and the test sees a replica's
-  // once-a-second sync by its log file growing.) The writes go round 500
-  // keys, each key written many times.
+// --fsync everysec, crashed once every replica synced: the replicas agree on
+// a prefix of the writes, and porcupine finds the history linearizable.
+// (No snapshots: they would sync the log, and the test sees a replica's
+// once-a-second sync by its log file growing.) The writes go round 500
+// keys, each key written many times.
+void DurabilityJobTest::expect_everysec_keeps_a_prefix(const std::string& protocol) {
   constexpr size_t kKeys = 500;
-  const std::vector<std::string> everysec = args("everysec", 0);
+  const std::vector<std::string> everysec = args("everysec", 0, protocol);
   Writer w;
   w.keys = kKeys;
   const size_t acked = write_then_crash(everysec, true, &w);
@@ -322,9 +354,9 @@ TEST_F(DurabilityJobTest, FsyncEverysecLeavesReplicasThatAgreeOnAPrefixOfTheWrit
   for (const std::string& v : values) latest = std::max(latest, index_of(v));
   const size_t kept = static_cast<size_t>(latest + 1);
   std::printf(
-      "--fsync everysec: %zu writes acknowledged before the crash, the first %zu there after "
+      "%s, --fsync everysec: %zu writes acknowledged before the crash, the first %zu there after "
       "it\n",
-      acked, kept);
+      protocol.c_str(), acked, kept);
   EXPECT_GT(kept, 0u) << "every replica synced some writes before the crash\n" << output;
   for (size_t k = 0; k < kKeys; ++k) {
     const long expected = kept > k ? static_cast<long>(k + (kept - 1 - k) / kKeys * kKeys) : -1;
@@ -378,6 +410,14 @@ TEST_F(DurabilityJobTest, FsyncEverysecLeavesReplicasThatAgreeOnAPrefixOfTheWrit
                               " operations on " + std::to_string(kKeys) + " keys"),
             1)
       << p.output;
+}
+
+TEST_F(DurabilityJobTest, FsyncEverysecLeavesReplicasThatAgreeOnAPrefixOfTheWrites) {
+  expect_everysec_keeps_a_prefix("multipaxos");
+}
+
+TEST_F(DurabilityJobTest, NoPaxosFsyncEverysecLeavesReplicasThatAgreeOnAPrefixOfTheWrites) {
+  expect_everysec_keeps_a_prefix("nopaxos");
 }
 
 // A damaged log, or a directory of another cluster size, stops the job

@@ -1,7 +1,8 @@
-// What a Multi-Paxos replica keeps under --data-dir (replica_disk.h): its
-// ballot, log and snapshot come back as they were, and a directory that
-// does not fit (another cluster size, damage, another process) is refused
-// with a message that names it.
+// What a replica keeps under --data-dir (replica_disk.h): a Multi-Paxos
+// replica's ballot, log and snapshot, a NOPaxos replica's view, log, sync
+// point and snapshot, come back as they were, and a directory that does not
+// fit (another cluster size, another protocol, damage, another process) is
+// refused with a message that names it.
 #include "replica_disk.h"
 
 #include <gtest/gtest.h>
@@ -9,9 +10,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "cluster_sim.h"
 #include "kv_test_util.h"
+#include "nopaxos_test_util.h"
 #include "support/temp_dir.h"
 
 namespace kv {
@@ -158,6 +164,118 @@ TEST(ReplicaDiskTest, AfterARestartOnEverysecACandidateWaitsForEveryReplicaThatR
   r.tick(1000, out);
   r.receive(promise(2, 1), out);
   EXPECT_TRUE(r.is_leader());
+}
+
+// NOPaxos (nopaxos.h, Durability): three replicas run on the simulated
+// network, losing messages (so no-ops and synchronization write over
+// entries), each writing its changes after every step; each comes back
+// from its files with the numbers, log, snapshot and store it had. Without
+// snapshots every change is in the appended records; with them, rewrites
+// come among the appends.
+void expect_no_paxos_replicas_come_back(uint64_t snapshot_every) {
+  SCOPED_TRACE("snapshot every " + std::to_string(snapshot_every));
+  TempDir dir("sluice-kv-disk");
+  ClusterOptions o = sim_options(Protocol::kNoPaxos, 3, 3, 100, 5);
+  o.sim.drop_rate = 0.05;
+  o.nopaxos.snapshot_every = snapshot_every;
+  SimCluster c(o);
+  DiskOptions d = disk_options(dir.path());
+  d.nopaxos = true;
+  std::vector<std::unique_ptr<ReplicaDisk>> disks;
+  for (uint32_t r = 0; r < 3; ++r) {
+    disks.push_back(std::make_unique<ReplicaDisk>(d, 3, r));
+    DurableChanges none;
+    c.np(r).take_durable(&none);
+    disks[r]->begin_run(1, c.np(r).durable_state());
+  }
+  c.net().run(300, [&] {
+    for (uint32_t r = 0; r < 3; ++r) {
+      DurableChanges changes;
+      while (c.np(r).take_durable(&changes)) disks[r]->save(changes);
+    }
+    return false;
+  });
+  disks.clear();
+  uint64_t noops_held = 0;
+  for (uint32_t r = 0; r < 3; ++r) {
+    SCOPED_TRACE("replica " + std::to_string(r));
+    const NoPaxosReplica& before = c.np(r);
+    noops_held += noops(before);
+    ASSERT_EQ(before.snapshot_slot() > 0, snapshot_every > 0);
+    ReplicaDisk disk(d, 3, r);
+    std::optional<RestoredState> st = disk.take_restored();
+    ASSERT_TRUE(st.has_value());
+    EXPECT_FALSE(st->recovering);
+    if (snapshot_every > 0) {
+      EXPECT_NE(disk.loaded().find("a snapshot of slot " + std::to_string(before.snapshot_slot())),
+                std::string::npos)
+          << disk.loaded();
+    }
+    NoPaxosReplica after(Config{3}, r, o.nopaxos);
+    after.restore(std::move(*st));
+    EXPECT_EQ(after.view(), before.view());
+    EXPECT_EQ(after.session(), before.session());
+    EXPECT_EQ(after.sync_point(), before.sync_point());
+    EXPECT_EQ(after.snapshot_slot(), before.snapshot_slot());
+    EXPECT_EQ(after.log_size(), before.log_size());
+    // The entries after the snapshot, each with its place in the multicast
+    // and its batch.
+    const DurableChanges a = after.durable_state(), b = before.durable_state();
+    EXPECT_EQ(a.entries, b.entries);
+    EXPECT_EQ(a.snapshot_entry, b.snapshot_entry);
+    EXPECT_EQ(a.snapshot, b.snapshot);
+    EXPECT_EQ(after.store().digest(), before.store().digest());
+  }
+  EXPECT_GT(noops_held, 0u) << "no gap became a no-op: the test covers less than it says";
+}
+
+TEST(ReplicaDiskTest, NoPaxosReplicasComeBackWithTheirViewLogSyncPointAndSnapshot) {
+  expect_no_paxos_replicas_come_back(0);
+  expect_no_paxos_replicas_come_back(16);
+}
+
+// A replica recovering from the others keeps nothing (what it copied so far
+// is not its state): its files say so, and the job recovers it again.
+TEST(ReplicaDiskTest, ANoPaxosReplicaRecoveringFromTheOthersKeepsNothing) {
+  TempDir dir("sluice-kv-disk");
+  DiskOptions d = disk_options(dir.path());
+  d.nopaxos = true;
+  NoPaxosOptions o;
+  o.recover = true;
+  NoPaxosReplica r(Config{3}, 1, o);
+  DurableChanges taken;
+  EXPECT_FALSE(r.take_durable(&taken));
+  {
+    ReplicaDisk disk(d, 3, 1);
+    disk.begin_run(2, r.durable_state());
+  }
+  ReplicaDisk disk(d, 3, 1);
+  std::optional<RestoredState> st = disk.take_restored();
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(st->recovering);
+  EXPECT_TRUE(st->entries.empty());
+  EXPECT_NE(disk.loaded().find("it was recovering from the others"), std::string::npos)
+      << disk.loaded();
+}
+
+// Files one protocol wrote are refused by the other, naming the protocol.
+TEST(ReplicaDiskTest, RefusesADirectoryTheOtherProtocolWrote) {
+  TempDir dir("sluice-kv-disk");
+  {
+    ReplicaDisk disk(disk_options(dir.path()), 3, 0);
+    disk.begin_run(1, MultiPaxosReplica(Config{3}, 0).durable_state());
+  }
+  DiskOptions d = disk_options(dir.path());
+  d.nopaxos = true;
+  try {
+    ReplicaDisk disk(d, 3, 0);
+    FAIL() << "a Multi-Paxos replica's files were read as a NOPaxos replica's";
+  } catch (const RecordFileError& e) {
+    EXPECT_NE(std::string(e.what()).find("was written by Multi-Paxos replicas: start the job "
+                                         "with --protocol multipaxos"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ReplicaDiskTest, RefusesADirectoryOfALargerCluster) {
