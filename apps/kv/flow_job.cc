@@ -799,7 +799,12 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
       if (gateway && !closed && work == 0 && client->done() && !gateway->finished()) {
         gateway->wait(std::chrono::milliseconds(10));
       } else {
-        ep.w.idle(work);
+        // A park ends when the protocol's timers are next due (the
+        // heartbeat is the shortest), not a park slice later: an election
+        // timeout runs on time.
+        ep.w.idle(work, work != 0
+                            ? sluice::kForever
+                            : sluice::Clock::now() + std::chrono::milliseconds(o.heartbeat_ms));
       }
     }
     if (!failure.empty()) break;

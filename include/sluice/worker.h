@@ -29,7 +29,8 @@
 /// A worker that also has local work polls, works, and idles (the worker loop
 /// of the shuffle-middleware paper): idle(n) with the work done this round
 /// resets the back-off when n > 0, and otherwise spins, yields, then parks
-/// until an input has data or a slice passes.
+/// until an input has data or a slice passes (idle(n, wake_by): or its own
+/// next timer is due).
 ///
 /// @code
 ///   while (!w.done()) w.idle(w.poll() + do_local_work());
@@ -180,8 +181,12 @@ class Worker {
   size_t poll(size_t limit = std::numeric_limits<size_t>::max());
   /// Back-off between rounds of a loop: `work` is what the round did (0: it
   /// found nothing). Resets on work; otherwise spins, yields, then parks
-  /// until an input may have data or a park slice passes.
+  /// until an input may have data or a park slice passes (50 ms).
   void idle(size_t work);
+  /// The same, but a park also ends at `wake_by`: a loop with timers of its
+  /// own (a heartbeat, an election timeout) says when the next is due, and
+  /// runs it then rather than up to a park slice late.
+  void idle(size_t work, Deadline wake_by);
   /// Polls and idles until every input has ended, and every ofi source
   /// closed through this worker has handed its last segments over (see
   /// Background progress above). Returns kEndOfFlow then;

@@ -141,12 +141,14 @@ size_t Worker::poll(size_t limit) {
 
 bool Worker::done() const { return active_ == 0 && !driven_->delivering(); }
 
-void Worker::idle(size_t work) {
+void Worker::idle(size_t work) { idle(work, kForever); }
+
+void Worker::idle(size_t work, Deadline wake_by) {
   if (work != 0) {
     rounds_ = 0;
     return;
   }
-  if (back_off(rounds_++, kForever)) rounds_ = 0;
+  if (back_off(rounds_++, wake_by)) rounds_ = 0;
 }
 
 bool Worker::back_off(uint32_t round, Deadline deadline) {
