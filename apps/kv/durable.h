@@ -31,8 +31,8 @@ struct DurableChanges {
   uint64_t commit = 0;   // Multi-Paxos: the commit index; NOPaxos: the sync point
   uint64_t session = 0;  // NOPaxos: the view's session
   uint64_t normal_view = 0, normal_session = 0;  // NOPaxos: the last normal view
-  // NOPaxos: the replica is recovering from the others (message.h,
-  // Recovery): its files hold nothing it may go on from after a crash.
+  // The replica is recovering from the others (message.h, Recovery): its
+  // files hold nothing it may go on from.
   bool recovering = false;
   std::vector<Entry> entries;  // changed since the last take (rewrite: all), by slot
   bool rewrite = false;

@@ -617,6 +617,7 @@ void MultiPaxosReplica::finish_recovery(Outbox& out) {
   // ballot. Slots up to its commit index are chosen; the rest were proposed
   // in its ballot, which is what this replica now accepts them in.
   recovering_ = false;
+  rewrite_ = true;  // (its files said it was recovering)
   recovery_replies_.clear();
   ballot_ = recovery_ballot_;
   role_ = Role::kFollower;
@@ -715,6 +716,12 @@ DurableChanges MultiPaxosReplica::durable_state() const {
   c.rewrite = true;
   c.ballot = ballot_;
   c.commit = commit_;
+  // A replica recovering from the others keeps nothing: what it copied so
+  // far is no state to vote from, and its files say so (the job recovers
+  // it again after a crash instead of restoring a follower that forgot
+  // what its earlier process accepted).
+  c.recovering = recovering_;
+  if (recovering_) return c;
   for (uint64_t s = std::max(base_, snapshot_slot_) + 1; s <= last_slot(); ++s)
     if (log_[s - base_ - 1]) c.entries.push_back(*log_[s - base_ - 1]);
   c.snapshot_slot = snapshot_slot_;
@@ -723,6 +730,7 @@ DurableChanges MultiPaxosReplica::durable_state() const {
 }
 
 bool MultiPaxosReplica::take_durable(DurableChanges* c) {
+  if (recovering_ && !rewrite_) return false;  // (durable_state)
   if (rewrite_) {
     *c = durable_state();
   } else if (dirty_lo_ != 0 || ballot_ != durable_ballot_) {

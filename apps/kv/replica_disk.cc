@@ -64,11 +64,11 @@ std::string encode_changes(const DurableChanges& c, bool nopaxos) {
   m.type = record_type(nopaxos);
   m.view = c.ballot;
   m.a = c.commit;
+  m.flag = c.recovering;
   if (nopaxos) {
     m.session = c.session;
     m.b = c.normal_view;
     m.c = c.normal_session;
-    m.flag = c.recovering;
     if (c.rewrite && c.snapshot_slot > 0) m.entries.push_back(c.snapshot_entry);
   }
   m.entries.insert(m.entries.end(), c.entries.begin(), c.entries.end());
@@ -177,7 +177,8 @@ ReplicaDisk::ReplicaDisk(const DiskOptions& options, uint32_t replicas, uint32_t
                  ", sync point " + std::to_string(st.commit) +
                  (st.recovering ? " (it was recovering from the others)" : "")
            : ", ballot " + std::to_string(st.ballot) + ", commit index " +
-                 std::to_string(st.commit)) +
+                 std::to_string(st.commit) +
+                 (st.recovering ? " (it was recovering from the others)" : "")) +
       (f.torn_bytes > 0 ? " (a torn tail of " + std::to_string(f.torn_bytes) + " bytes at offset " +
                               std::to_string(f.good_bytes) + " dropped: a write a crash cut short)"
                         : "");

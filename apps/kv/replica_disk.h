@@ -4,13 +4,15 @@
 //
 // Replica r keeps DIR/rank-r/:
 //   wal       record file (wal.h) of kind kLog; each record a DurableChanges
-//             (durable.h) encoded as a message (codec.h). Multi-Paxos: an
-//             Accept, view = ballot, a = commit index, entries = the
-//             entries written; read back in order, the last ballot, the
-//             highest commit index and each slot's last entry are the
-//             replica's state. NOPaxos: a StartView, view and session =
-//             its view, b and c = its last normal view, a = its sync
-//             point, flag = recovering, entries = the entries written (a
+//             (durable.h) encoded as a message (codec.h), flag = the
+//             replica is recovering from the others (its files hold
+//             nothing to go on from). Multi-Paxos: an Accept, view =
+//             ballot, a = commit index, entries = the entries written;
+//             read back in order, the last ballot, the highest commit
+//             index and each slot's last entry are the replica's state.
+//             NOPaxos: a StartView, view and session = its view, b and c
+//             = its last normal view, a = its sync point, entries = the
+//             entries written (a
 //             rewrite's first one, at the snapshot's slot, is the
 //             snapshot's place in the multicast); the last record's
 //             numbers and each slot's last entry, dense from the snapshot.

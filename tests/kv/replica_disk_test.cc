@@ -258,6 +258,36 @@ TEST(ReplicaDiskTest, ANoPaxosReplicaRecoveringFromTheOthersKeepsNothing) {
       << disk.loaded();
 }
 
+// The same for Multi-Paxos: a replica restarted without its state writes
+// over its files that it is recovering (its first take), and nothing else
+// until it has recovered. Before, its files held the state it had copied
+// so far, and a crash of the whole job then restored it as a follower that
+// had forgotten what its earlier process accepted, whose promise could
+// make a majority without a chosen value.
+TEST(ReplicaDiskTest, AMultiPaxosReplicaRecoveringFromTheOthersKeepsNothing) {
+  TempDir dir("sluice-kv-disk");
+  MultiPaxosOptions o;
+  o.recover = true;
+  MultiPaxosReplica r(Config{3}, 1, o);
+  ASSERT_TRUE(r.recovering());
+  {
+    ReplicaDisk disk(disk_options(dir.path()), 3, 1);
+    DurableChanges taken;
+    r.take_durable(&taken);
+    disk.begin_run(2, r.durable_state());
+    Outbox out;
+    r.receive(accept(1, 3, 0), out);  // not taken while it recovers
+    EXPECT_FALSE(r.take_durable(&taken));
+  }
+  ReplicaDisk disk(disk_options(dir.path()), 3, 1);
+  std::optional<RestoredState> st = disk.take_restored();
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(st->recovering);
+  EXPECT_TRUE(st->entries.empty());
+  EXPECT_NE(disk.loaded().find("it was recovering from the others"), std::string::npos)
+      << disk.loaded();
+}
+
 // Files one protocol wrote are refused by the other, naming the protocol.
 TEST(ReplicaDiskTest, RefusesADirectoryTheOtherProtocolWrote) {
   TempDir dir("sluice-kv-disk");
