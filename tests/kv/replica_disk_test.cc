@@ -234,6 +234,17 @@ TEST(ReplicaDiskTest, NoPaxosReplicasComeBackWithTheirViewLogSyncPointAndSnapsho
   expect_no_paxos_replicas_come_back(16);
 }
 
+// Replica `rank`'s files say it was recovering, and hold no entry.
+void expect_files_say_recovering(const DiskOptions& d, uint32_t rank) {
+  ReplicaDisk disk(d, 3, rank);
+  std::optional<RestoredState> st = disk.take_restored();
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(st->recovering);
+  EXPECT_TRUE(st->entries.empty());
+  EXPECT_NE(disk.loaded().find("it was recovering from the others"), std::string::npos)
+      << disk.loaded();
+}
+
 // A replica recovering from the others keeps nothing (what it copied so far
 // is not its state): its files say so, and the job recovers it again.
 TEST(ReplicaDiskTest, ANoPaxosReplicaRecoveringFromTheOthersKeepsNothing) {
@@ -249,13 +260,7 @@ TEST(ReplicaDiskTest, ANoPaxosReplicaRecoveringFromTheOthersKeepsNothing) {
     ReplicaDisk disk(d, 3, 1);
     disk.begin_run(2, r.durable_state());
   }
-  ReplicaDisk disk(d, 3, 1);
-  std::optional<RestoredState> st = disk.take_restored();
-  ASSERT_TRUE(st.has_value());
-  EXPECT_TRUE(st->recovering);
-  EXPECT_TRUE(st->entries.empty());
-  EXPECT_NE(disk.loaded().find("it was recovering from the others"), std::string::npos)
-      << disk.loaded();
+  expect_files_say_recovering(d, 1);
 }
 
 // The same for Multi-Paxos: a replica restarted without its state writes
@@ -279,13 +284,7 @@ TEST(ReplicaDiskTest, AMultiPaxosReplicaRecoveringFromTheOthersKeepsNothing) {
     r.receive(accept(1, 3, 0), out);  // not taken while it recovers
     EXPECT_FALSE(r.take_durable(&taken));
   }
-  ReplicaDisk disk(disk_options(dir.path()), 3, 1);
-  std::optional<RestoredState> st = disk.take_restored();
-  ASSERT_TRUE(st.has_value());
-  EXPECT_TRUE(st->recovering);
-  EXPECT_TRUE(st->entries.empty());
-  EXPECT_NE(disk.loaded().find("it was recovering from the others"), std::string::npos)
-      << disk.loaded();
+  expect_files_say_recovering(disk_options(dir.path()), 1);
 }
 
 // Files one protocol wrote are refused by the other, naming the protocol.
