@@ -868,9 +868,9 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
 
   // (A run on --data-dir: its own clients' commands, not earlier runs'.)
   const std::pair<uint64_t, uint64_t> executed =
-      replica ? std::make_pair(replica->run_executed(), replica->run_executed_sum())
-      : np    ? run_commands(np->store(), run)
-              : std::make_pair(uint64_t{0}, uint64_t{0});
+      replica      ? std::make_pair(replica->run_executed(), replica->run_executed_sum())
+      : np && disk ? run_commands(np->store(), run)
+                   : std::make_pair(uint64_t{0}, uint64_t{0});
   const std::string mine =
       np        ? replica_report(rank, np->store(), np->view(), disk ? &executed : nullptr, run)
       : replica ? replica_report(rank, replica->store(), replica->ballot(),
