@@ -192,9 +192,14 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     return true;
   };
 
+  // The flows of the current epoch: every epoch's flows hold the ranks that
+  // were alive when it began (see the file comment).
+  Epoch ep;
+  // How this rank's pushes treat a peer that takes nothing (silent_peers.h).
+  SilentPeers silent(o.election_timeout_ms);
   auto deliver = [&](sluice::RecordBatch batch, bool from_accept) {
+    const uint64_t us = now_us();
     if (client) {
-      const uint64_t us = now_us();
       client->set_now(us / 1000);
       client->set_clock_us(us);
     }
@@ -209,6 +214,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         if (m.from == self_id) continue;  // a replicate flow brings our own back
         m.to = self_id;
       }
+      if (const int t = ep.target_of(rank_of(m.from)); t >= 0)
+        silent.heard(static_cast<uint32_t>(t), us / 1000);
       switch (m.type) {
         case MsgType::kDone:
           // A replica counts the client ranks that finished; a gateway
@@ -231,9 +238,6 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   };
 
   uint64_t gaps = 0;
-  // The flows of the current epoch: every epoch's flows hold the ranks that
-  // were alive when it began (see the file comment).
-  Epoch ep;
   // A request from the ordered flow: stamped with its place in the one
   // order every replica sees. Each epoch's ordered flow is a new sequencer,
   // hence a new NOPaxos session; a run on --data-dir numbers its sessions
@@ -273,7 +277,6 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // swapped out before sending, and sending goes on until it stays empty.
   // A peer that takes nothing holds back no message to the others
   // (silent_peers.h).
-  SilentPeers silent(o.election_timeout_ms);
   bool closing = false;
   auto push_msg = [&](uint32_t target, const Message& m) {
     const std::span<const std::byte> bytes(buf);
@@ -283,8 +286,11 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     } else if (silent.stuck(target)) {
       st = ep.msg_src.try_push_to(target, bytes);
     } else {
-      st =
-          ep.w.push_to(ep.msg_src, target, bytes, std::chrono::steady_clock::now() + silent.wait());
+      // (A full ring of a peer already quiet is not waited for.)
+      st = ep.msg_src.try_push_to(target, bytes);
+      if (st == sluice::Status::kWouldBlock && !silent.quiet(target, now_ms()))
+        st = ep.w.push_to(ep.msg_src, target, bytes,
+                          std::chrono::steady_clock::now() + silent.wait());
     }
     if (st == sluice::Status::kOk) {
       silent.sent(target);
@@ -364,8 +370,11 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
         if (m.type == MsgType::kAccept && !silent.accepts_on_msg()) {
           if (m.to != ep.first_follower) continue;
           encode(m, buf);
-          const sluice::Status st = ep.w.push(ep.accept_src, std::span<const std::byte>(buf),
-                                              std::chrono::steady_clock::now() + silent.wait());
+          // (Not waited for when a follower is already quiet.)
+          const std::span<const std::byte> bytes(buf);
+          sluice::Status st = ep.w.push(ep.accept_src, bytes, sluice::Clock::now());
+          if (st == sluice::Status::kTimeout && !silent.a_follower_quiet(now_ms()))
+            st = ep.w.push(ep.accept_src, bytes, sluice::Clock::now() + silent.wait());
           if (st != sluice::Status::kTimeout) {
             check(st, ep.accept_src, "push to kv-accept");
             acc = true;
@@ -471,7 +480,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   std::vector<uint32_t> known_inc(world, 0);
   auto begin_epoch = [&](const std::vector<uint32_t>& live, const std::vector<uint32_t>& inc) {
     ep.live = live;
-    silent.new_epoch(live.size());
+    silent.new_epoch(live, o.replicas, rank, now_ms());
     ep.inc = inc;
     ep.session = epoch_session(live, inc);
     bool restarted = false;

@@ -12,7 +12,9 @@
 // full ring refused is kept and sent again every `wait()` (and, as an epoch
 // closes, waited for). An Accept whose replicate push timed out (kv-accept
 // waits for every follower's credit) goes on kv-msg, one copy per follower,
-// as do the epoch's later ones.
+// as do the epoch's later ones. A peer already quiet for `wait()` (nothing
+// heard from it: a leader that the others just replaced, say) is not waited
+// for at all when its ring is full: the wait would only pause the others.
 #pragma once
 
 #include <algorithm>
@@ -29,11 +31,28 @@ class SilentPeers {
   explicit SilentPeers(uint64_t election_timeout_ms)
       : wait_(std::max<uint64_t>(election_timeout_ms / 4, 1)) {}
 
-  // A new epoch with `targets` kv-msg targets: none stuck, Accepts on
-  // kv-accept again.
-  void new_epoch(size_t targets) {
-    stuck_.assign(targets, 0);
+  // A new epoch whose kv-msg targets are the ranks `live` (the first
+  // `replicas` rank numbers are replicas; `self` is this rank): none stuck
+  // or quiet, Accepts on kv-accept again.
+  void new_epoch(const std::vector<uint32_t>& live, uint32_t replicas, uint32_t self,
+                 uint64_t now_ms) {
+    stuck_.assign(live.size(), 0);
+    heard_ms_.assign(live.size(), now_ms);
+    follower_.assign(live.size(), 0);
+    for (size_t t = 0; t < live.size(); ++t) follower_[t] = live[t] < replicas && live[t] != self;
     accepts_on_msg_ = false;
+  }
+  // A message came from kv-msg target `t`'s rank.
+  void heard(uint32_t t, uint64_t now_ms) { heard_ms_[t] = now_ms; }
+  // Whether nothing came from target `t`'s rank for wait() or longer.
+  bool quiet(uint32_t t, uint64_t now_ms) const {
+    return now_ms - heard_ms_[t] >= static_cast<uint64_t>(wait_.count());
+  }
+  // Whether a replica other than this rank is quiet (kv-accept's targets).
+  bool a_follower_quiet(uint64_t now_ms) const {
+    for (uint32_t t = 0; t < follower_.size(); ++t)
+      if (follower_[t] != 0 && quiet(t, now_ms)) return true;
+    return false;
   }
   std::chrono::milliseconds wait() const { return wait_; }
   // Whether kv-msg target `t` refused a push lately: then a push to it does
@@ -68,7 +87,9 @@ class SilentPeers {
 
  private:
   std::chrono::milliseconds wait_;
-  std::vector<uint8_t> stuck_;  // per kv-msg target
+  std::vector<uint8_t> stuck_;      // per kv-msg target
+  std::vector<uint64_t> heard_ms_;  // per kv-msg target: when a message last came
+  std::vector<uint8_t> follower_;   // per kv-msg target: another replica
   bool accepts_on_msg_ = false;
   uint64_t dropped_ = 0;  // messages a full ring refused (said at the end)
   Outbox unsent_;         // job messages a full ring refused
