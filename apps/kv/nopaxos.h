@@ -165,7 +165,7 @@ class NoPaxosReplica : public Node {
   // Recovery attempts so far (each with its own nonce); 0 if it never recovered.
   uint64_t recovery_attempts() const { return attempt_; }
 
-  // Starts from state kept on disk (before the first tick): in its view,
+  // Starts a new replica (before its first tick) from state kept on disk: in its view,
   // normal if it was, with its log, snapshot and sync point, and its store
   // executed as it was (a follower's to the sync point, a leader's to its
   // log's end). `state` must not be a recovering replica's.
@@ -267,6 +267,9 @@ class NoPaxosReplica : public Node {
     dirty_lo_ = dirty_lo_ == 0 ? s : std::min(dirty_lo_, s);
     dirty_hi_ = std::max(dirty_hi_, s);
   }
+  // The numbers of DurableChanges (view, session, last normal view, sync
+  // point, recovering) as they are now.
+  void put_numbers(DurableChanges* c) const;
   // What take_durable compares with the last take: view, session, last
   // normal view, sync point.
   std::array<uint64_t, 5> durable_numbers() const {

@@ -29,11 +29,6 @@ void NoPaxosReplica::restore(RestoredState st) {
   session_ = st.session;
   last_normal_view_ = st.normal_view;
   last_normal_session_ = st.normal_session;
-  log_.clear();
-  store_ = Store(store_.options());
-  snapshot_.clear();
-  snapshot_slot_ = 0;
-  snapshot_entry_ = Entry{};
   if (!st.snapshot.empty()) {
     store_ = std::move(st.store);
     snapshot_ = Snapshot(std::move(st.snapshot));
@@ -58,15 +53,19 @@ void NoPaxosReplica::restore(RestoredState st) {
   kept_ = durable_numbers();
 }
 
+void NoPaxosReplica::put_numbers(DurableChanges* c) const {
+  c->ballot = view_;
+  c->session = session_;
+  c->normal_view = last_normal_view_;
+  c->normal_session = last_normal_session_;
+  c->commit = sync_point_;
+  c->recovering = status_ == Status::kRecovering;
+}
+
 DurableChanges NoPaxosReplica::durable_state() const {
   DurableChanges c;
   c.rewrite = true;
-  c.ballot = view_;
-  c.session = session_;
-  c.normal_view = last_normal_view_;
-  c.normal_session = last_normal_session_;
-  c.commit = sync_point_;
-  c.recovering = status_ == Status::kRecovering;
+  put_numbers(&c);
   if (c.recovering) return c;  // what it copied so far is nothing to go on from
   for (uint64_t s = std::max(base_, snapshot_slot_) + 1; s <= last_slot(); ++s)
     c.entries.push_back(at(s));
@@ -85,12 +84,7 @@ bool NoPaxosReplica::take_durable(DurableChanges* c) {
     *c = durable_state();
   } else if (dirty_lo_ != 0 || durable_numbers() != kept_) {
     c->rewrite = false;
-    c->ballot = view_;
-    c->session = session_;
-    c->normal_view = last_normal_view_;
-    c->normal_session = last_normal_session_;
-    c->commit = sync_point_;
-    c->recovering = false;
+    put_numbers(c);
     c->snapshot_slot = 0;
     c->snapshot.clear();
     c->entries.clear();
