@@ -156,13 +156,20 @@ class ClusterImpl {
   std::atomic<bool> left{false};  // leave() was called
 
   // Regions go over ofi for every rank unless every rank shares this host.
+  // A rank that left (an elastic job's vacancy among them: a number no
+  // process has held) opens no region: it is not waited for. A process that
+  // joins later from another host cannot open a region exposed over shared
+  // memory only (RegionAccess::open says so); SLUICE_TRANSPORT=ofi avoids it.
   bool regions_use_ofi() {
     {
       MutexLock lock(mu);
       if (regions_over_ofi >= 0) return regions_over_ofi == 1;
     }
     bool ofi = options.transport == Transport::kOfi;
-    for (uint32_t r = 0; r < boot.world_size && !ofi; ++r) ofi = host_of(r) != host_id;
+    for (uint32_t r = 0; r < boot.world_size && !ofi; ++r) {
+      if (r != boot.rank && client->peers().state(r) == control::PeerTable::kLeft) continue;
+      ofi = host_of(r) != host_id;
+    }
     MutexLock lock(mu);
     regions_over_ofi = ofi ? 1 : 0;
     return ofi;

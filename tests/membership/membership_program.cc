@@ -13,7 +13,9 @@
 // "AGREED epoch E ranks M values V" (the final agreement, identical on every
 // member). A round seen twice, or a member at another round, prints MISMATCH.
 // With --worker-watch, a Worker's on_view handler prints "WORKER rank R view
-// epoch E members M" for each view it is told of.
+// epoch E members M" for each view it is told of. With --region, rank 0
+// exposes a region and writes 42 in it, and every other first process reads
+// it: "REGION rank R read V" (an elastic job's vacancies must not stop it).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -21,10 +23,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "sluice/cluster.h"
+#include "sluice/memory.h"
 #include "sluice/worker.h"
 
 namespace {
@@ -53,6 +59,10 @@ int main(int argc, char** argv) {
   app.add_flag("--worker-watch", worker_watch,
                "also run a thread whose Worker (no inputs) reports views through on_view: "
                "'WORKER rank R view epoch E members M' per view it is told of");
+  bool share_region = false;
+  app.add_flag("--region", share_region,
+               "rank 0 exposes a region and writes 42 in it; every other first process reads it "
+               "and prints 'REGION rank R read V'");
   CLI11_PARSE(app, argc, argv);
   try {
     sluice::Cluster cluster = sluice::Cluster::join();
@@ -109,6 +119,22 @@ int main(int argc, char** argv) {
         if (t2.joinable()) t2.join();
       }
     } stop_watching{done_watching, watcher, worker_watcher};
+    sluice::MemoryRegion region;  // kept until the end: the others read it
+    if (share_region && me == 0) {
+      region = cluster.expose("membership-region", 64);
+      const uint64_t v = 42;
+      std::memcpy(region.data(), &v, sizeof v);
+    } else if (share_region && incarnation == 0) {
+      sluice::RemoteRegion r = cluster.open_region("membership-region", 0, deadline());
+      uint64_t v = 0;
+      for (int i = 0; i < 1000 && v != 42; ++i) {
+        if (r.read(0, std::as_writable_bytes(std::span(&v, 1)), deadline()) != sluice::Status::kOk)
+          throw std::runtime_error("reading rank 0's region: " + r.error());
+        if (v != 42) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      std::printf("REGION rank %u read %llu\n", me, static_cast<unsigned long long>(v));
+      std::fflush(stdout);
+    }
     // The view this rank last agreed in: view 0, the job as launched, for
     // every first process (one that starts in a later view agrees in it, as
     // the others do who see the change; starting from its own first view it

@@ -45,6 +45,19 @@ TEST(MembershipTest, UndisturbedRanksStayInViewZeroAndAgree) {
   EXPECT_EQ(testing::count_lines_with(r.output, "MISMATCH"), 0) << r.output;
 }
 
+// An elastic job launched with 2 of its 3 rank numbers: rank 0 exposes a
+// region and rank 1 reads it, while rank 2 is a vacancy (no process has
+// held it, so it never says which host it is on). Before, the expose waited
+// for the vacancy's host and failed: "key 'host/2' will never be put".
+TEST(MembershipTest, AnElasticJobsRanksShareARegionWhileANumberIsVacant) {
+  const testing::ProcessResult r = run_membership_job(
+      2, {"--max-ranks", "3"}, {"--rounds", "5", "--interval-ms", "5", "--region"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::count_lines_with(r.output, "REGION rank 1 read 42"), 1) << r.output;
+  expect_one_agreement(r, 2, "AGREED epoch 0 ranks 0,1 values 5,5");
+  EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
+}
+
 // Unannounced: the program takes no victim; the launcher picks the moment.
 TEST(MembershipTest, SurvivorsOfAKilledRankLearnTheNextViewAndFinishEveryRound) {
   const testing::ProcessResult r =
