@@ -24,6 +24,7 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,20 +124,20 @@ void accumulate(Summary& total, const Summary& s, bool shift_timeline) {
 
 // The results area on memory server 0 ("nam-results"), per phase: each
 // compute rank's summary; the run's start (CLOCK_REALTIME nanoseconds, set
-// by the first compute rank to start its clients); a claim word per spare
-// client slot (spares.h) and the summary of each spare client.
+// by the first compute rank to start its clients); a claim word per client
+// slot (spares.h) and the summary of each free slot's client.
 struct ResultsArea {
-  uint32_t compute = 0, spares = 0;
+  uint32_t compute = 0, clients = 0;
   uint64_t phase_bytes() const {
-    return compute * sizeof(Summary) + 8 + spares * (8 + sizeof(Summary));
+    return compute * sizeof(Summary) + 8 + clients * (8 + sizeof(Summary));
   }
   uint64_t summary(size_t phase, uint32_t k) const {
     return phase * phase_bytes() + k * sizeof(Summary);
   }
   uint64_t start(size_t phase) const { return summary(phase, compute); }
   uint64_t claims(size_t phase) const { return start(phase) + 8; }
-  uint64_t spare_summary(size_t phase, uint32_t s) const {
-    return claims(phase) + 8ull * spares + s * sizeof(Summary);
+  uint64_t slot_summary(size_t phase, uint32_t id) const {
+    return claims(phase) + 8ull * clients + id * sizeof(Summary);
   }
 };
 
@@ -189,10 +190,18 @@ std::vector<uint32_t> compute_ranks_of(const std::vector<uint32_t>& ranks, uint3
 // wait (RSI) or serve (2PC) until the clients are done. `ranks`: the ranks
 // that start the phase, then those that end it. False if serving failed.
 bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& layout,
-                  const std::string& protocol, size_t phase, std::vector<uint32_t>* ranks) {
+                  const std::string& protocol, size_t phase, std::byte* claims,
+                  std::vector<uint32_t>* ranks) {
   const uint32_t rank = cluster.rank();
+  // Memory server 0 lays the run out: which client slots no first process
+  // runs (spares.h), parked in the metadata and free in the claim words
+  // before any client begins. 2PC's clients cannot be taken over: none.
+  const std::vector<uint8_t> free = rank == 0 && protocol == "rsi"
+                                        ? sn::free_slots(cluster, layout)
+                                        : std::vector<uint8_t>(layout.clients, 0);
+  if (claims != nullptr) sn::init_claims(claims, free);
   const std::vector<sluice::MemoryRegion> regions =
-      sn::expose_database(cluster, layout, opt.workload, rank, protocol == "rsi");
+      sn::expose_database(cluster, layout, opt.workload, rank, protocol == "rsi", free);
   // The 2PC baseline: this memory server is a resource manager.
   std::unique_ptr<sn::ResourceManager> rm;
   std::vector<sluice::DeclaredFlow> declared;
@@ -206,6 +215,16 @@ bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
                                                std::move(lost_at_setup));
   }
   *ranks = meet(cluster, phase_name("nam-exposed", phase), *ranks);
+  if (compute_ranks_of(*ranks, opt.memory_servers).empty()) {
+    // An elastic job launched with its memory servers only (sluice run -n
+    // M --max-ranks N), or every compute rank lost at the start: no client
+    // would run, and no one would report.
+    std::fprintf(stderr,
+                 "sluice-nam: memory server rank %u: no compute rank is in the job to run "
+                 "clients (start more ranks than --memory-servers %u): no results\n",
+                 rank, opt.memory_servers);
+    return false;
+  }
   // RSI: passive from here on, the clients read, lock and install by
   // themselves. 2PC: serve the clients' requests until they are done.
   bool ok = true;
@@ -235,8 +254,10 @@ int memory_server(sluice::Cluster& cluster, const sn::Options& opt,
   std::vector<uint32_t> ranks(cluster.world_size());
   std::iota(ranks.begin(), ranks.end(), 0u);
   bool ok = true;
-  for (size_t p = 0; p < protocols.size(); ++p)
-    ok = memory_phase(cluster, opt, layouts[p], protocols[p], p, &ranks) && ok;
+  for (size_t p = 0; p < protocols.size(); ++p) {
+    std::byte* claims = results ? results.data() + area.claims(p) : nullptr;
+    ok = memory_phase(cluster, opt, layouts[p], protocols[p], p, claims, &ranks) && ok;
+  }
   return ok ? 0 : 1;
 }
 
@@ -276,32 +297,44 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
   for (uint32_t r : ran) {
     if (all[r - m].valid != 1) return ctx.fail("a client failed (see above): no results");
   }
+  // Which slots the first processes ran (owned) and which were free to
+  // claim (spares.h), as memory server 0 laid the run out.
+  std::vector<uint64_t> claims(layout.clients);
+  if (results.read(area.claims(phase), std::as_writable_bytes(std::span(claims))) !=
+      sluice::Status::kOk)
+    return ctx.fail("reading the client slots' claim words failed: " + results.error());
+  auto owned = [&](uint32_t id) {
+    return sn::decode_claim(claims[id]).state == sn::SpareState::kOwned;
+  };
   Summary total{};
-  std::vector<int64_t> checkouts;  // per client; -1: died
+  std::vector<int64_t> checkouts(layout.clients, -1);  // per client; -1: died
+  std::set<uint32_t> ranks_run;                        // the ranks whose processes ran clients
   for (uint32_t k = 0; k < compute_ranks; ++k) {
     const Summary& s = all[k];
     // A rank that did not meet after the run died (its summary may be
     // missing or half written): its clients are recovered below.
     const bool met = std::binary_search(ran.begin(), ran.end(), m + k);
-    for (uint32_t t = 0; t < opt.clients; ++t)
-      checkouts.push_back(
-          met && s.checkouts_of[t] != kFencedClient ? static_cast<int64_t>(s.checkouts_of[t]) : -1);
-    if (met) accumulate(total, s, false);
-  }
-  // The spare client slots: each closed if nobody took it, else waited for
-  // until the replacement that runs it is done or lost (spares.h).
-  uint64_t spares_run = 0, replacement_commits = 0;
-  double replacement_start = 0;  // the earliest spare client's start (0: none ran)
-  for (uint32_t sp = 0; sp < layout.spares; ++sp) {
-    const uint32_t id = layout.first_spare() + sp;
-    if (watch.lost().load() >= 0) {
-      // A memory server is gone: no results (below); nothing to settle.
-      checkouts.push_back(-1);
-      continue;
+    for (uint32_t t = 0; t < opt.clients; ++t) {
+      const uint32_t id = k * opt.clients + t;
+      if (met && owned(id) && s.checkouts_of[t] != kFencedClient)
+        checkouts[id] = static_cast<int64_t>(s.checkouts_of[t]);
     }
+    if (met) {
+      accumulate(total, s, false);
+      ranks_run.insert(m + k);
+    }
+  }
+  // The free slots: each closed if nobody took it, else waited for until
+  // the process that runs it is done or lost (spares.h).
+  uint64_t free_slots = 0, spares_run = 0, replacement_commits = 0;
+  double replacement_start = 0;  // the earliest spare client's start (0: none ran)
+  for (uint32_t id = 0; id < layout.clients; ++id) {
+    if (owned(id)) continue;
+    ++free_slots;
+    if (watch.lost().load() >= 0) continue;  // a memory server is gone: no results (below)
     sn::SpareClaim claim;
     try {
-      claim = sn::settle_spare(cluster, results, area.claims(phase), sp);
+      claim = sn::settle_spare(cluster, results, area.claims(phase), id);
       if (claim.state == sn::SpareState::kClosed) {
         // It never ran: retired from its first timestamp, not recovered.
         sn::RsiOptions parked;
@@ -313,7 +346,7 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
       return ctx.fail(std::string("settling spare client ") + std::to_string(id) + ": " + e.what());
     }
     if (claim.state == sn::SpareState::kClosed) {
-      checkouts.push_back(0);
+      checkouts[id] = 0;
       continue;
     }
     if (claim.state != sn::SpareState::kDone) {
@@ -322,19 +355,18 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
                    "sluice-nam: spare client %u of rank %u (incarnation %u) was lost while it "
                    "ran; it counts as a client that died\n",
                    id, claim.rank, claim.incarnation);
-      checkouts.push_back(-1);
       continue;
     }
     Summary s{};
-    if (results.read(area.spare_summary(phase, sp), std::as_writable_bytes(std::span(&s, 1))) !=
+    if (results.read(area.slot_summary(phase, id), std::as_writable_bytes(std::span(&s, 1))) !=
         sluice::Status::kOk)
       return ctx.fail("reading a spare client's results failed: " + results.error());
     if (s.valid != 1)
       return ctx.fail("spare client " + std::to_string(id) + " of rank " +
                       std::to_string(claim.rank) + " failed (see above): no results");
-    checkouts.push_back(s.checkouts_of[0] != kFencedClient ? static_cast<int64_t>(s.checkouts_of[0])
-                                                           : -1);
+    if (s.checkouts_of[0] != kFencedClient) checkouts[id] = static_cast<int64_t>(s.checkouts_of[0]);
     accumulate(total, s, true);
+    ranks_run.insert(claim.rank);
     ++spares_run;
     replacement_commits += s.commits;
     if (s.start_unix > 0 && (replacement_start == 0 || s.start_unix < replacement_start))
@@ -363,24 +395,26 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
   const double p50 = percentile(total, 0.5), p99 = percentile(total, 0.99);
   const std::string transport = ctx.transport_label();
   const char* path = all[rank - m].path;
-  std::printf(
-      "sluice-nam: %s %s: %" PRIu64
-      " clients on %u compute ranks, %u memory servers (%s, data path %s)\n"
-      "  %" PRIu64 " committed (%" PRIu64 " checkouts, %" PRIu64
-      " read-only) in %.3f s = %.0f txn/s; "
-      "aborts %" PRIu64 " conflict + %" PRIu64
-      " too-old = %.2f%%; latency p50 %.0f us, p99 %.0f us\n"
-      "  recovery: %" PRIu64 " clients recovered, %" PRIu64 " records rolled forward, %" PRIu64
-      " rolled back; %" PRIu64
-      " timestamps given up\n"
-      "  overflow area: %" PRIu64 " old versions moved there, %" PRIu64 " read from there\n",
-      protocol.c_str(), opt.workload.workload.c_str(), total.clients, compute_ranks, m,
-      transport.c_str(), path, total.commits, total.checkouts, total.read_only, total.seconds, tps,
-      total.conflicts, total.too_old, 100 * abort_rate, p50, p99, total.recovered, total.forward,
-      total.back, total.burned, total.overflow_moved, total.overflow_hits);
-  if (layout.spares != 0) {
-    std::printf("  spare clients: %" PRIu64 " of %u ran in restarted ranks, %" PRIu64 " commits\n",
-                spares_run, layout.spares, replacement_commits);
+  std::printf("sluice-nam: %s %s: %" PRIu64
+              " clients on %u compute ranks, %u memory servers (%s, data path %s)\n"
+              "  %" PRIu64 " committed (%" PRIu64 " checkouts, %" PRIu64
+              " read-only) in %.3f s = %.0f txn/s; "
+              "aborts %" PRIu64 " conflict + %" PRIu64
+              " too-old = %.2f%%; latency p50 %.0f us, p99 %.0f us\n"
+              "  recovery: %" PRIu64 " clients recovered, %" PRIu64
+              " records rolled forward, %" PRIu64 " rolled back; %" PRIu64
+              " timestamps given up\n"
+              "  overflow area: %" PRIu64 " old versions moved there, %" PRIu64
+              " read from there\n",
+              protocol.c_str(), opt.workload.workload.c_str(), total.clients,
+              static_cast<uint32_t>(ranks_run.size()), m, transport.c_str(), path, total.commits,
+              total.checkouts, total.read_only, total.seconds, tps, total.conflicts, total.too_old,
+              100 * abort_rate, p50, p99, total.recovered, total.forward, total.back, total.burned,
+              total.overflow_moved, total.overflow_hits);
+  if (free_slots != 0) {
+    std::printf("  spare clients: %" PRIu64 " of %" PRIu64
+                " ran in ranks started again or joined, %" PRIu64 " commits\n",
+                spares_run, free_slots, replacement_commits);
   }
   if (check.ok) {
     std::printf("invariants: OK (%" PRIu64 " products, %" PRIu64 " orders, %" PRIu64
@@ -570,19 +604,22 @@ int compute(sluice::JobContext& ctx, const sn::Options& opt, const std::vector<s
   return code;
 }
 
-// A compute rank started again (sluice run --restarts) after its first
-// process was lost: the survivors recover that process's clients and go on
-// without them; this one claims spare client slots (spares.h), up to
+// A process new to the running job: a compute rank started again (sluice
+// run --restarts or --spares) after its first process was lost (the
+// survivors recover that process's clients and go on without them), or one
+// that joined an elastic job (sluice run --max-ranks --join) in a rank
+// number no process held. It claims free client slots (spares.h), up to
 // --clients, and runs them for what is left of the run (all of --txns, or
 // until the run's --seconds are up), then writes their summaries and marks
 // them done, which the reporter waits for. It takes part in no meeting: the
-// survivors' meetings leave a new incarnation out. Returns the exit status.
+// first processes' meetings leave a new incarnation out. Returns the exit
+// status.
 int replace(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& layout,
             const std::vector<std::string>& protocols, const ResultsArea& area) {
   sluice::Cluster& cluster = ctx.cluster();
   const uint32_t rank = cluster.rank(), incarnation = cluster.incarnation(rank);
   const auto leave = [&](const std::string& why, int code) {
-    std::fprintf(stderr, "sluice-nam: rank %u: started again as incarnation %u: %s\n", rank,
+    std::fprintf(stderr, "sluice-nam: rank %u: incarnation %u, new to the running job: %s\n", rank,
                  incarnation, why.c_str());
     return code;
   };
@@ -592,11 +629,11 @@ int replace(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& l
         "the process that was lost): this process leaves",
         1);
   }
-  if (protocols.size() != 1 || protocols[0] != "rsi" || layout.spares == 0) {
+  if (protocols.size() != 1 || protocols[0] != "rsi") {
     return leave(
-        "there is no spare client slot to run clients in (--spare-clients 0, or not "
-        "--protocol rsi): this process leaves, and the others carry on without this "
-        "rank's clients",
+        "only --protocol rsi has client slots a new process can take (a 2PC client's flows "
+        "are declared when the job starts): this process leaves, and the others carry on "
+        "without this rank's clients",
         1);
   }
   sn::ServerWatch watch(cluster, opt.memory_servers);
@@ -623,21 +660,21 @@ int replace(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& l
     if (w.seconds < 0.01) return leave("the run's --seconds are over: nothing to take back", 0);
   }
   bool over = false;
-  const std::vector<uint32_t> slots = sn::claim_spares(results, area.claims(0), layout.spares,
+  const std::vector<uint32_t> slots = sn::claim_spares(results, area.claims(0), layout.clients,
                                                        opt.clients, rank, incarnation, &over);
   if (slots.empty()) {
-    return over
-               ? leave("the run is over: nothing to take back", 0)
-               : leave("every spare client slot (--spare-clients " + std::to_string(layout.spares) +
-                           ") is taken: this process leaves, and the others carry on without it",
-                       1);
+    return over ? leave("the run is over: nothing to take back", 0)
+                : leave("there is no free client slot to run clients in (--spare-clients " +
+                            std::to_string(layout.spares) +
+                            ", and every other one taken or run by its rank's first process): "
+                            "this process leaves, and the others carry on without it",
+                        1);
   }
   std::string ids;
-  for (uint32_t s : slots)
-    ids += (ids.empty() ? "" : ", ") + std::to_string(layout.first_spare() + s);
+  for (uint32_t s : slots) ids += (ids.empty() ? "" : ", ") + std::to_string(s);
   std::fprintf(stderr,
-               "sluice-nam: rank %u: incarnation %u runs spare client%s %s in place of the "
-               "clients its first process ran\n",
+               "sluice-nam: rank %u: incarnation %u runs spare client%s %s for what is left of "
+               "the run\n",
                rank, incarnation, slots.size() > 1 ? "s" : "", ids.c_str());
   std::vector<sn::ClientResult> runs(slots.size());
   std::vector<char> fenced(slots.size(), 0);
@@ -645,9 +682,11 @@ int replace(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& l
   const sluice::PoolReport run = sluice::run_workers(
       cluster,
       sluice::PoolOptions{static_cast<uint32_t>(slots.size()),
-                          "nam-spares-" + std::to_string(incarnation), cluster.ranks({rank})},
+                          // (One name per process: several may start at once.)
+                          "nam-spares-" + std::to_string(rank) + "-" + std::to_string(incarnation),
+                          cluster.ranks({rank})},
       [&](uint32_t t, sluice::StartLine& start) {
-        const uint32_t id = layout.first_spare() + slots[t];
+        const uint32_t id = slots[t];
         sn::RsiOptions ro;
         ro.recovery_timeout = std::chrono::milliseconds(opt.recovery_timeout_ms);
         ro.lost_server = &watch.lost();
@@ -669,7 +708,7 @@ int replace(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& l
       mine.checkouts_of[0] = runs[t].checkouts;
     }
     std::snprintf(mine.path, sizeof(mine.path), "%s", paths[t].c_str());
-    if (results.write(area.spare_summary(0, slots[t]), std::as_bytes(std::span(&mine, 1))) !=
+    if (results.write(area.slot_summary(0, slots[t]), std::as_bytes(std::span(&mine, 1))) !=
         sluice::Status::kOk)
       return ctx.fail("writing a spare client's results failed: " + results.error());
     sn::finish_spare(results, area.claims(0), slots[t], rank, incarnation);
@@ -692,7 +731,7 @@ int main(int argc, char** argv) {
                   sluice::kFlagJson | sluice::kFlagSeed | sluice::kFlagCluster);
   sn::Options opt;
   sn::add_options(job.cli(), &opt);
-  // A restarted rank runs replace() (spare client slots), not the run.
+  // A restarted or joining rank runs replace() (free client slots), not the run.
   job.set_rejoin(true);
   return job.main(argc, argv, [&](sluice::JobContext& ctx) {
     opt.json = ctx.flags().json;
@@ -715,7 +754,7 @@ int main(int argc, char** argv) {
       layouts.back().spares = opt.spare_clients;
       if (protocols.size() > 1) layouts.back().prefix = "nam-" + p;
     }
-    const ResultsArea area{world - m, opt.spare_clients};
+    const ResultsArea area{world - m, clients};
     if (ctx.cluster().incarnation(ctx.rank()) > 0)
       return replace(ctx, opt, layouts.front(), protocols, area);
     if (ctx.rank() < m) return memory_server(ctx.cluster(), opt, layouts, protocols, area);

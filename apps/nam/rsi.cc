@@ -57,8 +57,6 @@ RsiClient::RsiClient(Cluster& cluster, const Layout& layout, uint32_t client, Rs
   }
   next_ts_ = client_ + 1;
   if (options_.starts_parked) {
-    if (client_ < layout_.first_spare())
-      throw NamError("nam: client " + std::to_string(client_) + " is not a spare slot");
     park_ts_ = next_ts_;
     parked_ = true;
   }

@@ -98,8 +98,9 @@ struct RsiOptions {
   // Limit of every one-sided operation (then NamError, or PeerLostError if
   // the memory server is known to be gone).
   std::chrono::milliseconds op_timeout{10000};
-  // A spare slot's client (Layout::spares): memory server 0 parked it from
-  // its first timestamp, and it starts as parked; its first begin() unparks
+  // A free slot's client (spares.h: a spare slot, or a slot no first
+  // process of its rank runs): memory server 0 parked it from its first
+  // timestamp, and it starts as parked; its first begin() unparks
   // it (giving up every timestamp others may have passed), and retire()
   // ends the park of one that never began.
   bool starts_parked = false;

@@ -13,6 +13,7 @@ namespace {
 
 // [ state: 8 bits | rank: 24 bits | incarnation: 32 bits ]
 constexpr uint32_t kRankBits = 24;
+constexpr uint64_t kFreeWord = 0;
 
 uint64_t cas_claim(RemoteRegion& results, uint64_t offset, uint64_t expected, uint64_t desired) {
   const Result<uint64_t> prev =
@@ -40,21 +41,40 @@ SpareClaim decode_claim(uint64_t word) {
   return c;
 }
 
-void park_spare_slots(const Layout& layout, std::byte* meta) {
-  for (uint32_t id = layout.first_spare(); id < layout.clients; ++id) {
+std::vector<uint8_t> free_slots(const Cluster& cluster, const Layout& layout) {
+  std::vector<uint8_t> free(layout.clients, 0);
+  const uint32_t m = layout.memory_servers, world = cluster.world_size();
+  const uint32_t per_rank = world > m ? (layout.clients - layout.spares) / (world - m) : 0;
+  for (uint32_t r = m; r < world; ++r) {
+    if (cluster.alive(r) && cluster.incarnation(r) == 0) continue;
+    for (uint32_t t = 0; t < per_rank; ++t) free[(r - m) * per_rank + t] = 1;
+  }
+  for (uint32_t id = layout.first_spare(); id < layout.clients; ++id) free[id] = 1;
+  return free;
+}
+
+void park_free_slots(const Layout& layout, std::byte* meta, const std::vector<uint8_t>& free) {
+  for (uint32_t id = 0; id < layout.clients && id < free.size(); ++id) {
+    if (free[id] == 0) continue;
     const uint64_t first = id + 1;  // client id's first timestamp
     std::memcpy(meta + layout.park_offset(id), &first, 8);
   }
 }
 
-std::vector<uint32_t> claim_spares(RemoteRegion& results, uint64_t offset, uint32_t spares,
+void init_claims(std::byte* words, const std::vector<uint8_t>& free) {
+  const uint64_t owned = encode_claim({SpareState::kOwned, 0, 0});
+  for (size_t id = 0; id < free.size(); ++id)
+    std::memcpy(words + 8 * id, free[id] != 0 ? &kFreeWord : &owned, 8);
+}
+
+std::vector<uint32_t> claim_spares(RemoteRegion& results, uint64_t offset, uint32_t slots,
                                    uint32_t want, uint32_t rank, uint32_t incarnation, bool* over) {
   std::vector<uint32_t> claimed;
   *over = false;
   const uint64_t mine = encode_claim({SpareState::kRunning, rank, incarnation});
-  for (uint32_t s = 0; s < spares && claimed.size() < want; ++s) {
-    const uint64_t prev = cas_claim(results, offset + 8ull * s, 0, mine);
-    if (prev == 0) {
+  for (uint32_t s = 0; s < slots && claimed.size() < want; ++s) {
+    const uint64_t prev = cas_claim(results, offset + 8ull * s, kFreeWord, mine);
+    if (prev == kFreeWord) {
       claimed.push_back(s);
     } else if (decode_claim(prev).state == SpareState::kClosed) {
       // The reporter closes every free slot at the run's end, in order, and

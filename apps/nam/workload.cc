@@ -99,7 +99,8 @@ Layout make_layout(const WorkloadOptions& w, uint32_t memory_servers, uint32_t c
 }
 
 std::vector<MemoryRegion> expose_database(Cluster& cluster, const Layout& layout,
-                                          const WorkloadOptions& w, uint32_t server, bool rsi) {
+                                          const WorkloadOptions& w, uint32_t server, bool rsi,
+                                          const std::vector<uint8_t>& free) {
   std::vector<MemoryRegion> regions;
   for (uint32_t t = 0; t < layout.tables.size(); ++t) {
     regions.push_back(
@@ -109,7 +110,7 @@ std::vector<MemoryRegion> expose_database(Cluster& cluster, const Layout& layout
   if (!rsi) return regions;
   if (server == 0) {
     regions.push_back(cluster.expose(layout.meta_name(), layout.meta_bytes()));
-    park_spare_slots(layout, regions.back().data());
+    park_free_slots(layout, regions.back().data(), free);
   }
   if (layout.overflow_entries != 0) {
     for (uint32_t t = 0; t < layout.tables.size(); ++t) {

@@ -64,10 +64,11 @@ void load_table(const Layout& layout, const WorkloadOptions& w, uint32_t table, 
                 std::byte* data);
 // Memory server `server`'s regions of the database, exposed: each table's,
 // loaded with the initial data; with `rsi` also, on server 0, the metadata
-// (its spare client slots parked: spares.h) and, if the layout has an
+// (the client slots `free` marks parked: spares.h) and, if the layout has an
 // overflow area, each table's. The tables' regions come first, in table order.
 std::vector<MemoryRegion> expose_database(Cluster& cluster, const Layout& layout,
-                                          const WorkloadOptions& w, uint32_t server, bool rsi);
+                                          const WorkloadOptions& w, uint32_t server, bool rsi,
+                                          const std::vector<uint8_t>& free);
 
 // The width of one interval of ClientResult::timeline.
 constexpr uint32_t kTimelineMs = 100;

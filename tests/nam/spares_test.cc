@@ -34,7 +34,8 @@ class SpareSlotTest : public ::testing::Test {
     layout_.spares = 1;
     layout_.prefix.append("-spare-").append(std::to_string(++generation_));
     // As memory server 0 of sluice-nam sets it up (the spare slot parked).
-    regions_ = sn::expose_database(*g_cluster, layout_, w_, 0, /*rsi=*/true);
+    regions_ = sn::expose_database(*g_cluster, layout_, w_, 0, /*rsi=*/true,
+                                   sn::free_slots(*g_cluster, layout_));
     // A writer held back this long would recover the spare slot as dead.
     options_.recovery_timeout = 200ms;
     writer_ = std::make_unique<sn::RsiClient>(*g_cluster, layout_, 0, options_);
@@ -157,6 +158,26 @@ TEST(SpareClaimTest, ClaimWordsMoveFromFreeToRunningToDoneOrFromFreeToClosedOnce
   EXPECT_TRUE(over);
   sn::finish_spare(r, 32, 0, me, incarnation);
   EXPECT_EQ(sn::settle_spare(*g_cluster, r, 32, 0).state, sn::SpareState::kDone);
+}
+
+// Slots that a rank's first process runs (owned, as memory server 0's
+// init_claims marks them) are passed over by a claim and left as they are
+// by the reporter's settling; the free ones around them are claimed.
+TEST(SpareClaimTest, OwnedSlotsAreNeitherClaimedNorClosed) {
+  sluice::MemoryRegion area = g_cluster->expose("owned-claims", 32);
+  sn::init_claims(area.data(), {0, 1, 0, 1});
+  sluice::RemoteRegion r = g_cluster->open_region("owned-claims", g_cluster->rank());
+  const uint32_t me = g_cluster->rank(), incarnation = g_cluster->incarnation(me);
+  bool over = true;
+  EXPECT_EQ(sn::claim_spares(r, 0, 4, 4, me, incarnation, &over), (std::vector<uint32_t>{1, 3}));
+  EXPECT_FALSE(over);
+  EXPECT_EQ(sn::settle_spare(*g_cluster, r, 0, 0).state, sn::SpareState::kOwned);
+  EXPECT_EQ(sn::settle_spare(*g_cluster, r, 0, 2).state, sn::SpareState::kOwned);
+  uint64_t word = 0;
+  ASSERT_EQ(r.read(16, std::as_writable_bytes(std::span(&word, 1))), sluice::Status::kOk);
+  EXPECT_EQ(sn::decode_claim(word).state, sn::SpareState::kOwned) << "settling changed it";
+  sn::finish_spare(r, 0, 1, me, incarnation);
+  EXPECT_EQ(sn::settle_spare(*g_cluster, r, 0, 1).state, sn::SpareState::kDone);
 }
 
 }  // namespace

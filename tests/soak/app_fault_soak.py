@@ -13,7 +13,9 @@ than the peer timeout (a rank that goes silent and is killed for it). No rank is
 With recovery on (kv: --keep-going and --restarts 1, --spares 1 or both, its
 replicas recover; nam: --keep-going, its clients are recovered, and RSI
 jobs also --restarts/--spares with --spare-clients 1, a restarted compute
-rank running a spare client for the rest of the run; the keyed
+rank running a spare client for the rest of the run, and half of them
+elastic, `--max-ranks` one more than they start with and a process that
+joins at a random moment and runs the vacancy's client; the keyed
 sum and the ReplayFlow: as kv) every job must end with the result of an
 undisturbed run (kv:
 every operation exactly once, replicas identical, its own verdict and
@@ -186,8 +188,15 @@ def main():
             args = args + ["--no-reform"]
         if app.startswith("kv-"):
             args = args + ["--history", history]
+        joins = False
         if app == "nam-rsi" and not a.no_recovery:
             args = args + ["--spare-clients", "1"]
+            # Half of them grow while they run: one more rank number than
+            # they start with, and a process that joins into it.
+            if rng.random() < 0.5:
+                joins = True
+                policy = policy + ["--max-ranks", str(ranks + 1), "--join",
+                                   "%g" % round(rng.uniform(0.05, 0.9) * seconds, 2)]
         if app == "replay":
             args = args + ["--state-dir", tempfile.mkdtemp(prefix="replay-", dir=tmp)]
         argv = [sluice, "run", "-n", str(ranks), "--timeout", "120", "--stacks-on-timeout",
@@ -212,7 +221,8 @@ def main():
                 landed_correct += 1
             else:
                 landed_failed += 1
-        spare = " (a spare waits)" if "--spares" in policy else ""
+        spare = (" (a spare waits)" if "--spares" in policy else "") + (
+            " (a process joins)" if joins else "")
         ran_spare = re.search(r'"spare_clients_run":[1-9]', out) is not None
         spare_clients += ran_spare
         print("job %d: %s %s%s, %s of rank %d at %g s (%s): %s%s, exit %d, %.1f s" % (
