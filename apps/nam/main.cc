@@ -60,8 +60,10 @@ int bucket_of(uint32_t us) {
 constexpr uint64_t kFencedClient = UINT64_MAX;
 
 struct Summary {
-  uint64_t valid, clients, commits, checkouts, read_only, conflicts, too_old, out_of_stock, burned,
-      forward, back, recovered, overflow_moved, overflow_hits;
+  // valid: 1 results, 2 the clients failed; left: 1 if the rank left the
+  // job after writing them (asked to, sluice run --leave).
+  uint64_t valid, left, clients, commits, checkouts, read_only, conflicts, too_old, out_of_stock,
+      burned, forward, back, recovered, overflow_moved, overflow_hits;
   double seconds;
   uint64_t hist[kBuckets];
   uint64_t checkouts_of[kMaxClientsPerRank];  // per client of the rank; kFencedClient: fenced
@@ -242,6 +244,15 @@ bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     *ranks = meet(cluster, phase_name("nam-served", phase), *ranks);
   }
   *ranks = meet(cluster, phase_name("nam-done", phase), *ranks);
+  if (compute_ranks_of(*ranks, opt.memory_servers).empty()) {
+    // Every compute rank left (or was lost) before the run's end: nobody
+    // reported.
+    std::fprintf(stderr,
+                 "sluice-nam: memory server rank %u: no compute rank stayed to the end of the "
+                 "run: no results\n",
+                 rank);
+    return false;
+  }
   return ok;
 }
 
@@ -309,19 +320,28 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
   Summary total{};
   std::vector<int64_t> checkouts(layout.clients, -1);  // per client; -1: died
   std::set<uint32_t> ranks_run;                        // the ranks whose processes ran clients
+  uint32_t ranks_left = 0;                             // of them, those that left the job early
+  uint64_t left_commits = 0;
   for (uint32_t k = 0; k < compute_ranks; ++k) {
     const Summary& s = all[k];
     // A rank that did not meet after the run died (its summary may be
-    // missing or half written): its clients are recovered below.
+    // missing or half written): its clients are recovered below. One that
+    // left the job when asked wrote its results first and retired its
+    // clients (the meeting completed only once it had left).
     const bool met = std::binary_search(ran.begin(), ran.end(), m + k);
+    const bool left = !met && s.valid == 1 && s.left == 1 && cluster.left(m + k);
     for (uint32_t t = 0; t < opt.clients; ++t) {
       const uint32_t id = k * opt.clients + t;
-      if (met && owned(id) && s.checkouts_of[t] != kFencedClient)
+      if ((met || left) && owned(id) && s.checkouts_of[t] != kFencedClient)
         checkouts[id] = static_cast<int64_t>(s.checkouts_of[t]);
     }
-    if (met) {
+    if (met || left) {
       accumulate(total, s, false);
       ranks_run.insert(m + k);
+    }
+    if (left) {
+      ++ranks_left;
+      left_commits += s.commits;
     }
   }
   // The free slots: each closed if nobody took it, else waited for until
@@ -411,6 +431,10 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
               total.checkouts, total.read_only, total.seconds, tps, total.conflicts, total.too_old,
               100 * abort_rate, p50, p99, total.recovered, total.forward, total.back, total.burned,
               total.overflow_moved, total.overflow_hits);
+  if (ranks_left != 0) {
+    std::printf("  left the job early: %u compute rank%s, %" PRIu64 " commits\n", ranks_left,
+                ranks_left > 1 ? "s" : "", left_commits);
+  }
   if (free_slots != 0) {
     std::printf("  spare clients: %" PRIu64 " of %" PRIu64
                 " ran in ranks started again or joined, %" PRIu64 " commits\n",
@@ -434,14 +458,15 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
         ",\"rolled_back\":%" PRIu64 ",\"orders\":%" PRIu64 ",\"lines\":%" PRIu64
         ",\"locked\":%" PRIu64 ",\"overflow_moved\":%" PRIu64 ",\"overflow_hits\":%" PRIu64
         ",\"spare_clients_run\":%" PRIu64 ",\"replacement_commits\":%" PRIu64
+        ",\"ranks_left\":%u,\"left_commits\":%" PRIu64
         ",\"replacement_start_unix\":%.6f"
         ",\"invariants\":\"%s\"}\n",
         protocol.c_str(), opt.workload.workload.c_str(), transport.c_str(), path, total.clients, m,
         total.commits, total.checkouts, total.read_only, total.conflicts, total.too_old,
         total.out_of_stock, abort_rate, total.seconds, tps, p50, p99, total.recovered,
         total.forward, total.back, check.orders, check.lines, check.locked, total.overflow_moved,
-        total.overflow_hits, spares_run, replacement_commits, replacement_start,
-        check.ok ? "OK" : "FAILED");
+        total.overflow_hits, spares_run, replacement_commits, ranks_left, left_commits,
+        replacement_start, check.ok ? "OK" : "FAILED");
   }
   if (opt.timeline) {
     size_t n = kTimelineSlots;
@@ -483,11 +508,13 @@ bool run_to_end(sn::Transactions& db, const sn::Options& opt, const sn::Workload
 }
 
 // One protocol's run on a compute rank; the reporter sets *tps. `ranks`:
-// as for memory_phase. Returns the exit status (1 if this rank's clients
-// failed, once the others know).
+// as for memory_phase. *leaves: this rank was asked to leave the job, wrote
+// its results and must take part in nothing more. Returns the exit status (1
+// if this rank's clients failed, once the others know).
 int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& layout,
                   const std::string& protocol, size_t phase, const ResultsArea& area,
-                  std::vector<uint32_t>* ranks, const sn::ServerWatch& watch, double* tps_out) {
+                  std::vector<uint32_t>* ranks, const sn::ServerWatch& watch, double* tps_out,
+                  bool* leaves) {
   sluice::Cluster& cluster = ctx.cluster();
   const uint32_t rank = cluster.rank(), m = opt.memory_servers;
   const sn::TwoPcFlows flows = sn::two_pc_flows(cluster, layout, opt.clients);
@@ -548,8 +575,16 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
   // whose destruction is collective, and the memory servers wait for it),
   // but no results come from a run that lost data access.
   bool failed = run.failure.has_value();
+  // Asked to leave the job (SIGTERM: sluice run --leave RANK@S, scaling
+  // down): the clients stopped at their next transaction and retired; the
+  // rank writes its results, saying it leaves, and leaves without meeting
+  // anyone (the harness calls Cluster::leave as the body returns). The
+  // others' meetings go on without it, and the reporter counts its results
+  // (a rank that left, not one that died: Cluster::left).
+  *leaves = sluice::stop_requested();
   Summary mine{};
   mine.valid = failed ? 2 : 1;
+  mine.left = *leaves ? 1 : 0;
   for (uint32_t t = 0; t < opt.clients; ++t) {
     if (fenced[t] != 0) {
       mine.checkouts_of[t] = kFencedClient;
@@ -565,6 +600,14 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
     std::fprintf(stderr, "sluice-nam: rank %u: writing the results failed: %s\n", rank,
                  out.error().c_str());
     failed = true;
+  }
+  if (*leaves) {
+    std::fprintf(stderr,
+                 "sluice-nam: rank %u: asked to leave: its clients stopped after %" PRIu64
+                 " commits; it leaves the job, and the others go on\n",
+                 rank, mine.commits);
+    if (run.failure) return ctx.fail(*run.failure);
+    return failed ? 1 : 0;
   }
   // The compute ranks that wrote their results and met: the first reports.
   const std::vector<uint32_t> ran = meet(cluster, phase_name("nam-ran", phase), starters);
@@ -592,10 +635,13 @@ int compute(sluice::JobContext& ctx, const sn::Options& opt, const std::vector<s
   std::vector<double> tps(protocols.size(), 0);
   int code = 0;
   // Every phase, even after one failed: the memory servers go through all.
+  // A rank asked to leave stops after its phase's results.
   for (size_t p = 0; p < protocols.size(); ++p) {
+    bool leaves = false;
     const int c =
-        compute_phase(ctx, opt, layouts[p], protocols[p], p, area, &ranks, watch, &tps[p]);
+        compute_phase(ctx, opt, layouts[p], protocols[p], p, area, &ranks, watch, &tps[p], &leaves);
     code = code != 0 ? code : c;
+    if (leaves) return code;
   }
   if (protocols.size() == 2 && tps[1] > 0) {
     std::printf("sluice-nam: rsi / 2pc throughput on the same cores: %.2f (%.0f vs %.0f txn/s)\n",
@@ -755,6 +801,13 @@ int main(int argc, char** argv) {
       if (protocols.size() > 1) layouts.back().prefix = "nam-" + p;
     }
     const ResultsArea area{world - m, clients};
+    if (ctx.rank() >= m) {
+      // A compute rank asked to stop (SIGTERM: sluice run --leave, scaling
+      // down) stops its clients and leaves the job; a memory server holds
+      // the data and stays fail-stop.
+      sluice::enable_stop_signals();
+      opt.workload.stop = &sluice::stop_requested;
+    }
     if (ctx.cluster().incarnation(ctx.rank()) > 0)
       return replace(ctx, opt, layouts.front(), protocols, area);
     if (ctx.rank() < m) return memory_server(ctx.cluster(), opt, layouts, protocols, area);

@@ -154,13 +154,15 @@ ClientResult run_client(Transactions& db, const WorkloadOptions& w, uint32_t cli
   std::vector<std::byte> list_buf(8 + 8 * w.list_capacity);
   Micro ops;
   std::vector<std::vector<uint64_t>> reads;
+  auto stopped = [&] { return w.stop != nullptr && w.stop(); };
   auto done = [&] {
-    return w.txns != 0 ? res.commits + res.out_of_stock >= w.txns : Clock::now() >= end;
+    return stopped() ||
+           (w.txns != 0 ? res.commits + res.out_of_stock >= w.txns : Clock::now() >= end);
   };
   // A run of --seconds stops retrying a transaction once its time is up:
   // a record that stays locked (a commit no recovery can resolve) must not
-  // hold the run for ever.
-  auto time_up = [&] { return w.txns == 0 && Clock::now() >= end; };
+  // hold the run for ever. Nor does a client told to stop.
+  auto time_up = [&] { return stopped() || (w.txns == 0 && Clock::now() >= end); };
   auto think = [&] {
     if (w.think_us) std::this_thread::sleep_for(std::chrono::microseconds(w.think_us));
   };

@@ -53,6 +53,10 @@ struct WorkloadOptions {
   bool read_only_begin = true;
   uint64_t seed = 1;
   int64_t initial_stock = 1000000;
+  // If set and true: the client stops at its next transaction's start (a
+  // transaction being retried is given up), as at the end of the run
+  // (sluice-nam: a rank asked to leave the job, sluice::stop_requested).
+  bool (*stop)() = nullptr;
 };
 
 enum Table : uint32_t { kProducts = 0, kOrders = 1, kLines = 2, kLists = 3 };

@@ -604,6 +604,33 @@ TEST(NamElasticTest, ARestartedRankAndAJoinerRunFreeSlotsSideBySide) {
   expect_invariants_ok(r);
 }
 
+// A job scales down: `sluice run --leave 1@1` asks rank 1 (the compute
+// rank that would report) to leave a second after the clients started.
+// Its client stops at its next transaction and retires, the rank writes
+// its results and leaves the job; the others go on to the end of the run,
+// the next compute rank reports, and the report counts the leaver's commits
+// and checks its orders. Nothing is recovered: no one died.
+TEST(NamElasticTest, ARankAskedToLeaveStopsItsClientsAndTheReportCountsThem) {
+  const ProcessResult r = run_nam(4, fault_run(fault_seconds()), "sluice-nam",
+                                  {"--faults-after", "clients started on every compute rank",
+                                   "--leave", "1@1", "--grace", "30"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count_lines_with(r.output,
+                             "[1] sluice-nam: rank 1: asked to leave: its clients stopped after "),
+            1)
+      << r.output;
+  EXPECT_EQ(
+      count_lines_with(r.output, "[2] sluice-nam: rsi checkout: 3 clients on 3 compute ranks"), 1)
+      << "rank 2 reports, counting the leaver\n"
+      << r.output;
+  EXPECT_EQ(json_number(r.output, "ranks_left"), 1u) << r.output;
+  const uint64_t left = json_number(r.output, "left_commits");
+  EXPECT_GT(left, 0u) << r.output;
+  EXPECT_GT(json_number(r.output, "commits"), left) << r.output;
+  EXPECT_EQ(json_number(r.output, "clients_recovered"), 0u) << r.output;
+  expect_invariants_ok(r);
+}
+
 // The same growth under 2PC, whose clients' flows are declared when the job
 // starts: the vacancy is a compute rank lost before its requests began, the
 // newcomer says it has no client slot to take and leaves (exit 1), and the
