@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -170,7 +171,7 @@ RecordFile read_record_file(const std::string& path, RecordFileKind kind, uint32
     at += kRecordHeaderBytes + length;
   }
   f.good_bytes = at;
-  f.torn_bytes = bytes.size() - at;
+  (all_zero(bytes, at) ? f.zero_bytes : f.torn_bytes) = bytes.size() - at;
   return f;
 }
 
@@ -211,6 +212,7 @@ RecordWriter::RecordWriter(const std::string& path, uint64_t offset, RecordWrite
     errno = e;
     io_error("cannot truncate", path);
   }
+  end_ = zeroed_ = offset;
 }
 
 RecordWriter::~RecordWriter() {
@@ -237,6 +239,8 @@ RecordWriter& RecordWriter::operator=(RecordWriter&& other) noexcept {
     pending_ = std::move(other.pending_);
     other.pending_.clear();
     dirty_ = std::exchange(other.dirty_, false);
+    end_ = other.end_;
+    zeroed_ = other.zeroed_;
     last_sync_ms_ = other.last_sync_ms_;
     syncs_ = other.syncs_;
   }
@@ -250,7 +254,25 @@ void RecordWriter::close() {
 
 void RecordWriter::write_pending() {
   if (pending_.empty()) return;
+  if (options_.zeros_ahead != 0 && end_ + pending_.size() > zeroed_) {
+    // The file grows here, once a zeros_ahead, not at every sync: zeros
+    // from the end of these records (what they cover past the old zeros is
+    // written once, by them) to zeros_ahead beyond.
+    const uint64_t from = std::max(zeroed_, end_ + pending_.size());
+    const uint64_t upto = end_ + pending_.size() + options_.zeros_ahead;
+    const std::string zeros(static_cast<size_t>(upto - from), '\0');
+    for (uint64_t at = from; at < upto;) {
+      const ssize_t w = ::pwrite(fd_, zeros.data() + (at - from), static_cast<size_t>(upto - at),
+                                 static_cast<off_t>(at));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) io_error("cannot write", path_);
+      at += static_cast<uint64_t>(w);
+    }
+    if (::fdatasync(fd_) != 0) io_error("cannot sync", path_);
+    zeroed_ = upto;
+  }
   write_all(fd_, pending_.data(), pending_.size(), path_);
+  end_ += pending_.size();
   pending_.clear();
   dirty_ = true;
 }

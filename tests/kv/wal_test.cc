@@ -100,9 +100,15 @@ TEST(RecordFileTest, DropsALastRecordWrittenHalfAndZerosAfterIt) {
   const RecordFile f = read_record_file(path, RecordFileKind::kLog, 3, 1);
   EXPECT_EQ(f.records.size(), 9u);
   EXPECT_EQ(f.good_bytes, at[9]);
-  // Zeros alone after the records (a file extended, its data never written).
+  EXPECT_EQ(f.torn_bytes, 4096u + (bytes.size() - at[9]));
+  // Zeros alone after the records (a file extended, its data never written,
+  // or a writer's zeros ahead): the end, not a torn record.
   write_all(path, read_all(path).substr(0, at[9]) + std::string(100, '\0'));
-  EXPECT_EQ(read_record_file(path, RecordFileKind::kLog, 3, 1).records.size(), 9u);
+  const RecordFile z = read_record_file(path, RecordFileKind::kLog, 3, 1);
+  EXPECT_EQ(z.records.size(), 9u);
+  EXPECT_EQ(z.good_bytes, at[9]);
+  EXPECT_EQ(z.zero_bytes, 100u);
+  EXPECT_EQ(z.torn_bytes, 0u);
 }
 
 TEST(RecordFileTest, RefusesADamagedRecordInTheMiddleNamingTheFileAndOffset) {
@@ -221,6 +227,47 @@ TEST(RecordWriterTest, TruncatesATornTailBeforeAppending) {
   f = read_record_file(path, RecordFileKind::kLog, 3, 1);
   ASSERT_EQ(f.records.size(), 4u);
   EXPECT_EQ(f.records[3], "after");
+  EXPECT_EQ(f.torn_bytes, 0u);
+}
+
+// zeros_ahead: the file grows by that much of synced zeros when the
+// records reach its end, not at every sync; a reader stops at the zeros,
+// and a writer opened again at the records' end cuts them off and goes on.
+TEST(RecordWriterTest, KeepsZerosAheadOfItsRecordsAndTheReaderStopsThere) {
+  TempDir dir("sluice-kv-wal");
+  const std::string path = new_log(dir);
+  const RecordWriterOptions o{FsyncMode::kAlways, false, 0, 4096};
+  uint64_t end = kHeaderBytes;
+  {
+    RecordWriter w(path, kHeaderBytes, o);
+    for (int i = 0; i < 3; ++i) {
+      w.append("record " + std::to_string(i));
+      w.commit();
+      end += kRecordHeaderBytes + 8;
+      EXPECT_EQ(file_size(path), kHeaderBytes + kRecordHeaderBytes + 8 + 4096)
+          << "grown once, to zeros_ahead past the first record";
+    }
+    // A record past the zeros grows the file again, to zeros_ahead past it.
+    w.append(std::string(5000, 'x'));
+    w.commit();
+    end += kRecordHeaderBytes + 5000;
+    EXPECT_EQ(file_size(path), end + 4096);
+  }
+  RecordFile f = read_record_file(path, RecordFileKind::kLog, 3, 1);
+  ASSERT_EQ(f.records.size(), 4u);
+  EXPECT_EQ(f.records[2], "record 2");
+  EXPECT_EQ(f.records[3], std::string(5000, 'x'));
+  EXPECT_EQ(f.good_bytes, end);
+  EXPECT_EQ(f.torn_bytes, 0u);
+  EXPECT_EQ(f.zero_bytes, file_size(path) - end);
+  {
+    RecordWriter w(path, f.good_bytes, o);
+    w.append("after");
+    w.commit();
+  }
+  f = read_record_file(path, RecordFileKind::kLog, 3, 1);
+  ASSERT_EQ(f.records.size(), 5u);
+  EXPECT_EQ(f.records[4], "after");
   EXPECT_EQ(f.torn_bytes, 0u);
 }
 
