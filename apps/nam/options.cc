@@ -85,7 +85,8 @@ void add_options(CLI::App& app, Options* options) {
   add_count(app, "--spare-clients", o.spare_clients,
             "RSI: S spare client slots, which a compute rank started again (sluice run "
             "--restarts) takes to run its clients in place of those it lost (up to --clients of "
-            "them); 0: a restarted rank leaves at once")
+            "them); 0: none (a restarted rank then leaves at once unless a free slot is left, "
+            "as an elastic job's vacancies' are to a process that joins it)")
       ->group("Roles");
   add_count(app, "--recovery-timeout-ms", o.recovery_timeout_ms,
             "A client silent this long with a pending timestamp or a lock is presumed dead and "
