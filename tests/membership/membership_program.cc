@@ -195,6 +195,7 @@ int main(int argc, char** argv) {
     done_watching.store(true);  // no call on the Cluster after leave()
     if (watcher.joinable()) watcher.join();
     if (worker_watcher.joinable()) worker_watcher.join();
+    region = sluice::MemoryRegion();  // its handles go before the membership does
     (void)cluster.leave(sluice::Clock::now() + std::chrono::seconds(10));
     return mismatch ? 1 : 0;
   } catch (const std::exception& e) {

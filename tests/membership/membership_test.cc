@@ -54,6 +54,7 @@ TEST(MembershipTest, AnElasticJobsRanksShareARegionWhileANumberIsVacant) {
       2, {"--max-ranks", "3"}, {"--rounds", "5", "--interval-ms", "5", "--region"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::count_lines_with(r.output, "REGION rank 1 read 42"), 1) << r.output;
+  EXPECT_EQ(testing::warning_lines(r.output), "") << r.output;
   expect_one_agreement(r, 2, "AGREED epoch 0 ranks 0,1 values 5,5");
   EXPECT_EQ(testing::count_lines_with(r.output, "FAILED"), 0) << r.output;
 }
