@@ -260,9 +260,9 @@ void RecordWriter::write_pending() {
     // written once, by them) to zeros_ahead beyond.
     const uint64_t from = std::max(zeroed_, end_ + pending_.size());
     const uint64_t upto = end_ + pending_.size() + options_.zeros_ahead;
-    const std::string zeros(static_cast<size_t>(upto - from), '\0');
+    static constexpr std::array<char, 64 * 1024> kZeros{};  // no buffer made per extension
     for (uint64_t at = from; at < upto;) {
-      const ssize_t w = ::pwrite(fd_, zeros.data() + (at - from), static_cast<size_t>(upto - at),
+      const ssize_t w = ::pwrite(fd_, kZeros.data(), std::min<uint64_t>(kZeros.size(), upto - at),
                                  static_cast<off_t>(at));
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) io_error("cannot write", path_);

@@ -199,7 +199,7 @@ bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
   // runs (spares.h), parked in the metadata and free in the claim words
   // before any client begins. 2PC's clients cannot be taken over: none.
   const std::vector<uint8_t> free = rank == 0 && protocol == "rsi"
-                                        ? sn::free_slots(cluster, layout)
+                                        ? sn::free_slots(cluster, layout, opt.clients)
                                         : std::vector<uint8_t>(layout.clients, 0);
   if (claims != nullptr) sn::init_claims(claims, free);
   const std::vector<sluice::MemoryRegion> regions =

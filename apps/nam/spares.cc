@@ -41,13 +41,13 @@ SpareClaim decode_claim(uint64_t word) {
   return c;
 }
 
-std::vector<uint8_t> free_slots(const Cluster& cluster, const Layout& layout) {
+std::vector<uint8_t> free_slots(const Cluster& cluster, const Layout& layout,
+                                uint32_t clients_per_rank) {
   std::vector<uint8_t> free(layout.clients, 0);
-  const uint32_t m = layout.memory_servers, world = cluster.world_size();
-  const uint32_t per_rank = world > m ? (layout.clients - layout.spares) / (world - m) : 0;
-  for (uint32_t r = m; r < world; ++r) {
+  const uint32_t m = layout.memory_servers;
+  for (uint32_t r = m; r < cluster.world_size(); ++r) {
     if (cluster.alive(r) && cluster.incarnation(r) == 0) continue;
-    for (uint32_t t = 0; t < per_rank; ++t) free[(r - m) * per_rank + t] = 1;
+    for (uint32_t t = 0; t < clients_per_rank; ++t) free[(r - m) * clients_per_rank + t] = 1;
   }
   for (uint32_t id = layout.first_spare(); id < layout.clients; ++id) free[id] = 1;
   return free;

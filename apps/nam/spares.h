@@ -63,7 +63,10 @@ SpareClaim decode_claim(uint64_t word);
 // lost or started again), 0 if its rank's first process runs it. Every
 // rank learns it from the claim words and park words, not by choosing
 // again.
-std::vector<uint8_t> free_slots(const Cluster& cluster, const Layout& layout);
+// `clients_per_rank`: --clients (a compute rank r's slots are (r - M) x it
+// onward, M the memory servers).
+std::vector<uint8_t> free_slots(const Cluster& cluster, const Layout& layout,
+                                uint32_t clients_per_rank);
 
 // Memory server 0's part, on the metadata region it just exposed (zeroed):
 // parks every free slot from its first timestamp.

@@ -35,7 +35,7 @@ class SpareSlotTest : public ::testing::Test {
     layout_.prefix.append("-spare-").append(std::to_string(++generation_));
     // As memory server 0 of sluice-nam sets it up (the spare slot parked).
     regions_ = sn::expose_database(*g_cluster, layout_, w_, 0, /*rsi=*/true,
-                                   sn::free_slots(*g_cluster, layout_));
+                                   sn::free_slots(*g_cluster, layout_, 1));
     // A writer held back this long would recover the spare slot as dead.
     options_.recovery_timeout = 200ms;
     writer_ = std::make_unique<sn::RsiClient>(*g_cluster, layout_, 0, options_);
