@@ -8,31 +8,33 @@
 // other ranks run --clients transaction clients each. When all are done, the
 // first surviving compute rank recovers clients that died, checks the
 // workload's invariants by scanning every table, and prints the results.
-// The options are in options.cc (`sluice-nam --help`); the harness
-// (sluice/job.h) runs main() and the client threads.
+// With --protocol 2pc the memory servers serve the clients' requests
+// instead (twopc.h). A process new to the running job (a rank started
+// again, or one that joins) runs free client slots: newcomer.h. What the
+// clients report: run_results.h. The options are in options.cc
+// (`sluice-nam --help`); the harness (sluice/job.h) runs main() and the
+// client threads.
 #include <sluice/job.h>
 #include <sluice/sluice.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <exception>
-#include <fstream>
 #include <memory>
 #include <numeric>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "layout.h"
 #include "liveness.h"
+#include "newcomer.h"
 #include "options.h"
 #include "rsi.h"
+#include "run_results.h"
 #include "spares.h"
 #include "twopc.h"
 #include "workload.h"
@@ -41,126 +43,11 @@ namespace sn = sluice::nam;
 
 namespace {
 
-constexpr int kBuckets = 160;
-constexpr size_t kTimelineSlots = 1200;  // 2 minutes of sn::kTimelineMs
-constexpr uint32_t kMaxClientsPerRank =
-    64;  // latency histogram: bucket b holds [1.1^b, 1.1^(b+1)) us
-
-int bucket_of(uint32_t us) {
-  if (us <= 1) return 0;
-  return std::min(kBuckets - 1,
-                  static_cast<int>(std::log(static_cast<double>(us)) / std::log(1.1)));
-}
-
-// What each compute rank leaves in the results area on memory server 0 (a
-// one-sided write, not a gather to rank 0: the ranks that report are the
-// ones still alive at the end, which the job learns only then).
-// checkouts_of of a client that recovery fenced (sn::FencedError): it
-// counts as a client that died.
-constexpr uint64_t kFencedClient = UINT64_MAX;
-
-struct Summary {
-  // valid: 1 results, 2 the clients failed; left: 1 if the rank left the
-  // job after writing them (asked to, sluice run --leave).
-  uint64_t valid, left, clients, commits, checkouts, read_only, conflicts, too_old, out_of_stock,
-      burned, forward, back, recovered, overflow_moved, overflow_hits;
-  double seconds;
-  uint64_t hist[kBuckets];
-  uint64_t checkouts_of[kMaxClientsPerRank];  // per client of the rank; kFencedClient: fenced
-  char path[32];
-  double start_unix;                  // the earliest client's start (0: none)
-  uint32_t timeline[kTimelineSlots];  // commits per sn::kTimelineMs
-};
-
-// `shift`: counts[0] goes to a.timeline[shift] (a replacement's clients
-// start later than the run).
-void add_timeline(Summary& a, double start_unix, const uint32_t* counts, size_t n,
-                  size_t shift = 0) {
-  if (start_unix > 0 && (a.start_unix == 0 || start_unix < a.start_unix)) a.start_unix = start_unix;
-  for (size_t i = 0; i < n && i + shift < kTimelineSlots; ++i) a.timeline[i + shift] += counts[i];
-}
-
-void add(Summary& a, const sn::ClientResult& r) {
-  a.clients += 1;
-  a.commits += r.commits;
-  a.checkouts += r.checkouts;
-  a.read_only += r.read_only;
-  a.conflicts += r.conflicts;
-  a.too_old += r.too_old;
-  a.out_of_stock += r.out_of_stock;
-  a.burned += r.rsi.burned;
-  a.overflow_moved += r.rsi.overflow_moved;
-  a.overflow_hits += r.rsi.overflow_hits;
-  a.forward += r.rsi.recovered_forward;
-  a.back += r.rsi.recovered_back;
-  a.recovered += r.rsi.clients_recovered;
-  a.seconds = std::max(a.seconds, r.seconds);
-  for (uint32_t us : r.latency_us) ++a.hist[bucket_of(us)];
-  add_timeline(a, r.start_unix, r.timeline.data(), r.timeline.size());
-}
-
-// Adds one compute rank's summary (or a spare client's) into the total;
-// the timeline of one that started later than the total's is shifted.
-void accumulate(Summary& total, const Summary& s, bool shift_timeline) {
-  total.clients += s.clients;
-  total.commits += s.commits;
-  total.checkouts += s.checkouts;
-  total.read_only += s.read_only;
-  total.conflicts += s.conflicts;
-  total.too_old += s.too_old;
-  total.out_of_stock += s.out_of_stock;
-  total.burned += s.burned;
-  total.overflow_moved += s.overflow_moved;
-  total.overflow_hits += s.overflow_hits;
-  total.forward += s.forward;
-  total.back += s.back;
-  total.recovered += s.recovered;
-  total.seconds = std::max(total.seconds, s.seconds);
-  for (int b = 0; b < kBuckets; ++b) total.hist[b] += s.hist[b];
-  size_t shift = 0;
-  if (shift_timeline && total.start_unix > 0 && s.start_unix > total.start_unix)
-    shift = static_cast<size_t>(
-        std::llround((s.start_unix - total.start_unix) * 1000 / sn::kTimelineMs));
-  add_timeline(total, s.start_unix, s.timeline, kTimelineSlots, shift);
-}
-
-// The results area on memory server 0 ("nam-results"), per phase: each
-// compute rank's summary; the run's start (CLOCK_REALTIME nanoseconds, set
-// by the first compute rank to start its clients); a claim word per client
-// slot (spares.h) and the summary of each free slot's client.
-struct ResultsArea {
-  uint32_t compute = 0, clients = 0;
-  uint64_t phase_bytes() const {
-    return compute * sizeof(Summary) + 8 + clients * (8 + sizeof(Summary));
-  }
-  uint64_t summary(size_t phase, uint32_t k) const {
-    return phase * phase_bytes() + k * sizeof(Summary);
-  }
-  uint64_t start(size_t phase) const { return summary(phase, compute); }
-  uint64_t claims(size_t phase) const { return start(phase) + 8; }
-  uint64_t slot_summary(size_t phase, uint32_t id) const {
-    return claims(phase) + 8ull * clients + id * sizeof(Summary);
-  }
-};
-
-uint64_t unix_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-double percentile(const Summary& s, double q) {
-  uint64_t total = 0;
-  for (uint64_t h : s.hist) total += h;
-  if (total == 0) return 0;
-  const uint64_t want = static_cast<uint64_t>(std::ceil(q * total));
-  uint64_t seen = 0;
-  for (int b = 0; b < kBuckets; ++b) {
-    seen += s.hist[b];
-    if (seen >= want) return std::pow(1.1, b + 1);
-  }
-  return std::pow(1.1, kBuckets);
-}
+using sn::kFencedClient;
+using sn::kTimelineSlots;
+using sn::ResultsArea;
+using sn::Summary;
+using sn::unix_ns;
 
 std::string phase_name(const char* what, size_t phase) {
   return std::string(what) + "-" + std::to_string(phase);
@@ -169,7 +56,7 @@ std::string phase_name(const char* what, size_t phase) {
 // The ranks of those of `ranks` that are alive meet (meet_survivors). The
 // meetings are among the job's first processes (every rank as its
 // incarnation 0): a rank started again (--restarts, --spares) runs spare
-// clients by itself (replace()) and meets no one, so a meeting that
+// clients by itself (run_newcomer()) and meets no one, so a meeting that
 // begins after its return must leave it out, not wait for it.
 std::vector<uint32_t> meet(sluice::Cluster& cluster, const std::string& name,
                            const std::vector<uint32_t>& ranks) {
@@ -193,14 +80,14 @@ std::vector<uint32_t> compute_ranks_of(const std::vector<uint32_t>& ranks, uint3
 // that start the phase, then those that end it. False if serving failed.
 bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::Layout& layout,
                   const std::string& protocol, size_t phase, std::byte* claims,
+                  sluice::RemoteRegion* results, uint64_t claims_offset,
                   std::vector<uint32_t>* ranks) {
   const uint32_t rank = cluster.rank();
   // Memory server 0 lays the run out: which client slots no first process
-  // runs (spares.h), parked in the metadata and free in the claim words
-  // before any client begins. 2PC's clients cannot be taken over: none.
-  const std::vector<uint8_t> free = rank == 0 && protocol == "rsi"
-                                        ? sn::free_slots(cluster, layout, opt.clients)
-                                        : std::vector<uint8_t>(layout.clients, 0);
+  // runs (spares.h), free in the claim words (and under RSI parked in the
+  // metadata) before any client begins.
+  const std::vector<uint8_t> free = rank == 0 ? sn::free_slots(cluster, layout, opt.clients)
+                                              : std::vector<uint8_t>(layout.clients, 0);
   if (claims != nullptr) sn::init_claims(claims, free);
   const std::vector<sluice::MemoryRegion> regions =
       sn::expose_database(cluster, layout, opt.workload, rank, protocol == "rsi", free);
@@ -213,8 +100,12 @@ bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     declared = sn::declare_two_pc(cluster, flows, &lost_at_setup);
     std::vector<std::byte*> tables;
     for (uint32_t t = 0; t < layout.tables.size(); ++t) tables.push_back(regions[t].data());
+    // Memory server 0 admits the free slots that processes new to the job
+    // claim, and closes the rest before it stops serving.
+    sn::FreeSlotWatch watch;
+    if (claims != nullptr) watch = sn::FreeSlotWatch{claims, results, claims_offset, free};
     rm = std::make_unique<sn::ResourceManager>(cluster, layout, flows, tables,
-                                               std::move(lost_at_setup));
+                                               std::move(lost_at_setup), std::move(watch));
   }
   *ranks = meet(cluster, phase_name("nam-exposed", phase), *ranks);
   if (compute_ranks_of(*ranks, opt.memory_servers).empty()) {
@@ -260,14 +151,21 @@ int memory_server(sluice::Cluster& cluster, const sn::Options& opt,
                   const std::vector<sn::Layout>& layouts, const std::vector<std::string>& protocols,
                   const ResultsArea& area) {
   sluice::MemoryRegion results;
-  if (cluster.rank() == 0)
+  // (2PC: memory server 0 closes free slots as their claimants do, by
+  // compare-and-swap through a handle to its own region.)
+  sluice::RemoteRegion own;
+  if (cluster.rank() == 0) {
     results = cluster.expose("nam-results", protocols.size() * area.phase_bytes());
+    own = cluster.open_region("nam-results", 0);
+  }
   std::vector<uint32_t> ranks(cluster.world_size());
   std::iota(ranks.begin(), ranks.end(), 0u);
   bool ok = true;
   for (size_t p = 0; p < protocols.size(); ++p) {
     std::byte* claims = results ? results.data() + area.claims(p) : nullptr;
-    ok = memory_phase(cluster, opt, layouts[p], protocols[p], p, claims, &ranks) && ok;
+    ok = memory_phase(cluster, opt, layouts[p], protocols[p], p, claims, &own, area.claims(p),
+                      &ranks) &&
+         ok;
   }
   return ok ? 0 : 1;
 }
@@ -355,7 +253,7 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
     sn::SpareClaim claim;
     try {
       claim = sn::settle_spare(cluster, results, area.claims(phase), id);
-      if (claim.state == sn::SpareState::kClosed) {
+      if (claim.state == sn::SpareState::kClosed && protocol == "rsi") {
         // It never ran: retired from its first timestamp, not recovered.
         sn::RsiOptions parked;
         parked.starts_parked = true;
@@ -481,30 +379,6 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
   }
   std::fflush(stdout);
   return check.ok ? 0 : 1;
-}
-
-// Runs client `id` on `db` until the run is over and writes its history
-// (--history). False if recovery fenced it: it stalled past
-// --recovery-timeout-ms, another client took it for dead and recovered its
-// work, so it stops and counts as a client that died (its orders are
-// checked as they are).
-bool run_to_end(sn::Transactions& db, const sn::Options& opt, const sn::WorkloadOptions& w,
-                uint32_t id, uint32_t clients, uint32_t rank, sn::ClientResult* out) {
-  try {
-    *out = sn::run_client(db, w, id, clients, !opt.history.empty());
-  } catch (const sn::FencedError& e) {
-    std::fprintf(stderr,
-                 "sluice-nam: rank %u: %s; it stalled past the recovery timeout and counts as a "
-                 "client that died\n",
-                 rank, e.what());
-    return false;
-  }
-  if (!opt.history.empty()) {
-    std::ofstream file(opt.history + "." + std::to_string(id) + ".jsonl");
-    file << out->history;
-    if (!file) throw sn::NamError("cannot write the history file " + opt.history);
-  }
-  return true;
 }
 
 // One protocol's run on a compute rank; the reporter sets *tps. `ranks`:
@@ -650,125 +524,6 @@ int compute(sluice::JobContext& ctx, const sn::Options& opt, const std::vector<s
   return code;
 }
 
-// A process new to the running job: a compute rank started again (sluice
-// run --restarts or --spares) after its first process was lost (the
-// survivors recover that process's clients and go on without them), or one
-// that joined an elastic job (sluice run --max-ranks --join) in a rank
-// number no process held. It claims free client slots (spares.h), up to
-// --clients, and runs them for what is left of the run (all of --txns, or
-// until the run's --seconds are up), then writes their summaries and marks
-// them done, which the reporter waits for. It takes part in no meeting: the
-// first processes' meetings leave a new incarnation out. Returns the exit
-// status.
-int replace(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& layout,
-            const std::vector<std::string>& protocols, const ResultsArea& area) {
-  sluice::Cluster& cluster = ctx.cluster();
-  const uint32_t rank = cluster.rank(), incarnation = cluster.incarnation(rank);
-  const auto leave = [&](const std::string& why, int code) {
-    std::fprintf(stderr, "sluice-nam: rank %u: incarnation %u, new to the running job: %s\n", rank,
-                 incarnation, why.c_str());
-    return code;
-  };
-  if (rank < opt.memory_servers) {
-    return leave(
-        "a memory server cannot take its rank back (its tables were in the memory of "
-        "the process that was lost): this process leaves",
-        1);
-  }
-  if (protocols.size() != 1 || protocols[0] != "rsi") {
-    return leave(
-        "only --protocol rsi has client slots a new process can take (a 2PC client's flows "
-        "are declared when the job starts): this process leaves, and the others carry on "
-        "without this rank's clients",
-        1);
-  }
-  sn::ServerWatch watch(cluster, opt.memory_servers);
-  sluice::RemoteRegion results = cluster.open_region("nam-results", 0);
-  // The run's start: set once the first compute rank started its clients
-  // (this rank may have been lost and restarted before that).
-  uint64_t start_ns = 0;
-  const sluice::Deadline wait_until = sluice::Clock::now() + cluster.options().setup_timeout;
-  for (;;) {
-    if (results.read(area.start(0), std::as_writable_bytes(std::span(&start_ns, 1))) !=
-        sluice::Status::kOk)
-      return ctx.fail("reading the run's start failed: " + results.error());
-    if (start_ns != 0) break;
-    if (sluice::Clock::now() > wait_until)
-      return leave("the run did not start within the set-up timeout: this process leaves", 1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  sn::WorkloadOptions w = opt.workload;
-  if (w.txns == 0) {
-    w.seconds =
-        static_cast<double>(static_cast<int64_t>(start_ns) - static_cast<int64_t>(unix_ns())) /
-            1e9 +
-        opt.workload.seconds;
-    if (w.seconds < 0.01) return leave("the run's --seconds are over: nothing to take back", 0);
-  }
-  bool over = false;
-  const std::vector<uint32_t> slots = sn::claim_spares(results, area.claims(0), layout.clients,
-                                                       opt.clients, rank, incarnation, &over);
-  if (slots.empty()) {
-    return over ? leave("the run is over: nothing to take back", 0)
-                : leave("there is no free client slot to run clients in (--spare-clients " +
-                            std::to_string(layout.spares) +
-                            ", and every other one taken or run by its rank's first process): "
-                            "this process leaves, and the others carry on without it",
-                        1);
-  }
-  std::string ids;
-  for (uint32_t s : slots) ids += (ids.empty() ? "" : ", ") + std::to_string(s);
-  std::fprintf(stderr,
-               "sluice-nam: rank %u: incarnation %u runs spare client%s %s for what is left of "
-               "the run\n",
-               rank, incarnation, slots.size() > 1 ? "s" : "", ids.c_str());
-  std::vector<sn::ClientResult> runs(slots.size());
-  std::vector<char> fenced(slots.size(), 0);
-  std::vector<std::string> paths(slots.size());
-  const sluice::PoolReport run = sluice::run_workers(
-      cluster,
-      sluice::PoolOptions{static_cast<uint32_t>(slots.size()),
-                          // (One name per process: several may start at once.)
-                          "nam-spares-" + std::to_string(rank) + "-" + std::to_string(incarnation),
-                          cluster.ranks({rank})},
-      [&](uint32_t t, sluice::StartLine& start) {
-        const uint32_t id = slots[t];
-        sn::RsiOptions ro;
-        ro.recovery_timeout = std::chrono::milliseconds(opt.recovery_timeout_ms);
-        ro.lost_server = &watch.lost();
-        ro.starts_parked = true;
-        sn::RsiClient db(cluster, layout, id, ro);
-        paths[t] = db.path();
-        start.wait();
-        if (!run_to_end(db, opt, w, id, layout.clients, rank, &runs[t])) fenced[t] = 1;
-      });
-  // Each slot's summary, then done: the reporter reads the summary once it
-  // sees the slot done (a failed run's summary says so).
-  for (size_t t = 0; t < slots.size(); ++t) {
-    Summary mine{};
-    mine.valid = run.failure ? 2 : 1;
-    if (fenced[t] != 0) {
-      mine.checkouts_of[0] = kFencedClient;
-    } else {
-      add(mine, runs[t]);
-      mine.checkouts_of[0] = runs[t].checkouts;
-    }
-    std::snprintf(mine.path, sizeof(mine.path), "%s", paths[t].c_str());
-    if (results.write(area.slot_summary(0, slots[t]), std::as_bytes(std::span(&mine, 1))) !=
-        sluice::Status::kOk)
-      return ctx.fail("writing a spare client's results failed: " + results.error());
-    sn::finish_spare(results, area.claims(0), slots[t], rank, incarnation);
-  }
-  if (run.failure) return ctx.fail(*run.failure);
-  uint64_t commits = 0;
-  for (const sn::ClientResult& r : runs) commits += r.commits;
-  std::fprintf(stderr,
-               "sluice-nam: rank %u: incarnation %u's spare clients committed %" PRIu64
-               " transactions\n",
-               rank, incarnation, commits);
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -777,7 +532,7 @@ int main(int argc, char** argv) {
                   sluice::kFlagJson | sluice::kFlagSeed | sluice::kFlagCluster);
   sn::Options opt;
   sn::add_options(job.cli(), &opt);
-  // A restarted or joining rank runs replace() (free client slots), not the run.
+  // A restarted or joining rank runs run_newcomer() (free client slots), not the run.
   job.set_rejoin(true);
   return job.main(argc, argv, [&](sluice::JobContext& ctx) {
     opt.json = ctx.flags().json;
@@ -809,7 +564,7 @@ int main(int argc, char** argv) {
       opt.workload.stop = &sluice::stop_requested;
     }
     if (ctx.cluster().incarnation(ctx.rank()) > 0)
-      return replace(ctx, opt, layouts.front(), protocols, area);
+      return sn::run_newcomer(ctx, opt, layouts.front(), protocols, area);
     if (ctx.rank() < m) return memory_server(ctx.cluster(), opt, layouts, protocols, area);
     return compute(ctx, opt, layouts, protocols, area);
   });

@@ -83,7 +83,7 @@ void add_options(CLI::App& app, Options* options) {
             "timestamp uses one)")
       ->group("Roles");
   add_count(app, "--spare-clients", o.spare_clients,
-            "RSI: S spare client slots, which a compute rank started again (sluice run "
+            "S spare client slots, which a compute rank started again (sluice run "
             "--restarts) takes to run its clients in place of those it lost (up to --clients of "
             "them); 0: none (a restarted rank then leaves at once unless a free slot is left, "
             "as an elastic job's vacancies' are to a process that joins it)")
@@ -167,8 +167,9 @@ void add_options(CLI::App& app, Options* options) {
     need(o.overflow_entries <= (1u << 24), "--overflow-entries must be at most 16777216");
     need(w.browse_reads <= 64, "--browse-reads must be at most 64");
     need(o.max_timestamps >= 64, "--max-timestamps must be at least 64");
-    need(o.spare_clients == 0 || o.protocol == "rsi",
-         "--spare-clients needs --protocol rsi (a 2PC client's flows cannot take a new process)");
+    need(o.spare_clients == 0 || o.protocol != "both",
+         "--spare-clients needs one protocol, rsi or 2pc (with both, a new process takes no "
+         "slot)");
     need(o.spare_clients <= 1024, "--spare-clients must be at most 1024");
   });
 }

@@ -100,13 +100,15 @@ void finish_spare(RemoteRegion& results, uint64_t offset, uint32_t index, uint32
   }
 }
 
-SpareClaim settle_spare(Cluster& cluster, RemoteRegion& results, uint64_t offset, uint32_t index) {
-  const uint64_t at = offset + 8ull * index;
+SpareClaim close_spare(RemoteRegion& results, uint64_t offset, uint32_t index) {
   const uint64_t closed = encode_claim({SpareState::kClosed, 0, 0});
+  const uint64_t prev = cas_claim(results, offset + 8ull * index, kFreeWord, closed);
+  return decode_claim(prev == kFreeWord ? closed : prev);
+}
+
+SpareClaim settle_spare(Cluster& cluster, RemoteRegion& results, uint64_t offset, uint32_t index) {
   for (;;) {
-    const uint64_t prev = cas_claim(results, at, 0, closed);
-    if (prev == 0) return decode_claim(closed);
-    const SpareClaim c = decode_claim(prev);
+    const SpareClaim c = close_spare(results, offset, index);
     if (c.state != SpareState::kRunning) return c;
     if (!cluster.alive(c.rank) || cluster.incarnation(c.rank) != c.incarnation) return c;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -16,7 +16,9 @@
 // client's do. A process that claims a slot takes the park over: its first
 // begin() unparks it, which gives up every timestamp of the slot that
 // others may have passed (the park protocol's own path, rsi.cc). Nothing
-// else in the protocol changes.
+// else in the protocol changes. Under 2PC (whose timestamps memory server 0
+// hands out) a free slot is not parked: nobody waits for a slot nobody
+// runs, and a claimed one is served on flows of its own (twopc.h).
 //
 // Which process runs a slot is settled by one claim word per client slot
 // in the results area on memory server 0, changed only by compare-and-swap:
@@ -27,7 +29,8 @@
 //
 // The reporter closes every slot still free before it recovers the clients
 // that never retired (a closed slot is retired, not recovered: it never
-// ran), and waits for every running one until it is done or the process
+// ran; under 2PC memory server 0 closes them earlier, before it stops
+// serving: twopc.h), and waits for every running one until it is done or the process
 // that claimed it is lost (then its clients are recovered as any dead
 // client's). A process that comes after the close finds the run over.
 //
@@ -90,6 +93,10 @@ std::vector<uint32_t> claim_spares(RemoteRegion& results, uint64_t offset, uint3
 // written). Throws NamError if the word is not this process's claim.
 void finish_spare(RemoteRegion& results, uint64_t offset, uint32_t index, uint32_t rank,
                   uint32_t incarnation);
+
+// Closes slot `index` if it is free; returns its claim after the attempt
+// (kClosed if this call or an earlier one closed it).
+SpareClaim close_spare(RemoteRegion& results, uint64_t offset, uint32_t index);
 
 // The reporter's end of slot `index`: closes it if free; waits while it
 // runs and the process that claimed it is alive (Cluster::alive, the same

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "spares.h"
 #include "twopc_wire.h"
 
 namespace sluice::nam {
@@ -50,6 +51,13 @@ std::vector<DeclaredFlow> declare_two_pc(Cluster& cluster, const TwoPcFlows& flo
   const uint32_t rank = cluster.rank();
   if (lost_at_setup != nullptr) lost_at_setup->assign(flows.compute.size(), "");
   for (size_t k = 0; k < flows.compute.size(); ++k) {
+    if (rank < flows.memory_servers && lost_at_setup != nullptr &&
+        cluster.incarnation(flows.compute[k]) != 0) {
+      // Lost and started again already: its new process runs free slots
+      // (spares.h) and never declares its first process's flows.
+      (*lost_at_setup)[k] = "it was started again before its flows were declared";
+      continue;
+    }
     if (rank < flows.memory_servers || rank == flows.compute[k]) {
       try {
         out.push_back(cluster.declare(flows.request[k]));
@@ -67,6 +75,34 @@ std::vector<DeclaredFlow> declare_two_pc(Cluster& cluster, const TwoPcFlows& flo
   }
   if (rank < flows.memory_servers && flows.memory_servers > 1)
     out.push_back(cluster.declare(flows.peer));
+  return out;
+}
+
+SlotFlows slot_flows(const Cluster& cluster, const Layout& layout, uint32_t client, uint32_t rank,
+                     uint32_t incarnation) {
+  std::vector<uint32_t> servers;
+  for (uint32_t r = 0; r < layout.memory_servers; ++r) servers.push_back(r);
+  const uint32_t segment = static_cast<uint32_t>((max_message(layout) + 64 + 63) / 64 * 64);
+  const std::string tag = "nam-2pc-c" + std::to_string(client) + "-" + std::to_string(rank) + "-" +
+                          std::to_string(incarnation);
+  SlotFlows f{ShuffleSpec<Bytes>(tag + "-request"), ShuffleSpec<Bytes>(tag + "-reply")};
+  f.request.sources(cluster.ranks({rank}))
+      .targets(cluster.ranks(servers))
+      .explicit_targets()
+      .optimize(Optimize::kLatency)
+      .segment_bytes(segment);
+  f.reply.sources(cluster.ranks(servers))
+      .targets(cluster.ranks({rank}))
+      .explicit_targets()
+      .optimize(Optimize::kLatency)
+      .segment_bytes(segment);
+  return f;
+}
+
+std::vector<DeclaredFlow> declare_slot(Cluster& cluster, const SlotFlows& flows) {
+  std::vector<DeclaredFlow> out;
+  out.push_back(cluster.declare(flows.request));
+  out.push_back(cluster.declare(flows.reply));
   return out;
 }
 
@@ -95,15 +131,17 @@ struct PeerEntry {
 
 struct ResourceManager::Impl {
   Impl(Cluster& c, const Layout& l, const TwoPcFlows& f, std::vector<std::byte*> t,
-       std::vector<std::string> lost)
+       std::vector<std::string> lost, FreeSlotWatch s)
       : cluster(c),
         layout(l),
         flows(f),
         tables(std::move(t)),
         me(c.rank()),
         ranks(static_cast<uint32_t>(f.compute.size())),
-        lost_at_setup(std::move(lost)) {
-    lost_at_setup.resize(ranks);
+        groups(ranks + l.clients),
+        lost_at_setup(std::move(lost)),
+        slots(std::move(s)) {
+    lost_at_setup.resize(groups);
   }
   Cluster& cluster;
   Layout layout;
@@ -111,16 +149,33 @@ struct ResourceManager::Impl {
   std::vector<std::byte*> tables;
   uint32_t me;
   uint32_t ranks;  // compute ranks
-  // Per compute rank: why its ends could not be declared or opened (it was
-  // lost while the job started); empty if they were.
+  // A group is whoever sends on one request flow: compute rank k's clients
+  // (group k < ranks), or free client slot id run by a process new to the
+  // job (group ranks + id, once admitted).
+  uint32_t groups;
+  // Per group: why its ends could not be declared or opened (it was lost
+  // while the job started, or before its slot's flows were declared);
+  // empty if they were.
   std::vector<std::string> lost_at_setup;
+  // Per admitted slot's group: the process that runs it (rank, incarnation).
+  std::vector<std::pair<uint32_t, uint32_t>> runner;
+  // Server 0: the free slots' claim words, and per client id 1 once its
+  // slot was admitted or closed.
+  FreeSlotWatch slots;
+  std::vector<uint8_t> settled_slot;
+  // The groups admitted (ADMIT heard) whose flows are not declared yet.
+  std::vector<uint32_t> admitted;
+  // No slot can be claimed any more (server 0: it closed the rest; the
+  // others: FINISH heard).
+  bool no_more_slots = false;
+  std::vector<DeclaredFlow> slot_declared;  // outlive serve()'s ends of them
   // Server 0: the timestamp service.
   uint64_t issued = 0, watermark = 0;
   std::vector<uint8_t> done;
   std::vector<uint64_t> outstanding;  // per client: its timestamp not yet DONE (0: none)
   std::vector<std::byte> out, peer_msg;
   std::vector<ClientTxn> txns;  // per client
-  // Termination, per compute rank: its requests ended here (abnormally), a
+  // Termination, per group: its requests ended here (abnormally), a
   // decision arrived and was applied here; server 0: reports and RESOLVEDs
   // received, the verdict per client being assembled.
   std::vector<uint8_t> ended, lost, decided, finished;
@@ -333,31 +388,80 @@ struct ResourceManager::Impl {
       note_loss(s, "telling memory server " + std::to_string(to), peer->error(), peer->lost_peer());
   }
 
-  uint32_t first_client(uint32_t k) const { return k * flows.clients_per_rank; }
+  // Group g's first client id, and how many it has.
+  uint32_t first_client(uint32_t g) const {
+    return g < ranks ? g * flows.clients_per_rank : g - ranks;
+  }
+  uint32_t clients_in(uint32_t g) const { return g < ranks ? flows.clients_per_rank : 1; }
+  bool member(uint32_t g, uint32_t client) const {
+    return client >= first_client(g) && client < first_client(g) + clients_in(g);
+  }
+  // Group g for the log.
+  std::string who(uint32_t g) const {
+    if (g < ranks) return "compute rank " + std::to_string(flows.compute[g]);
+    return "client slot " + std::to_string(g - ranks) + " of rank " +
+           std::to_string(runner[g].first) + " (incarnation " + std::to_string(runner[g].second) +
+           ")";
+  }
 
-  // Compute rank k's requests ended here (abnormally: `was_lost`): report
-  // its clients' last transactions to server 0.
-  void rank_ended(uint32_t k, bool was_lost) {
-    ended[k] = 1;
-    lost[k] = was_lost;
+  // Group g's requests ended here (abnormally: `was_lost`): report its
+  // clients' last transactions to server 0.
+  void rank_ended(uint32_t g, bool was_lost) {
+    ended[g] = 1;
+    lost[g] = was_lost;
     std::vector<PeerEntry> e;
-    for (uint32_t j = first_client(k); j < first_client(k) + flows.clients_per_rank; ++j)
+    for (uint32_t j = first_client(g); j < first_client(g) + clients_in(g); ++j)
       e.push_back(PeerEntry{txns[j].ts, txns[j].phase});
-    to_server(0, kReport, k, was_lost ? 1 : 0, &e);
+    to_server(0, kReport, g, was_lost ? 1 : 0, &e);
+  }
+
+  // Server 0, between polls: admits every free slot newly claimed (once the
+  // termination of the compute rank it belonged to is over: that rank's
+  // clients never ran, but their REPORT and DECIDE pass over the slot's
+  // transaction state), and once the first processes' clients are all done
+  // closes every slot still free, then tells the others (FINISH).
+  void watch_slots() {
+    if (no_more_slots) return;
+    bool run_over = true;
+    for (uint32_t k = 0; k < ranks; ++k) run_over = run_over && ended[k] && finished[k];
+    bool all_settled = true;
+    for (uint32_t id = 0; id < slots.free.size(); ++id) {
+      if (slots.free[id] == 0 || settled_slot[id] != 0) continue;
+      SpareClaim c = decode_claim(__atomic_load_n(
+          reinterpret_cast<const uint64_t*>(slots.words + 8ull * id), __ATOMIC_ACQUIRE));
+      if (c.state == SpareState::kFree && run_over)
+        c = close_spare(*slots.results, slots.offset, id);
+      if (c.state == SpareState::kClosed) {
+        settled_slot[id] = 1;
+        continue;
+      }
+      const uint32_t owner = id / flows.clients_per_rank;  // a compute rank's slot, or a spare
+      if (c.state == SpareState::kFree || (owner < ranks && !finished[owner])) {
+        all_settled = false;
+        continue;
+      }
+      // Claimed (running, or done already): every server serves it.
+      settled_slot[id] = 1;
+      const std::vector<PeerEntry> e{PeerEntry{c.rank, c.incarnation}};
+      for (uint32_t s = 0; s < layout.memory_servers; ++s) to_server(s, kAdmit, ranks + id, 0, &e);
+    }
+    if (!run_over || !all_settled) return;
+    no_more_slots = true;
+    for (uint32_t s = 1; s < layout.memory_servers; ++s) to_server(s, kFinish, 0, 0, nullptr);
   }
 
   void on_peer(std::span<const std::byte> rec) {
     MsgHeader h;
     std::memcpy(&h, rec.data(), sizeof(h));
     const uint32_t k = h.client;
-    if (k >= ranks || rec.size() < sizeof(h) + h.count * sizeof(PeerEntry))
+    if (k >= groups || rec.size() < sizeof(h) + h.count * sizeof(PeerEntry))
       throw NamError("nam 2pc: a malformed message between memory servers");
     std::vector<PeerEntry> e(h.count);
     if (h.count) std::memcpy(e.data(), rec.data() + sizeof(h), h.count * sizeof(PeerEntry));
     switch (h.type) {
       case kReport: {  // server 0: one server's view of rank k
         any_lost[k] |= h.status;
-        for (uint32_t i = 0; i < e.size(); ++i) {
+        for (uint32_t i = 0; i < e.size() && i < clients_in(k); ++i) {
           PeerEntry& v = verdict[first_client(k) + i];
           if (e[i].state == kIdle) continue;
           if (e[i].ts > v.ts) v = PeerEntry{e[i].ts, 0};
@@ -365,12 +469,12 @@ struct ResourceManager::Impl {
         }
         if (++reports[k] < layout.memory_servers) return;
         std::vector<PeerEntry> d(verdict.begin() + first_client(k),
-                                 verdict.begin() + first_client(k) + flows.clients_per_rank);
+                                 verdict.begin() + first_client(k) + clients_in(k));
         for (uint32_t s = 0; s < layout.memory_servers; ++s) to_server(s, kDecide, k, 0, &d);
         return;
       }
       case kDecide: {  // every server: apply the verdict on rank k's clients
-        for (uint32_t i = 0; i < e.size(); ++i) {
+        for (uint32_t i = 0; i < e.size() && i < clients_in(k); ++i) {
           uint64_t forward = 0, back = 0;
           const uint32_t j = first_client(k) + i;
           ClientTxn& t = txns[j];
@@ -389,9 +493,9 @@ struct ResourceManager::Impl {
           t.phase = e[i].state == 1 ? kCommittedHere : kAbortedHere;
           ++recovery.clients_resolved;
           std::fprintf(stderr,
-                       "nam 2pc: memory server rank %u: client %u (compute rank %u, requests "
-                       "ended %s) held timestamp %llu prepared here: %s, %llu records\n",
-                       me, j, flows.compute[k], lost[k] ? "abnormally" : "cleanly",
+                       "nam 2pc: memory server rank %u: client %u (%s, requests ended %s) held "
+                       "timestamp %llu prepared here: %s, %llu records\n",
+                       me, j, who(k).c_str(), lost[k] ? "abnormally" : "cleanly",
                        static_cast<unsigned long long>(t.ts),
                        e[i].state == 1 ? "committed by another server, rolled forward"
                                        : "committed nowhere, rolled back",
@@ -406,11 +510,21 @@ struct ResourceManager::Impl {
       }
       case kResolved:  // server 0: once every server applied it, pass the timestamps
         if (++resolved[k] < layout.memory_servers) return;
-        for (uint32_t j = first_client(k); j < first_client(k) + flows.clients_per_rank; ++j) {
+        for (uint32_t j = first_client(k); j < first_client(k) + clients_in(k); ++j) {
           if (outstanding[j] != 0) mark_done(outstanding[j]);
           outstanding[j] = 0;
         }
         finished[k] = 1;
+        return;
+      case kAdmit:  // every server: serve a free slot's flows from the next poll on
+        if (k < ranks || e.size() != 1 || runner[k].first != 0)
+          throw NamError("nam 2pc: a malformed ADMIT between memory servers");
+        runner[k] = {static_cast<uint32_t>(e[0].ts), static_cast<uint32_t>(e[0].state)};
+        ended[k] = decided[k] = finished[k] = 0;
+        admitted.push_back(k);
+        return;
+      case kFinish:
+        no_more_slots = true;
         return;
       default:
         throw NamError("nam 2pc: a malformed message between memory servers (type " +
@@ -425,8 +539,9 @@ struct ResourceManager::Impl {
 
 ResourceManager::ResourceManager(Cluster& cluster, const Layout& layout, const TwoPcFlows& flows,
                                  std::vector<std::byte*> tables,
-                                 std::vector<std::string> lost_at_setup)
-    : impl_(new Impl(cluster, layout, flows, std::move(tables), std::move(lost_at_setup))) {
+                                 std::vector<std::string> lost_at_setup, FreeSlotWatch slots)
+    : impl_(new Impl(cluster, layout, flows, std::move(tables), std::move(lost_at_setup),
+                     std::move(slots))) {
   Impl& m = *impl_;
   if (m.me == 0) {
     m.done.assign(std::max<uint64_t>(1 << 16, 4ull * layout.clients), 0);
@@ -436,9 +551,18 @@ ResourceManager::ResourceManager(Cluster& cluster, const Layout& layout, const T
   m.out.resize(max_message(layout));
   m.txns.assign(layout.clients, ClientTxn{});
   for (auto* v : {&m.ended, &m.lost, &m.decided, &m.finished, &m.any_lost, &m.reply_dead})
-    v->assign(m.ranks, 0);
-  m.reports.assign(m.ranks, 0);
-  m.resolved.assign(m.ranks, 0);
+    v->assign(m.groups, 0);
+  // A slot's group has nothing to end or resolve until it is admitted.
+  for (uint32_t g = m.ranks; g < m.groups; ++g) m.ended[g] = m.decided[g] = m.finished[g] = 1;
+  m.reports.assign(m.groups, 0);
+  m.resolved.assign(m.groups, 0);
+  m.runner.assign(m.groups, {0, 0});
+  m.settled_slot.assign(layout.clients, 0);
+  if (m.me == 0 &&
+      std::any_of(m.slots.free.begin(), m.slots.free.end(), [](uint8_t f) { return f != 0; })) {
+    if (m.slots.words == nullptr || m.slots.results == nullptr)
+      throw NamError("nam 2pc: memory server 0 has free client slots but no claim words");
+  }
 }
 ResourceManager::~ResourceManager() = default;
 
@@ -447,59 +571,76 @@ const TwoPcRecovery& ResourceManager::recovery() const { return impl_->recovery;
 void ResourceManager::serve() {
   Impl& m = *impl_;
   const uint32_t servers = m.layout.memory_servers;
-  // The sources outlive the worker that drives them.
-  std::vector<Source<Bytes>> replies;
+  // The sources outlive the worker that drives them (one per group, never
+  // moved once the worker pushed on it).
+  std::vector<Source<Bytes>> replies(m.groups);
   Source<Bytes> peer;
   Worker w;
-  std::vector<Worker::InputId> inputs;
+  std::vector<Worker::InputId> inputs(m.groups, Worker::InputId{});
+  std::vector<char> opened(m.groups, 0);
   m.w = &w;
   m.replies = &replies;
   m.peer = &peer;
-  // A compute rank lost while the ends open (it died while the job
-  // started) is one whose requests ended before they began.
-  auto open_lost = [&m](uint32_t k, const PeerLostError& e) {
-    if (e.rank() != m.flows.compute[k]) return false;
-    m.lost_at_setup[k] = e.what();
+  // A group's process lost while its ends open (it died while the job
+  // started, or before its slot's flows were set up) is one whose requests
+  // ended before they began.
+  auto open_lost = [&m](uint32_t g, const PeerLostError& e) {
+    const uint32_t rank = g < m.ranks ? m.flows.compute[g] : m.runner[g].first;
+    if (e.rank() != rank) return false;
+    m.lost_at_setup[g] = e.what();
     return true;
   };
-  for (uint32_t k = 0; k < m.ranks; ++k) {
-    replies.emplace_back();
-    if (!m.lost_at_setup[k].empty()) continue;
+  auto open_reply = [&](uint32_t g, const ShuffleSpec<Bytes>& reply) {
     try {
-      replies[k] = m.cluster.source(m.flows.reply[k], 0);
+      replies[g] = m.cluster.source(reply, 0);
     } catch (const PeerLostError& e) {
-      if (!open_lost(k, e)) throw;
+      if (!open_lost(g, e)) throw;
     }
-  }
-  std::vector<char> opened(m.ranks, 0);
-  inputs.assign(m.ranks, Worker::InputId{});
-  for (uint32_t k = 0; k < m.ranks; ++k) {
-    if (!m.lost_at_setup[k].empty()) continue;
+  };
+  auto open_requests = [&](uint32_t g, const ShuffleSpec<Bytes>& request) {
+    if (!m.lost_at_setup[g].empty()) return;
     Target<Bytes> target;
     try {
-      target = m.cluster.target(m.flows.request[k], 0);
+      target = m.cluster.target(request, 0);
     } catch (const PeerLostError& e) {
-      if (!open_lost(k, e)) throw;
-      continue;
+      if (!open_lost(g, e)) throw;
+      return;
     }
-    opened[k] = 1;
-    inputs[k] = w.add(std::move(target), [&m, &w, &replies, k](RecordBatch batch) {
+    opened[g] = 1;
+    inputs[g] = w.add(std::move(target), [&m, &w, &replies, g](RecordBatch batch) {
       for (std::span<const std::byte> rec : batch) {
         if (m.loss.status != Status::kOk) return;  // serving no more
         if (rec.size() < sizeof(MsgHeader))
           throw NamError("nam 2pc: a request shorter than its header");
-        const size_t n = m.handle(rec);
-        if (n == 0 || m.reply_dead[k]) continue;
         MsgHeader h;
-        std::memcpy(&h, m.out.data(), sizeof(h));
-        const Status s = w.push_to(replies[k], h.client % m.flows.clients_per_rank,
+        std::memcpy(&h, rec.data(), sizeof(h));
+        if (!m.member(g, h.client)) {
+          throw NamError("nam 2pc: server " + std::to_string(m.me) + " got a request of client " +
+                         std::to_string(h.client) + " from " + m.who(g) +
+                         ", which does not run it");
+        }
+        const size_t n = m.handle(rec);
+        if (n == 0 || m.reply_dead[g]) continue;
+        const Status s = w.push_to(replies[g], h.client - m.first_client(g),
                                    std::span<const std::byte>(m.out.data(), n));
-        // A compute rank that is gone: its requests end too, and the
-        // termination protocol resolves what it left.
-        if (s != Status::kOk) m.reply_dead[k] = 1;
+        // A process that is gone: its requests end too, and the termination
+        // protocol resolves what it left.
+        if (s != Status::kOk) m.reply_dead[g] = 1;
       }
     });
-  }
+  };
+  // A group lost before its requests began.
+  auto lost_before_start = [&](uint32_t g) {
+    std::fprintf(stderr,
+                 "nam 2pc: memory server rank %u: %s was lost before its requests began: %s\n",
+                 m.me, m.who(g).c_str(), m.lost_at_setup[g].c_str());
+    m.reply_dead[g] = 1;
+    replies[g].abort();
+    m.rank_ended(g, true);
+  };
+  for (uint32_t k = 0; k < m.ranks; ++k)
+    if (m.lost_at_setup[k].empty()) open_reply(k, m.flows.reply[k]);
+  for (uint32_t k = 0; k < m.ranks; ++k) open_requests(k, m.flows.request[k]);
   Worker::InputId peer_in = 0;
   if (servers > 1) {
     peer = m.cluster.source(m.flows.peer, 0);
@@ -511,16 +652,35 @@ void ResourceManager::serve() {
       }
     });
   }
-  for (uint32_t k = 0; k < m.ranks; ++k) {
-    if (m.lost_at_setup[k].empty()) continue;
-    std::fprintf(stderr,
-                 "nam 2pc: memory server rank %u: compute rank %u was lost before its requests "
-                 "began: %s\n",
-                 m.me, m.flows.compute[k], m.lost_at_setup[k].c_str());
-    m.reply_dead[k] = 1;
-    replies[k].abort();
-    m.rank_ended(k, true);
-  }
+  for (uint32_t k = 0; k < m.ranks; ++k)
+    if (!m.lost_at_setup[k].empty()) lost_before_start(k);
+  // A slot admitted (ADMIT heard): declare and open its flows with the
+  // process that runs it, which waits for that in declare_slot. (The others'
+  // requests wait meanwhile: a declaration takes a registry round trip.)
+  auto admit = [&](uint32_t g) {
+    const auto [rank, incarnation] = m.runner[g];
+    const SlotFlows f = slot_flows(m.cluster, m.layout, g - m.ranks, rank, incarnation);
+    if (!m.cluster.alive(rank) || m.cluster.incarnation(rank) != incarnation) {
+      // Lost since it claimed the slot (perhaps started again: its number
+      // is another process's now, which would never declare these flows).
+      m.lost_at_setup[g] = "its process is no longer in the job";
+      lost_before_start(g);
+      return;
+    }
+    try {
+      std::vector<DeclaredFlow> d = declare_slot(m.cluster, f);
+      for (DeclaredFlow& x : d) m.slot_declared.push_back(std::move(x));
+      open_reply(g, f.reply);
+      open_requests(g, f.request);
+    } catch (const PeerLostError& e) {
+      if (!open_lost(g, e)) throw;
+    }
+    if (!m.lost_at_setup[g].empty()) {
+      lost_before_start(g);
+      return;
+    }
+    std::fprintf(stderr, "nam 2pc: memory server rank %u: serves %s\n", m.me, m.who(g).c_str());
+  };
   bool closed = false;
   Clock::time_point lost_at{};
   for (;;) {
@@ -529,29 +689,33 @@ void ResourceManager::serve() {
       // Wait (up to 30 s) until every client has given up, then fail.
       if (lost_at == Clock::time_point{}) lost_at = Clock::now();
       bool clients_gone = true;
-      for (uint32_t k = 0; k < m.ranks; ++k)
-        clients_gone = clients_gone && (opened[k] == 0 || w.status(inputs[k]) != Status::kOk);
+      for (uint32_t g = 0; g < m.groups; ++g)
+        clients_gone = clients_gone && (opened[g] == 0 || w.status(inputs[g]) != Status::kOk);
       if (clients_gone || Clock::now() - lost_at > std::chrono::seconds(30))
         m.server_lost(m.loss.status, m.loss.what, m.loss.error, m.loss.peer);
       w.idle(work);
       continue;
     }
-    for (uint32_t k = 0; k < m.ranks; ++k) {
-      if (m.ended[k]) continue;
-      const Status st = w.status(inputs[k]);
+    if (m.me == 0) m.watch_slots();
+    while (!m.admitted.empty()) {
+      const uint32_t g = m.admitted.front();
+      m.admitted.erase(m.admitted.begin());
+      admit(g);
+    }
+    for (uint32_t g = 0; g < m.groups; ++g) {
+      if (m.ended[g] || opened[g] == 0) continue;
+      const Status st = w.status(inputs[g]);
       if (st == Status::kOk) continue;
       if (st == Status::kEndOfFlow) {
-        const Status c = m.reply_dead[k] ? Status::kOk : w.close(replies[k]);
-        if (c != Status::kOk) m.reply_dead[k] = 1;
+        const Status c = m.reply_dead[g] ? Status::kOk : w.close(replies[g]);
+        if (c != Status::kOk) m.reply_dead[g] = 1;
       } else {
-        std::fprintf(stderr,
-                     "nam 2pc: memory server rank %u: the requests of compute rank %u ended: %s: "
-                     "%s\n",
-                     m.me, m.flows.compute[k], sluice::to_string(st), w.error(inputs[k]).c_str());
-        m.reply_dead[k] = 1;
-        replies[k].abort();
+        std::fprintf(stderr, "nam 2pc: memory server rank %u: the requests of %s ended: %s: %s\n",
+                     m.me, m.who(g).c_str(), sluice::to_string(st), w.error(inputs[g]).c_str());
+        m.reply_dead[g] = 1;
+        replies[g].abort();
       }
-      m.rank_ended(k, st != Status::kEndOfFlow);
+      m.rank_ended(g, st != Status::kEndOfFlow);
     }
     if (servers > 1) {
       const Status ps = w.status(peer_in);
@@ -560,7 +724,8 @@ void ResourceManager::serve() {
         continue;
       }
     }
-    const bool settled = m.all(m.ended) && m.all(m.decided) && (m.me != 0 || m.all(m.finished));
+    const bool settled = m.no_more_slots && m.admitted.empty() && m.all(m.ended) &&
+                         m.all(m.decided) && (m.me != 0 || m.all(m.finished));
     if (settled && !closed) {
       closed = true;
       if (servers > 1) {

@@ -40,6 +40,18 @@
 // after its input ended. Survivors go on throughout (a conflict on a dead
 // client's lock waits, in begin(), until its timestamp is done).
 //
+// A process new to the running job (a restarted or joining rank: spares.h)
+// runs the free client slots it claimed, each on flows of its own,
+// "nam-2pc-c<id>-<rank>-<incarnation>-request" and "-reply" (its thread's
+// endpoint is slot 0 of each). Memory server 0 watches the claim words: it
+// admits a claimed slot (once the termination of the compute rank the slot
+// belonged to, if any, is over), tells every server (ADMIT, on the peer
+// flow), and each declares the slot's flows and serves them as a compute
+// rank's, termination included. Once the first processes' clients are all
+// done, server 0 closes every slot still free (compare-and-swap, so a claim
+// and the close never both win) and tells the others (FINISH): a server ends
+// only after that, and after every admitted slot's requests ended.
+//
 // A memory server that dies fails every client (its replies end with
 // PeerLost naming it) and every other server (its peer input does), never
 // with wrong data.
@@ -78,6 +90,28 @@ TwoPcFlows two_pc_flows(const Cluster& cluster, const Layout& layout, uint32_t c
 std::vector<DeclaredFlow> declare_two_pc(Cluster& cluster, const TwoPcFlows& flows,
                                          std::vector<std::string>* lost_at_setup = nullptr);
 
+// A free client slot's flows, run by process (rank, incarnation) new to
+// the job: its one thread -> every server and back.
+struct SlotFlows {
+  ShuffleSpec<Bytes> request{""}, reply{""};
+};
+SlotFlows slot_flows(const Cluster& cluster, const Layout& layout, uint32_t client, uint32_t rank,
+                     uint32_t incarnation);
+// Declares them on the new process; returns once memory server 0 admitted
+// the slot and every server declared them too.
+std::vector<DeclaredFlow> declare_slot(Cluster& cluster, const SlotFlows& flows);
+
+// Memory server 0's view of the free client slots (spares.h), for the
+// ResourceManager: the claim words in the results area it owns (`words`,
+// read in place), a handle to that area for closing them (`results`, at
+// `offset`), and which slots are free (free_slots()).
+struct FreeSlotWatch {
+  const std::byte* words = nullptr;
+  RemoteRegion* results = nullptr;
+  uint64_t offset = 0;
+  std::vector<uint8_t> free;
+};
+
 // What a resource manager did for clients whose requests ended abnormally.
 struct TwoPcRecovery {
   uint64_t ranks_lost = 0, clients_resolved = 0, rolled_forward = 0, rolled_back = 0;
@@ -87,14 +121,17 @@ class ResourceManager {
  public:
   // `tables[t]`: this server's region bytes of table t. `lost_at_setup`:
   // declare_two_pc's (empty: every compute rank's flows were declared).
+  // `slots`: memory server 0's (the other servers learn of admitted slots
+  // from it; with no free slot nobody is admitted).
   ResourceManager(Cluster& cluster, const Layout& layout, const TwoPcFlows& flows,
-                  std::vector<std::byte*> tables, std::vector<std::string> lost_at_setup = {});
+                  std::vector<std::byte*> tables, std::vector<std::string> lost_at_setup = {},
+                  FreeSlotWatch slots = {});
   ~ResourceManager();
-  // Serves until every compute rank's requests ended and the transactions
-  // of those that ended abnormally are resolved (a compute rank lost before
-  // its ends opened counts as one whose requests ended abnormally, with
-  // nothing to resolve); throws PeerLostError naming a memory server that
-  // is lost.
+  // Serves until every compute rank's and admitted slot's requests ended,
+  // the transactions of those that ended abnormally are resolved (a compute
+  // rank lost before its ends opened counts as one whose requests ended
+  // abnormally, with nothing to resolve) and no free slot can be claimed;
+  // throws PeerLostError naming a memory server that is lost.
   void serve();
   const TwoPcRecovery& recovery() const;
 
@@ -111,6 +148,9 @@ class TwoPcClient final : public Transactions {
   // `kill_on_commit`-th commit that gets that far.
   TwoPcClient(Cluster& cluster, const Layout& layout, const TwoPcFlows& flows, uint32_t client,
               uint32_t slot, KillPoint kill = KillPoint::kNone, uint64_t kill_on_commit = 1);
+  // A free slot's client `client` on a new process (its endpoint: slot 0 of
+  // `flows`, declared by declare_slot).
+  TwoPcClient(Cluster& cluster, const Layout& layout, const SlotFlows& flows, uint32_t client);
   ~TwoPcClient() override;
 
   void begin() override;

@@ -73,6 +73,26 @@ struct TwoPcClient::Impl {
     ::raise(SIGKILL);
   }
 
+  // Opens this client's ends: endpoint `slot` of the request and reply flows.
+  void open(const ShuffleSpec<Bytes>& request, const ShuffleSpec<Bytes>& reply, uint32_t slot) {
+    req = cluster.source(request, slot);
+    const uint64_t max = max_message(layout);
+    replies.assign(layout.memory_servers + 1, std::vector<std::byte>(max));
+    msg.resize(max);
+    arena.resize(max);
+    seen.reserve(64);
+    writes.reserve(kMaxWrites);
+    in = w.add(cluster.target(reply, slot), [this](RecordBatch batch) {
+      for (std::span<const std::byte> rec : batch) {
+        if (received < replies.size()) {
+          std::memcpy(replies[received].data(), rec.data(),
+                      std::min(rec.size(), replies[received].size()));
+          ++received;
+        }
+      }
+    });
+  }
+
   void start(MsgType t, uint64_t ts, uint16_t count) {
     const MsgHeader h{t, 0, count, client, ts};
     std::memcpy(msg.data(), &h, sizeof(h));
@@ -170,22 +190,13 @@ TwoPcClient::TwoPcClient(Cluster& cluster, const Layout& layout, const TwoPcFlow
                           flows.compute.begin());
   if (k == flows.compute.size())
     throw NamError("nam 2pc: rank " + std::to_string(cluster.rank()) + " is no compute rank");
-  c.req = cluster.source(flows.request[k], slot);
-  const uint64_t max = max_message(layout);
-  c.replies.assign(layout.memory_servers + 1, std::vector<std::byte>(max));
-  c.msg.resize(max);
-  c.arena.resize(max);
-  c.seen.reserve(64);
-  c.writes.reserve(kMaxWrites);
-  c.in = c.w.add(cluster.target(flows.reply[k], slot), [&c](RecordBatch batch) {
-    for (std::span<const std::byte> rec : batch) {
-      if (c.received < c.replies.size()) {
-        std::memcpy(c.replies[c.received].data(), rec.data(),
-                    std::min(rec.size(), c.replies[c.received].size()));
-        ++c.received;
-      }
-    }
-  });
+  c.open(flows.request[k], flows.reply[k], slot);
+}
+
+TwoPcClient::TwoPcClient(Cluster& cluster, const Layout& layout, const SlotFlows& flows,
+                         uint32_t client)
+    : impl_(new Impl(cluster, layout, client)) {
+  impl_->open(flows.request, flows.reply, 0);
 }
 
 TwoPcClient::~TwoPcClient() {

@@ -31,7 +31,11 @@ enum MsgType : uint8_t {
   // Between memory servers (the termination protocol):
   kReport,
   kDecide,
-  kResolved
+  kResolved,
+  // Memory server 0 to every server: a process new to the job runs a free
+  // client slot (ADMIT), and no slot can be claimed any more (FINISH).
+  kAdmit,
+  kFinish
 };
 
 struct MsgHeader {

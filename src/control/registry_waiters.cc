@@ -154,10 +154,18 @@ void Waiters::declare(const Waiter& w, DeclareMsg m) {
     return;
   }
   for (uint32_t p : missing) {
-    if (host_.lost(p)) {
+    // Lost, or lost and back as a new incarnation (gone): the process this
+    // declaration waits for died, and its successor knows nothing of it.
+    if (host_.lost(p) || flow.gone.count(p) != 0) {
+      const std::string who =
+          host_.lost(p)
+              ? host_.describe(p)
+              : log::cat("rank ", p,
+                         " died before it declared it; it has since rejoined "
+                         "(incarnation ",
+                         host_.incarnation_of(p), "), a new process this declaration is not for");
       reply_error(w, ErrorCode::kPeerLost,
-                  log::cat("flow '", m.name,
-                           "' cannot be declared by every participant: ", host_.describe(p)),
+                  log::cat("flow '", m.name, "' cannot be declared by every participant: ", who),
                   p);
       return;
     }

@@ -631,21 +631,96 @@ TEST(NamElasticTest, ARankAskedToLeaveStopsItsClientsAndTheReportCountsThem) {
   expect_invariants_ok(r);
 }
 
-// The same growth under 2PC, whose clients' flows are declared when the job
-// starts: the vacancy is a compute rank lost before its requests began, the
-// newcomer says it has no client slot to take and leaves (exit 1), and the
-// others finish with their invariants.
-TEST(NamElasticTest, ATwoPcJobsNewcomerLeavesAndTheOthersFinish) {
+// The same growth under 2PC: the joiner claims the vacancy's client slot,
+// memory server 0 admits it and serves it on flows of the slot's own
+// (declared by both as it is admitted), and the report counts it. No
+// client died, so every order is one commit: orders == commits (nothing
+// lost, nothing doubled). (Before, the newcomer had no slot to take and
+// left with exit 1.)
+TEST(NamElasticTest, ATwoPcJobsJoinerRunsItsVacancysClientOnFlowsOfItsOwn) {
   const ProcessResult r =
       run_nam(3, fault_run(fault_seconds(), {"--protocol", "2pc"}), "sluice-nam", grow_args());
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "joined the running job as rank 3"), 1) << r.output;
+  const uint64_t joined = expect_spare_client_ran(r, /*id=*/2, /*rank=*/3);
   EXPECT_EQ(count_lines_with(r.output,
-                             "sluice-nam: rank 3: incarnation 1, new to the running "
-                             "job: only --protocol rsi has client slots"),
+                             "[0] nam 2pc: memory server rank 0: serves client slot 2 "
+                             "of rank 3 (incarnation 1)"),
             1)
       << r.output;
   expect_invariants_ok(r);
+  EXPECT_EQ(json_number(r.output, "clients"), 3u) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "3 clients on 3 compute ranks"), 1) << r.output;
+  EXPECT_GT(json_number(r.output, "commits"), joined) << r.output;
+  EXPECT_EQ(json_number(r.output, "orders"), json_number(r.output, "commits")) << r.output;
+}
+
+// 2PC with two memory servers: rank 3 is killed and started again while a
+// joiner takes the vacancy rank 4, a second after the clients started. Each
+// new process claims a free slot (the spare, the vacancy's); memory server
+// 0 admits each and tells server 1 (ADMIT on the peer flow), so both
+// servers serve both slots; the dead first process's transactions are
+// resolved by the servers' termination protocol, and the invariants hold.
+TEST(NamElasticTest, TwoPcServersAdmitARestartedRanksAndAJoinersSlotsSideBySide) {
+  std::vector<std::string> launcher = {
+      "--max-ranks", "5", "--faults-after", "clients started on every compute rank",
+      "--join",      "1", "--kill",         "3@1",
+      "--restarts",  "1", "--grace",        "30"};
+  const ProcessResult r =
+      run_nam(4,
+              fault_run(fault_seconds(),
+                        {"--protocol", "2pc", "--memory-servers", "2", "--spare-clients", "1"}),
+              "sluice-nam", launcher);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_killed(r, 3);
+  EXPECT_EQ(count_lines_with(r.output, "joined the running job as rank 4"), 1) << r.output;
+  for (const char* rank : {"3", "4"}) {
+    EXPECT_EQ(count_lines_with(r.output, std::string("sluice-nam: rank ") + rank +
+                                             ": incarnation 1 runs spare client "),
+              1)
+        << r.output;
+    EXPECT_EQ(
+        count_lines_with_all(r.output, {"nam 2pc: memory server rank ", ": serves client slot ",
+                                        std::string(" of rank ") + rank + " (incarnation 1)"}),
+        2)
+        << "both servers serve rank " << rank << "'s slot\n"
+        << r.output;
+  }
+  EXPECT_EQ(count_lines_with(r.output, "the requests of compute rank 3 ended: PeerLost"), 2)
+      << r.output;
+  EXPECT_EQ(json_number(r.output, "spare_clients_run"), 2u) << r.output;
+  EXPECT_EQ(json_number(r.output, "clients"), 3u) << r.output;
+  expect_invariants_ok(r);
+}
+
+// A process that joined a 2PC job is killed while it runs its slot's
+// client: both flows of the slot end abnormally at the memory server, which
+// resolves what the client left prepared as for any dead client; the
+// reporter counts the slot as a client that died, and the invariants hold.
+TEST(NamElasticTest, ATwoPcJoinerKilledWhileItRunsItsSlotIsResolvedLikeAnyDeadClient) {
+  const std::vector<std::string> launcher = {
+      "--max-ranks", "4",   "--faults-after", "clients started on every compute rank",
+      "--join",      "0.5", "--kill",         "3@2.5",
+      "--grace",     "30"};
+  const ProcessResult r =
+      run_nam(3, fault_run(fault_seconds(), {"--protocol", "2pc"}), "sluice-nam", launcher);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_killed(r, 3);
+  EXPECT_EQ(count_lines_with(r.output, "sluice-nam: rank 3: incarnation 1 runs spare client 2"), 1)
+      << r.output;
+  EXPECT_EQ(count_lines_with(r.output,
+                             "[0] nam 2pc: memory server rank 0: the requests of client "
+                             "slot 2 of rank 3 (incarnation 1) ended: PeerLost"),
+            1)
+      << r.output;
+  EXPECT_EQ(count_lines_with(r.output,
+                             "spare client 2 of rank 3 (incarnation 1) was lost while "
+                             "it ran; it counts as a client that died"),
+            1)
+      << r.output;
+  EXPECT_EQ(json_number(r.output, "spare_clients_run"), 0u) << r.output;
   EXPECT_EQ(json_number(r.output, "clients"), 2u) << r.output;
+  expect_invariants_ok(r);
 }
 
 // An elastic job launched with its memory server alone (the compute ranks

@@ -180,6 +180,30 @@ TEST(SpareClaimTest, OwnedSlotsAreNeitherClaimedNorClosed) {
   EXPECT_EQ(sn::settle_spare(*g_cluster, r, 0, 1).state, sn::SpareState::kDone);
 }
 
+// close_spare (2PC's memory server 0 at the run's end): closes a free slot
+// once, leaves a claimed, an owned or a done one as it is and says which,
+// and a claim after the close finds the run over.
+TEST(SpareClaimTest, CloseSpareClosesOnlyAFreeSlot) {
+  sluice::MemoryRegion area = g_cluster->expose("close-claims", 32);
+  sn::init_claims(area.data(), {1, 1, 0, 1});
+  sluice::RemoteRegion r = g_cluster->open_region("close-claims", g_cluster->rank());
+  const uint32_t me = g_cluster->rank(), incarnation = g_cluster->incarnation(me);
+  bool over = true;
+  EXPECT_EQ(sn::claim_spares(r, 0, 4, 1, me, incarnation, &over), (std::vector<uint32_t>{0}));
+  sn::SpareClaim c = sn::close_spare(r, 0, 0);
+  EXPECT_EQ(c.state, sn::SpareState::kRunning);
+  EXPECT_EQ(c.rank, me);
+  EXPECT_EQ(c.incarnation, incarnation);
+  EXPECT_EQ(sn::close_spare(r, 0, 1).state, sn::SpareState::kClosed);
+  EXPECT_EQ(sn::close_spare(r, 0, 1).state, sn::SpareState::kClosed) << "closed once, stays";
+  EXPECT_EQ(sn::close_spare(r, 0, 2).state, sn::SpareState::kOwned);
+  EXPECT_TRUE(sn::claim_spares(r, 0, 4, 2, me, incarnation + 1, &over).empty());
+  EXPECT_TRUE(over) << "slot 1 closed: the run is over for a later claimant";
+  sn::finish_spare(r, 0, 0, me, incarnation);
+  EXPECT_EQ(sn::close_spare(r, 0, 0).state, sn::SpareState::kDone);
+  EXPECT_EQ(sn::close_spare(r, 0, 3).state, sn::SpareState::kClosed);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

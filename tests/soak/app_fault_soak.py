@@ -12,8 +12,8 @@ than the peer timeout (a rank that goes silent and is killed for it). No rank is
 
 With recovery on (kv: --keep-going and --restarts 1, --spares 1 or both, its
 replicas recover; nam: --keep-going, its clients are recovered, and RSI
-jobs also --restarts/--spares with --spare-clients 1, a restarted compute
-rank running a spare client for the rest of the run, and half of them
+and 2PC jobs also --restarts/--spares with --spare-clients 1, a restarted
+compute rank running a spare client for the rest of the run, and half of them
 elastic, `--max-ranks` one more than they start with and a process that
 joins at a random moment and runs the vacancy's client; the keyed
 sum and the ReplayFlow: as kv) every job must end with the result of an
@@ -180,7 +180,7 @@ def main():
             # or a spare waiting since the start takes its place, or both (a
             # used spare is then replaced by a new one).
             comes_back = []
-            if app.startswith("kv-") or app in ("reform", "replay", "nam-rsi"):
+            if app.startswith(("kv-", "nam-")) or app in ("reform", "replay"):
                 comes_back = rng.choice([["--restarts", "1"], ["--spares", "1"],
                                          ["--spares", "1", "--restarts", "1"]])
             policy = ["--keep-going"] + comes_back
@@ -189,7 +189,7 @@ def main():
         if app.startswith("kv-"):
             args = args + ["--history", history]
         joins = False
-        if app == "nam-rsi" and not a.no_recovery:
+        if app.startswith("nam-") and not a.no_recovery:
             args = args + ["--spare-clients", "1"]
             # Half of them grow while they run: one more rank number than
             # they start with, and a process that joins into it.

@@ -490,6 +490,46 @@ TEST_F(RegistryTest, ADeadRankRejoinsAsItsNextIncarnationButOneThatLeftCannot) {
   EXPECT_NE(msg.find("cannot rejoin"), std::string::npos) << msg;
 }
 
+// A flow whose participant died before it declared, and came back as a new
+// incarnation: the declaration in progress was for the process that died,
+// which the new one knows nothing of, so a participant that declares it
+// only now (after the rejoin) fails at once with PeerLost naming the death,
+// as those waiting at the death did. (Before, it waited for the new
+// incarnation, which never declares the old flow, until its deadline.)
+TEST_F(RegistryTest, AFlowsParticipantThatDiedAndRejoinedFailsLaterDeclarersAtOnce) {
+  start(3, 300ms);
+  auto c0 = join(0, 3, 300ms);
+  auto c2 = join(2, 3, 300ms);
+  auto zombie = raw_join(1, 3);  // says HELLO, then nothing, as if stopped
+  auto first = std::async(std::launch::async, [&] {
+    std::string msg;
+    const ErrorCode code = code_of(
+        [&] {
+          c0->declare_flow("q", "a=1\n", {0, 1, 2}, in(20s));
+        },
+        &msg);
+    return std::make_pair(code, msg);
+  });
+  ASSERT_TRUE(eventually([&] { return c0->peers().state(1) == PeerTable::kDied; }));
+  const auto [first_code, first_msg] = first.get();
+  EXPECT_EQ(first_code, ErrorCode::kPeerLost) << first_msg;
+  auto c1 = join(1, 3, 300ms);
+  ASSERT_TRUE(eventually([&] { return c2->peers().incarnation(1) == 1; }));
+  std::string msg;
+  const Clock::time_point t0 = Clock::now();
+  EXPECT_EQ(code_of(
+                [&] {
+                  c2->declare_flow("q", "a=1\n", {0, 1, 2}, in(20s));
+                },
+                &msg),
+            ErrorCode::kPeerLost)
+      << msg;
+  EXPECT_LT(Clock::now() - t0, 10s) << "it waited for the new incarnation";
+  EXPECT_NE(msg.find("flow 'q' cannot be declared by every participant: rank 1"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("it has since rejoined (incarnation 1"), std::string::npos) << msg;
+}
+
 // A key awaited from one incarnation of its owner (what a flow's set-up
 // asks) fails once that process died and the rank rejoined: the new process
 // will never put it. Waiting before the rejoin, or asking after it, alike.
