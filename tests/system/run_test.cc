@@ -284,6 +284,22 @@ TEST(SluiceRunTest, RestartsAreBoundedAndTheLastFailureCounts) {
   EXPECT_EQ(count_lines_with(r.output, "again (restart 3"), 0) << describe(r);
 }
 
+// A rank that exits with status 2 (a usage error, as sluice/job.h's
+// harness exits for a bad flag) is not started again: it would fail the
+// same way. The job fails with that status at once.
+TEST(SluiceRunTest, AUsageErrorIsNotRestarted) {
+  ProcessResult r = run_process(
+      run_argv({"-n", "1", "--restarts", "3", "--grace", "1", "--", "/bin/sh", "-c", "exit 2"}), {},
+      kLimit);
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_EQ(count_lines_with(r.output,
+                             "sluice run: rank 0 exited with status 2, a usage error: it "
+                             "is not started again"),
+            1)
+      << describe(r);
+  EXPECT_EQ(count_lines_with(r.output, "again (restart"), 0) << describe(r);
+}
+
 // --restart-delay: each restart of a rank waits twice as long as the one
 // before, up to --restart-delay-max (the rank prints when each process
 // started: the gaps are at least the delays).

@@ -230,8 +230,16 @@ void Launcher::on_exit(Rank& rank, int status, bool spares_ok) {
   // registry refuses a rank that left): it is not started again.
   if (rank.left_job && options_.restarts > 0 && phase_ == Phase::kRunning)
     say("rank ", rank.index, " left the job before it ended: it is not started again");
+  // Exit status 2 is a usage error (sluice/job.h: a bad flag, a file that
+  // does not parse): a new process would fail the same way.
+  const bool usage_error = WIFEXITED(status) && WEXITSTATUS(status) == 2;
+  if (usage_error && options_.restarts > 0 && phase_ == Phase::kRunning && !rank.left_job) {
+    say("rank ", rank.index,
+        " exited with status 2, a usage error: it is not started again (it would fail the "
+        "same way)");
+  }
   if ((WIFEXITED(status) || WIFSIGNALED(status)) && (!rank.signalled || rank.restart_on_exit) &&
-      !rank.left_job && can_restart(rank)) {
+      !rank.left_job && !usage_error && can_restart(rank)) {
     if (WIFEXITED(status)) {
       say("rank ", rank.index, " exited with status ", WEXITSTATUS(status));
     } else if (!rank.restart_on_exit) {
