@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "spares.h"
@@ -162,6 +163,7 @@ struct ResourceManager::Impl {
   // Server 0: the free slots' claim words, and per client id 1 once its
   // slot was admitted or closed.
   FreeSlotWatch slots;
+  std::vector<uint32_t> free_ids;
   std::vector<uint8_t> settled_slot;
   // The groups admitted (ADMIT heard) whose flows are not declared yet.
   std::vector<uint32_t> admitted;
@@ -425,8 +427,8 @@ struct ResourceManager::Impl {
     bool run_over = true;
     for (uint32_t k = 0; k < ranks; ++k) run_over = run_over && ended[k] && finished[k];
     bool all_settled = true;
-    for (uint32_t id = 0; id < slots.free.size(); ++id) {
-      if (slots.free[id] == 0 || settled_slot[id] != 0) continue;
+    for (uint32_t id : free_ids) {
+      if (settled_slot[id] != 0) continue;
       SpareClaim c = decode_claim(__atomic_load_n(
           reinterpret_cast<const uint64_t*>(slots.words + 8ull * id), __ATOMIC_ACQUIRE));
       if (c.state == SpareState::kFree && run_over)
@@ -558,11 +560,10 @@ ResourceManager::ResourceManager(Cluster& cluster, const Layout& layout, const T
   m.resolved.assign(m.groups, 0);
   m.runner.assign(m.groups, {0, 0});
   m.settled_slot.assign(layout.clients, 0);
-  if (m.me == 0 &&
-      std::any_of(m.slots.free.begin(), m.slots.free.end(), [](uint8_t f) { return f != 0; })) {
-    if (m.slots.words == nullptr || m.slots.results == nullptr)
-      throw NamError("nam 2pc: memory server 0 has free client slots but no claim words");
-  }
+  for (uint32_t id = 0; id < m.slots.free.size() && id < layout.clients; ++id)
+    if (m.slots.free[id] != 0) m.free_ids.push_back(id);
+  if (m.me == 0 && !m.free_ids.empty() && (m.slots.words == nullptr || m.slots.results == nullptr))
+    throw NamError("nam 2pc: memory server 0 has free client slots but no claim words");
 }
 ResourceManager::~ResourceManager() = default;
 
@@ -578,6 +579,9 @@ void ResourceManager::serve() {
   Worker w;
   std::vector<Worker::InputId> inputs(m.groups, Worker::InputId{});
   std::vector<char> opened(m.groups, 0);
+  // The groups served: every compute rank's, then each slot's as admitted.
+  std::vector<uint32_t> served(m.ranks);
+  std::iota(served.begin(), served.end(), 0u);
   m.w = &w;
   m.replies = &replies;
   m.peer = &peer;
@@ -660,6 +664,7 @@ void ResourceManager::serve() {
   auto admit = [&](uint32_t g) {
     const auto [rank, incarnation] = m.runner[g];
     const SlotFlows f = slot_flows(m.cluster, m.layout, g - m.ranks, rank, incarnation);
+    served.push_back(g);
     if (!m.cluster.alive(rank) || m.cluster.incarnation(rank) != incarnation) {
       // Lost since it claimed the slot (perhaps started again: its number
       // is another process's now, which would never declare these flows).
@@ -689,7 +694,7 @@ void ResourceManager::serve() {
       // Wait (up to 30 s) until every client has given up, then fail.
       if (lost_at == Clock::time_point{}) lost_at = Clock::now();
       bool clients_gone = true;
-      for (uint32_t g = 0; g < m.groups; ++g)
+      for (uint32_t g : served)
         clients_gone = clients_gone && (opened[g] == 0 || w.status(inputs[g]) != Status::kOk);
       if (clients_gone || Clock::now() - lost_at > std::chrono::seconds(30))
         m.server_lost(m.loss.status, m.loss.what, m.loss.error, m.loss.peer);
@@ -702,7 +707,7 @@ void ResourceManager::serve() {
       m.admitted.erase(m.admitted.begin());
       admit(g);
     }
-    for (uint32_t g = 0; g < m.groups; ++g) {
+    for (uint32_t g : served) {
       if (m.ended[g] || opened[g] == 0) continue;
       const Status st = w.status(inputs[g]);
       if (st == Status::kOk) continue;
