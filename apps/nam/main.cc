@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -225,9 +226,11 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
     // A rank that did not meet after the run died (its summary may be
     // missing or half written): its clients are recovered below. One that
     // left the job when asked wrote its results first and retired its
-    // clients (the meeting completed only once it had left).
+    // clients (the meeting completed only once it had left); its summary's
+    // left word, written after the rest, says so even if a joiner holds
+    // its number by now.
     const bool met = std::binary_search(ran.begin(), ran.end(), m + k);
-    const bool left = !met && s.valid == 1 && s.left == 1 && cluster.left(m + k);
+    const bool left = !met && s.valid == 1 && s.left == 1;
     for (uint32_t t = 0; t < opt.clients; ++t) {
       const uint32_t id = k * opt.clients + t;
       if ((met || left) && owned(id) && s.checkouts_of[t] != kFencedClient)
@@ -454,11 +457,10 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
   // rank writes its results, saying it leaves, and leaves without meeting
   // anyone (the harness calls Cluster::leave as the body returns). The
   // others' meetings go on without it, and the reporter counts its results
-  // (a rank that left, not one that died: Cluster::left).
+  // (a rank that left, not one that died: its summary says so).
   *leaves = sluice::stop_requested();
   Summary mine{};
   mine.valid = failed ? 2 : 1;
-  mine.left = *leaves ? 1 : 0;
   for (uint32_t t = 0; t < opt.clients; ++t) {
     if (fenced[t] != 0) {
       mine.checkouts_of[t] = kFencedClient;
@@ -469,8 +471,15 @@ int compute_phase(sluice::JobContext& ctx, const sn::Options& opt, const sn::Lay
   }
   std::snprintf(mine.path, sizeof(mine.path), "%s", path.c_str());
   if (!out) out = cluster.open_region("nam-results", 0);
+  // A leaver marks its summary left only once the whole of it is written
+  // (a handle's writes take effect in order), so a left summary is never a
+  // torn one, whatever the rank's number holds by the report (a joiner may
+  // take it).
+  const uint64_t left_word = 1;
   if (out.write(area.summary(phase, rank - m), std::as_bytes(std::span(&mine, 1))) !=
-      sluice::Status::kOk) {
+          sluice::Status::kOk ||
+      (*leaves && out.write(area.summary(phase, rank - m) + offsetof(Summary, left),
+                            std::as_bytes(std::span(&left_word, 1))) != sluice::Status::kOk)) {
     std::fprintf(stderr, "sluice-nam: rank %u: writing the results failed: %s\n", rank,
                  out.error().c_str());
     failed = true;

@@ -28,7 +28,8 @@ constexpr uint64_t kFencedClient = UINT64_MAX;
 
 struct Summary {
   // valid: 1 results, 2 the clients failed; left: 1 if the rank left the
-  // job after writing them (asked to, sluice run --leave).
+  // job after writing them (asked to, sluice run --leave), written after
+  // the rest of the summary.
   uint64_t valid, left, clients, commits, checkouts, read_only, conflicts, too_old, out_of_stock,
       burned, forward, back, recovered, overflow_moved, overflow_hits;
   double seconds;

@@ -631,6 +631,32 @@ TEST(NamElasticTest, ARankAskedToLeaveStopsItsClientsAndTheReportCountsThem) {
   expect_invariants_ok(r);
 }
 
+// A leaver's number taken by a joiner before the report (an elastic job
+// of 4 ranks, `--spare-clients 1`: rank 1 leaves a second after the clients
+// started, and a process joins a second later, takes the free number 1 and
+// runs the spare slot). The reporter still counts the leaver's commits and
+// client as a rank that left, from its summary's left word (before, it
+// asked Cluster::left(1), which the joiner had made false again, and
+// counted rank 1's client as one that died).
+TEST(NamElasticTest, ALeaversNumberTakenByAJoinerStillCountsAsLeft) {
+  const ProcessResult r =
+      run_nam(4, fault_run(fault_seconds(), {"--spare-clients", "1"}), "sluice-nam",
+              {"--max-ranks", "4", "--faults-after", "clients started on every compute rank",
+               "--leave", "1@1", "--join", "2", "--grace", "30"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "joined the running job as rank 1"), 1) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "sluice-nam: rank 1: incarnation 1 runs spare client 3"), 1)
+      << r.output;
+  EXPECT_EQ(json_number(r.output, "ranks_left"), 1u) << r.output;
+  EXPECT_GT(json_number(r.output, "left_commits"), 0u) << r.output;
+  EXPECT_EQ(json_number(r.output, "clients"), 4u)
+      << "the leaver's, ranks 2 and 3's and the joiner's\n"
+      << r.output;
+  EXPECT_EQ(json_number(r.output, "spare_clients_run"), 1u) << r.output;
+  EXPECT_EQ(json_number(r.output, "clients_recovered"), 0u) << r.output;
+  expect_invariants_ok(r);
+}
+
 // The same growth under 2PC: the joiner claims the vacancy's client slot,
 // memory server 0 admits it and serves it on flows of the slot's own
 // (declared by both as it is admitted), and the report counts it. No
