@@ -13,36 +13,43 @@ namespace sluice::nam {
 
 using namespace twopc_wire;
 
+namespace {
+
+// Every 2PC flow: byte records from `sources` to explicitly named
+// `targets`, published at once, segments that hold the largest message.
+ShuffleSpec<Bytes> message_flow(const std::string& name, const Layout& layout,
+                                std::vector<Endpoint> sources, std::vector<Endpoint> targets) {
+  ShuffleSpec<Bytes> spec(name);
+  spec.sources(std::move(sources))
+      .targets(std::move(targets))
+      .explicit_targets()
+      .optimize(Optimize::kLatency)
+      .segment_bytes(static_cast<uint32_t>((max_message(layout) + 64 + 63) / 64 * 64));
+  return spec;
+}
+
+std::vector<uint32_t> server_ranks(const Layout& layout) {
+  std::vector<uint32_t> servers(layout.memory_servers);
+  std::iota(servers.begin(), servers.end(), 0u);
+  return servers;
+}
+
+}  // namespace
+
 TwoPcFlows two_pc_flows(const Cluster& cluster, const Layout& layout, uint32_t clients_per_rank) {
-  std::vector<uint32_t> servers;
+  const std::vector<uint32_t> servers = server_ranks(layout);
   TwoPcFlows f;
   f.memory_servers = layout.memory_servers;
   f.clients_per_rank = clients_per_rank;
-  for (uint32_t r = 0; r < cluster.world_size(); ++r)
-    (r < layout.memory_servers ? servers : f.compute).push_back(r);
-  const uint32_t segment = static_cast<uint32_t>((max_message(layout) + 64 + 63) / 64 * 64);
+  for (uint32_t r = layout.memory_servers; r < cluster.world_size(); ++r) f.compute.push_back(r);
   for (uint32_t c : f.compute) {
     const std::string tag = "nam-2pc-" + std::to_string(c);
-    f.request.emplace_back(tag + "-request");
-    f.request.back()
-        .sources(cluster.ranks({c}, clients_per_rank))
-        .targets(cluster.ranks(servers))
-        .explicit_targets()
-        .optimize(Optimize::kLatency)
-        .segment_bytes(segment);
-    f.reply.emplace_back(tag + "-reply");
-    f.reply.back()
-        .sources(cluster.ranks(servers))
-        .targets(cluster.ranks({c}, clients_per_rank))
-        .explicit_targets()
-        .optimize(Optimize::kLatency)
-        .segment_bytes(segment);
+    f.request.push_back(message_flow(tag + "-request", layout, cluster.ranks({c}, clients_per_rank),
+                                     cluster.ranks(servers)));
+    f.reply.push_back(message_flow(tag + "-reply", layout, cluster.ranks(servers),
+                                   cluster.ranks({c}, clients_per_rank)));
   }
-  f.peer.sources(cluster.ranks(servers))
-      .targets(cluster.ranks(servers))
-      .explicit_targets()
-      .optimize(Optimize::kLatency)
-      .segment_bytes(segment);
+  f.peer = message_flow("nam-2pc-peer", layout, cluster.ranks(servers), cluster.ranks(servers));
   return f;
 }
 
@@ -81,23 +88,12 @@ std::vector<DeclaredFlow> declare_two_pc(Cluster& cluster, const TwoPcFlows& flo
 
 SlotFlows slot_flows(const Cluster& cluster, const Layout& layout, uint32_t client, uint32_t rank,
                      uint32_t incarnation) {
-  std::vector<uint32_t> servers;
-  for (uint32_t r = 0; r < layout.memory_servers; ++r) servers.push_back(r);
-  const uint32_t segment = static_cast<uint32_t>((max_message(layout) + 64 + 63) / 64 * 64);
+  const std::vector<uint32_t> servers = server_ranks(layout);
   const std::string tag = "nam-2pc-c" + std::to_string(client) + "-" + std::to_string(rank) + "-" +
                           std::to_string(incarnation);
-  SlotFlows f{ShuffleSpec<Bytes>(tag + "-request"), ShuffleSpec<Bytes>(tag + "-reply")};
-  f.request.sources(cluster.ranks({rank}))
-      .targets(cluster.ranks(servers))
-      .explicit_targets()
-      .optimize(Optimize::kLatency)
-      .segment_bytes(segment);
-  f.reply.sources(cluster.ranks(servers))
-      .targets(cluster.ranks({rank}))
-      .explicit_targets()
-      .optimize(Optimize::kLatency)
-      .segment_bytes(segment);
-  return f;
+  return SlotFlows{
+      message_flow(tag + "-request", layout, cluster.ranks({rank}), cluster.ranks(servers)),
+      message_flow(tag + "-reply", layout, cluster.ranks(servers), cluster.ranks({rank}))};
 }
 
 std::vector<DeclaredFlow> declare_slot(Cluster& cluster, const SlotFlows& flows) {
