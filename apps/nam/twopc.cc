@@ -661,9 +661,13 @@ void ResourceManager::serve() {
     const auto [rank, incarnation] = m.runner[g];
     const SlotFlows f = slot_flows(m.cluster, m.layout, g - m.ranks, rank, incarnation);
     served.push_back(g);
-    if (!m.cluster.alive(rank) || m.cluster.incarnation(rank) != incarnation) {
-      // Lost since it claimed the slot (perhaps started again: its number
-      // is another process's now, which would never declare these flows).
+    // Lost since it claimed the slot, as far as this rank's view knows (a
+    // view that has not caught up with the claimant's arrival yet knows an
+    // older incarnation: then the declaration decides): perhaps started
+    // again, its number another process's now, which would never declare
+    // these flows.
+    const uint32_t now = m.cluster.incarnation(rank);
+    if (now > incarnation || (now == incarnation && !m.cluster.alive(rank))) {
       m.lost_at_setup[g] = "its process is no longer in the job";
       lost_before_start(g);
       return;
