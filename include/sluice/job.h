@@ -375,8 +375,9 @@ class JobContext {
   int fail(std::string_view message);
   ///@}
 
-  /// The transport this rank's flows take to the others: "shm", "ofi" or
-  /// "shm+ofi" (this rank alone: "shm").
+  /// The transport this rank's flows take to the others in the job: "shm",
+  /// "ofi" or "shm+ofi" (this rank alone: "shm"). Ranks that left, and an
+  /// elastic job's vacancies, are passed over.
   std::string transport_label() const;
 
  private:

@@ -534,6 +534,9 @@ std::string JobContext::transport_label() const {
   bool shm = false, ofi = false;
   for (uint32_t r = 0; r < world_size(); ++r) {
     if (r == cluster_->rank() && world_size() > 1) continue;
+    // A rank that left, or an elastic job's vacancy (which never said
+    // which host it is on), is not reached over either.
+    if (cluster_->left(r)) continue;
     (cluster_->transport_to(r) == Transport::kOfi ? ofi : shm) = true;
   }
   return shm && ofi ? "shm+ofi" : ofi ? "ofi" : "shm";

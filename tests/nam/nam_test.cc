@@ -581,6 +581,22 @@ TEST(NamElasticTest, AProcessThatJoinsTheRunningJobRunsTheClientOfItsVacancy) {
   EXPECT_EQ(count_lines_with(r.output, "3 clients on 3 compute ranks"), 1) << r.output;
 }
 
+// An elastic job (sluice run -n 3 --max-ranks 4) that nobody joins: rank
+// 3 stays a vacancy to the end, its client slot is closed unused, and the
+// report names the transport over the ranks in the job. (Before, the
+// reporter asked which host every rank number is on, the vacancy too, and
+// failed: "key 'host/3' will never be put: its owner rank 3 is a vacancy".)
+TEST(NamElasticTest, AVacancyNobodyJoinsIsPassedOverByTheReport) {
+  const ProcessResult r =
+      run_nam(3, fault_run("2"), "sluice-nam", {"--max-ranks", "4", "--grace", "30"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "2 clients on 2 compute ranks"), 1) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "spare clients: 0 of 1 ran"), 1) << r.output;
+  EXPECT_EQ(json_number(r.output, "clients_recovered"), 0u) << r.output;
+  EXPECT_EQ(json_number(r.output, "orders"), json_number(r.output, "commits")) << r.output;
+  expect_invariants_ok(r);
+}
+
 // Two processes new to the job at once, both incarnation 1: rank 2's
 // process is killed and started again while a joiner takes the vacancy
 // rank 3 (both a second after the clients started). Each claims its own
