@@ -263,7 +263,10 @@ void RsiClient::start(bool read_only) {
     // a finished one (so that a parked client can later abort every one
     // anybody passed: unpark()). `run`: the first parked timestamp not yet
     // known to lie below a finished one.
-    uint64_t frontier = 0, hint = 0, t = scan_, run = 0;
+    // `blocker`: the first pending timestamp that is not parked, which is
+    // what holds the frontier back even where a parked run lies before it
+    // (0: none in sight).
+    uint64_t frontier = 0, hint = 0, t = scan_, run = 0, blocker = 0;
     bool run_others = false, passed_others = false;
     for (;;) {
       const uint64_t w0 = ts_word(t);
@@ -293,6 +296,7 @@ void RsiClient::start(bool read_only) {
           continue;
         }
         frontier = run != 0 ? run : t;
+        blocker = t;
       }
       if (frontier != 0) break;
       // Nothing finished in a whole window (wider than the clients' round,
@@ -341,7 +345,7 @@ void RsiClient::start(bool read_only) {
     // this client waits for it: the lock holder of a conflict that died
     // between locking and its commit bit leaves nothing finished after its
     // timestamp, and must still be recovered.
-    if (hint > frontier || waiting) stall_check(frontier);
+    if (hint > frontier || waiting) stall_check(frontier, blocker);
     if (!waiting) break;
     check_servers();
     std::this_thread::yield();
@@ -434,7 +438,7 @@ void RsiClient::next_timestamp() {
   }
 }
 
-void RsiClient::stall_check(uint64_t frontier) {
+void RsiClient::stall_check(uint64_t frontier, uint64_t blocker) {
   const auto now = Clock::now();
   if (frontier != stall_ts_) {
     stall_ts_ = frontier;
@@ -442,9 +446,14 @@ void RsiClient::stall_check(uint64_t frontier) {
     return;
   }
   if (now - stall_since_ < options_.recovery_timeout) return;
-  const uint32_t j = layout_.ts_owner(frontier);
-  if (j != client_) recover_client(j, frontier);
+  // The client presumed dead is the blocker's owner: a parked run before it
+  // (a read-only client's, or a free slot nobody runs yet: spares.h) holds
+  // no one back by itself, and fencing it would only fence a live reader or
+  // the slot's later claimant.
   stall_ts_ = 0;
+  if (blocker == 0) return;
+  const uint32_t j = layout_.ts_owner(blocker);
+  if (j != client_) recover_client(j, blocker);
 }
 
 void RsiClient::note_lock(uint64_t holder) {

@@ -222,7 +222,9 @@ class RsiClient final : public Transactions {
   // FencedError (text `fenced` + c) if recovery fenced c meanwhile.
   Outcome give_up(uint64_t c, size_t claimed, const std::string& fenced);
   void next_timestamp();
-  void stall_check(uint64_t frontier);
+  // The frontier stayed at `frontier` past the recovery timeout: recover
+  // the owner of `blocker`, the first pending timestamp not parked (0: none).
+  void stall_check(uint64_t frontier, uint64_t blocker);
   void note_lock(uint64_t holder_ts);
   void recover_client(uint32_t j, uint64_t pending_ts);
   void resolve(uint64_t c, const std::vector<LogEntry>& entries);

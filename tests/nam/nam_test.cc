@@ -597,6 +597,30 @@ TEST(NamElasticTest, AVacancyNobodyJoinsIsPassedOverByTheReport) {
   expect_invariants_ok(r);
 }
 
+// A stalled client beside a parked slot: in an elastic job whose rank 3 is
+// a vacancy (its client 2's slot parked), rank 1 (client 0) is stopped from
+// outside for longer than the recovery timeout. Client 1 stalls on client
+// 0's pending timestamp, behind which lies client 2's parked one, and must
+// recover client 0, not the parked slot; a process that joins afterwards
+// then runs the vacancy's slot unfenced and commits. (Before, the stalled
+// client took the parked run for the blocker and fenced slot 2 too, and
+// the joiner ran it fenced: 0 commits. Found by the soak.)
+TEST(NamElasticTest, AStalledClientsRecoveryPassesOverAParkedSlot) {
+  const ProcessResult r =
+      run_nam(3, fault_run(fault_seconds()), "sluice-nam",
+              {"--max-ranks", "4", "--faults-after", "clients started on every compute rank",
+               "--stop", "1@0.5:1.5", "--join", "2.5", "--grace", "30"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "recovered client 0 "), 1) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "recovered client 2 "), 0)
+      << "the vacancy's parked slot was taken for dead\n"
+      << r.output;
+  const uint64_t joined = expect_spare_client_ran(r, /*id=*/2, /*rank=*/3);
+  EXPECT_GT(joined, 0u) << r.output;
+  EXPECT_EQ(json_number(r.output, "clients_recovered"), 1u) << r.output;
+  expect_invariants_ok(r);
+}
+
 // Two processes new to the job at once, both incarnation 1: rank 2's
 // process is killed and started again while a joiner takes the vacancy
 // rank 3 (both a second after the clients started). Each claims its own
