@@ -157,7 +157,8 @@ int memory_server(sluice::Cluster& cluster, const sn::Options& opt,
   sluice::RemoteRegion own;
   if (cluster.rank() == 0) {
     results = cluster.expose("nam-results", protocols.size() * area.phase_bytes());
-    own = cluster.open_region("nam-results", 0);
+    if (std::find(protocols.begin(), protocols.end(), "2pc") != protocols.end())
+      own = cluster.open_region("nam-results", 0);
   }
   std::vector<uint32_t> ranks(cluster.world_size());
   std::iota(ranks.begin(), ranks.end(), 0u);

@@ -177,6 +177,7 @@ struct ResourceManager::Impl {
   // decision arrived and was applied here; server 0: reports and RESOLVEDs
   // received, the verdict per client being assembled.
   std::vector<uint8_t> ended, lost, decided, finished;
+  uint32_t compute_finished = 0;  // server 0: compute ranks' groups finished
   std::vector<uint32_t> reports, resolved;
   std::vector<uint8_t> any_lost;
   std::vector<PeerEntry> verdict;  // per client (server 0)
@@ -249,13 +250,10 @@ struct ResourceManager::Impl {
   }
 
   // Handles one request; returns the reply's length (0: no reply).
+  // REQUIRES: its client is one of the group it came from (serve() checks).
   size_t handle(std::span<const std::byte> rec) {
     MsgHeader h;
     std::memcpy(&h, rec.data(), sizeof(h));
-    if (h.client >= layout.clients) {
-      throw NamError("nam 2pc: server " + std::to_string(me) + " got a request of client " +
-                     std::to_string(h.client) + ", which does not exist");
-    }
     MsgHeader r{h.type, 0, static_cast<uint16_t>(me), h.client, 0};
     size_t n = sizeof(r);
     const std::byte* p = rec.data() + sizeof(h);
@@ -420,8 +418,7 @@ struct ResourceManager::Impl {
   // closes every slot still free, then tells the others (FINISH).
   void watch_slots() {
     if (no_more_slots) return;
-    bool run_over = true;
-    for (uint32_t k = 0; k < ranks; ++k) run_over = run_over && ended[k] && finished[k];
+    const bool run_over = compute_finished == ranks;
     bool all_settled = true;
     for (uint32_t id : free_ids) {
       if (settled_slot[id] != 0) continue;
@@ -513,6 +510,7 @@ struct ResourceManager::Impl {
           outstanding[j] = 0;
         }
         finished[k] = 1;
+        if (k < ranks) ++compute_finished;
         return;
       case kAdmit:  // every server: serve a free slot's flows from the next poll on
         if (k < ranks || e.size() != 1 || runner[k].first != 0)
