@@ -167,6 +167,10 @@ class FlowTarget : public TargetCore, protected FailureState {
   // destroyed (its rank lives on). Hides the base's, for every kind.
   Status fail_for_good(std::string message, uint32_t rank = kNoRank);
 
+  // The next poll (a consume that never waits) checks the sources and the
+  // stall at once, whenever the last one did (see wait()).
+  void check_stall_on_next_poll() { next_liveness_ = Deadline::min(); }
+
   const FlowContext* ctx_;
   OpenCore open_{ctx_};  // counts this core in ctx_->open_cores (Cluster's destroy checks it)
   uint32_t index_;
@@ -370,7 +374,14 @@ class OrderedTarget final : public FlowTarget {
   // at once: a source's numbers only grow along its ring, so no open source
   // holds it, and the lost one will never send it (its segments refused
   // after the fence, say), however the live sources' numbers interleave.
+  // (That last case, and the same for a source that skipped this target,
+  // is known_gap(), which scan() reports itself.)
   Status check_gap();
+
+  // After a scan that delivered nothing: `expected_` is a gap known at
+  // once (every open ring's head is past it, and a source was lost or the
+  // flow skips full targets).
+  bool known_gap() const;
 
   // `known_lost`: reported because every open source is past the number.
   Status report_gap(bool known_lost = false);

@@ -59,8 +59,19 @@ Status OrderedTarget::scan(SegmentView* out) {
       *out = SegmentView{h.data, h.used, s, number};
       return Status::kOk;
     }
-    if (!moved) return Status::kTimeout;
+    if (!moved) return known_gap() ? report_gap(true) : Status::kTimeout;
   }
+}
+
+// Every open ring's head is past the number expected: no open source holds
+// it (its numbers grow along its ring), so a lost source took it, or a
+// source skipped this target (skip_full_targets_after) when it sent it.
+// Found by scan, so a run of such numbers goes a gap per call: a Worker
+// polling the target (try_consume) neither parks nor waits for the liveness
+// check between them.
+bool OrderedTarget::known_gap() const {
+  return (!lost_.empty() || skipped_when_full_) && rings_ahead_ != 0 &&
+         rings_ahead_ == in_.size() - ended_;
 }
 
 // An ordered flow goes on without a lost source: what it published is
@@ -77,12 +88,7 @@ Status OrderedTarget::check_stalled() {
 
 Status OrderedTarget::check_gap() {
   const auto now = Clock::now();
-  // Every open ring's head is past the number: no open source holds it (its
-  // numbers grow along its ring), so a lost source took it, or a source
-  // skipped this target (skip_full_targets_after) when it sent it.
-  if ((!lost_.empty() || skipped_when_full_) && rings_ahead_ != 0 &&
-      rings_ahead_ == in_.size() - ended_)
-    return report_gap(true);
+  if (known_gap()) return report_gap(true);  // (a source lost just now)
   bool taken = ahead_of_ != kNoneAhead;
   if (!taken && !lost_.empty() && now >= next_peek_) {
     next_peek_ = now + gap_timeout_ / 4;
@@ -112,6 +118,9 @@ Status OrderedTarget::check_gap() {
 
 Status OrderedTarget::report_gap(bool known_lost) {
   gap_ = expected_++;
+  // The next number may be a gap already (known taken, or every open ring
+  // past it): the next poll looks at once.
+  check_stall_on_next_poll();
   // The next number goes on in the same stall if it was known taken when
   // the stall began (see check_gap); otherwise its own begins.
   if (expected_ >= stall_known_) gap_since_ = Deadline::max();

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "sluice/flow.h"
 #include "sluice/worker.h"
@@ -250,6 +252,45 @@ TEST(ReplicateFlowTest, ARunOfNumbersOfALostSourceCostsOneGapTimeout) {
   EXPECT_EQ((*b)[0].value, 3u);
 }
 
+// The same run polled with try_consume (a Worker's way), while another
+// source is open with nothing sent, so no ring says the run was skipped:
+// after the first gap, each poll reports the next number of the run. (Each
+// once waited for the target's next liveness check, one per Worker park.)
+TEST(ReplicateFlowTest, APolledRunOfNumbersOfALostSourceGoesAGapPerPollAfterTheFirst) {
+  auto spec = small_spec(3, 1, true).gap_timeout(std::chrono::milliseconds(200));
+  testing::LocalFlow flow(spec.spec());
+  auto out = flow.source<Stamped>(0);
+  auto quiet = flow.source<Stamped>(2);  // open, sends nothing until the end
+  {
+    auto doomed = flow.source<Stamped>(1);  // destroyed without close(): lost
+    ASSERT_EQ(out.push(Stamped{0, 1}), Status::kOk);
+    ASSERT_EQ(out.flush(), Status::kOk);   // number 0
+    flow.sequence_counter().fetch_add(5);  // numbers 1-5: the doomed source's run
+    ASSERT_EQ(out.push(Stamped{0, 2}), Status::kOk);
+    ASSERT_EQ(out.flush(), Status::kOk);  // number 6
+  }
+  auto in = flow.target<Stamped>(0);
+  ASSERT_TRUE(in.consume());
+  EXPECT_EQ(in.last_sequence(), 0u);
+  // Number 1 after the gap timeout (polled, as a Worker does).
+  while (!in.try_consume() && in.status() == Status::kWouldBlock) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(in.status(), Status::kGap) << in.error();
+  EXPECT_EQ(in.gap(), 1u);
+  for (uint64_t n = 2; n <= 5; ++n) {
+    EXPECT_FALSE(in.try_consume());
+    ASSERT_EQ(in.status(), Status::kGap) << "number " << n << ": " << in.error();
+    EXPECT_EQ(in.gap(), n);
+  }
+  auto b = in.try_consume();
+  ASSERT_TRUE(b) << in.error();
+  EXPECT_EQ(in.last_sequence(), 6u);
+  EXPECT_EQ((*b)[0].value, 2u);
+  ASSERT_EQ(out.close(), Status::kOk);
+  ASSERT_EQ(quiet.close(), Status::kOk);
+}
+
 // Once a source is lost, a number below the head of every open ring is a
 // gap at once: numbers only grow along a ring, so no open source holds it
 // (a lost process's segments refused after the fence leave such numbers
@@ -374,6 +415,41 @@ TEST(ReplicateFlowTest, ASkippedTargetGivenALaterNumberByEverySourceReportsItsGa
   ASSERT_TRUE(b) << in1.error();
   EXPECT_EQ((*b)[0].value, 10u);
   EXPECT_EQ(in1.last_sequence(), 10u);
+  out.abort();
+}
+
+// The same, polled by a Worker (as an application's loop does, never
+// waiting in the target): every poll hands out the next gap or the record.
+// It once found each such gap only at its liveness check, at most one per
+// park: a run of thousands of numbers a target missed while stopped cost
+// it minutes, during which it returned no credit, and its sources' close()
+// waited for room for their END as long.
+TEST(ReplicateFlowTest, AWorkerPollingASkippedTargetGetsItsKnownGapsOnePerPoll) {
+  testing::LocalFlow flow(skipping_spec().gap_timeout(std::chrono::minutes(10)).spec());
+  auto out = flow.source<Stamped>(0);
+  auto in0 = flow.target<Stamped>(0);
+  auto in1 = flow.target<Stamped>(1);
+  constexpr uint64_t kMissed = 200;  // numbers 4 .. 203
+  for (uint64_t i = 0; i < 4 + kMissed; ++i) {
+    ASSERT_EQ(out.push(Stamped{0, i}), Status::kOk) << out.error();
+    ASSERT_TRUE(in0.consume()) << in0.error();
+  }
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(in1.consume()) << in1.error();
+  ASSERT_EQ(out.push(Stamped{0, 4 + kMissed}), Status::kOk) << out.error();
+  std::vector<uint64_t> gaps, values;
+  Worker w(IdleStrategy{0, 0});
+  w.add(
+      std::move(in1),
+      [&](std::span<const Stamped> b) {
+        for (const Stamped& r : b) values.push_back(r.value);
+      },
+      [&](uint64_t number) { gaps.push_back(number); });
+  for (uint64_t i = 0; i <= kMissed; ++i) {
+    ASSERT_NE(w.poll(), 0u) << "poll " << i << " found nothing; gaps so far " << gaps.size();
+  }
+  ASSERT_EQ(gaps.size(), kMissed);
+  for (uint64_t i = 0; i < kMissed; ++i) EXPECT_EQ(gaps[i], 4 + i);
+  EXPECT_EQ(values, std::vector<uint64_t>{4 + kMissed});
   out.abort();
 }
 
