@@ -412,6 +412,7 @@ int run_query(const ss::Options& opt, sluice::JobContext& ctx, const Q& query,
   if (checkpoints) {
     eo.checkpoint.dir = opt.checkpoint_dir;
     eo.checkpoint.every_ms = opt.checkpoint_every_ms;
+    eo.checkpoint.full_every = opt.full_checkpoint_every;
     eo.checkpoint.restore = opt.restore || opt.restore_from != 0;
     eo.checkpoint.restore_from = opt.restore_from;
     eo.checkpoint.fingerprint = job_fingerprint(opt);

@@ -69,11 +69,11 @@ void finish(Options& o, Given given) {
     throw UsageError("--slide-ms must divide --window-ms (and a global window cannot slide)");
   }
   if ((o.restore || o.restore_from != 0 || o.stop_with_savepoint || given("--checkpoint-every") ||
-       o.recover_within_s > 0 || o.elastic) &&
+       given("--full-checkpoint-every") || o.recover_within_s > 0 || o.elastic) &&
       o.checkpoint_dir.empty()) {
     throw UsageError(
         "--restore, --restore-from, --stop-with-savepoint, --checkpoint-every, "
-        "--recover-within and --elastic need --checkpoint-dir");
+        "--full-checkpoint-every, --recover-within and --elastic need --checkpoint-dir");
   }
   // A rescale restores the last savepoint on another number of workers:
   // only partitions can be dealt out again (Kafka's, or the generator's
@@ -343,6 +343,13 @@ void add_options(CLI::App& cli, JobFlags& flags, Options& o) {
                  "A checkpoint every MS milliseconds (default 1000)")
       ->check(CLI::Range(int64_t{1}, int64_t{86'400'000}))
       ->type_name("MS");
+  cli.add_option("--full-checkpoint-every", o.full_checkpoint_every,
+                 "Every Nth checkpoint is whole; the ones between hold only the window state "
+                 "changed since the one before, and a restore reads them over the whole one "
+                 "(default 10; 1: every checkpoint whole). Savepoints are always whole; "
+                 "session windows' checkpoints are always whole")
+      ->check(CLI::Range(1u, 1'000'000u))
+      ->type_name("N");
   cli.add_option("--recover-within", o.recover_within_s,
                  "With --checkpoint-dir: when a rank is lost, wait up to S seconds for its "
                  "replacement (sluice run --restarts or --spares), then every rank restores the "

@@ -54,6 +54,7 @@ struct Options {
   uint64_t throttle = 0;                 // --throttle N records/s per worker (0: none)
   std::string checkpoint_dir;            // --checkpoint-dir DIR
   int64_t checkpoint_every_ms = 1000;    // --checkpoint-every MS
+  uint32_t full_checkpoint_every = 10;   // --full-checkpoint-every N
   bool restore = false;                  // --restore
   uint64_t restore_from = 0;             // --restore-from ID (a checkpoint or savepoint)
   bool stop_with_savepoint = false;      // --stop-with-savepoint: a signal stops at a savepoint

@@ -18,6 +18,7 @@ void Report::add(const Report& o) {
   state_entries += o.state_entries;
   state_bytes += o.state_bytes;
   checkpoints = std::max(checkpoints, o.checkpoints);
+  checkpoint_bytes += o.checkpoint_bytes;
   restored_from = std::max(restored_from, o.restored_from);
   resumed_at += o.resumed_at;
   recoveries = std::max(recoveries, o.recoveries);

@@ -64,6 +64,22 @@ class CheckpointTest : public ::testing::TestWithParam<std::vector<std::string>>
   std::vector<std::string> late_records(const std::string& stem) const {
     return rows(stem, "window_start,window_end,key,event_time");
   }
+  // The ids of the checkpoints left in state/ (ckpt-<id>), sorted.
+  std::vector<uint64_t> kept() const {
+    std::vector<uint64_t> ids;
+    for (const auto& e : fs::directory_iterator(path("state")))
+      ids.push_back(std::stoull(e.path().filename().string().substr(5)));
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+  // Checks that `ids` are the newest complete checkpoint and those it
+  // builds on: a run of ids from a whole one (every 10th, and the first
+  // after a restore), so at most 10.
+  static void expect_one_chain(const std::vector<uint64_t>& ids) {
+    ASSERT_FALSE(ids.empty());
+    EXPECT_LE(ids.size(), 10u) << ::testing::PrintToString(ids);
+    EXPECT_EQ(ids.back() - ids.front() + 1, ids.size()) << ::testing::PrintToString(ids);
+  }
 
   // The options of every run of a case: a live pace, then the query's.
   static std::vector<std::string> common(const std::vector<std::string>& query) {
@@ -130,12 +146,8 @@ TEST_P(CheckpointTest, AKilledRunRestoredFromItsLastCheckpointEqualsAnUndisturbe
     EXPECT_FALSE(late_records("ref-late").empty());  // (ysb's records are never late)
   }
   EXPECT_EQ(late_records("out-late"), late_records("ref-late"));
-  // Only the newest complete checkpoint is kept.
-  std::vector<std::string> kept;
-  for (const auto& e : fs::directory_iterator(path("state"))) {
-    kept.push_back(e.path().filename().string());
-  }
-  EXPECT_EQ(kept.size(), 1u) << ::testing::PrintToString(kept);
+  // Only the newest complete checkpoint and those it builds on are kept.
+  expect_one_chain(kept());
   EXPECT_TRUE(sluice::testing::sluice_shm_entries().empty());
 
   // The same checkpoints restored into a job with other options: refused.
@@ -268,13 +280,15 @@ TEST_F(SavepointTest, AJobStoppedAtASavepointGoesOnFromItAsOftenAsAsked) {
   EXPECT_EQ(result(restored), result(undisturbed)) << restored.output;
   EXPECT_EQ(json_field(restored.output, "verify"), "OK") << restored.output;
   EXPECT_EQ(rows("out"), rows("ref"));
-  // Its own checkpoints are numbered after the savepoint, which stays.
+  // Its own checkpoints are numbered after the savepoint, which stays
+  // (whole) beside the newest and those it builds on.
   EXPECT_TRUE(fs::exists(marker));
-  std::vector<std::string> kept;
-  for (const auto& e : fs::directory_iterator(path("state"))) {
-    kept.push_back(e.path().filename().string());
-  }
-  EXPECT_EQ(kept.size(), 2u) << ::testing::PrintToString(kept);
+  std::vector<uint64_t> ids = kept();
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(ids.front(), savepoint) << ::testing::PrintToString(ids);
+  ids.erase(ids.begin());
+  EXPECT_GT(ids.front(), savepoint);
+  expect_one_chain(ids);
 
   again.back() = "--restore-from";
   again.push_back(std::to_string(savepoint));
@@ -441,7 +455,8 @@ TEST(CheckpointUsageTest, RestoreWithoutACheckpointDirIsRefused) {
   const ProcessResult r = run_process({bin, "--restore"}, {}, std::chrono::seconds(20));
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_NE(r.output.find("--restore, --restore-from, --stop-with-savepoint, --checkpoint-every, "
-                          "--recover-within and --elastic need --checkpoint-dir"),
+                          "--full-checkpoint-every, --recover-within and --elastic need "
+                          "--checkpoint-dir"),
             std::string::npos)
       << r.output;
 }

@@ -13,8 +13,11 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stream/checkpoint.h"
@@ -212,6 +215,111 @@ TEST_F(SnapshotStateTest, ADamagedOrForeignFileIsRefusedNamingIt) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("was taken by another job (job)"), std::string::npos);
   }
+}
+
+// An incremental checkpoint (checkpoint.h): worker 0's snapshots 1
+// (whole), 2 (over 1) and 3 (over 2) read as one chain, oldest first, each
+// later one's entries replacing what came before cell by cell, and the
+// entries of a window the newest no longer holds left out of them all.
+class SnapshotChainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() / ("chain_test_" + std::to_string(getpid())))
+               .string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void write(uint64_t id, uint64_t base, std::vector<int64_t> windows,
+             const std::vector<Entry>& entries, uint32_t worker = 0) {
+    ssd::WorkerSnapshot s;
+    s.id = id;
+    s.worker = worker;
+    s.workers = 2;
+    s.records_in = id * 100;
+    s.vc = {1, 2};
+    s.next_epoch = {3, 4};
+    s.base = base;
+    s.windows = std::move(windows);
+    ssd::write_durably(ssd::snapshot_path(dir_, id, worker),
+                       ssd::encode_snapshot("job", s, [&](ssd::SnapshotWriter& w) {
+                         ssd::put_state(w, 16, entries);
+                       }));
+  }
+  // (key, time) -> value after reading checkpoint `id` as the engine
+  // folds it: a replacing layer resets a cell at its first entry.
+  std::map<std::pair<uint64_t, int64_t>, uint64_t> read(uint64_t id, std::vector<bool>* replaces) {
+    std::map<std::pair<uint64_t, int64_t>, uint64_t> state;
+    uint64_t n = 0;
+    const ssd::WorkerSnapshot s = ssd::read_chain<Entry>(
+        dir_, id, 0, "job", 16, 0, 16,
+        [&](std::span<const Entry> entries, bool replace) {
+          replaces->push_back(replace);
+          const Entry* prev = nullptr;
+          for (const Entry& e : entries) {
+            uint64_t& v = state[{e.key, e.time}];
+            if (replace && (prev == nullptr || prev->key != e.key || prev->time != e.time)) v = 0;
+            v += e.value;
+            prev = &e;
+          }
+        },
+        &n);
+    EXPECT_EQ(s.id, id);
+    EXPECT_EQ(s.records_in, id * 100);
+    return state;
+  }
+  std::string error(uint64_t id) {
+    try {
+      std::vector<bool> replaces;
+      read(id, &replaces);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "read";
+  }
+
+  std::string dir_;
+};
+
+TEST_F(SnapshotChainTest, LaterSnapshotsReplaceCellsAndDroppedWindowsStayDropped) {
+  // Whole: keys 1 and 2 in windows 0 and 1000, key 1 with two elements.
+  write(1, 0, {}, {{1, 0, 5}, {1, 0, 6}, {2, 0, 7}, {1, 1000, 1}, {2, 1000, 2}});
+  // Key 1's cell in window 1000 changed (now 10 + 20), window 2000 opened.
+  write(2, 1, {0, 1000, 2000}, {{1, 1000, 10}, {1, 1000, 20}, {3, 2000, 4}});
+  // Window 0 dropped (fired), key 3's cell in 2000 changed.
+  write(3, 2, {1000, 2000}, {{3, 2000, 9}});
+  std::vector<bool> replaces;
+  const auto state = read(3, &replaces);
+  EXPECT_EQ(replaces, (std::vector<bool>{false, true, true}));
+  const std::map<std::pair<uint64_t, int64_t>, uint64_t> expected = {
+      {{1, 1000}, 30}, {{2, 1000}, 2}, {{3, 2000}, 9}};
+  EXPECT_EQ(state, expected);
+  // Checkpoint 2 read on its own: window 0 is still there.
+  replaces.clear();
+  const auto at2 = read(2, &replaces);
+  EXPECT_EQ(replaces, (std::vector<bool>{false, true}));
+  EXPECT_EQ(at2.at({1, 0}), 11u);
+  EXPECT_EQ(at2.at({1, 1000}), 30u);
+}
+
+TEST_F(SnapshotChainTest, AMissingOrForeignSnapshotInTheChainIsRefusedNamingIt) {
+  write(1, 0, {}, {{1, 0, 5}});
+  write(2, 1, {0}, {{1, 0, 6}});
+  write(3, 2, {0}, {{1, 0, 7}});
+  EXPECT_EQ(error(3), "read");
+  std::filesystem::remove(ssd::snapshot_path(dir_, 2, 0));
+  EXPECT_NE(error(3).find("cannot open the checkpoint file " + ssd::snapshot_path(dir_, 2, 0)),
+            std::string::npos)
+      << error(3);
+  // A base that is another worker's.
+  write(2, 1, {0}, {{1, 0, 6}}, 1);
+  std::filesystem::rename(ssd::snapshot_path(dir_, 2, 1), ssd::snapshot_path(dir_, 2, 0));
+  EXPECT_NE(error(3).find(ssd::snapshot_path(dir_, 2, 0) + " holds worker 1 of 2"),
+            std::string::npos)
+      << error(3);
+  // A base that is not older.
+  write(4, 4, {0}, {{1, 0, 6}});
+  EXPECT_NE(error(4).find("is damaged: it builds on a later snapshot"), std::string::npos)
+      << error(4);
 }
 
 }  // namespace

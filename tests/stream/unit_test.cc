@@ -4,6 +4,7 @@
 // form.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -73,6 +74,37 @@ TEST(StateTableTest, KeepsEveryKeyThroughGrowthAndClears) {
   t.clear();
   EXPECT_EQ(t.size(), 0u);
   EXPECT_EQ(t.bytes(), bytes) << "clear keeps the capacity for the next epoch";
+}
+
+// take_changed: the entries upserted since the last call (every one with
+// `all`), each once; growth keeps the marks.
+TEST(StateTableTest, TakeChangedHandsOutWhatWasUpsertedSinceTheLastCall) {
+  ss::StateTable<uint64_t> t(4);
+  const auto add = [&](uint64_t k) {
+    ++t.upsert(k, sluice::hash64(k), [] { return uint64_t{0}; });
+  };
+  const auto changed = [&](bool all) {
+    std::vector<uint64_t> keys;
+    t.take_changed(all, [&](uint64_t key, uint64_t) { keys.push_back(key); });
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  };
+  for (uint64_t k = 0; k < 100; ++k) add(k);
+  EXPECT_EQ(changed(false).size(), 100u);
+  EXPECT_TRUE(changed(false).empty());
+  add(7);
+  add(42);
+  add(7);
+  EXPECT_EQ(changed(false), (std::vector<uint64_t>{7, 42}));
+  add(3);
+  for (uint64_t k = 100; k < 1000; ++k) add(k);  // the table grows: 3 stays changed
+  const std::vector<uint64_t> after_growth = changed(false);
+  EXPECT_EQ(after_growth.size(), 901u);
+  EXPECT_EQ(after_growth.front(), 3u);
+  EXPECT_EQ(changed(true).size(), 1000u);  // all, changed or not
+  EXPECT_TRUE(changed(false).empty());
+  EXPECT_NE(t.find(3, sluice::hash64(3)), nullptr);  // (find marks nothing)
+  EXPECT_TRUE(changed(false).empty());
 }
 
 TEST(AggregateTest, MergingPartialsEqualsFoldingEverything) {

@@ -28,6 +28,16 @@
 // (put_state), so that a job restored on another number of workers reads
 // from each snapshot only the groups each worker owns now (read_state).
 //
+// A snapshot is whole, or incremental: it holds only the state entries
+// changed since the same worker's previous snapshot, which it names as its
+// base (its header's `base`), and the windows its state holds then; a
+// restore reads the chain from the last whole snapshot up, each later
+// snapshot's entries replacing the earlier ones', and drops what lies in
+// windows the newest no longer holds (read_chain). Every
+// CheckpointOptions::full_every-th checkpoint, the first after a start or
+// a restore, and every savepoint are whole; once one completes, the
+// checkpoints before the whole snapshot it builds on go (remove_older).
+//
 // Errors throw std::runtime_error naming the file.
 // Thread safety: free functions; a writer or reader belongs to one thread.
 #pragma once
@@ -45,7 +55,9 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -64,6 +76,9 @@ struct CheckpointOptions {
   // be complete (a done marker on some rank).
   uint64_t restore_from = 0;
   std::string fingerprint;  // what a restored checkpoint must have been taken by
+  // Every this many checkpoints one is whole; the others hold only what
+  // changed since the one before (1: every one whole).
+  uint32_t full_every = 10;
   // Polled by every worker: once it returns true, the workers take a
   // savepoint (a checkpoint that every worker agrees is the last) and stop
   // there, their windows not fired (Report::savepoint). Unset: never.
@@ -72,7 +87,9 @@ struct CheckpointOptions {
 
 namespace detail {
 
-inline constexpr uint64_t kSnapshotMagic = 0x33544e5043534c53ULL;  // "SLSCPNT3"
+inline constexpr uint64_t kSnapshotMagic = 0x34544e5043534c53ULL;  // "SLSCPNT4"
+// Format 3, before incremental snapshots: read as whole ones.
+inline constexpr uint64_t kSnapshotMagicV3 = 0x33544e5043534c53ULL;  // "SLSCPNT3"
 // Format 2, before key groups: its state is not filed by group.
 inline constexpr uint64_t kSnapshotMagicV2 = 0x32544e5043534c53ULL;  // "SLSCPNT2"
 
@@ -82,7 +99,7 @@ inline std::runtime_error not_a_snapshot(const std::string& path, uint64_t magic
   if (magic == kSnapshotMagicV2) {
     return std::runtime_error(path +
                               " was written by an older sluice-stream (snapshot format 2, before "
-                              "key groups); this one reads format 3: start the job afresh");
+                              "key groups); this one reads formats 3 and 4: start the job afresh");
   }
   return std::runtime_error(path + " is not a sluice-stream checkpoint");
 }
@@ -302,6 +319,8 @@ struct WorkerSnapshot {
   std::vector<int64_t> lanes;        // per partition read (Kafka): its largest event time
   std::string position;              // the input's position ("": a count of records)
   std::string token;                 // the sink's (what its output had at the checkpoint)
+  uint64_t base = 0;                 // incremental: the snapshot it builds on (0: whole)
+  std::vector<int64_t> windows;      // incremental: the windows its state holds
 };
 
 // The bytes of `s` with `fingerprint` (the job's), then the operator's
@@ -332,6 +351,8 @@ std::vector<char> encode_snapshot(const std::string& fingerprint, const WorkerSn
   w.put_vector(s.lanes);
   w.put_string(s.position);
   w.put_string(s.token);
+  w.put(s.base);
+  w.put_vector(s.windows);
   w.patch(sizeof(uint64_t), uint64_t{w.size()});
   state(w);
   return w.bytes();
@@ -422,7 +443,8 @@ struct StateIndex {
 // section), read past the magic and the state section's offset.
 inline SnapshotReader read_header(const SnapshotFile& file) {
   if (file.size() < 2 * sizeof(uint64_t)) throw not_a_snapshot(file.path(), 0);
-  if (const auto magic = file.read_value<uint64_t>(0); magic != kSnapshotMagic)
+  if (const auto magic = file.read_value<uint64_t>(0);
+      magic != kSnapshotMagic && magic != kSnapshotMagicV3)
     throw not_a_snapshot(file.path(), magic);
   SnapshotReader r(file.read(0, file.read_value<uint64_t>(sizeof(uint64_t))), file.path());
   r.get<uint64_t>();
@@ -472,6 +494,12 @@ inline WorkerSnapshot decode_snapshot(const SnapshotFile& file, uint64_t id,
     throw std::runtime_error(path + " is damaged: its watermark vector has the wrong size");
   s.position = r.get_string();
   s.token = r.get_string();
+  if (file.read_value<uint64_t>(0) == kSnapshotMagic) {
+    s.base = r.get<uint64_t>();
+    s.windows = r.get_vector<int64_t>();
+    if (s.base >= s.id)
+      throw std::runtime_error(path + " is damaged: it builds on a later snapshot");
+  }
   if (!r.at_end()) throw std::runtime_error(path + " is damaged: its header runs past its state");
   const auto groups = file.read_value<uint32_t>(state_at);
   index->entry_size = file.read_value<uint32_t>(state_at + sizeof(uint32_t));
@@ -521,6 +549,59 @@ std::vector<Entry> read_state(const SnapshotFile& file, const StateIndex& index,
                                " is damaged: a state entry is filed under the wrong key group");
   }
   return out;
+}
+
+// Worker g's snapshot of checkpoint `id` in `dir` and the snapshots it
+// builds on: the state of key groups [first, end) of each, oldest (the
+// whole one) first, handed to restore(entries, replace): `replace` false
+// for the whole snapshot, true for each later one (its cells replace what
+// came before); entries of windows the newest snapshot no longer holds are
+// left out. Returns the newest snapshot's header and adds the entries read
+// to *read. Every snapshot of the chain must be of this job (`fingerprint`),
+// of worker g of as many workers, filed in `groups` key groups.
+template <class Entry, class Restore>
+WorkerSnapshot read_chain(const std::string& dir, uint64_t id, uint32_t g,
+                          const std::string& fingerprint, uint32_t groups, uint32_t first,
+                          uint32_t end, const Restore& restore, uint64_t* read) {
+  struct Layer {
+    std::unique_ptr<SnapshotFile> file;
+    StateIndex index;
+    WorkerSnapshot header;
+  };
+  std::vector<Layer> chain;  // newest first
+  for (uint64_t at = id;;) {
+    Layer l;
+    l.file = std::make_unique<SnapshotFile>(snapshot_path(dir, at, g));
+    l.header = decode_snapshot(*l.file, at, fingerprint, dir, &l.index);
+    const std::string& path = l.file->path();
+    if (l.index.groups() != groups) {
+      throw std::runtime_error(path + " files its state in " + std::to_string(l.index.groups()) +
+                               " key groups, not " + std::to_string(groups));
+    }
+    if (!chain.empty() && (l.header.worker != chain[0].header.worker ||
+                           l.header.workers != chain[0].header.workers)) {
+      throw std::runtime_error(path + " holds worker " + std::to_string(l.header.worker) + " of " +
+                               std::to_string(l.header.workers) + ", not the worker " +
+                               chain.back().file->path() + " builds on");
+    }
+    const uint64_t base = l.header.base;
+    chain.push_back(std::move(l));
+    if (base == 0) break;
+    at = base;
+  }
+  const std::vector<int64_t>& live = chain[0].header.windows;
+  const bool filter = chain.size() > 1;
+  for (size_t i = chain.size(); i-- > 0;) {
+    std::vector<Entry> entries = read_state<Entry>(*chain[i].file, chain[i].index, first, end);
+    *read += entries.size();
+    if (filter && i > 0) {
+      std::erase_if(entries, [&](const Entry& e) {
+        return !std::binary_search(live.begin(), live.end(), e.time);
+      });
+    }
+    restore(std::span<const Entry>(entries), i + 1 != chain.size());
+  }
+  return std::move(chain[0].header);
 }
 
 // How many workers took the snapshot at `path` (its header alone; the

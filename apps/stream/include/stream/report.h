@@ -41,6 +41,7 @@ struct Report {
   std::map<int64_t, uint64_t> late;   // window start -> late records (never aggregated)
   std::vector<double> latency_ms;     // per triggered window with rows: watermark passed -> sink
   uint64_t checkpoints = 0;           // checkpoints completed (the most of any worker)
+  uint64_t checkpoint_bytes = 0;      // snapshot bytes written (summed over workers)
   uint64_t restored_from = 0;         // the checkpoint this run started from (0: none)
   uint64_t resumed_at = 0;            // source records the restored checkpoint had ingested
   uint64_t recoveries = 0;            // in-job recoveries from a checkpoint (the most of any rank)

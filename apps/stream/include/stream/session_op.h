@@ -177,9 +177,11 @@ class SessionOp {
   // (key, start, last time), each handed to put(); restore() inserts such
   // entries as a leader inserts what arrives (a list cell's elements of one
   // session merge again).
+  // (Every snapshot is whole: `all` is always true for a session operator.)
   using StateMsg = Msg<SessionPayload<typename Cells::Elem>>;
+  static constexpr bool kIncremental = false;
   template <class Put>
-  void snapshot(Put put) const {
+  void snapshot(bool /*all*/, Put put) const {
     owned_.heads.for_each([&](uint64_t key, const uint32_t& head) {
       for (uint32_t i = head; i != kNilNode; i = owned_.nodes[i].next) {
         const Session& x = owned_.nodes[i];

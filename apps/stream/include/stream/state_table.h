@@ -8,6 +8,12 @@
 // table reused every epoch stops allocating once it has the size of an
 // epoch's distinct keys.
 //
+// Each entry is clean or changed: upsert() marks the entry it hands out
+// changed (its caller is about to update it), and take_changed() hands out
+// the changed ones (or all) and marks them clean, which is what an
+// incremental checkpoint writes (checkpoint.h). The mark lives in the
+// occupancy byte the probe reads anyway.
+//
 // Thread safety: one thread at a time.
 #pragma once
 
@@ -40,13 +46,16 @@ class StateTable {
           grow();
           return upsert(key, hash, init);
         }
-        used_[i] = 1;
+        used_[i] = kChanged;
         slots_[i].key = key;
         slots_[i].state = init();
         ++size_;
         return slots_[i].state;
       }
-      if (slots_[i].key == key) return slots_[i].state;
+      if (slots_[i].key == key) {
+        used_[i] = kChanged;
+        return slots_[i].state;
+      }
       i = (i + 1) & mask_;
     }
   }
@@ -73,6 +82,18 @@ class StateTable {
       if (used_[i]) f(slots_[i].key, slots_[i].state);
   }
 
+  // Calls f(key, state) for every entry changed since the last call (every
+  // entry if `all`), and marks them all clean.
+  template <class F>
+  void take_changed(bool all, F&& f) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (used_[i] == kChanged || (all && used_[i] != kEmpty)) {
+        used_[i] = kClean;
+        f(slots_[i].key, slots_[i].state);
+      }
+    }
+  }
+
   void clear() {
     if (size_ == 0) return;
     std::memset(used_.data(), 0, used_.size());
@@ -84,6 +105,8 @@ class StateTable {
   size_t bytes() const { return slots_.size() * (sizeof(Slot) + 1); }
 
  private:
+  static constexpr uint8_t kEmpty = 0, kClean = 1, kChanged = 2;
+
   void reset(size_t capacity) {
     size_t c = 16;
     while (c < capacity) c *= 2;
@@ -101,14 +124,14 @@ class StateTable {
       const Slot& s = old_slots[i];
       size_t j = sluice::hash64(s.key) & mask_;
       while (used_[j]) j = (j + 1) & mask_;
-      used_[j] = 1;
+      used_[j] = old_used[i];
       slots_[j] = s;
       ++size_;
     }
   }
 
   std::vector<Slot> slots_;
-  std::vector<uint8_t> used_;
+  std::vector<uint8_t> used_;  // kEmpty, kClean or kChanged
   size_t mask_ = 0;
   size_t size_ = 0;
 };

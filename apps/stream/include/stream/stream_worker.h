@@ -577,7 +577,7 @@ class StreamWorker {
       // (Marked after it is complete: a death in between leaves a plain
       // checkpoint, which a later one replaces.)
       if (savepoint && !guarded([&] { create_marker(savepoint_path(dir, c)); })) return;
-      remove_older(dir, c);
+      remove_older(dir, pending_root_);  // c and the snapshots it builds on stay
       if (opt_.on_checkpoint) opt_.on_checkpoint(c);
     }
     if (savepoint) {
@@ -606,30 +606,45 @@ class StreamWorker {
     w.lanes = lane_max_;  // empty without lanes
     w.position = position_ ? position_() : std::string();
     if constexpr (requires { sink_.prepare(me_, c); }) w.token = sink_.prepare(me_, c);
-    return encode_snapshot(opt_.checkpoint.fingerprint, w, [this](SnapshotWriter& out) {
-      std::vector<typename Op::StateMsg> entries;
-      op_.snapshot([&](const typename Op::StateMsg& e) { entries.push_back(e); });
-      put_state(out, groups_.groups(), entries);
-    });
+    // Whole, or what changed since this worker's last snapshot (see
+    // checkpoint.h): a savepoint stands alone.
+    const bool whole = !Op::kIncremental || last_snapshot_ == 0 || savepoint_at_ == c ||
+                       c - chain_root_ >= opt_.checkpoint.full_every;
+    if (whole) chain_root_ = c;
+    if (!whole) {
+      w.base = last_snapshot_;
+      if constexpr (Op::kIncremental) w.windows = op_.windows();
+    }
+    last_snapshot_ = c;
+    pending_root_ = chain_root_;
+    std::vector<char> bytes =
+        encode_snapshot(opt_.checkpoint.fingerprint, w, [&](SnapshotWriter& out) {
+          std::vector<typename Op::StateMsg> entries;
+          op_.snapshot(whole, [&](const typename Op::StateMsg& e) { entries.push_back(e); });
+          put_state(out, groups_.groups(), entries);
+        });
+    report_.checkpoint_bytes += bytes.size();
+    return bytes;
   }
 
   // Checkpoint restore_id_'s snapshot of worker `g`: its header, and the
   // state of key groups [first, end) folded into op_ (reading those groups'
-  // bytes of the file alone).
+  // bytes of the file alone, and of the snapshots it builds on).
   WorkerSnapshot read_worker(uint32_t g, uint32_t first, uint32_t end) {
     const CheckpointOptions& ck = opt_.checkpoint;
-    const SnapshotFile file(snapshot_path(ck.dir, restore_id_, g));
-    StateIndex index;
-    WorkerSnapshot w = decode_snapshot(file, restore_id_, ck.fingerprint, ck.dir, &index);
-    if (index.groups() != groups_.groups()) {
-      throw std::runtime_error(file.path() + " files its state in " +
-                               std::to_string(index.groups()) + " key groups, not " +
-                               std::to_string(groups_.groups()));
-    }
-    const auto entries = read_state<typename Op::StateMsg>(file, index, first, end);
-    op_.restore(entries);
-    report_.restored_state += entries.size();
-    report_.restored_state_max += entries.size();
+    uint64_t read = 0;
+    WorkerSnapshot w = read_chain<typename Op::StateMsg>(
+        ck.dir, restore_id_, g, ck.fingerprint, groups_.groups(), first, end,
+        [&](std::span<const typename Op::StateMsg> entries, bool replace) {
+          if constexpr (Op::kIncremental) {
+            op_.restore(entries, replace);
+          } else {
+            op_.restore(entries);
+          }
+        },
+        &read);
+    report_.restored_state += read;
+    report_.restored_state_max += read;
     return w;
   }
 
@@ -887,7 +902,10 @@ class StreamWorker {
   bool stopped_ = false;                    // stopped at the savepoint
   mutable bool told_no_savepoint_ = false;  // said that none can be taken
   std::map<uint64_t, uint32_t> barriers_, takens_, dones_;  // checkpoint id -> workers heard from
-  uint64_t pending_ = 0;       // the checkpoint whose snapshot is being written (0: none)
+  uint64_t pending_ = 0;  // the checkpoint whose snapshot is being written (0: none)
+  // This run's last snapshot here (0: none yet: the next is whole), the
+  // whole one it builds on, and the one pending_ builds on.
+  uint64_t last_snapshot_ = 0, chain_root_ = 0, pending_root_ = 0;
   std::future<void> writing_;  // its writer
   bool written_ = false;       // this worker's snapshot of pending_ is written (and said so)
 };

@@ -167,24 +167,46 @@ class WindowOp {
   }
 
   // A checkpoint of the state (the worker takes it right after an epoch
-  // ended, so slash's deltas are shipped and empty): every cell this worker
-  // leads or owns in its shipped form, (key, window start, element), each
+  // ended, so slash's deltas are shipped and empty): the cells this worker
+  // leads or owns in their shipped form, (key, window start, element), each
   // handed to put(); restore() folds such entries back in as a leader
   // folds deltas (the worker files them by key group, checkpoint.h).
+  // `all`: every cell (a whole snapshot); else only the cells changed since
+  // the last snapshot (an incremental one: its reader restores the
+  // snapshots it builds on first, then these cells over theirs).
   using StateMsg = Msg<typename Cells::Elem>;
+  static constexpr bool kIncremental = true;
   template <class Put>
-  void snapshot(Put put) const {
-    for (const auto& [start, tab] : owned_) {
-      tab.cells.for_each([&](uint64_t key, const Cell& c) {
+  void snapshot(bool all, Put put) {
+    for (auto& [start, tab] : owned_) {
+      tab.cells.take_changed(all, [&](uint64_t key, const Cell& c) {
         cells_.ship(c, tab.pool, [&](const auto& e) { put(StateMsg{key, start, e}); });
       });
     }
   }
-  // Entries of snapshots, all of keys this worker owns now.
-  void restore(std::span<const StateMsg> entries) {
+  // The windows the state holds now: what an incremental snapshot keeps of
+  // the snapshots it builds on (a window dropped since is gone; a window
+  // never opens again once dropped, check_open).
+  std::vector<int64_t> windows() const {
+    std::vector<int64_t> starts;
+    starts.reserve(owned_.size());
+    for (const auto& [start, tab] : owned_) starts.push_back(start);
+    return starts;
+  }
+  // Entries of snapshots, all of keys this worker owns now. `replace`: the
+  // entries are of an incremental snapshot read over earlier ones, each
+  // cell whole (its entries in a row): it replaces what those restored.
+  void restore(std::span<const StateMsg> entries, bool replace = false) {
+    const StateMsg* prev = nullptr;
     for (const StateMsg& m : entries) {
       Table& tab = owned(m.time);
-      cells_.take(tab.cells.upsert(m.key, sluice::hash64(m.key), init()), tab.pool, m.payload);
+      Cell& c = tab.cells.upsert(m.key, sluice::hash64(m.key), init());
+      // (A replaced cell's pool elements, if any, stay until its window
+      // is dropped.)
+      if (replace && (prev == nullptr || prev->key != m.key || prev->time != m.time))
+        c = cells_.init();
+      cells_.take(c, tab.pool, m.payload);
+      prev = &m;
     }
   }
 
