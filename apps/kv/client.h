@@ -68,6 +68,9 @@ class Client : public Node {
   // after it is elected instead of a whole retry timeout later. (Not ended
   // by an answer: the old leader's last answers may still come in.)
   void replicas_present(uint32_t mask) override;
+  // The same after the flows were declared anew: a request on the old ones
+  // may be lost (NOPaxos: the old session's ordered flow is gone).
+  void flows_renewed() override { fast_until_ = now_ + retry_ms_; }
   static constexpr uint64_t kFastRetryMs = 50;
 
   // Moves the clock without acting (a driver calls it before handing over
@@ -183,6 +186,9 @@ class ClientGroup final : public Node {
   }
   void replicas_present(uint32_t mask) override {
     for (auto& c : clients_) c->replicas_present(mask);
+  }
+  void flows_renewed() override {
+    for (auto& c : clients_) c->flows_renewed();
   }
   void set_now(uint64_t now_ms) {
     for (auto& c : clients_) c->set_now(now_ms);

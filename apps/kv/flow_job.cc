@@ -478,6 +478,7 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
   // protocol must forget what the old process promised or voted
   // (Node::forget_replica) before the new one's messages arrive.
   std::vector<uint32_t> known_inc(world, 0);
+  bool epoch_begun = false;  // (the first epoch renews nothing)
   auto begin_epoch = [&](const std::vector<uint32_t>& live, const std::vector<uint32_t>& inc) {
     ep.live = live;
     silent.new_epoch(live, o.replicas, rank, now_ms());
@@ -504,6 +505,8 @@ int run_flow_job(sluice::Cluster& cluster, const FlowJobOptions& o) {
     // A replica missing from the epoch is gone: the protocol need not wait
     // for a timeout to go on without it.
     node.replicas_present(present_replicas(live, o.replicas));
+    if (epoch_begun) node.flows_renewed();
+    epoch_begun = true;
     if (live_replicas.size() < config.majority()) {
       throw sluice::Error(sluice::ErrorCode::kPeerLost,
                           "sluice-kv: only " + std::to_string(live_replicas.size()) + " of " +

@@ -214,6 +214,11 @@ class Node {
   // operations again soon. Liveness only: nothing depends on it for
   // safety, and a node that is never told waits for its timeouts.
   virtual void replicas_present(uint32_t /*mask*/) {}
+  // The job's flows were declared anew for a new membership (a rank lost,
+  // back or new, replica or not): what was sent on the old ones and not
+  // delivered is gone with them. A client sends its unanswered operations
+  // again soon (liveness only, as above).
+  virtual void flows_renewed() {}
   // Whether this node is still recovering (see Recovery above).
   virtual bool recovering() const { return false; }
 };

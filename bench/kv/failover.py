@@ -23,6 +23,12 @@ off the network (its link goes down).
                        [--warmup 1.5] [--after 0.5]
                        [--kv-args '--election-timeout-ms 400']
 
+With --victim sequencer (NOPaxos), the job has two gateway ranks (3 and
+4) and the fault hits rank 3, the first client rank, whose memory holds
+the ordered flow's sequence counter, while the client writes through rank
+4's gateway: the stall its clients see when another gateway holding the
+sequencer stops or is cut off.
+
 Prints each run's stall and the median and the largest (with 10 runs, the
 largest is the p90; give --repeats 100 for a p99).
 """
@@ -137,14 +143,22 @@ def job_argv(bin_dir, protocol, kv_args):
             "--enable-shutdown", "local", *kv_args]
 
 
-def start_job(build, protocol, kv_args, launcher_args, what):
-    """`sluice run -n 4 LAUNCHER_ARGS -- sluice-kv run --resp-port 0 ...` (3
-    replicas, one gateway) over shm; waits for its gateway's port. Returns
-    (job, port, lines, t0, reader): its output goes on into `lines`, each
-    stamped with the seconds since t0, by the thread `reader`."""
+# The job's ranks and the roles of the victim and the client's gateway:
+# --victim leader: 3 replicas and a gateway (rank 3), rank 0 the victim;
+# --victim sequencer: 3 replicas and gateways 3 and 4, rank 3 the victim.
+def layout(victim):
+    return (4, 0, 3) if victim == "leader" else (5, 3, 4)  # world, victim, gateway
+
+
+def start_job(build, protocol, kv_args, launcher_args, what, world=4, gateway=3):
+    """`sluice run -n WORLD LAUNCHER_ARGS -- sluice-kv run --resp-port 0 ...`
+    (3 replicas, the other ranks gateways) over shm; waits for rank
+    `gateway`'s port. Returns (job, port, lines, t0, reader): its output
+    goes on into `lines`, each stamped with the seconds since t0, by the
+    thread `reader`."""
     bin_dir = os.path.join(build, "bin")
     job = subprocess.Popen(
-        [os.path.join(bin_dir, "sluice"), "run", "-n", "4", *launcher_args,
+        [os.path.join(bin_dir, "sluice"), "run", "-n", str(world), *launcher_args,
          "--", *job_argv(bin_dir, protocol, kv_args)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
@@ -154,9 +168,9 @@ def start_job(build, protocol, kv_args, launcher_args, what):
         if not line:
             sys.exit(f"{what}: the job ended before its gateway served:\n" + "".join(lines))
         lines.append(line)
-        m = re.search(r"serves RESP on 127\.0\.0\.1 port (\d+)", line)
-        if m:
-            port = int(m.group(1))
+        m = re.search(r"rank (\d+) serves RESP on 127\.0\.0\.1 port (\d+)", line)
+        if m and int(m.group(1)) == gateway:
+            port = int(m.group(2))
     t0 = time.monotonic()
 
     def drain():
@@ -168,23 +182,25 @@ def start_job(build, protocol, kv_args, launcher_args, what):
     return job, port, lines, t0, reader
 
 
-def one_run(build, protocol, fault, warmup, after, kv_args):
+def one_run(build, protocol, fault, warmup, after, kv_args, victim="leader"):
+    world, target, gateway = layout(victim)
     job, port, lines, t0, _ = start_job(build, protocol, kv_args,
-                                     ["--keep-going", "--timeout", "120"], "failover")
+                                     ["--keep-going", "--timeout", "120"], "failover", world,
+                                     gateway)
 
-    def signal_leader():
-        pid = rank_pid(0)
+    def signal_victim():
+        pid = rank_pid(target)
         if pid is None:
-            sys.exit("failover: rank 0's process was not found")
+            sys.exit(f"failover: rank {target}'s process was not found")
         os.kill(pid, signal.SIGKILL if fault == "KILL" else signal.SIGSTOP)
 
-    stall, writes, lost, signalled, pause = drive(port, signal_leader, warmup, after)
+    stall, writes, lost, signalled, pause = drive(port, signal_victim, warmup, after)
     try:
         job.wait(60)
     except subprocess.TimeoutExpired:
         job.kill()
     if fault == "STOP":
-        pid = rank_pid(0)
+        pid = rank_pid(target)
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
     if lost:
@@ -195,24 +211,26 @@ def one_run(build, protocol, fault, warmup, after, kv_args):
     return stall, writes, pause
 
 
-def netns_run(build, protocol, fault, warmup, after, kv_args):
+def netns_run(build, protocol, fault, warmup, after, kv_args, victim="leader"):
     """The same job with each rank in a simulated host of its own (network
     namespaces, bench/kv/netns.py), flows over ofi (tcp), a standalone
     registry in the gateway's host; the driver runs in that host too. The
     fault: KILL or STOP rank 0's process, or PARTITION (its host's link to
     the others goes down: the registry then declares it lost after the
-    heartbeat timeout, and it stops)."""
+    heartbeat timeout, and it stops). With victim "sequencer", rank 3 (the
+    first gateway) instead, the client on rank 4's."""
     import netns
+    world, target, gateway = layout(victim)
     bin_dir = os.path.join(build, "bin")
     env = dict(os.environ, SLUICE_TRANSPORT="ofi")
     env.setdefault("SLUICE_OFI_PROVIDER", "tcp")
     if "SLUICE_SPIN" not in env:
         env["SLUICE_SPIN"] = "0"  # 4 ranks on 2 cores
-    with netns.Hosts(4) as hosts:
+    with netns.Hosts(world) as hosts:
         tmp = tempfile.mkdtemp(prefix="sluice-kv-failover-")
         secret = secrets.token_hex(16)
-        reg = hosts.spawn(3, [os.path.join(bin_dir, "sluice"), "registry", "--bind",
-                              f"{hosts.ip(3)}:0", "--world", "4"],
+        reg = hosts.spawn(gateway, [os.path.join(bin_dir, "sluice"), "registry", "--bind",
+                                    f"{hosts.ip(gateway)}:0", "--world", str(world)],
                           dict(env, SLUICE_SECRET=secret), subprocess.PIPE, subprocess.DEVNULL)
         address = None
         for line in reg.stdout:
@@ -223,8 +241,8 @@ def netns_run(build, protocol, fault, warmup, after, kv_args):
         if address is None:
             sys.exit("failover: the registry printed no address")
         ranks = []
-        for r in range(4):
-            e = dict(env, SLUICE_RANK=str(r), SLUICE_WORLD_SIZE="4", SLUICE_REGISTRY=address,
+        for r in range(world):
+            e = dict(env, SLUICE_RANK=str(r), SLUICE_WORLD_SIZE=str(world), SLUICE_REGISTRY=address,
                      SLUICE_SECRET=secret)
             with open(os.path.join(tmp, f"{r}.err"), "w") as err, \
                     open(os.path.join(tmp, f"{r}.out"), "w") as out:
@@ -232,7 +250,7 @@ def netns_run(build, protocol, fault, warmup, after, kv_args):
         port = None
         deadline = time.monotonic() + 60
         while port is None and time.monotonic() < deadline:
-            with open(os.path.join(tmp, "3.err")) as f:
+            with open(os.path.join(tmp, f"{gateway}.err")) as f:
                 m = re.search(r"serves RESP on 127\.0\.0\.1 port (\d+)", f.read())
             if m:
                 port = int(m.group(1))
@@ -240,29 +258,33 @@ def netns_run(build, protocol, fault, warmup, after, kv_args):
                 time.sleep(0.05)
         if port is None:
             sys.exit("failover: the gateway did not serve within 60 s:\n" +
-                     open(os.path.join(tmp, "3.err")).read())
-        driver = hosts.spawn(3, [sys.executable, os.path.abspath(__file__), "--drive", str(port),
-                                 "--fault", fault, "--victim-pid", str(ranks[0].pid), "--hub",
-                                 hosts.hub, "--warmup", str(warmup), "--after", str(after)],
+                     open(os.path.join(tmp, f"{gateway}.err")).read())
+        driver = hosts.spawn(gateway, [sys.executable, os.path.abspath(__file__), "--drive",
+                                       str(port), "--fault", fault, "--victim-pid",
+                                       str(ranks[target].pid), "--victim-link", f"h{target}",
+                                       "--hub", hosts.hub, "--warmup", str(warmup), "--after",
+                                       str(after)],
                              dict(os.environ), subprocess.PIPE, subprocess.STDOUT)
         out = driver.communicate(timeout=180)[0].decode()
         m = re.search(r"RESULT (\S+) (\d+) (\d+) (\S+)", out)
         if not m:
             logs = "".join(f"--- rank {r}\n" + open(os.path.join(tmp, f"{r}.err")).read()[-3000:]
-                           for r in range(4))
+                           for r in range(world))
             sys.exit("failover: the driver failed:\n" + out + logs)
         if int(m.group(3)) != 0:
             sys.exit(f"failover: {m.group(3)} acknowledged writes lost")
-        for p in ranks[1:]:
+        survivors = [r for r in range(world) if r != target]
+        for r in survivors:
             try:
-                p.wait(60)
+                ranks[r].wait(60)
             except subprocess.TimeoutExpired:
                 pass
         # The survivors' end-of-job checks (exactly once, replicas identical).
-        verdict = "".join(open(os.path.join(tmp, f"{r}.out")).read() for r in range(1, 4))
-        if "replicas agree: yes" not in verdict or any(p.returncode != 0 for p in ranks[1:]):
+        verdict = "".join(open(os.path.join(tmp, f"{r}.out")).read() for r in survivors)
+        if "replicas agree: yes" not in verdict or any(ranks[r].returncode != 0
+                                                       for r in survivors):
             logs = "".join(f"--- rank {r}\n" + open(os.path.join(tmp, f"{r}.out")).read()[-2000:] +
-                           open(os.path.join(tmp, f"{r}.err")).read()[-2000:] for r in range(4))
+                           open(os.path.join(tmp, f"{r}.err")).read()[-2000:] for r in range(world))
             sys.exit("failover: the job's survivors did not pass their checks:\n" + logs)
         shutil.rmtree(tmp, ignore_errors=True)
         return float(m.group(1)), int(m.group(2)), float(m.group(4))
@@ -275,7 +297,7 @@ def drive_main(a):
         elif a.fault == "STOP":
             os.kill(a.victim_pid, signal.SIGSTOP)
         else:
-            subprocess.run(["ip", "-n", a.hub, "link", "set", "h0", "down"], check=True)
+            subprocess.run(["ip", "-n", a.hub, "link", "set", a.victim_link, "down"], check=True)
 
     stall, writes, lost, _, pause = drive(a.drive, fault, a.warmup, a.after)
     print(f"RESULT {stall:.6f} {writes} {len(lost)} {pause:.6f}", flush=True)
@@ -294,6 +316,10 @@ def main():
                          "fault (the longest pause in them is reported)")
     ap.add_argument("--netns", action="store_true",
                     help="a rank per network namespace, over ofi (needs root)")
+    ap.add_argument("--victim", default="leader", choices=["leader", "sequencer"],
+                    help="the rank the fault hits: the leader (rank 0), or the first of two "
+                         "gateways, which holds NOPaxos's sequencer (the client writes through "
+                         "the other)")
     ap.add_argument("--kv-args", default="",
                     help="more options for sluice-kv run, as one string (e.g. "
                          "'--election-timeout-ms 500 --retry-ms 500')")
@@ -301,12 +327,15 @@ def main():
     ap.add_argument("--drive", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--fault", help=argparse.SUPPRESS)
     ap.add_argument("--victim-pid", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--victim-link", default="h0", help=argparse.SUPPRESS)
     ap.add_argument("--hub", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.drive:
         return drive_main(a)
     if a.signal == "PARTITION" and not a.netns:
         sys.exit("failover: --signal PARTITION needs --netns")
+    if a.victim == "sequencer" and a.protocol != "nopaxos":
+        sys.exit("failover: --victim sequencer needs --protocol nopaxos (Multi-Paxos has none)")
     if a.netns:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import netns
@@ -317,14 +346,15 @@ def main():
     stalls, pauses = [], []
     for r in range(a.repeats):
         stall, writes, pause = run(a.build, a.protocol, a.signal, a.warmup, a.after,
-                                   a.kv_args.split())
+                                   a.kv_args.split(), a.victim)
         stalls.append(stall)
         pauses.append(pause)
         print(f"run {r + 1}: stall {stall * 1000:.0f} ms, then the longest pause "
               f"{pause * 1000:.0f} ms in {a.after:g} s ({writes} writes, none lost)", flush=True)
     where = "across network namespaces over ofi" if a.netns else "over shm"
     what = "a partition of" if a.signal == "PARTITION" else f"SIG{a.signal} of"
-    print(f"{a.protocol}, {what} the leader {where}, {a.repeats} runs: stall median "
+    who = "the leader" if a.victim == "leader" else "the sequencer's gateway"
+    print(f"{a.protocol}, {what} {who} {where}, {a.repeats} runs: stall median "
           f"{statistics.median(stalls) * 1000:.0f} ms, largest {max(stalls) * 1000:.0f} ms; "
           f"the longest pause after it {max(pauses) * 1000:.0f} ms")
 

@@ -339,6 +339,31 @@ TEST(ClientRulesTest, AReplicaGoneMakesUnansweredOperationsGoAgainSoon) {
   }
 }
 
+// The same once the job's flows were declared anew (Node::flows_renewed:
+// a rank lost, replica or not; NOPaxos's ordered flow of the old session
+// is gone with what it held), each protocol: what is unanswered goes again
+// after kFastRetryMs, not after the retry timeout (a gateway holding the
+// sequencer stopped: the other gateways' writes paused 2 s, the default
+// retry timeout of `sluice-kv run`, at the epoch that went on without it).
+TEST(ClientRulesTest, FlowsDeclaredAnewMakeUnansweredOperationsGoAgainSoon) {
+  Command put;
+  put.op = Op::kPut;
+  put.key = "k";
+  put.value = "v";
+  for (const Protocol protocol : {Protocol::kMultiPaxos, Protocol::kNoPaxos}) {
+    for (const bool renewed : {false, true}) {
+      Client c(Config{3}, protocol, 0, {put}, /*retry_ms=*/10'000);
+      Outbox out;
+      c.tick(1000, out);  // sent
+      if (renewed) c.flows_renewed();
+      c.tick(1000 + Client::kFastRetryMs, out);
+      EXPECT_EQ(c.retries(), renewed ? 1u : 0u) << (renewed ? "renewed" : "the same flows");
+      c.tick(1000 + 10'000 + 3 * Client::kFastRetryMs, out);
+      EXPECT_EQ(c.retries(), renewed ? 2u : 1u);
+    }
+  }
+}
+
 // --- A replica whose process restarted without its state (message.h,
 // Recovery; SimCluster::restart).
 
