@@ -2,10 +2,10 @@
 // runs one per thread on every rank) for a windowed query (query.h: an
 // aggregation, an arg_max or a join, in tumbling, sliding, global or
 // session windows): its loop, epochs, markers and watermark vector,
-// checkpoints, savepoints and restoring one; the state per (window, key)
-// and what a record does to it are the operator's (window_op.h for fixed
-// windows, session_op.h for sessions), its cells (cells.h) an aggregate's
-// state or a list of records.
+// checkpoints and savepoints (restoring one: stream_worker_restore.h); the
+// state per (window, key) and what a record does to it are the operator's
+// (window_op.h for fixed windows, session_op.h for sessions), its cells
+// (cells.h) an aggregate's state or a list of records.
 //
 // kSlash (eager partial state, after the Slash paper): every worker folds
 // its own input into thread-local window state at once. The key space is
@@ -577,7 +577,9 @@ class StreamWorker {
       // (Marked after it is complete: a death in between leaves a plain
       // checkpoint, which a later one replaces.)
       if (savepoint && !guarded([&] { create_marker(savepoint_path(dir, c)); })) return;
-      remove_older(dir, pending_root_);  // c and the snapshots it builds on stay
+      // c and the snapshots it builds on stay (no snapshot is taken while
+      // c is pending, so chain_root_ is still c's).
+      remove_older(dir, chain_root_);
       if (opt_.on_checkpoint) opt_.on_checkpoint(c);
     }
     if (savepoint) {
@@ -610,13 +612,13 @@ class StreamWorker {
     // checkpoint.h): a savepoint stands alone.
     const bool whole = !Op::kIncremental || last_snapshot_ == 0 || savepoint_at_ == c ||
                        c - chain_root_ >= opt_.checkpoint.full_every;
-    if (whole) chain_root_ = c;
-    if (!whole) {
+    if (whole) {
+      chain_root_ = c;
+    } else {
       w.base = last_snapshot_;
       if constexpr (Op::kIncremental) w.windows = op_.windows();
     }
     last_snapshot_ = c;
-    pending_root_ = chain_root_;
     std::vector<char> bytes =
         encode_snapshot(opt_.checkpoint.fingerprint, w, [&](SnapshotWriter& out) {
           std::vector<typename Op::StateMsg> entries;
@@ -627,79 +629,23 @@ class StreamWorker {
     return bytes;
   }
 
+  // ---- restoring a checkpoint (stream_worker_restore.h)
+
   // Checkpoint restore_id_'s snapshot of worker `g`: its header, and the
   // state of key groups [first, end) folded into op_ (reading those groups'
   // bytes of the file alone, and of the snapshots it builds on).
-  WorkerSnapshot read_worker(uint32_t g, uint32_t first, uint32_t end) {
-    const CheckpointOptions& ck = opt_.checkpoint;
-    uint64_t read = 0;
-    WorkerSnapshot w = read_chain<typename Op::StateMsg>(
-        ck.dir, restore_id_, g, ck.fingerprint, groups_.groups(), first, end,
-        [&](std::span<const typename Op::StateMsg> entries, bool replace) {
-          if constexpr (Op::kIncremental) {
-            op_.restore(entries, replace);
-          } else {
-            op_.restore(entries);
-          }
-        },
-        &read);
-    report_.restored_state += read;
-    report_.restored_state_max += read;
-    return w;
-  }
+  WorkerSnapshot read_worker(uint32_t g, uint32_t first, uint32_t end);
 
   // Before the start: the state of checkpoint restore_id_ (0: a fresh
   // start), and the source moved past what that checkpoint had ingested.
-  // A checkpoint taken by another number of workers is rescaled (below).
+  // A checkpoint taken by another number of workers is rescaled
+  // (restore_rescaled).
   template <class Source>
-  void restore(Source& source) {
-    std::string token;
-    if (restore_id_ != 0) {
-      const std::string& dir = opt_.checkpoint.dir;
-      const std::string own = snapshot_path(dir, restore_id_, me_);
-      std::error_code ec;
-      const uint32_t taken_by = snapshot_workers(
-          std::filesystem::exists(own, ec) ? own : snapshot_path(dir, restore_id_, 0));
-      if (taken_by != workers_) return restore_rescaled(source, taken_by);
-      const WorkerSnapshot w = read_worker(me_, 0, groups_.groups());
-      if (w.worker != me_ || w.workers != workers_) {
-        throw std::runtime_error(own + " holds worker " + std::to_string(w.worker) + " of " +
-                                 std::to_string(w.workers) + ", not worker " + std::to_string(me_) +
-                                 " of " + std::to_string(workers_));
-      }
-      report_.records_in = w.records_in;
-      report_.input_bytes = w.input_bytes;
-      report_.rows = w.rows;
-      report_.checksum = w.checksum;
-      report_.epochs = w.epochs;
-      for (const LateCount& l : w.late) report_.late[l.window] = l.records;
-      epoch_ = w.epoch;
-      max_seen_ = w.max_seen;
-      published_ = w.published;
-      wm_ = published_;
-      triggered_ = w.triggered;
-      vc_ = w.vc;
-      next_epoch_ = w.next_epoch;
-      // Each partition's largest event time, so that its watermark after
-      // the restore is the one it had (the same partitions: the same topic
-      // and worker count).
-      if (w.lanes.size() == lane_max_.size()) lane_max_ = w.lanes;
-      restored(w.records_in);
-      bool sought = false;
-      if constexpr (requires { source.seek(w.position); }) {
-        if (!w.position.empty()) sought = source.seek(w.position);
-      }
-      if (!sought) skip(source, report_.records_in);
-      token = w.token;
-    }
-    if constexpr (requires { sink_.restore(me_, token); }) sink_.restore(me_, token);
-  }
+  void restore(Source& source);
 
-  void restored(uint64_t records_in) {
-    ckpt_id_ = std::max(ckpt_id_, restore_id_);
-    report_.restored_from = restore_id_;
-    report_.resumed_at = records_in;
-  }
+  // Notes in the report which checkpoint the run resumed from, and after
+  // how many of its input records.
+  void restored(uint64_t records_in);
 
   // A checkpoint taken by `old` workers restored on workers_ (rescaling,
   // as Flink's restart from a savepoint with another parallelism): every
@@ -713,83 +659,12 @@ class StreamWorker {
   // the counts go to worker 0. The sink writes again what an old worker's
   // checkpoint held and never committed.
   template <class Source>
-  void restore_rescaled(Source& source, uint32_t old) {
-    const std::string& dir = opt_.checkpoint.dir;
-    const auto refuse = [&](const std::string& why) {
-      throw std::runtime_error("checkpoint " + std::to_string(restore_id_) + " in " + dir +
-                               " was taken by " + std::to_string(old) +
-                               " workers and this job has " + std::to_string(workers_) + ": " +
-                               why);
-    };
-    int lanes = -1;
-    if constexpr (requires { source.lanes(); }) lanes = source.lanes();
-    if (lanes < 0) {
-      refuse(
-          "only a job reading Kafka (--kafka-input) or generated input dealt out by "
-          "--partitions can be restored on another number of workers (other inputs are split "
-          "by worker)");
-    }
-    const MergedSnapshots m = merge_snapshots(dir, restore_id_, old, refuse, [&](uint32_t g) {
-      return read_worker(g, groups_.first(me_), groups_.end(me_));
-    });
-    if (me_ == 0) {
-      report_.records_in = m.sum.records_in;
-      report_.input_bytes = m.sum.input_bytes;
-      report_.rows = m.sum.rows;
-      report_.checksum = m.sum.checksum;
-      report_.epochs = m.sum.epochs;
-      for (const LateCount& l : m.sum.late) report_.late[l.window] += l.records;
-    }
-    epoch_ = m.epoch;
-    next_epoch_.assign(workers_, m.epoch + 1);
-    max_seen_ = m.max_seen;
-    vc_.assign(workers_, m.low_watermark);
-    published_ = m.low_watermark;
-    wm_ = published_;
-    triggered_ = m.low_triggered;
-    // This worker's partitions now: me_, me_ + W, me_ + 2W, ... (kafka.h).
-    std::map<int32_t, int64_t> offsets;
-    for (size_t i = 0; i < lane_max_.size(); ++i) {
-      const auto p = static_cast<int32_t>(me_ + i * workers_);
-      if (auto it = m.lane_max.find(p); it != m.lane_max.end()) lane_max_[i] = it->second;
-      if (auto it = m.offsets.find(p); it != m.offsets.end()) offsets.emplace(p, it->second);
-    }
-    const std::string position = detail::format_offsets(offsets);
-    restored(report_.records_in);
-    report_.rescaled_from = old;
-    if constexpr (requires { source.seek(position); }) {
-      if (!position.empty()) source.seek(position);
-    }
-    if constexpr (requires { sink_.restore_rescaled(me_, workers_, m.tokens); }) {
-      sink_.restore_rescaled(me_, workers_, m.tokens);
-    } else {
-      refuse("its sink cannot be rescaled");
-    }
-  }
+  void restore_rescaled(Source& source, uint32_t old);
 
+  // Reads past the first `n` records of an input that cannot seek to a
+  // checkpoint's position.
   template <class Source>
-  void skip(Source& source, uint64_t n) {
-    std::vector<In> buf;
-    while (n > 0) {
-      const auto want = static_cast<size_t>(std::min<uint64_t>(n, 1 << 16));
-      size_t k = 0;
-      if constexpr (requires { source.view(want); }) {
-        k = source.view(want).size();
-      } else {
-        buf.resize(want);
-        k = source(std::span<In>(buf));
-      }
-      if (k == 0) {
-        if constexpr (requires { source.done(); }) {
-          if (!source.done()) continue;
-        }
-        throw std::runtime_error("the input of worker " + std::to_string(me_) +
-                                 " is shorter than checkpoint " + std::to_string(restore_id_) +
-                                 " says it had read");
-      }
-      n -= k;
-    }
-  }
+  void skip(Source& source, uint64_t n);
 
   void note_state_size() {
     uint64_t entries = 0, bytes = 0;
@@ -903,9 +778,9 @@ class StreamWorker {
   mutable bool told_no_savepoint_ = false;  // said that none can be taken
   std::map<uint64_t, uint32_t> barriers_, takens_, dones_;  // checkpoint id -> workers heard from
   uint64_t pending_ = 0;  // the checkpoint whose snapshot is being written (0: none)
-  // This run's last snapshot here (0: none yet: the next is whole), the
-  // whole one it builds on, and the one pending_ builds on.
-  uint64_t last_snapshot_ = 0, chain_root_ = 0, pending_root_ = 0;
+  // This run's last snapshot here (0: none yet: the next is whole) and the
+  // whole one it builds on.
+  uint64_t last_snapshot_ = 0, chain_root_ = 0;
   std::future<void> writing_;  // its writer
   bool written_ = false;       // this worker's snapshot of pending_ is written (and said so)
 };
@@ -913,3 +788,5 @@ class StreamWorker {
 }  // namespace detail
 
 }  // namespace sluice::stream
+
+#include "stream/stream_worker_restore.h"  // restoring a checkpoint: StreamWorker's members
