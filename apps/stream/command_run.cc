@@ -222,6 +222,7 @@ struct Figures {
       savepoint, rescaled_from, restored_state, restored_state_max, updates, checkpoint_bytes;
   double seconds, cpu_seconds;
   uint64_t lates, latencies;  // the LateCount and double elements that follow
+  double checkpoint_pause_ms, checkpoint_sync_ms;
 };
 
 template <class T>
@@ -235,13 +236,15 @@ void append_bytes(std::string& out, const T* data, size_t n) {
 std::string encode_report(const Report& mine) {
   std::vector<LateCount> late;
   for (const auto& [w, n] : mine.late) late.push_back({w, n});
-  const Figures f{
+  Figures f{
       mine.records_in,     mine.input_bytes,        mine.rows,          mine.checksum,
       mine.bytes_moved,    mine.bytes_remote,       mine.epochs,        mine.state_entries,
       mine.state_bytes,    mine.checkpoints,        mine.restored_from, mine.resumed_at,
       mine.recoveries,     mine.replayed,           mine.savepoint,     mine.rescaled_from,
       mine.restored_state, mine.restored_state_max, mine.updates,       mine.checkpoint_bytes,
       mine.seconds,        mine.cpu_seconds,        late.size(),        mine.latency_ms.size()};
+  f.checkpoint_pause_ms = mine.checkpoint_pause_ms;
+  f.checkpoint_sync_ms = mine.checkpoint_sync_ms;
   std::string out;
   append_bytes(out, &f, 1);
   append_bytes(out, late.data(), late.size());
@@ -284,6 +287,8 @@ JobTotal sum_reports(const std::vector<uint32_t>& ranks, const std::vector<std::
     one.checkpoint_bytes = f.checkpoint_bytes;
     one.seconds = f.seconds;
     one.cpu_seconds = f.cpu_seconds;
+    one.checkpoint_pause_ms = f.checkpoint_pause_ms;
+    one.checkpoint_sync_ms = f.checkpoint_sync_ms;
     const char* at = v.data() + sizeof(f);
     for (uint64_t k = 0; k < f.lates; ++k, at += sizeof(LateCount)) {
       LateCount l{};
@@ -445,19 +450,22 @@ int report(const Options& opt, sluice::JobContext& ctx, const std::optional<JobT
         "\"windows_triggered\":%zu,\"state_entries\":%" PRIu64 ",\"state_bytes\":%" PRIu64
         ",\"bytes_moved\":%" PRIu64 ",\"bytes_remote\":%" PRIu64 ",\"epochs\":%" PRIu64
         ",\"late_total\":%" PRIu64 ",\"late\":%s,\"checkpoints\":%" PRIu64
-        ",\"checkpoint_bytes\":%" PRIu64 ",\"restored_from\":%" PRIu64 ",\"resumed_at\":%" PRIu64
-        ",\"recoveries\":%" PRIu64 ",\"replayed\":%" PRIu64 ",\"savepoint\":%" PRIu64
-        ",\"rescaled_from\":%" PRIu64 ",\"key_groups\":%u,\"restored_state\":%" PRIu64
-        ",\"restored_state_max\":%" PRIu64 ",\"updates\":%" PRIu64 ",\"verify\":\"%s\"}\n",
+        ",\"checkpoint_bytes\":%" PRIu64
+        ",\"checkpoint_pause_ms\":%.1f,\"checkpoint_sync_ms\":%.1f,\"restored_from\":%" PRIu64
+        ",\"resumed_at\":%" PRIu64 ",\"recoveries\":%" PRIu64 ",\"replayed\":%" PRIu64
+        ",\"savepoint\":%" PRIu64 ",\"rescaled_from\":%" PRIu64
+        ",\"key_groups\":%u,\"restored_state\":%" PRIu64 ",\"restored_state_max\":%" PRIu64
+        ",\"updates\":%" PRIu64 ",\"verify\":\"%s\"}\n",
         opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str(),
         total.records_in, record_bytes, opt.gen.keys, opt.gen.zipf, opt.gen.disorder, opt.lag,
         opt.lateness, window.size, window.step(), window.gap, opt.epoch_mib, opt.gen.seed,
         total.rows, total.checksum, secs, total.cpu_seconds, rps, per_cpu, p50, p99,
         total.latency_ms.size(), total.state_entries, total.state_bytes, total.bytes_moved,
         total.bytes_remote, total.epochs, total.late_total(), late_json(total.late).c_str(),
-        total.checkpoints, total.checkpoint_bytes, total.restored_from, total.resumed_at,
-        total.recoveries, total.replayed, total.savepoint, total.rescaled_from, opt.key_groups,
-        total.restored_state, total.restored_state_max, total.updates, verdict.c_str());
+        total.checkpoints, total.checkpoint_bytes, total.checkpoint_pause_ms,
+        total.checkpoint_sync_ms, total.restored_from, total.resumed_at, total.recoveries,
+        total.replayed, total.savepoint, total.rescaled_from, opt.key_groups, total.restored_state,
+        total.restored_state_max, total.updates, verdict.c_str());
   } else {
     std::printf("sluice-stream: %s query, %s strategy, %u ranks x %u workers over %s\n",
                 opt.query.c_str(), to_string(opt.strategy), world, opt.threads, transport.c_str());
@@ -495,9 +503,11 @@ int report(const Options& opt, sluice::JobContext& ctx, const std::optional<JobT
                 static_cast<double>(total.bytes_remote) / 1e6, total.epochs);
     if (!opt.checkpoint_dir.empty()) {
       std::printf("  checkpoints %" PRIu64 " completed, every %" PRId64
-                  " ms, in %s (%.1f MB of snapshots written)",
+                  " ms, in %s (%.1f MB of snapshots written; the workers paused %.0f ms for "
+                  "them, %.0f ms of it taking snapshots)",
                   total.checkpoints, opt.checkpoint_every_ms, opt.checkpoint_dir.c_str(),
-                  static_cast<double>(total.checkpoint_bytes) / 1e6);
+                  static_cast<double>(total.checkpoint_bytes) / 1e6, total.checkpoint_pause_ms,
+                  total.checkpoint_sync_ms);
       if (total.restored_from != 0) {
         std::printf("; restored checkpoint %" PRIu64 " (%" PRIu64 " records had been ingested)%s",
                     total.restored_from, total.resumed_at,

@@ -19,6 +19,8 @@ void Report::add(const Report& o) {
   state_bytes += o.state_bytes;
   checkpoints = std::max(checkpoints, o.checkpoints);
   checkpoint_bytes += o.checkpoint_bytes;
+  checkpoint_pause_ms += o.checkpoint_pause_ms;
+  checkpoint_sync_ms += o.checkpoint_sync_ms;
   restored_from = std::max(restored_from, o.restored_from);
   resumed_at += o.resumed_at;
   recoveries = std::max(recoveries, o.recoveries);

@@ -98,7 +98,7 @@ class SnapshotStateTest : public ::testing::Test {
     s.next_epoch = {3, 4};
     s.position = "0:10,2:20";
     s.token = "tok";
-    const std::vector<char> bytes = ssd::encode_snapshot(
+    const auto bytes = ssd::encode_snapshot(
         "job", s, [&](ssd::SnapshotWriter& w) { ssd::put_state(w, groups, entries_); });
     ssd::write_durably(path_, bytes);
   }
@@ -323,3 +323,34 @@ TEST_F(SnapshotChainTest, AMissingOrForeignSnapshotInTheChainIsRefusedNamingIt) 
 }
 
 }  // namespace
+
+// write_durably (checkpoint.h) writes a page-aligned image's whole pages
+// with O_DIRECT and the rest through the page cache: whatever the size and
+// alignment, and on disk or tmpfs, the file holds exactly the bytes given.
+TEST(WriteDurablyTest, AnyImageSizeAndAlignmentIsWrittenByteForByte) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("durable_test_" + std::to_string(getpid())))
+          .string();
+  const std::string shm = "/dev/shm/durable_test_" + std::to_string(getpid());
+  constexpr size_t kPage = ssd::PageAligned<char>::kPage;
+  for (const std::string& at : {dir, shm}) {
+    for (const size_t size : {size_t{0}, size_t{5}, kPage - 1, kPage, 3 * kPage + 5, 64 * kPage}) {
+      ssd::SnapshotBytes aligned(size);  // uninitialised: filled below
+      std::vector<char> plain(size + 1);
+      for (size_t i = 0; i < size; ++i) aligned[i] = plain[i + 1] = static_cast<char>(i * 7 + 1);
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(aligned.data()) % kPage, 0u);
+      const std::span<const char> want(aligned.data(), size);
+      const std::span<const char> unaligned(plain.data() + 1, size);
+      for (const std::span<const char> image : {want, unaligned}) {
+        const std::string path = at + "/snap-" + std::to_string(size);
+        ssd::write_durably(path, image);
+        const ssd::SnapshotFile file(path);
+        ASSERT_EQ(file.size(), size) << path;
+        const std::vector<char> back = file.read(0, size);
+        EXPECT_TRUE(std::equal(back.begin(), back.end(), want.begin())) << path;
+        EXPECT_FALSE(std::filesystem::exists(path + ".tmp")) << path;
+      }
+    }
+    std::filesystem::remove_all(at);
+  }
+}

@@ -105,6 +105,12 @@ TEST(StateTableTest, TakeChangedHandsOutWhatWasUpsertedSinceTheLastCall) {
   EXPECT_TRUE(changed(false).empty());
   EXPECT_NE(t.find(3, sluice::hash64(3)), nullptr);  // (find marks nothing)
   EXPECT_TRUE(changed(false).empty());
+  // Each entry handed out with its own state (they go in batches).
+  std::map<uint64_t, uint64_t> seen;
+  t.take_changed(true, [&](uint64_t key, uint64_t count) { seen[key] = count; });
+  ASSERT_EQ(seen.size(), 1000u);
+  for (const auto& [k, count] : seen)
+    EXPECT_EQ(count, k == 7 ? 3u : (k == 42 || k == 3) ? 2u : 1u) << "key " << k;
 }
 
 TEST(AggregateTest, MergingPartialsEqualsFoldingEverything) {

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -104,8 +105,44 @@ inline std::runtime_error not_a_snapshot(const std::string& path, uint64_t magic
   return std::runtime_error(path + " is not a sluice-stream checkpoint");
 }
 
+// An allocator of page-aligned memory whose elements start uninitialised
+// (resize() does not zero what the caller is about to fill): a snapshot's
+// file image, which write_durably writes with O_DIRECT, so that the kernel
+// does not copy it into the page cache first.
+template <class T>
+struct PageAligned {
+  using value_type = T;
+  static constexpr size_t kPage = 4096;
+  PageAligned() = default;
+  template <class U>
+  PageAligned(const PageAligned<U>&) noexcept {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{kPage}));
+  }
+  void deallocate(T* p, size_t) noexcept { ::operator delete (p, std::align_val_t{kPage}); }
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  template <class U>
+  bool operator==(const PageAligned<U>&) const noexcept {
+    return true;
+  }
+};
+using SnapshotBytes = std::vector<char, PageAligned<char>>;
+
 class SnapshotWriter {
  public:
+  SnapshotWriter() = default;
+  // Writes into `buffer`, emptied first; its capacity is kept (a worker
+  // hands each snapshot the buffer of the one before, so that taking a
+  // snapshot faults in no fresh pages).
+  explicit SnapshotWriter(SnapshotBytes buffer) : bytes_(std::move(buffer)) { bytes_.clear(); }
+
   template <class T>
   void put(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -142,10 +179,12 @@ class SnapshotWriter {
     return bytes_.data() + bytes_.size() - n;
   }
   size_t size() const { return bytes_.size(); }
-  const std::vector<char>& bytes() const { return bytes_; }
+  const SnapshotBytes& bytes() const { return bytes_; }
+  // The bytes written, moved out (the writer is empty afterwards).
+  SnapshotBytes take() { return std::move(bytes_); }
 
  private:
-  std::vector<char> bytes_;
+  SnapshotBytes bytes_;
 };
 
 class SnapshotReader {
@@ -216,16 +255,43 @@ inline std::optional<uint64_t> checkpoint_id(const std::string& name) {
 
 // Writes `bytes` to `path` whole or not at all: a temporary file, fsync,
 // rename, fsync of the directory.
-inline void write_durably(const std::string& path, const std::vector<char>& bytes) {
+inline void write_durably(const std::string& path, std::span<const char> bytes) {
   const std::filesystem::path p(path);
   std::error_code ec;
   std::filesystem::create_directories(p.parent_path(), ec);
   const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Bytes at a page-aligned address go with O_DIRECT, whole pages of them
+  // (the kernel copies nothing into the page cache: a snapshot is written
+  // once and read back only after a failure); the tail, and everything on
+  // a file system without O_DIRECT (tmpfs), through the page cache.
+  constexpr size_t kPage = PageAligned<char>::kPage;
+  const bool aligned = reinterpret_cast<uintptr_t>(bytes.data()) % kPage == 0;
+  const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+  int fd = aligned && bytes.size() >= kPage ? ::open(tmp.c_str(), flags | O_DIRECT, 0644) : -1;
+  bool direct = fd >= 0;
+  if (!direct) fd = ::open(tmp.c_str(), flags, 0644);
   if (fd < 0) throw std::runtime_error("cannot create the checkpoint file " + tmp);
+  const auto buffered = [&] {  // from here on, through the page cache
+    direct = false;
+    const int fl = ::fcntl(fd, F_GETFL);
+    if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_DIRECT) != 0) {
+      ::close(fd);
+      throw std::runtime_error("cannot write the checkpoint file " + tmp);
+    }
+  };
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    size_t want = bytes.size() - done;
+    if (direct && want < kPage) {
+      buffered();  // the tail
+      continue;
+    }
+    if (direct) want = want / kPage * kPage;
+    const ssize_t n = ::write(fd, bytes.data() + done, want);
+    if (n < 0 && errno == EINVAL && direct) {
+      buffered();  // O_DIRECT taken at open but refused for this write
+      continue;
+    }
     if (n <= 0) {
       ::close(fd);
       throw std::runtime_error("cannot write the checkpoint file " + tmp);
@@ -326,10 +392,11 @@ struct WorkerSnapshot {
 // The bytes of `s` with `fingerprint` (the job's), then the operator's
 // state section, which state(SnapshotWriter&) writes (put_state). The
 // second field, patched in last, is the byte where that section starts.
+// Written into `buffer` (its capacity reused, see SnapshotWriter).
 template <class State>
-std::vector<char> encode_snapshot(const std::string& fingerprint, const WorkerSnapshot& s,
-                                  State&& state) {
-  SnapshotWriter w;
+SnapshotBytes encode_snapshot(const std::string& fingerprint, const WorkerSnapshot& s,
+                              State&& state, SnapshotBytes buffer = {}) {
+  SnapshotWriter w(std::move(buffer));
   w.put(kSnapshotMagic);
   w.put(uint64_t{0});  // the state section's byte offset, below
   w.put_string(fingerprint);
@@ -355,7 +422,7 @@ std::vector<char> encode_snapshot(const std::string& fingerprint, const WorkerSn
   w.put_vector(s.windows);
   w.patch(sizeof(uint64_t), uint64_t{w.size()});
   state(w);
-  return w.bytes();
+  return w.take();
 }
 
 // The state section: the operator's entries (trivially copyable, each with
@@ -365,22 +432,22 @@ std::vector<char> encode_snapshot(const std::string& fingerprint, const WorkerSn
 //   group's first entry; first[groups] = the count), the entries.
 template <class Entry>
 void put_state(SnapshotWriter& w, uint32_t groups, const std::vector<Entry>& entries) {
+  const auto group_of = [groups](const Entry& e) {
+    return KeyGroupRanges::group_of(sluice::hash64(e.key), groups);
+  };
   std::vector<uint64_t> first(size_t{groups} + 1, 0);
-  std::vector<uint32_t> group(entries.size());
-  for (size_t i = 0; i < entries.size(); ++i) {
-    group[i] = KeyGroupRanges::group_of(sluice::hash64(entries[i].key), groups);
-    ++first[group[i] + 1];
-  }
+  for (const Entry& e : entries) ++first[group_of(e) + 1];
   for (uint32_t g = 0; g < groups; ++g) first[g + 1] += first[g];
   w.put(groups);
   w.put(static_cast<uint32_t>(sizeof(Entry)));
   w.put_raw(first.data(), first.size());
   // Each entry copied once, straight to its place (in the order put
-  // within a group).
+  // within a group); its group hashed again rather than kept, so that
+  // nothing the size of the state is allocated here.
   char* const at = w.grow(entries.size() * sizeof(Entry));
   std::vector<uint64_t> next(first.begin(), first.end() - 1);
-  for (size_t i = 0; i < entries.size(); ++i)
-    std::memcpy(at + next[group[i]]++ * sizeof(Entry), &entries[i], sizeof(Entry));
+  for (const Entry& e : entries)
+    std::memcpy(at + next[group_of(e)]++ * sizeof(Entry), &e, sizeof(Entry));
 }
 
 // A snapshot file read in pieces (pread), so that a restore reads the

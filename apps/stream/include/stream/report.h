@@ -52,6 +52,10 @@ struct Report {
   uint64_t restored_state_max = 0;    // the most of them any one worker read
   double seconds = 0;                 // wall time of the run on this rank
   double cpu_seconds = 0;             // process CPU time during the run
+  double checkpoint_pause_ms = 0;     // checkpoints holding the workers' loops, summed over
+                                      // workers: barrier alignment and taking snapshots
+  double checkpoint_sync_ms = 0;      // of it, taking the snapshots (the files are written
+                                      // beside, Flink's asynchronous part)
 
   // Adds another worker's or rank's figures (seconds: the larger; not the
   // failure).

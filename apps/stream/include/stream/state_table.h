@@ -19,6 +19,7 @@
 
 #include <sluice/hash.h>
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -83,15 +84,40 @@ class StateTable {
   }
 
   // Calls f(key, state) for every entry changed since the last call (every
-  // entry if `all`), and marks them all clean.
+  // entry if `all`), in slot order, and marks them all clean. f must not
+  // change the table. The occupancy bytes are read eight at a time (a
+  // sparse delta skips most words whole), and the entries found are handed
+  // out a batch at a time, each batch's slots prefetched before any is
+  // read: the changed slots of a large table are scattered cache misses,
+  // and this overlaps them.
   template <class F>
   void take_changed(bool all, F&& f) {
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      if (used_[i] == kChanged || (all && used_[i] != kEmpty)) {
+    constexpr uint64_t kLow7 = 0x7f7f7f7f7f7f7f7full, kHigh = 0x8080808080808080ull;
+    constexpr uint64_t kChangedBytes = 0x0202020202020202ull;
+    static_assert(kChanged == 2 && std::endian::native == std::endian::little);
+    // The high bit of each byte of x that is zero (exact: no carry crosses a byte).
+    const auto zero_bytes = [](uint64_t x) { return ~(((x & kLow7) + kLow7) | x) & kHigh; };
+    constexpr size_t kBatch = 32;
+    size_t batch[kBatch];
+    size_t n = 0;
+    const auto hand_out = [&] {
+      for (size_t k = 0; k < n; ++k) f(slots_[batch[k]].key, slots_[batch[k]].state);
+      n = 0;
+    };
+    const size_t size = used_.size();  // a power of two, at least 16
+    for (size_t w = 0; w < size; w += 8) {
+      uint64_t x;
+      std::memcpy(&x, used_.data() + w, sizeof x);
+      uint64_t hits = all ? ~zero_bytes(x) & kHigh : zero_bytes(x ^ kChangedBytes);
+      for (; hits != 0; hits &= hits - 1) {
+        const size_t i = w + static_cast<size_t>(std::countr_zero(hits)) / 8;
         used_[i] = kClean;
-        f(slots_[i].key, slots_[i].state);
+        __builtin_prefetch(&slots_[i]);
+        batch[n++] = i;
+        if (n == kBatch) hand_out();
       }
     }
+    hand_out();
   }
 
   void clear() {

@@ -51,6 +51,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -494,6 +495,11 @@ class StreamWorker {
   // every barrier before it takes its snapshot, so all agree. A savepoint
   // completes before the worker goes on (to its stop).
   void checkpoint() {
+    const auto began = std::chrono::steady_clock::now();
+    const auto ms_since = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t)
+          .count();
+    };
     const uint64_t c = ckpt_id_ + 1;
     if (stop_asked()) savepoint_at_ = c;
     end_epoch(watermark());
@@ -503,11 +509,17 @@ class StreamWorker {
     }
     flush_out();
     if (!wait_all(barriers_, c)) return;
-    std::vector<char> bytes;
+    SnapshotBytes bytes;
+    const auto taking = std::chrono::steady_clock::now();
     if (!guarded([&] { bytes = snapshot(c); })) return;
+    report_.checkpoint_sync_ms += ms_since(taking);
     pending_ = c;
-    writing_ = std::async(std::launch::async, [path = snapshot_path(opt_.checkpoint.dir, c, me_),
-                                               b = std::move(bytes)] { write_durably(path, b); });
+    writing_ = std::async(std::launch::async,
+                          [path = snapshot_path(opt_.checkpoint.dir, c, me_),
+                           b = std::move(bytes)]() mutable -> SnapshotBytes {
+                            write_durably(path, b);
+                            return std::move(b);  // the next snapshot's buffer
+                          });
     for (uint32_t j = 0; j < workers_ && ok(); ++j) {
       if (j != me_) push(j, Message{c, kTakenMsg, {}});
     }
@@ -520,6 +532,7 @@ class StreamWorker {
       return;
     }
     takens_.erase(c);
+    report_.checkpoint_pause_ms += ms_since(began);
     if (savepoint_at_ == c) finish_checkpoint();
   }
 
@@ -531,7 +544,7 @@ class StreamWorker {
     const uint64_t c = pending_;
     if (!written_) {
       if (writing_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
-      if (!guarded([&] { writing_.get(); })) return;
+      if (!guarded([&] { spare_bytes_ = writing_.get(); })) return;
       written_ = true;
       sluice::kill_point("stream-checkpoint-written");  // snapshot whole, checkpoint incomplete
       for (uint32_t j = 0; j < workers_ && ok(); ++j) {
@@ -588,7 +601,7 @@ class StreamWorker {
     }
   }
 
-  std::vector<char> snapshot(uint64_t c) {
+  SnapshotBytes snapshot(uint64_t c) {
     WorkerSnapshot w;
     w.id = c;
     w.worker = me_;
@@ -619,12 +632,15 @@ class StreamWorker {
       if constexpr (Op::kIncremental) w.windows = op_.windows();
     }
     last_snapshot_ = c;
-    std::vector<char> bytes =
-        encode_snapshot(opt_.checkpoint.fingerprint, w, [&](SnapshotWriter& out) {
-          std::vector<typename Op::StateMsg> entries;
-          op_.snapshot(whole, [&](const typename Op::StateMsg& e) { entries.push_back(e); });
-          put_state(out, groups_.groups(), entries);
-        });
+    SnapshotBytes bytes = encode_snapshot(
+        opt_.checkpoint.fingerprint, w,
+        [&](SnapshotWriter& out) {
+          snapshot_entries_.clear();
+          op_.snapshot(whole,
+                       [&](const typename Op::StateMsg& e) { snapshot_entries_.push_back(e); });
+          put_state(out, groups_.groups(), snapshot_entries_);
+        },
+        std::move(spare_bytes_));
     report_.checkpoint_bytes += bytes.size();
     return bytes;
   }
@@ -781,8 +797,13 @@ class StreamWorker {
   // This run's last snapshot here (0: none yet: the next is whole) and the
   // whole one it builds on.
   uint64_t last_snapshot_ = 0, chain_root_ = 0;
-  std::future<void> writing_;  // its writer
-  bool written_ = false;       // this worker's snapshot of pending_ is written (and said so)
+  std::future<SnapshotBytes> writing_;  // its writer (it hands the buffer back)
+  bool written_ = false;  // this worker's snapshot of pending_ is written (and said so)
+  // The last snapshot's entries and file image, kept (emptied, capacity
+  // and pages kept) for the next: taking a snapshot faults in no fresh
+  // memory, at the cost of holding the largest snapshot's size twice.
+  std::vector<typename Op::StateMsg> snapshot_entries_;
+  SnapshotBytes spare_bytes_;
 };
 
 }  // namespace detail
