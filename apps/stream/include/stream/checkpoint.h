@@ -179,7 +179,6 @@ class SnapshotWriter {
     return bytes_.data() + bytes_.size() - n;
   }
   size_t size() const { return bytes_.size(); }
-  const SnapshotBytes& bytes() const { return bytes_; }
   // The bytes written, moved out (the writer is empty afterwards).
   SnapshotBytes take() { return std::move(bytes_); }
 
@@ -507,16 +506,23 @@ struct StateIndex {
 };
 
 // The header of the snapshot in `file` (its bytes up to the state
-// section), read past the magic and the state section's offset.
-inline SnapshotReader read_header(const SnapshotFile& file) {
+// section): its format, where its state section starts, and a reader of
+// the fields after those two.
+struct SnapshotHeader {
+  uint64_t magic;     // kSnapshotMagic or kSnapshotMagicV3
+  uint64_t state_at;  // the state section's first byte
+  SnapshotReader rest;
+};
+inline SnapshotHeader read_header(const SnapshotFile& file) {
   if (file.size() < 2 * sizeof(uint64_t)) throw not_a_snapshot(file.path(), 0);
-  if (const auto magic = file.read_value<uint64_t>(0);
-      magic != kSnapshotMagic && magic != kSnapshotMagicV3)
+  const auto magic = file.read_value<uint64_t>(0);
+  if (magic != kSnapshotMagic && magic != kSnapshotMagicV3)
     throw not_a_snapshot(file.path(), magic);
-  SnapshotReader r(file.read(0, file.read_value<uint64_t>(sizeof(uint64_t))), file.path());
+  const auto state_at = file.read_value<uint64_t>(sizeof(uint64_t));
+  SnapshotReader r(file.read(0, state_at), file.path());
   r.get<uint64_t>();
   r.get<uint64_t>();
-  return r;
+  return {magic, state_at, std::move(r)};
 }
 
 // Reads checkpoint `id`'s snapshot header from `file` and its state
@@ -527,8 +533,9 @@ inline WorkerSnapshot decode_snapshot(const SnapshotFile& file, uint64_t id,
                                       const std::string& fingerprint, const std::string& dir,
                                       StateIndex* index) {
   const std::string& path = file.path();
-  const auto state_at = file.read_value<uint64_t>(sizeof(uint64_t));
-  SnapshotReader r = read_header(file);
+  SnapshotHeader header = read_header(file);
+  const uint64_t state_at = header.state_at;
+  SnapshotReader& r = header.rest;
   const std::string theirs = r.get_string();
   if (theirs != fingerprint) {
     throw std::runtime_error("checkpoint " + std::to_string(id) + " in " + dir +
@@ -561,7 +568,7 @@ inline WorkerSnapshot decode_snapshot(const SnapshotFile& file, uint64_t id,
     throw std::runtime_error(path + " is damaged: its watermark vector has the wrong size");
   s.position = r.get_string();
   s.token = r.get_string();
-  if (file.read_value<uint64_t>(0) == kSnapshotMagic) {
+  if (header.magic == kSnapshotMagic) {
     s.base = r.get<uint64_t>();
     s.windows = r.get_vector<int64_t>();
     if (s.base >= s.id)
@@ -675,7 +682,7 @@ WorkerSnapshot read_chain(const std::string& dir, uint64_t id, uint32_t g,
 // whole file is checked when it is read).
 inline uint32_t snapshot_workers(const std::string& path) {
   const SnapshotFile file(path);
-  SnapshotReader r = read_header(file);
+  SnapshotReader r = read_header(file).rest;
   r.get_string();     // the fingerprint
   r.get<uint64_t>();  // the id
   r.get<uint32_t>();  // the worker
