@@ -48,7 +48,7 @@ struct EngineOptions {
   // the flow after a view passes that view, so that a run started in a
   // view that has changed gives up at once on every member alike.
   std::optional<View> view;
-  CheckpointOptions checkpoint;  // checkpoints and restoring one (checkpoint.h)
+  CheckpointOptions checkpoint;  // checkpoints and restoring one (checkpoint_dir.h)
   // Called by the first worker of each rank when a checkpoint completed
   // (with its id), from that worker's thread; may be empty.
   std::function<void(uint64_t)> on_checkpoint;
