@@ -71,11 +71,11 @@ demo-shuffle: configure
 # downloads wait on the network, not the CPU).
 test: test-packages
 	@$(MAKE) --no-print-directory -j2 build test-programs
-	cd build && ../scripts/ctest.sh $(CTEST_FLAGS) -j$(CTEST_JOBS) -LE 'slow|fuzz'
+	cd build && ../scripts/test-env.sh ctest $(CTEST_FLAGS) -j$(CTEST_JOBS) -LE 'slow|fuzz'
 
 # The unit tier alone (one process per case, no job): about 20 s.
 test-unit: build
-	cd build && ../scripts/ctest.sh $(CTEST_FLAGS) -j$(CTEST_JOBS) -L unit -LE 'slow|fuzz'
+	cd build && ../scripts/test-env.sh ctest $(CTEST_FLAGS) -j$(CTEST_JOBS) -L unit -LE 'slow|fuzz'
 
 # The long soaks and big shapes, and what only they need: the go-redis
 # check program (about 35 CPU-seconds to build, so not in test-tools) and
@@ -84,13 +84,13 @@ test-unit: build
 test-slow: build test-tools
 	@scripts/install-go-redis-check.sh
 	cmake --build build --target slow_tests
-	cd build && ../scripts/ctest.sh $(CTEST_FLAGS) -L slow
+	cd build && ../scripts/test-env.sh ctest $(CTEST_FLAGS) -L slow
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: deps test-tools
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=address $(CMAKE_FLAGS)
 	cmake --build build-asan
-	cd build-asan && ../scripts/ctest.sh $(CTEST_FLAGS) -LE 'slow|fuzz'
+	cd build-asan && ../scripts/test-env.sh ctest $(CTEST_FLAGS) -LE 'slow|fuzz'
 
 # The concurrent tests under ThreadSanitizer, then the multi-threaded unit
 # tests and the system tests whose ranks run several threads (flow,
@@ -100,8 +100,8 @@ TSAN_TESTS := '^(unit\.(replicate|fault_regression|registry)_test|system\.(flow|
 tsan: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build build-tsan
-	cd build-tsan && ../scripts/ctest.sh $(CTEST_FLAGS) -L concurrent
-	cd build-tsan && ../scripts/ctest.sh $(CTEST_FLAGS) -R $(TSAN_TESTS)
+	cd build-tsan && ../scripts/test-env.sh ctest $(CTEST_FLAGS) -L concurrent
+	cd build-tsan && ../scripts/test-env.sh ctest $(CTEST_FLAGS) -R $(TSAN_TESTS)
 
 # clang's thread-safety analysis of the library (src/common/mutex.h: every
 # member a lock guards says so) in build-tsa; a warning fails the target. Not

@@ -7,7 +7,9 @@ system, wall seconds, minor page faults, exit status and name. What
 `make test`'s budget spends is CPU on a 2-core machine, so this says where
 it goes; the sum is close to /usr/bin/time's for the whole ctest run.
 
-    bench/ci/test_cpu.py --build build --jobs 3 --out /tmp/cpu.tsv [-- CTEST_ARGS]
+    scripts/test-env.sh bench/ci/test_cpu.py --build build --jobs 3 --out /tmp/cpu.tsv [-- CTEST_ARGS]
+
+(scripts/test-env.sh: as make test runs them, /proc/kallsyms hidden.)
     sort -rn /tmp/cpu.tsv | head -30
 
 CTEST_ARGS default to -LE 'slow|fuzz' (make test's selection). Processes a
