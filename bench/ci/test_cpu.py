@@ -8,9 +8,10 @@ system, wall seconds, minor page faults, exit status and name. What
 it goes; the sum is close to /usr/bin/time's for the whole ctest run.
 
     scripts/test-env.sh bench/ci/test_cpu.py --build build --jobs 3 --out /tmp/cpu.tsv [-- CTEST_ARGS]
-
-(scripts/test-env.sh: as make test runs them, /proc/kallsyms hidden.)
     sort -rn /tmp/cpu.tsv | head -30
+
+(scripts/test-env.sh runs the tests as make test does: /proc/kallsyms
+hidden.)
 
 CTEST_ARGS default to -LE 'slow|fuzz' (make test's selection). Processes a
 test leaves behind unreaped (a daemonized broker) are not counted.
