@@ -236,15 +236,32 @@ void append_bytes(std::string& out, const T* data, size_t n) {
 std::string encode_report(const Report& mine) {
   std::vector<LateCount> late;
   for (const auto& [w, n] : mine.late) late.push_back({w, n});
-  Figures f{
-      mine.records_in,     mine.input_bytes,        mine.rows,          mine.checksum,
-      mine.bytes_moved,    mine.bytes_remote,       mine.epochs,        mine.state_entries,
-      mine.state_bytes,    mine.checkpoints,        mine.restored_from, mine.resumed_at,
-      mine.recoveries,     mine.replayed,           mine.savepoint,     mine.rescaled_from,
-      mine.restored_state, mine.restored_state_max, mine.updates,       mine.checkpoint_bytes,
-      mine.seconds,        mine.cpu_seconds,        late.size(),        mine.latency_ms.size()};
-  f.checkpoint_pause_ms = mine.checkpoint_pause_ms;
-  f.checkpoint_sync_ms = mine.checkpoint_sync_ms;
+  const Figures f{mine.records_in,
+                  mine.input_bytes,
+                  mine.rows,
+                  mine.checksum,
+                  mine.bytes_moved,
+                  mine.bytes_remote,
+                  mine.epochs,
+                  mine.state_entries,
+                  mine.state_bytes,
+                  mine.checkpoints,
+                  mine.restored_from,
+                  mine.resumed_at,
+                  mine.recoveries,
+                  mine.replayed,
+                  mine.savepoint,
+                  mine.rescaled_from,
+                  mine.restored_state,
+                  mine.restored_state_max,
+                  mine.updates,
+                  mine.checkpoint_bytes,
+                  mine.seconds,
+                  mine.cpu_seconds,
+                  late.size(),
+                  mine.latency_ms.size(),
+                  mine.checkpoint_pause_ms,
+                  mine.checkpoint_sync_ms};
   std::string out;
   append_bytes(out, &f, 1);
   append_bytes(out, late.data(), late.size());
