@@ -138,13 +138,17 @@ func wrongType(i input, st state) bool {
 	if isSetOp(i.op) {
 		return st.set == ""
 	}
+	if isZsetOp(i.op) {
+		return st.zset == ""
+	}
+	collection := st.hash != "" || st.list != "" || st.set != "" || st.zset != ""
 	switch i.op {
 	case "put", "delete", "expire", "ttl", "type", "sweep":
 		return false
-	case "setxx": // SET XX replaces a hash, list or set; SET XX GET reads it first
-		return (st.hash != "" || st.list != "" || st.set != "") && i.expected == "get"
+	case "setxx": // SET XX replaces any type; SET XX GET reads it first
+		return collection && i.expected == "get"
 	}
-	return st.hash != "" || st.list != "" || st.set != ""
+	return collection
 }
 
 // withFields is st holding m (absent if m is empty), its deadline kept.
@@ -152,7 +156,7 @@ func withFields(st state, m map[string]string) state {
 	if len(m) == 0 {
 		return state{}
 	}
-	return state{true, "", st.deadline, encodeFields(m), "", ""}
+	return state{true, "", st.deadline, encodeFields(m), "", "", ""}
 }
 
 // stepHash: a hash op on a key that is absent or holds a hash.

@@ -68,7 +68,7 @@ func withElements(st state, l []string) state {
 	if len(l) == 0 {
 		return state{}
 	}
-	return state{true, "", st.deadline, "", encodeNames(l), ""}
+	return state{true, "", st.deadline, "", encodeNames(l), "", ""}
 }
 
 // listRange is Redis's [first, last] of start and stop in a list of n

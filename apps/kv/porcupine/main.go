@@ -9,7 +9,8 @@
 // with op one of put, get, delete, cas, incrby, incrbyfloat, append,
 // setrange (expected: the offset), setnx, getset, getdel, setxx
 // (expected "get": SET XX GET), expire, ttl, getex, sweep, type, and the
-// hash ops (hash.go), the list ops (list.go) and the set ops (set.go); ok
+// hash ops (hash.go), the list ops (list.go), the set ops (set.go) and the
+// sorted-set ops (zset.go); ok
 // and out what the store
 // answered (get: ok = the key exists, out its value; delete: ok = the key
 // existed; cas: ok = swapped; incrby: ok = added, out the new number;
@@ -19,7 +20,8 @@
 // the key exists, out its deadline or "-1"; getex: as get; see
 // apps/kv/store.h); call and return the invocation and completion times
 // (any unit, one clock for all clients). The model is a map from key to
-// value (a string, a hash's fields, a list's elements or a set's members)
+// value (a string, a hash's fields, a list's elements, a set's members or a
+// sorted set's members and scores)
 // and deadline, checked key by key
 // (porcupine's partitions). An op on a key of the other type must answer
 // not ok with Redis's WRONGTYPE error as out, and changes nothing.
@@ -47,7 +49,7 @@
 // check key by key cannot see).
 //
 // The commands on several keys (multi: EXEC, MSET, MSETNX; rename,
-// renamenx, flushall), the reads of the whole keyspace (dbsize, keys,
+// renamenx, flushall; and those of lists, sets and sorted sets), the reads of the whole keyspace (dbsize, keys,
 // scan) and watch are refused as bad input (exit 2): the model is checked
 // key by key, and such a command is not an operation on one key. Their
 // tests run in jobs that keep no history.
@@ -181,7 +183,8 @@ func formatFloat(v float64) string {
 // (0: none); a hash holds its fields in `hash` (hash.go: as the store's
 // HGETALL answers them, so that states compare with ==) and no value; a
 // list its elements in `list` (list.go: as LRANGE 0 -1 answers them); a
-// set its members in `set` (set.go: as SMEMBERS answers them).
+// set its members in `set` (set.go: as SMEMBERS answers them); a sorted set
+// its members and scores in `zset` (zset.go: in Redis's order).
 type state struct {
 	present  bool
 	value    string
@@ -189,6 +192,7 @@ type state struct {
 	hash     string
 	list     string
 	set      string
+	zset     string
 }
 
 // The key as an operation stamped `now` finds it: absent once its deadline
@@ -278,9 +282,12 @@ var keyModel = porcupine.Model{
 		if isSetOp(i.op) {
 			return stepSet(st, i, o)
 		}
+		if isZsetOp(i.op) {
+			return stepZset(st, i, o)
+		}
 		switch i.op {
 		case "put":
-			return o.ok || o.unknown, settle(state{true, i.value, st.deadline, "", "", ""}, i)
+			return o.ok || o.unknown, settle(state{true, i.value, st.deadline, "", "", "", ""}, i)
 		case "get":
 			if o.unknown {
 				return true, st
@@ -293,7 +300,7 @@ var keyModel = porcupine.Model{
 			return o.unknown || o.ok == st.present, state{}
 		case "cas":
 			if st.present && st.value == i.expected {
-				return o.ok || o.unknown, state{true, i.value, 0, "", "", ""}
+				return o.ok || o.unknown, state{true, i.value, 0, "", "", "", ""}
 			}
 			return !o.ok || o.unknown, st
 		case "incrby":
@@ -307,7 +314,7 @@ var keyModel = porcupine.Model{
 				return !o.ok || o.unknown, st // an error: nothing changed
 			}
 			out := strconv.FormatInt(sum, 10)
-			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, "", "", ""}
+			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, "", "", "", ""}
 		case "incrbyfloat":
 			now, nowOk := 0.0, true
 			if st.present {
@@ -319,7 +326,7 @@ var keyModel = porcupine.Model{
 				return !o.ok || o.unknown, st // an error: nothing changed
 			}
 			out := formatFloat(sum)
-			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, "", "", ""}
+			return o.unknown || (o.ok && o.out == out), state{true, out, st.deadline, "", "", "", ""}
 		case "setrange":
 			offset, ok := parseInteger(i.expected)
 			if !ok || offset < 0 {
@@ -333,10 +340,10 @@ var keyModel = porcupine.Model{
 				v += strings.Repeat("\x00", end-len(v))
 			}
 			v = v[:offset] + i.value + v[int(offset)+len(i.value):]
-			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, "", "", ""}
+			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, "", "", "", ""}
 		case "append":
 			v := st.value + i.value
-			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, "", "", ""}
+			return o.unknown || (o.ok && o.out == strconv.Itoa(len(v))), state{true, v, st.deadline, "", "", "", ""}
 		case "type":
 			want := "string"
 			if st.hash != "" {
@@ -348,12 +355,15 @@ var keyModel = porcupine.Model{
 			if st.set != "" {
 				want = "set"
 			}
+			if st.zset != "" {
+				want = "zset"
+			}
 			return o.unknown || (o.ok == st.present && (!st.present || o.out == want)), st
 		case "setnx":
 			if st.present {
 				return o.unknown || (!o.ok && o.out == st.value), st
 			}
-			return o.ok || o.unknown, settle(state{true, i.value, 0, "", "", ""}, i)
+			return o.ok || o.unknown, settle(state{true, i.value, 0, "", "", "", ""}, i)
 		case "getset", "getdel", "setxx":
 			saw := o.unknown || (o.ok == st.present && (!st.present || o.out == st.value))
 			switch {
@@ -362,7 +372,7 @@ var keyModel = porcupine.Model{
 			case i.op == "setxx" && !st.present:
 				return saw, st
 			}
-			return saw, settle(state{true, i.value, st.deadline, "", "", ""}, i)
+			return saw, settle(state{true, i.value, st.deadline, "", "", "", ""}, i)
 		case "expire":
 			if !st.present {
 				return !o.ok || o.unknown, st
@@ -438,6 +448,9 @@ var keyModel = porcupine.Model{
 			if isSetOp(i.op) {
 				return describeSet(i, o)
 			}
+			if isZsetOp(i.op) {
+				return describeZset(i, o)
+			}
 			return fmt.Sprintf("cas(%q, %q -> %q) -> %v", i.key, i.expected, i.value, o.ok)
 		}
 	},
@@ -454,6 +467,9 @@ var keyModel = porcupine.Model{
 		}
 		if st.set != "" {
 			return describeItems("set", st.set, 1, st.deadline)
+		}
+		if st.zset != "" {
+			return describeItems("sorted set", st.zset, 1, st.deadline)
 		}
 		if st.deadline != 0 {
 			return fmt.Sprintf("%q until %d", st.value, st.deadline)
@@ -503,29 +519,34 @@ func load(path string) ([]porcupine.Operation, error) {
 			"expire", "ttl", "getex", "sweep", "incrbyfloat", "setrange", "type", "hset", "hsetnx",
 			"hget", "hmget", "hdel", "hlen", "hgetall", "hincrby", "hincrbyfloat", "lpush", "rpush",
 			"lpushx", "rpushx", "lpop", "rpop", "llen", "lrange", "lindex", "lset", "lrem", "ltrim",
-			"linsert", "lpos", "sadd", "srem", "scard", "sismember", "smismember", "smembers", "spop", "srandmember":
+			"linsert", "lpos", "sadd", "srem", "scard", "sismember", "smismember", "smembers", "spop", "srandmember",
+			"zadd", "zrem", "zscore", "zcard", "zcount", "zrank", "zrange", "zremrange", "zpop", "zrandmember":
+			if hex := zsetHexNumber(r.Op, r.Value, r.Expected); hex != "" {
+				return nil, fmt.Errorf("%s:%d: op %q holds the hexadecimal number %q: the model reads decimal scores and bounds only (docs/kv.md, Sorted sets)", path, line, r.Op, hex)
+			}
 		case "sinter", "sunion", "sdiff", "sintercard":
 			// On one key (the history's key), a read of it; on several,
 			// refused as the commands below.
 			if keys, ok := decodeStrings(r.Value, 1); !ok || len(keys) != 1 || keys[0] != *r.Key {
 				return nil, fmt.Errorf("%s:%d: op %q names several keys: the key-by-key model cannot check it; a checked history must not hold it (docs/kv.md, Sets)", path, line, r.Op)
 			}
-		case "hscan", "sscan":
+		case "hscan", "sscan", "zscan":
 			// A page in the store's hash order: refused as scan is.
 			return nil, fmt.Errorf("%s:%d: op %q pages through a key in the store's hash order: the model does not check cursor reads; a checked history must not hold it (docs/kv.md, Hashes)", path, line, r.Op)
 		case "multi", "rename", "renamenx", "flushall", "watch", "dbsize", "keys", "scan", "smove",
-			"lmove", "lmpop", "sinterstore", "sunionstore", "sdiffstore":
+			"lmove", "lmpop", "sinterstore", "sunionstore", "sdiffstore", "zrangestore", "zcombine",
+			"zcombinestore", "zmpop":
 			// Refused, not skipped: leaving them out would check a history
 			// that is not the one the store ran.
 			return nil, fmt.Errorf("%s:%d: op %q acts on several keys or the whole keyspace (or, watch, reads the store's version): the key-by-key model cannot check it; a checked history must not hold it (docs/kv.md, Transactions)", path, line, r.Op)
 		default:
-			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, incrbyfloat, append, setrange, setnx, getset, getdel, setxx, expire, ttl, getex, sweep, type, a hash op (hset, hsetnx, hget, hmget, hdel, hlen, hgetall, hincrby, hincrbyfloat), a list op (lpush, rpush, lpushx, rpushx, lpop, rpop, llen, lrange, lindex, lset, lrem, ltrim, linsert, lpos) or a set op (sadd, srem, scard, sismember, smismember, smembers, spop, srandmember, sinter, sunion, sdiff, sintercard)", path, line, r.Op)
+			return nil, fmt.Errorf("%s:%d: op %q is not put, get, delete, cas, incrby, incrbyfloat, append, setrange, setnx, getset, getdel, setxx, expire, ttl, getex, sweep, type, a hash op (hset, hsetnx, hget, hmget, hdel, hlen, hgetall, hincrby, hincrbyfloat), a list op (lpush, rpush, lpushx, rpushx, lpop, rpop, llen, lrange, lindex, lset, lrem, ltrim, linsert, lpos), a set op (sadd, srem, scard, sismember, smismember, smembers, spop, srandmember, sinter, sunion, sdiff, sintercard) or a sorted-set op (zadd, zrem, zscore, zcard, zcount, zrank, zrange, zremrange, zpop, zrandmember)", path, line, r.Op)
 		}
 		switch r.Op {
 		case "get", "delete", "getdel", "expire", "ttl", "getex", "sweep", "type", "hget", "hmget",
 			"hdel", "hlen", "hgetall", "lpop", "rpop", "llen", "lrange", "lindex", "lrem", "ltrim",
 			"lpos", "srem", "scard", "sismember", "smismember", "smembers", "spop", "srandmember", "sinter",
-			"sunion", "sdiff", "sintercard":
+			"sunion", "sdiff", "sintercard", "zscore", "zcard", "zcount", "zrank", "zrange", "zrandmember":
 			if r.Refused {
 				return nil, fmt.Errorf("%s:%d: a %s cannot be refused (only writes are)", path, line, r.Op)
 			}

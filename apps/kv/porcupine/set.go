@@ -68,7 +68,7 @@ func withMembers(st state, m map[string]bool) state {
 	if len(m) == 0 {
 		return state{}
 	}
-	return state{true, "", st.deadline, "", "", encodeNames(sortedMembers(m))}
+	return state{true, "", st.deadline, "", "", encodeNames(sortedMembers(m)), ""}
 }
 
 // chosen: whether `out` is what spop or srandmember (i) may answer from the
