@@ -106,7 +106,8 @@ bool memory_phase(sluice::Cluster& cluster, const sn::Options& opt, const sn::La
     sn::FreeSlotWatch watch;
     if (claims != nullptr) watch = sn::FreeSlotWatch{claims, results, claims_offset, free};
     rm = std::make_unique<sn::ResourceManager>(cluster, layout, flows, tables,
-                                               std::move(lost_at_setup), std::move(watch));
+                                               std::move(lost_at_setup), std::move(watch),
+                                               !opt.no_recovery);
   }
   *ranks = meet(cluster, phase_name("nam-exposed", phase), *ranks);
   if (compute_ranks_of(*ranks, opt.memory_servers).empty()) {
@@ -186,6 +187,7 @@ std::unique_ptr<sn::Transactions> open_client(sluice::Cluster& cluster, const sn
   sn::RsiOptions ro;
   ro.recovery_timeout = std::chrono::milliseconds(opt.recovery_timeout_ms);
   ro.lost_server = &watch.lost();
+  ro.recover = !opt.no_recovery;
   auto rsi = std::make_unique<sn::RsiClient>(cluster, layout, id, ro);
   *path = rsi->path();
   return rsi;
@@ -298,6 +300,7 @@ int report(sluice::JobContext& ctx, const sn::Options& opt, const sn::Layout& la
   if (protocol == "rsi") {
     sn::RsiOptions sweep_options;
     sweep_options.lost_server = &watch.lost();
+    sweep_options.recover = !opt.no_recovery;
     sn::RsiClient sweeper(cluster, layout, (rank - m) * opt.clients, sweep_options);
     const uint32_t swept = sweeper.recover_unretired();
     total.forward += sweeper.stats().recovered_forward;

@@ -106,6 +106,7 @@ int run_newcomer(JobContext& ctx, const Options& opt, const Layout& layout,
             RsiOptions ro;
             ro.recovery_timeout = std::chrono::milliseconds(opt.recovery_timeout_ms);
             ro.lost_server = &watch.lost();
+            ro.recover = !opt.no_recovery;
             ro.starts_parked = true;
             auto rsi = std::make_unique<RsiClient>(cluster, layout, id, ro);
             paths[t] = rsi->path();

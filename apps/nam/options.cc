@@ -92,6 +92,11 @@ void add_options(CLI::App& app, Options* options) {
             "A client silent this long with a pending timestamp or a lock is presumed dead and "
             "recovered")
       ->group("Roles");
+  app.add_flag("--no-recovery", o.no_recovery,
+               "Fail the run, naming the client, where a client that died would be recovered "
+               "(RSI: a timestamp or lock of its held past --recovery-timeout-ms; 2PC: its "
+               "rank's requests ended abnormally): fail-stop, as without sluice-nam's recovery")
+      ->group("Roles");
   const char* workload = "Workload";
   app.add_option("--workload", w.workload,
                  "checkout: TPC-W-like, read 3 products, insert an order and 3 order lines, "

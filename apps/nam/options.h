@@ -32,6 +32,7 @@ struct Options {
   uint32_t versions = 2;                        // --versions per record
   uint64_t max_timestamps = uint64_t{1} << 27;  // 32 MiB of vector on memory server 0
   uint32_t recovery_timeout_ms = 2000;
+  bool no_recovery = false;       // --no-recovery: a client that dies fails the run
   uint32_t spare_clients = 0;     // --spare-clients: slots a restarted rank takes (spares.h)
   uint32_t overflow_entries = 0;  // --overflow-entries per table and memory server (RSI)
   std::string history;            // --history PREFIX: PREFIX.<client>.jsonl

@@ -104,6 +104,9 @@ struct RsiOptions {
   // it (giving up every timestamp others may have passed), and retire()
   // ends the park of one that never began.
   bool starts_parked = false;
+  // False (--no-recovery): recover_client throws NamError naming the client
+  // instead of recovering it.
+  bool recover = true;
   KillPoint test_kill = KillPoint::kNone;
   uint64_t test_kill_on_commit = 1;  // the n-th commit (1-based) that gets that far
   // In-process tests: throw TestKilled at the kill point instead of raising

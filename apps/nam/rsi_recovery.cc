@@ -62,6 +62,9 @@ void RsiClient::resolve(uint64_t c, const std::vector<LogEntry>& entries) {
 
 void RsiClient::recover_client(uint32_t j, uint64_t p) {
   if (j == client_) return;
+  if (!options_.recover)
+    throw NamError("nam: client " + std::to_string(j) + " held timestamp " + std::to_string(p) +
+                   " past the recovery timeout, and recovery is off (--no-recovery)");
   // Fence j's first unfinished timestamp: j can then never commit it, nor
   // any later one (they come after it).
   for (;;) {

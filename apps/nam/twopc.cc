@@ -145,7 +145,8 @@ struct ResourceManager::Impl {
   TwoPcFlows flows;
   std::vector<std::byte*> tables;
   uint32_t me;
-  uint32_t ranks;  // compute ranks
+  bool recover = true;  // false: a group lost fails serve() (--no-recovery)
+  uint32_t ranks;       // compute ranks
   // A group is whoever sends on one request flow: compute rank k's clients
   // (group k < ranks), or free client slot id run by a process new to the
   // job (group ranks + id, once admitted).
@@ -403,6 +404,10 @@ struct ResourceManager::Impl {
   // Group g's requests ended here (abnormally: `was_lost`): report its
   // clients' last transactions to server 0.
   void rank_ended(uint32_t g, bool was_lost) {
+    if (was_lost && !recover)
+      throw NamError("nam 2pc: memory server rank " + std::to_string(me) + ": " + who(g) +
+                     " was lost, and recovery is off (--no-recovery): its clients' transactions "
+                     "stay unresolved");
     ended[g] = 1;
     lost[g] = was_lost;
     std::vector<PeerEntry> e;
@@ -535,10 +540,12 @@ struct ResourceManager::Impl {
 
 ResourceManager::ResourceManager(Cluster& cluster, const Layout& layout, const TwoPcFlows& flows,
                                  std::vector<std::byte*> tables,
-                                 std::vector<std::string> lost_at_setup, FreeSlotWatch slots)
+                                 std::vector<std::string> lost_at_setup, FreeSlotWatch slots,
+                                 bool recover)
     : impl_(new Impl(cluster, layout, flows, std::move(tables), std::move(lost_at_setup),
                      std::move(slots))) {
   Impl& m = *impl_;
+  m.recover = recover;
   if (m.me == 0) {
     m.done.assign(std::max<uint64_t>(1 << 16, 4ull * layout.clients), 0);
     m.verdict.assign(layout.clients, PeerEntry{0, 0});

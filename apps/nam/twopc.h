@@ -122,10 +122,13 @@ class ResourceManager {
   // `tables[t]`: this server's region bytes of table t. `lost_at_setup`:
   // declare_two_pc's (empty: every compute rank's flows were declared).
   // `slots`: memory server 0's (the other servers learn of admitted slots
-  // from it; with no free slot nobody is admitted).
+  // from it; with no free slot nobody is admitted). `recover` false
+  // (--no-recovery): a compute rank or slot whose requests end abnormally
+  // makes serve() throw NamError naming it, instead of the termination
+  // protocol resolving its clients' transactions.
   ResourceManager(Cluster& cluster, const Layout& layout, const TwoPcFlows& flows,
                   std::vector<std::byte*> tables, std::vector<std::string> lost_at_setup = {},
-                  FreeSlotWatch slots = {});
+                  FreeSlotWatch slots = {}, bool recover = true);
   ~ResourceManager();
   // Serves until every compute rank's and admitted slot's requests ended,
   // the transactions of those that ended abnormally are resolved (a compute
