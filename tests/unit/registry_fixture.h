@@ -1,6 +1,7 @@
 // A registry on a thread of the test process, clients that join it, and raw
 // connections that speak frames by hand: the fixture of registry_test.cc,
-// registry_views_test.cc and registry_spares_test.cc.
+// registry_loss_test.cc, registry_limits_test.cc, registry_views_test.cc and
+// registry_spares_test.cc.
 #pragma once
 
 #include <arpa/inet.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -164,6 +166,51 @@ inline std::string bootstrap_error(const std::map<std::string, std::string>& env
     return std::string(e.what());
   }
   return std::string();
+}
+
+// RegistryFixture with raw joins and a check that the registry serves.
+class RegistryRawFixture : public RegistryFixture {
+ protected:
+  // Joins `rank` on a raw socket and reads the WELCOME.
+  std::unique_ptr<RawConn> raw_join(uint32_t rank, uint32_t world) {
+    auto raw = std::make_unique<RawConn>(server_->port());
+    EXPECT_TRUE(raw->connected());
+    raw->send(hello_frame(rank, world));
+    Frame f;
+    EXPECT_TRUE(raw->read_frame(&f));
+    EXPECT_EQ(f.header.type, static_cast<uint16_t>(MsgType::kWelcome));
+    return raw;
+  }
+  // Put/get round trip through `c`: proves the registry is still serving.
+  static void expect_serving(RegistryClient& c, const std::string& key) {
+    c.put(key, "alive");
+    EXPECT_EQ(c.get(key, in(std::chrono::seconds(5))), "alive");
+  }
+};
+
+// Polls `pred` until it holds or `limit` passes.
+inline bool eventually(const std::function<bool()>& pred,
+                       std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
+  const Deadline deadline = in(limit);
+  while (!pred()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+// The code of the sluice::Error `fn` throws (and its message into
+// *message); a failure if it throws none.
+template <class Fn>
+ErrorCode code_of(Fn&& fn, std::string* message = nullptr) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (message != nullptr) *message = e.what();
+    return e.code();
+  }
+  ADD_FAILURE() << "no sluice::Error thrown";
+  return ErrorCode::kInternal;
 }
 
 }  // namespace sluice::control
