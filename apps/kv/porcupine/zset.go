@@ -111,10 +111,8 @@ func trimZeros(s string) string {
 	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
 }
 
-var (
-	decimalNumber  = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
-	infiniteNumber = regexp.MustCompile(`^(?i)[+-]?inf(inity)?$`)
-)
+// An infinity as strtod reads one (a decimal number: main.go's floatSyntax).
+var infiniteNumber = regexp.MustCompile(`^(?i)[+-]?inf(inity)?$`)
 
 const cSpace = " \t\n\v\f\r"
 
@@ -134,7 +132,7 @@ func strtod(text string) (v float64, ok, ranged bool) {
 		v, _ = strconv.ParseFloat(text, 64)
 		return v, true, false
 	}
-	if !decimalNumber.MatchString(text) {
+	if !floatSyntax.MatchString(text) {
 		return 0, false, false
 	}
 	v, err := strconv.ParseFloat(text, 64)
