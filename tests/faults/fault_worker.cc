@@ -44,6 +44,8 @@
 //                   mark by standalone_job.sh and resumed once rank 0 is in
 //                   the view without it; nothing it writes or pushes after
 //                   the view may land or come out (fence_scenarios.cc).
+#include "fault_worker.h"
+
 #include <signal.h>
 #include <sluice/sluice.h>
 #include <unistd.h>
@@ -66,107 +68,19 @@
 
 namespace {
 
+using fault_worker::Args;
+using fault_worker::check_totals;
+using fault_worker::expected_sum;
+using fault_worker::failed;
+using fault_worker::lost;
+using fault_worker::mark;
+using fault_worker::mix;
+using fault_worker::ms_since;
+using fault_worker::Rec;
+using fault_worker::report_lost;
+using fault_worker::Totals;
 using sluice::Clock;
 using sluice::Status;
-
-struct Rec {
-  uint64_t key;
-  uint64_t value;
-};
-
-struct Args {
-  std::string scenario;
-  uint64_t n = 10000;
-  uint64_t k = 1000;
-  uint32_t victim = 2;
-  bool try_mode = false;
-  bool latency = false;
-  std::string fault = "none";  // soak: none, or target (rank --victim destroys its target)
-  bool ordered = false;        // soak: an ordered replicate flow instead of a shuffle
-  bool abort = false;          // source-abort: Source::abort() instead of destruction
-};
-
-uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return x;
-}
-
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
-[[noreturn]] void failed(const std::string& what) { std::_Exit(sluice::testing::fail(what)); }
-
-// Every rank's mark after K records, for `sluice run --faults-after "AT rank
-// R record"`: the launcher kills (or stops) rank R there, unannounced.
-void mark(const sluice::Cluster& c, uint64_t k) {
-  std::printf("AT rank %u record %" PRIu64 "\n", c.rank(), k);
-  std::fflush(stdout);
-}
-
-void lost(Clock::time_point since, const std::string& error) {
-  std::printf("LOST %.0f %s\n", ms_since(since), error.c_str());
-  std::fflush(stdout);
-}
-
-// A survivor's report of the victim: a LOST line carrying lost_peer() as
-// "[lost_peer N]" before the message, then a 3 s stay (so that the other
-// survivors see the victim's end, not ours) and exit 3. With a Worker, the
-// stay keeps consuming through it: the others' pushes into this rank must go
-// on until they too run into the victim rather than into this rank's stay.
-[[noreturn]] void report_lost(Clock::time_point since, const std::string& what,
-                              const std::string& error, const std::optional<sluice::LostPeer>& peer,
-                              sluice::Worker* keep_consuming = nullptr) {
-  const std::string who =
-      peer ? "[lost_peer " + std::to_string(peer->rank) + "] " : "[lost_peer none] ";
-  lost(since, who + what + ": " + error);
-  const auto until = Clock::now() + std::chrono::milliseconds(3000);
-  if (keep_consuming != nullptr) {
-    while (Clock::now() < until) keep_consuming->idle(keep_consuming->poll());
-  }
-  std::this_thread::sleep_until(until);
-  std::_Exit(3);
-}
-
-// Totals of what one rank received: count and an order-independent sum.
-struct Totals {
-  uint64_t count = 0, sum = 0;
-  void add(const Rec& r) {
-    ++count;
-    sum += mix(r.value);
-  }
-};
-
-// All ranks' totals must add up to what all ranks pushed.
-void check_totals(sluice::Cluster& c, const Totals& mine, uint64_t expect_count,
-                  uint64_t expect_sum) {
-  const std::string me = std::to_string(mine.count) + " " + std::to_string(mine.sum);
-  auto all = c.allgather("totals", me);
-  if (c.rank() != 0) return;
-  uint64_t count = 0, sum = 0;
-  for (const std::string& s : all) {
-    unsigned long long a = 0, b = 0;
-    std::sscanf(s.c_str(), "%llu %llu", &a, &b);
-    count += a;
-    sum += b;
-  }
-  if (count != expect_count || sum != expect_sum) {
-    failed("totals: got " + std::to_string(count) + " records (sum " + std::to_string(sum) +
-           "), expected " + std::to_string(expect_count) + " (sum " + std::to_string(expect_sum) +
-           ")");
-  }
-  std::printf("VERIFIED %" PRIu64 " records\n", count);
-}
-
-uint64_t expected_sum(uint32_t ranks, uint64_t n) {
-  uint64_t sum = 0;
-  for (uint32_t r = 0; r < ranks; ++r) {
-    for (uint64_t i = 0; i < n; ++i) sum += mix(uint64_t{r} << 40 | i);
-  }
-  return sum;
-}
 
 // A Worker's pushes and flush toward a target whose provider queue stays
 // full (SLUICE_TEST_OFI_EAGAIN_EVERY=1 refuses every post) must end in
@@ -325,189 +239,6 @@ int readme(sluice::Cluster& c, const Args& a) {
   if (in.status() == Status::kPeerLost) report("consume", in.error(), in.lost_peer());
   failed("rank " + std::to_string(c.rank()) + " finished without noticing the victim (" +
          sluice::to_string(in.status()) + ")");
-}
-
-// A new shuffle among `ranks` ("orders" + suffix): each pushes n records
-// and the first of them checks every rank's totals (exactly once) on a
-// second flow. `meanwhile` runs on every rank once its totals went out.
-// Returns the records the check counted on the first rank, 0 elsewhere.
-template <class Fn>
-uint64_t deliver_among(sluice::Cluster& c, const std::vector<uint32_t>& ranks,
-                       const std::string& suffix, uint64_t n, Fn&& meanwhile) {
-  auto spec = sluice::shuffle<Rec>("orders" + suffix)
-                  .sources(c.ranks(ranks))
-                  .targets(c.ranks(ranks))
-                  .key(&Rec::key);
-  auto totals_spec = sluice::shuffle<Totals>("totals" + suffix)
-                         .sources(c.ranks(ranks))
-                         .targets(c.ranks({ranks[0]}));
-  auto flow = c.declare(spec);
-  auto totals_flow = c.declare(totals_spec);
-  Totals got;
-  {
-    auto out = c.source(spec, 0);
-    sluice::Worker w;
-    w.add(c.target(spec, 0), [&](std::span<const Rec> b) {
-      for (const Rec& r : b) got.add(r);
-    });
-    for (uint64_t i = 0; i < n; ++i) {
-      if (w.push(out, Rec{mix(i * 7919 + c.rank()), i + c.rank()}) != Status::kOk) {
-        failed("push to flow 'orders" + suffix + "': " + out.error());
-      }
-    }
-    if (w.close(out) != Status::kOk) failed("close flow 'orders" + suffix + "': " + out.error());
-    if (w.run() != Status::kEndOfFlow)
-      failed("flow 'orders" + suffix + "': the input did not end cleanly");
-  }
-  auto tout = c.source(totals_spec, 0);
-  if (tout.push(got) != Status::kOk || tout.close() != Status::kOk)
-    failed("totals: " + tout.error());
-  meanwhile();
-  if (c.rank() != ranks[0]) return 0;
-  auto tin = c.target(totals_spec, 0);
-  Totals all;
-  while (auto b = tin.consume()) {
-    for (const Totals& t : *b) {
-      all.count += t.count;
-      all.sum += t.sum;
-    }
-  }
-  if (tin.status() != Status::kEndOfFlow) failed("totals: " + tin.error());
-  Totals expect;
-  for (uint32_t r : ranks) {
-    for (uint64_t i = 0; i < n; ++i) expect.add(Rec{0, i + r});
-  }
-  if (all.count != expect.count || all.sum != expect.sum) {
-    failed("flow 'orders" + suffix + "': got " + std::to_string(all.count) + " records (sum " +
-           std::to_string(all.sum) + "), expected " + std::to_string(expect.count) + " (sum " +
-           std::to_string(expect.sum) + ")");
-  }
-  return all.count;
-}
-
-// A shuffle among all ranks, pushed into through a Worker until a push
-// fails (the launcher kills a rank: nobody here knows which or when), which
-// must be kPeerLost. Every 64 pushes, `poll()` may look around (a new view).
-// `after(w, out)` runs once the push failed, while the flow still exists
-// (not when the kill came before the flow was set up: then the set-up's
-// PeerLostError is the LOST line).
-void push_until_lost(sluice::Cluster& c, Clock::time_point start, const std::function<void()>& poll,
-                     const std::function<void(sluice::Worker&, sluice::Source<Rec>&)>& after) {
-  auto spec =
-      sluice::shuffle<Rec>("orders").sources(c.all_ranks()).targets(c.all_ranks()).key(&Rec::key);
-  try {
-    auto flow = c.declare(spec);
-    auto out = c.source(spec, 0);
-    sluice::Worker w;
-    w.add(c.target(spec, 0), [](std::span<const Rec>) {});
-    c.barrier("declared");
-    std::printf("PUSHING\n");
-    std::fflush(stdout);
-    Status s = Status::kOk;
-    for (uint64_t i = 0; s == Status::kOk; ++i) {
-      if (i % 64 == 0) poll();
-      s = w.push(out, Rec{mix(i + c.rank()), i});
-    }
-    if (s != Status::kPeerLost)
-      failed("push: " + std::string(sluice::to_string(s)) + ": " + out.error());
-    after(w, out);
-    lost(start, "push: " + out.error());
-    // Leaving the scope destroys the source, the target (in the Worker) and
-    // then the flow, which the Cluster lets go of in the background.
-  } catch (const sluice::PeerLostError& e) {
-    // The kill landed while the flow was being set up (a slow machine):
-    // there is no flow to fail, and the survivors go on from the loss.
-    lost(start, std::string("set-up: ") + e.what());
-  }
-}
-
-std::string rank_text(const std::vector<uint32_t>& ranks) {
-  std::string text;
-  for (uint32_t r : ranks) text += " " + std::to_string(r);
-  return text;
-}
-
-// Survivors of a rank killed from outside (sluice run --kill; no rank knows
-// which or when) rebuild their flow among the members of the next view (what
-// apps/kv does by hand): each pushes into a shuffle among all ranks until
-// kPeerLost, waits for the view that no longer holds the lost rank, agrees
-// on it with the others (Cluster::agree), declares a new flow among the
-// agreed members and pushes N records into it. The lowest survivor checks
-// the new flow's totals (exactly once) on a third flow among them.
-int rebuild(sluice::Cluster& c, const Args& a) {
-  const auto start = Clock::now();
-  push_until_lost(
-      c, start, [] {}, [](sluice::Worker&, sluice::Source<Rec>&) {});
-  // The transport may see the loss before the registry does: the view
-  // follows within the peer timeout.
-  if (!c.await_view(0, Clock::now() + std::chrono::seconds(30)))
-    failed("no view after epoch 0 within 30 s");
-  const sluice::Gathered g = c.agree("rebuild", "", Clock::now() + std::chrono::seconds(30));
-  std::printf("LIVE%s (view %" PRIu64 ", flow destroyed after %.0f ms)\n",
-              rank_text(g.ranks).c_str(), g.epoch, ms_since(start));
-  std::fflush(stdout);
-  if (g.ranks.size() + 1 != c.world_size())
-    failed("the agreed view has " + std::to_string(g.ranks.size()) + " ranks");
-  const uint64_t n = deliver_among(c, g.ranks, "-view-" + std::to_string(g.epoch), a.n, [] {});
-  if (n != 0)
-    std::printf("VERIFIED %" PRIu64 " records on the flow rebuilt among %zu ranks\n", n,
-                g.ranks.size());
-  return 0;
-}
-
-// A rank killed from outside comes back (sluice run --kill ... --restarts 1)
-// as incarnation 1. The survivors push into a shuffle among all ranks until
-// a push fails, or until they see a new view, when they hold the old flow
-// until the rank is back. Either way, once it is back, a push into the old
-// flow must fail with kPeerLost: the flow belongs to incarnation 0. Then
-// every rank, the new process included, agrees on the view, declares a new
-// flow among all ranks and pushes N records (rank 0 checks them exactly
-// once), and all meet again at the barrier they met at before: the new
-// process's first call meets the survivors' second.
-int rejoin(sluice::Cluster& c, const Args& a) {
-  const auto start = Clock::now();
-  const uint32_t me = c.incarnation(c.rank());
-  auto await_rejoin = [&] {
-    for (const auto until = Clock::now() + std::chrono::seconds(30);;) {
-      const sluice::View v = c.view();
-      for (uint32_t r = 0; r < c.world_size(); ++r) {
-        if (v.incarnations[r] > 0 && v.contains(r)) {
-          std::printf("REJOINED rank %u as incarnation %u\n", r, v.incarnations[r]);
-          std::fflush(stdout);
-          return;
-        }
-      }
-      if (Clock::now() > until) failed("no rank rejoined within 30 s");
-      (void)c.await_view(v.epoch, Clock::now() + std::chrono::seconds(1));
-    }
-  };
-  if (me == 0) {
-    bool back = false;
-    push_until_lost(
-        c, start,
-        [&] {
-          if (back || c.view().epoch == 0) return;
-          await_rejoin();  // a new view: hold the old flow until the rank is back
-          back = true;
-        },
-        [&](sluice::Worker& w, sluice::Source<Rec>& out) {
-          if (!back) await_rejoin();  // the push failed before the view arrived
-          back = true;
-          const Status again = w.push(out, Rec{1, 1});
-          std::printf("OLD FLOW %s after the rejoin\n", sluice::to_string(again));
-        });
-    if (!back) await_rejoin();  // killed during the set-up: no flow to hold
-  } else {
-    std::printf("RESTARTED as incarnation %u\n", me);
-  }
-  std::fflush(stdout);
-  const sluice::Gathered g = c.agree("rejoin", "", Clock::now() + std::chrono::seconds(30));
-  if (g.ranks.size() != c.world_size())
-    failed("the agreed view has " + std::to_string(g.ranks.size()) + " ranks");
-  // The barrier: the survivors' second call, the new process's first.
-  const uint64_t n = deliver_among(c, g.ranks, "-again", a.n, [&] { c.barrier("declared"); });
-  if (n != 0) std::printf("VERIFIED %" PRIu64 " records with every rank back\n", n);
-  return 0;
 }
 
 // The README's pattern over a combiner flow, through a Worker: survivors
@@ -716,220 +447,6 @@ int slow_target(sluice::Cluster& c, const Args& a) {
   return 0;
 }
 
-int ordered_idle(sluice::Cluster& c, const Args& a) {
-  auto spec = sluice::replicate<Rec>("oi")
-                  .sources(c.ranks({0, 1}))
-                  .targets(c.all_ranks())
-                  .segment_bytes(256)
-                  .ordered()
-                  // Well under rank 1's 1500 ms quiet spell, so a batch held
-                  // back through it would be a gap; long enough that a rank
-                  // descheduled under load (CI runs ctest -j) is not one.
-                  .gap_timeout(std::chrono::milliseconds(600));
-  auto flow = c.declare(spec);
-  Totals got;
-  uint64_t order = 0, gaps = 0;
-  auto in = c.target(spec, 0);
-  auto take = [&](std::span<const Rec> b) {
-    for (const Rec& r : b) {
-      got.add(r);
-      order = mix(order ^ r.value);
-    }
-  };
-  auto drain = [&] {
-    for (;;) {
-      auto b = in.try_consume();
-      if (b) {
-        take(*b);
-        continue;
-      }
-      if (in.status() == Status::kGap) {
-        ++gaps;
-        continue;
-      }
-      if (in.status() != Status::kWouldBlock) failed("try_consume: " + in.error());
-      return;
-    }
-  };
-  if (c.rank() <= 1) {
-    auto out = c.source(spec, 0);
-    for (uint64_t i = 0; i < a.n; ++i) {
-      // Rank 1 goes quiet halfway, with whatever it could not hand over yet.
-      if (c.rank() == 1 && i == a.n / 2) {
-        for (auto until = Clock::now() + std::chrono::milliseconds(1500); Clock::now() < until;) {
-          drain();
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-      }
-      Status s;
-      while ((s = out.try_push(Rec{i, uint64_t{c.rank()} << 40 | i})) == Status::kWouldBlock)
-        drain();
-      if (s != Status::kOk) failed("try_push: " + out.error());
-      if (c.rank() == 0 && i % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    Status s;
-    while ((s = out.close(Clock::now())) == Status::kTimeout) drain();
-    if (s != Status::kOk) failed("close: " + out.error());
-  }
-  for (;;) {
-    auto b = in.consume(Clock::now() + std::chrono::seconds(60));
-    if (b) {
-      take(*b);
-      continue;
-    }
-    if (in.status() == Status::kGap) {
-      ++gaps;
-      continue;
-    }
-    break;
-  }
-  if (in.status() != Status::kEndOfFlow) failed("consume: " + in.error());
-  if (gaps != 0)
-    failed("rank " + std::to_string(c.rank()) + " saw " + std::to_string(gaps) + " gap(s)");
-  auto orders = c.allgather("order", std::to_string(order));
-  for (const std::string& o : orders) {
-    if (o != orders[0]) failed("targets disagree on the order");
-  }
-  if (got.count != 2 * a.n || got.sum != expected_sum(2, a.n)) {
-    failed("rank " + std::to_string(c.rank()) + " got " + std::to_string(got.count) + " of " +
-           std::to_string(2 * a.n));
-  }
-  if (c.rank() == 0) std::printf("VERIFIED %" PRIu64 " records in one order, no gaps\n", got.count);
-  return 0;
-}
-
-// One soak iteration: every rank is a source and a target of an N:M shuffle
-// (or of an ordered replicate flow), driven by the README's single-thread
-// pattern; every rank marks --k records ("AT rank R record K"), where the
-// test's launcher may kill or stop one (unannounced), or the --victim
-// destroys its target there (--fault target), or nothing happens. A run without a fault must verify
-// exact totals; a run with one must end on every survivor with kPeerLost
-// naming the victim, never with wrong totals or a hang.
-template <class Out, class In>
-void soak_run(sluice::Cluster& c, const Args& a, Out& out, In& in, Totals& got, uint64_t& gaps,
-              uint64_t& order) {
-  const auto start = Clock::now();
-  auto report = [&](const std::string& what, const std::string& error,
-                    const std::optional<sluice::LostPeer>& peer) {
-    lost(start, "[lost_peer " + (peer ? std::to_string(peer->rank) : std::string("none")) + "] " +
-                    what + ": " + error);
-    // Stay while the other survivors reach their own report: on an ordered
-    // flow a source learns of a lost target only at close().
-    std::this_thread::sleep_for(std::chrono::milliseconds(4000));
-    std::_Exit(3);
-  };
-  // The one fault the program makes itself (an app's own act, not a crash):
-  // --fault target. Kills and stops come from the launcher at the mark.
-  const bool victim = c.rank() == a.victim && a.fault == "target";
-  bool target_gone = false;
-  auto take = [&](auto b) {
-    for (const Rec& r : *b) {
-      got.add(r);
-      order = mix(order ^ r.value);
-    }
-  };
-  auto drain = [&] {
-    if (target_gone) return;
-    for (;;) {
-      auto b = in.try_consume();
-      if (b) {
-        take(b);
-        continue;
-      }
-      if (in.status() == Status::kGap) {
-        ++gaps;
-        continue;
-      }
-      if (in.status() == Status::kPeerLost) report("try_consume", in.error(), in.lost_peer());
-      return;
-    }
-  };
-  for (uint64_t i = 0; i < a.n; ++i) {
-    if (i == a.k) {
-      if (victim) {
-        in = In();
-        target_gone = true;
-        std::printf("VICTIM destroyed its target\n");
-      }
-      mark(c, a.k);
-    }
-    Status s;
-    while ((s = out.try_push(Rec{mix(i * 7 + c.rank()), uint64_t{c.rank()} << 40 | i})) ==
-           Status::kWouldBlock) {
-      drain();
-    }
-    if (s == Status::kPeerLost) report("try_push", out.error(), out.lost_peer());
-    if (s != Status::kOk) failed("try_push: " + out.error());
-  }
-  Status s;
-  while ((s = out.close(Clock::now())) == Status::kTimeout) drain();
-  if (s == Status::kPeerLost) report("close", out.error(), out.lost_peer());
-  if (s != Status::kOk) failed("close: " + out.error());
-  if (target_gone) {
-    // What the sources sent us is lost with our target: the others must say
-    // so; this rank has nothing to verify.
-    std::this_thread::sleep_for(std::chrono::seconds(3));
-    std::_Exit(0);
-  }
-  for (;;) {
-    auto b = in.consume(Clock::now() + std::chrono::seconds(60));
-    if (b) {
-      take(b);
-      continue;
-    }
-    if (in.status() == Status::kGap) {
-      ++gaps;
-      continue;
-    }
-    break;
-  }
-  if (in.status() == Status::kPeerLost) report("consume", in.error(), in.lost_peer());
-  if (in.status() != Status::kEndOfFlow) {
-    failed(std::string("consume: ") + sluice::to_string(in.status()) + ": " + in.error());
-  }
-}
-
-int soak(sluice::Cluster& c, const Args& a) {
-  Totals got;
-  uint64_t gaps = 0, order = 0;
-  if (a.ordered) {
-    auto spec = sluice::replicate<Rec>("soak")
-                    .sources(c.all_ranks())
-                    .targets(c.all_ranks())
-                    .segment_bytes(512)
-                    .ordered()
-                    .gap_timeout(std::chrono::milliseconds(200));
-    auto flow = c.declare(spec);
-    auto out = c.source(spec, 0);
-    auto in = c.target(spec, 0);
-    c.barrier("declared");
-    soak_run(c, a, out, in, got, gaps, order);
-    if (gaps != 0) failed("a run without a fault saw " + std::to_string(gaps) + " gap(s)");
-    // Every target got every record of every source, in one order.
-    if (got.count != a.n * c.world_size() || got.sum != expected_sum(c.world_size(), a.n)) {
-      failed("rank " + std::to_string(c.rank()) + " got " + std::to_string(got.count) + " records");
-    }
-    for (const std::string& o : c.allgather("soak-order", std::to_string(order))) {
-      if (o != std::to_string(order)) failed("targets disagree on the order");
-    }
-    const uint64_t w = c.world_size();
-    check_totals(c, got, a.n * w * w, w * expected_sum(c.world_size(), a.n));
-  } else {
-    auto spec = sluice::shuffle<Rec>("soak")
-                    .sources(c.all_ranks())
-                    .targets(c.all_ranks())
-                    .key(&Rec::key)
-                    .segment_bytes(512);
-    auto flow = c.declare(spec);
-    auto out = c.source(spec, 0);
-    auto in = c.target(spec, 0);
-    c.barrier("declared");
-    soak_run(c, a, out, in, got, gaps, order);
-    check_totals(c, got, a.n * c.world_size(), expected_sum(c.world_size(), a.n));
-  }
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1098,13 +615,15 @@ int main(int argc, char** argv) {
     if (a.scenario == "readme") return sluice::testing::leave_after(c, readme(c, a));
     if (a.scenario == "target-abort") return sluice::testing::leave_after(c, target_abort(c, a));
     if (a.scenario == "source-abort") return sluice::testing::leave_after(c, source_abort(c, a));
-    if (a.scenario == "ordered-idle") return sluice::testing::leave_after(c, ordered_idle(c, a));
+    if (a.scenario == "ordered-idle")
+      return sluice::testing::leave_after(c, fault_worker::ordered_idle(c, a));
     if (a.scenario == "slow-target") return sluice::testing::leave_after(c, slow_target(c, a));
     if (a.scenario == "impersonate") return sluice::testing::leave_after(c, impersonate(c, a));
-    if (a.scenario == "soak") return sluice::testing::leave_after(c, soak(c, a));
+    if (a.scenario == "soak") return sluice::testing::leave_after(c, fault_worker::soak(c, a));
     if (a.scenario == "combiner") return sluice::testing::leave_after(c, combiner(c, a));
-    if (a.scenario == "rebuild") return sluice::testing::leave_after(c, rebuild(c, a));
-    if (a.scenario == "rejoin") return sluice::testing::leave_after(c, rejoin(c, a));
+    if (a.scenario == "rebuild")
+      return sluice::testing::leave_after(c, fault_worker::rebuild(c, a));
+    if (a.scenario == "rejoin") return sluice::testing::leave_after(c, fault_worker::rejoin(c, a));
     if (a.scenario == "fence")
       return sluice::testing::leave_after(c, sluice::testing::region_fence(c, a.k, mark));
     if (a.scenario == "flow-fence") {
