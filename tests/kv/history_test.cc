@@ -20,12 +20,15 @@
 #include <vector>
 
 #include "client.h"
+#include "porcupine_check.h"
 #include "store.h"
 #include "support/test_support.h"
 
 namespace kv {
 namespace {
 
+using kv::testing::expect_porcupine_linearizable;
+using kv::testing::porcupine;
 using sluice::testing::ProcessResult;
 
 Completed op(uint64_t client, Op o, std::string key, std::string value, bool ok, std::string out,
@@ -483,6 +486,134 @@ TEST(HistoryTest, TheSortedSetCommandsAreCheckedConcurrently) {
   for (const Op o : {Op::kZRangeStore, Op::kZMPop, Op::kZCombine, Op::kZScan}) {
     const ProcessResult p = check({z(1, o, "", "", true, "", 0, 1)}, "zset-refused");
     EXPECT_EQ(p.exit_code, 2) << op_name(o) << ": " << p.output;
+  }
+}
+
+// ------------------------------------------------ porcupine's verdicts
+//
+// kv-porcupine on the fixtures (tests/kv/fixtures) and on simulated runs of
+// both protocols: the checker must tell a linearizable history from one
+// that is not, or no later verdict on a job's history means anything.
+
+// A file of this test's own under the test's temporary directory.
+std::string history_path() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return ::testing::TempDir() + "kv-history-" + info->name() + "-" + std::to_string(getpid()) +
+         ".jsonl";
+}
+
+// The checker itself: it must reject what is not linearizable. Fixtures: a
+// read that misses a write completed before it began, and two swaps from the
+// same value that both succeeded.
+TEST(KvPorcupineTest, RejectsAStaleReadAndADoubleSwap) {
+  for (const char* name :
+       {"stale_read.jsonl", "double_cas.jsonl", "unknown_put_read_before_its_call.jsonl"}) {
+    const ProcessResult p = porcupine(std::string(SLUICE_KV_FIXTURES) + "/" + name);
+    EXPECT_EQ(p.exit_code, 1) << name << "\n" << p.output;
+    EXPECT_NE(p.output.find("NOT linearizable"), std::string::npos) << name << "\n" << p.output;
+  }
+  const ProcessResult bad = porcupine(std::string(SLUICE_KV_FIXTURES) + "/../history_test.cc");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+}
+
+// The string commands' operations (incrby, incrbyfloat, append, setrange,
+// setnx, getset, getdel, setxx): histories using each as Redis answers it,
+// with concurrent increments in either order and the store's errors, are
+// linearizable; two increments (integer or float) that both saw the absent
+// key, two GETDELs that both got the value, a SET XX that set an absent key
+// and a SETRANGE that did not pad are not.
+TEST(KvPorcupineTest, TheStringCommandsAreModelledAsTheStoreExecutesThem) {
+  const ProcessResult ok = porcupine(std::string(SLUICE_KV_FIXTURES) + "/string_ops_ok.jsonl");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("linearizable (18 operations on 4 keys"), std::string::npos)
+      << ok.output;
+  const ProcessResult floats = porcupine(std::string(SLUICE_KV_FIXTURES) + "/float_ops_ok.jsonl");
+  EXPECT_NE(floats.output.find("linearizable (11 operations on 3 keys"), std::string::npos)
+      << floats.output;
+  for (const char* name :
+       {"lost_increment.jsonl", "double_getdel.jsonl", "setxx_of_an_absent_key.jsonl",
+        "lost_float_increment.jsonl", "setrange_without_padding.jsonl"}) {
+    const ProcessResult p = porcupine(std::string(SLUICE_KV_FIXTURES) + "/" + name);
+    EXPECT_EQ(p.exit_code, 1) << name << "\n" << p.output;
+    EXPECT_NE(p.output.find("NOT linearizable"), std::string::npos) << name << "\n" << p.output;
+  }
+}
+
+// Expiry, checked against each operation's own stamp ("now"): a history of
+// SET PX, TTL, reads on either side of the deadline, EXPIRE GT, GETEX
+// PERSIST, KEEPTTL, INCRBY keeping a deadline and a plain SET clearing it,
+// and a sweep after which a read with an earlier stamp (another gateway's
+// slower clock) finds the key gone, is linearizable; without that sweep's
+// line it is not (the read would have had to see the value). A read past the
+// deadline that sees the value, a TTL that is not the deadline, a deadline
+// a plain SET should have cleared, and a sweep of a key not yet due are
+// rejected.
+TEST(KvPorcupineTest, ExpiryIsCheckedAgainstEachOperationsStamp) {
+  const std::string ok_file = std::string(SLUICE_KV_FIXTURES) + "/expiry_ok.jsonl";
+  const ProcessResult ok = porcupine(ok_file);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("linearizable (19 operations on 4 keys"), std::string::npos)
+      << ok.output;
+  std::ifstream in(ok_file);
+  const std::string without = history_path() + ".without-sweep";
+  std::ofstream out(without);
+  for (std::string l; std::getline(in, l);)
+    if (l.find("\"keys\":[\"s\"]") == std::string::npos) out << l << "\n";
+  out.close();
+  const ProcessResult no_sweep = porcupine(without);
+  EXPECT_EQ(no_sweep.exit_code, 1) << no_sweep.output;
+  for (const char* name : {"expired_read.jsonl", "ttl_not_the_deadline.jsonl",
+                           "ttl_kept_by_a_plain_set.jsonl", "sweep_of_a_live_key.jsonl"}) {
+    const ProcessResult p = porcupine(std::string(SLUICE_KV_FIXTURES) + "/" + name);
+    EXPECT_EQ(p.exit_code, 1) << name << "\n" << p.output;
+    EXPECT_NE(p.output.find("NOT linearizable"), std::string::npos) << name << "\n" << p.output;
+  }
+}
+
+// Operations of unknown outcome (a client's deadline passed) may take effect
+// at any time after their call, or never: a put whose client timed out may
+// be read after its call (not before: the fixture above), or not at all,
+// and a timed-out swap need never happen. Counting it as failed would reject
+// the first read of "b"; counting it as done would reject the read of "a".
+TEST(KvPorcupineTest, OperationsOfUnknownOutcomeMayTakeEffectLaterOrNever) {
+  const ProcessResult p = porcupine(std::string(SLUICE_KV_FIXTURES) + "/unknown_outcomes_ok.jsonl");
+  EXPECT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("linearizable (6 operations on 2 keys, 2 of unknown outcome)"),
+            std::string::npos)
+      << p.output;
+}
+
+// A simulated run with message loss and a leader crash (both protocols): its
+// history is linearizable; with one read's answer changed, it is not.
+TEST(KvPorcupineTest, SimulatedRunsWithLossAndALeaderCrashAndOneReadChanged) {
+  for (const char* protocol : {"multipaxos", "nopaxos"}) {
+    const std::string history = history_path() + "." + protocol;
+    const ProcessResult r = sluice::testing::run_process(
+        {std::string(SLUICE_BIN_DIR) + "/sluice-kv", "simulate", "--protocol", protocol,
+         "--clients", "4", "--ops", "150", "--keys", "4", "--drop", "0.05", "--crash-leader-at",
+         "300", "--history", history});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("crashing leader"), std::string::npos) << r.output;
+    expect_porcupine_linearizable(history, 600);
+    // Change the answer of the last read that found its key.
+    std::ifstream in(history);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    const std::string found = "\"op\":\"get\"", answer = "\"ok\":true,\"out\":\"";
+    size_t changed = lines.size();
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].find(found) != std::string::npos && lines[i].find(answer) != std::string::npos)
+        changed = i;
+    }
+    ASSERT_LT(changed, lines.size()) << "no read found its key";
+    const size_t at = lines[changed].find(answer) + answer.size();
+    lines[changed].insert(at, "never-written-");
+    const std::string mutated = history + ".changed";
+    std::ofstream out(mutated);
+    for (const std::string& l : lines) out << l << "\n";
+    out.close();
+    const ProcessResult p = porcupine(mutated);
+    EXPECT_EQ(p.exit_code, 1) << lines[changed] << "\n" << p.output;
   }
 }
 
