@@ -19,6 +19,7 @@ generation excluded for both).
   bench/stream/compare.py [--query ysb|nb7] [--shapes 1x1,1x2,2x1,2x2]
                           [--records 20000000] [--keys K] [--window-ms W]
                           [--repeats 5] [--build build]
+                          [--engines slash,uppar,timely,timely-pre,flink]
 
 Run it on an idle machine; it prints the load average before and after.
 """
@@ -97,14 +98,24 @@ def main():
     ap.add_argument("--window-ms", type=int, default=0,
                     help="default: the query's (ysb 1000, nb7 60000)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--engines", default="slash,uppar,timely,timely-pre,flink",
+                    help="the engines to run, comma-separated (slash must be one)")
     args = ap.parse_args()
-    if not os.path.exists(TIMELY) or not os.path.exists(f"{FLINK}/flink-peer-0.1.0.jar"):
-        sys.exit("compare: the peers are missing: run bench/stream/install.sh")
-    engines = [("slash", lambda p, t: sluice_run(args, "slash", p, t)),
-               ("uppar", lambda p, t: sluice_run(args, "uppar", p, t)),
-               ("timely", lambda p, t: timely_run(args, "repartition", p, t)),
-               ("timely-pre", lambda p, t: timely_run(args, "preagg", p, t)),
-               ("flink", lambda p, t: flink_run(args, p, t))]
+    known = [("slash", lambda p, t: sluice_run(args, "slash", p, t)),
+             ("uppar", lambda p, t: sluice_run(args, "uppar", p, t)),
+             ("timely", lambda p, t: timely_run(args, "repartition", p, t)),
+             ("timely-pre", lambda p, t: timely_run(args, "preagg", p, t)),
+             ("flink", lambda p, t: flink_run(args, p, t))]
+    chosen = args.engines.split(",")
+    unknown = [e for e in chosen if e not in dict(known)]
+    if unknown or "slash" not in chosen:
+        sys.exit(f"compare: --engines {args.engines}: choose slash and any of "
+                 f"{', '.join(n for n, _ in known[1:])}" + (f" (not {', '.join(unknown)})" if unknown else ""))
+    engines = [(n, run) for n, run in known if n in chosen]
+    if any(n.startswith("timely") for n in chosen) and not os.path.exists(TIMELY):
+        sys.exit(f"compare: the Timely peer is missing ({TIMELY}): run bench/stream/install.sh")
+    if "flink" in chosen and not os.path.exists(f"{FLINK}/flink-peer-0.1.0.jar"):
+        sys.exit(f"compare: the Flink peer is missing ({FLINK}): run bench/stream/install.sh")
     load = os.getloadavg()
     print(f"{args.query.upper()}, {args.records} records, keys {args.keys or 'default'}, windows "
           f"{args.window_ms or 'default'} ms; median of "
@@ -133,14 +144,13 @@ def main():
                 continue
             med[name] = (args.records / statistics.median(secs) / 1e6,
                          args.records / max(statistics.median(cpus), 1e-9) / 1e6)
-        best_timely = max(med["timely"][0], med["timely-pre"][0])
-        best_timely_cpu = max(med["timely"][1], med["timely-pre"][1])
+        timelys = [med[n] for n in ("timely", "timely-pre") if med.get(n)]
         cell = lambda n: (f"{med[n][0]:18.1f} {med[n][1]:10.1f}" if med[n] else f"{'-':>18} {'-':>10}")
-        flink = (f" {med['slash'][0] / med['flink'][0]:11.2f}x {med['slash'][1] / med['flink'][1]:9.2f}x"
-                 if med["flink"] else f" {'-':>12} {'-':>10}")
-        print(f"{shape:6} " + " ".join(cell(n) for n, _ in engines)
-              + f" {med['slash'][0] / best_timely:12.2f}x {med['slash'][1] / best_timely_cpu:9.2f}x"
-              + flink, flush=True)
+        ratio = lambda peer: (f" {med['slash'][0] / peer[0]:11.2f}x {med['slash'][1] / peer[1]:9.2f}x"
+                              if peer else f" {'-':>12} {'-':>10}")
+        best_timely = (max(x[0] for x in timelys), max(x[1] for x in timelys)) if timelys else None
+        print(f"{shape:6} " + " ".join(cell(n) for n, _ in engines) + ratio(best_timely)
+              + ratio(med.get("flink")), flush=True)
     print(f"rows and checksum equal for every engine: {result}")
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
