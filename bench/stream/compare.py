@@ -109,8 +109,9 @@ def main():
     chosen = args.engines.split(",")
     unknown = [e for e in chosen if e not in dict(known)]
     if unknown or "slash" not in chosen:
-        sys.exit(f"compare: --engines {args.engines}: choose slash and any of "
-                 f"{', '.join(n for n, _ in known[1:])}" + (f" (not {', '.join(unknown)})" if unknown else ""))
+        others = ", ".join(n for n, _ in known[1:])
+        bad = f" (not {', '.join(unknown)})" if unknown else ""
+        sys.exit(f"compare: --engines {args.engines}: choose slash and any of {others}{bad}")
     engines = [(n, run) for n, run in known if n in chosen]
     if any(n.startswith("timely") for n in chosen) and not os.path.exists(TIMELY):
         sys.exit(f"compare: the Timely peer is missing ({TIMELY}): run bench/stream/install.sh")
@@ -148,7 +149,8 @@ def main():
         cell = lambda n: (f"{med[n][0]:18.1f} {med[n][1]:10.1f}" if med[n] else f"{'-':>18} {'-':>10}")
         ratio = lambda peer: (f" {med['slash'][0] / peer[0]:11.2f}x {med['slash'][1] / peer[1]:9.2f}x"
                               if peer else f" {'-':>12} {'-':>10}")
-        best_timely = (max(x[0] for x in timelys), max(x[1] for x in timelys)) if timelys else None
+        best_timely = ((max(x[0] for x in timelys), max(x[1] for x in timelys))
+                       if timelys else None)
         print(f"{shape:6} " + " ".join(cell(n) for n, _ in engines) + ratio(best_timely)
               + ratio(med.get("flink")), flush=True)
     print(f"rows and checksum equal for every engine: {result}")
