@@ -4,7 +4,9 @@
 // Two loops over N records in memory: a hand-written YSB (views only,
 // counted per campaign: no windows, no engine) and a plain read of every
 // byte. Prints each repeat and the medians, in ns a record and GB/s.
-//   g++ -O3 -march=native -o /tmp/ysb_floor bench/stream/ysb_floor.cc
+// From the top of the tree (one line):
+//   g++ -std=c++20 -O3 -march=native -Iapps/stream/include -Iinclude
+//       -o /tmp/ysb_floor bench/stream/ysb_floor.cc
 //   /tmp/ysb_floor 30000000
 // (Not part of the build: a measurement for docs/stream.md, "Against
 // Timely Dataflow and Flink".)
@@ -15,22 +17,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "stream/workloads.h"
+
 namespace {
 
-#pragma pack(push, 1)
-struct YsbEvent {  // as apps/stream's
-  uint64_t user_id[2];
-  uint64_t page_id[2];
-  uint64_t ad_id;
-  uint64_t campaign_id;
-  int64_t event_time;
-  uint32_t ip;
-  uint8_t ad_type;
-  uint8_t event_type;
-  uint8_t padding[16];
-};
-#pragma pack(pop)
-static_assert(sizeof(YsbEvent) == 78);
+using sluice::stream::YsbEvent;  // the record sluice-stream and the peers take
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
